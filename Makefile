@@ -1,0 +1,37 @@
+# coupond: build, run, test. `make test` is what CI runs.
+GO ?= go
+BIN ?= bin/coupond
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+COMMIT ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
+LDFLAGS := -X github.com/coupond/coupond/cli.version=$(VERSION) -X github.com/coupond/coupond/cli.commit=$(COMMIT)
+
+.PHONY: build run test bench fuzz lab clean
+
+build:
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) .
+
+run: build
+	./$(BIN) serve
+
+# vet + race-enabled tests; long soaks and big benchmarks stay behind -short guards or the targets below.
+test:
+	$(GO) vet ./...
+	$(GO) test -race -short -count=1 -timeout 12m ./...
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem -timeout 30m ./...
+
+FUZZTIME ?= 30s
+# Runs every native fuzz test of the module for FUZZTIME each.
+fuzz:
+	@set -e; for pkg in $$($(GO) list ./...); do \
+		for f in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
+			echo "== $$pkg $$f"; $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg; \
+		done; \
+	done
+
+lab: build
+	./$(BIN) lab
+
+clean:
+	rm -rf bin

@@ -1,0 +1,145 @@
+package store
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"fmt"
+	"time"
+)
+
+// Credential is one integrating system's client credential. Only the
+// SHA-256 of the secret is stored: secrets carry 256 bits of randomness, so a
+// fast hash is enough and no salt is needed. Records handed out by DB are
+// shared and must not be modified; change them with UpdateCredential.
+type Credential struct {
+	ClientID   string    `json:"client_id"`
+	Tenant     string    `json:"tenant"`
+	Name       string    `json:"name"`
+	Scopes     []string  `json:"scopes"`
+	SecretHash []byte    `json:"secret_hash"`
+	CreatedAt  time.Time `json:"created_at"`
+
+	// After a rotation the previous secret keeps working until PrevUntil.
+	PrevSecretHash []byte    `json:"prev_secret_hash,omitempty"`
+	PrevUntil      time.Time `json:"prev_until,omitempty"`
+	RotatedAt      time.Time `json:"rotated_at,omitempty"`
+
+	Revoked   bool      `json:"revoked"`
+	RevokedAt time.Time `json:"revoked_at,omitempty"`
+	// Suspended is set by abuse escalation; it refuses like a revocation until
+	// the operator clears it.
+	Suspended bool      `json:"suspended,omitempty"`
+	LastUsed  time.Time `json:"last_used,omitempty"`
+}
+
+// HashSecret returns the stored form of a client secret.
+func HashSecret(secret string) []byte {
+	h := sha256.Sum256([]byte(secret))
+	return h[:]
+}
+
+// Active reports whether the credential may obtain and use tokens.
+func (c *Credential) Active() bool { return !c.Revoked && !c.Suspended }
+
+// SecretMatches compares secret with the current secret and, within the
+// rotation grace period, the previous one, in constant time. Both
+// comparisons always run so the time taken does not depend on which matched.
+func (c *Credential) SecretMatches(secret string, now time.Time) bool {
+	h := HashSecret(secret)
+	cur := subtle.ConstantTimeCompare(h, c.SecretHash)
+	prev := 0
+	if len(c.PrevSecretHash) == len(h) {
+		prev = subtle.ConstantTimeCompare(h, c.PrevSecretHash)
+	} else {
+		subtle.ConstantTimeCompare(h, h)
+	}
+	if prev == 1 && !now.Before(c.PrevUntil) {
+		prev = 0
+	}
+	return cur|prev == 1
+}
+
+// CreateCredential stores a new credential; ErrExists if the id is taken.
+func (db *DB) CreateCredential(c *Credential) error {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	if _, ok := db.creds[c.ClientID]; ok {
+		return fmt.Errorf("store: credential %q: %w", c.ClientID, ErrExists)
+	}
+	if _, ok := db.tenants[c.Tenant]; !ok {
+		return fmt.Errorf("store: tenant %q: %w", c.Tenant, ErrNotFound)
+	}
+	if err := db.putLocked(CredentialKey(c.ClientID), c); err != nil {
+		return err
+	}
+	db.creds[c.ClientID] = c
+	return nil
+}
+
+// Credential returns the credential, shared: do not modify it.
+func (db *DB) Credential(clientID string) (*Credential, bool) {
+	db.mu.RLock()
+	c, ok := db.creds[clientID]
+	db.mu.RUnlock()
+	return c, ok
+}
+
+// Credentials returns the tenant's credentials ordered by client id; an empty
+// tenant means every tenant.
+func (db *DB) Credentials(tenant string) []*Credential {
+	db.mu.RLock()
+	defer db.mu.RUnlock()
+	var out []*Credential
+	for _, id := range sortedKeys(db.creds) {
+		if c := db.creds[id]; tenant == "" || c.Tenant == tenant {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// UpdateCredential applies fn to a copy of the credential, stores it with
+// Sync and publishes it.
+func (db *DB) UpdateCredential(clientID string, fn func(c *Credential) error) (*Credential, error) {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	old, ok := db.creds[clientID]
+	if !ok {
+		return nil, fmt.Errorf("store: credential %q: %w", clientID, ErrNotFound)
+	}
+	c := *old
+	if err := fn(&c); err != nil {
+		return nil, err
+	}
+	if err := db.putLocked(CredentialKey(clientID), &c); err != nil {
+		return nil, err
+	}
+	db.creds[clientID] = &c
+	return &c, nil
+}
+
+// TouchCredential records last use in memory only; it is persisted by the
+// next UpdateCredential or by FlushLastUsed, so the hot path does no write.
+func (db *DB) TouchCredential(clientID string, now time.Time) {
+	db.mu.Lock()
+	if c, ok := db.creds[clientID]; ok && now.Sub(c.LastUsed) > time.Second {
+		cc := *c
+		cc.LastUsed = now
+		db.creds[clientID] = &cc
+	}
+	db.mu.Unlock()
+}
+
+// FlushLastUsed persists the in-memory last-use times.
+func (db *DB) FlushLastUsed() error {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	b := db.NewBatch()
+	defer b.Close()
+	for _, c := range db.creds {
+		if err := b.SetJSON(CredentialKey(c.ClientID), c); err != nil {
+			return err
+		}
+	}
+	return b.Commit()
+}

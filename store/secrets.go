@@ -1,0 +1,104 @@
+package store
+
+import (
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+)
+
+// Secrets are the installation's signing keys. They are generated on first
+// start, kept in the data dir in SecretsFile with mode 0600 and survive
+// restarts. Each key has one purpose.
+type Secrets struct {
+	Token    []byte `json:"token"`    // signs access tokens
+	Decision []byte `json:"decision"` // signs decision ids
+	URL      []byte `json:"url"`      // signs result URLs
+	Hash     []byte `json:"hash"`     // keys the hashes of cliente_ref (control group, deletion records)
+}
+
+// SecretsFile is the name of the key file inside the data dir.
+const SecretsFile = "keys.json"
+
+// LoadSecrets reads the key file in dir, creating it with fresh random keys
+// if it does not exist.
+func LoadSecrets(dir string) (*Secrets, error) {
+	path := filepath.Join(dir, SecretsFile)
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return createSecrets(dir, path)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store: read keys: %w", err)
+	}
+	var s Secrets
+	if err := json.Unmarshal(data, &s); err != nil || len(s.Token) < 32 || len(s.Decision) < 32 || len(s.URL) < 32 || len(s.Hash) < 32 {
+		return nil, fmt.Errorf("store: %s is damaged", path)
+	}
+	return &s, nil
+}
+
+func createSecrets(dir, path string) (*Secrets, error) {
+	s := &Secrets{Token: randomKey(), Decision: randomKey(), URL: randomKey(), Hash: randomKey()}
+	data, err := json.Marshal(s)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("store: data dir: %w", err)
+	}
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("store: write keys: %w", err)
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("store: write keys: %w", err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("store: write keys: %w", err)
+	}
+	f.Close()
+	if err := os.Rename(tmp, path); err != nil {
+		return nil, fmt.Errorf("store: write keys: %w", err)
+	}
+	return s, nil
+}
+
+// TestSecrets returns fixed keys for tests.
+func TestSecrets() *Secrets {
+	k := func(b byte) []byte {
+		out := make([]byte, 32)
+		for i := range out {
+			out[i] = b
+		}
+		return out
+	}
+	return &Secrets{Token: k(1), Decision: k(2), URL: k(3), Hash: k(4)}
+}
+
+func randomKey() []byte {
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		panic(err) // crypto/rand never fails on supported platforms
+	}
+	return b
+}
+
+// CustomerHash is the keyed hash of a tenant's cliente_ref, hex-encoded: what
+// deletion records, the access log after deletion and the control-group draw
+// use instead of the raw identifier.
+func (s *Secrets) CustomerHash(tenant, clienteRef string) string {
+	m := hmac.New(sha256.New, s.Hash)
+	m.Write([]byte(tenant))
+	m.Write([]byte{0})
+	m.Write([]byte(clienteRef))
+	return fmt.Sprintf("%x", m.Sum(nil)[:20])
+}

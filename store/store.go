@@ -1,0 +1,262 @@
+// Package store holds every tenant's data in one Pebble database: the key
+// layout (keys.go), the tenant and credential records, and the primitives the
+// engine and the batch runner build on (point reads, bounded prefix scans,
+// synced batches, checkpoints).
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"sync"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
+)
+
+// Sentinel errors.
+var (
+	ErrNotFound = errors.New("store: not found")
+	ErrExists   = errors.New("store: already exists")
+)
+
+// DB is the coupond store. It is safe for concurrent use.
+//
+// Tenant and credential records are few and read on every request, so DB
+// keeps them cached in memory; every write to them goes through DB, which
+// commits with Sync and then updates the cache.
+type DB struct {
+	pdb *pebble.DB
+
+	mu      sync.RWMutex
+	tenants map[string]*Tenant
+	creds   map[string]*Credential
+}
+
+// Open opens (creating if needed) the store in dir. fs nil means the real
+// filesystem; tests pass vfs.NewMem().
+func Open(dir string, fs vfs.FS) (*DB, error) {
+	if fs == nil {
+		fs = vfs.Default
+	}
+	opts := &pebble.Options{FS: fs, Logger: quietLogger{}}
+	opts.EnsureDefaults()
+	pdb, err := pebble.Open(dir, opts)
+	if err != nil {
+		return nil, fmt.Errorf("store: open %s: %w", dir, err)
+	}
+	db := &DB{pdb: pdb, tenants: map[string]*Tenant{}, creds: map[string]*Credential{}}
+	if err := db.loadCaches(); err != nil {
+		pdb.Close()
+		return nil, err
+	}
+	return db, nil
+}
+
+// Close flushes and closes the store.
+func (db *DB) Close() error { return db.pdb.Close() }
+
+// Pebble exposes the underlying database for metrics and checkpoints.
+func (db *DB) Pebble() *pebble.DB { return db.pdb }
+
+// Get returns a copy of the value at key, or ErrNotFound.
+func (db *DB) Get(key []byte) ([]byte, error) {
+	v, closer, err := db.pdb.Get(key)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store: get: %w", err)
+	}
+	out := append([]byte(nil), v...)
+	closer.Close()
+	return out, nil
+}
+
+// GetJSON decodes the JSON value at key into v, or returns ErrNotFound.
+func (db *DB) GetJSON(key []byte, v any) error {
+	b, err := db.Get(key)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("store: decode %q: %w", key[:min(len(key), 16)], err)
+	}
+	return nil
+}
+
+// Has reports whether key exists.
+func (db *DB) Has(key []byte) (bool, error) {
+	_, closer, err := db.pdb.Get(key)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("store: get: %w", err)
+	}
+	closer.Close()
+	return true, nil
+}
+
+// Scan calls fn for every key in [lower, upper) in order. key and value are
+// only valid during the call. fn returning ErrStop ends the scan early
+// without error.
+func (db *DB) Scan(lower, upper []byte, fn func(key, value []byte) error) error {
+	return scan(db.pdb, lower, upper, fn)
+}
+
+// ErrStop ends a Scan early.
+var ErrStop = errors.New("store: stop scan")
+
+type iterable interface {
+	NewIter(*pebble.IterOptions) (*pebble.Iterator, error)
+}
+
+func scan(r iterable, lower, upper []byte, fn func(key, value []byte) error) error {
+	it, err := r.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
+	if err != nil {
+		return fmt.Errorf("store: iter: %w", err)
+	}
+	for it.First(); it.Valid(); it.Next() {
+		v, err := it.ValueAndErr()
+		if err != nil {
+			it.Close()
+			return fmt.Errorf("store: value: %w", err)
+		}
+		if err := fn(it.Key(), v); err != nil {
+			it.Close()
+			if errors.Is(err, ErrStop) {
+				return nil
+			}
+			return err
+		}
+	}
+	return it.Close()
+}
+
+// Batch is a set of writes committed atomically.
+type Batch struct {
+	b *pebble.Batch
+}
+
+// NewBatch starts a write batch. Reads of it are not supported; read from DB.
+func (db *DB) NewBatch() *Batch { return &Batch{b: db.pdb.NewBatch()} }
+
+// Set writes key = value.
+func (b *Batch) Set(key, value []byte) { _ = b.b.Set(key, value, nil) }
+
+// SetJSON writes key = JSON(v).
+func (b *Batch) SetJSON(key []byte, v any) error {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("store: encode: %w", err)
+	}
+	b.Set(key, data)
+	return nil
+}
+
+// Delete removes key.
+func (b *Batch) Delete(key []byte) { _ = b.b.Delete(key, nil) }
+
+// DeleteRange removes every key in [lower, upper).
+func (b *Batch) DeleteRange(lower, upper []byte) { _ = b.b.DeleteRange(lower, upper, nil) }
+
+// Len reports the number of bytes in the batch representation.
+func (b *Batch) Len() int { return b.b.Len() }
+
+// Empty reports whether the batch holds no writes.
+func (b *Batch) Empty() bool { return b.b.Empty() }
+
+// Commit applies the batch durably: it returns only after the WAL is synced,
+// so anything acknowledged after Commit survives a crash.
+func (b *Batch) Commit() error {
+	if err := b.b.Commit(pebble.Sync); err != nil {
+		return fmt.Errorf("store: commit: %w", err)
+	}
+	return nil
+}
+
+// Close releases the batch; call it after Commit or to abandon the batch.
+func (b *Batch) Close() { _ = b.b.Close() }
+
+// Snapshot is a consistent read-only view of the store.
+type Snapshot struct{ s *pebble.Snapshot }
+
+// NewSnapshot takes a consistent read view; Close it when done.
+func (db *DB) NewSnapshot() *Snapshot { return &Snapshot{s: db.pdb.NewSnapshot()} }
+
+// Scan is DB.Scan over the snapshot.
+func (s *Snapshot) Scan(lower, upper []byte, fn func(key, value []byte) error) error {
+	return scan(s.s, lower, upper, fn)
+}
+
+// Close releases the snapshot.
+func (s *Snapshot) Close() error { return s.s.Close() }
+
+// Compact compacts [lower, upper) so deleted data is physically removed from
+// the sstables, not only shadowed by tombstones.
+func (db *DB) Compact(ctx context.Context, lower, upper []byte) error {
+	if err := db.pdb.Flush(); err != nil {
+		return fmt.Errorf("store: flush: %w", err)
+	}
+	if err := db.pdb.Compact(ctx, lower, upper, false); err != nil {
+		return fmt.Errorf("store: compact: %w", err)
+	}
+	return nil
+}
+
+// Checkpoint writes a consistent copy of the store into dir (which must not
+// exist). Every write committed before the call is in it.
+func (db *DB) Checkpoint(dir string) error {
+	if err := db.pdb.Checkpoint(dir, pebble.WithFlushedWAL()); err != nil {
+		return fmt.Errorf("store: checkpoint: %w", err)
+	}
+	return nil
+}
+
+func (db *DB) loadCaches() error {
+	lo := TenantRecordsPrefix()
+	if err := db.Scan(lo, PrefixEnd(lo), func(_, v []byte) error {
+		var t Tenant
+		if err := json.Unmarshal(v, &t); err != nil {
+			return fmt.Errorf("store: decode tenant: %w", err)
+		}
+		db.tenants[t.ID] = &t
+		return nil
+	}); err != nil {
+		return err
+	}
+	lo = CredentialRecordsPrefix()
+	return db.Scan(lo, PrefixEnd(lo), func(_, v []byte) error {
+		var c Credential
+		if err := json.Unmarshal(v, &c); err != nil {
+			return fmt.Errorf("store: decode credential: %w", err)
+		}
+		db.creds[c.ClientID] = &c
+		return nil
+	})
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// quietLogger keeps Pebble's informational chatter off stdout; fatal
+// problems still surface as errors from the calls that hit them.
+type quietLogger struct{}
+
+func (quietLogger) Infof(string, ...any)  {}
+func (quietLogger) Errorf(string, ...any) {}
+func (quietLogger) Fatalf(format string, args ...any) {
+	panic(fmt.Sprintf("pebble: "+format, args...))
+}
+
+var _ io.Closer = (*DB)(nil)

@@ -1,0 +1,182 @@
+package store
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/google/go-cmp/cmp"
+)
+
+func openMem(t *testing.T) (*DB, vfs.FS) {
+	t.Helper()
+	fs := vfs.NewMem()
+	db, err := Open("db", fs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db, fs
+}
+
+func TestKeyOrderMatchesComponentOrder(t *testing.T) {
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	tests := []struct {
+		name   string
+		lo, hi []byte
+	}{
+		{"time", Key("acme", TableCustomerEvent, "c1", t0), Key("acme", TableCustomerEvent, "c1", t0.Add(time.Nanosecond))},
+		{"negative before positive", Key("acme", TableRewardQueue, int64(-5)), Key("acme", TableRewardQueue, int64(3))},
+		{"string prefix", Key("acme", TableEvent, "ab"), Key("acme", TableEvent, "abc")},
+		{"tenant prefix isolation", Key("acme", TableEvent, "zzz"), Key("acme2", TableEvent, "a")},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if bytes.Compare(tt.lo, tt.hi) >= 0 {
+				t.Errorf("Key order: got %x >= %x, want <", tt.lo, tt.hi)
+			}
+		})
+	}
+	// A tenant's span never covers another tenant whose id it prefixes.
+	lo := TenantPrefix("acme")
+	hi := PrefixEnd(lo)
+	other := Key("acme2", TableEvent, "x")
+	if bytes.Compare(other, lo) >= 0 && bytes.Compare(other, hi) < 0 {
+		t.Errorf("tenant span of acme contains a key of acme2")
+	}
+}
+
+func TestSplitKeyRoundTrip(t *testing.T) {
+	at := time.Date(2026, 5, 6, 7, 8, 9, 10, time.UTC)
+	k := Key("acme", TableCustomerDecide, "cliente-1", at, "nonce")
+	parts, ok := SplitKey("acme", k, "s8s")
+	if !ok {
+		t.Fatal("SplitKey: not ok")
+	}
+	got := []string{string(parts[0]), TimeAt(parts[1]).Format(time.RFC3339Nano), string(parts[2])}
+	want := []string{"cliente-1", at.Format(time.RFC3339Nano), "nonce"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("SplitKey (-want +got):\n%s", diff)
+	}
+	if _, ok := SplitKey("acme", k[:len(k)-2], "s8s"); ok {
+		t.Error("SplitKey accepted a truncated key")
+	}
+}
+
+func TestTenantsPersistAndUpdate(t *testing.T) {
+	fs := vfs.NewMem()
+	db, err := Open("db", fs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	if err := db.CreateTenant(&Tenant{ID: "acme", CreatedAt: now, Sandbox: true, ClockNow: now, Settings: DefaultSettings()}); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.CreateTenant(&Tenant{ID: "acme"}); !errors.Is(err, ErrExists) {
+		t.Errorf("second create: got %v, want ErrExists", err)
+	}
+	for _, bad := range []string{"", "Acme", "a.b", "-x", "abcdefghijklmnopqrstuvwxyz0123456"} {
+		if err := db.CreateTenant(&Tenant{ID: bad}); err == nil {
+			t.Errorf("CreateTenant(%q): got nil error", bad)
+		}
+	}
+	if _, err := db.UpdateTenant("acme", func(t *Tenant) error { t.ClockNow = t.ClockNow.Add(36 * time.Hour); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.UpdateTenant("acme", func(*Tenant) error { return fmt.Errorf("refused") }); err == nil {
+		t.Error("UpdateTenant ignored fn's error")
+	}
+	db.Close()
+
+	db, err = Open("db", fs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	got, ok := db.Tenant("acme")
+	if !ok {
+		t.Fatal("tenant lost on reopen")
+	}
+	if want := now.Add(36 * time.Hour); !got.Now(time.Now()).Equal(want) {
+		t.Errorf("sandbox clock after reopen: got %v, want %v", got.Now(time.Now()), want)
+	}
+}
+
+func TestCredentialSecretMatching(t *testing.T) {
+	db, _ := openMem(t)
+	now := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	if err := db.CreateTenant(&Tenant{ID: "acme", CreatedAt: now, Settings: DefaultSettings()}); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.CreateCredential(&Credential{ClientID: "ci_1", Tenant: "nope"}); !errors.Is(err, ErrNotFound) {
+		t.Errorf("credential of unknown tenant: got %v, want ErrNotFound", err)
+	}
+	if err := db.CreateCredential(&Credential{ClientID: "ci_1", Tenant: "acme", SecretHash: HashSecret("old")}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := db.UpdateCredential("ci_1", func(c *Credential) error {
+		c.PrevSecretHash, c.PrevUntil, c.SecretHash = c.SecretHash, now.Add(time.Hour), HashSecret("new")
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		secret string
+		at     time.Time
+		want   bool
+	}{
+		{"new", now, true},
+		{"old", now, true},
+		{"old", now.Add(time.Hour), false},
+		{"wrong", now, false},
+		{"", now, false},
+	}
+	for _, tt := range tests {
+		if got := c.SecretMatches(tt.secret, tt.at); got != tt.want {
+			t.Errorf("SecretMatches(%q, %v) = %v, want %v", tt.secret, tt.at, got, tt.want)
+		}
+	}
+}
+
+func TestBatchScanAndCompact(t *testing.T) {
+	db, _ := openMem(t)
+	b := db.NewBatch()
+	for i := 0; i < 10; i++ {
+		b.Set(Key("acme", TableEvent, fmt.Sprintf("e%02d", i)), []byte{byte(i)})
+		b.Set(Key("other", TableEvent, fmt.Sprintf("e%02d", i)), []byte{byte(i)})
+	}
+	if err := b.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+	lo, hi := TableSpan("acme", TableEvent)
+	var n int
+	if err := db.Scan(lo, hi, func(k, v []byte) error { n++; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if n != 10 {
+		t.Errorf("scan of one tenant's table: got %d keys, want 10", n)
+	}
+	b = db.NewBatch()
+	b.DeleteRange(TenantPrefix("acme"), PrefixEnd(TenantPrefix("acme")))
+	if err := b.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+	if err := db.Compact(t.Context(), TenantPrefix("acme"), PrefixEnd(TenantPrefix("acme"))); err != nil {
+		t.Fatal(err)
+	}
+	n = 0
+	db.Scan(lo, hi, func(k, v []byte) error { n++; return nil })
+	if n != 0 {
+		t.Errorf("after range delete: got %d keys, want 0", n)
+	}
+	if ok, _ := db.Has(Key("other", TableEvent, "e03")); !ok {
+		t.Error("range delete of acme removed a key of other")
+	}
+}
