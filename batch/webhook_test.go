@@ -1,0 +1,534 @@
+package batch
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// verifyStandardWebhook is a receiver's verification, written from the
+// Standard Webhooks specification and independent of the code under test:
+// decode the secret (optional "whsec_" prefix, base64), check the timestamp
+// is within tolerance, compute base64(HMAC-SHA256(key, id.timestamp.body))
+// and compare it in constant time with each space-separated "v1,<sig>" of
+// the signature header.
+func verifyStandardWebhook(secret string, h http.Header, body []byte, now time.Time) error {
+	id, ts, sigs := h.Get("webhook-id"), h.Get("webhook-timestamp"), h.Get("webhook-signature")
+	if id == "" || ts == "" || sigs == "" {
+		return errors.New("missing webhook headers")
+	}
+	sec, err := strconv.ParseInt(ts, 10, 64)
+	if err != nil {
+		return fmt.Errorf("bad timestamp %q", ts)
+	}
+	const tolerance = 5 * time.Minute
+	if d := now.Sub(time.Unix(sec, 0)); d > tolerance || d < -tolerance {
+		return fmt.Errorf("timestamp %s outside tolerance", ts)
+	}
+	key, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(secret, "whsec_"))
+	if err != nil {
+		return fmt.Errorf("bad secret: %v", err)
+	}
+	mac := hmac.New(sha256.New, key)
+	mac.Write([]byte(id + "." + ts + "." + string(body)))
+	want := []byte(base64.StdEncoding.EncodeToString(mac.Sum(nil)))
+	for _, vs := range strings.Fields(sigs) {
+		version, sig, ok := strings.Cut(vs, ",")
+		if !ok || version != "v1" {
+			continue
+		}
+		if subtle.ConstantTimeCompare([]byte(sig), want) == 1 {
+			return nil
+		}
+	}
+	return errors.New("no matching signature")
+}
+
+func TestSignWebhookStandardVector(t *testing.T) {
+	// The test vector published with the Standard Webhooks reference libraries.
+	const secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+	key, err := ParseWebhookSecret(secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := []byte(`{"test": 2432232314}`)
+	got := SignWebhook(key, "msg_p5jXN8AQM9LWM0D4loKWxJek", time.Unix(1614265330, 0), body)
+	if diff := cmp.Diff("v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=", got); diff != "" {
+		t.Errorf("SignWebhook (-want +got):\n%s", diff)
+	}
+	h := http.Header{}
+	h.Set("webhook-id", "msg_p5jXN8AQM9LWM0D4loKWxJek")
+	h.Set("webhook-timestamp", "1614265330")
+	h.Set("webhook-signature", got)
+	if err := verifyStandardWebhook(secret, h, body, time.Unix(1614265330, 0)); err != nil {
+		t.Errorf("independent verifier: %v", err)
+	}
+}
+
+func TestNewWebhookSecret(t *testing.T) {
+	a, b := NewWebhookSecret(), NewWebhookSecret()
+	if a == b {
+		t.Fatalf("two secrets are equal: %s", a)
+	}
+	for _, s := range []string{a, b} {
+		if !strings.HasPrefix(s, "whsec_") {
+			t.Errorf("secret %q lacks the whsec_ prefix", s)
+		}
+		raw, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(s, "whsec_"))
+		if err != nil || len(raw) != 32 {
+			t.Errorf("secret %q: %d bytes, err %v; want 32 bytes", s, len(raw), err)
+		}
+		key, err := ParseWebhookSecret(s)
+		if err != nil {
+			t.Fatalf("ParseWebhookSecret(%q): %v", s, err)
+		}
+		if diff := cmp.Diff(raw, key); diff != "" {
+			t.Errorf("key (-want +got):\n%s", diff)
+		}
+	}
+}
+
+func TestParseWebhookSecretRefuses(t *testing.T) {
+	for _, s := range []string{
+		"",
+		"whsec_",
+		"whsec_not base64!",
+		"whsec_" + base64.StdEncoding.EncodeToString(make([]byte, 23)),
+		"whsec_" + base64.StdEncoding.EncodeToString(make([]byte, 65)),
+		"whsec_" + base64.RawStdEncoding.EncodeToString(make([]byte, 32)), // unpadded
+	} {
+		if _, err := ParseWebhookSecret(s); !errors.Is(err, ErrWebhookSecret) {
+			t.Errorf("ParseWebhookSecret(%q) = %v, want ErrWebhookSecret", s, err)
+		}
+	}
+	// Without the prefix, as the reference libraries accept.
+	if _, err := ParseWebhookSecret(base64.StdEncoding.EncodeToString(make([]byte, 32))); err != nil {
+		t.Errorf("unprefixed secret: %v", err)
+	}
+}
+
+// fakeResolver answers from a table; unknown names fail as NXDOMAIN would.
+type fakeResolver struct {
+	mu    sync.Mutex
+	hosts map[string][]string
+	calls int
+}
+
+func (r *fakeResolver) set(host string, addrs ...string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.hosts[host] = addrs
+}
+
+func (r *fakeResolver) resolve(_ context.Context, host string) ([]netip.Addr, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.calls++
+	addrs, ok := r.hosts[host]
+	if !ok {
+		return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
+	}
+	var out []netip.Addr
+	for _, a := range addrs {
+		out = append(out, netip.MustParseAddr(a))
+	}
+	return out, nil
+}
+
+func TestCheckDestination(t *testing.T) {
+	res := &fakeResolver{hosts: map[string][]string{
+		"hooks.example.com":    {"93.184.215.14", "2606:2800:21f:cb07:6820:80da:af6b:8b2c"},
+		"internal.example.com": {"10.1.2.3"},
+		"mixed.example.com":    {"93.184.215.14", "127.0.0.1"},
+		"meta.example.com":     {"169.254.169.254"},
+		"empty.example.com":    {},
+	}}
+	tests := []struct {
+		url          string
+		allowPrivate bool
+		want         string // "ok", "url" or "destination"
+	}{
+		{"https://hooks.example.com/coupond", false, "ok"},
+		{"http://hooks.example.com:8080/x?y=1", false, "ok"},
+		{"https://93.184.215.14/", false, "ok"},
+		{"https://[2606:2800:21f:cb07:6820:80da:af6b:8b2c]/", false, "ok"},
+		{"https://[64:ff9b::5db8:d70e]/", false, "ok"}, // NAT64 of a public address
+		{"https://user:pw@hooks.example.com/", false, "ok"},
+
+		{"ftp://hooks.example.com/", false, "url"},
+		{"file:///etc/passwd", false, "url"},
+		{"hooks.example.com/x", false, "url"},
+		{"https:///nohost", false, "url"},
+		{"http:opaque", false, "url"},
+		{"https://hooks.example.com:0/", false, "url"},
+		{"https://hooks.example.com:99999/", false, "url"},
+		{"://bad", false, "url"},
+		{"ftp://10.0.0.1/", true, "url"},
+
+		{"http://127.0.0.1/", false, "destination"},
+		{"http://127.9.9.9/", false, "destination"},
+		{"http://[::1]/", false, "destination"},
+		{"http://localhost/", false, "destination"},
+		{"http://api.localhost./", false, "destination"},
+		{"http://0.0.0.0/", false, "destination"},
+		{"http://0.1.2.3/", false, "destination"},
+		{"http://[::]/", false, "destination"},
+		{"http://10.0.0.1/", false, "destination"},
+		{"http://172.16.0.1/", false, "destination"},
+		{"http://172.31.255.255/", false, "destination"},
+		{"http://192.168.1.1/", false, "destination"},
+		{"http://[fc00::1]/", false, "destination"},
+		{"http://[fd12:3456::1]/", false, "destination"},
+		{"http://169.254.0.1/", false, "destination"},
+		{"http://169.254.169.254/latest/meta-data/", false, "destination"},
+		{"http://[fd00:ec2::254]/", false, "destination"},
+		{"http://[fe80::1]/", false, "destination"},
+		{"http://[fe80::1%25eth0]/", false, "destination"},
+		{"http://100.64.0.1/", false, "destination"},
+		{"http://100.127.255.255/", false, "destination"},
+		{"http://224.0.0.1/", false, "destination"},
+		{"http://[ff02::1]/", false, "destination"},
+		{"http://255.255.255.255/", false, "destination"},
+		{"http://240.0.0.1/", false, "destination"},
+		{"http://[::ffff:127.0.0.1]/", false, "destination"},
+		{"http://[::ffff:10.0.0.1]/", false, "destination"},
+		{"http://[64:ff9b::a00:1]/", false, "destination"},    // NAT64 of 10.0.0.1
+		{"http://[2002:a9fe:a9fe::1]/", false, "destination"}, // 6to4 of 169.254.169.254
+		{"http://[fec0::1]/", false, "destination"},
+		{"http://internal.example.com/", false, "destination"},
+		{"http://mixed.example.com/", false, "destination"},
+		{"http://meta.example.com/", false, "destination"},
+		{"http://empty.example.com/", false, "destination"},
+		{"http://nxdomain.example.com/", false, "destination"},
+
+		{"http://127.0.0.1:8080/hook", true, "ok"},
+		{"http://internal.example.com/", true, "ok"},
+		{"http://nxdomain.example.com/", true, "ok"},
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprintf("%s private=%v", tt.url, tt.allowPrivate), func(t *testing.T) {
+			err := CheckDestination(context.Background(), tt.url, tt.allowPrivate, res.resolve)
+			got := "other: " + fmt.Sprint(err)
+			switch {
+			case err == nil:
+				got = "ok"
+			case errors.Is(err, ErrWebhookURL):
+				got = "url"
+			case errors.Is(err, ErrWebhookDestination):
+				got = "destination"
+			}
+			if got != tt.want {
+				t.Errorf("CheckDestination(%q, %v) = %v (%s), want %s", tt.url, tt.allowPrivate, err, got, tt.want)
+			}
+		})
+	}
+}
+
+// hookServer is a webhook receiver that answers the statuses in order (then
+// 200) and records what it received.
+type hookServer struct {
+	*httptest.Server
+	mu       sync.Mutex
+	statuses []int
+	got      []received
+}
+
+type received struct {
+	ID, Timestamp, ContentType string
+	Body                       string
+	VerifyErr                  string
+}
+
+func newHookServer(t *testing.T, secret string, now func() time.Time, statuses ...int) *hookServer {
+	hs := &hookServer{statuses: statuses}
+	hs.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		verr := ""
+		if err := verifyStandardWebhook(secret, r.Header, body, now()); err != nil {
+			verr = err.Error()
+		}
+		hs.mu.Lock()
+		hs.got = append(hs.got, received{r.Header.Get("webhook-id"), r.Header.Get("webhook-timestamp"), r.Header.Get("Content-Type"), string(body), verr})
+		status := http.StatusOK
+		if len(hs.statuses) > 0 {
+			status, hs.statuses = hs.statuses[0], hs.statuses[1:]
+		}
+		hs.mu.Unlock()
+		if status >= 300 && status < 400 {
+			w.Header().Set("Location", "http://127.0.0.1:1/elsewhere")
+		}
+		w.WriteHeader(status)
+	}))
+	t.Cleanup(hs.Close)
+	return hs
+}
+
+func (hs *hookServer) received() []received {
+	hs.mu.Lock()
+	defer hs.mu.Unlock()
+	return append([]received(nil), hs.got...)
+}
+
+// dialTo returns a client that sends every connection to addr, whatever the
+// URL's host: the destination check sees a public name, the test server
+// answers.
+func dialTo(addr string) *http.Client {
+	var d net.Dialer
+	return &http.Client{Transport: &http.Transport{
+		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+			return d.DialContext(ctx, network, addr)
+		},
+	}}
+}
+
+// fakeClock is a settable clock.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *fakeClock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *fakeClock) add(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+func TestDeliverRetriesUntilAccepted(t *testing.T) {
+	secret := NewWebhookSecret()
+	clock := &fakeClock{t: time.Unix(1_772_000_000, 0)}
+	hs := newHookServer(t, secret, clock.now, http.StatusInternalServerError, http.StatusServiceUnavailable)
+	res := &fakeResolver{hosts: map[string][]string{"hooks.example.com": {"93.184.215.14"}}}
+	d := NewDeliverer(DelivererConfig{
+		Client:  dialTo(hs.Listener.Addr().String()),
+		Resolve: res.resolve,
+		Now:     clock.now,
+		Timeout: 5 * time.Second,
+	})
+	sched := NewRetrySchedule(constSource(0))
+	m := Delivery{
+		ID:     "msg_lote_abc",
+		URL:    "http://hooks.example.com/coupond?src=1",
+		Secret: secret,
+		Body:   []byte(`{"tipo":"lote.completado","job_id":"lote_abc","lineas":3}`),
+	}
+
+	var statuses []int
+	var errs []string
+	for attempt := 1; ; attempt++ {
+		status, err := d.Deliver(context.Background(), m)
+		statuses = append(statuses, status)
+		if err == nil {
+			break
+		}
+		errs = append(errs, fmt.Sprint(errors.Is(err, ErrWebhookRejected)))
+		wait, ok := sched.NextAttempt(attempt)
+		if !ok {
+			t.Fatalf("gave up after %d attempts", attempt)
+		}
+		clock.add(wait) // the runner would sleep; the clock moves instead
+	}
+	if diff := cmp.Diff([]int{500, 503, 200}, statuses); diff != "" {
+		t.Errorf("statuses (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"true", "true"}, errs); diff != "" {
+		t.Errorf("errors wrap ErrWebhookRejected (-want +got):\n%s", diff)
+	}
+	t0 := clock.now().Add(-4*time.Second - 24*time.Second).Unix() // waits 0.8×5s and 0.8×30s
+	want := []received{
+		{m.ID, strconv.FormatInt(t0, 10), "application/json", string(m.Body), ""},
+		{m.ID, strconv.FormatInt(t0+4, 10), "application/json", string(m.Body), ""},
+		{m.ID, strconv.FormatInt(t0+28, 10), "application/json", string(m.Body), ""},
+	}
+	if diff := cmp.Diff(want, hs.received()); diff != "" {
+		t.Errorf("received by the webhook server (-want +got):\n%s", diff)
+	}
+	if res.calls != 3 {
+		t.Errorf("destination resolved %d times, want once per attempt (3)", res.calls)
+	}
+}
+
+func TestDeliverRechecksDestination(t *testing.T) {
+	secret := NewWebhookSecret()
+	hs := newHookServer(t, secret, time.Now)
+	res := &fakeResolver{hosts: map[string][]string{"hooks.example.com": {"93.184.215.14"}}}
+	url := "http://hooks.example.com/h"
+	if err := CheckDestination(context.Background(), url, false, res.resolve); err != nil {
+		t.Fatalf("at registration: %v", err)
+	}
+	// The name now points inside (DNS rebinding): nothing is sent.
+	res.set("hooks.example.com", "127.0.0.1")
+	d := NewDeliverer(DelivererConfig{Client: dialTo(hs.Listener.Addr().String()), Resolve: res.resolve})
+	status, err := d.Deliver(context.Background(), Delivery{ID: "msg_1", URL: url, Secret: secret, Body: []byte(`{}`)})
+	if status != 0 || !errors.Is(err, ErrWebhookDestination) {
+		t.Errorf("Deliver = %d, %v; want 0, ErrWebhookDestination", status, err)
+	}
+	if n := len(hs.received()); n != 0 {
+		t.Errorf("server received %d requests, want 0", n)
+	}
+
+	// With AllowPrivate the same delivery goes through.
+	d = NewDeliverer(DelivererConfig{Client: dialTo(hs.Listener.Addr().String()), Resolve: res.resolve, AllowPrivate: true})
+	if status, err := d.Deliver(context.Background(), Delivery{ID: "msg_1", URL: url, Secret: secret, Body: []byte(`{}`)}); status != 200 || err != nil {
+		t.Errorf("Deliver with AllowPrivate = %d, %v; want 200, nil", status, err)
+	}
+}
+
+func TestDeliverRefusals(t *testing.T) {
+	secret := NewWebhookSecret()
+	hs := newHookServer(t, secret, time.Now, http.StatusFound)
+	d := NewDeliverer(DelivererConfig{Client: hs.Client(), AllowPrivate: true, Timeout: 2 * time.Second})
+	ctx := context.Background()
+
+	// A redirect is not followed: it is the answer, and not a success.
+	status, err := d.Deliver(ctx, Delivery{ID: "msg_1", URL: hs.URL, Secret: secret, Body: []byte(`{}`)})
+	if status != http.StatusFound || !errors.Is(err, ErrWebhookRejected) {
+		t.Errorf("redirect: Deliver = %d, %v; want 302, ErrWebhookRejected", status, err)
+	}
+	for _, tt := range []struct {
+		name string
+		m    Delivery
+		want error
+	}{
+		{"bad secret", Delivery{ID: "m", URL: hs.URL, Secret: "whsec_short", Body: []byte(`{}`)}, ErrWebhookSecret},
+		{"bad url", Delivery{ID: "m", URL: "gopher://x", Secret: secret, Body: []byte(`{}`)}, ErrWebhookURL},
+	} {
+		if _, err := d.Deliver(ctx, tt.m); !errors.Is(err, tt.want) {
+			t.Errorf("%s: Deliver = %v, want %v", tt.name, err, tt.want)
+		}
+	}
+	if _, err := d.Deliver(ctx, Delivery{URL: hs.URL, Secret: secret}); err == nil {
+		t.Error("Deliver without ID = nil error")
+	}
+	if n := len(hs.received()); n != 1 {
+		t.Errorf("server received %d requests, want 1", n)
+	}
+}
+
+func TestDeliverTimeout(t *testing.T) {
+	block := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-block:
+		case <-r.Context().Done():
+		}
+	}))
+	defer srv.Close()
+	defer close(block)
+	d := NewDeliverer(DelivererConfig{Client: srv.Client(), AllowPrivate: true, Timeout: 100 * time.Millisecond})
+	start := time.Now()
+	_, err := d.Deliver(context.Background(), Delivery{ID: "m", URL: srv.URL, Secret: NewWebhookSecret(), Body: []byte(`{}`)})
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Deliver to a stalled server = %v, want a deadline error", err)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("Deliver took %v", took)
+	}
+}
+
+func TestWebhookClientRefusesPrivateDial(t *testing.T) {
+	hits := 0
+	var mu sync.Mutex
+	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
+		mu.Lock()
+		hits++
+		mu.Unlock()
+	}))
+	defer srv.Close()
+
+	resp, err := NewWebhookClient(time.Second, false).Post(srv.URL, "application/json", strings.NewReader(`{}`))
+	if err == nil {
+		resp.Body.Close()
+	}
+	if !errors.Is(err, ErrWebhookDestination) {
+		t.Errorf("dial to %s = %v, want ErrWebhookDestination", srv.URL, err)
+	}
+	resp, err = NewWebhookClient(time.Second, true).Post(srv.URL, "application/json", strings.NewReader(`{}`))
+	if err != nil {
+		t.Fatalf("allowPrivate client: %v", err)
+	}
+	resp.Body.Close()
+	mu.Lock()
+	defer mu.Unlock()
+	if hits != 1 {
+		t.Errorf("server hits = %d, want 1 (from the allowPrivate client only)", hits)
+	}
+}
+
+// constSource is a rand source that always returns the same value: 0 gives
+// the smallest jitter factor, MaxUint64 the largest.
+type constSource uint64
+
+func (c constSource) Uint64() uint64 { return uint64(c) }
+
+func TestRetrySchedule(t *testing.T) {
+	bases := []time.Duration{5 * time.Second, 30 * time.Second, 2 * time.Minute, 10 * time.Minute, 30 * time.Minute,
+		time.Hour, 2 * time.Hour, 4 * time.Hour, 8 * time.Hour, 8 * time.Hour, 8 * time.Hour}
+	if len(bases) != WebhookAttempts-1 {
+		t.Fatalf("%d base delays for %d attempts", len(bases), WebhookAttempts)
+	}
+	tests := []struct {
+		name    string
+		src     constSource
+		factor  float64
+		minSpan time.Duration
+	}{
+		{"smallest jitter", 0, 0.8, 24 * time.Hour},
+		{"largest jitter", math.MaxUint64, 1.2, 24 * time.Hour},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := NewRetrySchedule(tt.src)
+			var got, want []time.Duration
+			var span time.Duration
+			for attempt := 1; ; attempt++ {
+				d, ok := s.NextAttempt(attempt)
+				if !ok {
+					if attempt != WebhookAttempts {
+						t.Errorf("gave up after attempt %d, want %d", attempt, WebhookAttempts)
+					}
+					break
+				}
+				if attempt >= WebhookAttempts {
+					t.Fatalf("attempt %d still retried", attempt)
+				}
+				got = append(got, d.Round(time.Second))
+				want = append(want, time.Duration(float64(bases[attempt-1])*tt.factor).Round(time.Second))
+				span += d
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("waits (-want +got):\n%s", diff)
+			}
+			if got[0] > 10*time.Second {
+				t.Errorf("first retry after %v, want within 10s", got[0])
+			}
+			if span < tt.minSpan {
+				t.Errorf("retries span %v, want at least %v", span, tt.minSpan)
+			}
+		})
+	}
+	s := NewRetrySchedule(constSource(0))
+	if d0, _ := s.NextAttempt(0); d0 != 4*time.Second {
+		t.Errorf("NextAttempt(0) = %v, want the first retry's 4s", d0)
+	}
+	if _, ok := s.NextAttempt(WebhookAttempts + 5); ok {
+		t.Error("NextAttempt past the last attempt = true")
+	}
+}

@@ -1,0 +1,194 @@
+package batch
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	mathrand "math/rand/v2"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/coupond/coupond/store"
+)
+
+// EventLoteCompletado is the only webhook event.
+const EventLoteCompletado = "lote.completado"
+
+// Registration is a tenant's webhook (TableWebhook). The signing secret is
+// kept as issued: the server needs it to sign deliveries.
+type Registration struct {
+	URL      string    `json:"url"`
+	Eventos  []string  `json:"eventos"`
+	Secret   string    `json:"secreto"`
+	CreadoEn time.Time `json:"creado_en"`
+}
+
+// queued is one pending delivery (TableWebhookQueue, key = due time, id).
+type queued struct {
+	ID      string          `json:"id"`
+	Body    json.RawMessage `json:"body"`
+	Attempt int             `json:"attempt"` // attempts made so far
+}
+
+// Webhooks keeps registrations and the durable retry queue, and delivers.
+type Webhooks struct {
+	db       *store.DB
+	deliver  *Deliverer
+	schedule *RetrySchedule
+	log      zerolog.Logger
+	now      func() time.Time
+	wake     chan struct{}
+}
+
+// NewWebhooks builds the webhook service.
+func NewWebhooks(db *store.DB, d *Deliverer, log zerolog.Logger, now func() time.Time, seed uint64) *Webhooks {
+	return &Webhooks{db: db, deliver: d, schedule: NewRetrySchedule(mathrand.NewPCG(seed, seed+1)), log: log, now: now, wake: make(chan struct{}, 1)}
+}
+
+func webhookKey(tenant string) []byte { return store.Key(tenant, store.TableWebhook) }
+
+// Register stores (replacing) the tenant's webhook and returns it with a
+// new signing secret, shown once.
+func (w *Webhooks) Register(tenant, url string, eventos []string, now time.Time) (*Registration, error) {
+	r := &Registration{URL: url, Eventos: eventos, Secret: NewWebhookSecret(), CreadoEn: now.UTC()}
+	b := w.db.NewBatch()
+	defer b.Close()
+	if err := b.SetJSON(webhookKey(tenant), r); err != nil {
+		return nil, err
+	}
+	return r, b.Commit()
+}
+
+// Delete removes the tenant's webhook; pending deliveries are dropped when due.
+func (w *Webhooks) Delete(tenant string) error {
+	b := w.db.NewBatch()
+	defer b.Close()
+	b.Delete(webhookKey(tenant))
+	return b.Commit()
+}
+
+// Registration returns the tenant's webhook, or nil.
+func (w *Webhooks) Registration(tenant string) (*Registration, error) {
+	var r Registration
+	err := w.db.GetJSON(webhookKey(tenant), &r)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// Enqueue queues lote.completado for a completed job if the tenant has a
+// webhook registered for it. The first attempt is due at once.
+func (w *Webhooks) Enqueue(j *Job) error {
+	reg, err := w.Registration(j.Tenant)
+	if err != nil || reg == nil || !contains(reg.Eventos, EventLoteCompletado) {
+		return err
+	}
+	body, err := json.Marshal(map[string]any{
+		"tipo": EventLoteCompletado, "job_id": j.ID, "campana_id": j.CampanaID, "estado": j.Estado,
+		"lineas": j.Procesados, "completado_en": j.CompletadoEn,
+	})
+	if err != nil {
+		return err
+	}
+	q := queued{ID: "msg_" + j.ID, Body: body}
+	b := w.db.NewBatch()
+	defer b.Close()
+	if err := b.SetJSON(store.Key(j.Tenant, store.TableWebhookQueue, w.now(), q.ID), q); err != nil {
+		return err
+	}
+	if err := b.Commit(); err != nil {
+		return err
+	}
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+// Run delivers due messages until ctx ends; failed attempts are
+// rescheduled by RetrySchedule in the same durable queue.
+func (w *Webhooks) Run(ctx context.Context) {
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		for _, t := range w.db.Tenants() {
+			if ctx.Err() != nil {
+				return
+			}
+			w.deliverDue(ctx, t.ID)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		case <-w.wake:
+		}
+	}
+}
+
+// deliverDue makes one attempt for every due message of tenant.
+func (w *Webhooks) deliverDue(ctx context.Context, tenant string) {
+	now := w.now()
+	lo, _ := store.TableSpan(tenant, store.TableWebhookQueue)
+	hi := store.Key(tenant, store.TableWebhookQueue, now.Add(time.Nanosecond))
+	type item struct {
+		key []byte
+		q   queued
+	}
+	var due []item
+	w.db.Scan(lo, hi, func(k, v []byte) error {
+		var q queued
+		if json.Unmarshal(v, &q) == nil {
+			due = append(due, item{append([]byte(nil), k...), q})
+		}
+		return nil
+	})
+	if len(due) == 0 {
+		return
+	}
+	reg, err := w.Registration(tenant)
+	if err != nil {
+		w.log.Error().Err(err).Str("tenant", tenant).Msg("webhook registration")
+		return
+	}
+	for _, it := range due {
+		b := w.db.NewBatch()
+		b.Delete(it.key)
+		q := it.q
+		q.Attempt++
+		log := w.log.With().Str("tenant", tenant).Str("webhook_id", q.ID).Int("attempt", q.Attempt).Logger()
+		if reg == nil {
+			log.Info().Msg("webhook dropped: no registration")
+		} else if status, err := w.deliver.Deliver(ctx, Delivery{ID: q.ID, URL: reg.URL, Secret: reg.Secret, Body: q.Body}); err == nil {
+			log.Info().Int("status", status).Msg("webhook delivered")
+		} else if errors.Is(err, ErrWebhookSecret) || errors.Is(err, ErrWebhookURL) {
+			log.Error().Err(err).Msg("webhook dropped: registration unusable")
+		} else if wait, again := w.schedule.NextAttempt(q.Attempt); again {
+			log.Warn().Err(err).Int("status", status).Dur("retry_in", wait).Msg("webhook attempt failed")
+			if err := b.SetJSON(store.Key(tenant, store.TableWebhookQueue, w.now().Add(wait), q.ID), q); err != nil {
+				log.Error().Err(err).Msg("webhook requeue")
+			}
+		} else {
+			log.Error().Err(err).Msg("webhook given up after the last attempt")
+		}
+		if err := b.Commit(); err != nil {
+			log.Error().Err(err).Msg("webhook queue commit")
+		}
+		b.Close()
+	}
+}

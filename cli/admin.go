@@ -1,0 +1,658 @@
+package cli
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/coupond/coupond/store"
+)
+
+func newAdminCmd(a *app) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "admin",
+		Short: "Operator commands (work with the server running or stopped)",
+	}
+	cmd.PersistentFlags().Bool("json", false, "machine-readable output: one JSON value on stdout")
+	tenant := &cobra.Command{Use: "tenant", Short: "Create, list, show and configure tenants"}
+	tenant.AddCommand(tenantCreateCmd(a), tenantListCmd(a), tenantShowCmd(a), tenantSetCmd(a))
+	cred := &cobra.Command{Use: "credential", Short: "Create, list, revoke and rotate client credentials"}
+	cred.AddCommand(credCreateCmd(a), credListCmd(a), credRevokeCmd(a), credRotateCmd(a))
+	clock := &cobra.Command{Use: "clock", Short: "Show and advance a sandbox tenant's clock"}
+	clock.AddCommand(clockShowCmd(a), clockAdvanceCmd(a))
+	cmd.AddCommand(tenant, cred, clock)
+	cmd.AddCommand(extraAdminCmds(a)...)
+	return cmd
+}
+
+func jsonFlag(cmd *cobra.Command) bool {
+	v, _ := cmd.Flags().GetBool("json")
+	return v
+}
+
+// tenantView is the admin (English) view of a tenant.
+type tenantView struct {
+	Tenant    string         `json:"tenant"`
+	Sandbox   bool           `json:"sandbox"`
+	CreatedAt time.Time      `json:"created_at"`
+	Now       time.Time      `json:"now"`
+	Settings  settingsView   `json:"settings"`
+	Usage     map[string]any `json:"usage,omitempty"`
+	Quality   map[string]any `json:"data_quality,omitempty"`
+	Warnings  []string       `json:"warnings"`
+}
+
+type settingsView struct {
+	Shadow            bool    `json:"shadow"`
+	Paused            bool    `json:"paused"`
+	RewardWindow      string  `json:"reward_window"`
+	RewardGrace       string  `json:"reward_grace"`
+	ControlShare      float64 `json:"control_share"`
+	ControlKind       string  `json:"control_kind"`
+	QuotaDecisionsDay int64   `json:"quota_decisions_day"`
+	QuotaEventsDay    int64   `json:"quota_events_day"`
+	OptoutPenaltyMXN  float64 `json:"optout_penalty_mxn"`
+	RateLimits        bool    `json:"rate_limits"`
+}
+
+func viewTenant(e *env, t *store.Tenant, detail bool) (tenantView, error) {
+	s := t.Settings
+	v := tenantView{
+		Tenant: t.ID, Sandbox: t.Sandbox, CreatedAt: t.CreatedAt, Now: t.Now(e.now()),
+		Settings: settingsView{
+			Shadow: s.Shadow, Paused: s.Paused, RewardWindow: formatDays(s.RewardWindow), RewardGrace: formatDays(s.RewardGrace),
+			ControlShare: s.ControlShare, ControlKind: s.ControlKind, QuotaDecisionsDay: s.QuotaDecisionsDay,
+			QuotaEventsDay: s.QuotaEventsDay, OptoutPenaltyMXN: float64(s.OptoutPenaltyCents) / 100, RateLimits: s.RateLimits,
+		},
+		Warnings: []string{},
+	}
+	if detail {
+		usage, quality, warnings, err := e.svc.tenantStatus(t)
+		if err != nil {
+			return v, err
+		}
+		v.Usage, v.Quality, v.Warnings = usage, quality, warnings
+	}
+	return v, nil
+}
+
+func tenantCreateCmd(a *app) *cobra.Command {
+	var sandbox bool
+	cmd := &cobra.Command{
+		Use:   "create ID",
+		Short: "Create a tenant (--sandbox gives it a test clock)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.withEnv(cmd, func(e *env) error {
+				now := e.now().UTC()
+				t := &store.Tenant{ID: args[0], CreatedAt: now, Sandbox: sandbox, Settings: store.DefaultSettings()}
+				if sandbox {
+					t.ClockNow = now
+				}
+				if err := e.db.CreateTenant(t); err != nil {
+					if errors.Is(err, store.ErrExists) {
+						return fmt.Errorf("tenant %q already exists", args[0])
+					}
+					return err
+				}
+				e.log.Info().Str("tenant", t.ID).Bool("sandbox", sandbox).Msg("tenant created")
+				if jsonFlag(cmd) {
+					return printJSON(cmd.OutOrStdout(), map[string]any{"tenant": t.ID, "sandbox": t.Sandbox, "created_at": t.CreatedAt})
+				}
+				kind := ""
+				if sandbox {
+					kind = " (sandbox, test clock at " + now.Format(time.RFC3339) + ")"
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "tenant %s created%s\n", t.ID, kind)
+				return nil
+			})
+		},
+	}
+	cmd.Flags().BoolVar(&sandbox, "sandbox", false, "sandbox tenant with a test clock moved by 'admin clock advance'")
+	return cmd
+}
+
+func tenantListCmd(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:   "list",
+		Short: "List tenants with their state",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return a.withEnv(cmd, func(e *env) error {
+				views := []tenantView{}
+				for _, t := range e.db.Tenants() {
+					v, err := viewTenant(e, t, true)
+					if err != nil {
+						return err
+					}
+					views = append(views, v)
+				}
+				if jsonFlag(cmd) {
+					return printJSON(cmd.OutOrStdout(), views)
+				}
+				tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "TENANT\tKIND\tSTATE\tSHADOW\tNOW\tWARNINGS")
+				for _, v := range views {
+					kind, state := "live", "active"
+					if v.Sandbox {
+						kind = "sandbox"
+					}
+					if v.Settings.Paused {
+						state = "paused"
+					}
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%v\t%s\t%d\n", v.Tenant, kind, state, v.Settings.Shadow, v.Now.Format(time.RFC3339), len(v.Warnings))
+				}
+				return tw.Flush()
+			})
+		},
+	}
+}
+
+func tenantShowCmd(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:   "show ID",
+		Short: "Show a tenant's state, settings, usage, data quality and warnings",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.withEnv(cmd, func(e *env) error {
+				t, ok := e.db.Tenant(args[0])
+				if !ok {
+					return fmt.Errorf("no tenant %q", args[0])
+				}
+				v, err := viewTenant(e, t, true)
+				if err != nil {
+					return err
+				}
+				if jsonFlag(cmd) {
+					return printJSON(cmd.OutOrStdout(), v)
+				}
+				return printTenant(cmd.OutOrStdout(), v)
+			})
+		},
+	}
+}
+
+func printTenant(w io.Writer, v tenantView) error {
+	kind := "live"
+	if v.Sandbox {
+		kind = "sandbox (test clock)"
+	}
+	fmt.Fprintf(w, "tenant:   %s\nkind:     %s\ncreated:  %s\nnow:      %s\n", v.Tenant, kind, v.CreatedAt.Format(time.RFC3339), v.Now.Format(time.RFC3339))
+	s := v.Settings
+	fmt.Fprintf(w, "settings: shadow=%v paused=%v reward-window=%s reward-grace=%s control-share=%g control-kind=%s\n          quota-decisions-day=%d quota-events-day=%d optout-penalty-mxn=%.2f rate-limits=%v\n",
+		s.Shadow, s.Paused, s.RewardWindow, s.RewardGrace, s.ControlShare, s.ControlKind, s.QuotaDecisionsDay, s.QuotaEventsDay, s.OptoutPenaltyMXN, s.RateLimits)
+	for _, sec := range []struct {
+		name string
+		m    map[string]any
+	}{{"usage", v.Usage}, {"data quality", v.Quality}} {
+		if len(sec.m) == 0 {
+			continue
+		}
+		fmt.Fprintf(w, "%s:\n", sec.name)
+		for _, k := range sortedMapKeys(sec.m) {
+			fmt.Fprintf(w, "  %-36s %v\n", k, sec.m[k])
+		}
+	}
+	if len(v.Warnings) == 0 {
+		fmt.Fprintln(w, "warnings: none")
+	} else {
+		fmt.Fprintln(w, "warnings:")
+		for _, x := range v.Warnings {
+			fmt.Fprintf(w, "  - %s\n", x)
+		}
+	}
+	return nil
+}
+
+func tenantSetCmd(a *app) *cobra.Command {
+	var (
+		shadow, paused, rateLimits, window, grace, controlKind string
+		controlShare, penalty                                  float64
+		quotaDec, quotaEv                                      int64
+	)
+	cmd := &cobra.Command{
+		Use:   "set ID",
+		Short: "Change the settings the operator owns",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			f := cmd.Flags()
+			return a.withEnv(cmd, func(e *env) error {
+				t, err := e.db.UpdateTenant(args[0], func(t *store.Tenant) error {
+					s := &t.Settings
+					if f.Changed("shadow") {
+						v, err := parseOnOff("shadow", shadow)
+						if err != nil {
+							return err
+						}
+						s.Shadow = v
+					}
+					if f.Changed("paused") {
+						v, err := strconv.ParseBool(paused)
+						if err != nil {
+							return fmt.Errorf("--paused: want true or false, got %q", paused)
+						}
+						s.Paused = v
+					}
+					if f.Changed("rate-limits") {
+						v, err := parseOnOff("rate-limits", rateLimits)
+						if err != nil {
+							return err
+						}
+						if !v && !t.Sandbox {
+							return fmt.Errorf("--rate-limits off is only for sandbox tenants")
+						}
+						s.RateLimits = v
+					}
+					if f.Changed("reward-window") {
+						d, err := parseDays(window)
+						if err != nil || d < time.Hour {
+							return fmt.Errorf("--reward-window: want a duration of at least 1h such as 28d, got %q", window)
+						}
+						s.RewardWindow = d
+					}
+					if f.Changed("reward-grace") {
+						d, err := parseDays(grace)
+						if err != nil || d < 0 {
+							return fmt.Errorf("--reward-grace: want a duration such as 2d, got %q", grace)
+						}
+						s.RewardGrace = d
+					}
+					if f.Changed("control-share") {
+						if controlShare < 0 || controlShare > 0.5 {
+							return fmt.Errorf("--control-share: want 0 to 0.5, got %g", controlShare)
+						}
+						s.ControlShare = controlShare
+					}
+					if f.Changed("control-kind") {
+						if controlKind != "nada" && controlKind != "regla_actual" {
+							return fmt.Errorf("--control-kind: want nada or regla_actual, got %q", controlKind)
+						}
+						s.ControlKind = controlKind
+					}
+					if f.Changed("quota-decisions-day") {
+						if quotaDec < 0 {
+							return fmt.Errorf("--quota-decisions-day: want >= 0 (0 = none)")
+						}
+						s.QuotaDecisionsDay = quotaDec
+					}
+					if f.Changed("quota-events-day") {
+						if quotaEv < 0 {
+							return fmt.Errorf("--quota-events-day: want >= 0 (0 = none)")
+						}
+						s.QuotaEventsDay = quotaEv
+					}
+					if f.Changed("optout-penalty-mxn") {
+						if penalty < 0 || penalty > 1e9 {
+							return fmt.Errorf("--optout-penalty-mxn: want 0 to 1000000000")
+						}
+						s.OptoutPenaltyCents = int64(penalty*100 + 0.5)
+					}
+					return nil
+				})
+				if err != nil {
+					if errors.Is(err, store.ErrNotFound) {
+						return fmt.Errorf("no tenant %q", args[0])
+					}
+					return err
+				}
+				e.log.Info().Str("tenant", t.ID).Msg("tenant settings changed")
+				v, err := viewTenant(e, t, false)
+				if err != nil {
+					return err
+				}
+				if jsonFlag(cmd) {
+					return printJSON(cmd.OutOrStdout(), v)
+				}
+				return printTenant(cmd.OutOrStdout(), v)
+			})
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&shadow, "shadow", "", "shadow mode: on or off")
+	f.StringVar(&paused, "paused", "", "pause the tenant: true or false (answers 503 inquilino_pausado)")
+	f.StringVar(&window, "reward-window", "", "reward window, e.g. 28d")
+	f.StringVar(&grace, "reward-grace", "", "grace period for late events after the window, e.g. 2d")
+	f.Float64Var(&controlShare, "control-share", 0, "share of customers in the control group, e.g. 0.05")
+	f.StringVar(&controlKind, "control-kind", "", "control group kind: nada or regla_actual")
+	f.Int64Var(&quotaDec, "quota-decisions-day", 0, "daily decision quota (0 = none)")
+	f.Int64Var(&quotaEv, "quota-events-day", 0, "daily event quota (0 = none)")
+	f.Float64Var(&penalty, "optout-penalty-mxn", 0, "reward penalty of an opt-out in the window, MXN")
+	f.StringVar(&rateLimits, "rate-limits", "", "per-credential rate limits: on or off (off only for sandbox tenants)")
+	return cmd
+}
+
+func parseOnOff(flag, v string) (bool, error) {
+	switch strings.ToLower(v) {
+	case "on", "true":
+		return true, nil
+	case "off", "false":
+		return false, nil
+	}
+	return false, fmt.Errorf("--%s: want on or off, got %q", flag, v)
+}
+
+// parseDays parses a Go duration that may also use d for days ("7d",
+// "1d12h", "36h").
+func parseDays(s string) (time.Duration, error) {
+	var total time.Duration
+	if i := strings.IndexByte(s, 'd'); i >= 0 {
+		days, err := strconv.ParseFloat(s[:i], 64)
+		if err != nil {
+			return 0, fmt.Errorf("bad duration %q", s)
+		}
+		total = time.Duration(days * float64(24*time.Hour))
+		s = s[i+1:]
+		if s == "" {
+			return total, nil
+		}
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, fmt.Errorf("bad duration %q", s)
+	}
+	return total + d, nil
+}
+
+func formatDays(d time.Duration) string {
+	if d%(24*time.Hour) == 0 {
+		return fmt.Sprintf("%dd", d/(24*time.Hour))
+	}
+	return d.String()
+}
+
+func credCreateCmd(a *app) *cobra.Command {
+	var tenant, name, scopes string
+	cmd := &cobra.Command{
+		Use:   "create --tenant ID --name NAME --scopes a,b",
+		Short: "Create a client credential; prints the secret once",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			list, err := parseScopeList(scopes)
+			if err != nil {
+				return err
+			}
+			if name == "" || len(name) > 128 {
+				return fmt.Errorf("--name: want 1 to 128 characters")
+			}
+			return a.withEnv(cmd, func(e *env) error {
+				if _, ok := e.db.Tenant(tenant); !ok {
+					return fmt.Errorf("no tenant %q", tenant)
+				}
+				secret := "cs_" + randomToken(32)
+				c := &store.Credential{
+					ClientID: "ci_" + randomToken(15), Tenant: tenant, Name: name, Scopes: list,
+					SecretHash: store.HashSecret(secret), CreatedAt: e.now().UTC(),
+				}
+				if err := e.db.CreateCredential(c); err != nil {
+					return err
+				}
+				e.log.Info().Str("tenant", tenant).Str("client_id", c.ClientID).Strs("scopes", list).Msg("credential created")
+				if jsonFlag(cmd) {
+					return printJSON(cmd.OutOrStdout(), map[string]any{"client_id": c.ClientID, "client_secret": secret, "scopes": list, "tenant": tenant})
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "client_id:     %s\nclient_secret: %s\nscopes:        %s\ntenant:        %s\nThe secret is shown only this once; store it now.\n",
+					c.ClientID, secret, strings.Join(list, " "), tenant)
+				return nil
+			})
+		},
+	}
+	cmd.Flags().StringVar(&tenant, "tenant", "", "tenant id")
+	cmd.Flags().StringVar(&name, "name", "", "name of the integrating system")
+	cmd.Flags().StringVar(&scopes, "scopes", "", "comma-separated scopes: "+strings.Join(scopeList(), ","))
+	cmd.MarkFlagRequired("tenant")
+	cmd.MarkFlagRequired("name")
+	cmd.MarkFlagRequired("scopes")
+	return cmd
+}
+
+func parseScopeList(s string) ([]string, error) {
+	known := map[string]bool{}
+	for _, n := range scopeList() {
+		known[n] = true
+	}
+	var out []string
+	seen := map[string]bool{}
+	for _, p := range strings.Split(s, ",") {
+		p = strings.TrimSpace(p)
+		if p == "" || seen[p] {
+			continue
+		}
+		if !known[p] {
+			return nil, fmt.Errorf("--scopes: unknown scope %q (known: %s)", p, strings.Join(scopeList(), ", "))
+		}
+		seen[p] = true
+		out = append(out, p)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("--scopes: give at least one scope")
+	}
+	return out, nil
+}
+
+// randomToken returns n random bytes, base64url-encoded.
+func randomToken(n int) string {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		panic(err)
+	}
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+type credView struct {
+	ClientID  string     `json:"client_id"`
+	Tenant    string     `json:"tenant"`
+	Name      string     `json:"name"`
+	Scopes    []string   `json:"scopes"`
+	State     string     `json:"state"`
+	CreatedAt time.Time  `json:"created_at"`
+	RotatedAt *time.Time `json:"rotated_at,omitempty"`
+	GraceEnds *time.Time `json:"previous_secret_valid_until,omitempty"`
+	LastUsed  *time.Time `json:"last_used"`
+}
+
+func viewCred(c *store.Credential, now time.Time) credView {
+	v := credView{ClientID: c.ClientID, Tenant: c.Tenant, Name: c.Name, Scopes: c.Scopes, State: "active", CreatedAt: c.CreatedAt}
+	switch {
+	case c.Revoked:
+		v.State = "revoked"
+	case c.Suspended:
+		v.State = "suspended"
+	}
+	opt := func(t time.Time) *time.Time {
+		if t.IsZero() {
+			return nil
+		}
+		return &t
+	}
+	v.RotatedAt, v.LastUsed = opt(c.RotatedAt), opt(c.LastUsed)
+	if now.Before(c.PrevUntil) {
+		v.GraceEnds = opt(c.PrevUntil)
+	}
+	return v
+}
+
+func credListCmd(a *app) *cobra.Command {
+	var tenant string
+	cmd := &cobra.Command{
+		Use:   "list --tenant ID",
+		Short: "List a tenant's credentials (never their secrets)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return a.withEnv(cmd, func(e *env) error {
+				if _, ok := e.db.Tenant(tenant); !ok {
+					return fmt.Errorf("no tenant %q", tenant)
+				}
+				views := []credView{}
+				for _, c := range e.db.Credentials(tenant) {
+					views = append(views, viewCred(c, e.now()))
+				}
+				if jsonFlag(cmd) {
+					return printJSON(cmd.OutOrStdout(), views)
+				}
+				tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "CLIENT_ID\tNAME\tSTATE\tSCOPES\tLAST_USED")
+				for _, v := range views {
+					last := "never"
+					if v.LastUsed != nil {
+						last = v.LastUsed.Format(time.RFC3339)
+					}
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", v.ClientID, v.Name, v.State, strings.Join(v.Scopes, ","), last)
+				}
+				return tw.Flush()
+			})
+		},
+	}
+	cmd.Flags().StringVar(&tenant, "tenant", "", "tenant id")
+	cmd.MarkFlagRequired("tenant")
+	return cmd
+}
+
+func credRevokeCmd(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:   "revoke CLIENT_ID",
+		Short: "Revoke a credential now: its tokens stop working at once",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.withEnv(cmd, func(e *env) error {
+				c, err := e.db.UpdateCredential(args[0], func(c *store.Credential) error {
+					if !c.Revoked {
+						c.Revoked, c.RevokedAt = true, e.now().UTC()
+					}
+					return nil
+				})
+				if errors.Is(err, store.ErrNotFound) {
+					return fmt.Errorf("no credential %q", args[0])
+				}
+				if err != nil {
+					return err
+				}
+				e.log.Info().Str("tenant", c.Tenant).Str("client_id", c.ClientID).Msg("credential revoked")
+				if jsonFlag(cmd) {
+					return printJSON(cmd.OutOrStdout(), viewCred(c, e.now()))
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "credential %s revoked\n", c.ClientID)
+				return nil
+			})
+		},
+	}
+}
+
+func credRotateCmd(a *app) *cobra.Command {
+	var grace string
+	cmd := &cobra.Command{
+		Use:   "rotate CLIENT_ID [--grace 24h]",
+		Short: "Issue a new secret; the old one keeps working for the grace period",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			g, err := parseDays(grace)
+			if err != nil || g < 0 {
+				return fmt.Errorf("--grace: want a duration such as 24h, got %q", grace)
+			}
+			return a.withEnv(cmd, func(e *env) error {
+				secret := "cs_" + randomToken(32)
+				now := e.now().UTC()
+				c, err := e.db.UpdateCredential(args[0], func(c *store.Credential) error {
+					if c.Revoked {
+						return fmt.Errorf("credential %s is revoked; create a new one", c.ClientID)
+					}
+					c.PrevSecretHash, c.PrevUntil = c.SecretHash, now.Add(g)
+					c.SecretHash, c.RotatedAt = store.HashSecret(secret), now
+					return nil
+				})
+				if errors.Is(err, store.ErrNotFound) {
+					return fmt.Errorf("no credential %q", args[0])
+				}
+				if err != nil {
+					return err
+				}
+				e.log.Info().Str("tenant", c.Tenant).Str("client_id", c.ClientID).Msg("credential rotated")
+				if jsonFlag(cmd) {
+					return printJSON(cmd.OutOrStdout(), map[string]any{"client_id": c.ClientID, "client_secret": secret, "scopes": c.Scopes, "tenant": c.Tenant, "previous_secret_valid_until": c.PrevUntil})
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "client_id:     %s\nclient_secret: %s\nThe old secret works until %s. The new one is shown only this once.\n",
+					c.ClientID, secret, c.PrevUntil.Format(time.RFC3339))
+				return nil
+			})
+		},
+	}
+	cmd.Flags().StringVar(&grace, "grace", "24h", "how long the old secret keeps working")
+	return cmd
+}
+
+func clockShowCmd(a *app) *cobra.Command {
+	var tenant string
+	cmd := &cobra.Command{
+		Use:   "show --tenant ID",
+		Short: "Show a sandbox tenant's clock",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return a.withEnv(cmd, func(e *env) error {
+				t, ok := e.db.Tenant(tenant)
+				if !ok {
+					return fmt.Errorf("no tenant %q", tenant)
+				}
+				if !t.Sandbox {
+					return fmt.Errorf("tenant %q is not a sandbox tenant: it runs on real time", tenant)
+				}
+				return printClock(cmd, t)
+			})
+		},
+	}
+	cmd.Flags().StringVar(&tenant, "tenant", "", "tenant id")
+	cmd.MarkFlagRequired("tenant")
+	return cmd
+}
+
+func printClock(cmd *cobra.Command, t *store.Tenant) error {
+	now := t.ClockNow.UTC().Format(time.RFC3339Nano)
+	if jsonFlag(cmd) {
+		return printJSON(cmd.OutOrStdout(), map[string]string{"tenant": t.ID, "now": now})
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "%s %s\n", t.ID, now)
+	return nil
+}
+
+func clockAdvanceCmd(a *app) *cobra.Command {
+	var tenant, by string
+	cmd := &cobra.Command{
+		Use:   "advance --tenant ID --by DURATION",
+		Short: "Move a sandbox tenant's clock forward (36h, 7d)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			d, err := parseDays(by)
+			if err != nil || d <= 0 {
+				return fmt.Errorf("--by: want a positive duration such as 36h or 7d, got %q", by)
+			}
+			return a.withEnv(cmd, func(e *env) error {
+				t, err := e.db.UpdateTenant(tenant, func(t *store.Tenant) error {
+					if !t.Sandbox {
+						return fmt.Errorf("tenant %q is not a sandbox tenant: its clock is real time", tenant)
+					}
+					t.ClockNow = t.ClockNow.Add(d)
+					return nil
+				})
+				if errors.Is(err, store.ErrNotFound) {
+					return fmt.Errorf("no tenant %q", tenant)
+				}
+				if err != nil {
+					return err
+				}
+				e.svc.clockMoved(t)
+				return printClock(cmd, t)
+			})
+		},
+	}
+	cmd.Flags().StringVar(&tenant, "tenant", "", "tenant id")
+	cmd.Flags().StringVar(&by, "by", "", "how far, e.g. 36h or 7d")
+	cmd.MarkFlagRequired("tenant")
+	cmd.MarkFlagRequired("by")
+	return cmd
+}

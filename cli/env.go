@@ -1,0 +1,187 @@
+package cli
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/spf13/cobra"
+
+	"github.com/coupond/coupond/store"
+)
+
+// env is what admin commands act on: the running server's state when they
+// run inside "serve" (through the admin socket), or the store opened by the
+// admin process itself when no server runs. The same command code runs in
+// both cases.
+type env struct {
+	db      *store.DB
+	secrets *store.Secrets
+	now     func() time.Time
+	log     zerolog.Logger
+	dataDir string
+	svc     *services
+}
+
+const adminSocket = "admin.sock"
+
+// withEnv runs fn against the live server (forwarding the whole command line
+// through the admin socket) or, when no server answers there, against the
+// store opened here.
+func (a *app) withEnv(cmd *cobra.Command, fn func(e *env) error) error {
+	if a.live != nil {
+		return fn(a.live)
+	}
+	sock := filepath.Join(a.dataDir, adminSocket)
+	if conn, err := net.DialTimeout("unix", sock, time.Second); err == nil {
+		conn.Close()
+		return forwardAdmin(cmd.Context(), sock, a.args, cmd.OutOrStdout())
+	}
+	e, err := openEnv(cmd.Context(), a.dataDir, zerolog.Nop(), serviceOptions{})
+	if err != nil {
+		return err
+	}
+	defer e.close()
+	return fn(e)
+}
+
+// openEnv opens the data dir for an admin command run without a server.
+func openEnv(ctx context.Context, dataDir string, log zerolog.Logger, opt serviceOptions) (*env, error) {
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("data dir: %w", err)
+	}
+	secrets, err := store.LoadSecrets(dataDir)
+	if err != nil {
+		return nil, err
+	}
+	db, err := store.Open(filepath.Join(dataDir, "db"), nil)
+	if err != nil {
+		return nil, fmt.Errorf("%w (is another coupond using %s?)", err, dataDir)
+	}
+	e := &env{db: db, secrets: secrets, now: time.Now, log: log, dataDir: dataDir}
+	svc, err := newServices(ctx, e, opt)
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	e.svc = svc
+	return e, nil
+}
+
+func (e *env) close() error {
+	e.svc.close()
+	return e.db.Close()
+}
+
+type adminRequest struct {
+	Args []string `json:"args"`
+}
+
+// forwardAdmin sends the command line to the server's admin socket, copies
+// the output as it streams, and returns the remote command's outcome.
+func forwardAdmin(ctx context.Context, sock string, args []string, out io.Writer) error {
+	client := &http.Client{Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", sock)
+		},
+	}}
+	body, _ := json.Marshal(adminRequest{Args: args})
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://admin/run", bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return fmt.Errorf("admin socket: %w", err)
+	}
+	defer resp.Body.Close()
+	if _, err := io.Copy(out, resp.Body); err != nil {
+		return fmt.Errorf("admin socket: %w", err)
+	}
+	code, _ := strconv.Atoi(resp.Trailer.Get("X-Exit-Code"))
+	if msg := resp.Trailer.Get("X-Error"); msg != "" {
+		return errors.New(msg)
+	}
+	if code != 0 {
+		return &ExitError{Code: code}
+	}
+	return nil
+}
+
+// serveAdmin answers admin clients on the unix socket sock (mode 0600) by
+// running their command line against the live env. It removes a stale
+// socket left by a killed process first.
+func serveAdmin(ctx context.Context, sock string, live *env) (*http.Server, error) {
+	if conn, err := net.DialTimeout("unix", sock, 200*time.Millisecond); err == nil {
+		conn.Close()
+		return nil, fmt.Errorf("another coupond serves %s", sock)
+	}
+	_ = os.Remove(sock)
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		return nil, fmt.Errorf("admin socket: %w", err)
+	}
+	if err := os.Chmod(sock, 0o600); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("admin socket: %w", err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req adminRequest
+		if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&req); err != nil || len(req.Args) == 0 || req.Args[0] != "admin" {
+			http.Error(w, "bad admin request", http.StatusBadRequest)
+			return
+		}
+		w.Header().Set("Trailer", "X-Exit-Code, X-Error")
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.WriteHeader(http.StatusOK)
+		out := &flushWriter{w: bufio.NewWriter(w), f: w.(http.Flusher)}
+		root := newRoot(&app{args: req.Args, live: live})
+		root.SetArgs(req.Args)
+		root.SetOut(out)
+		var errOut bytes.Buffer
+		root.SetErr(&errOut)
+		err := root.ExecuteContext(r.Context())
+		out.w.Flush()
+		w.Header().Set("X-Exit-Code", strconv.Itoa(ExitCode(err)))
+		if err != nil {
+			var ee *ExitError
+			if !errors.As(err, &ee) {
+				w.Header().Set("X-Error", err.Error())
+			}
+		}
+		live.log.Info().Strs("args", req.Args[:min(len(req.Args), 3)]).Int("exit", ExitCode(err)).Msg("admin command")
+	})}
+	go srv.Serve(ln)
+	return srv, nil
+}
+
+// flushWriter flushes after every write so progress output streams.
+type flushWriter struct {
+	w *bufio.Writer
+	f http.Flusher
+}
+
+func (fw *flushWriter) Write(p []byte) (int, error) {
+	n, err := fw.w.Write(p)
+	fw.w.Flush()
+	fw.f.Flush()
+	return n, err
+}
+
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}

@@ -1,0 +1,111 @@
+// Package cli builds coupond's commands. It is the one place where the store,
+// engine, batch runner and server are constructed and wired by hand.
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+)
+
+// Version information, set at build time with -ldflags.
+var (
+	version = "dev"
+	commit  = "unknown"
+)
+
+// ExitError carries a process exit code.
+type ExitError struct{ Code int }
+
+func (e *ExitError) Error() string { return fmt.Sprintf("exit status %d", e.Code) }
+
+// Run executes coupond with args (without the program name). It is what
+// main calls; tests call it too.
+func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	root := newRoot(&app{args: args})
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.SetContext(ctx)
+	return root.ExecuteContext(ctx)
+}
+
+// app is the state shared by the commands of one invocation.
+type app struct {
+	args    []string
+	dataDir string
+	// live is set when the commands run inside "serve" on behalf of an admin
+	// client connected to the admin socket: they then act on the running
+	// process's store instead of opening it.
+	live *env
+}
+
+func newRoot(a *app) *cobra.Command {
+	root := &cobra.Command{
+		Use:           "coupond",
+		Short:         "Coupon decision engine: decides, logs propensities, learns, evaluates",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			return applyEnv(cmd.Flags())
+		},
+	}
+	root.PersistentFlags().StringVar(&a.dataDir, "data-dir", "./coupond-data", "data directory (env COUPOND_DATA_DIR)")
+	root.AddCommand(newServeCmd(a), newAdminCmd(a), newVersionCmd())
+	return root
+}
+
+// applyEnv sets every flag not given on the command line from its
+// environment variable COUPOND_<FLAG> (dashes to underscores): flags win.
+func applyEnv(fs *pflag.FlagSet) error {
+	var err error
+	fs.VisitAll(func(f *pflag.Flag) {
+		if f.Changed || err != nil {
+			return
+		}
+		name := "COUPOND_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		if v, ok := os.LookupEnv(name); ok {
+			if e := fs.Set(f.Name, v); e != nil {
+				err = fmt.Errorf("%s: %w", name, e)
+			}
+		}
+	})
+	return err
+}
+
+// ExitCode maps an error from Run to a process exit code.
+func ExitCode(err error) int {
+	if err == nil {
+		return 0
+	}
+	var ee *ExitError
+	if errors.As(err, &ee) {
+		return ee.Code
+	}
+	return 1
+}
+
+func newVersionCmd() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "version",
+		Short: "Print version, commit and policy algorithm",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			v := map[string]string{"version": version, "commit": commit, "policy": policyAlgorithm}
+			if asJSON {
+				return printJSON(cmd.OutOrStdout(), v)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "coupond %s (commit %s)\npolicy: %s\n", version, commit, policyAlgorithm)
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "machine-readable output")
+	return cmd
+}

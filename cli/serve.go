@@ -1,0 +1,154 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/spf13/cobra"
+
+	"github.com/coupond/coupond/server"
+)
+
+type serveFlags struct {
+	addr, baseURL, logLevel, logFormat string
+	webhookAllowPrivate                bool
+}
+
+func newServeCmd(a *app) *cobra.Command {
+	var f serveFlags
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the HTTP API, batch worker, learner and deletion worker",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return serve(cmd.Context(), a.dataDir, f, cmd.ErrOrStderr())
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.addr, "addr", "127.0.0.1:8080", "listen address (env COUPOND_ADDR)")
+	fl.StringVar(&f.baseURL, "base-url", "", "external base URL for signed result URLs (default http://ADDR; env COUPOND_BASE_URL)")
+	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error (env COUPOND_LOG_LEVEL)")
+	fl.StringVar(&f.logFormat, "log-format", "json", "json, or console for humans (env COUPOND_LOG_FORMAT)")
+	fl.BoolVar(&f.webhookAllowPrivate, "webhook-allow-private", false, "allow webhook destinations in loopback and private ranges (tests, single-network installs)")
+	return cmd
+}
+
+func newLogger(level, format string, w interface{ Write([]byte) (int, error) }) (zerolog.Logger, error) {
+	lvl, err := zerolog.ParseLevel(strings.ToLower(level))
+	if err != nil || level == "" {
+		return zerolog.Nop(), fmt.Errorf("--log-level: want debug, info, warn or error, got %q", level)
+	}
+	switch format {
+	case "json":
+	case "console":
+		w = zerolog.ConsoleWriter{Out: w, TimeFormat: time.RFC3339}
+	default:
+		return zerolog.Nop(), fmt.Errorf("--log-format: want json or console, got %q", format)
+	}
+	return zerolog.New(w).Level(lvl).With().Timestamp().Logger(), nil
+}
+
+func serve(ctx context.Context, dataDir string, f serveFlags, logOut interface{ Write([]byte) (int, error) }) error {
+	log, err := newLogger(f.logLevel, f.logFormat, logOut)
+	if err != nil {
+		return err
+	}
+	if f.baseURL == "" {
+		f.baseURL = "http://" + f.addr
+	}
+	e, err := openEnv(ctx, dataDir, log, serviceOptions{baseURL: f.baseURL, webhookAllowPrivate: f.webhookAllowPrivate})
+	if err != nil {
+		return err
+	}
+	var ready atomic.Bool
+	svc := e.svc
+	srv := server.New(server.Deps{
+		Log: log, DB: e.db, Secrets: e.secrets, Now: time.Now, Ready: ready.Load,
+		Engine: svc.engine, Batch: svc.batch, Webhooks: svc.webhooks, WebhookAllowPrivate: f.webhookAllowPrivate,
+	})
+	ln, err := net.Listen("tcp", f.addr)
+	if err != nil {
+		e.close()
+		return fmt.Errorf("listen %s: %w", f.addr, err)
+	}
+	httpSrv := &http.Server{
+		Handler:           srv,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       120 * time.Second,
+	}
+	admin, err := serveAdmin(ctx, filepath.Join(dataDir, adminSocket), e)
+	if err != nil {
+		ln.Close()
+		e.close()
+		return err
+	}
+	httpErr := make(chan error, 1)
+	go func() { httpErr <- httpSrv.Serve(ln) }()
+	log.Info().Str("addr", ln.Addr().String()).Str("data_dir", dataDir).Str("version", version).Msg("serving")
+
+	// Recovery before serving: interrupted batch jobs end fallido, queued
+	// ones run. /readyz answers 503 until this is done.
+	if err := svc.batch.Recover(); err != nil {
+		log.Error().Err(err).Msg("batch recovery")
+	}
+	bg, stopBg := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for _, run := range []func(context.Context){
+		svc.batch.Run,
+		svc.webhooks.Run,
+		func(ctx context.Context) { svc.engine.RunLearner(ctx, time.Second) },
+	} {
+		wg.Add(1)
+		go func() { defer wg.Done(); run(bg) }()
+	}
+	ready.Store(true)
+	flush := time.NewTicker(5 * time.Second)
+	defer flush.Stop()
+	var serveErr error
+loop:
+	for {
+		select {
+		case <-ctx.Done():
+			break loop
+		case err := <-httpErr:
+			if !errors.Is(err, http.ErrServerClosed) {
+				serveErr = err
+			}
+			break loop
+		case <-flush.C:
+			if err := srv.Flush(); err != nil {
+				log.Error().Err(err).Msg("flush counters")
+			}
+		}
+	}
+	log.Info().Msg("shutting down")
+	ready.Store(false)
+	shutCtx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := httpSrv.Shutdown(shutCtx); err != nil {
+		log.Warn().Err(err).Msg("http shutdown")
+	}
+	admin.Shutdown(shutCtx)
+	stopBg()
+	wg.Wait()
+	_ = os.Remove(filepath.Join(dataDir, adminSocket))
+	if err := srv.Flush(); err != nil {
+		log.Error().Err(err).Msg("flush counters")
+	}
+	if err := e.close(); err != nil {
+		log.Error().Err(err).Msg("close store")
+		return err
+	}
+	log.Info().Msg("stopped")
+	return serveErr
+}

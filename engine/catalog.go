@@ -1,0 +1,119 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/coupond/coupond/store"
+)
+
+// Action is one coupon of a tenant's catalog. Money is in cents.
+type Action struct {
+	ID                int      `json:"id"`
+	Nombre            string   `json:"nombre"`
+	TipoCupon         string   `json:"tipo_cupon"`
+	CostoEnvioCents   int64    `json:"costo_envio_cents"`
+	DescuentoMaxCents int64    `json:"descuento_max_cents"`
+	DescuentoPct      float64  `json:"descuento_pct"`
+	Canales           []string `json:"canales,omitempty"` // empty: every channel
+	Activa            bool     `json:"activa"`
+}
+
+// AllowsChannel reports whether the action can be sent on canal.
+func (a *Action) AllowsChannel(canal string) bool {
+	if len(a.Canales) == 0 {
+		return true
+	}
+	for _, c := range a.Canales {
+		if c == canal {
+			return true
+		}
+	}
+	return false
+}
+
+// Catalog is a tenant's action catalog, replaced as a whole. Version starts
+// at 0 (no catalog yet) and grows by one with every replacement.
+type Catalog struct {
+	Acciones  []Action  `json:"acciones"`
+	Version   int64     `json:"version"`
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// Action returns the action with id, or nil.
+func (c *Catalog) Action(id int) *Action {
+	for i := range c.Acciones {
+		if c.Acciones[i].ID == id {
+			return &c.Acciones[i]
+		}
+	}
+	return nil
+}
+
+// ActionName is the name of an action id; 0 is "nada".
+func (c *Catalog) ActionName(id int) string {
+	if id == 0 {
+		return "nada"
+	}
+	if a := c.Action(id); a != nil {
+		return a.Nombre
+	}
+	return fmt.Sprintf("accion_%d", id)
+}
+
+// ErrDuplicateAction is returned when a catalog repeats an id; the index of
+// the repeated entry is in the error.
+var ErrDuplicateAction = errors.New("engine: duplicate action id")
+
+// Catalog returns the tenant's current catalog (version 0 and no actions
+// before the first PUT). The result is shared: do not modify it.
+func (e *Engine) Catalog(tenant string) (*Catalog, error) {
+	ts, err := e.state(tenant)
+	if err != nil {
+		return nil, err
+	}
+	return ts.catalog.Load(), nil
+}
+
+// ReplaceCatalog stores a new catalog as a whole. What the model learned
+// about actions that stay is kept; new actions start without support.
+func (e *Engine) ReplaceCatalog(tenant string, actions []Action, now time.Time) (*Catalog, error) {
+	seen := map[int]bool{}
+	for i, a := range actions {
+		if seen[a.ID] {
+			return nil, fmt.Errorf("%w: acciones[%d].id %d", ErrDuplicateAction, i, a.ID)
+		}
+		seen[a.ID] = true
+	}
+	ts, err := e.state(tenant)
+	if err != nil {
+		return nil, err
+	}
+	ts.catalogMu.Lock()
+	defer ts.catalogMu.Unlock()
+	old := ts.catalog.Load()
+	c := &Catalog{Acciones: append([]Action{}, actions...), Version: old.Version + 1, UpdatedAt: now.UTC()}
+	b := e.db.NewBatch()
+	defer b.Close()
+	if err := b.SetJSON(store.Key(tenant, store.TableCatalog), c); err != nil {
+		return nil, err
+	}
+	if err := b.Commit(); err != nil {
+		return nil, err
+	}
+	ts.catalog.Store(c)
+	return c, nil
+}
+
+func (e *Engine) loadCatalog(tenant string) (*Catalog, error) {
+	var c Catalog
+	err := e.db.GetJSON(store.Key(tenant, store.TableCatalog), &c)
+	if errors.Is(err, store.ErrNotFound) {
+		return &Catalog{Acciones: []Action{}}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &c, nil
+}

@@ -1,0 +1,151 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/coupond/coupond/store"
+)
+
+// Confirmation errors, checked in this order after the id (contract 4).
+var (
+	ErrAlreadyConfirmed = errors.New("engine: execution already confirmed")
+	ErrDecisionExpired  = errors.New("engine: confirmation deadline passed")
+)
+
+// Confirmation is the body of an execution confirmation.
+type Confirmation struct {
+	Ejecutada     bool
+	AccionReal    *int
+	MotivoRechazo string
+	TsEjecucion   *time.Time
+}
+
+// Confirm records the execution outcome of a decision and returns its
+// estado_ejecucion. Errors: ErrNotFound (altered, invented, foreign or
+// unknown id), ErrAlreadyConfirmed, ErrDecisionExpired. A rejected send
+// gives its campaign budget back.
+func (e *Engine) Confirm(tenant, id string, c Confirmation) (string, error) {
+	nonce, ok := e.ids.parse(tenant, id)
+	if !ok {
+		return "", fmt.Errorf("decision: %w", ErrNotFound)
+	}
+	ts, err := e.state(tenant)
+	if err != nil {
+		return "", err
+	}
+	r, err := e.loadDecision(tenant, nonce)
+	if err != nil {
+		return "", err
+	}
+	lock := ts.custLock(e.seed, r.ClienteRef)
+	lock.Lock()
+	defer lock.Unlock()
+	if r, err = e.loadDecision(tenant, nonce); err != nil { // re-read under the lock
+		return "", err
+	}
+	if r.Estado != EstadoPendiente || r.EnRespaldo {
+		return "", ErrAlreadyConfirmed
+	}
+	_, now, err := e.tenantNow(tenant)
+	if err != nil {
+		return "", err
+	}
+	if now.After(r.CaducaEn) {
+		return "", ErrDecisionExpired
+	}
+	switch {
+	case !c.Ejecutada:
+		r.Estado = EstadoRechazada
+		r.MotivoRechazo = c.MotivoRechazo
+	case c.AccionReal != nil && *c.AccionReal != r.Accion:
+		r.Estado = EstadoModificada
+	default:
+		r.Estado = EstadoEjecutada
+	}
+	r.AccionReal = c.AccionReal
+	r.TsEjecucion = c.TsEjecucion
+	at := now
+	r.ConfirmadaEn = &at
+	b := e.db.NewBatch()
+	defer b.Close()
+	if err := putDecision(b, tenant, r); err != nil {
+		return "", err
+	}
+	release := r.Estado == EstadoRechazada && r.Accion != 0 && r.CampanaID != ""
+	if release {
+		if err := e.releaseBudget(ts, b, tenant, r); err != nil {
+			return "", err
+		}
+	}
+	if err := b.Commit(); err != nil {
+		if release {
+			e.dropBudgetCache(ts, r.CampanaID)
+		}
+		return "", err
+	}
+	return r.Estado, nil
+}
+
+// releaseBudget gives a decision's send back to its campaign, adding the
+// new counters to b. Call under the customer lock of r.
+func (e *Engine) releaseBudget(ts *tenantState, b *store.Batch, tenant string, r *DecisionRecord) error {
+	ts.budgetMu.Lock()
+	defer ts.budgetMu.Unlock()
+	bu, err := e.budgetLocked(ts, tenant, r.CampanaID)
+	if err != nil {
+		return err
+	}
+	bu.Envios = max(0, bu.Envios-1)
+	bu.DescuentoCents = max(0, bu.DescuentoCents-r.BudgetCents)
+	return b.SetJSON(store.Key(tenant, store.TableBudget, r.CampanaID), bu)
+}
+
+// dropBudgetCache forgets a campaign's cached counters after a failed
+// commit, so they are read again from the store.
+func (e *Engine) dropBudgetCache(ts *tenantState, campana string) {
+	ts.budgetMu.Lock()
+	delete(ts.budgets, campana)
+	ts.budgetMu.Unlock()
+}
+
+// FallbackInput is a fallback record: the caller applied its own rule
+// because the engine did not answer or was paused.
+type FallbackInput struct {
+	Accion     int
+	Canal      string
+	ClienteRef string
+	CampanaID  string
+}
+
+// ErrUnknownAction is returned when an action id is not in the catalog.
+var ErrUnknownAction = errors.New("engine: action not in the catalog")
+
+// Fallback stores a fallback record with propensity 1 and en_respaldo true.
+// It is kept for evaluation and does not open a reward window.
+func (e *Engine) Fallback(tenant string, in FallbackInput) error {
+	ts, err := e.state(tenant)
+	if err != nil {
+		return err
+	}
+	cat := ts.catalog.Load()
+	if in.Accion != 0 && cat.Action(in.Accion) == nil {
+		return ErrUnknownAction
+	}
+	_, now, err := e.tenantNow(tenant)
+	if err != nil {
+		return err
+	}
+	r := &DecisionRecord{
+		Nonce: newNonce(now, e.rand32()), ClienteRef: in.ClienteRef, At: now, Canal: in.Canal, CampanaID: in.CampanaID,
+		Accion: in.Accion, Propension: 1, Version: "respaldo", EnRespaldo: true, CaducaEn: now,
+		Motivo: "registro de respaldo: regla del cliente aplicada", Estado: EstadoEjecutada,
+	}
+	b := e.db.NewBatch()
+	defer b.Close()
+	if err := putDecision(b, tenant, r); err != nil {
+		return err
+	}
+	return b.Commit()
+}

@@ -1,0 +1,134 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/coupond/coupond/store"
+)
+
+// customer is what the decider knows of one customer at decision time.
+type customer struct {
+	f      Features
+	x      []float64 // policy vector (Features.Vector)
+	closed bool
+
+	// Inputs of the economic prior, in cents over the reward window.
+	baselineCents  float64 // expected purchase margin without a coupon
+	avgTicketCents float64
+	ticketMargin   float64 // expected margin of one ticket, cents
+	redeemRate     float64 // smoothed probability of redeeming a coupon
+}
+
+func featuresKey(tenant, clienteRef string) []byte {
+	return store.Key(tenant, store.TableFeatures, clienteRef)
+}
+
+// loadFeatures reads a customer's features; a customer without history
+// gets the zero Features.
+func (e *Engine) loadFeatures(tenant, clienteRef string) (Features, error) {
+	b, err := e.db.Get(featuresKey(tenant, clienteRef))
+	if errors.Is(err, store.ErrNotFound) {
+		return Features{}, nil
+	}
+	if err != nil {
+		return Features{}, err
+	}
+	f, ok := DecodeFeatures(b)
+	if !ok {
+		return Features{}, fmt.Errorf("features of a customer of %s: damaged record", tenant)
+	}
+	return f, nil
+}
+
+// customer reads the customer's features (one point read) and derives the
+// policy vector and the prior's inputs at now. window is the tenant's
+// reward window.
+func (e *Engine) customer(tenant, clienteRef string, now time.Time, window time.Duration) (*customer, error) {
+	f, err := e.loadFeatures(tenant, clienteRef)
+	if err != nil {
+		return nil, err
+	}
+	return newCustomer(f, now, window), nil
+}
+
+func newCustomer(f Features, now time.Time, window time.Duration) *customer {
+	c := &customer{f: f, closed: f.Closed()}
+	c.x = f.Vector(now, make([]float64, 0, VectorDim))
+	s := f.summarize(now)
+	days := window.Hours() / 24
+	c.baselineCents = float64(s.margin[1]) * days / 90
+	c.avgTicketCents = s.avgTicket() * 100
+	rate := s.marginRate()
+	if rate <= 0 || s.spend[2] == 0 {
+		rate = defaultMarginRate
+	}
+	c.ticketMargin = c.avgTicketCents * rate
+	c.redeemRate = (float64(s.redeem[1]) + priorRedeemHits) / (float64(s.recv[1]) + priorRedeemTrials)
+	return c
+}
+
+// Constants of the economic prior (see prior).
+const (
+	defaultMarginRate = 0.25 // margin rate assumed without purchase history
+	priorRedeemHits   = 1.0  // Beta prior of the redemption probability: 1 in 5
+	priorRedeemTrials = 5.0
+	priorLift         = 0.3 // share of a redeemed coupon's ticket that is incremental
+)
+
+func (c *customer) optedOut(canal string) bool { return c.f.OptedOut(canal) }
+
+// discountCents is what one redemption of a costs: its fixed maximum, or
+// its percentage of the customer's average ticket, whichever binds.
+func (c *customer) discountCents(a *Action) float64 {
+	d := float64(a.DescuentoMaxCents)
+	if a.DescuentoPct > 0 {
+		pct := a.DescuentoPct / 100 * c.avgTicketCents
+		if d == 0 || pct < d {
+			d = pct
+		}
+	}
+	return d
+}
+
+// prior is the expected reward (cents over the window) of action a before
+// any data: the customer's baseline margin, plus for a coupon the chance
+// it is redeemed times (the incremental margin of a ticket minus the
+// discount), minus its sending cost. It comes from the catalog's economics
+// and the customer's own history, so a new tenant starts with a sensible
+// ranking instead of a constant.
+func (c *customer) prior(a *Action) float64 {
+	if a == nil {
+		return c.baselineCents
+	}
+	return c.baselineCents + c.redeemRate*(priorLift*c.ticketMargin-c.discountCents(a)) - float64(a.CostoEnvioCents)
+}
+
+// Customers calls fn with every customer of tenant who has history and
+// matches seg at the tenant's clock, in cliente_ref order, by a bounded scan
+// of the tenant's feature records.
+func (e *Engine) Customers(tenant string, seg *Segment, fn func(clienteRef string) error) error {
+	_, now, err := e.tenantNow(tenant)
+	if err != nil {
+		return err
+	}
+	lo, hi := store.TableSpan(tenant, store.TableFeatures)
+	return e.db.Scan(lo, hi, func(k, v []byte) error {
+		parts, ok := store.SplitKey(tenant, k, "s")
+		if !ok {
+			return nil
+		}
+		f, ok := DecodeFeatures(v)
+		if !ok {
+			return nil
+		}
+		if _, has := f.LastEvent(); !has {
+			return nil
+		}
+		if !seg.Todos() && !seg.Match(&f, now) {
+			return nil
+		}
+		return fn(string(parts[0]))
+	})
+}

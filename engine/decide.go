@@ -1,0 +1,427 @@
+package engine
+
+import (
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/coupond/coupond/store"
+)
+
+// DecisionTTL is how long an execution confirmation is accepted.
+const DecisionTTL = 7 * 24 * time.Hour
+
+// DailyCap is the number of decision requests per customer per UTC day.
+const DailyCap = 3
+
+// IdempotencyTTL is how long a repeated Idempotency-Key returns the same
+// decision.
+const IdempotencyTTL = 24 * time.Hour
+
+// Request is one decision request, online or from a batch job.
+type Request struct {
+	ClienteRef string
+	Canal      string
+	CampanaID  string
+	// Allowed restricts the candidate actions (0 is always allowed); nil
+	// means every action of the catalog.
+	Allowed []int
+	// IdempotencyKey, when set, makes a repeat within 24 hours return the
+	// same decision; BodyHash identifies the request body.
+	IdempotencyKey string
+	BodyHash       [32]byte
+	// Explain adds μ per eligible action to the answer (scope explicar:leer).
+	Explain bool
+	// CapExempt skips the per-customer daily cap (sandbox tenants with rate
+	// limits off, and batch jobs, which have their own hourly limit).
+	CapExempt bool
+	JobID     string
+	// NoSend restricts the choice to 0: a batch's budget cut kept other
+	// customers' sends.
+	NoSend bool
+}
+
+// Decision is the answer to a decision request (the API's Decision body).
+type Decision struct {
+	DecisionID      string    `json:"decision_id"`
+	Accion          int       `json:"accion"`
+	AccionNombre    string    `json:"accion_nombre"`
+	Propension      float64   `json:"propension"`
+	PoliticaVersion string    `json:"politica_version"`
+	Explorado       bool      `json:"explorado"`
+	EnControl       bool      `json:"en_control"`
+	EnRespaldo      bool      `json:"en_respaldo"`
+	CaducaEn        time.Time `json:"caduca_en"`
+	Motivo          string    `json:"motivo"`
+	Detalle         *Detalle  `json:"detalle,omitempty"`
+	EnSombra        *bool     `json:"en_sombra,omitempty"`
+}
+
+// Detalle explains a decision: the expected value μ (MXN over the reward
+// window) and its uncertainty for every eligible action, 0 included, and the
+// probability with which each was drawn.
+type Detalle struct {
+	Acciones []DetalleAccion `json:"acciones"`
+}
+
+// DetalleAccion is one row of Detalle.
+type DetalleAccion struct {
+	Accion       int     `json:"accion"`
+	MuMXN        float64 `json:"mu_mxn"`
+	SigmaMXN     float64 `json:"sigma_mxn"`
+	Probabilidad float64 `json:"probabilidad"`
+}
+
+// Decision errors.
+var (
+	// ErrDailyCap: the customer already had DailyCap decision requests today.
+	ErrDailyCap = errors.New("engine: daily decisions per customer exceeded")
+	// ErrIdempotencyConflict: same key with another body, or still running.
+	ErrIdempotencyConflict = errors.New("engine: idempotency conflict")
+)
+
+// customerState is what the decision path keeps per customer: the decision
+// whose reward window is open and today's request count.
+type customerState struct {
+	OpenNonce string    `json:"open_nonce,omitempty"`
+	OpenAt    time.Time `json:"open_at,omitempty"`
+	Day       string    `json:"day,omitempty"`
+	Count     int       `json:"count,omitempty"`
+}
+
+type idemRecord struct {
+	BodyHash [32]byte        `json:"h"`
+	At       time.Time       `json:"at"`
+	Answer   json.RawMessage `json:"answer"`
+}
+
+func customerStateKey(tenant, clienteRef string) []byte {
+	return store.Key(tenant, store.TableMeta, "cust", clienteRef)
+}
+
+func idemKey(tenant, key string) []byte {
+	return store.Key(tenant, store.TableIdempotency, key)
+}
+
+// HashBody is the identity of a request body for idempotency.
+func HashBody(b []byte) [32]byte { return sha256.Sum256(b) }
+
+// Decide answers one decision request for tenant: the idempotency record,
+// the per-customer daily cap and reward window, the control group, then
+// the policy with exploration and the campaign budget. The decision is
+// durable (committed with Sync) before Decide returns.
+func (e *Engine) Decide(tenant string, req Request) (*Decision, error) {
+	ts, err := e.state(tenant)
+	if err != nil {
+		return nil, err
+	}
+	t, now, err := e.tenantNow(tenant)
+	if err != nil {
+		return nil, err
+	}
+	if req.IdempotencyKey != "" {
+		flight := tenant + "\x00" + req.IdempotencyKey
+		e.inflightMu.Lock()
+		if _, busy := e.inflight[flight]; busy {
+			e.inflightMu.Unlock()
+			return nil, ErrIdempotencyConflict
+		}
+		e.inflight[flight] = struct{}{}
+		e.inflightMu.Unlock()
+		defer func() {
+			e.inflightMu.Lock()
+			delete(e.inflight, flight)
+			e.inflightMu.Unlock()
+		}()
+		var rec idemRecord
+		switch err := e.db.GetJSON(idemKey(tenant, req.IdempotencyKey), &rec); {
+		case err == nil && now.Sub(rec.At) < IdempotencyTTL:
+			if rec.BodyHash != req.BodyHash {
+				return nil, ErrIdempotencyConflict
+			}
+			var d Decision
+			if err := json.Unmarshal(rec.Answer, &d); err != nil {
+				return nil, fmt.Errorf("idempotency record: %w", err)
+			}
+			return &d, nil
+		case err != nil && !errors.Is(err, store.ErrNotFound):
+			return nil, err
+		}
+	}
+
+	lock := ts.custLock(e.seed, req.ClienteRef)
+	lock.Lock()
+	defer lock.Unlock()
+	b := e.db.NewBatch()
+	defer b.Close()
+	d, rec, err := e.decideInto(ts, t, now, req, b)
+	if err != nil {
+		return nil, err
+	}
+	if req.IdempotencyKey != "" {
+		answer, err := json.Marshal(d)
+		if err != nil {
+			return nil, err
+		}
+		if err := b.SetJSON(idemKey(tenant, req.IdempotencyKey), idemRecord{BodyHash: req.BodyHash, At: now, Answer: answer}); err != nil {
+			return nil, err
+		}
+	}
+	if err := b.Commit(); err != nil {
+		if rec != nil && rec.Accion != 0 && rec.CampanaID != "" {
+			e.dropBudgetCache(ts, rec.CampanaID)
+		}
+		return nil, err
+	}
+	return d, nil
+}
+
+// decideInto applies the per-customer rules (daily cap, open reward window) and, when no window is open, makes a new
+// decision. Its writes go to b; the caller holds the customer's lock
+// (tenantState.custLock) until b is committed. rec is nil when the answer is
+// the open window's decision.
+func (e *Engine) decideInto(ts *tenantState, t *store.Tenant, now time.Time, req Request, b *store.Batch) (*Decision, *DecisionRecord, error) {
+	tenant := t.ID
+	var cs customerState
+	if err := e.db.GetJSON(customerStateKey(tenant, req.ClienteRef), &cs); err != nil && !errors.Is(err, store.ErrNotFound) {
+		return nil, nil, err
+	}
+	day := now.UTC().Format(time.DateOnly)
+	if cs.Day != day {
+		cs.Day, cs.Count = day, 0
+	}
+	if !req.CapExempt && cs.Count >= DailyCap {
+		return nil, nil, ErrDailyCap
+	}
+	cs.Count++
+
+	var d *Decision
+	var rec *DecisionRecord
+	var err error
+	if cs.OpenNonce != "" && now.Before(cs.OpenAt.Add(t.Settings.RewardWindow)) {
+		// Reward window open: answer with the open decision, create nothing.
+		d = &Decision{
+			DecisionID: e.ids.issue(tenant, cs.OpenNonce), Accion: 0, AccionNombre: "nada", Propension: 1,
+			PoliticaVersion: ts.model.Load().version, CaducaEn: cs.OpenAt.Add(DecisionTTL),
+			Motivo: fmt.Sprintf("ventana de recompensa abierta hasta %s: no se crea una nueva decisión", cs.OpenAt.Add(t.Settings.RewardWindow).Format(time.RFC3339)),
+		}
+		if req.Explain {
+			d.Detalle = &Detalle{Acciones: []DetalleAccion{}}
+		}
+	} else {
+		rec, d, err = e.decideNew(ts, t, now, req, b)
+		if err != nil {
+			return nil, nil, err
+		}
+		if err := putDecision(b, tenant, rec); err != nil {
+			return nil, nil, err
+		}
+		queueReward(b, tenant, rec, t.Settings)
+		cs.OpenNonce, cs.OpenAt = rec.Nonce, rec.At
+	}
+	if t.Settings.Shadow {
+		yes := true
+		d.EnSombra = &yes
+	}
+	if err := b.SetJSON(customerStateKey(tenant, req.ClienteRef), &cs); err != nil {
+		return nil, nil, err
+	}
+	return d, rec, nil
+}
+
+// decideNew makes a new decision: control group, eligibility, policy,
+// budget cut, exploration. It reserves campaign budget for a send.
+func (e *Engine) decideNew(ts *tenantState, t *store.Tenant, now time.Time, req Request, b *store.Batch) (*DecisionRecord, *Decision, error) {
+	tenant := t.ID
+	cat := ts.catalog.Load()
+	pm := ts.model.Load()
+	rec := &DecisionRecord{
+		Nonce: newNonce(now, e.rand32()), ClienteRef: req.ClienteRef, At: now, Canal: req.Canal,
+		CampanaID: req.CampanaID, JobID: req.JobID, Version: pm.version, CaducaEn: now.Add(DecisionTTL),
+		EnSombra: t.Settings.Shadow,
+	}
+	if inControl(e.secrets, tenant, req.ClienteRef, t.Settings.ControlShare) {
+		rec.Accion, rec.Propension, rec.EnControl = 0, 1, true
+		rec.Motivo = "grupo de control: no enviar nada"
+		if t.Settings.ControlKind == "regla_actual" {
+			rec.Motivo = "grupo de control: aplique su regla actual y confirme lo enviado con accion_real"
+		}
+		return rec, e.answer(tenant, cat, rec, nil, req.Explain), nil
+	}
+
+	cust, err := e.customer(tenant, req.ClienteRef, now, t.Settings.RewardWindow)
+	if err != nil {
+		return nil, nil, err
+	}
+	cands, reason := eligible(cat, req, cust)
+	if req.NoSend && len(cands) > 1 {
+		cands, reason = cands[:1], "presupuesto de la campaña: se enviaron los cupones de mayor margen esperado"
+	}
+	sc := pm.score(cust, cands, t.Settings.RewardWindow)
+
+	// Campaign budget before any randomisation: drop sends the budget cannot
+	// afford; where it binds, keep the highest expected margins.
+	var camp *Campaign
+	if req.CampanaID != "" {
+		ts.budgetMu.Lock()
+		defer ts.budgetMu.Unlock()
+		camp, err = e.campaignLocked(ts, tenant, req.CampanaID)
+		if errors.Is(err, ErrNotFound) {
+			camp, err = nil, nil
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		if camp != nil {
+			bu, err := e.budgetLocked(ts, tenant, camp.ID)
+			if err != nil {
+				return nil, nil, err
+			}
+			kept := sc.cands[:0:0]
+			for _, c := range sc.cands {
+				if c.action == nil || camp.affordable(bu, c.action) {
+					kept = append(kept, c)
+				}
+			}
+			if len(kept) < len(sc.cands) && reason == "" {
+				reason = "presupuesto de la campaña agotado para algunas acciones"
+				if len(kept) == 1 {
+					reason = "presupuesto de la campaña agotado"
+				}
+			}
+			sc.cands = kept
+		}
+	}
+
+	probs, top := pm.distribution(sc)
+	idx := drawIndex(probs, e.uniform())
+	chosen := sc.cands[idx]
+	rec.Accion = chosen.id
+	rec.Propension = probs[idx]
+	rec.Explorado = idx != top
+	rec.X = cust.x
+	rec.Candidates = make([]int, len(sc.cands))
+	rec.Mu = make([]float64, len(sc.cands))
+	rec.Priors = make([]float64, len(sc.cands))
+	for i, c := range sc.cands {
+		rec.Candidates[i] = c.id
+		rec.Mu[i] = math.Round(c.mu)
+		rec.Priors[i] = math.Round(c.prior)
+	}
+	rec.Probs = probs
+	switch {
+	case reason != "" && chosen.id == 0:
+		rec.Motivo = reason
+	case rec.Explorado:
+		rec.Motivo = fmt.Sprintf("exploración: %s elegida con probabilidad %.3f", cat.ActionName(chosen.id), rec.Propension)
+	case chosen.id == 0:
+		rec.Motivo = "la política espera más margen sin enviar cupón"
+	default:
+		rec.Motivo = fmt.Sprintf("mayor margen esperado: %s", cat.ActionName(chosen.id))
+	}
+	if camp != nil && chosen.id != 0 {
+		bu, _ := e.budgetLocked(ts, tenant, camp.ID)
+		bu.Envios++
+		bu.DescuentoCents += chosen.action.DescuentoMaxCents
+		rec.BudgetCents = chosen.action.DescuentoMaxCents
+		if err := b.SetJSON(store.Key(tenant, store.TableBudget, camp.ID), bu); err != nil {
+			return nil, nil, err
+		}
+	}
+	return rec, e.answer(tenant, cat, rec, sc, req.Explain), nil
+}
+
+// answer builds the API answer of a new decision record.
+func (e *Engine) answer(tenant string, cat *Catalog, rec *DecisionRecord, sc *scored, explain bool) *Decision {
+	d := &Decision{
+		DecisionID: e.ids.issue(tenant, rec.Nonce), Accion: rec.Accion, AccionNombre: cat.ActionName(rec.Accion),
+		Propension: rec.Propension, PoliticaVersion: rec.Version, Explorado: rec.Explorado, EnControl: rec.EnControl,
+		EnRespaldo: rec.EnRespaldo, CaducaEn: rec.CaducaEn, Motivo: rec.Motivo,
+	}
+	if explain {
+		d.Detalle = &Detalle{Acciones: []DetalleAccion{}}
+		if sc != nil {
+			for i, c := range sc.cands {
+				d.Detalle.Acciones = append(d.Detalle.Acciones, DetalleAccion{
+					Accion: c.id, MuMXN: math.Round(c.mu) / 100, SigmaMXN: math.Round(c.sigma) / 100, Probabilidad: rec.Probs[i],
+				})
+			}
+		} else {
+			d.Detalle.Acciones = append(d.Detalle.Acciones, DetalleAccion{Accion: 0, Probabilidad: 1})
+		}
+	}
+	return d
+}
+
+// eligible lists the candidate actions: active catalog actions on the
+// channel, within acciones_permitidas, not opted out; 0 always. reason is
+// set when something other than the policy restricted the choice to 0.
+func eligible(cat *Catalog, req Request, cust *customer) (cands []candidate, reason string) {
+	cands = append(cands, candidate{id: 0})
+	if cust.closed {
+		return cands, "cuenta cerrada: no se envían cupones"
+	}
+	if cust.optedOut(req.Canal) {
+		return cands, "el cliente se dio de baja de comunicaciones en este canal"
+	}
+	var allowed map[int]bool
+	if req.Allowed != nil {
+		allowed = make(map[int]bool, len(req.Allowed))
+		for _, id := range req.Allowed {
+			allowed[id] = true
+		}
+	}
+	for i := range cat.Acciones {
+		a := &cat.Acciones[i]
+		if !a.Activa || !a.AllowsChannel(req.Canal) || (allowed != nil && !allowed[a.ID]) {
+			continue
+		}
+		cands = append(cands, candidate{id: a.ID, action: a})
+	}
+	if len(cands) == 1 && len(cat.Acciones) > 0 {
+		reason = "ninguna acción del catálogo es elegible en este canal y contexto"
+	} else if len(cat.Acciones) == 0 {
+		reason = "el catálogo de acciones está vacío"
+	}
+	return cands, reason
+}
+
+// drawIndex draws an index from probs with the uniform u in [0, 1).
+func drawIndex(probs []float64, u float64) int {
+	acc := 0.0
+	for i, p := range probs {
+		acc += p
+		if u < acc {
+			return i
+		}
+	}
+	for i := len(probs) - 1; i >= 0; i-- { // rounding: last non-zero
+		if probs[i] > 0 {
+			return i
+		}
+	}
+	return 0
+}
+
+// inControl draws the stable control group: a keyed hash of cliente_ref
+// below share.
+func inControl(s *store.Secrets, tenant, clienteRef string, share float64) bool {
+	if share <= 0 {
+		return false
+	}
+	h := s.CustomerHash(tenant, "control:"+clienteRef)
+	var v uint64
+	for i := 0; i < 13; i++ { // 52 bits of the hex digest
+		c := h[i]
+		switch {
+		case c >= '0' && c <= '9':
+			v = v<<4 | uint64(c-'0')
+		default:
+			v = v<<4 | uint64(c-'a'+10)
+		}
+	}
+	return float64(v)/float64(uint64(1)<<52) < share
+}

@@ -1,0 +1,143 @@
+// Package engine is coupond's decider and learner: customer features from
+// events, the policy and its exploration with exact propensities, campaign
+// budgets, reward attribution, model updates and off-policy evaluation. It
+// knows no HTTP: the server and the batch runner call it.
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/coupond/coupond/store"
+)
+
+// Config is what an Engine needs; cli builds it.
+type Config struct {
+	DB      *store.DB
+	Secrets *store.Secrets
+	Log     zerolog.Logger
+	// Now is the real clock; each tenant's clock derives from it.
+	Now func() time.Time
+	// Seed fixes the exploration randomness (tests); 0 draws a random seed.
+	Seed uint64
+}
+
+// Engine decides and learns for every tenant. It is safe for concurrent use.
+type Engine struct {
+	db      *store.DB
+	secrets *store.Secrets
+	log     zerolog.Logger
+	now     func() time.Time
+	ids     decisionIDs
+
+	rngMu sync.Mutex
+	rng   *rand.Rand
+
+	mu      sync.Mutex
+	tenants map[string]*tenantState
+
+	// inflight holds the Idempotency-Keys whose first request is running.
+	inflightMu sync.Mutex
+	inflight   map[string]struct{}
+
+	seed maphash.Seed
+}
+
+// tenantState is the in-memory state of one tenant: the published catalog
+// and model (read without locks by decisions, swapped atomically), the
+// campaign budgets, and the per-customer locks that serialise the
+// read-check-write of one customer's decisions.
+type tenantState struct {
+	id        string
+	catalogMu sync.Mutex
+	catalog   atomic.Pointer[Catalog]
+	model     atomic.Pointer[publishedModel]
+	learnMu   sync.Mutex // one learner pass at a time
+
+	budgetMu  sync.Mutex
+	campaigns map[string]*Campaign // nil value: known not to exist
+	budgets   map[string]*budget
+
+	ingestMu  sync.Mutex // event ingestion: one request applies at a time
+	custLocks [64]sync.Mutex
+}
+
+// New builds an engine over the store.
+func New(cfg Config) *Engine {
+	seed := cfg.Seed
+	if seed == 0 {
+		seed = rand.Uint64()
+	}
+	return &Engine{
+		db: cfg.DB, secrets: cfg.Secrets, log: cfg.Log, now: cfg.Now,
+		ids:      decisionIDs{key: cfg.Secrets.Decision},
+		rng:      rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
+		tenants:  map[string]*tenantState{},
+		inflight: map[string]struct{}{},
+		seed:     maphash.MakeSeed(),
+	}
+}
+
+// ErrNoTenant is returned for a tenant that does not exist.
+var ErrNoTenant = errors.New("engine: no such tenant")
+
+// state returns the tenant's in-memory state, loading it on first use.
+func (e *Engine) state(tenant string) (*tenantState, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if ts, ok := e.tenants[tenant]; ok {
+		return ts, nil
+	}
+	if _, ok := e.db.Tenant(tenant); !ok {
+		return nil, fmt.Errorf("%w: %q", ErrNoTenant, tenant)
+	}
+	ts := &tenantState{id: tenant, campaigns: map[string]*Campaign{}, budgets: map[string]*budget{}}
+	c, err := e.loadCatalog(tenant)
+	if err != nil {
+		return nil, err
+	}
+	ts.catalog.Store(c)
+	m, err := e.loadModel(tenant)
+	if err != nil {
+		return nil, err
+	}
+	ts.model.Store(m)
+	e.tenants[tenant] = ts
+	return ts, nil
+}
+
+// custLock returns the lock that serialises decisions of one customer.
+func (ts *tenantState) custLock(seed maphash.Seed, clienteRef string) *sync.Mutex {
+	return &ts.custLocks[maphash.String(seed, clienteRef)%uint64(len(ts.custLocks))]
+}
+
+// uniform draws a uniform number in [0, 1) from the engine's seeded source.
+func (e *Engine) uniform() float64 {
+	e.rngMu.Lock()
+	u := e.rng.Float64()
+	e.rngMu.Unlock()
+	return u
+}
+
+func (e *Engine) rand32() uint32 {
+	e.rngMu.Lock()
+	v := e.rng.Uint32()
+	e.rngMu.Unlock()
+	return v
+}
+
+// tenantNow returns the tenant record and its clock.
+func (e *Engine) tenantNow(tenant string) (*store.Tenant, time.Time, error) {
+	t, ok := e.db.Tenant(tenant)
+	if !ok {
+		return nil, time.Time{}, fmt.Errorf("%w: %q", ErrNoTenant, tenant)
+	}
+	return t, t.Now(e.now()), nil
+}

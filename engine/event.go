@@ -1,0 +1,436 @@
+package engine
+
+import (
+	"encoding/binary"
+	"math"
+	"time"
+)
+
+// EventType is the tipo of an event, spelled as on the wire.
+type EventType string
+
+// The six event types of the event contract v1.
+const (
+	CompraCat     EventType = "COMPRA_CAT"     // purchases of one ticket in one category
+	CuponRecibido EventType = "CUPON_RECIBIDO" // a coupon was sent to the customer
+	CuponRedimido EventType = "CUPON_REDIMIDO" // a coupon was redeemed in a ticket
+	CuponCaducado EventType = "CUPON_CADUCADO" // a coupon expired unused
+	Baja          EventType = "BAJA"           // opt-out from communications, or account closure
+	Alta          EventType = "ALTA"           // sign-up
+)
+
+// Claves of a BAJA event.
+const (
+	BajaComunicaciones = "comunicaciones" // opt-out from communications (one channel or all)
+	BajaCuenta         = "cuenta"         // account closure
+)
+
+// eventTypes gives every event type its persistent one-byte code: the
+// position in this array. The order is part of the stored formats (events,
+// the customer event index): append only, never reorder.
+var eventTypes = [...]EventType{CompraCat, CuponRecibido, CuponRedimido, CuponCaducado, Baja, Alta}
+
+// index returns the persistent code of t, or 0xFF for an unknown type.
+func (t EventType) index() byte {
+	for i, et := range eventTypes {
+		if et == t {
+			return byte(i)
+		}
+	}
+	return 0xFF
+}
+
+// eventTypeAt is the inverse of index.
+func eventTypeAt(b byte) (EventType, bool) {
+	if int(b) >= len(eventTypes) {
+		return "", false
+	}
+	return eventTypes[b], true
+}
+
+// Valid reports whether t is one of the six event types.
+func (t EventType) Valid() bool { return t.index() != 0xFF }
+
+// Event is an event as the engine sees it: already decoded and validated
+// against the event contract v1 by the caller (the HTTP layer), money in
+// integer cents and times in UTC. Fields that the event's tipo does not
+// carry are zero. Optional numbers whose absence differs from 0 have a Has
+// flag.
+type Event struct {
+	ID         string    // event_id
+	ClienteRef string    // cliente_ref
+	TS         time.Time // ts, UTC
+	Tipo       EventType
+	Clave      string // category, coupon type, BAJA clave or sign-up channel, by Tipo
+	DecisionID string // decision_id; "" when absent
+	ValorCents int64  // valor in cents (0 when absent)
+
+	// COMPRA_CAT (TicketID also CUPON_REDIMIDO).
+	TicketID         string
+	MargenCents      int64
+	Cantidad         float64
+	HasCantidad      bool
+	Tienda           string
+	Canal            string // also CUPON_RECIBIDO and BAJA (the unsubscribed channel)
+	TicketTotalCents int64
+	HasTicketTotal   bool
+
+	// CUPON_RECIBIDO (CuponEmitidoID also CUPON_REDIMIDO and CUPON_CADUCADO).
+	CuponEmitidoID  string
+	CampanaID       string
+	Caducidad       time.Time // UTC; zero when absent
+	DescuentoPct    float64
+	HasDescuentoPct bool
+
+	// ALTA.
+	Segmento string
+	Perfil   string
+}
+
+// eventVersion is the first byte of an encoded event.
+const eventVersion = 1
+
+// Presence bits of the optional fields of an encoded event.
+const (
+	evDecisionID = 1 << iota
+	evValor
+	evTicketID
+	evMargen
+	evCantidad
+	evTienda
+	evCanal
+	evTicketTotal
+	evCuponEmitidoID
+	evCampanaID
+	evCaducidad
+	evDescuentoPct
+	evSegmento
+	evPerfil
+	evAllBits = 1<<iota - 1
+)
+
+// AppendEncode appends the storage encoding of e to buf and returns the
+// extended buffer. The format is persistent (change it only with a new
+// version byte and a decoder for the old one):
+//
+//	byte     version (1)
+//	byte     tipo, as its code in eventTypes
+//	uvarint  presence bits of the optional fields (evDecisionID ...)
+//	string   ID, ClienteRef            (uvarint length + bytes)
+//	time     TS                        (varint Unix seconds + uvarint nanoseconds)
+//	string   Clave
+//	then, in bit order, each optional field whose bit is set: strings as
+//	above, cents as varint, floats as 8 bytes big-endian IEEE 754, times as TS.
+//
+// A field is written when it is non-zero or, for the fields with a Has flag,
+// when the flag is set. An unknown Tipo is written as code 0xFF, which
+// DecodeEvent refuses.
+func (e *Event) AppendEncode(buf []byte) []byte {
+	var bits uint64
+	if e.DecisionID != "" {
+		bits |= evDecisionID
+	}
+	if e.ValorCents != 0 {
+		bits |= evValor
+	}
+	if e.TicketID != "" {
+		bits |= evTicketID
+	}
+	if e.MargenCents != 0 {
+		bits |= evMargen
+	}
+	if e.HasCantidad {
+		bits |= evCantidad
+	}
+	if e.Tienda != "" {
+		bits |= evTienda
+	}
+	if e.Canal != "" {
+		bits |= evCanal
+	}
+	if e.HasTicketTotal {
+		bits |= evTicketTotal
+	}
+	if e.CuponEmitidoID != "" {
+		bits |= evCuponEmitidoID
+	}
+	if e.CampanaID != "" {
+		bits |= evCampanaID
+	}
+	if !e.Caducidad.IsZero() {
+		bits |= evCaducidad
+	}
+	if e.HasDescuentoPct {
+		bits |= evDescuentoPct
+	}
+	if e.Segmento != "" {
+		bits |= evSegmento
+	}
+	if e.Perfil != "" {
+		bits |= evPerfil
+	}
+	buf = append(buf, eventVersion, e.Tipo.index())
+	buf = binary.AppendUvarint(buf, bits)
+	buf = binAppendString(buf, e.ID)
+	buf = binAppendString(buf, e.ClienteRef)
+	buf = binAppendTime(buf, e.TS)
+	buf = binAppendString(buf, e.Clave)
+	if bits&evDecisionID != 0 {
+		buf = binAppendString(buf, e.DecisionID)
+	}
+	if bits&evValor != 0 {
+		buf = binary.AppendVarint(buf, e.ValorCents)
+	}
+	if bits&evTicketID != 0 {
+		buf = binAppendString(buf, e.TicketID)
+	}
+	if bits&evMargen != 0 {
+		buf = binary.AppendVarint(buf, e.MargenCents)
+	}
+	if bits&evCantidad != 0 {
+		buf = binary.BigEndian.AppendUint64(buf, math.Float64bits(e.Cantidad))
+	}
+	if bits&evTienda != 0 {
+		buf = binAppendString(buf, e.Tienda)
+	}
+	if bits&evCanal != 0 {
+		buf = binAppendString(buf, e.Canal)
+	}
+	if bits&evTicketTotal != 0 {
+		buf = binary.AppendVarint(buf, e.TicketTotalCents)
+	}
+	if bits&evCuponEmitidoID != 0 {
+		buf = binAppendString(buf, e.CuponEmitidoID)
+	}
+	if bits&evCampanaID != 0 {
+		buf = binAppendString(buf, e.CampanaID)
+	}
+	if bits&evCaducidad != 0 {
+		buf = binAppendTime(buf, e.Caducidad)
+	}
+	if bits&evDescuentoPct != 0 {
+		buf = binary.BigEndian.AppendUint64(buf, math.Float64bits(e.DescuentoPct))
+	}
+	if bits&evSegmento != 0 {
+		buf = binAppendString(buf, e.Segmento)
+	}
+	if bits&evPerfil != 0 {
+		buf = binAppendString(buf, e.Perfil)
+	}
+	return buf
+}
+
+// DecodeEvent decodes what Event.AppendEncode wrote. It reports false for
+// anything else: another version, an unknown tipo or presence bit, a
+// truncated or over-long input, a float that is not finite, nanoseconds out
+// of range. The strings of the returned event share one allocation and do
+// not alias b.
+func DecodeEvent(b []byte) (Event, bool) {
+	var e Event
+	if len(b) < 2 || b[0] != eventVersion {
+		return Event{}, false
+	}
+	t, ok := eventTypeAt(b[1])
+	if !ok {
+		return Event{}, false
+	}
+	e.Tipo = t
+	d := binReader{s: string(b), pos: 2}
+	bits := d.uvarint()
+	if bits&^evAllBits != 0 {
+		return Event{}, false
+	}
+	e.ID = d.str()
+	e.ClienteRef = d.str()
+	e.TS = d.time()
+	e.Clave = d.str()
+	if bits&evDecisionID != 0 {
+		e.DecisionID = d.str()
+	}
+	if bits&evValor != 0 {
+		e.ValorCents = d.varint()
+	}
+	if bits&evTicketID != 0 {
+		e.TicketID = d.str()
+	}
+	if bits&evMargen != 0 {
+		e.MargenCents = d.varint()
+	}
+	if bits&evCantidad != 0 {
+		e.Cantidad, e.HasCantidad = d.float(), true
+	}
+	if bits&evTienda != 0 {
+		e.Tienda = d.str()
+	}
+	if bits&evCanal != 0 {
+		e.Canal = d.str()
+	}
+	if bits&evTicketTotal != 0 {
+		e.TicketTotalCents, e.HasTicketTotal = d.varint(), true
+	}
+	if bits&evCuponEmitidoID != 0 {
+		e.CuponEmitidoID = d.str()
+	}
+	if bits&evCampanaID != 0 {
+		e.CampanaID = d.str()
+	}
+	if bits&evCaducidad != 0 {
+		e.Caducidad = d.time()
+	}
+	if bits&evDescuentoPct != 0 {
+		e.DescuentoPct, e.HasDescuentoPct = d.float(), true
+	}
+	if bits&evSegmento != 0 {
+		e.Segmento = d.str()
+	}
+	if bits&evPerfil != 0 {
+		e.Perfil = d.str()
+	}
+	if !d.done() {
+		return Event{}, false
+	}
+	return e, true
+}
+
+// binAppendString appends s as a uvarint length and its bytes.
+func binAppendString(buf []byte, s string) []byte {
+	buf = binary.AppendUvarint(buf, uint64(len(s)))
+	return append(buf, s...)
+}
+
+// binAppendTime appends t as varint Unix seconds and uvarint nanoseconds, which
+// round-trips every instant (the location is dropped: decoded times are UTC).
+func binAppendTime(buf []byte, t time.Time) []byte {
+	buf = binary.AppendVarint(buf, t.Unix())
+	return binary.AppendUvarint(buf, uint64(t.Nanosecond()))
+}
+
+// binReader reads the primitives of the encodings in this package from a
+// string copy of the input, so that decoded strings are substrings of one
+// allocation. After the first error every read returns zero and done
+// reports false.
+type binReader struct {
+	s   string
+	pos int
+	bad bool
+}
+
+func (d *binReader) fail() { d.bad, d.pos = true, len(d.s) }
+
+// done reports whether the whole input was read without error.
+func (d *binReader) done() bool { return !d.bad && d.pos == len(d.s) }
+
+// left is how many bytes are unread.
+func (d *binReader) left() int { return len(d.s) - d.pos }
+
+// uvarint reads an unsigned varint; one-byte values take an inlined fast
+// path.
+func (d *binReader) uvarint() uint64 {
+	if d.pos < len(d.s) && d.s[d.pos] < 0x80 {
+		d.pos++
+		return uint64(d.s[d.pos-1])
+	}
+	return d.uvarintSlow()
+}
+
+func (d *binReader) uvarintSlow() uint64 {
+	var x uint64
+	var s uint
+	for i := 0; i < binary.MaxVarintLen64; i++ {
+		if d.pos >= len(d.s) {
+			break
+		}
+		c := d.s[d.pos]
+		d.pos++
+		if c < 0x80 {
+			if i == binary.MaxVarintLen64-1 && c > 1 {
+				break // overflow
+			}
+			return x | uint64(c)<<s
+		}
+		x |= uint64(c&0x7f) << s
+		s += 7
+	}
+	d.fail()
+	return 0
+}
+
+func (d *binReader) varint() int64 {
+	ux := d.uvarint()
+	x := int64(ux >> 1)
+	if ux&1 != 0 {
+		x = ^x
+	}
+	return x
+}
+
+func (d *binReader) byte() byte {
+	if d.pos >= len(d.s) {
+		d.fail()
+		return 0
+	}
+	c := d.s[d.pos]
+	d.pos++
+	return c
+}
+
+func (d *binReader) uint32() uint32 {
+	if d.left() < 4 {
+		d.fail()
+		return 0
+	}
+	s := d.s[d.pos:]
+	d.pos += 4
+	return uint32(s[0])<<24 | uint32(s[1])<<16 | uint32(s[2])<<8 | uint32(s[3])
+}
+
+func (d *binReader) str() string {
+	n := d.uvarint()
+	if n > uint64(d.left()) {
+		d.fail()
+		return ""
+	}
+	s := d.s[d.pos : d.pos+int(n)]
+	d.pos += int(n)
+	return s
+}
+
+// float reads 8 bytes big-endian IEEE 754 and refuses NaN and infinities.
+func (d *binReader) float() float64 {
+	if d.left() < 8 {
+		d.fail()
+		return 0
+	}
+	s := d.s[d.pos:]
+	d.pos += 8
+	var u uint64
+	for i := 0; i < 8; i++ {
+		u = u<<8 | uint64(s[i])
+	}
+	f := math.Float64frombits(u)
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		d.fail()
+		return 0
+	}
+	return f
+}
+
+// Bounds of the Unix seconds a decoded time may have: years 1 to 9999, where
+// the encoding round-trips exactly (time.Time{} is year 1).
+const (
+	minUnixSec = -62135596800
+	maxUnixSec = 253402300799
+)
+
+func (d *binReader) time() time.Time {
+	sec := d.varint()
+	nsec := d.uvarint()
+	if nsec >= 1e9 || sec < minUnixSec || sec > maxUnixSec {
+		d.fail()
+		return time.Time{}
+	}
+	if d.bad {
+		return time.Time{}
+	}
+	return time.Unix(sec, int64(nsec)).UTC()
+}

@@ -1,0 +1,1303 @@
+package engine
+
+import (
+	"encoding/binary"
+	"math"
+	"strings"
+	"time"
+)
+
+// Features are one customer's aggregates, kept up to date event by event
+// (Apply) and read relative to a "now" that the caller passes in: the
+// tenant's clock, never the machine's. The store keeps them encoded
+// (AppendEncode, DecodeFeatures) under TableFeatures, so that a decision
+// reads one key and never rescans events.
+//
+// Time resolution. Windows are whole UTC calendar days: the window of N days
+// at now holds the N days that end with now's UTC day (today included), so a
+// purchase made 30 calendar days ago is out of the 30-day window and one made
+// 29 days ago is in. Events dated after now (the API accepts ts up to 5
+// minutes ahead of the clock) count as today. Day counts (recencia_dias, ...)
+// are differences of UTC calendar days, consistent with the windows:
+// recencia_dias <= 29 exactly when the customer bought inside the 30-day
+// window.
+//
+// Storage of the windows. Purchases and coupon counts are kept in sparse
+// daily buckets (only days with events, at most 367), and every ticket of
+// those days as a 32-bit hash of its ticket_id with the sum of its category
+// amounts (to count distinct tickets and check VAT across a ticket's
+// categories). Buckets older than 366 days before the customer's newest
+// event are dropped when a newer event arrives, so every window is exact
+// at any now not earlier than 2 days before the customer's newest event.
+// A customer who buys every week holds about 53 buckets and 53 tickets,
+// roughly 600 bytes encoded; the worst case (a purchase every day) about 5 KB.
+// Category spend is kept per UTC calendar month instead, for at most 32
+// categories per customer (further categories share one "other" bucket that
+// counts in totals but has no name): the category features look at the
+// current month and the 12 before it, which covers at least the last 365
+// days (and at most 396).
+//
+// Late events (ts older than the newest event seen) land in their own day
+// and month, so order does not change the result, with three documented
+// exceptions: events more than 366 days older than the newest one only
+// update lifetime totals (FlagBeyondHorizon); such old tickets are
+// deduplicated only against the last 8 old tickets seen; and an event dated
+// after an account closure but applied before the BAJA cuenta arrived stays
+// counted.
+//
+// Account closure (BAJA cuenta) closes the history: purchases and coupon
+// events dated at or after the closure are ignored (FlagAfterClosure) until
+// a later ALTA reopens the account; the history before it is kept. Opt-outs
+// (BAJA comunicaciones) are permanent in v1: the contract has no event that
+// subscribes again, and ALTA does not undo them.
+//
+// The zero Features is a customer without history. Features are not safe for
+// concurrent use when one goroutine calls Apply; the read methods may run
+// concurrently with each other.
+type Features struct {
+	set uint8 // featHas* bits: which optional fields below hold a value
+
+	lastTS     int64 // newest event of any type, Unix ns
+	firstTS    int64 // oldest event of any type (first seen), Unix ns
+	lastBuy    int64 // newest COMPRA_CAT
+	lastCoupon int64 // newest CUPON_RECIBIDO
+	closedAt   int64 // newest BAJA cuenta
+	altaAt     int64 // newest ALTA
+
+	canalAlta string   // clave of the newest ALTA
+	segmento  string   // extra.segmento of the newest ALTA that declared one
+	perfil    string   // extra.perfil of the newest ALTA that declared one
+	optOut    []string // channels opted out of, lower case, at most featMaxOptOut
+
+	ticketsTotal int64 // distinct tickets ever
+	spendTotal   int64 // COMPRA_CAT valor ever, cents
+
+	days    []featDay    // ascending by day, unique
+	tickets []featTicket // ascending by (day, hash), unique
+	// catNames are the category names; catMonths refers to them by index. The
+	// name "" is the overflow bucket for categories beyond featMaxCats.
+	catNames  []string
+	catMonths []featCatMonth // ascending by (month, cat), unique
+	// oldTickets are the hashes of the last tickets seen beyond the horizon,
+	// oldest first, at most featOldTickets.
+	oldTickets []uint32
+}
+
+// Bits of Features.set.
+const (
+	featHasLast uint8 = 1 << iota
+	featHasFirst
+	featHasBuy
+	featHasCoupon
+	featHasClosed
+	featHasAlta
+	featOptOutAll
+	featSetBits = 1<<iota - 1
+)
+
+// featDay is the bucket of one UTC day.
+type featDay struct {
+	day                   int32 // days since 1970-01-01 UTC
+	recv, redeem, expired int32 // CUPON_RECIBIDO, CUPON_REDIMIDO, CUPON_CADUCADO events
+	spend, margin         int64 // COMPRA_CAT valor and extra.margen, cents
+}
+
+// featTicket is one ticket of a day bucket.
+type featTicket struct {
+	day   int32
+	hash  uint32 // FNV-1a of ticket_id
+	valor int64  // sum of the ticket's category amounts, cents
+}
+
+// featCatMonth is one category's spend in one UTC calendar month.
+type featCatMonth struct {
+	month int32 // year*12 + month-1
+	cat   uint8 // index in Features.catNames
+	spend int64 // cents
+}
+
+const (
+	nsPerDay          = int64(24 * time.Hour)
+	featRetainDays    = 366 // buckets kept: days >= newest day - featRetainDays
+	featRetainMonths  = 13  // category months kept: months >= newest month - featRetainMonths
+	featCatWindow     = 12  // category features: the current month and the 12 before
+	featMaxCats       = 32  // named categories per customer
+	featMaxOptOut     = 32  // channels opted out individually; one more means all
+	featOldTickets    = 8   // remembered hashes of tickets beyond the horizon
+	featVATToleranceC = 100 // VAT check tolerance: 1 MXN, or 0.5 % of ticket_total if larger
+)
+
+// DaysNever is the value of the day-count features (recencia_dias,
+// dias_desde_ultimo_cupon) when the thing never happened, and their cap. It
+// compares as "very long ago": {">":{"recencia_dias":90}} holds for a
+// customer who never bought.
+const DaysNever = 10000
+
+// FeatureCategoryShare is the prefix of the per-category share features:
+// "cuota_categoria:<clave>" is the share of category <clave> in the
+// customer's category spend (see FeatureDocs). Any clave is accepted; a
+// category the customer never bought has share 0.
+const FeatureCategoryShare = "cuota_categoria:"
+
+// DataFlags are the data-quality findings of one Apply, for the caller to
+// count. They never stop an event from being stored.
+type DataFlags uint8
+
+const (
+	// FlagOutOfOrder: the event's ts is older than the newest event already
+	// applied for the customer (a late event; it still lands in its own day).
+	FlagOutOfOrder DataFlags = 1 << iota
+	// FlagNegativeMargin: a COMPRA_CAT with extra.margen < 0.
+	FlagNegativeMargin
+	// FlagVATSuspect: a COMPRA_CAT whose ticket looks like it carries VAT:
+	// the sum of the category amounts applied so far for its ticket_id
+	// crossed extra.ticket_total plus a tolerance (1 MXN or 0.5 %, whichever
+	// is larger). Raised once per ticket, by the event that crosses. It
+	// catches amounts with VAT against a total without it (an amount of
+	// about 1.16 times its share); a ticket_total that includes VAT while
+	// the amounts do not cannot be told from a ticket whose other categories
+	// have not arrived, so it is not flagged.
+	FlagVATSuspect
+	// FlagAfterClosure: a purchase or coupon event dated at or after an
+	// account closure; it was ignored.
+	FlagAfterClosure
+	// FlagBeyondHorizon: a purchase or coupon event more than 366 days older
+	// than the customer's newest event; only lifetime totals and the
+	// "last/first" dates took it.
+	FlagBeyondHorizon
+)
+
+var dataFlagNames = [...]string{"out_of_order", "negative_margin", "vat_suspect", "after_closure", "beyond_horizon"}
+
+// String returns the flags' labels (for metrics and logs) joined by "|",
+// e.g. "out_of_order|negative_margin"; "" for none.
+func (f DataFlags) String() string {
+	var b strings.Builder
+	for i, n := range dataFlagNames {
+		if f&(1<<i) != 0 {
+			if b.Len() > 0 {
+				b.WriteByte('|')
+			}
+			b.WriteString(n)
+		}
+	}
+	return b.String()
+}
+
+// Apply folds one validated event into the aggregates, whatever the order in
+// which events arrive, and returns what the caller should count as data
+// quality findings. Each event must be applied once (the caller
+// deduplicates by event_id). Events of an unknown Tipo are ignored.
+func (f *Features) Apply(e *Event) DataFlags {
+	if !e.Tipo.Valid() {
+		return 0
+	}
+	ts := featNanos(e.TS)
+	var fl DataFlags
+	if f.set&featHasLast != 0 && ts < f.lastTS {
+		fl |= FlagOutOfOrder
+	}
+	if e.Tipo != Alta && e.Tipo != Baja && f.closedBy(ts) {
+		return fl | FlagAfterClosure
+	}
+	if f.set&featHasFirst == 0 || ts < f.firstTS {
+		f.firstTS = ts
+		f.set |= featHasFirst
+	}
+	if f.set&featHasLast == 0 || ts > f.lastTS {
+		prevDay, had := featDayOf(f.lastTS), f.set&featHasLast != 0
+		f.lastTS = ts
+		f.set |= featHasLast
+		if had && featDayOf(ts) > prevDay {
+			f.prune()
+		}
+	}
+	day := featDayOf(ts)
+	in := day >= featDayOf(f.lastTS)-featRetainDays
+
+	switch e.Tipo {
+	case CompraCat:
+		fl |= f.applyPurchase(e, ts, day, in)
+	case CuponRecibido:
+		setMax(&f.lastCoupon, &f.set, featHasCoupon, ts)
+		if in {
+			f.dayAt(day).recv++
+		}
+	case CuponRedimido:
+		if in {
+			f.dayAt(day).redeem++
+		}
+	case CuponCaducado:
+		if in {
+			f.dayAt(day).expired++
+		}
+	case Baja:
+		switch e.Clave {
+		case BajaCuenta:
+			setMax(&f.closedAt, &f.set, featHasClosed, ts)
+		case BajaComunicaciones:
+			f.optOutChannel(e.Canal)
+		}
+	case Alta:
+		newest := f.set&featHasAlta == 0 || ts >= f.altaAt
+		setMax(&f.altaAt, &f.set, featHasAlta, ts)
+		if newest || f.canalAlta == "" {
+			f.canalAlta = e.Clave
+		}
+		if e.Segmento != "" && (newest || f.segmento == "") {
+			f.segmento = e.Segmento
+		}
+		if e.Perfil != "" && (newest || f.perfil == "") {
+			f.perfil = e.Perfil
+		}
+	}
+	if !in && e.Tipo != Alta && e.Tipo != Baja {
+		fl |= FlagBeyondHorizon
+	}
+	return fl
+}
+
+// closedBy reports whether the account was closed at ts: a closure at or
+// before ts that no later ALTA (at or before ts) reopened.
+func (f *Features) closedBy(ts int64) bool {
+	if f.set&featHasClosed == 0 || ts < f.closedAt {
+		return false
+	}
+	reopened := f.set&featHasAlta != 0 && f.altaAt > f.closedAt && f.altaAt <= ts
+	return !reopened
+}
+
+func setMax(dst *int64, set *uint8, bit uint8, ts int64) {
+	if *set&bit == 0 || ts > *dst {
+		*dst = ts
+		*set |= bit
+	}
+}
+
+func (f *Features) applyPurchase(e *Event, ts int64, day int32, in bool) DataFlags {
+	var fl DataFlags
+	if e.MargenCents < 0 {
+		fl |= FlagNegativeMargin
+	}
+	setMax(&f.lastBuy, &f.set, featHasBuy, ts)
+	f.spendTotal += e.ValorCents
+	h := featTicketHash(e.TicketID)
+	limit := int64(math.MaxInt64)
+	if e.HasTicketTotal {
+		limit = e.TicketTotalCents + max(featVATToleranceC, e.TicketTotalCents/200)
+	}
+	if !in {
+		if !containsU32(f.oldTickets, h) {
+			f.ticketsTotal++
+			if len(f.oldTickets) >= featOldTickets {
+				f.oldTickets = append(f.oldTickets[:0], f.oldTickets[1:]...)
+			}
+			f.oldTickets = append(f.oldTickets, h)
+		}
+		if e.ValorCents > limit {
+			fl |= FlagVATSuspect
+		}
+		return fl
+	}
+	d := f.dayAt(day)
+	d.spend += e.ValorCents
+	d.margin += e.MargenCents
+
+	// The ticket: find (day, h) from the end, where recent tickets live.
+	i := len(f.tickets)
+	for i > 0 && (f.tickets[i-1].day > day || f.tickets[i-1].day == day && f.tickets[i-1].hash > h) {
+		i--
+	}
+	var prev int64
+	if i > 0 && f.tickets[i-1].day == day && f.tickets[i-1].hash == h {
+		prev = f.tickets[i-1].valor
+		f.tickets[i-1].valor += e.ValorCents
+	} else {
+		f.tickets = insertAt(f.tickets, i, featTicket{day: day, hash: h, valor: e.ValorCents})
+		f.ticketsTotal++
+	}
+	if prev <= limit && prev+e.ValorCents > limit {
+		fl |= FlagVATSuspect
+	}
+
+	month := featMonthOf(day)
+	if e.ValorCents > 0 && month >= featMonthOf(featDayOf(f.lastTS))-featRetainMonths {
+		f.addCategory(e.Clave, month, e.ValorCents)
+	}
+	return fl
+}
+
+// dayAt returns the bucket of day, inserting an empty one if needed. The
+// pointer is valid until the next insertion.
+func (f *Features) dayAt(day int32) *featDay {
+	i := len(f.days)
+	for i > 0 && f.days[i-1].day > day {
+		i--
+	}
+	if i > 0 && f.days[i-1].day == day {
+		return &f.days[i-1]
+	}
+	f.days = insertAt(f.days, i, featDay{day: day})
+	return &f.days[i]
+}
+
+// addCategory adds spend to (category, month).
+func (f *Features) addCategory(name string, month int32, spend int64) {
+	c := -1
+	for i, n := range f.catNames {
+		if n == name {
+			c = i
+			break
+		}
+	}
+	if c < 0 {
+		named := len(f.catNames)
+		other := -1
+		for i, n := range f.catNames {
+			if n == "" {
+				named--
+				other = i
+			}
+		}
+		switch {
+		case name != "" && named < featMaxCats && len(f.catNames) <= featMaxCats:
+			f.catNames = append(f.catNames, name)
+			c = len(f.catNames) - 1
+		case other >= 0:
+			c = other
+		case len(f.catNames) <= featMaxCats:
+			f.catNames = append(f.catNames, "")
+			c = len(f.catNames) - 1
+		default: // only from a hand-made encoding: share the last bucket
+			c = len(f.catNames) - 1
+		}
+	}
+	cat := uint8(c)
+	i := len(f.catMonths)
+	for i > 0 && (f.catMonths[i-1].month > month || f.catMonths[i-1].month == month && f.catMonths[i-1].cat > cat) {
+		i--
+	}
+	if i > 0 && f.catMonths[i-1].month == month && f.catMonths[i-1].cat == cat {
+		f.catMonths[i-1].spend += spend
+		return
+	}
+	f.catMonths = insertAt(f.catMonths, i, featCatMonth{month: month, cat: cat, spend: spend})
+}
+
+// optOutChannel records a BAJA comunicaciones: for canal, or for every
+// channel when canal is "" (or when featMaxOptOut channels are already
+// recorded: being conservative with consent beats losing the opt-out).
+func (f *Features) optOutChannel(canal string) {
+	if f.set&featOptOutAll != 0 {
+		return
+	}
+	if canal == "" || len(f.optOut) >= featMaxOptOut {
+		f.set |= featOptOutAll
+		f.optOut = nil
+		return
+	}
+	canal = strings.ToLower(canal)
+	for _, c := range f.optOut {
+		if c == canal {
+			return
+		}
+	}
+	f.optOut = append(f.optOut, canal)
+}
+
+// prune drops the buckets, tickets and category months that no window can
+// reach any more, given the newest event.
+func (f *Features) prune() {
+	newest := featDayOf(f.lastTS)
+	cut := newest - featRetainDays
+	if n := countPrefix(f.days, func(d featDay) bool { return d.day < cut }); n > 0 {
+		f.days = append(f.days[:0], f.days[n:]...)
+	}
+	if n := countPrefix(f.tickets, func(t featTicket) bool { return t.day < cut }); n > 0 {
+		f.tickets = append(f.tickets[:0], f.tickets[n:]...)
+	}
+	cutM := featMonthOf(newest) - featRetainMonths
+	if n := countPrefix(f.catMonths, func(c featCatMonth) bool { return c.month < cutM }); n > 0 {
+		f.catMonths = append(f.catMonths[:0], f.catMonths[n:]...)
+		f.compactCategories()
+	}
+}
+
+// compactCategories drops the names no category month refers to.
+func (f *Features) compactCategories() {
+	var used [256]bool
+	for _, c := range f.catMonths {
+		used[c.cat] = true
+	}
+	var remap [256]uint8
+	names := f.catNames[:0]
+	for i, n := range f.catNames {
+		if used[i] {
+			remap[i] = uint8(len(names))
+			names = append(names, n)
+		}
+	}
+	for i := len(names); i < len(f.catNames); i++ {
+		f.catNames[i] = ""
+	}
+	f.catNames = names
+	for i := range f.catMonths {
+		f.catMonths[i].cat = remap[f.catMonths[i].cat]
+	}
+}
+
+// OptedOut reports whether the customer opted out of communications on
+// canal (compared without case), or on every channel. OptedOut("") reports
+// the opt-out from every channel only.
+func (f *Features) OptedOut(canal string) bool {
+	if f.set&featOptOutAll != 0 {
+		return true
+	}
+	for _, c := range f.optOut {
+		if strings.EqualFold(c, canal) {
+			return true
+		}
+	}
+	return false
+}
+
+// OptOutChannels returns the channels opted out of one by one, in lower
+// case, in the order they arrived; a fresh slice the caller owns. An opt-out
+// from every channel is reported by OptedOut(""), not here.
+func (f *Features) OptOutChannels() []string {
+	return append([]string(nil), f.optOut...)
+}
+
+// Closed reports whether the account is closed: a BAJA cuenta with no later
+// ALTA.
+func (f *Features) Closed() bool {
+	return f.set&featHasClosed != 0 && !(f.set&featHasAlta != 0 && f.altaAt > f.closedAt)
+}
+
+// CanalAlta returns the sign-up channel (clave of the newest ALTA), "" if
+// the customer never signed up.
+func (f *Features) CanalAlta() string { return f.canalAlta }
+
+// SegmentoDeclarado returns the segment the tenant declared in the newest
+// ALTA that carried extra.segmento, or "".
+func (f *Features) SegmentoDeclarado() string { return f.segmento }
+
+// Perfil returns extra.perfil of the newest ALTA that carried one, or "".
+func (f *Features) Perfil() string { return f.perfil }
+
+// LastEvent returns the ts of the customer's newest event, and false for a
+// customer without events.
+func (f *Features) LastEvent() (time.Time, bool) {
+	if f.set&featHasLast == 0 {
+		return time.Time{}, false
+	}
+	return time.Unix(0, f.lastTS).UTC(), true
+}
+
+// featSummary holds everything the read functions need at one now,
+// computed in one pass over the buckets.
+type featSummary struct {
+	f        *Features
+	today    int32
+	spend    [3]int64 // windows of 30, 90 and 365 days, cents
+	margin   [3]int64
+	tickets  [3]int64
+	recv     [2]int64 // windows of 90 and 365 days
+	redeem   [2]int64
+	expired  int64 // 365 days
+	catSpend [featMaxCats + 1]int64
+	catTotal int64 // sum of catSpend
+	catN     int   // categories with spend
+	catTop   int64
+}
+
+// featWindows are the window lengths of the [3] arrays of featSummary.
+var featWindows = [3]int32{30, 90, 365}
+
+func (f *Features) summarize(now time.Time) featSummary {
+	s := featSummary{f: f, today: featDayOf(featNanos(now))}
+	for i := len(f.days) - 1; i >= 0; i-- {
+		d := &f.days[i]
+		age := s.today - d.day
+		if age >= 365 {
+			break
+		}
+		for w, n := range featWindows {
+			if age < n {
+				s.spend[w] += d.spend
+				s.margin[w] += d.margin
+			}
+		}
+		s.recv[1] += int64(d.recv)
+		s.redeem[1] += int64(d.redeem)
+		s.expired += int64(d.expired)
+		if age < 90 {
+			s.recv[0] += int64(d.recv)
+			s.redeem[0] += int64(d.redeem)
+		}
+	}
+	for i := len(f.tickets) - 1; i >= 0; i-- {
+		age := s.today - f.tickets[i].day
+		if age >= 365 {
+			break
+		}
+		s.tickets[2]++
+		if age < 90 {
+			s.tickets[1]++
+		}
+		if age < 30 {
+			s.tickets[0]++
+		}
+	}
+	from := featMonthOf(s.today) - featCatWindow
+	for i := len(f.catMonths) - 1; i >= 0; i-- {
+		c := &f.catMonths[i]
+		if c.month < from {
+			break
+		}
+		if int(c.cat) < len(s.catSpend) {
+			s.catSpend[c.cat] += c.spend
+		}
+	}
+	for i, v := range s.catSpend {
+		if v <= 0 {
+			continue
+		}
+		s.catTotal += v
+		s.catN++
+		if v > s.catTop && i < len(f.catNames) && f.catNames[i] != "" {
+			s.catTop = v
+		}
+	}
+	return s
+}
+
+// daysSince returns the calendar days from ts to today, clamped to
+// [0, DaysNever]; DaysNever when the bit is not set.
+func (s *featSummary) daysSince(bit uint8, ts int64) float64 {
+	if s.f.set&bit == 0 {
+		return DaysNever
+	}
+	return float64(min(max(s.today-featDayOf(ts), 0), DaysNever))
+}
+
+func (s *featSummary) topShare() float64 {
+	if s.catTotal <= 0 {
+		return 0
+	}
+	return float64(s.catTop) / float64(s.catTotal)
+}
+
+// evenness is Pielou's evenness: the Shannon entropy of the category shares
+// over its maximum ln(n); 0 with fewer than 2 categories.
+func (s *featSummary) evenness() float64 {
+	if s.catN < 2 {
+		return 0
+	}
+	var h float64
+	for _, v := range s.catSpend {
+		if v > 0 {
+			p := float64(v) / float64(s.catTotal)
+			h -= p * math.Log(p)
+		}
+	}
+	return clamp(h/math.Log(float64(s.catN)), 0, 1)
+}
+
+func (s *featSummary) categoryShare(name string) float64 {
+	if s.catTotal <= 0 || name == "" {
+		return 0
+	}
+	for i, n := range s.f.catNames {
+		if n == name && i < len(s.catSpend) {
+			return float64(s.catSpend[i]) / float64(s.catTotal)
+		}
+	}
+	return 0
+}
+
+func (s *featSummary) redemptionRate() float64 {
+	if s.recv[1] <= 0 {
+		return 0
+	}
+	return min(float64(s.redeem[1])/float64(s.recv[1]), 1)
+}
+
+func (s *featSummary) marginRate() float64 {
+	if s.spend[2] <= 0 {
+		return 0
+	}
+	return clamp(float64(s.margin[2])/float64(s.spend[2]), -1, 1)
+}
+
+func (s *featSummary) avgTicket() float64 {
+	if s.f.ticketsTotal <= 0 {
+		return 0
+	}
+	return mxn(s.f.spendTotal) / float64(s.f.ticketsTotal)
+}
+
+func mxn(cents int64) float64 { return float64(cents) / 100 }
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// featureDef is one numeric feature: its public name, its one-line
+// documentation and how to read it from a summary.
+type featureDef struct {
+	name, doc string
+	get       func(s *featSummary) float64
+}
+
+// featureDefs is the table of numeric features. The names are public API
+// (batch segment filters, README, OpenAPI, export): add, never rename.
+var featureDefs = [...]featureDef{
+	{"recencia_dias", "UTC calendar days since the last purchase (0 = bought today); 10000 if the customer never bought",
+		func(s *featSummary) float64 { return s.daysSince(featHasBuy, s.f.lastBuy) }},
+	{"frecuencia_30d", "distinct tickets in the last 30 days (UTC calendar days, today included)",
+		func(s *featSummary) float64 { return float64(s.tickets[0]) }},
+	{"frecuencia_90d", "distinct tickets in the last 90 days",
+		func(s *featSummary) float64 { return float64(s.tickets[1]) }},
+	{"frecuencia_365d", "distinct tickets in the last 365 days",
+		func(s *featSummary) float64 { return float64(s.tickets[2]) }},
+	{"gasto_30d_mxn", "purchase amount (sum of COMPRA_CAT valor, MXN without VAT) in the last 30 days",
+		func(s *featSummary) float64 { return mxn(s.spend[0]) }},
+	{"gasto_90d_mxn", "purchase amount in MXN in the last 90 days",
+		func(s *featSummary) float64 { return mxn(s.spend[1]) }},
+	{"gasto_365d_mxn", "purchase amount in MXN in the last 365 days",
+		func(s *featSummary) float64 { return mxn(s.spend[2]) }},
+	{"margen_30d_mxn", "margin (sum of COMPRA_CAT extra.margen, MXN) in the last 30 days; may be negative",
+		func(s *featSummary) float64 { return mxn(s.margin[0]) }},
+	{"margen_90d_mxn", "margin in MXN in the last 90 days",
+		func(s *featSummary) float64 { return mxn(s.margin[1]) }},
+	{"margen_365d_mxn", "margin in MXN in the last 365 days",
+		func(s *featSummary) float64 { return mxn(s.margin[2]) }},
+	{"tasa_margen_365d", "margen_365d_mxn / gasto_365d_mxn, clamped to -1..1; 0 without purchases",
+		func(s *featSummary) float64 { return s.marginRate() }},
+	{"ticket_promedio_mxn", "average ticket over the whole history: gasto_total_mxn / tickets_total; 0 without tickets",
+		func(s *featSummary) float64 { return s.avgTicket() }},
+	{"tickets_total", "distinct tickets over the whole history",
+		func(s *featSummary) float64 { return float64(s.f.ticketsTotal) }},
+	{"gasto_total_mxn", "purchase amount in MXN over the whole history",
+		func(s *featSummary) float64 { return mxn(s.f.spendTotal) }},
+	{"categorias_365d", "distinct categories bought in the current UTC calendar month and the 12 before it (at least the last 365 days)",
+		func(s *featSummary) float64 { return float64(s.catN) }},
+	{"cuota_categoria_top", "share (0..1) of the customer's top category in the category spend of that period",
+		func(s *featSummary) float64 { return s.topShare() }},
+	{"entropia_categorias", "evenness (0..1) of the category spend of that period: Shannon entropy over its maximum; 0 with fewer than 2 categories",
+		func(s *featSummary) float64 { return s.evenness() }},
+	{"cupones_recibidos_90d", "CUPON_RECIBIDO events in the last 90 days",
+		func(s *featSummary) float64 { return float64(s.recv[0]) }},
+	{"cupones_recibidos_365d", "CUPON_RECIBIDO events in the last 365 days",
+		func(s *featSummary) float64 { return float64(s.recv[1]) }},
+	{"cupones_redimidos_90d", "CUPON_REDIMIDO events in the last 90 days",
+		func(s *featSummary) float64 { return float64(s.redeem[0]) }},
+	{"cupones_redimidos_365d", "CUPON_REDIMIDO events in the last 365 days",
+		func(s *featSummary) float64 { return float64(s.redeem[1]) }},
+	{"cupones_caducados_365d", "CUPON_CADUCADO events in the last 365 days",
+		func(s *featSummary) float64 { return float64(s.expired) }},
+	{"tasa_redencion_365d", "cupones_redimidos_365d / cupones_recibidos_365d, at most 1; 0 if none received",
+		func(s *featSummary) float64 { return s.redemptionRate() }},
+	{"dias_desde_ultimo_cupon", "UTC calendar days since the last CUPON_RECIBIDO; 10000 if none",
+		func(s *featSummary) float64 { return s.daysSince(featHasCoupon, s.f.lastCoupon) }},
+	{"antiguedad_dias", "UTC calendar days since the customer was first seen (oldest event of any type, ALTA included); 0 without events",
+		func(s *featSummary) float64 {
+			if s.f.set&featHasFirst == 0 {
+				return 0
+			}
+			return s.daysSince(featHasFirst, s.f.firstTS)
+		}},
+	{"baja_comunicaciones", "1 if the customer opted out of communications on every channel (BAJA comunicaciones without extra.canal), else 0",
+		func(s *featSummary) float64 { return b2f(s.f.set&featOptOutAll != 0) }},
+	{"canales_con_baja", "number of channels the customer opted out of one by one (BAJA comunicaciones with extra.canal)",
+		func(s *featSummary) float64 { return float64(len(s.f.optOut)) }},
+	{"cuenta_cerrada", "1 if the account is closed (BAJA cuenta not followed by an ALTA), else 0",
+		func(s *featSummary) float64 { return b2f(s.f.Closed()) }},
+}
+
+// featureIndex returns the position of name in featureDefs, or -1.
+func featureIndex(name string) int {
+	for i := range featureDefs {
+		if featureDefs[i].name == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// validFeature reports whether name is a numeric feature that Get knows.
+func validFeature(name string) bool {
+	if featureIndex(name) >= 0 {
+		return true
+	}
+	c, ok := strings.CutPrefix(name, FeatureCategoryShare)
+	return ok && c != "" && len(c) <= 1024
+}
+
+// FeatureDoc documents one customer feature.
+type FeatureDoc struct {
+	Name string // as used in segments, e.g. "recencia_dias"
+	Doc  string // one line
+}
+
+// FeatureDocs returns the documentation of every numeric feature, in a
+// stable order, followed by the pattern entry of the per-category shares
+// ("cuota_categoria:<clave>"). The slice is the caller's.
+func FeatureDocs() []FeatureDoc {
+	docs := make([]FeatureDoc, 0, len(featureDefs)+1)
+	for _, d := range featureDefs {
+		docs = append(docs, FeatureDoc{Name: d.name, Doc: d.doc})
+	}
+	return append(docs, FeatureDoc{
+		Name: FeatureCategoryShare + "<clave>",
+		Doc:  "share (0..1) of category <clave> in the category spend of the current UTC calendar month and the 12 before it; 0 if never bought",
+	})
+}
+
+// FeatureNames returns the names of the fixed numeric features in
+// FeatureDocs order (the "cuota_categoria:<clave>" family is not listed).
+// The slice is the caller's.
+func FeatureNames() []string {
+	names := make([]string, len(featureDefs))
+	for i, d := range featureDefs {
+		names[i] = d.name
+	}
+	return names
+}
+
+// Get returns the numeric feature name at now, and false if no feature has
+// that name. Money is in MXN; see FeatureDocs for each feature.
+func (f *Features) Get(name string, now time.Time) (float64, bool) {
+	if !validFeature(name) {
+		return 0, false
+	}
+	s := f.summarize(now)
+	return s.get(name), true
+}
+
+// get returns a feature validFeature accepted.
+func (s *featSummary) get(name string) float64 {
+	if i := featureIndex(name); i >= 0 {
+		return featureDefs[i].get(s)
+	}
+	c, _ := strings.CutPrefix(name, FeatureCategoryShare)
+	return s.categoryShare(c)
+}
+
+// Export returns every feature at now, for the customer export: the numeric
+// features by name, the per-category shares under "cuotas_categoria"
+// (category → share), and "canal_alta", "segmento_declarado", "perfil",
+// "canales_baja" (strings; the last a list). Values are JSON-encodable. The
+// map is the caller's.
+func (f *Features) Export(now time.Time) map[string]any {
+	s := f.summarize(now)
+	m := make(map[string]any, len(featureDefs)+5)
+	for i := range featureDefs {
+		m[featureDefs[i].name] = featureDefs[i].get(&s)
+	}
+	shares := map[string]float64{}
+	for i, n := range f.catNames {
+		if n != "" && i < len(s.catSpend) && s.catSpend[i] > 0 {
+			shares[n] = float64(s.catSpend[i]) / float64(s.catTotal)
+		}
+	}
+	m["cuotas_categoria"] = shares
+	m["canal_alta"] = f.canalAlta
+	m["segmento_declarado"] = f.segmento
+	m["perfil"] = f.perfil
+	m["canales_baja"] = f.OptOutChannels()
+	return m
+}
+
+// VectorDim is the length of the policy feature vector (Features.Vector).
+// Changing it, or the meaning of any position, invalidates learned models.
+const VectorDim = 20
+
+// vectorNames documents the positions of the vector.
+var vectorNames = [VectorDim]string{
+	"sesgo",                   // 1
+	"recencia",                // log1p(recencia_dias capped at 1096) / log1p(1096); 1 if never bought
+	"sin_compras",             // 1 if the customer never bought
+	"frecuencia_30d",          // log1p(n capped at 30) / log1p(30)
+	"frecuencia_90d",          // log1p(n capped at 90) / log1p(90)
+	"frecuencia_365d",         // log1p(n capped at 365) / log1p(365)
+	"gasto_30d",               // log1p(MXN) / log1p(100000), at most 1.5
+	"gasto_90d",               // same
+	"gasto_365d",              // same
+	"margen_90d",              // sign * log1p(|MXN|) / log1p(100000), within -1.5..1.5
+	"margen_365d",             // same
+	"tasa_margen_365d",        // -1..1
+	"ticket_promedio",         // log1p(MXN) / log1p(100000), at most 1.5
+	"categorias_365d",         // log1p(n capped at 32) / log1p(32)
+	"cuota_categoria_top",     // 0..1
+	"entropia_categorias",     // 0..1
+	"cupones_recibidos_90d",   // log1p(n capped at 50) / log1p(50)
+	"tasa_redencion_365d",     // 0..1
+	"dias_desde_ultimo_cupon", // log1p(days capped at 365) / log1p(365); 1 if none
+	"antiguedad",              // log1p(days capped at 1096) / log1p(1096)
+}
+
+// VectorNames returns the name of each position of the policy vector, for
+// documentation and explanations. The slice is the caller's.
+func VectorNames() []string { return append([]string(nil), vectorNames[:]...) }
+
+// Vector appends the customer's policy feature vector at now to dst and
+// returns the extended slice (VectorDim values; pass dst[:0] to reuse a
+// buffer). Position 0 is the constant 1 (bias); every other value is
+// finite and within -1.5..1.5: counts and day counts are capped and
+// log-scaled to 0..1, money is log1p-scaled MXN, shares and rates are 0..1.
+// A customer without history gets bias 1, recencia 1, sin_compras 1,
+// dias_desde_ultimo_cupon 1 and zeros elsewhere.
+func (f *Features) Vector(now time.Time, dst []float64) []float64 {
+	s := f.summarize(now)
+	rec := s.daysSince(featHasBuy, f.lastBuy)
+	sinceCoupon := s.daysSince(featHasCoupon, f.lastCoupon)
+	tenure := 0.0
+	if f.set&featHasFirst != 0 {
+		tenure = s.daysSince(featHasFirst, f.firstTS)
+	}
+	return append(dst,
+		1,
+		logCap(rec, 1096),
+		b2f(f.set&featHasBuy == 0),
+		logCap(float64(s.tickets[0]), 30),
+		logCap(float64(s.tickets[1]), 90),
+		logCap(float64(s.tickets[2]), 365),
+		logMoney(s.spend[0]),
+		logMoney(s.spend[1]),
+		logMoney(s.spend[2]),
+		logMoney(s.margin[1]),
+		logMoney(s.margin[2]),
+		s.marginRate(),
+		logMoney(int64(s.avgTicket()*100)),
+		logCap(float64(s.catN), featMaxCats),
+		s.topShare(),
+		s.evenness(),
+		logCap(float64(s.recv[0]), 50),
+		s.redemptionRate(),
+		logCap(sinceCoupon, 365),
+		logCap(tenure, 1096),
+	)
+}
+
+// logCap maps x >= 0 to log1p(min(x, c)) / log1p(c), in 0..1.
+func logCap(x, c float64) float64 {
+	return math.Log1p(clamp(x, 0, c)) / math.Log1p(c)
+}
+
+var logMoneyScale = math.Log1p(100000)
+
+// logMoney maps cents to sign * log1p(|MXN|) / log1p(100000), within -1.5..1.5.
+func logMoney(cents int64) float64 {
+	v := math.Log1p(math.Abs(mxn(cents))) / logMoneyScale
+	if cents < 0 {
+		v = -v
+	}
+	return clamp(v, -1.5, 1.5)
+}
+
+func clamp(x, lo, hi float64) float64 {
+	if x < lo || math.IsNaN(x) {
+		return lo
+	}
+	if x > hi {
+		return hi
+	}
+	return x
+}
+
+// featuresVersion is the first byte of encoded Features.
+const featuresVersion = 1
+
+// AppendEncode appends the storage encoding of f to buf and returns the
+// extended buffer. The format is persistent (change it only with a new
+// version byte and a decoder for the old one). Integers are varints
+// (signed ones zigzag); "delta" means the difference to the previous entry:
+//
+//	byte     version (1)
+//	byte     set bits (featHas*, featOptOutAll)
+//	varint   lastTS, firstTS, lastBuy, lastCoupon, closedAt, altaAt, Unix ns,
+//	         each only when its bit is set
+//	uvarint  ticketsTotal;  varint spendTotal
+//	uvarint  len(optOut), len(catNames)
+//	strings  canalAlta, segmento, perfil, optOut..., catNames... (uvarint length + bytes)
+//	uvarint  len(days); per day: day (varint for the first, uvarint delta >= 1
+//	         after), one byte of present fields (1 spend, 2 margin, 4 recv,
+//	         8 redeem, 16 expired), then those fields in that order
+//	uvarint  len(tickets); per ticket: day (varint first, uvarint delta
+//	         after), hash (4 bytes big-endian), varint valor
+//	uvarint  len(catMonths); per entry: month (varint first, uvarint delta
+//	         after), uvarint cat, varint spend
+//	byte     len(oldTickets); 4 bytes big-endian each
+func (f *Features) AppendEncode(buf []byte) []byte {
+	buf = append(buf, featuresVersion, f.set)
+	for i, t := range f.times() {
+		if f.set&(1<<i) != 0 {
+			buf = binary.AppendVarint(buf, *t)
+		}
+	}
+	buf = binary.AppendUvarint(buf, uint64(f.ticketsTotal))
+	buf = binary.AppendVarint(buf, f.spendTotal)
+	buf = binary.AppendUvarint(buf, uint64(len(f.optOut)))
+	buf = binary.AppendUvarint(buf, uint64(len(f.catNames)))
+	buf = binAppendString(buf, f.canalAlta)
+	buf = binAppendString(buf, f.segmento)
+	buf = binAppendString(buf, f.perfil)
+	for _, s := range f.optOut {
+		buf = binAppendString(buf, s)
+	}
+	for _, s := range f.catNames {
+		buf = binAppendString(buf, s)
+	}
+
+	buf = binary.AppendUvarint(buf, uint64(len(f.days)))
+	for i := range f.days {
+		d := &f.days[i]
+		buf = appendDelta(buf, i == 0, d.day, f.days, i)
+		var m byte
+		if d.spend != 0 {
+			m |= 1
+		}
+		if d.margin != 0 {
+			m |= 2
+		}
+		if d.recv != 0 {
+			m |= 4
+		}
+		if d.redeem != 0 {
+			m |= 8
+		}
+		if d.expired != 0 {
+			m |= 16
+		}
+		buf = append(buf, m)
+		if m&1 != 0 {
+			buf = binary.AppendVarint(buf, d.spend)
+		}
+		if m&2 != 0 {
+			buf = binary.AppendVarint(buf, d.margin)
+		}
+		if m&4 != 0 {
+			buf = binary.AppendUvarint(buf, uint64(d.recv))
+		}
+		if m&8 != 0 {
+			buf = binary.AppendUvarint(buf, uint64(d.redeem))
+		}
+		if m&16 != 0 {
+			buf = binary.AppendUvarint(buf, uint64(d.expired))
+		}
+	}
+
+	buf = binary.AppendUvarint(buf, uint64(len(f.tickets)))
+	prev := int32(0)
+	for i, t := range f.tickets {
+		if i == 0 {
+			buf = binary.AppendVarint(buf, int64(t.day))
+		} else {
+			buf = binary.AppendUvarint(buf, uint64(t.day-prev))
+		}
+		prev = t.day
+		buf = binary.BigEndian.AppendUint32(buf, t.hash)
+		buf = binary.AppendVarint(buf, t.valor)
+	}
+
+	buf = binary.AppendUvarint(buf, uint64(len(f.catMonths)))
+	prev = 0
+	for i, c := range f.catMonths {
+		if i == 0 {
+			buf = binary.AppendVarint(buf, int64(c.month))
+		} else {
+			buf = binary.AppendUvarint(buf, uint64(c.month-prev))
+		}
+		prev = c.month
+		buf = binary.AppendUvarint(buf, uint64(c.cat))
+		buf = binary.AppendVarint(buf, c.spend)
+	}
+
+	buf = append(buf, byte(len(f.oldTickets)))
+	for _, h := range f.oldTickets {
+		buf = binary.BigEndian.AppendUint32(buf, h)
+	}
+	return buf
+}
+
+func appendDelta(buf []byte, first bool, day int32, days []featDay, i int) []byte {
+	if first {
+		return binary.AppendVarint(buf, int64(day))
+	}
+	return binary.AppendUvarint(buf, uint64(day-days[i-1].day))
+}
+
+// times lists the time fields in the order of their featHas* bits.
+func (f *Features) times() [6]*int64 {
+	return [6]*int64{&f.lastTS, &f.firstTS, &f.lastBuy, &f.lastCoupon, &f.closedAt, &f.altaAt}
+}
+
+// Bounds of decoded day and month numbers: far beyond any real date, small
+// enough that no arithmetic on them overflows int32.
+const (
+	featMaxDay   = 1 << 20 // about year 4840
+	featMaxMonth = 1 << 20
+)
+
+// DecodeFeatures decodes what Features.AppendEncode wrote. It reports false
+// for anything else (another version, truncated or trailing bytes, entries
+// out of order or duplicated, out-of-range numbers, too many channels or
+// categories), so that every Features it returns keeps the invariants Apply
+// and the read methods rely on. The returned value does not alias b; its
+// strings share one allocation.
+func DecodeFeatures(b []byte) (Features, bool) {
+	var f Features
+	if len(b) < 2 || b[0] != featuresVersion || b[1]&^featSetBits != 0 {
+		return Features{}, false
+	}
+	f.set = b[1]
+	d := binReader{s: string(b), pos: 2}
+	for i, t := range f.times() {
+		if f.set&(1<<i) != 0 {
+			*t = d.varint()
+		}
+	}
+	tt := d.uvarint()
+	if tt > math.MaxInt64 {
+		return Features{}, false
+	}
+	f.ticketsTotal = int64(tt)
+	f.spendTotal = d.varint()
+	nOpt, nCat := d.uvarint(), d.uvarint()
+	if nOpt > featMaxOptOut || nCat > featMaxCats+1 || d.bad {
+		return Features{}, false
+	}
+	f.canalAlta, f.segmento, f.perfil = d.str(), d.str(), d.str()
+	if nOpt > 0 {
+		f.optOut = make([]string, nOpt)
+		for i := range f.optOut {
+			f.optOut[i] = d.str()
+		}
+	}
+	if nCat > 0 {
+		f.catNames = make([]string, nCat)
+		for i := range f.catNames {
+			f.catNames[i] = d.str()
+		}
+	}
+
+	n := d.uvarint()
+	if n > uint64(d.left()) {
+		return Features{}, false
+	}
+	if n > 0 {
+		f.days = make([]featDay, n)
+	}
+	for i := range f.days {
+		day := d.day(i == 0, f.days, i)
+		m := d.byte()
+		if m&^31 != 0 {
+			return Features{}, false
+		}
+		x := featDay{day: day}
+		if m&1 != 0 {
+			x.spend = d.varint()
+		}
+		if m&2 != 0 {
+			x.margin = d.varint()
+		}
+		if m&4 != 0 {
+			x.recv = d.count()
+		}
+		if m&8 != 0 {
+			x.redeem = d.count()
+		}
+		if m&16 != 0 {
+			x.expired = d.count()
+		}
+		f.days[i] = x
+	}
+
+	n = d.uvarint()
+	if n > uint64(d.left()) {
+		return Features{}, false
+	}
+	if n > 0 {
+		f.tickets = make([]featTicket, n)
+	}
+	for i := range f.tickets {
+		t := &f.tickets[i]
+		if i == 0 {
+			t.day = d.within(featMaxDay)
+		} else {
+			t.day = f.tickets[i-1].day + d.delta(0, featMaxDay)
+		}
+		t.hash = d.uint32()
+		t.valor = d.varint()
+		if i > 0 && t.day == f.tickets[i-1].day && t.hash <= f.tickets[i-1].hash || t.day > featMaxDay {
+			return Features{}, false
+		}
+	}
+
+	n = d.uvarint()
+	if n > uint64(d.left()) {
+		return Features{}, false
+	}
+	if n > 0 {
+		f.catMonths = make([]featCatMonth, n)
+	}
+	for i := range f.catMonths {
+		c := &f.catMonths[i]
+		if i == 0 {
+			c.month = d.within(featMaxMonth)
+		} else {
+			c.month = f.catMonths[i-1].month + d.delta(0, featMaxMonth)
+		}
+		cat := d.uvarint()
+		c.spend = d.varint()
+		if cat >= nCat || c.month > featMaxMonth ||
+			i > 0 && c.month == f.catMonths[i-1].month && uint8(cat) <= f.catMonths[i-1].cat {
+			return Features{}, false
+		}
+		c.cat = uint8(cat)
+	}
+
+	k := d.byte()
+	if k > featOldTickets {
+		return Features{}, false
+	}
+	if k > 0 {
+		f.oldTickets = make([]uint32, k)
+		for i := range f.oldTickets {
+			f.oldTickets[i] = d.uint32()
+		}
+	}
+	if !d.done() {
+		return Features{}, false
+	}
+	return f, true
+}
+
+// day reads the day of days[i]: a varint for the first, a delta >= 1 after.
+func (d *binReader) day(first bool, days []featDay, i int) int32 {
+	if first {
+		return d.within(featMaxDay)
+	}
+	v := days[i-1].day + d.delta(1, featMaxDay)
+	if v > featMaxDay {
+		d.fail()
+	}
+	return v
+}
+
+// within reads a zigzag varint in [-limit, limit].
+func (d *binReader) within(limit int64) int32 {
+	v := d.varint()
+	if v < -limit || v > limit {
+		d.fail()
+		return 0
+	}
+	return int32(v)
+}
+
+// delta reads a uvarint in [lo, limit].
+func (d *binReader) delta(lo, limit uint64) int32 {
+	v := d.uvarint()
+	if v < lo || v > limit {
+		d.fail()
+		return 0
+	}
+	return int32(v)
+}
+
+// count reads a non-negative count that fits an int32.
+func (d *binReader) count() int32 {
+	v := d.uvarint()
+	if v > math.MaxInt32 {
+		d.fail()
+		return 0
+	}
+	return int32(v)
+}
+
+// featNanos is t's Unix time in nanoseconds, saturated to the int64 range.
+func featNanos(t time.Time) int64 {
+	const limit = math.MaxInt64 / int64(time.Second)
+	s := t.Unix()
+	switch {
+	case s >= limit:
+		return math.MaxInt64
+	case s <= -limit:
+		return math.MinInt64
+	}
+	return t.UnixNano()
+}
+
+// featDayOf is the UTC day (days since 1970-01-01) of a Unix time in ns.
+func featDayOf(ns int64) int32 {
+	d := ns / nsPerDay
+	if ns%nsPerDay < 0 {
+		d--
+	}
+	return int32(d)
+}
+
+// featMonthOf is year*12 + month-1 of a UTC day, by the civil-from-days
+// algorithm (proleptic Gregorian calendar).
+func featMonthOf(day int32) int32 {
+	z := int64(day) + 719468
+	era := z / 146097
+	if z < 0 && z%146097 != 0 {
+		era--
+	}
+	doe := z - era*146097
+	yoe := (doe - doe/1460 + doe/36524 - doe/146096) / 365
+	y := yoe + era*400
+	doy := doe - (365*yoe + yoe/4 - yoe/100)
+	mp := (5*doy + 2) / 153
+	m := mp + 3
+	if mp >= 10 {
+		m = mp - 9
+	}
+	if m <= 2 {
+		y++
+	}
+	return int32(y*12 + m - 1)
+}
+
+// featTicketHash is the 32-bit FNV-1a hash of a ticket_id. Persistent.
+func featTicketHash(s string) uint32 {
+	h := uint32(2166136261)
+	for i := 0; i < len(s); i++ {
+		h ^= uint32(s[i])
+		h *= 16777619
+	}
+	return h
+}
+
+func containsU32(s []uint32, v uint32) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+// insertAt inserts v at position i of s.
+func insertAt[T any](s []T, i int, v T) []T {
+	var zero T
+	s = append(s, zero)
+	copy(s[i+1:], s[i:])
+	s[i] = v
+	return s
+}
+
+// countPrefix counts the leading elements of s for which drop holds.
+func countPrefix[T any](s []T, drop func(T) bool) int {
+	n := 0
+	for n < len(s) && drop(s[n]) {
+		n++
+	}
+	return n
+}

@@ -1,0 +1,232 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/coupond/coupond/store"
+)
+
+// Reward queue entries (TableRewardQueue, key = due time, kind, nonce):
+// kind "r" makes a decision's reward final at decision time + reward window
+// + grace; kind "x" gives an unconfirmed send's campaign budget back at
+// caduca_en.
+const (
+	queueReward_ = "r"
+	queueExpiry  = "x"
+)
+
+func queueKey(tenant string, due time.Time, kind, nonce string) []byte {
+	return store.Key(tenant, store.TableRewardQueue, due, kind, nonce)
+}
+
+// queueReward adds the learner's queue entries of a new decision to b.
+func queueReward(b *store.Batch, tenant string, r *DecisionRecord, s store.Settings) {
+	b.Set(queueKey(tenant, r.At.Add(s.RewardWindow+s.RewardGrace), queueReward_, r.Nonce), nil)
+	if r.Accion != 0 && r.CampanaID != "" {
+		b.Set(queueKey(tenant, r.CaducaEn, queueExpiry, r.Nonce), nil)
+	}
+}
+
+// LearnStats counts what one learner pass did.
+type LearnStats struct {
+	Folded      int // rewards folded into the model
+	Unconfirmed int // closed without confirmation: left out
+	Modified    int // modificada: left out
+	Control     int // control group: reward recorded, not learned
+	Released    int // expired unconfirmed sends whose budget went back
+}
+
+// learnBatch bounds the work of one pass so a backlog does not hold the
+// learner lock for long; the next pass continues.
+const learnBatch = 5000
+
+// Learn makes final every reward whose window and grace have passed by the
+// tenant clock, folds them into a copy of the tenant's model, stores the
+// model and the rewards in one synced batch and publishes the new model
+// with an atomic swap. Decisions keep reading the old model meanwhile.
+func (e *Engine) Learn(tenant string) (LearnStats, error) {
+	var st LearnStats
+	ts, err := e.state(tenant)
+	if err != nil {
+		return st, err
+	}
+	t, now, err := e.tenantNow(tenant)
+	if err != nil {
+		return st, err
+	}
+	ts.learnMu.Lock()
+	defer ts.learnMu.Unlock()
+
+	lo, _ := store.TableSpan(tenant, store.TableRewardQueue)
+	hi := store.Key(tenant, store.TableRewardQueue, now.Add(time.Nanosecond))
+	type due struct {
+		key         []byte
+		kind, nonce string
+	}
+	var work []due
+	if err := e.db.Scan(lo, hi, func(k, _ []byte) error {
+		parts, ok := store.SplitKey(tenant, k, "8ss")
+		if !ok {
+			return nil
+		}
+		work = append(work, due{key: append([]byte(nil), k...), kind: string(parts[1]), nonce: string(parts[2])})
+		if len(work) >= learnBatch {
+			return store.ErrStop
+		}
+		return nil
+	}); err != nil {
+		return st, err
+	}
+	if len(work) == 0 {
+		return st, nil
+	}
+
+	pm := ts.model.Load()
+	next := pm.clone()
+	b := e.db.NewBatch()
+	defer b.Close()
+	for _, w := range work {
+		b.Delete(w.key)
+		r, err := e.loadDecision(tenant, w.nonce)
+		if errors.Is(err, ErrNotFound) {
+			continue // deleted customer
+		}
+		if err != nil {
+			return st, err
+		}
+		if w.kind == queueExpiry {
+			if r.Estado == EstadoPendiente && r.Accion != 0 && r.CampanaID != "" {
+				if err := e.releaseBudget(ts, b, tenant, r); err != nil {
+					return st, err
+				}
+				st.Released++
+			}
+			continue
+		}
+		reward, err := e.reward(t, r)
+		if err != nil {
+			return st, err
+		}
+		r.Recompensa = &reward
+		switch {
+		case r.Estado == EstadoPendiente:
+			st.Unconfirmed++
+		case r.Estado == EstadoModificada:
+			st.Modified++
+		case r.EnControl:
+			st.Control++
+		default:
+			// ejecutada teaches the decided action; rechazada teaches what
+			// happened: nothing was sent (action 0).
+			action := r.Accion
+			if r.Estado == EstadoRechazada {
+				action = 0
+			}
+			if prior, ok := r.priorOf(action); ok && len(r.X) > 0 {
+				next.update(r.X, action, float64(reward), prior)
+				r.Aprendida = true
+				st.Folded++
+			}
+		}
+		if err := putDecision(b, tenant, r); err != nil {
+			return st, err
+		}
+	}
+	if st.Folded > 0 {
+		next.publishVersion(now)
+		data, err := next.marshal()
+		if err != nil {
+			return st, err
+		}
+		b.Set(store.Key(tenant, store.TableModel), data)
+	}
+	if err := b.Commit(); err != nil {
+		return st, err
+	}
+	if st.Folded > 0 {
+		ts.model.Store(next)
+		e.log.Info().Str("tenant", tenant).Int("folded", st.Folded).Str("politica_version", next.version).Msg("model updated")
+	}
+	return st, nil
+}
+
+// reward is a decision's final reward in cents: the customer's purchase
+// margin in the reward window, minus the sending cost of the action if it
+// was sent, minus the opt-out penalty if a BAJA comunicaciones fell in it.
+func (e *Engine) reward(t *store.Tenant, r *DecisionRecord) (int64, error) {
+	margin, optOut, err := e.windowOutcome(t.ID, r.ClienteRef, r.At, r.At.Add(t.Settings.RewardWindow))
+	if err != nil {
+		return 0, err
+	}
+	reward := margin
+	sent := r.Accion
+	if r.Estado == EstadoRechazada {
+		sent = 0
+	}
+	if r.Estado == EstadoModificada && r.AccionReal != nil {
+		sent = *r.AccionReal
+	}
+	if sent != 0 {
+		if cat := e.catalogOf(t.ID); cat != nil {
+			if a := cat.Action(sent); a != nil {
+				reward -= a.CostoEnvioCents
+			}
+		}
+	}
+	if optOut {
+		reward -= t.Settings.OptoutPenaltyCents
+	}
+	return reward, nil
+}
+
+func (e *Engine) catalogOf(tenant string) *Catalog {
+	ts, err := e.state(tenant)
+	if err != nil {
+		return nil
+	}
+	return ts.catalog.Load()
+}
+
+// RunLearner runs learner passes for every tenant every interval until ctx
+// ends. Errors are logged and retried on the next pass.
+func (e *Engine) RunLearner(ctx context.Context, interval time.Duration) {
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		for _, t := range e.db.Tenants() {
+			for {
+				st, err := e.Learn(t.ID)
+				if err != nil {
+					e.log.Error().Err(err).Str("tenant", t.ID).Msg("learner pass")
+					break
+				}
+				if st.Folded+st.Unconfirmed+st.Modified+st.Control+st.Released < learnBatch || ctx.Err() != nil {
+					break
+				}
+			}
+		}
+	}
+}
+
+func (e *Engine) loadModel(tenant string) (*publishedModel, error) {
+	data, err := e.db.Get(store.Key(tenant, store.TableModel))
+	if errors.Is(err, store.ErrNotFound) {
+		return newPublishedModel(), nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	pm, err := unmarshalModel(data)
+	if err != nil {
+		return nil, fmt.Errorf("tenant %s model: %w", tenant, err)
+	}
+	return pm, nil
+}

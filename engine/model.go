@@ -1,0 +1,72 @@
+package engine
+
+import (
+	"time"
+)
+
+// candidate is one eligible action of a decision with its scores.
+type candidate struct {
+	id     int
+	action *Action // nil for 0
+	prior  float64 // economic prior, cents
+	mu     float64 // expected reward, cents over the window
+	sigma  float64 // uncertainty of mu, cents
+}
+
+// scored are the candidates of one decision, scored.
+type scored struct {
+	cands []candidate
+	n     float64 // rewards the model has seen (drives exploration's gamma)
+}
+
+// publishedModel is a tenant's model as decisions read it: immutable once
+// published (Learn clones, updates and swaps).
+type publishedModel struct {
+	version string
+	m       *policyModel
+}
+
+func newPublishedModel() *publishedModel {
+	return &publishedModel{version: "v0-prior", m: newPolicyModel()}
+}
+
+func (pm *publishedModel) clone() *publishedModel {
+	return &publishedModel{version: pm.version, m: pm.m.clone()}
+}
+
+func (pm *publishedModel) update(x []float64, action int, rewardCents, prior float64) {
+	pm.m.update(x, action, rewardCents, prior)
+}
+
+// publishVersion labels the model after an update: the number of rewards
+// folded and the tenant time of publication.
+func (pm *publishedModel) publishVersion(now time.Time) {
+	pm.version = versionLabel(pm.m.n, now)
+}
+
+func (pm *publishedModel) marshal() ([]byte, error) { return pm.m.marshal(pm.version) }
+
+func unmarshalModel(b []byte) (*publishedModel, error) {
+	m, version, err := unmarshalPolicyModel(b)
+	if err != nil {
+		return nil, err
+	}
+	return &publishedModel{version: version, m: m}, nil
+}
+
+// score fills mu and sigma of every candidate for the customer.
+func (pm *publishedModel) score(cust *customer, cands []candidate, window time.Duration) *scored {
+	sc := &scored{cands: cands, n: float64(pm.m.n)}
+	for i := range sc.cands {
+		c := &sc.cands[i]
+		c.prior = cust.prior(c.action)
+		c.mu, c.sigma = pm.m.predict(cust.x, c.id, c.prior)
+	}
+	return sc
+}
+
+// distribution returns the exploration distribution over sc.cands and the
+// index of the action the policy ranks first.
+func (pm *publishedModel) distribution(sc *scored) ([]float64, int) {
+	return pm.m.distribution(sc)
+}

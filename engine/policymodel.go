@@ -1,0 +1,283 @@
+package engine
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"strconv"
+	"time"
+)
+
+// The policy: a reward model with uncertainty and an exploration rule with
+// exact propensities.
+//
+// Reward model. The expected reward of action a for a customer with feature
+// vector x (cents over the reward window) is
+//
+//	μ(x,a) = prior(x,a) + s·(θ₀ᵀx + θₐᵀx)
+//
+// where prior is the economic prior (customer.prior), s a running scale of
+// the residuals (so nothing below depends on the tenant's money scale), θ₀
+// a ridge regression shared by all actions (what the prior gets wrong for
+// everyone: the customer's baseline) and θₐ a per-action ridge regression
+// on what is left (the action's own effect). Each regression keeps its
+// precision matrix inverse A⁻¹ up to date with Sherman–Morrison, so an
+// update costs O(D²). The uncertainty of action a is σ = s·√(v·xᵀAₐ⁻¹x),
+// v the running residual variance; an action without support has the
+// prior's full uncertainty, which shrinks as it gathers data.
+//
+// Exploration. Actions are ranked by the optimistic score (μ + β·σ)/s
+// (RegCB-opt: an unsupported action is tried until its uncertainty is
+// gone), then probabilities follow SquareCB's inverse-gap weighting
+// (Foster & Rakhlin 2020): p(a) = 1/(K + γ·gap(a)) for every action but the
+// top one, which takes the rest, with γ = γ₀ + γ₁·√n growing with the data
+// n, so the rule becomes near-greedy as it learns (Bietti, Agarwal &
+// Langford 2021: optimistic and near-greedy rules win, heavy exploration
+// loses). Finally a floor mixes in pmin/K of uniform so every eligible
+// action keeps a non-zero probability and off-policy evaluation stays
+// possible. The logged propensity is exactly the probability drawn from.
+const (
+	modelRidge   = 1.0  // λ of both regressions (normalised units)
+	modelBeta    = 1.0  // optimism β
+	modelGamma0  = 10.0 // γ₀
+	modelGamma1  = 2.0  // γ₁
+	modelFloor   = 0.05 // pmin: total probability spread uniformly
+	initialScale = 2000 // cents: residual scale before any data
+)
+
+type ridge struct {
+	N     float64   `json:"n"`
+	Ainv  []float64 `json:"ainv"` // D×D, row-major
+	B     []float64 `json:"b"`
+	Theta []float64 `json:"theta"`
+}
+
+func newRidge() *ridge {
+	r := &ridge{Ainv: make([]float64, VectorDim*VectorDim), B: make([]float64, VectorDim), Theta: make([]float64, VectorDim)}
+	for i := 0; i < VectorDim; i++ {
+		r.Ainv[i*VectorDim+i] = 1 / modelRidge
+	}
+	return r
+}
+
+func (r *ridge) clone() *ridge {
+	return &ridge{N: r.N, Ainv: append([]float64(nil), r.Ainv...), B: append([]float64(nil), r.B...), Theta: append([]float64(nil), r.Theta...)}
+}
+
+func (r *ridge) predict(x []float64) float64 {
+	var s float64
+	for i, v := range x {
+		s += r.Theta[i] * v
+	}
+	return s
+}
+
+// quad returns xᵀA⁻¹x.
+func (r *ridge) quad(x []float64) float64 {
+	var q float64
+	for i := range x {
+		var row float64
+		base := i * VectorDim
+		for j := range x {
+			row += r.Ainv[base+j] * x[j]
+		}
+		q += x[i] * row
+	}
+	return q
+}
+
+// update folds (x, y) with Sherman–Morrison and refreshes θ = A⁻¹b.
+func (r *ridge) update(x []float64, y float64) {
+	var u [VectorDim]float64 // A⁻¹x
+	for i := 0; i < VectorDim; i++ {
+		var s float64
+		for j := 0; j < VectorDim; j++ {
+			s += r.Ainv[i*VectorDim+j] * x[j]
+		}
+		u[i] = s
+	}
+	var den float64 = 1
+	for i := 0; i < VectorDim; i++ {
+		den += x[i] * u[i]
+	}
+	for i := 0; i < VectorDim; i++ {
+		for j := 0; j < VectorDim; j++ {
+			r.Ainv[i*VectorDim+j] -= u[i] * u[j] / den
+		}
+	}
+	for i := 0; i < VectorDim; i++ {
+		r.B[i] += y * x[i]
+	}
+	for i := 0; i < VectorDim; i++ {
+		var s float64
+		for j := 0; j < VectorDim; j++ {
+			s += r.Ainv[i*VectorDim+j] * r.B[j]
+		}
+		r.Theta[i] = s
+	}
+	r.N++
+}
+
+// policyModel is a tenant's reward model.
+type policyModel struct {
+	n      int64
+	shared *ridge
+	arms   map[int]*ridge
+	// Running mean and variance (Welford) of the raw residuals r − prior,
+	// for the scale s, and of the normalised residuals after the fit, for v.
+	resN, resMean, resM2 float64
+	fitN, fitM2          float64
+}
+
+func newPolicyModel() *policyModel {
+	return &policyModel{shared: newRidge(), arms: map[int]*ridge{}}
+}
+
+func (m *policyModel) clone() *policyModel {
+	c := *m
+	c.shared = m.shared.clone()
+	c.arms = make(map[int]*ridge, len(m.arms))
+	for k, v := range m.arms {
+		c.arms[k] = v.clone()
+	}
+	return &c
+}
+
+// scale is s: the standard deviation of the raw residuals, shrunk toward
+// initialScale while there is little data.
+func (m *policyModel) scale() float64 {
+	const pseudo = 20
+	v := (m.resM2 + pseudo*initialScale*initialScale) / (m.resN + pseudo)
+	return math.Max(math.Sqrt(v), 1)
+}
+
+// noise is v: the variance of normalised residuals after the fit, near 1
+// before data.
+func (m *policyModel) noise() float64 {
+	const pseudo = 10
+	return (m.fitM2 + pseudo) / (m.fitN + pseudo)
+}
+
+// predict returns μ and σ (cents) of action for x given its prior.
+func (m *policyModel) predict(x []float64, action int, prior float64) (mu, sigma float64) {
+	s := m.scale()
+	f := m.shared.predict(x)
+	q := 1 / modelRidge * dot(x, x) // no support yet: the ridge prior's variance
+	if a, ok := m.arms[action]; ok {
+		f += a.predict(x)
+		q = a.quad(x)
+	}
+	return prior + s*f, s * math.Sqrt(m.noise()*q)
+}
+
+// update folds one final reward of action for x.
+func (m *policyModel) update(x []float64, action int, reward, prior float64) {
+	raw := reward - prior
+	m.resN++
+	d := raw - m.resMean
+	m.resMean += d / m.resN
+	m.resM2 += d * (raw - m.resMean)
+	s := m.scale()
+	y := raw / s
+	pred := m.shared.predict(x)
+	a, ok := m.arms[action]
+	if !ok {
+		a = newRidge()
+		m.arms[action] = a
+	}
+	pred += a.predict(x)
+	e := y - pred
+	m.fitN++
+	m.fitM2 += e * e
+	m.shared.update(x, y)
+	a.update(x, y-m.shared.predict(x))
+	m.n++
+}
+
+// distribution is the exploration rule; see the package comment above.
+func (m *policyModel) distribution(sc *scored) ([]float64, int) {
+	k := len(sc.cands)
+	probs := make([]float64, k)
+	if k == 1 {
+		probs[0] = 1
+		return probs, 0
+	}
+	s := m.scale()
+	top := 0
+	opt := make([]float64, k)
+	for i, c := range sc.cands {
+		opt[i] = (c.mu + modelBeta*c.sigma) / s
+		if opt[i] > opt[top] {
+			top = i
+		}
+	}
+	gamma := modelGamma0 + modelGamma1*math.Sqrt(sc.n)
+	rest := 1.0
+	for i := range sc.cands {
+		if i == top {
+			continue
+		}
+		probs[i] = 1 / (float64(k) + gamma*(opt[top]-opt[i]))
+		rest -= probs[i]
+	}
+	probs[top] = rest
+	for i := range probs {
+		probs[i] = (1-modelFloor)*probs[i] + modelFloor/float64(k)
+	}
+	return probs, top
+}
+
+func dot(a, b []float64) float64 {
+	var s float64
+	for i := range a {
+		s += a[i] * b[i]
+	}
+	return s
+}
+
+// modelFile is the stored form of a model (TableModel), JSON with a version.
+type modelFile struct {
+	Format  int            `json:"format"`
+	Version string         `json:"politica_version"`
+	N       int64          `json:"n"`
+	Shared  *ridge         `json:"shared"`
+	Arms    map[int]*ridge `json:"arms"`
+	ResN    float64        `json:"res_n"`
+	ResMean float64        `json:"res_mean"`
+	ResM2   float64        `json:"res_m2"`
+	FitN    float64        `json:"fit_n"`
+	FitM2   float64        `json:"fit_m2"`
+}
+
+func (m *policyModel) marshal(version string) ([]byte, error) {
+	return json.Marshal(modelFile{Format: 1, Version: version, N: m.n, Shared: m.shared, Arms: m.arms,
+		ResN: m.resN, ResMean: m.resMean, ResM2: m.resM2, FitN: m.fitN, FitM2: m.fitM2})
+}
+
+func unmarshalPolicyModel(b []byte) (*policyModel, string, error) {
+	var f modelFile
+	if err := json.Unmarshal(b, &f); err != nil {
+		return nil, "", fmt.Errorf("decode model: %w", err)
+	}
+	ok := f.Format == 1 && f.Shared != nil && f.Shared.valid()
+	for _, a := range f.Arms {
+		ok = ok && a != nil && a.valid()
+	}
+	if !ok {
+		return nil, "", fmt.Errorf("decode model: damaged or unknown format %d", f.Format)
+	}
+	if f.Arms == nil {
+		f.Arms = map[int]*ridge{}
+	}
+	return &policyModel{n: f.N, shared: f.Shared, arms: f.Arms, resN: f.ResN, resMean: f.ResMean, resM2: f.ResM2, fitN: f.FitN, fitM2: f.FitM2}, f.Version, nil
+}
+
+func (r *ridge) valid() bool {
+	return len(r.Ainv) == VectorDim*VectorDim && len(r.B) == VectorDim && len(r.Theta) == VectorDim
+}
+
+// versionLabel names a published model: the rewards folded and the tenant
+// time of publication, e.g. "v1250-20261122T230000".
+func versionLabel(n int64, now time.Time) string {
+	return "v" + strconv.FormatInt(n, 10) + "-" + now.UTC().Format("20060102T150405")
+}

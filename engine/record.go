@@ -1,0 +1,127 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/coupond/coupond/store"
+)
+
+// Execution states of a decision (spec: Execution of a decision).
+const (
+	EstadoPendiente  = ""
+	EstadoEjecutada  = "ejecutada"
+	EstadoModificada = "modificada"
+	EstadoRechazada  = "rechazada"
+)
+
+// DecisionRecord is the durable record of a decision, a fallback record or
+// a batch line: everything learning, evaluation, export and deletion need.
+// It is found by decision id (TableDecision, key = nonce) and by customer
+// (TableCustomerDecide, key = cliente_ref, time, nonce).
+type DecisionRecord struct {
+	Nonce      string    `json:"nonce"`
+	ClienteRef string    `json:"cliente_ref"`
+	At         time.Time `json:"at"`
+	Canal      string    `json:"canal,omitempty"`
+	CampanaID  string    `json:"campana_id,omitempty"`
+	JobID      string    `json:"job_id,omitempty"`
+
+	Accion     int       `json:"accion"`
+	Propension float64   `json:"propension"`
+	Version    string    `json:"politica_version"`
+	Explorado  bool      `json:"explorado"`
+	EnControl  bool      `json:"en_control"`
+	EnRespaldo bool      `json:"en_respaldo"`
+	EnSombra   bool      `json:"en_sombra,omitempty"`
+	CaducaEn   time.Time `json:"caduca_en"`
+	Motivo     string    `json:"motivo"`
+
+	// Policy inputs and outputs, kept for learning and off-policy evaluation:
+	// the feature vector, the eligible actions, their probabilities and the
+	// model's expected rewards (cents) at decision time.
+	X          []float64 `json:"x,omitempty"`
+	Candidates []int     `json:"candidatos,omitempty"`
+	Probs      []float64 `json:"probs,omitempty"`
+	Mu         []float64 `json:"mu,omitempty"`
+	Priors     []float64 `json:"priors,omitempty"`
+	// Budget reserved by this decision (sends are given back on rejection or
+	// expiry).
+	BudgetCents int64 `json:"budget_cents,omitempty"`
+
+	// Execution confirmation.
+	Estado        string     `json:"estado_ejecucion,omitempty"`
+	AccionReal    *int       `json:"accion_real,omitempty"`
+	MotivoRechazo string     `json:"motivo_rechazo,omitempty"`
+	TsEjecucion   *time.Time `json:"ts_ejecucion,omitempty"`
+	ConfirmadaEn  *time.Time `json:"confirmada_en,omitempty"`
+
+	// Reward, once final.
+	Recompensa *int64 `json:"recompensa_cents,omitempty"`
+	Aprendida  bool   `json:"aprendida,omitempty"`
+}
+
+// opensWindow reports whether the record opens a reward window: every
+// decision does, fallback records do not.
+func (r *DecisionRecord) opensWindow() bool { return !r.EnRespaldo }
+
+func decisionKey(tenant, nonce string) []byte { return store.Key(tenant, store.TableDecision, nonce) }
+
+func customerDecisionKey(tenant, clienteRef string, at time.Time, nonce string) []byte {
+	return store.Key(tenant, store.TableCustomerDecide, clienteRef, at, nonce)
+}
+
+// putDecision adds the record and its customer index entry to b.
+func putDecision(b *store.Batch, tenant string, r *DecisionRecord) error {
+	if err := b.SetJSON(decisionKey(tenant, r.Nonce), r); err != nil {
+		return err
+	}
+	b.Set(customerDecisionKey(tenant, r.ClienteRef, r.At, r.Nonce), nil)
+	return nil
+}
+
+// loadDecision reads a decision record by nonce.
+func (e *Engine) loadDecision(tenant, nonce string) (*DecisionRecord, error) {
+	var r DecisionRecord
+	err := e.db.GetJSON(decisionKey(tenant, nonce), &r)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, fmt.Errorf("decision: %w", ErrNotFound)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// DecisionByID verifies a decision id of tenant and returns its record.
+// Altered, invented, foreign and unknown ids all give ErrNotFound.
+func (e *Engine) DecisionByID(tenant, id string) (*DecisionRecord, error) {
+	nonce, ok := e.ids.parse(tenant, id)
+	if !ok {
+		return nil, fmt.Errorf("decision: %w", ErrNotFound)
+	}
+	return e.loadDecision(tenant, nonce)
+}
+
+// ValidDecisionID reports whether id is a well-signed decision id of tenant
+// (no store read).
+func (e *Engine) ValidDecisionID(tenant, id string) bool {
+	_, ok := e.ids.parse(tenant, id)
+	return ok
+}
+
+// DecisionID returns the public id of a record.
+func (e *Engine) DecisionID(tenant string, r *DecisionRecord) string {
+	return e.ids.issue(tenant, r.Nonce)
+}
+
+// priorOf returns the economic prior the decision computed for action.
+func (r *DecisionRecord) priorOf(action int) (float64, bool) {
+	for i, id := range r.Candidates {
+		if id == action && i < len(r.Priors) {
+			return r.Priors[i], true
+		}
+	}
+	return 0, false
+}

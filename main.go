@@ -1,0 +1,25 @@
+// Command coupond is the coupon decision engine: one binary that serves the
+// v1 API, runs batch jobs, learns, and is operated with "coupond admin".
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/coupond/coupond/cli"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := cli.Run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	if err != nil {
+		if _, ok := err.(*cli.ExitError); !ok {
+			fmt.Fprintln(os.Stderr, "coupond:", err)
+		}
+		os.Exit(cli.ExitCode(err))
+	}
+}

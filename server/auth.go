@@ -1,0 +1,157 @@
+package server
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
+	"hash"
+	"strings"
+	"sync"
+	"time"
+)
+
+// scope is one permission bit.
+type scope uint32
+
+const (
+	scopeEventos scope = 1 << iota
+	scopeDecisiones
+	scopeConfirmar
+	scopeCampanas
+	scopeCatalogo
+	scopeBorrar
+	scopeExportar
+	scopeWebhooks
+	scopeExplicar
+)
+
+// scopeNames is the one table of scope names (contract section 3).
+var scopeNames = []struct {
+	name string
+	bit  scope
+}{
+	{"eventos:publicar", scopeEventos},
+	{"decisiones:pedir", scopeDecisiones},
+	{"decisiones:confirmar", scopeConfirmar},
+	{"campanas:escribir", scopeCampanas},
+	{"catalogo:escribir", scopeCatalogo},
+	{"clientes:borrar", scopeBorrar},
+	{"clientes:exportar", scopeExportar},
+	{"webhooks:escribir", scopeWebhooks},
+	{"explicar:leer", scopeExplicar},
+}
+
+// ScopeNames lists every scope name, for the admin commands.
+func ScopeNames() []string {
+	out := make([]string, len(scopeNames))
+	for i, s := range scopeNames {
+		out[i] = s.name
+	}
+	return out
+}
+
+// parseScopes converts names to bits; ok is false when a name is unknown.
+func parseScopes(names []string) (scope, bool) {
+	var set scope
+	for _, n := range names {
+		found := false
+		for _, s := range scopeNames {
+			if s.name == n {
+				set |= s.bit
+				found = true
+				break
+			}
+		}
+		if !found {
+			return 0, false
+		}
+	}
+	return set, true
+}
+
+// String joins the scope names with spaces, in table order.
+func (s scope) String() string {
+	var parts []string
+	for _, n := range scopeNames {
+		if s&n.bit != 0 {
+			parts = append(parts, n.name)
+		}
+	}
+	return strings.Join(parts, " ")
+}
+
+// tokenTTL is the lifetime of an access token (spec: 15 minutes).
+const tokenTTL = 15 * time.Minute
+
+// tokens issues and verifies access tokens: "ct1." + base64url(payload) +
+// "." + base64url(HMAC-SHA256(payload)), payload = expiry (unix seconds, 8
+// bytes) | scopes (4 bytes) | client_id. Verification needs no store read;
+// whether the credential is still active is checked against the in-memory
+// credential cache by the caller.
+type tokens struct {
+	key  []byte
+	pool sync.Pool // of hash.Hash
+}
+
+func newTokens(key []byte) *tokens {
+	t := &tokens{key: key}
+	t.pool.New = func() any { return hmac.New(sha256.New, t.key) }
+	return t
+}
+
+const tokenPrefix = "ct1."
+
+func (t *tokens) issue(clientID string, scopes scope, exp time.Time) string {
+	payload := make([]byte, 12, 12+len(clientID))
+	binary.BigEndian.PutUint64(payload, uint64(exp.Unix()))
+	binary.BigEndian.PutUint32(payload[8:], uint32(scopes))
+	payload = append(payload, clientID...)
+	mac := t.sign(payload, nil)
+	enc := base64.RawURLEncoding
+	return tokenPrefix + enc.EncodeToString(payload) + "." + enc.EncodeToString(mac)
+}
+
+func (t *tokens) sign(payload, dst []byte) []byte {
+	h := t.pool.Get().(hash.Hash)
+	h.Reset()
+	h.Write(payload)
+	dst = h.Sum(dst)
+	t.pool.Put(h)
+	return dst
+}
+
+// verify checks the token's signature and expiry against now (real time) and
+// returns its client id and scopes. ok is false for anything malformed,
+// altered or expired.
+func (t *tokens) verify(tok string, now time.Time) (clientID string, scopes scope, ok bool) {
+	if !strings.HasPrefix(tok, tokenPrefix) {
+		return "", 0, false
+	}
+	rest := tok[len(tokenPrefix):]
+	dot := strings.IndexByte(rest, '.')
+	if dot < 0 || dot > 200 || len(rest)-dot-1 != 43 {
+		return "", 0, false
+	}
+	var pbuf [160]byte
+	var mbuf [34]byte
+	enc := base64.RawURLEncoding
+	n, err := enc.Decode(pbuf[:], []byte(rest[:dot]))
+	if err != nil || n < 13 {
+		return "", 0, false
+	}
+	m, err := enc.Decode(mbuf[:], []byte(rest[dot+1:]))
+	if err != nil || m != 32 {
+		return "", 0, false
+	}
+	var sbuf [32]byte
+	want := t.sign(pbuf[:n], sbuf[:0])
+	if !hmac.Equal(want, mbuf[:m]) {
+		return "", 0, false
+	}
+	exp := int64(binary.BigEndian.Uint64(pbuf[:8]))
+	if now.Unix() >= exp {
+		return "", 0, false
+	}
+	return string(pbuf[12:n]), scope(binary.BigEndian.Uint32(pbuf[8:12])), true
+}

@@ -1,0 +1,211 @@
+package server
+
+import (
+	"errors"
+	"io"
+	"math"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/coupond/coupond/batch"
+	"github.com/coupond/coupond/engine"
+	"github.com/coupond/coupond/server/schema"
+)
+
+var batchSchema = schema.Object(
+	schema.Field("campana_id", schema.ID()).Required(),
+	schema.Field("clientes", schema.Array(schema.ClienteRef()).Items(1, 500_000).Nullable()),
+	schema.Field("segmento", schema.AnyObject().Nullable()),
+)
+
+// checkBatchSlot answers 429 before the body is read when the tenant has a
+// job in progress or had one in the last hour.
+func (s *Server) checkBatchSlot(c *call) error {
+	if wait, busy := s.Batch.Busy(c.tenant.ID); busy {
+		return &apiError{kind: kindRateLimited, retryAfter: int(math.Ceil(wait.Seconds())), msg: "hay un lote en curso o ya se creó uno en la última hora"}
+	}
+	return nil
+}
+
+type jobView struct {
+	JobID             string     `json:"job_id"`
+	Estado            string     `json:"estado"`
+	CreadoEn          time.Time  `json:"creado_en"`
+	CampanaID         string     `json:"campana_id"`
+	Total             int        `json:"total"`
+	Procesados        int        `json:"procesados"`
+	IniciadoEn        *time.Time `json:"iniciado_en"`
+	CompletadoEn      *time.Time `json:"completado_en"`
+	ResultadoURL      string     `json:"resultado_url,omitempty"`
+	ResultadoExpiraEn *time.Time `json:"resultado_expira_en,omitempty"`
+	Error             string     `json:"error,omitempty"`
+}
+
+func (s *Server) viewJob(j *batch.Job, real time.Time) jobView {
+	v := jobView{JobID: j.ID, Estado: j.Estado, CreadoEn: j.CreadoEn, CampanaID: j.CampanaID, Total: j.Total,
+		Procesados: j.Procesados, IniciadoEn: j.IniciadoEn, CompletadoEn: j.CompletadoEn, Error: j.Error}
+	if _, ok := s.Batch.ResultFile(j); ok {
+		exp := real.Add(batch.ResultURLTTL).Truncate(time.Second).UTC()
+		v.ResultadoURL = s.Batch.Signer.Sign(j.Tenant, j.ID, exp)
+		v.ResultadoExpiraEn = &exp
+	}
+	return v
+}
+
+func (s *Server) handleBatchCreate(c *call) error {
+	v, err := decode(c.body, batchSchema)
+	if err != nil {
+		return err
+	}
+	cl, seg := v.Field("clientes"), v.Field("segmento")
+	hasCl, hasSeg := cl.Present() && !cl.IsNull(), seg.Present() && !seg.IsNull()
+	if hasCl == hasSeg {
+		return &validationError{detail: []schema.Violation{schema.ValueError([]any{"body"}, "envíe exactamente uno de clientes o segmento", nil)}}
+	}
+	sub := batch.Submission{CampanaID: v.Field("campana_id").String()}
+	if hasCl {
+		sub.Clientes = make([]string, 0, cl.Len())
+		for _, it := range cl.Items() {
+			sub.Clientes = append(sub.Clientes, it.String())
+		}
+	} else {
+		raw := seg.JSON()
+		parsed, err := engine.ParseSegmentJSON(raw)
+		if err != nil {
+			var se *engine.SegmentError
+			if errors.As(err, &se) {
+				var bad []schema.Violation
+				for _, sv := range se.Violations {
+					loc := append([]any{"body"}, sv.Loc...)
+					bad = append(bad, schema.Violation{Loc: loc, Msg: sv.Msg, Type: sv.Type, Input: sv.Input})
+				}
+				return &validationError{detail: bad}
+			}
+			return err
+		}
+		sub.Segmento, sub.SegmentoRaw = parsed, raw
+	}
+	j, err := s.Batch.Submit(c.tenant.ID, sub)
+	var re *batch.RetryError
+	switch {
+	case errors.As(err, &re):
+		return &apiError{kind: kindRateLimited, retryAfter: int(math.Ceil(re.After.Seconds())), msg: "hay un lote en curso o ya se creó uno en la última hora"}
+	case errors.Is(err, engine.ErrNoCampaign):
+		return &validationError{detail: []schema.Violation{schema.ValueError([]any{"body", "campana_id"}, "la campaña no está definida; defínala con PUT /v1/campanas/{campana_id}", sub.CampanaID)}}
+	case err != nil:
+		return err
+	}
+	writeJSON(c.w, http.StatusAccepted, map[string]any{"job_id": j.ID, "estado": j.Estado, "creado_en": j.CreadoEn})
+	return nil
+}
+
+func (s *Server) job(c *call) (*batch.Job, error) {
+	j, err := s.Batch.Job(c.tenant.ID, c.params.ByName("job_id"))
+	if errors.Is(err, batch.ErrNotFound) {
+		return nil, errKind(kindNotFound)
+	}
+	return j, err
+}
+
+func (s *Server) handleBatchStatus(c *call) error {
+	j, err := s.job(c)
+	if err != nil {
+		return err
+	}
+	writeJSON(c.w, http.StatusOK, s.viewJob(j, c.start))
+	return nil
+}
+
+func (s *Server) handleBatchResult(c *call) error {
+	j, err := s.job(c)
+	if err != nil {
+		return err
+	}
+	return s.sendResult(c, j)
+}
+
+// handleSignedDownload serves a signed result URL: no token; an altered,
+// expired or foreign URL answers 404 and leaks nothing.
+func (s *Server) handleSignedDownload(c *call) error {
+	tenant, jobID, err := s.Batch.Signer.Verify(c.r.Method, c.r.URL.Path, c.r.URL.RawQuery, c.start)
+	if err != nil {
+		return errKind(kindNotFound)
+	}
+	j, err := s.Batch.Job(tenant, jobID)
+	if err != nil {
+		return errKind(kindNotFound)
+	}
+	return s.sendResult(c, j)
+}
+
+// sendResult streams a result file: the stored zstd bytes as they are to a
+// client that accepts zstd, decompressed on the fly otherwise.
+func (s *Server) sendResult(c *call, j *batch.Job) error {
+	path, ok := s.Batch.ResultFile(j)
+	if !ok {
+		return errKind(kindNotFound)
+	}
+	res, err := batch.OpenResult(path)
+	if err != nil {
+		return errKind(kindNotFound)
+	}
+	defer res.Close()
+	h := c.w.Header()
+	h.Set("Content-Type", batch.ResultContentType)
+	h.Set("Cache-Control", "no-store")
+	h.Set("Vary", "Accept-Encoding")
+	if batch.AcceptsZstd(c.r.Header.Get("Accept-Encoding")) {
+		h.Set("Content-Encoding", "zstd")
+		h.Set("Content-Length", strconv.FormatInt(res.Size(), 10))
+		c.w.WriteHeader(http.StatusOK)
+		_, err := io.Copy(c.w, res.Compressed())
+		return ignoreClientGone(err)
+	}
+	rd, err := res.Decompressed()
+	if err != nil {
+		return err
+	}
+	c.w.WriteHeader(http.StatusOK)
+	_, err = io.Copy(c.w, rd)
+	return ignoreClientGone(err)
+}
+
+// ignoreClientGone drops errors after the status line went out: nothing can
+// be told to the client any more.
+func ignoreClientGone(error) error { return nil }
+
+var webhookSchema = schema.Object(
+	schema.Field("url", schema.URL("http", "https")).Required(),
+	schema.Field("eventos", schema.Array(schema.String().Enum(batch.EventLoteCompletado)).Items(1, 10)).Required(),
+)
+
+func (s *Server) handlePutWebhook(c *call) error {
+	v, err := decode(c.body, webhookSchema)
+	if err != nil {
+		return err
+	}
+	u := v.Field("url").String()
+	if err := batch.CheckDestination(c.r.Context(), u, s.WebhookAllowPrivate, nil); err != nil {
+		return &validationError{detail: []schema.Violation{{Loc: []any{"body", "url"}, Type: "url_parsing",
+			Msg: "URL no admitida: destino privado, de loopback, link-local o de metadatos, o no resoluble", Input: u}}}
+	}
+	var eventos []string
+	for _, it := range v.Field("eventos").Items() {
+		eventos = append(eventos, it.String())
+	}
+	reg, err := s.Webhooks.Register(c.tenant.ID, u, eventos, c.now())
+	if err != nil {
+		return err
+	}
+	writeJSON(c.w, http.StatusOK, map[string]any{"url": reg.URL, "eventos": reg.Eventos, "secreto": reg.Secret, "creado_en": reg.CreadoEn})
+	return nil
+}
+
+func (s *Server) handleDeleteWebhook(c *call) error {
+	if err := s.Webhooks.Delete(c.tenant.ID); err != nil {
+		return err
+	}
+	writeJSON(c.w, http.StatusOK, struct{}{})
+	return nil
+}

@@ -1,0 +1,87 @@
+package server
+
+import (
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/coupond/coupond/engine"
+	"github.com/coupond/coupond/server/schema"
+)
+
+var campaignSchema = schema.Object(
+	schema.Field("canal", schema.String().Len(1, 256)).Required(),
+	schema.Field("descripcion", schema.String().Len(1, 256)).Required(),
+	schema.Field("max_descuento_mxn", schema.Money().Range(0, 100_000_000_000)),
+	schema.Field("max_envios", schema.Int().Min(0)),
+)
+
+type campaignView struct {
+	CampanaID       string    `json:"campana_id"`
+	Canal           string    `json:"canal"`
+	Descripcion     string    `json:"descripcion"`
+	MaxDescuentoMXN *float64  `json:"max_descuento_mxn"`
+	MaxEnvios       *int64    `json:"max_envios"`
+	CreadoEn        time.Time `json:"creado_en"`
+	ActualizadoEn   time.Time `json:"actualizado_en"`
+}
+
+func viewCampaign(c *engine.Campaign) campaignView {
+	v := campaignView{CampanaID: c.ID, Canal: c.Canal, Descripcion: c.Descripcion, MaxEnvios: c.MaxEnvios, CreadoEn: c.CreadoEn, ActualizadoEn: c.ActualizadoEn}
+	if c.MaxDescuentoCents != nil {
+		m := mxn(*c.MaxDescuentoCents)
+		v.MaxDescuentoMXN = &m
+	}
+	return v
+}
+
+// campanaParam validates the campana_id path parameter.
+func campanaParam(c *call) (string, error) {
+	id := c.params.ByName("campana_id")
+	if len(id) > 128 || !schema.ValidID(id) {
+		return "", &validationError{detail: []schema.Violation{schema.PatternMismatch("path", "campana_id", id, schema.IDPatternText)}}
+	}
+	return id, nil
+}
+
+func (s *Server) handlePutCampaign(c *call) error {
+	id, err := campanaParam(c)
+	if err != nil {
+		return err
+	}
+	v, err := decode(c.body, campaignSchema)
+	if err != nil {
+		return err
+	}
+	camp := engine.Campaign{ID: id, Canal: v.Field("canal").String(), Descripcion: v.Field("descripcion").String()}
+	if f := v.Field("max_descuento_mxn"); f.Present() && !f.IsNull() {
+		cents := f.Cents()
+		camp.MaxDescuentoCents = &cents
+	}
+	if f := v.Field("max_envios"); f.Present() && !f.IsNull() {
+		n := f.Int()
+		camp.MaxEnvios = &n
+	}
+	saved, err := s.Engine.PutCampaign(c.tenant.ID, camp, c.now())
+	if err != nil {
+		return err
+	}
+	writeJSON(c.w, http.StatusOK, viewCampaign(saved))
+	return nil
+}
+
+func (s *Server) handleGetCampaign(c *call) error {
+	id, err := campanaParam(c)
+	if err != nil {
+		return err
+	}
+	camp, err := s.Engine.Campaign(c.tenant.ID, id)
+	if errors.Is(err, engine.ErrNotFound) {
+		return errKind(kindNotFound)
+	}
+	if err != nil {
+		return err
+	}
+	writeJSON(c.w, http.StatusOK, viewCampaign(camp))
+	return nil
+}

@@ -1,0 +1,101 @@
+package server
+
+import (
+	"errors"
+	"net/http"
+
+	"github.com/coupond/coupond/engine"
+	"github.com/coupond/coupond/server/schema"
+)
+
+var catalogSchema = schema.Object(
+	schema.Field("acciones", schema.Array(schema.Object(
+		schema.Field("id", schema.Int().Min(1).Max(1_000_000)).Required(),
+		schema.Field("nombre", schema.String().Len(1, 256)).Required(),
+		schema.Field("tipo_cupon", schema.String().Len(1, 256)).Required(),
+		schema.Field("costo_envio_mxn", schema.Money().Range(0, 100_000_000_000)).Required(),
+		schema.Field("descuento_max_mxn", schema.Money().Range(0, 100_000_000_000)),
+		schema.Field("descuento_pct", schema.Number().Range(0, 100)),
+		schema.Field("canales", schema.Array(schema.String().Len(1, 256)).Items(0, 100)),
+		schema.Field("activa", schema.Bool()),
+	)).Items(0, 1000)).Required(),
+)
+
+// catalogView is the catalog as the API shows it (money in MXN).
+type catalogView struct {
+	Acciones []actionView `json:"acciones"`
+	Version  int64        `json:"version"`
+}
+
+type actionView struct {
+	ID              int      `json:"id"`
+	Nombre          string   `json:"nombre"`
+	TipoCupon       string   `json:"tipo_cupon"`
+	CostoEnvioMXN   float64  `json:"costo_envio_mxn"`
+	DescuentoMaxMXN float64  `json:"descuento_max_mxn"`
+	DescuentoPct    float64  `json:"descuento_pct"`
+	Canales         []string `json:"canales,omitempty"`
+	Activa          bool     `json:"activa"`
+}
+
+func viewCatalog(c *engine.Catalog) catalogView {
+	v := catalogView{Acciones: []actionView{}, Version: c.Version}
+	for _, a := range c.Acciones {
+		v.Acciones = append(v.Acciones, actionView{
+			ID: a.ID, Nombre: a.Nombre, TipoCupon: a.TipoCupon, CostoEnvioMXN: mxn(a.CostoEnvioCents),
+			DescuentoMaxMXN: mxn(a.DescuentoMaxCents), DescuentoPct: a.DescuentoPct, Canales: a.Canales, Activa: a.Activa,
+		})
+	}
+	return v
+}
+
+func mxn(cents int64) float64 { return float64(cents) / 100 }
+
+func (s *Server) handleGetCatalog(c *call) error {
+	cat, err := s.Engine.Catalog(c.tenant.ID)
+	if err != nil {
+		return err
+	}
+	writeJSON(c.w, http.StatusOK, viewCatalog(cat))
+	return nil
+}
+
+func (s *Server) handlePutCatalog(c *call) error {
+	v, err := decode(c.body, catalogSchema)
+	if err != nil {
+		return err
+	}
+	var actions []engine.Action
+	seen := map[int]int{}
+	var dup []schema.Violation
+	for i, it := range v.Field("acciones").Items() {
+		a := engine.Action{
+			ID: int(it.Field("id").Int()), Nombre: it.Field("nombre").String(), TipoCupon: it.Field("tipo_cupon").String(),
+			CostoEnvioCents: it.Field("costo_envio_mxn").Cents(), DescuentoMaxCents: it.Field("descuento_max_mxn").Cents(),
+			DescuentoPct: it.Field("descuento_pct").Float(), Activa: true,
+		}
+		if f := it.Field("activa"); f.Present() {
+			a.Activa = f.Bool()
+		}
+		for _, ch := range it.Field("canales").Items() {
+			a.Canales = append(a.Canales, ch.String())
+		}
+		if _, ok := seen[a.ID]; ok {
+			dup = append(dup, schema.ValueError([]any{"body", "acciones", i, "id"}, "id repetido en el catálogo", a.ID))
+		}
+		seen[a.ID] = i
+		actions = append(actions, a)
+	}
+	if len(dup) > 0 {
+		return &validationError{detail: dup}
+	}
+	cat, err := s.Engine.ReplaceCatalog(c.tenant.ID, actions, c.now())
+	if errors.Is(err, engine.ErrDuplicateAction) {
+		return &validationError{detail: []schema.Violation{schema.ValueError([]any{"body", "acciones"}, "id repetido en el catálogo", nil)}}
+	}
+	if err != nil {
+		return err
+	}
+	writeJSON(c.w, http.StatusOK, viewCatalog(cat))
+	return nil
+}

@@ -1,0 +1,160 @@
+package server
+
+import (
+	"errors"
+	"net/http"
+
+	"github.com/coupond/coupond/engine"
+	"github.com/coupond/coupond/server/schema"
+)
+
+var decisionSchema = schema.Object(
+	schema.Field("cliente_ref", schema.ClienteRef()).Required(),
+	schema.Field("contexto", schema.Object(
+		schema.Field("canal", schema.String().Len(1, 256)).Required(),
+		schema.Field("campana_id", schema.ID().Len(1, 128)),
+		schema.Field("acciones_permitidas", schema.Array(schema.Int().Min(0)).Items(0, 1000)),
+	)).Required(),
+)
+
+// idempotencyKey validates the Idempotency-Key header: 1 to 255 printable
+// ASCII characters.
+func idempotencyKey(c *call) (string, error) {
+	vals := c.r.Header.Values("Idempotency-Key")
+	if len(vals) == 0 {
+		return "", nil
+	}
+	k := vals[0]
+	ok := len(vals) == 1 && len(k) >= 1 && len(k) <= 255
+	for i := 0; ok && i < len(k); i++ {
+		ok = k[i] >= 0x20 && k[i] < 0x7f
+	}
+	if !ok {
+		return "", &validationError{detail: []schema.Violation{
+			schema.ValueError([]any{"header", "Idempotency-Key"}, "Idempotency-Key debe tener de 1 a 255 caracteres ASCII imprimibles", k),
+		}}
+	}
+	return k, nil
+}
+
+func (s *Server) handleDecide(c *call) error {
+	key, err := idempotencyKey(c)
+	if err != nil {
+		return err
+	}
+	v, err := decode(c.body, decisionSchema)
+	if err != nil {
+		return err
+	}
+	ctx := v.Field("contexto")
+	req := engine.Request{
+		ClienteRef: v.Field("cliente_ref").String(),
+		Canal:      ctx.Field("canal").String(),
+		CampanaID:  ctx.Field("campana_id").String(),
+		Explain:    c.scopes&scopeExplicar != 0,
+		CapExempt:  c.tenant.Sandbox && !c.tenant.Settings.RateLimits,
+	}
+	if f := ctx.Field("acciones_permitidas"); f.Present() && !f.IsNull() {
+		req.Allowed = []int{}
+		for _, it := range f.Items() {
+			req.Allowed = append(req.Allowed, int(it.Int()))
+		}
+	}
+	if key != "" {
+		req.IdempotencyKey, req.BodyHash = key, engine.HashBody(c.body)
+	}
+	d, err := s.Engine.Decide(c.tenant.ID, req)
+	switch {
+	case errors.Is(err, engine.ErrDailyCap):
+		return &apiError{kind: kindRateLimited, retryAfter: secondsToMidnight(c.now()),
+			msg: "límite de 3 decisiones por cliente_ref por día alcanzado"}
+	case errors.Is(err, engine.ErrIdempotencyConflict):
+		return errKind(kindIdempotencyConflict)
+	case err != nil:
+		return err
+	}
+	if err := s.quotas.add(s.DB, c.tenant.ID, quotaDecisions, c.now(), 1); err != nil {
+		return err
+	}
+	writeJSON(c.w, http.StatusOK, d)
+	return nil
+}
+
+var confirmSchema = schema.Object(
+	schema.Field("ejecutada", schema.Bool()).Required(),
+	schema.Field("accion_real", schema.Int().Min(0).Nullable()),
+	schema.Field("motivo_rechazo", schema.String().Len(0, 512).Nullable()),
+	schema.Field("ts_ejecucion", schema.Timestamp().Nullable()),
+)
+
+func (s *Server) handleConfirm(c *call) error {
+	v, err := decode(c.body, confirmSchema)
+	if err != nil {
+		return err
+	}
+	conf := engine.Confirmation{Ejecutada: v.Field("ejecutada").Bool()}
+	var bad []schema.Violation
+	if f := v.Field("accion_real"); f.Present() && !f.IsNull() {
+		if !conf.Ejecutada {
+			bad = append(bad, schema.ValueError([]any{"body", "accion_real"}, "accion_real solo se admite con ejecutada true", f.Int()))
+		}
+		n := int(f.Int())
+		conf.AccionReal = &n
+	}
+	if f := v.Field("motivo_rechazo"); f.Present() && !f.IsNull() {
+		if conf.Ejecutada {
+			bad = append(bad, schema.ValueError([]any{"body", "motivo_rechazo"}, "motivo_rechazo solo se admite con ejecutada false", f.String()))
+		}
+		conf.MotivoRechazo = f.String()
+	}
+	if f := v.Field("ts_ejecucion"); f.Present() && !f.IsNull() {
+		ts := f.Time()
+		conf.TsEjecucion = &ts
+	}
+	if len(bad) > 0 {
+		return &validationError{detail: bad}
+	}
+	id := c.params.ByName("decision_id")
+	estado, err := s.Engine.Confirm(c.tenant.ID, id, conf)
+	switch {
+	case errors.Is(err, engine.ErrNotFound):
+		return errKind(kindNotFound)
+	case errors.Is(err, engine.ErrAlreadyConfirmed):
+		return errKind(kindAlreadyConfirmed)
+	case errors.Is(err, engine.ErrDecisionExpired):
+		return errKind(kindExpired)
+	case err != nil:
+		return err
+	}
+	writeJSON(c.w, http.StatusOK, map[string]string{"decision_id": id, "estado_ejecucion": estado})
+	return nil
+}
+
+var fallbackSchema = schema.Object(
+	schema.Field("accion", schema.Int().Min(0)).Required(),
+	schema.Field("canal", schema.String().Len(1, 256)).Required(),
+	schema.Field("cliente_ref", schema.ClienteRef()).Required(),
+	schema.Field("campana_id", schema.ID().Len(1, 128)),
+)
+
+func (s *Server) handleFallback(c *call) error {
+	v, err := decode(c.body, fallbackSchema)
+	if err != nil {
+		return err
+	}
+	in := engine.FallbackInput{
+		Accion: int(v.Field("accion").Int()), Canal: v.Field("canal").String(),
+		ClienteRef: v.Field("cliente_ref").String(), CampanaID: v.Field("campana_id").String(),
+	}
+	err = s.Engine.Fallback(c.tenant.ID, in)
+	if errors.Is(err, engine.ErrUnknownAction) {
+		return &validationError{detail: []schema.Violation{
+			schema.ValueError([]any{"body", "accion"}, "la acción no existe en el catálogo del inquilino", in.Accion),
+		}}
+	}
+	if err != nil {
+		return err
+	}
+	writeJSON(c.w, http.StatusOK, struct{}{})
+	return nil
+}

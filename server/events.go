@@ -1,0 +1,229 @@
+package server
+
+import (
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/coupond/coupond/engine"
+	"github.com/coupond/coupond/server/schema"
+)
+
+// Money bounds of the event contract, in cents.
+const (
+	maxMXN = 1_000_000_000 * 100
+)
+
+// eventsEnvelope checks the request as a whole; each event is checked on its
+// own so one bad event is a rejection, never a 422 for the request.
+var eventsEnvelope = schema.Object(
+	schema.Field("eventos", schema.Array(schema.Any()).Items(1, 1000)).Required(),
+)
+
+func commonEventFields(valor schema.Schema, valorRequired bool, extra schema.FieldSpec, clave schema.Schema) []schema.FieldSpec {
+	v := schema.Field("valor", valor)
+	if valorRequired {
+		v = v.Required()
+	}
+	return []schema.FieldSpec{
+		schema.Field("event_id", schema.ID()).Required(),
+		schema.Field("cliente_ref", schema.ClienteRef()).Required(),
+		schema.Field("ts", schema.Timestamp()).Required(),
+		schema.Field("decision_id", schema.ID().Nullable()),
+		schema.Field("tipo", schema.String().Enum(eventTypeNames()...)).Required(),
+		schema.Field("clave", clave).Required(),
+		v,
+		extra,
+	}
+}
+
+func eventTypeNames() []string {
+	return []string{string(engine.CompraCat), string(engine.CuponRecibido), string(engine.CuponRedimido),
+		string(engine.CuponCaducado), string(engine.Baja), string(engine.Alta)}
+}
+
+var (
+	text256     = schema.String().Len(1, 256)
+	text256N    = schema.String().Len(1, 256).Nullable()
+	onlyZero    = schema.Money().Range(0, 0)
+	moneyPos    = schema.Money().Range(0, maxMXN)
+	eventByTipo = map[string]*schema.ObjectSchema{
+		string(engine.CompraCat): schema.Object(commonEventFields(moneyPos, true, schema.Field("extra", schema.Object(
+			schema.Field("ticket_id", schema.ID()).Required(),
+			schema.Field("margen", schema.Money().Range(-maxMXN, maxMXN)).Required(),
+			schema.Field("cantidad", schema.Number().Min(0)),
+			schema.Field("tienda", text256N),
+			schema.Field("canal", text256N),
+			schema.Field("ticket_total", schema.Money().Range(0, maxMXN).Nullable()),
+		)).Required(), text256)...),
+		string(engine.CuponRecibido): schema.Object(commonEventFields(moneyPos, false, schema.Field("extra", schema.Object(
+			schema.Field("cupon_emitido_id", schema.ID()).Required(),
+			schema.Field("campana_id", schema.ID().Nullable()),
+			schema.Field("caducidad", schema.Timestamp()).Required(),
+			schema.Field("canal", text256N),
+			schema.Field("descuento_pct", schema.Number().Range(0, 100).Nullable()),
+		)).Required(), text256)...),
+		string(engine.CuponRedimido): schema.Object(commonEventFields(moneyPos, true, schema.Field("extra", schema.Object(
+			schema.Field("cupon_emitido_id", schema.ID()).Required(),
+			schema.Field("ticket_id", schema.ID()).Required(),
+		)).Required(), text256)...),
+		string(engine.CuponCaducado): schema.Object(commonEventFields(onlyZero, false, schema.Field("extra", schema.Object(
+			schema.Field("cupon_emitido_id", schema.ID()).Required(),
+		)).Required(), text256)...),
+		string(engine.Baja): schema.Object(commonEventFields(onlyZero, false, schema.Field("extra", schema.Object(
+			schema.Field("canal", text256N),
+		).Nullable()), schema.String().Enum(engine.BajaComunicaciones, engine.BajaCuenta))...),
+		string(engine.Alta): schema.Object(commonEventFields(onlyZero, false, schema.Field("extra", schema.Object(
+			schema.Field("segmento", text256N),
+			schema.Field("perfil", text256N),
+		).Nullable()), text256)...),
+	}
+	// eventTipoOnly finds the tipo before the event's own schema applies.
+	eventTipoOnly = schema.Object(schema.Field("tipo", schema.String().Enum(eventTypeNames()...)).Required()).AllowExtra()
+)
+
+// tsWindow is the accepted range of an event's ts around the tenant clock.
+const (
+	tsAhead  = 5 * time.Minute
+	tsBehind = 1096 * 24 * time.Hour
+)
+
+type eventsResponse struct {
+	Aceptados  int                `json:"aceptados"`
+	Duplicados int                `json:"duplicados"`
+	Rechazados []engine.Rejection `json:"rechazados"`
+}
+
+func (s *Server) handleEvents(c *call) error {
+	env, bad := eventsEnvelope.Decode(c.body, "body")
+	if len(bad) > 0 {
+		return &validationError{detail: bad}
+	}
+	now := c.now()
+	var rejected []engine.Rejection
+	var good []engine.IngestEvent
+	for i, ev := range env.Field("eventos").Items() {
+		item, rej := s.checkEvent(c, i, ev, now)
+		if rej != nil {
+			rejected = append(rejected, *rej)
+			continue
+		}
+		good = append(good, item)
+	}
+	res, err := s.Engine.Ingest(c.tenant.ID, good)
+	if err != nil {
+		return err
+	}
+	rejected = mergeRejections(rejected, res.Rechazados)
+	if err := s.quotas.add(s.DB, c.tenant.ID, quotaEvents, now, int64(res.Aceptados)); err != nil {
+		return err
+	}
+	if rejected == nil {
+		rejected = []engine.Rejection{}
+	}
+	writeJSON(c.w, http.StatusOK, eventsResponse{Aceptados: res.Aceptados, Duplicados: res.Duplicados, Rechazados: rejected})
+	return nil
+}
+
+// mergeRejections merges two lists ordered by indice.
+func mergeRejections(a, b []engine.Rejection) []engine.Rejection {
+	if len(b) == 0 {
+		return a
+	}
+	out := make([]engine.Rejection, 0, len(a)+len(b))
+	i, j := 0, 0
+	for i < len(a) || j < len(b) {
+		if j >= len(b) || (i < len(a) && a[i].Indice < b[j].Indice) {
+			out = append(out, a[i])
+			i++
+		} else {
+			out = append(out, b[j])
+			j++
+		}
+	}
+	return out
+}
+
+func reject(i int, v schema.Value, codigo, campo, msg string) *engine.Rejection {
+	r := &engine.Rejection{Indice: i, Codigo: codigo, Mensaje: msg}
+	if id := v.Field("event_id"); id.Kind() == schema.KindString {
+		s := id.String()
+		r.EventID = &s
+	}
+	if campo != "" {
+		r.Campo = &campo
+	}
+	if len(r.Mensaje) > 512 {
+		r.Mensaje = r.Mensaje[:512]
+	}
+	return r
+}
+
+// checkEvent validates one event against its tipo's schema, the ts range of
+// the tenant clock and the decision_id signature, and converts it.
+func (s *Server) checkEvent(c *call, i int, v schema.Value, now time.Time) (engine.IngestEvent, *engine.Rejection) {
+	if v.Kind() != schema.KindObject {
+		return engine.IngestEvent{}, reject(i, v, "esquema_invalido", "", "cada evento debe ser un objeto JSON")
+	}
+	if bad := eventTipoOnly.Validate(v); len(bad) > 0 {
+		return engine.IngestEvent{}, reject(i, v, "esquema_invalido", "tipo", bad[0].Msg)
+	}
+	sch := eventByTipo[v.Field("tipo").String()]
+	if bad := sch.Validate(v); len(bad) > 0 {
+		first := bad[0]
+		for _, b := range bad {
+			if b.Type != "extra_forbidden" {
+				first = b
+				break
+			}
+		}
+		codigo := "esquema_invalido"
+		if first.Type == "extra_forbidden" {
+			codigo = "campo_desconocido"
+		}
+		return engine.IngestEvent{}, reject(i, v, codigo, first.Dotted(0), first.Msg)
+	}
+	ev := engine.Event{
+		ID: v.Field("event_id").String(), ClienteRef: v.Field("cliente_ref").String(), TS: v.Field("ts").Time(),
+		Tipo: engine.EventType(v.Field("tipo").String()), Clave: v.Field("clave").String(),
+	}
+	if ev.TS.After(now.Add(tsAhead)) || ev.TS.Before(now.Add(-tsBehind)) {
+		return engine.IngestEvent{}, reject(i, v, "ts_fuera_de_rango", "ts",
+			fmt.Sprintf("ts debe estar entre %s y %s (reloj del inquilino)", now.Add(-tsBehind).Format(time.RFC3339), now.Add(tsAhead).Format(time.RFC3339)))
+	}
+	if d := v.Field("decision_id"); d.Present() && !d.IsNull() {
+		ev.DecisionID = d.String()
+		if !s.Engine.ValidDecisionID(c.tenant.ID, ev.DecisionID) {
+			return engine.IngestEvent{}, reject(i, v, "esquema_invalido", "decision_id", "decision_id desconocido, alterado o de otro inquilino")
+		}
+	}
+	if val := v.Field("valor"); val.Present() && !val.IsNull() {
+		ev.ValorCents = val.Cents()
+	}
+	x := v.Field("extra")
+	str := func(name string) string {
+		if f := x.Field(name); f.Present() && !f.IsNull() {
+			return f.String()
+		}
+		return ""
+	}
+	ev.TicketID, ev.Tienda, ev.Canal = str("ticket_id"), str("tienda"), str("canal")
+	ev.CuponEmitidoID, ev.CampanaID = str("cupon_emitido_id"), str("campana_id")
+	ev.Segmento, ev.Perfil = str("segmento"), str("perfil")
+	if f := x.Field("margen"); f.Present() {
+		ev.MargenCents = f.Cents()
+	}
+	if f := x.Field("cantidad"); f.Present() && !f.IsNull() {
+		ev.Cantidad, ev.HasCantidad = f.Float(), true
+	}
+	if f := x.Field("ticket_total"); f.Present() && !f.IsNull() {
+		ev.TicketTotalCents, ev.HasTicketTotal = f.Cents(), true
+	}
+	if f := x.Field("caducidad"); f.Present() {
+		ev.Caducidad = f.Time()
+	}
+	if f := x.Field("descuento_pct"); f.Present() && !f.IsNull() {
+		ev.DescuentoPct, ev.HasDescuentoPct = f.Float(), true
+	}
+	return engine.IngestEvent{Index: i, Event: ev, Canonical: v.JSON()}, nil
+}

@@ -1,0 +1,44 @@
+package server
+
+import (
+	_ "embed"
+	"net/http"
+)
+
+func (s *Server) handleHealth(c *call) error {
+	writeJSON(c.w, http.StatusOK, map[string]string{"estado": "ok"})
+	return nil
+}
+
+// handleReady answers 503 until the store is open and recovery is done.
+func (s *Server) handleReady(c *call) error {
+	if s.Ready == nil || !s.Ready() {
+		writeJSON(c.w, http.StatusServiceUnavailable, map[string]string{"estado": "iniciando"})
+		return nil
+	}
+	writeJSON(c.w, http.StatusOK, map[string]string{"estado": "listo"})
+	return nil
+}
+
+func (s *Server) handleMetrics(c *call) error {
+	s.metrics.handler().ServeHTTP(c.w, c.r)
+	return nil
+}
+
+//go:embed openapi.json
+var openAPIDoc []byte
+
+func (s *Server) handleOpenAPI(c *call) error {
+	c.w.Header().Set("Content-Type", "application/json")
+	c.w.WriteHeader(http.StatusOK)
+	c.w.Write(openAPIDoc)
+	return nil
+}
+
+// Flush persists in-memory counters (daily quotas, credential last use).
+func (s *Server) Flush() error {
+	if err := s.quotas.flush(s.DB); err != nil {
+		return err
+	}
+	return s.DB.FlushLastUsed()
+}

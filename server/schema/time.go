@@ -1,0 +1,160 @@
+package schema
+
+import "time"
+
+// parseTimestamp reads an ISO-8601 / RFC 3339 date-time that carries its
+// zone and returns it in UTC:
+//
+//	YYYY-MM-DD ( T | t | space ) HH:MM [ :SS [ .fraction ] ] ( Z | z | ±HH:MM | ±HHMM )
+//
+// with a fraction of 1 to 9 digits. A date alone, or a date-time without a
+// zone, sets noZone (pydantic's timezone_aware); any other problem is
+// described by reason (pydantic's datetime_parsing). Leap seconds (:60) are
+// refused.
+func parseTimestamp(s string) (t time.Time, reason string, noZone bool) {
+	if len(s) < 10 {
+		return t, "input is too short", false
+	}
+	year, ok := digits(s, 0, 4)
+	if !ok {
+		return t, "invalid character in year", false
+	}
+	if s[4] != '-' || s[7] != '-' {
+		return t, "invalid date separator, expected `-`", false
+	}
+	month, ok := digits(s, 5, 2)
+	if !ok {
+		return t, "invalid character in month", false
+	}
+	day, ok := digits(s, 8, 2)
+	if !ok {
+		return t, "invalid character in day", false
+	}
+	if month < 1 || month > 12 {
+		return t, "month value is outside expected range of 1-12", false
+	}
+	if day < 1 || day > daysIn(year, month) {
+		return t, "day value is outside expected range", false
+	}
+	if len(s) == 10 {
+		return t, "", true
+	}
+	if c := s[10]; c != 'T' && c != 't' && c != ' ' {
+		return t, "invalid datetime separator, expected `T`, `t` or space", false
+	}
+	if len(s) < 16 {
+		return t, "input is too short", false
+	}
+	hour, ok := digits(s, 11, 2)
+	if !ok {
+		return t, "invalid character in hour", false
+	}
+	if s[13] != ':' {
+		return t, "invalid time separator, expected `:`", false
+	}
+	minute, ok := digits(s, 14, 2)
+	if !ok {
+		return t, "invalid character in minute", false
+	}
+	if hour > 23 {
+		return t, "hour value is outside expected range of 0-23", false
+	}
+	if minute > 59 {
+		return t, "minute value is outside expected range of 0-59", false
+	}
+	i := 16
+	var second, nanos int
+	if i < len(s) && s[i] == ':' {
+		if second, ok = digits(s, i+1, 2); !ok {
+			return t, "invalid character in second", false
+		}
+		if second > 59 {
+			return t, "second value is outside expected range of 0-59", false
+		}
+		i += 3
+		if i < len(s) && (s[i] == '.' || s[i] == ',') {
+			i++
+			start := i
+			for i < len(s) && isDigit(s[i]) {
+				if i-start < 9 {
+					nanos = nanos*10 + int(s[i]-'0')
+				}
+				i++
+			}
+			n := i - start
+			if n == 0 {
+				return t, "invalid character in second fraction", false
+			}
+			if n > 9 {
+				return t, "second fraction has more than 9 digits", false
+			}
+			for ; n < 9; n++ {
+				nanos *= 10
+			}
+		}
+	}
+	if i == len(s) {
+		return t, "", true
+	}
+	offset := 0
+	switch c := s[i]; c {
+	case 'Z', 'z':
+		i++
+	case '+', '-':
+		oh, ok := digits(s, i+1, 2)
+		if !ok {
+			return t, "invalid timezone offset", false
+		}
+		j := i + 3
+		if j < len(s) && s[j] == ':' {
+			j++
+		}
+		om, ok := digits(s, j, 2)
+		if !ok {
+			return t, "invalid timezone offset", false
+		}
+		if oh > 23 || om > 59 {
+			return t, "timezone offset must be less than 24 hours", false
+		}
+		offset = (oh*60 + om) * 60
+		if c == '-' {
+			offset = -offset
+		}
+		i = j + 2
+	default:
+		return t, "invalid timezone sign or extra characters", false
+	}
+	if i != len(s) {
+		return t, "unexpected extra characters at the end of the input", false
+	}
+	t = time.Date(year, time.Month(month), day, hour, minute, second, nanos, time.UTC)
+	return t.Add(-time.Duration(offset) * time.Second), "", false
+}
+
+// digits reads the n-digit decimal at s[i:].
+func digits(s string, i, n int) (int, bool) {
+	if i < 0 || i+n > len(s) {
+		return 0, false
+	}
+	v := 0
+	for _, c := range []byte(s[i : i+n]) {
+		if !isDigit(c) {
+			return 0, false
+		}
+		v = v*10 + int(c-'0')
+	}
+	return v, true
+}
+
+func daysIn(year, month int) int {
+	switch month {
+	case 2:
+		if year%4 == 0 && (year%100 != 0 || year%400 == 0) {
+			return 29
+		}
+		return 28
+	case 4, 6, 9, 11:
+		return 30
+	}
+	return 31
+}

@@ -1,0 +1,137 @@
+package server
+
+import (
+	"mime"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/coupond/coupond/server/schema"
+	"github.com/coupond/coupond/store"
+)
+
+// tokenRequest is a client-credentials request in either accepted form.
+type tokenRequest struct {
+	clientID, secret, grantType, scope string
+	basic                              bool // client authenticated with HTTP Basic
+}
+
+// dummyCredential keeps the failure path as slow as the success path: an
+// unknown client_id is compared against it.
+var dummyCredential = &store.Credential{SecretHash: store.HashSecret("coupond-no-such-client")}
+
+// handleToken is POST /v1/token: JSON as the spec says, or the standard
+// OAuth 2.0 form with the client in HTTP Basic or in form fields. Wrong
+// secret, unknown client and revoked credential give the same 401.
+func (s *Server) handleToken(c *call) error {
+	c.w.Header().Set("Cache-Control", "no-store")
+	c.w.Header().Set("Pragma", "no-cache")
+	req, err := s.readTokenRequest(c)
+	if err != nil {
+		return err
+	}
+	if ok, wait := s.limits.allow("token:"+req.clientID, classToken, c.start, 1); !ok {
+		return &apiError{kind: kindRateLimited, retryAfter: wait}
+	}
+	cred, known := s.DB.Credential(req.clientID)
+	check := cred
+	if !known {
+		check = dummyCredential
+	}
+	match := check.SecretMatches(req.secret, c.start)
+	if !known || !match || !cred.Active() {
+		return &apiError{kind: kindUnauthenticated, basic: req.basic}
+	}
+	granted, ok := parseScopes(cred.Scopes)
+	if !ok {
+		return errKind(kindInternal)
+	}
+	if req.scope != "" {
+		want, ok := parseScopes(strings.Fields(req.scope))
+		if !ok || want&^granted != 0 {
+			return &apiError{kind: kindForbidden, msg: "la credencial no tiene alguno de los permisos pedidos en scope", campo: "scope"}
+		}
+		granted = want
+	}
+	s.DB.TouchCredential(cred.ClientID, c.start)
+	tok := s.tokens.issue(cred.ClientID, granted, c.start.Add(tokenTTL))
+	writeJSON(c.w, http.StatusOK, map[string]any{
+		"access_token": tok,
+		"expires_in":   int(tokenTTL.Seconds()),
+		"scope":        granted.String(),
+		"token_type":   "Bearer",
+	})
+	return nil
+}
+
+var tokenSchema = schema.Object(
+	schema.Field("client_id", schema.String().Len(1, 64)).Required(),
+	schema.Field("client_secret", schema.String().Len(1, 256)).Required(),
+	schema.Field("grant_type", schema.String().Pattern("^client_credentials$", func(s string) bool { return s == "client_credentials" })).Required(),
+	schema.Field("scope", schema.String().Len(0, 1024)),
+)
+
+func (s *Server) readTokenRequest(c *call) (*tokenRequest, error) {
+	mt := "application/json"
+	if ct := c.r.Header.Get("Content-Type"); ct != "" {
+		var err error
+		if mt, _, err = mime.ParseMediaType(ct); err != nil {
+			return nil, errKind(kindNotJSON)
+		}
+	}
+	if mt == "application/x-www-form-urlencoded" {
+		return s.readTokenForm(c)
+	}
+	if err := readBody(c, smallBody); err != nil {
+		return nil, err
+	}
+	v, err := decode(c.body, tokenSchema)
+	if err != nil {
+		return nil, err
+	}
+	return &tokenRequest{
+		clientID: v.Field("client_id").String(), secret: v.Field("client_secret").String(),
+		grantType: v.Field("grant_type").String(), scope: v.Field("scope").String(),
+	}, nil
+}
+
+// readTokenForm reads the OAuth 2.0 form (RFC 6749 section 4.4), with the
+// client in HTTP Basic (preferred) or in client_id/client_secret fields.
+func (s *Server) readTokenForm(c *call) (*tokenRequest, error) {
+	c.r.Body = http.MaxBytesReader(c.w, c.r.Body, smallBody)
+	if err := c.r.ParseForm(); err != nil {
+		return nil, errKind(kindTooLarge)
+	}
+	f := c.r.PostForm
+	req := &tokenRequest{grantType: f.Get("grant_type"), scope: f.Get("scope")}
+	if id, secret, ok := c.r.BasicAuth(); ok {
+		// RFC 6749 2.3.1: Basic credentials are form-urlencoded first.
+		uid, e1 := url.QueryUnescape(id)
+		usec, e2 := url.QueryUnescape(secret)
+		if e1 != nil || e2 != nil {
+			return nil, &apiError{kind: kindUnauthenticated, basic: true}
+		}
+		req.clientID, req.secret, req.basic = uid, usec, true
+	} else {
+		req.clientID, req.secret = f.Get("client_id"), f.Get("client_secret")
+	}
+	var bad []schema.Violation
+	check := func(name, v string, max int) {
+		switch {
+		case v == "" && !req.basic || v == "" && name == "grant_type":
+			bad = append(bad, schema.Missing("body", name))
+		case len(v) > max:
+			bad = append(bad, schema.TooLong("body", name, v, max))
+		}
+	}
+	check("client_id", req.clientID, 64)
+	check("client_secret", req.secret, 256)
+	check("grant_type", req.grantType, 64)
+	if req.grantType != "" && req.grantType != "client_credentials" {
+		bad = append(bad, schema.PatternMismatch("body", "grant_type", req.grantType, "^client_credentials$"))
+	}
+	if len(bad) > 0 {
+		return nil, &validationError{detail: bad}
+	}
+	return req, nil
+}
