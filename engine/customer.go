@@ -132,3 +132,8 @@ func (e *Engine) Customers(tenant string, seg *Segment, fn func(clienteRef strin
 		return fn(string(parts[0]))
 	})
 }
+
+// CustomerFeatures returns a customer's features (zero for an unknown one).
+func (e *Engine) CustomerFeatures(tenant, clienteRef string) (Features, error) {
+	return e.loadFeatures(tenant, clienteRef)
+}

@@ -1,0 +1,359 @@
+package server
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/coupond/coupond/store"
+)
+
+func decideBody(ref string, ctx map[string]any) map[string]any {
+	if ctx == nil {
+		ctx = map[string]any{"canal": "push"}
+	}
+	return map[string]any{"cliente_ref": ref, "contexto": ctx}
+}
+
+func noControl(s *store.Settings) { s.ControlShare = 0 }
+
+func TestDecisionResponseShape(t *testing.T) {
+	h := newHarness(t)
+	h.tenant("acme", true, noControl)
+	tok := h.token("acme", allScopes...)
+	h.catalog(tok, 3)
+	st, d := h.do("POST", "/v1/decisiones", tok, decideBody("cliente-0001", nil))
+	if st != 200 {
+		t.Fatalf("decide: %d %v", st, d)
+	}
+	id, _ := d["decision_id"].(string)
+	if !strings.HasPrefix(id, "dacme.") || len(id) > 128 {
+		t.Errorf("decision_id %q: want signed id of tenant acme", id)
+	}
+	for _, k := range []string{"accion", "accion_nombre", "propension", "politica_version", "explorado", "en_control", "en_respaldo", "caduca_en", "motivo"} {
+		if _, ok := d[k]; !ok {
+			t.Errorf("decision lacks %q: %v", k, d)
+		}
+	}
+	for _, k := range []string{"detalle", "en_sombra"} {
+		if _, ok := d[k]; ok {
+			t.Errorf("decision has %q without scope or shadow: %v", k, d)
+		}
+	}
+	if want := testStart.Add(7 * 24 * time.Hour).Format(time.RFC3339); d["caduca_en"] != want {
+		t.Errorf("caduca_en = %v, want %v (7 days by the tenant clock)", d["caduca_en"], want)
+	}
+	if p := d["propension"].(float64); p <= 0 || p > 1 {
+		t.Errorf("propension %v out of (0,1]", p)
+	}
+}
+
+func TestDecisionRules(t *testing.T) {
+	h := newHarness(t)
+	h.tenant("acme", true, noControl)
+	tok := h.token("acme", allScopes...)
+	explain := h.token("acme", "decisiones:pedir", "explicar:leer")
+	h.catalog(tok, 4)
+
+	t.Run("acciones_permitidas", func(t *testing.T) {
+		for i := 0; i < 30; i++ {
+			st, d := h.do("POST", "/v1/decisiones", tok, decideBody(fmt.Sprintf("permit-%04d", i), map[string]any{"canal": "push", "acciones_permitidas": []int{2}}))
+			if st != 200 {
+				t.Fatalf("%d %v", st, d)
+			}
+			if a := d["accion"].(float64); a != 0 && a != 2 {
+				t.Fatalf("accion %v not in acciones_permitidas [2] or 0", a)
+			}
+		}
+	})
+	t.Run("detalle for explicar:leer", func(t *testing.T) {
+		st, d := h.do("POST", "/v1/decisiones", explain, decideBody("explain-0001", nil))
+		if st != 200 {
+			t.Fatalf("%d %v", st, d)
+		}
+		det, ok := d["detalle"].(map[string]any)
+		if !ok {
+			t.Fatalf("no detalle: %v", d)
+		}
+		rows := det["acciones"].([]any)
+		if len(rows) != 5 {
+			t.Errorf("detalle has %d actions, want 5 (0 and the 4 coupons)", len(rows))
+		}
+	})
+	t.Run("reward window", func(t *testing.T) {
+		_, first := h.do("POST", "/v1/decisiones", tok, decideBody("window-0001", nil))
+		st, second := h.do("POST", "/v1/decisiones", tok, decideBody("window-0001", nil))
+		if st != 200 {
+			t.Fatalf("%d %v", st, second)
+		}
+		got := []any{second["decision_id"], second["accion"], second["propension"]}
+		want := []any{first["decision_id"], float64(0), float64(1)}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("open window answer (-want +got):\n%s", diff)
+		}
+		if !strings.Contains(second["motivo"].(string), "ventana de recompensa") {
+			t.Errorf("motivo %q does not say the reward window is open", second["motivo"])
+		}
+	})
+	t.Run("three per customer per day", func(t *testing.T) {
+		for i := 0; i < 3; i++ {
+			if st, d := h.do("POST", "/v1/decisiones", tok, decideBody("cap-000001", nil)); st != 200 {
+				t.Fatalf("request %d: %d %v", i+1, st, d)
+			}
+		}
+		resp := h.raw("POST", "/v1/decisiones", tok, decideBody("cap-000001", nil))
+		resp.Body.Close()
+		if resp.StatusCode != 429 || resp.Header.Get("Retry-After") == "" {
+			t.Errorf("fourth request: %d Retry-After %q, want 429 with Retry-After", resp.StatusCode, resp.Header.Get("Retry-After"))
+		}
+	})
+	t.Run("validation", func(t *testing.T) {
+		st, body := h.do("POST", "/v1/decisiones", tok, map[string]any{"cliente_ref": "5512345678", "contexto": map[string]any{"canal": ""}, "extra": 1})
+		if st != 422 {
+			t.Fatalf("%d %v", st, body)
+		}
+		var locs []string
+		for _, d := range body["detail"].([]any) {
+			locs = append(locs, fmt.Sprint(d.(map[string]any)["loc"]))
+		}
+		want := []string{"[body cliente_ref]", "[body contexto canal]", "[body extra]"}
+		if diff := cmp.Diff(want, locs); diff != "" {
+			t.Errorf("422 locs (-want +got):\n%s", diff)
+		}
+	})
+}
+
+func TestIdempotencyKey(t *testing.T) {
+	h := newHarness(t)
+	h.tenant("acme", true, noControl)
+	tok := h.token("acme", allScopes...)
+	h.catalog(tok, 2)
+	body := decideBody("idem-00001", nil)
+	_, a := h.do("POST", "/v1/decisiones", tok, body, "Idempotency-Key", "k1")
+	st, b := h.do("POST", "/v1/decisiones", tok, body, "Idempotency-Key", "k1")
+	if st != 200 || a["decision_id"] != b["decision_id"] || a["accion"] != b["accion"] {
+		t.Errorf("replay: %d %v, want the first decision %v", st, b, a)
+	}
+	st, c := h.do("POST", "/v1/decisiones", tok, decideBody("idem-00002", nil), "Idempotency-Key", "k1")
+	if st != 409 || c["codigo"] != "idempotencia_conflicto" {
+		t.Errorf("same key, other body: %d %v, want 409 idempotencia_conflicto", st, c)
+	}
+	// Replays do not count toward the daily cap.
+	for i := 0; i < 5; i++ {
+		if st, d := h.do("POST", "/v1/decisiones", tok, body, "Idempotency-Key", "k1"); st != 200 {
+			t.Fatalf("replay %d: %d %v", i, st, d)
+		}
+	}
+	// After 24 hours of the tenant clock the key is forgotten.
+	if _, err := h.db.UpdateTenant("acme", func(t *store.Tenant) error { t.ClockNow = t.ClockNow.Add(25 * time.Hour); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	_, d := h.do("POST", "/v1/decisiones", tok, body, "Idempotency-Key", "k1")
+	if d["decision_id"] == a["decision_id"] && d["accion"] != float64(0) {
+		t.Errorf("key still replayed after 25h: %v", d)
+	}
+}
+
+func TestConcurrentDecisionsSameCustomer(t *testing.T) {
+	h := newHarness(t)
+	h.tenant("acme", true, func(s *store.Settings) { s.ControlShare = 0; s.RateLimits = false })
+	tok := h.token("acme", allScopes...)
+	h.catalog(tok, 3)
+	var wg sync.WaitGroup
+	ids := make(chan string, 16)
+	for i := 0; i < 16; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, d := h.do("POST", "/v1/decisiones", tok, decideBody("concurrent-1", nil))
+			ids <- fmt.Sprint(d["decision_id"])
+		}()
+	}
+	wg.Wait()
+	close(ids)
+	seen := map[string]int{}
+	for id := range ids {
+		seen[id]++
+	}
+	if len(seen) != 1 {
+		t.Errorf("16 concurrent requests for one customer created %d decisions, want 1 (one reward window): %v", len(seen), seen)
+	}
+	// Same Idempotency-Key concurrently: one decision, the rest replay it or get 409.
+	var mu sync.Mutex
+	statuses := map[int]int{}
+	decisions := map[string]bool{}
+	for i := 0; i < 8; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			st, d := h.do("POST", "/v1/decisiones", tok, decideBody("concurrent-2", nil), "Idempotency-Key", "same")
+			mu.Lock()
+			statuses[st]++
+			if st == 200 {
+				decisions[fmt.Sprint(d["decision_id"])] = true
+			}
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	if statuses[200] == 0 || statuses[200]+statuses[409] != 8 || len(decisions) != 1 {
+		t.Errorf("concurrent idempotent requests: statuses %v decisions %v", statuses, decisions)
+	}
+}
+
+func TestShadowMode(t *testing.T) {
+	h := newHarness(t)
+	h.tenant("acme", true, func(s *store.Settings) { s.ControlShare = 0; s.Shadow = true })
+	tok := h.token("acme", allScopes...)
+	h.catalog(tok, 2)
+	_, d := h.do("POST", "/v1/decisiones", tok, decideBody("shadow-001", nil))
+	if d["en_sombra"] != true {
+		t.Errorf("shadow on: en_sombra = %v, want true", d["en_sombra"])
+	}
+	if _, err := h.db.UpdateTenant("acme", func(t *store.Tenant) error { t.Settings.Shadow = false; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	_, d = h.do("POST", "/v1/decisiones", tok, decideBody("shadow-002", nil))
+	if _, ok := d["en_sombra"]; ok {
+		t.Errorf("shadow off: en_sombra present: %v", d)
+	}
+}
+
+func TestControlGroup(t *testing.T) {
+	h := newHarness(t)
+	h.tenant("acme", true, func(s *store.Settings) { s.ControlShare = 0.5; s.ControlKind = "regla_actual"; s.RateLimits = false })
+	tok := h.token("acme", allScopes...)
+	h.catalog(tok, 2)
+	inControl := 0
+	for i := 0; i < 200; i++ {
+		ref := fmt.Sprintf("control-%04d", i)
+		_, d := h.do("POST", "/v1/decisiones", tok, decideBody(ref, nil))
+		if d["en_control"] == true {
+			inControl++
+			if d["accion"] != float64(0) || d["propension"] != float64(1) || !strings.Contains(d["motivo"].(string), "regla") {
+				t.Fatalf("control decision: %v", d)
+			}
+		}
+	}
+	if inControl < 70 || inControl > 130 {
+		t.Errorf("control share 0.5: %d of 200 in control", inControl)
+	}
+}
+
+func TestCampaignBudgetOnline(t *testing.T) {
+	h := newHarness(t)
+	h.tenant("acme", true, func(s *store.Settings) { s.ControlShare = 0; s.RateLimits = false })
+	tok := h.token("acme", allScopes...)
+	h.catalog(tok, 2)
+	if st, b := h.do("PUT", "/v1/campanas/navidad", tok, map[string]any{"canal": "push", "descripcion": "Navidad", "max_envios": 3}); st != 200 || b["campana_id"] != "navidad" {
+		t.Fatalf("campaign: %d %v", st, b)
+	}
+	sends := 0
+	var sent []string
+	for i := 0; i < 60; i++ {
+		_, d := h.do("POST", "/v1/decisiones", tok, decideBody(fmt.Sprintf("budget-%04d", i), map[string]any{"canal": "push", "campana_id": "navidad"}))
+		if d["accion"] != float64(0) {
+			sends++
+			sent = append(sent, d["decision_id"].(string))
+		}
+	}
+	if sends > 3 {
+		t.Fatalf("%d sends with max_envios 3", sends)
+	}
+	if sends == 0 {
+		t.Skip("exploration sent nothing in 60 draws; budget not exercised")
+	}
+	// A rejected send gives its budget back.
+	if st, b := h.do("POST", "/v1/decisiones/"+sent[0]+"/ejecucion", tok, map[string]any{"ejecutada": false, "motivo_rechazo": "sin stock"}); st != 200 || b["estado_ejecucion"] != "rechazada" {
+		t.Fatalf("reject: %d %v", st, b)
+	}
+	more := 0
+	for i := 60; i < 200 && more == 0; i++ {
+		_, d := h.do("POST", "/v1/decisiones", tok, decideBody(fmt.Sprintf("budget-%04d", i), map[string]any{"canal": "push", "campana_id": "navidad"}))
+		if d["accion"] != float64(0) {
+			more++
+		}
+	}
+	if sends == 3 && more != 1 {
+		t.Errorf("after a rejection %d new sends, want exactly 1", more)
+	}
+}
+
+func TestConfirmation(t *testing.T) {
+	h := newHarness(t)
+	h.tenant("acme", true, noControl)
+	h.tenant("other", true, noControl)
+	tok := h.token("acme", allScopes...)
+	otherTok := h.token("other", allScopes...)
+	h.catalog(tok, 2)
+	decide := func(ref string) map[string]any {
+		_, d := h.do("POST", "/v1/decisiones", tok, decideBody(ref, nil))
+		return d
+	}
+	confirm := func(tok, id string, body any) (int, map[string]any) {
+		return h.do("POST", "/v1/decisiones/"+id+"/ejecucion", tok, body)
+	}
+	d1, d2, d3 := decide("confirm-01"), decide("confirm-02"), decide("confirm-03")
+	id1 := d1["decision_id"].(string)
+	other := 1 + int(d2["accion"].(float64))%2
+	tests := []struct {
+		name   string
+		id     string
+		tok    string
+		body   any
+		status int
+		want   string
+	}{
+		{"ejecutada", id1, tok, map[string]any{"ejecutada": true}, 200, "ejecutada"},
+		{"second confirmation", id1, tok, map[string]any{"ejecutada": true}, 409, "ejecucion_ya_confirmada"},
+		{"modificada", d2["decision_id"].(string), tok, map[string]any{"ejecutada": true, "accion_real": other}, 200, "modificada"},
+		{"rechazada", d3["decision_id"].(string), tok, map[string]any{"ejecutada": false, "motivo_rechazo": "cliente sin saldo"}, 200, "rechazada"},
+		{"altered", id1[:len(id1)-1] + "x", tok, map[string]any{"ejecutada": true}, 404, "no_encontrado"},
+		{"invented", "dacme.AAAAAAAAAAAA.AAAAAAAAAAAAAAAAAAAAAA", tok, map[string]any{"ejecutada": true}, 404, "no_encontrado"},
+		{"foreign tenant", id1, otherTok, map[string]any{"ejecutada": true}, 404, "no_encontrado"},
+		{"accion_real with ejecutada false", id1, tok, map[string]any{"ejecutada": false, "accion_real": 1}, 422, ""},
+		{"missing ejecutada", id1, tok, map[string]any{}, 422, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			st, b := confirm(tt.tok, tt.id, tt.body)
+			got := fmt.Sprint(b["estado_ejecucion"], b["codigo"])
+			if st != tt.status || (tt.want != "" && !strings.Contains(got, tt.want)) {
+				t.Errorf("status %d body %v, want %d %s", st, b, tt.status, tt.want)
+			}
+		})
+	}
+	t.Run("after caduca_en", func(t *testing.T) {
+		d := decide("confirm-04")
+		if _, err := h.db.UpdateTenant("acme", func(t *store.Tenant) error { t.ClockNow = t.ClockNow.Add(7*24*time.Hour + time.Second); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		st, b := confirm(tok, d["decision_id"].(string), map[string]any{"ejecutada": true})
+		if st != 409 || b["codigo"] != "decision_caducada" {
+			t.Errorf("late confirmation: %d %v, want 409 decision_caducada", st, b)
+		}
+	})
+}
+
+func TestFallback(t *testing.T) {
+	h := newHarness(t)
+	h.tenant("acme", true, noControl)
+	tok := h.token("acme", allScopes...)
+	h.catalog(tok, 2)
+	st, b := h.do("POST", "/v1/decisiones/respaldo", tok, map[string]any{"accion": 1, "canal": "sms", "cliente_ref": "fallback-01", "campana_id": "c1"})
+	if st != 200 || len(b) != 0 {
+		t.Fatalf("fallback: %d %v, want 200 {}", st, b)
+	}
+	// A fallback record does not open a reward window.
+	_, d := h.do("POST", "/v1/decisiones", tok, decideBody("fallback-01", nil))
+	if strings.Contains(fmt.Sprint(d["motivo"]), "ventana") {
+		t.Errorf("fallback opened a reward window: %v", d)
+	}
+	if st, b := h.do("POST", "/v1/decisiones/respaldo", tok, map[string]any{"accion": 99, "canal": "sms", "cliente_ref": "fallback-02"}); st != 422 {
+		t.Errorf("fallback with unknown action: %d %v, want 422", st, b)
+	}
+}

@@ -1,0 +1,213 @@
+package server
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func purchase(id, ref string, ts time.Time, valor, margen float64) map[string]any {
+	return map[string]any{"event_id": id, "cliente_ref": ref, "ts": ts.Format(time.RFC3339), "tipo": "COMPRA_CAT",
+		"clave": "abarrotes", "valor": valor, "extra": map[string]any{"ticket_id": "t-" + id, "margen": margen}}
+}
+
+func postEvents(h *harness, tok string, evs ...map[string]any) (int, map[string]any) {
+	h.t.Helper()
+	list := make([]any, len(evs))
+	for i, e := range evs {
+		list[i] = e
+	}
+	return h.do("POST", "/v1/eventos", tok, map[string]any{"eventos": list})
+}
+
+// rejection is one rechazados item reduced to what tests compare.
+type rejection struct {
+	Indice int
+	Codigo string
+	Campo  string
+}
+
+func rejections(body map[string]any) []rejection {
+	var out []rejection
+	for _, r := range body["rechazados"].([]any) {
+		m := r.(map[string]any)
+		out = append(out, rejection{Indice: int(m["indice"].(float64)), Codigo: m["codigo"].(string), Campo: fmt.Sprint(m["campo"])})
+	}
+	return out
+}
+
+func TestEventFieldRules(t *testing.T) {
+	h := newHarness(t)
+	h.tenant("acme", true, nil)
+	tok := h.token("acme", allScopes...)
+	ts := testStart.Add(-time.Hour)
+	base := func() map[string]any { return purchase("e1", "cliente-01", ts, 100.5, 30.25) }
+	with := func(mod func(m map[string]any)) map[string]any {
+		m := base()
+		mod(m)
+		return m
+	}
+	extra := func(m map[string]any) map[string]any { return m["extra"].(map[string]any) }
+	tests := []struct {
+		name   string
+		event  map[string]any
+		codigo string
+		campo  string
+	}{
+		{"valid purchase", base(), "", ""},
+		{"missing event_id", with(func(m map[string]any) { delete(m, "event_id") }), "esquema_invalido", "event_id"},
+		{"bad event_id pattern", with(func(m map[string]any) { m["event_id"] = "-x" }), "esquema_invalido", "event_id"},
+		{"short cliente_ref", with(func(m map[string]any) { m["cliente_ref"] = "abc" }), "esquema_invalido", "cliente_ref"},
+		{"email cliente_ref", with(func(m map[string]any) { m["cliente_ref"] = "ana@example.com" }), "esquema_invalido", "cliente_ref"},
+		{"phone cliente_ref", with(func(m map[string]any) { m["cliente_ref"] = "55-1234-5678" }), "esquema_invalido", "cliente_ref"},
+		{"ts without zone", with(func(m map[string]any) { m["ts"] = "2026-11-01T10:00:00" }), "esquema_invalido", "ts"},
+		{"ts in the future", with(func(m map[string]any) { m["ts"] = testStart.Add(10 * time.Minute).Format(time.RFC3339) }), "ts_fuera_de_rango", "ts"},
+		{"ts too old", with(func(m map[string]any) { m["ts"] = testStart.AddDate(-4, 0, 0).Format(time.RFC3339) }), "ts_fuera_de_rango", "ts"},
+		{"unknown tipo", with(func(m map[string]any) { m["tipo"] = "COMPRA" }), "esquema_invalido", "tipo"},
+		{"unknown field", with(func(m map[string]any) { m["Cliente_Ref"] = "x" }), "campo_desconocido", "Cliente_Ref"},
+		{"unknown extra field", with(func(m map[string]any) { extra(m)["foo"] = 1 }), "campo_desconocido", "extra.foo"},
+		{"three decimals", with(func(m map[string]any) { m["valor"] = 1.005 }), "esquema_invalido", "valor"},
+		{"negative valor", with(func(m map[string]any) { m["valor"] = -1 }), "esquema_invalido", "valor"},
+		{"missing margen", with(func(m map[string]any) { delete(extra(m), "margen") }), "esquema_invalido", "extra.margen"},
+		{"margen three decimals", with(func(m map[string]any) { extra(m)["margen"] = 1.234 }), "esquema_invalido", "extra.margen"},
+		{"missing ticket_id", with(func(m map[string]any) { delete(extra(m), "ticket_id") }), "esquema_invalido", "extra.ticket_id"},
+		{"negative cantidad", with(func(m map[string]any) { extra(m)["cantidad"] = -1 }), "esquema_invalido", "extra.cantidad"},
+		{"forged decision_id", with(func(m map[string]any) { m["decision_id"] = "dacme.AAAAAAAAAAAA.AAAAAAAAAAAAAAAAAAAAAA" }), "esquema_invalido", "decision_id"},
+		{"cupon recibido without caducidad", map[string]any{"event_id": "e1", "cliente_ref": "cliente-01", "ts": ts.Format(time.RFC3339), "tipo": "CUPON_RECIBIDO",
+			"clave": "TA", "extra": map[string]any{"cupon_emitido_id": "cup-1"}}, "esquema_invalido", "extra.caducidad"},
+		{"cupon recibido pct over 100", map[string]any{"event_id": "e1", "cliente_ref": "cliente-01", "ts": ts.Format(time.RFC3339), "tipo": "CUPON_RECIBIDO",
+			"clave": "TA", "extra": map[string]any{"cupon_emitido_id": "cup-1", "caducidad": ts.Format(time.RFC3339), "descuento_pct": 101}}, "esquema_invalido", "extra.descuento_pct"},
+		{"redimido without ticket", map[string]any{"event_id": "e1", "cliente_ref": "cliente-01", "ts": ts.Format(time.RFC3339), "tipo": "CUPON_REDIMIDO",
+			"clave": "TA", "valor": 10, "extra": map[string]any{"cupon_emitido_id": "cup-1"}}, "esquema_invalido", "extra.ticket_id"},
+		{"caducado valor not 0", map[string]any{"event_id": "e1", "cliente_ref": "cliente-01", "ts": ts.Format(time.RFC3339), "tipo": "CUPON_CADUCADO",
+			"clave": "TA", "valor": 5, "extra": map[string]any{"cupon_emitido_id": "cup-1"}}, "esquema_invalido", "valor"},
+		{"baja bad clave", map[string]any{"event_id": "e1", "cliente_ref": "cliente-01", "ts": ts.Format(time.RFC3339), "tipo": "BAJA", "clave": "todo"}, "esquema_invalido", "clave"},
+		{"baja ok without extra", map[string]any{"event_id": "e1", "cliente_ref": "cliente-01", "ts": ts.Format(time.RFC3339), "tipo": "BAJA", "clave": "cuenta"}, "", ""},
+		{"alta valor not 0", map[string]any{"event_id": "e1", "cliente_ref": "cliente-01", "ts": ts.Format(time.RFC3339), "tipo": "ALTA", "clave": "web", "valor": 1}, "esquema_invalido", "valor"},
+		{"alta ok", map[string]any{"event_id": "e1", "cliente_ref": "cliente-01", "ts": ts.Format(time.RFC3339), "tipo": "ALTA", "clave": "web", "extra": map[string]any{"segmento": "oro"}}, "", ""},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.event["event_id"] = fmt.Sprintf("rule-%d-%v", i, tt.event["event_id"] != nil)
+			if tt.name == "missing event_id" {
+				delete(tt.event, "event_id")
+			}
+			if tt.name == "bad event_id pattern" {
+				tt.event["event_id"] = "-x"
+			}
+			st, body := postEvents(h, tok, tt.event)
+			if st != 200 {
+				t.Fatalf("status %d body %v", st, body)
+			}
+			var want []rejection
+			accepted := 1.0
+			if tt.codigo != "" {
+				want = []rejection{{0, tt.codigo, tt.campo}}
+				accepted = 0
+			}
+			if diff := cmp.Diff(want, rejections(body)); diff != "" {
+				t.Errorf("rechazados (-want +got):\n%s\nbody: %v", diff, body)
+			}
+			if body["aceptados"] != accepted {
+				t.Errorf("aceptados = %v, want %v", body["aceptados"], accepted)
+			}
+		})
+	}
+}
+
+func TestEventDuplicatesAndMixedBatch(t *testing.T) {
+	h := newHarness(t)
+	h.tenant("acme", true, nil)
+	tok := h.token("acme", allScopes...)
+	ts := testStart.Add(-time.Hour)
+	a := purchase("a", "cliente-01", ts, 10, 2)
+	b := purchase("b", "cliente-02", ts, 20, 4)
+	bChanged := purchase("b", "cliente-02", ts, 21, 4)
+	bad := purchase("c", "x", ts, 10, 2)
+	st, body := postEvents(h, tok, a, b, bad, a, bChanged)
+	if st != 200 {
+		t.Fatalf("%d %v", st, body)
+	}
+	got := []any{body["aceptados"], body["duplicados"]}
+	if diff := cmp.Diff([]any{2.0, 1.0}, got); diff != "" {
+		t.Errorf("aceptados, duplicados (-want +got):\n%s", diff)
+	}
+	want := []rejection{{2, "esquema_invalido", "cliente_ref"}, {4, "duplicado", "event_id"}}
+	if diff := cmp.Diff(want, rejections(body)); diff != "" {
+		t.Errorf("rechazados (-want +got):\n%s", diff)
+	}
+	// Across requests: same content is a duplicate, other content rejected, the first stands.
+	_, body = postEvents(h, tok, a, bChanged)
+	if body["aceptados"] != 0.0 || body["duplicados"] != 1.0 {
+		t.Errorf("resend: %v", body)
+	}
+	if diff := cmp.Diff([]rejection{{1, "duplicado", "event_id"}}, rejections(body)); diff != "" {
+		t.Errorf("resend rechazados (-want +got):\n%s", diff)
+	}
+	f, err := h.engine.CustomerFeatures("acme", "cliente-02")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := f.Get("gasto_total_mxn", testStart); v != 20 {
+		t.Errorf("gasto_total_mxn of cliente-02 = %v, want 20 (the first delivery stands)", v)
+	}
+}
+
+func TestEventRequestLimits(t *testing.T) {
+	h := newHarness(t)
+	h.tenant("acme", true, nil)
+	tok := h.token("acme", allScopes...)
+	if st, _ := h.do("POST", "/v1/eventos", tok, map[string]any{"eventos": []any{}}); st != 422 {
+		t.Errorf("empty eventos: %d, want 422", st)
+	}
+	many := make([]any, 1001)
+	for i := range many {
+		many[i] = map[string]any{}
+	}
+	if st, _ := h.do("POST", "/v1/eventos", tok, map[string]any{"eventos": many}); st != 422 {
+		t.Errorf("1001 events: %d, want 422", st)
+	}
+	big := make([]byte, 1<<20+10)
+	for i := range big {
+		big[i] = ' '
+	}
+	if st, b := h.do("POST", "/v1/eventos", tok, big); st != 413 || b["codigo"] != "esquema_invalido" {
+		t.Errorf("body over 1 MB: %d %v, want 413 esquema_invalido", st, b)
+	}
+	if st, b := h.do("POST", "/v1/eventos", tok, "x=1", "Content-Type", "text/plain"); st != 415 {
+		t.Errorf("text body: %d %v, want 415", st, b)
+	}
+	if st, _ := h.do("POST", "/v1/eventos", tok, `{"eventos":[]`); st != 422 {
+		t.Errorf("malformed JSON: %d, want 422", st)
+	}
+	noScope := h.token("acme", "decisiones:pedir")
+	if st, _ := postEvents(h, noScope, purchase("z", "cliente-01", testStart, 1, 1)); st != 403 {
+		t.Errorf("without eventos:publicar: %d, want 403", st)
+	}
+}
+
+func TestAttributionAnyOrder(t *testing.T) {
+	h := newHarness(t)
+	h.tenant("acme", true, noControl)
+	tok := h.token("acme", allScopes...)
+	h.catalog(tok, 2)
+	_, d := h.do("POST", "/v1/decisiones", tok, decideBody("attrib-001", nil))
+	id := d["decision_id"].(string)
+	ts := testStart.Format(time.RFC3339)
+	redeemed := map[string]any{"event_id": "r1", "cliente_ref": "attrib-001", "ts": ts, "tipo": "CUPON_REDIMIDO", "clave": "TA", "valor": 10,
+		"extra": map[string]any{"cupon_emitido_id": "cup-9", "ticket_id": "t9"}}
+	received := map[string]any{"event_id": "s1", "cliente_ref": "attrib-001", "ts": ts, "tipo": "CUPON_RECIBIDO", "clave": "TA", "decision_id": id,
+		"extra": map[string]any{"cupon_emitido_id": "cup-9", "caducidad": testStart.Add(72 * time.Hour).Format(time.RFC3339)}}
+	if _, b := postEvents(h, tok, redeemed); b["aceptados"] != 1.0 {
+		t.Fatalf("redemption first: %v", b)
+	}
+	if _, b := postEvents(h, tok, received); b["aceptados"] != 1.0 {
+		t.Fatalf("reception second: %v", b)
+	}
+	got, err := h.engine.Attribution("acme", "cup-9")
+	if err != nil || got != id {
+		t.Errorf("attribution of cup-9 = %q, %v; want %q", got, err, id)
+	}
+}

@@ -1,0 +1,183 @@
+package server
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"fmt"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/rs/zerolog"
+
+	"github.com/coupond/coupond/batch"
+	"github.com/coupond/coupond/engine"
+	"github.com/coupond/coupond/store"
+)
+
+// testClock is an adjustable real clock for tests.
+type testClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *testClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *testClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+// harness is a server over an in-memory store with a fixed clock and seed.
+type harness struct {
+	t       *testing.T
+	db      *store.DB
+	clock   *testClock
+	engine  *engine.Engine
+	batch   *batch.Runner
+	hooks   *batch.Webhooks
+	srv     *Server
+	http    *httptest.Server
+	secrets *store.Secrets
+}
+
+var testStart = time.Date(2026, 11, 2, 12, 0, 0, 0, time.UTC)
+
+func newHarness(t *testing.T) *harness {
+	t.Helper()
+	db, err := store.Open("db", vfs.NewMem())
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &harness{t: t, db: db, clock: &testClock{now: testStart}, secrets: store.TestSecrets()}
+	log := zerolog.Nop()
+	h.engine = engine.New(engine.Config{DB: db, Secrets: h.secrets, Log: log, Now: h.clock.Now, Seed: 42})
+	h.http = httptest.NewUnstartedServer(nil)
+	signer, err := batch.NewURLSigner(h.secrets.URL, "http://"+h.http.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.hooks = batch.NewWebhooks(db, batch.NewDeliverer(batch.DelivererConfig{AllowPrivate: true}), log, h.clock.Now, 7)
+	h.batch = batch.NewRunner(batch.RunnerConfig{DB: db, Engine: h.engine, Log: log, Dir: filepath.Join(t.TempDir(), "results"),
+		Now: h.clock.Now, Signer: signer, Webhooks: h.hooks})
+	h.srv = New(Deps{Log: log, DB: db, Secrets: h.secrets, Now: h.clock.Now, Ready: func() bool { return true },
+		Engine: h.engine, Batch: h.batch, Webhooks: h.hooks, WebhookAllowPrivate: true})
+	h.http.Config.Handler = h.srv
+	h.http.Start()
+	t.Cleanup(func() {
+		h.http.Close()
+		db.Close()
+	})
+	return h
+}
+
+// tenant creates a tenant (sandbox: clock at testStart) with default
+// settings changed by fn.
+func (h *harness) tenant(id string, sandbox bool, fn func(*store.Settings)) {
+	h.t.Helper()
+	s := store.DefaultSettings()
+	if fn != nil {
+		fn(&s)
+	}
+	t := &store.Tenant{ID: id, CreatedAt: testStart, Sandbox: sandbox, ClockNow: testStart, Settings: s}
+	if err := h.db.CreateTenant(t); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// token creates a credential with scopes and returns a bearer token.
+func (h *harness) token(tenant string, scopes ...string) string {
+	h.t.Helper()
+	id := fmt.Sprintf("ci_%s_%x", tenant, sha256.Sum256([]byte(strings.Join(scopes, ","))))[:40]
+	if _, ok := h.db.Credential(id); !ok {
+		if err := h.db.CreateCredential(&store.Credential{ClientID: id, Tenant: tenant, Name: "test", Scopes: scopes, SecretHash: store.HashSecret("secret-" + id)}); err != nil {
+			h.t.Fatal(err)
+		}
+	}
+	st, body := h.do("POST", "/v1/token", "", map[string]string{"client_id": id, "client_secret": "secret-" + id, "grant_type": "client_credentials"})
+	if st != 200 {
+		h.t.Fatalf("token: %d %v", st, body)
+	}
+	return body["access_token"].(string)
+}
+
+// allScopes is every scope.
+var allScopes = []string{"eventos:publicar", "decisiones:pedir", "decisiones:confirmar", "campanas:escribir",
+	"catalogo:escribir", "clientes:borrar", "clientes:exportar", "webhooks:escribir"}
+
+// do sends a JSON request and decodes a JSON object answer.
+func (h *harness) do(method, path, token string, body any, hdr ...string) (int, map[string]any) {
+	h.t.Helper()
+	resp := h.raw(method, path, token, body, hdr...)
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	var m map[string]any
+	if len(data) > 0 && data[0] == '{' {
+		if err := json.Unmarshal(data, &m); err != nil {
+			h.t.Fatalf("%s %s: bad JSON: %v\n%s", method, path, err, data)
+		}
+	}
+	return resp.StatusCode, m
+}
+
+func (h *harness) raw(method, path, token string, body any, hdr ...string) *http.Response {
+	h.t.Helper()
+	var rd io.Reader
+	switch b := body.(type) {
+	case nil:
+	case string:
+		rd = strings.NewReader(b)
+	case []byte:
+		rd = bytes.NewReader(b)
+	default:
+		data, err := json.Marshal(b)
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		rd = bytes.NewReader(data)
+	}
+	req, err := http.NewRequest(method, h.http.URL+path, rd)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return resp
+}
+
+// catalog installs a catalog of n coupons (ids 1..n).
+func (h *harness) catalog(token string, n int) {
+	h.t.Helper()
+	var acciones []map[string]any
+	for i := 1; i <= n; i++ {
+		acciones = append(acciones, map[string]any{"id": i, "nombre": "cupon" + string(rune('a'+i-1)), "tipo_cupon": "T" + string(rune('A'+i-1)),
+			"costo_envio_mxn": 0.5, "descuento_max_mxn": float64(10 * i), "descuento_pct": 10, "activa": true})
+	}
+	st, body := h.do("PUT", "/v1/catalogo-acciones", token, map[string]any{"acciones": acciones})
+	if st != 200 {
+		h.t.Fatalf("catalog: %d %v", st, body)
+	}
+}
