@@ -132,8 +132,10 @@ func (w *ResultWriter) Lines() int { return w.lines }
 // Commit finishes the zstd frame, fsyncs the file, renames it to its final
 // name and fsyncs the directory, so the file is durable once Commit returns
 // nil. On any error the temporary file is removed and no file appears under
-// the final name (an older file of that name is left as it was). Commit
-// after Commit or Abort returns ErrResultClosed.
+// the final name (an older file of that name is left as it was), except
+// when only the final directory fsync fails: the complete file is then in
+// place but its rename may not survive a crash. Commit after Commit or Abort
+// returns ErrResultClosed.
 func (w *ResultWriter) Commit() error {
 	if w.done {
 		return ErrResultClosed

@@ -274,7 +274,9 @@ func noRedirect(*http.Request, []*http.Request) error { return http.ErrUseLastRe
 // DelivererConfig is what a Deliverer needs; zero fields take the defaults.
 type DelivererConfig struct {
 	// Client sends the requests; nil: NewWebhookClient(Timeout, AllowPrivate).
-	// The Deliverer uses a copy that does not follow redirects.
+	// The Deliverer uses a copy that does not follow redirects. A client not
+	// built by NewWebhookClient lacks its dial-time address check, leaving
+	// only the check before each attempt (a rebinding window remains).
 	Client *http.Client
 	// Resolve resolves destination hosts for the check before each attempt;
 	// nil: the system resolver.

@@ -3,8 +3,8 @@ package server
 import (
 	"bytes"
 	"crypto/sha256"
-	"fmt"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"

@@ -3,6 +3,7 @@ package server
 import (
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -16,11 +17,27 @@ type metrics struct {
 	reg      *prometheus.Registry
 	requests *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
+
+	// series caches the resolved children per (route, status): resolving
+	// label values allocates, a map lookup does not.
+	mu     sync.RWMutex
+	series map[seriesKey]seriesPair
+}
+
+type seriesKey struct {
+	route  string
+	status int
+}
+
+type seriesPair struct {
+	count   prometheus.Counter
+	latency prometheus.Observer
 }
 
 func newMetrics(pdb func() *pebble.DB) *metrics {
 	m := &metrics{
-		reg: prometheus.NewRegistry(),
+		series: map[seriesKey]seriesPair{},
+		reg:    prometheus.NewRegistry(),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "coupond_http_requests_total",
 			Help: "HTTP requests by route and status.",
@@ -46,9 +63,22 @@ var statusText = func() map[int]string {
 }()
 
 func (m *metrics) observe(route string, status int, d time.Duration) {
-	st := statusText[status]
-	m.requests.WithLabelValues(route, st).Inc()
-	m.latency.WithLabelValues(route, st).Observe(d.Seconds())
+	k := seriesKey{route, status}
+	m.mu.RLock()
+	p, ok := m.series[k]
+	m.mu.RUnlock()
+	if !ok {
+		st := statusText[status]
+		if st == "" {
+			st = strconv.Itoa(status)
+		}
+		p = seriesPair{m.requests.WithLabelValues(route, st), m.latency.WithLabelValues(route, st)}
+		m.mu.Lock()
+		m.series[k] = p
+		m.mu.Unlock()
+	}
+	p.count.Inc()
+	p.latency.Observe(d.Seconds())
 }
 
 func (m *metrics) handler() http.Handler {

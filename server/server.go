@@ -237,11 +237,12 @@ func (s *Server) authenticate(c *call) error {
 	if len(h) < 7 || !strings.EqualFold(h[:7], "bearer ") {
 		return errKind(kindUnauthenticated)
 	}
-	clientID, scopes, ok := s.tokens.verify(strings.TrimSpace(h[7:]), c.start)
+	var buf [160]byte
+	clientID, scopes, ok := s.tokens.verify(strings.TrimSpace(h[7:]), c.start, &buf)
 	if !ok {
 		return errKind(kindUnauthenticated)
 	}
-	cred, ok := s.DB.Credential(clientID)
+	cred, ok := s.DB.CredentialBytes(clientID)
 	if !ok || !cred.Active() {
 		return errKind(kindUnauthenticated)
 	}
@@ -249,7 +250,7 @@ func (s *Server) authenticate(c *call) error {
 	if !ok {
 		return errKind(kindUnauthenticated)
 	}
-	c.clientID, c.scopes, c.tenant = clientID, scopes, t
+	c.clientID, c.scopes, c.tenant = cred.ClientID, scopes, t
 	return nil
 }
 

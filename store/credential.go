@@ -84,6 +84,15 @@ func (db *DB) Credential(clientID string) (*Credential, bool) {
 	return c, ok
 }
 
+// CredentialBytes is Credential for an id held in a byte slice; the lookup
+// does not allocate.
+func (db *DB) CredentialBytes(clientID []byte) (*Credential, bool) {
+	db.mu.RLock()
+	c, ok := db.creds[string(clientID)]
+	db.mu.RUnlock()
+	return c, ok
+}
+
 // Credentials returns the tenant's credentials ordered by client id; an empty
 // tenant means every tenant.
 func (db *DB) Credentials(tenant string) []*Credential {

@@ -138,12 +138,13 @@ func (d *decimal) scaled(scale int64) (int64, numErr) {
 	return int64(u), numOK
 }
 
-// appendCanonical appends d's canonical spelling: the shortest exact decimal,
-// with no exponent when the point falls within 21 digits left of the first
-// significant digit and 6 right of it, in ECMAScript style otherwise
-// (1e+21, 1.5e-7). So 100, 1e2, 100.0 and 1.00e+2 all render as 100.
-// Numbers whose exponent is beyond ±10^15 are rendered as written (with a
-// lower-case e); lit is the literal d was read from.
+// appendCanonical appends d's canonical spelling (see Value.AppendJSON):
+// the shortest exact decimal, plain for integers of up to 21 digits, for
+// numbers with a fraction and an integer digit, and down to 0.000001;
+// ECMAScript-style exponent otherwise (1e+21, 1.5e-7). So 100, 1e2, 100.0
+// and 1.00e+2 all render as 100. Numbers whose exponent is beyond ±10^15 are
+// rendered as written (with a lower-case e); lit is the literal d was read
+// from.
 func (d *decimal) appendCanonical(dst []byte, lit string) []byte {
 	if d.isZero() {
 		return append(dst, '0')

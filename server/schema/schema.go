@@ -742,13 +742,20 @@ func (s *ObjectSchema) Decode(data []byte, root ...any) (Value, []Violation) {
 	return Decode(data, s, root...)
 }
 
-func (s *ObjectSchema) has(name string) bool {
-	for i := range s.fields {
+// index returns the position of the field called name, -1 if none. Members
+// usually come in field order, so the search starts at hint.
+func (s *ObjectSchema) index(name string, hint int) int {
+	n := len(s.fields)
+	for k := range n {
+		i := hint + k
+		if i >= n {
+			i -= n
+		}
 		if s.fields[i].name == name {
-			return true
+			return i
 		}
 	}
-	return false
+	return -1
 }
 
 func (s *ObjectSchema) check(c *checker, v Value) {
@@ -764,26 +771,45 @@ func (s *ObjectSchema) check(c *checker, v Value) {
 		return
 	}
 	before := len(c.out)
+	d := v.d
+	// One pass over the members finds each field's node (0: absent; node
+	// 0 is the root, never a member) and whether unknown members exist.
+	var small [16]int32
+	var at []int32
+	if len(s.fields) <= len(small) {
+		at = small[:len(s.fields)]
+	} else {
+		at = make([]int32, len(s.fields))
+	}
+	unknown, hint := false, 0
+	j := v.i + 1
+	for range d.nodes[v.i].n {
+		m := &d.nodes[j]
+		if i := s.index(d.key(m), hint); i >= 0 {
+			at[i], hint = j, i+1
+		} else {
+			unknown = true
+		}
+		j = m.end
+	}
 	for i := range s.fields {
 		f := &s.fields[i]
-		fv := v.Field(f.name)
-		if !fv.Present() && !f.required {
+		if at[i] == 0 && !f.required {
 			continue
 		}
 		c.pushKey(f.name)
-		if fv.Present() {
-			f.schema.check(c, fv)
+		if at[i] != 0 {
+			f.schema.check(c, Value{d, at[i]})
 		} else {
 			c.add(Value{}, "missing", "Field required", nil)
 		}
 		c.pop()
 	}
-	if !s.extra {
-		d := v.d
+	if unknown && !s.extra {
 		j := v.i + 1
 		for range d.nodes[v.i].n {
 			m := &d.nodes[j]
-			if k := d.key(m); !s.has(k) {
+			if k := d.key(m); s.index(k, 0) < 0 {
 				c.pushKey(k)
 				c.add(Value{d, j}, "extra_forbidden", "Extra inputs are not permitted", nil)
 				c.pop()

@@ -228,10 +228,11 @@ func (v Value) Any() any {
 //   - object members sorted by name, byte-wise on their UTF-8 form;
 //   - strings as UTF-8 with only ", \ and control characters escaped
 //     (\b \t \n \f \r, \u00XX for the others), as in RFC 8785;
-//   - numbers as their exact value, shortest spelling, laid out as
-//     ECMAScript does (plain notation up to 21 integer digits and down to
-//     0.000001, 1e+21 and 1.5e-7 beyond): 100, 1e2 and 100.00 are all 100,
-//     10.50 is 10.5, -0 is 0. No number goes through a float.
+//   - numbers as their exact value in the shortest spelling, never through
+//     a float: no exponent for integers of up to 21 digits, for numbers
+//     with a fraction and an integer digit, and down to 0.000001; an
+//     ECMAScript-style exponent otherwise (1e+21, 1.5e-7). So 100, 1e2 and
+//     100.00 are all 100, 10.50 is 10.5, -0 is 0.
 //
 // The absent Value renders as null.
 func (v Value) AppendJSON(dst []byte) []byte {

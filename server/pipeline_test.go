@@ -1,0 +1,183 @@
+package server
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coupond/coupond/store"
+)
+
+func TestOrderOfChecks(t *testing.T) {
+	h := newHarness(t)
+	h.tenant("acme", true, nil)
+	tok := h.token("acme", "eventos:publicar")
+	// 401 before 403: a bad token with a route the scope would also refuse.
+	if st, b := h.do("POST", "/v1/decisiones", "ct1.bad.token", "not json"); st != 401 || b["codigo"] != "no_autenticado" {
+		t.Errorf("bad token: %d %v", st, b)
+	}
+	// 403 before 503 and before 422.
+	if _, err := h.db.UpdateTenant("acme", func(t *store.Tenant) error { t.Settings.Paused = true; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if st, b := h.do("POST", "/v1/decisiones", tok, "not json"); st != 403 || b["codigo"] != "sin_permiso" {
+		t.Errorf("missing scope on paused tenant: %d %v, want 403", st, b)
+	}
+	// 503 before 413/415/422.
+	resp := h.raw("POST", "/v1/eventos", tok, "x", "Content-Type", "text/plain")
+	resp.Body.Close()
+	if resp.StatusCode != 503 || resp.Header.Get("Retry-After") == "" {
+		t.Errorf("paused tenant: %d Retry-After %q, want 503 with Retry-After", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+	if _, err := h.db.UpdateTenant("acme", func(t *store.Tenant) error { t.Settings.Paused = false; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	// 415 before 422.
+	if st, _ := h.do("POST", "/v1/eventos", tok, "{", "Content-Type", "text/plain"); st != 415 {
+		t.Errorf("text/plain malformed: %d, want 415", st)
+	}
+}
+
+func TestRateLimitEvents(t *testing.T) {
+	h := newHarness(t)
+	h.tenant("acme", false, nil)
+	tok := h.token("acme", "eventos:publicar")
+	got429 := 0
+	for i := 0; i < 45; i++ { // burst 40 at 20/s; the clock does not move
+		resp := h.raw("POST", "/v1/eventos", tok, map[string]any{"eventos": []any{}})
+		resp.Body.Close()
+		if resp.StatusCode == 429 {
+			got429++
+			if ra := resp.Header.Get("Retry-After"); ra != "1" {
+				t.Errorf("Retry-After %q, want 1", ra)
+			}
+		}
+	}
+	if got429 != 5 {
+		t.Errorf("%d answers 429 out of 45 with burst 40, want 5", got429)
+	}
+	h.clock.Advance(time.Second)
+	resp := h.raw("POST", "/v1/eventos", tok, map[string]any{"eventos": []any{}})
+	resp.Body.Close()
+	if resp.StatusCode == 429 {
+		t.Errorf("still limited after the bucket refilled")
+	}
+}
+
+func TestDailyQuota(t *testing.T) {
+	h := newHarness(t)
+	h.tenant("acme", true, func(s *store.Settings) { s.QuotaDecisionsDay = 2; s.ControlShare = 0 })
+	tok := h.token("acme", allScopes...)
+	for i, want := range []int{200, 200, 429} {
+		resp := h.raw("POST", "/v1/decisiones", tok, decideBody("quota-0000"+string(rune('1'+i)), nil))
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("decision %d: %d, want %d", i+1, resp.StatusCode, want)
+		}
+	}
+}
+
+func TestTokenLifetimeAndRevocation(t *testing.T) {
+	h := newHarness(t)
+	h.tenant("acme", false, nil)
+	tok := h.token("acme", "catalogo:escribir")
+	if st, _ := h.do("GET", "/v1/catalogo-acciones", tok, nil); st != 200 {
+		t.Fatalf("fresh token: %d", st)
+	}
+	h.clock.Advance(15 * time.Minute)
+	if st, _ := h.do("GET", "/v1/catalogo-acciones", tok, nil); st != 401 {
+		t.Errorf("token after 15 minutes: %d, want 401", st)
+	}
+	tok = h.token("acme", "catalogo:escribir")
+	for _, c := range h.db.Credentials("acme") {
+		if _, err := h.db.UpdateCredential(c.ClientID, func(c *store.Credential) error { c.Revoked = true; return nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st, _ := h.do("GET", "/v1/catalogo-acciones", tok, nil); st != 401 {
+		t.Errorf("revoked credential's token: %d, want 401", st)
+	}
+}
+
+func TestTokenScopeRequest(t *testing.T) {
+	h := newHarness(t)
+	h.tenant("acme", false, nil)
+	h.token("acme", "eventos:publicar", "catalogo:escribir")
+	id := h.db.Credentials("acme")[0].ClientID
+	st, b := h.do("POST", "/v1/token", "", map[string]string{"client_id": id, "client_secret": "secret-" + id, "grant_type": "client_credentials", "scope": "catalogo:escribir"})
+	if st != 200 || b["scope"] != "catalogo:escribir" {
+		t.Errorf("narrowed scope: %d %v", st, b)
+	}
+	st, b = h.do("POST", "/v1/token", "", map[string]string{"client_id": id, "client_secret": "secret-" + id, "grant_type": "client_credentials", "scope": "clientes:borrar"})
+	if st != 403 {
+		t.Errorf("scope the credential lacks: %d %v, want 403", st, b)
+	}
+}
+
+func TestUnknownPathAndErrorBody(t *testing.T) {
+	h := newHarness(t)
+	resp := h.raw("GET", "/v1/nada", "", nil)
+	defer resp.Body.Close()
+	if resp.StatusCode != 404 || resp.Header.Get("X-Trace-Id") == "" {
+		t.Errorf("unknown path: %d trace %q", resp.StatusCode, resp.Header.Get("X-Trace-Id"))
+	}
+	st, b := h.do("DELETE", "/v1/token", "", nil)
+	if st != 404 || b["codigo"] != "no_encontrado" || b["trace_id"] == nil {
+		t.Errorf("unknown method: %d %v", st, b)
+	}
+}
+
+func TestPanicBecomesInternalError(t *testing.T) {
+	h := newHarness(t)
+	handler := h.srv.wrap(route{name: "boom", public: true, h: func(*call) error { panic("secret internal detail") }})
+	rec := httptest.NewRecorder()
+	handler(rec, httptest.NewRequest("GET", "/boom", nil), nil)
+	if rec.Code != 500 || strings.Contains(rec.Body.String(), "secret") || !strings.Contains(rec.Body.String(), "error_interno") {
+		t.Errorf("panic: %d %s", rec.Code, rec.Body.String())
+	}
+}
+
+// BenchmarkAuthenticatedRequest measures token verification and the whole
+// middleware chain (trace id, auth, scope, pause, rate limit, metrics,
+// access log) around a trivial authenticated handler.
+func BenchmarkAuthenticatedRequest(b *testing.B) {
+	h := newHarness(&testing.T{})
+	defer h.http.Close()
+	h.tenant("acme", true, func(s *store.Settings) { s.RateLimits = false })
+	tok := h.token("acme", "catalogo:escribir")
+	handler := h.srv.wrap(route{name: "trivial", scope: scopeCatalogo, class: classOther, h: func(c *call) error {
+		c.w.WriteHeader(http.StatusNoContent)
+		return nil
+	}})
+	req := httptest.NewRequest("GET", "/trivial", nil)
+	req.Header.Set("Authorization", "Bearer "+tok)
+	w := &discardWriter{h: http.Header{}}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		clear(w.h)
+		handler(w, req, nil)
+	}
+}
+
+// BenchmarkTokenVerify measures token verification alone.
+func BenchmarkTokenVerify(b *testing.B) {
+	tk := newTokens(store.TestSecrets().Token)
+	now := time.Now()
+	tok := tk.issue("ci_abcdefghijklmnopqrst", scopeCatalogo|scopeEventos, now.Add(tokenTTL))
+	var buf [160]byte
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		if _, _, ok := tk.verify(tok, now, &buf); !ok {
+			b.Fatal("verify failed")
+		}
+	}
+}
+
+type discardWriter struct{ h http.Header }
+
+func (w *discardWriter) Header() http.Header         { return w.h }
+func (w *discardWriter) Write(p []byte) (int, error) { return len(p), nil }
+func (w *discardWriter) WriteHeader(int)             {}
