@@ -61,15 +61,62 @@ func (s *services) tenantStatus(t *store.Tenant) (usage, quality map[string]any,
 			active++
 		}
 	}
-	usage = map[string]any{"credentials_active": active, "credentials_total": len(creds)}
+	st, err := s.engine.Status(t.ID)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	usage = map[string]any{
+		"credentials_active": active, "credentials_total": len(creds),
+		"politica_version": st.PoliticaVersion, "rewards_learned": st.RewardsLearned,
+		"catalog_version": st.CatalogVersion, "catalog_actions": st.CatalogActions,
+	}
+	q := st.Quality
+	quality = map[string]any{
+		"events_accepted": q.Eventos, "coupons_received": q.CuponesRecibidos,
+		"coupons_received_without_decision_id": q.CuponesSinDecision, "redemptions": q.Redenciones,
+		"redemptions_of_unknown_coupons": q.RedencionesCuponDesconocido, "tickets_vat_suspect": q.TicketsIVASospechoso,
+		"negative_margins": q.MargenesNegativos, "out_of_order_events": q.EventosFueraDeOrden,
+		"events_after_account_closure": q.EventosTrasCierre,
+	}
 	warnings = []string{}
-	return usage, map[string]any{}, warnings, nil
+	if q.CuponesRecibidos >= 20 && float64(q.CuponesSinDecision) > 0.05*float64(q.CuponesRecibidos) {
+		warnings = append(warnings, fmt.Sprintf("%.1f%% of CUPON_RECIBIDO events carry no decision_id (spec: at least 95%% must)",
+			100*float64(q.CuponesSinDecision)/float64(q.CuponesRecibidos)))
+	}
+	if q.TicketsIVASospechoso > 0 {
+		warnings = append(warnings, fmt.Sprintf("%d tickets look VAT-inclusive against extra.ticket_total: amounts must be without VAT", q.TicketsIVASospechoso))
+	}
+	if q.Redenciones >= 20 && float64(q.RedencionesCuponDesconocido) > 0.05*float64(q.Redenciones) {
+		warnings = append(warnings, fmt.Sprintf("%d redemptions of coupons never received (CUPON_RECIBIDO missing or sent late)", q.RedencionesCuponDesconocido))
+	}
+	if t.Settings.Paused {
+		warnings = append(warnings, "tenant paused: every API call answers 503 inquilino_pausado")
+	}
+	return usage, quality, warnings, nil
 }
 
-// clockMoved tells the running services that a sandbox clock moved.
-func (s *services) clockMoved(*store.Tenant) {}
+// clockMoved runs the learner for a sandbox tenant whose clock moved, so
+// rewards whose window closed are folded before the command returns.
+func (s *services) clockMoved(t *store.Tenant) {
+	for {
+		st, err := s.engine.Learn(t.ID)
+		if err != nil {
+			s.env.log.Error().Err(err).Str("tenant", t.ID).Msg("learner after clock advance")
+			return
+		}
+		if st.Folded+st.Unconfirmed+st.Modified+st.Control+st.Released == 0 {
+			return
+		}
+	}
+}
 
-func extraAdminCmds(*app) []*cobra.Command { return nil }
+// extraAdminCmds are the admin commands beyond tenants, credentials and
+// clocks.
+func extraAdminCmds(a *app) []*cobra.Command {
+	shadow := &cobra.Command{Use: "shadow", Short: "Shadow mode reports"}
+	shadow.AddCommand(shadowReportCmd(a))
+	return []*cobra.Command{evaluateCmd(a), shadow}
+}
 
 func scopeList() []string { return server.ScopeNames() }
 

@@ -19,6 +19,7 @@ type customer struct {
 	avgTicketCents float64
 	ticketMargin   float64 // expected margin of one ticket, cents
 	redeemRate     float64 // smoothed probability of redeeming a coupon
+	buyRate        float64 // probability of buying in the window without a coupon
 }
 
 func featuresKey(tenant, clienteRef string) []byte {
@@ -66,6 +67,7 @@ func newCustomer(f Features, now time.Time, window time.Duration) *customer {
 	}
 	c.ticketMargin = c.avgTicketCents * rate
 	c.redeemRate = (float64(s.redeem[1]) + priorRedeemHits) / (float64(s.recv[1]) + priorRedeemTrials)
+	c.buyRate = min(1, float64(s.tickets[1])*days/90)
 	return c
 }
 
@@ -93,16 +95,22 @@ func (c *customer) discountCents(a *Action) float64 {
 }
 
 // prior is the expected reward (cents over the window) of action a before
-// any data: the customer's baseline margin, plus for a coupon the chance
-// it is redeemed times (the incremental margin of a ticket minus the
-// discount), minus its sending cost. It comes from the catalog's economics
+// any data: the customer's baseline margin; for a coupon, if redeemed
+// (probability redeemRate), a purchase it brings about (a share priorLift
+// of the window's non-buying chance) earns a ticket's margin minus the
+// discount, while a purchase that would have happened anyway only gives
+// the discount away; minus the sending cost. A coupon looks good for the
+// occasional buyer with a large ticket and bad for the one who buys anyway. It comes from the catalog's economics
 // and the customer's own history, so a new tenant starts with a sensible
 // ranking instead of a constant.
 func (c *customer) prior(a *Action) float64 {
 	if a == nil {
 		return c.baselineCents
 	}
-	return c.baselineCents + c.redeemRate*(priorLift*c.ticketMargin-c.discountCents(a)) - float64(a.CostoEnvioCents)
+	d := c.discountCents(a)
+	incremental := priorLift * (1 - c.buyRate) * (c.ticketMargin - d)
+	giveaway := c.buyRate * d
+	return c.baselineCents + c.redeemRate*(incremental-giveaway) - float64(a.CostoEnvioCents)
 }
 
 // Customers calls fn with every customer of tenant who has history and

@@ -280,19 +280,14 @@ func (e *Engine) decideNew(ts *tenantState, t *store.Tenant, now time.Time, req 
 			if err != nil {
 				return nil, nil, err
 			}
-			kept := sc.cands[:0:0]
-			for _, c := range sc.cands {
-				if c.action == nil || camp.affordable(bu, c.action) {
-					kept = append(kept, c)
-				}
-			}
-			if len(kept) < len(sc.cands) && reason == "" {
+			before := len(sc.cands)
+			sc.keep(func(c *candidate) bool { return c.action == nil || camp.affordable(bu, c.action) })
+			if len(sc.cands) < before && reason == "" {
 				reason = "presupuesto de la campaña agotado para algunas acciones"
-				if len(kept) == 1 {
+				if len(sc.cands) == 1 {
 					reason = "presupuesto de la campaña agotado"
 				}
 			}
-			sc.cands = kept
 		}
 	}
 

@@ -235,7 +235,7 @@ func DecodeEvent(b []byte) (Event, bool) {
 		return Event{}, false
 	}
 	e.Tipo = t
-	d := binReader{s: string(b), pos: 2}
+	d := binReader{b: b, pos: 2, s: string(b)}
 	bits := d.uvarint()
 	if bits&^evAllBits != 0 {
 		return Event{}, false
@@ -305,109 +305,123 @@ func binAppendTime(buf []byte, t time.Time) []byte {
 	return binary.AppendUvarint(buf, uint64(t.Nanosecond()))
 }
 
-// binReader reads the primitives of the encodings in this package from a
-// string copy of the input, so that decoded strings are substrings of one
-// allocation. After the first error every read returns zero and done
-// reports false.
+// binReader reads the primitives of the encodings in this package. After
+// the first error every read returns zero and done reports false.
 type binReader struct {
-	s   string
+	b   []byte
 	pos int
 	bad bool
+	// s, when set, is string(b): str then returns substrings of it, so that
+	// all decoded strings share one allocation.
+	s string
 }
 
-func (d *binReader) fail() { d.bad, d.pos = true, len(d.s) }
+func (d *binReader) fail() { d.bad, d.pos = true, len(d.b) }
 
 // done reports whether the whole input was read without error.
-func (d *binReader) done() bool { return !d.bad && d.pos == len(d.s) }
+func (d *binReader) done() bool { return !d.bad && d.pos == len(d.b) }
 
 // left is how many bytes are unread.
-func (d *binReader) left() int { return len(d.s) - d.pos }
+func (d *binReader) left() int { return len(d.b) - d.pos }
 
 // uvarint reads an unsigned varint; one-byte values take an inlined fast
 // path.
 func (d *binReader) uvarint() uint64 {
-	if d.pos < len(d.s) && d.s[d.pos] < 0x80 {
+	if d.pos < len(d.b) && d.b[d.pos] < 0x80 {
 		d.pos++
-		return uint64(d.s[d.pos-1])
+		return uint64(d.b[d.pos-1])
 	}
 	return d.uvarintSlow()
 }
 
 func (d *binReader) uvarintSlow() uint64 {
-	var x uint64
-	var s uint
-	for i := 0; i < binary.MaxVarintLen64; i++ {
-		if d.pos >= len(d.s) {
-			break
-		}
-		c := d.s[d.pos]
-		d.pos++
-		if c < 0x80 {
-			if i == binary.MaxVarintLen64-1 && c > 1 {
-				break // overflow
-			}
-			return x | uint64(c)<<s
-		}
-		x |= uint64(c&0x7f) << s
-		s += 7
-	}
-	d.fail()
-	return 0
-}
-
-func (d *binReader) varint() int64 {
-	ux := d.uvarint()
-	x := int64(ux >> 1)
-	if ux&1 != 0 {
-		x = ^x
-	}
-	return x
-}
-
-func (d *binReader) byte() byte {
-	if d.pos >= len(d.s) {
+	v, n := binary.Uvarint(d.b[d.pos:])
+	if n <= 0 {
 		d.fail()
 		return 0
 	}
-	c := d.s[d.pos]
+	d.pos += n
+	return v
+}
+
+func (d *binReader) varint() int64 { return binUnzigzag(d.uvarint()) }
+
+func binUnzigzag(u uint64) int64 { return int64(u>>1) ^ -int64(u&1) }
+
+func binZigzag(v int64) uint64 { return uint64(v<<1) ^ uint64(v>>63) }
+
+func (d *binReader) byte() byte {
+	if d.pos >= len(d.b) {
+		d.fail()
+		return 0
+	}
+	c := d.b[d.pos]
 	d.pos++
 	return c
 }
 
-func (d *binReader) uint32() uint32 {
-	if d.left() < 4 {
-		d.fail()
-		return 0
-	}
-	s := d.s[d.pos:]
-	d.pos += 4
-	return uint32(s[0])<<24 | uint32(s[1])<<16 | uint32(s[2])<<8 | uint32(s[3])
-}
-
-func (d *binReader) str() string {
-	n := d.uvarint()
+// next returns the next n bytes, or nil (and fails) if there are fewer.
+func (d *binReader) next(n uint64) []byte {
 	if n > uint64(d.left()) {
 		d.fail()
+		return nil
+	}
+	v := d.b[d.pos : d.pos+int(n)]
+	d.pos += int(n)
+	return v
+}
+
+func (d *binReader) uint32() uint32 {
+	v := d.next(4)
+	if v == nil {
+		return 0
+	}
+	return binary.BigEndian.Uint32(v)
+}
+
+// str reads a uvarint length and that many bytes.
+func (d *binReader) str() string {
+	n := d.uvarint()
+	start := d.pos
+	v := d.next(n)
+	if len(v) == 0 {
 		return ""
 	}
-	s := d.s[d.pos : d.pos+int(n)]
-	d.pos += int(n)
-	return s
+	if d.s != "" {
+		return d.s[start : start+len(v)]
+	}
+	return string(v)
+}
+
+// strs fills dst with consecutive strings (as str reads them), sharing one
+// allocation.
+func (d *binReader) strs(dst []string) {
+	var stack [2 * (3 + featMaxOptOut + featMaxCats + 1)]int
+	bounds := stack[:0]
+	start, total := d.pos, 0
+	for range dst {
+		n := d.uvarint()
+		from := d.pos
+		d.next(n)
+		bounds = append(bounds, from, d.pos)
+		total += d.pos - from
+	}
+	if d.bad || total == 0 {
+		return
+	}
+	all := string(d.b[start:d.pos])
+	for i := range dst {
+		dst[i] = all[bounds[2*i]-start : bounds[2*i+1]-start]
+	}
 }
 
 // float reads 8 bytes big-endian IEEE 754 and refuses NaN and infinities.
 func (d *binReader) float() float64 {
-	if d.left() < 8 {
-		d.fail()
+	v := d.next(8)
+	if v == nil {
 		return 0
 	}
-	s := d.s[d.pos:]
-	d.pos += 8
-	var u uint64
-	for i := 0; i < 8; i++ {
-		u = u<<8 | uint64(s[i])
-	}
-	f := math.Float64frombits(u)
+	f := math.Float64frombits(binary.BigEndian.Uint64(v))
 	if math.IsNaN(f) || math.IsInf(f, 0) {
 		d.fail()
 		return 0

@@ -3,6 +3,7 @@ package engine
 import (
 	"encoding/binary"
 	"math"
+	"math/bits"
 	"strings"
 	"time"
 )
@@ -26,16 +27,19 @@ import (
 // daily buckets (only days with events, at most 367), and every ticket of
 // those days as a 32-bit hash of its ticket_id with the sum of its category
 // amounts (to count distinct tickets and check VAT across a ticket's
-// categories). Buckets older than 366 days before the customer's newest
-// event are dropped when a newer event arrives, so every window is exact
-// at any now not earlier than 2 days before the customer's newest event.
-// A customer who buys every week holds about 53 buckets and 53 tickets,
-// roughly 600 bytes encoded; the worst case (a purchase every day) about 5 KB.
+// categories; two tickets of one day whose hashes collide, a chance of
+// about n²/2³³ for n tickets that day, count as one). Buckets older than
+// 366 days before the customer's newest event are dropped when a newer
+// event arrives, so every window is exact at any now not earlier than 2 days
+// before the customer's newest event.
 // Category spend is kept per UTC calendar month instead, for at most 32
 // categories per customer (further categories share one "other" bucket that
 // counts in totals but has no name): the category features look at the
 // current month and the 12 before it, which covers at least the last 365
-// days (and at most 396).
+// days (and at most 396). A customer with a weekly ticket of 3 categories
+// and a monthly coupon holds about 70 buckets and 52 tickets, about 1.5 KB
+// encoded; three tickets a day in 40 categories, far beyond retail, about
+// 13.5 KB.
 //
 // Late events (ts older than the newest event seen) land in their own day
 // and month, so order does not change the result, with three documented
@@ -74,10 +78,10 @@ type Features struct {
 
 	days    []featDay    // ascending by day, unique
 	tickets []featTicket // ascending by (day, hash), unique
-	// catNames are the category names; catMonths refers to them by index. The
-	// name "" is the overflow bucket for categories beyond featMaxCats.
-	catNames  []string
-	catMonths []featCatMonth // ascending by (month, cat), unique
+	// cats are the categories bought in the retained months, each with its
+	// spend per month relative to the month of lastTS. The name "" is the
+	// overflow bucket for categories beyond featMaxCats.
+	cats []featCat
 	// oldTickets are the hashes of the last tickets seen beyond the horizon,
 	// oldest first, at most featOldTickets.
 	oldTickets []uint32
@@ -109,17 +113,17 @@ type featTicket struct {
 	valor int64  // sum of the ticket's category amounts, cents
 }
 
-// featCatMonth is one category's spend in one UTC calendar month.
-type featCatMonth struct {
-	month int32 // year*12 + month-1
-	cat   uint8 // index in Features.catNames
-	spend int64 // cents
+// featCat is one category's spend by UTC calendar month: spend[k] is the
+// spend in cents of the k-th month before the month of Features.lastTS.
+type featCat struct {
+	name  string
+	spend [featCatMonths]int64
 }
 
 const (
-	nsPerDay          = int64(24 * time.Hour)
+	featNsPerDay      = int64(24 * time.Hour)
 	featRetainDays    = 366 // buckets kept: days >= newest day - featRetainDays
-	featRetainMonths  = 13  // category months kept: months >= newest month - featRetainMonths
+	featCatMonths     = 14  // category months kept: the newest event's month and the 13 before
 	featCatWindow     = 12  // category features: the current month and the 12 before
 	featMaxCats       = 32  // named categories per customer
 	featMaxOptOut     = 32  // channels opted out individually; one more means all
@@ -152,7 +156,8 @@ const (
 	// FlagVATSuspect: a COMPRA_CAT whose ticket looks like it carries VAT:
 	// the sum of the category amounts applied so far for its ticket_id
 	// crossed extra.ticket_total plus a tolerance (1 MXN or 0.5 %, whichever
-	// is larger). Raised once per ticket, by the event that crosses. It
+	// is larger). Raised once per ticket, by the event that crosses (beyond
+	// the horizon, where tickets are not kept, each event alone). It
 	// catches amounts with VAT against a total without it (an amount of
 	// about 1.16 times its share); a ticket_total that includes VAT while
 	// the amounts do not cannot be told from a ticket whose other categories
@@ -209,7 +214,7 @@ func (f *Features) Apply(e *Event) DataFlags {
 		f.lastTS = ts
 		f.set |= featHasLast
 		if had && featDayOf(ts) > prevDay {
-			f.prune()
+			f.advance(prevDay)
 		}
 	}
 	day := featDayOf(ts)
@@ -219,7 +224,7 @@ func (f *Features) Apply(e *Event) DataFlags {
 	case CompraCat:
 		fl |= f.applyPurchase(e, ts, day, in)
 	case CuponRecibido:
-		setMax(&f.lastCoupon, &f.set, featHasCoupon, ts)
+		featSetMax(&f.lastCoupon, &f.set, featHasCoupon, ts)
 		if in {
 			f.dayAt(day).recv++
 		}
@@ -234,13 +239,13 @@ func (f *Features) Apply(e *Event) DataFlags {
 	case Baja:
 		switch e.Clave {
 		case BajaCuenta:
-			setMax(&f.closedAt, &f.set, featHasClosed, ts)
+			featSetMax(&f.closedAt, &f.set, featHasClosed, ts)
 		case BajaComunicaciones:
 			f.optOutChannel(e.Canal)
 		}
 	case Alta:
 		newest := f.set&featHasAlta == 0 || ts >= f.altaAt
-		setMax(&f.altaAt, &f.set, featHasAlta, ts)
+		featSetMax(&f.altaAt, &f.set, featHasAlta, ts)
 		if newest || f.canalAlta == "" {
 			f.canalAlta = e.Clave
 		}
@@ -267,7 +272,7 @@ func (f *Features) closedBy(ts int64) bool {
 	return !reopened
 }
 
-func setMax(dst *int64, set *uint8, bit uint8, ts int64) {
+func featSetMax(dst *int64, set *uint8, bit uint8, ts int64) {
 	if *set&bit == 0 || ts > *dst {
 		*dst = ts
 		*set |= bit
@@ -279,7 +284,7 @@ func (f *Features) applyPurchase(e *Event, ts int64, day int32, in bool) DataFla
 	if e.MargenCents < 0 {
 		fl |= FlagNegativeMargin
 	}
-	setMax(&f.lastBuy, &f.set, featHasBuy, ts)
+	featSetMax(&f.lastBuy, &f.set, featHasBuy, ts)
 	f.spendTotal += e.ValorCents
 	h := featTicketHash(e.TicketID)
 	limit := int64(math.MaxInt64)
@@ -287,7 +292,7 @@ func (f *Features) applyPurchase(e *Event, ts int64, day int32, in bool) DataFla
 		limit = e.TicketTotalCents + max(featVATToleranceC, e.TicketTotalCents/200)
 	}
 	if !in {
-		if !containsU32(f.oldTickets, h) {
+		if !featContains(f.oldTickets, h) {
 			f.ticketsTotal++
 			if len(f.oldTickets) >= featOldTickets {
 				f.oldTickets = append(f.oldTickets[:0], f.oldTickets[1:]...)
@@ -313,16 +318,15 @@ func (f *Features) applyPurchase(e *Event, ts int64, day int32, in bool) DataFla
 		prev = f.tickets[i-1].valor
 		f.tickets[i-1].valor += e.ValorCents
 	} else {
-		f.tickets = insertAt(f.tickets, i, featTicket{day: day, hash: h, valor: e.ValorCents})
+		f.tickets = featInsert(f.tickets, i, featTicket{day: day, hash: h, valor: e.ValorCents})
 		f.ticketsTotal++
 	}
 	if prev <= limit && prev+e.ValorCents > limit {
 		fl |= FlagVATSuspect
 	}
 
-	month := featMonthOf(day)
-	if e.ValorCents > 0 && month >= featMonthOf(featDayOf(f.lastTS))-featRetainMonths {
-		f.addCategory(e.Clave, month, e.ValorCents)
+	if k := featMonthOf(featDayOf(f.lastTS)) - featMonthOf(day); e.ValorCents > 0 && k >= 0 && k < featCatMonths {
+		f.addCategory(e.Clave, int(k), e.ValorCents)
 	}
 	return fl
 }
@@ -337,51 +341,42 @@ func (f *Features) dayAt(day int32) *featDay {
 	if i > 0 && f.days[i-1].day == day {
 		return &f.days[i-1]
 	}
-	f.days = insertAt(f.days, i, featDay{day: day})
+	f.days = featInsert(f.days, i, featDay{day: day})
 	return &f.days[i]
 }
 
-// addCategory adds spend to (category, month).
-func (f *Features) addCategory(name string, month int32, spend int64) {
+// addCategory adds spend to the k-th month before the newest event's month
+// of category name.
+func (f *Features) addCategory(name string, k int, spend int64) {
 	c := -1
-	for i, n := range f.catNames {
-		if n == name {
+	for i := range f.cats {
+		if f.cats[i].name == name {
 			c = i
 			break
 		}
 	}
 	if c < 0 {
-		named := len(f.catNames)
-		other := -1
-		for i, n := range f.catNames {
-			if n == "" {
+		named, other := len(f.cats), -1
+		for i := range f.cats {
+			if f.cats[i].name == "" {
 				named--
 				other = i
 			}
 		}
 		switch {
-		case name != "" && named < featMaxCats && len(f.catNames) <= featMaxCats:
-			f.catNames = append(f.catNames, name)
-			c = len(f.catNames) - 1
+		case name != "" && named < featMaxCats && len(f.cats) <= featMaxCats:
+			f.cats = append(f.cats, featCat{name: name})
+			c = len(f.cats) - 1
 		case other >= 0:
 			c = other
-		case len(f.catNames) <= featMaxCats:
-			f.catNames = append(f.catNames, "")
-			c = len(f.catNames) - 1
+		case len(f.cats) <= featMaxCats:
+			f.cats = append(f.cats, featCat{})
+			c = len(f.cats) - 1
 		default: // only from a hand-made encoding: share the last bucket
-			c = len(f.catNames) - 1
+			c = len(f.cats) - 1
 		}
 	}
-	cat := uint8(c)
-	i := len(f.catMonths)
-	for i > 0 && (f.catMonths[i-1].month > month || f.catMonths[i-1].month == month && f.catMonths[i-1].cat > cat) {
-		i--
-	}
-	if i > 0 && f.catMonths[i-1].month == month && f.catMonths[i-1].cat == cat {
-		f.catMonths[i-1].spend += spend
-		return
-	}
-	f.catMonths = insertAt(f.catMonths, i, featCatMonth{month: month, cat: cat, spend: spend})
+	f.cats[c].spend[k] += spend
 }
 
 // optOutChannel records a BAJA comunicaciones: for canal, or for every
@@ -405,45 +400,33 @@ func (f *Features) optOutChannel(canal string) {
 	f.optOut = append(f.optOut, canal)
 }
 
-// prune drops the buckets, tickets and category months that no window can
-// reach any more, given the newest event.
-func (f *Features) prune() {
+// advance is called when the newest event moved from day prevDay to a
+// later day: it drops the buckets and tickets no window can reach any more,
+// and shifts the category months to the new newest month, dropping the
+// months (and then the categories) that fall out.
+func (f *Features) advance(prevDay int32) {
 	newest := featDayOf(f.lastTS)
 	cut := newest - featRetainDays
-	if n := countPrefix(f.days, func(d featDay) bool { return d.day < cut }); n > 0 {
+	if n := featCountPrefix(f.days, func(d featDay) bool { return d.day < cut }); n > 0 {
 		f.days = append(f.days[:0], f.days[n:]...)
 	}
-	if n := countPrefix(f.tickets, func(t featTicket) bool { return t.day < cut }); n > 0 {
+	if n := featCountPrefix(f.tickets, func(t featTicket) bool { return t.day < cut }); n > 0 {
 		f.tickets = append(f.tickets[:0], f.tickets[n:]...)
 	}
-	cutM := featMonthOf(newest) - featRetainMonths
-	if n := countPrefix(f.catMonths, func(c featCatMonth) bool { return c.month < cutM }); n > 0 {
-		f.catMonths = append(f.catMonths[:0], f.catMonths[n:]...)
-		f.compactCategories()
+	shift := int(min(featMonthOf(newest)-featMonthOf(prevDay), featCatMonths))
+	if shift <= 0 || len(f.cats) == 0 {
+		return
 	}
-}
-
-// compactCategories drops the names no category month refers to.
-func (f *Features) compactCategories() {
-	var used [256]bool
-	for _, c := range f.catMonths {
-		used[c.cat] = true
-	}
-	var remap [256]uint8
-	names := f.catNames[:0]
-	for i, n := range f.catNames {
-		if used[i] {
-			remap[i] = uint8(len(names))
-			names = append(names, n)
+	kept := f.cats[:0]
+	for _, c := range f.cats {
+		copy(c.spend[shift:], c.spend[:featCatMonths-shift])
+		clear(c.spend[:shift])
+		if c.spend != ([featCatMonths]int64{}) {
+			kept = append(kept, c)
 		}
 	}
-	for i := len(names); i < len(f.catNames); i++ {
-		f.catNames[i] = ""
-	}
-	f.catNames = names
-	for i := range f.catMonths {
-		f.catMonths[i].cat = remap[f.catMonths[i].cat]
-	}
+	clear(f.cats[len(kept):])
+	f.cats = kept
 }
 
 // OptedOut reports whether the customer opted out of communications on
@@ -485,8 +468,8 @@ func (f *Features) SegmentoDeclarado() string { return f.segmento }
 // Perfil returns extra.perfil of the newest ALTA that carried one, or "".
 func (f *Features) Perfil() string { return f.perfil }
 
-// LastEvent returns the ts of the customer's newest event, and false for a
-// customer without events.
+// LastEvent returns the ts of the customer's newest event of any type, and
+// false for a customer without events.
 func (f *Features) LastEvent() (time.Time, bool) {
 	if f.set&featHasLast == 0 {
 		return time.Time{}, false
@@ -504,15 +487,12 @@ type featSummary struct {
 	tickets  [3]int64
 	recv     [2]int64 // windows of 90 and 365 days
 	redeem   [2]int64
-	expired  int64 // 365 days
-	catSpend [featMaxCats + 1]int64
-	catTotal int64 // sum of catSpend
-	catN     int   // categories with spend
+	expired  int64                  // 365 days
+	catSpend [featMaxCats + 1]int64 // by index in Features.cats
+	catTotal int64                  // sum of catSpend
+	catN     int                    // categories with spend
 	catTop   int64
 }
-
-// featWindows are the window lengths of the [3] arrays of featSummary.
-var featWindows = [3]int32{30, 90, 365}
 
 func (f *Features) summarize(now time.Time) featSummary {
 	s := featSummary{f: f, today: featDayOf(featNanos(now))}
@@ -522,19 +502,21 @@ func (f *Features) summarize(now time.Time) featSummary {
 		if age >= 365 {
 			break
 		}
-		for w, n := range featWindows {
-			if age < n {
-				s.spend[w] += d.spend
-				s.margin[w] += d.margin
+		s.spend[2] += d.spend
+		s.margin[2] += d.margin
+		if age < 90 {
+			s.spend[1] += d.spend
+			s.margin[1] += d.margin
+			s.recv[0] += int64(d.recv)
+			s.redeem[0] += int64(d.redeem)
+			if age < 30 {
+				s.spend[0] += d.spend
+				s.margin[0] += d.margin
 			}
 		}
 		s.recv[1] += int64(d.recv)
 		s.redeem[1] += int64(d.redeem)
 		s.expired += int64(d.expired)
-		if age < 90 {
-			s.recv[0] += int64(d.recv)
-			s.redeem[0] += int64(d.redeem)
-		}
 	}
 	for i := len(f.tickets) - 1; i >= 0; i-- {
 		age := s.today - f.tickets[i].day
@@ -549,14 +531,19 @@ func (f *Features) summarize(now time.Time) featSummary {
 			s.tickets[0]++
 		}
 	}
-	from := featMonthOf(s.today) - featCatWindow
-	for i := len(f.catMonths) - 1; i >= 0; i-- {
-		c := &f.catMonths[i]
-		if c.month < from {
-			break
-		}
-		if int(c.cat) < len(s.catSpend) {
-			s.catSpend[c.cat] += c.spend
+	// Category months k <= last are in the current month or the 12 before.
+	if f.set&featHasLast != 0 {
+		last := int(featMonthOf(featDayOf(f.lastTS)) - featMonthOf(s.today) + featCatWindow)
+		last = min(last, featCatMonths-1)
+		for i := range f.cats {
+			if i == len(s.catSpend) {
+				break
+			}
+			var sum int64
+			for _, v := range f.cats[i].spend[:max(last+1, 0)] {
+				sum += v
+			}
+			s.catSpend[i] = sum
 		}
 	}
 	for i, v := range s.catSpend {
@@ -565,7 +552,7 @@ func (f *Features) summarize(now time.Time) featSummary {
 		}
 		s.catTotal += v
 		s.catN++
-		if v > s.catTop && i < len(f.catNames) && f.catNames[i] != "" {
+		if v > s.catTop && f.cats[i].name != "" {
 			s.catTop = v
 		}
 	}
@@ -601,15 +588,15 @@ func (s *featSummary) evenness() float64 {
 			h -= p * math.Log(p)
 		}
 	}
-	return clamp(h/math.Log(float64(s.catN)), 0, 1)
+	return featClamp(h/math.Log(float64(s.catN)), 0, 1)
 }
 
 func (s *featSummary) categoryShare(name string) float64 {
 	if s.catTotal <= 0 || name == "" {
 		return 0
 	}
-	for i, n := range s.f.catNames {
-		if n == name && i < len(s.catSpend) {
+	for i := range s.f.cats {
+		if s.f.cats[i].name == name && i < len(s.catSpend) {
 			return float64(s.catSpend[i]) / float64(s.catTotal)
 		}
 	}
@@ -627,17 +614,17 @@ func (s *featSummary) marginRate() float64 {
 	if s.spend[2] <= 0 {
 		return 0
 	}
-	return clamp(float64(s.margin[2])/float64(s.spend[2]), -1, 1)
+	return featClamp(float64(s.margin[2])/float64(s.spend[2]), -1, 1)
 }
 
 func (s *featSummary) avgTicket() float64 {
 	if s.f.ticketsTotal <= 0 {
 		return 0
 	}
-	return mxn(s.f.spendTotal) / float64(s.f.ticketsTotal)
+	return centsToMXN(s.f.spendTotal) / float64(s.f.ticketsTotal)
 }
 
-func mxn(cents int64) float64 { return float64(cents) / 100 }
+func centsToMXN(cents int64) float64 { return float64(cents) / 100 }
 
 func b2f(b bool) float64 {
 	if b {
@@ -646,77 +633,146 @@ func b2f(b bool) float64 {
 	return 0
 }
 
-// featureDef is one numeric feature: its public name, its one-line
-// documentation and how to read it from a summary.
+// featID identifies a numeric feature; featureDefs lists them in
+// documentation order.
+type featID uint8
+
+const (
+	featRecenciaDias featID = iota
+	featFrecuencia30d
+	featFrecuencia90d
+	featFrecuencia365d
+	featGasto30dMxn
+	featGasto90dMxn
+	featGasto365dMxn
+	featMargen30dMxn
+	featMargen90dMxn
+	featMargen365dMxn
+	featTasaMargen365d
+	featTicketPromedioMxn
+	featTicketsTotal
+	featGastoTotalMxn
+	featCategorias365d
+	featCuotaCategoriaTop
+	featEntropiaCategorias
+	featCuponesRecibidos90d
+	featCuponesRecibidos365d
+	featCuponesRedimidos90d
+	featCuponesRedimidos365d
+	featCuponesCaducados365d
+	featTasaRedencion365d
+	featDiasDesdeUltimoCupon
+	featAntiguedadDias
+	featBajaComunicaciones
+	featCanalesConBaja
+	featCuentaCerrada
+)
+
+// featureDef is one numeric feature: its public name and its one-line
+// documentation.
 type featureDef struct {
+	id        featID
 	name, doc string
-	get       func(s *featSummary) float64
 }
 
 // featureDefs is the table of numeric features. The names are public API
 // (batch segment filters, README, OpenAPI, export): add, never rename.
 var featureDefs = [...]featureDef{
-	{"recencia_dias", "UTC calendar days since the last purchase (0 = bought today); 10000 if the customer never bought",
-		func(s *featSummary) float64 { return s.daysSince(featHasBuy, s.f.lastBuy) }},
-	{"frecuencia_30d", "distinct tickets in the last 30 days (UTC calendar days, today included)",
-		func(s *featSummary) float64 { return float64(s.tickets[0]) }},
-	{"frecuencia_90d", "distinct tickets in the last 90 days",
-		func(s *featSummary) float64 { return float64(s.tickets[1]) }},
-	{"frecuencia_365d", "distinct tickets in the last 365 days",
-		func(s *featSummary) float64 { return float64(s.tickets[2]) }},
-	{"gasto_30d_mxn", "purchase amount (sum of COMPRA_CAT valor, MXN without VAT) in the last 30 days",
-		func(s *featSummary) float64 { return mxn(s.spend[0]) }},
-	{"gasto_90d_mxn", "purchase amount in MXN in the last 90 days",
-		func(s *featSummary) float64 { return mxn(s.spend[1]) }},
-	{"gasto_365d_mxn", "purchase amount in MXN in the last 365 days",
-		func(s *featSummary) float64 { return mxn(s.spend[2]) }},
-	{"margen_30d_mxn", "margin (sum of COMPRA_CAT extra.margen, MXN) in the last 30 days; may be negative",
-		func(s *featSummary) float64 { return mxn(s.margin[0]) }},
-	{"margen_90d_mxn", "margin in MXN in the last 90 days",
-		func(s *featSummary) float64 { return mxn(s.margin[1]) }},
-	{"margen_365d_mxn", "margin in MXN in the last 365 days",
-		func(s *featSummary) float64 { return mxn(s.margin[2]) }},
-	{"tasa_margen_365d", "margen_365d_mxn / gasto_365d_mxn, clamped to -1..1; 0 without purchases",
-		func(s *featSummary) float64 { return s.marginRate() }},
-	{"ticket_promedio_mxn", "average ticket over the whole history: gasto_total_mxn / tickets_total; 0 without tickets",
-		func(s *featSummary) float64 { return s.avgTicket() }},
-	{"tickets_total", "distinct tickets over the whole history",
-		func(s *featSummary) float64 { return float64(s.f.ticketsTotal) }},
-	{"gasto_total_mxn", "purchase amount in MXN over the whole history",
-		func(s *featSummary) float64 { return mxn(s.f.spendTotal) }},
-	{"categorias_365d", "distinct categories bought in the current UTC calendar month and the 12 before it (at least the last 365 days)",
-		func(s *featSummary) float64 { return float64(s.catN) }},
-	{"cuota_categoria_top", "share (0..1) of the customer's top category in the category spend of that period",
-		func(s *featSummary) float64 { return s.topShare() }},
-	{"entropia_categorias", "evenness (0..1) of the category spend of that period: Shannon entropy over its maximum; 0 with fewer than 2 categories",
-		func(s *featSummary) float64 { return s.evenness() }},
-	{"cupones_recibidos_90d", "CUPON_RECIBIDO events in the last 90 days",
-		func(s *featSummary) float64 { return float64(s.recv[0]) }},
-	{"cupones_recibidos_365d", "CUPON_RECIBIDO events in the last 365 days",
-		func(s *featSummary) float64 { return float64(s.recv[1]) }},
-	{"cupones_redimidos_90d", "CUPON_REDIMIDO events in the last 90 days",
-		func(s *featSummary) float64 { return float64(s.redeem[0]) }},
-	{"cupones_redimidos_365d", "CUPON_REDIMIDO events in the last 365 days",
-		func(s *featSummary) float64 { return float64(s.redeem[1]) }},
-	{"cupones_caducados_365d", "CUPON_CADUCADO events in the last 365 days",
-		func(s *featSummary) float64 { return float64(s.expired) }},
-	{"tasa_redencion_365d", "cupones_redimidos_365d / cupones_recibidos_365d, at most 1; 0 if none received",
-		func(s *featSummary) float64 { return s.redemptionRate() }},
-	{"dias_desde_ultimo_cupon", "UTC calendar days since the last CUPON_RECIBIDO; 10000 if none",
-		func(s *featSummary) float64 { return s.daysSince(featHasCoupon, s.f.lastCoupon) }},
-	{"antiguedad_dias", "UTC calendar days since the customer was first seen (oldest event of any type, ALTA included); 0 without events",
-		func(s *featSummary) float64 {
-			if s.f.set&featHasFirst == 0 {
-				return 0
-			}
-			return s.daysSince(featHasFirst, s.f.firstTS)
-		}},
-	{"baja_comunicaciones", "1 if the customer opted out of communications on every channel (BAJA comunicaciones without extra.canal), else 0",
-		func(s *featSummary) float64 { return b2f(s.f.set&featOptOutAll != 0) }},
-	{"canales_con_baja", "number of channels the customer opted out of one by one (BAJA comunicaciones with extra.canal)",
-		func(s *featSummary) float64 { return float64(len(s.f.optOut)) }},
-	{"cuenta_cerrada", "1 if the account is closed (BAJA cuenta not followed by an ALTA), else 0",
-		func(s *featSummary) float64 { return b2f(s.f.Closed()) }},
+	{featRecenciaDias, "recencia_dias", "UTC calendar days since the last purchase (0 = bought today); 10000 if the customer never bought"},
+	{featFrecuencia30d, "frecuencia_30d", "distinct tickets in the last 30 days (UTC calendar days, today included)"},
+	{featFrecuencia90d, "frecuencia_90d", "distinct tickets in the last 90 days"},
+	{featFrecuencia365d, "frecuencia_365d", "distinct tickets in the last 365 days"},
+	{featGasto30dMxn, "gasto_30d_mxn", "purchase amount (sum of COMPRA_CAT valor, MXN without VAT) in the last 30 days"},
+	{featGasto90dMxn, "gasto_90d_mxn", "purchase amount in MXN in the last 90 days"},
+	{featGasto365dMxn, "gasto_365d_mxn", "purchase amount in MXN in the last 365 days"},
+	{featMargen30dMxn, "margen_30d_mxn", "margin (sum of COMPRA_CAT extra.margen, MXN) in the last 30 days; may be negative"},
+	{featMargen90dMxn, "margen_90d_mxn", "margin in MXN in the last 90 days"},
+	{featMargen365dMxn, "margen_365d_mxn", "margin in MXN in the last 365 days"},
+	{featTasaMargen365d, "tasa_margen_365d", "margen_365d_mxn / gasto_365d_mxn, clamped to -1..1; 0 without purchases"},
+	{featTicketPromedioMxn, "ticket_promedio_mxn", "average ticket over the whole history: gasto_total_mxn / tickets_total; 0 without tickets"},
+	{featTicketsTotal, "tickets_total", "distinct tickets over the whole history"},
+	{featGastoTotalMxn, "gasto_total_mxn", "purchase amount in MXN over the whole history"},
+	{featCategorias365d, "categorias_365d", "distinct categories bought in the current UTC calendar month and the 12 before it (at least the last 365 days); beyond 32 categories the rest count as one"},
+	{featCuotaCategoriaTop, "cuota_categoria_top", "share (0..1) of the customer's top category in the category spend of that period"},
+	{featEntropiaCategorias, "entropia_categorias", "evenness (0..1) of the category spend of that period: Shannon entropy over its maximum; 0 with fewer than 2 categories"},
+	{featCuponesRecibidos90d, "cupones_recibidos_90d", "CUPON_RECIBIDO events in the last 90 days"},
+	{featCuponesRecibidos365d, "cupones_recibidos_365d", "CUPON_RECIBIDO events in the last 365 days"},
+	{featCuponesRedimidos90d, "cupones_redimidos_90d", "CUPON_REDIMIDO events in the last 90 days"},
+	{featCuponesRedimidos365d, "cupones_redimidos_365d", "CUPON_REDIMIDO events in the last 365 days"},
+	{featCuponesCaducados365d, "cupones_caducados_365d", "CUPON_CADUCADO events in the last 365 days"},
+	{featTasaRedencion365d, "tasa_redencion_365d", "cupones_redimidos_365d / cupones_recibidos_365d, at most 1; 0 if none received"},
+	{featDiasDesdeUltimoCupon, "dias_desde_ultimo_cupon", "UTC calendar days since the last CUPON_RECIBIDO; 10000 if none"},
+	{featAntiguedadDias, "antiguedad_dias", "UTC calendar days since the customer was first seen (oldest event of any type, ALTA included); 0 without events"},
+	{featBajaComunicaciones, "baja_comunicaciones", "1 if the customer opted out of communications on every channel (BAJA comunicaciones without extra.canal), else 0"},
+	{featCanalesConBaja, "canales_con_baja", "number of channels the customer opted out of one by one (BAJA comunicaciones with extra.canal)"},
+	{featCuentaCerrada, "cuenta_cerrada", "1 if the account is closed (BAJA cuenta not followed by an ALTA), else 0"},
+}
+
+// value returns feature id. (A switch, not a table of funcs, so that the
+// summary stays on the stack.)
+func (s *featSummary) value(id featID) float64 {
+	switch id {
+	case featRecenciaDias:
+		return s.daysSince(featHasBuy, s.f.lastBuy)
+	case featFrecuencia30d:
+		return float64(s.tickets[0])
+	case featFrecuencia90d:
+		return float64(s.tickets[1])
+	case featFrecuencia365d:
+		return float64(s.tickets[2])
+	case featGasto30dMxn:
+		return centsToMXN(s.spend[0])
+	case featGasto90dMxn:
+		return centsToMXN(s.spend[1])
+	case featGasto365dMxn:
+		return centsToMXN(s.spend[2])
+	case featMargen30dMxn:
+		return centsToMXN(s.margin[0])
+	case featMargen90dMxn:
+		return centsToMXN(s.margin[1])
+	case featMargen365dMxn:
+		return centsToMXN(s.margin[2])
+	case featTasaMargen365d:
+		return s.marginRate()
+	case featTicketPromedioMxn:
+		return s.avgTicket()
+	case featTicketsTotal:
+		return float64(s.f.ticketsTotal)
+	case featGastoTotalMxn:
+		return centsToMXN(s.f.spendTotal)
+	case featCategorias365d:
+		return float64(s.catN)
+	case featCuotaCategoriaTop:
+		return s.topShare()
+	case featEntropiaCategorias:
+		return s.evenness()
+	case featCuponesRecibidos90d:
+		return float64(s.recv[0])
+	case featCuponesRecibidos365d:
+		return float64(s.recv[1])
+	case featCuponesRedimidos90d:
+		return float64(s.redeem[0])
+	case featCuponesRedimidos365d:
+		return float64(s.redeem[1])
+	case featCuponesCaducados365d:
+		return float64(s.expired)
+	case featTasaRedencion365d:
+		return s.redemptionRate()
+	case featDiasDesdeUltimoCupon:
+		return s.daysSince(featHasCoupon, s.f.lastCoupon)
+	case featAntiguedadDias:
+		if s.f.set&featHasFirst == 0 {
+			return 0
+		}
+		return s.daysSince(featHasFirst, s.f.firstTS)
+	case featBajaComunicaciones:
+		return b2f(s.f.set&featOptOutAll != 0)
+	case featCanalesConBaja:
+		return float64(len(s.f.optOut))
+	case featCuentaCerrada:
+		return b2f(s.f.Closed())
+	}
+	return 0
 }
 
 // featureIndex returns the position of name in featureDefs, or -1.
@@ -782,7 +838,7 @@ func (f *Features) Get(name string, now time.Time) (float64, bool) {
 // get returns a feature validFeature accepted.
 func (s *featSummary) get(name string) float64 {
 	if i := featureIndex(name); i >= 0 {
-		return featureDefs[i].get(s)
+		return s.value(featureDefs[i].id)
 	}
 	c, _ := strings.CutPrefix(name, FeatureCategoryShare)
 	return s.categoryShare(c)
@@ -797,11 +853,11 @@ func (f *Features) Export(now time.Time) map[string]any {
 	s := f.summarize(now)
 	m := make(map[string]any, len(featureDefs)+5)
 	for i := range featureDefs {
-		m[featureDefs[i].name] = featureDefs[i].get(&s)
+		m[featureDefs[i].name] = s.value(featureDefs[i].id)
 	}
 	shares := map[string]float64{}
-	for i, n := range f.catNames {
-		if n != "" && i < len(s.catSpend) && s.catSpend[i] > 0 {
+	for i := range f.cats {
+		if n := f.cats[i].name; n != "" && i < len(s.catSpend) && s.catSpend[i] > 0 {
 			shares[n] = float64(s.catSpend[i]) / float64(s.catTotal)
 		}
 	}
@@ -809,7 +865,11 @@ func (f *Features) Export(now time.Time) map[string]any {
 	m["canal_alta"] = f.canalAlta
 	m["segmento_declarado"] = f.segmento
 	m["perfil"] = f.perfil
-	m["canales_baja"] = f.OptOutChannels()
+	canales := f.OptOutChannels()
+	if canales == nil {
+		canales = []string{}
+	}
+	m["canales_baja"] = canales
 	return m
 }
 
@@ -862,45 +922,60 @@ func (f *Features) Vector(now time.Time, dst []float64) []float64 {
 	}
 	return append(dst,
 		1,
-		logCap(rec, 1096),
+		featLogCap(rec, featScale1096),
 		b2f(f.set&featHasBuy == 0),
-		logCap(float64(s.tickets[0]), 30),
-		logCap(float64(s.tickets[1]), 90),
-		logCap(float64(s.tickets[2]), 365),
-		logMoney(s.spend[0]),
-		logMoney(s.spend[1]),
-		logMoney(s.spend[2]),
-		logMoney(s.margin[1]),
-		logMoney(s.margin[2]),
+		featLogCap(float64(s.tickets[0]), featScale30),
+		featLogCap(float64(s.tickets[1]), featScale90),
+		featLogCap(float64(s.tickets[2]), featScale365),
+		featLogMoney(s.spend[0]),
+		featLogMoney(s.spend[1]),
+		featLogMoney(s.spend[2]),
+		featLogMoney(s.margin[1]),
+		featLogMoney(s.margin[2]),
 		s.marginRate(),
-		logMoney(int64(s.avgTicket()*100)),
-		logCap(float64(s.catN), featMaxCats),
+		featLogMoney(int64(s.avgTicket()*100)),
+		featLogCap(float64(s.catN), featScaleCats),
 		s.topShare(),
 		s.evenness(),
-		logCap(float64(s.recv[0]), 50),
+		featLogCap(float64(s.recv[0]), featScale50),
 		s.redemptionRate(),
-		logCap(sinceCoupon, 365),
-		logCap(tenure, 1096),
+		featLogCap(sinceCoupon, featScale365),
+		featLogCap(tenure, featScale1096),
 	)
 }
 
-// logCap maps x >= 0 to log1p(min(x, c)) / log1p(c), in 0..1.
-func logCap(x, c float64) float64 {
-	return math.Log1p(clamp(x, 0, c)) / math.Log1p(c)
+// featLogCap maps x >= 0 to log1p(min(x, c)) / log1p(c), in 0..1.
+func featLogCap(x float64, c featLogScale) float64 {
+	return math.Log1p(featClamp(x, 0, c.cap)) * c.inv
 }
 
-var logMoneyScale = math.Log1p(100000)
+// featLogScale is a cap of featLogCap with its 1/log1p(cap) computed once.
+type featLogScale struct{ cap, inv float64 }
 
-// logMoney maps cents to sign * log1p(|MXN|) / log1p(100000), within -1.5..1.5.
-func logMoney(cents int64) float64 {
-	v := math.Log1p(math.Abs(mxn(cents))) / logMoneyScale
+func newFeatLogScale(c float64) featLogScale { return featLogScale{c, 1 / math.Log1p(c)} }
+
+// The caps of the vector's log-scaled counts and day counts.
+var (
+	featScale30   = newFeatLogScale(30)
+	featScale50   = newFeatLogScale(50)
+	featScale90   = newFeatLogScale(90)
+	featScale365  = newFeatLogScale(365)
+	featScale1096 = newFeatLogScale(1096)
+	featScaleCats = newFeatLogScale(featMaxCats)
+)
+
+var featLogMoneyInv = 1 / math.Log1p(100000)
+
+// featLogMoney maps cents to sign * log1p(|MXN|) / log1p(100000), within -1.5..1.5.
+func featLogMoney(cents int64) float64 {
+	v := math.Log1p(math.Abs(centsToMXN(cents))) * featLogMoneyInv
 	if cents < 0 {
 		v = -v
 	}
-	return clamp(v, -1.5, 1.5)
+	return featClamp(v, -1.5, 1.5)
 }
 
-func clamp(x, lo, hi float64) float64 {
+func featClamp(x, lo, hi float64) float64 {
 	if x < lo || math.IsNaN(x) {
 		return lo
 	}
@@ -915,23 +990,27 @@ const featuresVersion = 1
 
 // AppendEncode appends the storage encoding of f to buf and returns the
 // extended buffer. The format is persistent (change it only with a new
-// version byte and a decoder for the old one). Integers are varints
-// (signed ones zigzag); "delta" means the difference to the previous entry:
+// version byte and a decoder for the old one). Header integers are varints
+// (signed ones zigzag); the bulky per-day, per-ticket and per-month numbers
+// are stored as columns, which decode several times faster than varints: a
+// column is one byte w (0 to 8) and then each value in w bytes,
+// little-endian, w being the fewest bytes that hold the column's largest
+// value (signed values zigzag-encoded first).
 //
 //	byte     version (1)
 //	byte     set bits (featHas*, featOptOutAll)
-//	varint   lastTS, firstTS, lastBuy, lastCoupon, closedAt, altaAt, Unix ns,
+//	varint   lastTS, firstTS, lastBuy, lastCoupon, closedAt, altaAt (Unix ns),
 //	         each only when its bit is set
 //	uvarint  ticketsTotal;  varint spendTotal
-//	uvarint  len(optOut), len(catNames)
-//	strings  canalAlta, segmento, perfil, optOut..., catNames... (uvarint length + bytes)
-//	uvarint  len(days); per day: day (varint for the first, uvarint delta >= 1
-//	         after), one byte of present fields (1 spend, 2 margin, 4 recv,
-//	         8 redeem, 16 expired), then those fields in that order
-//	uvarint  len(tickets); per ticket: day (varint first, uvarint delta
-//	         after), hash (4 bytes big-endian), varint valor
-//	uvarint  len(catMonths); per entry: month (varint first, uvarint delta
-//	         after), uvarint cat, varint spend
+//	uvarint  len(optOut), len(cats)
+//	strings  canalAlta, segmento, perfil, optOut..., category names...
+//	         (uvarint length + bytes)
+//	uvarint  len(days); when not 0: varint first day, then columns: day
+//	         deltas (len-1 values, >= 1), spend, margin, recv, redeem, expired
+//	uvarint  len(tickets); when not 0: varint first day, then columns: day
+//	         deltas (len-1 values), hash, valor
+//	uvarint  per category: bitmap of the months k (0..13) with spend
+//	column   those spends, category by category, k ascending
 //	byte     len(oldTickets); 4 bytes big-endian each
 func (f *Features) AppendEncode(buf []byte) []byte {
 	buf = append(buf, featuresVersion, f.set)
@@ -943,80 +1022,86 @@ func (f *Features) AppendEncode(buf []byte) []byte {
 	buf = binary.AppendUvarint(buf, uint64(f.ticketsTotal))
 	buf = binary.AppendVarint(buf, f.spendTotal)
 	buf = binary.AppendUvarint(buf, uint64(len(f.optOut)))
-	buf = binary.AppendUvarint(buf, uint64(len(f.catNames)))
+	buf = binary.AppendUvarint(buf, uint64(len(f.cats)))
 	buf = binAppendString(buf, f.canalAlta)
 	buf = binAppendString(buf, f.segmento)
 	buf = binAppendString(buf, f.perfil)
 	for _, s := range f.optOut {
 		buf = binAppendString(buf, s)
 	}
-	for _, s := range f.catNames {
-		buf = binAppendString(buf, s)
+	for i := range f.cats {
+		buf = binAppendString(buf, f.cats[i].name)
 	}
 
+	var stack [featColumnStack]uint64
+	col := stack[:0]
 	buf = binary.AppendUvarint(buf, uint64(len(f.days)))
-	for i := range f.days {
-		d := &f.days[i]
-		buf = appendDelta(buf, i == 0, d.day, f.days, i)
-		var m byte
-		if d.spend != 0 {
-			m |= 1
+	if len(f.days) > 0 {
+		buf = binary.AppendVarint(buf, int64(f.days[0].day))
+		col = col[:0]
+		for i := 1; i < len(f.days); i++ {
+			col = append(col, uint64(f.days[i].day-f.days[i-1].day))
 		}
-		if d.margin != 0 {
-			m |= 2
+		buf = binAppendColumn(buf, col)
+		col = col[:0]
+		for i := range f.days {
+			col = append(col, binZigzag(f.days[i].spend))
 		}
-		if d.recv != 0 {
-			m |= 4
+		buf = binAppendColumn(buf, col)
+		col = col[:0]
+		for i := range f.days {
+			col = append(col, binZigzag(f.days[i].margin))
 		}
-		if d.redeem != 0 {
-			m |= 8
+		buf = binAppendColumn(buf, col)
+		col = col[:0]
+		for i := range f.days {
+			col = append(col, uint64(f.days[i].recv))
 		}
-		if d.expired != 0 {
-			m |= 16
+		buf = binAppendColumn(buf, col)
+		col = col[:0]
+		for i := range f.days {
+			col = append(col, uint64(f.days[i].redeem))
 		}
-		buf = append(buf, m)
-		if m&1 != 0 {
-			buf = binary.AppendVarint(buf, d.spend)
+		buf = binAppendColumn(buf, col)
+		col = col[:0]
+		for i := range f.days {
+			col = append(col, uint64(f.days[i].expired))
 		}
-		if m&2 != 0 {
-			buf = binary.AppendVarint(buf, d.margin)
-		}
-		if m&4 != 0 {
-			buf = binary.AppendUvarint(buf, uint64(d.recv))
-		}
-		if m&8 != 0 {
-			buf = binary.AppendUvarint(buf, uint64(d.redeem))
-		}
-		if m&16 != 0 {
-			buf = binary.AppendUvarint(buf, uint64(d.expired))
-		}
+		buf = binAppendColumn(buf, col)
 	}
 
 	buf = binary.AppendUvarint(buf, uint64(len(f.tickets)))
-	prev := int32(0)
-	for i, t := range f.tickets {
-		if i == 0 {
-			buf = binary.AppendVarint(buf, int64(t.day))
-		} else {
-			buf = binary.AppendUvarint(buf, uint64(t.day-prev))
+	if len(f.tickets) > 0 {
+		buf = binary.AppendVarint(buf, int64(f.tickets[0].day))
+		col = col[:0]
+		for i := 1; i < len(f.tickets); i++ {
+			col = append(col, uint64(f.tickets[i].day-f.tickets[i-1].day))
 		}
-		prev = t.day
-		buf = binary.BigEndian.AppendUint32(buf, t.hash)
-		buf = binary.AppendVarint(buf, t.valor)
+		buf = binAppendColumn(buf, col)
+		col = col[:0]
+		for i := range f.tickets {
+			col = append(col, uint64(f.tickets[i].hash))
+		}
+		buf = binAppendColumn(buf, col)
+		col = col[:0]
+		for i := range f.tickets {
+			col = append(col, binZigzag(f.tickets[i].valor))
+		}
+		buf = binAppendColumn(buf, col)
 	}
 
-	buf = binary.AppendUvarint(buf, uint64(len(f.catMonths)))
-	prev = 0
-	for i, c := range f.catMonths {
-		if i == 0 {
-			buf = binary.AppendVarint(buf, int64(c.month))
-		} else {
-			buf = binary.AppendUvarint(buf, uint64(c.month-prev))
+	col = col[:0]
+	for i := range f.cats {
+		var mask uint64
+		for k, v := range f.cats[i].spend {
+			if v != 0 {
+				mask |= 1 << k
+				col = append(col, binZigzag(v))
+			}
 		}
-		prev = c.month
-		buf = binary.AppendUvarint(buf, uint64(c.cat))
-		buf = binary.AppendVarint(buf, c.spend)
+		buf = binary.AppendUvarint(buf, mask)
 	}
+	buf = binAppendColumn(buf, col)
 
 	buf = append(buf, byte(len(f.oldTickets)))
 	for _, h := range f.oldTickets {
@@ -1025,11 +1110,91 @@ func (f *Features) AppendEncode(buf []byte) []byte {
 	return buf
 }
 
-func appendDelta(buf []byte, first bool, day int32, days []featDay, i int) []byte {
-	if first {
-		return binary.AppendVarint(buf, int64(day))
+// binAppendColumn appends vals as a column: the width byte, then each value in
+// that many bytes, little-endian.
+func binAppendColumn(buf []byte, vals []uint64) []byte {
+	var all uint64
+	for _, v := range vals {
+		all |= v
 	}
-	return binary.AppendUvarint(buf, uint64(day-days[i-1].day))
+	w := (bits.Len64(all) + 7) / 8
+	buf = append(buf, byte(w))
+	switch w {
+	case 0:
+	case 1:
+		for _, v := range vals {
+			buf = append(buf, byte(v))
+		}
+	case 2:
+		for _, v := range vals {
+			buf = binary.LittleEndian.AppendUint16(buf, uint16(v))
+		}
+	case 3:
+		for _, v := range vals {
+			buf = append(buf, byte(v), byte(v>>8), byte(v>>16))
+		}
+	case 4:
+		for _, v := range vals {
+			buf = binary.LittleEndian.AppendUint32(buf, uint32(v))
+		}
+	case 8:
+		for _, v := range vals {
+			buf = binary.LittleEndian.AppendUint64(buf, v)
+		}
+	default:
+		for _, v := range vals {
+			for j := 0; j < w; j++ {
+				buf = append(buf, byte(v>>(8*j)))
+			}
+		}
+	}
+	return buf
+}
+
+// column reads a column of len(dst) values into dst.
+func (d *binReader) column(dst []uint64) {
+	w := int(d.byte())
+	if w > 8 {
+		d.fail()
+		return
+	}
+	src := d.next(uint64(w) * uint64(len(dst)))
+	if d.bad {
+		return
+	}
+	switch w {
+	case 0:
+		clear(dst)
+	case 1:
+		for i := range dst {
+			dst[i] = uint64(src[i])
+		}
+	case 2:
+		for i := range dst {
+			dst[i] = uint64(binary.LittleEndian.Uint16(src[2*i:]))
+		}
+	case 3: // money in cents up to 83 886 MXN, zigzagged
+		for i := range dst {
+			b := src[3*i : 3*i+3]
+			dst[i] = uint64(b[0]) | uint64(b[1])<<8 | uint64(b[2])<<16
+		}
+	case 4:
+		for i := range dst {
+			dst[i] = uint64(binary.LittleEndian.Uint32(src[4*i:]))
+		}
+	case 8:
+		for i := range dst {
+			dst[i] = binary.LittleEndian.Uint64(src[8*i:])
+		}
+	default:
+		for i := range dst {
+			var v uint64
+			for j := w - 1; j >= 0; j-- {
+				v = v<<8 | uint64(src[w*i+j])
+			}
+			dst[i] = v
+		}
+	}
 }
 
 // times lists the time fields in the order of their featHas* bits.
@@ -1037,12 +1202,13 @@ func (f *Features) times() [6]*int64 {
 	return [6]*int64{&f.lastTS, &f.firstTS, &f.lastBuy, &f.lastCoupon, &f.closedAt, &f.altaAt}
 }
 
-// Bounds of decoded day and month numbers: far beyond any real date, small
+// featColumnStack is the size of the on-stack scratch of the column coders:
+// enough for a year of daily buckets and for every category month.
+const featColumnStack = 512
+
+// featMaxDay bounds decoded day numbers: far beyond any real date, small
 // enough that no arithmetic on them overflows int32.
-const (
-	featMaxDay   = 1 << 20 // about year 4840
-	featMaxMonth = 1 << 20
-)
+const featMaxDay = 1 << 20 // about year 4840
 
 // DecodeFeatures decodes what Features.AppendEncode wrote. It reports false
 // for anything else (another version, truncated or trailing bytes, entries
@@ -1052,11 +1218,33 @@ const (
 // strings share one allocation.
 func DecodeFeatures(b []byte) (Features, bool) {
 	var f Features
-	if len(b) < 2 || b[0] != featuresVersion || b[1]&^featSetBits != 0 {
+	if !f.Decode(b) {
 		return Features{}, false
 	}
+	return f, true
+}
+
+// Decode is DecodeFeatures into f, reusing the memory of f's buckets: a
+// loop over many customers (a batch) that decodes into one Features
+// allocates little. f is the zero Features when Decode reports false. Any
+// Features (or slice of one) obtained from f before is invalid afterwards.
+func (f *Features) Decode(b []byte) bool {
+	days, tickets, cats, optOut, old := f.days[:0], f.tickets[:0], f.cats[:0], f.optOut[:0], f.oldTickets[:0]
+	*f = Features{}
+	if !f.decode(b, days, tickets, cats, optOut, old) {
+		*f = Features{}
+		return false
+	}
+	return true
+}
+
+// decode decodes b into the zero f, reusing the given slices' memory.
+func (f *Features) decode(b []byte, days []featDay, tickets []featTicket, cats []featCat, optOut []string, old []uint32) bool {
+	if len(b) < 2 || b[0] != featuresVersion || b[1]&^featSetBits != 0 {
+		return false
+	}
 	f.set = b[1]
-	d := binReader{s: string(b), pos: 2}
+	d := binReader{b: b, pos: 2}
 	for i, t := range f.times() {
 		if f.set&(1<<i) != 0 {
 			*t = d.varint()
@@ -1064,160 +1252,153 @@ func DecodeFeatures(b []byte) (Features, bool) {
 	}
 	tt := d.uvarint()
 	if tt > math.MaxInt64 {
-		return Features{}, false
+		return false
 	}
 	f.ticketsTotal = int64(tt)
 	f.spendTotal = d.varint()
 	nOpt, nCat := d.uvarint(), d.uvarint()
-	if nOpt > featMaxOptOut || nCat > featMaxCats+1 || d.bad {
-		return Features{}, false
+	if nOpt > featMaxOptOut || nCat > featMaxCats+1 || nCat > 0 && f.set&featHasLast == 0 || d.bad {
+		return false
 	}
-	f.canalAlta, f.segmento, f.perfil = d.str(), d.str(), d.str()
+	var strs [3 + featMaxOptOut + featMaxCats + 1]string
+	d.strs(strs[:3+nOpt+nCat])
+	f.canalAlta, f.segmento, f.perfil = strs[0], strs[1], strs[2]
 	if nOpt > 0 {
-		f.optOut = make([]string, nOpt)
-		for i := range f.optOut {
-			f.optOut[i] = d.str()
-		}
+		f.optOut = append(optOut, strs[3:3+nOpt]...)
 	}
 	if nCat > 0 {
-		f.catNames = make([]string, nCat)
-		for i := range f.catNames {
-			f.catNames[i] = d.str()
+		f.cats = featResize(cats, int(nCat), 0)
+		for i := range f.cats {
+			f.cats[i] = featCat{name: strs[3+nOpt+uint64(i)]}
 		}
 	}
 
+	var stack [featColumnStack]uint64
 	n := d.uvarint()
 	if n > uint64(d.left()) {
-		return Features{}, false
+		return false
 	}
 	if n > 0 {
-		f.days = make([]featDay, n)
-	}
-	for i := range f.days {
-		day := d.day(i == 0, f.days, i)
-		m := d.byte()
-		if m&^31 != 0 {
-			return Features{}, false
+		f.days = featResize(days, int(n), 2) // room for what Apply adds
+		col := stack[:0]
+		if n > uint64(len(stack)) {
+			col = make([]uint64, 0, n)
 		}
-		x := featDay{day: day}
-		if m&1 != 0 {
-			x.spend = d.varint()
+		col = col[:n]
+		day := d.varint()
+		if day < -featMaxDay || day > featMaxDay {
+			return false
 		}
-		if m&2 != 0 {
-			x.margin = d.varint()
+		f.days[0].day = int32(day)
+		d.column(col[:n-1])
+		for i, delta := range col[:n-1] {
+			if day += int64(delta); delta < 1 || day > featMaxDay {
+				return false
+			}
+			f.days[i+1].day = int32(day)
 		}
-		if m&4 != 0 {
-			x.recv = d.count()
+		d.column(col)
+		for i, v := range col {
+			f.days[i].spend = binUnzigzag(v)
 		}
-		if m&8 != 0 {
-			x.redeem = d.count()
+		d.column(col)
+		for i, v := range col {
+			f.days[i].margin = binUnzigzag(v)
 		}
-		if m&16 != 0 {
-			x.expired = d.count()
+		var all uint64
+		d.column(col)
+		for i, v := range col {
+			f.days[i].recv = int32(v)
+			all |= v
 		}
-		f.days[i] = x
+		d.column(col)
+		for i, v := range col {
+			f.days[i].redeem = int32(v)
+			all |= v
+		}
+		d.column(col)
+		for i, v := range col {
+			f.days[i].expired = int32(v)
+			all |= v
+		}
+		if all > math.MaxInt32 || d.bad {
+			return false
+		}
 	}
 
 	n = d.uvarint()
 	if n > uint64(d.left()) {
-		return Features{}, false
+		return false
 	}
 	if n > 0 {
-		f.tickets = make([]featTicket, n)
-	}
-	for i := range f.tickets {
-		t := &f.tickets[i]
-		if i == 0 {
-			t.day = d.within(featMaxDay)
-		} else {
-			t.day = f.tickets[i-1].day + d.delta(0, featMaxDay)
+		f.tickets = featResize(tickets, int(n), 4)
+		col := stack[:0]
+		if n > uint64(len(stack)) {
+			col = make([]uint64, 0, n)
 		}
-		t.hash = d.uint32()
-		t.valor = d.varint()
-		if i > 0 && t.day == f.tickets[i-1].day && t.hash <= f.tickets[i-1].hash || t.day > featMaxDay {
-			return Features{}, false
+		col = col[:n]
+		day := d.varint()
+		if day < -featMaxDay || day > featMaxDay {
+			return false
+		}
+		f.tickets[0].day = int32(day)
+		d.column(col[:n-1])
+		for i, delta := range col[:n-1] {
+			if day += int64(delta); delta > featMaxDay || day > featMaxDay {
+				return false
+			}
+			f.tickets[i+1].day = int32(day)
+		}
+		d.column(col)
+		for i, v := range col {
+			if v > math.MaxUint32 {
+				return false
+			}
+			f.tickets[i].hash = uint32(v)
+			if i > 0 && f.tickets[i].day == f.tickets[i-1].day && f.tickets[i].hash <= f.tickets[i-1].hash {
+				return false
+			}
+		}
+		d.column(col)
+		for i, v := range col {
+			f.tickets[i].valor = binUnzigzag(v)
 		}
 	}
 
-	n = d.uvarint()
-	if n > uint64(d.left()) {
-		return Features{}, false
-	}
-	if n > 0 {
-		f.catMonths = make([]featCatMonth, n)
-	}
-	for i := range f.catMonths {
-		c := &f.catMonths[i]
-		if i == 0 {
-			c.month = d.within(featMaxMonth)
-		} else {
-			c.month = f.catMonths[i-1].month + d.delta(0, featMaxMonth)
+	var months [featMaxCats + 1]uint64
+	total := 0
+	for i := range f.cats {
+		months[i] = d.uvarint()
+		if months[i] >= 1<<featCatMonths {
+			return false
 		}
-		cat := d.uvarint()
-		c.spend = d.varint()
-		if cat >= nCat || c.month > featMaxMonth ||
-			i > 0 && c.month == f.catMonths[i-1].month && uint8(cat) <= f.catMonths[i-1].cat {
-			return Features{}, false
+		total += bits.OnesCount64(months[i])
+	}
+	if d.bad {
+		return false
+	}
+	col := stack[:total]
+	d.column(col)
+	for i := range f.cats {
+		for k := range f.cats[i].spend {
+			if months[i]&(1<<k) != 0 {
+				f.cats[i].spend[k] = binUnzigzag(col[0])
+				col = col[1:]
+			}
 		}
-		c.cat = uint8(cat)
 	}
 
 	k := d.byte()
 	if k > featOldTickets {
-		return Features{}, false
+		return false
 	}
 	if k > 0 {
-		f.oldTickets = make([]uint32, k)
+		f.oldTickets = featResize(old, int(k), 0)
 		for i := range f.oldTickets {
 			f.oldTickets[i] = d.uint32()
 		}
 	}
-	if !d.done() {
-		return Features{}, false
-	}
-	return f, true
-}
-
-// day reads the day of days[i]: a varint for the first, a delta >= 1 after.
-func (d *binReader) day(first bool, days []featDay, i int) int32 {
-	if first {
-		return d.within(featMaxDay)
-	}
-	v := days[i-1].day + d.delta(1, featMaxDay)
-	if v > featMaxDay {
-		d.fail()
-	}
-	return v
-}
-
-// within reads a zigzag varint in [-limit, limit].
-func (d *binReader) within(limit int64) int32 {
-	v := d.varint()
-	if v < -limit || v > limit {
-		d.fail()
-		return 0
-	}
-	return int32(v)
-}
-
-// delta reads a uvarint in [lo, limit].
-func (d *binReader) delta(lo, limit uint64) int32 {
-	v := d.uvarint()
-	if v < lo || v > limit {
-		d.fail()
-		return 0
-	}
-	return int32(v)
-}
-
-// count reads a non-negative count that fits an int32.
-func (d *binReader) count() int32 {
-	v := d.uvarint()
-	if v > math.MaxInt32 {
-		d.fail()
-		return 0
-	}
-	return int32(v)
+	return d.done()
 }
 
 // featNanos is t's Unix time in nanoseconds, saturated to the int64 range.
@@ -1235,8 +1416,8 @@ func featNanos(t time.Time) int64 {
 
 // featDayOf is the UTC day (days since 1970-01-01) of a Unix time in ns.
 func featDayOf(ns int64) int32 {
-	d := ns / nsPerDay
-	if ns%nsPerDay < 0 {
+	d := ns / featNsPerDay
+	if ns%featNsPerDay < 0 {
 		d--
 	}
 	return int32(d)
@@ -1275,7 +1456,7 @@ func featTicketHash(s string) uint32 {
 	return h
 }
 
-func containsU32(s []uint32, v uint32) bool {
+func featContains(s []uint32, v uint32) bool {
 	for _, x := range s {
 		if x == v {
 			return true
@@ -1284,8 +1465,8 @@ func containsU32(s []uint32, v uint32) bool {
 	return false
 }
 
-// insertAt inserts v at position i of s.
-func insertAt[T any](s []T, i int, v T) []T {
+// featInsert inserts v at position i of s.
+func featInsert[T any](s []T, i int, v T) []T {
 	var zero T
 	s = append(s, zero)
 	copy(s[i+1:], s[i:])
@@ -1293,8 +1474,18 @@ func insertAt[T any](s []T, i int, v T) []T {
 	return s
 }
 
-// countPrefix counts the leading elements of s for which drop holds.
-func countPrefix[T any](s []T, drop func(T) bool) int {
+// featResize returns s resized to n elements when its capacity allows, or a
+// new slice with room for extra more. The elements' values are stale: the
+// caller sets every one.
+func featResize[T any](s []T, n, extra int) []T {
+	if cap(s) >= n {
+		return s[:n]
+	}
+	return make([]T, n, n+extra)
+}
+
+// featCountPrefix counts the leading elements of s for which drop holds.
+func featCountPrefix[T any](s []T, drop func(T) bool) int {
 	n := 0
 	for n < len(s) && drop(s[n]) {
 		n++

@@ -86,7 +86,7 @@ func yearOfWeeklyPurchases() []*Event {
 
 func featCmpOpts() cmp.Option {
 	return cmp.Options{
-		cmp.AllowUnexported(Features{}, featDay{}, featTicket{}, featCatMonth{}),
+		cmp.AllowUnexported(Features{}, featDay{}, featTicket{}, featCat{}),
 		cmpopts.EquateEmpty(),
 	}
 }
@@ -556,6 +556,12 @@ func TestFeaturesAlta(t *testing.T) {
 	if v, _ := f.Get("antiguedad_dias", featNow); v != 200 {
 		t.Errorf("antiguedad_dias = %v, want 200", v)
 	}
+	if last, ok := f.LastEvent(); !ok || !last.Equal(daysAgo(10)) || last.Location() != time.UTC {
+		t.Errorf("LastEvent() = %v, %v; want %v, true", last, ok, daysAgo(10))
+	}
+	if _, ok := (&Features{}).LastEvent(); ok {
+		t.Error("LastEvent() of a customer without history reported true")
+	}
 }
 
 func TestFeaturesHorizon(t *testing.T) {
@@ -596,8 +602,8 @@ func TestFeaturesBucketsStayBounded(t *testing.T) {
 	for d := 0; d <= 3*365; d++ {
 		f.Apply(buy(start.AddDate(0, 0, d), fmt.Sprintf("T%d", d), fmt.Sprintf("cat%d", d%40), 10000, 1000))
 	}
-	if len(f.days) > featRetainDays+1 || len(f.tickets) > featRetainDays+1 || len(f.catMonths) > (featRetainMonths+1)*(featMaxCats+1) {
-		t.Errorf("daily buyer for 3 years: %d days, %d tickets, %d category months", len(f.days), len(f.tickets), len(f.catMonths))
+	if len(f.days) > featRetainDays+1 || len(f.tickets) > featRetainDays+1 || len(f.cats) > featMaxCats+1 {
+		t.Errorf("daily buyer for 3 years: %d days, %d tickets, %d categories", len(f.days), len(f.tickets), len(f.cats))
 	}
 	buf = f.AppendEncode(buf[:0])
 	if len(buf) > 12000 {
@@ -679,11 +685,9 @@ func TestFeaturesCategoryPrune(t *testing.T) {
 		buy(time.Date(2023, 1, 10, 0, 0, 0, 0, time.UTC), "T0", "viejo", 100, 10),
 		buy(daysAgo(5), "T1", "nuevo", 100, 10),
 	)
-	if diff := cmp.Diff([]string{"nuevo"}, f.catNames); diff != "" {
-		t.Errorf("catNames after pruning (-want +got):\n%s", diff)
-	}
-	if len(f.catMonths) != 1 || f.catMonths[0].cat != 0 {
-		t.Errorf("catMonths after pruning = %+v", f.catMonths)
+	want := []featCat{{name: "nuevo", spend: [featCatMonths]int64{100}}}
+	if diff := cmp.Diff(want, f.cats, cmp.AllowUnexported(featCat{})); diff != "" {
+		t.Errorf("categories after the months rolled (-want +got):\n%s", diff)
 	}
 }
 
@@ -721,6 +725,28 @@ func TestFeaturesEncodeRoundTrip(t *testing.T) {
 	}
 }
 
+func TestFeaturesDecodeReuse(t *testing.T) {
+	encs := [][]byte{
+		applyAll(t, yearOfWeeklyPurchases()...).AppendEncode(nil),
+		applyAll(t, baja(daysAgo(1), BajaComunicaciones, "sms"), buy(daysAgo(4), "T2", "b", 100, 10)).AppendEncode(nil),
+		(&Features{}).AppendEncode(nil),
+		applyAll(t, yearOfWeeklyPurchases()[:40]...).AppendEncode(nil),
+		{1, 0xFF}, // invalid
+		applyAll(t, yearOfWeeklyPurchases()...).AppendEncode(nil),
+	}
+	var reused Features
+	for i, b := range encs {
+		fresh, okFresh := DecodeFeatures(b)
+		okReused := reused.Decode(b)
+		if okFresh != okReused {
+			t.Fatalf("record %d: DecodeFeatures ok = %v, Decode ok = %v", i, okFresh, okReused)
+		}
+		if diff := cmp.Diff(&fresh, &reused, featCmpOpts()); diff != "" {
+			t.Errorf("record %d: Decode into a used Features (-fresh +reused):\n%s", i, diff)
+		}
+	}
+}
+
 func FuzzDecodeFeatures(f *testing.F) {
 	f.Add(applyAll(f, yearOfWeeklyPurchases()...).AppendEncode(nil))
 	f.Add(applyAll(f, baja(daysAgo(1), BajaComunicaciones, "sms"), alta(daysAgo(3), "web", "vip"), buy(daysAgo(500), "T1", "a", 1, -1)).AppendEncode(nil))
@@ -755,6 +781,13 @@ func FuzzDecodeFeatures(f *testing.F) {
 			}
 		}
 		check("decoded")
+		reused := applyAll(t, yearOfWeeklyPurchases()...)
+		if !reused.Decode(b) {
+			t.Fatal("Decode into a used Features = false, DecodeFeatures = true")
+		}
+		if diff := cmp.Diff(ft, *reused, featCmpOpts()); diff != "" {
+			t.Fatalf("Decode into a used Features (-fresh +reused):\n%s", diff)
+		}
 		ft.Apply(buy(featNow, "T-fuzz", "abarrotes", 1000, 100))
 		ft.Apply(buy(featNow.AddDate(2, 0, 0), "T-fuzz2", "nueva", 1000, 100))
 		ft.Apply(baja(featNow, BajaComunicaciones, "sms"))
@@ -825,6 +858,11 @@ func TestFeatureDocs(t *testing.T) {
 		names = append(names, d.Name)
 		if _, ok := (&Features{}).Get(d.Name, featNow); !ok {
 			t.Errorf("Get(%q) unknown", d.Name)
+		}
+	}
+	for i, d := range featureDefs {
+		if d.id != featID(i) {
+			t.Errorf("featureDefs[%d] (%s) has id %d", i, d.name, d.id)
 		}
 	}
 	if diff := cmp.Diff(names, FeatureNames()); diff != "" {
@@ -906,15 +944,30 @@ func BenchmarkFeaturesDecodeVector(b *testing.B) {
 	}
 }
 
+func BenchmarkFeaturesDecodeVectorReuse(b *testing.B) {
+	// As BenchmarkFeaturesDecodeVector, decoding into one Features (a batch).
+	enc := applyAll(b, yearOfWeeklyPurchases()...).AppendEncode(nil)
+	dst := make([]float64, 0, VectorDim)
+	var f Features
+	b.ReportAllocs()
+	for b.Loop() {
+		if !f.Decode(enc) {
+			b.Fatal("decode")
+		}
+		dst = f.Vector(featNow, dst[:0])
+	}
+}
+
 func BenchmarkFeaturesApply(b *testing.B) {
-	// Apply + encode of one new purchase category on a customer with a year
-	// of weekly purchases, who keeps buying 3 categories a week: buckets are
-	// created and pruned as in production and the record stays the size of
-	// a year of weekly purchases.
-	f := applyAll(b, yearOfWeeklyPurchases()...)
+	// Apply + encode of one purchase category on a customer with a year of
+	// weekly purchases who keeps buying 3 categories a week: buckets are
+	// created and pruned as in production. Every 10 simulated years the
+	// customer starts again from the stored year (outside the timer).
+	enc := applyAll(b, yearOfWeeklyPurchases()...).AppendEncode(nil)
+	f, _ := DecodeFeatures(enc)
 	buf := make([]byte, 0, 4096)
 	cats := []string{"abarrotes", "lacteos", "bebidas"}
-	tickets := make([]string, 1000)
+	tickets := make([]string, 520)
 	for j := range tickets {
 		tickets[j] = fmt.Sprintf("N%04d", j)
 	}
@@ -922,8 +975,15 @@ func BenchmarkFeaturesApply(b *testing.B) {
 	b.ReportAllocs()
 	i := 0
 	for b.Loop() {
-		e.TS = featNow.Add(time.Duration(i/3) * 7 * 24 * time.Hour)
-		e.TicketID, e.Clave = tickets[(i/3)%len(tickets)], cats[i%3]
+		if i == 3*len(tickets) {
+			b.StopTimer()
+			f, _ = DecodeFeatures(enc)
+			i = 0
+			b.StartTimer()
+		}
+		w := i / 3
+		e.TS = featNow.Add(time.Duration(w) * 7 * 24 * time.Hour)
+		e.TicketID, e.Clave = tickets[w], cats[i%3]
 		f.Apply(&e)
 		buf = f.AppendEncode(buf[:0])
 		i++

@@ -230,3 +230,27 @@ func (e *Engine) loadModel(tenant string) (*publishedModel, error) {
 	}
 	return pm, nil
 }
+
+// Status is a summary of a tenant's engine state for the operator.
+type Status struct {
+	PoliticaVersion string
+	RewardsLearned  int64
+	CatalogVersion  int64
+	CatalogActions  int
+	Quality         Quality
+}
+
+// Status returns the tenant's engine state.
+func (e *Engine) Status(tenant string) (Status, error) {
+	ts, err := e.state(tenant)
+	if err != nil {
+		return Status{}, err
+	}
+	q, err := e.loadQuality(tenant)
+	if err != nil {
+		return Status{}, err
+	}
+	pm := ts.model.Load()
+	cat := ts.catalog.Load()
+	return Status{PoliticaVersion: pm.version, RewardsLearned: pm.n(), CatalogVersion: cat.Version, CatalogActions: len(cat.Acciones), Quality: *q}, nil
+}

@@ -55,15 +55,37 @@ func unmarshalModel(b []byte) (*publishedModel, error) {
 }
 
 // score fills mu and sigma of every candidate for the customer.
-func (pm *publishedModel) score(cust *customer, cands []candidate, window time.Duration) *scored {
+func (pm *publishedModel) score(cust *customer, cands []candidate, _ time.Duration) *scored {
+	for i := range cands {
+		cands[i].prior = cust.prior(cands[i].action)
+	}
+	return pm.scoreX(cust.x, cands)
+}
+
+// scoreX scores candidates whose priors are set, at customer vector x.
+func (pm *publishedModel) scoreX(x []float64, cands []candidate) *scored {
 	sc := &scored{cands: cands, n: float64(pm.m.n)}
 	for i := range sc.cands {
 		c := &sc.cands[i]
-		c.prior = cust.prior(c.action)
-		c.mu, c.sigma = pm.m.predict(cust.x, c.id, c.prior)
+		c.mu, c.sigma = pm.m.predict(x, c.id, c.prior)
 	}
 	return sc
 }
+
+// keep drops the candidates for which fn is false (a budget cut), before
+// the distribution is computed.
+func (sc *scored) keep(fn func(c *candidate) bool) {
+	kept := sc.cands[:0]
+	for i := range sc.cands {
+		if fn(&sc.cands[i]) {
+			kept = append(kept, sc.cands[i])
+		}
+	}
+	sc.cands = kept
+}
+
+// n is the number of rewards the model has folded.
+func (pm *publishedModel) n() int64 { return pm.m.n }
 
 // distribution returns the exploration distribution over sc.cands and the
 // index of the action the policy ranks first.

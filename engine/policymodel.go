@@ -38,9 +38,9 @@ import (
 // possible. The logged propensity is exactly the probability drawn from.
 const (
 	modelRidge   = 1.0  // λ of both regressions (normalised units)
-	modelBeta    = 1.0  // optimism β
-	modelGamma0  = 10.0 // γ₀
-	modelGamma1  = 2.0  // γ₁
+	modelBeta    = 0.5  // optimism β
+	modelGamma0  = 50.0 // γ₀
+	modelGamma1  = 10.0 // γ₁
 	modelFloor   = 0.05 // pmin: total probability spread uniformly
 	initialScale = 2000 // cents: residual scale before any data
 )
@@ -53,9 +53,9 @@ type ridge struct {
 }
 
 func newRidge() *ridge {
-	r := &ridge{Ainv: make([]float64, VectorDim*VectorDim), B: make([]float64, VectorDim), Theta: make([]float64, VectorDim)}
-	for i := 0; i < VectorDim; i++ {
-		r.Ainv[i*VectorDim+i] = 1 / modelRidge
+	r := &ridge{Ainv: make([]float64, basisDim*basisDim), B: make([]float64, basisDim), Theta: make([]float64, basisDim)}
+	for i := 0; i < basisDim; i++ {
+		r.Ainv[i*basisDim+i] = 1 / modelRidge
 	}
 	return r
 }
@@ -77,7 +77,7 @@ func (r *ridge) quad(x []float64) float64 {
 	var q float64
 	for i := range x {
 		var row float64
-		base := i * VectorDim
+		base := i * basisDim
 		for j := range x {
 			row += r.Ainv[base+j] * x[j]
 		}
@@ -88,30 +88,30 @@ func (r *ridge) quad(x []float64) float64 {
 
 // update folds (x, y) with Sherman–Morrison and refreshes θ = A⁻¹b.
 func (r *ridge) update(x []float64, y float64) {
-	var u [VectorDim]float64 // A⁻¹x
-	for i := 0; i < VectorDim; i++ {
+	var u [basisDim]float64 // A⁻¹x
+	for i := 0; i < basisDim; i++ {
 		var s float64
-		for j := 0; j < VectorDim; j++ {
-			s += r.Ainv[i*VectorDim+j] * x[j]
+		for j := 0; j < basisDim; j++ {
+			s += r.Ainv[i*basisDim+j] * x[j]
 		}
 		u[i] = s
 	}
 	var den float64 = 1
-	for i := 0; i < VectorDim; i++ {
+	for i := 0; i < basisDim; i++ {
 		den += x[i] * u[i]
 	}
-	for i := 0; i < VectorDim; i++ {
-		for j := 0; j < VectorDim; j++ {
-			r.Ainv[i*VectorDim+j] -= u[i] * u[j] / den
+	for i := 0; i < basisDim; i++ {
+		for j := 0; j < basisDim; j++ {
+			r.Ainv[i*basisDim+j] -= u[i] * u[j] / den
 		}
 	}
-	for i := 0; i < VectorDim; i++ {
+	for i := 0; i < basisDim; i++ {
 		r.B[i] += y * x[i]
 	}
-	for i := 0; i < VectorDim; i++ {
+	for i := 0; i < basisDim; i++ {
 		var s float64
-		for j := 0; j < VectorDim; j++ {
-			s += r.Ainv[i*VectorDim+j] * r.B[j]
+		for j := 0; j < basisDim; j++ {
+			s += r.Ainv[i*basisDim+j] * r.B[j]
 		}
 		r.Theta[i] = s
 	}
@@ -158,8 +158,50 @@ func (m *policyModel) noise() float64 {
 	return (m.fitM2 + pseudo) / (m.fitN + pseudo)
 }
 
+// basisDim is the length of the model's basis φ(x): the customer vector
+// plus nonlinear terms that let a linear model express effects that rise
+// and fall with purchase frequency, ticket size and coupon history (a
+// coupon helps the occasional buyer, not the one who buys every week).
+const basisDim = VectorDim + 12
+
+// Positions in the customer vector (engine.vectorNames) used by basis.
+const (
+	vecRecencia   = 1
+	vecFreq90     = 4
+	vecTicket     = 12
+	vecRecibidos  = 16
+	vecRedencion  = 17
+	vecSinceCupon = 18
+)
+
+// basis writes φ(x) into dst (len basisDim). A vector shorter than
+// VectorDim (an old record) is padded with zeros.
+func basis(x []float64, dst *[basisDim]float64) []float64 {
+	copy(dst[:], x)
+	for i := len(x); i < VectorDim; i++ {
+		dst[i] = 0
+	}
+	f, r, t, red, rec := dst[vecFreq90], dst[vecRecencia], dst[vecTicket], dst[vecRedencion], dst[vecRecibidos]
+	ext := dst[VectorDim:]
+	ext[0] = f * f
+	ext[1] = f * red
+	ext[2] = f * t
+	ext[3] = red * t
+	ext[4] = r * r
+	ext[5] = b2f(f < 0.25)
+	ext[6] = b2f(f >= 0.25 && f < 0.5)
+	ext[7] = b2f(f >= 0.5 && f < 0.75)
+	ext[8] = b2f(f >= 0.75)
+	ext[9] = rec * (1 - red) // coupons received and not redeemed
+	ext[10] = t * t
+	ext[11] = dst[vecSinceCupon] * red
+	return dst[:]
+}
+
 // predict returns μ and σ (cents) of action for x given its prior.
 func (m *policyModel) predict(x []float64, action int, prior float64) (mu, sigma float64) {
+	var buf [basisDim]float64
+	x = basis(x, &buf)
 	s := m.scale()
 	f := m.shared.predict(x)
 	q := 1 / modelRidge * dot(x, x) // no support yet: the ridge prior's variance
@@ -172,6 +214,8 @@ func (m *policyModel) predict(x []float64, action int, prior float64) (mu, sigma
 
 // update folds one final reward of action for x.
 func (m *policyModel) update(x []float64, action int, reward, prior float64) {
+	var buf [basisDim]float64
+	x = basis(x, &buf)
 	raw := reward - prior
 	m.resN++
 	d := raw - m.resMean
@@ -250,7 +294,7 @@ type modelFile struct {
 }
 
 func (m *policyModel) marshal(version string) ([]byte, error) {
-	return json.Marshal(modelFile{Format: 1, Version: version, N: m.n, Shared: m.shared, Arms: m.arms,
+	return json.Marshal(modelFile{Format: 2, Version: version, N: m.n, Shared: m.shared, Arms: m.arms,
 		ResN: m.resN, ResMean: m.resMean, ResM2: m.resM2, FitN: m.fitN, FitM2: m.fitM2})
 }
 
@@ -259,7 +303,7 @@ func unmarshalPolicyModel(b []byte) (*policyModel, string, error) {
 	if err := json.Unmarshal(b, &f); err != nil {
 		return nil, "", fmt.Errorf("decode model: %w", err)
 	}
-	ok := f.Format == 1 && f.Shared != nil && f.Shared.valid()
+	ok := f.Format == 2 && f.Shared != nil && f.Shared.valid()
 	for _, a := range f.Arms {
 		ok = ok && a != nil && a.valid()
 	}
@@ -273,7 +317,7 @@ func unmarshalPolicyModel(b []byte) (*policyModel, string, error) {
 }
 
 func (r *ridge) valid() bool {
-	return len(r.Ainv) == VectorDim*VectorDim && len(r.B) == VectorDim && len(r.Theta) == VectorDim
+	return len(r.Ainv) == basisDim*basisDim && len(r.B) == basisDim && len(r.Theta) == basisDim
 }
 
 // versionLabel names a published model: the rewards folded and the tenant

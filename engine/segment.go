@@ -204,7 +204,7 @@ func (n *segNode) eval(s *featSummary) bool {
 	}
 	var x float64
 	if n.idx >= 0 {
-		x = featureDefs[n.idx].get(s)
+		x = s.value(featureDefs[n.idx].id)
 	} else {
 		x = s.categoryShare(n.cat)
 	}

@@ -1,0 +1,115 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/coupond/coupond/engine"
+	"github.com/coupond/coupond/engine/ope"
+)
+
+func evaluateCmd(a *app) *cobra.Command {
+	var tenant, campana string
+	var replicates int
+	var seed uint64
+	cmd := &cobra.Command{
+		Use:   "evaluate --tenant ID [--campana ID]",
+		Short: "Off-policy estimates (IPS, SNIPS, DR with 95% intervals) of the current policy, never-send, each action and the logged behaviour",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return a.withEnv(cmd, func(e *env) error {
+				if _, ok := e.db.Tenant(tenant); !ok {
+					return fmt.Errorf("no tenant %q", tenant)
+				}
+				ev, err := e.svc.engine.Evaluate(tenant, engine.EvalOptions{Campana: campana, Replicates: replicates, Seed: seed})
+				if err != nil {
+					return err
+				}
+				if jsonFlag(cmd) {
+					return printJSON(cmd.OutOrStdout(), jsonSafe(ev))
+				}
+				return printEvaluation(cmd.OutOrStdout(), ev)
+			})
+		},
+	}
+	cmd.Flags().StringVar(&tenant, "tenant", "", "tenant id")
+	cmd.Flags().StringVar(&campana, "campana", "", "only decisions of this campaign")
+	cmd.Flags().IntVar(&replicates, "replicates", 200, "bootstrap replicates")
+	cmd.Flags().Uint64Var(&seed, "seed", 1, "bootstrap seed")
+	cmd.MarkFlagRequired("tenant")
+	return cmd
+}
+
+func interval(e ope.Estimate) string {
+	if math.IsNaN(e.Value) {
+		return "n/a"
+	}
+	return fmt.Sprintf("%9.2f [%8.2f, %8.2f]", e.Value, e.Lo, e.Hi)
+}
+
+func printEvaluation(w io.Writer, ev *engine.Evaluation) error {
+	fmt.Fprintf(w, "tenant %s  politica_version %s  records %d  (MXN of reward per decision over the reward window)\n", ev.Tenant, ev.PoliticaVersion, ev.Records)
+	if len(ev.Excluded) > 0 {
+		fmt.Fprintf(w, "left out: %v\n", ev.Excluded)
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "POLICY\tIPS [95%]\tSNIPS [95%]\tDR [95%]\tESS\tMAX WEIGHT")
+	for _, p := range ev.Policies {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.0f\t%.1f\n", p.Policy, interval(p.IPS), interval(p.SNIPS), interval(p.DR), p.ESS, p.MaxWeight)
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "logged behaviour (measured): %s  n=%d\n", measured(ev.Logged), ev.Logged.N)
+	fmt.Fprintf(w, "control group (measured):    %s  n=%d\n", measured(ev.Control), ev.Control.N)
+	return nil
+}
+
+func measured(m engine.MeasuredValue) string {
+	if math.IsNaN(m.Mean) {
+		return "n/a"
+	}
+	if math.IsNaN(m.Lo) {
+		return fmt.Sprintf("%.2f", m.Mean)
+	}
+	return fmt.Sprintf("%.2f [%.2f, %.2f]", m.Mean, m.Lo, m.Hi)
+}
+
+func shadowReportCmd(a *app) *cobra.Command {
+	var tenant string
+	cmd := &cobra.Command{
+		Use:   "report --tenant ID",
+		Short: "Confirmation and labelling shares, agreement, and engine vs caller rule, with a verdict",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return a.withEnv(cmd, func(e *env) error {
+				if _, ok := e.db.Tenant(tenant); !ok {
+					return fmt.Errorf("no tenant %q", tenant)
+				}
+				rep, err := e.svc.engine.Shadow(tenant)
+				if err != nil {
+					return err
+				}
+				if jsonFlag(cmd) {
+					return printJSON(cmd.OutOrStdout(), jsonSafe(rep))
+				}
+				w := cmd.OutOrStdout()
+				fmt.Fprintf(w, "tenant %s: %d shadow decisions\n", rep.Tenant, rep.Decisions)
+				fmt.Fprintf(w, "confirmed:               %5.1f%%  (%d; spec: at least 95%%)\n", 100*rep.ConfirmedShare, rep.Confirmed)
+				fmt.Fprintf(w, "coupons with decision_id: %5.1f%%  (%d of %d; spec: at least 95%%)\n", 100*rep.LabelledShare, rep.CouponsLabelled, rep.CouponsReceived)
+				fmt.Fprintf(w, "agreement engine/caller: %5.1f%%  (%d compared)\n", 100*rep.Agreement, rep.Compared)
+				fmt.Fprintf(w, "value per decision (MXN, %d final rewards): caller rule %s, engine %s\n", rep.RewardsFinal, measured(rep.CallerRule), measured(rep.Engine))
+				fmt.Fprintf(w, "verdict: %s\n", rep.Verdict)
+				for _, r := range rep.Reasons {
+					fmt.Fprintf(w, "  - %s\n", r)
+				}
+				return nil
+			})
+		},
+	}
+	cmd.Flags().StringVar(&tenant, "tenant", "", "tenant id")
+	cmd.MarkFlagRequired("tenant")
+	return cmd
+}

@@ -1,0 +1,139 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/coupond/coupond/engine/lab"
+)
+
+func newLabCmd() *cobra.Command {
+	var cfg lab.Config
+	var plot string
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "lab",
+		Short: "Run a simulated retailer against the real engine and compare it with baselines",
+		Long: `lab runs a simulated retailer (persuadable customers, sure things, lost causes and
+customers who opt out when contacted; several coupons; purchases spread over the window) against
+the real decider, learner and evaluator in process, on a simulated clock with 7-day reward windows,
+and prints a weekly table of reward per decision (MXN) for the engine and the baselines, then the
+uplift capture (engine - never) / (oracle - never) over the last third of the run.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			rep, err := lab.Run(cmd.Context(), cfg, func(format string, args ...any) {
+				fmt.Fprintf(cmd.ErrOrStderr(), format+"\n", args...)
+			})
+			if err != nil {
+				return err
+			}
+			if plot != "" {
+				if err := writePlot(plot, rep); err != nil {
+					return err
+				}
+			}
+			if asJSON {
+				return printJSON(cmd.OutOrStdout(), rep)
+			}
+			return printLab(cmd.OutOrStdout(), rep)
+		},
+	}
+	f := cmd.Flags()
+	f.IntVar(&cfg.Customers, "customers", 2000, "simulated customers")
+	f.IntVar(&cfg.Weeks, "weeks", 12, "weeks to simulate (one decision per customer per week)")
+	f.Uint64Var(&cfg.Seed, "seed", 1, "random seed (world and engine)")
+	f.StringVar(&cfg.Scenario, "scenario", "base", "base, new-coupon (a coupon appears at mid-run) or drift (responses change at mid-run)")
+	f.StringVar(&plot, "plot", "", "write the learning curve as an SVG file")
+	f.BoolVar(&asJSON, "json", false, "machine-readable output")
+	return cmd
+}
+
+func printLab(w io.Writer, rep *lab.Report) error {
+	fmt.Fprintf(w, "coupond lab: %d customers, %d weeks, scenario %s, seed %d (reward per decision, MXN over a 7-day window)\n",
+		rep.Config.Customers, rep.Config.Weeks, rep.Config.Scenario, rep.Config.Seed)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	hdr := "WEEK\tENGINE\tNEVER\tBEST SINGLE\tRANDOM\tGREEDY\tEPS-GREEDY 0.05\tORACLE\t"
+	if rep.Config.Scenario == "new-coupon" {
+		hdr += "NEW COUPON SHARE\tORACLE SHARE\t"
+	}
+	fmt.Fprintln(tw, hdr)
+	for _, r := range rep.Rows {
+		line := fmt.Sprintf("%d\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t", r.Week, r.Engine, r.Never, r.BestSingle, r.Random, r.Greedy, r.EpsGreedy, r.Oracle)
+		if rep.Config.Scenario == "new-coupon" {
+			line += fmt.Sprintf("%.3f\t%.3f\t", r.NewShare, r.OracleNewShare)
+		}
+		fmt.Fprintln(tw, line)
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "uplift capture over the last third: engine %.3f, greedy %.3f, epsilon-greedy %.3f\n", rep.UpliftCapture, rep.GreedyCapture, rep.EpsCapture)
+	if rep.Config.Scenario == "new-coupon" {
+		if rep.WeeksToOracleShare >= 0 {
+			fmt.Fprintf(w, "new coupon reached half the oracle's share %d week(s) after it appeared\n", rep.WeeksToOracleShare)
+		} else {
+			fmt.Fprintln(w, "new coupon did not reach half the oracle's share")
+		}
+	}
+	return nil
+}
+
+// writePlot draws the weekly reward per decision of each policy as an SVG
+// line chart.
+func writePlot(path string, rep *lab.Report) error {
+	const W, H, pad = 800.0, 450.0, 60.0
+	series := []struct {
+		name, color string
+		get         func(lab.Row) float64
+	}{
+		{"engine", "#d62728", func(r lab.Row) float64 { return r.Engine }},
+		{"oracle", "#2ca02c", func(r lab.Row) float64 { return r.Oracle }},
+		{"never send", "#7f7f7f", func(r lab.Row) float64 { return r.Never }},
+		{"best single", "#9467bd", func(r lab.Row) float64 { return r.BestSingle }},
+		{"greedy", "#1f77b4", func(r lab.Row) float64 { return r.Greedy }},
+		{"eps-greedy", "#17becf", func(r lab.Row) float64 { return r.EpsGreedy }},
+		{"random", "#bcbd22", func(r lab.Row) float64 { return r.Random }},
+	}
+	lo, hi := 1e18, -1e18
+	for _, s := range series {
+		for _, r := range rep.Rows {
+			v := s.get(r)
+			lo, hi = min(lo, v), max(hi, v)
+		}
+	}
+	if hi <= lo {
+		hi = lo + 1
+	}
+	n := max(len(rep.Rows)-1, 1)
+	x := func(i int) float64 { return pad + float64(i)*(W-2*pad)/float64(n) }
+	y := func(v float64) float64 { return H - pad - (v-lo)/(hi-lo)*(H-2*pad) }
+	var b strings.Builder
+	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" font-family="sans-serif" font-size="12">`+"\n", W, H)
+	fmt.Fprintf(&b, `<rect width="100%%" height="100%%" fill="white"/><text x="%.0f" y="24" font-size="15">coupond lab: reward per decision (MXN), scenario %s</text>`+"\n", pad, rep.Config.Scenario)
+	fmt.Fprintf(&b, `<line x1="%.0f" y1="%.0f" x2="%.0f" y2="%.0f" stroke="black"/><line x1="%.0f" y1="%.0f" x2="%.0f" y2="%.0f" stroke="black"/>`+"\n",
+		pad, H-pad, W-pad, H-pad, pad, pad, pad, H-pad)
+	for k := 0; k <= 4; k++ {
+		v := lo + float64(k)*(hi-lo)/4
+		fmt.Fprintf(&b, `<text x="%.0f" y="%.0f" text-anchor="end">%.1f</text>`+"\n", pad-6, y(v)+4, v)
+	}
+	for i, r := range rep.Rows {
+		fmt.Fprintf(&b, `<text x="%.0f" y="%.0f" text-anchor="middle">%d</text>`+"\n", x(i), H-pad+16, r.Week)
+	}
+	for si, s := range series {
+		var pts []string
+		for i, r := range rep.Rows {
+			pts = append(pts, fmt.Sprintf("%.1f,%.1f", x(i), y(s.get(r))))
+		}
+		width := 1.5
+		if s.name == "engine" {
+			width = 3
+		}
+		fmt.Fprintf(&b, `<polyline fill="none" stroke="%s" stroke-width="%.1f" points="%s"/>`+"\n", s.color, width, strings.Join(pts, " "))
+		fmt.Fprintf(&b, `<text x="%.0f" y="%.0f" fill="%s">%s</text>`+"\n", W-pad-90, pad+float64(si)*16, s.color, s.name)
+	}
+	fmt.Fprintf(&b, `<text x="%.0f" y="%.0f" text-anchor="middle">week</text></svg>`+"\n", W/2, H-16)
+	return os.WriteFile(path, []byte(b.String()), 0o644)
+}

@@ -1,0 +1,546 @@
+// Package lab runs a simulated retailer against the real engine: decider,
+// learner and evaluator in process, on a sandbox tenant's clock, and
+// compares what the engine earns with baselines that know more (the
+// oracle) or explore differently.
+//
+// The world. Customers are of four kinds, which the engine never sees but
+// can infer from their history (purchase frequency, ticket size, how they
+// treated past coupons):
+//
+//	persuadable  buys more with a coupon; the lift grows with the discount's
+//	             share of the ticket (so the best coupon depends on the ticket)
+//	sure thing   buys often anyway; a coupon only gives margin away
+//	lost cause   hardly buys; coupons barely move them
+//	sleeping dog buys like a persuadable but opts out when contacted
+//
+// Purchases of a week are spread over the reward window's days. Rewards
+// follow contract section 5: margin in the window minus the sending cost
+// minus the opt-out penalty.
+//
+// Every week each customer is decided once: the engine through
+// engine.Decide (with its exploration), the baselines on the same customers
+// and features. A policy's weekly figure is the true expected reward of the
+// actions it chose (no sampling noise in the comparison); the engine and
+// the greedy baselines learn from sampled outcomes.
+package lab
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/rs/zerolog"
+
+	"github.com/coupond/coupond/engine"
+	"github.com/coupond/coupond/store"
+)
+
+// Config sets up a lab run.
+type Config struct {
+	Customers int
+	Weeks     int
+	Seed      uint64
+	// Scenario: "base", "new-coupon" (a fourth coupon appears at mid-run,
+	// best for high tickets) or "drift" (persuadables' response changes at
+	// mid-run: fixed-amount coupons start to work better).
+	Scenario string
+}
+
+// Row is one week of the report: reward per decision (MXN) per policy.
+type Row struct {
+	Week       int     `json:"week"`
+	Engine     float64 `json:"engine"`
+	Never      float64 `json:"never_send"`
+	BestSingle float64 `json:"best_single_action"`
+	Random     float64 `json:"uniform_random"`
+	Greedy     float64 `json:"greedy"`
+	EpsGreedy  float64 `json:"epsilon_greedy_0_05"`
+	Oracle     float64 `json:"oracle"`
+	// NewShare is the share of customers the engine sent the new coupon
+	// (scenario new-coupon), OracleNewShare the oracle's.
+	NewShare       float64 `json:"new_coupon_share,omitempty"`
+	OracleNewShare float64 `json:"oracle_new_coupon_share,omitempty"`
+	Version        string  `json:"politica_version"`
+}
+
+// Report is the outcome of a run.
+type Report struct {
+	Config Config `json:"config"`
+	Rows   []Row  `json:"weeks"`
+	// UpliftCapture is (engine − never) / (oracle − never) over the last
+	// third of the weeks; GreedyCapture and EpsCapture the same for the
+	// baselines.
+	UpliftCapture float64 `json:"uplift_capture_last_third"`
+	GreedyCapture float64 `json:"greedy_capture_last_third"`
+	EpsCapture    float64 `json:"epsilon_greedy_capture_last_third"`
+	// WeeksToOracleShare: weeks after its introduction until the engine
+	// sends the new coupon to at least half the oracle's share (-1: never).
+	WeeksToOracleShare int `json:"weeks_to_new_coupon_oracle_share,omitempty"`
+}
+
+type kind int
+
+const (
+	persuadable kind = iota
+	sureThing
+	lostCause
+	sleepingDog
+)
+
+type simCustomer struct {
+	ref    string
+	kind   kind
+	ticket float64 // MXN without VAT
+	base   float64 // weekly purchase probability without a coupon
+	optout bool
+}
+
+const (
+	marginRate   = 0.35
+	penaltyMXN   = 50
+	window       = 7 * 24 * time.Hour
+	labTenant    = "lab"
+	newCouponID  = 4
+	newCouponDay = 0
+)
+
+type coupon struct {
+	id    int
+	name  string
+	pct   float64 // share of the ticket, capped by max
+	max   float64 // MXN
+	fixed float64 // fixed amount MXN (pct 0)
+	cost  float64 // MXN per send
+	canal string
+}
+
+var coupons = []coupon{
+	{1, "10pct_max50", 0.10, 50, 0, 0.5, ""},
+	{2, "20pct_max150", 0.20, 150, 0, 0.5, ""},
+	{3, "100mxn", 0, 0, 100, 1.0, ""},
+}
+
+var lateCoupon = coupon{newCouponID, "30pct_max400", 0.30, 400, 0, 0.5, ""}
+
+func (c coupon) discount(ticket float64) float64 {
+	if c.fixed > 0 {
+		return math.Min(c.fixed, ticket)
+	}
+	return math.Min(c.pct*ticket, c.max)
+}
+
+// world holds the truth.
+type world struct {
+	drift bool
+}
+
+// buyProb is the probability the customer buys in the window given coupon c
+// (nil: none).
+func (w *world) buyProb(s *simCustomer, c *coupon) float64 {
+	if c == nil || s.optout {
+		return s.base
+	}
+	share := c.discount(s.ticket) / s.ticket
+	switch s.kind {
+	case persuadable:
+		lift := 0.6 * math.Sqrt(share)
+		if w.drift && c.fixed > 0 {
+			lift *= 1.8
+		}
+		return math.Min(0.95, s.base+lift)
+	case lostCause:
+		return math.Min(0.95, s.base+0.05*share)
+	default:
+		return s.base
+	}
+}
+
+func redeemProb(k kind) float64 {
+	switch k {
+	case sureThing:
+		return 0.7
+	case sleepingDog:
+		return 0 // sleeping dogs never use coupons; their history shows it
+	default:
+		return 0.9
+	}
+}
+
+func optoutProb(s *simCustomer, c *coupon) float64 {
+	if c == nil || s.kind != sleepingDog || s.optout {
+		return 0
+	}
+	return 0.3
+}
+
+// expected is the true expected reward (MXN) of coupon c for s.
+func (w *world) expected(s *simCustomer, c *coupon) float64 {
+	p := w.buyProb(s, c)
+	r := p * s.ticket * marginRate
+	if c != nil {
+		r -= p*redeemProb(s.kind)*c.discount(s.ticket) + c.cost
+		r -= optoutProb(s, c) * penaltyMXN
+	}
+	return r
+}
+
+// Run executes the lab. logf, if not nil, receives progress lines.
+func Run(ctx context.Context, cfg Config, logf func(string, ...any)) (*Report, error) {
+	if cfg.Customers <= 0 {
+		cfg.Customers = 2000
+	}
+	if cfg.Weeks <= 0 {
+		cfg.Weeks = 12
+	}
+	if cfg.Scenario == "" {
+		cfg.Scenario = "base"
+	}
+	switch cfg.Scenario {
+	case "base", "new-coupon", "drift":
+	default:
+		return nil, fmt.Errorf("lab: unknown scenario %q (base, new-coupon, drift)", cfg.Scenario)
+	}
+	if logf == nil {
+		logf = func(string, ...any) {}
+	}
+	db, err := store.Open("lab", vfs.NewMem())
+	if err != nil {
+		return nil, err
+	}
+	defer db.Close()
+	start := time.Date(2026, 1, 5, 9, 0, 0, 0, time.UTC)
+	s := store.DefaultSettings()
+	s.RewardWindow, s.RewardGrace = window, 0
+	s.ControlShare, s.RateLimits = 0, false
+	s.OptoutPenaltyCents = penaltyMXN * 100
+	if err := db.CreateTenant(&store.Tenant{ID: labTenant, CreatedAt: start, Sandbox: true, ClockNow: start, Settings: s}); err != nil {
+		return nil, err
+	}
+	eng := engine.New(engine.Config{DB: db, Secrets: store.TestSecrets(), Log: zerolog.Nop(), Now: time.Now, Seed: cfg.Seed + 1})
+	rng := rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0xc0ffee))
+	w := &world{}
+	active := append([]coupon(nil), coupons...)
+	if err := installCatalog(eng, active, start); err != nil {
+		return nil, err
+	}
+
+	// Customers and 12 weeks of history before the run.
+	custs := make([]*simCustomer, cfg.Customers)
+	for i := range custs {
+		c := &simCustomer{ref: fmt.Sprintf("lab-cliente-%06d", i), ticket: 200 + rng.Float64()*1300}
+		switch u := rng.Float64(); {
+		case u < 0.40:
+			c.kind, c.base = persuadable, 0.20+0.1*rng.Float64()
+		case u < 0.65:
+			c.kind, c.base = sureThing, 0.7+0.2*rng.Float64()
+		case u < 0.90:
+			c.kind, c.base = lostCause, 0.02+0.03*rng.Float64()
+		default:
+			c.kind, c.base = sleepingDog, 0.20+0.1*rng.Float64()
+		}
+		custs[i] = c
+	}
+	sim := &simulator{eng: eng, db: db, rng: rng, w: w, seq: 0}
+	if err := sim.history(custs, start); err != nil {
+		return nil, err
+	}
+
+	rep := &Report{Config: cfg, WeeksToOracleShare: -1}
+	greedy, eps := engine.NewRewardModel(), engine.NewRewardModel()
+	introduced := -1
+	for week := 1; week <= cfg.Weeks; week++ {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		_, now, err := tenantNow(db)
+		if err != nil {
+			return nil, err
+		}
+		mid := week == cfg.Weeks/2+1
+		if mid && cfg.Scenario == "new-coupon" {
+			active = append(active, lateCoupon)
+			if err := installCatalog(eng, active, now); err != nil {
+				return nil, err
+			}
+			introduced = week
+		}
+		if mid && cfg.Scenario == "drift" {
+			w.drift = true
+		}
+		row := Row{Week: week}
+		actionTotals := make([]float64, len(active)+1)
+		var events []engine.IngestEvent
+		var newSent, oracleNew int
+		for _, c := range custs {
+			f, err := eng.CustomerFeatures(labTenant, c.ref)
+			if err != nil {
+				return nil, err
+			}
+			d, err := eng.Decide(labTenant, engine.Request{ClienteRef: c.ref, Canal: "push", CapExempt: true})
+			if err != nil {
+				return nil, err
+			}
+			chosen := couponByID(active, d.Accion)
+			if _, err := eng.Confirm(labTenant, d.DecisionID, engine.Confirmation{Ejecutada: true}); err != nil {
+				return nil, err
+			}
+			row.Engine += w.expected(c, chosen)
+			if d.Accion == newCouponID {
+				newSent++
+			}
+			// Baselines on the same customer and features.
+			best, bestV := (*coupon)(nil), w.expected(c, nil)
+			actionTotals[0] += bestV
+			for j := range active {
+				v := w.expected(c, &active[j])
+				actionTotals[j+1] += v
+				row.Random += v
+				if v > bestV {
+					best, bestV = &active[j], v
+				}
+			}
+			row.Random += w.expected(c, nil)
+			row.Oracle += bestV
+			if best != nil && best.id == newCouponID {
+				oracleNew++
+			}
+			row.Never += w.expected(c, nil)
+			gc := pickGreedy(greedy, &f, now, active, rng, 0)
+			ec := pickGreedy(eps, &f, now, active, rng, 0.05)
+			row.Greedy += w.expected(c, gc)
+			row.EpsGreedy += w.expected(c, ec)
+			// Outcomes: the engine's become events; the baselines' only teach them.
+			evs := sim.outcome(c, chosen, d.DecisionID, now)
+			events = append(events, evs...)
+			greedy.Update(&f, now, window, toAction(gc), 100*sim.sample(c, gc))
+			eps.Update(&f, now, window, toAction(ec), 100*sim.sample(c, ec))
+		}
+		n := float64(len(custs))
+		row.Random /= float64(len(active) + 1)
+		row.Engine, row.Never, row.Random, row.Greedy, row.EpsGreedy, row.Oracle = row.Engine/n, row.Never/n, row.Random/n, row.Greedy/n, row.EpsGreedy/n, row.Oracle/n
+		best := actionTotals[0]
+		for _, v := range actionTotals[1:] {
+			best = math.Max(best, v)
+		}
+		row.BestSingle = best / n
+		if introduced > 0 {
+			row.NewShare, row.OracleNewShare = float64(newSent)/n, float64(oracleNew)/n
+			if rep.WeeksToOracleShare < 0 && oracleNew > 0 && row.NewShare >= 0.5*row.OracleNewShare {
+				rep.WeeksToOracleShare = week - introduced
+			}
+		}
+		if err := sim.ingest(events); err != nil {
+			return nil, err
+		}
+		if err := advance(db, window); err != nil {
+			return nil, err
+		}
+		for {
+			st, err := eng.Learn(labTenant)
+			if err != nil {
+				return nil, err
+			}
+			if st.Folded+st.Unconfirmed+st.Modified+st.Control+st.Released == 0 {
+				break
+			}
+		}
+		status, err := eng.Status(labTenant)
+		if err != nil {
+			return nil, err
+		}
+		row.Version = status.PoliticaVersion
+		rep.Rows = append(rep.Rows, row)
+		logf("week %2d  engine %7.2f  never %7.2f  oracle %7.2f", week, row.Engine, row.Never, row.Oracle)
+	}
+	from := len(rep.Rows) - len(rep.Rows)/3
+	var e, nv, o, g, ep float64
+	for _, r := range rep.Rows[from:] {
+		e, nv, o, g, ep = e+r.Engine, nv+r.Never, o+r.Oracle, g+r.Greedy, ep+r.EpsGreedy
+	}
+	if o-nv > 0 {
+		rep.UpliftCapture = (e - nv) / (o - nv)
+		rep.GreedyCapture = (g - nv) / (o - nv)
+		rep.EpsCapture = (ep - nv) / (o - nv)
+	}
+	return rep, nil
+}
+
+func couponByID(active []coupon, id int) *coupon {
+	for i := range active {
+		if active[i].id == id {
+			return &active[i]
+		}
+	}
+	return nil
+}
+
+func toAction(c *coupon) *engine.Action {
+	if c == nil {
+		return nil
+	}
+	a := catalogAction(*c)
+	return &a
+}
+
+func catalogAction(c coupon) engine.Action {
+	a := engine.Action{ID: c.id, Nombre: c.name, TipoCupon: c.name, CostoEnvioCents: int64(c.cost * 100), Activa: true}
+	if c.fixed > 0 {
+		a.DescuentoMaxCents = int64(c.fixed * 100)
+	} else {
+		a.DescuentoMaxCents, a.DescuentoPct = int64(c.max*100), c.pct*100
+	}
+	return a
+}
+
+func installCatalog(eng *engine.Engine, active []coupon, now time.Time) error {
+	var acts []engine.Action
+	for _, c := range active {
+		acts = append(acts, catalogAction(c))
+	}
+	_, err := eng.ReplaceCatalog(labTenant, acts, now)
+	return err
+}
+
+// pickGreedy chooses by the model's expected reward (ε: uniformly at random).
+func pickGreedy(m *engine.RewardModel, f *engine.Features, now time.Time, active []coupon, rng *rand.Rand, eps float64) *coupon {
+	if eps > 0 && rng.Float64() < eps {
+		i := rng.IntN(len(active) + 1)
+		if i == 0 {
+			return nil
+		}
+		return &active[i-1]
+	}
+	best, bestV := (*coupon)(nil), math.Inf(-1)
+	if v, _ := m.Predict(f, now, window, nil); v > bestV {
+		bestV = v
+	}
+	for i := range active {
+		if v, _ := m.Predict(f, now, window, toAction(&active[i])); v > bestV {
+			best, bestV = &active[i], v
+		}
+	}
+	return best
+}
+
+func tenantNow(db *store.DB) (*store.Tenant, time.Time, error) {
+	t, ok := db.Tenant(labTenant)
+	if !ok {
+		return nil, time.Time{}, fmt.Errorf("lab: tenant missing")
+	}
+	return t, t.ClockNow, nil
+}
+
+func advance(db *store.DB, d time.Duration) error {
+	_, err := db.UpdateTenant(labTenant, func(t *store.Tenant) error { t.ClockNow = t.ClockNow.Add(d); return nil })
+	return err
+}
+
+// simulator turns outcomes into events.
+type simulator struct {
+	eng  *engine.Engine
+	db   *store.DB
+	rng  *rand.Rand
+	w    *world
+	seq  int
+	past bool // generating history: nobody opts out
+}
+
+func (s *simulator) id(prefix string) string {
+	s.seq++
+	return fmt.Sprintf("%s-%08d", prefix, s.seq)
+}
+
+// sample draws a reward (MXN) for c under coupon cp without recording it.
+func (s *simulator) sample(c *simCustomer, cp *coupon) float64 {
+	r := 0.0
+	if s.rng.Float64() < s.w.buyProb(c, cp) {
+		r += c.ticket * marginRate
+		if cp != nil && s.rng.Float64() < redeemProb(c.kind) {
+			r -= cp.discount(c.ticket)
+		}
+	}
+	if cp != nil {
+		r -= cp.cost
+		if s.rng.Float64() < optoutProb(c, cp) {
+			r -= penaltyMXN
+		}
+	}
+	return r
+}
+
+// outcome draws what c does in the window after receiving cp (nil: nothing)
+// and returns the events the retailer would publish.
+func (s *simulator) outcome(c *simCustomer, cp *coupon, decisionID string, now time.Time) []engine.IngestEvent {
+	var evs []engine.IngestEvent
+	ev := func(e engine.Event) {
+		e.ID = s.id("ev")
+		e.ClienteRef = c.ref
+		evs = append(evs, engine.IngestEvent{Event: e, Canonical: []byte(e.ID)})
+	}
+	cupon := ""
+	if cp != nil {
+		cupon = s.id("cup")
+		ev(engine.Event{TS: now.Add(time.Minute), Tipo: engine.CuponRecibido, Clave: cp.name, DecisionID: decisionID,
+			CuponEmitidoID: cupon, Caducidad: now.Add(window)})
+		if !s.past && s.rng.Float64() < optoutProb(c, cp) {
+			c.optout = true
+			ev(engine.Event{TS: now.Add(2 * time.Hour), Tipo: engine.Baja, Clave: engine.BajaComunicaciones})
+		}
+	}
+	if s.rng.Float64() < s.w.buyProb(c, cp) {
+		at := now.Add(time.Duration(s.rng.Float64() * float64(window-time.Hour)))
+		ticket := s.id("t")
+		valor := int64(c.ticket * 100)
+		margin := int64(c.ticket * marginRate * 100)
+		redeemed := cp != nil && s.rng.Float64() < redeemProb(c.kind)
+		if redeemed {
+			d := int64(cp.discount(c.ticket) * 100)
+			margin -= d
+			ev(engine.Event{TS: at, Tipo: engine.CuponRedimido, Clave: cp.name, ValorCents: d, CuponEmitidoID: cupon, TicketID: ticket})
+		}
+		ev(engine.Event{TS: at, Tipo: engine.CompraCat, Clave: "general", ValorCents: valor, TicketID: ticket, MargenCents: margin})
+	} else if cp != nil {
+		ev(engine.Event{TS: now.Add(window - time.Minute), Tipo: engine.CuponCaducado, Clave: cp.name, CuponEmitidoID: cupon})
+	}
+	return evs
+}
+
+func (s *simulator) ingest(evs []engine.IngestEvent) error {
+	for len(evs) > 0 {
+		n := min(len(evs), 1000)
+		if _, err := s.eng.Ingest(labTenant, evs[:n]); err != nil {
+			return err
+		}
+		evs = evs[n:]
+	}
+	return nil
+}
+
+// history publishes 12 weeks of past behaviour: purchases at the base rate
+// and coupons sent by the retailer's old campaigns, redeemed according to
+// each kind.
+func (s *simulator) history(custs []*simCustomer, start time.Time) error {
+	s.past = true
+	defer func() { s.past = false }()
+	var evs []engine.IngestEvent
+	for _, c := range custs {
+		for wk := 12; wk >= 1; wk-- {
+			at := start.Add(-time.Duration(wk) * window)
+			var cp *coupon
+			if s.rng.Float64() < 0.35 {
+				cp = &coupons[s.rng.IntN(len(coupons))]
+			}
+			evs = append(evs, s.outcome(c, cp, "", at)...)
+			if len(evs) >= 5000 {
+				if err := s.ingest(evs); err != nil {
+					return err
+				}
+				evs = evs[:0]
+			}
+		}
+	}
+	return s.ingest(evs)
+}

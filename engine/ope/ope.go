@@ -1,0 +1,459 @@
+// Package ope estimates, from logged decisions, the value a target policy
+// would have earned (off-policy evaluation): inverse propensity scoring
+// (IPS), self-normalised IPS (SNIPS) and doubly robust (DR) estimates, each
+// with a bootstrap confidence interval, plus the diagnostics that say how
+// far to trust them (effective sample size, largest weight).
+//
+// For a logged record with reward r, logging propensity p of the logged
+// action a and target probability π(a|x), the importance weight is
+// w = π(a|x)/p and
+//
+//	IPS   = (1/n) Σ w r
+//	SNIPS = Σ w r / Σ w
+//	DR    = (1/n) Σ [ Σ_b π(b|x) q̂(x,b) + w (r − q̂(x,a)) ]
+//
+// (Horvitz & Thompson 1952; Swaminathan & Joachims 2015; Dudík, Langford &
+// Li 2011). IPS and DR are unbiased when every logged propensity is exact
+// and positive wherever π is; SNIPS trades a small bias for less variance;
+// DR has the lowest variance when q̂ is good and stays unbiased when it is
+// not.
+//
+// Intervals are studentized bootstrap (bootstrap-t; Efron & Tibshirani
+// 1993, ch. 12) intervals, never narrower than the normal-theory interval
+// on either side. The bootstrap is a Poisson bootstrap computed in the same
+// single pass (each record enters each replicate k ~ Poisson(1) times;
+// Hanley & MacGibbon 2006, Chamandy et al. 2012), so records can be
+// streamed from the store without being held in memory. Everything is
+// deterministic given the seed and the order of the records.
+package ope
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+)
+
+// Errors returned by the package, wrapped with detail; test with errors.Is.
+var (
+	// ErrInvalidRecord: a record with a non-finite value, a logged
+	// propensity outside (0, 1] or a target probability outside [0, 1]. The
+	// error names the record's index.
+	ErrInvalidRecord = errors.New("ope: invalid record")
+	// ErrOptions: Options out of range.
+	ErrOptions = errors.New("ope: invalid options")
+)
+
+// Record is one logged decision, as seen by the target policy.
+type Record struct {
+	// Reward observed for the logged action.
+	Reward float64
+	// Logged is the propensity p with which the logging policy chose the
+	// logged action (in (0, 1]; 1 for control-group and fallback records).
+	Logged float64
+	// Target is π(a|x), the probability the evaluated policy gives the
+	// logged action in the logged context (in [0, 1]).
+	Target float64
+	// QHat is the reward model's prediction q̂(x, a) for the logged action
+	// and QPi the model's value of the target policy in this context,
+	// Σ_b π(b|x) q̂(x, b) over the eligible actions. Used by DR only; leave
+	// both 0 to make DR equal IPS.
+	QHat, QPi float64
+}
+
+// Options tune Evaluate and Evaluator.
+type Options struct {
+	// Replicates is the number of bootstrap replicates; default 200 (0).
+	// The cost of an evaluation is proportional to it.
+	Replicates int
+	// Level is the coverage of the intervals; default 0.95 (0).
+	Level float64
+	// Seed fixes the bootstrap draws.
+	Seed uint64
+}
+
+func (o Options) withDefaults() (Options, error) {
+	if o.Replicates == 0 {
+		o.Replicates = 200
+	}
+	if o.Level == 0 {
+		o.Level = 0.95
+	}
+	if o.Replicates < 2 || o.Replicates > 100000 {
+		return o, fmt.Errorf("%w: Replicates %d not in 2..100000", ErrOptions, o.Replicates)
+	}
+	if !(o.Level > 0 && o.Level < 1) {
+		return o, fmt.Errorf("%w: Level %v not in (0, 1)", ErrOptions, o.Level)
+	}
+	return o, nil
+}
+
+// Estimate is one estimator's value with its bootstrap interval. Values
+// that cannot be estimated are NaN; in JSON they are null.
+type Estimate struct {
+	// Value is the estimate over all records.
+	Value float64 `json:"value"`
+	// Lo and Hi bound the interval at Options.Level: the studentized
+	// bootstrap interval, widened where needed to contain Value ± z·StdErr
+	// (NaN with fewer than two records).
+	Lo float64 `json:"lo"`
+	Hi float64 `json:"hi"`
+	// StdErr is the standard error of Value: the standard deviation of the
+	// per-record terms over √N (delta method for SNIPS).
+	StdErr float64 `json:"std_err"`
+}
+
+// MarshalJSON writes e with NaN and infinite values as null (encoding/json
+// refuses them).
+func (e Estimate) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		Value  *float64 `json:"value"`
+		Lo     *float64 `json:"lo"`
+		Hi     *float64 `json:"hi"`
+		StdErr *float64 `json:"std_err"`
+	}{nullable(e.Value), nullable(e.Lo), nullable(e.Hi), nullable(e.StdErr)})
+}
+
+func nullable(v float64) *float64 {
+	if !finite(v) {
+		return nil
+	}
+	return &v
+}
+
+// Result is the evaluation of a target policy over a log. With no records
+// every value is NaN except N, which is 0.
+type Result struct {
+	N int `json:"n"`
+	// IPS, SNIPS and DR estimate the target policy's value per decision.
+	IPS   Estimate `json:"ips"`
+	SNIPS Estimate `json:"snips"`
+	DR    Estimate `json:"dr"`
+	// Logged is the logging policy's own value: the mean logged reward.
+	Logged Estimate `json:"logged"`
+	// DRLift is DR − Logged, with its interval from the same (paired)
+	// records: a lift whose interval excludes 0 is significant.
+	DRLift Estimate `json:"dr_lift"`
+	// ESS is the effective sample size (Σw)²/Σw² of the importance weights:
+	// how many on-policy records the log is worth for this target. Much
+	// smaller than N means wide intervals and fragile estimates.
+	ESS float64 `json:"effective_sample_size"`
+	// MaxWeight is the largest importance weight π/p, and MeanWeight the
+	// mean one (near 1 when propensities are right and π's support is
+	// covered by the log).
+	MaxWeight  float64 `json:"max_weight"`
+	MeanWeight float64 `json:"mean_weight"`
+}
+
+// MarshalJSON writes r with NaN values as null.
+func (r Result) MarshalJSON() ([]byte, error) {
+	type plain Result // without this method
+	return json.Marshal(struct {
+		plain
+		ESS        *float64 `json:"effective_sample_size"`
+		MaxWeight  *float64 `json:"max_weight"`
+		MeanWeight *float64 `json:"mean_weight"`
+	}{plain(r), nullable(r.ESS), nullable(r.MaxWeight), nullable(r.MeanWeight)})
+}
+
+// Evaluate evaluates recs with opt. It is Evaluator's Add over every record
+// followed by Result.
+func Evaluate(recs []Record, opt Options) (Result, error) {
+	e, err := NewEvaluator(opt)
+	if err != nil {
+		return Result{}, err
+	}
+	for i := range recs {
+		if err := e.Add(recs[i]); err != nil {
+			return Result{}, err
+		}
+	}
+	return e.Result(), nil
+}
+
+// Evaluator accumulates records in one pass. It is not safe for concurrent
+// use.
+type Evaluator struct {
+	opt  Options
+	key  uint64 // the bootstrap generator's state, from Options.Seed
+	n    int    // records added
+	maxW float64
+	all  sums   // over every record once
+	reps []sums // per bootstrap replicate, every record k ~ Poisson(1) times
+	// block holds the terms of the last records added, not yet folded into
+	// reps; block[0] is record n − len(block).
+	block []terms
+}
+
+// blockSize is how many records are folded into the replicates at a time:
+// each replicate's sums then stay in registers over a whole block.
+const blockSize = 256
+
+// sums are the weighted sums every estimate and its standard error come
+// from: c = Σk, w = Σk·w, wr = Σk·w·r, and so on (k the record's count).
+type sums struct {
+	c, w, wr, dr, r  float64
+	wr2, dr2, r2, l2 float64 // squares of w·r, the DR term, r, and DR term − r
+	w2, w2r          float64 // Σk·w², Σk·w²·r (SNIPS's linearised variance)
+}
+
+// terms are one record's contributions.
+type terms struct{ w, wr, dr, r, l float64 }
+
+// NewEvaluator returns an empty evaluator.
+func NewEvaluator(opt Options) (*Evaluator, error) {
+	opt, err := opt.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	return &Evaluator{opt: opt, key: mix64(opt.Seed), reps: make([]sums, opt.Replicates), block: make([]terms, 0, blockSize)}, nil
+}
+
+// Add folds one record in. An invalid record returns an error wrapping
+// ErrInvalidRecord and is left out.
+func (e *Evaluator) Add(r Record) error {
+	if !finite(r.Reward) || !finite(r.QHat) || !finite(r.QPi) ||
+		!(r.Logged > 0 && r.Logged <= 1) || !(r.Target >= 0 && r.Target <= 1) {
+		return fmt.Errorf("%w %d: %+v", ErrInvalidRecord, e.n, r)
+	}
+	w := r.Target / r.Logged
+	t := terms{w: w, wr: w * r.Reward, dr: r.QPi + w*(r.Reward-r.QHat), r: r.Reward}
+	t.l = t.dr - t.r
+	e.n++
+	e.maxW = max(e.maxW, w)
+	a := &e.all
+	a.c++
+	a.w += t.w
+	a.wr += t.wr
+	a.dr += t.dr
+	a.r += t.r
+	a.wr2 += t.wr * t.wr
+	a.dr2 += t.dr * t.dr
+	a.r2 += t.r * t.r
+	a.l2 += t.l * t.l
+	a.w2 += t.w * t.w
+	a.w2r += t.w * t.wr
+	e.block = append(e.block, t)
+	if len(e.block) == blockSize {
+		e.flush()
+	}
+	return nil
+}
+
+// flush folds the block into every replicate. Record i's count in
+// replicate j is a Poisson(1) draw from the 32-bit half j%2 of SplitMix64's
+// output number i·⌈R/2⌉ + j/2 from the seed's state, so the counts do not
+// depend on how records were grouped into blocks.
+func (e *Evaluator) flush() {
+	if len(e.block) == 0 {
+		return
+	}
+	half := uint64(len(e.reps)+1) / 2
+	first := uint64(e.n-len(e.block)) * half
+	for j := range e.reps {
+		shift := uint(32 * (j & 1))
+		pos := first + uint64(j/2)
+		var c, sw, swr, sdr, sr, swr2, sdr2, sr2, sl2, sw2, sw2r float64
+		for i := range e.block {
+			k := poisson1(uint32(splitmixAt(e.key, pos) >> shift))
+			pos += half
+			t := e.block[i] // k = 0 adds nothing; not branching on it is faster
+			kw, kwr := k*t.w, k*t.wr
+			c += k
+			sw += kw
+			swr += kwr
+			sdr += k * t.dr
+			sr += k * t.r
+			swr2 += kwr * t.wr
+			sdr2 += k * t.dr * t.dr
+			sr2 += k * t.r * t.r
+			sl2 += k * t.l * t.l
+			sw2 += kw * t.w
+			sw2r += kw * t.wr
+		}
+		p := &e.reps[j]
+		p.c += c
+		p.w += sw
+		p.wr += swr
+		p.dr += sdr
+		p.r += sr
+		p.wr2 += swr2
+		p.dr2 += sdr2
+		p.r2 += sr2
+		p.l2 += sl2
+		p.w2 += sw2
+		p.w2r += sw2r
+	}
+	e.block = e.block[:0]
+}
+
+// stat computes one estimator from a set of sums: its value (ok false when
+// undefined) and its standard error (NaN when it cannot be estimated).
+type stat func(s *sums) (value, se float64, ok bool)
+
+// meanStat is the mean of a per-record term, given how to read the term's
+// sum and sum of squares from the sums; se is the sample standard deviation
+// over √n.
+func meanStat(sum, sum2 func(s *sums) float64) stat {
+	return func(s *sums) (float64, float64, bool) {
+		if s.c == 0 {
+			return math.NaN(), math.NaN(), false
+		}
+		m := sum(s) / s.c
+		if s.c < 2 {
+			return m, math.NaN(), true
+		}
+		v := max(0, (sum2(s)-s.c*m*m)/(s.c-1))
+		return m, math.Sqrt(v / s.c), true
+	}
+}
+
+var (
+	ipsStat    = meanStat(func(s *sums) float64 { return s.wr }, func(s *sums) float64 { return s.wr2 })
+	drStat     = meanStat(func(s *sums) float64 { return s.dr }, func(s *sums) float64 { return s.dr2 })
+	loggedStat = meanStat(func(s *sums) float64 { return s.r }, func(s *sums) float64 { return s.r2 })
+	liftStat   = meanStat(func(s *sums) float64 { return s.dr - s.r }, func(s *sums) float64 { return s.l2 })
+)
+
+// snipsStat is θ = Σwr/Σw with its linearised (delta-method) standard
+// error sqrt(Σ(wr − θw)²)/Σw.
+func snipsStat(s *sums) (float64, float64, bool) {
+	if !(s.w > 0) {
+		return math.NaN(), math.NaN(), false
+	}
+	th := s.wr / s.w
+	v := max(0, s.wr2-2*th*s.w2r+th*th*s.w2)
+	return th, math.Sqrt(v) / s.w, true
+}
+
+// Result returns the estimates over the records added so far. The
+// evaluator can keep accumulating afterwards.
+func (e *Evaluator) Result() Result {
+	e.flush()
+	nan := math.NaN()
+	res := Result{N: e.n, ESS: nan, MaxWeight: nan, MeanWeight: nan}
+	if e.n > 0 {
+		res.ESS = e.all.w * e.all.w / e.all.w2 // NaN when every weight is 0
+		res.MaxWeight, res.MeanWeight = e.maxW, e.all.w/float64(e.n)
+	}
+	t := make([]float64, 0, len(e.reps))
+	res.IPS = e.estimate(ipsStat, t)
+	res.SNIPS = e.estimate(snipsStat, t)
+	res.DR = e.estimate(drStat, t)
+	res.Logged = e.estimate(loggedStat, t)
+	res.DRLift = e.estimate(liftStat, t)
+	return res
+}
+
+// estimate returns st over every record with its interval: the studentized
+// bootstrap (bootstrap-t) interval, widened where needed to contain the
+// normal-theory interval θ̂ ± z·se. With t* = (θ* − θ̂)/se* over the
+// replicates, the bootstrap-t interval is [θ̂ − t*₍₁₋α/₂₎·se, θ̂ − t*₍α/₂₎·se];
+// it corrects for the right skew of importance-weighted rewards (where the
+// percentile and normal intervals miss high), but when rare large weights
+// push the estimate both ways (DR) it can come out narrower than the normal
+// interval, so neither side is allowed inside it. t is scratch space.
+func (e *Evaluator) estimate(st stat, t []float64) Estimate {
+	nan := math.NaN()
+	v, se, ok := st(&e.all)
+	est := Estimate{Value: v, Lo: nan, Hi: nan, StdErr: se}
+	switch {
+	case !ok:
+		est.Value = nan
+		return est
+	case math.IsNaN(se):
+		return est
+	}
+	z := math.Sqrt2 * math.Erfinv(e.opt.Level)
+	est.Lo, est.Hi = v-z*se, v+z*se
+	if se == 0 { // every term equal: nothing varies
+		return est
+	}
+	for i := range e.reps {
+		vr, ser, ok := st(&e.reps[i])
+		if ok && ser > 0 {
+			t = append(t, (vr-v)/ser)
+		}
+	}
+	if len(t) < 2 {
+		return est
+	}
+	slices.Sort(t)
+	alpha := (1 - e.opt.Level) / 2
+	est.Lo = min(est.Lo, v-quantile(t, 1-alpha)*se)
+	est.Hi = max(est.Hi, v-quantile(t, alpha)*se)
+	return est
+}
+
+// quantile interpolates linearly between order statistics of sorted
+// (Hyndman & Fan type 7, as R and NumPy default to).
+func quantile(sorted []float64, q float64) float64 {
+	h := q * float64(len(sorted)-1)
+	i := int(h)
+	if i >= len(sorted)-1 {
+		return sorted[len(sorted)-1]
+	}
+	return sorted[i] + (h-float64(i))*(sorted[i+1]-sorted[i])
+}
+
+func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
+
+// poissonCDF holds ⌊2³² · P(K <= k)⌋ for K ~ Poisson(1), k = 0, 1, ...;
+// poisson1 maps a uniform 32-bit number to K by inversion. Counts above 12
+// (probability below 10⁻¹⁰) count as 12.
+var poissonCDF = func() [12]uint32 {
+	var t [12]uint32
+	p, c := math.Exp(-1), 0.0
+	for k := range t {
+		c += p
+		t[k] = uint32(math.Min(c*(1<<32), math.MaxUint32))
+		p /= float64(k + 1)
+	}
+	return t
+}()
+
+// poissonTop maps the top 8 bits of u to K when all 2²⁴ numbers with those
+// bits give the same K, and to 0xff otherwise (6 of the 256 cells).
+var poissonTop = func() [256]uint8 {
+	var t [256]uint8
+	for i := range t {
+		lo, hi := poissonSlow(uint32(i)<<24), poissonSlow(uint32(i)<<24|0xffffff)
+		t[i] = 0xff
+		if lo == hi {
+			t[i] = uint8(lo)
+		}
+	}
+	return t
+}()
+
+func poisson1(u uint32) float64 {
+	if k := poissonTop[u>>24]; k != 0xff {
+		return float64(k)
+	}
+	return float64(poissonSlow(u))
+}
+
+func poissonSlow(u uint32) int {
+	k := 0
+	for k < len(poissonCDF) && u >= poissonCDF[k] {
+		k++
+	}
+	return k
+}
+
+// splitmixAt returns output number i of SplitMix64 (Steele, Lea & Flood
+// 2014) started at state key: fast, counter-based, and good enough for
+// bootstrap counts.
+func splitmixAt(key, i uint64) uint64 {
+	return mix64(key + (i+1)*0x9e3779b97f4a7c15)
+}
+
+// mix64 is SplitMix64's output function. Applied to the seed it makes the
+// generator's starting state, so that nearby seeds (0, 1, 2, ...) give
+// unrelated streams rather than shifted copies of one another.
+func mix64(z uint64) uint64 {
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
+	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
+	return z ^ (z >> 31)
+}

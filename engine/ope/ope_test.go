@@ -1,0 +1,273 @@
+package ope_test
+
+import (
+	"encoding/json"
+	"errors"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/coupond/coupond/engine/ope"
+)
+
+// synth is a known world: four contexts, three actions. A customer in
+// context x offered action a buys with probability buy[x][a]; a purchase
+// has an exponential margin of mean 50; action a costs cost[a]. Behaviour
+// and target policies are fixed tables, so every value is exact.
+type synth struct {
+	px       [4]float64
+	buy      [4][3]float64
+	cost     [3]float64
+	behav    [4][3]float64
+	target   [4][3]float64
+	qhatBias [3]float64 // the reward model's error per action
+}
+
+var world = synth{
+	px:   [4]float64{0.4, 0.3, 0.2, 0.1},
+	buy:  [4][3]float64{{0.10, 0.20, 0.30}, {0.30, 0.35, 0.40}, {0.05, 0.30, 0.10}, {0.50, 0.50, 0.90}},
+	cost: [3]float64{0, 3, 8},
+	// A SquareCB-like logger: most mass on its favourite, a floor elsewhere.
+	behav:    [4][3]float64{{0.80, 0.15, 0.05}, {0.60, 0.30, 0.10}, {0.05, 0.05, 0.90}, {0.10, 0.80, 0.10}},
+	target:   [4][3]float64{{0.05, 0.15, 0.80}, {0.10, 0.10, 0.80}, {0.05, 0.90, 0.05}, {0.05, 0.05, 0.90}},
+	qhatBias: [3]float64{4, -6, 10},
+}
+
+func (w *synth) mean(x, a int) float64 { return 50*w.buy[x][a] - w.cost[a] }
+
+// value is the exact value per decision of policy pol.
+func (w *synth) value(pol *[4][3]float64) float64 {
+	v := 0.0
+	for x := range w.px {
+		for a := range 3 {
+			v += w.px[x] * pol[x][a] * w.mean(x, a)
+		}
+	}
+	return v
+}
+
+func draw(rng *rand.Rand, p []float64) int {
+	u, acc := rng.Float64(), 0.0
+	for i, v := range p {
+		acc += v
+		if u < acc {
+			return i
+		}
+	}
+	return len(p) - 1
+}
+
+// log draws n logged decisions from the behaviour policy.
+func (w *synth) log(rng *rand.Rand, n int) []ope.Record {
+	recs := make([]ope.Record, n)
+	for i := range recs {
+		x := draw(rng, w.px[:])
+		a := draw(rng, w.behav[x][:])
+		r := -w.cost[a]
+		if rng.Float64() < w.buy[x][a] {
+			r += 50 * rng.ExpFloat64()
+		}
+		qpi := 0.0
+		for b := range 3 {
+			qpi += w.target[x][b] * (w.mean(x, b) + w.qhatBias[b])
+		}
+		recs[i] = ope.Record{
+			Reward: r, Logged: w.behav[x][a], Target: w.target[x][a],
+			QHat: w.mean(x, a) + w.qhatBias[a], QPi: qpi,
+		}
+	}
+	return recs
+}
+
+func TestIntervalsCoverTrueValue(t *testing.T) {
+	const logs, n = 100, 2000
+	truth := world.value(&world.target)
+	truthLogged := world.value(&world.behav)
+	covered := map[string]int{}
+	seeds := rand.New(rand.NewPCG(2024, 1))
+	for range logs {
+		rng := rand.New(rand.NewPCG(seeds.Uint64(), seeds.Uint64()))
+		res, err := ope.Evaluate(world.log(rng, n), ope.Options{Seed: seeds.Uint64()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for name, c := range map[string]struct {
+			est   ope.Estimate
+			truth float64
+		}{
+			"IPS": {res.IPS, truth}, "SNIPS": {res.SNIPS, truth}, "DR": {res.DR, truth},
+			"Logged": {res.Logged, truthLogged}, "DRLift": {res.DRLift, truth - truthLogged},
+		} {
+			if c.est.Lo <= c.truth && c.truth <= c.est.Hi {
+				covered[name]++
+			}
+		}
+	}
+	t.Logf("true value %.3f (logged %.3f); intervals covering it out of %d: %v", truth, truthLogged, logs, covered)
+	for _, name := range []string{"IPS", "SNIPS", "DR", "Logged", "DRLift"} {
+		if covered[name] < 90 {
+			t.Errorf("%s: %d of %d intervals cover the true value, want >= 90", name, covered[name], logs)
+		}
+	}
+}
+
+func TestDRNarrowerThanIPSWithAGoodModel(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 1))
+	res, err := ope.Evaluate(world.log(rng, 20000), ope.Options{Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !(res.DR.StdErr < res.IPS.StdErr) {
+		t.Errorf("DR standard error %.3f not below IPS's %.3f", res.DR.StdErr, res.IPS.StdErr)
+	}
+	if res.ESS >= float64(res.N) || res.ESS <= 0 {
+		t.Errorf("ESS = %v with N = %d", res.ESS, res.N)
+	}
+}
+
+func TestPointEstimates(t *testing.T) {
+	recs := []ope.Record{
+		{Reward: 10, Logged: 0.5, Target: 1, QHat: 8, QPi: 9},    // w 2
+		{Reward: 0, Logged: 0.25, Target: 0.5, QHat: 1, QPi: 2},  // w 2
+		{Reward: 4, Logged: 1, Target: 0, QHat: 3, QPi: 6},       // w 0
+		{Reward: -2, Logged: 0.1, Target: 0.05, QHat: 0, QPi: 1}, // w 0.5
+	}
+	res, err := ope.Evaluate(recs, ope.Options{Seed: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type point struct {
+		IPS, SNIPS, DR, Logged, DRLift, ESS, MaxWeight, MeanWeight float64
+	}
+	got := point{res.IPS.Value, res.SNIPS.Value, res.DR.Value, res.Logged.Value, res.DRLift.Value, res.ESS, res.MaxWeight, res.MeanWeight}
+	want := point{
+		IPS:        (20 + 0 + 0 - 1) / 4.0,
+		SNIPS:      19 / 4.5,
+		DR:         ((9 + 2*2) + (2 + 2*-1) + (6 + 0) + (1 + 0.5*-2)) / 4.0,
+		Logged:     12 / 4.0,
+		DRLift:     (19.0 - 12) / 4,
+		ESS:        4.5 * 4.5 / 8.25,
+		MaxWeight:  2,
+		MeanWeight: 4.5 / 4,
+	}
+	if diff := cmp.Diff(want, got, cmpopts.EquateApprox(1e-12, 0)); diff != "" {
+		t.Errorf("point estimates (-want +got):\n%s", diff)
+	}
+	for name, e := range map[string]ope.Estimate{"IPS": res.IPS, "SNIPS": res.SNIPS, "DR": res.DR} {
+		if !(e.Lo <= e.Hi) || math.IsNaN(e.StdErr) {
+			t.Errorf("%s interval [%v, %v], stderr %v", name, e.Lo, e.Hi, e.StdErr)
+		}
+	}
+}
+
+func TestDeterministicAndStreaming(t *testing.T) {
+	recs := world.log(rand.New(rand.NewPCG(5, 5)), 3000)
+	a, err := ope.Evaluate(recs, ope.Options{Seed: 9})
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, _ := ope.Evaluate(recs, ope.Options{Seed: 9})
+	if diff := cmp.Diff(a, again); diff != "" {
+		t.Errorf("same records and seed, different result (-first +second):\n%s", diff)
+	}
+
+	// Streaming, with a Result in the middle (which folds a partial block
+	// into the replicates), gives the same numbers up to rounding.
+	ev, err := ope.NewEvaluator(ope.Options{Seed: 9})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range recs {
+		if err := ev.Add(r); err != nil {
+			t.Fatal(err)
+		}
+		if i == 1000 {
+			_ = ev.Result()
+		}
+	}
+	if diff := cmp.Diff(a, ev.Result(), cmpopts.EquateApprox(0, 1e-9)); diff != "" {
+		t.Errorf("streaming differs from Evaluate (-Evaluate +Evaluator):\n%s", diff)
+	}
+
+	c, _ := ope.Evaluate(recs, ope.Options{Seed: 10})
+	if c.IPS.Value != a.IPS.Value || c.DR.Value != a.DR.Value {
+		t.Errorf("the seed moved a point estimate: %+v vs %+v", a, c)
+	}
+	if cmp.Equal(a, c) {
+		t.Error("another seed gave identical intervals")
+	}
+}
+
+func TestRejects(t *testing.T) {
+	tests := []struct {
+		name string
+		r    ope.Record
+	}{
+		{"zero propensity", ope.Record{Logged: 0, Target: 1}},
+		{"propensity above 1", ope.Record{Logged: 1.5, Target: 1}},
+		{"negative target", ope.Record{Logged: 0.5, Target: -0.1}},
+		{"NaN reward", ope.Record{Reward: math.NaN(), Logged: 0.5, Target: 1}},
+		{"Inf QPi", ope.Record{Logged: 0.5, Target: 1, QPi: math.Inf(1)}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := ope.Evaluate([]ope.Record{{Reward: 1, Logged: 1, Target: 1}, tt.r}, ope.Options{}); !errors.Is(err, ope.ErrInvalidRecord) {
+				t.Errorf("error = %v, want ErrInvalidRecord", err)
+			}
+		})
+	}
+	for _, o := range []ope.Options{{Replicates: 1}, {Level: 1}, {Level: -0.5}} {
+		if _, err := ope.NewEvaluator(o); !errors.Is(err, ope.ErrOptions) {
+			t.Errorf("NewEvaluator(%+v) accepted", o)
+		}
+	}
+}
+
+func TestEmptyAndZeroWeights(t *testing.T) {
+	res, err := ope.Evaluate(nil, ope.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.N != 0 || !math.IsNaN(res.IPS.Value) || !math.IsNaN(res.ESS) {
+		t.Errorf("empty log: %+v", res)
+	}
+	// The target never takes the logged actions: IPS is 0, SNIPS undefined.
+	res, err = ope.Evaluate([]ope.Record{{Reward: 5, Logged: 0.5}, {Reward: 7, Logged: 0.9}}, ope.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.IPS.Value != 0 || !math.IsNaN(res.SNIPS.Value) || res.MaxWeight != 0 {
+		t.Errorf("zero weights: IPS %v, SNIPS %v, max weight %v; want 0, NaN, 0", res.IPS.Value, res.SNIPS.Value, res.MaxWeight)
+	}
+}
+
+func BenchmarkEvaluate1M(b *testing.B) {
+	recs := world.log(rand.New(rand.NewPCG(1, 2)), 1_000_000)
+	b.ResetTimer()
+	for b.Loop() {
+		if _, err := ope.Evaluate(recs, ope.Options{Seed: 1}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func TestJSONWritesNaNAsNull(t *testing.T) {
+	empty, _ := ope.Evaluate(nil, ope.Options{})
+	b, err := json.Marshal(empty)
+	if err != nil {
+		t.Fatalf("Marshal of an empty result: %v", err)
+	}
+	want := `{"n":0,"ips":{"value":null,"lo":null,"hi":null,"std_err":null},"snips":{"value":null,"lo":null,"hi":null,"std_err":null},` +
+		`"dr":{"value":null,"lo":null,"hi":null,"std_err":null},"logged":{"value":null,"lo":null,"hi":null,"std_err":null},` +
+		`"dr_lift":{"value":null,"lo":null,"hi":null,"std_err":null},"effective_sample_size":null,"max_weight":null,"mean_weight":null}`
+	if diff := cmp.Diff(want, string(b)); diff != "" {
+		t.Errorf("JSON (-want +got):\n%s", diff)
+	}
+	b, _ = json.Marshal(ope.Estimate{Value: 1.5, Lo: 1, Hi: 2, StdErr: 0.25})
+	if got, want := string(b), `{"value":1.5,"lo":1,"hi":2,"std_err":0.25}`; got != want {
+		t.Errorf("JSON = %s, want %s", got, want)
+	}
+}
