@@ -57,7 +57,7 @@ func newRoot(a *app) *cobra.Command {
 		},
 	}
 	root.PersistentFlags().StringVar(&a.dataDir, "data-dir", "./coupond-data", "data directory (env COUPOND_DATA_DIR)")
-	root.AddCommand(newServeCmd(a), newAdminCmd(a), newVersionCmd(), newLabCmd())
+	root.AddCommand(newServeCmd(a), newAdminCmd(a), newVersionCmd(), newLabCmd(), newBenchCmd())
 	return root
 }
 

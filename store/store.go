@@ -14,6 +14,7 @@ import (
 	"sync"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/bloom"
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
@@ -42,7 +43,15 @@ func Open(dir string, fs vfs.FS) (*DB, error) {
 	if fs == nil {
 		fs = vfs.Default
 	}
-	opts := &pebble.Options{FS: fs, Logger: quietLogger{}}
+	// A block cache large enough for the working set of features and recent
+	// events (the default 8 MB made every point read decompress blocks), and
+	// bloom filters so that event_id existence checks, mostly misses, skip
+	// sstables without reading them.
+	opts := &pebble.Options{FS: fs, Logger: quietLogger{}, CacheSize: 256 << 20, MemTableSize: 64 << 20}
+	for i := range opts.Levels {
+		opts.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
+		opts.Levels[i].FilterType = pebble.TableFilter
+	}
 	opts.EnsureDefaults()
 	pdb, err := pebble.Open(dir, opts)
 	if err != nil {
