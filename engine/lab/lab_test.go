@@ -1,0 +1,47 @@
+package lab
+
+import (
+	"context"
+	"testing"
+)
+
+// TestLabEngineLearns runs a small world and checks that the engine ends
+// above never-send and that its reward improves from the first weeks to
+// the last ones (it learns), with a fixed seed.
+func TestLabEngineLearns(t *testing.T) {
+	cfg := Config{Customers: 1500, Weeks: 9, Seed: 3}
+	if testing.Short() {
+		cfg = Config{Customers: 600, Weeks: 6, Seed: 3}
+	}
+	rep, err := Run(context.Background(), cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, last := rep.Rows[0], rep.Rows[len(rep.Rows)-1]
+	t.Logf("week 1 engine %.2f, week %d engine %.2f, never %.2f, oracle %.2f, capture %.3f",
+		first.Engine, last.Week, last.Engine, last.Never, last.Oracle, rep.UpliftCapture)
+	if !(last.Engine > last.Never) {
+		t.Errorf("engine %.2f does not beat never-send %.2f after %d weeks", last.Engine, last.Never, last.Week)
+	}
+	if !(last.Engine > first.Engine) {
+		t.Errorf("engine did not improve: week 1 %.2f, week %d %.2f", first.Engine, last.Week, last.Engine)
+	}
+	if last.Oracle < last.Engine || last.Oracle < last.BestSingle {
+		t.Errorf("oracle %.2f below engine %.2f or best single %.2f: the oracle is wrong", last.Oracle, last.Engine, last.BestSingle)
+	}
+}
+
+func TestLabScenarios(t *testing.T) {
+	if testing.Short() {
+		t.Skip("scenarios run in the long suite")
+	}
+	for _, sc := range []string{"new-coupon", "drift"} {
+		rep, err := Run(context.Background(), Config{Customers: 800, Weeks: 8, Seed: 5, Scenario: sc}, nil)
+		if err != nil {
+			t.Fatalf("%s: %v", sc, err)
+		}
+		if sc == "new-coupon" && rep.Rows[len(rep.Rows)-1].NewShare == 0 {
+			t.Errorf("new coupon never sent")
+		}
+	}
+}
