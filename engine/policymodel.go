@@ -37,7 +37,9 @@ import (
 // action keeps a non-zero probability and off-policy evaluation stays
 // possible. The logged propensity is exactly the probability drawn from.
 const (
-	modelRidge   = 1.0  // λ of both regressions (normalised units)
+	modelRidge  = 1.0  // λ of the shared baseline regression (normalised units)
+	effectRidge = 10.0 // λ of the per-action effect regressions: effects are small next to the
+	// baseline, so they are shrunk harder, which also bounds the optimism a new action gets
 	modelBeta    = 0.5  // optimism β
 	modelGamma0  = 50.0 // γ₀
 	modelGamma1  = 10.0 // γ₁
@@ -52,10 +54,10 @@ type ridge struct {
 	Theta []float64 `json:"theta"`
 }
 
-func newRidge() *ridge {
+func newRidge(lambda float64) *ridge {
 	r := &ridge{Ainv: make([]float64, basisDim*basisDim), B: make([]float64, basisDim), Theta: make([]float64, basisDim)}
 	for i := 0; i < basisDim; i++ {
-		r.Ainv[i*basisDim+i] = 1 / modelRidge
+		r.Ainv[i*basisDim+i] = 1 / lambda
 	}
 	return r
 }
@@ -130,7 +132,7 @@ type policyModel struct {
 }
 
 func newPolicyModel() *policyModel {
-	return &policyModel{shared: newRidge(), arms: map[int]*ridge{}}
+	return &policyModel{shared: newRidge(modelRidge), arms: map[int]*ridge{}}
 }
 
 func (m *policyModel) clone() *policyModel {
@@ -204,7 +206,7 @@ func (m *policyModel) predict(x []float64, action int, prior float64) (mu, sigma
 	x = basis(x, &buf)
 	s := m.scale()
 	f := m.shared.predict(x)
-	q := 1 / modelRidge * dot(x, x) // no support yet: the ridge prior's variance
+	q := 1 / effectRidge * dot(x, x) // no support yet: the ridge prior's variance
 	if a, ok := m.arms[action]; ok {
 		f += a.predict(x)
 		q = a.quad(x)
@@ -226,7 +228,7 @@ func (m *policyModel) update(x []float64, action int, reward, prior float64) {
 	pred := m.shared.predict(x)
 	a, ok := m.arms[action]
 	if !ok {
-		a = newRidge()
+		a = newRidge(effectRidge)
 		m.arms[action] = a
 	}
 	pred += a.predict(x)

@@ -123,7 +123,8 @@ var coupons = []coupon{
 	{3, "100mxn", 0, 0, 100, 1.0, ""},
 }
 
-var lateCoupon = coupon{newCouponID, "30pct_max400", 0.30, 400, 0, 0.5, ""}
+// lateCoupon is cheap to send (app push) and best for high tickets.
+var lateCoupon = coupon{newCouponID, "12pct_max120_app", 0.12, 120, 0, 0.1, ""}
 
 func (c coupon) discount(ticket float64) float64 {
 	if c.fixed > 0 {
