@@ -10,13 +10,10 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
-
-	"github.com/coupond/coupond/server"
 )
 
 type serveFlags struct {
@@ -70,12 +67,9 @@ func serve(ctx context.Context, dataDir string, f serveFlags, logOut interface{ 
 	if err != nil {
 		return err
 	}
-	var ready atomic.Bool
 	svc := e.svc
-	srv := server.New(server.Deps{
-		Log: log, DB: e.db, Secrets: e.secrets, Now: time.Now, Ready: ready.Load,
-		Engine: svc.engine, Batch: svc.batch, Webhooks: svc.webhooks, WebhookAllowPrivate: f.webhookAllowPrivate,
-	})
+	ready := &svc.ready
+	srv := svc.api
 	ln, err := net.Listen("tcp", f.addr)
 	if err != nil {
 		e.close()

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"path/filepath"
 	"sort"
+	"sync/atomic"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -24,6 +26,8 @@ type services struct {
 	engine   *engine.Engine
 	batch    *batch.Runner
 	webhooks *batch.Webhooks
+	api      *server.Server
+	ready    atomic.Bool
 }
 
 // serviceOptions are the serve flags the services need.
@@ -47,7 +51,12 @@ func newServices(_ context.Context, e *env, opt serviceOptions) (*services, erro
 		DB: e.db, Engine: eng, Log: e.log, Dir: filepath.Join(e.dataDir, "results"), Now: e.now,
 		Signer: signer, Webhooks: hooks,
 	})
-	return &services{env: e, engine: eng, batch: runner, webhooks: hooks}, nil
+	svc := &services{env: e, engine: eng, batch: runner, webhooks: hooks}
+	svc.api = server.New(server.Deps{
+		Log: e.log, DB: e.db, Secrets: e.secrets, Now: e.now, Ready: svc.ready.Load,
+		Engine: eng, Batch: runner, Webhooks: hooks, WebhookAllowPrivate: opt.webhookAllowPrivate,
+	})
+	return svc, nil
 }
 
 func (s *services) close() {}
@@ -92,6 +101,15 @@ func (s *services) tenantStatus(t *store.Tenant) (usage, quality map[string]any,
 	if t.Settings.Paused {
 		warnings = append(warnings, "tenant paused: every API call answers 503 inquilino_pausado")
 	}
+	for _, st := range s.api.AbuseStates(t.ID) {
+		if st.Level > 0 {
+			last := st.Steps[len(st.Steps)-1]
+			warnings = append(warnings, fmt.Sprintf("credential %s at abuse level %s since %s: %s", st.ClientID, st.LevelName(), last.At.Format(time.RFC3339), last.Reason))
+		}
+	}
+	if n := s.api.QuarantineCount(t.ID); n > 0 {
+		warnings = append(warnings, fmt.Sprintf("%d event requests in quarantine: release with 'admin abuse release --tenant %s'", n, t.ID))
+	}
 	return usage, quality, warnings, nil
 }
 
@@ -115,7 +133,7 @@ func (s *services) clockMoved(t *store.Tenant) {
 func extraAdminCmds(a *app) []*cobra.Command {
 	shadow := &cobra.Command{Use: "shadow", Short: "Shadow mode reports"}
 	shadow.AddCommand(shadowReportCmd(a))
-	return []*cobra.Command{evaluateCmd(a), shadow}
+	return []*cobra.Command{evaluateCmd(a), shadow, abuseCmd(a)}
 }
 
 func scopeList() []string { return server.ScopeNames() }

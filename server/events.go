@@ -110,19 +110,34 @@ func (s *Server) handleEvents(c *call) error {
 		}
 		good = append(good, item)
 	}
+	if s.abuse.level(c.clientID) >= levelCuarentena && len(good) > 0 {
+		// Quarantine: accepted and kept, applied when the operator releases them.
+		if err := s.quarantine(c, good); err != nil {
+			return err
+		}
+		writeJSON(c.w, http.StatusOK, eventsResponse{Aceptados: len(good), Rechazados: orEmpty(rejected)})
+		return nil
+	}
 	res, err := s.Engine.Ingest(c.tenant.ID, good)
 	if err != nil {
 		return err
+	}
+	if n := len(good); n >= 500 && res.Duplicados*10 >= n*9 {
+		s.abuse.signal(c.tenant.ID, c.clientID, fmt.Sprintf("recarga: %d de %d eventos ya estaban procesados", res.Duplicados, n), c.start)
 	}
 	rejected = mergeRejections(rejected, res.Rechazados)
 	if err := s.quotas.add(s.DB, c.tenant.ID, quotaEvents, now, int64(res.Aceptados)); err != nil {
 		return err
 	}
-	if rejected == nil {
-		rejected = []engine.Rejection{}
-	}
-	writeJSON(c.w, http.StatusOK, eventsResponse{Aceptados: res.Aceptados, Duplicados: res.Duplicados, Rechazados: rejected})
+	writeJSON(c.w, http.StatusOK, eventsResponse{Aceptados: res.Aceptados, Duplicados: res.Duplicados, Rechazados: orEmpty(rejected)})
 	return nil
+}
+
+func orEmpty(r []engine.Rejection) []engine.Rejection {
+	if r == nil {
+		return []engine.Rejection{}
+	}
+	return r
 }
 
 // mergeRejections merges two lists ordered by indice.
@@ -162,6 +177,12 @@ func reject(i int, v schema.Value, codigo, campo, msg string) *engine.Rejection 
 // checkEvent validates one event against its tipo's schema, the ts range of
 // the tenant clock and the decision_id signature, and converts it.
 func (s *Server) checkEvent(c *call, i int, v schema.Value, now time.Time) (engine.IngestEvent, *engine.Rejection) {
+	return s.checkEventOf(c.tenant.ID, i, v, now, true)
+}
+
+// checkEventOf is checkEvent for tenant; checkTS false skips the ts range
+// (events released from quarantine were in range when they arrived).
+func (s *Server) checkEventOf(tenant string, i int, v schema.Value, now time.Time, checkTS bool) (engine.IngestEvent, *engine.Rejection) {
 	if v.Kind() != schema.KindObject {
 		return engine.IngestEvent{}, reject(i, v, "esquema_invalido", "", "cada evento debe ser un objeto JSON")
 	}
@@ -187,13 +208,13 @@ func (s *Server) checkEvent(c *call, i int, v schema.Value, now time.Time) (engi
 		ID: v.Field("event_id").String(), ClienteRef: v.Field("cliente_ref").String(), TS: v.Field("ts").Time(),
 		Tipo: engine.EventType(v.Field("tipo").String()), Clave: v.Field("clave").String(),
 	}
-	if ev.TS.After(now.Add(tsAhead)) || ev.TS.Before(now.Add(-tsBehind)) {
+	if checkTS && (ev.TS.After(now.Add(tsAhead)) || ev.TS.Before(now.Add(-tsBehind))) {
 		return engine.IngestEvent{}, reject(i, v, "ts_fuera_de_rango", "ts",
 			fmt.Sprintf("ts debe estar entre %s y %s (reloj del inquilino)", now.Add(-tsBehind).Format(time.RFC3339), now.Add(tsAhead).Format(time.RFC3339)))
 	}
 	if d := v.Field("decision_id"); d.Present() && !d.IsNull() {
 		ev.DecisionID = d.String()
-		if !s.Engine.ValidDecisionID(c.tenant.ID, ev.DecisionID) {
+		if !s.Engine.ValidDecisionID(tenant, ev.DecisionID) {
 			return engine.IngestEvent{}, reject(i, v, "esquema_invalido", "decision_id", "decision_id desconocido, alterado o de otro inquilino")
 		}
 	}

@@ -47,6 +47,7 @@ type Server struct {
 	limits  *limiter
 	quotas  *quotas
 	metrics *metrics
+	abuse   *abuseGuard
 	router  *httprouter.Router
 }
 
@@ -60,6 +61,7 @@ func New(d Deps) *Server {
 		quotas: newQuotas(),
 	}
 	s.metrics = newMetrics(d.DB.Pebble)
+	s.abuse = newAbuseGuard(DefaultAbuseConfig(), d.DB, d.Log)
 	s.router = httprouter.New()
 	s.router.RedirectTrailingSlash = false
 	s.router.RedirectFixedPath = false
@@ -185,6 +187,9 @@ func (s *Server) wrap(rt route) httprouter.Handle {
 			ev = ev.Str("route", rt.name).Int("status", status).Dur("latency", d).Str("trace_id", c.trace)
 			if c.tenant != nil {
 				ev = ev.Str("tenant", c.tenant.ID).Str("client_id", c.clientID)
+				if c.tenant.Settings.RateLimits || !c.tenant.Sandbox {
+					s.abuse.observe(c.tenant.ID, c.clientID, status, c.start)
+				}
 			}
 			ev.Msg("request")
 		}()
@@ -207,7 +212,7 @@ func (s *Server) serve(rt route, c *call) error {
 		if c.tenant.Settings.Paused {
 			return &apiError{kind: kindPaused, retryAfter: 60}
 		}
-		factor := 1.0
+		factor := s.abuse.factor(s.abuse.level(c.clientID))
 		if !c.tenant.Settings.RateLimits && c.tenant.Sandbox {
 			factor = 0
 		}

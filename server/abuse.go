@@ -1,0 +1,258 @@
+package server
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/coupond/coupond/store"
+)
+
+// Abuse escalation (spec, Limits): per credential, anomalous use moves it
+// up one step at a time, each step recorded with its reason, the warning
+// always first:
+//
+//	0 normal
+//	1 aviso        warning in "admin tenant show" and the logs; nothing else changes
+//	2 freno        rate limits cut to AbuseConfig.BrakeFactor of normal
+//	3 cuarentena   new events are accepted and kept but not applied until
+//	               the operator releases them ("admin abuse release")
+//	4 suspension   the credential is suspended: 401 until the operator clears it
+//
+// A step is taken when an anomaly is seen and the previous step is at least
+// StepInterval old. Anomalies, measured per minute of real time:
+//
+//	pico      requests in a minute > PeakFactor × the usual per-minute rate
+//	          (an EWMA), and at least MinPeak
+//	errores   error answers (4xx/5xx) > ErrorRatio of at least MinRequests requests
+//	recarga   a request of events that were almost all duplicates (history reloaded)
+//
+// The operator clears a credential with "admin abuse clear CLIENT_ID".
+type AbuseConfig struct {
+	PeakFactor   float64
+	MinPeak      int
+	ErrorRatio   float64
+	MinRequests  int
+	StepInterval time.Duration
+	BrakeFactor  float64
+}
+
+// DefaultAbuseConfig are the documented thresholds.
+func DefaultAbuseConfig() AbuseConfig {
+	return AbuseConfig{PeakFactor: 10, MinPeak: 600, ErrorRatio: 0.5, MinRequests: 100, StepInterval: 10 * time.Minute, BrakeFactor: 0.25}
+}
+
+// Abuse levels.
+const (
+	levelNormal = iota
+	levelAviso
+	levelFreno
+	levelCuarentena
+	levelSuspension
+)
+
+var levelNames = []string{"normal", "aviso", "freno", "cuarentena", "suspension"}
+
+// AbuseStep is one recorded escalation step.
+type AbuseStep struct {
+	At     time.Time `json:"at"`
+	Level  string    `json:"level"`
+	Reason string    `json:"reason"`
+}
+
+// AbuseState is a credential's escalation state (TableAbuse).
+type AbuseState struct {
+	ClientID string      `json:"client_id"`
+	Level    int         `json:"level"`
+	Steps    []AbuseStep `json:"steps"`
+}
+
+// LevelName is the state's level as a word.
+func (s *AbuseState) LevelName() string { return levelNames[s.Level] }
+
+type credUse struct {
+	tenant   string
+	minute   int64
+	count    int
+	errors   int
+	usual    float64 // EWMA of requests per minute
+	seen     int     // minutes observed
+	pending  []string
+	state    AbuseState
+	lastStep time.Time
+}
+
+type abuseGuard struct {
+	cfg   AbuseConfig
+	db    *store.DB
+	log   zerolog.Logger
+	mu    sync.Mutex
+	creds map[string]*credUse
+}
+
+func newAbuseGuard(cfg AbuseConfig, db *store.DB, log zerolog.Logger) *abuseGuard {
+	g := &abuseGuard{cfg: cfg, db: db, log: log, creds: map[string]*credUse{}}
+	for _, t := range db.Tenants() {
+		lo, hi := store.TableSpan(t.ID, store.TableAbuse)
+		db.Scan(lo, hi, func(_, v []byte) error {
+			var st AbuseState
+			if json.Unmarshal(v, &st) == nil {
+				g.creds[st.ClientID] = &credUse{tenant: t.ID, state: st, minute: -1}
+			}
+			return nil
+		})
+	}
+	return g
+}
+
+func (g *abuseGuard) use(tenant, clientID string) *credUse {
+	u := g.creds[clientID]
+	if u == nil {
+		u = &credUse{tenant: tenant, minute: -1, state: AbuseState{ClientID: clientID}}
+		g.creds[clientID] = u
+	}
+	return u
+}
+
+// level returns the credential's current level.
+func (g *abuseGuard) level(clientID string) int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if u := g.creds[clientID]; u != nil {
+		return u.state.Level
+	}
+	return levelNormal
+}
+
+// observe counts one answered request and escalates at minute boundaries.
+func (g *abuseGuard) observe(tenant, clientID string, status int, now time.Time) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	u := g.use(tenant, clientID)
+	m := now.Unix() / 60
+	if u.minute != m {
+		g.closeMinute(u, now)
+		u.minute, u.count, u.errors = m, 0, 0
+	}
+	u.count++
+	if status >= 400 {
+		u.errors++
+	}
+}
+
+// signal reports an anomaly seen by a handler (e.g. a history reload).
+func (g *abuseGuard) signal(tenant, clientID, reason string, now time.Time) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	u := g.use(tenant, clientID)
+	u.pending = append(u.pending, reason)
+	g.maybeStep(u, now)
+}
+
+func (g *abuseGuard) closeMinute(u *credUse, now time.Time) {
+	if u.minute < 0 {
+		return
+	}
+	c := g.cfg
+	base := u.usual
+	if u.seen > 0 && float64(u.count) > c.PeakFactor*base && u.count >= c.MinPeak {
+		u.pending = append(u.pending, fmt.Sprintf("pico: %d peticiones en un minuto, %.0f veces lo usual", u.count, float64(u.count)/max(base, 1)))
+	}
+	if u.count >= c.MinRequests && float64(u.errors) > c.ErrorRatio*float64(u.count) {
+		u.pending = append(u.pending, fmt.Sprintf("errores: %d de %d respuestas fueron error", u.errors, u.count))
+	}
+	if u.seen == 0 {
+		u.usual = float64(u.count)
+	} else {
+		u.usual = 0.9*u.usual + 0.1*float64(u.count)
+	}
+	u.seen++
+	g.maybeStep(u, now)
+}
+
+// maybeStep takes one step up when anomalies are pending and the last step
+// is old enough; the step and its reason are stored with Sync.
+func (g *abuseGuard) maybeStep(u *credUse, now time.Time) {
+	if len(u.pending) == 0 || u.state.Level >= levelSuspension {
+		u.pending = nil
+		return
+	}
+	if !u.lastStep.IsZero() && now.Sub(u.lastStep) < g.cfg.StepInterval {
+		return
+	}
+	reason := u.pending[0]
+	u.pending = nil
+	u.state.Level++
+	u.lastStep = now
+	u.state.Steps = append(u.state.Steps, AbuseStep{At: now.UTC(), Level: levelNames[u.state.Level], Reason: reason})
+	g.log.Warn().Str("tenant", u.tenant).Str("client_id", u.state.ClientID).Str("level", levelNames[u.state.Level]).Str("reason", reason).Msg("abuse escalation")
+	if err := g.persist(u); err != nil {
+		g.log.Error().Err(err).Msg("abuse state")
+	}
+	if u.state.Level == levelSuspension {
+		if _, err := g.db.UpdateCredential(u.state.ClientID, func(c *store.Credential) error { c.Suspended = true; return nil }); err != nil {
+			g.log.Error().Err(err).Msg("suspend credential")
+		}
+	}
+}
+
+func (g *abuseGuard) persist(u *credUse) error {
+	b := g.db.NewBatch()
+	defer b.Close()
+	if err := b.SetJSON(store.Key(u.tenant, store.TableAbuse, u.state.ClientID), &u.state); err != nil {
+		return err
+	}
+	return b.Commit()
+}
+
+// factor is the rate-limit multiplier of a level.
+func (g *abuseGuard) factor(level int) float64 {
+	if level >= levelFreno {
+		return g.cfg.BrakeFactor
+	}
+	return 1
+}
+
+// ErrNoAbuseState is returned when clearing a credential that was never flagged.
+var ErrNoAbuseState = errors.New("server: credential has no escalation")
+
+// Clear resets a credential to normal, records who cleared it and lifts a
+// suspension.
+func (s *Server) ClearAbuse(clientID string, now time.Time) (*AbuseState, error) {
+	g := s.abuse
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	u := g.creds[clientID]
+	if u == nil || u.state.Level == levelNormal {
+		return nil, ErrNoAbuseState
+	}
+	u.state.Level = levelNormal
+	u.state.Steps = append(u.state.Steps, AbuseStep{At: now.UTC(), Level: levelNames[levelNormal], Reason: "despejado por el operador"})
+	u.lastStep, u.pending = time.Time{}, nil
+	if err := g.persist(u); err != nil {
+		return nil, err
+	}
+	if _, err := g.db.UpdateCredential(clientID, func(c *store.Credential) error { c.Suspended = false; return nil }); err != nil {
+		return nil, err
+	}
+	st := u.state
+	return &st, nil
+}
+
+// AbuseStates returns the escalation states of a tenant's credentials.
+func (s *Server) AbuseStates(tenant string) []AbuseState {
+	g := s.abuse
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var out []AbuseState
+	for _, u := range g.creds {
+		if u.tenant == tenant && len(u.state.Steps) > 0 {
+			out = append(out, u.state)
+		}
+	}
+	return out
+}

@@ -1,0 +1,114 @@
+package server
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// TestAbuseEscalationSteps walks every step with an injected clock: a peak
+// of 10x the usual rate gives the warning first, persisting anomalies then
+// brake, quarantine and suspension, one step per StepInterval; each step is
+// recorded with its reason and the operator clears it.
+func TestAbuseEscalationSteps(t *testing.T) {
+	h := newHarness(t)
+	h.tenant("acme", false, nil)
+	tok := h.token("acme", "eventos:publicar")
+	id := h.db.Credentials("acme")[0].ClientID
+	g := h.srv.abuse
+	at := testStart
+	minute := func(n, errs int) {
+		for i := 0; i < n; i++ {
+			st := 200
+			if i < errs {
+				st = 429
+			}
+			g.observe("acme", id, st, at)
+		}
+		at = at.Add(time.Minute)
+	}
+	for i := 0; i < 30; i++ { // the usual: 20 requests a minute
+		minute(20, 0)
+	}
+	if g.level(id) != levelNormal {
+		t.Fatalf("normal use escalated to %d", g.level(id))
+	}
+	minute(700, 0) // a peak of 35x
+	minute(1, 0)   // closes the peak minute
+	if got := g.level(id); got != levelAviso {
+		t.Fatalf("after a peak: level %s, want aviso (the warning comes first)", levelNames[got])
+	}
+	// Anomalies go on (errors), one step per StepInterval.
+	var levels []string
+	for step := 0; step < 4; step++ {
+		at = at.Add(DefaultAbuseConfig().StepInterval)
+		minute(200, 150)
+		minute(1, 0)
+		levels = append(levels, levelNames[g.level(id)])
+	}
+	if diff := cmp.Diff([]string{"freno", "cuarentena", "suspension", "suspension"}, levels); diff != "" {
+		t.Errorf("levels (-want +got):\n%s", diff)
+	}
+	st := h.srv.AbuseStates("acme")
+	if len(st) != 1 || len(st[0].Steps) != 4 || st[0].Steps[0].Level != "aviso" || st[0].Steps[0].Reason == "" {
+		t.Fatalf("recorded steps: %+v", st)
+	}
+	// Suspension: the credential's tokens stop working.
+	if c, _ := h.db.Credential(id); !c.Suspended {
+		t.Error("credential not suspended")
+	}
+	if st, _ := h.do("POST", "/v1/eventos", tok, map[string]any{"eventos": []any{purchase("q1", "cliente-01", testStart, 1, 1)}}); st != 401 {
+		t.Errorf("suspended credential: %d, want 401", st)
+	}
+	// The operator clears it; the state survives a restart of the guard.
+	if _, err := h.srv.ClearAbuse(id, at); err != nil {
+		t.Fatal(err)
+	}
+	if g.level(id) != levelNormal {
+		t.Error("clear did not reset the level")
+	}
+	g2 := newAbuseGuard(DefaultAbuseConfig(), h.db, h.srv.log)
+	if got := len(g2.creds[id].state.Steps); got != 5 {
+		t.Errorf("steps after reload: %d, want 5 (4 steps and the clearance)", got)
+	}
+}
+
+func TestAbuseQuarantineAndBrake(t *testing.T) {
+	h := newHarness(t)
+	h.tenant("acme", false, nil)
+	tok := h.token("acme", "eventos:publicar")
+	id := h.db.Credentials("acme")[0].ClientID
+	g := h.srv.abuse
+	at := testStart
+	for i := 0; i < 3; i++ {
+		g.signal("acme", id, "recarga: prueba", at)
+		at = at.Add(DefaultAbuseConfig().StepInterval)
+	}
+	if g.level(id) != levelCuarentena {
+		t.Fatalf("level %s, want cuarentena", levelNames[g.level(id)])
+	}
+	// Brake: the burst is cut to a quarter (40 → 10).
+	if g.factor(g.level(id)) != 0.25 {
+		t.Errorf("brake factor %v", g.factor(g.level(id)))
+	}
+	st, body := h.do("POST", "/v1/eventos", tok, map[string]any{"eventos": []any{purchase("q1", "cliente-01", testStart, 10, 3)}})
+	if st != 200 || body["aceptados"] != 1.0 {
+		t.Fatalf("quarantined post: %d %v", st, body)
+	}
+	f, _ := h.engine.CustomerFeatures("acme", "cliente-01")
+	if v, _ := f.Get("gasto_total_mxn", testStart); v != 0 {
+		t.Errorf("quarantined event applied: gasto %v", v)
+	}
+	if n := h.srv.QuarantineCount("acme"); n != 1 {
+		t.Errorf("quarantine holds %d requests, want 1", n)
+	}
+	acc, _, err := h.srv.QuarantineRelease("acme", testStart)
+	if err != nil || acc != 1 {
+		t.Fatalf("release: %d %v", acc, err)
+	}
+	f, _ = h.engine.CustomerFeatures("acme", "cliente-01")
+	if v, _ := f.Get("gasto_total_mxn", testStart); v != 10 {
+		t.Errorf("after release: gasto %v, want 10", v)
+	}
+}
