@@ -38,7 +38,7 @@ func evaluateCmd(a *app) *cobra.Command {
 	}
 	cmd.Flags().StringVar(&tenant, "tenant", "", "tenant id")
 	cmd.Flags().StringVar(&campana, "campana", "", "only decisions of this campaign")
-	cmd.Flags().IntVar(&replicates, "replicates", 200, "bootstrap replicates")
+	cmd.Flags().IntVar(&replicates, "replicates", 100, "bootstrap replicates")
 	cmd.Flags().Uint64Var(&seed, "seed", 1, "bootstrap seed")
 	cmd.MarkFlagRequired("tenant")
 	return cmd

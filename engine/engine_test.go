@@ -10,6 +10,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/rs/zerolog"
 
+	"github.com/coupond/coupond/engine/ope"
 	"github.com/coupond/coupond/store"
 )
 
@@ -236,4 +237,131 @@ func BenchmarkIngest1000(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.N*1000)/b.Elapsed().Seconds(), "events/s")
+}
+
+// BenchmarkLearn measures folding final rewards: b.N decisions with
+// purchases in their window are made, the clock passes the window, and
+// one learner pass (repeated until the queue is empty) folds them.
+func BenchmarkLearn(b *testing.B) {
+	e, db := newTestEngine(b, 5, func(s *store.Settings) { s.RewardWindow = 24 * time.Hour; s.RewardGrace = 0 })
+	var evs []IngestEvent
+	for i := 0; i < b.N; i++ {
+		ref := fmt.Sprintf("learn-%07d", i)
+		d, err := e.Decide("acme", Request{ClienteRef: ref, Canal: "push", CapExempt: true})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := e.Confirm("acme", d.DecisionID, Confirmation{Ejecutada: true}); err != nil {
+			b.Fatal(err)
+		}
+		evs = append(evs, IngestEvent{Event: Event{ID: "ev-" + ref, ClienteRef: ref, TS: t0.Add(time.Hour), Tipo: CompraCat,
+			Clave: "c", ValorCents: 10000, TicketID: "t" + ref, MargenCents: int64(1000 + i%500)}, Canonical: []byte(ref)})
+		if len(evs) == 1000 {
+			e.Ingest("acme", evs)
+			evs = evs[:0]
+		}
+	}
+	e.Ingest("acme", evs)
+	advance(b, db, 25*time.Hour)
+	b.ResetTimer()
+	folded := 0
+	for {
+		st, err := e.Learn("acme")
+		if err != nil {
+			b.Fatal(err)
+		}
+		folded += st.Folded
+		if st.Folded+st.Unconfirmed == 0 {
+			break
+		}
+	}
+	b.ReportMetric(float64(folded)/b.Elapsed().Seconds(), "rewards/s")
+}
+
+// BenchmarkEvaluate1M measures admin evaluate over 1,000,000 closed
+// decisions (written directly as records).
+func BenchmarkEvaluate1M(b *testing.B) {
+	if testing.Short() {
+		b.Skip("1M records: run without -short")
+	}
+	e, _ := newTestEngine(b, 5, nil)
+	const n = 1_000_000
+	x := make([]float64, VectorDim)
+	for i := range x {
+		x[i] = float64(i%5) / 5
+	}
+	batch := e.db.NewBatch()
+	for i := 0; i < n; i++ {
+		reward := int64(1000 + i%777)
+		r := &DecisionRecord{Nonce: fmt.Sprintf("n%011d", i), ClienteRef: fmt.Sprintf("c%07d", i), At: t0, Accion: i % 6, Propension: 1.0 / 6,
+			X: x, Candidates: []int{0, 1, 2, 3, 4, 5}, Probs: []float64{1. / 6, 1. / 6, 1. / 6, 1. / 6, 1. / 6, 1. / 6},
+			Priors: []float64{100, 90, 80, 70, 60, 50}, Estado: EstadoEjecutada, Recompensa: &reward}
+		if err := putDecision(batch, "acme", r); err != nil {
+			b.Fatal(err)
+		}
+		if batch.Len() > 32<<20 {
+			batch.Commit()
+			batch.Close()
+			batch = e.db.NewBatch()
+		}
+	}
+	batch.Commit()
+	batch.Close()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		ev, err := e.Evaluate("acme", EvalOptions{Seed: 1})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if ev.Records != n {
+			b.Fatalf("evaluated %d records, want %d", ev.Records, n)
+		}
+	}
+}
+
+// TestEvaluateRecoversSingleActionValues logs uniformly random decisions
+// with known mean rewards per action and checks that the estimates of
+// "always a" and "never send" recover them within their intervals, and that
+// excluded records are counted.
+func TestEvaluateRecoversSingleActionValues(t *testing.T) {
+	e, _ := newTestEngine(t, 2, nil)
+	means := []int64{5000, 8000, 3000} // cents, for actions 0, 1, 2
+	x := make([]float64, VectorDim)
+	x[0] = 1
+	b := e.db.NewBatch()
+	for i := 0; i < 6000; i++ {
+		a := i % 3
+		reward := means[a] + int64((i*7919)%2001) - 1000
+		r := &DecisionRecord{Nonce: fmt.Sprintf("n%011d", i), ClienteRef: fmt.Sprintf("c%07d", i), At: t0, Accion: a, Propension: 1.0 / 3,
+			X: x, Candidates: []int{0, 1, 2}, Probs: []float64{1. / 3, 1. / 3, 1. / 3}, Priors: []float64{0, 0, 0},
+			Estado: EstadoEjecutada, Recompensa: &reward}
+		if i%100 == 99 {
+			r.Estado = EstadoModificada
+		}
+		if err := putDecision(b, "acme", r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	ev, err := e.Evaluate("acme", EvalOptions{Seed: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ev.Excluded["modificada"] != 60 || ev.Records != 5940 {
+		t.Errorf("records %d, excluded %v", ev.Records, ev.Excluded)
+	}
+	want := map[string]float64{"never_send": 50, "always_1_cupon1": 80, "always_2_cupon2": 30}
+	for _, p := range ev.Policies {
+		w, ok := want[p.Policy]
+		if !ok {
+			continue
+		}
+		for name, est := range map[string]ope.Estimate{"IPS": p.IPS, "SNIPS": p.SNIPS, "DR": p.DR} {
+			if !(est.Lo <= w && w <= est.Hi) || math.Abs(est.Value-w) > 2 {
+				t.Errorf("%s %s = %.2f [%.2f, %.2f], want about %.0f", p.Policy, name, est.Value, est.Lo, est.Hi, w)
+			}
+		}
+	}
 }

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -71,7 +72,7 @@ func (e *Engine) Evaluate(tenant string, opt EvalOptions) (*Evaluation, error) {
 	}
 	evals := make([]*ope.Evaluator, len(names))
 	for i := range evals {
-		if evals[i], err = ope.NewEvaluator(ope.Options{Replicates: opt.Replicates, Seed: opt.Seed + uint64(i)}); err != nil {
+		if evals[i], err = ope.NewEvaluator(ope.Options{Replicates: cmp.Or(opt.Replicates, 100), Seed: opt.Seed + uint64(i)}); err != nil {
 			return nil, err
 		}
 	}
@@ -79,83 +80,146 @@ func (e *Engine) Evaluate(tenant string, opt EvalOptions) (*Evaluation, error) {
 	lo, hi := store.TableSpan(tenant, store.TableDecision)
 	snap := e.db.NewSnapshot()
 	defer snap.Close()
-	var mu, probs []float64
-	err = snap.Scan(lo, hi, func(_, v []byte) error {
-		var r DecisionRecord
-		if err := json.Unmarshal(v, &r); err != nil {
-			return err
-		}
-		if opt.Campana != "" && r.CampanaID != opt.Campana {
-			return nil
-		}
-		switch {
-		case r.EnRespaldo:
-			ev.Excluded["fallback"]++
-			return nil
-		case r.Recompensa == nil:
-			ev.Excluded["reward_not_final"]++
-			return nil
-		case r.EnControl:
-			control.add(float64(*r.Recompensa) / 100)
-			return nil
-		case r.Estado == EstadoPendiente:
-			ev.Excluded["unconfirmed"]++
-			return nil
-		case r.Estado == EstadoModificada:
-			ev.Excluded["modificada"]++
-			return nil
-		case r.Estado == EstadoRechazada:
-			ev.Excluded["rechazada"]++
-			return nil
-		case len(r.Candidates) == 0 || len(r.Priors) != len(r.Candidates) || len(r.X) != VectorDim:
-			ev.Excluded["no_policy_inputs"]++
-			return nil
-		}
-		reward := float64(*r.Recompensa) / 100
-		logged.add(reward)
-		ev.Records++
-		k := len(r.Candidates)
-		mu = mu[:0]
-		sc := pm.scoreX(r.X, recordCandidates(&r))
-		li := -1
-		for i, c := range sc.cands {
-			mu = append(mu, c.mu/100)
-			if c.id == r.Accion {
-				li = i
+	// The log is read in chunks; two workers decode and rescore chunks in
+	// parallel and one goroutine folds them into the bootstrap evaluators in
+	// log order, so the result depends only on the seed.
+	type job struct {
+		j   int
+		rec ope.Record
+	}
+	type chunk struct {
+		raw  [][]byte
+		jobs []job
+		st   chunkStats
+		err  error
+		done chan struct{}
+	}
+	score := func(c *chunk) {
+		defer close(c.done)
+		var mu []float64
+		for _, v := range c.raw {
+			var r evalRecord
+			if err := json.Unmarshal(v, &r); err != nil {
+				c.err = err
+				return
 			}
-		}
-		if li < 0 {
-			ev.Excluded["logged_action_not_candidate"]++
-			return nil
-		}
-		probs, _ = pm.distribution(sc)
-		qpi := 0.0
-		for i := 0; i < k; i++ {
-			qpi += probs[i] * mu[i]
-		}
-		add := func(j int, target float64, qpi float64) error {
-			return evals[j].Add(ope.Record{Reward: reward, Logged: r.Propension, Target: target, QHat: mu[li], QPi: qpi})
-		}
-		if err := add(0, probs[li], qpi); err != nil {
-			return err
-		}
-		if err := add(1, b2f(r.Accion == 0), mu[0]); err != nil {
-			return err
-		}
-		for j, id := range actionIDs {
-			// "Always id": where id is not eligible the policy sends nothing.
-			pick := 0
-			for i, c := range r.Candidates {
-				if c == id {
-					pick = i
+			if opt.Campana != "" && r.CampanaID != opt.Campana {
+				continue
+			}
+			switch {
+			case r.EnRespaldo:
+				c.st.excluded("fallback")
+				continue
+			case r.Recompensa == nil:
+				c.st.excluded("reward_not_final")
+				continue
+			case r.EnControl:
+				c.st.control = append(c.st.control, float64(*r.Recompensa)/100)
+				continue
+			case r.Estado == EstadoPendiente:
+				c.st.excluded("unconfirmed")
+				continue
+			case r.Estado == EstadoModificada:
+				c.st.excluded("modificada")
+				continue
+			case r.Estado == EstadoRechazada:
+				c.st.excluded("rechazada")
+				continue
+			case len(r.Candidates) == 0 || len(r.Priors) != len(r.Candidates) || len(r.X) != VectorDim:
+				c.st.excluded("no_policy_inputs")
+				continue
+			}
+			reward := float64(*r.Recompensa) / 100
+			mu = mu[:0]
+			sc := pm.scoreX(r.X, candidatesOf(r.Candidates, r.Priors))
+			li := -1
+			for i, cd := range sc.cands {
+				mu = append(mu, cd.mu/100)
+				if cd.id == r.Accion {
+					li = i
 				}
 			}
-			if err := add(2+j, b2f(li == pick), mu[pick]); err != nil {
-				return err
+			if li < 0 {
+				c.st.excluded("logged_action_not_candidate")
+				continue
 			}
+			c.st.logged = append(c.st.logged, reward)
+			probs, _ := pm.distribution(sc)
+			qpi := 0.0
+			for i := range probs {
+				qpi += probs[i] * mu[i]
+			}
+			add := func(j int, target float64, qpi float64) {
+				c.jobs = append(c.jobs, job{j, ope.Record{Reward: reward, Logged: r.Propension, Target: target, QHat: mu[li], QPi: qpi}})
+			}
+			add(0, probs[li], qpi)
+			add(1, b2f(r.Accion == 0), mu[0])
+			for j, id := range actionIDs {
+				// "Always id": where id is not eligible the policy sends nothing.
+				pick := 0
+				for i, cid := range r.Candidates {
+					if cid == id {
+						pick = i
+					}
+				}
+				add(2+j, b2f(li == pick), mu[pick])
+			}
+		}
+	}
+	work := make(chan *chunk, 8)
+	ordered := make(chan *chunk, 8)
+	for w := 0; w < 2; w++ {
+		go func() {
+			for c := range work {
+				score(c)
+			}
+		}()
+	}
+	folded := make(chan error, 1)
+	go func() {
+		var first error
+		for c := range ordered {
+			<-c.done
+			if c.err != nil && first == nil {
+				first = c.err
+			}
+			for _, jb := range c.jobs {
+				if err := evals[jb.j].Add(jb.rec); err != nil && first == nil {
+					first = err
+				}
+			}
+			for k, n := range c.st.excl {
+				ev.Excluded[k] += n
+			}
+			for _, x := range c.st.logged {
+				logged.add(x)
+				ev.Records++
+			}
+			for _, x := range c.st.control {
+				control.add(x)
+			}
+		}
+		folded <- first
+	}()
+	cur := &chunk{done: make(chan struct{})}
+	send := func() {
+		ordered <- cur
+		work <- cur
+		cur = &chunk{done: make(chan struct{})}
+	}
+	err = snap.Scan(lo, hi, func(_, v []byte) error {
+		cur.raw = append(cur.raw, append([]byte(nil), v...))
+		if len(cur.raw) == 2000 {
+			send()
 		}
 		return nil
 	})
+	send()
+	close(work)
+	close(ordered)
+	if ferr := <-folded; err == nil {
+		err = ferr
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -319,10 +383,39 @@ func (e *Engine) Shadow(tenant string) (*ShadowReport, error) {
 
 // recordCandidates rebuilds a logged decision's candidates with the priors
 // it computed, for scoring them again with another model.
-func recordCandidates(r *DecisionRecord) []candidate {
-	cands := make([]candidate, len(r.Candidates))
-	for i, id := range r.Candidates {
-		cands[i] = candidate{id: id, prior: r.Priors[i]}
+func recordCandidates(r *DecisionRecord) []candidate { return candidatesOf(r.Candidates, r.Priors) }
+
+func candidatesOf(ids []int, priors []float64) []candidate {
+	cands := make([]candidate, len(ids))
+	for i, id := range ids {
+		cands[i] = candidate{id: id, prior: priors[i]}
 	}
 	return cands
+}
+
+// evalRecord is the part of a DecisionRecord evaluation reads.
+type evalRecord struct {
+	CampanaID  string    `json:"campana_id,omitempty"`
+	Accion     int       `json:"accion"`
+	Propension float64   `json:"propension"`
+	EnControl  bool      `json:"en_control"`
+	EnRespaldo bool      `json:"en_respaldo"`
+	X          []float64 `json:"x,omitempty"`
+	Candidates []int     `json:"candidatos,omitempty"`
+	Priors     []float64 `json:"priors,omitempty"`
+	Estado     string    `json:"estado_ejecucion,omitempty"`
+	Recompensa *int64    `json:"recompensa_cents,omitempty"`
+}
+
+// chunkStats is what a chunk of the log adds besides evaluator records.
+type chunkStats struct {
+	excl            map[string]int
+	logged, control []float64
+}
+
+func (c *chunkStats) excluded(why string) {
+	if c.excl == nil {
+		c.excl = map[string]int{}
+	}
+	c.excl[why]++
 }

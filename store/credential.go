@@ -127,28 +127,42 @@ func (db *DB) UpdateCredential(clientID string, fn func(c *Credential) error) (*
 	return &c, nil
 }
 
-// TouchCredential records last use in memory only; it is persisted by the
-// next UpdateCredential or by FlushLastUsed, so the hot path does no write.
+// TouchCredential records last use (token issued) in memory only; it is
+// persisted by the next UpdateCredential or by FlushLastUsed, so the token
+// path does no extra write.
 func (db *DB) TouchCredential(clientID string, now time.Time) {
 	db.mu.Lock()
 	if c, ok := db.creds[clientID]; ok && now.Sub(c.LastUsed) > time.Second {
 		cc := *c
 		cc.LastUsed = now
 		db.creds[clientID] = &cc
+		if db.touched == nil {
+			db.touched = map[string]bool{}
+		}
+		db.touched[clientID] = true
 	}
 	db.mu.Unlock()
 }
 
-// FlushLastUsed persists the in-memory last-use times.
+// FlushLastUsed persists the last-use times changed since the last flush.
 func (db *DB) FlushLastUsed() error {
 	db.mu.Lock()
 	defer db.mu.Unlock()
+	if len(db.touched) == 0 {
+		return nil
+	}
 	b := db.NewBatch()
 	defer b.Close()
-	for _, c := range db.creds {
-		if err := b.SetJSON(CredentialKey(c.ClientID), c); err != nil {
-			return err
+	for id := range db.touched {
+		if c, ok := db.creds[id]; ok {
+			if err := b.SetJSON(CredentialKey(c.ClientID), c); err != nil {
+				return err
+			}
 		}
 	}
-	return b.Commit()
+	if err := b.Commit(); err != nil {
+		return err
+	}
+	clear(db.touched)
+	return nil
 }

@@ -35,6 +35,7 @@ type DB struct {
 	mu      sync.RWMutex
 	tenants map[string]*Tenant
 	creds   map[string]*Credential
+	touched map[string]bool // credentials whose LastUsed is not stored yet
 }
 
 // Open opens (creating if needed) the store in dir. fs nil means the real
