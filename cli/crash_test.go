@@ -64,8 +64,9 @@ func TestCrashKeepsAcknowledgedEvents(t *testing.T) {
 	for r := 0; r < rounds; r++ {
 		tok := in.token(cred)
 		done := make(chan struct{})
+		wait := time.Duration(20+rng.IntN(200)) * time.Millisecond
 		go func() {
-			time.Sleep(time.Duration(20+rng.IntN(200)) * time.Millisecond)
+			time.Sleep(wait)
 			in.cmd.Process.Kill()
 			close(done)
 		}()
