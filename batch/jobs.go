@@ -5,14 +5,18 @@
 package batch
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/base32"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -78,8 +82,23 @@ func (e *RetryError) Unwrap() error { return e.Err }
 // clientChunk is how many cliente_ref one stored chunk of a request holds.
 const clientChunk = 10_000
 
-// ResultRetention is how long result files are kept after a job completes.
+// ResultRetention is how long result files are kept after a job is
+// created (real time); then the file is removed and the job's status says
+// so in error, still completado.
 const ResultRetention = 7 * 24 * time.Hour
+
+// resultSuffix names committed result files: <results>/<tenant>/<job_id>.jsonl.zst.
+const resultSuffix = ".jsonl.zst"
+
+// Messages of a job's error field.
+const (
+	errRestart   = "interrumpido por un reinicio del servicio; envíe el lote de nuevo"
+	errStop      = "interrumpido por la parada del servicio; envíe el lote de nuevo"
+	errNoCamp    = "la campaña ya no está definida"
+	errNoTenant  = "el inquilino ya no existe"
+	errInternal  = "error interno al procesar el lote"
+	errRetention = "el archivo de resultados se eliminó al cumplirse su retención de 7 días"
+)
 
 // Runner owns the job queue and runs one job at a time.
 type Runner struct {
@@ -91,10 +110,17 @@ type Runner struct {
 	Signer *URLSigner
 	hooks  *Webhooks
 
-	mu       sync.Mutex
-	progress map[string]int // job key → decided so far (running jobs)
-	wake     chan struct{}
+	runMu sync.Mutex // one RunPending at a time
+
+	mu        sync.Mutex
+	progress  map[string]progress // job key → live counters of a running job
+	hookEvery int
+	hook      func(j Job)
+	wake      chan struct{}
 }
+
+// progress is what a running job has done so far.
+type progress struct{ procesados, total int }
 
 // RunnerConfig is what a Runner needs.
 type RunnerConfig struct {
@@ -110,7 +136,17 @@ type RunnerConfig struct {
 // NewRunner builds a runner; call Recover before Run.
 func NewRunner(c RunnerConfig) *Runner {
 	return &Runner{db: c.DB, eng: c.Engine, log: c.Log, dir: c.Dir, now: c.Now, Signer: c.Signer, hooks: c.Webhooks,
-		progress: map[string]int{}, wake: make(chan struct{}, 1)}
+		progress: map[string]progress{}, wake: make(chan struct{}, 1)}
+}
+
+// OnProgress makes the runner call fn, from its own goroutine, every `every`
+// decided lines of a running job (and when its total becomes known), with
+// the job as its status would show it then. For tests and tooling; set it
+// before Run or RunPending.
+func (r *Runner) OnProgress(every int, fn func(j Job)) {
+	r.mu.Lock()
+	r.hookEvery, r.hook = every, fn
+	r.mu.Unlock()
 }
 
 func jobKey(tenant, id string) []byte { return store.Key(tenant, store.TableJob, id) }
@@ -142,13 +178,8 @@ func (r *Runner) Submit(tenant string, s Submission) (*Job, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, j := range jobs {
-		if j.Estado == EnCola || j.Estado == EnCurso {
-			return nil, &RetryError{Err: ErrBusy, After: time.Minute}
-		}
-		if j.Estado != Fallido && now.Sub(j.CreadoEn) < time.Hour {
-			return nil, &RetryError{Err: ErrHourly, After: j.CreadoEn.Add(time.Hour).Sub(now)}
-		}
+	if wait, busy := busy(jobs, now); busy {
+		return nil, &RetryError{Err: ErrBusy, After: wait}
 	}
 	j := &Job{ID: newJobID(), Tenant: tenant, CampanaID: s.CampanaID, Estado: EnCola, CreadoEn: now, RealCreadoEn: r.now().UTC(), Segmento: s.SegmentoRaw}
 	b := r.db.NewBatch()
@@ -162,6 +193,9 @@ func (r *Runner) Submit(tenant string, s Submission) (*Job, error) {
 				uniq = append(uniq, c)
 			}
 		}
+		// Decided and written in cliente_ref order, as segment jobs are:
+		// the reads then go through the store in key order.
+		slices.Sort(uniq)
 		j.Total = len(uniq)
 		for i := 0; i < len(uniq); i += clientChunk {
 			chunk := uniq[i:min(i+clientChunk, len(uniq))]
@@ -179,6 +213,20 @@ func (r *Runner) Submit(tenant string, s Submission) (*Job, error) {
 	}
 	r.poke()
 	return j, nil
+}
+
+// busy reports whether jobs leave room for a new one at now (tenant clock):
+// none queued or running, none but failed ones created in the last hour.
+func busy(jobs []*Job, now time.Time) (time.Duration, bool) {
+	var wait time.Duration
+	for _, j := range jobs {
+		if j.Estado == EnCola || j.Estado == EnCurso {
+			wait = max(wait, time.Minute)
+		} else if j.Estado != Fallido && now.Sub(j.CreadoEn) < time.Hour {
+			wait = max(wait, j.CreadoEn.Add(time.Hour).Sub(now))
+		}
+	}
+	return max(wait, time.Second), wait > 0
 }
 
 func (r *Runner) poke() {
@@ -214,8 +262,8 @@ func (r *Runner) Job(tenant, id string) (*Job, error) {
 		return nil, err
 	}
 	r.mu.Lock()
-	if n, ok := r.progress[tenant+"/"+id]; ok {
-		j.Procesados = n
+	if p, ok := r.progress[tenant+"/"+id]; ok && j.Estado == EnCurso {
+		j.Procesados, j.Total = p.procesados, p.total
 	}
 	r.mu.Unlock()
 	return &j, nil
@@ -230,11 +278,13 @@ func (r *Runner) save(j *Job) error {
 	return b.Commit()
 }
 
-// Recover ends jobs that a stop interrupted: a job that was running when
-// the process died ends fallido with an error that says so (its decisions
-// up to the last synced chunk are recorded and hold their customers'
-// reward windows); queued jobs stay queued and run.
+// Recover runs before Run after a start: a job that was running when the
+// process stopped ends fallido with an error that says so (its decisions up
+// to the last synced chunk are recorded and hold their customers' reward
+// windows); queued jobs stay queued and run. Stale temporary result files
+// and result files of jobs that did not complete are removed.
 func (r *Runner) Recover() error {
+	keep := map[string]bool{}
 	for _, t := range r.db.Tenants() {
 		jobs, err := r.list(t.ID)
 		if err != nil {
@@ -242,38 +292,65 @@ func (r *Runner) Recover() error {
 		}
 		for _, j := range jobs {
 			if j.Estado == EnCurso {
-				j.Estado = Fallido
-				j.Error = "interrumpido por un reinicio del servicio; envíe el lote de nuevo"
+				j.Estado, j.Error = Fallido, errRestart
 				now := t.Now(r.now())
 				j.CompletadoEn = &now
-				if err := r.save(j); err != nil {
+				j.Procesados, j.Result = 0, ""
+				if err := r.finish(j); err != nil {
 					return err
 				}
 				r.log.Warn().Str("tenant", j.Tenant).Str("job_id", j.ID).Msg("batch job interrupted by restart: fallido")
 			}
+			if j.Estado == Completado && j.Result != "" {
+				keep[filepath.Clean(j.Result)] = true
+			}
 		}
+	}
+	if err := r.sweep(keep); err != nil {
+		return err
 	}
 	r.poke()
 	return nil
 }
 
-// Run processes queued jobs until ctx ends, oldest first.
+// sweep removes from the results dir every temporary file (left by a stop
+// while a file was written) and every result file no completed job names.
+func (r *Runner) sweep(keep map[string]bool) error {
+	err := filepath.WalkDir(r.dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
+			return err
+		}
+		if d.IsDir() {
+			return nil
+		}
+		rel, rerr := filepath.Rel(r.dir, path)
+		if rerr != nil {
+			return nil
+		}
+		if strings.HasSuffix(path, tmpSuffix) || (strings.HasSuffix(path, resultSuffix) && !keep[rel]) {
+			if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return err
+			}
+			r.log.Info().Str("file", rel).Msg("batch recovery: stale result file removed")
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("batch: sweep results: %w", err)
+	}
+	return nil
+}
+
+// Run processes queued jobs until ctx ends, oldest first, and applies the
+// result retention.
 func (r *Runner) Run(ctx context.Context) {
 	tick := time.NewTicker(time.Minute)
 	defer tick.Stop()
 	for {
-		for ctx.Err() == nil {
-			j, err := r.nextQueued()
-			if err != nil {
-				r.log.Error().Err(err).Msg("batch queue")
-				break
-			}
-			if j == nil {
-				break
-			}
-			r.process(ctx, j)
-		}
-		r.cleanup()
+		r.RunPending(ctx)
 		select {
 		case <-ctx.Done():
 			return
@@ -281,6 +358,29 @@ func (r *Runner) Run(ctx context.Context) {
 		case <-tick.C:
 		}
 	}
+}
+
+// RunPending runs every queued job to its end, oldest first, then removes
+// result files past their retention; it returns how many jobs ran. Run
+// calls it; tests call it to run jobs synchronously.
+func (r *Runner) RunPending(ctx context.Context) int {
+	r.runMu.Lock()
+	defer r.runMu.Unlock()
+	n := 0
+	for ctx.Err() == nil {
+		j, err := r.nextQueued()
+		if err != nil {
+			r.log.Error().Err(err).Msg("batch queue")
+			break
+		}
+		if j == nil {
+			break
+		}
+		r.process(ctx, j)
+		n++
+	}
+	r.cleanup()
+	return n
 }
 
 func (r *Runner) nextQueued() (*Job, error) {
@@ -301,49 +401,92 @@ func (r *Runner) nextQueued() (*Job, error) {
 
 func (r *Runner) resultPath(rel string) string { return filepath.Join(r.dir, rel) }
 
+// setProgress publishes a running job's counters and calls the hook.
+func (r *Runner) setProgress(j *Job, procesados int, force bool) {
+	r.mu.Lock()
+	r.progress[j.Tenant+"/"+j.ID] = progress{procesados, j.Total}
+	hook, every := r.hook, r.hookEvery
+	r.mu.Unlock()
+	if hook != nil && (force || (every > 0 && procesados%every == 0)) {
+		v := *j
+		v.Procesados = procesados
+		hook(v)
+	}
+}
+
 // process runs one job to completado or fallido.
 func (r *Runner) process(ctx context.Context, j *Job) {
+	log := r.log.With().Str("tenant", j.Tenant).Str("job_id", j.ID).Logger()
 	t, ok := r.db.Tenant(j.Tenant)
 	if !ok {
+		j.Estado, j.Error = Fallido, errNoTenant
+		if err := r.finish(j); err != nil {
+			log.Error().Err(err).Msg("batch save")
+		}
 		return
 	}
 	started := t.Now(r.now())
 	j.Estado, j.IniciadoEn = EnCurso, &started
 	if err := r.save(j); err != nil {
-		r.log.Error().Err(err).Str("job_id", j.ID).Msg("batch start")
+		log.Error().Err(err).Msg("batch start")
 		return
 	}
 	key := j.Tenant + "/" + j.ID
-	r.mu.Lock()
-	r.progress[key] = 0
-	r.mu.Unlock()
 	defer func() {
 		r.mu.Lock()
 		delete(r.progress, key)
 		r.mu.Unlock()
 	}()
-	log := r.log.With().Str("tenant", j.Tenant).Str("job_id", j.ID).Logger()
+	r.setProgress(j, 0, true)
+	realStart := r.now()
 	log.Info().Int("total", j.Total).Msg("batch job started")
-	runErr := r.run(ctx, j, key)
-	t, _ = r.db.Tenant(j.Tenant)
+	runErr := r.run(ctx, j, log)
+	if t2, ok := r.db.Tenant(j.Tenant); ok {
+		t = t2
+	}
 	done := t.Now(r.now())
 	j.CompletadoEn = &done
 	if runErr != nil {
 		j.Estado, j.Error = Fallido, publicError(runErr)
+		j.Result = ""
 		log.Error().Err(runErr).Msg("batch job failed")
 	} else {
 		j.Estado = Completado
-		log.Info().Int("lineas", j.Procesados).Int("envios", j.Envios).Dur("took", r.now().Sub(j.RealCreadoEn)).Msg("batch job completed")
+		log.Info().Int("lineas", j.Procesados).Int("envios", j.Envios).Dur("took", r.now().Sub(realStart)).Msg("batch job completed")
 	}
-	if err := r.save(j); err != nil {
+	if err := r.finish(j); err != nil {
 		log.Error().Err(err).Msg("batch save")
-		return
-	}
-	if j.Estado == Completado && r.hooks != nil {
-		if err := r.hooks.Enqueue(j); err != nil {
-			log.Error().Err(err).Msg("webhook enqueue")
+		if j.Result != "" {
+			os.Remove(r.resultPath(j.Result))
 		}
 	}
+}
+
+// finish stores a job that ended, drops its stored request and, for a
+// completed job, queues its webhook, all in one synced commit.
+func (r *Runner) finish(j *Job) error {
+	b := r.db.NewBatch()
+	defer b.Close()
+	if err := b.SetJSON(jobKey(j.Tenant, j.ID), j); err != nil {
+		return err
+	}
+	if j.Chunks > 0 {
+		b.DeleteRange(store.TableSpan(j.Tenant, store.TableJobClients, j.ID))
+	}
+	queued := false
+	if j.Estado == Completado && r.hooks != nil {
+		var err error
+		if queued, err = r.hooks.enqueue(b, j); err != nil {
+			r.log.Error().Err(err).Str("job_id", j.ID).Msg("webhook enqueue")
+		}
+	}
+	if err := b.Commit(); err != nil {
+		return err
+	}
+	if queued {
+		r.hooks.poke()
+	}
+	return nil
 }
 
 // publicError is what a failed job shows to the integrator: the reason,
@@ -351,113 +494,153 @@ func (r *Runner) process(ctx context.Context, j *Job) {
 func publicError(err error) string {
 	switch {
 	case errors.Is(err, engine.ErrNoCampaign):
-		return "la campaña ya no está definida"
-	case errors.Is(err, context.Canceled):
-		return "interrumpido por la parada del servicio; envíe el lote de nuevo"
+		return errNoCamp
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return errStop
 	default:
-		return "error interno al procesar el lote"
+		return errInternal
 	}
 }
 
-// customers calls fn for every customer of the job, in order.
+// clientes returns an iterator over a clientes job's stored customers and
+// a function that reports the first read error after the iteration.
+func (r *Runner) clientes(j *Job) (next func() (string, bool), err func() error) {
+	var chunk []string
+	var readErr error
+	i, pos := 0, 0
+	next = func() (string, bool) {
+		for pos == len(chunk) {
+			if i == j.Chunks || readErr != nil {
+				return "", false
+			}
+			chunk, pos = nil, 0
+			if readErr = r.db.GetJSON(store.Key(j.Tenant, store.TableJobClients, j.ID, i), &chunk); readErr != nil {
+				return "", false
+			}
+			i++
+		}
+		pos++
+		return chunk[pos-1], true
+	}
+	return next, func() error { return readErr }
+}
+
+// customers calls fn for every customer of a clientes job, in order.
 func (r *Runner) customers(j *Job, fn func(ref string) error) error {
-	if j.Segmento == nil {
-		for i := 0; i < j.Chunks; i++ {
-			var chunk []string
-			if err := r.db.GetJSON(store.Key(j.Tenant, store.TableJobClients, j.ID, i), &chunk); err != nil {
+	for i := 0; i < j.Chunks; i++ {
+		var chunk []string
+		if err := r.db.GetJSON(store.Key(j.Tenant, store.TableJobClients, j.ID, i), &chunk); err != nil {
+			return err
+		}
+		for _, c := range chunk {
+			if err := fn(c); err != nil {
 				return err
 			}
-			for _, c := range chunk {
-				if err := fn(c); err != nil {
-					return err
-				}
-			}
 		}
-		return nil
 	}
-	seg, err := engine.ParseSegmentJSON(j.Segmento)
-	if err != nil {
-		return err
-	}
-	return r.eng.Customers(j.Tenant, seg, fn)
+	return nil
 }
 
-func (r *Runner) run(ctx context.Context, j *Job, key string) error {
+// run decides the job's customers and writes its result file.
+//
+// A first pass (segment jobs, and any job whose campaign caps sends) lists
+// the segment's customers and computes each customer's expected gain of a
+// send. The budget cut comes before any randomisation: the customers with
+// the highest gains keep their sends, the rest are decided with 0 as the
+// only choice. The second pass decides every customer with the shared
+// decider and streams the lines through zstd to a temporary file that is
+// synced and renamed when complete.
+func (r *Runner) run(ctx context.Context, j *Job, log zerolog.Logger) error {
+	t0 := time.Now()
 	bd, err := r.eng.NewBatchDecider(j.Tenant, j.ID, j.CampanaID)
 	if err != nil {
 		return err
 	}
 	defer bd.Close()
 
-	// Budget cut before any randomisation: keep the sends of the customers
-	// with the highest expected margin gain.
 	remaining, limited := bd.SendBudget()
-	var keep map[string]bool
 	var refs []string
-	if limited || j.Segmento != nil {
-		top := NewTopKFor(remaining, limited)
-		if err := r.customers(j, func(ref string) error {
-			if j.Segmento != nil {
-				refs = append(refs, ref)
-			}
+	var gains []float64 // per customer in job order; NaN: cannot send
+	addGain := func(g float64, ok bool) {
+		if !ok {
+			g = math.NaN()
+		}
+		gains = append(gains, g)
+	}
+	switch {
+	case j.Segmento != nil:
+		seg, err := engine.ParseSegmentJSON(j.Segmento)
+		if err != nil {
+			return err
+		}
+		if err := bd.ScanSegment(seg, limited, func(ref string, g float64, ok bool) error {
+			refs = append(refs, ref)
 			if limited {
-				g, err := bd.SendGain(ref)
-				if err != nil {
-					return err
-				}
-				top.Add(ref, g)
+				addGain(g, ok)
 			}
 			return ctx.Err()
 		}); err != nil {
 			return err
 		}
-		if limited {
-			keep = top.Set()
+		j.Total = len(refs)
+		if err := r.save(j); err != nil {
+			return err
 		}
-		if j.Segmento != nil {
-			j.Total = len(refs)
+		r.setProgress(j, 0, true)
+	case limited:
+		next, nextErr := r.clientes(j)
+		if err := bd.ScanList(next, true, func(_ string, g float64, ok bool) error {
+			addGain(g, ok)
+			return ctx.Err()
+		}); err != nil {
+			return err
 		}
+		if err := nextErr(); err != nil {
+			return err
+		}
+	}
+	scanned := time.Now()
+	var keep []bool
+	if limited {
+		keep = KeepTop(gains, remaining)
+		gains = nil
 	}
 
-	rel := filepath.Join(j.Tenant, j.ID+".jsonl.zst")
-	if err := os.MkdirAll(filepath.Dir(r.resultPath(rel)), 0o700); err != nil {
+	rel := filepath.Join(j.Tenant, j.ID+resultSuffix)
+	dir := filepath.Dir(r.resultPath(rel))
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
-	w, err := CreateResult(filepath.Dir(r.resultPath(rel)), filepath.Base(rel))
+	w, err := CreateResult(dir, filepath.Base(rel))
 	if err != nil {
 		return err
 	}
-	committed := false
-	defer func() {
-		if !committed {
-			w.Abort()
-		}
-	}()
+	defer w.Abort() // no-op after Commit
+	lw := newLineWriter(w)
+	defer lw.close() // runs before Abort
+	r.mu.Lock()
+	every := r.hookEvery
+	r.mu.Unlock()
 	n := 0
 	decideOne := func(ref string) error {
-		d, err := bd.Decide(ref, limited && !keep[ref])
+		noSend := limited && !keep[n]
+		d, err := bd.Decide(ref, noSend)
 		if err != nil {
 			return err
 		}
 		if d.Accion != 0 {
 			j.Envios++
 		}
-		line, err := json.Marshal(resultLine{ClienteRef: ref, Decision: d})
-		if err != nil {
-			return err
-		}
-		if err := w.WriteLine(line); err != nil {
+		if err := lw.add(ref, d); err != nil {
 			return err
 		}
 		n++
-		if n%1000 == 0 {
-			r.mu.Lock()
-			r.progress[key] = n
-			r.mu.Unlock()
+		if n%progressStep == 0 || (every > 0 && n%every == 0) {
+			r.setProgress(j, n, false)
 		}
 		return ctx.Err()
 	}
-	if refs != nil {
+	if j.Segmento != nil {
 		for _, ref := range refs {
 			if err := decideOne(ref); err != nil {
 				return err
@@ -469,30 +652,46 @@ func (r *Runner) run(ctx context.Context, j *Job, key string) error {
 	if err := bd.Flush(); err != nil {
 		return err
 	}
+	if err := lw.close(); err != nil {
+		return err
+	}
 	if err := w.Commit(); err != nil {
 		return err
 	}
-	committed = true
+	log.Info().Dur("scan", scanned.Sub(t0)).Dur("decide", time.Since(scanned)).Int("lineas", n).Msg("batch job phases (real time)")
 	j.Procesados, j.Result = n, rel
+	j.Total = n
+	r.setProgress(j, n, true)
 	return nil
 }
 
-// resultLine is one line of a result file: the online decision body plus
-// cliente_ref.
-type resultLine struct {
-	ClienteRef string `json:"cliente_ref"`
-	*engine.Decision
-}
+// progressStep is how often (in lines) a running job's progress is
+// published to status queries.
+const progressStep = 1000
 
-// NewTopKFor returns the top-k keeper for a remaining send budget.
-func NewTopKFor(remaining int64, limited bool) *engine.TopK {
-	if !limited {
-		return engine.NewTopK(0)
+// KeepTop returns which entries of gains keep their sends under a budget of
+// k sends: the k highest gains, ties broken by position (earlier first).
+// NaN marks a customer who cannot receive a send; it never keeps one.
+func KeepTop(gains []float64, k int64) []bool {
+	keep := make([]bool, len(gains))
+	idx := make([]int32, 0, len(gains))
+	for i, g := range gains {
+		if !math.IsNaN(g) {
+			idx = append(idx, int32(i))
+		}
 	}
-	return engine.NewTopK(int(min(remaining, 1<<31)))
+	if int64(len(idx)) > k {
+		slices.SortStableFunc(idx, func(a, b int32) int { return cmp.Compare(gains[b], gains[a]) })
+		idx = idx[:k]
+	}
+	for _, i := range idx {
+		keep[i] = true
+	}
+	return keep
 }
 
-// cleanup removes result files older than ResultRetention.
+// cleanup removes result files past ResultRetention; their jobs stay
+// completado, without resultado_url, and say why in error.
 func (r *Runner) cleanup() {
 	cutoff := r.now().Add(-ResultRetention)
 	for _, t := range r.db.Tenants() {
@@ -501,11 +700,16 @@ func (r *Runner) cleanup() {
 			continue
 		}
 		for _, j := range jobs {
-			if j.Result != "" && j.RealCreadoEn.Before(cutoff) {
-				os.Remove(r.resultPath(j.Result))
-				j.Result = ""
-				j.Error = "archivo de resultados eliminado por retención"
-				r.save(j)
+			if j.Estado != Completado || j.Result == "" || !j.RealCreadoEn.Before(cutoff) {
+				continue
+			}
+			if err := os.Remove(r.resultPath(j.Result)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				r.log.Error().Err(err).Str("job_id", j.ID).Msg("batch retention")
+				continue
+			}
+			j.Result, j.Error = "", errRetention
+			if err := r.save(j); err != nil {
+				r.log.Error().Err(err).Str("job_id", j.ID).Msg("batch retention")
 			}
 		}
 	}
@@ -534,13 +738,5 @@ func (r *Runner) Busy(tenant string) (time.Duration, bool) {
 	if err != nil {
 		return time.Minute, true
 	}
-	for _, j := range jobs {
-		if j.Estado == EnCola || j.Estado == EnCurso {
-			return time.Minute, true
-		}
-		if j.Estado != Fallido && now.Sub(j.CreadoEn) < time.Hour {
-			return j.CreadoEn.Add(time.Hour).Sub(now), true
-		}
-	}
-	return 0, false
+	return busy(jobs, now)
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	mathrand "math/rand/v2"
+	"sync"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -39,6 +40,7 @@ type Webhooks struct {
 	log      zerolog.Logger
 	now      func() time.Time
 	wake     chan struct{}
+	mu       sync.Mutex // one delivery pass at a time
 }
 
 // NewWebhooks builds the webhook service.
@@ -84,31 +86,55 @@ func (w *Webhooks) Registration(tenant string) (*Registration, error) {
 // Enqueue queues lote.completado for a completed job if the tenant has a
 // webhook registered for it. The first attempt is due at once.
 func (w *Webhooks) Enqueue(j *Job) error {
-	reg, err := w.Registration(j.Tenant)
-	if err != nil || reg == nil || !contains(reg.Eventos, EventLoteCompletado) {
-		return err
-	}
-	body, err := json.Marshal(map[string]any{
-		"tipo": EventLoteCompletado, "job_id": j.ID, "campana_id": j.CampanaID, "estado": j.Estado,
-		"lineas": j.Procesados, "completado_en": j.CompletadoEn,
-	})
-	if err != nil {
-		return err
-	}
-	q := queued{ID: "msg_" + j.ID, Body: body}
 	b := w.db.NewBatch()
 	defer b.Close()
-	if err := b.SetJSON(store.Key(j.Tenant, store.TableWebhookQueue, w.now(), q.ID), q); err != nil {
+	queued, err := w.enqueue(b, j)
+	if err != nil || !queued {
 		return err
 	}
 	if err := b.Commit(); err != nil {
 		return err
 	}
+	w.poke()
+	return nil
+}
+
+// enqueue adds lote.completado for j to b if the tenant has a webhook
+// registered for it, so that the job's completion and its notification are
+// committed together.
+func (w *Webhooks) enqueue(b *store.Batch, j *Job) (bool, error) {
+	reg, err := w.Registration(j.Tenant)
+	if err != nil || reg == nil || !contains(reg.Eventos, EventLoteCompletado) {
+		return false, err
+	}
+	var done *string
+	if j.CompletadoEn != nil {
+		s := j.CompletadoEn.UTC().Format(time.RFC3339Nano)
+		done = &s
+	}
+	body, err := json.Marshal(struct {
+		Tipo         string  `json:"tipo"`
+		JobID        string  `json:"job_id"`
+		CampanaID    string  `json:"campana_id"`
+		Estado       string  `json:"estado"`
+		Lineas       int     `json:"lineas"`
+		CompletadoEn *string `json:"completado_en"`
+	}{EventLoteCompletado, j.ID, j.CampanaID, j.Estado, j.Procesados, done})
+	if err != nil {
+		return false, err
+	}
+	q := queued{ID: "msg_" + j.ID, Body: body}
+	if err := b.SetJSON(store.Key(j.Tenant, store.TableWebhookQueue, w.now(), q.ID), q); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+func (w *Webhooks) poke() {
 	select {
 	case w.wake <- struct{}{}:
 	default:
 	}
-	return nil
 }
 
 func contains(list []string, s string) bool {
@@ -126,12 +152,7 @@ func (w *Webhooks) Run(ctx context.Context) {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for {
-		for _, t := range w.db.Tenants() {
-			if ctx.Err() != nil {
-				return
-			}
-			w.deliverDue(ctx, t.ID)
-		}
+		w.DeliverDue(ctx)
 		select {
 		case <-ctx.Done():
 			return
@@ -141,8 +162,24 @@ func (w *Webhooks) Run(ctx context.Context) {
 	}
 }
 
+// DeliverDue makes one attempt for every message due now, for every tenant,
+// and returns how many attempts it made. Run calls it every second; tests
+// call it after moving the clock.
+func (w *Webhooks) DeliverDue(ctx context.Context) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n := 0
+	for _, t := range w.db.Tenants() {
+		if ctx.Err() != nil {
+			break
+		}
+		n += w.deliverDue(ctx, t.ID)
+	}
+	return n
+}
+
 // deliverDue makes one attempt for every due message of tenant.
-func (w *Webhooks) deliverDue(ctx context.Context, tenant string) {
+func (w *Webhooks) deliverDue(ctx context.Context, tenant string) int {
 	now := w.now()
 	lo, _ := store.TableSpan(tenant, store.TableWebhookQueue)
 	hi := store.Key(tenant, store.TableWebhookQueue, now.Add(time.Nanosecond))
@@ -159,12 +196,12 @@ func (w *Webhooks) deliverDue(ctx context.Context, tenant string) {
 		return nil
 	})
 	if len(due) == 0 {
-		return
+		return 0
 	}
 	reg, err := w.Registration(tenant)
 	if err != nil {
 		w.log.Error().Err(err).Str("tenant", tenant).Msg("webhook registration")
-		return
+		return 0
 	}
 	for _, it := range due {
 		b := w.db.NewBatch()
@@ -191,4 +228,5 @@ func (w *Webhooks) deliverDue(ctx context.Context, tenant string) {
 		}
 		b.Close()
 	}
+	return len(due)
 }

@@ -101,6 +101,7 @@ func serve(ctx context.Context, dataDir string, f serveFlags, logOut interface{ 
 		svc.batch.Run,
 		svc.webhooks.Run,
 		func(ctx context.Context) { svc.engine.RunLearner(ctx, time.Second) },
+		func(ctx context.Context) { runDeletionWorker(ctx, svc) },
 	} {
 		wg.Add(1)
 		go func() { defer wg.Done(); run(bg) }()

@@ -1,10 +1,17 @@
 package engine
 
 import (
-	"container/heap"
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
+	"runtime"
+	"sync"
+	"sync/atomic"
 	"time"
+
+	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/coupond/coupond/store"
 )
@@ -12,16 +19,32 @@ import (
 // BatchDecider decides a batch job's customers with the same code as online
 // decisions, writing records in synced chunks instead of one commit each.
 // It is used by one goroutine.
+//
+// Decision times: the tenant clock is read once, at T; line i of the job is
+// decided at T + i µs. A decision id's nonce carries its decision time in
+// microseconds and 24 random bits, so giving every line its own microsecond
+// keeps the nonces of one job distinct (500,000 lines at one instant would
+// collide thousands of times). caduca_en and the reward windows follow each
+// line's own time; the spread is at most half a second for the largest job.
+//
+// Locking: decideInto expects the customer's lock to be held until its
+// writes are committed. A chunk's writes are committed together, so the
+// decider holds every customer lock of the tenant from the first decision
+// of a chunk until the chunk is flushed (at most batchChunk decisions);
+// online decisions of the tenant wait for at most one chunk meanwhile.
 type BatchDecider struct {
 	e        *Engine
 	ts       *tenantState
 	t        *store.Tenant
 	now      time.Time
+	seq      int64
 	campaign *Campaign
 	jobID    string
 	b        *store.Batch
 	pending  int
 	spent    bool
+	locked   bool
+	cands    []candidate // scratch of gain
 }
 
 // batchChunk is how many decisions one synced commit carries.
@@ -31,8 +54,6 @@ const batchChunk = 1000
 var ErrNoCampaign = errors.New("engine: campaign not defined")
 
 // NewBatchDecider prepares a batch job's decisions for campaign campana.
-// The tenant clock is read once: every line of a job has the same decision
-// time.
 func (e *Engine) NewBatchDecider(tenant, jobID, campana string) (*BatchDecider, error) {
 	ts, err := e.state(tenant)
 	if err != nil {
@@ -52,7 +73,7 @@ func (e *Engine) NewBatchDecider(tenant, jobID, campana string) (*BatchDecider, 
 	return &BatchDecider{e: e, ts: ts, t: t, now: now, campaign: camp, jobID: jobID, b: e.db.NewBatch()}, nil
 }
 
-// Now is the decision time of the job.
+// Now is the decision time of the job's first line.
 func (bd *BatchDecider) Now() time.Time { return bd.now }
 
 // SendBudget is how many sends the campaign can still afford; limited is
@@ -89,28 +110,322 @@ func (bd *BatchDecider) SendBudget() (remaining int64, limited bool) {
 }
 
 // SendGain is the expected margin a send adds for the customer: the best
-// eligible action's μ minus μ of sending nothing (cents). The budget cut of
-// a batch keeps the customers with the highest gains.
-func (bd *BatchDecider) SendGain(clienteRef string) (float64, error) {
-	cust, err := bd.e.customer(bd.t.ID, clienteRef, bd.now, bd.t.Settings.RewardWindow)
-	if err != nil {
-		return 0, err
+// eligible action's μ minus μ of sending nothing (cents over the reward
+// window), as the decision would compute them. ok is false when the
+// customer cannot receive a send in this job whatever the budget: in the
+// control group, with a reward window open, or with no eligible action
+// (account closed, opted out of the channel, empty catalog). The budget cut
+// of a batch keeps the sends of the customers with the highest gains.
+func (bd *BatchDecider) SendGain(clienteRef string) (gain float64, ok bool, err error) {
+	t := bd.t
+	var cs customerState
+	if err := bd.e.db.GetJSON(customerStateKey(t.ID, clienteRef), &cs); err != nil && !errors.Is(err, store.ErrNotFound) {
+		return 0, false, err
 	}
-	cands, _ := eligible(bd.ts.catalog.Load(), Request{ClienteRef: clienteRef, Canal: bd.campaign.Canal}, cust)
-	sc := bd.ts.model.Load().score(cust, cands, bd.t.Settings.RewardWindow)
-	best, zero := 0.0, 0.0
-	found := false
+	f, err := bd.e.loadFeatures(t.ID, clienteRef)
+	if err != nil {
+		return 0, false, err
+	}
+	g, ok := bd.gain(clienteRef, &f, &cs, &bd.cands)
+	return g, ok, nil
+}
+
+// gain is SendGain for a customer whose features and state are read;
+// cands is scratch memory. It is safe for concurrent use with distinct
+// scratch.
+func (bd *BatchDecider) gain(clienteRef string, f *Features, cs *customerState, cands *[]candidate) (float64, bool) {
+	t := bd.t
+	if cs.OpenNonce != "" && bd.now.Before(cs.OpenAt.Add(t.Settings.RewardWindow)) {
+		return 0, false
+	}
+	if inControl(bd.e.secrets, t.ID, clienteRef, t.Settings.ControlShare) {
+		return 0, false
+	}
+	cust := newCustomer(*f, bd.now, t.Settings.RewardWindow)
+	cs2, _ := eligibleInto((*cands)[:0], bd.ts.catalog.Load(), bd.campaign.Canal, cust)
+	*cands = cs2
+	if len(cs2) < 2 {
+		return 0, false
+	}
+	sc := bd.ts.model.Load().score(cust, cs2, t.Settings.RewardWindow)
+	best, zero := math.Inf(-1), 0.0
 	for _, c := range sc.cands {
 		if c.id == 0 {
 			zero = c.mu
-		} else if !found || c.mu > best {
-			best, found = c.mu, true
+		} else if c.mu > best {
+			best = c.mu
 		}
 	}
-	if !found {
-		return -1e18, nil
+	return best - zero, true
+}
+
+// eligibleInto is eligible for a batch (every action of the catalog on the
+// channel), appending to cands.
+func eligibleInto(cands []candidate, cat *Catalog, canal string, cust *customer) ([]candidate, bool) {
+	cands = append(cands, candidate{id: 0})
+	if cust.closed || cust.optedOut(canal) {
+		return cands, false
 	}
-	return best - zero, nil
+	for i := range cat.Acciones {
+		a := &cat.Acciones[i]
+		if a.Activa && a.AllowsChannel(canal) {
+			cands = append(cands, candidate{id: a.ID, action: a})
+		}
+	}
+	return cands, true
+}
+
+// ScanSegment calls fn, in cliente_ref order, for every customer with
+// history who matches seg at the job's decision time, with the customer's
+// SendGain when withGain is set (gain and ok are zero otherwise). It reads
+// the feature records in one ordered pass and, merged in by key order, the
+// customers' decision states (both tables are keyed by cliente_ref: no
+// point reads); blocks of records are decoded, matched and scored by one
+// worker per CPU; fn sees them in order on the calling goroutine. An error
+// from fn stops the scan and is returned.
+func (bd *BatchDecider) ScanSegment(seg *Segment, withGain bool, fn func(clienteRef string, gain float64, ok bool) error) error {
+	return bd.scan(seg, withGain, nil, fn)
+}
+
+// ScanList is ScanSegment over a list of customers given by next (which
+// returns false at the end): every listed customer, with history or not,
+// in the list's order. The reads are seeks that cost little when the list
+// is in ascending cliente_ref order.
+func (bd *BatchDecider) ScanList(next func() (string, bool), withGain bool, fn func(clienteRef string, gain float64, ok bool) error) error {
+	return bd.scan(nil, withGain, next, fn)
+}
+
+func (bd *BatchDecider) scan(seg *Segment, withGain bool, list func() (string, bool), fn func(clienteRef string, gain float64, ok bool) error) error {
+	workers := max(1, runtime.GOMAXPROCS(0))
+	work := make(chan *scanBlock, workers)
+	ordered := make(chan *scanBlock, 2*workers+2)
+	free := make(chan *scanBlock, 2*workers+4)
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var f Features
+			var cands []candidate
+			for blk := range work {
+				bd.scoreBlock(blk, seg, withGain, &f, &cands)
+				close(blk.done)
+			}
+		}()
+	}
+	var scanErr error
+	go func() {
+		defer close(ordered)
+		defer close(work)
+		scanErr = bd.scanBlocks(withGain, list, &stop, free, func(blk *scanBlock) {
+			blk.done = make(chan struct{})
+			work <- blk
+			ordered <- blk
+		})
+	}()
+	var fnErr error
+	for blk := range ordered {
+		<-blk.done
+		if fnErr == nil {
+			for i := range blk.items {
+				it := &blk.items[i]
+				if it.match {
+					if err := fn(it.ref, it.gain, it.ok); err != nil {
+						fnErr = err
+						stop.Store(true)
+						break
+					}
+				}
+			}
+		}
+		select {
+		case free <- blk:
+		default:
+		}
+	}
+	wg.Wait()
+	if fnErr != nil {
+		return fnErr
+	}
+	return scanErr
+}
+
+// scanBlock is a run of consecutive customers on their way through a scan:
+// their raw records, then what the workers made of them.
+type scanBlock struct {
+	buf   []byte
+	items []scanItem
+	done  chan struct{}
+}
+
+type scanItem struct {
+	ref        string
+	val, state [2]int // spans of buf; [0] < 0: no record
+	match, ok  bool
+	gain       float64
+}
+
+const scanBlockSize = 512
+
+// scanBlocks reads the customers' feature records (all of them in order,
+// or those of list by seeks) and, when withGain, their decision states,
+// and hands them over in blocks.
+func (bd *BatchDecider) scanBlocks(withGain bool, list func() (string, bool), stop *atomic.Bool, free chan *scanBlock, emit func(*scanBlock)) error {
+	tenant := bd.t.ID
+	newBlock := func() *scanBlock {
+		select {
+		case blk := <-free:
+			blk.buf, blk.items = blk.buf[:0], blk.items[:0]
+			return blk
+		default:
+			return &scanBlock{buf: make([]byte, 0, scanBlockSize*256), items: make([]scanItem, 0, scanBlockSize)}
+		}
+	}
+	blk := newBlock()
+	var csIt *pebble.Iterator
+	csPrefix, _ := store.TableSpan(tenant, store.TableMeta, "cust")
+	csValid := false
+	if withGain {
+		lo, hi := store.TableSpan(tenant, store.TableMeta, "cust")
+		it, err := bd.e.db.Pebble().NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
+		if err != nil {
+			return err
+		}
+		defer it.Close()
+		csIt, csValid = it, it.First()
+	}
+	var seekKey []byte
+	// add appends one customer; val nil: no feature record.
+	add := func(ref string, refBytes, val []byte, seek bool) error {
+		it := scanItem{ref: ref, val: [2]int{-1, -1}, state: [2]int{-1, -1}}
+		if val != nil {
+			it.val = [2]int{len(blk.buf), len(blk.buf) + len(val)}
+			blk.buf = append(blk.buf, val...)
+		}
+		if csIt != nil {
+			if seek {
+				seekKey = append(append(append(seekKey[:0], csPrefix...), refBytes...), 0)
+				csValid = csIt.SeekGE(seekKey)
+			}
+			// Advance to this customer's key: prefix, ref, 0x00.
+			for csValid {
+				key := csIt.Key()[len(csPrefix):]
+				c := bytes.Compare(key[:len(key)-1], refBytes)
+				if c > 0 {
+					break
+				}
+				if c == 0 {
+					v, err := csIt.ValueAndErr()
+					if err != nil {
+						return err
+					}
+					it.state = [2]int{len(blk.buf), len(blk.buf) + len(v)}
+					blk.buf = append(blk.buf, v...)
+					break
+				}
+				csValid = csIt.Next()
+			}
+		}
+		blk.items = append(blk.items, it)
+		if len(blk.items) == scanBlockSize {
+			emit(blk)
+			blk = newBlock()
+		}
+		return nil
+	}
+	lo, hi := store.TableSpan(tenant, store.TableFeatures)
+	var err error
+	if list == nil {
+		err = bd.e.db.Scan(lo, hi, func(k, v []byte) error {
+			if stop.Load() {
+				return store.ErrStop
+			}
+			parts, ok := store.SplitKey(tenant, k, "s")
+			if !ok {
+				return nil
+			}
+			return add(string(parts[0]), parts[0], v, false)
+		})
+	} else {
+		var it *pebble.Iterator
+		it, err = bd.e.db.Pebble().NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
+		if err != nil {
+			return err
+		}
+		defer it.Close()
+		for !stop.Load() {
+			ref, more := list()
+			if !more {
+				break
+			}
+			seekKey = append(append(append(seekKey[:0], lo...), ref...), 0)
+			var val []byte
+			if it.SeekGE(seekKey) && bytes.Equal(it.Key(), seekKey) {
+				if val, err = it.ValueAndErr(); err != nil {
+					break
+				}
+				if val == nil {
+					val = []byte{}
+				}
+			}
+			if err = add(ref, []byte(ref), val, true); err != nil {
+				break
+			}
+		}
+		if err == nil {
+			err = it.Error()
+		}
+	}
+	if len(blk.items) > 0 && err == nil {
+		emit(blk)
+	}
+	if err == nil && csIt != nil {
+		err = csIt.Error()
+	}
+	return err
+}
+
+// scoreBlock decodes, matches and (withGain) scores a block's customers.
+// Without seg (a list) every customer matches, with history or not.
+func (bd *BatchDecider) scoreBlock(blk *scanBlock, seg *Segment, withGain bool, f *Features, cands *[]candidate) {
+	for i := range blk.items {
+		it := &blk.items[i]
+		it.match, it.ok, it.gain = false, false, 0
+		if it.val[0] < 0 {
+			if seg != nil {
+				continue
+			}
+			f.Decode(nil) // zero features: a customer without history
+		} else if !f.Decode(blk.buf[it.val[0]:it.val[1]]) {
+			if seg != nil {
+				continue
+			}
+			// A damaged record: the decision will meet it and fail the
+			// job; here the customer just cannot keep a send.
+			it.match = true
+			continue
+		}
+		if seg != nil {
+			if _, has := f.LastEvent(); !has {
+				continue
+			}
+			if !seg.Todos() && !seg.Match(f, bd.now) {
+				continue
+			}
+		}
+		it.match = true
+		if !withGain {
+			continue
+		}
+		var cs customerState
+		if it.state[0] >= 0 {
+			if err := json.Unmarshal(blk.buf[it.state[0]:it.state[1]], &cs); err != nil {
+				continue // damaged: as above
+			}
+		}
+		it.gain, it.ok = bd.gain(it.ref, f, &cs, cands)
+	}
 }
 
 // Decide decides one customer of the job. noSend restricts the choice to 0
@@ -118,10 +433,13 @@ func (bd *BatchDecider) SendGain(clienteRef string) (float64, error) {
 // the next Flush (called automatically every batchChunk decisions).
 func (bd *BatchDecider) Decide(clienteRef string, noSend bool) (*Decision, error) {
 	req := Request{ClienteRef: clienteRef, Canal: bd.campaign.Canal, CampanaID: bd.campaign.ID, CapExempt: true, JobID: bd.jobID, NoSend: noSend}
-	lock := bd.ts.custLock(bd.e.seed, clienteRef)
-	lock.Lock()
-	d, rec, err := bd.e.decideInto(bd.ts, bd.t, bd.now, req, bd.b)
-	lock.Unlock()
+	if !bd.locked {
+		lockAll(&bd.ts.custLocks)
+		bd.locked = true
+	}
+	at := bd.now.Add(time.Duration(bd.seq) * time.Microsecond)
+	bd.seq++
+	d, rec, err := bd.e.decideInto(bd.ts, bd.t, at, req, bd.b)
 	if err != nil {
 		return nil, err
 	}
@@ -137,8 +455,10 @@ func (bd *BatchDecider) Decide(clienteRef string, noSend bool) (*Decision, error
 	return d, nil
 }
 
-// Flush commits the pending decisions with Sync.
+// Flush commits the pending decisions with Sync and releases the customer
+// locks.
 func (bd *BatchDecider) Flush() error {
+	defer bd.unlock()
 	if bd.pending == 0 {
 		return nil
 	}
@@ -153,56 +473,33 @@ func (bd *BatchDecider) Flush() error {
 	return err
 }
 
+func (bd *BatchDecider) unlock() {
+	if bd.locked {
+		unlockAll(&bd.ts.custLocks)
+		bd.locked = false
+	}
+}
+
 // Close releases the decider; call Flush first to keep pending decisions.
-func (bd *BatchDecider) Close() { bd.b.Close() }
-
-// TopK keeps the k keys with the highest scores.
-type TopK struct {
-	k int
-	h gainHeap
+// Pending decisions are dropped, and the budget they reserved is read again
+// from the store.
+func (bd *BatchDecider) Close() {
+	if bd.pending > 0 && bd.spent {
+		bd.e.dropBudgetCache(bd.ts, bd.campaign.ID)
+	}
+	bd.pending = 0
+	bd.unlock()
+	bd.b.Close()
 }
 
-// NewTopK returns an empty TopK of capacity k.
-func NewTopK(k int) *TopK { return &TopK{k: k} }
-
-// Add offers one key with its score.
-func (t *TopK) Add(key string, score float64) {
-	if t.k <= 0 {
-		return
-	}
-	if len(t.h) < t.k {
-		heap.Push(&t.h, gainItem{key, score})
-		return
-	}
-	if score > t.h[0].score {
-		t.h[0] = gainItem{key, score}
-		heap.Fix(&t.h, 0)
+func lockAll(ls *[64]sync.Mutex) {
+	for i := range ls {
+		ls[i].Lock()
 	}
 }
 
-// Set returns the kept keys.
-func (t *TopK) Set() map[string]bool {
-	m := make(map[string]bool, len(t.h))
-	for _, it := range t.h {
-		m[it.key] = true
+func unlockAll(ls *[64]sync.Mutex) {
+	for i := range ls {
+		ls[i].Unlock()
 	}
-	return m
-}
-
-type gainItem struct {
-	key   string
-	score float64
-}
-
-type gainHeap []gainItem
-
-func (h gainHeap) Len() int           { return len(h) }
-func (h gainHeap) Less(i, j int) bool { return h[i].score < h[j].score }
-func (h gainHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *gainHeap) Push(x any)        { *h = append(*h, x.(gainItem)) }
-func (h *gainHeap) Pop() any {
-	old := *h
-	it := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return it
 }

@@ -96,6 +96,9 @@ type idemRecord struct {
 	BodyHash [32]byte        `json:"h"`
 	At       time.Time       `json:"at"`
 	Answer   json.RawMessage `json:"answer"`
+	// ClienteRef lets a customer's deletion find the records that answered
+	// for them (engine/privacy.go).
+	ClienteRef string `json:"cliente_ref,omitempty"`
 }
 
 func customerStateKey(tenant, clienteRef string) []byte {
@@ -166,7 +169,7 @@ func (e *Engine) Decide(tenant string, req Request) (*Decision, error) {
 		if err != nil {
 			return nil, err
 		}
-		if err := b.SetJSON(idemKey(tenant, req.IdempotencyKey), idemRecord{BodyHash: req.BodyHash, At: now, Answer: answer}); err != nil {
+		if err := b.SetJSON(idemKey(tenant, req.IdempotencyKey), idemRecord{BodyHash: req.BodyHash, At: now, Answer: answer, ClienteRef: req.ClienteRef}); err != nil {
 			return nil, err
 		}
 	}

@@ -167,8 +167,30 @@ func (s *Server) sendResult(c *call, j *batch.Job) error {
 		return err
 	}
 	c.w.WriteHeader(http.StatusOK)
-	_, err = io.Copy(c.w, rd)
-	return ignoreClientGone(err)
+	src := &readErr{r: rd}
+	if _, err := io.Copy(c.w, src); err != nil && src.err != nil {
+		// The stored file is damaged: the status line went out, so the
+		// only way to tell the client is to cut the response short
+		// instead of ending it as if it were complete.
+		s.log.Error().Err(src.err).Str("job_id", j.ID).Str("trace_id", c.trace).Msg("result file unreadable")
+		panic(http.ErrAbortHandler)
+	}
+	return nil
+}
+
+// readErr remembers the error of its reader, to tell a damaged source from
+// a client that went away.
+type readErr struct {
+	r   io.Reader
+	err error
+}
+
+func (r *readErr) Read(p []byte) (int, error) {
+	n, err := r.r.Read(p)
+	if err != nil && err != io.EOF {
+		r.err = err
+	}
+	return n, err
 }
 
 // ignoreClientGone drops errors after the status line went out: nothing can

@@ -97,9 +97,7 @@ func (s *Server) writeError(w http.ResponseWriter, c *call, err error) {
 	if ae.msg != "" {
 		body.Mensaje = ae.msg
 	}
-	if len(body.Mensaje) > 512 {
-		body.Mensaje = body.Mensaje[:512]
-	}
+	body.Mensaje = truncateRunes(body.Mensaje, 512)
 	if ae.campo != "" {
 		body.Campo = &ae.campo
 	}
@@ -129,4 +127,16 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	h.Set("Content-Length", strconv.Itoa(len(data)+1))
 	w.WriteHeader(status)
 	w.Write(append(data, '\n'))
+}
+
+// truncateRunes cuts s to at most n characters without splitting one.
+func truncateRunes(s string, n int) string {
+	i := 0
+	for pos := range s {
+		if i == n {
+			return s[:pos]
+		}
+		i++
+	}
+	return s
 }

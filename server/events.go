@@ -122,7 +122,7 @@ func (s *Server) handleEvents(c *call) error {
 	if err != nil {
 		return err
 	}
-	if n := len(good); n >= 500 && res.Duplicados*10 >= n*9 {
+	if n := len(good); n >= 500 && res.Duplicados*10 >= n*9 && (c.tenant.Settings.RateLimits || !c.tenant.Sandbox) {
 		s.abuse.signal(c.tenant.ID, c.clientID, fmt.Sprintf("recarga: %d de %d eventos ya estaban procesados", res.Duplicados, n), c.start)
 	}
 	rejected = mergeRejections(rejected, res.Rechazados)
@@ -168,9 +168,7 @@ func reject(i int, v schema.Value, codigo, campo, msg string) *engine.Rejection 
 	if campo != "" {
 		r.Campo = &campo
 	}
-	if len(r.Mensaje) > 512 {
-		r.Mensaje = r.Mensaje[:512]
-	}
+	r.Mensaje = truncateRunes(r.Mensaje, 512)
 	return r
 }
 

@@ -35,6 +35,9 @@ func (s *Server) routes() []route {
 		{method: http.MethodGet, path: "/v1/lotes-decision/:job_id/resultado", name: "lotes_resultado", scope: scopeDecisiones, class: classOther, h: s.handleBatchResult},
 		{method: http.MethodGet, path: "/v1/lotes-decision/:job_id/descarga", name: "lotes_descarga", public: true, h: s.handleSignedDownload},
 
+		{method: http.MethodDelete, path: "/v1/clientes/:cliente_ref", name: "clientes_borrar", scope: scopeBorrar, class: classOther, h: s.handleDeleteCliente},
+		{method: http.MethodGet, path: "/v1/clientes/:cliente_ref/exportacion", name: "clientes_exportar", scope: scopeExportar, class: classOther, h: s.handleExportCliente},
+
 		{method: http.MethodPut, path: "/v1/webhooks", name: "webhooks_put", scope: scopeWebhooks, class: classOther, maxBody: smallBody, h: s.handlePutWebhook},
 		{method: http.MethodDelete, path: "/v1/webhooks", name: "webhooks_delete", scope: scopeWebhooks, class: classOther, h: s.handleDeleteWebhook},
 	}

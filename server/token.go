@@ -1,6 +1,7 @@
 package server
 
 import (
+	"errors"
 	"mime"
 	"net/http"
 	"net/url"
@@ -100,7 +101,11 @@ func (s *Server) readTokenRequest(c *call) (*tokenRequest, error) {
 func (s *Server) readTokenForm(c *call) (*tokenRequest, error) {
 	c.r.Body = http.MaxBytesReader(c.w, c.r.Body, smallBody)
 	if err := c.r.ParseForm(); err != nil {
-		return nil, errKind(kindTooLarge)
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, errKind(kindTooLarge)
+		}
+		return nil, &validationError{detail: []schema.Violation{schema.ValueError([]any{"body"}, "cuerpo de formulario mal codificado", nil)}}
 	}
 	f := c.r.PostForm
 	req := &tokenRequest{grantType: f.Get("grant_type"), scope: f.Get("scope")}

@@ -44,6 +44,7 @@ func Open(dir string, fs vfs.FS) (*DB, error) {
 	if fs == nil {
 		fs = vfs.Default
 	}
+	fs = noReuseFS{fs}
 	// A block cache large enough for the working set of features and recent
 	// events (the default 8 MB made every point read decompress blocks), and
 	// bloom filters so that event_id existence checks, mostly misses, skip

@@ -17,6 +17,9 @@
 //     a canonical JSON rendering (AppendJSON) and a conversion to plain Go
 //     values (Any).
 //
+// JSONSchema renders a schema as JSON Schema (OpenAPI 3.1's dialect), so
+// the API's OpenAPI document is generated from the schemas that validate.
+//
 // Typical handler code:
 //
 //	var decisionBody = schema.Object(

@@ -60,6 +60,10 @@ func LooksLikePhone(s string) bool {
 // a telephone number.
 const phoneMessage = "cliente_ref parece un número de teléfono; envíe un identificador seudonimizado"
 
+const clienteRefDoc = "Pseudonymized customer id (a salted hash kept by the caller). " +
+	"A value that looks like a telephone number (only digits with '.' or '-' separators, 10 to 13 digits) is refused (value_error); " +
+	"e-mail addresses fail the pattern."
+
 func notPhone(s string) string {
 	if LooksLikePhone(s) {
 		return phoneMessage
@@ -79,5 +83,5 @@ func ID() *StringSchema {
 // LooksLikePhone). E-mail addresses already fail the pattern. For a path
 // parameter use ClienteRef().ValidateText(ref, "path", "cliente_ref").
 func ClienteRef() *StringSchema {
-	return String().Len(8, 128).Pattern(IDPatternText, ValidID).Check(notPhone)
+	return String().Len(8, 128).Pattern(IDPatternText, ValidID).Check(notPhone).Doc(clienteRefDoc)
 }

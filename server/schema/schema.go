@@ -17,6 +17,7 @@ import (
 // unless the schema is Nullable.
 type Schema interface {
 	check(c *checker, v Value)
+	jsonSchema() map[string]any // see JSONSchema
 }
 
 // Validate checks v against s and returns every violation found, or nil.
@@ -141,6 +142,7 @@ type StringSchema struct {
 	expected string // enum rendered as pydantic does
 	checks   []func(string) string
 	nullable bool
+	doc      string // description in JSON Schema
 }
 
 // String is a string schema with no rules yet.
@@ -687,6 +689,7 @@ type ObjectSchema struct {
 	dict     bool // free-form: dict_type wording
 	checks   []func(Value) string
 	nullable bool
+	doc      string // description in JSON Schema
 }
 
 // Object is an object with the given members and no others. It panics on

@@ -1,0 +1,200 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/coupond/coupond/batch"
+)
+
+// adminBatchCmd is "coupond admin batch": operator views of batch jobs.
+func adminBatchCmd(a *app) *cobra.Command {
+	cmd := &cobra.Command{Use: "batch", Short: "Batch decision jobs: watch a job's progress"}
+	cmd.AddCommand(batchWatchCmd(a))
+	return cmd
+}
+
+func batchWatchCmd(a *app) *cobra.Command {
+	var tenant string
+	var interval time.Duration
+	cmd := &cobra.Command{
+		Use:   "watch --tenant ID JOB_ID",
+		Short: "Draw a job's progress bar until it ends (--json: print the final job)",
+		Long: "Polls the batch job and redraws a progress bar (lines decided of the total) until the job is\n" +
+			"completado or fallido. Exits 1 if the job failed. Without a running 'coupond serve' on the data\n" +
+			"dir nothing runs jobs: the command shows the job once and fails if it has not ended.",
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.withEnv(cmd, func(e *env) error {
+				runner := e.svc.batch
+				poll := func() (*batch.Job, error) { return runner.Job(tenant, args[0]) }
+				if _, err := poll(); errors.Is(err, batch.ErrNotFound) {
+					return fmt.Errorf("tenant %q has no batch job %q", tenant, args[0])
+				}
+				j, err := watchJob(cmd.Context(), cmd.OutOrStdout(), poll, interval, !jsonFlag(cmd), a.live != nil, e.now)
+				if err != nil {
+					return err
+				}
+				if jsonFlag(cmd) {
+					if err := printJSON(cmd.OutOrStdout(), viewBatchJob(j)); err != nil {
+						return err
+					}
+				}
+				if j.Estado == batch.Fallido {
+					return &ExitError{Code: 1}
+				}
+				return nil
+			})
+		},
+	}
+	cmd.Flags().StringVar(&tenant, "tenant", "", "tenant id")
+	cmd.MarkFlagRequired("tenant")
+	cmd.Flags().DurationVar(&interval, "interval", 500*time.Millisecond, "how often to poll the job")
+	return cmd
+}
+
+// batchJobView is the admin view of a job: the API's status fields plus the
+// tenant and the number of sends.
+type batchJobView struct {
+	JobID        string     `json:"job_id"`
+	Tenant       string     `json:"tenant"`
+	CampanaID    string     `json:"campana_id"`
+	Estado       string     `json:"estado"`
+	CreadoEn     time.Time  `json:"creado_en"`
+	IniciadoEn   *time.Time `json:"iniciado_en"`
+	CompletadoEn *time.Time `json:"completado_en"`
+	Total        int        `json:"total"`
+	Procesados   int        `json:"procesados"`
+	Envios       int        `json:"envios"`
+	Error        string     `json:"error,omitempty"`
+}
+
+func viewBatchJob(j *batch.Job) batchJobView {
+	return batchJobView{JobID: j.ID, Tenant: j.Tenant, CampanaID: j.CampanaID, Estado: j.Estado, CreadoEn: j.CreadoEn,
+		IniciadoEn: j.IniciadoEn, CompletadoEn: j.CompletadoEn, Total: j.Total, Procesados: j.Procesados, Envios: j.Envios, Error: j.Error}
+}
+
+func jobEnded(j *batch.Job) bool { return j.Estado == batch.Completado || j.Estado == batch.Fallido }
+
+// watchJob polls a job until it ends and returns it. With draw, it redraws
+// a progress bar on out at every change ('\r', one line) and ends it with a
+// summary line. live says whether a runner is processing jobs; without one
+// a job that has not ended never will, and watchJob returns an error after
+// showing it once.
+func watchJob(ctx context.Context, out io.Writer, poll func() (*batch.Job, error), interval time.Duration, draw, live bool, now func() time.Time) (*batch.Job, error) {
+	if interval <= 0 {
+		interval = 500 * time.Millisecond
+	}
+	var last string
+	var width int
+	var rate lineRate
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		j, err := poll()
+		if err != nil {
+			return nil, err
+		}
+		if draw {
+			line := progressLine(j, rate.add(now(), j.Procesados))
+			if line != last {
+				pad := ""
+				if n := width - len([]rune(line)); n > 0 {
+					pad = strings.Repeat(" ", n)
+				}
+				fmt.Fprint(out, "\r"+line+pad)
+				last, width = line, max(width, len([]rune(line)))
+			}
+		}
+		if jobEnded(j) {
+			if draw {
+				fmt.Fprintln(out)
+				fmt.Fprintln(out, jobSummary(j))
+			}
+			return j, nil
+		}
+		if !live {
+			if draw {
+				fmt.Fprintln(out)
+			}
+			return j, fmt.Errorf("job %s is %s and no 'coupond serve' runs on this data dir to run it", j.ID, j.Estado)
+		}
+		select {
+		case <-ctx.Done():
+			if draw {
+				fmt.Fprintln(out)
+			}
+			return nil, ctx.Err()
+		case <-tick.C:
+		}
+	}
+}
+
+// barWidth is the number of cells of the progress bar.
+const barWidth = 30
+
+// progressLine renders one line: job, state, bar, percentage, counts and,
+// while running, the decision rate.
+func progressLine(j *batch.Job, perSec float64) string {
+	frac := 0.0
+	switch {
+	case j.Estado == batch.Completado:
+		frac = 1
+	case j.Total > 0:
+		frac = min(1, float64(j.Procesados)/float64(j.Total))
+	}
+	filled := int(frac * barWidth)
+	bar := strings.Repeat("#", filled) + strings.Repeat("-", barWidth-filled)
+	total := "?"
+	if j.Total > 0 || j.Estado != batch.EnCurso {
+		total = fmt.Sprint(j.Total)
+	}
+	s := fmt.Sprintf("%s  %-10s [%s] %5.1f%%  %d/%s", j.ID, j.Estado, bar, 100*frac, j.Procesados, total)
+	if j.Estado == batch.EnCurso && perSec > 0 {
+		s += fmt.Sprintf("  %.0f lines/s", perSec)
+	}
+	return s
+}
+
+// jobSummary is the line printed when a job ends.
+func jobSummary(j *batch.Job) string {
+	took := ""
+	if j.IniciadoEn != nil && j.CompletadoEn != nil && j.CompletadoEn.After(*j.IniciadoEn) {
+		took = fmt.Sprintf(" in %s", j.CompletadoEn.Sub(*j.IniciadoEn).Round(time.Millisecond)) // tenant clock
+	}
+	if j.Estado == batch.Fallido {
+		return fmt.Sprintf("failed%s: %s", took, j.Error)
+	}
+	s := fmt.Sprintf("completed%s: %d lines, %d sends", took, j.Procesados, j.Envios)
+	if j.Error != "" {
+		s += " (" + j.Error + ")"
+	}
+	return s
+}
+
+// lineRate estimates lines per second from the last two observations that
+// differ.
+type lineRate struct {
+	at   time.Time
+	n    int
+	rate float64
+}
+
+func (r *lineRate) add(at time.Time, n int) float64 {
+	switch {
+	case r.at.IsZero() || n < r.n:
+		r.at, r.n, r.rate = at, n, 0
+	case n > r.n:
+		if d := at.Sub(r.at).Seconds(); d > 0 {
+			r.rate = float64(n-r.n) / d
+		}
+		r.at, r.n = at, n
+	}
+	return r.rate
+}

@@ -1,0 +1,489 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/klauspost/compress/zstd"
+	"github.com/rs/zerolog"
+
+	"github.com/coupond/coupond/engine"
+	"github.com/coupond/coupond/store"
+)
+
+// filesHolding walks dir and returns every file whose raw bytes contain
+// needle; zstd files (result files) are also checked decompressed, since
+// compression would hide the bytes from a raw scan.
+func filesHolding(t *testing.T, dir string, needle []byte) []string {
+	t.Helper()
+	var hits []string
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if os.IsNotExist(err) {
+				return nil // removed while walking (obsolete files)
+			}
+			return err
+		}
+		if !d.Type().IsRegular() {
+			return nil
+		}
+		data, err := os.ReadFile(path)
+		if os.IsNotExist(err) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if bytes.Contains(data, needle) {
+			hits = append(hits, path)
+			return nil
+		}
+		if strings.HasSuffix(path, ".zst") || strings.HasSuffix(path, ".zst.tmp") {
+			if dec, err := zstd.NewReader(bytes.NewReader(data)); err == nil {
+				plain, _ := io.ReadAll(dec)
+				dec.Close()
+				if bytes.Contains(plain, needle) {
+					hits = append(hits, path+" (decompressed)")
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return hits
+}
+
+// setupDataTenant creates a sandbox tenant without rate limits, a credential
+// with every scope, a catalog of two coupons and a campaign; it returns a
+// token.
+func setupDataTenant(t *testing.T, in *instance, tenant string) (credJSON, string) {
+	t.Helper()
+	var cred credJSON
+	in.admin(nil, "tenant", "create", tenant, "--sandbox")
+	in.admin(nil, "tenant", "set", tenant, "--rate-limits", "off", "--control-share", "0")
+	in.admin(&cred, "credential", "create", "--tenant", tenant, "--name", "crm", "--scopes",
+		"eventos:publicar,decisiones:pedir,decisiones:confirmar,campanas:escribir,catalogo:escribir,clientes:borrar,clientes:exportar")
+	tok := in.token(cred)
+	acciones := []map[string]any{
+		{"id": 1, "nombre": "diez", "tipo_cupon": "T10", "costo_envio_mxn": 0.5, "descuento_max_mxn": 10, "descuento_pct": 10, "activa": true},
+		{"id": 2, "nombre": "veinte", "tipo_cupon": "T20", "costo_envio_mxn": 0.5, "descuento_max_mxn": 20, "descuento_pct": 20, "activa": true},
+	}
+	if st, _, b := in.do("PUT", "/v1/catalogo-acciones", tok, map[string]any{"acciones": acciones}); st != 200 {
+		t.Fatalf("catalog: %d %v", st, b)
+	}
+	if st, _, b := in.do("PUT", "/v1/campanas/camp1", tok, map[string]any{"canal": "push", "descripcion": "prueba"}); st != 200 {
+		t.Fatalf("campaign: %d %v", st, b)
+	}
+	return cred, tok
+}
+
+func purchaseEvent(id, ref string, ts time.Time) map[string]any {
+	return map[string]any{"event_id": id, "cliente_ref": ref, "ts": ts.UTC().Format(time.RFC3339), "tipo": "COMPRA_CAT",
+		"clave": "abarrotes", "valor": 100, "extra": map[string]any{"ticket_id": "t-" + id, "margen": 25}}
+}
+
+// TestCanaryDeletion plants a unique cliente_ref in events, a decision (with
+// an Idempotency-Key and a confirmation), coupon links, a batch request and
+// its result file, the access log and a backup; deletes the customer; once
+// the deletion is completado, scans every file of the live data dir raw (and
+// result files decompressed) for the canary; then restores the older backup
+// and checks that the customer does not come back.
+func TestCanaryDeletion(t *testing.T) {
+	dataDir := t.TempDir()
+	backupDir := filepath.Join(t.TempDir(), "backup-1")
+	in := startServer(t, dataDir)
+	defer func() {
+		if in.cmd.ProcessState == nil {
+			in.kill()
+		}
+	}()
+	_, tok := setupDataTenant(t, in, "acme")
+
+	rnd := make([]byte, 8)
+	rand.Read(rnd)
+	canary := "Qz" + hex.EncodeToString(rnd) + "Kw"
+	needle := []byte(canary)
+	var shown map[string]any
+	in.admin(&shown, "clock", "show", "--tenant", "acme")
+	now, _ := time.Parse(time.RFC3339, shown["now"].(string))
+
+	// Other customers, so the store, the batch and the backup hold more
+	// than the canary.
+	var others []map[string]any
+	var otherRefs []string
+	for i := 0; i < 40; i++ {
+		ref := fmt.Sprintf("otro-%06d", i)
+		otherRefs = append(otherRefs, ref)
+		others = append(others, purchaseEvent(fmt.Sprintf("ev-otro-%d", i), ref, now.Add(-time.Duration(i+1)*time.Hour)))
+	}
+	if st, _, b := in.do("POST", "/v1/eventos", tok, map[string]any{"eventos": others}); st != 200 || b["aceptados"] != float64(len(others)) {
+		t.Fatalf("events: %d %v", st, b)
+	}
+
+	// The canary: a decision with an Idempotency-Key, its confirmation, the
+	// coupon received and redeemed, purchases.
+	st, _, d := in.do("POST", "/v1/decisiones", tok, map[string]any{"cliente_ref": canary, "contexto": map[string]any{"canal": "push", "campana_id": "camp1"}},
+		"Idempotency-Key", "idem-"+canary)
+	if st != 200 {
+		t.Fatalf("decision: %d %v", st, d)
+	}
+	decisionID := d["decision_id"].(string)
+	if st, _, b := in.do("POST", "/v1/decisiones/"+decisionID+"/ejecucion", tok, map[string]any{"ejecutada": true}); st != 200 {
+		t.Fatalf("confirm: %d %v", st, b)
+	}
+	evs := []map[string]any{
+		purchaseEvent("ev-"+canary+"-1", canary, now.Add(-72*time.Hour)),
+		purchaseEvent("ev-"+canary+"-2", canary, now.Add(-48*time.Hour)),
+		{"event_id": "ev-" + canary + "-3", "cliente_ref": canary, "ts": now.Add(-time.Hour).Format(time.RFC3339), "tipo": "CUPON_RECIBIDO",
+			"clave": "T10", "decision_id": decisionID, "extra": map[string]any{"cupon_emitido_id": "cup-" + canary, "caducidad": now.Add(240 * time.Hour).Format(time.RFC3339)}},
+		{"event_id": "ev-" + canary + "-4", "cliente_ref": canary, "ts": now.Add(-30 * time.Minute).Format(time.RFC3339), "tipo": "CUPON_REDIMIDO",
+			"clave": "T10", "valor": 10, "extra": map[string]any{"cupon_emitido_id": "cup-" + canary, "ticket_id": "t-red"}},
+	}
+	if st, _, b := in.do("POST", "/v1/eventos", tok, map[string]any{"eventos": evs}); st != 200 || b["aceptados"] != float64(len(evs)) {
+		t.Fatalf("canary events: %d %v", st, b)
+	}
+
+	// A batch job naming the canary: stored request and result file.
+	st, _, job := in.do("POST", "/v1/lotes-decision", tok, map[string]any{"campana_id": "camp1", "clientes": append([]string{canary}, otherRefs[:20]...)})
+	if st != 202 {
+		t.Fatalf("batch: %d %v", st, job)
+	}
+	jobID := job["job_id"].(string)
+	waitFor(t, 30*time.Second, "batch job completado", func() bool {
+		_, _, j := in.do("GET", "/v1/lotes-decision/"+jobID, tok, nil)
+		if j["estado"] == "fallido" {
+			t.Fatalf("batch job failed: %v", j)
+		}
+		return j["estado"] == "completado"
+	})
+
+	// An export: the access log names the canary until the deletion.
+	if st, _, x := in.do("GET", "/v1/clientes/"+canary+"/exportacion", tok, nil); st != 200 || len(x["eventos"].([]any)) != 4 || len(x["decisiones"].([]any)) < 1 {
+		t.Fatalf("export before deletion: %d %v", st, x)
+	}
+	var alog struct {
+		Entries []accessView `json:"entries"`
+	}
+	in.admin(&alog, "access-log", "--tenant", "acme")
+	if len(alog.Entries) != 1 || alog.Entries[0].Customer != canary {
+		t.Fatalf("access log before deletion: %+v", alog.Entries)
+	}
+
+	// The backup (online, through the admin socket).
+	var bk map[string]any
+	in.admin(&bk, "backup", "--out", backupDir)
+	if bk["dir"] != backupDir || bk["taken_at"] == nil {
+		t.Fatalf("backup --json: %v", bk)
+	}
+
+	// The scan sees the canary where it was planted, so its silence later
+	// means something.
+	hits := filesHolding(t, dataDir, needle)
+	var inDB, inResults bool
+	for _, h := range hits {
+		inDB = inDB || strings.Contains(h, string(filepath.Separator)+"db"+string(filepath.Separator))
+		inResults = inResults || strings.Contains(h, "results")
+	}
+	if !inDB || !inResults {
+		t.Fatalf("before deletion the scan should find the canary in the store and a result file; found in %v", hits)
+	}
+	if len(filesHolding(t, backupDir, needle)) == 0 {
+		t.Fatal("the backup does not hold the canary")
+	}
+
+	// Delete and wait for completado.
+	st, _, del := in.do("DELETE", "/v1/clientes/"+canary, tok, nil)
+	if st != 202 || del["estado"] != "programado" || del["cliente_ref"] != canary {
+		t.Fatalf("delete: %d %v", st, del)
+	}
+	var dels struct {
+		Deletions []deletionView `json:"deletions"`
+	}
+	waitFor(t, 60*time.Second, "deletion completado", func() bool {
+		in.admin(&dels, "deletions", "--tenant", "acme")
+		return len(dels.Deletions) == 1 && dels.Deletions[0].State == "completado"
+	})
+	start := time.Now()
+	var left []string
+	for time.Since(start) < 15*time.Second { // obsolete files are removed in the background
+		if left = filesHolding(t, dataDir, needle); len(left) == 0 {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if len(left) > 0 {
+		hint := ""
+		for _, f := range left {
+			if strings.HasSuffix(f, ".log") {
+				hint = " (a *.log is a Pebble WAL: store.Open must turn WAL recycling off, or a recycled WAL keeps the deleted bytes)"
+			}
+			if strings.Contains(f, "MANIFEST") {
+				hint = " (the MANIFEST records sstable boundary keys, which can name a customer until the MANIFEST rotates twice)"
+			}
+		}
+		t.Fatalf("canary bytes still in the live data dir after the deletion completed: %v%s", left, hint)
+	}
+
+	// The export now shows only the deletion record; the access log names the
+	// customer by keyed hash; the backup's ledger records the deletion by hash.
+	st, _, x := in.do("GET", "/v1/clientes/"+canary+"/exportacion", tok, nil)
+	if b, _ := x["borrado"].(map[string]any); st != 200 || b["estado"] != "completado" || len(x["eventos"].([]any)) != 0 || len(x["decisiones"].([]any)) != 0 {
+		t.Errorf("export after deletion: %d %v", st, x)
+	}
+	var alog2 struct {
+		Entries []accessView `json:"entries"`
+	}
+	in.admin(&alog2, "access-log", "--tenant", "acme")
+	if len(alog2.Entries) != 2 {
+		t.Errorf("access log after deletion: %d entries, want 2", len(alog2.Entries))
+	}
+	for _, a := range alog2.Entries {
+		if a.Customer != "" || a.CustomerHash != dels.Deletions[0].CustomerHash {
+			t.Errorf("access-log entry after deletion: %+v", a)
+		}
+	}
+	ledger, err := os.ReadFile(filepath.Join(backupDir, ledgerFile))
+	if err != nil || !bytes.Contains(ledger, []byte(dels.Deletions[0].CustomerHash)) || bytes.Contains(ledger, needle) {
+		t.Errorf("backup ledger: %q %v (want the keyed hash, never the cliente_ref)", ledger, err)
+	}
+	if len(filesHolding(t, dataDir, needle)) != 0 {
+		t.Fatal("the export after deletion wrote the canary back")
+	}
+
+	// Restore the older backup (server stopped): the customer stays deleted.
+	in.stop()
+	var res restoreResult
+	in.admin(&res, "restore", "--from", backupDir)
+	if res.DeletionsReapplied < 1 || !res.Replaced {
+		t.Errorf("restore --json: %+v", res)
+	}
+	if left := filesHolding(t, dataDir, needle); len(left) != 0 {
+		t.Fatalf("canary bytes in the data dir after restoring the older backup: %v", left)
+	}
+	in.start()
+	defer in.stop()
+	tok = in.token(credFromBackup(t, in))
+	st, _, x = in.do("GET", "/v1/clientes/"+canary+"/exportacion", tok, nil)
+	if b, _ := x["borrado"].(map[string]any); st != 200 || b["estado"] != "completado" || len(x["eventos"].([]any)) != 0 ||
+		len(x["decisiones"].([]any)) != 0 || len(x["vinculos_cupon"].([]any)) != 0 || len(x["caracteristicas"].(map[string]any)) != 0 {
+		t.Errorf("export after restoring the older backup: %d %v", st, x)
+	}
+	// The other customers came back with the backup.
+	if _, _, ox := in.do("GET", "/v1/clientes/otro-000001/exportacion", tok, nil); len(ox["eventos"].([]any)) != 1 {
+		t.Errorf("other customer after restore: %v", ox)
+	}
+}
+
+// credFromBackup creates a fresh credential for acme (the restored store has
+// the old ones too, but the test does not keep their secrets across).
+func credFromBackup(t *testing.T, in *instance) credJSON {
+	t.Helper()
+	var cred credJSON
+	in.admin(&cred, "credential", "create", "--tenant", "acme", "--name", "after-restore", "--scopes", "clientes:exportar,eventos:publicar")
+	return cred
+}
+
+func waitFor(t *testing.T, limit time.Duration, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", limit, what)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestBackupWhileStreaming takes a backup while events stream in, restores
+// it into an empty data dir and checks that every event acknowledged before
+// the backup began is there.
+func TestBackupWhileStreaming(t *testing.T) {
+	dataDir := t.TempDir()
+	backupDir := filepath.Join(t.TempDir(), "backup")
+	in := startServer(t, dataDir)
+	defer func() {
+		if in.cmd.ProcessState == nil {
+			in.kill()
+		}
+	}()
+	var cred credJSON
+	in.admin(nil, "tenant", "create", "flujo", "--sandbox")
+	in.admin(nil, "tenant", "set", "flujo", "--rate-limits", "off")
+	in.admin(&cred, "credential", "create", "--tenant", "flujo", "--name", "pos", "--scopes", "eventos:publicar")
+	tok := in.token(cred)
+	var shown map[string]any
+	in.admin(&shown, "clock", "show", "--tenant", "flujo")
+	now, _ := time.Parse(time.RFC3339, shown["now"].(string))
+
+	type sent struct {
+		body  []byte
+		n     int
+		acked time.Time // zero: not acknowledged
+	}
+	var (
+		mu      sync.Mutex
+		batches []sent
+		stop    = make(chan struct{})
+		wg      sync.WaitGroup
+	)
+	client := &http.Client{Timeout: 10 * time.Second}
+	for w := 0; w < 2; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for seq := 0; ; seq++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				evs := make([]map[string]any, 100)
+				for i := range evs {
+					evs[i] = purchaseEvent(fmt.Sprintf("w%d-%06d-%03d", w, seq, i), fmt.Sprintf("cliente-%05d", (seq*100+i)%3000), now.Add(-time.Hour))
+				}
+				body, _ := json.Marshal(map[string]any{"eventos": evs})
+				req, _ := http.NewRequest("POST", in.url("/v1/eventos"), bytes.NewReader(body))
+				req.Header.Set("Content-Type", "application/json")
+				req.Header.Set("Authorization", "Bearer "+tok)
+				s := sent{body: body, n: len(evs)}
+				if resp, err := client.Do(req); err == nil {
+					var m map[string]any
+					json.NewDecoder(resp.Body).Decode(&m)
+					resp.Body.Close()
+					if resp.StatusCode == 200 && m["aceptados"] == float64(len(evs)) {
+						s.acked = time.Now()
+					}
+				}
+				mu.Lock()
+				batches = append(batches, s)
+				mu.Unlock()
+			}
+		}()
+	}
+	time.Sleep(500 * time.Millisecond)
+	began := time.Now()
+	out, err := runAdmin(in.bin, dataDir, "backup", "--out", backupDir)
+	if err != nil {
+		t.Fatalf("backup: %v\n%s", err, out)
+	}
+	time.Sleep(300 * time.Millisecond)
+	close(stop)
+	wg.Wait()
+	in.stop()
+
+	restored := filepath.Join(t.TempDir(), "restored")
+	if out, err := runAdmin(in.bin, restored, "restore", "--from", backupDir); err != nil {
+		t.Fatalf("restore into an empty data dir: %v\n%s", err, out)
+	}
+	in2 := startServer(t, restored)
+	defer in2.stop()
+	tok2 := in2.token(cred) // keys and credentials come with the backup
+	before, after := 0, 0
+	for i, b := range batches {
+		if b.acked.IsZero() {
+			continue
+		}
+		if !b.acked.Before(began) {
+			after++
+			continue
+		}
+		before++
+		st, _, m := in2.do("POST", "/v1/eventos", tok2, b.body)
+		if st != 200 || m["duplicados"] != float64(b.n) {
+			t.Errorf("batch %d acknowledged before the backup began: resend after restore gave %d %v (want all %d duplicates)", i, st, m, b.n)
+		}
+	}
+	if before == 0 {
+		t.Fatal("no batch was acknowledged before the backup began")
+	}
+	t.Logf("%d batches acknowledged before the backup began (all restored), %d during or after", before, after)
+}
+
+func TestRestoreRefusesBackupPastRetention(t *testing.T) {
+	ctx := context.Background()
+	dataDir := t.TempDir()
+	bk := filepath.Join(t.TempDir(), "bk")
+	e, err := openEnv(ctx, dataDir, zerolog.Nop(), serviceOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.db.CreateTenant(&store.Tenant{ID: "acme", CreatedAt: time.Now(), Settings: store.DefaultSettings()}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := runBackup(ctx, e, bk, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	// A second backup into a non-empty directory is refused.
+	if _, err := runBackup(ctx, e, bk, io.Discard); err == nil {
+		t.Error("backup into a non-empty directory accepted")
+	}
+	e.close()
+
+	late := func() time.Time { return time.Now().Add(BackupRetention + time.Hour) }
+	if _, err := runRestore(ctx, dataDir, bk, late, io.Discard); err == nil || !strings.Contains(err.Error(), "retention") {
+		t.Fatalf("restore past retention: %v, want a refusal", err)
+	}
+	res, err := runRestore(ctx, dataDir, bk, time.Now, io.Discard)
+	if err != nil || !res.Replaced {
+		t.Fatalf("restore within retention: %+v %v", res, err)
+	}
+	// A backup whose manifest is missing (interrupted) is refused.
+	os.Remove(filepath.Join(bk, backupManifestFile))
+	if _, err := runRestore(ctx, dataDir, bk, time.Now, io.Discard); err == nil {
+		t.Error("restore of a backup without manifest accepted")
+	}
+}
+
+func TestLedgerReachesRegisteredBackups(t *testing.T) {
+	dataDir := t.TempDir()
+	fresh, old, gone := t.TempDir(), t.TempDir(), filepath.Join(t.TempDir(), "gone")
+	now := time.Now().UTC()
+	reg := &backupRegistry{Backups: []backupEntry{
+		{Dir: fresh, TakenAt: now.Add(-time.Hour), Complete: true},
+		{Dir: old, TakenAt: now.Add(-BackupRetention - time.Hour), Complete: true},
+		{Dir: gone, TakenAt: now.Add(-time.Hour), Complete: true},
+	}}
+	if err := saveRegistry(dataDir, reg); err != nil {
+		t.Fatal(err)
+	}
+	hook := ledgerHook(dataDir, func() time.Time { return now }, zerolog.Nop())
+	entry := engine.LedgerEntry{Tenant: "acme", Hash: "abc123", RequestedAt: now, ClientID: "ci_1"}
+	if err := hook(entry); err != nil {
+		t.Fatal(err)
+	}
+	got, err := readLedger(filepath.Join(fresh, ledgerFile))
+	if err != nil || len(got) != 1 || got[0].Hash != "abc123" || got[0].Tenant != "acme" {
+		t.Errorf("fresh backup ledger: %+v %v", got, err)
+	}
+	if _, err := os.Stat(filepath.Join(old, ledgerFile)); err == nil {
+		t.Error("a backup past retention received a deletion")
+	}
+	after, _ := loadRegistry(dataDir)
+	if len(after.Backups) != 1 || after.Backups[0].Dir != fresh {
+		t.Errorf("registry after the hook: %+v (want only the backup within retention that exists)", after.Backups)
+	}
+	// A backup that cannot be written makes the deletion wait.
+	os.Chmod(fresh, 0o500)
+	defer os.Chmod(fresh, 0o700)
+	os.Remove(filepath.Join(fresh, ledgerFile))
+	if os.Geteuid() != 0 {
+		if err := hook(entry); err == nil {
+			t.Error("ledger hook succeeded although a backup ledger could not be written")
+		}
+	}
+}

@@ -1,0 +1,1053 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/klauspost/compress/zstd"
+
+	"github.com/coupond/coupond/batch"
+	"github.com/coupond/coupond/engine"
+	"github.com/coupond/coupond/store"
+)
+
+// batchTenant is a sandbox tenant without control group and without rate
+// limits (the harness clock stands still, so token buckets never refill).
+func batchTenant(s *store.Settings) {
+	s.ControlShare = 0
+	s.RateLimits = false
+}
+
+// batchHarness is a harness with tenant acme, a catalog of 3 coupons and
+// campaign "camp" on push without caps; it returns a token with every scope.
+func batchHarness(t *testing.T) (*harness, string) {
+	h := newHarness(t)
+	h.tenant("acme", true, batchTenant)
+	tok := h.token("acme", allScopes...)
+	h.catalog(tok, 3)
+	putCampaign(h, tok, "camp", -1)
+	return h, tok
+}
+
+// putCampaign defines campaign id on push; maxEnvios < 0: no cap.
+func putCampaign(h *harness, tok, id string, maxEnvios int) {
+	h.t.Helper()
+	body := map[string]any{"canal": "push", "descripcion": "campaña " + id}
+	if maxEnvios >= 0 {
+		body["max_envios"] = maxEnvios
+	}
+	if st, b := h.do("PUT", "/v1/campanas/"+id, tok, body); st != 200 {
+		h.t.Fatalf("campaign: %d %v", st, b)
+	}
+}
+
+func refs(prefix string, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("%s-%06d", prefix, i)
+	}
+	return out
+}
+
+// submit posts a batch request and returns the job id, failing on
+// anything but 202.
+func submit(h *harness, tok string, body map[string]any) string {
+	h.t.Helper()
+	st, b := h.do("POST", "/v1/lotes-decision", tok, body)
+	if st != 202 {
+		h.t.Fatalf("POST /v1/lotes-decision: %d %v", st, b)
+	}
+	return b["job_id"].(string)
+}
+
+func runJobs(h *harness) int {
+	h.t.Helper()
+	return h.batch.RunPending(context.Background())
+}
+
+func status(h *harness, tok, id string) map[string]any {
+	h.t.Helper()
+	st, b := h.do("GET", "/v1/lotes-decision/"+id, tok, nil)
+	if st != 200 {
+		h.t.Fatalf("status %s: %d %v", id, st, b)
+	}
+	return b
+}
+
+// get fetches a path and returns status, headers and the raw body.
+func get(h *harness, path, tok string, hdr ...string) (int, http.Header, []byte) {
+	h.t.Helper()
+	resp := h.raw("GET", path, tok, nil, hdr...)
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		h.t.Fatalf("GET %s: %v", path, err)
+	}
+	return resp.StatusCode, resp.Header, data
+}
+
+// lines parses JSON Lines.
+func lines(t *testing.T, data []byte) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	for _, l := range bytes.Split(data, []byte("\n")) {
+		if len(l) == 0 {
+			continue
+		}
+		var m map[string]any
+		if err := json.Unmarshal(l, &m); err != nil {
+			t.Fatalf("result line %q: %v", l, err)
+		}
+		out = append(out, m)
+	}
+	if len(data) > 0 && data[len(data)-1] != '\n' {
+		t.Errorf("result file does not end with a newline")
+	}
+	return out
+}
+
+// result downloads a completed job's lines with the bearer token.
+func result(h *harness, tok, id string) []map[string]any {
+	h.t.Helper()
+	st, hdr, data := get(h, "/v1/lotes-decision/"+id+"/resultado", tok)
+	if st != 200 {
+		h.t.Fatalf("resultado %s: %d %s", id, st, data)
+	}
+	if ct := hdr.Get("Content-Type"); ct != "application/x-ndjson" {
+		h.t.Errorf("resultado Content-Type %q, want application/x-ndjson", ct)
+	}
+	return lines(h.t, data)
+}
+
+func lineRefs(ls []map[string]any) []string {
+	var out []string
+	for _, l := range ls {
+		out = append(out, l["cliente_ref"].(string))
+	}
+	sort.Strings(out)
+	return out
+}
+
+// pathOf returns the path and query of an absolute URL of the harness.
+func pathOf(t *testing.T, raw string) (string, string) {
+	t.Helper()
+	u, err := url.Parse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u.Path, u.RawQuery
+}
+
+func TestBatchStateMachine(t *testing.T) {
+	h, tok := batchHarness(t)
+	clientes := refs("cliente", 5)
+
+	st, b := h.do("POST", "/v1/lotes-decision", tok, map[string]any{"campana_id": "camp", "clientes": clientes})
+	if st != 202 {
+		t.Fatalf("create: %d %v", st, b)
+	}
+	id := b["job_id"].(string)
+	if diff := cmp.Diff(map[string]any{"job_id": id, "estado": "en_cola", "creado_en": "2026-11-02T12:00:00Z"}, b); diff != "" {
+		t.Errorf("202 body (-want +got):\n%s", diff)
+	}
+
+	s := status(h, tok, id)
+	want := map[string]any{"job_id": id, "estado": "en_cola", "creado_en": "2026-11-02T12:00:00Z", "campana_id": "camp",
+		"total": float64(5), "procesados": float64(0), "iniciado_en": nil, "completado_en": nil}
+	if diff := cmp.Diff(want, s); diff != "" {
+		t.Errorf("queued status (-want +got):\n%s", diff)
+	}
+
+	// A second job while one is queued: 429 with Retry-After.
+	resp := h.raw("POST", "/v1/lotes-decision", tok, map[string]any{"campana_id": "camp", "clientes": clientes})
+	resp.Body.Close()
+	if resp.StatusCode != 429 || resp.Header.Get("Retry-After") == "" {
+		t.Errorf("second job while queued: %d Retry-After %q, want 429 with Retry-After", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+
+	// While running: en_curso with progress, and a second job is refused.
+	var running []map[string]any
+	h.batch.OnProgress(1, func(j batch.Job) {
+		if j.Procesados != 2 {
+			return
+		}
+		running = append(running, status(h, tok, id))
+		resp := h.raw("POST", "/v1/lotes-decision", tok, map[string]any{"campana_id": "camp", "clientes": clientes})
+		resp.Body.Close()
+		if ra, _ := strconv.Atoi(resp.Header.Get("Retry-After")); resp.StatusCode != 429 || ra < 1 {
+			t.Errorf("second job while running: %d Retry-After %q, want 429 with Retry-After >= 1", resp.StatusCode, resp.Header.Get("Retry-After"))
+		}
+	})
+	if n := runJobs(h); n != 1 {
+		t.Fatalf("RunPending ran %d jobs, want 1", n)
+	}
+	h.batch.OnProgress(0, nil)
+	if len(running) != 1 {
+		t.Fatalf("progress hook saw %d statuses at procesados 2, want 1", len(running))
+	}
+	r := running[0]
+	if r["estado"] != "en_curso" || r["procesados"] != float64(2) || r["total"] != float64(5) || r["iniciado_en"] != "2026-11-02T12:00:00Z" || r["completado_en"] != nil {
+		t.Errorf("running status: %v", r)
+	}
+	if _, ok := r["resultado_url"]; ok {
+		t.Errorf("running status has resultado_url: %v", r)
+	}
+
+	s = status(h, tok, id)
+	if s["estado"] != "completado" || s["procesados"] != float64(5) || s["total"] != float64(5) || s["completado_en"] != "2026-11-02T12:00:00Z" {
+		t.Errorf("completed status: %v", s)
+	}
+	if _, ok := s["error"]; ok {
+		t.Errorf("completed status has error: %v", s)
+	}
+	wantExp := testStart.Add(time.Hour).Format(time.RFC3339)
+	if s["resultado_expira_en"] != wantExp {
+		t.Errorf("resultado_expira_en = %v, want %s (60 minutes, whole seconds)", s["resultado_expira_en"], wantExp)
+	}
+	u, _ := s["resultado_url"].(string)
+	if !strings.HasPrefix(u, h.http.URL+"/v1/lotes-decision/"+id+"/descarga?") {
+		t.Errorf("resultado_url %q", u)
+	}
+	if got := lineRefs(result(h, tok, id)); !slices.Equal(got, clientes) {
+		t.Errorf("result lines for %v, want %v", got, clientes)
+	}
+
+	// Within the hour of the tenant clock: 429 with Retry-After up to the hour.
+	resp = h.raw("POST", "/v1/lotes-decision", tok, map[string]any{"campana_id": "camp", "clientes": clientes})
+	resp.Body.Close()
+	if resp.StatusCode != 429 || resp.Header.Get("Retry-After") != "3600" {
+		t.Errorf("second job within the hour: %d Retry-After %q, want 429 with 3600", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+	advanceTenant(h, "acme", 59*time.Minute)
+	resp = h.raw("POST", "/v1/lotes-decision", tok, map[string]any{"campana_id": "camp", "clientes": clientes})
+	resp.Body.Close()
+	if resp.StatusCode != 429 || resp.Header.Get("Retry-After") != "60" {
+		t.Errorf("second job 59 min later: %d Retry-After %q, want 429 with 60", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+	advanceTenant(h, "acme", time.Minute)
+	id2 := submit(h, tok, map[string]any{"campana_id": "camp", "clientes": clientes})
+	runJobs(h)
+	if s := status(h, tok, id2); s["estado"] != "completado" {
+		t.Errorf("job an hour later: %v", s)
+	}
+
+	// Unknown and foreign jobs are 404.
+	if st, _ := h.do("GET", "/v1/lotes-decision/lote_nada", tok, nil); st != 404 {
+		t.Errorf("unknown job: %d", st)
+	}
+	h.tenant("other", true, batchTenant)
+	other := h.token("other", allScopes...)
+	for _, p := range []string{"/v1/lotes-decision/" + id, "/v1/lotes-decision/" + id + "/resultado"} {
+		if st, _, body := get(h, p, other); st != 404 || bytes.Contains(body, []byte("cliente-")) {
+			t.Errorf("GET %s by another tenant: %d %s", p, st, body)
+		}
+	}
+}
+
+// advanceTenant moves a sandbox tenant's clock.
+func advanceTenant(h *harness, tenant string, d time.Duration) {
+	h.t.Helper()
+	if _, err := h.db.UpdateTenant(tenant, func(t *store.Tenant) error { t.ClockNow = t.ClockNow.Add(d); return nil }); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+func TestBatchValidation(t *testing.T) {
+	h, tok := batchHarness(t)
+	cases := []struct {
+		name string
+		body any
+		loc  string // a loc expected in detail
+	}{
+		{"both", map[string]any{"campana_id": "camp", "clientes": []string{"cliente-0001"}, "segmento": map[string]any{"todos": true}}, "body"},
+		{"neither", map[string]any{"campana_id": "camp"}, "body"},
+		{"both null", map[string]any{"campana_id": "camp", "clientes": nil, "segmento": nil}, "body"},
+		{"no campaign", map[string]any{"clientes": []string{"cliente-0001"}}, "body.campana_id"},
+		{"unknown campaign", map[string]any{"campana_id": "nope", "clientes": []string{"cliente-0001"}}, "body.campana_id"},
+		{"empty clientes", map[string]any{"campana_id": "camp", "clientes": []string{}}, "body.clientes"},
+		{"short cliente_ref", map[string]any{"campana_id": "camp", "clientes": []string{"abc"}}, "body.clientes.0"},
+		{"unknown field", map[string]any{"campana_id": "camp", "clientes": []string{"cliente-0001"}, "prioridad": 1}, "body.prioridad"},
+		{"unknown feature", map[string]any{"campana_id": "camp", "segmento": map[string]any{"<=": map[string]any{"edad": 30}}}, "body.segmento.<=.edad"},
+		{"todos false", map[string]any{"campana_id": "camp", "segmento": map[string]any{"todos": false}}, "body.segmento.todos"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			st, b := h.do("POST", "/v1/lotes-decision", tok, c.body)
+			if st != 422 {
+				t.Fatalf("%d %v, want 422", st, b)
+			}
+			var locs []string
+			for _, d := range b["detail"].([]any) {
+				var parts []string
+				for _, p := range d.(map[string]any)["loc"].([]any) {
+					parts = append(parts, fmt.Sprint(p))
+				}
+				locs = append(locs, strings.Join(parts, "."))
+			}
+			if !slices.ContainsFunc(locs, func(l string) bool {
+				return strings.HasPrefix(c.loc, l) && strings.HasPrefix(l, "body") && (c.loc == "body" || l != "body")
+			}) {
+				t.Errorf("locs %v lack %q", locs, c.loc)
+			}
+		})
+	}
+	// Nothing was queued by the refusals.
+	if _, busy := h.batch.Busy("acme"); busy {
+		t.Errorf("a refused request left a job behind")
+	}
+	noScope := h.token("acme", "eventos:publicar")
+	if st, _ := h.do("POST", "/v1/lotes-decision", noScope, map[string]any{"campana_id": "camp", "clientes": []string{"cliente-0001"}}); st != 403 {
+		t.Errorf("without decisiones:pedir: %d, want 403", st)
+	}
+	if st, _ := h.do("POST", "/v1/lotes-decision", "", map[string]any{"campana_id": "camp", "clientes": []string{"cliente-0001"}}); st != 401 {
+		t.Errorf("without token: %d, want 401", st)
+	}
+}
+
+func TestBatchSegment(t *testing.T) {
+	h, tok := batchHarness(t)
+	recent, old := refs("reciente", 6), refs("antiguo", 4)
+	var evs []map[string]any
+	for i, r := range recent {
+		evs = append(evs, purchase(fmt.Sprintf("r%d", i), r, testStart.Add(-time.Duration(i+1)*24*time.Hour), 200, 60))
+	}
+	for i, r := range old {
+		evs = append(evs, purchase(fmt.Sprintf("o%d", i), r, testStart.Add(-time.Duration(60+i)*24*time.Hour), 200, 60))
+	}
+	if st, b := postEvents(h, tok, evs...); st != 200 || b["aceptados"] != float64(len(evs)) {
+		t.Fatalf("events: %d %v", st, b)
+	}
+	// Known only by a decision: no history, so in no segment.
+	if st, b := h.do("POST", "/v1/decisiones", tok, decideBody("sin-historia-01", nil)); st != 200 {
+		t.Fatalf("decide: %d %v", st, b)
+	}
+
+	id := submit(h, tok, map[string]any{"campana_id": "camp", "segmento": map[string]any{"<=": map[string]any{"recencia_dias": 30}}})
+	if s := status(h, tok, id); s["total"] != float64(0) || s["estado"] != "en_cola" {
+		t.Errorf("queued segment job: %v", s)
+	}
+	var totals []float64
+	h.batch.OnProgress(1, func(j batch.Job) {
+		if j.Procesados == 1 {
+			totals = append(totals, status(h, tok, id)["total"].(float64))
+		}
+	})
+	runJobs(h)
+	h.batch.OnProgress(0, nil)
+	if !slices.Equal(totals, []float64{6}) {
+		t.Errorf("total while running: %v, want [6] (the segment's size, once listed)", totals)
+	}
+	if s := status(h, tok, id); s["estado"] != "completado" || s["total"] != float64(6) || s["procesados"] != float64(6) {
+		t.Errorf("segment job: %v", s)
+	}
+	if got := lineRefs(result(h, tok, id)); !slices.Equal(got, recent) {
+		t.Errorf("recencia_dias <= 30: lines for %v, want %v", got, recent)
+	}
+
+	advanceTenant(h, "acme", time.Hour)
+	id = submit(h, tok, map[string]any{"campana_id": "camp", "segmento": map[string]any{"todos": true}})
+	runJobs(h)
+	all := append(append([]string{}, recent...), old...)
+	sort.Strings(all)
+	got := result(h, tok, id)
+	if refs := lineRefs(got); !slices.Equal(refs, all) {
+		t.Errorf("todos: lines for %v, want %v (every customer with history)", refs, all)
+	}
+	// The recent customers' reward windows opened in the first job: the
+	// second answers with the open decision, as online decisions do.
+	for _, l := range got {
+		if strings.HasPrefix(l["cliente_ref"].(string), "reciente") && !strings.Contains(l["motivo"].(string), "ventana de recompensa") {
+			t.Errorf("line %v: want the open reward window's answer", l)
+		}
+	}
+
+	advanceTenant(h, "acme", time.Hour)
+	id = submit(h, tok, map[string]any{"campana_id": "camp", "segmento": map[string]any{"y": []any{
+		map[string]any{">": map[string]any{"recencia_dias": 30}}, map[string]any{"no": map[string]any{"==": map[string]any{"frecuencia_90d": 5}}}}}})
+	runJobs(h)
+	if refs := lineRefs(result(h, tok, id)); !slices.Equal(refs, old) {
+		t.Errorf("recencia_dias > 30: lines for %v, want %v", refs, old)
+	}
+}
+
+// TestBatchResultLines checks that a line is the online decision body plus
+// cliente_ref, recorded as online decisions are.
+func TestBatchResultLines(t *testing.T) {
+	h, tok := batchHarness(t)
+	clientes := refs("linea", 50)
+	sent := slices.Clone(clientes)
+	slices.Reverse(sent)
+	id := submit(h, tok, map[string]any{"campana_id": "camp", "clientes": append(sent, clientes[0])}) // a repeat counts once
+	runJobs(h)
+	ls := result(h, tok, id)
+	if len(ls) != len(clientes) {
+		t.Fatalf("%d lines, want %d", len(ls), len(clientes))
+	}
+	keys := []string{"accion", "accion_nombre", "caduca_en", "cliente_ref", "decision_id", "en_control", "en_respaldo", "explorado", "motivo", "politica_version", "propension"}
+	ids := map[string]bool{}
+	for i, l := range ls {
+		var got []string
+		for k := range l {
+			got = append(got, k)
+		}
+		sort.Strings(got)
+		if !slices.Equal(got, keys) {
+			t.Fatalf("line %d keys %v, want %v", i, got, keys)
+		}
+		if l["cliente_ref"] != clientes[i] {
+			t.Errorf("line %d is %v, want %s (cliente_ref order)", i, l["cliente_ref"], clientes[i])
+		}
+		ids[l["decision_id"].(string)] = true
+		if p := l["propension"].(float64); p <= 0 || p > 1 {
+			t.Errorf("line %d propension %v", i, p)
+		}
+	}
+	if len(ids) != len(ls) {
+		t.Errorf("%d distinct decision ids for %d lines", len(ids), len(ls))
+	}
+	// Recorded as online decisions: the customer's reward window is open
+	// with this decision, and it can be confirmed.
+	first := ls[0]
+	st, d := h.do("POST", "/v1/decisiones", tok, decideBody(clientes[0], nil))
+	if st != 200 || d["decision_id"] != first["decision_id"] {
+		t.Errorf("online decision after the batch: %d %v, want the batch's decision %v", st, d, first["decision_id"])
+	}
+	body := map[string]any{"ejecutada": true}
+	if first["accion"].(float64) == 0 {
+		body = map[string]any{"ejecutada": false, "motivo_rechazo": "nada que enviar"}
+	}
+	if st, b := h.do("POST", "/v1/decisiones/"+first["decision_id"].(string)+"/ejecucion", tok, body); st != 200 {
+		t.Errorf("confirming a batch decision: %d %v", st, b)
+	}
+
+	// Shadow mode shows in the lines as online.
+	if _, err := h.db.UpdateTenant("acme", func(t *store.Tenant) error {
+		t.Settings.Shadow = true
+		t.ClockNow = t.ClockNow.Add(time.Hour)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	id = submit(h, tok, map[string]any{"campana_id": "camp", "clientes": []string{"sombra-000001"}})
+	runJobs(h)
+	if l := result(h, tok, id); len(l) != 1 || l[0]["en_sombra"] != true {
+		t.Errorf("shadow line: %v", l)
+	}
+}
+
+// TestBatchBudgetCut checks max_envios: never more sends than the budget,
+// and the sends go to the customers with the highest expected gain.
+func TestBatchBudgetCut(t *testing.T) {
+	h, tok := batchHarness(t)
+	const k = 6
+	putCampaign(h, tok, "tope", k)
+	rng := rand.New(rand.NewPCG(1, 2))
+	clientes := refs("presupuesto", 60)
+	var evs []map[string]any
+	for i, r := range clientes {
+		n := 1 + rng.IntN(6)
+		valor := 50 + float64(rng.IntN(2000))
+		for j := 0; j < n; j++ {
+			ts := testStart.Add(-time.Duration(1+rng.IntN(80)) * 24 * time.Hour)
+			evs = append(evs, purchase(fmt.Sprintf("p%d-%d", i, j), r, ts, valor, float64(int(valor*0.3))))
+		}
+	}
+	for len(evs) > 0 {
+		n := min(len(evs), 500)
+		if st, b := postEvents(h, tok, evs[:n]...); st != 200 || len(b["rechazados"].([]any)) != 0 {
+			t.Fatalf("events: %d %v", st, b)
+		}
+		evs = evs[n:]
+	}
+	// One customer opted out of push: never a send, whatever the budget.
+	optout := map[string]any{"event_id": "baja-1", "cliente_ref": clientes[0], "ts": testStart.Add(-time.Hour).Format(time.RFC3339), "tipo": "BAJA", "clave": "comunicaciones", "extra": map[string]any{"canal": "push"}}
+	if st, b := postEvents(h, tok, optout); st != 200 || len(b["rechazados"].([]any)) != 0 {
+		t.Fatalf("opt-out: %d %v", st, b)
+	}
+
+	id := submit(h, tok, map[string]any{"campana_id": "tope", "clientes": clientes})
+	// The expected gains as the job sees them (same clock and model).
+	bd, err := h.engine.NewBatchDecider("acme", "probe", "tope")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gains := map[string]float64{}
+	var eligible []float64
+	for _, r := range clientes {
+		g, ok, err := bd.SendGain(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok {
+			gains[r] = g
+			eligible = append(eligible, g)
+		}
+	}
+	bd.Close()
+	if _, ok := gains[clientes[0]]; ok {
+		t.Errorf("opted-out customer counted as able to receive a send")
+	}
+	sort.Sort(sort.Reverse(sort.Float64Slice(eligible)))
+	if eligible[0] <= 0 || eligible[k-1] == eligible[k] {
+		t.Fatalf("gains do not separate the top %d: %v", k, eligible)
+	}
+	kth := eligible[k-1]
+
+	runJobs(h)
+	ls := result(h, tok, id)
+	if len(ls) != len(clientes) {
+		t.Fatalf("%d lines, want %d", len(ls), len(clientes))
+	}
+	sends := 0
+	for _, l := range ls {
+		ref := l["cliente_ref"].(string)
+		if l["accion"].(float64) == 0 {
+			if g, ok := gains[ref]; ok && g < kth && !strings.Contains(l["motivo"].(string), "presupuesto") {
+				t.Errorf("customer %s outside the cut: motivo %q does not name the budget", ref, l["motivo"])
+			}
+			continue
+		}
+		sends++
+		if g, ok := gains[ref]; !ok || g < kth {
+			t.Errorf("customer %s got a send with gain %v (ok %v) below the %d-th highest %v", ref, g, ok, k, kth)
+		}
+	}
+	if sends > k {
+		t.Errorf("%d sends, budget max_envios %d", sends, k)
+	}
+	if sends == 0 {
+		t.Errorf("no sends at all: the top customers expect a positive gain")
+	}
+	t.Logf("%d sends of budget %d; gains top %v", sends, k, eligible[:k+1])
+
+	// The budget is spent across jobs: a second job can only use what is left.
+	advanceTenant(h, "acme", time.Hour)
+	id = submit(h, tok, map[string]any{"campana_id": "tope", "clientes": refs("nuevo", 30)})
+	runJobs(h)
+	more := 0
+	for _, l := range result(h, tok, id) {
+		if l["accion"].(float64) != 0 {
+			more++
+		}
+	}
+	if sends+more > k {
+		t.Errorf("%d + %d sends over two jobs, budget %d", sends, more, k)
+	}
+}
+
+// TestBatchBudgetZero: max_envios 0 means no sends at all.
+func TestBatchBudgetZero(t *testing.T) {
+	h, tok := batchHarness(t)
+	putCampaign(h, tok, "cero", 0)
+	id := submit(h, tok, map[string]any{"campana_id": "cero", "clientes": refs("cero", 40)})
+	runJobs(h)
+	for _, l := range result(h, tok, id) {
+		if l["accion"].(float64) != 0 {
+			t.Fatalf("send with max_envios 0: %v", l)
+		}
+	}
+}
+
+// TestBatchRestart: a job left en_curso by a stop ends fallido with an
+// error that says why at the next start; a queued job still runs; a stop
+// during a job (context cancelled) ends it fallido too.
+func TestBatchRestart(t *testing.T) {
+	h, tok := batchHarness(t)
+	h.tenant("beta", true, batchTenant)
+	btok := h.token("beta", allScopes...)
+	h.catalog(btok, 2)
+	putCampaign(h, btok, "camp", -1)
+
+	crashed := submit(h, tok, map[string]any{"campana_id": "camp", "clientes": refs("caida", 10)})
+	queued := submit(h, btok, map[string]any{"campana_id": "camp", "clientes": refs("cola", 10)})
+	// The process died while the first job ran: its record says en_curso.
+	var j batch.Job
+	key := store.Key("acme", store.TableJob, crashed)
+	if err := h.db.GetJSON(key, &j); err != nil {
+		t.Fatal(err)
+	}
+	started := testStart
+	j.Estado, j.IniciadoEn = batch.EnCurso, &started
+	b := h.db.NewBatch()
+	if err := b.SetJSON(key, &j); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+	if s := status(h, tok, crashed); s["estado"] != "en_curso" {
+		t.Fatalf("before recovery: %v", s)
+	}
+
+	if err := h.batch.Recover(); err != nil {
+		t.Fatal(err)
+	}
+	s := status(h, tok, crashed)
+	if s["estado"] != "fallido" || !strings.Contains(fmt.Sprint(s["error"]), "reinicio") || s["completado_en"] == nil {
+		t.Errorf("interrupted job after recovery: %v, want fallido with an error naming the restart", s)
+	}
+	if _, ok := s["resultado_url"]; ok {
+		t.Errorf("failed job has resultado_url: %v", s)
+	}
+	if st, _, _ := get(h, "/v1/lotes-decision/"+crashed+"/resultado", tok); st != 404 {
+		t.Errorf("resultado of a failed job: %d, want 404", st)
+	}
+	if n := runJobs(h); n != 1 {
+		t.Errorf("RunPending ran %d jobs, want the queued one", n)
+	}
+	if s := status(h, btok, queued); s["estado"] != "completado" || s["procesados"] != float64(10) {
+		t.Errorf("queued job after recovery: %v", s)
+	}
+	// A failed job does not hold the hourly slot.
+	again := submit(h, tok, map[string]any{"campana_id": "camp", "clientes": refs("caida", 10)})
+
+	// A stop in the middle of a job: the runner ends it fallido.
+	ctx, cancel := context.WithCancel(context.Background())
+	h.batch.OnProgress(1, func(j batch.Job) {
+		if j.Procesados == 4 {
+			cancel()
+		}
+	})
+	h.batch.RunPending(ctx)
+	h.batch.OnProgress(0, nil)
+	s = status(h, tok, again)
+	if s["estado"] != "fallido" || !strings.Contains(fmt.Sprint(s["error"]), "parada") {
+		t.Errorf("job stopped midway: %v, want fallido with an error naming the stop", s)
+	}
+}
+
+// TestBatchSignedURL checks the signed result URL: it works without a
+// token, any alteration, expiry or another tenant's URL gives the same 404
+// with no data, and a new status query gives a new URL.
+func TestBatchSignedURL(t *testing.T) {
+	h, tok := batchHarness(t)
+	id := submit(h, tok, map[string]any{"campana_id": "camp", "clientes": refs("firmado", 8)})
+	runJobs(h)
+	s := status(h, tok, id)
+	path, query := pathOf(t, s["resultado_url"].(string))
+	st, hdr, body := get(h, path+"?"+query, "")
+	if st != 200 || hdr.Get("Content-Type") != "application/x-ndjson" {
+		t.Fatalf("signed URL: %d %v", st, hdr)
+	}
+	if got := lines(t, body); len(got) != 8 {
+		t.Errorf("signed URL: %d lines, want 8", len(got))
+	}
+	_, _, viaToken := get(h, "/v1/lotes-decision/"+id+"/resultado", tok)
+	if !bytes.Equal(body, viaToken) {
+		t.Errorf("signed URL and /resultado differ")
+	}
+
+	q, err := url.ParseQuery(query)
+	if err != nil {
+		t.Fatal(err)
+	}
+	flip := func(v string) string {
+		b := []byte(v)
+		if b[len(b)-1] == 'A' {
+			b[len(b)-1] = 'B'
+		} else {
+			b[len(b)-1] = 'A'
+		}
+		return string(b)
+	}
+	exp, _ := strconv.ParseInt(q.Get("exp"), 10, 64)
+	altered := map[string]string{
+		"sig changed":      "t=" + q.Get("t") + "&exp=" + q.Get("exp") + "&sig=" + flip(q.Get("sig")),
+		"exp later":        "t=" + q.Get("t") + "&exp=" + strconv.FormatInt(exp+3600, 10) + "&sig=" + q.Get("sig"),
+		"exp earlier":      "t=" + q.Get("t") + "&exp=" + strconv.FormatInt(exp-1, 10) + "&sig=" + q.Get("sig"),
+		"exp padded":       "t=" + q.Get("t") + "&exp=0" + q.Get("exp") + "&sig=" + q.Get("sig"),
+		"tenant changed":   "t=other&exp=" + q.Get("exp") + "&sig=" + q.Get("sig"),
+		"tenant repeated":  query + "&t=" + q.Get("t"),
+		"exp repeated":     query + "&exp=" + q.Get("exp"),
+		"sig repeated":     query + "&sig=" + q.Get("sig"),
+		"param added":      query + "&x=1",
+		"empty pair added": query + "&",
+		"sig missing":      "t=" + q.Get("t") + "&exp=" + q.Get("exp"),
+		"exp missing":      "t=" + q.Get("t") + "&sig=" + q.Get("sig"),
+		"tenant missing":   "exp=" + q.Get("exp") + "&sig=" + q.Get("sig"),
+		"no query":         "",
+		"sig padded":       "t=" + q.Get("t") + "&exp=" + q.Get("exp") + "&sig=" + q.Get("sig") + "=",
+		"sig percent":      "t=" + q.Get("t") + "&exp=" + q.Get("exp") + "&sig=" + url.QueryEscape(q.Get("sig")[:5]) + "%" + fmt.Sprintf("%02X", q.Get("sig")[5]) + q.Get("sig")[6:],
+	}
+	_, _, notFound := get(h, "/v1/no-existe", "")
+	notFoundShape := errorShape(t, notFound)
+	check := func(name, path, query string) {
+		t.Helper()
+		target := path
+		if query != "" {
+			target += "?" + query
+		}
+		st, hdr, body := get(h, target, "")
+		if st != 404 {
+			t.Errorf("%s: %d, want 404", name, st)
+			return
+		}
+		if hdr.Get("Content-Encoding") != "" || strings.Contains(hdr.Get("Content-Type"), "ndjson") || bytes.Contains(body, []byte("firmado")) || bytes.Contains(body, []byte(id)) {
+			t.Errorf("%s: 404 leaks: %v %s", name, hdr, body)
+		}
+		if got := errorShape(t, body); !cmp.Equal(got, notFoundShape) {
+			t.Errorf("%s: 404 body %s, want the same as an unknown path %s", name, body, notFound)
+		}
+	}
+	for name, aq := range altered {
+		check(name, path, aq)
+	}
+	// Another job's path with this signature.
+	check("job changed", strings.Replace(path, id, "lote_otro", 1), query)
+
+	// Another tenant's URL for this job: authentic signature, but the job is not the tenant's.
+	h.tenant("other", true, batchTenant)
+	foreign := h.batch.Signer.Sign("other", id, h.clock.Now().Add(time.Hour))
+	fp, fq := pathOf(t, foreign)
+	check("other tenant", fp, fq)
+
+	// Expired: 60 minutes of real time.
+	h.clock.Advance(time.Hour - time.Second)
+	if st, _, _ := get(h, path+"?"+query, ""); st != 200 {
+		t.Errorf("one second before expiry: %d, want 200", st)
+	}
+	h.clock.Advance(time.Second)
+	check("expired", path, query)
+
+	// A new status query gives a new, working URL.
+	tok = h.token("acme", allScopes...) // tokens last 15 minutes of real time
+	s2 := status(h, tok, id)
+	if s2["resultado_url"] == s["resultado_url"] {
+		t.Errorf("status after expiry gives the same URL")
+	}
+	if want := testStart.Add(2 * time.Hour).Format(time.RFC3339); s2["resultado_expira_en"] != want {
+		t.Errorf("new resultado_expira_en %v, want %s", s2["resultado_expira_en"], want)
+	}
+	p2, q2 := pathOf(t, s2["resultado_url"].(string))
+	if st, _, b2 := get(h, p2+"?"+q2, ""); st != 200 || !bytes.Equal(b2, body) {
+		t.Errorf("new URL: %d", st)
+	}
+}
+
+// errorShape is an error body without its trace id.
+func errorShape(t *testing.T, body []byte) map[string]any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(body, &m); err != nil {
+		t.Fatalf("error body %q: %v", body, err)
+	}
+	delete(m, "trace_id")
+	return m
+}
+
+// TestBatchZstd checks content negotiation: with Accept-Encoding zstd the
+// stored bytes go out as they are, otherwise plain JSON Lines.
+func TestBatchZstd(t *testing.T) {
+	h, tok := batchHarness(t)
+	id := submit(h, tok, map[string]any{"campana_id": "camp", "clientes": refs("zstd", 300)})
+	runJobs(h)
+	j, err := h.batch.Job("acme", id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path, ok := h.batch.ResultFile(j)
+	if !ok {
+		t.Fatal("no result file")
+	}
+	stored, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec, _ := zstd.NewReader(nil)
+	defer dec.Close()
+	plain, err := dec.DecodeAll(stored, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := bytes.Count(plain, []byte("\n")); n != 300 {
+		t.Fatalf("stored file has %d lines, want 300", n)
+	}
+	signed := status(h, tok, id)["resultado_url"].(string)
+	sp, sq := pathOf(t, signed)
+	for _, target := range []struct{ name, path, tok string }{
+		{"resultado", "/v1/lotes-decision/" + id + "/resultado", tok},
+		{"signed", sp + "?" + sq, ""},
+	} {
+		for _, ae := range []string{"zstd", "gzip, zstd;q=0.5", "ZSTD"} {
+			st, hdr, body := get(h, target.path, target.tok, "Accept-Encoding", ae)
+			if st != 200 || hdr.Get("Content-Encoding") != "zstd" || hdr.Get("Content-Type") != "application/x-ndjson" {
+				t.Errorf("%s, Accept-Encoding %q: %d %v, want zstd", target.name, ae, st, hdr)
+			}
+			if !bytes.Equal(body, stored) {
+				t.Errorf("%s, Accept-Encoding %q: body is not the stored bytes", target.name, ae)
+			}
+			if hdr.Get("Content-Length") != strconv.Itoa(len(stored)) {
+				t.Errorf("%s: Content-Length %q, want %d", target.name, hdr.Get("Content-Length"), len(stored))
+			}
+		}
+		for _, ae := range []string{"", "gzip", "zstd;q=0", "*", "identity"} {
+			st, hdr, body := get(h, target.path, target.tok, "Accept-Encoding", ae)
+			if st != 200 || hdr.Get("Content-Encoding") != "" || hdr.Get("Content-Type") != "application/x-ndjson" {
+				t.Errorf("%s, Accept-Encoding %q: %d %v, want plain", target.name, ae, st, hdr)
+			}
+			if !bytes.Equal(body, plain) {
+				t.Errorf("%s, Accept-Encoding %q: body is not the decompressed file", target.name, ae)
+			}
+		}
+	}
+}
+
+// TestBatchRetention: past the retention the file is removed; the job stays
+// completado and says why, without a URL.
+func TestBatchRetention(t *testing.T) {
+	h, tok := batchHarness(t)
+	id := submit(h, tok, map[string]any{"campana_id": "camp", "clientes": refs("ret", 3)})
+	runJobs(h)
+	j, _ := h.batch.Job("acme", id)
+	path, _ := h.batch.ResultFile(j)
+	signed := status(h, tok, id)["resultado_url"].(string)
+
+	h.clock.Advance(batch.ResultRetention - time.Minute)
+	runJobs(h)
+	tok = h.token("acme", allScopes...)
+	if _, err := os.Stat(path); err != nil {
+		t.Fatalf("file removed before the retention: %v", err)
+	}
+	h.clock.Advance(2 * time.Minute)
+	runJobs(h)
+	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("file kept past the retention: %v", err)
+	}
+	tok = h.token("acme", allScopes...)
+	s := status(h, tok, id)
+	if s["estado"] != "completado" || s["procesados"] != float64(3) || !strings.Contains(fmt.Sprint(s["error"]), "retención") {
+		t.Errorf("status after retention: %v", s)
+	}
+	if _, ok := s["resultado_url"]; ok {
+		t.Errorf("status after retention has resultado_url: %v", s)
+	}
+	if st, _, _ := get(h, "/v1/lotes-decision/"+id+"/resultado", tok); st != 404 {
+		t.Errorf("resultado after retention: %d, want 404", st)
+	}
+	sp, sq := pathOf(t, signed)
+	if st, _, _ := get(h, sp+"?"+sq, ""); st != 404 {
+		t.Errorf("signed URL after retention: %d, want 404", st)
+	}
+}
+
+// webhookReceiver records deliveries; the first failFirst attempts get 500.
+type webhookReceiver struct {
+	mu        sync.Mutex
+	failFirst int
+	got       []delivery
+	srv       *httptest.Server
+}
+
+type delivery struct {
+	hdr  http.Header
+	body []byte
+	ok   bool
+}
+
+func newReceiver(t *testing.T, failFirst int) *webhookReceiver {
+	rc := &webhookReceiver{failFirst: failFirst}
+	rc.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		rc.mu.Lock()
+		ok := len(rc.got) >= rc.failFirst
+		rc.got = append(rc.got, delivery{r.Header.Clone(), body, ok})
+		rc.mu.Unlock()
+		if !ok {
+			http.Error(w, "down", http.StatusInternalServerError)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	t.Cleanup(rc.srv.Close)
+	return rc
+}
+
+func (rc *webhookReceiver) deliveries() []delivery {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	return slices.Clone(rc.got)
+}
+
+// verifyWebhook is an independent Standard Webhooks verifier: the secret
+// is "whsec_" + base64(key); the signed content is id "." timestamp "."
+// body; webhook-signature holds space-separated "v1,<base64 HMAC-SHA256>";
+// the timestamp must be within 5 minutes of now.
+func verifyWebhook(secret string, hdr http.Header, body []byte, now time.Time) error {
+	id, ts, sigs := hdr.Get("webhook-id"), hdr.Get("webhook-timestamp"), hdr.Get("webhook-signature")
+	if id == "" || ts == "" || sigs == "" {
+		return errors.New("missing webhook headers")
+	}
+	sec, err := strconv.ParseInt(ts, 10, 64)
+	if err != nil {
+		return fmt.Errorf("bad timestamp %q", ts)
+	}
+	if d := now.Sub(time.Unix(sec, 0)); d > 5*time.Minute || d < -5*time.Minute {
+		return fmt.Errorf("timestamp %s too far from now", ts)
+	}
+	if !strings.HasPrefix(secret, "whsec_") {
+		return errors.New("secret without whsec_ prefix")
+	}
+	key, err := base64.StdEncoding.DecodeString(secret[len("whsec_"):])
+	if err != nil {
+		return err
+	}
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte(id + "." + ts + "."))
+	m.Write(body)
+	want := m.Sum(nil)
+	for _, s := range strings.Fields(sigs) {
+		v, sig, _ := strings.Cut(s, ",")
+		got, err := base64.StdEncoding.DecodeString(sig)
+		if v == "v1" && err == nil && hmac.Equal(got, want) {
+			return nil
+		}
+	}
+	return errors.New("no matching v1 signature")
+}
+
+func TestBatchWebhook(t *testing.T) {
+	h, tok := batchHarness(t)
+	rc := newReceiver(t, 0)
+
+	for _, bad := range []map[string]any{
+		{"url": "ftp://example.com/hook", "eventos": []string{"lote.completado"}},
+		{"url": rc.srv.URL, "eventos": []string{"lote.otro"}},
+		{"url": rc.srv.URL},
+	} {
+		if st, b := h.do("PUT", "/v1/webhooks", tok, bad); st != 422 {
+			t.Errorf("PUT %v: %d %v, want 422", bad, st, b)
+		}
+	}
+	if st, _ := h.do("PUT", "/v1/webhooks", h.token("acme", "decisiones:pedir"), map[string]any{"url": rc.srv.URL, "eventos": []string{"lote.completado"}}); st != 403 {
+		t.Errorf("PUT without webhooks:escribir: %d, want 403", st)
+	}
+	st, reg := h.do("PUT", "/v1/webhooks", tok, map[string]any{"url": rc.srv.URL, "eventos": []string{"lote.completado"}})
+	if st != 200 {
+		t.Fatalf("PUT /v1/webhooks: %d %v", st, reg)
+	}
+	secret, _ := reg["secreto"].(string)
+	if !strings.HasPrefix(secret, "whsec_") {
+		t.Fatalf("secreto %q", secret)
+	}
+
+	id := submit(h, tok, map[string]any{"campana_id": "camp", "clientes": refs("gancho", 7)})
+	runJobs(h)
+	if n := h.hooks.DeliverDue(context.Background()); n != 1 {
+		t.Fatalf("DeliverDue made %d attempts, want 1", n)
+	}
+	got := rc.deliveries()
+	if len(got) != 1 {
+		t.Fatalf("%d deliveries, want 1", len(got))
+	}
+	d := got[0]
+	if err := verifyWebhook(secret, d.hdr, d.body, time.Now()); err != nil {
+		t.Errorf("independent verifier: %v (headers %v)", err, d.hdr)
+	}
+	if err := verifyWebhook(secret, d.hdr, append(bytes.TrimSuffix(slices.Clip(d.body), []byte("}")), []byte(`,"x":1}`)...), time.Now()); err == nil {
+		t.Errorf("verifier accepts an altered body")
+	}
+	if err := verifyWebhook("whsec_"+base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{1}, 32)), d.hdr, d.body, time.Now()); err == nil {
+		t.Errorf("verifier accepts another secret")
+	}
+	if ct := d.hdr.Get("Content-Type"); ct != "application/json" {
+		t.Errorf("Content-Type %q", ct)
+	}
+	var payload map[string]any
+	if err := json.Unmarshal(d.body, &payload); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]any{"tipo": "lote.completado", "job_id": id, "campana_id": "camp", "estado": "completado", "lineas": float64(7), "completado_en": "2026-11-02T12:00:00Z"}
+	if diff := cmp.Diff(want, payload); diff != "" {
+		t.Errorf("payload (-want +got):\n%s", diff)
+	}
+	if n := h.hooks.DeliverDue(context.Background()); n != 0 {
+		t.Errorf("a delivered message was attempted again (%d)", n)
+	}
+
+	// After DELETE nothing is delivered.
+	if st, b := h.do("DELETE", "/v1/webhooks", tok, nil); st != 200 || len(b) != 0 {
+		t.Errorf("DELETE /v1/webhooks: %d %v, want 200 {}", st, b)
+	}
+	advanceTenant(h, "acme", time.Hour)
+	submit(h, tok, map[string]any{"campana_id": "camp", "clientes": refs("gancho", 2)})
+	runJobs(h)
+	h.hooks.DeliverDue(context.Background())
+	if n := len(rc.deliveries()); n != 1 {
+		t.Errorf("%d deliveries after DELETE, want none new", n-1)
+	}
+}
+
+// TestBatchWebhookRetry: a receiver that fails the first attempt gets the
+// same message again after the backoff (within 10 seconds), also from a
+// restarted process: the retry queue is durable.
+func TestBatchWebhookRetry(t *testing.T) {
+	h, tok := batchHarness(t)
+	rc := newReceiver(t, 2)
+	st, reg := h.do("PUT", "/v1/webhooks", tok, map[string]any{"url": rc.srv.URL, "eventos": []string{"lote.completado"}})
+	if st != 200 {
+		t.Fatalf("PUT /v1/webhooks: %d %v", st, reg)
+	}
+	secret := reg["secreto"].(string)
+	submit(h, tok, map[string]any{"campana_id": "camp", "clientes": refs("reintento", 3)})
+	runJobs(h)
+	ctx := context.Background()
+	if n := h.hooks.DeliverDue(ctx); n != 1 {
+		t.Fatalf("first pass: %d attempts, want 1", n)
+	}
+	if n := h.hooks.DeliverDue(ctx); n != 0 {
+		t.Errorf("retry attempted before its backoff (%d)", n)
+	}
+	h.clock.Advance(10 * time.Second) // the first retry comes within 10 s
+	if n := h.hooks.DeliverDue(ctx); n != 1 {
+		t.Fatalf("second pass: %d attempts, want 1", n)
+	}
+	// A restart: a new webhook service over the same store finds the retry.
+	restarted := batch.NewWebhooks(h.db, batch.NewDeliverer(batch.DelivererConfig{AllowPrivate: true}), h.srv.log, h.clock.Now, 99)
+	if n := restarted.DeliverDue(ctx); n != 0 {
+		t.Errorf("second retry attempted before its backoff (%d)", n)
+	}
+	h.clock.Advance(36 * time.Second) // second retry: 30 s ± 20 %
+	if n := restarted.DeliverDue(ctx); n != 1 {
+		t.Fatalf("after restart: %d attempts, want 1", n)
+	}
+	got := rc.deliveries()
+	if len(got) != 3 || got[0].ok || got[1].ok || !got[2].ok {
+		t.Fatalf("deliveries %d, want two failures then a success", len(got))
+	}
+	for i, d := range got {
+		if err := verifyWebhook(secret, d.hdr, d.body, time.Now()); err != nil {
+			t.Errorf("attempt %d: %v", i+1, err)
+		}
+		if d.hdr.Get("webhook-id") != got[0].hdr.Get("webhook-id") || !bytes.Equal(d.body, got[0].body) {
+			t.Errorf("attempt %d is not the same message", i+1)
+		}
+	}
+	h.clock.Advance(48 * time.Hour)
+	if n := restarted.DeliverDue(ctx) + h.hooks.DeliverDue(ctx); n != 0 {
+		t.Errorf("%d attempts after a success", n)
+	}
+}
+
+// Keep the engine import for SendGain's types.
+var _ = engine.ErrNoCampaign

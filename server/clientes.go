@@ -1,0 +1,52 @@
+package server
+
+import (
+	"net/http"
+
+	"github.com/coupond/coupond/server/schema"
+)
+
+// Customer data rights: deletion (right to be forgotten) and export (right
+// of access). The engine does the work (engine/privacy.go); these handlers
+// validate the path parameter and shape the answers.
+
+// clienteParam validates the cliente_ref path parameter like the body field.
+func clienteParam(c *call) (string, error) {
+	ref := c.params.ByName("cliente_ref")
+	if bad := schema.ClienteRef().ValidateText(ref, "path", "cliente_ref"); len(bad) > 0 {
+		return "", &validationError{detail: bad}
+	}
+	return ref, nil
+}
+
+// handleDeleteCliente schedules the customer's deletion: 202 with the
+// deletion record {"cliente_ref", "estado": "programado"}. The record and
+// the durable job are committed (synced) before the answer.
+func (s *Server) handleDeleteCliente(c *call) error {
+	ref, err := clienteParam(c)
+	if err != nil {
+		return err
+	}
+	rec, err := s.Engine.RequestDeletion(c.tenant.ID, ref, c.clientID)
+	if err != nil {
+		return err
+	}
+	writeJSON(c.w, http.StatusAccepted, map[string]string{"cliente_ref": ref, "estado": rec.Estado})
+	return nil
+}
+
+// handleExportCliente answers everything held about the customer; the
+// access is in the access log (synced) before the answer is sent.
+func (s *Server) handleExportCliente(c *call) error {
+	ref, err := clienteParam(c)
+	if err != nil {
+		return err
+	}
+	x, err := s.Engine.Export(c.tenant.ID, ref, c.clientID, c.trace)
+	if err != nil {
+		return err
+	}
+	c.w.Header().Set("Cache-Control", "no-store")
+	writeJSON(c.w, http.StatusOK, x)
+	return nil
+}

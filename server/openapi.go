@@ -1,0 +1,1224 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/coupond/coupond/batch"
+	"github.com/coupond/coupond/engine"
+	"github.com/coupond/coupond/server/schema"
+)
+
+// The OpenAPI document served at GET /v1/openapi.json is generated from
+// routes() (method, path, name, scope, public, limit class, body limit,
+// quota), from the very schema.ObjectSchema values the handlers validate
+// with (schema.JSONSchema), from the Go types the handlers answer with
+// (reflection over their json tags) and from the error table of errors.go.
+// What those cannot say (summaries, descriptions, examples, the errors a
+// handler adds) is in opDocs below, keyed by route name.
+//
+// The generated document is committed as openapi.json and embedded by
+// health.go. TestOpenAPIGolden fails when the committed file differs from
+// what openAPIDocument generates; regenerate it with
+//
+//	go generate ./server/    (runs: go test -run '^TestOpenAPIGolden$' -update)
+//
+// TestOpenAPIMatchesRoutes checks the committed document against routes()
+// on its own (every route, method, path, scope and public flag, and nothing
+// else), so a route change that is not regenerated fails twice.
+
+//go:generate go test -run ^TestOpenAPIGolden$ -update .
+
+const (
+	openAPIVersion = "3.1.0"
+	apiVersion     = "1.0.0" // spec: Versioning
+)
+
+// obj is a JSON object of the document; encoding/json writes its keys
+// sorted, so the output is deterministic.
+type obj = map[string]any
+
+func schemaRef(name string) obj    { return obj{"$ref": "#/components/schemas/" + name} }
+func responseRef(name string) obj  { return obj{"$ref": "#/components/responses/" + name} }
+func headerRef(name string) obj    { return obj{"$ref": "#/components/headers/" + name} }
+func jsonContent(schema obj) obj   { return obj{"application/json": obj{"schema": schema}} }
+func nullableSchema(s obj) obj     { return obj{"anyOf": []any{s, obj{"type": "null"}}} }
+func withDesc(s obj, d string) obj { s["description"] = d; return s }
+
+// openAPIPath turns an httprouter path (/v1/campanas/:campana_id) into an
+// OpenAPI path template (/v1/campanas/{campana_id}).
+func openAPIPath(p string) string {
+	parts := strings.Split(p, "/")
+	for i, s := range parts {
+		if strings.HasPrefix(s, ":") || strings.HasPrefix(s, "*") {
+			parts[i] = "{" + s[1:] + "}"
+		}
+	}
+	return strings.Join(parts, "/")
+}
+
+// pathParams returns the names of the parameters of an httprouter path.
+func pathParams(p string) []string {
+	var out []string
+	for _, s := range strings.Split(p, "/") {
+		if strings.HasPrefix(s, ":") || strings.HasPrefix(s, "*") {
+			out = append(out, s[1:])
+		}
+	}
+	return out
+}
+
+// opDoc is what the document says about one route beyond routes().
+type opDoc struct {
+	tag, summary, description string
+	pathParams                map[string]obj // schema and description by name
+	params                    []any          // query and header parameters
+	body                      obj            // requestBody
+	status                    int            // success status; 0 means 200
+	okDesc                    string
+	okContent                 obj // nil: the default JSON body okSchema
+	okSchema                  obj
+	okHeaders                 obj
+	otherResponses            obj    // extra responses that are not ErrorV1 (readyz's 503)
+	errors                    []kind // errors the handler adds to those of the pipeline
+	validates                 bool   // 422 beyond the JSON body (path, header, form)
+	rateClass                 limitClass
+	rateKey                   string // what the rate limit is counted per
+	security                  []any  // public routes: the requirement, default []
+}
+
+// kindDocs says when each error kind is answered (errorTable gives status,
+// codigo and message).
+var kindDocs = map[kind]string{
+	kindUnauthenticated:     "Token missing, invalid or expired; credential revoked, suspended or unknown. Every cause gives the same answer. Header `WWW-Authenticate: Bearer realm=\"coupond\"` (`Basic realm=\"coupond\"` from the token endpoint when the client used HTTP Basic).",
+	kindForbidden:           "The credential lacks the scope the route needs (see `x-scopes`).",
+	kindNotFound:            "Unknown, altered, invented or foreign id; any resource of another tenant. Also every unknown path or method.",
+	kindAlreadyConfirmed:    "The decision's execution was already confirmed.",
+	kindExpired:             "Confirmation after `caduca_en`.",
+	kindIdempotencyConflict: "Same `Idempotency-Key` with a different body, or while the first request with that key is still running.",
+	kindTooLarge:            "Body over the route's size limit (see `x-max-body-bytes`).",
+	kindNotJSON:             "Body declared with a Content-Type other than `application/json` or `*+json` (an absent Content-Type is taken as JSON).",
+	kindRateLimited:         "Rate limit (per credential, see `x-rate-limit`) or quota exceeded. Header `Retry-After` (integer seconds, at least 1).",
+	kindPaused:              "The operator paused the tenant. Header `Retry-After`.",
+	kindInternal:            "Internal error. The body carries `trace_id` and never internal details.",
+}
+
+// eventOnlyCodes are the codigos that appear only in rechazados of POST
+// /v1/eventos (with esquema_invalido, which is also a status code's).
+var eventOnlyCodes = []struct{ codigo, when string }{
+	{"esquema_invalido", "the event breaks its tipo's schema; `campo` is the dotted path (`extra.margen`); also an event that is not an object, an unknown `tipo`, or a `decision_id` that is not a valid id of the tenant"},
+	{"campo_desconocido", "the event has a member its tipo does not declare; `campo` names it"},
+	{"ts_fuera_de_rango", fmt.Sprintf("`ts` more than %s after the tenant's clock or more than %d days before it", humanDuration(tsAhead), int(tsBehind/(24*time.Hour)))},
+	{"duplicado", "an `event_id` already processed with different content (same content counts in `duplicados`), in an earlier request or earlier in the same one"},
+}
+
+func kindName(k kind) string {
+	row := errorTable[k]
+	return row.codigo + "_" + strconv.Itoa(row.status)
+}
+
+// allKinds is every kind of errorTable in a stable order.
+func allKinds() []kind {
+	ks := make([]kind, 0, len(errorTable))
+	for k := range errorTable {
+		ks = append(ks, k)
+	}
+	slices.Sort(ks)
+	return ks
+}
+
+// docGen builds the document; it collects components as it goes.
+type docGen struct {
+	schemas obj
+	types   map[reflect.Type]string
+	// fieldDocs and fieldPatches describe fields of reflected types,
+	// keyed "Component.field".
+	fieldDocs    map[string]string
+	fieldPatches map[string]obj
+	strict       map[string]bool // components that refuse unknown members
+}
+
+// openAPIDocument returns the OpenAPI document of the server, as served.
+func openAPIDocument() ([]byte, error) {
+	doc, err := buildOpenAPI((&Server{}).routes())
+	if err != nil {
+		return nil, err
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(doc); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// buildOpenAPI returns the document of routes. Every route must have an
+// entry in opDocs, and every entry a route.
+func buildOpenAPI(routes []route) (obj, error) {
+	g := &docGen{
+		schemas: obj{},
+		types: map[reflect.Type]string{
+			reflect.TypeFor[engine.Decision]():           "Decision",
+			reflect.TypeFor[engine.Detalle]():            "Detalle",
+			reflect.TypeFor[engine.DetalleAccion]():      "DetalleAccion",
+			reflect.TypeFor[engine.Rejection]():          "Rechazo",
+			reflect.TypeFor[eventsResponse]():            "RespuestaEventos",
+			reflect.TypeFor[jobView]():                   "EstadoLote",
+			reflect.TypeFor[catalogView]():               "CatalogoRespuesta",
+			reflect.TypeFor[actionView]():                "AccionCatalogoRespuesta",
+			reflect.TypeFor[campaignView]():              "CampanaRespuesta",
+			reflect.TypeFor[errorV1]():                   "ErrorV1",
+			reflect.TypeFor[engine.CustomerExport]():     "ExportacionCliente",
+			reflect.TypeFor[engine.ExportEvent]():        "EventoExportado",
+			reflect.TypeFor[engine.ExportDecision]():     "DecisionExportada",
+			reflect.TypeFor[engine.ExportConfirmation](): "ConfirmacionExportada",
+			reflect.TypeFor[engine.ExportCouponLink]():   "VinculoCupon",
+			reflect.TypeFor[engine.ExportDeletion]():     "BorradoExportado",
+		},
+		fieldDocs:    responseFieldDocs,
+		fieldPatches: responseFieldPatches(),
+		strict:       map[string]bool{"ErrorV1": true},
+	}
+	g.requestSchemas()
+	for t := range g.types {
+		g.typeSchema(t)
+	}
+	g.handSchemas()
+
+	docs := opDocs()
+	paths := obj{}
+	seen := map[string]bool{}
+	for _, rt := range routes {
+		d, ok := docs[rt.name]
+		if !ok {
+			return nil, fmt.Errorf("openapi: route %s %s (%s) has no entry in opDocs", rt.method, rt.path, rt.name)
+		}
+		if seen[rt.name] {
+			return nil, fmt.Errorf("openapi: route name %s used twice", rt.name)
+		}
+		seen[rt.name] = true
+		p := openAPIPath(rt.path)
+		item, _ := paths[p].(obj)
+		if item == nil {
+			item = obj{}
+			paths[p] = item
+		}
+		m := strings.ToLower(rt.method)
+		if item[m] != nil {
+			return nil, fmt.Errorf("openapi: %s %s twice", rt.method, rt.path)
+		}
+		op, err := g.operation(rt, d)
+		if err != nil {
+			return nil, err
+		}
+		item[m] = op
+	}
+	for name := range docs {
+		if !seen[name] {
+			return nil, fmt.Errorf("openapi: opDocs has %q, which is no route", name)
+		}
+	}
+
+	return obj{
+		"openapi":           openAPIVersion,
+		"jsonSchemaDialect": "https://spec.openapis.org/oas/3.1/dialect/base",
+		"info": obj{
+			"title":       "coupond data API",
+			"version":     apiVersion,
+			"summary":     "Coupon decision engine: events in, decisions out, learning from confirmed executions.",
+			"description": infoDescription(),
+			"license":     obj{"name": "Apache-2.0", "identifier": "Apache-2.0"},
+		},
+		"servers": []any{obj{"url": "/", "description": "The server's --base-url (default http://127.0.0.1:8080)."}},
+		"tags":    openAPITags(),
+		"paths":   paths,
+		"webhooks": obj{
+			batch.EventLoteCompletado: obj{"post": webhookOperation()},
+		},
+		"components": obj{
+			"schemas":         g.schemas,
+			"responses":       errorResponses(),
+			"headers":         openAPIHeaders(),
+			"securitySchemes": securitySchemes(),
+		},
+		"x-error-codes":             errorCodes(),
+		"x-validation-error-types":  validationErrorTypes(),
+		"x-customer-features":       customerFeatures(),
+		"x-segment-grammar":         segmentGrammar,
+		"x-result-retention":        obj{"duration": isoDuration(batch.ResultRetention), "seconds": int(batch.ResultRetention.Seconds())},
+		"x-signed-result-url":       signedURLDoc(),
+		"x-rate-limits":             rateLimitsDoc(),
+		"x-idempotency":             idempotencyDoc(),
+		"x-webhook-signature":       webhookSignatureDoc(),
+		"x-decision-confirm-window": isoDuration(engine.DecisionTTL),
+	}, nil
+}
+
+// operation builds the Operation Object of rt.
+func (g *docGen) operation(rt route, d opDoc) (obj, error) {
+	op := obj{
+		"operationId": rt.name,
+		"summary":     d.summary,
+		"tags":        []any{d.tag},
+	}
+	if d.description != "" {
+		op["description"] = d.description
+	}
+	var params []any
+	for _, name := range pathParams(rt.path) {
+		s, ok := d.pathParams[name]
+		if !ok {
+			return nil, fmt.Errorf("openapi: route %s: path parameter %s undocumented", rt.name, name)
+		}
+		p := obj{"name": name, "in": "path", "required": true}
+		for k, v := range s {
+			p[k] = v
+		}
+		params = append(params, p)
+	}
+	if len(d.pathParams) != len(pathParams(rt.path)) {
+		return nil, fmt.Errorf("openapi: route %s documents path parameters it does not have", rt.name)
+	}
+	for _, p := range d.params {
+		params = append(params, p)
+	}
+	if params != nil {
+		op["parameters"] = params
+	}
+	if d.body != nil {
+		op["requestBody"] = d.body
+	} else if rt.maxBody > 0 {
+		return nil, fmt.Errorf("openapi: route %s reads a body but documents none", rt.name)
+	}
+
+	// Security and scopes.
+	if rt.public {
+		if d.security != nil {
+			op["security"] = d.security
+		} else {
+			op["security"] = []any{}
+		}
+		op["x-scopes"] = []any{}
+	} else {
+		scopes := []any{}
+		if rt.scope != 0 {
+			scopes = append(scopes, rt.scope.String())
+		}
+		op["security"] = []any{obj{"bearer": scopes}, obj{"oauth2": scopes}}
+		op["x-scopes"] = scopes
+	}
+
+	// Limits.
+	if rt.maxBody > 0 {
+		op["x-max-body-bytes"] = rt.maxBody
+	}
+	class, key := rt.class, "credential"
+	if d.rateClass != classNone {
+		class, key = d.rateClass, d.rateKey
+	}
+	if class != classNone {
+		r := classRates[class]
+		op["x-rate-limit"] = obj{"per_second": r.perSecond, "burst": r.burst, "per": key}
+	}
+	if rt.quota != "" {
+		op["x-quota"] = quotaDocs[rt.quota]
+	}
+
+	// Responses.
+	status := d.status
+	if status == 0 {
+		status = http.StatusOK
+	}
+	ok := obj{"description": d.okDesc}
+	hdrs := obj{"X-Trace-Id": headerRef("X-Trace-Id")}
+	for k, v := range d.okHeaders {
+		hdrs[k] = v
+	}
+	ok["headers"] = hdrs
+	switch {
+	case d.okContent != nil:
+		ok["content"] = d.okContent
+	case d.okSchema != nil:
+		ok["content"] = jsonContent(d.okSchema)
+	}
+	responses := obj{strconv.Itoa(status): ok}
+	for code, r := range d.otherResponses {
+		responses[code] = r
+	}
+
+	kinds := []kind{kindInternal}
+	validates := d.validates || rt.maxBody > 0
+	if !rt.public {
+		kinds = append(kinds, kindUnauthenticated, kindPaused)
+		if rt.scope != 0 {
+			kinds = append(kinds, kindForbidden)
+		}
+		if rt.class != classNone || rt.quota != "" {
+			kinds = append(kinds, kindRateLimited)
+		}
+	}
+	if rt.maxBody > 0 {
+		kinds = append(kinds, kindTooLarge, kindNotJSON)
+	}
+	kinds = append(kinds, d.errors...)
+	byStatus := map[int][]kind{}
+	for _, k := range kinds {
+		st := errorTable[k].status
+		if !slices.Contains(byStatus[st], k) {
+			byStatus[st] = append(byStatus[st], k)
+		}
+	}
+	for st, ks := range byStatus {
+		code := strconv.Itoa(st)
+		if responses[code] != nil {
+			return nil, fmt.Errorf("openapi: route %s: status %s documented twice", rt.name, code)
+		}
+		if len(ks) == 1 {
+			responses[code] = responseRef(kindName(ks[0]))
+			continue
+		}
+		slices.Sort(ks)
+		r := errorResponse(ks)
+		responses[code] = r
+	}
+	if validates {
+		responses["422"] = responseRef("validacion_422")
+	}
+	op["responses"] = responses
+	return op, nil
+}
+
+// errorResponse is the response of one status that can carry any of ks.
+func errorResponse(ks []kind) obj {
+	var desc []string
+	var codigos []any
+	hdr := obj{"X-Trace-Id": headerRef("X-Trace-Id")}
+	var examples = obj{}
+	for _, k := range ks {
+		row := errorTable[k]
+		desc = append(desc, "`"+row.codigo+"`: "+kindDocs[k])
+		if !slices.Contains(codigos, any(row.codigo)) {
+			codigos = append(codigos, row.codigo)
+		}
+		examples[row.codigo] = obj{"value": errorExample(k)}
+		switch k {
+		case kindUnauthenticated:
+			hdr["WWW-Authenticate"] = headerRef("WWW-Authenticate")
+		case kindRateLimited, kindPaused:
+			hdr["Retry-After"] = headerRef("Retry-After")
+		}
+	}
+	return obj{
+		"description": strings.Join(desc, "\n\n"),
+		"headers":     hdr,
+		"content":     obj{"application/json": obj{"schema": schemaRef("ErrorV1"), "examples": examples}},
+		"x-codigos":   codigos,
+	}
+}
+
+func errorExample(k kind) obj {
+	row := errorTable[k]
+	return obj{"codigo": row.codigo, "mensaje": row.msg, "campo": nil, "detalle": nil, "trace_id": "9f3c2a71d04be815"}
+}
+
+// errorResponses are the components/responses: one per error kind and the
+// 422.
+func errorResponses() obj {
+	out := obj{}
+	for _, k := range allKinds() {
+		out[kindName(k)] = errorResponse([]kind{k})
+	}
+	out["validacion_422"] = obj{
+		"description": "Validation failed (HTTPValidationError): every violation found is listed, not only the first. " +
+			"`loc` starts with `body`, `path`, `query` or `header`; `type` uses pydantic v2's vocabulary (see `x-validation-error-types`).",
+		"headers": obj{"X-Trace-Id": headerRef("X-Trace-Id")},
+		"content": obj{"application/json": obj{"schema": schemaRef("HTTPValidationError"), "example": obj{"detail": []any{
+			obj{"loc": []any{"body", "contexto", "canal"}, "msg": "Field required", "type": "missing"},
+			obj{"loc": []any{"body", "cliente_ref"}, "msg": "String should have at least 8 characters", "type": "string_too_short", "ctx": obj{"min_length": 8}, "input": "abc"},
+		}}}},
+		"x-codigos": []any{},
+	}
+	return out
+}
+
+func openAPIHeaders() obj {
+	return obj{
+		"X-Trace-Id": obj{
+			"description": "Trace id of the request, on every response; error bodies carry the same value in `trace_id`. Quote it to support.",
+			"schema":      obj{"type": "string"},
+		},
+		"Retry-After": obj{
+			"description": "Integer seconds to wait before retrying, at least 1. Then retry with exponential backoff.",
+			"required":    true,
+			"schema":      obj{"type": "integer", "minimum": 1},
+		},
+		"WWW-Authenticate": obj{
+			"description": "`Bearer realm=\"coupond\"`; from the token endpoint `Basic realm=\"coupond\"` when the client authenticated with HTTP Basic.",
+			"required":    true,
+			"schema":      obj{"type": "string"},
+		},
+	}
+}
+
+func securitySchemes() obj {
+	scopes := obj{}
+	for _, s := range scopeNames {
+		scopes[s.name] = scopeDocs[s.name]
+	}
+	return obj{
+		"bearer": obj{
+			"type":         "http",
+			"scheme":       "bearer",
+			"bearerFormat": "opaque",
+			"description": fmt.Sprintf("`Authorization: Bearer <access_token>`, a token from `POST /v1/token` that lives %s. "+
+				"The requirement's list names the scope the route needs.", humanDuration(tokenTTL)),
+		},
+		"oauth2": obj{
+			"type":        "oauth2",
+			"description": "The same bearer token, described as the OAuth 2.0 client-credentials flow for stock OAuth clients.",
+			"flows": obj{"clientCredentials": obj{
+				"tokenUrl": "/v1/token",
+				"scopes":   scopes,
+			}},
+		},
+		"clientBasic": obj{
+			"type":        "http",
+			"scheme":      "basic",
+			"description": "Token endpoint only, form body: the client authenticated by HTTP Basic (client_id:client_secret, each form-urlencoded first, RFC 6749 2.3.1).",
+		},
+	}
+}
+
+var scopeDocs = map[string]string{
+	"eventos:publicar":     "POST /v1/eventos",
+	"decisiones:pedir":     "POST /v1/decisiones, POST /v1/lotes-decision, GET /v1/lotes-decision/{job_id}, GET /v1/lotes-decision/{job_id}/resultado",
+	"decisiones:confirmar": "POST /v1/decisiones/{decision_id}/ejecucion, POST /v1/decisiones/respaldo",
+	"campanas:escribir":    "PUT and GET /v1/campanas/{campana_id}",
+	"catalogo:escribir":    "PUT and GET /v1/catalogo-acciones",
+	"clientes:borrar":      "DELETE /v1/clientes/{cliente_ref}",
+	"clientes:exportar":    "GET /v1/clientes/{cliente_ref}/exportacion",
+	"webhooks:escribir":    "PUT and DELETE /v1/webhooks",
+	"explicar:leer":        "adds `detalle` to every decision",
+}
+
+var quotaDocs = map[string]obj{
+	quotaDecisions: {"name": quotaDecisions, "description": "Tenant daily quota of decisions (operator setting), per UTC day of the tenant clock; 429 with Retry-After up to the next UTC midnight. Also 3 decision requests per cliente_ref per day (idempotent replays do not count)."},
+	quotaEvents:    {"name": quotaEvents, "description": "Tenant daily quota of accepted events (operator setting), per UTC day of the tenant clock; 429 with Retry-After up to the next UTC midnight."},
+	quotaBatch:     {"name": quotaBatch, "description": "One batch job in progress per tenant and at most one created per hour of the tenant clock (failed jobs do not count); checked before the body is read; 429 with Retry-After."},
+}
+
+func openAPITags() []any {
+	return []any{
+		obj{"name": "autenticacion", "description": "OAuth 2.0 client credentials."},
+		obj{"name": "catalogo", "description": "The tenant's action catalog (the menu of coupons)."},
+		obj{"name": "campanas", "description": "Campaigns: channel and budget applied before randomizing."},
+		obj{"name": "eventos", "description": "Events published by the caller."},
+		obj{"name": "decisiones", "description": "Online decisions, execution confirmations and fallback records."},
+		obj{"name": "lotes", "description": "Batch decision jobs for a campaign."},
+		obj{"name": "clientes", "description": "Customer data rights: export and deletion."},
+		obj{"name": "webhooks", "description": "Webhook registration (notifications: see `webhooks`)."},
+		obj{"name": "operacion", "description": "Outside /v1/ and without auth: health, readiness, metrics, this document."},
+	}
+}
+
+// humanDuration spells d in days or minutes.
+func humanDuration(d time.Duration) string {
+	switch {
+	case d%(24*time.Hour) == 0:
+		return strconv.Itoa(int(d/(24*time.Hour))) + " days"
+	}
+	return strconv.Itoa(int(d/time.Minute)) + " minutes"
+}
+
+func isoDuration(d time.Duration) string {
+	if d%(24*time.Hour) == 0 {
+		return "P" + strconv.Itoa(int(d/(24*time.Hour))) + "D"
+	}
+	return "PT" + strconv.Itoa(int(d.Seconds())) + "S"
+}
+
+// ---- schemas ----
+
+// requestSchemas adds the request bodies, each generated from the schema
+// its handler validates with.
+func (g *docGen) requestSchemas() {
+	put := func(name, desc string, s *schema.ObjectSchema) obj {
+		m := schema.JSONSchema(s)
+		if desc != "" {
+			m["description"] = desc
+		}
+		g.schemas[name] = m
+		return m
+	}
+	tok := put("PeticionToken", "Client-credentials token request (JSON).", tokenSchema)
+	schemaProps(tok)["scope"] = withDesc(schemaProps(tok)["scope"].(obj), "Optional, space-separated: the token gets only these scopes; one the credential lacks gives 403 `sin_permiso`. Absent: all the credential's scopes.")
+	form := schema.JSONSchema(tokenSchema)
+	form["required"] = []any{"grant_type"}
+	delete(form, "additionalProperties") // other form fields are ignored
+	form["description"] = "The standard OAuth 2.0 form (RFC 6749 4.4). `client_id` and `client_secret` are required unless the client authenticates with HTTP Basic, which wins when both are given."
+	g.schemas["PeticionTokenForm"] = form
+
+	put("Catalogo", "The whole action catalog; PUT replaces it. `id` >= 1 and unique (0 is reserved for \"nothing\"); `tipo_cupon` is what `CUPON_RECIBIDO.clave` carries. "+
+		"`descuento_max_mxn` absent is 0 (no cap known); `canales` absent means every channel; `activa` absent is true. A new action starts without support and is explored until it has some.", catalogSchema)
+	put("Campana", "Campaign definition. `max_descuento_mxn` and `max_envios` absent: no cap. Sends (`accion` != 0) are counted against the budget first come, first served; "+
+		"each send reserves the action's `descuento_max_mxn` against `max_descuento_mxn`. A `rechazada` confirmation, or `caduca_en` passing unconfirmed, gives the send back.", campaignSchema)
+	dec := put("PeticionDecision", "Online decision request.", decisionSchema)
+	ctx := schemaProps(dec)["contexto"].(obj)
+	schemaProps(ctx)["acciones_permitidas"] = withDesc(schemaProps(ctx)["acciones_permitidas"].(obj), "Action ids executable now; the answer is one of them or 0 (0 is always allowed). Absent: every action of the catalog.")
+	schemaProps(ctx)["campana_id"] = withDesc(schemaProps(ctx)["campana_id"].(obj), "If a campaign with this id was defined, its budget applies.")
+	put("PeticionEjecucion", "Execution confirmation. `accion_real` only with `ejecutada` true (equal to the decided action: `ejecutada`; different: `modificada`); "+
+		"`motivo_rechazo` only with `ejecutada` false (`rechazada`). Breaking either rule is a value_error.", confirmSchema)
+	put("PeticionRespaldo", "Fallback record: the caller applied its own rule because the engine did not answer or was paused; stored with propensity 1. "+
+		"`accion` must be 0 or an action of the catalog (else 422 at `body.accion`).", fallbackSchema)
+	lote := put("PeticionLoteDecisionV1", "Batch request. Exactly one of `clientes` or `segmento` (else a value_error at `body`). The campaign must be defined (else a value_error at `body.campana_id`); its `canal` is the channel and its budget applies before any randomization.", batchSchema)
+	schemaProps(lote)["segmento"] = withDesc(nullableSchema(schemaRef("Segmento")), "Filter over customer features; see Segmento.")
+	put("PeticionWebhook", "Webhook registration; replaces the tenant's webhook. Destinations in loopback, private, link-local or metadata ranges are refused (422 `url_parsing` at `body.url`) unless the server runs with `--webhook-allow-private`.", webhookSchema)
+
+	// Events: the envelope, and one schema per tipo; an item that is not
+	// one of them is a per-event rejection, never a 422.
+	env := put("PeticionEventos", fmt.Sprintf("1 to 1000 events, at most %d bytes. Each event is checked on its own: one that breaks its tipo's schema is reported in `rechazados` (its position, `campo` and reason) and the rest are processed. Idempotent by `event_id`.", eventsBody), eventsEnvelope)
+	mapping := obj{}
+	var variants []any
+	for _, tipo := range eventTypeNames() {
+		name := "Evento_" + tipo
+		m := schema.JSONSchema(eventByTipo[tipo])
+		schemaProps(m)["tipo"] = obj{"type": "string", "const": tipo}
+		m["title"] = tipo
+		m["description"] = eventDocs[tipo]
+		g.schemas[name] = m
+		mapping[tipo] = "#/components/schemas/" + name
+		variants = append(variants, schemaRef(name))
+	}
+	g.schemas["Evento"] = obj{
+		"description":   "One event: the common members and an `extra` specific to its `tipo`.",
+		"oneOf":         variants,
+		"discriminator": obj{"propertyName": "tipo", "mapping": mapping},
+	}
+	ev := schemaProps(env)["eventos"].(obj)
+	ev["items"] = schemaRef("Evento")
+}
+
+// props returns the properties of a JSON Schema object.
+func schemaProps(m obj) obj { return m["properties"].(obj) }
+
+var eventDocs = map[string]string{
+	string(engine.CompraCat):     "Purchases of a ticket aggregated per category (a ticket with two categories is two events). `clave` is the category; `valor` the amount of its lines without VAT; `extra.margen` their margin (amount minus cost, net of discounts applied).",
+	string(engine.CuponRecibido): "A coupon was issued. `clave` is the coupon type (`tipo_cupon` of the catalog); `valor` the maximum discount (0 if a percentage). Carries the `decision_id` when the engine decided the coupon: without it a redemption is not attributed.",
+	string(engine.CuponRedimido): "A coupon was redeemed; `valor` is the discount applied in the ticket.",
+	string(engine.CuponCaducado): "A coupon expired unredeemed; `valor` only 0.",
+	string(engine.Baja):          "Opt-out. `clave` `comunicaciones` stops sends (on `extra.canal`, or on all channels without it) and penalizes the reward; `cuenta` closes the history (later purchases and coupons are ignored until an ALTA).",
+	string(engine.Alta):          "Sign-up; `clave` is the sign-up channel.",
+}
+
+// typeSchema returns the schema of a Go type the handlers answer with; a
+// registered struct becomes a component and is referred to.
+func (g *docGen) typeSchema(t reflect.Type) obj {
+	if name, ok := g.types[t]; ok {
+		if _, done := g.schemas[name]; !done {
+			g.schemas[name] = obj{} // placeholder against recursion
+			g.schemas[name] = g.structSchema(name, t)
+		}
+		return schemaRef(name)
+	}
+	switch {
+	case t == reflect.TypeFor[time.Time]():
+		return obj{"type": "string", "format": "date-time", "description": "UTC, suffix Z."}
+	case t.Kind() == reflect.Pointer:
+		return g.typeSchema(t.Elem())
+	case t.Kind() == reflect.Struct:
+		return g.structSchema("", t)
+	case t.Kind() == reflect.Slice:
+		return obj{"type": "array", "items": g.typeSchema(t.Elem())}
+	case t.Kind() == reflect.Map:
+		if t.Elem().Kind() == reflect.Interface {
+			return obj{"type": "object"}
+		}
+		return obj{"type": "object", "additionalProperties": g.typeSchema(t.Elem())}
+	case t.Kind() == reflect.String:
+		return obj{"type": "string"}
+	case t.Kind() == reflect.Bool:
+		return obj{"type": "boolean"}
+	case t.Kind() >= reflect.Int && t.Kind() <= reflect.Uint64:
+		return obj{"type": "integer"}
+	case t.Kind() == reflect.Float32 || t.Kind() == reflect.Float64:
+		return obj{"type": "number"}
+	}
+	return obj{}
+}
+
+// structSchema is the object schema of a struct from its json tags: a
+// member without omitempty is always present (required); a pointer or map
+// without omitempty may be null.
+func (g *docGen) structSchema(name string, t reflect.Type) obj {
+	ps := obj{}
+	req := []any{}
+	for i := range t.NumField() {
+		f := t.Field(i)
+		tag := f.Tag.Get("json")
+		if !f.IsExported() || tag == "-" {
+			continue
+		}
+		field, opts, _ := strings.Cut(tag, ",")
+		if field == "" {
+			field = f.Name
+		}
+		omit := strings.Contains(opts, "omitempty")
+		s := g.typeSchema(f.Type)
+		if !omit {
+			req = append(req, field)
+			if k := f.Type.Kind(); k == reflect.Pointer || k == reflect.Map {
+				if typ, ok := s["type"].(string); ok {
+					s["type"] = []any{typ, "null"}
+				} else {
+					s = nullableSchema(s)
+				}
+			}
+		}
+		key := name + "." + field
+		for k, v := range g.fieldPatches[key] {
+			s[k] = v
+		}
+		if d := g.fieldDocs[key]; d != "" {
+			if _, isRef := s["$ref"]; isRef {
+				s = obj{"allOf": []any{s}, "description": d}
+			} else {
+				s["description"] = d
+			}
+		}
+		ps[field] = s
+	}
+	m := obj{"type": "object", "properties": ps, "required": req}
+	if g.strict[name] {
+		m["additionalProperties"] = false
+	}
+	if d := g.fieldDocs[name]; d != "" {
+		m["description"] = d
+	}
+	return m
+}
+
+var responseFieldDocs = map[string]string{
+	"Decision":                                 "A decision (response of POST /v1/decisiones; with `cliente_ref`, one line of a batch result).",
+	"Decision.decision_id":                     "Identifier of the decision, signed and bound to the tenant (`d<tenant>.<nonce>.<mac>`, ID pattern, at most 128 characters). Label the CUPON_RECIBIDO event with it and confirm it.",
+	"Decision.accion":                          "0: send nothing; otherwise an id of the tenant's action catalog.",
+	"Decision.accion_nombre":                   "Name of the action.",
+	"Decision.propension":                      "Probability with which the engine chose the action (after any budget cut); 1 for control group, open reward window and forced 0.",
+	"Decision.politica_version":                "Label of the policy that produced the decision (`v<rewards>-<tenant time>`).",
+	"Decision.explorado":                       "True when the drawn action differs from the action the policy ranks first.",
+	"Decision.en_control":                      "True when the customer is in the control group (`accion` 0, `propension` 1; with control kind `regla_actual` the caller applies its own rule and confirms it with `accion_real`).",
+	"Decision.en_respaldo":                     "True when the record is a fallback record.",
+	"Decision.caduca_en":                       "Deadline of the execution confirmation: 7 days after the decision (UTC).",
+	"Decision.motivo":                          "Short explanation (e.g. open reward window, spent budget, control group).",
+	"Decision.detalle":                         "Only for credentials with scope `explicar:leer`; on every decision.",
+	"Decision.en_sombra":                       "Present, with value true, only while the tenant is in shadow mode: the engine only suggests, the caller applies its own rule and confirms what it did with `accion_real`.",
+	"Detalle":                                  "Why the engine chose: every eligible action (0 included) with its expected value and probability.",
+	"Detalle.acciones":                         "One row per eligible action, 0 included.",
+	"DetalleAccion.accion":                     "Action id (0: nothing).",
+	"DetalleAccion.mu_mxn":                     "μ: expected reward in MXN over the reward window (margin of purchases minus sending cost minus opt-out penalty).",
+	"DetalleAccion.sigma_mxn":                  "Uncertainty (standard deviation) of μ, in MXN.",
+	"DetalleAccion.probabilidad":               "Probability of drawing this action.",
+	"RespuestaEventos":                         "`aceptados` + `duplicados` + the number of `rechazados` is the number of events sent.",
+	"RespuestaEventos.aceptados":               "Events stored now.",
+	"RespuestaEventos.duplicados":              "Events whose `event_id` was already processed with the same content (canonical JSON: key order and number spelling do not matter).",
+	"RespuestaEventos.rechazados":              "Rejected events, ordered by `indice`.",
+	"Rechazo.indice":                           "Position of the event in `eventos` (0-based).",
+	"Rechazo.event_id":                         "The event's `event_id` as sent; null when absent or not a string.",
+	"Rechazo.codigo":                           "Why (see `x-error-codes`).",
+	"Rechazo.campo":                            "Dotted path of the failing member within the event (`extra.margen`); null when the event as a whole fails.",
+	"Rechazo.mensaje":                          "Explanation, at most 512 characters.",
+	"EstadoLote":                               "A batch job's state.",
+	"EstadoLote.total":                         "Customers the job covers (known once it runs).",
+	"EstadoLote.procesados":                    "Decisions written so far (the result file's lines when completed).",
+	"EstadoLote.resultado_url":                 "Only when completed and the result is kept (7 days): a signed URL valid 60 minutes that downloads the result without a token. It is a secret. A new status query gives a new URL.",
+	"EstadoLote.resultado_expira_en":           "Expiry of `resultado_url`.",
+	"EstadoLote.error":                         "Only when `fallido`: why.",
+	"CatalogoRespuesta":                        "The catalog as stored, with its version (0 before any PUT).",
+	"CatalogoRespuesta.version":                "Increases on every PUT.",
+	"CampanaRespuesta":                         "The stored campaign.",
+	"CampanaRespuesta.max_descuento_mxn":       "null: no cap.",
+	"CampanaRespuesta.max_envios":              "null: no cap.",
+	"ExportacionCliente":                       "Everything held about a customer. An unknown customer has empty collections; after a completed deletion only `borrado` remains.",
+	"ExportacionCliente.caracteristicas":       "Derived features at the tenant clock (names as in `x-customer-features`), plus sign-up channel, declared segment and profile.",
+	"ExportacionCliente.borrado":               "The deletion record, if a deletion was requested.",
+	"DecisionExportada.recompensa_mxn":         "Final reward, once the reward window and its grace have passed.",
+	"DecisionExportada.caracteristicas_usadas": "The feature vector the decision was made with.",
+	"ErrorV1":                                  "Error body of every 4xx and 5xx except 422. Never reveals internal details.",
+	"ErrorV1.codigo":                           "One of the closed set of error codes (see `x-error-codes`).",
+	"ErrorV1.campo":                            "Path of the failing field, if any.",
+	"ErrorV1.trace_id":                         "Same value as the X-Trace-Id header; quote it to support.",
+}
+
+func responseFieldPatches() map[string]obj {
+	codigos := []any{}
+	for _, c := range errorCodes() {
+		codigos = append(codigos, c.(obj)["codigo"])
+	}
+	estados := []any{batch.EnCola, batch.EnCurso, batch.Completado, batch.Fallido}
+	return map[string]obj{
+		"Decision.propension":        {"minimum": 0, "maximum": 1},
+		"Decision.accion":            {"minimum": 0},
+		"Decision.en_sombra":         {"const": true},
+		"DetalleAccion.probabilidad": {"minimum": 0, "maximum": 1},
+		"Rechazo.codigo":             {"enum": []any{"esquema_invalido", "campo_desconocido", "ts_fuera_de_rango", "duplicado"}},
+		"Rechazo.mensaje":            {"maxLength": 512},
+		"Rechazo.indice":             {"minimum": 0, "maximum": 999},
+		"EstadoLote.estado":          {"enum": estados},
+		"EstadoLote.resultado_url":   {"format": "uri"},
+		"ErrorV1.codigo":             {"enum": codigos},
+		"ErrorV1.mensaje":            {"maxLength": 512},
+	}
+}
+
+// handSchemas adds the schemas of bodies the handlers build as maps, and
+// those of the notification, the segment grammar and the validation error.
+func (g *docGen) handSchemas() {
+	g.schemas["RespuestaToken"] = obj{
+		"type": "object",
+		"properties": obj{
+			"access_token": obj{"type": "string", "description": "Bearer token; send it as `Authorization: Bearer <access_token>`."},
+			"expires_in":   obj{"type": "integer", "const": int(tokenTTL.Seconds()), "description": "Seconds the token lives."},
+			"scope":        obj{"type": "string", "description": "The token's scopes joined by spaces."},
+			"token_type":   obj{"type": "string", "const": "Bearer", "default": "Bearer"},
+		},
+		"required": []any{"access_token", "expires_in", "scope", "token_type"},
+	}
+	g.schemas["RespuestaEjecucion"] = obj{
+		"type": "object",
+		"properties": obj{
+			"decision_id":      obj{"type": "string"},
+			"estado_ejecucion": obj{"type": "string", "enum": []any{"ejecutada", "modificada", "rechazada"}},
+		},
+		"required": []any{"decision_id", "estado_ejecucion"},
+	}
+	g.schemas["RespuestaLoteDecisionV1"] = obj{
+		"type":                 "object",
+		"description":          "The job just created (202).",
+		"additionalProperties": false,
+		"properties": obj{
+			"job_id":        obj{"type": "string"},
+			"estado":        obj{"type": "string", "enum": []any{batch.EnCola, batch.EnCurso, batch.Completado, batch.Fallido}},
+			"creado_en":     obj{"type": "string", "format": "date-time", "description": "UTC, suffix Z (tenant clock)."},
+			"resultado_url": obj{"type": "string", "format": "uri", "description": "Present when the job is completed."},
+		},
+		"required": []any{"job_id", "estado", "creado_en"},
+	}
+	g.schemas["LineaResultado"] = obj{
+		"description": "One line of a result file (JSONL): the Decision body plus `cliente_ref`.",
+		"allOf": []any{
+			schemaRef("Decision"),
+			obj{"type": "object", "properties": obj{"cliente_ref": obj{"type": "string"}}, "required": []any{"cliente_ref"}},
+		},
+	}
+	g.schemas["RegistroWebhook"] = obj{
+		"type": "object",
+		"properties": obj{
+			"url":       obj{"type": "string", "format": "uri"},
+			"eventos":   obj{"type": "array", "items": obj{"type": "string", "enum": []any{batch.EventLoteCompletado}}},
+			"secreto":   obj{"type": "string", "pattern": "^whsec_[A-Za-z0-9+/]+={0,2}$", "description": "Signing secret, shown once: `whsec_` + base64 of 32 random bytes; the decoded bytes are the HMAC key (see `x-webhook-signature`)."},
+			"creado_en": obj{"type": "string", "format": "date-time"},
+		},
+		"required": []any{"url", "eventos", "secreto", "creado_en"},
+	}
+	g.schemas["RegistroBorrado"] = obj{
+		"type": "object",
+		"properties": obj{
+			"cliente_ref": obj{"type": "string"},
+			"estado":      obj{"type": "string", "enum": []any{engine.DeletionScheduled, engine.DeletionCompleted}, "description": "`programado` when scheduled; the job moves the record to `completado`."},
+		},
+		"required": []any{"cliente_ref", "estado"},
+	}
+	g.schemas["ObjetoVacio"] = obj{"type": "object", "additionalProperties": false, "description": "An empty JSON object."}
+	g.schemas["Estado"] = obj{
+		"type":       "object",
+		"properties": obj{"estado": obj{"type": "string", "enum": []any{"ok", "listo", "iniciando"}}},
+		"required":   []any{"estado"},
+	}
+	g.schemas["LoteCompletado"] = obj{
+		"type":        "object",
+		"description": "Payload of the `lote.completado` notification.",
+		"properties": obj{
+			"tipo":          obj{"type": "string", "const": batch.EventLoteCompletado},
+			"job_id":        obj{"type": "string"},
+			"campana_id":    obj{"type": "string"},
+			"estado":        obj{"type": "string", "const": batch.Completado},
+			"lineas":        obj{"type": "integer", "description": "Lines of the result file."},
+			"completado_en": obj{"type": "string", "format": "date-time"},
+		},
+		"required": []any{"tipo", "job_id", "campana_id", "estado", "lineas", "completado_en"},
+	}
+	g.schemas["ValidationError"] = obj{
+		"type": "object",
+		"properties": obj{
+			"loc":   obj{"type": "array", "items": obj{"anyOf": []any{obj{"type": "string"}, obj{"type": "integer"}}}, "description": "Starts with `body`, `path`, `query` or `header`, then member names and array indices."},
+			"msg":   obj{"type": "string", "description": "pydantic's English wording, or \"Value error, \" and the rule's own message."},
+			"type":  obj{"type": "string", "description": "pydantic v2 error type; see `x-validation-error-types`."},
+			"ctx":   obj{"type": "object"},
+			"input": obj{"description": "The offending value; absent for `missing`."},
+		},
+		"required": []any{"loc", "msg", "type"},
+	}
+	g.schemas["HTTPValidationError"] = obj{
+		"type":       "object",
+		"properties": obj{"detail": obj{"type": "array", "items": schemaRef("ValidationError")}},
+		"required":   []any{"detail"},
+	}
+
+	// The segment grammar (engine.ParseSegment).
+	ops := obj{}
+	for _, op := range []string{"<", "<=", ">", ">=", "==", "!="} {
+		ops[op] = schemaRef("SegmentoComparacion")
+	}
+	list := obj{"type": "array", "minItems": 1, "items": schemaRef("SegmentoCondicion")}
+	ops["y"] = withDesc(list, "All of them.")
+	ops["o"] = withDesc(obj{"type": "array", "minItems": 1, "items": schemaRef("SegmentoCondicion")}, "Any of them.")
+	ops["no"] = withDesc(schemaRef("SegmentoCondicion"), "Not.")
+	g.schemas["Segmento"] = obj{
+		"description": "Batch segment: `{\"todos\": true}` (every customer with history), or a condition. See `x-segment-grammar` and `x-customer-features`.",
+		"oneOf": []any{
+			obj{"type": "object", "properties": obj{"todos": obj{"const": true}}, "required": []any{"todos"}, "additionalProperties": false},
+			schemaRef("SegmentoCondicion"),
+		},
+		"examples": []any{
+			obj{"todos": true},
+			obj{"y": []any{obj{"<=": obj{"recencia_dias": 30}}, obj{">=": obj{"gasto_90d_mxn": 500}}}},
+			obj{"no": obj{"==": obj{"baja_comunicaciones": 1}}},
+		},
+	}
+	g.schemas["SegmentoCondicion"] = obj{
+		"type":                 "object",
+		"description":          fmt.Sprintf("Exactly one operator. Nesting at most %d levels and %d objects in all.", engine.SegmentMaxDepth, engine.SegmentMaxNodes),
+		"minProperties":        1,
+		"maxProperties":        1,
+		"properties":           ops,
+		"additionalProperties": false,
+	}
+	names := []any{}
+	for _, n := range engine.FeatureNames() {
+		names = append(names, n)
+	}
+	g.schemas["SegmentoComparacion"] = obj{
+		"type":          "object",
+		"description":   "Exactly one feature compared with a number. An unknown feature is a value_error.",
+		"minProperties": 1,
+		"maxProperties": 1,
+		"propertyNames": obj{"anyOf": []any{
+			obj{"enum": names},
+			obj{"pattern": "^" + engine.FeatureCategoryShare + ".", "maxLength": len(engine.FeatureCategoryShare) + 1024,
+				"description": "Share of one category: the prefix and the category (`clave` of COMPRA_CAT), at most 1024 bytes."},
+		}},
+		"additionalProperties": obj{"type": "number"},
+	}
+}
+
+// ---- operations ----
+
+func pathID(desc string) obj {
+	return obj{"schema": schema.JSONSchema(schema.ID()), "description": desc}
+}
+
+func jsonBody(ref string, example any) obj {
+	return obj{"required": true, "content": obj{"application/json": obj{"schema": schemaRef(ref), "example": example}}}
+}
+
+var resultContent = obj{
+	batch.ResultContentType: obj{
+		"schema":       obj{"type": "string", "description": "JSONL: one LineaResultado per line."},
+		"x-jsonl-item": schemaRef("LineaResultado"),
+	},
+}
+
+var resultHeaders = obj{
+	"Content-Encoding": obj{"description": "`zstd` when the request's Accept-Encoding allows it: the stored bytes are sent as they are. Otherwise absent and the body is decompressed on the fly.", "schema": obj{"type": "string", "enum": []any{"zstd"}}},
+	"Cache-Control":    obj{"schema": obj{"type": "string", "const": "no-store"}},
+}
+
+var acceptEncoding = obj{"name": "Accept-Encoding", "in": "header", "required": false, "schema": obj{"type": "string"}, "description": "With `zstd` the file is sent as stored (`Content-Encoding: zstd`)."}
+
+const ejemploCliente = "c9f86d081884c7d6"
+
+func opDocs() map[string]opDoc {
+	jobID := pathID("Job id from POST /v1/lotes-decision (`lote_` + 16 characters). Unknown or another tenant's: 404.")
+	return map[string]opDoc{
+		"healthz": {tag: "operacion", summary: "Process is up", okDesc: "Up.", okSchema: schemaRef("Estado")},
+		"readyz": {tag: "operacion", summary: "Ready to serve", description: "503 until the store is open and recovery is done.",
+			okDesc: "Ready (`listo`).", okSchema: schemaRef("Estado"),
+			otherResponses: obj{"503": obj{"description": "Starting (`iniciando`). This body is not ErrorV1.", "headers": obj{"X-Trace-Id": headerRef("X-Trace-Id")}, "content": jsonContent(schemaRef("Estado"))}}},
+		"metrics": {tag: "operacion", summary: "Prometheus metrics",
+			description: "Prometheus text format: requests and latency histograms by route and status, Go runtime, Pebble disk use, read amplification, compaction debt, memtable and WAL sizes.",
+			okDesc:      "Metrics.", okContent: obj{"text/plain": obj{"schema": obj{"type": "string"}}}},
+		"openapi": {tag: "operacion", summary: "This document", okDesc: "The OpenAPI 3.1 document.",
+			okContent: obj{"application/json": obj{"schema": obj{"type": "object"}}}},
+		"token": {tag: "autenticacion", summary: "Get an access token",
+			description: fmt.Sprintf("OAuth 2.0 client credentials, as JSON or as the standard form (client in HTTP Basic or in form fields). The token lives %s; `scope` is the credential's scopes joined by spaces. "+
+				"A wrong secret, an unknown client and a revoked credential give the same 401 (same status, headers and body but `X-Trace-Id`, `Date` and `trace_id`). Rate limited per `client_id`.", humanDuration(tokenTTL)),
+			body: obj{"required": true, "content": obj{
+				"application/json": obj{"schema": schemaRef("PeticionToken"),
+					"example": obj{"client_id": "ci_acme_crm", "client_secret": "cs_…", "grant_type": "client_credentials"}},
+				"application/x-www-form-urlencoded": obj{"schema": schemaRef("PeticionTokenForm"),
+					"example": "grant_type=client_credentials&scope=eventos%3Apublicar+decisiones%3Apedir"},
+			}},
+			security:  []any{obj{}, obj{"clientBasic": []any{}}},
+			okDesc:    "The token.",
+			okSchema:  schemaRef("RespuestaToken"),
+			okHeaders: obj{"Cache-Control": obj{"schema": obj{"type": "string", "const": "no-store"}}},
+			errors:    []kind{kindUnauthenticated, kindForbidden, kindRateLimited, kindTooLarge, kindNotJSON},
+			validates: true, rateClass: classToken, rateKey: "client_id"},
+
+		"catalogo_put": {tag: "catalogo", summary: "Replace the action catalog",
+			body: jsonBody("Catalogo", obj{"acciones": []any{
+				obj{"id": 1, "nombre": "10% abarrotes", "tipo_cupon": "PCT10_ABARROTES", "costo_envio_mxn": 0.5, "descuento_max_mxn": 50, "descuento_pct": 10, "canales": []any{"push", "email"}, "activa": true},
+				obj{"id": 2, "nombre": "$30 en tu próxima compra", "tipo_cupon": "MXN30", "costo_envio_mxn": 0.5, "descuento_max_mxn": 30, "activa": true},
+			}}),
+			okDesc: "The stored catalog with its new version.", okSchema: schemaRef("CatalogoRespuesta")},
+		"catalogo_get": {tag: "catalogo", summary: "Read the action catalog", description: "Before any PUT: `{\"acciones\":[],\"version\":0}`.",
+			okDesc: "The catalog.", okSchema: schemaRef("CatalogoRespuesta")},
+		"campana_put": {tag: "campanas", summary: "Define a campaign",
+			pathParams: map[string]obj{"campana_id": pathID("Campaign id (ID pattern).")},
+			body:       jsonBody("Campana", obj{"canal": "push", "descripcion": "Navidad 2026", "max_descuento_mxn": 150000, "max_envios": 20000}),
+			okDesc:     "The stored campaign.", okSchema: schemaRef("CampanaRespuesta")},
+		"campana_get": {tag: "campanas", summary: "Read a campaign",
+			pathParams: map[string]obj{"campana_id": pathID("Campaign id (ID pattern; otherwise 422 at `path.campana_id`).")},
+			okDesc:     "The campaign.", okSchema: schemaRef("CampanaRespuesta"),
+			errors: []kind{kindNotFound}, validates: true},
+
+		"eventos": {tag: "eventos", summary: "Publish events",
+			description: "Each event is checked on its own; a bad event is a rejection in `rechazados`, never a 422 for the request (422 only when the envelope itself is wrong). " +
+				"Each `event_id` is processed once per tenant: same content again counts in `duplicados`, different content is rejected with `duplicado`, within one request as across requests. " +
+				"`ts` must lie between 1096 days before and 5 minutes after the tenant's clock.",
+			body: jsonBody("PeticionEventos", obj{"eventos": []any{
+				obj{"event_id": "tk-88121-abarrotes", "cliente_ref": ejemploCliente, "ts": "2026-11-01T18:42:10-06:00", "tipo": "COMPRA_CAT", "clave": "abarrotes", "valor": 412.5,
+					"extra": obj{"ticket_id": "tk-88121", "margen": 96.3, "cantidad": 7, "tienda": "suc-014", "canal": "tienda", "ticket_total": 655.2}},
+				obj{"event_id": "cr-55120", "cliente_ref": ejemploCliente, "ts": "2026-11-01T09:00:00Z", "tipo": "CUPON_RECIBIDO", "clave": "PCT10_ABARROTES", "valor": 50,
+					"extra": obj{"cupon_emitido_id": "cup-55120", "campana_id": "navidad-2026", "caducidad": "2026-11-30T23:59:59-06:00", "canal": "push", "descuento_pct": 10}},
+			}}),
+			okDesc: "What was done with each event.", okSchema: schemaRef("RespuestaEventos")},
+
+		"decisiones": {tag: "decisiones", summary: "Request an online decision",
+			description: "Target answer time under 100 ms. If the customer has an open reward window (default 28 days) the answer is `accion` 0, `propension` 1 and the `decision_id` of that open decision; no new decision is created. " +
+				"If `contexto.campana_id` names a defined campaign its budget applies (spent: `accion` 0). At most 3 requests per `cliente_ref` per UTC day of the tenant clock (429 with Retry-After up to midnight; idempotent replays do not count).",
+			params: []any{obj{"name": "Idempotency-Key", "in": "header", "required": false,
+				"description": "1 to 255 printable ASCII characters. Repeating the request with the same key within 24 hours returns the same decision; the same key with another body, or while the first is running, is 409 `idempotencia_conflicto`. A bad key is 422 at `header.Idempotency-Key`.",
+				"schema":      obj{"type": "string", "minLength": 1, "maxLength": 255, "pattern": "^[\\x20-\\x7E]+$"}}},
+			body:   jsonBody("PeticionDecision", obj{"cliente_ref": ejemploCliente, "contexto": obj{"canal": "push", "campana_id": "navidad-2026", "acciones_permitidas": []any{0, 1, 2}}}),
+			okDesc: "The decision.", okSchema: schemaRef("Decision"),
+			errors: []kind{kindIdempotencyConflict}},
+		"ejecucion": {tag: "decisiones", summary: "Confirm the execution of a decision",
+			description: "Mandatory for every decision, `accion` 0 included. One confirmation per decision, until `caduca_en`. Checks in order: unknown, altered, invented or foreign id → 404; already confirmed → 409 `ejecucion_ya_confirmada`; after `caduca_en` → 409 `decision_caducada`.",
+			pathParams:  map[string]obj{"decision_id": {"schema": obj{"type": "string"}, "description": "The decision's `decision_id`."}},
+			body:        jsonBody("PeticionEjecucion", obj{"ejecutada": true}),
+			okDesc:      "The outcome.", okSchema: schemaRef("RespuestaEjecucion"),
+			errors: []kind{kindNotFound, kindAlreadyConfirmed, kindExpired}},
+		"respaldo": {tag: "decisiones", summary: "Record a fallback decision",
+			description: "Sent after the caller applied its own rule because the engine did not answer or was paused. Stored with propensity 1; does not open a reward window.",
+			body:        jsonBody("PeticionRespaldo", obj{"accion": 1, "canal": "push", "cliente_ref": ejemploCliente, "campana_id": "navidad-2026"}),
+			okDesc:      "Recorded.", okSchema: schemaRef("ObjetoVacio")},
+
+		"lotes_crear": {tag: "lotes", summary: "Create a batch decision job",
+			description: "One job in progress per tenant and at most one per hour (429 otherwise, before the body is read). If the sends of the policy exceed the campaign's `max_envios`, those with the highest expected margin are kept and the rest get `accion` 0; the budget applies before any randomization. On completion `lote.completado` is sent to the registered webhook.",
+			body: obj{"required": true, "content": obj{"application/json": obj{"schema": schemaRef("PeticionLoteDecisionV1"), "examples": obj{
+				"segmento": obj{"summary": "A segment", "value": obj{"campana_id": "navidad-2026", "segmento": obj{"y": []any{obj{"<=": obj{"recencia_dias": 30}}, obj{">=": obj{"gasto_90d_mxn": 500}}}}}},
+				"clientes": obj{"summary": "A list of customers", "value": obj{"campana_id": "navidad-2026", "clientes": []any{ejemploCliente, "a41b0e77c2d94f10"}}},
+			}}}},
+			status: http.StatusAccepted, okDesc: "Queued.", okSchema: schemaRef("RespuestaLoteDecisionV1")},
+		"lotes_estado": {tag: "lotes", summary: "Read a batch job",
+			pathParams: map[string]obj{"job_id": jobID},
+			okDesc:     "The job.", okSchema: schemaRef("EstadoLote"), errors: []kind{kindNotFound}},
+		"lotes_resultado": {tag: "lotes", summary: "Download a batch result with the token",
+			description: fmt.Sprintf("The JSONL result (`%s`), one LineaResultado per line. 404 while the job is not completed and after the result's retention (%s).", batch.ResultContentType, isoDuration(batch.ResultRetention)),
+			pathParams:  map[string]obj{"job_id": jobID},
+			params:      []any{acceptEncoding},
+			okDesc:      "The result file.", okContent: resultContent, okHeaders: resultHeaders, errors: []kind{kindNotFound},
+			validates: true}, // spec: the batch result documents 422
+		"lotes_descarga": {tag: "lotes", summary: "Download a batch result by its signed URL",
+			description: "The `resultado_url` of a completed job: no token (it is a secret, do not share it). Any parameter changed, repeated, added or missing, an expired URL, or a result no longer kept: 404 `no_encontrado`, never data. See `x-signed-result-url`.",
+			pathParams:  map[string]obj{"job_id": jobID},
+			params: []any{
+				obj{"name": "t", "in": "query", "required": true, "description": "Tenant.", "schema": obj{"type": "string"}},
+				obj{"name": "exp", "in": "query", "required": true, "description": "Expiry, unix seconds.", "schema": obj{"type": "integer"}},
+				obj{"name": "sig", "in": "query", "required": true, "description": "Signature: unpadded base64url HMAC-SHA256.", "schema": obj{"type": "string", "pattern": "^[A-Za-z0-9_-]{43}$"}},
+				acceptEncoding,
+			},
+			okDesc: "The result file.", okContent: resultContent, okHeaders: resultHeaders, errors: []kind{kindNotFound}},
+
+		"clientes_borrar": {tag: "clientes", summary: "Delete a customer (right to be forgotten)",
+			description: "Schedules the deletion and answers 202 with the deletion record; a job then removes everything in the data dir that names the customer (events, features, decisions, confirmations, attribution links, idempotency records, stored batch requests and result files; access-log entries are rewritten to a keyed hash) and moves the record to `completado`. " +
+				"Backups carry a deletion ledger re-applied on restore. Afterwards the export shows nothing but the deletion record. No body.",
+			pathParams: map[string]obj{"cliente_ref": {"schema": schema.JSONSchema(schema.ClienteRef()), "description": "The customer (422 at `path.cliente_ref` if it breaks the cliente_ref rules)."}},
+			status:     http.StatusAccepted, okDesc: "Scheduled.", okSchema: schemaRef("RegistroBorrado"), validates: true},
+		"clientes_exportar": {tag: "clientes", summary: "Export a customer (right of access)",
+			description: "Everything the engine holds about the customer: events as received, derived features, decisions, confirmations, coupon links and the pending or completed deletion. Every call is written to the access log (`coupond admin access-log`). An unknown customer gets 200 with empty collections.",
+			pathParams:  map[string]obj{"cliente_ref": {"schema": schema.JSONSchema(schema.ClienteRef()), "description": "The customer (422 at `path.cliente_ref` if it breaks the cliente_ref rules)."}},
+			okDesc:      "The export.", okSchema: schemaRef("ExportacionCliente"),
+			okHeaders: obj{"Cache-Control": obj{"schema": obj{"type": "string", "const": "no-store"}}}, validates: true},
+
+		"webhooks_put": {tag: "webhooks", summary: "Register the webhook",
+			description: "Replaces the tenant's webhook and issues a new signing secret, shown once. Deliveries: see `webhooks` and `x-webhook-signature`.",
+			body:        jsonBody("PeticionWebhook", obj{"url": "https://crm.example.com/webhooks/coupond", "eventos": []any{batch.EventLoteCompletado}}),
+			okDesc:      "The registration, with its secret.", okSchema: schemaRef("RegistroWebhook")},
+		"webhooks_delete": {tag: "webhooks", summary: "Remove the webhook", description: "Pending deliveries are dropped.",
+			okDesc: "Removed (also when none was registered).", okSchema: schemaRef("ObjetoVacio")},
+	}
+}
+
+func webhookOperation() obj {
+	hdr := func(name, desc string, s obj) obj {
+		return obj{"name": name, "in": "header", "required": true, "description": desc, "schema": s}
+	}
+	return obj{
+		"operationId": "lote_completado",
+		"summary":     "A batch job completed",
+		"description": "POSTed to the registered URL when a batch job completes, following Standard Webhooks (see `x-webhook-signature`). " +
+			"Any 2xx acknowledges; anything else, a redirect or no answer within 10 seconds is retried with exponential backoff (first retry within 10 seconds, " +
+			"12 attempts over more than 24 hours), with the same `webhook-id`.",
+		"parameters": []any{
+			hdr("webhook-id", "Message id (`msg_<job_id>`), the same on every retry: deduplicate on it.", obj{"type": "string"}),
+			hdr("webhook-timestamp", "Unix seconds of this attempt.", obj{"type": "string", "pattern": "^[0-9]+$"}),
+			hdr("webhook-signature", "`v1,` + standard base64 of HMAC-SHA256(key, `<webhook-id>.<webhook-timestamp>.<body>`).", obj{"type": "string", "pattern": "^v1,[A-Za-z0-9+/]+={0,2}$"}),
+		},
+		"requestBody": obj{"required": true, "content": jsonContent(schemaRef("LoteCompletado"))},
+		"responses":   obj{"2XX": obj{"description": "Delivered."}},
+	}
+}
+
+// ---- documentation of choices ----
+
+func errorCodes() []any {
+	var out []any
+	seen := map[string]bool{}
+	for _, k := range allKinds() {
+		row := errorTable[k]
+		if seen[row.codigo] {
+			continue
+		}
+		seen[row.codigo] = true
+		statuses := []any{}
+		var when []string
+		for _, k2 := range allKinds() {
+			if errorTable[k2].codigo == row.codigo {
+				statuses = append(statuses, errorTable[k2].status)
+				when = append(when, kindDocs[k2])
+			}
+		}
+		e := obj{"codigo": row.codigo, "status": statuses, "when": strings.Join(when, " ")}
+		if row.codigo == "esquema_invalido" {
+			e["when"] = e["when"].(string) + " In `rechazados`: " + eventOnlyCodes[0].when + "."
+		}
+		out = append(out, e)
+	}
+	for _, c := range eventOnlyCodes[1:] {
+		out = append(out, obj{"codigo": c.codigo, "status": []any{}, "when": "Only in `rechazados` of POST /v1/eventos: " + c.when + "."})
+	}
+	return out
+}
+
+func validationErrorTypes() []any {
+	var out []any
+	for _, t := range schema.ErrorTypes() {
+		out = append(out, obj{"type": t.Type, "meaning": t.Meaning})
+	}
+	return out
+}
+
+func customerFeatures() []any {
+	var out []any
+	for _, f := range engine.FeatureDocs() {
+		out = append(out, obj{"name": f.Name, "doc": f.Doc})
+	}
+	return out
+}
+
+var segmentGrammar = fmt.Sprintf(`segment := {"todos": true}                  only at the top: every customer with history
+         | {"<op>": {"<feature>": number}}  op: <, <=, >, >=, ==, != ; feature: x-customer-features
+         | {"y": [segment, ...]}            all of them (at least one)
+         | {"o": [segment, ...]}            any of them (at least one)
+         | {"no": segment}                  not
+Each object holds exactly one operator and a comparison exactly one feature; an unknown feature or operator is 422 (loc body.segmento...). At most %d levels of nesting and %d objects.`,
+	engine.SegmentMaxDepth, engine.SegmentMaxNodes)
+
+func signedURLDoc() obj {
+	return obj{
+		"format":      "{base_url}/v1/lotes-decision/{job_id}/descarga?t={tenant}&exp={unix seconds}&sig={signature}",
+		"signature":   "unpadded base64url HMAC-SHA256, under the installation's URL key, of the method GET, the path /v1/lotes-decision/{job_id}/descarga, the tenant, the job id and exp, each length-prefixed",
+		"ttl_seconds": int(batch.ResultURLTTL.Seconds()),
+		"rules":       "Valid while the current (real) time is before exp. The query must hold exactly t, exp and sig, once each, in the encoding the server produced; anything else is 404. A new status query gives a new URL.",
+	}
+}
+
+func rateLimitsDoc() obj {
+	return obj{
+		"decisiones":    obj{"per_second": classRates[classDecisiones].perSecond, "burst": classRates[classDecisiones].burst, "per": "credential"},
+		"eventos":       obj{"per_second": classRates[classEventos].perSecond, "burst": classRates[classEventos].burst, "per": "credential"},
+		"ejecucion":     obj{"per_second": classRates[classEjecucion].perSecond, "burst": classRates[classEjecucion].burst, "per": "credential"},
+		"otros":         obj{"per_second": classRates[classOther].perSecond, "burst": classRates[classOther].burst, "per": "credential"},
+		"token":         obj{"per_second": classRates[classToken].perSecond, "burst": classRates[classToken].burst, "per": "client_id"},
+		"por_cliente":   obj{"decisions_per_day": engine.DailyCap, "per": "cliente_ref, UTC day of the tenant clock"},
+		"lotes":         quotaDocs[quotaBatch]["description"],
+		"retry_after":   "integer seconds, at least 1",
+		"anomalous_use": "Peaks of 10 times the usual rate, many errors or repeated reloads of history escalate, one step at a time: warning, brake (reduced rate limits), quarantine of new events (accepted and kept, applied when the operator releases them), suspension of the credential (401).",
+	}
+}
+
+func idempotencyDoc() obj {
+	return obj{
+		"header":    "Idempotency-Key",
+		"routes":    []any{"POST /v1/decisiones"},
+		"format":    "1 to 255 printable ASCII characters",
+		"retention": isoDuration(engine.IdempotencyTTL),
+		"conflict":  "409 idempotencia_conflicto: same key with a different body, or while the first request is still running",
+		"events":    "POST /v1/eventos is idempotent by event_id instead: same canonical content (keys sorted, numbers by value) counts in duplicados",
+	}
+}
+
+func webhookSignatureDoc() obj {
+	return obj{
+		"convention":   "Standard Webhooks (https://www.standardwebhooks.com/)",
+		"headers":      []any{"webhook-id", "webhook-timestamp", "webhook-signature"},
+		"signed":       "<webhook-id>.<webhook-timestamp>.<raw body>",
+		"signature":    "v1,<standard base64 (padded) of HMAC-SHA256>",
+		"key":          "the registration's secreto: whsec_ + base64 of 32 bytes; the HMAC key is the decoded bytes",
+		"verification": "Recompute the HMAC over the raw body and compare in constant time; refuse timestamps far from now (e.g. more than 5 minutes) and repeated webhook-id.",
+		"retries":      "exponential backoff with jitter for more than 24 hours (12 attempts), first retry within 10 seconds; each attempt signed afresh with its own timestamp",
+	}
+}
+
+func infoDescription() string {
+	var b strings.Builder
+	b.WriteString(`coupond decides, for each customer and campaign, which coupon of the tenant's action catalog to send (or none, action 0), logs the exact propensity of each choice and learns from what customers then buy. It never reads the caller's CRM: everything goes through this API.
+
+Flow: publish events (POST /v1/eventos); request decisions online (POST /v1/decisiones) or in batch (POST /v1/lotes-decision); confirm every decision's execution (POST /v1/decisiones/{decision_id}/ejecucion) and label the CUPON_RECIBIDO event with its decision_id. Without confirmation and labelling the engine decides but does not learn.
+
+## Conventions
+
+- Bodies are JSON (Content-Type application/json or *+json; none given is taken as JSON; anything else is 415). Strict: unknown members (names are case-sensitive), duplicate keys, trailing data and nesting deeper than 64 are refused, every violation listed at once in a 422 HTTPValidationError whose ` + "`type`" + ` uses pydantic v2's vocabulary (x-validation-error-types).
+- Money is MXN without VAT, a JSON number with at most two decimals, kept as integer cents. Timestamps are ISO-8601 with their zone and are returned in UTC with the suffix Z.
+- ID pattern: ^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$. A cliente_ref (8 to 128 characters) is a salted hash; values that look like telephone numbers or e-mail addresses are refused.
+- Success is 200 except 202 for POST /v1/lotes-decision and DELETE /v1/clientes/{cliente_ref}. Every 4xx and 5xx has the ErrorV1 body except 422 (HTTPValidationError); the set of codigos is closed (x-error-codes). Unknown path or method: 404 no_encontrado. Every response carries X-Trace-Id.
+- Order of checks on authenticated routes: 401 (token) → 403 (scope) → 503 (tenant paused) → 429 (rate limit, quota) → 413/415 (body size, content type) → 422 (validation) → the route's own rules.
+- Authentication: POST /v1/token (OAuth 2.0 client credentials, JSON or form) gives a bearer token that lives 15 minutes. Each route's scope is in its security requirement and in x-scopes. explicar:leer adds detalle to decisions.
+
+## Choices beyond the contract
+
+- Decision ids are d<tenant>.<nonce>.<mac> (ID pattern, at most 128 characters): signed, bound to the tenant, checked without a store read. An event whose decision_id is not a valid id of the tenant is rejected (esquema_invalido, campo decision_id).
+- detalle (scope explicar:leer) is on every decision: {"acciones":[{"accion","mu_mxn","sigma_mxn","probabilidad"}]}, one row per eligible action, 0 included; mu_mxn is the expected reward in MXN over the reward window.
+- Event idempotency compares canonical JSON (keys sorted, numbers by value): a resend that reorders keys or writes 100.0 for 100 is a duplicate, not a conflict.
+- Fallback records must name 0 or an action of the catalog (422 at body.accion otherwise).
+- Campaign budget: each send reserves the action's descuento_max_mxn against max_descuento_mxn; a rechazada confirmation or an expired unconfirmed decision gives it back.
+- Batch jobs need a defined campaign (422 at body.campana_id); the campaign's canal is the channel. Segments: x-segment-grammar over x-customer-features. A job interrupted by a restart ends fallido; failed jobs do not count toward the one-per-hour limit.
+`)
+	fmt.Fprintf(&b, "- Result files are kept %s after completion (x-result-retention); then GET …/resultado and the signed URL answer 404 and the status has no resultado_url. The signed URL (x-signed-result-url) lives %s.\n", humanDuration(batch.ResultRetention), humanDuration(batch.ResultURLTTL))
+	b.WriteString(`- Customer data rights: GET /v1/clientes/{cliente_ref}/exportacion returns everything held (each call is written to the access log; an unknown customer gets empty collections); DELETE /v1/clientes/{cliente_ref} answers 202 with the deletion record (programado, then completado) and reaches everything in the data dir that names the customer.
+- Webhooks follow Standard Webhooks (x-webhook-signature); the payload of lote.completado is LoteCompletado.
+- Idempotency-Key on POST /v1/decisiones (x-idempotency).
+- Daily quotas are counted in memory and written every 5 seconds: a crash can forget up to 5 seconds of use.
+`)
+	return b.String()
+}
