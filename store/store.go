@@ -49,7 +49,11 @@ func Open(dir string, fs vfs.FS) (*DB, error) {
 	// events (the default 8 MB made every point read decompress blocks), and
 	// bloom filters so that event_id existence checks, mostly misses, skip
 	// sstables without reading them.
-	opts := &pebble.Options{FS: fs, Logger: quietLogger{}, CacheSize: 256 << 20, MemTableSize: 64 << 20}
+	//
+	// MaxManifestFileSize 1 writes a fresh MANIFEST at every version edit:
+	// the manifest records sstable boundary keys, and an append-only one
+	// would keep a deleted customer's key long after the sstables lost it.
+	opts := &pebble.Options{FS: fs, Logger: quietLogger{}, CacheSize: 256 << 20, MemTableSize: 64 << 20, MaxManifestFileSize: 1}
 	for i := range opts.Levels {
 		opts.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
 		opts.Levels[i].FilterType = pebble.TableFilter
