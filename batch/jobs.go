@@ -16,6 +16,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -83,8 +84,8 @@ func (e *RetryError) Unwrap() error { return e.Err }
 const clientChunk = 10_000
 
 // ResultRetention is how long result files are kept after a job is
-// created (real time); then the file is removed and the job's status says
-// so in error, still completado.
+// created (real time); then the file is removed and the job stays
+// completado, without resultado_url (its result answers 404).
 const ResultRetention = 7 * 24 * time.Hour
 
 // resultSuffix names committed result files: <results>/<tenant>/<job_id>.jsonl.zst.
@@ -92,12 +93,11 @@ const resultSuffix = ".jsonl.zst"
 
 // Messages of a job's error field.
 const (
-	errRestart   = "interrumpido por un reinicio del servicio; envíe el lote de nuevo"
-	errStop      = "interrumpido por la parada del servicio; envíe el lote de nuevo"
-	errNoCamp    = "la campaña ya no está definida"
-	errNoTenant  = "el inquilino ya no existe"
-	errInternal  = "error interno al procesar el lote"
-	errRetention = "el archivo de resultados se eliminó al cumplirse su retención de 7 días"
+	errRestart  = "interrumpido por un reinicio del servicio; envíe el lote de nuevo"
+	errStop     = "interrumpido por la parada del servicio; envíe el lote de nuevo"
+	errNoCamp   = "la campaña ya no está definida"
+	errNoTenant = "el inquilino ya no existe"
+	errInternal = "error interno al procesar el lote"
 )
 
 // Runner owns the job queue and runs one job at a time.
@@ -440,7 +440,7 @@ func (r *Runner) process(ctx context.Context, j *Job) {
 	r.setProgress(j, 0, true)
 	realStart := r.now()
 	log.Info().Int("total", j.Total).Msg("batch job started")
-	runErr := r.run(ctx, j, log)
+	runErr := r.runSafe(ctx, j, log)
 	if t2, ok := r.db.Tenant(j.Tenant); ok {
 		t = t2
 	}
@@ -541,6 +541,18 @@ func (r *Runner) customers(j *Job, fn func(ref string) error) error {
 	return nil
 }
 
+// runSafe is run with a panic turned into the job's failure, so that a bug
+// met by one job neither kills the process nor leaves the job en_curso.
+func (r *Runner) runSafe(ctx context.Context, j *Job, log zerolog.Logger) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			log.Error().Str("panic", fmt.Sprint(p)).Bytes("stack", debug.Stack()).Msg("batch job panicked")
+			err = fmt.Errorf("batch: panic: %v", p)
+		}
+	}()
+	return r.run(ctx, j, log)
+}
+
 // run decides the job's customers and writes its result file.
 //
 // A first pass (segment jobs, and any job whose campaign caps sends) lists
@@ -623,7 +635,7 @@ func (r *Runner) run(ctx context.Context, j *Job, log zerolog.Logger) error {
 	r.mu.Unlock()
 	n := 0
 	decideOne := func(ref string) error {
-		noSend := limited && !keep[n]
+		noSend := limited && (n >= len(keep) || !keep[n])
 		d, err := bd.Decide(ref, noSend)
 		if err != nil {
 			return err
@@ -691,7 +703,7 @@ func KeepTop(gains []float64, k int64) []bool {
 }
 
 // cleanup removes result files past ResultRetention; their jobs stay
-// completado, without resultado_url, and say why in error.
+// completado, without resultado_url.
 func (r *Runner) cleanup() {
 	cutoff := r.now().Add(-ResultRetention)
 	for _, t := range r.db.Tenants() {
@@ -707,7 +719,7 @@ func (r *Runner) cleanup() {
 				r.log.Error().Err(err).Str("job_id", j.ID).Msg("batch retention")
 				continue
 			}
-			j.Result, j.Error = "", errRetention
+			j.Result = ""
 			if err := r.save(j); err != nil {
 				r.log.Error().Err(err).Str("job_id", j.ID).Msg("batch retention")
 			}

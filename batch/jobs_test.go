@@ -555,3 +555,37 @@ func TestScanSegmentMatchesSendGain(t *testing.T) {
 		t.Errorf("early stop: %v after %d calls", err, calls)
 	}
 }
+
+// TestJobPanicFails: a panic inside a job fails that job (no process crash,
+// nothing left en_curso) and the runner goes on.
+func TestJobPanicFails(t *testing.T) {
+	e := newJobEnv(t, vfs.NewMem(), "db", 2, -1)
+	j, err := e.r.Submit("acme", Submission{CampanaID: "camp", Clientes: refsN("panico", 5)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.r.OnProgress(1, func(j Job) {
+		if j.Procesados == 3 {
+			panic("boom")
+		}
+	})
+	if n := e.r.RunPending(context.Background()); n != 1 {
+		t.Fatalf("RunPending ran %d", n)
+	}
+	j, _ = e.r.Job("acme", j.ID)
+	if j.Estado != Fallido || j.Error != errInternal || j.Result != "" {
+		t.Errorf("job after a panic: %+v", j)
+	}
+	entries, _ := os.ReadDir(filepath.Join(e.dir, "acme"))
+	if len(entries) != 0 {
+		t.Errorf("files left behind: %v", entries)
+	}
+}
+
+func refsN(prefix string, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("%s-%06d", prefix, i)
+	}
+	return out
+}

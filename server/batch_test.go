@@ -814,7 +814,7 @@ func TestBatchZstd(t *testing.T) {
 }
 
 // TestBatchRetention: past the retention the file is removed; the job stays
-// completado and says why, without a URL.
+// completado, without a URL (error is only for fallido).
 func TestBatchRetention(t *testing.T) {
 	h, tok := batchHarness(t)
 	id := submit(h, tok, map[string]any{"campana_id": "camp", "clientes": refs("ret", 3)})
@@ -836,11 +836,13 @@ func TestBatchRetention(t *testing.T) {
 	}
 	tok = h.token("acme", allScopes...)
 	s := status(h, tok, id)
-	if s["estado"] != "completado" || s["procesados"] != float64(3) || !strings.Contains(fmt.Sprint(s["error"]), "retención") {
+	if s["estado"] != "completado" || s["procesados"] != float64(3) || s["total"] != float64(3) {
 		t.Errorf("status after retention: %v", s)
 	}
-	if _, ok := s["resultado_url"]; ok {
-		t.Errorf("status after retention has resultado_url: %v", s)
+	for _, k := range []string{"resultado_url", "resultado_expira_en", "error"} {
+		if _, ok := s[k]; ok {
+			t.Errorf("status after retention has %s: %v", k, s)
+		}
 	}
 	if st, _, _ := get(h, "/v1/lotes-decision/"+id+"/resultado", tok); st != 404 {
 		t.Errorf("resultado after retention: %d, want 404", st)
@@ -1051,3 +1053,62 @@ func TestBatchWebhookRetry(t *testing.T) {
 
 // Keep the engine import for SendGain's types.
 var _ = engine.ErrNoCampaign
+
+// TestBatchWebhookBackoff: against a receiver that always fails, attempts
+// follow an exponential backoff (first retry within 10 s, each wait longer)
+// for at least 24 hours, then stop; the queue is empty afterwards.
+func TestBatchWebhookBackoff(t *testing.T) {
+	h, tok := batchHarness(t)
+	rc := newReceiver(t, 1000)
+	if st, b := h.do("PUT", "/v1/webhooks", tok, map[string]any{"url": rc.srv.URL, "eventos": []string{"lote.completado"}}); st != 200 {
+		t.Fatalf("PUT /v1/webhooks: %d %v", st, b)
+	}
+	submit(h, tok, map[string]any{"campana_id": "camp", "clientes": refs("espera", 2)})
+	runJobs(h)
+	ctx := context.Background()
+	lo, hi := store.TableSpan("acme", store.TableWebhookQueue)
+	nextDue := func() (time.Time, bool) {
+		var due time.Time
+		found := false
+		h.db.Scan(lo, hi, func(k, _ []byte) error {
+			parts, ok := store.SplitKey("acme", k, "8s")
+			if ok {
+				due, found = store.TimeAt(parts[0]), true
+			}
+			return store.ErrStop
+		})
+		return due, found
+	}
+	var attempts []time.Time
+	for i := 0; i < 20; i++ {
+		due, ok := nextDue()
+		if !ok {
+			break
+		}
+		if now := h.clock.Now(); due.After(now) {
+			h.clock.Advance(due.Sub(now))
+		}
+		if n := h.hooks.DeliverDue(ctx); n != 1 {
+			t.Fatalf("attempt %d: DeliverDue made %d attempts", i+1, n)
+		}
+		attempts = append(attempts, h.clock.Now())
+	}
+	if len(attempts) < 2 || len(rc.deliveries()) != len(attempts) {
+		t.Fatalf("%d attempts, %d received", len(attempts), len(rc.deliveries()))
+	}
+	if _, ok := nextDue(); ok {
+		t.Errorf("message still queued after %d attempts", len(attempts))
+	}
+	if first := attempts[1].Sub(attempts[0]); first > 10*time.Second {
+		t.Errorf("first retry after %v, want within 10 s", first)
+	}
+	for i := 2; i < len(attempts); i++ {
+		if attempts[i].Sub(attempts[i-1]) < attempts[i-1].Sub(attempts[i-2])*6/10 {
+			t.Errorf("wait %d (%v) much shorter than the one before (%v)", i, attempts[i].Sub(attempts[i-1]), attempts[i-1].Sub(attempts[i-2]))
+		}
+	}
+	if span := attempts[len(attempts)-1].Sub(attempts[0]); span < 24*time.Hour {
+		t.Errorf("retries span %v, want at least 24 hours", span)
+	}
+	t.Logf("%d attempts over %v", len(attempts), attempts[len(attempts)-1].Sub(attempts[0]))
+}
