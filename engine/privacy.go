@@ -373,7 +373,7 @@ func (e *Engine) ProcessDeletions(ctx context.Context, hooks DeletionHooks) (Del
 			err = e.db.PurgeWAL()
 		}
 		if err == nil {
-			err = purgeManifest(e.db)
+			err = e.db.PurgeManifest()
 		}
 		if err != nil {
 			for _, r := range ready {
@@ -387,19 +387,6 @@ func (e *Engine) ProcessDeletions(ctx context.Context, hooks DeletionHooks) (Del
 		}
 	}
 	return st, firstErr
-}
-
-// manifestPurger is a store that can rotate its MANIFEST past the one that
-// held the sstable boundaries of before a deletion (boundary keys can name
-// a customer).
-type manifestPurger interface{ PurgeManifest() error }
-
-// purgeManifest rotates the store's MANIFEST away when the store can.
-func purgeManifest(db *store.DB) error {
-	if p, ok := any(db).(manifestPurger); ok {
-		return p.PurgeManifest()
-	}
-	return nil
 }
 
 // readyDeletion is a job whose data is gone, to be marked completado once

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strings"
 	"testing"
 	"time"
 
@@ -413,13 +412,6 @@ func TestDeletionLeavesNoBytesOnDisk(t *testing.T) {
 		if len(left) == 0 {
 			return
 		}
-	}
-	onlyManifest := true
-	for _, f := range left {
-		onlyManifest = onlyManifest && strings.HasPrefix(f, "MANIFEST-")
-	}
-	if _, ok := any(db).(manifestPurger); onlyManifest && !ok {
-		t.Skipf("KNOWN LIMITATION until store.DB has PurgeManifest: %v holds sstable boundary keys that name the deleted customer (Pebble keeps them until the MANIFEST rotates twice)", left)
 	}
 	t.Fatalf("files still holding the deleted cliente_ref: %v", left)
 }

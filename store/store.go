@@ -31,6 +31,8 @@ var (
 // commits with Sync and then updates the cache.
 type DB struct {
 	pdb *pebble.DB
+	fs  vfs.FS // with dir: where PurgeManifest looks for MANIFEST files
+	dir string
 
 	mu      sync.RWMutex
 	tenants map[string]*Tenant
@@ -50,9 +52,10 @@ func Open(dir string, fs vfs.FS) (*DB, error) {
 	// bloom filters so that event_id existence checks, mostly misses, skip
 	// sstables without reading them.
 	//
-	// MaxManifestFileSize 1 writes a fresh MANIFEST at every version edit:
-	// the manifest records sstable boundary keys, and an append-only one
-	// would keep a deleted customer's key long after the sstables lost it.
+	// MaxManifestFileSize 1 makes Pebble start new MANIFESTs as often as its
+	// rotation rule allows; PurgeManifest (called by deletion) forces the
+	// rest, because the manifest records sstable boundary keys that can name
+	// a deleted customer.
 	opts := &pebble.Options{FS: fs, Logger: quietLogger{}, CacheSize: 256 << 20, MemTableSize: 64 << 20, MaxManifestFileSize: 1}
 	for i := range opts.Levels {
 		opts.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
@@ -63,7 +66,7 @@ func Open(dir string, fs vfs.FS) (*DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: open %s: %w", dir, err)
 	}
-	db := &DB{pdb: pdb, tenants: map[string]*Tenant{}, creds: map[string]*Credential{}}
+	db := &DB{pdb: pdb, fs: fs, dir: dir, tenants: map[string]*Tenant{}, creds: map[string]*Credential{}}
 	if err := db.loadCaches(); err != nil {
 		pdb.Close()
 		return nil, err

@@ -2,6 +2,7 @@ package store
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
@@ -44,4 +45,48 @@ func (db *DB) PurgeWAL() error {
 		}
 	}
 	return nil
+}
+
+// PurgeManifest makes sure no MANIFEST written before the call stays on
+// disk. A MANIFEST records the first and last key of every sstable, and
+// keys can name a customer; Pebble keeps the current MANIFEST and one
+// previous one, and (with MaxManifestFileSize tiny) starts a new one when
+// the edits since the last one touch more files than the store holds. Each
+// round writes one key and flushes (one edit, one file); it stops when every
+// MANIFEST of before the call is gone.
+func (db *DB) PurgeManifest() error {
+	old := map[string]bool{}
+	ents, err := db.fs.List(db.dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		if strings.HasPrefix(e, "MANIFEST-") {
+			old[e] = true
+		}
+	}
+	for i := 0; i < 100000; i++ {
+		b := db.NewBatch()
+		b.Set([]byte{spaceGlobal, 'W'}, []byte{byte(i)})
+		err := b.Commit()
+		b.Close()
+		if err != nil {
+			return err
+		}
+		if err := db.pdb.Flush(); err != nil {
+			return fmt.Errorf("store: flush: %w", err)
+		}
+		ents, err := db.fs.List(db.dir)
+		if err != nil {
+			return err
+		}
+		left := false
+		for _, e := range ents {
+			left = left || old[e]
+		}
+		if !left {
+			return nil
+		}
+	}
+	return fmt.Errorf("store: old MANIFEST still there")
 }
