@@ -137,8 +137,12 @@ func (e *Engine) Fallback(tenant string, in FallbackInput) error {
 	if err != nil {
 		return err
 	}
+	nonce, err := e.freshNonce(tenant, now)
+	if err != nil {
+		return err
+	}
 	r := &DecisionRecord{
-		Nonce: newNonce(now, e.rand32()), ClienteRef: in.ClienteRef, At: now, Canal: in.Canal, CampanaID: in.CampanaID,
+		Nonce: nonce, ClienteRef: in.ClienteRef, At: now, Canal: in.Canal, CampanaID: in.CampanaID,
 		Accion: in.Accion, Propension: 1, Version: "respaldo", EnRespaldo: true, CaducaEn: now,
 		Motivo: "registro de respaldo: regla del cliente aplicada", Estado: EstadoEjecutada,
 	}

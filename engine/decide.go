@@ -241,8 +241,12 @@ func (e *Engine) decideNew(ts *tenantState, t *store.Tenant, now time.Time, req 
 	tenant := t.ID
 	cat := ts.catalog.Load()
 	pm := ts.model.Load()
+	nonce, err := e.freshNonce(tenant, now)
+	if err != nil {
+		return nil, nil, err
+	}
 	rec := &DecisionRecord{
-		Nonce: newNonce(now, e.rand32()), ClienteRef: req.ClienteRef, At: now, Canal: req.Canal,
+		Nonce: nonce, ClienteRef: req.ClienteRef, At: now, Canal: req.Canal,
 		CampanaID: req.CampanaID, JobID: req.JobID, Version: pm.version, CaducaEn: now.Add(DecisionTTL),
 		EnSombra: t.Settings.Shadow,
 	}

@@ -365,3 +365,28 @@ func TestEvaluateRecoversSingleActionValues(t *testing.T) {
 		}
 	}
 }
+
+// TestDecisionIDsDistinctOnFrozenClock makes many decisions on a sandbox
+// tenant whose clock does not move: every decision gets its own id and
+// record (a nonce collision would overwrite another decision).
+func TestDecisionIDsDistinctOnFrozenClock(t *testing.T) {
+	e, _ := newTestEngine(t, 2, nil)
+	seen := map[string]bool{}
+	const n = 6000
+	for i := 0; i < n; i++ {
+		d, err := e.Decide("acme", Request{ClienteRef: fmt.Sprintf("frozen-%06d", i), Canal: "push", CapExempt: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if seen[d.DecisionID] {
+			t.Fatalf("decision %d reused id %s", i, d.DecisionID)
+		}
+		seen[d.DecisionID] = true
+		if i%1000 == 0 {
+			r, err := e.DecisionByID("acme", d.DecisionID)
+			if err != nil || r.ClienteRef != fmt.Sprintf("frozen-%06d", i) {
+				t.Fatalf("record of decision %d: %v %v", i, r, err)
+			}
+		}
+	}
+}

@@ -125,3 +125,17 @@ func (r *DecisionRecord) priorOf(action int) (float64, bool) {
 	}
 	return 0, false
 }
+
+// freshNonce draws a nonce for a decision made at at that no stored
+// decision has yet. A nonce holds the time in microseconds and 24 random
+// bits, and a sandbox clock does not move between decisions, so draws can
+// collide; a collision would overwrite another decision's record.
+func (e *Engine) freshNonce(tenant string, at time.Time) (string, error) {
+	for {
+		n := newNonce(at, e.rand32())
+		taken, err := e.db.Has(decisionKey(tenant, n))
+		if err != nil || !taken {
+			return n, err
+		}
+	}
+}
