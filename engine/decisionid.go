@@ -4,7 +4,6 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
-	"encoding/binary"
 	"strings"
 	"time"
 )
@@ -60,15 +59,4 @@ func (d decisionIDs) parse(tenant, id string) (nonce string, ok bool) {
 		return "", false
 	}
 	return nonce, true
-}
-
-// nonceTime returns the decision time encoded in a nonce.
-func nonceTime(nonce string) time.Time {
-	var b [9]byte
-	if n, err := base64.RawURLEncoding.Decode(b[:], []byte(nonce)); err != nil || n != 9 {
-		return time.Time{}
-	}
-	var us [8]byte
-	copy(us[2:], b[:6])
-	return time.UnixMicro(int64(binary.BigEndian.Uint64(us[:]))).UTC()
 }

@@ -2,7 +2,6 @@ package engine
 
 import (
 	"crypto/sha256"
-	"encoding/json"
 	"errors"
 
 	"github.com/coupond/coupond/store"
@@ -228,5 +227,3 @@ func (e *Engine) Attribution(tenant, cupon string) (string, error) {
 	}
 	return a.DecisionID, err
 }
-
-var _ = json.Marshal

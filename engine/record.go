@@ -62,10 +62,6 @@ type DecisionRecord struct {
 	Aprendida  bool   `json:"aprendida,omitempty"`
 }
 
-// opensWindow reports whether the record opens a reward window: every
-// decision does, fallback records do not.
-func (r *DecisionRecord) opensWindow() bool { return !r.EnRespaldo }
-
 func decisionKey(tenant, nonce string) []byte { return store.Key(tenant, store.TableDecision, nonce) }
 
 func customerDecisionKey(tenant, clienteRef string, at time.Time, nonce string) []byte {

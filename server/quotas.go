@@ -89,17 +89,6 @@ func (q *quotas) add(db *store.DB, tenant, kind string, now time.Time, n int64) 
 	return nil
 }
 
-// usage returns today's count, for admin listings.
-func (q *quotas) usage(db *store.DB, tenant, kind string, now time.Time) (int64, error) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	c, err := q.get(db, quotaKey{tenant, kind, now.UTC().Format(time.DateOnly)})
-	if err != nil {
-		return 0, err
-	}
-	return c.n, nil
-}
-
 // flush writes the changed counts to the store.
 func (q *quotas) flush(db *store.DB) error {
 	q.mu.Lock()
