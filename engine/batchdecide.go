@@ -492,13 +492,13 @@ func (bd *BatchDecider) Close() {
 	bd.b.Close()
 }
 
-func lockAll(ls *[64]sync.Mutex) {
+func lockAll(ls *[custLockCount]sync.Mutex) {
 	for i := range ls {
 		ls[i].Lock()
 	}
 }
 
-func unlockAll(ls *[64]sync.Mutex) {
+func unlockAll(ls *[custLockCount]sync.Mutex) {
 	for i := range ls {
 		ls[i].Unlock()
 	}

@@ -70,9 +70,7 @@ func (e *Engine) Confirm(tenant, id string, c Confirmation) (string, error) {
 	r.ConfirmadaEn = &at
 	b := e.db.NewBatch()
 	defer b.Close()
-	if err := putDecision(b, tenant, r); err != nil {
-		return "", err
-	}
+	putDecision(b, tenant, r)
 	release := r.Estado == EstadoRechazada && r.Accion != 0 && r.CampanaID != ""
 	if release {
 		if err := e.releaseBudget(ts, b, tenant, r); err != nil {
@@ -137,10 +135,7 @@ func (e *Engine) Fallback(tenant string, in FallbackInput) error {
 	if err != nil {
 		return err
 	}
-	nonce, err := e.freshNonce(tenant, now)
-	if err != nil {
-		return err
-	}
+	nonce := e.freshNonce(now)
 	r := &DecisionRecord{
 		Nonce: nonce, ClienteRef: in.ClienteRef, At: now, Canal: in.Canal, CampanaID: in.CampanaID,
 		Accion: in.Accion, Propension: 1, Version: "respaldo", EnRespaldo: true, CaducaEn: now,
@@ -148,8 +143,6 @@ func (e *Engine) Fallback(tenant string, in FallbackInput) error {
 	}
 	b := e.db.NewBatch()
 	defer b.Close()
-	if err := putDecision(b, tenant, r); err != nil {
-		return err
-	}
+	putDecision(b, tenant, r)
 	return b.Commit()
 }

@@ -219,9 +219,7 @@ func (e *Engine) decideInto(ts *tenantState, t *store.Tenant, now time.Time, req
 		if err != nil {
 			return nil, nil, err
 		}
-		if err := putDecision(b, tenant, rec); err != nil {
-			return nil, nil, err
-		}
+		putDecision(b, tenant, rec)
 		queueReward(b, tenant, rec, t.Settings)
 		cs.OpenNonce, cs.OpenAt = rec.Nonce, rec.At
 	}
@@ -241,10 +239,7 @@ func (e *Engine) decideNew(ts *tenantState, t *store.Tenant, now time.Time, req 
 	tenant := t.ID
 	cat := ts.catalog.Load()
 	pm := ts.model.Load()
-	nonce, err := e.freshNonce(tenant, now)
-	if err != nil {
-		return nil, nil, err
-	}
+	nonce := e.freshNonce(now)
 	rec := &DecisionRecord{
 		Nonce: nonce, ClienteRef: req.ClienteRef, At: now, Canal: req.Canal,
 		CampanaID: req.CampanaID, JobID: req.JobID, Version: pm.version, CaducaEn: now.Add(DecisionTTL),

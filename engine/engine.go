@@ -5,6 +5,7 @@
 package engine
 
 import (
+	crand "crypto/rand"
 	"errors"
 	"fmt"
 	"hash/maphash"
@@ -38,7 +39,13 @@ type Engine struct {
 	ids     decisionIDs
 
 	rngMu sync.Mutex
-	rng   *rand.Rand
+	rng   *rand.Rand // the policy's draws: seeded, so tests can fix them
+
+	// nonceRand draws decision nonces. It is seeded from the operating
+	// system, not from Config.Seed: a restarted engine with a fixed seed
+	// on a frozen sandbox clock must not draw its predecessor's nonces.
+	nonceMu   sync.Mutex
+	nonceRand *rand.ChaCha8
 
 	mu      sync.Mutex
 	tenants map[string]*tenantState
@@ -66,8 +73,15 @@ type tenantState struct {
 	budgets   map[string]*budget
 
 	ingestMu  sync.Mutex // event ingestion: one request applies at a time
-	custLocks [64]sync.Mutex
+	custLocks [custLockCount]sync.Mutex
 }
+
+// custLockCount is the number of per-customer locks of a tenant. An online
+// decision holds its customer's lock through its synced commit (about a
+// millisecond), so two customers that share a lock wait for each other's
+// fsync: with a few thousand locks, the dozen decisions in flight at
+// thousands per second rarely share one.
+const custLockCount = 4096
 
 // New builds an engine over the store.
 func New(cfg Config) *Engine {
@@ -77,11 +91,12 @@ func New(cfg Config) *Engine {
 	}
 	return &Engine{
 		db: cfg.DB, secrets: cfg.Secrets, log: cfg.Log, now: cfg.Now,
-		ids:      decisionIDs{key: cfg.Secrets.Decision},
-		rng:      rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
-		tenants:  map[string]*tenantState{},
-		inflight: map[string]struct{}{},
-		seed:     maphash.MakeSeed(),
+		ids:       decisionIDs{key: cfg.Secrets.Decision},
+		rng:       rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
+		nonceRand: newNonceSource(),
+		tenants:   map[string]*tenantState{},
+		inflight:  map[string]struct{}{},
+		seed:      maphash.MakeSeed(),
 	}
 }
 
@@ -126,11 +141,10 @@ func (e *Engine) uniform() float64 {
 	return u
 }
 
-func (e *Engine) rand32() uint32 {
-	e.rngMu.Lock()
-	v := e.rng.Uint32()
-	e.rngMu.Unlock()
-	return v
+func newNonceSource() *rand.ChaCha8 {
+	var seed [32]byte
+	crand.Read(seed[:])
+	return rand.NewChaCha8(seed)
 }
 
 // tenantNow returns the tenant record and its clock.

@@ -2,7 +2,6 @@ package engine
 
 import (
 	"cmp"
-	"encoding/json"
 	"fmt"
 	"math"
 	"sort"
@@ -98,8 +97,8 @@ func (e *Engine) Evaluate(tenant string, opt EvalOptions) (*Evaluation, error) {
 		defer close(c.done)
 		var mu []float64
 		for _, v := range c.raw {
-			var r evalRecord
-			if err := json.Unmarshal(v, &r); err != nil {
+			var r DecisionRecord
+			if err := unmarshalRecord(v, &r); err != nil {
 				c.err = err
 				return
 			}
@@ -305,7 +304,7 @@ func (e *Engine) Shadow(tenant string) (*ShadowReport, error) {
 	lo, hi := store.TableSpan(tenant, store.TableDecision)
 	err = e.db.Scan(lo, hi, func(_, v []byte) error {
 		var r DecisionRecord
-		if err := json.Unmarshal(v, &r); err != nil {
+		if err := unmarshalRecord(v, &r); err != nil {
 			return err
 		}
 		if !r.EnSombra || r.EnRespaldo {
@@ -391,20 +390,6 @@ func candidatesOf(ids []int, priors []float64) []candidate {
 		cands[i] = candidate{id: id, prior: priors[i]}
 	}
 	return cands
-}
-
-// evalRecord is the part of a DecisionRecord evaluation reads.
-type evalRecord struct {
-	CampanaID  string    `json:"campana_id,omitempty"`
-	Accion     int       `json:"accion"`
-	Propension float64   `json:"propension"`
-	EnControl  bool      `json:"en_control"`
-	EnRespaldo bool      `json:"en_respaldo"`
-	X          []float64 `json:"x,omitempty"`
-	Candidates []int     `json:"candidatos,omitempty"`
-	Priors     []float64 `json:"priors,omitempty"`
-	Estado     string    `json:"estado_ejecucion,omitempty"`
-	Recompensa *int64    `json:"recompensa_cents,omitempty"`
 }
 
 // chunkStats is what a chunk of the log adds besides evaluator records.

@@ -131,9 +131,7 @@ func (e *Engine) Learn(tenant string) (LearnStats, error) {
 				st.Folded++
 			}
 		}
-		if err := putDecision(b, tenant, r); err != nil {
-			return st, err
-		}
+		putDecision(b, tenant, r)
 	}
 	if st.Folded > 0 {
 		next.publishVersion(now)

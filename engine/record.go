@@ -69,22 +69,22 @@ func customerDecisionKey(tenant, clienteRef string, at time.Time, nonce string) 
 }
 
 // putDecision adds the record and its customer index entry to b.
-func putDecision(b *store.Batch, tenant string, r *DecisionRecord) error {
-	if err := b.SetJSON(decisionKey(tenant, r.Nonce), r); err != nil {
-		return err
-	}
+func putDecision(b *store.Batch, tenant string, r *DecisionRecord) {
+	b.Set(decisionKey(tenant, r.Nonce), marshalRecord(r))
 	b.Set(customerDecisionKey(tenant, r.ClienteRef, r.At, r.Nonce), nil)
-	return nil
 }
 
 // loadDecision reads a decision record by nonce.
 func (e *Engine) loadDecision(tenant, nonce string) (*DecisionRecord, error) {
-	var r DecisionRecord
-	err := e.db.GetJSON(decisionKey(tenant, nonce), &r)
+	v, err := e.db.Get(decisionKey(tenant, nonce))
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, fmt.Errorf("decision: %w", ErrNotFound)
 	}
 	if err != nil {
+		return nil, err
+	}
+	var r DecisionRecord
+	if err := unmarshalRecord(v, &r); err != nil {
 		return nil, err
 	}
 	return &r, nil
@@ -122,16 +122,11 @@ func (r *DecisionRecord) priorOf(action int) (float64, bool) {
 	return 0, false
 }
 
-// freshNonce draws a nonce for a decision made at at that no stored
-// decision has yet. A nonce holds the time in microseconds and 24 random
-// bits, and a sandbox clock does not move between decisions, so draws can
-// collide; a collision would overwrite another decision's record.
-func (e *Engine) freshNonce(tenant string, at time.Time) (string, error) {
-	for {
-		n := newNonce(at, e.rand32())
-		taken, err := e.db.Has(decisionKey(tenant, n))
-		if err != nil || !taken {
-			return n, err
-		}
-	}
+// freshNonce draws a nonce for a decision made at at (see decisionIDs).
+func (e *Engine) freshNonce(at time.Time) string {
+	var rnd [9]byte
+	e.nonceMu.Lock()
+	e.nonceRand.Read(rnd[:])
+	e.nonceMu.Unlock()
+	return newNonce(at, rnd)
 }
