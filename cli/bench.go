@@ -8,6 +8,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"runtime"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -247,13 +248,18 @@ func benchDecisionsCmd(f *benchFlags) *cobra.Command {
 				}()
 			}
 			rng := rand.New(rand.NewPCG(f.seed, 7))
+			// preciseSleep blocks this goroutine's thread, which keeps its P
+			// while it sleeps: one more P keeps the workers on every core.
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(runtime.GOMAXPROCS(0) + 1))
 			start := time.Now()
 			interval := time.Second / time.Duration(rate)
 			n := 0
 			for ctx.Err() == nil {
 				at := start.Add(time.Duration(n) * interval)
 				if d := time.Until(at); d > 0 {
-					time.Sleep(d)
+					preciseSleep(d)
 				}
 				select {
 				case jobs <- job{at: at, ref: fmt.Sprintf("bench-cliente-%07d", rng.IntN(f.customers))}:
