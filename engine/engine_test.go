@@ -3,7 +3,9 @@ package engine
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -385,4 +387,69 @@ func TestDecisionIDsDistinctOnFrozenClock(t *testing.T) {
 			}
 		}
 	}
+}
+
+// BenchmarkDecideWhileLearning measures online decisions while a learner
+// pass folds a backlog of 50,000 final rewards: decisions read the
+// published model through an atomic pointer, so the learner must not
+// slow them beyond sharing the CPU. It reports decision latency
+// percentiles over the decisions made while the learner was busy.
+func BenchmarkDecideWhileLearning(b *testing.B) {
+	e, db := newTestEngine(b, 20, func(s *store.Settings) { s.RewardWindow = 24 * time.Hour; s.RewardGrace = 0 })
+	const backlog = 50_000
+	var evs []IngestEvent
+	for i := 0; i < backlog; i++ {
+		ref := fmt.Sprintf("learn-%07d", i)
+		d, err := e.Decide("acme", Request{ClienteRef: ref, Canal: "push", CapExempt: true})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := e.Confirm("acme", d.DecisionID, Confirmation{Ejecutada: true}); err != nil {
+			b.Fatal(err)
+		}
+		evs = append(evs, IngestEvent{Event: Event{ID: "ev-" + ref, ClienteRef: ref, TS: t0.Add(time.Hour), Tipo: CompraCat,
+			Clave: "c", ValorCents: 10000, TicketID: "t" + ref, MargenCents: int64(1000 + i%500)}, Canonical: []byte(ref)})
+		if len(evs) == 1000 {
+			e.Ingest("acme", evs)
+			evs = evs[:0]
+		}
+	}
+	e.Ingest("acme", evs)
+	advance(b, db, 25*time.Hour)
+	var busy atomic.Bool
+	busy.Store(true)
+	done := make(chan error, 1)
+	go func() {
+		defer busy.Store(false)
+		for {
+			st, err := e.Learn("acme")
+			if err != nil || st.Folded+st.Unconfirmed == 0 {
+				done <- err
+				return
+			}
+		}
+	}()
+	var lat []time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		start := time.Now()
+		if _, err := e.Decide("acme", Request{ClienteRef: fmt.Sprintf("online-%09d", i), Canal: "push", CapExempt: true}); err != nil {
+			b.Fatal(err)
+		}
+		if busy.Load() {
+			lat = append(lat, time.Since(start))
+		}
+	}
+	b.StopTimer()
+	if err := <-done; err != nil {
+		b.Fatal(err)
+	}
+	if len(lat) == 0 {
+		b.Fatal("the learner finished before any decision: raise -benchtime")
+	}
+	slices.Sort(lat)
+	q := func(p float64) float64 { return float64(lat[int(p*float64(len(lat)-1))].Microseconds()) }
+	b.ReportMetric(float64(len(lat)), "decisions-during-learning")
+	b.ReportMetric(q(0.5), "p50-µs")
+	b.ReportMetric(q(0.99), "p99-µs")
 }
