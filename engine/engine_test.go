@@ -189,8 +189,50 @@ func TestPolicyConvergesToBestAction(t *testing.T) {
 // scoring 20 actions, exploration, durable record) over 100,000 customers
 // with history.
 func BenchmarkDecide(b *testing.B) {
+	e := decideBenchEngine(b)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		ref := fmt.Sprintf("cust-%07d", i%decideBenchCustomers)
+		if i >= decideBenchCustomers {
+			ref = fmt.Sprintf("new-%09d", i) // beyond the population: new customers (no window open)
+		}
+		if _, err := e.Decide("acme", Request{ClienteRef: ref, Canal: "push", CapExempt: true}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkDecideParallel is BenchmarkDecide with concurrent callers, as
+// the HTTP server calls it: ns/op is the time per decision when both cores
+// decide (commits of concurrent decisions share WAL syncs).
+func BenchmarkDecideParallel(b *testing.B) {
+	e := decideBenchEngine(b)
+	var next atomic.Int64
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			i := int(next.Add(1) - 1)
+			ref := fmt.Sprintf("cust-%07d", i%decideBenchCustomers)
+			if i >= decideBenchCustomers {
+				ref = fmt.Sprintf("new-%09d", i)
+			}
+			if _, err := e.Decide("acme", Request{ClienteRef: ref, Canal: "push", CapExempt: true}); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}
+
+const decideBenchCustomers = 100_000
+
+// decideBenchEngine is an engine with 20 actions and 100,000 customers
+// with three purchases each.
+func decideBenchEngine(b *testing.B) *Engine {
 	e, _ := newTestEngine(b, 20, nil)
-	const customers = 100_000
+	const customers = decideBenchCustomers
 	var evs []IngestEvent
 	for i := 0; i < customers; i++ {
 		ref := fmt.Sprintf("cust-%07d", i)
@@ -205,17 +247,7 @@ func BenchmarkDecide(b *testing.B) {
 			evs = evs[:0]
 		}
 	}
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		ref := fmt.Sprintf("cust-%07d", i%customers)
-		if i >= customers {
-			ref = fmt.Sprintf("new-%09d", i) // beyond the population: new customers (no window open)
-		}
-		if _, err := e.Decide("acme", Request{ClienteRef: ref, Canal: "push", CapExempt: true}); err != nil {
-			b.Fatal(err)
-		}
-	}
+	return e
 }
 
 // BenchmarkIngest1000 measures applying one request of 1000 purchase
