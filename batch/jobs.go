@@ -279,9 +279,9 @@ func (r *Runner) save(j *Job) error {
 }
 
 // Recover runs before Run after a start: a job that was running when the
-// process stopped ends fallido with an error that says so (its decisions up
-// to the last synced chunk are recorded and hold their customers' reward
-// windows); queued jobs stay queued and run. Stale temporary result files
+// process stopped ends fallido with an error that says so, and the
+// decisions it had committed are voided (engine.VoidJob: no caller got
+// them); queued jobs stay queued and run. Stale temporary result files
 // and result files of jobs that did not complete are removed.
 func (r *Runner) Recover() error {
 	keep := map[string]bool{}
@@ -299,7 +299,11 @@ func (r *Runner) Recover() error {
 				if err := r.finish(j); err != nil {
 					return err
 				}
-				r.log.Warn().Str("tenant", j.Tenant).Str("job_id", j.ID).Msg("batch job interrupted by restart: fallido")
+				voided, err := r.eng.VoidJob(j.Tenant, j.ID)
+				if err != nil {
+					return err
+				}
+				r.log.Warn().Str("tenant", j.Tenant).Str("job_id", j.ID).Int("anuladas", voided).Msg("batch job interrupted by restart: fallido")
 			}
 			if j.Estado == Completado && j.Result != "" {
 				keep[filepath.Clean(j.Result)] = true
@@ -449,7 +453,11 @@ func (r *Runner) process(ctx context.Context, j *Job) {
 	if runErr != nil {
 		j.Estado, j.Error = Fallido, publicError(runErr)
 		j.Result = ""
-		log.Error().Err(runErr).Msg("batch job failed")
+		voided, err := r.eng.VoidJob(j.Tenant, j.ID)
+		if err != nil {
+			log.Error().Err(err).Msg("batch void")
+		}
+		log.Error().Err(runErr).Int("anuladas", voided).Msg("batch job failed")
 	} else {
 		j.Estado = Completado
 		log.Info().Int("lineas", j.Procesados).Int("envios", j.Envios).Dur("took", r.now().Sub(realStart)).Msg("batch job completed")

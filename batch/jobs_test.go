@@ -589,3 +589,72 @@ func refsN(prefix string, n int) []string {
 	}
 	return out
 }
+
+// TestRecoverVoidsFailedJobDecisions: the decisions a job had committed
+// before the process died never reached the caller, so recovery voids
+// them: they become rechazada, their sends go back to the campaign budget
+// and their customers' reward windows close.
+func TestRecoverVoidsFailedJobDecisions(t *testing.T) {
+	e := newJobEnv(t, vfs.NewMem(), "db", 3, 1000)
+	refs := []string{"cliente-0000001", "cliente-0000002", "cliente-0000003", "cliente-0000004"}
+	job, err := e.r.Submit("acme", Submission{CampanaID: "camp", Clientes: refs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	job.Estado = EnCurso
+	if err := e.r.save(job); err != nil {
+		t.Fatal(err)
+	}
+	// The first chunk was decided and committed, then the process died.
+	bd, err := e.eng.NewBatchDecider("acme", job.ID, "camp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := map[string]string{}
+	for _, ref := range refs {
+		d, err := bd.Decide(ref, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[ref] = d.DecisionID
+	}
+	if err := bd.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	bd.Close()
+	budget := func() int64 {
+		var b struct {
+			Envios int64 `json:"envios"`
+		}
+		if err := e.db.GetJSON(store.Key("acme", store.TableBudget, "camp"), &b); err != nil && !errors.Is(err, store.ErrNotFound) {
+			t.Fatal(err)
+		}
+		return b.Envios
+	}
+	if budget() == 0 {
+		t.Fatal("the batch decisions reserved no send: the test needs some")
+	}
+
+	if err := e.runner().Recover(); err != nil {
+		t.Fatal(err)
+	}
+	if got := budget(); got != 0 {
+		t.Errorf("sends reserved after voiding: %d, want 0", got)
+	}
+	for _, ref := range refs {
+		r, err := e.eng.DecisionByID("acme", ids[ref])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Estado != engine.EstadoRechazada || !strings.Contains(r.MotivoRechazo, "lote fallido") {
+			t.Errorf("%s: voided record %s %q, want rechazada by the failed job", ref, r.Estado, r.MotivoRechazo)
+		}
+		d, err := e.eng.Decide("acme", engine.Request{ClienteRef: ref, Canal: "push"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.DecisionID == ids[ref] || strings.Contains(d.Motivo, "ventana") {
+			t.Errorf("%s: after voiding, a decision still meets the failed job's window: %+v", ref, d)
+		}
+	}
+}

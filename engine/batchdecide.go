@@ -503,3 +503,88 @@ func unlockAll(ls *[custLockCount]sync.Mutex) {
 		ls[i].Unlock()
 	}
 }
+
+// VoidJob undoes the committed decisions of a batch job that failed: no
+// result file ever reached the caller, so none of its coupons was sent.
+// Each still unconfirmed decision of the job becomes rechazada ("lote
+// fallido"), gives its send back to the campaign budget and stops holding
+// its customer's reward window, so the customer can be decided again at
+// once. It returns the number of decisions voided. It scans the tenant's
+// decisions once; a job fails rarely.
+func (e *Engine) VoidJob(tenant, jobID string) (int, error) {
+	ts, err := e.state(tenant)
+	if err != nil {
+		return 0, err
+	}
+	var nonces []string
+	lo, hi := store.TableSpan(tenant, store.TableDecision)
+	err = e.db.Scan(lo, hi, func(_, v []byte) error {
+		var r DecisionRecord
+		if err := unmarshalRecord(v, &r); err != nil {
+			return err
+		}
+		if r.JobID == jobID && r.Estado == EstadoPendiente && !r.EnRespaldo {
+			nonces = append(nonces, r.Nonce)
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	for i := 0; i < len(nonces); i += batchChunk {
+		if err := e.voidChunk(ts, tenant, nonces[i:min(i+batchChunk, len(nonces))]); err != nil {
+			return i, err
+		}
+	}
+	return len(nonces), nil
+}
+
+// voidChunk voids the decisions named by nonces in one synced commit,
+// holding every customer lock (as a batch chunk does).
+func (e *Engine) voidChunk(ts *tenantState, tenant string, nonces []string) error {
+	_, now, err := e.tenantNow(tenant)
+	if err != nil {
+		return err
+	}
+	lockAll(&ts.custLocks)
+	defer unlockAll(&ts.custLocks)
+	b := e.db.NewBatch()
+	defer b.Close()
+	released := ""
+	for _, nonce := range nonces {
+		r, err := e.loadDecision(tenant, nonce)
+		if err != nil {
+			return err
+		}
+		if r.Estado != EstadoPendiente {
+			continue // confirmed meanwhile
+		}
+		r.Estado, r.MotivoRechazo = EstadoRechazada, "lote fallido: la decisión no se entregó"
+		at := now
+		r.ConfirmadaEn = &at
+		putDecision(b, tenant, r)
+		if r.Accion != 0 && r.CampanaID != "" {
+			if err := e.releaseBudget(ts, b, tenant, r); err != nil {
+				return err
+			}
+			released = r.CampanaID
+		}
+		var cs customerState
+		switch err := e.db.GetJSON(customerStateKey(tenant, r.ClienteRef), &cs); {
+		case err == nil && cs.OpenNonce == r.Nonce:
+			cs.OpenNonce, cs.OpenAt = "", time.Time{}
+			if err := b.SetJSON(customerStateKey(tenant, r.ClienteRef), &cs); err != nil {
+				return err
+			}
+		case err != nil && !errors.Is(err, store.ErrNotFound):
+			return err
+		}
+	}
+	if err := b.Commit(); err != nil {
+		if released != "" {
+			e.dropBudgetCache(ts, released)
+		}
+		return err
+	}
+	return nil
+}
