@@ -278,25 +278,7 @@ func BenchmarkIngest1000(b *testing.B) {
 // one learner pass (repeated until the queue is empty) folds them.
 func BenchmarkLearn(b *testing.B) {
 	e, db := newTestEngine(b, 5, func(s *store.Settings) { s.RewardWindow = 24 * time.Hour; s.RewardGrace = 0 })
-	var evs []IngestEvent
-	for i := 0; i < b.N; i++ {
-		ref := fmt.Sprintf("learn-%07d", i)
-		d, err := e.Decide("acme", Request{ClienteRef: ref, Canal: "push", CapExempt: true})
-		if err != nil {
-			b.Fatal(err)
-		}
-		if _, err := e.Confirm("acme", d.DecisionID, Confirmation{Ejecutada: true}); err != nil {
-			b.Fatal(err)
-		}
-		evs = append(evs, IngestEvent{Event: Event{ID: "ev-" + ref, ClienteRef: ref, TS: t0.Add(time.Hour), Tipo: CompraCat,
-			Clave: "c", ValorCents: 10000, TicketID: "t" + ref, MargenCents: int64(1000 + i%500)}, Canonical: []byte(ref)})
-		if len(evs) == 1000 {
-			e.Ingest("acme", evs)
-			evs = evs[:0]
-		}
-	}
-	e.Ingest("acme", evs)
-	advance(b, db, 25*time.Hour)
+	rewardBacklog(b, e, db, b.N)
 	b.ResetTimer()
 	folded := 0
 	for {
@@ -421,16 +403,11 @@ func TestDecisionIDsDistinctOnFrozenClock(t *testing.T) {
 	}
 }
 
-// BenchmarkDecideWhileLearning measures online decisions while a learner
-// pass folds a backlog of 50,000 final rewards: decisions read the
-// published model through an atomic pointer, so the learner must not
-// slow them beyond sharing the CPU. It reports decision latency
-// percentiles over the decisions made while the learner was busy.
-func BenchmarkDecideWhileLearning(b *testing.B) {
-	e, db := newTestEngine(b, 20, func(s *store.Settings) { s.RewardWindow = 24 * time.Hour; s.RewardGrace = 0 })
-	const backlog = 50_000
+// rewardBacklog makes n confirmed decisions with a purchase in their
+// 24-hour window and moves the clock past it: n rewards ready to fold.
+func rewardBacklog(b *testing.B, e *Engine, db *store.DB, n int) {
 	var evs []IngestEvent
-	for i := 0; i < backlog; i++ {
+	for i := 0; i < n; i++ {
 		ref := fmt.Sprintf("learn-%07d", i)
 		d, err := e.Decide("acme", Request{ClienteRef: ref, Canal: "push", CapExempt: true})
 		if err != nil {
@@ -448,6 +425,17 @@ func BenchmarkDecideWhileLearning(b *testing.B) {
 	}
 	e.Ingest("acme", evs)
 	advance(b, db, 25*time.Hour)
+}
+
+// BenchmarkDecideWhileLearning measures online decisions while a learner
+// pass folds a backlog of 50,000 final rewards: decisions read the
+// published model through an atomic pointer, so the learner must not
+// slow them beyond sharing the CPU. It reports decision latency
+// percentiles over the decisions made while the learner was busy.
+func BenchmarkDecideWhileLearning(b *testing.B) {
+	e, db := newTestEngine(b, 20, func(s *store.Settings) { s.RewardWindow = 24 * time.Hour; s.RewardGrace = 0 })
+	const backlog = 50_000
+	rewardBacklog(b, e, db, backlog)
 	var busy atomic.Bool
 	busy.Store(true)
 	done := make(chan error, 1)

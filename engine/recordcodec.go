@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"math"
-	"time"
 )
 
 // Stored form of a DecisionRecord. Every decision path writes one record,
@@ -14,8 +13,9 @@ import (
 // written by earlier versions as JSON (first byte '{') are still read.
 //
 // Layout: the format byte recordFormat, then the fields in the order of
-// appendRecord. Strings and lists are length-prefixed (uvarint); integers
-// are zigzag varints; floats are 8-byte IEEE 754 (little endian), except
+// appendRecord, with the primitives of the event encoding (binAppendString,
+// binAppendTime, binReader). Strings and lists are length-prefixed (uvarint); integers
+// are zigzag varints; floats are 8-byte IEEE 754 (big endian, finite), except
 // float lists whose every value is a whole number below 2⁵³, which are
 // stored as varints (the rounded cents of Mu and Priors); times are Unix
 // seconds and nanoseconds in UTC, the zero time included.
@@ -46,15 +46,15 @@ func marshalRecord(r *DecisionRecord) []byte {
 
 func appendRecord(b []byte, r *DecisionRecord) []byte {
 	b = append(b, recordFormat)
-	b = appendString(b, r.Nonce)
-	b = appendString(b, r.ClienteRef)
-	b = appendTime(b, r.At)
-	b = appendString(b, r.Canal)
-	b = appendString(b, r.CampanaID)
-	b = appendString(b, r.JobID)
+	b = binAppendString(b, r.Nonce)
+	b = binAppendString(b, r.ClienteRef)
+	b = binAppendTime(b, r.At)
+	b = binAppendString(b, r.Canal)
+	b = binAppendString(b, r.CampanaID)
+	b = binAppendString(b, r.JobID)
 	b = binary.AppendVarint(b, int64(r.Accion))
-	b = binary.LittleEndian.AppendUint64(b, math.Float64bits(r.Propension))
-	b = appendString(b, r.Version)
+	b = binary.BigEndian.AppendUint64(b, math.Float64bits(r.Propension))
+	b = binAppendString(b, r.Version)
 	var f byte
 	for _, s := range []struct {
 		on   bool
@@ -71,8 +71,8 @@ func appendRecord(b []byte, r *DecisionRecord) []byte {
 		f2 |= flagAprendida
 	}
 	b = append(b, f, f2)
-	b = appendTime(b, r.CaducaEn)
-	b = appendString(b, r.Motivo)
+	b = binAppendTime(b, r.CaducaEn)
+	b = binAppendString(b, r.Motivo)
 	b = appendFloats(b, r.X)
 	b = binary.AppendUvarint(b, uint64(len(r.Candidates)))
 	for _, c := range r.Candidates {
@@ -82,31 +82,21 @@ func appendRecord(b []byte, r *DecisionRecord) []byte {
 	b = appendFloats(b, r.Mu)
 	b = appendFloats(b, r.Priors)
 	b = binary.AppendVarint(b, r.BudgetCents)
-	b = appendString(b, r.Estado)
+	b = binAppendString(b, r.Estado)
 	if r.AccionReal != nil {
 		b = binary.AppendVarint(b, int64(*r.AccionReal))
 	}
-	b = appendString(b, r.MotivoRechazo)
+	b = binAppendString(b, r.MotivoRechazo)
 	if r.TsEjecucion != nil {
-		b = appendTime(b, *r.TsEjecucion)
+		b = binAppendTime(b, *r.TsEjecucion)
 	}
 	if r.ConfirmadaEn != nil {
-		b = appendTime(b, *r.ConfirmadaEn)
+		b = binAppendTime(b, *r.ConfirmadaEn)
 	}
 	if r.Recompensa != nil {
 		b = binary.AppendVarint(b, *r.Recompensa)
 	}
 	return b
-}
-
-func appendString(b []byte, s string) []byte {
-	b = binary.AppendUvarint(b, uint64(len(s)))
-	return append(b, s...)
-}
-
-func appendTime(b []byte, t time.Time) []byte {
-	b = binary.AppendVarint(b, t.Unix())
-	return binary.AppendUvarint(b, uint64(t.Nanosecond()))
 }
 
 const maxExactInt = 1 << 53
@@ -134,7 +124,7 @@ func appendFloats(b []byte, v []float64) []byte {
 	}
 	b = append(b, 0)
 	for _, x := range v {
-		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(x))
+		b = binary.BigEndian.AppendUint64(b, math.Float64bits(x))
 	}
 	return b
 }
@@ -149,17 +139,17 @@ func unmarshalRecord(b []byte, r *DecisionRecord) error {
 	if len(b) == 0 || b[0] != recordFormat {
 		return errRecord
 	}
-	d := recordDecoder{b: b[1:]}
+	d := binReader{b: b, pos: 1}
 	*r = DecisionRecord{}
-	r.Nonce = d.string()
-	r.ClienteRef = d.string()
+	r.Nonce = d.str()
+	r.ClienteRef = d.str()
 	r.At = d.time()
-	r.Canal = d.string()
-	r.CampanaID = d.string()
-	r.JobID = d.string()
-	r.Accion = d.int()
+	r.Canal = d.str()
+	r.CampanaID = d.str()
+	r.JobID = d.str()
+	r.Accion = recordInt(&d)
 	r.Propension = d.float()
-	r.Version = d.string()
+	r.Version = d.str()
 	f, f2 := d.byte(), d.byte()
 	r.Explorado = f&flagExplorado != 0
 	r.EnControl = f&flagEnControl != 0
@@ -167,24 +157,24 @@ func unmarshalRecord(b []byte, r *DecisionRecord) error {
 	r.EnSombra = f&flagEnSombra != 0
 	r.Aprendida = f2&flagAprendida != 0
 	r.CaducaEn = d.time()
-	r.Motivo = d.string()
-	r.X = d.floats()
-	if n := d.count(1); n > 0 {
+	r.Motivo = d.str()
+	r.X = recordFloats(&d)
+	if n := recordCount(&d); n > 0 {
 		r.Candidates = make([]int, n)
 		for i := range r.Candidates {
-			r.Candidates[i] = d.int()
+			r.Candidates[i] = recordInt(&d)
 		}
 	}
-	r.Probs = d.floats()
-	r.Mu = d.floats()
-	r.Priors = d.floats()
+	r.Probs = recordFloats(&d)
+	r.Mu = recordFloats(&d)
+	r.Priors = recordFloats(&d)
 	r.BudgetCents = d.varint()
-	r.Estado = d.string()
+	r.Estado = d.str()
 	if f&flagAccionReal != 0 {
-		v := d.int()
+		v := recordInt(&d)
 		r.AccionReal = &v
 	}
-	r.MotivoRechazo = d.string()
+	r.MotivoRechazo = d.str()
 	if f&flagTsEjecucion != 0 {
 		t := d.time()
 		r.TsEjecucion = &t
@@ -197,42 +187,13 @@ func unmarshalRecord(b []byte, r *DecisionRecord) error {
 		v := d.varint()
 		r.Recompensa = &v
 	}
-	if d.bad || len(d.b) != 0 {
+	if !d.done() {
 		return errRecord
 	}
 	return nil
 }
 
-// recordDecoder reads the binary layout; after the first short or invalid
-// read every read returns zero and bad is set.
-type recordDecoder struct {
-	b   []byte
-	bad bool
-}
-
-func (d *recordDecoder) fail() { d.bad, d.b = true, nil }
-
-func (d *recordDecoder) uvarint() uint64 {
-	v, n := binary.Uvarint(d.b)
-	if n <= 0 {
-		d.fail()
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
-
-func (d *recordDecoder) varint() int64 {
-	v, n := binary.Varint(d.b)
-	if n <= 0 {
-		d.fail()
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
-
-func (d *recordDecoder) int() int {
+func recordInt(d *binReader) int {
 	v := d.varint()
 	if v != int64(int(v)) {
 		d.fail()
@@ -241,59 +202,19 @@ func (d *recordDecoder) int() int {
 	return int(v)
 }
 
-func (d *recordDecoder) byte() byte {
-	if len(d.b) < 1 {
-		d.fail()
-		return 0
-	}
-	c := d.b[0]
-	d.b = d.b[1:]
-	return c
-}
-
-func (d *recordDecoder) float() float64 {
-	if len(d.b) < 8 {
-		d.fail()
-		return 0
-	}
-	v := math.Float64frombits(binary.LittleEndian.Uint64(d.b))
-	d.b = d.b[8:]
-	return v
-}
-
-// count reads a length whose items take at least min bytes each, so a
-// damaged length cannot make a huge allocation.
-func (d *recordDecoder) count(min int) int {
+// recordCount reads a list length; every item takes at least one byte, so
+// a damaged length cannot make a huge allocation.
+func recordCount(d *binReader) int {
 	n := d.uvarint()
-	if n > uint64(len(d.b)/min) {
+	if n > uint64(d.left()) {
 		d.fail()
 		return 0
 	}
 	return int(n)
 }
 
-func (d *recordDecoder) string() string {
-	n := d.count(1)
-	if d.bad {
-		return ""
-	}
-	s := string(d.b[:n])
-	d.b = d.b[n:]
-	return s
-}
-
-func (d *recordDecoder) time() time.Time {
-	sec := d.varint()
-	ns := d.uvarint()
-	if ns >= 1e9 {
-		d.fail()
-		return time.Time{}
-	}
-	return time.Unix(sec, int64(ns)).UTC()
-}
-
-func (d *recordDecoder) floats() []float64 {
-	n := d.count(1)
+func recordFloats(d *binReader) []float64 {
+	n := recordCount(d)
 	if n == 0 || d.bad {
 		return nil
 	}
