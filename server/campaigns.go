@@ -45,12 +45,9 @@ func campanaParam(c *call) (string, error) {
 }
 
 func (s *Server) handlePutCampaign(c *call) error {
-	id, err := campanaParam(c)
-	if err != nil {
-		return err
-	}
+	id, pathErr := campanaParam(c)
 	v, err := decode(c.body, campaignSchema)
-	if err != nil {
+	if err := joinValidation(pathErr, err); err != nil {
 		return err
 	}
 	camp := engine.Campaign{ID: id, Canal: v.Field("canal").String(), Descripcion: v.Field("descripcion").String()}

@@ -38,12 +38,9 @@ func idempotencyKey(c *call) (string, error) {
 }
 
 func (s *Server) handleDecide(c *call) error {
-	key, err := idempotencyKey(c)
-	if err != nil {
-		return err
-	}
+	key, headerErr := idempotencyKey(c)
 	v, err := decode(c.body, decisionSchema)
-	if err != nil {
+	if err := joinValidation(headerErr, err); err != nil {
 		return err
 	}
 	ctx := v.Field("contexto")

@@ -357,3 +357,32 @@ func TestFallback(t *testing.T) {
 		t.Errorf("fallback with unknown action: %d %v, want 422", st, b)
 	}
 }
+
+// TestViolationsListedAtOnce: a request wrong in its path or header and in
+// its body gets one 422 that lists every violation (contract section 7).
+func TestViolationsListedAtOnce(t *testing.T) {
+	h := newHarness(t)
+	h.tenant("acme", true, noControl)
+	tok := h.token("acme", allScopes...)
+	tests := []struct {
+		name, method, path string
+		body               any
+		hdr                []string
+		want               []string
+	}{
+		{"decision: header and body", "POST", "/v1/decisiones", map[string]any{"contexto": map[string]any{"canal": "push"}},
+			[]string{"Idempotency-Key", strings.Repeat("k", 256)}, []string{"[header Idempotency-Key]", "[body cliente_ref]"}},
+		{"campaign: path and body", "PUT", "/v1/campanas/-mal", map[string]any{"canal": "push", "descripcion": "navidad", "max_envios": -1},
+			nil, []string{"[path campana_id]", "[body max_envios]"}},
+	}
+	for _, tc := range tests {
+		st, body := h.do(tc.method, tc.path, tok, tc.body, tc.hdr...)
+		var locs []string
+		for _, d := range body["detail"].([]any) {
+			locs = append(locs, fmt.Sprint(d.(map[string]any)["loc"]))
+		}
+		if st != 422 || !cmp.Equal(locs, tc.want) {
+			t.Errorf("%s: %d %v, want 422 at %v", tc.name, st, locs, tc.want)
+		}
+	}
+}

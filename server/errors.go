@@ -64,6 +64,27 @@ type validationError struct{ detail []schema.Violation }
 
 func (e *validationError) Error() string { return "validation failed" }
 
+// joinValidation merges the validation errors of a request's parts (path,
+// header, body) so that a 422 lists every violation at once (contract
+// section 7). Another kind of error is returned as is.
+func joinValidation(errs ...error) error {
+	var all []schema.Violation
+	for _, err := range errs {
+		var v *validationError
+		switch {
+		case err == nil:
+		case errors.As(err, &v):
+			all = append(all, v.detail...)
+		default:
+			return err
+		}
+	}
+	if len(all) == 0 {
+		return nil
+	}
+	return &validationError{detail: all}
+}
+
 // errorV1 is the ErrorV1 body.
 type errorV1 struct {
 	Codigo  string         `json:"codigo"`
