@@ -653,6 +653,11 @@ func TestBatchSignedURL(t *testing.T) {
 	if got := lines(t, body); len(got) != 8 {
 		t.Errorf("signed URL: %d lines, want 8", len(got))
 	}
+	if resp := h.raw("HEAD", path+"?"+query, "", nil); resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "application/x-ndjson" {
+		t.Errorf("HEAD on the signed URL: %d %v, want 200 with the GET's headers", resp.StatusCode, resp.Header)
+	} else {
+		resp.Body.Close()
+	}
 	_, _, viaToken := get(h, "/v1/lotes-decision/"+id+"/resultado", tok)
 	if !bytes.Equal(body, viaToken) {
 		t.Errorf("signed URL and /resultado differ")

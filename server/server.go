@@ -84,6 +84,9 @@ func New(d Deps) *Server {
 			}
 		}
 		s.router.Handle(rt.method, path, h)
+		if rt.method == http.MethodGet {
+			s.router.Handle(http.MethodHead, path, h) // net/http sends the headers and drops the body
+		}
 	}
 	return s
 }
