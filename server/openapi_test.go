@@ -981,6 +981,11 @@ func TestOpenAPIResponsesMatchHandlers(t *testing.T) {
 	cf.check("POST", "/v1/token", "", "grant_type=password", "Content-Type", "application/x-www-form-urlencoded", "Authorization", base64Basic(id, "wrong"))
 	cf.check("POST", "/v1/token", "", map[string]any{"client_id": id, "client_secret": "s3cret", "grant_type": "client_credentials", "scope": "clientes:borrar"})
 	cf.check("POST", "/v1/token", "", map[string]any{"client_id": id})
+	// The form's scope is bounded as the JSON one is.
+	long := url.Values{"grant_type": {"client_credentials"}, "scope": {strings.Repeat("eventos:publicar ", 70)}}.Encode()
+	if st, b, _ := cf.check("POST", "/v1/token", "", long, "Content-Type", "application/x-www-form-urlencoded", "Authorization", basic); st != 422 || !strings.Contains(fmt.Sprint(b["detail"]), "scope") {
+		t.Errorf("token form with a 1190-character scope: %d %v, want 422 at scope", st, b)
+	}
 	cf.check("POST", "/v1/token", "", "x", "Content-Type", "text/plain")
 
 	// Catalog and campaign.

@@ -135,6 +135,9 @@ func (s *Server) readTokenForm(c *call) (*tokenRequest, error) {
 	if req.grantType != "" && req.grantType != "client_credentials" {
 		bad = append(bad, schema.PatternMismatch("body", "grant_type", req.grantType, "^client_credentials$"))
 	}
+	if len(req.scope) > 1024 { // as tokenSchema's scope
+		bad = append(bad, schema.TooLong("body", "scope", req.scope, 1024))
+	}
 	if len(bad) > 0 {
 		return nil, &validationError{detail: bad}
 	}
