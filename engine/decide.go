@@ -425,3 +425,87 @@ func inControl(s *store.Secrets, tenant, clienteRef string, share float64) bool 
 	}
 	return float64(v)/float64(uint64(1)<<52) < share
 }
+
+// idemPruneBatch bounds the deletions of one commit of PruneIdempotency;
+// the learner loop prunes every idemPruneEvery.
+const (
+	idemPruneBatch = 1000
+	idemPruneEvery = time.Hour
+)
+
+// PruneIdempotency deletes the tenant's Idempotency-Key records older than
+// IdempotencyTTL by its clock, which no request can replay any more, so the
+// table holds about one day of keys. A key whose request is running is
+// left for the next pass; while a key is being deleted, a request with it
+// gets idempotencia_conflicto, as for any request in flight. It returns
+// the number of records deleted.
+func (e *Engine) PruneIdempotency(tenant string) (int, error) {
+	_, now, err := e.tenantNow(tenant)
+	if err != nil {
+		return 0, err
+	}
+	var keys []string // Idempotency-Keys
+	lo, hi := store.TableSpan(tenant, store.TableIdempotency)
+	err = e.db.Scan(lo, hi, func(k, v []byte) error {
+		var rec idemRecord
+		parts, ok := store.SplitKey(tenant, k, "s")
+		if ok && json.Unmarshal(v, &rec) == nil && now.Sub(rec.At) >= IdempotencyTTL {
+			keys = append(keys, string(parts[0]))
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	deleted := 0
+	for i := 0; i < len(keys); i += idemPruneBatch {
+		d, err := e.pruneIdem(tenant, keys[i:min(i+idemPruneBatch, len(keys))], now)
+		deleted += d
+		if err != nil {
+			return deleted, err
+		}
+	}
+	return deleted, nil
+}
+
+// pruneIdem deletes the records of the given Idempotency-Keys that are
+// still expired, holding each key's in-flight mark until the commit.
+func (e *Engine) pruneIdem(tenant string, keys []string, now time.Time) (int, error) {
+	var marks []string
+	defer func() {
+		e.inflightMu.Lock()
+		for _, m := range marks {
+			delete(e.inflight, m)
+		}
+		e.inflightMu.Unlock()
+	}()
+	b := e.db.NewBatch()
+	defer b.Close()
+	n := 0
+	for _, k := range keys {
+		flight := tenant + "\x00" + k
+		e.inflightMu.Lock()
+		_, busy := e.inflight[flight]
+		if !busy {
+			e.inflight[flight] = struct{}{}
+			marks = append(marks, flight)
+		}
+		e.inflightMu.Unlock()
+		if busy {
+			continue
+		}
+		var rec idemRecord // read again: a request may have renewed it
+		if err := e.db.GetJSON(idemKey(tenant, k), &rec); err != nil || now.Sub(rec.At) < IdempotencyTTL {
+			continue
+		}
+		b.Delete(idemKey(tenant, k))
+		n++
+	}
+	if n == 0 {
+		return 0, nil
+	}
+	if err := b.Commit(); err != nil {
+		return 0, err
+	}
+	return n, nil
+}

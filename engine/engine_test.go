@@ -473,3 +473,40 @@ func BenchmarkDecideWhileLearning(b *testing.B) {
 	b.ReportMetric(q(0.5), "p50-µs")
 	b.ReportMetric(q(0.99), "p99-µs")
 }
+
+// TestPruneIdempotency: records past the 24-hour TTL by the tenant clock
+// are deleted, younger ones stay and still replay.
+func TestPruneIdempotency(t *testing.T) {
+	e, db := newTestEngine(t, 2, nil)
+	decide := func(ref, key string) *Decision {
+		d, err := e.Decide("acme", Request{ClienteRef: ref, Canal: "push", CapExempt: true, IdempotencyKey: key, BodyHash: HashBody([]byte(ref))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	count := func() int {
+		n := 0
+		lo, hi := store.TableSpan("acme", store.TableIdempotency)
+		db.Scan(lo, hi, func(_, _ []byte) error { n++; return nil })
+		return n
+	}
+	decide("cliente-viejo-1", "k-viejo-1")
+	decide("cliente-viejo-2", "k-viejo-2")
+	advance(t, db, 20*time.Hour)
+	young := decide("cliente-joven", "k-joven")
+	advance(t, db, 5*time.Hour) // the first two are 25 h old, the last 5 h
+	n, err := e.PruneIdempotency("acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 2 || count() != 1 {
+		t.Errorf("pruned %d, %d left; want 2 pruned and 1 left", n, count())
+	}
+	if again := decide("cliente-joven", "k-joven"); again.DecisionID != young.DecisionID {
+		t.Errorf("a key younger than 24 h no longer replays: %s, want %s", again.DecisionID, young.DecisionID)
+	}
+	if n, _ := e.PruneIdempotency("acme"); n != 0 {
+		t.Errorf("second pass pruned %d, want 0", n)
+	}
+}

@@ -189,15 +189,27 @@ func (e *Engine) catalogOf(tenant string) *Catalog {
 }
 
 // RunLearner runs learner passes for every tenant every interval until ctx
-// ends. Errors are logged and retried on the next pass.
+// ends, and every idemPruneEvery deletes expired Idempotency-Key records
+// (PruneIdempotency). Errors are logged and retried on the next pass.
 func (e *Engine) RunLearner(ctx context.Context, interval time.Duration) {
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
+	var pruned time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
+		}
+		if time.Since(pruned) >= idemPruneEvery {
+			pruned = time.Now()
+			for _, t := range e.db.Tenants() {
+				if n, err := e.PruneIdempotency(t.ID); err != nil {
+					e.log.Error().Err(err).Str("tenant", t.ID).Msg("idempotency prune")
+				} else if n > 0 {
+					e.log.Info().Int("borradas", n).Str("tenant", t.ID).Msg("idempotency records past 24 h deleted")
+				}
+			}
 		}
 		for _, t := range e.db.Tenants() {
 			for {
