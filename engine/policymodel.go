@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"time"
 )
@@ -133,10 +134,15 @@ type policyModel struct {
 	// for the scale s, and of the normalised residuals after the fit, for v.
 	resN, resMean, resM2 float64
 	fitN, fitM2          float64
+	// newVar is newEffectVar(), kept current by update so that scoring,
+	// once per decision, does not recompute it over every action.
+	newVar float64
 }
 
 func newPolicyModel() *policyModel {
-	return &policyModel{shared: newRidge(modelRidge), arms: map[int]*ridge{}}
+	m := &policyModel{shared: newRidge(modelRidge), arms: map[int]*ridge{}}
+	m.newVar = m.newEffectVar()
+	return m
 }
 
 func (m *policyModel) clone() *policyModel {
@@ -218,7 +224,7 @@ func (m *policyModel) customerScore(x []float64, cs *custScore) {
 	phi := basis(x, &cs.phi)
 	cs.s, cs.v = m.scale(), m.noise()
 	cs.base = m.shared.predict(phi)
-	cs.qNew = m.newEffectVar() / cs.v * dot(phi, phi)
+	cs.qNew = m.newVar / cs.v * dot(phi, phi)
 }
 
 // newEffectVar is τ², the variance per coefficient that an action without
@@ -231,11 +237,14 @@ func (m *policyModel) customerScore(x []float64, cs *custScore) {
 // not a burst.
 func (m *policyModel) newEffectVar() float64 {
 	v0 := m.noise() / effectRidge
-	if 1 == 0 {
-		return v0
-	}
 	num, den := tauPseudo*v0, tauPseudo
-	for _, a := range m.arms {
+	ids := make([]int, 0, len(m.arms))
+	for id := range m.arms {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids) // a fixed order: the same sums, bit for bit, on every call
+	for _, id := range ids {
+		a := m.arms[id]
 		var tr float64
 		for i := 0; i < basisDim; i++ {
 			tr += a.Ainv[i*basisDim+i]
@@ -289,6 +298,7 @@ func (m *policyModel) update(x []float64, action int, reward, prior float64) {
 	m.shared.update(x, y)
 	a.update(x, y-m.shared.predict(x))
 	m.n++
+	m.newVar = m.newEffectVar()
 }
 
 // distribution is the exploration rule; see the package comment above.
@@ -300,9 +310,6 @@ func (m *policyModel) distribution(sc *scored) ([]float64, int) {
 		return probs, 0
 	}
 	s := sc.s
-	if s <= 0 {
-		s = m.scale()
-	}
 	top := 0
 	opt := make([]float64, k)
 	for i, c := range sc.cands {
@@ -369,7 +376,9 @@ func unmarshalPolicyModel(b []byte) (*policyModel, string, error) {
 	if f.Arms == nil {
 		f.Arms = map[int]*ridge{}
 	}
-	return &policyModel{n: f.N, shared: f.Shared, arms: f.Arms, resN: f.ResN, resMean: f.ResMean, resM2: f.ResM2, fitN: f.FitN, fitM2: f.FitM2}, f.Version, nil
+	m := &policyModel{n: f.N, shared: f.Shared, arms: f.Arms, resN: f.ResN, resMean: f.ResMean, resM2: f.ResM2, fitN: f.FitN, fitM2: f.FitM2}
+	m.newVar = m.newEffectVar()
+	return m, f.Version, nil
 }
 
 func (r *ridge) valid() bool {

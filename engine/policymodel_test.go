@@ -60,6 +60,9 @@ func TestNewActionUncertaintyFollowsEvidence(t *testing.T) {
 	}
 	prior := m.noise() / effectRidge
 	tau2 := m.newEffectVar()
+	if m.newVar != tau2 {
+		t.Errorf("cached τ² %v after updates, computed %v", m.newVar, tau2)
+	}
 	if !(tau2 > 0 && tau2 < 0.5*prior) {
 		t.Errorf("actions without effects: τ² = %v, want in (0, %v)", tau2, 0.5*prior)
 	}
