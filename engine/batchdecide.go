@@ -2,7 +2,6 @@ package engine
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -118,8 +117,8 @@ func (bd *BatchDecider) SendBudget() (remaining int64, limited bool) {
 // of a batch keeps the sends of the customers with the highest gains.
 func (bd *BatchDecider) SendGain(clienteRef string) (gain float64, ok bool, err error) {
 	t := bd.t
-	var cs customerState
-	if err := bd.e.db.GetJSON(customerStateKey(t.ID, clienteRef), &cs); err != nil && !errors.Is(err, store.ErrNotFound) {
+	cs, err := bd.e.loadCustomerState(t.ID, clienteRef)
+	if err != nil {
 		return 0, false, err
 	}
 	f, err := bd.e.loadFeatures(t.ID, clienteRef)
@@ -420,7 +419,7 @@ func (bd *BatchDecider) scoreBlock(blk *scanBlock, seg *Segment, withGain bool, 
 		}
 		var cs customerState
 		if it.state[0] >= 0 {
-			if err := json.Unmarshal(blk.buf[it.state[0]:it.state[1]], &cs); err != nil {
+			if err := unmarshalCustomerState(blk.buf[it.state[0]:it.state[1]], &cs); err != nil {
 				continue // damaged: as above
 			}
 		}
@@ -569,15 +568,13 @@ func (e *Engine) voidChunk(ts *tenantState, tenant string, nonces []string) erro
 			}
 			released = r.CampanaID
 		}
-		var cs customerState
-		switch err := e.db.GetJSON(customerStateKey(tenant, r.ClienteRef), &cs); {
-		case err == nil && cs.OpenNonce == r.Nonce:
-			cs.OpenNonce, cs.OpenAt = "", time.Time{}
-			if err := b.SetJSON(customerStateKey(tenant, r.ClienteRef), &cs); err != nil {
-				return err
-			}
-		case err != nil && !errors.Is(err, store.ErrNotFound):
+		cs, err := e.loadCustomerState(tenant, r.ClienteRef)
+		if err != nil {
 			return err
+		}
+		if cs.OpenNonce == r.Nonce {
+			cs.OpenNonce, cs.OpenAt = "", time.Time{}
+			b.Set(customerStateKey(tenant, r.ClienteRef), marshalCustomerState(&cs))
 		}
 	}
 	if err := b.Commit(); err != nil {

@@ -135,7 +135,7 @@ func (e *Engine) Fallback(tenant string, in FallbackInput) error {
 	if err != nil {
 		return err
 	}
-	nonce, err := e.freshNonce(t, now)
+	nonce, err := e.freshNonce(ts, t, now)
 	if err != nil {
 		return err
 	}

@@ -2,10 +2,12 @@ package engine
 
 import (
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
+	"strconv"
 	"time"
 
 	"github.com/coupond/coupond/store"
@@ -105,6 +107,66 @@ func customerStateKey(tenant, clienteRef string) []byte {
 	return store.Key(tenant, store.TableMeta, "cust", clienteRef)
 }
 
+// Stored form of a customerState: every decision request reads and writes
+// one, so it is binary (the format byte custStateFormat, then OpenNonce,
+// OpenAt, Day and Count with the primitives of the event encoding) rather
+// than JSON. States written by earlier versions as JSON (first byte '{')
+// are still read. Times are UTC, as the tenant clocks are.
+const custStateFormat byte = 1
+
+// marshalCustomerState returns the stored form of cs.
+func marshalCustomerState(cs *customerState) []byte {
+	b := make([]byte, 0, 8+len(cs.OpenNonce)+12+len(cs.Day)+4)
+	b = append(b, custStateFormat)
+	b = binAppendString(b, cs.OpenNonce)
+	b = binAppendTime(b, cs.OpenAt)
+	b = binAppendString(b, cs.Day)
+	return binary.AppendUvarint(b, uint64(cs.Count))
+}
+
+// unmarshalCustomerState decodes a stored state (binary or the older JSON)
+// into cs. Damaged input gives an error, never a panic.
+func unmarshalCustomerState(b []byte, cs *customerState) error {
+	*cs = customerState{}
+	if len(b) > 0 && b[0] == '{' {
+		return json.Unmarshal(b, cs)
+	}
+	if len(b) == 0 || b[0] != custStateFormat {
+		return errCustomerState
+	}
+	d := binReader{b: b, pos: 1}
+	cs.OpenNonce = d.str()
+	cs.OpenAt = d.time()
+	cs.Day = d.str()
+	n := d.uvarint()
+	if n > math.MaxInt32 || !d.done() {
+		*cs = customerState{}
+		return errCustomerState
+	}
+	cs.Count = int(n)
+	return nil
+}
+
+// errCustomerState reports a damaged stored customer state.
+var errCustomerState = errors.New("customer state: damaged")
+
+// loadCustomerState reads a customer's decision state; a customer without
+// one gets the zero state.
+func (e *Engine) loadCustomerState(tenant, clienteRef string) (customerState, error) {
+	var cs customerState
+	b, err := e.db.Get(customerStateKey(tenant, clienteRef))
+	if errors.Is(err, store.ErrNotFound) {
+		return cs, nil
+	}
+	if err != nil {
+		return cs, err
+	}
+	if err := unmarshalCustomerState(b, &cs); err != nil {
+		return cs, fmt.Errorf("state of a customer of %s: %w", tenant, err)
+	}
+	return cs, nil
+}
+
 func idemKey(tenant, key string) []byte {
 	return store.Key(tenant, store.TableIdempotency, key)
 }
@@ -188,8 +250,8 @@ func (e *Engine) Decide(tenant string, req Request) (*Decision, error) {
 // the open window's decision.
 func (e *Engine) decideInto(ts *tenantState, t *store.Tenant, now time.Time, req Request, b *store.Batch) (*Decision, *DecisionRecord, error) {
 	tenant := t.ID
-	var cs customerState
-	if err := e.db.GetJSON(customerStateKey(tenant, req.ClienteRef), &cs); err != nil && !errors.Is(err, store.ErrNotFound) {
+	cs, err := e.loadCustomerState(tenant, req.ClienteRef)
+	if err != nil {
 		return nil, nil, err
 	}
 	day := now.UTC().Format(time.DateOnly)
@@ -203,7 +265,6 @@ func (e *Engine) decideInto(ts *tenantState, t *store.Tenant, now time.Time, req
 
 	var d *Decision
 	var rec *DecisionRecord
-	var err error
 	if cs.OpenNonce != "" && now.Before(cs.OpenAt.Add(t.Settings.RewardWindow)) {
 		// Reward window open: answer with the open decision, create nothing.
 		d = &Decision{
@@ -227,9 +288,7 @@ func (e *Engine) decideInto(ts *tenantState, t *store.Tenant, now time.Time, req
 		yes := true
 		d.EnSombra = &yes
 	}
-	if err := b.SetJSON(customerStateKey(tenant, req.ClienteRef), &cs); err != nil {
-		return nil, nil, err
-	}
+	b.Set(customerStateKey(tenant, req.ClienteRef), marshalCustomerState(&cs))
 	return d, rec, nil
 }
 
@@ -239,7 +298,7 @@ func (e *Engine) decideNew(ts *tenantState, t *store.Tenant, now time.Time, req 
 	tenant := t.ID
 	cat := ts.catalog.Load()
 	pm := ts.model.Load()
-	nonce, err := e.freshNonce(t, now)
+	nonce, err := e.freshNonce(ts, t, now)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -304,8 +363,8 @@ func (e *Engine) decideNew(ts *tenantState, t *store.Tenant, now time.Time, req 
 	rec.Explorado = idx != top
 	rec.X = cust.x
 	rec.Candidates = make([]int, len(sc.cands))
-	rec.Mu = make([]float64, len(sc.cands))
-	rec.Priors = make([]float64, len(sc.cands))
+	muPriors := make([]float64, 2*len(sc.cands)) // one allocation for both
+	rec.Mu, rec.Priors = muPriors[:len(sc.cands):len(sc.cands)], muPriors[len(sc.cands):]
 	for i, c := range sc.cands {
 		rec.Candidates[i] = c.id
 		rec.Mu[i] = math.Round(c.mu)
@@ -316,11 +375,11 @@ func (e *Engine) decideNew(ts *tenantState, t *store.Tenant, now time.Time, req 
 	case reason != "" && chosen.id == 0:
 		rec.Motivo = reason
 	case rec.Explorado:
-		rec.Motivo = fmt.Sprintf("exploración: %s elegida con probabilidad %.3f", cat.ActionName(chosen.id), rec.Propension)
+		rec.Motivo = "exploración: " + cat.ActionName(chosen.id) + " elegida con probabilidad " + strconv.FormatFloat(rec.Propension, 'f', 3, 64)
 	case chosen.id == 0:
 		rec.Motivo = "la política espera más margen sin enviar cupón"
 	default:
-		rec.Motivo = fmt.Sprintf("mayor margen esperado: %s", cat.ActionName(chosen.id))
+		rec.Motivo = "mayor margen esperado: " + cat.ActionName(chosen.id)
 	}
 	if camp != nil && chosen.id != 0 {
 		bu, _ := e.budgetLocked(ts, tenant, camp.ID)
@@ -360,7 +419,7 @@ func (e *Engine) answer(tenant string, cat *Catalog, rec *DecisionRecord, sc *sc
 // channel, within acciones_permitidas, not opted out; 0 always. reason is
 // set when something other than the policy restricted the choice to 0.
 func eligible(cat *Catalog, req Request, cust *customer) (cands []candidate, reason string) {
-	cands = append(cands, candidate{id: 0})
+	cands = make([]candidate, 1, 1+len(cat.Acciones))
 	if cust.closed {
 		return cands, "cuenta cerrada: no se envían cupones"
 	}

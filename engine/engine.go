@@ -73,6 +73,13 @@ type tenantState struct {
 
 	ingestMu  sync.Mutex // event ingestion: one request applies at a time
 	custLocks [custLockCount]sync.Mutex
+
+	// The sandbox microsecond whose nonces need no store read (see
+	// Engine.nonceFreeAt): nonceFree answers for nonceMicro once nonceSeen.
+	nonceMu    sync.Mutex
+	nonceSeen  bool
+	nonceMicro int64
+	nonceFree  bool
 }
 
 // custLockCount is the number of per-customer locks of a tenant. An online
@@ -90,7 +97,7 @@ func New(cfg Config) *Engine {
 	}
 	return &Engine{
 		db: cfg.DB, secrets: cfg.Secrets, log: cfg.Log, now: cfg.Now,
-		ids:       decisionIDs{key: cfg.Secrets.Decision},
+		ids:       newDecisionIDs(cfg.Secrets.Decision),
 		rng:       rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
 		nonceRand: newNonceSource(seed),
 		tenants:   map[string]*tenantState{},

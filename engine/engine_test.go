@@ -403,6 +403,71 @@ func TestDecisionIDsDistinctOnFrozenClock(t *testing.T) {
 	}
 }
 
+// TestDecisionIDsDistinctAfterRestart restarts an engine with the same
+// fixed seed on a sandbox store: the new engine draws the nonces its
+// predecessor drew, so where the predecessor decided at the same
+// microsecond each draw must be checked against the store (and redrawn),
+// also when the clock comes back to that microsecond later; elsewhere no
+// check is needed. No decision may overwrite another's record.
+func TestDecisionIDsDistinctAfterRestart(t *testing.T) {
+	type phase struct {
+		restarted bool          // decide with the restarted engine
+		offset    time.Duration // sandbox clock: t0 + offset
+		n         int
+	}
+	tests := []struct {
+		name   string
+		phases []phase
+	}{
+		{"same microsecond", []phase{{false, 0, 300}, {true, 0, 300}}},
+		{"another microsecond first, then back", []phase{{false, 0, 300}, {true, time.Microsecond, 50}, {true, 0, 300}}},
+		{"a later microsecond", []phase{{false, 0, 100}, {true, time.Hour, 100}}},
+		{"back to a microsecond of its own", []phase{{true, 0, 100}, {true, time.Microsecond, 10}, {true, 0, 100}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			first, db := newTestEngine(t, 2, nil)
+			restarted := New(Config{DB: db, Secrets: store.TestSecrets(), Log: zerolog.Nop(), Now: (&fakeClock{now: t0}).Now, Seed: 1})
+			refOf := map[string]string{} // decision id → cliente_ref
+			total := 0
+			for p, ph := range tc.phases {
+				if _, err := db.UpdateTenant("acme", func(tn *store.Tenant) error { tn.ClockNow = t0.Add(ph.offset); return nil }); err != nil {
+					t.Fatal(err)
+				}
+				e := first
+				if ph.restarted {
+					e = restarted
+				}
+				for i := 0; i < ph.n; i++ {
+					ref := fmt.Sprintf("r%d-%04d", p, i)
+					d, err := e.Decide("acme", Request{ClienteRef: ref, Canal: "push", CapExempt: true})
+					if err != nil {
+						t.Fatal(err)
+					}
+					if prev, ok := refOf[d.DecisionID]; ok {
+						t.Fatalf("phase %d: %s got the id of %s's decision", p, ref, prev)
+					}
+					refOf[d.DecisionID] = ref
+					total++
+				}
+			}
+			lo, hi := store.TableSpan("acme", store.TableDecision)
+			stored := 0
+			if err := db.Scan(lo, hi, func(_, _ []byte) error { stored++; return nil }); err != nil {
+				t.Fatal(err)
+			}
+			if stored != total {
+				t.Errorf("%d decision records for %d decisions", stored, total)
+			}
+			for id, ref := range refOf {
+				if r, err := first.DecisionByID("acme", id); err != nil || r.ClienteRef != ref {
+					t.Fatalf("record of %s's decision: %v %v", ref, r, err)
+				}
+			}
+		})
+	}
+}
+
 // rewardBacklog makes n confirmed decisions with a purchase in their
 // 24-hour window and moves the clock past it: n rewards ready to fold.
 func rewardBacklog(b *testing.B, e *Engine, db *store.DB, n int) {

@@ -128,15 +128,26 @@ func (r *DecisionRecord) priorOf(action int) (float64, bool) {
 // every start. Only a sandbox clock can stand still, and only there can a
 // restarted engine with a fixed seed meet its predecessor's draws at the
 // same microsecond: for sandbox tenants a draw that a stored decision has
-// is drawn again (one point read); other tenants need no read.
-func (e *Engine) freshNonce(t *store.Tenant, at time.Time) (string, error) {
+// is drawn again (one point read per draw), unless the store held no
+// decision at that microsecond when this engine first drew there
+// (Engine.nonceFreeAt). The draws of one engine do not repeat (72
+// random bits), so then no predecessor's nonce can be met; other tenants
+// need no read at all.
+func (e *Engine) freshNonce(ts *tenantState, t *store.Tenant, at time.Time) (string, error) {
+	free := !t.Sandbox
+	if !free {
+		var err error
+		if free, err = e.nonceFreeAt(ts, at); err != nil {
+			return "", err
+		}
+	}
 	for {
 		var rnd [9]byte
 		e.nonceMu.Lock()
 		e.nonceRand.Read(rnd[:])
 		e.nonceMu.Unlock()
 		n := newNonce(at, rnd)
-		if !t.Sandbox {
+		if free {
 			return n, nil
 		}
 		taken, err := e.db.Has(decisionKey(t.ID, n))
@@ -144,4 +155,30 @@ func (e *Engine) freshNonce(t *store.Tenant, at time.Time) (string, error) {
 			return n, err
 		}
 	}
+}
+
+// nonceFreeAt reports whether the tenant's store held no decision made at
+// the microsecond of at before this engine drew its first nonce there: one
+// bounded scan (nonces start with their microsecond, nonceTimeLen
+// characters) the first time at is seen, then none while the clock stays
+// on it. Decisions this engine stored at that microsecond earlier (the
+// clock went back to it) make the answer false, which only costs reads.
+func (e *Engine) nonceFreeAt(ts *tenantState, at time.Time) (bool, error) {
+	us := at.UnixMicro()
+	ts.nonceMu.Lock()
+	defer ts.nonceMu.Unlock()
+	if ts.nonceSeen && ts.nonceMicro == us {
+		return ts.nonceFree, nil
+	}
+	prefix := newNonce(at, [9]byte{})[:nonceTimeLen]
+	lo, hi := store.TableSpan(ts.id, store.TableDecision, []byte(prefix))
+	free := true
+	if err := e.db.Scan(lo, hi, func(_, _ []byte) error {
+		free = false
+		return store.ErrStop
+	}); err != nil {
+		return false, err
+	}
+	ts.nonceSeen, ts.nonceMicro, ts.nonceFree = true, us, free
+	return free, nil
 }

@@ -16,8 +16,9 @@ import (
 // appendRecord, with the primitives of the event encoding (binAppendString,
 // binAppendTime, binReader). Strings and lists are length-prefixed (uvarint); integers
 // are zigzag varints; floats are 8-byte IEEE 754 (big endian, finite), except
-// float lists whose every value is a whole number below 2⁵³, which are
-// stored as varints (the rounded cents of Mu and Priors); times are Unix
+// in float lists whose every value is a whole number below 2⁵³, which are
+// stored as varints (the rounded cents of Mu and Priors), or which have
+// zeros and repeats enough to tag them (appendFloats); times are Unix
 // seconds and nanoseconds in UTC, the zero time included.
 const recordFormat byte = 1
 
@@ -101,32 +102,68 @@ func appendRecord(b []byte, r *DecisionRecord) []byte {
 
 const maxExactInt = 1 << 53
 
-// appendFloats writes a float list: its length, a kind byte (0: IEEE 754,
-// 1: whole numbers as varints), the values.
+// appendFloats writes a float list: its length, a kind byte, the values.
+// Kinds: 0, IEEE 754; 1, whole numbers as varints; 2, per value a tag
+// byte (floatZero: +0; floatRepeat: the previous value again; floatRaw:
+// IEEE 754 follows), used when it is shorter than kind 0 (feature vectors
+// hold many zeros, and probabilities repeat the exploration floor).
 func appendFloats(b []byte, v []float64) []byte {
 	b = binary.AppendUvarint(b, uint64(len(v)))
 	if len(v) == 0 {
 		return b
 	}
 	whole := true
-	for _, x := range v {
+	raw := 0 // values kind 2 writes in full
+	for i, x := range v {
 		if x != math.Trunc(x) || math.Abs(x) >= maxExactInt || (x == 0 && math.Signbit(x)) {
 			whole = false
-			break
+		}
+		if floatTag(v, i) == floatRaw {
+			raw++
 		}
 	}
-	if whole {
+	switch {
+	case whole:
 		b = append(b, 1)
 		for _, x := range v {
 			b = binary.AppendVarint(b, int64(x))
 		}
-		return b
-	}
-	b = append(b, 0)
-	for _, x := range v {
-		b = binary.BigEndian.AppendUint64(b, math.Float64bits(x))
+	case len(v)+8*raw < 8*len(v):
+		b = append(b, 2)
+		for i, x := range v {
+			tag := floatTag(v, i)
+			b = append(b, tag)
+			if tag == floatRaw {
+				b = binary.BigEndian.AppendUint64(b, math.Float64bits(x))
+			}
+		}
+	default:
+		b = append(b, 0)
+		for _, x := range v {
+			b = binary.BigEndian.AppendUint64(b, math.Float64bits(x))
+		}
 	}
 	return b
+}
+
+// Tags of the values of a kind 2 float list.
+const (
+	floatZero byte = iota
+	floatRepeat
+	floatRaw
+)
+
+// floatTag is the kind 2 tag of v[i]; values are compared bit for bit.
+func floatTag(v []float64, i int) byte {
+	bits := math.Float64bits(v[i])
+	switch {
+	case bits == 0:
+		return floatZero
+	case i > 0 && bits == math.Float64bits(v[i-1]):
+		return floatRepeat
+	default:
+		return floatRaw
+	}
 }
 
 // unmarshalRecord decodes a stored record (binary or the older JSON) into
@@ -227,6 +264,22 @@ func recordFloats(d *binReader) []float64 {
 	case 1:
 		for i := range v {
 			v[i] = float64(d.varint())
+		}
+	case 2:
+		for i := range v {
+			switch d.byte() {
+			case floatZero:
+			case floatRepeat:
+				if i == 0 {
+					d.fail()
+					break
+				}
+				v[i] = v[i-1]
+			case floatRaw:
+				v[i] = d.float()
+			default:
+				d.fail()
+			}
 		}
 	default:
 		d.fail()

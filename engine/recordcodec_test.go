@@ -27,6 +27,9 @@ func TestRecordCodecRoundTrip(t *testing.T) {
 			EnControl: true, EnRespaldo: true, CaducaEn: at, Estado: EstadoModificada, AccionReal: &accion, MotivoRechazo: "sin stock",
 			TsEjecucion: &ts, ConfirmadaEn: &conf, Recompensa: &reward, Aprendida: true,
 			Mu: []float64{math.Copysign(0, -1), 1e300}, Priors: []float64{maxExactInt, -7}}},
+		{"zeros and repeated probabilities", DecisionRecord{Nonce: "n2", ClienteRef: "c", At: at, Accion: 0, Propension: 0.7,
+			X: []float64{1, 0, 0, 0.2018, 0.54, 0.54, 0.54, 0, 1, 1}, Candidates: []int{0, 1, 2, 3},
+			Probs: []float64{0.7, 0.1, 0.1, 0.1}, Mu: []float64{1, 2, 3, 4}, Priors: []float64{1, 2, 3, 4}}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -64,6 +67,68 @@ func TestRecordCodecReadsJSON(t *testing.T) {
 	}
 }
 
+// TestRecordFloatKinds checks the kind appendFloats picks for a float list
+// and that every kind reads back bit for bit.
+func TestRecordFloatKinds(t *testing.T) {
+	negZero := math.Copysign(0, -1)
+	tests := []struct {
+		name     string
+		v        []float64
+		wantKind byte
+		wantLen  int // bytes after the length and kind
+	}{
+		{"whole numbers", []float64{3733, -20, 0}, 1, 4},
+		{"distinct", []float64{0.1, 0.2, 0.3}, 0, 24},
+		{"zeros", []float64{0.5, 0, 0, 0}, 2, 4 + 8},
+		{"repeats", []float64{0.25, 0.0327, 0.0327, 0.0327}, 2, 4 + 16},
+		{"negative zero is written in full", []float64{negZero, negZero, 0.5}, 2, 3 + 16},
+		{"one raw value among few zeros", []float64{0.5, 0.25, 0}, 2, 3 + 16},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			b := appendFloats(nil, tc.v)
+			if b[1] != tc.wantKind || len(b)-2 != tc.wantLen {
+				t.Errorf("kind %d, %d bytes; want kind %d, %d bytes", b[1], len(b)-2, tc.wantKind, tc.wantLen)
+			}
+			d := binReader{b: b}
+			got := recordFloats(&d)
+			if !d.done() {
+				t.Fatalf("recordFloats(%x): not read back", b)
+			}
+			bits := func(v []float64) []uint64 {
+				out := make([]uint64, len(v))
+				for i, x := range v {
+					out[i] = math.Float64bits(x)
+				}
+				return out
+			}
+			if diff := cmp.Diff(bits(tc.v), bits(got)); diff != "" {
+				t.Errorf("round trip (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestRecordFloatsRejectDamage(t *testing.T) {
+	tests := []struct {
+		name string
+		b    []byte
+	}{
+		{"repeat of nothing", []byte{1, 2, floatRepeat}},
+		{"unknown tag", []byte{2, 2, floatZero, 7}},
+		{"truncated raw value", []byte{2, 2, floatZero, floatRaw, 0x3f, 0xf0}},
+		{"missing tag", []byte{2, 2, floatZero}},
+		{"infinity", []byte{1, 2, floatRaw, 0x7f, 0xf0, 0, 0, 0, 0, 0, 0}},
+		{"unknown kind", []byte{1, 3, 0}},
+	}
+	for _, tc := range tests {
+		d := binReader{b: tc.b}
+		if got := recordFloats(&d); d.done() {
+			t.Errorf("%s: recordFloats(%x) = %v, want an error", tc.name, tc.b, got)
+		}
+	}
+}
+
 func TestRecordCodecRejectsDamage(t *testing.T) {
 	r := DecisionRecord{Nonce: "n", ClienteRef: "cliente-1", Motivo: "m", X: []float64{1.5}, Candidates: []int{0, 1}}
 	b := marshalRecord(&r)
@@ -96,4 +161,47 @@ func FuzzRecordCodec(f *testing.F) {
 			t.Fatalf("(-first +second):\n%s", diff)
 		}
 	})
+}
+
+func TestCustomerStateCodec(t *testing.T) {
+	at := time.Date(2026, 11, 23, 10, 4, 5, 123456000, time.UTC)
+	tests := []struct {
+		name string
+		cs   customerState
+	}{
+		{"zero", customerState{}},
+		{"window open", customerState{OpenNonce: "X0nipVAAk-hdo9HgfDaG", OpenAt: at, Day: "2026-11-23", Count: 2}},
+		{"window closed by a void", customerState{Day: "2026-11-23", Count: 1}},
+		{"many requests", customerState{Day: "2026-11-23", Count: 1 << 20}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var got customerState
+			if err := unmarshalCustomerState(marshalCustomerState(&tc.cs), &got); err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.cs, got); diff != "" {
+				t.Errorf("round trip (-want +got):\n%s", diff)
+			}
+			// States written by earlier versions are JSON and must still be read.
+			js, err := json.Marshal(&tc.cs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = customerState{Count: -1}
+			if err := unmarshalCustomerState(js, &got); err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.cs, got); diff != "" {
+				t.Errorf("from JSON %s (-want +got):\n%s", js, diff)
+			}
+		})
+	}
+	b := marshalCustomerState(&tests[1].cs)
+	for _, bad := range [][]byte{nil, {}, {9}, b[:len(b)-1], append(append([]byte(nil), b...), 0), []byte("{bad")} {
+		var got customerState
+		if err := unmarshalCustomerState(bad, &got); err == nil {
+			t.Errorf("unmarshalCustomerState(%q): want an error", bad)
+		}
+	}
 }
