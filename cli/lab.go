@@ -71,6 +71,7 @@ func printLab(w io.Writer, rep *lab.Report) error {
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "uplift capture over the last third: engine %.3f, greedy %.3f, epsilon-greedy %.3f\n", rep.UpliftCapture, rep.GreedyCapture, rep.EpsCapture)
+	fmt.Fprintf(w, "engine's top-ranked action, without exploring: %.3f (the difference is what exploration cost)\n", rep.TopCapture)
 	if rep.Config.Scenario == "new-coupon" {
 		if rep.WeeksToOracleShare >= 0 {
 			fmt.Fprintf(w, "new coupon reached half the oracle's share %d week(s) after it appeared\n", rep.WeeksToOracleShare)

@@ -59,6 +59,9 @@ type Row struct {
 	Greedy     float64 `json:"greedy"`
 	EpsGreedy  float64 `json:"epsilon_greedy_0_05"`
 	Oracle     float64 `json:"oracle"`
+	// EngineTop is what the engine would earn without exploring: the
+	// action of highest expected value in its own model (its detalle).
+	EngineTop float64 `json:"engine_top_action"`
 	// NewShare is the share of customers the engine sent the new coupon
 	// (scenario new-coupon), OracleNewShare the oracle's.
 	NewShare       float64 `json:"new_coupon_share,omitempty"`
@@ -76,6 +79,9 @@ type Report struct {
 	UpliftCapture float64 `json:"uplift_capture_last_third"`
 	GreedyCapture float64 `json:"greedy_capture_last_third"`
 	EpsCapture    float64 `json:"epsilon_greedy_capture_last_third"`
+	// TopCapture is the same for EngineTop: UpliftCapture's shortfall from
+	// it is the price of exploration.
+	TopCapture float64 `json:"engine_top_action_capture_last_third"`
 	// WeeksToOracleShare: weeks after its introduction until the engine
 	// sends the new coupon to at least half the oracle's share (-1: never).
 	WeeksToOracleShare int `json:"weeks_to_new_coupon_oracle_share,omitempty"`
@@ -222,6 +228,11 @@ func Run(ctx context.Context, cfg Config, logf func(string, ...any)) (*Report, e
 	}
 	eng := engine.New(engine.Config{DB: db, Secrets: store.TestSecrets(), Log: zerolog.Nop(), Now: time.Now, Seed: cfg.Seed + 1})
 	rng := rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0xc0ffee))
+	// The baselines draw from their own stream, so that a change in what
+	// the engine does (which moves the world's stream) leaves their
+	// choices and outcomes as they were: the engine's rivals in a run do
+	// not depend on the engine's luck.
+	brng := rand.New(rand.NewPCG(cfg.Seed^0x5eed, cfg.Seed+0xba5e))
 	w := &world{}
 	active := append([]coupon(nil), coupons...)
 	if err := installCatalog(eng, active, start); err != nil {
@@ -280,7 +291,7 @@ func Run(ctx context.Context, cfg Config, logf func(string, ...any)) (*Report, e
 			if err != nil {
 				return nil, err
 			}
-			d, err := eng.Decide(labTenant, engine.Request{ClienteRef: c.ref, Canal: "push", CapExempt: true})
+			d, err := eng.Decide(labTenant, engine.Request{ClienteRef: c.ref, Canal: "push", CapExempt: true, Explain: true})
 			if err != nil {
 				return nil, err
 			}
@@ -289,6 +300,7 @@ func Run(ctx context.Context, cfg Config, logf func(string, ...any)) (*Report, e
 				return nil, err
 			}
 			row.Engine += w.expected(c, chosen)
+			row.EngineTop += w.expected(c, couponByID(active, topAction(d)))
 			if d.Accion == newCouponID {
 				newSent++
 			}
@@ -309,19 +321,19 @@ func Run(ctx context.Context, cfg Config, logf func(string, ...any)) (*Report, e
 				oracleNew++
 			}
 			row.Never += w.expected(c, nil)
-			gc := pickGreedy(greedy, &f, now, active, rng, 0)
-			ec := pickGreedy(eps, &f, now, active, rng, 0.05)
+			gc := pickGreedy(greedy, &f, now, active, brng, 0)
+			ec := pickGreedy(eps, &f, now, active, brng, 0.05)
 			row.Greedy += w.expected(c, gc)
 			row.EpsGreedy += w.expected(c, ec)
 			// Outcomes: the engine's become events; the baselines' only teach them.
 			evs := sim.outcome(c, chosen, d.DecisionID, now)
 			events = append(events, evs...)
-			greedy.Update(&f, now, window, toAction(gc), 100*sim.sample(c, gc))
-			eps.Update(&f, now, window, toAction(ec), 100*sim.sample(c, ec))
+			greedy.Update(&f, now, window, toAction(gc), 100*sim.sample(brng, c, gc))
+			eps.Update(&f, now, window, toAction(ec), 100*sim.sample(brng, c, ec))
 		}
 		n := float64(len(custs))
 		row.Random /= float64(len(active) + 1)
-		row.Engine, row.Never, row.Random, row.Greedy, row.EpsGreedy, row.Oracle = row.Engine/n, row.Never/n, row.Random/n, row.Greedy/n, row.EpsGreedy/n, row.Oracle/n
+		row.Engine, row.Never, row.Random, row.Greedy, row.EpsGreedy, row.Oracle, row.EngineTop = row.Engine/n, row.Never/n, row.Random/n, row.Greedy/n, row.EpsGreedy/n, row.Oracle/n, row.EngineTop/n
 		best := actionTotals[0]
 		for _, v := range actionTotals[1:] {
 			best = math.Max(best, v)
@@ -357,16 +369,31 @@ func Run(ctx context.Context, cfg Config, logf func(string, ...any)) (*Report, e
 		logf("week %2d  engine %7.2f  never %7.2f  oracle %7.2f", week, row.Engine, row.Never, row.Oracle)
 	}
 	from := len(rep.Rows) - len(rep.Rows)/3
-	var e, nv, o, g, ep float64
+	var e, nv, o, g, ep, tp float64
 	for _, r := range rep.Rows[from:] {
-		e, nv, o, g, ep = e+r.Engine, nv+r.Never, o+r.Oracle, g+r.Greedy, ep+r.EpsGreedy
+		e, nv, o, g, ep, tp = e+r.Engine, nv+r.Never, o+r.Oracle, g+r.Greedy, ep+r.EpsGreedy, tp+r.EngineTop
 	}
 	if o-nv > 0 {
+		rep.TopCapture = (tp - nv) / (o - nv)
 		rep.UpliftCapture = (e - nv) / (o - nv)
 		rep.GreedyCapture = (g - nv) / (o - nv)
 		rep.EpsCapture = (ep - nv) / (o - nv)
 	}
 	return rep, nil
+}
+
+// topAction is the action of d with the highest μ in its detalle.
+func topAction(d *engine.Decision) int {
+	if d.Detalle == nil || len(d.Detalle.Acciones) == 0 {
+		return d.Accion
+	}
+	best := d.Detalle.Acciones[0]
+	for _, a := range d.Detalle.Acciones[1:] {
+		if a.MuMXN > best.MuMXN {
+			best = a
+		}
+	}
+	return best.Accion
 }
 
 func couponByID(active []coupon, id int) *coupon {
@@ -454,18 +481,19 @@ func (s *simulator) id(prefix string) string {
 	return fmt.Sprintf("%s-%08d", prefix, s.seq)
 }
 
-// sample draws a reward (MXN) for c under coupon cp without recording it.
-func (s *simulator) sample(c *simCustomer, cp *coupon) float64 {
+// sample draws a reward (MXN) for c under coupon cp from rng without
+// recording it.
+func (s *simulator) sample(rng *rand.Rand, c *simCustomer, cp *coupon) float64 {
 	r := 0.0
-	if s.rng.Float64() < s.w.buyProb(c, cp) {
+	if rng.Float64() < s.w.buyProb(c, cp) {
 		r += c.ticket * marginRate
-		if cp != nil && s.rng.Float64() < redeemProb(c.kind) {
+		if cp != nil && rng.Float64() < redeemProb(c.kind) {
 			r -= cp.discount(c.ticket)
 		}
 	}
 	if cp != nil {
 		r -= cp.cost
-		if s.rng.Float64() < optoutProb(c, cp) {
+		if rng.Float64() < optoutProb(c, cp) {
 			r -= penaltyMXN
 		}
 	}
