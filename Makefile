@@ -5,7 +5,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -X github.com/coupond/coupond/cli.version=$(VERSION) -X github.com/coupond/coupond/cli.commit=$(COMMIT)
 
-.PHONY: build run test bench fuzz lab clean
+.PHONY: build run test bench fuzz lab lab-runs clean
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) .
@@ -32,6 +32,9 @@ fuzz:
 
 lab: build
 	./$(BIN) lab
+
+lab-runs: build
+	./$(BIN) lab --runs 8
 
 clean:
 	rm -rf bin

@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"strings"
 	"text/tabwriter"
@@ -16,6 +17,7 @@ func newLabCmd() *cobra.Command {
 	var cfg lab.Config
 	var plot string
 	var asJSON bool
+	var runs int
 	cmd := &cobra.Command{
 		Use:   "lab",
 		Short: "Run a simulated retailer against the real engine and compare it with baselines",
@@ -23,9 +25,33 @@ func newLabCmd() *cobra.Command {
 customers who opt out when contacted; several coupons; purchases spread over the window) against
 the real decider, learner and evaluator in process, on a simulated clock with 7-day reward windows,
 and prints a weekly table of reward per decision (MXN) for the engine and the baselines, then the
-uplift capture (engine - never) / (oracle - never) over the last third of the run.`,
+uplift capture (engine - never) / (oracle - never) over the last third of the run.
+
+A run's capture moves by several hundredths with its random path alone. --runs N runs seeds
+--seed .. --seed+N-1 and prints each run's captures with their means and standard errors:
+compare policies on means, not on one seed.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if runs > 1 {
+				if plot != "" {
+					return fmt.Errorf("--plot draws one run: use it without --runs")
+				}
+				var reps []*lab.Report
+				for i := 0; i < runs; i++ {
+					c := cfg
+					c.Seed = cfg.Seed + uint64(i)
+					rep, err := lab.Run(cmd.Context(), c, nil)
+					if err != nil {
+						return err
+					}
+					reps = append(reps, rep)
+				}
+				sum := summarizeRuns(reps)
+				if asJSON {
+					return printJSON(cmd.OutOrStdout(), sum)
+				}
+				return printRuns(cmd.OutOrStdout(), sum)
+			}
 			rep, err := lab.Run(cmd.Context(), cfg, func(format string, args ...any) {
 				fmt.Fprintf(cmd.ErrOrStderr(), format+"\n", args...)
 			})
@@ -50,6 +76,7 @@ uplift capture (engine - never) / (oracle - never) over the last third of the ru
 	f.StringVar(&cfg.Scenario, "scenario", "base", "base, new-coupon (a coupon appears at mid-run) or drift (responses change at mid-run)")
 	f.StringVar(&plot, "plot", "", "write the learning curve as an SVG file")
 	f.BoolVar(&asJSON, "json", false, "machine-readable output")
+	f.IntVar(&runs, "runs", 1, "runs with consecutive seeds from --seed, summarised by their mean captures")
 	return cmd
 }
 
@@ -80,6 +107,71 @@ func printLab(w io.Writer, rep *lab.Report) error {
 		}
 	}
 	return nil
+}
+
+// runsSummary is the outcome of several lab runs that differ only in seed.
+type runsSummary struct {
+	Runs []runCaptures `json:"runs"`
+	// Mean and StdErr are per column: the mean over runs and its standard
+	// error (sample standard deviation / √runs).
+	Mean   runCaptures `json:"mean"`
+	StdErr runCaptures `json:"std_error"`
+	// BeatsBoth counts the runs where the engine's capture is above both
+	// greedy baselines'.
+	BeatsBoth int `json:"engine_above_greedy_and_epsilon"`
+}
+
+// runCaptures are one run's uplift captures over the last third.
+type runCaptures struct {
+	Seed   uint64  `json:"seed,omitempty"`
+	Engine float64 `json:"engine"`
+	Top    float64 `json:"engine_top_action"`
+	Greedy float64 `json:"greedy"`
+	Eps    float64 `json:"epsilon_greedy_0_05"`
+}
+
+func summarizeRuns(reps []*lab.Report) runsSummary {
+	var s runsSummary
+	for _, r := range reps {
+		c := runCaptures{Seed: r.Config.Seed, Engine: r.UpliftCapture, Top: r.TopCapture, Greedy: r.GreedyCapture, Eps: r.EpsCapture}
+		s.Runs = append(s.Runs, c)
+		if c.Engine > c.Greedy && c.Engine > c.Eps {
+			s.BeatsBoth++
+		}
+	}
+	n := float64(len(s.Runs))
+	if n == 0 {
+		return s
+	}
+	cols := func(c *runCaptures) []*float64 { return []*float64{&c.Engine, &c.Top, &c.Greedy, &c.Eps} }
+	mean, se := cols(&s.Mean), cols(&s.StdErr)
+	for i := range mean {
+		for j := range s.Runs {
+			*mean[i] += *cols(&s.Runs[j])[i] / n
+		}
+		if n > 1 {
+			var ss float64
+			for j := range s.Runs {
+				d := *cols(&s.Runs[j])[i] - *mean[i]
+				ss += d * d
+			}
+			*se[i] = math.Sqrt(ss/(n-1)) / math.Sqrt(n)
+		}
+	}
+	return s
+}
+
+func printRuns(w io.Writer, s runsSummary) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "SEED\tENGINE\tENGINE TOP ACTION\tGREEDY\tEPS-GREEDY 0.05\t")
+	for _, r := range s.Runs {
+		fmt.Fprintf(tw, "%d\t%.3f\t%.3f\t%.3f\t%.3f\t\n", r.Seed, r.Engine, r.Top, r.Greedy, r.Eps)
+	}
+	m, e := s.Mean, s.StdErr
+	fmt.Fprintf(tw, "mean\t%.3f ± %.3f\t%.3f ± %.3f\t%.3f ± %.3f\t%.3f ± %.3f\t\n", m.Engine, e.Engine, m.Top, e.Top, m.Greedy, e.Greedy, m.Eps, e.Eps)
+	tw.Flush()
+	_, err := fmt.Fprintf(w, "uplift capture over the last third; engine above both greedy baselines in %d of %d runs\n", s.BeatsBoth, len(s.Runs))
+	return err
 }
 
 // writePlot draws the weekly reward per decision of each policy as an SVG
