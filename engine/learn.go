@@ -126,7 +126,7 @@ func (e *Engine) Learn(tenant string) (LearnStats, error) {
 				action = 0
 			}
 			if prior, ok := r.priorOf(action); ok && len(r.X) > 0 {
-				next.update(r.X, action, float64(reward), prior)
+				next.update(r.X, action, float64(reward), prior, r.learnWeight())
 				r.Aprendida = true
 				st.Folded++
 			}

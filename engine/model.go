@@ -35,8 +35,8 @@ func (pm *publishedModel) clone() *publishedModel {
 	return &publishedModel{version: pm.version, m: pm.m.clone()}
 }
 
-func (pm *publishedModel) update(x []float64, action int, rewardCents, prior float64) {
-	pm.m.update(x, action, rewardCents, prior)
+func (pm *publishedModel) update(x []float64, action int, rewardCents, prior, w float64) {
+	pm.m.update(x, action, rewardCents, prior, w)
 }
 
 // publishVersion labels the model after an update: the number of rewards

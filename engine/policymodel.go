@@ -23,7 +23,9 @@ import (
 // everyone: the customer's baseline) and θₐ a per-action ridge regression
 // on what is left (the action's own effect). Each regression keeps its
 // precision matrix inverse A⁻¹ up to date with Sherman–Morrison, so an
-// update costs O(D²). The uncertainty of action a is σ = s·√(v·xᵀAₐ⁻¹x),
+// update costs O(D²). Each reward enters its action's regression with an
+// importance weight from its logged propensity (sampleWeight), the shared
+// one unweighted. The uncertainty of action a is σ = s·√(v·xᵀAₐ⁻¹x),
 // v the running residual variance. An action without support (a new
 // coupon) has the uncertainty of a new effect, σ = s·√(τ²·|x|²), where τ²
 // is estimated from how far the supported actions' effects actually turned
@@ -44,12 +46,15 @@ const (
 	modelRidge  = 1.0  // λ of the shared baseline regression (normalised units)
 	effectRidge = 10.0 // λ of the per-action effect regressions: effects are small next to the
 	// baseline, so they are shrunk harder, which also bounds the optimism a new action gets
-	modelBeta    = 0.5  // optimism β
-	modelGamma0  = 50.0 // γ₀
-	modelGamma1  = 10.0 // γ₁
-	tauPseudo    = 2.0  // ν: pseudo-coefficients of the ridge prior in newEffectVar
-	modelFloor   = 0.05 // pmin: total probability spread uniformly
-	initialScale = 2000 // cents: residual scale before any data
+	modelBeta   = 0.5  // optimism β
+	modelGamma0 = 50.0 // γ₀
+	modelGamma1 = 10.0 // γ₁
+	tauPseudo   = 2.0  // ν: pseudo-coefficients of the ridge prior in newEffectVar
+	modelFloor  = 0.05 // pmin: total probability spread uniformly
+	// importanceAlpha flattens the importance weights of the per-action
+	// regressions (sampleWeight).
+	importanceAlpha = 0.5
+	initialScale    = 2000 // cents: residual scale before any data
 )
 
 type ridge struct {
@@ -289,9 +294,13 @@ func (m *policyModel) predict(x []float64, action int, prior float64) (mu, sigma
 	return m.predictArm(&cs, action, prior)
 }
 
-// update folds one final reward of action for x.
-func (m *policyModel) update(x []float64, action int, reward, prior float64) {
-	var buf [basisDim]float64
+// update folds one final reward of action for x. w is the sample's
+// importance weight in the action's regression (sampleWeight; 1 for a
+// sample without a logged propensity): the regression of θₐ adds w·φφᵀ to
+// Aₐ and w·φ·y to bₐ, i.e. folds √w·φ and √w·y. The shared baseline and the
+// noise estimates count every sample once.
+func (m *policyModel) update(x []float64, action int, reward, prior, w float64) {
+	var buf, wbuf [basisDim]float64
 	x = basis(x, &buf)
 	raw := reward - prior
 	m.resN++
@@ -311,9 +320,38 @@ func (m *policyModel) update(x []float64, action int, reward, prior float64) {
 	m.fitN++
 	m.fitM2 += e * e
 	m.shared.update(x, y)
-	a.update(x, y-m.shared.predict(x))
+	sw := math.Sqrt(w)
+	for i, v := range x {
+		wbuf[i] = sw * v
+	}
+	a.update(wbuf[:], sw*(y-m.shared.predict(x)))
 	m.n++
 	m.newVar = m.newEffectVar()
+}
+
+// sampleWeight is the importance weight of a reward whose action was drawn
+// with probability p among k eligible actions: (1/(k·p))^α, α =
+// importanceAlpha, so a draw as likely as under uniform logging weighs 1.
+// It is at most (1/pmin)^α, because the floor keeps p ≥ pmin/k. p outside
+// (0, 1] or k < 1 (no logged distribution) weighs 1.
+//
+// Why. Each action's regression is misspecified (a linear model of an
+// effect that is not linear), and a least-squares fit is accurate where its
+// data lie: for the exploited action, the customers the model already sends
+// it to. A fit weighted by 1/p estimates the action's effect as if it had
+// been sent uniformly, so the rare explored sends on the customers for
+// whom the model is wrong count in proportion (importance-weighted
+// regression: Bietti, Agarwal & Langford 2021, where it was the best
+// reduction; MTR in Vowpal Wabbit's cb_explore_adf). Full weights make the
+// fit as noisy as IPS; the power α < 1 flattens them (Shimodaira 2000),
+// trading that variance for some of the bias. In the lab (24 seeds) α = 0.5
+// raised uplift capture from 0.61 to 0.65; α = 0.3 gained less, and 0.75
+// and 1 lost (0.56).
+func sampleWeight(p float64, k int) float64 {
+	if !(p > 0 && p <= 1) || k < 1 {
+		return 1
+	}
+	return math.Pow(float64(k)*p, -importanceAlpha)
 }
 
 // distribution is the exploration rule; see the package comment above.

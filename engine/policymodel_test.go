@@ -1,9 +1,12 @@
 package engine
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 // TestScoreXMatchesPredict checks that scoring once per customer (scoreX)
@@ -20,7 +23,7 @@ func TestScoreXMatchesPredict(t *testing.T) {
 		return v
 	}
 	for i := 0; i < 300; i++ {
-		m.update(x(), i%3, 5000+3000*rng.NormFloat64(), 4000)
+		m.update(x(), i%3, 5000+3000*rng.NormFloat64(), 4000, 1)
 	}
 	pm := &publishedModel{m: m}
 	xs := x()
@@ -56,7 +59,7 @@ func TestNewActionUncertaintyFollowsEvidence(t *testing.T) {
 	}
 	// Rewards that do not depend on the action: every effect is zero.
 	for i, x := range xs {
-		m.update(x, i%4, 10000+5000*rng.NormFloat64(), 9000)
+		m.update(x, i%4, 10000+5000*rng.NormFloat64(), 9000, 1)
 	}
 	prior := m.noise() / effectRidge
 	tau2 := m.newEffectVar()
@@ -134,5 +137,59 @@ func TestQuadMatchesFullProduct(t *testing.T) {
 				t.Errorf("quad = %v, full product = %v (relative difference %.3g)", got, want, math.Abs(got-want)/math.Abs(want))
 			}
 		})
+	}
+}
+
+// TestLearnWeight checks the importance weight of a record's reward:
+// (1/(K·p))^½, 1 for a draw as likely as uniform, bounded by the floor, 1
+// when there is no logged distribution.
+func TestLearnWeight(t *testing.T) {
+	cases := []struct {
+		name  string
+		p     float64
+		cands int
+		want  float64
+	}{
+		{"as likely as uniform", 0.25, 4, 1},
+		{"explored at a quarter of uniform", 1.0 / 16, 4, 2},
+		{"exploited", 0.9, 4, 1 / math.Sqrt(3.6)},
+		{"at the floor", modelFloor / 4, 4, math.Sqrt(1 / modelFloor)},
+		{"only candidate", 1, 1, 1},
+		{"no candidates logged", 1, 0, 1},
+		{"no propensity", 0, 4, 1},
+		{"damaged propensity", 1.5, 4, 1},
+		{"NaN propensity", math.NaN(), 4, 1},
+	}
+	var got, want []string
+	for _, c := range cases {
+		r := &DecisionRecord{Propension: c.p, Candidates: make([]int, c.cands)}
+		got = append(got, fmt.Sprintf("%s: %.12f", c.name, r.learnWeight()))
+		want = append(want, fmt.Sprintf("%s: %.12f", c.name, c.want))
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("learnWeight (-want +got):\n%s", d)
+	}
+}
+
+// TestUpdateWeighsTheActionsRegression checks that a sample of weight w
+// enters the action's precision matrix as w·φφᵀ (Sherman–Morrison from
+// λₑI: φᵀAₐ⁻¹φ = q/(1 + w·q), q = |φ|²/λₑ) and counts once in the shared
+// baseline whatever its weight.
+func TestUpdateWeighsTheActionsRegression(t *testing.T) {
+	x := make([]float64, VectorDim)
+	x[0], x[3], x[17] = 1, 0.4, 0.7
+	var buf [basisDim]float64
+	phi := basis(x, &buf)
+	q := dot(phi, phi) / effectRidge
+	for _, w := range []float64{0.5, 1, 4} {
+		m := newPolicyModel()
+		m.update(x, 2, 15000, 9000, w)
+		if got, want := m.arms[2].quad(phi), q/(1+w*q); math.Abs(got-want) > 1e-12*want {
+			t.Errorf("w=%v: φᵀAₐ⁻¹φ = %v, want %v", w, got, want)
+		}
+		q0 := dot(phi, phi) / modelRidge
+		if got, want := m.shared.quad(phi), q0/(1+q0); math.Abs(got-want) > 1e-12*want {
+			t.Errorf("w=%v: shared φᵀA⁻¹φ = %v, want %v (one sample, unweighted)", w, got, want)
+		}
 	}
 }

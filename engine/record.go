@@ -112,6 +112,15 @@ func (e *Engine) DecisionID(tenant string, r *DecisionRecord) string {
 	return e.ids.issue(tenant, r.Nonce)
 }
 
+// learnWeight is the importance weight of the record's reward in the
+// regression of the action it teaches (sampleWeight): from the logged
+// propensity of the decided action among the record's candidates. A
+// rechazada record teaches action 0 with the weight of the draw that
+// put the customer there.
+func (r *DecisionRecord) learnWeight() float64 {
+	return sampleWeight(r.Propension, len(r.Candidates))
+}
+
 // priorOf returns the economic prior the decision computed for action.
 func (r *DecisionRecord) priorOf(action int) (float64, bool) {
 	for i, id := range r.Candidates {

@@ -30,5 +30,5 @@ func (r *RewardModel) Update(f *Features, now time.Time, window time.Duration, a
 	if a != nil {
 		id = a.ID
 	}
-	r.pm.update(c.x, id, reward, c.prior(a))
+	r.pm.update(c.x, id, reward, c.prior(a), 1) // no logged propensity: every sample weighs 1
 }
