@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime/debug"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -55,6 +57,33 @@ func newLogger(level, format string, w interface{ Write([]byte) (int, error) }) 
 	return zerolog.New(w).Level(lvl).With().Timestamp().Logger(), nil
 }
 
+// The collector's settings for serve unless the environment sets GOGC or
+// GOMEMLIMIT. A decision allocates about 10 KB, so at 2,000 decisions/s
+// the default GOGC=100 over serve's small heap (Pebble's cache and
+// memtables are outside it) ran a collection several times a second, and
+// its assists sat in the answer path. Paired 60 s runs at 2,000/s: p50 2.8
+// → 2.1 ms and answers under 2.5 ms server-side 71 → 80 %, for 243 → 284
+// MB peak RSS; the p99 (~20 ms) is the WAL sync's tail and did not move.
+// The soft limit bounds what the larger target costs in memory: near it
+// the collector runs as often as it must.
+const (
+	serveGCPercent   = 400
+	serveMemoryLimit = 2 << 30
+)
+
+func tuneGC(log zerolog.Logger) {
+	gc, limit := os.Getenv("GOGC"), os.Getenv("GOMEMLIMIT")
+	if gc == "" {
+		debug.SetGCPercent(serveGCPercent)
+		gc = strconv.Itoa(serveGCPercent)
+	}
+	if limit == "" {
+		debug.SetMemoryLimit(serveMemoryLimit)
+		limit = strconv.Itoa(serveMemoryLimit>>20) + "MiB"
+	}
+	log.Info().Str("gogc", gc).Str("gomemlimit", limit).Msg("garbage collector")
+}
+
 func serve(ctx context.Context, dataDir string, f serveFlags, logOut interface{ Write([]byte) (int, error) }) error {
 	log, err := newLogger(f.logLevel, f.logFormat, logOut)
 	if err != nil {
@@ -63,6 +92,7 @@ func serve(ctx context.Context, dataDir string, f serveFlags, logOut interface{ 
 	if f.baseURL == "" {
 		f.baseURL = "http://" + f.addr
 	}
+	tuneGC(log)
 	e, err := openEnv(ctx, dataDir, log, serviceOptions{baseURL: f.baseURL, webhookAllowPrivate: f.webhookAllowPrivate})
 	if err != nil {
 		return err
