@@ -230,7 +230,7 @@ func TestCanaryDeletion(t *testing.T) {
 		hint := ""
 		for _, f := range left {
 			if strings.HasSuffix(f, ".log") {
-				hint = " (a *.log is a Pebble WAL: store.Open must turn WAL recycling off, or a recycled WAL keeps the deleted bytes)"
+				hint = " (a *.log is a Pebble WAL: store.PurgeWAL must remove every log written before it instead of recycling it, or a recycled WAL keeps the deleted bytes)"
 			}
 			if strings.Contains(f, "MANIFEST") {
 				hint = " (the MANIFEST records sstable boundary keys, which can name a customer until the MANIFEST rotates twice)"

@@ -364,8 +364,10 @@ func TestDeletionTimingLargeStore(t *testing.T) {
 
 // TestDeletionLeavesNoBytesOnDisk deletes a customer from an on-disk store
 // and scans every file of the store directory for the cliente_ref. Pebble
-// recycles obsolete WAL files (their old bytes stay until overwritten)
-// unless store.Open turns recycling off, so this also guards that option.
+// recycles obsolete WAL files, whose old bytes stay past what is written
+// into them: the store recycles them too except during PurgeWAL, which must
+// remove every log written before it, and this guards that. The flushes
+// before the deletion make Pebble recycle the log that holds the canary.
 func TestDeletionLeavesNoBytesOnDisk(t *testing.T) {
 	dir := t.TempDir()
 	db, err := store.Open(dir, nil)

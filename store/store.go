@@ -12,6 +12,7 @@ import (
 	"io"
 	"sort"
 	"sync"
+	"sync/atomic"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/bloom"
@@ -33,6 +34,8 @@ type DB struct {
 	pdb *pebble.DB
 	fs  vfs.FS // with dir: where PurgeManifest looks for MANIFEST files
 	dir string
+	// walPurging counts running PurgeWAL calls; walFS reads it.
+	walPurging *atomic.Int32
 
 	mu      sync.RWMutex
 	tenants map[string]*Tenant
@@ -46,7 +49,8 @@ func Open(dir string, fs vfs.FS) (*DB, error) {
 	if fs == nil {
 		fs = vfs.Default
 	}
-	fs = noReuseFS{fs}
+	purging := new(atomic.Int32)
+	fs = walFS{FS: fs, purging: purging}
 	// A block cache large enough for the working set of features and recent
 	// events (the default 8 MB made every point read decompress blocks), and
 	// bloom filters so that event_id existence checks, mostly misses, skip
@@ -72,7 +76,7 @@ func Open(dir string, fs vfs.FS) (*DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: open %s: %w", dir, err)
 	}
-	db := &DB{pdb: pdb, fs: fs, dir: dir, tenants: map[string]*Tenant{}, creds: map[string]*Credential{}}
+	db := &DB{pdb: pdb, fs: fs, dir: dir, walPurging: purging, tenants: map[string]*Tenant{}, creds: map[string]*Credential{}}
 	if err := db.loadCaches(); err != nil {
 		pdb.Close()
 		return nil, err
