@@ -63,7 +63,7 @@ func newLogger(level, format string, w interface{ Write([]byte) (int, error) }) 
 // memtables are outside it) ran a collection several times a second, and
 // its assists sat in the answer path. Paired 60 s runs at 2,000/s: p50 2.8
 // → 2.1 ms and answers under 2.5 ms server-side 71 → 80 %, for 243 → 284
-// MB peak RSS; the p99 (~20 ms) is the WAL sync's tail and did not move.
+// MB peak RSS; the p99 (~20 ms) did not move.
 // The soft limit bounds what the larger target costs in memory: near it
 // the collector runs as often as it must.
 const (

@@ -12,8 +12,8 @@ import (
 // logs: ReuseForWrite renames an old log and overwrites it, and an
 // fdatasync that does not grow the file needs no filesystem metadata
 // commit. Over HTTP at 2,000 decisions/s, each of which syncs the log, that
-// took the median decision from 2.2 to 1.3 ms and the share answered under
-// 1 ms server-side from 31 to 66 % (paired 60 s runs). But a recycled log
+// took the median decision from 2.2 to 1.3–1.5 ms and the share answered
+// under 1 ms server-side from 31 to 55–66 % (60 s runs). But a recycled log
 // keeps the bytes of its old records past the end of what is written into
 // it, so while PurgeWAL runs (purging > 0) ReuseForWrite removes the old
 // log and creates the new one empty instead: every log holding bytes
