@@ -325,6 +325,7 @@ func (e *Engine) decideNew(ts *tenantState, t *store.Tenant, now time.Time, req 
 		cands, reason = cands[:1], "presupuesto de la campaña: se enviaron los cupones de mayor margen esperado"
 	}
 	sc := pm.score(cust, cands, t.Settings.RewardWindow)
+	ts.pending.shrink(pm.m, cust.x, sc)
 
 	// Campaign budget before any randomisation: drop sends the budget cannot
 	// afford; where it binds, keep the highest expected margins.
@@ -360,6 +361,7 @@ func (e *Engine) decideNew(ts *tenantState, t *store.Tenant, now time.Time, req 
 	chosen := sc.cands[idx]
 	rec.Accion = chosen.id
 	rec.Propension = probs[idx]
+	ts.pending.add(pm.m, cust.x, chosen.id, sampleWeight(rec.Propension, len(sc.cands)))
 	rec.Explorado = idx != top
 	rec.X = cust.x
 	rec.Candidates = make([]int, len(sc.cands))

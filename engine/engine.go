@@ -65,7 +65,8 @@ type tenantState struct {
 	catalogMu sync.Mutex
 	catalog   atomic.Pointer[Catalog]
 	model     atomic.Pointer[publishedModel]
-	learnMu   sync.Mutex // one learner pass at a time
+	learnMu   sync.Mutex   // one learner pass at a time
+	pending   pendingSends // sends of actions without support whose rewards are not final
 
 	budgetMu  sync.Mutex
 	campaigns map[string]*Campaign // nil value: known not to exist

@@ -115,23 +115,7 @@ func (r *ridge) quad(x []float64) float64 {
 
 // update folds (x, y) with Sherman–Morrison and refreshes θ = A⁻¹b.
 func (r *ridge) update(x []float64, y float64) {
-	var u [basisDim]float64 // A⁻¹x
-	for i := 0; i < basisDim; i++ {
-		var s float64
-		for j := 0; j < basisDim; j++ {
-			s += r.Ainv[i*basisDim+j] * x[j]
-		}
-		u[i] = s
-	}
-	var den float64 = 1
-	for i := 0; i < basisDim; i++ {
-		den += x[i] * u[i]
-	}
-	for i := 0; i < basisDim; i++ {
-		for j := 0; j < basisDim; j++ {
-			r.Ainv[i*basisDim+j] -= u[i] * u[j] / den
-		}
-	}
+	shermanMorrison(r.Ainv, x)
 	for i := 0; i < basisDim; i++ {
 		r.B[i] += y * x[i]
 	}
@@ -143,6 +127,29 @@ func (r *ridge) update(x []float64, y float64) {
 		r.Theta[i] = s
 	}
 	r.N++
+}
+
+// shermanMorrison turns ainv = A⁻¹ (D×D, row-major) into (A + xxᵀ)⁻¹. It
+// subtracts u_i·u_j/den at (i,j) and (j,i) alike, so a symmetric ainv stays
+// symmetric bit for bit (ridge.quad relies on it).
+func shermanMorrison(ainv, x []float64) {
+	var u [basisDim]float64 // A⁻¹x
+	for i := 0; i < basisDim; i++ {
+		var s float64
+		for j := 0; j < basisDim; j++ {
+			s += ainv[i*basisDim+j] * x[j]
+		}
+		u[i] = s
+	}
+	var den float64 = 1
+	for i := 0; i < basisDim; i++ {
+		den += x[i] * u[i]
+	}
+	for i := 0; i < basisDim; i++ {
+		for j := 0; j < basisDim; j++ {
+			ainv[i*basisDim+j] -= u[i] * u[j] / den
+		}
+	}
 }
 
 // policyModel is a tenant's reward model.
