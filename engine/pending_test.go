@@ -18,14 +18,7 @@ import (
 func TestPendingSendsHallucinate(t *testing.T) {
 	m := newPolicyModel()
 	rng := rand.New(rand.NewPCG(5, 6))
-	vec := func() []float64 {
-		v := make([]float64, VectorDim)
-		v[0] = 1
-		for i := 1; i < VectorDim; i++ {
-			v[i] = rng.Float64()
-		}
-		return v
-	}
+	vec := func() []float64 { return randomVector(rng) }
 	for i := 0; i < 300; i++ {
 		m.update(vec(), i%2, 8000+4000*rng.NormFloat64(), 7000, 1)
 	}

@@ -9,19 +9,23 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
+// randomVector is a customer vector with bias 1 and uniform values in
+// [0, 1) elsewhere.
+func randomVector(rng *rand.Rand) []float64 {
+	v := make([]float64, VectorDim)
+	v[0] = 1
+	for i := 1; i < VectorDim; i++ {
+		v[i] = rng.Float64()
+	}
+	return v
+}
+
 // TestScoreXMatchesPredict checks that scoring once per customer (scoreX)
 // gives exactly what scoring each action on its own (predict) gives.
 func TestScoreXMatchesPredict(t *testing.T) {
 	m := newPolicyModel()
 	rng := rand.New(rand.NewPCG(1, 2))
-	x := func() []float64 {
-		v := make([]float64, VectorDim)
-		v[0] = 1
-		for i := 1; i < VectorDim; i++ {
-			v[i] = rng.Float64()
-		}
-		return v
-	}
+	x := func() []float64 { return randomVector(rng) }
 	for i := 0; i < 300; i++ {
 		m.update(x(), i%3, 5000+3000*rng.NormFloat64(), 4000, 1)
 	}
@@ -50,12 +54,7 @@ func TestNewActionUncertaintyFollowsEvidence(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	xs := make([][]float64, 2000)
 	for i := range xs {
-		v := make([]float64, VectorDim)
-		v[0] = 1
-		for j := 1; j < VectorDim; j++ {
-			v[j] = rng.Float64()
-		}
-		xs[i] = v
+		xs[i] = randomVector(rng)
 	}
 	// Rewards that do not depend on the action: every effect is zero.
 	for i, x := range xs {
