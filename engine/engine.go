@@ -66,7 +66,7 @@ type tenantState struct {
 	catalog   atomic.Pointer[Catalog]
 	model     atomic.Pointer[publishedModel]
 	learnMu   sync.Mutex   // one learner pass at a time
-	pending   pendingSends // sends of actions without support whose rewards are not final
+	pending   pendingSends // sends of new actions whose rewards are not final
 
 	budgetMu  sync.Mutex
 	campaigns map[string]*Campaign // nil value: known not to exist

@@ -470,26 +470,31 @@ func TestDecisionIDsDistinctAfterRestart(t *testing.T) {
 
 // rewardBacklog makes n confirmed decisions with a purchase in their
 // 24-hour window and moves the clock past it: n rewards ready to fold.
-func rewardBacklog(b *testing.B, e *Engine, db *store.DB, n int) {
+func rewardBacklog(tb testing.TB, e *Engine, db *store.DB, n int) {
+	tb.Helper()
 	var evs []IngestEvent
 	for i := 0; i < n; i++ {
 		ref := fmt.Sprintf("learn-%07d", i)
 		d, err := e.Decide("acme", Request{ClienteRef: ref, Canal: "push", CapExempt: true})
 		if err != nil {
-			b.Fatal(err)
+			tb.Fatal(err)
 		}
 		if _, err := e.Confirm("acme", d.DecisionID, Confirmation{Ejecutada: true}); err != nil {
-			b.Fatal(err)
+			tb.Fatal(err)
 		}
 		evs = append(evs, IngestEvent{Event: Event{ID: "ev-" + ref, ClienteRef: ref, TS: t0.Add(time.Hour), Tipo: CompraCat,
 			Clave: "c", ValorCents: 10000, TicketID: "t" + ref, MargenCents: int64(1000 + i%500)}, Canonical: []byte(ref)})
 		if len(evs) == 1000 {
-			e.Ingest("acme", evs)
+			if _, err := e.Ingest("acme", evs); err != nil {
+				tb.Fatal(err)
+			}
 			evs = evs[:0]
 		}
 	}
-	e.Ingest("acme", evs)
-	advance(b, db, 25*time.Hour)
+	if _, err := e.Ingest("acme", evs); err != nil {
+		tb.Fatal(err)
+	}
+	advance(tb, db, 25*time.Hour)
 }
 
 // BenchmarkDecideWhileLearning measures online decisions while a learner

@@ -37,7 +37,7 @@ func (m *policyModel) pendingCounts(action int) bool {
 type pendingSends struct {
 	n    atomic.Int32 // len(arms), so decisions skip the lock while no action is new
 	mu   sync.Mutex
-	arms map[int][]float64 // hallucinated A⁻¹ per action, D×D row-major
+	arms map[int]*ridge // per action, its A⁻¹ with the pending sends (only Ainv is used)
 }
 
 // shrink lowers, for each candidate of sc that is new to m and has pending
@@ -54,7 +54,7 @@ func (p *pendingSends) shrink(m *policyModel, x []float64, sc *scored) {
 	var v float64
 	for i := range sc.cands {
 		c := &sc.cands[i]
-		ainv, ok := p.arms[c.id]
+		r, ok := p.arms[c.id]
 		if !ok {
 			continue
 		}
@@ -66,7 +66,6 @@ func (p *pendingSends) shrink(m *policyModel, x []float64, sc *scored) {
 		if phi == nil {
 			phi, v = basis(x, &buf), m.noise()
 		}
-		r := ridge{Ainv: ainv}
 		if s := sc.s * math.Sqrt(v*r.quad(phi)); s < c.sigma {
 			c.sigma = s
 		}
@@ -83,22 +82,19 @@ func (p *pendingSends) add(m *policyModel, x []float64, action int, w float64) {
 	phi := basis(x, &buf)
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	ainv, ok := p.arms[action]
+	r, ok := p.arms[action]
 	if !ok {
-		ainv = make([]float64, basisDim*basisDim)
-		d := m.newVar / m.noise() // the variance factor of a new effect (custScore.qNew)
-		for i := 0; i < basisDim; i++ {
-			ainv[i*basisDim+i] = d
-		}
+		// The prior of a new effect: A⁻¹ = (τ²/v)·I, as custScore.qNew.
+		r = newRidge(m.noise() / m.newVar)
 		if p.arms == nil {
-			p.arms = map[int][]float64{}
+			p.arms = map[int]*ridge{}
 		}
-		p.arms[action] = ainv
+		p.arms[action] = r
 		p.n.Store(int32(len(p.arms)))
 	}
 	sw := math.Sqrt(w)
 	for i := range phi {
 		phi[i] *= sw
 	}
-	shermanMorrison(ainv, phi)
+	shermanMorrison(r.Ainv, phi)
 }

@@ -71,17 +71,7 @@ func TestPendingSendsHallucinate(t *testing.T) {
 // its probability must fall as it is sent, its μ must not move.
 func TestNewActionOptimismFadesWithSends(t *testing.T) {
 	e, db := newTestEngine(t, 2, func(s *store.Settings) { s.RewardWindow = 24 * time.Hour; s.RewardGrace = 0 })
-	for i := 0; i < 200; i++ {
-		ref := fmt.Sprintf("world-%d", i)
-		d, err := e.Decide("acme", Request{ClienteRef: ref, Canal: "push", CapExempt: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := e.Confirm("acme", d.DecisionID, Confirmation{Ejecutada: true}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	advance(t, db, 25*time.Hour)
+	rewardBacklog(t, e, db, 200)
 	if st, err := e.Learn("acme"); err != nil || st.Folded == 0 {
 		t.Fatalf("learn: %+v %v", st, err)
 	}
