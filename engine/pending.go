@@ -66,7 +66,7 @@ func (p *pendingSends) shrink(m *policyModel, x []float64, sc *scored) {
 		if phi == nil {
 			phi, v = basis(x, &buf), m.noise()
 		}
-		if s := sc.s * math.Sqrt(v*r.quad(phi)); s < c.sigma {
+		if s := math.Sqrt(v * r.quad(phi)); s < c.sigma {
 			c.sigma = s
 		}
 	}

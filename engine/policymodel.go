@@ -3,6 +3,7 @@ package engine
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -15,22 +16,31 @@ import (
 // Reward model. The expected reward of action a for a customer with feature
 // vector x (cents over the reward window) is
 //
-//	μ(x,a) = prior(x,a) + s·(θ₀ᵀx + θₐᵀx)
+//	μ(x,a) = prior(x,a) + θ₀ᵀφ + θₐᵀφ
 //
-// where prior is the economic prior (customer.prior), s a running scale of
-// the residuals (so nothing below depends on the tenant's money scale), θ₀
-// a ridge regression shared by all actions (what the prior gets wrong for
+// where prior is the economic prior (customer.prior), φ = basis(x), θ₀ a
+// ridge regression shared by all actions (what the prior gets wrong for
 // everyone: the customer's baseline) and θₐ a per-action ridge regression
 // on what is left (the action's own effect). Each regression keeps its
 // precision matrix inverse A⁻¹ up to date with Sherman–Morrison, so an
 // update costs O(D²). Each reward enters its action's regression with an
 // importance weight from its logged propensity (sampleWeight), the shared
-// one unweighted. The uncertainty of action a is σ = s·√(v·xᵀAₐ⁻¹x),
-// v the running residual variance. An action without support (a new
-// coupon) has the uncertainty of a new effect, σ = s·√(τ²·|x|²), where τ²
-// is estimated from how far the supported actions' effects actually turned
-// out from zero (newEffectVar, empirical Bayes), never above the ridge
-// prior's v/λₑ: its optimism is as large as effects have proved to be.
+// one unweighted. The uncertainty of action a is σ = √(v·φᵀAₐ⁻¹φ), v the
+// running variance of the residuals after the fit. An action without
+// support (a new coupon) has the uncertainty of a new effect, σ = √(τ²·|φ|²),
+// where τ² is estimated from how far the supported actions' effects
+// actually turned out from zero (newEffectVar, empirical Bayes), never
+// above the ridge prior's v/λₑ: its optimism is as large as effects have
+// proved to be.
+//
+// Money scale. The regressions fit rewards in cents as they come: a ridge
+// estimate is linear in its targets and A depends on φ only, so a tenant
+// whose amounts are k times larger gets k·θ, k·σ and the same τ²/v, and
+// the exploration rule below divides every score by s, the running
+// standard deviation of the residuals r − prior, which is k times larger
+// too. So the probabilities do not depend on the money scale (up to the
+// pseudo-data that start s at initialScale, whose weight fades after a
+// few dozen rewards).
 //
 // Exploration. Actions are ranked by the optimistic score (μ + β·σ)/s
 // (RegCB-opt: an unsupported action is tried until its uncertainty is
@@ -48,13 +58,19 @@ const (
 	// baseline, so they are shrunk harder, which also bounds the optimism a new action gets
 	modelBeta   = 0.5  // optimism β
 	modelGamma0 = 50.0 // γ₀
-	modelGamma1 = 10.0 // γ₁
+	modelGamma1 = 5.0  // γ₁
 	tauPseudo   = 2.0  // ν: pseudo-coefficients of the ridge prior in newEffectVar
 	modelFloor  = 0.05 // pmin: total probability spread uniformly
 	// importanceAlpha flattens the importance weights of the per-action
 	// regressions (sampleWeight).
 	importanceAlpha = 0.5
 	initialScale    = 2000 // cents: residual scale before any data
+	// The prior of the noise v (noise): noisePseudo rewards at noiseStart
+	// times the variance before the fit. With γ₁ = 5, these were chosen in
+	// the lab over 24 seeds when the regressions moved to cents (see
+	// README).
+	noisePseudo = 4000
+	noiseStart  = 1.5
 )
 
 type ridge struct {
@@ -157,8 +173,9 @@ type policyModel struct {
 	n      int64
 	shared *ridge
 	arms   map[int]*ridge
-	// Running mean and variance (Welford) of the raw residuals r − prior,
-	// for the scale s, and of the normalised residuals after the fit, for v.
+	// Running mean and variance (Welford) of the raw residuals r − prior
+	// for the scale s, and the sum of squared residuals after the fit
+	// (cents²), for v.
 	resN, resMean, resM2 float64
 	fitN, fitM2          float64
 	// newVar is newEffectVar(), kept current by update so that scoring,
@@ -182,19 +199,29 @@ func (m *policyModel) clone() *policyModel {
 	return &c
 }
 
-// scale is s: the standard deviation of the raw residuals, shrunk toward
-// initialScale while there is little data.
+// scale is s: the standard deviation of the raw residuals, with
+// pseudo-data at initialScale while there are few rewards. The
+// pseudo-data's weight falls from 20 to 0 over the first 40 rewards, so
+// from then on s is the data's alone, whatever the tenant's money scale.
 func (m *policyModel) scale() float64 {
-	const pseudo = 20
-	v := (m.resM2 + pseudo*initialScale*initialScale) / (m.resN + pseudo)
+	const pseudo, fade = 20, 40
+	var w float64
+	if m.resN < fade {
+		w = pseudo * (1 - m.resN/fade) * (1 - m.resN/fade)
+	}
+	v := (m.resM2 + w*initialScale*initialScale) / (m.resN + w)
 	return math.Max(math.Sqrt(v), 1)
 }
 
-// noise is v: the variance of normalised residuals after the fit, near 1
-// before data.
+// noise is v: the variance (cents²) of the residuals after the fit, with
+// noisePseudo pseudo-rewards at noiseStart·s² (s² is the variance of the
+// residuals before the fit), so it is as money-scale free as s. The
+// pseudo-rewards keep v, and so σ and the optimism it drives, from
+// dropping to the fit's residual variance before there are thousands of
+// rewards: early fits are unreliable beyond what φᵀA⁻¹φ says.
 func (m *policyModel) noise() float64 {
-	const pseudo = 10
-	return (m.fitM2 + pseudo) / (m.fitN + pseudo)
+	s := m.scale()
+	return (m.fitM2 + noisePseudo*noiseStart*s*s) / (m.fitN + noisePseudo)
 }
 
 // basisDim is the length of the model's basis φ(x): the customer vector
@@ -243,8 +270,8 @@ func basis(x []float64, dst *[basisDim]float64) []float64 {
 type custScore struct {
 	phi  [basisDim]float64
 	s, v float64
-	base float64 // θ₀ᵀφ
-	qNew float64 // φᵀφ/λₑ: the variance factor of an action without data
+	base float64 // θ₀ᵀφ, cents
+	qNew float64 // (τ²/v)·φᵀφ: the variance factor of an action without data
 }
 
 func (m *policyModel) customerScore(x []float64, cs *custScore) {
@@ -291,7 +318,7 @@ func (m *policyModel) predictArm(cs *custScore, action int, prior float64) (mu, 
 		f += a.predict(phi)
 		q = a.quad(phi)
 	}
-	return prior + cs.s*f, cs.s * math.Sqrt(cs.v*q)
+	return prior + f, math.Sqrt(cs.v * q)
 }
 
 // predict returns μ and σ (cents) of action for x given its prior.
@@ -314,8 +341,7 @@ func (m *policyModel) update(x []float64, action int, reward, prior, w float64) 
 	d := raw - m.resMean
 	m.resMean += d / m.resN
 	m.resM2 += d * (raw - m.resMean)
-	s := m.scale()
-	y := raw / s
+	y := raw
 	pred := m.shared.predict(x)
 	a, ok := m.arms[action]
 	if !ok {
@@ -417,7 +443,7 @@ type modelFile struct {
 }
 
 func (m *policyModel) marshal(version string) ([]byte, error) {
-	return json.Marshal(modelFile{Format: 2, Version: version, N: m.n, Shared: m.shared, Arms: m.arms,
+	return json.Marshal(modelFile{Format: modelFormat, Version: version, N: m.n, Shared: m.shared, Arms: m.arms,
 		ResN: m.resN, ResMean: m.resMean, ResM2: m.resM2, FitN: m.fitN, FitM2: m.fitM2})
 }
 
@@ -426,7 +452,7 @@ func unmarshalPolicyModel(b []byte) (*policyModel, string, error) {
 	if err := json.Unmarshal(b, &f); err != nil {
 		return nil, "", fmt.Errorf("decode model: %w", err)
 	}
-	ok := f.Format == 2 && f.Shared != nil && f.Shared.valid()
+	ok := (f.Format == modelFormat || f.Format == 2) && f.Shared != nil && f.Shared.valid()
 	for _, a := range f.Arms {
 		ok = ok && a != nil && a.valid()
 	}
@@ -437,8 +463,31 @@ func unmarshalPolicyModel(b []byte) (*policyModel, string, error) {
 		f.Arms = map[int]*ridge{}
 	}
 	m := &policyModel{n: f.N, shared: f.Shared, arms: f.Arms, resN: f.ResN, resMean: f.ResMean, resM2: f.ResM2, fitN: f.FitN, fitM2: f.FitM2}
+	if f.Format == 2 {
+		m.fromNormalised()
+	}
 	m.newVar = m.newEffectVar()
 	return m, f.Version, nil
+}
+
+// modelFormat is the stored format: 3 fits rewards in cents. Format 2
+// (until 2026-11) fitted them divided by the scale s of the moment; it is
+// read and converted by fromNormalised.
+const modelFormat = 3
+
+// fromNormalised converts a format-2 model, whose regressions and fit
+// residuals were in units of s, to cents at its current s. Rewards folded
+// while s was still moving were scaled by a slightly different s, so the
+// conversion is approximate; it keeps what the model learnt.
+func (m *policyModel) fromNormalised() {
+	s := m.scale()
+	for _, r := range append([]*ridge{m.shared}, slices.Collect(maps.Values(m.arms))...) {
+		for i := range r.B {
+			r.B[i] *= s
+			r.Theta[i] *= s
+		}
+	}
+	m.fitM2 *= s * s
 }
 
 func (r *ridge) valid() bool {

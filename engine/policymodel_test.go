@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -189,6 +190,97 @@ func TestUpdateWeighsTheActionsRegression(t *testing.T) {
 		q0 := dot(phi, phi) / modelRidge
 		if got, want := m.shared.quad(phi), q0/(1+q0); math.Abs(got-want) > 1e-12*want {
 			t.Errorf("w=%v: shared φᵀA⁻¹φ = %v, want %v (one sample, unweighted)", w, got, want)
+		}
+	}
+}
+
+// TestExplorationIgnoresMoneyScale checks that the exploration rule does
+// not depend on the tenant's money scale: the same history in cents and
+// scaled by 100 or by 1/100 (priors and rewards alike) gives the same
+// probabilities, up to rounding (the scale's pseudo-data are gone after 40
+// rewards).
+func TestExplorationIgnoresMoneyScale(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	type sample struct {
+		x             []float64
+		action        int
+		reward, prior float64
+	}
+	hist := make([]sample, 3000)
+	for i := range hist {
+		x := randomVector(rng)
+		a := rng.IntN(3)
+		effect := []float64{0, 800 * (x[4] - 0.5), -600 * x[12]}[a]
+		hist[i] = sample{x, a, 5000 + 2000*x[4] + effect + 3000*rng.NormFloat64(), 4000 + 100*float64(a)}
+	}
+	probe := make([][]float64, 50)
+	for i := range probe {
+		probe[i] = randomVector(rng)
+	}
+	probsAt := func(k float64) [][]float64 {
+		m := newPolicyModel()
+		for _, s := range hist {
+			m.update(s.x, s.action, k*s.reward, k*s.prior, 1)
+		}
+		pm := &publishedModel{m: m}
+		var out [][]float64
+		for _, x := range probe {
+			sc := pm.scoreX(x, []candidate{{id: 0, prior: k * 4000}, {id: 1, prior: k * 4100}, {id: 2, prior: k * 4200}})
+			p, _ := pm.distribution(sc)
+			out = append(out, p)
+		}
+		return out
+	}
+	want := probsAt(1)
+	for _, k := range []float64{100, 0.01} {
+		got := probsAt(k)
+		var worst float64
+		for i := range got {
+			for j := range got[i] {
+				worst = math.Max(worst, math.Abs(got[i][j]-want[i][j]))
+			}
+		}
+		if worst > 1e-9 {
+			t.Errorf("money scale ×%v: probabilities differ by up to %.4f from the same history in cents", k, worst)
+		}
+	}
+}
+
+// TestReadsFormat2Model checks that a model stored in format 2 (regressions
+// in units of the scale s) is read back in cents: the same predictions as
+// the model it was written from.
+func TestReadsFormat2Model(t *testing.T) {
+	m := newPolicyModel()
+	rng := rand.New(rand.NewPCG(5, 6))
+	for i := 0; i < 500; i++ {
+		x := randomVector(rng)
+		m.update(x, i%3, 20000*x[3]+9000*rng.NormFloat64(), 15000, 1)
+	}
+	// What format 2 stored: B, θ and the fit residuals divided by s.
+	old := m.clone()
+	s := old.scale()
+	for _, r := range append([]*ridge{old.shared}, old.arms[0], old.arms[1], old.arms[2]) {
+		for i := range r.B {
+			r.B[i] /= s
+			r.Theta[i] /= s
+		}
+	}
+	old.fitM2 /= s * s
+	b, err := json.Marshal(modelFile{Format: 2, Version: "v500-x", N: old.n, Shared: old.shared, Arms: old.arms,
+		ResN: old.resN, ResMean: old.resMean, ResM2: old.resM2, FitN: old.fitN, FitM2: old.fitM2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, version, err := unmarshalPolicyModel(b)
+	if err != nil || version != "v500-x" {
+		t.Fatalf("unmarshal: %v, version %q", err, version)
+	}
+	x := randomVector(rng)
+	for a := 0; a < 4; a++ {
+		mu, sigma := got.predict(x, a, 15000)
+		wantMu, wantSigma := m.predict(x, a, 15000)
+		if math.Abs(mu-wantMu) > 1e-6*math.Abs(wantMu) || math.Abs(sigma-wantSigma) > 1e-6*wantSigma {
+			t.Errorf("action %d: read (%v, %v), want (%v, %v)", a, mu, sigma, wantMu, wantSigma)
 		}
 	}
 }
