@@ -3,7 +3,6 @@ package engine
 import (
 	"encoding/json"
 	"fmt"
-	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -336,12 +335,11 @@ func (m *policyModel) predict(x []float64, action int, prior float64) (mu, sigma
 func (m *policyModel) update(x []float64, action int, reward, prior, w float64) {
 	var buf, wbuf [basisDim]float64
 	x = basis(x, &buf)
-	raw := reward - prior
+	y := reward - prior // cents
 	m.resN++
-	d := raw - m.resMean
+	d := y - m.resMean
 	m.resMean += d / m.resN
-	m.resM2 += d * (raw - m.resMean)
-	y := raw
+	m.resM2 += d * (y - m.resMean)
 	pred := m.shared.predict(x)
 	a, ok := m.arms[action]
 	if !ok {
@@ -476,18 +474,32 @@ func unmarshalPolicyModel(b []byte) (*policyModel, string, error) {
 const modelFormat = 3
 
 // fromNormalised converts a format-2 model, whose regressions and fit
-// residuals were in units of s, to cents at its current s. Rewards folded
-// while s was still moving were scaled by a slightly different s, so the
-// conversion is approximate; it keeps what the model learnt.
+// residuals were in units of s, to cents at the s it was last stored with
+// (format2Scale). Rewards folded while s was still moving were scaled by a
+// slightly different s, so the conversion is approximate; it keeps what
+// the model learnt.
 func (m *policyModel) fromNormalised() {
-	s := m.scale()
-	for _, r := range append([]*ridge{m.shared}, slices.Collect(maps.Values(m.arms))...) {
-		for i := range r.B {
-			r.B[i] *= s
-			r.Theta[i] *= s
-		}
+	s := m.format2Scale()
+	m.shared.mul(s)
+	for _, a := range m.arms {
+		a.mul(s)
 	}
 	m.fitM2 *= s * s
+}
+
+// format2Scale is s as format 2 computed it: 20 pseudo-rewards at
+// initialScale for ever.
+func (m *policyModel) format2Scale() float64 {
+	const pseudo = 20
+	return math.Max(math.Sqrt((m.resM2+pseudo*initialScale*initialScale)/(m.resN+pseudo)), 1)
+}
+
+// mul multiplies the regression's targets by k: b and θ scale, A does not.
+func (r *ridge) mul(k float64) {
+	for i := range r.B {
+		r.B[i] *= k
+		r.Theta[i] *= k
+	}
 }
 
 func (r *ridge) valid() bool {

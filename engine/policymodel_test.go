@@ -256,14 +256,12 @@ func TestReadsFormat2Model(t *testing.T) {
 		x := randomVector(rng)
 		m.update(x, i%3, 20000*x[3]+9000*rng.NormFloat64(), 15000, 1)
 	}
-	// What format 2 stored: B, θ and the fit residuals divided by s.
+	// What format 2 stored: b, θ and the fit residuals divided by its s.
 	old := m.clone()
-	s := old.scale()
-	for _, r := range append([]*ridge{old.shared}, old.arms[0], old.arms[1], old.arms[2]) {
-		for i := range r.B {
-			r.B[i] /= s
-			r.Theta[i] /= s
-		}
+	s := old.format2Scale()
+	old.shared.mul(1 / s)
+	for _, a := range old.arms {
+		a.mul(1 / s)
 	}
 	old.fitM2 /= s * s
 	b, err := json.Marshal(modelFile{Format: 2, Version: "v500-x", N: old.n, Shared: old.shared, Arms: old.arms,
