@@ -68,7 +68,9 @@ func TestPendingSendsHallucinate(t *testing.T) {
 // TestNewActionOptimismFadesWithSends adds a coupon to a catalog whose
 // other actions the model has learned, then decides new customers (all
 // with the same features) before any of its rewards is final: its σ and
-// its probability must fall as it is sent, its μ must not move.
+// its probability must fall as it is sent, its μ must not move. (How far σ
+// falls depends on how large the learned effects are, τ², so the test asks
+// only that it falls; without pending sends it would not move at all.)
 func TestNewActionOptimismFadesWithSends(t *testing.T) {
 	e, db := newTestEngine(t, 2, func(s *store.Settings) { s.RewardWindow = 24 * time.Hour; s.RewardGrace = 0 })
 	rewardBacklog(t, e, db, 200)
@@ -108,8 +110,8 @@ func TestNewActionOptimismFadesWithSends(t *testing.T) {
 	if sent == 0 {
 		t.Fatal("the new action was never sent")
 	}
-	if !(last.sigma < first.sigma/2 && last.p < first.p) || last.mu != first.mu {
-		t.Errorf("new action after %d sends: σ %v → %v, p %v → %v, μ %v → %v; want σ halved, p lower, μ unchanged",
+	if !(last.sigma < first.sigma && last.p < first.p) || last.mu != first.mu {
+		t.Errorf("new action after %d sends: σ %v → %v, p %v → %v, μ %v → %v; want σ and p lower, μ unchanged",
 			sent, first.sigma, last.sigma, first.p, last.p, first.mu, last.mu)
 	}
 }

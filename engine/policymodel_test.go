@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 )
 
 // randomVector is a customer vector with bias 1 and uniform values in
@@ -256,11 +257,13 @@ func TestReadsFormat2Model(t *testing.T) {
 		x := randomVector(rng)
 		m.update(x, i%3, 20000*x[3]+9000*rng.NormFloat64(), 15000, 1)
 	}
-	// What format 2 stored: b, θ and the fit residuals divided by its s.
+	// What format 2 stored: b, θ and the fit residuals divided by its s,
+	// arms at the former ridge.
 	old := m.clone()
 	s := old.format2Scale()
 	old.shared.mul(1 / s)
 	for _, a := range old.arms {
+		a.reridge(effectRidge, formerEffectRidge)
 		a.mul(1 / s)
 	}
 	old.fitM2 /= s * s
@@ -280,5 +283,78 @@ func TestReadsFormat2Model(t *testing.T) {
 		if math.Abs(mu-wantMu) > 1e-6*math.Abs(wantMu) || math.Abs(sigma-wantSigma) > 1e-6*wantSigma {
 			t.Errorf("action %d: read (%v, %v), want (%v, %v)", a, mu, sigma, wantMu, wantSigma)
 		}
+	}
+}
+
+// A ridge fit at one λ and moved to another by reridge is the ridge fit at
+// the other from the start.
+func TestReridgeMatchesFitAtNewRidge(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	from, to := newRidge(formerEffectRidge), newRidge(effectRidge)
+	for i := 0; i < 300; i++ {
+		var buf [basisDim]float64
+		x := basis(randomVector(rng), &buf)
+		y := 5000*x[4] + 3000*rng.NormFloat64()
+		from.update(x, y)
+		to.update(x, y)
+	}
+	from.reridge(formerEffectRidge, effectRidge)
+	near := cmpopts.EquateApprox(1e-9, 1e-12)
+	if d := cmp.Diff(to.Theta, from.Theta, near); d != "" {
+		t.Errorf("theta (-want +got):\n%s", d)
+	}
+	if d := cmp.Diff(to.Ainv, from.Ainv, near); d != "" {
+		t.Errorf("A⁻¹ (-want +got):\n%s", d)
+	}
+	for i := 0; i < basisDim; i++ {
+		for j := 0; j < i; j++ {
+			if from.Ainv[i*basisDim+j] != from.Ainv[j*basisDim+i] {
+				t.Fatalf("A⁻¹ not symmetric at (%d,%d)", i, j)
+			}
+		}
+	}
+}
+
+// A format-3 model stored before effect_ridge existed (arms at the former
+// ridge) is read as if it had been learnt at today's ridge.
+func TestReadsModelAtFormerEffectRidge(t *testing.T) {
+	m := newPolicyModel()
+	rng := rand.New(rand.NewPCG(9, 10))
+	for i := 0; i < 500; i++ {
+		x := randomVector(rng)
+		m.update(x, i%3, 20000*x[3]+9000*rng.NormFloat64(), 15000, 1)
+	}
+	old := m.clone()
+	for _, a := range old.arms {
+		a.reridge(effectRidge, formerEffectRidge)
+	}
+	b, err := json.Marshal(modelFile{Format: 3, Version: "v500-x", N: old.n, Shared: old.shared, Arms: old.arms,
+		ResN: old.resN, ResMean: old.resMean, ResM2: old.resM2, FitN: old.fitN, FitM2: old.fitM2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _, err := unmarshalPolicyModel(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := randomVector(rng)
+	for a := 0; a < 4; a++ {
+		mu, sigma := got.predict(x, a, 15000)
+		wantMu, wantSigma := m.predict(x, a, 15000)
+		if math.Abs(mu-wantMu) > 1e-6*math.Abs(wantMu) || math.Abs(sigma-wantSigma) > 1e-6*wantSigma {
+			t.Errorf("action %d: read (%v, %v), want (%v, %v)", a, mu, sigma, wantMu, wantSigma)
+		}
+	}
+	// And a model stored now says its ridge, so it is read unchanged.
+	data, err := m.marshal("v500-y")
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, _, err := unmarshalPolicyModel(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(m.arms, again.arms, cmp.AllowUnexported(ridge{})); d != "" {
+		t.Errorf("arms after a round trip (-want +got):\n%s", d)
 	}
 }

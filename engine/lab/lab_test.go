@@ -21,6 +21,9 @@ func TestLabEngineLearns(t *testing.T) {
 		first, last := rep.Rows[0], rep.Rows[len(rep.Rows)-1]
 		t.Logf("seed %d: week 1 engine %.2f, week %d engine %.2f, never %.2f, oracle %.2f, capture %.3f",
 			cfg.Seed, first.Engine, last.Week, last.Engine, last.Never, last.Oracle, rep.UpliftCapture)
+		for _, r := range rep.Rows {
+			t.Logf("week %d engine %.2f top %.2f", r.Week, r.Engine, r.EngineTop)
+		}
 		if !(last.Engine > last.Never) {
 			t.Errorf("seed %d: engine %.2f does not beat never-send %.2f after %d weeks", cfg.Seed, last.Engine, last.Never, last.Week)
 		}
