@@ -247,41 +247,67 @@ func TestExplorationIgnoresMoneyScale(t *testing.T) {
 	}
 }
 
-// TestReadsFormat2Model checks that a model stored in format 2 (regressions
-// in units of the scale s) is read back in cents: the same predictions as
-// the model it was written from.
-func TestReadsFormat2Model(t *testing.T) {
+// TestReadsOlderModels checks that models stored by earlier versions are
+// read back as the model they were written from: the same predictions.
+// Format 2 fitted the regressions in units of the scale s; models stored
+// before effect_ridge existed fitted the arms at formerEffectRidge.
+func TestReadsOlderModels(t *testing.T) {
 	m := newPolicyModel()
 	rng := rand.New(rand.NewPCG(5, 6))
 	for i := 0; i < 500; i++ {
 		x := randomVector(rng)
 		m.update(x, i%3, 20000*x[3]+9000*rng.NormFloat64(), 15000, 1)
 	}
-	// What format 2 stored: b, θ and the fit residuals divided by its s,
-	// arms at the former ridge.
-	old := m.clone()
-	s := old.format2Scale()
-	old.shared.mul(1 / s)
-	for _, a := range old.arms {
-		a.reridge(effectRidge, formerEffectRidge)
-		a.mul(1 / s)
+	store := func(old *policyModel, format int) []byte {
+		b, err := json.Marshal(modelFile{Format: format, Version: "v500-x", N: old.n, Shared: old.shared, Arms: old.arms,
+			ResN: old.resN, ResMean: old.resMean, ResM2: old.resM2, FitN: old.fitN, FitM2: old.fitM2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
 	}
-	old.fitM2 /= s * s
-	b, err := json.Marshal(modelFile{Format: 2, Version: "v500-x", N: old.n, Shared: old.shared, Arms: old.arms,
-		ResN: old.resN, ResMean: old.resMean, ResM2: old.resM2, FitN: old.fitN, FitM2: old.fitM2})
-	if err != nil {
-		t.Fatal(err)
+	formerRidge := func() *policyModel {
+		old := m.clone()
+		for _, a := range old.arms {
+			a.reridge(effectRidge, formerEffectRidge)
+		}
+		return old
 	}
-	got, version, err := unmarshalPolicyModel(b)
-	if err != nil || version != "v500-x" {
-		t.Fatalf("unmarshal: %v, version %q", err, version)
+	cases := []struct {
+		name   string
+		stored func() []byte
+	}{
+		{"format 2", func() []byte {
+			old := formerRidge()
+			s := old.format2Scale()
+			old.shared.mul(1 / s)
+			for _, a := range old.arms {
+				a.mul(1 / s)
+			}
+			old.fitM2 /= s * s
+			return store(old, 2)
+		}},
+		{"format 3 without effect_ridge", func() []byte { return store(formerRidge(), 3) }},
+		{"format 3 now", func() []byte {
+			b, err := m.marshal("v500-x")
+			if err != nil {
+				t.Fatal(err)
+			}
+			return b
+		}},
 	}
 	x := randomVector(rng)
-	for a := 0; a < 4; a++ {
-		mu, sigma := got.predict(x, a, 15000)
-		wantMu, wantSigma := m.predict(x, a, 15000)
-		if math.Abs(mu-wantMu) > 1e-6*math.Abs(wantMu) || math.Abs(sigma-wantSigma) > 1e-6*wantSigma {
-			t.Errorf("action %d: read (%v, %v), want (%v, %v)", a, mu, sigma, wantMu, wantSigma)
+	for _, c := range cases {
+		got, version, err := unmarshalPolicyModel(c.stored())
+		if err != nil || version != "v500-x" {
+			t.Fatalf("%s: unmarshal: %v, version %q", c.name, err, version)
+		}
+		for a := 0; a < 4; a++ {
+			mu, sigma := got.predict(x, a, 15000)
+			wantMu, wantSigma := m.predict(x, a, 15000)
+			if math.Abs(mu-wantMu) > 1e-6*math.Abs(wantMu) || math.Abs(sigma-wantSigma) > 1e-6*wantSigma {
+				t.Errorf("%s, action %d: read (%v, %v), want (%v, %v)", c.name, a, mu, sigma, wantMu, wantSigma)
+			}
 		}
 	}
 }
@@ -312,49 +338,5 @@ func TestReridgeMatchesFitAtNewRidge(t *testing.T) {
 				t.Fatalf("A⁻¹ not symmetric at (%d,%d)", i, j)
 			}
 		}
-	}
-}
-
-// A format-3 model stored before effect_ridge existed (arms at the former
-// ridge) is read as if it had been learnt at today's ridge.
-func TestReadsModelAtFormerEffectRidge(t *testing.T) {
-	m := newPolicyModel()
-	rng := rand.New(rand.NewPCG(9, 10))
-	for i := 0; i < 500; i++ {
-		x := randomVector(rng)
-		m.update(x, i%3, 20000*x[3]+9000*rng.NormFloat64(), 15000, 1)
-	}
-	old := m.clone()
-	for _, a := range old.arms {
-		a.reridge(effectRidge, formerEffectRidge)
-	}
-	b, err := json.Marshal(modelFile{Format: 3, Version: "v500-x", N: old.n, Shared: old.shared, Arms: old.arms,
-		ResN: old.resN, ResMean: old.resMean, ResM2: old.resM2, FitN: old.fitN, FitM2: old.fitM2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, _, err := unmarshalPolicyModel(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	x := randomVector(rng)
-	for a := 0; a < 4; a++ {
-		mu, sigma := got.predict(x, a, 15000)
-		wantMu, wantSigma := m.predict(x, a, 15000)
-		if math.Abs(mu-wantMu) > 1e-6*math.Abs(wantMu) || math.Abs(sigma-wantSigma) > 1e-6*wantSigma {
-			t.Errorf("action %d: read (%v, %v), want (%v, %v)", a, mu, sigma, wantMu, wantSigma)
-		}
-	}
-	// And a model stored now says its ridge, so it is read unchanged.
-	data, err := m.marshal("v500-y")
-	if err != nil {
-		t.Fatal(err)
-	}
-	again, _, err := unmarshalPolicyModel(data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if d := cmp.Diff(m.arms, again.arms, cmp.AllowUnexported(ridge{})); d != "" {
-		t.Errorf("arms after a round trip (-want +got):\n%s", d)
 	}
 }
