@@ -58,8 +58,9 @@ const (
 	// purchase noise (tens of MXN against a residual deviation of a hundred
 	// or more), so an action's coefficients are held near the shared
 	// prediction until some dozens of rewards say otherwise; it also bounds
-	// the optimism of a new action (newEffectVar). The value is what the
-	// evidence says in the lab: v/τ² (newEffectVar) settles at 15–40. It
+	// the optimism of a new action (newEffectVar). The value is about what
+	// the evidence says in the lab: MacKay's fixed point λₐ = v·γₐ/|θₐ|²,
+	// iterated per action, settles at 28–57 in base and drift worlds. It
 	// trades variance for speed of adaptation: in the lab (β = 0.5), 300
 	// captured more uplift in a stationary world (0.73 against 0.68 at 30)
 	// and much less when the customers' response drifts (0.52 against
