@@ -84,13 +84,13 @@ func printLab(w io.Writer, rep *lab.Report) error {
 	fmt.Fprintf(w, "coupond lab: %d customers, %d weeks, scenario %s, seed %d (reward per decision, MXN over a 7-day window)\n",
 		rep.Config.Customers, rep.Config.Weeks, rep.Config.Scenario, rep.Config.Seed)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	hdr := "WEEK\tENGINE\tNEVER\tBEST SINGLE\tRANDOM\tGREEDY\tEPS-GREEDY 0.05\tORACLE\t"
+	hdr := "WEEK\tENGINE\tNEVER\tBEST SINGLE\tRANDOM\tGREEDY\tEPS-GREEDY 0.05\tORACLE\tEFFECT ERROR\t"
 	if rep.Config.Scenario == "new-coupon" {
 		hdr += "NEW COUPON SHARE\tORACLE SHARE\t"
 	}
 	fmt.Fprintln(tw, hdr)
 	for _, r := range rep.Rows {
-		line := fmt.Sprintf("%d\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t", r.Week, r.Engine, r.Never, r.BestSingle, r.Random, r.Greedy, r.EpsGreedy, r.Oracle)
+		line := fmt.Sprintf("%d\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t", r.Week, r.Engine, r.Never, r.BestSingle, r.Random, r.Greedy, r.EpsGreedy, r.Oracle, r.EffectError)
 		if rep.Config.Scenario == "new-coupon" {
 			line += fmt.Sprintf("%.3f\t%.3f\t", r.NewShare, r.OracleNewShare)
 		}

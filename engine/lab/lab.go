@@ -62,6 +62,11 @@ type Row struct {
 	// EngineTop is what the engine would earn without exploring: the
 	// action of highest expected value in its own model (its detalle).
 	EngineTop float64 `json:"engine_top_action"`
+	// EffectError is how far the engine's model is from the truth: the
+	// root mean square, over customers and coupons, of the estimated effect
+	// μ(coupon) − μ(none) (its detalle) minus the true one (MXN). A model
+	// that learns brings it down from the economic prior's.
+	EffectError float64 `json:"effect_error_mxn"`
 	// NewShare is the share of customers the engine sent the new coupon
 	// (scenario new-coupon), OracleNewShare the oracle's.
 	NewShare       float64 `json:"new_coupon_share,omitempty"`
@@ -286,6 +291,8 @@ func Run(ctx context.Context, cfg Config, logf func(string, ...any)) (*Report, e
 		actionTotals := make([]float64, len(active)+1)
 		var events []engine.IngestEvent
 		var newSent, oracleNew int
+		var effSq float64
+		var effN int
 		for _, c := range custs {
 			f, err := eng.CustomerFeatures(labTenant, c.ref)
 			if err != nil {
@@ -301,6 +308,9 @@ func Run(ctx context.Context, cfg Config, logf func(string, ...any)) (*Report, e
 			}
 			row.Engine += w.expected(c, chosen)
 			row.EngineTop += w.expected(c, couponByID(active, topAction(d)))
+			se, k := effectError(w, c, active, d)
+			effSq += se
+			effN += k
 			if d.Accion == newCouponID {
 				newSent++
 			}
@@ -334,6 +344,9 @@ func Run(ctx context.Context, cfg Config, logf func(string, ...any)) (*Report, e
 		n := float64(len(custs))
 		row.Random /= float64(len(active) + 1)
 		row.Engine, row.Never, row.Random, row.Greedy, row.EpsGreedy, row.Oracle, row.EngineTop = row.Engine/n, row.Never/n, row.Random/n, row.Greedy/n, row.EpsGreedy/n, row.Oracle/n, row.EngineTop/n
+		if effN > 0 {
+			row.EffectError = math.Sqrt(effSq / float64(effN))
+		}
 		best := actionTotals[0]
 		for _, v := range actionTotals[1:] {
 			best = math.Max(best, v)
@@ -383,6 +396,38 @@ func Run(ctx context.Context, cfg Config, logf func(string, ...any)) (*Report, e
 }
 
 // topAction is the action of d with the highest μ in its detalle.
+// effectError returns the sum of squared errors (MXN²) of the effects the
+// decision's detalle estimates for c's coupons, against the truth, and
+// their number.
+func effectError(w *world, c *simCustomer, active []coupon, d *engine.Decision) (float64, int) {
+	if d.Detalle == nil {
+		return 0, 0
+	}
+	var none float64
+	found := false
+	for _, a := range d.Detalle.Acciones {
+		if a.Accion == 0 {
+			none, found = a.MuMXN, true
+		}
+	}
+	if !found {
+		return 0, 0
+	}
+	base := w.expected(c, nil)
+	var sq float64
+	var k int
+	for _, a := range d.Detalle.Acciones {
+		cp := couponByID(active, a.Accion)
+		if a.Accion == 0 || cp == nil {
+			continue
+		}
+		e := (a.MuMXN - none) - (w.expected(c, cp) - base)
+		sq += e * e
+		k++
+	}
+	return sq, k
+}
+
 func topAction(d *engine.Decision) int {
 	if d.Detalle == nil || len(d.Detalle.Acciones) == 0 {
 		return d.Accion
