@@ -84,7 +84,8 @@ const (
 	noisePseudo = 4000
 	noiseStart  = 1.5
 	// formerEffectRidge is the λₑ of models stored without effect_ridge
-	// (until 2026-11-23); withEffectRidge converts them.
+	// (until 2026-11-23); unmarshalPolicyModel moves their arms to
+	// effectRidge with ridge.reridge.
 	formerEffectRidge = 10.0
 )
 

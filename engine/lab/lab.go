@@ -64,8 +64,8 @@ type Row struct {
 	EngineTop float64 `json:"engine_top_action"`
 	// EffectError is how far the engine's model is from the truth: the
 	// root mean square, over customers and coupons, of the estimated effect
-	// μ(coupon) − μ(none) (its detalle) minus the true one (MXN). A model
-	// that learns brings it down from the economic prior's.
+	// μ(coupon) − μ(none) (its detalle) minus the true one (MXN). Week 1
+	// shows the economic prior's error.
 	EffectError float64 `json:"effect_error_mxn"`
 	// NewShare is the share of customers the engine sent the new coupon
 	// (scenario new-coupon), OracleNewShare the oracle's.
@@ -395,7 +395,6 @@ func Run(ctx context.Context, cfg Config, logf func(string, ...any)) (*Report, e
 	return rep, nil
 }
 
-// topAction is the action of d with the highest μ in its detalle.
 // effectError returns the sum of squared errors (MXN²) of the effects the
 // decision's detalle estimates for c's coupons, against the truth, and
 // their number.
@@ -428,6 +427,7 @@ func effectError(w *world, c *simCustomer, active []coupon, d *engine.Decision) 
 	return sq, k
 }
 
+// topAction is the action of d with the highest μ in its detalle.
 func topAction(d *engine.Decision) int {
 	if d.Detalle == nil || len(d.Detalle.Acciones) == 0 {
 		return d.Accion
