@@ -5,6 +5,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
@@ -106,7 +107,36 @@ func printLab(w io.Writer, rep *lab.Report) error {
 			fmt.Fprintln(w, "new coupon did not reach half the oracle's share")
 		}
 	}
+	printLosses(w, rep.Losses)
 	return nil
+}
+
+// printLosses prints where the engine fell short of the oracle over the
+// last third, by customer kind.
+func printLosses(w io.Writer, losses []lab.Loss) {
+	if len(losses) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "\nwhere the engine loses over the last third (MXN per decision; the kinds are the lab's truth, unseen by the engine):")
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "KIND\tDECISIONS\tLOSS\tTOP-ACTION LOSS\tCOSTLIEST (TOP → ORACLE: LOSS)\tEFFECT BIAS (ESTIMATED − TRUE, MXN)\t")
+	for _, l := range losses {
+		var ms []string
+		for _, m := range l.Mistakes {
+			ms = append(ms, fmt.Sprintf("%d → %d: %.2f", m.Engine, m.Oracle, m.RegretMXN))
+		}
+		names := make([]string, 0, len(l.EffectBiasMXN))
+		for name := range l.EffectBiasMXN {
+			names = append(names, name)
+		}
+		slices.Sort(names)
+		var bs []string
+		for _, name := range names {
+			bs = append(bs, fmt.Sprintf("%s %+.1f", name, l.EffectBiasMXN[name]))
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%.2f\t%.2f\t%s\t%s\t\n", l.Kind, l.Decisions, l.RegretMXN, l.TopRegretMXN, strings.Join(ms, ", "), strings.Join(bs, ", "))
+	}
+	tw.Flush()
 }
 
 // runsSummary is the outcome of several lab runs that differ only in seed.

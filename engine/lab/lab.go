@@ -25,10 +25,12 @@
 package lab
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -90,6 +92,39 @@ type Report struct {
 	// WeeksToOracleShare: weeks after its introduction until the engine
 	// sends the new coupon to at least half the oracle's share (-1: never).
 	WeeksToOracleShare int `json:"weeks_to_new_coupon_oracle_share,omitempty"`
+	// Losses says where the engine falls short of the oracle over the last
+	// third, by customer kind (persuadable, sure thing, lost cause,
+	// sleeping dog: the lab's truth, which the engine never sees).
+	Losses []Loss `json:"losses_last_third"`
+}
+
+// Loss is one customer kind's share of the engine's shortfall over the
+// last third. Money is MXN per decision of the last third (all kinds), so
+// the kinds' RegretMXN add up to the oracle's reward minus the engine's.
+type Loss struct {
+	Kind      string `json:"kind"`
+	Decisions int    `json:"decisions"`
+	// RegretMXN is the oracle's expected reward minus that of the action
+	// the engine drew; TopRegretMXN the same for its top-ranked action
+	// (no exploration).
+	RegretMXN    float64 `json:"regret_mxn"`
+	TopRegretMXN float64 `json:"top_action_regret_mxn"`
+	// Mistakes are the costliest pairs (top-ranked action, oracle's
+	// action), most costly first, at most three.
+	Mistakes []Mistake `json:"mistakes"`
+	// EffectBiasMXN is, per coupon, the mean over this kind's decisions of
+	// the engine's estimated effect μ(coupon) − μ(none) minus the true
+	// effect (MXN over the window): positive, the engine overrates the
+	// coupon for these customers.
+	EffectBiasMXN map[string]float64 `json:"effect_bias_mxn"`
+}
+
+// Mistake is a (top-ranked action, oracle's action) pair and what it cost.
+type Mistake struct {
+	Engine    int     `json:"engine_action"`
+	Oracle    int     `json:"oracle_action"`
+	Decisions int     `json:"decisions"`
+	RegretMXN float64 `json:"regret_mxn"`
 }
 
 type kind int
@@ -99,7 +134,12 @@ const (
 	sureThing
 	lostCause
 	sleepingDog
+	kinds // the number of kinds
 )
+
+func (k kind) String() string {
+	return [...]string{"persuadable", "sure thing", "lost cause", "sleeping dog"}[k]
+}
 
 type simCustomer struct {
 	ref    string
@@ -266,6 +306,7 @@ func Run(ctx context.Context, cfg Config, logf func(string, ...any)) (*Report, e
 	}
 
 	rep := &Report{Config: cfg, WeeksToOracleShare: -1}
+	losses := newLossTally()
 	greedy, eps := engine.NewRewardModel(), engine.NewRewardModel()
 	introduced := -1
 	for week := 1; week <= cfg.Weeks; week++ {
@@ -308,9 +349,11 @@ func Run(ctx context.Context, cfg Config, logf func(string, ...any)) (*Report, e
 			}
 			row.Engine += w.expected(c, chosen)
 			row.EngineTop += w.expected(c, couponByID(active, topAction(d)))
-			se, k := effectError(w, c, active, d)
-			effSq += se
-			effN += k
+			errs := effectErrors(w, c, active, d)
+			for _, e := range errs {
+				effSq += e.err * e.err
+			}
+			effN += len(errs)
 			if d.Accion == newCouponID {
 				newSent++
 			}
@@ -327,6 +370,9 @@ func Run(ctx context.Context, cfg Config, logf func(string, ...any)) (*Report, e
 			}
 			row.Random += w.expected(c, nil)
 			row.Oracle += bestV
+			if week > cfg.Weeks-cfg.Weeks/3 {
+				losses.add(c.kind, bestV, w.expected(c, chosen), w.expected(c, couponByID(active, topAction(d))), topAction(d), toID(best), errs, active)
+			}
 			if best != nil && best.id == newCouponID {
 				oracleNew++
 			}
@@ -381,6 +427,7 @@ func Run(ctx context.Context, cfg Config, logf func(string, ...any)) (*Report, e
 		rep.Rows = append(rep.Rows, row)
 		logf("week %2d  engine %7.2f  never %7.2f  oracle %7.2f", week, row.Engine, row.Never, row.Oracle)
 	}
+	rep.Losses = losses.report()
 	from := len(rep.Rows) - len(rep.Rows)/3
 	var e, nv, o, g, ep, tp float64
 	for _, r := range rep.Rows[from:] {
@@ -395,12 +442,18 @@ func Run(ctx context.Context, cfg Config, logf func(string, ...any)) (*Report, e
 	return rep, nil
 }
 
-// effectError returns the sum of squared errors (MXN²) of the effects the
-// decision's detalle estimates for c's coupons, against the truth, and
-// their number.
-func effectError(w *world, c *simCustomer, active []coupon, d *engine.Decision) (float64, int) {
+// effectErr is the error (MXN) of the effect a decision's detalle
+// estimates for one coupon, against the truth.
+type effectErr struct {
+	id  int
+	err float64
+}
+
+// effectErrors returns the errors of the effects μ(coupon) − μ(none) the
+// decision's detalle estimates for c's coupons.
+func effectErrors(w *world, c *simCustomer, active []coupon, d *engine.Decision) []effectErr {
 	if d.Detalle == nil {
-		return 0, 0
+		return nil
 	}
 	var none float64
 	found := false
@@ -410,21 +463,105 @@ func effectError(w *world, c *simCustomer, active []coupon, d *engine.Decision) 
 		}
 	}
 	if !found {
-		return 0, 0
+		return nil
 	}
 	base := w.expected(c, nil)
-	var sq float64
-	var k int
+	var errs []effectErr
 	for _, a := range d.Detalle.Acciones {
 		cp := couponByID(active, a.Accion)
 		if a.Accion == 0 || cp == nil {
 			continue
 		}
-		e := (a.MuMXN - none) - (w.expected(c, cp) - base)
-		sq += e * e
-		k++
+		errs = append(errs, effectErr{a.Accion, (a.MuMXN - none) - (w.expected(c, cp) - base)})
 	}
-	return sq, k
+	return errs
+}
+
+// lossTally accumulates Report.Losses.
+type lossTally struct {
+	n       int
+	kinds   [kinds]Loss
+	pairs   [kinds]map[[2]int]*Mistake
+	biasSum [kinds]map[string]float64
+	biasN   [kinds]map[string]int
+}
+
+func newLossTally() *lossTally {
+	t := &lossTally{}
+	for k := range t.kinds {
+		t.kinds[k].Kind = kind(k).String()
+		t.pairs[k] = map[[2]int]*Mistake{}
+		t.biasSum[k], t.biasN[k] = map[string]float64{}, map[string]int{}
+	}
+	return t
+}
+
+// add counts one decision for a customer of kind k: the oracle's, the
+// drawn action's and the top-ranked action's expected rewards, the top and
+// oracle actions, and the decision's effect errors.
+func (t *lossTally) add(k kind, oracle, drawn, top float64, topID, oracleID int, errs []effectErr, active []coupon) {
+	t.n++
+	l := &t.kinds[k]
+	l.Decisions++
+	l.RegretMXN += oracle - drawn
+	l.TopRegretMXN += oracle - top
+	if topID != oracleID {
+		m := t.pairs[k][[2]int{topID, oracleID}]
+		if m == nil {
+			m = &Mistake{Engine: topID, Oracle: oracleID}
+			t.pairs[k][[2]int{topID, oracleID}] = m
+		}
+		m.Decisions++
+		m.RegretMXN += oracle - top
+	}
+	for _, e := range errs {
+		name := couponByID(active, e.id).name
+		t.biasSum[k][name] += e.err
+		t.biasN[k][name]++
+	}
+}
+
+// report returns the losses per kind, in MXN per decision of all kinds.
+func (t *lossTally) report() []Loss {
+	if t.n == 0 {
+		return nil
+	}
+	n := float64(t.n)
+	out := make([]Loss, 0, kinds)
+	for k := range t.kinds {
+		l := t.kinds[k]
+		if l.Decisions == 0 {
+			continue
+		}
+		l.RegretMXN /= n
+		l.TopRegretMXN /= n
+		l.Mistakes = []Mistake{}
+		for _, m := range t.pairs[k] {
+			mm := *m
+			mm.RegretMXN /= n
+			l.Mistakes = append(l.Mistakes, mm)
+		}
+		slices.SortFunc(l.Mistakes, func(a, b Mistake) int {
+			if c := cmp.Compare(b.RegretMXN, a.RegretMXN); c != 0 {
+				return c
+			}
+			return cmp.Compare(a.Engine*1000+a.Oracle, b.Engine*1000+b.Oracle)
+		})
+		l.Mistakes = l.Mistakes[:min(3, len(l.Mistakes))]
+		l.EffectBiasMXN = map[string]float64{}
+		for name, s := range t.biasSum[k] {
+			l.EffectBiasMXN[name] = s / float64(t.biasN[k][name])
+		}
+		out = append(out, l)
+	}
+	return out
+}
+
+func toID(c *coupon) int {
+	if c == nil {
+		return 0
+	}
+	return c.id
 }
 
 // topAction is the action of d with the highest μ in its detalle.

@@ -2,6 +2,7 @@ package lab
 
 import (
 	"context"
+	"math"
 	"testing"
 )
 
@@ -30,6 +31,45 @@ func TestLabEngineBeatsNever(t *testing.T) {
 			t.Errorf("seed %d: oracle %.2f below engine %.2f, its top action %.2f or best single %.2f: the oracle is wrong",
 				cfg.Seed, last.Oracle, last.Engine, last.EngineTop, last.BestSingle)
 		}
+		checkLosses(t, cfg, rep)
+	}
+}
+
+// checkLosses checks that the losses by kind account for the whole gap
+// between the oracle and the engine (and its top action) over the last
+// third, decision by decision.
+func checkLosses(t *testing.T, cfg Config, rep *Report) {
+	t.Helper()
+	var gap, topGap, regret, topRegret float64
+	third := rep.Rows[len(rep.Rows)-len(rep.Rows)/3:]
+	for _, r := range third {
+		gap += (r.Oracle - r.Engine) / float64(len(third))
+		topGap += (r.Oracle - r.EngineTop) / float64(len(third))
+	}
+	decisions := 0
+	for _, l := range rep.Losses {
+		regret += l.RegretMXN
+		topRegret += l.TopRegretMXN
+		decisions += l.Decisions
+		if len(l.EffectBiasMXN) != len(coupons) {
+			t.Errorf("seed %d, %s: effect bias for %d coupons, want %d", cfg.Seed, l.Kind, len(l.EffectBiasMXN), len(coupons))
+		}
+		var named float64
+		for i, m := range l.Mistakes {
+			named += m.RegretMXN
+			if m.Engine == m.Oracle || m.Decisions == 0 || (i > 0 && m.RegretMXN > l.Mistakes[i-1].RegretMXN) {
+				t.Errorf("seed %d, %s: mistakes %+v", cfg.Seed, l.Kind, l.Mistakes)
+			}
+		}
+		if named > l.TopRegretMXN+1e-9 {
+			t.Errorf("seed %d, %s: mistakes cost %.4f, more than the kind's top-action loss %.4f", cfg.Seed, l.Kind, named, l.TopRegretMXN)
+		}
+	}
+	if want := cfg.Customers * len(third); decisions != want {
+		t.Errorf("seed %d: losses count %d decisions, want %d", cfg.Seed, decisions, want)
+	}
+	if math.Abs(regret-gap) > 1e-6 || math.Abs(topRegret-topGap) > 1e-6 {
+		t.Errorf("seed %d: losses by kind add up to %.6f (top %.6f), want the oracle gap %.6f (top %.6f)", cfg.Seed, regret, topRegret, gap, topGap)
 	}
 }
 
