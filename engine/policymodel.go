@@ -15,12 +15,13 @@ import (
 // Reward model. The expected reward of action a for a customer with feature
 // vector x (cents over the reward window) is
 //
-//	μ(x,a) = prior(x,a) + θ₀ᵀφ + θₐᵀφ
+//	μ(x,a) = prior(x,a) + θ₀ᵀφ + soft(θₐᵀφ, trustSigmas·σ)
 //
 // where prior is the economic prior (customer.prior), φ = basis(x), θ₀ a
 // ridge regression shared by all actions (what the prior gets wrong for
 // everyone: the customer's baseline) and θₐ a per-action ridge regression
-// on what is left (the action's own effect). Each regression keeps its
+// on what is left (the action's own effect), which counts only by what it
+// exceeds its own uncertainty (softThreshold). Each regression keeps its
 // precision matrix inverse A⁻¹ up to date with Sherman–Morrison, so an
 // update costs O(D²). Each reward enters its action's regression with an
 // importance weight from its logged propensity (sampleWeight), the shared
@@ -67,6 +68,20 @@ const (
 	// 0.63); see README.
 	effectRidge = 30.0
 	modelBeta   = 0.25 // optimism β (0.5 until 2026-11-23; see README)
+	// trustSigmas is c: an action's learned deviation from the prior and the
+	// shared baseline, θₐᵀφ, counts in μ only by what it exceeds c·σ
+	// (soft thresholding, the posterior mean under a sparse, Laplace-like
+	// prior on the deviation): the economic prior holds for a customer
+	// until the action's own data there say otherwise by more than their
+	// uncertainty. Without it, what a per-action regression learns where
+	// the action is exploited leaks to customers where it is only explored:
+	// in the lab the model rated coupons about 20 MXN too high for sure
+	// things and sleeping dogs, worse than the prior alone. c = 1 raised
+	// uplift capture from 0.71 / 0.68 / 0.73 to 0.76 / 0.75 / 0.76 (seeds
+	// 1–8 / 9–16 / 17–24) and with a new coupon from 0.61 to 0.73, with half
+	// the spread between runs; it adapts more slowly to a mid-run change
+	// (drift: 0.61 / 0.76 / 0.74 to 0.48 / 0.53 / 0.50). See README.
+	trustSigmas = 1.0
 	modelGamma0 = 50.0 // γ₀
 	modelGamma1 = 20.0 // γ₁
 	tauPseudo   = 2.0  // ν: pseudo-coefficients of the ridge prior in newEffectVar
@@ -350,15 +365,28 @@ func (m *policyModel) newEffectVar() float64 {
 }
 
 // predictArm returns μ and σ (cents) of action with prior for the customer
-// of cs: only the action's own part is computed here.
+// of cs: only the action's own part is computed here. The action's learned
+// deviation θₐᵀφ enters μ only by what it exceeds trustSigmas·σ:
+// μ = prior + θ₀ᵀφ + soft(θₐᵀφ, trustSigmas·σ).
 func (m *policyModel) predictArm(cs *custScore, action int, prior float64) (mu, sigma float64) {
 	phi := cs.phi[:]
 	f, q := cs.base, cs.qNew
 	if a, ok := m.arms[action]; ok {
-		f += a.predict(phi)
 		q = a.quad(phi)
+		f += softThreshold(a.predict(phi), trustSigmas*math.Sqrt(cs.v*q))
 	}
 	return prior + f, math.Sqrt(cs.v * q)
+}
+
+// softThreshold moves d toward 0 by t (t ≥ 0), stopping at 0.
+func softThreshold(d, t float64) float64 {
+	switch {
+	case d > t:
+		return d - t
+	case d < -t:
+		return d + t
+	}
+	return 0
 }
 
 // predict returns μ and σ (cents) of action for x given its prior.

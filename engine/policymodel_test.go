@@ -340,3 +340,53 @@ func TestReridgeMatchesFitAtNewRidge(t *testing.T) {
 		}
 	}
 }
+
+// TestLearnedDeviationCountsBeyondItsError checks the soft threshold of
+// predictArm: an action's learned deviation θₐᵀφ moves μ only by what it
+// exceeds trustSigmas·σ. After a few noisy rewards the deviation is within
+// its error and μ is the prior plus the shared baseline; after many
+// rewards a large effect counts, less c·σ, in either direction.
+func TestLearnedDeviationCountsBeyondItsError(t *testing.T) {
+	const prior = 9000
+	fit := func(n int, effect float64) (*policyModel, []float64) {
+		m := newPolicyModel()
+		rng := rand.New(rand.NewPCG(21, 22))
+		for i := 0; i < n; i++ {
+			a := i % 2
+			r := prior + 3000*rng.NormFloat64()
+			if a == 1 {
+				r += effect
+			}
+			m.update(randomVector(rng), a, r, prior, 1)
+		}
+		return m, randomVector(rng)
+	}
+	// parts returns μ − (prior + θ₀ᵀφ), the raw deviation and σ of action 1.
+	parts := func(m *policyModel, x []float64) (used, raw, sigma float64) {
+		var cs custScore
+		m.customerScore(x, &cs)
+		mu, sigma := m.predictArm(&cs, 1, prior)
+		return mu - prior - cs.base, m.arms[1].predict(cs.phi[:]), sigma
+	}
+
+	m, x := fit(20, 500)
+	used, raw, sigma := parts(m, x)
+	if !(math.Abs(raw) < trustSigmas*sigma) {
+		t.Fatalf("after 20 rewards: deviation %.1f is not within c·σ = %.1f; the case does not test the threshold", raw, trustSigmas*sigma)
+	}
+	if math.Abs(used) > 1e-6 { // rounding of prior + baseline only
+		t.Errorf("after 20 rewards: μ moved %.3f from prior + baseline for a deviation of %.1f within c·σ = %.1f", used, raw, trustSigmas*sigma)
+	}
+
+	for _, effect := range []float64{20000, -20000} {
+		m, x := fit(4000, effect)
+		used, raw, sigma := parts(m, x)
+		if !(math.Abs(raw) > 2*trustSigmas*sigma) {
+			t.Fatalf("effect %v: deviation %.1f not beyond 2·c·σ = %.1f; the case does not test the threshold", effect, raw, 2*trustSigmas*sigma)
+		}
+		want := raw - math.Copysign(trustSigmas*sigma, raw)
+		if math.Abs(used-want) > 1e-6 {
+			t.Errorf("effect %v: μ moved %.3f from prior + baseline, want the deviation %.3f less c·σ %.3f = %.3f", effect, used, raw, trustSigmas*sigma, want)
+		}
+	}
+}
