@@ -347,8 +347,10 @@ func Run(ctx context.Context, cfg Config, logf func(string, ...any)) (*Report, e
 			if _, err := eng.Confirm(labTenant, d.DecisionID, engine.Confirmation{Ejecutada: true}); err != nil {
 				return nil, err
 			}
-			row.Engine += w.expected(c, chosen)
-			row.EngineTop += w.expected(c, couponByID(active, topAction(d)))
+			topID := topAction(d)
+			drawnV, topV := w.expected(c, chosen), w.expected(c, couponByID(active, topID))
+			row.Engine += drawnV
+			row.EngineTop += topV
 			errs := effectErrors(w, c, active, d)
 			for _, e := range errs {
 				effSq += e.err * e.err
@@ -371,7 +373,7 @@ func Run(ctx context.Context, cfg Config, logf func(string, ...any)) (*Report, e
 			row.Random += w.expected(c, nil)
 			row.Oracle += bestV
 			if week > cfg.Weeks-cfg.Weeks/3 {
-				losses.add(c.kind, bestV, w.expected(c, chosen), w.expected(c, couponByID(active, topAction(d))), topAction(d), toID(best), errs, active)
+				losses.add(c.kind, bestV, drawnV, topV, topID, toID(best), errs, active)
 			}
 			if best != nil && best.id == newCouponID {
 				oracleNew++
