@@ -370,12 +370,12 @@ func (m *policyModel) newEffectVar() float64 {
 // μ = prior + θ₀ᵀφ + soft(θₐᵀφ, trustSigmas·σ).
 func (m *policyModel) predictArm(cs *custScore, action int, prior float64) (mu, sigma float64) {
 	phi := cs.phi[:]
-	f, q := cs.base, cs.qNew
-	if a, ok := m.arms[action]; ok {
-		q = a.quad(phi)
-		f += softThreshold(a.predict(phi), trustSigmas*math.Sqrt(cs.v*q))
+	a, ok := m.arms[action]
+	if !ok {
+		return prior + cs.base, math.Sqrt(cs.v * cs.qNew)
 	}
-	return prior + f, math.Sqrt(cs.v * q)
+	sigma = math.Sqrt(cs.v * a.quad(phi))
+	return prior + cs.base + softThreshold(a.predict(phi), trustSigmas*sigma), sigma
 }
 
 // softThreshold moves d toward 0 by t (t ≥ 0), stopping at 0.
