@@ -288,9 +288,7 @@ func (g *docGen) operation(rt route, d opDoc) (obj, error) {
 	if len(d.pathParams) != len(pathParams(rt.path)) {
 		return nil, fmt.Errorf("openapi: route %s documents path parameters it does not have", rt.name)
 	}
-	for _, p := range d.params {
-		params = append(params, p)
-	}
+	params = append(params, d.params...)
 	if params != nil {
 		op["parameters"] = params
 	}
