@@ -41,6 +41,7 @@ type Webhooks struct {
 	now      func() time.Time
 	wake     chan struct{}
 	mu       sync.Mutex // one delivery pass at a time
+	obs      Observer
 }
 
 // NewWebhooks builds the webhook service.
@@ -209,19 +210,26 @@ func (w *Webhooks) deliverDue(ctx context.Context, tenant string) int {
 		q := it.q
 		q.Attempt++
 		log := w.log.With().Str("tenant", tenant).Str("webhook_id", q.ID).Int("attempt", q.Attempt).Logger()
+		outcome := WebhookDropped
 		if reg == nil {
 			log.Info().Msg("webhook dropped: no registration")
 		} else if status, err := w.deliver.Deliver(ctx, Delivery{ID: q.ID, URL: reg.URL, Secret: reg.Secret, Body: q.Body}); err == nil {
+			outcome = WebhookDelivered
 			log.Info().Int("status", status).Msg("webhook delivered")
 		} else if errors.Is(err, ErrWebhookSecret) || errors.Is(err, ErrWebhookURL) {
 			log.Error().Err(err).Msg("webhook dropped: registration unusable")
 		} else if wait, again := w.schedule.NextAttempt(q.Attempt); again {
+			outcome = WebhookRetry
 			log.Warn().Err(err).Int("status", status).Dur("retry_in", wait).Msg("webhook attempt failed")
 			if err := b.SetJSON(store.Key(tenant, store.TableWebhookQueue, w.now().Add(wait), q.ID), q); err != nil {
 				log.Error().Err(err).Msg("webhook requeue")
 			}
 		} else {
+			outcome = WebhookGivenUp
 			log.Error().Err(err).Msg("webhook given up after the last attempt")
+		}
+		if w.obs.WebhookAttempt != nil {
+			w.obs.WebhookAttempt(tenant, outcome)
 		}
 		if err := b.Commit(); err != nil {
 			log.Error().Err(err).Msg("webhook queue commit")

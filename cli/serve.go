@@ -21,6 +21,7 @@ import (
 type serveFlags struct {
 	addr, baseURL, logLevel, logFormat string
 	webhookAllowPrivate                bool
+	metricsTenantLabel                 bool
 }
 
 func newServeCmd(a *app) *cobra.Command {
@@ -39,6 +40,7 @@ func newServeCmd(a *app) *cobra.Command {
 	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error (env COUPOND_LOG_LEVEL)")
 	fl.StringVar(&f.logFormat, "log-format", "json", "json, or console for humans (env COUPOND_LOG_FORMAT)")
 	fl.BoolVar(&f.webhookAllowPrivate, "webhook-allow-private", false, "allow webhook destinations in loopback and private ranges (tests, single-network installs)")
+	fl.BoolVar(&f.metricsTenantLabel, "metrics-tenant-label", false, "add a tenant label to the business series of /metrics (one series per tenant: few tenants only)")
 	return cmd
 }
 
@@ -93,7 +95,7 @@ func serve(ctx context.Context, dataDir string, f serveFlags, logOut interface{ 
 		f.baseURL = "http://" + f.addr
 	}
 	tuneGC(log)
-	e, err := openEnv(ctx, dataDir, log, serviceOptions{baseURL: f.baseURL, webhookAllowPrivate: f.webhookAllowPrivate})
+	e, err := openEnv(ctx, dataDir, log, serviceOptions{baseURL: f.baseURL, webhookAllowPrivate: f.webhookAllowPrivate, metricsTenantLabel: f.metricsTenantLabel})
 	if err != nil {
 		return err
 	}

@@ -34,6 +34,7 @@ type services struct {
 type serviceOptions struct {
 	baseURL             string
 	webhookAllowPrivate bool
+	metricsTenantLabel  bool
 }
 
 func newServices(_ context.Context, e *env, opt serviceOptions) (*services, error) {
@@ -55,7 +56,13 @@ func newServices(_ context.Context, e *env, opt serviceOptions) (*services, erro
 	svc.api = server.New(server.Deps{
 		Log: e.log, DB: e.db, Secrets: e.secrets, Now: e.now, Ready: svc.ready.Load,
 		Engine: eng, Batch: runner, Webhooks: hooks, WebhookAllowPrivate: opt.webhookAllowPrivate,
+		MetricsTenantLabel: opt.metricsTenantLabel,
 	})
+	// Batch jobs, webhooks and the learner report to /metrics.
+	obs, learned := svc.api.Observers()
+	runner.Observe(obs)
+	hooks.Observe(obs)
+	eng.ObserveLearn(learned)
 	return svc, nil
 }
 

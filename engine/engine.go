@@ -54,6 +54,8 @@ type Engine struct {
 	inflight   map[string]struct{}
 
 	seed maphash.Seed
+
+	onLearn func(tenant string, st LearnStats) // see ObserveLearn
 }
 
 // tenantState is the in-memory state of one tenant: the published catalog

@@ -23,6 +23,8 @@ type metrics struct {
 	// label values allocates, a map lookup does not.
 	mu     sync.RWMutex
 	series map[seriesKey]seriesPair
+
+	*business // what the service does for the retailer (business.go)
 }
 
 type seriesKey struct {
@@ -35,7 +37,7 @@ type seriesPair struct {
 	latency prometheus.Observer
 }
 
-func newMetrics(pdb func() *pebble.DB) *metrics {
+func newMetrics(pdb func() *pebble.DB, tenantLabel bool) *metrics {
 	m := &metrics{
 		series: map[seriesKey]seriesPair{},
 		reg:    prometheus.NewRegistry(),
@@ -52,6 +54,7 @@ func newMetrics(pdb func() *pebble.DB) *metrics {
 	m.reg.MustRegister(m.requests, m.latency,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		pebbleCollector{pdb})
+	m.business = newBusiness(m.reg, tenantLabel)
 	return m
 }
 
@@ -80,6 +83,11 @@ func (m *metrics) observe(route string, status int, d time.Duration) {
 	}
 	p.count.Inc()
 	p.latency.Observe(d.Seconds())
+}
+
+// gaugeFunc registers a process-wide gauge read at scrape time.
+func (m *metrics) gaugeFunc(name, help string, fn func() float64) {
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, fn))
 }
 
 func (m *metrics) handler() http.Handler {

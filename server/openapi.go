@@ -313,9 +313,9 @@ func (g *docGen) operation(rt route, d opDoc) (obj, error) {
 		if rt.scope != 0 {
 			scopes = append(scopes, rt.scope.String())
 		}
-		// Scopes are listed under the oauth2 scheme only: OpenAPI defines
-		// them for OAuth schemes, and Spectral flags them elsewhere. The
-		// bearer scheme describes the same header for readers.
+		// One scheme, oauth2: OpenAPI defines scopes for OAuth schemes
+		// (Spectral flags them on an http bearer scheme), and a bearer
+		// scheme beside it would describe the same header twice.
 		op["security"] = []any{obj{"oauth2": scopes}}
 		op["x-scopes"] = scopes
 	}
@@ -602,16 +602,10 @@ func securitySchemes() obj {
 		scopes[s.name] = scopeDocs[s.name]
 	}
 	return obj{
-		"bearer": obj{
-			"type":         "http",
-			"scheme":       "bearer",
-			"bearerFormat": "opaque",
-			"description": fmt.Sprintf("`Authorization: Bearer <access_token>`, a token from `POST /v1/token` that lives %s. "+
-				"The requirement's list names the scope the route needs.", humanDuration(tokenTTL)),
-		},
 		"oauth2": obj{
-			"type":        "oauth2",
-			"description": "The same bearer token, described as the OAuth 2.0 client-credentials flow for stock OAuth clients.",
+			"type": "oauth2",
+			"description": fmt.Sprintf("`Authorization: Bearer <access_token>`, a token from `POST /v1/token` (OAuth 2.0 client credentials) that lives %s. "+
+				"The requirement's list names the scope the route needs.", humanDuration(tokenTTL)),
 			"flows": obj{"clientCredentials": obj{
 				"tokenUrl": "/v1/token",
 				"scopes":   scopes,
