@@ -22,6 +22,7 @@ type serveFlags struct {
 	addr, baseURL, logLevel, logFormat string
 	webhookAllowPrivate                bool
 	metricsTenantLabel                 bool
+	jsonLogs                           bool
 }
 
 func newServeCmd(a *app) *cobra.Command {
@@ -39,6 +40,7 @@ func newServeCmd(a *app) *cobra.Command {
 	fl.StringVar(&f.baseURL, "base-url", "", "external base URL for signed result URLs (default http://ADDR; env COUPOND_BASE_URL)")
 	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error (env COUPOND_LOG_LEVEL)")
 	fl.StringVar(&f.logFormat, "log-format", "json", "json, or console for humans (env COUPOND_LOG_FORMAT)")
+	fl.BoolVar(&f.jsonLogs, "json", false, "machine-readable output: the log as JSON (overrides --log-format)")
 	fl.BoolVar(&f.webhookAllowPrivate, "webhook-allow-private", false, "allow webhook destinations in loopback and private ranges (tests, single-network installs)")
 	fl.BoolVar(&f.metricsTenantLabel, "metrics-tenant-label", false, "add a tenant label to the business series of /metrics (one series per tenant: few tenants only)")
 	return cmd
@@ -52,7 +54,9 @@ func newLogger(level, format string, w interface{ Write([]byte) (int, error) }) 
 	switch format {
 	case "json":
 	case "console":
-		w = zerolog.ConsoleWriter{Out: w, TimeFormat: time.RFC3339}
+		// Colours only on a terminal and never with NO_COLOR: log files
+		// and journald get plain text.
+		w = zerolog.ConsoleWriter{Out: w, TimeFormat: time.RFC3339, NoColor: !useColor(w)}
 	default:
 		return zerolog.Nop(), fmt.Errorf("--log-format: want json or console, got %q", format)
 	}
@@ -87,6 +91,9 @@ func tuneGC(log zerolog.Logger) {
 }
 
 func serve(ctx context.Context, dataDir string, f serveFlags, logOut interface{ Write([]byte) (int, error) }) error {
+	if f.jsonLogs {
+		f.logFormat = "json"
+	}
 	log, err := newLogger(f.logLevel, f.logFormat, logOut)
 	if err != nil {
 		return err
