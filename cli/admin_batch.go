@@ -205,7 +205,7 @@ func progressLine(j *batch.Job, perSec float64) string {
 	if j.Estado == batch.EnCurso && perSec > 0 {
 		s += fmt.Sprintf("  %.0f lines/s", perSec)
 		if left := j.Total - j.Procesados; j.Total > 0 && left > 0 {
-			s += "  ETA " + (time.Duration(float64(left)/perSec*float64(time.Second))).Round(time.Second).String()
+			s += "  ETA " + (time.Duration(float64(left) / perSec * float64(time.Second))).Round(time.Second).String()
 		}
 	}
 	return s
