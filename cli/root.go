@@ -69,7 +69,7 @@ func newRoot(a *app) *cobra.Command {
 		},
 	}
 	root.PersistentFlags().StringVar(&a.dataDir, "data-dir", "./coupond-data", "data directory (env COUPOND_DATA_DIR)")
-	root.AddCommand(newServeCmd(a), newAdminCmd(a), newVersionCmd(), newLabCmd(), newBenchCmd(), newDocsCmd())
+	root.AddCommand(newServeCmd(a), newAdminCmd(a), newVersionCmd(), newLabCmd(), newBenchCmd(), newWebhookCmd(), newDocsCmd())
 	root.SetFlagErrorFunc(flagError)
 	strictGroups(root)
 	return root
