@@ -18,7 +18,7 @@ import (
 //
 // Adding a series is one entry: a counter in newBusiness and a call where
 // the event happens, or a tenantGauge in gauges (read at scrape time), or
-// metrics.gaugeFunc for a process-wide value.
+// for a process-wide value m.reg.MustRegister(prometheus.NewGaugeFunc(…)).
 type business struct {
 	tenantLabel bool
 

@@ -85,11 +85,6 @@ func (m *metrics) observe(route string, status int, d time.Duration) {
 	p.latency.Observe(d.Seconds())
 }
 
-// gaugeFunc registers a process-wide gauge read at scrape time.
-func (m *metrics) gaugeFunc(name, help string, fn func() float64) {
-	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, fn))
-}
-
 func (m *metrics) handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
 }
