@@ -11,9 +11,12 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/coupond/coupond/batch"
 )
 
 var updateREADME = flag.Bool("update", false, "rewrite the README's configuration reference from 'coupond docs flags'")
@@ -257,4 +260,62 @@ func serveLogs(tmp string) string {
 		fmt.Fprintf(&b, "\n--- %s\n%s", l, data)
 	}
 	return b.String()
+}
+
+// TestREADMEWebhookSnippet compiles the README's Go verification snippet
+// and runs it on a delivery signed by the server's code: it must accept
+// the delivery and refuse it with one byte of the body changed.
+func TestREADMEWebhookSnippet(t *testing.T) {
+	data, err := os.ReadFile(readmePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile("(?s)```go\n(.*?)```").FindSubmatch(data)
+	if m == nil {
+		t.Fatal("README.md has no Go block")
+	}
+	secret := batch.NewWebhookSecret()
+	key, err := batch.ParseWebhookSecret(secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := `{"tipo":"lote.completado","job_id":"lote_x"}`
+	now := time.Now()
+	sig := batch.SignWebhook(key, "msg_lote_x", now, []byte(body))
+	prog := fmt.Sprintf(`package main
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+%s
+func main() {
+	h := http.Header{}
+	h.Set("webhook-id", "msg_lote_x")
+	h.Set("webhook-timestamp", %q)
+	h.Set("webhook-signature", %q)
+	fmt.Println(verify(%q, h, []byte(%q)), verify(%q, h, []byte(%q)))
+}
+`, m[1], strconv.FormatInt(now.Unix(), 10), sig, secret, body, secret, strings.Replace(body, "x", "y", 1))
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "main.go"), []byte(prog), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module snippet\n\ngo 1.24\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("go", "run", ".")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=")
+	out, err := cmd.CombinedOutput()
+	if err != nil || strings.TrimSpace(string(out)) != "true false" {
+		t.Errorf("the README's verify: %v\n%s\nwant \"true false\" (accepts the signed body, refuses an altered one)", err, out)
+	}
 }
