@@ -181,8 +181,11 @@ func (fw *flushWriter) Write(p []byte) (int, error) {
 	return n, err
 }
 
+// printJSON writes v as indented JSON, without HTML escaping (as the API:
+// a URL keeps its "&").
 func printJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
 }
