@@ -60,7 +60,7 @@ func newBusiness(reg *prometheus.Registry, tenantLabel bool) *business {
 		return v
 	}
 	b.decisions = counter("coupond_decisions_total",
-		"Decisions by source (online, batch, respaldo: fallback records of the caller), action id and outcome (explored, exploited, control, fallback).",
+		"Decisions answered, by source (online, batch, respaldo: fallback records of the caller), action id and outcome (explored, exploited, control, fallback); an idempotent replay counts again.",
 		"source", "action", "outcome")
 	b.folded = counter("coupond_rewards_folded_total", "Final rewards the learner folded into a model.")
 	b.notLearned = counter("coupond_rewards_not_learned_total",
