@@ -30,17 +30,25 @@ func newDocsCmd() *cobra.Command {
 // column for it.
 var envNote = regexp.MustCompile(`;? ?\(?env COUPOND_[A-Z_]+\)?`)
 
-// writeFlagDocs writes one Markdown table per command that has flags of
-// its own, in command-path order: flag, default, environment variable and
-// description. Persistent flags appear under the command that defines them.
+// writeFlagDocs writes one Markdown table of every command's own flags, in
+// command-path order: command, flag, default, environment variable and
+// description. A persistent flag appears under the command that defines it
+// and applies to its subcommands too.
 func writeFlagDocs(w io.Writer, root *cobra.Command) error {
 	fmt.Fprintln(w, "Every flag can also be set by its environment variable (a flag given on the command line wins).")
-	var walk func(c *cobra.Command) error
-	walk = func(c *cobra.Command) error {
+	fmt.Fprintln(w, "A flag of a command applies to its subcommands too.")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "| command | flag | default | environment | description |")
+	fmt.Fprintln(w, "|---|---|---|---|---|")
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
 		if c.Hidden || c.Name() == "help" || c.Name() == "completion" {
-			return nil
+			return
 		}
-		var rows []string
+		path := strings.TrimPrefix(strings.TrimPrefix(c.CommandPath(), "coupond"), " ")
+		if path == "" {
+			path = "(all)"
+		}
 		add := func(f *pflag.Flag) {
 			if f.Hidden || f.Name == "help" {
 				return
@@ -56,19 +64,14 @@ func writeFlagDocs(w io.Writer, root *cobra.Command) error {
 			}
 			env := "COUPOND_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
 			usage := strings.ReplaceAll(envNote.ReplaceAllString(f.Usage, ""), "|", `\|`)
-			rows = append(rows, fmt.Sprintf("| `--%s` | %s | `%s` | %s |", f.Name, def, env, usage))
+			fmt.Fprintf(w, "| %s | `--%s` | %s | `%s` | %s |\n", path, f.Name, def, env, usage)
 		}
 		c.LocalNonPersistentFlags().VisitAll(add)
 		c.PersistentFlags().VisitAll(add)
-		if len(rows) > 0 {
-			fmt.Fprintf(w, "\n#### `%s`\n\n| flag | default | environment | description |\n|---|---|---|---|\n%s\n", c.CommandPath(), strings.Join(rows, "\n"))
-		}
 		for _, sub := range c.Commands() {
-			if err := walk(sub); err != nil {
-				return err
-			}
+			walk(sub)
 		}
-		return nil
 	}
-	return walk(root)
+	walk(root)
+	return nil
 }
