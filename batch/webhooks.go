@@ -10,6 +10,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/coupond/coupond/engine"
 	"github.com/coupond/coupond/store"
 )
 
@@ -41,6 +42,7 @@ type Webhooks struct {
 	now      func() time.Time
 	wake     chan struct{}
 	mu       sync.Mutex // one delivery pass at a time
+	counters *engine.Counters
 }
 
 // NewWebhooks builds the webhook service.
@@ -211,17 +213,22 @@ func (w *Webhooks) deliverDue(ctx context.Context, tenant string) int {
 		log := w.log.With().Str("tenant", tenant).Str("webhook_id", q.ID).Int("attempt", q.Attempt).Logger()
 		if reg == nil {
 			log.Info().Msg("webhook dropped: no registration")
+			w.count(tenant, "dropped")
 		} else if status, err := w.deliver.Deliver(ctx, Delivery{ID: q.ID, URL: reg.URL, Secret: reg.Secret, Body: q.Body}); err == nil {
 			log.Info().Int("status", status).Msg("webhook delivered")
+			w.count(tenant, "delivered")
 		} else if errors.Is(err, ErrWebhookSecret) || errors.Is(err, ErrWebhookURL) {
 			log.Error().Err(err).Msg("webhook dropped: registration unusable")
+			w.count(tenant, "dropped")
 		} else if wait, again := w.schedule.NextAttempt(q.Attempt); again {
 			log.Warn().Err(err).Int("status", status).Dur("retry_in", wait).Msg("webhook attempt failed")
+			w.count(tenant, "failed")
 			if err := b.SetJSON(store.Key(tenant, store.TableWebhookQueue, w.now().Add(wait), q.ID), q); err != nil {
 				log.Error().Err(err).Msg("webhook requeue")
 			}
 		} else {
 			log.Error().Err(err).Msg("webhook given up after the last attempt")
+			w.count(tenant, "given_up")
 		}
 		if err := b.Commit(); err != nil {
 			log.Error().Err(err).Msg("webhook queue commit")
