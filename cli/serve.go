@@ -21,6 +21,7 @@ import (
 type serveFlags struct {
 	addr, baseURL, logLevel, logFormat string
 	webhookAllowPrivate                bool
+	consoleAddr                        string
 }
 
 func newServeCmd(a *app) *cobra.Command {
@@ -38,6 +39,7 @@ func newServeCmd(a *app) *cobra.Command {
 	fl.StringVar(&f.baseURL, "base-url", "", "external base URL for signed result URLs (default http://ADDR; env COUPOND_BASE_URL)")
 	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error (env COUPOND_LOG_LEVEL)")
 	fl.StringVar(&f.logFormat, "log-format", "json", "json, or console for humans (env COUPOND_LOG_FORMAT)")
+	fl.StringVar(&f.consoleAddr, "console-addr", "127.0.0.1:8081", "operator console listen address, empty for none (env COUPOND_CONSOLE_ADDR); sign in with 'admin console login'")
 	fl.BoolVar(&f.webhookAllowPrivate, "webhook-allow-private", false, "allow webhook destinations in loopback and private ranges (tests, single-network installs)")
 	return cmd
 }
@@ -116,6 +118,11 @@ func serve(ctx context.Context, dataDir string, f serveFlags, logOut interface{ 
 		e.close()
 		return err
 	}
+	stopConsole, err := startConsole(f.consoleAddr, e)
+	if err != nil { // the console is the operator's view: the API serves without it
+		log.Error().Err(err).Msg("console not served")
+		stopConsole = func(context.Context) {}
+	}
 	httpErr := make(chan error, 1)
 	go func() { httpErr <- httpSrv.Serve(ln) }()
 	log.Info().Str("addr", ln.Addr().String()).Str("data_dir", dataDir).Str("version", version).Msg("serving")
@@ -154,6 +161,9 @@ loop:
 			if err := srv.Flush(); err != nil {
 				log.Error().Err(err).Msg("flush counters")
 			}
+			if err := svc.engine.Counters().Flush(); err != nil {
+				log.Error().Err(err).Msg("flush console counters")
+			}
 		}
 	}
 	log.Info().Msg("shutting down")
@@ -164,6 +174,7 @@ loop:
 		log.Warn().Err(err).Msg("http shutdown")
 	}
 	admin.Shutdown(shutCtx)
+	stopConsole(shutCtx)
 	stopBg()
 	wg.Wait()
 	_ = os.Remove(filepath.Join(dataDir, adminSocket))
