@@ -95,7 +95,7 @@ func (c *Console) computeProof(tenant string) {
 		c.log.Error().Err(err).Str("tenant", tenant).Msg("console proof")
 		res.Err = "the evaluation failed; see the server log"
 	}
-	res.At, res.Took = c.now(), c.now().Sub(start)
+	res.At, res.Took = c.now(), c.now().Sub(start).Round(time.Millisecond)
 	pc.mu.Lock()
 	*pc.m[tenant] = res
 	pc.mu.Unlock()

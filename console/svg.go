@@ -30,7 +30,7 @@ func (p plot) Format(v float64) string { return fmt.Sprintf(p.Fmt, v) }
 
 const (
 	plotW, plotH           = 560.0, 150.0
-	padL, padR, padT, padB = 44.0, 8.0, 8.0, 22.0
+	padL, padR, padT, padB = 48.0, 8.0, 16.0, 22.0
 )
 
 func axes(b *strings.Builder, top float64, format string, pts []point, xLabels bool) {
@@ -38,12 +38,20 @@ func axes(b *strings.Builder, top float64, format string, pts []point, xLabels b
 	for _, f := range []float64{0, 0.5, 1} {
 		y := padT + innerH*(1-f)
 		fmt.Fprintf(b, `<line class="grid" x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f"/>`, padL, y, plotW-padR, y)
-		fmt.Fprintf(b, `<text class="tick" x="%.1f" y="%.1f" text-anchor="end">%s</text>`, padL-4, y+4, html.EscapeString(fmt.Sprintf(format, top*f)))
+		fmt.Fprintf(b, `<text class="tick" x="%.1f" y="%.1f" text-anchor="end">%s</text>`, padL-4, y+4, html.EscapeString(tickLabel(format, top*f)))
 	}
 	if xLabels && len(pts) > 0 {
 		fmt.Fprintf(b, `<text class="tick" x="%.1f" y="%.1f">%s</text>`, padL, plotH-6, html.EscapeString(pts[0].Label))
 		fmt.Fprintf(b, `<text class="tick" x="%.1f" y="%.1f" text-anchor="end">%s</text>`, plotW-padR, plotH-6, html.EscapeString(pts[len(pts)-1].Label))
 	}
+}
+
+// tickLabel formats an axis value; a count axis shows halves as decimals.
+func tickLabel(format string, v float64) string {
+	if format == "%.0f" && v != math.Trunc(v) {
+		return fmt.Sprintf("%.1f", v)
+	}
+	return fmt.Sprintf(format, v)
 }
 
 // niceTop is the axis maximum: the largest value rounded up to 1, 2 or 5
@@ -114,7 +122,9 @@ func linePlot(title string, pts []point, format string, top, ref float64) plot {
 	xAt := func(i int) float64 { return padL + innerW*(float64(i)+0.5)/float64(max(len(pts), 1)) }
 	yAt := func(v float64) float64 { return padT + innerH*(1-min(max(v/top, 0), 1)) }
 	if ref >= 0 {
-		fmt.Fprintf(&b, `<line class="ref" x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f"><title>%s</title></line>`, padL, yAt(ref), plotW-padR, yAt(ref), html.EscapeString(fmt.Sprintf(format, ref)))
+		label := html.EscapeString(fmt.Sprintf(format, ref))
+		fmt.Fprintf(&b, `<line class="ref" x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f"><title>%s</title></line>`, padL, yAt(ref), plotW-padR, yAt(ref), label)
+		fmt.Fprintf(&b, `<text class="reflabel" x="%.1f" y="%.1f">%s</text>`, padL+4, yAt(ref)-3, label)
 	}
 	var path strings.Builder
 	pen := false
