@@ -139,14 +139,14 @@ func (c *Console) tenantRow(t *store.Tenant, h *hours) (tenantRow, error) {
 // loopView is the tenant page's loop section.
 type loopView struct {
 	Decisions24, Events24, Sent24, Control24 int64
-	Confirmed7, Explored24                    share
-	Folded7, Versions7                        int64
-	PoliticaVersion                           string
-	RewardsLearned                            int64
-	CatalogActions                            int
-	DecisionsPlot, ConfirmPlot, UnconfPlot    plot
-	FoldedPlot, ExplorePlot                   plot
-	Unconfirmed                               []ageBucket
+	Confirmed7, Explored24                   share
+	Folded7, Versions7                       int64
+	PoliticaVersion                          string
+	RewardsLearned                           int64
+	CatalogActions                           int
+	DecisionsPlot, ConfirmPlot, UnconfPlot   plot
+	FoldedPlot, ExplorePlot                  plot
+	Unconfirmed                              []ageBucket
 }
 
 type ageBucket struct {

@@ -29,6 +29,10 @@ type Counters struct {
 	flushMu sync.RWMutex
 	mu      sync.Mutex
 	pending map[hourKey]*hourDelta
+	// lastKey/last cache the most recent delta: most adds hit the same
+	// tenant and hour as the one before.
+	lastKey hourKey
+	last    *hourDelta
 }
 
 // Counter names. Names not listed here (error:<codigo>, webhook:<outcome>)
@@ -92,11 +96,15 @@ func floorDiv(a, b int64) int64 {
 // delta returns the pending delta of (tenant, hour of at); call with mu held.
 func (c *Counters) delta(tenant string, at time.Time) *hourDelta {
 	k := hourKey{tenant, HourOf(at)}
+	if c.last != nil && c.lastKey == k {
+		return c.last
+	}
 	d := c.pending[k]
 	if d == nil {
 		d = &hourDelta{}
 		c.pending[k] = d
 	}
+	c.lastKey, c.last = k, d
 	return d
 }
 
@@ -169,7 +177,7 @@ func (c *Counters) Flush() error {
 	defer c.flushMu.Unlock()
 	c.mu.Lock()
 	taken := c.pending
-	c.pending = map[hourKey]*hourDelta{}
+	c.pending, c.last = map[hourKey]*hourDelta{}, nil
 	c.mu.Unlock()
 	if len(taken) == 0 {
 		return nil
