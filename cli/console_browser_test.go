@@ -230,3 +230,59 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Errorf("API after pausing from the console: %d %v, want 503 inquilino_pausado", st, body)
 	}
 }
+
+// TestServeConsoleFlag runs the real binary with --console-addr: "admin
+// console login" through admin.sock prints a link to that listener, the
+// link opens a session once, the API's port has no console, and "logout
+// --all" ends the session.
+func TestServeConsoleFlag(t *testing.T) {
+	conAddr := freeAddr(t)
+	in := startServer(t, t.TempDir(), "--console-addr", conAddr)
+	defer in.stop()
+	var login struct {
+		URL string `json:"url"`
+	}
+	in.admin(&login, "console", "login")
+	if !strings.HasPrefix(login.URL, "http://"+conAddr+"/login?t=") {
+		t.Fatalf("link %q does not point at the console listener %s", login.URL, conAddr)
+	}
+	tok := login.URL[strings.Index(login.URL, "?t=")+3:]
+	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	signIn := func() *http.Response {
+		resp, err := noRedirect.PostForm("http://"+conAddr+"/login", map[string][]string{"t": {tok}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp
+	}
+	resp := signIn()
+	if resp.StatusCode != http.StatusSeeOther || len(resp.Cookies()) != 1 {
+		t.Fatalf("sign-in: %d, cookies %v", resp.StatusCode, resp.Cookies())
+	}
+	cookie := resp.Cookies()[0]
+	if again := signIn(); again.StatusCode != http.StatusUnauthorized {
+		t.Errorf("second use of the link: %d, want 401", again.StatusCode)
+	}
+	page := func() int {
+		req, _ := http.NewRequest("GET", "http://"+conAddr+"/", nil)
+		req.AddCookie(cookie)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if st := page(); st != 200 {
+		t.Fatalf("tenants page with the session: %d", st)
+	}
+	if st, _, _ := in.do("GET", "/login?t="+tok, "", nil); st != http.StatusNotFound {
+		t.Errorf("API port answered the console's /login: %d", st)
+	}
+	var out map[string]int
+	in.admin(&out, "console", "logout", "--all")
+	if out["sessions_ended"] != 1 || page() != http.StatusUnauthorized {
+		t.Errorf("logout --all: %v, then the page answers %d; want 1 session ended and 401", out, page())
+	}
+}
