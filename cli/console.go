@@ -59,6 +59,9 @@ func startConsole(addr string, e *env) (stop func(context.Context), err error) {
 	srv := &http.Server{Handler: con, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second, IdleTimeout: 120 * time.Second}
 	go srv.Serve(ln)
 	e.log.Info().Str("addr", ln.Addr().String()).Msg("console serving")
+	if ta, ok := ln.Addr().(*net.TCPAddr); ok && !ta.IP.IsLoopback() {
+		e.log.Warn().Str("addr", ln.Addr().String()).Msg("console reachable beyond this host without TLS: prefer 127.0.0.1 and an SSH tunnel")
+	}
 	return func(ctx context.Context) {
 		srv.Shutdown(ctx)
 		con.Close()
