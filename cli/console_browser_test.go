@@ -125,6 +125,11 @@ func TestConsoleInBrowser(t *testing.T) {
 				t.Fatalf("confirm: %d %v", st, body)
 			}
 		}
+		if i == 0 { // a second confirmation: one 409 ejecucion_ya_confirmada for the health section
+			if st, _ := c.do("POST", "/v1/decisiones/"+d["decision_id"].(string)+"/ejecucion", map[string]any{"ejecutada": true}); st != http.StatusConflict {
+				t.Fatalf("second confirmation: %d, want 409", st)
+			}
+		}
 	}
 	link := regexp.MustCompile(`http://\S+/login\?t=\S+`).FindString(admin("console", "login"))
 	if link == "" {
@@ -159,7 +164,7 @@ func TestConsoleInBrowser(t *testing.T) {
 			return chromedp.Void{}, err
 		}
 	}
-	var listRow, confirmed, warnings, decisions, result, audit, verdict string
+	var listRow, confirmed, warnings, decisions, errorsTable, result, audit, verdict string
 	err = chromedp.Do(bctx,
 		chromedp.Navigate(link),
 		chromedp.Click(chromedp.CSS("#signin")),
@@ -171,6 +176,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		text("#fig-confirmed", &confirmed),
 		text("#fig-decisions", &decisions),
 		text("#warnings", &warnings),
+		text("#errors", &errorsTable),
 		shot("tenant.png"),
 		chromedp.Click(chromedp.CSS("#act-pause")),
 		chromedp.WaitVisible(chromedp.CSS("#confirm")),
@@ -212,6 +218,8 @@ func TestConsoleInBrowser(t *testing.T) {
 	for _, chk := range []struct{ what, got, want string }{
 		{"tenants row", listRow, "80.0 %"},
 		{"tenants row", listRow, "aviso"},
+		{"tenants row", listRow, "500"}, // events in 24 h: the reload's duplicates are not counted
+		{"errors table", errorsTable, "ejecucion_ya_confirmada\t1\t1"},
 		{"confirmed figure", confirmed, "80.0 %"},
 		{"confirmed figure", confirmed, "8 of 10"},
 		{"decisions figure", decisions, "10"},

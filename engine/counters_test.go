@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -77,5 +78,70 @@ func BenchmarkCountersDecided(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		c.decided("acme", r)
+	}
+}
+
+// TestCountersFollowTheLoop checks what the engine's own paths count:
+// online and batch decisions, confirmations by decision hour, a voided
+// batch job, a fallback record and the events of an ingest.
+func TestCountersFollowTheLoop(t *testing.T) {
+	e, db := newTestEngine(t, 2, nil)
+	if _, err := e.PutCampaign("acme", Campaign{ID: "camp", Canal: "push", Descripcion: "d"}, t0); err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for i := range 3 {
+		d, err := e.Decide("acme", Request{ClienteRef: fmt.Sprintf("online%02d", i), Canal: "push"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, d.DecisionID)
+	}
+	advance(t, db, time.Hour)
+	if _, err := e.Confirm("acme", ids[0], Confirmation{Ejecutada: true}); err != nil {
+		t.Fatal(err)
+	}
+	bd, err := e.NewBatchDecider("acme", "job1", "camp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 4 {
+		if _, err := bd.Decide(fmt.Sprintf("batch%02d", i), false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := bd.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	bd.Close()
+	if n, err := e.VoidJob("acme", "job1"); err != nil || n != 4 {
+		t.Fatalf("VoidJob = %d, %v; want 4", n, err)
+	}
+	if err := e.Fallback("acme", FallbackInput{ClienteRef: "fallback01", Canal: "push", CampanaID: "camp"}); err != nil {
+		t.Fatal(err)
+	}
+	h0 := HourOf(t0)
+	got, err := e.Counters().Hours("acme", h0, h0+1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pick := func(m map[string]int64, names ...string) map[string]int64 {
+		out := map[string]int64{}
+		for _, n := range names {
+			if m[n] != 0 {
+				out[n] = m[n]
+			}
+		}
+		return out
+	}
+	names := []string{CountDecisions, CountConfirmed, CountEjecutada, CountRechazada, CountFallbacks}
+	want := []map[string]int64{
+		{CountDecisions: 3, CountConfirmed: 1, CountEjecutada: 1},
+		{CountDecisions: 4, CountConfirmed: 4, CountRechazada: 4, CountFallbacks: 1},
+	}
+	for i := range want {
+		if diff := cmp.Diff(want[i], pick(got[i], names...)); diff != "" {
+			t.Errorf("hour %d (-want +got):\n%s", i, diff)
+		}
 	}
 }
