@@ -8,6 +8,8 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -70,7 +72,7 @@ func startConsole(addr string, e *env) (stop func(context.Context), err error) {
 
 // consoleCmd is "coupond admin console": sign-in links and sessions.
 func consoleCmd(a *app) *cobra.Command {
-	cmd := &cobra.Command{Use: "console", Short: "Operator console: one-time sign-in links, sign out every session"}
+	cmd := &cobra.Command{Use: "console", Short: "Operator console: one-time sign-in links, sign out every session, its audit log"}
 	var base string
 	login := &cobra.Command{
 		Use:   "login",
@@ -124,6 +126,35 @@ func consoleCmd(a *app) *cobra.Command {
 		},
 	}
 	logout.Flags().BoolVar(&all, "all", false, "end every session")
-	cmd.AddCommand(login, logout)
+	var tenant string
+	var last int
+	audit := &cobra.Command{
+		Use:   "audit [--tenant ID]",
+		Short: "The console's operator audit log: who (session) did what action on which tenant, when, with what outcome",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return a.withEnv(cmd, func(e *env) error {
+				entries, err := console.Audit(e.db, tenant, last)
+				if err != nil {
+					return err
+				}
+				if jsonFlag(cmd) {
+					if entries == nil {
+						entries = []console.AuditEntry{}
+					}
+					return printJSON(cmd.OutOrStdout(), entries)
+				}
+				tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "AT\tSESSION\tTENANT\tACTION\tOUTCOME\tCOMMAND")
+				for _, x := range entries {
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", x.At.Format(time.RFC3339), x.Session, x.Tenant, x.Action, x.Outcome, strings.Join(x.Command, " "))
+				}
+				return tw.Flush()
+			})
+		},
+	}
+	audit.Flags().StringVar(&tenant, "tenant", "", "only this tenant's entries")
+	audit.Flags().IntVar(&last, "last", 1000, "at most this many entries (the latest)")
+	cmd.AddCommand(login, logout, audit)
 	return cmd
 }

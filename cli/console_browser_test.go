@@ -233,6 +233,9 @@ func TestConsoleInBrowser(t *testing.T) {
 			t.Errorf("%s %q lacks %q", chk.what, chk.got, chk.want)
 		}
 	}
+	if out := admin("console", "audit", "--tenant", "acme"); !strings.Contains(out, "admin tenant set acme --paused true") || !strings.Contains(out, " ok ") {
+		t.Errorf("admin console audit does not show the pause:\n%s", out)
+	}
 	st, body := c.do("POST", "/v1/decisiones", map[string]any{"cliente_ref": "cliente0042", "contexto": map[string]any{"canal": "push"}})
 	if st != http.StatusServiceUnavailable || body["codigo"] != "inquilino_pausado" {
 		t.Errorf("API after pausing from the console: %d %v, want 503 inquilino_pausado", st, body)

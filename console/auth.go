@@ -182,10 +182,13 @@ func appendAudit(db *store.DB, e AuditEntry, seq uint64) error {
 	return b.Commit()
 }
 
-// Audit returns the console audit entries of tenant, oldest first, at most
-// the last max.
+// Audit returns the console audit entries of tenant (every tenant for ""),
+// oldest first within a tenant, at most the last max.
 func Audit(db *store.DB, tenant string, max int) ([]AuditEntry, error) {
 	lo := store.ConsoleKey("audit", tenant)
+	if tenant == "" {
+		lo = store.ConsoleKey("audit")
+	}
 	var out []AuditEntry
 	err := db.Scan(lo, store.PrefixEnd(lo), func(_, v []byte) error {
 		var e AuditEntry
