@@ -342,3 +342,35 @@ func BenchmarkTenantPage(b *testing.B) {
 		resp.Body.Close()
 	}
 }
+
+// TestProofInBackground: the proof is computed off the page view, then
+// shown with the shadow report's go-live verdict for a shadow tenant.
+func TestProofInBackground(t *testing.T) {
+	h := newHarness(t)
+	s := store.DefaultSettings()
+	s.Shadow = true
+	if err := h.db.CreateTenant(&store.Tenant{ID: "sombra", CreatedAt: h.clock.Now(), Settings: s}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.eng.Decide("sombra", engine.Request{ClienteRef: "cliente0001", Canal: "push"}); err != nil {
+		t.Fatal(err)
+	}
+	c := h.client()
+	h.signIn(c, h.link())
+	_, first := get(t, c, h.con.URL+"/t/sombra")
+	if !strings.Contains(first, "Computing the evaluation in the background") {
+		t.Errorf("first view does not say the proof is being computed")
+	}
+	var page string
+	for range 100 {
+		if _, page = get(t, c, h.con.URL+"/t/sombra"); strings.Contains(page, `id="golive"`) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for _, want := range []string{`id="golive">not ready to leave shadow mode`, "only 0.0% of decisions confirmed", `id="verdict">not enough closed decisions`, "Shadow report"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("proof section lacks %q", want)
+		}
+	}
+}

@@ -119,10 +119,14 @@ type proofView struct {
 	Age       string
 	Rows      []estimate
 	Plot      template.HTML
-	Verdict   string
+	Verdict   string // the policy against never-send (admin evaluate)
 	VerdictOK bool
-	Reasons   []string
-	Guard     *GuardState
+	// GoLive is the shadow report's verdict, for a tenant in shadow mode or
+	// with shadow decisions.
+	GoLive   string
+	GoLiveOK bool
+	Reasons  []string
+	Guard    *GuardState
 }
 
 func (c *Console) proofView(tenant string, shadowOn bool) proofView {
@@ -142,7 +146,7 @@ func (c *Console) proofView(tenant string, shadowOn bool) proofView {
 		v.Plot = intervalPlot("Estimated value per decision (DR, 95 % interval)", v.Rows)
 	}
 	if r.Shadow != nil && (shadowOn || r.Shadow.Decisions > 0) {
-		v.Verdict, v.VerdictOK, v.Reasons = r.Shadow.Verdict, r.Shadow.Ready, r.Shadow.Reasons
+		v.GoLive, v.GoLiveOK, v.Reasons = r.Shadow.Verdict, r.Shadow.Ready, r.Shadow.Reasons
 	}
 	return v
 }
