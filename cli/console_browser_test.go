@@ -169,6 +169,13 @@ func TestConsoleInBrowser(t *testing.T) {
 		chromedp.Navigate(link),
 		chromedp.Click(chromedp.CSS("#signin")),
 		chromedp.WaitVisible(chromedp.CSS("#tenants")),
+		func(ctx context.Context, tg *chromedp.Target) (chromedp.Void, error) { // the embedded style sheet applies under the CSP
+			bg, err := chromedp.Evaluate[string]("getComputedStyle(document.querySelector('header.top')).backgroundColor")(ctx, tg)
+			if err == nil && bg != "rgb(29, 35, 48)" {
+				err = fmt.Errorf("header background %q: the style sheet did not apply", bg)
+			}
+			return chromedp.Void{}, err
+		},
 		text(`tr[data-tenant="acme"]`, &listRow),
 		shot("tenants.png"),
 		chromedp.Click(chromedp.CSS(`tr[data-tenant="acme"] a`)),
