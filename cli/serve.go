@@ -23,6 +23,7 @@ type serveFlags struct {
 	webhookAllowPrivate                bool
 	metricsTenantLabel                 bool
 	jsonLogs                           bool
+	consoleAddr                        string
 }
 
 func newServeCmd(a *app) *cobra.Command {
@@ -41,6 +42,7 @@ func newServeCmd(a *app) *cobra.Command {
 	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error (env COUPOND_LOG_LEVEL)")
 	fl.StringVar(&f.logFormat, "log-format", "json", "json, or console for humans (env COUPOND_LOG_FORMAT)")
 	fl.BoolVar(&f.jsonLogs, "json", false, "machine-readable output: the log as JSON (overrides --log-format)")
+	fl.StringVar(&f.consoleAddr, "console-addr", "127.0.0.1:8081", "operator console listen address, empty for none (env COUPOND_CONSOLE_ADDR); sign in with 'admin console login'")
 	fl.BoolVar(&f.webhookAllowPrivate, "webhook-allow-private", false, "allow webhook destinations in loopback and private ranges (tests, single-network installs)")
 	fl.BoolVar(&f.metricsTenantLabel, "metrics-tenant-label", false, "add a tenant label to the business series of /metrics (one series per tenant: few tenants only)")
 	return cmd
@@ -125,6 +127,11 @@ func serve(ctx context.Context, dataDir string, f serveFlags, logOut interface{ 
 		e.close()
 		return err
 	}
+	stopConsole, err := startConsole(f.consoleAddr, e)
+	if err != nil { // the console is the operator's view: the API serves without it
+		log.Error().Err(err).Msg("console not served")
+		stopConsole = func(context.Context) {}
+	}
 	httpErr := make(chan error, 1)
 	go func() { httpErr <- httpSrv.Serve(ln) }()
 	log.Info().Str("addr", ln.Addr().String()).Str("data_dir", dataDir).Str("version", version).Msg("serving")
@@ -163,6 +170,9 @@ loop:
 			if err := srv.Flush(); err != nil {
 				log.Error().Err(err).Msg("flush counters")
 			}
+			if err := svc.engine.Counters().Flush(); err != nil {
+				log.Error().Err(err).Msg("flush console counters")
+			}
 		}
 	}
 	log.Info().Msg("shutting down")
@@ -173,6 +183,7 @@ loop:
 		log.Warn().Err(err).Msg("http shutdown")
 	}
 	admin.Shutdown(shutCtx)
+	stopConsole(shutCtx)
 	stopBg()
 	wg.Wait()
 	_ = os.Remove(filepath.Join(dataDir, adminSocket))

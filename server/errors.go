@@ -110,6 +110,7 @@ type errorV1 struct {
 func (s *Server) writeError(w http.ResponseWriter, c *call, err error) {
 	var ve *validationError
 	if errors.As(err, &ve) {
+		s.countError(c, "422")
 		detail := ve.detail
 		if detail == nil {
 			detail = []schema.Violation{}
@@ -126,6 +127,7 @@ func (s *Server) writeError(w http.ResponseWriter, c *call, err error) {
 		ae = errKind(kindInternal)
 	}
 	row := errorTable[ae.kind]
+	s.countError(c, row.codigo)
 	body := errorV1{Codigo: row.codigo, Mensaje: row.msg, Detalle: ae.detalle, TraceID: c.trace}
 	if ae.msg != "" {
 		body.Mensaje = ae.msg
