@@ -3,6 +3,7 @@ package server
 import (
 	"errors"
 	"net/http"
+	"time"
 
 	"github.com/coupond/coupond/engine"
 	"github.com/coupond/coupond/server/schema"
@@ -106,6 +107,10 @@ func (s *Server) handleConfirm(c *call) error {
 	}
 	if f := v.Field("ts_ejecucion"); f.Present() && !f.IsNull() {
 		ts := f.Time()
+		if limit := c.now().Add(tsAhead); ts.After(limit) {
+			bad = append(bad, schema.ValueError([]any{"body", "ts_ejecucion"},
+				"ts_ejecucion no puede ser posterior a "+limit.UTC().Format(time.RFC3339)+" (reloj del inquilino más 5 minutos)", f.String()))
+		}
 		conf.TsEjecucion = &ts
 	}
 	if len(bad) > 0 {
