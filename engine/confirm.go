@@ -35,6 +35,9 @@ func (e *Engine) Confirm(tenant, id string, c Confirmation) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	if c.TsEjecucion != nil && !storableTime(*c.TsEjecucion) {
+		return "", fmt.Errorf("ts_ejecucion: %w", ErrUnstorableTime)
+	}
 	r, err := e.loadDecision(tenant, nonce)
 	if err != nil {
 		return "", err

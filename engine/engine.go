@@ -54,6 +54,9 @@ type Engine struct {
 	inflight   map[string]struct{}
 
 	seed maphash.Seed
+
+	// damagedSeen counts the damaged records readers met (see quarantine).
+	damagedSeen atomic.Int64
 }
 
 // tenantState is the in-memory state of one tenant: the published catalog

@@ -125,6 +125,8 @@ func (s *Server) handleConfirm(c *call) error {
 		return errKind(kindAlreadyConfirmed)
 	case errors.Is(err, engine.ErrDecisionExpired):
 		return errKind(kindExpired)
+	case errors.Is(err, engine.ErrUnstorableTime): // the schema's range refuses these first
+		return &validationError{detail: []schema.Violation{schema.ValueError([]any{"body", "ts_ejecucion"}, "ts_ejecucion fuera del intervalo admitido", nil)}}
 	case err != nil:
 		return err
 	}

@@ -749,6 +749,7 @@ var responseFieldDocs = map[string]string{
 	"ExportacionCliente":                       "Everything held about a customer. An unknown customer has empty collections; after a completed deletion only `borrado` remains.",
 	"ExportacionCliente.caracteristicas":       "Derived features at the tenant clock (names as in `x-customer-features`), plus sign-up channel, declared segment and profile.",
 	"ExportacionCliente.borrado":               "The deletion record, if a deletion was requested.",
+	"ExportacionCliente.en_cuarentena":         "Records held about the customer that could not be read back (damaged, e.g. written by an older release): kept in quarantine, never exported, erased by the customer's deletion. Normally 0.",
 	"DecisionExportada.recompensa_mxn":         "Final reward, once the reward window and its grace have passed.",
 	"DecisionExportada.caracteristicas_usadas": "The feature vector the decision was made with.",
 	"ErrorV1":                                  "Error body of every 4xx and 5xx except 422. Never reveals internal details.",
