@@ -81,6 +81,20 @@ func (m *metrics) observe(route string, status int, d time.Duration) {
 	p.latency.Observe(d.Seconds())
 }
 
+// addQuarantine registers coupond_quarantined_records (damaged records held
+// in quarantine, all tenants: count scans the quarantine tables at scrape
+// time) and coupond_damaged_records_seen_total (damaged records readers met
+// since start).
+func (m *metrics) addQuarantine(count func() (int, error), seen func() int64) {
+	m.reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "coupond_quarantined_records",
+			Help: "Damaged records held in quarantine, all tenants (coupond admin check lists them)."},
+			func() float64 { n, _ := count(); return float64(n) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "coupond_damaged_records_seen_total",
+			Help: "Damaged records met by readers since start; each is moved to quarantine."},
+			func() float64 { return float64(seen()) }))
+}
+
 func (m *metrics) handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
 }

@@ -61,6 +61,9 @@ func New(d Deps) *Server {
 		quotas: newQuotas(),
 	}
 	s.metrics = newMetrics(d.DB.Pebble)
+	if d.Engine != nil {
+		s.metrics.addQuarantine(d.Engine.QuarantinedRecords, d.Engine.DamagedSeen)
+	}
 	s.abuse = newAbuseGuard(DefaultAbuseConfig(), d.DB, d.Log)
 	s.router = httprouter.New()
 	s.router.RedirectTrailingSlash = false
