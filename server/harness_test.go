@@ -57,7 +57,13 @@ var testStart = time.Date(2026, 11, 2, 12, 0, 0, 0, time.UTC)
 
 func newHarness(t *testing.T) *harness {
 	t.Helper()
-	db, err := store.Open("db", vfs.NewMem())
+	return newHarnessOn(t, vfs.NewMem())
+}
+
+// newHarnessOn is newHarness with the store on fs.
+func newHarnessOn(t *testing.T, fs vfs.FS) *harness {
+	t.Helper()
+	db, err := store.Open("db", fs)
 	if err != nil {
 		t.Fatal(err)
 	}
