@@ -21,6 +21,7 @@ import (
 type serveFlags struct {
 	addr, baseURL, logLevel, logFormat string
 	webhookAllowPrivate                bool
+	diskReserve                        string
 }
 
 func newServeCmd(a *app) *cobra.Command {
@@ -39,6 +40,7 @@ func newServeCmd(a *app) *cobra.Command {
 	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error (env COUPOND_LOG_LEVEL)")
 	fl.StringVar(&f.logFormat, "log-format", "json", "json, or console for humans (env COUPOND_LOG_FORMAT)")
 	fl.BoolVar(&f.webhookAllowPrivate, "webhook-allow-private", false, "allow webhook destinations in loopback and private ranges (tests, single-network installs)")
+	fl.StringVar(&f.diskReserve, "disk-reserve", "auto", "free space kept on the data dir's disk: below it writes answer 503 almacenamiento_lleno (auto: the larger of 1GiB and 5% of the disk; sizes like 512MiB, 2GiB; 0 disables; env COUPOND_DISK_RESERVE)")
 	return cmd
 }
 
@@ -93,10 +95,16 @@ func serve(ctx context.Context, dataDir string, f serveFlags, logOut interface{ 
 		f.baseURL = "http://" + f.addr
 	}
 	tuneGC(log)
+	reserve, err := waitForSpace(ctx, dataDir, f.diskReserve, f.addr, log)
+	if err != nil {
+		return err
+	}
 	e, err := openEnv(ctx, dataDir, log, serviceOptions{baseURL: f.baseURL, webhookAllowPrivate: f.webhookAllowPrivate})
 	if err != nil {
 		return err
 	}
+	e.db.SetReserve(reserve)
+	log.Info().Uint64("disk_reserve_bytes", reserve).Msg("disk reserve")
 	svc := e.svc
 	ready := &svc.ready
 	srv := svc.api
