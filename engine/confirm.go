@@ -35,8 +35,8 @@ func (e *Engine) Confirm(tenant, id string, c Confirmation) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if c.TsEjecucion != nil && !storableTime(*c.TsEjecucion) {
-		return "", fmt.Errorf("ts_ejecucion: %w", ErrUnstorableTime)
+	if err := c.checkTimes(); err != nil {
+		return "", err
 	}
 	r, err := e.loadDecision(tenant, nonce)
 	if err != nil {
@@ -151,4 +151,13 @@ func (e *Engine) Fallback(tenant string, in FallbackInput) error {
 	defer b.Close()
 	putDecision(b, tenant, r)
 	return b.Commit()
+}
+
+// checkTimes refuses a confirmation whose times a record cannot hold (see
+// storableTime).
+func (c Confirmation) checkTimes() error {
+	if c.TsEjecucion != nil && !storableTime(*c.TsEjecucion) {
+		return fmt.Errorf("ts_ejecucion: %w", ErrUnstorableTime)
+	}
+	return nil
 }
