@@ -400,8 +400,9 @@ func (bd *BatchDecider) scoreBlock(blk *scanBlock, seg *Segment, withGain bool, 
 			if seg != nil {
 				continue
 			}
-			// A damaged record: the decision will meet it and fail the
-			// job; here the customer just cannot keep a send.
+			// A damaged record: the decision quarantines it and decides
+			// the customer as one without history; here the customer
+			// just cannot keep a send.
 			it.match = true
 			continue
 		}

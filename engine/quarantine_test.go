@@ -171,3 +171,41 @@ func TestDeletionReachesDamagedInPlace(t *testing.T) {
 		t.Error("the store still names the deleted customer")
 	}
 }
+
+// TestDecisionsSkipDamagedCustomerRecords: a customer whose features and
+// decision state do not decode is decided online and in a batch as one
+// without history; both records go to quarantine.
+func TestDecisionsSkipDamagedCustomerRecords(t *testing.T) {
+	e, db := newTestEngine(t, 2, nil)
+	const ana, beto = "ana-00000001", "beto-0000002"
+	ingestFor(t, e, ana, "a", 2)
+	b := db.NewBatch()
+	b.Set(featuresKey("acme", ana), []byte{0xff, 1, 2})
+	b.Set(customerStateKey("acme", ana), []byte{0xee})
+	b.Set(featuresKey("acme", beto), []byte("{not features"))
+	if err := b.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+	if _, err := e.Decide("acme", Request{ClienteRef: ana, Canal: "push"}); err != nil {
+		t.Fatalf("online decision: %v", err)
+	}
+	if _, err := e.PutCampaign("acme", Campaign{ID: "c1", Canal: "push", Descripcion: "x"}, t0); err != nil {
+		t.Fatal(err)
+	}
+	bd, err := e.NewBatchDecider("acme", "lote_1", "c1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bd.Close()
+	if _, err := bd.Decide(beto, false); err != nil {
+		t.Fatalf("batch decision: %v", err)
+	}
+	if err := bd.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	q, err := e.Quarantined("acme")
+	if err != nil || len(q) != 3 {
+		t.Fatalf("quarantine: %+v %v; want 3 records", q, err)
+	}
+}

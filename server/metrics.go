@@ -9,6 +9,8 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/coupond/coupond/store"
 )
 
 // metrics are the Prometheus series served at /metrics. They live in their
@@ -93,6 +95,23 @@ func (m *metrics) addQuarantine(count func() (int, error), seen func() int64) {
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "coupond_damaged_records_seen_total",
 			Help: "Damaged records met by readers since start; each is moved to quarantine."},
 			func() float64 { return float64(seen()) }))
+}
+
+// addDiskSpace registers the free space of the store's file system, the
+// reserve, and whether writes are refused (contract §8).
+func (m *metrics) addDiskSpace(space func() store.SpaceStatus) {
+	gauge := func(name, help string, v func(s store.SpaceStatus) float64) prometheus.Collector {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, func() float64 { return v(space()) })
+	}
+	m.reg.MustRegister(
+		gauge("coupond_disk_available_bytes", "Free space on the data dir's file system.", func(s store.SpaceStatus) float64 { return float64(s.Avail) }),
+		gauge("coupond_disk_reserve_bytes", "Reserve of free space (serve --disk-reserve).", func(s store.SpaceStatus) float64 { return float64(s.Reserve) }),
+		gauge("coupond_writes_refused", "1 while writes answer 503 almacenamiento_lleno.", func(s store.SpaceStatus) float64 {
+			if s.Low || s.Failed {
+				return 1
+			}
+			return 0
+		}))
 }
 
 func (m *metrics) handler() http.Handler {

@@ -64,6 +64,7 @@ func New(d Deps) *Server {
 	if d.Engine != nil {
 		s.metrics.addQuarantine(d.Engine.QuarantinedRecords, d.Engine.DamagedSeen)
 	}
+	s.metrics.addDiskSpace(d.DB.Space)
 	s.abuse = newAbuseGuard(DefaultAbuseConfig(), d.DB, d.Log)
 	s.router = httprouter.New()
 	s.router.RedirectTrailingSlash = false
