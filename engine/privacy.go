@@ -1098,6 +1098,8 @@ func (e *Engine) Export(tenant, clienteRef, clientID, trace string) (*CustomerEx
 	if b, err := e.db.Get(featuresKey(tenant, clienteRef)); err == nil {
 		if f, ok := DecodeFeatures(b); ok {
 			x.Caracteristica = f.Export(now)
+		} else {
+			e.quarantine(tenant, featuresKey(tenant, clienteRef), b, errors.New("features: do not decode"))
 		}
 	} else if !errors.Is(err, store.ErrNotFound) {
 		return nil, err
