@@ -97,6 +97,10 @@ func serve(ctx context.Context, dataDir string, f serveFlags, logOut interface{ 
 	tuneGC(log)
 	reserve, err := waitForSpace(ctx, dataDir, f.diskReserve, f.addr, log)
 	if err != nil {
+		if ctx.Err() != nil {
+			log.Info().Msg("stopped while waiting for disk space")
+			return nil
+		}
 		return err
 	}
 	e, err := openEnv(ctx, dataDir, log, serviceOptions{baseURL: f.baseURL, webhookAllowPrivate: f.webhookAllowPrivate})
