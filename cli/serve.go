@@ -24,6 +24,7 @@ type serveFlags struct {
 	metricsTenantLabel                 bool
 	jsonLogs                           bool
 	consoleAddr                        string
+	diskReserve                        string
 }
 
 func newServeCmd(a *app) *cobra.Command {
@@ -45,6 +46,7 @@ func newServeCmd(a *app) *cobra.Command {
 	fl.StringVar(&f.consoleAddr, "console-addr", "127.0.0.1:8081", "operator console listen address, empty for none (env COUPOND_CONSOLE_ADDR); sign in with 'admin console login'")
 	fl.BoolVar(&f.webhookAllowPrivate, "webhook-allow-private", false, "allow webhook destinations in loopback and private ranges (tests, single-network installs)")
 	fl.BoolVar(&f.metricsTenantLabel, "metrics-tenant-label", false, "add a tenant label to the business series of /metrics (one series per tenant: few tenants only)")
+	fl.StringVar(&f.diskReserve, "disk-reserve", "auto", "free space kept on the data dir's disk: below it writes answer 503 almacenamiento_lleno (auto: the larger of 1GiB and 5% of the disk; sizes like 512MiB, 2GiB; 0 disables; env COUPOND_DISK_RESERVE)")
 	return cmd
 }
 
@@ -104,10 +106,20 @@ func serve(ctx context.Context, dataDir string, f serveFlags, logOut interface{ 
 		f.baseURL = "http://" + f.addr
 	}
 	tuneGC(log)
+	reserve, err := waitForSpace(ctx, dataDir, f.diskReserve, f.addr, log)
+	if err != nil {
+		if ctx.Err() != nil {
+			log.Info().Msg("stopped while waiting for disk space")
+			return nil
+		}
+		return err
+	}
 	e, err := openEnv(ctx, dataDir, log, serviceOptions{baseURL: f.baseURL, webhookAllowPrivate: f.webhookAllowPrivate, metricsTenantLabel: f.metricsTenantLabel})
 	if err != nil {
 		return err
 	}
+	e.db.SetReserve(reserve)
+	log.Info().Uint64("disk_reserve_bytes", reserve).Msg("disk reserve")
 	svc := e.svc
 	ready := &svc.ready
 	srv := svc.api

@@ -401,8 +401,9 @@ func (bd *BatchDecider) scoreBlock(blk *scanBlock, seg *Segment, withGain bool, 
 			if seg != nil {
 				continue
 			}
-			// A damaged record: the decision will meet it and fail the
-			// job; here the customer just cannot keep a send.
+			// A damaged record: the decision quarantines it and decides
+			// the customer as one without history; here the customer
+			// just cannot keep a send.
 			it.match = true
 			continue
 		}
@@ -522,11 +523,17 @@ func (e *Engine) VoidJob(tenant, jobID string) (int, error) {
 		return 0, err
 	}
 	var nonces []string
+	type damaged struct {
+		key, val []byte
+		err      error
+	}
+	var bad []damaged
 	lo, hi := store.TableSpan(tenant, store.TableDecision)
-	err = e.db.Scan(lo, hi, func(_, v []byte) error {
+	err = e.db.Scan(lo, hi, func(k, v []byte) error {
 		var r DecisionRecord
 		if err := unmarshalRecord(v, &r); err != nil {
-			return err
+			bad = append(bad, damaged{bytes.Clone(k), bytes.Clone(v), err})
+			return nil
 		}
 		if r.JobID == jobID && r.Estado == EstadoPendiente && !r.EnRespaldo {
 			nonces = append(nonces, r.Nonce)
@@ -535,6 +542,9 @@ func (e *Engine) VoidJob(tenant, jobID string) (int, error) {
 	})
 	if err != nil {
 		return 0, err
+	}
+	for _, d := range bad {
+		e.quarantine(tenant, d.key, d.val, d.err)
 	}
 	for i := 0; i < len(nonces); i += batchChunk {
 		if err := e.voidChunk(ts, tenant, nonces[i:min(i+batchChunk, len(nonces))]); err != nil {
@@ -559,6 +569,9 @@ func (e *Engine) voidChunk(ts *tenantState, tenant string, nonces []string) erro
 	var voided []time.Time
 	for _, nonce := range nonces {
 		r, err := e.loadDecision(tenant, nonce)
+		if errors.Is(err, ErrNotFound) {
+			continue // deleted meanwhile, or damaged (quarantined)
+		}
 		if err != nil {
 			return err
 		}

@@ -57,6 +57,8 @@ type Engine struct {
 
 	onLearn func(tenant string, st LearnStats) // see ObserveLearn
 	counters *Counters // operating counters for the console (counters.go)
+	// damagedSeen counts the damaged records readers met (see quarantine).
+	damagedSeen atomic.Int64
 }
 
 // tenantState is the in-memory state of one tenant: the published catalog

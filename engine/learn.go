@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/coupond/coupond/store"
@@ -37,6 +36,7 @@ type LearnStats struct {
 	Modified    int // modificada: left out
 	Control     int // control group: reward recorded, not learned
 	Released    int // expired unconfirmed sends whose budget went back
+	Damaged     int // decision records that did not decode: quarantined, skipped
 }
 
 // learnBatch bounds the work of one pass so a backlog does not hold the
@@ -91,6 +91,10 @@ func (e *Engine) Learn(tenant string) (LearnStats, error) {
 	for _, w := range work {
 		b.Delete(w.key)
 		r, err := e.loadDecision(tenant, w.nonce)
+		if errors.Is(err, ErrDamaged) {
+			st.Damaged++ // quarantined by loadDecision
+			continue
+		}
 		if errors.Is(err, ErrNotFound) {
 			continue // deleted customer
 		}
@@ -240,7 +244,10 @@ func (e *Engine) loadModel(tenant string) (*publishedModel, error) {
 	}
 	pm, err := unmarshalModel(data)
 	if err != nil {
-		return nil, fmt.Errorf("tenant %s model: %w", tenant, err)
+		// Quarantined: the tenant learns again from the prior rather than
+		// stopping every decision.
+		e.quarantine(tenant, store.Key(tenant, store.TableModel), data, err)
+		return newPublishedModel(), nil
 	}
 	return pm, nil
 }

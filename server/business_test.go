@@ -215,7 +215,7 @@ func TestAlertRules(t *testing.T) {
 	served := scrape(t, h)
 	// Series other features of the product serve (disk reserve,
 	// quarantine of unreadable records, the policy guard).
-	elsewhere := map[string]bool{"coupond_disk_free_bytes": true, "coupond_disk_reserve_bytes": true,
+	elsewhere := map[string]bool{"coupond_disk_available_bytes": true, "coupond_disk_reserve_bytes": true,
 		"coupond_quarantined_records": true, "coupond_policy_guard_active": true, "coupond_policy_value_vs_baseline": true}
 	for _, name := range regexp.MustCompile(`coupond_[a-z_]+`).FindAll(rules, -1) {
 		n := string(name)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/coupond/coupond/engine"
 	"github.com/coupond/coupond/server/schema"
@@ -108,6 +109,10 @@ func (s *Server) handleConfirm(c *call) error {
 	}
 	if f := v.Field("ts_ejecucion"); f.Present() && !f.IsNull() {
 		ts := f.Time()
+		if limit := c.now().Add(tsAhead); ts.After(limit) {
+			bad = append(bad, schema.ValueError([]any{"body", "ts_ejecucion"},
+				"ts_ejecucion no puede ser posterior a "+limit.UTC().Format(time.RFC3339)+" (reloj del inquilino más 5 minutos)", f.String()))
+		}
 		conf.TsEjecucion = &ts
 	}
 	if len(bad) > 0 {
@@ -122,6 +127,8 @@ func (s *Server) handleConfirm(c *call) error {
 		return errKind(kindAlreadyConfirmed)
 	case errors.Is(err, engine.ErrDecisionExpired):
 		return errKind(kindExpired)
+	case errors.Is(err, engine.ErrUnstorableTime): // the schema's range refuses these first
+		return &validationError{detail: []schema.Violation{schema.ValueError([]any{"body", "ts_ejecucion"}, "ts_ejecucion fuera del intervalo admitido", nil)}}
 	case err != nil:
 		return err
 	}

@@ -8,6 +8,7 @@ import (
 	"strconv"
 
 	"github.com/coupond/coupond/server/schema"
+	"github.com/coupond/coupond/store"
 )
 
 // kind is what went wrong, independent of how it is told to the client.
@@ -25,6 +26,7 @@ const (
 	kindRateLimited
 	kindPaused
 	kindInternal
+	kindStorageFull
 )
 
 // errorTable is the one table from error kind to HTTP status and codigo.
@@ -44,7 +46,11 @@ var errorTable = map[kind]struct {
 	kindRateLimited:         {http.StatusTooManyRequests, "limite_excedido", "límite de uso excedido; reintente tras Retry-After segundos"},
 	kindPaused:              {http.StatusServiceUnavailable, "inquilino_pausado", "el inquilino está pausado por el operador"},
 	kindInternal:            {http.StatusInternalServerError, "error_interno", "error interno; cite el trace_id a soporte"},
+	kindStorageFull:         {http.StatusServiceUnavailable, "almacenamiento_lleno", "almacenamiento casi lleno: las escrituras se reanudan solas cuando haya espacio; reintente tras Retry-After segundos"},
 }
+
+// storageRetry is the Retry-After of 503 almacenamiento_lleno, in seconds.
+const storageRetry = 30
 
 // apiError is an error answered with the ErrorV1 body.
 type apiError struct {
@@ -122,7 +128,10 @@ func (s *Server) writeError(w http.ResponseWriter, c *call, err error) {
 		return
 	}
 	var ae *apiError
-	if !errors.As(err, &ae) {
+	if errors.Is(err, store.ErrFull) || errors.Is(err, store.ErrFailed) {
+		s.log.Warn().Err(err).Str("trace_id", c.trace).Str("route", c.route).Msg("write refused: storage full")
+		ae = &apiError{kind: kindStorageFull, retryAfter: storageRetry}
+	} else if !errors.As(err, &ae) {
 		s.log.Error().Err(err).Str("trace_id", c.trace).Str("route", c.route).Msg("internal error")
 		ae = errKind(kindInternal)
 	}
@@ -144,7 +153,7 @@ func (s *Server) writeError(w http.ResponseWriter, c *call, err error) {
 		} else {
 			h.Set("WWW-Authenticate", `Bearer realm="coupond"`)
 		}
-	case kindRateLimited, kindPaused:
+	case kindRateLimited, kindPaused, kindStorageFull:
 		h.Set("Retry-After", strconv.Itoa(max(ae.retryAfter, 1)))
 	}
 	if ae.oauth.code != "" {

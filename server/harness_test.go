@@ -63,7 +63,19 @@ func newHarness(t *testing.T) *harness {
 // newHarnessWith is newHarness with the server's Deps changed by fn.
 func newHarnessWith(t *testing.T, fn func(*Deps)) *harness {
 	t.Helper()
-	db, err := store.Open("db", vfs.NewMem())
+	return newHarnessOnWith(t, vfs.NewMem(), fn)
+}
+
+// newHarnessOn is newHarness with the store on fs.
+func newHarnessOn(t *testing.T, fs vfs.FS) *harness {
+	t.Helper()
+	return newHarnessOnWith(t, fs, nil)
+}
+
+// newHarnessOnWith is newHarness with the store on fs and the Deps changed by fn.
+func newHarnessOnWith(t *testing.T, fs vfs.FS, fn func(*Deps)) *harness {
+	t.Helper()
+	db, err := store.Open("db", fs)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/coupond/coupond/store"
 )
 
 // metrics are the Prometheus series served at /metrics. They live in their
@@ -83,6 +85,37 @@ func (m *metrics) observe(route string, status int, d time.Duration) {
 	}
 	p.count.Inc()
 	p.latency.Observe(d.Seconds())
+}
+
+// addQuarantine registers coupond_quarantined_records (damaged records held
+// in quarantine, all tenants: count scans the quarantine tables at scrape
+// time) and coupond_damaged_records_seen_total (damaged records readers met
+// since start).
+func (m *metrics) addQuarantine(count func() (int, error), seen func() int64) {
+	m.reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "coupond_quarantined_records",
+			Help: "Damaged records held in quarantine, all tenants (coupond admin check lists them)."},
+			func() float64 { n, _ := count(); return float64(n) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "coupond_damaged_records_seen_total",
+			Help: "Damaged records met by readers since start; each is moved to quarantine."},
+			func() float64 { return float64(seen()) }))
+}
+
+// addDiskSpace registers the free space of the store's file system, the
+// reserve, and whether writes are refused (contract §8).
+func (m *metrics) addDiskSpace(space func() store.SpaceStatus) {
+	gauge := func(name, help string, v func(s store.SpaceStatus) float64) prometheus.Collector {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, func() float64 { return v(space()) })
+	}
+	m.reg.MustRegister(
+		gauge("coupond_disk_available_bytes", "Free space on the data dir's file system.", func(s store.SpaceStatus) float64 { return float64(s.Avail) }),
+		gauge("coupond_disk_reserve_bytes", "Reserve of free space (serve --disk-reserve).", func(s store.SpaceStatus) float64 { return float64(s.Reserve) }),
+		gauge("coupond_writes_refused", "1 while writes answer 503 almacenamiento_lleno.", func(s store.SpaceStatus) float64 {
+			if s.Low || s.Failed {
+				return 1
+			}
+			return 0
+		}))
 }
 
 func (m *metrics) handler() http.Handler {

@@ -109,6 +109,7 @@ var kindDocs = map[kind]string{
 	kindRateLimited:         "Rate limit (per credential, see `x-rate-limit`) or quota exceeded. Header `Retry-After` (integer seconds, at least 1).",
 	kindPaused:              "The operator paused the tenant. Header `Retry-After`.",
 	kindInternal:            "Internal error. The body carries `trace_id` and never internal details.",
+	kindStorageFull:         "The data dir's file system is below its reserve of free space (`serve --disk-reserve`): writes are refused, reads, exports and deletions go on, and writes resume by themselves when space comes back. Header `Retry-After`.",
 }
 
 // eventOnlyCodes are the codigos that appear only in rechazados of POST
@@ -362,6 +363,9 @@ func (g *docGen) operation(rt route, d opDoc) (obj, error) {
 	validates := d.validates || rt.maxBody > 0
 	if !rt.public {
 		kinds = append(kinds, kindUnauthenticated, kindPaused)
+		if refusesWrites(rt) {
+			kinds = append(kinds, kindStorageFull)
+		}
 		if rt.scope != 0 {
 			kinds = append(kinds, kindForbidden)
 		}
@@ -510,7 +514,7 @@ func errorResponse(ks []kind) obj {
 		switch k {
 		case kindUnauthenticated:
 			hdr["WWW-Authenticate"] = headerRef("WWW-Authenticate")
-		case kindRateLimited, kindPaused:
+		case kindRateLimited, kindPaused, kindStorageFull:
 			hdr["Retry-After"] = headerRef("Retry-After")
 		}
 	}
@@ -877,6 +881,7 @@ var responseFieldDocs = map[string]string{
 	"ExportacionCliente":                       "Everything held about a customer. An unknown customer has empty collections; after a completed deletion only `borrado` remains.",
 	"ExportacionCliente.caracteristicas":       "Derived features at the tenant clock (names as in `x-customer-features`), plus sign-up channel, declared segment and profile.",
 	"ExportacionCliente.borrado":               "The deletion record, if a deletion was requested.",
+	"ExportacionCliente.en_cuarentena":         "Records held about the customer that could not be read back (damaged, e.g. written by an older release): kept in quarantine, never exported, erased by the customer's deletion. Normally 0.",
 	"DecisionExportada.recompensa_mxn":         "Final reward, once the reward window and its grace have passed.",
 	"DecisionExportada.caracteristicas_usadas": "The feature vector the decision was made with.",
 	"ErrorV1":                                  "Error body of every 4xx and 5xx except 422. Never reveals internal details.",
@@ -967,7 +972,7 @@ func (g *docGen) handSchemas() {
 	g.schemas["ObjetoVacio"] = obj{"type": "object", "additionalProperties": false, "description": "An empty JSON object."}
 	g.schemas["Estado"] = obj{
 		"type":       "object",
-		"properties": obj{"estado": obj{"type": "string", "enum": []any{"ok", "listo", "iniciando"}}},
+		"properties": obj{"estado": obj{"type": "string", "enum": []any{"ok", "listo", "iniciando", "almacenamiento_lleno"}}, "motivo": obj{"type": "string"}},
 		"required":   []any{"estado"},
 	}
 
@@ -1065,9 +1070,9 @@ func opDocs() map[string]opDoc {
 	jobID := pathID("Job id from POST /v1/lotes-decision (`lote_` + 16 characters). Unknown or another tenant's: 404.")
 	return map[string]opDoc{
 		"healthz": {tag: "operacion", summary: "Process is up", description: "Liveness: 200 as long as the process answers HTTP, even while starting (see /readyz).", okDesc: "Up.", okSchema: schemaRef("Estado")},
-		"readyz": {tag: "operacion", summary: "Ready to serve", description: "503 until the store is open and recovery is done.",
+		"readyz": {tag: "operacion", summary: "Ready to serve", description: "503 until the store is open and recovery is done, and while the data dir's file system is below its reserve of free space (`motivo` says why).",
 			okDesc: "Ready (`listo`).", okSchema: schemaRef("Estado"),
-			otherResponses: obj{"503": obj{"description": "Starting (`iniciando`). This body is not ErrorV1.", "headers": obj{"X-Trace-Id": headerRef("X-Trace-Id")}, "content": jsonContent(schemaRef("Estado"))}}},
+			otherResponses: obj{"503": obj{"description": "Starting (`iniciando`), or storage below its reserve (`almacenamiento_lleno`, with `motivo`). This body is not ErrorV1.", "headers": obj{"X-Trace-Id": headerRef("X-Trace-Id")}, "content": jsonContent(schemaRef("Estado"))}}},
 		"metrics": {tag: "operacion", summary: "Prometheus metrics",
 			description: "Prometheus text format: requests and latency histograms by route and status, Go runtime, Pebble disk use, read amplification, compaction debt, memtable and WAL sizes.",
 			okDesc:      "Metrics.", okContent: obj{"text/plain": obj{"schema": obj{"type": "string"}}}},

@@ -64,6 +64,10 @@ func New(d Deps) *Server {
 		quotas: newQuotas(),
 	}
 	s.metrics = newMetrics(d.DB.Pebble, d.MetricsTenantLabel)
+	if d.Engine != nil {
+		s.metrics.addQuarantine(d.Engine.QuarantinedRecords, d.Engine.DamagedSeen)
+	}
+	s.metrics.addDiskSpace(d.DB.Space)
 	s.abuse = newAbuseGuard(DefaultAbuseConfig(), d.DB, d.Log)
 	s.abuse.onStep = func(tenant, step string) { s.metrics.with(s.metrics.escalations, tenant, step).Inc() }
 	if d.Engine != nil {
@@ -222,6 +226,9 @@ func (s *Server) serve(rt route, c *call) error {
 		if c.tenant.Settings.Paused {
 			return &apiError{kind: kindPaused, retryAfter: 60}
 		}
+		if refusesWrites(rt) && s.DB.WritesRefused() {
+			return &apiError{kind: kindStorageFull, retryAfter: storageRetry}
+		}
 		factor := s.abuse.factor(s.abuse.level(c.clientID))
 		if !c.tenant.Settings.RateLimits && c.tenant.Sandbox {
 			factor = 0
@@ -243,6 +250,14 @@ func (s *Server) serve(rt route, c *call) error {
 		}
 	}
 	return rt.h(c)
+}
+
+// refusesWrites reports whether rt is refused while the store is below its
+// disk reserve (contract §8): the authenticated POST and PUT routes.
+// Reads, exports and deletions go on (they use the reserve), and so does
+// the token endpoint.
+func refusesWrites(rt route) bool {
+	return !rt.public && (rt.method == http.MethodPost || rt.method == http.MethodPut)
 }
 
 // authenticate checks the bearer token and that its credential is active.

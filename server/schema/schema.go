@@ -482,6 +482,8 @@ func (s *BoolSchema) check(c *checker, v Value) {
 //
 //	not a string               datetime_type
 //	no zone (or a date alone)  timezone_aware     "Input should have timezone info"
+//	UTC instant before 1970-01-01 or after 9999-12-31
+//	                           value_error        (contract §8)
 //	anything else wrong        datetime_parsing   ctx {"error": reason}
 type TimestampSchema struct{ nullable bool }
 
@@ -499,12 +501,14 @@ func (s *TimestampSchema) check(c *checker, v Value) {
 		c.add(v, "datetime_type", "Input should be a valid datetime", nil)
 		return
 	}
-	_, reason, noZone := parseTimestamp(v.String())
+	t, reason, noZone := parseTimestamp(v.String())
 	switch {
 	case reason != "":
 		c.add(v, "datetime_parsing", "Input should be a valid datetime, "+reason, map[string]any{"error": reason})
 	case noZone:
 		c.add(v, "timezone_aware", "Input should have timezone info", nil)
+	case !inRange(t):
+		c.add(v, "value_error", "Value error, "+rangeMessage, nil)
 	}
 }
 
