@@ -24,6 +24,7 @@ const (
 	kindRateLimited
 	kindPaused
 	kindInternal
+	kindBadRequest
 )
 
 // errorTable is the one table from error kind to HTTP status and codigo.
@@ -43,6 +44,7 @@ var errorTable = map[kind]struct {
 	kindRateLimited:         {http.StatusTooManyRequests, "limite_excedido", "límite de uso excedido; reintente tras Retry-After segundos"},
 	kindPaused:              {http.StatusServiceUnavailable, "inquilino_pausado", "el inquilino está pausado por el operador"},
 	kindInternal:            {http.StatusInternalServerError, "error_interno", "error interno; cite el trace_id a soporte"},
+	kindBadRequest:          {http.StatusBadRequest, "esquema_invalido", "petición mal enmarcada: el cuerpo llegó roto, incompleto o a destiempo"},
 }
 
 // apiError is an error answered with the ErrorV1 body.
@@ -110,7 +112,11 @@ func (s *Server) writeError(w http.ResponseWriter, c *call, err error) {
 	}
 	var ae *apiError
 	if !errors.As(err, &ae) {
-		s.log.Error().Err(err).Str("trace_id", c.trace).Str("route", c.route).Msg("internal error")
+		ev := s.log.Error()
+		if c.r.Context().Err() != nil {
+			ev = s.log.Debug() // the client went away: the access log says 499
+		}
+		ev.Err(err).Str("trace_id", c.trace).Str("route", c.route).Msg("internal error")
 		ae = errKind(kindInternal)
 	}
 	row := errorTable[ae.kind]

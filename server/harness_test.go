@@ -57,12 +57,18 @@ var testStart = time.Date(2026, 11, 2, 12, 0, 0, 0, time.UTC)
 
 func newHarness(t *testing.T) *harness {
 	t.Helper()
+	return newHarnessWith(t, zerolog.Nop(), HTTPConfig{})
+}
+
+// newHarnessWith is newHarness with a logger and HTTP limits: the server
+// runs as serve runs it, behind HTTPServer's listener.
+func newHarnessWith(t *testing.T, log zerolog.Logger, cfg HTTPConfig) *harness {
+	t.Helper()
 	db, err := store.Open("db", vfs.NewMem())
 	if err != nil {
 		t.Fatal(err)
 	}
 	h := &harness{t: t, db: db, clock: &testClock{now: testStart}, secrets: store.TestSecrets()}
-	log := zerolog.Nop()
 	h.engine = engine.New(engine.Config{DB: db, Secrets: h.secrets, Log: log, Now: h.clock.Now, Seed: 42})
 	h.http = httptest.NewUnstartedServer(nil)
 	signer, err := batch.NewURLSigner(h.secrets.URL, "http://"+h.http.Listener.Addr().String())
@@ -74,7 +80,7 @@ func newHarness(t *testing.T) *harness {
 		Now: h.clock.Now, Signer: signer, Webhooks: h.hooks})
 	h.srv = New(Deps{Log: log, DB: db, Secrets: h.secrets, Now: h.clock.Now, Ready: func() bool { return true },
 		Engine: h.engine, Batch: h.batch, Webhooks: h.hooks, WebhookAllowPrivate: true})
-	h.http.Config.Handler = h.srv
+	h.http.Config, h.http.Listener = h.srv.HTTPServer(h.http.Listener, cfg)
 	h.http.Start()
 	t.Cleanup(func() {
 		h.http.Close()

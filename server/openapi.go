@@ -108,6 +108,8 @@ var kindDocs = map[kind]string{
 	kindRateLimited:         "Rate limit (per credential, see `x-rate-limit`) or quota exceeded. Header `Retry-After` (integer seconds, at least 1).",
 	kindPaused:              "The operator paused the tenant. Header `Retry-After`.",
 	kindInternal:            "Internal error. The body carries `trace_id` and never internal details.",
+	kindBadRequest: "The request's HTTP framing is broken: a malformed chunked encoding, a body that ends before its `Content-Length`, a body that does not arrive within the server's read timeout (`serve --read-timeout`, default 30 s), or a request with both `Content-Length` and `Transfer-Encoding` (any route); the connection is closed after the answer. Header-level faults that net/http catches before coupond (an unsupported `Transfer-Encoding`, an unparsable `Content-Length`, headers over 1 MB) get net/http's own plain-text 400, 431 or 501. " +
+		"On the token endpoint also: the client authenticated both with HTTP Basic and with credentials in the body (OAuth 2.0 `invalid_request`, RFC 6749 §2.3; `campo` is `Authorization` and `detalle` is `{\"error\":\"invalid_request\"}`).",
 }
 
 // eventOnlyCodes are the codigos that appear only in rechazados of POST
@@ -355,7 +357,7 @@ func (g *docGen) operation(rt route, d opDoc) (obj, error) {
 		responses[code] = r
 	}
 
-	kinds := []kind{kindInternal}
+	kinds := []kind{kindInternal, kindBadRequest} // 400: any request can carry Content-Length with Transfer-Encoding
 	validates := d.validates || rt.maxBody > 0
 	if !rt.public {
 		kinds = append(kinds, kindUnauthenticated, kindPaused)
@@ -959,7 +961,10 @@ func opDocs() map[string]opDoc {
 			okContent: obj{"application/json": obj{"schema": obj{"type": "object"}}}},
 		"token": {tag: "autenticacion", summary: "Get an access token",
 			description: fmt.Sprintf("OAuth 2.0 client credentials, as JSON or as the standard form (client in HTTP Basic or in form fields). The token lives %s; `scope` is the credential's scopes joined by spaces. "+
-				"A wrong secret, an unknown client and a revoked credential give the same 401 (same status, headers and body but `X-Trace-Id`, `Date` and `trace_id`). Rate limited per `client_id`.", humanDuration(tokenTTL)),
+				"A wrong secret, an unknown client and a revoked credential give the same 401 (same status, headers and body but `X-Trace-Id`, `Date` and `trace_id`). "+
+				"The secret is checked first; only then is the credential's own rate limit (per `client_id`) charged, so knowing a client_id is not enough to lock it out. "+
+				"Failed requests are limited per source address (IPv6: per /64), %d a second with a burst of %d; an address over that budget gets 429 until it refills. "+
+				"HTTP Basic together with credentials in the body (a `client_secret`, or a `client_id` other than Basic's) is 400 (OAuth 2.0 `invalid_request`).", humanDuration(tokenTTL), int(classRates[classTokenFailure].perSecond), classRates[classTokenFailure].burst),
 			body: obj{"required": true, "content": obj{
 				"application/json": obj{"schema": schemaRef("PeticionToken"),
 					"example": obj{"client_id": "ci_acme_crm", "client_secret": "cs_…", "grant_type": "client_credentials"}},
@@ -970,7 +975,7 @@ func opDocs() map[string]opDoc {
 			okDesc:    "The token.",
 			okSchema:  schemaRef("RespuestaToken"),
 			okHeaders: obj{"Cache-Control": obj{"schema": obj{"type": "string", "const": "no-store"}}},
-			errors:    []kind{kindUnauthenticated, kindForbidden, kindRateLimited, kindTooLarge, kindNotJSON},
+			errors:    []kind{kindUnauthenticated, kindForbidden, kindRateLimited, kindTooLarge, kindNotJSON, kindBadRequest},
 			validates: true, rateClass: classToken, rateKey: "client_id"},
 
 		"catalogo_put": {tag: "catalogo", summary: "Replace the action catalog",
