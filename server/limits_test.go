@@ -169,7 +169,7 @@ func TestTokenBasicAndBodyCredentials(t *testing.T) {
 	form := "application/x-www-form-urlencoded"
 	for _, tc := range []struct {
 		name, ct, body string
-		want          int
+		want           int
 	}{
 		{"Basic and JSON", "application/json", fmt.Sprintf(`{"client_id":%q,"client_secret":%q,"grant_type":"client_credentials"}`, id, secret), 400},
 		{"Basic and form secret", form, "grant_type=client_credentials&client_secret=" + url.QueryEscape(secret), 400},
