@@ -16,11 +16,15 @@ import (
 
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
+
+	"github.com/coupond/coupond/server"
 )
 
 type serveFlags struct {
 	addr, baseURL, logLevel, logFormat string
 	webhookAllowPrivate                bool
+	readTimeout                        time.Duration
+	maxConns                           int
 }
 
 func newServeCmd(a *app) *cobra.Command {
@@ -39,6 +43,8 @@ func newServeCmd(a *app) *cobra.Command {
 	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error (env COUPOND_LOG_LEVEL)")
 	fl.StringVar(&f.logFormat, "log-format", "json", "json, or console for humans (env COUPOND_LOG_FORMAT)")
 	fl.BoolVar(&f.webhookAllowPrivate, "webhook-allow-private", false, "allow webhook destinations in loopback and private ranges (tests, single-network installs)")
+	fl.DurationVar(&f.readTimeout, "read-timeout", server.DefaultReadTimeout, "a request, body included, must arrive within this, else the connection is closed (env COUPOND_READ_TIMEOUT)")
+	fl.IntVar(&f.maxConns, "max-conns", server.DefaultMaxConns, "open connections at most; past it new clients wait in the kernel backlog (env COUPOND_MAX_CONNS)")
 	return cmd
 }
 
@@ -89,6 +95,9 @@ func serve(ctx context.Context, dataDir string, f serveFlags, logOut interface{ 
 	if err != nil {
 		return err
 	}
+	if f.readTimeout <= 0 || f.maxConns <= 0 {
+		return fmt.Errorf("--read-timeout and --max-conns must be positive (got %s, %d)", f.readTimeout, f.maxConns)
+	}
 	if f.baseURL == "" {
 		f.baseURL = "http://" + f.addr
 	}
@@ -105,11 +114,7 @@ func serve(ctx context.Context, dataDir string, f serveFlags, logOut interface{ 
 		e.close()
 		return fmt.Errorf("listen %s: %w", f.addr, err)
 	}
-	httpSrv := &http.Server{
-		Handler:           srv,
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       120 * time.Second,
-	}
+	httpSrv, ln := srv.HTTPServer(ln, server.HTTPConfig{ReadTimeout: f.readTimeout, MaxConns: f.maxConns})
 	admin, err := serveAdmin(ctx, filepath.Join(dataDir, adminSocket), e)
 	if err != nil {
 		ln.Close()

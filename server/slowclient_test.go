@@ -1,0 +1,192 @@
+package server
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/coupond/coupond/store"
+)
+
+// slowClient opens a connection to addr and trickles a request body to path
+// one byte every gap, never finishing it. When the server closes the
+// connection (after answering or not) it sends how long that took on
+// closedAfter.
+func slowClient(addr, path string, gap time.Duration, stop <-chan struct{}, closedAfter chan<- time.Duration) error {
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	if _, err := fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{", path); err != nil {
+		conn.Close()
+		return err
+	}
+	go func() {
+		defer conn.Close()
+		gone := make(chan struct{})
+		go func() { io.Copy(io.Discard, conn); close(gone) }() // returns when the server closes
+		t := time.NewTicker(gap)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-gone:
+				closedAfter <- time.Since(start)
+				return
+			case <-t.C:
+				conn.Write([]byte(" "))
+			}
+		}
+	}()
+	return nil
+}
+
+// TestSlowClients: 500 clients trickling bodies without credentials hold
+// no connection past the read timeout and do not stop a normal client from
+// getting decisions within 10 ms at p99 (over 200 decisions).
+func TestSlowClients(t *testing.T) {
+	const readTimeout = 2 * time.Second
+	h := newHarnessWith(t, zerolog.Nop(), HTTPConfig{ReadTimeout: readTimeout})
+	h.tenant("acme", true, func(s *store.Settings) { s.ControlShare = 0; s.RateLimits = false })
+	tok := h.token("acme", allScopes...)
+	h.catalog(tok, 3)
+	addr := h.http.Listener.Addr().String()
+
+	nSlow := 500
+	stop := make(chan struct{})
+	defer close(stop)
+	closed := make(chan time.Duration, nSlow)
+	for i := range nSlow {
+		path := "/v1/token" // public: its body is read before any credential is known
+		if i%2 == 1 {
+			path = "/v1/decisiones" // no token: 401 at once, then net/http drains the body
+		}
+		if err := slowClient(addr, path, 200*time.Millisecond, stop, closed); err != nil {
+			t.Fatalf("slow client %d: %v", i, err)
+		}
+	}
+
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1}}
+	defer client.CloseIdleConnections()
+	decide := func(i int) time.Duration {
+		body := fmt.Sprintf(`{"cliente_ref":"normal-%05d","contexto":{"canal":"push"}}`, i)
+		req, _ := http.NewRequest(http.MethodPost, h.http.URL+"/v1/decisiones", bytes.NewReader([]byte(body)))
+		req.Header.Set("Authorization", "Bearer "+tok)
+		req.Header.Set("Content-Type", "application/json")
+		start := time.Now()
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatalf("decision %d: %v", i, err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		d := time.Since(start)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("decision %d: %d", i, resp.StatusCode)
+		}
+		return d
+	}
+	for i := range 20 { // warm up: connection, caches
+		decide(100_000 + i)
+	}
+	var lat []time.Duration
+	for i := range 200 {
+		lat = append(lat, decide(i))
+	}
+	slices.Sort(lat)
+	p50, p99 := lat[len(lat)/2], lat[len(lat)*99/100-1]
+	t.Logf("%d slow clients; normal client's decisions: p50 %v p99 %v max %v", nSlow, p50, p99, lat[len(lat)-1])
+	if limit := p99Limit(); p99 > limit {
+		t.Errorf("p99 %v with %d slow clients, want at most %v", p99, nSlow, limit)
+	}
+
+	// Every slow client is cut off once the read timeout has passed.
+	deadline := time.After(readTimeout + 5*time.Second)
+	for i := range nSlow {
+		select {
+		case d := <-closed:
+			if d < readTimeout-100*time.Millisecond {
+				t.Fatalf("slow client closed after %v, before the read timeout %v", d, readTimeout)
+			}
+		case <-deadline:
+			t.Fatalf("%d of %d slow clients still connected %v after the read timeout", nSlow-i, nSlow, 5*time.Second)
+		}
+	}
+}
+
+// TestHeaderTimeout: a client that never finishes its headers is cut off
+// after the header timeout.
+func TestHeaderTimeout(t *testing.T) {
+	h := newHarnessWith(t, zerolog.Nop(), HTTPConfig{ReadHeaderTimeout: 300 * time.Millisecond, ReadTimeout: 10 * time.Second})
+	conn, err := net.Dial("tcp", h.http.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	start := time.Now()
+	io.WriteString(conn, "GET /healthz HTTP/1.1\r\nHost: x\r\n")
+	conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	io.Copy(io.Discard, conn)
+	if d := time.Since(start); d > 3*time.Second {
+		t.Fatalf("connection held %v with unfinished headers, want about 300ms", d)
+	}
+}
+
+// TestMaxConns: past the cap a new connection is not served until one of
+// the open ones closes.
+func TestMaxConns(t *testing.T) {
+	h := newHarnessWith(t, zerolog.Nop(), HTTPConfig{MaxConns: 4})
+	addr := h.http.Listener.Addr().String()
+	var held []net.Conn
+	for range 4 {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, c)
+		io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n") // served, then idle keep-alive
+		if _, err := http.ReadResponse(bufio.NewReader(c), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var served atomic.Bool
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if resp, err := http.ReadResponse(bufio.NewReader(c), nil); err == nil && resp.StatusCode == 200 {
+			served.Store(true)
+		}
+	}()
+	time.Sleep(300 * time.Millisecond)
+	if served.Load() {
+		t.Fatal("a fifth connection was served with a cap of 4")
+	}
+	held[0].Close()
+	wg.Wait()
+	if !served.Load() {
+		t.Fatal("the fifth connection was not served after one closed")
+	}
+	for _, c := range held[1:] {
+		c.Close()
+	}
+}
