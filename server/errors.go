@@ -101,10 +101,7 @@ type errorV1 struct {
 func (s *Server) writeError(w http.ResponseWriter, c *call, err error) {
 	var ve *validationError
 	if errors.As(err, &ve) {
-		detail := ve.detail
-		if detail == nil {
-			detail = []schema.Violation{}
-		}
+		detail := redactViolations(ve.detail)
 		writeJSON(w, http.StatusUnprocessableEntity, struct {
 			Detail []schema.Violation `json:"detail"`
 		}{detail})
@@ -154,6 +151,73 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	h.Set("Content-Length", strconv.Itoa(len(data)+1))
 	w.WriteHeader(status)
 	w.Write(append(data, '\n'))
+}
+
+// secretMembers are the members whose values a 422 never echoes (contract
+// section 8): their input is "***" wherever they appear.
+var secretMembers = map[string]bool{"client_secret": true, "secreto": true, "access_token": true, "token": true, "refresh_token": true}
+
+// maxEcho is how many characters of a string a 422 echoes.
+const maxEcho = 256
+
+// redactViolations returns vs (never nil) with the inputs of secret members
+// replaced by "***" and every echoed string, in loc or input, cut to
+// maxEcho characters. vs is not modified.
+func redactViolations(vs []schema.Violation) []schema.Violation {
+	out := make([]schema.Violation, len(vs))
+	for i, v := range vs {
+		loc := make([]any, len(v.Loc))
+		secret := false
+		for j, e := range v.Loc {
+			if name, ok := e.(string); ok {
+				secret = secretMembers[name]
+				e = truncateRunes(name, maxEcho)
+			} else {
+				secret = false
+			}
+			loc[j] = e
+		}
+		v.Loc = loc
+		switch {
+		case v.Input == nil:
+		case secret:
+			v.Input = "***"
+		default:
+			v.Input = redactInput(v.Input)
+		}
+		out[i] = v
+	}
+	return out
+}
+
+// redactInput is redactViolations for one echoed input and what it holds.
+func redactInput(x any) any {
+	switch x := x.(type) {
+	case string:
+		return truncateRunes(x, maxEcho)
+	case json.Number:
+		if len(x) > maxEcho {
+			return string(x[:maxEcho]) // a cut number is no longer one
+		}
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			if secretMembers[k] {
+				e = "***"
+			} else {
+				e = redactInput(e)
+			}
+			out[truncateRunes(k, maxEcho)] = e
+		}
+		return out
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = redactInput(e)
+		}
+		return out
+	}
+	return x
 }
 
 // truncateRunes cuts s to at most n characters without splitting one.

@@ -1017,7 +1017,7 @@ func opDocs() map[string]opDoc {
 			okDesc: "The decision.", okSchema: schemaRef("Decision"),
 			errors: []kind{kindIdempotencyConflict}},
 		"ejecucion": {tag: "decisiones", summary: "Confirm the execution of a decision",
-			description: "Mandatory for every decision, `accion` 0 included. One confirmation per decision, until `caduca_en`. Checks in order: unknown, altered, invented or foreign id → 404; already confirmed → 409 `ejecucion_ya_confirmada`; after `caduca_en` → 409 `decision_caducada`.",
+			description: "Mandatory for every decision, `accion` 0 included. One confirmation per decision, until `caduca_en`. An `accion_real` other than 0 that is not in the tenant's catalog is 422 at `body.accion_real`. Then, in order: unknown, altered, invented or foreign id → 404; already confirmed → 409 `ejecucion_ya_confirmada`; after `caduca_en` → 409 `decision_caducada`.",
 			pathParams:  map[string]obj{"decision_id": {"schema": obj{"type": "string"}, "description": "The decision's `decision_id`."}},
 			body:        jsonBody("PeticionEjecucion", obj{"ejecutada": true}),
 			okDesc:      "The outcome.", okSchema: schemaRef("RespuestaEjecucion"),
@@ -1207,6 +1207,7 @@ Flow: publish events (POST /v1/eventos); request decisions online (POST /v1/deci
 - Money is MXN without VAT, a JSON number with at most two decimals, kept as integer cents. Timestamps are ISO-8601 with their zone and are returned in UTC with the suffix Z.
 - ID pattern: ^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$. A cliente_ref (8 to 128 characters) is a salted hash; values that look like telephone numbers or e-mail addresses are refused.
 - Success is 200 except 202 for POST /v1/lotes-decision and DELETE /v1/clientes/{cliente_ref}. Every 4xx and 5xx has the ErrorV1 body except 422 (HTTPValidationError); the set of codigos is closed (x-error-codes). Unknown path or method: 404 no_encontrado. Every response carries X-Trace-Id.
+- Hostile input (contract §8): strings refuse control characters other than tab and newline (422 value_error; inside POST /v1/eventos a per-event esquema_invalido). A 422 never echoes secrets (the input of client_secret, secreto and tokens is "***") and cuts echoed strings to 256 characters. A body with broken framing (bad chunks, ends early, slower than the read timeout) or a request with both Content-Length and Transfer-Encoding is 400 esquema_invalido, and the connection is closed. Headers must arrive within 5 s, a whole request within 30 s (serve --read-timeout); idle keep-alive connections close after 120 s.
 - Order of checks on authenticated routes: 401 (token) → 403 (scope) → 503 (tenant paused) → 429 (rate limit, quota) → 413/415 (body size, content type) → 422 (validation) → the route's own rules.
 - Authentication: POST /v1/token (OAuth 2.0 client credentials, JSON or form) gives a bearer token that lives 15 minutes. Each route's scope is in its security requirement and in x-scopes. explicar:leer adds detalle to decisions.
 
@@ -1215,7 +1216,7 @@ Flow: publish events (POST /v1/eventos); request decisions online (POST /v1/deci
 - Decision ids are d<tenant>.<nonce>.<mac> (ID pattern, at most 128 characters): signed, bound to the tenant, checked without a store read. An event whose decision_id is not a valid id of the tenant is rejected (esquema_invalido, campo decision_id).
 - detalle (scope explicar:leer) is on every decision: {"acciones":[{"accion","mu_mxn","sigma_mxn","probabilidad"}]}, one row per eligible action, 0 included; mu_mxn is the expected reward in MXN over the reward window.
 - Event idempotency compares canonical JSON (keys sorted, numbers by value): a resend that reorders keys or writes 100.0 for 100 is a duplicate, not a conflict.
-- Fallback records must name 0 or an action of the catalog (422 at body.accion otherwise).
+- Fallback records must name 0 or an action of the catalog (422 at body.accion otherwise); so must a confirmation's accion_real (422 at body.accion_real).
 - Campaign budget: each send reserves the action's descuento_max_mxn against max_descuento_mxn; a rechazada confirmation or an expired unconfirmed decision gives it back.
 - Batch jobs need a defined campaign (422 at body.campana_id); the campaign's canal is the channel. Segments: x-segment-grammar over x-customer-features. A job interrupted by a restart ends fallido; failed jobs do not count toward the one-per-hour limit.
 `)
