@@ -189,3 +189,25 @@ func TestAdminSocketPeerAndAudit(t *testing.T) {
 		t.Errorf("audit log mode %v %v, want 0600", info.Mode(), err)
 	}
 }
+
+// TestServeHTTPFlags: --read-timeout and --max-conns (and their
+// environment variables) must be positive.
+func TestServeHTTPFlags(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		args []string
+		env  string
+	}{
+		{args: []string{"--read-timeout", "0s"}},
+		{args: []string{"--max-conns", "-1"}},
+		{env: "COUPOND_READ_TIMEOUT"},
+	} {
+		if tc.env != "" {
+			t.Setenv(tc.env, "0s")
+		}
+		err := Run(context.Background(), append([]string{"serve", "--data-dir", dir, "--addr", "127.0.0.1:0"}, tc.args...), io.Discard, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), "must be positive") {
+			t.Errorf("%v %s: %v, want a refusal", tc.args, tc.env, err)
+		}
+	}
+}

@@ -1160,11 +1160,14 @@ func signedURLDoc() obj {
 
 func rateLimitsDoc() obj {
 	return obj{
-		"decisiones":    obj{"per_second": classRates[classDecisiones].perSecond, "burst": classRates[classDecisiones].burst, "per": "credential"},
-		"eventos":       obj{"per_second": classRates[classEventos].perSecond, "burst": classRates[classEventos].burst, "per": "credential"},
-		"ejecucion":     obj{"per_second": classRates[classEjecucion].perSecond, "burst": classRates[classEjecucion].burst, "per": "credential"},
-		"otros":         obj{"per_second": classRates[classOther].perSecond, "burst": classRates[classOther].burst, "per": "credential"},
-		"token":         obj{"per_second": classRates[classToken].perSecond, "burst": classRates[classToken].burst, "per": "client_id"},
+		"decisiones": obj{"per_second": classRates[classDecisiones].perSecond, "burst": classRates[classDecisiones].burst, "per": "credential"},
+		"eventos":    obj{"per_second": classRates[classEventos].perSecond, "burst": classRates[classEventos].burst, "per": "credential"},
+		"ejecucion":  obj{"per_second": classRates[classEjecucion].perSecond, "burst": classRates[classEjecucion].burst, "per": "credential"},
+		"otros":      obj{"per_second": classRates[classOther].perSecond, "burst": classRates[classOther].burst, "per": "credential"},
+		"token":      obj{"per_second": classRates[classToken].perSecond, "burst": classRates[classToken].burst, "per": "client_id", "charged": "only after the secret matched"},
+		"token_fallidos": obj{"per_second": classRates[classTokenFailure].perSecond, "burst": classRates[classTokenFailure].burst, "per": "source address (IPv6: /64)",
+			"description": "Failed token requests; an address over the budget gets 429 without its secret being checked until the bucket refills."},
+		"estado":        "Bounded per-key state, least recently used evicted first; never reset as a whole. Made-up client_ids create no state.",
 		"por_cliente":   obj{"decisions_per_day": engine.DailyCap, "per": "cliente_ref, UTC day of the tenant clock"},
 		"lotes":         quotaDocs[quotaBatch]["description"],
 		"retry_after":   "integer seconds, at least 1",

@@ -190,3 +190,21 @@ func TestMaxConns(t *testing.T) {
 		c.Close()
 	}
 }
+
+// TestHTTPServerDefaults: the limits of contract section 8 by default.
+func TestHTTPServerDefaults(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, wrapped := (&Server{}).HTTPServer(ln, HTTPConfig{})
+	defer wrapped.Close()
+	got := []time.Duration{srv.ReadHeaderTimeout, srv.ReadTimeout, srv.IdleTimeout}
+	want := []time.Duration{5 * time.Second, 30 * time.Second, 120 * time.Second}
+	if !slices.Equal(got, want) {
+		t.Errorf("header, read, idle timeouts %v, want %v", got, want)
+	}
+	if n := cap(wrapped.(*limitListener).sem); n != DefaultMaxConns {
+		t.Errorf("connection cap %d, want %d", n, DefaultMaxConns)
+	}
+}
