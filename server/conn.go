@@ -63,6 +63,10 @@ func (s *Server) HTTPServer(ln net.Listener, cfg HTTPConfig) (*http.Server, net.
 		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
 		ReadTimeout:       cfg.ReadTimeout,
 		IdleTimeout:       cfg.IdleTimeout,
+		// "OPTIONS *" goes to the router (404 no_encontrado) like any other
+		// OPTIONS, rather than net/http's 200; it also keeps every request
+		// passing through the pipeline, which smuggled counts on.
+		DisableGeneralOptionsHandler: true,
 		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
 			if fc, ok := c.(*framingConn); ok {
 				return context.WithValue(ctx, connInfoKey{}, &fc.info)

@@ -133,11 +133,19 @@ func TestUnknownMethods(t *testing.T) {
 	h := newHarness(t)
 	for _, tc := range []struct{ method, path string }{
 		{http.MethodOptions, "/v1/decisiones"},
+		{http.MethodOptions, "*"},
 		{http.MethodOptions, "/healthz"},
 		{"PATCH", "/v1/catalogo-acciones"},
 		{"BREW", "/v1/token"},
 		{http.MethodDelete, "/v1/decisiones"},
 	} {
+		if tc.path == "*" {
+			resp, m := h.rawExchange("OPTIONS * HTTP/1.1\r\nHost: x\r\n\r\n", false)
+			if resp.StatusCode != http.StatusNotFound || m["codigo"] != "no_encontrado" {
+				t.Errorf("OPTIONS *: got %d %v, want 404 no_encontrado", resp.StatusCode, m)
+			}
+			continue
+		}
 		resp := h.raw(tc.method, tc.path, "", nil)
 		data, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
@@ -199,5 +207,23 @@ func TestClientGoneLogged499(t *testing.T) {
 		if m["route"] == "decisiones" && m["status"] != float64(statusClientGone) {
 			t.Errorf("access log status %v, want 499: %s", m["status"], line)
 		}
+	}
+}
+
+// TestBodyTimeout: a body slower than the read timeout gets 400
+// esquema_invalido and the connection closed; the access log says 408.
+func TestBodyTimeout(t *testing.T) {
+	var logs syncBuffer
+	h := newHarnessWith(t, zerolog.New(&logs), HTTPConfig{ReadTimeout: 300 * time.Millisecond})
+	start := time.Now()
+	resp, m := h.rawExchange("POST /v1/token HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"client_id\":", false)
+	if resp.StatusCode != http.StatusBadRequest || m["codigo"] != "esquema_invalido" || !resp.Close {
+		t.Fatalf("got %d close=%v %v, want 400 esquema_invalido and the connection closed", resp.StatusCode, resp.Close, m)
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Errorf("answered after %v, want about the 300ms read timeout", d)
+	}
+	if !strings.Contains(logs.String(), `"route":"token","status":408`) {
+		t.Errorf("access log does not say 408:\n%s", logs.String())
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"math/rand/v2"
 	"mime"
 	"net/http"
+	"os"
 	"strings"
 	"time"
 
@@ -130,6 +131,9 @@ type call struct {
 	scopes   scope
 	tenant   *store.Tenant
 	body     []byte
+
+	// readTimedOut: the body did not arrive within the read timeout.
+	readTimedOut bool
 }
 
 // now is the tenant's clock for this request.
@@ -190,7 +194,10 @@ func (s *Server) wrap(rt route) httprouter.Handle {
 			if status == 0 {
 				status = http.StatusOK
 			}
-			if r.Context().Err() != nil {
+			switch {
+			case c.readTimedOut:
+				status = http.StatusRequestTimeout // answered 400, logged as what it was
+			case r.Context().Err() != nil:
 				// net/http cancels the context when the connection's
 				// reader meets EOF or an error: the client went away
 				// (or closed its side) before the answer.
@@ -319,5 +326,6 @@ func bodyError(c *call, err error) error {
 		return errKind(kindTooLarge)
 	}
 	c.w.Header().Set("Connection", "close")
+	c.readTimedOut = errors.Is(err, os.ErrDeadlineExceeded)
 	return errKind(kindBadRequest)
 }
