@@ -217,12 +217,6 @@ func (s *Server) wrap(rt route) httprouter.Handle {
 			}
 			ev.Msg("request")
 		}()
-		if rt.maxBody == 0 && r.ContentLength == 0 {
-			// A request without a body is complete: lift the server's read
-			// timeout so that a long answer (an export, a result download)
-			// is not cut off, nor its context cancelled, when it passes.
-			_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
-		}
 		if smuggled(r) {
 			sw.Header().Set("Connection", "close")
 			s.writeError(sw, c, errKind(kindBadRequest))

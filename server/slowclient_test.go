@@ -208,3 +208,34 @@ func TestHTTPServerDefaults(t *testing.T) {
 		t.Errorf("connection cap %d, want %d", n, DefaultMaxConns)
 	}
 }
+
+// TestLongAnswerOutlivesReadTimeout: a request whose answer takes longer
+// than the read timeout (an export, a download) keeps its context, so it is
+// neither cut off nor logged as a client gone. (net/http lifts the read
+// deadline once the request is read; this keeps that true.)
+func TestLongAnswerOutlivesReadTimeout(t *testing.T) {
+	h := newHarness(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, wrapped := h.srv.HTTPServer(ln, HTTPConfig{ReadTimeout: 200 * time.Millisecond})
+	var ctxErr atomic.Value
+	slow := h.srv.wrap(route{name: "slow", public: true, h: func(c *call) error {
+		time.Sleep(600 * time.Millisecond)
+		ctxErr.Store(fmt.Sprint(c.r.Context().Err()))
+		c.w.WriteHeader(http.StatusNoContent)
+		return nil
+	}})
+	srv.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { slow(w, r, nil) })
+	go srv.Serve(wrapped)
+	defer srv.Close()
+	resp, err := http.Get("http://" + ln.Addr().String() + "/slow")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNoContent || ctxErr.Load() != "<nil>" {
+		t.Errorf("got %d, context error %v; want 204 and a live context", resp.StatusCode, ctxErr.Load())
+	}
+}
