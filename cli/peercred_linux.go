@@ -33,3 +33,13 @@ func peerOf(c net.Conn) (peer, error) {
 	}
 	return peer{UID: int(cred.Uid), PID: int(cred.Pid), Known: true}, nil
 }
+
+// openFileLimit is the process's limit on open files (RLIMIT_NOFILE, which
+// the Go runtime raises to the hard limit at start).
+func openFileLimit() (uint64, bool) {
+	var r unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &r); err != nil {
+		return 0, false
+	}
+	return r.Cur, true
+}

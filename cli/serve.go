@@ -102,6 +102,10 @@ func serve(ctx context.Context, dataDir string, f serveFlags, logOut interface{ 
 		f.baseURL = "http://" + f.addr
 	}
 	tuneGC(log)
+	if limit, ok := openFileLimit(); ok && limit < uint64(f.maxConns)+256 {
+		log.Warn().Uint64("open_file_limit", limit).Int("max_conns", f.maxConns).
+			Msg("the open-file limit leaves little room above --max-conns for the store's files: raise ulimit -n or lower --max-conns")
+	}
 	e, err := openEnv(ctx, dataDir, log, serviceOptions{baseURL: f.baseURL, webhookAllowPrivate: f.webhookAllowPrivate})
 	if err != nil {
 		return err
