@@ -44,6 +44,7 @@ type BatchDecider struct {
 	spent    bool
 	locked   bool
 	cands    []candidate // scratch of gain
+	tally    decisionTally
 
 	// Explain adds detalle to every decision, as online for a credential
 	// with explicar:leer: set it before the first Decide.
@@ -449,6 +450,7 @@ func (bd *BatchDecider) Decide(clienteRef string, noSend bool) (*Decision, error
 	if rec != nil && rec.Accion != 0 {
 		bd.spent = true
 	}
+	bd.tally.add(rec)
 	bd.pending++
 	if bd.pending >= batchChunk {
 		if err := bd.Flush(); err != nil {
@@ -472,6 +474,10 @@ func (bd *BatchDecider) Flush() error {
 	if err != nil && bd.spent {
 		bd.e.dropBudgetCache(bd.ts, bd.campaign.ID)
 	}
+	if err == nil {
+		bd.e.counters.addTally(bd.t.ID, &bd.tally)
+	}
+	bd.tally = decisionTally{}
 	bd.spent = false
 	return err
 }
@@ -554,6 +560,7 @@ func (e *Engine) voidChunk(ts *tenantState, tenant string, nonces []string) erro
 	b := e.db.NewBatch()
 	defer b.Close()
 	released := ""
+	var voided []time.Time
 	for _, nonce := range nonces {
 		r, err := e.loadDecision(tenant, nonce)
 		if err != nil {
@@ -563,6 +570,7 @@ func (e *Engine) voidChunk(ts *tenantState, tenant string, nonces []string) erro
 			continue // confirmed meanwhile
 		}
 		r.Estado, r.MotivoRechazo = EstadoRechazada, "lote fallido: la decisión no se entregó"
+		voided = append(voided, r.At)
 		at := now
 		r.ConfirmadaEn = &at
 		putDecision(b, tenant, r)
@@ -587,5 +595,6 @@ func (e *Engine) voidChunk(ts *tenantState, tenant string, nonces []string) erro
 		}
 		return err
 	}
+	e.counters.voided(tenant, voided)
 	return nil
 }

@@ -179,7 +179,7 @@ func (s *syncBuffer) String() string {
 // access log as 499, and nothing is logged as an error.
 func TestClientGoneLogged499(t *testing.T) {
 	var logs syncBuffer
-	h := newHarnessWith(t, zerolog.New(&logs), HTTPConfig{})
+	h := newHarnessHTTP(t, zerolog.New(&logs), HTTPConfig{}, nil)
 	h.tenant("acme", true, noControl)
 	tok := h.token("acme", allScopes...)
 	conn, err := net.Dial("tcp", h.http.Listener.Addr().String())
@@ -214,7 +214,7 @@ func TestClientGoneLogged499(t *testing.T) {
 // esquema_invalido and the connection closed; the access log says 408.
 func TestBodyTimeout(t *testing.T) {
 	var logs syncBuffer
-	h := newHarnessWith(t, zerolog.New(&logs), HTTPConfig{ReadTimeout: 300 * time.Millisecond})
+	h := newHarnessHTTP(t, zerolog.New(&logs), HTTPConfig{ReadTimeout: 300 * time.Millisecond}, nil)
 	start := time.Now()
 	resp, m := h.rawExchange("POST /v1/token HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"client_id\":", false)
 	if resp.StatusCode != http.StatusBadRequest || m["codigo"] != "esquema_invalido" || !resp.Close {

@@ -57,12 +57,19 @@ var testStart = time.Date(2026, 11, 2, 12, 0, 0, 0, time.UTC)
 
 func newHarness(t *testing.T) *harness {
 	t.Helper()
-	return newHarnessWith(t, zerolog.Nop(), HTTPConfig{})
+	return newHarnessHTTP(t, zerolog.Nop(), HTTPConfig{}, nil)
 }
 
-// newHarnessWith is newHarness with a logger and HTTP limits: the server
-// runs as serve runs it, behind HTTPServer's listener.
-func newHarnessWith(t *testing.T, log zerolog.Logger, cfg HTTPConfig) *harness {
+// newHarnessWith is newHarness with the server's Deps changed by fn.
+func newHarnessWith(t *testing.T, fn func(*Deps)) *harness {
+	t.Helper()
+	return newHarnessHTTP(t, zerolog.Nop(), HTTPConfig{}, fn)
+}
+
+// newHarnessHTTP is newHarness with a logger, HTTP limits and the server's
+// Deps changed by fn (nil: none): the server runs as serve runs it, behind
+// HTTPServer's listener.
+func newHarnessHTTP(t *testing.T, log zerolog.Logger, cfg HTTPConfig, fn func(*Deps)) *harness {
 	t.Helper()
 	db, err := store.Open("db", vfs.NewMem())
 	if err != nil {
@@ -78,8 +85,12 @@ func newHarnessWith(t *testing.T, log zerolog.Logger, cfg HTTPConfig) *harness {
 	h.hooks = batch.NewWebhooks(db, batch.NewDeliverer(batch.DelivererConfig{AllowPrivate: true}), log, h.clock.Now, 7)
 	h.batch = batch.NewRunner(batch.RunnerConfig{DB: db, Engine: h.engine, Log: log, Dir: filepath.Join(t.TempDir(), "results"),
 		Now: h.clock.Now, Signer: signer, Webhooks: h.hooks})
-	h.srv = New(Deps{Log: log, DB: db, Secrets: h.secrets, Now: h.clock.Now, Ready: func() bool { return true },
-		Engine: h.engine, Batch: h.batch, Webhooks: h.hooks, WebhookAllowPrivate: true})
+	deps := Deps{Log: log, DB: db, Secrets: h.secrets, Now: h.clock.Now, Ready: func() bool { return true },
+		Engine: h.engine, Batch: h.batch, Webhooks: h.hooks, WebhookAllowPrivate: true}
+	if fn != nil {
+		fn(&deps)
+	}
+	h.srv = New(deps)
 	h.http.Config, h.http.Listener = h.srv.HTTPServer(h.http.Listener, cfg)
 	h.http.Start()
 	t.Cleanup(func() {

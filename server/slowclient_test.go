@@ -58,7 +58,7 @@ func slowClient(addr, path string, gap time.Duration, stop <-chan struct{}, clos
 // getting decisions within 10 ms at p99 (over 200 decisions).
 func TestSlowClients(t *testing.T) {
 	const readTimeout = 3 * time.Second
-	h := newHarnessWith(t, zerolog.Nop(), HTTPConfig{ReadTimeout: readTimeout})
+	h := newHarnessHTTP(t, zerolog.Nop(), HTTPConfig{ReadTimeout: readTimeout}, nil)
 	h.tenant("acme", true, func(s *store.Settings) { s.ControlShare = 0; s.RateLimits = false })
 	tok := h.token("acme", allScopes...)
 	h.catalog(tok, 3)
@@ -157,7 +157,7 @@ func decisionTimer(t *testing.T, h *harness, tok string) func(from int) (p50, p9
 // TestHeaderTimeout: a client that never finishes its headers is cut off
 // after the header timeout.
 func TestHeaderTimeout(t *testing.T) {
-	h := newHarnessWith(t, zerolog.Nop(), HTTPConfig{ReadHeaderTimeout: 300 * time.Millisecond, ReadTimeout: 10 * time.Second})
+	h := newHarnessHTTP(t, zerolog.Nop(), HTTPConfig{ReadHeaderTimeout: 300 * time.Millisecond, ReadTimeout: 10 * time.Second}, nil)
 	conn, err := net.Dial("tcp", h.http.Listener.Addr().String())
 	if err != nil {
 		t.Fatal(err)
@@ -175,7 +175,7 @@ func TestHeaderTimeout(t *testing.T) {
 // TestMaxConns: past the cap a new connection is not served until one of
 // the open ones closes.
 func TestMaxConns(t *testing.T) {
-	h := newHarnessWith(t, zerolog.Nop(), HTTPConfig{MaxConns: 4})
+	h := newHarnessHTTP(t, zerolog.Nop(), HTTPConfig{MaxConns: 4}, nil)
 	addr := h.http.Listener.Addr().String()
 	var held []net.Conn
 	for range 4 {

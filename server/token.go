@@ -1,12 +1,14 @@
 package server
 
 import (
+	"errors"
 	"io"
 	"mime"
 	"net"
 	"net/http"
 	"net/netip"
 	"net/url"
+	"slices"
 	"strings"
 
 	"github.com/coupond/coupond/server/schema"
@@ -27,6 +29,48 @@ var dummyCredential = &store.Credential{SecretHash: store.HashSecret("coupond-no
 // OAuth 2.0 form with the client in HTTP Basic or in form fields. Wrong
 // secret, unknown client and revoked credential give the same 401.
 func (s *Server) handleToken(c *call) error {
+	return withOAuthError(s.issueToken(c))
+}
+
+// OAuth 2.0 error codes of the token endpoint (RFC 6749 section 5.2).
+var (
+	oauthInvalidClient   = oauthError{"invalid_client", "client authentication failed"}
+	oauthInvalidScope    = oauthError{"invalid_scope", "the credential lacks a requested scope"}
+	oauthInvalidRequest  = oauthError{"invalid_request", "the request is malformed; see detail"}
+	oauthUnsupportedType = oauthError{"unsupported_grant_type", "grant_type must be client_credentials"}
+)
+
+// withOAuthError adds the RFC 6749 error code to the token endpoint's
+// errors: 401 invalid_client, 403 invalid_scope, 400/413/415 invalid_request,
+// 422 unsupported_grant_type when grant_type is the only fault and
+// invalid_request otherwise. 429 and 500 have no OAuth code and keep the
+// contract's body alone.
+func withOAuthError(err error) error {
+	var ve *validationError
+	var ae *apiError
+	switch {
+	case err == nil:
+	case errors.As(err, &ve):
+		ve.oauth = oauthInvalidRequest
+		if len(ve.detail) > 0 && !slices.ContainsFunc(ve.detail, func(v schema.Violation) bool {
+			return len(v.Loc) != 2 || v.Loc[1] != "grant_type" || v.Type == "missing"
+		}) {
+			ve.oauth = oauthUnsupportedType
+		}
+	case errors.As(err, &ae):
+		switch ae.kind {
+		case kindUnauthenticated:
+			ae.oauth = oauthInvalidClient
+		case kindForbidden:
+			ae.oauth = oauthInvalidScope
+		case kindTooLarge, kindNotJSON, kindBadRequest:
+			ae.oauth = oauthInvalidRequest
+		}
+	}
+	return err
+}
+
+func (s *Server) issueToken(c *call) error {
 	c.w.Header().Set("Cache-Control", "no-store")
 	c.w.Header().Set("Pragma", "no-cache")
 	req, err := s.readTokenRequest(c)
@@ -79,10 +123,11 @@ func (s *Server) handleToken(c *call) error {
 // errTwoClientAuth answers a token request that authenticates the client
 // twice, with HTTP Basic and with credentials in the body: OAuth 2.0's
 // invalid_request (RFC 6749 sections 2.3 and 5.2), a 400 in the contract's
-// error body with the OAuth error code in detalle.
-var errTwoClientAuth = &apiError{kind: kindBadRequest, campo: "Authorization",
-	msg:     "invalid_request: el cliente se autentica con HTTP Basic y con credenciales en el cuerpo; use solo uno de los dos",
-	detalle: map[string]any{"error": "invalid_request"}}
+// error body (withOAuthError adds the OAuth code).
+func errTwoClientAuth() error {
+	return &apiError{kind: kindBadRequest, campo: "Authorization",
+		msg: "invalid_request: el cliente se autentica con HTTP Basic y con credenciales en el cuerpo; use solo uno de los dos"}
+}
 
 // sourceAddress is the key failed token requests are limited by: the
 // peer's IP address, with IPv6 cut to its /64 (what one host usually holds).
@@ -126,7 +171,7 @@ func (s *Server) readTokenRequest(c *call) (*tokenRequest, error) {
 		return nil, err
 	}
 	if _, _, ok := c.r.BasicAuth(); ok {
-		return nil, errTwoClientAuth // the JSON body always carries the client
+		return nil, errTwoClientAuth() // the JSON body always carries the client
 	}
 	v, err := decode(c.body, tokenSchema)
 	if err != nil {
@@ -164,7 +209,7 @@ func (s *Server) readTokenForm(c *call) (*tokenRequest, error) {
 		// client_id in the form that repeats Basic's is tolerated (some
 		// libraries send it); a secret, or another client_id, is not.
 		if f.Has("client_secret") || f.Has("client_id") && f.Get("client_id") != uid {
-			return nil, errTwoClientAuth
+			return nil, errTwoClientAuth()
 		}
 		req.clientID, req.secret, req.basic = uid, usec, true
 	} else {
