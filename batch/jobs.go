@@ -53,6 +53,9 @@ type Job struct {
 	Chunks       int             `json:"chunks,omitempty"` // stored chunks of clientes
 	Result       string          `json:"result,omitempty"` // result file, relative to the results dir
 	RealCreadoEn time.Time       `json:"real_creado_en"`   // real time, for result retention
+	// Explain: the job's credential had explicar:leer, so every result
+	// line carries detalle.
+	Explain bool `json:"explicar,omitempty"`
 }
 
 // Submission is a validated batch request.
@@ -62,6 +65,8 @@ type Submission struct {
 	Clientes    []string
 	Segmento    *engine.Segment
 	SegmentoRaw json.RawMessage
+	// Explain adds detalle to every result line (scope explicar:leer).
+	Explain bool
 }
 
 // Submission errors.
@@ -182,7 +187,7 @@ func (r *Runner) Submit(tenant string, s Submission) (*Job, error) {
 	if wait, busy := busy(jobs, now); busy {
 		return nil, &RetryError{Err: ErrBusy, After: wait}
 	}
-	j := &Job{ID: newJobID(), Tenant: tenant, CampanaID: s.CampanaID, Estado: EnCola, CreadoEn: now, RealCreadoEn: r.now().UTC(), Segmento: s.SegmentoRaw}
+	j := &Job{ID: newJobID(), Tenant: tenant, CampanaID: s.CampanaID, Estado: EnCola, CreadoEn: now, RealCreadoEn: r.now().UTC(), Segmento: s.SegmentoRaw, Explain: s.Explain}
 	b := r.db.NewBatch()
 	defer b.Close()
 	if s.Clientes != nil {
@@ -581,6 +586,7 @@ func (r *Runner) run(ctx context.Context, j *Job, log zerolog.Logger) error {
 		return err
 	}
 	defer bd.Close()
+	bd.Explain = j.Explain
 
 	remaining, limited := bd.SendBudget()
 	var refs []string

@@ -16,6 +16,8 @@ import (
 
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
+
+	"github.com/coupond/coupond/server"
 )
 
 type serveFlags struct {
@@ -25,6 +27,8 @@ type serveFlags struct {
 	jsonLogs                           bool
 	consoleAddr                        string
 	diskReserve                        string
+	readTimeout                        time.Duration
+	maxConns                           int
 }
 
 func newServeCmd(a *app) *cobra.Command {
@@ -47,6 +51,8 @@ func newServeCmd(a *app) *cobra.Command {
 	fl.BoolVar(&f.webhookAllowPrivate, "webhook-allow-private", false, "allow webhook destinations in loopback and private ranges (tests, single-network installs)")
 	fl.BoolVar(&f.metricsTenantLabel, "metrics-tenant-label", false, "add a tenant label to the business series of /metrics (one series per tenant: few tenants only)")
 	fl.StringVar(&f.diskReserve, "disk-reserve", "auto", "free space kept on the data dir's disk: below it writes answer 503 almacenamiento_lleno (auto: the larger of 1GiB and 5% of the disk; sizes like 512MiB, 2GiB; 0 disables; env COUPOND_DISK_RESERVE)")
+	fl.DurationVar(&f.readTimeout, "read-timeout", server.DefaultReadTimeout, "a request, body included, must arrive within this, else the connection is closed (env COUPOND_READ_TIMEOUT)")
+	fl.IntVar(&f.maxConns, "max-conns", server.DefaultMaxConns, "open connections at most; past it new clients wait in the kernel backlog (env COUPOND_MAX_CONNS)")
 	return cmd
 }
 
@@ -102,6 +108,9 @@ func serve(ctx context.Context, dataDir string, f serveFlags, logOut interface{ 
 	if err != nil {
 		return err
 	}
+	if f.readTimeout <= 0 || f.maxConns <= 0 {
+		return fmt.Errorf("--read-timeout and --max-conns must be positive (got %s, %d)", f.readTimeout, f.maxConns)
+	}
 	if f.baseURL == "" {
 		f.baseURL = "http://" + f.addr
 	}
@@ -113,6 +122,10 @@ func serve(ctx context.Context, dataDir string, f serveFlags, logOut interface{ 
 			return nil
 		}
 		return err
+	}
+	if limit, ok := openFileLimit(); ok && limit < uint64(f.maxConns)+256 {
+		log.Warn().Uint64("open_file_limit", limit).Int("max_conns", f.maxConns).
+			Msg("the open-file limit leaves little room above --max-conns for the store's files: raise ulimit -n or lower --max-conns")
 	}
 	e, err := openEnv(ctx, dataDir, log, serviceOptions{baseURL: f.baseURL, webhookAllowPrivate: f.webhookAllowPrivate, metricsTenantLabel: f.metricsTenantLabel})
 	if err != nil {
@@ -128,11 +141,7 @@ func serve(ctx context.Context, dataDir string, f serveFlags, logOut interface{ 
 		e.close()
 		return fmt.Errorf("listen %s: %w", f.addr, err)
 	}
-	httpSrv := &http.Server{
-		Handler:           srv,
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       120 * time.Second,
-	}
+	httpSrv, ln := srv.HTTPServer(ln, server.HTTPConfig{ReadTimeout: f.readTimeout, MaxConns: f.maxConns})
 	admin, err := serveAdmin(ctx, filepath.Join(dataDir, adminSocket), e)
 	if err != nil {
 		ln.Close()

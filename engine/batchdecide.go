@@ -45,6 +45,10 @@ type BatchDecider struct {
 	locked   bool
 	cands    []candidate // scratch of gain
 	tally    decisionTally
+
+	// Explain adds detalle to every decision, as online for a credential
+	// with explicar:leer: set it before the first Decide.
+	Explain bool
 }
 
 // batchChunk is how many decisions one synced commit carries.
@@ -433,7 +437,7 @@ func (bd *BatchDecider) scoreBlock(blk *scanBlock, seg *Segment, withGain bool, 
 // (the customer fell outside the budget cut). The record is durable after
 // the next Flush (called automatically every batchChunk decisions).
 func (bd *BatchDecider) Decide(clienteRef string, noSend bool) (*Decision, error) {
-	req := Request{ClienteRef: clienteRef, Canal: bd.campaign.Canal, CampanaID: bd.campaign.ID, CapExempt: true, JobID: bd.jobID, NoSend: noSend}
+	req := Request{ClienteRef: clienteRef, Canal: bd.campaign.Canal, CampanaID: bd.campaign.ID, CapExempt: true, JobID: bd.jobID, NoSend: noSend, Explain: bd.Explain}
 	if !bd.locked {
 		lockAll(&bd.ts.custLocks)
 		bd.locked = true

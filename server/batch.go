@@ -64,7 +64,7 @@ func (s *Server) handleBatchCreate(c *call) error {
 	if hasCl == hasSeg {
 		return &validationError{detail: []schema.Violation{schema.ValueError([]any{"body"}, "envíe exactamente uno de clientes o segmento", nil)}}
 	}
-	sub := batch.Submission{CampanaID: v.Field("campana_id").String()}
+	sub := batch.Submission{CampanaID: v.Field("campana_id").String(), Explain: c.scopes&scopeExplicar != 0}
 	if hasCl {
 		sub.Clientes = make([]string, 0, cl.Len())
 		for _, it := range cl.Items() {

@@ -100,6 +100,15 @@ func (s *Server) handleConfirm(c *call) error {
 		}
 		n := int(f.Int())
 		conf.AccionReal = &n
+		if n != 0 {
+			cat, err := s.Engine.Catalog(c.tenant.ID)
+			if err != nil {
+				return err
+			}
+			if cat.Action(n) == nil {
+				bad = append(bad, schema.ValueError([]any{"body", "accion_real"}, "la acción no existe en el catálogo del inquilino", n))
+			}
+		}
 	}
 	if f := v.Field("motivo_rechazo"); f.Present() && !f.IsNull() {
 		if conf.Ejecutada {

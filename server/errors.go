@@ -27,6 +27,7 @@ const (
 	kindPaused
 	kindInternal
 	kindStorageFull
+	kindBadRequest
 )
 
 // errorTable is the one table from error kind to HTTP status and codigo.
@@ -47,6 +48,7 @@ var errorTable = map[kind]struct {
 	kindPaused:              {http.StatusServiceUnavailable, "inquilino_pausado", "el inquilino está pausado por el operador"},
 	kindInternal:            {http.StatusInternalServerError, "error_interno", "error interno; cite el trace_id a soporte"},
 	kindStorageFull:         {http.StatusServiceUnavailable, "almacenamiento_lleno", "almacenamiento casi lleno: las escrituras se reanudan solas cuando haya espacio; reintente tras Retry-After segundos"},
+	kindBadRequest:          {http.StatusBadRequest, "esquema_invalido", "petición mal enmarcada: el cuerpo llegó roto, incompleto o a destiempo"},
 }
 
 // storageRetry is the Retry-After of 503 almacenamiento_lleno, in seconds.
@@ -117,10 +119,7 @@ func (s *Server) writeError(w http.ResponseWriter, c *call, err error) {
 	var ve *validationError
 	if errors.As(err, &ve) {
 		s.countError(c, "422")
-		detail := ve.detail
-		if detail == nil {
-			detail = []schema.Violation{}
-		}
+		detail := redactViolations(ve.detail)
 		writeJSON(w, http.StatusUnprocessableEntity, struct {
 			Detail []schema.Violation `json:"detail"`
 			oauthFields
@@ -132,7 +131,11 @@ func (s *Server) writeError(w http.ResponseWriter, c *call, err error) {
 		s.log.Warn().Err(err).Str("trace_id", c.trace).Str("route", c.route).Msg("write refused: storage full")
 		ae = &apiError{kind: kindStorageFull, retryAfter: storageRetry}
 	} else if !errors.As(err, &ae) {
-		s.log.Error().Err(err).Str("trace_id", c.trace).Str("route", c.route).Msg("internal error")
+		ev := s.log.Error()
+		if c.r.Context().Err() != nil {
+			ev = s.log.Debug() // the client went away: the access log says 499
+		}
+		ev.Err(err).Str("trace_id", c.trace).Str("route", c.route).Msg("internal error")
 		ae = errKind(kindInternal)
 	}
 	row := errorTable[ae.kind]
@@ -193,6 +196,73 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	h.Set("Content-Length", strconv.Itoa(buf.Len()))
 	w.WriteHeader(status)
 	w.Write(buf.Bytes())
+}
+
+// secretMembers are the members whose values a 422 never echoes (contract
+// section 8): their input is "***" wherever they appear.
+var secretMembers = map[string]bool{"client_secret": true, "secreto": true, "access_token": true, "token": true, "refresh_token": true}
+
+// maxEcho is how many characters of a string a 422 echoes.
+const maxEcho = 256
+
+// redactViolations returns vs (never nil) with the inputs of secret members
+// replaced by "***" and every echoed string, in loc or input, cut to
+// maxEcho characters. vs is not modified.
+func redactViolations(vs []schema.Violation) []schema.Violation {
+	out := make([]schema.Violation, len(vs))
+	for i, v := range vs {
+		loc := make([]any, len(v.Loc))
+		secret := false
+		for j, e := range v.Loc {
+			if name, ok := e.(string); ok {
+				secret = secretMembers[name]
+				e = truncateRunes(name, maxEcho)
+			} else {
+				secret = false
+			}
+			loc[j] = e
+		}
+		v.Loc = loc
+		switch {
+		case v.Input == nil:
+		case secret:
+			v.Input = "***"
+		default:
+			v.Input = redactInput(v.Input)
+		}
+		out[i] = v
+	}
+	return out
+}
+
+// redactInput is redactViolations for one echoed input and what it holds.
+func redactInput(x any) any {
+	switch x := x.(type) {
+	case string:
+		return truncateRunes(x, maxEcho)
+	case json.Number:
+		if len(x) > maxEcho {
+			return string(x[:maxEcho]) // a cut number is no longer one
+		}
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			if secretMembers[k] {
+				e = "***"
+			} else {
+				e = redactInput(e)
+			}
+			out[truncateRunes(k, maxEcho)] = e
+		}
+		return out
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = redactInput(e)
+		}
+		return out
+	}
+	return x
 }
 
 // truncateRunes cuts s to at most n characters without splitting one.

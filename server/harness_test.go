@@ -57,30 +57,37 @@ var testStart = time.Date(2026, 11, 2, 12, 0, 0, 0, time.UTC)
 
 func newHarness(t *testing.T) *harness {
 	t.Helper()
-	return newHarnessWith(t, nil)
+	return newHarnessHTTP(t, zerolog.Nop(), HTTPConfig{}, nil)
 }
 
 // newHarnessWith is newHarness with the server's Deps changed by fn.
 func newHarnessWith(t *testing.T, fn func(*Deps)) *harness {
 	t.Helper()
-	return newHarnessOnWith(t, vfs.NewMem(), fn)
+	return newHarnessHTTP(t, zerolog.Nop(), HTTPConfig{}, fn)
 }
 
 // newHarnessOn is newHarness with the store on fs.
 func newHarnessOn(t *testing.T, fs vfs.FS) *harness {
 	t.Helper()
-	return newHarnessOnWith(t, fs, nil)
+	return newHarnessAt(t, fs, zerolog.Nop(), HTTPConfig{}, nil)
 }
 
-// newHarnessOnWith is newHarness with the store on fs and the Deps changed by fn.
-func newHarnessOnWith(t *testing.T, fs vfs.FS, fn func(*Deps)) *harness {
+// newHarnessHTTP is newHarness with a logger, HTTP limits and the server's
+// Deps changed by fn (nil: none): the server runs as serve runs it, behind
+// HTTPServer's listener.
+func newHarnessHTTP(t *testing.T, log zerolog.Logger, cfg HTTPConfig, fn func(*Deps)) *harness {
+	t.Helper()
+	return newHarnessAt(t, vfs.NewMem(), log, cfg, fn)
+}
+
+// newHarnessAt is newHarnessHTTP with the store on fs.
+func newHarnessAt(t *testing.T, fs vfs.FS, log zerolog.Logger, cfg HTTPConfig, fn func(*Deps)) *harness {
 	t.Helper()
 	db, err := store.Open("db", fs)
 	if err != nil {
 		t.Fatal(err)
 	}
 	h := &harness{t: t, db: db, clock: &testClock{now: testStart}, secrets: store.TestSecrets()}
-	log := zerolog.Nop()
 	h.engine = engine.New(engine.Config{DB: db, Secrets: h.secrets, Log: log, Now: h.clock.Now, Seed: 42})
 	h.http = httptest.NewUnstartedServer(nil)
 	signer, err := batch.NewURLSigner(h.secrets.URL, "http://"+h.http.Listener.Addr().String())
@@ -96,7 +103,7 @@ func newHarnessOnWith(t *testing.T, fs vfs.FS, fn func(*Deps)) *harness {
 		fn(&deps)
 	}
 	h.srv = New(deps)
-	h.http.Config.Handler = h.srv
+	h.http.Config, h.http.Listener = h.srv.HTTPServer(h.http.Listener, cfg)
 	h.http.Start()
 	t.Cleanup(func() {
 		h.http.Close()

@@ -110,6 +110,8 @@ var kindDocs = map[kind]string{
 	kindPaused:              "The operator paused the tenant. Header `Retry-After`.",
 	kindInternal:            "Internal error. The body carries `trace_id` and never internal details.",
 	kindStorageFull:         "The data dir's file system is below its reserve of free space (`serve --disk-reserve`): writes are refused, reads, exports and deletions go on, and writes resume by themselves when space comes back. Header `Retry-After`.",
+	kindBadRequest: "The request's HTTP framing is broken: a malformed chunked encoding, a body that ends before its `Content-Length`, a body that does not arrive within the server's read timeout (`serve --read-timeout`, default 30 s), or a request with both `Content-Length` and `Transfer-Encoding` (any route); the connection is closed after the answer. Header-level faults that net/http catches before coupond (an unsupported `Transfer-Encoding`, an unparsable `Content-Length`, headers over 1 MB) get net/http's own plain-text 400, 431 or 501. " +
+		"On the token endpoint also: the client authenticated both with HTTP Basic and with credentials in the body (OAuth 2.0 `invalid_request`, RFC 6749 §2.3; `campo` is `Authorization`).",
 }
 
 // eventOnlyCodes are the codigos that appear only in rechazados of POST
@@ -359,7 +361,7 @@ func (g *docGen) operation(rt route, d opDoc) (obj, error) {
 		responses[code] = r
 	}
 
-	kinds := []kind{kindInternal}
+	kinds := []kind{kindInternal, kindBadRequest} // 400: any request can carry Content-Length with Transfer-Encoding
 	validates := d.validates || rt.maxBody > 0
 	if !rt.public {
 		kinds = append(kinds, kindUnauthenticated, kindPaused)
@@ -1080,7 +1082,10 @@ func opDocs() map[string]opDoc {
 			okContent: obj{"application/json": obj{"schema": obj{"type": "object"}}}},
 		"token": {tag: "autenticacion", summary: "Get an access token",
 			description: fmt.Sprintf("OAuth 2.0 client credentials, as JSON or as the standard form (client in HTTP Basic or in form fields). The token lives %s; `scope` is the credential's scopes joined by spaces. "+
-				"A wrong secret, an unknown client and a revoked credential give the same 401 (same status, headers and body but `X-Trace-Id`, `Date` and `trace_id`). Rate limited per `client_id`.", humanDuration(tokenTTL)),
+				"A wrong secret, an unknown client and a revoked credential give the same 401 (same status, headers and body but `X-Trace-Id`, `Date` and `trace_id`). "+
+				"The secret is checked first; only then is the credential's own rate limit (per `client_id`) charged, so knowing a client_id is not enough to lock it out. "+
+				"Failed requests are limited per source address (IPv6: per /64), %d a second with a burst of %d; an address over that budget gets 429 until it refills. "+
+				"HTTP Basic together with credentials in the body (a `client_secret`, or a `client_id` other than Basic's) is 400 (OAuth 2.0 `invalid_request`).", humanDuration(tokenTTL), int(classRates[classTokenFailure].perSecond), classRates[classTokenFailure].burst),
 			body: obj{"required": true, "content": obj{
 				"application/json": obj{"schema": schemaRef("PeticionToken"),
 					"example": obj{"client_id": "ci_acme_crm", "client_secret": "cs_…", "grant_type": "client_credentials"}},
@@ -1091,7 +1096,7 @@ func opDocs() map[string]opDoc {
 			okDesc:    "The token.",
 			okSchema:  schemaRef("RespuestaToken"),
 			okHeaders: obj{"Cache-Control": obj{"schema": obj{"type": "string", "const": "no-store"}}},
-			errors:    []kind{kindUnauthenticated, kindForbidden, kindRateLimited, kindTooLarge, kindNotJSON},
+			errors:    []kind{kindUnauthenticated, kindForbidden, kindRateLimited, kindTooLarge, kindNotJSON, kindBadRequest},
 			validates: true, rateClass: classToken, rateKey: "client_id", oauthErrors: true},
 
 		"catalogo_put": {tag: "catalogo", summary: "Replace the action catalog", description: "Replaces the whole catalog and increments its `version`. Decisions made afterwards choose among its active actions; the learned model of an action survives while its `id` stays.",
@@ -1133,7 +1138,7 @@ func opDocs() map[string]opDoc {
 			okDesc: "The decision.", okSchema: schemaRef("Decision"),
 			errors: []kind{kindIdempotencyConflict}},
 		"ejecucion": {tag: "decisiones", summary: "Confirm the execution of a decision",
-			description: "Mandatory for every decision, `accion` 0 included. One confirmation per decision, until `caduca_en`. Checks in order: unknown, altered, invented or foreign id → 404; already confirmed → 409 `ejecucion_ya_confirmada`; after `caduca_en` → 409 `decision_caducada`.",
+			description: "Mandatory for every decision, `accion` 0 included. One confirmation per decision, until `caduca_en`. An `accion_real` other than 0 that is not in the tenant's catalog is 422 at `body.accion_real`. Then, in order: unknown, altered, invented or foreign id → 404; already confirmed → 409 `ejecucion_ya_confirmada`; after `caduca_en` → 409 `decision_caducada`.",
 			pathParams:  map[string]obj{"decision_id": {"schema": obj{"type": "string"}, "description": "The decision's `decision_id`."}},
 			body:        jsonBody("PeticionEjecucion", obj{"ejecutada": true}),
 			okDesc:      "The outcome.", okSchema: schemaRef("RespuestaEjecucion"),
@@ -1300,11 +1305,14 @@ func signedURLDoc() obj {
 
 func rateLimitsDoc() obj {
 	return obj{
-		"decisiones":    obj{"per_second": classRates[classDecisiones].perSecond, "burst": classRates[classDecisiones].burst, "per": "credential"},
-		"eventos":       obj{"per_second": classRates[classEventos].perSecond, "burst": classRates[classEventos].burst, "per": "credential"},
-		"ejecucion":     obj{"per_second": classRates[classEjecucion].perSecond, "burst": classRates[classEjecucion].burst, "per": "credential"},
-		"otros":         obj{"per_second": classRates[classOther].perSecond, "burst": classRates[classOther].burst, "per": "credential"},
-		"token":         obj{"per_second": classRates[classToken].perSecond, "burst": classRates[classToken].burst, "per": "client_id"},
+		"decisiones": obj{"per_second": classRates[classDecisiones].perSecond, "burst": classRates[classDecisiones].burst, "per": "credential"},
+		"eventos":    obj{"per_second": classRates[classEventos].perSecond, "burst": classRates[classEventos].burst, "per": "credential"},
+		"ejecucion":  obj{"per_second": classRates[classEjecucion].perSecond, "burst": classRates[classEjecucion].burst, "per": "credential"},
+		"otros":      obj{"per_second": classRates[classOther].perSecond, "burst": classRates[classOther].burst, "per": "credential"},
+		"token":      obj{"per_second": classRates[classToken].perSecond, "burst": classRates[classToken].burst, "per": "client_id", "charged": "only after the secret matched"},
+		"token_fallidos": obj{"per_second": classRates[classTokenFailure].perSecond, "burst": classRates[classTokenFailure].burst, "per": "source address (IPv6: /64)",
+			"description": "Failed token requests; an address over the budget gets 429 without its secret being checked until the bucket refills."},
+		"estado":        "Bounded per-key state, least recently used evicted first; never reset as a whole. Made-up client_ids create no state.",
 		"por_cliente":   obj{"decisions_per_day": engine.DailyCap, "per": "cliente_ref, UTC day of the tenant clock"},
 		"lotes":         quotaDocs[quotaBatch]["description"],
 		"retry_after":   "integer seconds, at least 1",
@@ -1347,6 +1355,7 @@ Flow: publish events (POST /v1/eventos); request decisions online (POST /v1/deci
 - Money is MXN without VAT, a JSON number with at most two decimals, kept as integer cents. Timestamps are ISO-8601 with their zone and are returned in UTC with the suffix Z.
 - ID pattern: ^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$. A cliente_ref (8 to 128 characters) is a salted hash; values that look like telephone numbers or e-mail addresses are refused.
 - Success is 200 except 202 for POST /v1/lotes-decision and DELETE /v1/clientes/{cliente_ref}. Every 4xx and 5xx has the ErrorV1 body except 422 (HTTPValidationError); the set of codigos is closed (x-error-codes). Unknown path or method: 404 no_encontrado. Every response carries X-Trace-Id.
+- Hostile input (contract §8): strings refuse control characters other than tab and newline (422 value_error; inside POST /v1/eventos a per-event esquema_invalido). A 422 never echoes secrets (the input of client_secret, secreto and tokens is "***") and cuts echoed strings to 256 characters. A body with broken framing (bad chunks, ends early, slower than the read timeout) or a request with both Content-Length and Transfer-Encoding is 400 esquema_invalido, and the connection is closed. Headers must arrive within 5 s, a whole request within 30 s (serve --read-timeout); idle keep-alive connections close after 120 s.
 - Order of checks on authenticated routes: 401 (token) → 403 (scope) → 503 (tenant paused) → 429 (rate limit, quota) → 413/415 (body size, content type) → 422 (validation) → the route's own rules.
 - Authentication: POST /v1/token (OAuth 2.0 client credentials, JSON or form) gives a bearer token that lives 15 minutes. Each route's scope is in its security requirement and in x-scopes. explicar:leer adds detalle to decisions.
 
@@ -1355,7 +1364,7 @@ Flow: publish events (POST /v1/eventos); request decisions online (POST /v1/deci
 - Decision ids are d<tenant>.<nonce>.<mac> (ID pattern, at most 128 characters): signed, bound to the tenant, checked without a store read. An event whose decision_id is not a valid id of the tenant is rejected (esquema_invalido, campo decision_id).
 - detalle (scope explicar:leer) is on every decision: {"acciones":[{"accion","mu_mxn","sigma_mxn","probabilidad"}]}, one row per eligible action, 0 included; mu_mxn is the expected reward in MXN over the reward window.
 - Event idempotency compares canonical JSON (keys sorted, numbers by value): a resend that reorders keys or writes 100.0 for 100 is a duplicate, not a conflict.
-- Fallback records must name 0 or an action of the catalog (422 at body.accion otherwise).
+- Fallback records must name 0 or an action of the catalog (422 at body.accion otherwise); so must a confirmation's accion_real (422 at body.accion_real).
 - Campaign budget: each send reserves the action's descuento_max_mxn against max_descuento_mxn; a rechazada confirmation or an expired unconfirmed decision gives it back.
 - Batch jobs need a defined campaign (422 at body.campana_id); the campaign's canal is the channel. Segments: x-segment-grammar over x-customer-features. A job interrupted by a restart ends fallido; failed jobs do not count toward the one-per-hour limit.
 `)

@@ -12,6 +12,7 @@ import (
 	"math/rand/v2"
 	"mime"
 	"net/http"
+	"os"
 	"strings"
 	"time"
 
@@ -45,23 +46,26 @@ type Deps struct {
 // Server is the HTTP handler of the API.
 type Server struct {
 	Deps
-	log     zerolog.Logger
-	tokens  *tokens
-	limits  *limiter
-	quotas  *quotas
-	metrics *metrics
-	abuse   *abuseGuard
-	router  *httprouter.Router
+	log    zerolog.Logger
+	tokens *tokens
+	limits *limiter
+	// tokenFailures limits failed token requests per source address.
+	tokenFailures *limiter
+	quotas        *quotas
+	metrics       *metrics
+	abuse         *abuseGuard
+	router        *httprouter.Router
 }
 
 // New builds the server and its routes.
 func New(d Deps) *Server {
 	s := &Server{
-		Deps:   d,
-		log:    d.Log,
-		tokens: newTokens(d.Secrets.Token),
-		limits: newLimiter(),
-		quotas: newQuotas(),
+		Deps:          d,
+		log:           d.Log,
+		tokens:        newTokens(d.Secrets.Token),
+		limits:        newLimiter(),
+		tokenFailures: newLimiterCap(tokenFailureAddresses),
+		quotas:        newQuotas(),
 	}
 	s.metrics = newMetrics(d.DB.Pebble, d.MetricsTenantLabel)
 	if d.Engine != nil {
@@ -77,6 +81,7 @@ func New(d Deps) *Server {
 	s.router.RedirectTrailingSlash = false
 	s.router.RedirectFixedPath = false
 	s.router.HandleMethodNotAllowed = false
+	s.router.HandleOPTIONS = false // OPTIONS, like any unrouted method, is 404 no_encontrado
 	notFound := s.wrap(route{name: "not_found", public: true, h: func(*call) error { return errKind(kindNotFound) }})
 	s.router.NotFound = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { notFound(w, r, nil) })
 	for _, rt := range s.routes() {
@@ -137,10 +142,17 @@ type call struct {
 	scopes   scope
 	tenant   *store.Tenant
 	body     []byte
+
+	// readTimedOut: the body did not arrive within the read timeout.
+	readTimedOut bool
 }
 
 // now is the tenant's clock for this request.
 func (c *call) now() time.Time { return c.tenant.Now(c.start) }
+
+// statusClientGone is what the access log and the metrics record for a
+// request whose client went away before the answer (nginx's 499).
+const statusClientGone = 499
 
 type statusWriter struct {
 	http.ResponseWriter
@@ -193,6 +205,15 @@ func (s *Server) wrap(rt route) httprouter.Handle {
 			if status == 0 {
 				status = http.StatusOK
 			}
+			switch {
+			case c.readTimedOut:
+				status = http.StatusRequestTimeout // answered 400, logged as what it was
+			case r.Context().Err() != nil:
+				// net/http cancels the context when the connection's
+				// reader meets EOF or an error: the client went away
+				// (or closed its side) before the answer.
+				status = statusClientGone
+			}
 			s.metrics.observe(rt.name, status, d)
 			ev := s.log.Info()
 			if status >= 500 {
@@ -207,6 +228,11 @@ func (s *Server) wrap(rt route) httprouter.Handle {
 			}
 			ev.Msg("request")
 		}()
+		if smuggled(r) {
+			sw.Header().Set("Connection", "close")
+			s.writeError(sw, c, errKind(kindBadRequest))
+			return
+		}
 		if err := s.serve(rt, c); err != nil {
 			s.writeError(sw, c, err)
 		}
@@ -297,13 +323,25 @@ func readBody(c *call, max int64) error {
 		return errKind(kindTooLarge)
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(c.w, c.r.Body, max))
+	if err != nil {
+		return bodyError(c, err)
+	}
+	c.body = body
+	return nil
+}
+
+// bodyError classifies an error met while reading a request body. Every
+// one of them is the client's doing, never a 500: over the size limit is
+// 413; anything else (a malformed chunked encoding, a body that ends before
+// its Content-Length, a body that does not arrive within the read timeout,
+// a client that went away) is 400 esquema_invalido, and the connection is
+// closed after the answer since its framing can no longer be trusted.
+func bodyError(c *call, err error) error {
 	var mbe *http.MaxBytesError
 	if errors.As(err, &mbe) {
 		return errKind(kindTooLarge)
 	}
-	if err != nil {
-		return fmt.Errorf("read body: %w", err)
-	}
-	c.body = body
-	return nil
+	c.w.Header().Set("Connection", "close")
+	c.readTimedOut = errors.Is(err, os.ErrDeadlineExceeded)
+	return errKind(kindBadRequest)
 }

@@ -46,10 +46,11 @@ type DB struct {
 }
 
 // Open opens (creating if needed) the store in dir. fs nil means the real
-// filesystem; tests pass vfs.NewMem().
+// filesystem, with every file and directory the store creates owner-only
+// (0600 / 0700); tests pass vfs.NewMem().
 func Open(dir string, fs vfs.FS) (*DB, error) {
 	if fs == nil {
-		fs = vfs.Default
+		fs = ownerOnlyFS{vfs.Default}
 	}
 	purging := new(atomic.Int32)
 	fs = walFS{FS: fs, purging: purging}
