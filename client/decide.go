@@ -1,0 +1,174 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// DecideOption changes one Decide call.
+type DecideOption func(*decideOptions)
+
+type decideOptions struct {
+	budget      time.Duration
+	fallback    int
+	hasFallback bool
+}
+
+// FallbackAction sets the action this call returns when the engine does not
+// answer, overriding WithFallback.
+func FallbackAction(accion int) DecideOption {
+	return func(o *decideOptions) { o.fallback, o.hasFallback = accion, true }
+}
+
+// Budget sets this call's time budget, overriding WithBudget.
+func Budget(d time.Duration) DecideOption { return func(o *decideOptions) { o.budget = d } }
+
+// Decide asks the engine which action to take for one customer.
+//
+// It answers within the budget (WithBudget, Budget; default 100 ms) plus a
+// few milliseconds at most. All attempts of one call carry the same
+// Idempotency-Key, so the engine holds at most one decision per call however
+// many attempts reach it. Decide retries, with exponential backoff and full
+// jitter inside the budget: 5xx, 409 idempotencia_conflicto (an earlier
+// attempt is still running), lost connections and timeouts of one attempt;
+// and 429 when its Retry-After fits in what is left of the budget (else it
+// stops at once instead of sleeping past the budget).
+//
+// When the attempts or the budget run out, the tenant is paused (503
+// inquilino_pausado) or the breaker is open (WithBreaker), Decide returns a
+// Decision for the fallback action (FallbackAction, WithFallback) with
+// EnRespaldo true, Propension 1, no DecisionID and the cause in Causa, and a
+// nil error; the record of it (POST /v1/decisiones/respaldo) is queued and
+// sent in the background until the server accepts it. Such a decision needs
+// no confirmation, and its CUPON_RECIBIDO event carries no decision_id.
+// Without a fallback action, these cases return an error wrapping
+// ErrNoFallback and the cause.
+//
+// Answers a retry cannot fix (401, 403, 404, 409, 422, …) return an *Error
+// and no Decision. If ctx is canceled Decide returns ctx's error; a deadline
+// of ctx sooner than the budget is the budget.
+func (c *Client) Decide(ctx context.Context, req PeticionDecision, opts ...DecideOption) (*Decision, error) {
+	o := decideOptions{budget: c.cfg.budget, fallback: c.cfg.fallback, hasFallback: c.cfg.hasFallback}
+	for _, f := range opts {
+		f(&o)
+	}
+	start := time.Now()
+	deadline := start.Add(o.budget)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	allowed, probe := c.breaker.allow(start)
+	if !allowed {
+		return c.fallback(&req, &o, ErrBreakerOpen)
+	}
+	body, err := json.Marshal(&req)
+	if err != nil {
+		c.breaker.release(probe)
+		return nil, fmt.Errorf("coupond: encoding the decision request: %w", err)
+	}
+	key := newIdempotencyKey()
+	var last error
+	n := 0
+	for ; n < c.cfg.attempts; n++ {
+		if n > 0 {
+			c.retries.Add(1)
+		}
+		d, err := c.decideOnce(ctx, body, key, deadline)
+		if err == nil {
+			c.breaker.success(probe)
+			c.decisions.Add(1)
+			return d, nil
+		}
+		last = err
+		if ctx.Err() == context.Canceled {
+			c.breaker.release(probe)
+			return nil, ctx.Err()
+		}
+		var apiErr *Error
+		if errors.As(err, &apiErr) {
+			if apiErr.paused() {
+				c.breaker.failure(probe, time.Now())
+				return c.fallback(&req, &o, apiErr)
+			}
+			if !apiErr.retryable() {
+				c.breaker.success(probe) // the engine answered
+				return nil, err
+			}
+		}
+		wait := c.backoff(n, 1)
+		if apiErr != nil {
+			wait = max(wait, apiErr.RetryAfter)
+		}
+		if n+1 == c.cfg.attempts || !time.Now().Add(wait).Before(deadline) || !sleepUntil(ctx, wait, deadline) {
+			n++
+			break
+		}
+	}
+	var apiErr *Error
+	if errors.As(last, &apiErr) && apiErr.Status == http.StatusTooManyRequests {
+		c.breaker.release(probe) // limits are no sign of a sick engine
+	} else {
+		c.breaker.failure(probe, time.Now())
+	}
+	return c.fallback(&req, &o, fmt.Errorf("%w after %d attempts in %v: %w", ErrBudgetExhausted, n,
+		time.Since(start).Round(time.Millisecond), last))
+}
+
+// decideOnce is one attempt, bounded by the budget's deadline and the
+// attempt timeout.
+func (c *Client) decideOnce(ctx context.Context, body []byte, key string, deadline time.Time) (*Decision, error) {
+	if t := c.cfg.attemptTimeout; t > 0 {
+		if at := time.Now().Add(t); at.Before(deadline) {
+			deadline = at
+		}
+	}
+	actx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	resp, err := c.send(actx, http.MethodPost, c.decideURL, body, key, nil)
+	if err != nil {
+		return nil, err
+	}
+	d := new(Decision)
+	if err := decodeAnswer(resp, d); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// fallback answers the fallback action, if any, and queues its record.
+func (c *Client) fallback(req *PeticionDecision, o *decideOptions, cause error) (*Decision, error) {
+	if !o.hasFallback {
+		return nil, fmt.Errorf("%w: %w", ErrNoFallback, cause)
+	}
+	c.respaldos.Add(1)
+	c.fallbacks.enqueue(PeticionRespaldo{Accion: o.fallback, Canal: req.Contexto.Canal, ClienteRef: req.ClienteRef,
+		CampanaID: req.Contexto.CampanaID})
+	return &Decision{Accion: o.fallback, Propension: 1, EnRespaldo: true,
+		Motivo: "respaldo: el motor no respondió a tiempo; se aplicó la acción de respaldo del cliente", Causa: cause}, nil
+}
+
+// newIdempotencyKey returns a fresh key for one logical decision: 128
+// random bits (the runtime's per-thread ChaCha8 generator, seeded from the
+// OS), unique enough that no two decisions of a credential share one.
+func newIdempotencyKey() string {
+	var b [36]byte
+	copy(b[:4], "cpd-")
+	x := strconv.AppendUint(b[4:4], rand.Uint64()|1<<63, 16)
+	x = strconv.AppendUint(x, rand.Uint64()|1<<63, 16)
+	return string(b[:4+len(x)])
+}
+
+// sleepUntil waits d unless ctx ends or the deadline comes first; it reports
+// whether d passed.
+func sleepUntil(ctx context.Context, d time.Duration, deadline time.Time) bool {
+	if time.Until(deadline) <= d {
+		return false
+	}
+	return sleep(ctx, d)
+}

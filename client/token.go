@@ -1,0 +1,130 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/oauth2"
+	"golang.org/x/oauth2/clientcredentials"
+)
+
+// tokenCache holds the current bearer token. A token is renewed in the
+// background once it is past its refresh point (a quarter of its life, at
+// most 2 minutes, before it expires), so calls do not wait for renewals;
+// only the first call, or one after the token expired or was refused, waits
+// for a fetch. Fetches go through golang.org/x/oauth2/clientcredentials with
+// the client in HTTP Basic, the standard OAuth form POST /v1/token accepts.
+type tokenCache struct {
+	conf       clientcredentials.Config
+	hc         *http.Client // the Client's, with the User-Agent added
+	cur        atomic.Pointer[bearer]
+	mu         sync.Mutex // one synchronous fetch at a time
+	refreshing atomic.Bool
+	bg         *sync.WaitGroup
+}
+
+// bearer is one token as the Authorization header value.
+type bearer struct {
+	header    string
+	refreshAt time.Time
+	expiry    time.Time
+}
+
+func newTokenCache(tokenURL, id, secret string, scopes []string, hc *http.Client, ua string, bg *sync.WaitGroup) *tokenCache {
+	inner := hc.Transport
+	if inner == nil {
+		inner = http.DefaultTransport
+	}
+	tokenHC := *hc
+	tokenHC.Transport = uaTransport{inner: inner, ua: ua}
+	return &tokenCache{
+		conf: clientcredentials.Config{ClientID: id, ClientSecret: secret, TokenURL: tokenURL, Scopes: scopes,
+			AuthStyle: oauth2.AuthStyleInHeader},
+		hc: &tokenHC, bg: bg,
+	}
+}
+
+// get returns the Authorization header value of a valid token.
+func (t *tokenCache) get(ctx context.Context) (string, error) {
+	now := time.Now()
+	if b := t.cur.Load(); b != nil && now.Before(b.expiry) {
+		if !now.Before(b.refreshAt) && t.refreshing.CompareAndSwap(false, true) {
+			t.bg.Add(1)
+			go t.refreshInBackground()
+		}
+		return b.header, nil
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if b := t.cur.Load(); b != nil && time.Now().Before(b.expiry) {
+		return b.header, nil // fetched by another caller meanwhile
+	}
+	b, err := t.fetch(ctx)
+	if err != nil {
+		return "", err
+	}
+	return b.header, nil
+}
+
+func (t *tokenCache) refreshInBackground() {
+	defer t.bg.Done()
+	defer t.refreshing.Store(false)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.fetch(ctx) // on failure the current token stays until it expires
+}
+
+// fetch gets a new token and makes it current; t.mu is held.
+func (t *tokenCache) fetch(ctx context.Context) (*bearer, error) {
+	start := time.Now()
+	tok, err := t.conf.Token(context.WithValue(ctx, oauth2.HTTPClient, t.hc))
+	if err != nil {
+		return nil, tokenError(err)
+	}
+	expiry := tok.Expiry
+	if expiry.IsZero() {
+		expiry = start.Add(5 * time.Minute)
+	}
+	expiry = expiry.Add(-5 * time.Second) // margin for the request in flight
+	life := expiry.Sub(start)
+	b := &bearer{header: "Bearer " + tok.AccessToken, expiry: expiry, refreshAt: expiry.Add(-min(2*time.Minute, life/4))}
+	t.cur.Store(b)
+	return b, nil
+}
+
+// invalidate drops the token whose header the server refused, unless it was
+// replaced already.
+func (t *tokenCache) invalidate(header string) {
+	if b := t.cur.Load(); b != nil && b.header == header {
+		t.cur.CompareAndSwap(b, nil)
+	}
+}
+
+// tokenError turns oauth2's error into an *Error: the stock parser looks for
+// RFC 6749's "error" member, which coupond's ErrorV1 body does not have
+// (it has "codigo"), so the body is parsed here.
+func tokenError(err error) error {
+	var re *oauth2.RetrieveError
+	if errors.As(err, &re) && re.Response != nil {
+		return parseError(re.Response.StatusCode, re.Response.Header, re.Body)
+	}
+	return err
+}
+
+// uaTransport sets the User-Agent of token requests, which oauth2 builds.
+type uaTransport struct {
+	inner http.RoundTripper
+	ua    string
+}
+
+func (u uaTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("User-Agent", u.ua)
+	return u.inner.RoundTrip(r)
+}
