@@ -91,8 +91,9 @@ func (t *tokenCache) fetch(ctx context.Context) (*bearer, error) {
 	if expiry.IsZero() {
 		expiry = start.Add(5 * time.Minute)
 	}
-	expiry = expiry.Add(-5 * time.Second) // margin for the request in flight
 	life := expiry.Sub(start)
+	expiry = expiry.Add(-min(5*time.Second, life/10)) // margin for the request in flight
+	life = expiry.Sub(start)
 	b := &bearer{header: "Bearer " + tok.AccessToken, expiry: expiry, refreshAt: expiry.Add(-min(2*time.Minute, life/4))}
 	t.cur.Store(b)
 	return b, nil
