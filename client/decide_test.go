@@ -339,3 +339,58 @@ func waitFor(t *testing.T, d time.Duration, cond func() bool) {
 		}
 	}
 }
+
+// TestFallbackQueueBounded: with the server refusing, fallback records
+// beyond the queue's size are dropped and counted; Close sends what is
+// queued once the server answers, and gives up at its deadline otherwise.
+func TestFallbackQueueBounded(t *testing.T) {
+	ts := newTestServer(t)
+	proxy := newFaultProxy(t, ts.api)
+	proxy.set(func(r *http.Request, n int) fault { return fault{status: 503, codigo: "no_disponible"} })
+	c := ts.newClient(t, proxy.http.URL, client.WithFallback(0), client.WithFallbackQueue(2), client.WithBreaker(0, time.Second),
+		client.WithFallbackRetry(5*time.Millisecond, 20*time.Millisecond))
+	ctx := context.Background()
+	refs := make([]string, 6)
+	for i := range refs {
+		refs[i] = newRef()
+		if d, err := c.Decide(ctx, decisionRequest(refs[i])); err != nil || !d.EnRespaldo {
+			t.Fatalf("decide %d: %+v, %v", i, d, err)
+		}
+	}
+	st := c.Stats()
+	// The sender holds one record; the queue holds 2 more.
+	if st.Fallbacks != 6 || st.FallbackQueued+st.FallbackDropped != 6 || st.FallbackDropped < 3 || st.FallbackQueued > 3 {
+		t.Fatalf("stats %+v, want 6 fallbacks, at most 3 queued and the rest dropped", st)
+	}
+	proxy.set(nil)
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := c.Close(cctx); err != nil {
+		t.Fatal(err)
+	}
+	st = c.Stats()
+	if st.FallbackSent != st.FallbackQueued || st.FallbackPending != 0 {
+		t.Fatalf("after Close: %+v, want every queued record sent", st)
+	}
+	held := 0
+	for _, ref := range refs {
+		_, fbs := decisionsOf(t, ts.newClient(t, ts.url), ref)
+		held += len(fbs)
+	}
+	if int64(held) != st.FallbackSent {
+		t.Errorf("server holds %d fallback records, client sent %d", held, st.FallbackSent)
+	}
+
+	// Close with the server still refusing: gives up at the deadline.
+	c2 := ts.newClient(t, proxy.http.URL, client.WithFallback(0), client.WithBreaker(0, time.Second))
+	proxy.set(func(r *http.Request, n int) fault { return fault{status: 503, codigo: "no_disponible"} })
+	c2.Decide(ctx, decisionRequest(newRef()))
+	short, cancel2 := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel2()
+	if err := c2.Close(short); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Close: %v, want the deadline", err)
+	}
+	if st := c2.Stats(); st.FallbackDropped != 1 || st.FallbackPending != 0 {
+		t.Fatalf("after Close: %+v, want the record dropped", st)
+	}
+}
