@@ -84,7 +84,7 @@ func (c *Client) BatchResults(ctx context.Context, jobID string) iter.Seq2[*Line
 		defer cancel()
 		var resp *http.Response
 		err := c.retry(ctx, 20, retrySafe, func() error {
-			r, err := c.send(ctx, http.MethodGet, c.base+"/v1/lotes-decision/"+url.PathEscape(jobID)+"/resultado", nil, "",
+			r, err := c.send(ctx, http.MethodGet, c.base+"/v1/lotes-decision/"+url.PathEscape(jobID)+"/resultado", nil, nil,
 				http.Header{"Accept-Encoding": {"zstd"}, "Accept": {"application/x-ndjson"}})
 			if err != nil {
 				return err

@@ -152,7 +152,7 @@ type Client struct {
 	base      string // base URL without a trailing slash
 	decideURL string
 	hc        *http.Client
-	ua        string
+	ua        []string // User-Agent header value
 	tokens    *tokenCache
 	breaker   breaker
 	fallbacks *fallbackQueue
@@ -195,8 +195,8 @@ func New(baseURL, clientID, clientSecret string, opts ...Option) (*Client, error
 		cfg.httpClient = &http.Client{Transport: newTransport()}
 	}
 	base := strings.TrimRight(u.String(), "/")
-	c := &Client{cfg: cfg, base: base, decideURL: base + "/v1/decisiones", hc: cfg.httpClient, ua: userAgent(cfg.uaSuffix)}
-	c.tokens = newTokenCache(base+"/v1/token", clientID, clientSecret, cfg.scopes, c.hc, c.ua, &c.bg)
+	c := &Client{cfg: cfg, base: base, decideURL: base + "/v1/decisiones", hc: cfg.httpClient, ua: []string{userAgent(cfg.uaSuffix)}}
+	c.tokens = newTokenCache(base+"/v1/token", clientID, clientSecret, cfg.scopes, c.hc, c.ua[0], &c.bg)
 	c.breaker = breaker{threshold: cfg.breakerFails, wait: cfg.breakerWait}
 	c.fallbacks = newFallbackQueue(c, cfg.queueSize)
 	c.bg.Add(1)

@@ -2,7 +2,6 @@ package client
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -18,6 +17,16 @@ type decideOptions struct {
 	budget      time.Duration
 	fallback    int
 	hasFallback bool
+}
+
+// with returns o changed by opts; a copy, so that o itself stays off the
+// heap when a call passes no options.
+func (o decideOptions) with(opts []DecideOption) decideOptions {
+	p := o
+	for _, f := range opts {
+		f(&p)
+	}
+	return p
 }
 
 // FallbackAction sets the action this call returns when the engine does not
@@ -55,8 +64,8 @@ func Budget(d time.Duration) DecideOption { return func(o *decideOptions) { o.bu
 // of ctx sooner than the budget is the budget.
 func (c *Client) Decide(ctx context.Context, req PeticionDecision, opts ...DecideOption) (*Decision, error) {
 	o := decideOptions{budget: c.cfg.budget, fallback: c.cfg.fallback, hasFallback: c.cfg.hasFallback}
-	for _, f := range opts {
-		f(&o)
+	if len(opts) > 0 {
+		o = o.with(opts)
 	}
 	start := time.Now()
 	deadline := start.Add(o.budget)
@@ -67,19 +76,17 @@ func (c *Client) Decide(ctx context.Context, req PeticionDecision, opts ...Decid
 	if !allowed {
 		return c.fallback(&req, &o, ErrBreakerOpen)
 	}
-	body, err := json.Marshal(&req)
-	if err != nil {
-		c.breaker.release(probe)
-		return nil, fmt.Errorf("coupond: encoding the decision request: %w", err)
-	}
-	key := newIdempotencyKey()
+	body := appendDecisionRequest(make([]byte, 0, 128), &req)
+	// One allocation holds the answer and the Idempotency-Key header value.
+	s := new(decideScratch)
+	s.key[0] = newIdempotencyKey()
 	var last error
 	n := 0
 	for ; n < c.cfg.attempts; n++ {
 		if n > 0 {
 			c.retries.Add(1)
 		}
-		d, err := c.decideOnce(ctx, body, key, deadline)
+		d, err := c.decideOnce(ctx, body, s, deadline)
 		if err == nil {
 			c.breaker.success(probe)
 			c.decisions.Add(1)
@@ -120,9 +127,15 @@ func (c *Client) Decide(ctx context.Context, req PeticionDecision, opts ...Decid
 		time.Since(start).Round(time.Millisecond), last))
 }
 
+// decideScratch is what one Decide call allocates once for all attempts.
+type decideScratch struct {
+	d   Decision
+	key [1]string // the Idempotency-Key header value
+}
+
 // decideOnce is one attempt, bounded by the budget's deadline and the
 // attempt timeout.
-func (c *Client) decideOnce(ctx context.Context, body []byte, key string, deadline time.Time) (*Decision, error) {
+func (c *Client) decideOnce(ctx context.Context, body []byte, s *decideScratch, deadline time.Time) (*Decision, error) {
 	if t := c.cfg.attemptTimeout; t > 0 {
 		if at := time.Now().Add(t); at.Before(deadline) {
 			deadline = at
@@ -130,15 +143,15 @@ func (c *Client) decideOnce(ctx context.Context, body []byte, key string, deadli
 	}
 	actx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
-	resp, err := c.send(actx, http.MethodPost, c.decideURL, body, key, nil)
+	resp, err := c.send(actx, http.MethodPost, c.decideURL, body, s.key[:], nil)
 	if err != nil {
 		return nil, err
 	}
-	d := new(Decision)
-	if err := decodeAnswer(resp, d); err != nil {
+	s.d = Decision{}
+	if err := decodeAnswer(resp, &s.d); err != nil {
 		return nil, err
 	}
-	return d, nil
+	return &s.d, nil
 }
 
 // fallback answers the fallback action, if any, and queues its record.

@@ -39,7 +39,7 @@ func (c *Client) PublishEvents(ctx context.Context, events []Evento) (*Respuesta
 	for _, ch := range chunks {
 		var ans RespuestaEventos
 		err := c.retry(ctx, 20, retrySafe, func() error {
-			resp, err := c.send(ctx, http.MethodPost, c.base+"/v1/eventos", ch.body, "", nil)
+			resp, err := c.send(ctx, http.MethodPost, c.base+"/v1/eventos", ch.body, nil, nil)
 			if err != nil {
 				return err
 			}

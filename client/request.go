@@ -13,7 +13,9 @@ import (
 	"time"
 )
 
-// jsonType is the Content-Type of every JSON body; shared, never modified.
+// jsonType is the Content-Type of every JSON body. Header values shared by
+// requests (this, the User-Agent, the token) are never modified: neither
+// net/http nor a RoundTripper may change a request's headers.
 var jsonType = []string{"application/json"}
 
 // send makes one HTTP request with the bearer token, the User-Agent and,
@@ -21,9 +23,9 @@ var jsonType = []string{"application/json"}
 // token and the request is sent once more with a fresh one (the token may
 // have been revoked or the server restarted with new keys). The caller
 // closes the body of the answer.
-func (c *Client) send(ctx context.Context, method, url string, body []byte, idemKey string, hdr http.Header) (*http.Response, error) {
+func (c *Client) send(ctx context.Context, method, url string, body []byte, idemKey []string, hdr http.Header) (*http.Response, error) {
 	for refreshed := false; ; refreshed = true {
-		auth, err := c.tokens.get(ctx)
+		tok, err := c.tokens.get(ctx)
 		if err != nil {
 			return nil, err
 		}
@@ -39,13 +41,13 @@ func (c *Client) send(ctx context.Context, method, url string, body []byte, idem
 		for k, v := range hdr {
 			h[k] = v
 		}
-		h["Authorization"] = []string{auth}
-		h["User-Agent"] = []string{c.ua}
+		h["Authorization"] = tok.value
+		h["User-Agent"] = c.ua
 		if body != nil {
 			h["Content-Type"] = jsonType
 		}
-		if idemKey != "" {
-			h["Idempotency-Key"] = []string{idemKey}
+		if idemKey != nil {
+			h["Idempotency-Key"] = idemKey
 		}
 		resp, err := c.hc.Do(req)
 		if err != nil {
@@ -55,7 +57,7 @@ func (c *Client) send(ctx context.Context, method, url string, body []byte, idem
 			return resp, nil
 		}
 		drain(resp)
-		c.tokens.invalidate(auth)
+		c.tokens.invalidate(tok)
 	}
 }
 
@@ -121,7 +123,7 @@ func (c *Client) call(ctx context.Context, method, path string, in, out any, mod
 		}
 	}
 	return c.retry(ctx, 20, mode, func() error {
-		resp, err := c.send(ctx, method, c.base+path, body, "", nil)
+		resp, err := c.send(ctx, method, c.base+path, body, nil, nil)
 		if err != nil {
 			return err
 		}

@@ -30,6 +30,7 @@ type tokenCache struct {
 // bearer is one token as the Authorization header value.
 type bearer struct {
 	header    string
+	value     []string // {header}, shared by every request; never modified
 	refreshAt time.Time
 	expiry    time.Time
 }
@@ -48,26 +49,22 @@ func newTokenCache(tokenURL, id, secret string, scopes []string, hc *http.Client
 	}
 }
 
-// get returns the Authorization header value of a valid token.
-func (t *tokenCache) get(ctx context.Context) (string, error) {
+// get returns a valid token.
+func (t *tokenCache) get(ctx context.Context) (*bearer, error) {
 	now := time.Now()
 	if b := t.cur.Load(); b != nil && now.Before(b.expiry) {
 		if !now.Before(b.refreshAt) && t.refreshing.CompareAndSwap(false, true) {
 			t.bg.Add(1)
 			go t.refreshInBackground()
 		}
-		return b.header, nil
+		return b, nil
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if b := t.cur.Load(); b != nil && time.Now().Before(b.expiry) {
-		return b.header, nil // fetched by another caller meanwhile
+		return b, nil // fetched by another caller meanwhile
 	}
-	b, err := t.fetch(ctx)
-	if err != nil {
-		return "", err
-	}
-	return b.header, nil
+	return t.fetch(ctx)
 }
 
 func (t *tokenCache) refreshInBackground() {
@@ -94,18 +91,15 @@ func (t *tokenCache) fetch(ctx context.Context) (*bearer, error) {
 	life := expiry.Sub(start)
 	expiry = expiry.Add(-min(5*time.Second, life/10)) // margin for the request in flight
 	life = expiry.Sub(start)
-	b := &bearer{header: "Bearer " + tok.AccessToken, expiry: expiry, refreshAt: expiry.Add(-min(2*time.Minute, life/4))}
+	h := "Bearer " + tok.AccessToken
+	b := &bearer{header: h, value: []string{h}, expiry: expiry, refreshAt: expiry.Add(-min(2*time.Minute, life/4))}
 	t.cur.Store(b)
 	return b, nil
 }
 
-// invalidate drops the token whose header the server refused, unless it was
-// replaced already.
-func (t *tokenCache) invalidate(header string) {
-	if b := t.cur.Load(); b != nil && b.header == header {
-		t.cur.CompareAndSwap(b, nil)
-	}
-}
+// invalidate drops the token the server refused, unless it was replaced
+// already.
+func (t *tokenCache) invalidate(b *bearer) { t.cur.CompareAndSwap(b, nil) }
 
 // tokenError turns oauth2's error into an *Error: the stock parser looks for
 // RFC 6749's "error" member, which coupond's ErrorV1 body does not have
