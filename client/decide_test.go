@@ -123,7 +123,9 @@ func TestDecideFallbackWithinBudget(t *testing.T) {
 		decided  int // engine decisions the server holds afterwards
 	}{
 		{name: "slow answers", fault: onDecide(fault{forward: true, delay: time.Second}), attempts: 1, within: budget + 5*time.Millisecond,
-			cause: func(err error) bool { return errors.Is(err, client.ErrBudgetExhausted) && errors.Is(err, context.DeadlineExceeded) }, decided: 1},
+			cause: func(err error) bool {
+				return errors.Is(err, client.ErrBudgetExhausted) && errors.Is(err, context.DeadlineExceeded)
+			}, decided: 1},
 		{name: "429 storm with Retry-After", fault: onDecide(fault{status: 429, codigo: "limite_excedido", retryAfter: 1}), attempts: 1,
 			within: 20 * time.Millisecond, cause: func(err error) bool {
 				var e *client.Error
