@@ -396,3 +396,67 @@ func TestFallbackQueueBounded(t *testing.T) {
 		t.Fatalf("after Close: %+v, want the record dropped", st)
 	}
 }
+
+// TestFullFlow: decide, send, publish CUPON_RECIBIDO with the decision_id,
+// confirm; the server links them.
+func TestFullFlow(t *testing.T) {
+	ts := newTestServer(t)
+	c := ts.newClient(t, ts.url, client.WithFallback(0))
+	installCatalog(t, c, 3)
+	ctx := context.Background()
+	var d *client.Decision
+	var ref string
+	for i := 0; i < 50 && (d == nil || d.Accion == 0); i++ {
+		ref = newRef()
+		var err error
+		if d, err = c.Decide(ctx, decisionRequest(ref)); err != nil || d.EnRespaldo {
+			t.Fatalf("decide: %+v, %v", d, err)
+		}
+		if d.Accion == 0 {
+			if _, err := c.Confirm(ctx, d.DecisionID, client.PeticionEjecucion{Ejecutada: true}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if d.Accion == 0 {
+		t.Fatal("no coupon decided for 50 customers")
+	}
+	now := time.Now().UTC().Truncate(time.Second)
+	res, err := c.PublishEvents(ctx, []client.Evento{{EventID: "rx-" + ref, ClienteRef: ref, Ts: now, DecisionID: &d.DecisionID,
+		Tipo: client.CuponRecibido, Clave: fmt.Sprintf("T%d", d.Accion),
+		Extra: &client.ExtraCuponRecibido{CuponEmitidoID: "cup-" + ref, Caducidad: now.Add(720 * time.Hour), Canal: client.Ptr("push")}}})
+	if err != nil || res.Aceptados != 1 {
+		t.Fatalf("publish: %+v, %v", res, err)
+	}
+	conf, err := c.Confirm(ctx, d.DecisionID, client.PeticionEjecucion{Ejecutada: true})
+	if err != nil || conf.EstadoEjecucion != "ejecutada" {
+		t.Fatalf("confirm: %+v, %v", conf, err)
+	}
+	_, err = c.Confirm(ctx, d.DecisionID, client.PeticionEjecucion{Ejecutada: true})
+	var apiErr *client.Error
+	if !errors.As(err, &apiErr) || apiErr.Status != 409 || apiErr.Codigo != "ejecucion_ya_confirmada" {
+		t.Errorf("second confirmation: %v, want 409 ejecucion_ya_confirmada", err)
+	}
+	x, err := c.ExportCustomer(ctx, ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(x.Decisiones) != 1 || x.Decisiones[0].EstadoEjecucion != "ejecutada" || len(x.Eventos) != 1 ||
+		*x.Eventos[0].DecisionID != d.DecisionID || len(x.VinculosCupon) != 1 || *x.VinculosCupon[0].DecisionID != d.DecisionID {
+		t.Fatalf("export %+v", x)
+	}
+	del, err := c.DeleteCustomer(ctx, ref)
+	if err != nil || del.Estado != "programado" {
+		t.Fatalf("delete: %+v, %v", del, err)
+	}
+	camp, err := c.PutCampaign(ctx, "navidad", client.Campana{Canal: "sms", Descripcion: "Navidad", MaxDescuentoMXN: client.Ptr(1500.5)})
+	if err != nil || camp.MaxDescuentoMXN == nil || *camp.MaxDescuentoMXN != 1500.5 || camp.MaxEnvios != nil {
+		t.Fatalf("campaign: %+v, %v", camp, err)
+	}
+	if got, err := c.Campaign(ctx, "navidad"); err != nil || got.Descripcion != "Navidad" {
+		t.Fatalf("campaign get: %+v, %v", got, err)
+	}
+	if cat, err := c.Catalog(ctx); err != nil || len(cat.Acciones) != 3 || cat.Version < 1 {
+		t.Fatalf("catalog: %+v, %v", cat, err)
+	}
+}
