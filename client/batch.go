@@ -90,7 +90,7 @@ func (c *Client) BatchResults(ctx context.Context, jobID string) iter.Seq2[*Line
 				return err
 			}
 			if r.StatusCode != http.StatusOK {
-				return decodeAnswer(r, nil)
+				return c.decodeAnswer(r, nil)
 			}
 			resp = r
 			return nil

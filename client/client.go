@@ -156,6 +156,7 @@ type Client struct {
 	tokens    *tokenCache
 	breaker   breaker
 	fallbacks *fallbackQueue
+	bufs      sync.Pool // *bytes.Buffer for reading answers
 
 	decisions atomic.Int64
 	respaldos atomic.Int64

@@ -77,54 +77,79 @@ func (c *Client) Decide(ctx context.Context, req PeticionDecision, opts ...Decid
 		return c.fallback(&req, &o, ErrBreakerOpen)
 	}
 	body := appendDecisionRequest(make([]byte, 0, 128), &req)
+	d, n, out, err := c.attempts(ctx, body, deadline)
+	switch out {
+	case decided:
+		c.breaker.success(probe)
+		c.decisions.Add(1)
+		return d, nil
+	case refused:
+		c.breaker.success(probe) // the engine answered
+		return nil, err
+	case canceled:
+		c.breaker.release(probe)
+		return nil, err
+	case paused:
+		c.breaker.failure(probe, time.Now())
+		return c.fallback(&req, &o, err)
+	case limited:
+		c.breaker.release(probe) // limits are no sign of a sick engine
+	default:
+		c.breaker.failure(probe, time.Now())
+	}
+	return c.fallback(&req, &o, fmt.Errorf("%w after %d attempts in %v: %w", ErrBudgetExhausted, n,
+		time.Since(start).Round(time.Millisecond), err))
+}
+
+// outcome is how the attempts of one Decide ended.
+type outcome int
+
+const (
+	decided  outcome = iota // the engine answered a decision
+	refused                 // the API answered an error a retry cannot fix
+	canceled                // the caller's context was canceled
+	paused                  // the tenant is paused
+	limited                 // out of time or attempts, the last one a 429
+	failed                  // out of time or attempts: timeouts, lost connections, 5xx
+)
+
+// attempts makes the attempts of one decision, all with one
+// Idempotency-Key, until one succeeds, fails for good, or the attempts or
+// the time up to deadline run out. It returns the decision or the last
+// error, and how many attempts it made.
+func (c *Client) attempts(ctx context.Context, body []byte, deadline time.Time) (*Decision, int, outcome, error) {
 	// One allocation holds the answer and the Idempotency-Key header value.
 	s := new(decideScratch)
 	s.key[0] = newIdempotencyKey()
-	var last error
-	n := 0
-	for ; n < c.cfg.attempts; n++ {
+	for n := 0; ; n++ {
 		if n > 0 {
 			c.retries.Add(1)
 		}
 		d, err := c.decideOnce(ctx, body, s, deadline)
 		if err == nil {
-			c.breaker.success(probe)
-			c.decisions.Add(1)
-			return d, nil
+			return d, n + 1, decided, nil
 		}
-		last = err
 		if ctx.Err() == context.Canceled {
-			c.breaker.release(probe)
-			return nil, ctx.Err()
+			return nil, n + 1, canceled, ctx.Err()
 		}
 		var apiErr *Error
-		if errors.As(err, &apiErr) {
-			if apiErr.paused() {
-				c.breaker.failure(probe, time.Now())
-				return c.fallback(&req, &o, apiErr)
-			}
-			if !apiErr.retryable() {
-				c.breaker.success(probe) // the engine answered
-				return nil, err
-			}
-		}
 		wait := c.backoff(n, 1)
-		if apiErr != nil {
+		if errors.As(err, &apiErr) {
+			switch {
+			case apiErr.paused():
+				return nil, n + 1, paused, err
+			case !apiErr.retryable():
+				return nil, n + 1, refused, err
+			}
 			wait = max(wait, apiErr.RetryAfter)
 		}
 		if n+1 == c.cfg.attempts || !time.Now().Add(wait).Before(deadline) || !sleepUntil(ctx, wait, deadline) {
-			n++
-			break
+			if apiErr != nil && apiErr.Status == http.StatusTooManyRequests {
+				return nil, n + 1, limited, err
+			}
+			return nil, n + 1, failed, err
 		}
 	}
-	var apiErr *Error
-	if errors.As(last, &apiErr) && apiErr.Status == http.StatusTooManyRequests {
-		c.breaker.release(probe) // limits are no sign of a sick engine
-	} else {
-		c.breaker.failure(probe, time.Now())
-	}
-	return c.fallback(&req, &o, fmt.Errorf("%w after %d attempts in %v: %w", ErrBudgetExhausted, n,
-		time.Since(start).Round(time.Millisecond), last))
 }
 
 // decideScratch is what one Decide call allocates once for all attempts.
@@ -148,7 +173,7 @@ func (c *Client) decideOnce(ctx context.Context, body []byte, s *decideScratch, 
 		return nil, err
 	}
 	s.d = Decision{}
-	if err := decodeAnswer(resp, &s.d); err != nil {
+	if err := c.decodeAnswer(resp, &s.d); err != nil {
 		return nil, err
 	}
 	return &s.d, nil

@@ -43,7 +43,7 @@ func (c *Client) PublishEvents(ctx context.Context, events []Evento) (*Respuesta
 			if err != nil {
 				return err
 			}
-			return decodeAnswer(resp, &ans)
+			return c.decodeAnswer(resp, &ans)
 		})
 		if err != nil {
 			sortRechazos(total.Rechazados)

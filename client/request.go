@@ -9,7 +9,6 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
-	"sync"
 	"time"
 )
 
@@ -68,16 +67,16 @@ func drain(resp *http.Response) {
 	resp.Body.Close()
 }
 
-// bufPool holds buffers for reading answers.
-var bufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
-
 // decodeAnswer reads a JSON answer into out (nil: discard), or the *Error
 // of a non-2xx status, and closes the body.
-func decodeAnswer(resp *http.Response, out any) error {
+func (c *Client) decodeAnswer(resp *http.Response, out any) error {
 	defer resp.Body.Close()
-	buf := bufPool.Get().(*bytes.Buffer)
+	buf, _ := c.bufs.Get().(*bytes.Buffer)
+	if buf == nil {
+		buf = new(bytes.Buffer)
+	}
 	buf.Reset()
-	defer bufPool.Put(buf)
+	defer c.bufs.Put(buf)
 	limit := int64(64 << 20)
 	if resp.StatusCode/100 != 2 {
 		limit = maxErrorBody
@@ -127,7 +126,7 @@ func (c *Client) call(ctx context.Context, method, path string, in, out any, mod
 		if err != nil {
 			return err
 		}
-		return decodeAnswer(resp, out)
+		return c.decodeAnswer(resp, out)
 	})
 }
 
