@@ -117,6 +117,7 @@ func WithFallbackQueue(n int) Option { return func(c *config) { c.queueSize = n 
 
 // WithFallbackRetry sets the backoff between attempts to send a fallback
 // record: full jitter from min doubling up to max (default 200 ms to 30 s).
+// A Retry-After is honoured up to max.
 func WithFallbackRetry(min, max time.Duration) Option {
 	return func(c *config) { c.fbRetryMin, c.fbRetryMax = min, max }
 }

@@ -161,6 +161,7 @@ func TestDecideFallbackWithinBudget(t *testing.T) {
 			if !tt.cause(d.Causa) {
 				t.Errorf("cause %v is not what this fault gives", d.Causa)
 			}
+			t.Logf("fallback after %v (%d attempts)", elapsed, proxy.requests("/v1/decisiones"))
 			if elapsed > tt.within {
 				t.Errorf("fallback after %v, want within %v", elapsed, tt.within)
 			}

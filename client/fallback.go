@@ -99,7 +99,9 @@ func (q *fallbackQueue) deliver(r PeticionRespaldo) {
 		wait := cfg.fbRetryMin << min(n, 20)
 		wait = rand.N(min(wait, cfg.fbRetryMax)) + cfg.fbRetryMin/2
 		if apiErr != nil {
-			wait = max(wait, apiErr.RetryAfter)
+			// Retry-After, capped: a paused tenant answers 60 s whatever
+			// the pause's length, and records should follow the resume.
+			wait = max(wait, min(apiErr.RetryAfter, cfg.fbRetryMax))
 		}
 		if !sleep(q.ctx, wait) {
 			q.dropped.Add(1)
