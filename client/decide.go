@@ -68,7 +68,9 @@ func (c *Client) Decide(ctx context.Context, req PeticionDecision, opts ...Decid
 		o = o.with(opts)
 	}
 	start := time.Now()
-	deadline := start.Add(o.budget)
+	// Attempts stop a little before the budget ends, so that the fallback
+	// is in the caller's hands within it.
+	deadline := start.Add(o.budget - min(2*time.Millisecond, o.budget/50))
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
 	}

@@ -24,7 +24,8 @@ func Example() {
 	defer stop()
 
 	c, err := client.New(srv.url, srv.clientID, srv.secret,
-		client.WithFallback(0), // if the engine does not answer in time: send nothing
+		client.WithFallback(0),           // if the engine does not answer in time: send nothing
+		client.WithBudget(2*time.Second), // for this example on a busy test machine; the default is 100 ms
 		client.WithUserAgent("crm-example/1.0"))
 	if err != nil {
 		log.Fatal(err)
