@@ -172,7 +172,7 @@ func TestDecideFallbackWithinBudget(t *testing.T) {
 			}
 			slices.Sort(took)
 			t.Logf("fallback after %v", took)
-			if took[runs/2] > tt.within {
+			if took[runs/2] > tt.within && !raceEnabled {
 				t.Errorf("median fallback after %v, want within %v", took[runs/2], tt.within)
 			}
 			ref := refs[runs-1]
@@ -221,7 +221,7 @@ func TestDecideServerDown(t *testing.T) {
 	}
 	slices.Sort(took)
 	t.Logf("fallback after %v", took)
-	if took[runs/2] > client.DefaultBudget+5*time.Millisecond {
+	if took[runs/2] > client.DefaultBudget+5*time.Millisecond && !raceEnabled {
 		t.Errorf("median fallback after %v, want within the budget + 5 ms", took[runs/2])
 	}
 	time.Sleep(50 * time.Millisecond) // the records are retried meanwhile
