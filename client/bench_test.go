@@ -109,6 +109,8 @@ func BenchmarkRawHTTPDecide(b *testing.B) {
 	ctx := context.Background()
 	url := srv.URL + "/v1/decisiones"
 	b.ReportAllocs()
+	cpu := processCPU()
+	defer reportCPU(b, cpu)
 	for b.Loop() {
 		if _, err := rawDecide(ctx, hc, url); err != nil {
 			b.Fatal(err)
@@ -121,6 +123,8 @@ func BenchmarkDecide(b *testing.B) {
 	c := benchClient(b, srv.URL)
 	ctx := context.Background()
 	b.ReportAllocs()
+	cpu := processCPU()
+	defer reportCPU(b, cpu)
 	for b.Loop() {
 		d, err := c.Decide(ctx, benchRequest)
 		if err != nil || d.EnRespaldo {
@@ -133,6 +137,8 @@ func BenchmarkRawHTTPDecideInMemory(b *testing.B) {
 	hc := &http.Client{Transport: handlerTransport{stubHandler()}}
 	ctx := context.Background()
 	b.ReportAllocs()
+	cpu := processCPU()
+	defer reportCPU(b, cpu)
 	for b.Loop() {
 		if _, err := rawDecide(ctx, hc, "http://stub/v1/decisiones"); err != nil {
 			b.Fatal(err)
@@ -144,6 +150,8 @@ func BenchmarkDecideInMemory(b *testing.B) {
 	c := benchClient(b, "http://stub", client.WithHTTPClient(&http.Client{Transport: handlerTransport{stubHandler()}}))
 	ctx := context.Background()
 	b.ReportAllocs()
+	cpu := processCPU()
+	defer reportCPU(b, cpu)
 	for b.Loop() {
 		d, err := c.Decide(ctx, benchRequest)
 		if err != nil || d.EnRespaldo {
