@@ -65,7 +65,7 @@ func TestTypesMatchOpenAPI(t *testing.T) {
 		"RespuestaToken":      "golang.org/x/oauth2 reads the token answer",
 		"ObjetoVacio":         "an empty answer",
 		"Evento":              "the union of the Evento_* schemas, compared one by one with Evento",
-		"PeticionEventos":     "PublishEvents builds the envelope itself",
+		"PeticionEventos":     "PublishEvents builds the envelope {\"eventos\":[…]} itself",
 		"Segmento":            "Segmento is a free map",
 		"SegmentoComparacion": "part of Segmento",
 		"SegmentoCondicion":   "part of Segmento",

@@ -173,11 +173,6 @@ func (*ExtraCuponCaducado) tipoEvento() string { return CuponCaducado }
 func (*ExtraBaja) tipoEvento() string          { return Baja }
 func (*ExtraAlta) tipoEvento() string          { return Alta }
 
-// PeticionEventos is the body of POST /v1/eventos.
-type PeticionEventos struct {
-	Eventos []Evento `json:"eventos"`
-}
-
 // RespuestaEventos is the answer of POST /v1/eventos, and what
 // PublishEvents returns for all its requests together.
 type RespuestaEventos struct {
