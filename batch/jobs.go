@@ -117,6 +117,7 @@ type Runner struct {
 	hookEvery int
 	hook      func(j Job)
 	wake      chan struct{}
+	obs       Observer
 }
 
 // progress is what a running job has done so far.
@@ -491,6 +492,9 @@ func (r *Runner) finish(j *Job) error {
 	if err := b.Commit(); err != nil {
 		return err
 	}
+	if r.obs.JobEnded != nil {
+		r.obs.JobEnded(j.Tenant, j.Estado, j.Procesados)
+	}
 	if queued {
 		r.hooks.poke()
 	}
@@ -650,6 +654,9 @@ func (r *Runner) run(ctx context.Context, j *Job, log zerolog.Logger) error {
 		}
 		if d.Accion != 0 {
 			j.Envios++
+		}
+		if r.obs.Decision != nil {
+			r.obs.Decision(j.Tenant, d)
 		}
 		if err := lw.add(ref, d); err != nil {
 			return err

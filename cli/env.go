@@ -85,7 +85,8 @@ func (e *env) close() error {
 }
 
 type adminRequest struct {
-	Args []string `json:"args"`
+	Args     []string `json:"args"`
+	Terminal bool     `json:"terminal"` // the client's stdout is a terminal
 }
 
 // forwardAdmin sends the command line to the server's admin socket, copies
@@ -97,7 +98,7 @@ func forwardAdmin(ctx context.Context, sock string, args []string, out io.Writer
 			return d.DialContext(ctx, "unix", sock)
 		},
 	}}
-	body, _ := json.Marshal(adminRequest{Args: args})
+	body, _ := json.Marshal(adminRequest{Args: args, Terminal: isTerminal(out)})
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://admin/run", bytes.NewReader(body))
 	if err != nil {
 		return err
@@ -147,7 +148,7 @@ func serveAdmin(ctx context.Context, sock string, live *env) (*http.Server, erro
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		w.WriteHeader(http.StatusOK)
 		out := &flushWriter{w: bufio.NewWriter(w), f: w.(http.Flusher)}
-		root := newRoot(&app{args: req.Args, live: live})
+		root := newRoot(&app{args: req.Args, live: live, clientTerminal: req.Terminal})
 		root.SetArgs(req.Args)
 		root.SetOut(out)
 		var errOut bytes.Buffer
@@ -180,8 +181,11 @@ func (fw *flushWriter) Write(p []byte) (int, error) {
 	return n, err
 }
 
+// printJSON writes v as indented JSON, without HTML escaping (as the API:
+// a URL keeps its "&").
 func printJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
 }

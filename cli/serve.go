@@ -21,6 +21,9 @@ import (
 type serveFlags struct {
 	addr, baseURL, logLevel, logFormat string
 	webhookAllowPrivate                bool
+	metricsTenantLabel                 bool
+	jsonLogs                           bool
+	consoleAddr                        string
 }
 
 func newServeCmd(a *app) *cobra.Command {
@@ -38,7 +41,10 @@ func newServeCmd(a *app) *cobra.Command {
 	fl.StringVar(&f.baseURL, "base-url", "", "external base URL for signed result URLs (default http://ADDR; env COUPOND_BASE_URL)")
 	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error (env COUPOND_LOG_LEVEL)")
 	fl.StringVar(&f.logFormat, "log-format", "json", "json, or console for humans (env COUPOND_LOG_FORMAT)")
+	fl.BoolVar(&f.jsonLogs, "json", false, "machine-readable output: the log as JSON (overrides --log-format)")
+	fl.StringVar(&f.consoleAddr, "console-addr", "127.0.0.1:8081", "operator console listen address, empty for none (env COUPOND_CONSOLE_ADDR); sign in with 'admin console login'")
 	fl.BoolVar(&f.webhookAllowPrivate, "webhook-allow-private", false, "allow webhook destinations in loopback and private ranges (tests, single-network installs)")
+	fl.BoolVar(&f.metricsTenantLabel, "metrics-tenant-label", false, "add a tenant label to the business series of /metrics (one series per tenant: few tenants only)")
 	return cmd
 }
 
@@ -50,7 +56,9 @@ func newLogger(level, format string, w interface{ Write([]byte) (int, error) }) 
 	switch format {
 	case "json":
 	case "console":
-		w = zerolog.ConsoleWriter{Out: w, TimeFormat: time.RFC3339}
+		// Colours only on a terminal and never with NO_COLOR: log files
+		// and journald get plain text.
+		w = zerolog.ConsoleWriter{Out: w, TimeFormat: time.RFC3339, NoColor: !useColor(w)}
 	default:
 		return zerolog.Nop(), fmt.Errorf("--log-format: want json or console, got %q", format)
 	}
@@ -85,6 +93,9 @@ func tuneGC(log zerolog.Logger) {
 }
 
 func serve(ctx context.Context, dataDir string, f serveFlags, logOut interface{ Write([]byte) (int, error) }) error {
+	if f.jsonLogs {
+		f.logFormat = "json"
+	}
 	log, err := newLogger(f.logLevel, f.logFormat, logOut)
 	if err != nil {
 		return err
@@ -93,7 +104,7 @@ func serve(ctx context.Context, dataDir string, f serveFlags, logOut interface{ 
 		f.baseURL = "http://" + f.addr
 	}
 	tuneGC(log)
-	e, err := openEnv(ctx, dataDir, log, serviceOptions{baseURL: f.baseURL, webhookAllowPrivate: f.webhookAllowPrivate})
+	e, err := openEnv(ctx, dataDir, log, serviceOptions{baseURL: f.baseURL, webhookAllowPrivate: f.webhookAllowPrivate, metricsTenantLabel: f.metricsTenantLabel})
 	if err != nil {
 		return err
 	}
@@ -115,6 +126,11 @@ func serve(ctx context.Context, dataDir string, f serveFlags, logOut interface{ 
 		ln.Close()
 		e.close()
 		return err
+	}
+	stopConsole, err := startConsole(f.consoleAddr, e)
+	if err != nil { // the console is the operator's view: the API serves without it
+		log.Error().Err(err).Msg("console not served")
+		stopConsole = func(context.Context) {}
 	}
 	httpErr := make(chan error, 1)
 	go func() { httpErr <- httpSrv.Serve(ln) }()
@@ -154,6 +170,9 @@ loop:
 			if err := srv.Flush(); err != nil {
 				log.Error().Err(err).Msg("flush counters")
 			}
+			if err := svc.engine.Counters().Flush(); err != nil {
+				log.Error().Err(err).Msg("flush console counters")
+			}
 		}
 	}
 	log.Info().Msg("shutting down")
@@ -164,6 +183,7 @@ loop:
 		log.Warn().Err(err).Msg("http shutdown")
 	}
 	admin.Shutdown(shutCtx)
+	stopConsole(shutCtx)
 	stopBg()
 	wg.Wait()
 	_ = os.Remove(filepath.Join(dataDir, adminSocket))

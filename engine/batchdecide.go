@@ -44,6 +44,7 @@ type BatchDecider struct {
 	spent    bool
 	locked   bool
 	cands    []candidate // scratch of gain
+	tally    decisionTally
 }
 
 // batchChunk is how many decisions one synced commit carries.
@@ -445,6 +446,7 @@ func (bd *BatchDecider) Decide(clienteRef string, noSend bool) (*Decision, error
 	if rec != nil && rec.Accion != 0 {
 		bd.spent = true
 	}
+	bd.tally.add(rec)
 	bd.pending++
 	if bd.pending >= batchChunk {
 		if err := bd.Flush(); err != nil {
@@ -468,6 +470,10 @@ func (bd *BatchDecider) Flush() error {
 	if err != nil && bd.spent {
 		bd.e.dropBudgetCache(bd.ts, bd.campaign.ID)
 	}
+	if err == nil {
+		bd.e.counters.addTally(bd.t.ID, &bd.tally)
+	}
+	bd.tally = decisionTally{}
 	bd.spent = false
 	return err
 }
@@ -550,6 +556,7 @@ func (e *Engine) voidChunk(ts *tenantState, tenant string, nonces []string) erro
 	b := e.db.NewBatch()
 	defer b.Close()
 	released := ""
+	var voided []time.Time
 	for _, nonce := range nonces {
 		r, err := e.loadDecision(tenant, nonce)
 		if err != nil {
@@ -559,6 +566,7 @@ func (e *Engine) voidChunk(ts *tenantState, tenant string, nonces []string) erro
 			continue // confirmed meanwhile
 		}
 		r.Estado, r.MotivoRechazo = EstadoRechazada, "lote fallido: la decisión no se entregó"
+		voided = append(voided, r.At)
 		at := now
 		r.ConfirmadaEn = &at
 		putDecision(b, tenant, r)
@@ -583,5 +591,6 @@ func (e *Engine) voidChunk(ts *tenantState, tenant string, nonces []string) erro
 		}
 		return err
 	}
+	e.counters.voided(tenant, voided)
 	return nil
 }

@@ -83,6 +83,7 @@ func (e *Engine) Confirm(tenant, id string, c Confirmation) (string, error) {
 		}
 		return "", err
 	}
+	e.counters.confirmed(tenant, r)
 	return r.Estado, nil
 }
 
@@ -147,5 +148,9 @@ func (e *Engine) Fallback(tenant string, in FallbackInput) error {
 	b := e.db.NewBatch()
 	defer b.Close()
 	putDecision(b, tenant, r)
-	return b.Commit()
+	if err := b.Commit(); err != nil {
+		return err
+	}
+	e.counters.Add(tenant, now, CountFallbacks, 1)
+	return nil
 }

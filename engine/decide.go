@@ -241,6 +241,7 @@ func (e *Engine) Decide(tenant string, req Request) (*Decision, error) {
 		}
 		return nil, err
 	}
+	e.counters.decided(tenant, rec)
 	return d, nil
 }
 

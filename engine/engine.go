@@ -54,6 +54,9 @@ type Engine struct {
 	inflight   map[string]struct{}
 
 	seed maphash.Seed
+
+	onLearn func(tenant string, st LearnStats) // see ObserveLearn
+	counters *Counters // operating counters for the console (counters.go)
 }
 
 // tenantState is the in-memory state of one tenant: the published catalog
@@ -104,6 +107,7 @@ func New(cfg Config) *Engine {
 		tenants:   map[string]*tenantState{},
 		inflight:  map[string]struct{}{},
 		seed:      maphash.MakeSeed(),
+		counters:  NewCounters(cfg.DB),
 	}
 }
 

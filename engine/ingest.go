@@ -177,6 +177,7 @@ func (e *Engine) Ingest(tenant string, events []IngestEvent) (IngestResult, erro
 		if err := b.Commit(); err != nil {
 			return res, err
 		}
+		e.counters.ingested(e, tenant, res.Aceptados)
 	}
 	return res, nil
 }

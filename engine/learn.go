@@ -144,6 +144,10 @@ func (e *Engine) Learn(tenant string) (LearnStats, error) {
 	if err := b.Commit(); err != nil {
 		return st, err
 	}
+	if e.onLearn != nil {
+		e.onLearn(tenant, st)
+	}
+	e.counters.learned(tenant, now, st.Folded)
 	if st.Folded > 0 {
 		ts.model.Store(next)
 		e.log.Info().Str("tenant", tenant).Int("folded", st.Folded).Str("politica_version", next.version).Msg("model updated")

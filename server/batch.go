@@ -5,6 +5,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"net/url"
 	"strconv"
 	"time"
 
@@ -96,6 +97,7 @@ func (s *Server) handleBatchCreate(c *call) error {
 	case err != nil:
 		return err
 	}
+	c.w.Header().Set("Location", "/v1/lotes-decision/"+url.PathEscape(j.ID))
 	writeJSON(c.w, http.StatusAccepted, map[string]any{"job_id": j.ID, "estado": j.Estado, "creado_en": j.CreadoEn})
 	return nil
 }

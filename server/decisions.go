@@ -3,6 +3,7 @@ package server
 import (
 	"errors"
 	"net/http"
+	"strconv"
 
 	"github.com/coupond/coupond/engine"
 	"github.com/coupond/coupond/server/schema"
@@ -73,6 +74,7 @@ func (s *Server) handleDecide(c *call) error {
 	if err := s.quotas.add(s.DB, c.tenant.ID, quotaDecisions, c.now(), 1); err != nil {
 		return err
 	}
+	s.metrics.decision(c.tenant.ID, "online", d)
 	writeJSON(c.w, http.StatusOK, d)
 	return nil
 }
@@ -152,6 +154,7 @@ func (s *Server) handleFallback(c *call) error {
 	if err != nil {
 		return err
 	}
+	s.metrics.with(s.metrics.decisions, c.tenant.ID, "respaldo", strconv.Itoa(in.Accion), outcomeFallback).Inc()
 	writeJSON(c.w, http.StatusOK, struct{}{})
 	return nil
 }

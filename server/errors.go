@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -53,14 +54,24 @@ type apiError struct {
 	detalle    map[string]any
 	retryAfter int // seconds; set for 429 and 503
 	basic      bool
+	oauth      oauthError // POST /v1/token only: RFC 6749 5.2 error beside the contract's fields
 }
+
+// oauthError is an RFC 6749 section 5.2 error code and its description
+// (ASCII, as the RFC requires). The token endpoint adds both to its error
+// bodies as "error" and "error_description", so that stock OAuth clients
+// report the cause.
+type oauthError struct{ code, description string }
 
 func (e *apiError) Error() string { return errorTable[e.kind].codigo }
 
 func errKind(k kind) *apiError { return &apiError{kind: k} }
 
 // validationError is answered with 422 HTTPValidationError.
-type validationError struct{ detail []schema.Violation }
+type validationError struct {
+	detail []schema.Violation
+	oauth  oauthError // as apiError.oauth
+}
 
 func (e *validationError) Error() string { return "validation failed" }
 
@@ -99,13 +110,15 @@ type errorV1 struct {
 func (s *Server) writeError(w http.ResponseWriter, c *call, err error) {
 	var ve *validationError
 	if errors.As(err, &ve) {
+		s.countError(c, "422")
 		detail := ve.detail
 		if detail == nil {
 			detail = []schema.Violation{}
 		}
 		writeJSON(w, http.StatusUnprocessableEntity, struct {
 			Detail []schema.Violation `json:"detail"`
-		}{detail})
+			oauthFields
+		}{detail, ve.oauth.fields()})
 		return
 	}
 	var ae *apiError
@@ -114,6 +127,7 @@ func (s *Server) writeError(w http.ResponseWriter, c *call, err error) {
 		ae = errKind(kindInternal)
 	}
 	row := errorTable[ae.kind]
+	s.countError(c, row.codigo)
 	body := errorV1{Codigo: row.codigo, Mensaje: row.msg, Detalle: ae.detalle, TraceID: c.trace}
 	if ae.msg != "" {
 		body.Mensaje = ae.msg
@@ -133,21 +147,43 @@ func (s *Server) writeError(w http.ResponseWriter, c *call, err error) {
 	case kindRateLimited, kindPaused:
 		h.Set("Retry-After", strconv.Itoa(max(ae.retryAfter, 1)))
 	}
+	if ae.oauth.code != "" {
+		writeJSON(w, row.status, struct {
+			errorV1
+			oauthFields
+		}{body, ae.oauth.fields()})
+		return
+	}
 	writeJSON(w, row.status, body)
 }
 
-// writeJSON encodes v as the response body with the given status.
+// oauthFields are the RFC 6749 members of a token endpoint error body;
+// both are omitted when empty.
+type oauthFields struct {
+	Error            string `json:"error,omitempty"`
+	ErrorDescription string `json:"error_description,omitempty"`
+}
+
+func (o oauthError) fields() oauthFields { return oauthFields{o.code, o.description} }
+
+// writeJSON encodes v as the response body with the given status. It is
+// the one JSON writer of the API: strings are not HTML-escaped (a
+// resultado_url keeps its "&" instead of "\u0026", so it survives a human
+// copy and paste), and the body ends with a newline.
 func writeJSON(w http.ResponseWriter, status int, v any) {
-	data, err := json.Marshal(v)
-	if err != nil {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
 		status = http.StatusInternalServerError
-		data = []byte(`{"codigo":"error_interno","mensaje":"error interno","campo":null,"detalle":null,"trace_id":null}`)
+		buf.Reset()
+		buf.WriteString(`{"codigo":"error_interno","mensaje":"error interno","campo":null,"detalle":null,"trace_id":null}` + "\n")
 	}
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
-	h.Set("Content-Length", strconv.Itoa(len(data)+1))
+	h.Set("Content-Length", strconv.Itoa(buf.Len()))
 	w.WriteHeader(status)
-	w.Write(append(data, '\n'))
+	w.Write(buf.Bytes())
 }
 
 // truncateRunes cuts s to at most n characters without splitting one.

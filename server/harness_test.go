@@ -57,6 +57,12 @@ var testStart = time.Date(2026, 11, 2, 12, 0, 0, 0, time.UTC)
 
 func newHarness(t *testing.T) *harness {
 	t.Helper()
+	return newHarnessWith(t, nil)
+}
+
+// newHarnessWith is newHarness with the server's Deps changed by fn.
+func newHarnessWith(t *testing.T, fn func(*Deps)) *harness {
+	t.Helper()
 	db, err := store.Open("db", vfs.NewMem())
 	if err != nil {
 		t.Fatal(err)
@@ -72,8 +78,12 @@ func newHarness(t *testing.T) *harness {
 	h.hooks = batch.NewWebhooks(db, batch.NewDeliverer(batch.DelivererConfig{AllowPrivate: true}), log, h.clock.Now, 7)
 	h.batch = batch.NewRunner(batch.RunnerConfig{DB: db, Engine: h.engine, Log: log, Dir: filepath.Join(t.TempDir(), "results"),
 		Now: h.clock.Now, Signer: signer, Webhooks: h.hooks})
-	h.srv = New(Deps{Log: log, DB: db, Secrets: h.secrets, Now: h.clock.Now, Ready: func() bool { return true },
-		Engine: h.engine, Batch: h.batch, Webhooks: h.hooks, WebhookAllowPrivate: true})
+	deps := Deps{Log: log, DB: db, Secrets: h.secrets, Now: h.clock.Now, Ready: func() bool { return true },
+		Engine: h.engine, Batch: h.batch, Webhooks: h.hooks, WebhookAllowPrivate: true}
+	if fn != nil {
+		fn(&deps)
+	}
+	h.srv = New(deps)
 	h.http.Config.Handler = h.srv
 	h.http.Start()
 	t.Cleanup(func() {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
@@ -22,6 +23,8 @@ type metrics struct {
 	// label values allocates, a map lookup does not.
 	mu     sync.RWMutex
 	series map[seriesKey]seriesPair
+
+	*business // what the service does for the retailer (business.go)
 }
 
 type seriesKey struct {
@@ -34,7 +37,7 @@ type seriesPair struct {
 	latency prometheus.Observer
 }
 
-func newMetrics(pdb func() *pebble.DB) *metrics {
+func newMetrics(pdb func() *pebble.DB, tenantLabel bool) *metrics {
 	m := &metrics{
 		series: map[seriesKey]seriesPair{},
 		reg:    prometheus.NewRegistry(),
@@ -49,8 +52,9 @@ func newMetrics(pdb func() *pebble.DB) *metrics {
 		}, []string{"route", "status"}),
 	}
 	m.reg.MustRegister(m.requests, m.latency,
-		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}),
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		pebbleCollector{pdb})
+	m.business = newBusiness(m.reg, tenantLabel)
 	return m
 }
 

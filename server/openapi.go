@@ -92,6 +92,7 @@ type opDoc struct {
 	rateClass                 limitClass
 	rateKey                   string // what the rate limit is counted per
 	security                  []any  // public routes: the requirement, default []
+	oauthErrors               bool   // error bodies add RFC 6749 error and error_description (token endpoint)
 }
 
 // kindDocs says when each error kind is answered (errorTable gives status,
@@ -193,6 +194,7 @@ func buildOpenAPI(routes []route) (obj, error) {
 		g.typeSchema(t)
 	}
 	g.handSchemas()
+	g.oauthSchemas()
 
 	docs := opDocs()
 	paths := obj{}
@@ -246,7 +248,7 @@ func buildOpenAPI(routes []route) (obj, error) {
 		},
 		"components": obj{
 			"schemas":         g.schemas,
-			"responses":       errorResponses(),
+			"responses":       usedResponses(paths),
 			"headers":         openAPIHeaders(),
 			"securitySchemes": securitySchemes(),
 		},
@@ -288,9 +290,7 @@ func (g *docGen) operation(rt route, d opDoc) (obj, error) {
 	if len(d.pathParams) != len(pathParams(rt.path)) {
 		return nil, fmt.Errorf("openapi: route %s documents path parameters it does not have", rt.name)
 	}
-	for _, p := range d.params {
-		params = append(params, p)
-	}
+	params = append(params, d.params...)
 	if params != nil {
 		op["parameters"] = params
 	}
@@ -313,7 +313,10 @@ func (g *docGen) operation(rt route, d opDoc) (obj, error) {
 		if rt.scope != 0 {
 			scopes = append(scopes, rt.scope.String())
 		}
-		op["security"] = []any{obj{"bearer": scopes}, obj{"oauth2": scopes}}
+		// One scheme, oauth2: OpenAPI defines scopes for OAuth schemes
+		// (Spectral flags them on an http bearer scheme), and a bearer
+		// scheme beside it would describe the same header twice.
+		op["security"] = []any{obj{"oauth2": scopes}}
 		op["x-scopes"] = scopes
 	}
 
@@ -393,8 +396,102 @@ func (g *docGen) operation(rt route, d opDoc) (obj, error) {
 	if validates {
 		responses["422"] = responseRef("validacion_422")
 	}
+	if d.oauthErrors {
+		for code, r := range responses {
+			if oe, ok := oauthErrorsByStatus[code]; ok {
+				responses[code] = oauthResponse(asObjDoc(r), oe)
+			}
+		}
+	}
 	op["responses"] = responses
 	return op, nil
+}
+
+// oauthErrorsByStatus are the RFC 6749 error codes the token endpoint adds
+// per status (withOAuthError in token.go).
+var oauthErrorsByStatus = map[string][]oauthError{
+	"401": {oauthInvalidClient},
+	"403": {oauthInvalidScope},
+	"413": {oauthInvalidRequest},
+	"415": {oauthInvalidRequest},
+	"422": {oauthInvalidRequest, oauthUnsupportedType},
+}
+
+func asObjDoc(v any) obj { m, _ := v.(obj); return m }
+
+// oauthResponse is r (a response or a reference to one of errorResponses)
+// with the token endpoint's body: ErrorToken or HTTPValidationErrorToken,
+// examples with the OAuth fields.
+func oauthResponse(r obj, codes []oauthError) obj {
+	if ref, ok := r["$ref"].(string); ok {
+		r = asObjDoc(errorResponses()[strings.TrimPrefix(ref, "#/components/responses/")])
+	}
+	r = deepCopy(r)
+	mt := asObjDoc(asObjDoc(r["content"])["application/json"])
+	switch asObjDoc(mt["schema"])["$ref"] {
+	case "#/components/schemas/ErrorV1":
+		mt["schema"] = schemaRef("ErrorToken")
+	case "#/components/schemas/HTTPValidationError":
+		mt["schema"] = schemaRef("HTTPValidationErrorToken")
+	}
+	add := func(ex any) {
+		if m := asObjDoc(ex); m != nil {
+			m["error"], m["error_description"] = codes[0].code, codes[0].description
+		}
+	}
+	add(mt["example"])
+	for _, ex := range asObjDoc(mt["examples"]) {
+		add(asObjDoc(ex)["value"])
+	}
+	var names []string
+	for _, c := range codes {
+		names = append(names, "`"+c.code+"`")
+	}
+	r["description"] = fmt.Sprint(r["description"], "\n\nOAuth 2.0 (RFC 6749 5.2): the body adds `error` (", strings.Join(names, " or "), ") and `error_description`.")
+	return r
+}
+
+// deepCopy copies a document subtree of obj, []any and scalars.
+func deepCopy(m obj) obj {
+	out := obj{}
+	for k, v := range m {
+		out[k] = deepCopyValue(v)
+	}
+	return out
+}
+
+func deepCopyValue(v any) any {
+	switch v := v.(type) {
+	case obj:
+		return deepCopy(v)
+	case []any:
+		out := make([]any, len(v))
+		for i, x := range v {
+			out[i] = deepCopyValue(x)
+		}
+		return out
+	}
+	return v
+}
+
+// oauthSchemas adds ErrorToken and HTTPValidationErrorToken: ErrorV1 and
+// HTTPValidationError with the RFC 6749 members the token endpoint adds.
+func (g *docGen) oauthSchemas() {
+	add := func(name, base string, codes ...oauthError) {
+		m := deepCopy(g.schemas[base].(obj))
+		var enum []any
+		for _, c := range codes {
+			enum = append(enum, c.code)
+		}
+		props := m["properties"].(obj)
+		props["error"] = obj{"type": "string", "enum": enum, "description": "OAuth 2.0 error code (RFC 6749 5.2), for stock OAuth clients."}
+		props["error_description"] = obj{"type": "string", "description": "Human-readable ASCII text of the error."}
+		m["required"] = append(m["required"].([]any), "error", "error_description")
+		m["description"] = fmt.Sprint("`", base, "` of the token endpoint, with the OAuth 2.0 members `error` and `error_description`.")
+		g.schemas[name] = m
+	}
+	add("ErrorToken", "ErrorV1", oauthInvalidClient, oauthInvalidScope, oauthInvalidRequest)
+	add("HTTPValidationErrorToken", "HTTPValidationError", oauthInvalidRequest, oauthUnsupportedType)
 }
 
 // errorResponse is the response of one status that can carry any of ks.
@@ -469,26 +566,57 @@ func openAPIHeaders() obj {
 	}
 }
 
+// usedResponses is errorResponses without those no operation refers to
+// (an error kind that is only ever answered beside another of its status).
+func usedResponses(paths obj) obj {
+	used := map[string]bool{}
+	var walk func(v any)
+	walk = func(v any) {
+		switch v := v.(type) {
+		case obj:
+			if r, ok := v["$ref"].(string); ok {
+				used[strings.TrimPrefix(r, "#/components/responses/")] = true
+			}
+			for _, x := range v {
+				walk(x)
+			}
+		case []any:
+			for _, x := range v {
+				walk(x)
+			}
+		}
+	}
+	walk(paths)
+	out := obj{}
+	for name, r := range errorResponses() {
+		if used[name] {
+			out[name] = r
+		}
+	}
+	return out
+}
+
 func securitySchemes() obj {
 	scopes := obj{}
 	for _, s := range scopeNames {
 		scopes[s.name] = scopeDocs[s.name]
 	}
 	return obj{
-		"bearer": obj{
-			"type":         "http",
-			"scheme":       "bearer",
-			"bearerFormat": "opaque",
-			"description": fmt.Sprintf("`Authorization: Bearer <access_token>`, a token from `POST /v1/token` that lives %s. "+
-				"The requirement's list names the scope the route needs.", humanDuration(tokenTTL)),
-		},
 		"oauth2": obj{
-			"type":        "oauth2",
-			"description": "The same bearer token, described as the OAuth 2.0 client-credentials flow for stock OAuth clients.",
+			"type": "oauth2",
+			"description": fmt.Sprintf("`Authorization: Bearer <access_token>`, a token from `POST /v1/token` (OAuth 2.0 client credentials) that lives %s. "+
+				"The requirement's list names the scope the route needs.", humanDuration(tokenTTL)),
 			"flows": obj{"clientCredentials": obj{
 				"tokenUrl": "/v1/token",
 				"scopes":   scopes,
 			}},
+		},
+		"webhookSignature": obj{
+			"type": "apiKey",
+			"in":   "header",
+			"name": "webhook-signature",
+			"description": "Webhook deliveries only (coupond is the client): the receiver authenticates each delivery by its Standard Webhooks signature, " +
+				"HMAC-SHA256 with the registration's `secreto` over `<webhook-id>.<webhook-timestamp>.<raw body>` (see `x-webhook-signature`).",
 		},
 		"clientBasic": obj{
 			"type":        "http",
@@ -842,19 +970,7 @@ func (g *docGen) handSchemas() {
 		"properties": obj{"estado": obj{"type": "string", "enum": []any{"ok", "listo", "iniciando"}}},
 		"required":   []any{"estado"},
 	}
-	g.schemas["LoteCompletado"] = obj{
-		"type":        "object",
-		"description": "Payload of the `lote.completado` notification.",
-		"properties": obj{
-			"tipo":          obj{"type": "string", "const": batch.EventLoteCompletado},
-			"job_id":        obj{"type": "string"},
-			"campana_id":    obj{"type": "string"},
-			"estado":        obj{"type": "string", "const": batch.Completado},
-			"lineas":        obj{"type": "integer", "description": "Lines of the result file."},
-			"completado_en": obj{"type": "string", "format": "date-time"},
-		},
-		"required": []any{"tipo", "job_id", "campana_id", "estado", "lineas", "completado_en"},
-	}
+
 	g.schemas["ValidationError"] = obj{
 		"type": "object",
 		"properties": obj{
@@ -948,14 +1064,14 @@ const ejemploCliente = "c9f86d081884c7d6"
 func opDocs() map[string]opDoc {
 	jobID := pathID("Job id from POST /v1/lotes-decision (`lote_` + 16 characters). Unknown or another tenant's: 404.")
 	return map[string]opDoc{
-		"healthz": {tag: "operacion", summary: "Process is up", okDesc: "Up.", okSchema: schemaRef("Estado")},
+		"healthz": {tag: "operacion", summary: "Process is up", description: "Liveness: 200 as long as the process answers HTTP, even while starting (see /readyz).", okDesc: "Up.", okSchema: schemaRef("Estado")},
 		"readyz": {tag: "operacion", summary: "Ready to serve", description: "503 until the store is open and recovery is done.",
 			okDesc: "Ready (`listo`).", okSchema: schemaRef("Estado"),
 			otherResponses: obj{"503": obj{"description": "Starting (`iniciando`). This body is not ErrorV1.", "headers": obj{"X-Trace-Id": headerRef("X-Trace-Id")}, "content": jsonContent(schemaRef("Estado"))}}},
 		"metrics": {tag: "operacion", summary: "Prometheus metrics",
 			description: "Prometheus text format: requests and latency histograms by route and status, Go runtime, Pebble disk use, read amplification, compaction debt, memtable and WAL sizes.",
 			okDesc:      "Metrics.", okContent: obj{"text/plain": obj{"schema": obj{"type": "string"}}}},
-		"openapi": {tag: "operacion", summary: "This document", okDesc: "The OpenAPI 3.1 document.",
+		"openapi": {tag: "operacion", summary: "This document", description: "The OpenAPI 3.1 document of this API, the same bytes as `server/openapi.json` of the release; generate clients from it.", okDesc: "The OpenAPI 3.1 document.",
 			okContent: obj{"application/json": obj{"schema": obj{"type": "object"}}}},
 		"token": {tag: "autenticacion", summary: "Get an access token",
 			description: fmt.Sprintf("OAuth 2.0 client credentials, as JSON or as the standard form (client in HTTP Basic or in form fields). The token lives %s; `scope` is the credential's scopes joined by spaces. "+
@@ -964,16 +1080,16 @@ func opDocs() map[string]opDoc {
 				"application/json": obj{"schema": schemaRef("PeticionToken"),
 					"example": obj{"client_id": "ci_acme_crm", "client_secret": "cs_…", "grant_type": "client_credentials"}},
 				"application/x-www-form-urlencoded": obj{"schema": schemaRef("PeticionTokenForm"),
-					"example": "grant_type=client_credentials&scope=eventos%3Apublicar+decisiones%3Apedir"},
+					"example": obj{"grant_type": "client_credentials", "scope": "eventos:publicar decisiones:pedir"}},
 			}},
 			security:  []any{obj{}, obj{"clientBasic": []any{}}},
 			okDesc:    "The token.",
 			okSchema:  schemaRef("RespuestaToken"),
 			okHeaders: obj{"Cache-Control": obj{"schema": obj{"type": "string", "const": "no-store"}}},
 			errors:    []kind{kindUnauthenticated, kindForbidden, kindRateLimited, kindTooLarge, kindNotJSON},
-			validates: true, rateClass: classToken, rateKey: "client_id"},
+			validates: true, rateClass: classToken, rateKey: "client_id", oauthErrors: true},
 
-		"catalogo_put": {tag: "catalogo", summary: "Replace the action catalog",
+		"catalogo_put": {tag: "catalogo", summary: "Replace the action catalog", description: "Replaces the whole catalog and increments its `version`. Decisions made afterwards choose among its active actions; the learned model of an action survives while its `id` stays.",
 			body: jsonBody("Catalogo", obj{"acciones": []any{
 				obj{"id": 1, "nombre": "10% abarrotes", "tipo_cupon": "PCT10_ABARROTES", "costo_envio_mxn": 0.5, "descuento_max_mxn": 50, "descuento_pct": 10, "canales": []any{"push", "email"}, "activa": true},
 				obj{"id": 2, "nombre": "$30 en tu próxima compra", "tipo_cupon": "MXN30", "costo_envio_mxn": 0.5, "descuento_max_mxn": 30, "activa": true},
@@ -981,11 +1097,11 @@ func opDocs() map[string]opDoc {
 			okDesc: "The stored catalog with its new version.", okSchema: schemaRef("CatalogoRespuesta")},
 		"catalogo_get": {tag: "catalogo", summary: "Read the action catalog", description: "Before any PUT: `{\"acciones\":[],\"version\":0}`.",
 			okDesc: "The catalog.", okSchema: schemaRef("CatalogoRespuesta")},
-		"campana_put": {tag: "campanas", summary: "Define a campaign",
+		"campana_put": {tag: "campanas", summary: "Define a campaign", description: "Creates or replaces the campaign. Its budget applies to decisions and batch jobs that name it; sends already counted stay counted.",
 			pathParams: map[string]obj{"campana_id": pathID("Campaign id (ID pattern).")},
 			body:       jsonBody("Campana", obj{"canal": "push", "descripcion": "Navidad 2026", "max_descuento_mxn": 150000, "max_envios": 20000}),
 			okDesc:     "The stored campaign.", okSchema: schemaRef("CampanaRespuesta")},
-		"campana_get": {tag: "campanas", summary: "Read a campaign",
+		"campana_get": {tag: "campanas", summary: "Read a campaign", description: "The campaign as defined, with its creation and update times.",
 			pathParams: map[string]obj{"campana_id": pathID("Campaign id (ID pattern; otherwise 422 at `path.campana_id`).")},
 			okDesc:     "The campaign.", okSchema: schemaRef("CampanaRespuesta"),
 			errors: []kind{kindNotFound}, validates: true},
@@ -1028,8 +1144,9 @@ func opDocs() map[string]opDoc {
 				"segmento": obj{"summary": "A segment", "value": obj{"campana_id": "navidad-2026", "segmento": obj{"y": []any{obj{"<=": obj{"recencia_dias": 30}}, obj{">=": obj{"gasto_90d_mxn": 500}}}}}},
 				"clientes": obj{"summary": "A list of customers", "value": obj{"campana_id": "navidad-2026", "clientes": []any{ejemploCliente, "a41b0e77c2d94f10"}}},
 			}}}},
-			status: http.StatusAccepted, okDesc: "Queued.", okSchema: schemaRef("RespuestaLoteDecisionV1")},
-		"lotes_estado": {tag: "lotes", summary: "Read a batch job",
+			status: http.StatusAccepted, okDesc: "Queued.", okSchema: schemaRef("RespuestaLoteDecisionV1"),
+			okHeaders: obj{"Location": obj{"required": true, "description": "The job's status: `/v1/lotes-decision/{job_id}`.", "schema": obj{"type": "string", "format": "uri-reference"}}}},
+		"lotes_estado": {tag: "lotes", summary: "Read a batch job", description: "Progress (`procesados` of `total`) and state; once `completado`, `resultado_url` is a signed download URL. The `Location` of the 202 that created the job.",
 			pathParams: map[string]obj{"job_id": jobID},
 			okDesc:     "The job.", okSchema: schemaRef("EstadoLote"), errors: []kind{kindNotFound}},
 		"lotes_resultado": {tag: "lotes", summary: "Download a batch result with the token",
@@ -1053,7 +1170,8 @@ func opDocs() map[string]opDoc {
 			description: "Schedules the deletion and answers 202 with the deletion record; a job then removes everything in the data dir that names the customer (events, features, decisions, confirmations, attribution links, idempotency records, stored batch requests and result files; access-log entries are rewritten to a keyed hash) and moves the record to `completado`. " +
 				"Backups carry a deletion ledger re-applied on restore. Afterwards the export shows nothing but the deletion record. No body.",
 			pathParams: map[string]obj{"cliente_ref": {"schema": schema.JSONSchema(schema.ClienteRef()), "description": "The customer (422 at `path.cliente_ref` if it breaks the cliente_ref rules)."}},
-			status:     http.StatusAccepted, okDesc: "Scheduled.", okSchema: schemaRef("RegistroBorrado"), validates: true},
+			status:     http.StatusAccepted, okDesc: "Scheduled.", okSchema: schemaRef("RegistroBorrado"), validates: true,
+			okHeaders: obj{"Location": obj{"required": true, "description": "Where to follow the deletion: the customer's export `/v1/clientes/{cliente_ref}/exportacion`, whose `borrado` goes from `programado` to `completado`.", "schema": obj{"type": "string", "format": "uri-reference"}}}},
 		"clientes_exportar": {tag: "clientes", summary: "Export a customer (right of access)",
 			description: "Everything the engine holds about the customer: events as received, derived features, decisions, confirmations, coupon links and the pending or completed deletion. Every call is written to the access log (`coupond admin access-log`). An unknown customer gets 200 with empty collections.",
 			pathParams:  map[string]obj{"cliente_ref": {"schema": schema.JSONSchema(schema.ClienteRef()), "description": "The customer (422 at `path.cliente_ref` if it breaks the cliente_ref rules)."}},
@@ -1084,8 +1202,30 @@ func webhookOperation() obj {
 			hdr("webhook-timestamp", "Unix seconds of this attempt.", obj{"type": "string", "pattern": "^[0-9]+$"}),
 			hdr("webhook-signature", "`v1,` + standard base64 of HMAC-SHA256(key, `<webhook-id>.<webhook-timestamp>.<body>`).", obj{"type": "string", "pattern": "^v1,[A-Za-z0-9+/]+={0,2}$"}),
 		},
-		"requestBody": obj{"required": true, "content": jsonContent(schemaRef("LoteCompletado"))},
+		// The payload schema is inline: a component referred to from
+		// webhooks only is pruned by oapi-codegen, whose output then
+		// names a type it did not generate.
+		"requestBody": obj{"required": true, "content": jsonContent(loteCompletadoSchema())},
 		"responses":   obj{"2XX": obj{"description": "Delivered."}},
+		"security":    []any{obj{"webhookSignature": []any{}}},
+	}
+}
+
+// loteCompletadoSchema is the payload of the lote.completado webhook.
+func loteCompletadoSchema() obj {
+	return obj{
+		"title":       "LoteCompletado",
+		"type":        "object",
+		"description": "Payload of the `lote.completado` notification.",
+		"properties": obj{
+			"tipo":          obj{"type": "string", "const": batch.EventLoteCompletado},
+			"job_id":        obj{"type": "string"},
+			"campana_id":    obj{"type": "string"},
+			"estado":        obj{"type": "string", "const": batch.Completado},
+			"lineas":        obj{"type": "integer", "description": "Lines of the result file."},
+			"completado_en": obj{"type": "string", "format": "date-time"},
+		},
+		"required": []any{"tipo", "job_id", "campana_id", "estado", "lineas", "completado_en"},
 	}
 }
 
@@ -1216,7 +1356,7 @@ Flow: publish events (POST /v1/eventos); request decisions online (POST /v1/deci
 `)
 	fmt.Fprintf(&b, "- Result files are kept %s after completion (x-result-retention); then GET …/resultado and the signed URL answer 404 and the status has no resultado_url. The signed URL (x-signed-result-url) lives %s.\n", humanDuration(batch.ResultRetention), humanDuration(batch.ResultURLTTL))
 	b.WriteString(`- Customer data rights: GET /v1/clientes/{cliente_ref}/exportacion returns everything held (each call is written to the access log; an unknown customer gets empty collections); DELETE /v1/clientes/{cliente_ref} answers 202 with the deletion record (programado, then completado) and reaches everything in the data dir that names the customer.
-- Webhooks follow Standard Webhooks (x-webhook-signature); the payload of lote.completado is LoteCompletado.
+- Webhooks follow Standard Webhooks (x-webhook-signature); the payload of lote.completado is the request body of webhooks.lote.completado.
 - Idempotency-Key on POST /v1/decisiones (x-idempotency).
 - Daily quotas are counted in memory and written every 5 seconds: a crash can forget up to 5 seconds of use.
 `)

@@ -151,8 +151,8 @@ func routeMismatches(doc obj, routes []route) []string {
 				errf("%s is public but its security %v requires something", rt.name, sec)
 			}
 			for _, r := range sec {
-				if _, ok := asObj(r)["bearer"]; ok {
-					errf("%s is public but its security names bearer", rt.name)
+				if _, ok := asObj(r)["oauth2"]; ok {
+					errf("%s is public but its security names oauth2", rt.name)
 				}
 			}
 			continue

@@ -37,6 +37,9 @@ type Deps struct {
 	Webhooks *batch.Webhooks
 	// WebhookAllowPrivate accepts webhook destinations in private ranges.
 	WebhookAllowPrivate bool
+	// MetricsTenantLabel adds a tenant label to the business series of
+	// /metrics (one series per tenant: for installs with few tenants).
+	MetricsTenantLabel bool
 }
 
 // Server is the HTTP handler of the API.
@@ -60,8 +63,12 @@ func New(d Deps) *Server {
 		limits: newLimiter(),
 		quotas: newQuotas(),
 	}
-	s.metrics = newMetrics(d.DB.Pebble)
+	s.metrics = newMetrics(d.DB.Pebble, d.MetricsTenantLabel)
 	s.abuse = newAbuseGuard(DefaultAbuseConfig(), d.DB, d.Log)
+	s.abuse.onStep = func(tenant, step string) { s.metrics.with(s.metrics.escalations, tenant, step).Inc() }
+	if d.Engine != nil {
+		s.watchTenants()
+	}
 	s.router = httprouter.New()
 	s.router.RedirectTrailingSlash = false
 	s.router.RedirectFixedPath = false

@@ -5,6 +5,7 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 
 	"github.com/coupond/coupond/server/schema"
@@ -25,6 +26,48 @@ var dummyCredential = &store.Credential{SecretHash: store.HashSecret("coupond-no
 // OAuth 2.0 form with the client in HTTP Basic or in form fields. Wrong
 // secret, unknown client and revoked credential give the same 401.
 func (s *Server) handleToken(c *call) error {
+	return withOAuthError(s.issueToken(c))
+}
+
+// OAuth 2.0 error codes of the token endpoint (RFC 6749 section 5.2).
+var (
+	oauthInvalidClient   = oauthError{"invalid_client", "client authentication failed"}
+	oauthInvalidScope    = oauthError{"invalid_scope", "the credential lacks a requested scope"}
+	oauthInvalidRequest  = oauthError{"invalid_request", "the request is malformed; see detail"}
+	oauthUnsupportedType = oauthError{"unsupported_grant_type", "grant_type must be client_credentials"}
+)
+
+// withOAuthError adds the RFC 6749 error code to the token endpoint's
+// errors: 401 invalid_client, 403 invalid_scope, 413/415 invalid_request,
+// 422 unsupported_grant_type when grant_type is the only fault and
+// invalid_request otherwise. 429 and 500 have no OAuth code and keep the
+// contract's body alone.
+func withOAuthError(err error) error {
+	var ve *validationError
+	var ae *apiError
+	switch {
+	case err == nil:
+	case errors.As(err, &ve):
+		ve.oauth = oauthInvalidRequest
+		if len(ve.detail) > 0 && !slices.ContainsFunc(ve.detail, func(v schema.Violation) bool {
+			return len(v.Loc) != 2 || v.Loc[1] != "grant_type" || v.Type == "missing"
+		}) {
+			ve.oauth = oauthUnsupportedType
+		}
+	case errors.As(err, &ae):
+		switch ae.kind {
+		case kindUnauthenticated:
+			ae.oauth = oauthInvalidClient
+		case kindForbidden:
+			ae.oauth = oauthInvalidScope
+		case kindTooLarge, kindNotJSON:
+			ae.oauth = oauthInvalidRequest
+		}
+	}
+	return err
+}
+
+func (s *Server) issueToken(c *call) error {
 	c.w.Header().Set("Cache-Control", "no-store")
 	c.w.Header().Set("Pragma", "no-cache")
 	req, err := s.readTokenRequest(c)

@@ -11,6 +11,9 @@ package store
 //
 //	0x01 'T' tenant 0x00                      tenant record
 //	0x01 'C' client_id 0x00                   credential record
+//	0x01 'O' kind 0x00 ...                    operator console: sign-in links and
+//	                                          sessions (by SHA-256 of the token),
+//	                                          the operator audit log (ConsoleKey)
 //	0x02 tenant 0x00 <table> ...              tenant data, see the tables below
 //
 // Deleting a tenant or reading all of its data is a bounded range over
@@ -27,6 +30,7 @@ const (
 
 	globalTenant     byte = 'T'
 	globalCredential byte = 'C'
+	globalConsole    byte = 'O'
 )
 
 // Table bytes inside a tenant's key space.
@@ -72,6 +76,14 @@ func CredentialKey(clientID string) []byte {
 
 // CredentialRecordsPrefix bounds the scan over all credential records.
 func CredentialRecordsPrefix() []byte { return []byte{spaceGlobal, globalCredential} }
+
+// ConsoleKey is a key of the operator console's global records: kind
+// ("link", "session", "audit") and components encoded as in Key.
+func ConsoleKey(kind string, parts ...any) []byte {
+	k := Key("", 0, parts...)[3:] // the components, encoded as Key encodes them
+	b := appendStr([]byte{spaceGlobal, globalConsole}, kind)
+	return append(b, k...)
+}
 
 // TenantPrefix is the prefix of every key holding data of tenant.
 func TenantPrefix(tenant string) []byte {
