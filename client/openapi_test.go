@@ -32,6 +32,15 @@ func TestTypesMatchOpenAPI(t *testing.T) {
 		Components struct {
 			Schemas map[string]map[string]any `json:"schemas"`
 		} `json:"components"`
+		Webhooks map[string]struct {
+			Post struct {
+				RequestBody struct {
+					Content map[string]struct {
+						Schema map[string]any `json:"schema"`
+					} `json:"content"`
+				} `json:"requestBody"`
+			} `json:"post"`
+		} `json:"webhooks"`
 	}
 	if err := json.NewDecoder(resp.Body).Decode(&doc); err != nil {
 		t.Fatal(err)
@@ -50,7 +59,7 @@ func TestTypesMatchOpenAPI(t *testing.T) {
 		"VinculoCupon": client.VinculoCupon{}, "BorradoExportado": client.BorradoExportado{},
 		"PeticionLoteDecisionV1": client.PeticionLoteDecision{}, "RespuestaLoteDecisionV1": client.RespuestaLoteDecision{},
 		"EstadoLote": client.EstadoLote{}, "LineaResultado": client.LineaResultado{}, "PeticionWebhook": client.PeticionWebhook{},
-		"RegistroWebhook": client.RegistroWebhook{}, "LoteCompletado": client.LoteCompletado{}, "ErrorV1": client.ErrorV1{},
+		"RegistroWebhook": client.RegistroWebhook{}, "ErrorV1": client.ErrorV1{},
 		"HTTPValidationError": client.HTTPValidationError{}, "ValidationError": client.ValidationItem{},
 	}
 	events := map[string]client.ExtraEvento{
@@ -59,16 +68,18 @@ func TestTypesMatchOpenAPI(t *testing.T) {
 	}
 	// Schemas the client does not model as types, and why.
 	notModelled := map[string]string{
-		"Estado":              "health checks are for operators",
-		"PeticionToken":       "golang.org/x/oauth2 sends the token request",
-		"PeticionTokenForm":   "golang.org/x/oauth2 sends the token request",
-		"RespuestaToken":      "golang.org/x/oauth2 reads the token answer",
-		"ObjetoVacio":         "an empty answer",
-		"Evento":              "the union of the Evento_* schemas, compared one by one with Evento",
-		"PeticionEventos":     "PublishEvents builds the envelope {\"eventos\":[…]} itself",
-		"Segmento":            "Segmento is a free map",
-		"SegmentoComparacion": "part of Segmento",
-		"SegmentoCondicion":   "part of Segmento",
+		"Estado":                   "health checks are for operators",
+		"PeticionToken":            "golang.org/x/oauth2 sends the token request",
+		"PeticionTokenForm":        "golang.org/x/oauth2 sends the token request",
+		"RespuestaToken":           "golang.org/x/oauth2 reads the token answer",
+		"ObjetoVacio":              "an empty answer",
+		"ErrorToken":               "errors of the token endpoint: tokenError reads them into *Error",
+		"HTTPValidationErrorToken": "errors of the token endpoint: tokenError reads them into *Error",
+		"Evento":                   "the union of the Evento_* schemas, compared one by one with Evento",
+		"PeticionEventos":          "PublishEvents builds the envelope {\"eventos\":[…]} itself",
+		"Segmento":                 "Segmento is a free map",
+		"SegmentoComparacion":      "part of Segmento",
+		"SegmentoCondicion":        "part of Segmento",
 	}
 	for name := range doc.Components.Schemas {
 		_, typed := types[name]
@@ -89,6 +100,12 @@ func TestTypesMatchOpenAPI(t *testing.T) {
 			continue
 		}
 		cmpr.value(name, s, reflect.TypeOf(types[name]))
+	}
+	// The lote.completado notification, described under webhooks.
+	if hook, ok := doc.Webhooks["lote.completado"]; !ok {
+		t.Error("no webhook lote.completado in the document")
+	} else {
+		cmpr.value("webhooks.lote.completado", hook.Post.RequestBody.Content["application/json"].Schema, reflect.TypeOf(client.LoteCompletado{}))
 	}
 	// Events: Evento's common fields against every Evento_* schema, its
 	// Extra against the schema of the type's extra.

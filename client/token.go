@@ -101,9 +101,9 @@ func (t *tokenCache) fetch(ctx context.Context) (*bearer, error) {
 // already.
 func (t *tokenCache) invalidate(b *bearer) { t.cur.CompareAndSwap(b, nil) }
 
-// tokenError turns oauth2's error into an *Error: the stock parser looks for
-// RFC 6749's "error" member, which coupond's ErrorV1 body does not have
-// (it has "codigo"), so the body is parsed here.
+// tokenError turns oauth2's error into an *Error: the stock parser keeps
+// only RFC 6749's "error" and "error_description"; coupond's codigo,
+// mensaje, campo and trace_id (and a 422's detail) are parsed here.
 func tokenError(err error) error {
 	var re *oauth2.RetrieveError
 	if errors.As(err, &re) && re.Response != nil {
