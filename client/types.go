@@ -431,14 +431,6 @@ type ValidationItem struct {
 	Input any            `json:"input,omitempty"`
 }
 
-// respuestaToken is the token answer; golang.org/x/oauth2 decodes it.
-type respuestaToken struct {
-	AccessToken string `json:"access_token"`
-	ExpiresIn   int    `json:"expires_in"`
-	Scope       string `json:"scope"`
-	TokenType   string `json:"token_type"`
-}
-
 // objetoVacio is the empty answer of the fallback record and of
 // DELETE /v1/webhooks.
 type objetoVacio struct{}
