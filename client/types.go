@@ -265,6 +265,9 @@ type ExportacionCliente struct {
 	Confirmaciones  []ConfirmacionExportada `json:"confirmaciones"`
 	VinculosCupon   []VinculoCupon          `json:"vinculos_cupon"`
 	Borrado         *BorradoExportado       `json:"borrado"`
+	// EnCuarentena counts records held about the customer that could not
+	// be read back (quarantined, never exported, erased by the deletion).
+	EnCuarentena int `json:"en_cuarentena"`
 }
 
 // EventoExportado is a stored event.
