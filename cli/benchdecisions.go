@@ -5,9 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -25,31 +23,31 @@ func decisionBody(seed uint64, n, customers int) []byte {
 	return []byte(`{"cliente_ref":"` + benchRef(int(x%uint64(customers))) + `","contexto":{"canal":"push"}}`)
 }
 
-// decisionSender returns the send function of the generator for c.
-func decisionSender(c *benchClient, seed uint64, customers int, confirm bool) func(int) (int, error) {
-	return func(n int) (int, error) {
-		tok, err := c.bearer(context.Background())
-		if err != nil {
-			return 0, err
+// decisionSender returns the generator's sender for c: each worker keeps
+// one connection. With confirm, each decision is confirmed on the same
+// connection (the latency covers both calls).
+func decisionSender(c *benchClient, seed uint64, customers int, confirm bool) func() (func(int) (int, error), func()) {
+	return func() (func(int) (int, error), func()) {
+		conn := newRawConn(c.f.url)
+		send := func(n int) (int, error) {
+			tok, err := c.bearer(context.Background())
+			if err != nil {
+				return 0, err
+			}
+			st, body, err := conn.post("/v1/decisiones", tok, decisionBody(seed, n, customers))
+			if err != nil || !confirm || st != 200 {
+				return st, err
+			}
+			var d struct {
+				DecisionID string `json:"decision_id"`
+			}
+			if err := json.Unmarshal(body, &d); err != nil {
+				return 0, err
+			}
+			st, _, err = conn.post("/v1/decisiones/"+d.DecisionID+"/ejecucion", tok, []byte(`{"ejecutada":true}`))
+			return st, err
 		}
-		req, _ := http.NewRequest("POST", c.f.url+"/v1/decisiones", strings.NewReader(string(decisionBody(seed, n, customers))))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Authorization", "Bearer "+tok)
-		resp, err := c.http.Do(req)
-		if err != nil {
-			return 0, err
-		}
-		defer resp.Body.Close()
-		if !confirm || resp.StatusCode != 200 {
-			io.Copy(io.Discard, resp.Body)
-			return resp.StatusCode, nil
-		}
-		var d struct {
-			DecisionID string `json:"decision_id"`
-		}
-		json.NewDecoder(resp.Body).Decode(&d)
-		c.post(context.Background(), "/v1/decisiones/"+d.DecisionID+"/ejecucion", []byte(`{"ejecutada":true}`), nil)
-		return resp.StatusCode, nil
+		return send, conn.close
 	}
 }
 
@@ -109,7 +107,7 @@ job, or the learner over a backlog, during each coupond step.`,
 			fmt.Fprintf(out, "load average before: %s; %d cores; %s per step; %d requests in flight at most; customers %d\n",
 				loadavg(), numCPU(), f.duration, workers, f.customers)
 			for _, tg := range targets { // connections and first-touch costs outside the figures
-				openLoop{rate: list[0], duration: warmup, workers: workers, send: decisionSender(tg.client, f.seed+99, f.customers, false)}.run(ctx, 0)
+				openLoop{rate: list[0], duration: warmup, workers: workers, sender: decisionSender(tg.client, f.seed+99, f.customers, false)}.run(ctx, 0)
 			}
 			results := make([][]stepResult, len(targets))
 			var notes []string
@@ -119,7 +117,7 @@ job, or the learner over a backlog, during each coupond step.`,
 					if ti == 0 && during != "" {
 						bg = startBackground(ctx, t, during, batchSize, f.customers)
 					}
-					g := openLoop{rate: r, duration: f.duration, workers: workers, send: decisionSender(tg.client, f.seed+uint64(si), f.customers, confirm && ti == 0)}
+					g := openLoop{rate: r, duration: f.duration, workers: workers, sender: decisionSender(tg.client, f.seed+uint64(si), f.customers, confirm && ti == 0)}
 					res := g.run(ctx, tg.pid)
 					if bg != nil {
 						notes = append(notes, fmt.Sprintf("%d/s: %s", r, bg.finish()))

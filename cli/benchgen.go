@@ -1,8 +1,12 @@
 package cli
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"fmt"
+	"io"
+	"net"
 	"os"
 	"runtime"
 	"sort"
@@ -21,8 +25,9 @@ type openLoop struct {
 	rate     int
 	duration time.Duration
 	workers  int // requests in flight at most; arrivals beyond wait in a queue and their wait counts
-	// send makes request n; an error or a status other than 200 counts as failed.
-	send func(n int) (status int, err error)
+	// sender returns one worker's send function, which makes request n; an
+	// error or a status other than 200 counts as failed. close ends it.
+	sender func() (send func(n int) (status int, err error), close func())
 }
 
 // stepResult is what one rate step measured.
@@ -76,9 +81,11 @@ func (g openLoop) run(ctx context.Context, pid int) stepResult {
 		wg.Add(1)
 		go func(w int) {
 			defer wg.Done()
+			send, closeSend := g.sender()
+			defer closeSend()
 			mine := make([]time.Duration, 0, int(g.duration.Seconds()+1)*g.rate/g.workers+16)
 			for j := range queue {
-				st, err := g.send(j.n)
+				st, err := send(j.n)
 				mine = append(mine, time.Since(j.at))
 				if err != nil || st != 200 {
 					failed.Add(1)
@@ -218,4 +225,130 @@ func loadavg() string {
 		return "n/a"
 	}
 	return strings.Join(f[:3], " ")
+}
+
+// rawConn is the generator's HTTP/1.1 client: one keep-alive connection
+// that writes a prepared request and reads the status and the body. It
+// costs a fraction of net/http's client, so that the generator, which
+// shares the cores with the server it measures, takes as little of them
+// as it can.
+type rawConn struct {
+	addr string
+	conn net.Conn
+	rd   *bufio.Reader
+	buf  []byte
+}
+
+func newRawConn(base string) *rawConn {
+	return &rawConn{addr: strings.TrimPrefix(base, "http://")}
+}
+
+// post sends one POST with the bearer token and returns the status; body
+// receives the answer's body (valid until the next call).
+func (c *rawConn) post(path, token string, body []byte) (int, []byte, error) {
+	if c.conn == nil {
+		conn, err := net.Dial("tcp", c.addr)
+		if err != nil {
+			return 0, nil, err
+		}
+		c.conn, c.rd = conn, bufio.NewReaderSize(conn, 16<<10)
+	}
+	b := c.buf[:0]
+	b = append(b, "POST "...)
+	b = append(b, path...)
+	b = append(b, " HTTP/1.1\r\nHost: "...)
+	b = append(b, c.addr...)
+	b = append(b, "\r\nAuthorization: Bearer "...)
+	b = append(b, token...)
+	b = append(b, "\r\nContent-Type: application/json\r\nContent-Length: "...)
+	b = strconv.AppendInt(b, int64(len(body)), 10)
+	b = append(b, "\r\n\r\n"...)
+	b = append(b, body...)
+	c.buf = b
+	st, resp, err := c.roundTrip(b)
+	if err != nil {
+		c.conn.Close()
+		c.conn = nil
+	}
+	return st, resp, err
+}
+
+func (c *rawConn) roundTrip(req []byte) (int, []byte, error) {
+	if _, err := c.conn.Write(req); err != nil {
+		return 0, nil, err
+	}
+	line, err := c.rd.ReadSlice('\n')
+	if err != nil {
+		return 0, nil, err
+	}
+	if len(line) < 12 || !bytes.HasPrefix(line, []byte("HTTP/1.1 ")) {
+		return 0, nil, fmt.Errorf("bad status line %q", line)
+	}
+	status, err := strconv.Atoi(string(line[9:12]))
+	if err != nil {
+		return 0, nil, fmt.Errorf("bad status line %q", line)
+	}
+	length, chunked, closing := -1, false, false
+	for {
+		h, err := c.rd.ReadSlice('\n')
+		if err != nil {
+			return 0, nil, err
+		}
+		h = bytes.TrimRight(h, "\r\n")
+		if len(h) == 0 {
+			break
+		}
+		k, v, _ := bytes.Cut(h, []byte(":"))
+		v = bytes.TrimSpace(v)
+		switch {
+		case bytes.EqualFold(k, []byte("Content-Length")):
+			length, _ = strconv.Atoi(string(v))
+		case bytes.EqualFold(k, []byte("Transfer-Encoding")):
+			chunked = bytes.EqualFold(v, []byte("chunked"))
+		case bytes.EqualFold(k, []byte("Connection")):
+			closing = bytes.EqualFold(v, []byte("close"))
+		}
+	}
+	var body []byte
+	switch {
+	case chunked:
+		for {
+			l, err := c.rd.ReadSlice('\n')
+			if err != nil {
+				return 0, nil, err
+			}
+			n, err := strconv.ParseInt(string(bytes.TrimSpace(l)), 16, 32)
+			if err != nil {
+				return 0, nil, fmt.Errorf("bad chunk %q", l)
+			}
+			chunk := make([]byte, n+2)
+			if _, err := io.ReadFull(c.rd, chunk); err != nil {
+				return 0, nil, err
+			}
+			body = append(body, chunk[:n]...)
+			if n == 0 {
+				break
+			}
+		}
+	case length >= 0:
+		body = make([]byte, length)
+		if _, err := io.ReadFull(c.rd, body); err != nil {
+			return 0, nil, err
+		}
+	default:
+		closing = true
+		body, _ = io.ReadAll(c.rd)
+	}
+	if closing {
+		c.conn.Close()
+		c.conn = nil
+	}
+	return status, body, nil
+}
+
+func (c *rawConn) close() {
+	if c.conn != nil {
+		c.conn.Close()
+		c.conn = nil
+	}
 }
