@@ -1,11 +1,14 @@
 package cli
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -53,7 +56,7 @@ func decisionSender(c *benchClient, seed uint64, customers int, confirm bool) fu
 
 func benchDecisionsCmd(f *benchFlags) *cobra.Command {
 	var rate, workers, batchSize int
-	var rates, during string
+	var rates, during, profile string
 	var confirm, baseline bool
 	var warmup time.Duration
 	cmd := &cobra.Command{
@@ -117,10 +120,27 @@ job, or the learner over a backlog, during each coupond step.`,
 					if ti == 0 && during != "" {
 						bg = startBackground(ctx, t, during, batchSize, f.customers)
 					}
+					var prof chan error
+					if ti == 0 && profile != "" && t.dataDir != "" {
+						prof = make(chan error, 1)
+						secs := strconv.Itoa(max(1, int(f.duration.Seconds())-1))
+						go func() {
+							prof <- benchAdmin(ctx, t, "debug", "pprof", "--kind", "cpu", "--seconds", secs, "--out", fmt.Sprintf("%s.%d", profile, r))
+						}()
+					}
 					g := openLoop{rate: r, duration: f.duration, workers: workers, sender: decisionSender(tg.client, f.seed+uint64(si), f.customers, confirm && ti == 0)}
+					fs0, known0 := scrapeFsyncs(tg.client.f.url)
 					res := g.run(ctx, tg.pid)
+					if fs1, known1 := scrapeFsyncs(tg.client.f.url); known0 && known1 {
+						res.fsyncs = int64(fs1 - fs0)
+					}
+					if prof != nil {
+						if err := <-prof; err != nil {
+							notes = append(notes, fmt.Sprintf("%d/s: cpu profile: %v", r, err))
+						}
+					}
 					if bg != nil {
-						notes = append(notes, fmt.Sprintf("%d/s: %s", r, bg.finish()))
+						notes = append(notes, fmt.Sprintf("%d/s during %s: %s", r, during, bg.finish()))
 					}
 					results[ti] = append(results[ti], res)
 					printStep(out, tg.name, &res)
@@ -128,7 +148,7 @@ job, or the learner over a backlog, during each coupond step.`,
 			}
 			fmt.Fprintf(out, "\nload average after: %s\n", loadavg())
 			for _, n := range notes {
-				fmt.Fprintf(out, "during (%s): %s\n", during, n)
+				fmt.Fprintf(out, "note: %s\n", n)
 			}
 			printDecisionTable(out, targets, results)
 			return nil
@@ -142,6 +162,7 @@ job, or the learner over a backlog, during each coupond step.`,
 	fl.BoolVar(&baseline, "baseline", false, "also measure a bare handler (httprouter, HMAC bearer check, JSON decode and encode) in a child process")
 	fl.StringVar(&during, "during", "", "background work during each coupond step: batch (a batch job of --batch-size customers) or learner (fold a backlog)")
 	fl.IntVar(&batchSize, "batch-size", 100_000, "--during batch: customers in the batch job")
+	fl.StringVar(&profile, "cpuprofile", "", "spawned server: take a CPU profile of each coupond step into FILE.RATE (admin debug pprof)")
 	fl.DurationVar(&warmup, "warmup", 2*time.Second, "unrecorded load before the first step, per target")
 	return cmd
 }
@@ -168,10 +189,32 @@ func startBaseline(f *benchFlags, conns int) (decisionTarget, error) {
 	return decisionTarget{name: "baseline", client: newBenchClient(&bf, conns), pid: c.pid(), child: c}, nil
 }
 
+// scrapeFsyncs reads coupond_store_wal_fsyncs_total from the server's
+// /metrics; the baseline has none.
+func scrapeFsyncs(base string) (float64, bool) {
+	resp, err := http.Get(base + "/metrics")
+	if err != nil {
+		return 0, false
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "coupond_store_wal_fsyncs_total "); ok {
+			n, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			return n, err == nil
+		}
+	}
+	return 0, false
+}
+
 func printStep(w io.Writer, name string, r *stepResult) {
 	fmt.Fprintf(w, "%-8s %6d/s: p50 %s  p95 %s  p99 %s  max %s ms | %.0f/s ok, %d failed, %d dropped, %d behind (max %s ms) | server %s µs/req, generator %s µs/req\n",
 		name, r.rate, ms(r.q(0.50)), ms(r.q(0.95)), ms(r.q(0.99)), ms(r.q(1)), r.achieved(), r.failed, r.dropped, r.behind, ms(r.maxBehind),
 		usPerReq(r.cpuPerReq(r.server)), usPerReq(r.cpuPerReq(r.gen)))
+	if r.fsyncs > 0 && r.ok > 0 {
+		fmt.Fprintf(w, "%-8s %6d/s: %d WAL fsyncs for %d decisions answered: %.2f decisions per fsync (group commit)\n", name, r.rate, r.fsyncs, r.ok, float64(r.ok)/float64(r.fsyncs))
+	}
 }
 
 // held reports whether a step kept up: every arrival answered 200 at the

@@ -45,6 +45,7 @@ type stepResult struct {
 	maxBehind time.Duration
 	server    cpuSample // CPU of the measured server process over the step
 	gen       cpuSample // CPU of this process (the generator) over the step
+	fsyncs    int64     // WAL fsyncs of the server over the step, 0 when unknown
 }
 
 func (r *stepResult) achieved() float64 { return float64(r.ok) / r.elapsed.Seconds() }

@@ -85,7 +85,9 @@ func tuneGC(log zerolog.Logger) {
 }
 
 func serve(ctx context.Context, dataDir string, f serveFlags, logOut interface{ Write([]byte) (int, error) }) error {
-	log, err := newLogger(f.logLevel, f.logFormat, logOut)
+	logBuf := newLogBuffer(logOut, 100*time.Millisecond)
+	defer logBuf.Close()
+	log, err := newLogger(f.logLevel, f.logFormat, logBuf)
 	if err != nil {
 		return err
 	}

@@ -133,7 +133,7 @@ func (s *services) clockMoved(t *store.Tenant) {
 func extraAdminCmds(a *app) []*cobra.Command {
 	shadow := &cobra.Command{Use: "shadow", Short: "Shadow mode reports"}
 	shadow.AddCommand(shadowReportCmd(a))
-	return append([]*cobra.Command{evaluateCmd(a), shadow, abuseCmd(a), adminBatchCmd(a)}, dataCmds(a)...)
+	return append([]*cobra.Command{evaluateCmd(a), shadow, abuseCmd(a), adminBatchCmd(a), debugCmd(a)}, dataCmds(a)...)
 }
 
 func scopeList() []string { return server.ScopeNames() }
