@@ -227,9 +227,12 @@ func (e *Engine) Decide(tenant string, req Request) (*Decision, error) {
 		return nil, err
 	}
 	if req.IdempotencyKey != "" {
-		answer, err := json.Marshal(d)
-		if err != nil {
-			return nil, err
+		answer, ok := d.AppendJSON(nil)
+		if !ok {
+			var err error
+			if answer, err = json.Marshal(d); err != nil {
+				return nil, err
+			}
 		}
 		if err := b.SetJSON(idemKey(tenant, req.IdempotencyKey), idemRecord{BodyHash: req.BodyHash, At: now, Answer: answer, ClienteRef: req.ClienteRef}); err != nil {
 			return nil, err

@@ -138,7 +138,7 @@ func (s *Server) writeError(w http.ResponseWriter, c *call, err error) {
 
 // writeJSON encodes v as the response body with the given status.
 func writeJSON(w http.ResponseWriter, status int, v any) {
-	data, err := json.Marshal(v)
+	data, err := encodeJSON(v)
 	if err != nil {
 		status = http.StatusInternalServerError
 		data = []byte(`{"codigo":"error_interno","mensaje":"error interno","campo":null,"detalle":null,"trace_id":null}`)
@@ -148,6 +148,22 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	h.Set("Content-Length", strconv.Itoa(len(data)+1))
 	w.WriteHeader(status)
 	w.Write(append(data, '\n'))
+}
+
+// jsonAppender is an answer that encodes itself as encoding/json would
+// (engine.Decision): the hot answers skip encoding/json's reflection.
+type jsonAppender interface {
+	AppendJSON(b []byte) ([]byte, bool)
+}
+
+// encodeJSON encodes v with its own AppendJSON when it has one.
+func encodeJSON(v any) ([]byte, error) {
+	if a, ok := v.(jsonAppender); ok {
+		if data, ok := a.AppendJSON(make([]byte, 0, 512)); ok {
+			return data, nil
+		}
+	}
+	return json.Marshal(v)
 }
 
 // truncateRunes cuts s to at most n characters without splitting one.
