@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"os/exec"
 	"strconv"
@@ -53,11 +52,11 @@ func runRawPebble(ctx context.Context, f *benchFlags, conc, batch int) (rawResul
 }
 
 // benchRawPebbleCmd is the baseline of "bench events --baseline": the same
-// records the events bench posts (the bench's own generator, seed and
-// batch size), each written as its key and JSON body in Pebble batches
-// committed with Sync, --concurrency writers at a time. Records are
-// generated before the clock starts (a pool per writer, reused with a
-// fresh key suffix) so that only Pebble is timed.
+// records the events bench posts (the same templates, seed and batch
+// size), each written as its key and JSON body in Pebble batches committed
+// with Sync, --concurrency writers at a time. Records are made before the
+// clock starts (eight batches per writer, reused with a fresh key suffix)
+// so that only Pebble is timed.
 func benchRawPebbleCmd() *cobra.Command {
 	var dir string
 	var conc, batch, customers int
@@ -77,12 +76,11 @@ func benchRawPebbleCmd() *cobra.Command {
 			type rec struct{ key, val []byte }
 			pools := make([][][]rec, conc)
 			for w := range pools {
-				rng := rand.New(rand.NewPCG(seed, uint64(w)))
-				for seq := 0; seq < 8; seq++ {
+				for seq, tmpl := range eventTemplates(seed, w, batch, customers) {
 					var req struct {
 						Eventos []json.RawMessage `json:"eventos"`
 					}
-					json.Unmarshal(eventBatch(rng, w, seq, batch, customers), &req)
+					json.Unmarshal(fillSeq(tmpl, seq), &req)
 					var recs []rec
 					for _, ev := range req.Eventos {
 						var id struct {
