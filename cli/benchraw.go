@@ -171,17 +171,19 @@ completado and the server's peak resident memory during the job (VmHWM, reset ju
 			fmt.Fprintf(out, "load average before: %s; %d cores; server RSS peak before the job %d MiB\n", loadavg(), numCPU(), readRSSPeak(t.pid)>>20)
 			// Writing 5 to clear_refs resets VmHWM to the current RSS.
 			reset := os.WriteFile("/proc/"+strconv.Itoa(t.pid)+"/clear_refs", []byte("5"), 0) == nil
+			cpu0 := readCPU(t.pid)
 			d, id, err := runBatchJob(cmd.Context(), t, size, nil)
 			if err != nil {
 				return err
 			}
+			cpu := readCPU(t.pid).minus(cpu0)
 			peak := readRSSPeak(t.pid)
 			what := "peak RSS during the job"
 			if !reset {
 				what = "peak RSS since the server started (could not reset VmHWM)"
 			}
-			fmt.Fprintf(out, "batch %s of %d customers: POST to completado in %.1fs; %s %d MiB\nload average after: %s\n",
-				id, size, d.Seconds(), what, peak>>20, loadavg())
+			fmt.Fprintf(out, "batch %s of %d customers: POST to completado in %.1fs; %s %d MiB; server CPU %.1fs (%.2f cores)\nload average after: %s\n",
+				id, size, d.Seconds(), what, peak>>20, cpu.cpu.Seconds(), cpu.cpu.Seconds()/d.Seconds(), loadavg())
 			return nil
 		},
 	}
