@@ -16,7 +16,6 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"runtime"
 	"runtime/debug"
 	"slices"
 	"strings"
@@ -643,6 +642,7 @@ func (r *Runner) run(ctx context.Context, j *Job, log zerolog.Logger) error {
 	every := r.hookEvery
 	r.mu.Unlock()
 	n := 0
+	pace := r.eng.NewBackgroundPacer(yieldEvery)
 	decideOne := func(ref string) error {
 		noSend := limited && (n >= len(keep) || !keep[n])
 		d, err := bd.Decide(ref, noSend)
@@ -659,9 +659,7 @@ func (r *Runner) run(ctx context.Context, j *Job, log zerolog.Logger) error {
 		if n%progressStep == 0 || (every > 0 && n%every == 0) {
 			r.setProgress(j, n, false)
 		}
-		if n%yieldEvery == 0 {
-			runtime.Gosched()
-		}
+		pace.Step()
 		return ctx.Err()
 	}
 	if j.Segmento != nil {
@@ -689,11 +687,10 @@ func (r *Runner) run(ctx context.Context, j *Job, log zerolog.Logger) error {
 	return nil
 }
 
-// yieldEvery is how often (in decisions, about half a millisecond of work)
-// a running job offers its processor to waiting goroutines. A job decides
-// in one goroutine that never blocks; Go preempts it only every 10 ms, and
-// on a 2-core machine an online request that arrives while the job and
-// one other goroutine hold both processors waited up to that long.
+// yieldEvery is a job's slice of work, in decisions (about half a
+// millisecond), between which it yields to online decisions
+// (engine.BackgroundPacer): it offers its processor, and while online
+// decisions are being answered it takes at most about half a core.
 const yieldEvery = 32
 
 // progressStep is how often (in lines) a running job's progress is

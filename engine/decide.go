@@ -179,6 +179,7 @@ func HashBody(b []byte) [32]byte { return sha256.Sum256(b) }
 // the policy with exploration and the campaign budget. The decision is
 // durable (committed with Sync) before Decide returns.
 func (e *Engine) Decide(tenant string, req Request) (*Decision, error) {
+	e.markOnline()
 	ts, err := e.state(tenant)
 	if err != nil {
 		return nil, err

@@ -54,6 +54,10 @@ type Engine struct {
 	inflight   map[string]struct{}
 
 	seed maphash.Seed
+
+	// onlineAt is when the last online decision began (unix ns); batch jobs
+	// and the learner pace themselves by it (pacing.go).
+	onlineAt atomic.Int64
 }
 
 // tenantState is the in-memory state of one tenant: the published catalog

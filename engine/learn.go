@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
 	"time"
 
 	"github.com/coupond/coupond/store"
@@ -44,10 +43,8 @@ type LearnStats struct {
 // learner lock for long; the next pass continues.
 const learnBatch = 5000
 
-// learnYieldEvery is how often (in rewards) a pass offers its processor to
-// waiting goroutines: a pass folds for milliseconds without blocking, and
-// Go preempts it only every 10 ms, which online decisions waiting for a
-// processor on a 2-core machine felt in their tail.
+// learnYieldEvery is a pass's slice of work, in rewards, between which it
+// yields to online decisions (BackgroundPacer).
 const learnYieldEvery = 64
 
 // Learn makes final every reward whose window and grace have passed by the
@@ -95,10 +92,9 @@ func (e *Engine) Learn(tenant string) (LearnStats, error) {
 	next := pm.clone()
 	b := e.db.NewBatch()
 	defer b.Close()
-	for i, w := range work {
-		if i%learnYieldEvery == learnYieldEvery-1 {
-			runtime.Gosched() // see learnYieldEvery
-		}
+	pace := e.NewBackgroundPacer(learnYieldEvery)
+	for _, w := range work {
+		pace.Step()
 		b.Delete(w.key)
 		r, err := e.loadDecision(tenant, w.nonce)
 		if errors.Is(err, ErrNotFound) {
