@@ -642,7 +642,6 @@ func (r *Runner) run(ctx context.Context, j *Job, log zerolog.Logger) error {
 	every := r.hookEvery
 	r.mu.Unlock()
 	n := 0
-	pace := r.eng.NewBackgroundPacer(yieldEvery)
 	decideOne := func(ref string) error {
 		noSend := limited && (n >= len(keep) || !keep[n])
 		d, err := bd.Decide(ref, noSend)
@@ -659,7 +658,6 @@ func (r *Runner) run(ctx context.Context, j *Job, log zerolog.Logger) error {
 		if n%progressStep == 0 || (every > 0 && n%every == 0) {
 			r.setProgress(j, n, false)
 		}
-		pace.Step()
 		return ctx.Err()
 	}
 	if j.Segmento != nil {
@@ -686,12 +684,6 @@ func (r *Runner) run(ctx context.Context, j *Job, log zerolog.Logger) error {
 	r.setProgress(j, n, true)
 	return nil
 }
-
-// yieldEvery is a job's slice of work, in decisions (about half a
-// millisecond), between which it yields to online decisions
-// (engine.BackgroundPacer): it offers its processor, and while online
-// decisions are being answered it takes at most about half a core.
-const yieldEvery = 32
 
 // progressStep is how often (in lines) a running job's progress is
 // published to status queries.
