@@ -43,7 +43,8 @@ func TestLogBufferFlushesOnTime(t *testing.T) {
 	var out lockedBuf
 	lb := newLogBuffer(&out, 10*time.Millisecond)
 	defer lb.Close()
-	zerolog.New(lb).Info().Msg("x")
+	l := zerolog.New(lb)
+	l.Info().Msg("x")
 	deadline := time.Now().Add(5 * time.Second)
 	for out.String() == "" && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond)
