@@ -23,7 +23,7 @@ bench:
 
 # Issue 20's measurements over HTTP, each against its baseline in the same run: every command
 # starts its own server (and baseline) on a temporary data dir and loads the history it needs.
-# Run it on a quiet machine; it takes about 15 minutes.
+# Run it on a quiet machine; it takes about 10 minutes.
 BENCH_CUSTOMERS ?= 100000
 BENCH_RATES ?= 500,1000,2000,4000,8000
 bench-http: build

@@ -69,7 +69,8 @@ request (from /proc/PID/stat) and the generator's own CPU per request. "behind" 
 generator itself sent more than 1 ms late: when it is high the generator, not only the server, was
 saturated. --baseline measures a bare handler in a child process at the same rates, interleaved
 step by step with coupond, and prints the ratios. --during batch|learner runs a 100,000-customer batch
-job, or the learner over a backlog, during each coupond step.`,
+job, or the learner over a backlog, during each coupond step (the server CPU per request then includes
+that work).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			out := cmd.OutOrStdout()
