@@ -85,6 +85,12 @@ type tenantState struct {
 	nonceSeen  bool
 	nonceMicro int64
 	nonceFree  bool
+	// A block of nonceBlockSpan microseconds found empty: free from
+	// nonceBlockFrom on (the latest microsecond drawn in it) while the clock
+	// does not go back.
+	nonceBlockSeen bool
+	nonceBlock     int64
+	nonceBlockFrom int64
 }
 
 // custLockCount is the number of per-customer locks of a tenant. An online
