@@ -62,18 +62,20 @@ func runManyWorlds(cmd *cobra.Command, mw manyWorldsFlags, asJSON bool) error {
 func printWorlds(w io.Writer, out worldsOutput) error {
 	fmt.Fprintf(w, "coupond lab --worlds %d, seeds %d..%d: uplift capture over the last third of 12 weeks\n",
 		len(out.Worlds), out.SeedBase, out.SeedBase+uint64(len(out.Worlds))-1)
-	fmt.Fprintln(w, "capture = (policy - never) / (oracle - never); OBS: against the observable oracle; flat: oracle < 2 % above never")
+	fmt.Fprintln(w, "capture = (policy - never) / (oracle - never); OBS: against the observable oracle (- where it gains < 2 %);")
+	fmt.Fprintln(w, "GAIN = (policy - never) / never; flat: oracle gain < 2 %, where a capture is noise and the rule is gain >= -2 %")
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SEED\tENGINE\tREFERENCE\tGREEDY\tBEST SINGLE\tOBS ORACLE\tENGINE OBS\tREF OBS\tORACLE GAIN\tFLAT\tPASS\tREF PASS\tFAMILY")
+	fmt.Fprintln(tw, "SEED\tENGINE\tREFERENCE\tGREEDY\tBEST SINGLE\tOBS ORACLE\tENGINE OBS\tREF OBS\tORACLE GAIN\tENGINE GAIN\tREF GAIN\tFLAT\tPASS\tREF PASS\tFAMILY")
 	for _, r := range out.Worlds {
 		c, o := r.Capture, r.ObsCapture
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.1f%%\t%s\t%s\t%s\t%s\n", r.Family.Seed, f3(c.Engine), f3(c.Reference),
-			f3(c.Greedy), f3(c.BestSingle), f3(c.ObsOracle), f3(o.Engine), f3(o.Reference), 100*r.OracleGain,
-			yes(r.Flat), yes(r.Pass), yes(r.RefPass), r.Summary)
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Family.Seed, f3(c.Engine), f3(c.Reference),
+			f3(c.Greedy), f3(c.BestSingle), f3(c.ObsOracle), f3(o.Engine), f3(o.Reference), pct(r.OracleGain), pct(r.EngineGain),
+			pct(r.RefGain), yes(r.Flat), yes(r.Pass), yes(r.RefPass), r.Summary)
 	}
 	tw.Flush()
 	s := out.Summary
-	fmt.Fprintf(w, "\nsummary over %d worlds (%d flat, %d separable):\n", s.Worlds, s.Flat, s.Separable)
+	fmt.Fprintf(w, "\nsummary over %d worlds (%d flat, %d separable: observable oracle gain >= 5 %%); captures over the %d worlds not flat:\n",
+		s.Worlds, s.Flat, s.Separable, s.Worlds-s.Flat)
 	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "\tENGINE\tREFERENCE\tGREEDY\tBEST SINGLE\tRANDOM\t")
 	for _, row := range []struct {
@@ -95,6 +97,13 @@ func f3(x float64) string {
 		return "-"
 	}
 	return fmt.Sprintf("%.3f", x)
+}
+
+func pct(x float64) string {
+	if math.IsNaN(x) {
+		return "-"
+	}
+	return fmt.Sprintf("%+.1f%%", 100*x)
 }
 
 func yes(b bool) string {

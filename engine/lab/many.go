@@ -58,7 +58,9 @@ func RunWorlds(ctx context.Context, base uint64, n, parallel int, done func(*Wor
 // lines read it. Captures are over the last third of each world's weeks.
 type WorldsSummary struct {
 	Worlds int `json:"worlds"`
-	// Median and Worst capture per policy over all worlds.
+	// Median and Worst capture per policy over the worlds that are not
+	// flat (in a flat world the oracle's gain is under 2 % and a capture
+	// is a ratio of noise; the rule there is EngineGain within 2 %).
 	Median Captures `json:"median_capture"`
 	Worst  Captures `json:"worst_capture"`
 	// MedianObs is the median capture against the observable oracle, over
@@ -92,7 +94,9 @@ func Summarize(reps []*WorldReport) WorldsSummary {
 	all, obs := make([][]float64, 6), make([][]float64, 6)
 	for _, r := range reps {
 		for j, p := range cols(&r.Capture) {
-			all[j] = append(all[j], *p)
+			if !r.Flat {
+				all[j] = append(all[j], *p)
+			}
 		}
 		for j, p := range cols(&r.ObsCapture) {
 			if !math.IsNaN(*p) {

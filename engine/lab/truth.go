@@ -233,14 +233,26 @@ func (w *mworld) trueValue(c *wCustomer, k int) float64 {
 }
 
 // observableValue is value averaged over what c's history cannot show:
-// being a responder (pResp), a sleeping dog (the world's share) and, when
-// the history does not show it, the redeem probability.
-func (w *mworld) observableValue(c *wCustomer, k int) float64 {
+// being a responder (pResp), a sleeping dog and, when the history does not
+// show it, the redeem probability. survived is the number of coupons c
+// received without opting out: a sleeping dog's probability is the
+// world's share updated by them (dogPosterior).
+func (w *mworld) observableValue(c *wCustomer, k, survived int) float64 {
 	redeem := w.meanRedeem
 	if c.redeemSeen {
 		redeem = c.redeem
 	}
-	return w.value(c, k, c.pResp, redeem, w.fam.SleepingDogs)
+	return w.value(c, k, c.pResp, redeem, w.dogPosterior(survived))
+}
+
+// dogPosterior is P(sleeping dog | n coupons received without opting out).
+func (w *mworld) dogPosterior(n int) float64 {
+	pi, q := w.fam.SleepingDogs, w.fam.OptoutProb
+	if pi == 0 {
+		return 0
+	}
+	d := pi * math.Pow(1-q, float64(n))
+	return d / (d + 1 - pi)
 }
 
 // purchase is one sampled window of a customer under a coupon.

@@ -66,6 +66,10 @@ type Family struct {
 	// share of sends the retailer reports as not executed.
 	ControlShare float64
 	RejectShare  float64
+
+	// engineOnly skips every policy but the engine (scenario tests that
+	// only look at what the engine sends).
+	engineOnly bool
 }
 
 // CouponSpec is one coupon of a world. Category "" applies to the whole

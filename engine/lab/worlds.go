@@ -56,6 +56,10 @@ type WorldReport struct {
 	// gain over never-send over the last third, relative to never-send.
 	OracleGain float64 `json:"oracle_gain"`
 	ObsGain    float64 `json:"observable_oracle_gain"`
+	// EngineGain and RefGain are the engine's and the reference's gain
+	// over never-send, the same way (negative: they lose money).
+	EngineGain float64 `json:"engine_gain"`
+	RefGain    float64 `json:"reference_gain"`
 	// Flat: the oracle beats never-send by under 2 %. Separable: the
 	// observable oracle beats it by at least 5 % (a coupon's effect is
 	// large for a group the data can separate).
@@ -94,10 +98,12 @@ type Captures struct {
 type policy struct {
 	rng *rand.Rand
 	out []bool
+	// sent counts the coupons each customer received in this path.
+	sent []int
 }
 
 func newPolicy(seed uint64, stream uint64, n int) *policy {
-	return &policy{rng: rand.New(rand.NewPCG(seed, stream)), out: make([]bool, n)}
+	return &policy{rng: rand.New(rand.NewPCG(seed, stream)), out: make([]bool, n), sent: make([]int, n)}
 }
 
 // step counts the policy's choice k (-1: nothing) for customer i: the
@@ -117,6 +123,9 @@ func (p *policy) step(w *mworld, i, k int) (float64, int) {
 // records an opt-out.
 func (p *policy) sample(w *mworld, i, k int) float64 {
 	o := w.sample(p.rng, w.custs[i], k, true, true)
+	if k >= 0 {
+		p.sent[i]++
+	}
 	if o.optout {
 		p.out[i] = true
 	}
@@ -238,9 +247,12 @@ func (r *run) week(week int) error {
 	row := WorldWeek{Week: week, EngineSends: make([]int, w.active)}
 	var rare, rareSent int
 	for i, c := range w.custs {
-		f, err := r.eng.CustomerFeatures(labTenant, c.ref)
-		if err != nil {
-			return err
+		// The features before this week's decision: what every learner sees.
+		var f engine.Features
+		if !r.fam.engineOnly {
+			if f, err = r.eng.CustomerFeatures(labTenant, c.ref); err != nil {
+				return err
+			}
 		}
 		k, err := r.engineStep(i, now, &row)
 		if err != nil {
@@ -252,7 +264,9 @@ func (r *run) week(week int) error {
 				rareSent++
 			}
 		}
-		r.baselines(i, &custView{f: &f, now: now}, &row)
+		if !r.fam.engineOnly {
+			r.baselines(i, &custView{f: &f, now: now}, &row)
+		}
 	}
 	n := float64(len(w.custs))
 	for _, p := range []*float64{&row.Engine, &row.Never, &row.Random, &row.Greedy, &row.Reference, &row.Oracle, &row.ObsOracle} {
@@ -266,7 +280,11 @@ func (r *run) week(week int) error {
 	if rare > 0 {
 		row.RareSendShare = float64(rareSent) / float64(rare)
 	}
-	r.singleWeek = append(r.singleWeek, r.singles())
+	if !r.fam.engineOnly {
+		r.singleWeek = append(r.singleWeek, r.singles())
+	} else {
+		r.singleWeek = append(r.singleWeek, make([]float64, w.active+1))
+	}
 	if err := r.closeWindow(&row); err != nil {
 		return err
 	}
@@ -322,11 +340,12 @@ func (r *run) baselines(i int, v *custView, row *WorldWeek) {
 	w, c := r.w, r.w.custs[i]
 	row.Never += w.trueValue(c, -1)
 	bestT, bestO := -1, -1
+	survived := r.pols["observable"].sent[i]
 	for k := range w.active {
 		if w.trueValue(c, k) > w.trueValue(c, bestT) {
 			bestT = k
 		}
-		if w.observableValue(c, k) > w.observableValue(c, bestO) {
+		if w.observableValue(c, k, survived) > w.observableValue(c, bestO, survived) {
 			bestO = k
 		}
 	}
@@ -433,7 +452,8 @@ func (r *run) report() *WorldReport {
 		r.weeks[wi].BestSingle = sw[min(best, len(sw)-1)]
 	}
 	t.BestSingle = singles[best]
-	rep.OracleGain, rep.ObsGain = (t.Oracle-t.Never)/t.Never, (t.ObsOracle-t.Never)/t.Never
+	gain := func(v float64) float64 { return (v - t.Never) / t.Never }
+	rep.OracleGain, rep.ObsGain, rep.EngineGain, rep.RefGain = gain(t.Oracle), gain(t.ObsOracle), gain(t.Engine), gain(t.Reference)
 	rep.Capture = captures(t, t.Oracle)
 	rep.ObsCapture = captures(t, t.ObsOracle)
 	if rep.ObsGain < flatGain {
