@@ -1,19 +1,16 @@
 package lab
 
 import (
-	"math"
 	"time"
 
 	"github.com/coupond/coupond/engine"
 )
 
-// engineModel is the engine's own reward model with no exploration, the
-// "greedy" policy of the many-worlds lab: it ranks the catalog by the
-// model's expected reward and sends the top action, and it learns from the
-// sampled rewards of its own choices, folded at the end of each window.
-// It is the one place that reaches into the engine's model: when the
-// engine's model changes, change this adapter (and nothing else) so that
-// greedy stays "the engine's model, minus exploration".
+// engineModel is the engine's own reward model with no exploration: both
+// labs' "greedy" policies. It is the one place that reaches into the
+// engine's model: when the engine's model changes, change predict and
+// update (and nothing else) so that greedy stays "the engine's model,
+// minus exploration".
 type engineModel struct {
 	m       *engine.RewardModel
 	pending []greedyObs
@@ -28,15 +25,24 @@ type greedyObs struct {
 
 func newEngineModel() *engineModel { return &engineModel{m: engine.NewRewardModel()} }
 
-// choose returns the index of the active action of highest expected
-// reward, -1 for nothing.
+// predict is the model's expected reward (cents over the window) of a
+// (nil: nothing) for a customer with features f at now.
+func (g *engineModel) predict(f *engine.Features, now time.Time, a *engine.Action) float64 {
+	mu, _ := g.m.Predict(f, now, window, a)
+	return mu
+}
+
+// update folds one observed reward (cents) of a for f at now.
+func (g *engineModel) update(f *engine.Features, now time.Time, a *engine.Action, rewardCents float64) {
+	g.m.Update(f, now, window, a, rewardCents)
+}
+
+// choose returns the index of the action of acts with the highest
+// expected reward, -1 for nothing.
 func (g *engineModel) choose(v *custView, acts []engine.Action) int {
-	best, bestV := -1, math.Inf(-1)
-	if mu, _ := g.m.Predict(v.f, v.now, window, nil); mu > bestV {
-		bestV = mu
-	}
+	best, bestV := -1, g.predict(v.f, v.now, nil)
 	for k := range acts {
-		if mu, _ := g.m.Predict(v.f, v.now, window, &acts[k]); mu > bestV {
+		if mu := g.predict(v.f, v.now, &acts[k]); mu > bestV {
 			best, bestV = k, mu
 		}
 	}
@@ -44,7 +50,7 @@ func (g *engineModel) choose(v *custView, acts []engine.Action) int {
 }
 
 // observe records the reward (MXN) of action k (-1: nothing) for v; fold
-// learns it.
+// learns it when the window closes.
 func (g *engineModel) observe(v *custView, acts []engine.Action, k int, rewardMXN float64) {
 	var a *engine.Action
 	if k >= 0 {
@@ -57,7 +63,7 @@ func (g *engineModel) observe(v *custView, acts []engine.Action, k int, rewardMX
 func (g *engineModel) fold() {
 	for i := range g.pending {
 		o := &g.pending[i]
-		g.m.Update(&o.f, o.now, window, o.a, o.reward)
+		g.update(&o.f, o.now, o.a, o.reward)
 	}
 	g.pending = g.pending[:0]
 }
