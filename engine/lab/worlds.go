@@ -449,7 +449,11 @@ func (r *run) report() *WorldReport {
 	}
 	for wi := range r.weeks {
 		sw := r.singleWeek[wi]
-		r.weeks[wi].BestSingle = sw[min(best, len(sw)-1)]
+		if best < len(sw) {
+			r.weeks[wi].BestSingle = sw[best]
+		} else {
+			r.weeks[wi].BestSingle = sw[0] // the new coupon is not out yet: nothing
+		}
 	}
 	t.BestSingle = singles[best]
 	gain := func(v float64) float64 { return (v - t.Never) / t.Never }
@@ -488,7 +492,7 @@ func passes(flat bool, v, never, capture float64) bool {
 }
 
 // guardState returns the engine's guard state if engine.Status has a
-// string field Guard (the baseline guard of issue 18), else "".
+// field Guard (the baseline guard of issue 18), else "".
 func guardState(st engine.Status) string {
 	s, _ := guardField(st)
 	return s
@@ -496,11 +500,37 @@ func guardState(st engine.Status) string {
 
 // guardField reads engine.Status.Guard through reflection, so that the
 // lab builds against engines with and without the guard; ok is false
-// without one.
+// without one. A struct with a bool field Active (and an int Baseline,
+// the action id exploited, 0 for never-send) reads "inactive" or
+// "active baseline=N"; any other type reads as fmt prints it.
 func guardField(st engine.Status) (state string, ok bool) {
 	f := reflect.ValueOf(st).FieldByName("Guard")
 	if !f.IsValid() {
 		return "", false
 	}
-	return fmt.Sprint(f.Interface()), true
+	return readGuard(f), true
+}
+
+// readGuard reads a guard value as guardField says.
+func readGuard(f reflect.Value) string {
+	for f.Kind() == reflect.Pointer || f.Kind() == reflect.Interface {
+		if f.IsNil() {
+			return "inactive"
+		}
+		f = f.Elem()
+	}
+	if f.Kind() != reflect.Struct {
+		return fmt.Sprint(f.Interface())
+	}
+	active := f.FieldByName("Active")
+	if !active.IsValid() || active.Kind() != reflect.Bool {
+		return fmt.Sprint(f.Interface())
+	}
+	if !active.Bool() {
+		return "inactive"
+	}
+	if b := f.FieldByName("Baseline"); b.IsValid() && b.CanInt() {
+		return fmt.Sprintf("active baseline=%d", b.Int())
+	}
+	return "active"
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"math/rand/v2"
+	"reflect"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -181,5 +182,33 @@ func TestSummarize(t *testing.T) {
 	want.MedianObs = Captures{nan, nan, nan, nan, nan, nan}
 	if d := cmp.Diff(want, s, cmpopts.EquateNaNs(), cmpopts.EquateApprox(0, 1e-9)); d != "" {
 		t.Errorf("summary (-want +got):\n%s", d)
+	}
+}
+
+// TestGuardFieldReadsShapes checks guardField's reading of guard values
+// through the same reflection it uses on engine.Status.
+func TestGuardFieldReadsShapes(t *testing.T) {
+	type guard struct {
+		Active   bool
+		Baseline int
+		Policy   float64
+	}
+	for _, tc := range []struct {
+		v    any
+		want string
+	}{
+		{guard{Active: true, Baseline: 0, Policy: 3}, "active baseline=0"},
+		{guard{Active: true, Baseline: 2}, "active baseline=2"},
+		{guard{Policy: 5}, "inactive"},
+		{&guard{Active: true}, "active baseline=0"},
+		{(*guard)(nil), "inactive"},
+		{"nunca", "nunca"},
+	} {
+		if got := readGuard(reflect.ValueOf(tc.v)); got != tc.want {
+			t.Errorf("%#v: %q, want %q", tc.v, got, tc.want)
+		}
+	}
+	if _, ok := guardField(engine.Status{}); ok != reflect.ValueOf(engine.Status{}).FieldByName("Guard").IsValid() {
+		t.Errorf("guardField's ok does not say whether engine.Status has Guard")
 	}
 }
