@@ -42,12 +42,19 @@ same customers each week: the engine, never-send, the best single action in hind
 random, greedy (the engine's model without exploration), a textbook reference learner, the
 oracle and the observable oracle. It prints each world's captures over the last third and a
 summary. Seeds: --seeds report (1001..1000+N, the default: nobody tunes on them) or --seeds tune
-(1..N, for tuning); --seed S starts at S instead. Two worlds run at a time (--parallel).`,
+(1..N, for tuning); --seed S starts at S instead. Two worlds run at a time (--parallel).
+--customers and --weeks, when given, replace each world's drawn sizes (quick looks only).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if mw.worlds > 0 {
 				if cmd.Flags().Changed("seed") {
 					mw.base = cfg.Seed
+				}
+				if cmd.Flags().Changed("customers") {
+					mw.customers = cfg.Customers
+				}
+				if cmd.Flags().Changed("weeks") {
+					mw.weeks = cfg.Weeks
 				}
 				return runManyWorlds(cmd, mw, asJSON)
 			}

@@ -18,6 +18,8 @@ type manyWorldsFlags struct {
 	seeds    string // "report" or "tune"
 	base     uint64 // set from --seed when given
 	parallel int
+	// customers and weeks replace the drawn sizes when given.
+	customers, weeks int
 }
 
 // worldsOutput is --worlds --json's document.
@@ -42,7 +44,8 @@ func runManyWorlds(cmd *cobra.Command, mw manyWorldsFlags, asJSON bool) error {
 	}
 	var mu sync.Mutex
 	done := 0
-	reps, err := lab.RunWorlds(cmd.Context(), base, mw.worlds, mw.parallel, func(r *lab.WorldReport) {
+	cfg := lab.WorldsConfig{Base: base, N: mw.worlds, Parallel: mw.parallel, Customers: mw.customers, Weeks: mw.weeks}
+	reps, err := lab.RunWorlds(cmd.Context(), cfg, func(r *lab.WorldReport) {
 		mu.Lock()
 		defer mu.Unlock()
 		done++
@@ -60,8 +63,12 @@ func runManyWorlds(cmd *cobra.Command, mw manyWorldsFlags, asJSON bool) error {
 
 // printWorlds prints one row per world and the summary.
 func printWorlds(w io.Writer, out worldsOutput) error {
-	fmt.Fprintf(w, "coupond lab --worlds %d, seeds %d..%d: uplift capture over the last third of 12 weeks\n",
-		len(out.Worlds), out.SeedBase, out.SeedBase+uint64(len(out.Worlds))-1)
+	weeks := 0
+	if len(out.Worlds) > 0 {
+		weeks = out.Worlds[0].Family.Weeks
+	}
+	fmt.Fprintf(w, "coupond lab --worlds %d, seeds %d..%d: uplift capture over the last third of %d weeks\n",
+		len(out.Worlds), out.SeedBase, out.SeedBase+uint64(len(out.Worlds))-1, weeks)
 	fmt.Fprintln(w, "capture = (policy - never) / (oracle - never); OBS: against the observable oracle (- where it gains < 2 %);")
 	fmt.Fprintln(w, "GAIN = (policy - never) / never; flat: oracle gain < 2 %, where a capture is noise and the rule is gain >= -2 %")
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)

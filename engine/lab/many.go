@@ -14,28 +14,39 @@ const (
 	ReportSeedBase = 1001
 )
 
-// RunWorlds runs the worlds of seeds base, base+1, …, base+n-1, parallel
-// at a time (each on its own in-memory store and engine), and returns
-// their reports in seed order. done, if not nil, is called after each
-// world (from the goroutine that ran it).
-func RunWorlds(ctx context.Context, base uint64, n, parallel int, done func(*WorldReport)) ([]*WorldReport, error) {
-	reps := make([]*WorldReport, n)
-	errs := make([]error, n)
+// WorldsConfig sets up a many-worlds run: the worlds of seeds Base,
+// Base+1, …, Base+N-1, Parallel at a time. Customers and Weeks, when not
+// zero, replace the drawn ones (quick runs; the report uses the drawn
+// sizes).
+type WorldsConfig struct {
+	Base             uint64
+	N, Parallel      int
+	Customers, Weeks int
+}
+
+// RunWorlds runs cfg's worlds, each on its own in-memory store and
+// engine, and returns their reports in seed order. done, if not nil, is
+// called after each world (from the goroutine that ran it).
+func RunWorlds(ctx context.Context, cfg WorldsConfig, done func(*WorldReport)) ([]*WorldReport, error) {
+	reps := make([]*WorldReport, cfg.N)
+	errs := make([]error, cfg.N)
 	next := make(chan int)
 	var wg sync.WaitGroup
-	for range max(parallel, 1) {
+	for range max(cfg.Parallel, 1) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for i := range next {
-				reps[i], errs[i] = RunWorld(ctx, DrawFamily(base+uint64(i)))
+				fam := DrawFamily(cfg.Base + uint64(i))
+				fam.Resize(cfg.Customers, cfg.Weeks)
+				reps[i], errs[i] = RunWorld(ctx, fam)
 				if errs[i] == nil && done != nil {
 					done(reps[i])
 				}
 			}
 		}()
 	}
-	for i := range n {
+	for i := range cfg.N {
 		if ctx.Err() != nil {
 			break
 		}

@@ -151,6 +151,23 @@ func drawCoupon(r *rand.Rand, id int, cats []string) CouponSpec {
 	return c
 }
 
+// Resize sets the number of customers and weeks (0: keep), moving a new
+// coupon and a drift to the new middle.
+func (f *Family) Resize(customers, weeks int) {
+	if customers > 0 {
+		f.Customers = customers
+	}
+	if weeks > 0 {
+		f.Weeks = weeks
+		if f.NewCoupon != nil {
+			f.NewCouponWeek = weeks/2 + 1
+		}
+		if f.DriftWeek > 0 {
+			f.DriftWeek = weeks/2 + 1
+		}
+	}
+}
+
 // Summary is a one-line account of the family for the report table.
 func (f *Family) Summary() string {
 	var b strings.Builder

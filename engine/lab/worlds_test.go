@@ -69,13 +69,7 @@ func TestObservableValueAveragesHidden(t *testing.T) {
 // smallFamily is world seed's family shrunk for quick tests.
 func smallFamily(seed uint64, customers, weeks int) Family {
 	f := DrawFamily(seed)
-	f.Customers, f.Weeks = customers, weeks
-	if f.NewCoupon != nil {
-		f.NewCouponWeek = weeks/2 + 1
-	}
-	if f.DriftWeek > 0 {
-		f.DriftWeek = weeks/2 + 1
-	}
+	f.Resize(customers, weeks)
 	return f
 }
 
@@ -110,11 +104,13 @@ func TestRunWorldOrdersAndRepeats(t *testing.T) {
 	if testing.Short() {
 		return
 	}
-	reps, err := RunWorlds(context.Background(), 1002, 2, 2, nil)
+	cfg := WorldsConfig{Base: 1002, N: 2, Parallel: 2, Customers: 400, Weeks: 6}
+	reps, err := RunWorlds(context.Background(), cfg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	again, err := RunWorlds(context.Background(), 1002, 2, 1, nil)
+	cfg.Parallel = 1
+	again, err := RunWorlds(context.Background(), cfg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
