@@ -51,7 +51,7 @@ func scenarioFamily(customers, weeks int) Family {
 func TestRareBuyersNeverRespond(t *testing.T) {
 	fam := scenarioFamily(4000, 6)
 	if testing.Short() {
-		fam.Customers = 1500
+		fam.Customers = 800
 	}
 	fam.RareNeverRespond = true
 	rep, err := RunWorld(context.Background(), fam)
@@ -128,12 +128,12 @@ func fmtShares(xs []float64) string {
 
 // TestTwoEqualTreatments: 1 % conversion, lognormal spend, two equal
 // treatments. Done when: the engine's share between them stays within
-// 40–60 % for 12 weeks. The short version has 2,000 customers; the long
+// 40–60 % for 12 weeks. The short version has 1,000 customers; the long
 // one 20,000 (the replay had 64,000).
 func TestTwoEqualTreatments(t *testing.T) {
 	n := 20000
 	if testing.Short() {
-		n = 2000
+		n = 1000
 	}
 	rep, err := RunWorld(context.Background(), twoTreatments(n, 1))
 	if err != nil {
@@ -180,7 +180,7 @@ func TestBetterTreatmentWins(t *testing.T) {
 func TestGuard(t *testing.T) {
 	n, weeks := 3000, 8
 	if testing.Short() {
-		n = 1200
+		n = 800
 	}
 	lose := scenarioFamily(n, weeks)
 	lose.Lift, lose.Conversion = 0.02, 0.3
