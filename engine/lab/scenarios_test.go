@@ -203,10 +203,25 @@ func TestGuard(t *testing.T) {
 		}
 		return result{rep, s}
 	}
+	for _, e := range meanEffects(lose) {
+		if e >= 0 {
+			t.Fatalf("the losing world has a coupon of mean effect %.2f MXN, want every one below 0", e)
+		}
+	}
+	if e := meanEffects(win); max(e[0], e[1]) <= 0 {
+		t.Fatalf("the winning world's coupons have mean effects %v MXN, want one above 0", e)
+	}
 	l, w := run(lose), run(win)
+	gain := func(r result) string {
+		var e, nv float64
+		for _, wk := range r.rep.Weeks[3:] {
+			e, nv = e+wk.Engine, nv+wk.Never
+		}
+		return fmt.Sprintf("%+.1f%%", 100*(e-nv)/nv)
+	}
 	if _, ok := guardField(engine.Status{}); !ok {
-		t.Skipf("engine.Status has no Guard field on this branch (the guard is issue 18's policy work); send shares by week: losing world%s, winning world%s",
-			fmtShares(l.sends), fmtShares(w.sends))
+		t.Skipf("engine.Status has no Guard field on this branch (the guard is issue 18's policy work); send shares by week: "+
+			"losing world%s (engine vs never-send from week 4: %s), winning world%s (%s)", fmtShares(l.sends), gain(l), fmtShares(w.sends), gain(w))
 	}
 	// Within 3 windows: the decisions of week 4 follow 3 folded windows.
 	var states []string
@@ -220,11 +235,12 @@ func TestGuard(t *testing.T) {
 	for _, wk := range l.rep.Weeks[3:] {
 		low = low && wk.EngineSendShare <= 0.10
 	}
-	doneWhen(t, switched && low, "losing world: guard states %q, send shares%s (want \"active baseline=0\" by week 4 and ≤ 0.10 from week 4)",
-		states, fmtShares(l.sends))
+	doneWhen(t, switched && low, "losing world: guard states %q, send shares%s, engine vs never-send from week 4 %s (want \"active baseline=0\" by week 4 and ≤ 0.10 from week 4)",
+		states, fmtShares(l.sends), gain(l))
 	steady := true
 	for _, wk := range w.rep.Weeks {
 		steady = steady && !strings.HasPrefix(wk.Guard, "active")
 	}
-	doneWhen(t, steady, "winning world: the guard never activates (week 1: %q); send shares%s", w.rep.Weeks[0].Guard, fmtShares(w.sends))
+	doneWhen(t, steady, "winning world: the guard never activates (week 1: %q); send shares%s, engine vs never-send from week 4 %s",
+		w.rep.Weeks[0].Guard, fmtShares(w.sends), gain(w))
 }

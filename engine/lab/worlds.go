@@ -264,6 +264,7 @@ func (r *run) week(week int) error {
 				rareSent++
 			}
 		}
+		row.Never += w.trueValue(c, -1)
 		if !r.fam.engineOnly {
 			r.baselines(i, &custView{f: &f, now: now}, &row)
 		}
@@ -338,7 +339,6 @@ func (r *run) actIndex(id int) int {
 // learners observe their own sampled rewards.
 func (r *run) baselines(i int, v *custView, row *WorldWeek) {
 	w, c := r.w, r.w.custs[i]
-	row.Never += w.trueValue(c, -1)
 	bestT, bestO := -1, -1
 	survived := r.pols["observable"].sent[i]
 	for k := range w.active {
