@@ -231,18 +231,8 @@ func (r *run) week(week int) error {
 		return err
 	}
 	w := r.w
-	if r.fam.NewCoupon != nil && week == r.fam.NewCouponWeek {
-		w.active++
-		if err := w.installCatalog(r.eng, now); err != nil {
-			return err
-		}
-	}
-	if r.fam.DriftWeek > 0 && week == r.fam.DriftWeek {
-		w.drift = true
-	}
-	r.acts = r.acts[:0]
-	for k := range w.active {
-		r.acts = append(r.acts, w.engineAction(k))
+	if err := r.startWeek(week, now); err != nil {
+		return err
 	}
 	row := WorldWeek{Week: week, EngineSends: make([]int, w.active)}
 	var rare, rareSent int
@@ -269,15 +259,7 @@ func (r *run) week(week int) error {
 			r.baselines(i, &custView{f: &f, now: now}, &row)
 		}
 	}
-	n := float64(len(w.custs))
-	for _, p := range []*float64{&row.Engine, &row.Never, &row.Random, &row.Greedy, &row.Reference, &row.Oracle, &row.ObsOracle} {
-		*p /= n
-	}
-	sent := 0
-	for _, s := range row.EngineSends {
-		sent += s
-	}
-	row.EngineSendShare = float64(sent) / n
+	row.perDecision(len(w.custs))
 	if rare > 0 {
 		row.RareSendShare = float64(rareSent) / float64(rare)
 	}
@@ -291,6 +273,39 @@ func (r *run) week(week int) error {
 	}
 	r.weeks = append(r.weeks, row)
 	return nil
+}
+
+// startWeek brings in the new coupon and the drift when their week comes
+// and lists the week's catalog.
+func (r *run) startWeek(week int, now time.Time) error {
+	w := r.w
+	if r.fam.NewCoupon != nil && week == r.fam.NewCouponWeek {
+		w.active++
+		if err := w.installCatalog(r.eng, now); err != nil {
+			return err
+		}
+	}
+	if r.fam.DriftWeek > 0 && week == r.fam.DriftWeek {
+		w.drift = true
+	}
+	r.acts = make([]engine.Action, w.active) // fresh: learners keep pointers into last week's
+	for k := range r.acts {
+		r.acts[k] = w.engineAction(k)
+	}
+	return nil
+}
+
+// perDecision turns the week's sums over n customers into means and
+// sets the engine's send share.
+func (row *WorldWeek) perDecision(n int) {
+	for _, p := range []*float64{&row.Engine, &row.Never, &row.Random, &row.Greedy, &row.Reference, &row.Oracle, &row.ObsOracle} {
+		*p /= float64(n)
+	}
+	sent := 0
+	for _, s := range row.EngineSends {
+		sent += s
+	}
+	row.EngineSendShare = float64(sent) / float64(n)
 }
 
 // engineStep decides customer i through engine.Decide, confirms it (a
