@@ -47,6 +47,11 @@ summary. Seeds: --seeds report (1001..1000+N, the default: nobody tunes on them)
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if mw.worlds > 0 {
+				for _, name := range []string{"runs", "plot", "scenario"} {
+					if cmd.Flags().Changed(name) {
+						return fmt.Errorf("--%s applies to the single world: use it without --worlds", name)
+					}
+				}
 				if cmd.Flags().Changed("seed") {
 					mw.base = cfg.Seed
 				}

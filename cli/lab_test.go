@@ -118,4 +118,11 @@ func TestLabWorldsCommand(t *testing.T) {
 	if err := cmd.Execute(); err == nil {
 		t.Error("--seeds other accepted")
 	}
+	cmd = newLabCmd()
+	cmd.SetOut(&out)
+	cmd.SetErr(&out)
+	cmd.SetArgs([]string{"--worlds", "1", "--scenario", "drift"})
+	if err := cmd.Execute(); err == nil {
+		t.Error("--worlds with --scenario accepted")
+	}
 }
