@@ -91,6 +91,17 @@ func sign(x float64) float64 {
 	return 1
 }
 
+// windowEvents returns the events of one window (as window writes them)
+// without queueing them for ingestion.
+func (ew *eventWriter) windowEvents(c *wCustomer, k int, o purchase, now time.Time, rng *rand.Rand) []engine.IngestEvent {
+	queued := ew.buf
+	ew.buf = nil
+	ew.window(c, k, o, "", now, rng)
+	evs := ew.buf
+	ew.buf = queued
+	return evs
+}
+
 // flush ingests the buffered events.
 func (ew *eventWriter) flush() error {
 	for len(ew.buf) > 0 {

@@ -100,6 +100,10 @@ type policy struct {
 	out []bool
 	// sent counts the coupons each customer received in this path.
 	sent []int
+	// feats, for a learner, are each customer's engine features in this
+	// path: the history, then this policy's own sampled windows folded by
+	// engine.Features.Apply (the ingestion's own feature code).
+	feats []engine.Features
 }
 
 func newPolicy(seed uint64, stream uint64, n int) *policy {
@@ -119,15 +123,21 @@ func (p *policy) step(w *mworld, i, k int) (float64, int) {
 	return v, k
 }
 
-// sample draws the policy's reward (MXN) for delivered action k and
-// records an opt-out.
-func (p *policy) sample(w *mworld, i, k int) float64 {
+// sample draws the policy's reward (MXN) for delivered action k at now,
+// records an opt-out and, for a learner, folds the window's events into
+// its features of the customer.
+func (p *policy) sample(w *mworld, ew *eventWriter, i, k int, now time.Time) float64 {
 	o := w.sample(p.rng, w.custs[i], k, true, true)
 	if k >= 0 {
 		p.sent[i]++
 	}
 	if o.optout {
 		p.out[i] = true
+	}
+	if p.feats != nil {
+		for _, e := range ew.windowEvents(w.custs[i], k, o, now, p.rng) {
+			p.feats[i].Apply(&e.Event)
+		}
 	}
 	return w.reward(o, k)
 }
@@ -208,6 +218,16 @@ func newRun(fam *Family) (*run, error) {
 	for i, name := range []string{"random", "greedy", "reference", "oracle", "observable"} {
 		r.pols[name] = newPolicy(seed, 100+uint64(i), n)
 	}
+	for _, name := range []string{"greedy", "reference"} {
+		p := r.pols[name]
+		p.feats = make([]engine.Features, n)
+		for i, c := range w.custs {
+			if p.feats[i], err = eng.CustomerFeatures(labTenant, c.ref); err != nil {
+				db.Close()
+				return nil, err
+			}
+		}
+	}
 	r.learn = map[string]learner{
 		"greedy":    newEngineModel(),
 		"reference": newReference(fam.Categories, rand.New(rand.NewPCG(seed, 200))),
@@ -237,13 +257,6 @@ func (r *run) week(week int) error {
 	row := WorldWeek{Week: week, EngineSends: make([]int, w.active)}
 	var rare, rareSent int
 	for i, c := range w.custs {
-		// The features before this week's decision: what every learner sees.
-		var f engine.Features
-		if !r.fam.engineOnly {
-			if f, err = r.eng.CustomerFeatures(labTenant, c.ref); err != nil {
-				return err
-			}
-		}
 		k, err := r.engineStep(i, now, &row)
 		if err != nil {
 			return err
@@ -256,7 +269,7 @@ func (r *run) week(week int) error {
 		}
 		row.Never += w.trueValue(c, -1)
 		if !r.fam.engineOnly {
-			r.baselines(i, &custView{f: &f, now: now}, &row)
+			r.baselines(i, now, &row)
 		}
 	}
 	row.perDecision(len(w.custs))
@@ -351,8 +364,9 @@ func (r *run) actIndex(id int) int {
 }
 
 // baselines decides customer i by every other policy and lets the
-// learners observe their own sampled rewards.
-func (r *run) baselines(i int, v *custView, row *WorldWeek) {
+// learners observe their own sampled rewards, each on the customer's
+// features in its own path.
+func (r *run) baselines(i int, now time.Time, row *WorldWeek) {
 	w, c := r.w, r.w.custs[i]
 	bestT, bestO := -1, -1
 	survived := r.pols["observable"].sent[i]
@@ -377,18 +391,25 @@ func (r *run) baselines(i int, v *custView, row *WorldWeek) {
 		val, k := p.step(w, i, pc.k)
 		*pc.sum += val
 		if k >= 0 {
-			p.sample(w, i, k)
+			p.sample(w, r.ew, i, k, now)
 		}
 	}
 	for name, sum := range map[string]*float64{"greedy": &row.Greedy, "reference": &row.Reference} {
 		p, l := r.pols[name], r.learn[name]
+		// What this learner's own path shows, as of the decision (a copy:
+		// the window's events are folded into p.feats before observe).
+		snap, ok := engine.DecodeFeatures(p.feats[i].AppendEncode(nil))
+		if !ok {
+			panic("lab: features do not survive their own encoding")
+		}
+		lv := &custView{f: &snap, now: now}
 		k := -1
 		if !p.out[i] {
-			k = l.choose(v, r.acts)
+			k = l.choose(lv, r.acts)
 		}
 		val, k := p.step(w, i, k)
 		*sum += val
-		l.observe(v, r.acts, k, p.sample(w, i, k))
+		l.observe(lv, r.acts, k, p.sample(w, r.ew, i, k, now))
 	}
 }
 
