@@ -42,6 +42,9 @@ type Config struct {
 	// TieZ: two actions whose effects differ by less than TieZ standard
 	// errors of the difference are tied and share the exploitation mass.
 	TieZ float64
+	// PopZ: two actions are also told apart when their average effects
+	// over their customers differ by more than PopZ standard errors.
+	PopZ float64
 	// Eps0 and EpsN0 set the exploration share ε = Eps0·√(EpsN0/(EpsN0+n))
 	// after n rewards; Floor is spread over every eligible action.
 	Eps0, EpsN0, Floor float64
@@ -50,6 +53,9 @@ type Config struct {
 	// effect's correction before evidence; HyperPseudo is how many
 	// coefficients' worth of weight they keep against the evidence.
 	TauEffect, TauPrior, HyperPseudo float64
+	// TauLevel (cents) is the prior standard deviation of an action's
+	// effect level (ψ's constant), not shrunk by evidence.
+	TauLevel float64
 	// BaseRidge is the ridge (pseudo-rewards) of the baseline's unit-scaled
 	// coefficients; TauBase the prior standard deviation of the prior
 	// baseline's correction.
@@ -70,9 +76,9 @@ type Config struct {
 // DefaultConfig is the configuration the engine runs.
 func DefaultConfig() Config {
 	return Config{
-		Z: 1, TieZ: 1,
+		Z: 1, TieZ: 2.5, PopZ: 2,
 		Eps0: 0.25, EpsN0: 1000, Floor: 0.02,
-		TauEffect: 1000, TauPrior: 0.5, HyperPseudo: 20,
+		TauEffect: 1000, TauPrior: 0.5, HyperPseudo: 5, TauLevel: 3000,
 		BaseRidge: 1, TauBase: 0.5,
 		NoiseStart: 5000, NoisePseudo: 50,
 		ImportanceAlpha: 0.5,
@@ -103,6 +109,12 @@ type Model struct {
 	beta     []float64
 	guard    Guard
 	sinceFit int
+	// cross holds Cov(δₐ, δ_b) for a < b (fit), for the standard error
+	// of the difference between two actions' effects.
+	cross map[[2]int][]float64
+	// popApart[a,b] (a < b): the two actions differ with confidence on
+	// average over their customers (apartOverall).
+	popApart map[[2]int]bool
 }
 
 // armStats are one action's statistics and fit.
@@ -228,18 +240,39 @@ func (m *Model) lambdas(v float64) (lb [dimBase]float64, le [dimEffect]float64) 
 		lb[i] = m.cfg.BaseRidge
 	}
 	lb[phiBase] = v / (m.cfg.TauBase * m.cfg.TauBase)
-	for i := range le {
-		le[i] = v / (m.tauE * m.tauE)
+	for j := range le {
+		t := m.tau(j)
+		le[j] = v / (t * t)
 	}
-	le[psiPrior] = v / (m.tauP * m.tauP)
 	return lb, le
+}
+
+// tau is the prior standard deviation of ψ's coordinate j: the effect's
+// level (TauLevel, fixed), the prior effect's correction (evidence) or an
+// interaction (evidence).
+func (m *Model) tau(j int) float64 {
+	switch j {
+	case 0:
+		return m.cfg.TauLevel
+	case psiPrior:
+		return m.tauP
+	}
+	return m.tauE
 }
 
 // Refit solves the joint regression from the statistics, computes every
 // action's effect covariance and updates the evidence for the ridge
 // strengths (one fixed-point step per refit). See POLICY.md for the
 // algebra of the arrow-shaped system.
-func (m *Model) Refit() { m.fit(true) }
+func (m *Model) Refit() {
+	for i := 0; i < evidenceSteps; i++ {
+		m.fit(true)
+	}
+	m.fit(false)
+}
+
+// evidenceSteps is the number of evidence fixed-point steps per Refit.
+const evidenceSteps = 3
 
 // fit solves the regression; evidence also takes one evidence step.
 func (m *Model) fit(evidence bool) {
@@ -294,6 +327,12 @@ func (m *Model) fit(evidence bool) {
 	addTo(core, q, -1)
 	addTo(core, transpose(q, D, D), -1)
 	addTo(core, p, 1)
+	// Per action: Wₐ = Gₐ S⁻¹ and Lₐ = Pinvₐ(M'ₐₐ Gₐ − M_φaᵀ); then
+	// Cov(δₐ, δ_b) = (Wₐ·core + Lₐ)W_bᵀ + Wₐ L_bᵀ (+ Pinvₐ M'ₐₐ Pinvₐ when
+	// a = b). See POLICY.md.
+	ws := make([][]float64, len(blks))
+	ls := make([][]float64, len(blks))
+	wcl := make([][]float64, len(blks))
 	var num, den, numP, denP float64
 	for k, b := range blks {
 		a := b.a
@@ -301,15 +340,14 @@ func (m *Model) fit(evidence bool) {
 		rb := slices.Clone(a.b)
 		addTo(rb, cTb, -1)
 		a.delta = mulVec(b.pinv, rb, E, E)
-		w := mul(b.g, sinv, E, D, D) // Wₐ
-		cov := mul(mul(w, core, E, D, D), transpose(w, E, D), E, D, E)
-		t := transpose(b.g, E, D)
-		x := mul(w, mul(t, mbb[k], D, E, E), E, D, E) // Wₐ T M_aa
-		wm := mul(w, a.mC, E, D, E)                   // Wₐ M_φa
-		addTo(x, wm, -1)
-		cross := mul(x, b.pinv, E, E, E)
-		addTo(cov, cross, 1)
-		addTo(cov, transpose(cross, E, E), 1)
+		w := mul(b.g, sinv, E, D, D)
+		l := mul(mbb[k], b.g, E, E, D)
+		addTo(l, transpose(a.mC, D, E), -1)
+		l = mul(b.pinv, l, E, E, D)
+		wc := mul(w, core, E, D, D)
+		addTo(wc, l, 1)
+		ws[k], ls[k], wcl[k] = w, l, wc
+		cov := m.crossCov(wc, w, w, l)
 		addTo(cov, mul(mul(b.pinv, mbb[k], E, E, E), b.pinv, E, E, E), 1)
 		a.cov = symmetrize(cov, E)
 		if a.n == 0 {
@@ -319,13 +357,24 @@ func (m *Model) fit(evidence bool) {
 		for j := 0; j < E; j++ {
 			d := b.pinv[j*E+j] + dot(w[j*D:(j+1)*D], b.g[j*D:(j+1)*D])
 			gam := math.Min(math.Max(1-le[j]*d, 0), 1)
-			if j == psiPrior {
+			switch j {
+			case 0:
+			case psiPrior:
 				numP += a.delta[j] * a.delta[j]
 				denP += gam
-			} else {
+			default:
 				num += a.delta[j] * a.delta[j]
 				den += gam
 			}
+		}
+	}
+	m.cross = map[[2]int][]float64{}
+	m.popApart = map[[2]int]bool{}
+	for i := range blks {
+		for j := i + 1; j < len(blks); j++ {
+			key := [2]int{ids[i], ids[j]}
+			m.cross[key] = m.crossCov(wcl[i], ws[i], ws[j], ls[j])
+			m.popApart[key] = m.apartOverall(blks[i].a, blks[j].a, m.cross[key])
 		}
 	}
 	m.sinceFit = 0
@@ -335,12 +384,47 @@ func (m *Model) fit(evidence bool) {
 	h := m.cfg.HyperPseudo
 	if den > 0 {
 		t2 := (num + h*m.cfg.TauEffect*m.cfg.TauEffect) / (den + h)
-		m.tauE = clamp(math.Sqrt(t2), m.cfg.TauEffect/10, m.cfg.TauEffect*3)
+		m.tauE = clamp(math.Sqrt(t2), m.cfg.TauEffect/30, m.cfg.TauEffect*3)
 	}
 	if denP > 0 {
 		t2 := (numP + m.cfg.TauPrior*m.cfg.TauPrior) / (denP + 1)
 		m.tauP = clamp(math.Sqrt(t2), m.cfg.TauPrior/10, m.cfg.TauPrior*4)
 	}
+}
+
+// apartOverall reports whether actions a and b differ with confidence
+// on average over the customers who received either (PopZ standard
+// errors): the mean ψ of their samples, each with its own prior effect
+// and affinity terms.
+func (m *Model) apartOverall(a, b *armStats, cov []float64) bool {
+	const E = dimEffect
+	na, nb := a.psi[0], b.psi[0] // Σw: ψ₀ = 1
+	if na <= 0 || nb <= 0 {
+		return false
+	}
+	var pa, pb [E]float64
+	for j := 0; j < E; j++ {
+		mean := (a.psi[j] + b.psi[j]) / (na + nb)
+		pa[j], pb[j] = mean, mean
+	}
+	for _, j := range []int{psiPrior, 2, 3, 4} {
+		pa[j], pb[j] = a.psi[j]/na, b.psi[j]/nb
+	}
+	d := pa[psiPrior] + dot(pa[:], a.delta) - pb[psiPrior] - dot(pb[:], b.delta)
+	v := quad(a.cov, pa[:], E) + quad(b.cov, pb[:], E)
+	for i := 0; i < E; i++ {
+		v -= 2 * pa[i] * dot(cov[i*E:(i+1)*E], pb[:])
+	}
+	return math.Abs(d) > m.cfg.PopZ*math.Sqrt(math.Max(v, 0))
+}
+
+// crossCov returns (Wₐ·core + Lₐ)W_bᵀ + Wₐ L_bᵀ, E×E, given wcl =
+// Wₐ·core + Lₐ.
+func (m *Model) crossCov(wcl, wa, wb, lb []float64) []float64 {
+	const D, E = dimBase, dimEffect
+	c := mul(wcl, transpose(wb, E, D), E, D, E)
+	addTo(c, mul(wa, transpose(lb, E, D), E, D, E), 1)
+	return c
 }
 
 func (m *Model) armIDs() []int {

@@ -37,3 +37,51 @@ func TestPriorWrongForRareBuyers(t *testing.T) {
 		}
 	}
 }
+
+// emailWorld is the e-mail replay's shape: every customer buys with
+// probability 1 % without an e-mail, spend is lognormal, and the two
+// treatments add liftA and liftB to the conversion.
+func emailWorld(seed uint64, n int, liftA, liftB float64) *world {
+	prior := func(*simCust) float64 { return 200 }
+	w := newWorld(seed, n, []simAction{
+		{id: 1, cat: -1, prior: prior, lift: func(*simCust) float64 { return liftA }},
+		{id: 2, cat: -1, prior: prior, lift: func(*simCust) float64 { return liftB }},
+	})
+	for _, sc := range w.custs {
+		sc.conv, sc.spend = 0.01, 60000
+		sc.c.Base = sc.conv * sc.spend
+	}
+	return w
+}
+
+// TestEqualTreatmentsStayEven: two equal treatments at 1 % conversion with
+// lognormal spend are not told apart: each window the engine splits its
+// sends between them within 40–60 %.
+func TestEqualTreatmentsStayEven(t *testing.T) {
+	w := emailWorld(2, 8000, 0.01, 0.01)
+	m := New(DefaultConfig())
+	for i := 1; i <= 12; i++ {
+		st := w.runWindow(m, week(i))
+		share := st.sent[1] / (st.sent[1] + st.sent[2])
+		t.Logf("window %d: A %.3f B %.3f none %.3f", i, st.sent[1], st.sent[2], st.sent[0])
+		if share < 0.4 || share > 0.6 {
+			t.Errorf("window %d: %.1f %% of sends on A, want 40–60 %%", i, 100*share)
+		}
+	}
+}
+
+// TestBetterTreatmentWins: with one treatment 30 % better, the engine ends
+// above 70 % of its sends on it.
+func TestBetterTreatmentWins(t *testing.T) {
+	w := emailWorld(3, 20000, 0.01, 0.013)
+	m := New(DefaultConfig())
+	var share float64
+	for i := 1; i <= 12; i++ {
+		st := w.runWindow(m, week(i))
+		share = st.sent[2] / (st.sent[1] + st.sent[2])
+		t.Logf("window %d: A %.3f B %.3f none %.3f", i, st.sent[1], st.sent[2], st.sent[0])
+	}
+	if share <= 0.7 {
+		t.Errorf("last window: %.1f %% of sends on the better treatment, want above 70 %%", 100*share)
+	}
+}

@@ -9,6 +9,9 @@ type Score struct {
 	// never-send's Mu; Sigma is the standard error of Effect (0 for
 	// never-send, the reference).
 	Mu, Effect, Sigma float64
+
+	psi    [dimEffect]float64 // the pair's features, for covariances
+	fitted bool               // the action has data: Sigma is from its fit
 }
 
 // Score fills out[i] for arms[i] (out has len(arms)). Never-send is the
@@ -27,6 +30,7 @@ func (m *Model) Score(c *Customer, arms []Arm, out []Score) {
 			if st := m.arms[a.ID]; st != nil && st.delta != nil {
 				eff += dot(st.delta, psi[:])
 				v = quad(st.cov, psi[:], dimEffect)
+				sc.psi, sc.fitted = psi, true
 			} else {
 				v = m.priorVar(&psi)
 			}
@@ -40,10 +44,7 @@ func (m *Model) Score(c *Customer, arms []Arm, out []Score) {
 func (m *Model) priorVar(psi *[dimEffect]float64) float64 {
 	var v float64
 	for j, p := range psi {
-		t := m.tauE
-		if j == psiPrior {
-			t = m.tauP
-		}
+		t := m.tau(j)
 		v += t * t * p * p
 	}
 	return v
@@ -64,15 +65,17 @@ func (m *Model) Greedy(sc []Score) int {
 
 // Distribution writes into probs (len(sc)) the probabilities to draw each
 // action with, and returns the index of the policy's choice (the guard's
-// baseline while the guard is active, else Greedy). The choice and the
-// actions tied with it (effects within TieZ standard errors of each
-// other, each safe against never-send) share the exploitation mass
-// evenly, so the model does not pick a side that its data cannot support.
-// Each other action a is explored with ε(n)/(k−1)·min(1, 2·Φ(−gap/sd)),
-// gap its effect's shortfall from the choice's and sd the standard error of
-// the difference: an action that is surely worse is hardly explored, one
-// as good as the choice fully; what they leave goes to the choice. The
-// floor is spread over all. The probabilities are exactly those to draw
+// baseline while the guard is active, else Greedy). Each other action a is
+// explored with ε(n)/(k−1)·min(1, 2·Φ(−gap/sd)), gap its effect's
+// shortfall from the choice's and sd the standard error of the difference:
+// an action that is surely worse is hardly explored, one as good as the
+// choice fully; the rest goes to the choice. Then the coupons tied with
+// the leading coupon (tied: neither their average effects over their
+// customers differ by PopZ standard errors, nor their effects for this
+// customer by TieZ) get the same probability, their mean, so the model does not
+// pick a side that its data cannot support (evenTies; while the guard
+// exploits a coupon, the coupons tied with it). The floor is spread over
+// all. The probabilities are exactly those to draw
 // from and to log.
 func (m *Model) Distribution(sc []Score, probs []float64) int {
 	k := len(sc)
@@ -97,36 +100,95 @@ func (m *Model) Distribution(sc []Score, probs []float64) int {
 		}
 	}
 	t := sc[top]
-	tied := make([]bool, k)
-	nt := 0
 	floor := m.cfg.Floor
 	eps := m.Epsilon()
 	explore := 0.0
 	for i, s := range sc {
-		sd := math.Hypot(s.Sigma, t.Sigma)
-		switch {
-		case i == top:
-			tied[i] = true
-			nt++
-		case !guarded && s.ID != 0 && t.ID != 0 && s.Effect-m.cfg.Z*s.Sigma > 0 && math.Abs(s.Effect-t.Effect) < m.cfg.TieZ*sd:
-			tied[i] = true
-			nt++
-		default:
-			w := 0.0
-			if sd > 0 {
-				w = math.Min(1, math.Erfc((t.Effect-s.Effect)/sd/math.Sqrt2))
-			}
-			probs[i] = eps / float64(k-1) * w
-			explore += probs[i]
+		if i == top {
+			continue
 		}
+		w := 0.0
+		if sd := m.diffSE(&s, &t); sd > 0 {
+			w = math.Min(1, math.Erfc((t.Effect-s.Effect)/sd/math.Sqrt2))
+		}
+		probs[i] = eps / float64(k-1) * w
+		explore += probs[i]
+	}
+	probs[top] = 1 - floor - explore
+	switch {
+	case !guarded:
+		m.evenTies(sc, probs, -1)
+	case t.ID != 0:
+		m.evenTies(sc, probs, top)
 	}
 	for i := range probs {
-		if tied[i] {
-			probs[i] = (1 - floor - explore) / float64(nt)
-		}
-		probs[i] = probs[i]*1 + floor/float64(k)
+		probs[i] += floor / float64(k)
 	}
 	return top
+}
+
+// evenTies gives the coupons that the data cannot tell apart from the
+// leading coupon the same probability: their mean. The leader is sc[lead],
+// or with lead < 0 the coupon with the best lower bound.
+func (m *Model) evenTies(sc []Score, probs []float64, lead int) {
+	for i, s := range sc {
+		if lead >= 0 {
+			break
+		}
+		if s.ID != 0 && (lead < 0 || s.Effect-m.cfg.Z*s.Sigma > sc[lead].Effect-m.cfg.Z*sc[lead].Sigma) {
+			lead = i
+		}
+	}
+	if lead < 0 {
+		return
+	}
+	var sum float64
+	var group []int
+	for i, s := range sc {
+		if s.ID != 0 && (i == lead || m.tied(&s, &sc[lead])) {
+			group = append(group, i)
+			sum += probs[i]
+		}
+	}
+	for _, i := range group {
+		probs[i] = sum / float64(len(group))
+	}
+}
+
+// tied reports whether the data cannot tell coupons a and b apart: not on
+// average over their customers (PopZ), nor for this customer (TieZ).
+func (m *Model) tied(a, b *Score) bool {
+	x, y := a.ID, b.ID
+	if x > y {
+		x, y = y, x
+	}
+	if m.popApart[[2]int{x, y}] {
+		return false
+	}
+	return math.Abs(a.Effect-b.Effect) < m.cfg.TieZ*m.diffSE(a, b)
+}
+
+// diffSE is the standard error of a's effect minus b's: with their
+// covariance when both are fitted, else as if independent.
+func (m *Model) diffSE(a, b *Score) float64 {
+	v := a.Sigma*a.Sigma + b.Sigma*b.Sigma
+	if a.fitted && b.fitted && a.ID != b.ID {
+		x, y := a, b
+		if x.ID > y.ID {
+			x, y = y, x
+		}
+		if c := m.cross[[2]int{x.ID, y.ID}]; c != nil {
+			// xψᵀ C yψ
+			var s float64
+			for i, u := range x.psi {
+				if u != 0 {
+					s += u * dot(c[i*dimEffect:(i+1)*dimEffect], y.psi[:])
+				}
+			}
+			v -= 2 * s
+		}
+	}
+	return math.Sqrt(math.Max(v, 0))
 }
 
 func indexOf(sc []Score, id int) int {
