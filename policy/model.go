@@ -48,6 +48,9 @@ type Config struct {
 	// Eps0 and EpsN0 set the exploration share ε = Eps0·√(EpsN0/(EpsN0+n))
 	// after n rewards; Floor is spread over every eligible action.
 	Eps0, EpsN0, Floor float64
+	// NeverShare is the least probability of never-send where it is
+	// eligible: the guard's window on what not sending earns.
+	NeverShare float64
 	// TauEffect (cents per feature unit) and TauPrior (weight units) are the
 	// prior standard deviations of the effect coefficients and of the prior
 	// effect's correction before evidence; HyperPseudo is how many
@@ -76,13 +79,13 @@ type Config struct {
 // DefaultConfig is the configuration the engine runs.
 func DefaultConfig() Config {
 	return Config{
-		Z: 1, TieZ: 2.5, PopZ: 2,
-		Eps0: 0.25, EpsN0: 1000, Floor: 0.02,
+		Z: 1, TieZ: 2.5, PopZ: 2.5,
+		Eps0: 0.25, EpsN0: 1000, Floor: 0.02, NeverShare: 0.05,
 		TauEffect: 1000, TauPrior: 0.5, HyperPseudo: 5, TauLevel: 3000,
 		BaseRidge: 1, TauBase: 0.5,
 		NoiseStart: 5000, NoisePseudo: 50,
 		ImportanceAlpha: 0.5,
-		GuardZ:          2, GuardReleaseZ: 1, GuardMinN: 100, GuardHalfLife: 0.5,
+		GuardZ:          2, GuardReleaseZ: 1, GuardMinN: 100, GuardHalfLife: 1,
 	}
 }
 

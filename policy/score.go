@@ -50,14 +50,31 @@ func (m *Model) priorVar(psi *[dimEffect]float64) float64 {
 	return v
 }
 
-// Greedy returns the index of the action with the best lower confidence
-// bound on its effect, Effect − Z·Sigma (never-send's is 0): the learned
-// policy's choice, without the guard and without exploration.
+// Greedy returns the index of the learned policy's choice, without the
+// guard and without exploration: among the coupons that are safe (lower
+// confidence bound Effect − Z·Sigma above never-send's 0), the one of
+// highest expected effect; never-send when none is safe. Pessimism decides
+// whether to send, the estimate decides what.
 func (m *Model) Greedy(sc []Score) int {
-	top, best := -1, math.Inf(-1)
+	top, zero := -1, -1
 	for i, s := range sc {
-		if l := s.Effect - m.cfg.Z*s.Sigma; l > best || (l == best && s.ID == 0) {
-			top, best = i, l
+		if s.ID == 0 {
+			zero = i
+			continue
+		}
+		if s.Effect-m.cfg.Z*s.Sigma > 0 && (top < 0 || s.Effect > sc[top].Effect) {
+			top = i
+		}
+	}
+	switch {
+	case top >= 0:
+		return top
+	case zero >= 0:
+		return zero
+	}
+	for i, s := range sc { // no never-send among the candidates
+		if top < 0 || s.Effect > sc[top].Effect {
+			top = i
 		}
 	}
 	return top
@@ -121,21 +138,45 @@ func (m *Model) Distribution(sc []Score, probs []float64) int {
 	case t.ID != 0:
 		m.evenTies(sc, probs, top)
 	}
+	m.keepNever(sc, probs, 1-floor)
 	for i := range probs {
 		probs[i] += floor / float64(k)
 	}
 	return top
 }
 
+// keepNever raises never-send's probability to NeverShare of the mass
+// (taken from the others in proportion), so the guard can always tell
+// what never sending earns: its pseudo-outcomes weigh at most
+// 1/NeverShare.
+func (m *Model) keepNever(sc []Score, probs []float64, mass float64) {
+	z := indexOf(sc, 0)
+	want := m.cfg.NeverShare * mass
+	if z < 0 || probs[z] >= want {
+		return
+	}
+	rest := mass - probs[z]
+	if rest <= 0 {
+		return
+	}
+	f := (mass - want) / rest
+	for i := range probs {
+		if i != z {
+			probs[i] *= f
+		}
+	}
+	probs[z] = want
+}
+
 // evenTies gives the coupons that the data cannot tell apart from the
 // leading coupon the same probability: their mean. The leader is sc[lead],
-// or with lead < 0 the coupon with the best lower bound.
+// or with lead < 0 the coupon with the highest expected effect.
 func (m *Model) evenTies(sc []Score, probs []float64, lead int) {
 	for i, s := range sc {
 		if lead >= 0 {
 			break
 		}
-		if s.ID != 0 && (lead < 0 || s.Effect-m.cfg.Z*s.Sigma > sc[lead].Effect-m.cfg.Z*sc[lead].Sigma) {
+		if s.ID != 0 && (lead < 0 || s.Effect > sc[lead].Effect) {
 			lead = i
 		}
 	}
