@@ -66,7 +66,7 @@ type tenantState struct {
 	catalog   atomic.Pointer[Catalog]
 	model     atomic.Pointer[publishedModel]
 	learnMu   sync.Mutex   // one learner pass at a time
-	pending   pendingSends // sends of new actions whose rewards are not final
+	cats      catTally     // category names seen while the model has few main categories
 
 	budgetMu  sync.Mutex
 	campaigns map[string]*Campaign // nil value: known not to exist

@@ -130,7 +130,7 @@ func (e *Engine) Evaluate(tenant string, opt EvalOptions) (*Evaluation, error) {
 			}
 			reward := float64(*r.Recompensa) / 100
 			mu = mu[:0]
-			sc := pm.scoreX(r.X, candidatesOf(r.Candidates, r.Priors))
+			sc := pm.scoreRecord(&r)
 			li := -1
 			for i, cd := range sc.cands {
 				mu = append(mu, cd.mu/100)
@@ -330,7 +330,7 @@ func (e *Engine) Shadow(tenant string) (*ShadowReport, error) {
 		}
 		rep.RewardsFinal++
 		caller.add(float64(*r.Recompensa) / 100)
-		sc := pm.scoreX(r.X, recordCandidates(&r))
+		sc := pm.scoreRecord(&r)
 		probs, _ := pm.distribution(sc)
 		val := 0.0
 		for i, c := range sc.cands {
@@ -378,18 +378,6 @@ func (e *Engine) Shadow(tenant string) (*ShadowReport, error) {
 	}
 	sort.Strings(rep.Reasons)
 	return rep, nil
-}
-
-// recordCandidates rebuilds a logged decision's candidates with the priors
-// it computed, for scoring them again with another model.
-func recordCandidates(r *DecisionRecord) []candidate { return candidatesOf(r.Candidates, r.Priors) }
-
-func candidatesOf(ids []int, priors []float64) []candidate {
-	cands := make([]candidate, len(ids))
-	for i, id := range ids {
-		cands[i] = candidate{id: id, prior: priors[i]}
-	}
-	return cands
 }
 
 // chunkStats is what a chunk of the log adds besides evaluator records.
