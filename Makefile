@@ -5,7 +5,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -X github.com/coupond/coupond/cli.version=$(VERSION) -X github.com/coupond/coupond/cli.commit=$(COMMIT)
 
-.PHONY: build run test bench fuzz lab lab-runs clean
+.PHONY: build run test bench fuzz lab lab-runs lab-worlds lab-tune clean
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) .
@@ -35,6 +35,14 @@ lab: build
 
 lab-runs: build
 	./$(BIN) lab --runs 8
+
+# 30 worlds on the report seeds (1001-1030), which nobody tunes on.
+lab-worlds: build
+	./$(BIN) lab --worlds 30 --seeds report
+
+# 30 worlds on the tuning seeds (1-30).
+lab-tune: build
+	./$(BIN) lab --worlds 30 --seeds tune
 
 clean:
 	rm -rf bin
