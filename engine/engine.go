@@ -65,8 +65,8 @@ type tenantState struct {
 	catalogMu sync.Mutex
 	catalog   atomic.Pointer[Catalog]
 	model     atomic.Pointer[publishedModel]
-	learnMu   sync.Mutex   // one learner pass at a time
-	cats      catTally     // category names seen while the model has few main categories
+	learnMu   sync.Mutex // one learner pass at a time
+	cats      catTally   // category names seen while the model has few main categories
 
 	budgetMu  sync.Mutex
 	campaigns map[string]*Campaign // nil value: known not to exist

@@ -7,6 +7,7 @@ import (
 	"sort"
 
 	"github.com/coupond/coupond/engine/ope"
+	"github.com/coupond/coupond/policy"
 	"github.com/coupond/coupond/store"
 )
 
@@ -40,6 +41,9 @@ type Evaluation struct {
 	Policies        []PolicyValue  `json:"policies"`
 	Logged          MeasuredValue  `json:"logged_behaviour"`
 	Control         MeasuredValue  `json:"control_group"`
+	// Guard is the policy guard's state and its running estimates
+	// (policy.Guard), beside the log's evaluation above.
+	Guard policy.GuardStatus `json:"policy_guard"`
 }
 
 // EvalOptions tune Evaluate.
@@ -62,7 +66,7 @@ func (e *Engine) Evaluate(tenant string, opt EvalOptions) (*Evaluation, error) {
 	}
 	pm := ts.model.Load()
 	cat := ts.catalog.Load()
-	ev := &Evaluation{Tenant: tenant, Campana: opt.Campana, PoliticaVersion: pm.version, Excluded: map[string]int{}}
+	ev := &Evaluation{Tenant: tenant, Campana: opt.Campana, PoliticaVersion: pm.version, Excluded: map[string]int{}, Guard: pm.m.GuardStatus()}
 	names := []string{"current_policy", "never_send"}
 	actionIDs := []int{}
 	for _, a := range cat.Acciones {

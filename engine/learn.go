@@ -314,6 +314,25 @@ type Status struct {
 	Guard policy.GuardStatus
 }
 
+// GuardSummary counts, over the tenants loaded in memory, those whose
+// policy guard is active, and the guard's switches (for /metrics).
+func (e *Engine) GuardSummary() (active, switches int) {
+	e.mu.Lock()
+	states := make([]*tenantState, 0, len(e.tenants))
+	for _, ts := range e.tenants {
+		states = append(states, ts)
+	}
+	e.mu.Unlock()
+	for _, ts := range states {
+		g := ts.model.Load().m.GuardStatus()
+		if g.Active {
+			active++
+		}
+		switches += g.Switches
+	}
+	return active, switches
+}
+
 // Status returns the tenant's engine state.
 func (e *Engine) Status(tenant string) (Status, error) {
 	ts, err := e.state(tenant)

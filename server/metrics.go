@@ -34,7 +34,11 @@ type seriesPair struct {
 	latency prometheus.Observer
 }
 
-func newMetrics(pdb func() *pebble.DB) *metrics {
+// guardCounts reports the policy guard across the loaded tenants: how many
+// have it active and how many switches it made (engine.GuardSummary).
+type guardCounts func() (active, switches int)
+
+func newMetrics(pdb func() *pebble.DB, guard guardCounts) *metrics {
 	m := &metrics{
 		series: map[seriesKey]seriesPair{},
 		reg:    prometheus.NewRegistry(),
@@ -51,7 +55,33 @@ func newMetrics(pdb func() *pebble.DB) *metrics {
 	m.reg.MustRegister(m.requests, m.latency,
 		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}),
 		pebbleCollector{pdb})
+	if guard != nil {
+		m.reg.MustRegister(guardCollector{guard})
+	}
 	return m
+}
+
+// guardCollector exports the policy guard (package policy): the number of
+// tenants whose learned policy is below a baseline with confidence and
+// runs the baseline instead, and the guard's switches. Without a per-tenant
+// label (the server has no operator switch for tenant labels): `admin
+// tenant show` names the tenant and its estimates.
+type guardCollector struct{ counts guardCounts }
+
+var (
+	descGuardActive   = prometheus.NewDesc("coupond_policy_guard_active_tenants", "Tenants whose policy guard is active (exploiting a baseline: never-send or one action).", nil, nil)
+	descGuardSwitches = prometheus.NewDesc("coupond_policy_guard_switches_total", "Policy guard activations and releases, summed over the loaded tenants.", nil, nil)
+)
+
+func (guardCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- descGuardActive
+	ch <- descGuardSwitches
+}
+
+func (c guardCollector) Collect(ch chan<- prometheus.Metric) {
+	active, switches := c.counts()
+	ch <- prometheus.MustNewConstMetric(descGuardActive, prometheus.GaugeValue, float64(active))
+	ch <- prometheus.MustNewConstMetric(descGuardSwitches, prometheus.CounterValue, float64(switches))
 }
 
 var statusText = func() map[int]string {

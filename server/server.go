@@ -60,7 +60,11 @@ func New(d Deps) *Server {
 		limits: newLimiter(),
 		quotas: newQuotas(),
 	}
-	s.metrics = newMetrics(d.DB.Pebble)
+	var guard guardCounts
+	if d.Engine != nil {
+		guard = d.Engine.GuardSummary
+	}
+	s.metrics = newMetrics(d.DB.Pebble, guard)
 	s.abuse = newAbuseGuard(DefaultAbuseConfig(), d.DB, d.Log)
 	s.router = httprouter.New()
 	s.router.RedirectTrailingSlash = false
