@@ -1,0 +1,5 @@
+//go:build !policytune
+
+package policy
+
+func applyTuneEnv(*Config) {}
