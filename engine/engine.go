@@ -16,6 +16,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/coupond/coupond/policy"
 	"github.com/coupond/coupond/store"
 )
 
@@ -28,6 +29,9 @@ type Config struct {
 	Now func() time.Time
 	// Seed fixes the exploration randomness (tests); 0 draws a random seed.
 	Seed uint64
+	// Policy configures every tenant's policy model; nil is
+	// policy.DefaultConfig().
+	Policy *policy.Config
 }
 
 // Engine decides and learns for every tenant. It is safe for concurrent use.
@@ -54,6 +58,8 @@ type Engine struct {
 	inflight   map[string]struct{}
 
 	seed maphash.Seed
+
+	policy policy.Config // every tenant's policy model's configuration
 }
 
 // tenantState is the in-memory state of one tenant: the published catalog
@@ -96,6 +102,10 @@ func New(cfg Config) *Engine {
 	if seed == 0 {
 		seed = rand.Uint64()
 	}
+	pol := policy.DefaultConfig()
+	if cfg.Policy != nil {
+		pol = *cfg.Policy
+	}
 	return &Engine{
 		db: cfg.DB, secrets: cfg.Secrets, log: cfg.Log, now: cfg.Now,
 		ids:       newDecisionIDs(cfg.Secrets.Decision),
@@ -104,6 +114,7 @@ func New(cfg Config) *Engine {
 		tenants:   map[string]*tenantState{},
 		inflight:  map[string]struct{}{},
 		seed:      maphash.MakeSeed(),
+		policy:    pol,
 	}
 }
 

@@ -288,12 +288,12 @@ func (e *Engine) RunLearner(ctx context.Context, interval time.Duration) {
 func (e *Engine) loadModel(tenant string) (*publishedModel, error) {
 	data, err := e.db.Get(store.Key(tenant, store.TableModel))
 	if errors.Is(err, store.ErrNotFound) {
-		return newPublishedModel(), nil
+		return newPublishedModel(e.policy), nil
 	}
 	if err != nil {
 		return nil, err
 	}
-	pm, old, err := unmarshalModel(data)
+	pm, old, err := unmarshalModel(data, e.policy)
 	if err != nil {
 		return nil, fmt.Errorf("tenant %s model: %w", tenant, err)
 	}

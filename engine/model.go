@@ -32,8 +32,8 @@ type publishedModel struct {
 	m       *policy.Model
 }
 
-func newPublishedModel() *publishedModel {
-	return &publishedModel{version: "v0-prior", m: policy.New(policy.DefaultConfig())}
+func newPublishedModel(cfg policy.Config) *publishedModel {
+	return &publishedModel{version: "v0-prior", m: policy.New(cfg)}
 }
 
 func (pm *publishedModel) clone() *publishedModel {
@@ -52,10 +52,10 @@ func (pm *publishedModel) marshal() ([]byte, error) { return pm.m.Marshal(pm.ver
 // engine's own model class until 2026-11-25) is not converted: the tenant
 // starts afresh from the economic prior, and old reports that with the
 // model's label.
-func unmarshalModel(b []byte) (pm *publishedModel, old bool, err error) {
-	m, version, err := policy.Unmarshal(b, policy.DefaultConfig())
+func unmarshalModel(b []byte, cfg policy.Config) (pm *publishedModel, old bool, err error) {
+	m, version, err := policy.Unmarshal(b, cfg)
 	if errors.Is(err, policy.ErrOldFormat) {
-		return newPublishedModel(), true, nil
+		return newPublishedModel(cfg), true, nil
 	}
 	if err != nil {
 		return nil, false, err
