@@ -37,20 +37,27 @@ type Guard struct {
 
 // guardSum are weighted sums of pseudo-outcomes (V) and of the paired
 // differences Γ(π) − Γ(b) (D, D2), with their weights (W, W2).
+//
+// E and E2 are the sums of Γ(b) − Γ(0): a single action qualifies as a
+// baseline only when it also beats never-send with confidence.
 type guardSum struct {
 	W  float64 `json:"w"`
 	W2 float64 `json:"w2"`
 	V  float64 `json:"v"`
 	D  float64 `json:"d"`
 	D2 float64 `json:"d2"`
+	E  float64 `json:"e,omitempty"`
+	E2 float64 `json:"e2,omitempty"`
 }
 
-func (s *guardSum) add(v, d float64) {
+func (s *guardSum) add(v, d, e float64) {
 	s.W++
 	s.W2++
 	s.V += v
 	s.D += d
 	s.D2 += d * d
+	s.E += e
+	s.E2 += e * e
 }
 
 func (s *guardSum) scale(f float64) {
@@ -59,6 +66,21 @@ func (s *guardSum) scale(f float64) {
 	s.V *= f
 	s.D *= f
 	s.D2 *= f
+	s.E *= f
+	s.E2 *= f
+}
+
+// overNever returns the mean of Γ(b) − Γ(0) and its standard error.
+func (s *guardSum) overNever() (mean, se float64) {
+	return meanSE(s.E, s.E2, s.W, s.neff())
+}
+
+func meanSE(sum, sum2, w, n float64) (mean, se float64) {
+	if w <= 0 || n < 2 {
+		return 0, math.Inf(1)
+	}
+	mean = sum / w
+	return mean, math.Sqrt(math.Max(sum2/w-mean*mean, 0) / (n - 1))
 }
 
 // neff is the effective number of rewards behind the sums.
@@ -71,16 +93,7 @@ func (s *guardSum) neff() float64 {
 
 // diff returns the mean of Γ(π) − Γ(b) and its standard error.
 func (s *guardSum) diff() (mean, se float64) {
-	if s.W <= 0 {
-		return 0, math.Inf(1)
-	}
-	mean = s.D / s.W
-	v := math.Max(s.D2/s.W-mean*mean, 0)
-	n := s.neff()
-	if n < 2 {
-		return mean, math.Inf(1)
-	}
-	return mean, math.Sqrt(v / (n - 1))
+	return meanSE(s.D, s.D2, s.W, s.neff())
 }
 
 func (g Guard) clone() Guard {
@@ -123,7 +136,7 @@ func (m *Model) Observe(s *GuardSample) {
 		return g
 	}
 	gp := gamma(pi)
-	m.guard.Policy.add(gp, 0)
+	m.guard.Policy.add(gp, 0, 0)
 	zero := -1
 	for i, a := range s.Arms {
 		if a.ID == 0 {
@@ -149,7 +162,7 @@ func (m *Model) Observe(s *GuardSample) {
 			m.guard.Options[key] = o
 		}
 		gb := gamma(idx)
-		o.add(gb, gp-gb)
+		o.add(gb, gp-gb, gb-gamma(zero))
 	}
 }
 
@@ -186,8 +199,9 @@ const (
 // UpdateGuard applies the guard's rule to its evidence and reports a
 // switch. A baseline qualifies when π is below it with confidence: the
 // upper bound mean + GuardZ·SE of Γ(π) − Γ(b) is below 0 (with at least
-// GuardMinN effective rewards); the most confident one (lowest bound) is
-// exploited. An active guard is released when π is no longer below its
+// GuardMinN effective rewards), and, for a single action, when it also
+// beats never-send by GuardZ standard errors; the most confident one
+// (lowest bound) is exploited. An active guard is released when π is no longer below its
 // baseline by GuardReleaseZ standard errors.
 func (m *Model) UpdateGuard() GuardEvent {
 	g := &m.guard
@@ -201,6 +215,11 @@ func (m *Model) UpdateGuard() GuardEvent {
 		o := g.Options[k]
 		if o.neff() < m.cfg.GuardMinN {
 			continue
+		}
+		if k != 0 {
+			if e, se := o.overNever(); e-m.cfg.GuardZ*se <= 0 {
+				continue // not surely better than never sending
+			}
 		}
 		if mean, se := o.diff(); mean+m.cfg.GuardZ*se < bestUB {
 			best, bestUB = k, mean+m.cfg.GuardZ*se

@@ -85,7 +85,7 @@ func DefaultConfig() Config {
 
 func defaultConfig() Config {
 	return Config{
-		Z: 1, TieZ: 2.5, PopZ: 2.5,
+		Z: 2, TieZ: 2.5, PopZ: 2.5,
 		Eps0: 0.25, EpsN0: 1000, Floor: 0.01, NeverShare: 0.05,
 		TauEffect: 1000, TauPrior: 0.5, HyperPseudo: 5, TauLevel: 3000,
 		BaseRidge: 1, TauBase: 0.5,

@@ -90,9 +90,8 @@ func (m *Model) Greedy(sc []Score) int {
 // the leading coupon (tied: neither their average effects over their
 // customers differ by PopZ standard errors, nor their effects for this
 // customer by TieZ) get the same probability, their mean, so the model does not
-// pick a side that its data cannot support (evenTies; while the guard
-// exploits a coupon, the coupons tied with it). The floor is spread over
-// all. The probabilities are exactly those to draw
+// pick a side that its data cannot support (evenTies; not while the guard
+// exploits its baseline). The floor is spread over all. The probabilities are exactly those to draw
 // from and to log.
 func (m *Model) Distribution(sc []Score, probs []float64) int {
 	k := len(sc)
@@ -132,11 +131,8 @@ func (m *Model) Distribution(sc []Score, probs []float64) int {
 		explore += probs[i]
 	}
 	probs[top] = 1 - floor - explore
-	switch {
-	case !guarded:
+	if !guarded {
 		m.evenTies(sc, probs, -1)
-	case t.ID != 0:
-		m.evenTies(sc, probs, top)
 	}
 	m.keepNever(sc, probs, 1-floor)
 	for i := range probs {
@@ -169,13 +165,10 @@ func (m *Model) keepNever(sc []Score, probs []float64, mass float64) {
 }
 
 // evenTies gives the coupons that the data cannot tell apart from the
-// leading coupon the same probability: their mean. The leader is sc[lead],
-// or with lead < 0 the coupon with the highest expected effect.
+// leading coupon (highest expected effect) the same probability: their
+// mean.
 func (m *Model) evenTies(sc []Score, probs []float64, lead int) {
 	for i, s := range sc {
-		if lead >= 0 {
-			break
-		}
 		if s.ID != 0 && (lead < 0 || s.Effect > sc[lead].Effect) {
 			lead = i
 		}
