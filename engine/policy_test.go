@@ -132,7 +132,7 @@ func TestOlderModelStartsFromPrior(t *testing.T) {
 	if _, err := e.Decide("acme", Request{ClienteRef: "c1", Canal: "push"}); err != nil {
 		t.Errorf("decide after an older model: %v", err)
 	}
-	if _, _, err := unmarshalModel([]byte(`{"format":4,"phi":[1]}`), policy.DefaultConfig()); err == nil {
+	if _, _, err := unmarshalModel([]byte(`{"format":5,"phi":[1]}`), policy.DefaultConfig()); err == nil {
 		t.Error("a damaged model of the current format loaded")
 	}
 }

@@ -8,9 +8,10 @@ import (
 )
 
 // Format is the stored model's format number. Formats before it (the
-// engine's models until 2026-11-25: a different model class) are not
-// read by Unmarshal; the engine starts such tenants afresh from the prior.
-const Format = 4
+// engine's models until 2026-11-25, a different model class, and format 4,
+// this model without the pooled coupon effect) are not read by Unmarshal;
+// the engine starts such tenants afresh from the prior.
+const Format = 5
 
 // ErrOldFormat reports a stored model of an earlier format.
 var ErrOldFormat = errors.New("policy: stored model of an earlier format")

@@ -47,16 +47,32 @@ type Arm struct {
 	AffShare, AffFreq, AffRec float64
 }
 
-// dimBase is the length of φ, the baseline's features: the customer
-// vector, the category shares, the prior baseline (cents; its coefficient
-// is the learned correction of the prior) and four terms that let the
-// baseline bend with purchase frequency.
-const dimBase = VectorLen + NumCats + 5
+// dimBase is the length of φ, the shared part of the regression: the
+// customer vector, the category shares, the prior baseline (cents; its
+// coefficient is the learned correction of the prior), four terms that let
+// the baseline bend with purchase frequency, and nShared terms of the
+// effect of sending any coupon (zero for never-send), which every coupon
+// shares: an action's own δₐ is its deviation from them, so a coupon with
+// little data of its own borrows what all coupons taught.
+const dimBase = VectorLen + NumCats + 5 + nShared
+
+// nShared is the number of pooled coupon-effect terms in φ (setShared).
+const nShared = 8
 
 // Positions in φ.
 const (
-	phiBase = VectorLen + NumCats // Customer.Base, cents
+	phiBase   = VectorLen + NumCats // Customer.Base, cents
+	phiShared = phiBase + 5         // the pooled coupon effect's terms
 )
+
+// setShared writes into φ the pooled coupon-effect terms of the pair ψ:
+// level, prior effect, category share, frequency, recency, redemption
+// rate and the two frequency bins.
+func setShared(x *[dimBase]float64, psi *[dimEffect]float64) {
+	for k, j := range [nShared]int{0, psiPrior, 2, 7, 5, 10, 11, 12} {
+		x[phiShared+k] = psi[j]
+	}
+}
 
 // dimEffect is the length of ψ, an action's effect features.
 const dimEffect = 13 + NumCats

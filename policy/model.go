@@ -56,9 +56,11 @@ type Config struct {
 	// effect's correction before evidence; HyperPseudo is how many
 	// coefficients' worth of weight they keep against the evidence.
 	TauEffect, TauPrior, HyperPseudo float64
-	// TauLevel (cents) is the prior standard deviation of an action's
-	// effect level (ψ's constant), not shrunk by evidence.
-	TauLevel float64
+	// TauLevel (cents) is the prior standard deviation of an action's own
+	// effect level (ψ's constant: its deviation from the pooled coupon
+	// effect), TauShared that of the pooled coupon effect's level; neither
+	// is shrunk by evidence.
+	TauLevel, TauShared float64
 	// BaseRidge is the ridge (pseudo-rewards) of the baseline's unit-scaled
 	// coefficients; TauBase the prior standard deviation of the prior
 	// baseline's correction.
@@ -85,9 +87,9 @@ func DefaultConfig() Config {
 
 func defaultConfig() Config {
 	return Config{
-		Z: 2, TieZ: 2.5, PopZ: 2.5,
+		Z: 1.5, TieZ: 2.5, PopZ: 2.5,
 		Eps0: 0.25, EpsN0: 1000, Floor: 0.01, NeverShare: 0.05,
-		TauEffect: 1000, TauPrior: 0.5, HyperPseudo: 5, TauLevel: 3000,
+		TauEffect: 1000, TauPrior: 0.5, HyperPseudo: 5, TauLevel: 1000, TauShared: 3000,
 		BaseRidge: 1, TauBase: 0.5,
 		NoiseStart: 5000, NoisePseudo: 50,
 		ImportanceAlpha: 0.5,
@@ -121,6 +123,8 @@ type Model struct {
 	// cross holds Cov(δₐ, δ_b) for a < b (fit), for the standard error
 	// of the difference between two actions' effects.
 	cross map[[2]int][]float64
+	// sharedCov is Var of the pooled coupon effect's coefficients (fit).
+	sharedCov []float64
 	// popApart[a,b] (a < b): the two actions differ with confidence on
 	// average over their customers (apartOverall).
 	popApart map[[2]int]bool
@@ -213,6 +217,8 @@ func (m *Model) Fold(c *Customer, a *Arm, reward, w float64) {
 	var arm *armStats
 	if a.ID != 0 {
 		effectFeatures(c, a, &x, &psi)
+		setShared(&x, &psi)
+		pred = dot(m.beta, x[:])
 		y -= psi[psiPrior]
 		arm = m.arms[a.ID]
 		if arm == nil {
@@ -249,6 +255,16 @@ func (m *Model) lambdas(v float64) (lb [dimBase]float64, le [dimEffect]float64) 
 		lb[i] = m.cfg.BaseRidge
 	}
 	lb[phiBase] = v / (m.cfg.TauBase * m.cfg.TauBase)
+	for k := 0; k < nShared; k++ {
+		t := m.cfg.TauEffect
+		switch k {
+		case 0:
+			t = m.cfg.TauShared
+		case 1:
+			t = m.cfg.TauPrior
+		}
+		lb[phiShared+k] = v / (t * t)
+	}
 	for j := range le {
 		t := m.tau(j)
 		le[j] = v / (t * t)
@@ -336,6 +352,10 @@ func (m *Model) fit(evidence bool) {
 	addTo(core, q, -1)
 	addTo(core, transpose(q, D, D), -1)
 	addTo(core, p, 1)
+	// Var(θ_φ) = S⁻¹·core·S⁻¹; keep the pooled coupon effect's block.
+	rows := sinv[phiShared*D : (phiShared+nShared)*D] // nShared×D
+	vs := mul(mul(rows, core, nShared, D, D), transpose(rows, nShared, D), nShared, D, nShared)
+	m.sharedCov = symmetrize(vs, nShared)
 	// Per action: Wₐ = Gₐ S⁻¹ and Lₐ = Pinvₐ(M'ₐₐ Gₐ − M_φaᵀ); then
 	// Cov(δₐ, δ_b) = (Wₐ·core + Lₐ)W_bᵀ + Wₐ L_bᵀ (+ Pinvₐ M'ₐₐ Pinvₐ when
 	// a = b). See POLICY.md.

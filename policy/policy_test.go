@@ -98,7 +98,7 @@ func TestBetterTreatmentWins(t *testing.T) {
 // retailer from a wrong prior.
 func stubborn() Config {
 	c := DefaultConfig()
-	c.TauPrior, c.TauEffect, c.TauLevel, c.HyperPseudo = 1e-6, 1e-3, 1e-3, 1e12
+	c.TauPrior, c.TauEffect, c.TauLevel, c.TauShared, c.HyperPseudo = 1e-6, 1e-3, 1e-3, 1e-3, 1e12
 	return c
 }
 
@@ -155,7 +155,8 @@ func TestGuardStaysOffWhenLearningWins(t *testing.T) {
 
 // TestAffinityWithoutCategorias: a coupon works only for customers whose
 // main category is the third; the catalog gives no categorias, the prior
-// says nothing. The per-action weights over the category shares learn it.
+// says nothing. Within 10 windows the per-action weights over the category
+// shares learn it.
 func TestAffinityWithoutCategorias(t *testing.T) {
 	lift := func(sc *simCust) float64 {
 		if sc.cat == 2 {
@@ -166,7 +167,7 @@ func TestAffinityWithoutCategorias(t *testing.T) {
 	act := simAction{id: 1, cat: -1, costCents: 2000, lift: lift, prior: func(*simCust) float64 { return 0 }}
 	w := newWorld(6, 4000, []simAction{act})
 	m := New(DefaultConfig())
-	for i := 1; i <= 6; i++ {
+	for i := 1; i <= 10; i++ {
 		w.runWindow(m, week(i))
 	}
 	var in, inSent, out, outSent float64
@@ -220,12 +221,12 @@ func TestMarshalRoundTrip(t *testing.T) {
 	if diff := cmp.Diff(m.GuardStatus(), got.GuardStatus()); diff != "" || !slices.Equal(got.Cats, []string{"a", "b"}) {
 		t.Errorf("guard or categories changed (-before +after):\n%s %v", diff, got.Cats)
 	}
-	for _, bad := range []string{`{"format":3,"shared":{}}`, `{"format":2}`, `{}`} {
+	for _, bad := range []string{`{"format":3,"shared":{}}`, `{"format":2}`, `{"format":4,"phi":[1]}`, `{}`} {
 		if _, _, err := Unmarshal([]byte(bad), DefaultConfig()); !errors.Is(err, ErrOldFormat) {
 			t.Errorf("%s: %v, want ErrOldFormat", bad, err)
 		}
 	}
-	for _, bad := range []string{`{"format":4}`, `{"format":4,"phi":[1]}`, `[`, `{"format":9}`, string(b[:len(b)/2])} {
+	for _, bad := range []string{`{"format":5}`, `{"format":5,"phi":[1]}`, `[`, `{"format":9}`, string(b[:len(b)/2])} {
 		if _, _, err := Unmarshal([]byte(bad), DefaultConfig()); err == nil || errors.Is(err, ErrOldFormat) {
 			t.Errorf("%.40s: %v, want a damage error", bad, err)
 		}

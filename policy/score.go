@@ -11,7 +11,9 @@ type Score struct {
 	Mu, Effect, Sigma float64
 
 	psi    [dimEffect]float64 // the pair's features, for covariances
-	fitted bool               // the action has data: Sigma is from its fit
+	fitted bool               // the action has data: own is from its fit
+	own    float64            // variance of the action's own part of Effect
+	sh     [nShared]float64   // the pooled effect's terms
 }
 
 // Score fills out[i] for arms[i] (out has len(arms)). Never-send is the
@@ -26,21 +28,29 @@ func (m *Model) Score(c *Customer, arms []Arm, out []Score) {
 		sc := Score{ID: a.ID, Mu: base}
 		if a.ID != 0 {
 			effectFeatures(c, a, &x, &psi)
-			eff, v := psi[psiPrior], 0.0
+			for k, j := range [nShared]int{0, psiPrior, 2, 7, 5, 10, 11, 12} {
+				sc.sh[k] = psi[j]
+			}
+			eff := psi[psiPrior] + dot(m.beta[phiShared:phiShared+nShared], sc.sh[:])
 			if st := m.arms[a.ID]; st != nil && st.delta != nil {
 				eff += dot(st.delta, psi[:])
-				v = quad(st.cov, psi[:], dimEffect)
+				sc.own = quad(st.cov, psi[:], dimEffect)
 				sc.psi, sc.fitted = psi, true
 			} else {
-				v = m.priorVar(&psi)
+				sc.own = m.priorVar(&psi)
 			}
-			sc.Effect, sc.Sigma, sc.Mu = eff, math.Sqrt(math.Max(v, 0)), base+eff
+			v := math.Max(sc.own, 0)
+			if m.sharedCov != nil {
+				v += math.Max(quad(m.sharedCov, sc.sh[:], nShared), 0)
+			}
+			sc.Effect, sc.Sigma, sc.Mu = eff, math.Sqrt(v), base+eff
 		}
 		out[i] = sc
 	}
 }
 
-// priorVar is the variance of an effect without data: the ridge prior's.
+// priorVar is the variance of an action's own effect without data: the
+// ridge prior's.
 func (m *Model) priorVar(psi *[dimEffect]float64) float64 {
 	var v float64
 	for j, p := range psi {
@@ -205,7 +215,17 @@ func (m *Model) tied(a, b *Score) bool {
 // diffSE is the standard error of a's effect minus b's: with their
 // covariance when both are fitted, else as if independent.
 func (m *Model) diffSE(a, b *Score) float64 {
-	v := a.Sigma*a.Sigma + b.Sigma*b.Sigma
+	if a.ID == 0 || b.ID == 0 {
+		return math.Hypot(a.Sigma, b.Sigma)
+	}
+	v := a.own + b.own
+	if m.sharedCov != nil {
+		var d [nShared]float64
+		for k := range d {
+			d[k] = a.sh[k] - b.sh[k]
+		}
+		v += quad(m.sharedCov, d[:], nShared)
+	}
 	if a.fitted && b.fitted && a.ID != b.ID {
 		x, y := a, b
 		if x.ID > y.ID {
