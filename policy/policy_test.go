@@ -185,8 +185,11 @@ func TestAffinityWithoutCategorias(t *testing.T) {
 			outSent += p[1]
 		}
 	}
-	if inSent/in < 0.8 || outSent/out > 0.35 {
-		t.Errorf("coupon probability: %.2f for its category's buyers (want ≥ 0.8), %.2f for the others (want ≤ 0.35)", inSent/in, outSent/out)
+	// The send rule is pessimistic (effect − 1.5 SE): it sends where the
+	// data are clear, about half of the category's buyers by window 10.
+	t.Logf("coupon probability: %.2f for its category's buyers, %.2f for the others", inSent/in, outSent/out)
+	if inSent/in < 0.45 || outSent/out > 0.1 {
+		t.Errorf("coupon probability: %.2f for its category's buyers (want ≥ 0.45), %.2f for the others (want ≤ 0.1)", inSent/in, outSent/out)
 	}
 }
 

@@ -134,7 +134,7 @@ func (m *Model) Distribution(sc []Score, probs []float64) int {
 			continue
 		}
 		w := 0.0
-		if sd := m.diffSE(&s, &t); sd > 0 {
+		if sd := m.diffSE(&s, &t, false); sd > 0 {
 			w = math.Min(1, math.Erfc((t.Effect-s.Effect)/sd/math.Sqrt2))
 		}
 		probs[i] = eps / float64(k-1) * w
@@ -209,12 +209,15 @@ func (m *Model) tied(a, b *Score) bool {
 	if m.popApart[[2]int{x, y}] {
 		return false
 	}
-	return math.Abs(a.Effect-b.Effect) < m.cfg.TieZ*m.diffSE(a, b)
+	return math.Abs(a.Effect-b.Effect) < m.cfg.TieZ*m.diffSE(a, b, true)
 }
 
-// diffSE is the standard error of a's effect minus b's: with their
-// covariance when both are fitted, else as if independent.
-func (m *Model) diffSE(a, b *Score) float64 {
+// diffSE is the standard error of a's effect minus b's: the pooled
+// effect's part of the difference, their own parts, and with cross their
+// covariance when both are fitted (without it the error is larger when
+// they covary positively, as actions sharing a baseline do: exploration
+// weights use that cheaper bound).
+func (m *Model) diffSE(a, b *Score, cross bool) float64 {
 	if a.ID == 0 || b.ID == 0 {
 		return math.Hypot(a.Sigma, b.Sigma)
 	}
@@ -226,7 +229,7 @@ func (m *Model) diffSE(a, b *Score) float64 {
 		}
 		v += quad(m.sharedCov, d[:], nShared)
 	}
-	if a.fitted && b.fitted && a.ID != b.ID {
+	if cross && a.fitted && b.fitted && a.ID != b.ID {
 		x, y := a, b
 		if x.ID > y.ID {
 			x, y = y, x
