@@ -80,6 +80,9 @@ func TestEqualTreatmentsStayEven(t *testing.T) {
 // 30 % on 20,000 customers the split swings between even and 95 % from
 // window 9 on: POLICY.md.)
 func TestBetterTreatmentWins(t *testing.T) {
+	if testing.Short() {
+		t.Skip("20,000 customers over 12 windows: runs without -short")
+	}
 	w := emailWorld(3, 20000, 0.01, 0.016)
 	m := New(DefaultConfig())
 	var share float64
