@@ -80,12 +80,6 @@ type Config struct {
 
 // DefaultConfig is the configuration the engine runs.
 func DefaultConfig() Config {
-	c := defaultConfig()
-	applyTuneEnv(&c)
-	return c
-}
-
-func defaultConfig() Config {
 	return Config{
 		Z: 1.5, TieZ: 2.5, PopZ: 2.5,
 		Eps0: 0.25, EpsN0: 1000, Floor: 0.01, NeverShare: 0.05,

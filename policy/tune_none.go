@@ -1,5 +1,0 @@
-//go:build !policytune
-
-package policy
-
-func applyTuneEnv(*Config) {}
