@@ -5,7 +5,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -X github.com/coupond/coupond/cli.version=$(VERSION) -X github.com/coupond/coupond/cli.commit=$(COMMIT)
 
-.PHONY: build run test bench fuzz lab lab-runs lab-worlds lab-tune clean
+.PHONY: build run test lint bench fuzz lab lab-runs lab-worlds lab-tune clean
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) .
@@ -13,10 +13,16 @@ build:
 run: build
 	./$(BIN) serve
 
-# vet + race-enabled tests; long soaks and big benchmarks stay behind -short guards or the targets below.
-test:
-	$(GO) vet ./...
+# lint + race-enabled tests; long soaks and big benchmarks stay behind -short guards or the targets below.
+test: lint
 	$(GO) test -race -short -count=1 -timeout 12m ./...
+
+# An untidy go.mod, a vet finding or a staticcheck finding fails the build.
+# staticcheck is pinned in go.mod's tool block: "go tool" builds that version.
+lint:
+	$(GO) mod tidy -diff
+	$(GO) vet ./...
+	$(GO) tool staticcheck ./...
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -timeout 30m ./...

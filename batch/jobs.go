@@ -53,6 +53,9 @@ type Job struct {
 	Chunks       int             `json:"chunks,omitempty"` // stored chunks of clientes
 	Result       string          `json:"result,omitempty"` // result file, relative to the results dir
 	RealCreadoEn time.Time       `json:"real_creado_en"`   // real time, for result retention
+	// Explain: the job's credential had explicar:leer, so every result
+	// line carries detalle.
+	Explain bool `json:"explicar,omitempty"`
 }
 
 // Submission is a validated batch request.
@@ -62,6 +65,8 @@ type Submission struct {
 	Clientes    []string
 	Segmento    *engine.Segment
 	SegmentoRaw json.RawMessage
+	// Explain adds detalle to every result line (scope explicar:leer).
+	Explain bool
 }
 
 // Submission errors.
@@ -117,6 +122,7 @@ type Runner struct {
 	hookEvery int
 	hook      func(j Job)
 	wake      chan struct{}
+	obs       Observer
 }
 
 // progress is what a running job has done so far.
@@ -181,7 +187,7 @@ func (r *Runner) Submit(tenant string, s Submission) (*Job, error) {
 	if wait, busy := busy(jobs, now); busy {
 		return nil, &RetryError{Err: ErrBusy, After: wait}
 	}
-	j := &Job{ID: newJobID(), Tenant: tenant, CampanaID: s.CampanaID, Estado: EnCola, CreadoEn: now, RealCreadoEn: r.now().UTC(), Segmento: s.SegmentoRaw}
+	j := &Job{ID: newJobID(), Tenant: tenant, CampanaID: s.CampanaID, Estado: EnCola, CreadoEn: now, RealCreadoEn: r.now().UTC(), Segmento: s.SegmentoRaw, Explain: s.Explain}
 	b := r.db.NewBatch()
 	defer b.Close()
 	if s.Clientes != nil {
@@ -491,6 +497,9 @@ func (r *Runner) finish(j *Job) error {
 	if err := b.Commit(); err != nil {
 		return err
 	}
+	if r.obs.JobEnded != nil {
+		r.obs.JobEnded(j.Tenant, j.Estado, j.Procesados)
+	}
 	if queued {
 		r.hooks.poke()
 	}
@@ -577,6 +586,7 @@ func (r *Runner) run(ctx context.Context, j *Job, log zerolog.Logger) error {
 		return err
 	}
 	defer bd.Close()
+	bd.Explain = j.Explain
 
 	remaining, limited := bd.SendBudget()
 	var refs []string
@@ -650,6 +660,9 @@ func (r *Runner) run(ctx context.Context, j *Job, log zerolog.Logger) error {
 		}
 		if d.Accion != 0 {
 			j.Envios++
+		}
+		if r.obs.Decision != nil {
+			r.obs.Decision(j.Tenant, d)
 		}
 		if err := lw.add(ref, d); err != nil {
 			return err

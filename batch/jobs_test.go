@@ -415,7 +415,7 @@ func peakRSS() int64 {
 }
 
 // TestAppendResultLine checks the hand-written line encoder against
-// encoding/json, on decisions as the engine makes them and on strings and
+// encoding/json without HTML escaping, on decisions as the engine makes them and on strings and
 // numbers that need escaping or exponents.
 func TestAppendResultLine(t *testing.T) {
 	yes, no := true, false
@@ -443,13 +443,21 @@ func TestAppendResultLine(t *testing.T) {
 			}
 		}
 		ref := strs[rng.IntN(len(strs))]
-		want, err := json.Marshal(resultLine{ClienteRef: ref, Decision: d})
+		want, err := marshalLine(resultLine{ClienteRef: ref, Decision: d})
 		if err != nil {
 			t.Fatal(err)
 		}
 		buf = AppendResultLine(buf[:0], ref, d)
 		if !bytes.Equal(buf, want) {
 			t.Fatalf("AppendResultLine:\n got %s\nwant %s", buf, want)
+		}
+	}
+	// No HTML escaping: a line copied by hand keeps its "&".
+	d := &engine.Decision{DecisionID: "d1", Motivo: "<a&b>", CaducaEn: at}
+	for _, detalle := range []*engine.Detalle{nil, {}} {
+		d.Detalle = detalle
+		if line := AppendResultLine(nil, "c&<>", d); !bytes.Contains(line, []byte(`"c&<>"`)) || !bytes.Contains(line, []byte(`"<a&b>"`)) {
+			t.Errorf("AppendResultLine escapes HTML: %s", line)
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package batch
 
 import (
+	"bytes"
 	"encoding/json"
 	"math"
 	"strconv"
@@ -12,8 +13,9 @@ import (
 )
 
 // resultLine is one line of a result file: the online decision body plus
-// cliente_ref. AppendResultLine writes the same bytes as json.Marshal of
-// it, without reflection (a 500,000-line job marshals half a million).
+// cliente_ref. AppendResultLine writes the same bytes as marshalLine (an
+// encoding/json Encoder without HTML escaping, as the API's answers), without
+// reflection (a 500,000-line job marshals half a million).
 type resultLine struct {
 	ClienteRef string `json:"cliente_ref"`
 	*engine.Decision
@@ -21,13 +23,13 @@ type resultLine struct {
 
 // AppendResultLine appends the result line of customer ref's decision d
 // (the online decision body plus cliente_ref, one JSON object, no newline)
-// to dst: byte for byte what encoding/json makes of it.
+// to dst: byte for byte what marshalLine makes of it.
 func AppendResultLine(dst []byte, ref string, d *engine.Decision) []byte {
 	if d.Detalle != nil || d.CaducaEn.Year() < 0 || d.CaducaEn.Year() > 9999 ||
 		math.IsInf(d.Propension, 0) || math.IsNaN(d.Propension) {
 		// Rare shapes (explained decisions, out-of-range values): the
 		// reference encoder.
-		b, err := json.Marshal(resultLine{ClienteRef: ref, Decision: d})
+		b, err := marshalLine(resultLine{ClienteRef: ref, Decision: d})
 		if err != nil {
 			panic(err) // a Decision with a finite propension always marshals
 		}
@@ -64,14 +66,26 @@ func AppendResultLine(dst []byte, ref string, d *engine.Decision) []byte {
 
 const hexDigits = "0123456789abcdef"
 
-// appendJSONString appends s as encoding/json does: HTML-safe (<, >, &
-// escaped), U+2028 and U+2029 escaped, invalid UTF-8 as U+FFFD.
+// marshalLine is json.Marshal without HTML escaping: "<", ">" and "&" are
+// written as they are, as in every JSON answer of the API.
+func marshalLine(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
+// appendJSONString appends s as encoding/json does without HTML escaping:
+// U+2028 and U+2029 escaped, invalid UTF-8 as U+FFFD.
 func appendJSONString(dst []byte, s string) []byte {
 	dst = append(dst, '"')
 	start := 0
 	for i := 0; i < len(s); {
 		if b := s[i]; b < utf8.RuneSelf {
-			if b >= 0x20 && b != '"' && b != '\\' && b != '<' && b != '>' && b != '&' {
+			if b >= 0x20 && b != '"' && b != '\\' {
 				i++
 				continue
 			}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/coupond/coupond/engine"
 	"github.com/coupond/coupond/store"
 )
 
@@ -41,6 +42,8 @@ type Webhooks struct {
 	now      func() time.Time
 	wake     chan struct{}
 	mu       sync.Mutex // one delivery pass at a time
+	obs      Observer
+	counters *engine.Counters
 }
 
 // NewWebhooks builds the webhook service.
@@ -209,19 +212,31 @@ func (w *Webhooks) deliverDue(ctx context.Context, tenant string) int {
 		q := it.q
 		q.Attempt++
 		log := w.log.With().Str("tenant", tenant).Str("webhook_id", q.ID).Int("attempt", q.Attempt).Logger()
+		outcome := WebhookDropped
 		if reg == nil {
 			log.Info().Msg("webhook dropped: no registration")
+			w.count(tenant, "dropped")
 		} else if status, err := w.deliver.Deliver(ctx, Delivery{ID: q.ID, URL: reg.URL, Secret: reg.Secret, Body: q.Body}); err == nil {
+			outcome = WebhookDelivered
 			log.Info().Int("status", status).Msg("webhook delivered")
+			w.count(tenant, "delivered")
 		} else if errors.Is(err, ErrWebhookSecret) || errors.Is(err, ErrWebhookURL) {
 			log.Error().Err(err).Msg("webhook dropped: registration unusable")
+			w.count(tenant, "dropped")
 		} else if wait, again := w.schedule.NextAttempt(q.Attempt); again {
+			outcome = WebhookRetry
 			log.Warn().Err(err).Int("status", status).Dur("retry_in", wait).Msg("webhook attempt failed")
+			w.count(tenant, "failed")
 			if err := b.SetJSON(store.Key(tenant, store.TableWebhookQueue, w.now().Add(wait), q.ID), q); err != nil {
 				log.Error().Err(err).Msg("webhook requeue")
 			}
 		} else {
+			outcome = WebhookGivenUp
 			log.Error().Err(err).Msg("webhook given up after the last attempt")
+			w.count(tenant, "given_up")
+		}
+		if w.obs.WebhookAttempt != nil {
+			w.obs.WebhookAttempt(tenant, outcome)
 		}
 		if err := b.Commit(); err != nil {
 			log.Error().Err(err).Msg("webhook queue commit")

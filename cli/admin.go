@@ -29,7 +29,7 @@ func newAdminCmd(a *app) *cobra.Command {
 	cred.AddCommand(credCreateCmd(a), credListCmd(a), credRevokeCmd(a), credRotateCmd(a))
 	clock := &cobra.Command{Use: "clock", Short: "Show and advance a sandbox tenant's clock"}
 	clock.AddCommand(clockShowCmd(a), clockAdvanceCmd(a))
-	cmd.AddCommand(tenant, cred, clock)
+	cmd.AddCommand(tenant, cred, clock, auditCmd(a))
 	cmd.AddCommand(extraAdminCmds(a)...)
 	return cmd
 }

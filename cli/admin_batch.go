@@ -21,30 +21,40 @@ func adminBatchCmd(a *app) *cobra.Command {
 }
 
 func batchWatchCmd(a *app) *cobra.Command {
-	var tenant string
+	var tenant, progress string
 	var interval time.Duration
 	cmd := &cobra.Command{
 		Use:   "watch --tenant ID JOB_ID",
-		Short: "Draw a job's progress bar until it ends (--json: print the final job)",
-		Long: "Polls the batch job and redraws a progress bar (lines decided of the total) until the job is\n" +
+		Short: "Show a job's progress until it ends (--json: print the final job)",
+		Long: "Polls the batch job and shows its progress (lines decided of the total, rate, ETA) until the job is\n" +
 			"completado or fallido. Exits 1 if the job failed. Without a running 'coupond serve' on the data\n" +
-			"dir nothing runs jobs: the command shows the job once and fails if it has not ended.",
+			"dir nothing runs jobs: the command shows the job once and fails if it has not ended.\n\n" +
+			"--progress: tty redraws one line in place; plain writes a line every few seconds (for pipes and\n" +
+			"files); off writes only the final summary; auto (default) is tty on a terminal, plain otherwise,\n" +
+			"and off with --json.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			mode, err := progressMode(progress, a.terminal(cmd), jsonFlag(cmd))
+			if err != nil {
+				return err
+			}
 			return a.withEnv(cmd, func(e *env) error {
 				runner := e.svc.batch
 				poll := func() (*batch.Job, error) { return runner.Job(tenant, args[0]) }
 				if _, err := poll(); errors.Is(err, batch.ErrNotFound) {
 					return fmt.Errorf("tenant %q has no batch job %q", tenant, args[0])
 				}
-				j, err := watchJob(cmd.Context(), cmd.OutOrStdout(), poll, interval, !jsonFlag(cmd), a.live != nil, e.now)
+				j, err := watchJob(cmd.Context(), cmd.OutOrStdout(), poll, interval, mode, a.live != nil, e.now)
 				if err != nil {
 					return err
 				}
-				if jsonFlag(cmd) {
+				switch {
+				case jsonFlag(cmd):
 					if err := printJSON(cmd.OutOrStdout(), viewBatchJob(j)); err != nil {
 						return err
 					}
+				case mode == progressOff:
+					fmt.Fprintln(cmd.OutOrStdout(), jobSummary(j))
 				}
 				if j.Estado == batch.Fallido {
 					return &ExitError{Code: 1}
@@ -56,7 +66,36 @@ func batchWatchCmd(a *app) *cobra.Command {
 	cmd.Flags().StringVar(&tenant, "tenant", "", "tenant id")
 	cmd.MarkFlagRequired("tenant")
 	cmd.Flags().DurationVar(&interval, "interval", 500*time.Millisecond, "how often to poll the job")
+	cmd.Flags().StringVar(&progress, "progress", "auto", "progress display: auto, tty, plain or off")
 	return cmd
+}
+
+// Progress displays of "batch watch".
+const (
+	progressTTY   = "tty"   // one line redrawn in place with '\r'
+	progressPlain = "plain" // a line every plainEvery, no control characters
+	progressOff   = "off"   // the final summary only (nothing with --json)
+)
+
+// plainEvery is the least time between two plain progress lines.
+const plainEvery = 5 * time.Second
+
+// progressMode resolves --progress: auto is tty on a terminal and plain
+// otherwise, off with --json (stdout then carries one JSON value).
+func progressMode(flag string, terminal, asJSON bool) (string, error) {
+	switch flag {
+	case progressTTY, progressPlain, progressOff:
+		return flag, nil
+	case "auto":
+		switch {
+		case asJSON:
+			return progressOff, nil
+		case terminal:
+			return progressTTY, nil
+		}
+		return progressPlain, nil
+	}
+	return "", fmt.Errorf("--progress: want auto, tty, plain or off, got %q", flag)
 }
 
 // batchJobView is the admin view of a job: the API's status fields plus the
@@ -82,54 +121,61 @@ func viewBatchJob(j *batch.Job) batchJobView {
 
 func jobEnded(j *batch.Job) bool { return j.Estado == batch.Completado || j.Estado == batch.Fallido }
 
-// watchJob polls a job until it ends and returns it. With draw, it redraws
-// a progress bar on out at every change ('\r', one line) and ends it with a
-// summary line. live says whether a runner is processing jobs; without one
-// a job that has not ended never will, and watchJob returns an error after
-// showing it once.
-func watchJob(ctx context.Context, out io.Writer, poll func() (*batch.Job, error), interval time.Duration, draw, live bool, now func() time.Time) (*batch.Job, error) {
+// watchJob polls a job until it ends and returns it, showing its progress
+// on out as mode says: tty redraws one line at every change ('\r') and ends
+// it; plain writes a line at a change at most every plainEvery (and the
+// last one); both then print a summary line. off prints nothing. live says
+// whether a runner is processing jobs; without one a job that has not ended
+// never will, and watchJob returns an error after showing it once.
+func watchJob(ctx context.Context, out io.Writer, poll func() (*batch.Job, error), interval time.Duration, mode string, live bool, now func() time.Time) (*batch.Job, error) {
 	if interval <= 0 {
 		interval = 500 * time.Millisecond
 	}
 	var last string
 	var width int
+	var lastPlain time.Time
 	var rate lineRate
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
+	endTTY := func() {
+		if mode == progressTTY && last != "" {
+			fmt.Fprintln(out)
+		}
+	}
 	for {
 		j, err := poll()
 		if err != nil {
 			return nil, err
 		}
-		if draw {
-			line := progressLine(j, rate.add(now(), j.Procesados))
-			if line != last {
-				pad := ""
-				if n := width - len([]rune(line)); n > 0 {
-					pad = strings.Repeat(" ", n)
-				}
-				fmt.Fprint(out, "\r"+line+pad)
-				last, width = line, max(width, len([]rune(line)))
+		at := now()
+		line := progressLine(j, rate.add(at, j.Procesados))
+		switch {
+		case line == last:
+		case mode == progressTTY:
+			pad := ""
+			if n := width - len([]rune(line)); n > 0 {
+				pad = strings.Repeat(" ", n)
 			}
+			fmt.Fprint(out, "\r"+line+pad)
+			last, width = line, max(width, len([]rune(line)))
+		case mode == progressPlain && (lastPlain.IsZero() || at.Sub(lastPlain) >= plainEvery || jobEnded(j) || !live):
+			fmt.Fprintln(out, line)
+			last, lastPlain = line, at
 		}
 		if jobEnded(j) {
-			if draw {
-				fmt.Fprintln(out)
+			endTTY()
+			if mode != progressOff {
 				fmt.Fprintln(out, jobSummary(j))
 			}
 			return j, nil
 		}
 		if !live {
-			if draw {
-				fmt.Fprintln(out)
-			}
+			endTTY()
 			return j, fmt.Errorf("job %s is %s and no 'coupond serve' runs on this data dir to run it", j.ID, j.Estado)
 		}
 		select {
 		case <-ctx.Done():
-			if draw {
-				fmt.Fprintln(out)
-			}
+			endTTY()
 			return nil, ctx.Err()
 		case <-tick.C:
 		}
@@ -158,6 +204,9 @@ func progressLine(j *batch.Job, perSec float64) string {
 	s := fmt.Sprintf("%s  %-10s [%s] %5.1f%%  %d/%s", j.ID, j.Estado, bar, 100*frac, j.Procesados, total)
 	if j.Estado == batch.EnCurso && perSec > 0 {
 		s += fmt.Sprintf("  %.0f lines/s", perSec)
+		if left := j.Total - j.Procesados; j.Total > 0 && left > 0 {
+			s += "  ETA " + (time.Duration(float64(left) / perSec * float64(time.Second))).Round(time.Second).String()
+		}
 	}
 	return s
 }

@@ -32,14 +32,14 @@ func TestWatchJobDrawsUntilEnd(t *testing.T) {
 		batch.Job{ID: "lote_a", Estado: batch.Completado, Total: 1000, Procesados: 1000, Envios: 120, IniciadoEn: &start, CompletadoEn: &done},
 	)
 	var out bytes.Buffer
-	j, err := watchJob(context.Background(), &out, poll, time.Millisecond, true, true, now)
+	j, err := watchJob(context.Background(), &out, poll, time.Millisecond, progressTTY, true, now)
 	if err != nil || j.Estado != batch.Completado {
 		t.Fatalf("watchJob: %v %v", j, err)
 	}
 	s := out.String()
 	for _, want := range []string{
 		"\rlote_a  en_cola    [------------------------------]   0.0%  0/0",
-		"\rlote_a  en_curso   [###############---------------]  50.0%  500/1000  250 lines/s",
+		"\rlote_a  en_curso   [###############---------------]  50.0%  500/1000  250 lines/s  ETA 2s",
 		"\rlote_a  completado [##############################] 100.0%  1000/1000",
 		"\ncompleted in 18s: 1000 lines, 120 sends\n",
 	} {
@@ -52,12 +52,12 @@ func TestWatchJobDrawsUntilEnd(t *testing.T) {
 func TestWatchJobWithoutServer(t *testing.T) {
 	poll := fakeJob(batch.Job{ID: "lote_b", Estado: batch.EnCola})
 	var out bytes.Buffer
-	if _, err := watchJob(context.Background(), &out, poll, time.Millisecond, true, false, time.Now); err == nil || !strings.Contains(err.Error(), "no 'coupond serve'") {
+	if _, err := watchJob(context.Background(), &out, poll, time.Millisecond, progressTTY, false, time.Now); err == nil || !strings.Contains(err.Error(), "no 'coupond serve'") {
 		t.Errorf("queued job without a server: %v", err)
 	}
 	poll = fakeJob(batch.Job{ID: "lote_b", Estado: batch.Fallido, Error: "interrumpido"})
 	out.Reset()
-	j, err := watchJob(context.Background(), &out, poll, time.Millisecond, true, false, time.Now)
+	j, err := watchJob(context.Background(), &out, poll, time.Millisecond, progressTTY, false, time.Now)
 	if err != nil || j.Estado != batch.Fallido || !strings.Contains(out.String(), "failed: interrumpido") {
 		t.Errorf("failed job: %v %v %q", j, err, out.String())
 	}

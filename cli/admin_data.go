@@ -483,6 +483,9 @@ func runBackup(_ context.Context, e *env, dir string, progress io.Writer) (*back
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
+	if err := os.Chmod(dir, 0o700); err != nil { // it may exist, empty, with a wider mode
+		return nil, err
+	}
 	// The ledger and the registration come before the checkpoint: a deletion
 	// the checkpoint misses is then in the ledger.
 	takenAt := e.now().UTC()

@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"runtime"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -41,6 +42,7 @@ with the scopes the bench needs (eventos:publicar, decisiones:pedir, decisiones:
 	p.DurationVar(&f.duration, "duration", 20*time.Second, "how long to send")
 	p.IntVar(&f.customers, "customers", 100_000, "distinct cliente_ref to use")
 	p.Uint64Var(&f.seed, "seed", 1, "random seed")
+	p.Bool("json", false, "machine-readable output: one JSON object on stdout")
 	cmd.AddCommand(benchEventsCmd(&f), benchDecisionsCmd(&f))
 	return cmd
 }
@@ -110,6 +112,27 @@ type latencies struct {
 
 func (l *latencies) add(d time.Duration) { l.mu.Lock(); l.d = append(l.d, d); l.mu.Unlock() }
 
+// quantiles are the percentiles of summary in milliseconds (empty without
+// samples).
+func (l *latencies) quantiles() map[string]float64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := map[string]float64{}
+	if len(l.d) == 0 {
+		return out
+	}
+	slices.Sort(l.d)
+	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+	for _, q := range []struct {
+		name string
+		p    float64
+	}{{"p50", 0.50}, {"p95", 0.95}, {"p99", 0.99}} {
+		out[q.name] = ms(l.d[min(len(l.d)-1, int(q.p*float64(len(l.d))))])
+	}
+	out["max"] = ms(l.d[len(l.d)-1])
+	return out
+}
+
 func (l *latencies) summary() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -164,6 +187,10 @@ func benchEventsCmd(f *benchFlags) *cobra.Command {
 			}
 			wg.Wait()
 			el := time.Since(start).Seconds()
+			if jsonFlag(cmd) {
+				return printJSON(cmd.OutOrStdout(), map[string]any{"requests": requests.Load(), "events_per_request": batch, "failed": failures.Load(),
+					"accepted": accepted.Load(), "seconds": el, "accepted_per_second": float64(accepted.Load()) / el, "latency_ms": lat.quantiles()})
+			}
 			fmt.Fprintf(cmd.OutOrStdout(), "events: %d requests of %d events, %d failed, %d accepted in %.1fs\naccepted events/s: %.0f\nrequest latency: %s\n",
 				requests.Load(), batch, failures.Load(), accepted.Load(), el, float64(accepted.Load())/el, lat.summary())
 			return nil
@@ -271,6 +298,10 @@ func benchDecisionsCmd(f *benchFlags) *cobra.Command {
 			close(jobs)
 			wg.Wait()
 			el := time.Since(start).Seconds()
+			if jsonFlag(cmd) {
+				return printJSON(cmd.OutOrStdout(), map[string]any{"target_per_second": rate, "seconds": el, "ok": ok.Load(), "failed": failed.Load(),
+					"dropped": dropped.Load(), "decisions_per_second": float64(ok.Load()) / el, "latency_ms": lat.quantiles()})
+			}
 			fmt.Fprintf(cmd.OutOrStdout(), "decisions: target %d/s for %.0fs; %d ok, %d failed, %d dropped by the generator\nthroughput: %.0f decisions/s\nlatency from intended send: %s\n",
 				rate, el, ok.Load(), failed.Load(), dropped.Load(), float64(ok.Load())/el, lat.summary())
 			return nil

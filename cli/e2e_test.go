@@ -80,7 +80,7 @@ func startServer(t *testing.T, dataDir string, extra ...string) *instance {
 func (in *instance) start() {
 	t := in.t
 	t.Helper()
-	args := append([]string{"serve", "--data-dir", in.dataDir, "--addr", in.addr}, in.extra...)
+	args := append([]string{"serve", "--data-dir", in.dataDir, "--addr", in.addr, "--console-addr", ""}, in.extra...)
 	in.cmd = exec.Command(in.bin, args...)
 	in.logs = &bytes.Buffer{}
 	in.cmd.Stdout = in.logs

@@ -58,8 +58,8 @@ func (a *app) withEnv(cmd *cobra.Command, fn func(e *env) error) error {
 
 // openEnv opens the data dir for an admin command run without a server.
 func openEnv(ctx context.Context, dataDir string, log zerolog.Logger, opt serviceOptions) (*env, error) {
-	if err := os.MkdirAll(dataDir, 0o700); err != nil {
-		return nil, fmt.Errorf("data dir: %w", err)
+	if err := prepareDataDir(dataDir); err != nil {
+		return nil, err
 	}
 	secrets, err := store.LoadSecrets(dataDir)
 	if err != nil {
@@ -85,7 +85,8 @@ func (e *env) close() error {
 }
 
 type adminRequest struct {
-	Args []string `json:"args"`
+	Args     []string `json:"args"`
+	Terminal bool     `json:"terminal"` // the client's stdout is a terminal
 }
 
 // forwardAdmin sends the command line to the server's admin socket, copies
@@ -97,7 +98,7 @@ func forwardAdmin(ctx context.Context, sock string, args []string, out io.Writer
 			return d.DialContext(ctx, "unix", sock)
 		},
 	}}
-	body, _ := json.Marshal(adminRequest{Args: args})
+	body, _ := json.Marshal(adminRequest{Args: args, Terminal: isTerminal(out)})
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://admin/run", bytes.NewReader(body))
 	if err != nil {
 		return err
@@ -121,8 +122,10 @@ func forwardAdmin(ctx context.Context, sock string, args []string, out io.Writer
 }
 
 // serveAdmin answers admin clients on the unix socket sock (mode 0600) by
-// running their command line against the live env. It removes a stale
-// socket left by a killed process first.
+// running their command line against the live env. Only the user that runs
+// serve may connect (peer credentials), and every command is written to
+// the admin audit log in the data dir. It removes a stale socket left by a
+// killed process first.
 func serveAdmin(ctx context.Context, sock string, live *env) (*http.Server, error) {
 	if conn, err := net.DialTimeout("unix", sock, 200*time.Millisecond); err == nil {
 		conn.Close()
@@ -137,9 +140,13 @@ func serveAdmin(ctx context.Context, sock string, live *env) (*http.Server, erro
 		ln.Close()
 		return nil, fmt.Errorf("admin socket: %w", err)
 	}
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	audit := &auditLog{path: filepath.Join(live.dataDir, auditFile)}
+	ln = &peerListener{Listener: ln, self: os.Getuid(), log: live.log, audit: audit}
+	srv := &http.Server{ConnContext: peerContext, ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var req adminRequest
+		p := peerFrom(r.Context())
 		if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&req); err != nil || len(req.Args) == 0 || req.Args[0] != "admin" {
+			audit.write(auditEntry{Time: time.Now().UTC(), UID: p.UID, PID: p.PID, Args: redactArgs(req.Args), Exit: -1, Error: "bad admin request"})
 			http.Error(w, "bad admin request", http.StatusBadRequest)
 			return
 		}
@@ -147,7 +154,7 @@ func serveAdmin(ctx context.Context, sock string, live *env) (*http.Server, erro
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		w.WriteHeader(http.StatusOK)
 		out := &flushWriter{w: bufio.NewWriter(w), f: w.(http.Flusher)}
-		root := newRoot(&app{args: req.Args, live: live})
+		root := newRoot(&app{args: req.Args, live: live, clientTerminal: req.Terminal})
 		root.SetArgs(req.Args)
 		root.SetOut(out)
 		var errOut bytes.Buffer
@@ -161,7 +168,14 @@ func serveAdmin(ctx context.Context, sock string, live *env) (*http.Server, erro
 				w.Header().Set("X-Error", err.Error())
 			}
 		}
-		live.log.Info().Strs("args", req.Args[:min(len(req.Args), 3)]).Int("exit", ExitCode(err)).Msg("admin command")
+		entry := auditEntry{Time: time.Now().UTC(), UID: p.UID, PID: p.PID, Args: redactArgs(req.Args), Exit: ExitCode(err)}
+		if err != nil {
+			entry.Error = err.Error()
+		}
+		if aerr := audit.write(entry); aerr != nil {
+			live.log.Error().Err(aerr).Msg("admin audit log")
+		}
+		live.log.Info().Strs("args", entry.Args[:min(len(entry.Args), 3)]).Int("exit", entry.Exit).Int("uid", p.UID).Msg("admin command")
 	})}
 	go srv.Serve(ln)
 	return srv, nil
@@ -180,8 +194,11 @@ func (fw *flushWriter) Write(p []byte) (int, error) {
 	return n, err
 }
 
+// printJSON writes v as indented JSON, without HTML escaping (as the API:
+// a URL keeps its "&").
 func printJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
 }

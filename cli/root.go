@@ -44,6 +44,18 @@ type app struct {
 	// client connected to the admin socket: they then act on the running
 	// process's store instead of opening it.
 	live *env
+	// clientTerminal is, with live, whether the admin client's stdout is a
+	// terminal (the command's own output is the socket).
+	clientTerminal bool
+}
+
+// terminal reports whether cmd's output reaches a terminal, directly or
+// through the admin socket.
+func (a *app) terminal(cmd *cobra.Command) bool {
+	if a.live != nil {
+		return a.clientTerminal
+	}
+	return isTerminal(cmd.OutOrStdout())
 }
 
 func newRoot(a *app) *cobra.Command {
@@ -57,7 +69,9 @@ func newRoot(a *app) *cobra.Command {
 		},
 	}
 	root.PersistentFlags().StringVar(&a.dataDir, "data-dir", "./coupond-data", "data directory (env COUPOND_DATA_DIR)")
-	root.AddCommand(newServeCmd(a), newAdminCmd(a), newVersionCmd(), newLabCmd(), newBenchCmd())
+	root.AddCommand(newServeCmd(a), newAdminCmd(a), newVersionCmd(), newLabCmd(), newBenchCmd(), newWebhookCmd(), newDocsCmd())
+	root.SetFlagErrorFunc(flagError)
+	strictGroups(root)
 	return root
 }
 

@@ -16,11 +16,19 @@ import (
 
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
+
+	"github.com/coupond/coupond/server"
 )
 
 type serveFlags struct {
 	addr, baseURL, logLevel, logFormat string
 	webhookAllowPrivate                bool
+	metricsTenantLabel                 bool
+	jsonLogs                           bool
+	consoleAddr                        string
+	diskReserve                        string
+	readTimeout                        time.Duration
+	maxConns                           int
 }
 
 func newServeCmd(a *app) *cobra.Command {
@@ -38,7 +46,13 @@ func newServeCmd(a *app) *cobra.Command {
 	fl.StringVar(&f.baseURL, "base-url", "", "external base URL for signed result URLs (default http://ADDR; env COUPOND_BASE_URL)")
 	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error (env COUPOND_LOG_LEVEL)")
 	fl.StringVar(&f.logFormat, "log-format", "json", "json, or console for humans (env COUPOND_LOG_FORMAT)")
+	fl.BoolVar(&f.jsonLogs, "json", false, "machine-readable output: the log as JSON (overrides --log-format)")
+	fl.StringVar(&f.consoleAddr, "console-addr", "127.0.0.1:8081", "operator console listen address, empty for none (env COUPOND_CONSOLE_ADDR); sign in with 'admin console login'")
 	fl.BoolVar(&f.webhookAllowPrivate, "webhook-allow-private", false, "allow webhook destinations in loopback and private ranges (tests, single-network installs)")
+	fl.BoolVar(&f.metricsTenantLabel, "metrics-tenant-label", false, "add a tenant label to the business series of /metrics (one series per tenant: few tenants only)")
+	fl.StringVar(&f.diskReserve, "disk-reserve", "auto", "free space kept on the data dir's disk: below it writes answer 503 almacenamiento_lleno (auto: the larger of 1GiB and 5% of the disk; sizes like 512MiB, 2GiB; 0 disables; env COUPOND_DISK_RESERVE)")
+	fl.DurationVar(&f.readTimeout, "read-timeout", server.DefaultReadTimeout, "a request, body included, must arrive within this, else the connection is closed (env COUPOND_READ_TIMEOUT)")
+	fl.IntVar(&f.maxConns, "max-conns", server.DefaultMaxConns, "open connections at most; past it new clients wait in the kernel backlog (env COUPOND_MAX_CONNS)")
 	return cmd
 }
 
@@ -50,7 +64,9 @@ func newLogger(level, format string, w interface{ Write([]byte) (int, error) }) 
 	switch format {
 	case "json":
 	case "console":
-		w = zerolog.ConsoleWriter{Out: w, TimeFormat: time.RFC3339}
+		// Colours only on a terminal and never with NO_COLOR: log files
+		// and journald get plain text.
+		w = zerolog.ConsoleWriter{Out: w, TimeFormat: time.RFC3339, NoColor: !useColor(w)}
 	default:
 		return zerolog.Nop(), fmt.Errorf("--log-format: want json or console, got %q", format)
 	}
@@ -85,18 +101,38 @@ func tuneGC(log zerolog.Logger) {
 }
 
 func serve(ctx context.Context, dataDir string, f serveFlags, logOut interface{ Write([]byte) (int, error) }) error {
+	if f.jsonLogs {
+		f.logFormat = "json"
+	}
 	log, err := newLogger(f.logLevel, f.logFormat, logOut)
 	if err != nil {
 		return err
+	}
+	if f.readTimeout <= 0 || f.maxConns <= 0 {
+		return fmt.Errorf("--read-timeout and --max-conns must be positive (got %s, %d)", f.readTimeout, f.maxConns)
 	}
 	if f.baseURL == "" {
 		f.baseURL = "http://" + f.addr
 	}
 	tuneGC(log)
-	e, err := openEnv(ctx, dataDir, log, serviceOptions{baseURL: f.baseURL, webhookAllowPrivate: f.webhookAllowPrivate})
+	reserve, err := waitForSpace(ctx, dataDir, f.diskReserve, f.addr, log)
+	if err != nil {
+		if ctx.Err() != nil {
+			log.Info().Msg("stopped while waiting for disk space")
+			return nil
+		}
+		return err
+	}
+	if limit, ok := openFileLimit(); ok && limit < uint64(f.maxConns)+256 {
+		log.Warn().Uint64("open_file_limit", limit).Int("max_conns", f.maxConns).
+			Msg("the open-file limit leaves little room above --max-conns for the store's files: raise ulimit -n or lower --max-conns")
+	}
+	e, err := openEnv(ctx, dataDir, log, serviceOptions{baseURL: f.baseURL, webhookAllowPrivate: f.webhookAllowPrivate, metricsTenantLabel: f.metricsTenantLabel})
 	if err != nil {
 		return err
 	}
+	e.db.SetReserve(reserve)
+	log.Info().Uint64("disk_reserve_bytes", reserve).Msg("disk reserve")
 	svc := e.svc
 	ready := &svc.ready
 	srv := svc.api
@@ -105,16 +141,17 @@ func serve(ctx context.Context, dataDir string, f serveFlags, logOut interface{ 
 		e.close()
 		return fmt.Errorf("listen %s: %w", f.addr, err)
 	}
-	httpSrv := &http.Server{
-		Handler:           srv,
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       120 * time.Second,
-	}
+	httpSrv, ln := srv.HTTPServer(ln, server.HTTPConfig{ReadTimeout: f.readTimeout, MaxConns: f.maxConns})
 	admin, err := serveAdmin(ctx, filepath.Join(dataDir, adminSocket), e)
 	if err != nil {
 		ln.Close()
 		e.close()
 		return err
+	}
+	stopConsole, err := startConsole(f.consoleAddr, e)
+	if err != nil { // the console is the operator's view: the API serves without it
+		log.Error().Err(err).Msg("console not served")
+		stopConsole = func(context.Context) {}
 	}
 	httpErr := make(chan error, 1)
 	go func() { httpErr <- httpSrv.Serve(ln) }()
@@ -154,6 +191,9 @@ loop:
 			if err := srv.Flush(); err != nil {
 				log.Error().Err(err).Msg("flush counters")
 			}
+			if err := svc.engine.Counters().Flush(); err != nil {
+				log.Error().Err(err).Msg("flush console counters")
+			}
 		}
 	}
 	log.Info().Msg("shutting down")
@@ -164,6 +204,7 @@ loop:
 		log.Warn().Err(err).Msg("http shutdown")
 	}
 	admin.Shutdown(shutCtx)
+	stopConsole(shutCtx)
 	stopBg()
 	wg.Wait()
 	_ = os.Remove(filepath.Join(dataDir, adminSocket))

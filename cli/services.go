@@ -29,12 +29,15 @@ type services struct {
 	webhooks *batch.Webhooks
 	api      *server.Server
 	ready    atomic.Bool
+	// consoleURL is the console's address when serve runs one.
+	consoleURL string
 }
 
 // serviceOptions are the serve flags the services need.
 type serviceOptions struct {
 	baseURL             string
 	webhookAllowPrivate bool
+	metricsTenantLabel  bool
 }
 
 func newServices(_ context.Context, e *env, opt serviceOptions) (*services, error) {
@@ -48,6 +51,7 @@ func newServices(_ context.Context, e *env, opt serviceOptions) (*services, erro
 	}
 	hooks := batch.NewWebhooks(e.db, batch.NewDeliverer(batch.DelivererConfig{AllowPrivate: opt.webhookAllowPrivate}),
 		e.log, e.now, uint64(e.now().UnixNano()))
+	hooks.CountInto(eng.Counters())
 	runner := batch.NewRunner(batch.RunnerConfig{
 		DB: e.db, Engine: eng, Log: e.log, Dir: filepath.Join(e.dataDir, "results"), Now: e.now,
 		Signer: signer, Webhooks: hooks,
@@ -56,11 +60,22 @@ func newServices(_ context.Context, e *env, opt serviceOptions) (*services, erro
 	svc.api = server.New(server.Deps{
 		Log: e.log, DB: e.db, Secrets: e.secrets, Now: e.now, Ready: svc.ready.Load,
 		Engine: eng, Batch: runner, Webhooks: hooks, WebhookAllowPrivate: opt.webhookAllowPrivate,
+		MetricsTenantLabel: opt.metricsTenantLabel,
 	})
+	// Batch jobs, webhooks and the learner report to /metrics.
+	obs, learned := svc.api.Observers()
+	runner.Observe(obs)
+	hooks.Observe(obs)
+	eng.ObserveLearn(learned)
 	return svc, nil
 }
 
-func (s *services) close() {}
+// close writes the console's pending counters.
+func (s *services) close() {
+	if err := s.engine.Counters().Flush(); err != nil {
+		s.env.log.Error().Err(err).Msg("flush console counters")
+	}
+}
 
 // tenantStatus gathers usage, data quality and warnings for "tenant show".
 func (s *services) tenantStatus(t *store.Tenant) (usage, quality map[string]any, guard policy.GuardStatus, warnings []string, err error) {
@@ -138,7 +153,7 @@ func (s *services) clockMoved(t *store.Tenant) {
 func extraAdminCmds(a *app) []*cobra.Command {
 	shadow := &cobra.Command{Use: "shadow", Short: "Shadow mode reports"}
 	shadow.AddCommand(shadowReportCmd(a))
-	return append([]*cobra.Command{evaluateCmd(a), shadow, abuseCmd(a), adminBatchCmd(a)}, dataCmds(a)...)
+	return append([]*cobra.Command{evaluateCmd(a), shadow, abuseCmd(a), adminBatchCmd(a), consoleCmd(a), checkCmd(a)}, dataCmds(a)...)
 }
 
 func scopeList() []string { return server.ScopeNames() }

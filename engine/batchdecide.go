@@ -44,6 +44,11 @@ type BatchDecider struct {
 	spent    bool
 	locked   bool
 	cands    []candidate // scratch of gain
+	tally    decisionTally
+
+	// Explain adds detalle to every decision, as online for a credential
+	// with explicar:leer: set it before the first Decide.
+	Explain bool
 }
 
 // batchChunk is how many decisions one synced commit carries.
@@ -400,8 +405,9 @@ func (bd *BatchDecider) scoreBlock(blk *scanBlock, seg *Segment, withGain bool, 
 			if seg != nil {
 				continue
 			}
-			// A damaged record: the decision will meet it and fail the
-			// job; here the customer just cannot keep a send.
+			// A damaged record: the decision quarantines it and decides
+			// the customer as one without history; here the customer
+			// just cannot keep a send.
 			it.match = true
 			continue
 		}
@@ -431,7 +437,7 @@ func (bd *BatchDecider) scoreBlock(blk *scanBlock, seg *Segment, withGain bool, 
 // (the customer fell outside the budget cut). The record is durable after
 // the next Flush (called automatically every batchChunk decisions).
 func (bd *BatchDecider) Decide(clienteRef string, noSend bool) (*Decision, error) {
-	req := Request{ClienteRef: clienteRef, Canal: bd.campaign.Canal, CampanaID: bd.campaign.ID, CapExempt: true, JobID: bd.jobID, NoSend: noSend}
+	req := Request{ClienteRef: clienteRef, Canal: bd.campaign.Canal, CampanaID: bd.campaign.ID, CapExempt: true, JobID: bd.jobID, NoSend: noSend, Explain: bd.Explain}
 	if !bd.locked {
 		lockAll(&bd.ts.custLocks)
 		bd.locked = true
@@ -445,6 +451,7 @@ func (bd *BatchDecider) Decide(clienteRef string, noSend bool) (*Decision, error
 	if rec != nil && rec.Accion != 0 {
 		bd.spent = true
 	}
+	bd.tally.add(rec)
 	bd.pending++
 	if bd.pending >= batchChunk {
 		if err := bd.Flush(); err != nil {
@@ -468,6 +475,10 @@ func (bd *BatchDecider) Flush() error {
 	if err != nil && bd.spent {
 		bd.e.dropBudgetCache(bd.ts, bd.campaign.ID)
 	}
+	if err == nil {
+		bd.e.counters.addTally(bd.t.ID, &bd.tally)
+	}
+	bd.tally = decisionTally{}
 	bd.spent = false
 	return err
 }
@@ -516,11 +527,17 @@ func (e *Engine) VoidJob(tenant, jobID string) (int, error) {
 		return 0, err
 	}
 	var nonces []string
+	type damaged struct {
+		key, val []byte
+		err      error
+	}
+	var bad []damaged
 	lo, hi := store.TableSpan(tenant, store.TableDecision)
-	err = e.db.Scan(lo, hi, func(_, v []byte) error {
+	err = e.db.Scan(lo, hi, func(k, v []byte) error {
 		var r DecisionRecord
 		if err := unmarshalRecord(v, &r); err != nil {
-			return err
+			bad = append(bad, damaged{bytes.Clone(k), bytes.Clone(v), err})
+			return nil
 		}
 		if r.JobID == jobID && r.Estado == EstadoPendiente && !r.EnRespaldo {
 			nonces = append(nonces, r.Nonce)
@@ -529,6 +546,9 @@ func (e *Engine) VoidJob(tenant, jobID string) (int, error) {
 	})
 	if err != nil {
 		return 0, err
+	}
+	for _, d := range bad {
+		e.quarantine(tenant, d.key, d.val, d.err)
 	}
 	for i := 0; i < len(nonces); i += batchChunk {
 		if err := e.voidChunk(ts, tenant, nonces[i:min(i+batchChunk, len(nonces))]); err != nil {
@@ -550,8 +570,12 @@ func (e *Engine) voidChunk(ts *tenantState, tenant string, nonces []string) erro
 	b := e.db.NewBatch()
 	defer b.Close()
 	released := ""
+	var voided []time.Time
 	for _, nonce := range nonces {
 		r, err := e.loadDecision(tenant, nonce)
+		if errors.Is(err, ErrNotFound) {
+			continue // deleted meanwhile, or damaged (quarantined)
+		}
 		if err != nil {
 			return err
 		}
@@ -559,6 +583,7 @@ func (e *Engine) voidChunk(ts *tenantState, tenant string, nonces []string) erro
 			continue // confirmed meanwhile
 		}
 		r.Estado, r.MotivoRechazo = EstadoRechazada, "lote fallido: la decisión no se entregó"
+		voided = append(voided, r.At)
 		at := now
 		r.ConfirmadaEn = &at
 		putDecision(b, tenant, r)
@@ -583,5 +608,6 @@ func (e *Engine) voidChunk(ts *tenantState, tenant string, nonces []string) erro
 		}
 		return err
 	}
+	e.counters.voided(tenant, voided)
 	return nil
 }

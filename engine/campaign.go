@@ -73,6 +73,10 @@ func (e *Engine) Campaign(tenant, id string) (*Campaign, error) {
 	return e.campaignLocked(ts, tenant, id)
 }
 
+// maxCampaignCache bounds the campaign cache of a tenant; it only stops
+// remembering ids known not to exist (any client can send made-up ones).
+const maxCampaignCache = 10_000
+
 func (e *Engine) campaignLocked(ts *tenantState, tenant, id string) (*Campaign, error) {
 	if c, ok := ts.campaigns[id]; ok {
 		if c == nil {
@@ -83,7 +87,9 @@ func (e *Engine) campaignLocked(ts *tenantState, tenant, id string) (*Campaign, 
 	var c Campaign
 	err := e.db.GetJSON(store.Key(tenant, store.TableCampaign, id), &c)
 	if errors.Is(err, store.ErrNotFound) {
-		ts.campaigns[id] = nil
+		if len(ts.campaigns) < maxCampaignCache {
+			ts.campaigns[id] = nil // callers choose the ids: past the bound, a miss costs a point read
+		}
 		return nil, fmt.Errorf("campaign %q: %w", id, ErrNotFound)
 	}
 	if err != nil {

@@ -35,6 +35,9 @@ func (e *Engine) Confirm(tenant, id string, c Confirmation) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	if err := c.checkTimes(); err != nil {
+		return "", err
+	}
 	r, err := e.loadDecision(tenant, nonce)
 	if err != nil {
 		return "", err
@@ -83,6 +86,7 @@ func (e *Engine) Confirm(tenant, id string, c Confirmation) (string, error) {
 		}
 		return "", err
 	}
+	e.counters.confirmed(tenant, r)
 	return r.Estado, nil
 }
 
@@ -147,5 +151,18 @@ func (e *Engine) Fallback(tenant string, in FallbackInput) error {
 	b := e.db.NewBatch()
 	defer b.Close()
 	putDecision(b, tenant, r)
-	return b.Commit()
+	if err := b.Commit(); err != nil {
+		return err
+	}
+	e.counters.Add(tenant, now, CountFallbacks, 1)
+	return nil
+}
+
+// checkTimes refuses a confirmation whose times a record cannot hold (see
+// storableTime).
+func (c Confirmation) checkTimes() error {
+	if c.TsEjecucion != nil && !storableTime(*c.TsEjecucion) {
+		return fmt.Errorf("ts_ejecucion: %w", ErrUnstorableTime)
+	}
+	return nil
 }

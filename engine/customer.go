@@ -2,7 +2,6 @@ package engine
 
 import (
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/coupond/coupond/store"
@@ -28,7 +27,8 @@ func featuresKey(tenant, clienteRef string) []byte {
 }
 
 // loadFeatures reads a customer's features; a customer without history
-// gets the zero Features.
+// gets the zero Features, and so does one whose features record is damaged
+// (it is moved to quarantine).
 func (e *Engine) loadFeatures(tenant, clienteRef string) (Features, error) {
 	b, err := e.db.Get(featuresKey(tenant, clienteRef))
 	if errors.Is(err, store.ErrNotFound) {
@@ -39,7 +39,10 @@ func (e *Engine) loadFeatures(tenant, clienteRef string) (Features, error) {
 	}
 	f, ok := DecodeFeatures(b)
 	if !ok {
-		return Features{}, fmt.Errorf("features of a customer of %s: damaged record", tenant)
+		// Derived data: quarantined, the customer goes on as one without
+		// history rather than failing every decision and ingestion.
+		e.quarantine(tenant, featuresKey(tenant, clienteRef), b, errors.New("features: do not decode"))
+		return Features{}, nil
 	}
 	return f, nil
 }

@@ -163,7 +163,10 @@ func (e *Engine) loadCustomerState(tenant, clienteRef string) (customerState, er
 		return cs, err
 	}
 	if err := unmarshalCustomerState(b, &cs); err != nil {
-		return cs, fmt.Errorf("state of a customer of %s: %w", tenant, err)
+		// Quarantined; the customer goes on as one without open window
+		// or requests today.
+		e.quarantine(tenant, customerStateKey(tenant, clienteRef), b, err)
+		return customerState{}, nil
 	}
 	return cs, nil
 }
@@ -242,6 +245,7 @@ func (e *Engine) Decide(tenant string, req Request) (*Decision, error) {
 		}
 		return nil, err
 	}
+	e.counters.decided(tenant, rec)
 	return d, nil
 }
 

@@ -59,6 +59,11 @@ type Engine struct {
 
 	seed maphash.Seed
 
+	onLearn  func(tenant string, st LearnStats) // see ObserveLearn
+	counters *Counters                          // operating counters for the console (counters.go)
+	// damagedSeen counts the damaged records readers met (see quarantine).
+	damagedSeen atomic.Int64
+
 	policy policy.Config // every tenant's policy model's configuration
 }
 
@@ -114,6 +119,7 @@ func New(cfg Config) *Engine {
 		tenants:   map[string]*tenantState{},
 		inflight:  map[string]struct{}{},
 		seed:      maphash.MakeSeed(),
+		counters:  NewCounters(cfg.DB),
 		policy:    pol,
 	}
 }

@@ -103,8 +103,8 @@ func (e *Engine) Evaluate(tenant string, opt EvalOptions) (*Evaluation, error) {
 		for _, v := range c.raw {
 			var r DecisionRecord
 			if err := unmarshalRecord(v, &r); err != nil {
-				c.err = err
-				return
+				c.st.excluded("damaged") // the learner quarantines it when it meets it
+				continue
 			}
 			if opt.Campana != "" && r.CampanaID != opt.Campana {
 				continue
@@ -275,6 +275,7 @@ type ShadowReport struct {
 	RewardsFinal    int           `json:"rewards_final"`
 	CallerRule      MeasuredValue `json:"caller_rule_value_mxn"`
 	Engine          MeasuredValue `json:"engine_value_mxn"`
+	Damaged         int           `json:"damaged_records,omitempty"` // decision records that did not decode: skipped
 	Ready           bool          `json:"ready"`
 	Verdict         string        `json:"verdict"`
 	Reasons         []string      `json:"reasons"`
@@ -309,7 +310,8 @@ func (e *Engine) Shadow(tenant string) (*ShadowReport, error) {
 	err = e.db.Scan(lo, hi, func(_, v []byte) error {
 		var r DecisionRecord
 		if err := unmarshalRecord(v, &r); err != nil {
-			return err
+			rep.Damaged++ // skipped; the learner quarantines it when it meets it
+			return nil
 		}
 		if !r.EnSombra || r.EnRespaldo {
 			return nil

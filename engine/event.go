@@ -2,6 +2,7 @@ package engine
 
 import (
 	"encoding/binary"
+	"errors"
 	"math"
 	"time"
 )
@@ -435,6 +436,18 @@ const (
 	minUnixSec = -62135596800
 	maxUnixSec = 253402300799
 )
+
+// storableTime reports whether t round-trips through binAppendTime and
+// binReader.time (years 1 to 9999 in UTC). Writers refuse other times, so
+// that the store never holds a record it cannot read back.
+func storableTime(t time.Time) bool {
+	s := t.Unix()
+	return s >= minUnixSec && s <= maxUnixSec
+}
+
+// ErrUnstorableTime reports a time a record cannot hold (see storableTime);
+// the API refuses such times before they reach the engine.
+var ErrUnstorableTime = errors.New("engine: time outside years 1 to 9999")
 
 func (d *binReader) time() time.Time {
 	sec := d.varint()

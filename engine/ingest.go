@@ -112,6 +112,12 @@ func (e *Engine) Ingest(tenant string, events []IngestEvent) (IngestResult, erro
 			}
 			continue
 		}
+		if campo := unstorableField(ev); campo != "" {
+			id := ev.ID
+			res.Rechazados = append(res.Rechazados, Rejection{Indice: it.Index, EventID: &id, Codigo: "esquema_invalido", Campo: &campo,
+				Mensaje: "fecha fuera del intervalo admitido"})
+			continue
+		}
 		seen[ev.ID] = sum
 
 		val := append(sum[:], ev.AppendEncode(nil)...)
@@ -177,6 +183,7 @@ func (e *Engine) Ingest(tenant string, events []IngestEvent) (IngestResult, erro
 		if err := b.Commit(); err != nil {
 			return res, err
 		}
+		e.counters.ingested(e, tenant, res.Aceptados)
 	}
 	return res, nil
 }
@@ -226,4 +233,16 @@ func (e *Engine) Attribution(tenant, cupon string) (string, error) {
 		return "", nil
 	}
 	return a.DecisionID, err
+}
+
+// unstorableField names the first time field of ev that the event encoding
+// cannot read back ("" when every one can; see storableTime).
+func unstorableField(ev *Event) string {
+	switch {
+	case !storableTime(ev.TS):
+		return "ts"
+	case !ev.Caducidad.IsZero() && !storableTime(ev.Caducidad):
+		return "extra.caducidad"
+	}
+	return ""
 }

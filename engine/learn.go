@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/coupond/coupond/policy"
@@ -38,6 +37,7 @@ type LearnStats struct {
 	Modified    int // modificada: left out
 	Control     int // control group: reward recorded, not learned
 	Released    int // expired unconfirmed sends whose budget went back
+	Damaged     int // decision records that did not decode: quarantined, skipped
 }
 
 // learnBatch bounds the work of one pass so a backlog does not hold the
@@ -97,6 +97,10 @@ func (e *Engine) Learn(tenant string) (LearnStats, error) {
 	for _, w := range work {
 		b.Delete(w.key)
 		r, err := e.loadDecision(tenant, w.nonce)
+		if errors.Is(err, ErrDamaged) {
+			st.Damaged++ // quarantined by loadDecision
+			continue
+		}
 		if errors.Is(err, ErrNotFound) {
 			continue // deleted customer
 		}
@@ -155,6 +159,10 @@ func (e *Engine) Learn(tenant string) (LearnStats, error) {
 	if err := b.Commit(); err != nil {
 		return st, err
 	}
+	if e.onLearn != nil {
+		e.onLearn(tenant, st)
+	}
+	e.counters.learned(tenant, now, st.Folded)
 	if st.Folded > 0 {
 		ts.model.Store(next)
 		e.log.Info().Str("tenant", tenant).Int("folded", st.Folded).Str("politica_version", next.version).Msg("model updated")
@@ -295,7 +303,10 @@ func (e *Engine) loadModel(tenant string) (*publishedModel, error) {
 	}
 	pm, old, err := unmarshalModel(data, e.policy)
 	if err != nil {
-		return nil, fmt.Errorf("tenant %s model: %w", tenant, err)
+		// Quarantined: the tenant learns again from the prior rather than
+		// stopping every decision.
+		e.quarantine(tenant, store.Key(tenant, store.TableModel), data, err)
+		return newPublishedModel(e.policy), nil
 	}
 	if old {
 		e.log.Warn().Str("tenant", tenant).Msg("stored model of an earlier format: the policy starts afresh from the economic prior")

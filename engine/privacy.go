@@ -41,6 +41,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -520,19 +521,32 @@ func (e *Engine) eraseCustomer(tenant, ref, hash string) ([][]byte, error) {
 	}); err != nil {
 		return nil, err
 	}
+	known := slices.Clone(evKeys) // the customer's records found through its indexes
+	damagedEvents := false
 	for _, k := range evKeys {
 		v, err := e.db.Get(k)
 		if errors.Is(err, store.ErrNotFound) {
+			damagedEvents = true // indexed but gone: moved to quarantine
 			continue
 		}
 		if err != nil {
 			return nil, err
 		}
-		if len(v) < 32 {
+		ev, ok := Event{}, len(v) >= 32
+		if ok {
+			ev, ok = DecodeEvent(v[32:])
+		}
+		if !ok {
+			// Damaged: its customer's index names it; it goes if its
+			// bytes name the customer too. Its coupon cannot be read, so
+			// the attribution links are searched by customer below.
+			if bytes.Contains(v, []byte(ref)) {
+				del(k)
+			}
+			damagedEvents = true
 			continue
 		}
-		ev, ok := DecodeEvent(v[32:])
-		if !ok || ev.ClienteRef != ref {
+		if ev.ClienteRef != ref {
 			continue // an event_id first used by another customer stays theirs
 		}
 		if ev.CuponEmitidoID != "" {
@@ -560,9 +574,10 @@ func (e *Engine) eraseCustomer(tenant, ref, hash string) ([][]byte, error) {
 	}
 	s := t.Settings
 	for _, nonce := range nonces {
+		known = append(known, decisionKey(tenant, nonce))
 		r, err := e.loadDecision(tenant, nonce)
 		if errors.Is(err, ErrNotFound) {
-			continue
+			continue // deleted, or damaged: moved to quarantine, erased below
 		}
 		if err != nil {
 			return nil, err
@@ -591,7 +606,21 @@ func (e *Engine) eraseCustomer(tenant, ref, hash string) ([][]byte, error) {
 	}
 	del(customerStateKey(tenant, ref))
 
-	// Attribution links of the customer's coupons.
+	// Attribution links of the customer's coupons; when one of the
+	// customer's events was damaged, every link that names the customer (a
+	// scan, rare).
+	if damagedEvents {
+		lo, hi := store.TableSpan(tenant, store.TableAttribution)
+		if err := e.db.Scan(lo, hi, func(k, v []byte) error {
+			var a attribution
+			if bytes.Contains(v, []byte(ref)) && json.Unmarshal(v, &a) == nil && a.ClienteRef == ref {
+				del(k)
+			}
+			return nil
+		}); err != nil {
+			return nil, err
+		}
+	}
 	for cupon := range cupons {
 		var a attribution
 		err := e.db.GetJSON(attributionKey(tenant, cupon), &a)
@@ -710,6 +739,17 @@ func (e *Engine) eraseCustomer(tenant, ref, hash string) ([][]byte, error) {
 		if err := set(r.key, &r.entry); err != nil {
 			return nil, err
 		}
+	}
+
+	// Quarantined records of the customer (contract §8: deletion reaches
+	// every record that names the customer, damaged ones included).
+	known = append(known, featuresKey(tenant, ref), customerStateKey(tenant, ref))
+	qkeys, err := e.customerDamaged(tenant, ref, known)
+	if err != nil {
+		return nil, err
+	}
+	for _, k := range qkeys {
+		del(k)
 	}
 
 	if err := b.Commit(); err != nil {
@@ -930,6 +970,9 @@ type CustomerExport struct {
 	Confirmaciones []ExportConfirmation `json:"confirmaciones"`
 	VinculosCupon  []ExportCouponLink   `json:"vinculos_cupon"`
 	Borrado        *ExportDeletion      `json:"borrado"`
+	// EnCuarentena counts records held about the customer that could not be
+	// read (damaged): kept in quarantine, erased by the customer's deletion.
+	EnCuarentena int `json:"en_cuarentena"`
 }
 
 // ExportEvent is an event as it was received (event contract v1).
@@ -1024,19 +1067,26 @@ func (e *Engine) Export(tenant, clienteRef, clientID, trace string) (*CustomerEx
 	}); err != nil {
 		return nil, err
 	}
+	var known [][]byte // the customer's records found through its indexes
 	for _, id := range evIDs {
-		v, err := e.db.Get(eventKey(tenant, id))
+		k := eventKey(tenant, id)
+		known = append(known, k)
+		v, err := e.db.Get(k)
 		if errors.Is(err, store.ErrNotFound) {
 			continue
 		}
 		if err != nil {
 			return nil, err
 		}
-		if len(v) < 32 {
+		ev, ok := Event{}, len(v) >= 32
+		if ok {
+			ev, ok = DecodeEvent(v[32:])
+		}
+		if !ok {
+			e.quarantine(tenant, k, v, errors.New("event record: does not decode"))
 			continue
 		}
-		ev, ok := DecodeEvent(v[32:])
-		if !ok || ev.ClienteRef != clienteRef {
+		if ev.ClienteRef != clienteRef {
 			continue
 		}
 		if ev.CuponEmitidoID != "" {
@@ -1048,6 +1098,8 @@ func (e *Engine) Export(tenant, clienteRef, clientID, trace string) (*CustomerEx
 	if b, err := e.db.Get(featuresKey(tenant, clienteRef)); err == nil {
 		if f, ok := DecodeFeatures(b); ok {
 			x.Caracteristica = f.Export(now)
+		} else {
+			e.quarantine(tenant, featuresKey(tenant, clienteRef), b, errors.New("features: do not decode"))
 		}
 	} else if !errors.Is(err, store.ErrNotFound) {
 		return nil, err
@@ -1065,9 +1117,10 @@ func (e *Engine) Export(tenant, clienteRef, clientID, trace string) (*CustomerEx
 	}
 	names := VectorNames()
 	for _, nonce := range nonces {
+		known = append(known, decisionKey(tenant, nonce))
 		r, err := e.loadDecision(tenant, nonce)
 		if errors.Is(err, ErrNotFound) {
-			continue
+			continue // deleted, or damaged: quarantined, counted below
 		}
 		if err != nil {
 			return nil, err
@@ -1131,6 +1184,11 @@ func (e *Engine) Export(tenant, clienteRef, clientID, trace string) (*CustomerEx
 		}
 		x.VinculosCupon = append(x.VinculosCupon, l)
 	}
+	q, err := e.customerDamaged(tenant, clienteRef, known)
+	if err != nil {
+		return nil, err
+	}
+	x.EnCuarentena = len(q)
 	return x, nil
 }
 

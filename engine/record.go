@@ -80,7 +80,9 @@ func putDecision(b *store.Batch, tenant string, r *DecisionRecord) {
 	b.Set(customerDecisionKey(tenant, r.ClienteRef, r.At, r.Nonce), nil)
 }
 
-// loadDecision reads a decision record by nonce.
+// loadDecision reads a decision record by nonce. A record that does not
+// decode is moved to quarantine and reported as an error wrapping both
+// ErrDamaged and ErrNotFound.
 func (e *Engine) loadDecision(tenant, nonce string) (*DecisionRecord, error) {
 	v, err := e.db.Get(decisionKey(tenant, nonce))
 	if errors.Is(err, store.ErrNotFound) {
@@ -91,7 +93,8 @@ func (e *Engine) loadDecision(tenant, nonce string) (*DecisionRecord, error) {
 	}
 	var r DecisionRecord
 	if err := unmarshalRecord(v, &r); err != nil {
-		return nil, err
+		e.quarantine(tenant, decisionKey(tenant, nonce), v, err)
+		return nil, damagedErr("decision record", err)
 	}
 	return &r, nil
 }

@@ -87,11 +87,12 @@ type credUse struct {
 }
 
 type abuseGuard struct {
-	cfg   AbuseConfig
-	db    *store.DB
-	log   zerolog.Logger
-	mu    sync.Mutex
-	creds map[string]*credUse
+	cfg    AbuseConfig
+	db     *store.DB
+	log    zerolog.Logger
+	mu     sync.Mutex
+	creds  map[string]*credUse
+	onStep func(tenant, step string) // metrics; may be nil
 }
 
 func newAbuseGuard(cfg AbuseConfig, db *store.DB, log zerolog.Logger) *abuseGuard {
@@ -190,6 +191,9 @@ func (g *abuseGuard) maybeStep(u *credUse, now time.Time) {
 	u.lastStep = now
 	u.state.Steps = append(u.state.Steps, AbuseStep{At: now.UTC(), Level: levelNames[u.state.Level], Reason: reason})
 	g.log.Warn().Str("tenant", u.tenant).Str("client_id", u.state.ClientID).Str("level", levelNames[u.state.Level]).Str("reason", reason).Msg("abuse escalation")
+	if g.onStep != nil {
+		g.onStep(u.tenant, levelNames[u.state.Level])
+	}
 	if err := g.persist(u); err != nil {
 		g.log.Error().Err(err).Msg("abuse state")
 	}

@@ -5,6 +5,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"net/url"
 	"strconv"
 	"time"
 
@@ -63,7 +64,7 @@ func (s *Server) handleBatchCreate(c *call) error {
 	if hasCl == hasSeg {
 		return &validationError{detail: []schema.Violation{schema.ValueError([]any{"body"}, "envíe exactamente uno de clientes o segmento", nil)}}
 	}
-	sub := batch.Submission{CampanaID: v.Field("campana_id").String()}
+	sub := batch.Submission{CampanaID: v.Field("campana_id").String(), Explain: c.scopes&scopeExplicar != 0}
 	if hasCl {
 		sub.Clientes = make([]string, 0, cl.Len())
 		for _, it := range cl.Items() {
@@ -96,6 +97,7 @@ func (s *Server) handleBatchCreate(c *call) error {
 	case err != nil:
 		return err
 	}
+	c.w.Header().Set("Location", "/v1/lotes-decision/"+url.PathEscape(j.ID))
 	writeJSON(c.w, http.StatusAccepted, map[string]any{"job_id": j.ID, "estado": j.Estado, "creado_en": j.CreadoEn})
 	return nil
 }

@@ -830,7 +830,6 @@ func TestBatchRetention(t *testing.T) {
 
 	h.clock.Advance(batch.ResultRetention - time.Minute)
 	runJobs(h)
-	tok = h.token("acme", allScopes...)
 	if _, err := os.Stat(path); err != nil {
 		t.Fatalf("file removed before the retention: %v", err)
 	}

@@ -2,6 +2,7 @@ package server
 
 import (
 	"net/http"
+	"net/url"
 
 	"github.com/coupond/coupond/server/schema"
 )
@@ -21,7 +22,9 @@ func clienteParam(c *call) (string, error) {
 
 // handleDeleteCliente schedules the customer's deletion: 202 with the
 // deletion record {"cliente_ref", "estado": "programado"}. The record and
-// the durable job are committed (synced) before the answer.
+// the durable job are committed (synced) before the answer. Location names
+// the customer's export, whose "borrado" member follows the deletion from
+// programado to completado (there is no separate status resource).
 func (s *Server) handleDeleteCliente(c *call) error {
 	ref, err := clienteParam(c)
 	if err != nil {
@@ -31,6 +34,7 @@ func (s *Server) handleDeleteCliente(c *call) error {
 	if err != nil {
 		return err
 	}
+	c.w.Header().Set("Location", "/v1/clientes/"+url.PathEscape(ref)+"/exportacion")
 	writeJSON(c.w, http.StatusAccepted, map[string]string{"cliente_ref": ref, "estado": rec.Estado})
 	return nil
 }

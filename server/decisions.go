@@ -3,6 +3,8 @@ package server
 import (
 	"errors"
 	"net/http"
+	"strconv"
+	"time"
 
 	"github.com/coupond/coupond/engine"
 	"github.com/coupond/coupond/server/schema"
@@ -73,6 +75,7 @@ func (s *Server) handleDecide(c *call) error {
 	if err := s.quotas.add(s.DB, c.tenant.ID, quotaDecisions, c.now(), 1); err != nil {
 		return err
 	}
+	s.metrics.decision(c.tenant.ID, "online", d)
 	writeJSON(c.w, http.StatusOK, d)
 	return nil
 }
@@ -97,6 +100,15 @@ func (s *Server) handleConfirm(c *call) error {
 		}
 		n := int(f.Int())
 		conf.AccionReal = &n
+		if n != 0 {
+			cat, err := s.Engine.Catalog(c.tenant.ID)
+			if err != nil {
+				return err
+			}
+			if cat.Action(n) == nil {
+				bad = append(bad, schema.ValueError([]any{"body", "accion_real"}, "la acción no existe en el catálogo del inquilino", n))
+			}
+		}
 	}
 	if f := v.Field("motivo_rechazo"); f.Present() && !f.IsNull() {
 		if conf.Ejecutada {
@@ -106,6 +118,10 @@ func (s *Server) handleConfirm(c *call) error {
 	}
 	if f := v.Field("ts_ejecucion"); f.Present() && !f.IsNull() {
 		ts := f.Time()
+		if limit := c.now().Add(tsAhead); ts.After(limit) {
+			bad = append(bad, schema.ValueError([]any{"body", "ts_ejecucion"},
+				"ts_ejecucion no puede ser posterior a "+limit.UTC().Format(time.RFC3339)+" (reloj del inquilino más 5 minutos)", f.String()))
+		}
 		conf.TsEjecucion = &ts
 	}
 	if len(bad) > 0 {
@@ -120,6 +136,8 @@ func (s *Server) handleConfirm(c *call) error {
 		return errKind(kindAlreadyConfirmed)
 	case errors.Is(err, engine.ErrDecisionExpired):
 		return errKind(kindExpired)
+	case errors.Is(err, engine.ErrUnstorableTime): // the schema's range refuses these first
+		return &validationError{detail: []schema.Violation{schema.ValueError([]any{"body", "ts_ejecucion"}, "ts_ejecucion fuera del intervalo admitido", nil)}}
 	case err != nil:
 		return err
 	}
@@ -152,6 +170,7 @@ func (s *Server) handleFallback(c *call) error {
 	if err != nil {
 		return err
 	}
+	s.metrics.with(s.metrics.decisions, c.tenant.ID, "respaldo", strconv.Itoa(in.Accion), outcomeFallback).Inc()
 	writeJSON(c.w, http.StatusOK, struct{}{})
 	return nil
 }

@@ -1,12 +1,14 @@
 package server
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"net/http"
 	"strconv"
 
 	"github.com/coupond/coupond/server/schema"
+	"github.com/coupond/coupond/store"
 )
 
 // kind is what went wrong, independent of how it is told to the client.
@@ -24,6 +26,8 @@ const (
 	kindRateLimited
 	kindPaused
 	kindInternal
+	kindStorageFull
+	kindBadRequest
 )
 
 // errorTable is the one table from error kind to HTTP status and codigo.
@@ -43,7 +47,12 @@ var errorTable = map[kind]struct {
 	kindRateLimited:         {http.StatusTooManyRequests, "limite_excedido", "límite de uso excedido; reintente tras Retry-After segundos"},
 	kindPaused:              {http.StatusServiceUnavailable, "inquilino_pausado", "el inquilino está pausado por el operador"},
 	kindInternal:            {http.StatusInternalServerError, "error_interno", "error interno; cite el trace_id a soporte"},
+	kindStorageFull:         {http.StatusServiceUnavailable, "almacenamiento_lleno", "almacenamiento casi lleno: las escrituras se reanudan solas cuando haya espacio; reintente tras Retry-After segundos"},
+	kindBadRequest:          {http.StatusBadRequest, "esquema_invalido", "petición mal enmarcada: el cuerpo llegó roto, incompleto o a destiempo"},
 }
+
+// storageRetry is the Retry-After of 503 almacenamiento_lleno, in seconds.
+const storageRetry = 30
 
 // apiError is an error answered with the ErrorV1 body.
 type apiError struct {
@@ -53,14 +62,24 @@ type apiError struct {
 	detalle    map[string]any
 	retryAfter int // seconds; set for 429 and 503
 	basic      bool
+	oauth      oauthError // POST /v1/token only: RFC 6749 5.2 error beside the contract's fields
 }
+
+// oauthError is an RFC 6749 section 5.2 error code and its description
+// (ASCII, as the RFC requires). The token endpoint adds both to its error
+// bodies as "error" and "error_description", so that stock OAuth clients
+// report the cause.
+type oauthError struct{ code, description string }
 
 func (e *apiError) Error() string { return errorTable[e.kind].codigo }
 
 func errKind(k kind) *apiError { return &apiError{kind: k} }
 
 // validationError is answered with 422 HTTPValidationError.
-type validationError struct{ detail []schema.Violation }
+type validationError struct {
+	detail []schema.Violation
+	oauth  oauthError // as apiError.oauth
+}
 
 func (e *validationError) Error() string { return "validation failed" }
 
@@ -99,21 +118,28 @@ type errorV1 struct {
 func (s *Server) writeError(w http.ResponseWriter, c *call, err error) {
 	var ve *validationError
 	if errors.As(err, &ve) {
-		detail := ve.detail
-		if detail == nil {
-			detail = []schema.Violation{}
-		}
+		s.countError(c, "422")
+		detail := redactViolations(ve.detail)
 		writeJSON(w, http.StatusUnprocessableEntity, struct {
 			Detail []schema.Violation `json:"detail"`
-		}{detail})
+			oauthFields
+		}{detail, ve.oauth.fields()})
 		return
 	}
 	var ae *apiError
-	if !errors.As(err, &ae) {
-		s.log.Error().Err(err).Str("trace_id", c.trace).Str("route", c.route).Msg("internal error")
+	if errors.Is(err, store.ErrFull) || errors.Is(err, store.ErrFailed) {
+		s.log.Warn().Err(err).Str("trace_id", c.trace).Str("route", c.route).Msg("write refused: storage full")
+		ae = &apiError{kind: kindStorageFull, retryAfter: storageRetry}
+	} else if !errors.As(err, &ae) {
+		ev := s.log.Error()
+		if c.r.Context().Err() != nil {
+			ev = s.log.Debug() // the client went away: the access log says 499
+		}
+		ev.Err(err).Str("trace_id", c.trace).Str("route", c.route).Msg("internal error")
 		ae = errKind(kindInternal)
 	}
 	row := errorTable[ae.kind]
+	s.countError(c, row.codigo)
 	body := errorV1{Codigo: row.codigo, Mensaje: row.msg, Detalle: ae.detalle, TraceID: c.trace}
 	if ae.msg != "" {
 		body.Mensaje = ae.msg
@@ -130,24 +156,113 @@ func (s *Server) writeError(w http.ResponseWriter, c *call, err error) {
 		} else {
 			h.Set("WWW-Authenticate", `Bearer realm="coupond"`)
 		}
-	case kindRateLimited, kindPaused:
+	case kindRateLimited, kindPaused, kindStorageFull:
 		h.Set("Retry-After", strconv.Itoa(max(ae.retryAfter, 1)))
+	}
+	if ae.oauth.code != "" {
+		writeJSON(w, row.status, struct {
+			errorV1
+			oauthFields
+		}{body, ae.oauth.fields()})
+		return
 	}
 	writeJSON(w, row.status, body)
 }
 
-// writeJSON encodes v as the response body with the given status.
+// oauthFields are the RFC 6749 members of a token endpoint error body;
+// both are omitted when empty.
+type oauthFields struct {
+	Error            string `json:"error,omitempty"`
+	ErrorDescription string `json:"error_description,omitempty"`
+}
+
+func (o oauthError) fields() oauthFields { return oauthFields{o.code, o.description} }
+
+// writeJSON encodes v as the response body with the given status. It is
+// the one JSON writer of the API: strings are not HTML-escaped (a
+// resultado_url keeps its "&" instead of "\u0026", so it survives a human
+// copy and paste), and the body ends with a newline.
 func writeJSON(w http.ResponseWriter, status int, v any) {
-	data, err := json.Marshal(v)
-	if err != nil {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
 		status = http.StatusInternalServerError
-		data = []byte(`{"codigo":"error_interno","mensaje":"error interno","campo":null,"detalle":null,"trace_id":null}`)
+		buf.Reset()
+		buf.WriteString(`{"codigo":"error_interno","mensaje":"error interno","campo":null,"detalle":null,"trace_id":null}` + "\n")
 	}
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
-	h.Set("Content-Length", strconv.Itoa(len(data)+1))
+	h.Set("Content-Length", strconv.Itoa(buf.Len()))
 	w.WriteHeader(status)
-	w.Write(append(data, '\n'))
+	w.Write(buf.Bytes())
+}
+
+// secretMembers are the members whose values a 422 never echoes (contract
+// section 8): their input is "***" wherever they appear.
+var secretMembers = map[string]bool{"client_secret": true, "secreto": true, "access_token": true, "token": true, "refresh_token": true}
+
+// maxEcho is how many characters of a string a 422 echoes.
+const maxEcho = 256
+
+// redactViolations returns vs (never nil) with the inputs of secret members
+// replaced by "***" and every echoed string, in loc or input, cut to
+// maxEcho characters. vs is not modified.
+func redactViolations(vs []schema.Violation) []schema.Violation {
+	out := make([]schema.Violation, len(vs))
+	for i, v := range vs {
+		loc := make([]any, len(v.Loc))
+		secret := false
+		for j, e := range v.Loc {
+			if name, ok := e.(string); ok {
+				secret = secretMembers[name]
+				e = truncateRunes(name, maxEcho)
+			} else {
+				secret = false
+			}
+			loc[j] = e
+		}
+		v.Loc = loc
+		switch {
+		case v.Input == nil:
+		case secret:
+			v.Input = "***"
+		default:
+			v.Input = redactInput(v.Input)
+		}
+		out[i] = v
+	}
+	return out
+}
+
+// redactInput is redactViolations for one echoed input and what it holds.
+func redactInput(x any) any {
+	switch x := x.(type) {
+	case string:
+		return truncateRunes(x, maxEcho)
+	case json.Number:
+		if len(x) > maxEcho {
+			return string(x[:maxEcho]) // a cut number is no longer one
+		}
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			if secretMembers[k] {
+				e = "***"
+			} else {
+				e = redactInput(e)
+			}
+			out[truncateRunes(k, maxEcho)] = e
+		}
+		return out
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = redactInput(e)
+		}
+		return out
+	}
+	return x
 }
 
 // truncateRunes cuts s to at most n characters without splitting one.

@@ -197,8 +197,13 @@ func (s *Server) checkEventOf(tenant string, i int, v schema.Value, now time.Tim
 			}
 		}
 		codigo := "esquema_invalido"
-		if first.Type == "extra_forbidden" {
+		switch {
+		case first.Type == "extra_forbidden":
 			codigo = "campo_desconocido"
+		case first.Type == "value_error" && first.Dotted(0) == "ts":
+			// The event's own ts keeps §2's code for any instant outside
+			// its window, the API's range included (contract §8).
+			codigo = "ts_fuera_de_rango"
 		}
 		return engine.IngestEvent{}, reject(i, v, codigo, first.Dotted(0), first.Msg)
 	}

@@ -21,9 +21,14 @@ import (
 // whose rate limits and quotas are off, called in-process (no network) so
 // that each fuzz input costs little.
 type fuzzServer struct {
-	srv *Server
-	tok string
-	doc obj
+	srv    *Server
+	tok    string
+	doc    obj
+	db     *store.DB
+	eng    *engine.Engine
+	runner *batch.Runner
+	// all is a token with every scope (the body fuzz targets).
+	all string
 }
 
 func newFuzzServer(tb testing.TB) *fuzzServer {
@@ -54,10 +59,12 @@ func newFuzzServer(tb testing.TB) *fuzzServer {
 	}
 	const client = "ci_fuzz"
 	if err := db.CreateCredential(&store.Credential{ClientID: client, Tenant: "fuzz", Name: "fuzz",
-		Scopes: []string{"eventos:publicar", "decisiones:pedir", "catalogo:escribir", "explicar:leer"}, SecretHash: store.HashSecret("x")}); err != nil {
+		Scopes: append([]string{"explicar:leer"}, allScopes...), SecretHash: store.HashSecret("x")}); err != nil {
 		tb.Fatal(err)
 	}
-	f := &fuzzServer{srv: srv, tok: srv.tokens.issue(client, scopeEventos|scopeDecisiones|scopeCatalogo|scopeExplicar, testStart.Add(24*time.Hour)), doc: loadOpenAPI(tb)}
+	f := &fuzzServer{srv: srv, tok: srv.tokens.issue(client, scopeEventos|scopeDecisiones|scopeCatalogo|scopeExplicar, testStart.Add(24*time.Hour)), doc: loadOpenAPI(tb),
+		db: db, eng: eng, runner: runner,
+		all: srv.tokens.issue(client, scopeEventos|scopeDecisiones|scopeConfirmar|scopeCampanas|scopeCatalogo|scopeBorrar|scopeExportar|scopeWebhooks|scopeExplicar, testStart.Add(24*time.Hour))}
 	rec := f.post("/v1/catalogo-acciones", []byte(`{"acciones":[{"id":1,"nombre":"a","tipo_cupon":"TA","costo_envio_mxn":0.5,"descuento_max_mxn":10},`+
 		`{"id":2,"nombre":"b","tipo_cupon":"TB","costo_envio_mxn":0.5,"descuento_max_mxn":20,"canales":["push"]}]}`), "PUT")
 	if rec.Code != 200 {
@@ -126,7 +133,7 @@ func (f *fuzzServer) checkAnswer(t *testing.T, rt string, rec *httptest.Response
 		}
 		for _, it := range asSlice(m["detail"]) {
 			loc := asSlice(asObj(it)["loc"])
-			if len(loc) == 0 || (loc[0] != "body" && loc[0] != "header") || asObj(it)["type"] == "" || asObj(it)["msg"] == "" {
+			if len(loc) == 0 || (loc[0] != "body" && loc[0] != "header" && loc[0] != "path") || asObj(it)["type"] == "" || asObj(it)["msg"] == "" {
 				t.Fatalf("%s 422: malformed item %v", rt, it)
 			}
 		}

@@ -57,12 +57,37 @@ var testStart = time.Date(2026, 11, 2, 12, 0, 0, 0, time.UTC)
 
 func newHarness(t *testing.T) *harness {
 	t.Helper()
-	db, err := store.Open("db", vfs.NewMem())
+	return newHarnessHTTP(t, zerolog.Nop(), HTTPConfig{}, nil)
+}
+
+// newHarnessWith is newHarness with the server's Deps changed by fn.
+func newHarnessWith(t *testing.T, fn func(*Deps)) *harness {
+	t.Helper()
+	return newHarnessHTTP(t, zerolog.Nop(), HTTPConfig{}, fn)
+}
+
+// newHarnessOn is newHarness with the store on fs.
+func newHarnessOn(t *testing.T, fs vfs.FS) *harness {
+	t.Helper()
+	return newHarnessAt(t, fs, zerolog.Nop(), HTTPConfig{}, nil)
+}
+
+// newHarnessHTTP is newHarness with a logger, HTTP limits and the server's
+// Deps changed by fn (nil: none): the server runs as serve runs it, behind
+// HTTPServer's listener.
+func newHarnessHTTP(t *testing.T, log zerolog.Logger, cfg HTTPConfig, fn func(*Deps)) *harness {
+	t.Helper()
+	return newHarnessAt(t, vfs.NewMem(), log, cfg, fn)
+}
+
+// newHarnessAt is newHarnessHTTP with the store on fs.
+func newHarnessAt(t *testing.T, fs vfs.FS, log zerolog.Logger, cfg HTTPConfig, fn func(*Deps)) *harness {
+	t.Helper()
+	db, err := store.Open("db", fs)
 	if err != nil {
 		t.Fatal(err)
 	}
 	h := &harness{t: t, db: db, clock: &testClock{now: testStart}, secrets: store.TestSecrets()}
-	log := zerolog.Nop()
 	h.engine = engine.New(engine.Config{DB: db, Secrets: h.secrets, Log: log, Now: h.clock.Now, Seed: 42})
 	h.http = httptest.NewUnstartedServer(nil)
 	signer, err := batch.NewURLSigner(h.secrets.URL, "http://"+h.http.Listener.Addr().String())
@@ -72,9 +97,13 @@ func newHarness(t *testing.T) *harness {
 	h.hooks = batch.NewWebhooks(db, batch.NewDeliverer(batch.DelivererConfig{AllowPrivate: true}), log, h.clock.Now, 7)
 	h.batch = batch.NewRunner(batch.RunnerConfig{DB: db, Engine: h.engine, Log: log, Dir: filepath.Join(t.TempDir(), "results"),
 		Now: h.clock.Now, Signer: signer, Webhooks: h.hooks})
-	h.srv = New(Deps{Log: log, DB: db, Secrets: h.secrets, Now: h.clock.Now, Ready: func() bool { return true },
-		Engine: h.engine, Batch: h.batch, Webhooks: h.hooks, WebhookAllowPrivate: true})
-	h.http.Config.Handler = h.srv
+	deps := Deps{Log: log, DB: db, Secrets: h.secrets, Now: h.clock.Now, Ready: func() bool { return true },
+		Engine: h.engine, Batch: h.batch, Webhooks: h.hooks, WebhookAllowPrivate: true}
+	if fn != nil {
+		fn(&deps)
+	}
+	h.srv = New(deps)
+	h.http.Config, h.http.Listener = h.srv.HTTPServer(h.http.Listener, cfg)
 	h.http.Start()
 	t.Cleanup(func() {
 		h.http.Close()

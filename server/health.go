@@ -2,6 +2,7 @@ package server
 
 import (
 	_ "embed"
+	"fmt"
 	"net/http"
 )
 
@@ -14,6 +15,15 @@ func (s *Server) handleHealth(c *call) error {
 func (s *Server) handleReady(c *call) error {
 	if s.Ready == nil || !s.Ready() {
 		writeJSON(c.w, http.StatusServiceUnavailable, map[string]string{"estado": "iniciando"})
+		return nil
+	}
+	if sp := s.DB.Space(); sp.Low || sp.Failed {
+		motivo := fmt.Sprintf("espacio libre %d MiB por debajo de la reserva de %d MiB: se rechazan las escrituras hasta que haya espacio",
+			sp.Avail>>20, sp.Reserve>>20)
+		if sp.Failed {
+			motivo = "una escritura falló dentro del almacén por falta de espacio: libere espacio y reinicie coupond"
+		}
+		writeJSON(c.w, http.StatusServiceUnavailable, map[string]string{"estado": "almacenamiento_lleno", "motivo": motivo})
 		return nil
 	}
 	writeJSON(c.w, http.StatusOK, map[string]string{"estado": "listo"})

@@ -18,6 +18,7 @@ const (
 	classEjecucion
 	classOther
 	classToken
+	classTokenFailure // failed token requests, per source address
 	nClasses
 )
 
@@ -32,18 +33,96 @@ var classRates = [nClasses]struct {
 	classEjecucion:  {50, 100},
 	classOther:      {20, 40},
 	classToken:      {10, 20},
+	// Failed token requests per source address: a client that mistyped
+	// its secret retries well within it; guessing gets 1 a second.
+	classTokenFailure: {1, 20},
 }
 
-// limiter holds the token buckets of every credential (and, for the token
-// endpoint, every client_id presented). Buckets run on real time: rates are
-// about load, not about a tenant's business clock.
+// limiter holds token buckets per key: per credential for the API routes
+// and the token endpoint, per source address for failed token requests.
+// Buckets run on real time: rates are about load, not about a tenant's
+// business clock.
+//
+// Its memory is bounded without ever resetting anyone: past capacity keys
+// the least recently used key is evicted, one at a time. Keys are
+// credentials that passed authentication (few) or source addresses, so an
+// attacker who sends made-up client ids never creates a key, and one who
+// sends from many addresses only evicts addresses idle longer than every
+// other.
 type limiter struct {
-	mu      sync.Mutex
-	buckets map[string]*[nClasses]*rate.Limiter
+	mu       sync.Mutex
+	capacity int
+	keys     map[string]*limitEntry
+	lru      limitEntry // sentinel of the recency ring: lru.next is the most recent
 }
 
-func newLimiter() *limiter {
-	return &limiter{buckets: map[string]*[nClasses]*rate.Limiter{}}
+// limitEntry is one key's buckets and its place in the recency ring.
+type limitEntry struct {
+	key        string
+	buckets    [nClasses]*rate.Limiter
+	prev, next *limitEntry
+}
+
+// limiterCapacity bounds the keys of one limiter (a few hundred bytes each).
+const limiterCapacity = 100_000
+
+// tokenFailureAddresses bounds the source addresses whose failed token
+// requests are tracked.
+const tokenFailureAddresses = 50_000
+
+func newLimiter() *limiter { return newLimiterCap(limiterCapacity) }
+
+func newLimiterCap(capacity int) *limiter {
+	l := &limiter{capacity: max(capacity, 1), keys: map[string]*limitEntry{}}
+	l.lru.prev, l.lru.next = &l.lru, &l.lru
+	return l
+}
+
+// entry returns the entry of id, most recent now, creating it (and
+// evicting the least recently used key past capacity). l.mu is held.
+func (l *limiter) entry(id string) *limitEntry {
+	e := l.keys[id]
+	if e == nil {
+		if len(l.keys) >= l.capacity {
+			old := l.lru.prev
+			old.unlink()
+			delete(l.keys, old.key)
+		}
+		e = &limitEntry{key: id}
+		l.keys[id] = e
+	} else if l.lru.next == e {
+		return e
+	} else {
+		e.unlink()
+	}
+	e.prev, e.next = &l.lru, l.lru.next
+	l.lru.next.prev = e
+	l.lru.next = e
+	return e
+}
+
+func (e *limitEntry) unlink() {
+	e.prev.next = e.next
+	e.next.prev = e.prev
+}
+
+// bucket returns the bucket of (id, class) at the rate scaled by factor.
+func (l *limiter) bucket(id string, class limitClass, now time.Time, factor float64) *rate.Limiter {
+	r := classRates[class]
+	lim := rate.Limit(r.perSecond * factor)
+	burst := max(1, int(float64(r.burst)*factor))
+	l.mu.Lock()
+	e := l.entry(id)
+	b := e.buckets[class]
+	if b == nil {
+		b = rate.NewLimiter(lim, burst)
+		e.buckets[class] = b
+	} else if b.Limit() != lim {
+		b.SetLimitAt(now, lim)
+		b.SetBurstAt(now, burst)
+	}
+	l.mu.Unlock()
+	return b
 }
 
 // allow takes one token from the bucket of (id, class) and reports how long
@@ -53,28 +132,7 @@ func (l *limiter) allow(id string, class limitClass, now time.Time, factor float
 	if class == classNone {
 		return true, 0
 	}
-	l.mu.Lock()
-	set := l.buckets[id]
-	if set == nil {
-		if len(l.buckets) > 100_000 { // client_ids presented to /v1/token are attacker-chosen
-			clear(l.buckets)
-		}
-		set = new([nClasses]*rate.Limiter)
-		l.buckets[id] = set
-	}
-	b := set[class]
-	r := classRates[class]
-	lim := rate.Limit(r.perSecond * factor)
-	burst := max(1, int(float64(r.burst)*factor))
-	if b == nil {
-		b = rate.NewLimiter(lim, burst)
-		set[class] = b
-	} else if b.Limit() != lim {
-		b.SetLimitAt(now, lim)
-		b.SetBurstAt(now, burst)
-	}
-	l.mu.Unlock()
-	res := b.ReserveN(now, 1)
+	res := l.bucket(id, class, now, factor).ReserveN(now, 1)
 	if !res.OK() {
 		return false, 1
 	}
@@ -84,4 +142,16 @@ func (l *limiter) allow(id string, class limitClass, now time.Time, factor float
 	}
 	res.CancelAt(now)
 	return false, max(1, int(math.Ceil(d.Seconds())))
+}
+
+// exhausted reports, without taking a token, whether the bucket of
+// (id, class) is empty, and how long until it holds one again.
+func (l *limiter) exhausted(id string, class limitClass, now time.Time) (empty bool, retryAfter int) {
+	b := l.bucket(id, class, now, 1)
+	tokens := b.TokensAt(now)
+	if tokens >= 1 {
+		return false, 0
+	}
+	wait := (1 - tokens) / float64(b.Limit())
+	return true, max(1, int(math.Ceil(wait)))
 }

@@ -8,7 +8,10 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/coupond/coupond/store"
 )
 
 // metrics are the Prometheus series served at /metrics. They live in their
@@ -22,6 +25,8 @@ type metrics struct {
 	// label values allocates, a map lookup does not.
 	mu     sync.RWMutex
 	series map[seriesKey]seriesPair
+
+	*business // what the service does for the retailer (business.go)
 }
 
 type seriesKey struct {
@@ -38,7 +43,7 @@ type seriesPair struct {
 // have it active and how many switches it made (engine.GuardSummary).
 type guardCounts func() (active, switches int)
 
-func newMetrics(pdb func() *pebble.DB, guard guardCounts) *metrics {
+func newMetrics(pdb func() *pebble.DB, tenantLabel bool) *metrics {
 	m := &metrics{
 		series: map[seriesKey]seriesPair{},
 		reg:    prometheus.NewRegistry(),
@@ -53,19 +58,21 @@ func newMetrics(pdb func() *pebble.DB, guard guardCounts) *metrics {
 		}, []string{"route", "status"}),
 	}
 	m.reg.MustRegister(m.requests, m.latency,
-		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}),
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		pebbleCollector{pdb})
-	if guard != nil {
-		m.reg.MustRegister(guardCollector{guard})
-	}
+	m.business = newBusiness(m.reg, tenantLabel)
 	return m
+}
+
+// addGuard registers the policy guard's series (guardCollector).
+func (m *metrics) addGuard(counts guardCounts) {
+	m.reg.MustRegister(guardCollector{counts})
 }
 
 // guardCollector exports the policy guard (package policy): the number of
 // tenants whose learned policy is below a baseline with confidence and
-// runs the baseline instead, and the guard's switches. Without a per-tenant
-// label (the server has no operator switch for tenant labels): `admin
-// tenant show` names the tenant and its estimates.
+// runs the baseline instead, and the guard's switches, over all tenants
+// (`admin tenant show` names the tenant and its estimates).
 type guardCollector struct{ counts guardCounts }
 
 var (
@@ -109,6 +116,37 @@ func (m *metrics) observe(route string, status int, d time.Duration) {
 	}
 	p.count.Inc()
 	p.latency.Observe(d.Seconds())
+}
+
+// addQuarantine registers coupond_quarantined_records (damaged records held
+// in quarantine, all tenants: count scans the quarantine tables at scrape
+// time) and coupond_damaged_records_seen_total (damaged records readers met
+// since start).
+func (m *metrics) addQuarantine(count func() (int, error), seen func() int64) {
+	m.reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "coupond_quarantined_records",
+			Help: "Damaged records held in quarantine, all tenants (coupond admin check lists them)."},
+			func() float64 { n, _ := count(); return float64(n) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "coupond_damaged_records_seen_total",
+			Help: "Damaged records met by readers since start; each is moved to quarantine."},
+			func() float64 { return float64(seen()) }))
+}
+
+// addDiskSpace registers the free space of the store's file system, the
+// reserve, and whether writes are refused (contract §8).
+func (m *metrics) addDiskSpace(space func() store.SpaceStatus) {
+	gauge := func(name, help string, v func(s store.SpaceStatus) float64) prometheus.Collector {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, func() float64 { return v(space()) })
+	}
+	m.reg.MustRegister(
+		gauge("coupond_disk_available_bytes", "Free space on the data dir's file system.", func(s store.SpaceStatus) float64 { return float64(s.Avail) }),
+		gauge("coupond_disk_reserve_bytes", "Reserve of free space (serve --disk-reserve).", func(s store.SpaceStatus) float64 { return float64(s.Reserve) }),
+		gauge("coupond_writes_refused", "1 while writes answer 503 almacenamiento_lleno.", func(s store.SpaceStatus) float64 {
+			if s.Low || s.Failed {
+				return 1
+			}
+			return 0
+		}))
 }
 
 func (m *metrics) handler() http.Handler {

@@ -92,6 +92,7 @@ type opDoc struct {
 	rateClass                 limitClass
 	rateKey                   string // what the rate limit is counted per
 	security                  []any  // public routes: the requirement, default []
+	oauthErrors               bool   // error bodies add RFC 6749 error and error_description (token endpoint)
 }
 
 // kindDocs says when each error kind is answered (errorTable gives status,
@@ -108,6 +109,9 @@ var kindDocs = map[kind]string{
 	kindRateLimited:         "Rate limit (per credential, see `x-rate-limit`) or quota exceeded. Header `Retry-After` (integer seconds, at least 1).",
 	kindPaused:              "The operator paused the tenant. Header `Retry-After`.",
 	kindInternal:            "Internal error. The body carries `trace_id` and never internal details.",
+	kindStorageFull:         "The data dir's file system is below its reserve of free space (`serve --disk-reserve`): writes are refused, reads, exports and deletions go on, and writes resume by themselves when space comes back. Header `Retry-After`.",
+	kindBadRequest: "The request's HTTP framing is broken: a malformed chunked encoding, a body that ends before its `Content-Length`, a body that does not arrive within the server's read timeout (`serve --read-timeout`, default 30 s), or a request with both `Content-Length` and `Transfer-Encoding` (any route); the connection is closed after the answer. Header-level faults that net/http catches before coupond (an unsupported `Transfer-Encoding`, an unparsable `Content-Length`, headers over 1 MB) get net/http's own plain-text 400, 431 or 501. " +
+		"On the token endpoint also: the client authenticated both with HTTP Basic and with credentials in the body (OAuth 2.0 `invalid_request`, RFC 6749 §2.3; `campo` is `Authorization`).",
 }
 
 // eventOnlyCodes are the codigos that appear only in rechazados of POST
@@ -193,6 +197,7 @@ func buildOpenAPI(routes []route) (obj, error) {
 		g.typeSchema(t)
 	}
 	g.handSchemas()
+	g.oauthSchemas()
 
 	docs := opDocs()
 	paths := obj{}
@@ -246,7 +251,7 @@ func buildOpenAPI(routes []route) (obj, error) {
 		},
 		"components": obj{
 			"schemas":         g.schemas,
-			"responses":       errorResponses(),
+			"responses":       usedResponses(paths),
 			"headers":         openAPIHeaders(),
 			"securitySchemes": securitySchemes(),
 		},
@@ -288,9 +293,7 @@ func (g *docGen) operation(rt route, d opDoc) (obj, error) {
 	if len(d.pathParams) != len(pathParams(rt.path)) {
 		return nil, fmt.Errorf("openapi: route %s documents path parameters it does not have", rt.name)
 	}
-	for _, p := range d.params {
-		params = append(params, p)
-	}
+	params = append(params, d.params...)
 	if params != nil {
 		op["parameters"] = params
 	}
@@ -313,7 +316,10 @@ func (g *docGen) operation(rt route, d opDoc) (obj, error) {
 		if rt.scope != 0 {
 			scopes = append(scopes, rt.scope.String())
 		}
-		op["security"] = []any{obj{"bearer": scopes}, obj{"oauth2": scopes}}
+		// One scheme, oauth2: OpenAPI defines scopes for OAuth schemes
+		// (Spectral flags them on an http bearer scheme), and a bearer
+		// scheme beside it would describe the same header twice.
+		op["security"] = []any{obj{"oauth2": scopes}}
 		op["x-scopes"] = scopes
 	}
 
@@ -355,10 +361,13 @@ func (g *docGen) operation(rt route, d opDoc) (obj, error) {
 		responses[code] = r
 	}
 
-	kinds := []kind{kindInternal}
+	kinds := []kind{kindInternal, kindBadRequest} // 400: any request can carry Content-Length with Transfer-Encoding
 	validates := d.validates || rt.maxBody > 0
 	if !rt.public {
 		kinds = append(kinds, kindUnauthenticated, kindPaused)
+		if refusesWrites(rt) {
+			kinds = append(kinds, kindStorageFull)
+		}
 		if rt.scope != 0 {
 			kinds = append(kinds, kindForbidden)
 		}
@@ -393,8 +402,102 @@ func (g *docGen) operation(rt route, d opDoc) (obj, error) {
 	if validates {
 		responses["422"] = responseRef("validacion_422")
 	}
+	if d.oauthErrors {
+		for code, r := range responses {
+			if oe, ok := oauthErrorsByStatus[code]; ok {
+				responses[code] = oauthResponse(asObjDoc(r), oe)
+			}
+		}
+	}
 	op["responses"] = responses
 	return op, nil
+}
+
+// oauthErrorsByStatus are the RFC 6749 error codes the token endpoint adds
+// per status (withOAuthError in token.go).
+var oauthErrorsByStatus = map[string][]oauthError{
+	"401": {oauthInvalidClient},
+	"403": {oauthInvalidScope},
+	"413": {oauthInvalidRequest},
+	"415": {oauthInvalidRequest},
+	"422": {oauthInvalidRequest, oauthUnsupportedType},
+}
+
+func asObjDoc(v any) obj { m, _ := v.(obj); return m }
+
+// oauthResponse is r (a response or a reference to one of errorResponses)
+// with the token endpoint's body: ErrorToken or HTTPValidationErrorToken,
+// examples with the OAuth fields.
+func oauthResponse(r obj, codes []oauthError) obj {
+	if ref, ok := r["$ref"].(string); ok {
+		r = asObjDoc(errorResponses()[strings.TrimPrefix(ref, "#/components/responses/")])
+	}
+	r = deepCopy(r)
+	mt := asObjDoc(asObjDoc(r["content"])["application/json"])
+	switch asObjDoc(mt["schema"])["$ref"] {
+	case "#/components/schemas/ErrorV1":
+		mt["schema"] = schemaRef("ErrorToken")
+	case "#/components/schemas/HTTPValidationError":
+		mt["schema"] = schemaRef("HTTPValidationErrorToken")
+	}
+	add := func(ex any) {
+		if m := asObjDoc(ex); m != nil {
+			m["error"], m["error_description"] = codes[0].code, codes[0].description
+		}
+	}
+	add(mt["example"])
+	for _, ex := range asObjDoc(mt["examples"]) {
+		add(asObjDoc(ex)["value"])
+	}
+	var names []string
+	for _, c := range codes {
+		names = append(names, "`"+c.code+"`")
+	}
+	r["description"] = fmt.Sprint(r["description"], "\n\nOAuth 2.0 (RFC 6749 5.2): the body adds `error` (", strings.Join(names, " or "), ") and `error_description`.")
+	return r
+}
+
+// deepCopy copies a document subtree of obj, []any and scalars.
+func deepCopy(m obj) obj {
+	out := obj{}
+	for k, v := range m {
+		out[k] = deepCopyValue(v)
+	}
+	return out
+}
+
+func deepCopyValue(v any) any {
+	switch v := v.(type) {
+	case obj:
+		return deepCopy(v)
+	case []any:
+		out := make([]any, len(v))
+		for i, x := range v {
+			out[i] = deepCopyValue(x)
+		}
+		return out
+	}
+	return v
+}
+
+// oauthSchemas adds ErrorToken and HTTPValidationErrorToken: ErrorV1 and
+// HTTPValidationError with the RFC 6749 members the token endpoint adds.
+func (g *docGen) oauthSchemas() {
+	add := func(name, base string, codes ...oauthError) {
+		m := deepCopy(g.schemas[base].(obj))
+		var enum []any
+		for _, c := range codes {
+			enum = append(enum, c.code)
+		}
+		props := m["properties"].(obj)
+		props["error"] = obj{"type": "string", "enum": enum, "description": "OAuth 2.0 error code (RFC 6749 5.2), for stock OAuth clients."}
+		props["error_description"] = obj{"type": "string", "description": "Human-readable ASCII text of the error."}
+		m["required"] = append(m["required"].([]any), "error", "error_description")
+		m["description"] = fmt.Sprint("`", base, "` of the token endpoint, with the OAuth 2.0 members `error` and `error_description`.")
+		g.schemas[name] = m
+	}
+	add("ErrorToken", "ErrorV1", oauthInvalidClient, oauthInvalidScope, oauthInvalidRequest)
+	add("HTTPValidationErrorToken", "HTTPValidationError", oauthInvalidRequest, oauthUnsupportedType)
 }
 
 // errorResponse is the response of one status that can carry any of ks.
@@ -413,7 +516,7 @@ func errorResponse(ks []kind) obj {
 		switch k {
 		case kindUnauthenticated:
 			hdr["WWW-Authenticate"] = headerRef("WWW-Authenticate")
-		case kindRateLimited, kindPaused:
+		case kindRateLimited, kindPaused, kindStorageFull:
 			hdr["Retry-After"] = headerRef("Retry-After")
 		}
 	}
@@ -469,26 +572,57 @@ func openAPIHeaders() obj {
 	}
 }
 
+// usedResponses is errorResponses without those no operation refers to
+// (an error kind that is only ever answered beside another of its status).
+func usedResponses(paths obj) obj {
+	used := map[string]bool{}
+	var walk func(v any)
+	walk = func(v any) {
+		switch v := v.(type) {
+		case obj:
+			if r, ok := v["$ref"].(string); ok {
+				used[strings.TrimPrefix(r, "#/components/responses/")] = true
+			}
+			for _, x := range v {
+				walk(x)
+			}
+		case []any:
+			for _, x := range v {
+				walk(x)
+			}
+		}
+	}
+	walk(paths)
+	out := obj{}
+	for name, r := range errorResponses() {
+		if used[name] {
+			out[name] = r
+		}
+	}
+	return out
+}
+
 func securitySchemes() obj {
 	scopes := obj{}
 	for _, s := range scopeNames {
 		scopes[s.name] = scopeDocs[s.name]
 	}
 	return obj{
-		"bearer": obj{
-			"type":         "http",
-			"scheme":       "bearer",
-			"bearerFormat": "opaque",
-			"description": fmt.Sprintf("`Authorization: Bearer <access_token>`, a token from `POST /v1/token` that lives %s. "+
-				"The requirement's list names the scope the route needs.", humanDuration(tokenTTL)),
-		},
 		"oauth2": obj{
-			"type":        "oauth2",
-			"description": "The same bearer token, described as the OAuth 2.0 client-credentials flow for stock OAuth clients.",
+			"type": "oauth2",
+			"description": fmt.Sprintf("`Authorization: Bearer <access_token>`, a token from `POST /v1/token` (OAuth 2.0 client credentials) that lives %s. "+
+				"The requirement's list names the scope the route needs.", humanDuration(tokenTTL)),
 			"flows": obj{"clientCredentials": obj{
 				"tokenUrl": "/v1/token",
 				"scopes":   scopes,
 			}},
+		},
+		"webhookSignature": obj{
+			"type": "apiKey",
+			"in":   "header",
+			"name": "webhook-signature",
+			"description": "Webhook deliveries only (coupond is the client): the receiver authenticates each delivery by its Standard Webhooks signature, " +
+				"HMAC-SHA256 with the registration's `secreto` over `<webhook-id>.<webhook-timestamp>.<raw body>` (see `x-webhook-signature`).",
 		},
 		"clientBasic": obj{
 			"type":        "http",
@@ -751,6 +885,7 @@ var responseFieldDocs = map[string]string{
 	"ExportacionCliente":                       "Everything held about a customer. An unknown customer has empty collections; after a completed deletion only `borrado` remains.",
 	"ExportacionCliente.caracteristicas":       "Derived features at the tenant clock (names as in `x-customer-features`), plus sign-up channel, declared segment and profile.",
 	"ExportacionCliente.borrado":               "The deletion record, if a deletion was requested.",
+	"ExportacionCliente.en_cuarentena":         "Records held about the customer that could not be read back (damaged, e.g. written by an older release): kept in quarantine, never exported, erased by the customer's deletion. Normally 0.",
 	"DecisionExportada.recompensa_mxn":         "Final reward, once the reward window and its grace have passed.",
 	"DecisionExportada.caracteristicas_usadas": "The feature vector the decision was made with.",
 	"ErrorV1":                                  "Error body of every 4xx and 5xx except 422. Never reveals internal details.",
@@ -841,22 +976,10 @@ func (g *docGen) handSchemas() {
 	g.schemas["ObjetoVacio"] = obj{"type": "object", "additionalProperties": false, "description": "An empty JSON object."}
 	g.schemas["Estado"] = obj{
 		"type":       "object",
-		"properties": obj{"estado": obj{"type": "string", "enum": []any{"ok", "listo", "iniciando"}}},
+		"properties": obj{"estado": obj{"type": "string", "enum": []any{"ok", "listo", "iniciando", "almacenamiento_lleno"}}, "motivo": obj{"type": "string"}},
 		"required":   []any{"estado"},
 	}
-	g.schemas["LoteCompletado"] = obj{
-		"type":        "object",
-		"description": "Payload of the `lote.completado` notification.",
-		"properties": obj{
-			"tipo":          obj{"type": "string", "const": batch.EventLoteCompletado},
-			"job_id":        obj{"type": "string"},
-			"campana_id":    obj{"type": "string"},
-			"estado":        obj{"type": "string", "const": batch.Completado},
-			"lineas":        obj{"type": "integer", "description": "Lines of the result file."},
-			"completado_en": obj{"type": "string", "format": "date-time"},
-		},
-		"required": []any{"tipo", "job_id", "campana_id", "estado", "lineas", "completado_en"},
-	}
+
 	g.schemas["ValidationError"] = obj{
 		"type": "object",
 		"properties": obj{
@@ -950,32 +1073,35 @@ const ejemploCliente = "c9f86d081884c7d6"
 func opDocs() map[string]opDoc {
 	jobID := pathID("Job id from POST /v1/lotes-decision (`lote_` + 16 characters). Unknown or another tenant's: 404.")
 	return map[string]opDoc{
-		"healthz": {tag: "operacion", summary: "Process is up", okDesc: "Up.", okSchema: schemaRef("Estado")},
-		"readyz": {tag: "operacion", summary: "Ready to serve", description: "503 until the store is open and recovery is done.",
+		"healthz": {tag: "operacion", summary: "Process is up", description: "Liveness: 200 as long as the process answers HTTP, even while starting (see /readyz).", okDesc: "Up.", okSchema: schemaRef("Estado")},
+		"readyz": {tag: "operacion", summary: "Ready to serve", description: "503 until the store is open and recovery is done, and while the data dir's file system is below its reserve of free space (`motivo` says why).",
 			okDesc: "Ready (`listo`).", okSchema: schemaRef("Estado"),
-			otherResponses: obj{"503": obj{"description": "Starting (`iniciando`). This body is not ErrorV1.", "headers": obj{"X-Trace-Id": headerRef("X-Trace-Id")}, "content": jsonContent(schemaRef("Estado"))}}},
+			otherResponses: obj{"503": obj{"description": "Starting (`iniciando`), or storage below its reserve (`almacenamiento_lleno`, with `motivo`). This body is not ErrorV1.", "headers": obj{"X-Trace-Id": headerRef("X-Trace-Id")}, "content": jsonContent(schemaRef("Estado"))}}},
 		"metrics": {tag: "operacion", summary: "Prometheus metrics",
 			description: "Prometheus text format: requests and latency histograms by route and status, Go runtime, Pebble disk use, read amplification, compaction debt, memtable and WAL sizes.",
 			okDesc:      "Metrics.", okContent: obj{"text/plain": obj{"schema": obj{"type": "string"}}}},
-		"openapi": {tag: "operacion", summary: "This document", okDesc: "The OpenAPI 3.1 document.",
+		"openapi": {tag: "operacion", summary: "This document", description: "The OpenAPI 3.1 document of this API, the same bytes as `server/openapi.json` of the release; generate clients from it.", okDesc: "The OpenAPI 3.1 document.",
 			okContent: obj{"application/json": obj{"schema": obj{"type": "object"}}}},
 		"token": {tag: "autenticacion", summary: "Get an access token",
 			description: fmt.Sprintf("OAuth 2.0 client credentials, as JSON or as the standard form (client in HTTP Basic or in form fields). The token lives %s; `scope` is the credential's scopes joined by spaces. "+
-				"A wrong secret, an unknown client and a revoked credential give the same 401 (same status, headers and body but `X-Trace-Id`, `Date` and `trace_id`). Rate limited per `client_id`.", humanDuration(tokenTTL)),
+				"A wrong secret, an unknown client and a revoked credential give the same 401 (same status, headers and body but `X-Trace-Id`, `Date` and `trace_id`). "+
+				"The secret is checked first; only then is the credential's own rate limit (per `client_id`) charged, so knowing a client_id is not enough to lock it out. "+
+				"Failed requests are limited per source address (IPv6: per /64), %d a second with a burst of %d; an address over that budget gets 429 until it refills. "+
+				"HTTP Basic together with credentials in the body (a `client_secret`, or a `client_id` other than Basic's) is 400 (OAuth 2.0 `invalid_request`).", humanDuration(tokenTTL), int(classRates[classTokenFailure].perSecond), classRates[classTokenFailure].burst),
 			body: obj{"required": true, "content": obj{
 				"application/json": obj{"schema": schemaRef("PeticionToken"),
 					"example": obj{"client_id": "ci_acme_crm", "client_secret": "cs_…", "grant_type": "client_credentials"}},
 				"application/x-www-form-urlencoded": obj{"schema": schemaRef("PeticionTokenForm"),
-					"example": "grant_type=client_credentials&scope=eventos%3Apublicar+decisiones%3Apedir"},
+					"example": obj{"grant_type": "client_credentials", "scope": "eventos:publicar decisiones:pedir"}},
 			}},
 			security:  []any{obj{}, obj{"clientBasic": []any{}}},
 			okDesc:    "The token.",
 			okSchema:  schemaRef("RespuestaToken"),
 			okHeaders: obj{"Cache-Control": obj{"schema": obj{"type": "string", "const": "no-store"}}},
-			errors:    []kind{kindUnauthenticated, kindForbidden, kindRateLimited, kindTooLarge, kindNotJSON},
-			validates: true, rateClass: classToken, rateKey: "client_id"},
+			errors:    []kind{kindUnauthenticated, kindForbidden, kindRateLimited, kindTooLarge, kindNotJSON, kindBadRequest},
+			validates: true, rateClass: classToken, rateKey: "client_id", oauthErrors: true},
 
-		"catalogo_put": {tag: "catalogo", summary: "Replace the action catalog",
+		"catalogo_put": {tag: "catalogo", summary: "Replace the action catalog", description: "Replaces the whole catalog and increments its `version`. Decisions made afterwards choose among its active actions; the learned model of an action survives while its `id` stays.",
 			body: jsonBody("Catalogo", obj{"acciones": []any{
 				obj{"id": 1, "nombre": "10% abarrotes", "tipo_cupon": "PCT10_ABARROTES", "costo_envio_mxn": 0.5, "descuento_max_mxn": 50, "descuento_pct": 10, "canales": []any{"push", "email"}, "activa": true, "categorias": []any{"abarrotes"}},
 				obj{"id": 2, "nombre": "$30 en tu próxima compra", "tipo_cupon": "MXN30", "costo_envio_mxn": 0.5, "descuento_max_mxn": 30, "activa": true},
@@ -983,11 +1109,11 @@ func opDocs() map[string]opDoc {
 			okDesc: "The stored catalog with its new version.", okSchema: schemaRef("CatalogoRespuesta")},
 		"catalogo_get": {tag: "catalogo", summary: "Read the action catalog", description: "Before any PUT: `{\"acciones\":[],\"version\":0}`.",
 			okDesc: "The catalog.", okSchema: schemaRef("CatalogoRespuesta")},
-		"campana_put": {tag: "campanas", summary: "Define a campaign",
+		"campana_put": {tag: "campanas", summary: "Define a campaign", description: "Creates or replaces the campaign. Its budget applies to decisions and batch jobs that name it; sends already counted stay counted.",
 			pathParams: map[string]obj{"campana_id": pathID("Campaign id (ID pattern).")},
 			body:       jsonBody("Campana", obj{"canal": "push", "descripcion": "Navidad 2026", "max_descuento_mxn": 150000, "max_envios": 20000}),
 			okDesc:     "The stored campaign.", okSchema: schemaRef("CampanaRespuesta")},
-		"campana_get": {tag: "campanas", summary: "Read a campaign",
+		"campana_get": {tag: "campanas", summary: "Read a campaign", description: "The campaign as defined, with its creation and update times.",
 			pathParams: map[string]obj{"campana_id": pathID("Campaign id (ID pattern; otherwise 422 at `path.campana_id`).")},
 			okDesc:     "The campaign.", okSchema: schemaRef("CampanaRespuesta"),
 			errors: []kind{kindNotFound}, validates: true},
@@ -1014,7 +1140,7 @@ func opDocs() map[string]opDoc {
 			okDesc: "The decision.", okSchema: schemaRef("Decision"),
 			errors: []kind{kindIdempotencyConflict}},
 		"ejecucion": {tag: "decisiones", summary: "Confirm the execution of a decision",
-			description: "Mandatory for every decision, `accion` 0 included. One confirmation per decision, until `caduca_en`. Checks in order: unknown, altered, invented or foreign id → 404; already confirmed → 409 `ejecucion_ya_confirmada`; after `caduca_en` → 409 `decision_caducada`.",
+			description: "Mandatory for every decision, `accion` 0 included. One confirmation per decision, until `caduca_en`. An `accion_real` other than 0 that is not in the tenant's catalog is 422 at `body.accion_real`. Then, in order: unknown, altered, invented or foreign id → 404; already confirmed → 409 `ejecucion_ya_confirmada`; after `caduca_en` → 409 `decision_caducada`.",
 			pathParams:  map[string]obj{"decision_id": {"schema": obj{"type": "string"}, "description": "The decision's `decision_id`."}},
 			body:        jsonBody("PeticionEjecucion", obj{"ejecutada": true}),
 			okDesc:      "The outcome.", okSchema: schemaRef("RespuestaEjecucion"),
@@ -1030,8 +1156,9 @@ func opDocs() map[string]opDoc {
 				"segmento": obj{"summary": "A segment", "value": obj{"campana_id": "navidad-2026", "segmento": obj{"y": []any{obj{"<=": obj{"recencia_dias": 30}}, obj{">=": obj{"gasto_90d_mxn": 500}}}}}},
 				"clientes": obj{"summary": "A list of customers", "value": obj{"campana_id": "navidad-2026", "clientes": []any{ejemploCliente, "a41b0e77c2d94f10"}}},
 			}}}},
-			status: http.StatusAccepted, okDesc: "Queued.", okSchema: schemaRef("RespuestaLoteDecisionV1")},
-		"lotes_estado": {tag: "lotes", summary: "Read a batch job",
+			status: http.StatusAccepted, okDesc: "Queued.", okSchema: schemaRef("RespuestaLoteDecisionV1"),
+			okHeaders: obj{"Location": obj{"required": true, "description": "The job's status: `/v1/lotes-decision/{job_id}`.", "schema": obj{"type": "string", "format": "uri-reference"}}}},
+		"lotes_estado": {tag: "lotes", summary: "Read a batch job", description: "Progress (`procesados` of `total`) and state; once `completado`, `resultado_url` is a signed download URL. The `Location` of the 202 that created the job.",
 			pathParams: map[string]obj{"job_id": jobID},
 			okDesc:     "The job.", okSchema: schemaRef("EstadoLote"), errors: []kind{kindNotFound}},
 		"lotes_resultado": {tag: "lotes", summary: "Download a batch result with the token",
@@ -1055,7 +1182,8 @@ func opDocs() map[string]opDoc {
 			description: "Schedules the deletion and answers 202 with the deletion record; a job then removes everything in the data dir that names the customer (events, features, decisions, confirmations, attribution links, idempotency records, stored batch requests and result files; access-log entries are rewritten to a keyed hash) and moves the record to `completado`. " +
 				"Backups carry a deletion ledger re-applied on restore. Afterwards the export shows nothing but the deletion record. No body.",
 			pathParams: map[string]obj{"cliente_ref": {"schema": schema.JSONSchema(schema.ClienteRef()), "description": "The customer (422 at `path.cliente_ref` if it breaks the cliente_ref rules)."}},
-			status:     http.StatusAccepted, okDesc: "Scheduled.", okSchema: schemaRef("RegistroBorrado"), validates: true},
+			status:     http.StatusAccepted, okDesc: "Scheduled.", okSchema: schemaRef("RegistroBorrado"), validates: true,
+			okHeaders: obj{"Location": obj{"required": true, "description": "Where to follow the deletion: the customer's export `/v1/clientes/{cliente_ref}/exportacion`, whose `borrado` goes from `programado` to `completado`.", "schema": obj{"type": "string", "format": "uri-reference"}}}},
 		"clientes_exportar": {tag: "clientes", summary: "Export a customer (right of access)",
 			description: "Everything the engine holds about the customer: events as received, derived features, decisions, confirmations, coupon links and the pending or completed deletion. Every call is written to the access log (`coupond admin access-log`). An unknown customer gets 200 with empty collections.",
 			pathParams:  map[string]obj{"cliente_ref": {"schema": schema.JSONSchema(schema.ClienteRef()), "description": "The customer (422 at `path.cliente_ref` if it breaks the cliente_ref rules)."}},
@@ -1086,8 +1214,30 @@ func webhookOperation() obj {
 			hdr("webhook-timestamp", "Unix seconds of this attempt.", obj{"type": "string", "pattern": "^[0-9]+$"}),
 			hdr("webhook-signature", "`v1,` + standard base64 of HMAC-SHA256(key, `<webhook-id>.<webhook-timestamp>.<body>`).", obj{"type": "string", "pattern": "^v1,[A-Za-z0-9+/]+={0,2}$"}),
 		},
-		"requestBody": obj{"required": true, "content": jsonContent(schemaRef("LoteCompletado"))},
+		// The payload schema is inline: a component referred to from
+		// webhooks only is pruned by oapi-codegen, whose output then
+		// names a type it did not generate.
+		"requestBody": obj{"required": true, "content": jsonContent(loteCompletadoSchema())},
 		"responses":   obj{"2XX": obj{"description": "Delivered."}},
+		"security":    []any{obj{"webhookSignature": []any{}}},
+	}
+}
+
+// loteCompletadoSchema is the payload of the lote.completado webhook.
+func loteCompletadoSchema() obj {
+	return obj{
+		"title":       "LoteCompletado",
+		"type":        "object",
+		"description": "Payload of the `lote.completado` notification.",
+		"properties": obj{
+			"tipo":          obj{"type": "string", "const": batch.EventLoteCompletado},
+			"job_id":        obj{"type": "string"},
+			"campana_id":    obj{"type": "string"},
+			"estado":        obj{"type": "string", "const": batch.Completado},
+			"lineas":        obj{"type": "integer", "description": "Lines of the result file."},
+			"completado_en": obj{"type": "string", "format": "date-time"},
+		},
+		"required": []any{"tipo", "job_id", "campana_id", "estado", "lineas", "completado_en"},
 	}
 }
 
@@ -1157,11 +1307,14 @@ func signedURLDoc() obj {
 
 func rateLimitsDoc() obj {
 	return obj{
-		"decisiones":    obj{"per_second": classRates[classDecisiones].perSecond, "burst": classRates[classDecisiones].burst, "per": "credential"},
-		"eventos":       obj{"per_second": classRates[classEventos].perSecond, "burst": classRates[classEventos].burst, "per": "credential"},
-		"ejecucion":     obj{"per_second": classRates[classEjecucion].perSecond, "burst": classRates[classEjecucion].burst, "per": "credential"},
-		"otros":         obj{"per_second": classRates[classOther].perSecond, "burst": classRates[classOther].burst, "per": "credential"},
-		"token":         obj{"per_second": classRates[classToken].perSecond, "burst": classRates[classToken].burst, "per": "client_id"},
+		"decisiones": obj{"per_second": classRates[classDecisiones].perSecond, "burst": classRates[classDecisiones].burst, "per": "credential"},
+		"eventos":    obj{"per_second": classRates[classEventos].perSecond, "burst": classRates[classEventos].burst, "per": "credential"},
+		"ejecucion":  obj{"per_second": classRates[classEjecucion].perSecond, "burst": classRates[classEjecucion].burst, "per": "credential"},
+		"otros":      obj{"per_second": classRates[classOther].perSecond, "burst": classRates[classOther].burst, "per": "credential"},
+		"token":      obj{"per_second": classRates[classToken].perSecond, "burst": classRates[classToken].burst, "per": "client_id", "charged": "only after the secret matched"},
+		"token_fallidos": obj{"per_second": classRates[classTokenFailure].perSecond, "burst": classRates[classTokenFailure].burst, "per": "source address (IPv6: /64)",
+			"description": "Failed token requests; an address over the budget gets 429 without its secret being checked until the bucket refills."},
+		"estado":        "Bounded per-key state, least recently used evicted first; never reset as a whole. Made-up client_ids create no state.",
 		"por_cliente":   obj{"decisions_per_day": engine.DailyCap, "per": "cliente_ref, UTC day of the tenant clock"},
 		"lotes":         quotaDocs[quotaBatch]["description"],
 		"retry_after":   "integer seconds, at least 1",
@@ -1204,6 +1357,7 @@ Flow: publish events (POST /v1/eventos); request decisions online (POST /v1/deci
 - Money is MXN without VAT, a JSON number with at most two decimals, kept as integer cents. Timestamps are ISO-8601 with their zone and are returned in UTC with the suffix Z.
 - ID pattern: ^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$. A cliente_ref (8 to 128 characters) is a salted hash; values that look like telephone numbers or e-mail addresses are refused.
 - Success is 200 except 202 for POST /v1/lotes-decision and DELETE /v1/clientes/{cliente_ref}. Every 4xx and 5xx has the ErrorV1 body except 422 (HTTPValidationError); the set of codigos is closed (x-error-codes). Unknown path or method: 404 no_encontrado. Every response carries X-Trace-Id.
+- Hostile input (contract §8): strings refuse control characters other than tab and newline (422 value_error; inside POST /v1/eventos a per-event esquema_invalido). A 422 never echoes secrets (the input of client_secret, secreto and tokens is "***") and cuts echoed strings to 256 characters. A body with broken framing (bad chunks, ends early, slower than the read timeout) or a request with both Content-Length and Transfer-Encoding is 400 esquema_invalido, and the connection is closed. Headers must arrive within 5 s, a whole request within 30 s (serve --read-timeout); idle keep-alive connections close after 120 s.
 - Order of checks on authenticated routes: 401 (token) → 403 (scope) → 503 (tenant paused) → 429 (rate limit, quota) → 413/415 (body size, content type) → 422 (validation) → the route's own rules.
 - Authentication: POST /v1/token (OAuth 2.0 client credentials, JSON or form) gives a bearer token that lives 15 minutes. Each route's scope is in its security requirement and in x-scopes. explicar:leer adds detalle to decisions.
 
@@ -1212,13 +1366,13 @@ Flow: publish events (POST /v1/eventos); request decisions online (POST /v1/deci
 - Decision ids are d<tenant>.<nonce>.<mac> (ID pattern, at most 128 characters): signed, bound to the tenant, checked without a store read. An event whose decision_id is not a valid id of the tenant is rejected (esquema_invalido, campo decision_id).
 - detalle (scope explicar:leer) is on every decision: {"acciones":[{"accion","mu_mxn","sigma_mxn","probabilidad"}]}, one row per eligible action, 0 included; mu_mxn is the expected reward in MXN over the reward window.
 - Event idempotency compares canonical JSON (keys sorted, numbers by value): a resend that reorders keys or writes 100.0 for 100 is a duplicate, not a conflict.
-- Fallback records must name 0 or an action of the catalog (422 at body.accion otherwise).
+- Fallback records must name 0 or an action of the catalog (422 at body.accion otherwise); so must a confirmation's accion_real (422 at body.accion_real).
 - Campaign budget: each send reserves the action's descuento_max_mxn against max_descuento_mxn; a rechazada confirmation or an expired unconfirmed decision gives it back.
 - Batch jobs need a defined campaign (422 at body.campana_id); the campaign's canal is the channel. Segments: x-segment-grammar over x-customer-features. A job interrupted by a restart ends fallido; failed jobs do not count toward the one-per-hour limit.
 `)
 	fmt.Fprintf(&b, "- Result files are kept %s after completion (x-result-retention); then GET …/resultado and the signed URL answer 404 and the status has no resultado_url. The signed URL (x-signed-result-url) lives %s.\n", humanDuration(batch.ResultRetention), humanDuration(batch.ResultURLTTL))
 	b.WriteString(`- Customer data rights: GET /v1/clientes/{cliente_ref}/exportacion returns everything held (each call is written to the access log; an unknown customer gets empty collections); DELETE /v1/clientes/{cliente_ref} answers 202 with the deletion record (programado, then completado) and reaches everything in the data dir that names the customer.
-- Webhooks follow Standard Webhooks (x-webhook-signature); the payload of lote.completado is LoteCompletado.
+- Webhooks follow Standard Webhooks (x-webhook-signature); the payload of lote.completado is the request body of webhooks.lote.completado.
 - Idempotency-Key on POST /v1/decisiones (x-idempotency).
 - Daily quotas are counted in memory and written every 5 seconds: a crash can forget up to 5 seconds of use.
 `)

@@ -151,8 +151,8 @@ func routeMismatches(doc obj, routes []route) []string {
 				errf("%s is public but its security %v requires something", rt.name, sec)
 			}
 			for _, r := range sec {
-				if _, ok := asObj(r)["bearer"]; ok {
-					errf("%s is public but its security names bearer", rt.name)
+				if _, ok := asObj(r)["oauth2"]; ok {
+					errf("%s is public but its security names oauth2", rt.name)
 				}
 			}
 			continue
@@ -482,13 +482,13 @@ func TestOpenAPIWellFormed(t *testing.T) {
 		codes[asObj(c)["codigo"].(string)] = true
 	}
 	for _, want := range []string{"no_autenticado", "sin_permiso", "no_encontrado", "ejecucion_ya_confirmada", "decision_caducada", "limite_excedido",
-		"esquema_invalido", "campo_desconocido", "ts_fuera_de_rango", "duplicado", "idempotencia_conflicto", "inquilino_pausado", "error_interno"} {
+		"esquema_invalido", "campo_desconocido", "ts_fuera_de_rango", "duplicado", "idempotencia_conflicto", "inquilino_pausado", "error_interno", "almacenamiento_lleno"} {
 		if !codes[want] {
 			t.Errorf("codigo %s not in x-error-codes", want)
 		}
 	}
-	if len(codes) != 13 {
-		t.Errorf("x-error-codes has %d codes, the closed set 13", len(codes))
+	if len(codes) != 14 { // the spec's 13 and contract §8's almacenamiento_lleno
+		t.Errorf("x-error-codes has %d codes, the closed set 14", len(codes))
 	}
 	for _, k := range allKinds() {
 		if kindDocs[k] == "" {

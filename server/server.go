@@ -12,6 +12,7 @@ import (
 	"math/rand/v2"
 	"mime"
 	"net/http"
+	"os"
 	"strings"
 	"time"
 
@@ -37,39 +38,53 @@ type Deps struct {
 	Webhooks *batch.Webhooks
 	// WebhookAllowPrivate accepts webhook destinations in private ranges.
 	WebhookAllowPrivate bool
+	// MetricsTenantLabel adds a tenant label to the business series of
+	// /metrics (one series per tenant: for installs with few tenants).
+	MetricsTenantLabel bool
 }
 
 // Server is the HTTP handler of the API.
 type Server struct {
 	Deps
-	log     zerolog.Logger
-	tokens  *tokens
-	limits  *limiter
-	quotas  *quotas
-	metrics *metrics
-	abuse   *abuseGuard
-	router  *httprouter.Router
+	log    zerolog.Logger
+	tokens *tokens
+	limits *limiter
+	// tokenFailures limits failed token requests per source address.
+	tokenFailures *limiter
+	quotas        *quotas
+	metrics       *metrics
+	abuse         *abuseGuard
+	router        *httprouter.Router
 }
 
 // New builds the server and its routes.
 func New(d Deps) *Server {
 	s := &Server{
-		Deps:   d,
-		log:    d.Log,
-		tokens: newTokens(d.Secrets.Token),
-		limits: newLimiter(),
-		quotas: newQuotas(),
+		Deps:          d,
+		log:           d.Log,
+		tokens:        newTokens(d.Secrets.Token),
+		limits:        newLimiter(),
+		tokenFailures: newLimiterCap(tokenFailureAddresses),
+		quotas:        newQuotas(),
 	}
-	var guard guardCounts
+	s.metrics = newMetrics(d.DB.Pebble, d.MetricsTenantLabel)
 	if d.Engine != nil {
-		guard = d.Engine.GuardSummary
+		s.metrics.addQuarantine(d.Engine.QuarantinedRecords, d.Engine.DamagedSeen)
 	}
-	s.metrics = newMetrics(d.DB.Pebble, guard)
+	s.metrics.addDiskSpace(d.DB.Space)
+	if d.Engine != nil {
+		s.metrics.addGuard(d.Engine.GuardSummary)
+	}
 	s.abuse = newAbuseGuard(DefaultAbuseConfig(), d.DB, d.Log)
+	s.abuse.onStep = func(tenant, step string) { s.metrics.with(s.metrics.escalations, tenant, step).Inc() }
+	if d.Engine != nil {
+		s.watchTenants()
+	}
 	s.router = httprouter.New()
 	s.router.RedirectTrailingSlash = false
 	s.router.RedirectFixedPath = false
 	s.router.HandleMethodNotAllowed = false
+	s.router.HandleOPTIONS = false // OPTIONS, like any unrouted method, is 404 no_encontrado
 	notFound := s.wrap(route{name: "not_found", public: true, h: func(*call) error { return errKind(kindNotFound) }})
 	s.router.NotFound = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { notFound(w, r, nil) })
 	for _, rt := range s.routes() {
@@ -130,10 +145,17 @@ type call struct {
 	scopes   scope
 	tenant   *store.Tenant
 	body     []byte
+
+	// readTimedOut: the body did not arrive within the read timeout.
+	readTimedOut bool
 }
 
 // now is the tenant's clock for this request.
 func (c *call) now() time.Time { return c.tenant.Now(c.start) }
+
+// statusClientGone is what the access log and the metrics record for a
+// request whose client went away before the answer (nginx's 499).
+const statusClientGone = 499
 
 type statusWriter struct {
 	http.ResponseWriter
@@ -186,6 +208,15 @@ func (s *Server) wrap(rt route) httprouter.Handle {
 			if status == 0 {
 				status = http.StatusOK
 			}
+			switch {
+			case c.readTimedOut:
+				status = http.StatusRequestTimeout // answered 400, logged as what it was
+			case r.Context().Err() != nil:
+				// net/http cancels the context when the connection's
+				// reader meets EOF or an error: the client went away
+				// (or closed its side) before the answer.
+				status = statusClientGone
+			}
 			s.metrics.observe(rt.name, status, d)
 			ev := s.log.Info()
 			if status >= 500 {
@@ -200,6 +231,11 @@ func (s *Server) wrap(rt route) httprouter.Handle {
 			}
 			ev.Msg("request")
 		}()
+		if smuggled(r) {
+			sw.Header().Set("Connection", "close")
+			s.writeError(sw, c, errKind(kindBadRequest))
+			return
+		}
 		if err := s.serve(rt, c); err != nil {
 			s.writeError(sw, c, err)
 		}
@@ -218,6 +254,9 @@ func (s *Server) serve(rt route, c *call) error {
 		}
 		if c.tenant.Settings.Paused {
 			return &apiError{kind: kindPaused, retryAfter: 60}
+		}
+		if refusesWrites(rt) && s.DB.WritesRefused() {
+			return &apiError{kind: kindStorageFull, retryAfter: storageRetry}
 		}
 		factor := s.abuse.factor(s.abuse.level(c.clientID))
 		if !c.tenant.Settings.RateLimits && c.tenant.Sandbox {
@@ -240,6 +279,14 @@ func (s *Server) serve(rt route, c *call) error {
 		}
 	}
 	return rt.h(c)
+}
+
+// refusesWrites reports whether rt is refused while the store is below its
+// disk reserve (contract §8): the authenticated POST and PUT routes.
+// Reads, exports and deletions go on (they use the reserve), and so does
+// the token endpoint.
+func refusesWrites(rt route) bool {
+	return !rt.public && (rt.method == http.MethodPost || rt.method == http.MethodPut)
 }
 
 // authenticate checks the bearer token and that its credential is active.
@@ -279,13 +326,25 @@ func readBody(c *call, max int64) error {
 		return errKind(kindTooLarge)
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(c.w, c.r.Body, max))
+	if err != nil {
+		return bodyError(c, err)
+	}
+	c.body = body
+	return nil
+}
+
+// bodyError classifies an error met while reading a request body. Every
+// one of them is the client's doing, never a 500: over the size limit is
+// 413; anything else (a malformed chunked encoding, a body that ends before
+// its Content-Length, a body that does not arrive within the read timeout,
+// a client that went away) is 400 esquema_invalido, and the connection is
+// closed after the answer since its framing can no longer be trusted.
+func bodyError(c *call, err error) error {
 	var mbe *http.MaxBytesError
 	if errors.As(err, &mbe) {
 		return errKind(kindTooLarge)
 	}
-	if err != nil {
-		return fmt.Errorf("read body: %w", err)
-	}
-	c.body = body
-	return nil
+	c.w.Header().Set("Connection", "close")
+	c.readTimedOut = errors.Is(err, os.ErrDeadlineExceeded)
+	return errKind(kindBadRequest)
 }

@@ -2,9 +2,13 @@ package server
 
 import (
 	"errors"
+	"io"
 	"mime"
+	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
+	"slices"
 	"strings"
 
 	"github.com/coupond/coupond/server/schema"
@@ -25,13 +29,60 @@ var dummyCredential = &store.Credential{SecretHash: store.HashSecret("coupond-no
 // OAuth 2.0 form with the client in HTTP Basic or in form fields. Wrong
 // secret, unknown client and revoked credential give the same 401.
 func (s *Server) handleToken(c *call) error {
+	return withOAuthError(s.issueToken(c))
+}
+
+// OAuth 2.0 error codes of the token endpoint (RFC 6749 section 5.2).
+var (
+	oauthInvalidClient   = oauthError{"invalid_client", "client authentication failed"}
+	oauthInvalidScope    = oauthError{"invalid_scope", "the credential lacks a requested scope"}
+	oauthInvalidRequest  = oauthError{"invalid_request", "the request is malformed; see detail"}
+	oauthUnsupportedType = oauthError{"unsupported_grant_type", "grant_type must be client_credentials"}
+)
+
+// withOAuthError adds the RFC 6749 error code to the token endpoint's
+// errors: 401 invalid_client, 403 invalid_scope, 400/413/415 invalid_request,
+// 422 unsupported_grant_type when grant_type is the only fault and
+// invalid_request otherwise. 429 and 500 have no OAuth code and keep the
+// contract's body alone.
+func withOAuthError(err error) error {
+	var ve *validationError
+	var ae *apiError
+	switch {
+	case err == nil:
+	case errors.As(err, &ve):
+		ve.oauth = oauthInvalidRequest
+		if len(ve.detail) > 0 && !slices.ContainsFunc(ve.detail, func(v schema.Violation) bool {
+			return len(v.Loc) != 2 || v.Loc[1] != "grant_type" || v.Type == "missing"
+		}) {
+			ve.oauth = oauthUnsupportedType
+		}
+	case errors.As(err, &ae):
+		switch ae.kind {
+		case kindUnauthenticated:
+			ae.oauth = oauthInvalidClient
+		case kindForbidden:
+			ae.oauth = oauthInvalidScope
+		case kindTooLarge, kindNotJSON, kindBadRequest:
+			ae.oauth = oauthInvalidRequest
+		}
+	}
+	return err
+}
+
+func (s *Server) issueToken(c *call) error {
 	c.w.Header().Set("Cache-Control", "no-store")
 	c.w.Header().Set("Pragma", "no-cache")
 	req, err := s.readTokenRequest(c)
 	if err != nil {
 		return err
 	}
-	if ok, wait := s.limits.allow("token:"+req.clientID, classToken, c.start, 1); !ok {
+	// The secret is checked before any per-credential limit is charged, so
+	// that nobody who only knows a client_id can lock it out; failures are
+	// limited per source address instead (an address over its failure
+	// budget gets no further checks until the budget refills).
+	addr := sourceAddress(c.r.RemoteAddr)
+	if empty, wait := s.tokenFailures.exhausted(addr, classTokenFailure, c.start); empty {
 		return &apiError{kind: kindRateLimited, retryAfter: wait}
 	}
 	cred, known := s.DB.Credential(req.clientID)
@@ -41,7 +92,11 @@ func (s *Server) handleToken(c *call) error {
 	}
 	match := check.SecretMatches(req.secret, c.start)
 	if !known || !match || !cred.Active() {
+		s.tokenFailures.allow(addr, classTokenFailure, c.start, 1)
 		return &apiError{kind: kindUnauthenticated, basic: req.basic}
+	}
+	if ok, wait := s.limits.allow("token:"+cred.ClientID, classToken, c.start, 1); !ok {
+		return &apiError{kind: kindRateLimited, retryAfter: wait}
 	}
 	granted, ok := parseScopes(cred.Scopes)
 	if !ok {
@@ -65,6 +120,35 @@ func (s *Server) handleToken(c *call) error {
 	return nil
 }
 
+// errTwoClientAuth answers a token request that authenticates the client
+// twice, with HTTP Basic and with credentials in the body: OAuth 2.0's
+// invalid_request (RFC 6749 sections 2.3 and 5.2), a 400 in the contract's
+// error body (withOAuthError adds the OAuth code).
+func errTwoClientAuth() error {
+	return &apiError{kind: kindBadRequest, campo: "Authorization",
+		msg: "invalid_request: el cliente se autentica con HTTP Basic y con credenciales en el cuerpo; use solo uno de los dos"}
+}
+
+// sourceAddress is the key failed token requests are limited by: the
+// peer's IP address, with IPv6 cut to its /64 (what one host usually holds).
+// The server does not trust forwarding headers.
+func sourceAddress(remote string) string {
+	host, _, err := net.SplitHostPort(remote)
+	if err != nil {
+		host = remote
+	}
+	ip, err := netip.ParseAddr(host)
+	if err != nil {
+		return host
+	}
+	ip = ip.Unmap()
+	if ip.Is6() {
+		p, _ := ip.Prefix(64)
+		return p.String()
+	}
+	return ip.String()
+}
+
 var tokenSchema = schema.Object(
 	schema.Field("client_id", schema.String().Len(1, 64)).Required(),
 	schema.Field("client_secret", schema.String().Len(1, 256)).Required(),
@@ -86,6 +170,9 @@ func (s *Server) readTokenRequest(c *call) (*tokenRequest, error) {
 	if err := readBody(c, smallBody); err != nil {
 		return nil, err
 	}
+	if _, _, ok := c.r.BasicAuth(); ok {
+		return nil, errTwoClientAuth() // the JSON body always carries the client
+	}
 	v, err := decode(c.body, tokenSchema)
 	if err != nil {
 		return nil, err
@@ -99,15 +186,17 @@ func (s *Server) readTokenRequest(c *call) (*tokenRequest, error) {
 // readTokenForm reads the OAuth 2.0 form (RFC 6749 section 4.4), with the
 // client in HTTP Basic (preferred) or in client_id/client_secret fields.
 func (s *Server) readTokenForm(c *call) (*tokenRequest, error) {
-	c.r.Body = http.MaxBytesReader(c.w, c.r.Body, smallBody)
-	if err := c.r.ParseForm(); err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return nil, errKind(kindTooLarge)
-		}
+	if c.r.ContentLength > smallBody {
+		return nil, errKind(kindTooLarge)
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(c.w, c.r.Body, smallBody))
+	if err != nil {
+		return nil, bodyError(c, err)
+	}
+	f, err := url.ParseQuery(string(body))
+	if err != nil {
 		return nil, &validationError{detail: []schema.Violation{schema.ValueError([]any{"body"}, "cuerpo de formulario mal codificado", nil)}}
 	}
-	f := c.r.PostForm
 	req := &tokenRequest{grantType: f.Get("grant_type"), scope: f.Get("scope")}
 	if id, secret, ok := c.r.BasicAuth(); ok {
 		// RFC 6749 2.3.1: Basic credentials are form-urlencoded first.
@@ -115,6 +204,12 @@ func (s *Server) readTokenForm(c *call) (*tokenRequest, error) {
 		usec, e2 := url.QueryUnescape(secret)
 		if e1 != nil || e2 != nil {
 			return nil, &apiError{kind: kindUnauthenticated, basic: true}
+		}
+		// RFC 6749 2.3: one client authentication method per request. A
+		// client_id in the form that repeats Basic's is tolerated (some
+		// libraries send it); a secret, or another client_id, is not.
+		if f.Has("client_secret") || f.Has("client_id") && f.Get("client_id") != uid {
+			return nil, errTwoClientAuth()
 		}
 		req.clientID, req.secret, req.basic = uid, usec, true
 	} else {

@@ -11,6 +11,9 @@ package store
 //
 //	0x01 'T' tenant 0x00                      tenant record
 //	0x01 'C' client_id 0x00                   credential record
+//	0x01 'O' kind 0x00 ...                    operator console: sign-in links and
+//	                                          sessions (by SHA-256 of the token),
+//	                                          the operator audit log (ConsoleKey)
 //	0x02 tenant 0x00 <table> ...              tenant data, see the tables below
 //
 // Deleting a tenant or reading all of its data is a bounded range over
@@ -27,6 +30,7 @@ const (
 
 	globalTenant     byte = 'T'
 	globalCredential byte = 'C'
+	globalConsole    byte = 'O'
 )
 
 // Table bytes inside a tenant's key space.
@@ -55,7 +59,37 @@ const (
 	TableAbuse          byte = 'A' // client_id → abuse state
 	TableQuarantine     byte = 'z' // time, event_id → quarantined event batch
 	TableMeta           byte = 'M' // name → tenant-level counters and settings
+	TableDamaged        byte = 'U' // original key (from its table byte on) → damaged record moved aside
 )
+
+// DamagedKey is the key under which a damaged record of tenant stored at key
+// is kept in quarantine: the tenant prefix, TableDamaged, then key from its
+// table byte on. A record's quarantine key is derived from its own key, so
+// whoever deletes the record by its key (a customer's deletion) can delete
+// its quarantined copy too. It returns nil when key is not a data key of
+// tenant.
+func DamagedKey(tenant string, key []byte) []byte {
+	p := TenantPrefix(tenant)
+	if len(key) <= len(p) || string(key[:len(p)]) != string(p) || key[len(p)] == TableDamaged {
+		return nil
+	}
+	out := make([]byte, 0, len(key)+1)
+	out = append(out, p...)
+	out = append(out, TableDamaged)
+	return append(out, key[len(p):]...)
+}
+
+// DamagedOriginal is the inverse of DamagedKey: the key a quarantined record
+// was stored at, or nil when qkey is not a quarantine key of tenant.
+func DamagedOriginal(tenant string, qkey []byte) []byte {
+	p := TenantPrefix(tenant)
+	if len(qkey) <= len(p)+1 || string(qkey[:len(p)]) != string(p) || qkey[len(p)] != TableDamaged {
+		return nil
+	}
+	out := make([]byte, 0, len(qkey)-1)
+	out = append(out, p...)
+	return append(out, qkey[len(p)+1:]...)
+}
 
 // TenantKey is the key of a tenant record.
 func TenantKey(tenant string) []byte {
@@ -72,6 +106,14 @@ func CredentialKey(clientID string) []byte {
 
 // CredentialRecordsPrefix bounds the scan over all credential records.
 func CredentialRecordsPrefix() []byte { return []byte{spaceGlobal, globalCredential} }
+
+// ConsoleKey is a key of the operator console's global records: kind
+// ("link", "session", "audit") and components encoded as in Key.
+func ConsoleKey(kind string, parts ...any) []byte {
+	k := Key("", 0, parts...)[3:] // the components, encoded as Key encodes them
+	b := appendStr([]byte{spaceGlobal, globalConsole}, kind)
+	return append(b, k...)
+}
 
 // TenantPrefix is the prefix of every key holding data of tenant.
 func TenantPrefix(tenant string) []byte {

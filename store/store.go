@@ -41,13 +41,16 @@ type DB struct {
 	tenants map[string]*Tenant
 	creds   map[string]*Credential
 	touched map[string]bool // credentials whose LastUsed is not stored yet
+
+	space space // free space and the reserve (space.go)
 }
 
 // Open opens (creating if needed) the store in dir. fs nil means the real
-// filesystem; tests pass vfs.NewMem().
+// filesystem, with every file and directory the store creates owner-only
+// (0600 / 0700); tests pass vfs.NewMem().
 func Open(dir string, fs vfs.FS) (*DB, error) {
 	if fs == nil {
-		fs = vfs.Default
+		fs = ownerOnlyFS{vfs.Default}
 	}
 	purging := new(atomic.Int32)
 	fs = walFS{FS: fs, purging: purging}
@@ -167,11 +170,12 @@ func scan(r iterable, lower, upper []byte, fn func(key, value []byte) error) err
 
 // Batch is a set of writes committed atomically.
 type Batch struct {
-	b *pebble.Batch
+	b  *pebble.Batch
+	db *DB
 }
 
 // NewBatch starts a write batch. Reads of it are not supported; read from DB.
-func (db *DB) NewBatch() *Batch { return &Batch{b: db.pdb.NewBatch()} }
+func (db *DB) NewBatch() *Batch { return &Batch{b: db.pdb.NewBatch(), db: db} }
 
 // Set writes key = value.
 func (b *Batch) Set(key, value []byte) { _ = b.b.Set(key, value, nil) }
@@ -199,10 +203,25 @@ func (b *Batch) Len() int { return b.b.Len() }
 func (b *Batch) Empty() bool { return b.b.Empty() }
 
 // Commit applies the batch durably: it returns only after the WAL is synced,
-// so anything acknowledged after Commit survives a crash.
-func (b *Batch) Commit() error {
+// so anything acknowledged after Commit survives a crash. A file system
+// out of space gives an error wrapping ErrFull; a failure Pebble cannot
+// recover from in process (see space.go) one wrapping ErrFailed, after
+// which every Commit fails at once with ErrFailed. Commit never panics.
+func (b *Batch) Commit() (err error) {
+	if b.db.space.failed.Load() {
+		return fmt.Errorf("store: commit: %w (%w)", ErrFull, ErrFailed)
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			f, ok := p.(*pebbleFatal)
+			if !ok {
+				f = &pebbleFatal{msg: fmt.Sprint(p)}
+			}
+			err = b.db.commitFailure(nil, f)
+		}
+	}()
 	if err := b.b.Commit(pebble.Sync); err != nil {
-		return fmt.Errorf("store: commit: %w", err)
+		return b.db.commitFailure(err, nil)
 	}
 	return nil
 }
@@ -284,7 +303,7 @@ type quietLogger struct{}
 func (quietLogger) Infof(string, ...any)  {}
 func (quietLogger) Errorf(string, ...any) {}
 func (quietLogger) Fatalf(format string, args ...any) {
-	panic(fmt.Sprintf("pebble: "+format, args...))
+	panic(&pebbleFatal{msg: fmt.Sprintf("pebble: "+format, args...), args: args})
 }
 
 var _ io.Closer = (*DB)(nil)

@@ -114,7 +114,7 @@ func (s *TimestampSchema) jsonSchema() map[string]any {
 	return map[string]any{
 		"type":        typeOf("string", s.nullable),
 		"format":      "date-time",
-		"description": "ISO-8601 date-time with its zone (Z or ±hh:mm); a time without a zone is refused (timezone_aware). Returned in UTC with the suffix Z.",
+		"description": "ISO-8601 date-time with its zone (Z or ±hh:mm); a time without a zone is refused (timezone_aware). Its UTC instant must lie between 1970-01-01 and 9999-12-31 (value_error outside). Returned in UTC with the suffix Z.",
 	}
 }
 

@@ -168,3 +168,24 @@ func TestSyntaxErrorViolation(t *testing.T) {
 		t.Errorf("Error() = %q, want %q", got, want)
 	}
 }
+
+func TestParseInstantRange(t *testing.T) {
+	for _, tc := range []struct {
+		in string
+		ok bool
+	}{
+		{"1970-01-01T00:00:00Z", true},
+		{"1970-01-01T01:00:00+01:00", true},
+		{"9999-12-31T23:59:59.999999999Z", true},
+		{"9999-12-31T23:59:59+00:00", true},
+		{"1969-12-31T23:59:59.999Z", false},
+		{"0001-01-01T00:00:00Z", false},
+		{"0000-01-01T00:00:00+01:00", false},
+		{"9999-12-31T23:00:00-14:00", false},
+		{"2026-11-02T12:00:00", false},
+	} {
+		if _, ok := ParseInstant(tc.in); ok != tc.ok {
+			t.Errorf("ParseInstant(%q) ok = %v, want %v", tc.in, ok, tc.ok)
+		}
+	}
+}

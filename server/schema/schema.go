@@ -2,12 +2,14 @@ package schema
 
 import (
 	"encoding/json"
+	"fmt"
 	"math"
 	"net/url"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // Schema describes the JSON a value must be. The implementations are the
@@ -131,9 +133,11 @@ func (c *checker) leViolation(v Value, bound any, text string) {
 //	Len max            string_too_long    ctx {"max_length": n}
 //	Pattern            string_pattern_mismatch ctx {"pattern": expr}
 //	Enum               enum               ctx {"expected": "'a' or 'b'"}
+//	control character  value_error        any but tab and newline (contract §8)
 //	Check              value_error        "Value error, " + the check's message
 //
-// Lengths count Unicode code points, as pydantic does.
+// Lengths count Unicode code points, as pydantic does. Control characters
+// are Unicode's Cc: U+0000–U+001F, U+007F and U+0080–U+009F.
 type StringSchema struct {
 	min, max int // max < 0: no maximum
 	pattern  string
@@ -209,6 +213,21 @@ func (s *StringSchema) check(c *checker, v Value) {
 	}
 }
 
+// controlChar returns the message of a value_error when text holds a
+// control character other than tab and newline, "" when it holds none.
+func controlChar(text string) string {
+	for i := 0; i < len(text); i++ {
+		b := text[i]
+		switch {
+		case b < 0x20 && b != '\t' && b != '\n', b == 0x7f,
+			b == 0xc2 && i+1 < len(text) && text[i+1] >= 0x80 && text[i+1] <= 0x9f: // U+0080–U+009F
+			r, _ := utf8.DecodeRuneInString(text[i:])
+			return fmt.Sprintf("control character U+%04X at character %d: only tab and newline are allowed", r, runeCount(text[:i])+1)
+		}
+	}
+	return ""
+}
+
 // rule returns the first rule text breaks, "" when none.
 func (s *StringSchema) rule(text string) (typ, msg string, ctx map[string]any) {
 	if s.min > 0 || s.max >= 0 {
@@ -225,6 +244,9 @@ func (s *StringSchema) rule(text string) (typ, msg string, ctx map[string]any) {
 	}
 	if s.enum != nil && !slices.Contains(s.enum, text) {
 		return "enum", "Input should be " + s.expected, map[string]any{"expected": s.expected}
+	}
+	if m := controlChar(text); m != "" {
+		return "value_error", "Value error, " + m, nil
 	}
 	for _, fn := range s.checks {
 		if m := fn(text); m != "" {
@@ -482,6 +504,8 @@ func (s *BoolSchema) check(c *checker, v Value) {
 //
 //	not a string               datetime_type
 //	no zone (or a date alone)  timezone_aware     "Input should have timezone info"
+//	UTC instant before 1970-01-01 or after 9999-12-31
+//	                           value_error        (contract §8)
 //	anything else wrong        datetime_parsing   ctx {"error": reason}
 type TimestampSchema struct{ nullable bool }
 
@@ -499,12 +523,14 @@ func (s *TimestampSchema) check(c *checker, v Value) {
 		c.add(v, "datetime_type", "Input should be a valid datetime", nil)
 		return
 	}
-	_, reason, noZone := parseTimestamp(v.String())
+	t, reason, noZone := parseTimestamp(v.String())
 	switch {
 	case reason != "":
 		c.add(v, "datetime_parsing", "Input should be a valid datetime, "+reason, map[string]any{"error": reason})
 	case noZone:
 		c.add(v, "timezone_aware", "Input should have timezone info", nil)
+	case !inRange(t):
+		c.add(v, "value_error", "Value error, "+rangeMessage, nil)
 	}
 }
 

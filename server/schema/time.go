@@ -2,6 +2,33 @@ package schema
 
 import "time"
 
+// The instants the API accepts (contract §8): a caller's timestamp whose UTC
+// instant falls outside [MinInstant, MaxInstant] is refused, so that every
+// stored time round-trips through the store's encodings (which hold years
+// 1 to 9999 only) and nothing stored can later fail to load.
+var (
+	MinInstant = time.Date(1970, 1, 1, 0, 0, 0, 0, time.UTC)
+	MaxInstant = time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC)
+)
+
+// rangeMessage is the value_error message of a timestamp outside
+// [MinInstant, MaxInstant].
+const rangeMessage = "la fecha debe estar, en UTC, entre 1970-01-01T00:00:00Z y 9999-12-31T23:59:59Z"
+
+// ParseInstant is the API's one timestamp parser: an RFC 3339 date-time with
+// its zone whose UTC instant lies in [MinInstant, MaxInstant], returned in
+// UTC. ok is false for anything else.
+func ParseInstant(s string) (t time.Time, ok bool) {
+	t, reason, noZone := parseTimestamp(s)
+	if reason != "" || noZone || !inRange(t) {
+		return time.Time{}, false
+	}
+	return t, true
+}
+
+// inRange reports whether t lies in [MinInstant, MaxInstant].
+func inRange(t time.Time) bool { return !t.Before(MinInstant) && !t.After(MaxInstant) }
+
 // parseTimestamp reads an ISO-8601 / RFC 3339 date-time that carries its
 // zone and returns it in UTC:
 //

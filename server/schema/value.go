@@ -184,13 +184,11 @@ func (v Value) Float() float64 {
 	return f
 }
 
-// Time returns a string holding a timestamp with a zone (see Timestamp) as a
-// UTC time.Time; the zero time.Time for anything else.
+// Time returns a string holding a timestamp with a zone inside the API's
+// range (see Timestamp and ParseInstant) as a UTC time.Time; the zero
+// time.Time for anything else.
 func (v Value) Time() time.Time {
-	t, reason, noZone := parseTimestamp(v.String())
-	if reason != "" || noZone {
-		return time.Time{}
-	}
+	t, _ := ParseInstant(v.String())
 	return t
 }
 

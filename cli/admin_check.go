@@ -1,0 +1,69 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+
+	"github.com/coupond/coupond/engine"
+)
+
+// checkCmd is "admin check": decode every stored record with the decoders
+// the readers use, report what fails and, with --repair, move it to
+// quarantine (contract §8). It exits 1 when damaged records are left in
+// place, 0 otherwise (a --repair run that quarantined all it found exits 0).
+func checkCmd(a *app) *cobra.Command {
+	var tenant string
+	var repair bool
+	cmd := &cobra.Command{
+		Use:   "check [--tenant ID] [--repair]",
+		Short: "Decode every stored record and report damaged ones; --repair moves them to quarantine",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return a.withEnv(cmd, func(e *env) error {
+				st, err := e.svc.engine.Check(tenant, repair)
+				if errors.Is(err, engine.ErrNoTenant) {
+					return fmt.Errorf("no tenant %q", tenant)
+				}
+				if err != nil {
+					return err
+				}
+				left := len(st.Damaged) - st.Repaired
+				if jsonFlag(cmd) {
+					if err := printJSON(cmd.OutOrStdout(), map[string]any{"ok": left == 0, "tenants": st.Tenants, "records": st.Records,
+						"damaged": st.Damaged, "repaired": st.Repaired, "quarantined": st.Quarantined}); err != nil {
+						return err
+					}
+				} else {
+					printCheck(cmd.OutOrStdout(), st, repair)
+				}
+				if left > 0 {
+					return &ExitError{Code: 1}
+				}
+				return nil
+			})
+		},
+	}
+	cmd.Flags().StringVar(&tenant, "tenant", "", "only this tenant (default: every tenant)")
+	cmd.Flags().BoolVar(&repair, "repair", false, "move the damaged records to quarantine")
+	return cmd
+}
+
+func printCheck(w io.Writer, st *engine.CheckStats, repair bool) {
+	fmt.Fprintf(w, "%d tenants, %d records checked: %d damaged", st.Tenants, st.Records, len(st.Damaged))
+	if repair {
+		fmt.Fprintf(w, ", %d moved to quarantine", st.Repaired)
+	}
+	fmt.Fprintf(w, "; %d already in quarantine\n", len(st.Quarantined))
+	for _, d := range st.Damaged {
+		fmt.Fprintf(w, "  damaged      %s %s %s: %s (%d bytes)\n", d.Tenant, d.Table, d.Key, d.Error, d.Bytes)
+	}
+	for _, d := range st.Quarantined {
+		fmt.Fprintf(w, "  quarantined  %s %s %s since %s: %s (%d bytes)\n", d.Tenant, d.Table, d.Key, d.At.Format("2006-01-02T15:04:05Z"), d.Error, d.Bytes)
+	}
+	if len(st.Damaged) > st.Repaired {
+		fmt.Fprintln(w, "run again with --repair to move the damaged records to quarantine")
+	}
+}

@@ -1,0 +1,184 @@
+package cli
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coupond/coupond/store"
+)
+
+// plantOldShapes writes, by hand and with the server stopped, records of
+// ref in the shapes an older release stored and no release can read: a
+// confirmed decision whose ts_ejecucion is year 0 (due in the learner's
+// queue), and a CUPON_RECIBIDO whose extra.caducidad is year 10000, each
+// with its customer index entry.
+func plantOldShapes(t *testing.T, dataDir, tenant, ref string, now time.Time) {
+	t.Helper()
+	db, err := store.Open(filepath.Join(dataDir, "db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	str := func(b []byte, s string) []byte { return append(binary.AppendUvarint(b, uint64(len(s))), s...) }
+	tm := func(b []byte, t time.Time) []byte {
+		return binary.AppendUvarint(binary.AppendVarint(b, t.Unix()), uint64(t.Nanosecond()))
+	}
+	at := now.Add(-35 * 24 * time.Hour).Truncate(time.Second)
+	const nonce = "X0oldbrokenrecord001"
+	// Decision record, format 1 (engine/recordcodec.go).
+	d := []byte{1}
+	d = str(d, nonce)
+	d = str(d, ref)
+	d = tm(d, at)
+	d = str(d, "push")
+	d = str(d, "")                                           // campana_id
+	d = str(d, "")                                           // job_id
+	d = binary.AppendVarint(d, 1)                            // accion
+	d = binary.BigEndian.AppendUint64(d, 0x3fe0000000000000) // propension 0.5
+	d = str(d, "v0-prior")
+	d = append(d, 1<<5|1<<6, 0) // flags: ts_ejecucion, confirmada_en
+	d = tm(d, at.Add(7*24*time.Hour))
+	d = str(d, "motivo")
+	d = append(d, 0, 0, 0, 0, 0)  // X, candidates, probs, mu, priors: empty
+	d = binary.AppendVarint(d, 0) // budget cents
+	d = str(d, "ejecutada")
+	d = str(d, "") // motivo_rechazo
+	d = tm(d, time.Date(0, 1, 1, 0, 0, 0, 0, time.UTC))
+	d = tm(d, at.Add(time.Hour))
+	// Event record: 32-byte content hash, then the event encoding
+	// (engine/event.go) with cupon_emitido_id and caducidad.
+	ev := append(make([]byte, 32), 1, 1) // version 1, CUPON_RECIBIDO
+	ev = binary.AppendUvarint(ev, 1<<8|1<<10)
+	ev = str(ev, "ev-old-1")
+	ev = str(ev, ref)
+	ev = tm(ev, at)
+	ev = str(ev, "T10")
+	ev = str(ev, "cup-old-1")
+	ev = tm(ev, time.Date(10000, 1, 1, 13, 0, 0, 0, time.UTC))
+	b := db.NewBatch()
+	defer b.Close()
+	b.Set(store.Key(tenant, store.TableDecision, nonce), d)
+	b.Set(store.Key(tenant, store.TableCustomerDecide, ref, at, nonce), nil)
+	b.Set(store.Key(tenant, store.TableRewardQueue, at.Add(30*24*time.Hour), "r", nonce), nil)
+	b.Set(store.Key(tenant, store.TableEvent, "ev-old-1"), ev)
+	b.Set(store.Key(tenant, store.TableCustomerEvent, ref, at, "ev-old-1"), []byte{1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0})
+	if err := b.Commit(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+type checkJSON struct {
+	OK          bool              `json:"ok"`
+	Damaged     []json.RawMessage `json:"damaged"`
+	Repaired    int               `json:"repaired"`
+	Quarantined []json.RawMessage `json:"quarantined"`
+}
+
+// check runs admin check and returns its JSON and exit code.
+func check(t *testing.T, in *instance, args ...string) (checkJSON, int) {
+	t.Helper()
+	out, err := runAdmin(in.bin, in.dataDir, append([]string{"check"}, args...)...)
+	code := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+		out = out[:len(out)-len(ee.Stderr)]
+	} else if err != nil {
+		t.Fatalf("admin check: %v\n%s", err, out)
+	}
+	var c checkJSON
+	if i := strings.LastIndex(string(out), "}"); i >= 0 {
+		out = out[:i+1]
+	}
+	if err := json.Unmarshal(out, &c); err != nil {
+		t.Fatalf("admin check output: %v\n%s", err, out)
+	}
+	return c, code
+}
+
+// TestAdminCheckRepair: records of the old broken shapes make admin check
+// exit non-zero (store opened directly, then through admin.sock); --repair
+// quarantines them; then the tenant's learner, the customer's export and
+// deletion complete, and the deletion erases the quarantined copies.
+func TestAdminCheckRepair(t *testing.T) {
+	dataDir := t.TempDir()
+	in := startServer(t, dataDir)
+	defer func() {
+		if in.cmd.ProcessState == nil {
+			in.kill()
+		}
+	}()
+	_, tok := setupDataTenant(t, in, "acme")
+	const ana, beto = "ana-00000001", "beto-0000002"
+	now := time.Now().UTC()
+	if st, _, b := in.do("POST", "/v1/eventos", tok, map[string]any{"eventos": []any{
+		purchaseEvent("ev-a1", ana, now.Add(-time.Hour)), purchaseEvent("ev-b1", beto, now.Add(-time.Hour))}}); st != 200 {
+		t.Fatalf("events: %d %v", st, b)
+	}
+	st, _, dec := in.do("POST", "/v1/decisiones", tok, map[string]any{"cliente_ref": beto, "contexto": map[string]any{"canal": "push"}})
+	if st != 200 {
+		t.Fatalf("decision: %d %v", st, dec)
+	}
+	if st, _, b := in.do("POST", "/v1/decisiones/"+dec["decision_id"].(string)+"/ejecucion", tok, map[string]any{"ejecutada": true}); st != 200 {
+		t.Fatalf("confirm: %d %v", st, b)
+	}
+	in.stop()
+	plantOldShapes(t, dataDir, "acme", ana, now)
+
+	// Store opened directly.
+	if c, code := check(t, in); code != 1 || c.OK || len(c.Damaged) != 2 {
+		t.Fatalf("check, no server: exit %d, %+v; want exit 1 and 2 damaged", code, c)
+	}
+	in.start()
+	// Through admin.sock.
+	if c, code := check(t, in, "--tenant", "acme"); code != 1 || len(c.Damaged) != 2 {
+		t.Fatalf("check via admin.sock: exit %d, %+v", code, c)
+	}
+	if c, code := check(t, in, "--repair"); code != 0 || c.Repaired != 2 || !c.OK {
+		t.Fatalf("check --repair: exit %d, %+v", code, c)
+	}
+	if c, code := check(t, in); code != 0 || len(c.Damaged) != 0 || len(c.Quarantined) != 2 {
+		t.Fatalf("check after repair: exit %d, %+v", code, c)
+	}
+	resp, err := http.Get(in.url("/metrics"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(m), "\ncoupond_quarantined_records 2\n") {
+		t.Errorf("/metrics lacks coupond_quarantined_records 2")
+	}
+
+	// Learner: beto's reward becomes final once his window and grace pass.
+	in.admin(nil, "clock", "advance", "--tenant", "acme", "--by", "31d")
+	waitFor(t, 20*time.Second, "the learner to make beto's reward final", func() bool {
+		_, _, x := in.do("GET", "/v1/clientes/"+beto+"/exportacion", tok, nil)
+		ds, _ := x["decisiones"].([]any)
+		return len(ds) == 1 && ds[0].(map[string]any)["recompensa_mxn"] != nil
+	})
+	st, _, x := in.do("GET", "/v1/clientes/"+ana+"/exportacion", tok, nil)
+	if st != 200 || x["en_cuarentena"] != 2.0 || len(x["eventos"].([]any)) != 1 {
+		t.Fatalf("ana's export: %d %v", st, x)
+	}
+	if st, _, _ := in.do("DELETE", "/v1/clientes/"+ana, tok, nil); st != 202 {
+		t.Fatal("delete")
+	}
+	waitFor(t, 20*time.Second, "ana's deletion to complete", func() bool {
+		_, _, x := in.do("GET", "/v1/clientes/"+ana+"/exportacion", tok, nil)
+		b, _ := x["borrado"].(map[string]any)
+		return b["estado"] == "completado" && x["en_cuarentena"] == 0.0
+	})
+	if c, code := check(t, in); code != 0 || len(c.Quarantined) != 0 {
+		t.Fatalf("check after deletion: exit %d, %+v", code, c)
+	}
+	in.stop()
+}

@@ -1,0 +1,228 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/spf13/cobra"
+
+	"github.com/coupond/coupond/store"
+)
+
+// auditFile is the admin audit log inside the data dir: one JSON line per
+// admin command run through the admin socket, and per connection refused.
+const auditFile = "admin-audit.log"
+
+// peer is who is at the other end of an admin socket connection.
+type peer struct {
+	UID, PID int
+	Known    bool // false where the platform cannot tell (see peerOf)
+}
+
+// allowPeer reports whether p may run admin commands in a server run by
+// uid self: only the same user may (contract section 8).
+func allowPeer(p peer, self int) error {
+	if p.Known && p.UID != self {
+		return fmt.Errorf("admin socket: peer uid %d is not the uid %d that runs serve", p.UID, self)
+	}
+	return nil
+}
+
+// auditEntry is one line of the admin audit log.
+type auditEntry struct {
+	Time  time.Time `json:"time"`
+	UID   int       `json:"uid"`
+	PID   int       `json:"pid"`
+	Args  []string  `json:"args"`
+	Exit  int       `json:"exit"`
+	Error string    `json:"error,omitempty"`
+}
+
+// auditLog appends entries to the data dir's audit log, each synced.
+type auditLog struct {
+	mu   sync.Mutex
+	path string
+}
+
+func (l *auditLog) write(e auditEntry) error {
+	line, err := json.Marshal(e)
+	if err != nil {
+		return err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	f, err := os.OpenFile(l.path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, store.FileMode)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(append(line, '\n')); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// redactArgs returns args with the values of flags that look like secrets
+// replaced by "***" (--secret X, --secret=X; names holding secret, token,
+// password or key).
+func redactArgs(args []string) []string {
+	out := make([]string, len(args))
+	redactNext := false
+	for i, a := range args {
+		if redactNext {
+			out[i], redactNext = "***", false
+			continue
+		}
+		out[i] = a
+		name, _, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if !strings.HasPrefix(a, "-") || !secretFlag(name) {
+			continue
+		}
+		if hasValue {
+			out[i] = a[:strings.Index(a, "=")+1] + "***"
+		} else {
+			redactNext = true
+		}
+	}
+	return out
+}
+
+func secretFlag(name string) bool {
+	name = strings.ToLower(name)
+	for _, s := range []string{"secret", "token", "password", "passwd", "key"} {
+		if strings.Contains(name, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// peerListener accepts on the admin socket only connections from the user
+// that runs serve; every other is closed at once, logged and audited.
+type peerListener struct {
+	net.Listener
+	self  int
+	log   zerolog.Logger
+	audit *auditLog
+}
+
+// peerConn is an accepted admin connection and who made it.
+type peerConn struct {
+	net.Conn
+	peer peer
+}
+
+func (l *peerListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		p, err := peerOf(c)
+		if err == nil {
+			err = allowPeer(p, l.self)
+		}
+		if err == nil {
+			return &peerConn{Conn: c, peer: p}, nil
+		}
+		c.Close()
+		l.log.Warn().Err(err).Int("uid", p.UID).Int("pid", p.PID).Msg("admin socket: connection refused")
+		if aerr := l.audit.write(auditEntry{Time: time.Now().UTC(), UID: p.UID, PID: p.PID, Args: []string{}, Exit: -1, Error: err.Error()}); aerr != nil {
+			l.log.Error().Err(aerr).Msg("admin audit log")
+		}
+	}
+}
+
+type peerKey struct{}
+
+// peerContext puts the peer of an admin connection into its requests'
+// context (http.Server.ConnContext).
+func peerContext(ctx context.Context, c net.Conn) context.Context {
+	if pc, ok := c.(*peerConn); ok {
+		return context.WithValue(ctx, peerKey{}, pc.peer)
+	}
+	return ctx
+}
+
+func peerFrom(ctx context.Context) peer {
+	p, ok := ctx.Value(peerKey{}).(peer)
+	if !ok {
+		return peer{UID: -1, PID: -1}
+	}
+	return p
+}
+
+// auditCmd is "admin audit": the admin commands run through the socket.
+func auditCmd(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:   "audit",
+		Short: "Show the admin audit log: every admin command run through the server's socket (time, uid, pid, arguments, outcome)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			entries, err := readAudit(filepath.Join(a.dataDir, auditFile))
+			if err != nil {
+				return err
+			}
+			if jsonFlag(cmd) {
+				return printJSON(cmd.OutOrStdout(), entries)
+			}
+			w := cmd.OutOrStdout()
+			if len(entries) == 0 {
+				fmt.Fprintln(w, "no admin commands run through the socket yet")
+			}
+			for _, e := range entries {
+				outcome := fmt.Sprintf("exit %d", e.Exit)
+				if e.Exit < 0 {
+					outcome = "refused"
+				}
+				if e.Error != "" {
+					outcome += ": " + e.Error
+				}
+				fmt.Fprintf(w, "%s  uid %d  pid %d  %s  (%s)\n", e.Time.Format(time.RFC3339), e.UID, e.PID, strings.Join(e.Args, " "), outcome)
+			}
+			return nil
+		},
+	}
+}
+
+// readAudit reads the audit log; a missing one is empty. Lines that do not
+// parse (a line torn by a crash mid-write) are skipped.
+func readAudit(path string) ([]auditEntry, error) {
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return []auditEntry{}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("admin audit log: %w", err)
+	}
+	defer f.Close()
+	entries := []auditEntry{}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 4<<20)
+	for sc.Scan() {
+		var e auditEntry
+		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+			continue
+		}
+		entries = append(entries, e)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("admin audit log: %w", err)
+	}
+	return entries, nil
+}

@@ -1,0 +1,160 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/coupond/coupond/console"
+	"github.com/coupond/coupond/store"
+)
+
+// defaultConsoleURL is where "admin console login" points when no server
+// tells it its console address.
+const defaultConsoleURL = "http://127.0.0.1:8081"
+
+// runAdminLine runs an admin command line against the live env, as the
+// admin socket does: the console's actions are the operator's commands.
+func runAdminLine(live *env) func(ctx context.Context, args []string, out io.Writer) error {
+	return func(ctx context.Context, args []string, out io.Writer) error {
+		if len(args) == 0 || args[0] != "admin" {
+			return fmt.Errorf("not an admin command")
+		}
+		root := newRoot(&app{args: args, live: live})
+		root.SetArgs(args)
+		root.SetOut(out)
+		var errOut bytes.Buffer
+		root.SetErr(&errOut)
+		return root.ExecuteContext(ctx)
+	}
+}
+
+// startConsole serves the operator console on addr (its own listener,
+// never the API's). It returns a stop function for shutdown.
+func startConsole(addr string, e *env) (stop func(context.Context), err error) {
+	if addr == "" {
+		return func(context.Context) {}, nil
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--console-addr %s: %w", addr, err)
+	}
+	svc := e.svc
+	con := console.New(console.Deps{
+		Log: e.log, DB: e.db, Engine: svc.engine, API: svc.api, Batch: svc.batch, Webhooks: svc.webhooks, Now: e.now,
+		Admin: runAdminLine(e),
+		Warnings: func(t *store.Tenant) ([]string, error) {
+			_, _, _, w, err := svc.tenantStatus(t)
+			return w, err
+		},
+	})
+	svc.consoleURL = "http://" + ln.Addr().String()
+	srv := &http.Server{Handler: con, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second, IdleTimeout: 120 * time.Second}
+	go srv.Serve(ln)
+	e.log.Info().Str("addr", ln.Addr().String()).Msg("console serving")
+	if ta, ok := ln.Addr().(*net.TCPAddr); ok && !ta.IP.IsLoopback() {
+		e.log.Warn().Str("addr", ln.Addr().String()).Msg("console reachable beyond this host without TLS: prefer 127.0.0.1 and an SSH tunnel")
+	}
+	return func(ctx context.Context) {
+		srv.Shutdown(ctx)
+		con.Close()
+	}, nil
+}
+
+// consoleCmd is "coupond admin console": sign-in links and sessions.
+func consoleCmd(a *app) *cobra.Command {
+	cmd := &cobra.Command{Use: "console", Short: "Operator console: one-time sign-in links, sign out every session, its audit log"}
+	var base string
+	login := &cobra.Command{
+		Use:   "login",
+		Short: "Print a one-time sign-in link for the console (valid 10 minutes, once)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return a.withEnv(cmd, func(e *env) error {
+				u := base
+				if !cmd.Flags().Changed("url") && e.svc.consoleURL != "" {
+					u = e.svc.consoleURL
+				}
+				if _, err := url.Parse(u); err != nil || u == "" {
+					return fmt.Errorf("--url: want the console's base URL such as %s", defaultConsoleURL)
+				}
+				tok, err := console.NewLink(e.db, e.now())
+				if err != nil {
+					return err
+				}
+				link := u + "/login?t=" + tok
+				e.log.Info().Msg("console sign-in link issued")
+				if jsonFlag(cmd) {
+					return printJSON(cmd.OutOrStdout(), map[string]any{"url": link, "expires_at": e.now().UTC().Add(console.LinkTTL)})
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "%s\nOpen it within %s; it works once. On a VM, forward the port first: ssh -L 8081:127.0.0.1:8081 user@vm\n", link, console.LinkTTL)
+				return nil
+			})
+		},
+	}
+	login.Flags().StringVar(&base, "url", defaultConsoleURL, "the console's base URL as your browser reaches it (default: the running server's console address; env COUPOND_URL)")
+	var all bool
+	logout := &cobra.Command{
+		Use:   "logout --all",
+		Short: "End every console session and unused sign-in link",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if !all {
+				return fmt.Errorf("--all is required: sessions are not named, so logout ends them all")
+			}
+			return a.withEnv(cmd, func(e *env) error {
+				n, err := console.RevokeAll(e.db)
+				if err != nil {
+					return err
+				}
+				e.log.Info().Int("sessions", n).Msg("console sessions revoked")
+				if jsonFlag(cmd) {
+					return printJSON(cmd.OutOrStdout(), map[string]int{"sessions_ended": n})
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "%d console sessions ended\n", n)
+				return nil
+			})
+		},
+	}
+	logout.Flags().BoolVar(&all, "all", false, "end every session")
+	var tenant string
+	var last int
+	audit := &cobra.Command{
+		Use:   "audit [--tenant ID]",
+		Short: "The console's operator audit log: who (session) did what action on which tenant, when, with what outcome",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return a.withEnv(cmd, func(e *env) error {
+				entries, err := console.Audit(e.db, tenant, last)
+				if err != nil {
+					return err
+				}
+				if jsonFlag(cmd) {
+					if entries == nil {
+						entries = []console.AuditEntry{}
+					}
+					return printJSON(cmd.OutOrStdout(), entries)
+				}
+				tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "AT\tSESSION\tTENANT\tACTION\tOUTCOME\tCOMMAND")
+				for _, x := range entries {
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", x.At.Format(time.RFC3339), x.Session, x.Tenant, x.Action, x.Outcome, strings.Join(x.Command, " "))
+				}
+				return tw.Flush()
+			})
+		},
+	}
+	audit.Flags().StringVar(&tenant, "tenant", "", "only this tenant's entries")
+	audit.Flags().IntVar(&last, "last", 1000, "at most this many entries (the latest)")
+	cmd.AddCommand(login, logout, audit)
+	return cmd
+}

@@ -1,0 +1,213 @@
+//go:build linux
+
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"io/fs"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/rs/zerolog"
+
+	"github.com/coupond/coupond/store"
+)
+
+// TestServeRefusesOpenDataDir: serve does not start on a data dir that
+// group or others can write.
+func TestServeRefusesOpenDataDir(t *testing.T) {
+	for _, mode := range []os.FileMode{0o777, 0o770, 0o702} {
+		dir := filepath.Join(t.TempDir(), "data")
+		if err := os.Mkdir(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		os.Chmod(dir, mode)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err := Run(ctx, []string{"serve", "--data-dir", dir, "--addr", "127.0.0.1:0"}, io.Discard, io.Discard)
+		cancel()
+		if err == nil || !strings.Contains(err.Error(), "writable by group or others") || !strings.Contains(err.Error(), "chmod 700") {
+			t.Errorf("mode %04o: serve returned %v, want a refusal that says why and how to fix it", mode, err)
+		}
+		if _, err := os.Stat(filepath.Join(dir, store.SecretsFile)); err == nil {
+			t.Errorf("mode %04o: serve wrote keys into the refused dir", mode)
+		}
+	}
+}
+
+// TestDataDirOwnerOnly: a pre-existing 0755 data dir, under a permissive
+// umask and holding a file an older release left 0644, ends up with every
+// directory 0700 and every file 0600 once coupond has used it.
+func TestDataDirOwnerOnly(t *testing.T) {
+	old := syscall.Umask(0)
+	defer syscall.Umask(old)
+	dir := filepath.Join(t.TempDir(), "data")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "old-release.json"), []byte("{}"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := Run(context.Background(), []string{"admin", "tenant", "create", "acme", "--data-dir", dir, "--json"}, &out, io.Discard); err != nil {
+		t.Fatalf("tenant create: %v", err)
+	}
+	backup := filepath.Join(t.TempDir(), "backup")
+	os.Mkdir(backup, 0o755)
+	if err := Run(context.Background(), []string{"admin", "backup", "--out", backup, "--data-dir", dir, "--json"}, &out, io.Discard); err != nil {
+		t.Fatalf("backup: %v", err)
+	}
+	n := 0
+	for _, root := range []string{dir, backup} {
+		filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+			if err != nil {
+				t.Fatal(err)
+			}
+			info, _ := d.Info()
+			want := store.FileMode
+			if d.IsDir() {
+				want = store.DirMode
+			}
+			if got := info.Mode().Perm(); got != want {
+				t.Errorf("%s: mode %04o, want %04o", path, got, want)
+			}
+			n++
+			return nil
+		})
+	}
+	if n < 10 {
+		t.Fatalf("only %d entries walked", n)
+	}
+}
+
+func TestAllowPeer(t *testing.T) {
+	for _, tc := range []struct {
+		p  peer
+		ok bool
+	}{
+		{peer{UID: 1000, PID: 7, Known: true}, true},
+		{peer{UID: 1001, PID: 7, Known: true}, false},
+		{peer{UID: 0, PID: 7, Known: true}, false}, // not even root, if serve runs as another user
+		{peer{UID: -1, PID: -1}, true},             // platform without peer credentials: the 0600 mode guards
+	} {
+		if err := allowPeer(tc.p, 1000); (err == nil) != tc.ok {
+			t.Errorf("allowPeer(%+v, 1000) = %v, want ok=%v", tc.p, err, tc.ok)
+		}
+	}
+}
+
+func TestRedactArgs(t *testing.T) {
+	in := []string{"admin", "x", "--client-secret", "s3", "--token=abc", "--tenant", "acme", "--api-key=k", "--name", "n", "--password"}
+	want := []string{"admin", "x", "--client-secret", "***", "--token=***", "--tenant", "acme", "--api-key=***", "--name", "n", "--password"}
+	if diff := cmp.Diff(want, redactArgs(in)); diff != "" {
+		t.Errorf("redactArgs (-want +got):\n%s", diff)
+	}
+}
+
+// TestAdminSocketPeerAndAudit runs admin commands through a live admin
+// socket: they are audited with the peer's uid and pid; a connection from a
+// uid other than serve's is refused (the socket's owner is set to another
+// uid than ours, since a test cannot switch its own) and audited too.
+func TestAdminSocketPeerAndAudit(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	e, err := openEnv(context.Background(), dir, zerolog.Nop(), serviceOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.close()
+	sock := filepath.Join(dir, adminSocket)
+	srv, err := serveAdmin(context.Background(), sock, e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	if info, err := os.Stat(sock); err != nil || info.Mode().Perm() != 0o600 {
+		t.Fatalf("admin.sock: %v %v, want mode 0600", info.Mode(), err)
+	}
+	var out bytes.Buffer
+	args := []string{"admin", "tenant", "create", "acme", "--json"}
+	if err := forwardAdmin(context.Background(), sock, args, &out); err != nil {
+		t.Fatalf("through the socket: %v", err)
+	}
+	if err := forwardAdmin(context.Background(), sock, []string{"admin", "tenant", "show", "nadie"}, io.Discard); err == nil {
+		t.Fatal("tenant show of an unknown tenant succeeded")
+	}
+	entries, err := readAudit(filepath.Join(dir, auditFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != 2 {
+		t.Fatalf("%d audit entries, want 2: %+v", len(entries), entries)
+	}
+	if e0 := entries[0]; e0.UID != os.Getuid() || e0.PID != os.Getpid() || e0.Exit != 0 || !cmp.Equal(e0.Args, args) {
+		t.Errorf("audit entry %+v: want uid %d pid %d exit 0 args %v", e0, os.Getuid(), os.Getpid(), args)
+	}
+	if e1 := entries[1]; e1.Exit == 0 || e1.Error == "" {
+		t.Errorf("failed command audited as %+v, want its exit and error", e1)
+	}
+
+	// A server run by another uid refuses us.
+	sock2 := filepath.Join(t.TempDir(), "other.sock")
+	ln, err := net.Listen("unix", sock2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	audit := &auditLog{path: filepath.Join(dir, auditFile)}
+	pl := &peerListener{Listener: ln, self: os.Getuid() + 1, log: zerolog.Nop(), audit: audit}
+	other := &http.Server{ConnContext: peerContext, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		t.Error("a refused peer reached the handler")
+	})}
+	go other.Serve(pl)
+	defer other.Close()
+	if err := forwardAdmin(context.Background(), sock2, args, io.Discard); err == nil {
+		t.Fatal("a peer with another uid was served")
+	}
+	entries, _ = readAudit(filepath.Join(dir, auditFile))
+	if last := entries[len(entries)-1]; last.Exit != -1 || last.UID != os.Getuid() || !strings.Contains(last.Error, "not the uid") {
+		t.Errorf("refusal audited as %+v", last)
+	}
+
+	// admin audit --json shows the log.
+	out.Reset()
+	if err := Run(context.Background(), []string{"admin", "audit", "--json", "--data-dir", dir}, &out, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	var shown []auditEntry
+	if err := json.Unmarshal(out.Bytes(), &shown); err != nil || len(shown) != 3 {
+		t.Fatalf("admin audit --json: %v %d entries\n%s", err, len(shown), out.String())
+	}
+	if info, err := os.Stat(filepath.Join(dir, auditFile)); err != nil || info.Mode().Perm() != store.FileMode {
+		t.Errorf("audit log mode %v %v, want 0600", info.Mode(), err)
+	}
+}
+
+// TestServeHTTPFlags: --read-timeout and --max-conns (and their
+// environment variables) must be positive.
+func TestServeHTTPFlags(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		args []string
+		env  string
+	}{
+		{args: []string{"--read-timeout", "0s"}},
+		{args: []string{"--max-conns", "-1"}},
+		{env: "COUPOND_READ_TIMEOUT"},
+	} {
+		if tc.env != "" {
+			t.Setenv(tc.env, "0s")
+		}
+		err := Run(context.Background(), append([]string{"serve", "--data-dir", dir, "--addr", "127.0.0.1:0"}, tc.args...), io.Discard, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), "must be positive") {
+			t.Errorf("%v %s: %v, want a refusal", tc.args, tc.env, err)
+		}
+	}
+}

@@ -1,0 +1,197 @@
+package cli
+
+import (
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// mountSmallFS mounts a tmpfs of size on a temporary dir, or skips the test
+// saying why (mounting needs root or CAP_SYS_ADMIN).
+func mountSmallFS(t *testing.T, size string) string {
+	t.Helper()
+	dir := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size+",mode=0700", "tmpfs", dir).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount a %s tmpfs for the real full-disk test (%v: %s); needs root or CAP_SYS_ADMIN", size, err, out)
+	}
+	t.Cleanup(func() { exec.Command("umount", "-l", dir).Run() })
+	return dir
+}
+
+func availBytes(t *testing.T, dir string) uint64 {
+	t.Helper()
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
+		t.Fatal(err)
+	}
+	return st.Bavail * uint64(st.Bsize)
+}
+
+// fillTo writes the file filler in dir until the file system has about
+// leave bytes free (less if it already has less).
+func fillTo(t *testing.T, dir, filler string, leave uint64) {
+	t.Helper()
+	f, err := os.OpenFile(filepath.Join(dir, filler), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	chunk := make([]byte, 1<<20)
+	for a := availBytes(t, dir); a > leave; a = availBytes(t, dir) {
+		n := min(uint64(len(chunk)), a-leave)
+		if _, err := f.Write(chunk[:n]); err != nil {
+			t.Fatalf("filling: %v", err)
+		}
+	}
+}
+
+// dbFiles lists the store's files with their sizes.
+func dbFiles(t *testing.T, dir string) map[string]int64 {
+	t.Helper()
+	out := map[string]int64{}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		if info, err := e.Info(); err == nil {
+			out[e.Name()] = info.Size()
+		}
+	}
+	return out
+}
+
+// TestFullDisk runs the real binary on a small tmpfs: below the reserve,
+// writes answer 503 almacenamiento_lleno while exports, deletions and
+// /healthz go on; freeing space brings writes back with no restart; a
+// restart on a full disk neither spins nor writes files, answers /healthz
+// meanwhile and opens the store once space comes back.
+func TestFullDisk(t *testing.T) {
+	mnt := mountSmallFS(t, "96m")
+	dataDir := filepath.Join(mnt, "data")
+	const reserve = 24 << 20
+	in := startServer(t, dataDir, "--disk-reserve", "24MiB")
+	defer func() {
+		if in.cmd.ProcessState == nil {
+			in.kill()
+		}
+	}()
+	_, tok := setupDataTenant(t, in, "acme")
+	const ana = "ana-00000001"
+	now := time.Now().UTC()
+	post := func(id string) (int, http.Header, map[string]any) {
+		return in.do("POST", "/v1/eventos", tok, map[string]any{"eventos": []any{purchaseEvent(id, ana, now.Add(-time.Hour))}})
+	}
+	if st, _, b := post("e1"); st != 200 {
+		t.Fatalf("event: %d %v", st, b)
+	}
+
+	fillTo(t, mnt, "filler", reserve/2)
+	time.Sleep(400 * time.Millisecond)
+	st, hdr, b := post("e2")
+	if st != 503 || b["codigo"] != "almacenamiento_lleno" || hdr.Get("Retry-After") == "" {
+		t.Fatalf("write below the reserve: %d %v %v", st, hdr, b)
+	}
+	if st, _, b := in.do("GET", "/readyz", "", nil); st != 503 || b["estado"] != "almacenamiento_lleno" {
+		t.Errorf("/readyz below the reserve: %d %v", st, b)
+	}
+	if st, _, _ := in.do("GET", "/healthz", "", nil); st != 200 {
+		t.Errorf("/healthz below the reserve: %d", st)
+	}
+	if st, _, x := in.do("GET", "/v1/clientes/"+ana+"/exportacion", tok, nil); st != 200 || len(x["eventos"].([]any)) != 1 {
+		t.Errorf("export below the reserve: %d %v", st, x)
+	}
+	if st, _, _ := in.do("DELETE", "/v1/clientes/"+ana, tok, nil); st != 202 {
+		t.Errorf("deletion below the reserve: %d", st)
+	}
+	waitFor(t, 20*time.Second, "the deletion to complete below the reserve", func() bool {
+		_, _, x := in.do("GET", "/v1/clientes/"+ana+"/exportacion", tok, nil)
+		d, _ := x["borrado"].(map[string]any)
+		return d["estado"] == "completado"
+	})
+
+	// Space comes back: writes resume, same process.
+	if err := os.Remove(filepath.Join(mnt, "filler")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "writes to resume after space came back", func() bool {
+		st, _, _ := post(fmt.Sprintf("e3-%d", time.Now().UnixNano()))
+		return st == 200
+	})
+	in.stop()
+
+	// Restart on a full disk: no spin, no files, /healthz answers.
+	fillTo(t, mnt, "filler", reserve/2)
+	before := dbFiles(t, filepath.Join(dataDir, "db"))
+	args := []string{"serve", "--data-dir", dataDir, "--addr", in.addr, "--disk-reserve", "24MiB"}
+	in.cmd = exec.Command(in.bin, args...)
+	in.cmd.Stdout, in.cmd.Stderr = in.logs, in.logs
+	in.logs.Reset()
+	if err := in.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "/healthz while waiting for space", func() bool {
+		resp, err := http.Get(in.url("/healthz"))
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == 200
+	})
+	cpu0 := procCPU(t, in.cmd.Process.Pid)
+	time.Sleep(3 * time.Second)
+	if st, _, b := in.do("GET", "/readyz", "", nil); st != 503 || b["estado"] != "almacenamiento_lleno" {
+		t.Errorf("/readyz while waiting for space: %d %v", st, b)
+	}
+	if st, _, b := post("e4"); st != 503 || b["codigo"] != "almacenamiento_lleno" {
+		t.Errorf("write while waiting for space: %d %v", st, b)
+	}
+	after := dbFiles(t, filepath.Join(dataDir, "db"))
+	if len(after) != len(before) {
+		t.Errorf("the store's files changed while waiting for space: %d files before, %d after", len(before), len(after))
+	}
+	for name, size := range after {
+		if before[name] != size {
+			t.Errorf("file %s changed while waiting for space: %d → %d bytes", name, before[name], size)
+		}
+	}
+	if cpu := procCPU(t, in.cmd.Process.Pid) - cpu0; cpu > 0.5 {
+		t.Errorf("serve used %.2f s of CPU in 3 s of waiting: it spins", cpu)
+	}
+	if err := os.Remove(filepath.Join(mnt, "filler")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 15*time.Second, "the store to open once space came back", func() bool {
+		st, _, _ := in.do("GET", "/readyz", "", nil)
+		return st == 200
+	})
+	if st, _, b := post("e5"); st != 200 {
+		t.Errorf("write after space came back: %d %v", st, b)
+	}
+	in.stop()
+}
+
+// procCPU is the CPU time (user + system, seconds) process pid used so far.
+func procCPU(t *testing.T, pid int) float64 {
+	t.Helper()
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		t.Skipf("no /proc: %v", err)
+	}
+	// Fields after the command name (in parentheses): state is field 3,
+	// utime 14 and stime 15, in clock ticks (100 per second on Linux).
+	i := len(data) - 1
+	for i > 0 && data[i] != ')' {
+		i--
+	}
+	var state string
+	var f [12]int64
+	var utime, stime int64
+	fmt.Sscan(string(data[i+2:]), &state, &f[0], &f[1], &f[2], &f[3], &f[4], &f[5], &f[6], &f[7], &f[8], &f[9], &utime, &stime)
+	return float64(utime+stime) / 100
+}

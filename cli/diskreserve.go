@@ -1,0 +1,142 @@
+package cli
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/coupond/coupond/store"
+)
+
+// parseSize reads a --disk-reserve value: "" or "auto" (the contract's
+// default, auto true), or a byte count with an optional unit: B, KiB, MiB,
+// GiB, TiB (powers of 1024), KB, MB, GB, TB (powers of 1000), K/M/G/T as
+// the binary units; "0" disables the reserve.
+func parseSize(s string) (bytes uint64, auto bool, err error) {
+	s = strings.TrimSpace(s)
+	if s == "" || strings.EqualFold(s, "auto") {
+		return 0, true, nil
+	}
+	i := 0
+	for i < len(s) && (s[i] >= '0' && s[i] <= '9' || s[i] == '.') {
+		i++
+	}
+	num, unit := s[:i], strings.ToLower(strings.TrimSpace(s[i:]))
+	mult := map[string]float64{"": 1, "b": 1, "k": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mib": 1 << 20, "g": 1 << 30, "gib": 1 << 30,
+		"t": 1 << 40, "tib": 1 << 40, "kb": 1e3, "mb": 1e6, "gb": 1e9, "tb": 1e12}[unit]
+	v, perr := strconv.ParseFloat(num, 64)
+	if num == "" || perr != nil || mult == 0 || v < 0 || v*mult > 1<<62 {
+		return 0, false, fmt.Errorf("--disk-reserve: want a size such as 512MiB, 2GiB or 0, got %q", s)
+	}
+	return uint64(v * mult), false, nil
+}
+
+// diskReserve resolves the reserve for the file system holding dir: the
+// flag's value, or the larger of 1 GiB and 5 % of the disk.
+func diskReserve(spec, dir string) (reserve, avail uint64, known bool, err error) {
+	n, auto, err := parseSize(spec)
+	if err != nil {
+		return 0, 0, false, err
+	}
+	u, uerr := store.DiskUsage(nil, dir)
+	if uerr != nil {
+		if auto {
+			n = 1 << 30
+		}
+		return n, 0, false, nil
+	}
+	if auto {
+		n = store.DefaultReserve(u.TotalBytes)
+	}
+	return n, u.AvailBytes, true, nil
+}
+
+// spacePoll is how often serve re-reads the free space while it waits for
+// it at start.
+const spacePoll = time.Second
+
+// waitForSpace runs before the store is opened: Pebble writes as it opens
+// (WAL replay, a new MANIFEST), and on a full disk it would fail or leave
+// empty files behind at every attempt. Below the reserve it logs why,
+// answers /healthz (200) and everything else (503) on addr meanwhile, and
+// polls until space comes back or ctx ends. It returns the reserve.
+func waitForSpace(ctx context.Context, dataDir, spec, addr string, log zerolog.Logger) (uint64, error) {
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		return 0, fmt.Errorf("data dir: %w", err)
+	}
+	reserve, avail, known, err := diskReserve(spec, dataDir)
+	if err != nil || !known || avail >= reserve {
+		return reserve, err
+	}
+	log.Error().Uint64("available_bytes", avail).Uint64("reserve_bytes", reserve).Str("data_dir", dataDir).
+		Msg("disk below the reserve: the store stays closed until space comes back (free space or lower --disk-reserve)")
+	srv, err := waitingServer(addr, avail, reserve)
+	if err != nil {
+		log.Warn().Err(err).Msg("cannot answer /healthz while waiting for space")
+	}
+	defer func() {
+		if srv != nil {
+			shut, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			srv.Shutdown(shut)
+		}
+	}()
+	t := time.NewTicker(spacePoll)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-t.C:
+		}
+		if u, err := store.DiskUsage(nil, dataDir); err == nil && u.AvailBytes >= reserve {
+			log.Info().Uint64("available_bytes", u.AvailBytes).Msg("disk space is back: opening the store")
+			return reserve, nil
+		}
+	}
+}
+
+// waitingServer answers while serve waits for space: /healthz 200, /readyz
+// and every other path 503 almacenamiento_lleno.
+func waitingServer(addr string, avail, reserve uint64) (*http.Server, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	motivo := fmt.Sprintf("espacio libre %d MiB por debajo de la reserva de %d MiB: el almacén sigue cerrado hasta que haya espacio", avail>>20, reserve>>20)
+	srv := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var id [8]byte
+		rand.Read(id[:])
+		trace := hex.EncodeToString(id[:])
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("X-Trace-Id", trace)
+		switch r.URL.Path {
+		case "/healthz":
+			w.WriteHeader(http.StatusOK)
+			fmt.Fprintln(w, `{"estado":"ok"}`)
+		case "/readyz":
+			w.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprintf(w, "{\"estado\":\"almacenamiento_lleno\",\"motivo\":%q}\n", motivo)
+		default:
+			w.Header().Set("Retry-After", "30")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprintf(w, "{\"codigo\":\"almacenamiento_lleno\",\"mensaje\":%q,\"campo\":null,\"detalle\":null,\"trace_id\":%q}\n", motivo, trace)
+		}
+	})}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			ln.Close()
+		}
+	}()
+	return srv, nil
+}

@@ -1,0 +1,98 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+)
+
+// strictGroups makes every command that only groups subcommands refuse an
+// unknown subcommand: cobra's default prints the help and exits 0, so a
+// typo ("admin tenant lst") looked like success. Without arguments the
+// group prints its help.
+func strictGroups(cmd *cobra.Command) {
+	for _, c := range cmd.Commands() {
+		strictGroups(c)
+	}
+	if !cmd.HasSubCommands() || cmd.Runnable() {
+		return
+	}
+	cmd.Args = cobra.ArbitraryArgs
+	cmd.SuggestionsMinimumDistance = 2 // cobra sets it on the root only
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		if len(args) == 0 {
+			return cmd.Help()
+		}
+		return unknownCommand(cmd, args[0])
+	}
+}
+
+// unknownCommand is the error for an unknown subcommand of cmd, with
+// cobra's suggestions.
+func unknownCommand(cmd *cobra.Command, name string) error {
+	msg := fmt.Sprintf("unknown command %q for %q", name, cmd.CommandPath())
+	if s := cmd.SuggestionsFor(name); len(s) > 0 {
+		msg += "\n\nDid you mean this?\n\t" + strings.Join(s, "\n\t")
+	}
+	return fmt.Errorf("%s\n\nRun '%s --help' for usage", msg, cmd.CommandPath())
+}
+
+// flagError adds the closest flag name to cobra's unknown-flag errors.
+func flagError(cmd *cobra.Command, err error) error {
+	msg := err.Error()
+	name, ok := strings.CutPrefix(msg, "unknown flag: --")
+	if !ok {
+		return fmt.Errorf("%w\n\nRun '%s --help' for usage", err, cmd.CommandPath())
+	}
+	best, bestD := "", 3 // suggest within an edit distance of 2
+	cmd.Flags().VisitAll(func(f *pflag.Flag) {
+		if d := editDistance(name, f.Name); d < bestD {
+			best, bestD = f.Name, d
+		}
+	})
+	if best != "" {
+		return fmt.Errorf("%w\n\nDid you mean this?\n\t--%s", err, best)
+	}
+	return fmt.Errorf("%w\n\nRun '%s --help' for usage", err, cmd.CommandPath())
+}
+
+// editDistance is the Levenshtein distance of a and b (flag names: short).
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
+// isTerminal reports whether w is a character device (a terminal).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// useColor reports whether output to w may carry ANSI colours: only on a
+// terminal, and never when NO_COLOR is set and not empty (no-color.org).
+func useColor(w io.Writer) bool {
+	return isTerminal(w) && os.Getenv("NO_COLOR") == ""
+}

@@ -1,0 +1,149 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/coupond/coupond/batch"
+)
+
+func runCLI(t *testing.T, args ...string) (stdout, stderr string, err error) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	err = Run(context.Background(), args, &out, &errOut)
+	return out.String(), errOut.String(), err
+}
+
+// TestUnknownCommandsAndFlags: a typo exits non-zero and suggests the
+// command or flag meant.
+func TestUnknownCommandsAndFlags(t *testing.T) {
+	dir := t.TempDir()
+	tests := []struct {
+		args    []string
+		suggest string
+	}{
+		{[]string{"admin", "tenant", "lst"}, "list"},
+		{[]string{"admin", "tenat"}, "tenant"},
+		{[]string{"serv"}, "serve"},
+		{[]string{"admin", "tenant", "list", "--jsn"}, "--json"},
+		{[]string{"serve", "--adr", "x"}, "--addr"},
+	}
+	for _, tt := range tests {
+		_, _, err := runCLI(t, append(tt.args, "--data-dir", dir)...)
+		if ExitCode(err) == 0 || !strings.Contains(err.Error(), "Did you mean this?") || !strings.Contains(err.Error(), tt.suggest) {
+			t.Errorf("%v: exit %d, %v; want non-zero suggesting %s", tt.args, ExitCode(err), err, tt.suggest)
+		}
+	}
+	// A group without a subcommand prints its help and succeeds.
+	out, _, err := runCLI(t, "admin", "tenant")
+	if err != nil || !strings.Contains(out, "Available Commands") {
+		t.Errorf("admin tenant: %v\n%s", err, out)
+	}
+}
+
+// TestEveryCommandHasJSON: every command a user runs takes --json.
+func TestEveryCommandHasJSON(t *testing.T) {
+	root := newRoot(&app{})
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		if c.Hidden {
+			return
+		}
+		if c.Runnable() && !(c.HasSubCommands()) && c.Flags().Lookup("json") == nil && c.InheritedFlags().Lookup("json") == nil {
+			t.Errorf("%s has no --json", c.CommandPath())
+		}
+		for _, s := range c.Commands() {
+			walk(s)
+		}
+	}
+	walk(root)
+}
+
+func TestVersionAndCompletion(t *testing.T) {
+	out, _, err := runCLI(t, "version", "--json")
+	if err != nil || !strings.Contains(out, `"version"`) {
+		t.Errorf("version --json: %v %s", err, out)
+	}
+	for _, sh := range []string{"bash", "zsh", "fish", "powershell"} {
+		out, _, err := runCLI(t, "completion", sh)
+		if err != nil || !strings.Contains(out, "coupond") {
+			t.Errorf("completion %s: %v (%d bytes)", sh, err, len(out))
+		}
+	}
+}
+
+func TestProgressMode(t *testing.T) {
+	tests := []struct {
+		flag           string
+		terminal, json bool
+		want           string
+		wantErr        bool
+	}{
+		{"auto", true, false, progressTTY, false},
+		{"auto", false, false, progressPlain, false},
+		{"auto", true, true, progressOff, false},
+		{"plain", true, false, progressPlain, false},
+		{"tty", false, false, progressTTY, false},
+		{"off", true, false, progressOff, false},
+		{"bar", true, false, "", true},
+	}
+	for _, tt := range tests {
+		got, err := progressMode(tt.flag, tt.terminal, tt.json)
+		if got != tt.want || (err != nil) != tt.wantErr {
+			t.Errorf("progressMode(%q, %v, %v) = %q, %v", tt.flag, tt.terminal, tt.json, got, err)
+		}
+	}
+}
+
+// TestWatchJobPlain: for pipes and files, whole lines at most every
+// plainEvery with the rate and ETA, no '\r', and the summary.
+func TestWatchJobPlain(t *testing.T) {
+	start := time.Date(2026, 11, 2, 12, 0, 0, 0, time.UTC)
+	done := start.Add(30 * time.Second)
+	clock := start
+	now := func() time.Time { clock = clock.Add(2 * time.Second); return clock }
+	var states []batch.Job
+	for p := 0; p <= 1000; p += 100 {
+		states = append(states, batch.Job{ID: "lote_p", Estado: batch.EnCurso, Total: 1000, Procesados: p, IniciadoEn: &start})
+	}
+	states = append(states, batch.Job{ID: "lote_p", Estado: batch.Completado, Total: 1000, Procesados: 1000, IniciadoEn: &start, CompletadoEn: &done})
+	var out bytes.Buffer
+	if _, err := watchJob(context.Background(), &out, fakeJob(states...), time.Millisecond, progressPlain, true, now); err != nil {
+		t.Fatal(err)
+	}
+	s := out.String()
+	lines := strings.Split(strings.TrimSuffix(s, "\n"), "\n")
+	if strings.Contains(s, "\r") || len(lines) < 3 || len(lines) > 7 {
+		t.Errorf("plain output: %d lines, want 3 to 7 without \\r:\n%s", len(lines), s)
+	}
+	if !strings.Contains(s, "lines/s  ETA ") || !strings.HasSuffix(s, "completed in 30s: 1000 lines, 0 sends\n") {
+		t.Errorf("plain output lacks the rate, ETA or summary:\n%s", s)
+	}
+	out.Reset()
+	if _, err := watchJob(context.Background(), &out, fakeJob(states...), time.Millisecond, progressOff, true, now); err != nil || out.Len() != 0 {
+		t.Errorf("off: %v %q", err, out.String())
+	}
+}
+
+// TestNoColour: console logs carry no ANSI escape off a terminal or with
+// NO_COLOR.
+func TestNoColour(t *testing.T) {
+	t.Setenv("NO_COLOR", "1")
+	var buf bytes.Buffer
+	log, err := newLogger("info", "console", &buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log.Info().Str("k", "v").Msg("hola")
+	if strings.Contains(buf.String(), "\x1b[") || !strings.Contains(buf.String(), "hola") {
+		t.Errorf("console log: %q", buf.String())
+	}
+	if useColor(&buf) {
+		t.Error("useColor on a buffer")
+	}
+}

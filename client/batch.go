@@ -1,0 +1,152 @@
+package client
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"iter"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/klauspost/compress/zstd"
+)
+
+// CreateBatch starts a batch job (POST /v1/lotes-decision). The server runs
+// one job per tenant at a time and at most one an hour: meanwhile the answer
+// is 429 with Retry-After. Only answers that say nothing was done (429 that
+// fits in ctx's deadline, 503) are retried.
+func (c *Client) CreateBatch(ctx context.Context, p PeticionLoteDecision) (*RespuestaLoteDecision, error) {
+	var out RespuestaLoteDecision
+	if err := c.call(ctx, http.MethodPost, "/v1/lotes-decision", &p, &out, retryRefused); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// Batch returns the state of a batch job (GET /v1/lotes-decision/{job_id}).
+func (c *Client) Batch(ctx context.Context, jobID string) (*EstadoLote, error) {
+	var out EstadoLote
+	if err := c.call(ctx, http.MethodGet, "/v1/lotes-decision/"+url.PathEscape(jobID), nil, &out, retrySafe); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// ErrBatchFailed: WaitBatch saw the job end in state fallido.
+var ErrBatchFailed = errors.New("coupond: batch job failed")
+
+// WaitBatch polls a batch job (WithPollInterval) until it is completado or
+// fallido, calling progress (if not nil) with every state it reads. It
+// returns the last state; a failed job also returns an error wrapping
+// ErrBatchFailed with the job's error. ctx bounds the wait (the Client's
+// default timeout does not apply to the whole wait, only to each poll).
+func (c *Client) WaitBatch(ctx context.Context, jobID string, progress func(EstadoLote)) (*EstadoLote, error) {
+	for {
+		st, err := c.Batch(ctx, jobID)
+		if err != nil {
+			return nil, err
+		}
+		if progress != nil {
+			progress(*st)
+		}
+		switch st.Estado {
+		case EstadoCompletado:
+			return st, nil
+		case EstadoFallido:
+			return st, fmt.Errorf("%w: %s", ErrBatchFailed, st.Error)
+		}
+		if !sleep(ctx, c.cfg.pollInterval) {
+			return st, ctx.Err()
+		}
+	}
+}
+
+// BatchResults streams the decisions of a completed job
+// (GET /v1/lotes-decision/{job_id}/resultado), one LineaResultado per
+// iteration. It asks for the file as stored (Accept-Encoding: zstd) and
+// decompresses it here, so fewer bytes cross the network. Iteration stops at the first error, which is yielded; breaking out
+// of the loop closes the download.
+//
+//	for line, err := range c.BatchResults(ctx, jobID) {
+//		if err != nil { … }
+//		use(line.ClienteRef, line.Accion)
+//	}
+//
+// ctx bounds the whole download (the Client's default timeout does not
+// apply).
+func (c *Client) BatchResults(ctx context.Context, jobID string) iter.Seq2[*LineaResultado, error] {
+	return func(yield func(*LineaResultado, error) bool) {
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		var resp *http.Response
+		err := c.retry(ctx, 20, retrySafe, func() error {
+			r, err := c.send(ctx, http.MethodGet, c.base+"/v1/lotes-decision/"+url.PathEscape(jobID)+"/resultado", nil, nil,
+				http.Header{"Accept-Encoding": {"zstd"}, "Accept": {"application/x-ndjson"}})
+			if err != nil {
+				return err
+			}
+			if r.StatusCode != http.StatusOK {
+				return c.decodeAnswer(r, nil)
+			}
+			resp = r
+			return nil
+		})
+		if err != nil {
+			yield(nil, err)
+			return
+		}
+		defer resp.Body.Close()
+		for line, err := range decodeResultLines(resp.Body, resp.Header.Get("Content-Encoding")) {
+			if !yield(line, err) || err != nil {
+				return
+			}
+		}
+	}
+}
+
+// decodeResultLines decodes a result file, zstd-compressed when encoding
+// says so, into its lines.
+func decodeResultLines(body io.Reader, encoding string) iter.Seq2[*LineaResultado, error] {
+	return func(yield func(*LineaResultado, error) bool) {
+		r := body
+		switch strings.ToLower(strings.TrimSpace(encoding)) {
+		case "", "identity":
+		case "zstd":
+			dec, err := zstd.NewReader(body, zstd.WithDecoderConcurrency(1))
+			if err != nil {
+				yield(nil, fmt.Errorf("coupond: result file: %w", err))
+				return
+			}
+			defer dec.Close()
+			r = dec
+		default:
+			yield(nil, fmt.Errorf("coupond: result file sent with unknown Content-Encoding %q", encoding))
+			return
+		}
+		br := bufio.NewReaderSize(r, 64<<10)
+		for n := 1; ; n++ {
+			data, err := br.ReadBytes('\n')
+			if len(data) > 0 {
+				line := new(LineaResultado)
+				if jerr := json.Unmarshal(data, line); jerr != nil {
+					yield(nil, fmt.Errorf("coupond: result file line %d: %w", n, jerr))
+					return
+				}
+				if !yield(line, nil) {
+					return
+				}
+			}
+			if err == io.EOF {
+				return
+			}
+			if err != nil {
+				yield(nil, fmt.Errorf("coupond: result file after line %d: %w", n-1, err))
+				return
+			}
+		}
+	}
+}

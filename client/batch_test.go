@@ -1,0 +1,179 @@
+package client_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/coupond/coupond/batch"
+	"github.com/coupond/coupond/client"
+)
+
+// encodingRecorder records the Content-Encoding of result downloads.
+type encodingRecorder struct {
+	inner http.RoundTripper
+	mu    sync.Mutex
+	seen  []string
+}
+
+func (e *encodingRecorder) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := e.inner.RoundTrip(r)
+	if err == nil && bytes.HasSuffix([]byte(r.URL.Path), []byte("/resultado")) {
+		e.mu.Lock()
+		e.seen = append(e.seen, resp.Header.Get("Content-Encoding"))
+		e.mu.Unlock()
+	}
+	return resp, err
+}
+
+// TestBatchWebhookAndResults: register a webhook, run a batch job, wait for
+// it with progress, stream its zstd result, and verify the signed
+// notification.
+func TestBatchWebhookAndResults(t *testing.T) {
+	ts := newTestServer(t)
+	rec := &encodingRecorder{inner: http.DefaultTransport}
+	c := ts.newClient(t, ts.url, client.WithHTTPClient(&http.Client{Transport: rec}), client.WithPollInterval(20*time.Millisecond))
+	ctx := context.Background()
+	installCatalog(t, c, 3)
+
+	type delivery struct {
+		header http.Header
+		body   []byte
+	}
+	got := make(chan delivery, 4)
+	receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		got <- delivery{r.Header.Clone(), body}
+	}))
+	defer receiver.Close()
+	reg, err := c.RegisterWebhook(ctx, client.PeticionWebhook{URL: receiver.URL, Eventos: []string{"lote.completado"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.PutCampaign(ctx, "verano", client.Campana{Canal: "email", Descripcion: "verano", MaxEnvios: client.Ptr[int64](10)}); err != nil {
+		t.Fatal(err)
+	}
+	refs := make([]string, 40)
+	for i := range refs {
+		refs[i] = fmt.Sprintf("lote-cliente-%03d", i)
+	}
+	job, err := c.CreateBatch(ctx, client.PeticionLoteDecision{CampanaID: "verano", Clientes: refs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var states []string
+	wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	st, err := c.WaitBatch(wctx, job.JobID, func(s client.EstadoLote) { states = append(states, s.Estado) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Estado != client.EstadoCompletado || st.Total != 40 || st.Procesados != 40 || st.ResultadoURL == "" || len(states) == 0 {
+		t.Fatalf("final state %+v after %v", st, states)
+	}
+	seen := map[string]bool{}
+	sends := 0
+	for line, err := range c.BatchResults(ctx, job.JobID) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if line.DecisionID == "" || seen[line.ClienteRef] {
+			t.Fatalf("bad or repeated line %+v", line)
+		}
+		seen[line.ClienteRef] = true
+		if line.Accion != 0 {
+			sends++
+		}
+	}
+	if len(seen) != 40 || sends > 10 {
+		t.Errorf("%d lines with %d sends, want 40 lines and at most max_envios 10 sends", len(seen), sends)
+	}
+	if len(rec.seen) != 1 || rec.seen[0] != "zstd" {
+		t.Errorf("result downloads with Content-Encoding %q, want one zstd", rec.seen)
+	}
+
+	// The notification.
+	var d delivery
+	select {
+	case d = <-got:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no webhook delivery")
+	}
+	p, err := client.VerifyWebhook(reg.Secreto, d.header, d.body, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Tipo != "lote.completado" || p.JobID != job.JobID || p.Lineas != 40 || p.CampanaID != "verano" {
+		t.Errorf("payload %+v", p)
+	}
+	if err := c.DeleteWebhook(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// A second job within the hour: 429 with Retry-After, not retried past ctx.
+	short, cancel2 := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel2()
+	_, err = c.CreateBatch(short, client.PeticionLoteDecision{CampanaID: "verano", Clientes: refs[:1]})
+	var apiErr *client.Error
+	if !errors.As(err, &apiErr) || apiErr.Status != 429 || apiErr.RetryAfter < time.Minute {
+		t.Errorf("second job: %v, want 429 with a long Retry-After", err)
+	}
+}
+
+func TestVerifyWebhook(t *testing.T) {
+	secret := batch.NewWebhookSecret()
+	key, err := batch.ParseWebhookSecret(secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Unix(1_800_000_000, 0)
+	body := []byte(`{"tipo":"lote.completado","job_id":"j1","campana_id":"c","estado":"completado","lineas":3,"completado_en":"2026-11-02T12:00:00Z"}`)
+	headers := func(id string, ts time.Time, sig string) http.Header {
+		h := http.Header{}
+		h.Set("webhook-id", id)
+		h.Set("webhook-timestamp", strconv.FormatInt(ts.Unix(), 10))
+		h.Set("webhook-signature", sig)
+		return h
+	}
+	good := batch.SignWebhook(key, "msg_1", now, body)
+	other := "v1," + base64.StdEncoding.EncodeToString(make([]byte, 32))
+	tests := []struct {
+		name   string
+		secret string
+		h      http.Header
+		body   []byte
+		want   error
+	}{
+		{"valid", secret, headers("msg_1", now, good), body, nil},
+		{"valid without the whsec_ prefix", secret[len("whsec_"):], headers("msg_1", now, good), body, nil},
+		{"valid among several signatures", secret, headers("msg_1", now, other+" "+good), body, nil},
+		{"timestamp 4 minutes old", secret, headers("msg_1", now.Add(-4*time.Minute), batch.SignWebhook(key, "msg_1", now.Add(-4*time.Minute), body)), body, nil},
+		{"body changed", secret, headers("msg_1", now, good), append(bytes.Clone(body[:len(body)-1]), ' ', '}'), client.ErrWebhookSignature},
+		{"id changed", secret, headers("msg_2", now, good), body, client.ErrWebhookSignature},
+		{"other secret", batch.NewWebhookSecret(), headers("msg_1", now, good), body, client.ErrWebhookSignature},
+		{"timestamp 6 minutes old", secret, headers("msg_1", now.Add(-6*time.Minute), batch.SignWebhook(key, "msg_1", now.Add(-6*time.Minute), body)), body, client.ErrWebhookTimestamp},
+		{"timestamp 6 minutes ahead", secret, headers("msg_1", now.Add(6*time.Minute), batch.SignWebhook(key, "msg_1", now.Add(6*time.Minute), body)), body, client.ErrWebhookTimestamp},
+		{"v2 signature only", secret, headers("msg_1", now, "v2,"+good[3:]), body, client.ErrWebhookSignature},
+		{"no signature", secret, headers("msg_1", now, ""), body, client.ErrWebhookHeaders},
+		{"secret not base64", "whsec_***", headers("msg_1", now, good), body, client.ErrWebhookSecret},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, err := client.VerifyWebhook(tt.secret, tt.h, tt.body, now)
+			if !errors.Is(err, tt.want) {
+				t.Fatalf("got %v, want %v", err, tt.want)
+			}
+			if err == nil && (p.JobID != "j1" || p.Lineas != 3) {
+				t.Errorf("payload %+v", p)
+			}
+		})
+	}
+}

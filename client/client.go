@@ -1,0 +1,313 @@
+// Package client calls the coupond v1 API from Go.
+//
+// New builds a Client from the API's base URL and a credential (client_id
+// and client_secret from "coupond admin credential create"). The Client
+// obtains OAuth 2.0 client-credentials tokens, caches them and renews them
+// before they expire; it holds one http.Client whose connections are reused
+// by every call. A Client is safe for concurrent use; make one per process
+// and Close it on shutdown so queued fallback records are sent.
+//
+// Decide asks for an online decision within a time budget (100 ms by
+// default, the API's answer time). It retries what a retry can fix (429
+// within the budget, 5xx, lost connections) with the same Idempotency-Key,
+// so the engine makes at most one decision per call. When the engine does
+// not answer in time, the tenant is paused, or the breaker is open after
+// repeated failures, Decide returns the caller's fallback action marked
+// EnRespaldo and records it with POST /v1/decisiones/respaldo in the
+// background. See Decide and Stats.
+//
+// The other methods map one endpoint each: Confirm, PublishEvents (which
+// splits large slices into requests the API accepts), campaigns, the action
+// catalog, customer export and deletion, batch jobs and webhooks.
+// VerifyWebhook checks the signature of a lote.completado notification.
+//
+// Errors from the API are *Error values (errors.As) carrying the codigo,
+// campo, trace_id, the 422 items and Retry-After.
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"runtime"
+	"runtime/debug"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// modulePath is the module this package belongs to; its version goes into
+// the User-Agent.
+const modulePath = "github.com/coupond/coupond"
+
+// Defaults of the options.
+const (
+	DefaultBudget        = 100 * time.Millisecond
+	DefaultAttempts      = 4
+	DefaultTimeout       = 30 * time.Second
+	DefaultFallbackQueue = 10000
+	DefaultBreakerFails  = 5
+	DefaultBreakerWait   = time.Second
+	DefaultPollInterval  = time.Second
+)
+
+// config is what the options set.
+type config struct {
+	httpClient     *http.Client
+	budget         time.Duration
+	attemptTimeout time.Duration // 0: the rest of the budget
+	attempts       int
+	backoffBase    time.Duration
+	backoffCap     time.Duration
+	fallback       int
+	hasFallback    bool
+	queueSize      int
+	fbRetryMin     time.Duration
+	fbRetryMax     time.Duration
+	breakerFails   int
+	breakerWait    time.Duration
+	timeout        time.Duration
+	pollInterval   time.Duration
+	uaSuffix       string
+	scopes         []string
+}
+
+// Option configures a Client.
+type Option func(*config)
+
+// WithHTTPClient makes the Client send through hc instead of its own
+// http.Client (whose transport keeps up to 64 idle connections to the
+// server). hc's Timeout, if any, applies on top of the budgets.
+func WithHTTPClient(hc *http.Client) Option { return func(c *config) { c.httpClient = hc } }
+
+// WithBudget sets how long one Decide may take in all, retries included
+// (default 100 ms). A deadline on the caller's context that comes sooner
+// wins.
+func WithBudget(d time.Duration) Option { return func(c *config) { c.budget = d } }
+
+// WithAttemptTimeout bounds each attempt of Decide, so that a hung
+// connection leaves time for another attempt. Default 0: an attempt may use
+// the whole rest of the budget.
+func WithAttemptTimeout(d time.Duration) Option { return func(c *config) { c.attemptTimeout = d } }
+
+// WithRetries sets the attempts of one call (default 4) and the exponential
+// backoff with full jitter between them: the wait before retry n is drawn
+// uniformly from [0, min(max, base·2ⁿ)) (default base 5 ms, max 40 ms for
+// Decide; other calls use 20 times these). A Retry-After longer than the
+// drawn wait is honoured.
+func WithRetries(attempts int, base, max time.Duration) Option {
+	return func(c *config) { c.attempts, c.backoffBase, c.backoffCap = attempts, base, max }
+}
+
+// WithFallback sets the action Decide returns when the engine does not
+// answer (0 sends nothing); a call's FallbackAction overrides it. Without a
+// fallback, such calls return an error wrapping ErrNoFallback.
+func WithFallback(accion int) Option {
+	return func(c *config) { c.fallback, c.hasFallback = accion, true }
+}
+
+// WithFallbackQueue sets how many fallback records may wait to be sent
+// (default 10,000). When the queue is full, new records are dropped and
+// counted in Stats().FallbackDropped.
+func WithFallbackQueue(n int) Option { return func(c *config) { c.queueSize = n } }
+
+// WithFallbackRetry sets the backoff between attempts to send a fallback
+// record: full jitter from min doubling up to max (default 200 ms to 30 s).
+// A Retry-After is honoured up to max.
+func WithFallbackRetry(min, max time.Duration) Option {
+	return func(c *config) { c.fbRetryMin, c.fbRetryMax = min, max }
+}
+
+// WithBreaker sets the circuit breaker: after fails consecutive decisions
+// that failed (timeouts, lost connections, 5xx, paused tenant) it opens and
+// Decide answers the fallback at once; every wait it lets one call through
+// as a probe, and the first probe the engine answers closes it (default 5
+// failures, 1 s). fails 0 turns the breaker off.
+func WithBreaker(fails int, wait time.Duration) Option {
+	return func(c *config) { c.breakerFails, c.breakerWait = fails, wait }
+}
+
+// WithTimeout bounds calls other than Decide whose context has no deadline
+// (default 30 s), retries included.
+func WithTimeout(d time.Duration) Option { return func(c *config) { c.timeout = d } }
+
+// WithPollInterval sets how often WaitBatch asks for a job's state
+// (default 1 s).
+func WithPollInterval(d time.Duration) Option { return func(c *config) { c.pollInterval = d } }
+
+// WithUserAgent appends s (such as "crm-sync/2.3") to the User-Agent.
+func WithUserAgent(s string) Option { return func(c *config) { c.uaSuffix = s } }
+
+// WithScopes asks for tokens limited to these scopes (default: all the
+// credential's scopes).
+func WithScopes(scopes ...string) Option { return func(c *config) { c.scopes = scopes } }
+
+// Client calls one coupond server with one credential. It is safe for
+// concurrent use.
+type Client struct {
+	cfg       config
+	base      string // base URL without a trailing slash
+	decideURL string
+	hc        *http.Client
+	ua        []string // User-Agent header value
+	tokens    *tokenCache
+	breaker   breaker
+	fallbacks *fallbackQueue
+	bufs      sync.Pool // *bytes.Buffer for reading answers
+
+	decisions atomic.Int64
+	respaldos atomic.Int64
+	retries   atomic.Int64
+
+	closeOnce sync.Once
+	bg        sync.WaitGroup // background token refreshes and the fallback sender
+}
+
+// New returns a Client for the API at baseURL (such as
+// "https://coupond.example.com"; the /v1 paths are added) with the
+// credential clientID and clientSecret. It starts the goroutine that sends
+// fallback records; Close stops it. New does not call the server: a first
+// token is fetched by the first call (or by Warm).
+func New(baseURL, clientID, clientSecret string, opts ...Option) (*Client, error) {
+	u, err := url.Parse(baseURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("coupond: base URL %q must be an absolute http or https URL", baseURL)
+	}
+	if clientID == "" || clientSecret == "" {
+		return nil, errors.New("coupond: clientID and clientSecret are required")
+	}
+	cfg := config{
+		budget: DefaultBudget, attempts: DefaultAttempts, backoffBase: 5 * time.Millisecond, backoffCap: 40 * time.Millisecond,
+		queueSize: DefaultFallbackQueue, fbRetryMin: 200 * time.Millisecond, fbRetryMax: 30 * time.Second,
+		breakerFails: DefaultBreakerFails, breakerWait: DefaultBreakerWait, timeout: DefaultTimeout, pollInterval: DefaultPollInterval,
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if cfg.budget <= 0 || cfg.attempts < 1 || cfg.queueSize < 1 || cfg.timeout <= 0 || cfg.pollInterval <= 0 ||
+		cfg.backoffBase < 0 || cfg.backoffCap < cfg.backoffBase || cfg.fbRetryMin <= 0 || cfg.fbRetryMax < cfg.fbRetryMin ||
+		cfg.breakerFails < 0 || cfg.breakerWait <= 0 || cfg.attemptTimeout < 0 {
+		return nil, errors.New("coupond: an option is out of range (budgets, timeouts and sizes must be positive)")
+	}
+	if cfg.httpClient == nil {
+		cfg.httpClient = &http.Client{Transport: newTransport()}
+	}
+	base := strings.TrimRight(u.String(), "/")
+	c := &Client{cfg: cfg, base: base, decideURL: base + "/v1/decisiones", hc: cfg.httpClient, ua: []string{userAgent(cfg.uaSuffix)}}
+	c.tokens = newTokenCache(base+"/v1/token", clientID, clientSecret, cfg.scopes, c.hc, c.ua[0], &c.bg)
+	c.breaker = breaker{threshold: cfg.breakerFails, wait: cfg.breakerWait}
+	c.fallbacks = newFallbackQueue(c, cfg.queueSize)
+	c.bg.Add(1)
+	go func() {
+		defer c.bg.Done()
+		c.fallbacks.run()
+	}()
+	return c, nil
+}
+
+// newTransport is the transport of the Client's own http.Client: enough
+// idle connections per host for concurrent decisions, idle ones closed
+// before the server's 120 s keep-alive limit, bounded dial and TLS times.
+func newTransport() *http.Transport {
+	d := &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}
+	return &http.Transport{
+		Proxy:                 http.ProxyFromEnvironment,
+		DialContext:           d.DialContext,
+		ForceAttemptHTTP2:     true,
+		MaxIdleConns:          128,
+		MaxIdleConnsPerHost:   64,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   5 * time.Second,
+		ExpectContinueTimeout: time.Second,
+	}
+}
+
+// Version is the version of this library as the Go toolchain recorded it
+// ("(devel)" inside the coupond module itself).
+func Version() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "(devel)"
+	}
+	if bi.Main.Path == modulePath {
+		return bi.Main.Version
+	}
+	for _, d := range bi.Deps {
+		if d.Path == modulePath {
+			return d.Version
+		}
+	}
+	return "(devel)"
+}
+
+func userAgent(suffix string) string {
+	ua := "coupond-go/" + Version() + " " + runtime.Version()
+	if suffix != "" {
+		ua += " " + suffix
+	}
+	return ua
+}
+
+// Warm fetches a token now, so that the first Decide does not spend its
+// budget on it. Calling it is optional.
+func (c *Client) Warm(ctx context.Context) error {
+	ctx, cancel := c.withTimeout(ctx)
+	defer cancel()
+	_, err := c.tokens.get(ctx)
+	return err
+}
+
+// Close stops the fallback sender after it has sent what is queued, or
+// when ctx ends; records still queued then are counted in
+// Stats().FallbackDropped and ctx's error is returned. Decide keeps working
+// after Close but its fallback records are dropped.
+func (c *Client) Close(ctx context.Context) error {
+	var err error
+	c.closeOnce.Do(func() {
+		err = c.fallbacks.close(ctx)
+		c.bg.Wait()
+		c.hc.CloseIdleConnections()
+	})
+	return err
+}
+
+// Stats are counters of a Client since New.
+type Stats struct {
+	Decisions int64 // Decide calls the engine answered
+	Fallbacks int64 // Decide calls answered with the fallback action
+	Retries   int64 // attempts of Decide beyond the first
+
+	BreakerOpen     bool  // the breaker is open (or probing) now
+	BreakerOpenings int64 // times the breaker opened
+
+	FallbackQueued   int64 // fallback records put in the queue
+	FallbackSent     int64 // fallback records the server accepted
+	FallbackRejected int64 // fallback records the server refused with a 4xx a retry cannot fix (such as an action not in the catalog)
+	FallbackDropped  int64 // fallback records never sent: the queue was full, or still queued at Close
+	FallbackPending  int64 // fallback records waiting now
+}
+
+// Stats returns the counters now.
+func (c *Client) Stats() Stats {
+	open, openings := c.breaker.state()
+	q := c.fallbacks
+	return Stats{
+		Decisions: c.decisions.Load(), Fallbacks: c.respaldos.Load(), Retries: c.retries.Load(),
+		BreakerOpen: open, BreakerOpenings: openings,
+		FallbackQueued: q.queued.Load(), FallbackSent: q.sent.Load(), FallbackRejected: q.rejected.Load(),
+		FallbackDropped: q.dropped.Load(), FallbackPending: q.pending.Load(),
+	}
+}
+
+// withTimeout gives ctx the Client's default timeout unless it has a
+// deadline already.
+func (c *Client) withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, c.cfg.timeout)
+}

@@ -1,0 +1,214 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// DecideOption changes one Decide call.
+type DecideOption func(*decideOptions)
+
+type decideOptions struct {
+	budget      time.Duration
+	fallback    int
+	hasFallback bool
+}
+
+// with returns o changed by opts; a copy, so that o itself stays off the
+// heap when a call passes no options.
+func (o decideOptions) with(opts []DecideOption) decideOptions {
+	p := o
+	for _, f := range opts {
+		f(&p)
+	}
+	return p
+}
+
+// FallbackAction sets the action this call returns when the engine does not
+// answer, overriding WithFallback.
+func FallbackAction(accion int) DecideOption {
+	return func(o *decideOptions) { o.fallback, o.hasFallback = accion, true }
+}
+
+// Budget sets this call's time budget, overriding WithBudget.
+func Budget(d time.Duration) DecideOption { return func(o *decideOptions) { o.budget = d } }
+
+// Decide asks the engine which action to take for one customer.
+//
+// It answers within the budget (WithBudget, Budget; default 100 ms) plus a
+// few milliseconds at most. All attempts of one call carry the same
+// Idempotency-Key, so the engine holds at most one decision per call however
+// many attempts reach it. Decide retries, with exponential backoff and full
+// jitter inside the budget: 5xx, 409 idempotencia_conflicto (an earlier
+// attempt is still running), lost connections and timeouts of one attempt;
+// and 429 when its Retry-After fits in what is left of the budget (else it
+// stops at once instead of sleeping past the budget).
+//
+// When the attempts or the budget run out, the tenant is paused (503
+// inquilino_pausado) or the breaker is open (WithBreaker), Decide returns a
+// Decision for the fallback action (FallbackAction, WithFallback) with
+// EnRespaldo true, Propension 1, no DecisionID and the cause in Causa, and a
+// nil error; the record of it (POST /v1/decisiones/respaldo) is queued and
+// sent in the background until the server accepts it. Such a decision needs
+// no confirmation, and its CUPON_RECIBIDO event carries no decision_id.
+// Without a fallback action, these cases return an error wrapping
+// ErrNoFallback and the cause.
+//
+// Answers a retry cannot fix (401, 403, 404, 409, 422, …) return an *Error
+// and no Decision. If ctx is canceled Decide returns ctx's error; a deadline
+// of ctx sooner than the budget is the budget.
+func (c *Client) Decide(ctx context.Context, req PeticionDecision, opts ...DecideOption) (*Decision, error) {
+	o := decideOptions{budget: c.cfg.budget, fallback: c.cfg.fallback, hasFallback: c.cfg.hasFallback}
+	if len(opts) > 0 {
+		o = o.with(opts)
+	}
+	start := time.Now()
+	// Attempts stop a little before the budget ends, so that the fallback
+	// is in the caller's hands within it.
+	deadline := start.Add(o.budget - min(2*time.Millisecond, o.budget/50))
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	allowed, probe := c.breaker.allow(start)
+	if !allowed {
+		return c.fallback(&req, &o, ErrBreakerOpen)
+	}
+	body := appendDecisionRequest(make([]byte, 0, 128), &req)
+	d, n, out, err := c.attempts(ctx, body, deadline)
+	switch out {
+	case decided:
+		c.breaker.success(probe)
+		c.decisions.Add(1)
+		return d, nil
+	case refused:
+		c.breaker.success(probe) // the engine answered
+		return nil, err
+	case canceled:
+		c.breaker.release(probe)
+		return nil, err
+	case paused:
+		c.breaker.failure(probe, time.Now())
+		return c.fallback(&req, &o, err)
+	case limited:
+		c.breaker.release(probe) // limits are no sign of a sick engine
+	default:
+		c.breaker.failure(probe, time.Now())
+	}
+	return c.fallback(&req, &o, fmt.Errorf("%w after %d attempts in %v: %w", ErrBudgetExhausted, n,
+		time.Since(start).Round(time.Millisecond), err))
+}
+
+// outcome is how the attempts of one Decide ended.
+type outcome int
+
+const (
+	decided  outcome = iota // the engine answered a decision
+	refused                 // the API answered an error a retry cannot fix
+	canceled                // the caller's context was canceled
+	paused                  // the tenant is paused
+	limited                 // out of time or attempts, the last one a 429
+	failed                  // out of time or attempts: timeouts, lost connections, 5xx
+)
+
+// attempts makes the attempts of one decision, all with one
+// Idempotency-Key, until one succeeds, fails for good, or the attempts or
+// the time up to deadline run out. It returns the decision or the last
+// error, and how many attempts it made.
+func (c *Client) attempts(ctx context.Context, body []byte, deadline time.Time) (*Decision, int, outcome, error) {
+	// One allocation holds the answer and the Idempotency-Key header value.
+	s := new(decideScratch)
+	s.key[0] = newIdempotencyKey()
+	for n := 0; ; n++ {
+		if n > 0 {
+			c.retries.Add(1)
+		}
+		d, err := c.decideOnce(ctx, body, s, deadline)
+		if err == nil {
+			return d, n + 1, decided, nil
+		}
+		if ctx.Err() == context.Canceled {
+			return nil, n + 1, canceled, ctx.Err()
+		}
+		var apiErr *Error
+		wait := c.backoff(n, 1)
+		if errors.As(err, &apiErr) {
+			switch {
+			case apiErr.paused():
+				return nil, n + 1, paused, err
+			case !apiErr.retryable():
+				return nil, n + 1, refused, err
+			}
+			wait = max(wait, apiErr.RetryAfter)
+		}
+		if n+1 == c.cfg.attempts || !time.Now().Add(wait).Before(deadline) || !sleepUntil(ctx, wait, deadline) {
+			if apiErr != nil && apiErr.Status == http.StatusTooManyRequests {
+				return nil, n + 1, limited, err
+			}
+			return nil, n + 1, failed, err
+		}
+	}
+}
+
+// decideScratch is what one Decide call allocates once for all attempts.
+type decideScratch struct {
+	d   Decision
+	key [1]string // the Idempotency-Key header value
+}
+
+// decideOnce is one attempt, bounded by the budget's deadline and the
+// attempt timeout.
+func (c *Client) decideOnce(ctx context.Context, body []byte, s *decideScratch, deadline time.Time) (*Decision, error) {
+	if t := c.cfg.attemptTimeout; t > 0 {
+		if at := time.Now().Add(t); at.Before(deadline) {
+			deadline = at
+		}
+	}
+	actx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	resp, err := c.send(actx, http.MethodPost, c.decideURL, body, s.key[:], nil)
+	if err != nil {
+		return nil, err
+	}
+	s.d = Decision{}
+	if err := c.decodeAnswer(resp, &s.d); err != nil {
+		return nil, err
+	}
+	return &s.d, nil
+}
+
+// fallback answers the fallback action, if any, and queues its record.
+func (c *Client) fallback(req *PeticionDecision, o *decideOptions, cause error) (*Decision, error) {
+	if !o.hasFallback {
+		return nil, fmt.Errorf("%w: %w", ErrNoFallback, cause)
+	}
+	c.respaldos.Add(1)
+	c.fallbacks.enqueue(PeticionRespaldo{Accion: o.fallback, Canal: req.Contexto.Canal, ClienteRef: req.ClienteRef,
+		CampanaID: req.Contexto.CampanaID})
+	return &Decision{Accion: o.fallback, Propension: 1, EnRespaldo: true,
+		Motivo: "respaldo: el motor no respondió a tiempo; se aplicó la acción de respaldo del cliente", Causa: cause}, nil
+}
+
+// newIdempotencyKey returns a fresh key for one logical decision: 128
+// random bits (the runtime's per-thread ChaCha8 generator, seeded from the
+// OS), unique enough that no two decisions of a credential share one.
+func newIdempotencyKey() string {
+	var b [36]byte
+	copy(b[:4], "cpd-")
+	x := strconv.AppendUint(b[4:4], rand.Uint64()|1<<63, 16)
+	x = strconv.AppendUint(x, rand.Uint64()|1<<63, 16)
+	return string(b[:4+len(x)])
+}
+
+// sleepUntil waits d unless ctx ends or the deadline comes first; it reports
+// whether d passed.
+func sleepUntil(ctx context.Context, d time.Duration, deadline time.Time) bool {
+	if time.Until(deadline) <= d {
+		return false
+	}
+	return sleep(ctx, d)
+}

@@ -1,0 +1,504 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/coupond/coupond/client"
+)
+
+var refSeq atomic.Int64
+
+// newRef returns a customer reference no other test uses.
+func newRef() string { return fmt.Sprintf("cli-%06d-%d", refSeq.Add(1), time.Now().UnixNano()%1e6) }
+
+func decisionRequest(ref string) client.PeticionDecision {
+	return client.PeticionDecision{ClienteRef: ref, Contexto: client.Contexto{Canal: "push"}}
+}
+
+// TestDecideOneDecisionWhateverRetries: whatever goes wrong between the
+// attempts of one Decide, the server holds exactly one decision for it, the
+// one returned.
+func TestDecideOneDecisionWhateverRetries(t *testing.T) {
+	ts := newTestServer(t)
+	proxy := newFaultProxy(t, ts.api)
+	c := ts.newClient(t, proxy.http.URL, client.WithFallback(0), client.WithBudget(5*time.Second),
+		client.WithAttemptTimeout(250*time.Millisecond), client.WithBreaker(0, time.Second))
+	installCatalog(t, c, 3)
+	if err := c.Warm(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	first := func(f fault) func(*http.Request, int) fault {
+		return func(r *http.Request, n int) fault {
+			if r.URL.Path == "/v1/decisiones" && n == 1 {
+				return f
+			}
+			return fault{}
+		}
+	}
+	tests := []struct {
+		name  string
+		fault func(*http.Request, int) fault
+	}{
+		{"503 before the server", first(fault{status: 503, codigo: "no_disponible"})},
+		{"answer lost as 503 after the server decided", first(fault{status: 503, codigo: "no_disponible", forward: true})},
+		{"connection reset before the server", first(fault{reset: true})},
+		{"connection reset after the server decided", first(fault{reset: true, forward: true})},
+		{"500 after the server decided", first(fault{status: 500, codigo: "error_interno", forward: true})},
+		{"slow answer past the attempt timeout", first(fault{forward: true, reset: true, delay: 500 * time.Millisecond})},
+		{"409 while the first attempt runs", first(fault{status: 409, codigo: "idempotencia_conflicto", forward: true})},
+		{"three failures", func(r *http.Request, n int) fault {
+			if n%4 != 0 && r.URL.Path == "/v1/decisiones" {
+				return fault{status: 502, codigo: "bad_gateway", forward: n%2 == 0}
+			}
+			return fault{}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			proxy.mu.Lock()
+			proxy.count["/v1/decisiones"] = 0
+			proxy.mu.Unlock()
+			proxy.set(tt.fault)
+			defer proxy.set(nil)
+			ref := newRef()
+			d, err := c.Decide(context.Background(), decisionRequest(ref))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.EnRespaldo {
+				t.Fatalf("got the fallback (%v), want the engine's decision", d.Causa)
+			}
+			// Attempts after a reset on a reused connection may be resent
+			// by net/http itself (the request carries an Idempotency-Key).
+			if n := proxy.requests("/v1/decisiones"); n < 2 {
+				t.Errorf("%d attempts reached the server, want at least 2", n)
+			}
+			decs, fbs := decisionsOf(t, c, ref)
+			if len(decs) != 1 || len(fbs) != 0 {
+				t.Fatalf("server holds %d decisions and %d fallback records for one Decide, want 1 and 0", len(decs), len(fbs))
+			}
+			if decs[0].DecisionID != d.DecisionID {
+				t.Errorf("server holds %s, Decide returned %s", decs[0].DecisionID, d.DecisionID)
+			}
+		})
+	}
+}
+
+// TestDecideFallbackWithinBudget: when the engine cannot answer in time,
+// Decide returns the fallback within the budget plus 5 ms, and the fallback
+// record reaches the server once it answers again.
+func TestDecideFallbackWithinBudget(t *testing.T) {
+	const budget = 100 * time.Millisecond
+	ts := newTestServer(t)
+	proxy := newFaultProxy(t, ts.api)
+	c := ts.newClient(t, proxy.http.URL, client.WithFallback(2), client.WithBreaker(0, time.Second),
+		client.WithFallbackRetry(10*time.Millisecond, 50*time.Millisecond))
+	installCatalog(t, c, 3)
+	if err := c.Warm(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	onDecide := func(f fault) func(*http.Request, int) fault {
+		return func(r *http.Request, n int) fault {
+			if r.URL.Path == "/v1/decisiones" || r.URL.Path == "/v1/decisiones/respaldo" {
+				return f
+			}
+			return fault{}
+		}
+	}
+	tests := []struct {
+		name     string
+		fault    func(*http.Request, int) fault
+		paused   bool
+		attempts int           // requests that reach the proxy; 0: any
+		within   time.Duration // the fallback comes within this
+		cause    func(error) bool
+		decided  int // engine decisions the server holds afterwards
+	}{
+		{name: "slow answers", fault: onDecide(fault{forward: true, delay: time.Second}), attempts: 1, within: budget + 5*time.Millisecond,
+			cause: func(err error) bool {
+				return errors.Is(err, client.ErrBudgetExhausted) && errors.Is(err, context.DeadlineExceeded)
+			}, decided: 1},
+		{name: "429 storm with Retry-After", fault: onDecide(fault{status: 429, codigo: "limite_excedido", retryAfter: 1}), attempts: 1,
+			within: budget / 2, cause: func(err error) bool {
+				var e *client.Error
+				return errors.As(err, &e) && e.Status == 429 && e.RetryAfter == time.Second
+			}},
+		{name: "tenant paused", paused: true, attempts: 1, within: budget / 2, cause: func(err error) bool {
+			var e *client.Error
+			return errors.As(err, &e) && e.Status == 503 && e.Codigo == "inquilino_pausado" && e.RetryAfter > 0
+		}},
+		{name: "connection resets", fault: onDecide(fault{reset: true}), within: budget + 5*time.Millisecond,
+			cause: func(err error) bool { return errors.Is(err, client.ErrBudgetExhausted) }},
+		{name: "503 without Retry-After", fault: onDecide(fault{status: 503, codigo: "no_disponible"}),
+			within: budget + 5*time.Millisecond, cause: func(err error) bool { return errors.Is(err, client.ErrBudgetExhausted) }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sent := c.Stats().FallbackSent
+			proxy.set(tt.fault)
+			ts.setPaused(t, tt.paused)
+			// Timing on a shared machine is noisy: the median of a few
+			// runs, less the lateness of a plain timer beside each, must be
+			// within the bound.
+			const runs = 7
+			var took []time.Duration
+			var refs []string
+			before := proxy.requests("/v1/decisiones")
+			for i := 0; i < runs; i++ {
+				refs = append(refs, newRef())
+				var d *client.Decision
+				var err error
+				took = append(took, beyondTimer(budget, func() { d, err = c.Decide(context.Background(), decisionRequest(refs[i])) }))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !d.EnRespaldo || d.Accion != 2 || d.Propension != 1 || d.DecisionID != "" {
+					t.Fatalf("got %+v, want the fallback action 2", d)
+				}
+				if !tt.cause(d.Causa) {
+					t.Errorf("cause %v is not what this fault gives", d.Causa)
+				}
+			}
+			if tt.attempts > 0 {
+				// An attempt may reach the proxy late on a busy machine:
+				// count them all once they are in.
+				want := runs * tt.attempts
+				waitFor(t, 5*time.Second, func() bool { return proxy.requests("/v1/decisiones")-before >= want })
+				time.Sleep(20 * time.Millisecond)
+				if n := proxy.requests("/v1/decisiones") - before; n != want {
+					t.Errorf("%d attempts reached the server for %d calls, want %d", n, runs, want)
+				}
+			}
+			slices.Sort(took)
+			t.Logf("fallback after %v (less the lateness of a plain timer)", took)
+			if took[runs/2] > tt.within && !raceEnabled {
+				t.Errorf("median fallback after %v, want within %v", took[runs/2], tt.within)
+			}
+			ref := refs[runs-1]
+			sent += runs - 1
+			// The engine is back: the record arrives.
+			proxy.set(nil)
+			ts.setPaused(t, false)
+			waitFor(t, 5*time.Second, func() bool { return c.Stats().FallbackSent > sent })
+			decs, fbs := decisionsOf(t, c, ref)
+			if len(fbs) != 1 || fbs[0].Accion != 2 || fbs[0].Canal != "push" || fbs[0].Propension != 1 {
+				t.Fatalf("fallback records %+v, want one with accion 2", fbs)
+			}
+			if len(decs) != tt.decided {
+				t.Errorf("server holds %d engine decisions, want %d", len(decs), tt.decided)
+			}
+		})
+	}
+}
+
+// TestDecideServerDown: nothing listens; Decide answers the fallback within
+// the budget, and the record is sent once a server listens again.
+func TestDecideServerDown(t *testing.T) {
+	ts := newTestServer(t)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close() // down: connections are refused
+	c := ts.newClient(t, "http://"+addr, client.WithFallback(0), client.WithBreaker(0, time.Second),
+		client.WithFallbackRetry(10*time.Millisecond, 40*time.Millisecond))
+	const runs = 5
+	var took []time.Duration
+	var ref string
+	for i := 0; i < runs; i++ {
+		ref = newRef()
+		var d *client.Decision
+		took = append(took, beyondTimer(client.DefaultBudget, func() { d, err = c.Decide(context.Background(), decisionRequest(ref)) }))
+		if err != nil || !d.EnRespaldo || d.Accion != 0 {
+			t.Fatalf("got %+v, %v; want the fallback", d, err)
+		}
+		if !errors.Is(d.Causa, client.ErrBudgetExhausted) {
+			t.Errorf("cause %v, want ErrBudgetExhausted", d.Causa)
+		}
+	}
+	slices.Sort(took)
+	t.Logf("fallback after %v (less the lateness of a plain timer)", took)
+	if took[runs/2] > client.DefaultBudget+5*time.Millisecond && !raceEnabled {
+		t.Errorf("median fallback after %v, want within the budget + 5 ms", took[runs/2])
+	}
+	time.Sleep(50 * time.Millisecond) // the records are retried meanwhile
+	if st := c.Stats(); st.FallbackSent != 0 || st.FallbackPending != runs {
+		t.Fatalf("while down: %+v, want the records pending", st)
+	}
+	// Back up on the same address.
+	l, err = net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back := httptest.NewUnstartedServer(ts.api)
+	back.Listener.Close()
+	back.Listener = l
+	back.Start()
+	defer back.Close()
+	waitFor(t, 5*time.Second, func() bool { return c.Stats().FallbackSent == runs })
+	if _, fbs := decisionsOf(t, c, ref); len(fbs) != 1 {
+		t.Fatalf("%d fallback records, want 1", len(fbs))
+	}
+}
+
+// TestBreaker: after repeated failures Decide stops calling the engine and
+// answers the fallback at once; a probe after the wait closes the breaker
+// when the engine answers, and a failed probe keeps it open.
+func TestBreaker(t *testing.T) {
+	const wait = 150 * time.Millisecond
+	ts := newTestServer(t)
+	proxy := newFaultProxy(t, ts.api)
+	c := ts.newClient(t, proxy.http.URL, client.WithFallback(1), client.WithBreaker(3, wait), client.WithBudget(time.Second))
+	installCatalog(t, c, 3)
+	if err := c.Warm(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	down := func(r *http.Request, n int) fault {
+		if r.URL.Path == "/v1/decisiones" {
+			return fault{reset: true}
+		}
+		return fault{}
+	}
+	decide := func() (*client.Decision, time.Duration, int) {
+		t.Helper()
+		before := proxy.requests("/v1/decisiones")
+		start := time.Now()
+		d, err := c.Decide(context.Background(), decisionRequest(newRef()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d, time.Since(start), proxy.requests("/v1/decisiones") - before
+	}
+	proxy.set(down)
+	for i := 0; i < 3; i++ {
+		if d, _, n := decide(); !d.EnRespaldo || n == 0 {
+			t.Fatalf("failure %d: fallback %v after %d attempts, want a fallback after trying", i, d.EnRespaldo, n)
+		}
+	}
+	if !c.Stats().BreakerOpen {
+		t.Fatal("breaker closed after 3 failures")
+	}
+	d, took, n := decide()
+	if !errors.Is(d.Causa, client.ErrBreakerOpen) || n != 0 || took > 20*time.Millisecond {
+		t.Fatalf("open breaker: cause %v, %d attempts, %v; want ErrBreakerOpen at once, no attempt", d.Causa, n, took)
+	}
+	// After the wait, one probe goes through; it fails: still open.
+	time.Sleep(wait)
+	if d, _, n := decide(); !d.EnRespaldo || n == 0 {
+		t.Fatalf("probe: fallback %v after %d attempts, want a failed probe", d.EnRespaldo, n)
+	}
+	if d, _, n := decide(); !errors.Is(d.Causa, client.ErrBreakerOpen) || n != 0 {
+		t.Fatalf("after a failed probe: cause %v after %d attempts, want ErrBreakerOpen", d.Causa, n)
+	}
+	// The engine is back: the next probe closes the breaker.
+	proxy.set(nil)
+	time.Sleep(wait)
+	if d, _, n := decide(); d.EnRespaldo || n != 1 {
+		t.Fatalf("probe with the engine back: fallback %v (%v) after %d attempts, want a decision", d.EnRespaldo, d.Causa, n)
+	}
+	st := c.Stats()
+	if st.BreakerOpen || st.BreakerOpenings != 1 {
+		t.Fatalf("after the probe: %+v, want closed after one opening", st)
+	}
+	if d, _, _ := decide(); d.EnRespaldo {
+		t.Fatalf("closed breaker: fallback (%v)", d.Causa)
+	}
+}
+
+// TestDecideErrors: answers a retry cannot fix come back as *Error at
+// once, without fallback.
+func TestDecideErrors(t *testing.T) {
+	ts := newTestServer(t)
+	proxy := newFaultProxy(t, ts.api)
+	c := ts.newClient(t, proxy.http.URL, client.WithFallback(0), client.WithBudget(5*time.Second))
+	ctx := context.Background()
+	d, err := c.Decide(ctx, client.PeticionDecision{ClienteRef: "x", Contexto: client.Contexto{Canal: "push"}})
+	var apiErr *client.Error
+	if d != nil || !errors.As(err, &apiErr) {
+		t.Fatalf("got %+v, %v; want an *Error", d, err)
+	}
+	if apiErr.Status != 422 || apiErr.Codigo != client.CodigoValidacion || apiErr.Campo != "cliente_ref" || len(apiErr.Detail) == 0 ||
+		apiErr.Detail[0].Type != "string_too_short" || apiErr.TraceID == "" {
+		t.Errorf("422: got %+v", apiErr)
+	}
+	if n := proxy.requests("/v1/decisiones"); n != 1 {
+		t.Errorf("%d attempts for a 422, want 1", n)
+	}
+	_, err = c.Confirm(ctx, "no-such-decision", client.PeticionEjecucion{Ejecutada: true})
+	if !errors.As(err, &apiErr) || apiErr.Status != 404 || apiErr.Codigo != "no_encontrado" || apiErr.TraceID == "" {
+		t.Errorf("unknown decision: got %v", err)
+	}
+	bad, err := client.New(proxy.http.URL, ts.clientID, "wrong-secret", client.WithBudget(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bad.Close(ctx)
+	_, err = bad.Decide(ctx, decisionRequest(newRef()))
+	if !errors.As(err, &apiErr) || apiErr.Status != 401 || apiErr.Codigo != "no_autenticado" {
+		t.Errorf("wrong secret: got %v, want 401 no_autenticado", err)
+	}
+	// No fallback configured: the failure comes back wrapped.
+	proxy.set(func(r *http.Request, n int) fault {
+		return fault{status: 429, codigo: "limite_excedido", retryAfter: 3}
+	})
+	nofb := ts.newClient(t, proxy.http.URL, client.WithBudget(time.Second))
+	_, err = nofb.Decide(ctx, decisionRequest(newRef()))
+	if !errors.Is(err, client.ErrNoFallback) || !errors.As(err, &apiErr) || apiErr.RetryAfter != 3*time.Second {
+		t.Errorf("no fallback: got %v, want ErrNoFallback wrapping the 429", err)
+	}
+}
+
+// beyondTimer runs f and returns how long it took less how late a plain
+// timer of length d, started beside it, fired: the delay a busy machine
+// adds to every deadline at that moment, which no client can avoid.
+func beyondTimer(d time.Duration, f func()) time.Duration {
+	late := make(chan time.Duration, 1)
+	go func() {
+		t0 := time.Now()
+		time.Sleep(d)
+		late <- time.Since(t0) - d
+	}()
+	start := time.Now()
+	f()
+	took := time.Since(start)
+	return took - <-late
+}
+
+// waitFor polls cond until it holds or d passes.
+func waitFor(t *testing.T, d time.Duration, cond func() bool) {
+	t.Helper()
+	for end := time.Now().Add(d); !cond(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("condition not met within %v", d)
+		}
+	}
+}
+
+// TestFallbackQueueBounded: with the server refusing, fallback records
+// beyond the queue's size are dropped and counted; Close sends what is
+// queued once the server answers, and gives up at its deadline otherwise.
+func TestFallbackQueueBounded(t *testing.T) {
+	ts := newTestServer(t)
+	proxy := newFaultProxy(t, ts.api)
+	proxy.set(func(r *http.Request, n int) fault { return fault{status: 503, codigo: "no_disponible"} })
+	c := ts.newClient(t, proxy.http.URL, client.WithFallback(0), client.WithFallbackQueue(2), client.WithBreaker(0, time.Second),
+		client.WithFallbackRetry(5*time.Millisecond, 20*time.Millisecond))
+	ctx := context.Background()
+	refs := make([]string, 6)
+	for i := range refs {
+		refs[i] = newRef()
+		if d, err := c.Decide(ctx, decisionRequest(refs[i])); err != nil || !d.EnRespaldo {
+			t.Fatalf("decide %d: %+v, %v", i, d, err)
+		}
+	}
+	st := c.Stats()
+	// The sender holds one record; the queue holds 2 more.
+	if st.Fallbacks != 6 || st.FallbackQueued+st.FallbackDropped != 6 || st.FallbackDropped < 3 || st.FallbackQueued > 3 {
+		t.Fatalf("stats %+v, want 6 fallbacks, at most 3 queued and the rest dropped", st)
+	}
+	proxy.set(nil)
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := c.Close(cctx); err != nil {
+		t.Fatal(err)
+	}
+	st = c.Stats()
+	if st.FallbackSent != st.FallbackQueued || st.FallbackPending != 0 {
+		t.Fatalf("after Close: %+v, want every queued record sent", st)
+	}
+	held := 0
+	for _, ref := range refs {
+		_, fbs := decisionsOf(t, ts.newClient(t, ts.url), ref)
+		held += len(fbs)
+	}
+	if int64(held) != st.FallbackSent {
+		t.Errorf("server holds %d fallback records, client sent %d", held, st.FallbackSent)
+	}
+
+	// Close with the server still refusing: gives up at the deadline.
+	c2 := ts.newClient(t, proxy.http.URL, client.WithFallback(0), client.WithBreaker(0, time.Second))
+	proxy.set(func(r *http.Request, n int) fault { return fault{status: 503, codigo: "no_disponible"} })
+	c2.Decide(ctx, decisionRequest(newRef()))
+	short, cancel2 := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel2()
+	if err := c2.Close(short); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Close: %v, want the deadline", err)
+	}
+	if st := c2.Stats(); st.FallbackDropped != 1 || st.FallbackPending != 0 {
+		t.Fatalf("after Close: %+v, want the record dropped", st)
+	}
+}
+
+// TestFullFlow: decide, send, publish CUPON_RECIBIDO with the decision_id,
+// confirm; the server links them.
+func TestFullFlow(t *testing.T) {
+	ts := newTestServer(t)
+	c := ts.newClient(t, ts.url, client.WithFallback(0), client.WithBudget(5*time.Second))
+	installCatalog(t, c, 3)
+	ctx := context.Background()
+	var d *client.Decision
+	var ref string
+	for i := 0; i < 50 && (d == nil || d.Accion == 0); i++ {
+		ref = newRef()
+		var err error
+		if d, err = c.Decide(ctx, decisionRequest(ref)); err != nil || d.EnRespaldo {
+			t.Fatalf("decide: %+v, %v", d, err)
+		}
+		if d.Accion == 0 {
+			if _, err := c.Confirm(ctx, d.DecisionID, client.PeticionEjecucion{Ejecutada: true}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if d.Accion == 0 {
+		t.Fatal("no coupon decided for 50 customers")
+	}
+	now := time.Now().UTC().Truncate(time.Second)
+	res, err := c.PublishEvents(ctx, []client.Evento{{EventID: "rx-" + ref, ClienteRef: ref, Ts: now, DecisionID: &d.DecisionID,
+		Tipo: client.CuponRecibido, Clave: fmt.Sprintf("T%d", d.Accion),
+		Extra: &client.ExtraCuponRecibido{CuponEmitidoID: "cup-" + ref, Caducidad: now.Add(720 * time.Hour), Canal: client.Ptr("push")}}})
+	if err != nil || res.Aceptados != 1 {
+		t.Fatalf("publish: %+v, %v", res, err)
+	}
+	conf, err := c.Confirm(ctx, d.DecisionID, client.PeticionEjecucion{Ejecutada: true})
+	if err != nil || conf.EstadoEjecucion != "ejecutada" {
+		t.Fatalf("confirm: %+v, %v", conf, err)
+	}
+	_, err = c.Confirm(ctx, d.DecisionID, client.PeticionEjecucion{Ejecutada: true})
+	var apiErr *client.Error
+	if !errors.As(err, &apiErr) || apiErr.Status != 409 || apiErr.Codigo != "ejecucion_ya_confirmada" {
+		t.Errorf("second confirmation: %v, want 409 ejecucion_ya_confirmada", err)
+	}
+	x, err := c.ExportCustomer(ctx, ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(x.Decisiones) != 1 || x.Decisiones[0].EstadoEjecucion != "ejecutada" || len(x.Eventos) != 1 ||
+		*x.Eventos[0].DecisionID != d.DecisionID || len(x.VinculosCupon) != 1 || *x.VinculosCupon[0].DecisionID != d.DecisionID {
+		t.Fatalf("export %+v", x)
+	}
+	del, err := c.DeleteCustomer(ctx, ref)
+	if err != nil || del.Estado != "programado" {
+		t.Fatalf("delete: %+v, %v", del, err)
+	}
+	camp, err := c.PutCampaign(ctx, "navidad", client.Campana{Canal: "sms", Descripcion: "Navidad", MaxDescuentoMXN: client.Ptr(1500.5)})
+	if err != nil || camp.MaxDescuentoMXN == nil || *camp.MaxDescuentoMXN != 1500.5 || camp.MaxEnvios != nil {
+		t.Fatalf("campaign: %+v, %v", camp, err)
+	}
+	if got, err := c.Campaign(ctx, "navidad"); err != nil || got.Descripcion != "Navidad" {
+		t.Fatalf("campaign get: %+v, %v", got, err)
+	}
+	if cat, err := c.Catalog(ctx); err != nil || len(cat.Acciones) != 3 || cat.Version < 1 {
+		t.Fatalf("catalog: %+v, %v", cat, err)
+	}
+}

@@ -1,0 +1,138 @@
+package client
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Sentinel errors of the library; check them with errors.Is.
+var (
+	// ErrBreakerOpen: recent decisions failed, so Decide answered the
+	// fallback without calling the engine (Decision.Causa).
+	ErrBreakerOpen = errors.New("coupond: circuit breaker open")
+	// ErrBudgetExhausted: the time budget or the attempts of one Decide ran
+	// out; it wraps the last failure (Decision.Causa).
+	ErrBudgetExhausted = errors.New("coupond: decision budget exhausted")
+	// ErrNoFallback: the engine did not answer and neither the call nor the
+	// client named a fallback action. It wraps the failure.
+	ErrNoFallback = errors.New("coupond: no fallback action configured")
+	// ErrClosed: the client was closed.
+	ErrClosed = errors.New("coupond: client closed")
+)
+
+// Error is an answer of the API with a status other than 2xx. Check it with
+// errors.As:
+//
+//	var apiErr *client.Error
+//	if errors.As(err, &apiErr) && apiErr.Codigo == "decision_caducada" { … }
+//
+// A 422 has Codigo "validacion" (the API sends no codigo with it: the items
+// are in Detail) and Campo set to the dotted path of the first item.
+type Error struct {
+	Status  int            // HTTP status
+	Codigo  string         // error code: no_autenticado, limite_excedido, …
+	Mensaje string         // human message, at most 512 characters
+	Campo   string         // failing field, if any
+	Detalle map[string]any // codigo-specific details, if any
+	TraceID string         // quote to support; also the X-Trace-Id header
+	// Detail holds the items of a 422 (HTTPValidationError).
+	Detail []ValidationItem
+	// RetryAfter is the Retry-After header of a 429 or 503 (0 if absent).
+	RetryAfter time.Duration
+}
+
+// CodigoValidacion is Error.Codigo for a 422 answer.
+const CodigoValidacion = "validacion"
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "coupond: %d %s", e.Status, e.Codigo)
+	if e.Mensaje != "" {
+		b.WriteString(": " + e.Mensaje)
+	}
+	if e.Campo != "" {
+		b.WriteString(" (campo " + e.Campo + ")")
+	}
+	for i, d := range e.Detail {
+		if i == 3 {
+			fmt.Fprintf(&b, "; and %d more", len(e.Detail)-i)
+			break
+		}
+		fmt.Fprintf(&b, "; %s: %s", locString(d.Loc), d.Msg)
+	}
+	if e.TraceID != "" {
+		b.WriteString(" [trace_id " + e.TraceID + "]")
+	}
+	return b.String()
+}
+
+// locString joins a 422 loc without its first element ("body", "path", …):
+// ["body","contexto","canal"] is "contexto.canal".
+func locString(loc []any) string {
+	var parts []string
+	for i, p := range loc {
+		if i == 0 && len(loc) > 1 {
+			continue
+		}
+		parts = append(parts, fmt.Sprint(p))
+	}
+	return strings.Join(parts, ".")
+}
+
+// retryable reports whether a new attempt of the same request can succeed:
+// 429, 5xx and 409 idempotencia_conflicto (the first attempt with the same
+// Idempotency-Key is still running).
+func (e *Error) retryable() bool {
+	return e.Status == http.StatusTooManyRequests || e.Status >= 500 ||
+		e.Status == http.StatusConflict && e.Codigo == "idempotencia_conflicto"
+}
+
+// paused reports whether the operator paused the tenant.
+func (e *Error) paused() bool { return e.Codigo == "inquilino_pausado" }
+
+// maxErrorBody bounds how much of an error answer is read.
+const maxErrorBody = 64 << 10
+
+// parseError builds the *Error of a non-2xx answer from its status, headers
+// and body (ErrorV1 or HTTPValidationError; anything else, such as a proxy's
+// HTML page, keeps only the status).
+func parseError(status int, h http.Header, body []byte) *Error {
+	e := &Error{Status: status, TraceID: h.Get("X-Trace-Id")}
+	if s := h.Get("Retry-After"); s != "" {
+		if n, err := strconv.Atoi(strings.TrimSpace(s)); err == nil && n >= 0 {
+			e.RetryAfter = time.Duration(n) * time.Second
+		} else if t, err := http.ParseTime(s); err == nil {
+			e.RetryAfter = max(time.Until(t), 0)
+		}
+	}
+	if status == http.StatusUnprocessableEntity {
+		var v HTTPValidationError
+		if json.Unmarshal(body, &v) == nil && v.Detail != nil {
+			e.Codigo, e.Detail = CodigoValidacion, v.Detail
+			e.Mensaje = "la petición no pasó la validación"
+			if len(v.Detail) > 0 {
+				e.Campo = locString(v.Detail[0].Loc)
+			}
+			return e
+		}
+	}
+	var v ErrorV1
+	if json.Unmarshal(body, &v) == nil && v.Codigo != "" {
+		e.Codigo, e.Mensaje, e.Detalle = v.Codigo, v.Mensaje, v.Detalle
+		if v.Campo != nil {
+			e.Campo = *v.Campo
+		}
+		if v.TraceID != "" {
+			e.TraceID = v.TraceID
+		}
+		return e
+	}
+	e.Codigo = "http_" + strconv.Itoa(status)
+	e.Mensaje = http.StatusText(status)
+	return e
+}

@@ -1,0 +1,116 @@
+package client
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+)
+
+// Limits of one POST /v1/eventos request.
+const (
+	MaxEventsPerRequest = 1000
+	MaxEventsBody       = 1 << 20
+)
+
+// PublishEvents sends events with POST /v1/eventos, split into as few
+// requests as the limits allow (at most 1,000 events and 1 MB each), one
+// after the other, and adds up their answers: Rechazados carry each event's
+// index in events. An event that alone exceeds 1 MB is rejected here
+// (esquema_invalido) without being sent.
+//
+// Sending is safe to repeat: the server processes each event_id once, so
+// events sent twice count in Duplicados and are stored once. Each request
+// is retried on 429, 5xx and lost connections. If a request still fails,
+// PublishEvents returns the totals of the requests that succeeded and the
+// error; sending the same slice again completes it without duplicates.
+func (c *Client) PublishEvents(ctx context.Context, events []Evento) (*RespuestaEventos, error) {
+	total := &RespuestaEventos{Rechazados: []Rechazo{}}
+	ctx, cancel := c.withTimeout(ctx)
+	defer cancel()
+	chunks, tooBig, err := splitEvents(events)
+	if err != nil {
+		return total, err
+	}
+	total.Rechazados = append(total.Rechazados, tooBig...)
+	for _, ch := range chunks {
+		var ans RespuestaEventos
+		err := c.retry(ctx, 20, retrySafe, func() error {
+			resp, err := c.send(ctx, http.MethodPost, c.base+"/v1/eventos", ch.body, nil, nil)
+			if err != nil {
+				return err
+			}
+			return c.decodeAnswer(resp, &ans)
+		})
+		if err != nil {
+			sortRechazos(total.Rechazados)
+			return total, fmt.Errorf("coupond: publishing events %d to %d: %w", ch.index[0], ch.index[len(ch.index)-1], err)
+		}
+		total.Aceptados += ans.Aceptados
+		total.Duplicados += ans.Duplicados
+		for _, r := range ans.Rechazados {
+			if r.Indice >= 0 && r.Indice < len(ch.index) {
+				r.Indice = ch.index[r.Indice]
+			}
+			total.Rechazados = append(total.Rechazados, r)
+		}
+	}
+	sortRechazos(total.Rechazados)
+	return total, nil
+}
+
+// eventChunk is the body of one request and the caller's index of each of
+// its events.
+type eventChunk struct {
+	body  []byte
+	index []int
+}
+
+// splitEvents encodes events into request bodies of at most
+// MaxEventsPerRequest events and MaxEventsBody bytes; events too big for
+// any request come back as rejections.
+func splitEvents(events []Evento) (chunks []eventChunk, tooBig []Rechazo, err error) {
+	const head, tail = `{"eventos":[`, `]}`
+	var cur eventChunk
+	var buf bytes.Buffer
+	flush := func() {
+		if len(cur.index) > 0 {
+			buf.WriteString(tail)
+			cur.body = bytes.Clone(buf.Bytes())
+			chunks = append(chunks, cur)
+		}
+		cur = eventChunk{}
+		buf.Reset()
+	}
+	for i := range events {
+		data, err := json.Marshal(&events[i])
+		if err != nil {
+			return nil, nil, fmt.Errorf("coupond: encoding event %d: %w", i, err)
+		}
+		if len(head)+len(data)+len(tail) > MaxEventsBody {
+			id := events[i].EventID
+			tooBig = append(tooBig, Rechazo{Indice: i, EventID: &id, Codigo: "esquema_invalido",
+				Mensaje: "el evento excede 1 MB por sí solo; no se envió"})
+			continue
+		}
+		if len(cur.index) == MaxEventsPerRequest || buf.Len()+1+len(data)+len(tail) > MaxEventsBody {
+			flush()
+		}
+		if len(cur.index) == 0 {
+			buf.WriteString(head)
+		} else {
+			buf.WriteByte(',')
+		}
+		buf.Write(data)
+		cur.index = append(cur.index, i)
+	}
+	flush()
+	return chunks, tooBig, nil
+}
+
+func sortRechazos(r []Rechazo) {
+	slices.SortStableFunc(r, func(a, b Rechazo) int { return cmp.Compare(a.Indice, b.Indice) })
+}

@@ -1,0 +1,158 @@
+package client_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/coupond/coupond/client"
+)
+
+// purchases returns n COMPRA_CAT events spread over customers, event ids
+// prefixed by prefix; large ones carry about 1 KB of text.
+func purchases(prefix string, n, customers int, large bool) []client.Evento {
+	ts := time.Now().Add(-time.Hour).UTC()
+	clave, text := "cat", (*string)(nil)
+	if large {
+		clave, text = strings.Repeat("c", 250), client.Ptr(strings.Repeat("t", 250))
+	}
+	out := make([]client.Evento, n)
+	for i := range out {
+		out[i] = client.Evento{EventID: fmt.Sprintf("%s-%05d", prefix, i), ClienteRef: fmt.Sprintf("%s-cust-%03d", prefix, i%customers),
+			Ts: ts, Tipo: client.CompraCat, Clave: clave, Valor: client.Ptr(100.0),
+			Extra: &client.ExtraCompraCat{TicketID: fmt.Sprintf("t%05d", i), Margen: 30, Tienda: text, Canal: text}}
+	}
+	return out
+}
+
+// bodySizes records the size and event count of each POST /v1/eventos.
+type bodySizes struct {
+	mu    sync.Mutex
+	sizes []int64
+}
+
+func TestPublishEventsSplitsAndMapsIndices(t *testing.T) {
+	ts := newTestServer(t)
+	proxy := newFaultProxy(t, ts.api)
+	var sizes bodySizes
+	proxy.set(func(r *http.Request, n int) fault {
+		if r.URL.Path == "/v1/eventos" {
+			sizes.mu.Lock()
+			sizes.sizes = append(sizes.sizes, r.ContentLength)
+			sizes.mu.Unlock()
+		}
+		return fault{}
+	})
+	c := ts.newClient(t, proxy.http.URL)
+	ctx := context.Background()
+
+	evs := purchases("split", 2500, 25, false)
+	bad := []int{5, 1500, 2499}
+	for _, i := range bad {
+		evs[i].Extra = &client.ExtraCompraCat{TicketID: "t", Margen: 0.001} // three decimals: rejected
+	}
+	got, err := c.PublishEvents(ctx, evs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var idx []int
+	for _, r := range got.Rechazados {
+		idx = append(idx, r.Indice)
+		if r.Codigo != "esquema_invalido" || r.Campo == nil || *r.Campo != "extra.margen" || *r.EventID != evs[r.Indice].EventID {
+			t.Errorf("rejection %+v does not name event %d's extra.margen", r, r.Indice)
+		}
+	}
+	if diff := cmp.Diff(bad, idx); diff != "" || got.Aceptados != 2497 || got.Duplicados != 0 {
+		t.Fatalf("aceptados %d duplicados %d; rejected indices (-want +got):\n%s", got.Aceptados, got.Duplicados, diff)
+	}
+	if n := proxy.requests("/v1/eventos"); n != 3 {
+		t.Errorf("%d requests for 2500 small events, want 3", n)
+	}
+
+	// Large events: the 1 MB limit splits before 1000 events.
+	sizes.sizes = nil
+	big := purchases("big", 1200, 10, true) // about 1 KB each
+	got, err = c.PublishEvents(ctx, big)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Aceptados != 1200 || len(got.Rechazados) != 0 {
+		t.Fatalf("large events: %d aceptados, %d rechazados, want all 1200 accepted", got.Aceptados, len(got.Rechazados))
+	}
+	if len(sizes.sizes) != 2 {
+		t.Errorf("%d requests (%v bytes) for 1200 events of 1 KB, want 2", len(sizes.sizes), sizes.sizes)
+	}
+	for _, s := range sizes.sizes {
+		if s > client.MaxEventsBody {
+			t.Errorf("request of %d bytes, over 1 MB", s)
+		}
+	}
+}
+
+// TestPublishEventsNeverDuplicates: a request whose answer is lost is
+// resent, and a whole slice sent again, without any event stored twice.
+func TestPublishEventsNeverDuplicates(t *testing.T) {
+	ts := newTestServer(t)
+	proxy := newFaultProxy(t, ts.api)
+	c := ts.newClient(t, proxy.http.URL)
+	ctx := context.Background()
+	evs := purchases("dup", 2100, 3, false)
+	// The second request reaches the server, its answer is lost.
+	proxy.set(func(r *http.Request, n int) fault {
+		if r.URL.Path == "/v1/eventos" && n == 2 {
+			return fault{forward: true, reset: true}
+		}
+		return fault{}
+	})
+	got, err := c.PublishEvents(ctx, evs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Aceptados+got.Duplicados != 2100 || len(got.Rechazados) != 0 {
+		t.Fatalf("first send: %+v, want 2100 stored", got)
+	}
+	if n := proxy.requests("/v1/eventos"); n < 4 {
+		t.Errorf("%d requests, want 3 and the resent one", n)
+	}
+	proxy.set(nil)
+	again, err := c.PublishEvents(ctx, evs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.Aceptados != 0 || again.Duplicados != 2100 {
+		t.Fatalf("resend: %+v, want all 2100 duplicados", again)
+	}
+	for cust := 0; cust < 3; cust++ {
+		x, err := c.ExportCustomer(ctx, fmt.Sprintf("dup-cust-%03d", cust))
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen := map[string]int{}
+		for _, e := range x.Eventos {
+			seen[e.EventID]++
+		}
+		if len(x.Eventos) != 700 || len(seen) != 700 {
+			t.Errorf("customer %d: %d events, %d distinct, want 700 once each", cust, len(x.Eventos), len(seen))
+		}
+	}
+}
+
+func TestPublishEventsTooBigAlone(t *testing.T) {
+	ts := newTestServer(t)
+	c := ts.newClient(t, ts.url)
+	evs := purchases("alone", 3, 1, false)
+	evs[1].Clave = strings.Repeat("y", client.MaxEventsBody)
+	got, err := c.PublishEvents(context.Background(), evs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Aceptados != 2 || len(got.Rechazados) != 1 || got.Rechazados[0].Indice != 1 {
+		t.Fatalf("got %+v, want events 0 and 2 accepted and 1 rejected", got)
+	}
+}

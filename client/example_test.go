@@ -1,0 +1,205 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/coupond/coupond/client"
+)
+
+// The examples run against a coupond server started in process
+// (exampleServer); in production the base URL, client_id and client_secret
+// come from your configuration.
+
+// A complete online flow: decide, send the coupon or not, publish the
+// CUPON_RECIBIDO event with the decision_id, confirm the execution.
+func Example() {
+	srv, stop := exampleServer()
+	defer stop()
+
+	c, err := client.New(srv.url, srv.clientID, srv.secret,
+		client.WithFallback(0),           // if the engine does not answer in time: send nothing
+		client.WithBudget(2*time.Second), // for this example on a busy test machine; the default is 100 ms
+		client.WithUserAgent("crm-example/1.0"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close(context.Background()) // sends queued fallback records
+	ctx := context.Background()
+
+	d, err := c.Decide(ctx, client.PeticionDecision{
+		ClienteRef: "c9f1a2b3d4e5",
+		Contexto:   client.Contexto{Canal: "push", AccionesPermitidas: []int{1, 2, 3}},
+	})
+	if err != nil {
+		log.Fatal(err) // a request the API refuses (422, 401, 403, …)
+	}
+	if d.EnRespaldo {
+		// The engine did not answer: apply d.Accion (the fallback); the
+		// library records it. Nothing to confirm.
+		fmt.Println("fallback:", d.Accion, d.Causa)
+		return
+	}
+	if d.Accion != 0 {
+		// Send the coupon d.Accion through your channel, then tell coupond.
+		now := time.Now().UTC()
+		_, err := c.PublishEvents(ctx, []client.Evento{{
+			EventID: "recibido-" + d.DecisionID, ClienteRef: "c9f1a2b3d4e5", Ts: now,
+			DecisionID: &d.DecisionID, Tipo: client.CuponRecibido, Clave: fmt.Sprintf("T%d", d.Accion),
+			Extra: &client.ExtraCuponRecibido{CuponEmitidoID: "cupon-" + d.DecisionID, Caducidad: now.Add(30 * 24 * time.Hour)},
+		}})
+		if err != nil {
+			log.Fatal(err)
+		}
+	}
+	// Confirm every engine decision, accion 0 included.
+	conf, err := c.Confirm(ctx, d.DecisionID, client.PeticionEjecucion{Ejecutada: true})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("confirmada:", conf.EstadoEjecucion)
+	// Output: confirmada: ejecutada
+}
+
+// When the engine cannot answer within the budget, Decide returns the
+// fallback action marked EnRespaldo and records it in the background.
+func ExampleClient_Decide_fallback() {
+	srv, stop := exampleServer()
+	defer stop()
+	l, _ := net.Listen("tcp", "127.0.0.1:0")
+	down := "http://" + l.Addr().String()
+	l.Close() // nothing listens there
+
+	c, err := client.New(down, srv.clientID, srv.secret, client.WithFallback(2), client.WithBudget(50*time.Millisecond))
+	if err != nil {
+		log.Fatal(err)
+	}
+	d, err := c.Decide(context.Background(), client.PeticionDecision{ClienteRef: "c9f1a2b3d4e5", Contexto: client.Contexto{Canal: "sms"}},
+		client.FallbackAction(1)) // this call's fallback
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("accion:", d.Accion, "en_respaldo:", d.EnRespaldo)
+	fmt.Println("budget exhausted:", errors.Is(d.Causa, client.ErrBudgetExhausted))
+	fmt.Println("records waiting:", c.Stats().FallbackPending)
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	c.Close(ctx) // the server stays down: the record is given up
+	fmt.Println("records dropped:", c.Stats().FallbackDropped)
+	// Output:
+	// accion: 1 en_respaldo: true
+	// budget exhausted: true
+	// records waiting: 1
+	// records dropped: 1
+}
+
+// Errors from the API are *client.Error values.
+func ExampleError() {
+	srv, stop := exampleServer()
+	defer stop()
+	c, _ := client.New(srv.url, srv.clientID, srv.secret)
+	defer c.Close(context.Background())
+
+	_, err := c.Confirm(context.Background(), "decision-inventada", client.PeticionEjecucion{Ejecutada: true})
+	var apiErr *client.Error
+	if errors.As(err, &apiErr) {
+		fmt.Println(apiErr.Status, apiErr.Codigo, apiErr.TraceID != "")
+	}
+	_, err = c.Decide(context.Background(), client.PeticionDecision{ClienteRef: "corto", Contexto: client.Contexto{Canal: "push"}})
+	if errors.As(err, &apiErr) {
+		fmt.Println(apiErr.Status, apiErr.Campo, apiErr.Detail[0].Type)
+	}
+	// Output:
+	// 404 no_encontrado true
+	// 422 cliente_ref string_too_short
+}
+
+// PublishEvents splits any number of events into requests the API accepts
+// and maps rejections back to the caller's indices.
+func ExampleClient_PublishEvents() {
+	srv, stop := exampleServer()
+	defer stop()
+	c, _ := client.New(srv.url, srv.clientID, srv.secret)
+	defer c.Close(context.Background())
+
+	ts := time.Now().Add(-time.Hour).UTC()
+	var evs []client.Evento
+	for i := 0; i < 2500; i++ {
+		evs = append(evs, client.Evento{
+			EventID: fmt.Sprintf("ticket-%d-abarrotes", i), ClienteRef: fmt.Sprintf("cliente-%04d", i%100), Ts: ts,
+			Tipo: client.CompraCat, Clave: "abarrotes", Valor: client.Ptr(250.0),
+			Extra: &client.ExtraCompraCat{TicketID: fmt.Sprintf("ticket-%d", i), Margen: 60},
+		})
+	}
+	evs[1234].Valor = client.Ptr(-1.0) // refused: negative amount
+	res, err := c.PublishEvents(context.Background(), evs)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("aceptados:", res.Aceptados, "rechazado:", res.Rechazados[0].Indice, *res.Rechazados[0].Campo)
+	res, _ = c.PublishEvents(context.Background(), evs) // resending duplicates nothing
+	fmt.Println("aceptados:", res.Aceptados, "duplicados:", res.Duplicados)
+	// Output:
+	// aceptados: 2499 rechazado: 1234 valor
+	// aceptados: 0 duplicados: 2499
+}
+
+// A batch job: create, wait with progress, stream the result.
+func ExampleClient_BatchResults() {
+	srv, stop := exampleServer()
+	defer stop()
+	c, _ := client.New(srv.url, srv.clientID, srv.secret, client.WithPollInterval(20*time.Millisecond))
+	defer c.Close(context.Background())
+	ctx := context.Background()
+
+	if _, err := c.PutCampaign(ctx, "buen-fin", client.Campana{Canal: "email", Descripcion: "Buen Fin", MaxEnvios: client.Ptr[int64](100)}); err != nil {
+		log.Fatal(err)
+	}
+	job, err := c.CreateBatch(ctx, client.PeticionLoteDecision{CampanaID: "buen-fin",
+		Clientes: []string{"cliente-0001", "cliente-0002", "cliente-0003"}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	st, err := c.WaitBatch(ctx, job.JobID, func(s client.EstadoLote) { /* show s.Procesados of s.Total */ })
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(st.Estado, st.Total)
+	n := 0
+	for line, err := range c.BatchResults(ctx, job.JobID) {
+		if err != nil {
+			log.Fatal(err)
+		}
+		_ = line.Accion // send line.Accion to line.ClienteRef, then Confirm line.DecisionID
+		n++
+	}
+	fmt.Println("lineas:", n)
+	// Output:
+	// completado 3
+	// lineas: 3
+}
+
+// A receiver of lote.completado notifications.
+func ExampleVerifyWebhook() {
+	secreto := "whsec_…" // RegistroWebhook.Secreto, kept when registering
+	http.HandleFunc("/coupond/webhook", func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+		if err != nil {
+			http.Error(w, "read", http.StatusBadRequest)
+			return
+		}
+		p, err := client.VerifyWebhook(secreto, r.Header, body, time.Now())
+		if err != nil {
+			http.Error(w, "bad signature", http.StatusUnauthorized)
+			return
+		}
+		// Deduplicate on r.Header.Get("webhook-id"), then fetch p.JobID's results.
+		log.Printf("job %s done: %d lines", p.JobID, p.Lineas)
+	})
+}

@@ -1,0 +1,139 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// fallbackQueue sends fallback records (POST /v1/decisiones/respaldo) in
+// the background, one at a time in the order they were queued, each retried
+// with backoff until the server accepts it or refuses it with a 4xx a retry
+// cannot fix. The queue is bounded: when it is full a new record is dropped
+// and counted, so Decide never blocks on it.
+type fallbackQueue struct {
+	c  *Client
+	ch chan PeticionRespaldo
+
+	mu     sync.Mutex // guards closed against enqueue after close
+	closed bool
+	drain  chan struct{} // closed by close: send what is queued, then stop
+	ctx    context.Context
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	queued, sent, rejected, dropped, pending atomic.Int64
+}
+
+func newFallbackQueue(c *Client, size int) *fallbackQueue {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &fallbackQueue{c: c, ch: make(chan PeticionRespaldo, size), drain: make(chan struct{}),
+		ctx: ctx, cancel: cancel, done: make(chan struct{})}
+}
+
+// enqueue queues r without blocking; a full queue or a closed client drops
+// it.
+func (q *fallbackQueue) enqueue(r PeticionRespaldo) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.closed {
+		q.dropped.Add(1)
+		return
+	}
+	select {
+	case q.ch <- r:
+		q.queued.Add(1)
+		q.pending.Add(1)
+	default:
+		q.dropped.Add(1)
+	}
+}
+
+// run sends records until close (after the queue is empty) or until the
+// close deadline cancels it.
+func (q *fallbackQueue) run() {
+	defer close(q.done)
+	for {
+		select {
+		case r := <-q.ch:
+			q.deliver(r)
+		case <-q.drain:
+			for {
+				select {
+				case r := <-q.ch:
+					q.deliver(r)
+				default:
+					return
+				}
+			}
+		}
+	}
+}
+
+// deliver sends r until it is accepted, refused for good, or the queue's
+// context ends (then it counts as dropped).
+func (q *fallbackQueue) deliver(r PeticionRespaldo) {
+	defer q.pending.Add(-1)
+	cfg := &q.c.cfg
+	for n := 0; ; n++ {
+		ctx, cancel := context.WithTimeout(q.ctx, 10*time.Second)
+		err := q.c.call(ctx, http.MethodPost, "/v1/decisiones/respaldo", &r, nil, retryRefused)
+		cancel()
+		var apiErr *Error
+		switch {
+		case err == nil:
+			q.sent.Add(1)
+			return
+		case q.ctx.Err() != nil:
+			q.dropped.Add(1)
+			return
+		case errors.As(err, &apiErr) && !apiErr.retryable() && apiErr.Status != http.StatusUnauthorized:
+			// 401 may be a credential being rotated: keep trying.
+			q.rejected.Add(1)
+			return
+		}
+		wait := cfg.fbRetryMin << min(n, 20)
+		wait = rand.N(min(wait, cfg.fbRetryMax)) + cfg.fbRetryMin/2
+		if apiErr != nil {
+			// Retry-After, capped: a paused tenant answers 60 s whatever
+			// the pause's length, and records should follow the resume.
+			wait = max(wait, min(apiErr.RetryAfter, cfg.fbRetryMax))
+		}
+		if !sleep(q.ctx, wait) {
+			q.dropped.Add(1)
+			return
+		}
+	}
+}
+
+// close stops taking records and waits for the queued ones to be sent, or
+// for ctx to end; then whatever is left is dropped.
+func (q *fallbackQueue) close(ctx context.Context) error {
+	q.mu.Lock()
+	if !q.closed {
+		q.closed = true
+		close(q.drain)
+	}
+	q.mu.Unlock()
+	select {
+	case <-q.done:
+		q.cancel()
+		return nil
+	case <-ctx.Done():
+		q.cancel()
+		<-q.done
+		for {
+			select {
+			case <-q.ch:
+				q.dropped.Add(1)
+				q.pending.Add(-1)
+			default:
+				return ctx.Err()
+			}
+		}
+	}
+}

@@ -1,0 +1,198 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"time"
+)
+
+// jsonType is the Content-Type of every JSON body. Header values shared by
+// requests (this, the User-Agent, the token) are never modified: neither
+// net/http nor a RoundTripper may change a request's headers.
+var jsonType = []string{"application/json"}
+
+// send makes one HTTP request with the bearer token, the User-Agent and,
+// when set, the Idempotency-Key and extra headers. A 401 answer drops the
+// token and the request is sent once more with a fresh one (the token may
+// have been revoked or the server restarted with new keys). The caller
+// closes the body of the answer.
+func (c *Client) send(ctx context.Context, method, url string, body []byte, idemKey []string, hdr http.Header) (*http.Response, error) {
+	for refreshed := false; ; refreshed = true {
+		tok, err := c.tokens.get(ctx)
+		if err != nil {
+			return nil, err
+		}
+		var rd io.Reader
+		if body != nil {
+			rd = bytes.NewReader(body)
+		}
+		req, err := http.NewRequestWithContext(ctx, method, url, rd)
+		if err != nil {
+			return nil, err
+		}
+		h := req.Header
+		for k, v := range hdr {
+			h[k] = v
+		}
+		h["Authorization"] = tok.value
+		h["User-Agent"] = c.ua
+		if body != nil {
+			h["Content-Type"] = jsonType
+		}
+		if idemKey != nil {
+			h["Idempotency-Key"] = idemKey
+		}
+		resp, err := c.hc.Do(req)
+		if err != nil {
+			return nil, err
+		}
+		if resp.StatusCode != http.StatusUnauthorized || refreshed {
+			return resp, nil
+		}
+		drain(resp)
+		c.tokens.invalidate(tok)
+	}
+}
+
+// drain reads a little of an unwanted body and closes it so the connection
+// can be reused.
+func drain(resp *http.Response) {
+	io.CopyN(io.Discard, resp.Body, 4<<10)
+	resp.Body.Close()
+}
+
+// decodeAnswer reads a JSON answer into out (nil: discard), or the *Error
+// of a non-2xx status, and closes the body.
+func (c *Client) decodeAnswer(resp *http.Response, out any) error {
+	defer resp.Body.Close()
+	buf, _ := c.bufs.Get().(*bytes.Buffer)
+	if buf == nil {
+		buf = new(bytes.Buffer)
+	}
+	buf.Reset()
+	defer c.bufs.Put(buf)
+	limit := int64(64 << 20)
+	if resp.StatusCode/100 != 2 {
+		limit = maxErrorBody
+	}
+	if _, err := buf.ReadFrom(io.LimitReader(resp.Body, limit)); err != nil {
+		return fmt.Errorf("coupond: reading answer: %w", err)
+	}
+	if resp.StatusCode/100 != 2 {
+		return parseError(resp.StatusCode, resp.Header, buf.Bytes())
+	}
+	if out == nil {
+		return nil
+	}
+	if err := json.Unmarshal(buf.Bytes(), out); err != nil {
+		return fmt.Errorf("coupond: answer of %s %s is not the documented JSON: %w", resp.Request.Method, resp.Request.URL.Path, err)
+	}
+	return nil
+}
+
+// retryMode says which failures a call may retry.
+type retryMode int
+
+const (
+	// retrySafe: the request has no effect twice (GET, PUT, DELETE, events
+	// by event_id): retry 429, 5xx and lost connections.
+	retrySafe retryMode = iota
+	// retryRefused: a second copy could act twice: retry only answers that
+	// say the server did nothing (429, 503).
+	retryRefused
+)
+
+// call sends a JSON request (in nil: no body) and decodes the answer into
+// out, retrying per mode with backoff (20 times Decide's) and Retry-After
+// within ctx's deadline, or the Client's timeout if ctx has none.
+func (c *Client) call(ctx context.Context, method, path string, in, out any, mode retryMode) error {
+	ctx, cancel := c.withTimeout(ctx)
+	defer cancel()
+	var body []byte
+	if in != nil {
+		var err error
+		if body, err = json.Marshal(in); err != nil {
+			return fmt.Errorf("coupond: encoding %s %s: %w", method, path, err)
+		}
+	}
+	return c.retry(ctx, 20, mode, func() error {
+		resp, err := c.send(ctx, method, c.base+path, body, nil, nil)
+		if err != nil {
+			return err
+		}
+		return c.decodeAnswer(resp, out)
+	})
+}
+
+// retry runs attempt until it succeeds, fails for good, or the attempts or
+// ctx's deadline run out; it returns the last error. scale multiplies the
+// backoff.
+func (c *Client) retry(ctx context.Context, scale time.Duration, mode retryMode, attempt func() error) error {
+	var err error
+	for n := 0; n < c.cfg.attempts; n++ {
+		if err = attempt(); err == nil {
+			return nil
+		}
+		wait, ok := c.retryWait(ctx, err, n, scale, mode)
+		if !ok || n+1 == c.cfg.attempts || !sleep(ctx, wait) {
+			return err
+		}
+	}
+	return err
+}
+
+// retryWait reports whether err after attempt n may be retried and after
+// how long: the jittered backoff, or Retry-After if longer; not when the
+// wait would pass ctx's deadline.
+func (c *Client) retryWait(ctx context.Context, err error, n int, scale time.Duration, mode retryMode) (time.Duration, bool) {
+	if ctx.Err() != nil {
+		return 0, false
+	}
+	wait := c.backoff(n, scale)
+	var apiErr *Error
+	switch {
+	case errors.As(err, &apiErr):
+		if !apiErr.retryable() || mode == retryRefused && apiErr.Status != 429 && apiErr.Status != 503 {
+			return 0, false
+		}
+		wait = max(wait, apiErr.RetryAfter)
+	case mode == retryRefused:
+		return 0, false
+	}
+	if d, ok := ctx.Deadline(); ok && time.Now().Add(wait).After(d) {
+		return 0, false
+	}
+	return wait, true
+}
+
+// backoff is the wait before retry n+1: full jitter over
+// min(cap, base·2ⁿ), both multiplied by scale.
+func (c *Client) backoff(n int, scale time.Duration) time.Duration {
+	ceil := c.cfg.backoffBase * scale << min(n, 20)
+	ceil = min(ceil, c.cfg.backoffCap*scale)
+	if ceil <= 0 {
+		return 0
+	}
+	return rand.N(ceil)
+}
+
+// sleep waits d or until ctx ends; it reports whether d passed.
+func sleep(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}

@@ -1,0 +1,102 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/coupond/coupond/client"
+)
+
+// TestTokenCachedAndRenewedEarly: one token serves many calls, and a token
+// near its expiry is renewed in the background while calls keep using it.
+func TestTokenCachedAndRenewedEarly(t *testing.T) {
+	var tokens, calls atomic.Int64
+	var lastUA atomic.Value
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		lastUA.Store(r.Header.Get("User-Agent"))
+		w.Header().Set("Content-Type", "application/json")
+		if r.URL.Path == "/v1/token" {
+			id, secret, ok := r.BasicAuth()
+			if !ok || id != "ci_x" || secret != "sec" || r.FormValue("grant_type") != "client_credentials" {
+				w.WriteHeader(401)
+				fmt.Fprint(w, `{"codigo":"no_autenticado","mensaje":"no","campo":null,"detalle":null,"trace_id":"t1"}`)
+				return
+			}
+			n := tokens.Add(1)
+			fmt.Fprintf(w, `{"access_token":"tok%d","expires_in":2,"scope":"catalogo:escribir","token_type":"Bearer"}`, n)
+			return
+		}
+		calls.Add(1)
+		if got, want := r.Header.Get("Authorization"), fmt.Sprintf("Bearer tok%d", tokens.Load()); got != want && tokens.Load() == 1 {
+			t.Errorf("Authorization %q, want %q", got, want)
+		}
+		fmt.Fprint(w, `{"acciones":[],"version":0}`)
+	}))
+	defer srv.Close()
+	c, err := client.New(srv.URL, "ci_x", "sec")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	ctx := context.Background()
+	for i := 0; i < 20; i++ {
+		if _, err := c.Catalog(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := tokens.Load(); n != 1 {
+		t.Fatalf("%d tokens for 20 calls, want 1", n)
+	}
+	if ua, _ := lastUA.Load().(string); !strings.HasPrefix(ua, "coupond-go/") {
+		t.Errorf("User-Agent %q", ua)
+	}
+	// The 2 s token is valid for 1.8 s and renewed from 1.35 s on.
+	time.Sleep(1500 * time.Millisecond)
+	start := time.Now()
+	if _, err := c.Catalog(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > 50*time.Millisecond {
+		t.Errorf("call during renewal took %v", d)
+	}
+	waitFor(t, 2*time.Second, func() bool { return tokens.Load() == 2 })
+
+	// Wrong secret: coupond's error body, which stock oauth2 does not parse,
+	// comes back as *Error.
+	bad, err := client.New(srv.URL, "ci_x", "wrong")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bad.Close(ctx)
+	err = bad.Warm(ctx)
+	var apiErr *client.Error
+	if !errors.As(err, &apiErr) || apiErr.Status != 401 || apiErr.Codigo != "no_autenticado" || apiErr.TraceID != "t1" {
+		t.Fatalf("got %v, want *Error 401 no_autenticado", err)
+	}
+}
+
+// TestNewRejectsBadConfig: configuration errors come from New.
+func TestNewRejectsBadConfig(t *testing.T) {
+	for _, tt := range []struct {
+		url, id, secret string
+		opts            []client.Option
+	}{
+		{"ftp://x", "a", "b", nil},
+		{"coupond.example.com", "a", "b", nil},
+		{"http://x", "", "b", nil},
+		{"http://x", "a", "b", []client.Option{client.WithBudget(0)}},
+		{"http://x", "a", "b", []client.Option{client.WithRetries(0, time.Millisecond, time.Second)}},
+	} {
+		if c, err := client.New(tt.url, tt.id, tt.secret, tt.opts...); err == nil {
+			c.Close(context.Background())
+			t.Errorf("New(%q, %q, %q) accepted", tt.url, tt.id, tt.secret)
+		}
+	}
+}

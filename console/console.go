@@ -1,0 +1,420 @@
+// Package console is coupond's operator console: a small web application
+// served by "coupond serve" on its own listener (--console-addr), apart
+// from the API. It shows whether each tenant's loop is healthy (decisions,
+// confirmations, rewards, proof against baselines, errors, abuse steps,
+// jobs) and runs the operator's actions through the same code as
+// "coupond admin". Everything it serves is rendered on the server from
+// embedded templates: no script, no CDN, no font, works offline.
+//
+// Every route but the sign-in page needs a session (see auth.go); without
+// one the answer is 401 with a page that says how to sign in, and no data.
+// State-changing requests are POSTs carrying the session's CSRF token; each
+// action asks for confirmation and is written to the console's operator
+// audit log with the session that did it.
+package console
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	_ "embed"
+	"errors"
+	"fmt"
+	"html/template"
+	"io"
+	"math"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/coupond/coupond/batch"
+	"github.com/coupond/coupond/engine"
+	"github.com/coupond/coupond/server"
+	"github.com/coupond/coupond/store"
+)
+
+// Deps is what the console needs; cli builds it.
+type Deps struct {
+	Log      zerolog.Logger
+	DB       *store.DB
+	Engine   *engine.Engine
+	API      *server.Server // abuse states and quarantine
+	Batch    *batch.Runner
+	Webhooks *batch.Webhooks
+	// Now is the real clock.
+	Now func() time.Time
+	// Admin runs a "coupond admin" command line (args start with "admin")
+	// against the live services and writes its output to out: the console's
+	// actions are exactly the operator's commands.
+	Admin func(ctx context.Context, args []string, out io.Writer) error
+	// Warnings are a tenant's open warnings, as "admin tenant show" lists them.
+	Warnings func(t *store.Tenant) ([]string, error)
+	// Guard is the engine's baseline guard state of a tenant, when the
+	// engine has one (optional).
+	Guard func(tenant string) (GuardState, bool)
+	// Secure marks the session cookie Secure even when the request did not
+	// arrive over TLS (TLS terminated in front of the console).
+	Secure bool
+}
+
+// Console is the console's http.Handler.
+type Console struct {
+	log      zerolog.Logger
+	db       *store.DB
+	eng      *engine.Engine
+	api      *server.Server
+	batch    *batch.Runner
+	hooks    *batch.Webhooks
+	now      func() time.Time
+	admin    func(ctx context.Context, args []string, out io.Writer) error
+	warnings func(t *store.Tenant) ([]string, error)
+	guard    func(tenant string) (GuardState, bool)
+	secure   bool
+
+	mux    *http.ServeMux
+	proofs *proofCache
+	mu     sync.Mutex // serialises link redemption
+	seq    atomic.Uint64
+}
+
+// New builds the console.
+func New(d Deps) *Console {
+	c := &Console{
+		log: d.Log, db: d.DB, eng: d.Engine, api: d.API, batch: d.Batch, hooks: d.Webhooks, now: d.Now,
+		admin: d.Admin, warnings: d.Warnings, guard: d.Guard, secure: d.Secure,
+		mux: http.NewServeMux(), proofs: newProofCache(),
+	}
+	c.seq.Store(uint64(d.Now().UnixNano()))
+	c.routes()
+	return c
+}
+
+// Close waits for a background proof computation to end; call it before
+// closing the store.
+func (c *Console) Close() { c.proofs.close() }
+
+// cookieName is the session cookie.
+const cookieName = "coupond_console"
+
+// routes lists every console route.
+func (c *Console) routes() {
+	c.mux.HandleFunc("GET /login", c.handleSignInPage)
+	c.mux.HandleFunc("POST /login", c.handleSignIn)
+	c.mux.Handle("POST /logout", c.authed(c.handleSignOut))
+	c.mux.Handle("GET /{$}", c.authed(c.handleTenants))
+	c.mux.Handle("GET /t/{tenant}", c.authed(c.handleTenant))
+	c.mux.Handle("POST /t/{tenant}/action", c.authed(c.handleAction))
+	c.mux.Handle("POST /t/{tenant}/proof", c.authed(c.handleRecompute))
+	c.mux.Handle("/", c.authed(func(w http.ResponseWriter, r *http.Request, _ *Session) {
+		c.page(w, http.StatusNotFound, "message", msgPage{Title: "Not found", Text: "No such console page."})
+	}))
+}
+
+// ServeHTTP implements http.Handler.
+func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h := w.Header()
+	h.Set("Cache-Control", "no-store")
+	h.Set("Content-Security-Policy", csp)
+	h.Set("X-Frame-Options", "DENY")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Referrer-Policy", "no-referrer")
+	c.mux.ServeHTTP(w, r)
+}
+
+type authedHandler func(w http.ResponseWriter, r *http.Request, s *Session)
+
+// authed answers 401 with the sign-in instructions unless the request
+// carries a live session; POSTs must also carry its CSRF token (403).
+func (c *Console) authed(h authedHandler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var tok string
+		if ck, err := r.Cookie(cookieName); err == nil {
+			tok = ck.Value
+		}
+		s, ok, err := lookupSession(c.db, tok, c.now())
+		if err != nil {
+			c.internal(w, err)
+			return
+		}
+		if !ok {
+			c.page(w, http.StatusUnauthorized, "signin", signInPage{})
+			return
+		}
+		if r.Method == http.MethodPost {
+			r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
+			if err := r.ParseForm(); err != nil || !s.checkCSRF(r.PostForm.Get("csrf")) {
+				c.page(w, http.StatusForbidden, "message", msgPage{Title: "Refused", Text: "The form's CSRF token is missing or wrong. Reload the page and try again.", CSRF: s.csrfToken()})
+				return
+			}
+		}
+		h(w, r, s)
+	})
+}
+
+func (c *Console) internal(w http.ResponseWriter, err error) {
+	c.log.Error().Err(err).Msg("console")
+	c.page(w, http.StatusInternalServerError, "message", msgPage{Title: "Internal error", Text: "The console could not read the store; see the server log."})
+}
+
+type signInPage struct {
+	Token string
+	Error string
+}
+
+type msgPage struct {
+	Title, Text string
+	Output      string
+	Back        string
+	CSRF        string
+}
+
+func (c *Console) handleSignInPage(w http.ResponseWriter, r *http.Request) {
+	tok := r.URL.Query().Get("t")
+	if len(tok) > 128 {
+		tok = ""
+	}
+	c.page(w, http.StatusOK, "signin", signInPage{Token: tok})
+}
+
+// handleSignIn trades a one-time link token for a session cookie.
+func (c *Console) handleSignIn(w http.ResponseWriter, r *http.Request) {
+	r.Body = http.MaxBytesReader(w, r.Body, 4<<10)
+	if err := r.ParseForm(); err != nil {
+		c.page(w, http.StatusBadRequest, "signin", signInPage{Error: "Bad form."})
+		return
+	}
+	c.mu.Lock()
+	s, err := redeem(c.db, r.PostForm.Get("t"), c.now())
+	c.mu.Unlock()
+	if errors.Is(err, ErrBadLink) {
+		c.page(w, http.StatusUnauthorized, "signin", signInPage{Error: "This sign-in link is unknown, already used or expired (links last 10 minutes and work once)."})
+		return
+	}
+	if err != nil {
+		c.internal(w, err)
+		return
+	}
+	c.log.Info().Str("session", s.ID).Msg("console sign-in")
+	http.SetCookie(w, &http.Cookie{
+		Name: cookieName, Value: s.token, Path: "/", MaxAge: int(SessionTTL.Seconds()),
+		HttpOnly: true, Secure: c.secure || r.TLS != nil, SameSite: http.SameSiteStrictMode,
+	})
+	http.Redirect(w, r, "/", http.StatusSeeOther)
+}
+
+func (c *Console) handleSignOut(w http.ResponseWriter, r *http.Request, s *Session) {
+	if err := endSession(c.db, s.token); err != nil {
+		c.internal(w, err)
+		return
+	}
+	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: "", Path: "/", MaxAge: -1, HttpOnly: true, Secure: c.secure || r.TLS != nil, SameSite: http.SameSiteStrictMode})
+	c.page(w, http.StatusOK, "message", msgPage{Title: "Signed out", Text: "The session is closed."})
+}
+
+type tenantsPage struct {
+	CSRF string
+	Now  time.Time
+	Rows []tenantRow
+}
+
+func (c *Console) handleTenants(w http.ResponseWriter, _ *http.Request, s *Session) {
+	p := tenantsPage{CSRF: s.csrfToken(), Now: c.now().UTC(), Rows: []tenantRow{}}
+	for _, t := range c.db.Tenants() {
+		h, err := c.loadHours(t)
+		if err != nil {
+			c.internal(w, err)
+			return
+		}
+		row, err := c.tenantRow(t, h)
+		if err != nil {
+			c.internal(w, err)
+			return
+		}
+		p.Rows = append(p.Rows, row)
+	}
+	c.page(w, http.StatusOK, "tenants", p)
+}
+
+type tenantPage struct {
+	CSRF   string
+	Tenant *store.Tenant
+	Row    tenantRow
+	Now    time.Time
+	Loop   loopView
+	Proof  proofView
+	Health healthView
+	Audit  []AuditEntry
+}
+
+func (c *Console) handleTenant(w http.ResponseWriter, r *http.Request, s *Session) {
+	t, ok := c.db.Tenant(r.PathValue("tenant"))
+	if !ok {
+		c.page(w, http.StatusNotFound, "message", msgPage{Title: "Not found", Text: "No such tenant.", Back: "/"})
+		return
+	}
+	p := tenantPage{CSRF: s.csrfToken(), Tenant: t}
+	h, err := c.loadHours(t)
+	if err == nil {
+		p.Now = h.now
+		p.Row, err = c.tenantRow(t, h)
+	}
+	if err == nil {
+		p.Loop, err = c.loopView(t, h)
+	}
+	if err == nil {
+		p.Health, err = c.healthView(t, h)
+	}
+	if err == nil {
+		p.Audit, err = Audit(c.db, t.ID, 10)
+	}
+	if err != nil {
+		c.internal(w, err)
+		return
+	}
+	p.Proof = c.proofView(t.ID, t.Settings.Shadow)
+	c.page(w, http.StatusOK, "tenant", p)
+}
+
+func (c *Console) handleRecompute(w http.ResponseWriter, r *http.Request, _ *Session) {
+	t, ok := c.db.Tenant(r.PathValue("tenant"))
+	if !ok {
+		c.page(w, http.StatusNotFound, "message", msgPage{Title: "Not found", Text: "No such tenant.", Back: "/"})
+		return
+	}
+	c.proof(t.ID, true)
+	http.Redirect(w, r, "/t/"+t.ID+"#proof", http.StatusSeeOther)
+}
+
+// action is one operator action of the tenant page and the admin command
+// line that performs it.
+type action struct {
+	label string
+	args  func(tenant, client string) []string
+}
+
+var actions = map[string]action{
+	"pause":      {"Pause the tenant (every API call answers 503 inquilino_pausado)", func(t, _ string) []string { return []string{"admin", "tenant", "set", t, "--paused", "true"} }},
+	"resume":     {"Resume the tenant", func(t, _ string) []string { return []string{"admin", "tenant", "set", t, "--paused", "false"} }},
+	"shadow-on":  {"Switch shadow mode on", func(t, _ string) []string { return []string{"admin", "tenant", "set", t, "--shadow", "on"} }},
+	"shadow-off": {"Switch shadow mode off (the caller must then execute the engine's decisions)", func(t, _ string) []string { return []string{"admin", "tenant", "set", t, "--shadow", "off"} }},
+	"abuse-clear": {"Clear the credential's abuse steps (lifts brake, quarantine and suspension)", func(_, cl string) []string {
+		return []string{"admin", "abuse", "clear", cl}
+	}},
+	"abuse-release": {"Apply the tenant's quarantined events", func(t, _ string) []string { return []string{"admin", "abuse", "release", "--tenant", t} }},
+}
+
+type confirmPage struct {
+	CSRF, Tenant, Action, Client, Label string
+	Command                             string
+}
+
+// handleAction asks for confirmation, then runs the action's admin command
+// and records it in the audit log.
+func (c *Console) handleAction(w http.ResponseWriter, r *http.Request, s *Session) {
+	t, ok := c.db.Tenant(r.PathValue("tenant"))
+	if !ok {
+		c.page(w, http.StatusNotFound, "message", msgPage{Title: "Not found", Text: "No such tenant.", Back: "/"})
+		return
+	}
+	name, client := r.PostForm.Get("action"), r.PostForm.Get("client")
+	a, ok := actions[name]
+	if !ok || !store.ValidTenantID(t.ID) {
+		c.page(w, http.StatusBadRequest, "message", msgPage{Title: "Refused", Text: "Unknown action.", Back: "/t/" + t.ID})
+		return
+	}
+	if name == "abuse-clear" && !c.escalated(t.ID, client) {
+		c.page(w, http.StatusBadRequest, "message", msgPage{Title: "Refused", Text: "That credential of this tenant has no abuse steps to clear.", Back: "/t/" + t.ID})
+		return
+	}
+	args := a.args(t.ID, client)
+	if r.PostForm.Get("confirm") != "yes" {
+		c.page(w, http.StatusOK, "confirm", confirmPage{CSRF: s.csrfToken(), Tenant: t.ID, Action: name, Client: client, Label: a.label, Command: "coupond " + strings.Join(args, " ")})
+		return
+	}
+	entry := AuditEntry{At: c.now().UTC(), Session: s.ID, Tenant: t.ID, Action: name, Command: args, Outcome: "started"}
+	seq := c.seq.Add(1)
+	if err := appendAudit(c.db, entry, seq); err != nil {
+		c.internal(w, err)
+		return
+	}
+	var out bytes.Buffer
+	err := c.admin(r.Context(), args, &out)
+	entry.Outcome = "ok"
+	if err != nil {
+		entry.Outcome = "error: " + err.Error()
+	}
+	if aerr := appendAudit(c.db, entry, seq); aerr != nil {
+		c.log.Error().Err(aerr).Msg("console audit")
+	}
+	c.log.Info().Str("session", s.ID).Str("tenant", t.ID).Str("action", name).Str("outcome", entry.Outcome).Msg("console action")
+	status, title := http.StatusOK, "Done"
+	if err != nil {
+		status, title = http.StatusConflict, "The command failed"
+	}
+	c.page(w, status, "message", msgPage{Title: title, Text: a.label + ": " + entry.Outcome, Output: out.String(), Back: "/t/" + t.ID, CSRF: s.csrfToken()})
+}
+
+// escalated reports whether client is a credential of tenant with recorded
+// abuse steps.
+func (c *Console) escalated(tenant, client string) bool {
+	for _, st := range c.api.AbuseStates(tenant) {
+		if st.ClientID == client && st.Level > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// actionButton is the data of an action's button.
+type actionButton struct{ T, CSRF, Action, Label string }
+
+//go:embed page.html
+var pageHTML string
+
+//go:embed console.css
+var consoleCSS string
+
+// csp allows nothing but the page's own embedded style sheet (by its hash)
+// and forms posted to the console itself.
+var csp = func() string {
+	sum := sha256.Sum256([]byte(consoleCSS))
+	return "default-src 'none'; style-src 'sha256-" + base64.StdEncoding.EncodeToString(sum[:]) + "'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+}()
+
+var pages = template.Must(template.New("").Funcs(template.FuncMap{
+	"css":  func() template.CSS { return template.CSS(consoleCSS) },
+	"when": func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05Z") },
+	"whenp": func(t *time.Time) string {
+		if t == nil {
+			return "–"
+		}
+		return t.UTC().Format("2006-01-02 15:04:05Z")
+	},
+	"mxn": func(v float64) string {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return "n/a"
+		}
+		return fmt.Sprintf("%.2f", v)
+	},
+	"pct":  func(v float64) string { return fmt.Sprintf("%.1f %%", 100*v) },
+	"args": func(t, csrf, action, label string) actionButton { return actionButton{t, csrf, action, label} },
+	"join": strings.Join,
+}).Parse(pageHTML))
+
+// page renders a named template inside the layout.
+func (c *Console) page(w http.ResponseWriter, status int, name string, data any) {
+	var buf bytes.Buffer
+	if err := pages.ExecuteTemplate(&buf, name, data); err != nil {
+		c.log.Error().Err(err).Str("page", name).Msg("console template")
+		http.Error(w, "console template error", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(status)
+	w.Write(buf.Bytes())
+}

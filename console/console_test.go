@@ -1,0 +1,376 @@
+package console
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"net/url"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/google/go-cmp/cmp"
+	"github.com/rs/zerolog"
+
+	"github.com/coupond/coupond/batch"
+	"github.com/coupond/coupond/engine"
+	"github.com/coupond/coupond/server"
+	"github.com/coupond/coupond/store"
+)
+
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
+func (c *clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+// harness is the console and the API over one in-memory store, each on its
+// own test listener.
+type harness struct {
+	t       testing.TB
+	db      *store.DB
+	clock   *clock
+	eng     *engine.Engine
+	api     *httptest.Server
+	con     *httptest.Server
+	mu      sync.Mutex
+	ran     [][]string // admin command lines run by actions
+	console *Console
+}
+
+func newHarness(t testing.TB) *harness {
+	t.Helper()
+	db, err := store.Open("db", vfs.NewMem())
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &harness{t: t, db: db, clock: &clock{now: time.Date(2026, 11, 2, 12, 0, 0, 0, time.UTC)}}
+	sec := store.TestSecrets()
+	log := zerolog.Nop()
+	h.eng = engine.New(engine.Config{DB: db, Secrets: sec, Log: log, Now: h.clock.Now, Seed: 1})
+	signer, _ := batch.NewURLSigner(sec.URL, "http://127.0.0.1")
+	hooks := batch.NewWebhooks(db, batch.NewDeliverer(batch.DelivererConfig{}), log, h.clock.Now, 1)
+	runner := batch.NewRunner(batch.RunnerConfig{DB: db, Engine: h.eng, Log: log, Dir: filepath.Join(t.TempDir(), "r"), Now: h.clock.Now, Signer: signer, Webhooks: hooks})
+	api := server.New(server.Deps{Log: log, DB: db, Secrets: sec, Now: h.clock.Now, Ready: func() bool { return true }, Engine: h.eng, Batch: runner, Webhooks: hooks})
+	h.console = New(Deps{Log: log, DB: db, Engine: h.eng, API: api, Batch: runner, Webhooks: hooks, Now: h.clock.Now,
+		Admin: func(_ context.Context, args []string, out io.Writer) error {
+			h.mu.Lock()
+			h.ran = append(h.ran, args)
+			h.mu.Unlock()
+			fmt.Fprintln(out, "ran", strings.Join(args, " "))
+			return nil
+		},
+		Warnings: func(*store.Tenant) ([]string, error) { return []string{"a warning"}, nil },
+	})
+	h.api, h.con = httptest.NewServer(api), httptest.NewServer(h.console)
+	if err := db.CreateTenant(&store.Tenant{ID: "acme", CreatedAt: h.clock.Now(), Settings: store.DefaultSettings()}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		h.api.Close()
+		h.con.Close()
+		h.console.Close()
+		db.Close()
+	})
+	return h
+}
+
+// client returns an HTTP client with a cookie jar that does not follow
+// redirects.
+func (h *harness) client() *http.Client {
+	jar, _ := cookiejar.New(nil)
+	return &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+}
+
+func (h *harness) link() string {
+	h.t.Helper()
+	tok, err := NewLink(h.db, h.clock.Now())
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return tok
+}
+
+// signIn redeems a link token and returns the answer's status.
+func (h *harness) signIn(c *http.Client, tok string) int {
+	h.t.Helper()
+	resp, err := c.PostForm(h.con.URL+"/login", url.Values{"t": {tok}})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+func get(t *testing.T, c *http.Client, u string) (int, string) {
+	t.Helper()
+	resp, err := c.Get(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func post(t *testing.T, c *http.Client, u string, form url.Values) (int, string) {
+	t.Helper()
+	resp, err := c.PostForm(u, form)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+var csrfRE = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
+
+func TestNoSessionNoData(t *testing.T) {
+	h := newHarness(t)
+	c := h.client()
+	for _, rt := range []struct{ method, path string }{
+		{"GET", "/"}, {"GET", "/t/acme"}, {"GET", "/t/nope"}, {"POST", "/t/acme/action"}, {"POST", "/t/acme/proof"},
+		{"POST", "/logout"}, {"GET", "/anything"}, {"GET", "/v1/openapi.json"}, {"PUT", "/login"},
+	} {
+		t.Run(rt.method+rt.path, func(t *testing.T) {
+			var st int
+			var body string
+			if rt.method == "GET" {
+				st, body = get(t, c, h.con.URL+rt.path)
+			} else {
+				req, _ := http.NewRequest(rt.method, h.con.URL+rt.path, strings.NewReader("action=pause&confirm=yes"))
+				req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+				resp, err := c.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				st, body = resp.StatusCode, string(b)
+			}
+			if st != http.StatusUnauthorized {
+				t.Errorf("status %d, want 401", st)
+			}
+			if !strings.Contains(body, "coupond admin console login") || strings.Contains(body, "acme") {
+				t.Errorf("body does not just say how to sign in:\n%s", body)
+			}
+		})
+	}
+	if len(h.ran) != 0 {
+		t.Errorf("actions ran without a session: %v", h.ran)
+	}
+}
+
+func TestLinkOnceAndExpiry(t *testing.T) {
+	h := newHarness(t)
+	tok := h.link()
+	if st := h.signIn(h.client(), tok); st != http.StatusSeeOther {
+		t.Fatalf("first use: status %d, want 303", st)
+	}
+	if st := h.signIn(h.client(), tok); st != http.StatusUnauthorized {
+		t.Errorf("reused link: status %d, want 401", st)
+	}
+	old := h.link()
+	h.clock.Advance(LinkTTL)
+	if st := h.signIn(h.client(), old); st != http.StatusUnauthorized {
+		t.Errorf("expired link: status %d, want 401", st)
+	}
+	if st := h.signIn(h.client(), "made-up"); st != http.StatusUnauthorized {
+		t.Errorf("invented link: status %d, want 401", st)
+	}
+}
+
+func TestSessionCookieAndLifetime(t *testing.T) {
+	h := newHarness(t)
+	c := h.client()
+	resp, err := c.PostForm(h.con.URL+"/login", url.Values{"t": {h.link()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	ck := resp.Cookies()
+	if len(ck) != 1 || !ck[0].HttpOnly || ck[0].SameSite != http.SameSiteStrictMode || ck[0].MaxAge != int(SessionTTL.Seconds()) {
+		t.Fatalf("cookie %+v: want one HttpOnly SameSite=Strict cookie of 12 h", ck)
+	}
+	if st, body := get(t, c, h.con.URL+"/"); st != 200 || !strings.Contains(body, `data-tenant="acme"`) {
+		t.Fatalf("tenants page: %d\n%s", st, body)
+	}
+	h.clock.Advance(SessionTTL)
+	if st, _ := get(t, c, h.con.URL+"/"); st != http.StatusUnauthorized {
+		t.Errorf("after 12 h: status %d, want 401", st)
+	}
+	c2 := h.client()
+	h.signIn(c2, h.link())
+	if n, err := RevokeAll(h.db); err != nil || n != 2 {
+		t.Fatalf("RevokeAll = %d, %v; want 2 sessions (one expired)", n, err)
+	}
+	if st, _ := get(t, c2, h.con.URL+"/"); st != http.StatusUnauthorized {
+		t.Errorf("after logout --all: status %d, want 401", st)
+	}
+}
+
+func TestPostNeedsCSRFAndConfirmation(t *testing.T) {
+	h := newHarness(t)
+	c := h.client()
+	h.signIn(c, h.link())
+	_, page := get(t, c, h.con.URL+"/t/acme")
+	m := csrfRE.FindStringSubmatch(page)
+	if m == nil {
+		t.Fatalf("no csrf token on the tenant page:\n%s", page)
+	}
+	csrf := m[1]
+	for _, bad := range []string{"", "x" + csrf[1:], csrf + "x"} {
+		if st, _ := post(t, c, h.con.URL+"/t/acme/action", url.Values{"action": {"pause"}, "confirm": {"yes"}, "csrf": {bad}}); st != http.StatusForbidden {
+			t.Errorf("csrf %q: status %d, want 403", bad, st)
+		}
+	}
+	if st, body := post(t, c, h.con.URL+"/t/acme/action", url.Values{"action": {"pause"}, "csrf": {csrf}}); st != 200 || !strings.Contains(body, "coupond admin tenant set acme --paused true") {
+		t.Fatalf("confirm step: %d\n%s", st, body)
+	}
+	if len(h.ran) != 0 {
+		t.Fatalf("ran before confirmation: %v", h.ran)
+	}
+	if st, body := post(t, c, h.con.URL+"/t/acme/action", url.Values{"action": {"pause"}, "csrf": {csrf}, "confirm": {"yes"}}); st != 200 {
+		t.Fatalf("confirmed action: %d\n%s", st, body)
+	}
+	if diff := cmp.Diff([][]string{{"admin", "tenant", "set", "acme", "--paused", "true"}}, h.ran); diff != "" {
+		t.Errorf("commands run (-want +got):\n%s", diff)
+	}
+	audit, err := Audit(h.db, "acme", 10)
+	if err != nil || len(audit) != 1 || audit[0].Outcome != "ok" || audit[0].Action != "pause" || len(audit[0].Session) != 12 {
+		t.Errorf("audit = %+v, %v; want one ok pause entry with the session id", audit, err)
+	}
+	if st, _ := post(t, c, h.con.URL+"/t/acme/action", url.Values{"action": {"abuse-clear"}, "client": {"ci_other"}, "csrf": {csrf}, "confirm": {"yes"}}); st != http.StatusBadRequest {
+		t.Errorf("clearing a credential without steps: status %d, want 400", st)
+	}
+	if st, _ := post(t, c, h.con.URL+"/t/acme/action", url.Values{"action": {"rm -rf"}, "csrf": {csrf}, "confirm": {"yes"}}); st != http.StatusBadRequest {
+		t.Errorf("unknown action: status %d, want 400", st)
+	}
+}
+
+func TestListenersAreSeparate(t *testing.T) {
+	h := newHarness(t)
+	c := h.client()
+	h.signIn(c, h.link())
+	for _, p := range []string{"/v1/openapi.json", "/healthz", "/metrics", "/v1/token"} {
+		if st, body := get(t, c, h.con.URL+p); st != http.StatusNotFound || strings.Contains(body, "openapi") || strings.Contains(body, "coupond_http") {
+			t.Errorf("console answered API route %s: %d", p, st)
+		}
+	}
+	for _, p := range []string{"/", "/login", "/t/acme", "/login?t=x"} {
+		st, body := get(t, http.DefaultClient, h.api.URL+p)
+		if st != http.StatusNotFound || !strings.Contains(body, "no_encontrado") {
+			t.Errorf("API answered console route %s: %d %s", p, st, body)
+		}
+	}
+	if st, _ := post(t, http.DefaultClient, h.api.URL+"/login", url.Values{"t": {h.link()}}); st != http.StatusNotFound {
+		t.Errorf("API answered POST /login: %d", st)
+	}
+}
+
+func TestCountersFeedThePages(t *testing.T) {
+	h := newHarness(t)
+	cnt := h.eng.Counters()
+	now := h.clock.Now()
+	cnt.Add("acme", now.Add(-2*time.Hour), engine.CountDecisions, 100)
+	cnt.Add("acme", now.Add(-2*time.Hour), engine.CountConfirmed, 90)
+	cnt.Add("acme", now, engine.CountErrorPfx+"limite_excedido", 3)
+	if err := cnt.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	cnt.Add("acme", now, engine.CountDecisions, 10) // pending, not flushed
+	c := h.client()
+	h.signIn(c, h.link())
+	_, list := get(t, c, h.con.URL+"/")
+	if !strings.Contains(list, `class="row-red"`) || !strings.Contains(list, "81.8 %") {
+		t.Errorf("tenants page: want acme red at 90/110 = 81.8 %%:\n%s", list)
+	}
+	_, page := get(t, c, h.con.URL+"/t/acme")
+	for _, want := range []string{"81.8 %", `id="ratelimited">3<`, "<svg", "<title>", "a warning"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("tenant page lacks %q", want)
+		}
+	}
+}
+
+// BenchmarkTenantPage times the tenant page of a tenant whose counters hold
+// 10 million decisions over the 8 days the page reads: the page reads the
+// hourly records, never the decisions, so its cost does not grow with them.
+func BenchmarkTenantPage(b *testing.B) {
+	h := newHarness(b)
+	now := h.clock.Now()
+	cnt := h.eng.Counters()
+	for i := range historyHours {
+		at := now.Add(-time.Duration(i) * time.Hour)
+		cnt.Add("acme", at, engine.CountDecisions, 10_000_000/historyHours)
+		cnt.Add("acme", at, engine.CountConfirmed, 9_700_000/historyHours)
+		cnt.Add("acme", at, engine.CountExplored, 500_000/historyHours)
+		cnt.Add("acme", at, engine.CountEvents, 40_000_000/historyHours)
+		for _, code := range []string{"422", "limite_excedido", "no_encontrado", "no_autenticado"} {
+			cnt.Add("acme", at, engine.CountErrorPfx+code, 100)
+		}
+	}
+	if err := cnt.Flush(); err != nil {
+		b.Fatal(err)
+	}
+	tok, _ := NewLink(h.db, now)
+	c := h.client()
+	if st := h.signIn(c, tok); st != http.StatusSeeOther {
+		b.Fatal("sign in", st)
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		resp, err := c.Get(h.con.URL + "/t/acme")
+		if err != nil || resp.StatusCode != 200 {
+			b.Fatal(err, resp.StatusCode)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+}
+
+// TestProofInBackground: the proof is computed off the page view, then
+// shown with the shadow report's go-live verdict for a shadow tenant.
+func TestProofInBackground(t *testing.T) {
+	h := newHarness(t)
+	s := store.DefaultSettings()
+	s.Shadow = true
+	if err := h.db.CreateTenant(&store.Tenant{ID: "sombra", CreatedAt: h.clock.Now(), Settings: s}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.eng.Decide("sombra", engine.Request{ClienteRef: "cliente0001", Canal: "push"}); err != nil {
+		t.Fatal(err)
+	}
+	c := h.client()
+	h.signIn(c, h.link())
+	_, first := get(t, c, h.con.URL+"/t/sombra")
+	if !strings.Contains(first, "Computing the evaluation in the background") {
+		t.Errorf("first view does not say the proof is being computed")
+	}
+	var page string
+	for range 100 {
+		if _, page = get(t, c, h.con.URL+"/t/sombra"); strings.Contains(page, `id="golive"`) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for _, want := range []string{`id="golive">not ready to leave shadow mode`, "only 0.0% of decisions confirmed", `id="verdict">not enough closed decisions`, "Shadow report"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("proof section lacks %q", want)
+		}
+	}
+}

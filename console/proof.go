@@ -1,0 +1,194 @@
+package console
+
+import (
+	"fmt"
+	"html/template"
+	"math"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/coupond/coupond/engine"
+)
+
+// The proof section shows what "admin evaluate" and "admin shadow report"
+// compute. Both scan the tenant's decision log, so the console never runs
+// them in a page view: it shows the last result with its time and, when
+// that is older than ProofTTL (or missing, or the operator asks), refreshes
+// it in the background, one computation at a time for the whole console.
+const ProofTTL = 10 * time.Minute
+
+// GuardState is the baseline guard's state of a tenant, when the engine has
+// one (Deps.Guard).
+type GuardState struct {
+	State  string // e.g. "armed", "tripped", "off"
+	Detail string
+	Alert  bool
+}
+
+type proofResult struct {
+	At      time.Time
+	Took    time.Duration
+	Eval    *engine.Evaluation
+	Shadow  *engine.ShadowReport
+	Err     string
+	Running bool
+}
+
+type proofCache struct {
+	mu   sync.Mutex
+	m    map[string]*proofResult
+	sem  chan struct{}
+	wg   sync.WaitGroup
+	stop chan struct{}
+}
+
+func newProofCache() *proofCache {
+	return &proofCache{m: map[string]*proofResult{}, sem: make(chan struct{}, 1), stop: make(chan struct{})}
+}
+
+// get returns a copy of the tenant's cached proof and starts a refresh
+// when it is stale (or force is set) and none runs.
+func (c *Console) proof(tenant string, force bool) proofResult {
+	pc := c.proofs
+	pc.mu.Lock()
+	defer pc.mu.Unlock()
+	r := pc.m[tenant]
+	if r == nil {
+		r = &proofResult{}
+		pc.m[tenant] = r
+	}
+	stale := r.At.IsZero() || c.now().Sub(r.At) > ProofTTL || force
+	select {
+	case <-pc.stop:
+		stale = false
+	default:
+	}
+	if stale && !r.Running {
+		r.Running = true
+		pc.wg.Add(1)
+		go c.computeProof(tenant)
+	}
+	return *r
+}
+
+func (c *Console) computeProof(tenant string) {
+	pc := c.proofs
+	defer pc.wg.Done()
+	select {
+	case pc.sem <- struct{}{}:
+	case <-pc.stop:
+		pc.mu.Lock()
+		pc.m[tenant].Running = false
+		pc.mu.Unlock()
+		return
+	}
+	defer func() { <-pc.sem }()
+	start := c.now()
+	res := proofResult{}
+	ev, err := c.eng.Evaluate(tenant, engine.EvalOptions{Replicates: 100, Seed: 1}) // admin evaluate's defaults
+	if err == nil {
+		res.Eval = ev
+		res.Shadow, err = c.eng.Shadow(tenant)
+	}
+	if err != nil {
+		c.log.Error().Err(err).Str("tenant", tenant).Msg("console proof")
+		res.Err = "the evaluation failed; see the server log"
+	}
+	res.At, res.Took = c.now(), c.now().Sub(start).Round(time.Millisecond)
+	pc.mu.Lock()
+	*pc.m[tenant] = res
+	pc.mu.Unlock()
+}
+
+// close stops new computations and waits for a running one.
+func (pc *proofCache) close() {
+	pc.mu.Lock()
+	select {
+	case <-pc.stop:
+	default:
+		close(pc.stop)
+	}
+	pc.mu.Unlock()
+	pc.wg.Wait()
+}
+
+// proofView is the tenant page's proof section.
+type proofView struct {
+	proofResult
+	Age       string
+	Rows      []estimate
+	Plot      template.HTML
+	Verdict   string // the policy against never-send (admin evaluate)
+	VerdictOK bool
+	// GoLive is the shadow report's verdict, for a tenant in shadow mode or
+	// with shadow decisions.
+	GoLive   string
+	GoLiveOK bool
+	Reasons  []string
+	Guard    *GuardState
+}
+
+func (c *Console) proofView(tenant string, shadowOn bool) proofView {
+	r := c.proof(tenant, false)
+	v := proofView{proofResult: r}
+	if c.guard != nil {
+		if g, ok := c.guard(tenant); ok {
+			v.Guard = &g
+		}
+	}
+	if r.At.IsZero() {
+		return v
+	}
+	v.Age = c.now().Sub(r.At).Round(time.Second).String()
+	if r.Eval != nil {
+		v.Rows, v.Verdict, v.VerdictOK = evalRows(r.Eval)
+		v.Plot = intervalPlot("Estimated value per decision (DR, 95 % interval)", v.Rows)
+	}
+	if r.Shadow != nil && (shadowOn || r.Shadow.Decisions > 0) {
+		v.GoLive, v.GoLiveOK, v.Reasons = r.Shadow.Verdict, r.Shadow.Ready, r.Shadow.Reasons
+	}
+	return v
+}
+
+// evalRows picks the current policy, never-send, the best single action
+// and the logged behaviour and control group from an evaluation, and says
+// whether the policy's interval lies above never-send's estimate.
+func evalRows(ev *engine.Evaluation) ([]estimate, string, bool) {
+	var cur, never, best *engine.PolicyValue
+	for i := range ev.Policies {
+		p := &ev.Policies[i]
+		switch {
+		case p.Policy == "current_policy":
+			cur = p
+		case p.Policy == "never_send":
+			never = p
+		case strings.HasPrefix(p.Policy, "always_") && !math.IsNaN(p.DR.Value):
+			if best == nil || p.DR.Value > best.DR.Value {
+				best = p
+			}
+		}
+	}
+	var out []estimate
+	add := func(name string, p *engine.PolicyValue, main bool) {
+		if p != nil {
+			out = append(out, estimate{Name: name, Value: p.DR.Value, Lo: p.DR.Lo, Hi: p.DR.Hi, Highlight: main})
+		}
+	}
+	add("current policy", cur, true)
+	add("never send", never, false)
+	if best != nil {
+		add("best single: "+strings.TrimPrefix(best.Policy, "always_"), best, false)
+	}
+	out = append(out,
+		estimate{Name: "logged behaviour (measured)", Value: ev.Logged.Mean, Lo: ev.Logged.Lo, Hi: ev.Logged.Hi},
+		estimate{Name: "control group (measured)", Value: ev.Control.Mean, Lo: ev.Control.Lo, Hi: ev.Control.Hi})
+	switch {
+	case cur == nil || never == nil || math.IsNaN(cur.DR.Lo) || math.IsNaN(never.DR.Value):
+		return out, fmt.Sprintf("not enough closed decisions to compare (%d evaluated)", ev.Records), false
+	case cur.DR.Lo > never.DR.Value:
+		return out, fmt.Sprintf("the policy beats never-send: %.2f MXN [%.2f, %.2f] against %.2f MXN per decision", cur.DR.Value, cur.DR.Lo, cur.DR.Hi, never.DR.Value), true
+	default:
+		return out, fmt.Sprintf("no proven gain over never-send yet: %.2f MXN [%.2f, %.2f] against %.2f MXN per decision", cur.DR.Value, cur.DR.Lo, cur.DR.Hi, never.DR.Value), false
+	}
+}

@@ -1,0 +1,289 @@
+package engine
+
+// Quarantine of damaged records (contract §8). A stored record that does not
+// decode, whatever the cause (an older release's bug, a damaged disk), is
+// moved aside to the tenant's TableDamaged under store.DamagedKey of its own
+// key, with the decoding error and the time, and the reader that met it
+// goes on without it: the learner, exports, deletions, evaluations and
+// batch jobs skip it, count it and log it, never stop or loop on it.
+// Deletion still reaches it: a customer's deletion deletes the quarantined
+// copies of the keys it deletes, and any quarantined record whose bytes
+// name the customer. `coupond admin check` walks the store with the same
+// decoders (checkStored) and, with --repair, moves what fails.
+//
+// Stored form of a quarantine entry: the format byte damagedFormat, the
+// time as varint Unix nanoseconds, the error as a uvarint length and its
+// bytes, then the original value as it was.
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/coupond/coupond/policy"
+	"github.com/coupond/coupond/store"
+)
+
+// ErrDamaged reports a stored record that does not decode. Errors that wrap
+// it also wrap ErrNotFound: the record was moved to quarantine, and callers
+// that skip a missing record skip a damaged one the same way.
+var ErrDamaged = errors.New("engine: damaged record")
+
+const damagedFormat byte = 1
+
+// damagedErr is the error a loader returns for a damaged record.
+func damagedErr(what string, cause error) error {
+	return fmt.Errorf("%s: %w (%v; quarantined, %w)", what, ErrDamaged, cause, ErrNotFound)
+}
+
+// quarantine moves the damaged record at key (value v, which failed to
+// decode with cause) to the tenant's quarantine in one synced batch, logs
+// it and counts it. The reader that met it goes on whatever happens here:
+// an error (a full disk) is logged and returned for callers that report it.
+func (e *Engine) quarantine(tenant string, key, v []byte, cause error) error {
+	e.damagedSeen.Add(1)
+	ev := e.log.Warn().Str("tenant", tenant).Str("table", tableName(key, tenant)).Str("error", cause.Error())
+	qk := store.DamagedKey(tenant, key)
+	if qk == nil {
+		ev.Msg("damaged record outside the tenant's key space")
+		return nil
+	}
+	b := e.db.NewBatch()
+	defer b.Close()
+	b.Set(qk, encodeDamaged(e.now(), cause.Error(), v))
+	b.Delete(key)
+	if err := b.Commit(); err != nil {
+		ev.AnErr("quarantine_error", err).Msg("damaged record skipped; moving it to quarantine failed")
+		return err
+	}
+	ev.Msg("damaged record moved to quarantine")
+	return nil
+}
+
+func encodeDamaged(at time.Time, cause string, v []byte) []byte {
+	b := make([]byte, 0, 1+10+len(cause)+10+len(v))
+	b = append(b, damagedFormat)
+	b = binary.AppendVarint(b, at.UnixNano())
+	b = binAppendString(b, cause)
+	return append(b, v...)
+}
+
+// DamagedRecord is one quarantined (or, from Check, failing) record.
+type DamagedRecord struct {
+	Tenant string    `json:"tenant"`
+	Table  string    `json:"table"`
+	Key    string    `json:"key"` // the record's key after the tenant prefix, quoted
+	Error  string    `json:"error"`
+	At     time.Time `json:"at,omitzero"` // when it was quarantined
+	Bytes  int       `json:"bytes"`
+	// Quarantined is true once the record sits in quarantine.
+	Quarantined bool `json:"quarantined"`
+}
+
+func decodeDamaged(tenant string, qkey, v []byte) DamagedRecord {
+	orig := store.DamagedOriginal(tenant, qkey)
+	d := DamagedRecord{Tenant: tenant, Table: tableName(orig, tenant), Key: keyText(orig, tenant), Quarantined: true}
+	r := binReader{b: v}
+	if r.byte() != damagedFormat {
+		d.Error, d.Bytes = "quarantine entry of an unknown format", len(v)
+		return d
+	}
+	d.At = time.Unix(0, r.varint()).UTC()
+	d.Error = r.str()
+	d.Bytes = r.left()
+	return d
+}
+
+// Quarantined lists the tenant's quarantined records, oldest key first.
+func (e *Engine) Quarantined(tenant string) ([]DamagedRecord, error) {
+	out := []DamagedRecord{}
+	lo, hi := store.TableSpan(tenant, store.TableDamaged)
+	err := e.db.Scan(lo, hi, func(k, v []byte) error {
+		out = append(out, decodeDamaged(tenant, k, v))
+		return nil
+	})
+	return out, err
+}
+
+// QuarantinedRecords counts the records held in quarantine over all tenants
+// (the gauge coupond_quarantined_records): one bounded scan per tenant.
+func (e *Engine) QuarantinedRecords() (int, error) {
+	n := 0
+	for _, t := range e.db.Tenants() {
+		lo, hi := store.TableSpan(t.ID, store.TableDamaged)
+		if err := e.db.Scan(lo, hi, func(_, _ []byte) error { n++; return nil }); err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+// DamagedSeen counts the damaged records readers met since the engine
+// started (each is moved to quarantine on first sight, so a record counts
+// again only when moving it failed).
+func (e *Engine) DamagedSeen() int64 { return e.damagedSeen.Load() }
+
+// CheckStats is what Check found.
+type CheckStats struct {
+	Tenants     int             `json:"tenants"`
+	Records     int             `json:"records"`
+	Damaged     []DamagedRecord `json:"damaged"`     // records that fail to decode now
+	Quarantined []DamagedRecord `json:"quarantined"` // already in quarantine (before any repair)
+	Repaired    int             `json:"repaired"`    // damaged records moved to quarantine by this run
+}
+
+// Check decodes every record of tenant (every tenant when tenant is "")
+// with the decoders the readers use and reports the ones that fail; with
+// repair it moves them to quarantine. Records are read from a consistent
+// snapshot.
+func (e *Engine) Check(tenant string, repair bool) (*CheckStats, error) {
+	st := &CheckStats{Damaged: []DamagedRecord{}, Quarantined: []DamagedRecord{}}
+	var tenants []string
+	if tenant != "" {
+		if _, ok := e.db.Tenant(tenant); !ok {
+			return nil, fmt.Errorf("%w: %q", ErrNoTenant, tenant)
+		}
+		tenants = []string{tenant}
+	} else {
+		for _, t := range e.db.Tenants() {
+			tenants = append(tenants, t.ID)
+		}
+	}
+	snap := e.db.NewSnapshot()
+	defer snap.Close()
+	type bad struct{ key, val []byte }
+	for _, id := range tenants {
+		st.Tenants++
+		var found []bad
+		var causes []error
+		p := store.TenantPrefix(id)
+		err := snap.Scan(p, store.PrefixEnd(p), func(k, v []byte) error {
+			if len(k) <= len(p) {
+				return nil
+			}
+			if k[len(p)] == store.TableDamaged {
+				st.Quarantined = append(st.Quarantined, decodeDamaged(id, k, v))
+				return nil
+			}
+			st.Records++
+			if err := checkStored(id, k, v); err != nil {
+				st.Damaged = append(st.Damaged, DamagedRecord{Tenant: id, Table: tableName(k, id), Key: keyText(k, id), Error: err.Error(), Bytes: len(v)})
+				found = append(found, bad{bytes.Clone(k), bytes.Clone(v)})
+				causes = append(causes, err)
+			}
+			return nil
+		})
+		if err != nil {
+			return st, err
+		}
+		if !repair {
+			continue
+		}
+		for i, f := range found {
+			if err := e.quarantine(id, f.key, f.val, causes[i]); err != nil {
+				return st, fmt.Errorf("repair: %w", err)
+			}
+			st.Repaired++
+		}
+	}
+	return st, nil
+}
+
+// checkStored decodes the value v stored at key of tenant with the decoder
+// its table's readers use; nil when it decodes. Tables whose values are
+// empty or opaque counters are not checked.
+func checkStored(tenant string, key, v []byte) error {
+	p := len(store.TenantPrefix(tenant))
+	switch key[p] {
+	case store.TableEvent:
+		if len(v) < 32 {
+			return errors.New("event record: too short")
+		}
+		if _, ok := DecodeEvent(v[32:]); !ok {
+			return errors.New("event record: does not decode")
+		}
+	case store.TableCustomerEvent:
+		if _, ok := decodeEventSummary(v); !ok {
+			return errors.New("customer event summary: does not decode")
+		}
+	case store.TableFeatures:
+		if _, ok := DecodeFeatures(v); !ok {
+			return errors.New("features: do not decode")
+		}
+	case store.TableDecision:
+		var r DecisionRecord
+		return unmarshalRecord(v, &r)
+	case store.TableModel:
+		_, _, err := unmarshalModel(v, policy.DefaultConfig())
+		return err
+	case store.TableMeta:
+		if bytes.HasPrefix(key[p+1:], []byte("cust\x00")) {
+			var cs customerState
+			return unmarshalCustomerState(v, &cs)
+		}
+	case store.TableAttribution, store.TableIdempotency, store.TableCatalog, store.TableCampaign, store.TableBudget,
+		store.TableJob, store.TableJobClients, store.TableWebhook, store.TableWebhookQueue, store.TableDeletion,
+		store.TableDeletionQueue, store.TableAccessLog, store.TableQuality, store.TableAbuse, store.TableQuarantine:
+		if !json.Valid(v) {
+			return errors.New("JSON record: not valid JSON")
+		}
+	}
+	return nil
+}
+
+// tableNames names the tables in admin output and logs.
+var tableNames = map[byte]string{
+	store.TableEvent: "event", store.TableCustomerEvent: "customer_event", store.TableFeatures: "features",
+	store.TableDecision: "decision", store.TableCustomerDecide: "customer_decision", store.TableAttribution: "attribution",
+	store.TableIdempotency: "idempotency", store.TableCatalog: "catalog", store.TableCampaign: "campaign",
+	store.TableBudget: "budget", store.TableModel: "model", store.TableRewardQueue: "reward_queue", store.TableJob: "job",
+	store.TableJobClients: "job_clients", store.TableWebhook: "webhook", store.TableWebhookQueue: "webhook_queue",
+	store.TableDaily: "daily", store.TableDeletion: "deletion", store.TableDeletionQueue: "deletion_queue",
+	store.TableAccessLog: "access_log", store.TableQuality: "quality", store.TableAbuse: "abuse",
+	store.TableQuarantine: "event_quarantine", store.TableMeta: "meta",
+}
+
+func tableName(key []byte, tenant string) string {
+	p := len(store.TenantPrefix(tenant))
+	if len(key) <= p {
+		return "?"
+	}
+	if n, ok := tableNames[key[p]]; ok {
+		return n
+	}
+	return "table " + strconv.QuoteRune(rune(key[p]))
+}
+
+// keyText renders key after the tenant prefix for admin output.
+func keyText(key []byte, tenant string) string {
+	p := len(store.TenantPrefix(tenant))
+	if len(key) < p {
+		return strconv.Quote(string(key))
+	}
+	return strconv.Quote(string(key[p:]))
+}
+
+// customerDamaged returns the keys of tenant's quarantine entries that name
+// the customer ref: those whose original key or value holds ref, and those
+// whose original key is one of keys (the customer's records found through
+// its indexes). Quarantine is small, so this is a scan of it.
+func (e *Engine) customerDamaged(tenant, ref string, keys [][]byte) ([][]byte, error) {
+	want := make(map[string]bool, len(keys))
+	for _, k := range keys {
+		want[string(k)] = true
+	}
+	var out [][]byte
+	lo, hi := store.TableSpan(tenant, store.TableDamaged)
+	err := e.db.Scan(lo, hi, func(k, v []byte) error {
+		orig := store.DamagedOriginal(tenant, k)
+		if want[string(orig)] || bytes.Contains(orig, []byte(ref)) || bytes.Contains(v, []byte(ref)) {
+			out = append(out, bytes.Clone(k))
+		}
+		return nil
+	})
+	return out, err
+}

@@ -1,0 +1,211 @@
+package engine
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/coupond/coupond/store"
+)
+
+// plantBroken writes, by hand, records of ana in the shapes older releases
+// stored (issue 17): her decision confirmed with a ts_ejecucion of year 0,
+// and a CUPON_RECIBIDO event whose caducidad is in year 10000. Both are
+// encoded as the old code did and neither decodes. It returns the decision.
+func plantBroken(t *testing.T, e *Engine, db *store.DB, ana string) *DecisionRecord {
+	t.Helper()
+	d, err := e.Decide("acme", Request{ClienteRef: ana, Canal: "push"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nonce, _ := e.ids.parse("acme", d.DecisionID)
+	r, err := e.loadDecision("acme", nonce)
+	if err != nil {
+		t.Fatal(err)
+	}
+	year0 := time.Date(0, 1, 1, 0, 0, 0, 0, time.UTC)
+	r.Estado, r.TsEjecucion, r.ConfirmadaEn = EstadoEjecutada, &year0, &t0
+	ev := Event{ID: "cup-ev-1", ClienteRef: ana, TS: t0.Add(-time.Hour), Tipo: CuponRecibido, Clave: "T1",
+		CuponEmitidoID: "cup-ana-1", Caducidad: t0.Add(240 * time.Hour)}
+	if res, err := e.Ingest("acme", []IngestEvent{{Event: ev, Canonical: []byte(ev.ID)}}); err != nil || res.Aceptados != 1 {
+		t.Fatalf("ingest: %+v %v", res, err)
+	}
+	v, err := db.Get(eventKey("acme", ev.ID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev.Caducidad = time.Date(10000, 1, 1, 13, 0, 0, 0, time.UTC)
+	b := db.NewBatch()
+	defer b.Close()
+	b.Set(decisionKey("acme", nonce), marshalRecord(r))
+	b.Set(eventKey("acme", ev.ID), ev.AppendEncode(append([]byte(nil), v[:32]...)))
+	if err := b.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// TestCheckRepairThenReadersComplete: admin check's engine side reports the
+// two broken records, repair moves them to quarantine, and then the
+// tenant's learner, evaluation, the customer's export and deletion all
+// complete; the deletion erases the quarantined copies too.
+func TestCheckRepairThenReadersComplete(t *testing.T) {
+	e, db := newTestEngine(t, 2, nil)
+	const ana, beto = "ana-00000001", "beto-0000002"
+	ingestFor(t, e, ana, "a", 3)
+	ingestFor(t, e, beto, "b", 3)
+	plantBroken(t, e, db, ana)
+	if _, err := e.Decide("acme", Request{ClienteRef: beto, Canal: "push"}); err != nil {
+		t.Fatal(err)
+	}
+
+	st, err := e.Check("acme", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Damaged) != 2 || st.Repaired != 0 || len(st.Quarantined) != 0 {
+		t.Fatalf("check: %+v", st)
+	}
+	tables := map[string]bool{}
+	for _, d := range st.Damaged {
+		tables[d.Table] = true
+	}
+	if !tables["decision"] || !tables["event"] {
+		t.Errorf("check found %+v, want a decision and an event", st.Damaged)
+	}
+	if st, err = e.Check("", true); err != nil || st.Repaired != 2 {
+		t.Fatalf("check --repair: %+v %v", st, err)
+	}
+	if st, err = e.Check("acme", false); err != nil || len(st.Damaged) != 0 || len(st.Quarantined) != 2 {
+		t.Fatalf("check after repair: %+v %v", st, err)
+	}
+	if n, err := e.QuarantinedRecords(); err != nil || n != 2 {
+		t.Fatalf("QuarantinedRecords = %d, %v; want 2", n, err)
+	}
+
+	advance(t, db, 40*24*time.Hour)
+	ls, err := e.Learn("acme")
+	if err != nil || ls.Unconfirmed != 1 {
+		t.Fatalf("learner after repair: %+v %v (want beto's decision closed)", ls, err)
+	}
+	if _, err := e.Evaluate("acme", EvalOptions{Replicates: 10}); err != nil {
+		t.Fatalf("evaluate: %v", err)
+	}
+	if _, err := e.Shadow("acme"); err != nil {
+		t.Fatalf("shadow: %v", err)
+	}
+	x, err := e.Export("acme", ana, "ci", "trace")
+	if err != nil {
+		t.Fatalf("export: %v", err)
+	}
+	if len(x.Eventos) != 3 || len(x.Decisiones) != 0 || x.EnCuarentena != 2 {
+		t.Errorf("export: %d events, %d decisions, %d quarantined; want 3, 0, 2", len(x.Eventos), len(x.Decisiones), x.EnCuarentena)
+	}
+	if xb, err := e.Export("acme", beto, "ci", "trace"); err != nil || xb.EnCuarentena != 0 {
+		t.Errorf("beto's export: %v, quarantined %d", err, xb.EnCuarentena)
+	}
+	if _, err := e.RequestDeletion("acme", ana, "ci"); err != nil {
+		t.Fatal(err)
+	}
+	if ds, err := e.ProcessDeletions(context.Background(), DeletionHooks{}); err != nil || ds.Completed != 1 {
+		t.Fatalf("deletion: %+v %v", ds, err)
+	}
+	if holds(t, db, []byte(ana)) || holds(t, db, []byte("cup-ana-1")) {
+		t.Error("the store still names the deleted customer (quarantine included)")
+	}
+	if n, _ := e.QuarantinedRecords(); n != 0 {
+		t.Errorf("QuarantinedRecords after deletion = %d, want 0", n)
+	}
+}
+
+// TestReadersQuarantineOnTheirOwn: without any repair, the learner, export
+// and deletion meet the broken records, quarantine them, and complete.
+func TestReadersQuarantineOnTheirOwn(t *testing.T) {
+	e, db := newTestEngine(t, 2, nil)
+	const ana = "ana-00000001"
+	ingestFor(t, e, ana, "a", 2)
+	plantBroken(t, e, db, ana)
+
+	if _, err := e.Evaluate("acme", EvalOptions{Replicates: 10}); err != nil {
+		t.Fatalf("evaluate before the learner: %v", err)
+	}
+	advance(t, db, 40*24*time.Hour)
+	ls, err := e.Learn("acme")
+	if err != nil || ls.Damaged != 1 {
+		t.Fatalf("learner: %+v %v, want 1 damaged", ls, err)
+	}
+	if _, err := e.Learn("acme"); err != nil {
+		t.Fatalf("second learner pass: %v", err)
+	}
+	x, err := e.Export("acme", ana, "ci", "trace")
+	if err != nil || len(x.Eventos) != 2 || x.EnCuarentena != 2 {
+		t.Fatalf("export: %v %+v", err, x)
+	}
+	if e.DamagedSeen() != 2 {
+		t.Errorf("DamagedSeen = %d, want 2", e.DamagedSeen())
+	}
+	if _, err := e.RequestDeletion("acme", ana, "ci"); err != nil {
+		t.Fatal(err)
+	}
+	if ds, err := e.ProcessDeletions(context.Background(), DeletionHooks{}); err != nil || ds.Completed != 1 {
+		t.Fatalf("deletion: %+v %v", ds, err)
+	}
+	if holds(t, db, []byte(ana)) {
+		t.Error("the store still names the deleted customer")
+	}
+}
+
+// TestDeletionReachesDamagedInPlace: deletion meets the damaged records
+// where they were written (nobody quarantined them yet) and erases them.
+func TestDeletionReachesDamagedInPlace(t *testing.T) {
+	e, db := newTestEngine(t, 2, nil)
+	const ana = "ana-00000001"
+	plantBroken(t, e, db, ana)
+	if _, err := e.RequestDeletion("acme", ana, "ci"); err != nil {
+		t.Fatal(err)
+	}
+	if ds, err := e.ProcessDeletions(context.Background(), DeletionHooks{}); err != nil || ds.Completed != 1 {
+		t.Fatalf("deletion: %+v %v", ds, err)
+	}
+	if holds(t, db, []byte(ana)) || holds(t, db, []byte("cup-ana-1")) {
+		t.Error("the store still names the deleted customer")
+	}
+}
+
+// TestDecisionsSkipDamagedCustomerRecords: a customer whose features and
+// decision state do not decode is decided online and in a batch as one
+// without history; both records go to quarantine.
+func TestDecisionsSkipDamagedCustomerRecords(t *testing.T) {
+	e, db := newTestEngine(t, 2, nil)
+	const ana, beto = "ana-00000001", "beto-0000002"
+	ingestFor(t, e, ana, "a", 2)
+	b := db.NewBatch()
+	b.Set(featuresKey("acme", ana), []byte{0xff, 1, 2})
+	b.Set(customerStateKey("acme", ana), []byte{0xee})
+	b.Set(featuresKey("acme", beto), []byte("{not features"))
+	if err := b.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+	if _, err := e.Decide("acme", Request{ClienteRef: ana, Canal: "push"}); err != nil {
+		t.Fatalf("online decision: %v", err)
+	}
+	if _, err := e.PutCampaign("acme", Campaign{ID: "c1", Canal: "push", Descripcion: "x"}, t0); err != nil {
+		t.Fatal(err)
+	}
+	bd, err := e.NewBatchDecider("acme", "lote_1", "c1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bd.Close()
+	if _, err := bd.Decide(beto, false); err != nil {
+		t.Fatalf("batch decision: %v", err)
+	}
+	if err := bd.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	q, err := e.Quarantined("acme")
+	if err != nil || len(q) != 3 {
+		t.Fatalf("quarantine: %+v %v; want 3 records", q, err)
+	}
+}

@@ -1,0 +1,214 @@
+package server
+
+import (
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/coupond/coupond/batch"
+	"github.com/coupond/coupond/engine"
+)
+
+// business are the /metrics series of what the service does for the
+// retailer: decisions, learning, batch jobs, webhooks, abuse. Their labels
+// are low-cardinality (action ids of the catalogs, a handful of outcomes);
+// a "tenant" label is added to every one of them only when the operator
+// turns it on (serve --metrics-tenant-label), for installs with few
+// tenants.
+//
+// Adding a series is one entry: a counter in newBusiness and a call where
+// the event happens, or a tenantGauge in gauges (read at scrape time), or
+// for a process-wide value m.reg.MustRegister(prometheus.NewGaugeFunc(…)).
+type business struct {
+	tenantLabel bool
+
+	decisions   *prometheus.CounterVec // source, action, outcome
+	folded      *prometheus.CounterVec
+	notLearned  *prometheus.CounterVec // reason
+	batchJobs   *prometheus.CounterVec // estado
+	batchLines  *prometheus.CounterVec
+	webhooks    *prometheus.CounterVec // outcome
+	escalations *prometheus.CounterVec // step
+
+	gauges []tenantGauge
+}
+
+// tenantGauge is a per-tenant value read at scrape time. Without the tenant
+// label the tenants' values are summed, or their maximum taken with max.
+type tenantGauge struct {
+	name, help string
+	max        bool
+	read       func(tenant string) (float64, error)
+}
+
+// Decision outcomes (label outcome of coupond_decisions_total).
+const (
+	outcomeExplored  = "explored"  // drawn by exploration
+	outcomeExploited = "exploited" // the policy's best action
+	outcomeControl   = "control"   // control group
+	outcomeFallback  = "fallback"  // the engine's or the caller's fallback rule
+)
+
+func newBusiness(reg *prometheus.Registry, tenantLabel bool) *business {
+	b := &business{tenantLabel: tenantLabel}
+	counter := func(name, help string, labels ...string) *prometheus.CounterVec {
+		if tenantLabel {
+			labels = append([]string{"tenant"}, labels...)
+		}
+		v := prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
+		reg.MustRegister(v)
+		return v
+	}
+	b.decisions = counter("coupond_decisions_total",
+		"Decisions answered, by source (online, batch, respaldo: fallback records of the caller), action id and outcome (explored, exploited, control, fallback); an idempotent replay counts again.",
+		"source", "action", "outcome")
+	b.folded = counter("coupond_rewards_folded_total", "Final rewards the learner folded into a model.")
+	b.notLearned = counter("coupond_rewards_not_learned_total",
+		"Final rewards the learner closed without learning, by reason (unconfirmed, modified, control).", "reason")
+	b.batchJobs = counter("coupond_batch_jobs_total", "Batch jobs ended, by estado (completado, fallido).", "estado")
+	b.batchLines = counter("coupond_batch_lines_total", "Lines decided by batch jobs (one per customer).")
+	b.webhooks = counter("coupond_webhook_deliveries_total",
+		"Webhook delivery attempts by outcome: delivered (2xx), retry (failed, retried later), given_up (failed on the last attempt), dropped (no usable registration).",
+		"outcome")
+	b.escalations = counter("coupond_abuse_escalations_total",
+		"Abuse escalation steps taken, by step reached (aviso: warning, freno: brake, cuarentena: quarantine, suspension).", "step")
+	if !tenantLabel {
+		// Known label values start at 0, so that rate() and the alerts
+		// see a series before the first event.
+		b.folded.WithLabelValues()
+		b.batchLines.WithLabelValues()
+		for _, r := range []string{"unconfirmed", "modified", "control"} {
+			b.notLearned.WithLabelValues(r)
+		}
+		for _, e := range []string{batch.Completado, batch.Fallido} {
+			b.batchJobs.WithLabelValues(e)
+		}
+		for _, o := range []string{batch.WebhookDelivered, batch.WebhookRetry, batch.WebhookGivenUp, batch.WebhookDropped} {
+			b.webhooks.WithLabelValues(o)
+		}
+		for _, step := range levelNames[1:] {
+			b.escalations.WithLabelValues(step)
+		}
+	}
+	return b
+}
+
+// with returns the label values, the tenant first when the label is on.
+func (b *business) with(v *prometheus.CounterVec, tenant string, values ...string) prometheus.Counter {
+	if b.tenantLabel {
+		values = append([]string{tenant}, values...)
+	}
+	return v.WithLabelValues(values...)
+}
+
+// decision counts one decision answered from source.
+func (b *business) decision(tenant, source string, d *engine.Decision) {
+	outcome := outcomeExploited
+	switch {
+	case d.EnRespaldo:
+		outcome = outcomeFallback
+	case d.EnControl:
+		outcome = outcomeControl
+	case d.Explorado:
+		outcome = outcomeExplored
+	}
+	b.with(b.decisions, tenant, source, strconv.Itoa(d.Accion), outcome).Inc()
+}
+
+func (b *business) learned(tenant string, st engine.LearnStats) {
+	if st.Folded > 0 {
+		b.with(b.folded, tenant).Add(float64(st.Folded))
+	}
+	for reason, n := range map[string]int{"unconfirmed": st.Unconfirmed, "modified": st.Modified, "control": st.Control} {
+		if n > 0 {
+			b.with(b.notLearned, tenant, reason).Add(float64(n))
+		}
+	}
+}
+
+func (b *business) jobEnded(tenant, estado string, lines int) {
+	b.with(b.batchJobs, tenant, estado).Inc()
+	b.with(b.batchLines, tenant).Add(float64(lines))
+}
+
+// Collect reads every tenant gauge for tenants.
+func (b *business) collect(ch chan<- prometheus.Metric, tenants []string) {
+	for _, g := range b.gauges {
+		if b.tenantLabel {
+			desc := prometheus.NewDesc(g.name, g.help, []string{"tenant"}, nil)
+			for _, t := range tenants {
+				if v, err := g.read(t); err == nil {
+					ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, v, t)
+				}
+			}
+			continue
+		}
+		total := 0.0
+		for _, t := range tenants {
+			v, err := g.read(t)
+			switch {
+			case err != nil:
+			case g.max:
+				total = max(total, v)
+			default:
+				total += v
+			}
+		}
+		ch <- prometheus.MustNewConstMetric(prometheus.NewDesc(g.name, g.help, nil, nil), prometheus.GaugeValue, total)
+	}
+}
+
+// tenantCollector adapts business.collect to the registry.
+type tenantCollector struct {
+	b       *business
+	tenants func() []string
+}
+
+// Describe sends nothing: the collector is unchecked (its series depend on
+// the tenants present at scrape time).
+func (c tenantCollector) Describe(ch chan<- *prometheus.Desc) {}
+func (c tenantCollector) Collect(ch chan<- prometheus.Metric) { c.b.collect(ch, c.tenants()) }
+
+// backlogLimit bounds the learner backlog read per tenant and scrape.
+const backlogLimit = 100_000
+
+// watchTenants registers the gauges read at scrape time from the engine
+// and the abuse guard.
+func (s *Server) watchTenants() {
+	b := s.metrics.business
+	b.gauges = append(b.gauges,
+		tenantGauge{name: "coupond_learner_lag_seconds", max: true,
+			help: "How long the oldest final-but-unfolded reward has been due, by the tenant clock (0 when the learner keeps up); without the tenant label, the largest.",
+			read: func(t string) (float64, error) {
+				bl, err := s.Engine.Backlog(t, backlogLimit)
+				return bl.Lag.Seconds(), err
+			}},
+		tenantGauge{name: "coupond_learner_rewards_pending",
+			help: "Rewards whose window and grace have passed but that the learner has not made final yet (counted up to 100000 per tenant).",
+			read: func(t string) (float64, error) {
+				bl, err := s.Engine.Backlog(t, backlogLimit)
+				return float64(bl.Pending), err
+			}},
+		tenantGauge{name: "coupond_abuse_quarantined_requests",
+			help: "Event requests held in abuse quarantine, waiting for 'coupond admin abuse release'.",
+			read: func(t string) (float64, error) { return float64(s.QuarantineCount(t)), nil }},
+	)
+	s.metrics.reg.MustRegister(tenantCollector{b: b, tenants: func() []string {
+		var ids []string
+		for _, t := range s.DB.Tenants() {
+			ids = append(ids, t.ID)
+		}
+		return ids
+	}})
+}
+
+// Observers returns the callbacks through which the batch runner, the
+// webhook service and the learner report to /metrics; cli installs them.
+func (s *Server) Observers() (batch.Observer, func(tenant string, st engine.LearnStats)) {
+	b := s.metrics.business
+	return batch.Observer{
+		Decision:       func(tenant string, d *engine.Decision) { b.decision(tenant, "batch", d) },
+		JobEnded:       b.jobEnded,
+		WebhookAttempt: func(tenant, outcome string) { b.with(b.webhooks, tenant, outcome).Inc() },
+	}, b.learned
+}

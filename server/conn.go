@@ -1,0 +1,351 @@
+package server
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// HTTPConfig bounds what a client can hold of the server (contract section
+// 8). The zero value of a field means its default.
+type HTTPConfig struct {
+	// ReadHeaderTimeout: a request's headers must arrive within it (5 s).
+	ReadHeaderTimeout time.Duration
+	// ReadTimeout: a whole request, body included, must arrive within it
+	// from its first byte (30 s); then the connection is closed. It binds
+	// every client, authenticated or not.
+	ReadTimeout time.Duration
+	// IdleTimeout: an idle keep-alive connection is closed after it (120 s).
+	IdleTimeout time.Duration
+	// MaxConns caps the connections open at once (2048); past it the
+	// listener stops accepting until one closes, and new clients wait in the
+	// kernel's backlog.
+	MaxConns int
+}
+
+// Defaults of HTTPConfig.
+const (
+	DefaultReadHeaderTimeout = 5 * time.Second
+	DefaultReadTimeout       = 30 * time.Second
+	DefaultIdleTimeout       = 120 * time.Second
+	DefaultMaxConns          = 2048
+)
+
+func (c HTTPConfig) withDefaults() HTTPConfig {
+	if c.ReadHeaderTimeout <= 0 {
+		c.ReadHeaderTimeout = DefaultReadHeaderTimeout
+	}
+	if c.ReadTimeout <= 0 {
+		c.ReadTimeout = DefaultReadTimeout
+	}
+	if c.IdleTimeout <= 0 {
+		c.IdleTimeout = DefaultIdleTimeout
+	}
+	if c.MaxConns <= 0 {
+		c.MaxConns = DefaultMaxConns
+	}
+	return c
+}
+
+// HTTPServer returns the http.Server that serves s with the limits of cfg,
+// and ln wrapped to hold them: at most cfg.MaxConns open connections, and
+// each request's framing watched for Content-Length together with
+// Transfer-Encoding (net/http drops the Content-Length of such a request
+// and reads it as chunked; the contract wants it refused with 400).
+// Serve the returned server on the returned listener.
+func (s *Server) HTTPServer(ln net.Listener, cfg HTTPConfig) (*http.Server, net.Listener) {
+	cfg = cfg.withDefaults()
+	srv := &http.Server{
+		Handler:           s,
+		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
+		ReadTimeout:       cfg.ReadTimeout,
+		IdleTimeout:       cfg.IdleTimeout,
+		// "OPTIONS *" goes to the router (404 no_encontrado) like any other
+		// OPTIONS, rather than net/http's 200; it also keeps every request
+		// passing through the pipeline, which smuggled counts on.
+		DisableGeneralOptionsHandler: true,
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+			if fc, ok := c.(*framingConn); ok {
+				return context.WithValue(ctx, connInfoKey{}, &fc.info)
+			}
+			return ctx
+		},
+	}
+	return srv, &limitListener{Listener: ln, sem: make(chan struct{}, cfg.MaxConns), done: make(chan struct{})}
+}
+
+// limitListener accepts at most cap(sem) connections open at once (as
+// golang.org/x/net/netutil.LimitListener) and wraps each in a framingConn.
+type limitListener struct {
+	net.Listener
+	sem       chan struct{}
+	closeOnce sync.Once
+	done      chan struct{}
+}
+
+func (l *limitListener) Accept() (net.Conn, error) {
+	select {
+	case l.sem <- struct{}{}:
+	case <-l.done:
+		return nil, net.ErrClosed
+	}
+	c, err := l.Listener.Accept()
+	if err != nil {
+		<-l.sem
+		return nil, err
+	}
+	fc := &framingConn{Conn: c, release: func() { <-l.sem }}
+	fc.info.bad.Store(-1)
+	return fc, nil
+}
+
+func (l *limitListener) Close() error {
+	err := l.Listener.Close()
+	l.closeOnce.Do(func() { close(l.done) })
+	return err
+}
+
+// connInfo is what the request pipeline learns about its connection: the
+// index of the first request whose head carried both Content-Length and
+// Transfer-Encoding (-1: none), and how many requests it has served.
+// served is only touched by the connection's serving goroutine (HTTP/1.1
+// serves a connection's requests one after the other).
+type connInfo struct {
+	bad    atomic.Int64
+	served int64
+}
+
+type connInfoKey struct{}
+
+// smuggled reports whether the request r carried both Content-Length and
+// Transfer-Encoding, and counts it. Every request the pipeline serves must
+// call it exactly once.
+func smuggled(r *http.Request) bool {
+	ci, _ := r.Context().Value(connInfoKey{}).(*connInfo)
+	if ci == nil {
+		return false
+	}
+	i := ci.served
+	ci.served++
+	return ci.bad.Load() == i
+}
+
+// framingConn watches the bytes the server reads for request heads that
+// carry both Content-Length and Transfer-Encoding. It follows the stream
+// (headers, then a Content-Length body or chunks) with a small state
+// machine that never buffers more than a header name; at the first such
+// head, or at anything it cannot follow, it stops watching (net/http closes
+// connections whose framing broke, and the pipeline closes the one it
+// refuses).
+type framingConn struct {
+	net.Conn
+	info        connInfo
+	release     func()
+	releaseOnce sync.Once
+
+	st       frameState
+	heads    int64  // request heads begun so far
+	lineLen  int    // bytes of the current trailer line (or chunk end) seen
+	name     []byte // current header name, lower-cased, at most maxName bytes
+	inName   bool
+	hasCL    bool
+	hasTE    bool
+	clWant   bool // collecting the Content-Length value
+	cl       int64
+	clBad    bool
+	remain   int64 // body or chunk bytes still to skip
+	chunkHex bool  // reading a chunk size's hex digits (false after ';')
+}
+
+type frameState uint8
+
+const (
+	stIdle        frameState = iota // between requests
+	stRequestLine                   // in the request line
+	stLineStart                     // at the start of a header line (or the blank line ending the head)
+	stHeaderLine                    // in a header line
+	stBody                          // skipping remain bytes of a Content-Length body
+	stChunkSize                     // in a chunk-size line
+	stChunkData                     // skipping remain bytes of chunk data
+	stChunkEnd                      // the CRLF after chunk data
+	stTrailer                       // trailer lines after the last chunk
+	stDead                          // stopped watching
+)
+
+const maxName = 32
+
+func (c *framingConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if c.st != stDead {
+		c.scan(p[:n])
+	}
+	return n, err
+}
+
+func (c *framingConn) Close() error {
+	err := c.Conn.Close()
+	c.releaseOnce.Do(c.release)
+	return err
+}
+
+// scan advances the state machine over b.
+func (c *framingConn) scan(b []byte) {
+	for i := 0; i < len(b) && c.st != stDead; i++ {
+		ch := b[i]
+		switch c.st {
+		case stBody, stChunkData:
+			skip := min(c.remain, int64(len(b)-i))
+			c.remain -= skip
+			i += int(skip) - 1
+			if c.remain == 0 {
+				if c.st == stBody {
+					c.st = stIdle
+				} else {
+					c.st, c.lineLen = stChunkEnd, 0
+				}
+			}
+		case stIdle, stRequestLine, stLineStart, stHeaderLine:
+			c.headByte(ch)
+		case stChunkSize:
+			c.chunkSizeByte(ch)
+		case stChunkEnd:
+			switch {
+			case ch == '\r' && c.lineLen == 0:
+				c.lineLen++
+			case ch == '\n':
+				c.st, c.remain, c.chunkHex = stChunkSize, 0, true
+			default:
+				c.st = stDead
+			}
+		case stTrailer:
+			if ch == '\n' {
+				if c.lineLen == 0 {
+					c.st = stIdle // end of the chunked body
+				}
+				c.lineLen = 0
+			} else if ch != '\r' {
+				c.lineLen++
+			}
+		}
+	}
+}
+
+// headByte follows the request line and header lines.
+func (c *framingConn) headByte(ch byte) {
+	switch c.st {
+	case stIdle:
+		if ch != '\r' && ch != '\n' { // net/http skips blank lines before a request
+			c.beginHead()
+			c.st = stRequestLine
+		}
+	case stRequestLine:
+		if ch == '\n' {
+			c.st = stLineStart
+		}
+	case stLineStart:
+		switch ch {
+		case '\r':
+		case '\n':
+			c.endHead()
+		default:
+			c.st, c.inName, c.clWant = stHeaderLine, true, false
+			c.name = c.name[:0]
+			c.headerByte(ch)
+		}
+	case stHeaderLine:
+		if ch == '\n' {
+			c.st = stLineStart
+			return
+		}
+		c.headerByte(ch)
+	}
+}
+
+// headerByte takes one byte of a header line other than its LF.
+func (c *framingConn) headerByte(ch byte) {
+	switch {
+	case c.inName && ch == ':':
+		c.inName = false
+		switch string(c.name) {
+		case "content-length":
+			c.hasCL, c.clWant = true, true
+		case "transfer-encoding":
+			c.hasTE = true
+		}
+	case c.inName:
+		if len(c.name) < maxName {
+			if 'A' <= ch && ch <= 'Z' {
+				ch += 'a' - 'A'
+			}
+			c.name = append(c.name, ch)
+		}
+	case c.clWant:
+		switch {
+		case ch == ' ' || ch == '\t' || ch == '\r':
+		case '0' <= ch && ch <= '9' && c.cl < 1<<50:
+			c.cl = c.cl*10 + int64(ch-'0')
+		default:
+			c.clBad = true
+		}
+	}
+}
+
+func (c *framingConn) beginHead() {
+	c.heads++
+	c.hasCL, c.hasTE, c.clWant, c.cl, c.clBad = false, false, false, 0, false
+}
+
+// endHead decides what follows the head just ended.
+func (c *framingConn) endHead() {
+	switch {
+	case c.hasCL && c.hasTE:
+		c.info.bad.CompareAndSwap(-1, c.heads-1)
+		c.st = stDead
+	case c.hasTE:
+		c.st, c.remain, c.chunkHex = stChunkSize, 0, true
+	case c.clBad:
+		c.st = stDead // net/http refuses it and closes the connection
+	case c.cl > 0:
+		c.st, c.remain = stBody, c.cl
+	default:
+		c.st = stIdle
+	}
+}
+
+// chunkSizeByte follows a chunk-size line: hex digits, optional extensions.
+func (c *framingConn) chunkSizeByte(ch byte) {
+	switch {
+	case ch == '\n':
+		switch {
+		case c.remain > 0:
+			c.st = stChunkData
+		default:
+			c.st, c.lineLen = stTrailer, 0
+		}
+	case ch == '\r' || !c.chunkHex:
+	case ch == ';' || ch == ' ' || ch == '\t':
+		c.chunkHex = false
+	default:
+		v, ok := hexVal(ch)
+		if !ok || c.remain > 1<<50 {
+			c.st = stDead
+			return
+		}
+		c.remain = c.remain<<4 | int64(v)
+	}
+}
+
+func hexVal(ch byte) (byte, bool) {
+	switch {
+	case '0' <= ch && ch <= '9':
+		return ch - '0', true
+	case 'a' <= ch && ch <= 'f':
+		return ch - 'a' + 10, true
+	case 'A' <= ch && ch <= 'F':
+		return ch - 'A' + 10, true
+	}
+	return 0, false
+}

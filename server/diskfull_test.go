@@ -1,0 +1,167 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
+	"github.com/rs/zerolog"
+
+	"github.com/coupond/coupond/engine"
+	"github.com/coupond/coupond/store"
+)
+
+// TestDiskReserve: below the reserve, writes answer 503
+// almacenamiento_lleno with Retry-After while reads, exports, deletions and
+// /healthz go on and /readyz says why; when space comes back writes resume
+// with no restart.
+func TestDiskReserve(t *testing.T) {
+	mem := vfs.NewMem()
+	const gib = 1 << 30
+	mem.TestingSetDiskUsage(vfs.DiskUsage{AvailBytes: 10 * gib, TotalBytes: 20 * gib})
+	h := newHarnessOn(t, mem)
+	h.db.SetReserve(gib)
+	h.tenant("acme", true, func(s *store.Settings) { s.RateLimits = false; s.ControlShare = 0 })
+	tok := h.token("acme", allScopes...)
+	h.catalog(tok, 2)
+	const ana = "ana-00000001"
+	h.acceptEvents(tok, purchaseAt("e1", ana, testStart.Add(-time.Hour)))
+
+	mem.TestingSetDiskUsage(vfs.DiskUsage{AvailBytes: gib - 1, TotalBytes: 20 * gib})
+	time.Sleep(300 * time.Millisecond) // past the cached reading
+	for _, w := range []struct {
+		method, path string
+		body         any
+	}{
+		{"POST", "/v1/eventos", map[string]any{"eventos": []any{purchaseAt("e2", ana, testStart)}}},
+		{"POST", "/v1/decisiones", decideBody(ana, nil)},
+		{"PUT", "/v1/campanas/c1", map[string]any{"canal": "push", "descripcion": "x"}},
+	} {
+		resp := h.raw(w.method, w.path, tok, w.body)
+		resp.Body.Close()
+		if resp.StatusCode != 503 || resp.Header.Get("Retry-After") == "" {
+			t.Errorf("%s %s below the reserve: %d (Retry-After %q), want 503 with Retry-After", w.method, w.path, resp.StatusCode, resp.Header.Get("Retry-After"))
+		}
+		if _, body := h.do(w.method, w.path, tok, w.body); body["codigo"] != "almacenamiento_lleno" {
+			t.Errorf("%s %s: %v", w.method, w.path, body)
+		}
+	}
+	if st, _ := h.do("GET", "/healthz", "", nil); st != 200 {
+		t.Errorf("/healthz: %d", st)
+	}
+	if st, body := h.do("GET", "/readyz", "", nil); st != 503 || body["estado"] != "almacenamiento_lleno" || body["motivo"] == nil {
+		t.Errorf("/readyz below the reserve: %d %v", st, body)
+	}
+	if st, x := h.do("GET", "/v1/clientes/"+ana+"/exportacion", tok, nil); st != 200 || len(x["eventos"].([]any)) != 1 {
+		t.Errorf("export below the reserve: %d %v", st, x)
+	}
+	if st, _ := h.do("DELETE", "/v1/clientes/"+ana, tok, nil); st != 202 {
+		t.Errorf("deletion below the reserve: %d", st)
+	}
+	if ds, err := h.engine.ProcessDeletions(context.Background(), engine.DeletionHooks{}); err != nil || ds.Completed != 1 {
+		t.Errorf("deletion pass below the reserve: %+v %v", ds, err)
+	}
+
+	mem.TestingSetDiskUsage(vfs.DiskUsage{AvailBytes: 2 * gib, TotalBytes: 20 * gib})
+	time.Sleep(300 * time.Millisecond)
+	h.acceptEvents(tok, purchaseAt("e3", "beto-0000002", testStart))
+	if st, body := h.do("GET", "/readyz", "", nil); st != 200 {
+		t.Errorf("/readyz after space came back: %d %v", st, body)
+	}
+}
+
+// TestENOSPCInjected: the file system fails every write with ENOSPC while
+// clients post events (the reserve is off, so Pebble meets it). No answer
+// is a 500, nothing panics or hangs, and after a crash and a restart on
+// the synced data every acknowledged event is there.
+func TestENOSPCInjected(t *testing.T) {
+	mem := vfs.NewCrashableMem()
+	var full errorfs.Toggle
+	full.Injector = errorfs.InjectorFunc(func(op errorfs.Op) error {
+		if op.Kind.ReadOrWrite() == errorfs.OpIsWrite {
+			return fmt.Errorf("%s: %w", op.Path, syscall.ENOSPC)
+		}
+		return nil
+	})
+	h := newHarnessOn(t, errorfs.Wrap(mem, &full))
+	h.tenant("acme", true, func(s *store.Settings) { s.RateLimits = false })
+	tok := h.token("acme", allScopes...)
+
+	var mu sync.Mutex
+	var acked []string
+	statuses := map[int]int{}
+	post := func(w, i int) {
+		id := fmt.Sprintf("w%d-%03d", w, i)
+		st, body := h.do("POST", "/v1/eventos", tok, map[string]any{"eventos": []any{purchaseAt(id, fmt.Sprintf("cliente-%04d", i%7), testStart.Add(-time.Hour))}})
+		mu.Lock()
+		defer mu.Unlock()
+		statuses[st]++
+		switch {
+		case st == 200 && body["aceptados"] == 1.0:
+			acked = append(acked, id)
+		case st == 503 && body["codigo"] == "almacenamiento_lleno":
+		default:
+			t.Errorf("event %s: %d %v", id, st, body)
+		}
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		var wg sync.WaitGroup
+		for w := range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := range 60 {
+					if w == 0 && i == 20 {
+						full.On()
+					}
+					post(w, i)
+				}
+			}()
+		}
+		wg.Wait()
+	}()
+	select {
+	case <-done:
+	case <-time.After(60 * time.Second):
+		t.Fatal("requests hang on a full disk")
+	}
+	if statuses[503] == 0 || len(acked) == 0 {
+		t.Fatalf("statuses %v: want both acknowledged writes and 503s", statuses)
+	}
+	// Health and reads keep answering.
+	if st, _ := h.do("GET", "/healthz", "", nil); st != 200 {
+		t.Errorf("/healthz: %d", st)
+	}
+	if st, body := h.do("GET", "/readyz", "", nil); st != 503 || body["estado"] != "almacenamiento_lleno" {
+		t.Errorf("/readyz: %d %v", st, body)
+	}
+	if err := h.srv.Flush(); !errors.Is(err, store.ErrFull) && err != nil {
+		t.Errorf("flush of counters: %v", err)
+	}
+
+	// Crash: only synced data survives; restart without the fault.
+	clone := mem.CrashClone(vfs.CrashCloneCfg{})
+	db, err := store.Open("db", clone)
+	if err != nil {
+		t.Fatalf("restart: %v", err)
+	}
+	defer db.Close()
+	e := engine.New(engine.Config{DB: db, Secrets: h.secrets, Log: zerolog.Nop(), Now: h.clock.Now, Seed: 1})
+	for _, id := range acked {
+		if _, err := db.Get(store.Key("acme", store.TableEvent, id)); err != nil {
+			t.Errorf("acknowledged event %s lost: %v", id, err)
+		}
+	}
+	if st, err := e.Check("acme", false); err != nil || len(st.Damaged) != 0 {
+		t.Errorf("check after restart: %+v %v", st, err)
+	}
+	t.Logf("statuses %v, %d acknowledged", statuses, len(acked))
+}

@@ -1,0 +1,229 @@
+package server
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+)
+
+// rawExchange sends req over a fresh TCP connection to h, half-closes it
+// when halfClose, and reads one response.
+func (h *harness) rawExchange(req string, halfClose bool) (*http.Response, map[string]any) {
+	h.t.Helper()
+	conn, err := net.Dial("tcp", h.http.Listener.Addr().String())
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.WriteString(conn, req); err != nil {
+		h.t.Fatal(err)
+	}
+	if halfClose {
+		conn.(*net.TCPConn).CloseWrite()
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		h.t.Fatalf("read response: %v", err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	var m map[string]any
+	if err := json.Unmarshal(data, &m); err != nil {
+		h.t.Fatalf("answer %d is not a JSON object: %q", resp.StatusCode, data)
+	}
+	return resp, m
+}
+
+// TestFramingErrors sends requests with broken framing over raw TCP: each is
+// a 400 esquema_invalido in the contract's error body, never a 500.
+func TestFramingErrors(t *testing.T) {
+	h := newHarness(t)
+	h.tenant("acme", true, noControl)
+	tok := h.token("acme", allScopes...)
+	h.catalog(tok, 2)
+	auth := "Authorization: Bearer " + tok + "\r\n"
+	const body = `{"cliente_ref":"cliente-0001","contexto":{"canal":"push"}}`
+	for _, tc := range []struct {
+		name, req string
+		halfClose bool
+	}{
+		{"bad chunk size", "POST /v1/decisiones HTTP/1.1\r\nHost: x\r\n" + auth + "Transfer-Encoding: chunked\r\nContent-Type: application/json\r\n\r\nzz\r\n" + body + "\r\n0\r\n\r\n", false},
+		{"chunk longer than its size", fmt.Sprintf("POST /v1/decisiones HTTP/1.1\r\nHost: x\r\n"+auth+"Transfer-Encoding: chunked\r\n\r\n%x\r\n%sEXTRA\r\n0\r\n\r\n", len(body), body), false},
+		{"body ends early", "POST /v1/decisiones HTTP/1.1\r\nHost: x\r\n" + auth + "Content-Length: 500\r\n\r\n" + body, true},
+		{"chunked body ends early", "POST /v1/decisiones HTTP/1.1\r\nHost: x\r\n" + auth + "Transfer-Encoding: chunked\r\n\r\n100\r\n" + body, true},
+		{"Content-Length and Transfer-Encoding", fmt.Sprintf("POST /v1/decisiones HTTP/1.1\r\nHost: x\r\n"+auth+"Content-Length: %d\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n0\r\n\r\n", len(body), len(body), body), false},
+		{"Transfer-Encoding and Content-Length, public route", fmt.Sprintf("POST /v1/token HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\ncontent-length: 3\r\n\r\n%x\r\n%s\r\n0\r\n\r\n", 2, "{}"), false},
+		{"Content-Length and Transfer-Encoding on a GET", "GET /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", false},
+		{"malformed form body on the token endpoint", "POST /v1/token HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-www-form-urlencoded\r\nTransfer-Encoding: chunked\r\n\r\nq\r\n", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp, m := h.rawExchange(tc.req, tc.halfClose)
+			if resp.StatusCode != http.StatusBadRequest || m["codigo"] != "esquema_invalido" || m["trace_id"] != resp.Header.Get("X-Trace-Id") {
+				t.Errorf("got %d %v, want 400 esquema_invalido with the trace id", resp.StatusCode, m)
+			}
+		})
+	}
+}
+
+// TestFramingKeepAlive checks that the framing watcher follows ordinary
+// traffic on one connection (bodies by Content-Length and by chunks,
+// trailers, bodiless requests) without refusing any of it.
+func TestFramingKeepAlive(t *testing.T) {
+	h := newHarness(t)
+	h.tenant("acme", true, noControl)
+	tok := h.token("acme", allScopes...)
+	h.catalog(tok, 2)
+	conn, err := net.Dial("tcp", h.http.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(10 * time.Second))
+	br := bufio.NewReader(conn)
+	auth := "Authorization: Bearer " + tok + "\r\n"
+	for i := range 12 {
+		body := fmt.Sprintf(`{"cliente_ref":"keepalive-%04d","contexto":{"canal":"push"}}`, i)
+		want := http.StatusOK
+		if i%4 == 0 {
+			// A body that looks like a head with both headers must not
+			// fool the watcher: 422 for its control characters, not 400.
+			body = fmt.Sprintf(`{"cliente_ref":"keepalive-%04d","contexto":{"canal":"Content-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n"}}`, i)
+			want = http.StatusUnprocessableEntity
+		}
+		var req string
+		switch i % 3 {
+		case 0:
+			req = fmt.Sprintf("POST /v1/decisiones HTTP/1.1\r\nHost: x\r\n%sContent-Length: %d\r\n\r\n%s", auth, len(body), body)
+		case 1:
+			half := len(body) / 2
+			req = fmt.Sprintf("POST /v1/decisiones HTTP/1.1\r\nHost: x\r\n%sTransfer-Encoding: chunked\r\n\r\n%x;ext=1\r\n%s\r\n%X\r\n%s\r\n0\r\nX-Trailer: content-length: 9\r\n\r\n", auth, half, body[:half], len(body)-half, body[half:])
+		case 2:
+			req = "\r\nGET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
+			want = http.StatusOK
+		}
+		if _, err := io.WriteString(conn, req); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+		data, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Fatalf("request %d: %d %s, want %d", i, resp.StatusCode, data, want)
+		}
+	}
+}
+
+// TestUnknownMethods: OPTIONS and any method no route has are 404
+// no_encontrado (contract section 7), not httprouter's automatic answers.
+func TestUnknownMethods(t *testing.T) {
+	h := newHarness(t)
+	for _, tc := range []struct{ method, path string }{
+		{http.MethodOptions, "/v1/decisiones"},
+		{http.MethodOptions, "*"},
+		{http.MethodOptions, "/healthz"},
+		{"PATCH", "/v1/catalogo-acciones"},
+		{"BREW", "/v1/token"},
+		{http.MethodDelete, "/v1/decisiones"},
+	} {
+		if tc.path == "*" {
+			resp, m := h.rawExchange("OPTIONS * HTTP/1.1\r\nHost: x\r\n\r\n", false)
+			if resp.StatusCode != http.StatusNotFound || m["codigo"] != "no_encontrado" {
+				t.Errorf("OPTIONS *: got %d %v, want 404 no_encontrado", resp.StatusCode, m)
+			}
+			continue
+		}
+		resp := h.raw(tc.method, tc.path, "", nil)
+		data, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		var m map[string]any
+		json.Unmarshal(data, &m)
+		if resp.StatusCode != http.StatusNotFound || m["codigo"] != "no_encontrado" || resp.Header.Get("Allow") != "" {
+			t.Errorf("%s %s: got %d Allow=%q %s, want 404 no_encontrado", tc.method, tc.path, resp.StatusCode, resp.Header.Get("Allow"), data)
+		}
+	}
+}
+
+// syncBuffer is a log sink safe for the server's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestClientGoneLogged499: a client that disconnects mid-body is in the
+// access log as 499, and nothing is logged as an error.
+func TestClientGoneLogged499(t *testing.T) {
+	var logs syncBuffer
+	h := newHarnessHTTP(t, zerolog.New(&logs), HTTPConfig{}, nil)
+	h.tenant("acme", true, noControl)
+	tok := h.token("acme", allScopes...)
+	conn, err := net.Dial("tcp", h.http.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(conn, "POST /v1/decisiones HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Length: 400\r\n\r\n{\"cliente_ref\":", tok)
+	time.Sleep(50 * time.Millisecond)
+	conn.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for !strings.Contains(logs.String(), `"route":"decisiones"`) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no access log line for the request; log:\n%s", logs.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("log line %q: %v", line, err)
+		}
+		if m["level"] == "error" || m["level"] == "warn" {
+			t.Errorf("logged as a fault: %s", line)
+		}
+		if m["route"] == "decisiones" && m["status"] != float64(statusClientGone) {
+			t.Errorf("access log status %v, want 499: %s", m["status"], line)
+		}
+	}
+}
+
+// TestBodyTimeout: a body slower than the read timeout gets 400
+// esquema_invalido and the connection closed; the access log says 408.
+func TestBodyTimeout(t *testing.T) {
+	var logs syncBuffer
+	h := newHarnessHTTP(t, zerolog.New(&logs), HTTPConfig{ReadTimeout: 300 * time.Millisecond}, nil)
+	start := time.Now()
+	resp, m := h.rawExchange("POST /v1/token HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"client_id\":", false)
+	if resp.StatusCode != http.StatusBadRequest || m["codigo"] != "esquema_invalido" || !resp.Close {
+		t.Fatalf("got %d close=%v %v, want 400 esquema_invalido and the connection closed", resp.StatusCode, resp.Close, m)
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Errorf("answered after %v, want about the 300ms read timeout", d)
+	}
+	if !strings.Contains(logs.String(), `"route":"token","status":408`) {
+		t.Errorf("access log does not say 408:\n%s", logs.String())
+	}
+}

@@ -1,0 +1,168 @@
+package server
+
+import (
+	"encoding/json"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// TestUnknownAccionReal: an accion_real that is neither 0 nor in the
+// catalog is a 422 at body.accion_real, not a modificada confirmation.
+func TestUnknownAccionReal(t *testing.T) {
+	h := newHarness(t)
+	h.tenant("acme", true, noControl)
+	tok := h.token("acme", allScopes...)
+	h.catalog(tok, 2)
+	decide := func(ref string) string {
+		st, d := h.do("POST", "/v1/decisiones", tok, decideBody(ref, nil))
+		if st != 200 {
+			t.Fatalf("decide: %d %v", st, d)
+		}
+		return d["decision_id"].(string)
+	}
+	id := decide("accionreal-0001")
+	st, body := h.do("POST", "/v1/decisiones/"+id+"/ejecucion", tok, map[string]any{"ejecutada": true, "accion_real": 99})
+	if st != 422 {
+		t.Fatalf("accion_real 99 (not in the catalog): %d %v, want 422", st, body)
+	}
+	detail := body["detail"].([]any)[0].(map[string]any)
+	if diff := cmp.Diff([]any{"body", "accion_real"}, detail["loc"]); diff != "" || detail["input"] != float64(99) {
+		t.Errorf("violation %v: want loc body.accion_real with input 99 (-want +got loc):\n%s", detail, diff)
+	}
+	// Still unconfirmed: a good confirmation goes through afterwards.
+	for _, accion := range []int{2, 0} {
+		st, body = h.do("POST", "/v1/decisiones/"+decide("accionreal-000"+string(rune('2'+accion)))+"/ejecucion", tok, map[string]any{"ejecutada": true, "accion_real": accion})
+		if st != 200 {
+			t.Errorf("accion_real %d: %d %v, want 200", accion, st, body)
+		}
+	}
+	if st, body = h.do("POST", "/v1/decisiones/"+id+"/ejecucion", tok, map[string]any{"ejecutada": true}); st != 200 {
+		t.Errorf("the refused confirmation left the decision confirmed: %d %v", st, body)
+	}
+}
+
+// TestValidationNeverEchoesSecrets: a 422 replaces the input of secret
+// members by "***" and cuts echoed strings to 256 characters.
+func TestValidationNeverEchoesSecrets(t *testing.T) {
+	h := newHarness(t)
+	h.tenant("acme", true, noControl)
+	tok := h.token("acme", allScopes...)
+	long := strings.Repeat("S3cr3t", 100) // 600 characters
+	for _, tc := range []struct {
+		name, method, path, token string
+		body                      any
+		form                      string
+	}{
+		{name: "token JSON: client_secret too long", method: "POST", path: "/v1/token",
+			body: map[string]any{"client_id": "abc", "client_secret": long, "grant_type": "client_credentials"}},
+		{name: "token JSON: client_secret of the wrong type", method: "POST", path: "/v1/token",
+			body: map[string]any{"client_id": "abc", "client_secret": []string{long}, "grant_type": "client_credentials"}},
+		{name: "token form: client_secret too long", method: "POST", path: "/v1/token",
+			form: "grant_type=client_credentials&client_id=abc&client_secret=" + long},
+		{name: "token JSON: whole body echoed", method: "POST", path: "/v1/token",
+			body: []any{map[string]any{"client_secret": long}}},
+		{name: "webhook: unknown member secreto", method: "PUT", path: "/v1/webhooks", token: tok,
+			body: map[string]any{"url": "https://example.com/h", "eventos": []string{"lote.completado"}, "secreto": long}},
+		{name: "long free text", method: "PUT", path: "/v1/campanas/c1", token: tok,
+			body: map[string]any{"canal": "push", "descripcion": long}},
+		{name: "long unknown member name", method: "PUT", path: "/v1/campanas/c1", token: tok,
+			body: map[string]any{"canal": "push", "descripcion": "d", long: 1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var hdr []string
+			body := tc.body
+			if tc.form != "" {
+				body, hdr = tc.form, []string{"Content-Type", "application/x-www-form-urlencoded"}
+			}
+			resp := h.raw(tc.method, tc.path, tc.token, body, hdr...)
+			defer resp.Body.Close()
+			var got struct {
+				Detail []map[string]any `json:"detail"`
+			}
+			data, _ := io.ReadAll(resp.Body)
+			raw := string(data)
+			json.Unmarshal(data, &got)
+			if resp.StatusCode != 422 || len(got.Detail) == 0 {
+				t.Fatalf("got %d %s, want 422", resp.StatusCode, raw)
+			}
+			if strings.Contains(raw, strings.Repeat("S3cr3t", 43)) { // 258 characters
+				t.Errorf("422 echoes more than 256 characters of the input: %s", raw)
+			}
+			if strings.Contains(tc.name, "secret") || strings.Contains(tc.name, "secreto") || strings.Contains(tc.name, "whole body") {
+				if strings.Contains(raw, "S3cr3t") {
+					t.Errorf("422 echoes the secret: %s", raw)
+				}
+			}
+		})
+	}
+}
+
+// TestControlCharacters: free text refuses control characters other than
+// tab and newline, with a 422 or, inside POST /v1/eventos, a per-event
+// esquema_invalido.
+func TestControlCharacters(t *testing.T) {
+	h := newHarness(t)
+	h.tenant("acme", true, noControl)
+	tok := h.token("acme", allScopes...)
+	for _, tc := range []struct {
+		text string
+		ok   bool
+	}{
+		{"línea uno\nlínea dos\tcon tabulador", true},
+		{"nul \x00 dentro", false},
+		{"retorno \r de carro", false},
+		{"escape \x1b[31m", false},
+		{"borrar \x7f", false},
+		{"c1 \u0085 siguiente línea", false},
+		{"ñandú €", true},
+	} {
+		st, body := h.do("PUT", "/v1/campanas/c1", tok, map[string]any{"canal": "push", "descripcion": tc.text})
+		if (st == 200) != tc.ok || !tc.ok && st != 422 {
+			t.Errorf("descripcion %q: %d %v, want ok=%v (else 422)", tc.text, st, body, tc.ok)
+		}
+		if !tc.ok {
+			d := body["detail"].([]any)[0].(map[string]any)
+			if diff := cmp.Diff([]any{"body", "descripcion"}, d["loc"]); diff != "" || d["type"] != "value_error" {
+				t.Errorf("descripcion %q: violation %v, want value_error at body.descripcion", tc.text, d)
+			}
+		}
+	}
+	ev := map[string]any{"event_id": "ev-ctl-1", "cliente_ref": "cliente-ctl-01", "ts": testStart.Format("2006-01-02T15:04:05Z"),
+		"tipo": "ALTA", "clave": "tienda\x00", "valor": 0}
+	st, body := h.do("POST", "/v1/eventos", tok, map[string]any{"eventos": []any{ev}})
+	if st != 200 {
+		t.Fatalf("eventos: %d %v", st, body)
+	}
+	rej, _ := body["rechazados"].([]any)
+	if len(rej) != 1 || rej[0].(map[string]any)["codigo"] != "esquema_invalido" || rej[0].(map[string]any)["campo"] != "clave" {
+		t.Errorf("event with \\u0000 in clave: %v, want one rechazado esquema_invalido at clave", body)
+	}
+}
+
+// TestBatchLinesExplained: result lines carry detalle when the job's
+// credential has explicar:leer, as online decisions do, and not otherwise.
+func TestBatchLinesExplained(t *testing.T) {
+	h, tok := batchHarness(t)
+	explain := h.token("acme", "decisiones:pedir", "explicar:leer")
+	for _, tc := range []struct {
+		name, tok string
+		want      bool
+	}{{"explicar:leer", explain, true}, {"without explicar:leer", tok, false}} {
+		id := submit(h, tc.tok, map[string]any{"campana_id": "camp", "clientes": refs("explica-"+tc.name[:7], 5)})
+		runJobs(h)
+		for i, l := range result(h, tc.tok, id) {
+			det, ok := l["detalle"].(map[string]any)
+			if ok != tc.want {
+				t.Fatalf("%s: line %d has detalle = %v, want %v: %v", tc.name, i, ok, tc.want, l)
+			}
+			if ok && len(det["acciones"].([]any)) == 0 {
+				t.Errorf("%s: line %d has an empty detalle", tc.name, i)
+			}
+		}
+		advanceTenant(h, "acme", 2*time.Hour) // the next job: one per hour
+	}
+}

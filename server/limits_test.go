@@ -1,0 +1,196 @@
+package server
+
+import (
+	"crypto/sha256"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestLimiterNoReset: 200k made-up ids do not reset the limit of a real
+// credential (the old map was cleared at 100k ids), and memory stays
+// bounded.
+func TestLimiterNoReset(t *testing.T) {
+	l := newLimiter()
+	now := testStart
+	burst := classRates[classToken].burst
+	for i := range burst {
+		if ok, _ := l.allow("real", classToken, now, 1); !ok {
+			t.Fatalf("request %d of the burst refused", i)
+		}
+	}
+	if ok, _ := l.allow("real", classToken, now, 1); ok {
+		t.Fatal("burst+1 allowed")
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := range 200_000 {
+		l.allow(fmt.Sprintf("made-up-%x", rng.Uint64()), classToken, now, 1)
+		if i%10_000 == 0 {
+			// The real credential keeps being used, as a real one is.
+			if ok, _ := l.allow("real", classToken, now, 1); ok {
+				t.Fatalf("after %d made-up ids the real credential's limit was reset", i)
+			}
+		}
+	}
+	if ok, _ := l.allow("real", classToken, now, 1); ok {
+		t.Fatal("after 200k made-up ids the real credential's limit was reset")
+	}
+	if n := len(l.keys); n > limiterCapacity {
+		t.Errorf("limiter holds %d keys, want at most %d", n, limiterCapacity)
+	}
+}
+
+// TestLimiterEvictsLeastRecentlyUsed checks the recency order directly.
+func TestLimiterEvictsLeastRecentlyUsed(t *testing.T) {
+	l := newLimiterCap(3)
+	now := testStart
+	for _, id := range []string{"a", "b", "c", "a", "d"} { // d evicts b, the least recently used
+		l.allow(id, classOther, now, 1)
+	}
+	for id, want := range map[string]bool{"a": true, "b": false, "c": true, "d": true} {
+		if _, ok := l.keys[id]; ok != want {
+			t.Errorf("key %s held = %v, want %v", id, ok, want)
+		}
+	}
+	var order []string
+	for e := l.lru.next; e != &l.lru; e = e.next {
+		order = append(order, e.key)
+	}
+	if got := strings.Join(order, ","); got != "d,a,c" {
+		t.Errorf("recency order %s, want d,a,c", got)
+	}
+}
+
+// tokenCall posts a JSON token request from addr in-process.
+func tokenCall(h *harness, addr, clientID, secret string) *httptest.ResponseRecorder {
+	body := fmt.Sprintf(`{"client_id":%q,"client_secret":%q,"grant_type":"client_credentials"}`, clientID, secret)
+	r := httptest.NewRequest(http.MethodPost, "/v1/token", strings.NewReader(body))
+	r.RemoteAddr = addr
+	w := httptest.NewRecorder()
+	h.srv.ServeHTTP(w, r)
+	return w
+}
+
+// TestTokenNoLockOut: whoever knows a client_id but not its secret cannot
+// lock it out; their failures are limited per source address.
+func TestTokenNoLockOut(t *testing.T) {
+	h := newHarness(t)
+	h.tenant("acme", true, nil)
+	h.token("acme", "decisiones:pedir")
+	id := fmt.Sprintf("ci_%s_%x", "acme", sha("decisiones:pedir"))[:40]
+	secret := "secret-" + id
+
+	fails := classRates[classTokenFailure].burst
+	for i := range fails + 30 {
+		w := tokenCall(h, "203.0.113.7:4000", id, "wrong-secret")
+		want := http.StatusUnauthorized
+		if i >= fails {
+			want = http.StatusTooManyRequests // the attacker's address is out of failures
+		}
+		if w.Code != want {
+			t.Fatalf("wrong secret #%d: %d, want %d", i, w.Code, want)
+		}
+	}
+	if w := tokenCall(h, "198.51.100.1:5000", id, secret); w.Code != http.StatusOK {
+		t.Fatalf("the real client was locked out: %d %s", w.Code, w.Body)
+	}
+	// Made-up client ids from many addresses do not reset or charge it.
+	rng := rand.New(rand.NewPCG(3, 4))
+	for i := range 2000 {
+		tokenCall(h, fmt.Sprintf("10.%d.%d.%d:1", i>>16&255, i>>8&255, i&255), fmt.Sprintf("made-up-%x", rng.Uint64()), "x")
+	}
+	if w := tokenCall(h, "198.51.100.1:5000", id, secret); w.Code != http.StatusOK {
+		t.Fatalf("after made-up ids: %d %s", w.Code, w.Body)
+	}
+	// The credential's own limit still holds for its valid requests.
+	limited := false
+	for range classRates[classToken].burst + 1 {
+		if tokenCall(h, "198.51.100.1:5000", id, secret).Code == http.StatusTooManyRequests {
+			limited = true
+		}
+	}
+	if !limited {
+		t.Error("valid requests past the burst were never limited")
+	}
+}
+
+// TestTokenFailureBudgetRefills: an address out of failures gets answers
+// again once its bucket refills.
+func TestTokenFailureBudgetRefills(t *testing.T) {
+	h := newHarness(t)
+	for range classRates[classTokenFailure].burst {
+		tokenCall(h, "203.0.113.9:1", "nobody", "x")
+	}
+	w := tokenCall(h, "203.0.113.9:1", "nobody", "x")
+	if w.Code != http.StatusTooManyRequests || w.Header().Get("Retry-After") == "" {
+		t.Fatalf("got %d Retry-After=%q, want 429 with Retry-After", w.Code, w.Header().Get("Retry-After"))
+	}
+	h.clock.Advance(2 * time.Second)
+	if w := tokenCall(h, "203.0.113.9:1", "nobody", "x"); w.Code != http.StatusUnauthorized {
+		t.Fatalf("after the refill: %d, want 401", w.Code)
+	}
+}
+
+func TestSourceAddress(t *testing.T) {
+	for in, want := range map[string]string{
+		"203.0.113.7:4000":             "203.0.113.7",
+		"[2001:db8:1:2:3:4:5:6]:443":   "2001:db8:1:2::/64",
+		"[2001:db8:1:2:ffff::1]:1":     "2001:db8:1:2::/64",
+		"[::ffff:198.51.100.1]:80":     "198.51.100.1",
+		"not an address":               "not an address",
+		"@":                            "@",
+		"[fe80::1%eth0]:1":             "fe80::/64",
+		"192.0.2.1":                    "192.0.2.1",
+		"[2001:db8::1]:1":              "2001:db8::/64",
+		"[2001:db8:0:0:1::]:65535":     "2001:db8::/64",
+		"[2001:db8:0:1::]:65535":       "2001:db8:0:1::/64",
+		"[2001:db8:0:1:ffff:ffff::]:1": "2001:db8:0:1::/64",
+	} {
+		if got := sourceAddress(in); got != want {
+			t.Errorf("sourceAddress(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// TestTokenBasicAndBodyCredentials: a client authenticated twice is OAuth
+// 2.0's invalid_request, as a 400 in the contract's error body.
+func TestTokenBasicAndBodyCredentials(t *testing.T) {
+	h := newHarness(t)
+	h.tenant("acme", true, nil)
+	h.token("acme", "decisiones:pedir")
+	id := fmt.Sprintf("ci_%s_%x", "acme", sha("decisiones:pedir"))[:40]
+	secret := "secret-" + id
+	basic := func(r *http.Request) { r.SetBasicAuth(url.QueryEscape(id), url.QueryEscape(secret)) }
+	form := "application/x-www-form-urlencoded"
+	for _, tc := range []struct {
+		name, ct, body string
+		want           int
+	}{
+		{"Basic and JSON", "application/json", fmt.Sprintf(`{"client_id":%q,"client_secret":%q,"grant_type":"client_credentials"}`, id, secret), 400},
+		{"Basic and form secret", form, "grant_type=client_credentials&client_secret=" + url.QueryEscape(secret), 400},
+		{"Basic and another form client_id", form, "grant_type=client_credentials&client_id=someone-else", 400},
+		{"Basic and the same form client_id", form, "grant_type=client_credentials&client_id=" + url.QueryEscape(id), 200},
+		{"Basic alone", form, "grant_type=client_credentials", 200},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := httptest.NewRequest(http.MethodPost, "/v1/token", strings.NewReader(tc.body))
+			r.Header.Set("Content-Type", tc.ct)
+			basic(r)
+			w := httptest.NewRecorder()
+			h.srv.ServeHTTP(w, r)
+			if w.Code != tc.want {
+				t.Fatalf("got %d %s, want %d", w.Code, w.Body, tc.want)
+			}
+			if tc.want == 400 && !strings.Contains(w.Body.String(), `"codigo":"esquema_invalido"`) || tc.want == 400 && !strings.Contains(w.Body.String(), `"error":"invalid_request"`) {
+				t.Errorf("body %s: want esquema_invalido with detalle.error invalid_request", w.Body)
+			}
+		})
+	}
+}
+
+func sha(s string) [32]byte { return sha256.Sum256([]byte(s)) }
