@@ -325,23 +325,14 @@ type Status struct {
 	Guard policy.GuardStatus
 }
 
-// GuardSummary counts, over the tenants loaded in memory, those whose
-// policy guard is active, and the guard's switches (for /metrics).
-func (e *Engine) GuardSummary() (active, switches int) {
-	e.mu.Lock()
-	states := make([]*tenantState, 0, len(e.tenants))
-	for _, ts := range e.tenants {
-		states = append(states, ts)
+// Guard returns the tenant's policy guard: its state and estimates (for
+// /metrics; Status carries it too).
+func (e *Engine) Guard(tenant string) (policy.GuardStatus, error) {
+	ts, err := e.state(tenant)
+	if err != nil {
+		return policy.GuardStatus{}, err
 	}
-	e.mu.Unlock()
-	for _, ts := range states {
-		g := ts.model.Load().m.GuardStatus()
-		if g.Active {
-			active++
-		}
-		switches += g.Switches
-	}
-	return active, switches
+	return ts.model.Load().m.GuardStatus(), nil
 }
 
 // Status returns the tenant's engine state.

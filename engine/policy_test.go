@@ -55,8 +55,8 @@ func rewardRound(t *testing.T, e *Engine, db *store.DB, round, n int, base int64
 // TestGuardSwitchesEngineToNeverSend: a policy model that cannot stop
 // sending (its lower bound is made optimistic, Z = −50) in a world where
 // every coupon costs 20 MXN of margin. The guard switches the tenant to
-// never-send within 3 reward windows, Status and GuardSummary (the
-// /metrics gauge) show it, and later decisions send coupons only to
+// never-send within 3 reward windows, Status and Guard (read by the
+// /metrics gauge coupond_policy_guard_active) show it, and later decisions send coupons only to
 // explore. Without the guard the engine keeps sending.
 func TestGuardSwitchesEngineToNeverSend(t *testing.T) {
 	cfg := policy.DefaultConfig()
@@ -84,8 +84,8 @@ func TestGuardSwitchesEngineToNeverSend(t *testing.T) {
 	if switched == 0 || switched > 3 || !st.Guard.Active || st.Guard.Baseline != 0 {
 		t.Fatalf("guard switched in round %d (want 1–3); now %+v", switched, st.Guard)
 	}
-	if active, switches := e.GuardSummary(); active != 1 || switches < 1 {
-		t.Errorf("GuardSummary = %d active, %d switches; want 1 and at least 1", active, switches)
+	if g, err := e.Guard("acme"); err != nil || !g.Active || g.Switches < 1 {
+		t.Errorf("Guard = %+v, %v; want active after at least one switch", g, err)
 	}
 }
 

@@ -39,10 +39,6 @@ type seriesPair struct {
 	latency prometheus.Observer
 }
 
-// guardCounts reports the policy guard across the loaded tenants: how many
-// have it active and how many switches it made (engine.GuardSummary).
-type guardCounts func() (active, switches int)
-
 func newMetrics(pdb func() *pebble.DB, tenantLabel bool) *metrics {
 	m := &metrics{
 		series: map[seriesKey]seriesPair{},
@@ -62,33 +58,6 @@ func newMetrics(pdb func() *pebble.DB, tenantLabel bool) *metrics {
 		pebbleCollector{pdb})
 	m.business = newBusiness(m.reg, tenantLabel)
 	return m
-}
-
-// addGuard registers the policy guard's series (guardCollector).
-func (m *metrics) addGuard(counts guardCounts) {
-	m.reg.MustRegister(guardCollector{counts})
-}
-
-// guardCollector exports the policy guard (package policy): the number of
-// tenants whose learned policy is below a baseline with confidence and
-// runs the baseline instead, and the guard's switches, over all tenants
-// (`admin tenant show` names the tenant and its estimates).
-type guardCollector struct{ counts guardCounts }
-
-var (
-	descGuardActive   = prometheus.NewDesc("coupond_policy_guard_active_tenants", "Tenants whose policy guard is active (exploiting a baseline: never-send or one action).", nil, nil)
-	descGuardSwitches = prometheus.NewDesc("coupond_policy_guard_switches_total", "Policy guard activations and releases, summed over the loaded tenants.", nil, nil)
-)
-
-func (guardCollector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- descGuardActive
-	ch <- descGuardSwitches
-}
-
-func (c guardCollector) Collect(ch chan<- prometheus.Metric) {
-	active, switches := c.counts()
-	ch <- prometheus.MustNewConstMetric(descGuardActive, prometheus.GaugeValue, float64(active))
-	ch <- prometheus.MustNewConstMetric(descGuardSwitches, prometheus.CounterValue, float64(switches))
 }
 
 var statusText = func() map[int]string {

@@ -72,9 +72,6 @@ func New(d Deps) *Server {
 		s.metrics.addQuarantine(d.Engine.QuarantinedRecords, d.Engine.DamagedSeen)
 	}
 	s.metrics.addDiskSpace(d.DB.Space)
-	if d.Engine != nil {
-		s.metrics.addGuard(d.Engine.GuardSummary)
-	}
 	s.abuse = newAbuseGuard(DefaultAbuseConfig(), d.DB, d.Log)
 	s.abuse.onStep = func(tenant, step string) { s.metrics.with(s.metrics.escalations, tenant, step).Inc() }
 	if d.Engine != nil {
