@@ -199,9 +199,9 @@ const (
 // UpdateGuard applies the guard's rule to its evidence and reports a
 // switch. A baseline qualifies when π is below it with confidence: the
 // upper bound mean + GuardZ·SE of Γ(π) − Γ(b) is below 0 (with at least
-// GuardMinN effective rewards), and, for a single action, when it also
-// beats never-send by GuardZ standard errors; the most confident one
-// (lowest bound) is exploited. An active guard is released when π is no longer below its
+// GuardMinN effective rewards), and, for a single action (only with
+// Config.GuardSingleActions), when it also beats never-send by GuardZ
+// standard errors; the most confident one (lowest bound) is exploited. An active guard is released when π is no longer below its
 // baseline by GuardReleaseZ standard errors.
 func (m *Model) UpdateGuard() GuardEvent {
 	g := &m.guard
@@ -217,6 +217,9 @@ func (m *Model) UpdateGuard() GuardEvent {
 			continue
 		}
 		if k != 0 {
+			if !m.cfg.GuardSingleActions {
+				continue // estimated and shown, not exploited
+			}
 			if e, se := o.overNever(); e-m.cfg.GuardZ*se <= 0 {
 				continue // not surely better than never sending
 			}

@@ -76,6 +76,13 @@ type Config struct {
 	// GuardReleaseZ: an active guard is released once π is no longer
 	// below its baseline by this many standard errors.
 	GuardReleaseZ float64
+	// GuardSingleActions lets the guard exploit "always action a" when π
+	// is below it; off, the single actions are estimated and shown but
+	// only never-send is exploited. Off by default: in the lab's scenario
+	// worlds (engine/lab/scenarios_test.go) exploiting a single coupon
+	// sent it to 92–98 % of customers, the rare buyers who never respond
+	// and one of two equal treatments included (POLICY.md §4).
+	GuardSingleActions bool
 }
 
 // DefaultConfig is the configuration the engine runs.
