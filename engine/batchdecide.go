@@ -52,7 +52,7 @@ type BatchDecider struct {
 	// Explain adds detalle to every decision, as online for a credential
 	// with explicar:leer: set it before the first Decide.
 	Explain bool
-	pace     *BackgroundPacer
+	pace    *BackgroundPacer
 }
 
 // batchChunk is how many decisions one synced commit carries.
