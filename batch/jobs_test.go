@@ -24,6 +24,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/coupond/coupond/engine"
+	"github.com/coupond/coupond/jsonappend"
 	"github.com/coupond/coupond/store"
 )
 
@@ -443,7 +444,7 @@ func TestAppendResultLine(t *testing.T) {
 			}
 		}
 		ref := strs[rng.IntN(len(strs))]
-		want, err := marshalLine(resultLine{ClienteRef: ref, Decision: d})
+		want, err := jsonappend.Marshal(resultLine{ClienteRef: ref, Decision: d})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -4,10 +4,11 @@ import (
 	"bytes"
 	"cmp"
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"slices"
+
+	"github.com/coupond/coupond/jsonappend"
 )
 
 // Limits of one POST /v1/eventos request.
@@ -86,7 +87,7 @@ func splitEvents(events []Evento) (chunks []eventChunk, tooBig []Rechazo, err er
 		buf.Reset()
 	}
 	for i := range events {
-		data, err := json.Marshal(&events[i])
+		data, err := jsonappend.Marshal(&events[i])
 		if err != nil {
 			return nil, nil, fmt.Errorf("coupond: encoding event %d: %w", i, err)
 		}

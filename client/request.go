@@ -10,6 +10,8 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"time"
+
+	"github.com/coupond/coupond/jsonappend"
 )
 
 // jsonType is the Content-Type of every JSON body. Header values shared by
@@ -117,7 +119,7 @@ func (c *Client) call(ctx context.Context, method, path string, in, out any, mod
 	var body []byte
 	if in != nil {
 		var err error
-		if body, err = json.Marshal(in); err != nil {
+		if body, err = jsonappend.Marshal(in); err != nil {
 			return fmt.Errorf("coupond: encoding %s %s: %w", method, path, err)
 		}
 	}

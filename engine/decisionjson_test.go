@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/coupond/coupond/jsonappend"
 )
 
 func TestDecisionAppendJSONMatchesEncodingJSON(t *testing.T) {
@@ -30,7 +32,7 @@ func TestDecisionAppendJSONMatchesEncodingJSON(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			want, err := marshalAsAPI(&tc.d)
+			want, err := jsonappend.Marshal(&tc.d)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -66,7 +68,7 @@ func FuzzDecisionAppendJSON(f *testing.F) {
 		if explain {
 			d.Detalle = &Detalle{Acciones: []DetalleAccion{{Accion: accion, MuMXN: p * 3, SigmaMXN: p / 7, Probabilidad: p}}}
 		}
-		want, err := marshalAsAPI(&d)
+		want, err := jsonappend.Marshal(&d)
 		got, ok := d.AppendJSON(nil)
 		if (err == nil) != ok {
 			t.Fatalf("encoding/json error %v, AppendJSON ok %v", err, ok)
@@ -75,16 +77,4 @@ func FuzzDecisionAppendJSON(f *testing.F) {
 			t.Fatalf("differs:\nwant %s\ngot  %s", want, got)
 		}
 	})
-}
-
-// marshalAsAPI is encoding/json as the API's writer uses it: no HTML
-// escaping, no trailing newline.
-func marshalAsAPI(v any) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }

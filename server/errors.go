@@ -1,12 +1,12 @@
 package server
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"net/http"
 	"strconv"
 
+	"github.com/coupond/coupond/jsonappend"
 	"github.com/coupond/coupond/server/schema"
 	"github.com/coupond/coupond/store"
 )
@@ -275,13 +275,7 @@ func encodeJSON(v any) ([]byte, error) {
 			return data, nil
 		}
 	}
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false) // "&" in a URL stays "&": humans copy these
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+	return jsonappend.Marshal(v) // "&" in a URL stays "&": humans copy these
 }
 
 // truncateRunes cuts s to at most n characters without splitting one.
