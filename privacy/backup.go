@@ -202,17 +202,7 @@ type Manifest struct {
 }
 
 func (bk *Backups) Take(_ context.Context, db *store.DB, dir, version string, progress io.Writer) (*Manifest, error) {
-	dataAbs, _ := filepath.Abs(bk.dataDir)
-	if rel, err := filepath.Rel(dataAbs, dir); err == nil && !strings.HasPrefix(rel, "..") {
-		return nil, fmt.Errorf("--out %s is inside the data dir; put backups elsewhere", dir)
-	}
-	if names, err := os.ReadDir(dir); err == nil && len(names) > 0 {
-		return nil, fmt.Errorf("--out %s exists and is not empty", dir)
-	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, err
-	}
-	if err := os.Chmod(dir, 0o700); err != nil { // it may exist, empty, with a wider mode
+	if err := bk.prepareDir(dir); err != nil {
 		return nil, err
 	}
 	// The ledger and the registration come before the checkpoint: a deletion
@@ -221,19 +211,15 @@ func (bk *Backups) Take(_ context.Context, db *store.DB, dir, version string, pr
 	if err := appendNothing(filepath.Join(dir, ledgerFile)); err != nil {
 		return nil, err
 	}
-	bk.mu.Lock()
-	reg, err := bk.loadRegistry()
-	if err == nil {
+	if err := bk.updateRegistry(func(reg *backupRegistry) bool {
 		reg.Backups = append(reg.Backups, backupEntry{Dir: dir, TakenAt: takenAt})
-		err = bk.saveRegistry(reg)
-	}
-	bk.mu.Unlock()
-	if err != nil {
+		return true
+	}); err != nil {
 		return nil, err
 	}
-	fail := func(err error) (*Manifest, error) {
-		bk.mu.Lock()
-		if reg, rerr := bk.loadRegistry(); rerr == nil {
+	m, err := bk.copyInto(db, dir, takenAt, version, progress)
+	if err != nil {
+		bk.updateRegistry(func(reg *backupRegistry) bool {
 			kept := reg.Backups[:0:0]
 			for _, b := range reg.Backups {
 				if b.Dir != dir {
@@ -241,15 +227,91 @@ func (bk *Backups) Take(_ context.Context, db *store.DB, dir, version string, pr
 				}
 			}
 			reg.Backups = kept
-			bk.saveRegistry(reg)
-		}
-		bk.mu.Unlock()
+			return true
+		})
 		os.RemoveAll(dir)
 		return nil, err
 	}
+	if err := bk.updateRegistry(func(reg *backupRegistry) bool {
+		for i := range reg.Backups {
+			if reg.Backups[i].Dir == dir {
+				reg.Backups[i].Complete = true
+			}
+		}
+		return true
+	}); err != nil {
+		return nil, err
+	}
+	bk.log.Info().Str("dir", dir).Int64("bytes", m.Bytes).Msg("backup taken")
+	return m, nil
+}
 
+// prepareDir checks that dir is outside the data dir and empty, and makes
+// it owner-only.
+func (bk *Backups) prepareDir(dir string) error {
+	dataAbs, _ := filepath.Abs(bk.dataDir)
+	if rel, err := filepath.Rel(dataAbs, dir); err == nil && !strings.HasPrefix(rel, "..") {
+		return fmt.Errorf("--out %s is inside the data dir; put backups elsewhere", dir)
+	}
+	if names, err := os.ReadDir(dir); err == nil && len(names) > 0 {
+		return fmt.Errorf("--out %s exists and is not empty", dir)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	return os.Chmod(dir, 0o700) // it may exist, empty, with a wider mode
+}
+
+// updateRegistry loads the registry under the lock, lets fn change it and
+// saves it when fn says so.
+func (bk *Backups) updateRegistry(fn func(reg *backupRegistry) bool) error {
+	bk.mu.Lock()
+	defer bk.mu.Unlock()
+	reg, err := bk.loadRegistry()
+	if err != nil {
+		return err
+	}
+	if !fn(reg) {
+		return nil
+	}
+	return bk.saveRegistry(reg)
+}
+
+// copyInto takes the checkpoint into dir/db, copies the keys and writes the
+// manifest, last.
+func (bk *Backups) copyInto(db *store.DB, dir string, takenAt time.Time, version string, progress io.Writer) (*Manifest, error) {
+	if err := checkpoint(db, filepath.Join(dir, "db"), progress); err != nil {
+		return nil, err
+	}
+	size, files := dirSizeFiles(filepath.Join(dir, "db"))
+	fmt.Fprintf(progress, "backup: %s\n", progressBar(size, max(size, 1)))
+	keys, err := os.ReadFile(filepath.Join(bk.dataDir, store.SecretsFile))
+	if err != nil {
+		return nil, err
+	}
+	if err := writeFileSync(filepath.Join(dir, store.SecretsFile), keys); err != nil {
+		return nil, err
+	}
+	if err := syncTree(filepath.Join(dir, "db")); err != nil {
+		return nil, err
+	}
+	m := &Manifest{Format: backupFormat, TakenAt: takenAt, CompletedAt: bk.now().UTC(), ExpiresAt: takenAt.Add(BackupRetention),
+		RetentionDays: int(BackupRetention / (24 * time.Hour)), Version: version, Bytes: size, Files: files, Tenants: []string{}}
+	for _, t := range db.Tenants() {
+		m.Tenants = append(m.Tenants, t.ID)
+	}
+	data, _ := json.MarshalIndent(m, "", "  ")
+	if err := writeFileSync(filepath.Join(dir, ManifestFile), data); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// checkpoint takes a Pebble checkpoint into dst, printing progress every
+// 250 ms.
+func checkpoint(db *store.DB, dst string, progress io.Writer) error {
 	total := int64(db.Pebble().Metrics().DiskSpaceUsage())
-	fmt.Fprintf(progress, "backup: checkpoint of %.1f MB into %s\n", float64(total)/1e6, dir)
+	fmt.Fprintf(progress, "backup: checkpoint of %.1f MB into %s\n", float64(total)/1e6, filepath.Dir(dst))
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -262,54 +324,15 @@ func (bk *Backups) Take(_ context.Context, db *store.DB, dir, version string, pr
 			case <-done:
 				return
 			case <-tick.C:
-				n, _ := dirSize(filepath.Join(dir, "db"))
+				n, _ := dirSize(dst)
 				fmt.Fprintf(progress, "backup: %s\n", progressBar(n, total))
 			}
 		}
 	}()
-	err = db.Checkpoint(filepath.Join(dir, "db"))
+	err := db.Checkpoint(dst)
 	close(done)
 	wg.Wait()
-	if err != nil {
-		return fail(err)
-	}
-	size, files := dirSizeFiles(filepath.Join(dir, "db"))
-	fmt.Fprintf(progress, "backup: %s\n", progressBar(size, max(size, 1)))
-	keys, err := os.ReadFile(filepath.Join(bk.dataDir, store.SecretsFile))
-	if err != nil {
-		return fail(err)
-	}
-	if err := writeFileSync(filepath.Join(dir, store.SecretsFile), keys); err != nil {
-		return fail(err)
-	}
-	if err := syncTree(filepath.Join(dir, "db")); err != nil {
-		return fail(err)
-	}
-	m := &Manifest{Format: backupFormat, TakenAt: takenAt, CompletedAt: bk.now().UTC(), ExpiresAt: takenAt.Add(BackupRetention),
-		RetentionDays: int(BackupRetention / (24 * time.Hour)), Version: version, Bytes: size, Files: files, Tenants: []string{}}
-	for _, t := range db.Tenants() {
-		m.Tenants = append(m.Tenants, t.ID)
-	}
-	data, _ := json.MarshalIndent(m, "", "  ")
-	if err := writeFileSync(filepath.Join(dir, ManifestFile), data); err != nil {
-		return fail(err)
-	}
-	bk.mu.Lock()
-	reg, err = bk.loadRegistry()
-	if err == nil {
-		for i := range reg.Backups {
-			if reg.Backups[i].Dir == dir {
-				reg.Backups[i].Complete = true
-			}
-		}
-		err = bk.saveRegistry(reg)
-	}
-	bk.mu.Unlock()
-	if err != nil {
-		return nil, err
-	}
-	bk.log.Info().Str("dir", dir).Int64("bytes", size).Msg("backup taken")
-	return m, nil
+	return err
 }
 
 // appendNothing creates path (empty, synced) if it does not exist.

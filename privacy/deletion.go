@@ -252,127 +252,162 @@ func (s *Service) ProcessDeletions(ctx context.Context, hooks DeletionHooks) (De
 	var st DeletionStats
 	var firstErr error
 	for _, t := range s.db.Tenants() {
-		type queued struct {
-			key []byte
-			job deletionJob
-		}
-		var jobs []queued
-		lo, hi := store.TableSpan(t.ID, store.TableDeletionQueue)
-		if err := s.db.Scan(lo, hi, func(k, v []byte) error {
-			var j deletionJob
-			if err := json.Unmarshal(v, &j); err != nil {
-				return fmt.Errorf("deletion queue of %s: %w", t.ID, err)
-			}
-			jobs = append(jobs, queued{key: append([]byte(nil), k...), job: j})
-			if len(jobs) >= deletionBatch {
-				return store.ErrStop // the next pass goes on
-			}
-			return nil
-		}); err != nil {
+		p := &tenantPass{s: s, tenant: t.ID, st: &st, firstErr: &firstErr}
+		if err := p.run(ctx, hooks); err != nil {
 			return st, err
-		}
-		if len(jobs) == 0 {
-			continue
-		}
-		// Jobs known only by hash: find their customers in one scan.
-		want := map[string]bool{}
-		for _, q := range jobs {
-			if q.job.ClienteRef == "" {
-				want[q.job.Hash] = true
-			}
-		}
-		var found map[string]string
-		if len(want) > 0 {
-			var err error
-			if found, err = s.refsForHashes(t.ID, want); err != nil {
-				return st, err
-			}
-		}
-		// Phase 1: each job's data goes (one synced batch per customer).
-		var touched [][]byte
-		var ready []readyDeletion
-		fail := func(hash string, err error) {
-			st.Failed++
-			s.log.Error().Err(err).Str("tenant", t.ID).Str("cliente_hash", hash).Msg("customer deletion failed; retried on the next pass")
-			s.noteDeletion(t.ID, hash, func(r *DeletionRecord) { r.Intentos++; r.UltimoError = err.Error() })
-			if firstErr == nil {
-				firstErr = err
-			}
-		}
-		for _, q := range jobs {
-			if ctx.Err() != nil {
-				return st, ctx.Err()
-			}
-			if !q.job.RetryAt.IsZero() && s.now().Before(q.job.RetryAt) {
-				st.Pending++
-				continue
-			}
-			ref := q.job.ClienteRef
-			if ref == "" {
-				ref = found[q.job.Hash]
-			}
-			r, keys, err := s.applyDeletion(t.ID, q.key, q.job, ref, hooks)
-			touched = append(touched, keys...)
-			switch {
-			case err != nil:
-				fail(q.job.Hash, err)
-			case r == nil:
-				st.Pending++
-			default:
-				ready = append(ready, *r)
-			}
-		}
-		// Phase 2: one compaction for the pass, then the records say
-		// completado and the queue entries go (and are compacted away).
-		if err := s.compactKeys(ctx, touched); err != nil {
-			for _, r := range ready {
-				fail(r.hash, err)
-			}
-			continue
-		}
-		if len(ready) == 0 {
-			continue
-		}
-		now, err := s.rec.TenantNow(t.ID)
-		if err != nil {
-			return st, err
-		}
-		b := s.db.NewBatch()
-		var qkeys [][]byte
-		for _, r := range ready {
-			r.rec.Estado, r.rec.CompletadoEn, r.rec.Espera, r.rec.UltimoError = DeletionCompleted, &now, "", ""
-			if err := b.SetJSON(deletionKey(t.ID, r.hash), r.rec); err != nil {
-				b.Close()
-				return st, err
-			}
-			b.Delete(r.qkey)
-			qkeys = append(qkeys, r.qkey)
-		}
-		err = b.Commit()
-		b.Close()
-		if err == nil {
-			err = s.compactKeys(ctx, qkeys)
-		}
-		if err == nil {
-			// Tombstones and old records in write-ahead logs still name the
-			// customers: rotate them away before reporting completado.
-			err = s.db.PurgeWAL()
-		}
-		if err == nil {
-			err = s.db.PurgeManifest()
-		}
-		if err != nil {
-			for _, r := range ready {
-				fail(r.hash, err)
-			}
-			continue
-		}
-		for _, r := range ready {
-			st.Completed++
-			s.log.Info().Str("tenant", t.ID).Str("cliente_hash", r.hash).Msg("customer deletion completed")
 		}
 	}
 	return st, firstErr
+}
+
+// tenantPass is one worker pass over one tenant's queue. Failures of single
+// jobs are counted in st and the first kept in firstErr; run returns only
+// the errors that end the whole pass.
+type tenantPass struct {
+	s        *Service
+	tenant   string
+	st       *DeletionStats
+	firstErr *error
+}
+
+type queuedDeletion struct {
+	key []byte
+	job deletionJob
+}
+
+func (p *tenantPass) run(ctx context.Context, hooks DeletionHooks) error {
+	jobs, err := p.queued()
+	if err != nil || len(jobs) == 0 {
+		return err
+	}
+	found, err := p.refsByHash(jobs)
+	if err != nil {
+		return err
+	}
+	// Phase 1: each job's data goes (one synced batch per customer).
+	var touched [][]byte
+	var ready []readyDeletion
+	for _, q := range jobs {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if !q.job.RetryAt.IsZero() && p.s.now().Before(q.job.RetryAt) {
+			p.st.Pending++
+			continue
+		}
+		ref := q.job.ClienteRef
+		if ref == "" {
+			ref = found[q.job.Hash]
+		}
+		r, keys, err := p.s.applyDeletion(p.tenant, q.key, q.job, ref, hooks)
+		touched = append(touched, keys...)
+		switch {
+		case err != nil:
+			p.fail(q.job.Hash, err)
+		case r == nil:
+			p.st.Pending++
+		default:
+			ready = append(ready, *r)
+		}
+	}
+	// Phase 2: one compaction for the pass, then the records say
+	// completado and the queue entries go (and are compacted away).
+	if err := p.s.compactKeys(ctx, touched); err != nil {
+		for _, r := range ready {
+			p.fail(r.hash, err)
+		}
+		return nil
+	}
+	if len(ready) == 0 {
+		return nil
+	}
+	return p.complete(ctx, ready)
+}
+
+// queued reads up to deletionBatch jobs of the tenant's queue.
+func (p *tenantPass) queued() ([]queuedDeletion, error) {
+	var jobs []queuedDeletion
+	lo, hi := store.TableSpan(p.tenant, store.TableDeletionQueue)
+	err := p.s.db.Scan(lo, hi, func(k, v []byte) error {
+		var j deletionJob
+		if err := json.Unmarshal(v, &j); err != nil {
+			return fmt.Errorf("deletion queue of %s: %w", p.tenant, err)
+		}
+		jobs = append(jobs, queuedDeletion{key: append([]byte(nil), k...), job: j})
+		if len(jobs) >= deletionBatch {
+			return store.ErrStop // the next pass goes on
+		}
+		return nil
+	})
+	return jobs, err
+}
+
+// refsByHash finds, in one scan, the customers of the jobs known only by
+// hash.
+func (p *tenantPass) refsByHash(jobs []queuedDeletion) (map[string]string, error) {
+	want := map[string]bool{}
+	for _, q := range jobs {
+		if q.job.ClienteRef == "" {
+			want[q.job.Hash] = true
+		}
+	}
+	if len(want) == 0 {
+		return nil, nil
+	}
+	return p.s.refsForHashes(p.tenant, want)
+}
+
+func (p *tenantPass) fail(hash string, err error) {
+	p.st.Failed++
+	p.s.log.Error().Err(err).Str("tenant", p.tenant).Str("cliente_hash", hash).Msg("customer deletion failed; retried on the next pass")
+	p.s.noteDeletion(p.tenant, hash, func(r *DeletionRecord) { r.Intentos++; r.UltimoError = err.Error() })
+	if *p.firstErr == nil {
+		*p.firstErr = err
+	}
+}
+
+// complete marks the ready jobs completado, removes their queue entries and
+// rotates the write-ahead logs and manifests that still name the customers.
+func (p *tenantPass) complete(ctx context.Context, ready []readyDeletion) error {
+	now, err := p.s.rec.TenantNow(p.tenant)
+	if err != nil {
+		return err
+	}
+	b := p.s.db.NewBatch()
+	var qkeys [][]byte
+	for _, r := range ready {
+		r.rec.Estado, r.rec.CompletadoEn, r.rec.Espera, r.rec.UltimoError = DeletionCompleted, &now, "", ""
+		if err := b.SetJSON(deletionKey(p.tenant, r.hash), r.rec); err != nil {
+			b.Close()
+			return err
+		}
+		b.Delete(r.qkey)
+		qkeys = append(qkeys, r.qkey)
+	}
+	err = b.Commit()
+	b.Close()
+	if err == nil {
+		err = p.s.compactKeys(ctx, qkeys)
+	}
+	if err == nil {
+		// Tombstones and old records in write-ahead logs still name the
+		// customers: rotate them away before reporting completado.
+		err = p.s.db.PurgeWAL()
+	}
+	if err == nil {
+		err = p.s.db.PurgeManifest()
+	}
+	if err != nil {
+		for _, r := range ready {
+			p.fail(r.hash, err)
+		}
+		return nil
+	}
+	for _, r := range ready {
+		p.st.Completed++
+		p.s.log.Info().Str("tenant", p.tenant).Str("cliente_hash", r.hash).Msg("customer deletion completed")
+	}
+	return nil
 }
 
 // readyDeletion is a job whose data is gone, to be marked completado once

@@ -105,19 +105,52 @@ func (s *Service) Export(tenant, clienteRef, clientID, trace string) (*CustomerE
 	if del != nil {
 		x.Borrado = &ExportDeletion{Estado: del.Estado, SolicitadoEn: del.SolicitadoEn.UTC(), CompletadoEn: utcPtr(del.CompletadoEn)}
 	}
-
-	cupons := map[string]bool{}
-	lo, hi := store.TableSpan(tenant, store.TableCustomerEvent, clienteRef)
-	var evIDs []string
-	if err := s.db.Scan(lo, hi, func(k, _ []byte) error {
-		if parts, ok := store.SplitKey(tenant, k, "s8s"); ok {
-			evIDs = append(evIDs, string(parts[2]))
-		}
-		return nil
-	}); err != nil {
+	// known: the customer's records found through its indexes.
+	cupons, known, err := s.exportEvents(tenant, clienteRef, x)
+	if err != nil {
 		return nil, err
 	}
-	var known [][]byte // the customer's records found through its indexes
+	if err := s.exportFeatures(tenant, clienteRef, now, x); err != nil {
+		return nil, err
+	}
+	dkeys, err := s.exportDecisions(tenant, clienteRef, x)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.exportLinks(tenant, clienteRef, cupons, x); err != nil {
+		return nil, err
+	}
+	q, err := s.rec.CustomerDamaged(tenant, clienteRef, append(known, dkeys...))
+	if err != nil {
+		return nil, err
+	}
+	x.EnCuarentena = len(q)
+	return x, nil
+}
+
+// indexedIDs returns the ids a customer index (TableCustomerEvent or
+// TableCustomerDecide) names for ref.
+func (s *Service) indexedIDs(tenant string, table byte, ref string) ([]string, error) {
+	var ids []string
+	lo, hi := store.TableSpan(tenant, table, ref)
+	err := s.db.Scan(lo, hi, func(k, _ []byte) error {
+		if parts, ok := store.SplitKey(tenant, k, "s8s"); ok {
+			ids = append(ids, string(parts[2]))
+		}
+		return nil
+	})
+	return ids, err
+}
+
+// exportEvents adds the customer's events to x (a damaged one goes to
+// quarantine) and returns the coupons they name and the event keys.
+func (s *Service) exportEvents(tenant, clienteRef string, x *CustomerExport) (map[string]bool, [][]byte, error) {
+	evIDs, err := s.indexedIDs(tenant, store.TableCustomerEvent, clienteRef)
+	if err != nil {
+		return nil, nil, err
+	}
+	cupons := map[string]bool{}
+	var known [][]byte
 	for _, id := range evIDs {
 		k := s.rec.EventKey(tenant, id)
 		known = append(known, k)
@@ -126,7 +159,7 @@ func (s *Service) Export(tenant, clienteRef, clientID, trace string) (*CustomerE
 			continue
 		}
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		ev, ok := engine.Event{}, len(v) >= 32
 		if ok {
@@ -144,33 +177,40 @@ func (s *Service) Export(tenant, clienteRef, clientID, trace string) (*CustomerE
 		}
 		x.Eventos = append(x.Eventos, exportEvent(&ev))
 	}
+	return cupons, known, nil
+}
 
-	if b, err := s.db.Get(s.rec.FeaturesKey(tenant, clienteRef)); err == nil {
-		if f, ok := engine.DecodeFeatures(b); ok {
-			x.Caracteristica = f.Export(now)
-		} else {
-			s.rec.Quarantine(tenant, s.rec.FeaturesKey(tenant, clienteRef), b, errors.New("features: do not decode"))
-		}
-	} else if !errors.Is(err, store.ErrNotFound) {
-		return nil, err
-	}
-
-	var nonces []string
-	lo, hi = store.TableSpan(tenant, store.TableCustomerDecide, clienteRef)
-	if err := s.db.Scan(lo, hi, func(k, _ []byte) error {
-		if parts, ok := store.SplitKey(tenant, k, "s8s"); ok {
-			nonces = append(nonces, string(parts[2]))
-		}
+// exportFeatures adds the customer's features to x (damaged ones go to
+// quarantine).
+func (s *Service) exportFeatures(tenant, clienteRef string, now time.Time, x *CustomerExport) error {
+	b, err := s.db.Get(s.rec.FeaturesKey(tenant, clienteRef))
+	if errors.Is(err, store.ErrNotFound) {
 		return nil
-	}); err != nil {
+	}
+	if err != nil {
+		return err
+	}
+	if f, ok := engine.DecodeFeatures(b); ok {
+		x.Caracteristica = f.Export(now)
+	} else {
+		s.rec.Quarantine(tenant, s.rec.FeaturesKey(tenant, clienteRef), b, errors.New("features: do not decode"))
+	}
+	return nil
+}
+
+// exportDecisions adds the customer's decisions and confirmations to x and
+// returns the decision keys its index names.
+func (s *Service) exportDecisions(tenant, clienteRef string, x *CustomerExport) ([][]byte, error) {
+	nonces, err := s.indexedIDs(tenant, store.TableCustomerDecide, clienteRef)
+	if err != nil {
 		return nil, err
 	}
-	names := engine.VectorNames()
+	var known [][]byte
 	for _, nonce := range nonces {
 		known = append(known, s.rec.DecisionKey(tenant, nonce))
 		r, err := s.rec.LoadDecision(tenant, nonce)
 		if errors.Is(err, engine.ErrNotFound) {
-			continue // deleted, or damaged: quarantined, counted below
+			continue // deleted, or damaged: quarantined, counted by Export
 		}
 		if err != nil {
 			return nil, err
@@ -179,26 +219,7 @@ func (s *Service) Export(tenant, clienteRef, clientID, trace string) (*CustomerE
 			continue
 		}
 		id := s.rec.DecisionID(tenant, nonce)
-		d := ExportDecision{
-			DecisionID: id, CreadaEn: r.At.UTC(), Canal: r.Canal, CampanaID: r.CampanaID, JobID: r.JobID,
-			Accion: r.Accion, Propension: r.Propension, PoliticaVersion: r.Version, Explorado: r.Explorado,
-			EnControl: r.EnControl, EnRespaldo: r.EnRespaldo, CaducaEn: r.CaducaEn.UTC(), Motivo: r.Motivo,
-			EstadoEjecucion: r.Estado,
-		}
-		if d.EstadoEjecucion == engine.EstadoPendiente {
-			d.EstadoEjecucion = "pendiente"
-		}
-		if r.Recompensa != nil {
-			m := float64(*r.Recompensa) / 100
-			d.RecompensaMXN = &m
-		}
-		if len(r.X) == len(names) {
-			d.Vector = make(map[string]float64, len(names))
-			for i, n := range names {
-				d.Vector[n] = r.X[i]
-			}
-		}
-		x.Decisiones = append(x.Decisiones, d)
+		x.Decisiones = append(x.Decisiones, exportDecision(id, r))
 		if r.ConfirmadaEn != nil {
 			c := ExportConfirmation{DecisionID: id, EstadoEjecucion: r.Estado, AccionReal: r.AccionReal,
 				TsEjecucion: utcPtr(r.TsEjecucion), ConfirmadaEn: r.ConfirmadaEn.UTC()}
@@ -209,7 +230,36 @@ func (s *Service) Export(tenant, clienteRef, clientID, trace string) (*CustomerE
 			x.Confirmaciones = append(x.Confirmaciones, c)
 		}
 	}
+	return known, nil
+}
 
+// exportDecision renders a decision record.
+func exportDecision(id string, r *engine.DecisionRecord) ExportDecision {
+	d := ExportDecision{
+		DecisionID: id, CreadaEn: r.At.UTC(), Canal: r.Canal, CampanaID: r.CampanaID, JobID: r.JobID,
+		Accion: r.Accion, Propension: r.Propension, PoliticaVersion: r.Version, Explorado: r.Explorado,
+		EnControl: r.EnControl, EnRespaldo: r.EnRespaldo, CaducaEn: r.CaducaEn.UTC(), Motivo: r.Motivo,
+		EstadoEjecucion: r.Estado,
+	}
+	if d.EstadoEjecucion == engine.EstadoPendiente {
+		d.EstadoEjecucion = "pendiente"
+	}
+	if r.Recompensa != nil {
+		m := float64(*r.Recompensa) / 100
+		d.RecompensaMXN = &m
+	}
+	if names := engine.VectorNames(); len(r.X) == len(names) {
+		d.Vector = make(map[string]float64, len(names))
+		for i, n := range names {
+			d.Vector[n] = r.X[i]
+		}
+	}
+	return d
+}
+
+// exportLinks adds the attribution links of the customer's coupons to x,
+// in coupon order.
+func (s *Service) exportLinks(tenant, clienteRef string, cupons map[string]bool, x *CustomerExport) error {
 	ordered := make([]string, 0, len(cupons))
 	for c := range cupons {
 		ordered = append(ordered, c)
@@ -222,7 +272,7 @@ func (s *Service) Export(tenant, clienteRef, clientID, trace string) (*CustomerE
 			continue
 		}
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if a.ClienteRef != clienteRef {
 			continue
@@ -234,12 +284,7 @@ func (s *Service) Export(tenant, clienteRef, clientID, trace string) (*CustomerE
 		}
 		x.VinculosCupon = append(x.VinculosCupon, l)
 	}
-	q, err := s.rec.CustomerDamaged(tenant, clienteRef, known)
-	if err != nil {
-		return nil, err
-	}
-	x.EnCuarentena = len(q)
-	return x, nil
+	return nil
 }
 
 func utcPtr(t *time.Time) *time.Time {

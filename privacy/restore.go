@@ -22,6 +22,7 @@ import (
 // provides it, since it wires the engine and the batch runner.
 type OpenStaging func(ctx context.Context, db *store.DB, secrets *store.Secrets) (*Service, DeletionHooks, error)
 
+// RestoreResult is what "admin restore" reports.
 type RestoreResult struct {
 	From               string    `json:"from"`
 	DataDir            string    `json:"data_dir"`
@@ -30,8 +31,64 @@ type RestoreResult struct {
 	Replaced           bool      `json:"replaced_existing_store"`
 }
 
+// Restore brings the backup src back into the data dir (server stopped):
+// the store is copied to a staging directory, every deletion of the
+// ledger and of the backup's own records is applied there to completado,
+// and only then is the staging store swapped in.
 func (bk *Backups) Restore(ctx context.Context, src string, open OpenStaging, progress io.Writer) (*RestoreResult, error) {
-	dataDir, now := bk.dataDir, bk.now
+	dataDir := bk.dataDir
+	m, err := bk.readManifest(src)
+	if err != nil {
+		return nil, err
+	}
+	ledger, err := readLedger(filepath.Join(src, ledgerFile))
+	if err != nil {
+		return nil, err
+	}
+	secrets, err := installKeys(dataDir, src)
+	if err != nil {
+		return nil, err
+	}
+	staging := filepath.Join(dataDir, "db.restoring")
+	if err := os.RemoveAll(staging); err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(progress, "restore: copying %s\n", filepath.Join(src, "db"))
+	if err := copyTree(filepath.Join(src, "db"), staging, progress); err != nil {
+		os.RemoveAll(staging)
+		return nil, err
+	}
+	n, err := reapplyDeletions(ctx, dataDir, staging, secrets, ledger, open, progress)
+	if err == nil {
+		err = rotateManifest(staging)
+	}
+	if err != nil {
+		os.RemoveAll(staging)
+		return nil, err
+	}
+	replaced, err := swapIn(dataDir, staging)
+	if err != nil {
+		return nil, err
+	}
+	// The restored installation keeps feeding this backup's ledger.
+	if err := bk.updateRegistry(func(reg *backupRegistry) bool {
+		for _, b := range reg.Backups {
+			if b.Dir == src {
+				return false
+			}
+		}
+		reg.Backups = append(reg.Backups, backupEntry{Dir: src, TakenAt: m.TakenAt, Complete: true})
+		return true
+	}); err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(progress, "restore: done\n")
+	return &RestoreResult{From: src, DataDir: dataDir, TakenAt: m.TakenAt, DeletionsReapplied: n, Replaced: replaced}, nil
+}
+
+// readManifest reads src's manifest and refuses an incomplete backup or
+// one past retention.
+func (bk *Backups) readManifest(src string) (*Manifest, error) {
 	var m Manifest
 	data, err := os.ReadFile(filepath.Join(src, ManifestFile))
 	if err != nil {
@@ -40,14 +97,16 @@ func (bk *Backups) Restore(ctx context.Context, src string, open OpenStaging, pr
 	if err := json.Unmarshal(data, &m); err != nil || m.Format != backupFormat {
 		return nil, fmt.Errorf("%s/%s: not a coupond backup manifest", src, ManifestFile)
 	}
-	if age := now().Sub(m.TakenAt); age > BackupRetention {
+	if age := bk.now().Sub(m.TakenAt); age > BackupRetention {
 		return nil, fmt.Errorf("backup taken %s is past the %d-day retention: it no longer receives customer deletions, so it cannot be restored",
 			m.TakenAt.Format(time.RFC3339), int(BackupRetention/(24*time.Hour)))
 	}
-	ledger, err := readLedger(filepath.Join(src, ledgerFile))
-	if err != nil {
-		return nil, err
-	}
+	return &m, nil
+}
+
+// installKeys puts the backup's keys.json into dataDir, or checks that the
+// one there is the same installation's, and loads them.
+func installKeys(dataDir, src string) (*store.Secrets, error) {
 	keys, err := os.ReadFile(filepath.Join(src, store.SecretsFile))
 	if err != nil {
 		return nil, fmt.Errorf("backup keys: %w", err)
@@ -66,71 +125,30 @@ func (bk *Backups) Restore(ctx context.Context, src string, open OpenStaging, pr
 	case !bytes.Equal(bytes.TrimSpace(cur), bytes.TrimSpace(keys)):
 		return nil, fmt.Errorf("the backup's keys.json differs from %s: it comes from another installation", filepath.Join(dataDir, store.SecretsFile))
 	}
-	secrets, err := store.LoadSecrets(dataDir)
-	if err != nil {
-		return nil, err
-	}
+	return store.LoadSecrets(dataDir)
+}
 
-	staging := filepath.Join(dataDir, "db.restoring")
-	if err := os.RemoveAll(staging); err != nil {
-		return nil, err
-	}
-	fmt.Fprintf(progress, "restore: copying %s\n", filepath.Join(src, "db"))
-	if err := copyTree(filepath.Join(src, "db"), staging, progress); err != nil {
-		os.RemoveAll(staging)
-		return nil, err
-	}
-	n, err := reapplyDeletions(ctx, dataDir, staging, secrets, ledger, open, progress)
-	if err == nil {
-		err = rotateManifest(staging)
-	}
-	if err != nil {
-		os.RemoveAll(staging)
-		return nil, err
-	}
-
-	// Swap the staging store in.
+// swapIn makes staging the live store of dataDir, reporting whether it
+// replaced one.
+func swapIn(dataDir, staging string) (replaced bool, err error) {
 	live := filepath.Join(dataDir, "db")
-	replaced := false
 	if _, err := os.Stat(live); err == nil {
 		replaced = true
 		old := filepath.Join(dataDir, "db.replaced")
 		os.RemoveAll(old)
 		if err := os.Rename(live, old); err != nil {
-			return nil, err
+			return replaced, err
 		}
 		if err := os.Rename(staging, live); err != nil {
-			return nil, err
+			return replaced, err
 		}
 		if err := os.RemoveAll(old); err != nil {
-			return nil, err
+			return replaced, err
 		}
 	} else if err := os.Rename(staging, live); err != nil {
-		return nil, err
+		return replaced, err
 	}
-	if err := syncDir(dataDir); err != nil {
-		return nil, err
-	}
-
-	// The restored installation keeps feeding this backup's ledger.
-	bk.mu.Lock()
-	reg, err := bk.loadRegistry()
-	if err == nil {
-		found := false
-		for _, b := range reg.Backups {
-			found = found || b.Dir == src
-		}
-		if !found {
-			reg.Backups = append(reg.Backups, backupEntry{Dir: src, TakenAt: m.TakenAt, Complete: true})
-			err = bk.saveRegistry(reg)
-		}
-	}
-	bk.mu.Unlock()
-	if err != nil {
-		return nil, err
-	}
-	fmt.Fprintf(progress, "restore: done\n")
-	return &RestoreResult{From: src, DataDir: dataDir, TakenAt: m.TakenAt, DeletionsReapplied: n, Replaced: replaced}, nil
+	return replaced, syncDir(dataDir)
 }
 
 func readLedger(path string) ([]LedgerEntry, error) {
