@@ -38,6 +38,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/coupond/coupond/atomicfile"
 	"github.com/coupond/coupond/store"
 )
 
@@ -98,40 +99,7 @@ func (bk *Backups) saveRegistry(r *backupRegistry) error {
 	if err != nil {
 		return err
 	}
-	return writeFileSync(filepath.Join(bk.dataDir, backupsFile), data)
-}
-
-// writeFileSync writes path atomically (tmp, fsync, rename, fsync dir).
-func writeFileSync(path string, data []byte) error {
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return err
-	}
-	return syncDir(filepath.Dir(path))
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+	return atomicfile.WriteBytes(filepath.Join(bk.dataDir, backupsFile), 0o600, data)
 }
 
 // appendLedger appends one deletion to a backup's ledger, synced.
@@ -140,19 +108,7 @@ func appendLedger(dir string, l LedgerEntry) error {
 	if err != nil {
 		return err
 	}
-	f, err := os.OpenFile(filepath.Join(dir, ledgerFile), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(append(line, '\n')); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return atomicfile.Append(filepath.Join(dir, ledgerFile), 0o600, append(line, '\n'))
 }
 
 // Ledger records a deletion in every registered backup within retention
@@ -289,7 +245,7 @@ func (bk *Backups) copyInto(db *store.DB, dir string, takenAt time.Time, version
 	if err != nil {
 		return nil, err
 	}
-	if err := writeFileSync(filepath.Join(dir, store.SecretsFile), keys); err != nil {
+	if err := atomicfile.WriteBytes(filepath.Join(dir, store.SecretsFile), 0o600, keys); err != nil {
 		return nil, err
 	}
 	if err := syncTree(filepath.Join(dir, "db")); err != nil {
@@ -301,7 +257,7 @@ func (bk *Backups) copyInto(db *store.DB, dir string, takenAt time.Time, version
 		m.Tenants = append(m.Tenants, t.ID)
 	}
 	data, _ := json.MarshalIndent(m, "", "  ")
-	if err := writeFileSync(filepath.Join(dir, ManifestFile), data); err != nil {
+	if err := atomicfile.WriteBytes(filepath.Join(dir, ManifestFile), 0o600, data); err != nil {
 		return nil, err
 	}
 	return m, nil
@@ -337,18 +293,10 @@ func checkpoint(db *store.DB, dst string, progress io.Writer) error {
 
 // appendNothing creates path (empty, synced) if it does not exist.
 func appendNothing(path string) error {
-	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
-	if err != nil {
+	if err := atomicfile.Append(path, 0o600, nil); err != nil {
 		return err
 	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return syncDir(filepath.Dir(path))
+	return atomicfile.SyncDir(filepath.Dir(path))
 }
 
 func progressBar(n, total int64) string {

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/coupond/coupond/atomicfile"
 	"github.com/coupond/coupond/batch"
 	"github.com/coupond/coupond/store"
 )
@@ -117,7 +118,7 @@ func installKeys(dataDir, src string) (*store.Secrets, error) {
 	cur, err := os.ReadFile(filepath.Join(dataDir, store.SecretsFile))
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		if err := writeFileSync(filepath.Join(dataDir, store.SecretsFile), keys); err != nil {
+		if err := atomicfile.WriteBytes(filepath.Join(dataDir, store.SecretsFile), 0o600, keys); err != nil {
 			return nil, err
 		}
 	case err != nil:
@@ -148,7 +149,7 @@ func swapIn(dataDir, staging string) (replaced bool, err error) {
 	} else if err := os.Rename(staging, live); err != nil {
 		return replaced, err
 	}
-	return replaced, syncDir(dataDir)
+	return replaced, atomicfile.SyncDir(dataDir)
 }
 
 func readLedger(path string) ([]LedgerEntry, error) {
@@ -348,5 +349,5 @@ func copyTree(src, dst string, progress io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(progress, "restore: %s\n", progressBar(done, max(total, 1)))
-	return syncDir(dst)
+	return atomicfile.SyncDir(dst)
 }
