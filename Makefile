@@ -5,7 +5,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -X github.com/coupond/coupond/cli.version=$(VERSION) -X github.com/coupond/coupond/cli.commit=$(COMMIT)
 
-.PHONY: build run test lint bench fuzz lab lab-runs clean
+.PHONY: build run test lint bench bench-http fuzz lab lab-runs lab-worlds lab-tune clean
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) .
@@ -27,6 +27,18 @@ lint:
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -timeout 30m ./...
 
+# Issue 20's measurements over HTTP, each against its baseline in the same run: every command
+# starts its own server (and baseline) on a temporary data dir and loads the history it needs.
+# Run it on a quiet machine; it takes about 10 minutes.
+BENCH_CUSTOMERS ?= 100000
+BENCH_RATES ?= 500,1000,2000,4000,8000
+bench-http: build
+	./$(BIN) bench decisions --baseline --customers $(BENCH_CUSTOMERS) --rates $(BENCH_RATES) --duration 20s
+	./$(BIN) bench decisions --baseline --customers $(BENCH_CUSTOMERS) --rates 2000 --duration 20s --during batch
+	./$(BIN) bench decisions --baseline --customers $(BENCH_CUSTOMERS) --rates 2000 --duration 20s --during learner
+	./$(BIN) bench events --baseline --duration 20s
+	./$(BIN) bench batch --customers 500000
+
 FUZZTIME ?= 30s
 # Runs every native fuzz test of the module for FUZZTIME each.
 fuzz:
@@ -41,6 +53,14 @@ lab: build
 
 lab-runs: build
 	./$(BIN) lab --runs 8
+
+# 30 worlds on the report seeds (1001-1030), which nobody tunes on.
+lab-worlds: build
+	./$(BIN) lab --worlds 30 --seeds report
+
+# 30 worlds on the tuning seeds (1-30).
+lab-tune: build
+	./$(BIN) lab --worlds 30 --seeds tune
 
 clean:
 	rm -rf bin

@@ -8,9 +8,9 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
-	"runtime"
-	"slices"
+	"os"
 	"sort"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -24,6 +24,12 @@ type benchFlags struct {
 	duration              time.Duration
 	customers             int
 	seed                  uint64
+	// serverPID is the measured server's process id when --url names a
+	// running server (its CPU per request is read from /proc).
+	serverPID     int
+	dataDir       string // spawned server: data dir to use instead of a temporary one
+	history       bool   // spawned server: load --customers customers of history first
+	serveLogLevel string
 }
 
 func newBenchCmd() *cobra.Command {
@@ -31,9 +37,19 @@ func newBenchCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "bench",
 		Short: "Load generators against a running server (decisions, events)",
-		Long: `bench drives a running coupond over HTTP and prints throughput and latency percentiles.
-Use a sandbox tenant with rate limits off ("admin tenant set ID --rate-limits off") and a credential
-with the scopes the bench needs (eventos:publicar, decisiones:pedir, decisiones:confirmar, catalogo:escribir).`,
+		Long: `bench drives coupond over HTTP and prints throughput and latency percentiles.
+
+Without --client-id the bench sets up everything itself: it starts "coupond serve" in a child process
+on a fresh data dir (temporary unless --bench-data-dir), creates a sandbox tenant with rate limits
+off and a credential, installs a catalog and, for decisions, loads --customers customers of history
+through POST /v1/eventos before measuring. --baseline measures, in the same run and with the same
+generator, rates and bodies, a bare handler (decisions) or raw Pebble Sync batches (events) in
+another child process, and prints both and their ratio.
+
+With --client-id it drives the server at --url: use a sandbox tenant with rate limits off
+("admin tenant set ID --rate-limits off") and a credential with the scopes the bench needs
+(eventos:publicar, decisiones:pedir, decisiones:confirmar, catalogo:escribir); --server-pid lets
+it read that server's CPU.`,
 	}
 	p := cmd.PersistentFlags()
 	p.StringVar(&f.url, "url", "http://127.0.0.1:8080", "server base URL")
@@ -42,8 +58,12 @@ with the scopes the bench needs (eventos:publicar, decisiones:pedir, decisiones:
 	p.DurationVar(&f.duration, "duration", 20*time.Second, "how long to send")
 	p.IntVar(&f.customers, "customers", 100_000, "distinct cliente_ref to use")
 	p.Uint64Var(&f.seed, "seed", 1, "random seed")
-	p.Bool("json", false, "machine-readable output: one JSON object on stdout")
-	cmd.AddCommand(benchEventsCmd(&f), benchDecisionsCmd(&f))
+	p.IntVar(&f.serverPID, "server-pid", 0, "with --url: the server's process id, to report its CPU per request")
+	p.StringVar(&f.dataDir, "bench-data-dir", "", "spawned server: data dir (default: a temporary one, removed at the end)")
+	p.BoolVar(&f.history, "history", true, "spawned server: load the history of --customers customers before measuring decisions")
+	p.StringVar(&f.serveLogLevel, "serve-log-level", "info", "spawned server: --log-level (its log goes to DATA_DIR/bench-serve.log)")
+	p.Bool("json", false, "machine-readable output: the progress lines go to stderr, one JSON object with the figures to stdout")
+	cmd.AddCommand(benchEventsCmd(&f), benchDecisionsCmd(&f), benchBatchCmd(&f), benchBareServerCmd(), benchRawPebbleCmd())
 	return cmd
 }
 
@@ -85,11 +105,21 @@ func (b *benchClient) bearer(ctx context.Context) (string, error) {
 }
 
 func (b *benchClient) post(ctx context.Context, path string, body []byte, out any) (int, error) {
+	return b.do(ctx, "POST", path, body, out)
+}
+
+// do sends one authenticated request; out, when not nil, receives a 200's
+// JSON body.
+func (b *benchClient) do(ctx context.Context, method, path string, body []byte, out any) (int, error) {
 	tok, err := b.bearer(ctx)
 	if err != nil {
 		return 0, err
 	}
-	req, _ := http.NewRequestWithContext(ctx, "POST", b.f.url+path, bytes.NewReader(body))
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, _ := http.NewRequestWithContext(ctx, method, b.f.url+path, rd)
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Authorization", "Bearer "+tok)
 	resp, err := b.http.Do(req)
@@ -97,7 +127,7 @@ func (b *benchClient) post(ctx context.Context, path string, body []byte, out an
 		return 0, err
 	}
 	defer resp.Body.Close()
-	if out != nil && resp.StatusCode == 200 {
+	if out != nil && resp.StatusCode/100 == 2 {
 		return resp.StatusCode, json.NewDecoder(resp.Body).Decode(out)
 	}
 	io.Copy(io.Discard, resp.Body)
@@ -111,27 +141,6 @@ type latencies struct {
 }
 
 func (l *latencies) add(d time.Duration) { l.mu.Lock(); l.d = append(l.d, d); l.mu.Unlock() }
-
-// quantiles are the percentiles of summary in milliseconds (empty without
-// samples).
-func (l *latencies) quantiles() map[string]float64 {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	out := map[string]float64{}
-	if len(l.d) == 0 {
-		return out
-	}
-	slices.Sort(l.d)
-	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-	for _, q := range []struct {
-		name string
-		p    float64
-	}{{"p50", 0.50}, {"p95", 0.95}, {"p99", 0.99}} {
-		out[q.name] = ms(l.d[min(len(l.d)-1, int(q.p*float64(len(l.d))))])
-	}
-	out["max"] = ms(l.d[len(l.d)-1])
-	return out
-}
 
 func (l *latencies) summary() string {
 	l.mu.Lock()
@@ -147,28 +156,44 @@ func (l *latencies) summary() string {
 
 func benchEventsCmd(f *benchFlags) *cobra.Command {
 	var conc, batch int
+	var baseline bool
 	cmd := &cobra.Command{
 		Use:   "events",
 		Short: "Post realistic batches of events and print accepted events/s and latency percentiles",
-		Args:  cobra.NoArgs,
+		Long: `events posts batches of --batch realistic events with --concurrency requests in flight for
+--duration and prints the events acknowledged per second (each acknowledged request is committed with
+Sync) and the request latency. --baseline writes the same records (key and JSON body of each event)
+with raw Pebble Sync batches of the same size and concurrency in a child process, and prints both and
+their ratio.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c := newBenchClient(f, conc)
+			out := benchOut(cmd)
+			hf := *f
+			hf.history = false
+			t, err := prepareCoupond(cmd.Context(), &hf, conc, out)
+			if err != nil {
+				return err
+			}
+			defer t.close()
+			c := t.client
 			if _, err := c.bearer(cmd.Context()); err != nil {
 				return err
 			}
+			fmt.Fprintf(out, "load average before: %s; %d cores\n", loadavg(), numCPU())
 			var accepted, requests, failures atomic.Int64
 			var lat latencies
 			ctx, cancel := context.WithTimeout(cmd.Context(), f.duration)
 			defer cancel()
+			cpu0, gen0 := readCPU(t.pid), readCPU(os.Getpid())
 			start := time.Now()
 			var wg sync.WaitGroup
 			for w := 0; w < conc; w++ {
 				wg.Add(1)
 				go func(w int) {
 					defer wg.Done()
-					rng := rand.New(rand.NewPCG(f.seed, uint64(w)))
+					tmpls := eventTemplates(f.seed, w, batch, f.customers)
 					for seq := 0; ctx.Err() == nil; seq++ {
-						body := eventBatch(rng, w, seq, batch, f.customers)
+						body := fillSeq(tmpls[seq%len(tmpls)], seq)
 						t0 := time.Now()
 						var res struct{ Aceptados int }
 						st, err := c.post(ctx, "/v1/eventos", body, &res)
@@ -187,21 +212,61 @@ func benchEventsCmd(f *benchFlags) *cobra.Command {
 			}
 			wg.Wait()
 			el := time.Since(start).Seconds()
-			if jsonFlag(cmd) {
-				return printJSON(cmd.OutOrStdout(), map[string]any{"requests": requests.Load(), "events_per_request": batch, "failed": failures.Load(),
-					"accepted": accepted.Load(), "seconds": el, "accepted_per_second": float64(accepted.Load()) / el, "latency_ms": lat.quantiles()})
+			cpu, gen := readCPU(t.pid).minus(cpu0), readCPU(os.Getpid()).minus(gen0)
+			rate := float64(accepted.Load()) / el
+			fmt.Fprintf(out, "coupond events: %d requests of %d events, %d failed, %d accepted in %.1fs\naccepted events/s: %.0f\nrequest latency: %s\n",
+				requests.Load(), batch, failures.Load(), accepted.Load(), el, rate, lat.summary())
+			if cpu.known && accepted.Load() > 0 {
+				fmt.Fprintf(out, "server CPU: %.2f µs per event (%.2f cores); generator %.2f cores\n", float64(cpu.cpu)/1e3/float64(accepted.Load()), cpu.cpu.Seconds()/el, gen.cpu.Seconds()/el)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "events: %d requests of %d events, %d failed, %d accepted in %.1fs\naccepted events/s: %.0f\nrequest latency: %s\n",
-				requests.Load(), batch, failures.Load(), accepted.Load(), el, float64(accepted.Load())/el, lat.summary())
-			return nil
+			summary := map[string]any{"requests": requests.Load(), "events_per_request": batch, "failed": failures.Load(),
+				"accepted": accepted.Load(), "seconds": el, "accepted_per_second": rate}
+			if !baseline {
+				return benchJSON(cmd, summary)
+			}
+			raw, err := runRawPebble(cmd.Context(), f, conc, batch)
+			if err != nil {
+				return err
+			}
+			summary["raw_pebble_per_second"] = raw.rate()
+			fmt.Fprintf(out, "raw Pebble Sync batches of the same records (child process): %d events in %.1fs: %.0f events/s\n", raw.Events, raw.Seconds, raw.rate())
+			fmt.Fprintf(out, "\n| | events/s (Sync) |\n|---|---|\n| coupond POST /v1/eventos | %.0f |\n| raw Pebble | %.0f |\n| coupond / raw | %.0f %% |\n",
+				rate, raw.rate(), 100*rate/raw.rate())
+			fmt.Fprintf(out, "load average after: %s\n", loadavg())
+			return benchJSON(cmd, summary)
 		},
 	}
 	cmd.Flags().IntVar(&conc, "concurrency", 4, "requests in flight")
 	cmd.Flags().IntVar(&batch, "batch", 1000, "events per request (at most 1000)")
+	cmd.Flags().BoolVar(&baseline, "baseline", false, "also write the same records with raw Pebble Sync batches in a child process")
 	return cmd
 }
 
 var benchCategories = []string{"abarrotes", "bebidas", "limpieza", "lacteos", "panaderia", "farmacia", "electronica", "ropa"}
+
+// eventTemplates are a worker's request bodies, made before the clock
+// starts so that the generator spends its time sending: eight batches whose
+// ticket and event ids hold a placeholder that fillSeq replaces with the
+// request's sequence number (every request's ids are new).
+func eventTemplates(seed uint64, worker, n, customers int) [][]byte {
+	rng := rand.New(rand.NewPCG(seed, uint64(worker)))
+	out := make([][]byte, 8)
+	for i := range out {
+		out[i] = eventBatch(rng, worker, seqPlaceholder, n, customers)
+	}
+	return out
+}
+
+// seqPlaceholder stands for the sequence number in a template's ids.
+const seqPlaceholder = -99999999
+
+var seqPlaceholderText = []byte(strconv.Itoa(seqPlaceholder))
+
+// fillSeq returns tmpl with the placeholder replaced by seq (9 digits, the
+// placeholder's length).
+func fillSeq(tmpl []byte, seq int) []byte {
+	return bytes.ReplaceAll(tmpl, seqPlaceholderText, fmt.Appendf(nil, "%09d", seq%1_000_000_000))
+}
 
 // eventBatch builds one request of realistic events: purchases per
 // category of a ticket, coupons received and redeemed.
@@ -227,88 +292,19 @@ func eventBatch(rng *rand.Rand, worker, seq, n, customers int) []byte {
 	return body
 }
 
-func benchDecisionsCmd(f *benchFlags) *cobra.Command {
-	var rate, workers int
-	var confirm bool
-	cmd := &cobra.Command{
-		Use:   "decisions",
-		Short: "Open-loop decision load at a fixed arrival rate; latency from the intended send time",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if rate <= 0 {
-				return fmt.Errorf("--rate: want > 0")
-			}
-			c := newBenchClient(f, workers)
-			if _, err := c.bearer(cmd.Context()); err != nil {
-				return err
-			}
-			ctx, cancel := context.WithTimeout(cmd.Context(), f.duration)
-			defer cancel()
-			type job struct {
-				at  time.Time
-				ref string
-			}
-			jobs := make(chan job, rate*2)
-			var lat latencies
-			var ok, failed, dropped atomic.Int64
-			var wg sync.WaitGroup
-			for w := 0; w < workers; w++ {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					for j := range jobs {
-						body, _ := json.Marshal(map[string]any{"cliente_ref": j.ref, "contexto": map[string]any{"canal": "push"}})
-						var d struct {
-							DecisionID string `json:"decision_id"`
-						}
-						st, err := c.post(context.Background(), "/v1/decisiones", body, &d)
-						lat.add(time.Since(j.at)) // from the intended send time: queueing is not hidden
-						if err != nil || st != 200 {
-							failed.Add(1)
-							continue
-						}
-						ok.Add(1)
-						if confirm {
-							c.post(context.Background(), "/v1/decisiones/"+d.DecisionID+"/ejecucion", []byte(`{"ejecutada":true}`), nil)
-						}
-					}
-				}()
-			}
-			rng := rand.New(rand.NewPCG(f.seed, 7))
-			// preciseSleep blocks this goroutine's thread, which keeps its P
-			// while it sleeps: one more P keeps the workers on every core.
-			runtime.LockOSThread()
-			defer runtime.UnlockOSThread()
-			defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(runtime.GOMAXPROCS(0) + 1))
-			start := time.Now()
-			interval := time.Second / time.Duration(rate)
-			n := 0
-			for ctx.Err() == nil {
-				at := start.Add(time.Duration(n) * interval)
-				if d := time.Until(at); d > 0 {
-					preciseSleep(d)
-				}
-				select {
-				case jobs <- job{at: at, ref: fmt.Sprintf("bench-cliente-%07d", rng.IntN(f.customers))}:
-				default:
-					dropped.Add(1) // the generator never waits: an overloaded server shows as drops
-				}
-				n++
-			}
-			close(jobs)
-			wg.Wait()
-			el := time.Since(start).Seconds()
-			if jsonFlag(cmd) {
-				return printJSON(cmd.OutOrStdout(), map[string]any{"target_per_second": rate, "seconds": el, "ok": ok.Load(), "failed": failed.Load(),
-					"dropped": dropped.Load(), "decisions_per_second": float64(ok.Load()) / el, "latency_ms": lat.quantiles()})
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "decisions: target %d/s for %.0fs; %d ok, %d failed, %d dropped by the generator\nthroughput: %.0f decisions/s\nlatency from intended send: %s\n",
-				rate, el, ok.Load(), failed.Load(), dropped.Load(), float64(ok.Load())/el, lat.summary())
-			return nil
-		},
+// benchOut is where a bench command writes its human lines: stdout, or
+// stderr under --json (stdout then holds one JSON value).
+func benchOut(cmd *cobra.Command) io.Writer {
+	if jsonFlag(cmd) {
+		return cmd.ErrOrStderr()
 	}
-	cmd.Flags().IntVar(&rate, "rate", 2000, "arrivals per second")
-	cmd.Flags().IntVar(&workers, "workers", 64, "requests in flight at most")
-	cmd.Flags().BoolVar(&confirm, "confirm", false, "confirm each decision (adds an /ejecucion call)")
-	return cmd
+	return cmd.OutOrStdout()
+}
+
+// benchJSON prints v on stdout under --json, else nothing.
+func benchJSON(cmd *cobra.Command, v any) error {
+	if !jsonFlag(cmd) {
+		return nil
+	}
+	return printJSON(cmd.OutOrStdout(), v)
 }

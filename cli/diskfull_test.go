@@ -166,9 +166,15 @@ func TestFullDisk(t *testing.T) {
 	if err := os.Remove(filepath.Join(mnt, "filler")); err != nil {
 		t.Fatal(err)
 	}
+	// While serve swaps its waiting listener for the real one the port is
+	// briefly closed: a refused connection means "not yet".
 	waitFor(t, 15*time.Second, "the store to open once space came back", func() bool {
-		st, _, _ := in.do("GET", "/readyz", "", nil)
-		return st == 200
+		resp, err := http.Get(in.url("/readyz"))
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == 200
 	})
 	if st, _, b := post("e5"); st != 200 {
 		t.Errorf("write after space came back: %d %v", st, b)

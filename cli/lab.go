@@ -4,13 +4,13 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"slices"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
+	"github.com/coupond/coupond/atomicfile"
 	"github.com/coupond/coupond/engine/lab"
 )
 
@@ -19,6 +19,7 @@ func newLabCmd() *cobra.Command {
 	var plot string
 	var asJSON bool
 	var runs int
+	var mw manyWorldsFlags
 	cmd := &cobra.Command{
 		Use:   "lab",
 		Short: "Run a simulated retailer against the real engine and compare it with baselines",
@@ -30,9 +31,38 @@ uplift capture (engine - never) / (oracle - never) over the last third of the ru
 
 A run's capture moves by several hundredths with its random path alone. --runs N runs seeds
 --seed .. --seed+N-1 and prints each run's captures with their means and standard errors:
-compare policies on means, not on one seed.`,
+compare policies on means, not on one seed.
+
+--worlds N runs N worlds drawn at random from families the engine never sees (segment mix,
+response tied to category affinity or not, effects rising or falling with purchase frequency,
+customers who never redeem or opt out when contacted, an economic prior wrong either way,
+conversion 1-30 % with lognormal spend, 2 to 8 coupons with or without categorias, new coupons,
+drift, control share; some customer types share their history). Each world compares, on the
+same customers each week: the engine, never-send, the best single action in hindsight, uniform
+random, greedy (the engine's model without exploration), a textbook reference learner, the
+oracle and the observable oracle. It prints each world's captures over the last third and a
+summary. Seeds: --seeds report (1001..1000+N, the default: nobody tunes on them) or --seeds tune
+(1..N, for tuning); --seed S starts at S instead. Two worlds run at a time (--parallel).
+--customers and --weeks, when given, replace each world's drawn sizes (quick looks only).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if mw.worlds > 0 {
+				for _, name := range []string{"runs", "plot", "scenario"} {
+					if cmd.Flags().Changed(name) {
+						return fmt.Errorf("--%s applies to the single world: use it without --worlds", name)
+					}
+				}
+				if cmd.Flags().Changed("seed") {
+					mw.base = cfg.Seed
+				}
+				if cmd.Flags().Changed("customers") {
+					mw.customers = cfg.Customers
+				}
+				if cmd.Flags().Changed("weeks") {
+					mw.weeks = cfg.Weeks
+				}
+				return runManyWorlds(cmd, mw, asJSON)
+			}
 			if runs > 1 {
 				if plot != "" {
 					return fmt.Errorf("--plot draws one run: use it without --runs")
@@ -78,6 +108,9 @@ compare policies on means, not on one seed.`,
 	f.StringVar(&plot, "plot", "", "write the learning curve as an SVG file")
 	f.BoolVar(&asJSON, "json", false, "machine-readable output")
 	f.IntVar(&runs, "runs", 1, "runs with consecutive seeds from --seed, summarised by their mean captures")
+	f.IntVar(&mw.worlds, "worlds", 0, "run N worlds drawn at random (see above) instead of the single world")
+	f.StringVar(&mw.seeds, "seeds", "report", "with --worlds: report (seeds 1001..) or tune (seeds 1..)")
+	f.IntVar(&mw.parallel, "parallel", 2, "with --worlds: worlds run at a time")
 	return cmd
 }
 
@@ -258,5 +291,5 @@ func writePlot(path string, rep *lab.Report) error {
 		fmt.Fprintf(&b, `<text x="%.0f" y="%.0f" fill="%s">%s</text>`+"\n", W-pad-90, pad+float64(si)*16, s.color, s.name)
 	}
 	fmt.Fprintf(&b, `<text x="%.0f" y="%.0f" text-anchor="middle">week</text></svg>`+"\n", W/2, H-16)
-	return os.WriteFile(path, []byte(b.String()), 0o644)
+	return atomicfile.WriteBytes(path, 0o600, []byte(b.String()))
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -55,5 +56,73 @@ func TestLabRunsCommand(t *testing.T) {
 	cmd.SetArgs([]string{"--runs", "2", "--plot", "x.svg"})
 	if err := cmd.Execute(); err == nil {
 		t.Error("--runs with --plot accepted")
+	}
+}
+
+// TestLabWorldsCommand runs two tiny worlds through --worlds and checks
+// the seeds, the JSON summary against the worlds' own figures, and that
+// the table prints a row per world and the summary.
+func TestLabWorldsCommand(t *testing.T) {
+	var out bytes.Buffer
+	cmd := newLabCmd()
+	cmd.SetOut(&out)
+	cmd.SetErr(&bytes.Buffer{})
+	cmd.SetArgs([]string{"--worlds", "2", "--seeds", "tune", "--customers", "200", "--weeks", "3", "--json"})
+	if err := cmd.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		SeedBase uint64 `json:"seed_base"`
+		Worlds   []struct {
+			Family struct{ Seed uint64 } `json:"family"`
+			Pass   bool                  `json:"pass"`
+		} `json:"worlds"`
+		Summary struct {
+			Worlds int `json:"worlds"`
+			Pass   int `json:"engine_pass"`
+		} `json:"summary"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &got); err != nil {
+		t.Fatalf("%v: %s", err, out.String())
+	}
+	if got.SeedBase != lab.TuneSeedBase || len(got.Worlds) != 2 || got.Worlds[1].Family.Seed != lab.TuneSeedBase+1 {
+		t.Fatalf("seed base %d, worlds %+v: want tune seeds 1 and 2", got.SeedBase, got.Worlds)
+	}
+	pass := 0
+	for _, w := range got.Worlds {
+		if w.Pass {
+			pass++
+		}
+	}
+	if got.Summary.Worlds != 2 || got.Summary.Pass != pass {
+		t.Errorf("summary %+v, want 2 worlds and %d passing", got.Summary, pass)
+	}
+
+	out.Reset()
+	cmd = newLabCmd()
+	cmd.SetOut(&out)
+	cmd.SetErr(&bytes.Buffer{})
+	cmd.SetArgs([]string{"--worlds", "1", "--seed", "1001", "--customers", "200", "--weeks", "3"})
+	if err := cmd.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"seeds 1001..1001", "\n1001 ", "median capture", "engine above never-send in"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, out.String())
+		}
+	}
+	cmd = newLabCmd()
+	cmd.SetOut(&out)
+	cmd.SetErr(&out)
+	cmd.SetArgs([]string{"--worlds", "1", "--seeds", "other"})
+	if err := cmd.Execute(); err == nil {
+		t.Error("--seeds other accepted")
+	}
+	cmd = newLabCmd()
+	cmd.SetOut(&out)
+	cmd.SetErr(&out)
+	cmd.SetArgs([]string{"--worlds", "1", "--scenario", "drift"})
+	if err := cmd.Execute(); err == nil {
+		t.Error("--worlds with --scenario accepted")
 	}
 }

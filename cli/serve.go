@@ -104,7 +104,9 @@ func serve(ctx context.Context, dataDir string, f serveFlags, logOut interface{ 
 	if f.jsonLogs {
 		f.logFormat = "json"
 	}
-	log, err := newLogger(f.logLevel, f.logFormat, logOut)
+	logBuf := newLogBuffer(logOut, 100*time.Millisecond)
+	defer logBuf.Close()
+	log, err := newLogger(f.logLevel, f.logFormat, logBuf)
 	if err != nil {
 		return err
 	}

@@ -153,7 +153,7 @@ func (s *services) clockMoved(t *store.Tenant) {
 func extraAdminCmds(a *app) []*cobra.Command {
 	shadow := &cobra.Command{Use: "shadow", Short: "Shadow mode reports"}
 	shadow.AddCommand(shadowReportCmd(a))
-	return append([]*cobra.Command{evaluateCmd(a), shadow, abuseCmd(a), adminBatchCmd(a), consoleCmd(a), checkCmd(a)}, dataCmds(a)...)
+	return append([]*cobra.Command{evaluateCmd(a), shadow, abuseCmd(a), adminBatchCmd(a), consoleCmd(a), checkCmd(a), debugCmd(a)}, dataCmds(a)...)
 }
 
 func scopeList() []string { return server.ScopeNames() }

@@ -22,7 +22,7 @@ func FuzzEventRoundTrip(f *testing.F) {
 		"cup-1", int64(1794225600), uint32(5), 10.0, true, "seg")
 	f.Add("", "", "", byte(1), int64(253402300800), uint32(0), int64(0), "", int64(0), math.NaN(), false, "", int64(-62135596801), uint32(0), 0.0, false, "")
 	f.Add("x", "y", "z", byte(5), int64(-62135596800), uint32(999999999), int64(math.MaxInt64), "\x00", int64(math.MinInt64), math.Inf(1), true,
-		"c", int64(0), uint32(1), -0.0, true, "p")
+		"c", int64(0), uint32(1), math.Copysign(0, -1), true, "p")
 	f.Fuzz(func(t *testing.T, id, ref, clave string, tipo byte, ts int64, tsn uint32, valor int64, ticket string, margen int64,
 		cantidad float64, hasCantidad bool, cupon string, cad int64, cadn uint32, pct float64, hasPct bool, seg string) {
 		tp, ok := eventTypeAt(tipo % 6)
@@ -57,7 +57,7 @@ func FuzzEventRoundTrip(f *testing.F) {
 func FuzzRecordRoundTrip(f *testing.F) {
 	f.Add("n1", "cliente-0001", int64(1793620800), uint32(0), 3, 0.25, "motivo", true, int64(1793620900), uint32(7), int64(1500), 1.5, 0.0)
 	f.Add("", "", int64(0), uint32(0), -1, 1.0, "", true, int64(-62135596801), uint32(0), int64(0), math.NaN(), math.Inf(-1))
-	f.Add("n", "r", int64(253402300799), uint32(999999999), 0, 0.0, "", false, int64(253402300800), uint32(0), int64(math.MinInt64), -0.0, 1e300)
+	f.Add("n", "r", int64(253402300799), uint32(999999999), 0, 0.0, "", false, int64(253402300800), uint32(0), int64(math.MinInt64), math.Copysign(0, -1), 1e300)
 	f.Fuzz(func(t *testing.T, nonce, ref string, at int64, atn uint32, accion int, prop float64, motivo string, confirmed bool,
 		tsEj int64, tsEjn uint32, reward int64, x0, x1 float64) {
 		r := DecisionRecord{Nonce: nonce, ClienteRef: ref, At: fuzzTime(at, atn), Accion: accion, Propension: prop, Motivo: motivo,

@@ -182,6 +182,7 @@ func HashBody(b []byte) [32]byte { return sha256.Sum256(b) }
 // the policy with exploration and the campaign budget. The decision is
 // durable (committed with Sync) before Decide returns.
 func (e *Engine) Decide(tenant string, req Request) (*Decision, error) {
+	e.markOnline()
 	ts, err := e.state(tenant)
 	if err != nil {
 		return nil, err
@@ -230,9 +231,12 @@ func (e *Engine) Decide(tenant string, req Request) (*Decision, error) {
 		return nil, err
 	}
 	if req.IdempotencyKey != "" {
-		answer, err := json.Marshal(d)
-		if err != nil {
-			return nil, err
+		answer, ok := d.AppendJSON(nil)
+		if !ok {
+			var err error
+			if answer, err = json.Marshal(d); err != nil {
+				return nil, err
+			}
 		}
 		if err := b.SetJSON(idemKey(tenant, req.IdempotencyKey), idemRecord{BodyHash: req.BodyHash, At: now, Answer: answer, ClienteRef: req.ClienteRef}); err != nil {
 			return nil, err

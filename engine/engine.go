@@ -59,6 +59,9 @@ type Engine struct {
 	counters *Counters // operating counters for the console (counters.go)
 	// damagedSeen counts the damaged records readers met (see quarantine).
 	damagedSeen atomic.Int64
+	// onlineAt is when the last online decision began (unix ns); batch jobs
+	// and the learner pace themselves by it (pacing.go).
+	onlineAt atomic.Int64
 }
 
 // tenantState is the in-memory state of one tenant: the published catalog
@@ -86,6 +89,12 @@ type tenantState struct {
 	nonceSeen  bool
 	nonceMicro int64
 	nonceFree  bool
+	// A block of nonceBlockSpan microseconds found empty: free from
+	// nonceBlockFrom on (the latest microsecond drawn in it) while the clock
+	// does not go back.
+	nonceBlockSeen bool
+	nonceBlock     int64
+	nonceBlockFrom int64
 }
 
 // custLockCount is the number of per-customer locks of a tenant. An online

@@ -43,6 +43,16 @@ type LearnStats struct {
 // learner lock for long; the next pass continues.
 const learnBatch = 5000
 
+// learnBatchOnline bounds a pass while online decisions are being
+// answered: a pass commits its rewards in one synced batch, and the online
+// decisions committing meanwhile wait for that batch's WAL write and fsync
+// (a 5,000-reward pass writes megabytes).
+const learnBatchOnline = 500
+
+// learnYieldEvery is a pass's slice of work, in rewards, between which it
+// yields to online decisions (BackgroundPacer).
+const learnYieldEvery = 64
+
 // Learn makes final every reward whose window and grace have passed by the
 // tenant clock, folds them into a copy of the tenant's model, stores the
 // model and the rewards in one synced batch and publishes the new model
@@ -62,6 +72,10 @@ func (e *Engine) Learn(tenant string) (LearnStats, error) {
 
 	lo, _ := store.TableSpan(tenant, store.TableRewardQueue)
 	hi := store.Key(tenant, store.TableRewardQueue, now.Add(time.Nanosecond))
+	limit := learnBatch
+	if e.onlineSince(e.now()) < onlineWindow {
+		limit = learnBatchOnline
+	}
 	type due struct {
 		key         []byte
 		kind, nonce string
@@ -73,7 +87,7 @@ func (e *Engine) Learn(tenant string) (LearnStats, error) {
 			return nil
 		}
 		work = append(work, due{key: append([]byte(nil), k...), kind: string(parts[1]), nonce: string(parts[2])})
-		if len(work) >= learnBatch {
+		if len(work) >= limit {
 			return store.ErrStop
 		}
 		return nil
@@ -88,7 +102,9 @@ func (e *Engine) Learn(tenant string) (LearnStats, error) {
 	next := pm.clone()
 	b := e.db.NewBatch()
 	defer b.Close()
+	pace := e.NewBackgroundPacer(learnYieldEvery)
 	for _, w := range work {
+		pace.Step()
 		b.Delete(w.key)
 		r, err := e.loadDecision(tenant, w.nonce)
 		if errors.Is(err, ErrDamaged) {
@@ -226,7 +242,8 @@ func (e *Engine) RunLearner(ctx context.Context, interval time.Duration) {
 					e.log.Error().Err(err).Str("tenant", t.ID).Msg("learner pass")
 					break
 				}
-				if st.Folded+st.Unconfirmed+st.Modified+st.Control+st.Released < learnBatch || ctx.Err() != nil {
+				// A pass may be cut short (learnBatchOnline): go on while one does work.
+				if st.Folded+st.Unconfirmed+st.Modified+st.Control+st.Released == 0 || ctx.Err() != nil {
 					break
 				}
 			}

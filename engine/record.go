@@ -145,6 +145,11 @@ func (r *DecisionRecord) priorOf(action int) (float64, bool) {
 // (Engine.nonceFreeAt). The draws of one engine do not repeat (72
 // random bits), so then no predecessor's nonce can be met; other tenants
 // need no read at all.
+// nonceBlockSpan is the microseconds whose nonces share their first
+// nonceTimeLen-1 characters: the last character of the time holds its low
+// 6 bits.
+const nonceBlockSpan = 64
+
 func (e *Engine) freshNonce(ts *tenantState, t *store.Tenant, at time.Time) (string, error) {
 	free := !t.Sandbox
 	if !free {
@@ -175,12 +180,40 @@ func (e *Engine) freshNonce(ts *tenantState, t *store.Tenant, at time.Time) (str
 // characters) the first time at is seen, then none while the clock stays
 // on it. Decisions this engine stored at that microsecond earlier (the
 // clock went back to it) make the answer false, which only costs reads.
+//
+// A batch job decides each line at its own microsecond, so one scan per
+// microsecond was one scan per line. The scan first looks at the block of
+// nonceBlockSpan microseconds around at (nonces of one block share their
+// first nonceTimeLen-1 characters); when the block holds no decision, every
+// microsecond of it from at on is free while the clock moves forward.
 func (e *Engine) nonceFreeAt(ts *tenantState, at time.Time) (bool, error) {
 	us := at.UnixMicro()
 	ts.nonceMu.Lock()
 	defer ts.nonceMu.Unlock()
 	if ts.nonceSeen && ts.nonceMicro == us {
 		return ts.nonceFree, nil
+	}
+	block := us / nonceBlockSpan
+	if ts.nonceBlockSeen && ts.nonceBlock == block && us >= ts.nonceBlockFrom {
+		ts.nonceBlockFrom = us
+		ts.nonceSeen, ts.nonceMicro, ts.nonceFree = true, us, true
+		return true, nil
+	}
+	if us >= 0 {
+		blockPrefix := newNonce(at, [9]byte{})[:nonceTimeLen-1]
+		lo, hi := store.TableSpan(ts.id, store.TableDecision, []byte(blockPrefix))
+		empty := true
+		if err := e.db.Scan(lo, hi, func(_, _ []byte) error {
+			empty = false
+			return store.ErrStop
+		}); err != nil {
+			return false, err
+		}
+		if empty {
+			ts.nonceBlockSeen, ts.nonceBlock, ts.nonceBlockFrom = true, block, us
+			ts.nonceSeen, ts.nonceMicro, ts.nonceFree = true, us, true
+			return true, nil
+		}
 	}
 	prefix := newNonce(at, [9]byte{})[:nonceTimeLen]
 	lo, hi := store.TableSpan(ts.id, store.TableDecision, []byte(prefix))

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/coupond/coupond/store"
+	dto "github.com/prometheus/client_model/go"
 )
 
 // metrics are the Prometheus series served at /metrics. They live in their
@@ -134,10 +135,14 @@ var (
 	descCompacting = prometheus.NewDesc("coupond_store_compactions_in_progress", "Compactions in progress.", nil, nil)
 	descMemtable   = prometheus.NewDesc("coupond_store_memtable_bytes", "Memtable size.", nil, nil)
 	descWAL        = prometheus.NewDesc("coupond_store_wal_bytes", "Live WAL size.", nil, nil)
+	// Every acknowledged write is committed with Sync; concurrent commits
+	// share one WAL fsync (group commit). Fsyncs against requests answered
+	// shows how much they share.
+	descFsyncs = prometheus.NewDesc("coupond_store_wal_fsyncs_total", "WAL fsyncs since the store opened.", nil, nil)
 )
 
 func (pebbleCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descDisk, descReadAmp, descDebt, descCompacts, descCompacting, descMemtable, descWAL} {
+	for _, d := range []*prometheus.Desc{descDisk, descReadAmp, descDebt, descCompacts, descCompacting, descMemtable, descWAL, descFsyncs} {
 		ch <- d
 	}
 }
@@ -158,4 +163,10 @@ func (c pebbleCollector) Collect(ch chan<- prometheus.Metric) {
 	g(descCompacting, prometheus.GaugeValue, float64(m.Compact.NumInProgress))
 	g(descMemtable, prometheus.GaugeValue, float64(m.MemTable.Size))
 	g(descWAL, prometheus.GaugeValue, float64(m.WAL.Size))
+	if h := m.LogWriter.FsyncLatency; h != nil {
+		var pb dto.Metric
+		if h.Write(&pb) == nil && pb.Histogram != nil {
+			g(descFsyncs, prometheus.CounterValue, float64(pb.Histogram.GetSampleCount()))
+		}
+	}
 }

@@ -13,6 +13,7 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/bloom"
@@ -36,6 +37,7 @@ type DB struct {
 	dir string
 	// walPurging counts running PurgeWAL calls; walFS reads it.
 	walPurging *atomic.Int32
+	pacer      *commitPacer
 
 	mu      sync.RWMutex
 	tenants map[string]*Tenant
@@ -52,6 +54,7 @@ func Open(dir string, fs vfs.FS) (*DB, error) {
 	if fs == nil {
 		fs = ownerOnlyFS{vfs.Default}
 	}
+	onDisk := fs == vfs.Default
 	purging := new(atomic.Int32)
 	fs = walFS{FS: fs, purging: purging}
 	// A block cache large enough for the working set of features and recent
@@ -70,6 +73,10 @@ func Open(dir string, fs vfs.FS) (*DB, error) {
 	// rest, because the manifest records sstable boundary keys that can name
 	// a deleted customer.
 	opts := &pebble.Options{FS: fs, Logger: quietLogger{}, CacheSize: 256 << 20, MemTableSize: 64 << 20, MaxManifestFileSize: 1}
+	pacer := new(commitPacer)
+	if onDisk {
+		opts.WALMinSyncInterval = pacer.interval // group commit (groupcommit.go); in-memory stores have no fsync to share
+	}
 	for i := range opts.Levels {
 		opts.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
 		opts.Levels[i].FilterType = pebble.TableFilter
@@ -79,7 +86,7 @@ func Open(dir string, fs vfs.FS) (*DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: open %s: %w", dir, err)
 	}
-	db := &DB{pdb: pdb, fs: fs, dir: dir, walPurging: purging, tenants: map[string]*Tenant{}, creds: map[string]*Credential{}}
+	db := &DB{pdb: pdb, fs: fs, dir: dir, walPurging: purging, pacer: pacer, tenants: map[string]*Tenant{}, creds: map[string]*Credential{}}
 	if err := db.loadCaches(); err != nil {
 		pdb.Close()
 		return nil, err
@@ -170,12 +177,13 @@ func scan(r iterable, lower, upper []byte, fn func(key, value []byte) error) err
 
 // Batch is a set of writes committed atomically.
 type Batch struct {
-	b  *pebble.Batch
-	db *DB
+	b     *pebble.Batch
+	db    *DB
+	pacer *commitPacer
 }
 
 // NewBatch starts a write batch. Reads of it are not supported; read from DB.
-func (db *DB) NewBatch() *Batch { return &Batch{b: db.pdb.NewBatch(), db: db} }
+func (db *DB) NewBatch() *Batch { return &Batch{b: db.pdb.NewBatch(), db: db, pacer: db.pacer} }
 
 // Set writes key = value.
 func (b *Batch) Set(key, value []byte) { _ = b.b.Set(key, value, nil) }
@@ -220,6 +228,7 @@ func (b *Batch) Commit() (err error) {
 			err = b.db.commitFailure(nil, f)
 		}
 	}()
+	b.pacer.committed(time.Now())
 	if err := b.b.Commit(pebble.Sync); err != nil {
 		return b.db.commitFailure(err, nil)
 	}

@@ -307,7 +307,7 @@ func Run(ctx context.Context, cfg Config, logf func(string, ...any)) (*Report, e
 
 	rep := &Report{Config: cfg, WeeksToOracleShare: -1}
 	losses := newLossTally()
-	greedy, eps := engine.NewRewardModel(), engine.NewRewardModel()
+	greedy, eps := newEngineModel(), newEngineModel()
 	introduced := -1
 	for week := 1; week <= cfg.Weeks; week++ {
 		if err := ctx.Err(); err != nil {
@@ -386,8 +386,8 @@ func Run(ctx context.Context, cfg Config, logf func(string, ...any)) (*Report, e
 			// Outcomes: the engine's become events; the baselines' only teach them.
 			evs := sim.outcome(c, chosen, d.DecisionID, now)
 			events = append(events, evs...)
-			greedy.Update(&f, now, window, toAction(gc), 100*sim.sample(brng, c, gc))
-			eps.Update(&f, now, window, toAction(ec), 100*sim.sample(brng, c, ec))
+			greedy.update(&f, now, toAction(gc), 100*sim.sample(brng, c, gc))
+			eps.update(&f, now, toAction(ec), 100*sim.sample(brng, c, ec))
 		}
 		n := float64(len(custs))
 		row.Random /= float64(len(active) + 1)
@@ -617,7 +617,7 @@ func installCatalog(eng *engine.Engine, active []coupon, now time.Time) error {
 }
 
 // pickGreedy chooses by the model's expected reward (ε: uniformly at random).
-func pickGreedy(m *engine.RewardModel, f *engine.Features, now time.Time, active []coupon, rng *rand.Rand, eps float64) *coupon {
+func pickGreedy(m *engineModel, f *engine.Features, now time.Time, active []coupon, rng *rand.Rand, eps float64) *coupon {
 	if eps > 0 && rng.Float64() < eps {
 		i := rng.IntN(len(active) + 1)
 		if i == 0 {
@@ -625,12 +625,9 @@ func pickGreedy(m *engine.RewardModel, f *engine.Features, now time.Time, active
 		}
 		return &active[i-1]
 	}
-	best, bestV := (*coupon)(nil), math.Inf(-1)
-	if v, _ := m.Predict(f, now, window, nil); v > bestV {
-		bestV = v
-	}
+	best, bestV := (*coupon)(nil), m.predict(f, now, nil)
 	for i := range active {
-		if v, _ := m.Predict(f, now, window, toAction(&active[i])); v > bestV {
+		if v := m.predict(f, now, toAction(&active[i])); v > bestV {
 			best, bestV = &active[i], v
 		}
 	}

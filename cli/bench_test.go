@@ -1,0 +1,179 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/spf13/cobra"
+)
+
+func TestParseRates(t *testing.T) {
+	tests := []struct {
+		in      string
+		want    []int
+		wantErr bool
+	}{
+		{"500,1000, 2000", []int{500, 1000, 2000}, false},
+		{"8000", []int{8000}, false},
+		{"500,,1000", nil, true},
+		{"0", nil, true},
+		{"-5", nil, true},
+		{"fast", nil, true},
+	}
+	for _, tc := range tests {
+		got, err := parseRates(tc.in)
+		if (err != nil) != tc.wantErr {
+			t.Errorf("parseRates(%q) error = %v, want error %v", tc.in, err, tc.wantErr)
+		}
+		if diff := cmp.Diff(tc.want, got); diff != "" {
+			t.Errorf("parseRates(%q) (-want +got):\n%s", tc.in, diff)
+		}
+	}
+}
+
+// TestRawConn checks the generator's HTTP client against net/http's
+// server: Content-Length and chunked answers, keep-alive reuse, and a
+// server that closes the connection.
+func TestRawConn(t *testing.T) {
+	var conns atomic.Int32
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer tok" || r.Header.Get("Content-Type") != "application/json" {
+			w.WriteHeader(401)
+			return
+		}
+		var in map[string]any
+		json.NewDecoder(r.Body).Decode(&in)
+		switch r.URL.Path {
+		case "/chunked":
+			w.WriteHeader(201)
+			w.(http.Flusher).Flush() // forces chunked encoding
+			w.Write([]byte(`{"a":`))
+			w.Write([]byte(`1}`))
+		case "/close":
+			w.Header().Set("Connection", "close")
+			w.Write([]byte(`bye`))
+		default:
+			json.NewEncoder(w).Encode(in)
+		}
+	}))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.Start()
+	defer srv.Close()
+	c := newRawConn(srv.URL)
+	defer c.close()
+	for i := 0; i < 3; i++ {
+		st, body, err := c.post("/echo", "tok", []byte(`{"n":1}`))
+		if err != nil || st != 200 || strings.TrimSpace(string(body)) != `{"n":1}` {
+			t.Fatalf("echo %d: %d %q %v", i, st, body, err)
+		}
+	}
+	if st, body, err := c.post("/chunked", "tok", []byte(`{}`)); err != nil || st != 201 || string(body) != `{"a":1}` {
+		t.Fatalf("chunked: %d %q %v", st, body, err)
+	}
+	if n := conns.Load(); n != 1 {
+		t.Errorf("%d connections for four keep-alive requests, want 1", n)
+	}
+	if st, body, err := c.post("/close", "tok", []byte(`{}`)); err != nil || st != 200 || string(body) != "bye" {
+		t.Fatalf("close: %d %q %v", st, body, err)
+	}
+	if st, _, err := c.post("/echo", "wrong", []byte(`{}`)); err != nil || st != 401 {
+		t.Fatalf("after close: %d %v", st, err)
+	}
+	if n := conns.Load(); n != 2 {
+		t.Errorf("%d connections, want 2 (a new one after Connection: close)", n)
+	}
+}
+
+// TestOpenLoopMeasuresFromSchedule: a server that answers slowly makes
+// the arrivals queued behind it late, and the generator charges that wait.
+func TestOpenLoopMeasuresFromSchedule(t *testing.T) {
+	var n atomic.Int32
+	g := openLoop{rate: 200, duration: 500 * time.Millisecond, workers: 1, sender: func() (func(int) (int, error), func()) {
+		return func(int) (int, error) {
+			if n.Add(1) == 1 {
+				time.Sleep(100 * time.Millisecond) // 20 arrivals queue behind this one
+			}
+			return 200, nil
+		}, func() {}
+	}}
+	r := g.run(context.Background(), os.Getpid())
+	if r.ok != 100 || r.failed != 0 || r.dropped != 0 {
+		t.Fatalf("ok %d failed %d dropped %d, want 100 0 0", r.ok, r.failed, r.dropped)
+	}
+	if len(r.lat) != 100 {
+		t.Fatalf("%d latencies, want 100", len(r.lat))
+	}
+	if p90 := r.q(0.90); p90 < 50*time.Millisecond {
+		t.Errorf("p90 %v: the wait behind the slow answer was not charged", p90)
+	}
+	if !r.server.known || !r.gen.known {
+		t.Errorf("CPU of this process not read from /proc")
+	}
+}
+
+func TestBareHandler(t *testing.T) {
+	srv := httptest.NewServer(bareHandler([]byte("k")))
+	defer srv.Close()
+	f := &benchFlags{url: srv.URL, clientID: "x", secret: "-"}
+	c := newBenchClient(f, 1)
+	tok, err := c.bearer(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn := newRawConn(srv.URL)
+	defer conn.close()
+	st, body, err := conn.post("/v1/decisiones", tok, decisionBody(1, 7, 100))
+	if err != nil || st != 200 || !bytes.Contains(body, []byte(`"decision_id"`)) {
+		t.Fatalf("decision: %d %s %v", st, body, err)
+	}
+	if st, _, _ := conn.post("/v1/decisiones", tok+"x", decisionBody(1, 7, 100)); st != 401 {
+		t.Errorf("altered token: %d, want 401", st)
+	}
+	if st, _, _ := conn.post("/v1/decisiones", tok, []byte(`{"contexto":{"canal":"push"}}`)); st != 422 {
+		t.Errorf("no cliente_ref: %d, want 422", st)
+	}
+}
+
+func TestPprofNeedsARunningServer(t *testing.T) {
+	dir := t.TempDir()
+	out := dir + "/cpu.pprof"
+	err := Run(context.Background(), []string{"admin", "--data-dir", dir, "debug", "pprof", "--kind", "heap", "--out", out}, nil, &bytes.Buffer{}, &bytes.Buffer{})
+	if err == nil || !strings.Contains(err.Error(), "running server") {
+		t.Fatalf("err = %v, want one that says a running server is needed", err)
+	}
+	if _, err := os.Stat(out); !os.IsNotExist(err) {
+		t.Errorf("%s written without a server", out)
+	}
+	err = Run(context.Background(), []string{"admin", "--data-dir", dir, "debug", "pprof", "--kind", "threads", "--out", out}, nil, &bytes.Buffer{}, &bytes.Buffer{})
+	if err == nil || !strings.Contains(err.Error(), "--kind") {
+		t.Errorf("unknown kind: err = %v", err)
+	}
+}
+
+func TestWriteProfile(t *testing.T) {
+	for _, kind := range []string{"heap", "goroutine", "mutex", "block", "cpu"} {
+		var buf bytes.Buffer
+		cmd := &cobra.Command{}
+		cmd.SetContext(context.Background())
+		if err := writeProfile(cmd, kind, 10*time.Millisecond, &buf); err != nil {
+			t.Fatalf("%s: %v", kind, err)
+		}
+		if b := buf.Bytes(); len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {
+			t.Errorf("%s: not a gzipped pprof profile (%d bytes)", kind, len(b))
+		}
+	}
+}

@@ -1,0 +1,193 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/spf13/cobra"
+)
+
+// rawResult is what "bench raw-pebble" prints (one JSON line).
+type rawResult struct {
+	Events  int64   `json:"events"`
+	Seconds float64 `json:"seconds"`
+}
+
+func (r rawResult) rate() float64 { return float64(r.Events) / r.Seconds }
+
+// runRawPebble runs the raw Pebble baseline in a child process on a
+// temporary directory.
+func runRawPebble(ctx context.Context, f *benchFlags, conc, batch int) (rawResult, error) {
+	dir, err := os.MkdirTemp("", "coupond-rawpebble-")
+	if err != nil {
+		return rawResult{}, err
+	}
+	defer os.RemoveAll(dir)
+	exe, err := os.Executable()
+	if err != nil {
+		return rawResult{}, err
+	}
+	cmd := exec.CommandContext(ctx, exe, "bench", "raw-pebble", "--dir", dir, "--concurrency", strconv.Itoa(conc), "--batch", strconv.Itoa(batch),
+		"--duration", f.duration.String(), "--customers", strconv.Itoa(f.customers), "--seed", strconv.FormatUint(f.seed, 10))
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	out, err := cmd.Output()
+	if err != nil {
+		return rawResult{}, fmt.Errorf("raw pebble baseline: %v: %s", err, errb.String())
+	}
+	var r rawResult
+	if err := json.Unmarshal(out, &r); err != nil || r.Seconds <= 0 {
+		return rawResult{}, fmt.Errorf("raw pebble baseline: bad output %q", out)
+	}
+	return r, nil
+}
+
+// benchRawPebbleCmd is the baseline of "bench events --baseline": the same
+// records the events bench posts (the same templates, seed and batch
+// size), each written as its key and JSON body in Pebble batches committed
+// with Sync, --concurrency writers at a time. Records are made before the
+// clock starts (eight batches per writer, reused with a fresh key suffix)
+// so that only Pebble is timed.
+func benchRawPebbleCmd() *cobra.Command {
+	var dir string
+	var conc, batch, customers int
+	var duration time.Duration
+	var seed uint64
+	cmd := &cobra.Command{
+		Use:    "raw-pebble",
+		Short:  "Raw Pebble Sync baseline of bench events (internal)",
+		Hidden: true,
+		Args:   cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			db, err := pebble.Open(dir, &pebble.Options{MemTableSize: 64 << 20, Logger: quietRawLogger{}})
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			type rec struct{ key, val []byte }
+			pools := make([][][]rec, conc)
+			for w := range pools {
+				for seq, tmpl := range eventTemplates(seed, w, batch, customers) {
+					var req struct {
+						Eventos []json.RawMessage `json:"eventos"`
+					}
+					json.Unmarshal(fillSeq(tmpl, seq), &req)
+					var recs []rec
+					for _, ev := range req.Eventos {
+						var id struct {
+							EventID    string `json:"event_id"`
+							ClienteRef string `json:"cliente_ref"`
+							TS         string `json:"ts"`
+						}
+						json.Unmarshal(ev, &id)
+						recs = append(recs, rec{key: []byte("bench\x00ev\x00" + id.ClienteRef + "\x00" + id.TS + "\x00" + id.EventID), val: ev})
+					}
+					pools[w] = append(pools[w], recs)
+				}
+			}
+			var events atomic.Int64
+			ctx, cancel := context.WithTimeout(cmd.Context(), duration)
+			defer cancel()
+			start := time.Now()
+			var wg sync.WaitGroup
+			for w := 0; w < conc; w++ {
+				wg.Add(1)
+				go func(w int) {
+					defer wg.Done()
+					for round := 0; ctx.Err() == nil; round++ {
+						recs := pools[w][round%len(pools[w])]
+						suffix := "\x00" + strconv.Itoa(round)
+						b := db.NewBatch()
+						for _, r := range recs {
+							b.Set(append(r.key, suffix...), r.val, nil)
+						}
+						if err := b.Commit(pebble.Sync); err != nil {
+							b.Close()
+							return
+						}
+						b.Close()
+						events.Add(int64(len(recs)))
+					}
+				}(w)
+			}
+			wg.Wait()
+			return json.NewEncoder(cmd.OutOrStdout()).Encode(rawResult{Events: events.Load(), Seconds: time.Since(start).Seconds()})
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&dir, "dir", "", "Pebble directory")
+	fl.IntVar(&conc, "concurrency", 4, "writers")
+	fl.IntVar(&batch, "batch", 1000, "records per batch")
+	fl.IntVar(&customers, "customers", 100_000, "distinct cliente_ref")
+	fl.DurationVar(&duration, "duration", 20*time.Second, "how long to write")
+	fl.Uint64Var(&seed, "seed", 1, "random seed")
+	cmd.MarkFlagRequired("dir")
+	return cmd
+}
+
+// quietRawLogger drops Pebble's informational logging.
+type quietRawLogger struct{}
+
+func (quietRawLogger) Infof(string, ...any)  {}
+func (quietRawLogger) Errorf(string, ...any) {}
+func (quietRawLogger) Fatalf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, format+"\n", args...)
+	os.Exit(2)
+}
+
+// benchBatchCmd measures a batch job: POST to completado and the server's
+// peak RSS while the job ran.
+func benchBatchCmd(f *benchFlags) *cobra.Command {
+	var size int
+	cmd := &cobra.Command{
+		Use:   "batch",
+		Short: "Time a batch job of --size customers from POST to completado, with the server's peak RSS",
+		Long: `batch posts POST /v1/lotes-decision for --size customers (of the --customers whose history the
+spawned server was loaded with) and polls it until completado; it prints the time from POST to
+completado and the server's peak resident memory during the job (VmHWM, reset just before the POST).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			out := benchOut(cmd)
+			if size <= 0 {
+				size = f.customers
+			}
+			t, err := prepareCoupond(cmd.Context(), f, 4, out)
+			if err != nil {
+				return err
+			}
+			defer t.close()
+			if t.pid == 0 {
+				return fmt.Errorf("bench batch needs the server's process: run it without --client-id, or give --server-pid")
+			}
+			fmt.Fprintf(out, "load average before: %s; %d cores; server RSS peak before the job %d MiB\n", loadavg(), numCPU(), readRSSPeak(t.pid)>>20)
+			// Writing 5 to clear_refs resets VmHWM to the current RSS.
+			reset := os.WriteFile("/proc/"+strconv.Itoa(t.pid)+"/clear_refs", []byte("5"), 0) == nil
+			cpu0 := readCPU(t.pid)
+			d, id, err := runBatchJob(cmd.Context(), t, size, nil)
+			if err != nil {
+				return err
+			}
+			cpu := readCPU(t.pid).minus(cpu0)
+			peak := readRSSPeak(t.pid)
+			what := "peak RSS during the job"
+			if !reset {
+				what = "peak RSS since the server started (could not reset VmHWM)"
+			}
+			fmt.Fprintf(out, "batch %s of %d customers: POST to completado in %.1fs; %s %d MiB; server CPU %.1fs (%.2f cores)\nload average after: %s\n",
+				id, size, d.Seconds(), what, peak>>20, cpu.cpu.Seconds(), cpu.cpu.Seconds()/d.Seconds(), loadavg())
+			return benchJSON(cmd, map[string]any{"job_id": id, "customers": size, "seconds": d.Seconds(),
+				"peak_rss_mib": peak >> 20, "peak_rss_reset": reset, "server_cpu_seconds": cpu.cpu.Seconds()})
+		},
+	}
+	cmd.Flags().IntVar(&size, "size", 0, "customers in the job (default --customers)")
+	return cmd
+}

@@ -1,0 +1,121 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"sync"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/coupond/coupond/engine/lab"
+)
+
+// manyWorldsFlags are coupond lab's --worlds options.
+type manyWorldsFlags struct {
+	worlds   int
+	seeds    string // "report" or "tune"
+	base     uint64 // set from --seed when given
+	parallel int
+	// customers and weeks replace the drawn sizes when given.
+	customers, weeks int
+}
+
+// worldsOutput is --worlds --json's document.
+type worldsOutput struct {
+	SeedBase uint64             `json:"seed_base"`
+	Worlds   []*lab.WorldReport `json:"worlds"`
+	Summary  lab.WorldsSummary  `json:"summary"`
+}
+
+// runManyWorlds runs and prints the many-worlds lab.
+func runManyWorlds(cmd *cobra.Command, mw manyWorldsFlags, asJSON bool) error {
+	base := mw.base
+	if base == 0 {
+		switch mw.seeds {
+		case "report":
+			base = lab.ReportSeedBase
+		case "tune":
+			base = lab.TuneSeedBase
+		default:
+			return fmt.Errorf("--seeds must be report or tune, not %q", mw.seeds)
+		}
+	}
+	var mu sync.Mutex
+	done := 0
+	cfg := lab.WorldsConfig{Base: base, N: mw.worlds, Parallel: mw.parallel, Customers: mw.customers, Weeks: mw.weeks}
+	reps, err := lab.RunWorlds(cmd.Context(), cfg, func(r *lab.WorldReport) {
+		mu.Lock()
+		defer mu.Unlock()
+		done++
+		fmt.Fprintf(cmd.ErrOrStderr(), "world %d done (%d/%d): engine capture %.3f\n", r.Family.Seed, done, mw.worlds, r.Capture.Engine)
+	})
+	if err != nil {
+		return err
+	}
+	out := worldsOutput{SeedBase: base, Worlds: reps, Summary: lab.Summarize(reps)}
+	if asJSON {
+		return printJSON(cmd.OutOrStdout(), jsonSafe(out))
+	}
+	return printWorlds(cmd.OutOrStdout(), out)
+}
+
+// printWorlds prints one row per world and the summary.
+func printWorlds(w io.Writer, out worldsOutput) error {
+	weeks := 0
+	if len(out.Worlds) > 0 {
+		weeks = out.Worlds[0].Family.Weeks
+	}
+	fmt.Fprintf(w, "coupond lab --worlds %d, seeds %d..%d: uplift capture over the last third of %d weeks\n",
+		len(out.Worlds), out.SeedBase, out.SeedBase+uint64(len(out.Worlds))-1, weeks)
+	fmt.Fprintln(w, "capture = (policy - never) / (oracle - never); OBS: against the observable oracle (- where it gains < 2 %);")
+	fmt.Fprintln(w, "GAIN = (policy - never) / never; flat: oracle gain < 2 %, where a capture is noise and the rule is gain >= -2 %")
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SEED\tENGINE\tREFERENCE\tGREEDY\tBEST SINGLE\tOBS ORACLE\tENGINE OBS\tREF OBS\tORACLE GAIN\tENGINE GAIN\tREF GAIN\tFLAT\tPASS\tREF PASS\tFAMILY")
+	for _, r := range out.Worlds {
+		c, o := r.Capture, r.ObsCapture
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Family.Seed, f3(c.Engine), f3(c.Reference),
+			f3(c.Greedy), f3(c.BestSingle), f3(c.ObsOracle), f3(o.Engine), f3(o.Reference), pct(r.OracleGain), pct(r.EngineGain),
+			pct(r.RefGain), yes(r.Flat), yes(r.Pass), yes(r.RefPass), r.Summary)
+	}
+	tw.Flush()
+	s := out.Summary
+	fmt.Fprintf(w, "\nsummary over %d worlds (%d flat, %d separable: observable oracle gain >= 5 %%); captures over the %d worlds not flat:\n",
+		s.Worlds, s.Flat, s.Separable, s.Worlds-s.Flat)
+	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "\tENGINE\tREFERENCE\tGREEDY\tBEST SINGLE\tRANDOM\t")
+	for _, row := range []struct {
+		name string
+		c    lab.Captures
+	}{{"median capture", s.Median}, {"worst capture", s.Worst}, {fmt.Sprintf("median vs observable oracle (%d worlds)", s.ObsWorlds), s.MedianObs}} {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t\n", row.name, f3(row.c.Engine), f3(row.c.Reference), f3(row.c.Greedy), f3(row.c.BestSingle), f3(row.c.Random))
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "engine above never-send in %d of %d worlds (reference: %d); above the best single action in %d, greedy in %d, the reference in %d\n",
+		s.EngineAboveNever, s.Worlds, s.ReferenceAboveNever, s.EngineAboveBestSingle, s.EngineAboveGreedy, s.EngineAboveReference)
+	fmt.Fprintf(w, "engine above never-send in %d of the %d separable worlds; passes (capture >= -0.05, flat: within 2 %% of never) in %d of %d (reference: %d)\n",
+		s.SeparableEngineAboveNever, s.Separable, s.Pass, s.Worlds, s.RefPass)
+	return nil
+}
+
+func f3(x float64) string {
+	if math.IsNaN(x) {
+		return "-"
+	}
+	return fmt.Sprintf("%.3f", x)
+}
+
+func pct(x float64) string {
+	if math.IsNaN(x) {
+		return "-"
+	}
+	return fmt.Sprintf("%+.1f%%", 100*x)
+}
+
+func yes(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}

@@ -1,0 +1,69 @@
+package lab
+
+import (
+	"time"
+
+	"github.com/coupond/coupond/engine"
+)
+
+// engineModel is the engine's own reward model with no exploration: both
+// labs' "greedy" policies. It is the one place that reaches into the
+// engine's model: when the engine's model changes, change predict and
+// update (and nothing else) so that greedy stays "the engine's model,
+// minus exploration".
+type engineModel struct {
+	m       *engine.RewardModel
+	pending []greedyObs
+}
+
+type greedyObs struct {
+	f      engine.Features
+	now    time.Time
+	a      *engine.Action
+	reward float64 // cents
+}
+
+func newEngineModel() *engineModel { return &engineModel{m: engine.NewRewardModel()} }
+
+// predict is the model's expected reward (cents over the window) of a
+// (nil: nothing) for a customer with features f at now.
+func (g *engineModel) predict(f *engine.Features, now time.Time, a *engine.Action) float64 {
+	mu, _ := g.m.Predict(f, now, window, a)
+	return mu
+}
+
+// update folds one observed reward (cents) of a for f at now.
+func (g *engineModel) update(f *engine.Features, now time.Time, a *engine.Action, rewardCents float64) {
+	g.m.Update(f, now, window, a, rewardCents)
+}
+
+// choose returns the index of the action of acts with the highest
+// expected reward, -1 for nothing.
+func (g *engineModel) choose(v *custView, acts []engine.Action) int {
+	best, bestV := -1, g.predict(v.f, v.now, nil)
+	for k := range acts {
+		if mu := g.predict(v.f, v.now, &acts[k]); mu > bestV {
+			best, bestV = k, mu
+		}
+	}
+	return best
+}
+
+// observe records the reward (MXN) of action k (-1: nothing) for v; fold
+// learns it when the window closes.
+func (g *engineModel) observe(v *custView, acts []engine.Action, k int, rewardMXN float64) {
+	var a *engine.Action
+	if k >= 0 {
+		a = &acts[k]
+	}
+	g.pending = append(g.pending, greedyObs{*v.f, v.now, a, 100 * rewardMXN})
+}
+
+// fold learns the rewards of the window that closed.
+func (g *engineModel) fold() {
+	for i := range g.pending {
+		o := &g.pending[i]
+		g.update(&o.f, o.now, o.a, o.reward)
+	}
+	g.pending = g.pending[:0]
+}

@@ -1,0 +1,282 @@
+package lab
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/coupond/coupond/engine"
+)
+
+// enforceIssue18 makes the scenario tests of issue 18's "Done when" lines
+// fail when the engine misses them. The engine before issue 18's policy
+// misses several (the measured figures are in each skip message and in
+// LAB.md); a failing assertion must not reach main, so until the policy
+// that meets them is merged these tests measure, log and skip. Whoever
+// merges that policy sets this to true, and from then on the tests fail
+// if the mechanism is removed.
+const enforceIssue18 = false
+
+// doneWhen collects a test's "Done when" checks: a met line logs; a
+// missed one fails when enforceIssue18 is set, and otherwise is logged and
+// makes finish skip the test with the figures.
+type doneWhen struct {
+	t      *testing.T
+	missed []string
+}
+
+func (d *doneWhen) check(ok bool, format string, args ...any) {
+	d.t.Helper()
+	msg := fmt.Sprintf(format, args...)
+	switch {
+	case ok:
+		d.t.Log("met: " + msg)
+	case enforceIssue18:
+		d.t.Error(msg)
+	default:
+		d.t.Log("not met: " + msg)
+		d.missed = append(d.missed, msg)
+	}
+}
+
+// finish skips the test if a line was missed (enforceIssue18 unset).
+func (d *doneWhen) finish() {
+	d.t.Helper()
+	if len(d.missed) > 0 {
+		d.t.Skipf("%d line(s) not met by this engine (issue 18 open; see enforceIssue18): %s", len(d.missed), strings.Join(d.missed, "; "))
+	}
+}
+
+// scenarioFamily is a hand-built world: everyone responds (unless the
+// test says otherwise) to two whole-basket coupons.
+func scenarioFamily(customers, weeks int) Family {
+	return Family{Seed: 77, Customers: customers, Weeks: weeks, Categories: []string{"abarrotes", "bebidas", "limpieza"},
+		Conversion: 0.10, TicketMXN: 400, TicketSigma: 0.8, MarginRate: 0.3, Lift: 1.5, Responders: 1, ResponseTie: "hidden",
+		Trend: "flat", RejectShare: 0.03, engineOnly: true,
+		Coupons: []CouponSpec{{ID: 1, Name: "10pct_max100", Pct: 0.10, MaxMXN: 100, CostMXN: 1, Boost: 1},
+			{ID: 2, Name: "50mxn", MaxMXN: 50, CostMXN: 1, Boost: 1}}}
+}
+
+// TestRareBuyersNeverRespond: the prior is wrong for rare buyers (below
+// the 40th percentile of the purchase rate, coupons never move them;
+// everyone else responds). Done when: coupons to rare buyers < 10 % of
+// them by week 6.
+func TestRareBuyersNeverRespond(t *testing.T) {
+	dw := &doneWhen{t: t}
+	defer dw.finish()
+	fam := scenarioFamily(4000, 6)
+	if testing.Short() {
+		fam.Customers = 800
+	}
+	fam.RareNeverRespond = true
+	rep, err := RunWorld(context.Background(), fam)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var shares []string
+	for _, wk := range rep.Weeks {
+		shares = append(shares, fmt.Sprintf("%.2f", wk.RareSendShare))
+	}
+	last := rep.Weeks[len(rep.Weeks)-1]
+	dw.check(last.RareSendShare < 0.10, "share of rare buyers sent a coupon, weeks 1–6: %v (want < 0.10 by week 6; all customers: %.2f)",
+		shares, last.EngineSendShare)
+}
+
+// twoTreatments is a world of 1 % conversion, heavy-tailed spend
+// (σ = 1) and two whole-basket coupons that differ only in boost (the
+// second's lift is boost times the first's).
+func twoTreatments(customers int, boost float64) Family {
+	fam := scenarioFamily(customers, 12)
+	fam.Conversion, fam.TicketSigma, fam.Lift = 0.01, 1.0, 3
+	fam.Coupons = []CouponSpec{{ID: 1, Name: "a_10pct_max100", Pct: 0.10, MaxMXN: 100, CostMXN: 0.5, Boost: 1},
+		{ID: 2, Name: "b_10pct_max100", Pct: 0.10, MaxMXN: 100, CostMXN: 0.5, Boost: boost}}
+	return fam
+}
+
+// meanEffects returns each coupon's true effect against nothing (MXN),
+// averaged over the world's customers.
+func meanEffects(fam Family) []float64 {
+	w := newWorld(&fam, rand.New(rand.NewPCG(fam.Seed, 1)))
+	out := make([]float64, len(w.coupons))
+	for _, c := range w.custs {
+		for k := range out {
+			out[k] += (w.trueValue(c, k) - w.trueValue(c, -1)) / float64(len(w.custs))
+		}
+	}
+	return out
+}
+
+// boostFor returns the boost of the second coupon that makes its mean
+// effect ratio times the first's (bisection).
+func boostFor(customers int, ratio float64) float64 {
+	lo, hi := 1.0, 3.0
+	for range 40 {
+		mid := (lo + hi) / 2
+		e := meanEffects(twoTreatments(customers, mid))
+		if e[1]/e[0] < ratio {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	return (lo + hi) / 2
+}
+
+// shareOfSecond is the engine's share of its sends that went to the
+// second coupon, per week (NaN for a week without sends).
+func shareOfSecond(rep *WorldReport) []float64 {
+	var out []float64
+	for _, wk := range rep.Weeks {
+		a, b := wk.EngineSends[0], wk.EngineSends[1]
+		out = append(out, float64(b)/float64(a+b))
+	}
+	return out
+}
+
+func fmtShares(xs []float64) string {
+	s := ""
+	for _, x := range xs {
+		s += fmt.Sprintf(" %.2f", x)
+	}
+	return s
+}
+
+// TestTwoEqualTreatments: 1 % conversion, lognormal spend, two equal
+// treatments. Done when: the engine's share between them stays within
+// 40–60 % for 12 weeks. The short version has 1,000 customers; the long
+// one 20,000 (the issue's replay had 64,000).
+func TestTwoEqualTreatments(t *testing.T) {
+	dw := &doneWhen{t: t}
+	defer dw.finish()
+	n := 20000
+	if testing.Short() {
+		n = 1000
+	}
+	rep, err := RunWorld(context.Background(), twoTreatments(n, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	shares := shareOfSecond(rep)
+	ok := true
+	for _, s := range shares {
+		ok = ok && s >= 0.4 && s <= 0.6
+	}
+	dw.check(ok, "%d customers: share of the second of two equal treatments, weeks 1–12:%s (want all within 0.40–0.60)", n, fmtShares(shares))
+}
+
+// TestBetterTreatmentWins: the same world with the second treatment's
+// effect 30 % larger. Done when: the engine ends above 70 % on it. With
+// 1 % conversion and σ = 1 spend a 30 % difference in effect needs tens of
+// thousands of customer-weeks per arm to show (LAB.md): 20,000 customers
+// give about 60,000 per arm by week 6. Long suite only.
+func TestBetterTreatmentWins(t *testing.T) {
+	dw := &doneWhen{t: t}
+	defer dw.finish()
+	if testing.Short() {
+		t.Skip("20,000 customers for 12 weeks: long suite")
+	}
+	const n = 20000
+	boost := boostFor(n, 1.3)
+	fam := twoTreatments(n, boost)
+	e := meanEffects(fam)
+	rep, err := RunWorld(context.Background(), fam)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shares := shareOfSecond(rep)
+	dw.check(shares[len(shares)-1] > 0.7, "effects %.2f and %.2f MXN (ratio %.2f): share of the better, weeks 1–12:%s (want > 0.70 at the end)",
+		e[0], e[1], e[1]/e[0], fmtShares(shares))
+}
+
+// guardRun is one guard world's outcome.
+type guardRun struct {
+	rep    *WorldReport
+	sends  []float64
+	states []string
+}
+
+func runGuardWorld(t *testing.T, f Family) guardRun {
+	t.Helper()
+	rep, err := RunWorld(context.Background(), f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := guardRun{rep: rep}
+	for _, wk := range rep.Weeks {
+		g.sends, g.states = append(g.sends, wk.EngineSendShare), append(g.states, wk.Guard)
+	}
+	return g
+}
+
+// belowNever returns the weeks from week `from` on where the engine earned
+// more than 2 % less than never-send, and its gain over those weeks.
+func (g guardRun) belowNever(from int) (weeks []int, gain string) {
+	var e, nv float64
+	for _, wk := range g.rep.Weeks[from-1:] {
+		e, nv = e+wk.Engine, nv+wk.Never
+		if wk.Engine < wk.Never-0.02*math.Abs(wk.Never) {
+			weeks = append(weeks, wk.Week)
+		}
+	}
+	return weeks, fmt.Sprintf("%+.1f%%", 100*(e-nv)/nv)
+}
+
+// TestGuard checks "never below the baseline" on three worlds. Losing:
+// coupons only give margin away (no lift, frequent redeemers). Turning:
+// coupons pay until week 4 and then stop (every lift × 0), so a policy
+// that learned to send keeps losing unless something stops it. Winning:
+// coupons pay for half the customers. Done when: in the losing world from
+// week 4, and in the turning world from week 7 (3 windows after the
+// change), the engine earns no less than never-send minus 2 % in any week,
+// whether its policy retreated by itself or the guard switched it to
+// never-send (the guard's switch mechanics are the engine's own tests);
+// in the winning world the guard never activates. The guard's state is
+// read from engine.Status's Guard field (guardField); without one the
+// winning-world check is skipped.
+func TestGuard(t *testing.T) {
+	dw := &doneWhen{t: t}
+	defer dw.finish()
+	n := 3000
+	if testing.Short() {
+		n = 800
+	}
+	lose := scenarioFamily(n, 8)
+	lose.Lift, lose.Conversion = 0.02, 0.3
+	lose.Coupons = []CouponSpec{{ID: 1, Name: "20pct_max200", Pct: 0.2, MaxMXN: 200, CostMXN: 1, Boost: 1},
+		{ID: 2, Name: "100mxn", MaxMXN: 100, CostMXN: 1, Boost: 1}}
+	win := scenarioFamily(n, 8)
+	win.Lift, win.Conversion, win.ResponseTie = 2.5, 0.05, "rare"
+	turn := win
+	turn.Weeks, turn.DriftWeek, turn.DriftFactor = 10, 4, []float64{0, 0}
+	for _, e := range meanEffects(lose) {
+		if e >= 0 {
+			t.Fatalf("the losing world has a coupon of mean effect %.2f MXN, want every one below 0", e)
+		}
+	}
+	if e := meanEffects(win); max(e[0], e[1]) <= 0 {
+		t.Fatalf("the winning world's coupons have mean effects %v MXN, want one above 0", e)
+	}
+	l, tr, w := runGuardWorld(t, lose), runGuardWorld(t, turn), runGuardWorld(t, win)
+	lw, lg := l.belowNever(4)
+	dw.check(len(lw) == 0, "losing world: weeks below never-send −2 %% from week 4: %v (gain %s); send shares%s; guard %q",
+		lw, lg, fmtShares(l.sends), l.states)
+	tw, tg := tr.belowNever(7)
+	dw.check(len(tw) == 0, "turning world (coupons stop paying at week 4): weeks below never-send −2 %% from week 7: %v (gain %s); send shares%s; guard %q",
+		tw, tg, fmtShares(tr.sends), tr.states)
+	if _, ok := guardField(engine.Status{}); !ok {
+		_, wg := w.belowNever(4)
+		t.Logf("engine.Status has no Guard field on this branch (the guard is issue 18's policy work); winning world: send shares%s, gain from week 4 %s",
+			fmtShares(w.sends), wg)
+		dw.missed = append(dw.missed, "no guard to read")
+		return
+	}
+	steady := true
+	for _, st := range w.states {
+		steady = steady && !strings.HasPrefix(st, "active")
+	}
+	_, wg := w.belowNever(4)
+	dw.check(steady, "winning world: the guard never activates: %q; send shares%s; gain from week 4 %s", w.states, fmtShares(w.sends), wg)
+}

@@ -1,0 +1,572 @@
+package lab
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"reflect"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/rs/zerolog"
+
+	"github.com/coupond/coupond/engine"
+	"github.com/coupond/coupond/store"
+)
+
+// WorldWeek is one week of a many-worlds run: the true expected reward
+// per decision (MXN over the window) of the actions each policy chose,
+// and what the engine sent.
+type WorldWeek struct {
+	Week       int     `json:"week"`
+	Engine     float64 `json:"engine"`
+	Never      float64 `json:"never_send"`
+	BestSingle float64 `json:"best_single_action"`
+	Random     float64 `json:"uniform_random"`
+	Greedy     float64 `json:"greedy"`
+	Reference  float64 `json:"reference"`
+	Oracle     float64 `json:"oracle"`
+	ObsOracle  float64 `json:"observable_oracle"`
+	// EngineSends counts the engine's executed sends per catalog position
+	// (position 0 is the first coupon); EngineSendShare is their share of
+	// decisions; RareSendShare the share of the rare buyers (rate below
+	// the world's 40th percentile) the engine sent a coupon.
+	EngineSends     []int   `json:"engine_sends"`
+	EngineSendShare float64 `json:"engine_send_share"`
+	RareSendShare   float64 `json:"engine_rare_send_share"`
+	Version         string  `json:"politica_version"`
+	// Guard is the engine's guard state when engine.Status exports one
+	// (see guardState), else "".
+	Guard string `json:"guard,omitempty"`
+}
+
+// WorldReport is the outcome of one world.
+type WorldReport struct {
+	Family  Family      `json:"family"`
+	Summary string      `json:"summary"`
+	Weeks   []WorldWeek `json:"weeks"`
+	// Capture is (policy − never) / (oracle − never) over the last third
+	// of the weeks, per policy; ObsCapture the same against the observable
+	// oracle (NaN when it beats never-send by under flatGain: then there
+	// is nothing attainable to capture).
+	Capture    Captures `json:"capture"`
+	ObsCapture Captures `json:"capture_vs_observable_oracle"`
+	// OracleGain and ObsGain are the oracle's and the observable oracle's
+	// gain over never-send over the last third, relative to never-send.
+	OracleGain float64 `json:"oracle_gain"`
+	ObsGain    float64 `json:"observable_oracle_gain"`
+	// EngineGain and RefGain are the engine's and the reference's gain
+	// over never-send, the same way (negative: they lose money).
+	EngineGain float64 `json:"engine_gain"`
+	RefGain    float64 `json:"reference_gain"`
+	// Flat: the oracle beats never-send by under 2 %. Separable: the
+	// observable oracle beats it by at least 5 % (a coupon's effect is
+	// large for a group the data can separate).
+	Flat      bool `json:"flat"`
+	Separable bool `json:"separable"`
+	// Pass: the engine's capture is ≥ −0.05, or, in a flat world, the
+	// engine is within 2 % of never-send; RefPass the same for the
+	// reference.
+	Pass    bool `json:"pass"`
+	RefPass bool `json:"reference_pass"`
+	// BestSingleAction is the catalog id of the best single action over
+	// the last third (0: nothing).
+	BestSingleAction int `json:"best_single_action_id"`
+}
+
+// A world is flat when the oracle beats never-send by under flatGain
+// (relative to never-send); separable when the observable oracle beats it
+// by at least separableGain.
+const (
+	flatGain      = 0.02
+	separableGain = 0.05
+)
+
+// Captures are uplift captures per policy.
+type Captures struct {
+	Engine     float64 `json:"engine"`
+	Reference  float64 `json:"reference"`
+	Greedy     float64 `json:"greedy"`
+	BestSingle float64 `json:"best_single_action"`
+	Random     float64 `json:"uniform_random"`
+	ObsOracle  float64 `json:"observable_oracle"`
+}
+
+// policy is one compared policy's path through a world: its own random
+// stream and which customers opted out in its path.
+type policy struct {
+	rng *rand.Rand
+	out []bool
+	// sent counts the coupons each customer received in this path.
+	sent []int
+	// feats, for a learner, are each customer's engine features in this
+	// path: the history, then this policy's own sampled windows folded by
+	// engine.Features.Apply (the ingestion's own feature code).
+	feats []engine.Features
+}
+
+func newPolicy(seed uint64, stream uint64, n int) *policy {
+	return &policy{rng: rand.New(rand.NewPCG(seed, stream)), out: make([]bool, n), sent: make([]int, n)}
+}
+
+// step counts the policy's choice k (-1: nothing) for customer i: the
+// true value of what reaches the customer (nothing once they opted out in
+// this path), then whether this send makes them opt out. It returns the
+// value and the action delivered.
+func (p *policy) step(w *mworld, i, k int) (float64, int) {
+	c := w.custs[i]
+	if p.out[i] || k < 0 {
+		return w.trueValue(c, -1), -1
+	}
+	v := w.trueValue(c, k)
+	return v, k
+}
+
+// sample draws the policy's reward (MXN) for delivered action k at now,
+// records an opt-out and, for a learner, folds the window's events into
+// its features of the customer.
+func (p *policy) sample(w *mworld, ew *eventWriter, i, k int, now time.Time) float64 {
+	o := w.sample(p.rng, w.custs[i], k, true, true)
+	if k >= 0 {
+		p.sent[i]++
+	}
+	if o.optout {
+		p.out[i] = true
+	}
+	if p.feats != nil {
+		for _, e := range ew.windowEvents(w.custs[i], k, o, now, p.rng) {
+			p.feats[i].Apply(&e.Event)
+		}
+	}
+	return w.reward(o, k)
+}
+
+// run is the state of one many-worlds run.
+type run struct {
+	fam   *Family
+	w     *mworld
+	db    *store.DB
+	eng   *engine.Engine
+	ew    *eventWriter
+	wrng  *rand.Rand // the engine's world: its outcomes become events
+	acts  []engine.Action
+	out   []bool // opted out in the engine's world
+	pols  map[string]*policy
+	learn map[string]learner
+	// single[k+1][i] is the probability that customer i has not opted out
+	// under "always send k" (k = -1: nothing).
+	single [][]float64
+	weeks  []WorldWeek
+	// singleWeek[w][k+1] is "always k"'s mean value in week w.
+	singleWeek [][]float64
+}
+
+// RunWorld runs the engine and the compared policies on one world. Each
+// world has its own store on vfs.NewMem, so worlds may run concurrently.
+func RunWorld(ctx context.Context, fam Family) (*WorldReport, error) {
+	if err := fam.validate(); err != nil {
+		return nil, err
+	}
+	r, err := newRun(&fam)
+	if err != nil {
+		return nil, err
+	}
+	defer r.db.Close()
+	for week := 1; week <= fam.Weeks; week++ {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if err := r.week(week); err != nil {
+			return nil, err
+		}
+	}
+	return r.report(), nil
+}
+
+// newRun opens the world's store and tenant, draws its customers and
+// publishes their history.
+func newRun(fam *Family) (*run, error) {
+	db, err := store.Open("lab", vfs.NewMem())
+	if err != nil {
+		return nil, err
+	}
+	start := time.Date(2026, 1, 5, 9, 0, 0, 0, time.UTC)
+	s := store.DefaultSettings()
+	s.RewardWindow, s.RewardGrace = window, 0
+	s.ControlShare, s.RateLimits = fam.ControlShare, false
+	s.OptoutPenaltyCents = penaltyMXN * 100
+	if err := db.CreateTenant(&store.Tenant{ID: labTenant, CreatedAt: start, Sandbox: true, ClockNow: start, Settings: s}); err != nil {
+		db.Close()
+		return nil, err
+	}
+	eng := engine.New(engine.Config{DB: db, Secrets: store.TestSecrets(), Log: zerolog.Nop(), Now: time.Now, Seed: fam.Seed + 1})
+	seed := fam.Seed
+	w := newWorld(fam, rand.New(rand.NewPCG(seed, 1)))
+	r := &run{fam: fam, w: w, db: db, eng: eng, wrng: rand.New(rand.NewPCG(seed, 2)), out: make([]bool, fam.Customers)}
+	r.ew = &eventWriter{eng: eng, w: w}
+	if err := r.ew.history(start, rand.New(rand.NewPCG(seed, 3))); err != nil {
+		db.Close()
+		return nil, err
+	}
+	if err := w.installCatalog(eng, start); err != nil {
+		db.Close()
+		return nil, err
+	}
+	n := fam.Customers
+	r.pols = map[string]*policy{}
+	for i, name := range []string{"random", "greedy", "reference", "oracle", "observable"} {
+		r.pols[name] = newPolicy(seed, 100+uint64(i), n)
+	}
+	for _, name := range []string{"greedy", "reference"} {
+		p := r.pols[name]
+		p.feats = make([]engine.Features, n)
+		for i, c := range w.custs {
+			if p.feats[i], err = eng.CustomerFeatures(labTenant, c.ref); err != nil {
+				db.Close()
+				return nil, err
+			}
+		}
+	}
+	r.learn = map[string]learner{
+		"greedy":    newEngineModel(),
+		"reference": newReference(fam.Categories, rand.New(rand.NewPCG(seed, 200))),
+	}
+	r.single = make([][]float64, len(w.coupons)+1)
+	for k := range r.single {
+		r.single[k] = make([]float64, n)
+		for i := range n {
+			r.single[k][i] = 1
+		}
+	}
+	return r, nil
+}
+
+// week runs one week: every customer decided by every policy, the
+// engine's outcomes ingested, the clock moved a window, the engine's
+// learner run to the end and the other learners folded.
+func (r *run) week(week int) error {
+	_, now, err := tenantNow(r.db)
+	if err != nil {
+		return err
+	}
+	w := r.w
+	if err := r.startWeek(week, now); err != nil {
+		return err
+	}
+	row := WorldWeek{Week: week, EngineSends: make([]int, w.active)}
+	var rare, rareSent int
+	for i, c := range w.custs {
+		k, err := r.engineStep(i, now, &row)
+		if err != nil {
+			return err
+		}
+		if c.rare {
+			rare++
+			if k >= 0 {
+				rareSent++
+			}
+		}
+		row.Never += w.trueValue(c, -1)
+		if !r.fam.engineOnly {
+			r.baselines(i, now, &row)
+		}
+	}
+	row.perDecision(len(w.custs))
+	if rare > 0 {
+		row.RareSendShare = float64(rareSent) / float64(rare)
+	}
+	if !r.fam.engineOnly {
+		r.singleWeek = append(r.singleWeek, r.singles())
+	} else {
+		r.singleWeek = append(r.singleWeek, make([]float64, w.active+1))
+	}
+	if err := r.closeWindow(&row); err != nil {
+		return err
+	}
+	r.weeks = append(r.weeks, row)
+	return nil
+}
+
+// startWeek brings in the new coupon and the drift when their week comes
+// and lists the week's catalog.
+func (r *run) startWeek(week int, now time.Time) error {
+	w := r.w
+	if r.fam.NewCoupon != nil && week == r.fam.NewCouponWeek {
+		w.active++
+		if err := w.installCatalog(r.eng, now); err != nil {
+			return err
+		}
+	}
+	if r.fam.DriftWeek > 0 && week == r.fam.DriftWeek {
+		w.drift = true
+	}
+	r.acts = make([]engine.Action, w.active) // fresh: learners keep pointers into last week's
+	for k := range r.acts {
+		r.acts[k] = w.engineAction(k)
+	}
+	return nil
+}
+
+// perDecision turns the week's sums over n customers into means and
+// sets the engine's send share.
+func (row *WorldWeek) perDecision(n int) {
+	for _, p := range []*float64{&row.Engine, &row.Never, &row.Random, &row.Greedy, &row.Reference, &row.Oracle, &row.ObsOracle} {
+		*p /= float64(n)
+	}
+	sent := 0
+	for _, s := range row.EngineSends {
+		sent += s
+	}
+	row.EngineSendShare = float64(sent) / float64(n)
+}
+
+// engineStep decides customer i through engine.Decide, confirms it (a
+// RejectShare of sends as not executed), draws the outcome in the
+// engine's world and queues its events. It returns the delivered action.
+func (r *run) engineStep(i int, now time.Time, row *WorldWeek) (int, error) {
+	c := r.w.custs[i]
+	d, err := r.eng.Decide(labTenant, engine.Request{ClienteRef: c.ref, Canal: "push", CapExempt: true})
+	if err != nil {
+		return 0, err
+	}
+	k := r.actIndex(d.Accion)
+	conf := engine.Confirmation{Ejecutada: true}
+	if k >= 0 && r.wrng.Float64() < r.fam.RejectShare {
+		conf = engine.Confirmation{Ejecutada: false, MotivoRechazo: "envío fallido"}
+		k = -1
+	}
+	if _, err := r.eng.Confirm(labTenant, d.DecisionID, conf); err != nil {
+		return 0, err
+	}
+	if r.out[i] {
+		k = -1 // the engine's eligibility already says so; kept for safety
+	}
+	row.Engine += r.w.trueValue(c, k)
+	o := r.w.sample(r.wrng, c, k, true, true)
+	if o.optout {
+		r.out[i] = true
+	}
+	if k >= 0 {
+		row.EngineSends[k]++
+	}
+	r.ew.window(c, k, o, d.DecisionID, now, r.wrng)
+	return k, nil
+}
+
+func (r *run) actIndex(id int) int {
+	for k := range r.acts {
+		if r.acts[k].ID == id {
+			return k
+		}
+	}
+	return -1
+}
+
+// baselines decides customer i by every other policy and lets the
+// learners observe their own sampled rewards, each on the customer's
+// features in its own path.
+func (r *run) baselines(i int, now time.Time, row *WorldWeek) {
+	w, c := r.w, r.w.custs[i]
+	bestT, bestO := -1, -1
+	survived := r.pols["observable"].sent[i]
+	for k := range w.active {
+		if w.trueValue(c, k) > w.trueValue(c, bestT) {
+			bestT = k
+		}
+		if w.observableValue(c, k, survived) > w.observableValue(c, bestO, survived) {
+			bestO = k
+		}
+	}
+	for _, pc := range []struct {
+		name string
+		k    int
+		sum  *float64
+	}{
+		{"oracle", bestT, &row.Oracle},
+		{"observable", bestO, &row.ObsOracle},
+		{"random", r.pols["random"].rng.IntN(w.active+1) - 1, &row.Random},
+	} {
+		p := r.pols[pc.name]
+		val, k := p.step(w, i, pc.k)
+		*pc.sum += val
+		if k >= 0 {
+			p.sample(w, r.ew, i, k, now)
+		}
+	}
+	for name, sum := range map[string]*float64{"greedy": &row.Greedy, "reference": &row.Reference} {
+		p, l := r.pols[name], r.learn[name]
+		// What this learner's own path shows, as of the decision (a copy:
+		// the window's events are folded into p.feats before observe).
+		snap, ok := engine.DecodeFeatures(p.feats[i].AppendEncode(nil))
+		if !ok {
+			panic("lab: features do not survive their own encoding")
+		}
+		lv := &custView{f: &snap, now: now}
+		k := -1
+		if !p.out[i] {
+			k = l.choose(lv, r.acts)
+		}
+		val, k := p.step(w, i, k)
+		*sum += val
+		l.observe(lv, r.acts, k, p.sample(w, r.ew, i, k, now))
+	}
+}
+
+// singles returns the week's mean value of "always k" for every k (-1
+// first) and moves each customer's probability of not having opted out.
+func (r *run) singles() []float64 {
+	w := r.w
+	out := make([]float64, w.active+1)
+	for k := -1; k < w.active; k++ {
+		s := r.single[k+1]
+		for i, c := range w.custs {
+			out[k+1] += s[i]*w.trueValue(c, k) + (1-s[i])*w.trueValue(c, -1)
+			if k >= 0 && c.dog {
+				s[i] *= 1 - w.fam.OptoutProb
+			}
+		}
+		out[k+1] /= float64(len(w.custs))
+	}
+	return out
+}
+
+// closeWindow ingests the week's events, moves the clock one window, runs
+// the engine's learner until it has folded everything due and folds the
+// other learners.
+func (r *run) closeWindow(row *WorldWeek) error {
+	if err := r.ew.flush(); err != nil {
+		return err
+	}
+	if err := advance(r.db, window); err != nil {
+		return err
+	}
+	for {
+		st, err := r.eng.Learn(labTenant)
+		if err != nil {
+			return err
+		}
+		if st.Folded+st.Unconfirmed+st.Modified+st.Control+st.Released == 0 {
+			break
+		}
+	}
+	for _, l := range r.learn {
+		l.fold()
+	}
+	st, err := r.eng.Status(labTenant)
+	if err != nil {
+		return err
+	}
+	row.Version, row.Guard = st.PoliticaVersion, guardState(st)
+	return nil
+}
+
+// report computes the captures over the last third of the weeks.
+func (r *run) report() *WorldReport {
+	rep := &WorldReport{Family: *r.fam, Summary: r.fam.Summary(), Weeks: r.weeks}
+	from := len(r.weeks) - len(r.weeks)/3
+	var t WorldWeek
+	singles := make([]float64, len(r.w.coupons)+1)
+	for wi, wk := range r.weeks[from:] {
+		t.Engine, t.Never, t.Random, t.Greedy = t.Engine+wk.Engine, t.Never+wk.Never, t.Random+wk.Random, t.Greedy+wk.Greedy
+		t.Reference, t.Oracle, t.ObsOracle = t.Reference+wk.Reference, t.Oracle+wk.Oracle, t.ObsOracle+wk.ObsOracle
+		for k, v := range r.singleWeek[from+wi] {
+			singles[k] += v
+		}
+	}
+	best := 0
+	for k := range singles {
+		if singles[k] > singles[best] {
+			best = k
+		}
+	}
+	if best > 0 {
+		rep.BestSingleAction = r.w.coupons[best-1].ID
+	}
+	for wi := range r.weeks {
+		sw := r.singleWeek[wi]
+		if best < len(sw) {
+			r.weeks[wi].BestSingle = sw[best]
+		} else {
+			r.weeks[wi].BestSingle = sw[0] // the new coupon is not out yet: nothing
+		}
+	}
+	t.BestSingle = singles[best]
+	gain := func(v float64) float64 { return (v - t.Never) / t.Never }
+	rep.OracleGain, rep.ObsGain, rep.EngineGain, rep.RefGain = gain(t.Oracle), gain(t.ObsOracle), gain(t.Engine), gain(t.Reference)
+	rep.Capture = captures(t, t.Oracle)
+	rep.ObsCapture = captures(t, t.ObsOracle)
+	if rep.ObsGain < flatGain {
+		rep.ObsCapture = captures(t, t.Never) // all NaN: nothing attainable to capture
+	}
+	rep.Flat, rep.Separable = rep.OracleGain < flatGain, rep.ObsGain >= separableGain
+	rep.Pass = passes(rep.Flat, t.Engine, t.Never, rep.Capture.Engine)
+	rep.RefPass = passes(rep.Flat, t.Reference, t.Never, rep.Capture.Reference)
+	return rep
+}
+
+// captures returns (policy − never) / (top − never) per policy of the
+// totals t; NaN when top does not beat never.
+func captures(t WorldWeek, top float64) Captures {
+	c := func(v float64) float64 {
+		if top-t.Never <= 1e-9*math.Abs(t.Never) {
+			return math.NaN()
+		}
+		return (v - t.Never) / (top - t.Never)
+	}
+	return Captures{Engine: c(t.Engine), Reference: c(t.Reference), Greedy: c(t.Greedy), BestSingle: c(t.BestSingle),
+		Random: c(t.Random), ObsOracle: c(t.ObsOracle)}
+}
+
+// passes is the issue's rule: capture ≥ −0.05, or within 2 % of
+// never-send in a flat world.
+func passes(flat bool, v, never, capture float64) bool {
+	if flat {
+		return v >= never-0.02*math.Abs(never)
+	}
+	return capture >= -0.05
+}
+
+// guardState returns the engine's guard state if engine.Status has a
+// field Guard (the baseline guard of issue 18), else "".
+func guardState(st engine.Status) string {
+	s, _ := guardField(st)
+	return s
+}
+
+// guardField reads engine.Status.Guard through reflection, so that the
+// lab builds against engines with and without the guard; ok is false
+// without one. A struct with a bool field Active (and an int Baseline,
+// the action id exploited, 0 for never-send) reads "inactive" or
+// "active baseline=N"; any other type reads as fmt prints it.
+func guardField(st engine.Status) (state string, ok bool) {
+	f := reflect.ValueOf(st).FieldByName("Guard")
+	if !f.IsValid() {
+		return "", false
+	}
+	return readGuard(f), true
+}
+
+// readGuard reads a guard value as guardField says.
+func readGuard(f reflect.Value) string {
+	for f.Kind() == reflect.Pointer || f.Kind() == reflect.Interface {
+		if f.IsNil() {
+			return "inactive"
+		}
+		f = f.Elem()
+	}
+	if f.Kind() != reflect.Struct {
+		return fmt.Sprint(f.Interface())
+	}
+	active := f.FieldByName("Active")
+	if !active.IsValid() || active.Kind() != reflect.Bool {
+		return fmt.Sprint(f.Interface())
+	}
+	if !active.Bool() {
+		return "inactive"
+	}
+	if b := f.FieldByName("Baseline"); b.IsValid() && b.CanInt() {
+		return fmt.Sprintf("active baseline=%d", b.Int())
+	}
+	return "active"
+}

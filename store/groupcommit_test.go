@@ -1,0 +1,38 @@
+package store
+
+import (
+	"testing"
+	"time"
+)
+
+func TestCommitPacer(t *testing.T) {
+	t0 := time.Date(2026, 11, 2, 12, 0, 0, 0, time.UTC)
+	tests := []struct {
+		name  string
+		gap   time.Duration // between commits
+		n     int
+		after time.Duration // from the last commit to the question
+		want  time.Duration
+	}{
+		{"one commit", 0, 1, 0, 0},
+		{"busy: 4,000 commits/s", 250 * time.Microsecond, 200, 100 * time.Microsecond, pacerSyncDelay},
+		{"busy then idle", 250 * time.Microsecond, 200, 5 * time.Millisecond, 0},
+		{"slow writer: 100 commits/s", 10 * time.Millisecond, 200, time.Microsecond, 0},
+		{"lone writer in a loop: 600/s", 1700 * time.Microsecond, 200, 0, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var p commitPacer
+			at := t0
+			for i := 0; i < tc.n; i++ {
+				at = at.Add(tc.gap)
+				p.committed(at)
+			}
+			if got := p.intervalAt(at.Add(tc.after)); got != tc.want {
+				t.Errorf("interval = %v, want %v", got, tc.want)
+			}
+		})
+	}
+	var none *commitPacer
+	none.committed(t0) // a batch without a pacer commits as before
+}
