@@ -64,29 +64,11 @@ func batchScrubber(svc *services, offline bool) func(tenant, ref string) ([][]by
 				pending, busy[j.ID] = true, true
 				continue
 			}
-			for c := 0; c < j.Chunks; c++ {
-				key := store.Key(tenant, store.TableJobClients, j.ID, c)
-				var chunk []string
-				err := db.GetJSON(key, &chunk)
-				if errors.Is(err, store.ErrNotFound) {
-					continue
-				}
-				if err != nil {
-					return nil, false, err
-				}
-				kept := chunk[:0:0]
-				for _, r := range chunk {
-					if r != ref {
-						kept = append(kept, r)
-					}
-				}
-				if len(kept) != len(chunk) {
-					if err := b.SetJSON(key, kept); err != nil {
-						return nil, false, err
-					}
-					changed = append(changed, key)
-				}
+			keys, err := scrubChunks(db, b, tenant, j, ref)
+			if err != nil {
+				return nil, false, err
 			}
+			changed = append(changed, keys...)
 			if path, ok := svc.batch.ResultFile(j); ok {
 				if _, err := batch.RewriteResult(path, func(line []byte) bool { return !bytes.Contains(line, needle) }); err != nil && !errors.Is(err, fs.ErrNotExist) {
 					return nil, false, fmt.Errorf("result file of %s: %w", j.ID, err)
@@ -98,26 +80,64 @@ func batchScrubber(svc *services, offline bool) func(tenant, ref string) ([][]by
 				return nil, false, err
 			}
 		}
-		// Temporary result files left by a crash mid-write: only those of
-		// jobs that are not running.
-		dir := filepath.Join(svc.env.dataDir, "results", tenant)
-		if names, err := os.ReadDir(dir); err == nil {
-			for _, n := range names {
-				name := n.Name()
-				if !strings.HasSuffix(name, ".tmp") {
-					continue
-				}
-				job, _, _ := strings.Cut(name, ".")
-				if busy[job] {
-					continue
-				}
-				if err := os.Remove(filepath.Join(dir, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-					return nil, false, err
-				}
-			}
+		if err := removeStaleResults(filepath.Join(svc.env.dataDir, "results", tenant), busy); err != nil {
+			return nil, false, err
 		}
 		return changed, pending, nil
 	}
+}
+
+// scrubChunks rewrites, in b, the stored request chunks of job j without
+// ref and returns the keys it rewrote.
+func scrubChunks(db *store.DB, b *store.Batch, tenant string, j *batch.Job, ref string) ([][]byte, error) {
+	var changed [][]byte
+	for c := 0; c < j.Chunks; c++ {
+		key := store.Key(tenant, store.TableJobClients, j.ID, c)
+		var chunk []string
+		err := db.GetJSON(key, &chunk)
+		if errors.Is(err, store.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		kept := chunk[:0:0]
+		for _, r := range chunk {
+			if r != ref {
+				kept = append(kept, r)
+			}
+		}
+		if len(kept) != len(chunk) {
+			if err := b.SetJSON(key, kept); err != nil {
+				return nil, err
+			}
+			changed = append(changed, key)
+		}
+	}
+	return changed, nil
+}
+
+// removeStaleResults removes the temporary result files left in dir by a
+// crash mid-write: only those of jobs that are not running (busy).
+func removeStaleResults(dir string, busy map[string]bool) error {
+	names, err := os.ReadDir(dir)
+	if err != nil {
+		return nil
+	}
+	for _, n := range names {
+		name := n.Name()
+		if !strings.HasSuffix(name, ".tmp") {
+			continue
+		}
+		job, _, _ := strings.Cut(name, ".")
+		if busy[job] {
+			continue
+		}
+		if err := os.Remove(filepath.Join(dir, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+	}
+	return nil
 }
 
 // deletionHooks reach the batch data and, for the live store, the backups'
