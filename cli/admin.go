@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/coupond/coupond/policy"
 	"github.com/coupond/coupond/store"
 )
 
@@ -46,8 +47,10 @@ type tenantView struct {
 	Now       time.Time      `json:"now"`
 	Settings  settingsView   `json:"settings"`
 	Usage     map[string]any `json:"usage,omitempty"`
-	Quality   map[string]any `json:"data_quality,omitempty"`
-	Warnings  []string       `json:"warnings"`
+	// Guard is the policy guard's state and estimates (shown with usage).
+	Guard    *policy.GuardStatus `json:"policy_guard,omitempty"`
+	Quality  map[string]any      `json:"data_quality,omitempty"`
+	Warnings []string            `json:"warnings"`
 }
 
 type settingsView struct {
@@ -75,11 +78,11 @@ func viewTenant(e *env, t *store.Tenant, detail bool) (tenantView, error) {
 		Warnings: []string{},
 	}
 	if detail {
-		usage, quality, warnings, err := e.svc.tenantStatus(t)
+		usage, quality, guard, warnings, err := e.svc.tenantStatus(t)
 		if err != nil {
 			return v, err
 		}
-		v.Usage, v.Quality, v.Warnings = usage, quality, warnings
+		v.Usage, v.Quality, v.Guard, v.Warnings = usage, quality, &guard, warnings
 	}
 	return v, nil
 }
@@ -200,6 +203,9 @@ func printTenant(w io.Writer, v tenantView) error {
 		for _, k := range sortedMapKeys(sec.m) {
 			fmt.Fprintf(w, "  %-36s %v\n", k, sec.m[k])
 		}
+	}
+	if v.Guard != nil {
+		printGuard(w, *v.Guard)
 	}
 	if len(v.Warnings) == 0 {
 		fmt.Fprintln(w, "warnings: none")

@@ -10,6 +10,7 @@ import (
 
 	"github.com/coupond/coupond/engine"
 	"github.com/coupond/coupond/engine/ope"
+	"github.com/coupond/coupond/policy"
 )
 
 func evaluateCmd(a *app) *cobra.Command {
@@ -64,7 +65,25 @@ func printEvaluation(w io.Writer, ev *engine.Evaluation) error {
 	tw.Flush()
 	fmt.Fprintf(w, "logged behaviour (measured): %s  n=%d\n", measured(ev.Logged), ev.Logged.N)
 	fmt.Fprintf(w, "control group (measured):    %s  n=%d\n", measured(ev.Control), ev.Control.N)
+	printGuard(w, ev.Guard)
 	return nil
+}
+
+// printGuard prints the policy guard's state and its running doubly robust
+// estimates (faded over about a reward window).
+func printGuard(w io.Writer, g policy.GuardStatus) {
+	state := "inactive"
+	if g.Active {
+		state = fmt.Sprintf("ACTIVE: exploiting baseline %d (0 = never send)", g.Baseline)
+	}
+	fmt.Fprintf(w, "policy guard: %s  switches %d  learned policy %.2f MXN  effective rewards %.0f\n", state, g.Switches, g.Policy, g.Rewards)
+	for _, b := range g.Baselines {
+		se := "n/a"
+		if b.SE >= 0 {
+			se = fmt.Sprintf("%.2f", b.SE)
+		}
+		fmt.Fprintf(w, "  baseline %d: %.2f MXN  policy − baseline %+.2f (SE %s)\n", b.Accion, b.Value, b.Diff, se)
+	}
 }
 
 func measured(m engine.MeasuredValue) string {

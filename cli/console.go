@@ -53,7 +53,7 @@ func startConsole(addr string, e *env) (stop func(context.Context), err error) {
 		Log: e.log, DB: e.db, Engine: svc.engine, API: svc.api, Batch: svc.batch, Webhooks: svc.webhooks, Now: e.now,
 		Admin: runAdminLine(e),
 		Warnings: func(t *store.Tenant) ([]string, error) {
-			_, _, w, err := svc.tenantStatus(t)
+			_, _, _, w, err := svc.tenantStatus(t)
 			return w, err
 		},
 	})

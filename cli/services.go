@@ -12,6 +12,7 @@ import (
 
 	"github.com/coupond/coupond/batch"
 	"github.com/coupond/coupond/engine"
+	"github.com/coupond/coupond/policy"
 	"github.com/coupond/coupond/privacy"
 	"github.com/coupond/coupond/server"
 	"github.com/coupond/coupond/store"
@@ -82,7 +83,7 @@ func (s *services) close() {
 }
 
 // tenantStatus gathers usage, data quality and warnings for "tenant show".
-func (s *services) tenantStatus(t *store.Tenant) (usage, quality map[string]any, warnings []string, err error) {
+func (s *services) tenantStatus(t *store.Tenant) (usage, quality map[string]any, guard policy.GuardStatus, warnings []string, err error) {
 	creds := s.env.db.Credentials(t.ID)
 	active := 0
 	for _, c := range creds {
@@ -92,8 +93,9 @@ func (s *services) tenantStatus(t *store.Tenant) (usage, quality map[string]any,
 	}
 	st, err := s.engine.Status(t.ID)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, guard, nil, err
 	}
+	guard = st.Guard
 	usage = map[string]any{
 		"credentials_active": active, "credentials_total": len(creds),
 		"politica_version": st.PoliticaVersion, "rewards_learned": st.RewardsLearned,
@@ -118,6 +120,9 @@ func (s *services) tenantStatus(t *store.Tenant) (usage, quality map[string]any,
 	if q.Redenciones >= 20 && float64(q.RedencionesCuponDesconocido) > 0.05*float64(q.Redenciones) {
 		warnings = append(warnings, fmt.Sprintf("%d redemptions of coupons never received (CUPON_RECIBIDO missing or sent late)", q.RedencionesCuponDesconocido))
 	}
+	if g := st.Guard; g.Active {
+		warnings = append(warnings, fmt.Sprintf("policy guard active: the learned policy is below baseline %d (0 = never send) with confidence; decisions exploit that baseline while it learns", g.Baseline))
+	}
 	if t.Settings.Paused {
 		warnings = append(warnings, "tenant paused: every API call answers 503 inquilino_pausado")
 	}
@@ -130,7 +135,7 @@ func (s *services) tenantStatus(t *store.Tenant) (usage, quality map[string]any,
 	if n := s.api.QuarantineCount(t.ID); n > 0 {
 		warnings = append(warnings, fmt.Sprintf("%d event requests in quarantine: release with 'admin abuse release --tenant %s'", n, t.ID))
 	}
-	return usage, quality, warnings, nil
+	return usage, quality, guard, warnings, nil
 }
 
 // clockMoved runs the learner for a sandbox tenant whose clock moved, so

@@ -52,7 +52,7 @@ type BatchDecider struct {
 	// Explain adds detalle to every decision, as online for a credential
 	// with explicar:leer: set it before the first Decide.
 	Explain bool
-	pace     *BackgroundPacer
+	pace    *BackgroundPacer
 }
 
 // batchChunk is how many decisions one synced commit carries.
@@ -161,7 +161,7 @@ func (bd *BatchDecider) gain(clienteRef string, f *Features, cs *customerState, 
 	if len(cs2) < 2 {
 		return 0, false
 	}
-	sc := bd.ts.model.Load().score(cust, cs2, t.Settings.RewardWindow)
+	sc := bd.ts.model.Load().score(cust, cs2)
 	best, zero := math.Inf(-1), 0.0
 	for _, c := range sc.cands {
 		if c.id == 0 {

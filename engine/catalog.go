@@ -18,6 +18,9 @@ type Action struct {
 	DescuentoPct      float64  `json:"descuento_pct"`
 	Canales           []string `json:"canales,omitempty"` // empty: every channel
 	Activa            bool     `json:"activa"`
+	// Categorias are the COMPRA_CAT claves the coupon applies to (optional):
+	// the model reads the customer's affinity to them.
+	Categorias []string `json:"categorias,omitempty"`
 }
 
 // AllowsChannel reports whether the action can be sent on canal.

@@ -12,6 +12,7 @@ type customer struct {
 	f      Features
 	x      []float64 // policy vector (Features.Vector)
 	closed bool
+	sum    featSummary // f summarised at decision time (category shares, affinity)
 
 	// Inputs of the economic prior, in cents over the reward window.
 	baselineCents  float64 // expected purchase margin without a coupon
@@ -59,8 +60,9 @@ func (e *Engine) customer(tenant, clienteRef string, now time.Time, window time.
 
 func newCustomer(f Features, now time.Time, window time.Duration) *customer {
 	c := &customer{f: f, closed: f.Closed()}
-	c.x = f.Vector(now, make([]float64, 0, VectorDim))
-	s := f.summarize(now)
+	c.sum = c.f.summarize(now)
+	c.x = c.f.vectorOf(&c.sum, make([]float64, 0, VectorDim))
+	s := &c.sum
 	days := window.Hours() / 24
 	c.baselineCents = float64(s.margin[1]) * days / 90
 	c.avgTicketCents = s.avgTicket() * 100

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/coupond/coupond/policy"
 	"github.com/coupond/coupond/store"
 )
 
@@ -332,8 +333,10 @@ func (e *Engine) decideNew(ts *tenantState, t *store.Tenant, now time.Time, req 
 	if req.NoSend && len(cands) > 1 {
 		cands, reason = cands[:1], "presupuesto de la campaña: se enviaron los cupones de mayor margen esperado"
 	}
-	sc := pm.score(cust, cands, t.Settings.RewardWindow)
-	ts.pending.shrink(pm.m, cust.x, sc)
+	sc := pm.score(cust, cands)
+	if len(pm.m.Cats) < policy.NumCats {
+		ts.cats.add(cust.sum.catNames(nil))
+	}
 
 	// Campaign budget before any randomisation: drop sends the budget cannot
 	// afford; where it binds, keep the highest expected margins.
@@ -369,9 +372,13 @@ func (e *Engine) decideNew(ts *tenantState, t *store.Tenant, now time.Time, req 
 	chosen := sc.cands[idx]
 	rec.Accion = chosen.id
 	rec.Propension = probs[idx]
-	ts.pending.add(pm.m, cust.x, chosen.id, sampleWeight(rec.Propension, len(sc.cands)))
 	rec.Explorado = idx != top
 	rec.X = cust.x
+	rec.Shares = sc.cust.Shares
+	rec.Aff = make([]float64, 0, affPerAction*len(sc.cands))
+	for _, c := range sc.cands {
+		rec.Aff = append(rec.Aff, c.arm.AffShare, c.arm.AffFreq, c.arm.AffRec)
+	}
 	rec.Candidates = make([]int, len(sc.cands))
 	muPriors := make([]float64, 2*len(sc.cands)) // one allocation for both
 	rec.Mu, rec.Priors = muPriors[:len(sc.cands):len(sc.cands)], muPriors[len(sc.cands):]

@@ -16,6 +16,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/coupond/coupond/policy"
 	"github.com/coupond/coupond/store"
 )
 
@@ -28,6 +29,9 @@ type Config struct {
 	Now func() time.Time
 	// Seed fixes the exploration randomness (tests); 0 draws a random seed.
 	Seed uint64
+	// Policy configures every tenant's policy model; nil is
+	// policy.DefaultConfig().
+	Policy *policy.Config
 }
 
 // Engine decides and learns for every tenant. It is safe for concurrent use.
@@ -55,13 +59,15 @@ type Engine struct {
 
 	seed maphash.Seed
 
-	onLearn func(tenant string, st LearnStats) // see ObserveLearn
-	counters *Counters // operating counters for the console (counters.go)
+	onLearn  func(tenant string, st LearnStats) // see ObserveLearn
+	counters *Counters                          // operating counters for the console (counters.go)
 	// damagedSeen counts the damaged records readers met (see quarantine).
 	damagedSeen atomic.Int64
 	// onlineAt is when the last online decision began (unix ns); batch jobs
 	// and the learner pace themselves by it (pacing.go).
 	onlineAt atomic.Int64
+
+	policy policy.Config // every tenant's policy model's configuration
 }
 
 // tenantState is the in-memory state of one tenant: the published catalog
@@ -73,8 +79,8 @@ type tenantState struct {
 	catalogMu sync.Mutex
 	catalog   atomic.Pointer[Catalog]
 	model     atomic.Pointer[publishedModel]
-	learnMu   sync.Mutex   // one learner pass at a time
-	pending   pendingSends // sends of new actions whose rewards are not final
+	learnMu   sync.Mutex // one learner pass at a time
+	cats      catTally   // category names seen while the model has few main categories
 
 	budgetMu  sync.Mutex
 	campaigns map[string]*Campaign // nil value: known not to exist
@@ -110,6 +116,10 @@ func New(cfg Config) *Engine {
 	if seed == 0 {
 		seed = rand.Uint64()
 	}
+	pol := policy.DefaultConfig()
+	if cfg.Policy != nil {
+		pol = *cfg.Policy
+	}
 	return &Engine{
 		db: cfg.DB, secrets: cfg.Secrets, log: cfg.Log, now: cfg.Now,
 		ids:       newDecisionIDs(cfg.Secrets.Decision),
@@ -119,6 +129,7 @@ func New(cfg Config) *Engine {
 		inflight:  map[string]struct{}{},
 		seed:      maphash.MakeSeed(),
 		counters:  NewCounters(cfg.DB),
+		policy:    pol,
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"sort"
 
 	"github.com/coupond/coupond/engine/ope"
+	"github.com/coupond/coupond/policy"
 	"github.com/coupond/coupond/store"
 )
 
@@ -40,6 +41,9 @@ type Evaluation struct {
 	Policies        []PolicyValue  `json:"policies"`
 	Logged          MeasuredValue  `json:"logged_behaviour"`
 	Control         MeasuredValue  `json:"control_group"`
+	// Guard is the policy guard's state and its running estimates
+	// (policy.Guard), beside the log's evaluation above.
+	Guard policy.GuardStatus `json:"policy_guard"`
 }
 
 // EvalOptions tune Evaluate.
@@ -62,7 +66,7 @@ func (e *Engine) Evaluate(tenant string, opt EvalOptions) (*Evaluation, error) {
 	}
 	pm := ts.model.Load()
 	cat := ts.catalog.Load()
-	ev := &Evaluation{Tenant: tenant, Campana: opt.Campana, PoliticaVersion: pm.version, Excluded: map[string]int{}}
+	ev := &Evaluation{Tenant: tenant, Campana: opt.Campana, PoliticaVersion: pm.version, Excluded: map[string]int{}, Guard: pm.m.GuardStatus()}
 	names := []string{"current_policy", "never_send"}
 	actionIDs := []int{}
 	for _, a := range cat.Acciones {
@@ -130,7 +134,7 @@ func (e *Engine) Evaluate(tenant string, opt EvalOptions) (*Evaluation, error) {
 			}
 			reward := float64(*r.Recompensa) / 100
 			mu = mu[:0]
-			sc := pm.scoreX(r.X, candidatesOf(r.Candidates, r.Priors))
+			sc := pm.scoreRecord(&r)
 			li := -1
 			for i, cd := range sc.cands {
 				mu = append(mu, cd.mu/100)
@@ -332,7 +336,7 @@ func (e *Engine) Shadow(tenant string) (*ShadowReport, error) {
 		}
 		rep.RewardsFinal++
 		caller.add(float64(*r.Recompensa) / 100)
-		sc := pm.scoreX(r.X, recordCandidates(&r))
+		sc := pm.scoreRecord(&r)
 		probs, _ := pm.distribution(sc)
 		val := 0.0
 		for i, c := range sc.cands {
@@ -380,18 +384,6 @@ func (e *Engine) Shadow(tenant string) (*ShadowReport, error) {
 	}
 	sort.Strings(rep.Reasons)
 	return rep, nil
-}
-
-// recordCandidates rebuilds a logged decision's candidates with the priors
-// it computed, for scoring them again with another model.
-func recordCandidates(r *DecisionRecord) []candidate { return candidatesOf(r.Candidates, r.Priors) }
-
-func candidatesOf(ids []int, priors []float64) []candidate {
-	cands := make([]candidate, len(ids))
-	for i, id := range ids {
-		cands[i] = candidate{id: id, prior: priors[i]}
-	}
-	return cands
 }
 
 // chunkStats is what a chunk of the log adds besides evaluator records.

@@ -914,6 +914,11 @@ func VectorNames() []string { return append([]string(nil), vectorNames[:]...) }
 // dias_desde_ultimo_cupon 1 and zeros elsewhere.
 func (f *Features) Vector(now time.Time, dst []float64) []float64 {
 	s := f.summarize(now)
+	return f.vectorOf(&s, dst)
+}
+
+// vectorOf is Vector from the summary at now.
+func (f *Features) vectorOf(s *featSummary, dst []float64) []float64 {
 	rec := s.daysSince(featHasBuy, f.lastBuy)
 	sinceCoupon := s.daysSince(featHasCoupon, f.lastCoupon)
 	tenure := 0.0

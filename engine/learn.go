@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/coupond/coupond/policy"
 	"github.com/coupond/coupond/store"
 )
 
@@ -100,6 +101,11 @@ func (e *Engine) Learn(tenant string) (LearnStats, error) {
 
 	pm := ts.model.Load()
 	next := pm.clone()
+	next.m.Fade(now, t.Settings.RewardWindow)
+	options := []int{0}
+	for _, a := range ts.catalog.Load().Acciones {
+		options = append(options, a.ID)
+	}
 	b := e.db.NewBatch()
 	defer b.Close()
 	pace := e.NewBackgroundPacer(learnYieldEvery)
@@ -145,15 +151,20 @@ func (e *Engine) Learn(tenant string) (LearnStats, error) {
 			if r.Estado == EstadoRechazada {
 				action = 0
 			}
-			if prior, ok := r.priorOf(action); ok && len(r.X) > 0 {
-				next.update(r.X, action, float64(reward), prior, r.learnWeight())
+			if learnFrom(next.m, r, action, float64(reward), options) {
 				r.Aprendida = true
 				st.Folded++
 			}
 		}
 		putDecision(b, tenant, r)
 	}
+	var guard policy.GuardEvent
 	if st.Folded > 0 {
+		if len(next.m.Cats) < policy.NumCats {
+			next.m.AddCats(ts.cats.top(next.m.Cats, policy.NumCats-len(next.m.Cats))...)
+		}
+		next.m.Refit()
+		guard = next.m.UpdateGuard()
 		next.publishVersion(now)
 		data, err := next.marshal()
 		if err != nil {
@@ -171,8 +182,56 @@ func (e *Engine) Learn(tenant string) (LearnStats, error) {
 	if st.Folded > 0 {
 		ts.model.Store(next)
 		e.log.Info().Str("tenant", tenant).Int("folded", st.Folded).Str("politica_version", next.version).Msg("model updated")
+		e.logGuard(tenant, guard, next.m.GuardStatus())
 	}
 	return st, nil
+}
+
+// learnFrom folds one final reward of a logged decision that teaches
+// action (what was done) into m, and adds the decision to the guard's
+// evidence when it was executed as drawn. It reports whether the reward
+// was folded (false for records without policy inputs).
+func learnFrom(m *policy.Model, r *DecisionRecord, action int, reward float64, options []int) bool {
+	if len(r.X) == 0 || len(r.Priors) != len(r.Candidates) {
+		return false
+	}
+	pc, cands := r.policyInputs()
+	idx := -1
+	for i, c := range cands {
+		if c.id == action {
+			idx = i
+		}
+	}
+	if idx < 0 {
+		return false
+	}
+	if action == r.Accion && len(r.Probs) == len(cands) && len(r.Mu) == len(cands) {
+		arms := make([]policy.Arm, len(cands))
+		for i := range cands {
+			arms[i] = cands[i].arm
+		}
+		m.Observe(&policy.GuardSample{Customer: pc, Arms: arms, Probs: r.Probs, QHat: r.Mu, Logged: idx, Reward: reward, Options: options})
+	}
+	m.Fold(&pc, &cands[idx].arm, reward, m.Weight(r.Propension, len(r.Candidates)))
+	return true
+}
+
+// logGuard logs a switch of the policy guard (policy.Guard) as an event.
+func (e *Engine) logGuard(tenant string, ev policy.GuardEvent, g policy.GuardStatus) {
+	if ev == policy.GuardUnchanged {
+		return
+	}
+	name, msg := "guardia_activada", "policy guard active: the learned policy is below a baseline with confidence; exploiting the baseline"
+	if ev == policy.GuardReleased {
+		name, msg = "guardia_liberada", "policy guard released: the learned policy is no longer below its baseline"
+	}
+	l := e.log.Warn().Str("tenant", tenant).Str("evento", name).Int("linea_base", g.Baseline).Float64("valor_politica_mxn", g.Policy)
+	for _, b := range g.Baselines {
+		if b.Accion == g.Baseline {
+			l = l.Float64("valor_linea_base_mxn", b.Value).Float64("diferencia_mxn", b.Diff).Float64("error_estandar_mxn", b.SE)
+		}
+	}
+	l.Msg(msg)
 }
 
 // reward is a decision's final reward in cents: the customer's purchase
@@ -254,17 +313,20 @@ func (e *Engine) RunLearner(ctx context.Context, interval time.Duration) {
 func (e *Engine) loadModel(tenant string) (*publishedModel, error) {
 	data, err := e.db.Get(store.Key(tenant, store.TableModel))
 	if errors.Is(err, store.ErrNotFound) {
-		return newPublishedModel(), nil
+		return newPublishedModel(e.policy), nil
 	}
 	if err != nil {
 		return nil, err
 	}
-	pm, err := unmarshalModel(data)
+	pm, old, err := unmarshalModel(data, e.policy)
 	if err != nil {
 		// Quarantined: the tenant learns again from the prior rather than
 		// stopping every decision.
 		e.quarantine(tenant, store.Key(tenant, store.TableModel), data, err)
-		return newPublishedModel(), nil
+		return newPublishedModel(e.policy), nil
+	}
+	if old {
+		e.log.Warn().Str("tenant", tenant).Msg("stored model of an earlier format: the policy starts afresh from the economic prior")
 	}
 	return pm, nil
 }
@@ -276,6 +338,18 @@ type Status struct {
 	CatalogVersion  int64
 	CatalogActions  int
 	Quality         Quality
+	// Guard is the policy guard's state and estimates.
+	Guard policy.GuardStatus
+}
+
+// Guard returns the tenant's policy guard: its state and estimates (for
+// /metrics; Status carries it too).
+func (e *Engine) Guard(tenant string) (policy.GuardStatus, error) {
+	ts, err := e.state(tenant)
+	if err != nil {
+		return policy.GuardStatus{}, err
+	}
+	return ts.model.Load().m.GuardStatus(), nil
 }
 
 // Status returns the tenant's engine state.
@@ -290,5 +364,5 @@ func (e *Engine) Status(tenant string) (Status, error) {
 	}
 	pm := ts.model.Load()
 	cat := ts.catalog.Load()
-	return Status{PoliticaVersion: pm.version, RewardsLearned: pm.n(), CatalogVersion: cat.Version, CatalogActions: len(cat.Acciones), Quality: *q}, nil
+	return Status{PoliticaVersion: pm.version, RewardsLearned: pm.n(), CatalogVersion: cat.Version, CatalogActions: len(cat.Acciones), Quality: *q, Guard: pm.m.GuardStatus()}, nil
 }

@@ -1,99 +1,149 @@
 package engine
 
 import (
+	"errors"
+	"strconv"
 	"time"
+
+	"github.com/coupond/coupond/policy"
 )
 
 // candidate is one eligible action of a decision with its scores.
 type candidate struct {
 	id     int
-	action *Action // nil for 0
-	prior  float64 // economic prior, cents
-	mu     float64 // expected reward, cents over the window
-	sigma  float64 // uncertainty of mu, cents
+	action *Action    // nil for 0
+	arm    policy.Arm // the (customer, action) pair as the model sees it
+	prior  float64    // economic prior, cents
+	mu     float64    // expected reward, cents over the window
+	sigma  float64    // uncertainty of mu's effect against never-send, cents
 }
 
 // scored are the candidates of one decision, scored.
 type scored struct {
-	cands []candidate
-	n     float64 // rewards the model has seen (drives exploration's gamma)
-	s     float64 // the model's scale (cents) when scored
+	cust   policy.Customer
+	cands  []candidate
+	scores []policy.Score // aligned with cands
 }
 
 // publishedModel is a tenant's model as decisions read it: immutable once
 // published (Learn clones, updates and swaps).
 type publishedModel struct {
 	version string
-	m       *policyModel
+	m       *policy.Model
 }
 
-func newPublishedModel() *publishedModel {
-	return &publishedModel{version: "v0-prior", m: newPolicyModel()}
+func newPublishedModel(cfg policy.Config) *publishedModel {
+	return &publishedModel{version: "v0-prior", m: policy.New(cfg)}
 }
 
 func (pm *publishedModel) clone() *publishedModel {
-	return &publishedModel{version: pm.version, m: pm.m.clone()}
-}
-
-func (pm *publishedModel) update(x []float64, action int, rewardCents, prior, w float64) {
-	pm.m.update(x, action, rewardCents, prior, w)
+	return &publishedModel{version: pm.version, m: pm.m.Clone()}
 }
 
 // publishVersion labels the model after an update: the number of rewards
 // folded and the tenant time of publication.
 func (pm *publishedModel) publishVersion(now time.Time) {
-	pm.version = versionLabel(pm.m.n, now)
+	pm.version = versionLabel(pm.m.N(), now)
 }
 
-func (pm *publishedModel) marshal() ([]byte, error) { return pm.m.marshal(pm.version) }
+func (pm *publishedModel) marshal() ([]byte, error) { return pm.m.Marshal(pm.version) }
 
-func unmarshalModel(b []byte) (*publishedModel, error) {
-	m, version, err := unmarshalPolicyModel(b)
+// unmarshalModel reads a stored model. A model of an earlier format (the
+// engine's own model class until 2026-11-25) is not converted: the tenant
+// starts afresh from the economic prior, and old reports that with the
+// model's label.
+func unmarshalModel(b []byte, cfg policy.Config) (pm *publishedModel, old bool, err error) {
+	m, version, err := policy.Unmarshal(b, cfg)
+	if errors.Is(err, policy.ErrOldFormat) {
+		return newPublishedModel(cfg), true, nil
+	}
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	return &publishedModel{version: version, m: m}, nil
+	return &publishedModel{version: version, m: m}, false, nil
 }
 
-// score fills mu and sigma of every candidate for the customer.
-func (pm *publishedModel) score(cust *customer, cands []candidate, _ time.Duration) *scored {
+// score fills arm, prior, mu and sigma of every candidate for the customer.
+func (pm *publishedModel) score(cust *customer, cands []candidate) *scored {
 	for i := range cands {
-		cands[i].prior = cust.prior(cands[i].action)
+		c := &cands[i]
+		c.arm = cust.arm(c.action)
+		c.prior = c.arm.Prior
 	}
-	return pm.scoreX(cust.x, cands)
+	return pm.scoreInputs(cust.policyCustomer(pm.m.Cats), cands)
 }
 
-// scoreX scores candidates whose priors are set, at customer vector x:
-// what depends on the customer only (basis, baseline, scale, noise) once,
-// then each action's own part.
-func (pm *publishedModel) scoreX(x []float64, cands []candidate) *scored {
-	var cs custScore
-	pm.m.customerScore(x, &cs)
-	sc := &scored{cands: cands, n: float64(pm.m.n), s: cs.s}
-	for i := range sc.cands {
-		c := &sc.cands[i]
-		c.mu, c.sigma = pm.m.predictArm(&cs, c.id, c.prior)
+// scoreInputs scores candidates whose arms are set for the customer pc.
+func (pm *publishedModel) scoreInputs(pc policy.Customer, cands []candidate) *scored {
+	sc := &scored{cust: pc, cands: cands, scores: make([]policy.Score, len(cands))}
+	arms := make([]policy.Arm, len(cands))
+	for i := range cands {
+		arms[i] = cands[i].arm
+	}
+	pm.m.Score(&pc, arms, sc.scores)
+	for i := range cands {
+		cands[i].mu, cands[i].sigma = sc.scores[i].Mu, sc.scores[i].Sigma
 	}
 	return sc
+}
+
+// scoreRecord scores a logged decision's candidates again with this
+// model, from the inputs the decision recorded.
+func (pm *publishedModel) scoreRecord(r *DecisionRecord) *scored {
+	pc, cands := r.policyInputs()
+	return pm.scoreInputs(pc, cands)
 }
 
 // keep drops the candidates for which fn is false (a budget cut), before
 // the distribution is computed.
 func (sc *scored) keep(fn func(c *candidate) bool) {
-	kept := sc.cands[:0]
+	kept, ks := sc.cands[:0], sc.scores[:0]
 	for i := range sc.cands {
 		if fn(&sc.cands[i]) {
-			kept = append(kept, sc.cands[i])
+			kept, ks = append(kept, sc.cands[i]), append(ks, sc.scores[i])
 		}
 	}
-	sc.cands = kept
+	sc.cands, sc.scores = kept, ks
 }
 
 // n is the number of rewards the model has folded.
-func (pm *publishedModel) n() int64 { return pm.m.n }
+func (pm *publishedModel) n() int64 { return pm.m.N() }
 
 // distribution returns the exploration distribution over sc.cands and the
-// index of the action the policy ranks first.
+// index of the action the policy chooses (policy.Model.Distribution).
 func (pm *publishedModel) distribution(sc *scored) ([]float64, int) {
-	return pm.m.distribution(sc)
+	probs := make([]float64, len(sc.cands))
+	top := pm.m.Distribution(sc.scores, probs)
+	return probs, top
+}
+
+// versionLabel names a published model: the rewards folded and the tenant
+// time of publication, e.g. "v1250-20261122T230000".
+func versionLabel(n int64, now time.Time) string {
+	return "v" + strconv.FormatInt(n, 10) + "-" + now.UTC().Format("20060102T150405")
+}
+
+// policyInputs rebuilds what a logged decision showed the model: the
+// customer (vector, category shares, never-send's prior) and the
+// candidates with their priors and affinities. Records from before
+// affinities were kept read as without affinity.
+func (r *DecisionRecord) policyInputs() (policy.Customer, []candidate) {
+	pc := policy.Customer{X: r.X, Shares: r.Shares}
+	cands := make([]candidate, len(r.Candidates))
+	for i, id := range r.Candidates {
+		c := &cands[i]
+		c.id = id
+		if i < len(r.Priors) {
+			c.prior = r.Priors[i]
+		}
+		c.arm = policy.Arm{ID: id, Prior: c.prior}
+		if len(r.Aff) == affPerAction*len(r.Candidates) {
+			a := r.Aff[affPerAction*i:]
+			c.arm.AffShare, c.arm.AffFreq, c.arm.AffRec = a[0], a[1], a[2]
+		}
+		if id == 0 {
+			pc.Base = c.prior
+		}
+	}
+	return pc, cands
 }

@@ -24,6 +24,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/coupond/coupond/policy"
 	"github.com/coupond/coupond/store"
 )
 
@@ -217,7 +218,7 @@ func checkStored(tenant string, key, v []byte) error {
 		var r DecisionRecord
 		return unmarshalRecord(v, &r)
 	case store.TableModel:
-		_, err := unmarshalModel(v)
+		_, _, err := unmarshalModel(v, policy.DefaultConfig())
 		return err
 	case store.TableMeta:
 		if bytes.HasPrefix(key[p+1:], []byte("cust\x00")) {

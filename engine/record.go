@@ -46,6 +46,12 @@ type DecisionRecord struct {
 	Probs      []float64 `json:"probs,omitempty"`
 	Mu         []float64 `json:"mu,omitempty"`
 	Priors     []float64 `json:"priors,omitempty"`
+	// Shares are the customer's spend shares in the model's main
+	// categories at decision time; Aff holds, per candidate, the
+	// customer's affinity to the action's categorias (share, frequency,
+	// recency: affPerAction values each). Absent in older records.
+	Shares []float64 `json:"shares,omitempty"`
+	Aff    []float64 `json:"afinidad,omitempty"`
 	// Budget reserved by this decision (sends are given back on rejection or
 	// expiry).
 	BudgetCents int64 `json:"budget_cents,omitempty"`
@@ -113,25 +119,6 @@ func (e *Engine) ValidDecisionID(tenant, id string) bool {
 // DecisionID returns the public id of a record.
 func (e *Engine) DecisionID(tenant string, r *DecisionRecord) string {
 	return e.ids.issue(tenant, r.Nonce)
-}
-
-// learnWeight is the importance weight of the record's reward in the
-// regression of the action it teaches (sampleWeight): from the logged
-// propensity of the decided action among the record's candidates. A
-// rechazada record teaches action 0 with the weight of the draw that
-// put the customer there.
-func (r *DecisionRecord) learnWeight() float64 {
-	return sampleWeight(r.Propension, len(r.Candidates))
-}
-
-// priorOf returns the economic prior the decision computed for action.
-func (r *DecisionRecord) priorOf(action int) (float64, bool) {
-	for i, id := range r.Candidates {
-		if id == action && i < len(r.Priors) {
-			return r.Priors[i], true
-		}
-	}
-	return 0, false
 }
 
 // freshNonce draws a nonce for a decision of t made at at (see

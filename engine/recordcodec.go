@@ -34,7 +34,11 @@ const (
 	flagRecompensa
 )
 
-const flagAprendida byte = 1 // second flag byte
+// Second flag byte.
+const (
+	flagAprendida    byte = 1
+	flagPolicyInputs byte = 2 // Shares and Aff follow the reward
+)
 
 // errRecord reports a damaged stored decision record.
 var errRecord = errors.New("decision record: damaged")
@@ -71,6 +75,9 @@ func appendRecord(b []byte, r *DecisionRecord) []byte {
 	if r.Aprendida {
 		f2 |= flagAprendida
 	}
+	if len(r.Shares) > 0 || len(r.Aff) > 0 {
+		f2 |= flagPolicyInputs
+	}
 	b = append(b, f, f2)
 	b = binAppendTime(b, r.CaducaEn)
 	b = binAppendString(b, r.Motivo)
@@ -96,6 +103,10 @@ func appendRecord(b []byte, r *DecisionRecord) []byte {
 	}
 	if r.Recompensa != nil {
 		b = binary.AppendVarint(b, *r.Recompensa)
+	}
+	if f2&flagPolicyInputs != 0 {
+		b = appendFloats(b, r.Shares)
+		b = appendFloats(b, r.Aff)
 	}
 	return b
 }
@@ -223,6 +234,10 @@ func unmarshalRecord(b []byte, r *DecisionRecord) error {
 	if f&flagRecompensa != 0 {
 		v := d.varint()
 		r.Recompensa = &v
+	}
+	if f2&flagPolicyInputs != 0 {
+		r.Shares = recordFloats(&d)
+		r.Aff = recordFloats(&d)
 	}
 	if !d.done() {
 		return errRecord

@@ -30,6 +30,10 @@ func TestRecordCodecRoundTrip(t *testing.T) {
 		{"zeros and repeated probabilities", DecisionRecord{Nonce: "n2", ClienteRef: "c", At: at, Accion: 0, Propension: 0.7,
 			X: []float64{1, 0, 0, 0.2018, 0.54, 0.54, 0.54, 0, 1, 1}, Candidates: []int{0, 1, 2, 3},
 			Probs: []float64{0.7, 0.1, 0.1, 0.1}, Mu: []float64{1, 2, 3, 4}, Priors: []float64{1, 2, 3, 4}}},
+		{"policy inputs", DecisionRecord{Nonce: "n3", ClienteRef: "c", At: at, Accion: 1, Propension: 0.9, Recompensa: &reward,
+			X: []float64{1, 0.5}, Candidates: []int{0, 1}, Probs: []float64{0.1, 0.9}, Mu: []float64{5, 6}, Priors: []float64{5, 6},
+			Shares: []float64{0.6, 0.4, 0}, Aff: []float64{0, 0, 0, 0.6, 7. / 13, 1}}},
+		{"affinity without shares", DecisionRecord{Nonce: "n4", ClienteRef: "c", At: at, Candidates: []int{0}, Aff: []float64{0, 0, 0}}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,34 +1,58 @@
 package engine
 
-import "time"
+import (
+	"time"
 
-// RewardModel is the policy's reward model on its own, for simulations that
-// compare exploration rules on the same model class (coupond lab's greedy
-// baselines). It is not safe for concurrent use.
-type RewardModel struct{ pm *publishedModel }
+	"github.com/coupond/coupond/policy"
+)
 
-// NewRewardModel returns a model without data.
-func NewRewardModel() *RewardModel { return &RewardModel{pm: newPublishedModel()} }
-
-// Predict returns the expected reward (cents over the window) of action a
-// (nil: send nothing) for a customer with features f at now, and its
-// uncertainty.
-func (r *RewardModel) Predict(f *Features, now time.Time, window time.Duration, a *Action) (mu, sigma float64) {
-	c := newCustomer(*f, now, window)
-	cand := candidate{action: a}
-	if a != nil {
-		cand.id = a.ID
-	}
-	sc := r.pm.score(c, []candidate{cand}, window)
-	return sc.cands[0].mu, sc.cands[0].sigma
+// RewardModel is the policy's model on its own, for simulations that
+// compare exploration rules on the same model class: coupond lab's
+// "greedy" is this model choosing the action of highest Predict, without
+// exploration. It sees what the engine's model sees: the customer's
+// features, the action's economics and categorias (Action.Categorias) and
+// the main categories it has met (the first policy.NumCats names its
+// customers bought, as the engine tallies them). Update folds a reward at
+// once; Predict refits first when at least refitEvery rewards (or a tenth
+// of all) were folded since the last fit, as the engine refits once per
+// learner pass. It is not safe for concurrent use.
+type RewardModel struct {
+	m    *policy.Model
+	cats catTally
 }
 
-// Update folds one observed reward (cents) of action a for f at now.
+// refitEvery is the least number of new rewards that makes Predict refit.
+const refitEvery = 500
+
+// NewRewardModel returns a model without data.
+func NewRewardModel() *RewardModel { return &RewardModel{m: policy.New(policy.DefaultConfig())} }
+
+// Predict returns the expected reward (cents over the window) of action a
+// (nil: send nothing) for a customer with features f at now, and the
+// standard error of its effect against sending nothing (0 for nil).
+func (r *RewardModel) Predict(f *Features, now time.Time, window time.Duration, a *Action) (mu, sigma float64) {
+	if s := r.m.Stale(); s >= refitEvery || (s > 0 && float64(s) >= 0.1*float64(r.m.N())) {
+		if len(r.m.Cats) < policy.NumCats {
+			r.m.AddCats(r.cats.top(r.m.Cats, policy.NumCats-len(r.m.Cats))...)
+		}
+		r.m.Refit()
+	}
+	c := newCustomer(*f, now, window)
+	pc := c.policyCustomer(r.m.Cats)
+	arms := []policy.Arm{c.arm(nil), c.arm(a)}
+	var sc [2]policy.Score
+	r.m.Score(&pc, arms, sc[:])
+	return sc[1].Mu, sc[1].Sigma
+}
+
+// Update folds one observed reward (cents) of action a (nil: nothing was
+// sent) for f at now, with weight 1 (no logged propensity).
 func (r *RewardModel) Update(f *Features, now time.Time, window time.Duration, a *Action, reward float64) {
 	c := newCustomer(*f, now, window)
-	id := 0
-	if a != nil {
-		id = a.ID
+	if len(r.m.Cats) < policy.NumCats {
+		r.cats.add(c.sum.catNames(nil))
 	}
-	r.pm.update(c.x, id, reward, c.prior(a), 1) // no logged propensity: every sample weighs 1
+	pc := c.policyCustomer(r.m.Cats)
+	arm := c.arm(a)
+	r.m.Fold(&pc, &arm, reward, 1)
 }

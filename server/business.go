@@ -189,6 +189,27 @@ func (s *Server) watchTenants() {
 				bl, err := s.Engine.Backlog(t, backlogLimit)
 				return float64(bl.Pending), err
 			}},
+		tenantGauge{name: "coupond_policy_guard_active",
+			help: "1 while the tenant's policy guard is active: the learned policy is below a baseline (never-send or one action) with confidence and decisions exploit that baseline; without the tenant label, the number of such tenants.",
+			read: func(t string) (float64, error) {
+				g, err := s.Engine.Guard(t)
+				if err != nil || !g.Active {
+					return 0, err
+				}
+				return 1, nil
+			}},
+		tenantGauge{name: "coupond_policy_guard_switches",
+			help: "Policy guard activations and releases since the model began (summed without the tenant label).",
+			read: func(t string) (float64, error) {
+				g, err := s.Engine.Guard(t)
+				return float64(g.Switches), err
+			}},
+		tenantGauge{name: "coupond_policy_value_mxn",
+			help: "The learned policy's estimated value per decision (doubly robust, MXN over the reward window, faded over about a window); without the tenant label, the largest.", max: true,
+			read: func(t string) (float64, error) {
+				g, err := s.Engine.Guard(t)
+				return g.Policy, err
+			}},
 		tenantGauge{name: "coupond_abuse_quarantined_requests",
 			help: "Event requests held in abuse quarantine, waiting for 'coupond admin abuse release'.",
 			read: func(t string) (float64, error) { return float64(s.QuarantineCount(t)), nil }},

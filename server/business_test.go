@@ -121,6 +121,8 @@ func TestBusinessMetrics(t *testing.T) {
 		{"rewards closed unconfirmed", sum(after, `coupond_rewards_not_learned_total{reason="unconfirmed"}`), 9},
 		{"rewards folded", sum(after, `coupond_rewards_folded_total`), 0},
 		{"escalations", sum(after, `coupond_abuse_escalations_total{step="aviso"}`), 0},
+		{"policy guards active", sum(after, `coupond_policy_guard_active`), 0},
+		{"policy guard switches", sum(after, `coupond_policy_guard_switches`), 0},
 	}
 	for _, c := range checks {
 		if c.got != c.want {
@@ -133,7 +135,8 @@ func TestBusinessMetrics(t *testing.T) {
 	if lag := sample(after, "coupond_learner_lag_seconds"); lag != "0" {
 		t.Errorf("learner lag after: %q, want 0", lag)
 	}
-	for _, name := range []string{"coupond_rewards_folded_total", "coupond_abuse_escalations_total", "coupond_abuse_quarantined_requests"} {
+	for _, name := range []string{"coupond_rewards_folded_total", "coupond_abuse_escalations_total", "coupond_abuse_quarantined_requests",
+		"coupond_policy_guard_active", "coupond_policy_guard_switches", "coupond_policy_value_mxn"} {
 		if !strings.Contains(after, "# HELP "+name+" ") {
 			t.Errorf("%s: no HELP line", name)
 		}
@@ -146,7 +149,7 @@ func TestBusinessMetrics(t *testing.T) {
 	// With the tenant label.
 	h2 := newHarnessWith(t, func(d *Deps) { d.MetricsTenantLabel = true })
 	_, after2 := businessRun(t, h2)
-	for _, want := range []string{`coupond_batch_lines_total{tenant="acme"} 4`, `coupond_learner_rewards_pending{tenant="acme"} 0`} {
+	for _, want := range []string{`coupond_batch_lines_total{tenant="acme"} 4`, `coupond_learner_rewards_pending{tenant="acme"} 0`, `coupond_policy_guard_active{tenant="acme"} 0`} {
 		if !strings.Contains(after2, want) {
 			t.Errorf("with --metrics-tenant-label: no %s", want)
 		}

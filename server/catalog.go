@@ -18,6 +18,7 @@ var catalogSchema = schema.Object(
 		schema.Field("descuento_pct", schema.Number().Range(0, 100)),
 		schema.Field("canales", schema.Array(schema.String().Len(1, 256)).Items(0, 100)),
 		schema.Field("activa", schema.Bool()),
+		schema.Field("categorias", schema.Array(schema.String().Len(1, 256)).Items(1, 64)),
 	)).Items(0, 1000)).Required(),
 )
 
@@ -36,6 +37,7 @@ type actionView struct {
 	DescuentoPct    float64  `json:"descuento_pct"`
 	Canales         []string `json:"canales,omitempty"`
 	Activa          bool     `json:"activa"`
+	Categorias      []string `json:"categorias,omitempty"`
 }
 
 func viewCatalog(c *engine.Catalog) catalogView {
@@ -44,6 +46,7 @@ func viewCatalog(c *engine.Catalog) catalogView {
 		v.Acciones = append(v.Acciones, actionView{
 			ID: a.ID, Nombre: a.Nombre, TipoCupon: a.TipoCupon, CostoEnvioMXN: mxn(a.CostoEnvioCents),
 			DescuentoMaxMXN: mxn(a.DescuentoMaxCents), DescuentoPct: a.DescuentoPct, Canales: a.Canales, Activa: a.Activa,
+			Categorias: a.Categorias,
 		})
 	}
 	return v
@@ -79,6 +82,9 @@ func (s *Server) handlePutCatalog(c *call) error {
 		}
 		for _, ch := range it.Field("canales").Items() {
 			a.Canales = append(a.Canales, ch.String())
+		}
+		for _, c := range it.Field("categorias").Items() {
+			a.Categorias = append(a.Categorias, c.String())
 		}
 		if _, ok := seen[a.ID]; ok {
 			dup = append(dup, schema.ValueError([]any{"body", "acciones", i, "id"}, "id repetido en el catálogo", a.ID))

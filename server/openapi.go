@@ -703,7 +703,9 @@ func (g *docGen) requestSchemas() {
 	g.schemas["PeticionTokenForm"] = form
 
 	put("Catalogo", "The whole action catalog; PUT replaces it. `id` >= 1 and unique (0 is reserved for \"nothing\"); `tipo_cupon` is what `CUPON_RECIBIDO.clave` carries. "+
-		"`descuento_max_mxn` absent is 0 (no cap known); `canales` absent means every channel; `activa` absent is true. A new action starts without support and is explored until it has some.", catalogSchema)
+		"`descuento_max_mxn` absent is 0 (no cap known); `canales` absent means every channel; `activa` absent is true. "+
+		"`categorias` (optional, 1 to 64): the `COMPRA_CAT` `clave` values the coupon applies to (absent: the whole basket); a hint for learning which customers the coupon suits, never required. "+
+		"A new action starts without support and is explored until it has some.", catalogSchema)
 	put("Campana", "Campaign definition. `max_descuento_mxn` and `max_envios` absent: no cap. Sends (`accion` != 0) are counted against the budget first come, first served; "+
 		"each send reserves the action's `descuento_max_mxn` against `max_descuento_mxn`. A `rechazada` confirmation, or `caduca_en` passing unconfirmed, gives the send back.", campaignSchema)
 	dec := put("PeticionDecision", "Online decision request.", decisionSchema)
@@ -1102,7 +1104,7 @@ func opDocs() map[string]opDoc {
 
 		"catalogo_put": {tag: "catalogo", summary: "Replace the action catalog", description: "Replaces the whole catalog and increments its `version`. Decisions made afterwards choose among its active actions; the learned model of an action survives while its `id` stays.",
 			body: jsonBody("Catalogo", obj{"acciones": []any{
-				obj{"id": 1, "nombre": "10% abarrotes", "tipo_cupon": "PCT10_ABARROTES", "costo_envio_mxn": 0.5, "descuento_max_mxn": 50, "descuento_pct": 10, "canales": []any{"push", "email"}, "activa": true},
+				obj{"id": 1, "nombre": "10% abarrotes", "tipo_cupon": "PCT10_ABARROTES", "costo_envio_mxn": 0.5, "descuento_max_mxn": 50, "descuento_pct": 10, "canales": []any{"push", "email"}, "activa": true, "categorias": []any{"abarrotes"}},
 				obj{"id": 2, "nombre": "$30 en tu próxima compra", "tipo_cupon": "MXN30", "costo_envio_mxn": 0.5, "descuento_max_mxn": 30, "activa": true},
 			}}),
 			okDesc: "The stored catalog with its new version.", okSchema: schemaRef("CatalogoRespuesta")},

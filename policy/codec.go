@@ -1,0 +1,101 @@
+package policy
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+)
+
+// Format is the stored model's format number. Formats before it (the
+// engine's models until 2026-11-25, a different model class, and format 4,
+// this model without the pooled coupon effect) are not read by Unmarshal;
+// the engine starts such tenants afresh from the prior.
+const Format = 5
+
+// ErrOldFormat reports a stored model of an earlier format.
+var ErrOldFormat = errors.New("policy: stored model of an earlier format")
+
+type modelFile struct {
+	Format  int              `json:"format"`
+	Version string           `json:"politica_version"`
+	Cats    []string         `json:"cats,omitempty"`
+	N       float64          `json:"n"`
+	Phi     []float64        `json:"phi"`
+	BPhi    []float64        `json:"b_phi"`
+	MPhi    []float64        `json:"m_phi"`
+	ResN    float64          `json:"res_n"`
+	ResSS   float64          `json:"res_ss"`
+	TauE    float64          `json:"tau_e"`
+	TauP    float64          `json:"tau_p"`
+	Arms    map[int]*armFile `json:"arms"`
+	Guard   Guard            `json:"guard"`
+}
+
+type armFile struct {
+	N    float64   `json:"n"`
+	C    []float64 `json:"c"`
+	Psi  []float64 `json:"psi"`
+	B    []float64 `json:"b"`
+	MC   []float64 `json:"m_c"`
+	MPsi []float64 `json:"m_psi"`
+}
+
+// Marshal returns the stored form of the model (its statistics; the fit is
+// recomputed on load) labelled with version.
+func (m *Model) Marshal(version string) ([]byte, error) {
+	f := modelFile{Format: Format, Version: version, Cats: m.Cats, N: m.n, Phi: m.phi, BPhi: m.bPhi, MPhi: m.mPhi,
+		ResN: m.resN, ResSS: m.resSS, TauE: m.tauE, TauP: m.tauP, Arms: map[int]*armFile{}, Guard: m.guard}
+	for id, a := range m.arms {
+		f.Arms[id] = &armFile{N: a.n, C: a.c, Psi: a.psi, B: a.b, MC: a.mC, MPsi: a.mPsi}
+	}
+	return json.Marshal(f)
+}
+
+// Unmarshal reads a stored model and its version label. A model of an
+// earlier format gives ErrOldFormat (wrapped); damaged input an error,
+// never a panic.
+func Unmarshal(b []byte, cfg Config) (*Model, string, error) {
+	var f modelFile
+	if err := json.Unmarshal(b, &f); err != nil {
+		return nil, "", fmt.Errorf("decode model: %w", err)
+	}
+	if f.Format < Format {
+		return nil, f.Version, fmt.Errorf("%w (%d)", ErrOldFormat, f.Format)
+	}
+	ok := f.Format == Format && len(f.Phi) == dimBase*dimBase && len(f.BPhi) == dimBase && len(f.MPhi) == dimBase*dimBase &&
+		len(f.Cats) <= NumCats && finite(f.Phi, f.BPhi, f.MPhi) && f.TauE > 0 && f.TauP > 0 && f.ResN >= 0 && f.ResSS >= 0
+	for _, a := range f.Arms {
+		ok = ok && a != nil && len(a.C) == dimBase*dimEffect && len(a.Psi) == dimEffect*dimEffect && len(a.B) == dimEffect &&
+			len(a.MC) == dimBase*dimEffect && len(a.MPsi) == dimEffect*dimEffect && finite(a.C, a.Psi, a.B, a.MC, a.MPsi)
+	}
+	if !ok {
+		return nil, "", fmt.Errorf("decode model: damaged or unknown format %d", f.Format)
+	}
+	m := &Model{cfg: cfg, Cats: f.Cats, n: f.N, phi: f.Phi, bPhi: f.BPhi, mPhi: f.MPhi, resN: f.ResN, resSS: f.ResSS,
+		tauE: f.TauE, tauP: f.TauP, arms: map[int]*armStats{}, guard: f.Guard}
+	for id, a := range f.Arms {
+		m.arms[id] = &armStats{n: a.N, c: a.C, psi: a.Psi, b: a.B, mC: a.MC, mPsi: a.MPsi}
+	}
+	for k, o := range m.guard.Options {
+		if o == nil {
+			delete(m.guard.Options, k)
+		}
+	}
+	m.fit(false)
+	return m, f.Version, nil
+}
+
+func finite(vs ...[]float64) bool {
+	for _, v := range vs {
+		for _, x := range v {
+			if math.IsNaN(x) || math.IsInf(x, 0) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// Stale is the number of rewards folded since the last Refit.
+func (m *Model) Stale() int { return m.sinceFit }

@@ -1,0 +1,300 @@
+package policy
+
+import (
+	"math"
+	"slices"
+	"time"
+)
+
+// Guard keeps the learned policy from running below a plain baseline.
+// From the model's own log (every folded reward with the exact
+// probabilities it was drawn with and the model's expected rewards at
+// decision time), it keeps doubly robust estimates (Dudík, Langford & Li
+// 2011) of the value of the learned policy π (Model.Greedy, no
+// exploration) and of each baseline: never-send (key 0) and "always
+// action a" (key a; where a is not eligible, never-send). Each estimate
+// is a mean of per-reward pseudo-outcomes Γ(b) = q̂(b) + 1[A=b]/p(b)·(r −
+// q̂(b)); the comparison uses the paired differences Γ(π) − Γ(b), so their
+// common noise cancels. Evidence fades with a half-life of
+// Config.GuardHalfLife reward windows, so the guard can turn back.
+//
+// When π is worse than the best baseline by more than GuardZ standard
+// errors (with at least GuardMinN effective rewards), the guard becomes
+// active: decisions exploit that baseline (exploring the rest, still
+// learning) until π is no longer below it by GuardReleaseZ standard
+// errors (hysteresis: GuardReleaseZ < GuardZ).
+type Guard struct {
+	Active   bool `json:"active"`
+	Baseline int  `json:"baseline"` // action id of the baseline exploited (0: never send)
+	// Switches counts activations and deactivations.
+	Switches int `json:"switches"`
+	// Policy are π's sums; Options the baselines', by key.
+	Policy  guardSum          `json:"policy"`
+	Options map[int]*guardSum `json:"options"`
+	// Decayed is the time up to which the evidence has been faded.
+	Decayed time.Time `json:"decayed"`
+}
+
+// guardSum are weighted sums of pseudo-outcomes (V) and of the paired
+// differences Γ(π) − Γ(b) (D, D2), with their weights (W, W2).
+//
+// E and E2 are the sums of Γ(b) − Γ(0): a single action qualifies as a
+// baseline only when it also beats never-send with confidence.
+type guardSum struct {
+	W  float64 `json:"w"`
+	W2 float64 `json:"w2"`
+	V  float64 `json:"v"`
+	D  float64 `json:"d"`
+	D2 float64 `json:"d2"`
+	E  float64 `json:"e,omitempty"`
+	E2 float64 `json:"e2,omitempty"`
+}
+
+func (s *guardSum) add(v, d, e float64) {
+	s.W++
+	s.W2++
+	s.V += v
+	s.D += d
+	s.D2 += d * d
+	s.E += e
+	s.E2 += e * e
+}
+
+func (s *guardSum) scale(f float64) {
+	s.W *= f
+	s.W2 *= f * f
+	s.V *= f
+	s.D *= f
+	s.D2 *= f
+	s.E *= f
+	s.E2 *= f
+}
+
+// overNever returns the mean of Γ(b) − Γ(0) and its standard error.
+func (s *guardSum) overNever() (mean, se float64) {
+	return meanSE(s.E, s.E2, s.W, s.neff())
+}
+
+func meanSE(sum, sum2, w, n float64) (mean, se float64) {
+	if w <= 0 || n < 2 {
+		return 0, math.Inf(1)
+	}
+	mean = sum / w
+	return mean, math.Sqrt(math.Max(sum2/w-mean*mean, 0) / (n - 1))
+}
+
+// neff is the effective number of rewards behind the sums.
+func (s *guardSum) neff() float64 {
+	if s.W2 <= 0 {
+		return 0
+	}
+	return s.W * s.W / s.W2
+}
+
+// diff returns the mean of Γ(π) − Γ(b) and its standard error.
+func (s *guardSum) diff() (mean, se float64) {
+	return meanSE(s.D, s.D2, s.W, s.neff())
+}
+
+func (g Guard) clone() Guard {
+	c := g
+	c.Options = make(map[int]*guardSum, len(g.Options))
+	for k, v := range g.Options {
+		s := *v
+		c.Options[k] = &s
+	}
+	return c
+}
+
+// GuardSample is one logged decision with its final reward, for the guard.
+type GuardSample struct {
+	Customer Customer
+	Arms     []Arm
+	Probs    []float64 // the logged distribution over Arms
+	QHat     []float64 // the model's expected rewards at decision time (cents)
+	Logged   int       // index in Arms of the action taken
+	Reward   float64   // cents
+	Options  []int     // every baseline key to update (0 and the catalog's actions)
+}
+
+// Observe adds one logged decision to the guard's evidence. It reads the
+// model's current fit for π's choice, so call it before Refit when folding
+// the same rewards.
+func (m *Model) Observe(s *GuardSample) {
+	k := len(s.Arms)
+	if k == 0 || len(s.Probs) != k || len(s.QHat) != k || s.Logged < 0 || s.Logged >= k || !(s.Probs[s.Logged] > 0) {
+		return
+	}
+	sc := make([]Score, k)
+	m.Score(&s.Customer, s.Arms, sc)
+	pi := m.Greedy(sc)
+	gamma := func(i int) float64 {
+		g := s.QHat[i]
+		if i == s.Logged {
+			g += (s.Reward - s.QHat[i]) / s.Probs[i]
+		}
+		return g
+	}
+	gp := gamma(pi)
+	m.guard.Policy.add(gp, 0, 0)
+	zero := -1
+	for i, a := range s.Arms {
+		if a.ID == 0 {
+			zero = i
+		}
+	}
+	if zero < 0 {
+		return
+	}
+	if m.guard.Options == nil {
+		m.guard.Options = map[int]*guardSum{}
+	}
+	for _, key := range s.Options {
+		idx := zero
+		for i, a := range s.Arms {
+			if a.ID == key {
+				idx = i
+			}
+		}
+		o := m.guard.Options[key]
+		if o == nil {
+			o = &guardSum{}
+			m.guard.Options[key] = o
+		}
+		gb := gamma(idx)
+		o.add(gb, gp-gb, gb-gamma(zero))
+	}
+}
+
+// Fade fades the guard's evidence up to now: weights halve every
+// GuardHalfLife windows.
+func (m *Model) Fade(now time.Time, window time.Duration) {
+	g := &m.guard
+	if g.Decayed.IsZero() || window <= 0 {
+		g.Decayed = now
+		return
+	}
+	dt := now.Sub(g.Decayed)
+	if dt <= 0 {
+		return
+	}
+	f := math.Exp2(-float64(dt) / (m.cfg.GuardHalfLife * float64(window)))
+	g.Policy.scale(f)
+	for _, o := range g.Options {
+		o.scale(f)
+	}
+	g.Decayed = now
+}
+
+// GuardEvent says what UpdateGuard changed.
+type GuardEvent int
+
+// Guard events.
+const (
+	GuardUnchanged GuardEvent = iota
+	GuardActivated
+	GuardReleased
+)
+
+// UpdateGuard applies the guard's rule to its evidence and reports a
+// switch. A baseline qualifies when π is below it with confidence: the
+// upper bound mean + GuardZ·SE of Γ(π) − Γ(b) is below 0 (with at least
+// GuardMinN effective rewards), and, for a single action (only with
+// Config.GuardSingleActions), when it also beats never-send by GuardZ
+// standard errors; the most confident one (lowest bound) is exploited. An active guard is released when π is no longer below its
+// baseline by GuardReleaseZ standard errors.
+func (m *Model) UpdateGuard() GuardEvent {
+	g := &m.guard
+	best, bestUB := -1, 0.0
+	keys := make([]int, 0, len(g.Options))
+	for k := range g.Options {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		o := g.Options[k]
+		if o.neff() < m.cfg.GuardMinN {
+			continue
+		}
+		if k != 0 {
+			if !m.cfg.GuardSingleActions {
+				continue // estimated and shown, not exploited
+			}
+			if e, se := o.overNever(); e-m.cfg.GuardZ*se <= 0 {
+				continue // not surely better than never sending
+			}
+		}
+		if mean, se := o.diff(); mean+m.cfg.GuardZ*se < bestUB {
+			best, bestUB = k, mean+m.cfg.GuardZ*se
+		}
+	}
+	if !g.Active {
+		if best < 0 {
+			return GuardUnchanged
+		}
+		g.Active, g.Baseline = true, best
+		g.Switches++
+		return GuardActivated
+	}
+	if best >= 0 {
+		g.Baseline = best
+		return GuardUnchanged
+	}
+	cur := g.Options[g.Baseline]
+	if cur == nil {
+		g.Active = false
+		g.Switches++
+		return GuardReleased
+	}
+	if mean, se := cur.diff(); mean+m.cfg.GuardReleaseZ*se >= 0 {
+		g.Active = false
+		g.Switches++
+		return GuardReleased
+	}
+	return GuardUnchanged
+}
+
+// GuardStatus is the guard's state and estimates for operators (MXN per
+// decision over the reward window).
+type GuardStatus struct {
+	Active    bool             `json:"activo"`
+	Baseline  int              `json:"linea_base"`
+	Switches  int              `json:"cambios"`
+	Policy    float64          `json:"valor_politica_mxn"`
+	Rewards   float64          `json:"recompensas_efectivas"`
+	Baselines []BaselineStatus `json:"lineas_base"`
+}
+
+// BaselineStatus is one baseline's estimated value and π's difference to it.
+type BaselineStatus struct {
+	Accion int     `json:"accion"`
+	Value  float64 `json:"valor_mxn"`
+	Diff   float64 `json:"diferencia_politica_mxn"`
+	SE     float64 `json:"error_estandar_mxn"`
+}
+
+// GuardStatus reports the guard.
+func (m *Model) GuardStatus() GuardStatus {
+	g := &m.guard
+	st := GuardStatus{Active: g.Active, Baseline: g.Baseline, Switches: g.Switches, Rewards: g.Policy.neff(), Baselines: []BaselineStatus{}}
+	if g.Policy.W > 0 {
+		st.Policy = g.Policy.V / g.Policy.W / 100
+	}
+	keys := make([]int, 0, len(g.Options))
+	for k := range g.Options {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		o := g.Options[k]
+		if o.W <= 0 {
+			continue
+		}
+		mean, se := o.diff()
+		if math.IsInf(se, 0) {
+			se = -1
+		}
+		st.Baselines = append(st.Baselines, BaselineStatus{Accion: k, Value: o.V / o.W / 100, Diff: mean / 100, SE: se / 100})
+	}
+	return st
+}

@@ -1,0 +1,479 @@
+// Package policy is coupond's decision model: what a coupon is worth for a
+// customer, how sure the model is, which action to draw and with which
+// probability, and the guard that keeps the learned policy from doing worse
+// than a plain baseline. It is pure computation over plain values: no
+// store, no clock, no engine; the engine feeds it customers, candidate
+// actions and final rewards. POLICY.md beside this file gives the
+// derivations and the tuning record.
+//
+// The model in one paragraph. The reward of action a for customer c
+// (cents over the reward window) is
+//
+//	r = Base(c) + φ(c)ᵀβ + [a ≠ 0]·(pe(c,a) + ψ(c,a)ᵀδₐ) + noise
+//
+// Base and pe = Prior(a) − Base are the economic prior's baseline and
+// effect, used as offsets; φ is the customer's features (with Base itself,
+// so the prior's baseline weight is learned) and β is shared by every
+// action; ψ are the (customer, action) pair's features (with pe itself, so
+// the prior effect's weight is learned per action, and the customer's
+// affinity to the action's categories) and δₐ the action's own effect
+// coefficients. β and every δₐ are fitted jointly by one ridge regression
+// (its normal equations have an arrow shape, solved by the Schur
+// complement), samples weighted by their logged propensity. Effect
+// uncertainty is a sandwich (heteroscedasticity-robust) variance of δₐ plus
+// the ridge prior's own variance; the ridge strengths are chosen by
+// evidence (empirical Bayes), so how much the prior counts is learned.
+// Decisions send the action with the best lower confidence bound on its
+// effect (never-send has effect 0), split evenly among actions that the
+// data cannot tell apart, explore the plausible others with a decaying
+// share, and keep a floor on every eligible action.
+package policy
+
+import (
+	"math"
+	"slices"
+)
+
+// Config holds the model's constants (DefaultConfig; see POLICY.md).
+type Config struct {
+	// Z is the width, in standard errors, of the confidence bounds: an
+	// action is sent when its effect minus Z·SE beats never-send.
+	Z float64
+	// TieZ: two actions whose effects differ by less than TieZ standard
+	// errors of the difference are tied and share the exploitation mass.
+	TieZ float64
+	// PopZ: two actions are also told apart when their average effects
+	// over their customers differ by more than PopZ standard errors.
+	PopZ float64
+	// Eps0 and EpsN0 set the exploration share ε = Eps0·√(EpsN0/(EpsN0+n))
+	// after n rewards; Floor is spread over every eligible action.
+	Eps0, EpsN0, Floor float64
+	// NeverShare is the least probability of never-send where it is
+	// eligible: the guard's window on what not sending earns.
+	NeverShare float64
+	// TauEffect (cents per feature unit) and TauPrior (weight units) are the
+	// prior standard deviations of the effect coefficients and of the prior
+	// effect's correction before evidence; HyperPseudo is how many
+	// coefficients' worth of weight they keep against the evidence.
+	TauEffect, TauPrior, HyperPseudo float64
+	// TauLevel (cents) is the prior standard deviation of an action's own
+	// effect level (ψ's constant: its deviation from the pooled coupon
+	// effect), TauShared that of the pooled coupon effect's level; neither
+	// is shrunk by evidence.
+	TauLevel, TauShared float64
+	// BaseRidge is the ridge (pseudo-rewards) of the baseline's unit-scaled
+	// coefficients; TauBase the prior standard deviation of the prior
+	// baseline's correction.
+	BaseRidge, TauBase float64
+	// NoiseStart (cents) and NoisePseudo: the prior of the residual
+	// variance v before data.
+	NoiseStart, NoisePseudo float64
+	// ImportanceAlpha flattens importance weights: (1/(k·p))^α.
+	ImportanceAlpha float64
+	// Guard: GuardZ standard errors of evidence to switch, at least
+	// GuardMinN effective rewards, evidence half-life in reward windows.
+	GuardZ, GuardMinN, GuardHalfLife float64
+	// GuardReleaseZ: an active guard is released once π is no longer
+	// below its baseline by this many standard errors.
+	GuardReleaseZ float64
+	// GuardSingleActions lets the guard exploit "always action a" when π
+	// is below it; off, the single actions are estimated and shown but
+	// only never-send is exploited. Off by default: in the lab's scenario
+	// worlds (engine/lab/scenarios_test.go) exploiting a single coupon
+	// sent it to 92–98 % of customers, the rare buyers who never respond
+	// and one of two equal treatments included (POLICY.md §4).
+	GuardSingleActions bool
+}
+
+// DefaultConfig is the configuration the engine runs.
+func DefaultConfig() Config {
+	return Config{
+		Z: 1.5, TieZ: 2.5, PopZ: 2.5,
+		Eps0: 0.25, EpsN0: 1000, Floor: 0.01, NeverShare: 0.05,
+		TauEffect: 1000, TauPrior: 0.5, HyperPseudo: 5, TauLevel: 1000, TauShared: 3000,
+		BaseRidge: 1, TauBase: 0.5,
+		NoiseStart: 5000, NoisePseudo: 50,
+		ImportanceAlpha: 0.5,
+		GuardZ:          2, GuardReleaseZ: 1, GuardMinN: 100, GuardHalfLife: 1,
+	}
+}
+
+// Model is a tenant's policy model. Its state is sufficient statistics
+// (weighted cross products of the features and the targets), so folding a
+// reward is cheap and exact; Refit solves the regression from them and
+// must be called after folding before the model is read again. A Model is
+// not safe for concurrent use; the engine publishes clones.
+type Model struct {
+	cfg Config
+	// Cats are the tenant's main categories (at most NumCats, append only:
+	// position k of Customer.Shares is Cats[k]).
+	Cats []string
+
+	n        float64   // rewards folded
+	phi      []float64 // Σ w φφᵀ, dimBase²
+	bPhi     []float64 // Σ w φ y
+	mPhi     []float64 // meat: Σ w² φφᵀ ε²
+	resN     float64   // residual variance: count and sum of squares
+	resSS    float64
+	arms     map[int]*armStats
+	tauE     float64 // evidence: prior SD of effect coefficients
+	tauP     float64 // evidence: prior SD of the prior effect's correction
+	beta     []float64
+	guard    Guard
+	sinceFit int
+	// cross holds Cov(δₐ, δ_b) for a < b (fit), for the standard error
+	// of the difference between two actions' effects.
+	cross map[[2]int][]float64
+	// sharedCov is Var of the pooled coupon effect's coefficients (fit).
+	sharedCov []float64
+	// popApart[a,b] (a < b): the two actions differ with confidence on
+	// average over their customers (apartOverall).
+	popApart map[[2]int]bool
+}
+
+// armStats are one action's statistics and fit.
+type armStats struct {
+	n     float64   // rewards of this action
+	c     []float64 // Σ w φψᵀ, dimBase×dimEffect
+	psi   []float64 // Σ w ψψᵀ
+	b     []float64 // Σ w ψ y
+	mC    []float64 // meat cross block Σ w² φψᵀ ε²
+	mPsi  []float64 // meat Σ w² ψψᵀ ε²
+	delta []float64 // fit: δₐ
+	cov   []float64 // fit: Var(δₐ), dimEffect²
+}
+
+func newArm() *armStats {
+	return &armStats{c: make([]float64, dimBase*dimEffect), psi: make([]float64, dimEffect*dimEffect), b: make([]float64, dimEffect),
+		mC: make([]float64, dimBase*dimEffect), mPsi: make([]float64, dimEffect*dimEffect)}
+}
+
+// New returns a model without data: it decides on the economic prior,
+// with the prior's uncertainty.
+func New(cfg Config) *Model {
+	m := &Model{cfg: cfg, phi: make([]float64, dimBase*dimBase), bPhi: make([]float64, dimBase), mPhi: make([]float64, dimBase*dimBase),
+		arms: map[int]*armStats{}, tauE: cfg.TauEffect, tauP: cfg.TauPrior}
+	m.Refit()
+	return m
+}
+
+// N is the number of rewards folded.
+func (m *Model) N() int64 { return int64(m.n) }
+
+// Clone returns an independent copy.
+func (m *Model) Clone() *Model {
+	c := *m
+	c.Cats = slices.Clone(m.Cats)
+	c.phi, c.bPhi, c.mPhi, c.beta = slices.Clone(m.phi), slices.Clone(m.bPhi), slices.Clone(m.mPhi), slices.Clone(m.beta)
+	c.arms = make(map[int]*armStats, len(m.arms))
+	for id, a := range m.arms {
+		c.arms[id] = &armStats{n: a.n, c: slices.Clone(a.c), psi: slices.Clone(a.psi), b: slices.Clone(a.b), mC: slices.Clone(a.mC),
+			mPsi: slices.Clone(a.mPsi), delta: slices.Clone(a.delta), cov: slices.Clone(a.cov)}
+	}
+	c.guard = m.guard.clone()
+	return &c
+}
+
+// AddCats appends main categories (up to NumCats, no repeats).
+func (m *Model) AddCats(names ...string) {
+	for _, n := range names {
+		if len(m.Cats) >= NumCats {
+			return
+		}
+		if n != "" && !slices.Contains(m.Cats, n) {
+			m.Cats = append(m.Cats, n)
+		}
+	}
+}
+
+// noise is v, the residual variance (cents²) with its prior.
+func (m *Model) noise() float64 {
+	s := m.cfg.NoiseStart
+	return (m.resSS + m.cfg.NoisePseudo*s*s) / (m.resN + m.cfg.NoisePseudo)
+}
+
+// Weight is the importance weight of a reward whose action was drawn with
+// probability p among k eligible actions: (1/(k·p))^α, so a draw as likely
+// as under uniform logging weighs 1. No logged distribution weighs 1.
+func (m *Model) Weight(p float64, k int) float64 {
+	if !(p > 0 && p <= 1) || k < 1 {
+		return 1
+	}
+	return math.Pow(float64(k)*p, -m.cfg.ImportanceAlpha)
+}
+
+// Fold adds one final reward (cents) of arm a for customer c with
+// importance weight w. The residual against the current fit feeds the
+// robust variance (half the squared residual, half the pooled variance, so
+// a handful of zero rewards cannot make an action look certain).
+func (m *Model) Fold(c *Customer, a *Arm, reward, w float64) {
+	if !(w > 0) || math.IsNaN(reward) || math.IsInf(reward, 0) {
+		return
+	}
+	var x [dimBase]float64
+	baseFeatures(c, &x)
+	y := reward - c.Base
+	pred := dot(m.beta, x[:])
+	var psi [dimEffect]float64
+	var arm *armStats
+	if a.ID != 0 {
+		effectFeatures(c, a, &x, &psi)
+		setShared(&x, &psi)
+		pred = dot(m.beta, x[:])
+		y -= psi[psiPrior]
+		arm = m.arms[a.ID]
+		if arm == nil {
+			arm = newArm()
+			m.arms[a.ID] = arm
+		}
+		if arm.delta != nil {
+			pred += dot(arm.delta, psi[:])
+		}
+	}
+	e := y - pred
+	v := m.noise()
+	m.resN++
+	m.resSS += e * e
+	meat := w * w * (e*e + v) / 2
+	rankOne(m.phi, x[:], x[:], w)
+	addTo(m.bPhi, x[:], w*y)
+	rankOne(m.mPhi, x[:], x[:], meat)
+	if arm != nil {
+		rankOne(arm.c, x[:], psi[:], w)
+		rankOne(arm.psi, psi[:], psi[:], w)
+		addTo(arm.b, psi[:], w*y)
+		rankOne(arm.mC, x[:], psi[:], meat)
+		rankOne(arm.mPsi, psi[:], psi[:], meat)
+		arm.n++
+	}
+	m.n++
+	m.sinceFit++
+}
+
+// lambdas returns the ridge of φ's and ψ's coordinates at noise v.
+func (m *Model) lambdas(v float64) (lb [dimBase]float64, le [dimEffect]float64) {
+	for i := range lb {
+		lb[i] = m.cfg.BaseRidge
+	}
+	lb[phiBase] = v / (m.cfg.TauBase * m.cfg.TauBase)
+	for k := 0; k < nShared; k++ {
+		t := m.cfg.TauEffect
+		switch k {
+		case 0:
+			t = m.cfg.TauShared
+		case 1:
+			t = m.cfg.TauPrior
+		}
+		lb[phiShared+k] = v / (t * t)
+	}
+	for j := range le {
+		t := m.tau(j)
+		le[j] = v / (t * t)
+	}
+	return lb, le
+}
+
+// tau is the prior standard deviation of ψ's coordinate j: the effect's
+// level (TauLevel, fixed), the prior effect's correction (evidence) or an
+// interaction (evidence).
+func (m *Model) tau(j int) float64 {
+	switch j {
+	case 0:
+		return m.cfg.TauLevel
+	case psiPrior:
+		return m.tauP
+	}
+	return m.tauE
+}
+
+// Refit solves the joint regression from the statistics, computes every
+// action's effect covariance and updates the evidence for the ridge
+// strengths (one fixed-point step per refit). See POLICY.md for the
+// algebra of the arrow-shaped system.
+func (m *Model) Refit() {
+	for i := 0; i < evidenceSteps; i++ {
+		m.fit(true)
+	}
+	m.fit(false)
+}
+
+// evidenceSteps is the number of evidence fixed-point steps per Refit.
+const evidenceSteps = 3
+
+// fit solves the regression; evidence also takes one evidence step.
+func (m *Model) fit(evidence bool) {
+	const D, E = dimBase, dimEffect
+	v := m.noise()
+	lb, le := m.lambdas(v)
+	ids := m.armIDs()
+	s := slices.Clone(m.phi)
+	for i := 0; i < D; i++ {
+		s[i*D+i] += lb[i]
+	}
+	rhs := slices.Clone(m.bPhi)
+	type blk struct {
+		a    *armStats
+		pinv []float64 // (Ψ + Λₑ)⁻¹
+		g    []float64 // Pinv·Cᵀ, E×D
+	}
+	blks := make([]blk, len(ids))
+	for k, id := range ids {
+		a := m.arms[id]
+		p := slices.Clone(a.psi)
+		for i := 0; i < E; i++ {
+			p[i*E+i] += le[i]
+		}
+		pinv := invSPD(p, E)
+		g := mul(pinv, transpose(a.c, D, E), E, E, D)
+		addTo(s, mul(a.c, g, D, E, D), -1)
+		addTo(rhs, mulVec(transpose(g, E, D), a.b, D, E), -1)
+		blks[k] = blk{a, pinv, g}
+	}
+	sinv := invSPD(symmetrize(s, D), D)
+	m.beta = mulVec(sinv, rhs, D, D)
+	// Meat with the prior's part: M + v·Λ.
+	mPhi := slices.Clone(m.mPhi)
+	for i := 0; i < D; i++ {
+		mPhi[i*D+i] += v * lb[i]
+	}
+	p := make([]float64, D*D) // Σ T_b M_bb T_bᵀ
+	q := make([]float64, D*D) // Σ M_φb T_bᵀ
+	mbb := make([][]float64, len(blks))
+	for k, b := range blks {
+		mb := slices.Clone(b.a.mPsi)
+		for i := 0; i < E; i++ {
+			mb[i*E+i] += v * le[i]
+		}
+		mbb[k] = mb
+		t := transpose(b.g, E, D) // D×E
+		addTo(p, mul(mul(t, mb, D, E, E), b.g, D, E, D), 1)
+		addTo(q, mul(b.a.mC, b.g, D, E, D), 1)
+	}
+	core := mPhi
+	addTo(core, q, -1)
+	addTo(core, transpose(q, D, D), -1)
+	addTo(core, p, 1)
+	// Var(θ_φ) = S⁻¹·core·S⁻¹; keep the pooled coupon effect's block.
+	rows := sinv[phiShared*D : (phiShared+nShared)*D] // nShared×D
+	vs := mul(mul(rows, core, nShared, D, D), transpose(rows, nShared, D), nShared, D, nShared)
+	m.sharedCov = symmetrize(vs, nShared)
+	// Per action: Wₐ = Gₐ S⁻¹ and Lₐ = Pinvₐ(M'ₐₐ Gₐ − M_φaᵀ); then
+	// Cov(δₐ, δ_b) = (Wₐ·core + Lₐ)W_bᵀ + Wₐ L_bᵀ (+ Pinvₐ M'ₐₐ Pinvₐ when
+	// a = b). See POLICY.md.
+	ws := make([][]float64, len(blks))
+	ls := make([][]float64, len(blks))
+	wcl := make([][]float64, len(blks))
+	var num, den, numP, denP float64
+	for k, b := range blks {
+		a := b.a
+		cTb := mulVec(transpose(a.c, D, E), m.beta, E, D)
+		rb := slices.Clone(a.b)
+		addTo(rb, cTb, -1)
+		a.delta = mulVec(b.pinv, rb, E, E)
+		w := mul(b.g, sinv, E, D, D)
+		l := mul(mbb[k], b.g, E, E, D)
+		addTo(l, transpose(a.mC, D, E), -1)
+		l = mul(b.pinv, l, E, E, D)
+		wc := mul(w, core, E, D, D)
+		addTo(wc, l, 1)
+		ws[k], ls[k], wcl[k] = w, l, wc
+		cov := m.crossCov(wc, w, w, l)
+		addTo(cov, mul(mul(b.pinv, mbb[k], E, E, E), b.pinv, E, E, E), 1)
+		a.cov = symmetrize(cov, E)
+		if a.n == 0 {
+			continue
+		}
+		// Evidence: γ_j = 1 − λ_j·(A⁻¹)_jj, (A⁻¹)ₐₐ = Pinv + Wₐ·Gₐᵀ.
+		for j := 0; j < E; j++ {
+			d := b.pinv[j*E+j] + dot(w[j*D:(j+1)*D], b.g[j*D:(j+1)*D])
+			gam := math.Min(math.Max(1-le[j]*d, 0), 1)
+			switch j {
+			case 0:
+			case psiPrior:
+				numP += a.delta[j] * a.delta[j]
+				denP += gam
+			default:
+				num += a.delta[j] * a.delta[j]
+				den += gam
+			}
+		}
+	}
+	m.cross = map[[2]int][]float64{}
+	m.popApart = map[[2]int]bool{}
+	for i := range blks {
+		for j := i + 1; j < len(blks); j++ {
+			key := [2]int{ids[i], ids[j]}
+			m.cross[key] = m.crossCov(wcl[i], ws[i], ws[j], ls[j])
+			m.popApart[key] = m.apartOverall(blks[i].a, blks[j].a, m.cross[key])
+		}
+	}
+	m.sinceFit = 0
+	if !evidence {
+		return
+	}
+	h := m.cfg.HyperPseudo
+	if den > 0 {
+		t2 := (num + h*m.cfg.TauEffect*m.cfg.TauEffect) / (den + h)
+		m.tauE = clamp(math.Sqrt(t2), m.cfg.TauEffect/30, m.cfg.TauEffect*3)
+	}
+	if denP > 0 {
+		t2 := (numP + m.cfg.TauPrior*m.cfg.TauPrior) / (denP + 1)
+		m.tauP = clamp(math.Sqrt(t2), m.cfg.TauPrior/10, m.cfg.TauPrior*4)
+	}
+}
+
+// apartOverall reports whether actions a and b differ with confidence
+// on average over the customers who received either (PopZ standard
+// errors): the mean ψ of their samples, each with its own prior effect
+// and affinity terms.
+func (m *Model) apartOverall(a, b *armStats, cov []float64) bool {
+	const E = dimEffect
+	na, nb := a.psi[0], b.psi[0] // Σw: ψ₀ = 1
+	if na <= 0 || nb <= 0 {
+		return false
+	}
+	var pa, pb [E]float64
+	for j := 0; j < E; j++ {
+		mean := (a.psi[j] + b.psi[j]) / (na + nb)
+		pa[j], pb[j] = mean, mean
+	}
+	for _, j := range []int{psiPrior, 2, 3, 4} {
+		pa[j], pb[j] = a.psi[j]/na, b.psi[j]/nb
+	}
+	d := pa[psiPrior] + dot(pa[:], a.delta) - pb[psiPrior] - dot(pb[:], b.delta)
+	v := quad(a.cov, pa[:], E) + quad(b.cov, pb[:], E)
+	for i := 0; i < E; i++ {
+		v -= 2 * pa[i] * dot(cov[i*E:(i+1)*E], pb[:])
+	}
+	return math.Abs(d) > m.cfg.PopZ*math.Sqrt(math.Max(v, 0))
+}
+
+// crossCov returns (Wₐ·core + Lₐ)W_bᵀ + Wₐ L_bᵀ, E×E, given wcl =
+// Wₐ·core + Lₐ.
+func (m *Model) crossCov(wcl, wa, wb, lb []float64) []float64 {
+	const D, E = dimBase, dimEffect
+	c := mul(wcl, transpose(wb, E, D), E, D, E)
+	addTo(c, mul(wa, transpose(lb, E, D), E, D, E), 1)
+	return c
+}
+
+func (m *Model) armIDs() []int {
+	ids := make([]int, 0, len(m.arms))
+	for id := range m.arms {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+func symmetrize(a []float64, n int) []float64 {
+	for i := 0; i < n; i++ {
+		for j := i + 1; j < n; j++ {
+			v := (a[i*n+j] + a[j*n+i]) / 2
+			a[i*n+j], a[j*n+i] = v, v
+		}
+	}
+	return a
+}
+
+func clamp(x, lo, hi float64) float64 { return math.Min(math.Max(x, lo), hi) }

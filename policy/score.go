@@ -1,0 +1,263 @@
+package policy
+
+import "math"
+
+// Score is the model's view of one candidate action for one customer.
+type Score struct {
+	ID int
+	// Mu is the expected reward (cents over the window); Effect is Mu minus
+	// never-send's Mu; Sigma is the standard error of Effect (0 for
+	// never-send, the reference).
+	Mu, Effect, Sigma float64
+
+	psi    [dimEffect]float64 // the pair's features, for covariances
+	fitted bool               // the action has data: own is from its fit
+	own    float64            // variance of the action's own part of Effect
+	sh     [nShared]float64   // the pooled effect's terms
+}
+
+// Score fills out[i] for arms[i] (out has len(arms)). Never-send is the
+// arm with ID 0.
+func (m *Model) Score(c *Customer, arms []Arm, out []Score) {
+	var x [dimBase]float64
+	baseFeatures(c, &x)
+	base := c.Base + dot(m.beta, x[:])
+	var psi [dimEffect]float64
+	for i := range arms {
+		a := &arms[i]
+		sc := Score{ID: a.ID, Mu: base}
+		if a.ID != 0 {
+			effectFeatures(c, a, &x, &psi)
+			for k, j := range [nShared]int{0, psiPrior, 2, 7, 5, 10, 11, 12} {
+				sc.sh[k] = psi[j]
+			}
+			eff := psi[psiPrior] + dot(m.beta[phiShared:phiShared+nShared], sc.sh[:])
+			if st := m.arms[a.ID]; st != nil && st.delta != nil {
+				eff += dot(st.delta, psi[:])
+				sc.own = quad(st.cov, psi[:], dimEffect)
+				sc.psi, sc.fitted = psi, true
+			} else {
+				sc.own = m.priorVar(&psi)
+			}
+			v := math.Max(sc.own, 0)
+			if m.sharedCov != nil {
+				v += math.Max(quad(m.sharedCov, sc.sh[:], nShared), 0)
+			}
+			sc.Effect, sc.Sigma, sc.Mu = eff, math.Sqrt(v), base+eff
+		}
+		out[i] = sc
+	}
+}
+
+// priorVar is the variance of an action's own effect without data: the
+// ridge prior's.
+func (m *Model) priorVar(psi *[dimEffect]float64) float64 {
+	var v float64
+	for j, p := range psi {
+		t := m.tau(j)
+		v += t * t * p * p
+	}
+	return v
+}
+
+// Greedy returns the index of the learned policy's choice, without the
+// guard and without exploration: among the coupons that are safe (lower
+// confidence bound Effect − Z·Sigma above never-send's 0), the one of
+// highest expected effect; never-send when none is safe. Pessimism decides
+// whether to send, the estimate decides what.
+func (m *Model) Greedy(sc []Score) int {
+	top, zero := -1, -1
+	for i, s := range sc {
+		if s.ID == 0 {
+			zero = i
+			continue
+		}
+		if s.Effect-m.cfg.Z*s.Sigma > 0 && (top < 0 || s.Effect > sc[top].Effect) {
+			top = i
+		}
+	}
+	switch {
+	case top >= 0:
+		return top
+	case zero >= 0:
+		return zero
+	}
+	for i, s := range sc { // no never-send among the candidates
+		if top < 0 || s.Effect > sc[top].Effect {
+			top = i
+		}
+	}
+	return top
+}
+
+// Distribution writes into probs (len(sc)) the probabilities to draw each
+// action with, and returns the index of the policy's choice (the guard's
+// baseline while the guard is active, else Greedy). Each other action a is
+// explored with ε(n)/(k−1)·min(1, 2·Φ(−gap/sd)), gap its effect's
+// shortfall from the choice's and sd the standard error of the difference:
+// an action that is surely worse is hardly explored, one as good as the
+// choice fully; the rest goes to the choice. Then the coupons tied with
+// the leading coupon (tied: neither their average effects over their
+// customers differ by PopZ standard errors, nor their effects for this
+// customer by TieZ) get the same probability, their mean, so the model does not
+// pick a side that its data cannot support (evenTies; not while the guard
+// exploits its baseline). The floor is spread over all. The probabilities are exactly those to draw
+// from and to log.
+func (m *Model) Distribution(sc []Score, probs []float64) int {
+	k := len(sc)
+	for i := range probs {
+		probs[i] = 0
+	}
+	if k == 0 {
+		return -1
+	}
+	if k == 1 {
+		probs[0] = 1
+		return 0
+	}
+	top, guarded := m.Greedy(sc), false
+	if g := m.guard; g.Active {
+		top, guarded = indexOf(sc, g.Baseline), true
+		if top < 0 {
+			top = indexOf(sc, 0)
+		}
+		if top < 0 {
+			top, guarded = m.Greedy(sc), false
+		}
+	}
+	t := sc[top]
+	floor := m.cfg.Floor
+	eps := m.Epsilon()
+	explore := 0.0
+	for i, s := range sc {
+		if i == top {
+			continue
+		}
+		w := 0.0
+		if sd := m.diffSE(&s, &t, false); sd > 0 {
+			w = math.Min(1, math.Erfc((t.Effect-s.Effect)/sd/math.Sqrt2))
+		}
+		probs[i] = eps / float64(k-1) * w
+		explore += probs[i]
+	}
+	probs[top] = 1 - floor - explore
+	if !guarded {
+		m.evenTies(sc, probs, -1)
+	}
+	m.keepNever(sc, probs, 1-floor)
+	for i := range probs {
+		probs[i] += floor / float64(k)
+	}
+	return top
+}
+
+// keepNever raises never-send's probability to NeverShare of the mass
+// (taken from the others in proportion), so the guard can always tell
+// what never sending earns: its pseudo-outcomes weigh at most
+// 1/NeverShare.
+func (m *Model) keepNever(sc []Score, probs []float64, mass float64) {
+	z := indexOf(sc, 0)
+	want := m.cfg.NeverShare * mass
+	if z < 0 || probs[z] >= want {
+		return
+	}
+	rest := mass - probs[z]
+	if rest <= 0 {
+		return
+	}
+	f := (mass - want) / rest
+	for i := range probs {
+		if i != z {
+			probs[i] *= f
+		}
+	}
+	probs[z] = want
+}
+
+// evenTies gives the coupons that the data cannot tell apart from the
+// leading coupon (highest expected effect) the same probability: their
+// mean.
+func (m *Model) evenTies(sc []Score, probs []float64, lead int) {
+	for i, s := range sc {
+		if s.ID != 0 && (lead < 0 || s.Effect > sc[lead].Effect) {
+			lead = i
+		}
+	}
+	if lead < 0 {
+		return
+	}
+	var sum float64
+	var group []int
+	for i, s := range sc {
+		if s.ID != 0 && (i == lead || m.tied(&s, &sc[lead])) {
+			group = append(group, i)
+			sum += probs[i]
+		}
+	}
+	for _, i := range group {
+		probs[i] = sum / float64(len(group))
+	}
+}
+
+// tied reports whether the data cannot tell coupons a and b apart: not on
+// average over their customers (PopZ), nor for this customer (TieZ).
+func (m *Model) tied(a, b *Score) bool {
+	x, y := a.ID, b.ID
+	if x > y {
+		x, y = y, x
+	}
+	if m.popApart[[2]int{x, y}] {
+		return false
+	}
+	return math.Abs(a.Effect-b.Effect) < m.cfg.TieZ*m.diffSE(a, b, true)
+}
+
+// diffSE is the standard error of a's effect minus b's: the pooled
+// effect's part of the difference, their own parts, and with cross their
+// covariance when both are fitted (without it the error is larger when
+// they covary positively, as actions sharing a baseline do: exploration
+// weights use that cheaper bound).
+func (m *Model) diffSE(a, b *Score, cross bool) float64 {
+	if a.ID == 0 || b.ID == 0 {
+		return math.Hypot(a.Sigma, b.Sigma)
+	}
+	v := a.own + b.own
+	if m.sharedCov != nil {
+		var d [nShared]float64
+		for k := range d {
+			d[k] = a.sh[k] - b.sh[k]
+		}
+		v += quad(m.sharedCov, d[:], nShared)
+	}
+	if cross && a.fitted && b.fitted && a.ID != b.ID {
+		x, y := a, b
+		if x.ID > y.ID {
+			x, y = y, x
+		}
+		if c := m.cross[[2]int{x.ID, y.ID}]; c != nil {
+			// xψᵀ C yψ
+			var s float64
+			for i, u := range x.psi {
+				if u != 0 {
+					s += u * dot(c[i*dimEffect:(i+1)*dimEffect], y.psi[:])
+				}
+			}
+			v -= 2 * s
+		}
+	}
+	return math.Sqrt(math.Max(v, 0))
+}
+
+func indexOf(sc []Score, id int) int {
+	for i, s := range sc {
+		if s.ID == id {
+			return i
+		}
+	}
+	return -1
+}
+
+// Epsilon is the exploration share after the model's rewards.
+func (m *Model) Epsilon() float64 {
+	return m.cfg.Eps0 * math.Sqrt(m.cfg.EpsN0/(m.cfg.EpsN0+m.n))
+}
