@@ -27,7 +27,6 @@ import (
 	"github.com/coupond/coupond/store"
 )
 
-
 // TestOpenAPIGolden fails when the committed openapi.json differs from what
 // the generator makes of routes(), the handlers' schemas and types. Run
 // "go generate ./server/" (or this test with -update) after changing them.
