@@ -23,6 +23,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/rs/zerolog"
 
+	"github.com/coupond/coupond/clock"
 	"github.com/coupond/coupond/engine"
 	"github.com/coupond/coupond/jsonappend"
 	"github.com/coupond/coupond/store"
@@ -36,7 +37,7 @@ type jobEnv struct {
 	db      *store.DB
 	secrets *store.Secrets
 	eng     *engine.Engine
-	clock   *fakeClock
+	clock   *clock.Fake
 	dir     string
 	r       *Runner
 }
@@ -48,12 +49,12 @@ func newJobEnv(tb testing.TB, fs vfs.FS, dbDir string, nActions int, maxEnvios i
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { db.Close() })
-	e := &jobEnv{db: db, secrets: store.TestSecrets(), clock: &fakeClock{t: jobsStart}, dir: filepath.Join(tb.TempDir(), "results")}
+	e := &jobEnv{db: db, secrets: store.TestSecrets(), clock: clock.NewFake(jobsStart), dir: filepath.Join(tb.TempDir(), "results")}
 	s := store.DefaultSettings()
 	if err := db.CreateTenant(&store.Tenant{ID: "acme", CreatedAt: jobsStart, Sandbox: true, ClockNow: jobsStart, Settings: s}); err != nil {
 		tb.Fatal(err)
 	}
-	e.eng = engine.New(engine.Config{DB: db, Secrets: e.secrets, Log: zerolog.Nop(), Now: e.clock.now, Seed: 42})
+	e.eng = engine.New(engine.Config{DB: db, Secrets: e.secrets, Log: zerolog.Nop(), Now: e.clock.Now, Seed: 42})
 	var acts []engine.Action
 	for i := 1; i <= nActions; i++ {
 		acts = append(acts, engine.Action{ID: i, Nombre: fmt.Sprintf("cupon%02d", i), TipoCupon: fmt.Sprintf("T%02d", i),
@@ -84,7 +85,7 @@ func (e *jobEnv) runner() *Runner {
 	if os.Getenv("BATCH_LOG") != "" {
 		log = zerolog.New(os.Stderr).Level(zerolog.InfoLevel)
 	}
-	return NewRunner(RunnerConfig{DB: e.db, Engine: e.eng, Log: log, Dir: e.dir, Now: e.clock.now, Signer: signer})
+	return NewRunner(RunnerConfig{DB: e.db, Engine: e.eng, Log: log, Dir: e.dir, Now: e.clock.Now, Signer: signer})
 }
 
 // customers writes n customers with purchase history straight into the
@@ -204,7 +205,7 @@ func TestRecoverSweepsResults(t *testing.T) {
 
 	// A job that was running when the process died, with its half-written
 	// file, and a renamed file whose job never recorded completion.
-	e.clock.add(2 * time.Hour)
+	e.clock.Advance(2 * time.Hour)
 	db := e.db
 	if _, err := db.UpdateTenant("acme", func(t *store.Tenant) error { t.ClockNow = t.ClockNow.Add(2 * time.Hour); return nil }); err != nil {
 		t.Fatal(err)

@@ -13,6 +13,8 @@ import (
 	"sync"
 
 	"github.com/klauspost/compress/zstd"
+
+	"github.com/coupond/coupond/atomicfile"
 )
 
 // A result file is JSON Lines (one decision per line, each line ended by
@@ -32,7 +34,7 @@ const ResultContentType = "application/x-ndjson"
 const MaxResultLine = 16 << 20
 
 // tmpSuffix names a result file being written or rewritten.
-const tmpSuffix = ".tmp"
+const tmpSuffix = atomicfile.TmpSuffix
 
 // Result file errors.
 var (
@@ -69,13 +71,13 @@ func resultDecoder(r io.Reader) (*zstd.Decoder, error) {
 // Every writer must end with Commit or Abort; deferring Abort right after
 // CreateResult is the intended pattern, since Abort after Commit does nothing.
 type ResultWriter struct {
-	dir, name string
-	f         *os.File
-	enc       *zstd.Encoder
-	buf       *bufio.Writer // batches lines into large encoder writes
-	lines     int
-	err       error // first write error; sticky
-	done      bool
+	name  string
+	f     *atomicfile.File
+	enc   *zstd.Encoder
+	buf   *bufio.Writer // batches lines into large encoder writes
+	lines int
+	err   error // first write error; sticky
+	done  bool
 }
 
 // CreateResult starts the result file dir/name, writing to dir/name.tmp
@@ -87,17 +89,16 @@ func CreateResult(dir, name string) (*ResultWriter, error) {
 		strings.ContainsRune(name, '/') || strings.HasSuffix(name, tmpSuffix) {
 		return nil, fmt.Errorf("batch: result file name %q is not a plain file name", name)
 	}
-	f, err := os.OpenFile(filepath.Join(dir, name+tmpSuffix), os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	f, err := atomicfile.Create(filepath.Join(dir, name), 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("batch: create result: %w", err)
 	}
 	enc, err := resultEncoder(f)
 	if err != nil {
-		f.Close()
-		os.Remove(f.Name())
+		f.Abort()
 		return nil, fmt.Errorf("batch: create result: %w", err)
 	}
-	return &ResultWriter{dir: dir, name: name, f: f, enc: enc, buf: bufio.NewWriterSize(enc, 256<<10)}, nil
+	return &ResultWriter{name: name, f: f, enc: enc, buf: bufio.NewWriterSize(enc, 256<<10)}, nil
 }
 
 // WriteLine appends line and a '\n'. line must be one complete JSON value as
@@ -141,7 +142,6 @@ func (w *ResultWriter) Commit() error {
 		return ErrResultClosed
 	}
 	w.done = true
-	tmp := w.f.Name()
 	err := w.err
 	if err == nil {
 		err = w.buf.Flush()
@@ -149,20 +149,12 @@ func (w *ResultWriter) Commit() error {
 	if cerr := w.enc.Close(); err == nil {
 		err = cerr
 	}
-	if err == nil {
-		err = w.f.Sync()
-	}
-	if cerr := w.f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, filepath.Join(w.dir, w.name))
+	if err != nil {
+		w.f.Abort()
+	} else {
+		err = w.f.Commit()
 	}
 	if err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("batch: commit result %s: %w", w.name, err)
-	}
-	if err := syncDir(w.dir); err != nil {
 		return fmt.Errorf("batch: commit result %s: %w", w.name, err)
 	}
 	return nil
@@ -176,24 +168,10 @@ func (w *ResultWriter) Abort() error {
 	}
 	w.done = true
 	w.enc.Close() // stops the encoder's goroutines; its output is discarded with the file
-	w.f.Close()
-	if err := os.Remove(w.f.Name()); err != nil && !errors.Is(err, os.ErrNotExist) {
+	if err := w.f.Abort(); err != nil {
 		return fmt.Errorf("batch: abort result %s: %w", w.name, err)
 	}
 	return nil
-}
-
-// syncDir fsyncs a directory so that a rename inside it is durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	return err
 }
 
 // Result is an open, committed result file, to be sent to a client either

@@ -21,6 +21,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/coupond/coupond/clock"
 )
 
 // verifyStandardWebhook is a receiver's verification, written from the
@@ -298,28 +300,15 @@ func dialTo(addr string) *http.Client {
 	}}
 }
 
-// fakeClock is a settable clock.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *fakeClock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *fakeClock) add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
 func TestDeliverRetriesUntilAccepted(t *testing.T) {
 	secret := NewWebhookSecret()
-	clock := &fakeClock{t: time.Unix(1_772_000_000, 0)}
-	hs := newHookServer(t, secret, clock.now, http.StatusInternalServerError, http.StatusServiceUnavailable)
+	clk := clock.NewFake(time.Unix(1_772_000_000, 0))
+	hs := newHookServer(t, secret, clk.Now, http.StatusInternalServerError, http.StatusServiceUnavailable)
 	res := &fakeResolver{hosts: map[string][]string{"hooks.example.com": {"93.184.215.14"}}}
 	d := NewDeliverer(DelivererConfig{
 		Client:  dialTo(hs.Listener.Addr().String()),
 		Resolve: res.resolve,
-		Now:     clock.now,
+		Now:     clk.Now,
 		Timeout: 5 * time.Second,
 	})
 	sched := NewRetrySchedule(constSource(0))
@@ -343,7 +332,7 @@ func TestDeliverRetriesUntilAccepted(t *testing.T) {
 		if !ok {
 			t.Fatalf("gave up after %d attempts", attempt)
 		}
-		clock.add(wait) // the runner would sleep; the clock moves instead
+		clk.Advance(wait) // the runner would sleep; the clock moves instead
 	}
 	if diff := cmp.Diff([]int{500, 503, 200}, statuses); diff != "" {
 		t.Errorf("statuses (-want +got):\n%s", diff)
@@ -351,7 +340,7 @@ func TestDeliverRetriesUntilAccepted(t *testing.T) {
 	if diff := cmp.Diff([]string{"true", "true"}, errs); diff != "" {
 		t.Errorf("errors wrap ErrWebhookRejected (-want +got):\n%s", diff)
 	}
-	t0 := clock.now().Add(-4*time.Second - 24*time.Second).Unix() // waits 0.8×5s and 0.8×30s
+	t0 := clk.Now().Add(-4*time.Second - 24*time.Second).Unix() // waits 0.8×5s and 0.8×30s
 	want := []received{
 		{m.ID, strconv.FormatInt(t0, 10), "application/json", string(m.Body), ""},
 		{m.ID, strconv.FormatInt(t0+4, 10), "application/json", string(m.Body), ""},

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -87,10 +86,9 @@ func check(t *testing.T, in *instance, args ...string) (checkJSON, int) {
 	t.Helper()
 	out, err := runAdmin(in.bin, in.dataDir, append([]string{"check"}, args...)...)
 	code := 0
-	var ee *exec.ExitError
+	var ee *ExitError
 	if errors.As(err, &ee) {
-		code = ee.ExitCode()
-		out = out[:len(out)-len(ee.Stderr)]
+		code = ee.Code
 	} else if err != nil {
 		t.Fatalf("admin check: %v\n%s", err, out)
 	}

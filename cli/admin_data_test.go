@@ -20,7 +20,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 	"github.com/rs/zerolog"
 
-	"github.com/coupond/coupond/engine"
+	"github.com/coupond/coupond/privacy"
 	"github.com/coupond/coupond/store"
 )
 
@@ -257,7 +257,7 @@ func TestCanaryDeletion(t *testing.T) {
 			t.Errorf("access-log entry after deletion: %+v", a)
 		}
 	}
-	ledger, err := os.ReadFile(filepath.Join(backupDir, ledgerFile))
+	ledger, err := os.ReadFile(filepath.Join(backupDir, "deletions.jsonl"))
 	if err != nil || !bytes.Contains(ledger, []byte(dels.Deletions[0].CustomerHash)) || bytes.Contains(ledger, needle) {
 		t.Errorf("backup ledger: %q %v (want the keyed hash, never the cliente_ref)", ledger, err)
 	}
@@ -267,7 +267,7 @@ func TestCanaryDeletion(t *testing.T) {
 
 	// Restore the older backup (server stopped): the customer stays deleted.
 	in.stop()
-	var res restoreResult
+	var res privacy.RestoreResult
 	in.admin(&res, "restore", "--from", backupDir)
 	if res.DeletionsReapplied < 1 || !res.Replaced {
 		t.Errorf("restore --json: %+v", res)
@@ -434,7 +434,7 @@ func TestRestoreRefusesBackupPastRetention(t *testing.T) {
 	}
 	e.close()
 
-	late := func() time.Time { return time.Now().Add(BackupRetention + time.Hour) }
+	late := func() time.Time { return time.Now().Add(privacy.BackupRetention + time.Hour) }
 	if _, err := runRestore(ctx, dataDir, bk, late, io.Discard); err == nil || !strings.Contains(err.Error(), "retention") {
 		t.Fatalf("restore past retention: %v, want a refusal", err)
 	}
@@ -443,47 +443,8 @@ func TestRestoreRefusesBackupPastRetention(t *testing.T) {
 		t.Fatalf("restore within retention: %+v %v", res, err)
 	}
 	// A backup whose manifest is missing (interrupted) is refused.
-	os.Remove(filepath.Join(bk, backupManifestFile))
+	os.Remove(filepath.Join(bk, "manifest.json"))
 	if _, err := runRestore(ctx, dataDir, bk, time.Now, io.Discard); err == nil {
 		t.Error("restore of a backup without manifest accepted")
-	}
-}
-
-func TestLedgerReachesRegisteredBackups(t *testing.T) {
-	dataDir := t.TempDir()
-	fresh, old, gone := t.TempDir(), t.TempDir(), filepath.Join(t.TempDir(), "gone")
-	now := time.Now().UTC()
-	reg := &backupRegistry{Backups: []backupEntry{
-		{Dir: fresh, TakenAt: now.Add(-time.Hour), Complete: true},
-		{Dir: old, TakenAt: now.Add(-BackupRetention - time.Hour), Complete: true},
-		{Dir: gone, TakenAt: now.Add(-time.Hour), Complete: true},
-	}}
-	if err := saveRegistry(dataDir, reg); err != nil {
-		t.Fatal(err)
-	}
-	hook := ledgerHook(dataDir, func() time.Time { return now }, zerolog.Nop())
-	entry := engine.LedgerEntry{Tenant: "acme", Hash: "abc123", RequestedAt: now, ClientID: "ci_1"}
-	if err := hook(entry); err != nil {
-		t.Fatal(err)
-	}
-	got, err := readLedger(filepath.Join(fresh, ledgerFile))
-	if err != nil || len(got) != 1 || got[0].Hash != "abc123" || got[0].Tenant != "acme" {
-		t.Errorf("fresh backup ledger: %+v %v", got, err)
-	}
-	if _, err := os.Stat(filepath.Join(old, ledgerFile)); err == nil {
-		t.Error("a backup past retention received a deletion")
-	}
-	after, _ := loadRegistry(dataDir)
-	if len(after.Backups) != 1 || after.Backups[0].Dir != fresh {
-		t.Errorf("registry after the hook: %+v (want only the backup within retention that exists)", after.Backups)
-	}
-	// A backup that cannot be written makes the deletion wait.
-	os.Chmod(fresh, 0o500)
-	defer os.Chmod(fresh, 0o700)
-	os.Remove(filepath.Join(fresh, ledgerFile))
-	if os.Geteuid() != 0 {
-		if err := hook(entry); err == nil {
-			t.Error("ledger hook succeeded although a backup ledger could not be written")
-		}
 	}
 }

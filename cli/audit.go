@@ -17,6 +17,8 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
 
+	"github.com/coupond/coupond/atomicfile"
+
 	"github.com/coupond/coupond/store"
 )
 
@@ -62,19 +64,7 @@ func (l *auditLog) write(e auditEntry) error {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	f, err := os.OpenFile(l.path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, store.FileMode)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(append(line, '\n')); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return atomicfile.Append(l.path, store.FileMode, append(line, '\n'))
 }
 
 // redactArgs returns args with the values of flags that look like secrets

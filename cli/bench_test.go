@@ -151,14 +151,14 @@ func TestBareHandler(t *testing.T) {
 func TestPprofNeedsARunningServer(t *testing.T) {
 	dir := t.TempDir()
 	out := dir + "/cpu.pprof"
-	err := Run(context.Background(), []string{"admin", "--data-dir", dir, "debug", "pprof", "--kind", "heap", "--out", out}, &bytes.Buffer{}, &bytes.Buffer{})
+	err := Run(context.Background(), []string{"admin", "--data-dir", dir, "debug", "pprof", "--kind", "heap", "--out", out}, nil, &bytes.Buffer{}, &bytes.Buffer{})
 	if err == nil || !strings.Contains(err.Error(), "running server") {
 		t.Fatalf("err = %v, want one that says a running server is needed", err)
 	}
 	if _, err := os.Stat(out); !os.IsNotExist(err) {
 		t.Errorf("%s written without a server", out)
 	}
-	err = Run(context.Background(), []string{"admin", "--data-dir", dir, "debug", "pprof", "--kind", "threads", "--out", out}, &bytes.Buffer{}, &bytes.Buffer{})
+	err = Run(context.Background(), []string{"admin", "--data-dir", dir, "debug", "pprof", "--kind", "threads", "--out", out}, nil, &bytes.Buffer{}, &bytes.Buffer{})
 	if err == nil || !strings.Contains(err.Error(), "--kind") {
 		t.Errorf("unknown kind: err = %v", err)
 	}

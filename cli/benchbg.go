@@ -31,7 +31,7 @@ func (b *background) finish() string {
 // admin socket.
 func benchAdmin(ctx context.Context, t *benchTarget, args ...string) error {
 	var out, errb bytes.Buffer
-	if err := Run(ctx, append([]string{"admin", "--data-dir", t.dataDir}, args...), &out, &errb); err != nil {
+	if err := Run(ctx, append([]string{"admin", "--data-dir", t.dataDir}, args...), nil, &out, &errb); err != nil {
 		return fmt.Errorf("admin %v: %v %s", args, err, errb.String())
 	}
 	return nil

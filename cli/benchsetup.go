@@ -62,7 +62,7 @@ func prepareCoupond(ctx context.Context, f *benchFlags, conns int, out io.Writer
 	}()
 	admin := func(args ...string) ([]byte, error) {
 		var buf, errb bytes.Buffer
-		err := Run(ctx, append([]string{"admin", "--data-dir", dir}, args...), &buf, &errb)
+		err := Run(ctx, append([]string{"admin", "--data-dir", dir}, args...), nil, &buf, &errb)
 		if err != nil {
 			return nil, fmt.Errorf("admin %v: %v: %s", args, err, errb.String())
 		}

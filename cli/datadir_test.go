@@ -33,7 +33,7 @@ func TestServeRefusesOpenDataDir(t *testing.T) {
 		}
 		os.Chmod(dir, mode)
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		err := Run(ctx, []string{"serve", "--data-dir", dir, "--addr", "127.0.0.1:0"}, io.Discard, io.Discard)
+		err := Run(ctx, []string{"serve", "--data-dir", dir, "--addr", "127.0.0.1:0"}, nil, io.Discard, io.Discard)
 		cancel()
 		if err == nil || !strings.Contains(err.Error(), "writable by group or others") || !strings.Contains(err.Error(), "chmod 700") {
 			t.Errorf("mode %04o: serve returned %v, want a refusal that says why and how to fix it", mode, err)
@@ -58,12 +58,12 @@ func TestDataDirOwnerOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out bytes.Buffer
-	if err := Run(context.Background(), []string{"admin", "tenant", "create", "acme", "--data-dir", dir, "--json"}, &out, io.Discard); err != nil {
+	if err := Run(context.Background(), []string{"admin", "tenant", "create", "acme", "--data-dir", dir, "--json"}, nil, &out, io.Discard); err != nil {
 		t.Fatalf("tenant create: %v", err)
 	}
 	backup := filepath.Join(t.TempDir(), "backup")
 	os.Mkdir(backup, 0o755)
-	if err := Run(context.Background(), []string{"admin", "backup", "--out", backup, "--data-dir", dir, "--json"}, &out, io.Discard); err != nil {
+	if err := Run(context.Background(), []string{"admin", "backup", "--out", backup, "--data-dir", dir, "--json"}, nil, &out, io.Discard); err != nil {
 		t.Fatalf("backup: %v", err)
 	}
 	n := 0
@@ -178,7 +178,7 @@ func TestAdminSocketPeerAndAudit(t *testing.T) {
 
 	// admin audit --json shows the log.
 	out.Reset()
-	if err := Run(context.Background(), []string{"admin", "audit", "--json", "--data-dir", dir}, &out, io.Discard); err != nil {
+	if err := Run(context.Background(), []string{"admin", "audit", "--json", "--data-dir", dir}, nil, &out, io.Discard); err != nil {
 		t.Fatal(err)
 	}
 	var shown []auditEntry
@@ -205,7 +205,7 @@ func TestServeHTTPFlags(t *testing.T) {
 		if tc.env != "" {
 			t.Setenv(tc.env, "0s")
 		}
-		err := Run(context.Background(), append([]string{"serve", "--data-dir", dir, "--addr", "127.0.0.1:0"}, tc.args...), io.Discard, io.Discard)
+		err := Run(context.Background(), append([]string{"serve", "--data-dir", dir, "--addr", "127.0.0.1:0"}, tc.args...), nil, io.Discard, io.Discard)
 		if err == nil || !strings.Contains(err.Error(), "must be positive") {
 			t.Errorf("%v %s: %v, want a refusal", tc.args, tc.env, err)
 		}

@@ -3,7 +3,9 @@ package cli
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -140,17 +142,22 @@ func (in *instance) admin(v any, args ...string) {
 	}
 }
 
-func runAdmin(bin, dataDir string, args ...string) ([]byte, error) {
+// runAdmin runs "coupond admin ... --json" in process through Run (the
+// server, when one runs, is a real process: the command reaches it through
+// the admin socket as the binary would). bin is unused and kept for the
+// callers.
+func runAdmin(_ string, dataDir string, args ...string) ([]byte, error) {
 	full := append([]string{"admin"}, args...)
 	full = append(full, "--data-dir", dataDir, "--json")
-	cmd := exec.Command(bin, full...)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		return append(out, stderr.Bytes()...), err
+	var out, stderr bytes.Buffer
+	if err := Run(context.Background(), full, strings.NewReader(""), &out, &stderr); err != nil {
+		var ee *ExitError
+		if errors.As(err, &ee) {
+			return out.Bytes(), err // an exit status the command chose: its output stands
+		}
+		return append(out.Bytes(), stderr.Bytes()...), err
 	}
-	return out, nil
+	return out.Bytes(), nil
 }
 
 type credJSON struct {

@@ -4,13 +4,13 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"slices"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
+	"github.com/coupond/coupond/atomicfile"
 	"github.com/coupond/coupond/engine/lab"
 )
 
@@ -291,5 +291,5 @@ func writePlot(path string, rep *lab.Report) error {
 		fmt.Fprintf(&b, `<text x="%.0f" y="%.0f" fill="%s">%s</text>`+"\n", W-pad-90, pad+float64(si)*16, s.color, s.name)
 	}
 	fmt.Fprintf(&b, `<text x="%.0f" y="%.0f" text-anchor="middle">week</text></svg>`+"\n", W/2, H-16)
-	return os.WriteFile(path, []byte(b.String()), 0o644)
+	return atomicfile.WriteBytes(path, 0o600, []byte(b.String()))
 }

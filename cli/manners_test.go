@@ -15,7 +15,7 @@ import (
 func runCLI(t *testing.T, args ...string) (stdout, stderr string, err error) {
 	t.Helper()
 	var out, errOut bytes.Buffer
-	err = Run(context.Background(), args, &out, &errOut)
+	err = Run(context.Background(), args, nil, &out, &errOut)
 	return out.String(), errOut.String(), err
 }
 

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -17,9 +16,8 @@ import (
 	"time"
 
 	"github.com/coupond/coupond/batch"
+	"github.com/coupond/coupond/internal/golden"
 )
-
-var updateREADME = flag.Bool("update", false, "rewrite the README's configuration reference from 'coupond docs flags'")
 
 const readmePath = "../README.md"
 
@@ -51,7 +49,7 @@ func TestREADMEFlags(t *testing.T) {
 	if inside == want.String() {
 		return
 	}
-	if *updateREADME {
+	if golden.Updating() {
 		if err := os.WriteFile(readmePath, []byte(before+want.String()+after), 0o644); err != nil {
 			t.Fatal(err)
 		}

@@ -25,11 +25,13 @@ type ExitError struct{ Code int }
 
 func (e *ExitError) Error() string { return fmt.Sprintf("exit status %d", e.Code) }
 
-// Run executes coupond with args (without the program name). It is what
-// main calls; tests call it too.
-func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+// Run executes coupond with args (without the program name), reading stdin
+// and writing stdout and stderr. It is what main calls; tests call it in
+// process.
+func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	root := newRoot(&app{args: args})
 	root.SetArgs(args)
+	root.SetIn(stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetContext(ctx)

@@ -13,6 +13,7 @@ import (
 	"github.com/coupond/coupond/batch"
 	"github.com/coupond/coupond/engine"
 	"github.com/coupond/coupond/policy"
+	"github.com/coupond/coupond/privacy"
 	"github.com/coupond/coupond/server"
 	"github.com/coupond/coupond/store"
 )
@@ -25,6 +26,8 @@ const policyAlgorithm = "per-action Bayesian ridge reward model + SquareCB inver
 type services struct {
 	env      *env
 	engine   *engine.Engine
+	privacy  *privacy.Service
+	backups  *privacy.Backups
 	batch    *batch.Runner
 	webhooks *batch.Webhooks
 	api      *server.Server
@@ -56,10 +59,12 @@ func newServices(_ context.Context, e *env, opt serviceOptions) (*services, erro
 		DB: e.db, Engine: eng, Log: e.log, Dir: filepath.Join(e.dataDir, "results"), Now: e.now,
 		Signer: signer, Webhooks: hooks,
 	})
-	svc := &services{env: e, engine: eng, batch: runner, webhooks: hooks}
+	priv := privacy.New(privacy.Config{DB: e.db, Engine: eng, Secrets: e.secrets, Now: e.now, Log: e.log})
+	svc := &services{env: e, engine: eng, batch: runner, webhooks: hooks,
+		privacy: priv, backups: privacy.NewBackups(e.dataDir, e.now, e.log)}
 	svc.api = server.New(server.Deps{
 		Log: e.log, DB: e.db, Secrets: e.secrets, Now: e.now, Ready: svc.ready.Load,
-		Engine: eng, Batch: runner, Webhooks: hooks, WebhookAllowPrivate: opt.webhookAllowPrivate,
+		Engine: eng, Privacy: priv, Batch: runner, Webhooks: hooks, WebhookAllowPrivate: opt.webhookAllowPrivate,
 		MetricsTenantLabel: opt.metricsTenantLabel,
 	})
 	// Batch jobs, webhooks and the learner report to /metrics.

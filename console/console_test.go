@@ -20,29 +20,18 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/coupond/coupond/batch"
+	"github.com/coupond/coupond/clock"
 	"github.com/coupond/coupond/engine"
 	"github.com/coupond/coupond/server"
 	"github.com/coupond/coupond/store"
 )
-
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
 
 // harness is the console and the API over one in-memory store, each on its
 // own test listener.
 type harness struct {
 	t       testing.TB
 	db      *store.DB
-	clock   *clock
+	clock   *clock.Fake
 	eng     *engine.Engine
 	api     *httptest.Server
 	con     *httptest.Server
@@ -57,7 +46,7 @@ func newHarness(t testing.TB) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &harness{t: t, db: db, clock: &clock{now: time.Date(2026, 11, 2, 12, 0, 0, 0, time.UTC)}}
+	h := &harness{t: t, db: db, clock: clock.NewFake(time.Date(2026, 11, 2, 12, 0, 0, 0, time.UTC))}
 	sec := store.TestSecrets()
 	log := zerolog.Nop()
 	h.eng = engine.New(engine.Config{DB: db, Secrets: sec, Log: log, Now: h.clock.Now, Seed: 1})

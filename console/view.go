@@ -9,6 +9,7 @@ import (
 
 	"github.com/coupond/coupond/batch"
 	"github.com/coupond/coupond/engine"
+	"github.com/coupond/coupond/privacy"
 	"github.com/coupond/coupond/server"
 	"github.com/coupond/coupond/store"
 )
@@ -248,7 +249,7 @@ type jobView struct {
 
 type deletionView struct {
 	RequestedAt time.Time
-	Record      engine.DeletionRecord
+	Record      privacy.DeletionRecord
 }
 
 func (c *Console) healthView(t *store.Tenant, h *hours) (healthView, error) {

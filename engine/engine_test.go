@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -12,18 +11,12 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/rs/zerolog"
 
+	"github.com/coupond/coupond/clock"
 	"github.com/coupond/coupond/engine/ope"
 	"github.com/coupond/coupond/store"
 )
 
 var t0 = time.Date(2026, 11, 2, 12, 0, 0, 0, time.UTC)
-
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *fakeClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
 
 // newTestEngine returns an engine over an in-memory store with one sandbox
 // tenant "acme" (no control group) and a catalog of n coupons.
@@ -43,7 +36,7 @@ func newTestEngine(tb testing.TB, n int, fn func(*store.Settings)) (*Engine, *st
 	if err := db.CreateTenant(&store.Tenant{ID: "acme", CreatedAt: t0, Sandbox: true, ClockNow: t0, Settings: s}); err != nil {
 		tb.Fatal(err)
 	}
-	clk := &fakeClock{now: t0}
+	clk := clock.NewFake(t0)
 	e := New(Config{DB: db, Secrets: store.TestSecrets(), Log: zerolog.Nop(), Now: clk.Now, Seed: 1})
 	var acts []Action
 	for i := 1; i <= n; i++ {
@@ -427,7 +420,7 @@ func TestDecisionIDsDistinctAfterRestart(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			first, db := newTestEngine(t, 2, nil)
-			restarted := New(Config{DB: db, Secrets: store.TestSecrets(), Log: zerolog.Nop(), Now: (&fakeClock{now: t0}).Now, Seed: 1})
+			restarted := New(Config{DB: db, Secrets: store.TestSecrets(), Log: zerolog.Nop(), Now: clock.NewFake(t0).Now, Seed: 1})
 			refOf := map[string]string{} // decision id → cliente_ref
 			total := 0
 			for p, ph := range tc.phases {

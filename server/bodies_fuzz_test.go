@@ -21,7 +21,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/coupond/coupond/engine"
+	"github.com/coupond/coupond/privacy"
 	"github.com/coupond/coupond/store"
 )
 
@@ -53,7 +53,7 @@ func (f *fuzzServer) export(t *testing.T, ref string) obj {
 func (f *fuzzServer) forget(t *testing.T, ref string) {
 	t.Helper()
 	f.checkAnswer(t, "clientes_borrar", f.req("DELETE", "/v1/clientes/"+ref, f.all, nil), 202)
-	if _, err := f.eng.ProcessDeletions(context.Background(), engine.DeletionHooks{}); err != nil {
+	if _, err := f.srv.Privacy.ProcessDeletions(context.Background(), privacy.DeletionHooks{}); err != nil {
 		t.Fatalf("deletion of %s: %v", ref, err)
 	}
 	x := f.export(t, ref)

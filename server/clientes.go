@@ -8,7 +8,7 @@ import (
 )
 
 // Customer data rights: deletion (right to be forgotten) and export (right
-// of access). The engine does the work (engine/privacy.go); these handlers
+// of access). Package privacy does the work; these handlers
 // validate the path parameter and shape the answers.
 
 // clienteParam validates the cliente_ref path parameter like the body field.
@@ -30,7 +30,7 @@ func (s *Server) handleDeleteCliente(c *call) error {
 	if err != nil {
 		return err
 	}
-	rec, err := s.Engine.RequestDeletion(c.tenant.ID, ref, c.clientID)
+	rec, err := s.Privacy.RequestDeletion(c.tenant.ID, ref, c.clientID)
 	if err != nil {
 		return err
 	}
@@ -46,7 +46,7 @@ func (s *Server) handleExportCliente(c *call) error {
 	if err != nil {
 		return err
 	}
-	x, err := s.Engine.Export(c.tenant.ID, ref, c.clientID, c.trace)
+	x, err := s.Privacy.Export(c.tenant.ID, ref, c.clientID, c.trace)
 	if err != nil {
 		return err
 	}

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/coupond/coupond/engine"
+	"github.com/coupond/coupond/privacy"
 	"github.com/coupond/coupond/store"
 )
 
@@ -104,7 +104,7 @@ func TestClienteExportAndDeletion(t *testing.T) {
 	if len(links) != 1 || links[0].(map[string]any)["cupon_emitido_id"] != "cup-ana-1" || links[0].(map[string]any)["redimido"] != true {
 		t.Errorf("export coupon links: %v", links)
 	}
-	log, err := h.engine.AccessLog("acme")
+	log, err := h.srv.Privacy.AccessLog("acme")
 	if err != nil || len(log) != 1 || log[0].ClienteRef != ana || log[0].ClientID == "" || log[0].TraceID == "" {
 		t.Fatalf("access log after one export: %+v %v", log, err)
 	}
@@ -122,7 +122,7 @@ func TestClienteExportAndDeletion(t *testing.T) {
 	if b, _ := x["borrado"].(map[string]any); b["estado"] != "programado" || len(x["eventos"].([]any)) != 3 {
 		t.Errorf("export while scheduled: %v", x)
 	}
-	stats, err := h.engine.ProcessDeletions(context.Background(), engine.DeletionHooks{})
+	stats, err := h.srv.Privacy.ProcessDeletions(context.Background(), privacy.DeletionHooks{})
 	if err != nil || stats.Completed != 1 {
 		t.Fatalf("deletion pass: %+v %v", stats, err)
 	}
@@ -144,12 +144,12 @@ func TestClienteExportAndDeletion(t *testing.T) {
 	if h.storeHolds([]byte("cup-ana-1")) || h.storeHolds([]byte("ev-ana-")) {
 		t.Error("the store still holds the deleted customer's events or coupon links")
 	}
-	log, _ = h.engine.AccessLog("acme")
+	log, _ = h.srv.Privacy.AccessLog("acme")
 	if len(log) != 3 {
 		t.Fatalf("access log: %d entries, want 3", len(log))
 	}
 	for _, a := range log {
-		if a.ClienteRef != "" || a.ClienteHash != h.engine.CustomerHash("acme", ana) {
+		if a.ClienteRef != "" || a.ClienteHash != h.srv.Privacy.CustomerHash("acme", ana) {
 			t.Errorf("access-log entry after deletion: %+v", a)
 		}
 	}
@@ -222,7 +222,7 @@ func TestClienteEndpointsValidation(t *testing.T) {
 			t.Fatalf("delete %d: %d %v", i, st, body)
 		}
 	}
-	if n, _ := h.engine.PendingDeletions(); n != 1 {
+	if n, _ := h.srv.Privacy.PendingDeletions(); n != 1 {
 		t.Errorf("two DELETEs of one customer queued %d jobs, want 1", n)
 	}
 }

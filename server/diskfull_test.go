@@ -14,6 +14,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/coupond/coupond/engine"
+	"github.com/coupond/coupond/privacy"
 	"github.com/coupond/coupond/store"
 )
 
@@ -64,7 +65,7 @@ func TestDiskReserve(t *testing.T) {
 	if st, _ := h.do("DELETE", "/v1/clientes/"+ana, tok, nil); st != 202 {
 		t.Errorf("deletion below the reserve: %d", st)
 	}
-	if ds, err := h.engine.ProcessDeletions(context.Background(), engine.DeletionHooks{}); err != nil || ds.Completed != 1 {
+	if ds, err := h.srv.Privacy.ProcessDeletions(context.Background(), privacy.DeletionHooks{}); err != nil || ds.Completed != 1 {
 		t.Errorf("deletion pass below the reserve: %+v %v", ds, err)
 	}
 

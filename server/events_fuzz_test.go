@@ -13,6 +13,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/coupond/coupond/batch"
+	"github.com/coupond/coupond/clock"
 	"github.com/coupond/coupond/engine"
 	"github.com/coupond/coupond/store"
 )
@@ -39,16 +40,16 @@ func newFuzzServer(tb testing.TB) *fuzzServer {
 	}
 	tb.Cleanup(func() { db.Close() })
 	secrets := store.TestSecrets()
-	clock := &testClock{now: testStart}
+	clk := clock.NewFake(testStart)
 	log := zerolog.Nop()
-	eng := engine.New(engine.Config{DB: db, Secrets: secrets, Log: log, Now: clock.Now, Seed: 42})
+	eng := engine.New(engine.Config{DB: db, Secrets: secrets, Log: log, Now: clk.Now, Seed: 42})
 	signer, err := batch.NewURLSigner(secrets.URL, "http://coupond.test")
 	if err != nil {
 		tb.Fatal(err)
 	}
-	hooks := batch.NewWebhooks(db, batch.NewDeliverer(batch.DelivererConfig{AllowPrivate: true}), log, clock.Now, 7)
-	runner := batch.NewRunner(batch.RunnerConfig{DB: db, Engine: eng, Log: log, Dir: tb.TempDir(), Now: clock.Now, Signer: signer, Webhooks: hooks})
-	srv := New(Deps{Log: log, DB: db, Secrets: secrets, Now: clock.Now, Ready: func() bool { return true },
+	hooks := batch.NewWebhooks(db, batch.NewDeliverer(batch.DelivererConfig{AllowPrivate: true}), log, clk.Now, 7)
+	runner := batch.NewRunner(batch.RunnerConfig{DB: db, Engine: eng, Log: log, Dir: tb.TempDir(), Now: clk.Now, Signer: signer, Webhooks: hooks})
+	srv := New(Deps{Log: log, DB: db, Secrets: secrets, Now: clk.Now, Ready: func() bool { return true },
 		Engine: eng, Batch: runner, Webhooks: hooks, WebhookAllowPrivate: true})
 
 	settings := store.DefaultSettings()

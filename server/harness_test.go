@@ -10,7 +10,6 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,33 +17,15 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/coupond/coupond/batch"
+	"github.com/coupond/coupond/clock"
 	"github.com/coupond/coupond/engine"
 	"github.com/coupond/coupond/store"
 )
 
-// testClock is an adjustable real clock for tests.
-type testClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *testClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *testClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
-
-// harness is a server over an in-memory store with a fixed clock and seed.
 type harness struct {
 	t       *testing.T
 	db      *store.DB
-	clock   *testClock
+	clock   *clock.Fake
 	engine  *engine.Engine
 	batch   *batch.Runner
 	hooks   *batch.Webhooks
@@ -87,7 +68,7 @@ func newHarnessAt(t *testing.T, fs vfs.FS, log zerolog.Logger, cfg HTTPConfig, f
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &harness{t: t, db: db, clock: &testClock{now: testStart}, secrets: store.TestSecrets()}
+	h := &harness{t: t, db: db, clock: clock.NewFake(testStart), secrets: store.TestSecrets()}
 	h.engine = engine.New(engine.Config{DB: db, Secrets: h.secrets, Log: log, Now: h.clock.Now, Seed: 42})
 	h.http = httptest.NewUnstartedServer(nil)
 	signer, err := batch.NewURLSigner(h.secrets.URL, "http://"+h.http.Listener.Addr().String())

@@ -13,6 +13,7 @@ import (
 
 	"github.com/coupond/coupond/batch"
 	"github.com/coupond/coupond/engine"
+	"github.com/coupond/coupond/privacy"
 	"github.com/coupond/coupond/server/schema"
 )
 
@@ -171,22 +172,22 @@ func buildOpenAPI(routes []route) (obj, error) {
 	g := &docGen{
 		schemas: obj{},
 		types: map[reflect.Type]string{
-			reflect.TypeFor[engine.Decision]():           "Decision",
-			reflect.TypeFor[engine.Detalle]():            "Detalle",
-			reflect.TypeFor[engine.DetalleAccion]():      "DetalleAccion",
-			reflect.TypeFor[engine.Rejection]():          "Rechazo",
-			reflect.TypeFor[eventsResponse]():            "RespuestaEventos",
-			reflect.TypeFor[jobView]():                   "EstadoLote",
-			reflect.TypeFor[catalogView]():               "CatalogoRespuesta",
-			reflect.TypeFor[actionView]():                "AccionCatalogoRespuesta",
-			reflect.TypeFor[campaignView]():              "CampanaRespuesta",
-			reflect.TypeFor[errorV1]():                   "ErrorV1",
-			reflect.TypeFor[engine.CustomerExport]():     "ExportacionCliente",
-			reflect.TypeFor[engine.ExportEvent]():        "EventoExportado",
-			reflect.TypeFor[engine.ExportDecision]():     "DecisionExportada",
-			reflect.TypeFor[engine.ExportConfirmation](): "ConfirmacionExportada",
-			reflect.TypeFor[engine.ExportCouponLink]():   "VinculoCupon",
-			reflect.TypeFor[engine.ExportDeletion]():     "BorradoExportado",
+			reflect.TypeFor[engine.Decision]():            "Decision",
+			reflect.TypeFor[engine.Detalle]():             "Detalle",
+			reflect.TypeFor[engine.DetalleAccion]():       "DetalleAccion",
+			reflect.TypeFor[engine.Rejection]():           "Rechazo",
+			reflect.TypeFor[eventsResponse]():             "RespuestaEventos",
+			reflect.TypeFor[jobView]():                    "EstadoLote",
+			reflect.TypeFor[catalogView]():                "CatalogoRespuesta",
+			reflect.TypeFor[actionView]():                 "AccionCatalogoRespuesta",
+			reflect.TypeFor[campaignView]():               "CampanaRespuesta",
+			reflect.TypeFor[errorV1]():                    "ErrorV1",
+			reflect.TypeFor[privacy.CustomerExport]():     "ExportacionCliente",
+			reflect.TypeFor[privacy.ExportEvent]():        "EventoExportado",
+			reflect.TypeFor[privacy.ExportDecision]():     "DecisionExportada",
+			reflect.TypeFor[privacy.ExportConfirmation](): "ConfirmacionExportada",
+			reflect.TypeFor[privacy.ExportCouponLink]():   "VinculoCupon",
+			reflect.TypeFor[privacy.ExportDeletion]():     "BorradoExportado",
 		},
 		fieldDocs:    responseFieldDocs,
 		fieldPatches: responseFieldPatches(),
@@ -969,7 +970,7 @@ func (g *docGen) handSchemas() {
 		"type": "object",
 		"properties": obj{
 			"cliente_ref": obj{"type": "string"},
-			"estado":      obj{"type": "string", "enum": []any{engine.DeletionScheduled, engine.DeletionCompleted}, "description": "`programado` when scheduled; the job moves the record to `completado`."},
+			"estado":      obj{"type": "string", "enum": []any{privacy.DeletionScheduled, privacy.DeletionCompleted}, "description": "`programado` when scheduled; the job moves the record to `completado`."},
 		},
 		"required": []any{"cliente_ref", "estado"},
 	}

@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"math/big"
@@ -24,10 +23,9 @@ import (
 
 	"github.com/coupond/coupond/batch"
 	"github.com/coupond/coupond/engine"
+	"github.com/coupond/coupond/internal/golden"
 	"github.com/coupond/coupond/store"
 )
-
-var updateOpenAPI = flag.Bool("update", false, "rewrite server/openapi.json from the generator (go generate ./server/)")
 
 // TestOpenAPIGolden fails when the committed openapi.json differs from what
 // the generator makes of routes(), the handlers' schemas and types. Run
@@ -37,7 +35,7 @@ func TestOpenAPIGolden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if *updateOpenAPI {
+	if golden.Updating() {
 		if err := os.WriteFile("openapi.json", got, 0o644); err != nil {
 			t.Fatal(err)
 		}

@@ -21,6 +21,7 @@ import (
 
 	"github.com/coupond/coupond/batch"
 	"github.com/coupond/coupond/engine"
+	"github.com/coupond/coupond/privacy"
 	"github.com/coupond/coupond/store"
 )
 
@@ -32,8 +33,12 @@ type Deps struct {
 	// Now is the real clock; tenants' clocks derive from it (store.Tenant.Now).
 	Now func() time.Time
 	// Ready reports whether recovery is done and the store may serve.
-	Ready    func() bool
-	Engine   *engine.Engine
+	Ready  func() bool
+	Engine *engine.Engine
+	// Privacy serves the customer data rights (deletion, export). nil
+	// with an Engine: one is built over DB and Engine (tests); cli passes
+	// the process's one, which the deletion worker shares.
+	Privacy  *privacy.Service
 	Batch    *batch.Runner
 	Webhooks *batch.Webhooks
 	// WebhookAllowPrivate accepts webhook destinations in private ranges.
@@ -59,6 +64,9 @@ type Server struct {
 
 // New builds the server and its routes.
 func New(d Deps) *Server {
+	if d.Privacy == nil && d.Engine != nil {
+		d.Privacy = privacy.New(privacy.Config{DB: d.DB, Engine: d.Engine, Secrets: d.Secrets, Now: d.Now, Log: d.Log})
+	}
 	s := &Server{
 		Deps:          d,
 		log:           d.Log,

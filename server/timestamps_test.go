@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/coupond/coupond/engine"
+	"github.com/coupond/coupond/privacy"
 	"github.com/coupond/coupond/store"
 )
 
@@ -61,7 +61,7 @@ func TestTimestampRangeConfirmation(t *testing.T) {
 	if st, _ := h.do("DELETE", "/v1/clientes/"+ana, tok, nil); st != 202 {
 		t.Fatal("delete")
 	}
-	stats, err := h.engine.ProcessDeletions(context.Background(), engine.DeletionHooks{})
+	stats, err := h.srv.Privacy.ProcessDeletions(context.Background(), privacy.DeletionHooks{})
 	if err != nil || stats.Completed != 1 {
 		t.Fatalf("deletion: %+v %v", stats, err)
 	}
@@ -117,7 +117,7 @@ func TestTimestampRangeEvents(t *testing.T) {
 	if st, _ := h.do("DELETE", "/v1/clientes/"+ana, tok, nil); st != 202 {
 		t.Fatal("delete")
 	}
-	if stats, err := h.engine.ProcessDeletions(context.Background(), engine.DeletionHooks{}); err != nil || stats.Completed != 1 {
+	if stats, err := h.srv.Privacy.ProcessDeletions(context.Background(), privacy.DeletionHooks{}); err != nil || stats.Completed != 1 {
 		t.Fatalf("deletion: %+v %v", stats, err)
 	}
 	if h.storeHolds([]byte(ana)) || h.storeHolds([]byte("cup-ok")) {

@@ -10,6 +10,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+
+	"github.com/coupond/coupond/atomicfile"
 )
 
 // Secrets are the installation's signing keys. They are generated on first
@@ -52,21 +54,7 @@ func createSecrets(dir, path string) (*Secrets, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("store: data dir: %w", err)
 	}
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("store: write keys: %w", err)
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("store: write keys: %w", err)
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("store: write keys: %w", err)
-	}
-	f.Close()
-	if err := os.Rename(tmp, path); err != nil {
+	if err := atomicfile.WriteBytes(path, 0o600, data); err != nil {
 		return nil, fmt.Errorf("store: write keys: %w", err)
 	}
 	return s, nil

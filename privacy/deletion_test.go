@@ -1,4 +1,4 @@
-package engine
+package privacy
 
 import (
 	"bytes"
@@ -11,90 +11,59 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/coupond/coupond/engine"
 	"github.com/coupond/coupond/store"
 )
 
-// ingestFor ingests n purchases of ref (ids prefix-0..n-1) before t0.
-func ingestFor(tb testing.TB, e *Engine, ref, prefix string, n int) {
-	tb.Helper()
-	evs := make([]IngestEvent, n)
-	for i := range evs {
-		ev := Event{ID: fmt.Sprintf("%s-%d", prefix, i), ClienteRef: ref, TS: t0.Add(-time.Duration(n-i) * time.Hour),
-			Tipo: CompraCat, Clave: "abarrotes", ValorCents: 10000, TicketID: fmt.Sprintf("t%s%d", prefix, i), MargenCents: 2500}
-		evs[i] = IngestEvent{Index: i, Event: ev, Canonical: []byte(ev.ID)}
-	}
-	res, err := e.Ingest("acme", evs)
-	if err != nil || res.Aceptados != n {
-		tb.Fatalf("ingest: %+v %v", res, err)
-	}
-}
-
-// holds reports whether any key or value of the store contains b.
-func holds(tb testing.TB, db *store.DB, b []byte) bool {
-	tb.Helper()
-	found := false
-	if err := db.Scan(nil, nil, func(k, v []byte) error {
-		if bytes.Contains(k, b) || bytes.Contains(v, b) {
-			found = true
-			return store.ErrStop
-		}
-		return nil
-	}); err != nil {
-		tb.Fatal(err)
-	}
-	return found
-}
-
 func TestDeletionSurvivesRestart(t *testing.T) {
 	dir := t.TempDir()
-	open := func() (*Engine, *store.DB) {
+	open := func() (*engine.Engine, *Service, *store.DB) {
 		db, err := store.Open(dir, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return New(Config{DB: db, Secrets: store.TestSecrets(), Log: zerolog.Nop(), Now: func() time.Time { return t0 }, Seed: 1}), db
+		e := engine.New(engine.Config{DB: db, Secrets: store.TestSecrets(), Log: zerolog.Nop(), Now: func() time.Time { return t0 }, Seed: 1})
+		return e, newService(e, db, func() time.Time { return t0 }), db
 	}
-	e, db := open()
+	e, p, db := open()
 	if err := db.CreateTenant(&store.Tenant{ID: "acme", CreatedAt: t0, Sandbox: true, ClockNow: t0, Settings: store.DefaultSettings()}); err != nil {
 		t.Fatal(err)
 	}
 	ingestFor(t, e, "carla-0000001", "c", 5)
-	if _, err := e.Decide("acme", Request{ClienteRef: "carla-0000001", Canal: "push", IdempotencyKey: "k1"}); err != nil {
+	if _, err := e.Decide("acme", engine.Request{ClienteRef: "carla-0000001", Canal: "push", IdempotencyKey: "k1"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.RequestDeletion("acme", "carla-0000001", "ci_x"); err != nil {
+	if _, err := p.RequestDeletion("acme", "carla-0000001", "ci_x"); err != nil {
 		t.Fatal(err)
 	}
 	db.Close() // the process stops before the worker ran
 
-	e, db = open()
+	_, p, db = open()
 	defer db.Close()
-	if n, _ := e.PendingDeletions(); n != 1 {
+	if n, _ := p.PendingDeletions(); n != 1 {
 		t.Fatalf("pending deletions after restart: %d, want 1", n)
 	}
-	st, err := e.ProcessDeletions(context.Background(), DeletionHooks{})
+	st, err := p.ProcessDeletions(context.Background(), DeletionHooks{})
 	if err != nil || st.Completed != 1 {
 		t.Fatalf("pass after restart: %+v %v", st, err)
 	}
 	if holds(t, db, []byte("carla-0000001")) {
 		t.Error("store still names the customer after the deletion completed")
 	}
-	rec, _ := e.Deletion("acme", "carla-0000001")
-	if rec == nil || rec.Estado != DeletionCompleted || rec.ClientID != "ci_x" || rec.CompletadoEn == nil || rec.Hash != e.CustomerHash("acme", "carla-0000001") {
+	rec, _ := p.Deletion("acme", "carla-0000001")
+	if rec == nil || rec.Estado != DeletionCompleted || rec.ClientID != "ci_x" || rec.CompletadoEn == nil || rec.Hash != p.CustomerHash("acme", "carla-0000001") {
 		t.Errorf("deletion record: %+v", rec)
 	}
-	if n, _ := e.PendingDeletions(); n != 0 {
+	if n, _ := p.PendingDeletions(); n != 0 {
 		t.Errorf("queue not empty after completion: %d", n)
 	}
 }
 
 func TestDeletionHooksAndRetry(t *testing.T) {
-	e, db := newTestEngine(t, 2, nil)
-	clk := &fakeClock{now: t0}
-	e.now = clk.Now
+	e, p, db, clk := newTest(t, 2)
 	ingestFor(t, e, "dora-00000001", "d", 3)
 	ingestFor(t, e, "eli-000000001", "x", 3)
-	if _, err := e.RequestDeletion("acme", "dora-00000001", "ci_1"); err != nil {
+	if _, err := p.RequestDeletion("acme", "dora-00000001", "ci_1"); err != nil {
 		t.Fatal(err)
 	}
 	var ledger []LedgerEntry
@@ -117,31 +86,31 @@ func TestDeletionHooksAndRetry(t *testing.T) {
 		},
 	}
 	ctx := context.Background()
-	st, err := e.ProcessDeletions(ctx, hooks)
+	st, err := p.ProcessDeletions(ctx, hooks)
 	if err != nil || st.Pending != 1 || st.Completed != 0 {
 		t.Fatalf("first pass: %+v %v", st, err)
 	}
-	rec, _ := e.Deletion("acme", "dora-00000001")
+	rec, _ := p.Deletion("acme", "dora-00000001")
 	if rec.Estado != DeletionScheduled || rec.Espera == "" {
 		t.Errorf("waiting deletion record: %+v", rec)
 	}
 	// The store data goes at once even while a batch job makes the deletion
 	// wait; only the queue entry still names the customer.
-	for _, k := range [][]byte{eventKey("acme", "d-0"), featuresKey("acme", "dora-00000001")} {
+	for _, k := range [][]byte{p.rec.EventKey("acme", "d-0"), p.rec.FeaturesKey("acme", "dora-00000001")} {
 		if ok, _ := db.Has(k); ok {
 			t.Errorf("key %q still there while the deletion waits for a batch job", k)
 		}
 	}
 	// Not retried before its retry time.
-	if st, _ := e.ProcessDeletions(ctx, hooks); st.Pending != 1 || externalCalls != 1 {
+	if st, _ := p.ProcessDeletions(ctx, hooks); st.Pending != 1 || externalCalls != 1 {
 		t.Errorf("early retry: %+v, external calls %d", st, externalCalls)
 	}
 	pending = false
-	clk.now = clk.now.Add(deletionRetry)
-	if st, err := e.ProcessDeletions(ctx, hooks); err != nil || st.Completed != 1 {
+	clk.Advance(deletionRetry)
+	if st, err := p.ProcessDeletions(ctx, hooks); err != nil || st.Completed != 1 {
 		t.Fatalf("retry: %+v %v", st, err)
 	}
-	if len(ledger) != 1 || ledger[0].Hash != e.CustomerHash("acme", "dora-00000001") || ledger[0].Tenant != "acme" || ledger[0].ClientID != "ci_1" {
+	if len(ledger) != 1 || ledger[0].Hash != p.CustomerHash("acme", "dora-00000001") || ledger[0].Tenant != "acme" || ledger[0].ClientID != "ci_1" {
 		t.Errorf("ledger entries: %+v (want one, keyed hash only)", ledger)
 	}
 	for _, l := range ledger {
@@ -154,33 +123,33 @@ func TestDeletionHooksAndRetry(t *testing.T) {
 	}
 
 	// A failing ledger leaves the job queued and the data in place.
-	if _, err := e.RequestDeletion("acme", "eli-000000001", "ci_1"); err != nil {
+	if _, err := p.RequestDeletion("acme", "eli-000000001", "ci_1"); err != nil {
 		t.Fatal(err)
 	}
 	hooks.Ledger = func(LedgerEntry) error { return errors.New("backup disk offline") }
-	if st, err := e.ProcessDeletions(ctx, hooks); err == nil || st.Failed != 1 {
+	if st, err := p.ProcessDeletions(ctx, hooks); err == nil || st.Failed != 1 {
 		t.Errorf("failing ledger: %+v %v", st, err)
 	}
 	if !holds(t, db, []byte("eli-000000001")) {
 		t.Error("data removed although the backup ledger could not record the deletion")
 	}
-	rec, _ = e.Deletion("acme", "eli-000000001")
+	rec, _ = p.Deletion("acme", "eli-000000001")
 	if rec.Intentos != 1 || rec.UltimoError == "" {
 		t.Errorf("failed attempt not recorded: %+v", rec)
 	}
 }
 
 func TestDeletionManyInOnePass(t *testing.T) {
-	e, db := newTestEngine(t, 1, nil)
+	e, p, db, _ := newTest(t, 1)
 	for i := 0; i < 20; i++ {
 		ingestFor(t, e, fmt.Sprintf("many-%08d", i), fmt.Sprintf("m%d", i), 2)
 	}
 	for i := 0; i < 20; i += 2 {
-		if _, err := e.RequestDeletion("acme", fmt.Sprintf("many-%08d", i), "ci"); err != nil {
+		if _, err := p.RequestDeletion("acme", fmt.Sprintf("many-%08d", i), "ci"); err != nil {
 			t.Fatal(err)
 		}
 	}
-	st, err := e.ProcessDeletions(context.Background(), DeletionHooks{})
+	st, err := p.ProcessDeletions(context.Background(), DeletionHooks{})
 	if err != nil || st.Completed != 10 {
 		t.Fatalf("pass: %+v %v", st, err)
 	}
@@ -189,7 +158,7 @@ func TestDeletionManyInOnePass(t *testing.T) {
 			t.Errorf("customer %d: store holds it = %v, want %v", i, got, want)
 		}
 	}
-	recs, _ := e.Deletions("acme")
+	recs, _ := p.Deletions("acme")
 	for _, r := range recs {
 		if r.Estado != DeletionCompleted {
 			t.Errorf("record %+v not completado", r)
@@ -198,21 +167,21 @@ func TestDeletionManyInOnePass(t *testing.T) {
 }
 
 func TestDeletionByHash(t *testing.T) {
-	e, db := newTestEngine(t, 2, nil)
+	e, p, db, _ := newTest(t, 2)
 	ingestFor(t, e, "fede-00000001", "f", 4)
-	if _, err := e.Decide("acme", Request{ClienteRef: "fede-00000001", Canal: "push"}); err != nil {
+	if _, err := e.Decide("acme", engine.Request{ClienteRef: "fede-00000001", Canal: "push"}); err != nil {
 		t.Fatal(err)
 	}
 	ingestFor(t, e, "gina-00000001", "g", 2)
-	h := e.CustomerHash("acme", "fede-00000001")
-	if _, err := e.ScheduleDeletionByHash("acme", h, t0.Add(-time.Hour), "ci_old"); err != nil {
+	h := p.CustomerHash("acme", "fede-00000001")
+	if _, err := p.ScheduleDeletionByHash("acme", h, t0.Add(-time.Hour), "ci_old"); err != nil {
 		t.Fatal(err)
 	}
 	// A hash that names nobody completes with nothing to do.
-	if _, err := e.ScheduleDeletionByHash("acme", e.CustomerHash("acme", "nobody-000001"), t0, ""); err != nil {
+	if _, err := p.ScheduleDeletionByHash("acme", p.CustomerHash("acme", "nobody-000001"), t0, ""); err != nil {
 		t.Fatal(err)
 	}
-	st, err := e.ProcessDeletions(context.Background(), DeletionHooks{})
+	st, err := p.ProcessDeletions(context.Background(), DeletionHooks{})
 	if err != nil || st.Completed != 2 {
 		t.Fatalf("pass: %+v %v", st, err)
 	}
@@ -225,9 +194,9 @@ func TestDeletionByHash(t *testing.T) {
 }
 
 func TestDeletionReleasesPendingSendBudget(t *testing.T) {
-	e, _ := newTestEngine(t, 1, nil)
+	e, p, db, _ := newTest(t, 1)
 	max := int64(1)
-	if _, err := e.PutCampaign("acme", Campaign{ID: "camp", Canal: "push", Descripcion: "d", MaxEnvios: &max}, t0); err != nil {
+	if _, err := e.PutCampaign("acme", engine.Campaign{ID: "camp", Canal: "push", Descripcion: "d", MaxEnvios: &max}, t0); err != nil {
 		t.Fatal(err)
 	}
 	// Find a customer to whom the engine sends the coupon (the only send
@@ -235,7 +204,7 @@ func TestDeletionReleasesPendingSendBudget(t *testing.T) {
 	sent := ""
 	for i := 0; i < 50 && sent == ""; i++ {
 		ref := fmt.Sprintf("hugo-%08d", i)
-		d, err := e.Decide("acme", Request{ClienteRef: ref, Canal: "push", CampanaID: "camp", CapExempt: true})
+		d, err := e.Decide("acme", engine.Request{ClienteRef: ref, Canal: "push", CampanaID: "camp", CapExempt: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -246,16 +215,16 @@ func TestDeletionReleasesPendingSendBudget(t *testing.T) {
 	if sent == "" {
 		t.Skip("no send drawn in 50 decisions")
 	}
-	if _, err := e.RequestDeletion("acme", sent, "ci"); err != nil {
+	if _, err := p.RequestDeletion("acme", sent, "ci"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.ProcessDeletions(context.Background(), DeletionHooks{}); err != nil {
+	if _, err := p.ProcessDeletions(context.Background(), DeletionHooks{}); err != nil {
 		t.Fatal(err)
 	}
-	ts, _ := e.state("acme")
-	ts.budgetMu.Lock()
-	bu, err := e.budgetLocked(ts, "acme", "camp")
-	ts.budgetMu.Unlock()
+	var bu struct {
+		Envios int64 `json:"envios"`
+	}
+	err := db.GetJSON(store.Key("acme", store.TableBudget, "camp"), &bu)
 	if err != nil || bu.Envios != 0 {
 		t.Errorf("budget after deleting the customer of the only pending send: %+v %v (want the send given back)", bu, err)
 	}
@@ -283,19 +252,20 @@ func TestDeletionTimingLargeStore(t *testing.T) {
 	if err := db.CreateTenant(&store.Tenant{ID: "acme", CreatedAt: t0, Sandbox: true, ClockNow: t0, Settings: s}); err != nil {
 		t.Fatal(err)
 	}
-	e := New(Config{DB: db, Secrets: store.TestSecrets(), Log: zerolog.Nop(), Now: func() time.Time { return t0 }, Seed: 1})
+	e := engine.New(engine.Config{DB: db, Secrets: store.TestSecrets(), Log: zerolog.Nop(), Now: func() time.Time { return t0 }, Seed: 1})
+	p := newService(e, db, func() time.Time { return t0 })
 	start := time.Now()
 	const batch = 1000
-	evs := make([]IngestEvent, 0, batch)
+	evs := make([]engine.IngestEvent, 0, batch)
 	perCustomer := events / customers
 	n := 0
 	for c := 0; c < customers; c++ {
 		ref := fmt.Sprintf("cliente-%09d", c)
 		for i := 0; i < perCustomer; i++ {
-			ev := Event{ID: fmt.Sprintf("ev-%011d", n*7919%events+events*(n/events)), ClienteRef: ref,
-				TS: t0.Add(-time.Duration(perCustomer-i) * 24 * time.Hour), Tipo: CompraCat, Clave: "abarrotes",
+			ev := engine.Event{ID: fmt.Sprintf("ev-%011d", n*7919%events+events*(n/events)), ClienteRef: ref,
+				TS: t0.Add(-time.Duration(perCustomer-i) * 24 * time.Hour), Tipo: engine.CompraCat, Clave: "abarrotes",
 				ValorCents: 10000, TicketID: fmt.Sprintf("t%d", n), MargenCents: 2500}
-			evs = append(evs, IngestEvent{Index: len(evs), Event: ev, Canonical: []byte(ev.ID)})
+			evs = append(evs, engine.IngestEvent{Index: len(evs), Event: ev, Canonical: []byte(ev.ID)})
 			n++
 			if len(evs) == batch {
 				if _, err := e.Ingest("acme", evs); err != nil {
@@ -317,11 +287,11 @@ func TestDeletionTimingLargeStore(t *testing.T) {
 	t.Logf("loaded %d customers, %d events in %s; store %.0f MB on disk", customers, n, time.Since(start).Round(time.Second), float64(m.DiskSpaceUsage())/1e6)
 	for _, c := range []int{customers / 2, customers / 3} {
 		ref := fmt.Sprintf("cliente-%09d", c)
-		if _, err := e.RequestDeletion("acme", ref, "ci"); err != nil {
+		if _, err := p.RequestDeletion("acme", ref, "ci"); err != nil {
 			t.Fatal(err)
 		}
 		start = time.Now()
-		st, err := e.ProcessDeletions(context.Background(), DeletionHooks{})
+		st, err := p.ProcessDeletions(context.Background(), DeletionHooks{})
 		if err != nil || st.Completed != 1 {
 			t.Fatalf("%+v %v", st, err)
 		}
@@ -338,12 +308,12 @@ func TestDeletionTimingLargeStore(t *testing.T) {
 		}
 	}
 	for c := 0; c < 100; c++ {
-		if _, err := e.RequestDeletion("acme", fmt.Sprintf("cliente-%09d", c*(customers/100)+1), "ci"); err != nil {
+		if _, err := p.RequestDeletion("acme", fmt.Sprintf("cliente-%09d", c*(customers/100)+1), "ci"); err != nil {
 			t.Fatal(err)
 		}
 	}
 	start = time.Now()
-	if st, err := e.ProcessDeletions(context.Background(), DeletionHooks{}); err != nil || st.Completed != 100 {
+	if st, err := p.ProcessDeletions(context.Background(), DeletionHooks{}); err != nil || st.Completed != 100 {
 		t.Fatalf("%+v %v", st, err)
 	}
 	t.Logf("deleted 100 customers in one pass in %s", time.Since(start).Round(time.Millisecond))
@@ -378,13 +348,14 @@ func TestDeletionLeavesNoBytesOnDisk(t *testing.T) {
 	if err := db.CreateTenant(&store.Tenant{ID: "acme", CreatedAt: t0, Sandbox: true, ClockNow: t0, Settings: store.DefaultSettings()}); err != nil {
 		t.Fatal(err)
 	}
-	e := New(Config{DB: db, Secrets: store.TestSecrets(), Log: zerolog.Nop(), Now: func() time.Time { return t0 }, Seed: 1})
+	e := engine.New(engine.Config{DB: db, Secrets: store.TestSecrets(), Log: zerolog.Nop(), Now: func() time.Time { return t0 }, Seed: 1})
+	p := newService(e, db, func() time.Time { return t0 })
 	for i := 0; i < 20; i++ { // other data first, so the canary sits deep in the WAL
 		ingestFor(t, e, fmt.Sprintf("otro-%08d", i), fmt.Sprintf("o%d", i), 20)
 	}
 	const canary = "Wq83canaryZk"
 	ingestFor(t, e, canary, "zz-"+canary, 5)
-	if _, err := e.Decide("acme", Request{ClienteRef: canary, Canal: "push", IdempotencyKey: "idem-1"}); err != nil {
+	if _, err := e.Decide("acme", engine.Request{ClienteRef: canary, Canal: "push", IdempotencyKey: "idem-1"}); err != nil {
 		t.Fatal(err)
 	}
 	// Flushes and more writes, as a live store has: the WAL holding the
@@ -395,10 +366,10 @@ func TestDeletionLeavesNoBytesOnDisk(t *testing.T) {
 		}
 		ingestFor(t, e, fmt.Sprintf("mas-%08d", i), fmt.Sprintf("m%d", i), 2)
 	}
-	if _, err := e.RequestDeletion("acme", canary, "ci"); err != nil {
+	if _, err := p.RequestDeletion("acme", canary, "ci"); err != nil {
 		t.Fatal(err)
 	}
-	if st, err := e.ProcessDeletions(context.Background(), DeletionHooks{}); err != nil || st.Completed != 1 {
+	if st, err := p.ProcessDeletions(context.Background(), DeletionHooks{}); err != nil || st.Completed != 1 {
 		t.Fatalf("%+v %v", st, err)
 	}
 	var left []string

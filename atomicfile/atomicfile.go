@@ -1,0 +1,147 @@
+// Package atomicfile is the one way coupond writes a file whole: the bytes
+// go to "<path>.tmp" (owner-only), are fsynced, renamed over path and the
+// directory is fsynced, so a reader sees the old file or the complete new
+// one, never a part, and a crash leaves at most a stale ".tmp" behind. It
+// also holds the synced append used by the append-only logs (the deletion
+// ledgers of backups, the admin audit log).
+//
+// Used by: store (keys.json), privacy (backups.json, backup keys and
+// manifest), batch (result files, through the streaming Create/Commit
+// form).
+package atomicfile
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+)
+
+// TmpSuffix is appended to the path of a file being written.
+const TmpSuffix = ".tmp"
+
+// ownerOnly keeps only the owner's bits of perm: coupond's files are never
+// readable by group or others.
+func ownerOnly(perm fs.FileMode) fs.FileMode { return perm & 0o700 }
+
+// File is a file being written whole. Write to it, then Commit or Abort;
+// deferring Abort right after Create is the intended pattern, since Abort
+// after Commit does nothing. It is not safe for concurrent use.
+type File struct {
+	path string
+	f    *os.File
+	done bool
+}
+
+// Create starts writing path: the bytes go to path+TmpSuffix (truncated if
+// a stale one exists) with perm's owner bits only (0600 for 0644) until
+// Commit. A file already at path is replaced only when Commit succeeds.
+func Create(path string, perm fs.FileMode) (*File, error) {
+	f, err := os.OpenFile(path+TmpSuffix, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, ownerOnly(perm))
+	if err != nil {
+		return nil, err
+	}
+	return &File{path: path, f: f}, nil
+}
+
+// Write writes to the temporary file.
+func (a *File) Write(p []byte) (int, error) { return a.f.Write(p) }
+
+// Commit fsyncs the temporary file, renames it to its path and fsyncs the
+// directory: the file is durable once Commit returns nil. On an error
+// before the rename the temporary file is removed and nothing appears at
+// path (an older file there is left as it was); when only the directory
+// fsync fails, the complete file is in place but its rename may not
+// survive a crash. Commit after Commit or Abort returns an error.
+func (a *File) Commit() error {
+	if a.done {
+		return errors.New("atomicfile: already committed or aborted")
+	}
+	a.done = true
+	tmp := a.f.Name()
+	err := a.f.Sync()
+	if cerr := a.f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, a.path)
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return SyncDir(filepath.Dir(a.path))
+}
+
+// Abort discards what was written and removes the temporary file. It does
+// nothing after Commit or a previous Abort.
+func (a *File) Abort() error {
+	if a.done {
+		return nil
+	}
+	a.done = true
+	a.f.Close()
+	if err := os.Remove(a.f.Name()); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+// Write writes path whole with what fn writes (see Create and Commit): on
+// any error, fn's included, path is left as it was.
+func Write(path string, perm fs.FileMode, fn func(w io.Writer) error) error {
+	a, err := Create(path, perm)
+	if err != nil {
+		return err
+	}
+	defer a.Abort()
+	if err := fn(a); err != nil {
+		return err
+	}
+	return a.Commit()
+}
+
+// WriteBytes writes path whole with data (see Write).
+func WriteBytes(path string, perm fs.FileMode, data []byte) error {
+	return Write(path, perm, func(w io.Writer) error {
+		_, err := w.Write(data)
+		return err
+	})
+}
+
+// Append appends data to path (created with perm's owner bits if missing)
+// and fsyncs it before returning: one durable record of an append-only log.
+func Append(path string, perm fs.FileMode, data []byte) error {
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, ownerOnly(perm))
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// SyncDir fsyncs a directory, so that a rename or a new file inside it is
+// durable.
+func SyncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("sync dir %s: %w", dir, err)
+	}
+	return nil
+}

@@ -1,0 +1,30 @@
+package batch
+
+import (
+	"bytes"
+	"context"
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/coupond/coupond/internal/golden"
+)
+
+// TestGoldenResultLines: the lines of a small job's result file, as a
+// client downloads them (testdata/batch/result.jsonl as one JSON array,
+// decision ids and expiry times replaced; what the policy chose is left
+// to the policy's tests).
+func TestGoldenResultLines(t *testing.T) {
+	e := newJobEnv(t, vfs.NewMem(), "db", 3, -1)
+	e.customers(t, 5)
+	j := e.submitAll(t)
+	e.r.RunPending(context.Background())
+	j, _ = e.r.Job("acme", j.ID)
+	if j.Estado != Completado || j.Procesados != 5 {
+		t.Fatalf("job: %+v", j)
+	}
+	doc := append([]byte("["), bytes.Join(readLines(t, e.r, j), []byte(","))...)
+	doc = append(doc, ']')
+	golden.JSON(t, "batch/result.json", doc, "decision_id", "caduca_en",
+		"accion", "accion_nombre", "propension", "motivo", "explorado", "politica_version")
+}

@@ -1,0 +1,110 @@
+package engine
+
+import (
+	"time"
+
+	"github.com/coupond/coupond/store"
+)
+
+// Records is the narrow door through which the privacy package reads and
+// erases one customer's records in the engine's own tables (events,
+// features, decisions, attribution links, customer state, quarantine). The
+// engine keeps the codecs and the locks; privacy decides what to export and
+// what to delete. Obtain it with Engine.Records.
+type Records struct{ e *Engine }
+
+// Records returns the engine's record door for the privacy package.
+func (e *Engine) Records() Records { return Records{e} }
+
+// Attribution links a coupon sent to the decision that chose it (the
+// TableAttribution value).
+type Attribution = attribution
+
+// EventKey is the key of a stored event.
+func (Records) EventKey(tenant, id string) []byte { return eventKey(tenant, id) }
+
+// FeaturesKey is the key of a customer's features.
+func (Records) FeaturesKey(tenant, ref string) []byte { return featuresKey(tenant, ref) }
+
+// DecisionKey is the key of a decision record.
+func (Records) DecisionKey(tenant, nonce string) []byte { return decisionKey(tenant, nonce) }
+
+// CustomerStateKey is the key of a customer's decision state.
+func (Records) CustomerStateKey(tenant, ref string) []byte { return customerStateKey(tenant, ref) }
+
+// AttributionKey is the key of a coupon's attribution link.
+func (Records) AttributionKey(tenant, cupon string) []byte { return attributionKey(tenant, cupon) }
+
+// LoadDecision reads a decision record; ErrNotFound when it is gone or
+// damaged (a damaged one is moved to quarantine on the way).
+func (r Records) LoadDecision(tenant, nonce string) (*DecisionRecord, error) {
+	return r.e.loadDecision(tenant, nonce)
+}
+
+// DecisionID is the public decision_id of the record with nonce.
+func (r Records) DecisionID(tenant, nonce string) string { return r.e.ids.issue(tenant, nonce) }
+
+// Quarantine moves a damaged record to the tenant's quarantine (see
+// quarantine.go); best effort, the caller goes on.
+func (r Records) Quarantine(tenant string, key, v []byte, cause error) error {
+	return r.e.quarantine(tenant, key, v, cause)
+}
+
+// CustomerDamaged returns the keys of the quarantine entries that name ref
+// or whose original key is one of keys.
+func (r Records) CustomerDamaged(tenant, ref string, keys [][]byte) ([][]byte, error) {
+	return r.e.customerDamaged(tenant, ref, keys)
+}
+
+// LockCustomer takes the tenant's learner, ingestion and customer locks, in
+// the one order every path takes them, so that no writer puts back a record
+// of ref while it is being erased. Call the returned func to release them.
+func (r Records) LockCustomer(tenant, ref string) (unlock func(), err error) {
+	ts, err := r.e.state(tenant)
+	if err != nil {
+		return nil, err
+	}
+	lock := ts.custLock(r.e.seed, ref)
+	ts.learnMu.Lock()
+	ts.ingestMu.Lock()
+	lock.Lock()
+	return func() {
+		lock.Unlock()
+		ts.ingestMu.Unlock()
+		ts.learnMu.Unlock()
+	}, nil
+}
+
+// ForgetDecision deletes, through del, the learner's queue entries of the
+// decision rec (stored under nonce), and when its send was still pending gives its budget back
+// in b (as its expiry would have). Call under LockCustomer.
+func (r Records) ForgetDecision(b *store.Batch, tenant, nonce string, s store.Settings, rec *DecisionRecord, del func([]byte)) error {
+	e := r.e
+	del(queueKey(tenant, rec.At.Add(s.RewardWindow+s.RewardGrace), queueReward_, nonce))
+	if rec.Accion == 0 || rec.CampanaID == "" {
+		return nil
+	}
+	xk := queueKey(tenant, rec.CaducaEn, queueExpiry, nonce)
+	pendingSend, err := e.db.Has(xk)
+	if err != nil {
+		return err
+	}
+	if pendingSend && rec.Estado == EstadoPendiente && !rec.EnRespaldo {
+		ts, err := e.state(tenant)
+		if err != nil {
+			return err
+		}
+		if err := e.releaseBudget(ts, b, tenant, rec); err != nil {
+			return err
+		}
+	}
+	del(xk)
+	return nil
+}
+
+// TenantNow is the tenant's clock now (its offset applied to the engine's
+// real clock).
+func (r Records) TenantNow(tenant string) (time.Time, error) {
+	_, now, err := r.e.tenantNow(tenant)
+	return now, err
+}

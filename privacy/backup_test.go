@@ -1,0 +1,50 @@
+package privacy
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+)
+
+func TestLedgerReachesRegisteredBackups(t *testing.T) {
+	dataDir := t.TempDir()
+	fresh, old, gone := t.TempDir(), t.TempDir(), filepath.Join(t.TempDir(), "gone")
+	now := time.Now().UTC()
+	reg := &backupRegistry{Backups: []backupEntry{
+		{Dir: fresh, TakenAt: now.Add(-time.Hour), Complete: true},
+		{Dir: old, TakenAt: now.Add(-BackupRetention - time.Hour), Complete: true},
+		{Dir: gone, TakenAt: now.Add(-time.Hour), Complete: true},
+	}}
+	bk := NewBackups(dataDir, func() time.Time { return now }, zerolog.Nop())
+	if err := bk.saveRegistry(reg); err != nil {
+		t.Fatal(err)
+	}
+	hook := bk.Ledger
+	entry := LedgerEntry{Tenant: "acme", Hash: "abc123", RequestedAt: now, ClientID: "ci_1"}
+	if err := hook(entry); err != nil {
+		t.Fatal(err)
+	}
+	got, err := readLedger(filepath.Join(fresh, ledgerFile))
+	if err != nil || len(got) != 1 || got[0].Hash != "abc123" || got[0].Tenant != "acme" {
+		t.Errorf("fresh backup ledger: %+v %v", got, err)
+	}
+	if _, err := os.Stat(filepath.Join(old, ledgerFile)); err == nil {
+		t.Error("a backup past retention received a deletion")
+	}
+	after, _ := bk.loadRegistry()
+	if len(after.Backups) != 1 || after.Backups[0].Dir != fresh {
+		t.Errorf("registry after the hook: %+v (want only the backup within retention that exists)", after.Backups)
+	}
+	// A backup that cannot be written makes the deletion wait.
+	os.Chmod(fresh, 0o500)
+	defer os.Chmod(fresh, 0o700)
+	os.Remove(filepath.Join(fresh, ledgerFile))
+	if os.Geteuid() != 0 {
+		if err := hook(entry); err == nil {
+			t.Error("ledger hook succeeded although a backup ledger could not be written")
+		}
+	}
+}

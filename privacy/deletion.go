@@ -1,0 +1,493 @@
+package privacy
+
+// Customer data rights: deletion (right to be forgotten), export (right of
+// access) and the access log of exports.
+//
+// Deletion is a durable job. DELETE /v1/clientes/{ref} writes, in one synced
+// batch, the deletion record (TableDeletion, key = keyed hash of
+// cliente_ref: the proof that stays) and a queue entry (TableDeletionQueue,
+// key = request time, hash; value holds the raw cliente_ref until the job is
+// done). The worker (RunDeletions, or ProcessDeletions in tests and in
+// "admin restore") then, per job:
+//
+//  1. records the deletion in the ledger of every backup (DeletionHooks.Ledger),
+//     once, before any data is touched;
+//  2. removes, in one synced batch and under the tenant's learner, ingestion
+//     and customer locks, everything in the store that names the customer:
+//     events (found through the customer event index) and the index, the
+//     features, the decision records (found through the customer decision
+//     index, confirmations included) and their index and reward-queue
+//     entries, the customer state, the idempotency records that answered for
+//     the customer, the attribution links of their coupons, per-customer
+//     daily counters and quarantined events; access-log entries that name
+//     the customer are rewritten to the keyed hash;
+//  3. removes the customer from data outside these tables (DeletionHooks.External:
+//     retained batch result files and stored batch requests), which may ask
+//     to retry later (a batch job of the tenant is queued or running);
+//  4. flushes the memtable and compacts every key range the pass touched
+//     (once per pass, however many customers it deleted), so the bytes are
+//     rewritten out of the sstables, not only shadowed by tombstones;
+//  5. marks the records completado and removes the queue entries, and
+//     compacts the queue range too.
+//
+// A job interrupted anywhere is redone from the start on the next pass: every
+// step is idempotent. Decisions already folded into the model stay folded in
+// (the model holds per-action sums, not people; they cannot be re-derived to
+// the customer).
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/coupond/coupond/engine"
+	"github.com/coupond/coupond/store"
+)
+
+// Deletion states (estado of the deletion record).
+const (
+	DeletionScheduled = "programado"
+	DeletionCompleted = "completado"
+)
+
+// DeletionRecord is the durable proof of a customer deletion (TableDeletion,
+// key = keyed hash of cliente_ref). It never holds the raw cliente_ref.
+// Times are the tenant clock, UTC.
+type DeletionRecord struct {
+	Hash         string     `json:"cliente_hash"`
+	Estado       string     `json:"estado"`
+	SolicitadoEn time.Time  `json:"solicitado_en"`
+	ClientID     string     `json:"client_id"`
+	CompletadoEn *time.Time `json:"completado_en,omitempty"`
+	// Worker bookkeeping, shown by "admin deletions".
+	Intentos    int    `json:"intentos,omitempty"`
+	UltimoError string `json:"ultimo_error,omitempty"`
+	// Espera says why a scheduled deletion waits (a batch job in progress).
+	Espera string `json:"espera,omitempty"`
+}
+
+// deletionJob is a queue entry (TableDeletionQueue, key = request time,
+// hash).
+type deletionJob struct {
+	// ClienteRef is empty for deletions re-applied from a backup's ledger:
+	// the customer is then found by hash.
+	ClienteRef string    `json:"cliente_ref,omitempty"`
+	Hash       string    `json:"hash"`
+	Ledgered   bool      `json:"ledgered,omitempty"`
+	RetryAt    time.Time `json:"retry_at,omitempty"` // real time
+}
+
+// LedgerEntry is one line of a backup's deletion ledger: keyed hashes only.
+type LedgerEntry struct {
+	Tenant      string    `json:"tenant"`
+	Hash        string    `json:"cliente_hash"`
+	RequestedAt time.Time `json:"requested_at"`
+	ClientID    string    `json:"client_id,omitempty"`
+}
+
+// DeletionHooks reach what lives outside the engine's tables. Both are
+// optional.
+type DeletionHooks struct {
+	// Ledger records a deletion in every backup that may still hold the
+	// customer. It is called once per job, before any data is removed; an
+	// error leaves the job queued.
+	Ledger func(LedgerEntry) error
+	// External removes the customer from data the engine does not own
+	// (batch result files, stored batch requests). It returns the store keys
+	// it rewrote (to be compacted) and pending true when part of the data
+	// cannot be touched now (a batch job is queued or running): the job is
+	// then retried later, from the start.
+	External func(tenant, clienteRef string) (changed [][]byte, pending bool, err error)
+}
+
+// DeletionStats counts what one worker pass did.
+type DeletionStats struct {
+	Completed int
+	Pending   int
+	Failed    int
+}
+
+// deletionRetry is how long a job that waits for a batch job sleeps.
+const deletionRetry = 15 * time.Second
+
+// deletionBatch bounds the jobs of one tenant in one pass (they share one
+// compaction); the next pass takes the rest.
+const deletionBatch = 1000
+
+func deletionKey(tenant, hash string) []byte { return store.Key(tenant, store.TableDeletion, hash) }
+
+func deletionQueueKey(tenant string, at time.Time, hash string) []byte {
+	return store.Key(tenant, store.TableDeletionQueue, at, hash)
+}
+
+// RequestDeletion schedules the deletion of a customer: the deletion record
+// and the queue entry are durable when it returns. A deletion already
+// scheduled is returned as it is; after a completed one a new one is
+// scheduled (data may have arrived since).
+func (s *Service) RequestDeletion(tenant, clienteRef, clientID string) (*DeletionRecord, error) {
+	now, err := s.rec.TenantNow(tenant)
+	if err != nil {
+		return nil, err
+	}
+	hash := s.CustomerHash(tenant, clienteRef)
+	return s.scheduleDeletion(tenant, hash, clienteRef, clientID, now, false)
+}
+
+// ScheduleDeletionByHash schedules the deletion of the customer whose keyed
+// hash is hash (a deletion from a backup's ledger, re-applied by "admin
+// restore"). requestedAt and clientID are the original request's; the job
+// finds the customer by hash.
+func (s *Service) ScheduleDeletionByHash(tenant, hash string, requestedAt time.Time, clientID string) (*DeletionRecord, error) {
+	if _, ok := s.db.Tenant(tenant); !ok {
+		return nil, fmt.Errorf("%w: %q", engine.ErrNoTenant, tenant)
+	}
+	return s.scheduleDeletion(tenant, hash, "", clientID, requestedAt, true)
+}
+
+func (s *Service) scheduleDeletion(tenant, hash, clienteRef, clientID string, at time.Time, always bool) (*DeletionRecord, error) {
+	s.requestMu.Lock()
+	defer s.requestMu.Unlock()
+	var old DeletionRecord
+	err := s.db.GetJSON(deletionKey(tenant, hash), &old)
+	switch {
+	case err == nil && old.Estado == DeletionScheduled && !always:
+		return &old, nil
+	case err != nil && !errors.Is(err, store.ErrNotFound):
+		return nil, err
+	}
+	rec := &DeletionRecord{Hash: hash, Estado: DeletionScheduled, SolicitadoEn: at.UTC(), ClientID: clientID}
+	b := s.db.NewBatch()
+	defer b.Close()
+	if err := b.SetJSON(deletionKey(tenant, hash), rec); err != nil {
+		return nil, err
+	}
+	if err := b.SetJSON(deletionQueueKey(tenant, s.now(), hash), &deletionJob{ClienteRef: clienteRef, Hash: hash}); err != nil {
+		return nil, err
+	}
+	if err := b.Commit(); err != nil {
+		return nil, err
+	}
+	return rec, nil
+}
+
+// Deletion returns the deletion record of a customer, or nil.
+func (s *Service) Deletion(tenant, clienteRef string) (*DeletionRecord, error) {
+	return s.deletionByHash(tenant, s.CustomerHash(tenant, clienteRef))
+}
+
+func (s *Service) deletionByHash(tenant, hash string) (*DeletionRecord, error) {
+	var rec DeletionRecord
+	err := s.db.GetJSON(deletionKey(tenant, hash), &rec)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &rec, nil
+}
+
+// Deletions returns every deletion record of tenant, ordered by request
+// time.
+func (s *Service) Deletions(tenant string) ([]DeletionRecord, error) {
+	var out []DeletionRecord
+	lo, hi := store.TableSpan(tenant, store.TableDeletion)
+	err := s.db.Scan(lo, hi, func(_, v []byte) error {
+		var r DeletionRecord
+		if err := json.Unmarshal(v, &r); err != nil {
+			return err
+		}
+		out = append(out, r)
+		return nil
+	})
+	sort.SliceStable(out, func(i, j int) bool { return out[i].SolicitadoEn.Before(out[j].SolicitadoEn) })
+	return out, err
+}
+
+// PendingDeletions counts the queued deletion jobs of every tenant.
+func (s *Service) PendingDeletions() (int, error) {
+	n := 0
+	for _, t := range s.db.Tenants() {
+		lo, hi := store.TableSpan(t.ID, store.TableDeletionQueue)
+		if err := s.db.Scan(lo, hi, func(_, _ []byte) error { n++; return nil }); err != nil {
+			return 0, err
+		}
+	}
+	return n, nil
+}
+
+// RunDeletions runs the deletion worker until ctx ends: a pass every
+// interval. It first compacts the queue ranges, so a queue entry removed
+// just before a crash does not linger in an sstable.
+func (s *Service) RunDeletions(ctx context.Context, interval time.Duration, hooks DeletionHooks) {
+	for _, t := range s.db.Tenants() {
+		lo, hi := store.TableSpan(t.ID, store.TableDeletionQueue)
+		if err := s.db.Compact(ctx, lo, hi); err != nil && ctx.Err() == nil {
+			s.log.Error().Err(err).Str("tenant", t.ID).Msg("deletion queue compaction")
+		}
+	}
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		if _, err := s.ProcessDeletions(ctx, hooks); err != nil && ctx.Err() == nil {
+			s.log.Error().Err(err).Msg("deletion pass")
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// ProcessDeletions runs one pass of the deletion worker over every tenant:
+// each queued job whose retry time has come is applied (see the file
+// comment). Jobs that fail or wait stay queued.
+func (s *Service) ProcessDeletions(ctx context.Context, hooks DeletionHooks) (DeletionStats, error) {
+	s.deletionMu.Lock()
+	defer s.deletionMu.Unlock()
+	var st DeletionStats
+	var firstErr error
+	for _, t := range s.db.Tenants() {
+		p := &tenantPass{s: s, tenant: t.ID, st: &st, firstErr: &firstErr}
+		if err := p.run(ctx, hooks); err != nil {
+			return st, err
+		}
+	}
+	return st, firstErr
+}
+
+// tenantPass is one worker pass over one tenant's queue. Failures of single
+// jobs are counted in st and the first kept in firstErr; run returns only
+// the errors that end the whole pass.
+type tenantPass struct {
+	s        *Service
+	tenant   string
+	st       *DeletionStats
+	firstErr *error
+}
+
+type queuedDeletion struct {
+	key []byte
+	job deletionJob
+}
+
+func (p *tenantPass) run(ctx context.Context, hooks DeletionHooks) error {
+	jobs, err := p.queued()
+	if err != nil || len(jobs) == 0 {
+		return err
+	}
+	found, err := p.refsByHash(jobs)
+	if err != nil {
+		return err
+	}
+	// Phase 1: each job's data goes (one synced batch per customer).
+	var touched [][]byte
+	var ready []readyDeletion
+	for _, q := range jobs {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if !q.job.RetryAt.IsZero() && p.s.now().Before(q.job.RetryAt) {
+			p.st.Pending++
+			continue
+		}
+		ref := q.job.ClienteRef
+		if ref == "" {
+			ref = found[q.job.Hash]
+		}
+		r, keys, err := p.s.applyDeletion(p.tenant, q.key, q.job, ref, hooks)
+		touched = append(touched, keys...)
+		switch {
+		case err != nil:
+			p.fail(q.job.Hash, err)
+		case r == nil:
+			p.st.Pending++
+		default:
+			ready = append(ready, *r)
+		}
+	}
+	// Phase 2: one compaction for the pass, then the records say
+	// completado and the queue entries go (and are compacted away).
+	if err := p.s.compactKeys(ctx, touched); err != nil {
+		for _, r := range ready {
+			p.fail(r.hash, err)
+		}
+		return nil
+	}
+	if len(ready) == 0 {
+		return nil
+	}
+	return p.complete(ctx, ready)
+}
+
+// queued reads up to deletionBatch jobs of the tenant's queue.
+func (p *tenantPass) queued() ([]queuedDeletion, error) {
+	var jobs []queuedDeletion
+	lo, hi := store.TableSpan(p.tenant, store.TableDeletionQueue)
+	err := p.s.db.Scan(lo, hi, func(k, v []byte) error {
+		var j deletionJob
+		if err := json.Unmarshal(v, &j); err != nil {
+			return fmt.Errorf("deletion queue of %s: %w", p.tenant, err)
+		}
+		jobs = append(jobs, queuedDeletion{key: append([]byte(nil), k...), job: j})
+		if len(jobs) >= deletionBatch {
+			return store.ErrStop // the next pass goes on
+		}
+		return nil
+	})
+	return jobs, err
+}
+
+// refsByHash finds, in one scan, the customers of the jobs known only by
+// hash.
+func (p *tenantPass) refsByHash(jobs []queuedDeletion) (map[string]string, error) {
+	want := map[string]bool{}
+	for _, q := range jobs {
+		if q.job.ClienteRef == "" {
+			want[q.job.Hash] = true
+		}
+	}
+	if len(want) == 0 {
+		return nil, nil
+	}
+	return p.s.refsForHashes(p.tenant, want)
+}
+
+func (p *tenantPass) fail(hash string, err error) {
+	p.st.Failed++
+	p.s.log.Error().Err(err).Str("tenant", p.tenant).Str("cliente_hash", hash).Msg("customer deletion failed; retried on the next pass")
+	p.s.noteDeletion(p.tenant, hash, func(r *DeletionRecord) { r.Intentos++; r.UltimoError = err.Error() })
+	if *p.firstErr == nil {
+		*p.firstErr = err
+	}
+}
+
+// complete marks the ready jobs completado, removes their queue entries and
+// rotates the write-ahead logs and manifests that still name the customers.
+func (p *tenantPass) complete(ctx context.Context, ready []readyDeletion) error {
+	now, err := p.s.rec.TenantNow(p.tenant)
+	if err != nil {
+		return err
+	}
+	b := p.s.db.NewBatch()
+	var qkeys [][]byte
+	for _, r := range ready {
+		r.rec.Estado, r.rec.CompletadoEn, r.rec.Espera, r.rec.UltimoError = DeletionCompleted, &now, "", ""
+		if err := b.SetJSON(deletionKey(p.tenant, r.hash), r.rec); err != nil {
+			b.Close()
+			return err
+		}
+		b.Delete(r.qkey)
+		qkeys = append(qkeys, r.qkey)
+	}
+	err = b.Commit()
+	b.Close()
+	if err == nil {
+		err = p.s.compactKeys(ctx, qkeys)
+	}
+	if err == nil {
+		// Tombstones and old records in write-ahead logs still name the
+		// customers: rotate them away before reporting completado.
+		err = p.s.db.PurgeWAL()
+	}
+	if err == nil {
+		err = p.s.db.PurgeManifest()
+	}
+	if err != nil {
+		for _, r := range ready {
+			p.fail(r.hash, err)
+		}
+		return nil
+	}
+	for _, r := range ready {
+		p.st.Completed++
+		p.s.log.Info().Str("tenant", p.tenant).Str("cliente_hash", r.hash).Msg("customer deletion completed")
+	}
+	return nil
+}
+
+// readyDeletion is a job whose data is gone, to be marked completado once
+// the pass has compacted.
+type readyDeletion struct {
+	qkey []byte
+	hash string
+	rec  *DeletionRecord
+}
+
+// noteDeletion updates a deletion record's bookkeeping, best effort.
+func (s *Service) noteDeletion(tenant, hash string, fn func(r *DeletionRecord)) {
+	rec, err := s.deletionByHash(tenant, hash)
+	if err != nil || rec == nil {
+		return
+	}
+	fn(rec)
+	b := s.db.NewBatch()
+	defer b.Close()
+	if b.SetJSON(deletionKey(tenant, hash), rec) == nil {
+		_ = b.Commit()
+	}
+}
+
+// applyDeletion applies one job up to (not including) compaction: the
+// ledger, the store data, the external data. It returns the keys it touched
+// and, when the job can be completed after compaction, a readyDeletion; nil
+// when it must wait. ref is "" when the customer (known by hash) holds
+// nothing.
+func (s *Service) applyDeletion(tenant string, qkey []byte, job deletionJob, ref string, hooks DeletionHooks) (*readyDeletion, [][]byte, error) {
+	rec, err := s.deletionByHash(tenant, job.Hash)
+	if err != nil {
+		return nil, nil, err
+	}
+	if rec == nil { // the record is written with the job; rebuild a lost one
+		rec = &DeletionRecord{Hash: job.Hash, Estado: DeletionScheduled, SolicitadoEn: s.now().UTC()}
+	}
+	if !job.Ledgered && hooks.Ledger != nil {
+		if err := hooks.Ledger(LedgerEntry{Tenant: tenant, Hash: job.Hash, RequestedAt: rec.SolicitadoEn, ClientID: rec.ClientID}); err != nil {
+			return nil, nil, fmt.Errorf("backup ledger: %w", err)
+		}
+		job.Ledgered = true
+		if err := s.putJob(qkey, &job); err != nil {
+			return nil, nil, err
+		}
+	}
+	var touched [][]byte
+	if ref != "" {
+		if touched, err = s.eraseCustomer(tenant, ref, job.Hash); err != nil {
+			return nil, nil, err
+		}
+		if hooks.External != nil {
+			changed, wait, err := hooks.External(tenant, ref)
+			touched = append(touched, changed...)
+			if err != nil {
+				return nil, touched, fmt.Errorf("batch data: %w", err)
+			}
+			if wait {
+				job.RetryAt = s.now().Add(deletionRetry)
+				if err := s.putJob(qkey, &job); err != nil {
+					return nil, touched, err
+				}
+				s.noteDeletion(tenant, job.Hash, func(r *DeletionRecord) {
+					r.Espera = "un lote de decisiones del inquilino está en cola o en curso; se reintenta al terminar"
+				})
+				return nil, touched, nil
+			}
+		}
+	}
+	return &readyDeletion{qkey: qkey, hash: job.Hash, rec: rec}, touched, nil
+}
+
+func (s *Service) putJob(key []byte, job *deletionJob) error {
+	b := s.db.NewBatch()
+	defer b.Close()
+	if err := b.SetJSON(key, job); err != nil {
+		return err
+	}
+	return b.Commit()
+}
+
+// eraseCustomer removes from the store everything that names the customer
+// (see the file comment) in one synced batch and returns the keys it

@@ -1,0 +1,408 @@
+package privacy
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+
+	"github.com/coupond/coupond/engine"
+	"github.com/coupond/coupond/store"
+)
+
+// erasure is one customer's deletion in progress: one batch, the keys it
+// deleted or rewrote, and what the table erasers learn on the way (the
+// customer's coupons and decision ids, the records found through its
+// indexes, whether one of its events was damaged).
+type erasure struct {
+	s                 *Service
+	tenant, ref, hash string
+	settings          store.Settings
+	b                 *store.Batch
+	keys              [][]byte
+
+	cupons        map[string]bool
+	ids           map[string]bool
+	known         [][]byte
+	damagedEvents bool
+}
+
+func (x *erasure) del(k []byte) {
+	k = append([]byte(nil), k...)
+	x.b.Delete(k)
+	x.keys = append(x.keys, k)
+}
+
+func (x *erasure) set(k []byte, v any) error {
+	k = append([]byte(nil), k...)
+	x.keys = append(x.keys, k)
+	return x.b.SetJSON(k, v)
+}
+
+// eraseCustomer removes from the store everything that names the customer
+// (see the file comment of deletion.go) in one synced batch, under the
+// engine's locks for the customer, and returns the keys it deleted or
+// rewrote. Each table has its eraser below, run in this order.
+func (s *Service) eraseCustomer(tenant, ref, hash string) ([][]byte, error) {
+	unlock, err := s.rec.LockCustomer(tenant, ref)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	t, ok := s.db.Tenant(tenant)
+	if !ok {
+		return nil, fmt.Errorf("%w: %q", engine.ErrNoTenant, tenant)
+	}
+	b := s.db.NewBatch()
+	defer b.Close()
+	x := &erasure{s: s, tenant: tenant, ref: ref, hash: hash, settings: t.Settings, b: b,
+		cupons: map[string]bool{}, ids: map[string]bool{}}
+	for _, erase := range []func() error{
+		x.events, x.features, x.decisions, x.customerState, x.attributions,
+		x.idempotency, x.daily, x.quarantinedEvents, x.accessLog, x.damaged,
+	} {
+		if err := erase(); err != nil {
+			return nil, err
+		}
+	}
+	if err := b.Commit(); err != nil {
+		return nil, err
+	}
+	return x.keys, nil
+}
+
+// indexed deletes the entries of a customer index (TableCustomerEvent or
+// TableCustomerDecide) and returns the ids they name.
+func (x *erasure) indexed(table byte) ([]string, error) {
+	var ids []string
+	lo, hi := store.TableSpan(x.tenant, table, x.ref)
+	err := x.s.db.Scan(lo, hi, func(k, _ []byte) error {
+		parts, ok := store.SplitKey(x.tenant, k, "s8s")
+		if !ok {
+			return nil
+		}
+		x.del(k)
+		ids = append(ids, string(parts[2]))
+		return nil
+	})
+	return ids, err
+}
+
+// events erases the customer's events, found through the customer event
+// index, and the index.
+func (x *erasure) events() error {
+	ids, err := x.indexed(store.TableCustomerEvent)
+	if err != nil {
+		return err
+	}
+	var evKeys [][]byte
+	for _, id := range ids {
+		evKeys = append(evKeys, x.s.rec.EventKey(x.tenant, id))
+	}
+	x.known = slices.Clone(evKeys) // the customer's records found through its indexes
+	for _, k := range evKeys {
+		v, err := x.s.db.Get(k)
+		if errors.Is(err, store.ErrNotFound) {
+			x.damagedEvents = true // indexed but gone: moved to quarantine
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		ev, ok := engine.Event{}, len(v) >= 32
+		if ok {
+			ev, ok = engine.DecodeEvent(v[32:])
+		}
+		if !ok {
+			// Damaged: its customer's index names it; it goes if its
+			// bytes name the customer too. Its coupon cannot be read, so
+			// the attribution links are searched by customer.
+			if bytes.Contains(v, []byte(x.ref)) {
+				x.del(k)
+			}
+			x.damagedEvents = true
+			continue
+		}
+		if ev.ClienteRef != x.ref {
+			continue // an event_id first used by another customer stays theirs
+		}
+		if ev.CuponEmitidoID != "" {
+			x.cupons[ev.CuponEmitidoID] = true
+		}
+		x.del(k)
+	}
+	return nil
+}
+
+func (x *erasure) features() error {
+	x.del(x.s.rec.FeaturesKey(x.tenant, x.ref))
+	return nil
+}
+
+// decisions erases the customer's decision records (confirmations are in
+// them), found through the customer decision index, the index, and their
+// learner queue entries.
+func (x *erasure) decisions() error {
+	nonces, err := x.indexed(store.TableCustomerDecide)
+	if err != nil {
+		return err
+	}
+	for _, nonce := range nonces {
+		x.known = append(x.known, x.s.rec.DecisionKey(x.tenant, nonce))
+		r, err := x.s.rec.LoadDecision(x.tenant, nonce)
+		if errors.Is(err, engine.ErrNotFound) {
+			continue // deleted, or damaged: moved to quarantine, erased by damaged
+		}
+		if err != nil {
+			return err
+		}
+		if r.ClienteRef != x.ref {
+			continue
+		}
+		x.ids[x.s.rec.DecisionID(x.tenant, nonce)] = true
+		x.del(x.s.rec.DecisionKey(x.tenant, nonce))
+		if err := x.s.rec.ForgetDecision(x.b, x.tenant, nonce, x.settings, r, x.del); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (x *erasure) customerState() error {
+	x.del(x.s.rec.CustomerStateKey(x.tenant, x.ref))
+	return nil
+}
+
+// attributions erases the links of the customer's coupons; when one of the
+// customer's events was damaged, every link that names the customer (a
+// scan, rare).
+func (x *erasure) attributions() error {
+	if x.damagedEvents {
+		lo, hi := store.TableSpan(x.tenant, store.TableAttribution)
+		if err := x.s.db.Scan(lo, hi, func(k, v []byte) error {
+			var a engine.Attribution
+			if bytes.Contains(v, []byte(x.ref)) && json.Unmarshal(v, &a) == nil && a.ClienteRef == x.ref {
+				x.del(k)
+			}
+			return nil
+		}); err != nil {
+			return err
+		}
+	}
+	for cupon := range x.cupons {
+		var a engine.Attribution
+		err := x.s.db.GetJSON(x.s.rec.AttributionKey(x.tenant, cupon), &a)
+		if errors.Is(err, store.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if a.ClienteRef == x.ref || x.ids[a.DecisionID] {
+			x.del(x.s.rec.AttributionKey(x.tenant, cupon))
+		}
+	}
+	return nil
+}
+
+// idempotency erases the idempotency records that answered for the
+// customer: by cliente_ref (records written since it is stored) or by the
+// decision id of the answer. The table is keyed by Idempotency-Key alone,
+// so this is a scan; the raw JSON is matched before anything is decoded.
+func (x *erasure) idempotency() error {
+	refField := []byte(`"cliente_ref":"` + x.ref + `"`)
+	lo, hi := store.TableSpan(x.tenant, store.TableIdempotency)
+	return x.s.db.Scan(lo, hi, func(k, v []byte) error {
+		if bytes.Contains(v, refField) || (len(x.ids) > 0 && x.ids[answerDecisionID(v)]) {
+			x.del(k)
+		}
+		return nil
+	})
+}
+
+// daily erases the per-customer daily counters (key: day, name,
+// cliente_ref).
+func (x *erasure) daily() error {
+	lo, hi := store.TableSpan(x.tenant, store.TableDaily)
+	return x.s.db.Scan(lo, hi, func(k, _ []byte) error {
+		if parts, ok := store.SplitKey(x.tenant, k, "sss"); ok && string(parts[2]) == x.ref {
+			x.del(k)
+		}
+		return nil
+	})
+}
+
+// quarantinedEvents removes the customer's events from the quarantined
+// event batches (TableQuarantine): a batch left empty goes, another is
+// rewritten without them.
+func (x *erasure) quarantinedEvents() error {
+	type rewrite struct {
+		key []byte
+		val map[string]json.RawMessage
+	}
+	var rewrites []rewrite
+	var drops [][]byte
+	lo, hi := store.TableSpan(x.tenant, store.TableQuarantine)
+	if err := x.s.db.Scan(lo, hi, func(k, v []byte) error {
+		if !bytes.Contains(v, []byte(x.ref)) {
+			return nil
+		}
+		var q map[string]json.RawMessage
+		if err := json.Unmarshal(v, &q); err != nil {
+			return nil
+		}
+		kept, changed, err := withoutCustomer(q["eventos"], x.ref)
+		if err != nil || !changed {
+			return err
+		}
+		k = append([]byte(nil), k...)
+		if kept == nil {
+			drops = append(drops, k)
+			return nil
+		}
+		q["eventos"] = kept
+		rewrites = append(rewrites, rewrite{key: k, val: q})
+		return nil
+	}); err != nil {
+		return err
+	}
+	for _, k := range drops {
+		x.del(k)
+	}
+	for _, r := range rewrites {
+		if err := x.set(r.key, r.val); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// withoutCustomer returns the JSON array evs without the events of ref:
+// changed false when none was, kept nil when none is left. An array that
+// does not decode is left as it is.
+func withoutCustomer(raw json.RawMessage, ref string) (kept json.RawMessage, changed bool, err error) {
+	var evs []json.RawMessage
+	if json.Unmarshal(raw, &evs) != nil {
+		return nil, false, nil
+	}
+	left := evs[:0:0]
+	for _, ev := range evs {
+		var one struct {
+			ClienteRef string `json:"cliente_ref"`
+		}
+		if json.Unmarshal(ev, &one) == nil && one.ClienteRef == ref {
+			continue
+		}
+		left = append(left, ev)
+	}
+	if len(left) == len(evs) {
+		return nil, false, nil
+	}
+	if len(left) == 0 {
+		return nil, true, nil
+	}
+	enc, err := json.Marshal(left)
+	return enc, true, err
+}
+
+// accessLog rewrites the access-log entries that name the customer: the
+// raw cliente_ref becomes the keyed hash.
+func (x *erasure) accessLog() error {
+	var logRewrites []rewriteEntry
+	lo, hi := store.TableSpan(x.tenant, store.TableAccessLog)
+	if err := x.s.db.Scan(lo, hi, func(k, v []byte) error {
+		if !bytes.Contains(v, []byte(x.ref)) {
+			return nil
+		}
+		var a AccessEntry
+		if err := json.Unmarshal(v, &a); err != nil || a.ClienteRef != x.ref {
+			return nil
+		}
+		a.ClienteRef, a.ClienteHash = "", x.hash
+		logRewrites = append(logRewrites, rewriteEntry{key: append([]byte(nil), k...), entry: a})
+		return nil
+	}); err != nil {
+		return err
+	}
+	for _, r := range logRewrites {
+		if err := x.set(r.key, &r.entry); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// damaged erases the quarantined records of the customer (contract §8:
+// deletion reaches every record that names the customer, damaged ones
+// included).
+func (x *erasure) damaged() error {
+	known := append(x.known, x.s.rec.FeaturesKey(x.tenant, x.ref), x.s.rec.CustomerStateKey(x.tenant, x.ref))
+	qkeys, err := x.s.rec.CustomerDamaged(x.tenant, x.ref, known)
+	if err != nil {
+		return err
+	}
+	for _, k := range qkeys {
+		x.del(k)
+	}
+	return nil
+}
+
+type rewriteEntry struct {
+	key   []byte
+	entry AccessEntry
+}
+
+// answerDecisionID returns the decision_id of an idempotency record's
+// answer without decoding the record ("" if there is none).
+func answerDecisionID(v []byte) string {
+	const field = `"decision_id":"`
+	i := bytes.Index(v, []byte(field))
+	if i < 0 {
+		return ""
+	}
+	rest := v[i+len(field):]
+	j := bytes.IndexByte(rest, '"')
+	if j < 0 {
+		return ""
+	}
+	return string(rest[:j])
+}
+
+// compactKeys flushes the memtable and compacts, per table, the span from
+// the smallest to the largest of keys, so deleted and overwritten values
+// are rewritten out of the sstables.
+func (s *Service) compactKeys(ctx context.Context, keys [][]byte) error {
+	if len(keys) == 0 {
+		return nil
+	}
+	sort.Slice(keys, func(i, j int) bool { return bytes.Compare(keys[i], keys[j]) < 0 })
+	// A table is the key up to and including its table byte: the tenant
+	// prefix (0x02 tenant 0x00) plus one byte.
+	table := func(k []byte) []byte {
+		i := bytes.IndexByte(k, 0)
+		if i < 0 || i+2 > len(k) {
+			return k
+		}
+		return k[:i+2]
+	}
+	start := 0
+	for i := 1; i <= len(keys); i++ {
+		if i < len(keys) && bytes.Equal(table(keys[i]), table(keys[start])) {
+			continue
+		}
+		lo, hi := keys[start], append(append([]byte(nil), keys[i-1]...), 0)
+		if err := s.db.Compact(ctx, lo, hi); err != nil {
+			return err
+		}
+		start = i
+	}
+	return nil
+}
+
+// refsForHashes finds the customers of tenant whose keyed hashes are in
+// want, by hashing every cliente_ref the tenant's data names: the customer
+// indexes (one seek per customer, not one step per key), the customer
+// states, idempotency records, quarantined events, the access log and the

@@ -1,0 +1,334 @@
+package privacy
+
+import (
+	"errors"
+	"sort"
+	"time"
+
+	"github.com/coupond/coupond/engine"
+	"github.com/coupond/coupond/store"
+)
+
+// CustomerExport is everything the engine holds about a customer (the body
+// of GET /v1/clientes/{cliente_ref}/exportacion). Times are UTC.
+type CustomerExport struct {
+	ClienteRef     string               `json:"cliente_ref"`
+	GeneradoEn     time.Time            `json:"generado_en"`
+	Eventos        []ExportEvent        `json:"eventos"`
+	Caracteristica map[string]any       `json:"caracteristicas"`
+	Decisiones     []ExportDecision     `json:"decisiones"`
+	Confirmaciones []ExportConfirmation `json:"confirmaciones"`
+	VinculosCupon  []ExportCouponLink   `json:"vinculos_cupon"`
+	Borrado        *ExportDeletion      `json:"borrado"`
+	// EnCuarentena counts records held about the customer that could not be
+	// read (damaged): kept in quarantine, erased by the customer's deletion.
+	EnCuarentena int `json:"en_cuarentena"`
+}
+
+// ExportEvent is an event as it was received (event contract v1).
+type ExportEvent struct {
+	EventID    string         `json:"event_id"`
+	ClienteRef string         `json:"cliente_ref"`
+	TS         time.Time      `json:"ts"`
+	Tipo       string         `json:"tipo"`
+	Clave      string         `json:"clave"`
+	Valor      float64        `json:"valor"`
+	DecisionID *string        `json:"decision_id"`
+	Extra      map[string]any `json:"extra"`
+}
+
+// ExportDecision is a decision, batch line or fallback record.
+type ExportDecision struct {
+	DecisionID      string             `json:"decision_id"`
+	CreadaEn        time.Time          `json:"creada_en"`
+	Canal           string             `json:"canal,omitempty"`
+	CampanaID       string             `json:"campana_id,omitempty"`
+	JobID           string             `json:"job_id,omitempty"`
+	Accion          int                `json:"accion"`
+	Propension      float64            `json:"propension"`
+	PoliticaVersion string             `json:"politica_version"`
+	Explorado       bool               `json:"explorado"`
+	EnControl       bool               `json:"en_control"`
+	EnRespaldo      bool               `json:"en_respaldo"`
+	CaducaEn        time.Time          `json:"caduca_en"`
+	Motivo          string             `json:"motivo"`
+	EstadoEjecucion string             `json:"estado_ejecucion"`
+	RecompensaMXN   *float64           `json:"recompensa_mxn,omitempty"`
+	Vector          map[string]float64 `json:"caracteristicas_usadas,omitempty"`
+}
+
+// ExportConfirmation is an execution confirmation.
+type ExportConfirmation struct {
+	DecisionID      string     `json:"decision_id"`
+	EstadoEjecucion string     `json:"estado_ejecucion"`
+	AccionReal      *int       `json:"accion_real"`
+	MotivoRechazo   *string    `json:"motivo_rechazo"`
+	TsEjecucion     *time.Time `json:"ts_ejecucion"`
+	ConfirmadaEn    time.Time  `json:"confirmada_en"`
+}
+
+// ExportCouponLink links a coupon sent to the decision that chose it.
+type ExportCouponLink struct {
+	CuponEmitidoID string  `json:"cupon_emitido_id"`
+	DecisionID     *string `json:"decision_id"`
+	Recibido       bool    `json:"recibido"`
+	Redimido       bool    `json:"redimido"`
+	Caducado       bool    `json:"caducado"`
+}
+
+// ExportDeletion is the customer's deletion record as the export shows it.
+type ExportDeletion struct {
+	Estado       string     `json:"estado"`
+	SolicitadoEn time.Time  `json:"solicitado_en"`
+	CompletadoEn *time.Time `json:"completado_en"`
+}
+
+// Export gathers everything held about a customer and writes the access to
+// the access log (synced) before returning. An unknown customer gets empty
+// collections.
+func (s *Service) Export(tenant, clienteRef, clientID, trace string) (*CustomerExport, error) {
+	now, err := s.rec.TenantNow(tenant)
+	if err != nil {
+		return nil, err
+	}
+	del, err := s.Deletion(tenant, clienteRef)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.logAccess(tenant, clienteRef, clientID, trace, "exportacion", del != nil); err != nil {
+		return nil, err
+	}
+	x := &CustomerExport{
+		ClienteRef: clienteRef, GeneradoEn: now.UTC(), Eventos: []ExportEvent{}, Caracteristica: map[string]any{},
+		Decisiones: []ExportDecision{}, Confirmaciones: []ExportConfirmation{}, VinculosCupon: []ExportCouponLink{},
+	}
+	if del != nil {
+		x.Borrado = &ExportDeletion{Estado: del.Estado, SolicitadoEn: del.SolicitadoEn.UTC(), CompletadoEn: utcPtr(del.CompletadoEn)}
+	}
+	// known: the customer's records found through its indexes.
+	cupons, known, err := s.exportEvents(tenant, clienteRef, x)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.exportFeatures(tenant, clienteRef, now, x); err != nil {
+		return nil, err
+	}
+	dkeys, err := s.exportDecisions(tenant, clienteRef, x)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.exportLinks(tenant, clienteRef, cupons, x); err != nil {
+		return nil, err
+	}
+	q, err := s.rec.CustomerDamaged(tenant, clienteRef, append(known, dkeys...))
+	if err != nil {
+		return nil, err
+	}
+	x.EnCuarentena = len(q)
+	return x, nil
+}
+
+// indexedIDs returns the ids a customer index (TableCustomerEvent or
+// TableCustomerDecide) names for ref.
+func (s *Service) indexedIDs(tenant string, table byte, ref string) ([]string, error) {
+	var ids []string
+	lo, hi := store.TableSpan(tenant, table, ref)
+	err := s.db.Scan(lo, hi, func(k, _ []byte) error {
+		if parts, ok := store.SplitKey(tenant, k, "s8s"); ok {
+			ids = append(ids, string(parts[2]))
+		}
+		return nil
+	})
+	return ids, err
+}
+
+// exportEvents adds the customer's events to x (a damaged one goes to
+// quarantine) and returns the coupons they name and the event keys.
+func (s *Service) exportEvents(tenant, clienteRef string, x *CustomerExport) (map[string]bool, [][]byte, error) {
+	evIDs, err := s.indexedIDs(tenant, store.TableCustomerEvent, clienteRef)
+	if err != nil {
+		return nil, nil, err
+	}
+	cupons := map[string]bool{}
+	var known [][]byte
+	for _, id := range evIDs {
+		k := s.rec.EventKey(tenant, id)
+		known = append(known, k)
+		v, err := s.db.Get(k)
+		if errors.Is(err, store.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		ev, ok := engine.Event{}, len(v) >= 32
+		if ok {
+			ev, ok = engine.DecodeEvent(v[32:])
+		}
+		if !ok {
+			s.rec.Quarantine(tenant, k, v, errors.New("event record: does not decode"))
+			continue
+		}
+		if ev.ClienteRef != clienteRef {
+			continue
+		}
+		if ev.CuponEmitidoID != "" {
+			cupons[ev.CuponEmitidoID] = true
+		}
+		x.Eventos = append(x.Eventos, exportEvent(&ev))
+	}
+	return cupons, known, nil
+}
+
+// exportFeatures adds the customer's features to x (damaged ones go to
+// quarantine).
+func (s *Service) exportFeatures(tenant, clienteRef string, now time.Time, x *CustomerExport) error {
+	b, err := s.db.Get(s.rec.FeaturesKey(tenant, clienteRef))
+	if errors.Is(err, store.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if f, ok := engine.DecodeFeatures(b); ok {
+		x.Caracteristica = f.Export(now)
+	} else {
+		s.rec.Quarantine(tenant, s.rec.FeaturesKey(tenant, clienteRef), b, errors.New("features: do not decode"))
+	}
+	return nil
+}
+
+// exportDecisions adds the customer's decisions and confirmations to x and
+// returns the decision keys its index names.
+func (s *Service) exportDecisions(tenant, clienteRef string, x *CustomerExport) ([][]byte, error) {
+	nonces, err := s.indexedIDs(tenant, store.TableCustomerDecide, clienteRef)
+	if err != nil {
+		return nil, err
+	}
+	var known [][]byte
+	for _, nonce := range nonces {
+		known = append(known, s.rec.DecisionKey(tenant, nonce))
+		r, err := s.rec.LoadDecision(tenant, nonce)
+		if errors.Is(err, engine.ErrNotFound) {
+			continue // deleted, or damaged: quarantined, counted by Export
+		}
+		if err != nil {
+			return nil, err
+		}
+		if r.ClienteRef != clienteRef {
+			continue
+		}
+		id := s.rec.DecisionID(tenant, nonce)
+		x.Decisiones = append(x.Decisiones, exportDecision(id, r))
+		if r.ConfirmadaEn != nil {
+			c := ExportConfirmation{DecisionID: id, EstadoEjecucion: r.Estado, AccionReal: r.AccionReal,
+				TsEjecucion: utcPtr(r.TsEjecucion), ConfirmadaEn: r.ConfirmadaEn.UTC()}
+			if r.MotivoRechazo != "" {
+				m := r.MotivoRechazo
+				c.MotivoRechazo = &m
+			}
+			x.Confirmaciones = append(x.Confirmaciones, c)
+		}
+	}
+	return known, nil
+}
+
+// exportDecision renders a decision record.
+func exportDecision(id string, r *engine.DecisionRecord) ExportDecision {
+	d := ExportDecision{
+		DecisionID: id, CreadaEn: r.At.UTC(), Canal: r.Canal, CampanaID: r.CampanaID, JobID: r.JobID,
+		Accion: r.Accion, Propension: r.Propension, PoliticaVersion: r.Version, Explorado: r.Explorado,
+		EnControl: r.EnControl, EnRespaldo: r.EnRespaldo, CaducaEn: r.CaducaEn.UTC(), Motivo: r.Motivo,
+		EstadoEjecucion: r.Estado,
+	}
+	if d.EstadoEjecucion == engine.EstadoPendiente {
+		d.EstadoEjecucion = "pendiente"
+	}
+	if r.Recompensa != nil {
+		m := float64(*r.Recompensa) / 100
+		d.RecompensaMXN = &m
+	}
+	if names := engine.VectorNames(); len(r.X) == len(names) {
+		d.Vector = make(map[string]float64, len(names))
+		for i, n := range names {
+			d.Vector[n] = r.X[i]
+		}
+	}
+	return d
+}
+
+// exportLinks adds the attribution links of the customer's coupons to x,
+// in coupon order.
+func (s *Service) exportLinks(tenant, clienteRef string, cupons map[string]bool, x *CustomerExport) error {
+	ordered := make([]string, 0, len(cupons))
+	for c := range cupons {
+		ordered = append(ordered, c)
+	}
+	sort.Strings(ordered)
+	for _, cupon := range ordered {
+		var a engine.Attribution
+		err := s.db.GetJSON(s.rec.AttributionKey(tenant, cupon), &a)
+		if errors.Is(err, store.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if a.ClienteRef != clienteRef {
+			continue
+		}
+		l := ExportCouponLink{CuponEmitidoID: cupon, Recibido: a.Recibido, Redimido: a.Redimido, Caducado: a.Caducado}
+		if a.DecisionID != "" {
+			id := a.DecisionID
+			l.DecisionID = &id
+		}
+		x.VinculosCupon = append(x.VinculosCupon, l)
+	}
+	return nil
+}
+
+func utcPtr(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	u := t.UTC()
+	return &u
+}
+
+// exportEvent renders a stored event as the event contract's JSON.
+func exportEvent(ev *engine.Event) ExportEvent {
+	out := ExportEvent{EventID: ev.ID, ClienteRef: ev.ClienteRef, TS: ev.TS.UTC(), Tipo: string(ev.Tipo), Clave: ev.Clave,
+		Valor: float64(ev.ValorCents) / 100, Extra: map[string]any{}}
+	if ev.DecisionID != "" {
+		id := ev.DecisionID
+		out.DecisionID = &id
+	}
+	str := func(name, v string) {
+		if v != "" {
+			out.Extra[name] = v
+		}
+	}
+	str("ticket_id", ev.TicketID)
+	str("tienda", ev.Tienda)
+	str("canal", ev.Canal)
+	str("cupon_emitido_id", ev.CuponEmitidoID)
+	str("campana_id", ev.CampanaID)
+	str("segmento", ev.Segmento)
+	str("perfil", ev.Perfil)
+	if ev.Tipo == engine.CompraCat {
+		out.Extra["margen"] = float64(ev.MargenCents) / 100
+	}
+	if ev.HasCantidad {
+		out.Extra["cantidad"] = ev.Cantidad
+	}
+	if ev.HasTicketTotal {
+		out.Extra["ticket_total"] = float64(ev.TicketTotalCents) / 100
+	}
+	if !ev.Caducidad.IsZero() {
+		out.Extra["caducidad"] = ev.Caducidad.UTC()
+	}
+	if ev.HasDescuentoPct {
+		out.Extra["descuento_pct"] = ev.DescuentoPct
+	}
+	return out
+}

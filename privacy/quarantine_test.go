@@ -1,0 +1,137 @@
+package privacy
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/coupond/coupond/engine"
+	"github.com/coupond/coupond/store"
+)
+
+// plantBroken writes records of ana that do not decode (issue 17): a
+// CUPON_RECIBIDO event whose caducidad is in year 10000, encoded as older
+// releases did, and her decision record cut short.
+func plantBroken(t *testing.T, e *engine.Engine, p *Service, db *store.DB, ana string) {
+	t.Helper()
+	if _, err := e.Decide("acme", engine.Request{ClienteRef: ana, Canal: "push"}); err != nil {
+		t.Fatal(err)
+	}
+	var nonce string
+	lo, hi := store.TableSpan("acme", store.TableCustomerDecide, ana)
+	if err := db.Scan(lo, hi, func(k, _ []byte) error {
+		if parts, ok := store.SplitKey("acme", k, "s8s"); ok {
+			nonce = string(parts[2])
+		}
+		return nil
+	}); err != nil || nonce == "" {
+		t.Fatalf("ana's decision index: %q %v", nonce, err)
+	}
+	rec, err := db.Get(p.rec.DecisionKey("acme", nonce))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := engine.Event{ID: "cup-ev-1", ClienteRef: ana, TS: t0.Add(-time.Hour), Tipo: engine.CuponRecibido, Clave: "T1",
+		CuponEmitidoID: "cup-ana-1", Caducidad: t0.Add(240 * time.Hour)}
+	if res, err := e.Ingest("acme", []engine.IngestEvent{{Event: ev, Canonical: []byte(ev.ID)}}); err != nil || res.Aceptados != 1 {
+		t.Fatalf("ingest: %+v %v", res, err)
+	}
+	v, err := db.Get(p.rec.EventKey("acme", ev.ID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev.Caducidad = time.Date(10000, 1, 1, 13, 0, 0, 0, time.UTC)
+	b := db.NewBatch()
+	defer b.Close()
+	b.Set(p.rec.DecisionKey("acme", nonce), rec[:len(rec)/2])
+	b.Set(p.rec.EventKey("acme", ev.ID), ev.AppendEncode(append([]byte(nil), v[:32]...)))
+	if err := b.Commit(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func advance(tb testing.TB, db *store.DB, d time.Duration) {
+	tb.Helper()
+	if _, err := db.UpdateTenant("acme", func(t *store.Tenant) error { t.ClockNow = t.ClockNow.Add(d); return nil }); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// deleteAll deletes ref and runs a worker pass that must complete it.
+func deleteAll(t *testing.T, p *Service, ref string) {
+	t.Helper()
+	if _, err := p.RequestDeletion("acme", ref, "ci"); err != nil {
+		t.Fatal(err)
+	}
+	if ds, err := p.ProcessDeletions(context.Background(), DeletionHooks{}); err != nil || ds.Completed != 1 {
+		t.Fatalf("deletion: %+v %v", ds, err)
+	}
+}
+
+// TestExportAndDeletionAfterRepair: after admin check --repair moved the
+// broken records to quarantine, the export counts them and the deletion
+// erases the quarantined copies too.
+func TestExportAndDeletionAfterRepair(t *testing.T) {
+	e, p, db, _ := newTest(t, 2)
+	const ana, beto = "ana-00000001", "beto-0000002"
+	ingestFor(t, e, ana, "a", 3)
+	ingestFor(t, e, beto, "b", 3)
+	plantBroken(t, e, p, db, ana)
+	if st, err := e.Check("", true); err != nil || st.Repaired != 2 {
+		t.Fatalf("check --repair: %+v %v", st, err)
+	}
+	x, err := p.Export("acme", ana, "ci", "trace")
+	if err != nil {
+		t.Fatalf("export: %v", err)
+	}
+	if len(x.Eventos) != 3 || len(x.Decisiones) != 0 || x.EnCuarentena != 2 {
+		t.Errorf("export: %d events, %d decisions, %d quarantined; want 3, 0, 2", len(x.Eventos), len(x.Decisiones), x.EnCuarentena)
+	}
+	if xb, err := p.Export("acme", beto, "ci", "trace"); err != nil || xb.EnCuarentena != 0 {
+		t.Errorf("beto's export: %v, quarantined %d", err, xb.EnCuarentena)
+	}
+	deleteAll(t, p, ana)
+	if holds(t, db, []byte(ana)) || holds(t, db, []byte("cup-ana-1")) {
+		t.Error("the store still names the deleted customer (quarantine included)")
+	}
+	if n, _ := e.QuarantinedRecords(); n != 0 {
+		t.Errorf("QuarantinedRecords after deletion = %d, want 0", n)
+	}
+}
+
+// TestExportQuarantinesOnItsOwn: without any repair, the learner meets the
+// broken decision and the export the broken event; both quarantine them
+// and complete, and the deletion completes.
+func TestExportQuarantinesOnItsOwn(t *testing.T) {
+	e, p, db, _ := newTest(t, 2)
+	const ana = "ana-00000001"
+	ingestFor(t, e, ana, "a", 2)
+	plantBroken(t, e, p, db, ana)
+	advance(t, db, 40*24*time.Hour)
+	if ls, err := e.Learn("acme"); err != nil || ls.Damaged != 1 {
+		t.Fatalf("learner: %+v %v, want 1 damaged", ls, err)
+	}
+	x, err := p.Export("acme", ana, "ci", "trace")
+	if err != nil || len(x.Eventos) != 2 || x.EnCuarentena != 2 {
+		t.Fatalf("export: %v %+v", err, x)
+	}
+	if e.DamagedSeen() != 2 {
+		t.Errorf("DamagedSeen = %d, want 2", e.DamagedSeen())
+	}
+	deleteAll(t, p, ana)
+	if holds(t, db, []byte(ana)) {
+		t.Error("the store still names the deleted customer")
+	}
+}
+
+// TestDeletionReachesDamagedInPlace: deletion meets the damaged records
+// where they were written (nobody quarantined them yet) and erases them.
+func TestDeletionReachesDamagedInPlace(t *testing.T) {
+	e, p, db, _ := newTest(t, 2)
+	const ana = "ana-00000001"
+	plantBroken(t, e, p, db, ana)
+	deleteAll(t, p, ana)
+	if holds(t, db, []byte(ana)) || holds(t, db, []byte("cup-ana-1")) {
+		t.Error("the store still names the deleted customer")
+	}
+}

@@ -1,0 +1,353 @@
+package privacy
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/coupond/coupond/atomicfile"
+	"github.com/coupond/coupond/batch"
+	"github.com/coupond/coupond/store"
+)
+
+// OpenStaging builds, over the restored store db (not yet live), the
+// Service that re-applies its deletions and the hooks it runs them with
+// (offline: no ledger, batch data scrubbed even for queued jobs). cli
+// provides it, since it wires the engine and the batch runner.
+type OpenStaging func(ctx context.Context, db *store.DB, secrets *store.Secrets) (*Service, DeletionHooks, error)
+
+// RestoreResult is what "admin restore" reports.
+type RestoreResult struct {
+	From               string    `json:"from"`
+	DataDir            string    `json:"data_dir"`
+	TakenAt            time.Time `json:"taken_at"`
+	DeletionsReapplied int       `json:"deletions_reapplied"`
+	Replaced           bool      `json:"replaced_existing_store"`
+}
+
+// Restore brings the backup src back into the data dir (server stopped):
+// the store is copied to a staging directory, every deletion of the
+// ledger and of the backup's own records is applied there to completado,
+// and only then is the staging store swapped in.
+func (bk *Backups) Restore(ctx context.Context, src string, open OpenStaging, progress io.Writer) (*RestoreResult, error) {
+	dataDir := bk.dataDir
+	m, err := bk.readManifest(src)
+	if err != nil {
+		return nil, err
+	}
+	ledger, err := readLedger(filepath.Join(src, ledgerFile))
+	if err != nil {
+		return nil, err
+	}
+	secrets, err := installKeys(dataDir, src)
+	if err != nil {
+		return nil, err
+	}
+	staging := filepath.Join(dataDir, "db.restoring")
+	if err := os.RemoveAll(staging); err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(progress, "restore: copying %s\n", filepath.Join(src, "db"))
+	if err := copyTree(filepath.Join(src, "db"), staging, progress); err != nil {
+		os.RemoveAll(staging)
+		return nil, err
+	}
+	n, err := reapplyDeletions(ctx, dataDir, staging, secrets, ledger, open, progress)
+	if err == nil {
+		err = rotateManifest(staging)
+	}
+	if err != nil {
+		os.RemoveAll(staging)
+		return nil, err
+	}
+	replaced, err := swapIn(dataDir, staging)
+	if err != nil {
+		return nil, err
+	}
+	// The restored installation keeps feeding this backup's ledger.
+	if err := bk.updateRegistry(func(reg *backupRegistry) bool {
+		for _, b := range reg.Backups {
+			if b.Dir == src {
+				return false
+			}
+		}
+		reg.Backups = append(reg.Backups, backupEntry{Dir: src, TakenAt: m.TakenAt, Complete: true})
+		return true
+	}); err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(progress, "restore: done\n")
+	return &RestoreResult{From: src, DataDir: dataDir, TakenAt: m.TakenAt, DeletionsReapplied: n, Replaced: replaced}, nil
+}
+
+// readManifest reads src's manifest and refuses an incomplete backup or
+// one past retention.
+func (bk *Backups) readManifest(src string) (*Manifest, error) {
+	var m Manifest
+	data, err := os.ReadFile(filepath.Join(src, ManifestFile))
+	if err != nil {
+		return nil, fmt.Errorf("%s is not a complete backup (no %s): %w", src, ManifestFile, err)
+	}
+	if err := json.Unmarshal(data, &m); err != nil || m.Format != backupFormat {
+		return nil, fmt.Errorf("%s/%s: not a coupond backup manifest", src, ManifestFile)
+	}
+	if age := bk.now().Sub(m.TakenAt); age > BackupRetention {
+		return nil, fmt.Errorf("backup taken %s is past the %d-day retention: it no longer receives customer deletions, so it cannot be restored",
+			m.TakenAt.Format(time.RFC3339), int(BackupRetention/(24*time.Hour)))
+	}
+	return &m, nil
+}
+
+// installKeys puts the backup's keys.json into dataDir, or checks that the
+// one there is the same installation's, and loads them.
+func installKeys(dataDir, src string) (*store.Secrets, error) {
+	keys, err := os.ReadFile(filepath.Join(src, store.SecretsFile))
+	if err != nil {
+		return nil, fmt.Errorf("backup keys: %w", err)
+	}
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		return nil, err
+	}
+	cur, err := os.ReadFile(filepath.Join(dataDir, store.SecretsFile))
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		if err := atomicfile.WriteBytes(filepath.Join(dataDir, store.SecretsFile), 0o600, keys); err != nil {
+			return nil, err
+		}
+	case err != nil:
+		return nil, err
+	case !bytes.Equal(bytes.TrimSpace(cur), bytes.TrimSpace(keys)):
+		return nil, fmt.Errorf("the backup's keys.json differs from %s: it comes from another installation", filepath.Join(dataDir, store.SecretsFile))
+	}
+	return store.LoadSecrets(dataDir)
+}
+
+// swapIn makes staging the live store of dataDir, reporting whether it
+// replaced one.
+func swapIn(dataDir, staging string) (replaced bool, err error) {
+	live := filepath.Join(dataDir, "db")
+	if _, err := os.Stat(live); err == nil {
+		replaced = true
+		old := filepath.Join(dataDir, "db.replaced")
+		os.RemoveAll(old)
+		if err := os.Rename(live, old); err != nil {
+			return replaced, err
+		}
+		if err := os.Rename(staging, live); err != nil {
+			return replaced, err
+		}
+		if err := os.RemoveAll(old); err != nil {
+			return replaced, err
+		}
+	} else if err := os.Rename(staging, live); err != nil {
+		return replaced, err
+	}
+	return replaced, atomicfile.SyncDir(dataDir)
+}
+
+func readLedger(path string) ([]LedgerEntry, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("backup deletion ledger: %w", err)
+	}
+	var out []LedgerEntry
+	lines := bytes.Split(data, []byte("\n"))
+	for i, line := range lines {
+		if len(bytes.TrimSpace(line)) == 0 {
+			continue
+		}
+		var l LedgerEntry
+		if err := json.Unmarshal(line, &l); err != nil {
+			if i == len(lines)-1 {
+				break // a torn last line: its deletion was not acknowledged as ledgered
+			}
+			return nil, fmt.Errorf("%s line %d: %w", path, i+1, err)
+		}
+		out = append(out, l)
+	}
+	return out, nil
+}
+
+// reapplyDeletions opens the staging store, schedules every deletion of the
+// ledger and every deletion record already in the backup, and runs them to
+// completado. It returns how many customers' deletions it applied.
+func reapplyDeletions(ctx context.Context, dataDir, staging string, secrets *store.Secrets, ledger []LedgerEntry, open OpenStaging, progress io.Writer) (int, error) {
+	db, err := store.Open(staging, nil)
+	if err != nil {
+		return 0, err
+	}
+	defer db.Close()
+	svc, hooks, err := open(ctx, db, secrets)
+	if err != nil {
+		return 0, err
+	}
+	type key struct{ tenant, hash string }
+	todo := map[key]LedgerEntry{}
+	for _, l := range ledger {
+		if _, ok := db.Tenant(l.Tenant); !ok {
+			continue // a tenant created after the backup: none of its data is in it
+		}
+		if old, ok := todo[key{l.Tenant, l.Hash}]; !ok || l.RequestedAt.After(old.RequestedAt) {
+			todo[key{l.Tenant, l.Hash}] = l
+		}
+	}
+	for _, t := range db.Tenants() {
+		recs, err := svc.Deletions(t.ID)
+		if err != nil {
+			return 0, err
+		}
+		for _, r := range recs {
+			if _, ok := todo[key{t.ID, r.Hash}]; !ok {
+				todo[key{t.ID, r.Hash}] = LedgerEntry{Tenant: t.ID, Hash: r.Hash, RequestedAt: r.SolicitadoEn, ClientID: r.ClientID}
+			}
+		}
+	}
+	for _, l := range todo {
+		if _, err := svc.ScheduleDeletionByHash(l.Tenant, l.Hash, l.RequestedAt, l.ClientID); err != nil {
+			return 0, err
+		}
+	}
+	fmt.Fprintf(progress, "restore: re-applying %d customer deletions\n", len(todo))
+	for {
+		st, err := svc.ProcessDeletions(ctx, hooks)
+		if err != nil {
+			return 0, fmt.Errorf("re-applying deletions: %w", err)
+		}
+		left, err := svc.PendingDeletions()
+		if err != nil {
+			return 0, err
+		}
+		if left == 0 {
+			break
+		}
+		if st.Completed == 0 {
+			return 0, fmt.Errorf("re-applying deletions: %d cannot complete", left)
+		}
+	}
+	if err := reconcileResults(db, filepath.Join(dataDir, "results")); err != nil {
+		return 0, err
+	}
+	return len(todo), nil
+}
+
+// reconcileResults makes the results dir agree with the restored jobs.
+// Result files are not part of a backup: a restored job whose file is not
+// there says so (as after retention), and files of jobs the restored store
+// does not know are removed, since no deletion would ever reach them.
+func reconcileResults(db *store.DB, dir string) error {
+	known := map[string]bool{}
+	b := db.NewBatch()
+	defer b.Close()
+	for _, t := range db.Tenants() {
+		lo, hi := store.TableSpan(t.ID, store.TableJob)
+		if err := db.Scan(lo, hi, func(k, v []byte) error {
+			var j batch.Job
+			if err := json.Unmarshal(v, &j); err != nil {
+				return err
+			}
+			if j.Result == "" {
+				return nil
+			}
+			path := filepath.Join(dir, j.Result)
+			if _, err := os.Stat(path); err == nil {
+				known[path] = true
+				return nil
+			}
+			j.Result = ""
+			j.Error = "archivo de resultados no incluido en el respaldo restaurado"
+			return b.SetJSON(append([]byte(nil), k...), &j)
+		}); err != nil {
+			return err
+		}
+	}
+	if !b.Empty() {
+		if err := b.Commit(); err != nil {
+			return err
+		}
+	}
+	return filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if d.Type().IsRegular() && !known[path] {
+			return os.Remove(path)
+		}
+		return nil
+	})
+}
+
+// rotateManifest reopens the store twice, flushing each time. Pebble starts
+// a new MANIFEST at the first edit after opening and keeps one previous
+// one, so after two rounds no MANIFEST holds the file boundaries of before
+// the deletions (sstable boundary keys may name a customer).
+func rotateManifest(dir string) error {
+	for i := 0; i < 2; i++ {
+		db, err := store.Open(dir, nil)
+		if err != nil {
+			return err
+		}
+		if err := db.Pebble().Flush(); err != nil {
+			db.Close()
+			return err
+		}
+		if err := db.Close(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// copyTree copies the regular files of src into dst (created), fsyncing
+// each, with progress lines.
+func copyTree(src, dst string, progress io.Writer) error {
+	total, _ := dirSizeFiles(src)
+	var done int64
+	last := time.Now()
+	err := filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, path)
+		target := filepath.Join(dst, rel)
+		if d.IsDir() {
+			return os.MkdirAll(target, 0o700)
+		}
+		in, err := os.Open(path)
+		if err != nil {
+			return err
+		}
+		defer in.Close()
+		out, err := os.OpenFile(target, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+		if err != nil {
+			return err
+		}
+		n, err := io.Copy(out, in)
+		if err == nil {
+			err = out.Sync()
+		}
+		if cerr := out.Close(); err == nil {
+			err = cerr
+		}
+		done += n
+		if time.Since(last) > 250*time.Millisecond {
+			fmt.Fprintf(progress, "restore: %s\n", progressBar(done, total))
+			last = time.Now()
+		}
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(progress, "restore: %s\n", progressBar(done, max(total, 1)))
+	return atomicfile.SyncDir(dst)
+}

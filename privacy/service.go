@@ -1,0 +1,50 @@
+package privacy
+
+import (
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/coupond/coupond/engine"
+	"github.com/coupond/coupond/store"
+)
+
+// Config wires a Service. Every field but Log is required.
+type Config struct {
+	DB     *store.DB
+	Engine *engine.Engine
+	// Secrets keys the customer hash.
+	Secrets *store.Secrets
+	// Now is the real clock, the engine's.
+	Now func() time.Time
+	Log zerolog.Logger
+}
+
+// Service carries out the customer data rights and the backups of one
+// store. It is safe for concurrent use; build one per process (cli does)
+// and share it, since its locks serialise deletion passes and deletion
+// requests.
+type Service struct {
+	db      *store.DB
+	secrets *store.Secrets
+	rec     engine.Records
+	now     func() time.Time
+	log     zerolog.Logger
+
+	// deletionMu serialises worker passes; requestMu serialises deletion
+	// requests (so two requests for one customer queue one job) without
+	// making them wait for a pass's compactions.
+	deletionMu, requestMu sync.Mutex
+}
+
+// New returns the Service of c.
+func New(c Config) *Service {
+	return &Service{db: c.DB, secrets: c.Secrets, rec: c.Engine.Records(), now: c.Now, log: c.Log}
+}
+
+// CustomerHash is the keyed hash that stands for cliente_ref in deletion
+// records, ledgers and the access log after deletion.
+func (s *Service) CustomerHash(tenant, clienteRef string) string {
+	return s.secrets.CustomerHash(tenant, clienteRef)
+}
