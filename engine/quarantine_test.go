@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"bytes"
 	"fmt"
 	"testing"
 	"time"
@@ -59,22 +58,6 @@ func ingestFor(tb testing.TB, e *Engine, ref, prefix string, n int) {
 	if err != nil || res.Aceptados != n {
 		tb.Fatalf("ingest: %+v %v", res, err)
 	}
-}
-
-// holds reports whether any key or value of the store contains b.
-func holds(tb testing.TB, db *store.DB, b []byte) bool {
-	tb.Helper()
-	found := false
-	if err := db.Scan(nil, nil, func(k, v []byte) error {
-		if bytes.Contains(k, b) || bytes.Contains(v, b) {
-			found = true
-			return store.ErrStop
-		}
-		return nil
-	}); err != nil {
-		tb.Fatal(err)
-	}
-	return found
 }
 
 // TestCheckRepairThenReadersComplete: admin check's engine side reports the
