@@ -68,21 +68,40 @@ func eventKey(tenant, id string) []byte { return store.Key(tenant, store.TableEv
 // request as across requests. The events, their idempotency records, the
 // customers' feature updates, the attribution links and the data-quality
 // counters are committed in one synced batch before Ingest returns.
+//
+// Requests of a tenant apply one at a time (reads, then the batch applied
+// to the memtable, where the next request reads it), but the WAL fsync is
+// waited for outside that turn: requests share fsyncs instead of queueing
+// for one each, and since the WAL syncs in order a request is never
+// durable before one it read.
 func (e *Engine) Ingest(tenant string, events []IngestEvent) (IngestResult, error) {
-	var res IngestResult
 	ts, err := e.state(tenant)
+	if err != nil {
+		return IngestResult{}, err
+	}
+	b := e.db.NewBatch()
+	defer b.Close()
+	ts.ingestMu.Lock()
+	res, err := e.applyIngest(b, tenant, events)
+	ts.ingestMu.Unlock()
 	if err != nil {
 		return res, err
 	}
-	ts.ingestMu.Lock()
-	defer ts.ingestMu.Unlock()
+	if err := b.SyncWait(); err != nil {
+		return res, err
+	}
+	e.counters.ingested(e, tenant, res.Aceptados)
+	return res, nil
+}
 
+// applyIngest is Ingest's turn under the tenant's ingestMu: it checks and
+// folds events into b and applies b (Batch.Apply) when any was accepted.
+func (e *Engine) applyIngest(b *store.Batch, tenant string, events []IngestEvent) (IngestResult, error) {
+	var res IngestResult
 	q, err := e.loadQuality(tenant)
 	if err != nil {
 		return res, err
 	}
-	b := e.db.NewBatch()
-	defer b.Close()
 	seen := map[string][32]byte{}
 	feats := map[string]*Features{}
 	attrs := map[string]*attribution{}
@@ -180,10 +199,9 @@ func (e *Engine) Ingest(tenant string, events []IngestEvent) (IngestResult, erro
 		if err := b.SetJSON(store.Key(tenant, store.TableQuality), q); err != nil {
 			return res, err
 		}
-		if err := b.Commit(); err != nil {
+		if err := b.Apply(); err != nil {
 			return res, err
 		}
-		e.counters.ingested(e, tenant, res.Aceptados)
 	}
 	return res, nil
 }
