@@ -1,8 +1,11 @@
 package engine
 
 import (
+	"bytes"
 	"crypto/sha256"
+	"encoding/json"
 	"errors"
+	"fmt"
 
 	"github.com/coupond/coupond/store"
 )
@@ -14,6 +17,8 @@ type IngestEvent struct {
 	// Canonical is the event's canonical JSON: two deliveries of one
 	// event_id are "the same" when their canonical forms are equal.
 	Canonical []byte
+
+	sum [32]byte // SHA-256 of Canonical, set by Ingest
 }
 
 // Rejection is one rejected event (an item of rechazados).
@@ -96,51 +101,28 @@ func (e *Engine) Ingest(tenant string, events []IngestEvent) (IngestResult, erro
 
 // applyIngest is Ingest's turn under the tenant's ingestMu: it checks and
 // folds events into b and applies b (Batch.Apply) when any was accepted.
+// The store is read in three sorted multi-gets (event ids, then the
+// features and attribution links of the accepted events), not a Get each.
 func (e *Engine) applyIngest(b *store.Batch, tenant string, events []IngestEvent) (IngestResult, error) {
 	var res IngestResult
 	q, err := e.loadQuality(tenant)
 	if err != nil {
 		return res, err
 	}
-	seen := map[string][32]byte{}
-	feats := map[string]*Features{}
-	attrs := map[string]*attribution{}
-	for i := range events {
-		it := &events[i]
+	accepted, err := e.admitEvents(tenant, events, &res)
+	if err != nil || len(accepted) == 0 {
+		return res, err
+	}
+	feats, attrs, err := e.loadIngestState(tenant, events, accepted)
+	if err != nil {
+		return res, err
+	}
+	var buf []byte
+	for _, k := range accepted {
+		it := &events[k]
 		ev := &it.Event
-		sum := sha256.Sum256(it.Canonical)
-		prev, dupInRequest := seen[ev.ID]
-		if !dupInRequest {
-			stored, err := e.db.Get(eventKey(tenant, ev.ID))
-			switch {
-			case err == nil && len(stored) >= 32:
-				copy(prev[:], stored[:32])
-				dupInRequest = true
-			case err != nil && !errors.Is(err, store.ErrNotFound):
-				return res, err
-			}
-		}
-		if dupInRequest {
-			if prev == sum {
-				res.Duplicados++
-			} else {
-				id := ev.ID
-				campo := "event_id"
-				res.Rechazados = append(res.Rechazados, Rejection{Indice: it.Index, EventID: &id, Codigo: "duplicado", Campo: &campo,
-					Mensaje: "event_id ya procesado con otro contenido; se conserva el primero"})
-			}
-			continue
-		}
-		if campo := unstorableField(ev); campo != "" {
-			id := ev.ID
-			res.Rechazados = append(res.Rechazados, Rejection{Indice: it.Index, EventID: &id, Codigo: "esquema_invalido", Campo: &campo,
-				Mensaje: "fecha fuera del intervalo admitido"})
-			continue
-		}
-		seen[ev.ID] = sum
-
-		val := append(sum[:], ev.AppendEncode(nil)...)
-		b.Set(eventKey(tenant, ev.ID), val)
+		buf = ev.AppendEncode(append(buf[:0], it.sum[:]...))
+		b.Set(eventKey(tenant, ev.ID), buf)
 		summary := eventSummary{Tipo: ev.Tipo}
 		if ev.Tipo == CompraCat {
 			summary.MarginCents = ev.MargenCents
@@ -148,27 +130,11 @@ func (e *Engine) applyIngest(b *store.Batch, tenant string, events []IngestEvent
 		summary.OptOut = ev.Tipo == Baja && ev.Clave == BajaComunicaciones
 		b.Set(customerEventKey(tenant, ev.ClienteRef, ev.TS, ev.ID), summary.encode())
 
-		f, ok := feats[ev.ClienteRef]
-		if !ok {
-			loaded, err := e.loadFeatures(tenant, ev.ClienteRef)
-			if err != nil {
-				return res, err
-			}
-			f = &loaded
-			feats[ev.ClienteRef] = f
-		}
-		flags := f.Apply(ev)
+		flags := feats[ev.ClienteRef].Apply(ev)
 		q.count(ev, flags)
 
 		if ev.CuponEmitidoID != "" {
-			a, ok := attrs[ev.CuponEmitidoID]
-			if !ok {
-				a = &attribution{}
-				if err := e.db.GetJSON(attributionKey(tenant, ev.CuponEmitidoID), a); err != nil && !errors.Is(err, store.ErrNotFound) {
-					return res, err
-				}
-				attrs[ev.CuponEmitidoID] = a
-			}
+			a := attrs[ev.CuponEmitidoID]
 			a.ClienteRef = ev.ClienteRef
 			switch ev.Tipo {
 			case CuponRecibido:
@@ -188,22 +154,119 @@ func (e *Engine) applyIngest(b *store.Batch, tenant string, events []IngestEvent
 		res.Aceptados++
 	}
 	for ref, f := range feats {
-		b.Set(featuresKey(tenant, ref), f.AppendEncode(nil))
+		b.Set(featuresKey(tenant, ref), f.AppendEncode(buf[:0]))
 	}
 	for cupon, a := range attrs {
 		if err := b.SetJSON(attributionKey(tenant, cupon), a); err != nil {
 			return res, err
 		}
 	}
-	if res.Aceptados > 0 {
-		if err := b.SetJSON(store.Key(tenant, store.TableQuality), q); err != nil {
-			return res, err
+	if err := b.SetJSON(store.Key(tenant, store.TableQuality), q); err != nil {
+		return res, err
+	}
+	return res, b.Apply()
+}
+
+// admitEvents decides which events are new: an event_id seen earlier in
+// the request or already stored is counted in res as a duplicate (same
+// canonical content) or rejected as "duplicado" (other content), and an
+// event with a time the store cannot hold is rejected. It returns the
+// indexes in events of the accepted ones, in order, and leaves each
+// event's content hash in its sum.
+func (e *Engine) admitEvents(tenant string, events []IngestEvent, res *IngestResult) ([]int, error) {
+	keys := make([][]byte, len(events))
+	for i := range events {
+		events[i].sum = sha256.Sum256(events[i].Canonical)
+		keys[i] = eventKey(tenant, events[i].Event.ID)
+	}
+	stored := map[string][32]byte{}
+	err := e.db.GetMany(keys, func(i int, v []byte) error {
+		if len(v) >= 32 {
+			stored[events[i].Event.ID] = [32]byte(v[:32])
 		}
-		if err := b.Apply(); err != nil {
-			return res, err
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	accepted := make([]int, 0, len(events))
+	seen := make(map[string][32]byte, len(events))
+	for i := range events {
+		it := &events[i]
+		ev := &it.Event
+		prev, dup := seen[ev.ID]
+		if !dup {
+			prev, dup = stored[ev.ID]
+		}
+		if dup {
+			if prev == it.sum {
+				res.Duplicados++
+			} else {
+				id := ev.ID
+				campo := "event_id"
+				res.Rechazados = append(res.Rechazados, Rejection{Indice: it.Index, EventID: &id, Codigo: "duplicado", Campo: &campo,
+					Mensaje: "event_id ya procesado con otro contenido; se conserva el primero"})
+			}
+			continue
+		}
+		if campo := unstorableField(ev); campo != "" {
+			id := ev.ID
+			res.Rechazados = append(res.Rechazados, Rejection{Indice: it.Index, EventID: &id, Codigo: "esquema_invalido", Campo: &campo,
+				Mensaje: "fecha fuera del intervalo admitido"})
+			continue
+		}
+		seen[ev.ID] = it.sum
+		accepted = append(accepted, i)
+	}
+	return accepted, nil
+}
+
+// loadIngestState reads the features of the customers and the attribution
+// links of the coupons of the accepted events (zero values for those not
+// stored; damaged features are quarantined as loadFeatures does).
+func (e *Engine) loadIngestState(tenant string, events []IngestEvent, accepted []int) (map[string]*Features, map[string]*attribution, error) {
+	feats := map[string]*Features{}
+	attrs := map[string]*attribution{}
+	var refs, cupons []string
+	var fkeys, akeys [][]byte
+	for _, k := range accepted {
+		ev := &events[k].Event
+		if _, ok := feats[ev.ClienteRef]; !ok {
+			feats[ev.ClienteRef] = &Features{}
+			refs = append(refs, ev.ClienteRef)
+			fkeys = append(fkeys, featuresKey(tenant, ev.ClienteRef))
+		}
+		if _, ok := attrs[ev.CuponEmitidoID]; ev.CuponEmitidoID != "" && !ok {
+			attrs[ev.CuponEmitidoID] = &attribution{}
+			cupons = append(cupons, ev.CuponEmitidoID)
+			akeys = append(akeys, attributionKey(tenant, ev.CuponEmitidoID))
 		}
 	}
-	return res, nil
+	var damaged []int
+	var damagedVals [][]byte
+	err := e.db.GetMany(fkeys, func(i int, v []byte) error {
+		f, ok := DecodeFeatures(v)
+		if !ok {
+			damaged, damagedVals = append(damaged, i), append(damagedVals, bytes.Clone(v))
+			return nil
+		}
+		*feats[refs[i]] = f
+		return nil
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	for n, i := range damaged {
+		// Derived data: the customer goes on as one without history.
+		e.quarantine(tenant, fkeys[i], damagedVals[n], errors.New("features: do not decode"))
+	}
+	err = e.db.GetMany(akeys, func(i int, v []byte) error {
+		if err := json.Unmarshal(v, attrs[cupons[i]]); err != nil {
+			return fmt.Errorf("store: decode %q: %w", akeys[i][:min(len(akeys[i]), 16)], err)
+		}
+		return nil
+	})
+	return feats, attrs, err
 }
 
 func (q *Quality) count(ev *Event, flags DataFlags) {
