@@ -1,11 +1,8 @@
 package engine
 
 import (
-	"bytes"
 	"crypto/sha256"
-	"encoding/json"
 	"errors"
-	"fmt"
 
 	"github.com/coupond/coupond/store"
 )
@@ -74,21 +71,44 @@ func eventKey(tenant, id string) []byte { return store.Key(tenant, store.TableEv
 // customers' feature updates, the attribution links and the data-quality
 // counters are committed in one synced batch before Ingest returns.
 //
-// Requests of a tenant apply one at a time (reads, then the batch applied
-// to the memtable, where the next request reads it), but the WAL fsync is
-// waited for outside that turn: requests share fsyncs instead of queueing
-// for one each, and since the WAL syncs in order a request is never
-// durable before one it read.
+// A tenant's requests fold one at a time, each on the writes of all
+// before it, and apply their batches in that order (ingestTurn): one
+// request folds while the one before is applied to the store, and the
+// WAL fsync is waited for after both, so requests share fsyncs. Since the
+// WAL syncs in order, a request is never durable before one it read.
 func (e *Engine) Ingest(tenant string, events []IngestEvent) (IngestResult, error) {
 	ts, err := e.state(tenant)
 	if err != nil {
 		return IngestResult{}, err
 	}
+	for i := range events {
+		events[i].sum = sha256.Sum256(events[i].Canonical)
+	}
 	b := e.db.NewBatch()
 	defer b.Close()
-	ts.ingestMu.Lock()
-	res, err := e.applyIngest(b, tenant, events)
-	ts.ingestMu.Unlock()
+	t := &ts.ingestMu
+	t.mu.Lock()
+	dependent := t.beginFold()
+	res, gen, err := e.foldIngest(b, tenant, events, t, dependent)
+	if err != nil || gen == 0 {
+		t.mu.Unlock()
+		return res, err
+	}
+	t.applyMu.Lock()
+	t.mu.Unlock()
+	if t.beforeApply != nil {
+		t.beforeApply()
+	}
+	if dependent && t.broken.Load() {
+		err = errIngestAborted
+	} else {
+		err = b.Apply()
+	}
+	if err != nil {
+		t.broken.Store(true)
+	}
+	t.doneGen.Store(gen)
+	t.applyMu.Unlock()
 	if err != nil {
 		return res, err
 	}
@@ -99,28 +119,49 @@ func (e *Engine) Ingest(tenant string, events []IngestEvent) (IngestResult, erro
 	return res, nil
 }
 
-// applyIngest is Ingest's turn under the tenant's ingestMu: it checks and
-// folds events into b and applies b (Batch.Apply) when any was accepted.
-// The store is read in three sorted multi-gets (event ids, then the
-// features and attribution links of the accepted events), not a Get each.
-func (e *Engine) applyIngest(b *store.Batch, tenant string, events []IngestEvent) (IngestResult, error) {
+// foldIngest is a request's fold (t.mu held): it checks the events, folds
+// the accepted ones into b and, when there are any, publishes the writes
+// in t's overlay and returns their generation (0: nothing to apply). It
+// reads t's overlay before the store; the request's event ids are read in
+// one sorted multi-get (GetMany). A dependent request (folded while others
+// were pending) that accepts nothing still applies a batch (the unchanged
+// quality counters), so that its answer, which may count duplicates of
+// pending events, waits until they are durable.
+func (e *Engine) foldIngest(b *store.Batch, tenant string, events []IngestEvent, t *ingestTurn, dependent bool) (IngestResult, uint64, error) {
 	var res IngestResult
-	q, err := e.loadQuality(tenant)
+	var q Quality
+	if t.quality != nil {
+		q = *t.quality
+	} else {
+		loaded, err := e.loadQuality(tenant)
+		if err != nil {
+			return res, 0, err
+		}
+		q = *loaded
+	}
+	accepted, err := e.admitEvents(tenant, events, t, &res)
 	if err != nil {
-		return res, err
+		return res, 0, err
 	}
-	accepted, err := e.admitEvents(tenant, events, &res)
-	if err != nil || len(accepted) == 0 {
-		return res, err
+	if len(accepted) == 0 {
+		if !dependent {
+			return res, 0, nil
+		}
+		if err := b.SetJSON(store.Key(tenant, store.TableQuality), &q); err != nil {
+			return res, 0, err
+		}
+		return res, t.publish(pendingGen{}, nil, nil, nil, &q), nil
 	}
-	feats, attrs, err := e.loadIngestState(tenant, events, accepted)
+	feats, attrs, err := e.loadIngestState(tenant, events, accepted, t)
 	if err != nil {
-		return res, err
+		return res, 0, err
 	}
+	sums := make(map[string][32]byte, len(accepted))
 	var buf []byte
 	for _, k := range accepted {
 		it := &events[k]
 		ev := &it.Event
+		sums[ev.ID] = it.sum
 		buf = ev.AppendEncode(append(buf[:0], it.sum[:]...))
 		b.Set(eventKey(tenant, ev.ID), buf)
 		summary := eventSummary{Tipo: ev.Tipo}
@@ -153,30 +194,31 @@ func (e *Engine) applyIngest(b *store.Batch, tenant string, events []IngestEvent
 		}
 		res.Aceptados++
 	}
+	encs := make(map[string][]byte, len(feats))
 	for ref, f := range feats {
-		b.Set(featuresKey(tenant, ref), f.AppendEncode(buf[:0]))
+		enc := f.AppendEncode(nil)
+		encs[ref] = enc
+		b.Set(featuresKey(tenant, ref), enc)
 	}
 	for cupon, a := range attrs {
 		if err := b.SetJSON(attributionKey(tenant, cupon), a); err != nil {
-			return res, err
+			return res, 0, err
 		}
 	}
-	if err := b.SetJSON(store.Key(tenant, store.TableQuality), q); err != nil {
-		return res, err
+	if err := b.SetJSON(store.Key(tenant, store.TableQuality), &q); err != nil {
+		return res, 0, err
 	}
-	return res, b.Apply()
+	return res, t.publish(pendingGen{}, sums, encs, attrs, &q), nil
 }
 
 // admitEvents decides which events are new: an event_id seen earlier in
-// the request or already stored is counted in res as a duplicate (same
-// canonical content) or rejected as "duplicado" (other content), and an
-// event with a time the store cannot hold is rejected. It returns the
-// indexes in events of the accepted ones, in order, and leaves each
-// event's content hash in its sum.
-func (e *Engine) admitEvents(tenant string, events []IngestEvent, res *IngestResult) ([]int, error) {
+// the request, pending in t or stored is counted in res as a duplicate
+// (same canonical content) or rejected as "duplicado" (other content), and
+// an event with a time the store cannot hold is rejected. It returns the
+// indexes in events of the accepted ones, in order.
+func (e *Engine) admitEvents(tenant string, events []IngestEvent, t *ingestTurn, res *IngestResult) ([]int, error) {
 	keys := make([][]byte, len(events))
 	for i := range events {
-		events[i].sum = sha256.Sum256(events[i].Canonical)
 		keys[i] = eventKey(tenant, events[i].Event.ID)
 	}
 	stored := map[string][32]byte{}
@@ -196,7 +238,12 @@ func (e *Engine) admitEvents(tenant string, events []IngestEvent, res *IngestRes
 		ev := &it.Event
 		prev, dup := seen[ev.ID]
 		if !dup {
-			prev, dup = stored[ev.ID]
+			var p pendingEvent
+			if p, dup = t.events[ev.ID]; dup {
+				prev = p.sum
+			} else {
+				prev, dup = stored[ev.ID]
+			}
 		}
 		if dup {
 			if prev == it.sum {
@@ -222,51 +269,40 @@ func (e *Engine) admitEvents(tenant string, events []IngestEvent, res *IngestRes
 }
 
 // loadIngestState reads the features of the customers and the attribution
-// links of the coupons of the accepted events (zero values for those not
-// stored; damaged features are quarantined as loadFeatures does).
-func (e *Engine) loadIngestState(tenant string, events []IngestEvent, accepted []int) (map[string]*Features, map[string]*attribution, error) {
+// links of the coupons of the accepted events, from t's overlay or else the
+// store (zero values for those in neither; damaged features are
+// quarantined as loadFeatures does). The store reads are point Gets: the
+// keys are spread over the table and mostly stored, so Pebble's Get, which
+// stops at the first level holding the key, beats seeking one iterator
+// through every level (GetMany).
+func (e *Engine) loadIngestState(tenant string, events []IngestEvent, accepted []int, t *ingestTurn) (map[string]*Features, map[string]*attribution, error) {
 	feats := map[string]*Features{}
 	attrs := map[string]*attribution{}
-	var refs, cupons []string
-	var fkeys, akeys [][]byte
 	for _, k := range accepted {
 		ev := &events[k].Event
 		if _, ok := feats[ev.ClienteRef]; !ok {
-			feats[ev.ClienteRef] = &Features{}
-			refs = append(refs, ev.ClienteRef)
-			fkeys = append(fkeys, featuresKey(tenant, ev.ClienteRef))
+			var f Features
+			if p, ok := t.feats[ev.ClienteRef]; ok {
+				f, _ = DecodeFeatures(p.enc) // encoded by foldIngest: decodes
+			} else {
+				var err error
+				if f, err = e.loadFeatures(tenant, ev.ClienteRef); err != nil {
+					return nil, nil, err
+				}
+			}
+			feats[ev.ClienteRef] = &f
 		}
 		if _, ok := attrs[ev.CuponEmitidoID]; ev.CuponEmitidoID != "" && !ok {
-			attrs[ev.CuponEmitidoID] = &attribution{}
-			cupons = append(cupons, ev.CuponEmitidoID)
-			akeys = append(akeys, attributionKey(tenant, ev.CuponEmitidoID))
+			a := &attribution{}
+			if p, ok := t.attrs[ev.CuponEmitidoID]; ok {
+				*a = p.a
+			} else if err := e.db.GetJSON(attributionKey(tenant, ev.CuponEmitidoID), a); err != nil && !errors.Is(err, store.ErrNotFound) {
+				return nil, nil, err
+			}
+			attrs[ev.CuponEmitidoID] = a
 		}
 	}
-	var damaged []int
-	var damagedVals [][]byte
-	err := e.db.GetMany(fkeys, func(i int, v []byte) error {
-		f, ok := DecodeFeatures(v)
-		if !ok {
-			damaged, damagedVals = append(damaged, i), append(damagedVals, bytes.Clone(v))
-			return nil
-		}
-		*feats[refs[i]] = f
-		return nil
-	})
-	if err != nil {
-		return nil, nil, err
-	}
-	for n, i := range damaged {
-		// Derived data: the customer goes on as one without history.
-		e.quarantine(tenant, fkeys[i], damagedVals[n], errors.New("features: do not decode"))
-	}
-	err = e.db.GetMany(akeys, func(i int, v []byte) error {
-		if err := json.Unmarshal(v, attrs[cupons[i]]); err != nil {
-			return fmt.Errorf("store: decode %q: %w", akeys[i][:min(len(akeys[i]), 16)], err)
-		}
-		return nil
-	})
-	return feats, attrs, err
+	return feats, attrs, nil
 }
 
 func (q *Quality) count(ev *Event, flags DataFlags) {
