@@ -9,11 +9,11 @@ import (
 // ingestTurn orders a tenant's event ingestion as a two-stage pipeline.
 // A request first takes its turn to read and fold (mu): the idempotency
 // records, features, attribution links and quality counters it reads are
-// those of every request before it. It then applies its batch to the
-// store (applyMu), taken before mu is released, so batches are applied in
-// the order they were folded, while the next request already folds. What
-// a folded request wrote but has not yet applied is kept in the pending
-// overlay, which later requests read before the store.
+// those of every request before it. It then commits its batch (applyMu),
+// taken before mu is released, so batches are committed in the order they
+// were folded, while the next request already folds. What a folded
+// request wrote but has not yet committed is kept in the pending overlay,
+// which later requests read before the store.
 //
 // Lock and Unlock give exclusive use (the pipeline drained, the overlay
 // dropped) to other writers of what ingestion reads (customer erasure).
@@ -35,7 +35,7 @@ type ingestTurn struct {
 	beforeApply func()
 
 	doneGen atomic.Uint64 // the last generation applied or failed (written under applyMu)
-	broken  atomic.Bool   // an apply failed: requests folded on the overlay fail too
+	broken  atomic.Bool   // a commit failed: requests folded on the overlay fail too
 }
 
 type pendingEvent struct {

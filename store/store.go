@@ -177,10 +177,9 @@ func scan(r iterable, lower, upper []byte, fn func(key, value []byte) error) err
 
 // Batch is a set of writes committed atomically.
 type Batch struct {
-	b       *pebble.Batch
-	db      *DB
-	pacer   *commitPacer
-	applied bool // Apply succeeded and SyncWait has not yet run
+	b     *pebble.Batch
+	db    *DB
+	pacer *commitPacer
 }
 
 // NewBatch starts a write batch. Reads of it are not supported; read from DB.
@@ -237,14 +236,7 @@ func (b *Batch) Commit() (err error) {
 }
 
 // Close releases the batch; call it after Commit or to abandon the batch.
-// After Apply it first waits for the fsync (see SyncWait), which Pebble
-// requires before a batch is released.
-func (b *Batch) Close() {
-	if b.applied {
-		_ = b.SyncWait()
-	}
-	_ = b.b.Close()
-}
+func (b *Batch) Close() { _ = b.b.Close() }
 
 // Snapshot is a consistent read-only view of the store.
 type Snapshot struct{ s *pebble.Snapshot }
