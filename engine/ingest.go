@@ -3,6 +3,7 @@ package engine
 import (
 	"crypto/sha256"
 	"errors"
+	"fmt"
 
 	"github.com/coupond/coupond/store"
 )
@@ -101,12 +102,13 @@ func (e *Engine) Ingest(tenant string, events []IngestEvent) (IngestResult, erro
 		t.beforeApply()
 	}
 	if dependent && t.broken.Load() {
-		err = errIngestAborted
+		err = fmt.Errorf("%w: %w", errIngestAborted, t.failure) // a disk full stays a disk full (503)
 	} else {
 		err = b.Commit()
 	}
 	if err != nil {
 		t.broken.Store(true)
+		t.failure = err
 	}
 	t.doneGen.Store(gen)
 	t.applyMu.Unlock()

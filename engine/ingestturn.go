@@ -34,6 +34,8 @@ type ingestTurn struct {
 	// folds on the overlay.
 	beforeApply func()
 
+	failure error // the commit that set broken failed with it; guarded by applyMu
+
 	doneGen atomic.Uint64 // the last generation applied or failed (written under applyMu)
 	broken  atomic.Bool   // a commit failed: requests folded on the overlay fail too
 }
