@@ -86,7 +86,7 @@ type tenantState struct {
 	campaigns map[string]*Campaign // nil value: known not to exist
 	budgets   map[string]*budget
 
-	ingestMu  sync.Mutex // event ingestion: one request applies at a time
+	ingestMu  ingestTurn // event ingestion: requests fold, then apply, in order
 	custLocks [custLockCount]sync.Mutex
 
 	// The sandbox microsecond whose nonces need no store read (see

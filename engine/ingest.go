@@ -3,6 +3,7 @@ package engine
 import (
 	"crypto/sha256"
 	"errors"
+	"fmt"
 
 	"github.com/coupond/coupond/store"
 )
@@ -14,6 +15,8 @@ type IngestEvent struct {
 	// Canonical is the event's canonical JSON: two deliveries of one
 	// event_id are "the same" when their canonical forms are equal.
 	Canonical []byte
+
+	sum [32]byte // SHA-256 of Canonical, set by Ingest
 }
 
 // Rejection is one rejected event (an item of rechazados).
@@ -68,60 +71,99 @@ func eventKey(tenant, id string) []byte { return store.Key(tenant, store.TableEv
 // request as across requests. The events, their idempotency records, the
 // customers' feature updates, the attribution links and the data-quality
 // counters are committed in one synced batch before Ingest returns.
+//
+// A tenant's requests fold one at a time, each on the writes of all
+// before it, and commit their batches in that order (ingestTurn): one
+// request folds while the one before is committed. Commits stay one at a
+// time: a commit applied while an earlier one's WAL write fails would
+// meet Pebble's broken WAL (a panic holding its commit lock), which the
+// disk-full tests exercise.
 func (e *Engine) Ingest(tenant string, events []IngestEvent) (IngestResult, error) {
-	var res IngestResult
 	ts, err := e.state(tenant)
 	if err != nil {
-		return res, err
+		return IngestResult{}, err
 	}
-	ts.ingestMu.Lock()
-	defer ts.ingestMu.Unlock()
-
-	q, err := e.loadQuality(tenant)
-	if err != nil {
-		return res, err
+	for i := range events {
+		events[i].sum = sha256.Sum256(events[i].Canonical)
 	}
 	b := e.db.NewBatch()
 	defer b.Close()
-	seen := map[string][32]byte{}
-	feats := map[string]*Features{}
-	attrs := map[string]*attribution{}
-	for i := range events {
-		it := &events[i]
-		ev := &it.Event
-		sum := sha256.Sum256(it.Canonical)
-		prev, dupInRequest := seen[ev.ID]
-		if !dupInRequest {
-			stored, err := e.db.Get(eventKey(tenant, ev.ID))
-			switch {
-			case err == nil && len(stored) >= 32:
-				copy(prev[:], stored[:32])
-				dupInRequest = true
-			case err != nil && !errors.Is(err, store.ErrNotFound):
-				return res, err
-			}
-		}
-		if dupInRequest {
-			if prev == sum {
-				res.Duplicados++
-			} else {
-				id := ev.ID
-				campo := "event_id"
-				res.Rechazados = append(res.Rechazados, Rejection{Indice: it.Index, EventID: &id, Codigo: "duplicado", Campo: &campo,
-					Mensaje: "event_id ya procesado con otro contenido; se conserva el primero"})
-			}
-			continue
-		}
-		if campo := unstorableField(ev); campo != "" {
-			id := ev.ID
-			res.Rechazados = append(res.Rechazados, Rejection{Indice: it.Index, EventID: &id, Codigo: "esquema_invalido", Campo: &campo,
-				Mensaje: "fecha fuera del intervalo admitido"})
-			continue
-		}
-		seen[ev.ID] = sum
+	t := &ts.ingestMu
+	t.mu.Lock()
+	dependent := t.beginFold()
+	res, gen, err := e.foldIngest(b, tenant, events, t, dependent)
+	if err != nil || gen == 0 {
+		t.mu.Unlock()
+		return res, err
+	}
+	t.applyMu.Lock()
+	t.mu.Unlock()
+	if t.beforeApply != nil {
+		t.beforeApply()
+	}
+	if dependent && t.broken.Load() {
+		err = fmt.Errorf("%w: %w", errIngestAborted, t.failure) // a disk full stays a disk full (503)
+	} else {
+		err = b.Commit()
+	}
+	if err != nil {
+		t.broken.Store(true)
+		t.failure = err
+	}
+	t.doneGen.Store(gen)
+	t.applyMu.Unlock()
+	if err != nil {
+		return res, err
+	}
+	e.counters.ingested(e, tenant, res.Aceptados)
+	return res, nil
+}
 
-		val := append(sum[:], ev.AppendEncode(nil)...)
-		b.Set(eventKey(tenant, ev.ID), val)
+// foldIngest is a request's fold (t.mu held): it checks the events, folds
+// the accepted ones into b and, when there are any, publishes the writes
+// in t's overlay and returns their generation (0: nothing to apply). It
+// reads t's overlay before the store; the request's event ids are read in
+// one sorted multi-get (GetMany). A dependent request (folded while others
+// were pending) that accepts nothing still commits a batch (the unchanged
+// quality counters), so that its answer, which may count duplicates of
+// pending events, waits until they are durable.
+func (e *Engine) foldIngest(b *store.Batch, tenant string, events []IngestEvent, t *ingestTurn, dependent bool) (IngestResult, uint64, error) {
+	var res IngestResult
+	var q Quality
+	if t.quality != nil {
+		q = *t.quality
+	} else {
+		loaded, err := e.loadQuality(tenant)
+		if err != nil {
+			return res, 0, err
+		}
+		q = *loaded
+	}
+	accepted, err := e.admitEvents(tenant, events, t, &res)
+	if err != nil {
+		return res, 0, err
+	}
+	if len(accepted) == 0 {
+		if !dependent {
+			return res, 0, nil
+		}
+		if err := b.SetJSON(store.Key(tenant, store.TableQuality), &q); err != nil {
+			return res, 0, err
+		}
+		return res, t.publish(pendingGen{}, nil, nil, nil, &q), nil
+	}
+	feats, attrs, err := e.loadIngestState(tenant, events, accepted, t)
+	if err != nil {
+		return res, 0, err
+	}
+	sums := make(map[string][32]byte, len(accepted))
+	var buf []byte
+	for _, k := range accepted {
+		it := &events[k]
+		ev := &it.Event
+		sums[ev.ID] = it.sum
+		buf = ev.AppendEncode(append(buf[:0], it.sum[:]...))
+		b.Set(eventKey(tenant, ev.ID), buf)
 		summary := eventSummary{Tipo: ev.Tipo}
 		if ev.Tipo == CompraCat {
 			summary.MarginCents = ev.MargenCents
@@ -129,27 +171,11 @@ func (e *Engine) Ingest(tenant string, events []IngestEvent) (IngestResult, erro
 		summary.OptOut = ev.Tipo == Baja && ev.Clave == BajaComunicaciones
 		b.Set(customerEventKey(tenant, ev.ClienteRef, ev.TS, ev.ID), summary.encode())
 
-		f, ok := feats[ev.ClienteRef]
-		if !ok {
-			loaded, err := e.loadFeatures(tenant, ev.ClienteRef)
-			if err != nil {
-				return res, err
-			}
-			f = &loaded
-			feats[ev.ClienteRef] = f
-		}
-		flags := f.Apply(ev)
+		flags := feats[ev.ClienteRef].Apply(ev)
 		q.count(ev, flags)
 
 		if ev.CuponEmitidoID != "" {
-			a, ok := attrs[ev.CuponEmitidoID]
-			if !ok {
-				a = &attribution{}
-				if err := e.db.GetJSON(attributionKey(tenant, ev.CuponEmitidoID), a); err != nil && !errors.Is(err, store.ErrNotFound) {
-					return res, err
-				}
-				attrs[ev.CuponEmitidoID] = a
-			}
+			a := attrs[ev.CuponEmitidoID]
 			a.ClienteRef = ev.ClienteRef
 			switch ev.Tipo {
 			case CuponRecibido:
@@ -168,24 +194,115 @@ func (e *Engine) Ingest(tenant string, events []IngestEvent) (IngestResult, erro
 		}
 		res.Aceptados++
 	}
+	encs := make(map[string][]byte, len(feats))
 	for ref, f := range feats {
-		b.Set(featuresKey(tenant, ref), f.AppendEncode(nil))
+		enc := f.AppendEncode(nil)
+		encs[ref] = enc
+		b.Set(featuresKey(tenant, ref), enc)
 	}
 	for cupon, a := range attrs {
 		if err := b.SetJSON(attributionKey(tenant, cupon), a); err != nil {
-			return res, err
+			return res, 0, err
 		}
 	}
-	if res.Aceptados > 0 {
-		if err := b.SetJSON(store.Key(tenant, store.TableQuality), q); err != nil {
-			return res, err
-		}
-		if err := b.Commit(); err != nil {
-			return res, err
-		}
-		e.counters.ingested(e, tenant, res.Aceptados)
+	if err := b.SetJSON(store.Key(tenant, store.TableQuality), &q); err != nil {
+		return res, 0, err
 	}
-	return res, nil
+	return res, t.publish(pendingGen{}, sums, encs, attrs, &q), nil
+}
+
+// admitEvents decides which events are new: an event_id seen earlier in
+// the request, pending in t or stored is counted in res as a duplicate
+// (same canonical content) or rejected as "duplicado" (other content), and
+// an event with a time the store cannot hold is rejected. It returns the
+// indexes in events of the accepted ones, in order.
+func (e *Engine) admitEvents(tenant string, events []IngestEvent, t *ingestTurn, res *IngestResult) ([]int, error) {
+	keys := make([][]byte, len(events))
+	for i := range events {
+		keys[i] = eventKey(tenant, events[i].Event.ID)
+	}
+	stored := map[string][32]byte{}
+	err := e.db.GetMany(keys, func(i int, v []byte) error {
+		if len(v) >= 32 {
+			stored[events[i].Event.ID] = [32]byte(v[:32])
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	accepted := make([]int, 0, len(events))
+	seen := make(map[string][32]byte, len(events))
+	for i := range events {
+		it := &events[i]
+		ev := &it.Event
+		prev, dup := seen[ev.ID]
+		if !dup {
+			var p pendingEvent
+			if p, dup = t.events[ev.ID]; dup {
+				prev = p.sum
+			} else {
+				prev, dup = stored[ev.ID]
+			}
+		}
+		if dup {
+			if prev == it.sum {
+				res.Duplicados++
+			} else {
+				id := ev.ID
+				campo := "event_id"
+				res.Rechazados = append(res.Rechazados, Rejection{Indice: it.Index, EventID: &id, Codigo: "duplicado", Campo: &campo,
+					Mensaje: "event_id ya procesado con otro contenido; se conserva el primero"})
+			}
+			continue
+		}
+		if campo := unstorableField(ev); campo != "" {
+			id := ev.ID
+			res.Rechazados = append(res.Rechazados, Rejection{Indice: it.Index, EventID: &id, Codigo: "esquema_invalido", Campo: &campo,
+				Mensaje: "fecha fuera del intervalo admitido"})
+			continue
+		}
+		seen[ev.ID] = it.sum
+		accepted = append(accepted, i)
+	}
+	return accepted, nil
+}
+
+// loadIngestState reads the features of the customers and the attribution
+// links of the coupons of the accepted events, from t's overlay or else the
+// store (zero values for those in neither; damaged features are
+// quarantined as loadFeatures does). The store reads are point Gets: the
+// keys are spread over the table and mostly stored, so Pebble's Get, which
+// stops at the first level holding the key, beats seeking one iterator
+// through every level (GetMany).
+func (e *Engine) loadIngestState(tenant string, events []IngestEvent, accepted []int, t *ingestTurn) (map[string]*Features, map[string]*attribution, error) {
+	feats := map[string]*Features{}
+	attrs := map[string]*attribution{}
+	for _, k := range accepted {
+		ev := &events[k].Event
+		if _, ok := feats[ev.ClienteRef]; !ok {
+			var f Features
+			if p, ok := t.feats[ev.ClienteRef]; ok {
+				f, _ = DecodeFeatures(p.enc) // encoded by foldIngest: decodes
+			} else {
+				var err error
+				if f, err = e.loadFeatures(tenant, ev.ClienteRef); err != nil {
+					return nil, nil, err
+				}
+			}
+			feats[ev.ClienteRef] = &f
+		}
+		if _, ok := attrs[ev.CuponEmitidoID]; ev.CuponEmitidoID != "" && !ok {
+			a := &attribution{}
+			if p, ok := t.attrs[ev.CuponEmitidoID]; ok {
+				*a = p.a
+			} else if err := e.db.GetJSON(attributionKey(tenant, ev.CuponEmitidoID), a); err != nil && !errors.Is(err, store.ErrNotFound) {
+				return nil, nil, err
+			}
+			attrs[ev.CuponEmitidoID] = a
+		}
+	}
+	return feats, attrs, nil
 }
 
 func (q *Quality) count(ev *Event, flags DataFlags) {
