@@ -69,8 +69,9 @@ var errIngestAborted = errors.New("engine: ingestion aborted: an earlier request
 // none is left to apply, and the next one reads only the store.
 func (t *ingestTurn) Lock() {
 	t.mu.Lock()
-	t.applyMu.Lock()
-	t.applyMu.Unlock() //nolint:staticcheck // waits for the request being applied
+	t.applyMu.Lock() // waits for the request being applied
+	//lint:ignore SA2001 taking and releasing applyMu is the wait
+	t.applyMu.Unlock()
 	t.reset()
 }
 
