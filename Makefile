@@ -5,7 +5,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -X github.com/coupond/coupond/cli.version=$(VERSION) -X github.com/coupond/coupond/cli.commit=$(COMMIT)
 
-.PHONY: build run test lint bench bench-http fuzz lab lab-runs lab-worlds lab-tune clean
+.PHONY: build run test lint bench bench-http fuzz lab lab-runs lab-worlds lab-tune lab-scenarios clean
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) .
@@ -61,6 +61,10 @@ lab-worlds: build
 # 30 worlds on the tuning seeds (1-30).
 lab-tune: build
 	./$(BIN) lab --worlds 30 --seeds tune
+
+# Issue 18's scenario worlds at the sizes their lines need (a few minutes).
+lab-scenarios:
+	$(GO) test -count=1 -timeout 30m -v -run 'TestRareBuyersNeverRespond|TestTwoEqualTreatments|TestBetterTreatmentWins|TestGuard$$' ./engine/lab
 
 clean:
 	rm -rf bin

@@ -11,30 +11,26 @@ import (
 	"github.com/coupond/coupond/engine"
 )
 
-// enforceIssue18 makes the scenario tests of issue 18's "Done when" lines
-// fail when the engine misses them. The engine before issue 18's policy
-// misses several (the measured figures are in each skip message and in
-// LAB.md); a failing assertion must not reach main, so until the policy
-// that meets them is merged these tests measure, log and skip. Whoever
-// merges that policy sets this to true, and from then on the tests fail
-// if the mechanism is removed.
-const enforceIssue18 = false
-
-// doneWhen collects a test's "Done when" checks: a met line logs; a
-// missed one fails when enforceIssue18 is set, and otherwise is logged and
-// makes finish skip the test with the figures.
+// doneWhen collects a test's issue-18 "Done when" checks. A met line logs.
+// A missed line fails the test in the long suite (go test without -short;
+// make lab-scenarios), where the worlds have the sizes the lines need,
+// unless it is a line the engine is known not to meet yet (knownUnmet: the
+// figures are logged and the test skips with them, so the gap stays
+// visible). Under -short the worlds are too small to decide the lines (a
+// 1 % conversion world of 1,000 customers cannot tell two treatments
+// apart), so a miss there is logged and the test skips.
 type doneWhen struct {
 	t      *testing.T
 	missed []string
 }
 
-func (d *doneWhen) check(ok bool, format string, args ...any) {
+func (d *doneWhen) check(ok, knownUnmet bool, format string, args ...any) {
 	d.t.Helper()
 	msg := fmt.Sprintf(format, args...)
 	switch {
 	case ok:
 		d.t.Log("met: " + msg)
-	case enforceIssue18:
+	case !testing.Short() && !knownUnmet:
 		d.t.Error(msg)
 	default:
 		d.t.Log("not met: " + msg)
@@ -42,11 +38,11 @@ func (d *doneWhen) check(ok bool, format string, args ...any) {
 	}
 }
 
-// finish skips the test if a line was missed (enforceIssue18 unset).
+// finish skips the test if a line was missed without failing it.
 func (d *doneWhen) finish() {
 	d.t.Helper()
-	if len(d.missed) > 0 {
-		d.t.Skipf("%d line(s) not met by this engine (issue 18 open; see enforceIssue18): %s", len(d.missed), strings.Join(d.missed, "; "))
+	if len(d.missed) > 0 && !d.t.Failed() {
+		d.t.Skipf("%d line(s) not met (known gap, or -short sizes): %s", len(d.missed), strings.Join(d.missed, "; "))
 	}
 }
 
@@ -81,7 +77,7 @@ func TestRareBuyersNeverRespond(t *testing.T) {
 		shares = append(shares, fmt.Sprintf("%.2f", wk.RareSendShare))
 	}
 	last := rep.Weeks[len(rep.Weeks)-1]
-	dw.check(last.RareSendShare < 0.10, "share of rare buyers sent a coupon, weeks 1–6: %v (want < 0.10 by week 6; all customers: %.2f)",
+	dw.check(last.RareSendShare < 0.10, false, "share of rare buyers sent a coupon, weeks 1–6: %v (want < 0.10 by week 6; all customers: %.2f)",
 		shares, last.EngineSendShare)
 }
 
@@ -164,7 +160,7 @@ func TestTwoEqualTreatments(t *testing.T) {
 	for _, s := range shares {
 		ok = ok && s >= 0.4 && s <= 0.6
 	}
-	dw.check(ok, "%d customers: share of the second of two equal treatments, weeks 1–12:%s (want all within 0.40–0.60)", n, fmtShares(shares))
+	dw.check(ok, false, "%d customers: share of the second of two equal treatments, weeks 1–12:%s (want all within 0.40–0.60)", n, fmtShares(shares))
 }
 
 // TestBetterTreatmentWins: the same world with the second treatment's
@@ -187,7 +183,7 @@ func TestBetterTreatmentWins(t *testing.T) {
 		t.Fatal(err)
 	}
 	shares := shareOfSecond(rep)
-	dw.check(shares[len(shares)-1] > 0.7, "effects %.2f and %.2f MXN (ratio %.2f): share of the better, weeks 1–12:%s (want > 0.70 at the end)",
+	dw.check(shares[len(shares)-1] > 0.7, true, "effects %.2f and %.2f MXN (ratio %.2f): share of the better, weeks 1–12:%s (want > 0.70 at the end)",
 		e[0], e[1], e[1]/e[0], fmtShares(shares))
 }
 
@@ -261,10 +257,10 @@ func TestGuard(t *testing.T) {
 	}
 	l, tr, w := runGuardWorld(t, lose), runGuardWorld(t, turn), runGuardWorld(t, win)
 	lw, lg := l.belowNever(4)
-	dw.check(len(lw) == 0, "losing world: weeks below never-send −2 %% from week 4: %v (gain %s); send shares%s; guard %q",
+	dw.check(len(lw) == 0, true, "losing world: weeks below never-send −2 %% from week 4: %v (gain %s); send shares%s; guard %q",
 		lw, lg, fmtShares(l.sends), l.states)
 	tw, tg := tr.belowNever(7)
-	dw.check(len(tw) == 0, "turning world (coupons stop paying at week 4): weeks below never-send −2 %% from week 7: %v (gain %s); send shares%s; guard %q",
+	dw.check(len(tw) == 0, true, "turning world (coupons stop paying at week 4): weeks below never-send −2 %% from week 7: %v (gain %s); send shares%s; guard %q",
 		tw, tg, fmtShares(tr.sends), tr.states)
 	if _, ok := guardField(engine.Status{}); !ok {
 		_, wg := w.belowNever(4)
@@ -278,5 +274,5 @@ func TestGuard(t *testing.T) {
 		steady = steady && !strings.HasPrefix(st, "active")
 	}
 	_, wg := w.belowNever(4)
-	dw.check(steady, "winning world: the guard never activates: %q; send shares%s; gain from week 4 %s", w.states, fmtShares(w.sends), wg)
+	dw.check(steady, false, "winning world: the guard never activates: %q; send shares%s; gain from week 4 %s", w.states, fmtShares(w.sends), wg)
 }
