@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/coupond/coupond/console"
+	"github.com/coupond/coupond/policy"
 	"github.com/coupond/coupond/store"
 )
 
@@ -55,6 +56,13 @@ func startConsole(addr string, e *env) (stop func(context.Context), err error) {
 		Warnings: func(t *store.Tenant) ([]string, error) {
 			_, _, _, w, err := svc.tenantStatus(t)
 			return w, err
+		},
+		Guard: func(tenant string) (console.GuardState, bool) {
+			g, err := svc.engine.Guard(tenant)
+			if err != nil {
+				return console.GuardState{}, false
+			}
+			return guardState(g), true
 		},
 	})
 	svc.consoleURL = "http://" + ln.Addr().String()
@@ -157,4 +165,27 @@ func consoleCmd(a *app) *cobra.Command {
 	audit.Flags().IntVar(&last, "last", 1000, "at most this many entries (the latest)")
 	cmd.AddCommand(login, logout, audit)
 	return cmd
+}
+
+// guardState is the console's view of the policy guard: which policy the
+// tenant runs and the estimates behind it (policy.GuardStatus, as admin
+// tenant show prints it).
+func guardState(g policy.GuardStatus) console.GuardState {
+	detail := fmt.Sprintf("the learned policy is estimated at %.2f MXN per decision over %.0f effective rewards; %d switch(es)",
+		g.Policy, g.Rewards, g.Switches)
+	for _, b := range g.Baselines {
+		name := "never-send"
+		if b.Accion != 0 {
+			name = fmt.Sprintf("always action %d", b.Accion)
+		}
+		detail += fmt.Sprintf("; %s %.2f MXN (policy %+.2f ± %.2f)", name, b.Value, b.Diff, b.SE)
+	}
+	if !g.Active {
+		return console.GuardState{State: "off, the learned policy decides", Detail: detail}
+	}
+	base := "never-send"
+	if g.Baseline != 0 {
+		base = fmt.Sprintf("always action %d", g.Baseline)
+	}
+	return console.GuardState{State: "active, exploiting " + base, Detail: detail, Alert: true}
 }

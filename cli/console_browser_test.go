@@ -164,7 +164,7 @@ func TestConsoleInBrowser(t *testing.T) {
 			return chromedp.Void{}, err
 		}
 	}
-	var listRow, confirmed, warnings, decisions, errorsTable, result, audit, verdict string
+	var listRow, confirmed, warnings, decisions, errorsTable, result, audit, verdict, guard string
 	err = chromedp.Do(bctx,
 		chromedp.Navigate(link),
 		chromedp.Click(chromedp.CSS("#signin")),
@@ -210,6 +210,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		},
 		text("#audit", &audit),
 		text("#verdict", &verdict),
+		text("#guard", &guard),
 		shot("tenant-paused.png"),
 		func(ctx context.Context, tg *chromedp.Target) (chromedp.Void, error) { // the top of the page, for the README
 			buf, err := chromedp.CaptureScreenshot()(ctx, tg)
@@ -235,6 +236,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		{"action result", result, "ok"},
 		{"audit log", audit, "pause"},
 		{"proof verdict", verdict, "not enough closed decisions"},
+		{"policy guard", guard, "the learned policy decides"},
 	} {
 		if !strings.Contains(chk.got, chk.want) {
 			t.Errorf("%s %q lacks %q", chk.what, chk.got, chk.want)

@@ -1,0 +1,37 @@
+package cli
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/coupond/coupond/console"
+	"github.com/coupond/coupond/policy"
+)
+
+// TestGuardState: the console shows which policy a tenant runs, and marks
+// an active guard with the baseline it exploits.
+func TestGuardState(t *testing.T) {
+	tests := []struct {
+		name string
+		in   policy.GuardStatus
+		want console.GuardState
+	}{
+		{"learned", policy.GuardStatus{Policy: 12.5, Rewards: 300, Baselines: []policy.BaselineStatus{{Accion: 0, Value: 10, Diff: 2.5, SE: 1}}},
+			console.GuardState{State: "off, the learned policy decides",
+				Detail: "the learned policy is estimated at 12.50 MXN per decision over 300 effective rewards; 0 switch(es); never-send 10.00 MXN (policy +2.50 ± 1.00)"}},
+		{"never-send", policy.GuardStatus{Active: true, Switches: 1, Policy: 8, Rewards: 40},
+			console.GuardState{State: "active, exploiting never-send",
+				Detail: "the learned policy is estimated at 8.00 MXN per decision over 40 effective rewards; 1 switch(es)", Alert: true}},
+		{"single action", policy.GuardStatus{Active: true, Baseline: 3, Switches: 2, Baselines: []policy.BaselineStatus{{Accion: 3, Value: 5, Diff: -1, SE: 0.4}}},
+			console.GuardState{State: "active, exploiting always action 3",
+				Detail: "the learned policy is estimated at 0.00 MXN per decision over 0 effective rewards; 2 switch(es); always action 3 5.00 MXN (policy -1.00 ± 0.40)", Alert: true}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if diff := cmp.Diff(tt.want, guardState(tt.in)); diff != "" {
+				t.Errorf("guardState (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
