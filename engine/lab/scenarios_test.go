@@ -274,5 +274,12 @@ func TestGuard(t *testing.T) {
 		steady = steady && !strings.HasPrefix(st, "active")
 	}
 	_, wg := w.belowNever(4)
-	dw.check(steady, false, "winning world: the guard never activates: %q; send shares%s; gain from week 4 %s", w.states, fmtShares(w.sends), wg)
+	// A guard that trips where coupons pay is a false alarm at any size, so
+	// this line fails under -short too.
+	msg := fmt.Sprintf("winning world: the guard never activates: %q; send shares%s; gain from week 4 %s", w.states, fmtShares(w.sends), wg)
+	if !steady {
+		t.Error(msg)
+	} else {
+		t.Log("met: " + msg)
+	}
 }
