@@ -588,8 +588,29 @@ func (r *Runner) run(ctx context.Context, j *Job, log zerolog.Logger) error {
 	defer bd.Close()
 	bd.Explain = j.Explain
 
+	refs, keep, limited, err := r.scan(ctx, j, bd)
+	if err != nil {
+		return err
+	}
+	scanned := time.Now()
+	rel := filepath.Join(j.Tenant, j.ID+resultSuffix)
+	n, err := r.writeResult(ctx, j, bd, rel, refs, limited, keep)
+	if err != nil {
+		return err
+	}
+	log.Info().Dur("scan", scanned.Sub(t0)).Dur("decide", time.Since(scanned)).Int("lineas", n).Msg("batch job phases (real time)")
+	j.Procesados, j.Result = n, rel
+	j.Total = n
+	r.setProgress(j, n, true)
+	return nil
+}
+
+// scan is the first pass of a job. A segment job lists its customers in
+// refs (and counts them in j.Total). When a send budget limits the job,
+// keep says which customers in job order may be sent something: those with
+// the highest expected gain.
+func (r *Runner) scan(ctx context.Context, j *Job, bd *engine.BatchDecider) (refs []string, keep []bool, limited bool, err error) {
 	remaining, limited := bd.SendBudget()
-	var refs []string
 	var gains []float64 // per customer in job order; NaN: cannot send
 	addGain := func(g float64, ok bool) {
 		if !ok {
@@ -601,7 +622,7 @@ func (r *Runner) run(ctx context.Context, j *Job, log zerolog.Logger) error {
 	case j.Segmento != nil:
 		seg, err := engine.ParseSegmentJSON(j.Segmento)
 		if err != nil {
-			return err
+			return nil, nil, false, err
 		}
 		if err := bd.ScanSegment(seg, limited, func(ref string, g float64, ok bool) error {
 			refs = append(refs, ref)
@@ -610,11 +631,11 @@ func (r *Runner) run(ctx context.Context, j *Job, log zerolog.Logger) error {
 			}
 			return ctx.Err()
 		}); err != nil {
-			return err
+			return nil, nil, false, err
 		}
 		j.Total = len(refs)
 		if err := r.save(j); err != nil {
-			return err
+			return nil, nil, false, err
 		}
 		r.setProgress(j, 0, true)
 	case limited:
@@ -623,27 +644,30 @@ func (r *Runner) run(ctx context.Context, j *Job, log zerolog.Logger) error {
 			addGain(g, ok)
 			return ctx.Err()
 		}); err != nil {
-			return err
+			return nil, nil, false, err
 		}
 		if err := nextErr(); err != nil {
-			return err
+			return nil, nil, false, err
 		}
 	}
-	scanned := time.Now()
-	var keep []bool
 	if limited {
 		keep = KeepTop(gains, remaining)
-		gains = nil
 	}
+	return refs, keep, limited, nil
+}
 
-	rel := filepath.Join(j.Tenant, j.ID+resultSuffix)
+// writeResult decides for each customer of j (refs for a segment job, its
+// stored list otherwise) and writes the result file rel whole; n is the
+// number of lines. Under a send budget (limited), a customer keep does not
+// keep is sent nothing.
+func (r *Runner) writeResult(ctx context.Context, j *Job, bd *engine.BatchDecider, rel string, refs []string, limited bool, keep []bool) (n int, err error) {
 	dir := filepath.Dir(r.resultPath(rel))
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return err
+		return 0, err
 	}
 	w, err := CreateResult(dir, filepath.Base(rel))
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer w.Abort() // no-op after Commit
 	lw := newLineWriter(w)
@@ -651,7 +675,6 @@ func (r *Runner) run(ctx context.Context, j *Job, log zerolog.Logger) error {
 	r.mu.Lock()
 	every := r.hookEvery
 	r.mu.Unlock()
-	n := 0
 	decideOne := func(ref string) error {
 		noSend := limited && (n >= len(keep) || !keep[n])
 		d, err := bd.Decide(ref, noSend)
@@ -676,26 +699,22 @@ func (r *Runner) run(ctx context.Context, j *Job, log zerolog.Logger) error {
 	if j.Segmento != nil {
 		for _, ref := range refs {
 			if err := decideOne(ref); err != nil {
-				return err
+				return 0, err
 			}
 		}
 	} else if err := r.customers(j, decideOne); err != nil {
-		return err
+		return 0, err
 	}
 	if err := bd.Flush(); err != nil {
-		return err
+		return 0, err
 	}
 	if err := lw.close(); err != nil {
-		return err
+		return 0, err
 	}
 	if err := w.Commit(); err != nil {
-		return err
+		return 0, err
 	}
-	log.Info().Dur("scan", scanned.Sub(t0)).Dur("decide", time.Since(scanned)).Int("lineas", n).Msg("batch job phases (real time)")
-	j.Procesados, j.Result = n, rel
-	j.Total = n
-	r.setProgress(j, n, true)
-	return nil
+	return n, nil
 }
 
 // progressStep is how often (in lines) a running job's progress is
