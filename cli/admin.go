@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/coupond/coupond/policy"
 	"github.com/coupond/coupond/store"
@@ -219,89 +220,15 @@ func printTenant(w io.Writer, v tenantView) error {
 }
 
 func tenantSetCmd(a *app) *cobra.Command {
-	var (
-		shadow, paused, rateLimits, window, grace, controlKind string
-		controlShare, penalty                                  float64
-		quotaDec, quotaEv                                      int64
-	)
+	var sf tenantSetFlags
 	cmd := &cobra.Command{
 		Use:   "set ID",
 		Short: "Change the settings the operator owns",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			f := cmd.Flags()
 			return a.withEnv(cmd, func(e *env) error {
 				t, err := e.db.UpdateTenant(args[0], func(t *store.Tenant) error {
-					s := &t.Settings
-					if f.Changed("shadow") {
-						v, err := parseOnOff("shadow", shadow)
-						if err != nil {
-							return err
-						}
-						s.Shadow = v
-					}
-					if f.Changed("paused") {
-						v, err := strconv.ParseBool(paused)
-						if err != nil {
-							return fmt.Errorf("--paused: want true or false, got %q", paused)
-						}
-						s.Paused = v
-					}
-					if f.Changed("rate-limits") {
-						v, err := parseOnOff("rate-limits", rateLimits)
-						if err != nil {
-							return err
-						}
-						if !v && !t.Sandbox {
-							return fmt.Errorf("--rate-limits off is only for sandbox tenants")
-						}
-						s.RateLimits = v
-					}
-					if f.Changed("reward-window") {
-						d, err := parseDays(window)
-						if err != nil || d < time.Hour {
-							return fmt.Errorf("--reward-window: want a duration of at least 1h such as 28d, got %q", window)
-						}
-						s.RewardWindow = d
-					}
-					if f.Changed("reward-grace") {
-						d, err := parseDays(grace)
-						if err != nil || d < 0 {
-							return fmt.Errorf("--reward-grace: want a duration such as 2d, got %q", grace)
-						}
-						s.RewardGrace = d
-					}
-					if f.Changed("control-share") {
-						if controlShare < 0 || controlShare > 0.5 {
-							return fmt.Errorf("--control-share: want 0 to 0.5, got %g", controlShare)
-						}
-						s.ControlShare = controlShare
-					}
-					if f.Changed("control-kind") {
-						if controlKind != "nada" && controlKind != "regla_actual" {
-							return fmt.Errorf("--control-kind: want nada or regla_actual, got %q", controlKind)
-						}
-						s.ControlKind = controlKind
-					}
-					if f.Changed("quota-decisions-day") {
-						if quotaDec < 0 {
-							return fmt.Errorf("--quota-decisions-day: want >= 0 (0 = none)")
-						}
-						s.QuotaDecisionsDay = quotaDec
-					}
-					if f.Changed("quota-events-day") {
-						if quotaEv < 0 {
-							return fmt.Errorf("--quota-events-day: want >= 0 (0 = none)")
-						}
-						s.QuotaEventsDay = quotaEv
-					}
-					if f.Changed("optout-penalty-mxn") {
-						if penalty < 0 || penalty > 1e9 {
-							return fmt.Errorf("--optout-penalty-mxn: want 0 to 1000000000")
-						}
-						s.OptoutPenaltyCents = int64(penalty*100 + 0.5)
-					}
-					return nil
+					return sf.apply(cmd.Flags(), t)
 				})
 				if err != nil {
 					if errors.Is(err, store.ErrNotFound) {
@@ -321,18 +248,125 @@ func tenantSetCmd(a *app) *cobra.Command {
 			})
 		},
 	}
-	f := cmd.Flags()
-	f.StringVar(&shadow, "shadow", "", "shadow mode: on or off")
-	f.StringVar(&paused, "paused", "", "pause the tenant: true or false (answers 503 inquilino_pausado)")
-	f.StringVar(&window, "reward-window", "", "reward window, e.g. 28d")
-	f.StringVar(&grace, "reward-grace", "", "grace period for late events after the window, e.g. 2d")
-	f.Float64Var(&controlShare, "control-share", 0, "share of customers in the control group, e.g. 0.05")
-	f.StringVar(&controlKind, "control-kind", "", "control group kind: nada or regla_actual")
-	f.Int64Var(&quotaDec, "quota-decisions-day", 0, "daily decision quota (0 = none)")
-	f.Int64Var(&quotaEv, "quota-events-day", 0, "daily event quota (0 = none)")
-	f.Float64Var(&penalty, "optout-penalty-mxn", 0, "reward penalty of an opt-out in the window, MXN")
-	f.StringVar(&rateLimits, "rate-limits", "", "per-credential rate limits: on or off (off only for sandbox tenants)")
+	sf.register(cmd.Flags())
 	return cmd
+}
+
+// tenantSetFlags are the settings "admin tenant set" may change; only the
+// flags given on the command line change anything.
+type tenantSetFlags struct {
+	shadow, paused, rateLimits, window, grace, controlKind string
+	controlShare, penalty                                  float64
+	quotaDec, quotaEv                                      int64
+}
+
+func (sf *tenantSetFlags) register(f *pflag.FlagSet) {
+	f.StringVar(&sf.shadow, "shadow", "", "shadow mode: on or off")
+	f.StringVar(&sf.paused, "paused", "", "pause the tenant: true or false (answers 503 inquilino_pausado)")
+	f.StringVar(&sf.window, "reward-window", "", "reward window, e.g. 28d")
+	f.StringVar(&sf.grace, "reward-grace", "", "grace period for late events after the window, e.g. 2d")
+	f.Float64Var(&sf.controlShare, "control-share", 0, "share of customers in the control group, e.g. 0.05")
+	f.StringVar(&sf.controlKind, "control-kind", "", "control group kind: nada or regla_actual")
+	f.Int64Var(&sf.quotaDec, "quota-decisions-day", 0, "daily decision quota (0 = none)")
+	f.Int64Var(&sf.quotaEv, "quota-events-day", 0, "daily event quota (0 = none)")
+	f.Float64Var(&sf.penalty, "optout-penalty-mxn", 0, "reward penalty of an opt-out in the window, MXN")
+	f.StringVar(&sf.rateLimits, "rate-limits", "", "per-credential rate limits: on or off (off only for sandbox tenants)")
+}
+
+// apply checks each flag given in f and sets its setting on t; the first
+// bad value is the error, naming its flag.
+func (sf *tenantSetFlags) apply(f *pflag.FlagSet, t *store.Tenant) error {
+	if err := sf.applySwitches(f, t); err != nil {
+		return err
+	}
+	if err := sf.applyRewards(f, &t.Settings); err != nil {
+		return err
+	}
+	return sf.applyQuotas(f, &t.Settings)
+}
+
+// applySwitches sets shadow mode, pause and rate limits.
+func (sf *tenantSetFlags) applySwitches(f *pflag.FlagSet, t *store.Tenant) error {
+	s := &t.Settings
+	if f.Changed("shadow") {
+		v, err := parseOnOff("shadow", sf.shadow)
+		if err != nil {
+			return err
+		}
+		s.Shadow = v
+	}
+	if f.Changed("paused") {
+		v, err := strconv.ParseBool(sf.paused)
+		if err != nil {
+			return fmt.Errorf("--paused: want true or false, got %q", sf.paused)
+		}
+		s.Paused = v
+	}
+	if f.Changed("rate-limits") {
+		v, err := parseOnOff("rate-limits", sf.rateLimits)
+		if err != nil {
+			return err
+		}
+		if !v && !t.Sandbox {
+			return fmt.Errorf("--rate-limits off is only for sandbox tenants")
+		}
+		s.RateLimits = v
+	}
+	return nil
+}
+
+// applyRewards sets the reward window and grace and the control group.
+func (sf *tenantSetFlags) applyRewards(f *pflag.FlagSet, s *store.Settings) error {
+	if f.Changed("reward-window") {
+		d, err := parseDays(sf.window)
+		if err != nil || d < time.Hour {
+			return fmt.Errorf("--reward-window: want a duration of at least 1h such as 28d, got %q", sf.window)
+		}
+		s.RewardWindow = d
+	}
+	if f.Changed("reward-grace") {
+		d, err := parseDays(sf.grace)
+		if err != nil || d < 0 {
+			return fmt.Errorf("--reward-grace: want a duration such as 2d, got %q", sf.grace)
+		}
+		s.RewardGrace = d
+	}
+	if f.Changed("control-share") {
+		if sf.controlShare < 0 || sf.controlShare > 0.5 {
+			return fmt.Errorf("--control-share: want 0 to 0.5, got %g", sf.controlShare)
+		}
+		s.ControlShare = sf.controlShare
+	}
+	if f.Changed("control-kind") {
+		if sf.controlKind != "nada" && sf.controlKind != "regla_actual" {
+			return fmt.Errorf("--control-kind: want nada or regla_actual, got %q", sf.controlKind)
+		}
+		s.ControlKind = sf.controlKind
+	}
+	return nil
+}
+
+// applyQuotas sets the daily quotas and the opt-out penalty.
+func (sf *tenantSetFlags) applyQuotas(f *pflag.FlagSet, s *store.Settings) error {
+	if f.Changed("quota-decisions-day") {
+		if sf.quotaDec < 0 {
+			return fmt.Errorf("--quota-decisions-day: want >= 0 (0 = none)")
+		}
+		s.QuotaDecisionsDay = sf.quotaDec
+	}
+	if f.Changed("quota-events-day") {
+		if sf.quotaEv < 0 {
+			return fmt.Errorf("--quota-events-day: want >= 0 (0 = none)")
+		}
+		s.QuotaEventsDay = sf.quotaEv
+	}
+	if f.Changed("optout-penalty-mxn") {
+		if sf.penalty < 0 || sf.penalty > 1e9 {
+			return fmt.Errorf("--optout-penalty-mxn: want 0 to 1000000000")
+		}
+		s.OptoutPenaltyCents = int64(sf.penalty*100 + 0.5)
+	}
+	return nil
 }
 
 func parseOnOff(flag, v string) (bool, error) {
