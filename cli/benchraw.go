@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -98,28 +97,22 @@ func benchRawPebbleCmd() *cobra.Command {
 			ctx, cancel := context.WithTimeout(cmd.Context(), duration)
 			defer cancel()
 			start := time.Now()
-			var wg sync.WaitGroup
-			for w := 0; w < conc; w++ {
-				wg.Add(1)
-				go func(w int) {
-					defer wg.Done()
-					for round := 0; ctx.Err() == nil; round++ {
-						recs := pools[w][round%len(pools[w])]
-						suffix := "\x00" + strconv.Itoa(round)
-						b := db.NewBatch()
-						for _, r := range recs {
-							b.Set(append(r.key, suffix...), r.val, nil)
-						}
-						if err := b.Commit(pebble.Sync); err != nil {
-							b.Close()
-							return
-						}
-						b.Close()
-						events.Add(int64(len(recs)))
+			inParallel(conc, func(w int) {
+				for round := 0; ctx.Err() == nil; round++ {
+					recs := pools[w][round%len(pools[w])]
+					suffix := "\x00" + strconv.Itoa(round)
+					b := db.NewBatch()
+					for _, r := range recs {
+						b.Set(append(r.key, suffix...), r.val, nil)
 					}
-				}(w)
-			}
-			wg.Wait()
+					if err := b.Commit(pebble.Sync); err != nil {
+						b.Close()
+						return
+					}
+					b.Close()
+					events.Add(int64(len(recs)))
+				}
+			})
 			return json.NewEncoder(cmd.OutOrStdout()).Encode(rawResult{Events: events.Load(), Seconds: time.Since(start).Seconds()})
 		},
 	}
