@@ -12,8 +12,14 @@ import (
 
 func abuseCmd(a *app) *cobra.Command {
 	cmd := &cobra.Command{Use: "abuse", Short: "Abuse escalation: show steps, clear a credential, release quarantined events"}
+	cmd.AddCommand(abuseShowCmd(a), abuseClearCmd(a), abuseReleaseCmd(a))
+	return cmd
+}
+
+// abuseShowCmd prints the escalation state of a tenant's credentials.
+func abuseShowCmd(a *app) *cobra.Command {
 	var tenant string
-	show := &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "show --tenant ID",
 		Short: "Escalation state and recorded steps of the tenant's credentials",
 		Args:  cobra.NoArgs,
@@ -40,9 +46,14 @@ func abuseCmd(a *app) *cobra.Command {
 			})
 		},
 	}
-	show.Flags().StringVar(&tenant, "tenant", "", "tenant id")
-	show.MarkFlagRequired("tenant")
-	clear := &cobra.Command{
+	cmd.Flags().StringVar(&tenant, "tenant", "", "tenant id")
+	cmd.MarkFlagRequired("tenant")
+	return cmd
+}
+
+// abuseClearCmd resets a credential to normal.
+func abuseClearCmd(a *app) *cobra.Command {
+	cmd := &cobra.Command{
 		Use:   "clear CLIENT_ID",
 		Short: "Reset a credential to normal (lifts brake, quarantine of new events and suspension)",
 		Args:  cobra.ExactArgs(1),
@@ -63,8 +74,13 @@ func abuseCmd(a *app) *cobra.Command {
 			})
 		},
 	}
+	return cmd
+}
+
+// abuseReleaseCmd applies a tenant's quarantined events.
+func abuseReleaseCmd(a *app) *cobra.Command {
 	var relTenant string
-	release := &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "release --tenant ID",
 		Short: "Apply the tenant's quarantined events",
 		Args:  cobra.NoArgs,
@@ -86,8 +102,7 @@ func abuseCmd(a *app) *cobra.Command {
 			})
 		},
 	}
-	release.Flags().StringVar(&relTenant, "tenant", "", "tenant id")
-	release.MarkFlagRequired("tenant")
-	cmd.AddCommand(show, clear, release)
+	cmd.Flags().StringVar(&relTenant, "tenant", "", "tenant id")
+	cmd.MarkFlagRequired("tenant")
 	return cmd
 }

@@ -81,8 +81,14 @@ func startConsole(addr string, e *env) (stop func(context.Context), err error) {
 // consoleCmd is "coupond admin console": sign-in links and sessions.
 func consoleCmd(a *app) *cobra.Command {
 	cmd := &cobra.Command{Use: "console", Short: "Operator console: one-time sign-in links, sign out every session, its audit log"}
+	cmd.AddCommand(consoleLoginCmd(a), consoleLogoutCmd(a), consoleAuditCmd(a))
+	return cmd
+}
+
+// consoleLoginCmd prints a one-time sign-in link for the console.
+func consoleLoginCmd(a *app) *cobra.Command {
 	var base string
-	login := &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "login",
 		Short: "Print a one-time sign-in link for the console (valid 10 minutes, once)",
 		Args:  cobra.NoArgs,
@@ -109,9 +115,14 @@ func consoleCmd(a *app) *cobra.Command {
 			})
 		},
 	}
-	login.Flags().StringVar(&base, "url", defaultConsoleURL, "the console's base URL as your browser reaches it (default: the running server's console address; env COUPOND_URL)")
+	cmd.Flags().StringVar(&base, "url", defaultConsoleURL, "the console's base URL as your browser reaches it (default: the running server's console address; env COUPOND_URL)")
+	return cmd
+}
+
+// consoleLogoutCmd ends every console session and unused sign-in link.
+func consoleLogoutCmd(a *app) *cobra.Command {
 	var all bool
-	logout := &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "logout --all",
 		Short: "End every console session and unused sign-in link",
 		Args:  cobra.NoArgs,
@@ -133,10 +144,15 @@ func consoleCmd(a *app) *cobra.Command {
 			})
 		},
 	}
-	logout.Flags().BoolVar(&all, "all", false, "end every session")
+	cmd.Flags().BoolVar(&all, "all", false, "end every session")
+	return cmd
+}
+
+// consoleAuditCmd prints the console's operator audit log.
+func consoleAuditCmd(a *app) *cobra.Command {
 	var tenant string
 	var last int
-	audit := &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "audit [--tenant ID]",
 		Short: "The console's operator audit log: who (session) did what action on which tenant, when, with what outcome",
 		Args:  cobra.NoArgs,
@@ -161,9 +177,8 @@ func consoleCmd(a *app) *cobra.Command {
 			})
 		},
 	}
-	audit.Flags().StringVar(&tenant, "tenant", "", "only this tenant's entries")
-	audit.Flags().IntVar(&last, "last", 1000, "at most this many entries (the latest)")
-	cmd.AddCommand(login, logout, audit)
+	cmd.Flags().StringVar(&tenant, "tenant", "", "only this tenant's entries")
+	cmd.Flags().IntVar(&last, "last", 1000, "at most this many entries (the latest)")
 	return cmd
 }
 
