@@ -121,7 +121,7 @@ type Runner struct {
 	progress  map[string]progress // job key → live counters of a running job
 	hookEvery int
 	hook      func(j Job)
-	wake      chan struct{}
+	wake      waker
 	obs       Observer
 }
 
@@ -142,7 +142,7 @@ type RunnerConfig struct {
 // NewRunner builds a runner; call Recover before Run.
 func NewRunner(c RunnerConfig) *Runner {
 	return &Runner{db: c.DB, eng: c.Engine, log: c.Log, dir: c.Dir, now: c.Now, Signer: c.Signer, hooks: c.Webhooks,
-		progress: map[string]progress{}, wake: make(chan struct{}, 1)}
+		progress: map[string]progress{}, wake: newWaker()}
 }
 
 // OnProgress makes the runner call fn, from its own goroutine, every `every`
@@ -217,7 +217,7 @@ func (r *Runner) Submit(tenant string, s Submission) (*Job, error) {
 	if err := b.Commit(); err != nil {
 		return nil, err
 	}
-	r.poke()
+	r.wake.poke()
 	return j, nil
 }
 
@@ -233,13 +233,6 @@ func busy(jobs []*Job, now time.Time) (time.Duration, bool) {
 		}
 	}
 	return max(wait, time.Second), wait > 0
-}
-
-func (r *Runner) poke() {
-	select {
-	case r.wake <- struct{}{}:
-	default:
-	}
 }
 
 // list returns the tenant's jobs.
@@ -319,7 +312,7 @@ func (r *Runner) Recover() error {
 	if err := r.sweep(keep); err != nil {
 		return err
 	}
-	r.poke()
+	r.wake.poke()
 	return nil
 }
 
@@ -357,17 +350,7 @@ func (r *Runner) sweep(keep map[string]bool) error {
 // Run processes queued jobs until ctx ends, oldest first, and applies the
 // result retention.
 func (r *Runner) Run(ctx context.Context) {
-	tick := time.NewTicker(time.Minute)
-	defer tick.Stop()
-	for {
-		r.RunPending(ctx)
-		select {
-		case <-ctx.Done():
-			return
-		case <-r.wake:
-		case <-tick.C:
-		}
-	}
+	r.wake.loop(ctx, time.Minute, func() { r.RunPending(ctx) })
 }
 
 // RunPending runs every queued job to its end, oldest first, then removes
@@ -501,7 +484,7 @@ func (r *Runner) finish(j *Job) error {
 		r.obs.JobEnded(j.Tenant, j.Estado, j.Procesados)
 	}
 	if queued {
-		r.hooks.poke()
+		r.hooks.wake.poke()
 	}
 	return nil
 }

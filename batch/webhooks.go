@@ -40,7 +40,7 @@ type Webhooks struct {
 	schedule *RetrySchedule
 	log      zerolog.Logger
 	now      func() time.Time
-	wake     chan struct{}
+	wake     waker
 	mu       sync.Mutex // one delivery pass at a time
 	obs      Observer
 	counters *engine.Counters
@@ -48,7 +48,7 @@ type Webhooks struct {
 
 // NewWebhooks builds the webhook service.
 func NewWebhooks(db *store.DB, d *Deliverer, log zerolog.Logger, now func() time.Time, seed uint64) *Webhooks {
-	return &Webhooks{db: db, deliver: d, schedule: NewRetrySchedule(mathrand.NewPCG(seed, seed+1)), log: log, now: now, wake: make(chan struct{}, 1)}
+	return &Webhooks{db: db, deliver: d, schedule: NewRetrySchedule(mathrand.NewPCG(seed, seed+1)), log: log, now: now, wake: newWaker()}
 }
 
 func webhookKey(tenant string) []byte { return store.Key(tenant, store.TableWebhook) }
@@ -98,7 +98,7 @@ func (w *Webhooks) Enqueue(j *Job) error {
 	if err := b.Commit(); err != nil {
 		return err
 	}
-	w.poke()
+	w.wake.poke()
 	return nil
 }
 
@@ -133,13 +133,6 @@ func (w *Webhooks) enqueue(b *store.Batch, j *Job) (bool, error) {
 	return true, nil
 }
 
-func (w *Webhooks) poke() {
-	select {
-	case w.wake <- struct{}{}:
-	default:
-	}
-}
-
 func contains(list []string, s string) bool {
 	for _, v := range list {
 		if v == s {
@@ -152,17 +145,7 @@ func contains(list []string, s string) bool {
 // Run delivers due messages until ctx ends; failed attempts are
 // rescheduled by RetrySchedule in the same durable queue.
 func (w *Webhooks) Run(ctx context.Context) {
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
-	for {
-		w.DeliverDue(ctx)
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		case <-w.wake:
-		}
-	}
+	w.wake.loop(ctx, time.Second, func() { w.DeliverDue(ctx) })
 }
 
 // DeliverDue makes one attempt for every message due now, for every tenant,
