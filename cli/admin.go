@@ -166,11 +166,7 @@ func tenantShowCmd(a *app) *cobra.Command {
 		Short: "Show a tenant's state, settings, usage, data quality and warnings",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return a.withEnv(cmd, func(e *env) error {
-				t, ok := e.db.Tenant(args[0])
-				if !ok {
-					return fmt.Errorf("no tenant %q", args[0])
-				}
+			return a.withTenant(cmd, args[0], func(e *env, t *store.Tenant) error {
 				v, err := viewTenant(e, t, true)
 				if err != nil {
 					return err
@@ -422,10 +418,7 @@ func credCreateCmd(a *app) *cobra.Command {
 			if name == "" || len(name) > 128 {
 				return fmt.Errorf("--name: want 1 to 128 characters")
 			}
-			return a.withEnv(cmd, func(e *env) error {
-				if _, ok := e.db.Tenant(tenant); !ok {
-					return fmt.Errorf("no tenant %q", tenant)
-				}
+			return a.withTenant(cmd, tenant, func(e *env, _ *store.Tenant) error {
 				secret := "cs_" + randomToken(32)
 				c := &store.Credential{
 					ClientID: "ci_" + randomToken(15), Tenant: tenant, Name: name, Scopes: list,
@@ -444,10 +437,9 @@ func credCreateCmd(a *app) *cobra.Command {
 			})
 		},
 	}
-	cmd.Flags().StringVar(&tenant, "tenant", "", "tenant id")
+	tenantFlag(cmd, &tenant)
 	cmd.Flags().StringVar(&name, "name", "", "name of the integrating system")
 	cmd.Flags().StringVar(&scopes, "scopes", "", "comma-separated scopes: "+strings.Join(scopeList(), ","))
-	cmd.MarkFlagRequired("tenant")
 	cmd.MarkFlagRequired("name")
 	cmd.MarkFlagRequired("scopes")
 	return cmd
@@ -526,10 +518,7 @@ func credListCmd(a *app) *cobra.Command {
 		Short: "List a tenant's credentials (never their secrets)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return a.withEnv(cmd, func(e *env) error {
-				if _, ok := e.db.Tenant(tenant); !ok {
-					return fmt.Errorf("no tenant %q", tenant)
-				}
+			return a.withTenant(cmd, tenant, func(e *env, _ *store.Tenant) error {
 				views := []credView{}
 				for _, c := range e.db.Credentials(tenant) {
 					views = append(views, viewCred(c, e.now()))
@@ -550,8 +539,7 @@ func credListCmd(a *app) *cobra.Command {
 			})
 		},
 	}
-	cmd.Flags().StringVar(&tenant, "tenant", "", "tenant id")
-	cmd.MarkFlagRequired("tenant")
+	tenantFlag(cmd, &tenant)
 	return cmd
 }
 
@@ -634,11 +622,7 @@ func clockShowCmd(a *app) *cobra.Command {
 		Short: "Show a sandbox tenant's clock",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return a.withEnv(cmd, func(e *env) error {
-				t, ok := e.db.Tenant(tenant)
-				if !ok {
-					return fmt.Errorf("no tenant %q", tenant)
-				}
+			return a.withTenant(cmd, tenant, func(e *env, t *store.Tenant) error {
 				if !t.Sandbox {
 					return fmt.Errorf("tenant %q is not a sandbox tenant: it runs on real time", tenant)
 				}
@@ -646,8 +630,7 @@ func clockShowCmd(a *app) *cobra.Command {
 			})
 		},
 	}
-	cmd.Flags().StringVar(&tenant, "tenant", "", "tenant id")
-	cmd.MarkFlagRequired("tenant")
+	tenantFlag(cmd, &tenant)
 	return cmd
 }
 
@@ -690,9 +673,8 @@ func clockAdvanceCmd(a *app) *cobra.Command {
 			})
 		},
 	}
-	cmd.Flags().StringVar(&tenant, "tenant", "", "tenant id")
+	tenantFlag(cmd, &tenant)
 	cmd.Flags().StringVar(&by, "by", "", "how far, e.g. 36h or 7d")
-	cmd.MarkFlagRequired("tenant")
 	cmd.MarkFlagRequired("by")
 	return cmd
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/coupond/coupond/server"
+	"github.com/coupond/coupond/store"
 )
 
 func abuseCmd(a *app) *cobra.Command {
@@ -46,8 +47,7 @@ func abuseShowCmd(a *app) *cobra.Command {
 			})
 		},
 	}
-	cmd.Flags().StringVar(&tenant, "tenant", "", "tenant id")
-	cmd.MarkFlagRequired("tenant")
+	tenantFlag(cmd, &tenant)
 	return cmd
 }
 
@@ -85,11 +85,7 @@ func abuseReleaseCmd(a *app) *cobra.Command {
 		Short: "Apply the tenant's quarantined events",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return a.withEnv(cmd, func(e *env) error {
-				t, ok := e.db.Tenant(relTenant)
-				if !ok {
-					return fmt.Errorf("no tenant %q", relTenant)
-				}
+			return a.withTenant(cmd, relTenant, func(e *env, t *store.Tenant) error {
 				acc, dup, err := e.svc.api.QuarantineRelease(relTenant, t.Now(e.now()))
 				if err != nil {
 					return err
@@ -102,7 +98,6 @@ func abuseReleaseCmd(a *app) *cobra.Command {
 			})
 		},
 	}
-	cmd.Flags().StringVar(&relTenant, "tenant", "", "tenant id")
-	cmd.MarkFlagRequired("tenant")
+	tenantFlag(cmd, &relTenant)
 	return cmd
 }

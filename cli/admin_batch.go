@@ -63,8 +63,7 @@ func batchWatchCmd(a *app) *cobra.Command {
 			})
 		},
 	}
-	cmd.Flags().StringVar(&tenant, "tenant", "", "tenant id")
-	cmd.MarkFlagRequired("tenant")
+	tenantFlag(cmd, &tenant)
 	cmd.Flags().DurationVar(&interval, "interval", 500*time.Millisecond, "how often to poll the job")
 	cmd.Flags().StringVar(&progress, "progress", "auto", "progress display: auto, tty, plain or off")
 	return cmd

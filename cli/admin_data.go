@@ -177,10 +177,7 @@ func accessLogCmd(a *app) *cobra.Command {
 		Short: "Who exported which customer, when (deleted customers appear by keyed hash)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return a.withEnv(cmd, func(e *env) error {
-				if _, ok := e.db.Tenant(tenant); !ok {
-					return fmt.Errorf("no tenant %q", tenant)
-				}
+			return a.withTenant(cmd, tenant, func(e *env, _ *store.Tenant) error {
 				log, err := e.svc.privacy.AccessLog(tenant)
 				if err != nil {
 					return err
@@ -205,8 +202,7 @@ func accessLogCmd(a *app) *cobra.Command {
 			})
 		},
 	}
-	cmd.Flags().StringVar(&tenant, "tenant", "", "tenant id")
-	cmd.MarkFlagRequired("tenant")
+	tenantFlag(cmd, &tenant)
 	return cmd
 }
 
@@ -228,10 +224,7 @@ func deletionsCmd(a *app) *cobra.Command {
 		Short: "Customer deletions of a tenant: keyed hash, state (programado, completado), when, by which credential",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return a.withEnv(cmd, func(e *env) error {
-				if _, ok := e.db.Tenant(tenant); !ok {
-					return fmt.Errorf("no tenant %q", tenant)
-				}
+			return a.withTenant(cmd, tenant, func(e *env, _ *store.Tenant) error {
 				recs, err := e.svc.privacy.Deletions(tenant)
 				if err != nil {
 					return err
@@ -261,8 +254,7 @@ func deletionsCmd(a *app) *cobra.Command {
 			})
 		},
 	}
-	cmd.Flags().StringVar(&tenant, "tenant", "", "tenant id")
-	cmd.MarkFlagRequired("tenant")
+	tenantFlag(cmd, &tenant)
 	return cmd
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/coupond/coupond/engine"
 	"github.com/coupond/coupond/engine/ope"
 	"github.com/coupond/coupond/policy"
+	"github.com/coupond/coupond/store"
 )
 
 func evaluateCmd(a *app) *cobra.Command {
@@ -22,10 +23,7 @@ func evaluateCmd(a *app) *cobra.Command {
 		Short: "Off-policy estimates (IPS, SNIPS, DR with 95% intervals) of the current policy, never-send, each action and the logged behaviour",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return a.withEnv(cmd, func(e *env) error {
-				if _, ok := e.db.Tenant(tenant); !ok {
-					return fmt.Errorf("no tenant %q", tenant)
-				}
+			return a.withTenant(cmd, tenant, func(e *env, _ *store.Tenant) error {
 				ev, err := e.svc.engine.Evaluate(tenant, engine.EvalOptions{Campana: campana, Replicates: replicates, Seed: seed})
 				if err != nil {
 					return err
@@ -37,11 +35,10 @@ func evaluateCmd(a *app) *cobra.Command {
 			})
 		},
 	}
-	cmd.Flags().StringVar(&tenant, "tenant", "", "tenant id")
+	tenantFlag(cmd, &tenant)
 	cmd.Flags().StringVar(&campana, "campana", "", "only decisions of this campaign")
 	cmd.Flags().IntVar(&replicates, "replicates", 100, "bootstrap replicates")
 	cmd.Flags().Uint64Var(&seed, "seed", 1, "bootstrap seed")
-	cmd.MarkFlagRequired("tenant")
 	return cmd
 }
 
@@ -103,10 +100,7 @@ func shadowReportCmd(a *app) *cobra.Command {
 		Short: "Confirmation and labelling shares, agreement, and engine vs caller rule, with a verdict",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return a.withEnv(cmd, func(e *env) error {
-				if _, ok := e.db.Tenant(tenant); !ok {
-					return fmt.Errorf("no tenant %q", tenant)
-				}
+			return a.withTenant(cmd, tenant, func(e *env, _ *store.Tenant) error {
 				rep, err := e.svc.engine.Shadow(tenant)
 				if err != nil {
 					return err
@@ -128,7 +122,6 @@ func shadowReportCmd(a *app) *cobra.Command {
 			})
 		},
 	}
-	cmd.Flags().StringVar(&tenant, "tenant", "", "tenant id")
-	cmd.MarkFlagRequired("tenant")
+	tenantFlag(cmd, &tenant)
 	return cmd
 }

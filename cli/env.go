@@ -56,6 +56,24 @@ func (a *app) withEnv(cmd *cobra.Command, fn func(e *env) error) error {
 	return fn(e)
 }
 
+// withTenant is withEnv for a command about tenant id: fn gets the tenant,
+// and an unknown id is an error that names it.
+func (a *app) withTenant(cmd *cobra.Command, id string, fn func(e *env, t *store.Tenant) error) error {
+	return a.withEnv(cmd, func(e *env) error {
+		t, ok := e.db.Tenant(id)
+		if !ok {
+			return fmt.Errorf("no tenant %q", id)
+		}
+		return fn(e, t)
+	})
+}
+
+// tenantFlag adds the required --tenant of a command about one tenant.
+func tenantFlag(cmd *cobra.Command, tenant *string) {
+	cmd.Flags().StringVar(tenant, "tenant", "", "tenant id")
+	cmd.MarkFlagRequired("tenant")
+}
+
 // openEnv opens the data dir for an admin command run without a server.
 func openEnv(ctx context.Context, dataDir string, log zerolog.Logger, opt serviceOptions) (*env, error) {
 	if err := prepareDataDir(dataDir); err != nil {
