@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -197,7 +199,7 @@ func printTenant(w io.Writer, v tenantView) error {
 			continue
 		}
 		fmt.Fprintf(w, "%s:\n", sec.name)
-		for _, k := range sortedMapKeys(sec.m) {
+		for _, k := range slices.Sorted(maps.Keys(sec.m)) {
 			fmt.Fprintf(w, "  %-36s %v\n", k, sec.m[k])
 		}
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
-	"sort"
 	"sync/atomic"
 	"time"
 
@@ -162,12 +161,3 @@ func extraAdminCmds(a *app) []*cobra.Command {
 }
 
 func scopeList() []string { return server.ScopeNames() }
-
-func sortedMapKeys(m map[string]any) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}

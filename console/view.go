@@ -3,6 +3,8 @@ package console
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -255,7 +257,7 @@ type deletionView struct {
 func (c *Console) healthView(t *store.Tenant, h *hours) (healthView, error) {
 	var v healthView
 	e24, e7 := h.sumPrefix(engine.CountErrorPfx, 24), h.sumPrefix(engine.CountErrorPfx, confirmHours)
-	for _, k := range sortedKeys(e7) {
+	for _, k := range slices.Sorted(maps.Keys(e7)) {
 		v.Errors = append(v.Errors, codeCount{Name: k, N24: e24[k], N7: e7[k], Alert: e24[k] > 0})
 	}
 	v.RateLimited24 = e24["limite_excedido"]
@@ -266,7 +268,7 @@ func (c *Console) healthView(t *store.Tenant, h *hours) (healthView, error) {
 	var qm map[string]int64
 	raw, _ := json.Marshal(q)
 	_ = json.Unmarshal(raw, &qm)
-	for _, k := range sortedKeys(qm) {
+	for _, k := range slices.Sorted(maps.Keys(qm)) {
 		v.Quality = append(v.Quality, codeCount{Name: k, N7: qm[k], OnlyNumber: true})
 	}
 	v.Abuse = c.api.AbuseStates(t.ID)
@@ -355,13 +357,4 @@ func (c *Console) pendingDeletions(tenant string, n int) ([]deletionView, bool, 
 		return nil
 	})
 	return out, more, err
-}
-
-func sortedKeys(m map[string]int64) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
