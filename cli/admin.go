@@ -225,13 +225,10 @@ func tenantSetCmd(a *app) *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.withEnv(cmd, func(e *env) error {
-				t, err := e.db.UpdateTenant(args[0], func(t *store.Tenant) error {
+				t, err := e.updateTenant(args[0], func(t *store.Tenant) error {
 					return sf.apply(cmd.Flags(), t)
 				})
 				if err != nil {
-					if errors.Is(err, store.ErrNotFound) {
-						return fmt.Errorf("no tenant %q", args[0])
-					}
 					return err
 				}
 				e.log.Info().Str("tenant", t.ID).Msg("tenant settings changed")
@@ -552,19 +549,15 @@ func credRevokeCmd(a *app) *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.withEnv(cmd, func(e *env) error {
-				c, err := e.db.UpdateCredential(args[0], func(c *store.Credential) error {
+				c, err := e.updateCredential(args[0], "revoked", func(c *store.Credential) error {
 					if !c.Revoked {
 						c.Revoked, c.RevokedAt = true, e.now().UTC()
 					}
 					return nil
 				})
-				if errors.Is(err, store.ErrNotFound) {
-					return fmt.Errorf("no credential %q", args[0])
-				}
 				if err != nil {
 					return err
 				}
-				e.log.Info().Str("tenant", c.Tenant).Str("client_id", c.ClientID).Msg("credential revoked")
 				if jsonFlag(cmd) {
 					return printJSON(cmd.OutOrStdout(), viewCred(c, e.now()))
 				}
@@ -589,7 +582,7 @@ func credRotateCmd(a *app) *cobra.Command {
 			return a.withEnv(cmd, func(e *env) error {
 				secret := "cs_" + randomToken(32)
 				now := e.now().UTC()
-				c, err := e.db.UpdateCredential(args[0], func(c *store.Credential) error {
+				c, err := e.updateCredential(args[0], "rotated", func(c *store.Credential) error {
 					if c.Revoked {
 						return fmt.Errorf("credential %s is revoked; create a new one", c.ClientID)
 					}
@@ -597,13 +590,9 @@ func credRotateCmd(a *app) *cobra.Command {
 					c.SecretHash, c.RotatedAt = store.HashSecret(secret), now
 					return nil
 				})
-				if errors.Is(err, store.ErrNotFound) {
-					return fmt.Errorf("no credential %q", args[0])
-				}
 				if err != nil {
 					return err
 				}
-				e.log.Info().Str("tenant", c.Tenant).Str("client_id", c.ClientID).Msg("credential rotated")
 				if jsonFlag(cmd) {
 					return printJSON(cmd.OutOrStdout(), map[string]any{"client_id": c.ClientID, "client_secret": secret, "scopes": c.Scopes, "tenant": c.Tenant, "previous_secret_valid_until": c.PrevUntil})
 				}
@@ -657,16 +646,13 @@ func clockAdvanceCmd(a *app) *cobra.Command {
 				return fmt.Errorf("--by: want a positive duration such as 36h or 7d, got %q", by)
 			}
 			return a.withEnv(cmd, func(e *env) error {
-				t, err := e.db.UpdateTenant(tenant, func(t *store.Tenant) error {
+				t, err := e.updateTenant(tenant, func(t *store.Tenant) error {
 					if !t.Sandbox {
 						return fmt.Errorf("tenant %q is not a sandbox tenant: its clock is real time", tenant)
 					}
 					t.ClockNow = t.ClockNow.Add(d)
 					return nil
 				})
-				if errors.Is(err, store.ErrNotFound) {
-					return fmt.Errorf("no tenant %q", tenant)
-				}
 				if err != nil {
 					return err
 				}

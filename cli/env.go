@@ -68,6 +68,30 @@ func (a *app) withTenant(cmd *cobra.Command, id string, fn func(e *env, t *store
 	})
 }
 
+// updateTenant is store's UpdateTenant, with an error that names an
+// unknown tenant.
+func (e *env) updateTenant(id string, fn func(t *store.Tenant) error) (*store.Tenant, error) {
+	t, err := e.db.UpdateTenant(id, fn)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, fmt.Errorf("no tenant %q", id)
+	}
+	return t, err
+}
+
+// updateCredential is store's UpdateCredential, with an error that names an
+// unknown credential; the change is logged as "credential <what>".
+func (e *env) updateCredential(clientID, what string, fn func(c *store.Credential) error) (*store.Credential, error) {
+	c, err := e.db.UpdateCredential(clientID, fn)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, fmt.Errorf("no credential %q", clientID)
+	}
+	if err != nil {
+		return nil, err
+	}
+	e.log.Info().Str("tenant", c.Tenant).Str("client_id", c.ClientID).Msg("credential " + what)
+	return c, nil
+}
+
 // tenantFlag adds the required --tenant of a command about one tenant.
 func tenantFlag(cmd *cobra.Command, tenant *string) {
 	cmd.Flags().StringVar(tenant, "tenant", "", "tenant id")
