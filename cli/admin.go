@@ -511,35 +511,25 @@ func viewCred(c *store.Credential, now time.Time) credView {
 }
 
 func credListCmd(a *app) *cobra.Command {
-	var tenant string
-	cmd := &cobra.Command{
-		Use:   "list --tenant ID",
-		Short: "List a tenant's credentials (never their secrets)",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return a.withTenant(cmd, tenant, func(e *env, _ *store.Tenant) error {
-				views := []credView{}
-				for _, c := range e.db.Credentials(tenant) {
-					views = append(views, viewCred(c, e.now()))
-				}
-				if jsonFlag(cmd) {
-					return printJSON(cmd.OutOrStdout(), views)
-				}
-				tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "CLIENT_ID\tNAME\tSTATE\tSCOPES\tLAST_USED")
-				for _, v := range views {
-					last := "never"
-					if v.LastUsed != nil {
-						last = v.LastUsed.Format(time.RFC3339)
-					}
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", v.ClientID, v.Name, v.State, strings.Join(v.Scopes, ","), last)
-				}
-				return tw.Flush()
-			})
-		},
-	}
-	tenantFlag(cmd, &tenant)
-	return cmd
+	return a.tenantCmd("list --tenant ID", "List a tenant's credentials (never their secrets)", func(cmd *cobra.Command, e *env, t *store.Tenant) error {
+		views := []credView{}
+		for _, c := range e.db.Credentials(t.ID) {
+			views = append(views, viewCred(c, e.now()))
+		}
+		if jsonFlag(cmd) {
+			return printJSON(cmd.OutOrStdout(), views)
+		}
+		tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "CLIENT_ID\tNAME\tSTATE\tSCOPES\tLAST_USED")
+		for _, v := range views {
+			last := "never"
+			if v.LastUsed != nil {
+				last = v.LastUsed.Format(time.RFC3339)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", v.ClientID, v.Name, v.State, strings.Join(v.Scopes, ","), last)
+		}
+		return tw.Flush()
+	})
 }
 
 func credRevokeCmd(a *app) *cobra.Command {
@@ -607,22 +597,12 @@ func credRotateCmd(a *app) *cobra.Command {
 }
 
 func clockShowCmd(a *app) *cobra.Command {
-	var tenant string
-	cmd := &cobra.Command{
-		Use:   "show --tenant ID",
-		Short: "Show a sandbox tenant's clock",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return a.withTenant(cmd, tenant, func(e *env, t *store.Tenant) error {
-				if !t.Sandbox {
-					return fmt.Errorf("tenant %q is not a sandbox tenant: it runs on real time", tenant)
-				}
-				return printClock(cmd, t)
-			})
-		},
-	}
-	tenantFlag(cmd, &tenant)
-	return cmd
+	return a.tenantCmd("show --tenant ID", "Show a sandbox tenant's clock", func(cmd *cobra.Command, e *env, t *store.Tenant) error {
+		if !t.Sandbox {
+			return fmt.Errorf("tenant %q is not a sandbox tenant: it runs on real time", t.ID)
+		}
+		return printClock(cmd, t)
+	})
 }
 
 func printClock(cmd *cobra.Command, t *store.Tenant) error {

@@ -79,25 +79,15 @@ func abuseClearCmd(a *app) *cobra.Command {
 
 // abuseReleaseCmd applies a tenant's quarantined events.
 func abuseReleaseCmd(a *app) *cobra.Command {
-	var relTenant string
-	cmd := &cobra.Command{
-		Use:   "release --tenant ID",
-		Short: "Apply the tenant's quarantined events",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return a.withTenant(cmd, relTenant, func(e *env, t *store.Tenant) error {
-				acc, dup, err := e.svc.api.QuarantineRelease(relTenant, t.Now(e.now()))
-				if err != nil {
-					return err
-				}
-				if jsonFlag(cmd) {
-					return printJSON(cmd.OutOrStdout(), map[string]int{"accepted": acc, "duplicates": dup})
-				}
-				fmt.Fprintf(cmd.OutOrStdout(), "released: %d events applied, %d duplicates\n", acc, dup)
-				return nil
-			})
-		},
-	}
-	tenantFlag(cmd, &relTenant)
-	return cmd
+	return a.tenantCmd("release --tenant ID", "Apply the tenant's quarantined events", func(cmd *cobra.Command, e *env, t *store.Tenant) error {
+		acc, dup, err := e.svc.api.QuarantineRelease(t.ID, t.Now(e.now()))
+		if err != nil {
+			return err
+		}
+		if jsonFlag(cmd) {
+			return printJSON(cmd.OutOrStdout(), map[string]int{"accepted": acc, "duplicates": dup})
+		}
+		fmt.Fprintf(cmd.OutOrStdout(), "released: %d events applied, %d duplicates\n", acc, dup)
+		return nil
+	})
 }

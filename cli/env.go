@@ -92,6 +92,22 @@ func (e *env) updateCredential(clientID, what string, fn func(c *store.Credentia
 	return c, nil
 }
 
+// tenantCmd is a command about the tenant its required --tenant names: run
+// gets the data dir's services (withEnv) and that tenant.
+func (a *app) tenantCmd(use, short string, run func(cmd *cobra.Command, e *env, t *store.Tenant) error) *cobra.Command {
+	var tenant string
+	cmd := &cobra.Command{
+		Use:   use,
+		Short: short,
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return a.withTenant(cmd, tenant, func(e *env, t *store.Tenant) error { return run(cmd, e, t) })
+		},
+	}
+	tenantFlag(cmd, &tenant)
+	return cmd
+}
+
 // tenantFlag adds the required --tenant of a command about one tenant.
 func tenantFlag(cmd *cobra.Command, tenant *string) {
 	cmd.Flags().StringVar(tenant, "tenant", "", "tenant id")
