@@ -26,12 +26,9 @@ func newAdminCmd(a *app) *cobra.Command {
 		Short: "Operator commands (work with the server running or stopped)",
 	}
 	cmd.PersistentFlags().Bool("json", false, "machine-readable output: one JSON value on stdout")
-	tenant := &cobra.Command{Use: "tenant", Short: "Create, list, show and configure tenants"}
-	tenant.AddCommand(tenantCreateCmd(a), tenantListCmd(a), tenantShowCmd(a), tenantSetCmd(a))
-	cred := &cobra.Command{Use: "credential", Short: "Create, list, revoke and rotate client credentials"}
-	cred.AddCommand(credCreateCmd(a), credListCmd(a), credRevokeCmd(a), credRotateCmd(a))
-	clock := &cobra.Command{Use: "clock", Short: "Show and advance a sandbox tenant's clock"}
-	clock.AddCommand(clockShowCmd(a), clockAdvanceCmd(a))
+	tenant := groupCmd("tenant", "Create, list, show and configure tenants", tenantCreateCmd(a), tenantListCmd(a), tenantShowCmd(a), tenantSetCmd(a))
+	cred := groupCmd("credential", "Create, list, revoke and rotate client credentials", credCreateCmd(a), credListCmd(a), credRevokeCmd(a), credRotateCmd(a))
+	clock := groupCmd("clock", "Show and advance a sandbox tenant's clock", clockShowCmd(a), clockAdvanceCmd(a))
 	cmd.AddCommand(tenant, cred, clock, auditCmd(a))
 	cmd.AddCommand(extraAdminCmds(a)...)
 	return cmd
@@ -92,74 +89,60 @@ func viewTenant(e *env, t *store.Tenant, detail bool) (tenantView, error) {
 
 func tenantCreateCmd(a *app) *cobra.Command {
 	var sandbox bool
-	cmd := &cobra.Command{
-		Use:   "create ID",
-		Short: "Create a tenant (--sandbox gives it a test clock)",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return a.withEnv(cmd, func(e *env) error {
-				now := e.now().UTC()
-				t := &store.Tenant{ID: args[0], CreatedAt: now, Sandbox: sandbox, Settings: store.DefaultSettings()}
-				if sandbox {
-					t.ClockNow = now
-				}
-				if err := e.db.CreateTenant(t); err != nil {
-					if errors.Is(err, store.ErrExists) {
-						return fmt.Errorf("tenant %q already exists", args[0])
-					}
-					return err
-				}
-				e.log.Info().Str("tenant", t.ID).Bool("sandbox", sandbox).Msg("tenant created")
-				if jsonFlag(cmd) {
-					return printJSON(cmd.OutOrStdout(), map[string]any{"tenant": t.ID, "sandbox": t.Sandbox, "created_at": t.CreatedAt})
-				}
-				kind := ""
-				if sandbox {
-					kind = " (sandbox, test clock at " + now.Format(time.RFC3339) + ")"
-				}
-				fmt.Fprintf(cmd.OutOrStdout(), "tenant %s created%s\n", t.ID, kind)
-				return nil
-			})
-		},
-	}
+	cmd := a.envCmd("create ID", "Create a tenant (--sandbox gives it a test clock)", cobra.ExactArgs(1), func(cmd *cobra.Command, args []string, e *env) error {
+		now := e.now().UTC()
+		t := &store.Tenant{ID: args[0], CreatedAt: now, Sandbox: sandbox, Settings: store.DefaultSettings()}
+		if sandbox {
+			t.ClockNow = now
+		}
+		if err := e.db.CreateTenant(t); err != nil {
+			if errors.Is(err, store.ErrExists) {
+				return fmt.Errorf("tenant %q already exists", args[0])
+			}
+			return err
+		}
+		e.log.Info().Str("tenant", t.ID).Bool("sandbox", sandbox).Msg("tenant created")
+		if jsonFlag(cmd) {
+			return printJSON(cmd.OutOrStdout(), map[string]any{"tenant": t.ID, "sandbox": t.Sandbox, "created_at": t.CreatedAt})
+		}
+		kind := ""
+		if sandbox {
+			kind = " (sandbox, test clock at " + now.Format(time.RFC3339) + ")"
+		}
+		fmt.Fprintf(cmd.OutOrStdout(), "tenant %s created%s\n", t.ID, kind)
+		return nil
+	})
 	cmd.Flags().BoolVar(&sandbox, "sandbox", false, "sandbox tenant with a test clock moved by 'admin clock advance'")
 	return cmd
 }
 
 func tenantListCmd(a *app) *cobra.Command {
-	return &cobra.Command{
-		Use:   "list",
-		Short: "List tenants with their state",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return a.withEnv(cmd, func(e *env) error {
-				views := []tenantView{}
-				for _, t := range e.db.Tenants() {
-					v, err := viewTenant(e, t, true)
-					if err != nil {
-						return err
-					}
-					views = append(views, v)
-				}
-				if jsonFlag(cmd) {
-					return printJSON(cmd.OutOrStdout(), views)
-				}
-				tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "TENANT\tKIND\tSTATE\tSHADOW\tNOW\tWARNINGS")
-				for _, v := range views {
-					kind, state := "live", "active"
-					if v.Sandbox {
-						kind = "sandbox"
-					}
-					if v.Settings.Paused {
-						state = "paused"
-					}
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%v\t%s\t%d\n", v.Tenant, kind, state, v.Settings.Shadow, v.Now.Format(time.RFC3339), len(v.Warnings))
-				}
-				return tw.Flush()
-			})
-		},
-	}
+	return a.envCmd("list", "List tenants with their state", cobra.NoArgs, func(cmd *cobra.Command, _ []string, e *env) error {
+		views := []tenantView{}
+		for _, t := range e.db.Tenants() {
+			v, err := viewTenant(e, t, true)
+			if err != nil {
+				return err
+			}
+			views = append(views, v)
+		}
+		if jsonFlag(cmd) {
+			return printJSON(cmd.OutOrStdout(), views)
+		}
+		tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "TENANT\tKIND\tSTATE\tSHADOW\tNOW\tWARNINGS")
+		for _, v := range views {
+			kind, state := "live", "active"
+			if v.Sandbox {
+				kind = "sandbox"
+			}
+			if v.Settings.Paused {
+				state = "paused"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%v\t%s\t%d\n", v.Tenant, kind, state, v.Settings.Shadow, v.Now.Format(time.RFC3339), len(v.Warnings))
+		}
+		return tw.Flush()
+	})
 }
 
 func tenantShowCmd(a *app) *cobra.Command {
@@ -219,30 +202,23 @@ func printTenant(w io.Writer, v tenantView) error {
 
 func tenantSetCmd(a *app) *cobra.Command {
 	var sf tenantSetFlags
-	cmd := &cobra.Command{
-		Use:   "set ID",
-		Short: "Change the settings the operator owns",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return a.withEnv(cmd, func(e *env) error {
-				t, err := e.updateTenant(args[0], func(t *store.Tenant) error {
-					return sf.apply(cmd.Flags(), t)
-				})
-				if err != nil {
-					return err
-				}
-				e.log.Info().Str("tenant", t.ID).Msg("tenant settings changed")
-				v, err := viewTenant(e, t, false)
-				if err != nil {
-					return err
-				}
-				if jsonFlag(cmd) {
-					return printJSON(cmd.OutOrStdout(), v)
-				}
-				return printTenant(cmd.OutOrStdout(), v)
-			})
-		},
-	}
+	cmd := a.envCmd("set ID", "Change the settings the operator owns", cobra.ExactArgs(1), func(cmd *cobra.Command, args []string, e *env) error {
+		t, err := e.updateTenant(args[0], func(t *store.Tenant) error {
+			return sf.apply(cmd.Flags(), t)
+		})
+		if err != nil {
+			return err
+		}
+		e.log.Info().Str("tenant", t.ID).Msg("tenant settings changed")
+		v, err := viewTenant(e, t, false)
+		if err != nil {
+			return err
+		}
+		if jsonFlag(cmd) {
+			return printJSON(cmd.OutOrStdout(), v)
+		}
+		return printTenant(cmd.OutOrStdout(), v)
+	})
 	sf.register(cmd.Flags())
 	return cmd
 }
@@ -533,29 +509,22 @@ func credListCmd(a *app) *cobra.Command {
 }
 
 func credRevokeCmd(a *app) *cobra.Command {
-	return &cobra.Command{
-		Use:   "revoke CLIENT_ID",
-		Short: "Revoke a credential now: its tokens stop working at once",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return a.withEnv(cmd, func(e *env) error {
-				c, err := e.updateCredential(args[0], "revoked", func(c *store.Credential) error {
-					if !c.Revoked {
-						c.Revoked, c.RevokedAt = true, e.now().UTC()
-					}
-					return nil
-				})
-				if err != nil {
-					return err
-				}
-				if jsonFlag(cmd) {
-					return printJSON(cmd.OutOrStdout(), viewCred(c, e.now()))
-				}
-				fmt.Fprintf(cmd.OutOrStdout(), "credential %s revoked\n", c.ClientID)
-				return nil
-			})
-		},
-	}
+	return a.envCmd("revoke CLIENT_ID", "Revoke a credential now: its tokens stop working at once", cobra.ExactArgs(1), func(cmd *cobra.Command, args []string, e *env) error {
+		c, err := e.updateCredential(args[0], "revoked", func(c *store.Credential) error {
+			if !c.Revoked {
+				c.Revoked, c.RevokedAt = true, e.now().UTC()
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		if jsonFlag(cmd) {
+			return printJSON(cmd.OutOrStdout(), viewCred(c, e.now()))
+		}
+		fmt.Fprintf(cmd.OutOrStdout(), "credential %s revoked\n", c.ClientID)
+		return nil
+	})
 }
 
 func credRotateCmd(a *app) *cobra.Command {

@@ -15,9 +15,7 @@ import (
 
 // adminBatchCmd is "coupond admin batch": operator views of batch jobs.
 func adminBatchCmd(a *app) *cobra.Command {
-	cmd := &cobra.Command{Use: "batch", Short: "Batch decision jobs: watch a job's progress"}
-	cmd.AddCommand(batchWatchCmd(a))
-	return cmd
+	return groupCmd("batch", "Batch decision jobs: watch a job's progress", batchWatchCmd(a))
 }
 
 func batchWatchCmd(a *app) *cobra.Command {

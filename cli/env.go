@@ -92,6 +92,26 @@ func (e *env) updateCredential(clientID, what string, fn func(c *store.Credentia
 	return c, nil
 }
 
+// groupCmd is a command that only holds subcommands.
+func groupCmd(use, short string, subs ...*cobra.Command) *cobra.Command {
+	cmd := &cobra.Command{Use: use, Short: short}
+	cmd.AddCommand(subs...)
+	return cmd
+}
+
+// envCmd is an admin command that runs against the data dir's services
+// (withEnv: in process, or through the running server's socket).
+func (a *app) envCmd(use, short string, args cobra.PositionalArgs, run func(cmd *cobra.Command, args []string, e *env) error) *cobra.Command {
+	return &cobra.Command{
+		Use:   use,
+		Short: short,
+		Args:  args,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.withEnv(cmd, func(e *env) error { return run(cmd, args, e) })
+		},
+	}
+}
+
 // tenantCmd is a command about the tenant its required --tenant names: run
 // gets the data dir's services (withEnv) and that tenant.
 func (a *app) tenantCmd(use, short string, run func(cmd *cobra.Command, e *env, t *store.Tenant) error) *cobra.Command {

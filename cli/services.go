@@ -155,8 +155,7 @@ func (s *services) clockMoved(t *store.Tenant) {
 // extraAdminCmds are the admin commands beyond tenants, credentials and
 // clocks.
 func extraAdminCmds(a *app) []*cobra.Command {
-	shadow := &cobra.Command{Use: "shadow", Short: "Shadow mode reports"}
-	shadow.AddCommand(shadowReportCmd(a))
+	shadow := groupCmd("shadow", "Shadow mode reports", shadowReportCmd(a))
 	return append([]*cobra.Command{evaluateCmd(a), shadow, abuseCmd(a), adminBatchCmd(a), consoleCmd(a), checkCmd(a), debugCmd(a)}, dataCmds(a)...)
 }
 
