@@ -152,17 +152,23 @@ func tenantShowCmd(a *app) *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.withTenant(cmd, args[0], func(e *env, t *store.Tenant) error {
-				v, err := viewTenant(e, t, true)
-				if err != nil {
-					return err
-				}
-				if jsonFlag(cmd) {
-					return printJSON(cmd.OutOrStdout(), v)
-				}
-				return printTenant(cmd.OutOrStdout(), v)
+				return showTenant(cmd, e, t, true)
 			})
 		},
 	}
+}
+
+// showTenant prints tenant t as "tenant show" does; detail adds usage,
+// data quality, the guard and warnings (viewTenant).
+func showTenant(cmd *cobra.Command, e *env, t *store.Tenant, detail bool) error {
+	v, err := viewTenant(e, t, detail)
+	if err != nil {
+		return err
+	}
+	if jsonFlag(cmd) {
+		return printJSON(cmd.OutOrStdout(), v)
+	}
+	return printTenant(cmd.OutOrStdout(), v)
 }
 
 func printTenant(w io.Writer, v tenantView) error {
@@ -210,14 +216,7 @@ func tenantSetCmd(a *app) *cobra.Command {
 			return err
 		}
 		e.log.Info().Str("tenant", t.ID).Msg("tenant settings changed")
-		v, err := viewTenant(e, t, false)
-		if err != nil {
-			return err
-		}
-		if jsonFlag(cmd) {
-			return printJSON(cmd.OutOrStdout(), v)
-		}
-		return printTenant(cmd.OutOrStdout(), v)
+		return showTenant(cmd, e, t, false)
 	})
 	sf.register(cmd.Flags())
 	return cmd
