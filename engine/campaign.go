@@ -43,7 +43,7 @@ func (e *Engine) PutCampaign(tenant string, c Campaign, now time.Time) (*Campaig
 	now = now.UTC()
 	c.CreadoEn, c.ActualizadoEn = now, now
 	var old Campaign
-	switch err := e.db.GetJSON(store.Key(tenant, store.TableCampaign, c.ID), &old); {
+	switch err := e.db.GetJSON(store.CampaignKey(tenant, c.ID), &old); {
 	case err == nil:
 		c.CreadoEn = old.CreadoEn
 	case !errors.Is(err, store.ErrNotFound):
@@ -51,7 +51,7 @@ func (e *Engine) PutCampaign(tenant string, c Campaign, now time.Time) (*Campaig
 	}
 	b := e.db.NewBatch()
 	defer b.Close()
-	if err := b.SetJSON(store.Key(tenant, store.TableCampaign, c.ID), &c); err != nil {
+	if err := b.SetJSON(store.CampaignKey(tenant, c.ID), &c); err != nil {
 		return nil, err
 	}
 	if err := b.Commit(); err != nil {
@@ -85,7 +85,7 @@ func (e *Engine) campaignLocked(ts *tenantState, tenant, id string) (*Campaign, 
 		return c, nil
 	}
 	var c Campaign
-	err := e.db.GetJSON(store.Key(tenant, store.TableCampaign, id), &c)
+	err := e.db.GetJSON(store.CampaignKey(tenant, id), &c)
 	if errors.Is(err, store.ErrNotFound) {
 		if len(ts.campaigns) < maxCampaignCache {
 			ts.campaigns[id] = nil // callers choose the ids: past the bound, a miss costs a point read
@@ -104,7 +104,7 @@ func (e *Engine) budgetLocked(ts *tenantState, tenant, id string) (*budget, erro
 		return b, nil
 	}
 	var b budget
-	if err := e.db.GetJSON(store.Key(tenant, store.TableBudget, id), &b); err != nil && !errors.Is(err, store.ErrNotFound) {
+	if err := e.db.GetJSON(store.BudgetKey(tenant, id), &b); err != nil && !errors.Is(err, store.ErrNotFound) {
 		return nil, err
 	}
 	ts.budgets[id] = &b

@@ -99,7 +99,7 @@ func (e *Engine) ReplaceCatalog(tenant string, actions []Action, now time.Time) 
 	c := &Catalog{Acciones: append([]Action{}, actions...), Version: old.Version + 1, UpdatedAt: now.UTC()}
 	b := e.db.NewBatch()
 	defer b.Close()
-	if err := b.SetJSON(store.Key(tenant, store.TableCatalog), c); err != nil {
+	if err := b.SetJSON(store.CatalogKey(tenant), c); err != nil {
 		return nil, err
 	}
 	if err := b.Commit(); err != nil {
@@ -111,7 +111,7 @@ func (e *Engine) ReplaceCatalog(tenant string, actions []Action, now time.Time) 
 
 func (e *Engine) loadCatalog(tenant string) (*Catalog, error) {
 	var c Catalog
-	err := e.db.GetJSON(store.Key(tenant, store.TableCatalog), &c)
+	err := e.db.GetJSON(store.CatalogKey(tenant), &c)
 	if errors.Is(err, store.ErrNotFound) {
 		return &Catalog{Acciones: []Action{}}, nil
 	}

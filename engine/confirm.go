@@ -101,7 +101,7 @@ func (e *Engine) releaseBudget(ts *tenantState, b *store.Batch, tenant string, r
 	}
 	bu.Envios = max(0, bu.Envios-1)
 	bu.DescuentoCents = max(0, bu.DescuentoCents-r.BudgetCents)
-	return b.SetJSON(store.Key(tenant, store.TableBudget, r.CampanaID), bu)
+	return b.SetJSON(store.BudgetKey(tenant, r.CampanaID), bu)
 }
 
 // dropBudgetCache forgets a campaign's cached counters after a failed

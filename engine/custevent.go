@@ -44,7 +44,7 @@ func decodeEventSummary(b []byte) (eventSummary, bool) {
 }
 
 func customerEventKey(tenant, clienteRef string, ts time.Time, eventID string) []byte {
-	return store.Key(tenant, store.TableCustomerEvent, clienteRef, ts, eventID)
+	return store.CustomerEventKey(tenant, clienteRef, ts, eventID)
 }
 
 // windowOutcome sums a customer's purchase margin and notes opt-outs with

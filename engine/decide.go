@@ -105,7 +105,7 @@ type idemRecord struct {
 }
 
 func customerStateKey(tenant, clienteRef string) []byte {
-	return store.Key(tenant, store.TableMeta, "cust", clienteRef)
+	return store.CustomerStateKey(tenant, clienteRef)
 }
 
 // Stored form of a customerState: every decision request reads and writes
@@ -172,7 +172,7 @@ func (e *Engine) loadCustomerState(tenant, clienteRef string) (customerState, er
 }
 
 func idemKey(tenant, key string) []byte {
-	return store.Key(tenant, store.TableIdempotency, key)
+	return store.IdempotencyKey(tenant, key)
 }
 
 // HashBody is the identity of a request body for idempotency.
@@ -403,7 +403,7 @@ func (e *Engine) decideNew(ts *tenantState, t *store.Tenant, now time.Time, req 
 		bu.Envios++
 		bu.DescuentoCents += chosen.action.DescuentoMaxCents
 		rec.BudgetCents = chosen.action.DescuentoMaxCents
-		if err := b.SetJSON(store.Key(tenant, store.TableBudget, camp.ID), bu); err != nil {
+		if err := b.SetJSON(store.BudgetKey(tenant, camp.ID), bu); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -521,12 +521,12 @@ func (e *Engine) PruneIdempotency(tenant string) (int, error) {
 		return 0, err
 	}
 	var keys []string // Idempotency-Keys
-	lo, hi := store.TableSpan(tenant, store.TableIdempotency)
+	lo, hi := store.IdempotencySpan(tenant)
 	err = e.db.Scan(lo, hi, func(k, v []byte) error {
 		var rec idemRecord
-		parts, ok := store.SplitKey(tenant, k, "s")
+		idem, ok := store.ParseIdempotencyKey(tenant, k)
 		if ok && json.Unmarshal(v, &rec) == nil && now.Sub(rec.At) >= IdempotencyTTL {
-			keys = append(keys, string(parts[0]))
+			keys = append(keys, idem)
 		}
 		return nil
 	})

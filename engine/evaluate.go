@@ -80,7 +80,7 @@ func (e *Engine) Evaluate(tenant string, opt EvalOptions) (*Evaluation, error) {
 		}
 	}
 	var logged, control welford
-	lo, hi := store.TableSpan(tenant, store.TableDecision)
+	lo, hi := store.DecisionSpan(tenant)
 	snap := e.db.NewSnapshot()
 	defer snap.Close()
 	// The log is read in chunks; two workers decode and rescore chunks in
@@ -306,7 +306,7 @@ func (e *Engine) Shadow(tenant string) (*ShadowReport, error) {
 	rep := &ShadowReport{Tenant: tenant, CouponsReceived: q.CuponesRecibidos, CouponsLabelled: q.CuponesRecibidos - q.CuponesSinDecision, Reasons: []string{}}
 	var caller, engineV welford
 	agree := 0
-	lo, hi := store.TableSpan(tenant, store.TableDecision)
+	lo, hi := store.DecisionSpan(tenant)
 	err = e.db.Scan(lo, hi, func(_, v []byte) error {
 		var r DecisionRecord
 		if err := unmarshalRecord(v, &r); err != nil {

@@ -60,10 +60,10 @@ type attribution struct {
 }
 
 func attributionKey(tenant, cupon string) []byte {
-	return store.Key(tenant, store.TableAttribution, cupon)
+	return store.AttributionKey(tenant, cupon)
 }
 
-func eventKey(tenant, id string) []byte { return store.Key(tenant, store.TableEvent, id) }
+func eventKey(tenant, id string) []byte { return store.EventKey(tenant, id) }
 
 // Ingest applies validated events idempotently: an event_id already
 // processed with the same content counts as a duplicate, with different
@@ -147,7 +147,7 @@ func (e *Engine) foldIngest(b *store.Batch, tenant string, events []IngestEvent,
 		if !dependent {
 			return res, 0, nil
 		}
-		if err := b.SetJSON(store.Key(tenant, store.TableQuality), &q); err != nil {
+		if err := b.SetJSON(store.QualityKey(tenant), &q); err != nil {
 			return res, 0, err
 		}
 		return res, t.publish(pendingGen{}, nil, nil, nil, &q), nil
@@ -205,7 +205,7 @@ func (e *Engine) foldIngest(b *store.Batch, tenant string, events []IngestEvent,
 			return res, 0, err
 		}
 	}
-	if err := b.SetJSON(store.Key(tenant, store.TableQuality), &q); err != nil {
+	if err := b.SetJSON(store.QualityKey(tenant), &q); err != nil {
 		return res, 0, err
 	}
 	return res, t.publish(pendingGen{}, sums, encs, attrs, &q), nil
@@ -332,7 +332,7 @@ func (q *Quality) count(ev *Event, flags DataFlags) {
 
 func (e *Engine) loadQuality(tenant string) (*Quality, error) {
 	var q Quality
-	if err := e.db.GetJSON(store.Key(tenant, store.TableQuality), &q); err != nil && !errors.Is(err, store.ErrNotFound) {
+	if err := e.db.GetJSON(store.QualityKey(tenant), &q); err != nil && !errors.Is(err, store.ErrNotFound) {
 		return nil, err
 	}
 	return &q, nil

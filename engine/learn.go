@@ -19,7 +19,7 @@ const (
 )
 
 func queueKey(tenant string, due time.Time, kind, nonce string) []byte {
-	return store.Key(tenant, store.TableRewardQueue, due, kind, nonce)
+	return store.RewardQueueKey(tenant, due, kind, nonce)
 }
 
 // queueReward adds the learner's queue entries of a new decision to b.
@@ -71,8 +71,7 @@ func (e *Engine) Learn(tenant string) (LearnStats, error) {
 	ts.learnMu.Lock()
 	defer ts.learnMu.Unlock()
 
-	lo, _ := store.TableSpan(tenant, store.TableRewardQueue)
-	hi := store.Key(tenant, store.TableRewardQueue, now.Add(time.Nanosecond))
+	lo, hi := store.RewardQueueDueSpan(tenant, now)
 	limit := learnBatch
 	if e.onlineSince(e.now()) < onlineWindow {
 		limit = learnBatchOnline
@@ -83,11 +82,11 @@ func (e *Engine) Learn(tenant string) (LearnStats, error) {
 	}
 	var work []due
 	if err := e.db.Scan(lo, hi, func(k, _ []byte) error {
-		parts, ok := store.SplitKey(tenant, k, "8ss")
+		_, kind, nonce, ok := store.ParseRewardQueueKey(tenant, k)
 		if !ok {
 			return nil
 		}
-		work = append(work, due{key: append([]byte(nil), k...), kind: string(parts[1]), nonce: string(parts[2])})
+		work = append(work, due{key: append([]byte(nil), k...), kind: kind, nonce: nonce})
 		if len(work) >= limit {
 			return store.ErrStop
 		}
@@ -170,7 +169,7 @@ func (e *Engine) Learn(tenant string) (LearnStats, error) {
 		if err != nil {
 			return st, err
 		}
-		b.Set(store.Key(tenant, store.TableModel), data)
+		b.Set(store.ModelKey(tenant), data)
 	}
 	if err := b.Commit(); err != nil {
 		return st, err
@@ -311,7 +310,7 @@ func (e *Engine) RunLearner(ctx context.Context, interval time.Duration) {
 }
 
 func (e *Engine) loadModel(tenant string) (*publishedModel, error) {
-	data, err := e.db.Get(store.Key(tenant, store.TableModel))
+	data, err := e.db.Get(store.ModelKey(tenant))
 	if errors.Is(err, store.ErrNotFound) {
 		return newPublishedModel(e.policy), nil
 	}
@@ -322,7 +321,7 @@ func (e *Engine) loadModel(tenant string) (*publishedModel, error) {
 	if err != nil {
 		// Quarantined: the tenant learns again from the prior rather than
 		// stopping every decision.
-		e.quarantine(tenant, store.Key(tenant, store.TableModel), data, err)
+		e.quarantine(tenant, store.ModelKey(tenant), data, err)
 		return newPublishedModel(e.policy), nil
 	}
 	if old {

@@ -28,15 +28,14 @@ func (e *Engine) Backlog(tenant string, limit int) (LearnerBacklog, error) {
 	if err != nil {
 		return bl, err
 	}
-	lo, _ := store.TableSpan(tenant, store.TableRewardQueue)
-	hi := store.Key(tenant, store.TableRewardQueue, now.Add(time.Nanosecond))
+	lo, hi := store.RewardQueueDueSpan(tenant, now)
 	err = e.db.Scan(lo, hi, func(k, _ []byte) error {
-		parts, ok := store.SplitKey(tenant, k, "8ss")
-		if !ok || string(parts[1]) != queueReward_ {
+		due, kind, _, ok := store.ParseRewardQueueKey(tenant, k)
+		if !ok || kind != queueReward_ {
 			return nil
 		}
 		if bl.Pending == 0 {
-			bl.Lag = max(0, now.Sub(store.TimeAt(parts[0])))
+			bl.Lag = max(0, now.Sub(due))
 		}
 		bl.Pending++
 		if bl.Pending >= limit {

@@ -2,7 +2,7 @@ package engine
 
 // Quarantine of damaged records (contract §8). A stored record that does not
 // decode, whatever the cause (an older release's bug, a damaged disk), is
-// moved aside to the tenant's TableDamaged under store.DamagedKey of its own
+// moved aside to the tenant's damaged-record table under store.DamagedKey of its own
 // key, with the decoding error and the time, and the reader that met it
 // goes on without it: the learner, exports, deletions, evaluations and
 // batch jobs skip it, count it and log it, never stop or loop on it.
@@ -21,7 +21,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/coupond/coupond/policy"
@@ -101,7 +100,7 @@ func decodeDamaged(tenant string, qkey, v []byte) DamagedRecord {
 // Quarantined lists the tenant's quarantined records, oldest key first.
 func (e *Engine) Quarantined(tenant string) ([]DamagedRecord, error) {
 	out := []DamagedRecord{}
-	lo, hi := store.TableSpan(tenant, store.TableDamaged)
+	lo, hi := store.DamagedSpan(tenant)
 	err := e.db.Scan(lo, hi, func(k, v []byte) error {
 		out = append(out, decodeDamaged(tenant, k, v))
 		return nil
@@ -114,7 +113,7 @@ func (e *Engine) Quarantined(tenant string) ([]DamagedRecord, error) {
 func (e *Engine) QuarantinedRecords() (int, error) {
 	n := 0
 	for _, t := range e.db.Tenants() {
-		lo, hi := store.TableSpan(t.ID, store.TableDamaged)
+		lo, hi := store.DamagedSpan(t.ID)
 		if err := e.db.Scan(lo, hi, func(_, _ []byte) error { n++; return nil }); err != nil {
 			return n, err
 		}
@@ -160,12 +159,12 @@ func (e *Engine) Check(tenant string, repair bool) (*CheckStats, error) {
 		st.Tenants++
 		var found []bad
 		var causes []error
-		p := store.TenantPrefix(id)
-		err := snap.Scan(p, store.PrefixEnd(p), func(k, v []byte) error {
-			if len(k) <= len(p) {
+		lo, hi := store.TenantSpan(id)
+		err := snap.Scan(lo, hi, func(k, v []byte) error {
+			if len(k) <= len(lo) {
 				return nil
 			}
-			if k[len(p)] == store.TableDamaged {
+			if store.KindOf(id, k) == store.KindDamaged {
 				st.Quarantined = append(st.Quarantined, decodeDamaged(id, k, v))
 				return nil
 			}
@@ -197,37 +196,34 @@ func (e *Engine) Check(tenant string, repair bool) (*CheckStats, error) {
 // its table's readers use; nil when it decodes. Tables whose values are
 // empty or opaque counters are not checked.
 func checkStored(tenant string, key, v []byte) error {
-	p := len(store.TenantPrefix(tenant))
-	switch key[p] {
-	case store.TableEvent:
+	switch store.KindOf(tenant, key) {
+	case store.KindEvent:
 		if len(v) < 32 {
 			return errors.New("event record: too short")
 		}
 		if _, ok := DecodeEvent(v[32:]); !ok {
 			return errors.New("event record: does not decode")
 		}
-	case store.TableCustomerEvent:
+	case store.KindCustomerEvent:
 		if _, ok := decodeEventSummary(v); !ok {
 			return errors.New("customer event summary: does not decode")
 		}
-	case store.TableFeatures:
+	case store.KindFeatures:
 		if _, ok := DecodeFeatures(v); !ok {
 			return errors.New("features: do not decode")
 		}
-	case store.TableDecision:
+	case store.KindDecision:
 		var r DecisionRecord
 		return unmarshalRecord(v, &r)
-	case store.TableModel:
+	case store.KindModel:
 		_, _, err := unmarshalModel(v, policy.DefaultConfig())
 		return err
-	case store.TableMeta:
-		if bytes.HasPrefix(key[p+1:], []byte("cust\x00")) {
-			var cs customerState
-			return unmarshalCustomerState(v, &cs)
-		}
-	case store.TableAttribution, store.TableIdempotency, store.TableCatalog, store.TableCampaign, store.TableBudget,
-		store.TableJob, store.TableJobClients, store.TableWebhook, store.TableWebhookQueue, store.TableDeletion,
-		store.TableDeletionQueue, store.TableAccessLog, store.TableQuality, store.TableAbuse, store.TableQuarantine:
+	case store.KindCustomerState:
+		var cs customerState
+		return unmarshalCustomerState(v, &cs)
+	case store.KindAttribution, store.KindIdempotency, store.KindCatalog, store.KindCampaign, store.KindBudget,
+		store.KindJob, store.KindJobChunk, store.KindWebhook, store.KindWebhookQueue, store.KindDeletion,
+		store.KindDeletionQueue, store.KindAccessLog, store.KindQuality, store.KindAbuse, store.KindQuarantine:
 		if !json.Valid(v) {
 			return errors.New("JSON record: not valid JSON")
 		}
@@ -235,37 +231,10 @@ func checkStored(tenant string, key, v []byte) error {
 	return nil
 }
 
-// tableNames names the tables in admin output and logs.
-var tableNames = map[byte]string{
-	store.TableEvent: "event", store.TableCustomerEvent: "customer_event", store.TableFeatures: "features",
-	store.TableDecision: "decision", store.TableCustomerDecide: "customer_decision", store.TableAttribution: "attribution",
-	store.TableIdempotency: "idempotency", store.TableCatalog: "catalog", store.TableCampaign: "campaign",
-	store.TableBudget: "budget", store.TableModel: "model", store.TableRewardQueue: "reward_queue", store.TableJob: "job",
-	store.TableJobClients: "job_clients", store.TableWebhook: "webhook", store.TableWebhookQueue: "webhook_queue",
-	store.TableDaily: "daily", store.TableDeletion: "deletion", store.TableDeletionQueue: "deletion_queue",
-	store.TableAccessLog: "access_log", store.TableQuality: "quality", store.TableAbuse: "abuse",
-	store.TableQuarantine: "event_quarantine", store.TableMeta: "meta",
-}
-
-func tableName(key []byte, tenant string) string {
-	p := len(store.TenantPrefix(tenant))
-	if len(key) <= p {
-		return "?"
-	}
-	if n, ok := tableNames[key[p]]; ok {
-		return n
-	}
-	return "table " + strconv.QuoteRune(rune(key[p]))
-}
+func tableName(key []byte, tenant string) string { return store.TableName(tenant, key) }
 
 // keyText renders key after the tenant prefix for admin output.
-func keyText(key []byte, tenant string) string {
-	p := len(store.TenantPrefix(tenant))
-	if len(key) < p {
-		return strconv.Quote(string(key))
-	}
-	return strconv.Quote(string(key[p:]))
-}
+func keyText(key []byte, tenant string) string { return store.KeyText(tenant, key) }
 
 // customerDamaged returns the keys of tenant's quarantine entries that name
 // the customer ref: those whose original key or value holds ref, and those
@@ -277,7 +246,7 @@ func (e *Engine) customerDamaged(tenant, ref string, keys [][]byte) ([][]byte, e
 		want[string(k)] = true
 	}
 	var out [][]byte
-	lo, hi := store.TableSpan(tenant, store.TableDamaged)
+	lo, hi := store.DamagedSpan(tenant)
 	err := e.db.Scan(lo, hi, func(k, v []byte) error {
 		orig := store.DamagedOriginal(tenant, k)
 		if want[string(orig)] || bytes.Contains(orig, []byte(ref)) || bytes.Contains(v, []byte(ref)) {

@@ -42,7 +42,7 @@ func (q *quotas) get(db *store.DB, k quotaKey) (*quotaCount, error) {
 		return c, nil
 	}
 	c := &quotaCount{}
-	v, err := db.Get(store.Key(k.tenant, store.TableDaily, k.day, "quota:"+k.kind))
+	v, err := db.Get(store.QuotaKey(k.tenant, k.day, k.kind))
 	switch {
 	case err == nil && len(v) == 8:
 		c.n = int64(binary.BigEndian.Uint64(v))
@@ -97,7 +97,7 @@ func (q *quotas) flush(db *store.DB) error {
 	defer b.Close()
 	for k, c := range q.counts {
 		if c.dirty {
-			b.Set(store.Key(k.tenant, store.TableDaily, k.day, "quota:"+k.kind), binary.BigEndian.AppendUint64(nil, uint64(c.n)))
+			b.Set(store.QuotaKey(k.tenant, k.day, k.kind), binary.BigEndian.AppendUint64(nil, uint64(c.n)))
 		}
 	}
 	if b.Empty() {
