@@ -71,7 +71,7 @@ var ErrDuplicateAction = errors.New("engine: duplicate action id")
 
 // Catalog returns the tenant's current catalog (version 0 and no actions
 // before the first PUT). The result is shared: do not modify it.
-func (e *Engine) Catalog(tenant string) (*Catalog, error) {
+func (e *Campaigns) Catalog(tenant string) (*Catalog, error) {
 	ts, err := e.state(tenant)
 	if err != nil {
 		return nil, err
@@ -81,7 +81,7 @@ func (e *Engine) Catalog(tenant string) (*Catalog, error) {
 
 // ReplaceCatalog stores a new catalog as a whole. What the model learned
 // about actions that stay is kept; new actions start without support.
-func (e *Engine) ReplaceCatalog(tenant string, actions []Action, now time.Time) (*Catalog, error) {
+func (e *Campaigns) ReplaceCatalog(tenant string, actions []Action, now time.Time) (*Catalog, error) {
 	seen := map[int]bool{}
 	for i, a := range actions {
 		if seen[a.ID] {
@@ -109,7 +109,7 @@ func (e *Engine) ReplaceCatalog(tenant string, actions []Action, now time.Time) 
 	return c, nil
 }
 
-func (e *Engine) loadCatalog(tenant string) (*Catalog, error) {
+func (e *core) loadCatalog(tenant string) (*Catalog, error) {
 	var c Catalog
 	err := e.db.GetJSON(store.CatalogKey(tenant), &c)
 	if errors.Is(err, store.ErrNotFound) {

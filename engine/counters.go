@@ -307,7 +307,7 @@ func (c *Counters) learned(tenant string, now time.Time, folded int) {
 }
 
 // ingested counts accepted events at the tenant clock.
-func (c *Counters) ingested(e *Engine, tenant string, n int) {
+func (c *Counters) ingested(e *core, tenant string, n int) {
 	if c == nil || n == 0 {
 		return
 	}

@@ -29,7 +29,7 @@ func featuresKey(tenant, clienteRef string) []byte {
 // loadFeatures reads a customer's features; a customer without history
 // gets the zero Features, and so does one whose features record is damaged
 // (it is moved to quarantine).
-func (e *Engine) loadFeatures(tenant, clienteRef string) (Features, error) {
+func (e *core) loadFeatures(tenant, clienteRef string) (Features, error) {
 	b, err := e.db.Get(featuresKey(tenant, clienteRef))
 	if errors.Is(err, store.ErrNotFound) {
 		return Features{}, nil

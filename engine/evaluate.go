@@ -59,7 +59,7 @@ type EvalOptions struct {
 // logged behaviour, with IPS, SNIPS and DR and 95 % bootstrap intervals;
 // the control group's measured value is reported beside them. Rewards are
 // in MXN over the reward window.
-func (e *Engine) Evaluate(tenant string, opt EvalOptions) (*Evaluation, error) {
+func (e *Evaluator) Evaluate(tenant string, opt EvalOptions) (*Evaluation, error) {
 	ts, err := e.state(tenant)
 	if err != nil {
 		return nil, err
@@ -293,7 +293,7 @@ const MinShadowRewards = 200
 // the same customers (direct method: the caller's rule has no logged
 // propensities, so importance weighting is not possible), with bootstrap-free
 // normal intervals over customers.
-func (e *Engine) Shadow(tenant string) (*ShadowReport, error) {
+func (e *Evaluator) Shadow(tenant string) (*ShadowReport, error) {
 	ts, err := e.state(tenant)
 	if err != nil {
 		return nil, err
@@ -398,3 +398,8 @@ func (c *chunkStats) excluded(why string) {
 	}
 	c.excl[why]++
 }
+
+// Evaluator estimates, off-policy, what the policy would earn against what
+// it did (Evaluate) and compares the model with the logged decisions
+// (Shadow), from the stored decision records.
+type Evaluator struct{ *core }

@@ -78,7 +78,7 @@ func eventKey(tenant, id string) []byte { return store.EventKey(tenant, id) }
 // time: a commit applied while an earlier one's WAL write fails would
 // meet Pebble's broken WAL (a panic holding its commit lock), which the
 // disk-full tests exercise.
-func (e *Engine) Ingest(tenant string, events []IngestEvent) (IngestResult, error) {
+func (e *Ingester) Ingest(tenant string, events []IngestEvent) (IngestResult, error) {
 	ts, err := e.state(tenant)
 	if err != nil {
 		return IngestResult{}, err
@@ -115,7 +115,7 @@ func (e *Engine) Ingest(tenant string, events []IngestEvent) (IngestResult, erro
 	if err != nil {
 		return res, err
 	}
-	e.counters.ingested(e, tenant, res.Aceptados)
+	e.counters.ingested(e.core, tenant, res.Aceptados)
 	return res, nil
 }
 
@@ -127,7 +127,7 @@ func (e *Engine) Ingest(tenant string, events []IngestEvent) (IngestResult, erro
 // were pending) that accepts nothing still commits a batch (the unchanged
 // quality counters), so that its answer, which may count duplicates of
 // pending events, waits until they are durable.
-func (e *Engine) foldIngest(b *store.Batch, tenant string, events []IngestEvent, t *ingestTurn, dependent bool) (IngestResult, uint64, error) {
+func (e *Ingester) foldIngest(b *store.Batch, tenant string, events []IngestEvent, t *ingestTurn, dependent bool) (IngestResult, uint64, error) {
 	var res IngestResult
 	var q Quality
 	if t.quality != nil {
@@ -216,7 +216,7 @@ func (e *Engine) foldIngest(b *store.Batch, tenant string, events []IngestEvent,
 // (same canonical content) or rejected as "duplicado" (other content), and
 // an event with a time the store cannot hold is rejected. It returns the
 // indexes in events of the accepted ones, in order.
-func (e *Engine) admitEvents(tenant string, events []IngestEvent, t *ingestTurn, res *IngestResult) ([]int, error) {
+func (e *Ingester) admitEvents(tenant string, events []IngestEvent, t *ingestTurn, res *IngestResult) ([]int, error) {
 	keys := make([][]byte, len(events))
 	for i := range events {
 		keys[i] = eventKey(tenant, events[i].Event.ID)
@@ -275,7 +275,7 @@ func (e *Engine) admitEvents(tenant string, events []IngestEvent, t *ingestTurn,
 // keys are spread over the table and mostly stored, so Pebble's Get, which
 // stops at the first level holding the key, beats seeking one iterator
 // through every level (GetMany).
-func (e *Engine) loadIngestState(tenant string, events []IngestEvent, accepted []int, t *ingestTurn) (map[string]*Features, map[string]*attribution, error) {
+func (e *Ingester) loadIngestState(tenant string, events []IngestEvent, accepted []int, t *ingestTurn) (map[string]*Features, map[string]*attribution, error) {
 	feats := map[string]*Features{}
 	attrs := map[string]*attribution{}
 	for _, k := range accepted {
@@ -330,7 +330,7 @@ func (q *Quality) count(ev *Event, flags DataFlags) {
 	}
 }
 
-func (e *Engine) loadQuality(tenant string) (*Quality, error) {
+func (e *core) loadQuality(tenant string) (*Quality, error) {
 	var q Quality
 	if err := e.db.GetJSON(store.QualityKey(tenant), &q); err != nil && !errors.Is(err, store.ErrNotFound) {
 		return nil, err
@@ -339,11 +339,11 @@ func (e *Engine) loadQuality(tenant string) (*Quality, error) {
 }
 
 // Quality returns the tenant's data-quality counters.
-func (e *Engine) Quality(tenant string) (*Quality, error) { return e.loadQuality(tenant) }
+func (e *Ingester) Quality(tenant string) (*Quality, error) { return e.loadQuality(tenant) }
 
 // Attribution returns the decision id a coupon was sent for, "" if the
 // coupon is unknown or was not labelled.
-func (e *Engine) Attribution(tenant, cupon string) (string, error) {
+func (e *Ingester) Attribution(tenant, cupon string) (string, error) {
 	var a attribution
 	err := e.db.GetJSON(attributionKey(tenant, cupon), &a)
 	if errors.Is(err, store.ErrNotFound) {
@@ -363,3 +363,8 @@ func unstorableField(ev *Event) string {
 	}
 	return ""
 }
+
+// Ingester applies event batches: idempotent per event_id, each batch one
+// synced write of events, customer index, features, attribution links and
+// data-quality counters.
+type Ingester struct{ *core }

@@ -58,7 +58,7 @@ const learnYieldEvery = 64
 // tenant clock, folds them into a copy of the tenant's model, stores the
 // model and the rewards in one synced batch and publishes the new model
 // with an atomic swap. Decisions keep reading the old model meanwhile.
-func (e *Engine) Learn(tenant string) (LearnStats, error) {
+func (e *Learner) Learn(tenant string) (LearnStats, error) {
 	var st LearnStats
 	ts, err := e.state(tenant)
 	if err != nil {
@@ -124,7 +124,7 @@ func (e *Engine) Learn(tenant string) (LearnStats, error) {
 		}
 		if w.kind == queueExpiry {
 			if r.Estado == EstadoPendiente && r.Accion != 0 && r.CampanaID != "" {
-				if err := e.releaseBudget(ts, b, tenant, r); err != nil {
+				if err := e.campaigns.releaseBudget(ts, b, tenant, r); err != nil {
 					return st, err
 				}
 				st.Released++
@@ -216,7 +216,7 @@ func learnFrom(m *policy.Model, r *DecisionRecord, action int, reward float64, o
 }
 
 // logGuard logs a switch of the policy guard (policy.Guard) as an event.
-func (e *Engine) logGuard(tenant string, ev policy.GuardEvent, g policy.GuardStatus) {
+func (e *Learner) logGuard(tenant string, ev policy.GuardEvent, g policy.GuardStatus) {
 	if ev == policy.GuardUnchanged {
 		return
 	}
@@ -236,7 +236,7 @@ func (e *Engine) logGuard(tenant string, ev policy.GuardEvent, g policy.GuardSta
 // reward is a decision's final reward in cents: the customer's purchase
 // margin in the reward window, minus the sending cost of the action if it
 // was sent, minus the opt-out penalty if a BAJA comunicaciones fell in it.
-func (e *Engine) reward(t *store.Tenant, r *DecisionRecord) (int64, error) {
+func (e *Learner) reward(t *store.Tenant, r *DecisionRecord) (int64, error) {
 	margin, optOut, err := e.windowOutcome(t.ID, r.ClienteRef, r.At, r.At.Add(t.Settings.RewardWindow))
 	if err != nil {
 		return 0, err
@@ -262,7 +262,7 @@ func (e *Engine) reward(t *store.Tenant, r *DecisionRecord) (int64, error) {
 	return reward, nil
 }
 
-func (e *Engine) catalogOf(tenant string) *Catalog {
+func (e *core) catalogOf(tenant string) *Catalog {
 	ts, err := e.state(tenant)
 	if err != nil {
 		return nil
@@ -273,7 +273,7 @@ func (e *Engine) catalogOf(tenant string) *Catalog {
 // RunLearner runs learner passes for every tenant every interval until ctx
 // ends, and every idemPruneEvery deletes expired Idempotency-Key records
 // (PruneIdempotency). Errors are logged and retried on the next pass.
-func (e *Engine) RunLearner(ctx context.Context, interval time.Duration) {
+func (e *Learner) RunLearner(ctx context.Context, interval time.Duration) {
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	var pruned time.Time
@@ -286,7 +286,7 @@ func (e *Engine) RunLearner(ctx context.Context, interval time.Duration) {
 		if time.Since(pruned) >= idemPruneEvery {
 			pruned = time.Now()
 			for _, t := range e.db.Tenants() {
-				if n, err := e.PruneIdempotency(t.ID); err != nil {
+				if n, err := e.pruneIdempotency(t.ID); err != nil {
 					e.log.Error().Err(err).Str("tenant", t.ID).Msg("idempotency prune")
 				} else if n > 0 {
 					e.log.Info().Int("borradas", n).Str("tenant", t.ID).Msg("idempotency records past 24 h deleted")
@@ -309,7 +309,7 @@ func (e *Engine) RunLearner(ctx context.Context, interval time.Duration) {
 	}
 }
 
-func (e *Engine) loadModel(tenant string) (*publishedModel, error) {
+func (e *core) loadModel(tenant string) (*publishedModel, error) {
 	data, err := e.db.Get(store.ModelKey(tenant))
 	if errors.Is(err, store.ErrNotFound) {
 		return newPublishedModel(e.policy), nil
@@ -343,7 +343,7 @@ type Status struct {
 
 // Guard returns the tenant's policy guard: its state and estimates (for
 // /metrics; Status carries it too).
-func (e *Engine) Guard(tenant string) (policy.GuardStatus, error) {
+func (e *Learner) Guard(tenant string) (policy.GuardStatus, error) {
 	ts, err := e.state(tenant)
 	if err != nil {
 		return policy.GuardStatus{}, err
@@ -352,7 +352,7 @@ func (e *Engine) Guard(tenant string) (policy.GuardStatus, error) {
 }
 
 // Status returns the tenant's engine state.
-func (e *Engine) Status(tenant string) (Status, error) {
+func (e *Learner) Status(tenant string) (Status, error) {
 	ts, err := e.state(tenant)
 	if err != nil {
 		return Status{}, err
@@ -364,4 +364,16 @@ func (e *Engine) Status(tenant string) (Status, error) {
 	pm := ts.model.Load()
 	cat := ts.catalog.Load()
 	return Status{PoliticaVersion: pm.version, RewardsLearned: pm.n(), CatalogVersion: cat.Version, CatalogActions: len(cat.Acciones), Quality: *q, Guard: pm.m.GuardStatus()}, nil
+}
+
+// Learner closes reward windows and updates each tenant's policy model
+// (Learn, or RunLearner in the background), and reports on it (Status,
+// Guard, Backlog).
+type Learner struct {
+	*core
+	campaigns *Campaigns // budgets released when a window closes unconfirmed
+	// pruneIdempotency is the decider's pruning of old idempotency
+	// records, which the background loop runs too.
+	pruneIdempotency func(tenant string) (int, error)
+	onLearn          func(tenant string, st LearnStats) // see ObserveLearn
 }

@@ -9,7 +9,7 @@ import (
 // ObserveLearn makes every learner pass that committed call fn with what it
 // did (for the business metrics). Call it before RunLearner; fn runs on the
 // learner's goroutine and must not block.
-func (e *Engine) ObserveLearn(fn func(tenant string, st LearnStats)) { e.onLearn = fn }
+func (e *Learner) ObserveLearn(fn func(tenant string, st LearnStats)) { e.onLearn = fn }
 
 // LearnerBacklog is the learner's lag for a tenant: the rewards whose window
 // and grace have passed by the tenant clock but that no learner pass has
@@ -22,7 +22,7 @@ type LearnerBacklog struct {
 // Backlog reads the tenant's learner backlog, counting at most limit
 // entries (the queue is empty or nearly so when the learner keeps up, so
 // the read is short; the limit bounds it when it does not).
-func (e *Engine) Backlog(tenant string, limit int) (LearnerBacklog, error) {
+func (e *Learner) Backlog(tenant string, limit int) (LearnerBacklog, error) {
 	var bl LearnerBacklog
 	_, now, err := e.tenantNow(tenant)
 	if err != nil {

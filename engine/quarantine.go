@@ -43,7 +43,7 @@ func damagedErr(what string, cause error) error {
 // decode with cause) to the tenant's quarantine in one synced batch, logs
 // it and counts it. The reader that met it goes on whatever happens here:
 // an error (a full disk) is logged and returned for callers that report it.
-func (e *Engine) quarantine(tenant string, key, v []byte, cause error) error {
+func (e *core) quarantine(tenant string, key, v []byte, cause error) error {
 	e.damagedSeen.Add(1)
 	ev := e.log.Warn().Str("tenant", tenant).Str("table", tableName(key, tenant)).Str("error", cause.Error())
 	qk := store.DamagedKey(tenant, key)
@@ -98,7 +98,7 @@ func decodeDamaged(tenant string, qkey, v []byte) DamagedRecord {
 }
 
 // Quarantined lists the tenant's quarantined records, oldest key first.
-func (e *Engine) Quarantined(tenant string) ([]DamagedRecord, error) {
+func (e *Quarantine) Quarantined(tenant string) ([]DamagedRecord, error) {
 	out := []DamagedRecord{}
 	lo, hi := store.DamagedSpan(tenant)
 	err := e.db.Scan(lo, hi, func(k, v []byte) error {
@@ -110,7 +110,7 @@ func (e *Engine) Quarantined(tenant string) ([]DamagedRecord, error) {
 
 // QuarantinedRecords counts the records held in quarantine over all tenants
 // (the gauge coupond_quarantined_records): one bounded scan per tenant.
-func (e *Engine) QuarantinedRecords() (int, error) {
+func (e *Quarantine) QuarantinedRecords() (int, error) {
 	n := 0
 	for _, t := range e.db.Tenants() {
 		lo, hi := store.DamagedSpan(t.ID)
@@ -124,7 +124,7 @@ func (e *Engine) QuarantinedRecords() (int, error) {
 // DamagedSeen counts the damaged records readers met since the engine
 // started (each is moved to quarantine on first sight, so a record counts
 // again only when moving it failed).
-func (e *Engine) DamagedSeen() int64 { return e.damagedSeen.Load() }
+func (e *Quarantine) DamagedSeen() int64 { return e.damagedSeen.Load() }
 
 // CheckStats is what Check found.
 type CheckStats struct {
@@ -139,7 +139,7 @@ type CheckStats struct {
 // with the decoders the readers use and reports the ones that fail; with
 // repair it moves them to quarantine. Records are read from a consistent
 // snapshot.
-func (e *Engine) Check(tenant string, repair bool) (*CheckStats, error) {
+func (e *Quarantine) Check(tenant string, repair bool) (*CheckStats, error) {
 	st := &CheckStats{Damaged: []DamagedRecord{}, Quarantined: []DamagedRecord{}}
 	var tenants []string
 	if tenant != "" {
@@ -240,7 +240,7 @@ func keyText(key []byte, tenant string) string { return store.KeyText(tenant, ke
 // the customer ref: those whose original key or value holds ref, and those
 // whose original key is one of keys (the customer's records found through
 // its indexes). Quarantine is small, so this is a scan of it.
-func (e *Engine) customerDamaged(tenant, ref string, keys [][]byte) ([][]byte, error) {
+func (e *Quarantine) customerDamaged(tenant, ref string, keys [][]byte) ([][]byte, error) {
 	want := make(map[string]bool, len(keys))
 	for _, k := range keys {
 		want[string(k)] = true
@@ -256,3 +256,7 @@ func (e *Engine) customerDamaged(tenant, ref string, keys [][]byte) ([][]byte, e
 	})
 	return out, err
 }
+
+// Quarantine lists, counts and checks damaged records: what readers moved
+// aside (Quarantined), and a whole-store decode with repair (Check).
+type Quarantine struct{ *core }

@@ -83,7 +83,7 @@ func putDecision(b *store.Batch, tenant string, r *DecisionRecord) {
 // loadDecision reads a decision record by nonce. A record that does not
 // decode is moved to quarantine and reported as an error wrapping both
 // ErrDamaged and ErrNotFound.
-func (e *Engine) loadDecision(tenant, nonce string) (*DecisionRecord, error) {
+func (e *core) loadDecision(tenant, nonce string) (*DecisionRecord, error) {
 	v, err := e.db.Get(decisionKey(tenant, nonce))
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, fmt.Errorf("decision: %w", ErrNotFound)
