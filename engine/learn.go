@@ -71,39 +71,14 @@ func (e *Learner) Learn(tenant string) (LearnStats, error) {
 	ts.learnMu.Lock()
 	defer ts.learnMu.Unlock()
 
-	lo, hi := store.RewardQueueDueSpan(tenant, now)
-	limit := learnBatch
-	if e.onlineSince(e.now()) < onlineWindow {
-		limit = learnBatchOnline
-	}
-	type due struct {
-		key         []byte
-		kind, nonce string
-	}
-	var work []due
-	if err := e.db.Scan(lo, hi, func(k, _ []byte) error {
-		_, kind, nonce, ok := store.ParseRewardQueueKey(tenant, k)
-		if !ok {
-			return nil
-		}
-		work = append(work, due{key: append([]byte(nil), k...), kind: kind, nonce: nonce})
-		if len(work) >= limit {
-			return store.ErrStop
-		}
-		return nil
-	}); err != nil {
+	work, err := e.dueEntries(tenant, now)
+	if err != nil || len(work) == 0 {
 		return st, err
 	}
-	if len(work) == 0 {
-		return st, nil
-	}
-
-	pm := ts.model.Load()
-	next := pm.clone()
-	next.m.Fade(now, t.Settings.RewardWindow)
-	options := []int{0}
+	p := &learnPass{e: e, ts: ts, t: t, tenant: tenant, st: &st, next: ts.model.Load().clone(), options: []int{0}}
+	p.next.m.Fade(now, t.Settings.RewardWindow)
 	for _, a := range ts.catalog.Load().Acciones {
-		options = append(options, a.ID)
+		p.options = append(p.options, a.ID)
 	}
 	b := e.db.NewBatch()
 	defer b.Close()
@@ -111,65 +86,15 @@ func (e *Learner) Learn(tenant string) (LearnStats, error) {
 	for _, w := range work {
 		pace.Step()
 		b.Delete(w.key)
-		r, err := e.loadDecision(tenant, w.nonce)
-		if errors.Is(err, ErrDamaged) {
-			st.Damaged++ // quarantined by loadDecision
-			continue
-		}
-		if errors.Is(err, ErrNotFound) {
-			continue // deleted customer
-		}
-		if err != nil {
+		if err := p.apply(b, w); err != nil {
 			return st, err
 		}
-		if w.kind == queueExpiry {
-			if r.Estado == EstadoPendiente && r.Accion != 0 && r.CampanaID != "" {
-				if err := e.campaigns.releaseBudget(ts, b, tenant, r); err != nil {
-					return st, err
-				}
-				st.Released++
-			}
-			continue
-		}
-		reward, err := e.reward(t, r)
-		if err != nil {
-			return st, err
-		}
-		r.Recompensa = &reward
-		switch {
-		case r.Estado == EstadoPendiente:
-			st.Unconfirmed++
-		case r.Estado == EstadoModificada:
-			st.Modified++
-		case r.EnControl:
-			st.Control++
-		default:
-			// ejecutada teaches the decided action; rechazada teaches what
-			// happened: nothing was sent (action 0).
-			action := r.Accion
-			if r.Estado == EstadoRechazada {
-				action = 0
-			}
-			if learnFrom(next.m, r, action, float64(reward), options) {
-				r.Aprendida = true
-				st.Folded++
-			}
-		}
-		putDecision(b, tenant, r)
 	}
 	var guard policy.GuardEvent
 	if st.Folded > 0 {
-		if len(next.m.Cats) < policy.NumCats {
-			next.m.AddCats(ts.cats.top(next.m.Cats, policy.NumCats-len(next.m.Cats))...)
-		}
-		next.m.Refit()
-		guard = next.m.UpdateGuard()
-		next.publishVersion(now)
-		data, err := next.marshal()
-		if err != nil {
+		if guard, err = p.refit(b, now); err != nil {
 			return st, err
 		}
-		b.Set(store.ModelKey(tenant), data)
 	}
 	if err := b.Commit(); err != nil {
 		return st, err
@@ -179,11 +104,123 @@ func (e *Learner) Learn(tenant string) (LearnStats, error) {
 	}
 	e.counters.learned(tenant, now, st.Folded)
 	if st.Folded > 0 {
-		ts.model.Store(next)
-		e.log.Info().Str("tenant", tenant).Int("folded", st.Folded).Str("politica_version", next.version).Msg("model updated")
-		e.logGuard(tenant, guard, next.m.GuardStatus())
+		ts.model.Store(p.next)
+		e.log.Info().Str("tenant", tenant).Int("folded", st.Folded).Str("politica_version", p.next.version).Msg("model updated")
+		e.logGuard(tenant, guard, p.next.m.GuardStatus())
 	}
 	return st, nil
+}
+
+// dueEntry is one learner queue entry come due.
+type dueEntry struct {
+	key         []byte
+	kind, nonce string
+}
+
+// dueEntries reads the tenant's queue entries due at now: at most one
+// pass's worth, fewer while online decisions are being answered.
+func (e *Learner) dueEntries(tenant string, now time.Time) ([]dueEntry, error) {
+	lo, hi := store.RewardQueueDueSpan(tenant, now)
+	limit := learnBatch
+	if e.onlineSince(e.now()) < onlineWindow {
+		limit = learnBatchOnline
+	}
+	var work []dueEntry
+	err := e.db.Scan(lo, hi, func(k, _ []byte) error {
+		_, kind, nonce, ok := store.ParseRewardQueueKey(tenant, k)
+		if !ok {
+			return nil
+		}
+		work = append(work, dueEntry{key: append([]byte(nil), k...), kind: kind, nonce: nonce})
+		if len(work) >= limit {
+			return store.ErrStop
+		}
+		return nil
+	})
+	return work, err
+}
+
+// learnPass is one Learn over a tenant's due entries: the model being
+// updated and what the pass did.
+type learnPass struct {
+	e       *Learner
+	ts      *tenantState
+	t       *store.Tenant
+	tenant  string
+	st      *LearnStats
+	next    *publishedModel // the model being updated
+	options []int           // 0 (send nothing) and the catalog's actions
+}
+
+// apply handles one due entry into b: an expiry releases the budget of an
+// unconfirmed send; a closed reward window sets the reward and, for a
+// confirmed decision outside the control group, folds it into the model.
+func (p *learnPass) apply(b *store.Batch, w dueEntry) error {
+	st := p.st
+	r, err := p.e.loadDecision(p.tenant, w.nonce)
+	if errors.Is(err, ErrDamaged) {
+		st.Damaged++ // quarantined by loadDecision
+		return nil
+	}
+	if errors.Is(err, ErrNotFound) {
+		return nil // deleted customer
+	}
+	if err != nil {
+		return err
+	}
+	if w.kind == queueExpiry {
+		if r.Estado == EstadoPendiente && r.Accion != 0 && r.CampanaID != "" {
+			if err := p.e.campaigns.releaseBudget(p.ts, b, p.tenant, r); err != nil {
+				return err
+			}
+			st.Released++
+		}
+		return nil
+	}
+	reward, err := p.e.reward(p.t, r)
+	if err != nil {
+		return err
+	}
+	r.Recompensa = &reward
+	switch {
+	case r.Estado == EstadoPendiente:
+		st.Unconfirmed++
+	case r.Estado == EstadoModificada:
+		st.Modified++
+	case r.EnControl:
+		st.Control++
+	default:
+		// ejecutada teaches the decided action; rechazada teaches what
+		// happened: nothing was sent (action 0).
+		action := r.Accion
+		if r.Estado == EstadoRechazada {
+			action = 0
+		}
+		if learnFrom(p.next.m, r, action, float64(reward), p.options) {
+			r.Aprendida = true
+			st.Folded++
+		}
+	}
+	putDecision(b, p.tenant, r)
+	return nil
+}
+
+// refit refits the updated model, runs its guard and writes it to b with a
+// new version.
+func (p *learnPass) refit(b *store.Batch, now time.Time) (policy.GuardEvent, error) {
+	next := p.next
+	if len(next.m.Cats) < policy.NumCats {
+		next.m.AddCats(p.ts.cats.top(next.m.Cats, policy.NumCats-len(next.m.Cats))...)
+	}
+	next.m.Refit()
+	guard := next.m.UpdateGuard()
+	next.publishVersion(now)
+	data, err := next.marshal()
+	if err != nil {
+		return guard, err
+	}
+	b.Set(store.ModelKey(p.tenant), data)
+	return guard, nil
 }
 
 // learnFrom folds one final reward of a logged decision that teaches
