@@ -49,6 +49,48 @@ type Quality struct {
 	EventosTrasCierre           int64 `json:"eventos_tras_cierre_de_cuenta"`
 }
 
+// foldEvent writes one accepted event and its customer index entry to b
+// (buf is reused for the encoding and returned) and applies it to its
+// customer's features, its coupon's attribution link and the quality
+// counters.
+func foldEvent(b *store.Batch, tenant string, it *IngestEvent, buf []byte, feats map[string]*Features, attrs map[string]*attribution, q *Quality) []byte {
+	ev := &it.Event
+	buf = ev.AppendEncode(append(buf[:0], it.sum[:]...))
+	b.Set(eventKey(tenant, ev.ID), buf)
+	summary := eventSummary{Tipo: ev.Tipo}
+	if ev.Tipo == CompraCat {
+		summary.MarginCents = ev.MargenCents
+	}
+	summary.OptOut = ev.Tipo == Baja && ev.Clave == BajaComunicaciones
+	b.Set(customerEventKey(tenant, ev.ClienteRef, ev.TS, ev.ID), summary.encode())
+
+	flags := feats[ev.ClienteRef].Apply(ev)
+	q.count(ev, flags)
+	if ev.CuponEmitidoID != "" {
+		attrs[ev.CuponEmitidoID].apply(ev, q)
+	}
+	return buf
+}
+
+// apply records a coupon event in the coupon's attribution link.
+func (a *attribution) apply(ev *Event, q *Quality) {
+	a.ClienteRef = ev.ClienteRef
+	switch ev.Tipo {
+	case CuponRecibido:
+		a.Recibido = true
+		if ev.DecisionID != "" {
+			a.DecisionID = ev.DecisionID
+		}
+	case CuponRedimido:
+		if !a.Recibido {
+			q.RedencionesCuponDesconocido++
+		}
+		a.Redimido = true
+	case CuponCaducado:
+		a.Caducado = true
+	}
+}
+
 // attribution links a coupon sent (cupon_emitido_id) to the decision that
 // chose it, and records its fate, whatever order the events arrive in.
 type attribution struct {
@@ -160,38 +202,8 @@ func (e *Ingester) foldIngest(b *store.Batch, tenant string, events []IngestEven
 	var buf []byte
 	for _, k := range accepted {
 		it := &events[k]
-		ev := &it.Event
-		sums[ev.ID] = it.sum
-		buf = ev.AppendEncode(append(buf[:0], it.sum[:]...))
-		b.Set(eventKey(tenant, ev.ID), buf)
-		summary := eventSummary{Tipo: ev.Tipo}
-		if ev.Tipo == CompraCat {
-			summary.MarginCents = ev.MargenCents
-		}
-		summary.OptOut = ev.Tipo == Baja && ev.Clave == BajaComunicaciones
-		b.Set(customerEventKey(tenant, ev.ClienteRef, ev.TS, ev.ID), summary.encode())
-
-		flags := feats[ev.ClienteRef].Apply(ev)
-		q.count(ev, flags)
-
-		if ev.CuponEmitidoID != "" {
-			a := attrs[ev.CuponEmitidoID]
-			a.ClienteRef = ev.ClienteRef
-			switch ev.Tipo {
-			case CuponRecibido:
-				a.Recibido = true
-				if ev.DecisionID != "" {
-					a.DecisionID = ev.DecisionID
-				}
-			case CuponRedimido:
-				if !a.Recibido {
-					q.RedencionesCuponDesconocido++
-				}
-				a.Redimido = true
-			case CuponCaducado:
-				a.Caducado = true
-			}
-		}
+		sums[it.Event.ID] = it.sum
+		buf = foldEvent(b, tenant, it, buf, feats, attrs, &q)
 		res.Aceptados++
 	}
 	encs := make(map[string][]byte, len(feats))
