@@ -340,3 +340,24 @@ func TestKindOf(t *testing.T) {
 		}
 	}
 }
+
+// TestQuotaCount round-trips the daily quota counter's 8-byte codec.
+func TestQuotaCount(t *testing.T) {
+	db, _ := openMem(t)
+	if n, err := db.QuotaCount("acme", "2026-03-04", "decisiones"); err != nil || n != 0 {
+		t.Fatalf("missing counter: %d %v, want 0", n, err)
+	}
+	b := db.NewBatch()
+	b.SetQuotaCount("acme", "2026-03-04", "decisiones", 41)
+	b.Set(QuotaKey("acme", "2026-03-04", "eventos"), []byte("bad"))
+	if err := b.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+	if n, err := db.QuotaCount("acme", "2026-03-04", "decisiones"); err != nil || n != 41 {
+		t.Errorf("counter: %d %v, want 41", n, err)
+	}
+	if n, err := db.QuotaCount("acme", "2026-03-04", "eventos"); err != nil || n != 0 {
+		t.Errorf("counter of the wrong size: %d %v, want 0", n, err)
+	}
+}
