@@ -231,10 +231,16 @@ func checkStored(tenant string, key, v []byte) error {
 	return nil
 }
 
-func tableName(key []byte, tenant string) string { return store.TableName(tenant, key) }
+func tableName(key []byte, tenant string) string {
+	table, _ := store.DescribeKey(tenant, key)
+	return table
+}
 
 // keyText renders key after the tenant prefix for admin output.
-func keyText(key []byte, tenant string) string { return store.KeyText(tenant, key) }
+func keyText(key []byte, tenant string) string {
+	_, text := store.DescribeKey(tenant, key)
+	return text
+}
 
 // customerDamaged returns the keys of tenant's quarantine entries that name
 // the customer ref: those whose original key or value holds ref, and those

@@ -334,8 +334,8 @@ func TestKindOf(t *testing.T) {
 			t.Errorf("KindOf(%q) = %d, want %d", tt.key, got, tt.kind)
 		}
 		if tt.kind != KindUnknown || tt.name != "event" {
-			if got := TableName("acme", tt.key); got != tt.name {
-				t.Errorf("TableName(%q) = %q, want %q", tt.key, got, tt.name)
+			if got, _ := DescribeKey("acme", tt.key); got != tt.name {
+				t.Errorf("DescribeKey(%q) = %q, want %q", tt.key, got, tt.name)
 			}
 		}
 	}
@@ -359,5 +359,24 @@ func TestQuotaCount(t *testing.T) {
 	}
 	if n, err := db.QuotaCount("acme", "2026-03-04", "eventos"); err != nil || n != 0 {
 		t.Errorf("counter of the wrong size: %d %v, want 0", n, err)
+	}
+}
+
+// TestDescribeKey renders keys for admin output, short ones included.
+func TestDescribeKey(t *testing.T) {
+	tests := []struct {
+		key         []byte
+		table, text string
+	}{
+		{EventKey("acme", "ev-1"), "event", `"eev-1\x00"`},
+		{tenantPrefix("acme"), "?", `""`},
+		{[]byte{spaceTenant, 'a'}, "?", `"\x02a"`},
+		{nil, "?", `""`},
+	}
+	for _, tt := range tests {
+		table, text := DescribeKey("acme", tt.key)
+		if table != tt.table || text != tt.text {
+			t.Errorf("DescribeKey(%q) = %q, %q; want %q, %q", tt.key, table, text, tt.table, tt.text)
+		}
 	}
 }

@@ -109,26 +109,21 @@ func KindOf(tenant string, key []byte) Kind {
 	return t.kind
 }
 
-// TableName names the table of a data key of tenant for admin output and
-// logs: "event", "features", ...; "table 'c'" for an unregistered table
-// byte, "?" for a key too short to have one.
-func TableName(tenant string, key []byte) string {
+// DescribeKey names, for admin output and logs, the table of a data key of
+// tenant ("event", "features", ...; "table 'c'" for an unregistered table
+// byte, "?" for a key too short to have one) and renders the key after the
+// tenant prefix, quoted.
+func DescribeKey(tenant string, key []byte) (table, text string) {
 	p := len(tenant) + 2
-	if len(key) <= p {
-		return "?"
+	table = "?"
+	if len(key) > p {
+		table = "table " + strconv.QuoteRune(rune(key[p]))
+		if t, ok := tableByByte[key[p]]; ok && t.name != "" {
+			table = t.name
+		}
 	}
-	if t, ok := tableByByte[key[p]]; ok && t.name != "" {
-		return t.name
-	}
-	return "table " + strconv.QuoteRune(rune(key[p]))
-}
-
-// KeyText renders a data key of tenant after the tenant prefix, quoted, for
-// admin output.
-func KeyText(tenant string, key []byte) string {
-	p := len(tenant) + 2
 	if len(key) < p {
-		return strconv.Quote(string(key))
+		return table, strconv.Quote(string(key))
 	}
-	return strconv.Quote(string(key[p:]))
+	return table, strconv.Quote(string(key[p:]))
 }
