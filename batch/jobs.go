@@ -155,7 +155,7 @@ func (r *Runner) OnProgress(every int, fn func(j Job)) {
 	r.mu.Unlock()
 }
 
-func jobKey(tenant, id string) []byte { return store.Key(tenant, store.TableJob, id) }
+func jobKey(tenant, id string) []byte { return store.JobKey(tenant, id) }
 
 func newJobID() string {
 	b := make([]byte, 10)
@@ -205,7 +205,7 @@ func (r *Runner) Submit(tenant string, s Submission) (*Job, error) {
 		j.Total = len(uniq)
 		for i := 0; i < len(uniq); i += clientChunk {
 			chunk := uniq[i:min(i+clientChunk, len(uniq))]
-			if err := b.SetJSON(store.Key(tenant, store.TableJobClients, j.ID, j.Chunks), chunk); err != nil {
+			if err := b.SetJSON(store.JobChunkKey(tenant, j.ID, j.Chunks), chunk); err != nil {
 				return nil, err
 			}
 			j.Chunks++
@@ -238,7 +238,7 @@ func busy(jobs []*Job, now time.Time) (time.Duration, bool) {
 // list returns the tenant's jobs.
 func (r *Runner) list(tenant string) ([]*Job, error) {
 	var out []*Job
-	lo, hi := store.TableSpan(tenant, store.TableJob)
+	lo, hi := store.JobSpan(tenant)
 	err := r.db.Scan(lo, hi, func(_, v []byte) error {
 		var j Job
 		if err := json.Unmarshal(v, &j); err != nil {
@@ -468,7 +468,7 @@ func (r *Runner) finish(j *Job) error {
 		return err
 	}
 	if j.Chunks > 0 {
-		b.DeleteRange(store.TableSpan(j.Tenant, store.TableJobClients, j.ID))
+		b.DeleteRange(store.JobChunksSpan(j.Tenant, j.ID))
 	}
 	queued := false
 	if j.Estado == Completado && r.hooks != nil {
@@ -514,7 +514,7 @@ func (r *Runner) clientes(j *Job) (next func() (string, bool), err func() error)
 				return "", false
 			}
 			chunk, pos = nil, 0
-			if readErr = r.db.GetJSON(store.Key(j.Tenant, store.TableJobClients, j.ID, i), &chunk); readErr != nil {
+			if readErr = r.db.GetJSON(store.JobChunkKey(j.Tenant, j.ID, i), &chunk); readErr != nil {
 				return "", false
 			}
 			i++
@@ -529,7 +529,7 @@ func (r *Runner) clientes(j *Job) (next func() (string, bool), err func() error)
 func (r *Runner) customers(j *Job, fn func(ref string) error) error {
 	for i := 0; i < j.Chunks; i++ {
 		var chunk []string
-		if err := r.db.GetJSON(store.Key(j.Tenant, store.TableJobClients, j.ID, i), &chunk); err != nil {
+		if err := r.db.GetJSON(store.JobChunkKey(j.Tenant, j.ID, i), &chunk); err != nil {
 			return err
 		}
 		for _, c := range chunk {

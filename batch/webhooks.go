@@ -51,7 +51,7 @@ func NewWebhooks(db *store.DB, d *Deliverer, log zerolog.Logger, now func() time
 	return &Webhooks{db: db, deliver: d, schedule: NewRetrySchedule(mathrand.NewPCG(seed, seed+1)), log: log, now: now, wake: newWaker()}
 }
 
-func webhookKey(tenant string) []byte { return store.Key(tenant, store.TableWebhook) }
+func webhookKey(tenant string) []byte { return store.WebhookKey(tenant) }
 
 // Register stores (replacing) the tenant's webhook and returns it with a
 // new signing secret, shown once.
@@ -127,7 +127,7 @@ func (w *Webhooks) enqueue(b *store.Batch, j *Job) (bool, error) {
 		return false, err
 	}
 	q := queued{ID: "msg_" + j.ID, Body: body}
-	if err := b.SetJSON(store.Key(j.Tenant, store.TableWebhookQueue, w.now(), q.ID), q); err != nil {
+	if err := b.SetJSON(store.WebhookDeliveryKey(j.Tenant, w.now(), q.ID), q); err != nil {
 		return false, err
 	}
 	return true, nil
@@ -167,8 +167,7 @@ func (w *Webhooks) DeliverDue(ctx context.Context) int {
 // deliverDue makes one attempt for every due message of tenant.
 func (w *Webhooks) deliverDue(ctx context.Context, tenant string) int {
 	now := w.now()
-	lo, _ := store.TableSpan(tenant, store.TableWebhookQueue)
-	hi := store.Key(tenant, store.TableWebhookQueue, now.Add(time.Nanosecond))
+	lo, hi := store.WebhookDueSpan(tenant, now)
 	type item struct {
 		key []byte
 		q   queued
@@ -210,7 +209,7 @@ func (w *Webhooks) deliverDue(ctx context.Context, tenant string) int {
 			outcome = WebhookRetry
 			log.Warn().Err(err).Int("status", status).Dur("retry_in", wait).Msg("webhook attempt failed")
 			w.count(tenant, "failed")
-			if err := b.SetJSON(store.Key(tenant, store.TableWebhookQueue, w.now().Add(wait), q.ID), q); err != nil {
+			if err := b.SetJSON(store.WebhookDeliveryKey(tenant, w.now().Add(wait), q.ID), q); err != nil {
 				log.Error().Err(err).Msg("webhook requeue")
 			}
 		} else {

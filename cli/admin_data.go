@@ -41,7 +41,7 @@ func batchScrubber(svc *services, offline bool) func(tenant, ref string) ([][]by
 	return func(tenant, ref string) ([][]byte, bool, error) {
 		db := svc.env.db
 		var jobs []batch.Job
-		lo, hi := store.TableSpan(tenant, store.TableJob)
+		lo, hi := store.JobSpan(tenant)
 		if err := db.Scan(lo, hi, func(_, v []byte) error {
 			var j batch.Job
 			if err := json.Unmarshal(v, &j); err != nil {
@@ -92,7 +92,7 @@ func batchScrubber(svc *services, offline bool) func(tenant, ref string) ([][]by
 func scrubChunks(db *store.DB, b *store.Batch, tenant string, j *batch.Job, ref string) ([][]byte, error) {
 	var changed [][]byte
 	for c := 0; c < j.Chunks; c++ {
-		key := store.Key(tenant, store.TableJobClients, j.ID, c)
+		key := store.JobChunkKey(tenant, j.ID, c)
 		var chunk []string
 		err := db.GetJSON(key, &chunk)
 		if errors.Is(err, store.ErrNotFound) {

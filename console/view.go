@@ -287,7 +287,7 @@ func (c *Console) healthView(t *store.Tenant, h *hours) (healthView, error) {
 	for _, k := range []string{"delivered", "failed", "given_up", "dropped"} {
 		v.WebhookCounts = append(v.WebhookCounts, codeCount{Name: k, N24: w24[k], N7: w7[k], Alert: k != "delivered" && w24[k] > 0})
 	}
-	lo, hi := store.TableSpan(t.ID, store.TableWebhookQueue)
+	lo, hi := store.WebhookQueueSpan(t.ID)
 	err = c.db.Scan(lo, hi, func(_, _ []byte) error {
 		v.WebhookPending++
 		if v.WebhookPending >= 1000 {
@@ -302,7 +302,7 @@ func (c *Console) healthView(t *store.Tenant, h *hours) (healthView, error) {
 // progress for running ones.
 func (c *Console) jobs(tenant string, n int) ([]jobView, error) {
 	var all []batch.Job
-	lo, hi := store.TableSpan(tenant, store.TableJob)
+	lo, hi := store.JobSpan(tenant)
 	err := c.db.Scan(lo, hi, func(_, v []byte) error {
 		var j batch.Job
 		if json.Unmarshal(v, &j) == nil {
@@ -338,20 +338,20 @@ func (c *Console) jobs(tenant string, n int) ([]jobView, error) {
 func (c *Console) pendingDeletions(tenant string, n int) ([]deletionView, bool, error) {
 	var out []deletionView
 	more := false
-	lo, hi := store.TableSpan(tenant, store.TableDeletionQueue)
+	lo, hi := store.DeletionQueueSpan(tenant)
 	err := c.db.Scan(lo, hi, func(k, _ []byte) error {
 		if len(out) == n {
 			more = true
 			return store.ErrStop
 		}
-		parts, ok := store.SplitKey(tenant, k, "8s")
+		at, hash, ok := store.ParseDeletionQueueKey(tenant, k)
 		if !ok {
 			return nil
 		}
-		dv := deletionView{RequestedAt: store.TimeAt(parts[0])}
-		_ = c.db.GetJSON(store.Key(tenant, store.TableDeletion, string(parts[1])), &dv.Record)
+		dv := deletionView{RequestedAt: at}
+		_ = c.db.GetJSON(store.DeletionKey(tenant, hash), &dv.Record)
 		if dv.Record.Hash == "" {
-			dv.Record.Hash = string(parts[1])
+			dv.Record.Hash = hash
 		}
 		out = append(out, dv)
 		return nil

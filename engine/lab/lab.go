@@ -33,7 +33,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/rs/zerolog"
 
 	"github.com/coupond/coupond/engine"
@@ -258,7 +257,7 @@ func Run(ctx context.Context, cfg Config, logf func(string, ...any)) (*Report, e
 	if logf == nil {
 		logf = func(string, ...any) {}
 	}
-	db, err := store.Open("lab", vfs.NewMem())
+	db, err := store.Open("lab", store.NewMemFS())
 	if err != nil {
 		return nil, err
 	}

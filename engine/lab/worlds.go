@@ -8,7 +8,6 @@ import (
 	"reflect"
 	"time"
 
-	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/rs/zerolog"
 
 	"github.com/coupond/coupond/engine"
@@ -163,7 +162,7 @@ type run struct {
 }
 
 // RunWorld runs the engine and the compared policies on one world. Each
-// world has its own store on vfs.NewMem, so worlds may run concurrently.
+// world has its own store on store.NewMemFS, so worlds may run concurrently.
 func RunWorld(ctx context.Context, fam Family) (*WorldReport, error) {
 	if err := fam.validate(); err != nil {
 		return nil, err
@@ -187,7 +186,7 @@ func RunWorld(ctx context.Context, fam Family) (*WorldReport, error) {
 // newRun opens the world's store and tenant, draws its customers and
 // publishes their history.
 func newRun(fam *Family) (*run, error) {
-	db, err := store.Open("lab", vfs.NewMem())
+	db, err := store.Open("lab", store.NewMemFS())
 	if err != nil {
 		return nil, err
 	}
