@@ -271,7 +271,8 @@ func Run(ctx context.Context, cfg Config, logf func(string, ...any)) (*Report, e
 	if err := db.CreateTenant(&store.Tenant{ID: labTenant, CreatedAt: start, Sandbox: true, ClockNow: start, Settings: s}); err != nil {
 		return nil, err
 	}
-	eng := engine.New(engine.Config{DB: db, Secrets: store.TestSecrets(), Log: zerolog.Nop(), Now: time.Now, Seed: cfg.Seed + 1})
+	clk := newLabClock(start)
+	eng := engine.New(engine.Config{DB: db, Secrets: store.TestSecrets(), Log: zerolog.Nop(), Now: clk.Now, Seed: cfg.Seed + 1})
 	rng := rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0xc0ffee))
 	// The baselines draw from their own stream, so that a change in what
 	// the engine does (which moves the world's stream) leaves their
@@ -409,7 +410,7 @@ func Run(ctx context.Context, cfg Config, logf func(string, ...any)) (*Report, e
 		if err := sim.ingest(events); err != nil {
 			return nil, err
 		}
-		if err := advance(db, window); err != nil {
+		if err := advance(db, clk, window); err != nil {
 			return nil, err
 		}
 		for {
@@ -640,11 +641,6 @@ func tenantNow(db *store.DB) (*store.Tenant, time.Time, error) {
 		return nil, time.Time{}, fmt.Errorf("lab: tenant missing")
 	}
 	return t, t.ClockNow, nil
-}
-
-func advance(db *store.DB, d time.Duration) error {
-	_, err := db.UpdateTenant(labTenant, func(t *store.Tenant) error { t.ClockNow = t.ClockNow.Add(d); return nil })
-	return err
 }
 
 // simulator turns outcomes into events.
