@@ -83,6 +83,13 @@ type Config struct {
 	// sent it to 92–98 % of customers, the rare buyers who never respond
 	// and one of two equal treatments included (POLICY.md §4).
 	GuardSingleActions bool
+	// ExploreCap caps an action's exploration by its average effect over
+	// the customers who received it (Model.exploreCap): an action that
+	// loses money on average with confidence is hardly explored. Off by
+	// default: with it (and Z 1.25, ImportanceAlpha 0, TauEffect 300,
+	// TauLevel 500) the lab's report run was within its noise of this
+	// configuration's (POLICY.md §7.3).
+	ExploreCap bool
 }
 
 // DefaultConfig is the configuration the engine runs.
@@ -141,11 +148,13 @@ type armStats struct {
 	mPsi  []float64 // meat Σ w² ψψᵀ ε²
 	delta []float64 // fit: δₐ
 	cov   []float64 // fit: Var(δₐ), dimEffect²
+	// popW caps the action's exploration weight (fit; exploreCap).
+	popW float64
 }
 
 func newArm() *armStats {
 	return &armStats{c: make([]float64, dimBase*dimEffect), psi: make([]float64, dimEffect*dimEffect), b: make([]float64, dimEffect),
-		mC: make([]float64, dimBase*dimEffect), mPsi: make([]float64, dimEffect*dimEffect)}
+		mC: make([]float64, dimBase*dimEffect), mPsi: make([]float64, dimEffect*dimEffect), popW: 1}
 }
 
 // New returns a model without data: it decides on the economic prior,
@@ -168,7 +177,7 @@ func (m *Model) Clone() *Model {
 	c.arms = make(map[int]*armStats, len(m.arms))
 	for id, a := range m.arms {
 		c.arms[id] = &armStats{n: a.n, c: slices.Clone(a.c), psi: slices.Clone(a.psi), b: slices.Clone(a.b), mC: slices.Clone(a.mC),
-			mPsi: slices.Clone(a.mPsi), delta: slices.Clone(a.delta), cov: slices.Clone(a.cov)}
+			mPsi: slices.Clone(a.mPsi), delta: slices.Clone(a.delta), cov: slices.Clone(a.cov), popW: a.popW}
 	}
 	c.guard = m.guard.clone()
 	return &c
@@ -412,6 +421,7 @@ func (m *Model) fitArms(blks []fitBlock, sinv, core []float64, mbb [][]float64, 
 		cov := m.crossCov(wc, w, w, l)
 		addTo(cov, mul(mul(b.pinv, mbb[k], E, E, E), b.pinv, E, E, E), 1)
 		a.cov = symmetrize(cov, E)
+		a.popW = m.exploreCap(a)
 		if a.n > 0 {
 			ev.add(&b, w, le)
 		}
@@ -487,6 +497,34 @@ func (m *Model) apartOverall(a, b *armStats, cov []float64) bool {
 		v -= 2 * pa[i] * dot(cov[i*E:(i+1)*E], pb[:])
 	}
 	return math.Abs(d) > m.cfg.PopZ*math.Sqrt(math.Max(v, 0))
+}
+
+// exploreCap is min(1, 2Φ(e/se)), e the action's effect averaged over the
+// customers who received it (the mean of their ψ and of their pooled
+// terms, each with its own prior effect) and se its standard error: an
+// action below never-send by 2 SE on average is explored with at most
+// 4.6 % of its share, one at 3 SE with 0.3 %. 1 without data or with
+// Config.ExploreCap off. Needs this fit's sharedCov, δₐ and Var(δₐ).
+func (m *Model) exploreCap(a *armStats) float64 {
+	const E = dimEffect
+	sw := a.psi[0] // Σw, as ψ₀ = 1
+	if !m.cfg.ExploreCap || a.n == 0 || !(sw > 0) || m.sharedCov == nil {
+		return 1
+	}
+	var pa [E]float64
+	for j := range pa {
+		pa[j] = a.psi[j] / sw
+	}
+	var sh [nShared]float64
+	for k := range sh {
+		sh[k] = a.c[(phiShared+k)*E] / sw // row phiShared+k, column ψ₀: Σw·shₖ
+	}
+	e := pa[psiPrior] + dot(m.beta[phiShared:phiShared+nShared], sh[:]) + dot(a.delta, pa[:])
+	v := quad(a.cov, pa[:], E) + quad(m.sharedCov, sh[:], nShared)
+	if !(v > 0) {
+		return 1
+	}
+	return math.Min(1, math.Erfc(-e/math.Sqrt(v)/math.Sqrt2))
 }
 
 // crossCov returns (Wₐ·core + Lₐ)W_bᵀ + Wₐ L_bᵀ, E×E, given wcl =
