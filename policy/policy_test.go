@@ -19,7 +19,7 @@ func week(i int) time.Time { return t0.Add(time.Duration(i) * 7 * 24 * time.Hour
 // Within 4 windows the model sends rare buyers coupons under 10 % of the
 // time.
 func TestPriorWrongForRareBuyers(t *testing.T) {
-	act := simAction{id: 1, cat: -1, costCents: 6000,
+	act := simAction{id: 1, cat: -1, costCents: 3000,
 		prior: func(sc *simCust) float64 {
 			if sc.rare {
 				return 6000
@@ -141,7 +141,7 @@ func TestGuardStaysOffWhenLearningWins(t *testing.T) {
 		}
 		return 0
 	}
-	act := simAction{id: 1, cat: -1, costCents: 6000, lift: lift}
+	act := simAction{id: 1, cat: -1, costCents: 3000, lift: lift}
 	act.prior = func(sc *simCust) float64 { return lift(sc)*(sc.spend-3000) - sc.conv*3000 - 100 }
 	w := newWorld(5, 3000, []simAction{act})
 	m := New(DefaultConfig())
@@ -321,8 +321,8 @@ func BenchmarkFold(b *testing.B) {
 
 // TestExplorationStopsForLosingCoupon: a coupon that only gives margin
 // away (60 MXN a purchase, 1 MXN a send), logged uniformly to 3,000
-// customers for 6 windows. Its average effect is then below never-send by several
-// standard errors while each customer's own effect is still uncertain,
+// customers for 10 windows. Its average effect is then below never-send
+// by several standard errors while each customer's own effect is still uncertain,
 // so the directed weight alone keeps exploring it; Config.ExploreCap
 // stops that beyond the floor.
 func TestExplorationStopsForLosingCoupon(t *testing.T) {
@@ -332,7 +332,7 @@ func TestExplorationStopsForLosingCoupon(t *testing.T) {
 		cfg := DefaultConfig()
 		cfg.ExploreCap = capOn
 		m := New(cfg)
-		for range 6 {
+		for range 10 {
 			for _, sc := range w.custs {
 				arms := w.arms(sc)
 				a := &arms[w.rng.IntN(2)]
