@@ -147,6 +147,7 @@ type run struct {
 	w     *mworld
 	db    *store.DB
 	eng   *engine.Engine
+	clk   *labClock
 	ew    *eventWriter
 	wrng  *rand.Rand // the engine's world: its outcomes become events
 	acts  []engine.Action
@@ -199,10 +200,11 @@ func newRun(fam *Family) (*run, error) {
 		db.Close()
 		return nil, err
 	}
-	eng := engine.New(engine.Config{DB: db, Secrets: store.TestSecrets(), Log: zerolog.Nop(), Now: time.Now, Seed: fam.Seed + 1})
+	clk := newLabClock(start)
+	eng := engine.New(engine.Config{DB: db, Secrets: store.TestSecrets(), Log: zerolog.Nop(), Now: clk.Now, Seed: fam.Seed + 1})
 	seed := fam.Seed
 	w := newWorld(fam, rand.New(rand.NewPCG(seed, 1)))
-	r := &run{fam: fam, w: w, db: db, eng: eng, wrng: rand.New(rand.NewPCG(seed, 2)), out: make([]bool, fam.Customers)}
+	r := &run{fam: fam, w: w, db: db, eng: eng, clk: clk, wrng: rand.New(rand.NewPCG(seed, 2)), out: make([]bool, fam.Customers)}
 	r.ew = &eventWriter{eng: eng, w: w}
 	if err := r.ew.history(start, rand.New(rand.NewPCG(seed, 3))); err != nil {
 		db.Close()
@@ -437,7 +439,7 @@ func (r *run) closeWindow(row *WorldWeek) error {
 	if err := r.ew.flush(); err != nil {
 		return err
 	}
-	if err := advance(r.db, window); err != nil {
+	if err := advance(r.db, r.clk, window); err != nil {
 		return err
 	}
 	for {
