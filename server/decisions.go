@@ -63,16 +63,14 @@ func (s *Server) handleDecide(c *call) error {
 		req.IdempotencyKey, req.BodyHash = key, engine.HashBody(c.body)
 	}
 	d, err := s.Engine.Decide(c.tenant.ID, req)
+	var capped *engine.DayLimitError
 	switch {
-	case errors.Is(err, engine.ErrDailyCap):
-		return &apiError{kind: kindRateLimited, retryAfter: secondsToMidnight(c.now()),
+	case errors.As(err, &capped):
+		return &apiError{kind: kindRateLimited, retryAfter: capped.RetryAfter,
 			msg: "límite de 3 decisiones por cliente_ref por día alcanzado"}
 	case errors.Is(err, engine.ErrIdempotencyConflict):
 		return errKind(kindIdempotencyConflict)
 	case err != nil:
-		return err
-	}
-	if err := s.quotas.add(s.DB, c.tenant.ID, quotaDecisions, c.now(), 1); err != nil {
 		return err
 	}
 	s.metrics.decision(c.tenant.ID, "online", d)

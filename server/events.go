@@ -110,15 +110,10 @@ func (s *Server) handleEvents(c *call) error {
 		}
 		good = append(good, item)
 	}
-	if s.abuse.level(c.clientID) >= levelCuarentena && len(good) > 0 {
-		// Quarantine: accepted and kept, applied when the operator releases them.
-		if err := s.quarantine(c, good); err != nil {
-			return err
-		}
-		writeJSON(c.w, http.StatusOK, eventsResponse{Aceptados: len(good), Rechazados: orEmpty(rejected)})
-		return nil
-	}
-	res, err := s.Engine.Ingest(c.tenant.ID, good)
+	res, err := s.Engine.Receive(c.tenant.ID, good, engine.Delivery{
+		ClientID: c.clientID, Trace: c.trace, At: c.start, Now: now,
+		Hold: s.abuse.level(c.clientID) >= levelCuarentena,
+	})
 	if err != nil {
 		return err
 	}
@@ -126,9 +121,6 @@ func (s *Server) handleEvents(c *call) error {
 		s.abuse.signal(c.tenant.ID, c.clientID, fmt.Sprintf("recarga: %d de %d eventos ya estaban procesados", res.Duplicados, n), c.start)
 	}
 	rejected = mergeRejections(rejected, res.Rechazados)
-	if err := s.quotas.add(s.DB, c.tenant.ID, quotaEvents, now, int64(res.Aceptados)); err != nil {
-		return err
-	}
 	writeJSON(c.w, http.StatusOK, eventsResponse{Aceptados: res.Aceptados, Duplicados: res.Duplicados, Rechazados: orEmpty(rejected)})
 	return nil
 }

@@ -47,8 +47,10 @@ func (s *Server) handleOpenAPI(c *call) error {
 
 // Flush persists in-memory counters (daily quotas, credential last use).
 func (s *Server) Flush() error {
-	if err := s.quotas.flush(s.DB); err != nil {
-		return err
+	if s.Engine != nil {
+		if err := s.Engine.FlushQuotas(); err != nil {
+			return err
+		}
 	}
 	return s.DB.FlushLastUsed()
 }

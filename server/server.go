@@ -56,7 +56,6 @@ type Server struct {
 	limits *limiter
 	// tokenFailures limits failed token requests per source address.
 	tokenFailures *limiter
-	quotas        *quotas
 	metrics       *metrics
 	abuse         *abuseGuard
 	router        *httprouter.Router
@@ -73,7 +72,6 @@ func New(d Deps) *Server {
 		tokens:        newTokens(d.Secrets.Token),
 		limits:        newLimiter(),
 		tokenFailures: newLimiterCap(tokenFailureAddresses),
-		quotas:        newQuotas(),
 	}
 	s.metrics = newMetrics(d.DB, d.MetricsTenantLabel)
 	if d.Engine != nil {

@@ -13,3 +13,20 @@ func QuarantineKey(tenant string, at time.Time, trace string) []byte {
 
 // QuarantineSpan bounds the tenant's quarantined event batches.
 func QuarantineSpan(tenant string) (lower, upper []byte) { return tableSpan(tenant, tableQuarantine) }
+
+// SetQuarantined writes in b the held event batch of trace, arrived at at.
+func (b *Batch) SetQuarantined(tenant string, at time.Time, trace string, batch []byte) {
+	b.Set(QuarantineKey(tenant, at, trace), batch)
+}
+
+// ScanQuarantined calls fn for each held event batch of tenant, oldest
+// first, with its key (for DeleteQuarantined) and value, both valid only
+// during the call.
+func (db *DB) ScanQuarantined(tenant string, fn func(key, batch []byte) error) error {
+	lo, hi := QuarantineSpan(tenant)
+	return db.Scan(lo, hi, fn)
+}
+
+// DeleteQuarantined deletes in b the held event batch of key, a key
+// ScanQuarantined gave.
+func (b *Batch) DeleteQuarantined(key []byte) { b.Delete(key) }
