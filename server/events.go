@@ -117,8 +117,8 @@ func (s *Server) handleEvents(c *call) error {
 	if err != nil {
 		return err
 	}
-	if n := len(good); n >= 500 && res.Duplicados*10 >= n*9 && (c.tenant.Settings.RateLimits || !c.tenant.Sandbox) {
-		s.abuse.signal(c.tenant.ID, c.clientID, fmt.Sprintf("recarga: %d de %d eventos ya estaban procesados", res.Duplicados, n), c.start)
+	if n := len(good); n >= 500 && res.Duplicados*10 >= n*9 {
+		c.anomaly = fmt.Sprintf("recarga: %d de %d eventos ya estaban procesados", res.Duplicados, n)
 	}
 	rejected = mergeRejections(rejected, res.Rechazados)
 	writeJSON(c.w, http.StatusOK, eventsResponse{Aceptados: res.Aceptados, Duplicados: res.Duplicados, Rechazados: orEmpty(rejected)})

@@ -151,6 +151,9 @@ type call struct {
 
 	// readTimedOut: the body did not arrive within the read timeout.
 	readTimedOut bool
+	// anomaly is what the handler saw that the abuse guard weighs (a
+	// history reload); the pipeline reports it with the request's status.
+	anomaly string
 }
 
 // now is the tenant's clock for this request.
@@ -229,6 +232,9 @@ func (s *Server) wrap(rt route) httprouter.Handle {
 			if c.tenant != nil {
 				ev = ev.Str("tenant", c.tenant.ID).Str("client_id", c.clientID)
 				if c.tenant.Settings.RateLimits || !c.tenant.Sandbox {
+					if c.anomaly != "" {
+						s.abuse.signal(c.tenant.ID, c.clientID, c.anomaly, c.start)
+					}
 					s.abuse.observe(c.tenant.ID, c.clientID, status, c.start)
 				}
 			}

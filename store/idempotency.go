@@ -24,7 +24,8 @@ func ParseIdempotencyKey(tenant string, key []byte) (k string, ok bool) {
 // Idempotency reads the record of Idempotency-Key k (ErrNotFound when
 // there is none).
 func (db *DB) Idempotency(tenant, k string) ([]byte, error) {
-	return db.Get(IdempotencyKey(tenant, k))
+	key := IdempotencyKey(tenant, k)
+	return db.Get(key)
 }
 
 // SetIdempotency writes the record of Idempotency-Key k in b.
