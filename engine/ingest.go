@@ -56,13 +56,13 @@ type Quality struct {
 func foldEvent(b *store.Batch, tenant string, it *IngestEvent, buf []byte, feats map[string]*Features, attrs map[string]*attribution, q *Quality) []byte {
 	ev := &it.Event
 	buf = ev.AppendEncode(append(buf[:0], it.sum[:]...))
-	b.Set(eventKey(tenant, ev.ID), buf)
+	b.Set(store.EventKey(tenant, ev.ID), buf)
 	summary := eventSummary{Tipo: ev.Tipo}
 	if ev.Tipo == CompraCat {
 		summary.MarginCents = ev.MargenCents
 	}
 	summary.OptOut = ev.Tipo == Baja && ev.Clave == BajaComunicaciones
-	b.Set(customerEventKey(tenant, ev.ClienteRef, ev.TS, ev.ID), summary.encode())
+	b.Set(store.CustomerEventKey(tenant, ev.ClienteRef, ev.TS, ev.ID), summary.encode())
 
 	flags := feats[ev.ClienteRef].Apply(ev)
 	q.count(ev, flags)
@@ -100,12 +100,6 @@ type attribution struct {
 	Redimido   bool   `json:"redimido,omitempty"`
 	Caducado   bool   `json:"caducado,omitempty"`
 }
-
-func attributionKey(tenant, cupon string) []byte {
-	return store.AttributionKey(tenant, cupon)
-}
-
-func eventKey(tenant, id string) []byte { return store.EventKey(tenant, id) }
 
 // Ingest applies validated events idempotently: an event_id already
 // processed with the same content counts as a duplicate, with different
@@ -210,10 +204,10 @@ func (e *Ingester) foldIngest(b *store.Batch, tenant string, events []IngestEven
 	for ref, f := range feats {
 		enc := f.AppendEncode(nil)
 		encs[ref] = enc
-		b.Set(featuresKey(tenant, ref), enc)
+		b.Set(store.FeaturesKey(tenant, ref), enc)
 	}
 	for cupon, a := range attrs {
-		if err := b.SetJSON(attributionKey(tenant, cupon), a); err != nil {
+		if err := b.SetJSON(store.AttributionKey(tenant, cupon), a); err != nil {
 			return res, 0, err
 		}
 	}
@@ -231,7 +225,7 @@ func (e *Ingester) foldIngest(b *store.Batch, tenant string, events []IngestEven
 func (e *Ingester) admitEvents(tenant string, events []IngestEvent, t *ingestTurn, res *IngestResult) ([]int, error) {
 	keys := make([][]byte, len(events))
 	for i := range events {
-		keys[i] = eventKey(tenant, events[i].Event.ID)
+		keys[i] = store.EventKey(tenant, events[i].Event.ID)
 	}
 	stored := map[string][32]byte{}
 	err := e.db.GetMany(keys, func(i int, v []byte) error {
@@ -308,7 +302,7 @@ func (e *Ingester) loadIngestState(tenant string, events []IngestEvent, accepted
 			a := &attribution{}
 			if p, ok := t.attrs[ev.CuponEmitidoID]; ok {
 				*a = p.a
-			} else if err := e.db.GetJSON(attributionKey(tenant, ev.CuponEmitidoID), a); err != nil && !errors.Is(err, store.ErrNotFound) {
+			} else if err := e.db.GetJSON(store.AttributionKey(tenant, ev.CuponEmitidoID), a); err != nil && !errors.Is(err, store.ErrNotFound) {
 				return nil, nil, err
 			}
 			attrs[ev.CuponEmitidoID] = a
@@ -357,7 +351,7 @@ func (e *Ingester) Quality(tenant string) (*Quality, error) { return e.loadQuali
 // coupon is unknown or was not labelled.
 func (e *Ingester) Attribution(tenant, cupon string) (string, error) {
 	var a attribution
-	err := e.db.GetJSON(attributionKey(tenant, cupon), &a)
+	err := e.db.GetJSON(store.AttributionKey(tenant, cupon), &a)
 	if errors.Is(err, store.ErrNotFound) {
 		return "", nil
 	}

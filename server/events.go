@@ -99,6 +99,9 @@ func (s *Server) handleEvents(c *call) error {
 	if len(bad) > 0 {
 		return &validationError{detail: bad}
 	}
+	// Quarantine: a client at that abuse step has its events kept, applied
+	// when the operator releases them.
+	hold := s.abuse.level(c.clientID) >= levelCuarentena
 	now := c.now()
 	var rejected []engine.Rejection
 	var good []engine.IngestEvent
@@ -111,8 +114,7 @@ func (s *Server) handleEvents(c *call) error {
 		good = append(good, item)
 	}
 	res, err := s.Engine.Receive(c.tenant.ID, good, engine.Delivery{
-		ClientID: c.clientID, Trace: c.trace, At: c.start, Now: now,
-		Hold: s.abuse.level(c.clientID) >= levelCuarentena,
+		ClientID: c.clientID, Trace: c.trace, At: c.start, Now: now, Hold: hold,
 	})
 	if err != nil {
 		return err
