@@ -16,7 +16,8 @@ func QuarantineSpan(tenant string) (lower, upper []byte) { return tableSpan(tena
 
 // SetQuarantined writes in b the held event batch of trace, arrived at at.
 func (b *Batch) SetQuarantined(tenant string, at time.Time, trace string, batch []byte) {
-	b.Set(QuarantineKey(tenant, at, trace), batch)
+	key := QuarantineKey(tenant, at, trace)
+	b.Set(key, batch)
 }
 
 // ScanQuarantined calls fn for each held event batch of tenant, oldest
