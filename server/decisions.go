@@ -73,8 +73,7 @@ func (s *Server) handleDecide(c *call) error {
 	case err != nil:
 		return err
 	}
-	s.metrics.decision(c.tenant.ID, "online", d)
-	writeJSON(c.w, http.StatusOK, d)
+	c.answer = answer{http.StatusOK, d}
 	return nil
 }
 
@@ -139,7 +138,7 @@ func (s *Server) handleConfirm(c *call) error {
 	case err != nil:
 		return err
 	}
-	writeJSON(c.w, http.StatusOK, map[string]string{"decision_id": id, "estado_ejecucion": estado})
+	c.answer = answer{http.StatusOK, map[string]string{"decision_id": id, "estado_ejecucion": estado}}
 	return nil
 }
 
@@ -169,6 +168,6 @@ func (s *Server) handleFallback(c *call) error {
 		return err
 	}
 	s.metrics.with(s.metrics.decisions, c.tenant.ID, "respaldo", strconv.Itoa(in.Accion), outcomeFallback).Inc()
-	writeJSON(c.w, http.StatusOK, struct{}{})
+	c.answer = answer{http.StatusOK, struct{}{}}
 	return nil
 }

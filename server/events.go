@@ -123,7 +123,7 @@ func (s *Server) handleEvents(c *call) error {
 		c.anomaly = fmt.Sprintf("recarga: %d de %d eventos ya estaban procesados", res.Duplicados, n)
 	}
 	rejected = mergeRejections(rejected, res.Rechazados)
-	writeJSON(c.w, http.StatusOK, eventsResponse{Aceptados: res.Aceptados, Duplicados: res.Duplicados, Rechazados: orEmpty(rejected)})
+	c.answer = answer{http.StatusOK, eventsResponse{Aceptados: res.Aceptados, Duplicados: res.Duplicados, Rechazados: orEmpty(rejected)}}
 	return nil
 }
 

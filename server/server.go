@@ -151,9 +151,20 @@ type call struct {
 
 	// readTimedOut: the body did not arrive within the read timeout.
 	readTimedOut bool
+	// answer is the handler's JSON answer, which the pipeline writes when
+	// the handler returns nil (a handler that streams writes w itself).
+	answer answer
 	// anomaly is what the handler saw that the abuse guard weighs (a
 	// history reload); the pipeline reports it with the request's status.
 	anomaly string
+}
+
+// answer is a handler's JSON answer: its status and body. The pipeline
+// writes it (writeJSON) as it writes an error (writeError), and counts the
+// decisions it answers (business.answered).
+type answer struct {
+	status int
+	body   any
 }
 
 // now is the tenant's clock for this request.
@@ -247,6 +258,9 @@ func (s *Server) wrap(rt route) httprouter.Handle {
 		}
 		if err := s.serve(rt, c); err != nil {
 			s.writeError(sw, c, err)
+		} else if c.answer.body != nil {
+			s.metrics.answered(c.tenant, c.answer.body)
+			writeJSON(sw, c.answer.status, c.answer.body)
 		}
 	}
 }
