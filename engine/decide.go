@@ -188,6 +188,7 @@ func (e *Engine) Decide(tenant string, req Request) (*Decision, error) {
 	if err != nil {
 		return nil, err
 	}
+	var d *Decision
 	if req.IdempotencyKey != "" {
 		flight := tenant + "\x00" + req.IdempotencyKey
 		e.inflightMu.Lock()
@@ -202,12 +203,27 @@ func (e *Engine) Decide(tenant string, req Request) (*Decision, error) {
 			delete(e.inflight, flight)
 			e.inflightMu.Unlock()
 		}()
-		d, err := e.replay(tenant, now, req)
-		if d != nil || err != nil {
-			return d, err
+		if d, err = e.replay(tenant, now, req); err != nil {
+			return nil, err
 		}
 	}
+	var rec *DecisionRecord // nil for a replay or an open window's answer
+	if d == nil {
+		if d, rec, err = e.decideAndCommit(ts, t, now, req); err != nil {
+			return nil, err
+		}
+	}
+	e.counters.decided(tenant, rec)
+	if err := e.quotas.count(tenant, QuotaDecisions, now, 1); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
 
+// decideAndCommit makes the decision of req under its customer's lock and
+// commits it with Sync: the record, its reward-queue entries and the
+// customer state (decideInto) and, for an Idempotency-Key, the answer.
+func (e *Engine) decideAndCommit(ts *tenantState, t *store.Tenant, now time.Time, req Request) (*Decision, *DecisionRecord, error) {
 	lock := ts.custLock(e.seed, req.ClienteRef)
 	lock.Lock()
 	defer lock.Unlock()
@@ -215,30 +231,29 @@ func (e *Engine) Decide(tenant string, req Request) (*Decision, error) {
 	defer b.Close()
 	d, rec, err := e.decideInto(ts, t, now, req, b)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if req.IdempotencyKey != "" {
 		answer, ok := d.AppendJSON(nil)
 		if !ok {
 			var err error
 			if answer, err = json.Marshal(d); err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 		}
 		stored, err := json.Marshal(idemRecord{BodyHash: req.BodyHash, At: now, Answer: answer, ClienteRef: req.ClienteRef})
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		b.SetIdempotency(tenant, req.IdempotencyKey, stored)
+		b.SetIdempotency(t.ID, req.IdempotencyKey, stored)
 	}
 	if err := b.Commit(); err != nil {
 		if rec != nil && rec.Accion != 0 && rec.CampanaID != "" {
 			e.dropBudgetCache(ts, rec.CampanaID)
 		}
-		return nil, err
+		return nil, nil, err
 	}
-	e.counters.decided(tenant, rec)
-	return e.answered(tenant, now, d)
+	return d, rec, nil
 }
 
 // replay answers a request whose Idempotency-Key was answered within
@@ -266,16 +281,7 @@ func (e *Engine) replay(tenant string, now time.Time, req Request) (*Decision, e
 	if err := json.Unmarshal(rec.Answer, &d); err != nil {
 		return nil, fmt.Errorf("idempotency record: %w", err)
 	}
-	return e.answered(tenant, now, &d)
-}
-
-// answered counts an answer of Decide (a new decision, an open window's or
-// a replay) against the tenant's daily quota of decisions.
-func (e *Engine) answered(tenant string, now time.Time, d *Decision) (*Decision, error) {
-	if err := e.quotas.count(tenant, QuotaDecisions, now, 1); err != nil {
-		return nil, err
-	}
-	return d, nil
+	return &d, nil
 }
 
 // decideInto applies the per-customer rules (daily cap, open reward window) and, when no window is open, makes a new
