@@ -104,7 +104,8 @@ type attribution struct {
 // Ingest applies validated events idempotently: an event_id already
 // processed with the same content counts as a duplicate, with different
 // content it is rejected with "duplicado" (the first stands), inside one
-// request as across requests. The events, their idempotency records, the
+// request as across requests; an event whose decision_id is not signed
+// for the tenant is rejected first (esquema_invalido, campo decision_id). The events, their idempotency records, the
 // customers' feature updates, the attribution links and the data-quality
 // counters are committed in one synced batch before Ingest returns.
 //
@@ -148,11 +149,7 @@ func (e *Ingester) Ingest(tenant string, events []IngestEvent) (IngestResult, er
 	}
 	t.doneGen.Store(gen)
 	t.applyMu.Unlock()
-	if err != nil {
-		return res, err
-	}
-	e.counters.ingested(e.core, tenant, res.Aceptados)
-	return res, nil
+	return res, err
 }
 
 // foldIngest is a request's fold (t.mu held): it checks the events, folds
@@ -242,6 +239,10 @@ func (e *Ingester) admitEvents(tenant string, events []IngestEvent, t *ingestTur
 	for i := range events {
 		it := &events[i]
 		ev := &it.Event
+		if rej := e.unsignedDecisionID(tenant, it); rej != nil {
+			res.Rechazados = append(res.Rechazados, *rej)
+			continue
+		}
 		prev, dup := seen[ev.ID]
 		if !dup {
 			var p pendingEvent
@@ -272,6 +273,21 @@ func (e *Ingester) admitEvents(tenant string, events []IngestEvent, t *ingestTur
 		accepted = append(accepted, i)
 	}
 	return accepted, nil
+}
+
+// unsignedDecisionID rejects an event whose decision_id is not a decision
+// id signed for tenant (unknown, altered or another tenant's); nil when it
+// has none or a good one. No store read.
+func (e *core) unsignedDecisionID(tenant string, it *IngestEvent) *Rejection {
+	if it.Event.DecisionID == "" {
+		return nil
+	}
+	if _, ok := e.ids.parse(tenant, it.Event.DecisionID); ok {
+		return nil
+	}
+	id, campo := it.Event.ID, "decision_id"
+	return &Rejection{Indice: it.Index, EventID: &id, Codigo: "esquema_invalido", Campo: &campo,
+		Mensaje: "decision_id desconocido, alterado o de otro inquilino"}
 }
 
 // loadIngestState reads the features of the customers and the attribution

@@ -1,8 +1,9 @@
 package engine
 
 import (
-	"encoding/json"
 	"time"
+
+	"github.com/coupond/coupond/store"
 )
 
 // Delivery is how a request of events arrived: what the daily quota and
@@ -17,57 +18,45 @@ type Delivery struct {
 	Hold bool
 }
 
-// Receive is the events endpoint's one call. Validated events are held in
-// the abuse quarantine when d.Hold (all of them count as aceptados; held
-// events never count against the quota), or applied by Ingest and counted
-// against the tenant's daily quota of events.
+// Receive is the events endpoint's one call. Validated events are applied
+// by Ingest and counted against the tenant's daily quota of events, or,
+// when d.Hold, held in the abuse quarantine: those with a good decision_id
+// (or none) count as aceptados, and held events never count against the
+// quota.
 func (e *Ingester) Receive(tenant string, events []IngestEvent, d Delivery) (IngestResult, error) {
-	if d.Hold && len(events) > 0 {
-		return IngestResult{Aceptados: len(events)}, e.hold(tenant, events, d)
+	if !d.Hold || len(events) == 0 {
+		res, err := e.Ingest(tenant, events)
+		if err != nil {
+			return res, err
+		}
+		e.counters.ingested(tenant, d.Now, res.Aceptados)
+		return res, e.quotas.count(tenant, QuotaEvents, d.Now, int64(res.Aceptados))
 	}
-	res, err := e.Ingest(tenant, events)
-	if err != nil {
-		return res, err
+	// Quarantine: keep each event's canonical JSON, committed with Sync.
+	var res IngestResult
+	h := store.HeldBatch{ClientID: d.ClientID}
+	for i := range events {
+		if rej := e.unsignedDecisionID(tenant, &events[i]); rej != nil {
+			res.Rechazados = append(res.Rechazados, *rej)
+		} else {
+			h.Events = append(h.Events, events[i].Canonical)
+		}
 	}
-	return res, e.quotas.count(tenant, QuotaEvents, d.Now, int64(res.Aceptados))
-}
-
-// heldBatch is one request's events held in quarantine (TableQuarantine):
-// their canonical JSON, to be validated and applied again on release.
-type heldBatch struct {
-	ClientID string            `json:"client_id"`
-	Events   []json.RawMessage `json:"eventos"`
-}
-
-// hold keeps a request's events in quarantine, committed with Sync.
-func (e *Ingester) hold(tenant string, events []IngestEvent, d Delivery) error {
-	h := heldBatch{ClientID: d.ClientID}
-	for _, ev := range events {
-		h.Events = append(h.Events, json.RawMessage(ev.Canonical))
+	if res.Aceptados = len(h.Events); res.Aceptados == 0 {
+		return res, nil
 	}
-	v, err := json.Marshal(&h)
-	if err != nil {
-		return err
-	}
-	b := e.db.NewBatch()
-	defer b.Close()
-	b.SetQuarantined(tenant, d.At, d.Trace, v)
-	return b.Commit()
+	return res, e.db.HoldBatch(tenant, d.At, d.Trace, &h)
 }
 
 // ReleaseHeld applies every held event of tenant (idempotently, as if
-// posted now) and removes them from quarantine. check validates one held
-// event again (its canonical JSON; index is its position among the
-// released events) and converts it; ok false drops it. It returns how
-// many were accepted and how many were duplicates.
-func (e *Ingester) ReleaseHeld(tenant string, check func(raw []byte, index int) (ev IngestEvent, ok bool, err error)) (accepted, duplicates int, err error) {
+// posted at now, the tenant clock) and removes them from quarantine. check
+// validates one held event again (its canonical JSON; index is its
+// position among the released events) and converts it; ok false drops it.
+// It returns how many were accepted and how many were duplicates.
+func (e *Ingester) ReleaseHeld(tenant string, now time.Time, check func(raw []byte, index int) (ev IngestEvent, ok bool, err error)) (accepted, duplicates int, err error) {
 	var keys [][]byte
 	var all []IngestEvent
-	err = e.db.ScanQuarantined(tenant, func(k, v []byte) error {
-		var h heldBatch
-		if err := json.Unmarshal(v, &h); err != nil {
-			return err
-		}
+	err = e.db.ScanHeld(tenant, func(k []byte, h *store.HeldBatch) error {
 		keys = append(keys, append([]byte(nil), k...))
 		for _, raw := range h.Events {
 			ev, ok, err := check(raw, len(all))
@@ -89,20 +78,17 @@ func (e *Ingester) ReleaseHeld(tenant string, check func(raw []byte, index int) 
 		if err != nil {
 			return accepted, duplicates, err
 		}
+		e.counters.ingested(tenant, now, res.Aceptados)
 		accepted, duplicates = accepted+res.Aceptados, duplicates+res.Duplicados
 		all = all[n:]
 	}
 	b := e.db.NewBatch()
 	defer b.Close()
 	for _, k := range keys {
-		b.DeleteQuarantined(k)
+		b.DeleteHeld(k)
 	}
 	return accepted, duplicates, b.Commit()
 }
 
 // HeldCount is how many requests of tenant wait in quarantine.
-func (e *Ingester) HeldCount(tenant string) int {
-	n := 0
-	e.db.ScanQuarantined(tenant, func(_, _ []byte) error { n++; return nil })
-	return n
-}
+func (e *Ingester) HeldCount(tenant string) int { return e.db.CountHeld(tenant) }

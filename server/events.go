@@ -210,10 +210,7 @@ func (s *Server) checkEventOf(tenant string, i int, v schema.Value, now time.Tim
 			fmt.Sprintf("ts debe estar entre %s y %s (reloj del inquilino)", now.Add(-tsBehind).Format(time.RFC3339), now.Add(tsAhead).Format(time.RFC3339)))
 	}
 	if d := v.Field("decision_id"); d.Present() && !d.IsNull() {
-		ev.DecisionID = d.String()
-		if !s.Engine.ValidDecisionID(tenant, ev.DecisionID) {
-			return engine.IngestEvent{}, reject(i, v, "esquema_invalido", "decision_id", "decision_id desconocido, alterado o de otro inquilino")
-		}
+		ev.DecisionID = d.String() // its signature is the engine's to check (Ingest)
 	}
 	if val := v.Field("valor"); val.Present() && !val.IsNull() {
 		ev.ValorCents = val.Cents()

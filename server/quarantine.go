@@ -14,7 +14,7 @@ import (
 // quarantine. It returns how many were accepted and how many were
 // duplicates.
 func (s *Server) QuarantineRelease(tenant string, now time.Time) (accepted, duplicates int, err error) {
-	return s.Engine.ReleaseHeld(tenant, func(raw []byte, i int) (engine.IngestEvent, bool, error) {
+	return s.Engine.ReleaseHeld(tenant, now, func(raw []byte, i int) (engine.IngestEvent, bool, error) {
 		val, err := schema.Parse(raw)
 		if err != nil {
 			return engine.IngestEvent{}, false, fmt.Errorf("quarantined event: %w", err)
