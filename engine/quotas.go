@@ -52,8 +52,18 @@ type Quotas struct {
 	counts map[quotaKey]*quotaCount
 }
 
+// quotaKey names one count: day is the UTC day of the tenant clock, in
+// days since the Unix epoch (a number, so that counting allocates nothing).
 type quotaKey struct {
-	tenant, kind, day string
+	tenant, kind string
+	day          int64
+}
+
+func quotaDay(now time.Time) int64 { return floorDiv(now.Unix(), 24*3600) }
+
+// date is the key's day as the store names it (YYYY-MM-DD).
+func (k quotaKey) date() string {
+	return time.Unix(k.day*24*3600, 0).UTC().Format(time.DateOnly)
 }
 
 type quotaCount struct {
@@ -68,7 +78,7 @@ func (q *Quotas) get(k quotaKey) (*quotaCount, error) {
 		return c, nil
 	}
 	c := &quotaCount{}
-	n, err := q.db.QuotaCount(k.tenant, k.day, k.kind)
+	n, err := q.db.QuotaCount(k.tenant, k.date(), k.kind)
 	if err != nil {
 		return nil, err
 	}
@@ -95,7 +105,7 @@ func (q *Quotas) CheckQuota(t *store.Tenant, kind string, now time.Time) error {
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	c, err := q.get(quotaKey{t.ID, kind, now.UTC().Format(time.DateOnly)})
+	c, err := q.get(quotaKey{t.ID, kind, quotaDay(now)})
 	if err != nil {
 		return err
 	}
@@ -112,7 +122,7 @@ func (q *Quotas) count(tenant, kind string, now time.Time, n int64) error {
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	c, err := q.get(quotaKey{tenant, kind, now.UTC().Format(time.DateOnly)})
+	c, err := q.get(quotaKey{tenant, kind, quotaDay(now)})
 	if err != nil {
 		return err
 	}
@@ -129,7 +139,7 @@ func (q *Quotas) FlushQuotas() error {
 	defer b.Close()
 	for k, c := range q.counts {
 		if c.dirty {
-			b.SetQuotaCount(k.tenant, k.day, k.kind, c.n)
+			b.SetQuotaCount(k.tenant, k.date(), k.kind, c.n)
 		}
 	}
 	if b.Empty() {
