@@ -63,6 +63,15 @@ func (s *Server) handleDecide(c *call) error {
 		req.IdempotencyKey, req.BodyHash = key, engine.HashBody(c.body)
 	}
 	d, err := s.Engine.Decide(c.tenant.ID, req)
+	if err != nil {
+		return decideError(err)
+	}
+	c.answer = answer{http.StatusOK, d}
+	return nil
+}
+
+// decideError maps Decide's errors to the API's.
+func decideError(err error) error {
 	var capped *engine.DayLimitError
 	switch {
 	case errors.As(err, &capped):
@@ -70,11 +79,8 @@ func (s *Server) handleDecide(c *call) error {
 			msg: "límite de 3 decisiones por cliente_ref por día alcanzado"}
 	case errors.Is(err, engine.ErrIdempotencyConflict):
 		return errKind(kindIdempotencyConflict)
-	case err != nil:
-		return err
 	}
-	c.answer = answer{http.StatusOK, d}
-	return nil
+	return err
 }
 
 var confirmSchema = schema.Object(

@@ -20,8 +20,16 @@ func (s *Server) checkQuota(c *call, kind string) error {
 	if kind == quotaBatch {
 		return s.checkBatchSlot(c)
 	}
-	err := s.Engine.CheckQuota(c.tenant, kind, c.now())
-	if lim := (*engine.DayLimitError)(nil); errors.As(err, &lim) {
+	if err := s.Engine.CheckQuota(c.tenant, kind, c.now()); err != nil {
+		return quotaError(err)
+	}
+	return nil
+}
+
+// quotaError maps CheckQuota's refusal to 429 with its Retry-After.
+func quotaError(err error) error {
+	var lim *engine.DayLimitError
+	if errors.As(err, &lim) {
 		return &apiError{kind: kindRateLimited, retryAfter: lim.RetryAfter, msg: "cuota diaria del inquilino agotada"}
 	}
 	return err
