@@ -207,13 +207,12 @@ func (e *Engine) Decide(tenant string, req Request) (*Decision, error) {
 			return nil, err
 		}
 	}
-	var rec *DecisionRecord // nil for a replay or an open window's answer
 	if d == nil {
-		if d, rec, err = e.decideAndCommit(ts, t, now, req); err != nil {
+		if d, err = e.decideAndCommit(ts, t, now, req); err != nil {
 			return nil, err
 		}
 	}
-	e.counters.decided(tenant, rec)
+	// Every answer counts against the quota, a replay's too.
 	if err := e.quotas.count(tenant, QuotaDecisions, now, 1); err != nil {
 		return nil, err
 	}
@@ -222,8 +221,9 @@ func (e *Engine) Decide(tenant string, req Request) (*Decision, error) {
 
 // decideAndCommit makes the decision of req under its customer's lock and
 // commits it with Sync: the record, its reward-queue entries and the
-// customer state (decideInto) and, for an Idempotency-Key, the answer.
-func (e *Engine) decideAndCommit(ts *tenantState, t *store.Tenant, now time.Time, req Request) (*Decision, *DecisionRecord, error) {
+// customer state (decideInto) and, for an Idempotency-Key, the answer;
+// then counts the new record for the console.
+func (e *Engine) decideAndCommit(ts *tenantState, t *store.Tenant, now time.Time, req Request) (*Decision, error) {
 	lock := ts.custLock(e.seed, req.ClienteRef)
 	lock.Lock()
 	defer lock.Unlock()
@@ -231,19 +231,19 @@ func (e *Engine) decideAndCommit(ts *tenantState, t *store.Tenant, now time.Time
 	defer b.Close()
 	d, rec, err := e.decideInto(ts, t, now, req, b)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	if req.IdempotencyKey != "" {
 		answer, ok := d.AppendJSON(nil)
 		if !ok {
 			var err error
 			if answer, err = json.Marshal(d); err != nil {
-				return nil, nil, err
+				return nil, err
 			}
 		}
 		stored, err := json.Marshal(idemRecord{BodyHash: req.BodyHash, At: now, Answer: answer, ClienteRef: req.ClienteRef})
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		b.SetIdempotency(t.ID, req.IdempotencyKey, stored)
 	}
@@ -251,9 +251,10 @@ func (e *Engine) decideAndCommit(ts *tenantState, t *store.Tenant, now time.Time
 		if rec != nil && rec.Accion != 0 && rec.CampanaID != "" {
 			e.dropBudgetCache(ts, rec.CampanaID)
 		}
-		return nil, nil, err
+		return nil, err
 	}
-	return d, rec, nil
+	e.counters.decided(t.ID, rec)
+	return d, nil
 }
 
 // replay answers a request whose Idempotency-Key was answered within

@@ -29,9 +29,10 @@ package server
 //     group, customer features, eligibility, campaign budget cut, the
 //     policy's scores and exploration draw (exact propensity), budget
 //     reservation → the record, its reward-queue entries, the customer
-//     state and the idempotency answer in one batch, committed with Sync →
-//     then, once per answer, engine/counters.go (console counters) and
-//     engine/quotas.go (the tenant's daily quota of decisions).
+//     state and the idempotency answer in one batch, committed with Sync,
+//     and the new record counted for the console (engine/counters.go) →
+//     every answer, a replay's too, counted against the tenant's daily
+//     quota of decisions (engine/quotas.go).
 //  6. back in wrap, the one answer writer: handleDecide set call.answer
 //     (200 and the Decision); the pipeline counts it in the business
 //     series (business.go, answered) and writes it (errors.go, writeJSON).
