@@ -106,7 +106,7 @@ func (s *Server) handleEvents(c *call) error {
 	var rejected []engine.Rejection
 	var good []engine.IngestEvent
 	for i, ev := range env.Field("eventos").Items() {
-		item, rej := s.checkEvent(c, i, ev, now)
+		item, rej := checkEvent(i, ev, now, true)
 		if rej != nil {
 			rejected = append(rejected, *rej)
 			continue
@@ -166,15 +166,11 @@ func reject(i int, v schema.Value, codigo, campo, msg string) *engine.Rejection 
 	return r
 }
 
-// checkEvent validates one event against its tipo's schema, the ts range of
-// the tenant clock and the decision_id signature, and converts it.
-func (s *Server) checkEvent(c *call, i int, v schema.Value, now time.Time) (engine.IngestEvent, *engine.Rejection) {
-	return s.checkEventOf(c.tenant.ID, i, v, now, true)
-}
-
-// checkEventOf is checkEvent for tenant; checkTS false skips the ts range
-// (events released from quarantine were in range when they arrived).
-func (s *Server) checkEventOf(tenant string, i int, v schema.Value, now time.Time, checkTS bool) (engine.IngestEvent, *engine.Rejection) {
+// checkEvent validates event i against its tipo's schema and, when
+// checkTS, the ts range around now, the tenant clock (events released from
+// quarantine were in range when they arrived), and converts it. The
+// decision_id's signature is the engine's to check (Ingest).
+func checkEvent(i int, v schema.Value, now time.Time, checkTS bool) (engine.IngestEvent, *engine.Rejection) {
 	if v.Kind() != schema.KindObject {
 		return engine.IngestEvent{}, reject(i, v, "esquema_invalido", "", "cada evento debe ser un objeto JSON")
 	}
@@ -210,7 +206,7 @@ func (s *Server) checkEventOf(tenant string, i int, v schema.Value, now time.Tim
 			fmt.Sprintf("ts debe estar entre %s y %s (reloj del inquilino)", now.Add(-tsBehind).Format(time.RFC3339), now.Add(tsAhead).Format(time.RFC3339)))
 	}
 	if d := v.Field("decision_id"); d.Present() && !d.IsNull() {
-		ev.DecisionID = d.String() // its signature is the engine's to check (Ingest)
+		ev.DecisionID = d.String()
 	}
 	if val := v.Field("valor"); val.Present() && !val.IsNull() {
 		ev.ValorCents = val.Cents()

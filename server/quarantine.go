@@ -19,7 +19,7 @@ func (s *Server) QuarantineRelease(tenant string, now time.Time) (accepted, dupl
 		if err != nil {
 			return engine.IngestEvent{}, false, fmt.Errorf("quarantined event: %w", err)
 		}
-		ev, rej := s.checkEventOf(tenant, i, val, now, false)
+		ev, rej := checkEvent(i, val, now, false)
 		return ev, rej == nil, nil
 	})
 }
