@@ -307,13 +307,8 @@ func (c *Counters) learned(tenant string, now time.Time, folded int) {
 }
 
 // ingested counts accepted events at the tenant clock.
-func (c *Counters) ingested(e *core, tenant string, n int) {
-	if c == nil || n == 0 {
-		return
-	}
-	if t, ok := e.db.Tenant(tenant); ok {
-		c.Add(tenant, t.Now(e.now()), CountEvents, int64(n))
-	}
+func (c *Counters) ingested(tenant string, now time.Time, n int) {
+	c.Add(tenant, now, CountEvents, int64(n))
 }
 
 // voided counts the decisions of a failed batch job made rechazada, by

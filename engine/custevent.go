@@ -43,16 +43,12 @@ func decodeEventSummary(b []byte) (eventSummary, bool) {
 	return eventSummary{Tipo: t, OptOut: b[2]&1 != 0, MarginCents: int64(binary.BigEndian.Uint64(b[3:]))}, true
 }
 
-func customerEventKey(tenant, clienteRef string, ts time.Time, eventID string) []byte {
-	return store.CustomerEventKey(tenant, clienteRef, ts, eventID)
-}
-
 // windowOutcome sums a customer's purchase margin and notes opt-outs with
 // ts in [from, to).
 func (e *core) windowOutcome(tenant, clienteRef string, from, to time.Time) (marginCents int64, optOut bool, err error) {
-	lo := customerEventKey(tenant, clienteRef, from, "")
+	lo := store.CustomerEventKey(tenant, clienteRef, from, "")
 	lo = lo[:len(lo)-1] // drop the empty event_id terminator: every event_id at from sorts after
-	hi := customerEventKey(tenant, clienteRef, to, "")
+	hi := store.CustomerEventKey(tenant, clienteRef, to, "")
 	hi = hi[:len(hi)-1]
 	err = e.db.Scan(lo, hi, func(_, v []byte) error {
 		s, ok := decodeEventSummary(v)

@@ -22,15 +22,11 @@ type customer struct {
 	buyRate        float64 // probability of buying in the window without a coupon
 }
 
-func featuresKey(tenant, clienteRef string) []byte {
-	return store.FeaturesKey(tenant, clienteRef)
-}
-
 // loadFeatures reads a customer's features; a customer without history
 // gets the zero Features, and so does one whose features record is damaged
 // (it is moved to quarantine).
 func (e *core) loadFeatures(tenant, clienteRef string) (Features, error) {
-	b, err := e.db.Get(featuresKey(tenant, clienteRef))
+	b, err := e.db.Get(store.FeaturesKey(tenant, clienteRef))
 	if errors.Is(err, store.ErrNotFound) {
 		return Features{}, nil
 	}
@@ -41,7 +37,7 @@ func (e *core) loadFeatures(tenant, clienteRef string) (Features, error) {
 	if !ok {
 		// Derived data: quarantined, the customer goes on as one without
 		// history rather than failing every decision and ingestion.
-		e.quarantine(tenant, featuresKey(tenant, clienteRef), b, errors.New("features: do not decode"))
+		e.quarantine(tenant, store.FeaturesKey(tenant, clienteRef), b, errors.New("features: do not decode"))
 		return Features{}, nil
 	}
 	return f, nil

@@ -171,10 +171,6 @@ func (e *Engine) loadCustomerState(tenant, clienteRef string) (customerState, er
 	return cs, nil
 }
 
-func idemKey(tenant, key string) []byte {
-	return store.IdempotencyKey(tenant, key)
-}
-
 // HashBody is the identity of a request body for idempotency.
 func HashBody(b []byte) [32]byte { return sha256.Sum256(b) }
 
@@ -192,6 +188,7 @@ func (e *Engine) Decide(tenant string, req Request) (*Decision, error) {
 	if err != nil {
 		return nil, err
 	}
+	var d *Decision
 	if req.IdempotencyKey != "" {
 		flight := tenant + "\x00" + req.IdempotencyKey
 		e.inflightMu.Lock()
@@ -206,22 +203,27 @@ func (e *Engine) Decide(tenant string, req Request) (*Decision, error) {
 			delete(e.inflight, flight)
 			e.inflightMu.Unlock()
 		}()
-		var rec idemRecord
-		switch err := e.db.GetJSON(idemKey(tenant, req.IdempotencyKey), &rec); {
-		case err == nil && now.Sub(rec.At) < IdempotencyTTL:
-			if rec.BodyHash != req.BodyHash {
-				return nil, ErrIdempotencyConflict
-			}
-			var d Decision
-			if err := json.Unmarshal(rec.Answer, &d); err != nil {
-				return nil, fmt.Errorf("idempotency record: %w", err)
-			}
-			return &d, nil
-		case err != nil && !errors.Is(err, store.ErrNotFound):
+		if d, err = e.replay(tenant, now, req); err != nil {
 			return nil, err
 		}
 	}
+	if d == nil {
+		if d, err = e.decideAndCommit(ts, t, now, req); err != nil {
+			return nil, err
+		}
+	}
+	// Every answer counts against the quota, a replay's too.
+	if err := e.quotas.count(tenant, QuotaDecisions, now, 1); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
 
+// decideAndCommit makes the decision of req under its customer's lock and
+// commits it with Sync: the record, its reward-queue entries and the
+// customer state (decideInto) and, for an Idempotency-Key, the answer;
+// then counts the new record for the console.
+func (e *Engine) decideAndCommit(ts *tenantState, t *store.Tenant, now time.Time, req Request) (*Decision, error) {
 	lock := ts.custLock(e.seed, req.ClienteRef)
 	lock.Lock()
 	defer lock.Unlock()
@@ -239,9 +241,11 @@ func (e *Engine) Decide(tenant string, req Request) (*Decision, error) {
 				return nil, err
 			}
 		}
-		if err := b.SetJSON(idemKey(tenant, req.IdempotencyKey), idemRecord{BodyHash: req.BodyHash, At: now, Answer: answer, ClienteRef: req.ClienteRef}); err != nil {
+		stored, err := json.Marshal(idemRecord{BodyHash: req.BodyHash, At: now, Answer: answer, ClienteRef: req.ClienteRef})
+		if err != nil {
 			return nil, err
 		}
+		b.SetIdempotency(t.ID, req.IdempotencyKey, stored)
 	}
 	if err := b.Commit(); err != nil {
 		if rec != nil && rec.Accion != 0 && rec.CampanaID != "" {
@@ -249,8 +253,36 @@ func (e *Engine) Decide(tenant string, req Request) (*Decision, error) {
 		}
 		return nil, err
 	}
-	e.counters.decided(tenant, rec)
+	e.counters.decided(t.ID, rec)
 	return d, nil
+}
+
+// replay answers a request whose Idempotency-Key was answered within
+// IdempotencyTTL: the same decision for the same body, ErrIdempotencyConflict
+// for another; nil, nil when the key is new (or expired).
+func (e *Engine) replay(tenant string, now time.Time, req Request) (*Decision, error) {
+	raw, err := e.db.Idempotency(tenant, req.IdempotencyKey)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil
+	}
+	var rec idemRecord
+	if err == nil {
+		err = json.Unmarshal(raw, &rec)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if now.Sub(rec.At) >= IdempotencyTTL {
+		return nil, nil
+	}
+	if rec.BodyHash != req.BodyHash {
+		return nil, ErrIdempotencyConflict
+	}
+	var d Decision
+	if err := json.Unmarshal(rec.Answer, &d); err != nil {
+		return nil, fmt.Errorf("idempotency record: %w", err)
+	}
+	return &d, nil
 }
 
 // decideInto applies the per-customer rules (daily cap, open reward window) and, when no window is open, makes a new
@@ -268,7 +300,7 @@ func (e *Engine) decideInto(ts *tenantState, t *store.Tenant, now time.Time, req
 		cs.Day, cs.Count = day, 0
 	}
 	if !req.CapExempt && cs.Count >= DailyCap {
-		return nil, nil, ErrDailyCap
+		return nil, nil, dayLimit(ErrDailyCap, now)
 	}
 	cs.Count++
 
@@ -598,10 +630,11 @@ func (e *Engine) pruneIdem(tenant string, keys []string, now time.Time) (int, er
 			continue
 		}
 		var rec idemRecord // read again: a request may have renewed it
-		if err := e.db.GetJSON(idemKey(tenant, k), &rec); err != nil || now.Sub(rec.At) < IdempotencyTTL {
+		raw, err := e.db.Idempotency(tenant, k)
+		if err != nil || json.Unmarshal(raw, &rec) != nil || now.Sub(rec.At) < IdempotencyTTL {
 			continue
 		}
-		b.Delete(idemKey(tenant, k))
+		b.DeleteIdempotency(tenant, k)
 		n++
 	}
 	if n == 0 {

@@ -41,7 +41,8 @@ type Config struct {
 // by New over one shared core and embedded so that their methods are the
 // engine's API: Campaigns (catalog, campaigns, budgets), Ingester (events),
 // Learner (reward windows and model updates), Evaluator (off-policy
-// evaluation) and Quarantine (damaged records).
+// evaluation), Quarantine (damaged records) and Quotas (the tenants' daily
+// quotas, counted by Decide and Ingest).
 type Engine struct {
 	*core
 	*Campaigns
@@ -49,6 +50,7 @@ type Engine struct {
 	*Learner
 	*Evaluator
 	*Quarantine
+	*Quotas
 
 	// nonceRand draws decision nonces (see freshNonce), apart from rng so
 	// that ids do not shift the policy's draws.
@@ -79,6 +81,7 @@ type core struct {
 	seed maphash.Seed
 
 	counters *Counters // operating counters for the console (counters.go)
+	quotas   *Quotas   // the tenants' daily quotas (quotas.go)
 	// damagedSeen counts the damaged records readers met (see quarantine).
 	damagedSeen atomic.Int64
 	// onlineAt is when the last online decision began (unix ns); batch jobs
@@ -147,6 +150,7 @@ func New(cfg Config) *Engine {
 		counters: NewCounters(cfg.DB),
 		policy:   pol,
 	}
+	c.quotas = newQuotas(c)
 	camps := &Campaigns{core: c}
 	e := &Engine{
 		core:       c,
@@ -154,6 +158,7 @@ func New(cfg Config) *Engine {
 		Ingester:   &Ingester{core: c},
 		Evaluator:  &Evaluator{core: c},
 		Quarantine: &Quarantine{core: c},
+		Quotas:     c.quotas,
 		nonceRand:  newNonceSource(seed),
 		inflight:   map[string]struct{}{},
 	}

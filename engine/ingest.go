@@ -56,13 +56,13 @@ type Quality struct {
 func foldEvent(b *store.Batch, tenant string, it *IngestEvent, buf []byte, feats map[string]*Features, attrs map[string]*attribution, q *Quality) []byte {
 	ev := &it.Event
 	buf = ev.AppendEncode(append(buf[:0], it.sum[:]...))
-	b.Set(eventKey(tenant, ev.ID), buf)
+	b.Set(store.EventKey(tenant, ev.ID), buf)
 	summary := eventSummary{Tipo: ev.Tipo}
 	if ev.Tipo == CompraCat {
 		summary.MarginCents = ev.MargenCents
 	}
 	summary.OptOut = ev.Tipo == Baja && ev.Clave == BajaComunicaciones
-	b.Set(customerEventKey(tenant, ev.ClienteRef, ev.TS, ev.ID), summary.encode())
+	b.Set(store.CustomerEventKey(tenant, ev.ClienteRef, ev.TS, ev.ID), summary.encode())
 
 	flags := feats[ev.ClienteRef].Apply(ev)
 	q.count(ev, flags)
@@ -101,16 +101,11 @@ type attribution struct {
 	Caducado   bool   `json:"caducado,omitempty"`
 }
 
-func attributionKey(tenant, cupon string) []byte {
-	return store.AttributionKey(tenant, cupon)
-}
-
-func eventKey(tenant, id string) []byte { return store.EventKey(tenant, id) }
-
 // Ingest applies validated events idempotently: an event_id already
 // processed with the same content counts as a duplicate, with different
 // content it is rejected with "duplicado" (the first stands), inside one
-// request as across requests. The events, their idempotency records, the
+// request as across requests; an event whose decision_id is not signed
+// for the tenant is rejected first (esquema_invalido, campo decision_id). The events, their idempotency records, the
 // customers' feature updates, the attribution links and the data-quality
 // counters are committed in one synced batch before Ingest returns.
 //
@@ -154,11 +149,7 @@ func (e *Ingester) Ingest(tenant string, events []IngestEvent) (IngestResult, er
 	}
 	t.doneGen.Store(gen)
 	t.applyMu.Unlock()
-	if err != nil {
-		return res, err
-	}
-	e.counters.ingested(e.core, tenant, res.Aceptados)
-	return res, nil
+	return res, err
 }
 
 // foldIngest is a request's fold (t.mu held): it checks the events, folds
@@ -210,10 +201,10 @@ func (e *Ingester) foldIngest(b *store.Batch, tenant string, events []IngestEven
 	for ref, f := range feats {
 		enc := f.AppendEncode(nil)
 		encs[ref] = enc
-		b.Set(featuresKey(tenant, ref), enc)
+		b.Set(store.FeaturesKey(tenant, ref), enc)
 	}
 	for cupon, a := range attrs {
-		if err := b.SetJSON(attributionKey(tenant, cupon), a); err != nil {
+		if err := b.SetJSON(store.AttributionKey(tenant, cupon), a); err != nil {
 			return res, 0, err
 		}
 	}
@@ -231,7 +222,7 @@ func (e *Ingester) foldIngest(b *store.Batch, tenant string, events []IngestEven
 func (e *Ingester) admitEvents(tenant string, events []IngestEvent, t *ingestTurn, res *IngestResult) ([]int, error) {
 	keys := make([][]byte, len(events))
 	for i := range events {
-		keys[i] = eventKey(tenant, events[i].Event.ID)
+		keys[i] = store.EventKey(tenant, events[i].Event.ID)
 	}
 	stored := map[string][32]byte{}
 	err := e.db.GetMany(keys, func(i int, v []byte) error {
@@ -248,6 +239,10 @@ func (e *Ingester) admitEvents(tenant string, events []IngestEvent, t *ingestTur
 	for i := range events {
 		it := &events[i]
 		ev := &it.Event
+		if rej := e.unsignedDecisionID(tenant, it); rej != nil {
+			res.Rechazados = append(res.Rechazados, *rej)
+			continue
+		}
 		prev, dup := seen[ev.ID]
 		if !dup {
 			var p pendingEvent
@@ -280,6 +275,21 @@ func (e *Ingester) admitEvents(tenant string, events []IngestEvent, t *ingestTur
 	return accepted, nil
 }
 
+// unsignedDecisionID rejects an event whose decision_id is not a decision
+// id signed for tenant (unknown, altered or another tenant's); nil when it
+// has none or a good one. No store read.
+func (e *core) unsignedDecisionID(tenant string, it *IngestEvent) *Rejection {
+	if it.Event.DecisionID == "" {
+		return nil
+	}
+	if _, ok := e.ids.parse(tenant, it.Event.DecisionID); ok {
+		return nil
+	}
+	id, campo := it.Event.ID, "decision_id"
+	return &Rejection{Indice: it.Index, EventID: &id, Codigo: "esquema_invalido", Campo: &campo,
+		Mensaje: "decision_id desconocido, alterado o de otro inquilino"}
+}
+
 // loadIngestState reads the features of the customers and the attribution
 // links of the coupons of the accepted events, from t's overlay or else the
 // store (zero values for those in neither; damaged features are
@@ -308,7 +318,7 @@ func (e *Ingester) loadIngestState(tenant string, events []IngestEvent, accepted
 			a := &attribution{}
 			if p, ok := t.attrs[ev.CuponEmitidoID]; ok {
 				*a = p.a
-			} else if err := e.db.GetJSON(attributionKey(tenant, ev.CuponEmitidoID), a); err != nil && !errors.Is(err, store.ErrNotFound) {
+			} else if err := e.db.GetJSON(store.AttributionKey(tenant, ev.CuponEmitidoID), a); err != nil && !errors.Is(err, store.ErrNotFound) {
 				return nil, nil, err
 			}
 			attrs[ev.CuponEmitidoID] = a
@@ -357,7 +367,7 @@ func (e *Ingester) Quality(tenant string) (*Quality, error) { return e.loadQuali
 // coupon is unknown or was not labelled.
 func (e *Ingester) Attribution(tenant, cupon string) (string, error) {
 	var a attribution
-	err := e.db.GetJSON(attributionKey(tenant, cupon), &a)
+	err := e.db.GetJSON(store.AttributionKey(tenant, cupon), &a)
 	if errors.Is(err, store.ErrNotFound) {
 		return "", nil
 	}

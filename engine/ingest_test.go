@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/coupond/coupond/store"
 )
 
 // ingestTestEvent is event number id of TestIngestConcurrentNoDoubleCount:
@@ -110,8 +112,8 @@ func TestIngestConcurrentNoDoubleCount(t *testing.T) {
 	for c := range customers {
 		cup := fmt.Sprintf("cup-cust-%02d", c)
 		var got, want attribution
-		gerr := e.db.GetJSON(attributionKey("acme", cup), &got)
-		werr := ref.db.GetJSON(attributionKey("acme", cup), &want)
+		gerr := e.db.GetJSON(store.AttributionKey("acme", cup), &got)
+		werr := ref.db.GetJSON(store.AttributionKey("acme", cup), &want)
 		if (gerr == nil) != (werr == nil) || got != want {
 			t.Errorf("attribution %s: got %+v (%v), want %+v (%v)", cup, got, gerr, want, werr)
 		}

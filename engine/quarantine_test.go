@@ -30,7 +30,7 @@ func plantBroken(t *testing.T, e *Engine, db *store.DB, ana string) *DecisionRec
 	if res, err := e.Ingest("acme", []IngestEvent{{Event: ev, Canonical: []byte(ev.ID)}}); err != nil || res.Aceptados != 1 {
 		t.Fatalf("ingest: %+v %v", res, err)
 	}
-	v, err := db.Get(eventKey("acme", ev.ID))
+	v, err := db.Get(store.EventKey("acme", ev.ID))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,7 +38,7 @@ func plantBroken(t *testing.T, e *Engine, db *store.DB, ana string) *DecisionRec
 	b := db.NewBatch()
 	defer b.Close()
 	b.Set(decisionKey("acme", nonce), marshalRecord(r))
-	b.Set(eventKey("acme", ev.ID), ev.AppendEncode(append([]byte(nil), v[:32]...)))
+	b.Set(store.EventKey("acme", ev.ID), ev.AppendEncode(append([]byte(nil), v[:32]...)))
 	if err := b.Commit(); err != nil {
 		t.Fatal(err)
 	}
@@ -145,9 +145,9 @@ func TestDecisionsSkipDamagedCustomerRecords(t *testing.T) {
 	const ana, beto = "ana-00000001", "beto-0000002"
 	ingestFor(t, e, ana, "a", 2)
 	b := db.NewBatch()
-	b.Set(featuresKey("acme", ana), []byte{0xff, 1, 2})
+	b.Set(store.FeaturesKey("acme", ana), []byte{0xff, 1, 2})
 	b.Set(customerStateKey("acme", ana), []byte{0xee})
-	b.Set(featuresKey("acme", beto), []byte("{not features"))
+	b.Set(store.FeaturesKey("acme", beto), []byte("{not features"))
 	if err := b.Commit(); err != nil {
 		t.Fatal(err)
 	}

@@ -109,13 +109,6 @@ func (e *Engine) DecisionByID(tenant, id string) (*DecisionRecord, error) {
 	return e.loadDecision(tenant, nonce)
 }
 
-// ValidDecisionID reports whether id is a well-signed decision id of tenant
-// (no store read).
-func (e *Engine) ValidDecisionID(tenant, id string) bool {
-	_, ok := e.ids.parse(tenant, id)
-	return ok
-}
-
 // DecisionID returns the public id of a record.
 func (e *Engine) DecisionID(tenant string, r *DecisionRecord) string {
 	return e.ids.issue(tenant, r.Nonce)

@@ -21,10 +21,10 @@ func (e *Engine) Records() Records { return Records{e} }
 type Attribution = attribution
 
 // EventKey is the key of a stored event.
-func (Records) EventKey(tenant, id string) []byte { return eventKey(tenant, id) }
+func (Records) EventKey(tenant, id string) []byte { return store.EventKey(tenant, id) }
 
 // FeaturesKey is the key of a customer's features.
-func (Records) FeaturesKey(tenant, ref string) []byte { return featuresKey(tenant, ref) }
+func (Records) FeaturesKey(tenant, ref string) []byte { return store.FeaturesKey(tenant, ref) }
 
 // DecisionKey is the key of a decision record.
 func (Records) DecisionKey(tenant, nonce string) []byte { return decisionKey(tenant, nonce) }
@@ -33,7 +33,9 @@ func (Records) DecisionKey(tenant, nonce string) []byte { return decisionKey(ten
 func (Records) CustomerStateKey(tenant, ref string) []byte { return customerStateKey(tenant, ref) }
 
 // AttributionKey is the key of a coupon's attribution link.
-func (Records) AttributionKey(tenant, cupon string) []byte { return attributionKey(tenant, cupon) }
+func (Records) AttributionKey(tenant, cupon string) []byte {
+	return store.AttributionKey(tenant, cupon)
+}
 
 // LoadDecision reads a decision record; ErrNotFound when it is gone or
 // damaged (a damaged one is moved to quarantine on the way).

@@ -98,8 +98,7 @@ type abuseGuard struct {
 func newAbuseGuard(cfg AbuseConfig, db *store.DB, log zerolog.Logger) *abuseGuard {
 	g := &abuseGuard{cfg: cfg, db: db, log: log, creds: map[string]*credUse{}}
 	for _, t := range db.Tenants() {
-		lo, hi := store.AbuseSpan(t.ID)
-		db.Scan(lo, hi, func(_, v []byte) error {
+		db.ScanAbuseStates(t.ID, func(v []byte) error {
 			var st AbuseState
 			if json.Unmarshal(v, &st) == nil {
 				g.creds[st.ClientID] = &credUse{tenant: t.ID, state: st, minute: -1}
@@ -145,7 +144,8 @@ func (g *abuseGuard) observe(tenant, clientID string, status int, now time.Time)
 	}
 }
 
-// signal reports an anomaly seen by a handler (e.g. a history reload).
+// signal reports an anomaly seen by a handler (e.g. a history reload; the
+// pipeline passes on call.anomaly).
 func (g *abuseGuard) signal(tenant, clientID, reason string, now time.Time) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -205,12 +205,11 @@ func (g *abuseGuard) maybeStep(u *credUse, now time.Time) {
 }
 
 func (g *abuseGuard) persist(u *credUse) error {
-	b := g.db.NewBatch()
-	defer b.Close()
-	if err := b.SetJSON(store.AbuseKey(u.tenant, u.state.ClientID), &u.state); err != nil {
+	v, err := json.Marshal(&u.state)
+	if err != nil {
 		return err
 	}
-	return b.Commit()
+	return g.db.PutAbuseState(u.tenant, u.state.ClientID, v)
 }
 
 // factor is the rate-limit multiplier of a level.

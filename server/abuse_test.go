@@ -96,6 +96,13 @@ func TestAbuseQuarantineAndBrake(t *testing.T) {
 	if st != 200 || body["aceptados"] != 1.0 {
 		t.Fatalf("quarantined post: %d %v", st, body)
 	}
+	// An event whose decision_id is forged is rejected, not held.
+	forged := purchase("q2", "cliente-01", testStart, 5, 1)
+	forged["decision_id"] = "d_forjada"
+	st, body = h.do("POST", "/v1/eventos", tok, map[string]any{"eventos": []any{forged}})
+	if rech, _ := body["rechazados"].([]any); st != 200 || body["aceptados"] != 0.0 || len(rech) != 1 || rech[0].(map[string]any)["campo"] != "decision_id" {
+		t.Fatalf("quarantined post with a forged decision_id: %d %v", st, body)
+	}
 	f, _ := h.engine.CustomerFeatures("acme", "cliente-01")
 	if v, _ := f.Get("gasto_total_mxn", testStart); v != 0 {
 		t.Errorf("quarantined event applied: gasto %v", v)

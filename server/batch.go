@@ -98,7 +98,7 @@ func (s *Server) handleBatchCreate(c *call) error {
 		return err
 	}
 	c.w.Header().Set("Location", "/v1/lotes-decision/"+url.PathEscape(j.ID))
-	writeJSON(c.w, http.StatusAccepted, map[string]any{"job_id": j.ID, "estado": j.Estado, "creado_en": j.CreadoEn})
+	c.answer = answer{http.StatusAccepted, map[string]any{"job_id": j.ID, "estado": j.Estado, "creado_en": j.CreadoEn}}
 	return nil
 }
 
@@ -115,7 +115,7 @@ func (s *Server) handleBatchStatus(c *call) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(c.w, http.StatusOK, s.viewJob(j, c.start))
+	c.answer = answer{http.StatusOK, s.viewJob(j, c.start)}
 	return nil
 }
 
@@ -222,7 +222,7 @@ func (s *Server) handlePutWebhook(c *call) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(c.w, http.StatusOK, map[string]any{"url": reg.URL, "eventos": reg.Eventos, "secreto": reg.Secret, "creado_en": reg.CreadoEn})
+	c.answer = answer{http.StatusOK, map[string]any{"url": reg.URL, "eventos": reg.Eventos, "secreto": reg.Secret, "creado_en": reg.CreadoEn}}
 	return nil
 }
 
@@ -230,6 +230,6 @@ func (s *Server) handleDeleteWebhook(c *call) error {
 	if err := s.Webhooks.Delete(c.tenant.ID); err != nil {
 		return err
 	}
-	writeJSON(c.w, http.StatusOK, struct{}{})
+	c.answer = answer{http.StatusOK, struct{}{}}
 	return nil
 }

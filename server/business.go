@@ -7,6 +7,7 @@ import (
 
 	"github.com/coupond/coupond/batch"
 	"github.com/coupond/coupond/engine"
+	"github.com/coupond/coupond/store"
 )
 
 // business are the /metrics series of what the service does for the
@@ -113,6 +114,15 @@ func (b *business) decision(tenant, source string, d *engine.Decision) {
 		outcome = outcomeExplored
 	}
 	b.with(b.decisions, tenant, source, strconv.Itoa(d.Accion), outcome).Inc()
+}
+
+// answered counts what an API answer tells the business series: an
+// online decision (the pipeline calls it for every answer it writes;
+// tenant is nil on public routes).
+func (b *business) answered(tenant *store.Tenant, body any) {
+	if d, ok := body.(*engine.Decision); ok {
+		b.decision(tenant.ID, "online", d)
+	}
 }
 
 func (b *business) learned(tenant string, st engine.LearnStats) {

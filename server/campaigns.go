@@ -63,7 +63,7 @@ func (s *Server) handlePutCampaign(c *call) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(c.w, http.StatusOK, viewCampaign(saved))
+	c.answer = answer{http.StatusOK, viewCampaign(saved)}
 	return nil
 }
 
@@ -79,6 +79,6 @@ func (s *Server) handleGetCampaign(c *call) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(c.w, http.StatusOK, viewCampaign(camp))
+	c.answer = answer{http.StatusOK, viewCampaign(camp)}
 	return nil
 }

@@ -59,7 +59,7 @@ func (s *Server) handleGetCatalog(c *call) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(c.w, http.StatusOK, viewCatalog(cat))
+	c.answer = answer{http.StatusOK, viewCatalog(cat)}
 	return nil
 }
 
@@ -102,6 +102,6 @@ func (s *Server) handlePutCatalog(c *call) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(c.w, http.StatusOK, viewCatalog(cat))
+	c.answer = answer{http.StatusOK, viewCatalog(cat)}
 	return nil
 }

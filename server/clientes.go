@@ -35,7 +35,7 @@ func (s *Server) handleDeleteCliente(c *call) error {
 		return err
 	}
 	c.w.Header().Set("Location", "/v1/clientes/"+url.PathEscape(ref)+"/exportacion")
-	writeJSON(c.w, http.StatusAccepted, map[string]string{"cliente_ref": ref, "estado": rec.Estado})
+	c.answer = answer{http.StatusAccepted, map[string]string{"cliente_ref": ref, "estado": rec.Estado}}
 	return nil
 }
 
@@ -51,6 +51,6 @@ func (s *Server) handleExportCliente(c *call) error {
 		return err
 	}
 	c.w.Header().Set("Cache-Control", "no-store")
-	writeJSON(c.w, http.StatusOK, x)
+	c.answer = answer{http.StatusOK, x}
 	return nil
 }

@@ -63,21 +63,24 @@ func (s *Server) handleDecide(c *call) error {
 		req.IdempotencyKey, req.BodyHash = key, engine.HashBody(c.body)
 	}
 	d, err := s.Engine.Decide(c.tenant.ID, req)
+	if err != nil {
+		return decideError(err)
+	}
+	c.answer = answer{http.StatusOK, d}
+	return nil
+}
+
+// decideError maps Decide's errors to the API's.
+func decideError(err error) error {
+	var capped *engine.DayLimitError
 	switch {
-	case errors.Is(err, engine.ErrDailyCap):
-		return &apiError{kind: kindRateLimited, retryAfter: secondsToMidnight(c.now()),
+	case errors.As(err, &capped):
+		return &apiError{kind: kindRateLimited, retryAfter: capped.RetryAfter,
 			msg: "límite de 3 decisiones por cliente_ref por día alcanzado"}
 	case errors.Is(err, engine.ErrIdempotencyConflict):
 		return errKind(kindIdempotencyConflict)
-	case err != nil:
-		return err
 	}
-	if err := s.quotas.add(s.DB, c.tenant.ID, quotaDecisions, c.now(), 1); err != nil {
-		return err
-	}
-	s.metrics.decision(c.tenant.ID, "online", d)
-	writeJSON(c.w, http.StatusOK, d)
-	return nil
+	return err
 }
 
 var confirmSchema = schema.Object(
@@ -141,7 +144,7 @@ func (s *Server) handleConfirm(c *call) error {
 	case err != nil:
 		return err
 	}
-	writeJSON(c.w, http.StatusOK, map[string]string{"decision_id": id, "estado_ejecucion": estado})
+	c.answer = answer{http.StatusOK, map[string]string{"decision_id": id, "estado_ejecucion": estado}}
 	return nil
 }
 
@@ -171,6 +174,6 @@ func (s *Server) handleFallback(c *call) error {
 		return err
 	}
 	s.metrics.with(s.metrics.decisions, c.tenant.ID, "respaldo", strconv.Itoa(in.Accion), outcomeFallback).Inc()
-	writeJSON(c.w, http.StatusOK, struct{}{})
+	c.answer = answer{http.StatusOK, struct{}{}}
 	return nil
 }

@@ -99,37 +99,31 @@ func (s *Server) handleEvents(c *call) error {
 	if len(bad) > 0 {
 		return &validationError{detail: bad}
 	}
+	// Quarantine: a client at that abuse step has its events kept, applied
+	// when the operator releases them.
+	hold := s.abuse.level(c.clientID) >= levelCuarentena
 	now := c.now()
 	var rejected []engine.Rejection
 	var good []engine.IngestEvent
 	for i, ev := range env.Field("eventos").Items() {
-		item, rej := s.checkEvent(c, i, ev, now)
+		item, rej := checkEvent(i, ev, now, true)
 		if rej != nil {
 			rejected = append(rejected, *rej)
 			continue
 		}
 		good = append(good, item)
 	}
-	if s.abuse.level(c.clientID) >= levelCuarentena && len(good) > 0 {
-		// Quarantine: accepted and kept, applied when the operator releases them.
-		if err := s.quarantine(c, good); err != nil {
-			return err
-		}
-		writeJSON(c.w, http.StatusOK, eventsResponse{Aceptados: len(good), Rechazados: orEmpty(rejected)})
-		return nil
-	}
-	res, err := s.Engine.Ingest(c.tenant.ID, good)
+	res, err := s.Engine.Receive(c.tenant.ID, good, engine.Delivery{
+		ClientID: c.clientID, Trace: c.trace, At: c.start, Now: now, Hold: hold,
+	})
 	if err != nil {
 		return err
 	}
-	if n := len(good); n >= 500 && res.Duplicados*10 >= n*9 && (c.tenant.Settings.RateLimits || !c.tenant.Sandbox) {
-		s.abuse.signal(c.tenant.ID, c.clientID, fmt.Sprintf("recarga: %d de %d eventos ya estaban procesados", res.Duplicados, n), c.start)
+	if n := len(good); n >= 500 && res.Duplicados*10 >= n*9 {
+		c.anomaly = fmt.Sprintf("recarga: %d de %d eventos ya estaban procesados", res.Duplicados, n)
 	}
 	rejected = mergeRejections(rejected, res.Rechazados)
-	if err := s.quotas.add(s.DB, c.tenant.ID, quotaEvents, now, int64(res.Aceptados)); err != nil {
-		return err
-	}
-	writeJSON(c.w, http.StatusOK, eventsResponse{Aceptados: res.Aceptados, Duplicados: res.Duplicados, Rechazados: orEmpty(rejected)})
+	c.answer = answer{http.StatusOK, eventsResponse{Aceptados: res.Aceptados, Duplicados: res.Duplicados, Rechazados: orEmpty(rejected)}}
 	return nil
 }
 
@@ -172,15 +166,11 @@ func reject(i int, v schema.Value, codigo, campo, msg string) *engine.Rejection 
 	return r
 }
 
-// checkEvent validates one event against its tipo's schema, the ts range of
-// the tenant clock and the decision_id signature, and converts it.
-func (s *Server) checkEvent(c *call, i int, v schema.Value, now time.Time) (engine.IngestEvent, *engine.Rejection) {
-	return s.checkEventOf(c.tenant.ID, i, v, now, true)
-}
-
-// checkEventOf is checkEvent for tenant; checkTS false skips the ts range
-// (events released from quarantine were in range when they arrived).
-func (s *Server) checkEventOf(tenant string, i int, v schema.Value, now time.Time, checkTS bool) (engine.IngestEvent, *engine.Rejection) {
+// checkEvent validates event i against its tipo's schema and, when
+// checkTS, the ts range around now, the tenant clock (events released from
+// quarantine were in range when they arrived), and converts it. The
+// decision_id's signature is the engine's to check (Ingest).
+func checkEvent(i int, v schema.Value, now time.Time, checkTS bool) (engine.IngestEvent, *engine.Rejection) {
 	if v.Kind() != schema.KindObject {
 		return engine.IngestEvent{}, reject(i, v, "esquema_invalido", "", "cada evento debe ser un objeto JSON")
 	}
@@ -217,9 +207,6 @@ func (s *Server) checkEventOf(tenant string, i int, v schema.Value, now time.Tim
 	}
 	if d := v.Field("decision_id"); d.Present() && !d.IsNull() {
 		ev.DecisionID = d.String()
-		if !s.Engine.ValidDecisionID(tenant, ev.DecisionID) {
-			return engine.IngestEvent{}, reject(i, v, "esquema_invalido", "decision_id", "decision_id desconocido, alterado o de otro inquilino")
-		}
 	}
 	if val := v.Field("valor"); val.Present() && !val.IsNull() {
 		ev.ValorCents = val.Cents()

@@ -7,14 +7,14 @@ import (
 )
 
 func (s *Server) handleHealth(c *call) error {
-	writeJSON(c.w, http.StatusOK, map[string]string{"estado": "ok"})
+	c.answer = answer{http.StatusOK, map[string]string{"estado": "ok"}}
 	return nil
 }
 
 // handleReady answers 503 until the store is open and recovery is done.
 func (s *Server) handleReady(c *call) error {
 	if s.Ready == nil || !s.Ready() {
-		writeJSON(c.w, http.StatusServiceUnavailable, map[string]string{"estado": "iniciando"})
+		c.answer = answer{http.StatusServiceUnavailable, map[string]string{"estado": "iniciando"}}
 		return nil
 	}
 	if sp := s.DB.Space(); sp.Low || sp.Failed {
@@ -23,10 +23,10 @@ func (s *Server) handleReady(c *call) error {
 		if sp.Failed {
 			motivo = "una escritura falló dentro del almacén por falta de espacio: libere espacio y reinicie coupond"
 		}
-		writeJSON(c.w, http.StatusServiceUnavailable, map[string]string{"estado": "almacenamiento_lleno", "motivo": motivo})
+		c.answer = answer{http.StatusServiceUnavailable, map[string]string{"estado": "almacenamiento_lleno", "motivo": motivo}}
 		return nil
 	}
-	writeJSON(c.w, http.StatusOK, map[string]string{"estado": "listo"})
+	c.answer = answer{http.StatusOK, map[string]string{"estado": "listo"}}
 	return nil
 }
 
@@ -47,8 +47,10 @@ func (s *Server) handleOpenAPI(c *call) error {
 
 // Flush persists in-memory counters (daily quotas, credential last use).
 func (s *Server) Flush() error {
-	if err := s.quotas.flush(s.DB); err != nil {
-		return err
+	if s.Engine != nil {
+		if err := s.Engine.FlushQuotas(); err != nil {
+			return err
+		}
 	}
 	return s.DB.FlushLastUsed()
 }

@@ -56,7 +56,6 @@ type Server struct {
 	limits *limiter
 	// tokenFailures limits failed token requests per source address.
 	tokenFailures *limiter
-	quotas        *quotas
 	metrics       *metrics
 	abuse         *abuseGuard
 	router        *httprouter.Router
@@ -73,7 +72,6 @@ func New(d Deps) *Server {
 		tokens:        newTokens(d.Secrets.Token),
 		limits:        newLimiter(),
 		tokenFailures: newLimiterCap(tokenFailureAddresses),
-		quotas:        newQuotas(),
 	}
 	s.metrics = newMetrics(d.DB, d.MetricsTenantLabel)
 	if d.Engine != nil {
@@ -153,6 +151,20 @@ type call struct {
 
 	// readTimedOut: the body did not arrive within the read timeout.
 	readTimedOut bool
+	// answer is the handler's JSON answer, which the pipeline writes when
+	// the handler returns nil (a handler that streams writes w itself).
+	answer answer
+	// anomaly is what the handler saw that the abuse guard weighs (a
+	// history reload); the pipeline reports it with the request's status.
+	anomaly string
+}
+
+// answer is a handler's JSON answer: its status and body. The pipeline
+// writes it (writeJSON) as it writes an error (writeError), and counts the
+// decisions it answers (business.answered).
+type answer struct {
+	status int
+	body   any
 }
 
 // now is the tenant's clock for this request.
@@ -231,6 +243,9 @@ func (s *Server) wrap(rt route) httprouter.Handle {
 			if c.tenant != nil {
 				ev = ev.Str("tenant", c.tenant.ID).Str("client_id", c.clientID)
 				if c.tenant.Settings.RateLimits || !c.tenant.Sandbox {
+					if c.anomaly != "" {
+						s.abuse.signal(c.tenant.ID, c.clientID, c.anomaly, c.start)
+					}
 					s.abuse.observe(c.tenant.ID, c.clientID, status, c.start)
 				}
 			}
@@ -243,6 +258,9 @@ func (s *Server) wrap(rt route) httprouter.Handle {
 		}
 		if err := s.serve(rt, c); err != nil {
 			s.writeError(sw, c, err)
+		} else if c.answer.body != nil {
+			s.metrics.answered(c.tenant, c.answer.body)
+			writeJSON(sw, c.answer.status, c.answer.body)
 		}
 	}
 }

@@ -111,12 +111,12 @@ func (s *Server) issueToken(c *call) error {
 	}
 	s.DB.TouchCredential(cred.ClientID, c.start)
 	tok := s.tokens.issue(cred.ClientID, granted, c.start.Add(tokenTTL))
-	writeJSON(c.w, http.StatusOK, map[string]any{
+	c.answer = answer{http.StatusOK, map[string]any{
 		"access_token": tok,
 		"expires_in":   int(tokenTTL.Seconds()),
 		"scope":        granted.String(),
 		"token_type":   "Bearer",
-	})
+	}}
 	return nil
 }
 

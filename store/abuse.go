@@ -10,3 +10,19 @@ func AbuseKey(tenant, clientID string) []byte {
 
 // AbuseSpan bounds the tenant's abuse states.
 func AbuseSpan(tenant string) (lower, upper []byte) { return tableSpan(tenant, tableAbuse) }
+
+// PutAbuseState writes the abuse state of client clientID, committed with
+// Sync.
+func (db *DB) PutAbuseState(tenant, clientID string, state []byte) error {
+	b := db.NewBatch()
+	defer b.Close()
+	b.Set(AbuseKey(tenant, clientID), state)
+	return b.Commit()
+}
+
+// ScanAbuseStates calls fn with each abuse state of tenant, valid only
+// during the call.
+func (db *DB) ScanAbuseStates(tenant string, fn func(state []byte) error) error {
+	lo, hi := AbuseSpan(tenant)
+	return db.Scan(lo, hi, func(_, v []byte) error { return fn(v) })
+}

@@ -20,3 +20,16 @@ func ParseIdempotencyKey(tenant string, key []byte) (k string, ok bool) {
 	}
 	return string(parts[0]), true
 }
+
+// Idempotency reads the record of Idempotency-Key k (ErrNotFound when
+// there is none).
+func (db *DB) Idempotency(tenant, k string) ([]byte, error) {
+	key := IdempotencyKey(tenant, k)
+	return db.Get(key)
+}
+
+// SetIdempotency writes the record of Idempotency-Key k in b.
+func (b *Batch) SetIdempotency(tenant, k string, rec []byte) { b.Set(IdempotencyKey(tenant, k), rec) }
+
+// DeleteIdempotency deletes the record of Idempotency-Key k in b.
+func (b *Batch) DeleteIdempotency(tenant, k string) { b.Delete(IdempotencyKey(tenant, k)) }

@@ -45,29 +45,6 @@ func Validate(s Schema, v Value, root ...any) []Violation {
 	return c.out
 }
 
-// Decode parses data strictly (see Parse) and validates the result against s
-// with Validate. Input that is empty or only whitespace is one "missing"
-// violation at root (FastAPI's answer to a missing body); input Parse
-// refuses is one json_invalid violation (see SyntaxError.Violation). The
-// Value is returned whenever data parsed, even if it broke s.
-func Decode(data []byte, s Schema, root ...any) (Value, []Violation) {
-	blank := true
-	for _, c := range data {
-		if c != ' ' && c != '\t' && c != '\n' && c != '\r' {
-			blank = false
-			break
-		}
-	}
-	if blank {
-		return Value{}, Validate(s, Value{}, root...)
-	}
-	v, err := Parse(data)
-	if err != nil {
-		return Value{}, []Violation{err.(*SyntaxError).Violation(root...)}
-	}
-	return v, Validate(s, v, root...)
-}
-
 // checker collects violations during one Validate.
 type checker struct {
 	root []any
@@ -711,12 +688,6 @@ func (s *ObjectSchema) Nullable() *ObjectSchema {
 
 // Validate is Validate(s, v, root...).
 func (s *ObjectSchema) Validate(v Value, root ...any) []Violation { return Validate(s, v, root...) }
-
-// Decode is Decode(data, s, root...): the one call an endpoint makes for its
-// body, with root "body".
-func (s *ObjectSchema) Decode(data []byte, root ...any) (Value, []Violation) {
-	return Decode(data, s, root...)
-}
 
 // index returns the position of the field called name, -1 if none. Members
 // usually come in field order, so the search starts at hint.
