@@ -222,6 +222,10 @@ func (e *Engine) Decide(tenant string, req Request) (*Decision, error) {
 		}
 	}
 
+	if req.CampanaID != "" { // may write the campaign's budget: after a batch chunk's commit
+		ts.budgetGate.RLock()
+		defer ts.budgetGate.RUnlock()
+	}
 	lock := ts.custLock(e.seed, req.ClienteRef)
 	lock.Lock()
 	defer lock.Unlock()
