@@ -82,6 +82,10 @@ type tenantState struct {
 	learnMu   sync.Mutex // one learner pass at a time
 	cats      catTally   // category names seen while the model has few main categories
 
+	// learnCursor (under learnMu): the reward queue key the next learner
+	// pass starts at (see Learn).
+	learnCursor []byte
+
 	budgetMu  sync.Mutex
 	campaigns map[string]*Campaign // nil value: known not to exist
 	budgets   map[string]*budget

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"time"
@@ -82,18 +83,37 @@ func (e *Engine) Learn(tenant string) (LearnStats, error) {
 		kind, nonce string
 	}
 	var work []due
-	if err := e.db.Scan(lo, hi, func(k, _ []byte) error {
-		parts, ok := store.SplitKey(tenant, k, "8ss")
-		if !ok {
+	scan := func(from []byte) error {
+		return e.db.Scan(from, hi, func(k, _ []byte) error {
+			parts, ok := store.SplitKey(tenant, k, "8ss")
+			if !ok {
+				return nil
+			}
+			work = append(work, due{key: append([]byte(nil), k...), kind: string(parts[1]), nonce: string(parts[2])})
+			if len(work) >= limit {
+				return store.ErrStop
+			}
 			return nil
-		}
-		work = append(work, due{key: append([]byte(nil), k...), kind: string(parts[1]), nonce: string(parts[2])})
-		if len(work) >= limit {
-			return store.ErrStop
-		}
-		return nil
-	}); err != nil {
+		})
+	}
+	// Passes over a backlog delete the queue from its start: a scan from
+	// lo would step over every key deleted by the passes before (tombstones
+	// until a compaction), which made a backlog's passes quadratic. A pass
+	// starts where the last one stopped; one that finds nothing there scans
+	// from lo, so a key written behind the cursor (the tenant clock set
+	// back, a restore) waits at most until the queue ahead is done.
+	from := lo
+	if c := ts.learnCursor; c != nil && bytes.Compare(c, lo) > 0 && bytes.Compare(c, hi) < 0 {
+		from = c
+	}
+	if err := scan(from); err != nil {
 		return st, err
+	}
+	if len(work) == 0 && !bytes.Equal(from, lo) {
+		ts.learnCursor = nil
+		if err := scan(lo); err != nil {
+			return st, err
+		}
 	}
 	if len(work) == 0 {
 		return st, nil
@@ -175,6 +195,7 @@ func (e *Engine) Learn(tenant string) (LearnStats, error) {
 	if err := b.Commit(); err != nil {
 		return st, err
 	}
+	ts.learnCursor = append(work[len(work)-1].key, 0) // the next key: all up to here are deleted
 	if e.onLearn != nil {
 		e.onLearn(tenant, st)
 	}
