@@ -5,9 +5,8 @@ import (
 	"context"
 	"testing"
 
-	"github.com/cockroachdb/pebble/v2/vfs"
-
 	"github.com/coupond/coupond/internal/golden"
+	"github.com/coupond/coupond/store"
 )
 
 // TestGoldenResultLines: the lines of a small job's result file, as a
@@ -15,7 +14,7 @@ import (
 // decision ids and expiry times replaced; what the policy chose is left
 // to the policy's tests).
 func TestGoldenResultLines(t *testing.T) {
-	e := newJobEnv(t, vfs.NewMem(), "db", 3, -1)
+	e := newJobEnv(t, store.NewMemFS(), "db", 3, -1)
 	e.customers(t, 5)
 	j := e.submitAll(t)
 	e.r.RunPending(context.Background())

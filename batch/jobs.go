@@ -121,7 +121,7 @@ type Runner struct {
 	progress  map[string]progress // job key → live counters of a running job
 	hookEvery int
 	hook      func(j Job)
-	wake      chan struct{}
+	wake      waker
 	obs       Observer
 }
 
@@ -142,7 +142,7 @@ type RunnerConfig struct {
 // NewRunner builds a runner; call Recover before Run.
 func NewRunner(c RunnerConfig) *Runner {
 	return &Runner{db: c.DB, eng: c.Engine, log: c.Log, dir: c.Dir, now: c.Now, Signer: c.Signer, hooks: c.Webhooks,
-		progress: map[string]progress{}, wake: make(chan struct{}, 1)}
+		progress: map[string]progress{}, wake: newWaker()}
 }
 
 // OnProgress makes the runner call fn, from its own goroutine, every `every`
@@ -155,7 +155,7 @@ func (r *Runner) OnProgress(every int, fn func(j Job)) {
 	r.mu.Unlock()
 }
 
-func jobKey(tenant, id string) []byte { return store.Key(tenant, store.TableJob, id) }
+func jobKey(tenant, id string) []byte { return store.JobKey(tenant, id) }
 
 func newJobID() string {
 	b := make([]byte, 10)
@@ -205,7 +205,7 @@ func (r *Runner) Submit(tenant string, s Submission) (*Job, error) {
 		j.Total = len(uniq)
 		for i := 0; i < len(uniq); i += clientChunk {
 			chunk := uniq[i:min(i+clientChunk, len(uniq))]
-			if err := b.SetJSON(store.Key(tenant, store.TableJobClients, j.ID, j.Chunks), chunk); err != nil {
+			if err := b.SetJSON(store.JobChunkKey(tenant, j.ID, j.Chunks), chunk); err != nil {
 				return nil, err
 			}
 			j.Chunks++
@@ -217,7 +217,7 @@ func (r *Runner) Submit(tenant string, s Submission) (*Job, error) {
 	if err := b.Commit(); err != nil {
 		return nil, err
 	}
-	r.poke()
+	r.wake.poke()
 	return j, nil
 }
 
@@ -235,17 +235,10 @@ func busy(jobs []*Job, now time.Time) (time.Duration, bool) {
 	return max(wait, time.Second), wait > 0
 }
 
-func (r *Runner) poke() {
-	select {
-	case r.wake <- struct{}{}:
-	default:
-	}
-}
-
 // list returns the tenant's jobs.
 func (r *Runner) list(tenant string) ([]*Job, error) {
 	var out []*Job
-	lo, hi := store.TableSpan(tenant, store.TableJob)
+	lo, hi := store.JobSpan(tenant)
 	err := r.db.Scan(lo, hi, func(_, v []byte) error {
 		var j Job
 		if err := json.Unmarshal(v, &j); err != nil {
@@ -319,7 +312,7 @@ func (r *Runner) Recover() error {
 	if err := r.sweep(keep); err != nil {
 		return err
 	}
-	r.poke()
+	r.wake.poke()
 	return nil
 }
 
@@ -357,17 +350,7 @@ func (r *Runner) sweep(keep map[string]bool) error {
 // Run processes queued jobs until ctx ends, oldest first, and applies the
 // result retention.
 func (r *Runner) Run(ctx context.Context) {
-	tick := time.NewTicker(time.Minute)
-	defer tick.Stop()
-	for {
-		r.RunPending(ctx)
-		select {
-		case <-ctx.Done():
-			return
-		case <-r.wake:
-		case <-tick.C:
-		}
-	}
+	r.wake.loop(ctx, time.Minute, func() { r.RunPending(ctx) })
 }
 
 // RunPending runs every queued job to its end, oldest first, then removes
@@ -485,7 +468,7 @@ func (r *Runner) finish(j *Job) error {
 		return err
 	}
 	if j.Chunks > 0 {
-		b.DeleteRange(store.TableSpan(j.Tenant, store.TableJobClients, j.ID))
+		b.DeleteRange(store.JobChunksSpan(j.Tenant, j.ID))
 	}
 	queued := false
 	if j.Estado == Completado && r.hooks != nil {
@@ -501,7 +484,7 @@ func (r *Runner) finish(j *Job) error {
 		r.obs.JobEnded(j.Tenant, j.Estado, j.Procesados)
 	}
 	if queued {
-		r.hooks.poke()
+		r.hooks.wake.poke()
 	}
 	return nil
 }
@@ -531,7 +514,7 @@ func (r *Runner) clientes(j *Job) (next func() (string, bool), err func() error)
 				return "", false
 			}
 			chunk, pos = nil, 0
-			if readErr = r.db.GetJSON(store.Key(j.Tenant, store.TableJobClients, j.ID, i), &chunk); readErr != nil {
+			if readErr = r.db.GetJSON(store.JobChunkKey(j.Tenant, j.ID, i), &chunk); readErr != nil {
 				return "", false
 			}
 			i++
@@ -546,7 +529,7 @@ func (r *Runner) clientes(j *Job) (next func() (string, bool), err func() error)
 func (r *Runner) customers(j *Job, fn func(ref string) error) error {
 	for i := 0; i < j.Chunks; i++ {
 		var chunk []string
-		if err := r.db.GetJSON(store.Key(j.Tenant, store.TableJobClients, j.ID, i), &chunk); err != nil {
+		if err := r.db.GetJSON(store.JobChunkKey(j.Tenant, j.ID, i), &chunk); err != nil {
 			return err
 		}
 		for _, c := range chunk {
@@ -588,8 +571,29 @@ func (r *Runner) run(ctx context.Context, j *Job, log zerolog.Logger) error {
 	defer bd.Close()
 	bd.Explain = j.Explain
 
+	refs, keep, limited, err := r.scan(ctx, j, bd)
+	if err != nil {
+		return err
+	}
+	scanned := time.Now()
+	rel := filepath.Join(j.Tenant, j.ID+resultSuffix)
+	n, err := r.writeResult(ctx, j, bd, rel, refs, limited, keep)
+	if err != nil {
+		return err
+	}
+	log.Info().Dur("scan", scanned.Sub(t0)).Dur("decide", time.Since(scanned)).Int("lineas", n).Msg("batch job phases (real time)")
+	j.Procesados, j.Result = n, rel
+	j.Total = n
+	r.setProgress(j, n, true)
+	return nil
+}
+
+// scan is the first pass of a job. A segment job lists its customers in
+// refs (and counts them in j.Total). When a send budget limits the job,
+// keep says which customers in job order may be sent something: those with
+// the highest expected gain.
+func (r *Runner) scan(ctx context.Context, j *Job, bd *engine.BatchDecider) (refs []string, keep []bool, limited bool, err error) {
 	remaining, limited := bd.SendBudget()
-	var refs []string
 	var gains []float64 // per customer in job order; NaN: cannot send
 	addGain := func(g float64, ok bool) {
 		if !ok {
@@ -601,7 +605,7 @@ func (r *Runner) run(ctx context.Context, j *Job, log zerolog.Logger) error {
 	case j.Segmento != nil:
 		seg, err := engine.ParseSegmentJSON(j.Segmento)
 		if err != nil {
-			return err
+			return nil, nil, false, err
 		}
 		if err := bd.ScanSegment(seg, limited, func(ref string, g float64, ok bool) error {
 			refs = append(refs, ref)
@@ -610,11 +614,11 @@ func (r *Runner) run(ctx context.Context, j *Job, log zerolog.Logger) error {
 			}
 			return ctx.Err()
 		}); err != nil {
-			return err
+			return nil, nil, false, err
 		}
 		j.Total = len(refs)
 		if err := r.save(j); err != nil {
-			return err
+			return nil, nil, false, err
 		}
 		r.setProgress(j, 0, true)
 	case limited:
@@ -623,27 +627,30 @@ func (r *Runner) run(ctx context.Context, j *Job, log zerolog.Logger) error {
 			addGain(g, ok)
 			return ctx.Err()
 		}); err != nil {
-			return err
+			return nil, nil, false, err
 		}
 		if err := nextErr(); err != nil {
-			return err
+			return nil, nil, false, err
 		}
 	}
-	scanned := time.Now()
-	var keep []bool
 	if limited {
 		keep = KeepTop(gains, remaining)
-		gains = nil
 	}
+	return refs, keep, limited, nil
+}
 
-	rel := filepath.Join(j.Tenant, j.ID+resultSuffix)
+// writeResult decides for each customer of j (refs for a segment job, its
+// stored list otherwise) and writes the result file rel whole; n is the
+// number of lines. Under a send budget (limited), a customer keep does not
+// keep is sent nothing.
+func (r *Runner) writeResult(ctx context.Context, j *Job, bd *engine.BatchDecider, rel string, refs []string, limited bool, keep []bool) (n int, err error) {
 	dir := filepath.Dir(r.resultPath(rel))
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return err
+		return 0, err
 	}
 	w, err := CreateResult(dir, filepath.Base(rel))
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer w.Abort() // no-op after Commit
 	lw := newLineWriter(w)
@@ -651,7 +658,6 @@ func (r *Runner) run(ctx context.Context, j *Job, log zerolog.Logger) error {
 	r.mu.Lock()
 	every := r.hookEvery
 	r.mu.Unlock()
-	n := 0
 	decideOne := func(ref string) error {
 		noSend := limited && (n >= len(keep) || !keep[n])
 		d, err := bd.Decide(ref, noSend)
@@ -676,26 +682,22 @@ func (r *Runner) run(ctx context.Context, j *Job, log zerolog.Logger) error {
 	if j.Segmento != nil {
 		for _, ref := range refs {
 			if err := decideOne(ref); err != nil {
-				return err
+				return 0, err
 			}
 		}
 	} else if err := r.customers(j, decideOne); err != nil {
-		return err
+		return 0, err
 	}
 	if err := bd.Flush(); err != nil {
-		return err
+		return 0, err
 	}
 	if err := lw.close(); err != nil {
-		return err
+		return 0, err
 	}
 	if err := w.Commit(); err != nil {
-		return err
+		return 0, err
 	}
-	log.Info().Dur("scan", scanned.Sub(t0)).Dur("decide", time.Since(scanned)).Int("lineas", n).Msg("batch job phases (real time)")
-	j.Procesados, j.Result = n, rel
-	j.Total = n
-	r.setProgress(j, n, true)
-	return nil
+	return n, nil
 }
 
 // progressStep is how often (in lines) a running job's progress is

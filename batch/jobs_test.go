@@ -110,7 +110,7 @@ func (e *jobEnv) customers(tb testing.TB, n int) {
 			f.Apply(&ev)
 		}
 		buf = f.AppendEncode(buf[:0])
-		b.Set(store.Key("acme", store.TableFeatures, ref), buf)
+		b.Set(store.FeaturesKey("acme", ref), buf)
 		if (i+1)%20000 == 0 {
 			if err := b.Commit(); err != nil {
 				tb.Fatal(err)
@@ -246,7 +246,7 @@ func TestRecoverSweepsResults(t *testing.T) {
 	if j.Estado != Fallido || !strings.Contains(j.Error, "reinicio") || j.CompletadoEn == nil {
 		t.Errorf("interrupted job: %+v", j)
 	}
-	lo, hi := store.TableSpan("acme", store.TableJobClients)
+	lo, hi := store.JobChunkTableSpan("acme")
 	n := 0
 	db.Scan(lo, hi, func(_, _ []byte) error { n++; return nil })
 	if n != 0 {
@@ -283,7 +283,7 @@ func TestBatchJobDistinctDecisions(t *testing.T) {
 	if len(ids) != 20_000 {
 		t.Errorf("%d distinct decision ids in 20,000 lines", len(ids))
 	}
-	lo, hi := store.TableSpan("acme", store.TableDecision)
+	lo, hi := store.DecisionSpan("acme")
 	n := 0
 	e.db.Scan(lo, hi, func(_, _ []byte) error { n++; return nil })
 	if n != 20_000 {
@@ -314,8 +314,8 @@ func BenchmarkBatch500k(b *testing.B) {
 	e.customers(b, n)
 	// A live store wrote its features over days: settle the LSM so the job
 	// does not also pay for compacting the setup's writes.
-	lo := store.TenantPrefix("acme")
-	if err := e.db.Pebble().Compact(context.Background(), lo, store.PrefixEnd(lo), true); err != nil {
+	lo, hi := store.TenantSpan("acme")
+	if err := e.db.Compact(context.Background(), lo, hi); err != nil {
 		b.Fatal(err)
 	}
 	b.Logf("setup: %d customers in %v", n, time.Since(t0).Round(time.Millisecond))
@@ -636,7 +636,7 @@ func TestRecoverVoidsFailedJobDecisions(t *testing.T) {
 		var b struct {
 			Envios int64 `json:"envios"`
 		}
-		if err := e.db.GetJSON(store.Key("acme", store.TableBudget, "camp"), &b); err != nil && !errors.Is(err, store.ErrNotFound) {
+		if err := e.db.GetJSON(store.BudgetKey("acme", "camp"), &b); err != nil && !errors.Is(err, store.ErrNotFound) {
 			t.Fatal(err)
 		}
 		return b.Envios

@@ -40,7 +40,7 @@ type Webhooks struct {
 	schedule *RetrySchedule
 	log      zerolog.Logger
 	now      func() time.Time
-	wake     chan struct{}
+	wake     waker
 	mu       sync.Mutex // one delivery pass at a time
 	obs      Observer
 	counters *engine.Counters
@@ -48,10 +48,10 @@ type Webhooks struct {
 
 // NewWebhooks builds the webhook service.
 func NewWebhooks(db *store.DB, d *Deliverer, log zerolog.Logger, now func() time.Time, seed uint64) *Webhooks {
-	return &Webhooks{db: db, deliver: d, schedule: NewRetrySchedule(mathrand.NewPCG(seed, seed+1)), log: log, now: now, wake: make(chan struct{}, 1)}
+	return &Webhooks{db: db, deliver: d, schedule: NewRetrySchedule(mathrand.NewPCG(seed, seed+1)), log: log, now: now, wake: newWaker()}
 }
 
-func webhookKey(tenant string) []byte { return store.Key(tenant, store.TableWebhook) }
+func webhookKey(tenant string) []byte { return store.WebhookKey(tenant) }
 
 // Register stores (replacing) the tenant's webhook and returns it with a
 // new signing secret, shown once.
@@ -98,7 +98,7 @@ func (w *Webhooks) Enqueue(j *Job) error {
 	if err := b.Commit(); err != nil {
 		return err
 	}
-	w.poke()
+	w.wake.poke()
 	return nil
 }
 
@@ -127,17 +127,10 @@ func (w *Webhooks) enqueue(b *store.Batch, j *Job) (bool, error) {
 		return false, err
 	}
 	q := queued{ID: "msg_" + j.ID, Body: body}
-	if err := b.SetJSON(store.Key(j.Tenant, store.TableWebhookQueue, w.now(), q.ID), q); err != nil {
+	if err := b.SetJSON(store.WebhookDeliveryKey(j.Tenant, w.now(), q.ID), q); err != nil {
 		return false, err
 	}
 	return true, nil
-}
-
-func (w *Webhooks) poke() {
-	select {
-	case w.wake <- struct{}{}:
-	default:
-	}
 }
 
 func contains(list []string, s string) bool {
@@ -152,17 +145,7 @@ func contains(list []string, s string) bool {
 // Run delivers due messages until ctx ends; failed attempts are
 // rescheduled by RetrySchedule in the same durable queue.
 func (w *Webhooks) Run(ctx context.Context) {
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
-	for {
-		w.DeliverDue(ctx)
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		case <-w.wake:
-		}
-	}
+	w.wake.loop(ctx, time.Second, func() { w.DeliverDue(ctx) })
 }
 
 // DeliverDue makes one attempt for every message due now, for every tenant,
@@ -184,8 +167,7 @@ func (w *Webhooks) DeliverDue(ctx context.Context) int {
 // deliverDue makes one attempt for every due message of tenant.
 func (w *Webhooks) deliverDue(ctx context.Context, tenant string) int {
 	now := w.now()
-	lo, _ := store.TableSpan(tenant, store.TableWebhookQueue)
-	hi := store.Key(tenant, store.TableWebhookQueue, now.Add(time.Nanosecond))
+	lo, hi := store.WebhookDueSpan(tenant, now)
 	type item struct {
 		key []byte
 		q   queued
@@ -227,7 +209,7 @@ func (w *Webhooks) deliverDue(ctx context.Context, tenant string) int {
 			outcome = WebhookRetry
 			log.Warn().Err(err).Int("status", status).Dur("retry_in", wait).Msg("webhook attempt failed")
 			w.count(tenant, "failed")
-			if err := b.SetJSON(store.Key(tenant, store.TableWebhookQueue, w.now().Add(wait), q.ID), q); err != nil {
+			if err := b.SetJSON(store.WebhookDeliveryKey(tenant, w.now().Add(wait), q.ID), q); err != nil {
 				log.Error().Err(err).Msg("webhook requeue")
 			}
 		} else {

@@ -6,12 +6,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/coupond/coupond/policy"
 	"github.com/coupond/coupond/store"
@@ -23,12 +26,9 @@ func newAdminCmd(a *app) *cobra.Command {
 		Short: "Operator commands (work with the server running or stopped)",
 	}
 	cmd.PersistentFlags().Bool("json", false, "machine-readable output: one JSON value on stdout")
-	tenant := &cobra.Command{Use: "tenant", Short: "Create, list, show and configure tenants"}
-	tenant.AddCommand(tenantCreateCmd(a), tenantListCmd(a), tenantShowCmd(a), tenantSetCmd(a))
-	cred := &cobra.Command{Use: "credential", Short: "Create, list, revoke and rotate client credentials"}
-	cred.AddCommand(credCreateCmd(a), credListCmd(a), credRevokeCmd(a), credRotateCmd(a))
-	clock := &cobra.Command{Use: "clock", Short: "Show and advance a sandbox tenant's clock"}
-	clock.AddCommand(clockShowCmd(a), clockAdvanceCmd(a))
+	tenant := groupCmd("tenant", "Create, list, show and configure tenants", tenantCreateCmd(a), tenantListCmd(a), tenantShowCmd(a), tenantSetCmd(a))
+	cred := groupCmd("credential", "Create, list, revoke and rotate client credentials", credCreateCmd(a), credListCmd(a), credRevokeCmd(a), credRotateCmd(a))
+	clock := groupCmd("clock", "Show and advance a sandbox tenant's clock", clockShowCmd(a), clockAdvanceCmd(a))
 	cmd.AddCommand(tenant, cred, clock, auditCmd(a))
 	cmd.AddCommand(extraAdminCmds(a)...)
 	return cmd
@@ -89,74 +89,60 @@ func viewTenant(e *env, t *store.Tenant, detail bool) (tenantView, error) {
 
 func tenantCreateCmd(a *app) *cobra.Command {
 	var sandbox bool
-	cmd := &cobra.Command{
-		Use:   "create ID",
-		Short: "Create a tenant (--sandbox gives it a test clock)",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return a.withEnv(cmd, func(e *env) error {
-				now := e.now().UTC()
-				t := &store.Tenant{ID: args[0], CreatedAt: now, Sandbox: sandbox, Settings: store.DefaultSettings()}
-				if sandbox {
-					t.ClockNow = now
-				}
-				if err := e.db.CreateTenant(t); err != nil {
-					if errors.Is(err, store.ErrExists) {
-						return fmt.Errorf("tenant %q already exists", args[0])
-					}
-					return err
-				}
-				e.log.Info().Str("tenant", t.ID).Bool("sandbox", sandbox).Msg("tenant created")
-				if jsonFlag(cmd) {
-					return printJSON(cmd.OutOrStdout(), map[string]any{"tenant": t.ID, "sandbox": t.Sandbox, "created_at": t.CreatedAt})
-				}
-				kind := ""
-				if sandbox {
-					kind = " (sandbox, test clock at " + now.Format(time.RFC3339) + ")"
-				}
-				fmt.Fprintf(cmd.OutOrStdout(), "tenant %s created%s\n", t.ID, kind)
-				return nil
-			})
-		},
-	}
+	cmd := a.envCmd("create ID", "Create a tenant (--sandbox gives it a test clock)", cobra.ExactArgs(1), func(cmd *cobra.Command, args []string, e *env) error {
+		now := e.now().UTC()
+		t := &store.Tenant{ID: args[0], CreatedAt: now, Sandbox: sandbox, Settings: store.DefaultSettings()}
+		if sandbox {
+			t.ClockNow = now
+		}
+		if err := e.db.CreateTenant(t); err != nil {
+			if errors.Is(err, store.ErrExists) {
+				return fmt.Errorf("tenant %q already exists", args[0])
+			}
+			return err
+		}
+		e.log.Info().Str("tenant", t.ID).Bool("sandbox", sandbox).Msg("tenant created")
+		if jsonFlag(cmd) {
+			return printJSON(cmd.OutOrStdout(), map[string]any{"tenant": t.ID, "sandbox": t.Sandbox, "created_at": t.CreatedAt})
+		}
+		kind := ""
+		if sandbox {
+			kind = " (sandbox, test clock at " + now.Format(time.RFC3339) + ")"
+		}
+		fmt.Fprintf(cmd.OutOrStdout(), "tenant %s created%s\n", t.ID, kind)
+		return nil
+	})
 	cmd.Flags().BoolVar(&sandbox, "sandbox", false, "sandbox tenant with a test clock moved by 'admin clock advance'")
 	return cmd
 }
 
 func tenantListCmd(a *app) *cobra.Command {
-	return &cobra.Command{
-		Use:   "list",
-		Short: "List tenants with their state",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return a.withEnv(cmd, func(e *env) error {
-				views := []tenantView{}
-				for _, t := range e.db.Tenants() {
-					v, err := viewTenant(e, t, true)
-					if err != nil {
-						return err
-					}
-					views = append(views, v)
-				}
-				if jsonFlag(cmd) {
-					return printJSON(cmd.OutOrStdout(), views)
-				}
-				tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "TENANT\tKIND\tSTATE\tSHADOW\tNOW\tWARNINGS")
-				for _, v := range views {
-					kind, state := "live", "active"
-					if v.Sandbox {
-						kind = "sandbox"
-					}
-					if v.Settings.Paused {
-						state = "paused"
-					}
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%v\t%s\t%d\n", v.Tenant, kind, state, v.Settings.Shadow, v.Now.Format(time.RFC3339), len(v.Warnings))
-				}
-				return tw.Flush()
-			})
-		},
-	}
+	return a.envCmd("list", "List tenants with their state", cobra.NoArgs, func(cmd *cobra.Command, _ []string, e *env) error {
+		views := []tenantView{}
+		for _, t := range e.db.Tenants() {
+			v, err := viewTenant(e, t, true)
+			if err != nil {
+				return err
+			}
+			views = append(views, v)
+		}
+		if jsonFlag(cmd) {
+			return printJSON(cmd.OutOrStdout(), views)
+		}
+		tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "TENANT\tKIND\tSTATE\tSHADOW\tNOW\tWARNINGS")
+		for _, v := range views {
+			kind, state := "live", "active"
+			if v.Sandbox {
+				kind = "sandbox"
+			}
+			if v.Settings.Paused {
+				state = "paused"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%v\t%s\t%d\n", v.Tenant, kind, state, v.Settings.Shadow, v.Now.Format(time.RFC3339), len(v.Warnings))
+		}
+		return tw.Flush()
+	})
 }
 
 func tenantShowCmd(a *app) *cobra.Command {
@@ -165,22 +151,24 @@ func tenantShowCmd(a *app) *cobra.Command {
 		Short: "Show a tenant's state, settings, usage, data quality and warnings",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return a.withEnv(cmd, func(e *env) error {
-				t, ok := e.db.Tenant(args[0])
-				if !ok {
-					return fmt.Errorf("no tenant %q", args[0])
-				}
-				v, err := viewTenant(e, t, true)
-				if err != nil {
-					return err
-				}
-				if jsonFlag(cmd) {
-					return printJSON(cmd.OutOrStdout(), v)
-				}
-				return printTenant(cmd.OutOrStdout(), v)
+			return a.withTenant(cmd, args[0], func(e *env, t *store.Tenant) error {
+				return showTenant(cmd, e, t, true)
 			})
 		},
 	}
+}
+
+// showTenant prints tenant t as "tenant show" does; detail adds usage,
+// data quality, the guard and warnings (viewTenant).
+func showTenant(cmd *cobra.Command, e *env, t *store.Tenant, detail bool) error {
+	v, err := viewTenant(e, t, detail)
+	if err != nil {
+		return err
+	}
+	if jsonFlag(cmd) {
+		return printJSON(cmd.OutOrStdout(), v)
+	}
+	return printTenant(cmd.OutOrStdout(), v)
 }
 
 func printTenant(w io.Writer, v tenantView) error {
@@ -200,7 +188,7 @@ func printTenant(w io.Writer, v tenantView) error {
 			continue
 		}
 		fmt.Fprintf(w, "%s:\n", sec.name)
-		for _, k := range sortedMapKeys(sec.m) {
+		for _, k := range slices.Sorted(maps.Keys(sec.m)) {
 			fmt.Fprintf(w, "  %-36s %v\n", k, sec.m[k])
 		}
 	}
@@ -219,120 +207,136 @@ func printTenant(w io.Writer, v tenantView) error {
 }
 
 func tenantSetCmd(a *app) *cobra.Command {
-	var (
-		shadow, paused, rateLimits, window, grace, controlKind string
-		controlShare, penalty                                  float64
-		quotaDec, quotaEv                                      int64
-	)
-	cmd := &cobra.Command{
-		Use:   "set ID",
-		Short: "Change the settings the operator owns",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			f := cmd.Flags()
-			return a.withEnv(cmd, func(e *env) error {
-				t, err := e.db.UpdateTenant(args[0], func(t *store.Tenant) error {
-					s := &t.Settings
-					if f.Changed("shadow") {
-						v, err := parseOnOff("shadow", shadow)
-						if err != nil {
-							return err
-						}
-						s.Shadow = v
-					}
-					if f.Changed("paused") {
-						v, err := strconv.ParseBool(paused)
-						if err != nil {
-							return fmt.Errorf("--paused: want true or false, got %q", paused)
-						}
-						s.Paused = v
-					}
-					if f.Changed("rate-limits") {
-						v, err := parseOnOff("rate-limits", rateLimits)
-						if err != nil {
-							return err
-						}
-						if !v && !t.Sandbox {
-							return fmt.Errorf("--rate-limits off is only for sandbox tenants")
-						}
-						s.RateLimits = v
-					}
-					if f.Changed("reward-window") {
-						d, err := parseDays(window)
-						if err != nil || d < time.Hour {
-							return fmt.Errorf("--reward-window: want a duration of at least 1h such as 28d, got %q", window)
-						}
-						s.RewardWindow = d
-					}
-					if f.Changed("reward-grace") {
-						d, err := parseDays(grace)
-						if err != nil || d < 0 {
-							return fmt.Errorf("--reward-grace: want a duration such as 2d, got %q", grace)
-						}
-						s.RewardGrace = d
-					}
-					if f.Changed("control-share") {
-						if controlShare < 0 || controlShare > 0.5 {
-							return fmt.Errorf("--control-share: want 0 to 0.5, got %g", controlShare)
-						}
-						s.ControlShare = controlShare
-					}
-					if f.Changed("control-kind") {
-						if controlKind != "nada" && controlKind != "regla_actual" {
-							return fmt.Errorf("--control-kind: want nada or regla_actual, got %q", controlKind)
-						}
-						s.ControlKind = controlKind
-					}
-					if f.Changed("quota-decisions-day") {
-						if quotaDec < 0 {
-							return fmt.Errorf("--quota-decisions-day: want >= 0 (0 = none)")
-						}
-						s.QuotaDecisionsDay = quotaDec
-					}
-					if f.Changed("quota-events-day") {
-						if quotaEv < 0 {
-							return fmt.Errorf("--quota-events-day: want >= 0 (0 = none)")
-						}
-						s.QuotaEventsDay = quotaEv
-					}
-					if f.Changed("optout-penalty-mxn") {
-						if penalty < 0 || penalty > 1e9 {
-							return fmt.Errorf("--optout-penalty-mxn: want 0 to 1000000000")
-						}
-						s.OptoutPenaltyCents = int64(penalty*100 + 0.5)
-					}
-					return nil
-				})
-				if err != nil {
-					if errors.Is(err, store.ErrNotFound) {
-						return fmt.Errorf("no tenant %q", args[0])
-					}
-					return err
-				}
-				e.log.Info().Str("tenant", t.ID).Msg("tenant settings changed")
-				v, err := viewTenant(e, t, false)
-				if err != nil {
-					return err
-				}
-				if jsonFlag(cmd) {
-					return printJSON(cmd.OutOrStdout(), v)
-				}
-				return printTenant(cmd.OutOrStdout(), v)
-			})
-		},
-	}
-	f := cmd.Flags()
-	f.StringVar(&shadow, "shadow", "", "shadow mode: on or off")
-	f.StringVar(&paused, "paused", "", "pause the tenant: true or false (answers 503 inquilino_pausado)")
-	f.StringVar(&window, "reward-window", "", "reward window, e.g. 28d")
-	f.StringVar(&grace, "reward-grace", "", "grace period for late events after the window, e.g. 2d")
-	f.Float64Var(&controlShare, "control-share", 0, "share of customers in the control group, e.g. 0.05")
-	f.StringVar(&controlKind, "control-kind", "", "control group kind: nada or regla_actual")
-	f.Int64Var(&quotaDec, "quota-decisions-day", 0, "daily decision quota (0 = none)")
-	f.Int64Var(&quotaEv, "quota-events-day", 0, "daily event quota (0 = none)")
-	f.Float64Var(&penalty, "optout-penalty-mxn", 0, "reward penalty of an opt-out in the window, MXN")
-	f.StringVar(&rateLimits, "rate-limits", "", "per-credential rate limits: on or off (off only for sandbox tenants)")
+	var sf tenantSetFlags
+	cmd := a.envCmd("set ID", "Change the settings the operator owns", cobra.ExactArgs(1), func(cmd *cobra.Command, args []string, e *env) error {
+		t, err := e.updateTenant(args[0], func(t *store.Tenant) error {
+			return sf.apply(cmd.Flags(), t)
+		})
+		if err != nil {
+			return err
+		}
+		e.log.Info().Str("tenant", t.ID).Msg("tenant settings changed")
+		return showTenant(cmd, e, t, false)
+	})
+	sf.register(cmd.Flags())
 	return cmd
+}
+
+// tenantSetFlags are the settings "admin tenant set" may change; only the
+// flags given on the command line change anything.
+type tenantSetFlags struct {
+	shadow, paused, rateLimits, window, grace, controlKind string
+	controlShare, penalty                                  float64
+	quotaDec, quotaEv                                      int64
+}
+
+func (sf *tenantSetFlags) register(f *pflag.FlagSet) {
+	f.StringVar(&sf.shadow, "shadow", "", "shadow mode: on or off")
+	f.StringVar(&sf.paused, "paused", "", "pause the tenant: true or false (answers 503 inquilino_pausado)")
+	f.StringVar(&sf.window, "reward-window", "", "reward window, e.g. 28d")
+	f.StringVar(&sf.grace, "reward-grace", "", "grace period for late events after the window, e.g. 2d")
+	f.Float64Var(&sf.controlShare, "control-share", 0, "share of customers in the control group, e.g. 0.05")
+	f.StringVar(&sf.controlKind, "control-kind", "", "control group kind: nada or regla_actual")
+	f.Int64Var(&sf.quotaDec, "quota-decisions-day", 0, "daily decision quota (0 = none)")
+	f.Int64Var(&sf.quotaEv, "quota-events-day", 0, "daily event quota (0 = none)")
+	f.Float64Var(&sf.penalty, "optout-penalty-mxn", 0, "reward penalty of an opt-out in the window, MXN")
+	f.StringVar(&sf.rateLimits, "rate-limits", "", "per-credential rate limits: on or off (off only for sandbox tenants)")
+}
+
+// apply checks each flag given in f and sets its setting on t; the first
+// bad value is the error, naming its flag.
+func (sf *tenantSetFlags) apply(f *pflag.FlagSet, t *store.Tenant) error {
+	if err := sf.applySwitches(f, t); err != nil {
+		return err
+	}
+	if err := sf.applyRewards(f, &t.Settings); err != nil {
+		return err
+	}
+	return sf.applyQuotas(f, &t.Settings)
+}
+
+// applySwitches sets shadow mode, pause and rate limits.
+func (sf *tenantSetFlags) applySwitches(f *pflag.FlagSet, t *store.Tenant) error {
+	s := &t.Settings
+	if f.Changed("shadow") {
+		v, err := parseOnOff("shadow", sf.shadow)
+		if err != nil {
+			return err
+		}
+		s.Shadow = v
+	}
+	if f.Changed("paused") {
+		v, err := strconv.ParseBool(sf.paused)
+		if err != nil {
+			return fmt.Errorf("--paused: want true or false, got %q", sf.paused)
+		}
+		s.Paused = v
+	}
+	if f.Changed("rate-limits") {
+		v, err := parseOnOff("rate-limits", sf.rateLimits)
+		if err != nil {
+			return err
+		}
+		if !v && !t.Sandbox {
+			return fmt.Errorf("--rate-limits off is only for sandbox tenants")
+		}
+		s.RateLimits = v
+	}
+	return nil
+}
+
+// applyRewards sets the reward window and grace and the control group.
+func (sf *tenantSetFlags) applyRewards(f *pflag.FlagSet, s *store.Settings) error {
+	if f.Changed("reward-window") {
+		d, err := parseDays(sf.window)
+		if err != nil || d < time.Hour {
+			return fmt.Errorf("--reward-window: want a duration of at least 1h such as 28d, got %q", sf.window)
+		}
+		s.RewardWindow = d
+	}
+	if f.Changed("reward-grace") {
+		d, err := parseDays(sf.grace)
+		if err != nil || d < 0 {
+			return fmt.Errorf("--reward-grace: want a duration such as 2d, got %q", sf.grace)
+		}
+		s.RewardGrace = d
+	}
+	if f.Changed("control-share") {
+		if sf.controlShare < 0 || sf.controlShare > 0.5 {
+			return fmt.Errorf("--control-share: want 0 to 0.5, got %g", sf.controlShare)
+		}
+		s.ControlShare = sf.controlShare
+	}
+	if f.Changed("control-kind") {
+		if sf.controlKind != "nada" && sf.controlKind != "regla_actual" {
+			return fmt.Errorf("--control-kind: want nada or regla_actual, got %q", sf.controlKind)
+		}
+		s.ControlKind = sf.controlKind
+	}
+	return nil
+}
+
+// applyQuotas sets the daily quotas and the opt-out penalty.
+func (sf *tenantSetFlags) applyQuotas(f *pflag.FlagSet, s *store.Settings) error {
+	if f.Changed("quota-decisions-day") {
+		if sf.quotaDec < 0 {
+			return fmt.Errorf("--quota-decisions-day: want >= 0 (0 = none)")
+		}
+		s.QuotaDecisionsDay = sf.quotaDec
+	}
+	if f.Changed("quota-events-day") {
+		if sf.quotaEv < 0 {
+			return fmt.Errorf("--quota-events-day: want >= 0 (0 = none)")
+		}
+		s.QuotaEventsDay = sf.quotaEv
+	}
+	if f.Changed("optout-penalty-mxn") {
+		if sf.penalty < 0 || sf.penalty > 1e9 {
+			return fmt.Errorf("--optout-penalty-mxn: want 0 to 1000000000")
+		}
+		s.OptoutPenaltyCents = int64(sf.penalty*100 + 0.5)
+	}
+	return nil
 }
 
 func parseOnOff(flag, v string) (bool, error) {
@@ -388,10 +392,7 @@ func credCreateCmd(a *app) *cobra.Command {
 			if name == "" || len(name) > 128 {
 				return fmt.Errorf("--name: want 1 to 128 characters")
 			}
-			return a.withEnv(cmd, func(e *env) error {
-				if _, ok := e.db.Tenant(tenant); !ok {
-					return fmt.Errorf("no tenant %q", tenant)
-				}
+			return a.withTenant(cmd, tenant, func(e *env, _ *store.Tenant) error {
 				secret := "cs_" + randomToken(32)
 				c := &store.Credential{
 					ClientID: "ci_" + randomToken(15), Tenant: tenant, Name: name, Scopes: list,
@@ -410,10 +411,9 @@ func credCreateCmd(a *app) *cobra.Command {
 			})
 		},
 	}
-	cmd.Flags().StringVar(&tenant, "tenant", "", "tenant id")
+	tenantFlag(cmd, &tenant)
 	cmd.Flags().StringVar(&name, "name", "", "name of the integrating system")
 	cmd.Flags().StringVar(&scopes, "scopes", "", "comma-separated scopes: "+strings.Join(scopeList(), ","))
-	cmd.MarkFlagRequired("tenant")
 	cmd.MarkFlagRequired("name")
 	cmd.MarkFlagRequired("scopes")
 	return cmd
@@ -486,69 +486,44 @@ func viewCred(c *store.Credential, now time.Time) credView {
 }
 
 func credListCmd(a *app) *cobra.Command {
-	var tenant string
-	cmd := &cobra.Command{
-		Use:   "list --tenant ID",
-		Short: "List a tenant's credentials (never their secrets)",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return a.withEnv(cmd, func(e *env) error {
-				if _, ok := e.db.Tenant(tenant); !ok {
-					return fmt.Errorf("no tenant %q", tenant)
-				}
-				views := []credView{}
-				for _, c := range e.db.Credentials(tenant) {
-					views = append(views, viewCred(c, e.now()))
-				}
-				if jsonFlag(cmd) {
-					return printJSON(cmd.OutOrStdout(), views)
-				}
-				tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "CLIENT_ID\tNAME\tSTATE\tSCOPES\tLAST_USED")
-				for _, v := range views {
-					last := "never"
-					if v.LastUsed != nil {
-						last = v.LastUsed.Format(time.RFC3339)
-					}
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", v.ClientID, v.Name, v.State, strings.Join(v.Scopes, ","), last)
-				}
-				return tw.Flush()
-			})
-		},
-	}
-	cmd.Flags().StringVar(&tenant, "tenant", "", "tenant id")
-	cmd.MarkFlagRequired("tenant")
-	return cmd
+	return a.tenantCmd("list --tenant ID", "List a tenant's credentials (never their secrets)", func(cmd *cobra.Command, e *env, t *store.Tenant) error {
+		views := []credView{}
+		for _, c := range e.db.Credentials(t.ID) {
+			views = append(views, viewCred(c, e.now()))
+		}
+		if jsonFlag(cmd) {
+			return printJSON(cmd.OutOrStdout(), views)
+		}
+		tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "CLIENT_ID\tNAME\tSTATE\tSCOPES\tLAST_USED")
+		for _, v := range views {
+			last := "never"
+			if v.LastUsed != nil {
+				last = v.LastUsed.Format(time.RFC3339)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", v.ClientID, v.Name, v.State, strings.Join(v.Scopes, ","), last)
+		}
+		return tw.Flush()
+	})
 }
 
 func credRevokeCmd(a *app) *cobra.Command {
-	return &cobra.Command{
-		Use:   "revoke CLIENT_ID",
-		Short: "Revoke a credential now: its tokens stop working at once",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return a.withEnv(cmd, func(e *env) error {
-				c, err := e.db.UpdateCredential(args[0], func(c *store.Credential) error {
-					if !c.Revoked {
-						c.Revoked, c.RevokedAt = true, e.now().UTC()
-					}
-					return nil
-				})
-				if errors.Is(err, store.ErrNotFound) {
-					return fmt.Errorf("no credential %q", args[0])
-				}
-				if err != nil {
-					return err
-				}
-				e.log.Info().Str("tenant", c.Tenant).Str("client_id", c.ClientID).Msg("credential revoked")
-				if jsonFlag(cmd) {
-					return printJSON(cmd.OutOrStdout(), viewCred(c, e.now()))
-				}
-				fmt.Fprintf(cmd.OutOrStdout(), "credential %s revoked\n", c.ClientID)
-				return nil
-			})
-		},
-	}
+	return a.envCmd("revoke CLIENT_ID", "Revoke a credential now: its tokens stop working at once", cobra.ExactArgs(1), func(cmd *cobra.Command, args []string, e *env) error {
+		c, err := e.updateCredential(args[0], "revoked", func(c *store.Credential) error {
+			if !c.Revoked {
+				c.Revoked, c.RevokedAt = true, e.now().UTC()
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		if jsonFlag(cmd) {
+			return printJSON(cmd.OutOrStdout(), viewCred(c, e.now()))
+		}
+		fmt.Fprintf(cmd.OutOrStdout(), "credential %s revoked\n", c.ClientID)
+		return nil
+	})
 }
 
 func credRotateCmd(a *app) *cobra.Command {
@@ -565,7 +540,7 @@ func credRotateCmd(a *app) *cobra.Command {
 			return a.withEnv(cmd, func(e *env) error {
 				secret := "cs_" + randomToken(32)
 				now := e.now().UTC()
-				c, err := e.db.UpdateCredential(args[0], func(c *store.Credential) error {
+				c, err := e.updateCredential(args[0], "rotated", func(c *store.Credential) error {
 					if c.Revoked {
 						return fmt.Errorf("credential %s is revoked; create a new one", c.ClientID)
 					}
@@ -573,13 +548,9 @@ func credRotateCmd(a *app) *cobra.Command {
 					c.SecretHash, c.RotatedAt = store.HashSecret(secret), now
 					return nil
 				})
-				if errors.Is(err, store.ErrNotFound) {
-					return fmt.Errorf("no credential %q", args[0])
-				}
 				if err != nil {
 					return err
 				}
-				e.log.Info().Str("tenant", c.Tenant).Str("client_id", c.ClientID).Msg("credential rotated")
 				if jsonFlag(cmd) {
 					return printJSON(cmd.OutOrStdout(), map[string]any{"client_id": c.ClientID, "client_secret": secret, "scopes": c.Scopes, "tenant": c.Tenant, "previous_secret_valid_until": c.PrevUntil})
 				}
@@ -594,27 +565,12 @@ func credRotateCmd(a *app) *cobra.Command {
 }
 
 func clockShowCmd(a *app) *cobra.Command {
-	var tenant string
-	cmd := &cobra.Command{
-		Use:   "show --tenant ID",
-		Short: "Show a sandbox tenant's clock",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return a.withEnv(cmd, func(e *env) error {
-				t, ok := e.db.Tenant(tenant)
-				if !ok {
-					return fmt.Errorf("no tenant %q", tenant)
-				}
-				if !t.Sandbox {
-					return fmt.Errorf("tenant %q is not a sandbox tenant: it runs on real time", tenant)
-				}
-				return printClock(cmd, t)
-			})
-		},
-	}
-	cmd.Flags().StringVar(&tenant, "tenant", "", "tenant id")
-	cmd.MarkFlagRequired("tenant")
-	return cmd
+	return a.tenantCmd("show --tenant ID", "Show a sandbox tenant's clock", func(cmd *cobra.Command, e *env, t *store.Tenant) error {
+		if !t.Sandbox {
+			return fmt.Errorf("tenant %q is not a sandbox tenant: it runs on real time", t.ID)
+		}
+		return printClock(cmd, t)
+	})
 }
 
 func printClock(cmd *cobra.Command, t *store.Tenant) error {
@@ -638,16 +594,13 @@ func clockAdvanceCmd(a *app) *cobra.Command {
 				return fmt.Errorf("--by: want a positive duration such as 36h or 7d, got %q", by)
 			}
 			return a.withEnv(cmd, func(e *env) error {
-				t, err := e.db.UpdateTenant(tenant, func(t *store.Tenant) error {
+				t, err := e.updateTenant(tenant, func(t *store.Tenant) error {
 					if !t.Sandbox {
 						return fmt.Errorf("tenant %q is not a sandbox tenant: its clock is real time", tenant)
 					}
 					t.ClockNow = t.ClockNow.Add(d)
 					return nil
 				})
-				if errors.Is(err, store.ErrNotFound) {
-					return fmt.Errorf("no tenant %q", tenant)
-				}
 				if err != nil {
 					return err
 				}
@@ -656,9 +609,8 @@ func clockAdvanceCmd(a *app) *cobra.Command {
 			})
 		},
 	}
-	cmd.Flags().StringVar(&tenant, "tenant", "", "tenant id")
+	tenantFlag(cmd, &tenant)
 	cmd.Flags().StringVar(&by, "by", "", "how far, e.g. 36h or 7d")
-	cmd.MarkFlagRequired("tenant")
 	cmd.MarkFlagRequired("by")
 	return cmd
 }

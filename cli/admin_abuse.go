@@ -8,86 +8,70 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/coupond/coupond/server"
+	"github.com/coupond/coupond/store"
 )
 
 func abuseCmd(a *app) *cobra.Command {
-	cmd := &cobra.Command{Use: "abuse", Short: "Abuse escalation: show steps, clear a credential, release quarantined events"}
+	return groupCmd("abuse", "Abuse escalation: show steps, clear a credential, release quarantined events", abuseShowCmd(a), abuseClearCmd(a), abuseReleaseCmd(a))
+}
+
+// abuseShowCmd prints the escalation state of a tenant's credentials.
+func abuseShowCmd(a *app) *cobra.Command {
 	var tenant string
-	show := &cobra.Command{
-		Use:   "show --tenant ID",
-		Short: "Escalation state and recorded steps of the tenant's credentials",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return a.withEnv(cmd, func(e *env) error {
-				states := e.svc.api.AbuseStates(tenant)
-				if states == nil {
-					states = []server.AbuseState{}
-				}
-				if jsonFlag(cmd) {
-					return printJSON(cmd.OutOrStdout(), map[string]any{"tenant": tenant, "credentials": states, "quarantined_requests": e.svc.api.QuarantineCount(tenant)})
-				}
-				if len(states) == 0 {
-					fmt.Fprintln(cmd.OutOrStdout(), "no escalation recorded")
-				}
-				for _, st := range states {
-					fmt.Fprintf(cmd.OutOrStdout(), "%s: %s\n", st.ClientID, st.LevelName())
-					for _, s := range st.Steps {
-						fmt.Fprintf(cmd.OutOrStdout(), "  %s  %-11s %s\n", s.At.Format(time.RFC3339), s.Level, s.Reason)
-					}
-				}
-				fmt.Fprintf(cmd.OutOrStdout(), "quarantined event requests: %d\n", e.svc.api.QuarantineCount(tenant))
-				return nil
-			})
-		},
-	}
-	show.Flags().StringVar(&tenant, "tenant", "", "tenant id")
-	show.MarkFlagRequired("tenant")
-	clear := &cobra.Command{
-		Use:   "clear CLIENT_ID",
-		Short: "Reset a credential to normal (lifts brake, quarantine of new events and suspension)",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return a.withEnv(cmd, func(e *env) error {
-				st, err := e.svc.api.ClearAbuse(args[0], e.now())
-				if errors.Is(err, server.ErrNoAbuseState) {
-					return fmt.Errorf("credential %s is not escalated", args[0])
-				}
-				if err != nil {
-					return err
-				}
-				if jsonFlag(cmd) {
-					return printJSON(cmd.OutOrStdout(), st)
-				}
-				fmt.Fprintf(cmd.OutOrStdout(), "credential %s cleared\n", args[0])
-				return nil
-			})
-		},
-	}
-	var relTenant string
-	release := &cobra.Command{
-		Use:   "release --tenant ID",
-		Short: "Apply the tenant's quarantined events",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return a.withEnv(cmd, func(e *env) error {
-				t, ok := e.db.Tenant(relTenant)
-				if !ok {
-					return fmt.Errorf("no tenant %q", relTenant)
-				}
-				acc, dup, err := e.svc.api.QuarantineRelease(relTenant, t.Now(e.now()))
-				if err != nil {
-					return err
-				}
-				if jsonFlag(cmd) {
-					return printJSON(cmd.OutOrStdout(), map[string]int{"accepted": acc, "duplicates": dup})
-				}
-				fmt.Fprintf(cmd.OutOrStdout(), "released: %d events applied, %d duplicates\n", acc, dup)
-				return nil
-			})
-		},
-	}
-	release.Flags().StringVar(&relTenant, "tenant", "", "tenant id")
-	release.MarkFlagRequired("tenant")
-	cmd.AddCommand(show, clear, release)
+	cmd := a.envCmd("show --tenant ID", "Escalation state and recorded steps of the tenant's credentials", cobra.NoArgs, func(cmd *cobra.Command, _ []string, e *env) error {
+		states := e.svc.api.AbuseStates(tenant)
+		if states == nil {
+			states = []server.AbuseState{}
+		}
+		if jsonFlag(cmd) {
+			return printJSON(cmd.OutOrStdout(), map[string]any{"tenant": tenant, "credentials": states, "quarantined_requests": e.svc.api.QuarantineCount(tenant)})
+		}
+		if len(states) == 0 {
+			fmt.Fprintln(cmd.OutOrStdout(), "no escalation recorded")
+		}
+		for _, st := range states {
+			fmt.Fprintf(cmd.OutOrStdout(), "%s: %s\n", st.ClientID, st.LevelName())
+			for _, s := range st.Steps {
+				fmt.Fprintf(cmd.OutOrStdout(), "  %s  %-11s %s\n", s.At.Format(time.RFC3339), s.Level, s.Reason)
+			}
+		}
+		fmt.Fprintf(cmd.OutOrStdout(), "quarantined event requests: %d\n", e.svc.api.QuarantineCount(tenant))
+		return nil
+	})
+	tenantFlag(cmd, &tenant)
 	return cmd
+}
+
+// abuseClearCmd resets a credential to normal.
+func abuseClearCmd(a *app) *cobra.Command {
+	cmd := a.envCmd("clear CLIENT_ID", "Reset a credential to normal (lifts brake, quarantine of new events and suspension)", cobra.ExactArgs(1), func(cmd *cobra.Command, args []string, e *env) error {
+		st, err := e.svc.api.ClearAbuse(args[0], e.now())
+		if errors.Is(err, server.ErrNoAbuseState) {
+			return fmt.Errorf("credential %s is not escalated", args[0])
+		}
+		if err != nil {
+			return err
+		}
+		if jsonFlag(cmd) {
+			return printJSON(cmd.OutOrStdout(), st)
+		}
+		fmt.Fprintf(cmd.OutOrStdout(), "credential %s cleared\n", args[0])
+		return nil
+	})
+	return cmd
+}
+
+// abuseReleaseCmd applies a tenant's quarantined events.
+func abuseReleaseCmd(a *app) *cobra.Command {
+	return a.tenantCmd("release --tenant ID", "Apply the tenant's quarantined events", func(cmd *cobra.Command, e *env, t *store.Tenant) error {
+		acc, dup, err := e.svc.api.QuarantineRelease(t.ID, t.Now(e.now()))
+		if err != nil {
+			return err
+		}
+		if jsonFlag(cmd) {
+			return printJSON(cmd.OutOrStdout(), map[string]int{"accepted": acc, "duplicates": dup})
+		}
+		fmt.Fprintf(cmd.OutOrStdout(), "released: %d events applied, %d duplicates\n", acc, dup)
+		return nil
+	})
 }

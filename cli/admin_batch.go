@@ -15,9 +15,7 @@ import (
 
 // adminBatchCmd is "coupond admin batch": operator views of batch jobs.
 func adminBatchCmd(a *app) *cobra.Command {
-	cmd := &cobra.Command{Use: "batch", Short: "Batch decision jobs: watch a job's progress"}
-	cmd.AddCommand(batchWatchCmd(a))
-	return cmd
+	return groupCmd("batch", "Batch decision jobs: watch a job's progress", batchWatchCmd(a))
 }
 
 func batchWatchCmd(a *app) *cobra.Command {
@@ -63,8 +61,7 @@ func batchWatchCmd(a *app) *cobra.Command {
 			})
 		},
 	}
-	cmd.Flags().StringVar(&tenant, "tenant", "", "tenant id")
-	cmd.MarkFlagRequired("tenant")
+	tenantFlag(cmd, &tenant)
 	cmd.Flags().DurationVar(&interval, "interval", 500*time.Millisecond, "how often to poll the job")
 	cmd.Flags().StringVar(&progress, "progress", "auto", "progress display: auto, tty, plain or off")
 	return cmd

@@ -17,35 +17,28 @@ import (
 func checkCmd(a *app) *cobra.Command {
 	var tenant string
 	var repair bool
-	cmd := &cobra.Command{
-		Use:   "check [--tenant ID] [--repair]",
-		Short: "Decode every stored record and report damaged ones; --repair moves them to quarantine",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return a.withEnv(cmd, func(e *env) error {
-				st, err := e.svc.engine.Check(tenant, repair)
-				if errors.Is(err, engine.ErrNoTenant) {
-					return fmt.Errorf("no tenant %q", tenant)
-				}
-				if err != nil {
-					return err
-				}
-				left := len(st.Damaged) - st.Repaired
-				if jsonFlag(cmd) {
-					if err := printJSON(cmd.OutOrStdout(), map[string]any{"ok": left == 0, "tenants": st.Tenants, "records": st.Records,
-						"damaged": st.Damaged, "repaired": st.Repaired, "quarantined": st.Quarantined}); err != nil {
-						return err
-					}
-				} else {
-					printCheck(cmd.OutOrStdout(), st, repair)
-				}
-				if left > 0 {
-					return &ExitError{Code: 1}
-				}
-				return nil
-			})
-		},
-	}
+	cmd := a.envCmd("check [--tenant ID] [--repair]", "Decode every stored record and report damaged ones; --repair moves them to quarantine", cobra.NoArgs, func(cmd *cobra.Command, _ []string, e *env) error {
+		st, err := e.svc.engine.Check(tenant, repair)
+		if errors.Is(err, engine.ErrNoTenant) {
+			return fmt.Errorf("no tenant %q", tenant)
+		}
+		if err != nil {
+			return err
+		}
+		left := len(st.Damaged) - st.Repaired
+		if jsonFlag(cmd) {
+			if err := printJSON(cmd.OutOrStdout(), map[string]any{"ok": left == 0, "tenants": st.Tenants, "records": st.Records,
+				"damaged": st.Damaged, "repaired": st.Repaired, "quarantined": st.Quarantined}); err != nil {
+				return err
+			}
+		} else {
+			printCheck(cmd.OutOrStdout(), st, repair)
+		}
+		if left > 0 {
+			return &ExitError{Code: 1}
+		}
+		return nil
+	})
 	cmd.Flags().StringVar(&tenant, "tenant", "", "only this tenant (default: every tenant)")
 	cmd.Flags().BoolVar(&repair, "repair", false, "move the damaged records to quarantine")
 	return cmd

@@ -64,11 +64,11 @@ func plantOldShapes(t *testing.T, dataDir, tenant, ref string, now time.Time) {
 	ev = tm(ev, time.Date(10000, 1, 1, 13, 0, 0, 0, time.UTC))
 	b := db.NewBatch()
 	defer b.Close()
-	b.Set(store.Key(tenant, store.TableDecision, nonce), d)
-	b.Set(store.Key(tenant, store.TableCustomerDecide, ref, at, nonce), nil)
-	b.Set(store.Key(tenant, store.TableRewardQueue, at.Add(30*24*time.Hour), "r", nonce), nil)
-	b.Set(store.Key(tenant, store.TableEvent, "ev-old-1"), ev)
-	b.Set(store.Key(tenant, store.TableCustomerEvent, ref, at, "ev-old-1"), []byte{1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0})
+	b.Set(store.DecisionKey(tenant, nonce), d)
+	b.Set(store.CustomerDecisionKey(tenant, ref, at, nonce), nil)
+	b.Set(store.RewardQueueKey(tenant, at.Add(30*24*time.Hour), "r", nonce), nil)
+	b.Set(store.EventKey(tenant, "ev-old-1"), ev)
+	b.Set(store.CustomerEventKey(tenant, ref, at, "ev-old-1"), []byte{1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0})
 	if err := b.Commit(); err != nil {
 		t.Fatal(err)
 	}

@@ -41,7 +41,7 @@ func batchScrubber(svc *services, offline bool) func(tenant, ref string) ([][]by
 	return func(tenant, ref string) ([][]byte, bool, error) {
 		db := svc.env.db
 		var jobs []batch.Job
-		lo, hi := store.TableSpan(tenant, store.TableJob)
+		lo, hi := store.JobSpan(tenant)
 		if err := db.Scan(lo, hi, func(_, v []byte) error {
 			var j batch.Job
 			if err := json.Unmarshal(v, &j); err != nil {
@@ -92,7 +92,7 @@ func batchScrubber(svc *services, offline bool) func(tenant, ref string) ([][]by
 func scrubChunks(db *store.DB, b *store.Batch, tenant string, j *batch.Job, ref string) ([][]byte, error) {
 	var changed [][]byte
 	for c := 0; c < j.Chunks; c++ {
-		key := store.Key(tenant, store.TableJobClients, j.ID, c)
+		key := store.JobChunkKey(tenant, j.ID, c)
 		var chunk []string
 		err := db.GetJSON(key, &chunk)
 		if errors.Is(err, store.ErrNotFound) {
@@ -171,43 +171,29 @@ type accessView struct {
 }
 
 func accessLogCmd(a *app) *cobra.Command {
-	var tenant string
-	cmd := &cobra.Command{
-		Use:   "access-log --tenant ID",
-		Short: "Who exported which customer, when (deleted customers appear by keyed hash)",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return a.withEnv(cmd, func(e *env) error {
-				if _, ok := e.db.Tenant(tenant); !ok {
-					return fmt.Errorf("no tenant %q", tenant)
-				}
-				log, err := e.svc.privacy.AccessLog(tenant)
-				if err != nil {
-					return err
-				}
-				views := make([]accessView, 0, len(log))
-				for _, l := range log {
-					views = append(views, accessView{Time: l.At.UTC(), ClientID: l.ClientID, Customer: l.ClienteRef, CustomerHash: l.ClienteHash, Action: l.Accion, TraceID: l.TraceID})
-				}
-				if jsonFlag(cmd) {
-					return printJSON(cmd.OutOrStdout(), map[string]any{"tenant": tenant, "entries": views})
-				}
-				tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "TIME\tCLIENT_ID\tCUSTOMER\tACTION\tTRACE_ID")
-				for _, v := range views {
-					who := v.Customer
-					if who == "" {
-						who = "deleted:" + v.CustomerHash
-					}
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", v.Time.Format(time.RFC3339), v.ClientID, who, v.Action, v.TraceID)
-				}
-				return tw.Flush()
-			})
-		},
-	}
-	cmd.Flags().StringVar(&tenant, "tenant", "", "tenant id")
-	cmd.MarkFlagRequired("tenant")
-	return cmd
+	return a.tenantCmd("access-log --tenant ID", "Who exported which customer, when (deleted customers appear by keyed hash)", func(cmd *cobra.Command, e *env, t *store.Tenant) error {
+		log, err := e.svc.privacy.AccessLog(t.ID)
+		if err != nil {
+			return err
+		}
+		views := make([]accessView, 0, len(log))
+		for _, l := range log {
+			views = append(views, accessView{Time: l.At.UTC(), ClientID: l.ClientID, Customer: l.ClienteRef, CustomerHash: l.ClienteHash, Action: l.Accion, TraceID: l.TraceID})
+		}
+		if jsonFlag(cmd) {
+			return printJSON(cmd.OutOrStdout(), map[string]any{"tenant": t.ID, "entries": views})
+		}
+		tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "TIME\tCLIENT_ID\tCUSTOMER\tACTION\tTRACE_ID")
+		for _, v := range views {
+			who := v.Customer
+			if who == "" {
+				who = "deleted:" + v.CustomerHash
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", v.Time.Format(time.RFC3339), v.ClientID, who, v.Action, v.TraceID)
+		}
+		return tw.Flush()
+	})
 }
 
 type deletionView struct {
@@ -222,48 +208,34 @@ type deletionView struct {
 }
 
 func deletionsCmd(a *app) *cobra.Command {
-	var tenant string
-	cmd := &cobra.Command{
-		Use:   "deletions --tenant ID",
-		Short: "Customer deletions of a tenant: keyed hash, state (programado, completado), when, by which credential",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return a.withEnv(cmd, func(e *env) error {
-				if _, ok := e.db.Tenant(tenant); !ok {
-					return fmt.Errorf("no tenant %q", tenant)
-				}
-				recs, err := e.svc.privacy.Deletions(tenant)
-				if err != nil {
-					return err
-				}
-				views := make([]deletionView, 0, len(recs))
-				for _, r := range recs {
-					views = append(views, deletionView{CustomerHash: r.Hash, State: r.Estado, RequestedAt: r.SolicitadoEn.UTC(), ClientID: r.ClientID,
-						CompletedAt: r.CompletadoEn, Attempts: r.Intentos, LastError: r.UltimoError, Waiting: r.Espera})
-				}
-				if jsonFlag(cmd) {
-					return printJSON(cmd.OutOrStdout(), map[string]any{"tenant": tenant, "deletions": views})
-				}
-				tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "CUSTOMER_HASH\tSTATE\tREQUESTED\tCOMPLETED\tCLIENT_ID\tNOTE")
-				for _, v := range views {
-					done := "-"
-					if v.CompletedAt != nil {
-						done = v.CompletedAt.UTC().Format(time.RFC3339)
-					}
-					note := v.Waiting
-					if v.LastError != "" {
-						note = fmt.Sprintf("%d failed attempts: %s", v.Attempts, v.LastError)
-					}
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", v.CustomerHash, v.State, v.RequestedAt.Format(time.RFC3339), done, v.ClientID, note)
-				}
-				return tw.Flush()
-			})
-		},
-	}
-	cmd.Flags().StringVar(&tenant, "tenant", "", "tenant id")
-	cmd.MarkFlagRequired("tenant")
-	return cmd
+	return a.tenantCmd("deletions --tenant ID", "Customer deletions of a tenant: keyed hash, state (programado, completado), when, by which credential", func(cmd *cobra.Command, e *env, t *store.Tenant) error {
+		recs, err := e.svc.privacy.Deletions(t.ID)
+		if err != nil {
+			return err
+		}
+		views := make([]deletionView, 0, len(recs))
+		for _, r := range recs {
+			views = append(views, deletionView{CustomerHash: r.Hash, State: r.Estado, RequestedAt: r.SolicitadoEn.UTC(), ClientID: r.ClientID,
+				CompletedAt: r.CompletadoEn, Attempts: r.Intentos, LastError: r.UltimoError, Waiting: r.Espera})
+		}
+		if jsonFlag(cmd) {
+			return printJSON(cmd.OutOrStdout(), map[string]any{"tenant": t.ID, "deletions": views})
+		}
+		tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "CUSTOMER_HASH\tSTATE\tREQUESTED\tCOMPLETED\tCLIENT_ID\tNOTE")
+		for _, v := range views {
+			done := "-"
+			if v.CompletedAt != nil {
+				done = v.CompletedAt.UTC().Format(time.RFC3339)
+			}
+			note := v.Waiting
+			if v.LastError != "" {
+				note = fmt.Sprintf("%d failed attempts: %s", v.Attempts, v.LastError)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", v.CustomerHash, v.State, v.RequestedAt.Format(time.RFC3339), done, v.ClientID, note)
+		}
+		return tw.Flush()
+	})
 }
 
 // setArg replaces the value of flag in args (as "--flag v" or "--flag=v").

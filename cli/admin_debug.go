@@ -15,9 +15,7 @@ import (
 
 // debugCmd groups the diagnostics an operator takes from a running server.
 func debugCmd(a *app) *cobra.Command {
-	cmd := &cobra.Command{Use: "debug", Short: "Diagnostics of the running server (profiles)"}
-	cmd.AddCommand(pprofCmd(a))
-	return cmd
+	return groupCmd("debug", "Diagnostics of the running server (profiles)", pprofCmd(a))
 }
 
 // profileKinds are the profiles "admin debug pprof" takes.

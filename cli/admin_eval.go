@@ -11,37 +11,26 @@ import (
 	"github.com/coupond/coupond/engine"
 	"github.com/coupond/coupond/engine/ope"
 	"github.com/coupond/coupond/policy"
+	"github.com/coupond/coupond/store"
 )
 
 func evaluateCmd(a *app) *cobra.Command {
-	var tenant, campana string
+	var campana string
 	var replicates int
 	var seed uint64
-	cmd := &cobra.Command{
-		Use:   "evaluate --tenant ID [--campana ID]",
-		Short: "Off-policy estimates (IPS, SNIPS, DR with 95% intervals) of the current policy, never-send, each action and the logged behaviour",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return a.withEnv(cmd, func(e *env) error {
-				if _, ok := e.db.Tenant(tenant); !ok {
-					return fmt.Errorf("no tenant %q", tenant)
-				}
-				ev, err := e.svc.engine.Evaluate(tenant, engine.EvalOptions{Campana: campana, Replicates: replicates, Seed: seed})
-				if err != nil {
-					return err
-				}
-				if jsonFlag(cmd) {
-					return printJSON(cmd.OutOrStdout(), jsonSafe(ev))
-				}
-				return printEvaluation(cmd.OutOrStdout(), ev)
-			})
-		},
-	}
-	cmd.Flags().StringVar(&tenant, "tenant", "", "tenant id")
+	cmd := a.tenantCmd("evaluate --tenant ID [--campana ID]", "Off-policy estimates (IPS, SNIPS, DR with 95% intervals) of the current policy, never-send, each action and the logged behaviour", func(cmd *cobra.Command, e *env, t *store.Tenant) error {
+		ev, err := e.svc.engine.Evaluate(t.ID, engine.EvalOptions{Campana: campana, Replicates: replicates, Seed: seed})
+		if err != nil {
+			return err
+		}
+		if jsonFlag(cmd) {
+			return printJSON(cmd.OutOrStdout(), jsonSafe(ev))
+		}
+		return printEvaluation(cmd.OutOrStdout(), ev)
+	})
 	cmd.Flags().StringVar(&campana, "campana", "", "only decisions of this campaign")
 	cmd.Flags().IntVar(&replicates, "replicates", 100, "bootstrap replicates")
 	cmd.Flags().Uint64Var(&seed, "seed", 1, "bootstrap seed")
-	cmd.MarkFlagRequired("tenant")
 	return cmd
 }
 
@@ -97,38 +86,24 @@ func measured(m engine.MeasuredValue) string {
 }
 
 func shadowReportCmd(a *app) *cobra.Command {
-	var tenant string
-	cmd := &cobra.Command{
-		Use:   "report --tenant ID",
-		Short: "Confirmation and labelling shares, agreement, and engine vs caller rule, with a verdict",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return a.withEnv(cmd, func(e *env) error {
-				if _, ok := e.db.Tenant(tenant); !ok {
-					return fmt.Errorf("no tenant %q", tenant)
-				}
-				rep, err := e.svc.engine.Shadow(tenant)
-				if err != nil {
-					return err
-				}
-				if jsonFlag(cmd) {
-					return printJSON(cmd.OutOrStdout(), jsonSafe(rep))
-				}
-				w := cmd.OutOrStdout()
-				fmt.Fprintf(w, "tenant %s: %d shadow decisions\n", rep.Tenant, rep.Decisions)
-				fmt.Fprintf(w, "confirmed:               %5.1f%%  (%d; spec: at least 95%%)\n", 100*rep.ConfirmedShare, rep.Confirmed)
-				fmt.Fprintf(w, "coupons with decision_id: %5.1f%%  (%d of %d; spec: at least 95%%)\n", 100*rep.LabelledShare, rep.CouponsLabelled, rep.CouponsReceived)
-				fmt.Fprintf(w, "agreement engine/caller: %5.1f%%  (%d compared)\n", 100*rep.Agreement, rep.Compared)
-				fmt.Fprintf(w, "value per decision (MXN, %d final rewards): caller rule %s, engine %s\n", rep.RewardsFinal, measured(rep.CallerRule), measured(rep.Engine))
-				fmt.Fprintf(w, "verdict: %s\n", rep.Verdict)
-				for _, r := range rep.Reasons {
-					fmt.Fprintf(w, "  - %s\n", r)
-				}
-				return nil
-			})
-		},
-	}
-	cmd.Flags().StringVar(&tenant, "tenant", "", "tenant id")
-	cmd.MarkFlagRequired("tenant")
-	return cmd
+	return a.tenantCmd("report --tenant ID", "Confirmation and labelling shares, agreement, and engine vs caller rule, with a verdict", func(cmd *cobra.Command, e *env, t *store.Tenant) error {
+		rep, err := e.svc.engine.Shadow(t.ID)
+		if err != nil {
+			return err
+		}
+		if jsonFlag(cmd) {
+			return printJSON(cmd.OutOrStdout(), jsonSafe(rep))
+		}
+		w := cmd.OutOrStdout()
+		fmt.Fprintf(w, "tenant %s: %d shadow decisions\n", rep.Tenant, rep.Decisions)
+		fmt.Fprintf(w, "confirmed:               %5.1f%%  (%d; spec: at least 95%%)\n", 100*rep.ConfirmedShare, rep.Confirmed)
+		fmt.Fprintf(w, "coupons with decision_id: %5.1f%%  (%d of %d; spec: at least 95%%)\n", 100*rep.LabelledShare, rep.CouponsLabelled, rep.CouponsReceived)
+		fmt.Fprintf(w, "agreement engine/caller: %5.1f%%  (%d compared)\n", 100*rep.Agreement, rep.Compared)
+		fmt.Fprintf(w, "value per decision (MXN, %d final rewards): caller rule %s, engine %s\n", rep.RewardsFinal, measured(rep.CallerRule), measured(rep.Engine))
+		fmt.Fprintf(w, "verdict: %s\n", rep.Verdict)
+		for _, r := range rep.Reasons {
+			fmt.Fprintf(w, "  - %s\n", r)
+		}
+		return nil
+	})
 }

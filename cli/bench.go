@@ -175,52 +175,11 @@ their ratio.`,
 				return err
 			}
 			defer t.close()
-			c := t.client
-			if _, err := c.bearer(cmd.Context()); err != nil {
+			if _, err := t.client.bearer(cmd.Context()); err != nil {
 				return err
 			}
 			fmt.Fprintf(out, "load average before: %s; %d cores\n", loadavg(), numCPU())
-			var accepted, requests, failures atomic.Int64
-			var lat latencies
-			ctx, cancel := context.WithTimeout(cmd.Context(), f.duration)
-			defer cancel()
-			cpu0, gen0 := readCPU(t.pid), readCPU(os.Getpid())
-			start := time.Now()
-			var wg sync.WaitGroup
-			for w := 0; w < conc; w++ {
-				wg.Add(1)
-				go func(w int) {
-					defer wg.Done()
-					tmpls := eventTemplates(f.seed, w, batch, f.customers)
-					for seq := 0; ctx.Err() == nil; seq++ {
-						body := fillSeq(tmpls[seq%len(tmpls)], seq)
-						t0 := time.Now()
-						var res struct{ Aceptados int }
-						st, err := c.post(ctx, "/v1/eventos", body, &res)
-						if ctx.Err() != nil {
-							return
-						}
-						lat.add(time.Since(t0))
-						requests.Add(1)
-						if err != nil || st != 200 {
-							failures.Add(1)
-							continue
-						}
-						accepted.Add(int64(res.Aceptados))
-					}
-				}(w)
-			}
-			wg.Wait()
-			el := time.Since(start).Seconds()
-			cpu, gen := readCPU(t.pid).minus(cpu0), readCPU(os.Getpid()).minus(gen0)
-			rate := float64(accepted.Load()) / el
-			fmt.Fprintf(out, "coupond events: %d requests of %d events, %d failed, %d accepted in %.1fs\naccepted events/s: %.0f\nrequest latency: %s\n",
-				requests.Load(), batch, failures.Load(), accepted.Load(), el, rate, lat.summary())
-			if cpu.known && accepted.Load() > 0 {
-				fmt.Fprintf(out, "server CPU: %.2f µs per event (%.2f cores); generator %.2f cores\n", float64(cpu.cpu)/1e3/float64(accepted.Load()), cpu.cpu.Seconds()/el, gen.cpu.Seconds()/el)
-			}
-			summary := map[string]any{"requests": requests.Load(), "events_per_request": batch, "failed": failures.Load(),
-				"accepted": accepted.Load(), "seconds": el, "accepted_per_second": rate}
+			summary, rate := postEventLoad(cmd.Context(), t, f, conc, batch, out)
 			if !baseline {
 				return benchJSON(cmd, summary)
 			}
@@ -240,6 +199,47 @@ their ratio.`,
 	cmd.Flags().IntVar(&batch, "batch", 1000, "events per request (at most 1000)")
 	cmd.Flags().BoolVar(&baseline, "baseline", false, "also write the same records with raw Pebble Sync batches in a child process")
 	return cmd
+}
+
+// postEventLoad posts batches of batch events to t with conc requests in
+// flight for f.duration, prints the figures and returns them as the
+// summary of --json, and the accepted events per second.
+func postEventLoad(ctx context.Context, t *benchTarget, f *benchFlags, conc, batch int, out io.Writer) (summary map[string]any, rate float64) {
+	var accepted, requests, failures atomic.Int64
+	var lat latencies
+	ctx, cancel := context.WithTimeout(ctx, f.duration)
+	defer cancel()
+	cpu0, gen0 := readCPU(t.pid), readCPU(os.Getpid())
+	start := time.Now()
+	inParallel(conc, func(w int) {
+		tmpls := eventTemplates(f.seed, w, batch, f.customers)
+		for seq := 0; ctx.Err() == nil; seq++ {
+			body := fillSeq(tmpls[seq%len(tmpls)], seq)
+			t0 := time.Now()
+			var res struct{ Aceptados int }
+			st, err := t.client.post(ctx, "/v1/eventos", body, &res)
+			if ctx.Err() != nil {
+				return
+			}
+			lat.add(time.Since(t0))
+			requests.Add(1)
+			if err != nil || st != 200 {
+				failures.Add(1)
+				continue
+			}
+			accepted.Add(int64(res.Aceptados))
+		}
+	})
+	el := time.Since(start).Seconds()
+	cpu, gen := readCPU(t.pid).minus(cpu0), readCPU(os.Getpid()).minus(gen0)
+	rate = float64(accepted.Load()) / el
+	fmt.Fprintf(out, "coupond events: %d requests of %d events, %d failed, %d accepted in %.1fs\naccepted events/s: %.0f\nrequest latency: %s\n",
+		requests.Load(), batch, failures.Load(), accepted.Load(), el, rate, lat.summary())
+	if cpu.known && accepted.Load() > 0 {
+		fmt.Fprintf(out, "server CPU: %.2f µs per event (%.2f cores); generator %.2f cores\n", float64(cpu.cpu)/1e3/float64(accepted.Load()), cpu.cpu.Seconds()/el, gen.cpu.Seconds()/el)
+	}
+	return map[string]any{"requests": requests.Load(), "events_per_request": batch, "failed": failures.Load(),
+		"accepted": accepted.Load(), "seconds": el, "accepted_per_second": rate}, rate
 }
 
 var benchCategories = []string{"abarrotes", "bebidas", "limpieza", "lacteos", "panaderia", "farmacia", "electronica", "ropa"}

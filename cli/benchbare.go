@@ -18,6 +18,8 @@ import (
 
 	"github.com/julienschmidt/httprouter"
 	"github.com/spf13/cobra"
+
+	"github.com/coupond/coupond/engine"
 )
 
 // The baseline of "bench decisions --baseline": the least an HTTP decision
@@ -60,19 +62,6 @@ type bareDecisionReq struct {
 	} `json:"contexto"`
 }
 
-type bareDecision struct {
-	DecisionID      string    `json:"decision_id"`
-	Accion          int       `json:"accion"`
-	AccionNombre    string    `json:"accion_nombre"`
-	Propension      float64   `json:"propension"`
-	PoliticaVersion string    `json:"politica_version"`
-	Explorado       bool      `json:"explorado"`
-	EnControl       bool      `json:"en_control"`
-	EnRespaldo      bool      `json:"en_respaldo"`
-	CaducaEn        time.Time `json:"caduca_en"`
-	Motivo          string    `json:"motivo"`
-}
-
 func bareHandler(key []byte) http.Handler {
 	sign := func(payload []byte) []byte {
 		m := hmac.New(sha256.New, key)
@@ -113,7 +102,7 @@ func bareHandler(key []byte) http.Handler {
 			return
 		}
 		now := time.Now().UTC()
-		writeBareJSON(w, bareDecision{
+		writeBareJSON(w, engine.Decision{
 			DecisionID: "bench.0123456789abcdef0123456789abcdef", Accion: 2, AccionNombre: "cupon b", Propension: 0.871,
 			PoliticaVersion: "v42", CaducaEn: now.Add(7 * 24 * time.Hour), Motivo: "mayor margen esperado: cupon b",
 		})

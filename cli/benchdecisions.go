@@ -55,10 +55,7 @@ func decisionSender(c *benchClient, seed uint64, customers int, confirm bool) fu
 }
 
 func benchDecisionsCmd(f *benchFlags) *cobra.Command {
-	var rate, workers, batchSize int
-	var rates, during, profile string
-	var confirm, baseline bool
-	var warmup time.Duration
+	db := &decisionBench{f: f}
 	cmd := &cobra.Command{
 		Use:   "decisions",
 		Short: "Open-loop decision load at fixed arrival rates; latency from the scheduled send time",
@@ -72,100 +69,133 @@ step by step with coupond, and prints the ratios. --during batch|learner runs a 
 job, or the learner over a backlog, during each coupond step (the server CPU per request then includes
 that work).`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			out := benchOut(cmd)
-			list := []int{rate}
-			if rates != "" {
-				var err error
-				if list, err = parseRates(rates); err != nil {
-					return err
-				}
-			}
-			if rate <= 0 {
-				return fmt.Errorf("--rate: want > 0")
-			}
-			if during != "" && during != "batch" && during != "learner" {
-				return fmt.Errorf("--during: want batch or learner, got %q", during)
-			}
-			ctx := cmd.Context()
-			t, err := prepareCoupond(ctx, f, workers, out)
-			if err != nil {
-				return err
-			}
-			defer t.close()
-			if during != "" && t.child == nil {
-				return fmt.Errorf("--during needs a server started by the bench (no --client-id)")
-			}
-			if _, err := t.client.bearer(ctx); err != nil {
-				return err
-			}
-			targets := []decisionTarget{{name: "coupond", client: t.client, pid: t.pid}}
-			if baseline {
-				b, err := startBaseline(f, workers)
-				if err != nil {
-					return err
-				}
-				defer b.child.stop()
-				targets = append(targets, b)
-			}
-			fmt.Fprintf(out, "load average before: %s; %d cores; %s per step; %d requests in flight at most; customers %d\n",
-				loadavg(), numCPU(), f.duration, workers, f.customers)
-			for _, tg := range targets { // connections and first-touch costs outside the figures
-				openLoop{rate: list[0], duration: warmup, workers: workers, sender: decisionSender(tg.client, f.seed+99, f.customers, false)}.run(ctx, 0)
-			}
-			results := make([][]stepResult, len(targets))
-			var notes []string
-			for si, r := range list {
-				for ti, tg := range targets {
-					var bg *background
-					if ti == 0 && during != "" {
-						bg = startBackground(ctx, t, during, batchSize, f.customers)
-					}
-					var prof chan error
-					if ti == 0 && profile != "" && t.dataDir != "" {
-						prof = make(chan error, 1)
-						secs := strconv.Itoa(max(1, int(f.duration.Seconds())-1))
-						go func() {
-							prof <- benchAdmin(ctx, t, "debug", "pprof", "--kind", "cpu", "--seconds", secs, "--out", fmt.Sprintf("%s.%d", profile, r))
-						}()
-					}
-					g := openLoop{rate: r, duration: f.duration, workers: workers, sender: decisionSender(tg.client, f.seed+uint64(si), f.customers, confirm && ti == 0)}
-					fs0, known0 := scrapeFsyncs(tg.client.f.url)
-					res := g.run(ctx, tg.pid)
-					if fs1, known1 := scrapeFsyncs(tg.client.f.url); known0 && known1 {
-						res.fsyncs = int64(fs1 - fs0)
-					}
-					if prof != nil {
-						if err := <-prof; err != nil {
-							notes = append(notes, fmt.Sprintf("%d/s: cpu profile: %v", r, err))
-						}
-					}
-					if bg != nil {
-						notes = append(notes, fmt.Sprintf("%d/s during %s: %s", r, during, bg.finish()))
-					}
-					results[ti] = append(results[ti], res)
-					printStep(out, tg.name, &res)
-				}
-			}
-			fmt.Fprintf(out, "\nload average after: %s\n", loadavg())
-			for _, n := range notes {
-				fmt.Fprintf(out, "note: %s\n", n)
-			}
-			printDecisionTable(out, targets, results)
-			return benchJSON(cmd, decisionSummary(targets, results))
-		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return db.run(cmd) },
 	}
 	fl := cmd.Flags()
-	fl.IntVar(&rate, "rate", 2000, "arrivals per second (one step)")
-	fl.StringVar(&rates, "rates", "", "a sweep of arrival rates, e.g. 500,1000,2000,4000,8000 (overrides --rate)")
-	fl.IntVar(&workers, "workers", 64, "requests in flight at most")
-	fl.BoolVar(&confirm, "confirm", false, "confirm each decision (adds an /ejecucion call)")
-	fl.BoolVar(&baseline, "baseline", false, "also measure a bare handler (httprouter, HMAC bearer check, JSON decode and encode) in a child process")
-	fl.StringVar(&during, "during", "", "background work during each coupond step: batch (a batch job of --batch-size customers) or learner (fold a backlog)")
-	fl.IntVar(&batchSize, "batch-size", 100_000, "--during batch: customers in the batch job")
-	fl.StringVar(&profile, "cpuprofile", "", "spawned server: take a CPU profile of each coupond step into FILE.RATE (admin debug pprof)")
-	fl.DurationVar(&warmup, "warmup", 2*time.Second, "unrecorded load before the first step, per target")
+	fl.IntVar(&db.rate, "rate", 2000, "arrivals per second (one step)")
+	fl.StringVar(&db.rates, "rates", "", "a sweep of arrival rates, e.g. 500,1000,2000,4000,8000 (overrides --rate)")
+	fl.IntVar(&db.workers, "workers", 64, "requests in flight at most")
+	fl.BoolVar(&db.confirm, "confirm", false, "confirm each decision (adds an /ejecucion call)")
+	fl.BoolVar(&db.baseline, "baseline", false, "also measure a bare handler (httprouter, HMAC bearer check, JSON decode and encode) in a child process")
+	fl.StringVar(&db.during, "during", "", "background work during each coupond step: batch (a batch job of --batch-size customers) or learner (fold a backlog)")
+	fl.IntVar(&db.batchSize, "batch-size", 100_000, "--during batch: customers in the batch job")
+	fl.StringVar(&db.profile, "cpuprofile", "", "spawned server: take a CPU profile of each coupond step into FILE.RATE (admin debug pprof)")
+	fl.DurationVar(&db.warmup, "warmup", 2*time.Second, "unrecorded load before the first step, per target")
 	return cmd
+}
+
+// decisionBench is one run of "bench decisions": its flags.
+type decisionBench struct {
+	f                        *benchFlags
+	rate, workers, batchSize int
+	rates, during, profile   string
+	confirm, baseline        bool
+	warmup                   time.Duration
+}
+
+// rateList returns the arrival rates of the steps, checking the flags.
+func (db *decisionBench) rateList() ([]int, error) {
+	list := []int{db.rate}
+	if db.rates != "" {
+		var err error
+		if list, err = parseRates(db.rates); err != nil {
+			return nil, err
+		}
+	}
+	if db.rate <= 0 {
+		return nil, fmt.Errorf("--rate: want > 0")
+	}
+	if db.during != "" && db.during != "batch" && db.during != "learner" {
+		return nil, fmt.Errorf("--during: want batch or learner, got %q", db.during)
+	}
+	return list, nil
+}
+
+// run measures coupond (and the baseline, with --baseline) at each rate,
+// interleaved step by step, and prints the steps and the table.
+func (db *decisionBench) run(cmd *cobra.Command) error {
+	f, out := db.f, benchOut(cmd)
+	list, err := db.rateList()
+	if err != nil {
+		return err
+	}
+	ctx := cmd.Context()
+	t, err := prepareCoupond(ctx, f, db.workers, out)
+	if err != nil {
+		return err
+	}
+	defer t.close()
+	if db.during != "" && t.child == nil {
+		return fmt.Errorf("--during needs a server started by the bench (no --client-id)")
+	}
+	if _, err := t.client.bearer(ctx); err != nil {
+		return err
+	}
+	targets := []decisionTarget{{name: "coupond", client: t.client, pid: t.pid}}
+	if db.baseline {
+		b, err := startBaseline(f, db.workers)
+		if err != nil {
+			return err
+		}
+		defer b.child.stop()
+		targets = append(targets, b)
+	}
+	fmt.Fprintf(out, "load average before: %s; %d cores; %s per step; %d requests in flight at most; customers %d\n",
+		loadavg(), numCPU(), f.duration, db.workers, f.customers)
+	for _, tg := range targets { // connections and first-touch costs outside the figures
+		openLoop{rate: list[0], duration: db.warmup, workers: db.workers, sender: decisionSender(tg.client, f.seed+99, f.customers, false)}.run(ctx, 0)
+	}
+	results := make([][]stepResult, len(targets))
+	var notes []string
+	for si, r := range list {
+		for ti, tg := range targets {
+			res, stepNotes := db.step(ctx, t, tg, ti == 0, si, r)
+			notes = append(notes, stepNotes...)
+			results[ti] = append(results[ti], res)
+			printStep(out, tg.name, &res)
+		}
+	}
+	fmt.Fprintf(out, "\nload average after: %s\n", loadavg())
+	for _, n := range notes {
+		fmt.Fprintf(out, "note: %s\n", n)
+	}
+	printDecisionTable(out, targets, results)
+	return benchJSON(cmd, decisionSummary(targets, results))
+}
+
+// step measures target tg at rate r (the si-th rate). On coupond itself
+// the step also runs the --during work and takes the --cpuprofile; notes
+// say how those went.
+func (db *decisionBench) step(ctx context.Context, t *benchTarget, tg decisionTarget, isCoupond bool, si, r int) (stepResult, []string) {
+	f := db.f
+	var notes []string
+	var bg *background
+	if isCoupond && db.during != "" {
+		bg = startBackground(ctx, t, db.during, db.batchSize, f.customers)
+	}
+	var prof chan error
+	if isCoupond && db.profile != "" && t.dataDir != "" {
+		prof = make(chan error, 1)
+		secs := strconv.Itoa(max(1, int(f.duration.Seconds())-1))
+		go func() {
+			prof <- benchAdmin(ctx, t, "debug", "pprof", "--kind", "cpu", "--seconds", secs, "--out", fmt.Sprintf("%s.%d", db.profile, r))
+		}()
+	}
+	g := openLoop{rate: r, duration: f.duration, workers: db.workers, sender: decisionSender(tg.client, f.seed+uint64(si), f.customers, db.confirm && isCoupond)}
+	fs0, known0 := scrapeFsyncs(tg.client.f.url)
+	res := g.run(ctx, tg.pid)
+	if fs1, known1 := scrapeFsyncs(tg.client.f.url); known0 && known1 {
+		res.fsyncs = int64(fs1 - fs0)
+	}
+	if prof != nil {
+		if err := <-prof; err != nil {
+			notes = append(notes, fmt.Sprintf("%d/s: cpu profile: %v", r, err))
+		}
+	}
+	if bg != nil {
+		notes = append(notes, fmt.Sprintf("%d/s during %s: %s", r, db.during, bg.finish()))
+	}
+	return res, notes
 }
 
 type decisionTarget struct {

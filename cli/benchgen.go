@@ -17,6 +17,20 @@ import (
 	"time"
 )
 
+// inParallel runs fn(w) for each worker w in [0, n) in its own goroutine
+// and returns when all have returned.
+func inParallel(n int, fn func(w int)) {
+	var wg sync.WaitGroup
+	for w := 0; w < n; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			fn(w)
+		}(w)
+	}
+	wg.Wait()
+}
+
 // openLoop is the decision generator: arrivals at a fixed rate whatever the
 // server does (open loop), each timed from its scheduled send time, so a
 // slow answer shows as latency of the requests queued behind it instead of

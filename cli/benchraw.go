@@ -8,11 +8,9 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
-	"sync"
-	"sync/atomic"
 	"time"
 
-	"github.com/cockroachdb/pebble/v2"
+	"github.com/coupond/coupond/store"
 	"github.com/spf13/cobra"
 )
 
@@ -68,20 +66,14 @@ func benchRawPebbleCmd() *cobra.Command {
 		Hidden: true,
 		Args:   cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			db, err := pebble.Open(dir, &pebble.Options{MemTableSize: 64 << 20, Logger: quietRawLogger{}})
-			if err != nil {
-				return err
-			}
-			defer db.Close()
-			type rec struct{ key, val []byte }
-			pools := make([][][]rec, conc)
+			pools := make([][][]store.RawRecord, conc)
 			for w := range pools {
 				for seq, tmpl := range eventTemplates(seed, w, batch, customers) {
 					var req struct {
 						Eventos []json.RawMessage `json:"eventos"`
 					}
 					json.Unmarshal(fillSeq(tmpl, seq), &req)
-					var recs []rec
+					var recs []store.RawRecord
 					for _, ev := range req.Eventos {
 						var id struct {
 							EventID    string `json:"event_id"`
@@ -89,38 +81,18 @@ func benchRawPebbleCmd() *cobra.Command {
 							TS         string `json:"ts"`
 						}
 						json.Unmarshal(ev, &id)
-						recs = append(recs, rec{key: []byte("bench\x00ev\x00" + id.ClienteRef + "\x00" + id.TS + "\x00" + id.EventID), val: ev})
+						recs = append(recs, store.RawRecord{Key: []byte("bench\x00ev\x00" + id.ClienteRef + "\x00" + id.TS + "\x00" + id.EventID), Value: ev})
 					}
 					pools[w] = append(pools[w], recs)
 				}
 			}
-			var events atomic.Int64
 			ctx, cancel := context.WithTimeout(cmd.Context(), duration)
 			defer cancel()
-			start := time.Now()
-			var wg sync.WaitGroup
-			for w := 0; w < conc; w++ {
-				wg.Add(1)
-				go func(w int) {
-					defer wg.Done()
-					for round := 0; ctx.Err() == nil; round++ {
-						recs := pools[w][round%len(pools[w])]
-						suffix := "\x00" + strconv.Itoa(round)
-						b := db.NewBatch()
-						for _, r := range recs {
-							b.Set(append(r.key, suffix...), r.val, nil)
-						}
-						if err := b.Commit(pebble.Sync); err != nil {
-							b.Close()
-							return
-						}
-						b.Close()
-						events.Add(int64(len(recs)))
-					}
-				}(w)
+			events, took, err := store.RawSyncWrites(ctx, dir, pools)
+			if err != nil {
+				return err
 			}
-			wg.Wait()
-			return json.NewEncoder(cmd.OutOrStdout()).Encode(rawResult{Events: events.Load(), Seconds: time.Since(start).Seconds()})
+			return json.NewEncoder(cmd.OutOrStdout()).Encode(rawResult{Events: events, Seconds: took.Seconds()})
 		},
 	}
 	fl := cmd.Flags()
@@ -132,16 +104,6 @@ func benchRawPebbleCmd() *cobra.Command {
 	fl.Uint64Var(&seed, "seed", 1, "random seed")
 	cmd.MarkFlagRequired("dir")
 	return cmd
-}
-
-// quietRawLogger drops Pebble's informational logging.
-type quietRawLogger struct{}
-
-func (quietRawLogger) Infof(string, ...any)  {}
-func (quietRawLogger) Errorf(string, ...any) {}
-func (quietRawLogger) Fatalf(format string, args ...any) {
-	fmt.Fprintf(os.Stderr, format+"\n", args...)
-	os.Exit(2)
 }
 
 // benchBatchCmd measures a batch job: POST to completado and the server's

@@ -155,30 +155,24 @@ func loadHistory(ctx context.Context, c *benchClient, customers int, seed uint64
 	var firstErr error
 	var errOnce sync.Once
 	start := time.Now()
-	var wg sync.WaitGroup
-	for w := 0; w < 4; w++ {
-		wg.Add(1)
-		go func(w int) {
-			defer wg.Done()
-			rng := rand.New(rand.NewPCG(seed, uint64(100+w)))
-			for {
-				from := int(next.Add(chunk)) - chunk
-				if from >= customers || ctx.Err() != nil {
-					return
-				}
-				body, n := historyBatch(rng, from, min(from+chunk, customers))
-				var res struct{ Aceptados int }
-				st, err := c.do(ctx, "POST", "/v1/eventos", body, &res)
-				if err != nil || st != 200 {
-					errOnce.Do(func() { firstErr = fmt.Errorf("history: POST /v1/eventos: status %d: %v", st, err) })
-					return
-				}
-				_ = n
-				events.Add(int64(res.Aceptados))
+	inParallel(4, func(w int) {
+		rng := rand.New(rand.NewPCG(seed, uint64(100+w)))
+		for {
+			from := int(next.Add(chunk)) - chunk
+			if from >= customers || ctx.Err() != nil {
+				return
 			}
-		}(w)
-	}
-	wg.Wait()
+			body, n := historyBatch(rng, from, min(from+chunk, customers))
+			var res struct{ Aceptados int }
+			st, err := c.do(ctx, "POST", "/v1/eventos", body, &res)
+			if err != nil || st != 200 {
+				errOnce.Do(func() { firstErr = fmt.Errorf("history: POST /v1/eventos: status %d: %v", st, err) })
+				return
+			}
+			_ = n
+			events.Add(int64(res.Aceptados))
+		}
+	})
 	return loadStats{events: events.Load(), elapsed: time.Since(start)}, firstErr
 }
 

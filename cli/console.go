@@ -80,38 +80,40 @@ func startConsole(addr string, e *env) (stop func(context.Context), err error) {
 
 // consoleCmd is "coupond admin console": sign-in links and sessions.
 func consoleCmd(a *app) *cobra.Command {
-	cmd := &cobra.Command{Use: "console", Short: "Operator console: one-time sign-in links, sign out every session, its audit log"}
+	return groupCmd("console", "Operator console: one-time sign-in links, sign out every session, its audit log", consoleLoginCmd(a), consoleLogoutCmd(a), consoleAuditCmd(a))
+}
+
+// consoleLoginCmd prints a one-time sign-in link for the console.
+func consoleLoginCmd(a *app) *cobra.Command {
 	var base string
-	login := &cobra.Command{
-		Use:   "login",
-		Short: "Print a one-time sign-in link for the console (valid 10 minutes, once)",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return a.withEnv(cmd, func(e *env) error {
-				u := base
-				if !cmd.Flags().Changed("url") && e.svc.consoleURL != "" {
-					u = e.svc.consoleURL
-				}
-				if _, err := url.Parse(u); err != nil || u == "" {
-					return fmt.Errorf("--url: want the console's base URL such as %s", defaultConsoleURL)
-				}
-				tok, err := console.NewLink(e.db, e.now())
-				if err != nil {
-					return err
-				}
-				link := u + "/login?t=" + tok
-				e.log.Info().Msg("console sign-in link issued")
-				if jsonFlag(cmd) {
-					return printJSON(cmd.OutOrStdout(), map[string]any{"url": link, "expires_at": e.now().UTC().Add(console.LinkTTL)})
-				}
-				fmt.Fprintf(cmd.OutOrStdout(), "%s\nOpen it within %s; it works once. On a VM, forward the port first: ssh -L 8081:127.0.0.1:8081 user@vm\n", link, console.LinkTTL)
-				return nil
-			})
-		},
-	}
-	login.Flags().StringVar(&base, "url", defaultConsoleURL, "the console's base URL as your browser reaches it (default: the running server's console address; env COUPOND_URL)")
+	cmd := a.envCmd("login", "Print a one-time sign-in link for the console (valid 10 minutes, once)", cobra.NoArgs, func(cmd *cobra.Command, _ []string, e *env) error {
+		u := base
+		if !cmd.Flags().Changed("url") && e.svc.consoleURL != "" {
+			u = e.svc.consoleURL
+		}
+		if _, err := url.Parse(u); err != nil || u == "" {
+			return fmt.Errorf("--url: want the console's base URL such as %s", defaultConsoleURL)
+		}
+		tok, err := console.NewLink(e.db, e.now())
+		if err != nil {
+			return err
+		}
+		link := u + "/login?t=" + tok
+		e.log.Info().Msg("console sign-in link issued")
+		if jsonFlag(cmd) {
+			return printJSON(cmd.OutOrStdout(), map[string]any{"url": link, "expires_at": e.now().UTC().Add(console.LinkTTL)})
+		}
+		fmt.Fprintf(cmd.OutOrStdout(), "%s\nOpen it within %s; it works once. On a VM, forward the port first: ssh -L 8081:127.0.0.1:8081 user@vm\n", link, console.LinkTTL)
+		return nil
+	})
+	cmd.Flags().StringVar(&base, "url", defaultConsoleURL, "the console's base URL as your browser reaches it (default: the running server's console address; env COUPOND_URL)")
+	return cmd
+}
+
+// consoleLogoutCmd ends every console session and unused sign-in link.
+func consoleLogoutCmd(a *app) *cobra.Command {
 	var all bool
-	logout := &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "logout --all",
 		Short: "End every console session and unused sign-in link",
 		Args:  cobra.NoArgs,
@@ -133,37 +135,34 @@ func consoleCmd(a *app) *cobra.Command {
 			})
 		},
 	}
-	logout.Flags().BoolVar(&all, "all", false, "end every session")
+	cmd.Flags().BoolVar(&all, "all", false, "end every session")
+	return cmd
+}
+
+// consoleAuditCmd prints the console's operator audit log.
+func consoleAuditCmd(a *app) *cobra.Command {
 	var tenant string
 	var last int
-	audit := &cobra.Command{
-		Use:   "audit [--tenant ID]",
-		Short: "The console's operator audit log: who (session) did what action on which tenant, when, with what outcome",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return a.withEnv(cmd, func(e *env) error {
-				entries, err := console.Audit(e.db, tenant, last)
-				if err != nil {
-					return err
-				}
-				if jsonFlag(cmd) {
-					if entries == nil {
-						entries = []console.AuditEntry{}
-					}
-					return printJSON(cmd.OutOrStdout(), entries)
-				}
-				tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "AT\tSESSION\tTENANT\tACTION\tOUTCOME\tCOMMAND")
-				for _, x := range entries {
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", x.At.Format(time.RFC3339), x.Session, x.Tenant, x.Action, x.Outcome, strings.Join(x.Command, " "))
-				}
-				return tw.Flush()
-			})
-		},
-	}
-	audit.Flags().StringVar(&tenant, "tenant", "", "only this tenant's entries")
-	audit.Flags().IntVar(&last, "last", 1000, "at most this many entries (the latest)")
-	cmd.AddCommand(login, logout, audit)
+	cmd := a.envCmd("audit [--tenant ID]", "The console's operator audit log: who (session) did what action on which tenant, when, with what outcome", cobra.NoArgs, func(cmd *cobra.Command, _ []string, e *env) error {
+		entries, err := console.Audit(e.db, tenant, last)
+		if err != nil {
+			return err
+		}
+		if jsonFlag(cmd) {
+			if entries == nil {
+				entries = []console.AuditEntry{}
+			}
+			return printJSON(cmd.OutOrStdout(), entries)
+		}
+		tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "AT\tSESSION\tTENANT\tACTION\tOUTCOME\tCOMMAND")
+		for _, x := range entries {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", x.At.Format(time.RFC3339), x.Session, x.Tenant, x.Action, x.Outcome, strings.Join(x.Command, " "))
+		}
+		return tw.Flush()
+	})
+	cmd.Flags().StringVar(&tenant, "tenant", "", "only this tenant's entries")
+	cmd.Flags().IntVar(&last, "last", 1000, "at most this many entries (the latest)")
 	return cmd
 }
 

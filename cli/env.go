@@ -56,6 +56,84 @@ func (a *app) withEnv(cmd *cobra.Command, fn func(e *env) error) error {
 	return fn(e)
 }
 
+// withTenant is withEnv for a command about tenant id: fn gets the tenant,
+// and an unknown id is an error that names it.
+func (a *app) withTenant(cmd *cobra.Command, id string, fn func(e *env, t *store.Tenant) error) error {
+	return a.withEnv(cmd, func(e *env) error {
+		t, ok := e.db.Tenant(id)
+		if !ok {
+			return fmt.Errorf("no tenant %q", id)
+		}
+		return fn(e, t)
+	})
+}
+
+// updateTenant is store's UpdateTenant, with an error that names an
+// unknown tenant.
+func (e *env) updateTenant(id string, fn func(t *store.Tenant) error) (*store.Tenant, error) {
+	t, err := e.db.UpdateTenant(id, fn)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, fmt.Errorf("no tenant %q", id)
+	}
+	return t, err
+}
+
+// updateCredential is store's UpdateCredential, with an error that names an
+// unknown credential; the change is logged as "credential <what>".
+func (e *env) updateCredential(clientID, what string, fn func(c *store.Credential) error) (*store.Credential, error) {
+	c, err := e.db.UpdateCredential(clientID, fn)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, fmt.Errorf("no credential %q", clientID)
+	}
+	if err != nil {
+		return nil, err
+	}
+	e.log.Info().Str("tenant", c.Tenant).Str("client_id", c.ClientID).Msg("credential " + what)
+	return c, nil
+}
+
+// groupCmd is a command that only holds subcommands.
+func groupCmd(use, short string, subs ...*cobra.Command) *cobra.Command {
+	cmd := &cobra.Command{Use: use, Short: short}
+	cmd.AddCommand(subs...)
+	return cmd
+}
+
+// envCmd is an admin command that runs against the data dir's services
+// (withEnv: in process, or through the running server's socket).
+func (a *app) envCmd(use, short string, args cobra.PositionalArgs, run func(cmd *cobra.Command, args []string, e *env) error) *cobra.Command {
+	return &cobra.Command{
+		Use:   use,
+		Short: short,
+		Args:  args,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.withEnv(cmd, func(e *env) error { return run(cmd, args, e) })
+		},
+	}
+}
+
+// tenantCmd is a command about the tenant its required --tenant names: run
+// gets the data dir's services (withEnv) and that tenant.
+func (a *app) tenantCmd(use, short string, run func(cmd *cobra.Command, e *env, t *store.Tenant) error) *cobra.Command {
+	var tenant string
+	cmd := &cobra.Command{
+		Use:   use,
+		Short: short,
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return a.withTenant(cmd, tenant, func(e *env, t *store.Tenant) error { return run(cmd, e, t) })
+		},
+	}
+	tenantFlag(cmd, &tenant)
+	return cmd
+}
+
+// tenantFlag adds the required --tenant of a command about one tenant.
+func tenantFlag(cmd *cobra.Command, tenant *string) {
+	cmd.Flags().StringVar(tenant, "tenant", "", "tenant id")
+	cmd.MarkFlagRequired("tenant")
+}
+
 // openEnv opens the data dir for an admin command run without a server.
 func openEnv(ctx context.Context, dataDir string, log zerolog.Logger, opt serviceOptions) (*env, error) {
 	if err := prepareDataDir(dataDir); err != nil {

@@ -15,11 +15,7 @@ import (
 )
 
 func newLabCmd() *cobra.Command {
-	var cfg lab.Config
-	var plot string
-	var asJSON bool
-	var runs int
-	var mw manyWorldsFlags
+	var lf labFlags
 	cmd := &cobra.Command{
 		Use:   "lab",
 		Short: "Run a simulated retailer against the real engine and compare it with baselines",
@@ -45,73 +41,104 @@ summary. Seeds: --seeds report (1001..1000+N, the default: nobody tunes on them)
 (1..N, for tuning); --seed S starts at S instead. Two worlds run at a time (--parallel).
 --customers and --weeks, when given, replace each world's drawn sizes (quick looks only).`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if mw.worlds > 0 {
-				for _, name := range []string{"runs", "plot", "scenario"} {
-					if cmd.Flags().Changed(name) {
-						return fmt.Errorf("--%s applies to the single world: use it without --worlds", name)
-					}
-				}
-				if cmd.Flags().Changed("seed") {
-					mw.base = cfg.Seed
-				}
-				if cmd.Flags().Changed("customers") {
-					mw.customers = cfg.Customers
-				}
-				if cmd.Flags().Changed("weeks") {
-					mw.weeks = cfg.Weeks
-				}
-				return runManyWorlds(cmd, mw, asJSON)
-			}
-			if runs > 1 {
-				if plot != "" {
-					return fmt.Errorf("--plot draws one run: use it without --runs")
-				}
-				var reps []*lab.Report
-				for i := 0; i < runs; i++ {
-					c := cfg
-					c.Seed = cfg.Seed + uint64(i)
-					rep, err := lab.Run(cmd.Context(), c, nil)
-					if err != nil {
-						return err
-					}
-					reps = append(reps, rep)
-				}
-				sum := summarizeRuns(reps)
-				if asJSON {
-					return printJSON(cmd.OutOrStdout(), sum)
-				}
-				return printRuns(cmd.OutOrStdout(), sum)
-			}
-			rep, err := lab.Run(cmd.Context(), cfg, func(format string, args ...any) {
-				fmt.Fprintf(cmd.ErrOrStderr(), format+"\n", args...)
-			})
-			if err != nil {
-				return err
-			}
-			if plot != "" {
-				if err := writePlot(plot, rep); err != nil {
-					return err
-				}
-			}
-			if asJSON {
-				return printJSON(cmd.OutOrStdout(), rep)
-			}
-			return printLab(cmd.OutOrStdout(), rep)
-		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return lf.run(cmd) },
 	}
 	f := cmd.Flags()
-	f.IntVar(&cfg.Customers, "customers", 2000, "simulated customers")
-	f.IntVar(&cfg.Weeks, "weeks", 12, "weeks to simulate (one decision per customer per week)")
-	f.Uint64Var(&cfg.Seed, "seed", 1, "random seed (world and engine)")
-	f.StringVar(&cfg.Scenario, "scenario", "base", "base, new-coupon (a coupon appears at mid-run) or drift (responses change at mid-run)")
-	f.StringVar(&plot, "plot", "", "write the learning curve as an SVG file")
-	f.BoolVar(&asJSON, "json", false, "machine-readable output")
-	f.IntVar(&runs, "runs", 1, "runs with consecutive seeds from --seed, summarised by their mean captures")
-	f.IntVar(&mw.worlds, "worlds", 0, "run N worlds drawn at random (see above) instead of the single world")
-	f.StringVar(&mw.seeds, "seeds", "report", "with --worlds: report (seeds 1001..) or tune (seeds 1..)")
-	f.IntVar(&mw.parallel, "parallel", 2, "with --worlds: worlds run at a time")
+	f.IntVar(&lf.cfg.Customers, "customers", 2000, "simulated customers")
+	f.IntVar(&lf.cfg.Weeks, "weeks", 12, "weeks to simulate (one decision per customer per week)")
+	f.Uint64Var(&lf.cfg.Seed, "seed", 1, "random seed (world and engine)")
+	f.StringVar(&lf.cfg.Scenario, "scenario", "base", "base, new-coupon (a coupon appears at mid-run) or drift (responses change at mid-run)")
+	f.StringVar(&lf.plot, "plot", "", "write the learning curve as an SVG file")
+	f.BoolVar(&lf.asJSON, "json", false, "machine-readable output")
+	f.IntVar(&lf.runs, "runs", 1, "runs with consecutive seeds from --seed, summarised by their mean captures")
+	f.IntVar(&lf.mw.worlds, "worlds", 0, "run N worlds drawn at random (see above) instead of the single world")
+	f.StringVar(&lf.mw.seeds, "seeds", "report", "with --worlds: report (seeds 1001..) or tune (seeds 1..)")
+	f.IntVar(&lf.mw.parallel, "parallel", 2, "with --worlds: worlds run at a time")
 	return cmd
+}
+
+// labFlags are the flags of "lab".
+type labFlags struct {
+	cfg    lab.Config
+	plot   string
+	asJSON bool
+	runs   int
+	mw     manyWorldsFlags
+}
+
+// run runs the many worlds (--worlds), the single world with several
+// seeds (--runs) or the single world once.
+func (lf *labFlags) run(cmd *cobra.Command) error {
+	switch {
+	case lf.mw.worlds > 0:
+		return lf.runWorlds(cmd)
+	case lf.runs > 1:
+		return lf.runSeeds(cmd)
+	}
+	return lf.runOne(cmd)
+}
+
+// runWorlds runs --worlds; the single world's --seed, --customers and
+// --weeks, when given, apply to every world.
+func (lf *labFlags) runWorlds(cmd *cobra.Command) error {
+	mw := lf.mw
+	for _, name := range []string{"runs", "plot", "scenario"} {
+		if cmd.Flags().Changed(name) {
+			return fmt.Errorf("--%s applies to the single world: use it without --worlds", name)
+		}
+	}
+	if cmd.Flags().Changed("seed") {
+		mw.base = lf.cfg.Seed
+	}
+	if cmd.Flags().Changed("customers") {
+		mw.customers = lf.cfg.Customers
+	}
+	if cmd.Flags().Changed("weeks") {
+		mw.weeks = lf.cfg.Weeks
+	}
+	return runManyWorlds(cmd, mw, lf.asJSON)
+}
+
+// runSeeds runs the single world with --runs consecutive seeds and prints
+// their captures with means and standard errors.
+func (lf *labFlags) runSeeds(cmd *cobra.Command) error {
+	if lf.plot != "" {
+		return fmt.Errorf("--plot draws one run: use it without --runs")
+	}
+	var reps []*lab.Report
+	for i := 0; i < lf.runs; i++ {
+		c := lf.cfg
+		c.Seed = lf.cfg.Seed + uint64(i)
+		rep, err := lab.Run(cmd.Context(), c, nil)
+		if err != nil {
+			return err
+		}
+		reps = append(reps, rep)
+	}
+	sum := summarizeRuns(reps)
+	if lf.asJSON {
+		return printJSON(cmd.OutOrStdout(), sum)
+	}
+	return printRuns(cmd.OutOrStdout(), sum)
+}
+
+// runOne runs the single world once, with its progress on stderr.
+func (lf *labFlags) runOne(cmd *cobra.Command) error {
+	rep, err := lab.Run(cmd.Context(), lf.cfg, func(format string, args ...any) {
+		fmt.Fprintf(cmd.ErrOrStderr(), format+"\n", args...)
+	})
+	if err != nil {
+		return err
+	}
+	if lf.plot != "" {
+		if err := writePlot(lf.plot, rep); err != nil {
+			return err
+		}
+	}
+	if lf.asJSON {
+		return printJSON(cmd.OutOrStdout(), rep)
+	}
+	return printLab(cmd.OutOrStdout(), rep)
 }
 
 func printLab(w io.Writer, rep *lab.Report) error {

@@ -131,10 +131,7 @@ func serve(ctx context.Context, dataDir string, f serveFlags, logOut interface{ 
 		}
 		return err
 	}
-	if limit, ok := openFileLimit(); ok && limit < uint64(f.maxConns)+256 {
-		log.Warn().Uint64("open_file_limit", limit).Int("max_conns", f.maxConns).
-			Msg("the open-file limit leaves little room above --max-conns for the store's files: raise ulimit -n or lower --max-conns")
-	}
+	warnOpenFileLimit(log, f.maxConns)
 	e, err := openEnv(ctx, dataDir, log, serviceOptions{baseURL: f.baseURL, webhookAllowPrivate: f.webhookAllowPrivate, metricsTenantLabel: f.metricsTenantLabel})
 	if err != nil {
 		return err
@@ -142,14 +139,12 @@ func serve(ctx context.Context, dataDir string, f serveFlags, logOut interface{ 
 	e.db.SetReserve(reserve)
 	log.Info().Uint64("disk_reserve_bytes", reserve).Msg("disk reserve")
 	svc := e.svc
-	ready := &svc.ready
-	srv := svc.api
 	ln, err := net.Listen("tcp", f.addr)
 	if err != nil {
 		e.close()
 		return fmt.Errorf("listen %s: %w", f.addr, err)
 	}
-	httpSrv, ln := srv.HTTPServer(ln, server.HTTPConfig{ReadTimeout: f.readTimeout, MaxConns: f.maxConns})
+	httpSrv, ln := svc.api.HTTPServer(ln, server.HTTPConfig{ReadTimeout: f.readTimeout, MaxConns: f.maxConns})
 	admin, err := serveAdmin(ctx, filepath.Join(dataDir, adminSocket), e)
 	if err != nil {
 		ln.Close()
@@ -165,12 +160,49 @@ func serve(ctx context.Context, dataDir string, f serveFlags, logOut interface{ 
 	go func() { httpErr <- httpSrv.Serve(ln) }()
 	log.Info().Str("addr", ln.Addr().String()).Str("data_dir", dataDir).Str("version", version).Msg("serving")
 
-	// Recovery before serving: interrupted batch jobs end fallido, queued
-	// ones run. /readyz answers 503 until this is done.
+	stopLoops := startServiceLoops(svc, log)
+	svc.ready.Store(true)
+	serveErr := serveUntilStopped(ctx, httpErr, svc, log)
+	log.Info().Msg("shutting down")
+	svc.ready.Store(false)
+	shutCtx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := httpSrv.Shutdown(shutCtx); err != nil {
+		log.Warn().Err(err).Msg("http shutdown")
+	}
+	admin.Shutdown(shutCtx)
+	stopConsole(shutCtx)
+	stopLoops()
+	_ = os.Remove(filepath.Join(dataDir, adminSocket))
+	if err := svc.api.Flush(); err != nil {
+		log.Error().Err(err).Msg("flush counters")
+	}
+	if err := e.close(); err != nil {
+		log.Error().Err(err).Msg("close store")
+		return err
+	}
+	log.Info().Msg("stopped")
+	return serveErr
+}
+
+// warnOpenFileLimit warns when the open-file limit leaves little room above
+// maxConns connections for the store's files.
+func warnOpenFileLimit(log zerolog.Logger, maxConns int) {
+	if limit, ok := openFileLimit(); ok && limit < uint64(maxConns)+256 {
+		log.Warn().Uint64("open_file_limit", limit).Int("max_conns", maxConns).
+			Msg("the open-file limit leaves little room above --max-conns for the store's files: raise ulimit -n or lower --max-conns")
+	}
+}
+
+// startServiceLoops recovers the batch jobs (interrupted ones end fallido,
+// queued ones run; /readyz answers 503 until this is done), then starts the
+// background loops: the batch runner, webhook deliveries, the learner and
+// the deletion worker. stop ends them and waits for them.
+func startServiceLoops(svc *services, log zerolog.Logger) (stop func()) {
 	if err := svc.batch.Recover(); err != nil {
 		log.Error().Err(err).Msg("batch recovery")
 	}
-	bg, stopBg := context.WithCancel(context.Background())
+	bg, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	for _, run := range []func(context.Context){
 		svc.batch.Run,
@@ -181,22 +213,25 @@ func serve(ctx context.Context, dataDir string, f serveFlags, logOut interface{ 
 		wg.Add(1)
 		go func() { defer wg.Done(); run(bg) }()
 	}
-	ready.Store(true)
+	return func() { cancel(); wg.Wait() }
+}
+
+// serveUntilStopped flushes the counters every 5 seconds until ctx ends or
+// the HTTP server stops; it returns the server's error, if any but a close.
+func serveUntilStopped(ctx context.Context, httpErr <-chan error, svc *services, log zerolog.Logger) error {
 	flush := time.NewTicker(5 * time.Second)
 	defer flush.Stop()
-	var serveErr error
-loop:
 	for {
 		select {
 		case <-ctx.Done():
-			break loop
+			return nil
 		case err := <-httpErr:
 			if !errors.Is(err, http.ErrServerClosed) {
-				serveErr = err
+				return err
 			}
-			break loop
+			return nil
 		case <-flush.C:
-			if err := srv.Flush(); err != nil {
+			if err := svc.api.Flush(); err != nil {
 				log.Error().Err(err).Msg("flush counters")
 			}
 			if err := svc.engine.Counters().Flush(); err != nil {
@@ -204,25 +239,4 @@ loop:
 			}
 		}
 	}
-	log.Info().Msg("shutting down")
-	ready.Store(false)
-	shutCtx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	if err := httpSrv.Shutdown(shutCtx); err != nil {
-		log.Warn().Err(err).Msg("http shutdown")
-	}
-	admin.Shutdown(shutCtx)
-	stopConsole(shutCtx)
-	stopBg()
-	wg.Wait()
-	_ = os.Remove(filepath.Join(dataDir, adminSocket))
-	if err := srv.Flush(); err != nil {
-		log.Error().Err(err).Msg("flush counters")
-	}
-	if err := e.close(); err != nil {
-		log.Error().Err(err).Msg("close store")
-		return err
-	}
-	log.Info().Msg("stopped")
-	return serveErr
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
-	"sort"
 	"sync/atomic"
 	"time"
 
@@ -156,18 +155,8 @@ func (s *services) clockMoved(t *store.Tenant) {
 // extraAdminCmds are the admin commands beyond tenants, credentials and
 // clocks.
 func extraAdminCmds(a *app) []*cobra.Command {
-	shadow := &cobra.Command{Use: "shadow", Short: "Shadow mode reports"}
-	shadow.AddCommand(shadowReportCmd(a))
+	shadow := groupCmd("shadow", "Shadow mode reports", shadowReportCmd(a))
 	return append([]*cobra.Command{evaluateCmd(a), shadow, abuseCmd(a), adminBatchCmd(a), consoleCmd(a), checkCmd(a), debugCmd(a)}, dataCmds(a)...)
 }
 
 func scopeList() []string { return server.ScopeNames() }
-
-func sortedMapKeys(m map[string]any) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}

@@ -22,9 +22,7 @@ import (
 // newWebhookCmd is "coupond webhook": tools for the integrator's side of
 // webhooks.
 func newWebhookCmd() *cobra.Command {
-	cmd := &cobra.Command{Use: "webhook", Short: "Webhook tools for integrators: a receiver that verifies signatures"}
-	cmd.AddCommand(webhookListenCmd())
-	return cmd
+	return groupCmd("webhook", "Webhook tools for integrators: a receiver that verifies signatures", webhookListenCmd())
 }
 
 func webhookListenCmd() *cobra.Command {

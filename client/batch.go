@@ -20,20 +20,12 @@ import (
 // is 429 with Retry-After. Only answers that say nothing was done (429 that
 // fits in ctx's deadline, 503) are retried.
 func (c *Client) CreateBatch(ctx context.Context, p PeticionLoteDecision) (*RespuestaLoteDecision, error) {
-	var out RespuestaLoteDecision
-	if err := c.call(ctx, http.MethodPost, "/v1/lotes-decision", &p, &out, retryRefused); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return callFor[RespuestaLoteDecision](ctx, c, http.MethodPost, "/v1/lotes-decision", &p, retryRefused)
 }
 
 // Batch returns the state of a batch job (GET /v1/lotes-decision/{job_id}).
 func (c *Client) Batch(ctx context.Context, jobID string) (*EstadoLote, error) {
-	var out EstadoLote
-	if err := c.call(ctx, http.MethodGet, "/v1/lotes-decision/"+url.PathEscape(jobID), nil, &out, retrySafe); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return callFor[EstadoLote](ctx, c, http.MethodGet, "/v1/lotes-decision/"+url.PathEscape(jobID), nil, retrySafe)
 }
 
 // ErrBatchFailed: WaitBatch saw the job end in state fallido.

@@ -110,6 +110,15 @@ const (
 	retryRefused
 )
 
+// callFor is call for a request whose answer is a T.
+func callFor[T any](ctx context.Context, c *Client, method, path string, in any, mode retryMode) (*T, error) {
+	var out T
+	if err := c.call(ctx, method, path, in, &out, mode); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
 // call sends a JSON request (in nil: no body) and decodes the answer into
 // out, retrying per mode with backoff (20 times Decide's) and Retry-After
 // within ctx's deadline, or the Client's timeout if ctx has none.

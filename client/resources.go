@@ -16,83 +16,50 @@ import (
 // first attempt arrived gets 409 ejecucion_ya_confirmada: the confirmation
 // is stored.
 func (c *Client) Confirm(ctx context.Context, decisionID string, p PeticionEjecucion) (*RespuestaEjecucion, error) {
-	var out RespuestaEjecucion
-	err := c.call(ctx, http.MethodPost, "/v1/decisiones/"+url.PathEscape(decisionID)+"/ejecucion", &p, &out, retrySafe)
-	if err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return callFor[RespuestaEjecucion](ctx, c, http.MethodPost, "/v1/decisiones/"+url.PathEscape(decisionID)+"/ejecucion", &p, retrySafe)
 }
 
 // PutCampaign defines or replaces a campaign (PUT /v1/campanas/{campana_id}).
 func (c *Client) PutCampaign(ctx context.Context, campanaID string, p Campana) (*CampanaRespuesta, error) {
-	var out CampanaRespuesta
-	if err := c.call(ctx, http.MethodPut, "/v1/campanas/"+url.PathEscape(campanaID), &p, &out, retrySafe); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return callFor[CampanaRespuesta](ctx, c, http.MethodPut, "/v1/campanas/"+url.PathEscape(campanaID), &p, retrySafe)
 }
 
 // Campaign returns a campaign (GET /v1/campanas/{campana_id}).
 func (c *Client) Campaign(ctx context.Context, campanaID string) (*CampanaRespuesta, error) {
-	var out CampanaRespuesta
-	if err := c.call(ctx, http.MethodGet, "/v1/campanas/"+url.PathEscape(campanaID), nil, &out, retrySafe); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return callFor[CampanaRespuesta](ctx, c, http.MethodGet, "/v1/campanas/"+url.PathEscape(campanaID), nil, retrySafe)
 }
 
 // PutCatalog replaces the action catalog as a whole
 // (PUT /v1/catalogo-acciones).
 func (c *Client) PutCatalog(ctx context.Context, p Catalogo) (*CatalogoRespuesta, error) {
-	var out CatalogoRespuesta
-	if err := c.call(ctx, http.MethodPut, "/v1/catalogo-acciones", &p, &out, retrySafe); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return callFor[CatalogoRespuesta](ctx, c, http.MethodPut, "/v1/catalogo-acciones", &p, retrySafe)
 }
 
 // Catalog returns the action catalog (GET /v1/catalogo-acciones).
 func (c *Client) Catalog(ctx context.Context) (*CatalogoRespuesta, error) {
-	var out CatalogoRespuesta
-	if err := c.call(ctx, http.MethodGet, "/v1/catalogo-acciones", nil, &out, retrySafe); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return callFor[CatalogoRespuesta](ctx, c, http.MethodGet, "/v1/catalogo-acciones", nil, retrySafe)
 }
 
 // ExportCustomer returns everything the engine holds about a customer
 // (GET /v1/clientes/{cliente_ref}/exportacion). Each call is written to the
 // server's access log.
 func (c *Client) ExportCustomer(ctx context.Context, clienteRef string) (*ExportacionCliente, error) {
-	var out ExportacionCliente
-	if err := c.call(ctx, http.MethodGet, "/v1/clientes/"+url.PathEscape(clienteRef)+"/exportacion", nil, &out, retrySafe); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return callFor[ExportacionCliente](ctx, c, http.MethodGet, "/v1/clientes/"+url.PathEscape(clienteRef)+"/exportacion", nil, retrySafe)
 }
 
 // DeleteCustomer schedules the deletion of everything held about a customer
 // (DELETE /v1/clientes/{cliente_ref}); the answer's Estado is "programado".
 func (c *Client) DeleteCustomer(ctx context.Context, clienteRef string) (*RegistroBorrado, error) {
-	var out RegistroBorrado
-	if err := c.call(ctx, http.MethodDelete, "/v1/clientes/"+url.PathEscape(clienteRef), nil, &out, retrySafe); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return callFor[RegistroBorrado](ctx, c, http.MethodDelete, "/v1/clientes/"+url.PathEscape(clienteRef), nil, retrySafe)
 }
 
 // RegisterWebhook registers the tenant's webhook (PUT /v1/webhooks),
 // replacing any earlier one. Keep the answer's Secreto for VerifyWebhook: it
 // is shown once.
 func (c *Client) RegisterWebhook(ctx context.Context, p PeticionWebhook) (*RegistroWebhook, error) {
-	var out RegistroWebhook
 	// Safe to retry: each registration replaces the last one, and the
 	// secret returned is that of the registration in force.
-	if err := c.call(ctx, http.MethodPut, "/v1/webhooks", &p, &out, retrySafe); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return callFor[RegistroWebhook](ctx, c, http.MethodPut, "/v1/webhooks", &p, retrySafe)
 }
 
 // DeleteWebhook removes the tenant's webhook (DELETE /v1/webhooks).

@@ -61,7 +61,7 @@ func NewLink(db *store.DB, now time.Time) (string, error) {
 	tok := newToken()
 	b := db.NewBatch()
 	defer b.Close()
-	if err := b.SetJSON(store.ConsoleKey("link", hashToken(tok)), linkRecord{CreatedAt: now.UTC(), ExpiresAt: now.UTC().Add(LinkTTL)}); err != nil {
+	if err := b.SetJSON(store.ConsoleLinkKey(hashToken(tok)), linkRecord{CreatedAt: now.UTC(), ExpiresAt: now.UTC().Add(LinkTTL)}); err != nil {
 		return "", err
 	}
 	return tok, b.Commit()
@@ -74,7 +74,7 @@ func redeem(db *store.DB, linkToken string, now time.Time) (*Session, error) {
 	if linkToken == "" || len(linkToken) > 128 {
 		return nil, ErrBadLink
 	}
-	key := store.ConsoleKey("link", hashToken(linkToken))
+	key := store.ConsoleLinkKey(hashToken(linkToken))
 	var l linkRecord
 	if err := db.GetJSON(key, &l); err != nil {
 		if errors.Is(err, store.ErrNotFound) {
@@ -94,7 +94,7 @@ func redeem(db *store.DB, linkToken string, now time.Time) (*Session, error) {
 	tok := newToken()
 	h := hashToken(tok)
 	s := &Session{ID: h[:12], CreatedAt: now.UTC(), ExpiresAt: now.UTC().Add(SessionTTL), token: tok}
-	if err := b.SetJSON(store.ConsoleKey("session", h), s); err != nil {
+	if err := b.SetJSON(store.ConsoleSessionKey(h), s); err != nil {
 		return nil, err
 	}
 	if err := b.Commit(); err != nil {
@@ -109,7 +109,7 @@ func lookupSession(db *store.DB, tok string, now time.Time) (*Session, bool, err
 		return nil, false, nil
 	}
 	var s Session
-	err := db.GetJSON(store.ConsoleKey("session", hashToken(tok)), &s)
+	err := db.GetJSON(store.ConsoleSessionKey(hashToken(tok)), &s)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, false, nil
 	}
@@ -127,7 +127,7 @@ func lookupSession(db *store.DB, tok string, now time.Time) (*Session, bool, err
 func endSession(db *store.DB, tok string) error {
 	b := db.NewBatch()
 	defer b.Close()
-	b.Delete(store.ConsoleKey("session", hashToken(tok)))
+	b.Delete(store.ConsoleSessionKey(hashToken(tok)))
 	return b.Commit()
 }
 
@@ -135,15 +135,14 @@ func endSession(db *store.DB, tok string) error {
 // sessions were open.
 func RevokeAll(db *store.DB) (int, error) {
 	n := 0
-	lo := store.ConsoleKey("session")
-	if err := db.Scan(lo, store.PrefixEnd(lo), func(_, _ []byte) error { n++; return nil }); err != nil {
+	lo, hi := store.ConsoleSessionSpan()
+	if err := db.Scan(lo, hi, func(_, _ []byte) error { n++; return nil }); err != nil {
 		return 0, err
 	}
 	b := db.NewBatch()
 	defer b.Close()
-	for _, kind := range []string{"session", "link"} {
-		lo := store.ConsoleKey(kind)
-		b.DeleteRange(lo, store.PrefixEnd(lo))
+	for _, span := range []func() (lo, hi []byte){store.ConsoleSessionSpan, store.ConsoleLinkSpan} {
+		b.DeleteRange(span())
 	}
 	return n, b.Commit()
 }
@@ -172,11 +171,11 @@ type AuditEntry struct {
 }
 
 // appendAudit writes an entry of the console's operator audit log
-// (ConsoleKey "audit", tenant, time, sequence) with Sync.
+// (store.ConsoleAuditKey: tenant, time, sequence) with Sync.
 func appendAudit(db *store.DB, e AuditEntry, seq uint64) error {
 	b := db.NewBatch()
 	defer b.Close()
-	if err := b.SetJSON(store.ConsoleKey("audit", e.Tenant, e.At, seq), e); err != nil {
+	if err := b.SetJSON(store.ConsoleAuditKey(e.Tenant, e.At, seq), e); err != nil {
 		return err
 	}
 	return b.Commit()
@@ -185,12 +184,9 @@ func appendAudit(db *store.DB, e AuditEntry, seq uint64) error {
 // Audit returns the console audit entries of tenant (every tenant for ""),
 // oldest first within a tenant, at most the last max.
 func Audit(db *store.DB, tenant string, max int) ([]AuditEntry, error) {
-	lo := store.ConsoleKey("audit", tenant)
-	if tenant == "" {
-		lo = store.ConsoleKey("audit")
-	}
+	lo, hi := store.ConsoleAuditSpan(tenant)
 	var out []AuditEntry
-	err := db.Scan(lo, store.PrefixEnd(lo), func(_, v []byte) error {
+	err := db.Scan(lo, hi, func(_, v []byte) error {
 		var e AuditEntry
 		if json.Unmarshal(v, &e) == nil {
 			out = append(out, e)

@@ -15,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/google/go-cmp/cmp"
 	"github.com/rs/zerolog"
 
@@ -42,7 +41,7 @@ type harness struct {
 
 func newHarness(t testing.TB) *harness {
 	t.Helper()
-	db, err := store.Open("db", vfs.NewMem())
+	db, err := store.Open("db", store.NewMemFS())
 	if err != nil {
 		t.Fatal(err)
 	}

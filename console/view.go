@@ -3,6 +3,8 @@ package console
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -255,7 +257,7 @@ type deletionView struct {
 func (c *Console) healthView(t *store.Tenant, h *hours) (healthView, error) {
 	var v healthView
 	e24, e7 := h.sumPrefix(engine.CountErrorPfx, 24), h.sumPrefix(engine.CountErrorPfx, confirmHours)
-	for _, k := range sortedKeys(e7) {
+	for _, k := range slices.Sorted(maps.Keys(e7)) {
 		v.Errors = append(v.Errors, codeCount{Name: k, N24: e24[k], N7: e7[k], Alert: e24[k] > 0})
 	}
 	v.RateLimited24 = e24["limite_excedido"]
@@ -266,7 +268,7 @@ func (c *Console) healthView(t *store.Tenant, h *hours) (healthView, error) {
 	var qm map[string]int64
 	raw, _ := json.Marshal(q)
 	_ = json.Unmarshal(raw, &qm)
-	for _, k := range sortedKeys(qm) {
+	for _, k := range slices.Sorted(maps.Keys(qm)) {
 		v.Quality = append(v.Quality, codeCount{Name: k, N7: qm[k], OnlyNumber: true})
 	}
 	v.Abuse = c.api.AbuseStates(t.ID)
@@ -285,7 +287,7 @@ func (c *Console) healthView(t *store.Tenant, h *hours) (healthView, error) {
 	for _, k := range []string{"delivered", "failed", "given_up", "dropped"} {
 		v.WebhookCounts = append(v.WebhookCounts, codeCount{Name: k, N24: w24[k], N7: w7[k], Alert: k != "delivered" && w24[k] > 0})
 	}
-	lo, hi := store.TableSpan(t.ID, store.TableWebhookQueue)
+	lo, hi := store.WebhookQueueSpan(t.ID)
 	err = c.db.Scan(lo, hi, func(_, _ []byte) error {
 		v.WebhookPending++
 		if v.WebhookPending >= 1000 {
@@ -300,7 +302,7 @@ func (c *Console) healthView(t *store.Tenant, h *hours) (healthView, error) {
 // progress for running ones.
 func (c *Console) jobs(tenant string, n int) ([]jobView, error) {
 	var all []batch.Job
-	lo, hi := store.TableSpan(tenant, store.TableJob)
+	lo, hi := store.JobSpan(tenant)
 	err := c.db.Scan(lo, hi, func(_, v []byte) error {
 		var j batch.Job
 		if json.Unmarshal(v, &j) == nil {
@@ -336,32 +338,23 @@ func (c *Console) jobs(tenant string, n int) ([]jobView, error) {
 func (c *Console) pendingDeletions(tenant string, n int) ([]deletionView, bool, error) {
 	var out []deletionView
 	more := false
-	lo, hi := store.TableSpan(tenant, store.TableDeletionQueue)
+	lo, hi := store.DeletionQueueSpan(tenant)
 	err := c.db.Scan(lo, hi, func(k, _ []byte) error {
 		if len(out) == n {
 			more = true
 			return store.ErrStop
 		}
-		parts, ok := store.SplitKey(tenant, k, "8s")
+		at, hash, ok := store.ParseDeletionQueueKey(tenant, k)
 		if !ok {
 			return nil
 		}
-		dv := deletionView{RequestedAt: store.TimeAt(parts[0])}
-		_ = c.db.GetJSON(store.Key(tenant, store.TableDeletion, string(parts[1])), &dv.Record)
+		dv := deletionView{RequestedAt: at}
+		_ = c.db.GetJSON(store.DeletionKey(tenant, hash), &dv.Record)
 		if dv.Record.Hash == "" {
-			dv.Record.Hash = string(parts[1])
+			dv.Record.Hash = hash
 		}
 		out = append(out, dv)
 		return nil
 	})
 	return out, more, err
-}
-
-func sortedKeys(m map[string]int64) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

@@ -10,8 +10,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/cockroachdb/pebble/v2"
-
 	"github.com/coupond/coupond/store"
 )
 
@@ -295,118 +293,141 @@ const scanBlockSize = 512
 // or those of list by seeks) and, when withGain, their decision states,
 // and hands them over in blocks.
 func (bd *BatchDecider) scanBlocks(withGain bool, list func() (string, bool), stop *atomic.Bool, free chan *scanBlock, emit func(*scanBlock)) error {
-	tenant := bd.t.ID
-	newBlock := func() *scanBlock {
-		select {
-		case blk := <-free:
-			blk.buf, blk.items = blk.buf[:0], blk.items[:0]
-			return blk
-		default:
-			return &scanBlock{buf: make([]byte, 0, scanBlockSize*256), items: make([]scanItem, 0, scanBlockSize)}
-		}
-	}
-	blk := newBlock()
-	var csIt *pebble.Iterator
-	csPrefix, _ := store.TableSpan(tenant, store.TableMeta, "cust")
-	csValid := false
+	sc := &blockScanner{free: free, emit: emit}
+	sc.blk = sc.newBlock()
 	if withGain {
-		lo, hi := store.TableSpan(tenant, store.TableMeta, "cust")
-		it, err := bd.e.db.Pebble().NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
+		cs, err := bd.e.db.CustomerStateCursor(bd.t.ID)
 		if err != nil {
 			return err
 		}
-		defer it.Close()
-		csIt, csValid = it, it.First()
+		defer cs.Close()
+		sc.states = cs
 	}
-	var seekKey []byte
-	// add appends one customer; val nil: no feature record.
-	add := func(ref string, refBytes, val []byte, seek bool) error {
-		it := scanItem{ref: ref, val: [2]int{-1, -1}, state: [2]int{-1, -1}}
-		if val != nil {
-			it.val = [2]int{len(blk.buf), len(blk.buf) + len(val)}
-			blk.buf = append(blk.buf, val...)
-		}
-		if csIt != nil {
-			if seek {
-				seekKey = append(append(append(seekKey[:0], csPrefix...), refBytes...), 0)
-				csValid = csIt.SeekGE(seekKey)
-			}
-			// Advance to this customer's key: prefix, ref, 0x00.
-			for csValid {
-				key := csIt.Key()[len(csPrefix):]
-				c := bytes.Compare(key[:len(key)-1], refBytes)
-				if c > 0 {
-					break
-				}
-				if c == 0 {
-					v, err := csIt.ValueAndErr()
-					if err != nil {
-						return err
-					}
-					it.state = [2]int{len(blk.buf), len(blk.buf) + len(v)}
-					blk.buf = append(blk.buf, v...)
-					break
-				}
-				csValid = csIt.Next()
-			}
-		}
-		blk.items = append(blk.items, it)
-		if len(blk.items) == scanBlockSize {
-			emit(blk)
-			blk = newBlock()
-		}
-		return nil
-	}
-	lo, hi := store.TableSpan(tenant, store.TableFeatures)
 	var err error
 	if list == nil {
-		err = bd.e.db.Scan(lo, hi, func(k, v []byte) error {
-			if stop.Load() {
-				return store.ErrStop
-			}
-			parts, ok := store.SplitKey(tenant, k, "s")
-			if !ok {
-				return nil
-			}
-			return add(string(parts[0]), parts[0], v, false)
-		})
+		err = sc.all(bd.e.db, bd.t.ID, stop)
 	} else {
-		var it *pebble.Iterator
-		it, err = bd.e.db.Pebble().NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
+		err = sc.listed(bd.e.db, bd.t.ID, list, stop)
+	}
+	if len(sc.blk.items) > 0 && err == nil {
+		emit(sc.blk)
+	}
+	if err == nil && sc.states != nil {
+		err = sc.states.Err()
+	}
+	return err
+}
+
+// blockScanner fills scan blocks: each customer's feature record and, with
+// states, its decision state, found by walking the customer states in step
+// with the customers (both are in cliente_ref order).
+type blockScanner struct {
+	free   chan *scanBlock
+	emit   func(*scanBlock)
+	blk    *scanBlock
+	states *store.RefCursor // nil: no decision states wanted
+}
+
+func (sc *blockScanner) newBlock() *scanBlock {
+	select {
+	case blk := <-sc.free:
+		blk.buf, blk.items = blk.buf[:0], blk.items[:0]
+		return blk
+	default:
+		return &scanBlock{buf: make([]byte, 0, scanBlockSize*256), items: make([]scanItem, 0, scanBlockSize)}
+	}
+}
+
+// all adds every customer with a feature record, in order.
+func (sc *blockScanner) all(db *store.DB, tenant string, stop *atomic.Bool) error {
+	lo, hi := store.FeaturesSpan(tenant)
+	return db.Scan(lo, hi, func(k, v []byte) error {
+		if stop.Load() {
+			return store.ErrStop
+		}
+		ref, ok := store.FeaturesRef(tenant, k)
+		if !ok {
+			return nil
+		}
+		return sc.add(string(ref), ref, v, false)
+	})
+}
+
+// listed adds the customers list gives, seeking each one's feature record.
+func (sc *blockScanner) listed(db *store.DB, tenant string, list func() (string, bool), stop *atomic.Bool) error {
+	fc, err := db.FeaturesCursor(tenant)
+	if err != nil {
+		return err
+	}
+	defer fc.Close()
+	for !stop.Load() {
+		ref, more := list()
+		if !more {
+			break
+		}
+		var val []byte
+		if fc.SeekExact([]byte(ref)) {
+			if val, err = fc.Value(); err != nil {
+				return err
+			}
+			if val == nil {
+				val = []byte{}
+			}
+		}
+		if err = sc.add(ref, []byte(ref), val, true); err != nil {
+			return err
+		}
+	}
+	return fc.Err()
+}
+
+// add appends one customer; val nil: no feature record. seek: the customer
+// states cursor seeks to the customer instead of stepping to it.
+func (sc *blockScanner) add(ref string, refBytes, val []byte, seek bool) error {
+	blk := sc.blk
+	it := scanItem{ref: ref, val: [2]int{-1, -1}, state: [2]int{-1, -1}}
+	if val != nil {
+		it.val = [2]int{len(blk.buf), len(blk.buf) + len(val)}
+		blk.buf = append(blk.buf, val...)
+	}
+	if sc.states != nil {
+		v, found, err := sc.state(refBytes, seek)
 		if err != nil {
 			return err
 		}
-		defer it.Close()
-		for !stop.Load() {
-			ref, more := list()
-			if !more {
-				break
-			}
-			seekKey = append(append(append(seekKey[:0], lo...), ref...), 0)
-			var val []byte
-			if it.SeekGE(seekKey) && bytes.Equal(it.Key(), seekKey) {
-				if val, err = it.ValueAndErr(); err != nil {
-					break
-				}
-				if val == nil {
-					val = []byte{}
-				}
-			}
-			if err = add(ref, []byte(ref), val, true); err != nil {
-				break
-			}
-		}
-		if err == nil {
-			err = it.Error()
+		if found {
+			it.state = [2]int{len(blk.buf), len(blk.buf) + len(v)}
+			blk.buf = append(blk.buf, v...)
 		}
 	}
-	if len(blk.items) > 0 && err == nil {
-		emit(blk)
+	blk.items = append(blk.items, it)
+	if len(blk.items) == scanBlockSize {
+		sc.emit(blk)
+		sc.blk = sc.newBlock()
 	}
-	if err == nil && csIt != nil {
-		err = csIt.Error()
+	return nil
+}
+
+// state moves the customer states cursor to ref's state and returns it
+// (valid until the cursor moves); found false when ref has none.
+func (sc *blockScanner) state(ref []byte, seek bool) (v []byte, found bool, err error) {
+	cs := sc.states
+	valid := cs.Valid()
+	if seek {
+		valid = cs.Seek(ref)
 	}
-	return err
+	for valid {
+		c := bytes.Compare(cs.Ref(), ref)
+		if c > 0 {
+			return nil, false, nil
+		}
+		if c == 0 {
+			v, err := cs.Value()
+			return v, err == nil, err
+		}
+		valid = cs.Next()
+	}
+	return nil, false, nil
 }
 
 // scoreBlock decodes, matches and (withGain) scores a block's customers.
@@ -587,7 +608,7 @@ func (e *Engine) VoidJob(tenant, jobID string) (int, error) {
 		err      error
 	}
 	var bad []damaged
-	lo, hi := store.TableSpan(tenant, store.TableDecision)
+	lo, hi := store.DecisionSpan(tenant)
 	err = e.db.Scan(lo, hi, func(k, v []byte) error {
 		var r DecisionRecord
 		if err := unmarshalRecord(v, &r); err != nil {

@@ -33,7 +33,7 @@ var ErrNotFound = errors.New("engine: not found")
 
 // PutCampaign creates or replaces a campaign, keeping its creation time and
 // its spent budget.
-func (e *Engine) PutCampaign(tenant string, c Campaign, now time.Time) (*Campaign, error) {
+func (e *Campaigns) PutCampaign(tenant string, c Campaign, now time.Time) (*Campaign, error) {
 	ts, err := e.state(tenant)
 	if err != nil {
 		return nil, err
@@ -43,7 +43,7 @@ func (e *Engine) PutCampaign(tenant string, c Campaign, now time.Time) (*Campaig
 	now = now.UTC()
 	c.CreadoEn, c.ActualizadoEn = now, now
 	var old Campaign
-	switch err := e.db.GetJSON(store.Key(tenant, store.TableCampaign, c.ID), &old); {
+	switch err := e.db.GetJSON(store.CampaignKey(tenant, c.ID), &old); {
 	case err == nil:
 		c.CreadoEn = old.CreadoEn
 	case !errors.Is(err, store.ErrNotFound):
@@ -51,7 +51,7 @@ func (e *Engine) PutCampaign(tenant string, c Campaign, now time.Time) (*Campaig
 	}
 	b := e.db.NewBatch()
 	defer b.Close()
-	if err := b.SetJSON(store.Key(tenant, store.TableCampaign, c.ID), &c); err != nil {
+	if err := b.SetJSON(store.CampaignKey(tenant, c.ID), &c); err != nil {
 		return nil, err
 	}
 	if err := b.Commit(); err != nil {
@@ -63,7 +63,7 @@ func (e *Engine) PutCampaign(tenant string, c Campaign, now time.Time) (*Campaig
 }
 
 // Campaign returns a campaign, or ErrNotFound.
-func (e *Engine) Campaign(tenant, id string) (*Campaign, error) {
+func (e *Campaigns) Campaign(tenant, id string) (*Campaign, error) {
 	ts, err := e.state(tenant)
 	if err != nil {
 		return nil, err
@@ -77,7 +77,7 @@ func (e *Engine) Campaign(tenant, id string) (*Campaign, error) {
 // remembering ids known not to exist (any client can send made-up ones).
 const maxCampaignCache = 10_000
 
-func (e *Engine) campaignLocked(ts *tenantState, tenant, id string) (*Campaign, error) {
+func (e *Campaigns) campaignLocked(ts *tenantState, tenant, id string) (*Campaign, error) {
 	if c, ok := ts.campaigns[id]; ok {
 		if c == nil {
 			return nil, fmt.Errorf("campaign %q: %w", id, ErrNotFound)
@@ -85,7 +85,7 @@ func (e *Engine) campaignLocked(ts *tenantState, tenant, id string) (*Campaign, 
 		return c, nil
 	}
 	var c Campaign
-	err := e.db.GetJSON(store.Key(tenant, store.TableCampaign, id), &c)
+	err := e.db.GetJSON(store.CampaignKey(tenant, id), &c)
 	if errors.Is(err, store.ErrNotFound) {
 		if len(ts.campaigns) < maxCampaignCache {
 			ts.campaigns[id] = nil // callers choose the ids: past the bound, a miss costs a point read
@@ -99,12 +99,12 @@ func (e *Engine) campaignLocked(ts *tenantState, tenant, id string) (*Campaign, 
 	return &c, nil
 }
 
-func (e *Engine) budgetLocked(ts *tenantState, tenant, id string) (*budget, error) {
+func (e *Campaigns) budgetLocked(ts *tenantState, tenant, id string) (*budget, error) {
 	if b, ok := ts.budgets[id]; ok {
 		return b, nil
 	}
 	var b budget
-	if err := e.db.GetJSON(store.Key(tenant, store.TableBudget, id), &b); err != nil && !errors.Is(err, store.ErrNotFound) {
+	if err := e.db.GetJSON(store.BudgetKey(tenant, id), &b); err != nil && !errors.Is(err, store.ErrNotFound) {
 		return nil, err
 	}
 	ts.budgets[id] = &b
@@ -121,3 +121,9 @@ func (c *Campaign) affordable(b *budget, a *Action) bool {
 	}
 	return true
 }
+
+// Campaigns keeps each tenant's catalog, campaigns and campaign budgets:
+// the catalog and campaign records, the budget counters that decisions
+// reserve and confirmations and expiries release, and their in-memory
+// caches in the tenant state.
+type Campaigns struct{ *core }

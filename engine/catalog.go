@@ -71,7 +71,7 @@ var ErrDuplicateAction = errors.New("engine: duplicate action id")
 
 // Catalog returns the tenant's current catalog (version 0 and no actions
 // before the first PUT). The result is shared: do not modify it.
-func (e *Engine) Catalog(tenant string) (*Catalog, error) {
+func (e *Campaigns) Catalog(tenant string) (*Catalog, error) {
 	ts, err := e.state(tenant)
 	if err != nil {
 		return nil, err
@@ -81,7 +81,7 @@ func (e *Engine) Catalog(tenant string) (*Catalog, error) {
 
 // ReplaceCatalog stores a new catalog as a whole. What the model learned
 // about actions that stay is kept; new actions start without support.
-func (e *Engine) ReplaceCatalog(tenant string, actions []Action, now time.Time) (*Catalog, error) {
+func (e *Campaigns) ReplaceCatalog(tenant string, actions []Action, now time.Time) (*Catalog, error) {
 	seen := map[int]bool{}
 	for i, a := range actions {
 		if seen[a.ID] {
@@ -99,7 +99,7 @@ func (e *Engine) ReplaceCatalog(tenant string, actions []Action, now time.Time) 
 	c := &Catalog{Acciones: append([]Action{}, actions...), Version: old.Version + 1, UpdatedAt: now.UTC()}
 	b := e.db.NewBatch()
 	defer b.Close()
-	if err := b.SetJSON(store.Key(tenant, store.TableCatalog), c); err != nil {
+	if err := b.SetJSON(store.CatalogKey(tenant), c); err != nil {
 		return nil, err
 	}
 	if err := b.Commit(); err != nil {
@@ -109,9 +109,9 @@ func (e *Engine) ReplaceCatalog(tenant string, actions []Action, now time.Time) 
 	return c, nil
 }
 
-func (e *Engine) loadCatalog(tenant string) (*Catalog, error) {
+func (e *core) loadCatalog(tenant string) (*Catalog, error) {
 	var c Catalog
-	err := e.db.GetJSON(store.Key(tenant, store.TableCatalog), &c)
+	err := e.db.GetJSON(store.CatalogKey(tenant), &c)
 	if errors.Is(err, store.ErrNotFound) {
 		return &Catalog{Acciones: []Action{}}, nil
 	}

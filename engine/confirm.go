@@ -96,7 +96,7 @@ func (e *Engine) Confirm(tenant, id string, c Confirmation) (string, error) {
 
 // releaseBudget gives a decision's send back to its campaign, adding the
 // new counters to b. Call under the customer lock of r.
-func (e *Engine) releaseBudget(ts *tenantState, b *store.Batch, tenant string, r *DecisionRecord) error {
+func (e *Campaigns) releaseBudget(ts *tenantState, b *store.Batch, tenant string, r *DecisionRecord) error {
 	ts.budgetMu.Lock()
 	defer ts.budgetMu.Unlock()
 	bu, err := e.budgetLocked(ts, tenant, r.CampanaID)
@@ -105,12 +105,12 @@ func (e *Engine) releaseBudget(ts *tenantState, b *store.Batch, tenant string, r
 	}
 	bu.Envios = max(0, bu.Envios-1)
 	bu.DescuentoCents = max(0, bu.DescuentoCents-r.BudgetCents)
-	return b.SetJSON(store.Key(tenant, store.TableBudget, r.CampanaID), bu)
+	return b.SetJSON(store.BudgetKey(tenant, r.CampanaID), bu)
 }
 
 // dropBudgetCache forgets a campaign's cached counters after a failed
 // commit, so they are read again from the store.
-func (e *Engine) dropBudgetCache(ts *tenantState, campana string) {
+func (e *Campaigns) dropBudgetCache(ts *tenantState, campana string) {
 	ts.budgetMu.Lock()
 	delete(ts.budgets, campana)
 	ts.budgetMu.Unlock()

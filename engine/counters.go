@@ -164,7 +164,7 @@ func (c *Counters) confirmed(tenant string, r *DecisionRecord) {
 
 // hourlyKey is the store key of a tenant's counters of one hour.
 func hourlyKey(tenant string, hour int64) []byte {
-	return store.Key(tenant, store.TableMeta, "hourly", hour)
+	return store.HourlyKey(tenant, hour)
 }
 
 // Flush adds the pending deltas to the stored hour records in one synced
@@ -266,11 +266,10 @@ func (c *Counters) Hours(tenant string, from, to int64) ([]map[string]int64, err
 	defer c.flushMu.RUnlock()
 	lo, hi := hourlyKey(tenant, from), hourlyKey(tenant, to+1)
 	err := c.db.Scan(lo, hi, func(k, v []byte) error {
-		parts, ok := store.SplitKey(tenant, k, "s8")
-		if !ok || string(parts[0]) != "hourly" {
+		h, ok := store.ParseHourlyKey(tenant, k)
+		if !ok {
 			return nil
 		}
-		h := store.Int64At(parts[1])
 		if h < from || h > to {
 			return nil
 		}
@@ -308,7 +307,7 @@ func (c *Counters) learned(tenant string, now time.Time, folded int) {
 }
 
 // ingested counts accepted events at the tenant clock.
-func (c *Counters) ingested(e *Engine, tenant string, n int) {
+func (c *Counters) ingested(e *core, tenant string, n int) {
 	if c == nil || n == 0 {
 		return
 	}

@@ -5,14 +5,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/coupond/coupond/store"
 )
 
 func TestCountersFlushAndHours(t *testing.T) {
-	db, err := store.Open("db", vfs.NewMem())
+	db, err := store.Open("db", store.NewMemFS())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +67,7 @@ func TestHourOfNegative(t *testing.T) {
 }
 
 func BenchmarkCountersDecided(b *testing.B) {
-	db, err := store.Open("db", vfs.NewMem())
+	db, err := store.Open("db", store.NewMemFS())
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -44,12 +44,12 @@ func decodeEventSummary(b []byte) (eventSummary, bool) {
 }
 
 func customerEventKey(tenant, clienteRef string, ts time.Time, eventID string) []byte {
-	return store.Key(tenant, store.TableCustomerEvent, clienteRef, ts, eventID)
+	return store.CustomerEventKey(tenant, clienteRef, ts, eventID)
 }
 
 // windowOutcome sums a customer's purchase margin and notes opt-outs with
 // ts in [from, to).
-func (e *Engine) windowOutcome(tenant, clienteRef string, from, to time.Time) (marginCents int64, optOut bool, err error) {
+func (e *core) windowOutcome(tenant, clienteRef string, from, to time.Time) (marginCents int64, optOut bool, err error) {
 	lo := customerEventKey(tenant, clienteRef, from, "")
 	lo = lo[:len(lo)-1] // drop the empty event_id terminator: every event_id at from sorts after
 	hi := customerEventKey(tenant, clienteRef, to, "")

@@ -23,13 +23,13 @@ type customer struct {
 }
 
 func featuresKey(tenant, clienteRef string) []byte {
-	return store.Key(tenant, store.TableFeatures, clienteRef)
+	return store.FeaturesKey(tenant, clienteRef)
 }
 
 // loadFeatures reads a customer's features; a customer without history
 // gets the zero Features, and so does one whose features record is damaged
 // (it is moved to quarantine).
-func (e *Engine) loadFeatures(tenant, clienteRef string) (Features, error) {
+func (e *core) loadFeatures(tenant, clienteRef string) (Features, error) {
 	b, err := e.db.Get(featuresKey(tenant, clienteRef))
 	if errors.Is(err, store.ErrNotFound) {
 		return Features{}, nil
@@ -126,9 +126,9 @@ func (e *Engine) Customers(tenant string, seg *Segment, fn func(clienteRef strin
 	if err != nil {
 		return err
 	}
-	lo, hi := store.TableSpan(tenant, store.TableFeatures)
+	lo, hi := store.FeaturesSpan(tenant)
 	return e.db.Scan(lo, hi, func(k, v []byte) error {
-		parts, ok := store.SplitKey(tenant, k, "s")
+		ref, ok := store.FeaturesRef(tenant, k)
 		if !ok {
 			return nil
 		}
@@ -142,7 +142,7 @@ func (e *Engine) Customers(tenant string, seg *Segment, fn func(clienteRef strin
 		if !seg.Todos() && !seg.Match(&f, now) {
 			return nil
 		}
-		return fn(string(parts[0]))
+		return fn(string(ref))
 	})
 }
 

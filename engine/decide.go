@@ -105,7 +105,7 @@ type idemRecord struct {
 }
 
 func customerStateKey(tenant, clienteRef string) []byte {
-	return store.Key(tenant, store.TableMeta, "cust", clienteRef)
+	return store.CustomerStateKey(tenant, clienteRef)
 }
 
 // Stored form of a customerState: every decision request reads and writes
@@ -172,7 +172,7 @@ func (e *Engine) loadCustomerState(tenant, clienteRef string) (customerState, er
 }
 
 func idemKey(tenant, key string) []byte {
-	return store.Key(tenant, store.TableIdempotency, key)
+	return store.IdempotencyKey(tenant, key)
 }
 
 // HashBody is the identity of a request body for idempotency.
@@ -343,38 +343,61 @@ func (e *Engine) decideNew(ts *tenantState, t *store.Tenant, now time.Time, req 
 	}
 
 	// Campaign budget before any randomisation: drop sends the budget cannot
-	// afford; where it binds, keep the highest expected margins.
+	// afford; where it binds, keep the highest expected margins. The budget
+	// lock is held until the send is counted.
 	var camp *Campaign
 	if req.CampanaID != "" {
 		ts.budgetMu.Lock()
 		defer ts.budgetMu.Unlock()
-		camp, err = e.campaignLocked(ts, tenant, req.CampanaID)
-		if errors.Is(err, ErrNotFound) {
-			camp, err = nil, nil
-		}
-		if err != nil {
+		if camp, reason, err = e.fitBudget(ts, tenant, req.CampanaID, sc, reason); err != nil {
 			return nil, nil, err
-		}
-		if camp != nil {
-			bu, err := e.budgetLocked(ts, tenant, camp.ID)
-			if err != nil {
-				return nil, nil, err
-			}
-			before := len(sc.cands)
-			sc.keep(func(c *candidate) bool { return c.action == nil || camp.affordable(bu, c.action) })
-			if len(sc.cands) < before && reason == "" {
-				reason = "presupuesto de la campaña agotado para algunas acciones"
-				if len(sc.cands) == 1 {
-					reason = "presupuesto de la campaña agotado"
-				}
-			}
 		}
 	}
 
 	probs, top := pm.distribution(sc)
 	idx := drawIndex(probs, e.uniform())
 	chosen := sc.cands[idx]
-	rec.Accion = chosen.id
+	recordChoice(rec, cust, sc, probs, idx, top)
+	rec.Motivo = choiceMotive(cat, rec, reason, chosen.id)
+	if camp != nil && chosen.id != 0 {
+		if err := e.spendBudget(ts, b, tenant, camp, chosen.action, rec); err != nil {
+			return nil, nil, err
+		}
+	}
+	return rec, e.answer(tenant, cat, rec, sc, req.Explain), nil
+}
+
+// fitBudget drops from sc the sends campaign campana's budget cannot
+// afford, with the reason when that changed the choice; camp is nil for a
+// campaign that does not exist. The caller holds ts.budgetMu.
+func (e *Engine) fitBudget(ts *tenantState, tenant, campana string, sc *scored, reason string) (camp *Campaign, why string, err error) {
+	camp, err = e.campaignLocked(ts, tenant, campana)
+	if errors.Is(err, ErrNotFound) || (err == nil && camp == nil) {
+		return nil, reason, nil
+	}
+	if err != nil {
+		return nil, reason, err
+	}
+	bu, err := e.budgetLocked(ts, tenant, camp.ID)
+	if err != nil {
+		return nil, reason, err
+	}
+	before := len(sc.cands)
+	sc.keep(func(c *candidate) bool { return c.action == nil || camp.affordable(bu, c.action) })
+	if len(sc.cands) < before && reason == "" {
+		reason = "presupuesto de la campaña agotado para algunas acciones"
+		if len(sc.cands) == 1 {
+			reason = "presupuesto de la campaña agotado"
+		}
+	}
+	return camp, reason, nil
+}
+
+// recordChoice writes the draw (candidate idx of sc, top the policy's
+// favourite) and the policy inputs the learner and the evaluation replay
+// into rec.
+func recordChoice(rec *DecisionRecord, cust *customer, sc *scored, probs []float64, idx, top int) {
+	rec.Accion = sc.cands[idx].id
 	rec.Propension = probs[idx]
 	rec.Explorado = idx != top
 	rec.X = cust.x
@@ -392,26 +415,30 @@ func (e *Engine) decideNew(ts *tenantState, t *store.Tenant, now time.Time, req 
 		rec.Priors[i] = math.Round(c.prior)
 	}
 	rec.Probs = probs
+}
+
+// choiceMotive is the decision's motivo: why action chosen was drawn.
+func choiceMotive(cat *Catalog, rec *DecisionRecord, reason string, chosen int) string {
 	switch {
-	case reason != "" && chosen.id == 0:
-		rec.Motivo = reason
+	case reason != "" && chosen == 0:
+		return reason
 	case rec.Explorado:
-		rec.Motivo = "exploración: " + cat.ActionName(chosen.id) + " elegida con probabilidad " + strconv.FormatFloat(rec.Propension, 'f', 3, 64)
-	case chosen.id == 0:
-		rec.Motivo = "la política espera más margen sin enviar cupón"
+		return "exploración: " + cat.ActionName(chosen) + " elegida con probabilidad " + strconv.FormatFloat(rec.Propension, 'f', 3, 64)
+	case chosen == 0:
+		return "la política espera más margen sin enviar cupón"
 	default:
-		rec.Motivo = "mayor margen esperado: " + cat.ActionName(chosen.id)
+		return "mayor margen esperado: " + cat.ActionName(chosen)
 	}
-	if camp != nil && chosen.id != 0 {
-		bu, _ := e.budgetLocked(ts, tenant, camp.ID)
-		bu.Envios++
-		bu.DescuentoCents += chosen.action.DescuentoMaxCents
-		rec.BudgetCents = chosen.action.DescuentoMaxCents
-		if err := b.SetJSON(store.Key(tenant, store.TableBudget, camp.ID), bu); err != nil {
-			return nil, nil, err
-		}
-	}
-	return rec, e.answer(tenant, cat, rec, sc, req.Explain), nil
+}
+
+// spendBudget counts a send of action against camp's budget, in b. The
+// caller holds ts.budgetMu.
+func (e *Engine) spendBudget(ts *tenantState, b *store.Batch, tenant string, camp *Campaign, action *Action, rec *DecisionRecord) error {
+	bu, _ := e.budgetLocked(ts, tenant, camp.ID)
+	bu.Envios++
+	bu.DescuentoCents += action.DescuentoMaxCents
+	rec.BudgetCents = action.DescuentoMaxCents
+	return b.SetJSON(store.BudgetKey(tenant, camp.ID), bu)
 }
 
 // answer builds the API answer of a new decision record.
@@ -525,12 +552,12 @@ func (e *Engine) PruneIdempotency(tenant string) (int, error) {
 		return 0, err
 	}
 	var keys []string // Idempotency-Keys
-	lo, hi := store.TableSpan(tenant, store.TableIdempotency)
+	lo, hi := store.IdempotencySpan(tenant)
 	err = e.db.Scan(lo, hi, func(k, v []byte) error {
 		var rec idemRecord
-		parts, ok := store.SplitKey(tenant, k, "s")
+		idem, ok := store.ParseIdempotencyKey(tenant, k)
 		if ok && json.Unmarshal(v, &rec) == nil && now.Sub(rec.At) >= IdempotencyTTL {
-			keys = append(keys, string(parts[0]))
+			keys = append(keys, idem)
 		}
 		return nil
 	})

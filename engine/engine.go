@@ -35,7 +35,35 @@ type Config struct {
 }
 
 // Engine decides and learns for every tenant. It is safe for concurrent use.
+//
+// Engine itself is the decider (Decide, Confirm, Fallback, the decision
+// records, batch decisions). Its other duties are types of their own, built
+// by New over one shared core and embedded so that their methods are the
+// engine's API: Campaigns (catalog, campaigns, budgets), Ingester (events),
+// Learner (reward windows and model updates), Evaluator (off-policy
+// evaluation) and Quarantine (damaged records).
 type Engine struct {
+	*core
+	*Campaigns
+	*Ingester
+	*Learner
+	*Evaluator
+	*Quarantine
+
+	// nonceRand draws decision nonces (see freshNonce), apart from rng so
+	// that ids do not shift the policy's draws.
+	nonceMu   sync.Mutex
+	nonceRand *rand.ChaCha8
+
+	// inflight holds the Idempotency-Keys whose first request is running.
+	inflightMu sync.Mutex
+	inflight   map[string]struct{}
+}
+
+// core is what every duty shares: the store, the clocks, the seeded
+// randomness, each tenant's in-memory state and the readers of records
+// more than one duty loads (which move damaged records to quarantine).
+type core struct {
 	db      *store.DB
 	secrets *store.Secrets
 	log     zerolog.Logger
@@ -45,22 +73,12 @@ type Engine struct {
 	rngMu sync.Mutex
 	rng   *rand.Rand // the policy's draws: seeded, so tests can fix them
 
-	// nonceRand draws decision nonces (see freshNonce), apart from rng so
-	// that ids do not shift the policy's draws.
-	nonceMu   sync.Mutex
-	nonceRand *rand.ChaCha8
-
 	mu      sync.Mutex
 	tenants map[string]*tenantState
 
-	// inflight holds the Idempotency-Keys whose first request is running.
-	inflightMu sync.Mutex
-	inflight   map[string]struct{}
-
 	seed maphash.Seed
 
-	onLearn  func(tenant string, st LearnStats) // see ObserveLearn
-	counters *Counters                          // operating counters for the console (counters.go)
+	counters *Counters // operating counters for the console (counters.go)
 	// damagedSeen counts the damaged records readers met (see quarantine).
 	damagedSeen atomic.Int64
 	// onlineAt is when the last online decision began (unix ns); batch jobs
@@ -128,24 +146,34 @@ func New(cfg Config) *Engine {
 	if cfg.Policy != nil {
 		pol = *cfg.Policy
 	}
-	return &Engine{
+	c := &core{
 		db: cfg.DB, secrets: cfg.Secrets, log: cfg.Log, now: cfg.Now,
-		ids:       newDecisionIDs(cfg.Secrets.Decision),
-		rng:       rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
-		nonceRand: newNonceSource(seed),
-		tenants:   map[string]*tenantState{},
-		inflight:  map[string]struct{}{},
-		seed:      maphash.MakeSeed(),
-		counters:  NewCounters(cfg.DB),
-		policy:    pol,
+		ids:      newDecisionIDs(cfg.Secrets.Decision),
+		rng:      rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
+		tenants:  map[string]*tenantState{},
+		seed:     maphash.MakeSeed(),
+		counters: NewCounters(cfg.DB),
+		policy:   pol,
 	}
+	camps := &Campaigns{core: c}
+	e := &Engine{
+		core:       c,
+		Campaigns:  camps,
+		Ingester:   &Ingester{core: c},
+		Evaluator:  &Evaluator{core: c},
+		Quarantine: &Quarantine{core: c},
+		nonceRand:  newNonceSource(seed),
+		inflight:   map[string]struct{}{},
+	}
+	e.Learner = &Learner{core: c, campaigns: camps, pruneIdempotency: e.PruneIdempotency}
+	return e
 }
 
 // ErrNoTenant is returned for a tenant that does not exist.
 var ErrNoTenant = errors.New("engine: no such tenant")
 
 // state returns the tenant's in-memory state, loading it on first use.
-func (e *Engine) state(tenant string) (*tenantState, error) {
+func (e *core) state(tenant string) (*tenantState, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if ts, ok := e.tenants[tenant]; ok {
@@ -180,7 +208,7 @@ func (ts *tenantState) custLockIndex(seed maphash.Seed, clienteRef string) uint3
 }
 
 // uniform draws a uniform number in [0, 1) from the engine's seeded source.
-func (e *Engine) uniform() float64 {
+func (e *core) uniform() float64 {
 	e.rngMu.Lock()
 	u := e.rng.Float64()
 	e.rngMu.Unlock()
@@ -195,7 +223,7 @@ func newNonceSource(seed uint64) *rand.ChaCha8 {
 }
 
 // tenantNow returns the tenant record and its clock.
-func (e *Engine) tenantNow(tenant string) (*store.Tenant, time.Time, error) {
+func (e *core) tenantNow(tenant string) (*store.Tenant, time.Time, error) {
 	t, ok := e.db.Tenant(tenant)
 	if !ok {
 		return nil, time.Time{}, fmt.Errorf("%w: %q", ErrNoTenant, tenant)

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/rs/zerolog"
 
 	"github.com/coupond/coupond/clock"
@@ -22,7 +21,7 @@ var t0 = time.Date(2026, 11, 2, 12, 0, 0, 0, time.UTC)
 // tenant "acme" (no control group) and a catalog of n coupons.
 func newTestEngine(tb testing.TB, n int, fn func(*store.Settings)) (*Engine, *store.DB) {
 	tb.Helper()
-	db, err := store.Open("db", vfs.NewMem())
+	db, err := store.Open("db", store.NewMemFS())
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -444,7 +443,7 @@ func TestDecisionIDsDistinctAfterRestart(t *testing.T) {
 					total++
 				}
 			}
-			lo, hi := store.TableSpan("acme", store.TableDecision)
+			lo, hi := store.DecisionSpan("acme")
 			stored := 0
 			if err := db.Scan(lo, hi, func(_, _ []byte) error { stored++; return nil }); err != nil {
 				t.Fatal(err)
@@ -550,7 +549,7 @@ func TestPruneIdempotency(t *testing.T) {
 	}
 	count := func() int {
 		n := 0
-		lo, hi := store.TableSpan("acme", store.TableIdempotency)
+		lo, hi := store.IdempotencySpan("acme")
 		db.Scan(lo, hi, func(_, _ []byte) error { n++; return nil })
 		return n
 	}

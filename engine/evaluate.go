@@ -59,158 +59,92 @@ type EvalOptions struct {
 // logged behaviour, with IPS, SNIPS and DR and 95 % bootstrap intervals;
 // the control group's measured value is reported beside them. Rewards are
 // in MXN over the reward window.
-func (e *Engine) Evaluate(tenant string, opt EvalOptions) (*Evaluation, error) {
+func (e *Evaluator) Evaluate(tenant string, opt EvalOptions) (*Evaluation, error) {
 	ts, err := e.state(tenant)
 	if err != nil {
 		return nil, err
 	}
-	pm := ts.model.Load()
-	cat := ts.catalog.Load()
-	ev := &Evaluation{Tenant: tenant, Campana: opt.Campana, PoliticaVersion: pm.version, Excluded: map[string]int{}, Guard: pm.m.GuardStatus()}
-	names := []string{"current_policy", "never_send"}
-	actionIDs := []int{}
-	for _, a := range cat.Acciones {
-		actionIDs = append(actionIDs, a.ID)
-		names = append(names, fmt.Sprintf("always_%d_%s", a.ID, a.Nombre))
+	run, err := newEvalRun(tenant, opt, ts.model.Load(), ts.catalog.Load())
+	if err != nil {
+		return nil, err
 	}
-	evals := make([]*ope.Evaluator, len(names))
-	for i := range evals {
-		if evals[i], err = ope.NewEvaluator(ope.Options{Replicates: cmp.Or(opt.Replicates, 100), Seed: opt.Seed + uint64(i)}); err != nil {
+	snap := e.db.NewSnapshot()
+	defer snap.Close()
+	lo, hi := store.DecisionSpan(tenant)
+	if err := run.pipeline(snap, lo, hi); err != nil {
+		return nil, err
+	}
+	return run.result(), nil
+}
+
+// evalRun is one Evaluate: the target policies' bootstrap evaluators and
+// the on-policy means, fed from the decision log.
+type evalRun struct {
+	opt             EvalOptions
+	pm              *publishedModel
+	names           []string // target policies, in evals order
+	actionIDs       []int    // the "always id" targets, from names[2] on
+	evals           []*ope.Evaluator
+	ev              *Evaluation
+	logged, control welford
+}
+
+func newEvalRun(tenant string, opt EvalOptions, pm *publishedModel, cat *Catalog) (*evalRun, error) {
+	run := &evalRun{opt: opt, pm: pm, names: []string{"current_policy", "never_send"}, actionIDs: []int{},
+		ev: &Evaluation{Tenant: tenant, Campana: opt.Campana, PoliticaVersion: pm.version, Excluded: map[string]int{}, Guard: pm.m.GuardStatus()}}
+	for _, a := range cat.Acciones {
+		run.actionIDs = append(run.actionIDs, a.ID)
+		run.names = append(run.names, fmt.Sprintf("always_%d_%s", a.ID, a.Nombre))
+	}
+	run.evals = make([]*ope.Evaluator, len(run.names))
+	for i := range run.evals {
+		var err error
+		if run.evals[i], err = ope.NewEvaluator(ope.Options{Replicates: cmp.Or(opt.Replicates, 100), Seed: opt.Seed + uint64(i)}); err != nil {
 			return nil, err
 		}
 	}
-	var logged, control welford
-	lo, hi := store.TableSpan(tenant, store.TableDecision)
-	snap := e.db.NewSnapshot()
-	defer snap.Close()
-	// The log is read in chunks; two workers decode and rescore chunks in
-	// parallel and one goroutine folds them into the bootstrap evaluators in
-	// log order, so the result depends only on the seed.
-	type job struct {
-		j   int
-		rec ope.Record
-	}
-	type chunk struct {
-		raw  [][]byte
-		jobs []job
-		st   chunkStats
-		err  error
-		done chan struct{}
-	}
-	score := func(c *chunk) {
-		defer close(c.done)
-		var mu []float64
-		for _, v := range c.raw {
-			var r DecisionRecord
-			if err := unmarshalRecord(v, &r); err != nil {
-				c.st.excluded("damaged") // the learner quarantines it when it meets it
-				continue
-			}
-			if opt.Campana != "" && r.CampanaID != opt.Campana {
-				continue
-			}
-			switch {
-			case r.EnRespaldo:
-				c.st.excluded("fallback")
-				continue
-			case r.Recompensa == nil:
-				c.st.excluded("reward_not_final")
-				continue
-			case r.EnControl:
-				c.st.control = append(c.st.control, float64(*r.Recompensa)/100)
-				continue
-			case r.Estado == EstadoPendiente:
-				c.st.excluded("unconfirmed")
-				continue
-			case r.Estado == EstadoModificada:
-				c.st.excluded("modificada")
-				continue
-			case r.Estado == EstadoRechazada:
-				c.st.excluded("rechazada")
-				continue
-			case len(r.Candidates) == 0 || len(r.Priors) != len(r.Candidates) || len(r.X) != VectorDim:
-				c.st.excluded("no_policy_inputs")
-				continue
-			}
-			reward := float64(*r.Recompensa) / 100
-			mu = mu[:0]
-			sc := pm.scoreRecord(&r)
-			li := -1
-			for i, cd := range sc.cands {
-				mu = append(mu, cd.mu/100)
-				if cd.id == r.Accion {
-					li = i
-				}
-			}
-			if li < 0 {
-				c.st.excluded("logged_action_not_candidate")
-				continue
-			}
-			c.st.logged = append(c.st.logged, reward)
-			probs, _ := pm.distribution(sc)
-			qpi := 0.0
-			for i := range probs {
-				qpi += probs[i] * mu[i]
-			}
-			add := func(j int, target float64, qpi float64) {
-				c.jobs = append(c.jobs, job{j, ope.Record{Reward: reward, Logged: r.Propension, Target: target, QHat: mu[li], QPi: qpi}})
-			}
-			add(0, probs[li], qpi)
-			add(1, b2f(r.Accion == 0), mu[0])
-			for j, id := range actionIDs {
-				// "Always id": where id is not eligible the policy sends nothing.
-				pick := 0
-				for i, cid := range r.Candidates {
-					if cid == id {
-						pick = i
-					}
-				}
-				add(2+j, b2f(li == pick), mu[pick])
-			}
-		}
-	}
-	work := make(chan *chunk, 8)
-	ordered := make(chan *chunk, 8)
+	return run, nil
+}
+
+// evalJob is one record for the evaluator of target policy j.
+type evalJob struct {
+	j   int
+	rec ope.Record
+}
+
+// evalChunk is a run of raw decision records on its way through the
+// pipeline: scored by a worker, then folded in log order.
+type evalChunk struct {
+	raw  [][]byte
+	jobs []evalJob
+	st   chunkStats
+	err  error
+	done chan struct{}
+}
+
+// pipeline reads the log in [lo, hi) of snap in chunks; two workers decode
+// and rescore chunks in parallel and one goroutine folds them into the
+// bootstrap evaluators in log order, so the result depends only on the
+// seed.
+func (run *evalRun) pipeline(snap *store.Snapshot, lo, hi []byte) error {
+	work := make(chan *evalChunk, 8)
+	ordered := make(chan *evalChunk, 8)
 	for w := 0; w < 2; w++ {
 		go func() {
 			for c := range work {
-				score(c)
+				run.score(c)
 			}
 		}()
 	}
 	folded := make(chan error, 1)
-	go func() {
-		var first error
-		for c := range ordered {
-			<-c.done
-			if c.err != nil && first == nil {
-				first = c.err
-			}
-			for _, jb := range c.jobs {
-				if err := evals[jb.j].Add(jb.rec); err != nil && first == nil {
-					first = err
-				}
-			}
-			for k, n := range c.st.excl {
-				ev.Excluded[k] += n
-			}
-			for _, x := range c.st.logged {
-				logged.add(x)
-				ev.Records++
-			}
-			for _, x := range c.st.control {
-				control.add(x)
-			}
-		}
-		folded <- first
-	}()
-	cur := &chunk{done: make(chan struct{})}
+	go func() { folded <- run.fold(ordered) }()
+	cur := &evalChunk{done: make(chan struct{})}
 	send := func() {
 		ordered <- cur
 		work <- cur
-		cur = &chunk{done: make(chan struct{})}
+		cur = &evalChunk{done: make(chan struct{})}
 	}
-	err = snap.Scan(lo, hi, func(_, v []byte) error {
+	err := snap.Scan(lo, hi, func(_, v []byte) error {
 		cur.raw = append(cur.raw, append([]byte(nil), v...))
 		if len(cur.raw) == 2000 {
 			send()
@@ -223,16 +157,137 @@ func (e *Engine) Evaluate(tenant string, opt EvalOptions) (*Evaluation, error) {
 	if ferr := <-folded; err == nil {
 		err = ferr
 	}
-	if err != nil {
-		return nil, err
+	return err
+}
+
+// fold adds the scored chunks, in order, to the evaluators and the counts;
+// it returns the first error met.
+func (run *evalRun) fold(ordered <-chan *evalChunk) error {
+	var first error
+	for c := range ordered {
+		<-c.done
+		if c.err != nil && first == nil {
+			first = c.err
+		}
+		for _, jb := range c.jobs {
+			if err := run.evals[jb.j].Add(jb.rec); err != nil && first == nil {
+				first = err
+			}
+		}
+		for k, n := range c.st.excl {
+			run.ev.Excluded[k] += n
+		}
+		for _, x := range c.st.logged {
+			run.logged.add(x)
+			run.ev.Records++
+		}
+		for _, x := range c.st.control {
+			run.control.add(x)
+		}
 	}
-	for j, name := range names {
-		res := evals[j].Result()
+	return first
+}
+
+// evalControl is evalExclusion's answer for a closed control-group
+// decision: measured apart, not evaluated.
+const evalControl = "control_group"
+
+// evalExclusion says why a decision record is not evaluated ("" when it
+// is): its reason in Evaluation.Excluded, or evalControl.
+func evalExclusion(r *DecisionRecord) string {
+	switch {
+	case r.EnRespaldo:
+		return "fallback"
+	case r.Recompensa == nil:
+		return "reward_not_final"
+	case r.EnControl:
+		return evalControl
+	case r.Estado == EstadoPendiente:
+		return "unconfirmed"
+	case r.Estado == EstadoModificada:
+		return "modificada"
+	case r.Estado == EstadoRechazada:
+		return "rechazada"
+	case len(r.Candidates) == 0 || len(r.Priors) != len(r.Candidates) || len(r.X) != VectorDim:
+		return "no_policy_inputs"
+	}
+	return ""
+}
+
+// score decodes and rescores a chunk's records.
+func (run *evalRun) score(c *evalChunk) {
+	defer close(c.done)
+	var mu []float64
+	for _, v := range c.raw {
+		var r DecisionRecord
+		if err := unmarshalRecord(v, &r); err != nil {
+			c.st.excluded("damaged") // the learner quarantines it when it meets it
+			continue
+		}
+		if run.opt.Campana != "" && r.CampanaID != run.opt.Campana {
+			continue
+		}
+		switch why := evalExclusion(&r); why {
+		case "":
+			mu = run.scoreOne(c, &r, mu[:0])
+		case evalControl:
+			c.st.control = append(c.st.control, float64(*r.Recompensa)/100)
+		default:
+			c.st.excluded(why)
+		}
+	}
+}
+
+// scoreOne rescores one closed decision with the current model and adds its
+// record for every target policy to c; mu is a reused buffer.
+func (run *evalRun) scoreOne(c *evalChunk, r *DecisionRecord, mu []float64) []float64 {
+	reward := float64(*r.Recompensa) / 100
+	sc := run.pm.scoreRecord(r)
+	li := -1
+	for i, cd := range sc.cands {
+		mu = append(mu, cd.mu/100)
+		if cd.id == r.Accion {
+			li = i
+		}
+	}
+	if li < 0 {
+		c.st.excluded("logged_action_not_candidate")
+		return mu
+	}
+	c.st.logged = append(c.st.logged, reward)
+	probs, _ := run.pm.distribution(sc)
+	qpi := 0.0
+	for i := range probs {
+		qpi += probs[i] * mu[i]
+	}
+	add := func(j int, target float64, qpi float64) {
+		c.jobs = append(c.jobs, evalJob{j, ope.Record{Reward: reward, Logged: r.Propension, Target: target, QHat: mu[li], QPi: qpi}})
+	}
+	add(0, probs[li], qpi)
+	add(1, b2f(r.Accion == 0), mu[0])
+	for j, id := range run.actionIDs {
+		// "Always id": where id is not eligible the policy sends nothing.
+		pick := 0
+		for i, cid := range r.Candidates {
+			if cid == id {
+				pick = i
+			}
+		}
+		add(2+j, b2f(li == pick), mu[pick])
+	}
+	return mu
+}
+
+// result is the evaluation, once the log is folded.
+func (run *evalRun) result() *Evaluation {
+	ev := run.ev
+	for j, name := range run.names {
+		res := run.evals[j].Result()
 		ev.Policies = append(ev.Policies, PolicyValue{Policy: name, IPS: res.IPS, SNIPS: res.SNIPS, DR: res.DR,
 			ESS: res.ESS, MaxWeight: res.MaxWeight, MeanWeight: res.MeanWeight})
 	}
-	ev.Logged, ev.Control = logged.value(), control.value()
-	return ev, nil
+	ev.Logged, ev.Control = run.logged.value(), run.control.value()
+	return ev
 }
 
 // welford keeps a running mean and variance.
@@ -293,61 +348,77 @@ const MinShadowRewards = 200
 // the same customers (direct method: the caller's rule has no logged
 // propensities, so importance weighting is not possible), with bootstrap-free
 // normal intervals over customers.
-func (e *Engine) Shadow(tenant string) (*ShadowReport, error) {
+func (e *Evaluator) Shadow(tenant string) (*ShadowReport, error) {
 	ts, err := e.state(tenant)
 	if err != nil {
 		return nil, err
 	}
-	pm := ts.model.Load()
 	q, err := e.loadQuality(tenant)
 	if err != nil {
 		return nil, err
 	}
 	rep := &ShadowReport{Tenant: tenant, CouponsReceived: q.CuponesRecibidos, CouponsLabelled: q.CuponesRecibidos - q.CuponesSinDecision, Reasons: []string{}}
-	var caller, engineV welford
-	agree := 0
-	lo, hi := store.TableSpan(tenant, store.TableDecision)
-	err = e.db.Scan(lo, hi, func(_, v []byte) error {
-		var r DecisionRecord
-		if err := unmarshalRecord(v, &r); err != nil {
-			rep.Damaged++ // skipped; the learner quarantines it when it meets it
-			return nil
-		}
-		if !r.EnSombra || r.EnRespaldo {
-			return nil
-		}
-		rep.Decisions++
-		if r.Estado == EstadoPendiente {
-			return nil
-		}
-		rep.Confirmed++
-		done := r.Accion
-		if r.Estado == EstadoRechazada {
-			done = 0
-		} else if r.AccionReal != nil {
-			done = *r.AccionReal
-		}
-		rep.Compared++
-		if done == r.Accion {
-			agree++
-		}
-		if r.Recompensa == nil || r.EnControl || len(r.X) != VectorDim || len(r.Priors) != len(r.Candidates) {
-			return nil
-		}
-		rep.RewardsFinal++
-		caller.add(float64(*r.Recompensa) / 100)
-		sc := pm.scoreRecord(&r)
-		probs, _ := pm.distribution(sc)
-		val := 0.0
-		for i, c := range sc.cands {
-			val += probs[i] * c.mu / 100
-		}
-		engineV.add(val)
-		return nil
-	})
-	if err != nil {
+	t := &shadowTally{rep: rep, pm: ts.model.Load()}
+	lo, hi := store.DecisionSpan(tenant)
+	if err := e.db.Scan(lo, hi, func(_, v []byte) error { t.add(v); return nil }); err != nil {
 		return nil, err
 	}
+	t.finish()
+	rep.judge()
+	return rep, nil
+}
+
+// shadowTally folds the shadow decisions of the log into a ShadowReport.
+type shadowTally struct {
+	rep             *ShadowReport
+	pm              *publishedModel
+	caller, engineV welford
+	agree           int
+}
+
+// add counts one stored decision record.
+func (t *shadowTally) add(v []byte) {
+	rep := t.rep
+	var r DecisionRecord
+	if err := unmarshalRecord(v, &r); err != nil {
+		rep.Damaged++ // skipped; the learner quarantines it when it meets it
+		return
+	}
+	if !r.EnSombra || r.EnRespaldo {
+		return
+	}
+	rep.Decisions++
+	if r.Estado == EstadoPendiente {
+		return
+	}
+	rep.Confirmed++
+	done := r.Accion
+	if r.Estado == EstadoRechazada {
+		done = 0
+	} else if r.AccionReal != nil {
+		done = *r.AccionReal
+	}
+	rep.Compared++
+	if done == r.Accion {
+		t.agree++
+	}
+	if r.Recompensa == nil || r.EnControl || len(r.X) != VectorDim || len(r.Priors) != len(r.Candidates) {
+		return
+	}
+	rep.RewardsFinal++
+	t.caller.add(float64(*r.Recompensa) / 100)
+	sc := t.pm.scoreRecord(&r)
+	probs, _ := t.pm.distribution(sc)
+	val := 0.0
+	for i, c := range sc.cands {
+		val += probs[i] * c.mu / 100
+	}
+	t.engineV.add(val)
+}
+
+// finish sets the report's shares and values from the counts.
+func (t *shadowTally) finish() {
+	rep := t.rep
 	if rep.Decisions > 0 {
 		rep.ConfirmedShare = float64(rep.Confirmed) / float64(rep.Decisions)
 	}
@@ -355,9 +426,14 @@ func (e *Engine) Shadow(tenant string) (*ShadowReport, error) {
 		rep.LabelledShare = float64(rep.CouponsLabelled) / float64(rep.CouponsReceived)
 	}
 	if rep.Compared > 0 {
-		rep.Agreement = float64(agree) / float64(rep.Compared)
+		rep.Agreement = float64(t.agree) / float64(rep.Compared)
 	}
-	rep.CallerRule, rep.Engine = caller.value(), engineV.value()
+	rep.CallerRule, rep.Engine = t.caller.value(), t.engineV.value()
+}
+
+// judge decides whether the tenant is ready to leave shadow mode, with the
+// reasons when not.
+func (rep *ShadowReport) judge() {
 	rep.Ready = true
 	fail := func(format string, args ...any) {
 		rep.Ready = false
@@ -383,7 +459,6 @@ func (e *Engine) Shadow(tenant string) (*ShadowReport, error) {
 		rep.Verdict = "not ready to leave shadow mode"
 	}
 	sort.Strings(rep.Reasons)
-	return rep, nil
 }
 
 // chunkStats is what a chunk of the log adds besides evaluator records.
@@ -398,3 +473,8 @@ func (c *chunkStats) excluded(why string) {
 	}
 	c.excl[why]++
 }
+
+// Evaluator estimates, off-policy, what the policy would earn against what
+// it did (Evaluate) and compares the model with the logged decisions
+// (Shadow), from the stored decision records.
+type Evaluator struct{ *core }

@@ -127,6 +127,18 @@ const (
 // when the flag is set. An unknown Tipo is written as code 0xFF, which
 // DecodeEvent refuses.
 func (e *Event) AppendEncode(buf []byte) []byte {
+	bits := e.presence()
+	buf = append(buf, eventVersion, e.Tipo.index())
+	buf = binary.AppendUvarint(buf, bits)
+	buf = binAppendString(buf, e.ID)
+	buf = binAppendString(buf, e.ClienteRef)
+	buf = binAppendTime(buf, e.TS)
+	buf = binAppendString(buf, e.Clave)
+	return e.appendOptional(buf, bits)
+}
+
+// presence is the encoding's presence bits: one per optional field set.
+func (e *Event) presence() uint64 {
 	var bits uint64
 	if e.DecisionID != "" {
 		bits |= evDecisionID
@@ -170,12 +182,11 @@ func (e *Event) AppendEncode(buf []byte) []byte {
 	if e.Perfil != "" {
 		bits |= evPerfil
 	}
-	buf = append(buf, eventVersion, e.Tipo.index())
-	buf = binary.AppendUvarint(buf, bits)
-	buf = binAppendString(buf, e.ID)
-	buf = binAppendString(buf, e.ClienteRef)
-	buf = binAppendTime(buf, e.TS)
-	buf = binAppendString(buf, e.Clave)
+	return bits
+}
+
+// appendOptional appends the optional fields bits names, in bit order.
+func (e *Event) appendOptional(buf []byte, bits uint64) []byte {
 	if bits&evDecisionID != 0 {
 		buf = binAppendString(buf, e.DecisionID)
 	}

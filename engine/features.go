@@ -1018,6 +1018,22 @@ const featuresVersion = 1
 //	column   those spends, category by category, k ascending
 //	byte     len(oldTickets); 4 bytes big-endian each
 func (f *Features) AppendEncode(buf []byte) []byte {
+	buf = f.appendHeader(buf)
+	var stack [featColumnStack]uint64
+	col := stack[:0]
+	buf, col = f.appendDays(buf, col)
+	buf, col = f.appendTickets(buf, col)
+	buf, _ = f.appendCatSpends(buf, col)
+	buf = append(buf, byte(len(f.oldTickets)))
+	for _, h := range f.oldTickets {
+		buf = binary.BigEndian.AppendUint32(buf, h)
+	}
+	return buf
+}
+
+// appendHeader appends the version, the set bits, the times, the totals and
+// the strings.
+func (f *Features) appendHeader(buf []byte) []byte {
 	buf = append(buf, featuresVersion, f.set)
 	for i, t := range f.times() {
 		if f.set&(1<<i) != 0 {
@@ -1037,64 +1053,77 @@ func (f *Features) AppendEncode(buf []byte) []byte {
 	for i := range f.cats {
 		buf = binAppendString(buf, f.cats[i].name)
 	}
+	return buf
+}
 
-	var stack [featColumnStack]uint64
-	col := stack[:0]
+// appendDays appends the per-day columns; col is scratch, returned for
+// reuse.
+func (f *Features) appendDays(buf []byte, col []uint64) ([]byte, []uint64) {
 	buf = binary.AppendUvarint(buf, uint64(len(f.days)))
-	if len(f.days) > 0 {
-		buf = binary.AppendVarint(buf, int64(f.days[0].day))
-		col = col[:0]
-		for i := 1; i < len(f.days); i++ {
-			col = append(col, uint64(f.days[i].day-f.days[i-1].day))
-		}
-		buf = binAppendColumn(buf, col)
-		col = col[:0]
-		for i := range f.days {
-			col = append(col, binZigzag(f.days[i].spend))
-		}
-		buf = binAppendColumn(buf, col)
-		col = col[:0]
-		for i := range f.days {
-			col = append(col, binZigzag(f.days[i].margin))
-		}
-		buf = binAppendColumn(buf, col)
-		col = col[:0]
-		for i := range f.days {
-			col = append(col, uint64(f.days[i].recv))
-		}
-		buf = binAppendColumn(buf, col)
-		col = col[:0]
-		for i := range f.days {
-			col = append(col, uint64(f.days[i].redeem))
-		}
-		buf = binAppendColumn(buf, col)
-		col = col[:0]
-		for i := range f.days {
-			col = append(col, uint64(f.days[i].expired))
-		}
-		buf = binAppendColumn(buf, col)
+	if len(f.days) == 0 {
+		return buf, col
 	}
+	buf = binary.AppendVarint(buf, int64(f.days[0].day))
+	col = col[:0]
+	for i := 1; i < len(f.days); i++ {
+		col = append(col, uint64(f.days[i].day-f.days[i-1].day))
+	}
+	buf = binAppendColumn(buf, col)
+	col = col[:0]
+	for i := range f.days {
+		col = append(col, binZigzag(f.days[i].spend))
+	}
+	buf = binAppendColumn(buf, col)
+	col = col[:0]
+	for i := range f.days {
+		col = append(col, binZigzag(f.days[i].margin))
+	}
+	buf = binAppendColumn(buf, col)
+	col = col[:0]
+	for i := range f.days {
+		col = append(col, uint64(f.days[i].recv))
+	}
+	buf = binAppendColumn(buf, col)
+	col = col[:0]
+	for i := range f.days {
+		col = append(col, uint64(f.days[i].redeem))
+	}
+	buf = binAppendColumn(buf, col)
+	col = col[:0]
+	for i := range f.days {
+		col = append(col, uint64(f.days[i].expired))
+	}
+	return binAppendColumn(buf, col), col
+}
 
+// appendTickets appends the per-ticket columns; col is scratch, returned
+// for reuse.
+func (f *Features) appendTickets(buf []byte, col []uint64) ([]byte, []uint64) {
 	buf = binary.AppendUvarint(buf, uint64(len(f.tickets)))
-	if len(f.tickets) > 0 {
-		buf = binary.AppendVarint(buf, int64(f.tickets[0].day))
-		col = col[:0]
-		for i := 1; i < len(f.tickets); i++ {
-			col = append(col, uint64(f.tickets[i].day-f.tickets[i-1].day))
-		}
-		buf = binAppendColumn(buf, col)
-		col = col[:0]
-		for i := range f.tickets {
-			col = append(col, uint64(f.tickets[i].hash))
-		}
-		buf = binAppendColumn(buf, col)
-		col = col[:0]
-		for i := range f.tickets {
-			col = append(col, binZigzag(f.tickets[i].valor))
-		}
-		buf = binAppendColumn(buf, col)
+	if len(f.tickets) == 0 {
+		return buf, col
 	}
+	buf = binary.AppendVarint(buf, int64(f.tickets[0].day))
+	col = col[:0]
+	for i := 1; i < len(f.tickets); i++ {
+		col = append(col, uint64(f.tickets[i].day-f.tickets[i-1].day))
+	}
+	buf = binAppendColumn(buf, col)
+	col = col[:0]
+	for i := range f.tickets {
+		col = append(col, uint64(f.tickets[i].hash))
+	}
+	buf = binAppendColumn(buf, col)
+	col = col[:0]
+	for i := range f.tickets {
+		col = append(col, binZigzag(f.tickets[i].valor))
+	}
+	return binAppendColumn(buf, col), col
+}
 
+// appendCatSpends appends each category's bitmap of months with spend, then
+// those spends as one column; col is scratch, returned for reuse.
+func (f *Features) appendCatSpends(buf []byte, col []uint64) ([]byte, []uint64) {
 	col = col[:0]
 	for i := range f.cats {
 		var mask uint64
@@ -1106,13 +1135,7 @@ func (f *Features) AppendEncode(buf []byte) []byte {
 		}
 		buf = binary.AppendUvarint(buf, mask)
 	}
-	buf = binAppendColumn(buf, col)
-
-	buf = append(buf, byte(len(f.oldTickets)))
-	for _, h := range f.oldTickets {
-		buf = binary.BigEndian.AppendUint32(buf, h)
-	}
-	return buf
+	return binAppendColumn(buf, col), col
 }
 
 // binAppendColumn appends vals as a column: the width byte, then each value in
@@ -1250,6 +1273,29 @@ func (f *Features) decode(b []byte, days []featDay, tickets []featTicket, cats [
 	}
 	f.set = b[1]
 	d := binReader{b: b, pos: 2}
+	if !f.decodeHeader(&d, cats, optOut) {
+		return false
+	}
+	var stack [featColumnStack]uint64
+	if !f.decodeDays(&d, days, &stack) || !f.decodeTickets(&d, tickets, &stack) || !f.decodeCatSpends(&d, &stack) {
+		return false
+	}
+	k := d.byte()
+	if k > featOldTickets {
+		return false
+	}
+	if k > 0 {
+		f.oldTickets = featResize(old, int(k), 0)
+		for i := range f.oldTickets {
+			f.oldTickets[i] = d.uint32()
+		}
+	}
+	return d.done()
+}
+
+// decodeHeader reads the times, the totals and the strings (into optOut
+// and cats, reused).
+func (f *Features) decodeHeader(d *binReader, cats []featCat, optOut []string) bool {
 	for i, t := range f.times() {
 		if f.set&(1<<i) != 0 {
 			*t = d.varint()
@@ -1277,99 +1323,112 @@ func (f *Features) decode(b []byte, days []featDay, tickets []featTicket, cats [
 			f.cats[i] = featCat{name: strs[3+nOpt+uint64(i)]}
 		}
 	}
+	return true
+}
 
-	var stack [featColumnStack]uint64
+// decodeDays reads the per-day columns into days (reused); stack is
+// column scratch.
+func (f *Features) decodeDays(d *binReader, days []featDay, stack *[featColumnStack]uint64) bool {
 	n := d.uvarint()
 	if n > uint64(d.left()) {
 		return false
 	}
-	if n > 0 {
-		f.days = featResize(days, int(n), 2) // room for what Apply adds
-		col := stack[:0]
-		if n > uint64(len(stack)) {
-			col = make([]uint64, 0, n)
-		}
-		col = col[:n]
-		day := d.varint()
-		if day < -featMaxDay || day > featMaxDay {
-			return false
-		}
-		f.days[0].day = int32(day)
-		d.column(col[:n-1])
-		for i, delta := range col[:n-1] {
-			if day += int64(delta); delta < 1 || day > featMaxDay {
-				return false
-			}
-			f.days[i+1].day = int32(day)
-		}
-		d.column(col)
-		for i, v := range col {
-			f.days[i].spend = binUnzigzag(v)
-		}
-		d.column(col)
-		for i, v := range col {
-			f.days[i].margin = binUnzigzag(v)
-		}
-		var all uint64
-		d.column(col)
-		for i, v := range col {
-			f.days[i].recv = int32(v)
-			all |= v
-		}
-		d.column(col)
-		for i, v := range col {
-			f.days[i].redeem = int32(v)
-			all |= v
-		}
-		d.column(col)
-		for i, v := range col {
-			f.days[i].expired = int32(v)
-			all |= v
-		}
-		if all > math.MaxInt32 || d.bad {
-			return false
-		}
+	if n == 0 {
+		return true
 	}
+	f.days = featResize(days, int(n), 2) // room for what Apply adds
+	col := stack[:0]
+	if n > uint64(len(stack)) {
+		col = make([]uint64, 0, n)
+	}
+	col = col[:n]
+	day := d.varint()
+	if day < -featMaxDay || day > featMaxDay {
+		return false
+	}
+	f.days[0].day = int32(day)
+	d.column(col[:n-1])
+	for i, delta := range col[:n-1] {
+		if day += int64(delta); delta < 1 || day > featMaxDay {
+			return false
+		}
+		f.days[i+1].day = int32(day)
+	}
+	d.column(col)
+	for i, v := range col {
+		f.days[i].spend = binUnzigzag(v)
+	}
+	d.column(col)
+	for i, v := range col {
+		f.days[i].margin = binUnzigzag(v)
+	}
+	var all uint64
+	d.column(col)
+	for i, v := range col {
+		f.days[i].recv = int32(v)
+		all |= v
+	}
+	d.column(col)
+	for i, v := range col {
+		f.days[i].redeem = int32(v)
+		all |= v
+	}
+	d.column(col)
+	for i, v := range col {
+		f.days[i].expired = int32(v)
+		all |= v
+	}
+	return all <= math.MaxInt32 && !d.bad
+}
 
-	n = d.uvarint()
+// decodeTickets reads the per-ticket columns into tickets (reused); stack
+// is column scratch.
+func (f *Features) decodeTickets(d *binReader, tickets []featTicket, stack *[featColumnStack]uint64) bool {
+	n := d.uvarint()
 	if n > uint64(d.left()) {
 		return false
 	}
-	if n > 0 {
-		f.tickets = featResize(tickets, int(n), 4)
-		col := stack[:0]
-		if n > uint64(len(stack)) {
-			col = make([]uint64, 0, n)
-		}
-		col = col[:n]
-		day := d.varint()
-		if day < -featMaxDay || day > featMaxDay {
+	if n == 0 {
+		return true
+	}
+	f.tickets = featResize(tickets, int(n), 4)
+	col := stack[:0]
+	if n > uint64(len(stack)) {
+		col = make([]uint64, 0, n)
+	}
+	col = col[:n]
+	day := d.varint()
+	if day < -featMaxDay || day > featMaxDay {
+		return false
+	}
+	f.tickets[0].day = int32(day)
+	d.column(col[:n-1])
+	for i, delta := range col[:n-1] {
+		if day += int64(delta); delta > featMaxDay || day > featMaxDay {
 			return false
 		}
-		f.tickets[0].day = int32(day)
-		d.column(col[:n-1])
-		for i, delta := range col[:n-1] {
-			if day += int64(delta); delta > featMaxDay || day > featMaxDay {
-				return false
-			}
-			f.tickets[i+1].day = int32(day)
+		f.tickets[i+1].day = int32(day)
+	}
+	d.column(col)
+	for i, v := range col {
+		if v > math.MaxUint32 {
+			return false
 		}
-		d.column(col)
-		for i, v := range col {
-			if v > math.MaxUint32 {
-				return false
-			}
-			f.tickets[i].hash = uint32(v)
-			if i > 0 && f.tickets[i].day == f.tickets[i-1].day && f.tickets[i].hash <= f.tickets[i-1].hash {
-				return false
-			}
-		}
-		d.column(col)
-		for i, v := range col {
-			f.tickets[i].valor = binUnzigzag(v)
+		f.tickets[i].hash = uint32(v)
+		if i > 0 && f.tickets[i].day == f.tickets[i-1].day && f.tickets[i].hash <= f.tickets[i-1].hash {
+			return false
 		}
 	}
+	d.column(col)
+	for i, v := range col {
+		f.tickets[i].valor = binUnzigzag(v)
+	}
+	return true
+}
 
+// decodeCatSpends reads each category's bitmap of months with spend, then
+// those spends; stack is column scratch.
+func (f *Features) decodeCatSpends(d *binReader, stack *[featColumnStack]uint64) bool {
 	var months [featMaxCats + 1]uint64
 	total := 0
 	for i := range f.cats {
@@ -1392,18 +1451,7 @@ func (f *Features) decode(b []byte, days []featDay, tickets []featTicket, cats [
 			}
 		}
 	}
-
-	k := d.byte()
-	if k > featOldTickets {
-		return false
-	}
-	if k > 0 {
-		f.oldTickets = featResize(old, int(k), 0)
-		for i := range f.oldTickets {
-			f.oldTickets[i] = d.uint32()
-		}
-	}
-	return d.done()
+	return true
 }
 
 // featNanos is t's Unix time in nanoseconds, saturated to the int64 range.

@@ -49,6 +49,48 @@ type Quality struct {
 	EventosTrasCierre           int64 `json:"eventos_tras_cierre_de_cuenta"`
 }
 
+// foldEvent writes one accepted event and its customer index entry to b
+// (buf is reused for the encoding and returned) and applies it to its
+// customer's features, its coupon's attribution link and the quality
+// counters.
+func foldEvent(b *store.Batch, tenant string, it *IngestEvent, buf []byte, feats map[string]*Features, attrs map[string]*attribution, q *Quality) []byte {
+	ev := &it.Event
+	buf = ev.AppendEncode(append(buf[:0], it.sum[:]...))
+	b.Set(eventKey(tenant, ev.ID), buf)
+	summary := eventSummary{Tipo: ev.Tipo}
+	if ev.Tipo == CompraCat {
+		summary.MarginCents = ev.MargenCents
+	}
+	summary.OptOut = ev.Tipo == Baja && ev.Clave == BajaComunicaciones
+	b.Set(customerEventKey(tenant, ev.ClienteRef, ev.TS, ev.ID), summary.encode())
+
+	flags := feats[ev.ClienteRef].Apply(ev)
+	q.count(ev, flags)
+	if ev.CuponEmitidoID != "" {
+		attrs[ev.CuponEmitidoID].apply(ev, q)
+	}
+	return buf
+}
+
+// apply records a coupon event in the coupon's attribution link.
+func (a *attribution) apply(ev *Event, q *Quality) {
+	a.ClienteRef = ev.ClienteRef
+	switch ev.Tipo {
+	case CuponRecibido:
+		a.Recibido = true
+		if ev.DecisionID != "" {
+			a.DecisionID = ev.DecisionID
+		}
+	case CuponRedimido:
+		if !a.Recibido {
+			q.RedencionesCuponDesconocido++
+		}
+		a.Redimido = true
+	case CuponCaducado:
+		a.Caducado = true
+	}
+}
+
 // attribution links a coupon sent (cupon_emitido_id) to the decision that
 // chose it, and records its fate, whatever order the events arrive in.
 type attribution struct {
@@ -60,10 +102,10 @@ type attribution struct {
 }
 
 func attributionKey(tenant, cupon string) []byte {
-	return store.Key(tenant, store.TableAttribution, cupon)
+	return store.AttributionKey(tenant, cupon)
 }
 
-func eventKey(tenant, id string) []byte { return store.Key(tenant, store.TableEvent, id) }
+func eventKey(tenant, id string) []byte { return store.EventKey(tenant, id) }
 
 // Ingest applies validated events idempotently: an event_id already
 // processed with the same content counts as a duplicate, with different
@@ -78,7 +120,7 @@ func eventKey(tenant, id string) []byte { return store.Key(tenant, store.TableEv
 // time: a commit applied while an earlier one's WAL write fails would
 // meet Pebble's broken WAL (a panic holding its commit lock), which the
 // disk-full tests exercise.
-func (e *Engine) Ingest(tenant string, events []IngestEvent) (IngestResult, error) {
+func (e *Ingester) Ingest(tenant string, events []IngestEvent) (IngestResult, error) {
 	ts, err := e.state(tenant)
 	if err != nil {
 		return IngestResult{}, err
@@ -115,7 +157,7 @@ func (e *Engine) Ingest(tenant string, events []IngestEvent) (IngestResult, erro
 	if err != nil {
 		return res, err
 	}
-	e.counters.ingested(e, tenant, res.Aceptados)
+	e.counters.ingested(e.core, tenant, res.Aceptados)
 	return res, nil
 }
 
@@ -127,7 +169,7 @@ func (e *Engine) Ingest(tenant string, events []IngestEvent) (IngestResult, erro
 // were pending) that accepts nothing still commits a batch (the unchanged
 // quality counters), so that its answer, which may count duplicates of
 // pending events, waits until they are durable.
-func (e *Engine) foldIngest(b *store.Batch, tenant string, events []IngestEvent, t *ingestTurn, dependent bool) (IngestResult, uint64, error) {
+func (e *Ingester) foldIngest(b *store.Batch, tenant string, events []IngestEvent, t *ingestTurn, dependent bool) (IngestResult, uint64, error) {
 	var res IngestResult
 	var q Quality
 	if t.quality != nil {
@@ -147,7 +189,7 @@ func (e *Engine) foldIngest(b *store.Batch, tenant string, events []IngestEvent,
 		if !dependent {
 			return res, 0, nil
 		}
-		if err := b.SetJSON(store.Key(tenant, store.TableQuality), &q); err != nil {
+		if err := b.SetJSON(store.QualityKey(tenant), &q); err != nil {
 			return res, 0, err
 		}
 		return res, t.publish(pendingGen{}, nil, nil, nil, &q), nil
@@ -160,38 +202,8 @@ func (e *Engine) foldIngest(b *store.Batch, tenant string, events []IngestEvent,
 	var buf []byte
 	for _, k := range accepted {
 		it := &events[k]
-		ev := &it.Event
-		sums[ev.ID] = it.sum
-		buf = ev.AppendEncode(append(buf[:0], it.sum[:]...))
-		b.Set(eventKey(tenant, ev.ID), buf)
-		summary := eventSummary{Tipo: ev.Tipo}
-		if ev.Tipo == CompraCat {
-			summary.MarginCents = ev.MargenCents
-		}
-		summary.OptOut = ev.Tipo == Baja && ev.Clave == BajaComunicaciones
-		b.Set(customerEventKey(tenant, ev.ClienteRef, ev.TS, ev.ID), summary.encode())
-
-		flags := feats[ev.ClienteRef].Apply(ev)
-		q.count(ev, flags)
-
-		if ev.CuponEmitidoID != "" {
-			a := attrs[ev.CuponEmitidoID]
-			a.ClienteRef = ev.ClienteRef
-			switch ev.Tipo {
-			case CuponRecibido:
-				a.Recibido = true
-				if ev.DecisionID != "" {
-					a.DecisionID = ev.DecisionID
-				}
-			case CuponRedimido:
-				if !a.Recibido {
-					q.RedencionesCuponDesconocido++
-				}
-				a.Redimido = true
-			case CuponCaducado:
-				a.Caducado = true
-			}
-		}
+		sums[it.Event.ID] = it.sum
+		buf = foldEvent(b, tenant, it, buf, feats, attrs, &q)
 		res.Aceptados++
 	}
 	encs := make(map[string][]byte, len(feats))
@@ -205,7 +217,7 @@ func (e *Engine) foldIngest(b *store.Batch, tenant string, events []IngestEvent,
 			return res, 0, err
 		}
 	}
-	if err := b.SetJSON(store.Key(tenant, store.TableQuality), &q); err != nil {
+	if err := b.SetJSON(store.QualityKey(tenant), &q); err != nil {
 		return res, 0, err
 	}
 	return res, t.publish(pendingGen{}, sums, encs, attrs, &q), nil
@@ -216,7 +228,7 @@ func (e *Engine) foldIngest(b *store.Batch, tenant string, events []IngestEvent,
 // (same canonical content) or rejected as "duplicado" (other content), and
 // an event with a time the store cannot hold is rejected. It returns the
 // indexes in events of the accepted ones, in order.
-func (e *Engine) admitEvents(tenant string, events []IngestEvent, t *ingestTurn, res *IngestResult) ([]int, error) {
+func (e *Ingester) admitEvents(tenant string, events []IngestEvent, t *ingestTurn, res *IngestResult) ([]int, error) {
 	keys := make([][]byte, len(events))
 	for i := range events {
 		keys[i] = eventKey(tenant, events[i].Event.ID)
@@ -275,7 +287,7 @@ func (e *Engine) admitEvents(tenant string, events []IngestEvent, t *ingestTurn,
 // keys are spread over the table and mostly stored, so Pebble's Get, which
 // stops at the first level holding the key, beats seeking one iterator
 // through every level (GetMany).
-func (e *Engine) loadIngestState(tenant string, events []IngestEvent, accepted []int, t *ingestTurn) (map[string]*Features, map[string]*attribution, error) {
+func (e *Ingester) loadIngestState(tenant string, events []IngestEvent, accepted []int, t *ingestTurn) (map[string]*Features, map[string]*attribution, error) {
 	feats := map[string]*Features{}
 	attrs := map[string]*attribution{}
 	for _, k := range accepted {
@@ -330,20 +342,20 @@ func (q *Quality) count(ev *Event, flags DataFlags) {
 	}
 }
 
-func (e *Engine) loadQuality(tenant string) (*Quality, error) {
+func (e *core) loadQuality(tenant string) (*Quality, error) {
 	var q Quality
-	if err := e.db.GetJSON(store.Key(tenant, store.TableQuality), &q); err != nil && !errors.Is(err, store.ErrNotFound) {
+	if err := e.db.GetJSON(store.QualityKey(tenant), &q); err != nil && !errors.Is(err, store.ErrNotFound) {
 		return nil, err
 	}
 	return &q, nil
 }
 
 // Quality returns the tenant's data-quality counters.
-func (e *Engine) Quality(tenant string) (*Quality, error) { return e.loadQuality(tenant) }
+func (e *Ingester) Quality(tenant string) (*Quality, error) { return e.loadQuality(tenant) }
 
 // Attribution returns the decision id a coupon was sent for, "" if the
 // coupon is unknown or was not labelled.
-func (e *Engine) Attribution(tenant, cupon string) (string, error) {
+func (e *Ingester) Attribution(tenant, cupon string) (string, error) {
 	var a attribution
 	err := e.db.GetJSON(attributionKey(tenant, cupon), &a)
 	if errors.Is(err, store.ErrNotFound) {
@@ -363,3 +375,8 @@ func unstorableField(ev *Event) string {
 	}
 	return ""
 }
+
+// Ingester applies event batches: idempotent per event_id, each batch one
+// synced write of events, customer index, features, attribution links and
+// data-quality counters.
+type Ingester struct{ *core }

@@ -20,7 +20,7 @@ const (
 )
 
 func queueKey(tenant string, due time.Time, kind, nonce string) []byte {
-	return store.Key(tenant, store.TableRewardQueue, due, kind, nonce)
+	return store.RewardQueueKey(tenant, due, kind, nonce)
 }
 
 // queueReward adds the learner's queue entries of a new decision to b.
@@ -59,7 +59,7 @@ const learnYieldEvery = 64
 // tenant clock, folds them into a copy of the tenant's model, stores the
 // model and the rewards in one synced batch and publishes the new model
 // with an atomic swap. Decisions keep reading the old model meanwhile.
-func (e *Engine) Learn(tenant string) (LearnStats, error) {
+func (e *Learner) Learn(tenant string) (LearnStats, error) {
 	var st LearnStats
 	ts, err := e.state(tenant)
 	if err != nil {
@@ -72,59 +72,14 @@ func (e *Engine) Learn(tenant string) (LearnStats, error) {
 	ts.learnMu.Lock()
 	defer ts.learnMu.Unlock()
 
-	lo, _ := store.TableSpan(tenant, store.TableRewardQueue)
-	hi := store.Key(tenant, store.TableRewardQueue, now.Add(time.Nanosecond))
-	limit := learnBatch
-	if e.onlineSince(e.now()) < onlineWindow {
-		limit = learnBatchOnline
-	}
-	type due struct {
-		key         []byte
-		kind, nonce string
-	}
-	var work []due
-	scan := func(from []byte) error {
-		return e.db.Scan(from, hi, func(k, _ []byte) error {
-			parts, ok := store.SplitKey(tenant, k, "8ss")
-			if !ok {
-				return nil
-			}
-			work = append(work, due{key: append([]byte(nil), k...), kind: string(parts[1]), nonce: string(parts[2])})
-			if len(work) >= limit {
-				return store.ErrStop
-			}
-			return nil
-		})
-	}
-	// Passes over a backlog delete the queue from its start: a scan from
-	// lo would step over every key deleted by the passes before (tombstones
-	// until a compaction), which made a backlog's passes quadratic. A pass
-	// starts where the last one stopped; one that finds nothing there scans
-	// from lo, so a key written behind the cursor (the tenant clock set
-	// back, a restore) waits at most until the queue ahead is done.
-	from := lo
-	if c := ts.learnCursor; c != nil && bytes.Compare(c, lo) > 0 && bytes.Compare(c, hi) < 0 {
-		from = c
-	}
-	if err := scan(from); err != nil {
+	work, err := e.dueEntries(ts, tenant, now)
+	if err != nil || len(work) == 0 {
 		return st, err
 	}
-	if len(work) == 0 && !bytes.Equal(from, lo) {
-		ts.learnCursor = nil
-		if err := scan(lo); err != nil {
-			return st, err
-		}
-	}
-	if len(work) == 0 {
-		return st, nil
-	}
-
-	pm := ts.model.Load()
-	next := pm.clone()
-	next.m.Fade(now, t.Settings.RewardWindow)
-	options := []int{0}
+	p := &learnPass{e: e, ts: ts, t: t, tenant: tenant, st: &st, next: ts.model.Load().clone(), options: []int{0}}
+	p.next.m.Fade(now, t.Settings.RewardWindow)
 	for _, a := range ts.catalog.Load().Acciones {
-		options = append(options, a.ID)
+		p.options = append(p.options, a.ID)
 	}
 	b := e.db.NewBatch()
 	defer b.Close()
@@ -132,65 +87,15 @@ func (e *Engine) Learn(tenant string) (LearnStats, error) {
 	for _, w := range work {
 		pace.Step()
 		b.Delete(w.key)
-		r, err := e.loadDecision(tenant, w.nonce)
-		if errors.Is(err, ErrDamaged) {
-			st.Damaged++ // quarantined by loadDecision
-			continue
-		}
-		if errors.Is(err, ErrNotFound) {
-			continue // deleted customer
-		}
-		if err != nil {
+		if err := p.apply(b, w); err != nil {
 			return st, err
 		}
-		if w.kind == queueExpiry {
-			if r.Estado == EstadoPendiente && r.Accion != 0 && r.CampanaID != "" {
-				if err := e.releaseBudget(ts, b, tenant, r); err != nil {
-					return st, err
-				}
-				st.Released++
-			}
-			continue
-		}
-		reward, err := e.reward(t, r)
-		if err != nil {
-			return st, err
-		}
-		r.Recompensa = &reward
-		switch {
-		case r.Estado == EstadoPendiente:
-			st.Unconfirmed++
-		case r.Estado == EstadoModificada:
-			st.Modified++
-		case r.EnControl:
-			st.Control++
-		default:
-			// ejecutada teaches the decided action; rechazada teaches what
-			// happened: nothing was sent (action 0).
-			action := r.Accion
-			if r.Estado == EstadoRechazada {
-				action = 0
-			}
-			if learnFrom(next.m, r, action, float64(reward), options) {
-				r.Aprendida = true
-				st.Folded++
-			}
-		}
-		putDecision(b, tenant, r)
 	}
 	var guard policy.GuardEvent
 	if st.Folded > 0 {
-		if len(next.m.Cats) < policy.NumCats {
-			next.m.AddCats(ts.cats.top(next.m.Cats, policy.NumCats-len(next.m.Cats))...)
-		}
-		next.m.Refit()
-		guard = next.m.UpdateGuard()
-		next.publishVersion(now)
-		data, err := next.marshal()
-		if err != nil {
+		if guard, err = p.refit(b, now); err != nil {
 			return st, err
 		}
-		b.Set(store.Key(tenant, store.TableModel), data)
 	}
 	if err := b.Commit(); err != nil {
 		return st, err
@@ -201,11 +106,146 @@ func (e *Engine) Learn(tenant string) (LearnStats, error) {
 	}
 	e.counters.learned(tenant, now, st.Folded)
 	if st.Folded > 0 {
-		ts.model.Store(next)
-		e.log.Info().Str("tenant", tenant).Int("folded", st.Folded).Str("politica_version", next.version).Msg("model updated")
-		e.logGuard(tenant, guard, next.m.GuardStatus())
+		ts.model.Store(p.next)
+		e.log.Info().Str("tenant", tenant).Int("folded", st.Folded).Str("politica_version", p.next.version).Msg("model updated")
+		e.logGuard(tenant, guard, p.next.m.GuardStatus())
 	}
 	return st, nil
+}
+
+// dueEntry is one learner queue entry come due.
+type dueEntry struct {
+	key         []byte
+	kind, nonce string
+}
+
+// dueEntries reads the tenant's queue entries due at now: at most one
+// pass's worth, fewer while online decisions are being answered.
+//
+// Passes over a backlog delete the queue from its start: a scan from lo
+// would step over every key deleted by the passes before (tombstones until
+// a compaction), which made a backlog's passes quadratic. A pass starts
+// where the last one stopped (ts.learnCursor, under learnMu); one that
+// finds nothing there scans from lo, so a key written behind the cursor
+// (the tenant clock set back, a restore) waits at most until the queue
+// ahead is done.
+func (e *Learner) dueEntries(ts *tenantState, tenant string, now time.Time) ([]dueEntry, error) {
+	lo, hi := store.RewardQueueDueSpan(tenant, now)
+	limit := learnBatch
+	if e.onlineSince(e.now()) < onlineWindow {
+		limit = learnBatchOnline
+	}
+	var work []dueEntry
+	scan := func(from []byte) error {
+		return e.db.Scan(from, hi, func(k, _ []byte) error {
+			_, kind, nonce, ok := store.ParseRewardQueueKey(tenant, k)
+			if !ok {
+				return nil
+			}
+			work = append(work, dueEntry{key: append([]byte(nil), k...), kind: kind, nonce: nonce})
+			if len(work) >= limit {
+				return store.ErrStop
+			}
+			return nil
+		})
+	}
+	from := lo
+	if c := ts.learnCursor; c != nil && bytes.Compare(c, lo) > 0 && bytes.Compare(c, hi) < 0 {
+		from = c
+	}
+	if err := scan(from); err != nil {
+		return nil, err
+	}
+	if len(work) == 0 && !bytes.Equal(from, lo) {
+		ts.learnCursor = nil
+		if err := scan(lo); err != nil {
+			return nil, err
+		}
+	}
+	return work, nil
+}
+
+// learnPass is one Learn over a tenant's due entries: the model being
+// updated and what the pass did.
+type learnPass struct {
+	e       *Learner
+	ts      *tenantState
+	t       *store.Tenant
+	tenant  string
+	st      *LearnStats
+	next    *publishedModel // the model being updated
+	options []int           // 0 (send nothing) and the catalog's actions
+}
+
+// apply handles one due entry into b: an expiry releases the budget of an
+// unconfirmed send; a closed reward window sets the reward and, for a
+// confirmed decision outside the control group, folds it into the model.
+func (p *learnPass) apply(b *store.Batch, w dueEntry) error {
+	st := p.st
+	r, err := p.e.loadDecision(p.tenant, w.nonce)
+	if errors.Is(err, ErrDamaged) {
+		st.Damaged++ // quarantined by loadDecision
+		return nil
+	}
+	if errors.Is(err, ErrNotFound) {
+		return nil // deleted customer
+	}
+	if err != nil {
+		return err
+	}
+	if w.kind == queueExpiry {
+		if r.Estado == EstadoPendiente && r.Accion != 0 && r.CampanaID != "" {
+			if err := p.e.campaigns.releaseBudget(p.ts, b, p.tenant, r); err != nil {
+				return err
+			}
+			st.Released++
+		}
+		return nil
+	}
+	reward, err := p.e.reward(p.t, r)
+	if err != nil {
+		return err
+	}
+	r.Recompensa = &reward
+	switch {
+	case r.Estado == EstadoPendiente:
+		st.Unconfirmed++
+	case r.Estado == EstadoModificada:
+		st.Modified++
+	case r.EnControl:
+		st.Control++
+	default:
+		// ejecutada teaches the decided action; rechazada teaches what
+		// happened: nothing was sent (action 0).
+		action := r.Accion
+		if r.Estado == EstadoRechazada {
+			action = 0
+		}
+		if learnFrom(p.next.m, r, action, float64(reward), p.options) {
+			r.Aprendida = true
+			st.Folded++
+		}
+	}
+	putDecision(b, p.tenant, r)
+	return nil
+}
+
+// refit refits the updated model, runs its guard and writes it to b with a
+// new version.
+func (p *learnPass) refit(b *store.Batch, now time.Time) (policy.GuardEvent, error) {
+	next := p.next
+	if len(next.m.Cats) < policy.NumCats {
+		next.m.AddCats(p.ts.cats.top(next.m.Cats, policy.NumCats-len(next.m.Cats))...)
+	}
+	next.m.Refit()
+	guard := next.m.UpdateGuard()
+	next.publishVersion(now)
+	data, err := next.marshal()
+	if err != nil {
+		return guard, err
+	}
+	b.Set(store.ModelKey(p.tenant), data)
+	return guard, nil
 }
 
 // learnFrom folds one final reward of a logged decision that teaches
@@ -238,7 +278,7 @@ func learnFrom(m *policy.Model, r *DecisionRecord, action int, reward float64, o
 }
 
 // logGuard logs a switch of the policy guard (policy.Guard) as an event.
-func (e *Engine) logGuard(tenant string, ev policy.GuardEvent, g policy.GuardStatus) {
+func (e *Learner) logGuard(tenant string, ev policy.GuardEvent, g policy.GuardStatus) {
 	if ev == policy.GuardUnchanged {
 		return
 	}
@@ -258,7 +298,7 @@ func (e *Engine) logGuard(tenant string, ev policy.GuardEvent, g policy.GuardSta
 // reward is a decision's final reward in cents: the customer's purchase
 // margin in the reward window, minus the sending cost of the action if it
 // was sent, minus the opt-out penalty if a BAJA comunicaciones fell in it.
-func (e *Engine) reward(t *store.Tenant, r *DecisionRecord) (int64, error) {
+func (e *Learner) reward(t *store.Tenant, r *DecisionRecord) (int64, error) {
 	margin, optOut, err := e.windowOutcome(t.ID, r.ClienteRef, r.At, r.At.Add(t.Settings.RewardWindow))
 	if err != nil {
 		return 0, err
@@ -284,7 +324,7 @@ func (e *Engine) reward(t *store.Tenant, r *DecisionRecord) (int64, error) {
 	return reward, nil
 }
 
-func (e *Engine) catalogOf(tenant string) *Catalog {
+func (e *core) catalogOf(tenant string) *Catalog {
 	ts, err := e.state(tenant)
 	if err != nil {
 		return nil
@@ -295,7 +335,7 @@ func (e *Engine) catalogOf(tenant string) *Catalog {
 // RunLearner runs learner passes for every tenant every interval until ctx
 // ends, and every idemPruneEvery deletes expired Idempotency-Key records
 // (PruneIdempotency). Errors are logged and retried on the next pass.
-func (e *Engine) RunLearner(ctx context.Context, interval time.Duration) {
+func (e *Learner) RunLearner(ctx context.Context, interval time.Duration) {
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	var pruned time.Time
@@ -308,7 +348,7 @@ func (e *Engine) RunLearner(ctx context.Context, interval time.Duration) {
 		if time.Since(pruned) >= idemPruneEvery {
 			pruned = time.Now()
 			for _, t := range e.db.Tenants() {
-				if n, err := e.PruneIdempotency(t.ID); err != nil {
+				if n, err := e.pruneIdempotency(t.ID); err != nil {
 					e.log.Error().Err(err).Str("tenant", t.ID).Msg("idempotency prune")
 				} else if n > 0 {
 					e.log.Info().Int("borradas", n).Str("tenant", t.ID).Msg("idempotency records past 24 h deleted")
@@ -331,8 +371,8 @@ func (e *Engine) RunLearner(ctx context.Context, interval time.Duration) {
 	}
 }
 
-func (e *Engine) loadModel(tenant string) (*publishedModel, error) {
-	data, err := e.db.Get(store.Key(tenant, store.TableModel))
+func (e *core) loadModel(tenant string) (*publishedModel, error) {
+	data, err := e.db.Get(store.ModelKey(tenant))
 	if errors.Is(err, store.ErrNotFound) {
 		return newPublishedModel(e.policy), nil
 	}
@@ -343,7 +383,7 @@ func (e *Engine) loadModel(tenant string) (*publishedModel, error) {
 	if err != nil {
 		// Quarantined: the tenant learns again from the prior rather than
 		// stopping every decision.
-		e.quarantine(tenant, store.Key(tenant, store.TableModel), data, err)
+		e.quarantine(tenant, store.ModelKey(tenant), data, err)
 		return newPublishedModel(e.policy), nil
 	}
 	if old {
@@ -365,7 +405,7 @@ type Status struct {
 
 // Guard returns the tenant's policy guard: its state and estimates (for
 // /metrics; Status carries it too).
-func (e *Engine) Guard(tenant string) (policy.GuardStatus, error) {
+func (e *Learner) Guard(tenant string) (policy.GuardStatus, error) {
 	ts, err := e.state(tenant)
 	if err != nil {
 		return policy.GuardStatus{}, err
@@ -374,7 +414,7 @@ func (e *Engine) Guard(tenant string) (policy.GuardStatus, error) {
 }
 
 // Status returns the tenant's engine state.
-func (e *Engine) Status(tenant string) (Status, error) {
+func (e *Learner) Status(tenant string) (Status, error) {
 	ts, err := e.state(tenant)
 	if err != nil {
 		return Status{}, err
@@ -386,4 +426,16 @@ func (e *Engine) Status(tenant string) (Status, error) {
 	pm := ts.model.Load()
 	cat := ts.catalog.Load()
 	return Status{PoliticaVersion: pm.version, RewardsLearned: pm.n(), CatalogVersion: cat.Version, CatalogActions: len(cat.Acciones), Quality: *q, Guard: pm.m.GuardStatus()}, nil
+}
+
+// Learner closes reward windows and updates each tenant's policy model
+// (Learn, or RunLearner in the background), and reports on it (Status,
+// Guard, Backlog).
+type Learner struct {
+	*core
+	campaigns *Campaigns // budgets released when a window closes unconfirmed
+	// pruneIdempotency is the decider's pruning of old idempotency
+	// records, which the background loop runs too.
+	pruneIdempotency func(tenant string) (int, error)
+	onLearn          func(tenant string, st LearnStats) // see ObserveLearn
 }

@@ -45,13 +45,13 @@ func TestLearnCursor(t *testing.T) {
 	// (as if the queue ahead had been done): the next pass finds nothing
 	// there, scans from the start and folds it.
 	rewardBacklog(t, e, db, 1)
-	lo, _ := store.TableSpan("acme", store.TableRewardQueue)
 	_, now, err := e.tenantNow("acme")
 	if err != nil {
 		t.Fatal(err)
 	}
+	lo, cursor := store.RewardQueueDueSpan("acme", now.Add(-time.Nanosecond)) // cursor: the first key due at now
 	ts.learnMu.Lock()
-	ts.learnCursor = store.Key("acme", store.TableRewardQueue, now)
+	ts.learnCursor = cursor
 	ts.learnMu.Unlock()
 	var queued int
 	if err := db.Scan(lo, ts.learnCursor, func(_, _ []byte) error { queued++; return nil }); err != nil || queued == 0 {

@@ -9,7 +9,7 @@ import (
 // ObserveLearn makes every learner pass that committed call fn with what it
 // did (for the business metrics). Call it before RunLearner; fn runs on the
 // learner's goroutine and must not block.
-func (e *Engine) ObserveLearn(fn func(tenant string, st LearnStats)) { e.onLearn = fn }
+func (e *Learner) ObserveLearn(fn func(tenant string, st LearnStats)) { e.onLearn = fn }
 
 // LearnerBacklog is the learner's lag for a tenant: the rewards whose window
 // and grace have passed by the tenant clock but that no learner pass has
@@ -22,21 +22,20 @@ type LearnerBacklog struct {
 // Backlog reads the tenant's learner backlog, counting at most limit
 // entries (the queue is empty or nearly so when the learner keeps up, so
 // the read is short; the limit bounds it when it does not).
-func (e *Engine) Backlog(tenant string, limit int) (LearnerBacklog, error) {
+func (e *Learner) Backlog(tenant string, limit int) (LearnerBacklog, error) {
 	var bl LearnerBacklog
 	_, now, err := e.tenantNow(tenant)
 	if err != nil {
 		return bl, err
 	}
-	lo, _ := store.TableSpan(tenant, store.TableRewardQueue)
-	hi := store.Key(tenant, store.TableRewardQueue, now.Add(time.Nanosecond))
+	lo, hi := store.RewardQueueDueSpan(tenant, now)
 	err = e.db.Scan(lo, hi, func(k, _ []byte) error {
-		parts, ok := store.SplitKey(tenant, k, "8ss")
-		if !ok || string(parts[1]) != queueReward_ {
+		due, kind, _, ok := store.ParseRewardQueueKey(tenant, k)
+		if !ok || kind != queueReward_ {
 			return nil
 		}
 		if bl.Pending == 0 {
-			bl.Lag = max(0, now.Sub(store.TimeAt(parts[0])))
+			bl.Lag = max(0, now.Sub(due))
 		}
 		bl.Pending++
 		if bl.Pending >= limit {

@@ -16,7 +16,7 @@ import (
 // about half a core from them. Without online traffic it runs at full
 // speed.
 type BackgroundPacer struct {
-	e          *Engine
+	e          *core
 	every, n   int
 	sliceStart time.Time
 }
@@ -32,7 +32,7 @@ const (
 
 // NewBackgroundPacer paces work done in units; every is the units of one
 // slice (about half a millisecond of work).
-func (e *Engine) NewBackgroundPacer(every int) *BackgroundPacer {
+func (e *core) NewBackgroundPacer(every int) *BackgroundPacer {
 	return &BackgroundPacer{e: e, every: max(1, every), sliceStart: e.now()}
 }
 
@@ -55,9 +55,9 @@ func (p *BackgroundPacer) Step() {
 }
 
 // markOnline records that an online decision is being answered.
-func (e *Engine) markOnline() { e.onlineAt.Store(e.now().UnixNano()) }
+func (e *core) markOnline() { e.onlineAt.Store(e.now().UnixNano()) }
 
 // onlineSince is the time since the last online decision.
-func (e *Engine) onlineSince(now time.Time) time.Duration {
+func (e *core) onlineSince(now time.Time) time.Duration {
 	return time.Duration(now.UnixNano() - e.onlineAt.Load())
 }

@@ -19,7 +19,7 @@ func TestBackgroundPacer(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			clock := time.Date(2026, 11, 2, 12, 0, 0, 0, time.UTC)
-			e := &Engine{now: func() time.Time { return clock }}
+			e := &Engine{core: &core{now: func() time.Time { return clock }}}
 			p := e.NewBackgroundPacer(4)
 			for i := 0; i < 3; i++ {
 				p.Step() // within the slice: never pauses

@@ -2,7 +2,7 @@ package engine
 
 // Quarantine of damaged records (contract §8). A stored record that does not
 // decode, whatever the cause (an older release's bug, a damaged disk), is
-// moved aside to the tenant's TableDamaged under store.DamagedKey of its own
+// moved aside to the tenant's damaged-record table under store.DamagedKey of its own
 // key, with the decoding error and the time, and the reader that met it
 // goes on without it: the learner, exports, deletions, evaluations and
 // batch jobs skip it, count it and log it, never stop or loop on it.
@@ -21,7 +21,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/coupond/coupond/policy"
@@ -44,7 +43,7 @@ func damagedErr(what string, cause error) error {
 // decode with cause) to the tenant's quarantine in one synced batch, logs
 // it and counts it. The reader that met it goes on whatever happens here:
 // an error (a full disk) is logged and returned for callers that report it.
-func (e *Engine) quarantine(tenant string, key, v []byte, cause error) error {
+func (e *core) quarantine(tenant string, key, v []byte, cause error) error {
 	e.damagedSeen.Add(1)
 	ev := e.log.Warn().Str("tenant", tenant).Str("table", tableName(key, tenant)).Str("error", cause.Error())
 	qk := store.DamagedKey(tenant, key)
@@ -99,9 +98,9 @@ func decodeDamaged(tenant string, qkey, v []byte) DamagedRecord {
 }
 
 // Quarantined lists the tenant's quarantined records, oldest key first.
-func (e *Engine) Quarantined(tenant string) ([]DamagedRecord, error) {
+func (e *Quarantine) Quarantined(tenant string) ([]DamagedRecord, error) {
 	out := []DamagedRecord{}
-	lo, hi := store.TableSpan(tenant, store.TableDamaged)
+	lo, hi := store.DamagedSpan(tenant)
 	err := e.db.Scan(lo, hi, func(k, v []byte) error {
 		out = append(out, decodeDamaged(tenant, k, v))
 		return nil
@@ -111,10 +110,10 @@ func (e *Engine) Quarantined(tenant string) ([]DamagedRecord, error) {
 
 // QuarantinedRecords counts the records held in quarantine over all tenants
 // (the gauge coupond_quarantined_records): one bounded scan per tenant.
-func (e *Engine) QuarantinedRecords() (int, error) {
+func (e *Quarantine) QuarantinedRecords() (int, error) {
 	n := 0
 	for _, t := range e.db.Tenants() {
-		lo, hi := store.TableSpan(t.ID, store.TableDamaged)
+		lo, hi := store.DamagedSpan(t.ID)
 		if err := e.db.Scan(lo, hi, func(_, _ []byte) error { n++; return nil }); err != nil {
 			return n, err
 		}
@@ -125,7 +124,7 @@ func (e *Engine) QuarantinedRecords() (int, error) {
 // DamagedSeen counts the damaged records readers met since the engine
 // started (each is moved to quarantine on first sight, so a record counts
 // again only when moving it failed).
-func (e *Engine) DamagedSeen() int64 { return e.damagedSeen.Load() }
+func (e *Quarantine) DamagedSeen() int64 { return e.damagedSeen.Load() }
 
 // CheckStats is what Check found.
 type CheckStats struct {
@@ -140,7 +139,7 @@ type CheckStats struct {
 // with the decoders the readers use and reports the ones that fail; with
 // repair it moves them to quarantine. Records are read from a consistent
 // snapshot.
-func (e *Engine) Check(tenant string, repair bool) (*CheckStats, error) {
+func (e *Quarantine) Check(tenant string, repair bool) (*CheckStats, error) {
 	st := &CheckStats{Damaged: []DamagedRecord{}, Quarantined: []DamagedRecord{}}
 	var tenants []string
 	if tenant != "" {
@@ -160,12 +159,12 @@ func (e *Engine) Check(tenant string, repair bool) (*CheckStats, error) {
 		st.Tenants++
 		var found []bad
 		var causes []error
-		p := store.TenantPrefix(id)
-		err := snap.Scan(p, store.PrefixEnd(p), func(k, v []byte) error {
-			if len(k) <= len(p) {
+		lo, hi := store.TenantSpan(id)
+		err := snap.Scan(lo, hi, func(k, v []byte) error {
+			if len(k) <= len(lo) {
 				return nil
 			}
-			if k[len(p)] == store.TableDamaged {
+			if store.KindOf(id, k) == store.KindDamaged {
 				st.Quarantined = append(st.Quarantined, decodeDamaged(id, k, v))
 				return nil
 			}
@@ -197,37 +196,34 @@ func (e *Engine) Check(tenant string, repair bool) (*CheckStats, error) {
 // its table's readers use; nil when it decodes. Tables whose values are
 // empty or opaque counters are not checked.
 func checkStored(tenant string, key, v []byte) error {
-	p := len(store.TenantPrefix(tenant))
-	switch key[p] {
-	case store.TableEvent:
+	switch store.KindOf(tenant, key) {
+	case store.KindEvent:
 		if len(v) < 32 {
 			return errors.New("event record: too short")
 		}
 		if _, ok := DecodeEvent(v[32:]); !ok {
 			return errors.New("event record: does not decode")
 		}
-	case store.TableCustomerEvent:
+	case store.KindCustomerEvent:
 		if _, ok := decodeEventSummary(v); !ok {
 			return errors.New("customer event summary: does not decode")
 		}
-	case store.TableFeatures:
+	case store.KindFeatures:
 		if _, ok := DecodeFeatures(v); !ok {
 			return errors.New("features: do not decode")
 		}
-	case store.TableDecision:
+	case store.KindDecision:
 		var r DecisionRecord
 		return unmarshalRecord(v, &r)
-	case store.TableModel:
+	case store.KindModel:
 		_, _, err := unmarshalModel(v, policy.DefaultConfig())
 		return err
-	case store.TableMeta:
-		if bytes.HasPrefix(key[p+1:], []byte("cust\x00")) {
-			var cs customerState
-			return unmarshalCustomerState(v, &cs)
-		}
-	case store.TableAttribution, store.TableIdempotency, store.TableCatalog, store.TableCampaign, store.TableBudget,
-		store.TableJob, store.TableJobClients, store.TableWebhook, store.TableWebhookQueue, store.TableDeletion,
-		store.TableDeletionQueue, store.TableAccessLog, store.TableQuality, store.TableAbuse, store.TableQuarantine:
+	case store.KindCustomerState:
+		var cs customerState
+		return unmarshalCustomerState(v, &cs)
+	case store.KindAttribution, store.KindIdempotency, store.KindCatalog, store.KindCampaign, store.KindBudget,
+		store.KindJob, store.KindJobChunk, store.KindWebhook, store.KindWebhookQueue, store.KindDeletion,
+		store.KindDeletionQueue, store.KindAccessLog, store.KindQuality, store.KindAbuse, store.KindQuarantine:
 		if !json.Valid(v) {
 			return errors.New("JSON record: not valid JSON")
 		}
@@ -235,49 +231,28 @@ func checkStored(tenant string, key, v []byte) error {
 	return nil
 }
 
-// tableNames names the tables in admin output and logs.
-var tableNames = map[byte]string{
-	store.TableEvent: "event", store.TableCustomerEvent: "customer_event", store.TableFeatures: "features",
-	store.TableDecision: "decision", store.TableCustomerDecide: "customer_decision", store.TableAttribution: "attribution",
-	store.TableIdempotency: "idempotency", store.TableCatalog: "catalog", store.TableCampaign: "campaign",
-	store.TableBudget: "budget", store.TableModel: "model", store.TableRewardQueue: "reward_queue", store.TableJob: "job",
-	store.TableJobClients: "job_clients", store.TableWebhook: "webhook", store.TableWebhookQueue: "webhook_queue",
-	store.TableDaily: "daily", store.TableDeletion: "deletion", store.TableDeletionQueue: "deletion_queue",
-	store.TableAccessLog: "access_log", store.TableQuality: "quality", store.TableAbuse: "abuse",
-	store.TableQuarantine: "event_quarantine", store.TableMeta: "meta",
-}
-
 func tableName(key []byte, tenant string) string {
-	p := len(store.TenantPrefix(tenant))
-	if len(key) <= p {
-		return "?"
-	}
-	if n, ok := tableNames[key[p]]; ok {
-		return n
-	}
-	return "table " + strconv.QuoteRune(rune(key[p]))
+	table, _ := store.DescribeKey(tenant, key)
+	return table
 }
 
 // keyText renders key after the tenant prefix for admin output.
 func keyText(key []byte, tenant string) string {
-	p := len(store.TenantPrefix(tenant))
-	if len(key) < p {
-		return strconv.Quote(string(key))
-	}
-	return strconv.Quote(string(key[p:]))
+	_, text := store.DescribeKey(tenant, key)
+	return text
 }
 
 // customerDamaged returns the keys of tenant's quarantine entries that name
 // the customer ref: those whose original key or value holds ref, and those
 // whose original key is one of keys (the customer's records found through
 // its indexes). Quarantine is small, so this is a scan of it.
-func (e *Engine) customerDamaged(tenant, ref string, keys [][]byte) ([][]byte, error) {
+func (e *Quarantine) customerDamaged(tenant, ref string, keys [][]byte) ([][]byte, error) {
 	want := make(map[string]bool, len(keys))
 	for _, k := range keys {
 		want[string(k)] = true
 	}
 	var out [][]byte
-	lo, hi := store.TableSpan(tenant, store.TableDamaged)
+	lo, hi := store.DamagedSpan(tenant)
 	err := e.db.Scan(lo, hi, func(k, v []byte) error {
 		orig := store.DamagedOriginal(tenant, k)
 		if want[string(orig)] || bytes.Contains(orig, []byte(ref)) || bytes.Contains(v, []byte(ref)) {
@@ -287,3 +262,7 @@ func (e *Engine) customerDamaged(tenant, ref string, keys [][]byte) ([][]byte, e
 	})
 	return out, err
 }
+
+// Quarantine lists, counts and checks damaged records: what readers moved
+// aside (Quarantined), and a whole-store decode with repair (Check).
+type Quarantine struct{ *core }

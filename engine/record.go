@@ -68,10 +68,10 @@ type DecisionRecord struct {
 	Aprendida  bool   `json:"aprendida,omitempty"`
 }
 
-func decisionKey(tenant, nonce string) []byte { return store.Key(tenant, store.TableDecision, nonce) }
+func decisionKey(tenant, nonce string) []byte { return store.DecisionKey(tenant, nonce) }
 
 func customerDecisionKey(tenant, clienteRef string, at time.Time, nonce string) []byte {
-	return store.Key(tenant, store.TableCustomerDecide, clienteRef, at, nonce)
+	return store.CustomerDecisionKey(tenant, clienteRef, at, nonce)
 }
 
 // putDecision adds the record and its customer index entry to b.
@@ -83,7 +83,7 @@ func putDecision(b *store.Batch, tenant string, r *DecisionRecord) {
 // loadDecision reads a decision record by nonce. A record that does not
 // decode is moved to quarantine and reported as an error wrapping both
 // ErrDamaged and ErrNotFound.
-func (e *Engine) loadDecision(tenant, nonce string) (*DecisionRecord, error) {
+func (e *core) loadDecision(tenant, nonce string) (*DecisionRecord, error) {
 	v, err := e.db.Get(decisionKey(tenant, nonce))
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, fmt.Errorf("decision: %w", ErrNotFound)
@@ -188,7 +188,7 @@ func (e *Engine) nonceFreeAt(ts *tenantState, at time.Time) (bool, error) {
 	}
 	if us >= 0 {
 		blockPrefix := newNonce(at, [9]byte{})[:nonceTimeLen-1]
-		lo, hi := store.TableSpan(ts.id, store.TableDecision, []byte(blockPrefix))
+		lo, hi := store.DecisionNonceSpan(ts.id, blockPrefix)
 		empty := true
 		if err := e.db.Scan(lo, hi, func(_, _ []byte) error {
 			empty = false
@@ -203,7 +203,7 @@ func (e *Engine) nonceFreeAt(ts *tenantState, at time.Time) (bool, error) {
 		}
 	}
 	prefix := newNonce(at, [9]byte{})[:nonceTimeLen]
-	lo, hi := store.TableSpan(ts.id, store.TableDecision, []byte(prefix))
+	lo, hi := store.DecisionNonceSpan(ts.id, prefix)
 	free := true
 	if err := e.db.Scan(lo, hi, func(_, _ []byte) error {
 		free = false

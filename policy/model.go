@@ -83,6 +83,13 @@ type Config struct {
 	// sent it to 92–98 % of customers, the rare buyers who never respond
 	// and one of two equal treatments included (POLICY.md §4).
 	GuardSingleActions bool
+	// ExploreCap caps an action's exploration by its average effect over
+	// the customers who received it (Model.exploreCap): an action that
+	// loses money on average with confidence is hardly explored. Off by
+	// default: with it (and Z 1.25, ImportanceAlpha 0, TauEffect 300,
+	// TauLevel 500) the lab's report run was within its noise of this
+	// configuration's (POLICY.md §7.3).
+	ExploreCap bool
 }
 
 // DefaultConfig is the configuration the engine runs.
@@ -141,11 +148,13 @@ type armStats struct {
 	mPsi  []float64 // meat Σ w² ψψᵀ ε²
 	delta []float64 // fit: δₐ
 	cov   []float64 // fit: Var(δₐ), dimEffect²
+	// popW caps the action's exploration weight (fit; exploreCap).
+	popW float64
 }
 
 func newArm() *armStats {
 	return &armStats{c: make([]float64, dimBase*dimEffect), psi: make([]float64, dimEffect*dimEffect), b: make([]float64, dimEffect),
-		mC: make([]float64, dimBase*dimEffect), mPsi: make([]float64, dimEffect*dimEffect)}
+		mC: make([]float64, dimBase*dimEffect), mPsi: make([]float64, dimEffect*dimEffect), popW: 1}
 }
 
 // New returns a model without data: it decides on the economic prior,
@@ -168,7 +177,7 @@ func (m *Model) Clone() *Model {
 	c.arms = make(map[int]*armStats, len(m.arms))
 	for id, a := range m.arms {
 		c.arms[id] = &armStats{n: a.n, c: slices.Clone(a.c), psi: slices.Clone(a.psi), b: slices.Clone(a.b), mC: slices.Clone(a.mC),
-			mPsi: slices.Clone(a.mPsi), delta: slices.Clone(a.delta), cov: slices.Clone(a.cov)}
+			mPsi: slices.Clone(a.mPsi), delta: slices.Clone(a.delta), cov: slices.Clone(a.cov), popW: a.popW}
 	}
 	c.guard = m.guard.clone()
 	return &c
@@ -302,21 +311,40 @@ const evidenceSteps = 3
 
 // fit solves the regression; evidence also takes one evidence step.
 func (m *Model) fit(evidence bool) {
-	const D, E = dimBase, dimEffect
 	v := m.noise()
 	lb, le := m.lambdas(v)
 	ids := m.armIDs()
+	blks, sinv := m.solveBase(lb[:], le[:], ids)
+	core, mbb := m.meatCore(v, lb[:], le[:], blks)
+	// Var(θ_φ) = S⁻¹·core·S⁻¹; keep the pooled coupon effect's block.
+	const D = dimBase
+	rows := sinv[phiShared*D : (phiShared+nShared)*D] // nShared×D
+	vs := mul(mul(rows, core, nShared, D, D), transpose(rows, nShared, D), nShared, D, nShared)
+	m.sharedCov = symmetrize(vs, nShared)
+	ev := m.fitArms(blks, sinv, core, mbb, le[:], ids)
+	m.sinceFit = 0
+	if evidence {
+		m.evidenceStep(ev)
+	}
+}
+
+// fitBlock is one action's block of the arrow-shaped system.
+type fitBlock struct {
+	a    *armStats
+	pinv []float64 // (Ψ + Λₑ)⁻¹
+	g    []float64 // Pinv·Cᵀ, E×D
+}
+
+// solveBase eliminates the action blocks (Schur complement) and solves
+// for β; it returns the blocks and S⁻¹.
+func (m *Model) solveBase(lb, le []float64, ids []int) ([]fitBlock, []float64) {
+	const D, E = dimBase, dimEffect
 	s := slices.Clone(m.phi)
 	for i := 0; i < D; i++ {
 		s[i*D+i] += lb[i]
 	}
 	rhs := slices.Clone(m.bPhi)
-	type blk struct {
-		a    *armStats
-		pinv []float64 // (Ψ + Λₑ)⁻¹
-		g    []float64 // Pinv·Cᵀ, E×D
-	}
-	blks := make([]blk, len(ids))
+	blks := make([]fitBlock, len(ids))
 	for k, id := range ids {
 		a := m.arms[id]
 		p := slices.Clone(a.psi)
@@ -327,18 +355,24 @@ func (m *Model) fit(evidence bool) {
 		g := mul(pinv, transpose(a.c, D, E), E, E, D)
 		addTo(s, mul(a.c, g, D, E, D), -1)
 		addTo(rhs, mulVec(transpose(g, E, D), a.b, D, E), -1)
-		blks[k] = blk{a, pinv, g}
+		blks[k] = fitBlock{a, pinv, g}
 	}
 	sinv := invSPD(symmetrize(s, D), D)
 	m.beta = mulVec(sinv, rhs, D, D)
-	// Meat with the prior's part: M + v·Λ.
+	return blks, sinv
+}
+
+// meatCore returns core = M'_φφ − Q − Qᵀ + P (the meat with the prior's
+// part, M + v·Λ, seen through the elimination) and each block's M'ₐₐ.
+func (m *Model) meatCore(v float64, lb, le []float64, blks []fitBlock) (core []float64, mbb [][]float64) {
+	const D, E = dimBase, dimEffect
 	mPhi := slices.Clone(m.mPhi)
 	for i := 0; i < D; i++ {
 		mPhi[i*D+i] += v * lb[i]
 	}
 	p := make([]float64, D*D) // Σ T_b M_bb T_bᵀ
 	q := make([]float64, D*D) // Σ M_φb T_bᵀ
-	mbb := make([][]float64, len(blks))
+	mbb = make([][]float64, len(blks))
 	for k, b := range blks {
 		mb := slices.Clone(b.a.mPsi)
 		for i := 0; i < E; i++ {
@@ -349,21 +383,28 @@ func (m *Model) fit(evidence bool) {
 		addTo(p, mul(mul(t, mb, D, E, E), b.g, D, E, D), 1)
 		addTo(q, mul(b.a.mC, b.g, D, E, D), 1)
 	}
-	core := mPhi
+	core = mPhi
 	addTo(core, q, -1)
 	addTo(core, transpose(q, D, D), -1)
 	addTo(core, p, 1)
-	// Var(θ_φ) = S⁻¹·core·S⁻¹; keep the pooled coupon effect's block.
-	rows := sinv[phiShared*D : (phiShared+nShared)*D] // nShared×D
-	vs := mul(mul(rows, core, nShared, D, D), transpose(rows, nShared, D), nShared, D, nShared)
-	m.sharedCov = symmetrize(vs, nShared)
-	// Per action: Wₐ = Gₐ S⁻¹ and Lₐ = Pinvₐ(M'ₐₐ Gₐ − M_φaᵀ); then
-	// Cov(δₐ, δ_b) = (Wₐ·core + Lₐ)W_bᵀ + Wₐ L_bᵀ (+ Pinvₐ M'ₐₐ Pinvₐ when
-	// a = b). See POLICY.md.
+	return core, mbb
+}
+
+// evidenceSums are the sums of one evidence step: Σ δ² and Σ γ of the
+// interactions (num, den) and of the prior effect's correction (numP,
+// denP).
+type evidenceSums struct{ num, den, numP, denP float64 }
+
+// fitArms solves each action's δₐ and its covariances. Per action: Wₐ =
+// Gₐ S⁻¹ and Lₐ = Pinvₐ(M'ₐₐ Gₐ − M_φaᵀ); then Cov(δₐ, δ_b) = (Wₐ·core +
+// Lₐ)W_bᵀ + Wₐ L_bᵀ (+ Pinvₐ M'ₐₐ Pinvₐ when a = b). See POLICY.md. It
+// returns the sums of the evidence step.
+func (m *Model) fitArms(blks []fitBlock, sinv, core []float64, mbb [][]float64, le []float64, ids []int) evidenceSums {
+	const D, E = dimBase, dimEffect
 	ws := make([][]float64, len(blks))
 	ls := make([][]float64, len(blks))
 	wcl := make([][]float64, len(blks))
-	var num, den, numP, denP float64
+	var ev evidenceSums
 	for k, b := range blks {
 		a := b.a
 		cTb := mulVec(transpose(a.c, D, E), m.beta, E, D)
@@ -380,22 +421,9 @@ func (m *Model) fit(evidence bool) {
 		cov := m.crossCov(wc, w, w, l)
 		addTo(cov, mul(mul(b.pinv, mbb[k], E, E, E), b.pinv, E, E, E), 1)
 		a.cov = symmetrize(cov, E)
-		if a.n == 0 {
-			continue
-		}
-		// Evidence: γ_j = 1 − λ_j·(A⁻¹)_jj, (A⁻¹)ₐₐ = Pinv + Wₐ·Gₐᵀ.
-		for j := 0; j < E; j++ {
-			d := b.pinv[j*E+j] + dot(w[j*D:(j+1)*D], b.g[j*D:(j+1)*D])
-			gam := math.Min(math.Max(1-le[j]*d, 0), 1)
-			switch j {
-			case 0:
-			case psiPrior:
-				numP += a.delta[j] * a.delta[j]
-				denP += gam
-			default:
-				num += a.delta[j] * a.delta[j]
-				den += gam
-			}
+		a.popW = m.exploreCap(a)
+		if a.n > 0 {
+			ev.add(&b, w, le)
 		}
 	}
 	m.cross = map[[2]int][]float64{}
@@ -407,17 +435,40 @@ func (m *Model) fit(evidence bool) {
 			m.popApart[key] = m.apartOverall(blks[i].a, blks[j].a, m.cross[key])
 		}
 	}
-	m.sinceFit = 0
-	if !evidence {
-		return
+	return ev
+}
+
+// add adds action b's coefficients: γ_j = 1 − λ_j·(A⁻¹)_jj, with
+// (A⁻¹)ₐₐ = Pinv + Wₐ·Gₐᵀ.
+func (ev *evidenceSums) add(b *fitBlock, w, le []float64) {
+	const D, E = dimBase, dimEffect
+	a := b.a
+	for j := 0; j < E; j++ {
+		d := b.pinv[j*E+j] + dot(w[j*D:(j+1)*D], b.g[j*D:(j+1)*D])
+		gam := math.Min(math.Max(1-le[j]*d, 0), 1)
+		switch j {
+		case 0:
+		case psiPrior:
+			ev.numP += a.delta[j] * a.delta[j]
+			ev.denP += gam
+		default:
+			ev.num += a.delta[j] * a.delta[j]
+			ev.den += gam
+		}
 	}
+}
+
+// evidenceStep takes one step of MacKay's fixed point for the prior
+// standard deviations of the interactions and of the prior effect's
+// correction, with a weak hyperprior.
+func (m *Model) evidenceStep(ev evidenceSums) {
 	h := m.cfg.HyperPseudo
-	if den > 0 {
-		t2 := (num + h*m.cfg.TauEffect*m.cfg.TauEffect) / (den + h)
+	if ev.den > 0 {
+		t2 := (ev.num + h*m.cfg.TauEffect*m.cfg.TauEffect) / (ev.den + h)
 		m.tauE = clamp(math.Sqrt(t2), m.cfg.TauEffect/30, m.cfg.TauEffect*3)
 	}
-	if denP > 0 {
-		t2 := (numP + m.cfg.TauPrior*m.cfg.TauPrior) / (denP + 1)
+	if ev.denP > 0 {
+		t2 := (ev.numP + m.cfg.TauPrior*m.cfg.TauPrior) / (ev.denP + 1)
 		m.tauP = clamp(math.Sqrt(t2), m.cfg.TauPrior/10, m.cfg.TauPrior*4)
 	}
 }
@@ -446,6 +497,34 @@ func (m *Model) apartOverall(a, b *armStats, cov []float64) bool {
 		v -= 2 * pa[i] * dot(cov[i*E:(i+1)*E], pb[:])
 	}
 	return math.Abs(d) > m.cfg.PopZ*math.Sqrt(math.Max(v, 0))
+}
+
+// exploreCap is min(1, 2Φ(e/se)), e the action's effect averaged over the
+// customers who received it (the mean of their ψ and of their pooled
+// terms, each with its own prior effect) and se its standard error: an
+// action below never-send by 2 SE on average is explored with at most
+// 4.6 % of its share, one at 3 SE with 0.3 %. 1 without data or with
+// Config.ExploreCap off. Needs this fit's sharedCov, δₐ and Var(δₐ).
+func (m *Model) exploreCap(a *armStats) float64 {
+	const E = dimEffect
+	sw := a.psi[0] // Σw, as ψ₀ = 1
+	if !m.cfg.ExploreCap || a.n == 0 || !(sw > 0) || m.sharedCov == nil {
+		return 1
+	}
+	var pa [E]float64
+	for j := range pa {
+		pa[j] = a.psi[j] / sw
+	}
+	var sh [nShared]float64
+	for k := range sh {
+		sh[k] = a.c[(phiShared+k)*E] / sw // row phiShared+k, column ψ₀: Σw·shₖ
+	}
+	e := pa[psiPrior] + dot(m.beta[phiShared:phiShared+nShared], sh[:]) + dot(a.delta, pa[:])
+	v := quad(a.cov, pa[:], E) + quad(m.sharedCov, sh[:], nShared)
+	if !(v > 0) {
+		return 1
+	}
+	return math.Min(1, math.Erfc(-e/math.Sqrt(v)/math.Sqrt2))
 }
 
 // crossCov returns (Wₐ·core + Lₐ)W_bᵀ + Wₐ L_bᵀ, E×E, given wcl =

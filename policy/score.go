@@ -137,6 +137,9 @@ func (m *Model) Distribution(sc []Score, probs []float64) int {
 		if sd := m.diffSE(&s, &t, false); sd > 0 {
 			w = math.Min(1, math.Erfc((t.Effect-s.Effect)/sd/math.Sqrt2))
 		}
+		if st := m.arms[s.ID]; s.ID != 0 && st != nil && st.popW < 1 {
+			w = math.Min(w, st.popW)
+		}
 		probs[i] = eps / float64(k-1) * w
 		explore += probs[i]
 	}

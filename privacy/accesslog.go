@@ -29,7 +29,7 @@ func (s *Service) logAccess(tenant, clienteRef, clientID, trace, accion string, 
 	}
 	b := s.db.NewBatch()
 	defer b.Close()
-	if err := b.SetJSON(store.Key(tenant, store.TableAccessLog, at, trace), &a); err != nil {
+	if err := b.SetJSON(store.AccessLogKey(tenant, at, trace), &a); err != nil {
 		return err
 	}
 	return b.Commit()
@@ -38,7 +38,7 @@ func (s *Service) logAccess(tenant, clienteRef, clientID, trace, accion string, 
 // AccessLog returns the tenant's access-log entries in time order.
 func (s *Service) AccessLog(tenant string) ([]AccessEntry, error) {
 	out := []AccessEntry{}
-	lo, hi := store.TableSpan(tenant, store.TableAccessLog)
+	lo, hi := store.AccessLogSpan(tenant)
 	err := s.db.Scan(lo, hi, func(_, v []byte) error {
 		var a AccessEntry
 		if err := json.Unmarshal(v, &a); err != nil {

@@ -266,7 +266,7 @@ func (bk *Backups) copyInto(db *store.DB, dir string, takenAt time.Time, version
 // checkpoint takes a Pebble checkpoint into dst, printing progress every
 // 250 ms.
 func checkpoint(db *store.DB, dst string, progress io.Writer) error {
-	total := int64(db.Pebble().Metrics().DiskSpaceUsage())
+	total := int64(db.DiskSpaceUsage())
 	fmt.Fprintf(progress, "backup: checkpoint of %.1f MB into %s\n", float64(total)/1e6, filepath.Dir(dst))
 	done := make(chan struct{})
 	var wg sync.WaitGroup

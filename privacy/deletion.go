@@ -117,10 +117,10 @@ const deletionRetry = 15 * time.Second
 // compaction); the next pass takes the rest.
 const deletionBatch = 1000
 
-func deletionKey(tenant, hash string) []byte { return store.Key(tenant, store.TableDeletion, hash) }
+func deletionKey(tenant, hash string) []byte { return store.DeletionKey(tenant, hash) }
 
 func deletionQueueKey(tenant string, at time.Time, hash string) []byte {
-	return store.Key(tenant, store.TableDeletionQueue, at, hash)
+	return store.DeletionQueueKey(tenant, at, hash)
 }
 
 // RequestDeletion schedules the deletion of a customer: the deletion record
@@ -194,7 +194,7 @@ func (s *Service) deletionByHash(tenant, hash string) (*DeletionRecord, error) {
 // time.
 func (s *Service) Deletions(tenant string) ([]DeletionRecord, error) {
 	var out []DeletionRecord
-	lo, hi := store.TableSpan(tenant, store.TableDeletion)
+	lo, hi := store.DeletionSpan(tenant)
 	err := s.db.Scan(lo, hi, func(_, v []byte) error {
 		var r DeletionRecord
 		if err := json.Unmarshal(v, &r); err != nil {
@@ -211,7 +211,7 @@ func (s *Service) Deletions(tenant string) ([]DeletionRecord, error) {
 func (s *Service) PendingDeletions() (int, error) {
 	n := 0
 	for _, t := range s.db.Tenants() {
-		lo, hi := store.TableSpan(t.ID, store.TableDeletionQueue)
+		lo, hi := store.DeletionQueueSpan(t.ID)
 		if err := s.db.Scan(lo, hi, func(_, _ []byte) error { n++; return nil }); err != nil {
 			return 0, err
 		}
@@ -224,7 +224,7 @@ func (s *Service) PendingDeletions() (int, error) {
 // just before a crash does not linger in an sstable.
 func (s *Service) RunDeletions(ctx context.Context, interval time.Duration, hooks DeletionHooks) {
 	for _, t := range s.db.Tenants() {
-		lo, hi := store.TableSpan(t.ID, store.TableDeletionQueue)
+		lo, hi := store.DeletionQueueSpan(t.ID)
 		if err := s.db.Compact(ctx, lo, hi); err != nil && ctx.Err() == nil {
 			s.log.Error().Err(err).Str("tenant", t.ID).Msg("deletion queue compaction")
 		}
@@ -327,7 +327,7 @@ func (p *tenantPass) run(ctx context.Context, hooks DeletionHooks) error {
 // queued reads up to deletionBatch jobs of the tenant's queue.
 func (p *tenantPass) queued() ([]queuedDeletion, error) {
 	var jobs []queuedDeletion
-	lo, hi := store.TableSpan(p.tenant, store.TableDeletionQueue)
+	lo, hi := store.DeletionQueueSpan(p.tenant)
 	err := p.s.db.Scan(lo, hi, func(k, v []byte) error {
 		var j deletionJob
 		if err := json.Unmarshal(v, &j); err != nil {

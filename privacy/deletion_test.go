@@ -224,7 +224,7 @@ func TestDeletionReleasesPendingSendBudget(t *testing.T) {
 	var bu struct {
 		Envios int64 `json:"envios"`
 	}
-	err := db.GetJSON(store.Key("acme", store.TableBudget, "camp"), &bu)
+	err := db.GetJSON(store.BudgetKey("acme", "camp"), &bu)
 	if err != nil || bu.Envios != 0 {
 		t.Errorf("budget after deleting the customer of the only pending send: %+v %v (want the send given back)", bu, err)
 	}
@@ -280,11 +280,11 @@ func TestDeletionTimingLargeStore(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := db.Pebble().Flush(); err != nil {
+	if err := db.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	m := db.Pebble().Metrics()
-	t.Logf("loaded %d customers, %d events in %s; store %.0f MB on disk", customers, n, time.Since(start).Round(time.Second), float64(m.DiskSpaceUsage())/1e6)
+	m := db.Metrics()
+	t.Logf("loaded %d customers, %d events in %s; store %.0f MB on disk", customers, n, time.Since(start).Round(time.Second), float64(m.DiskBytes)/1e6)
 	for _, c := range []int{customers / 2, customers / 3} {
 		ref := fmt.Sprintf("cliente-%09d", c)
 		if _, err := p.RequestDeletion("acme", ref, "ci"); err != nil {
@@ -361,7 +361,7 @@ func TestDeletionLeavesNoBytesOnDisk(t *testing.T) {
 	// Flushes and more writes, as a live store has: the WAL holding the
 	// canary becomes obsolete long before the deletion.
 	for i := 0; i < 3; i++ {
-		if err := db.Pebble().Flush(); err != nil {
+		if err := db.Flush(); err != nil {
 			t.Fatal(err)
 		}
 		ingestFor(t, e, fmt.Sprintf("mas-%08d", i), fmt.Sprintf("m%d", i), 2)

@@ -74,18 +74,18 @@ func (s *Service) eraseCustomer(tenant, ref, hash string) ([][]byte, error) {
 	return x.keys, nil
 }
 
-// indexed deletes the entries of a customer index (TableCustomerEvent or
-// TableCustomerDecide) and returns the ids they name.
-func (x *erasure) indexed(table byte) ([]string, error) {
+// indexed deletes the entries of a customer index (events or decisions)
+// and returns the ids they name.
+func (x *erasure) indexed(idx customerIndex) ([]string, error) {
 	var ids []string
-	lo, hi := store.TableSpan(x.tenant, table, x.ref)
+	lo, hi := idx.span(x.tenant, x.ref)
 	err := x.s.db.Scan(lo, hi, func(k, _ []byte) error {
-		parts, ok := store.SplitKey(x.tenant, k, "s8s")
+		_, _, id, ok := idx.parse(x.tenant, k)
 		if !ok {
 			return nil
 		}
 		x.del(k)
-		ids = append(ids, string(parts[2]))
+		ids = append(ids, id)
 		return nil
 	})
 	return ids, err
@@ -94,7 +94,7 @@ func (x *erasure) indexed(table byte) ([]string, error) {
 // events erases the customer's events, found through the customer event
 // index, and the index.
 func (x *erasure) events() error {
-	ids, err := x.indexed(store.TableCustomerEvent)
+	ids, err := x.indexed(eventIndex)
 	if err != nil {
 		return err
 	}
@@ -146,7 +146,7 @@ func (x *erasure) features() error {
 // them), found through the customer decision index, the index, and their
 // learner queue entries.
 func (x *erasure) decisions() error {
-	nonces, err := x.indexed(store.TableCustomerDecide)
+	nonces, err := x.indexed(decisionIndex)
 	if err != nil {
 		return err
 	}
@@ -181,7 +181,7 @@ func (x *erasure) customerState() error {
 // scan, rare).
 func (x *erasure) attributions() error {
 	if x.damagedEvents {
-		lo, hi := store.TableSpan(x.tenant, store.TableAttribution)
+		lo, hi := store.AttributionSpan(x.tenant)
 		if err := x.s.db.Scan(lo, hi, func(k, v []byte) error {
 			var a engine.Attribution
 			if bytes.Contains(v, []byte(x.ref)) && json.Unmarshal(v, &a) == nil && a.ClienteRef == x.ref {
@@ -214,7 +214,7 @@ func (x *erasure) attributions() error {
 // so this is a scan; the raw JSON is matched before anything is decoded.
 func (x *erasure) idempotency() error {
 	refField := []byte(`"cliente_ref":"` + x.ref + `"`)
-	lo, hi := store.TableSpan(x.tenant, store.TableIdempotency)
+	lo, hi := store.IdempotencySpan(x.tenant)
 	return x.s.db.Scan(lo, hi, func(k, v []byte) error {
 		if bytes.Contains(v, refField) || (len(x.ids) > 0 && x.ids[answerDecisionID(v)]) {
 			x.del(k)
@@ -226,9 +226,9 @@ func (x *erasure) idempotency() error {
 // daily erases the per-customer daily counters (key: day, name,
 // cliente_ref).
 func (x *erasure) daily() error {
-	lo, hi := store.TableSpan(x.tenant, store.TableDaily)
+	lo, hi := store.DailySpan(x.tenant)
 	return x.s.db.Scan(lo, hi, func(k, _ []byte) error {
-		if parts, ok := store.SplitKey(x.tenant, k, "sss"); ok && string(parts[2]) == x.ref {
+		if ref, ok := store.DailyCustomer(x.tenant, k); ok && ref == x.ref {
 			x.del(k)
 		}
 		return nil
@@ -236,7 +236,7 @@ func (x *erasure) daily() error {
 }
 
 // quarantinedEvents removes the customer's events from the quarantined
-// event batches (TableQuarantine): a batch left empty goes, another is
+// event batches (store.QuarantineSpan): a batch left empty goes, another is
 // rewritten without them.
 func (x *erasure) quarantinedEvents() error {
 	type rewrite struct {
@@ -245,7 +245,7 @@ func (x *erasure) quarantinedEvents() error {
 	}
 	var rewrites []rewrite
 	var drops [][]byte
-	lo, hi := store.TableSpan(x.tenant, store.TableQuarantine)
+	lo, hi := store.QuarantineSpan(x.tenant)
 	if err := x.s.db.Scan(lo, hi, func(k, v []byte) error {
 		if !bytes.Contains(v, []byte(x.ref)) {
 			return nil
@@ -312,7 +312,7 @@ func withoutCustomer(raw json.RawMessage, ref string) (kept json.RawMessage, cha
 // raw cliente_ref becomes the keyed hash.
 func (x *erasure) accessLog() error {
 	var logRewrites []rewriteEntry
-	lo, hi := store.TableSpan(x.tenant, store.TableAccessLog)
+	lo, hi := store.AccessLogSpan(x.tenant)
 	if err := x.s.db.Scan(lo, hi, func(k, v []byte) error {
 		if !bytes.Contains(v, []byte(x.ref)) {
 			return nil

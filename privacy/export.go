@@ -128,14 +128,14 @@ func (s *Service) Export(tenant, clienteRef, clientID, trace string) (*CustomerE
 	return x, nil
 }
 
-// indexedIDs returns the ids a customer index (TableCustomerEvent or
-// TableCustomerDecide) names for ref.
-func (s *Service) indexedIDs(tenant string, table byte, ref string) ([]string, error) {
+// indexedIDs returns the ids a customer index (events or decisions) names
+// for ref.
+func (s *Service) indexedIDs(tenant string, idx customerIndex, ref string) ([]string, error) {
 	var ids []string
-	lo, hi := store.TableSpan(tenant, table, ref)
+	lo, hi := idx.span(tenant, ref)
 	err := s.db.Scan(lo, hi, func(k, _ []byte) error {
-		if parts, ok := store.SplitKey(tenant, k, "s8s"); ok {
-			ids = append(ids, string(parts[2]))
+		if _, _, id, ok := idx.parse(tenant, k); ok {
+			ids = append(ids, id)
 		}
 		return nil
 	})
@@ -145,7 +145,7 @@ func (s *Service) indexedIDs(tenant string, table byte, ref string) ([]string, e
 // exportEvents adds the customer's events to x (a damaged one goes to
 // quarantine) and returns the coupons they name and the event keys.
 func (s *Service) exportEvents(tenant, clienteRef string, x *CustomerExport) (map[string]bool, [][]byte, error) {
-	evIDs, err := s.indexedIDs(tenant, store.TableCustomerEvent, clienteRef)
+	evIDs, err := s.indexedIDs(tenant, eventIndex, clienteRef)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -201,7 +201,7 @@ func (s *Service) exportFeatures(tenant, clienteRef string, now time.Time, x *Cu
 // exportDecisions adds the customer's decisions and confirmations to x and
 // returns the decision keys its index names.
 func (s *Service) exportDecisions(tenant, clienteRef string, x *CustomerExport) ([][]byte, error) {
-	nonces, err := s.indexedIDs(tenant, store.TableCustomerDecide, clienteRef)
+	nonces, err := s.indexedIDs(tenant, decisionIndex, clienteRef)
 	if err != nil {
 		return nil, err
 	}

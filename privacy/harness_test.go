@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/rs/zerolog"
 
 	"github.com/coupond/coupond/clock"
@@ -21,7 +20,7 @@ var t0 = time.Date(2026, 11, 2, 12, 0, 0, 0, time.UTC)
 // coupons; both run on the returned fake clock.
 func newTest(tb testing.TB, n int) (*engine.Engine, *Service, *store.DB, *clock.Fake) {
 	tb.Helper()
-	db, err := store.Open("db", vfs.NewMem())
+	db, err := store.Open("db", store.NewMemFS())
 	if err != nil {
 		tb.Fatal(err)
 	}

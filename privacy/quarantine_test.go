@@ -18,10 +18,10 @@ func plantBroken(t *testing.T, e *engine.Engine, p *Service, db *store.DB, ana s
 		t.Fatal(err)
 	}
 	var nonce string
-	lo, hi := store.TableSpan("acme", store.TableCustomerDecide, ana)
+	lo, hi := store.CustomerDecisionSpan("acme", ana)
 	if err := db.Scan(lo, hi, func(k, _ []byte) error {
-		if parts, ok := store.SplitKey("acme", k, "s8s"); ok {
-			nonce = string(parts[2])
+		if _, _, n, ok := store.ParseCustomerDecisionKey("acme", k); ok {
+			nonce = n
 		}
 		return nil
 	}); err != nil || nonce == "" {

@@ -3,6 +3,7 @@ package privacy
 import (
 	"bytes"
 	"encoding/json"
+	"time"
 
 	"github.com/coupond/coupond/store"
 )
@@ -19,16 +20,11 @@ func (s *Service) refsForHashes(tenant string, want map[string]bool) (map[string
 			found[h] = ref
 		}
 	}
-	for _, sp := range []struct {
-		table  byte
-		prefix []any
-	}{
-		{store.TableCustomerEvent, nil},
-		{store.TableFeatures, nil},
-		{store.TableCustomerDecide, nil},
-		{store.TableMeta, []any{"cust"}},
+	for _, span := range []func(tenant string) (lo, hi []byte){
+		store.CustomerEventIndexSpan, store.FeaturesSpan, store.CustomerDecisionIndexSpan, store.CustomerStateSpan,
 	} {
-		if err := s.distinctRefs(tenant, sp.table, sp.prefix, check); err != nil {
+		lo, hi := span(tenant)
+		if err := s.db.DistinctFirst(lo, hi, func(ref []byte) { check(string(ref)) }); err != nil {
 			return nil, err
 		}
 	}
@@ -41,8 +37,8 @@ func (s *Service) refsForHashes(tenant string, want map[string]bool) (map[string
 		}
 		return one.ClienteRef
 	}
-	for _, table := range []byte{store.TableIdempotency, store.TableAccessLog} {
-		lo, hi := store.TableSpan(tenant, table)
+	for _, span := range []func(tenant string) (lo, hi []byte){store.IdempotencySpan, store.AccessLogSpan} {
+		lo, hi := span(tenant)
 		if err := s.db.Scan(lo, hi, func(_, v []byte) error {
 			if bytes.Contains(v, []byte(`"cliente_ref"`)) {
 				check(refOf(v))
@@ -52,7 +48,7 @@ func (s *Service) refsForHashes(tenant string, want map[string]bool) (map[string
 			return nil, err
 		}
 	}
-	lo, hi := store.TableSpan(tenant, store.TableQuarantine)
+	lo, hi := store.QuarantineSpan(tenant)
 	if err := s.db.Scan(lo, hi, func(_, v []byte) error {
 		var q struct {
 			Eventos []json.RawMessage `json:"eventos"`
@@ -66,7 +62,7 @@ func (s *Service) refsForHashes(tenant string, want map[string]bool) (map[string
 	}); err != nil {
 		return nil, err
 	}
-	lo, hi = store.TableSpan(tenant, store.TableJobClients)
+	lo, hi = store.JobChunkTableSpan(tenant)
 	if err := s.db.Scan(lo, hi, func(_, v []byte) error {
 		var refs []string
 		if json.Unmarshal(v, &refs) == nil {
@@ -81,9 +77,14 @@ func (s *Service) refsForHashes(tenant string, want map[string]bool) (map[string
 	return found, nil
 }
 
-// distinctRefs calls fn once per cliente_ref that leads keys of table
-// (after prefix), seeking past each customer's keys.
-func (s *Service) distinctRefs(tenant string, table byte, prefix []any, fn func(ref string)) error {
-	lo, hi := store.TableSpan(tenant, table, prefix...)
-	return s.db.DistinctFirst(lo, hi, func(ref []byte) { fn(string(ref)) })
+// customerIndex is one of the two customer indexes (cliente_ref, time, id):
+// its span for a customer and its key decoder.
+type customerIndex struct {
+	span  func(tenant, ref string) (lo, hi []byte)
+	parse func(tenant string, key []byte) (ref string, at time.Time, id string, ok bool)
 }
+
+var (
+	eventIndex    = customerIndex{store.CustomerEventSpan, store.ParseCustomerEventKey}
+	decisionIndex = customerIndex{store.CustomerDecisionSpan, store.ParseCustomerDecisionKey}
+)

@@ -246,7 +246,7 @@ func reconcileResults(db *store.DB, dir string) error {
 	b := db.NewBatch()
 	defer b.Close()
 	for _, t := range db.Tenants() {
-		lo, hi := store.TableSpan(t.ID, store.TableJob)
+		lo, hi := store.JobSpan(t.ID)
 		if err := db.Scan(lo, hi, func(k, v []byte) error {
 			var j batch.Job
 			if err := json.Unmarshal(v, &j); err != nil {
@@ -296,7 +296,7 @@ func rotateManifest(dir string) error {
 		if err != nil {
 			return err
 		}
-		if err := db.Pebble().Flush(); err != nil {
+		if err := db.Flush(); err != nil {
 			db.Close()
 			return err
 		}

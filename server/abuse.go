@@ -98,7 +98,7 @@ type abuseGuard struct {
 func newAbuseGuard(cfg AbuseConfig, db *store.DB, log zerolog.Logger) *abuseGuard {
 	g := &abuseGuard{cfg: cfg, db: db, log: log, creds: map[string]*credUse{}}
 	for _, t := range db.Tenants() {
-		lo, hi := store.TableSpan(t.ID, store.TableAbuse)
+		lo, hi := store.AbuseSpan(t.ID)
 		db.Scan(lo, hi, func(_, v []byte) error {
 			var st AbuseState
 			if json.Unmarshal(v, &st) == nil {
@@ -207,7 +207,7 @@ func (g *abuseGuard) maybeStep(u *credUse, now time.Time) {
 func (g *abuseGuard) persist(u *credUse) error {
 	b := g.db.NewBatch()
 	defer b.Close()
-	if err := b.SetJSON(store.Key(u.tenant, store.TableAbuse, u.state.ClientID), &u.state); err != nil {
+	if err := b.SetJSON(store.AbuseKey(u.tenant, u.state.ClientID), &u.state); err != nil {
 		return err
 	}
 	return b.Commit()

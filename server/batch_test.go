@@ -582,7 +582,7 @@ func TestBatchRestart(t *testing.T) {
 	queued := submit(h, btok, map[string]any{"campana_id": "camp", "clientes": refs("cola", 10)})
 	// The process died while the first job ran: its record says en_curso.
 	var j batch.Job
-	key := store.Key("acme", store.TableJob, crashed)
+	key := store.JobKey("acme", crashed)
 	if err := h.db.GetJSON(key, &j); err != nil {
 		t.Fatal(err)
 	}
@@ -1070,14 +1070,13 @@ func TestBatchWebhookBackoff(t *testing.T) {
 	submit(h, tok, map[string]any{"campana_id": "camp", "clientes": refs("espera", 2)})
 	runJobs(h)
 	ctx := context.Background()
-	lo, hi := store.TableSpan("acme", store.TableWebhookQueue)
+	lo, hi := store.WebhookQueueSpan("acme")
 	nextDue := func() (time.Time, bool) {
 		var due time.Time
 		found := false
 		h.db.Scan(lo, hi, func(k, _ []byte) error {
-			parts, ok := store.SplitKey("acme", k, "8s")
-			if ok {
-				due, found = store.TimeAt(parts[0]), true
+			if at, _, ok := store.ParseWebhookDeliveryKey("acme", k); ok {
+				due, found = at, true
 			}
 			return store.ErrStop
 		})

@@ -157,7 +157,7 @@ func TestENOSPCInjected(t *testing.T) {
 	defer db.Close()
 	e := engine.New(engine.Config{DB: db, Secrets: h.secrets, Log: zerolog.Nop(), Now: h.clock.Now, Seed: 1})
 	for _, id := range acked {
-		if _, err := db.Get(store.Key("acme", store.TableEvent, id)); err != nil {
+		if _, err := db.Get(store.EventKey("acme", id)); err != nil {
 			t.Errorf("acknowledged event %s lost: %v", id, err)
 		}
 	}

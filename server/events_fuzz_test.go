@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/rs/zerolog"
 
 	"github.com/coupond/coupond/batch"
@@ -34,7 +33,7 @@ type fuzzServer struct {
 
 func newFuzzServer(tb testing.TB) *fuzzServer {
 	tb.Helper()
-	db, err := store.Open("db", vfs.NewMem())
+	db, err := store.Open("db", store.NewMemFS())
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -6,13 +6,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/cockroachdb/pebble/v2"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/coupond/coupond/store"
-	dto "github.com/prometheus/client_model/go"
 )
 
 // metrics are the Prometheus series served at /metrics. They live in their
@@ -40,7 +38,7 @@ type seriesPair struct {
 	latency prometheus.Observer
 }
 
-func newMetrics(pdb func() *pebble.DB, tenantLabel bool) *metrics {
+func newMetrics(db *store.DB, tenantLabel bool) *metrics {
 	m := &metrics{
 		series: map[seriesKey]seriesPair{},
 		reg:    prometheus.NewRegistry(),
@@ -56,7 +54,7 @@ func newMetrics(pdb func() *pebble.DB, tenantLabel bool) *metrics {
 	}
 	m.reg.MustRegister(m.requests, m.latency,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		pebbleCollector{pdb})
+		storeCollector{db})
 	m.business = newBusiness(m.reg, tenantLabel)
 	return m
 }
@@ -123,9 +121,9 @@ func (m *metrics) handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
 }
 
-// pebbleCollector exports the store's health: disk use, read amplification,
+// storeCollector exports the store's health: disk use, read amplification,
 // compaction debt and activity, memtable and WAL sizes.
-type pebbleCollector struct{ pdb func() *pebble.DB }
+type storeCollector struct{ db *store.DB }
 
 var (
 	descDisk       = prometheus.NewDesc("coupond_store_disk_bytes", "Disk space used by the store.", nil, nil)
@@ -141,32 +139,28 @@ var (
 	descFsyncs = prometheus.NewDesc("coupond_store_wal_fsyncs_total", "WAL fsyncs since the store opened.", nil, nil)
 )
 
-func (pebbleCollector) Describe(ch chan<- *prometheus.Desc) {
+func (storeCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descDisk, descReadAmp, descDebt, descCompacts, descCompacting, descMemtable, descWAL, descFsyncs} {
 		ch <- d
 	}
 }
 
-func (c pebbleCollector) Collect(ch chan<- prometheus.Metric) {
-	db := c.pdb()
-	if db == nil {
+func (c storeCollector) Collect(ch chan<- prometheus.Metric) {
+	if c.db == nil {
 		return
 	}
-	m := db.Metrics()
+	m := c.db.Metrics()
 	g := func(d *prometheus.Desc, t prometheus.ValueType, v float64) {
 		ch <- prometheus.MustNewConstMetric(d, t, v)
 	}
-	g(descDisk, prometheus.GaugeValue, float64(m.DiskSpaceUsage()))
-	g(descReadAmp, prometheus.GaugeValue, float64(m.ReadAmp()))
-	g(descDebt, prometheus.GaugeValue, float64(m.Compact.EstimatedDebt))
-	g(descCompacts, prometheus.CounterValue, float64(m.Compact.Count))
-	g(descCompacting, prometheus.GaugeValue, float64(m.Compact.NumInProgress))
-	g(descMemtable, prometheus.GaugeValue, float64(m.MemTable.Size))
-	g(descWAL, prometheus.GaugeValue, float64(m.WAL.Size))
-	if h := m.LogWriter.FsyncLatency; h != nil {
-		var pb dto.Metric
-		if h.Write(&pb) == nil && pb.Histogram != nil {
-			g(descFsyncs, prometheus.CounterValue, float64(pb.Histogram.GetSampleCount()))
-		}
+	g(descDisk, prometheus.GaugeValue, float64(m.DiskBytes))
+	g(descReadAmp, prometheus.GaugeValue, float64(m.ReadAmp))
+	g(descDebt, prometheus.GaugeValue, float64(m.CompactionDebt))
+	g(descCompacts, prometheus.CounterValue, float64(m.Compactions))
+	g(descCompacting, prometheus.GaugeValue, float64(m.CompactionsInProgress))
+	g(descMemtable, prometheus.GaugeValue, float64(m.MemtableBytes))
+	g(descWAL, prometheus.GaugeValue, float64(m.WALBytes))
+	if m.WALFsyncs >= 0 {
+		g(descFsyncs, prometheus.CounterValue, float64(m.WALFsyncs))
 	}
 }

@@ -169,7 +169,24 @@ func openAPIDocument() ([]byte, error) {
 // buildOpenAPI returns the document of routes. Every route must have an
 // entry in opDocs, and every entry a route.
 func buildOpenAPI(routes []route) (obj, error) {
-	g := &docGen{
+	g := newDocGen()
+	g.requestSchemas()
+	for t := range g.types {
+		g.typeSchema(t)
+	}
+	g.handSchemas()
+	g.oauthSchemas()
+	paths, err := g.paths(routes)
+	if err != nil {
+		return nil, err
+	}
+	return g.document(paths), nil
+}
+
+// newDocGen returns a generator that knows the Go types the handlers answer
+// with and the component each becomes.
+func newDocGen() *docGen {
+	return &docGen{
 		schemas: obj{},
 		types: map[reflect.Type]string{
 			reflect.TypeFor[engine.Decision]():            "Decision",
@@ -193,14 +210,15 @@ func buildOpenAPI(routes []route) (obj, error) {
 		fieldPatches: responseFieldPatches(),
 		strict:       map[string]bool{"ErrorV1": true},
 	}
-	g.requestSchemas()
-	for t := range g.types {
-		g.typeSchema(t)
-	}
-	g.handSchemas()
-	g.oauthSchemas()
+}
 
-	docs := opDocs()
+// paths returns the Paths Object of routes: one operation per route, each
+// described by its entry in opDocs.
+func (g *docGen) paths(routes []route) (obj, error) {
+	docs, err := opDocs()
+	if err != nil {
+		return nil, err
+	}
 	paths := obj{}
 	seen := map[string]bool{}
 	for _, rt := range routes {
@@ -233,7 +251,12 @@ func buildOpenAPI(routes []route) (obj, error) {
 			return nil, fmt.Errorf("openapi: opDocs has %q, which is no route", name)
 		}
 	}
+	return paths, nil
+}
 
+// document returns the whole document around paths, with the components
+// g collected.
+func (g *docGen) document(paths obj) obj {
 	return obj{
 		"openapi":           openAPIVersion,
 		"jsonSchemaDialect": "https://spec.openapis.org/oas/3.1/dialect/base",
@@ -266,7 +289,7 @@ func buildOpenAPI(routes []route) (obj, error) {
 		"x-idempotency":             idempotencyDoc(),
 		"x-webhook-signature":       webhookSignatureDoc(),
 		"x-decision-confirm-window": isoDuration(engine.DecisionTTL),
-	}, nil
+	}
 }
 
 // operation builds the Operation Object of rt.
@@ -279,6 +302,31 @@ func (g *docGen) operation(rt route, d opDoc) (obj, error) {
 	if d.description != "" {
 		op["description"] = d.description
 	}
+	params, err := operationParams(rt, d)
+	if err != nil {
+		return nil, err
+	}
+	if params != nil {
+		op["parameters"] = params
+	}
+	if d.body != nil {
+		op["requestBody"] = d.body
+	} else if rt.maxBody > 0 {
+		return nil, fmt.Errorf("openapi: route %s reads a body but documents none", rt.name)
+	}
+	operationSecurity(op, rt, d)
+	operationLimits(op, rt, d)
+	responses, err := operationResponses(rt, d)
+	if err != nil {
+		return nil, err
+	}
+	op["responses"] = responses
+	return op, nil
+}
+
+// operationParams returns the parameters of rt: its path parameters, each
+// of which d must document, then d's other parameters.
+func operationParams(rt route, d opDoc) ([]any, error) {
 	var params []any
 	for _, name := range pathParams(rt.path) {
 		s, ok := d.pathParams[name]
@@ -294,17 +342,11 @@ func (g *docGen) operation(rt route, d opDoc) (obj, error) {
 	if len(d.pathParams) != len(pathParams(rt.path)) {
 		return nil, fmt.Errorf("openapi: route %s documents path parameters it does not have", rt.name)
 	}
-	params = append(params, d.params...)
-	if params != nil {
-		op["parameters"] = params
-	}
-	if d.body != nil {
-		op["requestBody"] = d.body
-	} else if rt.maxBody > 0 {
-		return nil, fmt.Errorf("openapi: route %s reads a body but documents none", rt.name)
-	}
+	return append(params, d.params...), nil
+}
 
-	// Security and scopes.
+// operationSecurity sets the security requirement and x-scopes of op.
+func operationSecurity(op obj, rt route, d opDoc) {
 	if rt.public {
 		if d.security != nil {
 			op["security"] = d.security
@@ -312,19 +354,21 @@ func (g *docGen) operation(rt route, d opDoc) (obj, error) {
 			op["security"] = []any{}
 		}
 		op["x-scopes"] = []any{}
-	} else {
-		scopes := []any{}
-		if rt.scope != 0 {
-			scopes = append(scopes, rt.scope.String())
-		}
-		// One scheme, oauth2: OpenAPI defines scopes for OAuth schemes
-		// (Spectral flags them on an http bearer scheme), and a bearer
-		// scheme beside it would describe the same header twice.
-		op["security"] = []any{obj{"oauth2": scopes}}
-		op["x-scopes"] = scopes
+		return
 	}
+	scopes := []any{}
+	if rt.scope != 0 {
+		scopes = append(scopes, rt.scope.String())
+	}
+	// One scheme, oauth2: OpenAPI defines scopes for OAuth schemes
+	// (Spectral flags them on an http bearer scheme), and a bearer
+	// scheme beside it would describe the same header twice.
+	op["security"] = []any{obj{"oauth2": scopes}}
+	op["x-scopes"] = scopes
+}
 
-	// Limits.
+// operationLimits sets the body limit, rate limit and quota of op.
+func operationLimits(op obj, rt route, d opDoc) {
 	if rt.maxBody > 0 {
 		op["x-max-body-bytes"] = rt.maxBody
 	}
@@ -339,8 +383,11 @@ func (g *docGen) operation(rt route, d opDoc) (obj, error) {
 	if rt.quota != "" {
 		op["x-quota"] = quotaDocs[rt.quota]
 	}
+}
 
-	// Responses.
+// operationResponses returns the Responses Object of rt: its success
+// answer, d's other answers, then one answer per error status it can give.
+func operationResponses(rt route, d opDoc) (obj, error) {
 	status := d.status
 	if status == 0 {
 		status = http.StatusOK
@@ -361,9 +408,35 @@ func (g *docGen) operation(rt route, d opDoc) (obj, error) {
 	for code, r := range d.otherResponses {
 		responses[code] = r
 	}
+	for st, ks := range errorKindsByStatus(rt, d) {
+		code := strconv.Itoa(st)
+		if responses[code] != nil {
+			return nil, fmt.Errorf("openapi: route %s: status %s documented twice", rt.name, code)
+		}
+		if len(ks) == 1 {
+			responses[code] = responseRef(kindName(ks[0]))
+			continue
+		}
+		slices.Sort(ks)
+		responses[code] = errorResponse(ks)
+	}
+	if d.validates || rt.maxBody > 0 {
+		responses["422"] = responseRef("validacion_422")
+	}
+	if d.oauthErrors {
+		for code, r := range responses {
+			if oe, ok := oauthErrorsByStatus[code]; ok {
+				responses[code] = oauthResponse(asObjDoc(r), oe)
+			}
+		}
+	}
+	return responses, nil
+}
 
+// errorKindsByStatus returns the error kinds rt can answer with, grouped
+// by HTTP status: those of the pipeline its route row implies, then d's.
+func errorKindsByStatus(rt route, d opDoc) map[int][]kind {
 	kinds := []kind{kindInternal, kindBadRequest} // 400: any request can carry Content-Length with Transfer-Encoding
-	validates := d.validates || rt.maxBody > 0
 	if !rt.public {
 		kinds = append(kinds, kindUnauthenticated, kindPaused)
 		if refusesWrites(rt) {
@@ -387,31 +460,7 @@ func (g *docGen) operation(rt route, d opDoc) (obj, error) {
 			byStatus[st] = append(byStatus[st], k)
 		}
 	}
-	for st, ks := range byStatus {
-		code := strconv.Itoa(st)
-		if responses[code] != nil {
-			return nil, fmt.Errorf("openapi: route %s: status %s documented twice", rt.name, code)
-		}
-		if len(ks) == 1 {
-			responses[code] = responseRef(kindName(ks[0]))
-			continue
-		}
-		slices.Sort(ks)
-		r := errorResponse(ks)
-		responses[code] = r
-	}
-	if validates {
-		responses["422"] = responseRef("validacion_422")
-	}
-	if d.oauthErrors {
-		for code, r := range responses {
-			if oe, ok := oauthErrorsByStatus[code]; ok {
-				responses[code] = oauthResponse(asObjDoc(r), oe)
-			}
-		}
-	}
-	op["responses"] = responses
-	return op, nil
+	return byStatus
 }
 
 // oauthErrorsByStatus are the RFC 6749 error codes the token endpoint adds
@@ -919,6 +968,13 @@ func responseFieldPatches() map[string]obj {
 // handSchemas adds the schemas of bodies the handlers build as maps, and
 // those of the notification, the segment grammar and the validation error.
 func (g *docGen) handSchemas() {
+	g.answerSchemas()
+	g.validationSchemas()
+	g.segmentSchemas()
+}
+
+// answerSchemas adds the schemas of the answers the handlers build as maps.
+func (g *docGen) answerSchemas() {
 	g.schemas["RespuestaToken"] = obj{
 		"type": "object",
 		"properties": obj{
@@ -980,7 +1036,10 @@ func (g *docGen) handSchemas() {
 		"properties": obj{"estado": obj{"type": "string", "enum": []any{"ok", "listo", "iniciando", "almacenamiento_lleno"}}, "motivo": obj{"type": "string"}},
 		"required":   []any{"estado"},
 	}
+}
 
+// validationSchemas adds the 422 body and its items.
+func (g *docGen) validationSchemas() {
 	g.schemas["ValidationError"] = obj{
 		"type": "object",
 		"properties": obj{
@@ -997,8 +1056,10 @@ func (g *docGen) handSchemas() {
 		"properties": obj{"detail": obj{"type": "array", "items": schemaRef("ValidationError")}},
 		"required":   []any{"detail"},
 	}
+}
 
-	// The segment grammar (engine.ParseSegment).
+// segmentSchemas adds the segment grammar (engine.ParseSegment).
+func (g *docGen) segmentSchemas() {
 	ops := obj{}
 	for _, op := range []string{"<", "<=", ">", ">=", "==", "!="} {
 		ops[op] = schemaRef("SegmentoComparacion")
@@ -1071,8 +1132,23 @@ var acceptEncoding = obj{"name": "Accept-Encoding", "in": "header", "required": 
 
 const ejemploCliente = "c9f86d081884c7d6"
 
-func opDocs() map[string]opDoc {
-	jobID := pathID("Job id from POST /v1/lotes-decision (`lote_` + 16 characters). Unknown or another tenant's: 404.")
+// opDocs returns what the document says about each route, by route name,
+// gathered from one table per group of routes.
+func opDocs() (map[string]opDoc, error) {
+	docs := map[string]opDoc{}
+	for _, group := range []map[string]opDoc{operationDocs(), catalogDocs(), decisionDocs(), batchDocs(), customerDocs()} {
+		for name, d := range group {
+			if _, dup := docs[name]; dup {
+				return nil, fmt.Errorf("openapi: opDocs has %q twice", name)
+			}
+			docs[name] = d
+		}
+	}
+	return docs, nil
+}
+
+// operationDocs documents the routes outside /v1/ and the token endpoint.
+func operationDocs() map[string]opDoc {
 	return map[string]opDoc{
 		"healthz": {tag: "operacion", summary: "Process is up", description: "Liveness: 200 as long as the process answers HTTP, even while starting (see /readyz).", okDesc: "Up.", okSchema: schemaRef("Estado")},
 		"readyz": {tag: "operacion", summary: "Ready to serve", description: "503 until the store is open and recovery is done, and while the data dir's file system is below its reserve of free space (`motivo` says why).",
@@ -1101,7 +1177,12 @@ func opDocs() map[string]opDoc {
 			okHeaders: obj{"Cache-Control": obj{"schema": obj{"type": "string", "const": "no-store"}}},
 			errors:    []kind{kindUnauthenticated, kindForbidden, kindRateLimited, kindTooLarge, kindNotJSON, kindBadRequest},
 			validates: true, rateClass: classToken, rateKey: "client_id", oauthErrors: true},
+	}
+}
 
+// catalogDocs documents the catalog, campaign and event routes.
+func catalogDocs() map[string]opDoc {
+	return map[string]opDoc{
 		"catalogo_put": {tag: "catalogo", summary: "Replace the action catalog", description: "Replaces the whole catalog and increments its `version`. Decisions made afterwards choose among its active actions; the learned model of an action survives while its `id` stays.",
 			body: jsonBody("Catalogo", obj{"acciones": []any{
 				obj{"id": 1, "nombre": "10% abarrotes", "tipo_cupon": "PCT10_ABARROTES", "costo_envio_mxn": 0.5, "descuento_max_mxn": 50, "descuento_pct": 10, "canales": []any{"push", "email"}, "activa": true, "categorias": []any{"abarrotes"}},
@@ -1130,7 +1211,12 @@ func opDocs() map[string]opDoc {
 					"extra": obj{"cupon_emitido_id": "cup-55120", "campana_id": "navidad-2026", "caducidad": "2026-11-30T23:59:59-06:00", "canal": "push", "descuento_pct": 10}},
 			}}),
 			okDesc: "What was done with each event.", okSchema: schemaRef("RespuestaEventos")},
+	}
+}
 
+// decisionDocs documents the online decision routes.
+func decisionDocs() map[string]opDoc {
+	return map[string]opDoc{
 		"decisiones": {tag: "decisiones", summary: "Request an online decision",
 			description: "Target answer time under 100 ms. If the customer has an open reward window (default 28 days) the answer is `accion` 0, `propension` 1 and the `decision_id` of that open decision; no new decision is created. " +
 				"If `contexto.campana_id` names a defined campaign its budget applies (spent: `accion` 0). At most 3 requests per `cliente_ref` per UTC day of the tenant clock (429 with Retry-After up to midnight; idempotent replays do not count).",
@@ -1150,7 +1236,13 @@ func opDocs() map[string]opDoc {
 			description: "Sent after the caller applied its own rule because the engine did not answer or was paused. Stored with propensity 1; does not open a reward window.",
 			body:        jsonBody("PeticionRespaldo", obj{"accion": 1, "canal": "push", "cliente_ref": ejemploCliente, "campana_id": "navidad-2026"}),
 			okDesc:      "Recorded.", okSchema: schemaRef("ObjetoVacio")},
+	}
+}
 
+// batchDocs documents the batch job routes.
+func batchDocs() map[string]opDoc {
+	jobID := pathID("Job id from POST /v1/lotes-decision (`lote_` + 16 characters). Unknown or another tenant's: 404.")
+	return map[string]opDoc{
 		"lotes_crear": {tag: "lotes", summary: "Create a batch decision job",
 			description: "One job in progress per tenant and at most one per hour (429 otherwise, before the body is read). If the sends of the policy exceed the campaign's `max_envios`, those with the highest expected margin are kept and the rest get `accion` 0; the budget applies before any randomization. On completion `lote.completado` is sent to the registered webhook.",
 			body: obj{"required": true, "content": obj{"application/json": obj{"schema": schemaRef("PeticionLoteDecisionV1"), "examples": obj{
@@ -1178,7 +1270,12 @@ func opDocs() map[string]opDoc {
 				acceptEncoding,
 			},
 			okDesc: "The result file.", okContent: resultContent, okHeaders: resultHeaders, errors: []kind{kindNotFound}},
+	}
+}
 
+// customerDocs documents the customer rights and webhook routes.
+func customerDocs() map[string]opDoc {
+	return map[string]opDoc{
 		"clientes_borrar": {tag: "clientes", summary: "Delete a customer (right to be forgotten)",
 			description: "Schedules the deletion and answers 202 with the deletion record; a job then removes everything in the data dir that names the customer (events, features, decisions, confirmations, attribution links, idempotency records, stored batch requests and result files; access-log entries are rewritten to a keyed hash) and moves the record to `completado`. " +
 				"Backups carry a deletion ledger re-applied on restore. Afterwards the export shows nothing but the deletion record. No body.",

@@ -25,7 +25,7 @@ func (s *Server) quarantine(c *call, good []engine.IngestEvent) error {
 	}
 	b := s.DB.NewBatch()
 	defer b.Close()
-	if err := b.SetJSON(store.Key(c.tenant.ID, store.TableQuarantine, c.start, c.trace), &q); err != nil {
+	if err := b.SetJSON(store.QuarantineKey(c.tenant.ID, c.start, c.trace), &q); err != nil {
 		return err
 	}
 	return b.Commit()
@@ -35,7 +35,7 @@ func (s *Server) quarantine(c *call, good []engine.IngestEvent) error {
 // as if posted now) and removes them from quarantine. It returns how many
 // were accepted and how many were duplicates.
 func (s *Server) QuarantineRelease(tenant string, now time.Time) (accepted, duplicates int, err error) {
-	lo, hi := store.TableSpan(tenant, store.TableQuarantine)
+	lo, hi := store.QuarantineSpan(tenant)
 	var keys [][]byte
 	var all []engine.IngestEvent
 	err = s.DB.Scan(lo, hi, func(k, v []byte) error {
@@ -80,7 +80,7 @@ func (s *Server) QuarantineRelease(tenant string, now time.Time) (accepted, dupl
 // QuarantineCount is how many requests wait in quarantine.
 func (s *Server) QuarantineCount(tenant string) int {
 	n := 0
-	lo, hi := store.TableSpan(tenant, store.TableQuarantine)
+	lo, hi := store.QuarantineSpan(tenant)
 	s.DB.Scan(lo, hi, func(_, _ []byte) error { n++; return nil })
 	return n
 }

@@ -1,8 +1,6 @@
 package server
 
 import (
-	"encoding/binary"
-	"errors"
 	"math"
 	"sync"
 	"time"
@@ -42,13 +40,11 @@ func (q *quotas) get(db *store.DB, k quotaKey) (*quotaCount, error) {
 		return c, nil
 	}
 	c := &quotaCount{}
-	v, err := db.Get(store.Key(k.tenant, store.TableDaily, k.day, "quota:"+k.kind))
-	switch {
-	case err == nil && len(v) == 8:
-		c.n = int64(binary.BigEndian.Uint64(v))
-	case err != nil && !errors.Is(err, store.ErrNotFound):
+	n, err := db.QuotaCount(k.tenant, k.day, k.kind)
+	if err != nil {
 		return nil, err
 	}
+	c.n = n
 	for old := range q.counts { // keep only today's entries of this tenant and kind
 		if old.tenant == k.tenant && old.kind == k.kind && !q.counts[old].dirty {
 			delete(q.counts, old)
@@ -97,7 +93,7 @@ func (q *quotas) flush(db *store.DB) error {
 	defer b.Close()
 	for k, c := range q.counts {
 		if c.dirty {
-			b.Set(store.Key(k.tenant, store.TableDaily, k.day, "quota:"+k.kind), binary.BigEndian.AppendUint64(nil, uint64(c.n)))
+			b.SetQuotaCount(k.tenant, k.day, k.kind, c.n)
 		}
 	}
 	if b.Empty() {

@@ -75,7 +75,7 @@ func New(d Deps) *Server {
 		tokenFailures: newLimiterCap(tokenFailureAddresses),
 		quotas:        newQuotas(),
 	}
-	s.metrics = newMetrics(d.DB.Pebble, d.MetricsTenantLabel)
+	s.metrics = newMetrics(d.DB, d.MetricsTenantLabel)
 	if d.Engine != nil {
 		s.metrics.addQuarantine(d.Engine.QuarantinedRecords, d.Engine.DamagedSeen)
 	}

@@ -69,7 +69,7 @@ func (db *DB) CreateCredential(c *Credential) error {
 	if _, ok := db.tenants[c.Tenant]; !ok {
 		return fmt.Errorf("store: tenant %q: %w", c.Tenant, ErrNotFound)
 	}
-	if err := db.putLocked(CredentialKey(c.ClientID), c); err != nil {
+	if err := db.putLocked(credentialKey(c.ClientID), c); err != nil {
 		return err
 	}
 	db.creds[c.ClientID] = c
@@ -120,7 +120,7 @@ func (db *DB) UpdateCredential(clientID string, fn func(c *Credential) error) (*
 	if err := fn(&c); err != nil {
 		return nil, err
 	}
-	if err := db.putLocked(CredentialKey(clientID), &c); err != nil {
+	if err := db.putLocked(credentialKey(clientID), &c); err != nil {
 		return nil, err
 	}
 	db.creds[clientID] = &c
@@ -155,7 +155,7 @@ func (db *DB) FlushLastUsed() error {
 	defer b.Close()
 	for id := range db.touched {
 		if c, ok := db.creds[id]; ok {
-			if err := b.SetJSON(CredentialKey(c.ClientID), c); err != nil {
+			if err := b.SetJSON(credentialKey(c.ClientID), c); err != nil {
 				return err
 			}
 		}
@@ -166,3 +166,11 @@ func (db *DB) FlushLastUsed() error {
 	clear(db.touched)
 	return nil
 }
+
+// credentialKey is the key of a credential record.
+func credentialKey(clientID string) []byte {
+	return appendStr([]byte{spaceGlobal, globalCredential}, clientID)
+}
+
+// credentialRecordsPrefix bounds the scan over all credential records.
+func credentialRecordsPrefix() []byte { return []byte{spaceGlobal, globalCredential} }

@@ -12,7 +12,7 @@ import (
 // value, not one step per key. It serves "every customer that leads keys of
 // this table" scans.
 func (db *DB) DistinctFirst(lo, hi []byte, fn func(part []byte)) error {
-	it, err := db.Pebble().NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
+	it, err := db.pdb.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
 	if err != nil {
 		return fmt.Errorf("store: iter: %w", err)
 	}
@@ -25,7 +25,7 @@ func (db *DB) DistinctFirst(lo, hi []byte, fn func(part []byte)) error {
 		}
 		fn(rest[:i])
 		next := append(append([]byte(nil), lo...), rest[:i+1]...)
-		valid = it.SeekGE(PrefixEnd(next))
+		valid = it.SeekGE(prefixEnd(next))
 	}
 	return it.Close()
 }

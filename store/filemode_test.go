@@ -33,7 +33,7 @@ func TestStoreFilesOwnerOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.Close()
-	if err := db.Pebble().Flush(); err != nil {
+	if err := db.Flush(); err != nil {
 		t.Fatal(err)
 	}
 	if err := db.PurgeWAL(); err != nil { // recycles and creates logs

@@ -1,7 +1,3 @@
-// Package store holds every tenant's data in one Pebble database: the key
-// layout (keys.go), the tenant and credential records, and the primitives the
-// engine and the batch runner build on (point reads, bounded prefix scans,
-// synced batches, checkpoints).
 package store
 
 import (
@@ -50,7 +46,7 @@ type DB struct {
 
 // Open opens (creating if needed) the store in dir. fs nil means the real
 // filesystem, with every file and directory the store creates owner-only
-// (0600 / 0700); tests pass vfs.NewMem().
+// (0600 / 0700); tests and the lab pass NewMemFS().
 func Open(dir string, fs vfs.FS) (*DB, error) {
 	onDisk := fs == nil || fs == vfs.Default // before the wrapping below hides vfs.Default
 	if fs == nil {
@@ -98,8 +94,17 @@ func Open(dir string, fs vfs.FS) (*DB, error) {
 // Close flushes and closes the store.
 func (db *DB) Close() error { return db.pdb.Close() }
 
-// Pebble exposes the underlying database for metrics and checkpoints.
-func (db *DB) Pebble() *pebble.DB { return db.pdb }
+// NewMemFS returns an empty in-memory file system for Open: the lab's
+// simulated stores and tests.
+func NewMemFS() vfs.FS { return vfs.NewMem() }
+
+// Flush writes the memtable out to an sstable.
+func (db *DB) Flush() error {
+	if err := db.pdb.Flush(); err != nil {
+		return fmt.Errorf("store: flush: %w", err)
+	}
+	return nil
+}
 
 // Get returns a copy of the value at key, or ErrNotFound.
 func (db *DB) Get(key []byte) ([]byte, error) {
@@ -275,8 +280,8 @@ func (db *DB) Checkpoint(dir string) error {
 }
 
 func (db *DB) loadCaches() error {
-	lo := TenantRecordsPrefix()
-	if err := db.Scan(lo, PrefixEnd(lo), func(_, v []byte) error {
+	lo := tenantRecordsPrefix()
+	if err := db.Scan(lo, prefixEnd(lo), func(_, v []byte) error {
 		var t Tenant
 		if err := json.Unmarshal(v, &t); err != nil {
 			return fmt.Errorf("store: decode tenant: %w", err)
@@ -286,8 +291,8 @@ func (db *DB) loadCaches() error {
 	}); err != nil {
 		return err
 	}
-	lo = CredentialRecordsPrefix()
-	return db.Scan(lo, PrefixEnd(lo), func(_, v []byte) error {
+	lo = credentialRecordsPrefix()
+	return db.Scan(lo, prefixEnd(lo), func(_, v []byte) error {
 		var c Credential
 		if err := json.Unmarshal(v, &c); err != nil {
 			return fmt.Errorf("store: decode credential: %w", err)

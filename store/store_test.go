@@ -28,10 +28,10 @@ func TestKeyOrderMatchesComponentOrder(t *testing.T) {
 		name   string
 		lo, hi []byte
 	}{
-		{"time", Key("acme", TableCustomerEvent, "c1", t0), Key("acme", TableCustomerEvent, "c1", t0.Add(time.Nanosecond))},
-		{"negative before positive", Key("acme", TableRewardQueue, int64(-5)), Key("acme", TableRewardQueue, int64(3))},
-		{"string prefix", Key("acme", TableEvent, "ab"), Key("acme", TableEvent, "abc")},
-		{"tenant prefix isolation", Key("acme", TableEvent, "zzz"), Key("acme2", TableEvent, "a")},
+		{"time", key("acme", tableCustomerEvent, "c1", t0), key("acme", tableCustomerEvent, "c1", t0.Add(time.Nanosecond))},
+		{"negative before positive", key("acme", tableRewardQueue, int64(-5)), key("acme", tableRewardQueue, int64(3))},
+		{"string prefix", key("acme", tableEvent, "ab"), key("acme", tableEvent, "abc")},
+		{"tenant prefix isolation", key("acme", tableEvent, "zzz"), key("acme2", tableEvent, "a")},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -41,9 +41,9 @@ func TestKeyOrderMatchesComponentOrder(t *testing.T) {
 		})
 	}
 	// A tenant's span never covers another tenant whose id it prefixes.
-	lo := TenantPrefix("acme")
-	hi := PrefixEnd(lo)
-	other := Key("acme2", TableEvent, "x")
+	lo := tenantPrefix("acme")
+	hi := prefixEnd(lo)
+	other := key("acme2", tableEvent, "x")
 	if bytes.Compare(other, lo) >= 0 && bytes.Compare(other, hi) < 0 {
 		t.Errorf("tenant span of acme contains a key of acme2")
 	}
@@ -51,17 +51,17 @@ func TestKeyOrderMatchesComponentOrder(t *testing.T) {
 
 func TestSplitKeyRoundTrip(t *testing.T) {
 	at := time.Date(2026, 5, 6, 7, 8, 9, 10, time.UTC)
-	k := Key("acme", TableCustomerDecide, "cliente-1", at, "nonce")
-	parts, ok := SplitKey("acme", k, "s8s")
+	k := key("acme", tableCustomerDecide, "cliente-1", at, "nonce")
+	parts, ok := splitKey("acme", k, "s8s")
 	if !ok {
 		t.Fatal("SplitKey: not ok")
 	}
-	got := []string{string(parts[0]), TimeAt(parts[1]).Format(time.RFC3339Nano), string(parts[2])}
+	got := []string{string(parts[0]), timeAt(parts[1]).Format(time.RFC3339Nano), string(parts[2])}
 	want := []string{"cliente-1", at.Format(time.RFC3339Nano), "nonce"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("SplitKey (-want +got):\n%s", diff)
 	}
-	if _, ok := SplitKey("acme", k[:len(k)-2], "s8s"); ok {
+	if _, ok := splitKey("acme", k[:len(k)-2], "s8s"); ok {
 		t.Error("SplitKey accepted a truncated key")
 	}
 }
@@ -147,14 +147,14 @@ func TestBatchScanAndCompact(t *testing.T) {
 	db, _ := openMem(t)
 	b := db.NewBatch()
 	for i := 0; i < 10; i++ {
-		b.Set(Key("acme", TableEvent, fmt.Sprintf("e%02d", i)), []byte{byte(i)})
-		b.Set(Key("other", TableEvent, fmt.Sprintf("e%02d", i)), []byte{byte(i)})
+		b.Set(key("acme", tableEvent, fmt.Sprintf("e%02d", i)), []byte{byte(i)})
+		b.Set(key("other", tableEvent, fmt.Sprintf("e%02d", i)), []byte{byte(i)})
 	}
 	if err := b.Commit(); err != nil {
 		t.Fatal(err)
 	}
 	b.Close()
-	lo, hi := TableSpan("acme", TableEvent)
+	lo, hi := tableSpan("acme", tableEvent)
 	var n int
 	if err := db.Scan(lo, hi, func(k, v []byte) error { n++; return nil }); err != nil {
 		t.Fatal(err)
@@ -163,12 +163,12 @@ func TestBatchScanAndCompact(t *testing.T) {
 		t.Errorf("scan of one tenant's table: got %d keys, want 10", n)
 	}
 	b = db.NewBatch()
-	b.DeleteRange(TenantPrefix("acme"), PrefixEnd(TenantPrefix("acme")))
+	b.DeleteRange(tenantPrefix("acme"), prefixEnd(tenantPrefix("acme")))
 	if err := b.Commit(); err != nil {
 		t.Fatal(err)
 	}
 	b.Close()
-	if err := db.Compact(t.Context(), TenantPrefix("acme"), PrefixEnd(TenantPrefix("acme"))); err != nil {
+	if err := db.Compact(t.Context(), tenantPrefix("acme"), prefixEnd(tenantPrefix("acme"))); err != nil {
 		t.Fatal(err)
 	}
 	n = 0
@@ -176,7 +176,7 @@ func TestBatchScanAndCompact(t *testing.T) {
 	if n != 0 {
 		t.Errorf("after range delete: got %d keys, want 0", n)
 	}
-	if ok, _ := db.Has(Key("other", TableEvent, "e03")); !ok {
+	if ok, _ := db.Has(key("other", tableEvent, "e03")); !ok {
 		t.Error("range delete of acme removed a key of other")
 	}
 }

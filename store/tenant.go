@@ -73,7 +73,7 @@ func (db *DB) CreateTenant(t *Tenant) error {
 	if _, ok := db.tenants[t.ID]; ok {
 		return fmt.Errorf("store: tenant %q: %w", t.ID, ErrExists)
 	}
-	if err := db.putLocked(TenantKey(t.ID), t); err != nil {
+	if err := db.putLocked(tenantKey(t.ID), t); err != nil {
 		return err
 	}
 	db.tenants[t.ID] = t
@@ -112,7 +112,7 @@ func (db *DB) UpdateTenant(id string, fn func(t *Tenant) error) (*Tenant, error)
 	if err := fn(&t); err != nil {
 		return nil, err
 	}
-	if err := db.putLocked(TenantKey(id), &t); err != nil {
+	if err := db.putLocked(tenantKey(id), &t); err != nil {
 		return nil, err
 	}
 	db.tenants[id] = &t
@@ -129,3 +129,11 @@ func (db *DB) putLocked(key []byte, v any) error {
 	b.Set(key, data)
 	return b.Commit()
 }
+
+// tenantKey is the key of a tenant record.
+func tenantKey(tenant string) []byte {
+	return appendStr([]byte{spaceGlobal, globalTenant}, tenant)
+}
+
+// tenantRecordsPrefix bounds the scan over all tenant records.
+func tenantRecordsPrefix() []byte { return []byte{spaceGlobal, globalTenant} }

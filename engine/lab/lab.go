@@ -33,7 +33,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/rs/zerolog"
 
 	"github.com/coupond/coupond/engine"
@@ -241,6 +240,35 @@ func (w *world) expected(s *simCustomer, c *coupon) float64 {
 
 // Run executes the lab. logf, if not nil, receives progress lines.
 func Run(ctx context.Context, cfg Config, logf func(string, ...any)) (*Report, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if logf == nil {
+		logf = func(string, ...any) {}
+	}
+	s, err := newSingleRun(cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer s.db.Close()
+	for week := 1; week <= cfg.Weeks; week++ {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		row, err := s.week(week)
+		if err != nil {
+			return nil, err
+		}
+		logf("week %2d  engine %7.2f  never %7.2f  oracle %7.2f", week, row.Engine, row.Never, row.Oracle)
+	}
+	s.rep.Losses = s.losses.report()
+	s.rep.captures()
+	return s.rep, nil
+}
+
+// withDefaults fills cfg's unset sizes and checks its scenario.
+func (cfg Config) withDefaults() (Config, error) {
 	if cfg.Customers <= 0 {
 		cfg.Customers = 2000
 	}
@@ -253,39 +281,71 @@ func Run(ctx context.Context, cfg Config, logf func(string, ...any)) (*Report, e
 	switch cfg.Scenario {
 	case "base", "new-coupon", "drift":
 	default:
-		return nil, fmt.Errorf("lab: unknown scenario %q (base, new-coupon, drift)", cfg.Scenario)
+		return cfg, fmt.Errorf("lab: unknown scenario %q (base, new-coupon, drift)", cfg.Scenario)
 	}
-	if logf == nil {
-		logf = func(string, ...any) {}
-	}
-	db, err := store.Open("lab", vfs.NewMem())
+	return cfg, nil
+}
+
+// singleRun is the state of one run of the single-world lab.
+type singleRun struct {
+	cfg    Config
+	db     *store.DB
+	clk    *labClock
+	eng    *engine.Engine
+	brng   *rand.Rand // the baselines' own stream
+	w      *world
+	active []coupon
+	custs  []*simCustomer
+	sim    *simulator
+	rep    *Report
+	losses *lossTally
+	// greedy and eps are the greedy and ε-greedy 0.05 baselines.
+	greedy, eps *engineModel
+	introduced  int // week the new coupon came (-1: not yet)
+}
+
+// newSingleRun opens the run's store, tenant and engine, installs the
+// catalog and draws the customers and their 12 weeks of history.
+func newSingleRun(cfg Config) (*singleRun, error) {
+	db, err := store.Open("lab", store.NewMemFS())
 	if err != nil {
 		return nil, err
 	}
-	defer db.Close()
 	start := time.Date(2026, 1, 5, 9, 0, 0, 0, time.UTC)
 	s := store.DefaultSettings()
 	s.RewardWindow, s.RewardGrace = window, 0
 	s.ControlShare, s.RateLimits = 0, false
 	s.OptoutPenaltyCents = penaltyMXN * 100
 	if err := db.CreateTenant(&store.Tenant{ID: labTenant, CreatedAt: start, Sandbox: true, ClockNow: start, Settings: s}); err != nil {
+		db.Close()
 		return nil, err
 	}
-	eng := engine.New(engine.Config{DB: db, Secrets: store.TestSecrets(), Log: zerolog.Nop(), Now: time.Now, Seed: cfg.Seed + 1})
+	clk := newLabClock(start)
+	eng := engine.New(engine.Config{DB: db, Secrets: store.TestSecrets(), Log: zerolog.Nop(), Now: clk.Now, Seed: cfg.Seed + 1})
 	rng := rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0xc0ffee))
 	// The baselines draw from their own stream, so that a change in what
 	// the engine does (which moves the world's stream) leaves their
 	// choices and outcomes as they were: the engine's rivals in a run do
 	// not depend on the engine's luck.
 	brng := rand.New(rand.NewPCG(cfg.Seed^0x5eed, cfg.Seed+0xba5e))
-	w := &world{}
-	active := append([]coupon(nil), coupons...)
-	if err := installCatalog(eng, active, start); err != nil {
+	r := &singleRun{cfg: cfg, db: db, clk: clk, eng: eng, brng: brng, w: &world{}, active: append([]coupon(nil), coupons...),
+		rep: &Report{Config: cfg, WeeksToOracleShare: -1}, losses: newLossTally(), greedy: newEngineModel(), eps: newEngineModel(), introduced: -1}
+	if err := installCatalog(eng, r.active, start); err != nil {
+		db.Close()
 		return nil, err
 	}
+	r.custs = drawCustomers(cfg.Customers, rng)
+	r.sim = &simulator{eng: eng, db: db, rng: rng, w: r.w, seq: 0}
+	if err := r.sim.history(r.custs, start); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return r, nil
+}
 
-	// Customers and 12 weeks of history before the run.
-	custs := make([]*simCustomer, cfg.Customers)
+// drawCustomers draws n customers of the four kinds.
+func drawCustomers(n int, rng *rand.Rand) []*simCustomer {
+	custs := make([]*simCustomer, n)
 	for i := range custs {
 		c := &simCustomer{ref: fmt.Sprintf("lab-cliente-%06d", i), ticket: 200 + rng.Float64()*1300}
 		switch u := rng.Float64(); {
@@ -300,136 +360,161 @@ func Run(ctx context.Context, cfg Config, logf func(string, ...any)) (*Report, e
 		}
 		custs[i] = c
 	}
-	sim := &simulator{eng: eng, db: db, rng: rng, w: w, seq: 0}
-	if err := sim.history(custs, start); err != nil {
+	return custs
+}
+
+// weekTally accumulates one week of the single-world lab.
+type weekTally struct {
+	row          Row
+	actionTotals []float64 // per action (0: nothing), for the best single action
+	events       []engine.IngestEvent
+	newSent      int // customers the engine sent the new coupon
+	oracleNew    int // customers whose best action is the new coupon
+	effSq        float64
+	effN         int
+}
+
+// week runs one week: the new coupon or the drift when their week comes,
+// every customer decided by the engine and the baselines, the engine's
+// outcomes ingested, the clock moved a window and the learner run.
+func (s *singleRun) week(week int) (*Row, error) {
+	_, now, err := tenantNow(s.db)
+	if err != nil {
 		return nil, err
 	}
-
-	rep := &Report{Config: cfg, WeeksToOracleShare: -1}
-	losses := newLossTally()
-	greedy, eps := newEngineModel(), newEngineModel()
-	introduced := -1
-	for week := 1; week <= cfg.Weeks; week++ {
-		if err := ctx.Err(); err != nil {
+	mid := week == s.cfg.Weeks/2+1
+	if mid && s.cfg.Scenario == "new-coupon" {
+		s.active = append(s.active, lateCoupon)
+		if err := installCatalog(s.eng, s.active, now); err != nil {
 			return nil, err
 		}
-		_, now, err := tenantNow(db)
-		if err != nil {
-			return nil, err
-		}
-		mid := week == cfg.Weeks/2+1
-		if mid && cfg.Scenario == "new-coupon" {
-			active = append(active, lateCoupon)
-			if err := installCatalog(eng, active, now); err != nil {
-				return nil, err
-			}
-			introduced = week
-		}
-		if mid && cfg.Scenario == "drift" {
-			w.drift = true
-		}
-		row := Row{Week: week}
-		actionTotals := make([]float64, len(active)+1)
-		var events []engine.IngestEvent
-		var newSent, oracleNew int
-		var effSq float64
-		var effN int
-		for _, c := range custs {
-			f, err := eng.CustomerFeatures(labTenant, c.ref)
-			if err != nil {
-				return nil, err
-			}
-			d, err := eng.Decide(labTenant, engine.Request{ClienteRef: c.ref, Canal: "push", CapExempt: true, Explain: true})
-			if err != nil {
-				return nil, err
-			}
-			chosen := couponByID(active, d.Accion)
-			if _, err := eng.Confirm(labTenant, d.DecisionID, engine.Confirmation{Ejecutada: true}); err != nil {
-				return nil, err
-			}
-			topID := topAction(d)
-			drawnV, topV := w.expected(c, chosen), w.expected(c, couponByID(active, topID))
-			row.Engine += drawnV
-			row.EngineTop += topV
-			errs := effectErrors(w, c, active, d)
-			for _, e := range errs {
-				effSq += e.err * e.err
-			}
-			effN += len(errs)
-			if d.Accion == newCouponID {
-				newSent++
-			}
-			// Baselines on the same customer and features.
-			best, bestV := (*coupon)(nil), w.expected(c, nil)
-			actionTotals[0] += bestV
-			for j := range active {
-				v := w.expected(c, &active[j])
-				actionTotals[j+1] += v
-				row.Random += v
-				if v > bestV {
-					best, bestV = &active[j], v
-				}
-			}
-			row.Random += w.expected(c, nil)
-			row.Oracle += bestV
-			if week > cfg.Weeks-cfg.Weeks/3 {
-				losses.add(c.kind, bestV, drawnV, topV, topID, toID(best), errs, active)
-			}
-			if best != nil && best.id == newCouponID {
-				oracleNew++
-			}
-			row.Never += w.expected(c, nil)
-			gc := pickGreedy(greedy, &f, now, active, brng, 0)
-			ec := pickGreedy(eps, &f, now, active, brng, 0.05)
-			row.Greedy += w.expected(c, gc)
-			row.EpsGreedy += w.expected(c, ec)
-			// Outcomes: the engine's become events; the baselines' only teach them.
-			evs := sim.outcome(c, chosen, d.DecisionID, now)
-			events = append(events, evs...)
-			greedy.update(&f, now, toAction(gc), 100*sim.sample(brng, c, gc))
-			eps.update(&f, now, toAction(ec), 100*sim.sample(brng, c, ec))
-		}
-		n := float64(len(custs))
-		row.Random /= float64(len(active) + 1)
-		row.Engine, row.Never, row.Random, row.Greedy, row.EpsGreedy, row.Oracle, row.EngineTop = row.Engine/n, row.Never/n, row.Random/n, row.Greedy/n, row.EpsGreedy/n, row.Oracle/n, row.EngineTop/n
-		if effN > 0 {
-			row.EffectError = math.Sqrt(effSq / float64(effN))
-		}
-		best := actionTotals[0]
-		for _, v := range actionTotals[1:] {
-			best = math.Max(best, v)
-		}
-		row.BestSingle = best / n
-		if introduced > 0 {
-			row.NewShare, row.OracleNewShare = float64(newSent)/n, float64(oracleNew)/n
-			if rep.WeeksToOracleShare < 0 && oracleNew > 0 && row.NewShare >= 0.5*row.OracleNewShare {
-				rep.WeeksToOracleShare = week - introduced
-			}
-		}
-		if err := sim.ingest(events); err != nil {
-			return nil, err
-		}
-		if err := advance(db, window); err != nil {
-			return nil, err
-		}
-		for {
-			st, err := eng.Learn(labTenant)
-			if err != nil {
-				return nil, err
-			}
-			if st.Folded+st.Unconfirmed+st.Modified+st.Control+st.Released == 0 {
-				break
-			}
-		}
-		status, err := eng.Status(labTenant)
-		if err != nil {
-			return nil, err
-		}
-		row.Version = status.PoliticaVersion
-		rep.Rows = append(rep.Rows, row)
-		logf("week %2d  engine %7.2f  never %7.2f  oracle %7.2f", week, row.Engine, row.Never, row.Oracle)
+		s.introduced = week
 	}
-	rep.Losses = losses.report()
+	if mid && s.cfg.Scenario == "drift" {
+		s.w.drift = true
+	}
+	t := &weekTally{row: Row{Week: week}, actionTotals: make([]float64, len(s.active)+1)}
+	for _, c := range s.custs {
+		if err := s.customer(t, c, week, now); err != nil {
+			return nil, err
+		}
+	}
+	s.finishRow(t, week)
+	if err := s.closeWindow(t.events); err != nil {
+		return nil, err
+	}
+	status, err := s.eng.Status(labTenant)
+	if err != nil {
+		return nil, err
+	}
+	t.row.Version = status.PoliticaVersion
+	s.rep.Rows = append(s.rep.Rows, t.row)
+	return &s.rep.Rows[len(s.rep.Rows)-1], nil
+}
+
+// customer decides c once by the engine and by every baseline, tallies
+// their true expected rewards and samples the outcomes.
+func (s *singleRun) customer(t *weekTally, c *simCustomer, week int, now time.Time) error {
+	eng, w, active, row := s.eng, s.w, s.active, &t.row
+	f, err := eng.CustomerFeatures(labTenant, c.ref)
+	if err != nil {
+		return err
+	}
+	d, err := eng.Decide(labTenant, engine.Request{ClienteRef: c.ref, Canal: "push", CapExempt: true, Explain: true})
+	if err != nil {
+		return err
+	}
+	chosen := couponByID(active, d.Accion)
+	if _, err := eng.Confirm(labTenant, d.DecisionID, engine.Confirmation{Ejecutada: true}); err != nil {
+		return err
+	}
+	topID := topAction(d)
+	drawnV, topV := w.expected(c, chosen), w.expected(c, couponByID(active, topID))
+	row.Engine += drawnV
+	row.EngineTop += topV
+	errs := effectErrors(w, c, active, d)
+	for _, e := range errs {
+		t.effSq += e.err * e.err
+	}
+	t.effN += len(errs)
+	if d.Accion == newCouponID {
+		t.newSent++
+	}
+	// Baselines on the same customer and features.
+	best, bestV := (*coupon)(nil), w.expected(c, nil)
+	t.actionTotals[0] += bestV
+	for j := range active {
+		v := w.expected(c, &active[j])
+		t.actionTotals[j+1] += v
+		row.Random += v
+		if v > bestV {
+			best, bestV = &active[j], v
+		}
+	}
+	row.Random += w.expected(c, nil)
+	row.Oracle += bestV
+	if week > s.cfg.Weeks-s.cfg.Weeks/3 {
+		s.losses.add(c.kind, bestV, drawnV, topV, topID, toID(best), errs, active)
+	}
+	if best != nil && best.id == newCouponID {
+		t.oracleNew++
+	}
+	row.Never += w.expected(c, nil)
+	gc := pickGreedy(s.greedy, &f, now, active, s.brng, 0)
+	ec := pickGreedy(s.eps, &f, now, active, s.brng, 0.05)
+	row.Greedy += w.expected(c, gc)
+	row.EpsGreedy += w.expected(c, ec)
+	// Outcomes: the engine's become events; the baselines' only teach them.
+	t.events = append(t.events, s.sim.outcome(c, chosen, d.DecisionID, now)...)
+	s.greedy.update(&f, now, toAction(gc), 100*s.sim.sample(s.brng, c, gc))
+	s.eps.update(&f, now, toAction(ec), 100*s.sim.sample(s.brng, c, ec))
+	return nil
+}
+
+// finishRow turns the week's sums into per-decision figures.
+func (s *singleRun) finishRow(t *weekTally, week int) {
+	row := &t.row
+	n := float64(len(s.custs))
+	row.Random /= float64(len(s.active) + 1)
+	row.Engine, row.Never, row.Random, row.Greedy, row.EpsGreedy, row.Oracle, row.EngineTop = row.Engine/n, row.Never/n, row.Random/n, row.Greedy/n, row.EpsGreedy/n, row.Oracle/n, row.EngineTop/n
+	if t.effN > 0 {
+		row.EffectError = math.Sqrt(t.effSq / float64(t.effN))
+	}
+	best := t.actionTotals[0]
+	for _, v := range t.actionTotals[1:] {
+		best = math.Max(best, v)
+	}
+	row.BestSingle = best / n
+	if s.introduced > 0 {
+		row.NewShare, row.OracleNewShare = float64(t.newSent)/n, float64(t.oracleNew)/n
+		if s.rep.WeeksToOracleShare < 0 && t.oracleNew > 0 && row.NewShare >= 0.5*row.OracleNewShare {
+			s.rep.WeeksToOracleShare = week - s.introduced
+		}
+	}
+}
+
+// closeWindow ingests the week's events, moves the clock a window and
+// runs the learner until nothing is due.
+func (s *singleRun) closeWindow(events []engine.IngestEvent) error {
+	if err := s.sim.ingest(events); err != nil {
+		return err
+	}
+	if err := advance(s.db, s.clk, window); err != nil {
+		return err
+	}
+	for {
+		st, err := s.eng.Learn(labTenant)
+		if err != nil {
+			return err
+		}
+		if st.Folded+st.Unconfirmed+st.Modified+st.Control+st.Released == 0 {
+			return nil
+		}
+	}
+}
+
+// captures sets the report's captures over the last third of the weeks.
+func (rep *Report) captures() {
 	from := len(rep.Rows) - len(rep.Rows)/3
 	var e, nv, o, g, ep, tp float64
 	for _, r := range rep.Rows[from:] {
@@ -441,7 +526,6 @@ func Run(ctx context.Context, cfg Config, logf func(string, ...any)) (*Report, e
 		rep.GreedyCapture = (g - nv) / (o - nv)
 		rep.EpsCapture = (ep - nv) / (o - nv)
 	}
-	return rep, nil
 }
 
 // effectErr is the error (MXN) of the effect a decision's detalle
@@ -640,11 +724,6 @@ func tenantNow(db *store.DB) (*store.Tenant, time.Time, error) {
 		return nil, time.Time{}, fmt.Errorf("lab: tenant missing")
 	}
 	return t, t.ClockNow, nil
-}
-
-func advance(db *store.DB, d time.Duration) error {
-	_, err := db.UpdateTenant(labTenant, func(t *store.Tenant) error { t.ClockNow = t.ClockNow.Add(d); return nil })
-	return err
 }
 
 // simulator turns outcomes into events.

@@ -8,7 +8,6 @@ import (
 	"reflect"
 	"time"
 
-	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/rs/zerolog"
 
 	"github.com/coupond/coupond/engine"
@@ -148,6 +147,7 @@ type run struct {
 	w     *mworld
 	db    *store.DB
 	eng   *engine.Engine
+	clk   *labClock
 	ew    *eventWriter
 	wrng  *rand.Rand // the engine's world: its outcomes become events
 	acts  []engine.Action
@@ -163,7 +163,7 @@ type run struct {
 }
 
 // RunWorld runs the engine and the compared policies on one world. Each
-// world has its own store on vfs.NewMem, so worlds may run concurrently.
+// world has its own store on store.NewMemFS, so worlds may run concurrently.
 func RunWorld(ctx context.Context, fam Family) (*WorldReport, error) {
 	if err := fam.validate(); err != nil {
 		return nil, err
@@ -187,7 +187,7 @@ func RunWorld(ctx context.Context, fam Family) (*WorldReport, error) {
 // newRun opens the world's store and tenant, draws its customers and
 // publishes their history.
 func newRun(fam *Family) (*run, error) {
-	db, err := store.Open("lab", vfs.NewMem())
+	db, err := store.Open("lab", store.NewMemFS())
 	if err != nil {
 		return nil, err
 	}
@@ -200,10 +200,11 @@ func newRun(fam *Family) (*run, error) {
 		db.Close()
 		return nil, err
 	}
-	eng := engine.New(engine.Config{DB: db, Secrets: store.TestSecrets(), Log: zerolog.Nop(), Now: time.Now, Seed: fam.Seed + 1})
+	clk := newLabClock(start)
+	eng := engine.New(engine.Config{DB: db, Secrets: store.TestSecrets(), Log: zerolog.Nop(), Now: clk.Now, Seed: fam.Seed + 1})
 	seed := fam.Seed
 	w := newWorld(fam, rand.New(rand.NewPCG(seed, 1)))
-	r := &run{fam: fam, w: w, db: db, eng: eng, wrng: rand.New(rand.NewPCG(seed, 2)), out: make([]bool, fam.Customers)}
+	r := &run{fam: fam, w: w, db: db, eng: eng, clk: clk, wrng: rand.New(rand.NewPCG(seed, 2)), out: make([]bool, fam.Customers)}
 	r.ew = &eventWriter{eng: eng, w: w}
 	if err := r.ew.history(start, rand.New(rand.NewPCG(seed, 3))); err != nil {
 		db.Close()
@@ -438,7 +439,7 @@ func (r *run) closeWindow(row *WorldWeek) error {
 	if err := r.ew.flush(); err != nil {
 		return err
 	}
-	if err := advance(r.db, window); err != nil {
+	if err := advance(r.db, r.clk, window); err != nil {
 		return err
 	}
 	for {

@@ -40,9 +40,7 @@ func withDoc(m map[string]any, doc string) map[string]any {
 // Doc sets the description the schema carries in JSON Schema, e.g. a rule
 // added with Check.
 func (s *StringSchema) Doc(text string) *StringSchema {
-	c := *s
-	c.doc = text
-	return &c
+	return derive(s, func(c *StringSchema) { c.doc = text })
 }
 
 func (s *StringSchema) jsonSchema() map[string]any {
@@ -167,9 +165,7 @@ func (s *ArraySchema) jsonSchema() map[string]any {
 // Doc sets the description the schema carries in JSON Schema, e.g. a rule
 // added with Check.
 func (s *ObjectSchema) Doc(text string) *ObjectSchema {
-	c := *s
-	c.doc = text
-	return &c
+	return derive(s, func(c *ObjectSchema) { c.doc = text })
 }
 
 func (s *ObjectSchema) jsonSchema() map[string]any {

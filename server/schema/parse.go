@@ -387,36 +387,61 @@ func hex4(d []byte, i int) (rune, bool) {
 }
 
 func (p *parser) array(depth int) bool {
-	if depth > MaxDepth {
-		return p.fail(p.pos, "Nesting deeper than "+strconv.Itoa(MaxDepth))
+	idx, empty, ok := p.open(KindArray, ']', depth)
+	if !ok {
+		return false
 	}
-	idx := len(p.nodes)
-	p.nodes = append(p.nodes, node{kind: KindArray, off: int32(p.pos)})
-	p.pos++
-	p.skipSpace()
 	var count int32
-	if p.pos < len(p.data) && p.data[p.pos] == ']' {
-		p.pos++
-	} else {
-		for {
-			if !p.value(depth) {
-				return false
-			}
-			count++
-			p.skipSpace()
-			if p.pos >= len(p.data) {
-				return p.fail(p.pos, "Expecting ',' delimiter")
-			}
-			if c := p.data[p.pos]; c == ']' {
-				p.pos++
-				break
-			} else if c != ',' {
-				return p.fail(p.pos, "Expecting ',' delimiter")
-			}
-			p.pos++
-			p.skipSpace()
+	for more := !empty; more; {
+		if !p.value(depth) {
+			return false
+		}
+		count++
+		if more, ok = p.next(']'); !ok {
+			return false
 		}
 	}
+	return p.closeNode(idx, count)
+}
+
+// open starts the node of a container (an array or object) at its opening
+// bracket and skips the bracket; empty says the container closes at once,
+// its closing bracket skipped too.
+func (p *parser) open(kind Kind, closing byte, depth int) (idx int, empty, ok bool) {
+	if depth > MaxDepth {
+		return 0, false, p.fail(p.pos, "Nesting deeper than "+strconv.Itoa(MaxDepth))
+	}
+	idx = len(p.nodes)
+	p.nodes = append(p.nodes, node{kind: kind, off: int32(p.pos)})
+	p.pos++
+	p.skipSpace()
+	if p.pos < len(p.data) && p.data[p.pos] == closing {
+		p.pos++
+		return idx, true, true
+	}
+	return idx, false, true
+}
+
+// next reads what follows a container's member: the closing bracket ends
+// the container (more false), a comma announces another member.
+func (p *parser) next(closing byte) (more, ok bool) {
+	p.skipSpace()
+	if p.pos < len(p.data) {
+		switch p.data[p.pos] {
+		case closing:
+			p.pos++
+			return false, true
+		case ',':
+			p.pos++
+			p.skipSpace()
+			return true, true
+		}
+	}
+	return false, p.fail(p.pos, "Expecting ',' delimiter")
+}
+
+// closeNode ends the container node idx, which has count members.
+func (p *parser) closeNode(idx int, count int32) bool {
 	p.nodes[idx].n = count
 	p.nodes[idx].end = int32(len(p.nodes))
 	return true
@@ -427,80 +452,70 @@ func (p *parser) array(depth int) bool {
 const smallObject = 16
 
 func (p *parser) object(depth int) bool {
-	if depth > MaxDepth {
-		return p.fail(p.pos, "Nesting deeper than "+strconv.Itoa(MaxDepth))
+	idx, empty, ok := p.open(KindObject, '}', depth)
+	if !ok {
+		return false
 	}
-	idx := len(p.nodes)
-	p.nodes = append(p.nodes, node{kind: KindObject, off: int32(p.pos)})
-	p.pos++
-	p.skipSpace()
 	var count int32
 	var seen map[string]struct{}
-	if p.pos < len(p.data) && p.data[p.pos] == '}' {
+	for more := !empty; more; {
+		if p.pos >= len(p.data) || p.data[p.pos] != '"' {
+			return p.fail(p.pos, "Expecting property name enclosed in double quotes")
+		}
+		keyAt := p.pos
+		koff, klen, kesc, ok := p.str()
+		if !ok {
+			return false
+		}
+		p.skipSpace()
+		if p.pos >= len(p.data) || p.data[p.pos] != ':' {
+			return p.fail(p.pos, "Expecting ':' delimiter")
+		}
 		p.pos++
-	} else {
-		for {
-			if p.pos >= len(p.data) || p.data[p.pos] != '"' {
-				return p.fail(p.pos, "Expecting property name enclosed in double quotes")
-			}
-			keyAt := p.pos
-			koff, klen, kesc, ok := p.str()
-			if !ok {
-				return false
-			}
-			p.skipSpace()
-			if p.pos >= len(p.data) || p.data[p.pos] != ':' {
-				return p.fail(p.pos, "Expecting ':' delimiter")
-			}
-			p.pos++
-			p.skipSpace()
-			vi := len(p.nodes)
-			if !p.value(depth) {
-				return false
-			}
-			vn := &p.nodes[vi]
-			vn.keyOff, vn.keyLen = koff, klen
-			if kesc {
-				vn.flags |= flagKeyEsc
-			}
-			key := p.keyBytes(vn)
-			// Duplicate keys: compare with the earlier members while the
-			// object is small, then switch to a set.
-			if count < smallObject {
-				for j := int32(idx + 1); j < int32(vi); j = p.nodes[j].end {
-					if string(p.keyBytes(&p.nodes[j])) == string(key) {
-						return p.fail(keyAt, "Duplicate key "+strconv.Quote(string(key)))
-					}
-				}
-			} else {
-				if seen == nil {
-					seen = make(map[string]struct{}, 2*smallObject)
-					for j := int32(idx + 1); j < int32(vi); j = p.nodes[j].end {
-						seen[string(p.keyBytes(&p.nodes[j]))] = struct{}{}
-					}
-				}
-				if _, dup := seen[string(key)]; dup {
-					return p.fail(keyAt, "Duplicate key "+strconv.Quote(string(key)))
-				}
-				seen[string(key)] = struct{}{}
-			}
-			count++
-			p.skipSpace()
-			if p.pos >= len(p.data) {
-				return p.fail(p.pos, "Expecting ',' delimiter")
-			}
-			if c := p.data[p.pos]; c == '}' {
-				p.pos++
-				break
-			} else if c != ',' {
-				return p.fail(p.pos, "Expecting ',' delimiter")
-			}
-			p.pos++
-			p.skipSpace()
+		p.skipSpace()
+		vi := len(p.nodes)
+		if !p.value(depth) {
+			return false
+		}
+		vn := &p.nodes[vi]
+		vn.keyOff, vn.keyLen = koff, klen
+		if kesc {
+			vn.flags |= flagKeyEsc
+		}
+		if !p.uniqueKey(idx, vi, count, keyAt, &seen) {
+			return false
+		}
+		count++
+		if more, ok = p.next('}'); !ok {
+			return false
 		}
 	}
-	p.nodes[idx].n = count
-	p.nodes[idx].end = int32(len(p.nodes))
+	return p.closeNode(idx, count)
+}
+
+// uniqueKey fails at keyAt when the key of member node vi of object idx
+// (its count-th member) repeats an earlier member's: by comparing with each
+// while the object is small, then with the set seen, built on first use.
+func (p *parser) uniqueKey(idx, vi int, count int32, keyAt int, seen *map[string]struct{}) bool {
+	key := p.keyBytes(&p.nodes[vi])
+	if count < smallObject {
+		for j := int32(idx + 1); j < int32(vi); j = p.nodes[j].end {
+			if string(p.keyBytes(&p.nodes[j])) == string(key) {
+				return p.fail(keyAt, "Duplicate key "+strconv.Quote(string(key)))
+			}
+		}
+		return true
+	}
+	if *seen == nil {
+		*seen = make(map[string]struct{}, 2*smallObject)
+		for j := int32(idx + 1); j < int32(vi); j = p.nodes[j].end {
+			(*seen)[string(p.keyBytes(&p.nodes[j]))] = struct{}{}
+		}
+	}
+	if _, dup := (*seen)[string(key)]; dup {
+		return p.fail(keyAt, "Duplicate key "+strconv.Quote(string(key)))
+	}
+	(*seen)[string(key)] = struct{}{}
 	return true
 }
 

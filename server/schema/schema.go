@@ -115,6 +115,27 @@ func (c *checker) add(v Value, typ, msg string, ctx map[string]any) {
 	c.out = append(c.out, Violation{Loc: c.loc(), Msg: msg, Type: typ, Ctx: ctx, Input: input})
 }
 
+// typed reports whether v is to be checked further: it is not a null the
+// schema allows, and it is of kind k, else typ and msg are recorded.
+func (c *checker) typed(v Value, nullable bool, k Kind, typ, msg string) bool {
+	if nullable && v.IsNull() {
+		return false
+	}
+	if v.Kind() != k {
+		c.add(v, typ, msg, nil)
+		return false
+	}
+	return true
+}
+
+// derive returns a copy of schema s changed by set: the builder methods
+// never change a schema another one was built from.
+func derive[S any](s *S, set func(c *S)) *S {
+	c := *s
+	set(&c)
+	return &c
+}
+
 func (c *checker) geViolation(v Value, bound any, text string) {
 	c.add(v, "greater_than_equal", "Input should be greater than or equal to "+text, map[string]any{"ge": bound})
 }
@@ -155,9 +176,7 @@ func String() *StringSchema { return &StringSchema{max: -1} }
 // Len bounds the length in characters to [min, max]; max < 0 means no
 // maximum.
 func (s *StringSchema) Len(min, max int) *StringSchema {
-	c := *s
-	c.min, c.max = min, max
-	return &c
+	return derive(s, func(c *StringSchema) { c.min, c.max = min, max })
 }
 
 // Pattern requires the string to match expr, the pattern named in the
@@ -172,40 +191,27 @@ func (s *StringSchema) Pattern(expr string, match func(string) bool) *StringSche
 			match = regexp.MustCompile(expr).MatchString
 		}
 	}
-	c := *s
-	c.pattern, c.match = expr, match
-	return &c
+	return derive(s, func(c *StringSchema) { c.pattern, c.match = expr, match })
 }
 
 // Enum requires the string to be one of vals (exactly).
 func (s *StringSchema) Enum(vals ...string) *StringSchema {
-	c := *s
-	c.enum = slices.Clone(vals)
-	c.expected = expectedText(vals)
-	return &c
+	return derive(s, func(c *StringSchema) { c.enum = slices.Clone(vals); c.expected = expectedText(vals) })
 }
 
 // Check adds a rule: fn returns "" when the string is fine, else the message
 // of a value_error. Checks run in the order added, after every other rule.
 func (s *StringSchema) Check(fn func(string) string) *StringSchema {
-	c := *s
-	c.checks = append(slices.Clip(s.checks), fn)
-	return &c
+	return derive(s, func(c *StringSchema) { c.checks = append(slices.Clip(c.checks), fn) })
 }
 
 // Nullable also accepts null.
 func (s *StringSchema) Nullable() *StringSchema {
-	c := *s
-	c.nullable = true
-	return &c
+	return derive(s, func(c *StringSchema) { c.nullable = true })
 }
 
 func (s *StringSchema) check(c *checker, v Value) {
-	if s.nullable && v.IsNull() {
-		return
-	}
-	if v.Kind() != KindString {
-		c.add(v, "string_type", "Input should be a valid string", nil)
+	if !c.typed(v, s.nullable, KindString, "string_type", "Input should be a valid string") {
 		return
 	}
 	if typ, msg, ctx := s.rule(v.String()); typ != "" {
@@ -304,16 +310,12 @@ func Int() *IntSchema { return &IntSchema{min: math.MinInt64, max: math.MaxInt64
 
 // Min sets the smallest value allowed.
 func (s *IntSchema) Min(min int64) *IntSchema {
-	c := *s
-	c.min = min
-	return &c
+	return derive(s, func(c *IntSchema) { c.min = min })
 }
 
 // Max sets the largest value allowed.
 func (s *IntSchema) Max(max int64) *IntSchema {
-	c := *s
-	c.max = max
-	return &c
+	return derive(s, func(c *IntSchema) { c.max = max })
 }
 
 // Range sets both bounds.
@@ -321,17 +323,11 @@ func (s *IntSchema) Range(min, max int64) *IntSchema { return s.Min(min).Max(max
 
 // Nullable also accepts null.
 func (s *IntSchema) Nullable() *IntSchema {
-	c := *s
-	c.nullable = true
-	return &c
+	return derive(s, func(c *IntSchema) { c.nullable = true })
 }
 
 func (s *IntSchema) check(c *checker, v Value) {
-	if s.nullable && v.IsNull() {
-		return
-	}
-	if v.Kind() != KindNumber {
-		c.add(v, "int_type", "Input should be a valid integer", nil)
+	if !c.typed(v, s.nullable, KindNumber, "int_type", "Input should be a valid integer") {
 		return
 	}
 	d := readDecimal(v.NumberText())
@@ -363,16 +359,12 @@ func Number() *NumberSchema { return &NumberSchema{} }
 
 // Min sets the smallest value allowed.
 func (s *NumberSchema) Min(min float64) *NumberSchema {
-	c := *s
-	c.min, c.hasMin = min, true
-	return &c
+	return derive(s, func(c *NumberSchema) { c.min, c.hasMin = min, true })
 }
 
 // Max sets the largest value allowed.
 func (s *NumberSchema) Max(max float64) *NumberSchema {
-	c := *s
-	c.max, c.hasMax = max, true
-	return &c
+	return derive(s, func(c *NumberSchema) { c.max, c.hasMax = max, true })
 }
 
 // Range sets both bounds.
@@ -380,17 +372,11 @@ func (s *NumberSchema) Range(min, max float64) *NumberSchema { return s.Min(min)
 
 // Nullable also accepts null.
 func (s *NumberSchema) Nullable() *NumberSchema {
-	c := *s
-	c.nullable = true
-	return &c
+	return derive(s, func(c *NumberSchema) { c.nullable = true })
 }
 
 func (s *NumberSchema) check(c *checker, v Value) {
-	if s.nullable && v.IsNull() {
-		return
-	}
-	if v.Kind() != KindNumber {
-		c.add(v, "float_type", "Input should be a valid number", nil)
+	if !c.typed(v, s.nullable, KindNumber, "float_type", "Input should be a valid number") {
 		return
 	}
 	f := v.Float()
@@ -429,16 +415,12 @@ func Money() *MoneySchema { return &MoneySchema{min: math.MinInt64, max: math.Ma
 
 // Min sets the smallest amount allowed, in cents.
 func (s *MoneySchema) Min(minCents int64) *MoneySchema {
-	c := *s
-	c.min = minCents
-	return &c
+	return derive(s, func(c *MoneySchema) { c.min = minCents })
 }
 
 // Max sets the largest amount allowed, in cents.
 func (s *MoneySchema) Max(maxCents int64) *MoneySchema {
-	c := *s
-	c.max = maxCents
-	return &c
+	return derive(s, func(c *MoneySchema) { c.max = maxCents })
 }
 
 // Range sets both bounds, in cents: Range(0, 100_000_000_000) is 0 to
@@ -449,17 +431,11 @@ func (s *MoneySchema) Range(minCents, maxCents int64) *MoneySchema {
 
 // Nullable also accepts null.
 func (s *MoneySchema) Nullable() *MoneySchema {
-	c := *s
-	c.nullable = true
-	return &c
+	return derive(s, func(c *MoneySchema) { c.nullable = true })
 }
 
 func (s *MoneySchema) check(c *checker, v Value) {
-	if s.nullable && v.IsNull() {
-		return
-	}
-	if v.Kind() != KindNumber {
-		c.add(v, "float_type", "Input should be a valid number", nil)
+	if !c.typed(v, s.nullable, KindNumber, "float_type", "Input should be a valid number") {
 		return
 	}
 	d := readDecimal(v.NumberText())
@@ -489,12 +465,7 @@ func Bool() *BoolSchema { return &BoolSchema{} }
 func (s *BoolSchema) Nullable() *BoolSchema { return &BoolSchema{nullable: true} }
 
 func (s *BoolSchema) check(c *checker, v Value) {
-	if s.nullable && v.IsNull() {
-		return
-	}
-	if v.Kind() != KindBool {
-		c.add(v, "bool_type", "Input should be a valid boolean", nil)
-	}
+	c.typed(v, s.nullable, KindBool, "bool_type", "Input should be a valid boolean")
 }
 
 // TimestampSchema is a string holding an ISO-8601 / RFC 3339 date-time WITH
@@ -516,11 +487,7 @@ func Timestamp() *TimestampSchema { return &TimestampSchema{} }
 func (s *TimestampSchema) Nullable() *TimestampSchema { return &TimestampSchema{nullable: true} }
 
 func (s *TimestampSchema) check(c *checker, v Value) {
-	if s.nullable && v.IsNull() {
-		return
-	}
-	if v.Kind() != KindString {
-		c.add(v, "datetime_type", "Input should be a valid datetime", nil)
+	if !c.typed(v, s.nullable, KindString, "datetime_type", "Input should be a valid datetime") {
 		return
 	}
 	t, reason, noZone := parseTimestamp(v.String())
@@ -564,17 +531,11 @@ func URL(schemes ...string) *URLSchema {
 
 // Nullable also accepts null.
 func (s *URLSchema) Nullable() *URLSchema {
-	c := *s
-	c.nullable = true
-	return &c
+	return derive(s, func(c *URLSchema) { c.nullable = true })
 }
 
 func (s *URLSchema) check(c *checker, v Value) {
-	if s.nullable && v.IsNull() {
-		return
-	}
-	if v.Kind() != KindString {
-		c.add(v, "url_type", "URL input should be a string or URL", nil)
+	if !c.typed(v, s.nullable, KindString, "url_type", "URL input should be a string or URL") {
 		return
 	}
 	text := v.String()
@@ -640,24 +601,16 @@ func Array(item Schema) *ArraySchema { return &ArraySchema{item: item, max: -1} 
 // Items bounds the number of elements to [min, max]; max < 0 means no
 // maximum.
 func (s *ArraySchema) Items(min, max int) *ArraySchema {
-	c := *s
-	c.min, c.max = min, max
-	return &c
+	return derive(s, func(c *ArraySchema) { c.min, c.max = min, max })
 }
 
 // Nullable also accepts null.
 func (s *ArraySchema) Nullable() *ArraySchema {
-	c := *s
-	c.nullable = true
-	return &c
+	return derive(s, func(c *ArraySchema) { c.nullable = true })
 }
 
 func (s *ArraySchema) check(c *checker, v Value) {
-	if s.nullable && v.IsNull() {
-		return
-	}
-	if v.Kind() != KindArray {
-		c.add(v, "list_type", "Input should be a valid list", nil)
+	if !c.typed(v, s.nullable, KindArray, "list_type", "Input should be a valid list") {
 		return
 	}
 	n := v.Len()
@@ -740,9 +693,7 @@ func AnyObject() *ObjectSchema { return &ObjectSchema{extra: true, dict: true} }
 
 // AllowExtra lets members other than the declared fields through unchecked.
 func (s *ObjectSchema) AllowExtra() *ObjectSchema {
-	c := *s
-	c.extra = true
-	return &c
+	return derive(s, func(c *ObjectSchema) { c.extra = true })
 }
 
 // Check adds a rule on the whole object (cross-field rules): fn returns ""
@@ -750,16 +701,12 @@ func (s *ObjectSchema) AllowExtra() *ObjectSchema {
 // the object's loc with the object as input. fn sees only objects whose
 // members all passed, so it may read them without further checks.
 func (s *ObjectSchema) Check(fn func(Value) string) *ObjectSchema {
-	c := *s
-	c.checks = append(slices.Clip(s.checks), fn)
-	return &c
+	return derive(s, func(c *ObjectSchema) { c.checks = append(slices.Clip(c.checks), fn) })
 }
 
 // Nullable also accepts null.
 func (s *ObjectSchema) Nullable() *ObjectSchema {
-	c := *s
-	c.nullable = true
-	return &c
+	return derive(s, func(c *ObjectSchema) { c.nullable = true })
 }
 
 // Validate is Validate(s, v, root...).
@@ -788,15 +735,11 @@ func (s *ObjectSchema) index(name string, hint int) int {
 }
 
 func (s *ObjectSchema) check(c *checker, v Value) {
-	if s.nullable && v.IsNull() {
-		return
+	typ, msg := "model_attributes_type", "Input should be a valid dictionary or object to extract fields from"
+	if s.dict {
+		typ, msg = "dict_type", "Input should be a valid dictionary"
 	}
-	if v.Kind() != KindObject {
-		if s.dict {
-			c.add(v, "dict_type", "Input should be a valid dictionary", nil)
-		} else {
-			c.add(v, "model_attributes_type", "Input should be a valid dictionary or object to extract fields from", nil)
-		}
+	if !c.typed(v, s.nullable, KindObject, typ, msg) {
 		return
 	}
 	before := len(c.out)

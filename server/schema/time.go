@@ -39,98 +39,139 @@ func inRange(t time.Time) bool { return !t.Before(MinInstant) && !t.After(MaxIns
 // described by reason (pydantic's datetime_parsing). Leap seconds (:60) are
 // refused.
 func parseTimestamp(s string) (t time.Time, reason string, noZone bool) {
-	if len(s) < 10 {
-		return t, "input is too short", false
-	}
-	year, ok := digits(s, 0, 4)
-	if !ok {
-		return t, "invalid character in year", false
-	}
-	if s[4] != '-' || s[7] != '-' {
-		return t, "invalid date separator, expected `-`", false
-	}
-	month, ok := digits(s, 5, 2)
-	if !ok {
-		return t, "invalid character in month", false
-	}
-	day, ok := digits(s, 8, 2)
-	if !ok {
-		return t, "invalid character in day", false
-	}
-	if month < 1 || month > 12 {
-		return t, "month value is outside expected range of 1-12", false
-	}
-	if day < 1 || day > daysIn(year, month) {
-		return t, "day value is outside expected range", false
+	year, month, day, reason := parseDate(s)
+	if reason != "" {
+		return t, reason, false
 	}
 	if len(s) == 10 {
 		return t, "", true
 	}
-	if c := s[10]; c != 'T' && c != 't' && c != ' ' {
-		return t, "invalid datetime separator, expected `T`, `t` or space", false
+	hour, minute, reason := parseHourMinute(s)
+	if reason != "" {
+		return t, reason, false
 	}
-	if len(s) < 16 {
-		return t, "input is too short", false
-	}
-	hour, ok := digits(s, 11, 2)
-	if !ok {
-		return t, "invalid character in hour", false
-	}
-	if s[13] != ':' {
-		return t, "invalid time separator, expected `:`", false
-	}
-	minute, ok := digits(s, 14, 2)
-	if !ok {
-		return t, "invalid character in minute", false
-	}
-	if hour > 23 {
-		return t, "hour value is outside expected range of 0-23", false
-	}
-	if minute > 59 {
-		return t, "minute value is outside expected range of 0-59", false
-	}
-	i := 16
-	var second, nanos int
-	if i < len(s) && s[i] == ':' {
-		if second, ok = digits(s, i+1, 2); !ok {
-			return t, "invalid character in second", false
-		}
-		if second > 59 {
-			return t, "second value is outside expected range of 0-59", false
-		}
-		i += 3
-		if i < len(s) && (s[i] == '.' || s[i] == ',') {
-			i++
-			start := i
-			for i < len(s) && isDigit(s[i]) {
-				if i-start < 9 {
-					nanos = nanos*10 + int(s[i]-'0')
-				}
-				i++
-			}
-			n := i - start
-			if n == 0 {
-				return t, "invalid character in second fraction", false
-			}
-			if n > 9 {
-				return t, "second fraction has more than 9 digits", false
-			}
-			for ; n < 9; n++ {
-				nanos *= 10
-			}
-		}
+	second, nanos, i, reason := parseSeconds(s, 16)
+	if reason != "" {
+		return t, reason, false
 	}
 	if i == len(s) {
 		return t, "", true
 	}
-	offset := 0
+	offset, reason := parseOffset(s, i)
+	if reason != "" {
+		return t, reason, false
+	}
+	t = time.Date(year, time.Month(month), day, hour, minute, second, nanos, time.UTC)
+	return t.Add(-time.Duration(offset) * time.Second), "", false
+}
+
+// parseDate reads the YYYY-MM-DD that starts s; reason is pydantic's
+// wording of what is wrong, empty when the date is valid.
+func parseDate(s string) (year, month, day int, reason string) {
+	if len(s) < 10 {
+		return 0, 0, 0, "input is too short"
+	}
+	year, ok := digits(s, 0, 4)
+	if !ok {
+		return 0, 0, 0, "invalid character in year"
+	}
+	if s[4] != '-' || s[7] != '-' {
+		return 0, 0, 0, "invalid date separator, expected `-`"
+	}
+	month, ok = digits(s, 5, 2)
+	if !ok {
+		return 0, 0, 0, "invalid character in month"
+	}
+	day, ok = digits(s, 8, 2)
+	if !ok {
+		return 0, 0, 0, "invalid character in day"
+	}
+	if month < 1 || month > 12 {
+		return 0, 0, 0, "month value is outside expected range of 1-12"
+	}
+	if day < 1 || day > daysIn(year, month) {
+		return 0, 0, 0, "day value is outside expected range"
+	}
+	return year, month, day, ""
+}
+
+// parseHourMinute reads the separator and the hh:mm that follow a date
+// (s[10:16]).
+func parseHourMinute(s string) (hour, minute int, reason string) {
+	if c := s[10]; c != 'T' && c != 't' && c != ' ' {
+		return 0, 0, "invalid datetime separator, expected `T`, `t` or space"
+	}
+	if len(s) < 16 {
+		return 0, 0, "input is too short"
+	}
+	hour, ok := digits(s, 11, 2)
+	if !ok {
+		return 0, 0, "invalid character in hour"
+	}
+	if s[13] != ':' {
+		return 0, 0, "invalid time separator, expected `:`"
+	}
+	minute, ok = digits(s, 14, 2)
+	if !ok {
+		return 0, 0, "invalid character in minute"
+	}
+	if hour > 23 {
+		return 0, 0, "hour value is outside expected range of 0-23"
+	}
+	if minute > 59 {
+		return 0, 0, "minute value is outside expected range of 0-59"
+	}
+	return hour, minute, ""
+}
+
+// parseSeconds reads the optional :ss and its optional fraction (at most 9
+// digits, after '.' or ',') from s[i:]; next is where the zone starts.
+func parseSeconds(s string, i int) (second, nanos, next int, reason string) {
+	if i >= len(s) || s[i] != ':' {
+		return 0, 0, i, ""
+	}
+	second, ok := digits(s, i+1, 2)
+	if !ok {
+		return 0, 0, i, "invalid character in second"
+	}
+	if second > 59 {
+		return 0, 0, i, "second value is outside expected range of 0-59"
+	}
+	i += 3
+	if i >= len(s) || (s[i] != '.' && s[i] != ',') {
+		return second, 0, i, ""
+	}
+	i++
+	start := i
+	for i < len(s) && isDigit(s[i]) {
+		if i-start < 9 {
+			nanos = nanos*10 + int(s[i]-'0')
+		}
+		i++
+	}
+	n := i - start
+	if n == 0 {
+		return 0, 0, i, "invalid character in second fraction"
+	}
+	if n > 9 {
+		return 0, 0, i, "second fraction has more than 9 digits"
+	}
+	for ; n < 9; n++ {
+		nanos *= 10
+	}
+	return second, nanos, i, ""
+}
+
+// parseOffset reads the zone that ends s, from s[i:]: Z, or ±hh[:]mm; offset
+// is in seconds east of UTC.
+func parseOffset(s string, i int) (offset int, reason string) {
 	switch c := s[i]; c {
 	case 'Z', 'z':
 		i++
 	case '+', '-':
 		oh, ok := digits(s, i+1, 2)
 		if !ok {
-			return t, "invalid timezone offset", false
+			return 0, "invalid timezone offset"
 		}
 		j := i + 3
 		if j < len(s) && s[j] == ':' {
@@ -138,10 +179,10 @@ func parseTimestamp(s string) (t time.Time, reason string, noZone bool) {
 		}
 		om, ok := digits(s, j, 2)
 		if !ok {
-			return t, "invalid timezone offset", false
+			return 0, "invalid timezone offset"
 		}
 		if oh > 23 || om > 59 {
-			return t, "timezone offset must be less than 24 hours", false
+			return 0, "timezone offset must be less than 24 hours"
 		}
 		offset = (oh*60 + om) * 60
 		if c == '-' {
@@ -149,13 +190,12 @@ func parseTimestamp(s string) (t time.Time, reason string, noZone bool) {
 		}
 		i = j + 2
 	default:
-		return t, "invalid timezone sign or extra characters", false
+		return 0, "invalid timezone sign or extra characters"
 	}
 	if i != len(s) {
-		return t, "unexpected extra characters at the end of the input", false
+		return 0, "unexpected extra characters at the end of the input"
 	}
-	t = time.Date(year, time.Month(month), day, hour, minute, second, nanos, time.UTC)
-	return t.Add(-time.Duration(offset) * time.Second), "", false
+	return offset, ""
 }
 
 // digits reads the n-digit decimal at s[i:].

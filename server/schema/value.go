@@ -147,27 +147,21 @@ func (v Value) Bool() bool {
 // Int returns an integral number (5, 5.0 and 5e0 alike) as an int64; 0 for
 // anything else, including numbers with a fraction and numbers outside the
 // int64 range.
-func (v Value) Int() int64 {
-	if v.Kind() != KindNumber {
-		return 0
-	}
-	d := readDecimal(v.d.text(v.node()))
-	n, err := d.scaled(0)
-	if err != numOK {
-		return 0
-	}
-	return n
-}
+func (v Value) Int() int64 { return v.scaled(0) }
 
 // Cents returns a money amount in MXN as integer cents, exactly (10.5 →
 // 1050, 1e2 → 10000); 0 for anything else, including amounts with more than
 // two decimals and amounts whose cents overflow an int64.
-func (v Value) Cents() int64 {
+func (v Value) Cents() int64 { return v.scaled(2) }
+
+// scaled returns a number times 10^places when that is an int64 exactly;
+// 0 for anything else.
+func (v Value) scaled(places int64) int64 {
 	if v.Kind() != KindNumber {
 		return 0
 	}
 	d := readDecimal(v.d.text(v.node()))
-	n, err := d.scaled(2)
+	n, err := d.scaled(places)
 	if err != numOK {
 		return 0
 	}

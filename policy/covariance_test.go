@@ -1,0 +1,85 @@
+package policy
+
+import (
+	"math"
+	"testing"
+)
+
+// TestCovarianceMatchesDenseSandwich checks the arrow-shaped algebra of
+// fit against the dense sandwich A⁻¹(M + vΛ)A⁻¹ of the whole system: each
+// action's Var(δₐ), the pooled coupon effect's block Var(β_shared) and the
+// cross-covariance of two actions.
+func TestCovarianceMatchesDenseSandwich(t *testing.T) {
+	w := newWorld(5, 600, []simAction{
+		{id: 1, cat: 0, costCents: 1000, prior: func(*simCust) float64 { return 500 }, lift: func(*simCust) float64 { return 0.05 }},
+		{id: 2, cat: 1, costCents: 3000, prior: func(*simCust) float64 { return -800 }, lift: func(*simCust) float64 { return 0.02 }},
+	})
+	m := New(DefaultConfig())
+	for i, sc := range w.custs {
+		arms := w.arms(sc)
+		a := &arms[i%len(arms)]
+		m.Fold(&sc.c, a, w.draw(sc, a.ID), 0.5+float64(i%3)/2)
+	}
+	m.Refit()
+	const D, E = dimBase, dimEffect
+	ids := m.armIDs()
+	n := D + len(ids)*E
+	a, mt := make([]float64, n*n), make([]float64, n*n)
+	v := m.noise()
+	lb, le := m.lambdas(v)
+	put := func(dst, src []float64, r0, c0, rows, cols int) {
+		for i := 0; i < rows; i++ {
+			for j := 0; j < cols; j++ {
+				dst[(r0+i)*n+c0+j] += src[i*cols+j]
+				if r0 != c0 {
+					dst[(c0+j)*n+r0+i] += src[i*cols+j]
+				}
+			}
+		}
+	}
+	put(a, m.phi, 0, 0, D, D)
+	put(mt, m.mPhi, 0, 0, D, D)
+	for i := 0; i < D; i++ {
+		a[i*n+i] += lb[i]
+		mt[i*n+i] += v * lb[i]
+	}
+	for k, id := range ids {
+		st, o := m.arms[id], D+k*E
+		put(a, st.c, 0, o, D, E)
+		put(a, st.psi, o, o, E, E)
+		put(mt, st.mC, 0, o, D, E)
+		put(mt, st.mPsi, o, o, E, E)
+		for i := 0; i < E; i++ {
+			a[(o+i)*n+o+i] += le[i]
+			mt[(o+i)*n+o+i] += v * le[i]
+		}
+	}
+	ai := invSPD(a, n)
+	cov := mul(mul(ai, mt, n, n, n), ai, n, n, n)
+	at := func(i, j int) float64 { return cov[i*n+j] }
+	near := func(what string, got, want float64) {
+		t.Helper()
+		if math.Abs(got-want) > 1e-6*(1+math.Abs(want)) {
+			t.Errorf("%s: arrow %g, dense %g", what, got, want)
+		}
+	}
+	for k, id := range ids {
+		st, o := m.arms[id], D+k*E
+		for i := 0; i < E; i++ {
+			for j := 0; j < E; j++ {
+				near("Var(δ)", st.cov[i*E+j], at(o+i, o+j))
+			}
+		}
+	}
+	for i := 0; i < nShared; i++ {
+		for j := 0; j < nShared; j++ {
+			near("Var(β_shared)", m.sharedCov[i*nShared+j], at(phiShared+i, phiShared+j))
+		}
+	}
+	c := m.cross[[2]int{ids[0], ids[1]}]
+	for i := 0; i < E; i++ {
+		for j := 0; j < E; j++ {
+			near("Cov(δ₁, δ₂)", c[i*E+j], at(D+i, D+E+j))
+		}
+	}
+}

@@ -1,0 +1,28 @@
+package store
+
+// Jobs: batch job records ('j', by job_id) and the stored chunks of their
+// request's customer lists ('J', by job_id, index), JSON written by batch.
+
+// JobKey is the key of the record of job id.
+func JobKey(tenant, id string) []byte {
+	return appendStr(tableKey(tenant, tableJob, len(id)+1), id)
+}
+
+// JobSpan bounds the tenant's job records.
+func JobSpan(tenant string) (lower, upper []byte) { return tableSpan(tenant, tableJob) }
+
+// JobChunkKey is the key of chunk i of job id's customer list.
+func JobChunkKey(tenant, id string, i int) []byte {
+	b := appendStr(tableKey(tenant, tableJobClients, len(id)+9), id)
+	return appendInt(b, int64(i))
+}
+
+// JobChunksSpan bounds the chunks of job id.
+func JobChunksSpan(tenant, id string) (lower, upper []byte) {
+	return tableSpan(tenant, tableJobClients, id)
+}
+
+// JobChunkTableSpan bounds every job's chunks of tenant.
+func JobChunkTableSpan(tenant string) (lower, upper []byte) {
+	return tableSpan(tenant, tableJobClients)
+}

@@ -1,0 +1,44 @@
+package store
+
+import (
+	dto "github.com/prometheus/client_model/go"
+)
+
+// Metrics is a snapshot of the store's health, for the server's metrics.
+type Metrics struct {
+	DiskBytes             uint64 // disk space used by the store
+	ReadAmp               int    // read amplification of the LSM
+	CompactionDebt        uint64 // estimated compaction debt, bytes
+	Compactions           int64  // compactions run
+	CompactionsInProgress int64
+	MemtableBytes         uint64
+	WALBytes              uint64 // live WAL size
+	// WALFsyncs counts WAL fsyncs since the store opened (every acknowledged
+	// write is synced; concurrent commits share one fsync); -1 when unknown.
+	WALFsyncs int64
+}
+
+// Metrics returns a snapshot of the store's health.
+func (db *DB) Metrics() Metrics {
+	m := db.pdb.Metrics()
+	out := Metrics{
+		DiskBytes:             m.DiskSpaceUsage(),
+		ReadAmp:               m.ReadAmp(),
+		CompactionDebt:        m.Compact.EstimatedDebt,
+		Compactions:           m.Compact.Count,
+		CompactionsInProgress: m.Compact.NumInProgress,
+		MemtableBytes:         m.MemTable.Size,
+		WALBytes:              m.WAL.Size,
+		WALFsyncs:             -1,
+	}
+	if h := m.LogWriter.FsyncLatency; h != nil {
+		var pb dto.Metric
+		if h.Write(&pb) == nil && pb.Histogram != nil {
+			out.WALFsyncs = int64(pb.Histogram.GetSampleCount())
+		}
+	}
+	return out
+}
+
+// DiskSpaceUsage is the disk space used by the store, in bytes.
+func (db *DB) DiskSpaceUsage() uint64 { return db.pdb.Metrics().DiskSpaceUsage() }
