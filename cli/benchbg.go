@@ -75,17 +75,25 @@ func startBackground(ctx context.Context, t *benchTarget, kind string, size, cus
 	return bg
 }
 
+// maxBatchList is the most customers POST /v1/lotes-decision lists.
+const maxBatchList = 500_000
+
 // runBatchJob posts a batch job for customers 0..size-1 on campaign
-// "bench" and polls it until it ends; it returns the time from POST to
+// "bench" (above maxBatchList: the segment of every customer with
+// history, which must then be size customers) and polls it until it ends; it returns the time from POST to
 // completado and the server's peak RSS while it ran (when sample is set,
 // it is called every poll).
 func runBatchJob(ctx context.Context, t *benchTarget, size int, sample func()) (time.Duration, string, error) {
-	refs := make([]string, size)
-	for i := range refs {
-		refs[i] = benchRef(i)
+	var body []byte
+	if size > maxBatchList { // every customer with history: the spawned server has exactly size
+		body, _ = json.Marshal(map[string]any{"campana_id": "bench", "segmento": map[string]any{"todos": true}})
+	} else {
+		refs := make([]string, size)
+		for i := range refs {
+			refs[i] = benchRef(i)
+		}
+		body, _ = json.Marshal(map[string]any{"campana_id": "bench", "clientes": refs})
 	}
-	body, _ := json.Marshal(map[string]any{"campana_id": "bench", "clientes": refs})
-	refs = nil
 	var job struct {
 		JobID  string `json:"job_id"`
 		Estado string `json:"estado"`

@@ -115,12 +115,17 @@ func benchBatchCmd(f *benchFlags) *cobra.Command {
 		Short: "Time a batch job of --size customers from POST to completado, with the server's peak RSS",
 		Long: `batch posts POST /v1/lotes-decision for --size customers (of the --customers whose history the
 spawned server was loaded with) and polls it until completado; it prints the time from POST to
-completado and the server's peak resident memory during the job (VmHWM, reset just before the POST).`,
+completado and the server's peak resident memory during the job (VmHWM, reset just before the POST).
+A job lists at most 500,000 customers: a larger --size (which must then be --customers) is posted as the
+segment of every customer with history ({"todos": true}).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			out := benchOut(cmd)
 			if size <= 0 {
 				size = f.customers
+			}
+			if size > maxBatchList && size != f.customers {
+				return fmt.Errorf("--size %d: a job lists at most %d customers; a larger one is the segment of all --customers", size, maxBatchList)
 			}
 			t, err := prepareCoupond(cmd.Context(), f, 4, out)
 			if err != nil {

@@ -26,12 +26,19 @@ import (
 //
 // Locking: decideInto expects the customer's lock to be held until its
 // writes are committed. A chunk's writes are committed together, so the
-// decider holds every customer lock of the tenant from the first decision
-// of a chunk until the chunk is flushed (at most batchChunk decisions, or
-// batchChunkOnline while online decisions are being answered); online
-// decisions of the tenant wait for at most one chunk meanwhile. Between
-// chunks, with the locks released, the decider yields to them
-// (BackgroundPacer).
+// decider holds the lock of each customer of a chunk from that customer's
+// decision until the chunk is flushed (at most batchChunk decisions, or
+// batchChunkOnline while online decisions are being answered), and the
+// tenant's budget gate for the whole chunk: campaign budgets are counters
+// written whole, so every other writer of them (online decisions with a
+// campana_id, confirmations of campaign decisions, VoidJob) waits for the
+// chunk's commit, as before. Online decisions without a campaign wait only
+// when they share a lock stripe with a customer of the chunk (32 of 4,096
+// stripes). The decider never waits for a lock while it holds others: when
+// a customer's lock is taken, it commits the chunk first (no lock-order
+// cycle with online decisions, privacy's LockCustomer, VoidJob or another
+// decider). Between chunks, with the locks released, the decider yields to
+// online decisions (BackgroundPacer).
 type BatchDecider struct {
 	e        *Engine
 	ts       *tenantState
@@ -43,7 +50,9 @@ type BatchDecider struct {
 	b        *store.Batch
 	pending  int
 	spent    bool
-	locked   bool
+	locked   bool     // the budget gate is held for the chunk
+	held     []uint32 // customer lock stripes the chunk holds
+	heldBits [custLockCount / 64]uint64
 	cands    []candidate // scratch of gain
 	tally    decisionTally
 
@@ -469,9 +478,8 @@ func (bd *BatchDecider) scoreBlock(blk *scanBlock, seg *Segment, withGain bool, 
 // the next Flush (called automatically every chunk of decisions).
 func (bd *BatchDecider) Decide(clienteRef string, noSend bool) (*Decision, error) {
 	req := Request{ClienteRef: clienteRef, Canal: bd.campaign.Canal, CampanaID: bd.campaign.ID, CapExempt: true, JobID: bd.jobID, NoSend: noSend, Explain: bd.Explain}
-	if !bd.locked {
-		lockAll(&bd.ts.custLocks)
-		bd.locked = true
+	if err := bd.lockCustomer(clienteRef); err != nil {
+		return nil, err
 	}
 	at := bd.now.Add(time.Duration(bd.seq) * time.Microsecond)
 	bd.seq++
@@ -520,10 +528,42 @@ func (bd *BatchDecider) Flush() error {
 }
 
 func (bd *BatchDecider) unlock() {
+	for _, i := range bd.held {
+		bd.ts.custLocks[i].Unlock()
+		bd.heldBits[i/64] = 0
+	}
+	bd.held = bd.held[:0]
 	if bd.locked {
-		unlockAll(&bd.ts.custLocks)
+		bd.ts.budgetGate.Unlock()
 		bd.locked = false
 	}
+}
+
+// lockCustomer takes, for the chunk, the budget gate and the lock of
+// clienteRef (see Locking on BatchDecider). When the customer's lock is
+// taken by someone else, the chunk is committed first and the decider then
+// waits holding the gate alone.
+func (bd *BatchDecider) lockCustomer(clienteRef string) error {
+	if !bd.locked {
+		bd.ts.budgetGate.Lock()
+		bd.locked = true
+	}
+	i := bd.ts.custLockIndex(bd.e.seed, clienteRef)
+	bit := uint64(1) << (i % 64)
+	if bd.heldBits[i/64]&bit != 0 {
+		return nil
+	}
+	if !bd.ts.custLocks[i].TryLock() {
+		if err := bd.Flush(); err != nil {
+			return err
+		}
+		bd.ts.budgetGate.Lock()
+		bd.locked = true
+		bd.ts.custLocks[i].Lock()
+	}
+	bd.heldBits[i/64] |= bit
+	bd.held = append(bd.held, i)
+	return nil
 }
 
 // Close releases the decider; call Flush first to keep pending decisions.
@@ -601,6 +641,8 @@ func (e *Engine) voidChunk(ts *tenantState, tenant string, nonces []string) erro
 	if err != nil {
 		return err
 	}
+	ts.budgetGate.Lock()
+	defer ts.budgetGate.Unlock()
 	lockAll(&ts.custLocks)
 	defer unlockAll(&ts.custLocks)
 	b := e.db.NewBatch()

@@ -42,6 +42,10 @@ func (e *Engine) Confirm(tenant, id string, c Confirmation) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	if r.CampanaID != "" { // a rejection gives budget back: after a batch chunk's commit
+		ts.budgetGate.RLock()
+		defer ts.budgetGate.RUnlock()
+	}
 	lock := ts.custLock(e.seed, r.ClienteRef)
 	lock.Lock()
 	defer lock.Unlock()

@@ -224,6 +224,10 @@ func (e *Engine) Decide(tenant string, req Request) (*Decision, error) {
 // customer state (decideInto) and, for an Idempotency-Key, the answer;
 // then counts the new record for the console.
 func (e *Engine) decideAndCommit(ts *tenantState, t *store.Tenant, now time.Time, req Request) (*Decision, error) {
+	if req.CampanaID != "" { // may write the campaign's budget: after a batch chunk's commit
+		ts.budgetGate.RLock()
+		defer ts.budgetGate.RUnlock()
+	}
 	lock := ts.custLock(e.seed, req.ClienteRef)
 	lock.Lock()
 	defer lock.Unlock()

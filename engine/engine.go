@@ -103,9 +103,17 @@ type tenantState struct {
 	learnMu   sync.Mutex // one learner pass at a time
 	cats      catTally   // category names seen while the model has few main categories
 
+	// learnCursor (under learnMu): the reward queue key the next learner
+	// pass starts at (see Learn).
+	learnCursor []byte
+
 	budgetMu  sync.Mutex
 	campaigns map[string]*Campaign // nil value: known not to exist
 	budgets   map[string]*budget
+
+	// budgetGate: a batch chunk holds it (Lock) until its commit; other
+	// writers of campaign budgets take it (RLock) before a customer lock.
+	budgetGate sync.RWMutex
 
 	ingestMu  ingestTurn // event ingestion: requests fold, then apply, in order
 	custLocks [custLockCount]sync.Mutex
@@ -196,7 +204,12 @@ func (e *core) state(tenant string) (*tenantState, error) {
 
 // custLock returns the lock that serialises decisions of one customer.
 func (ts *tenantState) custLock(seed maphash.Seed, clienteRef string) *sync.Mutex {
-	return &ts.custLocks[maphash.String(seed, clienteRef)%uint64(len(ts.custLocks))]
+	return &ts.custLocks[ts.custLockIndex(seed, clienteRef)]
+}
+
+// custLockIndex is the stripe of custLocks that clienteRef's lock is.
+func (ts *tenantState) custLockIndex(seed maphash.Seed, clienteRef string) uint32 {
+	return uint32(maphash.String(seed, clienteRef) % uint64(len(ts.custLocks)))
 }
 
 // uniform draws a uniform number in [0, 1) from the engine's seeded source.

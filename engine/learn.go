@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"time"
@@ -71,7 +72,7 @@ func (e *Learner) Learn(tenant string) (LearnStats, error) {
 	ts.learnMu.Lock()
 	defer ts.learnMu.Unlock()
 
-	work, err := e.dueEntries(tenant, now)
+	work, err := e.dueEntries(ts, tenant, now)
 	if err != nil || len(work) == 0 {
 		return st, err
 	}
@@ -99,6 +100,7 @@ func (e *Learner) Learn(tenant string) (LearnStats, error) {
 	if err := b.Commit(); err != nil {
 		return st, err
 	}
+	ts.learnCursor = append(work[len(work)-1].key, 0) // the next key: all up to here are deleted
 	if e.onLearn != nil {
 		e.onLearn(tenant, st)
 	}
@@ -119,25 +121,48 @@ type dueEntry struct {
 
 // dueEntries reads the tenant's queue entries due at now: at most one
 // pass's worth, fewer while online decisions are being answered.
-func (e *Learner) dueEntries(tenant string, now time.Time) ([]dueEntry, error) {
+//
+// Passes over a backlog delete the queue from its start: a scan from lo
+// would step over every key deleted by the passes before (tombstones until
+// a compaction), which made a backlog's passes quadratic. A pass starts
+// where the last one stopped (ts.learnCursor, under learnMu); one that
+// finds nothing there scans from lo, so a key written behind the cursor
+// (the tenant clock set back, a restore) waits at most until the queue
+// ahead is done.
+func (e *Learner) dueEntries(ts *tenantState, tenant string, now time.Time) ([]dueEntry, error) {
 	lo, hi := store.RewardQueueDueSpan(tenant, now)
 	limit := learnBatch
 	if e.onlineSince(e.now()) < onlineWindow {
 		limit = learnBatchOnline
 	}
 	var work []dueEntry
-	err := e.db.Scan(lo, hi, func(k, _ []byte) error {
-		_, kind, nonce, ok := store.ParseRewardQueueKey(tenant, k)
-		if !ok {
+	scan := func(from []byte) error {
+		return e.db.Scan(from, hi, func(k, _ []byte) error {
+			_, kind, nonce, ok := store.ParseRewardQueueKey(tenant, k)
+			if !ok {
+				return nil
+			}
+			work = append(work, dueEntry{key: append([]byte(nil), k...), kind: kind, nonce: nonce})
+			if len(work) >= limit {
+				return store.ErrStop
+			}
 			return nil
+		})
+	}
+	from := lo
+	if c := ts.learnCursor; c != nil && bytes.Compare(c, lo) > 0 && bytes.Compare(c, hi) < 0 {
+		from = c
+	}
+	if err := scan(from); err != nil {
+		return nil, err
+	}
+	if len(work) == 0 && !bytes.Equal(from, lo) {
+		ts.learnCursor = nil
+		if err := scan(lo); err != nil {
+			return nil, err
 		}
-		work = append(work, dueEntry{key: append([]byte(nil), k...), kind: kind, nonce: nonce})
-		if len(work) >= limit {
-			return store.ErrStop
-		}
-		return nil
-	})
-	return work, err
+	}
+	return work, nil
 }
 
 // learnPass is one Learn over a tenant's due entries: the model being

@@ -60,7 +60,9 @@ func (r Records) CustomerDamaged(tenant, ref string, keys [][]byte) ([][]byte, e
 
 // LockCustomer takes the tenant's learner, ingestion and customer locks, in
 // the one order every path takes them, so that no writer puts back a record
-// of ref while it is being erased. Call the returned func to release them.
+// of ref while it is being erased; and the budget gate before the customer
+// lock (ForgetDecision may give a send back to its campaign: after a batch
+// chunk's commit). Call the returned func to release them.
 func (r Records) LockCustomer(tenant, ref string) (unlock func(), err error) {
 	ts, err := r.e.state(tenant)
 	if err != nil {
@@ -69,9 +71,11 @@ func (r Records) LockCustomer(tenant, ref string) (unlock func(), err error) {
 	lock := ts.custLock(r.e.seed, ref)
 	ts.learnMu.Lock()
 	ts.ingestMu.Lock()
+	ts.budgetGate.RLock()
 	lock.Lock()
 	return func() {
 		lock.Unlock()
+		ts.budgetGate.RUnlock()
 		ts.ingestMu.Unlock()
 		ts.learnMu.Unlock()
 	}, nil

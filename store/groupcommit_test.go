@@ -1,6 +1,7 @@
 package store
 
 import (
+	"github.com/cockroachdb/pebble/v2/vfs"
 	"testing"
 	"time"
 )
@@ -35,4 +36,24 @@ func TestCommitPacer(t *testing.T) {
 	}
 	var none *commitPacer
 	none.committed(t0) // a batch without a pacer commits as before
+}
+
+// TestCommitPacerOnDisk: a store on the real file system (how serve opens
+// it, fs nil) spaces its fsyncs; one in memory has none to space. (The
+// owner-only wrapper once hid vfs.Default from the check, and no store
+// ever paced.)
+func TestCommitPacerOnDisk(t *testing.T) {
+	disk, err := Open(t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer disk.Close()
+	mem, err := Open("db", vfs.NewMem())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mem.Close()
+	if !disk.paced || mem.paced {
+		t.Errorf("paced: on disk %v, in memory %v; want true, false", disk.paced, mem.paced)
+	}
 }

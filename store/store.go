@@ -34,6 +34,7 @@ type DB struct {
 	// walPurging counts running PurgeWAL calls; walFS reads it.
 	walPurging *atomic.Int32
 	pacer      *commitPacer
+	paced      bool // the pacer spaces the WAL fsyncs (on-disk stores)
 
 	mu      sync.RWMutex
 	tenants map[string]*Tenant
@@ -47,10 +48,10 @@ type DB struct {
 // filesystem, with every file and directory the store creates owner-only
 // (0600 / 0700); tests and the lab pass NewMemFS().
 func Open(dir string, fs vfs.FS) (*DB, error) {
+	onDisk := fs == nil || fs == vfs.Default // before the wrapping below hides vfs.Default
 	if fs == nil {
 		fs = ownerOnlyFS{vfs.Default}
 	}
-	onDisk := fs == vfs.Default
 	purging := new(atomic.Int32)
 	fs = walFS{FS: fs, purging: purging}
 	// A block cache large enough for the working set of features and recent
@@ -82,7 +83,7 @@ func Open(dir string, fs vfs.FS) (*DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: open %s: %w", dir, err)
 	}
-	db := &DB{pdb: pdb, fs: fs, dir: dir, walPurging: purging, pacer: pacer, tenants: map[string]*Tenant{}, creds: map[string]*Credential{}}
+	db := &DB{pdb: pdb, fs: fs, dir: dir, walPurging: purging, pacer: pacer, paced: onDisk, tenants: map[string]*Tenant{}, creds: map[string]*Credential{}}
 	if err := db.loadCaches(); err != nil {
 		pdb.Close()
 		return nil, err
