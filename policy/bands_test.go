@@ -7,8 +7,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
-// TestRareBandsFeatures: with Config.RareBands ψ's two frequency bins are
-// "no ticket in 365 days" and "one ticket"; without, frecuencia_90d's.
+// TestRareBandsFeatures: with Config.RareBands ψ's lower frequency bin is
+// "at most one ticket in 365 days"; without, frecuencia_90d below 0.25.
 func TestRareBandsFeatures(t *testing.T) {
 	scale := func(n, c float64) float64 { return math.Log1p(n) / math.Log1p(c) }
 	cases := []struct {
@@ -19,10 +19,11 @@ func TestRareBandsFeatures(t *testing.T) {
 	}{
 		{"none, main bins", 0, 0, false, [2]float64{1, 0}},
 		{"many, main bins", 60, 200, false, [2]float64{0, 1}},
+		{"two, main bins", 2, 2, false, [2]float64{1, 0}},
 		{"none", 0, 0, true, [2]float64{1, 0}},
-		{"one", 0, 1, true, [2]float64{0, 1}},
+		{"one", 0, 1, true, [2]float64{1, 0}},
 		{"two in 90 days", 2, 2, true, [2]float64{0, 0}},
-		{"one in 90 days, five in the year", 1, 5, true, [2]float64{0, 0}},
+		{"many", 60, 200, true, [2]float64{0, 1}},
 	}
 	for _, tc := range cases {
 		x := make([]float64, VectorLen)

@@ -101,9 +101,9 @@ func baseFeatures(c *Customer, dst *[dimBase]float64) {
 }
 
 // effectFeatures writes ψ(c, a) into dst: the pair's features. With
-// rareBands the two frequency bins (ψ 11 and 12, pooled too) are those of
-// the tickets of the last 365 days, none and one (Config.RareBands),
-// instead of frecuencia_90d's below 0.25 and from 0.75.
+// rareBands the lower frequency bin (ψ 11, pooled too) is "at most one
+// ticket in the last 365 days" (Config.RareBands) instead of
+// frecuencia_90d below 0.25.
 func effectFeatures(c *Customer, a *Arm, x *[dimBase]float64, dst *[dimEffect]float64, rareBands bool) {
 	f := x[xFreq90]
 	dst[0] = 1
@@ -121,9 +121,7 @@ func effectFeatures(c *Customer, a *Arm, x *[dimBase]float64, dst *[dimEffect]fl
 	dst[12] = b2f(f >= 0.75)
 	if rareBands {
 		// featLogCap(n, 365): 0 tickets 0, one 0.117, two 0.186.
-		f365 := x[xFreq365]
-		dst[11] = b2f(f365 < 0.05)
-		dst[12] = b2f(f365 >= 0.05 && f365 < 0.15)
+		dst[11] = b2f(x[xFreq365] < 0.15)
 	}
 	copy(dst[13:], x[VectorLen:VectorLen+NumCats])
 }

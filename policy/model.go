@@ -90,11 +90,11 @@ type Config struct {
 	// TauLevel 500) the lab's report run was within its noise of this
 	// configuration's (POLICY.md §7.3).
 	ExploreCap bool
-	// RareBands makes ψ's two frequency bins, which the pooled coupon
-	// effect shares, bins of the tickets of the last 365 days (none, one)
-	// instead of frecuencia_90d's: in the lab's rare-buyers world those
-	// bins hold 81 % and 58 % rare buyers, frecuencia_90d's lower bin 83 %
-	// of all customers (POLICY.md §7.4). Changing it changes what a stored
+	// RareBands makes ψ's lower frequency bin, which the pooled coupon
+	// effect shares, "at most one ticket in the last 365 days" instead of
+	// frecuencia_90d below 0.25: in the lab's rare-buyers world that bin
+	// holds about 70 % rare buyers, frecuencia_90d's lower bin 83 % of all
+	// customers (POLICY.md §7.4). Changing it changes what a stored
 	// model's statistics mean: off by default.
 	RareBands bool
 	// PooledSend decides whether to send on the pooled coupon effect for
