@@ -90,6 +90,20 @@ type Config struct {
 	// TauLevel 500) the lab's report run was within its noise of this
 	// configuration's (POLICY.md §7.3).
 	ExploreCap bool
+	// RareBands makes ψ's lower frequency bin, which the pooled coupon
+	// effect shares, "at most one ticket in the last 365 days" instead of
+	// frecuencia_90d below 0.25: in the lab's rare-buyers world that bin
+	// holds about 70 % rare buyers, frecuencia_90d's lower bin 83 % of all
+	// customers (POLICY.md §7.4). Changing it changes what a stored
+	// model's statistics mean: off by default.
+	RareBands bool
+	// PooledSend decides whether to send on the pooled coupon effect for
+	// the customer (pe + the pooled terms, its own covariance): a coupon
+	// is safe when that effect plus its own deviation ψᵀδₐ soft-
+	// thresholded at DevZ standard errors is above zero by PoolZ standard
+	// errors of the pooled part. Off by default (POLICY.md §7.4).
+	PooledSend  bool
+	PoolZ, DevZ float64
 }
 
 // DefaultConfig is the configuration the engine runs.
@@ -101,7 +115,8 @@ func DefaultConfig() Config {
 		BaseRidge: 1, TauBase: 0.5,
 		NoiseStart: 5000, NoisePseudo: 50,
 		ImportanceAlpha: 0.5,
-		GuardZ:          2, GuardReleaseZ: 1, GuardMinN: 100, GuardHalfLife: 1,
+		PoolZ:           1, DevZ: 1,
+		GuardZ: 2, GuardReleaseZ: 1, GuardMinN: 100, GuardHalfLife: 1,
 	}
 }
 
@@ -226,7 +241,7 @@ func (m *Model) Fold(c *Customer, a *Arm, reward, w float64) {
 	var psi [dimEffect]float64
 	var arm *armStats
 	if a.ID != 0 {
-		effectFeatures(c, a, &x, &psi)
+		effectFeatures(c, a, &x, &psi, m.cfg.RareBands)
 		setShared(&x, &psi)
 		pred = dot(m.beta, x[:])
 		y -= psi[psiPrior]

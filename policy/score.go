@@ -14,6 +14,10 @@ type Score struct {
 	fitted bool               // the action has data: own is from its fit
 	own    float64            // variance of the action's own part of Effect
 	sh     [nShared]float64   // the pooled effect's terms
+	// pool is the pooled coupon effect for the customer (pe plus the
+	// pooled terms) and poolVar its variance; dev = Effect − pool, the
+	// action's own deviation, with variance own (PooledSend).
+	pool, poolVar, dev float64
 }
 
 // Score fills out[i] for arms[i] (out has len(arms)). Never-send is the
@@ -27,11 +31,12 @@ func (m *Model) Score(c *Customer, arms []Arm, out []Score) {
 		a := &arms[i]
 		sc := Score{ID: a.ID, Mu: base}
 		if a.ID != 0 {
-			effectFeatures(c, a, &x, &psi)
+			effectFeatures(c, a, &x, &psi, m.cfg.RareBands)
 			for k, j := range [nShared]int{0, psiPrior, 2, 7, 5, 10, 11, 12} {
 				sc.sh[k] = psi[j]
 			}
 			eff := psi[psiPrior] + dot(m.beta[phiShared:phiShared+nShared], sc.sh[:])
+			sc.pool = eff
 			if st := m.arms[a.ID]; st != nil && st.delta != nil {
 				eff += dot(st.delta, psi[:])
 				sc.own = quad(st.cov, psi[:], dimEffect)
@@ -41,8 +46,10 @@ func (m *Model) Score(c *Customer, arms []Arm, out []Score) {
 			}
 			v := math.Max(sc.own, 0)
 			if m.sharedCov != nil {
-				v += math.Max(quad(m.sharedCov, sc.sh[:], nShared), 0)
+				sc.poolVar = math.Max(quad(m.sharedCov, sc.sh[:], nShared), 0)
+				v += sc.poolVar
 			}
+			sc.dev = eff - sc.pool
 			sc.Effect, sc.Sigma, sc.Mu = eff, math.Sqrt(v), base+eff
 		}
 		out[i] = sc
@@ -72,7 +79,7 @@ func (m *Model) Greedy(sc []Score) int {
 			zero = i
 			continue
 		}
-		if s.Effect-m.cfg.Z*s.Sigma > 0 && (top < 0 || s.Effect > sc[top].Effect) {
+		if m.safe(&s) && (top < 0 || s.Effect > sc[top].Effect) {
 			top = i
 		}
 	}
@@ -88,6 +95,26 @@ func (m *Model) Greedy(sc []Score) int {
 		}
 	}
 	return top
+}
+
+// safe reports whether coupon s beats never-send with confidence: its
+// lower bound Effect − Z·Sigma above 0, or with Config.PooledSend the
+// pooled effect plus the soft-thresholded own deviation above PoolZ
+// standard errors of the pooled effect.
+func (m *Model) safe(s *Score) bool {
+	if !m.cfg.PooledSend {
+		return s.Effect-m.cfg.Z*s.Sigma > 0
+	}
+	d, t := s.dev, m.cfg.DevZ*math.Sqrt(math.Max(s.own, 0))
+	switch {
+	case d > t:
+		d -= t
+	case d < -t:
+		d += t
+	default:
+		d = 0
+	}
+	return s.pool+d-m.cfg.PoolZ*math.Sqrt(s.poolVar) > 0
 }
 
 // Distribution writes into probs (len(sc)) the probabilities to draw each
