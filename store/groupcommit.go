@@ -14,6 +14,12 @@ import (
 // (Options.WALMinSyncInterval): syncDelay while commits arrive less than
 // busyGap apart on average, none otherwise — so a lone or slow writer
 // (tests, the batch runner's chunks, an idle tenant) never waits.
+//
+// busyGap is 300 µs (above about 3,300 commits/s): measured with
+// `coupond bench decisions --rates 2000,4000,8000`, holding at 2,000/s
+// (a 1 ms busyGap) raised p99 from 0.9-1.0 to 1.5 ms and saved no CPU
+// (1.3 decisions per fsync either way), while at 4,000/s the hold cuts
+// server CPU per decision from 236 to 211 µs with the same p99.
 type commitPacer struct {
 	last atomic.Int64 // unix nanoseconds of the last synced commit
 	gap  atomic.Int64 // moving average of the gap between commits, ns
@@ -21,7 +27,7 @@ type commitPacer struct {
 
 const (
 	pacerSyncDelay = 250 * time.Microsecond
-	pacerBusyGap   = time.Millisecond
+	pacerBusyGap   = 300 * time.Microsecond
 )
 
 // committed records a synced commit. Concurrent calls may lose an update

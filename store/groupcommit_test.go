@@ -17,6 +17,7 @@ func TestCommitPacer(t *testing.T) {
 	}{
 		{"one commit", 0, 1, 0, 0},
 		{"busy: 4,000 commits/s", 250 * time.Microsecond, 200, 100 * time.Microsecond, pacerSyncDelay},
+		{"2,000 commits/s: one fsync each is cheaper than a hold", 500 * time.Microsecond, 200, 100 * time.Microsecond, 0},
 		{"busy then idle", 250 * time.Microsecond, 200, 5 * time.Millisecond, 0},
 		{"slow writer: 100 commits/s", 10 * time.Millisecond, 200, time.Microsecond, 0},
 		{"lone writer in a loop: 600/s", 1700 * time.Microsecond, 200, 0, 0},
