@@ -61,11 +61,7 @@ const learnYieldEvery = 64
 // with an atomic swap. Decisions keep reading the old model meanwhile.
 func (e *Learner) Learn(tenant string) (LearnStats, error) {
 	var st LearnStats
-	ts, err := e.state(tenant)
-	if err != nil {
-		return st, err
-	}
-	t, now, err := e.tenantNow(tenant)
+	ts, t, now, err := e.stateNow(tenant)
 	if err != nil {
 		return st, err
 	}
