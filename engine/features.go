@@ -1323,17 +1323,11 @@ func (f *Features) decodeDays(d *binReader, days []featDay, stack *[featColumnSt
 		return true
 	}
 	f.days = featResize(days, int(n), 2) // room for what Apply adds
-	col := stack[:0]
-	if n > uint64(len(stack)) {
-		col = make([]uint64, 0, n)
-	}
-	col = col[:n]
-	day := d.varint()
-	if day < -featMaxDay || day > featMaxDay {
+	col, day, ok := featDayDeltas(d, stack, n)
+	if !ok {
 		return false
 	}
 	f.days[0].day = int32(day)
-	d.column(col[:n-1])
 	for i, delta := range col[:n-1] {
 		if day += int64(delta); delta < 1 || day > featMaxDay {
 			return false
@@ -1367,6 +1361,24 @@ func (f *Features) decodeDays(d *binReader, days []featDay, stack *[featColumnSt
 	return all <= math.MaxInt32 && !d.bad
 }
 
+// featDayDeltas reads what appendDays and appendTickets write first after
+// the count n (> 0): the first day, then the column of n-1 day deltas, into
+// the first n-1 values of column scratch (stack when it is large enough).
+// It returns that scratch, n values long, for the following columns.
+func featDayDeltas(d *binReader, stack *[featColumnStack]uint64, n uint64) (col []uint64, first int64, ok bool) {
+	col = stack[:0]
+	if n > uint64(len(stack)) {
+		col = make([]uint64, 0, n)
+	}
+	col = col[:n]
+	first = d.varint()
+	if first < -featMaxDay || first > featMaxDay {
+		return nil, 0, false
+	}
+	d.column(col[:n-1])
+	return col, first, true
+}
+
 // decodeTickets reads the per-ticket columns into tickets (reused); stack
 // is column scratch.
 func (f *Features) decodeTickets(d *binReader, tickets []featTicket, stack *[featColumnStack]uint64) bool {
@@ -1378,17 +1390,11 @@ func (f *Features) decodeTickets(d *binReader, tickets []featTicket, stack *[fea
 		return true
 	}
 	f.tickets = featResize(tickets, int(n), 4)
-	col := stack[:0]
-	if n > uint64(len(stack)) {
-		col = make([]uint64, 0, n)
-	}
-	col = col[:n]
-	day := d.varint()
-	if day < -featMaxDay || day > featMaxDay {
+	col, day, ok := featDayDeltas(d, stack, n)
+	if !ok {
 		return false
 	}
 	f.tickets[0].day = int32(day)
-	d.column(col[:n-1])
 	for i, delta := range col[:n-1] {
 		if day += int64(delta); delta > featMaxDay || day > featMaxDay {
 			return false
