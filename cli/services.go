@@ -146,7 +146,7 @@ func (s *services) clockMoved(t *store.Tenant) {
 			s.env.log.Error().Err(err).Str("tenant", t.ID).Msg("learner after clock advance")
 			return
 		}
-		if st.Folded+st.Unconfirmed+st.Modified+st.Control+st.Released == 0 {
+		if !st.Worked() {
 			return
 		}
 	}

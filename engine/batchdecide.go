@@ -76,11 +76,7 @@ var ErrNoCampaign = errors.New("engine: campaign not defined")
 
 // NewBatchDecider prepares a batch job's decisions for campaign campana.
 func (e *Engine) NewBatchDecider(tenant, jobID, campana string) (*BatchDecider, error) {
-	ts, err := e.state(tenant)
-	if err != nil {
-		return nil, err
-	}
-	t, now, err := e.tenantNow(tenant)
+	ts, t, now, err := e.stateNow(tenant)
 	if err != nil {
 		return nil, err
 	}

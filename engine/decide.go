@@ -180,11 +180,7 @@ func HashBody(b []byte) [32]byte { return sha256.Sum256(b) }
 // durable (committed with Sync) before Decide returns.
 func (e *Engine) Decide(tenant string, req Request) (*Decision, error) {
 	e.markOnline()
-	ts, err := e.state(tenant)
-	if err != nil {
-		return nil, err
-	}
-	t, now, err := e.tenantNow(tenant)
+	ts, t, now, err := e.stateNow(tenant)
 	if err != nil {
 		return nil, err
 	}

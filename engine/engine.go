@@ -235,3 +235,17 @@ func (e *core) tenantNow(tenant string) (*store.Tenant, time.Time, error) {
 	}
 	return t, t.Now(e.now()), nil
 }
+
+// stateNow is state and tenantNow together: what a decision, a batch job
+// and a learning run each start from.
+func (e *core) stateNow(tenant string) (*tenantState, *store.Tenant, time.Time, error) {
+	ts, err := e.state(tenant)
+	if err != nil {
+		return nil, nil, time.Time{}, err
+	}
+	t, now, err := e.tenantNow(tenant)
+	if err != nil {
+		return nil, nil, time.Time{}, err
+	}
+	return ts, t, now, nil
+}

@@ -187,48 +187,22 @@ func (e *Event) presence() uint64 {
 
 // appendOptional appends the optional fields bits names, in bit order.
 func (e *Event) appendOptional(buf []byte, bits uint64) []byte {
-	if bits&evDecisionID != 0 {
-		buf = binAppendString(buf, e.DecisionID)
-	}
-	if bits&evValor != 0 {
-		buf = binary.AppendVarint(buf, e.ValorCents)
-	}
-	if bits&evTicketID != 0 {
-		buf = binAppendString(buf, e.TicketID)
-	}
-	if bits&evMargen != 0 {
-		buf = binary.AppendVarint(buf, e.MargenCents)
-	}
-	if bits&evCantidad != 0 {
-		buf = binary.BigEndian.AppendUint64(buf, math.Float64bits(e.Cantidad))
-	}
-	if bits&evTienda != 0 {
-		buf = binAppendString(buf, e.Tienda)
-	}
-	if bits&evCanal != 0 {
-		buf = binAppendString(buf, e.Canal)
-	}
-	if bits&evTicketTotal != 0 {
-		buf = binary.AppendVarint(buf, e.TicketTotalCents)
-	}
-	if bits&evCuponEmitidoID != 0 {
-		buf = binAppendString(buf, e.CuponEmitidoID)
-	}
-	if bits&evCampanaID != 0 {
-		buf = binAppendString(buf, e.CampanaID)
-	}
+	buf = binAppendStringIf(buf, bits, evDecisionID, e.DecisionID)
+	buf = binAppendVarintIf(buf, bits, evValor, e.ValorCents)
+	buf = binAppendStringIf(buf, bits, evTicketID, e.TicketID)
+	buf = binAppendVarintIf(buf, bits, evMargen, e.MargenCents)
+	buf = binAppendFloatIf(buf, bits, evCantidad, e.Cantidad)
+	buf = binAppendStringIf(buf, bits, evTienda, e.Tienda)
+	buf = binAppendStringIf(buf, bits, evCanal, e.Canal)
+	buf = binAppendVarintIf(buf, bits, evTicketTotal, e.TicketTotalCents)
+	buf = binAppendStringIf(buf, bits, evCuponEmitidoID, e.CuponEmitidoID)
+	buf = binAppendStringIf(buf, bits, evCampanaID, e.CampanaID)
 	if bits&evCaducidad != 0 {
 		buf = binAppendTime(buf, e.Caducidad)
 	}
-	if bits&evDescuentoPct != 0 {
-		buf = binary.BigEndian.AppendUint64(buf, math.Float64bits(e.DescuentoPct))
-	}
-	if bits&evSegmento != 0 {
-		buf = binAppendString(buf, e.Segmento)
-	}
-	if bits&evPerfil != 0 {
-		buf = binAppendString(buf, e.Perfil)
-	}
+	buf = binAppendFloatIf(buf, bits, evDescuentoPct, e.DescuentoPct)
+	buf = binAppendStringIf(buf, bits, evSegmento, e.Segmento)
+	buf = binAppendStringIf(buf, bits, evPerfil, e.Perfil)
 	return buf
 }
 
@@ -256,48 +230,22 @@ func DecodeEvent(b []byte) (Event, bool) {
 	e.ClienteRef = d.str()
 	e.TS = d.time()
 	e.Clave = d.str()
-	if bits&evDecisionID != 0 {
-		e.DecisionID = d.str()
-	}
-	if bits&evValor != 0 {
-		e.ValorCents = d.varint()
-	}
-	if bits&evTicketID != 0 {
-		e.TicketID = d.str()
-	}
-	if bits&evMargen != 0 {
-		e.MargenCents = d.varint()
-	}
-	if bits&evCantidad != 0 {
-		e.Cantidad, e.HasCantidad = d.float(), true
-	}
-	if bits&evTienda != 0 {
-		e.Tienda = d.str()
-	}
-	if bits&evCanal != 0 {
-		e.Canal = d.str()
-	}
-	if bits&evTicketTotal != 0 {
-		e.TicketTotalCents, e.HasTicketTotal = d.varint(), true
-	}
-	if bits&evCuponEmitidoID != 0 {
-		e.CuponEmitidoID = d.str()
-	}
-	if bits&evCampanaID != 0 {
-		e.CampanaID = d.str()
-	}
+	d.strIf(bits, evDecisionID, &e.DecisionID)
+	d.varintIf(bits, evValor, &e.ValorCents)
+	d.strIf(bits, evTicketID, &e.TicketID)
+	d.varintIf(bits, evMargen, &e.MargenCents)
+	e.HasCantidad = d.floatIf(bits, evCantidad, &e.Cantidad)
+	d.strIf(bits, evTienda, &e.Tienda)
+	d.strIf(bits, evCanal, &e.Canal)
+	e.HasTicketTotal = d.varintIf(bits, evTicketTotal, &e.TicketTotalCents)
+	d.strIf(bits, evCuponEmitidoID, &e.CuponEmitidoID)
+	d.strIf(bits, evCampanaID, &e.CampanaID)
 	if bits&evCaducidad != 0 {
 		e.Caducidad = d.time()
 	}
-	if bits&evDescuentoPct != 0 {
-		e.DescuentoPct, e.HasDescuentoPct = d.float(), true
-	}
-	if bits&evSegmento != 0 {
-		e.Segmento = d.str()
-	}
-	if bits&evPerfil != 0 {
-		e.Perfil = d.str()
-	}
+	e.HasDescuentoPct = d.floatIf(bits, evDescuentoPct, &e.DescuentoPct)
+	d.strIf(bits, evSegmento, &e.Segmento)
+	d.strIf(bits, evPerfil, &e.Perfil)
 	if !d.done() {
 		return Event{}, false
 	}
@@ -315,6 +263,31 @@ func binAppendString(buf []byte, s string) []byte {
 func binAppendTime(buf []byte, t time.Time) []byte {
 	buf = binary.AppendVarint(buf, t.Unix())
 	return binary.AppendUvarint(buf, uint64(t.Nanosecond()))
+}
+
+// binAppendStringIf, binAppendVarintIf and binAppendFloatIf append v as
+// its kind is written when bits holds bit (an optional field that is
+// present), and return buf unchanged otherwise; binReader's strIf, varintIf
+// and floatIf read them back.
+func binAppendStringIf(buf []byte, bits, bit uint64, v string) []byte {
+	if bits&bit == 0 {
+		return buf
+	}
+	return binAppendString(buf, v)
+}
+
+func binAppendVarintIf(buf []byte, bits, bit uint64, v int64) []byte {
+	if bits&bit == 0 {
+		return buf
+	}
+	return binary.AppendVarint(buf, v)
+}
+
+func binAppendFloatIf(buf []byte, bits, bit uint64, v float64) []byte {
+	if bits&bit == 0 {
+		return buf
+	}
+	return binary.BigEndian.AppendUint64(buf, math.Float64bits(v))
 }
 
 // binReader reads the primitives of the encodings in this package. After
@@ -425,6 +398,32 @@ func (d *binReader) strs(dst []string) {
 	for i := range dst {
 		dst[i] = all[bounds[2*i]-start : bounds[2*i+1]-start]
 	}
+}
+
+// strIf, varintIf and floatIf read an optional field into *dst when bits
+// holds bit, leave *dst alone otherwise, and report whether they read it.
+func (d *binReader) strIf(bits, bit uint64, dst *string) bool {
+	if bits&bit == 0 {
+		return false
+	}
+	*dst = d.str()
+	return true
+}
+
+func (d *binReader) varintIf(bits, bit uint64, dst *int64) bool {
+	if bits&bit == 0 {
+		return false
+	}
+	*dst = d.varint()
+	return true
+}
+
+func (d *binReader) floatIf(bits, bit uint64, dst *float64) bool {
+	if bits&bit == 0 {
+		return false
+	}
+	*dst = d.float()
+	return true
 }
 
 // float reads 8 bytes big-endian IEEE 754 and refuses NaN and infinities.

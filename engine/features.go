@@ -1063,36 +1063,19 @@ func (f *Features) appendDays(buf []byte, col []uint64) ([]byte, []uint64) {
 	if len(f.days) == 0 {
 		return buf, col
 	}
-	buf = binary.AppendVarint(buf, int64(f.days[0].day))
-	col = col[:0]
-	for i := 1; i < len(f.days); i++ {
-		col = append(col, uint64(f.days[i].day-f.days[i-1].day))
-	}
+	days := f.days
+	buf = binary.AppendVarint(buf, int64(days[0].day))
+	col = binColumnOf(col, len(days)-1, func(i int) uint64 { return uint64(days[i+1].day - days[i].day) })
 	buf = binAppendColumn(buf, col)
-	col = col[:0]
-	for i := range f.days {
-		col = append(col, binZigzag(f.days[i].spend))
-	}
+	col = binColumnOf(col, len(days), func(i int) uint64 { return binZigzag(days[i].spend) })
 	buf = binAppendColumn(buf, col)
-	col = col[:0]
-	for i := range f.days {
-		col = append(col, binZigzag(f.days[i].margin))
-	}
+	col = binColumnOf(col, len(days), func(i int) uint64 { return binZigzag(days[i].margin) })
 	buf = binAppendColumn(buf, col)
-	col = col[:0]
-	for i := range f.days {
-		col = append(col, uint64(f.days[i].recv))
-	}
+	col = binColumnOf(col, len(days), func(i int) uint64 { return uint64(days[i].recv) })
 	buf = binAppendColumn(buf, col)
-	col = col[:0]
-	for i := range f.days {
-		col = append(col, uint64(f.days[i].redeem))
-	}
+	col = binColumnOf(col, len(days), func(i int) uint64 { return uint64(days[i].redeem) })
 	buf = binAppendColumn(buf, col)
-	col = col[:0]
-	for i := range f.days {
-		col = append(col, uint64(f.days[i].expired))
-	}
+	col = binColumnOf(col, len(days), func(i int) uint64 { return uint64(days[i].expired) })
 	return binAppendColumn(buf, col), col
 }
 
@@ -1103,22 +1086,25 @@ func (f *Features) appendTickets(buf []byte, col []uint64) ([]byte, []uint64) {
 	if len(f.tickets) == 0 {
 		return buf, col
 	}
-	buf = binary.AppendVarint(buf, int64(f.tickets[0].day))
-	col = col[:0]
-	for i := 1; i < len(f.tickets); i++ {
-		col = append(col, uint64(f.tickets[i].day-f.tickets[i-1].day))
-	}
+	ts := f.tickets
+	buf = binary.AppendVarint(buf, int64(ts[0].day))
+	col = binColumnOf(col, len(ts)-1, func(i int) uint64 { return uint64(ts[i+1].day - ts[i].day) })
 	buf = binAppendColumn(buf, col)
-	col = col[:0]
-	for i := range f.tickets {
-		col = append(col, uint64(f.tickets[i].hash))
-	}
+	col = binColumnOf(col, len(ts), func(i int) uint64 { return uint64(ts[i].hash) })
 	buf = binAppendColumn(buf, col)
-	col = col[:0]
-	for i := range f.tickets {
-		col = append(col, binZigzag(f.tickets[i].valor))
-	}
+	col = binColumnOf(col, len(ts), func(i int) uint64 { return binZigzag(ts[i].valor) })
 	return binAppendColumn(buf, col), col
+}
+
+// binColumnOf gathers at(0) .. at(n-1) into col (scratch, returned for
+// reuse), for binAppendColumn. Small enough to inline, so at is called
+// directly.
+func binColumnOf(col []uint64, n int, at func(i int) uint64) []uint64 {
+	col = col[:0]
+	for i := 0; i < n; i++ {
+		col = append(col, at(i))
+	}
+	return col
 }
 
 // appendCatSpends appends each category's bitmap of months with spend, then
@@ -1337,17 +1323,11 @@ func (f *Features) decodeDays(d *binReader, days []featDay, stack *[featColumnSt
 		return true
 	}
 	f.days = featResize(days, int(n), 2) // room for what Apply adds
-	col := stack[:0]
-	if n > uint64(len(stack)) {
-		col = make([]uint64, 0, n)
-	}
-	col = col[:n]
-	day := d.varint()
-	if day < -featMaxDay || day > featMaxDay {
+	col, day, ok := featDayDeltas(d, stack, n)
+	if !ok {
 		return false
 	}
 	f.days[0].day = int32(day)
-	d.column(col[:n-1])
 	for i, delta := range col[:n-1] {
 		if day += int64(delta); delta < 1 || day > featMaxDay {
 			return false
@@ -1381,6 +1361,24 @@ func (f *Features) decodeDays(d *binReader, days []featDay, stack *[featColumnSt
 	return all <= math.MaxInt32 && !d.bad
 }
 
+// featDayDeltas reads what appendDays and appendTickets write first after
+// the count n (> 0): the first day, then the column of n-1 day deltas, into
+// the first n-1 values of column scratch (stack when it is large enough).
+// It returns that scratch, n values long, for the following columns.
+func featDayDeltas(d *binReader, stack *[featColumnStack]uint64, n uint64) (col []uint64, first int64, ok bool) {
+	col = stack[:0]
+	if n > uint64(len(stack)) {
+		col = make([]uint64, 0, n)
+	}
+	col = col[:n]
+	first = d.varint()
+	if first < -featMaxDay || first > featMaxDay {
+		return nil, 0, false
+	}
+	d.column(col[:n-1])
+	return col, first, true
+}
+
 // decodeTickets reads the per-ticket columns into tickets (reused); stack
 // is column scratch.
 func (f *Features) decodeTickets(d *binReader, tickets []featTicket, stack *[featColumnStack]uint64) bool {
@@ -1392,17 +1390,11 @@ func (f *Features) decodeTickets(d *binReader, tickets []featTicket, stack *[fea
 		return true
 	}
 	f.tickets = featResize(tickets, int(n), 4)
-	col := stack[:0]
-	if n > uint64(len(stack)) {
-		col = make([]uint64, 0, n)
-	}
-	col = col[:n]
-	day := d.varint()
-	if day < -featMaxDay || day > featMaxDay {
+	col, day, ok := featDayDeltas(d, stack, n)
+	if !ok {
 		return false
 	}
 	f.tickets[0].day = int32(day)
-	d.column(col[:n-1])
 	for i, delta := range col[:n-1] {
 		if day += int64(delta); delta > featMaxDay || day > featMaxDay {
 			return false

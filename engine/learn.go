@@ -41,6 +41,13 @@ type LearnStats struct {
 	Damaged     int // decision records that did not decode: quarantined, skipped
 }
 
+// Worked reports whether the pass folded, left out or released anything
+// (Damaged does not count): callers that run the learner until nothing is
+// due stop at the first pass that did not work.
+func (s LearnStats) Worked() bool {
+	return s.Folded+s.Unconfirmed+s.Modified+s.Control+s.Released != 0
+}
+
 // learnBatch bounds the work of one pass so a backlog does not hold the
 // learner lock for long; the next pass continues.
 const learnBatch = 5000
@@ -61,11 +68,7 @@ const learnYieldEvery = 64
 // with an atomic swap. Decisions keep reading the old model meanwhile.
 func (e *Learner) Learn(tenant string) (LearnStats, error) {
 	var st LearnStats
-	ts, err := e.state(tenant)
-	if err != nil {
-		return st, err
-	}
-	t, now, err := e.tenantNow(tenant)
+	ts, t, now, err := e.stateNow(tenant)
 	if err != nil {
 		return st, err
 	}
@@ -363,7 +366,7 @@ func (e *Learner) RunLearner(ctx context.Context, interval time.Duration) {
 					break
 				}
 				// A pass may be cut short (learnBatchOnline): go on while one does work.
-				if st.Folded+st.Unconfirmed+st.Modified+st.Control+st.Released == 0 || ctx.Err() != nil {
+				if !st.Worked() || ctx.Err() != nil {
 					break
 				}
 			}

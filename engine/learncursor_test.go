@@ -61,7 +61,7 @@ func TestLearnCursor(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.Folded+st.Unconfirmed+st.Modified+st.Control+st.Released == 0 {
+	if !st.Worked() {
 		t.Fatalf("the reward behind the cursor was not learned: %+v", st)
 	}
 }

@@ -45,7 +45,7 @@ func rewardRound(t *testing.T, e *Engine, db *store.DB, round, n int, base int64
 		if err != nil {
 			t.Fatal(err)
 		}
-		if st.Folded+st.Unconfirmed+st.Modified+st.Control+st.Released == 0 {
+		if !st.Worked() {
 			break
 		}
 	}

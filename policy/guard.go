@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"maps"
 	"math"
 	"slices"
 	"time"
@@ -206,12 +207,7 @@ const (
 func (m *Model) UpdateGuard() GuardEvent {
 	g := &m.guard
 	best, bestUB := -1, 0.0
-	keys := make([]int, 0, len(g.Options))
-	for k := range g.Options {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(g.Options)) {
 		o := g.Options[k]
 		if o.neff() < m.cfg.GuardMinN {
 			continue
@@ -280,12 +276,7 @@ func (m *Model) GuardStatus() GuardStatus {
 	if g.Policy.W > 0 {
 		st.Policy = g.Policy.V / g.Policy.W / 100
 	}
-	keys := make([]int, 0, len(g.Options))
-	for k := range g.Options {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(g.Options)) {
 		o := g.Options[k]
 		if o.W <= 0 {
 			continue

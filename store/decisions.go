@@ -25,10 +25,7 @@ func DecisionNonceSpan(tenant, prefix string) (lower, upper []byte) {
 // CustomerDecisionKey is the customer decision index entry of nonce, of
 // customer ref decided at at.
 func CustomerDecisionKey(tenant, ref string, at time.Time, nonce string) []byte {
-	b := tableKey(tenant, tableCustomerDecide, len(ref)+len(nonce)+10)
-	b = appendStr(b, ref)
-	b = appendTime(b, at)
-	return appendStr(b, nonce)
+	return customerIndexKey(tenant, tableCustomerDecide, ref, at, nonce)
 }
 
 // CustomerDecisionSpan bounds the customer decision index entries of ref.

@@ -18,10 +18,7 @@ func EventSpan(tenant string) (lower, upper []byte) { return tableSpan(tenant, t
 // customer ref at ts. With id "" it is the bound before every entry of the
 // customer at ts (the engine's window scans).
 func CustomerEventKey(tenant, ref string, ts time.Time, id string) []byte {
-	b := tableKey(tenant, tableCustomerEvent, len(ref)+len(id)+10)
-	b = appendStr(b, ref)
-	b = appendTime(b, ts)
-	return appendStr(b, id)
+	return customerIndexKey(tenant, tableCustomerEvent, ref, ts, id)
 }
 
 // CustomerEventSpan bounds the customer event index entries of ref.
@@ -38,6 +35,15 @@ func CustomerEventIndexSpan(tenant string) (lower, upper []byte) {
 // ParseCustomerEventKey decodes a customer event index key of tenant.
 func ParseCustomerEventKey(tenant string, key []byte) (ref string, ts time.Time, id string, ok bool) {
 	return parseCustomerIndex(tenant, key)
+}
+
+// customerIndexKey is the key of the two customer indexes (events and
+// decisions) in table: cliente_ref, time, id; parseCustomerIndex reads it.
+func customerIndexKey(tenant string, table byte, ref string, at time.Time, id string) []byte {
+	b := tableKey(tenant, table, len(ref)+len(id)+10)
+	b = appendStr(b, ref)
+	b = appendTime(b, at)
+	return appendStr(b, id)
 }
 
 // parseCustomerIndex decodes the keys of the two customer indexes (events

@@ -51,16 +51,25 @@ func (db *DB) PurgeWAL() error {
 	db.walPurging.Add(1)
 	defer db.walPurging.Add(-1)
 	for i := 0; i < walRotations; i++ {
-		b := db.NewBatch()
-		b.Set([]byte{spaceGlobal, 'W'}, []byte{byte(i)})
-		err := b.Commit()
-		b.Close()
-		if err != nil {
+		if err := db.writeAndFlush(byte(i)); err != nil {
 			return err
 		}
-		if err := db.pdb.Flush(); err != nil {
-			return fmt.Errorf("store: flush: %w", err)
-		}
+	}
+	return nil
+}
+
+// writeAndFlush commits one small global key (spaceGlobal 'W', value v)
+// and flushes the memtable: one round of PurgeWAL and PurgeManifest.
+func (db *DB) writeAndFlush(v byte) error {
+	b := db.NewBatch()
+	b.Set([]byte{spaceGlobal, 'W'}, []byte{v})
+	err := b.Commit()
+	b.Close()
+	if err != nil {
+		return err
+	}
+	if err := db.pdb.Flush(); err != nil {
+		return fmt.Errorf("store: flush: %w", err)
 	}
 	return nil
 }
@@ -84,15 +93,8 @@ func (db *DB) PurgeManifest() error {
 		}
 	}
 	for i := 0; i < 100000; i++ {
-		b := db.NewBatch()
-		b.Set([]byte{spaceGlobal, 'W'}, []byte{byte(i)})
-		err := b.Commit()
-		b.Close()
-		if err != nil {
+		if err := db.writeAndFlush(byte(i)); err != nil {
 			return err
-		}
-		if err := db.pdb.Flush(); err != nil {
-			return fmt.Errorf("store: flush: %w", err)
 		}
 		ents, err := db.fs.List(db.dir)
 		if err != nil {

@@ -4,6 +4,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/coupond/coupond/engine"
 	"github.com/coupond/coupond/store"
 )
 
@@ -32,4 +33,21 @@ func advance(db *store.DB, clk *labClock, d time.Duration) error {
 		clk.ns.Add(int64(d))
 	}
 	return err
+}
+
+// advanceAndLearn moves the lab clock one window and runs the engine's
+// learner until a pass finds nothing due.
+func advanceAndLearn(db *store.DB, clk *labClock, eng *engine.Engine) error {
+	if err := advance(db, clk, window); err != nil {
+		return err
+	}
+	for {
+		st, err := eng.Learn(labTenant)
+		if err != nil {
+			return err
+		}
+		if !st.Worked() {
+			return nil
+		}
+	}
 }

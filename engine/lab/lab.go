@@ -499,18 +499,7 @@ func (s *singleRun) closeWindow(events []engine.IngestEvent) error {
 	if err := s.sim.ingest(events); err != nil {
 		return err
 	}
-	if err := advance(s.db, s.clk, window); err != nil {
-		return err
-	}
-	for {
-		st, err := s.eng.Learn(labTenant)
-		if err != nil {
-			return err
-		}
-		if st.Folded+st.Unconfirmed+st.Modified+st.Control+st.Released == 0 {
-			return nil
-		}
-	}
+	return advanceAndLearn(s.db, s.clk, s.eng)
 }
 
 // captures sets the report's captures over the last third of the weeks.

@@ -439,17 +439,8 @@ func (r *run) closeWindow(row *WorldWeek) error {
 	if err := r.ew.flush(); err != nil {
 		return err
 	}
-	if err := advance(r.db, r.clk, window); err != nil {
+	if err := advanceAndLearn(r.db, r.clk, r.eng); err != nil {
 		return err
-	}
-	for {
-		st, err := r.eng.Learn(labTenant)
-		if err != nil {
-			return err
-		}
-		if st.Folded+st.Unconfirmed+st.Modified+st.Control+st.Released == 0 {
-			break
-		}
 	}
 	for _, l := range r.learn {
 		l.fold()
