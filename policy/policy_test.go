@@ -243,11 +243,7 @@ func TestMarshalRoundTrip(t *testing.T) {
 // action keeps at least the floor, never-send at least NeverShare, and
 // the choice is the most likely action.
 func TestProbabilitiesAreExact(t *testing.T) {
-	w := newWorld(9, 300, []simAction{
-		{id: 1, cat: 0, costCents: 1000, prior: func(*simCust) float64 { return 500 }, lift: func(*simCust) float64 { return 0.05 }},
-		{id: 2, cat: 1, costCents: 3000, prior: func(*simCust) float64 { return -800 }, lift: func(*simCust) float64 { return 0.02 }},
-		{id: 3, cat: -1, costCents: 500, prior: func(*simCust) float64 { return 100 }, lift: func(*simCust) float64 { return 0 }},
-	})
+	w := newWorld(9, 300, threeActions())
 	m := New(DefaultConfig())
 	cfg := DefaultConfig()
 	for i := 0; i < 3; i++ {
@@ -273,11 +269,7 @@ func TestProbabilitiesAreExact(t *testing.T) {
 }
 
 func BenchmarkScoreAndDistribution(b *testing.B) {
-	w := newWorld(10, 2000, []simAction{
-		{id: 1, cat: 0, costCents: 1000, prior: func(*simCust) float64 { return 500 }, lift: func(*simCust) float64 { return 0.05 }},
-		{id: 2, cat: 1, costCents: 3000, prior: func(*simCust) float64 { return -800 }, lift: func(*simCust) float64 { return 0.02 }},
-		{id: 3, cat: -1, costCents: 500, prior: func(*simCust) float64 { return 100 }, lift: func(*simCust) float64 { return 0 }},
-	})
+	w := newWorld(10, 2000, threeActions())
 	m := New(DefaultConfig())
 	w.runWindow(m, week(1))
 	sc := w.custs[0]
@@ -295,11 +287,7 @@ func BenchmarkScoreAndDistribution(b *testing.B) {
 // statistics, with one Refit per 5,000 rewards (the engine's learner
 // batch). b.N is rewards.
 func BenchmarkFold(b *testing.B) {
-	w := newWorld(11, 5000, []simAction{
-		{id: 1, cat: 0, costCents: 1000, prior: func(*simCust) float64 { return 500 }, lift: func(*simCust) float64 { return 0.05 }},
-		{id: 2, cat: 1, costCents: 3000, prior: func(*simCust) float64 { return -800 }, lift: func(*simCust) float64 { return 0.02 }},
-		{id: 3, cat: -1, costCents: 500, prior: func(*simCust) float64 { return 100 }, lift: func(*simCust) float64 { return 0 }},
-	})
+	w := newWorld(11, 5000, threeActions())
 	m := New(DefaultConfig())
 	armsOf := make([][]Arm, len(w.custs))
 	for i, sc := range w.custs {
@@ -358,5 +346,16 @@ func TestExplorationStopsForLosingCoupon(t *testing.T) {
 	const floor = 0.005
 	if on-floor > 0.6*(off-floor) {
 		t.Errorf("coupon probability %.4f with the cap, %.4f without: want the exploration above the floor cut by ≥ 40 %%", on, off)
+	}
+}
+
+// threeActions is the small catalog of the model's tests and benchmarks:
+// a coupon the prior likes with a real lift, one the prior dislikes with a
+// small lift, and one for every category with none.
+func threeActions() []simAction {
+	return []simAction{
+		{id: 1, cat: 0, costCents: 1000, prior: func(*simCust) float64 { return 500 }, lift: func(*simCust) float64 { return 0.05 }},
+		{id: 2, cat: 1, costCents: 3000, prior: func(*simCust) float64 { return -800 }, lift: func(*simCust) float64 { return 0.02 }},
+		{id: 3, cat: -1, costCents: 500, prior: func(*simCust) float64 { return 100 }, lift: func(*simCust) float64 { return 0 }},
 	}
 }
