@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -126,7 +127,7 @@ func TestOpenLoopMeasuresFromSchedule(t *testing.T) {
 }
 
 func TestBareHandler(t *testing.T) {
-	srv := httptest.NewServer(bareHandler([]byte("k")))
+	srv := httptest.NewServer(bareHandler([]byte("k"), nil))
 	defer srv.Close()
 	f := &benchFlags{url: srv.URL, clientID: "x", secret: "-"}
 	c := newBenchClient(f, 1)
@@ -145,6 +146,46 @@ func TestBareHandler(t *testing.T) {
 	}
 	if st, _, _ := conn.post("/v1/decisiones", tok, []byte(`{"contexto":{"canal":"push"}}`)); st != 422 {
 		t.Errorf("no cliente_ref: %d, want 422", st)
+	}
+}
+
+// TestBareHandlerSync: the floor commits every decision under a fresh key
+// before it answers, and answers no decision it could not commit.
+func TestBareHandlerSync(t *testing.T) {
+	keys := map[string]int{}
+	fail := false
+	srv := httptest.NewServer(bareHandler([]byte("k"), func(k, v []byte) error {
+		if fail {
+			return errors.New("disk")
+		}
+		keys[string(k)] = len(v)
+		return nil
+	}))
+	defer srv.Close()
+	c := newBenchClient(&benchFlags{url: srv.URL, clientID: "x", secret: "-"}, 1)
+	tok, err := c.bearer(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn := newRawConn(srv.URL)
+	defer conn.close()
+	for n := range 2 {
+		st, body, err := conn.post("/v1/decisiones", tok, decisionBody(1, n, 100))
+		if err != nil || st != 200 || !bytes.Contains(body, []byte(`"decision_id"`)) {
+			t.Fatalf("decision %d: %d %s %v", n, st, body, err)
+		}
+	}
+	if len(keys) != 2 {
+		t.Fatalf("%d distinct records committed for 2 decisions, want 2", len(keys))
+	}
+	for k, n := range keys {
+		if n < 300 || n > 600 {
+			t.Errorf("record %q is %d bytes, want a decision-sized 300-600", k, n)
+		}
+	}
+	fail = true
+	if st, _, _ := conn.post("/v1/decisiones", tok, decisionBody(1, 3, 100)); st != 503 {
+		t.Errorf("commit failed: status %d, want 503", st)
 	}
 }
 
