@@ -30,7 +30,7 @@ import (
 // HMAC-SHA256 bearer token, decodes and checks a decision request with
 // encoding/json and encodes a decision-sized answer; it stores nothing.
 //
-// With --sync-dir it is the floor of "bench decisions --baseline-sync":
+// With --sync-dir it is the floor of "bench decisions --baseline":
 // the same handler, which also commits each decision (a fresh key, the
 // answer and the request, about 350 bytes) to raw Pebble on that directory
 // with Sync before it answers — the least any service that makes an

@@ -67,7 +67,7 @@ for --duration at each of --rates, and prints p50/p95/p99, the achieved rate, th
 request (from /proc/PID/stat) and the generator's own CPU per request. "behind" counts arrivals the
 generator itself sent more than 1 ms late: when it is high the generator, not only the server, was
 saturated. --baseline measures a bare handler in a child process at the same rates, interleaved
-step by step with coupond, and prints the ratios. --baseline-sync measures the floor: the same bare
+step by step with coupond, and prints the ratios. --baseline also measures the floor: the same bare
 handler that also commits each decision (a fresh key, about 350 bytes) to raw Pebble with Sync before
 answering, on the disk of coupond's data dir — the least any service that makes an acknowledged
 decision durable must do here; its ratios are printed beside the bare handler's. --during batch|learner runs a 100,000-customer batch
@@ -82,7 +82,6 @@ that work).`,
 	fl.IntVar(&db.workers, "workers", 64, "requests in flight at most")
 	fl.BoolVar(&db.confirm, "confirm", false, "confirm each decision (adds an /ejecucion call)")
 	fl.BoolVar(&db.baseline, "baseline", false, "also measure a bare handler (httprouter, HMAC bearer check, JSON decode and encode) in a child process")
-	fl.BoolVar(&db.baselineSync, "baseline-sync", false, "also measure the floor: the bare handler plus one raw Pebble Sync commit per decision, in a child process")
 	fl.StringVar(&db.during, "during", "", "background work during each coupond step: batch (a batch job of --batch-size customers) or learner (fold a backlog)")
 	fl.IntVar(&db.batchSize, "batch-size", 100_000, "--during batch: customers in the batch job")
 	fl.StringVar(&db.profile, "cpuprofile", "", "spawned server: take a CPU profile of each coupond step into FILE.RATE (admin debug pprof)")
@@ -96,7 +95,6 @@ type decisionBench struct {
 	rate, workers, batchSize int
 	rates, during, profile   string
 	confirm, baseline        bool
-	baselineSync             bool
 	warmup                   time.Duration
 }
 
@@ -147,7 +145,7 @@ func (db *decisionBench) run(cmd *cobra.Command) error {
 		defer b.child.stop()
 		targets = append(targets, b)
 	}
-	if db.baselineSync {
+	if db.baseline { // the floor
 		parent := os.TempDir() // beside coupond's data dir: the same disk
 		if t.dataDir != "" {
 			parent = filepath.Dir(t.dataDir)

@@ -66,7 +66,7 @@ func (quietRawLogger) Fatalf(format string, args ...any) {
 }
 
 // RawSyncLog is the store of the floor baseline of "coupond bench
-// decisions --baseline-sync": raw Pebble, opened as RawSyncWrites opens it,
+// decisions --baseline": raw Pebble, opened as RawSyncWrites opens it,
 // where each Put is one batch of one record committed with Sync, so
 // concurrent Puts share fsyncs only as Pebble itself groups them.
 type RawSyncLog struct{ db *pebble.DB }
