@@ -55,12 +55,8 @@ const learnBatch = 5000
 // learnBatchOnline bounds a pass while online decisions are being
 // answered: a pass commits its rewards in one synced batch, and the online
 // decisions committing meanwhile wait for that batch's WAL write and fsync
-// (a 5,000-reward pass writes megabytes). One slice of work
-// (learnYieldEvery): with 500, bench decisions --during learner at 2,000/s
-// had p95 22.7 and 37.9 ms against 10.6 and 16.6 ms with 64 (a loaded
-// machine, load average 4-5, alternated runs; see cli/BENCH.md), for a
-// 100,000-reward backlog folded in 6.4 s instead of 4.6 s.
-const learnBatchOnline = learnYieldEvery
+// (a 5,000-reward pass writes megabytes).
+const learnBatchOnline = 500
 
 // learnYieldEvery is a pass's slice of work, in rewards, between which it
 // yields to online decisions (BackgroundPacer).
