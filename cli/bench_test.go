@@ -218,3 +218,33 @@ func TestWriteProfile(t *testing.T) {
 		}
 	}
 }
+
+// TestDecisionTableRatios: with the bare baseline and the floor, each row
+// holds coupond's p99 and CPU ratios to both, computed from the steps.
+func TestDecisionTableRatios(t *testing.T) {
+	step := func(p99 time.Duration, cpu time.Duration) stepResult {
+		lat := make([]time.Duration, 100)
+		for i := range lat {
+			lat[i] = p99 / 2
+		}
+		lat[99] = p99
+		return stepResult{rate: 2000, ok: 100, elapsed: time.Second / 20, lat: lat, server: cpuSample{cpu: 100 * cpu, known: true}}
+	}
+	targets := []decisionTarget{{name: "coupond"}, {name: "baseline"}, {name: "floor"}}
+	results := [][]stepResult{
+		{step(6*time.Millisecond, 300*time.Microsecond)},
+		{step(2*time.Millisecond, 120*time.Microsecond)},
+		{step(4*time.Millisecond, 250*time.Microsecond)},
+	}
+	var buf bytes.Buffer
+	printDecisionTable(&buf, targets, results)
+	lines := strings.Split(buf.String(), "\n")
+	got := []string{lines[1], lines[3]}
+	want := []string{
+		"| rate/s | coupond p50 / p95 / p99 ms | achieved/s | server CPU µs/req | baseline p50 / p95 / p99 ms | achieved/s | server CPU µs/req | p99 ratio | CPU ratio | floor p50 / p95 / p99 ms | achieved/s | server CPU µs/req | p99 ratio | CPU ratio |",
+		"| 2000 | 3.00 / 3.00 / 6.00 | 2000 | 300 | 1.00 / 1.00 / 2.00 | 2000 | 120 | 3.00× | 2.50× | 2.00 / 2.00 / 4.00 | 2000 | 250 | 1.50× | 1.20× |",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("table (-want +got):\n%s", diff)
+	}
+}
