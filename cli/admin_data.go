@@ -254,32 +254,27 @@ func setArg(args []string, flag, value string) []string {
 
 func backupCmd(a *app) *cobra.Command {
 	var out string
-	cmd := &cobra.Command{
-		Use:   "backup --out DIR",
-		Short: "Consistent online backup (Pebble checkpoint, keys, manifest) that later deletions reach through its ledger",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			dir, err := filepath.Abs(out)
+	cmd := leafCmd("backup --out DIR", "Consistent online backup (Pebble checkpoint, keys, manifest) that later deletions reach through its ledger", func(cmd *cobra.Command) error {
+		dir, err := filepath.Abs(out)
+		if err != nil {
+			return err
+		}
+		// The server resolves paths from its own working directory.
+		a.args = setArg(a.args, "out", dir)
+		return a.withEnv(cmd, func(e *env) error {
+			m, err := runBackup(cmd.Context(), e, dir, progressWriter(cmd))
 			if err != nil {
 				return err
 			}
-			// The server resolves paths from its own working directory.
-			a.args = setArg(a.args, "out", dir)
-			return a.withEnv(cmd, func(e *env) error {
-				m, err := runBackup(cmd.Context(), e, dir, progressWriter(cmd))
-				if err != nil {
-					return err
-				}
-				if jsonFlag(cmd) {
-					return printJSON(cmd.OutOrStdout(), map[string]any{"dir": dir, "taken_at": m.TakenAt, "completed_at": m.CompletedAt,
-						"expires_at": m.ExpiresAt, "bytes": m.Bytes, "files": m.Files, "tenants": m.Tenants})
-				}
-				fmt.Fprintf(cmd.OutOrStdout(), "backup in %s: %d files, %.1f MB, taken at %s; restorable until %s\n",
-					dir, m.Files, float64(m.Bytes)/1e6, m.TakenAt.Format(time.RFC3339), m.ExpiresAt.Format(time.RFC3339))
-				return nil
-			})
-		},
-	}
+			if jsonFlag(cmd) {
+				return printJSON(cmd.OutOrStdout(), map[string]any{"dir": dir, "taken_at": m.TakenAt, "completed_at": m.CompletedAt,
+					"expires_at": m.ExpiresAt, "bytes": m.Bytes, "files": m.Files, "tenants": m.Tenants})
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "backup in %s: %d files, %.1f MB, taken at %s; restorable until %s\n",
+				dir, m.Files, float64(m.Bytes)/1e6, m.TakenAt.Format(time.RFC3339), m.ExpiresAt.Format(time.RFC3339))
+			return nil
+		})
+	})
 	cmd.Flags().StringVar(&out, "out", "", "backup directory (must not exist or be empty)")
 	cmd.MarkFlagRequired("out")
 	return cmd
@@ -301,33 +296,28 @@ func runBackup(ctx context.Context, e *env, dir string, progress io.Writer) (*pr
 
 func restoreCmd(a *app) *cobra.Command {
 	var from string
-	cmd := &cobra.Command{
-		Use:   "restore --from DIR",
-		Short: "Restore a backup (server stopped), re-applying every customer deletion recorded since it was taken",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			// Never forwarded to a running server: the store must be closed.
-			sock := filepath.Join(a.dataDir, adminSocket)
-			if conn, err := net.DialTimeout("unix", sock, time.Second); err == nil {
-				conn.Close()
-				return fmt.Errorf("coupond serve is running on %s: stop it before restoring", a.dataDir)
-			}
-			src, err := filepath.Abs(from)
-			if err != nil {
-				return err
-			}
-			res, err := runRestore(cmd.Context(), a.dataDir, src, time.Now, progressWriter(cmd))
-			if err != nil {
-				return err
-			}
-			if jsonFlag(cmd) {
-				return printJSON(cmd.OutOrStdout(), res)
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "restored %s (taken at %s) into %s; %d customer deletions re-applied\n",
-				res.From, res.TakenAt.Format(time.RFC3339), res.DataDir, res.DeletionsReapplied)
-			return nil
-		},
-	}
+	cmd := leafCmd("restore --from DIR", "Restore a backup (server stopped), re-applying every customer deletion recorded since it was taken", func(cmd *cobra.Command) error {
+		// Never forwarded to a running server: the store must be closed.
+		sock := filepath.Join(a.dataDir, adminSocket)
+		if conn, err := net.DialTimeout("unix", sock, time.Second); err == nil {
+			conn.Close()
+			return fmt.Errorf("coupond serve is running on %s: stop it before restoring", a.dataDir)
+		}
+		src, err := filepath.Abs(from)
+		if err != nil {
+			return err
+		}
+		res, err := runRestore(cmd.Context(), a.dataDir, src, time.Now, progressWriter(cmd))
+		if err != nil {
+			return err
+		}
+		if jsonFlag(cmd) {
+			return printJSON(cmd.OutOrStdout(), res)
+		}
+		fmt.Fprintf(cmd.OutOrStdout(), "restored %s (taken at %s) into %s; %d customer deletions re-applied\n",
+			res.From, res.TakenAt.Format(time.RFC3339), res.DataDir, res.DeletionsReapplied)
+		return nil
+	})
 	cmd.Flags().StringVar(&from, "from", "", "backup directory made by 'admin backup'")
 	cmd.MarkFlagRequired("from")
 	return cmd

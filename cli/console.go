@@ -113,28 +113,23 @@ func consoleLoginCmd(a *app) *cobra.Command {
 // consoleLogoutCmd ends every console session and unused sign-in link.
 func consoleLogoutCmd(a *app) *cobra.Command {
 	var all bool
-	cmd := &cobra.Command{
-		Use:   "logout --all",
-		Short: "End every console session and unused sign-in link",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if !all {
-				return fmt.Errorf("--all is required: sessions are not named, so logout ends them all")
+	cmd := leafCmd("logout --all", "End every console session and unused sign-in link", func(cmd *cobra.Command) error {
+		if !all {
+			return fmt.Errorf("--all is required: sessions are not named, so logout ends them all")
+		}
+		return a.withEnv(cmd, func(e *env) error {
+			n, err := console.RevokeAll(e.db)
+			if err != nil {
+				return err
 			}
-			return a.withEnv(cmd, func(e *env) error {
-				n, err := console.RevokeAll(e.db)
-				if err != nil {
-					return err
-				}
-				e.log.Info().Int("sessions", n).Msg("console sessions revoked")
-				if jsonFlag(cmd) {
-					return printJSON(cmd.OutOrStdout(), map[string]int{"sessions_ended": n})
-				}
-				fmt.Fprintf(cmd.OutOrStdout(), "%d console sessions ended\n", n)
-				return nil
-			})
-		},
-	}
+			e.log.Info().Int("sessions", n).Msg("console sessions revoked")
+			if jsonFlag(cmd) {
+				return printJSON(cmd.OutOrStdout(), map[string]int{"sessions_ended": n})
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%d console sessions ended\n", n)
+			return nil
+		})
+	})
 	cmd.Flags().BoolVar(&all, "all", false, "end every session")
 	return cmd
 }
