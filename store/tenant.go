@@ -104,19 +104,27 @@ func (db *DB) Tenants() []*Tenant {
 func (db *DB) UpdateTenant(id string, fn func(t *Tenant) error) (*Tenant, error) {
 	db.mu.Lock()
 	defer db.mu.Unlock()
-	old, ok := db.tenants[id]
+	return updateCachedLocked(db, db.tenants, "tenant", id, tenantKey(id), fn)
+}
+
+// updateCachedLocked applies fn to a copy of cache[id], stores the copy
+// under key with Sync and publishes it in cache, so readers of the cache
+// never see a half-updated record; fn's error aborts the update. what names
+// the record kind in the ErrNotFound of an unknown id. db.mu must be held.
+func updateCachedLocked[T any](db *DB, cache map[string]*T, what, id string, key []byte, fn func(*T) error) (*T, error) {
+	old, ok := cache[id]
 	if !ok {
-		return nil, fmt.Errorf("store: tenant %q: %w", id, ErrNotFound)
+		return nil, fmt.Errorf("store: %s %q: %w", what, id, ErrNotFound)
 	}
-	t := *old
-	if err := fn(&t); err != nil {
+	v := *old
+	if err := fn(&v); err != nil {
 		return nil, err
 	}
-	if err := db.putLocked(tenantKey(id), &t); err != nil {
+	if err := db.putLocked(key, &v); err != nil {
 		return nil, err
 	}
-	db.tenants[id] = &t
-	return &t, nil
+	cache[id] = &v
+	return &v, nil
 }
 
 func (db *DB) putLocked(key []byte, v any) error {
