@@ -8,7 +8,6 @@ package cli
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -40,16 +39,9 @@ const deletionInterval = 2 * time.Second
 func batchScrubber(svc *services, offline bool) func(tenant, ref string) ([][]byte, bool, error) {
 	return func(tenant, ref string) ([][]byte, bool, error) {
 		db := svc.env.db
-		var jobs []batch.Job
 		lo, hi := store.JobSpan(tenant)
-		if err := db.Scan(lo, hi, func(_, v []byte) error {
-			var j batch.Job
-			if err := json.Unmarshal(v, &j); err != nil {
-				return err
-			}
-			jobs = append(jobs, j)
-			return nil
-		}); err != nil {
+		jobs, err := store.ScanJSON[batch.Job](db, lo, hi)
+		if err != nil {
 			return nil, false, err
 		}
 		pending := false
