@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -126,12 +125,7 @@ func tenantListCmd(a *app) *cobra.Command {
 			}
 			views = append(views, v)
 		}
-		if jsonFlag(cmd) {
-			return printJSON(cmd.OutOrStdout(), views)
-		}
-		tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "TENANT\tKIND\tSTATE\tSHADOW\tNOW\tWARNINGS")
-		for _, v := range views {
+		return printList(cmd, views, views, "TENANT\tKIND\tSTATE\tSHADOW\tNOW\tWARNINGS", func(v tenantView) string {
 			kind, state := "live", "active"
 			if v.Sandbox {
 				kind = "sandbox"
@@ -139,9 +133,8 @@ func tenantListCmd(a *app) *cobra.Command {
 			if v.Settings.Paused {
 				state = "paused"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%v\t%s\t%d\n", v.Tenant, kind, state, v.Settings.Shadow, v.Now.Format(time.RFC3339), len(v.Warnings))
-		}
-		return tw.Flush()
+			return fmt.Sprintf("%s\t%s\t%s\t%v\t%s\t%d", v.Tenant, kind, state, v.Settings.Shadow, v.Now.Format(time.RFC3339), len(v.Warnings))
+		})
 	})
 }
 
@@ -486,19 +479,13 @@ func credListCmd(a *app) *cobra.Command {
 		for _, c := range e.db.Credentials(t.ID) {
 			views = append(views, viewCred(c, e.now()))
 		}
-		if jsonFlag(cmd) {
-			return printJSON(cmd.OutOrStdout(), views)
-		}
-		tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "CLIENT_ID\tNAME\tSTATE\tSCOPES\tLAST_USED")
-		for _, v := range views {
+		return printList(cmd, views, views, "CLIENT_ID\tNAME\tSTATE\tSCOPES\tLAST_USED", func(v credView) string {
 			last := "never"
 			if v.LastUsed != nil {
 				last = v.LastUsed.Format(time.RFC3339)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", v.ClientID, v.Name, v.State, strings.Join(v.Scopes, ","), last)
-		}
-		return tw.Flush()
+			return fmt.Sprintf("%s\t%s\t%s\t%s\t%s", v.ClientID, v.Name, v.State, strings.Join(v.Scopes, ","), last)
+		})
 	})
 }
 

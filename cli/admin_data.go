@@ -16,7 +16,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -172,19 +171,14 @@ func accessLogCmd(a *app) *cobra.Command {
 		for _, l := range log {
 			views = append(views, accessView{Time: l.At.UTC(), ClientID: l.ClientID, Customer: l.ClienteRef, CustomerHash: l.ClienteHash, Action: l.Accion, TraceID: l.TraceID})
 		}
-		if jsonFlag(cmd) {
-			return printJSON(cmd.OutOrStdout(), map[string]any{"tenant": t.ID, "entries": views})
-		}
-		tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "TIME\tCLIENT_ID\tCUSTOMER\tACTION\tTRACE_ID")
-		for _, v := range views {
+		doc := map[string]any{"tenant": t.ID, "entries": views}
+		return printList(cmd, doc, views, "TIME\tCLIENT_ID\tCUSTOMER\tACTION\tTRACE_ID", func(v accessView) string {
 			who := v.Customer
 			if who == "" {
 				who = "deleted:" + v.CustomerHash
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", v.Time.Format(time.RFC3339), v.ClientID, who, v.Action, v.TraceID)
-		}
-		return tw.Flush()
+			return fmt.Sprintf("%s\t%s\t%s\t%s\t%s", v.Time.Format(time.RFC3339), v.ClientID, who, v.Action, v.TraceID)
+		})
 	})
 }
 
@@ -210,12 +204,8 @@ func deletionsCmd(a *app) *cobra.Command {
 			views = append(views, deletionView{CustomerHash: r.Hash, State: r.Estado, RequestedAt: r.SolicitadoEn.UTC(), ClientID: r.ClientID,
 				CompletedAt: r.CompletadoEn, Attempts: r.Intentos, LastError: r.UltimoError, Waiting: r.Espera})
 		}
-		if jsonFlag(cmd) {
-			return printJSON(cmd.OutOrStdout(), map[string]any{"tenant": t.ID, "deletions": views})
-		}
-		tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "CUSTOMER_HASH\tSTATE\tREQUESTED\tCOMPLETED\tCLIENT_ID\tNOTE")
-		for _, v := range views {
+		doc := map[string]any{"tenant": t.ID, "deletions": views}
+		return printList(cmd, doc, views, "CUSTOMER_HASH\tSTATE\tREQUESTED\tCOMPLETED\tCLIENT_ID\tNOTE", func(v deletionView) string {
 			done := "-"
 			if v.CompletedAt != nil {
 				done = v.CompletedAt.UTC().Format(time.RFC3339)
@@ -224,9 +214,8 @@ func deletionsCmd(a *app) *cobra.Command {
 			if v.LastError != "" {
 				note = fmt.Sprintf("%d failed attempts: %s", v.Attempts, v.LastError)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", v.CustomerHash, v.State, v.RequestedAt.Format(time.RFC3339), done, v.ClientID, note)
-		}
-		return tw.Flush()
+			return fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s", v.CustomerHash, v.State, v.RequestedAt.Format(time.RFC3339), done, v.ClientID, note)
+		})
 	})
 }
 

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -143,18 +142,12 @@ func consoleAuditCmd(a *app) *cobra.Command {
 		if err != nil {
 			return err
 		}
-		if jsonFlag(cmd) {
-			if entries == nil {
-				entries = []console.AuditEntry{}
-			}
-			return printJSON(cmd.OutOrStdout(), entries)
+		if entries == nil {
+			entries = []console.AuditEntry{}
 		}
-		tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "AT\tSESSION\tTENANT\tACTION\tOUTCOME\tCOMMAND")
-		for _, x := range entries {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", x.At.Format(time.RFC3339), x.Session, x.Tenant, x.Action, x.Outcome, strings.Join(x.Command, " "))
-		}
-		return tw.Flush()
+		return printList(cmd, entries, entries, "AT\tSESSION\tTENANT\tACTION\tOUTCOME\tCOMMAND", func(x console.AuditEntry) string {
+			return fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s", x.At.Format(time.RFC3339), x.Session, x.Tenant, x.Action, x.Outcome, strings.Join(x.Command, " "))
+		})
 	})
 	cmd.Flags().StringVar(&tenant, "tenant", "", "only this tenant's entries")
 	cmd.Flags().IntVar(&last, "last", 1000, "at most this many entries (the latest)")

@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"text/tabwriter"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -274,6 +275,21 @@ func printJSON(w io.Writer, v any) error {
 	enc.SetEscapeHTML(false)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
+}
+
+// printList prints a listing: with --json the value asJSON (the rows, or a
+// document holding them), else a table aligned by tabwriter, the
+// tab-separated header then row(r) for each row.
+func printList[R any](cmd *cobra.Command, asJSON any, rows []R, header string, row func(r R) string) error {
+	if jsonFlag(cmd) {
+		return printJSON(cmd.OutOrStdout(), asJSON)
+	}
+	tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, header)
+	for _, r := range rows {
+		fmt.Fprintln(tw, row(r))
+	}
+	return tw.Flush()
 }
 
 // leafCmd is a command with no positional arguments that runs run.
