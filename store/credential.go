@@ -69,11 +69,7 @@ func (db *DB) CreateCredential(c *Credential) error {
 	if _, ok := db.tenants[c.Tenant]; !ok {
 		return fmt.Errorf("store: tenant %q: %w", c.Tenant, ErrNotFound)
 	}
-	if err := db.putLocked(credentialKey(c.ClientID), c); err != nil {
-		return err
-	}
-	db.creds[c.ClientID] = c
-	return nil
+	return putCachedLocked(db, db.creds, c.ClientID, credentialKey(c.ClientID), c)
 }
 
 // Credential returns the credential, shared: do not modify it.

@@ -73,11 +73,7 @@ func (db *DB) CreateTenant(t *Tenant) error {
 	if _, ok := db.tenants[t.ID]; ok {
 		return fmt.Errorf("store: tenant %q: %w", t.ID, ErrExists)
 	}
-	if err := db.putLocked(tenantKey(t.ID), t); err != nil {
-		return err
-	}
-	db.tenants[t.ID] = t
-	return nil
+	return putCachedLocked(db, db.tenants, t.ID, tenantKey(t.ID), t)
 }
 
 // Tenant returns the tenant record, shared: do not modify it.
@@ -120,11 +116,21 @@ func updateCachedLocked[T any](db *DB, cache map[string]*T, what, id string, key
 	if err := fn(&v); err != nil {
 		return nil, err
 	}
-	if err := db.putLocked(key, &v); err != nil {
+	if err := putCachedLocked(db, cache, id, key, &v); err != nil {
 		return nil, err
 	}
-	cache[id] = &v
 	return &v, nil
+}
+
+// putCachedLocked stores v under key with Sync, then publishes it as
+// cache[id]: a cached record is never one the store might not hold.
+// db.mu must be held.
+func putCachedLocked[T any](db *DB, cache map[string]*T, id string, key []byte, v *T) error {
+	if err := db.putLocked(key, v); err != nil {
+		return err
+	}
+	cache[id] = v
+	return nil
 }
 
 func (db *DB) putLocked(key []byte, v any) error {
