@@ -29,26 +29,20 @@ import (
 // encoding/json and encodes a decision-sized answer; it stores nothing.
 func benchBareServerCmd() *cobra.Command {
 	var addr string
-	cmd := &cobra.Command{
-		Use:    "bare-server",
-		Short:  "Bare decision handler used as the baseline of bench decisions (internal)",
-		Hidden: true,
-		Args:   cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			ln, err := net.Listen("tcp", addr)
-			if err != nil {
-				return err
-			}
-			key := make([]byte, 32)
-			rand.Read(key)
-			srv := &http.Server{Handler: bareHandler(key), ReadHeaderTimeout: 10 * time.Second}
-			go func() { <-cmd.Context().Done(); srv.Close() }()
-			if err := srv.Serve(ln); err != http.ErrServerClosed {
-				return err
-			}
-			return nil
-		},
-	}
+	cmd := internalCmd("bare-server", "Bare decision handler used as the baseline of bench decisions (internal)", func(cmd *cobra.Command) error {
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			return err
+		}
+		key := make([]byte, 32)
+		rand.Read(key)
+		srv := &http.Server{Handler: bareHandler(key), ReadHeaderTimeout: 10 * time.Second}
+		go func() { <-cmd.Context().Done(); srv.Close() }()
+		if err := srv.Serve(ln); err != http.ErrServerClosed {
+			return err
+		}
+		return nil
+	})
 	cmd.Flags().StringVar(&addr, "addr", "127.0.0.1:0", "listen address")
 	return cmd
 }
