@@ -130,11 +130,13 @@ func (l *peerListener) Accept() (net.Conn, error) {
 		if err == nil {
 			return &peerConn{Conn: c, peer: p}, nil
 		}
-		c.Close()
+		// Audit before closing: the refusal is on record by the time the
+		// peer learns of it.
 		l.log.Warn().Err(err).Int("uid", p.UID).Int("pid", p.PID).Msg("admin socket: connection refused")
 		if aerr := l.audit.write(auditEntry{Time: time.Now().UTC(), UID: p.UID, PID: p.PID, Args: []string{}, Exit: -1, Error: err.Error()}); aerr != nil {
 			l.log.Error().Err(aerr).Msg("admin audit log")
 		}
+		c.Close()
 	}
 }
 
