@@ -82,3 +82,41 @@ func TestLadderOffIsFixedZ(t *testing.T) {
 		t.Fatalf("ladder off: Z %v (want %v), status %+v", m.sendZ(), cfg.Z, m.LadderStatus())
 	}
 }
+
+// BenchmarkLadder measures what the ladder adds to a decision (Score and
+// Distribution) and to the guard's Observe of one logged decision, with
+// the ladder off and on.
+func BenchmarkLadder(b *testing.B) {
+	for _, on := range []bool{false, true} {
+		cfg := DefaultConfig()
+		name := "off"
+		if on {
+			cfg.Ladder, name = DefaultLadder(), "on"
+		}
+		w := newWorld(10, 2000, threeActions())
+		m := New(cfg)
+		w.runWindow(m, week(1))
+		sc := w.custs[0]
+		arms := w.arms(sc)
+		s := make([]Score, len(arms))
+		p := make([]float64, len(arms))
+		m.Score(&sc.c, arms, s)
+		m.Distribution(s, p)
+		q := make([]float64, len(arms))
+		for i := range s {
+			q[i] = s[i].Mu
+		}
+		gs := &GuardSample{Customer: sc.c, Arms: arms, Probs: p, QHat: q, Logged: 1, Reward: 5000, Options: []int{0}}
+		b.Run("decide/"+name, func(b *testing.B) {
+			for range b.N {
+				m.Score(&sc.c, arms, s)
+				m.Distribution(s, p)
+			}
+		})
+		b.Run("observe/"+name, func(b *testing.B) {
+			for range b.N {
+				m.Observe(gs)
+			}
+		})
+	}
+}
