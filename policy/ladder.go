@@ -82,7 +82,7 @@ func (m *Model) observeLadder(sc []Score, gamma func(int) float64, zero, logged 
 	for i := 0; i < n; i++ {
 		c := m.greedyZ(sc, m.cfg.Ladder[i])
 		d[i] = gamma(c) - g0
-		if c != cur {
+		if c != cur && p[c] > 0 { // p > 0 with Config.Floor > 0; a 0 would store an Inf
 			w := 1 / p[c]
 			l.IW[i] += w
 			l.IN[i]++
