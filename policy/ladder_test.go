@@ -120,3 +120,28 @@ func BenchmarkLadder(b *testing.B) {
 		})
 	}
 }
+
+// TestLadderSurvivesMarshal: the ladder's rung and evidence are stored
+// with the model and read back as they were.
+func TestLadderSurvivesMarshal(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Ladder = DefaultLadder()
+	w := newWorld(4, 1500, threeActions())
+	m := New(cfg)
+	for i := 1; i <= 2; i++ {
+		w.runWindow(m, week(i))
+		m.UpdateLadder()
+	}
+	m.guard.Ladder.Rung = 1
+	b, err := m.Marshal("v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _, err := Unmarshal(b, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(m.LadderStatus(), got.LadderStatus()); diff != "" || got.LadderStatus().Rungs[2].MaxWeight == 0 {
+		t.Errorf("ladder after a round trip (-want +got):\n%s\n%+v", diff, got.LadderStatus())
+	}
+}
