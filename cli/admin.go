@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -126,12 +125,7 @@ func tenantListCmd(a *app) *cobra.Command {
 			}
 			views = append(views, v)
 		}
-		if jsonFlag(cmd) {
-			return printJSON(cmd.OutOrStdout(), views)
-		}
-		tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "TENANT\tKIND\tSTATE\tSHADOW\tNOW\tWARNINGS")
-		for _, v := range views {
+		return printList(cmd, views, views, "TENANT\tKIND\tSTATE\tSHADOW\tNOW\tWARNINGS", func(v tenantView) string {
 			kind, state := "live", "active"
 			if v.Sandbox {
 				kind = "sandbox"
@@ -139,9 +133,8 @@ func tenantListCmd(a *app) *cobra.Command {
 			if v.Settings.Paused {
 				state = "paused"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%v\t%s\t%d\n", v.Tenant, kind, state, v.Settings.Shadow, v.Now.Format(time.RFC3339), len(v.Warnings))
-		}
-		return tw.Flush()
+			return fmt.Sprintf("%s\t%s\t%s\t%v\t%s\t%d", v.Tenant, kind, state, v.Settings.Shadow, v.Now.Format(time.RFC3339), len(v.Warnings))
+		})
 	})
 }
 
@@ -380,37 +373,32 @@ func formatDays(d time.Duration) string {
 
 func credCreateCmd(a *app) *cobra.Command {
 	var tenant, name, scopes string
-	cmd := &cobra.Command{
-		Use:   "create --tenant ID --name NAME --scopes a,b",
-		Short: "Create a client credential; prints the secret once",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			list, err := parseScopeList(scopes)
-			if err != nil {
+	cmd := leafCmd("create --tenant ID --name NAME --scopes a,b", "Create a client credential; prints the secret once", func(cmd *cobra.Command) error {
+		list, err := parseScopeList(scopes)
+		if err != nil {
+			return err
+		}
+		if name == "" || len(name) > 128 {
+			return fmt.Errorf("--name: want 1 to 128 characters")
+		}
+		return a.withTenant(cmd, tenant, func(e *env, _ *store.Tenant) error {
+			secret := "cs_" + randomToken(32)
+			c := &store.Credential{
+				ClientID: "ci_" + randomToken(15), Tenant: tenant, Name: name, Scopes: list,
+				SecretHash: store.HashSecret(secret), CreatedAt: e.now().UTC(),
+			}
+			if err := e.db.CreateCredential(c); err != nil {
 				return err
 			}
-			if name == "" || len(name) > 128 {
-				return fmt.Errorf("--name: want 1 to 128 characters")
+			e.log.Info().Str("tenant", tenant).Str("client_id", c.ClientID).Strs("scopes", list).Msg("credential created")
+			if jsonFlag(cmd) {
+				return printJSON(cmd.OutOrStdout(), map[string]any{"client_id": c.ClientID, "client_secret": secret, "scopes": list, "tenant": tenant})
 			}
-			return a.withTenant(cmd, tenant, func(e *env, _ *store.Tenant) error {
-				secret := "cs_" + randomToken(32)
-				c := &store.Credential{
-					ClientID: "ci_" + randomToken(15), Tenant: tenant, Name: name, Scopes: list,
-					SecretHash: store.HashSecret(secret), CreatedAt: e.now().UTC(),
-				}
-				if err := e.db.CreateCredential(c); err != nil {
-					return err
-				}
-				e.log.Info().Str("tenant", tenant).Str("client_id", c.ClientID).Strs("scopes", list).Msg("credential created")
-				if jsonFlag(cmd) {
-					return printJSON(cmd.OutOrStdout(), map[string]any{"client_id": c.ClientID, "client_secret": secret, "scopes": list, "tenant": tenant})
-				}
-				fmt.Fprintf(cmd.OutOrStdout(), "client_id:     %s\nclient_secret: %s\nscopes:        %s\ntenant:        %s\nThe secret is shown only this once; store it now.\n",
-					c.ClientID, secret, strings.Join(list, " "), tenant)
-				return nil
-			})
-		},
-	}
+			fmt.Fprintf(cmd.OutOrStdout(), "client_id:     %s\nclient_secret: %s\nscopes:        %s\ntenant:        %s\nThe secret is shown only this once; store it now.\n",
+				c.ClientID, secret, strings.Join(list, " "), tenant)
+			return nil
+		})
+	})
 	tenantFlag(cmd, &tenant)
 	cmd.Flags().StringVar(&name, "name", "", "name of the integrating system")
 	cmd.Flags().StringVar(&scopes, "scopes", "", "comma-separated scopes: "+strings.Join(scopeList(), ","))
@@ -491,19 +479,13 @@ func credListCmd(a *app) *cobra.Command {
 		for _, c := range e.db.Credentials(t.ID) {
 			views = append(views, viewCred(c, e.now()))
 		}
-		if jsonFlag(cmd) {
-			return printJSON(cmd.OutOrStdout(), views)
-		}
-		tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "CLIENT_ID\tNAME\tSTATE\tSCOPES\tLAST_USED")
-		for _, v := range views {
+		return printList(cmd, views, views, "CLIENT_ID\tNAME\tSTATE\tSCOPES\tLAST_USED", func(v credView) string {
 			last := "never"
 			if v.LastUsed != nil {
 				last = v.LastUsed.Format(time.RFC3339)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", v.ClientID, v.Name, v.State, strings.Join(v.Scopes, ","), last)
-		}
-		return tw.Flush()
+			return fmt.Sprintf("%s\t%s\t%s\t%s\t%s", v.ClientID, v.Name, v.State, strings.Join(v.Scopes, ","), last)
+		})
 	})
 }
 
@@ -584,31 +566,26 @@ func printClock(cmd *cobra.Command, t *store.Tenant) error {
 
 func clockAdvanceCmd(a *app) *cobra.Command {
 	var tenant, by string
-	cmd := &cobra.Command{
-		Use:   "advance --tenant ID --by DURATION",
-		Short: "Move a sandbox tenant's clock forward (36h, 7d)",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			d, err := parseDays(by)
-			if err != nil || d <= 0 {
-				return fmt.Errorf("--by: want a positive duration such as 36h or 7d, got %q", by)
-			}
-			return a.withEnv(cmd, func(e *env) error {
-				t, err := e.updateTenant(tenant, func(t *store.Tenant) error {
-					if !t.Sandbox {
-						return fmt.Errorf("tenant %q is not a sandbox tenant: its clock is real time", tenant)
-					}
-					t.ClockNow = t.ClockNow.Add(d)
-					return nil
-				})
-				if err != nil {
-					return err
+	cmd := leafCmd("advance --tenant ID --by DURATION", "Move a sandbox tenant's clock forward (36h, 7d)", func(cmd *cobra.Command) error {
+		d, err := parseDays(by)
+		if err != nil || d <= 0 {
+			return fmt.Errorf("--by: want a positive duration such as 36h or 7d, got %q", by)
+		}
+		return a.withEnv(cmd, func(e *env) error {
+			t, err := e.updateTenant(tenant, func(t *store.Tenant) error {
+				if !t.Sandbox {
+					return fmt.Errorf("tenant %q is not a sandbox tenant: its clock is real time", tenant)
 				}
-				e.svc.clockMoved(t)
-				return printClock(cmd, t)
+				t.ClockNow = t.ClockNow.Add(d)
+				return nil
 			})
-		},
-	}
+			if err != nil {
+				return err
+			}
+			e.svc.clockMoved(t)
+			return printClock(cmd, t)
+		})
+	})
 	tenantFlag(cmd, &tenant)
 	cmd.Flags().StringVar(&by, "by", "", "how far, e.g. 36h or 7d")
 	cmd.MarkFlagRequired("by")

@@ -8,7 +8,6 @@ package cli
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -17,7 +16,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -40,16 +38,9 @@ const deletionInterval = 2 * time.Second
 func batchScrubber(svc *services, offline bool) func(tenant, ref string) ([][]byte, bool, error) {
 	return func(tenant, ref string) ([][]byte, bool, error) {
 		db := svc.env.db
-		var jobs []batch.Job
 		lo, hi := store.JobSpan(tenant)
-		if err := db.Scan(lo, hi, func(_, v []byte) error {
-			var j batch.Job
-			if err := json.Unmarshal(v, &j); err != nil {
-				return err
-			}
-			jobs = append(jobs, j)
-			return nil
-		}); err != nil {
+		jobs, err := store.ScanJSON[batch.Job](db, lo, hi)
+		if err != nil {
 			return nil, false, err
 		}
 		pending := false
@@ -180,19 +171,14 @@ func accessLogCmd(a *app) *cobra.Command {
 		for _, l := range log {
 			views = append(views, accessView{Time: l.At.UTC(), ClientID: l.ClientID, Customer: l.ClienteRef, CustomerHash: l.ClienteHash, Action: l.Accion, TraceID: l.TraceID})
 		}
-		if jsonFlag(cmd) {
-			return printJSON(cmd.OutOrStdout(), map[string]any{"tenant": t.ID, "entries": views})
-		}
-		tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "TIME\tCLIENT_ID\tCUSTOMER\tACTION\tTRACE_ID")
-		for _, v := range views {
+		doc := map[string]any{"tenant": t.ID, "entries": views}
+		return printList(cmd, doc, views, "TIME\tCLIENT_ID\tCUSTOMER\tACTION\tTRACE_ID", func(v accessView) string {
 			who := v.Customer
 			if who == "" {
 				who = "deleted:" + v.CustomerHash
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", v.Time.Format(time.RFC3339), v.ClientID, who, v.Action, v.TraceID)
-		}
-		return tw.Flush()
+			return fmt.Sprintf("%s\t%s\t%s\t%s\t%s", v.Time.Format(time.RFC3339), v.ClientID, who, v.Action, v.TraceID)
+		})
 	})
 }
 
@@ -218,12 +204,8 @@ func deletionsCmd(a *app) *cobra.Command {
 			views = append(views, deletionView{CustomerHash: r.Hash, State: r.Estado, RequestedAt: r.SolicitadoEn.UTC(), ClientID: r.ClientID,
 				CompletedAt: r.CompletadoEn, Attempts: r.Intentos, LastError: r.UltimoError, Waiting: r.Espera})
 		}
-		if jsonFlag(cmd) {
-			return printJSON(cmd.OutOrStdout(), map[string]any{"tenant": t.ID, "deletions": views})
-		}
-		tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "CUSTOMER_HASH\tSTATE\tREQUESTED\tCOMPLETED\tCLIENT_ID\tNOTE")
-		for _, v := range views {
+		doc := map[string]any{"tenant": t.ID, "deletions": views}
+		return printList(cmd, doc, views, "CUSTOMER_HASH\tSTATE\tREQUESTED\tCOMPLETED\tCLIENT_ID\tNOTE", func(v deletionView) string {
 			done := "-"
 			if v.CompletedAt != nil {
 				done = v.CompletedAt.UTC().Format(time.RFC3339)
@@ -232,9 +214,8 @@ func deletionsCmd(a *app) *cobra.Command {
 			if v.LastError != "" {
 				note = fmt.Sprintf("%d failed attempts: %s", v.Attempts, v.LastError)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", v.CustomerHash, v.State, v.RequestedAt.Format(time.RFC3339), done, v.ClientID, note)
-		}
-		return tw.Flush()
+			return fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s", v.CustomerHash, v.State, v.RequestedAt.Format(time.RFC3339), done, v.ClientID, note)
+		})
 	})
 }
 
@@ -254,32 +235,27 @@ func setArg(args []string, flag, value string) []string {
 
 func backupCmd(a *app) *cobra.Command {
 	var out string
-	cmd := &cobra.Command{
-		Use:   "backup --out DIR",
-		Short: "Consistent online backup (Pebble checkpoint, keys, manifest) that later deletions reach through its ledger",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			dir, err := filepath.Abs(out)
+	cmd := leafCmd("backup --out DIR", "Consistent online backup (Pebble checkpoint, keys, manifest) that later deletions reach through its ledger", func(cmd *cobra.Command) error {
+		dir, err := filepath.Abs(out)
+		if err != nil {
+			return err
+		}
+		// The server resolves paths from its own working directory.
+		a.args = setArg(a.args, "out", dir)
+		return a.withEnv(cmd, func(e *env) error {
+			m, err := runBackup(cmd.Context(), e, dir, progressWriter(cmd))
 			if err != nil {
 				return err
 			}
-			// The server resolves paths from its own working directory.
-			a.args = setArg(a.args, "out", dir)
-			return a.withEnv(cmd, func(e *env) error {
-				m, err := runBackup(cmd.Context(), e, dir, progressWriter(cmd))
-				if err != nil {
-					return err
-				}
-				if jsonFlag(cmd) {
-					return printJSON(cmd.OutOrStdout(), map[string]any{"dir": dir, "taken_at": m.TakenAt, "completed_at": m.CompletedAt,
-						"expires_at": m.ExpiresAt, "bytes": m.Bytes, "files": m.Files, "tenants": m.Tenants})
-				}
-				fmt.Fprintf(cmd.OutOrStdout(), "backup in %s: %d files, %.1f MB, taken at %s; restorable until %s\n",
-					dir, m.Files, float64(m.Bytes)/1e6, m.TakenAt.Format(time.RFC3339), m.ExpiresAt.Format(time.RFC3339))
-				return nil
-			})
-		},
-	}
+			if jsonFlag(cmd) {
+				return printJSON(cmd.OutOrStdout(), map[string]any{"dir": dir, "taken_at": m.TakenAt, "completed_at": m.CompletedAt,
+					"expires_at": m.ExpiresAt, "bytes": m.Bytes, "files": m.Files, "tenants": m.Tenants})
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "backup in %s: %d files, %.1f MB, taken at %s; restorable until %s\n",
+				dir, m.Files, float64(m.Bytes)/1e6, m.TakenAt.Format(time.RFC3339), m.ExpiresAt.Format(time.RFC3339))
+			return nil
+		})
+	})
 	cmd.Flags().StringVar(&out, "out", "", "backup directory (must not exist or be empty)")
 	cmd.MarkFlagRequired("out")
 	return cmd
@@ -301,33 +277,28 @@ func runBackup(ctx context.Context, e *env, dir string, progress io.Writer) (*pr
 
 func restoreCmd(a *app) *cobra.Command {
 	var from string
-	cmd := &cobra.Command{
-		Use:   "restore --from DIR",
-		Short: "Restore a backup (server stopped), re-applying every customer deletion recorded since it was taken",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			// Never forwarded to a running server: the store must be closed.
-			sock := filepath.Join(a.dataDir, adminSocket)
-			if conn, err := net.DialTimeout("unix", sock, time.Second); err == nil {
-				conn.Close()
-				return fmt.Errorf("coupond serve is running on %s: stop it before restoring", a.dataDir)
-			}
-			src, err := filepath.Abs(from)
-			if err != nil {
-				return err
-			}
-			res, err := runRestore(cmd.Context(), a.dataDir, src, time.Now, progressWriter(cmd))
-			if err != nil {
-				return err
-			}
-			if jsonFlag(cmd) {
-				return printJSON(cmd.OutOrStdout(), res)
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "restored %s (taken at %s) into %s; %d customer deletions re-applied\n",
-				res.From, res.TakenAt.Format(time.RFC3339), res.DataDir, res.DeletionsReapplied)
-			return nil
-		},
-	}
+	cmd := leafCmd("restore --from DIR", "Restore a backup (server stopped), re-applying every customer deletion recorded since it was taken", func(cmd *cobra.Command) error {
+		// Never forwarded to a running server: the store must be closed.
+		sock := filepath.Join(a.dataDir, adminSocket)
+		if conn, err := net.DialTimeout("unix", sock, time.Second); err == nil {
+			conn.Close()
+			return fmt.Errorf("coupond serve is running on %s: stop it before restoring", a.dataDir)
+		}
+		src, err := filepath.Abs(from)
+		if err != nil {
+			return err
+		}
+		res, err := runRestore(cmd.Context(), a.dataDir, src, time.Now, progressWriter(cmd))
+		if err != nil {
+			return err
+		}
+		if jsonFlag(cmd) {
+			return printJSON(cmd.OutOrStdout(), res)
+		}
+		fmt.Fprintf(cmd.OutOrStdout(), "restored %s (taken at %s) into %s; %d customer deletions re-applied\n",
+			res.From, res.TakenAt.Format(time.RFC3339), res.DataDir, res.DeletionsReapplied)
+		return nil
+	})
 	cmd.Flags().StringVar(&from, "from", "", "backup directory made by 'admin backup'")
 	cmd.MarkFlagRequired("from")
 	return cmd

@@ -34,45 +34,40 @@ var profileKinds = map[string]string{
 func pprofCmd(a *app) *cobra.Command {
 	var kind, outPath string
 	var seconds int
-	cmd := &cobra.Command{
-		Use:   "pprof --kind cpu|heap|goroutine|mutex|block [--seconds N] --out FILE",
-		Short: "Take a profile of the running server; read it with 'go tool pprof FILE'",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if _, ok := profileKinds[kind]; !ok {
-				return fmt.Errorf("--kind: want cpu, heap, goroutine, mutex or block, got %q", kind)
-			}
-			if seconds < 1 || seconds > 600 {
-				return fmt.Errorf("--seconds: want 1 to 600, got %d", seconds)
-			}
-			if a.live != nil {
-				return writeProfile(cmd, kind, time.Duration(seconds)*time.Second, cmd.OutOrStdout())
-			}
-			if outPath == "" {
-				return fmt.Errorf("--out: required")
-			}
-			sock := filepath.Join(a.dataDir, adminSocket)
-			conn, err := net.DialTimeout("unix", sock, time.Second)
-			if err != nil {
-				return fmt.Errorf("no coupond serves %s: profiles come from a running server", sock)
-			}
-			conn.Close()
-			f, err := os.OpenFile(outPath, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
-			if err != nil {
-				return fmt.Errorf("--out: %w", err)
-			}
-			err = forwardAdmin(cmd.Context(), sock, a.args, f)
-			if cerr := f.Close(); err == nil {
-				err = cerr
-			}
-			if err != nil {
-				os.Remove(outPath)
-				return err
-			}
-			fmt.Fprintf(cmd.ErrOrStderr(), "%s profile written to %s; read it with: go tool pprof -top %s\n", kind, outPath, outPath)
-			return nil
-		},
-	}
+	cmd := leafCmd("pprof --kind cpu|heap|goroutine|mutex|block [--seconds N] --out FILE", "Take a profile of the running server; read it with 'go tool pprof FILE'", func(cmd *cobra.Command) error {
+		if _, ok := profileKinds[kind]; !ok {
+			return fmt.Errorf("--kind: want cpu, heap, goroutine, mutex or block, got %q", kind)
+		}
+		if seconds < 1 || seconds > 600 {
+			return fmt.Errorf("--seconds: want 1 to 600, got %d", seconds)
+		}
+		if a.live != nil {
+			return writeProfile(cmd, kind, time.Duration(seconds)*time.Second, cmd.OutOrStdout())
+		}
+		if outPath == "" {
+			return fmt.Errorf("--out: required")
+		}
+		sock := filepath.Join(a.dataDir, adminSocket)
+		conn, err := net.DialTimeout("unix", sock, time.Second)
+		if err != nil {
+			return fmt.Errorf("no coupond serves %s: profiles come from a running server", sock)
+		}
+		conn.Close()
+		f, err := os.OpenFile(outPath, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+		if err != nil {
+			return fmt.Errorf("--out: %w", err)
+		}
+		err = forwardAdmin(cmd.Context(), sock, a.args, f)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			os.Remove(outPath)
+			return err
+		}
+		fmt.Fprintf(cmd.ErrOrStderr(), "%s profile written to %s; read it with: go tool pprof -top %s\n", kind, outPath, outPath)
+		return nil
+	})
 	fl := cmd.Flags()
 	fl.StringVar(&kind, "kind", "cpu", "cpu, heap, goroutine, mutex or block")
 	fl.IntVar(&seconds, "seconds", 30, "cpu, mutex, block: how long to sample")

@@ -73,6 +73,30 @@ func printGuard(w io.Writer, g policy.GuardStatus) {
 		}
 		fmt.Fprintf(w, "  baseline %d: %.2f MXN  policy − baseline %+.2f (SE %s)\n", b.Accion, b.Value, b.Diff, se)
 	}
+	printLadder(w, g.Ladder)
+}
+
+// printLadder prints the send rule's ladder: the rung in use and every
+// rung's doubly robust estimate against never-send and against it.
+func printLadder(w io.Writer, l *policy.LadderStatus) {
+	if l == nil {
+		return
+	}
+	fmt.Fprintf(w, "send rule ladder: rung %d (send when effect − %.2f SE > 0)  moves %d\n", l.Rung, l.Z, l.Moves)
+	se := func(x float64) string {
+		if x < 0 {
+			return "n/a"
+		}
+		return fmt.Sprintf("%.2f", x)
+	}
+	for i, r := range l.Rungs {
+		mark := " "
+		if i == l.Rung {
+			mark = "*"
+		}
+		fmt.Fprintf(w, " %s rung %d (Z %.2f): over never-send %+.2f MXN (SE %s)  − rung in use %+.2f (SE %s)  importance weight mean %.1f max %.1f\n",
+			mark, i, r.Z, r.OverNever, se(r.NeverSE), r.Diff, se(r.DiffSE), r.MeanWeight, r.MaxWeight)
+	}
 }
 
 func measured(m engine.MeasuredValue) string {

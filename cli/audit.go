@@ -130,11 +130,13 @@ func (l *peerListener) Accept() (net.Conn, error) {
 		if err == nil {
 			return &peerConn{Conn: c, peer: p}, nil
 		}
-		c.Close()
+		// Audit before closing: the refusal is on record by the time the
+		// peer learns of it.
 		l.log.Warn().Err(err).Int("uid", p.UID).Int("pid", p.PID).Msg("admin socket: connection refused")
 		if aerr := l.audit.write(auditEntry{Time: time.Now().UTC(), UID: p.UID, PID: p.PID, Args: []string{}, Exit: -1, Error: err.Error()}); aerr != nil {
 			l.log.Error().Err(aerr).Msg("admin audit log")
 		}
+		c.Close()
 	}
 }
 
@@ -159,35 +161,30 @@ func peerFrom(ctx context.Context) peer {
 
 // auditCmd is "admin audit": the admin commands run through the socket.
 func auditCmd(a *app) *cobra.Command {
-	return &cobra.Command{
-		Use:   "audit",
-		Short: "Show the admin audit log: every admin command run through the server's socket (time, uid, pid, arguments, outcome)",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			entries, err := readAudit(filepath.Join(a.dataDir, auditFile))
-			if err != nil {
-				return err
+	return leafCmd("audit", "Show the admin audit log: every admin command run through the server's socket (time, uid, pid, arguments, outcome)", func(cmd *cobra.Command) error {
+		entries, err := readAudit(filepath.Join(a.dataDir, auditFile))
+		if err != nil {
+			return err
+		}
+		if jsonFlag(cmd) {
+			return printJSON(cmd.OutOrStdout(), entries)
+		}
+		w := cmd.OutOrStdout()
+		if len(entries) == 0 {
+			fmt.Fprintln(w, "no admin commands run through the socket yet")
+		}
+		for _, e := range entries {
+			outcome := fmt.Sprintf("exit %d", e.Exit)
+			if e.Exit < 0 {
+				outcome = "refused"
 			}
-			if jsonFlag(cmd) {
-				return printJSON(cmd.OutOrStdout(), entries)
+			if e.Error != "" {
+				outcome += ": " + e.Error
 			}
-			w := cmd.OutOrStdout()
-			if len(entries) == 0 {
-				fmt.Fprintln(w, "no admin commands run through the socket yet")
-			}
-			for _, e := range entries {
-				outcome := fmt.Sprintf("exit %d", e.Exit)
-				if e.Exit < 0 {
-					outcome = "refused"
-				}
-				if e.Error != "" {
-					outcome += ": " + e.Error
-				}
-				fmt.Fprintf(w, "%s  uid %d  pid %d  %s  (%s)\n", e.Time.Format(time.RFC3339), e.UID, e.PID, strings.Join(e.Args, " "), outcome)
-			}
-			return nil
-		},
-	}
+			fmt.Fprintf(w, "%s  uid %d  pid %d  %s  (%s)\n", e.Time.Format(time.RFC3339), e.UID, e.PID, strings.Join(e.Args, " "), outcome)
+		}
+		return nil
+	})
 }
 
 // readAudit reads the audit log; a missing one is empty. Lines that do not

@@ -37,35 +37,29 @@ import (
 // acknowledged decision durable on this disk must do.
 func benchBareServerCmd() *cobra.Command {
 	var addr, syncDir string
-	cmd := &cobra.Command{
-		Use:    "bare-server",
-		Short:  "Bare decision handler used as the baseline of bench decisions (internal)",
-		Hidden: true,
-		Args:   cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			ln, err := net.Listen("tcp", addr)
+	cmd := internalCmd("bare-server", "Bare decision handler used as the baseline of bench decisions (internal)", func(cmd *cobra.Command) error {
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			return err
+		}
+		key := make([]byte, 32)
+		rand.Read(key)
+		var commit func(k, v []byte) error
+		if syncDir != "" {
+			l, err := store.OpenRawSyncLog(syncDir)
 			if err != nil {
 				return err
 			}
-			key := make([]byte, 32)
-			rand.Read(key)
-			var commit func(k, v []byte) error
-			if syncDir != "" {
-				l, err := store.OpenRawSyncLog(syncDir)
-				if err != nil {
-					return err
-				}
-				defer l.Close()
-				commit = l.Put
-			}
-			srv := &http.Server{Handler: bareHandler(key, commit), ReadHeaderTimeout: 10 * time.Second}
-			go func() { <-cmd.Context().Done(); srv.Close() }()
-			if err := srv.Serve(ln); err != http.ErrServerClosed {
-				return err
-			}
-			return nil
-		},
-	}
+			defer l.Close()
+			commit = l.Put
+		}
+		srv := &http.Server{Handler: bareHandler(key, commit), ReadHeaderTimeout: 10 * time.Second}
+		go func() { <-cmd.Context().Done(); srv.Close() }()
+		if err := srv.Serve(ln); err != http.ErrServerClosed {
+			return err
+		}
+		return nil
+	})
 	cmd.Flags().StringVar(&addr, "addr", "127.0.0.1:0", "listen address")
 	cmd.Flags().StringVar(&syncDir, "sync-dir", "", "also commit each decision to raw Pebble on this directory with Sync before answering")
 	return cmd

@@ -60,41 +60,35 @@ func benchRawPebbleCmd() *cobra.Command {
 	var conc, batch, customers int
 	var duration time.Duration
 	var seed uint64
-	cmd := &cobra.Command{
-		Use:    "raw-pebble",
-		Short:  "Raw Pebble Sync baseline of bench events (internal)",
-		Hidden: true,
-		Args:   cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			pools := make([][][]store.RawRecord, conc)
-			for w := range pools {
-				for seq, tmpl := range eventTemplates(seed, w, batch, customers) {
-					var req struct {
-						Eventos []json.RawMessage `json:"eventos"`
-					}
-					json.Unmarshal(fillSeq(tmpl, seq), &req)
-					var recs []store.RawRecord
-					for _, ev := range req.Eventos {
-						var id struct {
-							EventID    string `json:"event_id"`
-							ClienteRef string `json:"cliente_ref"`
-							TS         string `json:"ts"`
-						}
-						json.Unmarshal(ev, &id)
-						recs = append(recs, store.RawRecord{Key: []byte("bench\x00ev\x00" + id.ClienteRef + "\x00" + id.TS + "\x00" + id.EventID), Value: ev})
-					}
-					pools[w] = append(pools[w], recs)
+	cmd := internalCmd("raw-pebble", "Raw Pebble Sync baseline of bench events (internal)", func(cmd *cobra.Command) error {
+		pools := make([][][]store.RawRecord, conc)
+		for w := range pools {
+			for seq, tmpl := range eventTemplates(seed, w, batch, customers) {
+				var req struct {
+					Eventos []json.RawMessage `json:"eventos"`
 				}
+				json.Unmarshal(fillSeq(tmpl, seq), &req)
+				var recs []store.RawRecord
+				for _, ev := range req.Eventos {
+					var id struct {
+						EventID    string `json:"event_id"`
+						ClienteRef string `json:"cliente_ref"`
+						TS         string `json:"ts"`
+					}
+					json.Unmarshal(ev, &id)
+					recs = append(recs, store.RawRecord{Key: []byte("bench\x00ev\x00" + id.ClienteRef + "\x00" + id.TS + "\x00" + id.EventID), Value: ev})
+				}
+				pools[w] = append(pools[w], recs)
 			}
-			ctx, cancel := context.WithTimeout(cmd.Context(), duration)
-			defer cancel()
-			events, took, err := store.RawSyncWrites(ctx, dir, pools)
-			if err != nil {
-				return err
-			}
-			return json.NewEncoder(cmd.OutOrStdout()).Encode(rawResult{Events: events, Seconds: took.Seconds()})
-		},
-	}
+		}
+		ctx, cancel := context.WithTimeout(cmd.Context(), duration)
+		defer cancel()
+		events, took, err := store.RawSyncWrites(ctx, dir, pools)
+		if err != nil {
+			return err
+		}
+		return json.NewEncoder(cmd.OutOrStdout()).Encode(rawResult{Events: events, Seconds: took.Seconds()})
+	})
 	fl := cmd.Flags()
 	fl.StringVar(&dir, "dir", "", "Pebble directory")
 	fl.IntVar(&conc, "concurrency", 4, "writers")

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -113,28 +112,23 @@ func consoleLoginCmd(a *app) *cobra.Command {
 // consoleLogoutCmd ends every console session and unused sign-in link.
 func consoleLogoutCmd(a *app) *cobra.Command {
 	var all bool
-	cmd := &cobra.Command{
-		Use:   "logout --all",
-		Short: "End every console session and unused sign-in link",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if !all {
-				return fmt.Errorf("--all is required: sessions are not named, so logout ends them all")
+	cmd := leafCmd("logout --all", "End every console session and unused sign-in link", func(cmd *cobra.Command) error {
+		if !all {
+			return fmt.Errorf("--all is required: sessions are not named, so logout ends them all")
+		}
+		return a.withEnv(cmd, func(e *env) error {
+			n, err := console.RevokeAll(e.db)
+			if err != nil {
+				return err
 			}
-			return a.withEnv(cmd, func(e *env) error {
-				n, err := console.RevokeAll(e.db)
-				if err != nil {
-					return err
-				}
-				e.log.Info().Int("sessions", n).Msg("console sessions revoked")
-				if jsonFlag(cmd) {
-					return printJSON(cmd.OutOrStdout(), map[string]int{"sessions_ended": n})
-				}
-				fmt.Fprintf(cmd.OutOrStdout(), "%d console sessions ended\n", n)
-				return nil
-			})
-		},
-	}
+			e.log.Info().Int("sessions", n).Msg("console sessions revoked")
+			if jsonFlag(cmd) {
+				return printJSON(cmd.OutOrStdout(), map[string]int{"sessions_ended": n})
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%d console sessions ended\n", n)
+			return nil
+		})
+	})
 	cmd.Flags().BoolVar(&all, "all", false, "end every session")
 	return cmd
 }
@@ -148,18 +142,12 @@ func consoleAuditCmd(a *app) *cobra.Command {
 		if err != nil {
 			return err
 		}
-		if jsonFlag(cmd) {
-			if entries == nil {
-				entries = []console.AuditEntry{}
-			}
-			return printJSON(cmd.OutOrStdout(), entries)
+		if entries == nil {
+			entries = []console.AuditEntry{}
 		}
-		tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "AT\tSESSION\tTENANT\tACTION\tOUTCOME\tCOMMAND")
-		for _, x := range entries {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", x.At.Format(time.RFC3339), x.Session, x.Tenant, x.Action, x.Outcome, strings.Join(x.Command, " "))
-		}
-		return tw.Flush()
+		return printList(cmd, entries, entries, "AT\tSESSION\tTENANT\tACTION\tOUTCOME\tCOMMAND", func(x console.AuditEntry) string {
+			return fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s", x.At.Format(time.RFC3339), x.Session, x.Tenant, x.Action, x.Outcome, strings.Join(x.Command, " "))
+		})
 	})
 	cmd.Flags().StringVar(&tenant, "tenant", "", "only this tenant's entries")
 	cmd.Flags().IntVar(&last, "last", 1000, "at most this many entries (the latest)")

@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"text/tabwriter"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -116,14 +117,9 @@ func (a *app) envCmd(use, short string, args cobra.PositionalArgs, run func(cmd 
 // gets the data dir's services (withEnv) and that tenant.
 func (a *app) tenantCmd(use, short string, run func(cmd *cobra.Command, e *env, t *store.Tenant) error) *cobra.Command {
 	var tenant string
-	cmd := &cobra.Command{
-		Use:   use,
-		Short: short,
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return a.withTenant(cmd, tenant, func(e *env, t *store.Tenant) error { return run(cmd, e, t) })
-		},
-	}
+	cmd := leafCmd(use, short, func(cmd *cobra.Command) error {
+		return a.withTenant(cmd, tenant, func(e *env, t *store.Tenant) error { return run(cmd, e, t) })
+	})
 	tenantFlag(cmd, &tenant)
 	return cmd
 }
@@ -279,4 +275,37 @@ func printJSON(w io.Writer, v any) error {
 	enc.SetEscapeHTML(false)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
+}
+
+// printList prints a listing: with --json the value asJSON (the rows, or a
+// document holding them), else a table aligned by tabwriter, the
+// tab-separated header then row(r) for each row.
+func printList[R any](cmd *cobra.Command, asJSON any, rows []R, header string, row func(r R) string) error {
+	if jsonFlag(cmd) {
+		return printJSON(cmd.OutOrStdout(), asJSON)
+	}
+	tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, header)
+	for _, r := range rows {
+		fmt.Fprintln(tw, row(r))
+	}
+	return tw.Flush()
+}
+
+// leafCmd is a command with no positional arguments that runs run.
+func leafCmd(use, short string, run func(cmd *cobra.Command) error) *cobra.Command {
+	return &cobra.Command{
+		Use:   use,
+		Short: short,
+		Args:  cobra.NoArgs,
+		RunE:  func(cmd *cobra.Command, _ []string) error { return run(cmd) },
+	}
+}
+
+// internalCmd is a hidden leafCmd: a child process that bench starts, not
+// an operator command.
+func internalCmd(use, short string, run func(cmd *cobra.Command) error) *cobra.Command {
+	cmd := leafCmd(use, short, run)
+	cmd.Hidden = true
+	return cmd
 }

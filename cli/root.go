@@ -109,19 +109,14 @@ func ExitCode(err error) int {
 
 func newVersionCmd() *cobra.Command {
 	var asJSON bool
-	cmd := &cobra.Command{
-		Use:   "version",
-		Short: "Print version, commit and policy algorithm",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			v := map[string]string{"version": version, "commit": commit, "policy": policyAlgorithm}
-			if asJSON {
-				return printJSON(cmd.OutOrStdout(), v)
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "coupond %s (commit %s)\npolicy: %s\n", version, commit, policyAlgorithm)
-			return nil
-		},
-	}
+	cmd := leafCmd("version", "Print version, commit and policy algorithm", func(cmd *cobra.Command) error {
+		v := map[string]string{"version": version, "commit": commit, "policy": policyAlgorithm}
+		if asJSON {
+			return printJSON(cmd.OutOrStdout(), v)
+		}
+		fmt.Fprintf(cmd.OutOrStdout(), "coupond %s (commit %s)\npolicy: %s\n", version, commit, policyAlgorithm)
+		return nil
+	})
 	cmd.Flags().BoolVar(&asJSON, "json", false, "machine-readable output")
 	return cmd
 }

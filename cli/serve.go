@@ -33,14 +33,9 @@ type serveFlags struct {
 
 func newServeCmd(a *app) *cobra.Command {
 	var f serveFlags
-	cmd := &cobra.Command{
-		Use:   "serve",
-		Short: "Run the HTTP API, batch worker, learner and deletion worker",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return serve(cmd.Context(), a.dataDir, f, cmd.ErrOrStderr())
-		},
-	}
+	cmd := leafCmd("serve", "Run the HTTP API, batch worker, learner and deletion worker", func(cmd *cobra.Command) error {
+		return serve(cmd.Context(), a.dataDir, f, cmd.ErrOrStderr())
+	})
 	fl := cmd.Flags()
 	fl.StringVar(&f.addr, "addr", "127.0.0.1:8080", "listen address (env COUPOND_ADDR)")
 	fl.StringVar(&f.baseURL, "base-url", "", "external base URL for signed result URLs (default http://ADDR; env COUPOND_BASE_URL)")

@@ -134,9 +134,8 @@ func endSession(db *store.DB, tok string) error {
 // RevokeAll ends every session and unused sign-in link; it returns how many
 // sessions were open.
 func RevokeAll(db *store.DB) (int, error) {
-	n := 0
-	lo, hi := store.ConsoleSessionSpan()
-	if err := db.Scan(lo, hi, func(_, _ []byte) error { n++; return nil }); err != nil {
+	n, err := db.Count(store.ConsoleSessionSpan())
+	if err != nil {
 		return 0, err
 	}
 	b := db.NewBatch()

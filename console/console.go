@@ -64,17 +64,7 @@ type Deps struct {
 
 // Console is the console's http.Handler.
 type Console struct {
-	log      zerolog.Logger
-	db       *store.DB
-	eng      *engine.Engine
-	api      *server.Server
-	batch    *batch.Runner
-	hooks    *batch.Webhooks
-	now      func() time.Time
-	admin    func(ctx context.Context, args []string, out io.Writer) error
-	warnings func(t *store.Tenant) ([]string, error)
-	guard    func(tenant string) (GuardState, bool)
-	secure   bool
+	d Deps // as New was given them
 
 	mux    *http.ServeMux
 	proofs *proofCache
@@ -85,8 +75,7 @@ type Console struct {
 // New builds the console.
 func New(d Deps) *Console {
 	c := &Console{
-		log: d.Log, db: d.DB, eng: d.Engine, api: d.API, batch: d.Batch, hooks: d.Webhooks, now: d.Now,
-		admin: d.Admin, warnings: d.Warnings, guard: d.Guard, secure: d.Secure,
+		d:   d,
 		mux: http.NewServeMux(), proofs: newProofCache(),
 	}
 	c.seq.Store(uint64(d.Now().UnixNano()))
@@ -136,7 +125,7 @@ func (c *Console) authed(h authedHandler) http.Handler {
 		if ck, err := r.Cookie(cookieName); err == nil {
 			tok = ck.Value
 		}
-		s, ok, err := lookupSession(c.db, tok, c.now())
+		s, ok, err := lookupSession(c.d.DB, tok, c.d.Now())
 		if err != nil {
 			c.internal(w, err)
 			return
@@ -157,7 +146,7 @@ func (c *Console) authed(h authedHandler) http.Handler {
 }
 
 func (c *Console) internal(w http.ResponseWriter, err error) {
-	c.log.Error().Err(err).Msg("console")
+	c.d.Log.Error().Err(err).Msg("console")
 	c.page(w, http.StatusInternalServerError, "message", msgPage{Title: "Internal error", Text: "The console could not read the store; see the server log."})
 }
 
@@ -189,7 +178,7 @@ func (c *Console) handleSignIn(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c.mu.Lock()
-	s, err := redeem(c.db, r.PostForm.Get("t"), c.now())
+	s, err := redeem(c.d.DB, r.PostForm.Get("t"), c.d.Now())
 	c.mu.Unlock()
 	if errors.Is(err, ErrBadLink) {
 		c.page(w, http.StatusUnauthorized, "signin", signInPage{Error: "This sign-in link is unknown, already used or expired (links last 10 minutes and work once)."})
@@ -199,20 +188,20 @@ func (c *Console) handleSignIn(w http.ResponseWriter, r *http.Request) {
 		c.internal(w, err)
 		return
 	}
-	c.log.Info().Str("session", s.ID).Msg("console sign-in")
+	c.d.Log.Info().Str("session", s.ID).Msg("console sign-in")
 	http.SetCookie(w, &http.Cookie{
 		Name: cookieName, Value: s.token, Path: "/", MaxAge: int(SessionTTL.Seconds()),
-		HttpOnly: true, Secure: c.secure || r.TLS != nil, SameSite: http.SameSiteStrictMode,
+		HttpOnly: true, Secure: c.d.Secure || r.TLS != nil, SameSite: http.SameSiteStrictMode,
 	})
 	http.Redirect(w, r, "/", http.StatusSeeOther)
 }
 
 func (c *Console) handleSignOut(w http.ResponseWriter, r *http.Request, s *Session) {
-	if err := endSession(c.db, s.token); err != nil {
+	if err := endSession(c.d.DB, s.token); err != nil {
 		c.internal(w, err)
 		return
 	}
-	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: "", Path: "/", MaxAge: -1, HttpOnly: true, Secure: c.secure || r.TLS != nil, SameSite: http.SameSiteStrictMode})
+	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: "", Path: "/", MaxAge: -1, HttpOnly: true, Secure: c.d.Secure || r.TLS != nil, SameSite: http.SameSiteStrictMode})
 	c.page(w, http.StatusOK, "message", msgPage{Title: "Signed out", Text: "The session is closed."})
 }
 
@@ -223,8 +212,8 @@ type tenantsPage struct {
 }
 
 func (c *Console) handleTenants(w http.ResponseWriter, _ *http.Request, s *Session) {
-	p := tenantsPage{CSRF: s.csrfToken(), Now: c.now().UTC(), Rows: []tenantRow{}}
-	for _, t := range c.db.Tenants() {
+	p := tenantsPage{CSRF: s.csrfToken(), Now: c.d.Now().UTC(), Rows: []tenantRow{}}
+	for _, t := range c.d.DB.Tenants() {
 		h, err := c.loadHours(t)
 		if err != nil {
 			c.internal(w, err)
@@ -252,7 +241,7 @@ type tenantPage struct {
 }
 
 func (c *Console) handleTenant(w http.ResponseWriter, r *http.Request, s *Session) {
-	t, ok := c.db.Tenant(r.PathValue("tenant"))
+	t, ok := c.d.DB.Tenant(r.PathValue("tenant"))
 	if !ok {
 		c.page(w, http.StatusNotFound, "message", msgPage{Title: "Not found", Text: "No such tenant.", Back: "/"})
 		return
@@ -270,7 +259,7 @@ func (c *Console) handleTenant(w http.ResponseWriter, r *http.Request, s *Sessio
 		p.Health, err = c.healthView(t, h)
 	}
 	if err == nil {
-		p.Audit, err = Audit(c.db, t.ID, 10)
+		p.Audit, err = Audit(c.d.DB, t.ID, 10)
 	}
 	if err != nil {
 		c.internal(w, err)
@@ -281,7 +270,7 @@ func (c *Console) handleTenant(w http.ResponseWriter, r *http.Request, s *Sessio
 }
 
 func (c *Console) handleRecompute(w http.ResponseWriter, r *http.Request, _ *Session) {
-	t, ok := c.db.Tenant(r.PathValue("tenant"))
+	t, ok := c.d.DB.Tenant(r.PathValue("tenant"))
 	if !ok {
 		c.page(w, http.StatusNotFound, "message", msgPage{Title: "Not found", Text: "No such tenant.", Back: "/"})
 		return
@@ -316,7 +305,7 @@ type confirmPage struct {
 // handleAction asks for confirmation, then runs the action's admin command
 // and records it in the audit log.
 func (c *Console) handleAction(w http.ResponseWriter, r *http.Request, s *Session) {
-	t, ok := c.db.Tenant(r.PathValue("tenant"))
+	t, ok := c.d.DB.Tenant(r.PathValue("tenant"))
 	if !ok {
 		c.page(w, http.StatusNotFound, "message", msgPage{Title: "Not found", Text: "No such tenant.", Back: "/"})
 		return
@@ -336,22 +325,22 @@ func (c *Console) handleAction(w http.ResponseWriter, r *http.Request, s *Sessio
 		c.page(w, http.StatusOK, "confirm", confirmPage{CSRF: s.csrfToken(), Tenant: t.ID, Action: name, Client: client, Label: a.label, Command: "coupond " + strings.Join(args, " ")})
 		return
 	}
-	entry := AuditEntry{At: c.now().UTC(), Session: s.ID, Tenant: t.ID, Action: name, Command: args, Outcome: "started"}
+	entry := AuditEntry{At: c.d.Now().UTC(), Session: s.ID, Tenant: t.ID, Action: name, Command: args, Outcome: "started"}
 	seq := c.seq.Add(1)
-	if err := appendAudit(c.db, entry, seq); err != nil {
+	if err := appendAudit(c.d.DB, entry, seq); err != nil {
 		c.internal(w, err)
 		return
 	}
 	var out bytes.Buffer
-	err := c.admin(r.Context(), args, &out)
+	err := c.d.Admin(r.Context(), args, &out)
 	entry.Outcome = "ok"
 	if err != nil {
 		entry.Outcome = "error: " + err.Error()
 	}
-	if aerr := appendAudit(c.db, entry, seq); aerr != nil {
-		c.log.Error().Err(aerr).Msg("console audit")
+	if aerr := appendAudit(c.d.DB, entry, seq); aerr != nil {
+		c.d.Log.Error().Err(aerr).Msg("console audit")
 	}
-	c.log.Info().Str("session", s.ID).Str("tenant", t.ID).Str("action", name).Str("outcome", entry.Outcome).Msg("console action")
+	c.d.Log.Info().Str("session", s.ID).Str("tenant", t.ID).Str("action", name).Str("outcome", entry.Outcome).Msg("console action")
 	status, title := http.StatusOK, "Done"
 	if err != nil {
 		status, title = http.StatusConflict, "The command failed"
@@ -362,7 +351,7 @@ func (c *Console) handleAction(w http.ResponseWriter, r *http.Request, s *Sessio
 // escalated reports whether client is a credential of tenant with recorded
 // abuse steps.
 func (c *Console) escalated(tenant, client string) bool {
-	for _, st := range c.api.AbuseStates(tenant) {
+	for _, st := range c.d.API.AbuseStates(tenant) {
 		if st.ClientID == client && st.Level > 0 {
 			return true
 		}
@@ -410,7 +399,7 @@ var pages = template.Must(template.New("").Funcs(template.FuncMap{
 func (c *Console) page(w http.ResponseWriter, status int, name string, data any) {
 	var buf bytes.Buffer
 	if err := pages.ExecuteTemplate(&buf, name, data); err != nil {
-		c.log.Error().Err(err).Str("page", name).Msg("console template")
+		c.d.Log.Error().Err(err).Str("page", name).Msg("console template")
 		http.Error(w, "console template error", http.StatusInternalServerError)
 		return
 	}

@@ -58,7 +58,7 @@ func (c *Console) proof(tenant string, force bool) proofResult {
 		r = &proofResult{}
 		pc.m[tenant] = r
 	}
-	stale := r.At.IsZero() || c.now().Sub(r.At) > ProofTTL || force
+	stale := r.At.IsZero() || c.d.Now().Sub(r.At) > ProofTTL || force
 	select {
 	case <-pc.stop:
 		stale = false
@@ -84,18 +84,18 @@ func (c *Console) computeProof(tenant string) {
 		return
 	}
 	defer func() { <-pc.sem }()
-	start := c.now()
+	start := c.d.Now()
 	res := proofResult{}
-	ev, err := c.eng.Evaluate(tenant, engine.EvalOptions{Replicates: 100, Seed: 1}) // admin evaluate's defaults
+	ev, err := c.d.Engine.Evaluate(tenant, engine.EvalOptions{Replicates: 100, Seed: 1}) // admin evaluate's defaults
 	if err == nil {
 		res.Eval = ev
-		res.Shadow, err = c.eng.Shadow(tenant)
+		res.Shadow, err = c.d.Engine.Shadow(tenant)
 	}
 	if err != nil {
-		c.log.Error().Err(err).Str("tenant", tenant).Msg("console proof")
+		c.d.Log.Error().Err(err).Str("tenant", tenant).Msg("console proof")
 		res.Err = "the evaluation failed; see the server log"
 	}
-	res.At, res.Took = c.now(), c.now().Sub(start).Round(time.Millisecond)
+	res.At, res.Took = c.d.Now(), c.d.Now().Sub(start).Round(time.Millisecond)
 	pc.mu.Lock()
 	*pc.m[tenant] = res
 	pc.mu.Unlock()
@@ -132,15 +132,15 @@ type proofView struct {
 func (c *Console) proofView(tenant string, shadowOn bool) proofView {
 	r := c.proof(tenant, false)
 	v := proofView{proofResult: r}
-	if c.guard != nil {
-		if g, ok := c.guard(tenant); ok {
+	if c.d.Guard != nil {
+		if g, ok := c.d.Guard(tenant); ok {
 			v.Guard = &g
 		}
 	}
 	if r.At.IsZero() {
 		return v
 	}
-	v.Age = c.now().Sub(r.At).Round(time.Second).String()
+	v.Age = c.d.Now().Sub(r.At).Round(time.Second).String()
 	if r.Eval != nil {
 		v.Rows, v.Verdict, v.VerdictOK = evalRows(r.Eval)
 		v.Plot = intervalPlot("Estimated value per decision (DR, 95 % interval)", v.Rows)

@@ -37,9 +37,9 @@ type hours struct {
 }
 
 func (c *Console) loadHours(t *store.Tenant) (*hours, error) {
-	now := t.Now(c.now())
+	now := t.Now(c.d.Now())
 	last := engine.HourOf(now)
-	h, err := c.eng.Counters().Hours(t.ID, last-historyHours+1, last)
+	h, err := c.d.Engine.Counters().Hours(t.ID, last-historyHours+1, last)
 	if err != nil {
 		return nil, err
 	}
@@ -122,11 +122,11 @@ func statusWords(t *store.Tenant) []string {
 }
 
 func (c *Console) tenantRow(t *store.Tenant, h *hours) (tenantRow, error) {
-	q, err := c.eng.Quality(t.ID)
+	q, err := c.d.Engine.Quality(t.ID)
 	if err != nil {
 		return tenantRow{}, err
 	}
-	warnings, err := c.warnings(t)
+	warnings, err := c.d.Warnings(t)
 	if err != nil {
 		return tenantRow{}, err
 	}
@@ -176,7 +176,7 @@ func unconfirmedByAge(h *hours) []ageBucket {
 }
 
 func (c *Console) loopView(t *store.Tenant, h *hours) (loopView, error) {
-	st, err := c.eng.Status(t.ID)
+	st, err := c.d.Engine.Status(t.ID)
 	if err != nil {
 		return loopView{}, err
 	}
@@ -261,7 +261,7 @@ func (c *Console) healthView(t *store.Tenant, h *hours) (healthView, error) {
 		v.Errors = append(v.Errors, codeCount{Name: k, N24: e24[k], N7: e7[k], Alert: e24[k] > 0})
 	}
 	v.RateLimited24 = e24["limite_excedido"]
-	q, err := c.eng.Quality(t.ID)
+	q, err := c.d.Engine.Quality(t.ID)
 	if err != nil {
 		return v, err
 	}
@@ -271,16 +271,16 @@ func (c *Console) healthView(t *store.Tenant, h *hours) (healthView, error) {
 	for _, k := range slices.Sorted(maps.Keys(qm)) {
 		v.Quality = append(v.Quality, codeCount{Name: k, N7: qm[k], OnlyNumber: true})
 	}
-	v.Abuse = c.api.AbuseStates(t.ID)
+	v.Abuse = c.d.API.AbuseStates(t.ID)
 	sort.Slice(v.Abuse, func(i, j int) bool { return v.Abuse[i].ClientID < v.Abuse[j].ClientID })
-	v.Quarantined = c.api.QuarantineCount(t.ID)
+	v.Quarantined = c.d.API.QuarantineCount(t.ID)
 	if v.Jobs, err = c.jobs(t.ID, 10); err != nil {
 		return v, err
 	}
 	if v.Deletions, v.DeletionsMore, err = c.pendingDeletions(t.ID, 20); err != nil {
 		return v, err
 	}
-	if reg, err := c.hooks.Registration(t.ID); err == nil && reg != nil {
+	if reg, err := c.d.Webhooks.Registration(t.ID); err == nil && reg != nil {
 		v.Webhook = reg.URL
 	}
 	w24, w7 := h.sumPrefix(engine.CountWebhookPfx, 24), h.sumPrefix(engine.CountWebhookPfx, confirmHours)
@@ -288,7 +288,7 @@ func (c *Console) healthView(t *store.Tenant, h *hours) (healthView, error) {
 		v.WebhookCounts = append(v.WebhookCounts, codeCount{Name: k, N24: w24[k], N7: w7[k], Alert: k != "delivered" && w24[k] > 0})
 	}
 	lo, hi := store.WebhookQueueSpan(t.ID)
-	err = c.db.Scan(lo, hi, func(_, _ []byte) error {
+	err = c.d.DB.Scan(lo, hi, func(_, _ []byte) error {
 		v.WebhookPending++
 		if v.WebhookPending >= 1000 {
 			return store.ErrStop
@@ -303,7 +303,7 @@ func (c *Console) healthView(t *store.Tenant, h *hours) (healthView, error) {
 func (c *Console) jobs(tenant string, n int) ([]jobView, error) {
 	var all []batch.Job
 	lo, hi := store.JobSpan(tenant)
-	err := c.db.Scan(lo, hi, func(_, v []byte) error {
+	err := c.d.DB.Scan(lo, hi, func(_, v []byte) error {
 		var j batch.Job
 		if json.Unmarshal(v, &j) == nil {
 			all = append(all, j)
@@ -317,7 +317,7 @@ func (c *Console) jobs(tenant string, n int) ([]jobView, error) {
 	out := []jobView{}
 	for _, j := range all[:min(n, len(all))] {
 		if j.Estado == batch.EnCurso {
-			if live, err := c.batch.Job(tenant, j.ID); err == nil {
+			if live, err := c.d.Batch.Job(tenant, j.ID); err == nil {
 				j = *live
 			}
 		}
@@ -339,7 +339,7 @@ func (c *Console) pendingDeletions(tenant string, n int) ([]deletionView, bool, 
 	var out []deletionView
 	more := false
 	lo, hi := store.DeletionQueueSpan(tenant)
-	err := c.db.Scan(lo, hi, func(k, _ []byte) error {
+	err := c.d.DB.Scan(lo, hi, func(k, _ []byte) error {
 		if len(out) == n {
 			more = true
 			return store.ErrStop
@@ -349,7 +349,7 @@ func (c *Console) pendingDeletions(tenant string, n int) ([]deletionView, bool, 
 			return nil
 		}
 		dv := deletionView{RequestedAt: at}
-		_ = c.db.GetJSON(store.DeletionKey(tenant, hash), &dv.Record)
+		_ = c.d.DB.GetJSON(store.DeletionKey(tenant, hash), &dv.Record)
 		if dv.Record.Hash == "" {
 			dv.Record.Hash = hash
 		}

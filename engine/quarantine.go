@@ -111,14 +111,7 @@ func (e *Quarantine) Quarantined(tenant string) ([]DamagedRecord, error) {
 // QuarantinedRecords counts the records held in quarantine over all tenants
 // (the gauge coupond_quarantined_records): one bounded scan per tenant.
 func (e *Quarantine) QuarantinedRecords() (int, error) {
-	n := 0
-	for _, t := range e.db.Tenants() {
-		lo, hi := store.DamagedSpan(t.ID)
-		if err := e.db.Scan(lo, hi, func(_, _ []byte) error { n++; return nil }); err != nil {
-			return n, err
-		}
-	}
-	return n, nil
+	return e.db.CountEveryTenant(store.DamagedSpan)
 }
 
 // DamagedSeen counts the damaged records readers met since the engine

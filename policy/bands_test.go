@@ -62,9 +62,9 @@ func TestPooledSendRule(t *testing.T) {
 		s := Score{ID: 1, pool: tc.pool, poolVar: tc.poolSD * tc.poolSD, dev: tc.dev, own: tc.devSD * tc.devSD,
 			Effect: tc.pool + tc.dev, Sigma: math.Hypot(tc.poolSD, tc.devSD)}
 		m.cfg.PooledSend = true
-		got := m.safe(&s)
+		got := m.safe(&s, m.cfg.Z)
 		m.cfg.PooledSend = false
-		gotMain := m.safe(&s)
+		gotMain := m.safe(&s, m.cfg.Z)
 		if got != tc.pooled || gotMain != tc.perCustomer {
 			t.Errorf("%s: safe %v (main rule %v), want %v (%v)", tc.name, got, gotMain, tc.pooled, tc.perCustomer)
 		}

@@ -34,6 +34,8 @@ type Guard struct {
 	Options map[int]*guardSum `json:"options"`
 	// Decayed is the time up to which the evidence has been faded.
 	Decayed time.Time `json:"decayed"`
+	// Ladder is the send rule's ladder (ladder.go): its rung and evidence.
+	Ladder Ladder `json:"ladder"`
 }
 
 // guardSum are weighted sums of pseudo-outcomes (V) and of the paired
@@ -147,6 +149,7 @@ func (m *Model) Observe(s *GuardSample) {
 	if zero < 0 {
 		return
 	}
+	m.observeLadder(sc, gamma, zero, s.Logged, s.Probs)
 	if m.guard.Options == nil {
 		m.guard.Options = map[int]*guardSum{}
 	}
@@ -183,6 +186,9 @@ func (m *Model) Fade(now time.Time, window time.Duration) {
 	g.Policy.scale(f)
 	for _, o := range g.Options {
 		o.scale(f)
+	}
+	if hl := m.cfg.LadderHalfLife; hl > 0 {
+		g.Ladder.scale(math.Exp2(-float64(dt) / (hl * float64(window))))
 	}
 	g.Decayed = now
 }
@@ -259,6 +265,9 @@ type GuardStatus struct {
 	Policy    float64          `json:"valor_politica_mxn"`
 	Rewards   float64          `json:"recompensas_efectivas"`
 	Baselines []BaselineStatus `json:"lineas_base"`
+	// Ladder is the send rule's ladder (nil without one): which rung, of
+	// which Z, decides whether to send, and every rung's estimate.
+	Ladder *LadderStatus `json:"escalera,omitempty"`
 }
 
 // BaselineStatus is one baseline's estimated value and π's difference to it.
@@ -272,7 +281,8 @@ type BaselineStatus struct {
 // GuardStatus reports the guard.
 func (m *Model) GuardStatus() GuardStatus {
 	g := &m.guard
-	st := GuardStatus{Active: g.Active, Baseline: g.Baseline, Switches: g.Switches, Rewards: g.Policy.neff(), Baselines: []BaselineStatus{}}
+	st := GuardStatus{Active: g.Active, Baseline: g.Baseline, Switches: g.Switches, Rewards: g.Policy.neff(), Baselines: []BaselineStatus{},
+		Ladder: m.LadderStatus()}
 	if g.Policy.W > 0 {
 		st.Policy = g.Policy.V / g.Policy.W / 100
 	}

@@ -104,7 +104,33 @@ type Config struct {
 	// errors of the pooled part. Off by default (POLICY.md §7.4).
 	PooledSend  bool
 	PoolZ, DevZ float64
+	// Ladder lists the send rule's widths Z, from the most pessimistic
+	// (where a tenant starts) to the least; the rung in use is chosen by
+	// off-policy evidence (ladder.go, POLICY.md §7.5). Empty: Z is fixed.
+	// At most 6 rungs are used.
+	Ladder []float64
+	// LadderUpZ: standard errors by which the next rung must beat the
+	// current one and never-send to move to it; LadderDownZ: by which the
+	// current rung must lose (to the one before it or to never-send) to
+	// move back. LadderMinN effective rewards are needed for either;
+	// evidence fades with a half-life of LadderHalfLife reward windows.
+	LadderUpZ, LadderDownZ, LadderMinN, LadderHalfLife float64
+	// LadderMinHits: a rung is moved to only when at least this many
+	// (faded) decisions drew its choice where it differs from the rung in
+	// use: with fewer, its estimate rests on the model's own μ and a
+	// handful of large corrections, whose standard error is not honest.
+	LadderMinHits float64
+	// LadderShare is the least probability of the next rung's choice
+	// where it differs from the current rung's, while the next rung is not
+	// refuted: its importance weights stay at most 1/LadderShare. It is
+	// refuted while its difference to the current rung is below 0 by
+	// LadderShutZ standard errors.
+	LadderShare, LadderShutZ float64
 }
+
+// DefaultLadder is the send rule's ladder that Config.Ladder takes when it
+// is switched on (it is off by default: POLICY.md §7.5).
+func DefaultLadder() []float64 { return []float64{1.5, 0.5, 0} }
 
 // DefaultConfig is the configuration the engine runs.
 func DefaultConfig() Config {
@@ -117,6 +143,7 @@ func DefaultConfig() Config {
 		ImportanceAlpha: 0.5,
 		PoolZ:           1, DevZ: 1,
 		GuardZ: 2, GuardReleaseZ: 1, GuardMinN: 100, GuardHalfLife: 1,
+		LadderUpZ: 2, LadderDownZ: 2, LadderMinN: 200, LadderHalfLife: 2, LadderMinHits: 10, LadderShare: 0.1, LadderShutZ: 1,
 	}
 }
 

@@ -72,14 +72,17 @@ func (m *Model) priorVar(psi *[dimEffect]float64) float64 {
 // confidence bound Effect − Z·Sigma above never-send's 0), the one of
 // highest expected effect; never-send when none is safe. Pessimism decides
 // whether to send, the estimate decides what.
-func (m *Model) Greedy(sc []Score) int {
+func (m *Model) Greedy(sc []Score) int { return m.greedyZ(sc, m.sendZ()) }
+
+// greedyZ is Greedy with the send rule's width z (the ladder's rungs).
+func (m *Model) greedyZ(sc []Score, z float64) int {
 	top, zero := -1, -1
 	for i, s := range sc {
 		if s.ID == 0 {
 			zero = i
 			continue
 		}
-		if m.safe(&s) && (top < 0 || s.Effect > sc[top].Effect) {
+		if m.safe(&s, z) && (top < 0 || s.Effect > sc[top].Effect) {
 			top = i
 		}
 	}
@@ -98,12 +101,12 @@ func (m *Model) Greedy(sc []Score) int {
 }
 
 // safe reports whether coupon s beats never-send with confidence: its
-// lower bound Effect − Z·Sigma above 0, or with Config.PooledSend the
+// lower bound Effect − z·Sigma above 0 (z: Config.Z, or the ladder's rung), or with Config.PooledSend the
 // pooled effect plus the soft-thresholded own deviation above PoolZ
 // standard errors of the pooled effect.
-func (m *Model) safe(s *Score) bool {
+func (m *Model) safe(s *Score, z float64) bool {
 	if !m.cfg.PooledSend {
-		return s.Effect-m.cfg.Z*s.Sigma > 0
+		return s.Effect-z*s.Sigma > 0
 	}
 	d, t := s.dev, m.cfg.DevZ*math.Sqrt(math.Max(s.own, 0))
 	switch {
@@ -172,6 +175,7 @@ func (m *Model) Distribution(sc []Score, probs []float64) int {
 	}
 	probs[top] = 1 - floor - explore
 	if !guarded {
+		m.shareNext(sc, probs, top)
 		m.evenTies(sc, probs, -1)
 	}
 	m.keepNever(sc, probs, 1-floor)
@@ -179,6 +183,18 @@ func (m *Model) Distribution(sc []Score, probs []float64) int {
 		probs[i] += floor / float64(k)
 	}
 	return top
+}
+
+// shareNext gives the ladder's next rung's choice, where it differs from
+// top, at least LadderShare of the mass, taken from top (Ladder).
+func (m *Model) shareNext(sc []Score, probs []float64, top int) {
+	c := m.nextChoice(sc, top)
+	if c < 0 || probs[c] >= m.cfg.LadderShare {
+		return
+	}
+	take := math.Min(m.cfg.LadderShare-probs[c], probs[top])
+	probs[top] -= take
+	probs[c] += take
 }
 
 // keepNever raises never-send's probability to NeverShare of the mass

@@ -1,7 +1,6 @@
 package privacy
 
 import (
-	"encoding/json"
 	"time"
 
 	"github.com/coupond/coupond/store"
@@ -37,17 +36,8 @@ func (s *Service) logAccess(tenant, clienteRef, clientID, trace, accion string, 
 
 // AccessLog returns the tenant's access-log entries in time order.
 func (s *Service) AccessLog(tenant string) ([]AccessEntry, error) {
-	out := []AccessEntry{}
 	lo, hi := store.AccessLogSpan(tenant)
-	err := s.db.Scan(lo, hi, func(_, v []byte) error {
-		var a AccessEntry
-		if err := json.Unmarshal(v, &a); err != nil {
-			return err
-		}
-		out = append(out, a)
-		return nil
-	})
-	return out, err
+	return store.ScanJSON[AccessEntry](s.db, lo, hi)
 }
 
 // ---- export ----

@@ -193,30 +193,15 @@ func (s *Service) deletionByHash(tenant, hash string) (*DeletionRecord, error) {
 // Deletions returns every deletion record of tenant, ordered by request
 // time.
 func (s *Service) Deletions(tenant string) ([]DeletionRecord, error) {
-	var out []DeletionRecord
 	lo, hi := store.DeletionSpan(tenant)
-	err := s.db.Scan(lo, hi, func(_, v []byte) error {
-		var r DeletionRecord
-		if err := json.Unmarshal(v, &r); err != nil {
-			return err
-		}
-		out = append(out, r)
-		return nil
-	})
+	out, err := store.ScanJSON[DeletionRecord](s.db, lo, hi)
 	sort.SliceStable(out, func(i, j int) bool { return out[i].SolicitadoEn.Before(out[j].SolicitadoEn) })
 	return out, err
 }
 
 // PendingDeletions counts the queued deletion jobs of every tenant.
 func (s *Service) PendingDeletions() (int, error) {
-	n := 0
-	for _, t := range s.db.Tenants() {
-		lo, hi := store.DeletionQueueSpan(t.ID)
-		if err := s.db.Scan(lo, hi, func(_, _ []byte) error { n++; return nil }); err != nil {
-			return 0, err
-		}
-	}
-	return n, nil
+	return s.db.CountEveryTenant(store.DeletionQueueSpan)
 }
 
 // RunDeletions runs the deletion worker until ctx ends: a pass every

@@ -5,88 +5,20 @@ import (
 	"sort"
 	"time"
 
+	"github.com/coupond/coupond/client"
 	"github.com/coupond/coupond/engine"
 	"github.com/coupond/coupond/store"
 )
 
-// CustomerExport is everything the engine holds about a customer (the body
-// of GET /v1/clientes/{cliente_ref}/exportacion). Times are UTC.
-type CustomerExport struct {
-	ClienteRef     string               `json:"cliente_ref"`
-	GeneradoEn     time.Time            `json:"generado_en"`
-	Eventos        []ExportEvent        `json:"eventos"`
-	Caracteristica map[string]any       `json:"caracteristicas"`
-	Decisiones     []ExportDecision     `json:"decisiones"`
-	Confirmaciones []ExportConfirmation `json:"confirmaciones"`
-	VinculosCupon  []ExportCouponLink   `json:"vinculos_cupon"`
-	Borrado        *ExportDeletion      `json:"borrado"`
-	// EnCuarentena counts records held about the customer that could not be
-	// read (damaged): kept in quarantine, erased by the customer's deletion.
-	EnCuarentena int `json:"en_cuarentena"`
-}
-
-// ExportEvent is an event as it was received (event contract v1).
-type ExportEvent struct {
-	EventID    string         `json:"event_id"`
-	ClienteRef string         `json:"cliente_ref"`
-	TS         time.Time      `json:"ts"`
-	Tipo       string         `json:"tipo"`
-	Clave      string         `json:"clave"`
-	Valor      float64        `json:"valor"`
-	DecisionID *string        `json:"decision_id"`
-	Extra      map[string]any `json:"extra"`
-}
-
-// ExportDecision is a decision, batch line or fallback record.
-type ExportDecision struct {
-	DecisionID      string             `json:"decision_id"`
-	CreadaEn        time.Time          `json:"creada_en"`
-	Canal           string             `json:"canal,omitempty"`
-	CampanaID       string             `json:"campana_id,omitempty"`
-	JobID           string             `json:"job_id,omitempty"`
-	Accion          int                `json:"accion"`
-	Propension      float64            `json:"propension"`
-	PoliticaVersion string             `json:"politica_version"`
-	Explorado       bool               `json:"explorado"`
-	EnControl       bool               `json:"en_control"`
-	EnRespaldo      bool               `json:"en_respaldo"`
-	CaducaEn        time.Time          `json:"caduca_en"`
-	Motivo          string             `json:"motivo"`
-	EstadoEjecucion string             `json:"estado_ejecucion"`
-	RecompensaMXN   *float64           `json:"recompensa_mxn,omitempty"`
-	Vector          map[string]float64 `json:"caracteristicas_usadas,omitempty"`
-}
-
-// ExportConfirmation is an execution confirmation.
-type ExportConfirmation struct {
-	DecisionID      string     `json:"decision_id"`
-	EstadoEjecucion string     `json:"estado_ejecucion"`
-	AccionReal      *int       `json:"accion_real"`
-	MotivoRechazo   *string    `json:"motivo_rechazo"`
-	TsEjecucion     *time.Time `json:"ts_ejecucion"`
-	ConfirmadaEn    time.Time  `json:"confirmada_en"`
-}
-
-// ExportCouponLink links a coupon sent to the decision that chose it.
-type ExportCouponLink struct {
-	CuponEmitidoID string  `json:"cupon_emitido_id"`
-	DecisionID     *string `json:"decision_id"`
-	Recibido       bool    `json:"recibido"`
-	Redimido       bool    `json:"redimido"`
-	Caducado       bool    `json:"caducado"`
-}
-
-// ExportDeletion is the customer's deletion record as the export shows it.
-type ExportDeletion struct {
-	Estado       string     `json:"estado"`
-	SolicitadoEn time.Time  `json:"solicitado_en"`
-	CompletadoEn *time.Time `json:"completado_en"`
-}
+// The export document is the API's ExportacionCliente (spec: GET
+// /v1/clientes/{cliente_ref}/exportacion); its types are the Go SDK's
+// (client), so the document the server writes and the one the SDK reads
+// are one definition.
 
 // Export gathers everything held about a customer and writes the access to
 // the access log (synced) before returning. An unknown customer gets empty
 // collections.
-func (s *Service) Export(tenant, clienteRef, clientID, trace string) (*CustomerExport, error) {
+func (s *Service) Export(tenant, clienteRef, clientID, trace string) (*client.ExportacionCliente, error) {
 	now, err := s.rec.TenantNow(tenant)
 	if err != nil {
 		return nil, err
@@ -98,12 +30,12 @@ func (s *Service) Export(tenant, clienteRef, clientID, trace string) (*CustomerE
 	if err := s.logAccess(tenant, clienteRef, clientID, trace, "exportacion", del != nil); err != nil {
 		return nil, err
 	}
-	x := &CustomerExport{
-		ClienteRef: clienteRef, GeneradoEn: now.UTC(), Eventos: []ExportEvent{}, Caracteristica: map[string]any{},
-		Decisiones: []ExportDecision{}, Confirmaciones: []ExportConfirmation{}, VinculosCupon: []ExportCouponLink{},
+	x := &client.ExportacionCliente{
+		ClienteRef: clienteRef, GeneradoEn: now.UTC(), Eventos: []client.EventoExportado{}, Caracteristicas: map[string]any{},
+		Decisiones: []client.DecisionExportada{}, Confirmaciones: []client.ConfirmacionExportada{}, VinculosCupon: []client.VinculoCupon{},
 	}
 	if del != nil {
-		x.Borrado = &ExportDeletion{Estado: del.Estado, SolicitadoEn: del.SolicitadoEn.UTC(), CompletadoEn: utcPtr(del.CompletadoEn)}
+		x.Borrado = &client.BorradoExportado{Estado: del.Estado, SolicitadoEn: del.SolicitadoEn.UTC(), CompletadoEn: utcPtr(del.CompletadoEn)}
 	}
 	// known: the customer's records found through its indexes.
 	cupons, known, err := s.exportEvents(tenant, clienteRef, x)
@@ -144,7 +76,7 @@ func (s *Service) indexedIDs(tenant string, idx customerIndex, ref string) ([]st
 
 // exportEvents adds the customer's events to x (a damaged one goes to
 // quarantine) and returns the coupons they name and the event keys.
-func (s *Service) exportEvents(tenant, clienteRef string, x *CustomerExport) (map[string]bool, [][]byte, error) {
+func (s *Service) exportEvents(tenant, clienteRef string, x *client.ExportacionCliente) (map[string]bool, [][]byte, error) {
 	evIDs, err := s.indexedIDs(tenant, eventIndex, clienteRef)
 	if err != nil {
 		return nil, nil, err
@@ -182,7 +114,7 @@ func (s *Service) exportEvents(tenant, clienteRef string, x *CustomerExport) (ma
 
 // exportFeatures adds the customer's features to x (damaged ones go to
 // quarantine).
-func (s *Service) exportFeatures(tenant, clienteRef string, now time.Time, x *CustomerExport) error {
+func (s *Service) exportFeatures(tenant, clienteRef string, now time.Time, x *client.ExportacionCliente) error {
 	b, err := s.db.Get(s.rec.FeaturesKey(tenant, clienteRef))
 	if errors.Is(err, store.ErrNotFound) {
 		return nil
@@ -191,7 +123,7 @@ func (s *Service) exportFeatures(tenant, clienteRef string, now time.Time, x *Cu
 		return err
 	}
 	if f, ok := engine.DecodeFeatures(b); ok {
-		x.Caracteristica = f.Export(now)
+		x.Caracteristicas = f.Export(now)
 	} else {
 		s.rec.Quarantine(tenant, s.rec.FeaturesKey(tenant, clienteRef), b, errors.New("features: do not decode"))
 	}
@@ -200,7 +132,7 @@ func (s *Service) exportFeatures(tenant, clienteRef string, now time.Time, x *Cu
 
 // exportDecisions adds the customer's decisions and confirmations to x and
 // returns the decision keys its index names.
-func (s *Service) exportDecisions(tenant, clienteRef string, x *CustomerExport) ([][]byte, error) {
+func (s *Service) exportDecisions(tenant, clienteRef string, x *client.ExportacionCliente) ([][]byte, error) {
 	nonces, err := s.indexedIDs(tenant, decisionIndex, clienteRef)
 	if err != nil {
 		return nil, err
@@ -221,7 +153,7 @@ func (s *Service) exportDecisions(tenant, clienteRef string, x *CustomerExport) 
 		id := s.rec.DecisionID(tenant, nonce)
 		x.Decisiones = append(x.Decisiones, exportDecision(id, r))
 		if r.ConfirmadaEn != nil {
-			c := ExportConfirmation{DecisionID: id, EstadoEjecucion: r.Estado, AccionReal: r.AccionReal,
+			c := client.ConfirmacionExportada{DecisionID: id, EstadoEjecucion: r.Estado, AccionReal: r.AccionReal,
 				TsEjecucion: utcPtr(r.TsEjecucion), ConfirmadaEn: r.ConfirmadaEn.UTC()}
 			if r.MotivoRechazo != "" {
 				m := r.MotivoRechazo
@@ -234,8 +166,8 @@ func (s *Service) exportDecisions(tenant, clienteRef string, x *CustomerExport) 
 }
 
 // exportDecision renders a decision record.
-func exportDecision(id string, r *engine.DecisionRecord) ExportDecision {
-	d := ExportDecision{
+func exportDecision(id string, r *engine.DecisionRecord) client.DecisionExportada {
+	d := client.DecisionExportada{
 		DecisionID: id, CreadaEn: r.At.UTC(), Canal: r.Canal, CampanaID: r.CampanaID, JobID: r.JobID,
 		Accion: r.Accion, Propension: r.Propension, PoliticaVersion: r.Version, Explorado: r.Explorado,
 		EnControl: r.EnControl, EnRespaldo: r.EnRespaldo, CaducaEn: r.CaducaEn.UTC(), Motivo: r.Motivo,
@@ -249,9 +181,9 @@ func exportDecision(id string, r *engine.DecisionRecord) ExportDecision {
 		d.RecompensaMXN = &m
 	}
 	if names := engine.VectorNames(); len(r.X) == len(names) {
-		d.Vector = make(map[string]float64, len(names))
+		d.CaracteristicasUsadas = make(map[string]float64, len(names))
 		for i, n := range names {
-			d.Vector[n] = r.X[i]
+			d.CaracteristicasUsadas[n] = r.X[i]
 		}
 	}
 	return d
@@ -259,7 +191,7 @@ func exportDecision(id string, r *engine.DecisionRecord) ExportDecision {
 
 // exportLinks adds the attribution links of the customer's coupons to x,
 // in coupon order.
-func (s *Service) exportLinks(tenant, clienteRef string, cupons map[string]bool, x *CustomerExport) error {
+func (s *Service) exportLinks(tenant, clienteRef string, cupons map[string]bool, x *client.ExportacionCliente) error {
 	ordered := make([]string, 0, len(cupons))
 	for c := range cupons {
 		ordered = append(ordered, c)
@@ -277,7 +209,7 @@ func (s *Service) exportLinks(tenant, clienteRef string, cupons map[string]bool,
 		if a.ClienteRef != clienteRef {
 			continue
 		}
-		l := ExportCouponLink{CuponEmitidoID: cupon, Recibido: a.Recibido, Redimido: a.Redimido, Caducado: a.Caducado}
+		l := client.VinculoCupon{CuponEmitidoID: cupon, Recibido: a.Recibido, Redimido: a.Redimido, Caducado: a.Caducado}
 		if a.DecisionID != "" {
 			id := a.DecisionID
 			l.DecisionID = &id
@@ -296,8 +228,8 @@ func utcPtr(t *time.Time) *time.Time {
 }
 
 // exportEvent renders a stored event as the event contract's JSON.
-func exportEvent(ev *engine.Event) ExportEvent {
-	out := ExportEvent{EventID: ev.ID, ClienteRef: ev.ClienteRef, TS: ev.TS.UTC(), Tipo: string(ev.Tipo), Clave: ev.Clave,
+func exportEvent(ev *engine.Event) client.EventoExportado {
+	out := client.EventoExportado{EventID: ev.ID, ClienteRef: ev.ClienteRef, Ts: ev.TS.UTC(), Tipo: string(ev.Tipo), Clave: ev.Clave,
 		Valor: float64(ev.ValorCents) / 100, Extra: map[string]any{}}
 	if ev.DecisionID != "" {
 		id := ev.DecisionID

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/coupond/coupond/batch"
+	"github.com/coupond/coupond/client"
 	"github.com/coupond/coupond/engine"
 	"github.com/coupond/coupond/server/schema"
 )
@@ -29,22 +30,8 @@ func (s *Server) checkBatchSlot(c *call) error {
 	return nil
 }
 
-type jobView struct {
-	JobID             string     `json:"job_id"`
-	Estado            string     `json:"estado"`
-	CreadoEn          time.Time  `json:"creado_en"`
-	CampanaID         string     `json:"campana_id"`
-	Total             int        `json:"total"`
-	Procesados        int        `json:"procesados"`
-	IniciadoEn        *time.Time `json:"iniciado_en"`
-	CompletadoEn      *time.Time `json:"completado_en"`
-	ResultadoURL      string     `json:"resultado_url,omitempty"`
-	ResultadoExpiraEn *time.Time `json:"resultado_expira_en,omitempty"`
-	Error             string     `json:"error,omitempty"`
-}
-
-func (s *Server) viewJob(j *batch.Job, real time.Time) jobView {
-	v := jobView{JobID: j.ID, Estado: j.Estado, CreadoEn: j.CreadoEn, CampanaID: j.CampanaID, Total: j.Total,
+func (s *Server) viewJob(j *batch.Job, real time.Time) client.EstadoLote {
+	v := client.EstadoLote{JobID: j.ID, Estado: j.Estado, CreadoEn: j.CreadoEn, CampanaID: j.CampanaID, Total: j.Total,
 		Procesados: j.Procesados, IniciadoEn: j.IniciadoEn, CompletadoEn: j.CompletadoEn, Error: j.Error}
 	if _, ok := s.Batch.ResultFile(j); ok {
 		exp := real.Add(batch.ResultURLTTL).Truncate(time.Second).UTC()

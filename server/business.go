@@ -240,6 +240,24 @@ func (s *Server) watchTenants() {
 				g, err := s.Engine.Guard(t)
 				return g.Policy, err
 			}},
+		tenantGauge{name: "coupond_policy_send_rung",
+			help: "The rung of the send rule's ladder in use (0: the most pessimistic, where every tenant starts; each rung further trusts the model more, chosen by off-policy evidence); 0 without a ladder; without the tenant label, the largest.", max: true,
+			read: func(t string) (float64, error) {
+				g, err := s.Engine.Guard(t)
+				if err != nil || g.Ladder == nil {
+					return 0, err
+				}
+				return float64(g.Ladder.Rung), nil
+			}},
+		tenantGauge{name: "coupond_policy_send_rung_moves",
+			help: "Moves of the send rule's ladder since the model began (summed without the tenant label).",
+			read: func(t string) (float64, error) {
+				g, err := s.Engine.Guard(t)
+				if err != nil || g.Ladder == nil {
+					return 0, err
+				}
+				return float64(g.Ladder.Moves), nil
+			}},
 		tenantGauge{name: "coupond_abuse_quarantined_requests",
 			help: "Event requests held in abuse quarantine, waiting for 'coupond admin abuse release'.",
 			read: func(t string) (float64, error) { return float64(s.QuarantineCount(t)), nil }},

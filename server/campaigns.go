@@ -3,8 +3,8 @@ package server
 import (
 	"errors"
 	"net/http"
-	"time"
 
+	"github.com/coupond/coupond/client"
 	"github.com/coupond/coupond/engine"
 	"github.com/coupond/coupond/server/schema"
 )
@@ -16,18 +16,9 @@ var campaignSchema = schema.Object(
 	schema.Field("max_envios", schema.Int().Min(0)),
 )
 
-type campaignView struct {
-	CampanaID       string    `json:"campana_id"`
-	Canal           string    `json:"canal"`
-	Descripcion     string    `json:"descripcion"`
-	MaxDescuentoMXN *float64  `json:"max_descuento_mxn"`
-	MaxEnvios       *int64    `json:"max_envios"`
-	CreadoEn        time.Time `json:"creado_en"`
-	ActualizadoEn   time.Time `json:"actualizado_en"`
-}
-
-func viewCampaign(c *engine.Campaign) campaignView {
-	v := campaignView{CampanaID: c.ID, Canal: c.Canal, Descripcion: c.Descripcion, MaxEnvios: c.MaxEnvios, CreadoEn: c.CreadoEn, ActualizadoEn: c.ActualizadoEn}
+// viewCampaign is the campaign as the API shows it (money in MXN).
+func viewCampaign(c *engine.Campaign) client.CampanaRespuesta {
+	v := client.CampanaRespuesta{CampanaID: c.ID, Canal: c.Canal, Descripcion: c.Descripcion, MaxEnvios: c.MaxEnvios, CreadoEn: c.CreadoEn, ActualizadoEn: c.ActualizadoEn}
 	if c.MaxDescuentoCents != nil {
 		m := mxn(*c.MaxDescuentoCents)
 		v.MaxDescuentoMXN = &m

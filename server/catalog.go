@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 
+	"github.com/coupond/coupond/client"
 	"github.com/coupond/coupond/engine"
 	"github.com/coupond/coupond/server/schema"
 )
@@ -22,28 +23,11 @@ var catalogSchema = schema.Object(
 	)).Items(0, 1000)).Required(),
 )
 
-// catalogView is the catalog as the API shows it (money in MXN).
-type catalogView struct {
-	Acciones []actionView `json:"acciones"`
-	Version  int64        `json:"version"`
-}
-
-type actionView struct {
-	ID              int      `json:"id"`
-	Nombre          string   `json:"nombre"`
-	TipoCupon       string   `json:"tipo_cupon"`
-	CostoEnvioMXN   float64  `json:"costo_envio_mxn"`
-	DescuentoMaxMXN float64  `json:"descuento_max_mxn"`
-	DescuentoPct    float64  `json:"descuento_pct"`
-	Canales         []string `json:"canales,omitempty"`
-	Activa          bool     `json:"activa"`
-	Categorias      []string `json:"categorias,omitempty"`
-}
-
-func viewCatalog(c *engine.Catalog) catalogView {
-	v := catalogView{Acciones: []actionView{}, Version: c.Version}
+// viewCatalog is the catalog as the API shows it (money in MXN).
+func viewCatalog(c *engine.Catalog) client.CatalogoRespuesta {
+	v := client.CatalogoRespuesta{Acciones: []client.AccionCatalogoRespuesta{}, Version: c.Version}
 	for _, a := range c.Acciones {
-		v.Acciones = append(v.Acciones, actionView{
+		v.Acciones = append(v.Acciones, client.AccionCatalogoRespuesta{
 			ID: a.ID, Nombre: a.Nombre, TipoCupon: a.TipoCupon, CostoEnvioMXN: mxn(a.CostoEnvioCents),
 			DescuentoMaxMXN: mxn(a.DescuentoMaxCents), DescuentoPct: a.DescuentoPct, Canales: a.Canales, Activa: a.Activa,
 			Categorias: a.Categorias,

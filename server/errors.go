@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/coupond/coupond/client"
 	"github.com/coupond/coupond/jsonappend"
 	"github.com/coupond/coupond/server/schema"
 	"github.com/coupond/coupond/store"
@@ -104,15 +105,6 @@ func joinValidation(errs ...error) error {
 	return &validationError{detail: all}
 }
 
-// errorV1 is the ErrorV1 body.
-type errorV1 struct {
-	Codigo  string         `json:"codigo"`
-	Mensaje string         `json:"mensaje"`
-	Campo   *string        `json:"campo"`
-	Detalle map[string]any `json:"detalle"`
-	TraceID string         `json:"trace_id"`
-}
-
 // writeError answers err. Only internal errors are logged with detail; the
 // body never carries internals.
 func (s *Server) writeError(w http.ResponseWriter, c *call, err error) {
@@ -140,7 +132,7 @@ func (s *Server) writeError(w http.ResponseWriter, c *call, err error) {
 	}
 	row := errorTable[ae.kind]
 	s.countError(c, row.codigo)
-	body := errorV1{Codigo: row.codigo, Mensaje: row.msg, Detalle: ae.detalle, TraceID: c.trace}
+	body := client.ErrorV1{Codigo: row.codigo, Mensaje: row.msg, Detalle: ae.detalle, TraceID: c.trace}
 	if ae.msg != "" {
 		body.Mensaje = ae.msg
 	}
@@ -161,7 +153,7 @@ func (s *Server) writeError(w http.ResponseWriter, c *call, err error) {
 	}
 	if ae.oauth.code != "" {
 		writeJSON(w, row.status, struct {
-			errorV1
+			client.ErrorV1
 			oauthFields
 		}{body, ae.oauth.fields()})
 		return

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/coupond/coupond/batch"
+	"github.com/coupond/coupond/client"
 	"github.com/coupond/coupond/engine"
 	"github.com/coupond/coupond/privacy"
 	"github.com/coupond/coupond/server/schema"
@@ -189,22 +190,22 @@ func newDocGen() *docGen {
 	return &docGen{
 		schemas: obj{},
 		types: map[reflect.Type]string{
-			reflect.TypeFor[engine.Decision]():            "Decision",
-			reflect.TypeFor[engine.Detalle]():             "Detalle",
-			reflect.TypeFor[engine.DetalleAccion]():       "DetalleAccion",
-			reflect.TypeFor[engine.Rejection]():           "Rechazo",
-			reflect.TypeFor[eventsResponse]():             "RespuestaEventos",
-			reflect.TypeFor[jobView]():                    "EstadoLote",
-			reflect.TypeFor[catalogView]():                "CatalogoRespuesta",
-			reflect.TypeFor[actionView]():                 "AccionCatalogoRespuesta",
-			reflect.TypeFor[campaignView]():               "CampanaRespuesta",
-			reflect.TypeFor[errorV1]():                    "ErrorV1",
-			reflect.TypeFor[privacy.CustomerExport]():     "ExportacionCliente",
-			reflect.TypeFor[privacy.ExportEvent]():        "EventoExportado",
-			reflect.TypeFor[privacy.ExportDecision]():     "DecisionExportada",
-			reflect.TypeFor[privacy.ExportConfirmation](): "ConfirmacionExportada",
-			reflect.TypeFor[privacy.ExportCouponLink]():   "VinculoCupon",
-			reflect.TypeFor[privacy.ExportDeletion]():     "BorradoExportado",
+			reflect.TypeFor[engine.Decision]():                "Decision",
+			reflect.TypeFor[engine.Detalle]():                 "Detalle",
+			reflect.TypeFor[engine.DetalleAccion]():           "DetalleAccion",
+			reflect.TypeFor[engine.Rejection]():               "Rechazo",
+			reflect.TypeFor[eventsResponse]():                 "RespuestaEventos",
+			reflect.TypeFor[client.EstadoLote]():              "EstadoLote",
+			reflect.TypeFor[client.CatalogoRespuesta]():       "CatalogoRespuesta",
+			reflect.TypeFor[client.AccionCatalogoRespuesta](): "AccionCatalogoRespuesta",
+			reflect.TypeFor[client.CampanaRespuesta]():        "CampanaRespuesta",
+			reflect.TypeFor[client.ErrorV1]():                 "ErrorV1",
+			reflect.TypeFor[client.ExportacionCliente]():      "ExportacionCliente",
+			reflect.TypeFor[client.EventoExportado]():         "EventoExportado",
+			reflect.TypeFor[client.DecisionExportada]():       "DecisionExportada",
+			reflect.TypeFor[client.ConfirmacionExportada]():   "ConfirmacionExportada",
+			reflect.TypeFor[client.VinculoCupon]():            "VinculoCupon",
+			reflect.TypeFor[client.BorradoExportado]():        "BorradoExportado",
 		},
 		fieldDocs:    responseFieldDocs,
 		fieldPatches: responseFieldPatches(),

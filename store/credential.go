@@ -69,11 +69,7 @@ func (db *DB) CreateCredential(c *Credential) error {
 	if _, ok := db.tenants[c.Tenant]; !ok {
 		return fmt.Errorf("store: tenant %q: %w", c.Tenant, ErrNotFound)
 	}
-	if err := db.putLocked(credentialKey(c.ClientID), c); err != nil {
-		return err
-	}
-	db.creds[c.ClientID] = c
-	return nil
+	return putCachedLocked(db, db.creds, c.ClientID, credentialKey(c.ClientID), c)
 }
 
 // Credential returns the credential, shared: do not modify it.
@@ -112,19 +108,7 @@ func (db *DB) Credentials(tenant string) []*Credential {
 func (db *DB) UpdateCredential(clientID string, fn func(c *Credential) error) (*Credential, error) {
 	db.mu.Lock()
 	defer db.mu.Unlock()
-	old, ok := db.creds[clientID]
-	if !ok {
-		return nil, fmt.Errorf("store: credential %q: %w", clientID, ErrNotFound)
-	}
-	c := *old
-	if err := fn(&c); err != nil {
-		return nil, err
-	}
-	if err := db.putLocked(credentialKey(clientID), &c); err != nil {
-		return nil, err
-	}
-	db.creds[clientID] = &c
-	return &c, nil
+	return updateCachedLocked(db, db.creds, "credential", clientID, credentialKey(clientID), fn)
 }
 
 // TouchCredential records last use (token issued) in memory only; it is

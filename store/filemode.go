@@ -44,26 +44,21 @@ func (fs ownerOnlyFS) MkdirAll(dir string, _ os.FileMode) error {
 
 func (fs ownerOnlyFS) Lock(name string) (io.Closer, error) {
 	c, err := fs.FS.Lock(name)
-	if err != nil {
-		return nil, err
-	}
-	if err := os.Chmod(name, FileMode); err != nil {
-		c.Close()
-		return nil, err
-	}
-	return c, nil
+	return ownerOnly(c, name, err)
 }
 
 func (fs ownerOnlyFS) Unwrap() vfs.FS { return fs.FS }
 
-// ownerOnly sets name's mode to FileMode once f is open.
-func ownerOnly(f vfs.File, name string, err error) (vfs.File, error) {
+// ownerOnly sets name's mode to FileMode once f (a file or a lock) is open;
+// it closes f when it cannot.
+func ownerOnly[F io.Closer](f F, name string, err error) (F, error) {
+	var none F
 	if err != nil {
-		return nil, err
+		return none, err
 	}
 	if err := os.Chmod(name, FileMode); err != nil {
 		f.Close()
-		return nil, err
+		return none, err
 	}
 	return f, nil
 }

@@ -53,9 +53,7 @@ func (db *DB) ScanHeld(tenant string, fn func(key []byte, h *HeldBatch) error) e
 
 // CountHeld is the number of held batches of tenant.
 func (db *DB) CountHeld(tenant string) int {
-	n := 0
-	lo, hi := QuarantineSpan(tenant)
-	db.Scan(lo, hi, func(_, _ []byte) error { n++; return nil })
+	n, _ := db.Count(QuarantineSpan(tenant))
 	return n
 }
 

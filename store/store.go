@@ -155,6 +155,43 @@ func (db *DB) Scan(lower, upper []byte, fn func(key, value []byte) error) error 
 // ErrStop ends a Scan early.
 var ErrStop = errors.New("store: stop scan")
 
+// ScanJSON decodes every value in [lower, upper) as JSON into a T, in key
+// order; the slice is empty, not nil, when the span is. A value that does
+// not decode ends the scan with its error.
+func ScanJSON[T any](db *DB, lower, upper []byte) ([]T, error) {
+	out := []T{}
+	err := db.Scan(lower, upper, func(k, v []byte) error {
+		var x T
+		if err := json.Unmarshal(v, &x); err != nil {
+			return fmt.Errorf("store: decode %q: %w", k[:min(len(k), 16)], err)
+		}
+		out = append(out, x)
+		return nil
+	})
+	return out, err
+}
+
+// Count returns how many keys [lower, upper) holds, by a scan of the span.
+func (db *DB) Count(lower, upper []byte) (int, error) {
+	n := 0
+	err := db.Scan(lower, upper, func(_, _ []byte) error { n++; return nil })
+	return n, err
+}
+
+// CountEveryTenant sums Count over span(tenant) for every tenant: one
+// bounded scan per tenant.
+func (db *DB) CountEveryTenant(span func(tenant string) (lower, upper []byte)) (int, error) {
+	total := 0
+	for _, t := range db.Tenants() {
+		n, err := db.Count(span(t.ID))
+		if err != nil {
+			return total, err
+		}
+		total += n
+	}
+	return total, nil
+}
+
 type iterable interface {
 	NewIter(*pebble.IterOptions) (*pebble.Iterator, error)
 }

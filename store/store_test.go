@@ -180,3 +180,66 @@ func TestBatchScanAndCompact(t *testing.T) {
 		t.Error("range delete of acme removed a key of other")
 	}
 }
+
+func TestScanJSONAndCount(t *testing.T) {
+	db, _ := openMem(t)
+	for _, id := range []string{"acme", "beta", "zeta"} {
+		if err := db.CreateTenant(&Tenant{ID: id}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	type rec struct {
+		N int `json:"n"`
+	}
+	b := db.NewBatch()
+	for i, k := range []string{"b", "a", "c"} {
+		if err := b.SetJSON(AccessLogKey("acme", time.Unix(int64(i), 0), k), rec{N: i}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.SetJSON(AccessLogKey("beta", time.Unix(9, 0), "x"), rec{N: 9}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+
+	tests := []struct {
+		tenant string
+		want   []rec
+	}{
+		{"acme", []rec{{0}, {1}, {2}}}, // key (time) order
+		{"beta", []rec{{9}}},
+		{"zeta", []rec{}}, // empty, not nil
+	}
+	for _, tt := range tests {
+		lo, hi := AccessLogSpan(tt.tenant)
+		got, err := ScanJSON[rec](db, lo, hi)
+		if err != nil {
+			t.Fatalf("ScanJSON %s: %v", tt.tenant, err)
+		}
+		if diff := cmp.Diff(tt.want, got); diff != "" {
+			t.Errorf("ScanJSON %s (-want +got):\n%s", tt.tenant, diff)
+		}
+		n, err := db.Count(lo, hi)
+		if err != nil || n != len(tt.want) {
+			t.Errorf("Count %s = %d, %v; want %d", tt.tenant, n, err, len(tt.want))
+		}
+	}
+	if n, err := db.CountEveryTenant(AccessLogSpan); err != nil || n != 4 {
+		t.Errorf("CountEveryTenant = %d, %v; want 4", n, err)
+	}
+
+	// A value that is not JSON of the type ends the scan with an error.
+	b = db.NewBatch()
+	b.Set(AccessLogKey("zeta", time.Unix(1, 0), "bad"), []byte("{"))
+	if err := b.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+	lo, hi := AccessLogSpan("zeta")
+	if _, err := ScanJSON[rec](db, lo, hi); err == nil {
+		t.Error("ScanJSON of a damaged value: no error")
+	}
+}

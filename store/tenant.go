@@ -73,11 +73,7 @@ func (db *DB) CreateTenant(t *Tenant) error {
 	if _, ok := db.tenants[t.ID]; ok {
 		return fmt.Errorf("store: tenant %q: %w", t.ID, ErrExists)
 	}
-	if err := db.putLocked(tenantKey(t.ID), t); err != nil {
-		return err
-	}
-	db.tenants[t.ID] = t
-	return nil
+	return putCachedLocked(db, db.tenants, t.ID, tenantKey(t.ID), t)
 }
 
 // Tenant returns the tenant record, shared: do not modify it.
@@ -104,19 +100,37 @@ func (db *DB) Tenants() []*Tenant {
 func (db *DB) UpdateTenant(id string, fn func(t *Tenant) error) (*Tenant, error) {
 	db.mu.Lock()
 	defer db.mu.Unlock()
-	old, ok := db.tenants[id]
+	return updateCachedLocked(db, db.tenants, "tenant", id, tenantKey(id), fn)
+}
+
+// updateCachedLocked applies fn to a copy of cache[id], stores the copy
+// under key with Sync and publishes it in cache, so readers of the cache
+// never see a half-updated record; fn's error aborts the update. what names
+// the record kind in the ErrNotFound of an unknown id. db.mu must be held.
+func updateCachedLocked[T any](db *DB, cache map[string]*T, what, id string, key []byte, fn func(*T) error) (*T, error) {
+	old, ok := cache[id]
 	if !ok {
-		return nil, fmt.Errorf("store: tenant %q: %w", id, ErrNotFound)
+		return nil, fmt.Errorf("store: %s %q: %w", what, id, ErrNotFound)
 	}
-	t := *old
-	if err := fn(&t); err != nil {
+	v := *old
+	if err := fn(&v); err != nil {
 		return nil, err
 	}
-	if err := db.putLocked(tenantKey(id), &t); err != nil {
+	if err := putCachedLocked(db, cache, id, key, &v); err != nil {
 		return nil, err
 	}
-	db.tenants[id] = &t
-	return &t, nil
+	return &v, nil
+}
+
+// putCachedLocked stores v under key with Sync, then publishes it as
+// cache[id]: a cached record is never one the store might not hold.
+// db.mu must be held.
+func putCachedLocked[T any](db *DB, cache map[string]*T, id string, key []byte, v *T) error {
+	if err := db.putLocked(key, v); err != nil {
+		return err
+	}
+	cache[id] = v
+	return nil
 }
 
 func (db *DB) putLocked(key []byte, v any) error {

@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/coupond/coupond/engine"
+	policypkg "github.com/coupond/coupond/policy"
 )
 
 // doneWhen collects a test's issue-18 "Done when" checks. A met line logs.
@@ -72,12 +74,45 @@ func TestRareBuyersNeverRespond(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var shares, obs []string
+	for _, wk := range rep.Weeks {
+		shares = append(shares, fmt.Sprintf("%.2f", wk.RareSendShare))
+		obs = append(obs, fmt.Sprintf("%.2f", wk.ObsRareSendShare))
+	}
+	last := rep.Weeks[len(rep.Weeks)-1]
+	dw.check(last.RareSendShare < 0.10, false, "share of rare buyers sent a coupon, weeks 1–6: %v (want < 0.10 by week 6; all customers: %.2f; the observable oracle, which knows each rate: %v)",
+		shares, last.EngineSendShare, obs)
+}
+
+// TestRareBuyersObservable: the issue's reading of "rarely-buying
+// customers who never respond": 40 % of the customers buy about once in
+// 10 weeks and coupons never move them; the others buy about every other
+// week or more and respond. Their history tells them apart. Done when:
+// coupons to rare buyers < 10 % of them by week 6. (In
+// TestRareBuyersNeverRespond the rare buyers are the bottom 40 % of a
+// continuous rate, and no band of the history has a negative mean effect:
+// POLICY.md §7.4; there the observable oracle's own share is logged.)
+// Known gap (POLICY.md §7.5): main's engine sends 18–29 % of these rare
+// buyers a coupon every week at 4,000 customers; the line is logged and
+// the test skips with it.
+func TestRareBuyersObservable(t *testing.T) {
+	dw := &doneWhen{t: t}
+	defer dw.finish()
+	fam := scenarioFamily(4000, 6)
+	if testing.Short() {
+		fam.Customers = 1500
+	}
+	fam.RareNeverRespond, fam.RareRate, fam.Conversion = true, 0.1, 0.6
+	rep, err := RunWorld(context.Background(), fam)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var shares []string
 	for _, wk := range rep.Weeks {
 		shares = append(shares, fmt.Sprintf("%.2f", wk.RareSendShare))
 	}
 	last := rep.Weeks[len(rep.Weeks)-1]
-	dw.check(last.RareSendShare < 0.10, false, "share of rare buyers sent a coupon, weeks 1–6: %v (want < 0.10 by week 6; all customers: %.2f)",
+	dw.check(last.RareSendShare < 0.10, true, "bimodal rates: share of rare buyers sent a coupon, weeks 1–6: %v (want < 0.10 by week 6; all customers: %.2f)",
 		shares, last.EngineSendShare)
 }
 
@@ -281,5 +316,61 @@ func TestGuard(t *testing.T) {
 		t.Error(msg)
 	} else {
 		t.Log("met: " + msg)
+	}
+}
+
+// ladderRungs reads each week's rung of the send rule's ladder from the
+// guard state (" rung=N"), -1 where there is none.
+func ladderRungs(g guardRun) []int {
+	var out []int
+	for _, st := range g.states {
+		r := -1
+		if i := strings.Index(st, "rung="); i >= 0 {
+			fmt.Sscanf(st[i+len("rung="):], "%d", &r)
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// TestLadder: the send rule's ladder (policy.Config.Ladder, switched on
+// here, with unweighted folds as tuned) leaves its most pessimistic rung in tune world 18 at 1,500
+// customers (where the fixed rule with the same folds captures 0.10,
+// POLICY.md §7.5) and captures more than the fixed
+// rule with the same folds; where coupons only give margin away (TestGuard's losing world) it
+// never leaves it. Fails if the ladder's moves are removed.
+func TestLadder(t *testing.T) {
+	cfg := policypkg.DefaultConfig()
+	cfg.Ladder, cfg.ImportanceAlpha = policypkg.DefaultLadder(), 0
+	win := DrawFamily(18)
+	win.Resize(1500, 0)
+	off := cfg
+	off.Ladder = nil
+	win.policy = &off
+	fixed := runGuardWorld(t, win)
+	win.policy = &cfg
+	w := runGuardWorld(t, win)
+	n := 3000
+	if testing.Short() {
+		n = 800
+	}
+	lose := scenarioFamily(n, 8)
+	lose.Lift, lose.Conversion = 0.02, 0.3
+	lose.Coupons = []CouponSpec{{ID: 1, Name: "20pct_max200", Pct: 0.2, MaxMXN: 200, CostMXN: 1, Boost: 1},
+		{ID: 2, Name: "100mxn", MaxMXN: 100, CostMXN: 1, Boost: 1}}
+	lose.policy = &cfg
+	l := runGuardWorld(t, lose)
+	wr, lr := ladderRungs(w), ladderRungs(l)
+	t.Logf("world 18: rungs %v, send shares%s, capture %.3f (fixed rule: send shares%s, capture %.3f)",
+		wr, fmtShares(w.sends), w.rep.Capture.Engine, fmtShares(fixed.sends), fixed.rep.Capture.Engine)
+	t.Logf("losing world: rungs %v, send shares%s", lr, fmtShares(l.sends))
+	if slices.Max(wr) < 1 {
+		t.Errorf("world 18: the ladder never left rung 0: %v", wr)
+	}
+	if !(w.rep.Capture.Engine > fixed.rep.Capture.Engine) {
+		t.Errorf("world 18: capture %.3f with the ladder, %.3f without", w.rep.Capture.Engine, fixed.rep.Capture.Engine)
+	}
+	if slices.Max(lr) != 0 {
+		t.Errorf("losing world: the ladder left rung 0: %v", lr)
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"strings"
+
+	policypkg "github.com/coupond/coupond/policy"
 )
 
 // Family is the hidden design of one world of the many-worlds lab: what
@@ -52,6 +54,11 @@ type Family struct {
 	// RareNeverRespond: customers below the 40th percentile of the rate
 	// never respond, whatever the rest says (the prior is wrong for them).
 	RareNeverRespond bool
+	// RareRate, if > 0, makes the purchase rate bimodal: 40 % of the
+	// customers buy at about RareRate a week (lognormal, σ 0.3), the rest
+	// at the Conversion draw, so the rare buyers are a group their history
+	// shows (scenario tests; drawn worlds leave it 0).
+	RareRate float64
 	// NeverRedeem is the share who never redeem a coupon (they may still
 	// buy); SleepingDogs the share who opt out (BAJA comunicaciones) with
 	// probability OptoutProb when contacted.
@@ -70,6 +77,9 @@ type Family struct {
 	// engineOnly skips every policy but the engine (scenario tests that
 	// only look at what the engine sends).
 	engineOnly bool
+	// policy, if not nil, is the engine's policy configuration (scenario
+	// tests that switch a mechanism on); nil is policy.DefaultConfig().
+	policy *policypkg.Config
 }
 
 // CouponSpec is one coupon of a world. Category "" applies to the whole

@@ -34,7 +34,11 @@ type WorldWeek struct {
 	EngineSends     []int   `json:"engine_sends"`
 	EngineSendShare float64 `json:"engine_send_share"`
 	RareSendShare   float64 `json:"engine_rare_send_share"`
-	Version         string  `json:"politica_version"`
+	// ObsRareSendShare is the share of the rare buyers to whom the
+	// observable oracle sends a coupon (the lab's observable oracle takes
+	// each customer's own purchase rate as known).
+	ObsRareSendShare float64 `json:"observable_oracle_rare_send_share"`
+	Version          string  `json:"politica_version"`
 	// Guard is the engine's guard state when engine.Status exports one
 	// (see guardState), else "".
 	Guard string `json:"guard,omitempty"`
@@ -201,7 +205,7 @@ func newRun(fam *Family) (*run, error) {
 		return nil, err
 	}
 	clk := newLabClock(start)
-	eng := engine.New(engine.Config{DB: db, Secrets: store.TestSecrets(), Log: zerolog.Nop(), Now: clk.Now, Seed: fam.Seed + 1})
+	eng := engine.New(engine.Config{DB: db, Secrets: store.TestSecrets(), Log: zerolog.Nop(), Now: clk.Now, Seed: fam.Seed + 1, Policy: fam.policy})
 	seed := fam.Seed
 	w := newWorld(fam, rand.New(rand.NewPCG(seed, 1)))
 	r := &run{fam: fam, w: w, db: db, eng: eng, clk: clk, wrng: rand.New(rand.NewPCG(seed, 2)), out: make([]bool, fam.Customers)}
@@ -256,7 +260,7 @@ func (r *run) week(week int) error {
 		return err
 	}
 	row := WorldWeek{Week: week, EngineSends: make([]int, w.active)}
-	var rare, rareSent int
+	var rare, rareSent, obsRareSent int
 	for i, c := range w.custs {
 		k, err := r.engineStep(i, now, &row)
 		if err != nil {
@@ -267,6 +271,9 @@ func (r *run) week(week int) error {
 			if k >= 0 {
 				rareSent++
 			}
+			if r.observableChoice(i) >= 0 {
+				obsRareSent++
+			}
 		}
 		row.Never += w.trueValue(c, -1)
 		if !r.fam.engineOnly {
@@ -276,6 +283,7 @@ func (r *run) week(week int) error {
 	row.perDecision(len(w.custs))
 	if rare > 0 {
 		row.RareSendShare = float64(rareSent) / float64(rare)
+		row.ObsRareSendShare = float64(obsRareSent) / float64(rare)
 	}
 	if !r.fam.engineOnly {
 		r.singleWeek = append(r.singleWeek, r.singles())
@@ -362,6 +370,23 @@ func (r *run) actIndex(id int) int {
 		}
 	}
 	return -1
+}
+
+// observableChoice is the observable oracle's action for customer i (-1:
+// nothing), as baselines decides it.
+func (r *run) observableChoice(i int) int {
+	w, c := r.w, r.w.custs[i]
+	survived := 0
+	if p := r.pols["observable"]; p != nil {
+		survived = p.sent[i]
+	}
+	best := -1
+	for k := range w.active {
+		if w.observableValue(c, k, survived) > w.observableValue(c, best, survived) {
+			best = k
+		}
+	}
+	return best
 }
 
 // baselines decides customer i by every other policy and lets the
@@ -554,11 +579,25 @@ func readGuard(f reflect.Value) string {
 	if !active.IsValid() || active.Kind() != reflect.Bool {
 		return fmt.Sprint(f.Interface())
 	}
+	rung := readRung(f)
 	if !active.Bool() {
-		return "inactive"
+		return "inactive" + rung
 	}
 	if b := f.FieldByName("Baseline"); b.IsValid() && b.CanInt() {
-		return fmt.Sprintf("active baseline=%d", b.Int())
+		return fmt.Sprintf("active baseline=%d", b.Int()) + rung
 	}
-	return "active"
+	return "active" + rung
+}
+
+// readRung reads the send rule's ladder from a guard struct's field
+// Ladder (a pointer to a struct with an int Rung): " rung=N", or "".
+func readRung(f reflect.Value) string {
+	l := f.FieldByName("Ladder")
+	if !l.IsValid() || l.Kind() != reflect.Pointer || l.IsNil() {
+		return ""
+	}
+	if r := l.Elem().FieldByName("Rung"); r.IsValid() && r.CanInt() {
+		return fmt.Sprintf(" rung=%d", r.Int())
+	}
+	return ""
 }
