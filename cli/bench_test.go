@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -126,7 +127,7 @@ func TestOpenLoopMeasuresFromSchedule(t *testing.T) {
 }
 
 func TestBareHandler(t *testing.T) {
-	srv := httptest.NewServer(bareHandler([]byte("k")))
+	srv := httptest.NewServer(bareHandler([]byte("k"), nil))
 	defer srv.Close()
 	f := &benchFlags{url: srv.URL, clientID: "x", secret: "-"}
 	c := newBenchClient(f, 1)
@@ -145,6 +146,46 @@ func TestBareHandler(t *testing.T) {
 	}
 	if st, _, _ := conn.post("/v1/decisiones", tok, []byte(`{"contexto":{"canal":"push"}}`)); st != 422 {
 		t.Errorf("no cliente_ref: %d, want 422", st)
+	}
+}
+
+// TestBareHandlerSync: the floor commits every decision under a fresh key
+// before it answers, and answers no decision it could not commit.
+func TestBareHandlerSync(t *testing.T) {
+	keys := map[string]int{}
+	fail := false
+	srv := httptest.NewServer(bareHandler([]byte("k"), func(k, v []byte) error {
+		if fail {
+			return errors.New("disk")
+		}
+		keys[string(k)] = len(v)
+		return nil
+	}))
+	defer srv.Close()
+	c := newBenchClient(&benchFlags{url: srv.URL, clientID: "x", secret: "-"}, 1)
+	tok, err := c.bearer(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn := newRawConn(srv.URL)
+	defer conn.close()
+	for n := range 2 {
+		st, body, err := conn.post("/v1/decisiones", tok, decisionBody(1, n, 100))
+		if err != nil || st != 200 || !bytes.Contains(body, []byte(`"decision_id"`)) {
+			t.Fatalf("decision %d: %d %s %v", n, st, body, err)
+		}
+	}
+	if len(keys) != 2 {
+		t.Fatalf("%d distinct records committed for 2 decisions, want 2", len(keys))
+	}
+	for k, n := range keys {
+		if n < 300 || n > 600 {
+			t.Errorf("record %q is %d bytes, want a decision-sized 300-600", k, n)
+		}
+	}
+	fail = true
+	if st, _, _ := conn.post("/v1/decisiones", tok, decisionBody(1, 3, 100)); st != 503 {
+		t.Errorf("commit failed: status %d, want 503", st)
 	}
 }
 
@@ -175,5 +216,35 @@ func TestWriteProfile(t *testing.T) {
 		if b := buf.Bytes(); len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {
 			t.Errorf("%s: not a gzipped pprof profile (%d bytes)", kind, len(b))
 		}
+	}
+}
+
+// TestDecisionTableRatios: with the bare baseline and the floor, each row
+// holds coupond's p99 and CPU ratios to both, computed from the steps.
+func TestDecisionTableRatios(t *testing.T) {
+	step := func(p99 time.Duration, cpu time.Duration) stepResult {
+		lat := make([]time.Duration, 100)
+		for i := range lat {
+			lat[i] = p99 / 2
+		}
+		lat[99] = p99
+		return stepResult{rate: 2000, ok: 100, elapsed: time.Second / 20, lat: lat, server: cpuSample{cpu: 100 * cpu, known: true}}
+	}
+	targets := []decisionTarget{{name: "coupond"}, {name: "baseline"}, {name: "floor"}}
+	results := [][]stepResult{
+		{step(6*time.Millisecond, 300*time.Microsecond)},
+		{step(2*time.Millisecond, 120*time.Microsecond)},
+		{step(4*time.Millisecond, 250*time.Microsecond)},
+	}
+	var buf bytes.Buffer
+	printDecisionTable(&buf, targets, results)
+	lines := strings.Split(buf.String(), "\n")
+	got := []string{lines[1], lines[3]}
+	want := []string{
+		"| rate/s | coupond p50 / p95 / p99 ms | achieved/s | server CPU µs/req | baseline p50 / p95 / p99 ms | achieved/s | server CPU µs/req | p99 ratio | CPU ratio | floor p50 / p95 / p99 ms | achieved/s | server CPU µs/req | p99 ratio | CPU ratio |",
+		"| 2000 | 3.00 / 3.00 / 6.00 | 2000 | 300 | 1.00 / 1.00 / 2.00 | 2000 | 120 | 3.00× | 2.50× | 2.00 / 2.00 / 4.00 | 2000 | 250 | 1.50× | 1.20× |",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("table (-want +got):\n%s", diff)
 	}
 }

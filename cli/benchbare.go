@@ -14,12 +14,14 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/julienschmidt/httprouter"
 	"github.com/spf13/cobra"
 
 	"github.com/coupond/coupond/engine"
+	"github.com/coupond/coupond/store"
 )
 
 // The baseline of "bench decisions --baseline": the least an HTTP decision
@@ -27,8 +29,14 @@ import (
 // same cores as coupond does. It routes with httprouter, checks an
 // HMAC-SHA256 bearer token, decodes and checks a decision request with
 // encoding/json and encodes a decision-sized answer; it stores nothing.
+//
+// With --sync-dir it is the floor of "bench decisions --baseline":
+// the same handler, which also commits each decision (a fresh key, the
+// answer and the request, about 350 bytes) to raw Pebble on that directory
+// with Sync before it answers — the least any service that makes an
+// acknowledged decision durable on this disk must do.
 func benchBareServerCmd() *cobra.Command {
-	var addr string
+	var addr, syncDir string
 	cmd := internalCmd("bare-server", "Bare decision handler used as the baseline of bench decisions (internal)", func(cmd *cobra.Command) error {
 		ln, err := net.Listen("tcp", addr)
 		if err != nil {
@@ -36,7 +44,16 @@ func benchBareServerCmd() *cobra.Command {
 		}
 		key := make([]byte, 32)
 		rand.Read(key)
-		srv := &http.Server{Handler: bareHandler(key), ReadHeaderTimeout: 10 * time.Second}
+		var commit func(k, v []byte) error
+		if syncDir != "" {
+			l, err := store.OpenRawSyncLog(syncDir)
+			if err != nil {
+				return err
+			}
+			defer l.Close()
+			commit = l.Put
+		}
+		srv := &http.Server{Handler: bareHandler(key, commit), ReadHeaderTimeout: 10 * time.Second}
 		go func() { <-cmd.Context().Done(); srv.Close() }()
 		if err := srv.Serve(ln); err != http.ErrServerClosed {
 			return err
@@ -44,6 +61,7 @@ func benchBareServerCmd() *cobra.Command {
 		return nil
 	})
 	cmd.Flags().StringVar(&addr, "addr", "127.0.0.1:0", "listen address")
+	cmd.Flags().StringVar(&syncDir, "sync-dir", "", "also commit each decision to raw Pebble on this directory with Sync before answering")
 	return cmd
 }
 
@@ -56,13 +74,18 @@ type bareDecisionReq struct {
 	} `json:"contexto"`
 }
 
-func bareHandler(key []byte) http.Handler {
+// bareHandler is the baseline's router; commit, when not nil, stores each
+// decision (key, value) durably before the answer.
+func bareHandler(key []byte, commit func(k, v []byte) error) http.Handler {
 	sign := func(payload []byte) []byte {
 		m := hmac.New(sha256.New, key)
 		m.Write(payload)
 		return m.Sum(nil)
 	}
 	enc := base64.RawURLEncoding
+	var seq atomic.Uint64
+	prefix := make([]byte, 8)
+	rand.Read(prefix)
 	r := httprouter.New()
 	r.GET("/readyz", func(w http.ResponseWriter, _ *http.Request, _ httprouter.Params) { w.WriteHeader(200) })
 	r.POST("/v1/token", func(w http.ResponseWriter, req *http.Request, _ httprouter.Params) {
@@ -96,10 +119,22 @@ func bareHandler(key []byte) http.Handler {
 			return
 		}
 		now := time.Now().UTC()
-		writeBareJSON(w, engine.Decision{
+		d := engine.Decision{
 			DecisionID: "bench.0123456789abcdef0123456789abcdef", Accion: 2, AccionNombre: "cupon b", Propension: 0.871,
 			PoliticaVersion: "v42", CaducaEn: now.Add(7 * 24 * time.Hour), Motivo: "mayor margen esperado: cupon b",
-		})
+		}
+		if commit == nil {
+			writeBareJSON(w, d)
+			return
+		}
+		d.DecisionID = fmt.Sprintf("bench.%x%016x", prefix, seq.Add(1))
+		ans, _ := json.Marshal(d)
+		if commit([]byte("bench\x00dec\x00"+d.DecisionID), append(append(ans, '\n'), body...)) != nil {
+			http.Error(w, `{"codigo":"no_disponible"}`, http.StatusServiceUnavailable)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Write(append(ans, '\n'))
 	})
 	return r
 }

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -65,7 +67,10 @@ for --duration at each of --rates, and prints p50/p95/p99, the achieved rate, th
 request (from /proc/PID/stat) and the generator's own CPU per request. "behind" counts arrivals the
 generator itself sent more than 1 ms late: when it is high the generator, not only the server, was
 saturated. --baseline measures a bare handler in a child process at the same rates, interleaved
-step by step with coupond, and prints the ratios. --during batch|learner runs a 100,000-customer batch
+step by step with coupond, and prints the ratios. --baseline also measures the floor: the same bare
+handler that also commits each decision (a fresh key, about 350 bytes) to raw Pebble with Sync before
+answering, on the disk of coupond's data dir — the least any service that makes an acknowledged
+decision durable must do here; its ratios are printed beside the bare handler's. --during batch|learner runs a 100,000-customer batch
 job, or the learner over a backlog, during each coupond step (the server CPU per request then includes
 that work).`,
 		Args: cobra.NoArgs,
@@ -133,7 +138,24 @@ func (db *decisionBench) run(cmd *cobra.Command) error {
 	}
 	targets := []decisionTarget{{name: "coupond", client: t.client, pid: t.pid}}
 	if db.baseline {
-		b, err := startBaseline(f, db.workers)
+		b, err := startBaseline(f, db.workers, "")
+		if err != nil {
+			return err
+		}
+		defer b.child.stop()
+		targets = append(targets, b)
+	}
+	if db.baseline { // the floor
+		parent := os.TempDir() // beside coupond's data dir: the same disk
+		if t.dataDir != "" {
+			parent = filepath.Dir(t.dataDir)
+		}
+		dir, err := os.MkdirTemp(parent, "coupond-floor-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		b, err := startBaseline(f, db.workers, dir)
 		if err != nil {
 			return err
 		}
@@ -205,19 +227,24 @@ type decisionTarget struct {
 	child  *child
 }
 
-// startBaseline starts the bare handler in a child process.
-func startBaseline(f *benchFlags, conns int) (decisionTarget, error) {
+// startBaseline starts the bare handler in a child process; with syncDir
+// it is the floor, which commits each decision there with Sync.
+func startBaseline(f *benchFlags, conns int, syncDir string) (decisionTarget, error) {
 	addr, err := freeBenchAddr()
 	if err != nil {
 		return decisionTarget{}, err
 	}
-	c, err := startChild([]string{"bench", "bare-server", "--addr", addr}, addr, io.Discard, 30*time.Second)
+	args, name := []string{"bench", "bare-server", "--addr", addr}, "baseline"
+	if syncDir != "" {
+		args, name = append(args, "--sync-dir", syncDir), "floor"
+	}
+	c, err := startChild(args, addr, io.Discard, 30*time.Second)
 	if err != nil {
 		return decisionTarget{}, err
 	}
 	bf := *f
-	bf.url, bf.clientID, bf.secret = c.base, "bench-baseline", "-"
-	return decisionTarget{name: "baseline", client: newBenchClient(&bf, conns), pid: c.pid(), child: c}, nil
+	bf.url, bf.clientID, bf.secret = c.base, "bench-"+name, "-"
+	return decisionTarget{name: name, client: newBenchClient(&bf, conns), pid: c.pid(), child: c}, nil
 }
 
 // scrapeFsyncs reads coupond_store_wal_fsyncs_total from the server's
@@ -254,12 +281,15 @@ func held(r *stepResult, bound time.Duration) bool {
 	return r.failed == 0 && r.dropped == 0 && r.achieved() >= 0.95*float64(r.rate) && r.q(0.99) <= bound
 }
 
+// printDecisionTable prints one row per rate: coupond's figures, then for
+// each other target (the bare baseline, the floor) its figures and
+// coupond's p99 and CPU ratios to it.
 func printDecisionTable(w io.Writer, targets []decisionTarget, results [][]stepResult) {
 	fmt.Fprintln(w)
 	head := "| rate/s | coupond p50 / p95 / p99 ms | achieved/s | server CPU µs/req |"
 	sep := "|---|---|---|---|"
-	if len(targets) > 1 {
-		head += " baseline p50 / p95 / p99 ms | achieved/s | server CPU µs/req | p99 ratio | CPU ratio |"
+	for _, tg := range targets[1:] {
+		head += fmt.Sprintf(" %s p50 / p95 / p99 ms | achieved/s | server CPU µs/req | p99 ratio | CPU ratio |", tg.name)
 		sep += "---|---|---|---|---|"
 	}
 	fmt.Fprintln(w, head)
@@ -267,8 +297,8 @@ func printDecisionTable(w io.Writer, targets []decisionTarget, results [][]stepR
 	for i := range results[0] {
 		a := &results[0][i]
 		line := fmt.Sprintf("| %d | %s / %s / %s | %.0f | %s |", a.rate, ms(a.q(.5)), ms(a.q(.95)), ms(a.q(.99)), a.achieved(), usPerReq(a.cpuPerReq(a.server)))
-		if len(targets) > 1 {
-			b := &results[1][i]
+		for ti := 1; ti < len(targets); ti++ {
+			b := &results[ti][i]
 			line += fmt.Sprintf(" %s / %s / %s | %.0f | %s | %s | %s |", ms(b.q(.5)), ms(b.q(.95)), ms(b.q(.99)), b.achieved(), usPerReq(b.cpuPerReq(b.server)),
 				ratio(float64(a.q(.99)), float64(b.q(.99))), ratio(float64(a.cpuPerReq(a.server)), float64(b.cpuPerReq(b.server))))
 		}

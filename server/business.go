@@ -2,6 +2,7 @@ package server
 
 import (
 	"strconv"
+	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -31,7 +32,18 @@ type business struct {
 	webhooks    *prometheus.CounterVec // outcome
 	escalations *prometheus.CounterVec // step
 
+	// decided caches the coupond_decisions_total counter of each label
+	// set (decisionLabels → prometheus.Counter): WithLabelValues hashes
+	// and looks up four strings, about 4 µs of every online decision.
+	decided sync.Map
+
 	gauges []tenantGauge
+}
+
+// decisionLabels keys business.decided.
+type decisionLabels struct {
+	tenant, source, outcome string
+	accion                  int
 }
 
 // tenantGauge is a per-tenant value read at scrape time. Without the tenant
@@ -113,7 +125,15 @@ func (b *business) decision(tenant, source string, d *engine.Decision) {
 	case d.Explorado:
 		outcome = outcomeExplored
 	}
-	b.with(b.decisions, tenant, source, strconv.Itoa(d.Accion), outcome).Inc()
+	key := decisionLabels{source: source, outcome: outcome, accion: d.Accion}
+	if b.tenantLabel {
+		key.tenant = tenant
+	}
+	c, ok := b.decided.Load(key)
+	if !ok {
+		c, _ = b.decided.LoadOrStore(key, b.with(b.decisions, tenant, source, strconv.Itoa(d.Accion), outcome))
+	}
+	c.(prometheus.Counter).Inc()
 }
 
 // answered counts what an API answer tells the business series: an

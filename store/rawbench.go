@@ -64,3 +64,26 @@ func (quietRawLogger) Fatalf(format string, args ...any) {
 	fmt.Fprintf(os.Stderr, format+"\n", args...)
 	os.Exit(2)
 }
+
+// RawSyncLog is the store of the floor baseline of "coupond bench
+// decisions --baseline": raw Pebble, opened as RawSyncWrites opens it,
+// where each Put is one batch of one record committed with Sync, so
+// concurrent Puts share fsyncs only as Pebble itself groups them.
+type RawSyncLog struct{ db *pebble.DB }
+
+// OpenRawSyncLog opens (creating) the Pebble directory dir.
+func OpenRawSyncLog(dir string) (*RawSyncLog, error) {
+	db, err := pebble.Open(dir, &pebble.Options{MemTableSize: 64 << 20, Logger: quietRawLogger{}})
+	if err != nil {
+		return nil, fmt.Errorf("store: open %s: %w", dir, err)
+	}
+	return &RawSyncLog{db: db}, nil
+}
+
+// Put commits key and value with Sync before it returns.
+func (l *RawSyncLog) Put(key, value []byte) error {
+	return l.db.Set(key, value, pebble.Sync)
+}
+
+// Close closes the database.
+func (l *RawSyncLog) Close() error { return l.db.Close() }
