@@ -81,7 +81,7 @@ that work).`,
 	fl.StringVar(&db.rates, "rates", "", "a sweep of arrival rates, e.g. 500,1000,2000,4000,8000 (overrides --rate)")
 	fl.IntVar(&db.workers, "workers", 64, "requests in flight at most")
 	fl.BoolVar(&db.confirm, "confirm", false, "confirm each decision (adds an /ejecucion call)")
-	fl.BoolVar(&db.baseline, "baseline", false, "also measure a bare handler (httprouter, HMAC bearer check, JSON decode and encode) in a child process")
+	fl.BoolVar(&db.baseline, "baseline", false, "also measure, in child processes, a bare handler (httprouter, HMAC bearer check, JSON decode and encode) and the floor (the same handler committing each decision to raw Pebble with Sync)")
 	fl.StringVar(&db.during, "during", "", "background work during each coupond step: batch (a batch job of --batch-size customers) or learner (fold a backlog)")
 	fl.IntVar(&db.batchSize, "batch-size", 100_000, "--during batch: customers in the batch job")
 	fl.StringVar(&db.profile, "cpuprofile", "", "spawned server: take a CPU profile of each coupond step into FILE.RATE (admin debug pprof)")
