@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -17,6 +18,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
 
+	"github.com/coupond/coupond/engine"
 	"github.com/coupond/coupond/server"
 )
 
@@ -86,6 +88,9 @@ func newLogger(level, format string, w interface{ Write([]byte) (int, error) }) 
 const (
 	serveGCPercent   = 400
 	serveMemoryLimit = 192 << 20
+	// backgroundProcs are the Go processors added beyond the cores for the
+	// background threads: the batch runner, its scan and the learner.
+	backgroundProcs = 3
 )
 
 func tuneGC(log zerolog.Logger) {
@@ -98,7 +103,13 @@ func tuneGC(log zerolog.Logger) {
 		debug.SetMemoryLimit(serveMemoryLimit)
 		limit = strconv.Itoa(serveMemoryLimit>>20) + "MiB"
 	}
-	log.Info().Str("gogc", gc).Str("gomemlimit", limit).Msg("garbage collector")
+	if os.Getenv("GOMAXPROCS") == "" {
+		// Background loops run on their own low-priority threads
+		// (engine.LowPriority); a Go processor held by one that the kernel
+		// has set aside must not leave decisions without one.
+		runtime.GOMAXPROCS(runtime.NumCPU() + backgroundProcs)
+	}
+	log.Info().Str("gogc", gc).Str("gomemlimit", limit).Int("gomaxprocs", runtime.GOMAXPROCS(0)).Msg("garbage collector")
 }
 
 func serve(ctx context.Context, dataDir string, f serveFlags, logOut interface{ Write([]byte) (int, error) }) error {
@@ -192,7 +203,9 @@ func warnOpenFileLimit(log zerolog.Logger, maxConns int) {
 // startServiceLoops recovers the batch jobs (interrupted ones end fallido,
 // queued ones run; /readyz answers 503 until this is done), then starts the
 // background loops: the batch runner, webhook deliveries, the learner and
-// the deletion worker. stop ends them and waits for them.
+// the deletion worker, each on its own low-priority thread
+// (engine.LowPriority: the kernel runs decisions first). stop ends them and
+// waits for them.
 func startServiceLoops(svc *services, log zerolog.Logger) (stop func()) {
 	if err := svc.batch.Recover(); err != nil {
 		log.Error().Err(err).Msg("batch recovery")
@@ -206,7 +219,7 @@ func startServiceLoops(svc *services, log zerolog.Logger) (stop func()) {
 		func(ctx context.Context) { runDeletionWorker(ctx, svc) },
 	} {
 		wg.Add(1)
-		go func() { defer wg.Done(); run(bg) }()
+		go func() { defer wg.Done(); engine.LowPriority(); run(bg) }()
 	}
 	return func() { cancel(); wg.Wait() }
 }

@@ -213,7 +213,9 @@ func (bd *BatchDecider) ScanList(next func() (string, bool), withGain bool, fn f
 }
 
 func (bd *BatchDecider) scan(seg *Segment, withGain bool, list func() (string, bool), fn func(clienteRef string, gain float64, ok bool) error) error {
-	workers := max(1, runtime.GOMAXPROCS(0))
+	// One scoring worker per core, each on a low-priority thread; the
+	// cores, not GOMAXPROCS, which serve sets above them.
+	workers := max(1, runtime.NumCPU())
 	work := make(chan *scanBlock, workers)
 	ordered := make(chan *scanBlock, 2*workers+2)
 	free := make(chan *scanBlock, 2*workers+4)
@@ -222,6 +224,7 @@ func (bd *BatchDecider) scan(seg *Segment, withGain bool, list func() (string, b
 	for range workers {
 		wg.Add(1)
 		go func() {
+			LowPriority()
 			defer wg.Done()
 			var f Features
 			var cands []candidate
@@ -233,6 +236,7 @@ func (bd *BatchDecider) scan(seg *Segment, withGain bool, list func() (string, b
 	}
 	var scanErr error
 	go func() {
+		LowPriority()
 		defer close(ordered)
 		defer close(work)
 		scanErr = bd.scanBlocks(withGain, list, &stop, free, func(blk *scanBlock) {
