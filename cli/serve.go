@@ -79,7 +79,7 @@ func newLogger(level, format string, w interface{ Write([]byte) (int, error) }) 
 // MB peak RSS; the p99 (~20 ms) did not move.
 // The soft limit bounds what the larger target costs in memory: near it
 // the collector runs as often as it must. It is the Go heap's share of a
-// 512 MiB process: Pebble's block cache (256 MiB) and memtables live
+// 512 MiB process: Pebble's block cache (192 MiB) and memtables live
 // outside it. With 2 GiB, a batch job of 1,000,000 customers (a segment:
 // the job holds every cliente_ref) grew the heap to five times its live
 // size and the process to 583 MiB; with 192 MiB it peaked at 468 MiB for
