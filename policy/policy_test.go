@@ -183,11 +183,7 @@ func TestAffinityWithoutCategorias(t *testing.T) {
 	}
 	var in, inSent, out, outSent float64
 	for _, sc := range w.custs {
-		arms := w.arms(sc)
-		s := make([]Score, len(arms))
-		m.Score(&sc.c, arms, s)
-		p := make([]float64, len(arms))
-		m.Distribution(s, p)
+		_, _, p := w.decide(m, sc)
 		if sc.cat == 2 {
 			in++
 			inSent += p[1]
@@ -256,11 +252,7 @@ func TestProbabilitiesAreExact(t *testing.T) {
 	cfg := DefaultConfig()
 	for i := 0; i < 3; i++ {
 		for _, sc := range w.custs {
-			arms := w.arms(sc)
-			s := make([]Score, len(arms))
-			m.Score(&sc.c, arms, s)
-			p := make([]float64, len(arms))
-			m.Distribution(s, p)
+			arms, _, p := w.decide(m, sc)
 			var sum float64
 			for j, v := range p {
 				sum += v
@@ -338,11 +330,7 @@ func TestExplorationStopsForLosingCoupon(t *testing.T) {
 		}
 		var p float64
 		for _, sc := range w.custs {
-			arms := w.arms(sc)
-			s := make([]Score, len(arms))
-			m.Score(&sc.c, arms, s)
-			probs := make([]float64, len(arms))
-			m.Distribution(s, probs)
+			_, _, probs := w.decide(m, sc)
 			p += probs[1] / float64(len(w.custs))
 		}
 		return p

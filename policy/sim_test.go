@@ -63,6 +63,17 @@ func newWorld(seed uint64, n int, actions []simAction) *world {
 	return w
 }
 
+// decide scores sc's candidate actions with m and returns them with their
+// scores and the probabilities m draws them with.
+func (w *world) decide(m *Model, sc *simCust) ([]Arm, []Score, []float64) {
+	arms := w.arms(sc)
+	scores := make([]Score, len(arms))
+	m.Score(&sc.c, arms, scores)
+	probs := make([]float64, len(arms))
+	m.Distribution(scores, probs)
+	return arms, scores, probs
+}
+
 func (w *world) arms(sc *simCust) []Arm {
 	arms := []Arm{{ID: 0, Prior: sc.c.Base}}
 	for _, a := range w.actions {
@@ -132,11 +143,7 @@ func (w *world) runWindow(m *Model, now time.Time) windowStats {
 		opts = append(opts, a.id)
 	}
 	for _, sc := range w.custs {
-		arms := w.arms(sc)
-		scores := make([]Score, len(arms))
-		m.Score(&sc.c, arms, scores)
-		probs := make([]float64, len(arms))
-		m.Distribution(scores, probs)
+		arms, scores, probs := w.decide(m, sc)
 		u, idx := w.rng.Float64(), len(arms)-1
 		for i, p := range probs {
 			if u < p {

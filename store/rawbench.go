@@ -22,9 +22,9 @@ type RawRecord struct{ Key, Value []byte }
 // given a fresh round suffix, until ctx ends. It returns the records
 // written and the time spent writing them (from after the open).
 func RawSyncWrites(ctx context.Context, dir string, pools [][][]RawRecord) (int64, time.Duration, error) {
-	db, err := pebble.Open(dir, &pebble.Options{MemTableSize: 64 << 20, Logger: quietRawLogger{}})
+	db, err := openRaw(dir)
 	if err != nil {
-		return 0, 0, fmt.Errorf("store: open %s: %w", dir, err)
+		return 0, 0, err
 	}
 	defer db.Close()
 	start := time.Now()
@@ -65,17 +65,28 @@ func (quietRawLogger) Fatalf(format string, args ...any) {
 	os.Exit(2)
 }
 
+// openRaw opens the raw baselines' Pebble on dir: its default options and
+// the store's memtable size, nothing of coupond's layout, cache or group
+// commit.
+func openRaw(dir string) (*pebble.DB, error) {
+	db, err := pebble.Open(dir, &pebble.Options{MemTableSize: 64 << 20, Logger: quietRawLogger{}})
+	if err != nil {
+		return nil, fmt.Errorf("store: open %s: %w", dir, err)
+	}
+	return db, nil
+}
+
 // RawSyncLog is the store of the floor baseline of "coupond bench
-// decisions --baseline": raw Pebble, opened as RawSyncWrites opens it,
+// decisions --baseline": raw Pebble (openRaw),
 // where each Put is one batch of one record committed with Sync, so
 // concurrent Puts share fsyncs only as Pebble itself groups them.
 type RawSyncLog struct{ db *pebble.DB }
 
 // OpenRawSyncLog opens (creating) the Pebble directory dir.
 func OpenRawSyncLog(dir string) (*RawSyncLog, error) {
-	db, err := pebble.Open(dir, &pebble.Options{MemTableSize: 64 << 20, Logger: quietRawLogger{}})
+	db, err := openRaw(dir)
 	if err != nil {
-		return nil, fmt.Errorf("store: open %s: %w", dir, err)
+		return nil, err
 	}
 	return &RawSyncLog{db: db}, nil
 }

@@ -255,6 +255,16 @@ func (g guardRun) belowNever(from int) (weeks []int, gain string) {
 	return weeks, fmt.Sprintf("%+.1f%%", 100*(e-nv)/nv)
 }
 
+// losingWorld is the scenario world where coupons bring almost no extra
+// purchase and give margin away: never-send is the best policy.
+func losingWorld(customers int) Family {
+	lose := scenarioFamily(customers, 8)
+	lose.Lift, lose.Conversion = 0.02, 0.3
+	lose.Coupons = []CouponSpec{{ID: 1, Name: "20pct_max200", Pct: 0.2, MaxMXN: 200, CostMXN: 1, Boost: 1},
+		{ID: 2, Name: "100mxn", MaxMXN: 100, CostMXN: 1, Boost: 1}}
+	return lose
+}
+
 // TestGuard checks "never below the baseline" on three worlds. Losing:
 // coupons only give margin away (no lift, frequent redeemers). Turning:
 // coupons pay until week 4 and then stop (every lift × 0), so a policy
@@ -274,10 +284,7 @@ func TestGuard(t *testing.T) {
 	if testing.Short() {
 		n = 800
 	}
-	lose := scenarioFamily(n, 8)
-	lose.Lift, lose.Conversion = 0.02, 0.3
-	lose.Coupons = []CouponSpec{{ID: 1, Name: "20pct_max200", Pct: 0.2, MaxMXN: 200, CostMXN: 1, Boost: 1},
-		{ID: 2, Name: "100mxn", MaxMXN: 100, CostMXN: 1, Boost: 1}}
+	lose := losingWorld(n)
 	win := scenarioFamily(n, 8)
 	win.Lift, win.Conversion, win.ResponseTie = 2.5, 0.05, "rare"
 	turn := win
@@ -354,10 +361,7 @@ func TestLadder(t *testing.T) {
 	if testing.Short() {
 		n = 800
 	}
-	lose := scenarioFamily(n, 8)
-	lose.Lift, lose.Conversion = 0.02, 0.3
-	lose.Coupons = []CouponSpec{{ID: 1, Name: "20pct_max200", Pct: 0.2, MaxMXN: 200, CostMXN: 1, Boost: 1},
-		{ID: 2, Name: "100mxn", MaxMXN: 100, CostMXN: 1, Boost: 1}}
+	lose := losingWorld(n)
 	lose.policy = &cfg
 	l := runGuardWorld(t, lose)
 	wr, lr := ladderRungs(w), ladderRungs(l)
