@@ -24,16 +24,17 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/coupond/coupond/api"
 	"github.com/coupond/coupond/engine"
 	"github.com/coupond/coupond/store"
 )
 
 // Job states (spec: States and transitions, batch job).
 const (
-	EnCola     = "en_cola"
-	EnCurso    = "en_curso"
-	Completado = "completado"
-	Fallido    = "fallido"
+	EnCola     = api.EstadoEnCola
+	EnCurso    = api.EstadoEnCurso
+	Completado = api.EstadoCompletado
+	Fallido    = api.EstadoFallido
 )
 
 // Job is a batch job's durable record (TableJob, key = job_id).

@@ -10,6 +10,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/coupond/coupond/api"
 	"github.com/coupond/coupond/engine"
 	"github.com/coupond/coupond/store"
 )
@@ -17,14 +18,10 @@ import (
 // EventLoteCompletado is the only webhook event.
 const EventLoteCompletado = "lote.completado"
 
-// Registration is a tenant's webhook (TableWebhook). The signing secret is
-// kept as issued: the server needs it to sign deliveries.
-type Registration struct {
-	URL      string    `json:"url"`
-	Eventos  []string  `json:"eventos"`
-	Secret   string    `json:"secreto"`
-	CreadoEn time.Time `json:"creado_en"`
-}
+// Registration is a tenant's webhook (TableWebhook), stored as the API
+// shows it. The signing secret (Secreto) is kept as issued: the server
+// needs it to sign deliveries.
+type Registration = api.RegistroWebhook
 
 // queued is one pending delivery (TableWebhookQueue, key = due time, id).
 type queued struct {
@@ -56,7 +53,7 @@ func webhookKey(tenant string) []byte { return store.WebhookKey(tenant) }
 // Register stores (replacing) the tenant's webhook and returns it with a
 // new signing secret, shown once.
 func (w *Webhooks) Register(tenant, url string, eventos []string, now time.Time) (*Registration, error) {
-	r := &Registration{URL: url, Eventos: eventos, Secret: NewWebhookSecret(), CreadoEn: now.UTC()}
+	r := &Registration{URL: url, Eventos: eventos, Secreto: NewWebhookSecret(), CreadoEn: now.UTC()}
 	b := w.db.NewBatch()
 	defer b.Close()
 	if err := b.SetJSON(webhookKey(tenant), r); err != nil {
@@ -198,7 +195,7 @@ func (w *Webhooks) deliverDue(ctx context.Context, tenant string) int {
 		if reg == nil {
 			log.Info().Msg("webhook dropped: no registration")
 			w.count(tenant, "dropped")
-		} else if status, err := w.deliver.Deliver(ctx, Delivery{ID: q.ID, URL: reg.URL, Secret: reg.Secret, Body: q.Body}); err == nil {
+		} else if status, err := w.deliver.Deliver(ctx, Delivery{ID: q.ID, URL: reg.URL, Secret: reg.Secreto, Body: q.Body}); err == nil {
 			outcome = WebhookDelivered
 			log.Info().Int("status", status).Msg("webhook delivered")
 			w.count(tenant, "delivered")

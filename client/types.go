@@ -1,6 +1,10 @@
 package client
 
-import "time"
+import (
+	"time"
+
+	"github.com/coupond/coupond/api"
+)
 
 // The types below are the bodies of the v1 API, one Go type per schema of
 // the OpenAPI document (GET /v1/openapi.json), named after the schema where
@@ -8,7 +12,9 @@ import "time"
 // optional one has omitempty (or omitzero where an empty list means
 // something); a field that may be null is a pointer, slice or map.
 // TestTypesMatchOpenAPI compares every type here with the document served
-// by the real server, field by field, so the two cannot drift.
+// by the real server, field by field, so the two cannot drift. The types
+// the server writes from more than one package are aliases of package
+// api's, their one definition.
 //
 // Money is MXN without VAT as a float64 with at most two decimals; the
 // server refuses more. Times are sent as RFC 3339 and come back in UTC.
@@ -60,17 +66,10 @@ type Decision struct {
 
 // Detalle is the engine's view of every eligible action (scope
 // explicar:leer).
-type Detalle struct {
-	Acciones []DetalleAccion `json:"acciones"`
-}
+type Detalle = api.Detalle
 
 // DetalleAccion is one action in Detalle.
-type DetalleAccion struct {
-	Accion       int     `json:"accion"`
-	MuMXN        float64 `json:"mu_mxn"`
-	SigmaMXN     float64 `json:"sigma_mxn"`
-	Probabilidad float64 `json:"probabilidad"`
-}
+type DetalleAccion = api.DetalleAccion
 
 // PeticionEjecucion is the body of POST /v1/decisiones/{decision_id}/ejecucion.
 type PeticionEjecucion struct {
@@ -175,21 +174,11 @@ func (*ExtraAlta) tipoEvento() string          { return Alta }
 
 // RespuestaEventos is the answer of POST /v1/eventos, and what
 // PublishEvents returns for all its requests together.
-type RespuestaEventos struct {
-	Aceptados  int       `json:"aceptados"`
-	Duplicados int       `json:"duplicados"`
-	Rechazados []Rechazo `json:"rechazados"`
-}
+type RespuestaEventos = api.RespuestaEventos
 
 // Rechazo is one rejected event. From PublishEvents, Indice is the event's
 // index in the caller's slice, not in one request.
-type Rechazo struct {
-	Indice  int     `json:"indice"`
-	EventID *string `json:"event_id"`
-	Codigo  string  `json:"codigo"`
-	Campo   *string `json:"campo"`
-	Mensaje string  `json:"mensaje"`
-}
+type Rechazo = api.Rechazo
 
 // Campana is the body of PUT /v1/campanas/{campana_id}.
 type Campana struct {
@@ -331,10 +320,10 @@ type BorradoExportado struct {
 
 // Batch job states (EstadoLote.Estado).
 const (
-	EstadoEnCola     = "en_cola"
-	EstadoEnCurso    = "en_curso"
-	EstadoCompletado = "completado"
-	EstadoFallido    = "fallido"
+	EstadoEnCola     = api.EstadoEnCola
+	EstadoEnCurso    = api.EstadoEnCurso
+	EstadoCompletado = api.EstadoCompletado
+	EstadoFallido    = api.EstadoFallido
 )
 
 // PeticionLoteDecision is the body of POST /v1/lotes-decision
@@ -392,12 +381,7 @@ type PeticionWebhook struct {
 
 // RegistroWebhook is a webhook registration; Secreto ("whsec_…") is shown
 // once and is what VerifyWebhook needs.
-type RegistroWebhook struct {
-	URL      string    `json:"url"`
-	Eventos  []string  `json:"eventos"`
-	Secreto  string    `json:"secreto"`
-	CreadoEn time.Time `json:"creado_en"`
-}
+type RegistroWebhook = api.RegistroWebhook
 
 // LoteCompletado is the payload of the lote.completado webhook.
 type LoteCompletado struct {
@@ -426,13 +410,7 @@ type HTTPValidationError struct {
 // ValidationItem is one violation of a 422 (schema ValidationError): Loc
 // is the path of the failing part ("body", "cliente_ref"), Type the pydantic
 // v2 name (missing, string_too_short, ...).
-type ValidationItem struct {
-	Loc   []any          `json:"loc"`
-	Msg   string         `json:"msg"`
-	Type  string         `json:"type"`
-	Ctx   map[string]any `json:"ctx,omitempty"`
-	Input any            `json:"input,omitempty"`
-}
+type ValidationItem = api.ValidationItem
 
 // objetoVacio is the empty answer of the fallback record and of
 // DELETE /v1/webhooks.

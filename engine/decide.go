@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/coupond/coupond/api"
 	"github.com/coupond/coupond/policy"
 	"github.com/coupond/coupond/store"
 )
@@ -65,18 +66,13 @@ type Decision struct {
 
 // Detalle explains a decision: the expected value μ (MXN over the reward
 // window) and its uncertainty for every eligible action, 0 included, and the
-// probability with which each was drawn.
-type Detalle struct {
-	Acciones []DetalleAccion `json:"acciones"`
-}
+// probability with which each was drawn. It is api.Detalle, the SDK's
+// client.Detalle, as a type of its own to carry the engine's encoder
+// (decisionjson.go).
+type Detalle api.Detalle
 
 // DetalleAccion is one row of Detalle.
-type DetalleAccion struct {
-	Accion       int     `json:"accion"`
-	MuMXN        float64 `json:"mu_mxn"`
-	SigmaMXN     float64 `json:"sigma_mxn"`
-	Probabilidad float64 `json:"probabilidad"`
-}
+type DetalleAccion = api.DetalleAccion
 
 // Decision errors.
 var (

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/coupond/coupond/api"
 	"github.com/coupond/coupond/store"
 )
 
@@ -19,14 +20,8 @@ type IngestEvent struct {
 	sum [32]byte // SHA-256 of Canonical, set by Ingest
 }
 
-// Rejection is one rejected event (an item of rechazados).
-type Rejection struct {
-	Indice  int     `json:"indice"`
-	EventID *string `json:"event_id"`
-	Codigo  string  `json:"codigo"`
-	Campo   *string `json:"campo"`
-	Mensaje string  `json:"mensaje"`
-}
+// Rejection is one rejected event (an item of rechazados), the API's Rechazo.
+type Rejection = api.Rechazo
 
 // IngestResult counts what Ingest did.
 type IngestResult struct {

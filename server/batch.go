@@ -209,7 +209,7 @@ func (s *Server) handlePutWebhook(c *call) error {
 	if err != nil {
 		return err
 	}
-	c.answer = answer{http.StatusOK, map[string]any{"url": reg.URL, "eventos": reg.Eventos, "secreto": reg.Secret, "creado_en": reg.CreadoEn}}
+	c.answer = answer{http.StatusOK, map[string]any{"url": reg.URL, "eventos": reg.Eventos, "secreto": reg.Secreto, "creado_en": reg.CreadoEn}}
 	return nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/coupond/coupond/api"
 	"github.com/coupond/coupond/engine"
 	"github.com/coupond/coupond/server/schema"
 )
@@ -88,12 +89,6 @@ const (
 	tsBehind = 1096 * 24 * time.Hour
 )
 
-type eventsResponse struct {
-	Aceptados  int                `json:"aceptados"`
-	Duplicados int                `json:"duplicados"`
-	Rechazados []engine.Rejection `json:"rechazados"`
-}
-
 func (s *Server) handleEvents(c *call) error {
 	env, bad := eventsEnvelope.Decode(c.body, "body")
 	if len(bad) > 0 {
@@ -123,7 +118,7 @@ func (s *Server) handleEvents(c *call) error {
 		c.anomaly = fmt.Sprintf("recarga: %d de %d eventos ya estaban procesados", res.Duplicados, n)
 	}
 	rejected = mergeRejections(rejected, res.Rechazados)
-	c.answer = answer{http.StatusOK, eventsResponse{Aceptados: res.Aceptados, Duplicados: res.Duplicados, Rechazados: orEmpty(rejected)}}
+	c.answer = answer{http.StatusOK, api.RespuestaEventos{Aceptados: res.Aceptados, Duplicados: res.Duplicados, Rechazados: orEmpty(rejected)}}
 	return nil
 }
 

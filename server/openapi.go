@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/coupond/coupond/api"
 	"github.com/coupond/coupond/batch"
 	"github.com/coupond/coupond/client"
 	"github.com/coupond/coupond/engine"
@@ -194,7 +195,7 @@ func newDocGen() *docGen {
 			reflect.TypeFor[engine.Detalle]():                 "Detalle",
 			reflect.TypeFor[engine.DetalleAccion]():           "DetalleAccion",
 			reflect.TypeFor[engine.Rejection]():               "Rechazo",
-			reflect.TypeFor[eventsResponse]():                 "RespuestaEventos",
+			reflect.TypeFor[api.RespuestaEventos]():           "RespuestaEventos",
 			reflect.TypeFor[client.EstadoLote]():              "EstadoLote",
 			reflect.TypeFor[client.CatalogoRespuesta]():       "CatalogoRespuesta",
 			reflect.TypeFor[client.AccionCatalogoRespuesta](): "AccionCatalogoRespuesta",
