@@ -125,13 +125,10 @@ func marshalCustomerState(cs *customerState) []byte {
 // into cs. Damaged input gives an error, never a panic.
 func unmarshalCustomerState(b []byte, cs *customerState) error {
 	*cs = customerState{}
-	if len(b) > 0 && b[0] == '{' {
-		return json.Unmarshal(b, cs)
+	d, ok, err := openStored(b, custStateFormat, cs, errCustomerState)
+	if !ok {
+		return err
 	}
-	if len(b) == 0 || b[0] != custStateFormat {
-		return errCustomerState
-	}
-	d := binReader{b: b, pos: 1}
 	cs.OpenNonce = d.str()
 	cs.OpenAt = d.time()
 	cs.Day = d.str()

@@ -177,18 +177,29 @@ func floatTag(v []float64, i int) byte {
 	}
 }
 
-// unmarshalRecord decodes a stored record (binary or the older JSON) into
-// r. Damaged input gives an error, never a panic.
-func unmarshalRecord(b []byte, r *DecisionRecord) error {
+// openStored starts decoding b, a stored value in the binary form whose
+// first byte is format or in the JSON form of earlier versions (first byte
+// '{'). A JSON b it decodes into v itself; then, and when b is neither
+// (damaged is returned), ok is false and err is the decoding's result.
+// Otherwise ok is true and d is positioned after the format byte.
+func openStored(b []byte, format byte, v any, damaged error) (d binReader, ok bool, err error) {
 	if len(b) > 0 && b[0] == '{' {
-		*r = DecisionRecord{}
-		return json.Unmarshal(b, r)
+		return d, false, json.Unmarshal(b, v)
 	}
-	if len(b) == 0 || b[0] != recordFormat {
-		return errRecord
+	if len(b) == 0 || b[0] != format {
+		return d, false, damaged
 	}
-	d := binReader{b: b, pos: 1}
+	return binReader{b: b, pos: 1}, true, nil
+}
+
+// unmarshalRecord decodes a stored record (binary or the older JSON) into
+// r, which it zeroes first. Damaged input gives an error, never a panic.
+func unmarshalRecord(b []byte, r *DecisionRecord) error {
 	*r = DecisionRecord{}
+	d, ok, err := openStored(b, recordFormat, r, errRecord)
+	if !ok {
+		return err
+	}
 	r.Nonce = d.str()
 	r.ClienteRef = d.str()
 	r.At = d.time()
