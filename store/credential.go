@@ -74,10 +74,7 @@ func (db *DB) CreateCredential(c *Credential) error {
 
 // Credential returns the credential, shared: do not modify it.
 func (db *DB) Credential(clientID string) (*Credential, bool) {
-	db.mu.RLock()
-	c, ok := db.creds[clientID]
-	db.mu.RUnlock()
-	return c, ok
+	return cached(db, db.creds, clientID)
 }
 
 // CredentialBytes is Credential for an id held in a byte slice; the lookup

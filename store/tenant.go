@@ -78,10 +78,16 @@ func (db *DB) CreateTenant(t *Tenant) error {
 
 // Tenant returns the tenant record, shared: do not modify it.
 func (db *DB) Tenant(id string) (*Tenant, bool) {
+	return cached(db, db.tenants, id)
+}
+
+// cached returns cache[id], read under db.mu: the cached record itself,
+// shared with every reader and replaced whole on update, never modified.
+func cached[T any](db *DB, cache map[string]*T, id string) (*T, bool) {
 	db.mu.RLock()
-	t, ok := db.tenants[id]
+	v, ok := cache[id]
 	db.mu.RUnlock()
-	return t, ok
+	return v, ok
 }
 
 // Tenants returns every tenant, ordered by id.
