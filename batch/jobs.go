@@ -253,20 +253,19 @@ func (r *Runner) list(tenant string) ([]*Job, error) {
 
 // Job returns a job of tenant with live progress, or ErrNotFound.
 func (r *Runner) Job(tenant, id string) (*Job, error) {
-	var j Job
-	err := r.db.GetJSON(jobKey(tenant, id), &j)
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, ErrNotFound
-	}
+	j, err := store.LoadJSON[Job](r.db, jobKey(tenant, id))
 	if err != nil {
 		return nil, err
+	}
+	if j == nil {
+		return nil, ErrNotFound
 	}
 	r.mu.Lock()
 	if p, ok := r.progress[tenant+"/"+id]; ok && j.Estado == EnCurso {
 		j.Procesados, j.Total = p.procesados, p.total
 	}
 	r.mu.Unlock()
-	return &j, nil
+	return j, nil
 }
 
 func (r *Runner) save(j *Job) error {

@@ -72,15 +72,7 @@ func (w *Webhooks) Delete(tenant string) error {
 
 // Registration returns the tenant's webhook, or nil.
 func (w *Webhooks) Registration(tenant string) (*Registration, error) {
-	var r Registration
-	err := w.db.GetJSON(webhookKey(tenant), &r)
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	return &r, nil
+	return store.LoadJSON[Registration](w.db, webhookKey(tenant))
 }
 
 // Enqueue queues lote.completado for a completed job if the tenant has a

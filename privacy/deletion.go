@@ -179,15 +179,7 @@ func (s *Service) Deletion(tenant, clienteRef string) (*DeletionRecord, error) {
 }
 
 func (s *Service) deletionByHash(tenant, hash string) (*DeletionRecord, error) {
-	var rec DeletionRecord
-	err := s.db.GetJSON(deletionKey(tenant, hash), &rec)
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	return &rec, nil
+	return store.LoadJSON[DeletionRecord](s.db, deletionKey(tenant, hash))
 }
 
 // Deletions returns every deletion record of tenant, ordered by request

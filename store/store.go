@@ -136,6 +136,20 @@ func (db *DB) GetJSON(key []byte, v any) error {
 	return nil
 }
 
+// LoadJSON returns the JSON value at key decoded into a new T, or nil and
+// no error when key is absent (GetJSON's error for anything else, a damaged
+// value included).
+func LoadJSON[T any](db *DB, key []byte) (*T, error) {
+	v := new(T)
+	if err := db.GetJSON(key, v); err != nil {
+		if errors.Is(err, ErrNotFound) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	return v, nil
+}
+
 // Has reports whether key exists.
 func (db *DB) Has(key []byte) (bool, error) {
 	_, closer, err := db.pdb.Get(key)
@@ -180,6 +194,16 @@ func (db *DB) Count(lower, upper []byte) (int, error) {
 	n := 0
 	err := db.Scan(lower, upper, func(_, _ []byte) error { n++; return nil })
 	return n, err
+}
+
+// Empty reports whether [lower, upper) holds no key; it reads at most one.
+func (db *DB) Empty(lower, upper []byte) (bool, error) {
+	empty := true
+	err := db.Scan(lower, upper, func(_, _ []byte) error {
+		empty = false
+		return ErrStop
+	})
+	return empty, err
 }
 
 // CountEveryTenant sums Count over span(tenant) for every tenant: one
