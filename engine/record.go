@@ -181,12 +181,8 @@ func (e *Engine) nonceFreeAt(ts *tenantState, at time.Time) (bool, error) {
 	}
 	if us >= 0 {
 		blockPrefix := newNonce(at, [9]byte{})[:nonceTimeLen-1]
-		lo, hi := store.DecisionNonceSpan(ts.id, blockPrefix)
-		empty := true
-		if err := e.db.Scan(lo, hi, func(_, _ []byte) error {
-			empty = false
-			return store.ErrStop
-		}); err != nil {
+		empty, err := e.db.Empty(store.DecisionNonceSpan(ts.id, blockPrefix))
+		if err != nil {
 			return false, err
 		}
 		if empty {
@@ -196,12 +192,8 @@ func (e *Engine) nonceFreeAt(ts *tenantState, at time.Time) (bool, error) {
 		}
 	}
 	prefix := newNonce(at, [9]byte{})[:nonceTimeLen]
-	lo, hi := store.DecisionNonceSpan(ts.id, prefix)
-	free := true
-	if err := e.db.Scan(lo, hi, func(_, _ []byte) error {
-		free = false
-		return store.ErrStop
-	}); err != nil {
+	free, err := e.db.Empty(store.DecisionNonceSpan(ts.id, prefix))
+	if err != nil {
 		return false, err
 	}
 	ts.nonceSeen, ts.nonceMicro, ts.nonceFree = true, us, free
