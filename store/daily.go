@@ -23,11 +23,7 @@ func DailySpan(tenant string) (lower, upper []byte) { return tableSpan(tenant, t
 // DailyCustomer returns the cliente_ref of a per-customer daily counter key
 // of tenant; ok false for the tenant-wide counters.
 func DailyCustomer(tenant string, key []byte) (ref string, ok bool) {
-	parts, ok := splitKey(tenant, key, "sss")
-	if !ok {
-		return "", false
-	}
-	return string(parts[2]), true
+	return keyString(tenant, key, "sss", 2)
 }
 
 // QuotaCount reads the daily quota counter of kind on day: 0 when there is

@@ -14,11 +14,7 @@ func IdempotencySpan(tenant string) (lower, upper []byte) { return tableSpan(ten
 // ParseIdempotencyKey returns the Idempotency-Key of an idempotency record
 // key of tenant.
 func ParseIdempotencyKey(tenant string, key []byte) (k string, ok bool) {
-	parts, ok := splitKey(tenant, key, "s")
-	if !ok {
-		return "", false
-	}
-	return string(parts[0]), true
+	return keyString(tenant, key, "s", 0)
 }
 
 // Idempotency reads the record of Idempotency-Key k (ErrNotFound when

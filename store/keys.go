@@ -164,6 +164,16 @@ func splitKey(tenant string, key []byte, layout string) (parts [][]byte, ok bool
 	return parts, true
 }
 
+// keyString returns part i of key split by splitKey with layout, as a
+// string; ok is false when key is not of tenant or not of that layout.
+func keyString(tenant string, key []byte, layout string, i int) (string, bool) {
+	parts, ok := splitKey(tenant, key, layout)
+	if !ok {
+		return "", false
+	}
+	return string(parts[i]), true
+}
+
 // int64At decodes a signed integer key component.
 func int64At(b []byte) int64 { return int64(binary.BigEndian.Uint64(b) ^ (1 << 63)) }
 
