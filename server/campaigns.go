@@ -36,9 +36,8 @@ func campanaParam(c *call) (string, error) {
 }
 
 func (s *Server) handlePutCampaign(c *call) error {
-	id, pathErr := campanaParam(c)
-	v, err := decode(c.body, campaignSchema)
-	if err := joinValidation(pathErr, err); err != nil {
+	id, v, err := decodeWith(c, campanaParam, campaignSchema)
+	if err != nil {
 		return err
 	}
 	camp := engine.Campaign{ID: id, Canal: v.Field("canal").String(), Descripcion: v.Field("descripcion").String()}

@@ -40,9 +40,8 @@ func idempotencyKey(c *call) (string, error) {
 }
 
 func (s *Server) handleDecide(c *call) error {
-	key, headerErr := idempotencyKey(c)
-	v, err := decode(c.body, decisionSchema)
-	if err := joinValidation(headerErr, err); err != nil {
+	key, v, err := decodeWith(c, idempotencyKey, decisionSchema)
+	if err != nil {
 		return err
 	}
 	ctx := v.Field("contexto")
