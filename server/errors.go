@@ -245,13 +245,19 @@ func redactInput(x any) any {
 		}
 		return out
 	case []any:
-		out := make([]any, len(x))
-		for i, e := range x {
-			out[i] = redactInput(e)
-		}
-		return out
+		return mapItems(x, redactInput)
 	}
 	return x
+}
+
+// mapItems returns a new array of f applied to each item of x: the array
+// step of the walks over decoded JSON values (redactInput, deepCopyValue).
+func mapItems(x []any, f func(any) any) []any {
+	out := make([]any, len(x))
+	for i, e := range x {
+		out[i] = f(e)
+	}
+	return out
 }
 
 // jsonAppender is an answer that encodes itself as encoding/json would

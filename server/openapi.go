@@ -523,11 +523,7 @@ func deepCopyValue(v any) any {
 	case obj:
 		return deepCopy(v)
 	case []any:
-		out := make([]any, len(v))
-		for i, x := range v {
-			out[i] = deepCopyValue(x)
-		}
-		return out
+		return mapItems(v, deepCopyValue)
 	}
 	return v
 }
