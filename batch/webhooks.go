@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	mathrand "math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -96,7 +97,7 @@ func (w *Webhooks) Enqueue(j *Job) error {
 // committed together.
 func (w *Webhooks) enqueue(b *store.Batch, j *Job) (bool, error) {
 	reg, err := w.Registration(j.Tenant)
-	if err != nil || reg == nil || !contains(reg.Eventos, EventLoteCompletado) {
+	if err != nil || reg == nil || !slices.Contains(reg.Eventos, EventLoteCompletado) {
 		return false, err
 	}
 	var done *string
@@ -120,15 +121,6 @@ func (w *Webhooks) enqueue(b *store.Batch, j *Job) (bool, error) {
 		return false, err
 	}
 	return true, nil
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }
 
 // Run delivers due messages until ctx ends; failed attempts are
