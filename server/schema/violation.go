@@ -12,7 +12,8 @@ import (
 // "header") and continues with member names (string) and array indices
 // (int). Type uses pydantic v2's vocabulary; Msg is pydantic's English
 // wording, or "Value error, " followed by a rule's own message for
-// value_error.
+// value_error. A JSON null input is JSONNull{}; a nil Input (the "missing"
+// type) is left out.
 type Violation = api.ValidationItem
 
 // JSONNull is the Input of a violation whose offending input was a JSON
