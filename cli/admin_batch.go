@@ -13,11 +13,6 @@ import (
 	"github.com/coupond/coupond/batch"
 )
 
-// adminBatchCmd is "coupond admin batch": operator views of batch jobs.
-func adminBatchCmd(a *app) *cobra.Command {
-	return groupCmd("batch", "Batch decision jobs: watch a job's progress", batchWatchCmd(a))
-}
-
 func batchWatchCmd(a *app) *cobra.Command {
 	var tenant, progress string
 	var interval time.Duration

@@ -162,23 +162,34 @@ type accessView struct {
 }
 
 func accessLogCmd(a *app) *cobra.Command {
-	return a.tenantCmd("access-log --tenant ID", "Who exported which customer, when (deleted customers appear by keyed hash)", func(cmd *cobra.Command, e *env, t *store.Tenant) error {
-		log, err := e.svc.privacy.AccessLog(t.ID)
-		if err != nil {
-			return err
-		}
-		views := make([]accessView, 0, len(log))
-		for _, l := range log {
-			views = append(views, accessView{Time: l.At.UTC(), ClientID: l.ClientID, Customer: l.ClienteRef, CustomerHash: l.ClienteHash, Action: l.Accion, TraceID: l.TraceID})
-		}
-		doc := map[string]any{"tenant": t.ID, "entries": views}
-		return printList(cmd, doc, views, "TIME\tCLIENT_ID\tCUSTOMER\tACTION\tTRACE_ID", func(v accessView) string {
+	view := func(l privacy.AccessEntry) accessView {
+		return accessView{Time: l.At.UTC(), ClientID: l.ClientID, Customer: l.ClienteRef, CustomerHash: l.ClienteHash, Action: l.Accion, TraceID: l.TraceID}
+	}
+	return privacyListCmd(a, "access-log --tenant ID", "Who exported which customer, when (deleted customers appear by keyed hash)",
+		(*privacy.Service).AccessLog, view, "entries", "TIME\tCLIENT_ID\tCUSTOMER\tACTION\tTRACE_ID", func(v accessView) string {
 			who := v.Customer
 			if who == "" {
 				who = "deleted:" + v.CustomerHash
 			}
 			return fmt.Sprintf("%s\t%s\t%s\t%s\t%s", v.Time.Format(time.RFC3339), v.ClientID, who, v.Action, v.TraceID)
 		})
+}
+
+// privacyListCmd is an admin command listing one tenant's privacy records:
+// list reads them, view turns each into the row shown; --json prints
+// {"tenant": ID, key: rows}, the table is header then row of each.
+func privacyListCmd[R, V any](a *app, use, short string, list func(*privacy.Service, string) ([]R, error), view func(R) V,
+	key, header string, row func(V) string) *cobra.Command {
+	return a.tenantCmd(use, short, func(cmd *cobra.Command, e *env, t *store.Tenant) error {
+		recs, err := list(e.svc.privacy, t.ID)
+		if err != nil {
+			return err
+		}
+		views := make([]V, 0, len(recs))
+		for _, r := range recs {
+			views = append(views, view(r))
+		}
+		return printList(cmd, map[string]any{"tenant": t.ID, key: views}, views, header, row)
 	})
 }
 
@@ -194,18 +205,12 @@ type deletionView struct {
 }
 
 func deletionsCmd(a *app) *cobra.Command {
-	return a.tenantCmd("deletions --tenant ID", "Customer deletions of a tenant: keyed hash, state (programado, completado), when, by which credential", func(cmd *cobra.Command, e *env, t *store.Tenant) error {
-		recs, err := e.svc.privacy.Deletions(t.ID)
-		if err != nil {
-			return err
-		}
-		views := make([]deletionView, 0, len(recs))
-		for _, r := range recs {
-			views = append(views, deletionView{CustomerHash: r.Hash, State: r.Estado, RequestedAt: r.SolicitadoEn.UTC(), ClientID: r.ClientID,
-				CompletedAt: r.CompletadoEn, Attempts: r.Intentos, LastError: r.UltimoError, Waiting: r.Espera})
-		}
-		doc := map[string]any{"tenant": t.ID, "deletions": views}
-		return printList(cmd, doc, views, "CUSTOMER_HASH\tSTATE\tREQUESTED\tCOMPLETED\tCLIENT_ID\tNOTE", func(v deletionView) string {
+	view := func(r privacy.DeletionRecord) deletionView {
+		return deletionView{CustomerHash: r.Hash, State: r.Estado, RequestedAt: r.SolicitadoEn.UTC(), ClientID: r.ClientID,
+			CompletedAt: r.CompletadoEn, Attempts: r.Intentos, LastError: r.UltimoError, Waiting: r.Espera}
+	}
+	return privacyListCmd(a, "deletions --tenant ID", "Customer deletions of a tenant: keyed hash, state (programado, completado), when, by which credential",
+		(*privacy.Service).Deletions, view, "deletions", "CUSTOMER_HASH\tSTATE\tREQUESTED\tCOMPLETED\tCLIENT_ID\tNOTE", func(v deletionView) string {
 			done := "-"
 			if v.CompletedAt != nil {
 				done = v.CompletedAt.UTC().Format(time.RFC3339)
@@ -216,7 +221,6 @@ func deletionsCmd(a *app) *cobra.Command {
 			}
 			return fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s", v.CustomerHash, v.State, v.RequestedAt.Format(time.RFC3339), done, v.ClientID, note)
 		})
-	})
 }
 
 // setArg replaces the value of flag in args (as "--flag v" or "--flag=v").

@@ -13,11 +13,6 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// debugCmd groups the diagnostics an operator takes from a running server.
-func debugCmd(a *app) *cobra.Command {
-	return groupCmd("debug", "Diagnostics of the running server (profiles)", pprofCmd(a))
-}
-
 // profileKinds are the profiles "admin debug pprof" takes.
 var profileKinds = map[string]string{
 	"cpu":       "where CPU time goes, sampled for --seconds",

@@ -156,7 +156,9 @@ func (s *services) clockMoved(t *store.Tenant) {
 // clocks.
 func extraAdminCmds(a *app) []*cobra.Command {
 	shadow := groupCmd("shadow", "Shadow mode reports", shadowReportCmd(a))
-	return append([]*cobra.Command{evaluateCmd(a), shadow, abuseCmd(a), adminBatchCmd(a), consoleCmd(a), checkCmd(a), debugCmd(a)}, dataCmds(a)...)
+	batch := groupCmd("batch", "Batch decision jobs: watch a job's progress", batchWatchCmd(a))
+	debug := groupCmd("debug", "Diagnostics of the running server (profiles)", pprofCmd(a))
+	return append([]*cobra.Command{evaluateCmd(a), shadow, abuseCmd(a), batch, consoleCmd(a), checkCmd(a), debug}, dataCmds(a)...)
 }
 
 func scopeList() []string { return server.ScopeNames() }

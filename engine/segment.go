@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -343,36 +344,26 @@ func (p *segParser) comparison(op segOp, arg any, loc []any) segNode {
 	return segNode{}
 }
 
-// segNumber converts the numbers encoding/json and Go code produce.
+// segNumber converts the numbers encoding/json and Go code produce: a
+// json.Number that parses as a float64, or a value of one of Go's
+// predeclared integer and float types (not a defined type over one, nor
+// uintptr or a complex number).
 func segNumber(v any) (float64, bool) {
-	switch x := v.(type) {
-	case float64:
-		return x, true
-	case float32:
-		return float64(x), true
-	case json.Number:
-		f, err := strconv.ParseFloat(string(x), 64)
+	if n, ok := v.(json.Number); ok {
+		f, err := strconv.ParseFloat(string(n), 64)
 		return f, err == nil
-	case int:
-		return float64(x), true
-	case int8:
-		return float64(x), true
-	case int16:
-		return float64(x), true
-	case int32:
-		return float64(x), true
-	case int64:
-		return float64(x), true
-	case uint:
-		return float64(x), true
-	case uint8:
-		return float64(x), true
-	case uint16:
-		return float64(x), true
-	case uint32:
-		return float64(x), true
-	case uint64:
-		return float64(x), true
+	}
+	r := reflect.ValueOf(v)
+	if !r.IsValid() || r.Type().PkgPath() != "" {
+		return 0, false
+	}
+	switch r.Kind() {
+	case reflect.Float32, reflect.Float64:
+		return r.Float(), true
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return float64(r.Int()), true
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return float64(r.Uint()), true
 	}
 	return 0, false
 }

@@ -262,3 +262,25 @@ func BenchmarkSegmentMatch(b *testing.B) {
 		seg.Match(f, featNow)
 	}
 }
+
+// TestSegNumber: the numbers a segment accepts are a json.Number and the
+// values of Go's predeclared integer and float types, nothing else.
+func TestSegNumber(t *testing.T) {
+	type myInt int
+	for _, tc := range []struct {
+		v    any
+		want float64
+		ok   bool
+	}{
+		{float64(1.5), 1.5, true}, {float32(0.25), 0.25, true}, {json.Number("2e3"), 2000, true},
+		{int(-3), -3, true}, {int8(-8), -8, true}, {int16(16), 16, true}, {int32(-32), -32, true}, {int64(1 << 40), 1 << 40, true},
+		{uint(3), 3, true}, {uint8(8), 8, true}, {uint16(16), 16, true}, {uint32(32), 32, true}, {uint64(1 << 63), 1 << 63, true},
+		{json.Number("x"), 0, false}, {nil, 0, false}, {"1", 0, false}, {true, 0, false},
+		{myInt(1), 0, false}, {uintptr(1), 0, false}, {complex(1, 0), 0, false},
+	} {
+		got, ok := segNumber(tc.v)
+		if ok != tc.ok || ok && got != tc.want {
+			t.Errorf("segNumber(%#v) = %v, %v; want %v, %v", tc.v, got, ok, tc.want, tc.ok)
+		}
+	}
+}

@@ -304,18 +304,47 @@ func (s *IntSchema) Nullable() *IntSchema {
 }
 
 func (s *IntSchema) check(c *checker, v Value) {
-	if !c.typed(v, s.nullable, KindNumber, "int_type", "Input should be a valid integer") {
+	c.checkScaled(v, &intScale, s.nullable, s.min, s.max)
+}
+
+// scaledRule is what IntSchema and MoneySchema check alike: v is a JSON
+// number (else typeType, typeMsg), read exactly as an int64 count of
+// 10^-scale units (a finer fraction is reported as fracType, fracMsg),
+// within [min, max], a bound reported as bound gives it (its ctx value,
+// its text in the message).
+type scaledRule struct {
+	scale             int64
+	typeType, typeMsg string
+	fracType, fracMsg string
+	bound             func(n int64) (ctx any, text string)
+}
+
+// intScale is IntSchema's rule: whole numbers, bounds as int64.
+var intScale = scaledRule{
+	scale:    0,
+	typeType: "int_type", typeMsg: "Input should be a valid integer",
+	fracType: "int_from_float", fracMsg: "Input should be a valid integer, got a number with a fractional part",
+	bound: func(n int64) (any, string) { return n, strconv.FormatInt(n, 10) },
+}
+
+// checkScaled checks v against r and the bounds min and max (in
+// 10^-r.scale units), null passing when nullable; it adds at most one
+// violation.
+func (c *checker) checkScaled(v Value, r *scaledRule, nullable bool, min, max int64) {
+	if !c.typed(v, nullable, KindNumber, r.typeType, r.typeMsg) {
 		return
 	}
 	d := readDecimal(v.NumberText())
-	n, err := d.scaled(0)
+	n, err := d.scaled(r.scale)
 	switch {
 	case err == numFraction:
-		c.add(v, "int_from_float", "Input should be a valid integer, got a number with a fractional part", nil)
-	case err == numTooSmall || err == numOK && n < s.min:
-		c.geViolation(v, s.min, strconv.FormatInt(s.min, 10))
-	case err == numTooBig || err == numOK && n > s.max:
-		c.leViolation(v, s.max, strconv.FormatInt(s.max, 10))
+		c.add(v, r.fracType, r.fracMsg, nil)
+	case err == numTooSmall || err == numOK && n < min:
+		ctx, text := r.bound(min)
+		c.geViolation(v, ctx, text)
+	case err == numTooBig || err == numOK && n > max:
+		ctx, text := r.bound(max)
+		c.leViolation(v, ctx, text)
 	}
 }
 
@@ -412,21 +441,18 @@ func (s *MoneySchema) Nullable() *MoneySchema {
 }
 
 func (s *MoneySchema) check(c *checker, v Value) {
-	if !c.typed(v, s.nullable, KindNumber, "float_type", "Input should be a valid number") {
-		return
-	}
-	d := readDecimal(v.NumberText())
-	n, err := d.scaled(2)
-	switch {
-	case err == numFraction:
-		c.add(v, "value_error", "Value error, "+moneyDecimalsMessage, nil)
-	case err == numTooSmall || err == numOK && n < s.min:
-		t := centsText(s.min)
-		c.geViolation(v, json.Number(t), t)
-	case err == numTooBig || err == numOK && n > s.max:
-		t := centsText(s.max)
-		c.leViolation(v, json.Number(t), t)
-	}
+	c.checkScaled(v, &moneyScale, s.nullable, s.min, s.max)
+}
+
+// moneyScale is MoneySchema's rule: cents, bounds reported in MXN.
+var moneyScale = scaledRule{
+	scale:    2,
+	typeType: "float_type", typeMsg: "Input should be a valid number",
+	fracType: "value_error", fracMsg: "Value error, " + moneyDecimalsMessage,
+	bound: func(n int64) (any, string) {
+		t := centsText(n)
+		return json.Number(t), t
+	},
 }
 
 // ---- other scalars ----
