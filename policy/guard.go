@@ -139,6 +139,9 @@ func (m *Model) Observe(s *GuardSample) {
 		return g
 	}
 	gp := gamma(pi)
+	if m.cfg.Cells {
+		gp = m.matchedValue(sc, gamma)
+	}
 	m.guard.Policy.add(gp, 0, 0)
 	zero := -1
 	for i, a := range s.Arms {
@@ -189,6 +192,9 @@ func (m *Model) Fade(now time.Time, window time.Duration) {
 	}
 	if hl := m.cfg.LadderHalfLife; hl > 0 {
 		g.Ladder.scale(math.Exp2(-float64(dt) / (hl * float64(window))))
+	}
+	if hl := m.cfg.CellHalfLife; hl > 0 {
+		m.fadeCells(math.Exp2(-float64(dt) / (hl * float64(window))))
 	}
 	g.Decayed = now
 }

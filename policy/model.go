@@ -126,6 +126,42 @@ type Config struct {
 	// refuted while its difference to the current rung is below 0 by
 	// LadderShutZ standard errors.
 	LadderShare, LadderShutZ float64
+
+	// Cells makes the cell model (cells.go, POLICY.md §7.6) decide:
+	// effects per frequency band and category group, from Hájek-weighted
+	// treated-minus-control residuals, shrunk by empirical Bayes, drawn by
+	// probability matching, judged by the guard with its exploration. Off
+	// by default: it earned more than this configuration on the tune
+	// seeds but not on the report seeds, and it sends coupons to rare
+	// buyers whose frequency band it does not separate. Off, its
+	// statistics are not kept.
+	Cells bool
+	// CellPseudo is how many rewards' worth of the pooled variance each
+	// side of a cell's comparison carries; CellKappa0 and CellKappaSD the
+	// prior of κ, the economic prior's calibration; CellTauRoot and
+	// CellTauBand (cents) the τs before data; CellTauMin and CellTauMax
+	// bound the band and cell τs (the action's: 3·CellTauMax).
+	CellPseudo, CellKappa0, CellKappaSD, CellTauRoot, CellTauBand, CellTauMin, CellTauMax float64
+	// CellHalfLife: the cell statistics fade with this half-life in
+	// reward windows (0: never).
+	CellHalfLife float64
+	// CellGuardShare is the mass the matched distribution keeps while the
+	// guard exploits its baseline.
+	CellGuardShare float64
+	// CellTemper scales the standard errors in probability matching: below
+	// 1 the draw is sharper than Thompson sampling's (less exploration of
+	// actions that are probably worse).
+	CellTemper float64
+	// CellMargin (cents) is how much a coupon's effect must exceed
+	// never-send's to count as better in the draw.
+	CellMargin float64
+	// CellMinProb caps the cell statistics' importance weights at
+	// 1/CellMinProb.
+	CellMinProb float64
+	// CellTieZ: two coupons whose cell effects differ by less than
+	// CellTieZ standard errors are even in the draw. CellFloor is the
+	// cell model's floor (Floor's role).
+	CellTieZ, CellFloor float64
 }
 
 // DefaultLadder is the send rule's ladder that Config.Ladder takes when it
@@ -144,6 +180,8 @@ func DefaultConfig() Config {
 		PoolZ:           1, DevZ: 1,
 		GuardZ: 2, GuardReleaseZ: 1, GuardMinN: 100, GuardHalfLife: 1,
 		LadderUpZ: 2, LadderDownZ: 2, LadderMinN: 200, LadderHalfLife: 2, LadderMinHits: 10, LadderShare: 0.1, LadderShutZ: 1,
+		CellPseudo: 20, CellKappa0: 0.5, CellKappaSD: 0.5, CellTauRoot: 3000, CellTauBand: 1000,
+		CellTauMin: 300, CellTauMax: 3000, CellHalfLife: 0, CellGuardShare: 0.1, CellTemper: 0.5, CellMinProb: 0.05, CellTieZ: 2, CellFloor: 0.002,
 	}
 }
 
@@ -178,6 +216,10 @@ type Model struct {
 	// popApart[a,b] (a < b): the two actions differ with confidence on
 	// average over their customers (apartOverall).
 	popApart map[[2]int]bool
+	// cells are the cell model's statistics and fit per coupon
+	// (Config.Cells; cells.go), cellFit its hyperparameters.
+	cells   map[int]*cellArm
+	cellFit cellFit
 }
 
 // armStats are one action's statistics and fit.
@@ -203,7 +245,7 @@ func newArm() *armStats {
 // with the prior's uncertainty.
 func New(cfg Config) *Model {
 	m := &Model{cfg: cfg, phi: make([]float64, dimBase*dimBase), bPhi: make([]float64, dimBase), mPhi: make([]float64, dimBase*dimBase),
-		arms: map[int]*armStats{}, tauE: cfg.TauEffect, tauP: cfg.TauPrior}
+		arms: map[int]*armStats{}, tauE: cfg.TauEffect, tauP: cfg.TauPrior, cellFit: startCellFit(cfg)}
 	m.Refit()
 	return m
 }
@@ -222,6 +264,11 @@ func (m *Model) Clone() *Model {
 			mPsi: slices.Clone(a.mPsi), delta: slices.Clone(a.delta), cov: slices.Clone(a.cov), popW: a.popW}
 	}
 	c.guard = m.guard.clone()
+	c.cells = make(map[int]*cellArm, len(m.cells))
+	for id, a := range m.cells {
+		ca := *a
+		c.cells[id] = &ca
+	}
 	return &c
 }
 
@@ -346,6 +393,7 @@ func (m *Model) Refit() {
 		m.fit(true)
 	}
 	m.fit(false)
+	m.fitCells()
 }
 
 // evidenceSteps is the number of evidence fixed-point steps per Refit.

@@ -30,7 +30,10 @@ func (m *Model) Score(c *Customer, arms []Arm, out []Score) {
 	for i := range arms {
 		a := &arms[i]
 		sc := Score{ID: a.ID, Mu: base}
-		if a.ID != 0 {
+		if a.ID != 0 && m.cfg.Cells {
+			sc.Effect, sc.Sigma = m.cellEffect(c, a)
+			sc.Mu, sc.pool, sc.own = base+sc.Effect, sc.Effect, sc.Sigma*sc.Sigma
+		} else if a.ID != 0 {
 			effectFeatures(c, a, &x, &psi, m.cfg.RareBands)
 			for k, j := range [nShared]int{0, psiPrior, 2, 7, 5, 10, 11, 12} {
 				sc.sh[k] = psi[j]
@@ -72,7 +75,12 @@ func (m *Model) priorVar(psi *[dimEffect]float64) float64 {
 // confidence bound Effect − Z·Sigma above never-send's 0), the one of
 // highest expected effect; never-send when none is safe. Pessimism decides
 // whether to send, the estimate decides what.
-func (m *Model) Greedy(sc []Score) int { return m.greedyZ(sc, m.sendZ()) }
+func (m *Model) Greedy(sc []Score) int {
+	if m.cfg.Cells {
+		return greedyCells(sc)
+	}
+	return m.greedyZ(sc, m.sendZ())
+}
 
 // greedyZ is Greedy with the send rule's width z (the ladder's rungs).
 func (m *Model) greedyZ(sc []Score, z float64) int {
@@ -144,6 +152,9 @@ func (m *Model) Distribution(sc []Score, probs []float64) int {
 	if k == 1 {
 		probs[0] = 1
 		return 0
+	}
+	if m.cfg.Cells {
+		return m.distributionCells(sc, probs)
 	}
 	top, guarded := m.Greedy(sc), false
 	if g := m.guard; g.Active {

@@ -19,7 +19,8 @@ type engineModel struct {
 type greedyObs struct {
 	f      engine.Features
 	now    time.Time
-	a      *engine.Action
+	acts   []engine.Action
+	k      int     // index in acts, -1: nothing
 	reward float64 // cents
 }
 
@@ -32,9 +33,10 @@ func (g *engineModel) predict(f *engine.Features, now time.Time, a *engine.Actio
 	return mu
 }
 
-// update folds one observed reward (cents) of a for f at now.
-func (g *engineModel) update(f *engine.Features, now time.Time, a *engine.Action, rewardCents float64) {
-	g.m.Update(f, now, window, a, rewardCents)
+// update folds one observed reward (cents) of acts[k] (-1: nothing) for
+// f at now.
+func (g *engineModel) update(f *engine.Features, now time.Time, acts []engine.Action, k int, rewardCents float64) {
+	g.m.Update(f, now, window, acts, k, rewardCents)
 }
 
 // choose returns the index of the action of acts with the highest
@@ -52,18 +54,14 @@ func (g *engineModel) choose(v *custView, acts []engine.Action) int {
 // observe records the reward (MXN) of action k (-1: nothing) for v; fold
 // learns it when the window closes.
 func (g *engineModel) observe(v *custView, acts []engine.Action, k int, rewardMXN float64) {
-	var a *engine.Action
-	if k >= 0 {
-		a = &acts[k]
-	}
-	g.pending = append(g.pending, greedyObs{*v.f, v.now, a, 100 * rewardMXN})
+	g.pending = append(g.pending, greedyObs{*v.f, v.now, acts, k, 100 * rewardMXN})
 }
 
 // fold learns the rewards of the window that closed.
 func (g *engineModel) fold() {
 	for i := range g.pending {
 		o := &g.pending[i]
-		g.update(&o.f, o.now, o.a, o.reward)
+		g.update(&o.f, o.now, o.acts, o.k, o.reward)
 	}
 	g.pending = g.pending[:0]
 }

@@ -466,8 +466,8 @@ func (s *singleRun) customer(t *weekTally, c *simCustomer, week int, now time.Ti
 	row.EpsGreedy += w.expected(c, ec)
 	// Outcomes: the engine's become events; the baselines' only teach them.
 	t.events = append(t.events, s.sim.outcome(c, chosen, d.DecisionID, now)...)
-	s.greedy.update(&f, now, toAction(gc), 100*s.sim.sample(s.brng, c, gc))
-	s.eps.update(&f, now, toAction(ec), 100*s.sim.sample(s.brng, c, ec))
+	learnGreedy(s.greedy, &f, now, active, gc, 100*s.sim.sample(s.brng, c, gc))
+	learnGreedy(s.eps, &f, now, active, ec, 100*s.sim.sample(s.brng, c, ec))
 	return nil
 }
 
@@ -687,6 +687,20 @@ func installCatalog(eng *engine.Engine, active []coupon, now time.Time) error {
 	}
 	_, err := eng.ReplaceCatalog(labTenant, acts, now)
 	return err
+}
+
+// learnGreedy folds into m the reward (cents) of c (nil: nothing) among
+// the active coupons.
+func learnGreedy(m *engineModel, f *engine.Features, now time.Time, active []coupon, c *coupon, reward float64) {
+	acts := make([]engine.Action, len(active))
+	k := -1
+	for i := range active {
+		acts[i] = catalogAction(active[i])
+		if c != nil && active[i].id == c.id {
+			k = i
+		}
+	}
+	m.update(f, now, acts, k, reward)
 }
 
 // pickGreedy chooses by the model's expected reward (ε: uniformly at random).
