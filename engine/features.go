@@ -1325,7 +1325,9 @@ func (f *Features) decodeDays(d *binReader, days []featDay, stack *[featColumnSt
 	}
 	f.days[0].day = int32(day)
 	for i, delta := range col[:len(col)-1] {
-		if day += int64(delta); delta < 1 || day > featMaxDay {
+		// A valid gap is at most 2·featMaxDay (first ≥ −featMaxDay, last ≤
+		// featMaxDay); a larger one would wrap negative as int64.
+		if day += int64(delta); delta < 1 || delta > 2*featMaxDay || day > featMaxDay {
 			return false
 		}
 		f.days[i+1].day = int32(day)
