@@ -126,3 +126,49 @@ func TestLabWorldsCommand(t *testing.T) {
 		t.Error("--worlds with --scenario accepted")
 	}
 }
+
+// TestLabModelFlag: --model cells runs the worlds with the cell model (the
+// engine's figures differ from the default model's on the same seed), an
+// unknown model and --model without --worlds are refused.
+func TestLabModelFlag(t *testing.T) {
+	run := func(args ...string) (string, error) {
+		var out bytes.Buffer
+		cmd := newLabCmd()
+		cmd.SetOut(&out)
+		cmd.SetErr(&bytes.Buffer{})
+		cmd.SetArgs(args)
+		err := cmd.Execute()
+		return out.String(), err
+	}
+	tiny := []string{"--worlds", "1", "--seeds", "tune", "--customers", "300", "--weeks", "4", "--json"}
+	engineWeeks := func(doc string) string {
+		var got struct {
+			Worlds []struct {
+				Weeks []struct {
+					Engine float64 `json:"engine"`
+				} `json:"weeks"`
+			} `json:"worlds"`
+		}
+		if err := json.Unmarshal([]byte(doc), &got); err != nil || len(got.Worlds) != 1 {
+			t.Fatalf("%v: %s", err, doc)
+		}
+		b, _ := json.Marshal(got.Worlds[0].Weeks)
+		return string(b)
+	}
+	regression, err := run(tiny...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cells, err := run(append(tiny, "--model", "cells")...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if engineWeeks(regression) == engineWeeks(cells) {
+		t.Error("--model cells: the engine's weeks are the default model's")
+	}
+	for _, args := range [][]string{append(tiny, "--model", "nope"), {"--model", "cells"}} {
+		if _, err := run(args...); err == nil || !strings.Contains(err.Error(), "--model") {
+			t.Errorf("%v: error %v, want one naming --model", args, err)
+		}
+	}
+}

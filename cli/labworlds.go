@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/coupond/coupond/engine/lab"
+	"github.com/coupond/coupond/policy"
 )
 
 // manyWorldsFlags are coupond lab's --worlds options.
@@ -20,6 +21,9 @@ type manyWorldsFlags struct {
 	parallel int
 	// customers and weeks replace the drawn sizes when given.
 	customers, weeks int
+	// model is the engine's decision model: "regression" (the default
+	// configuration) or "cells" (policy.Config.Cells, off by default).
+	model string
 }
 
 // worldsOutput is --worlds --json's document.
@@ -45,6 +49,15 @@ func runManyWorlds(cmd *cobra.Command, mw manyWorldsFlags, asJSON bool) error {
 	var mu sync.Mutex
 	done := 0
 	cfg := lab.WorldsConfig{Base: base, N: mw.worlds, Parallel: mw.parallel, Customers: mw.customers, Weeks: mw.weeks}
+	switch mw.model {
+	case "", "regression":
+	case "cells":
+		pc := policy.DefaultConfig()
+		pc.Cells = true
+		cfg.Policy = &pc
+	default:
+		return fmt.Errorf("--model: %q is neither regression nor cells", mw.model)
+	}
 	reps, err := lab.RunWorlds(cmd.Context(), cfg, func(r *lab.WorldReport) {
 		mu.Lock()
 		defer mu.Unlock()

@@ -24,8 +24,12 @@ type RewardModel struct {
 // refitEvery is the least number of new rewards that makes Predict refit.
 const refitEvery = 500
 
-// NewRewardModel returns a model without data.
-func NewRewardModel() *RewardModel { return &RewardModel{m: policy.New(policy.DefaultConfig())} }
+// NewRewardModel returns a model without data, in the engine's default
+// configuration.
+func NewRewardModel() *RewardModel { return NewRewardModelWith(policy.DefaultConfig()) }
+
+// NewRewardModelWith returns a model without data in configuration cfg.
+func NewRewardModelWith(cfg policy.Config) *RewardModel { return &RewardModel{m: policy.New(cfg)} }
 
 // Predict returns the expected reward (cents over the window) of action a
 // (nil: send nothing) for a customer with features f at now, and the

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/coupond/coupond/engine"
+	policypkg "github.com/coupond/coupond/policy"
 )
 
 // engineModel is the engine's own reward model with no exploration: both
@@ -25,6 +26,15 @@ type greedyObs struct {
 }
 
 func newEngineModel() *engineModel { return &engineModel{m: engine.NewRewardModel()} }
+
+// newEngineModelWith is newEngineModel in the engine's policy
+// configuration cfg (nil: the default).
+func newEngineModelWith(cfg *policypkg.Config) *engineModel {
+	if cfg == nil {
+		return newEngineModel()
+	}
+	return &engineModel{m: engine.NewRewardModelWith(*cfg)}
+}
 
 // predict is the model's expected reward (cents over the window) of a
 // (nil: nothing) for a customer with features f at now.

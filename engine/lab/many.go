@@ -5,6 +5,8 @@ import (
 	"math"
 	"slices"
 	"sync"
+
+	policypkg "github.com/coupond/coupond/policy"
 )
 
 // Seed sets of the many-worlds lab. Policies are tuned on TuneSeeds and
@@ -22,6 +24,10 @@ type WorldsConfig struct {
 	Base             uint64
 	N, Parallel      int
 	Customers, Weeks int
+	// Policy, if not nil, is the engine's policy configuration in every
+	// world (and greedy's, which is the engine's model); nil is
+	// policy.DefaultConfig().
+	Policy *policypkg.Config
 }
 
 // RunWorlds runs cfg's worlds, each on its own in-memory store and
@@ -39,6 +45,7 @@ func RunWorlds(ctx context.Context, cfg WorldsConfig, done func(*WorldReport)) (
 			for i := range next {
 				fam := DrawFamily(cfg.Base + uint64(i))
 				fam.Resize(cfg.Customers, cfg.Weeks)
+				fam.policy = cfg.Policy
 				reps[i], errs[i] = RunWorld(ctx, fam)
 				if errs[i] == nil && done != nil {
 					done(reps[i])

@@ -234,7 +234,7 @@ func newRun(fam *Family) (*run, error) {
 		}
 	}
 	r.learn = map[string]learner{
-		"greedy":    newEngineModel(),
+		"greedy":    newEngineModelWith(fam.policy),
 		"reference": newReference(fam.Categories, rand.New(rand.NewPCG(seed, 200))),
 	}
 	r.single = make([][]float64, len(w.coupons)+1)
