@@ -139,30 +139,48 @@ func (e *Event) AppendEncode(buf []byte) []byte {
 
 // presence is the encoding's presence bits: one per optional field set.
 func (e *Event) presence() uint64 {
-	fields := [...]struct {
-		bit uint64
-		set bool
-	}{
-		{evDecisionID, e.DecisionID != ""},
-		{evValor, e.ValorCents != 0},
-		{evTicketID, e.TicketID != ""},
-		{evMargen, e.MargenCents != 0},
-		{evCantidad, e.HasCantidad},
-		{evTienda, e.Tienda != ""},
-		{evCanal, e.Canal != ""},
-		{evTicketTotal, e.HasTicketTotal},
-		{evCuponEmitidoID, e.CuponEmitidoID != ""},
-		{evCampanaID, e.CampanaID != ""},
-		{evCaducidad, !e.Caducidad.IsZero()},
-		{evDescuentoPct, e.HasDescuentoPct},
-		{evSegmento, e.Segmento != ""},
-		{evPerfil, e.Perfil != ""},
-	}
 	var bits uint64
-	for _, f := range fields {
-		if f.set {
-			bits |= f.bit
-		}
+	if e.DecisionID != "" {
+		bits |= evDecisionID
+	}
+	if e.ValorCents != 0 {
+		bits |= evValor
+	}
+	if e.TicketID != "" {
+		bits |= evTicketID
+	}
+	if e.MargenCents != 0 {
+		bits |= evMargen
+	}
+	if e.HasCantidad {
+		bits |= evCantidad
+	}
+	if e.Tienda != "" {
+		bits |= evTienda
+	}
+	if e.Canal != "" {
+		bits |= evCanal
+	}
+	if e.HasTicketTotal {
+		bits |= evTicketTotal
+	}
+	if e.CuponEmitidoID != "" {
+		bits |= evCuponEmitidoID
+	}
+	if e.CampanaID != "" {
+		bits |= evCampanaID
+	}
+	if !e.Caducidad.IsZero() {
+		bits |= evCaducidad
+	}
+	if e.HasDescuentoPct {
+		bits |= evDescuentoPct
+	}
+	if e.Segmento != "" {
+		bits |= evSegmento
+	}
+	if e.Perfil != "" {
+		bits |= evPerfil
 	}
 	return bits
 }

@@ -1059,47 +1059,46 @@ func (f *Features) appendHeader(buf []byte) []byte {
 // appendDays appends the per-day columns; col is scratch, returned for
 // reuse.
 func (f *Features) appendDays(buf []byte, col []uint64) ([]byte, []uint64) {
+	buf = binary.AppendUvarint(buf, uint64(len(f.days)))
+	if len(f.days) == 0 {
+		return buf, col
+	}
 	days := f.days
-	return binAppendDated(buf, col, len(days), func(i int) int32 { return days[i].day },
-		func(i int) uint64 { return binZigzag(days[i].spend) },
-		func(i int) uint64 { return binZigzag(days[i].margin) },
-		func(i int) uint64 { return uint64(days[i].recv) },
-		func(i int) uint64 { return uint64(days[i].redeem) },
-		func(i int) uint64 { return uint64(days[i].expired) })
+	buf = binary.AppendVarint(buf, int64(days[0].day))
+	col = binColumnOf(col, len(days)-1, func(i int) uint64 { return uint64(days[i+1].day - days[i].day) })
+	buf = binAppendColumn(buf, col)
+	col = binColumnOf(col, len(days), func(i int) uint64 { return binZigzag(days[i].spend) })
+	buf = binAppendColumn(buf, col)
+	col = binColumnOf(col, len(days), func(i int) uint64 { return binZigzag(days[i].margin) })
+	buf = binAppendColumn(buf, col)
+	col = binColumnOf(col, len(days), func(i int) uint64 { return uint64(days[i].recv) })
+	buf = binAppendColumn(buf, col)
+	col = binColumnOf(col, len(days), func(i int) uint64 { return uint64(days[i].redeem) })
+	buf = binAppendColumn(buf, col)
+	col = binColumnOf(col, len(days), func(i int) uint64 { return uint64(days[i].expired) })
+	return binAppendColumn(buf, col), col
 }
 
 // appendTickets appends the per-ticket columns; col is scratch, returned
 // for reuse.
 func (f *Features) appendTickets(buf []byte, col []uint64) ([]byte, []uint64) {
-	ts := f.tickets
-	return binAppendDated(buf, col, len(ts), func(i int) int32 { return ts[i].day },
-		func(i int) uint64 { return uint64(ts[i].hash) },
-		func(i int) uint64 { return binZigzag(ts[i].valor) })
-}
-
-// binAppendDated appends n rows sorted by day as featDatedRows and the
-// decoders after it read them: the uvarint n and, when n > 0, the varint
-// first day(0), the column of the n-1 deltas day(i+1)-day(i), then one
-// column of n values per cols entry, in order. col is scratch, returned
-// for reuse.
-func binAppendDated(buf []byte, col []uint64, n int, day func(i int) int32, cols ...func(i int) uint64) ([]byte, []uint64) {
-	buf = binary.AppendUvarint(buf, uint64(n))
-	if n == 0 {
+	buf = binary.AppendUvarint(buf, uint64(len(f.tickets)))
+	if len(f.tickets) == 0 {
 		return buf, col
 	}
-	buf = binary.AppendVarint(buf, int64(day(0)))
-	col = binColumnOf(col, n-1, func(i int) uint64 { return uint64(day(i+1) - day(i)) })
+	ts := f.tickets
+	buf = binary.AppendVarint(buf, int64(ts[0].day))
+	col = binColumnOf(col, len(ts)-1, func(i int) uint64 { return uint64(ts[i+1].day - ts[i].day) })
 	buf = binAppendColumn(buf, col)
-	for _, at := range cols {
-		col = binColumnOf(col, n, at)
-		buf = binAppendColumn(buf, col)
-	}
-	return buf, col
+	col = binColumnOf(col, len(ts), func(i int) uint64 { return uint64(ts[i].hash) })
+	buf = binAppendColumn(buf, col)
+	col = binColumnOf(col, len(ts), func(i int) uint64 { return binZigzag(ts[i].valor) })
+	return binAppendColumn(buf, col), col
 }
 
 // binColumnOf gathers at(0) .. at(n-1) into col (scratch, returned for
-// reuse), for binAppendColumn. Small enough to inline, so an at written
-// in place at the call is called directly.
+// reuse), for binAppendColumn. Small enough to inline, so at is called
+// directly.
 func binColumnOf(col []uint64, n int, at func(i int) uint64) []uint64 {
 	col = col[:0]
 	for i := 0; i < n; i++ {
@@ -1316,15 +1315,20 @@ func (f *Features) decodeHeader(d *binReader, cats []featCat, optOut []string) b
 // decodeDays reads the per-day columns into days (reused); stack is
 // column scratch.
 func (f *Features) decodeDays(d *binReader, days []featDay, stack *[featColumnStack]uint64) bool {
-	var col []uint64
-	var day int64
-	var ok bool
-	f.days, col, day, ok = featDatedRows(d, days, 2, stack) // room for what Apply adds
-	if !ok || f.days == nil {
-		return ok
+	n := d.uvarint()
+	if n > uint64(d.left()) {
+		return false
+	}
+	if n == 0 {
+		return true
+	}
+	f.days = featResize(days, int(n), 2) // room for what Apply adds
+	col, day, ok := featDayDeltas(d, stack, n)
+	if !ok {
+		return false
 	}
 	f.days[0].day = int32(day)
-	for i, delta := range col[:len(col)-1] {
+	for i, delta := range col[:n-1] {
 		// A valid gap is at most 2·featMaxDay (first ≥ −featMaxDay, last ≤
 		// featMaxDay); a larger one would wrap negative as int64.
 		if day += int64(delta); delta < 1 || delta > 2*featMaxDay || day > featMaxDay {
@@ -1359,21 +1363,11 @@ func (f *Features) decodeDays(d *binReader, days []featDay, stack *[featColumnSt
 	return all <= math.MaxInt32 && !d.bad
 }
 
-// featDatedRows reads what binAppendDated wrote before its value
-// columns: the count n, then (n > 0) the first day and the column of n-1
-// day deltas. It returns rows resized to n (reusing its memory, with room
-// for extra more; nil when n is 0), column scratch n values long (stack
-// when it is large enough) whose first n-1 values are the deltas, for the
-// following columns, and the first day. The caller checks the deltas.
-func featDatedRows[T any](d *binReader, rows []T, extra int, stack *[featColumnStack]uint64) (_ []T, col []uint64, first int64, ok bool) {
-	n := d.uvarint()
-	if n > uint64(d.left()) {
-		return nil, nil, 0, false
-	}
-	if n == 0 {
-		return nil, nil, 0, true
-	}
-	rows = featResize(rows, int(n), extra)
+// featDayDeltas reads what appendDays and appendTickets write first after
+// the count n (> 0): the first day, then the column of n-1 day deltas, into
+// the first n-1 values of column scratch (stack when it is large enough).
+// It returns that scratch, n values long, for the following columns.
+func featDayDeltas(d *binReader, stack *[featColumnStack]uint64, n uint64) (col []uint64, first int64, ok bool) {
 	col = stack[:0]
 	if n > uint64(len(stack)) {
 		col = make([]uint64, 0, n)
@@ -1381,24 +1375,29 @@ func featDatedRows[T any](d *binReader, rows []T, extra int, stack *[featColumnS
 	col = col[:n]
 	first = d.varint()
 	if first < -featMaxDay || first > featMaxDay {
-		return nil, nil, 0, false
+		return nil, 0, false
 	}
 	d.column(col[:n-1])
-	return rows, col, first, true
+	return col, first, true
 }
 
 // decodeTickets reads the per-ticket columns into tickets (reused); stack
 // is column scratch.
 func (f *Features) decodeTickets(d *binReader, tickets []featTicket, stack *[featColumnStack]uint64) bool {
-	var col []uint64
-	var day int64
-	var ok bool
-	f.tickets, col, day, ok = featDatedRows(d, tickets, 4, stack)
-	if !ok || f.tickets == nil {
-		return ok
+	n := d.uvarint()
+	if n > uint64(d.left()) {
+		return false
+	}
+	if n == 0 {
+		return true
+	}
+	f.tickets = featResize(tickets, int(n), 4)
+	col, day, ok := featDayDeltas(d, stack, n)
+	if !ok {
+		return false
 	}
 	f.tickets[0].day = int32(day)
-	for i, delta := range col[:len(col)-1] {
+	for i, delta := range col[:n-1] {
 		if day += int64(delta); delta > featMaxDay || day > featMaxDay {
 			return false
 		}
