@@ -27,9 +27,11 @@ const (
 	onlineWindow = 200 * time.Millisecond
 	// onlinePauseRatio is the pause per unit of slice while online. At 1
 	// (background work on at most half a core) a 100,000-customer batch job
-	// beside 2,000 decisions/s put their p99 at 2.8-4.1 ms on this 2-core
-	// machine, at 3 at 1.9-3.0 ms; the job took 10.7 s instead of 7.7
-	// (cli/BENCH.md, speed4).
+	// beside 2,000 decisions/s put their p99 at 2.8-4.1 ms on a quiet
+	// 2-core machine (median 3.2), at 3 at 1.9-2.8 ms (median 2.4); the job
+	// took 10.7 s instead of 7.7 beside them, and the learner's fold of a
+	// 100,000-reward backlog 5.2 s instead of 3.1 (its step's p99 4.2 →
+	// 3.7 ms). Alone, background work never pauses (cli/BENCH.md, speed4).
 	onlinePauseRatio = 3
 	// maxPause bounds one slice's worth of pause, whatever the slice took
 	// (a slice that blocked on the disk was not CPU).
