@@ -138,18 +138,27 @@ func (s *services) tenantStatus(t *store.Tenant) (usage, quality map[string]any,
 }
 
 // clockMoved runs the learner for a sandbox tenant whose clock moved, so
-// rewards whose window closed are folded before the command returns.
+// rewards whose window closed are folded before the command returns. The
+// fold is background work beside online decisions (inside serve, through
+// the admin socket), so it runs on a low-priority thread of its own, as
+// the learner loop does (engine.LowPriority); the command waits for it.
 func (s *services) clockMoved(t *store.Tenant) {
-	for {
-		st, err := s.engine.Learn(t.ID)
-		if err != nil {
-			s.env.log.Error().Err(err).Str("tenant", t.ID).Msg("learner after clock advance")
-			return
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		engine.LowPriority()
+		for {
+			st, err := s.engine.Learn(t.ID)
+			if err != nil {
+				s.env.log.Error().Err(err).Str("tenant", t.ID).Msg("learner after clock advance")
+				return
+			}
+			if !st.Worked() {
+				return
+			}
 		}
-		if !st.Worked() {
-			return
-		}
-	}
+	}()
+	<-done
 }
 
 // extraAdminCmds are the admin commands beyond tenants, credentials and

@@ -13,7 +13,7 @@ func TestBackgroundPacer(t *testing.T) {
 		wantPause bool
 	}{
 		{"no online traffic: full speed", false, 3 * time.Millisecond, false},
-		{"online traffic: pause as long as the slice", true, 3 * time.Millisecond, true},
+		{"online traffic: pause onlinePauseRatio times the slice", true, 3 * time.Millisecond, true},
 		{"online traffic, frozen clock (tests): no pause", true, 0, false},
 	}
 	for _, tc := range tests {
@@ -30,9 +30,13 @@ func TestBackgroundPacer(t *testing.T) {
 			}
 			start := time.Now()
 			p.Step()
-			paused := time.Since(start) >= tc.slice/2 && tc.slice > 0
+			took := time.Since(start)
+			paused := took >= tc.slice/2 && tc.slice > 0
 			if paused != tc.wantPause {
-				t.Errorf("paused %v (%v), want %v", paused, time.Since(start), tc.wantPause)
+				t.Errorf("paused %v (%v), want %v", paused, took, tc.wantPause)
+			}
+			if want := onlinePauseRatio * tc.slice; tc.wantPause && took < want {
+				t.Errorf("paused %v, want at least %v (onlinePauseRatio × slice)", took, want)
 			}
 		})
 	}
