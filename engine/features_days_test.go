@@ -23,7 +23,7 @@ func TestDecodeRefusesDaysGoingBack(t *testing.T) {
 	pat := append(binary.AppendUvarint(nil, 2), binary.AppendVarint(nil, int64(ft.days[0].day))...)
 	pat = append(pat, 1, 1)
 	i := bytes.Index(b, pat)
-	if i < 0 || bytes.Index(b[i+1:], pat) >= 0 {
+	if i < 0 || bytes.Contains(b[i+1:], pat) {
 		t.Fatal("the day rows' gap column is not found once in the encoding")
 	}
 	j := i + len(pat) - 2
