@@ -272,16 +272,22 @@ func learnFrom(m *policy.Model, r *DecisionRecord, action int, reward float64, o
 	if idx < 0 {
 		return false
 	}
-	arms := make([]policy.Arm, len(cands))
-	for i := range cands {
-		arms[i] = cands[i].arm
+	observe := action == r.Accion && len(r.Probs) == len(cands) && len(r.Mu) == len(cands)
+	var arms []policy.Arm
+	if observe || m.KeepsCells() {
+		arms = make([]policy.Arm, len(cands))
+		for i := range cands {
+			arms[i] = cands[i].arm
+		}
 	}
-	var probs []float64
-	if action == r.Accion {
-		probs = r.Probs
+	if m.KeepsCells() {
+		var probs []float64
+		if action == r.Accion {
+			probs = r.Probs
+		}
+		m.FoldCells(&pc, arms, idx, reward, probs)
 	}
-	m.FoldCells(&pc, arms, idx, reward, probs)
-	if action == r.Accion && len(r.Probs) == len(cands) && len(r.Mu) == len(cands) {
+	if observe {
 		m.Observe(&policy.GuardSample{Customer: pc, Arms: arms, Probs: r.Probs, QHat: r.Mu, Logged: idx, Reward: reward, Options: options})
 	}
 	m.Fold(&pc, &cands[idx].arm, reward, m.Weight(r.Propension, len(r.Candidates)))

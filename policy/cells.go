@@ -132,7 +132,7 @@ type cellArm struct {
 // the policy's shares moved over time (Hájek). Without probs every reward
 // weighs 1. Without Config.Cells it keeps nothing.
 func (m *Model) FoldCells(c *Customer, arms []Arm, idx int, reward float64, probs []float64) {
-	if !m.cfg.Cells || idx < 0 || idx >= len(arms) || math.IsNaN(reward) || math.IsInf(reward, 0) {
+	if !m.KeepsCells() || idx < 0 || idx >= len(arms) || math.IsNaN(reward) || math.IsInf(reward, 0) {
 		return
 	}
 	w := 1.0
@@ -150,6 +150,11 @@ func (m *Model) FoldCells(c *Customer, arms []Arm, idx int, reward float64, prob
 		}
 	}
 }
+
+// KeepsCells reports whether the model keeps the cell statistics
+// (Config.Cells): without them FoldCells does nothing, and a caller need
+// not build its arguments.
+func (m *Model) KeepsCells() bool { return m.cfg.Cells }
 
 // baseline is the model's expected reward of sending nothing (cents).
 func (m *Model) baseline(c *Customer) float64 {

@@ -38,19 +38,7 @@ func bandedWorld(seed uint64, n int, actions []simAction) *world {
 // test logs the figures and skips, and fails only if the engine ends below
 // never-send.
 func TestCellsLearnWhoResponds(t *testing.T) {
-	act := simAction{id: 1, cat: -1, costCents: 3000,
-		prior: func(sc *simCust) float64 {
-			if sc.rare {
-				return 6000
-			}
-			return -500
-		},
-		lift: func(sc *simCust) float64 {
-			if sc.rare {
-				return 0
-			}
-			return 0.15
-		}}
+	act := rareBuyersAction()
 	w := bandedWorld(1, 4000, []simAction{act})
 	m := New(cellsConfig())
 	var st windowStats
@@ -121,10 +109,7 @@ func TestCellsSurviveMarshal(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, sc := range w.custs[:50] {
-		arms := w.arms(sc)
-		want, got := make([]Score, len(arms)), make([]Score, len(arms))
-		m.Score(&sc.c, arms, want)
-		back.Score(&sc.c, arms, got)
+		arms, want, got := w.scoreBoth(m, back, sc)
 		for i := range want {
 			if d := cmp.Diff([2]float64{want[i].Effect, want[i].Sigma}, [2]float64{got[i].Effect, got[i].Sigma}); d != "" {
 				t.Fatalf("arm %d after reload (-want +got):\n%s", arms[i].ID, d)

@@ -19,19 +19,7 @@ func week(i int) time.Time { return t0.Add(time.Duration(i) * 7 * 24 * time.Hour
 // Within 4 windows the model sends rare buyers coupons under 10 % of the
 // time.
 func TestPriorWrongForRareBuyers(t *testing.T) {
-	act := simAction{id: 1, cat: -1, costCents: 3000,
-		prior: func(sc *simCust) float64 {
-			if sc.rare {
-				return 6000
-			}
-			return -500
-		},
-		lift: func(sc *simCust) float64 {
-			if sc.rare {
-				return 0
-			}
-			return 0.15
-		}}
+	act := rareBuyersAction()
 	w := newWorld(1, 4000, []simAction{act})
 	m := New(DefaultConfig())
 	for i := 1; i <= 6; i++ {
@@ -218,10 +206,7 @@ func TestMarshalRoundTrip(t *testing.T) {
 		t.Fatalf("Unmarshal: %v, %q", err, version)
 	}
 	for _, sc := range w.custs[:20] {
-		arms := w.arms(sc)
-		a, b := make([]Score, len(arms)), make([]Score, len(arms))
-		m.Score(&sc.c, arms, a)
-		got.Score(&sc.c, arms, b)
+		_, a, b := w.scoreBoth(m, got, sc)
 		for i := range a {
 			if math.Abs(a[i].Mu-b[i].Mu) > 1e-6*math.Abs(a[i].Mu)+1e-6 || math.Abs(a[i].Sigma-b[i].Sigma) > 1e-6*a[i].Sigma+1e-6 {
 				t.Fatalf("after the round trip %+v, before %+v", b[i], a[i])

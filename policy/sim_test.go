@@ -28,6 +28,25 @@ type simAction struct {
 	cat       int                       // -1: none
 }
 
+// rareBuyersAction is a coupon whose economic prior is wrong: it promises
+// rare buyers 60 MXN and frequent ones −5 MXN, while in truth only
+// frequent buyers respond (conversion +0.15); it costs 30 MXN when redeemed.
+func rareBuyersAction() simAction {
+	return simAction{id: 1, cat: -1, costCents: 3000,
+		prior: func(sc *simCust) float64 {
+			if sc.rare {
+				return 6000
+			}
+			return -500
+		},
+		lift: func(sc *simCust) float64 {
+			if sc.rare {
+				return 0
+			}
+			return 0.15
+		}}
+}
+
 type world struct {
 	custs   []*simCust
 	actions []simAction
@@ -72,6 +91,16 @@ func (w *world) decide(m *Model, sc *simCust) ([]Arm, []Score, []float64) {
 	probs := make([]float64, len(arms))
 	m.Distribution(scores, probs)
 	return arms, scores, probs
+}
+
+// scoreBoth scores sc's candidate actions with two models (a model and
+// its reloaded copy).
+func (w *world) scoreBoth(m1, m2 *Model, sc *simCust) (arms []Arm, s1, s2 []Score) {
+	arms = w.arms(sc)
+	s1, s2 = make([]Score, len(arms)), make([]Score, len(arms))
+	m1.Score(&sc.c, arms, s1)
+	m2.Score(&sc.c, arms, s2)
+	return arms, s1, s2
 }
 
 func (w *world) arms(sc *simCust) []Arm {
