@@ -141,6 +141,8 @@ func (e *Ingester) Ingest(tenant string, events []IngestEvent) (IngestResult, er
 	if err != nil {
 		t.broken.Store(true)
 		t.failure = err
+	} else if t.afterCommit != nil {
+		t.afterCommit()
 	}
 	t.doneGen.Store(gen)
 	t.applyMu.Unlock()
