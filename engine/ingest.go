@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"errors"
 	"fmt"
@@ -196,9 +197,11 @@ func (e *Ingester) foldIngest(b *store.Batch, tenant string, events []IngestEven
 	}
 	encs := make(map[string][]byte, len(feats))
 	for ref, f := range feats {
-		enc := f.AppendEncode(nil)
+		buf = f.AppendEncode(buf[:0])
+		enc := bytes.Clone(buf) // its own allocation, of its size: it may be kept (ingestTurn)
 		encs[ref] = enc
 		b.Set(store.FeaturesKey(tenant, ref), enc)
+		t.recycleFeatures(f)
 	}
 	for cupon, a := range attrs {
 		if err := b.SetJSON(store.AttributionKey(tenant, cupon), a); err != nil {
@@ -295,21 +298,22 @@ func (e *core) unsignedDecisionID(tenant string, it *IngestEvent) *Rejection {
 // stops at the first level holding the key, beats seeking one iterator
 // through every level (GetMany).
 func (e *Ingester) loadIngestState(tenant string, events []IngestEvent, accepted []int, t *ingestTurn) (map[string]*Features, map[string]*attribution, error) {
-	feats := map[string]*Features{}
+	feats := make(map[string]*Features, len(accepted))
 	attrs := map[string]*attribution{}
 	for _, k := range accepted {
 		ev := &events[k].Event
 		if _, ok := feats[ev.ClienteRef]; !ok {
-			var f Features
+			f := t.spareFeatures()
 			if p, ok := t.feats[ev.ClienteRef]; ok {
-				f, _ = DecodeFeatures(p.enc) // encoded by foldIngest: decodes
+				f.Decode(p.enc) // encoded by foldIngest: decodes
 			} else {
-				var err error
-				if f, err = e.loadFeatures(tenant, ev.ClienteRef); err != nil {
+				loaded, err := e.loadFeatures(tenant, ev.ClienteRef)
+				if err != nil {
 					return nil, nil, err
 				}
+				*f = loaded
 			}
-			feats[ev.ClienteRef] = &f
+			feats[ev.ClienteRef] = f
 		}
 		if _, ok := attrs[ev.CuponEmitidoID]; ev.CuponEmitidoID != "" && !ok {
 			a := &attribution{}

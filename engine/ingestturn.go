@@ -49,6 +49,10 @@ type ingestTurn struct {
 	// ingestion, and may be committed before the deletion.
 	dropUpTo uint64
 
+	// spare are Features of earlier folds, reused for their memory (their
+	// buckets) by the next folds' decoding; at most maxSpareFeatures.
+	spare []*Features
+
 	// beforeApply, when set (tests), runs in the apply stage before the
 	// batch is applied: it widens the window in which the next request
 	// folds on the overlay. afterCommit (tests) runs after a commit that
@@ -85,6 +89,10 @@ type pendingGen struct {
 	gen                uint64
 	events, refs, cups []string
 }
+
+// maxSpareFeatures bounds ingestTurn.spare: about the customers of two
+// requests of 1,000 events.
+const maxSpareFeatures = 1024
 
 // featEntryOverhead approximates the bytes of a feats entry beyond its key
 // and encoding (map slot, string and slice headers, allocation rounding).
@@ -253,4 +261,30 @@ func (t *ingestTurn) publish(g pendingGen, sums map[string][32]byte, feats map[s
 	t.quality = q
 	t.queue = append(t.queue, g)
 	return g.gen
+}
+
+// spareFeatures returns a Features to decode into (mu held): a spare one,
+// whose memory Decode reuses, or a new one.
+func (t *ingestTurn) spareFeatures() *Features {
+	if n := len(t.spare); n > 0 {
+		f := t.spare[n-1]
+		t.spare = t.spare[:n-1]
+		return f
+	}
+	return new(Features)
+}
+
+// recycleFeatures keeps f, which the fold is done with, for spareFeatures
+// (mu held): its buckets, without a string (Apply's may point into a
+// request's body, which a spare must not hold on to).
+func (t *ingestTurn) recycleFeatures(f *Features) {
+	if len(t.spare) >= maxSpareFeatures {
+		return
+	}
+	cats := f.cats[:cap(f.cats)]
+	for i := range cats {
+		cats[i].name = ""
+	}
+	*f = Features{days: f.days[:0], tickets: f.tickets[:0], cats: cats[:0], oldTickets: f.oldTickets[:0]}
+	t.spare = append(t.spare, f)
 }
