@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/coupond/coupond/api"
 	"github.com/coupond/coupond/store"
@@ -49,7 +50,7 @@ type Quality struct {
 // (buf is reused for the encoding and returned) and applies it to its
 // customer's features, its coupon's attribution link and the quality
 // counters.
-func foldEvent(b *store.Batch, tenant string, it *IngestEvent, buf []byte, feats map[string]*Features, attrs map[string]*attribution, q *Quality) []byte {
+func foldEvent(b *store.Batch, tenant string, it *IngestEvent, buf []byte, feats map[string]*Features, attrs map[string]*attribution, q *Quality, index *[]keyedWrite) []byte {
 	ev := &it.Event
 	buf = ev.AppendEncode(append(buf[:0], it.sum[:]...))
 	b.Set(store.EventKey(tenant, ev.ID), buf)
@@ -58,7 +59,7 @@ func foldEvent(b *store.Batch, tenant string, it *IngestEvent, buf []byte, feats
 		summary.MarginCents = ev.MargenCents
 	}
 	summary.OptOut = ev.Tipo == Baja && ev.Clave == BajaComunicaciones
-	b.Set(store.CustomerEventKey(tenant, ev.ClienteRef, ev.TS, ev.ID), summary.encode())
+	*index = append(*index, keyedWrite{store.CustomerEventKey(tenant, ev.ClienteRef, ev.TS, ev.ID), summary.encode()})
 
 	flags := feats[ev.ClienteRef].Apply(ev)
 	q.count(ev, flags)
@@ -67,6 +68,12 @@ func foldEvent(b *store.Batch, tenant string, it *IngestEvent, buf []byte, feats
 	}
 	return buf
 }
+
+// keyedWrite is a write of a batch held back to be made in key order:
+// Pebble inserts a batch's keys into the memtable in the batch's order, and
+// a key next to the one before costs a few comparisons instead of a
+// descent of the skiplist.
+type keyedWrite struct{ key, val []byte }
 
 // apply records a coupon event in the coupon's attribution link.
 func (a *attribution) apply(ev *Event, q *Quality) {
@@ -189,14 +196,25 @@ func (e *Ingester) foldIngest(b *store.Batch, tenant string, events []IngestEven
 	}
 	sums := make(map[string][32]byte, len(accepted))
 	var buf []byte
+	index := make([]keyedWrite, 0, len(accepted))
 	for _, k := range accepted {
 		it := &events[k]
 		sums[it.Event.ID] = it.sum
-		buf = foldEvent(b, tenant, it, buf, feats, attrs, &q)
+		buf = foldEvent(b, tenant, it, buf, feats, attrs, &q, &index)
 		res.Aceptados++
 	}
+	slices.SortFunc(index, func(x, y keyedWrite) int { return bytes.Compare(x.key, y.key) })
+	for _, w := range index {
+		b.Set(w.key, w.val)
+	}
+	refs := make([]string, 0, len(feats))
+	for ref := range feats {
+		refs = append(refs, ref)
+	}
+	slices.Sort(refs)
 	encs := make(map[string][]byte, len(feats))
-	for ref, f := range feats {
+	for _, ref := range refs {
+		f := feats[ref]
 		buf = f.AppendEncode(buf[:0])
 		enc := bytes.Clone(buf) // its own allocation, of its size: it may be kept (ingestTurn)
 		encs[ref] = enc
