@@ -46,14 +46,11 @@ type Quality struct {
 	EventosTrasCierre           int64 `json:"eventos_tras_cierre_de_cuenta"`
 }
 
-// foldEvent writes one accepted event and its customer index entry to b
-// (buf is reused for the encoding and returned) and applies it to its
-// customer's features, its coupon's attribution link and the quality
-// counters.
-func foldEvent(b *store.Batch, tenant string, it *IngestEvent, buf []byte, feats map[string]*Features, attrs map[string]*attribution, q *Quality, index *[]keyedWrite) []byte {
+// foldEvent adds one accepted event's customer index entry to index and
+// applies the event to its customer's features, its coupon's attribution
+// link and the quality counters.
+func foldEvent(tenant string, it *IngestEvent, feats map[string]*Features, attrs map[string]*attribution, q *Quality, index *[]keyedWrite) {
 	ev := &it.Event
-	buf = ev.AppendEncode(append(buf[:0], it.sum[:]...))
-	b.Set(store.EventKey(tenant, ev.ID), buf)
 	summary := eventSummary{Tipo: ev.Tipo}
 	if ev.Tipo == CompraCat {
 		summary.MarginCents = ev.MargenCents
@@ -65,6 +62,19 @@ func foldEvent(b *store.Batch, tenant string, it *IngestEvent, buf []byte, feats
 	q.count(ev, flags)
 	if ev.CuponEmitidoID != "" {
 		attrs[ev.CuponEmitidoID].apply(ev, q)
+	}
+}
+
+// writeEvents writes the event records of the accepted events (keys[k] is
+// event k's key) to b in key order; buf is reused for the encoding and
+// returned.
+func writeEvents(b *store.Batch, events []IngestEvent, accepted []int, keys [][]byte, buf []byte) []byte {
+	order := slices.Clone(accepted)
+	slices.SortFunc(order, func(x, y int) int { return bytes.Compare(keys[x], keys[y]) })
+	for _, k := range order {
+		it := &events[k]
+		buf = it.Event.AppendEncode(append(buf[:0], it.sum[:]...))
+		b.Set(keys[k], buf)
 	}
 	return buf
 }
@@ -177,7 +187,7 @@ func (e *Ingester) foldIngest(b *store.Batch, tenant string, events []IngestEven
 		}
 		q = *loaded
 	}
-	accepted, err := e.admitEvents(tenant, events, t, &res)
+	accepted, keys, err := e.admitEvents(tenant, events, t, &res)
 	if err != nil {
 		return res, 0, err
 	}
@@ -195,14 +205,14 @@ func (e *Ingester) foldIngest(b *store.Batch, tenant string, events []IngestEven
 		return res, 0, err
 	}
 	sums := make(map[string][32]byte, len(accepted))
-	var buf []byte
 	index := make([]keyedWrite, 0, len(accepted))
 	for _, k := range accepted {
 		it := &events[k]
 		sums[it.Event.ID] = it.sum
-		buf = foldEvent(b, tenant, it, buf, feats, attrs, &q, &index)
+		foldEvent(tenant, it, feats, attrs, &q, &index)
 		res.Aceptados++
 	}
+	buf := writeEvents(b, events, accepted, keys, nil)
 	slices.SortFunc(index, func(x, y keyedWrite) int { return bytes.Compare(x.key, y.key) })
 	for _, w := range index {
 		b.Set(w.key, w.val)
@@ -236,23 +246,23 @@ func (e *Ingester) foldIngest(b *store.Batch, tenant string, events []IngestEven
 // the request, pending in t or stored is counted in res as a duplicate
 // (same canonical content) or rejected as "duplicado" (other content), and
 // an event with a time the store cannot hold is rejected. It returns the
-// indexes in events of the accepted ones, in order.
-func (e *Ingester) admitEvents(tenant string, events []IngestEvent, t *ingestTurn, res *IngestResult) ([]int, error) {
-	keys := make([][]byte, len(events))
+// indexes in events of the accepted ones, in order, and the events' keys.
+func (e *Ingester) admitEvents(tenant string, events []IngestEvent, t *ingestTurn, res *IngestResult) (accepted []int, keys [][]byte, err error) {
+	keys = make([][]byte, len(events))
 	for i := range events {
 		keys[i] = store.EventKey(tenant, events[i].Event.ID)
 	}
 	stored := map[string][32]byte{}
-	err := e.db.GetMany(keys, func(i int, v []byte) error {
+	err = e.db.GetMany(keys, func(i int, v []byte) error {
 		if len(v) >= 32 {
 			stored[events[i].Event.ID] = [32]byte(v[:32])
 		}
 		return nil
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	accepted := make([]int, 0, len(events))
+	accepted = make([]int, 0, len(events))
 	seen := make(map[string][32]byte, len(events))
 	for i := range events {
 		it := &events[i]
@@ -290,7 +300,7 @@ func (e *Ingester) admitEvents(tenant string, events []IngestEvent, t *ingestTur
 		seen[ev.ID] = it.sum
 		accepted = append(accepted, i)
 	}
-	return accepted, nil
+	return accepted, keys, nil
 }
 
 // unsignedDecisionID rejects an event whose decision_id is not a decision
