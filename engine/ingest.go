@@ -198,17 +198,15 @@ func (e *Ingester) foldIngest(b *store.Batch, tenant string, events []IngestEven
 		if err := b.SetJSON(store.QualityKey(tenant), &q); err != nil {
 			return res, 0, err
 		}
-		return res, t.publish(pendingGen{}, nil, nil, nil, &q), nil
+		return res, t.publish(nil, nil, nil, nil, &q), nil
 	}
 	feats, attrs, err := e.loadIngestState(tenant, events, accepted, t)
 	if err != nil {
 		return res, 0, err
 	}
-	sums := make(map[string][32]byte, len(accepted))
 	index := make([]keyedWrite, 0, len(accepted))
 	for _, k := range accepted {
 		it := &events[k]
-		sums[it.Event.ID] = it.sum
 		foldEvent(tenant, it, feats, attrs, &q, &index)
 		res.Aceptados++
 	}
@@ -239,7 +237,7 @@ func (e *Ingester) foldIngest(b *store.Batch, tenant string, events []IngestEven
 	if err := b.SetJSON(store.QualityKey(tenant), &q); err != nil {
 		return res, 0, err
 	}
-	return res, t.publish(pendingGen{}, sums, encs, attrs, &q), nil
+	return res, t.publish(events, accepted, encs, attrs, &q), nil
 }
 
 // admitEvents decides which events are new: an event_id seen earlier in

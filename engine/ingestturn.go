@@ -76,6 +76,7 @@ type pendingEvent struct {
 
 type pendingFeats struct {
 	gen uint64
+	ref string // the entry's key, a copy of its own (see publish)
 	enc []byte
 }
 
@@ -229,30 +230,36 @@ func (t *ingestTurn) featuresRemoved(commit func() error) error {
 }
 
 // publish puts a folded request's writes in the overlay as generation
-// lastGen+1 (mu held) and returns that generation.
-func (t *ingestTurn) publish(g pendingGen, sums map[string][32]byte, feats map[string][]byte, attrs map[string]*attribution, q *Quality) uint64 {
+// lastGen+1 (mu held) and returns that generation: the content hashes of
+// the accepted events (indexes in events), the customers' encoded
+// features and the coupons' links.
+func (t *ingestTurn) publish(events []IngestEvent, accepted []int, feats map[string][]byte, attrs map[string]*attribution, q *Quality) uint64 {
 	t.lastGen++
-	g.gen = t.lastGen
+	g := pendingGen{gen: t.lastGen, events: make([]string, 0, len(accepted)), refs: make([]string, 0, len(feats))}
 	if t.events == nil {
 		t.events, t.attrs = map[string]pendingEvent{}, map[string]pendingAttr{}
 	}
 	if t.feats == nil {
 		t.feats = map[string]pendingFeats{}
 	}
-	for id, s := range sums {
-		t.events[id] = pendingEvent{g.gen, s}
+	for _, k := range accepted {
+		id := events[k].Event.ID
+		t.events[id] = pendingEvent{g.gen, events[k].sum}
 		g.events = append(g.events, id)
 	}
 	for ref, enc := range feats {
-		if p, ok := t.feats[ref]; ok {
-			t.featBytes -= featEntrySize(ref, p.enc)
-		}
 		// A key of its own: ref may point into the request's body, which
 		// a kept entry must not hold on to.
-		ref = strings.Clone(ref)
-		t.feats[ref] = pendingFeats{g.gen, enc}
-		t.featBytes += featEntrySize(ref, enc)
-		g.refs = append(g.refs, ref)
+		key := ref
+		if p, ok := t.feats[ref]; ok {
+			t.featBytes -= featEntrySize(p.ref, p.enc)
+			key = p.ref
+		} else {
+			key = strings.Clone(ref)
+		}
+		t.feats[key] = pendingFeats{g.gen, key, enc}
+		t.featBytes += featEntrySize(key, enc)
+		g.refs = append(g.refs, key)
 	}
 	for c, a := range attrs {
 		t.attrs[c] = pendingAttr{g.gen, *a}
