@@ -317,9 +317,11 @@ func (e *core) unsignedDecisionID(tenant string, it *IngestEvent) *Rejection {
 }
 
 // loadIngestState reads the features of the customers and the attribution
-// links of the coupons of the accepted events, from t's overlay or else the
+// links of the coupons of the accepted events, from t's overlay (for
+// features, also the records it keeps after their commit) or else the
 // store (zero values for those in neither; damaged features are
-// quarantined as loadFeatures does). The store reads are point Gets: the
+// quarantined as loadFeatures does). The features are decoded into t's
+// spare Features. The store reads are point Gets: the
 // keys are spread over the table and mostly stored, so Pebble's Get, which
 // stops at the first level holding the key, beats seeking one iterator
 // through every level (GetMany).

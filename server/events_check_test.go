@@ -1,10 +1,7 @@
 package server
 
 import (
-	"io"
-	"strings"
 	"testing"
-	"testing/iotest"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
@@ -67,35 +64,5 @@ func TestEventCheckerReusesMemory(t *testing.T) {
 		if got[i].Rejection != nil {
 			t.Errorf("valid event %d rejected: %+v", i, got[i].Rejection)
 		}
-	}
-}
-
-// TestReadAll: the body read into a buffer of its declared length is the
-// body, whatever the declaration (absent, exact, short of the real length)
-// and however the reader hands it out.
-func TestReadAll(t *testing.T) {
-	body := strings.Repeat("0123456789", 700)
-	for _, c := range []struct {
-		name     string
-		declared int64
-		r        io.Reader
-	}{
-		{"undeclared", -1, strings.NewReader(body)},
-		{"exact", int64(len(body)), strings.NewReader(body)},
-		{"exact, a byte at a time", int64(len(body)), iotest.OneByteReader(strings.NewReader(body))},
-		{"declared short", 10, strings.NewReader(body)},
-		{"empty", 0, strings.NewReader("")},
-	} {
-		got, err := readAll(c.r, c.declared)
-		want := body
-		if c.name == "empty" {
-			want = ""
-		}
-		if err != nil || string(got) != want {
-			t.Errorf("%s: %d bytes, %v; want %d bytes", c.name, len(got), err, len(want))
-		}
-	}
-	if _, err := readAll(iotest.ErrReader(io.ErrUnexpectedEOF), 100); err != io.ErrUnexpectedEOF {
-		t.Errorf("a failing reader: %v, want its error", err)
 	}
 }

@@ -348,36 +348,12 @@ func readBody(c *call, max int64) error {
 	if c.r.ContentLength > max {
 		return errKind(kindTooLarge)
 	}
-	body, err := readAll(http.MaxBytesReader(c.w, c.r.Body, max), c.r.ContentLength)
+	body, err := io.ReadAll(http.MaxBytesReader(c.w, c.r.Body, max))
 	if err != nil {
 		return bodyError(c, err)
 	}
 	c.body = body
 	return nil
-}
-
-// readAll is io.ReadAll into one buffer of the declared length (at most
-// the route's body limit, checked before) when the request declares it:
-// io.ReadAll grows from 512 bytes, copying a 1 MB batch of events about 11
-// times.
-func readAll(r io.Reader, declared int64) ([]byte, error) {
-	if declared <= 0 {
-		return io.ReadAll(r)
-	}
-	b := make([]byte, 0, declared+1) // +1: room to read the end
-	for {
-		if len(b) == cap(b) {
-			b = append(b, 0)[:len(b)]
-		}
-		n, err := r.Read(b[len(b):cap(b)])
-		b = b[:len(b)+n]
-		if err == io.EOF {
-			return b, nil
-		}
-		if err != nil {
-			return b, err
-		}
-	}
 }
 
 // bodyError classifies an error met while reading a request body. Every
