@@ -32,7 +32,17 @@ type Config struct {
 	// Policy configures every tenant's policy model; nil is
 	// policy.DefaultConfig().
 	Policy *policy.Config
+	// FeaturesCache bounds, per tenant, the feature records ingestion
+	// keeps in memory after committing them (see ingestTurn), in bytes;
+	// 0 is DefaultFeaturesCache, negative keeps none.
+	FeaturesCache int
 }
+
+// DefaultFeaturesCache is Config.FeaturesCache's default: 32 MiB, the
+// records of about 20,000 customers of a year's weekly tickets (1.5 KB
+// each) or of the 100,000 of "coupond bench events" (15-20 MiB), beside
+// serve's 192 MiB heap limit.
+const DefaultFeaturesCache = 32 << 20
 
 // Engine decides and learns for every tenant. It is safe for concurrent use.
 //
@@ -89,6 +99,8 @@ type core struct {
 	onlineAt atomic.Int64
 
 	policy policy.Config // every tenant's policy model's configuration
+
+	featuresCache int // Config.FeaturesCache resolved: bytes per tenant, 0 none
 }
 
 // tenantState is the in-memory state of one tenant: the published catalog
@@ -158,6 +170,12 @@ func New(cfg Config) *Engine {
 		counters: NewCounters(cfg.DB),
 		policy:   pol,
 	}
+	switch {
+	case cfg.FeaturesCache == 0:
+		c.featuresCache = DefaultFeaturesCache
+	case cfg.FeaturesCache > 0:
+		c.featuresCache = cfg.FeaturesCache
+	}
 	c.quotas = newQuotas(c)
 	camps := &Campaigns{core: c}
 	e := &Engine{
@@ -188,6 +206,7 @@ func (e *core) state(tenant string) (*tenantState, error) {
 		return nil, fmt.Errorf("%w: %q", ErrNoTenant, tenant)
 	}
 	ts := &tenantState{id: tenant, campaigns: map[string]*Campaign{}, budgets: map[string]*budget{}}
+	ts.ingestMu.featLimit = e.featuresCache
 	c, err := e.loadCatalog(tenant)
 	if err != nil {
 		return nil, err

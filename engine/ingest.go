@@ -1,9 +1,11 @@
 package engine
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/coupond/coupond/api"
 	"github.com/coupond/coupond/store"
@@ -44,28 +46,44 @@ type Quality struct {
 	EventosTrasCierre           int64 `json:"eventos_tras_cierre_de_cuenta"`
 }
 
-// foldEvent writes one accepted event and its customer index entry to b
-// (buf is reused for the encoding and returned) and applies it to its
-// customer's features, its coupon's attribution link and the quality
-// counters.
-func foldEvent(b *store.Batch, tenant string, it *IngestEvent, buf []byte, feats map[string]*Features, attrs map[string]*attribution, q *Quality) []byte {
+// foldEvent adds one accepted event's customer index entry to index and
+// applies the event to its customer's features, its coupon's attribution
+// link and the quality counters.
+func foldEvent(tenant string, it *IngestEvent, feats map[string]*Features, attrs map[string]*attribution, q *Quality, index *[]keyedWrite) {
 	ev := &it.Event
-	buf = ev.AppendEncode(append(buf[:0], it.sum[:]...))
-	b.Set(store.EventKey(tenant, ev.ID), buf)
 	summary := eventSummary{Tipo: ev.Tipo}
 	if ev.Tipo == CompraCat {
 		summary.MarginCents = ev.MargenCents
 	}
 	summary.OptOut = ev.Tipo == Baja && ev.Clave == BajaComunicaciones
-	b.Set(store.CustomerEventKey(tenant, ev.ClienteRef, ev.TS, ev.ID), summary.encode())
+	*index = append(*index, keyedWrite{store.CustomerEventKey(tenant, ev.ClienteRef, ev.TS, ev.ID), summary.encode()})
 
 	flags := feats[ev.ClienteRef].Apply(ev)
 	q.count(ev, flags)
 	if ev.CuponEmitidoID != "" {
 		attrs[ev.CuponEmitidoID].apply(ev, q)
 	}
+}
+
+// writeEvents writes the event records of the accepted events (keys[k] is
+// event k's key) to b in key order; buf is reused for the encoding and
+// returned.
+func writeEvents(b *store.Batch, events []IngestEvent, accepted []int, keys [][]byte, buf []byte) []byte {
+	order := slices.Clone(accepted)
+	slices.SortFunc(order, func(x, y int) int { return bytes.Compare(keys[x], keys[y]) })
+	for _, k := range order {
+		it := &events[k]
+		buf = it.Event.AppendEncode(append(buf[:0], it.sum[:]...))
+		b.Set(keys[k], buf)
+	}
 	return buf
 }
+
+// keyedWrite is a write of a batch held back to be made in key order:
+// Pebble inserts a batch's keys into the memtable in the batch's order, and
+// a key next to the one before costs a few comparisons instead of a
+// descent of the skiplist.
+type keyedWrite struct{ key, val []byte }
 
 // apply records a coupon event in the coupon's attribution link.
 func (a *attribution) apply(ev *Event, q *Quality) {
@@ -141,6 +159,8 @@ func (e *Ingester) Ingest(tenant string, events []IngestEvent) (IngestResult, er
 	if err != nil {
 		t.broken.Store(true)
 		t.failure = err
+	} else if t.afterCommit != nil {
+		t.afterCommit()
 	}
 	t.doneGen.Store(gen)
 	t.applyMu.Unlock()
@@ -167,7 +187,7 @@ func (e *Ingester) foldIngest(b *store.Batch, tenant string, events []IngestEven
 		}
 		q = *loaded
 	}
-	accepted, err := e.admitEvents(tenant, events, t, &res)
+	accepted, keys, err := e.admitEvents(tenant, events, t, &res)
 	if err != nil {
 		return res, 0, err
 	}
@@ -178,25 +198,36 @@ func (e *Ingester) foldIngest(b *store.Batch, tenant string, events []IngestEven
 		if err := b.SetJSON(store.QualityKey(tenant), &q); err != nil {
 			return res, 0, err
 		}
-		return res, t.publish(pendingGen{}, nil, nil, nil, &q), nil
+		return res, t.publish(nil, nil, nil, nil, &q), nil
 	}
 	feats, attrs, err := e.loadIngestState(tenant, events, accepted, t)
 	if err != nil {
 		return res, 0, err
 	}
-	sums := make(map[string][32]byte, len(accepted))
-	var buf []byte
+	index := make([]keyedWrite, 0, len(accepted))
 	for _, k := range accepted {
 		it := &events[k]
-		sums[it.Event.ID] = it.sum
-		buf = foldEvent(b, tenant, it, buf, feats, attrs, &q)
+		foldEvent(tenant, it, feats, attrs, &q, &index)
 		res.Aceptados++
 	}
+	buf := writeEvents(b, events, accepted, keys, nil)
+	slices.SortFunc(index, func(x, y keyedWrite) int { return bytes.Compare(x.key, y.key) })
+	for _, w := range index {
+		b.Set(w.key, w.val)
+	}
+	refs := make([]string, 0, len(feats))
+	for ref := range feats {
+		refs = append(refs, ref)
+	}
+	slices.Sort(refs)
 	encs := make(map[string][]byte, len(feats))
-	for ref, f := range feats {
-		enc := f.AppendEncode(nil)
+	for _, ref := range refs {
+		f := feats[ref]
+		buf = f.AppendEncode(buf[:0])
+		enc := bytes.Clone(buf) // its own allocation, of its size: it may be kept (ingestTurn)
 		encs[ref] = enc
 		b.Set(store.FeaturesKey(tenant, ref), enc)
+		t.recycleFeatures(f)
 	}
 	for cupon, a := range attrs {
 		if err := b.SetJSON(store.AttributionKey(tenant, cupon), a); err != nil {
@@ -206,30 +237,30 @@ func (e *Ingester) foldIngest(b *store.Batch, tenant string, events []IngestEven
 	if err := b.SetJSON(store.QualityKey(tenant), &q); err != nil {
 		return res, 0, err
 	}
-	return res, t.publish(pendingGen{}, sums, encs, attrs, &q), nil
+	return res, t.publish(events, accepted, encs, attrs, &q), nil
 }
 
 // admitEvents decides which events are new: an event_id seen earlier in
 // the request, pending in t or stored is counted in res as a duplicate
 // (same canonical content) or rejected as "duplicado" (other content), and
 // an event with a time the store cannot hold is rejected. It returns the
-// indexes in events of the accepted ones, in order.
-func (e *Ingester) admitEvents(tenant string, events []IngestEvent, t *ingestTurn, res *IngestResult) ([]int, error) {
-	keys := make([][]byte, len(events))
+// indexes in events of the accepted ones, in order, and the events' keys.
+func (e *Ingester) admitEvents(tenant string, events []IngestEvent, t *ingestTurn, res *IngestResult) (accepted []int, keys [][]byte, err error) {
+	keys = make([][]byte, len(events))
 	for i := range events {
 		keys[i] = store.EventKey(tenant, events[i].Event.ID)
 	}
 	stored := map[string][32]byte{}
-	err := e.db.GetMany(keys, func(i int, v []byte) error {
+	err = e.db.GetMany(keys, func(i int, v []byte) error {
 		if len(v) >= 32 {
 			stored[events[i].Event.ID] = [32]byte(v[:32])
 		}
 		return nil
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	accepted := make([]int, 0, len(events))
+	accepted = make([]int, 0, len(events))
 	seen := make(map[string][32]byte, len(events))
 	for i := range events {
 		it := &events[i]
@@ -267,7 +298,7 @@ func (e *Ingester) admitEvents(tenant string, events []IngestEvent, t *ingestTur
 		seen[ev.ID] = it.sum
 		accepted = append(accepted, i)
 	}
-	return accepted, nil
+	return accepted, keys, nil
 }
 
 // unsignedDecisionID rejects an event whose decision_id is not a decision
@@ -286,28 +317,31 @@ func (e *core) unsignedDecisionID(tenant string, it *IngestEvent) *Rejection {
 }
 
 // loadIngestState reads the features of the customers and the attribution
-// links of the coupons of the accepted events, from t's overlay or else the
+// links of the coupons of the accepted events, from t's overlay (for
+// features, also the records it keeps after their commit) or else the
 // store (zero values for those in neither; damaged features are
-// quarantined as loadFeatures does). The store reads are point Gets: the
+// quarantined as loadFeatures does). The features are decoded into t's
+// spare Features. The store reads are point Gets: the
 // keys are spread over the table and mostly stored, so Pebble's Get, which
 // stops at the first level holding the key, beats seeking one iterator
 // through every level (GetMany).
 func (e *Ingester) loadIngestState(tenant string, events []IngestEvent, accepted []int, t *ingestTurn) (map[string]*Features, map[string]*attribution, error) {
-	feats := map[string]*Features{}
+	feats := make(map[string]*Features, len(accepted))
 	attrs := map[string]*attribution{}
 	for _, k := range accepted {
 		ev := &events[k].Event
 		if _, ok := feats[ev.ClienteRef]; !ok {
-			var f Features
+			f := t.spareFeatures()
 			if p, ok := t.feats[ev.ClienteRef]; ok {
-				f, _ = DecodeFeatures(p.enc) // encoded by foldIngest: decodes
+				f.Decode(p.enc) // encoded by foldIngest: decodes
 			} else {
-				var err error
-				if f, err = e.loadFeatures(tenant, ev.ClienteRef); err != nil {
+				loaded, err := e.loadFeatures(tenant, ev.ClienteRef)
+				if err != nil {
 					return nil, nil, err
 				}
+				*f = loaded
 			}
-			feats[ev.ClienteRef] = &f
+			feats[ev.ClienteRef] = f
 		}
 		if _, ok := attrs[ev.CuponEmitidoID]; ev.CuponEmitidoID != "" && !ok {
 			a := &attribution{}

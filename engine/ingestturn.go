@@ -2,6 +2,7 @@ package engine
 
 import (
 	"errors"
+	"strings"
 	"sync"
 	"sync/atomic"
 )
@@ -17,6 +18,17 @@ import (
 //
 // Lock and Unlock give exclusive use (the pipeline drained, the overlay
 // dropped) to other writers of what ingestion reads (customer erasure).
+//
+// Features written by requests that were committed stay in the overlay, up
+// to featLimit bytes, as a cache of the store's feature records: the next
+// request of the same customer reads them there instead of with a Get
+// (the largest share of an event's CPU after the memtable inserts). An
+// entry is kept only while it provably equals the stored record: ingestion
+// is the only writer of feature records but for customer erasure, which
+// takes Lock (the cache is dropped), and quarantine, which deletes a
+// damaged record and moves featEpoch around its commit (see
+// featuresRemoved), after which every committed entry is dropped. A failed
+// commit drops them too, and nothing survives the process.
 type ingestTurn struct {
 	mu      sync.Mutex // fold stage; exclusive users hold it throughout
 	applyMu sync.Mutex // apply stage
@@ -24,20 +36,37 @@ type ingestTurn struct {
 	// Guarded by mu.
 	lastGen uint64                  // generation of the last folded request that applies
 	events  map[string]pendingEvent // event_id → content hash, pending
-	feats   map[string]pendingFeats // cliente_ref → encoded features, pending
+	feats   map[string]pendingFeats // cliente_ref → encoded features, pending or committed (gen <= doneGen)
 	attrs   map[string]pendingAttr  // cupon_emitido_id → link, pending
 	quality *Quality                // the counters after the last folded request; nil: read the store
 	queue   []pendingGen            // pending generations, oldest first
 
+	featBytes  int    // what feats holds, in bytes (keys, encodings, entry overhead)
+	featLimit  int    // committed entries are evicted beyond this; 0: none kept
+	cacheEpoch uint64 // featEpoch at the last beginFold
+	// Generations up to dropUpTo do not keep their features once applied:
+	// they were folded before a feature record was deleted outside
+	// ingestion, and may be committed before the deletion.
+	dropUpTo uint64
+
+	// spare are Features of earlier folds, reused for their memory (their
+	// buckets) by the next folds' decoding; at most maxSpareFeatures.
+	spare []*Features
+
 	// beforeApply, when set (tests), runs in the apply stage before the
 	// batch is applied: it widens the window in which the next request
-	// folds on the overlay.
-	beforeApply func()
+	// folds on the overlay. afterCommit (tests) runs after a commit that
+	// succeeded, before the generation counts as applied.
+	beforeApply, afterCommit func()
 
 	failure error // the commit that set broken failed with it; guarded by applyMu
 
 	doneGen atomic.Uint64 // the last generation applied or failed (written under applyMu)
 	broken  atomic.Bool   // a commit failed: requests folded on the overlay fail too
+
+	// featEpoch is odd while a feature record is being deleted outside
+	// ingestion (featuresRemoved) and moves on when that is committed.
+	featEpoch atomic.Uint64
 }
 
 type pendingEvent struct {
@@ -47,6 +76,7 @@ type pendingEvent struct {
 
 type pendingFeats struct {
 	gen uint64
+	ref string // the entry's key, a copy of its own (see publish)
 	enc []byte
 }
 
@@ -60,6 +90,14 @@ type pendingGen struct {
 	gen                uint64
 	events, refs, cups []string
 }
+
+// maxSpareFeatures bounds ingestTurn.spare: about the customers of two
+// requests of 1,000 events.
+const maxSpareFeatures = 1024
+
+// featEntryOverhead approximates the bytes of a feats entry beyond its key
+// and encoding (map slot, string and slice headers, allocation rounding).
+const featEntryOverhead = 64
 
 // errIngestAborted answers a request folded on the pending writes of one
 // whose apply failed.
@@ -81,61 +119,147 @@ func (t *ingestTurn) Unlock() { t.mu.Unlock() }
 // reset drops the overlay; with mu held and nothing pending.
 func (t *ingestTurn) reset() {
 	t.events, t.feats, t.attrs, t.quality, t.queue = nil, nil, nil, nil, nil
+	t.featBytes = 0
 	t.broken.Store(false)
 }
 
 // beginFold starts a request's fold (mu held): it drops what applied
-// requests left in the overlay and reports whether the request depends on
-// pending ones.
+// requests left in the overlay, but for the features it keeps as a cache
+// (see ingestTurn), and reports whether the request depends on pending
+// ones.
+//
+// When a feature record was deleted outside ingestion since the last fold
+// began, or is being deleted (featEpoch odd), the kept features are
+// dropped, and so are, once applied, those of every generation folded so
+// far: a deletion committed after a kept record was read or written leaves
+// the next fold's begin at featEpoch moved or odd, and then nothing
+// written before it is kept.
 func (t *ingestTurn) beginFold() (dependent bool) {
 	done := t.doneGen.Load()
-	if t.lastGen == done {
-		if t.broken.Load() {
-			t.reset()
-		}
-		// Applied entries are in the store too; drop them all.
-		t.events, t.feats, t.attrs, t.queue = nil, nil, nil, t.queue[:0]
-		return false
+	if t.lastGen == done && t.broken.Load() {
+		t.reset()
 	}
+	if epoch := t.featEpoch.Load(); epoch != t.cacheEpoch || epoch%2 == 1 {
+		t.dropCommittedFeats(done)
+		t.cacheEpoch, t.dropUpTo = epoch, t.lastGen
+	}
+	if t.lastGen == done {
+		// Applied entries are in the store too.
+		t.events, t.attrs = nil, nil
+	}
+	keepable := !t.broken.Load() && t.featLimit > 0
 	n := 0
 	for n < len(t.queue) && t.queue[n].gen <= done {
 		g := &t.queue[n]
-		for _, k := range g.events {
-			if t.events[k].gen == g.gen {
-				delete(t.events, k)
-			}
+		if t.lastGen != done {
+			t.retire(g)
 		}
+		keep := keepable && g.gen > t.dropUpTo
 		for _, k := range g.refs {
-			if t.feats[k].gen == g.gen {
-				delete(t.feats, k)
-			}
-		}
-		for _, k := range g.cups {
-			if t.attrs[k].gen == g.gen {
-				delete(t.attrs, k)
+			if p, ok := t.feats[k]; ok && p.gen == g.gen && !keep {
+				t.dropFeats(k, p)
 			}
 		}
 		n++
 	}
-	t.queue = t.queue[n:]
-	return true
+	if n == len(t.queue) {
+		t.queue = t.queue[:0] // reuse the array
+	} else {
+		t.queue = t.queue[n:]
+	}
+	if t.featBytes > t.featLimit {
+		t.evictFeats(done)
+	}
+	return t.lastGen != done
+}
+
+// retire drops the applied generation g's event ids and attribution links
+// from the overlay.
+func (t *ingestTurn) retire(g *pendingGen) {
+	for _, k := range g.events {
+		if t.events[k].gen == g.gen {
+			delete(t.events, k)
+		}
+	}
+	for _, k := range g.cups {
+		if t.attrs[k].gen == g.gen {
+			delete(t.attrs, k)
+		}
+	}
+}
+
+// dropFeats deletes the feats entry of ref, p.
+func (t *ingestTurn) dropFeats(ref string, p pendingFeats) {
+	t.featBytes -= featEntrySize(ref, p.enc)
+	delete(t.feats, ref)
+}
+
+func featEntrySize(ref string, enc []byte) int { return len(ref) + cap(enc) + featEntryOverhead }
+
+// dropCommittedFeats deletes every committed entry of feats (generation at
+// most done), keeping the pending ones.
+func (t *ingestTurn) dropCommittedFeats(done uint64) {
+	for ref, p := range t.feats {
+		if p.gen <= done {
+			t.dropFeats(ref, p)
+		}
+	}
+}
+
+// evictFeats deletes committed entries of feats, in the map's (random)
+// order, until they take at most seven eighths of featLimit.
+func (t *ingestTurn) evictFeats(done uint64) {
+	target := t.featLimit - t.featLimit/8
+	for ref, p := range t.feats {
+		if t.featBytes <= target {
+			return
+		}
+		if p.gen <= done {
+			t.dropFeats(ref, p)
+		}
+	}
+}
+
+// featuresRemoved runs commit, which deletes feature records of the
+// tenant outside ingestion, with featEpoch odd, and moves it on after (see
+// beginFold).
+func (t *ingestTurn) featuresRemoved(commit func() error) error {
+	t.featEpoch.Add(1)
+	defer t.featEpoch.Add(1)
+	return commit()
 }
 
 // publish puts a folded request's writes in the overlay as generation
-// lastGen+1 (mu held) and returns that generation.
-func (t *ingestTurn) publish(g pendingGen, sums map[string][32]byte, feats map[string][]byte, attrs map[string]*attribution, q *Quality) uint64 {
+// lastGen+1 (mu held) and returns that generation: the content hashes of
+// the accepted events (indexes in events), the customers' encoded
+// features and the coupons' links.
+func (t *ingestTurn) publish(events []IngestEvent, accepted []int, feats map[string][]byte, attrs map[string]*attribution, q *Quality) uint64 {
 	t.lastGen++
-	g.gen = t.lastGen
+	g := pendingGen{gen: t.lastGen, events: make([]string, 0, len(accepted)), refs: make([]string, 0, len(feats))}
 	if t.events == nil {
-		t.events, t.feats, t.attrs = map[string]pendingEvent{}, map[string]pendingFeats{}, map[string]pendingAttr{}
+		t.events, t.attrs = map[string]pendingEvent{}, map[string]pendingAttr{}
 	}
-	for id, s := range sums {
-		t.events[id] = pendingEvent{g.gen, s}
+	if t.feats == nil {
+		t.feats = map[string]pendingFeats{}
+	}
+	for _, k := range accepted {
+		id := events[k].Event.ID
+		t.events[id] = pendingEvent{g.gen, events[k].sum}
 		g.events = append(g.events, id)
 	}
 	for ref, enc := range feats {
-		t.feats[ref] = pendingFeats{g.gen, enc}
-		g.refs = append(g.refs, ref)
+		// A key of its own: ref may point into the request's body, which
+		// a kept entry must not hold on to.
+		key := ref
+		if p, ok := t.feats[ref]; ok {
+			t.featBytes -= featEntrySize(p.ref, p.enc)
+			key = p.ref
+		} else {
+			key = strings.Clone(ref)
+		}
+		t.feats[key] = pendingFeats{g.gen, key, enc}
+		t.featBytes += featEntrySize(key, enc)
+		g.refs = append(g.refs, key)
 	}
 	for c, a := range attrs {
 		t.attrs[c] = pendingAttr{g.gen, *a}
@@ -144,4 +268,30 @@ func (t *ingestTurn) publish(g pendingGen, sums map[string][32]byte, feats map[s
 	t.quality = q
 	t.queue = append(t.queue, g)
 	return g.gen
+}
+
+// spareFeatures returns a Features to decode into (mu held): a spare one,
+// whose memory Decode reuses, or a new one.
+func (t *ingestTurn) spareFeatures() *Features {
+	if n := len(t.spare); n > 0 {
+		f := t.spare[n-1]
+		t.spare = t.spare[:n-1]
+		return f
+	}
+	return new(Features)
+}
+
+// recycleFeatures keeps f, which the fold is done with, for spareFeatures
+// (mu held): its buckets, without a string (Apply's may point into a
+// request's body, which a spare must not hold on to).
+func (t *ingestTurn) recycleFeatures(f *Features) {
+	if len(t.spare) >= maxSpareFeatures {
+		return
+	}
+	cats := f.cats[:cap(f.cats)]
+	for i := range cats {
+		cats[i].name = ""
+	}
+	*f = Features{days: f.days[:0], tickets: f.tickets[:0], cats: cats[:0], oldTickets: f.oldTickets[:0]}
+	t.spare = append(t.spare, f)
 }

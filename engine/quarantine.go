@@ -55,12 +55,26 @@ func (e *core) quarantine(tenant string, key, v []byte, cause error) error {
 	defer b.Close()
 	b.Set(qk, encodeDamaged(e.now(), cause.Error(), v))
 	b.Delete(key)
-	if err := b.Commit(); err != nil {
+	if err := e.removing(tenant, key, b.Commit); err != nil {
 		ev.AnErr("quarantine_error", err).Msg("damaged record skipped; moving it to quarantine failed")
 		return err
 	}
 	ev.Msg("damaged record moved to quarantine")
 	return nil
+}
+
+// removing runs commit, which deletes key of tenant: through the tenant's
+// ingestion turn when key is a feature record, so that the features it
+// keeps in memory never outlive the record (ingestTurn.featuresRemoved).
+func (e *core) removing(tenant string, key []byte, commit func() error) error {
+	if store.KindOf(tenant, key) != store.KindFeatures {
+		return commit()
+	}
+	ts, err := e.state(tenant)
+	if err != nil {
+		return commit() // no state: nothing of the tenant's is kept in memory
+	}
+	return ts.ingestMu.featuresRemoved(commit)
 }
 
 func encodeDamaged(at time.Time, cause string, v []byte) []byte {

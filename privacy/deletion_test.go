@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/rs/zerolog"
 
 	"github.com/coupond/coupond/engine"
@@ -387,4 +388,35 @@ func TestDeletionLeavesNoBytesOnDisk(t *testing.T) {
 		}
 	}
 	t.Fatalf("files still holding the deleted cliente_ref: %v", left)
+}
+
+// TestDeletionThenNewEvents: events of a customer that arrive after the
+// deletion build the features anew; nothing of the erased history comes
+// back (ingestion keeps the features it committed in memory, and the
+// deletion must drop them).
+func TestDeletionThenNewEvents(t *testing.T) {
+	const ref = "dora-00000001"
+	e, p, _, _ := newTest(t, 1)
+	ingestFor(t, e, ref, "a", 3)
+	if _, err := p.RequestDeletion("acme", ref, "ci"); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := p.ProcessDeletions(context.Background(), DeletionHooks{}); err != nil || st.Completed != 1 {
+		t.Fatalf("pass: %+v %v", st, err)
+	}
+	ingestFor(t, e, ref, "b", 2)
+
+	fresh, _, _, _ := newTest(t, 1)
+	ingestFor(t, fresh, ref, "b", 2)
+	got, err := e.CustomerFeatures("acme", ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := fresh.CustomerFeatures("acme", ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want.Export(t0), got.Export(t0)); diff != "" {
+		t.Errorf("features after deletion and new events (-want +got):\n%s", diff)
+	}
 }

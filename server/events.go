@@ -99,9 +99,11 @@ func (s *Server) handleEvents(c *call) error {
 	hold := s.abuse.level(c.clientID) >= levelCuarentena
 	now := c.now()
 	var rejected []engine.Rejection
-	var good []engine.IngestEvent
-	for i, ev := range env.Field("eventos").Items() {
-		item, rej := checkEvent(i, ev, now, true)
+	items := env.Field("eventos")
+	good := make([]engine.IngestEvent, 0, items.Len())
+	check := newEventChecker(now, true, len(c.body))
+	for i, ev := range items.Items() {
+		item, rej := check.check(i, ev)
 		if rej != nil {
 			rejected = append(rejected, *rej)
 			continue
@@ -161,42 +163,37 @@ func reject(i int, v schema.Value, codigo, campo, msg string) *engine.Rejection 
 	return r
 }
 
-// checkEvent validates event i against its tipo's schema and, when
-// checkTS, the ts range around now, the tenant clock (events released from
-// quarantine were in range when they arrived), and converts it. The
-// decision_id's signature is the engine's to check (Ingest).
-func checkEvent(i int, v schema.Value, now time.Time, checkTS bool) (engine.IngestEvent, *engine.Rejection) {
-	if v.Kind() != schema.KindObject {
-		return engine.IngestEvent{}, reject(i, v, "esquema_invalido", "", "cada evento debe ser un objeto JSON")
-	}
-	if bad := eventTipoOnly.Validate(v); len(bad) > 0 {
-		return engine.IngestEvent{}, reject(i, v, "esquema_invalido", "tipo", bad[0].Msg)
-	}
-	sch := eventByTipo[v.Field("tipo").String()]
-	if bad := sch.Validate(v); len(bad) > 0 {
-		first := bad[0]
-		for _, b := range bad {
-			if b.Type != "extra_forbidden" {
-				first = b
-				break
-			}
-		}
-		codigo := "esquema_invalido"
-		switch {
-		case first.Type == "extra_forbidden":
-			codigo = "campo_desconocido"
-		case first.Type == "value_error" && first.Dotted(0) == "ts":
-			// The event's own ts keeps §2's code for any instant outside
-			// its window, the API's range included (contract §8).
-			codigo = "ts_fuera_de_rango"
-		}
-		return engine.IngestEvent{}, reject(i, v, codigo, first.Dotted(0), first.Msg)
+// eventChecker validates and converts the events of one request (or one
+// release from quarantine), reusing its memory from one event to the next.
+type eventChecker struct {
+	now     time.Time // the tenant clock
+	checkTS bool      // check the ts range around now
+	schema  schema.Checker
+	// canon holds the canonical JSON of the events checked so far, one
+	// after another; each IngestEvent.Canonical is its own part of it.
+	canon []byte
+}
+
+// newEventChecker returns an eventChecker for events of about size bytes
+// of JSON in all.
+func newEventChecker(now time.Time, checkTS bool, size int) *eventChecker {
+	return &eventChecker{now: now, checkTS: checkTS, canon: make([]byte, 0, size)}
+}
+
+// check validates event i against its tipo's schema and, when k.checkTS,
+// the ts range around k.now (events released from quarantine were in range
+// when they arrived), and converts it. The decision_id's signature is the
+// engine's to check (Ingest).
+func (k *eventChecker) check(i int, v schema.Value) (engine.IngestEvent, *engine.Rejection) {
+	if rej := k.validate(i, v); rej != nil {
+		return engine.IngestEvent{}, rej
 	}
 	ev := engine.Event{
 		ID: v.Field("event_id").String(), ClienteRef: v.Field("cliente_ref").String(), TS: v.Field("ts").Time(),
 		Tipo: engine.EventType(v.Field("tipo").String()), Clave: v.Field("clave").String(),
 	}
-	if checkTS && (ev.TS.After(now.Add(tsAhead)) || ev.TS.Before(now.Add(-tsBehind))) {
+	now := k.now
+	if k.checkTS && (ev.TS.After(now.Add(tsAhead)) || ev.TS.Before(now.Add(-tsBehind))) {
 		return engine.IngestEvent{}, reject(i, v, "ts_fuera_de_rango", "ts",
 			fmt.Sprintf("ts debe estar entre %s y %s (reloj del inquilino)", now.Add(-tsBehind).Format(time.RFC3339), now.Add(tsAhead).Format(time.RFC3339)))
 	}
@@ -206,7 +203,53 @@ func checkEvent(i int, v schema.Value, now time.Time, checkTS bool) (engine.Inge
 	if val := v.Field("valor"); val.Present() && !val.IsNull() {
 		ev.ValorCents = val.Cents()
 	}
-	x := v.Field("extra")
+	convertExtra(&ev, v.Field("extra"))
+	start := len(k.canon)
+	k.canon = v.AppendJSON(k.canon)
+	return engine.IngestEvent{Index: i, Event: ev, Canonical: k.canon[start:len(k.canon):len(k.canon)]}, nil
+}
+
+// validate checks event i against the schema of its tipo; nil when it
+// passes.
+func (k *eventChecker) validate(i int, v schema.Value) *engine.Rejection {
+	if v.Kind() != schema.KindObject {
+		return reject(i, v, "esquema_invalido", "", "cada evento debe ser un objeto JSON")
+	}
+	// A tipo that names a schema is a valid one: eventTipoOnly, which says
+	// what is wrong with any other, need not run.
+	sch, ok := eventByTipo[v.Field("tipo").String()]
+	if !ok {
+		msg := "tipo desconocido"
+		if bad := k.schema.Validate(eventTipoOnly, v); len(bad) > 0 {
+			msg = bad[0].Msg
+		}
+		return reject(i, v, "esquema_invalido", "tipo", msg)
+	}
+	bad := k.schema.Validate(sch, v)
+	if len(bad) == 0 {
+		return nil
+	}
+	first := bad[0]
+	for _, b := range bad {
+		if b.Type != "extra_forbidden" {
+			first = b
+			break
+		}
+	}
+	codigo := "esquema_invalido"
+	switch {
+	case first.Type == "extra_forbidden":
+		codigo = "campo_desconocido"
+	case first.Type == "value_error" && first.Dotted(0) == "ts":
+		// The event's own ts keeps §2's code for any instant outside
+		// its window, the API's range included (contract §8).
+		codigo = "ts_fuera_de_rango"
+	}
+	return reject(i, v, codigo, first.Dotted(0), first.Msg)
+}
+
+// convertExtra sets the fields of ev that come from its validated extra.
+func convertExtra(ev *engine.Event, x schema.Value) {
 	str := func(name string) string {
 		if f := x.Field(name); f.Present() && !f.IsNull() {
 			return f.String()
@@ -231,5 +274,4 @@ func checkEvent(i int, v schema.Value, now time.Time, checkTS bool) (engine.Inge
 	if f := x.Field("descuento_pct"); f.Present() && !f.IsNull() {
 		ev.DescuentoPct, ev.HasDescuentoPct = f.Float(), true
 	}
-	return engine.IngestEvent{Index: i, Event: ev, Canonical: v.JSON()}, nil
 }

@@ -14,12 +14,13 @@ import (
 // quarantine. It returns how many were accepted and how many were
 // duplicates.
 func (s *Server) QuarantineRelease(tenant string, now time.Time) (accepted, duplicates int, err error) {
+	check := newEventChecker(now, false, 0)
 	return s.Engine.ReleaseHeld(tenant, now, func(raw []byte, i int) (engine.IngestEvent, bool, error) {
 		val, err := schema.Parse(raw)
 		if err != nil {
 			return engine.IngestEvent{}, false, fmt.Errorf("quarantined event: %w", err)
 		}
-		ev, rej := checkEvent(i, val, now, false)
+		ev, rej := check.check(i, val)
 		return ev, rej == nil, nil
 	})
 }

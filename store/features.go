@@ -1,7 +1,11 @@
 package store
 
 // Features: one record per customer ('f', by cliente_ref). The engine owns
-// the binary codec.
+// the binary codec. Event ingestion keeps the records it committed in
+// memory and reads them there: any other writer of this table must hold
+// the tenant's ingestion lock (engine Records.LockCustomer, as erasure
+// does) or delete through the engine's quarantine, or ingestion will fold
+// on a record that is no longer stored.
 
 // FeaturesKey is the key of the feature record of customer ref.
 func FeaturesKey(tenant, ref string) []byte {

@@ -30,8 +30,21 @@ type Schema interface {
 // schema's field order; unknown members (extra_forbidden) come after, in
 // document order.
 func Validate(s Schema, v Value, root ...any) []Violation {
-	c := &checker{}
-	c.path = c.pathBuf[:0]
+	var k Checker
+	return k.Validate(s, v, root...)
+}
+
+// Checker is Validate with memory reused from one call to the next: a
+// caller that validates many values in a row (the events of a request)
+// keeps one and saves an allocation per value. The zero Checker is ready
+// to use; it is not safe for concurrent use.
+type Checker struct{ c checker }
+
+// Validate is the package's Validate. The violations it returns are the
+// caller's; c keeps no reference to them.
+func (k *Checker) Validate(s Schema, v Value, root ...any) []Violation {
+	c := &k.c
+	c.path, c.out = c.pathBuf[:0], nil
 	if len(root) <= len(c.rootBuf) {
 		c.root = c.rootBuf[:copy(c.rootBuf[:], root)]
 	} else {

@@ -468,3 +468,24 @@ func TestPurchaseEvent(t *testing.T) {
 		t.Errorf("event violations mismatch (-want +got):\n%s", diff)
 	}
 }
+
+// TestCheckerReuse: a Checker validating one value after another returns
+// what Validate returns for each, and the violations of one call are not
+// changed by the next.
+func TestCheckerReuse(t *testing.T) {
+	s := Object(Field("a", Int().Min(1)).Required(), Field("b", String().Len(1, 3)))
+	docs := []string{`{"a":0,"b":"long"}`, `{"b":""}`, `{"a":5}`, `{"a":"x","c":1}`, `{"a":1,"b":"ok"}`}
+	var k Checker
+	var got, want [][]Violation
+	for _, d := range docs {
+		v, err := Parse([]byte(d))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, k.Validate(s, v, "body"))
+		want = append(want, Validate(s, v, "body"))
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("violations with one Checker (-want +got):\n%s", diff)
+	}
+}

@@ -1,0 +1,68 @@
+package server
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/coupond/coupond/engine"
+	"github.com/coupond/coupond/server/schema"
+)
+
+// TestEventCheckerReusesMemory: one eventChecker for a request's events
+// (one schema.Checker, one buffer of canonical JSON) gives each event what
+// a checker of its own gives, its canonical JSON is Value.JSON's, and a
+// tipo that names no schema is rejected with eventTipoOnly's message.
+func TestEventCheckerReusesMemory(t *testing.T) {
+	events := []string{
+		`{"event_id":"a1","cliente_ref":"cliente-0001","ts":"` + fuzzTS + `","tipo":"COMPRA_CAT","clave":"abarrotes","valor":100.50,` +
+			`"extra":{"ticket_id":"t1","margen":1e1,"cantidad":2,"canal":"tienda"}}`,
+		`{"tipo":"ALTA","event_id":"a2","cliente_ref":"cliente-0002","ts":"` + fuzzTS + `","clave":"web","extra":{"segmento":"oro","perfil":"caf\u00e9"}}`,
+		`{"event_id":"a3","cliente_ref":"cliente-0003","ts":"` + fuzzTS + `","clave":"web"}`,
+		`{"event_id":"a4","cliente_ref":"cliente-0003","ts":"` + fuzzTS + `","tipo":7,"clave":"web"}`,
+		`{"event_id":"a5","cliente_ref":"cliente-0003","ts":"` + fuzzTS + `","tipo":"alta","clave":"web"}`,
+		`{"event_id":"a6","cliente_ref":"cliente-0003","ts":"` + fuzzTS + `","tipo":null,"clave":"web"}`,
+		`{"event_id":"a7","cliente_ref":"cliente-0004","ts":"` + fuzzTS + `","tipo":"CUPON_RECIBIDO","clave":"TA","valor":10,` +
+			`"extra":{"cupon_emitido_id":"cup-1","caducidad":"` + fuzzTS + `","descuento_pct":15}}`,
+		`{"event_id":"a8","cliente_ref":"cliente-0005","ts":"` + fuzzTS + `","tipo":"BAJA","clave":"comunicaciones","extra":{"canal":"sms"},"otro":1}`,
+		`{"event_id":"a9","cliente_ref":"cliente-0005","ts":"` + fuzzTS + `","tipo":"CUPON_CADUCADO","clave":"TA","valor":0,"extra":{"cupon_emitido_id":"cup-2"}}`,
+	}
+	shared := newEventChecker(testStart, true, 16) // small: the buffer grows while events keep their parts
+	type result struct {
+		Event     engine.IngestEvent
+		Canonical string
+		Rejection *engine.Rejection
+	}
+	var got, want []result
+	for i, text := range events {
+		v, err := schema.Parse([]byte(text))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ev, rej := shared.check(i, v)
+		got = append(got, result{ev, string(ev.Canonical), rej})
+
+		own, orej := newEventChecker(testStart, true, 0).check(i, v)
+		if orej == nil {
+			own.Canonical = v.JSON()
+		} else if orej.Campo != nil && *orej.Campo == "tipo" {
+			bad := schema.Validate(eventTipoOnly, v)
+			if len(bad) == 0 || orej.Mensaje != bad[0].Msg {
+				t.Errorf("event %d: tipo rejected with %q, want eventTipoOnly's %v", i, orej.Mensaje, bad)
+			}
+		}
+		want = append(want, result{own, string(own.Canonical), orej})
+	}
+	for i := range got {
+		got[i].Event.Canonical, want[i].Event.Canonical = nil, nil
+	}
+	if diff := cmp.Diff(want, got, cmpopts.IgnoreUnexported(engine.IngestEvent{})); diff != "" {
+		t.Errorf("events checked with one eventChecker (-want +got):\n%s", diff)
+	}
+	for _, i := range []int{0, 1, 6} {
+		if got[i].Rejection != nil {
+			t.Errorf("valid event %d rejected: %+v", i, got[i].Rejection)
+		}
+	}
+}
