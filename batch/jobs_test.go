@@ -606,7 +606,12 @@ func refsN(prefix string, n int) []string {
 // and their customers' reward windows close.
 func TestRecoverVoidsFailedJobDecisions(t *testing.T) {
 	e := newJobEnv(t, vfs.NewMem(), "db", 3, 1000)
-	refs := []string{"cliente-0000001", "cliente-0000002", "cliente-0000003", "cliente-0000004"}
+	// Enough customers that the policy sends some coupons (a new tenant's
+	// send gate tests about half of its coupon choices).
+	var refs []string
+	for i := 1; i <= 40; i++ {
+		refs = append(refs, fmt.Sprintf("cliente-%07d", i))
+	}
 	job, err := e.r.Submit("acme", Submission{CampanaID: "camp", Clientes: refs})
 	if err != nil {
 		t.Fatal(err)

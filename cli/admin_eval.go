@@ -74,6 +74,27 @@ func printGuard(w io.Writer, g policy.GuardStatus) {
 		fmt.Fprintf(w, "  baseline %d: %.2f MXN  policy − baseline %+.2f (SE %s)\n", b.Accion, b.Value, b.Diff, se)
 	}
 	printLadder(w, g.Ladder)
+	printGate(w, g.Gate)
+}
+
+// printGate prints the send gate: its state, the share of the model's
+// coupon choices it sends, and its test of those choices against
+// never-send.
+func printGate(w io.Writer, g *policy.GateStatus) {
+	if g == nil {
+		return
+	}
+	se := func(x float64) string {
+		if x < 0 {
+			return "n/a"
+		}
+		return fmt.Sprintf("%.2f", x)
+	}
+	fmt.Fprintf(w, "send gate: %s  choice − never-send %+.2f MXN (SE %s) over %.0f effective decisions\n", g.State, g.Diff, se(g.SE), g.N)
+	for i, b := range g.Bands {
+		fmt.Fprintf(w, "  band %d (%s tickets a year): %s  sends %.0f %% of the coupon choices  choice − never-send %+.2f MXN (SE %s) over %.0f\n",
+			i, b.Tickets, b.State, 100*b.Sending, b.Diff, se(b.SE), b.N)
+	}
 }
 
 // printLadder prints the send rule's ladder: the rung in use and every

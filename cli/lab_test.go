@@ -166,6 +166,13 @@ func TestLabModelFlag(t *testing.T) {
 	if engineWeeks(regression) == engineWeeks(cells) {
 		t.Error("--model cells: the engine's weeks are the default model's")
 	}
+	zrule, err := run(append(tiny, "--model", "zrule")...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if engineWeeks(regression) == engineWeeks(zrule) {
+		t.Error("--model zrule: the engine's weeks are the default model's")
+	}
 	for _, args := range [][]string{append(tiny, "--model", "nope"), {"--model", "cells"}} {
 		if _, err := run(args...); err == nil || !strings.Contains(err.Error(), "--model") {
 			t.Errorf("%v: error %v, want one naming --model", args, err)

@@ -22,7 +22,9 @@ type manyWorldsFlags struct {
 	// customers and weeks replace the drawn sizes when given.
 	customers, weeks int
 	// model is the engine's decision model: "regression" (the default
-	// configuration) or "cells" (policy.Config.Cells, off by default).
+	// configuration: the regression's choices behind the send gate),
+	// "zrule" (the send rule before the gate, policy.ZRuleConfig) or
+	// "cells" (policy.Config.Cells, off by default).
 	model string
 }
 
@@ -51,12 +53,15 @@ func runManyWorlds(cmd *cobra.Command, mw manyWorldsFlags, asJSON bool) error {
 	cfg := lab.WorldsConfig{Base: base, N: mw.worlds, Parallel: mw.parallel, Customers: mw.customers, Weeks: mw.weeks}
 	switch mw.model {
 	case "", "regression":
+	case "zrule":
+		pc := policy.ZRuleConfig()
+		cfg.Policy = &pc
 	case "cells":
 		pc := policy.DefaultConfig()
 		pc.Cells = true
 		cfg.Policy = &pc
 	default:
-		return fmt.Errorf("--model: %q is neither regression nor cells", mw.model)
+		return fmt.Errorf("--model: %q is none of regression, zrule and cells", mw.model)
 	}
 	reps, err := lab.RunWorlds(cmd.Context(), cfg, func(r *lab.WorldReport) {
 		mu.Lock()

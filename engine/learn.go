@@ -114,6 +114,7 @@ func (e *Learner) Learn(tenant string) (LearnStats, error) {
 		e.log.Info().Str("tenant", tenant).Int("folded", st.Folded).Str("politica_version", p.next.version).Msg("model updated")
 		e.logGuard(tenant, guard, p.next.m.GuardStatus())
 		e.logLadder(tenant, ladder, p.next.m.LadderStatus())
+		e.logGate(tenant, p.gateWas, p.next.m.GateStatus())
 	}
 	return st, nil
 }
@@ -180,6 +181,7 @@ type learnPass struct {
 	st      *LearnStats
 	next    *publishedModel // the model being updated
 	options []int           // 0 (send nothing) and the catalog's actions
+	gateWas string          // the send gate's state before refit ("" without one)
 }
 
 // apply handles one due entry into b: an expiry releases the budget of an
@@ -243,6 +245,9 @@ func (p *learnPass) refit(b *store.Batch, now time.Time) (policy.GuardEvent, pol
 		next.m.AddCats(p.ts.cats.top(next.m.Cats, policy.NumCats-len(next.m.Cats))...)
 	}
 	next.m.Refit()
+	if g := next.m.GateStatus(); g != nil {
+		p.gateWas = g.State
+	}
 	guard := next.m.UpdateGuard()
 	ladder := next.m.UpdateLadder()
 	next.publishVersion(now)
@@ -307,6 +312,23 @@ func (e *Learner) logLadder(tenant string, ev policy.LadderEvent, l *policy.Ladd
 	r := l.Rungs[l.Rung]
 	e.log.Warn().Str("tenant", tenant).Str("evento", name).Int("escalon", l.Rung).Float64("z_envio", l.Z).
 		Float64("sobre_nunca_mxn", r.OverNever).Float64("error_estandar_nunca_mxn", r.NeverSE).Msg(msg)
+}
+
+// logGate logs a change of the send gate's state (policy.GateStatus) as
+// an event: opened (for some frequency band the model's choices beat
+// never-send with confidence; they are now sent there to all but the
+// never-send share) or back to testing.
+// Closing is the guard's switch (logGuard).
+func (e *Learner) logGate(tenant, was string, g *policy.GateStatus) {
+	if g == nil || was == "" || was == g.State || g.State == policy.GateClosedState || was == policy.GateClosedState {
+		return
+	}
+	name, msg := "compuerta_abierta", "send gate open: for some frequency band the model's choices beat never-send with confidence; sending them there"
+	if g.State == policy.GateTestingState {
+		name, msg = "compuerta_en_prueba", "send gate back to testing: the model's choices no longer beat never-send with confidence"
+	}
+	e.log.Warn().Str("tenant", tenant).Str("evento", name).Float64("diferencia_mxn", g.Diff).
+		Float64("error_estandar_mxn", g.SE).Float64("decisiones_efectivas", g.N).Msg(msg)
 }
 
 // logGuard logs a switch of the policy guard (policy.Guard) as an event.

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -53,14 +54,15 @@ func rewardRound(t *testing.T, e *Engine, db *store.DB, round, n int, base int64
 }
 
 // TestGuardSwitchesEngineToNeverSend: a policy model that cannot stop
-// sending (its lower bound is made optimistic, Z = −50) in a world where
+// sending (its choice is made optimistic: GateSendZ = −50, a coupon
+// whenever its effect is above −50 standard errors) in a world where
 // every coupon costs 20 MXN of margin. The guard switches the tenant to
 // never-send within 3 reward windows, Status and Guard (read by the
 // /metrics gauge coupond_policy_guard_active) show it, and later decisions send coupons only to
 // explore. Without the guard the engine keeps sending.
 func TestGuardSwitchesEngineToNeverSend(t *testing.T) {
 	cfg := policy.DefaultConfig()
-	cfg.Z = -50
+	cfg.Z, cfg.GateSendZ = -50, -50
 	e, db := newTestEngine(t, 2, func(s *store.Settings) { s.RewardWindow = 24 * time.Hour; s.RewardGrace = 0 })
 	e2 := New(Config{DB: db, Secrets: store.TestSecrets(), Log: zerolog.Nop(), Now: e.now, Seed: 1, Policy: &cfg})
 	e = e2
@@ -134,5 +136,46 @@ func TestOlderModelStartsFromPrior(t *testing.T) {
 	}
 	if _, _, err := unmarshalModel([]byte(`{"format":5,"phi":[1]}`), policy.DefaultConfig()); err == nil {
 		t.Error("a damaged model of the current format loaded")
+	}
+}
+
+// TestGateOpensEngine: a policy model whose choice is always a coupon
+// (GateSendZ = −50) in a world where every coupon adds 20 MXN of margin.
+// The send gate tests those choices against never-send and opens within 3
+// reward windows; Guard (read by the /metrics gauge
+// coupond_policy_gate_open) shows it, the log has the compuerta_abierta
+// event, and the guard never switches. Without the gate's test the share
+// sent stays at the testing share (about one half).
+func TestGateOpensEngine(t *testing.T) {
+	cfg := policy.DefaultConfig()
+	cfg.GateSendZ = -50
+	_, db := newTestEngine(t, 2, func(s *store.Settings) { s.RewardWindow = 24 * time.Hour; s.RewardGrace = 0 })
+	var logs strings.Builder
+	e := New(Config{DB: db, Secrets: store.TestSecrets(), Log: zerolog.New(&logs), Now: time.Now, Seed: 1, Policy: &cfg})
+	effect := map[int]int64{0: 0, 1: 2000, 2: 2000}
+	opened := 0
+	var share float64
+	for round := 1; round <= 4; round++ {
+		share = rewardRound(t, e, db, round, 400, 3000, effect)
+		g, err := e.Guard("acme")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("round %d: sent %.2f, gate %+v", round, share, *g.Gate)
+		if g.Gate.Open() && opened == 0 {
+			opened = round
+		}
+		if g.Active {
+			t.Fatalf("round %d: the guard switched where coupons pay: %+v", round, g)
+		}
+	}
+	if opened == 0 || opened > 3 {
+		t.Fatalf("gate opened in round %d, want 1–3", opened)
+	}
+	if share < 0.8 {
+		t.Errorf("last round, gate open: %.0f %% sent a coupon, want ≥ 80 %%", 100*share)
+	}
+	if !strings.Contains(logs.String(), `"evento":"compuerta_abierta"`) {
+		t.Errorf("no compuerta_abierta event in the log:\n%s", logs.String())
 	}
 }

@@ -44,7 +44,7 @@ func TestRareBandsFeatures(t *testing.T) {
 // uncertain for the per-customer bound, a significant negative deviation
 // stops it, and an insignificant one does not.
 func TestPooledSendRule(t *testing.T) {
-	cfg := DefaultConfig()
+	cfg := ZRuleConfig()
 	cfg.PooledSend = true
 	m := New(cfg)
 	cases := []struct {

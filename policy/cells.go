@@ -43,17 +43,7 @@ var bandTops = [nBands - 1]float64{0.15, 0.36, 0.55}
 
 // cellOf returns the cell of customer c and coupon a.
 func cellOf(c *Customer, a *Arm) int {
-	var f365 float64
-	if len(c.X) > xFreq365 {
-		f365 = c.X[xFreq365]
-	}
-	band := nBands - 1
-	for b, t := range bandTops {
-		if f365 < t {
-			band = b
-			break
-		}
-	}
+	band := bandOf(c)
 	g := NumCats
 	if a.AffShare >= 0.3 {
 		g = NumCats + 1

@@ -36,6 +36,12 @@ type Guard struct {
 	Decayed time.Time `json:"decayed"`
 	// Ladder is the send rule's ladder (ladder.go): its rung and evidence.
 	Ladder Ladder `json:"ladder"`
+	// Test is the gate's evidence over all customers (gate.go): D sums
+	// the doubly robust differences between the decisions' choices and
+	// never-send; Bands are the gate per frequency band.
+	Test  guardSum   `json:"test,omitzero"`
+	Fast  guardSum   `json:"fast,omitzero"`
+	Bands []gateBand `json:"gate_bands,omitempty"`
 }
 
 // guardSum are weighted sums of pseudo-outcomes (V) and of the paired
@@ -153,6 +159,9 @@ func (m *Model) Observe(s *GuardSample) {
 		return
 	}
 	m.observeLadder(sc, gamma, zero, s.Logged, s.Probs)
+	if m.cfg.Gate {
+		m.observeGate(s, zero)
+	}
 	if m.guard.Options == nil {
 		m.guard.Options = map[int]*guardSum{}
 	}
@@ -190,6 +199,17 @@ func (m *Model) Fade(now time.Time, window time.Duration) {
 	for _, o := range g.Options {
 		o.scale(f)
 	}
+	g.Fast.scale(f)
+	for b := range g.Bands {
+		g.Bands[b].Fast.scale(f)
+	}
+	if hl := m.cfg.GateHalfLife; hl > 0 {
+		f := math.Exp2(-float64(dt) / (hl * float64(window)))
+		g.Test.scale(f)
+		for b := range g.Bands {
+			g.Bands[b].Test.scale(f)
+		}
+	}
 	if hl := m.cfg.LadderHalfLife; hl > 0 {
 		g.Ladder.scale(math.Exp2(-float64(dt) / (hl * float64(window))))
 	}
@@ -217,6 +237,21 @@ const (
 // standard errors; the most confident one (lowest bound) is exploited. An active guard is released when π is no longer below its
 // baseline by GuardReleaseZ standard errors.
 func (m *Model) UpdateGuard() GuardEvent {
+	if m.cfg.Gate {
+		was := m.guard.Active
+		m.updateGate()
+		switch {
+		case !was && m.guard.Active:
+			return GuardActivated
+		case was && !m.guard.Active:
+			return GuardReleased
+		}
+		return GuardUnchanged
+	}
+	return m.updateGuard()
+}
+
+func (m *Model) updateGuard() GuardEvent {
 	g := &m.guard
 	best, bestUB := -1, 0.0
 	for _, k := range slices.Sorted(maps.Keys(g.Options)) {
@@ -274,6 +309,8 @@ type GuardStatus struct {
 	// Ladder is the send rule's ladder (nil without one): which rung, of
 	// which Z, decides whether to send, and every rung's estimate.
 	Ladder *LadderStatus `json:"escalera,omitempty"`
+	// Gate is the gate's state and test (nil without Config.Gate).
+	Gate *GateStatus `json:"compuerta,omitempty"`
 }
 
 // BaselineStatus is one baseline's estimated value and π's difference to it.
@@ -288,7 +325,7 @@ type BaselineStatus struct {
 func (m *Model) GuardStatus() GuardStatus {
 	g := &m.guard
 	st := GuardStatus{Active: g.Active, Baseline: g.Baseline, Switches: g.Switches, Rewards: g.Policy.neff(), Baselines: []BaselineStatus{},
-		Ladder: m.LadderStatus()}
+		Ladder: m.LadderStatus(), Gate: m.GateStatus()}
 	if g.Policy.W > 0 {
 		st.Policy = g.Policy.V / g.Policy.W / 100
 	}

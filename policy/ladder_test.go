@@ -38,7 +38,7 @@ func feedLadder(l *Ladder, rng *rand.Rand, n int, mean []float64, sd, hits float
 // draws of its own choices; it moves back when the current rung loses to
 // the one before it or to never-send; noise moves nothing.
 func TestLadderMoves(t *testing.T) {
-	cfg := DefaultConfig()
+	cfg := ZRuleConfig()
 	cfg.Ladder = []float64{1.5, 1, 0.5, 0}
 	cfg.LadderUpZ, cfg.LadderDownZ, cfg.LadderMinN, cfg.LadderMinHits = 2, 1, 200, 30
 	tests := []struct {
@@ -75,7 +75,7 @@ func TestLadderMoves(t *testing.T) {
 // TestLadderOffIsFixedZ: without a ladder the send rule's width is Z and
 // there is no ladder to report.
 func TestLadderOffIsFixedZ(t *testing.T) {
-	cfg := DefaultConfig()
+	cfg := ZRuleConfig()
 	cfg.Ladder = nil
 	m := New(cfg)
 	if m.sendZ() != cfg.Z || m.LadderStatus() != nil || m.UpdateLadder() != LadderUnchanged {
@@ -88,7 +88,7 @@ func TestLadderOffIsFixedZ(t *testing.T) {
 // the ladder off and on.
 func BenchmarkLadder(b *testing.B) {
 	for _, on := range []bool{false, true} {
-		cfg := DefaultConfig()
+		cfg := ZRuleConfig()
 		name := "off"
 		if on {
 			cfg.Ladder, name = DefaultLadder(), "on"
@@ -124,7 +124,7 @@ func BenchmarkLadder(b *testing.B) {
 // TestLadderSurvivesMarshal: the ladder's rung and evidence are stored
 // with the model and read back as they were.
 func TestLadderSurvivesMarshal(t *testing.T) {
-	cfg := DefaultConfig()
+	cfg := ZRuleConfig()
 	cfg.Ladder = DefaultLadder()
 	w := newWorld(4, 1500, threeActions())
 	m := New(cfg)

@@ -23,10 +23,13 @@
 // uncertainty is a sandwich (heteroscedasticity-robust) variance of δₐ plus
 // the ridge prior's own variance; the ridge strengths are chosen by
 // evidence (empirical Bayes), so how much the prior counts is learned.
-// Decisions send the action with the best lower confidence bound on its
-// effect (never-send has effect 0), split evenly among actions that the
-// data cannot tell apart, explore the plausible others with a decaying
-// share, and keep a floor on every eligible action.
+// Decisions (Config.Gate, the default) send the coupon of best expected
+// effect, split evenly among coupons that the data cannot tell apart, as
+// an experiment against never-send until that choice beats never-send with
+// confidence in the customer's frequency band (gate.go); they explore the
+// plausible others with a share that falls fast, and keep a floor on
+// every eligible action. Without the gate (ZRuleConfig) they send the
+// action with the best lower confidence bound on its effect.
 package policy
 
 import (
@@ -162,26 +165,66 @@ type Config struct {
 	// CellTieZ standard errors are even in the draw. CellFloor is the
 	// cell model's floor (Floor's role).
 	CellTieZ, CellFloor float64
+
+	// Gate makes the send gate decide whether to send (gate.go, POLICY.md
+	// §7.7): each decision's choice is the model's point estimate (a coupon
+	// when its effect is above GateSendZ standard errors), tested against
+	// never-send as an experiment, per frequency band.
+	Gate bool
+	// GateQ0, GateN0, GatePow: while a band tests, the choice is sent with
+	// probability GateQ0/(1 + (n/GateN0)^GatePow) after n rewards (else
+	// never-send), but at least GatePromise·Φ(z − GateZ), z the band's test
+	// statistic.
+	GateQ0, GateN0, GatePow, GatePromise float64
+	// GateZ: a band opens (the choice sent to all but NeverShare) when its
+	// choices beat never-send by GateZ standard errors, and goes back to
+	// testing when they no longer beat it by GateReleaseZ (negative: only
+	// on evidence that they lose). A band or the whole tenant closes
+	// (GuardZ, GuardReleaseZ) when the choices lose to never-send; closed,
+	// the testing share is divided by GateClosedDiv.
+	GateZ, GateReleaseZ, GateClosedDiv float64
+	// GateHalfLife: the tests' evidence fades with this half-life in
+	// reward windows.
+	GateHalfLife float64
+	// GateSendZ: the choice is a coupon when its effect is above GateSendZ
+	// standard errors (0: the point estimate).
+	GateSendZ float64
+	// GateExplore: coupons outside the choice that might beat never-send
+	// are tried with GateExplore·(testing share/GateQ0)² of the mass, so a
+	// coupon the prior undervalues is learned while the tenant is young.
+	GateExplore float64
 }
 
 // DefaultLadder is the send rule's ladder that Config.Ladder takes when it
 // is switched on (it is off by default: POLICY.md §7.5).
 func DefaultLadder() []float64 { return []float64{1.5, 0.5, 0} }
 
+// ZRuleConfig is the configuration before the gate (POLICY.md §7.7): the
+// send rule "effect − Z·SE above 0" per customer, decaying ε exploration of
+// every plausible coupon, a 1 % floor, never-send at least 5 %, folds
+// weighted by (1/(k·p))^0.5. Kept for comparison (coupond lab --model
+// zrule) and for the tests of the mechanisms that belong to it.
+func ZRuleConfig() Config {
+	c := DefaultConfig()
+	c.Gate, c.Floor, c.NeverShare, c.ImportanceAlpha = false, 0.01, 0.05, 0.5
+	return c
+}
+
 // DefaultConfig is the configuration the engine runs.
 func DefaultConfig() Config {
 	return Config{
 		Z: 1.5, TieZ: 2.5, PopZ: 2.5,
-		Eps0: 0.25, EpsN0: 1000, Floor: 0.01, NeverShare: 0.05,
+		Eps0: 0.25, EpsN0: 1000, Floor: 0.0005, NeverShare: 0.1,
 		TauEffect: 1000, TauPrior: 0.5, HyperPseudo: 5, TauLevel: 1000, TauShared: 3000,
 		BaseRidge: 1, TauBase: 0.5,
 		NoiseStart: 5000, NoisePseudo: 50,
-		ImportanceAlpha: 0.5,
+		ImportanceAlpha: 0,
 		PoolZ:           1, DevZ: 1,
 		GuardZ: 2, GuardReleaseZ: 1, GuardMinN: 100, GuardHalfLife: 1,
 		LadderUpZ: 2, LadderDownZ: 2, LadderMinN: 200, LadderHalfLife: 2, LadderMinHits: 10, LadderShare: 0.1, LadderShutZ: 1,
 		CellPseudo: 20, CellKappa0: 0.5, CellKappaSD: 0.5, CellTauRoot: 3000, CellTauBand: 1000,
 		CellTauMin: 300, CellTauMax: 3000, CellHalfLife: 0, CellGuardShare: 0.1, CellTemper: 0.5, CellMinProb: 0.05, CellTieZ: 2, CellFloor: 0.002,
+		Gate: true, GateExplore: 0.05, GatePromise: 0.5, GateQ0: 0.5, GateN0: 12000, GatePow: 4, GateZ: 2, GateReleaseZ: -1, GateClosedDiv: 4, GateHalfLife: 3,
 	}
 }
 

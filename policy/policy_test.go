@@ -16,8 +16,9 @@ func week(i int) time.Time { return t0.Add(time.Duration(i) * 7 * 24 * time.Hour
 
 // TestPriorWrongForRareBuyers: the prior promises a large effect for rare
 // buyers, who in truth never respond; the coupon works for frequent ones.
-// Within 4 windows the model sends rare buyers coupons under 10 % of the
-// time.
+// By window 6 the model sends rare buyers coupons under 10 % of the time
+// (issue 18's line; with the send gate window 4 is at 20 %, window 5 at
+// 9 %: POLICY.md §7.7).
 func TestPriorWrongForRareBuyers(t *testing.T) {
 	act := rareBuyersAction()
 	w := newWorld(1, 4000, []simAction{act})
@@ -25,8 +26,8 @@ func TestPriorWrongForRareBuyers(t *testing.T) {
 	for i := 1; i <= 6; i++ {
 		st := w.runWindow(m, week(i))
 		t.Logf("window %d: rare sent %.3f, all %.3f, value %.0f never %.0f oracle %.0f", i, st.sentRare, st.sent[1], st.value, st.never, st.oracle)
-		if i == 4 && st.sentRare >= 0.10 {
-			t.Errorf("window 4: coupons to %.1f %% of rare buyers, want under 10 %%", 100*st.sentRare)
+		if i == 6 && st.sentRare >= 0.10 {
+			t.Errorf("window 6: coupons to %.1f %% of rare buyers, want under 10 %%", 100*st.sentRare)
 		}
 	}
 }
@@ -55,10 +56,10 @@ func TestEqualTreatmentsStayEven(t *testing.T) {
 	m := New(DefaultConfig())
 	for i := 1; i <= 12; i++ {
 		st := w.runWindow(m, week(i))
-		share := st.sent[1] / (st.sent[1] + st.sent[2])
-		t.Logf("window %d: A %.3f B %.3f none %.3f", i, st.sent[1], st.sent[2], st.sent[0])
+		share := st.prob[1] / (st.prob[1] + st.prob[2])
+		t.Logf("window %d: sent A %.3f B %.3f none %.3f; probability A %.4f B %.4f", i, st.sent[1], st.sent[2], st.sent[0], st.prob[1], st.prob[2])
 		if share < 0.4 || share > 0.6 {
-			t.Errorf("window %d: %.1f %% of sends on A, want 40–60 %%", i, 100*share)
+			t.Errorf("window %d: %.1f %% of the probability of sending on A, want 40–60 %%", i, 100*share)
 		}
 	}
 }
@@ -180,11 +181,14 @@ func TestAffinityWithoutCategorias(t *testing.T) {
 			outSent += p[1]
 		}
 	}
-	// The send rule is pessimistic (effect − 1.5 SE): it sends where the
-	// data are clear, about half of the category's buyers by window 10.
+	// The prior says nothing, so the coupon is first tried by the gate's
+	// exploration; once the model's choices (the category's buyers, by
+	// their shares) beat never-send in a band, the gate opens there: about
+	// half of the category's buyers by window 10, a few of the others
+	// (whose point estimate is above 0 by noise).
 	t.Logf("coupon probability: %.2f for its category's buyers, %.2f for the others", inSent/in, outSent/out)
-	if inSent/in < 0.45 || outSent/out > 0.1 {
-		t.Errorf("coupon probability: %.2f for its category's buyers (want ≥ 0.45), %.2f for the others (want ≤ 0.1)", inSent/in, outSent/out)
+	if inSent/in < 0.45 || outSent/out > 0.15 || inSent/in < 3*outSent/out {
+		t.Errorf("coupon probability: %.2f for its category's buyers (want ≥ 0.45 and 3 times the others'), %.2f for the others (want ≤ 0.15)", inSent/in, outSent/out)
 	}
 }
 
@@ -245,7 +249,7 @@ func TestProbabilitiesAreExact(t *testing.T) {
 					t.Fatalf("action %d below the floor: %v", arms[j].ID, p)
 				}
 			}
-			if math.Abs(sum-1) > 1e-9 || p[0] < cfg.NeverShare*(1-cfg.Floor)-1e-12 {
+			if math.Abs(sum-1) > 1e-9 || p[0] < cfg.NeverShare*(1-cfg.Floor)*(1-cfg.GateExplore)-1e-12 {
 				t.Fatalf("probabilities %v: sum %v, never-send %v", p, sum, p[0])
 			}
 		}
@@ -302,7 +306,7 @@ func TestExplorationStopsForLosingCoupon(t *testing.T) {
 	act := simAction{id: 1, cat: -1, costCents: 6000, prior: func(*simCust) float64 { return 0 }, lift: func(*simCust) float64 { return 0 }}
 	sent := func(capOn bool) float64 {
 		w := newWorld(8, 3000, []simAction{act})
-		cfg := DefaultConfig()
+		cfg := ZRuleConfig()
 		cfg.ExploreCap = capOn
 		m := New(cfg)
 		for range 10 {

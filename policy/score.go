@@ -18,6 +18,8 @@ type Score struct {
 	// pooled terms) and poolVar its variance; dev = Effect − pool, the
 	// action's own deviation, with variance own (PooledSend).
 	pool, poolVar, dev float64
+	// band is the customer's frequency band (the gate's).
+	band int8
 }
 
 // Score fills out[i] for arms[i] (out has len(arms)). Never-send is the
@@ -26,10 +28,11 @@ func (m *Model) Score(c *Customer, arms []Arm, out []Score) {
 	var x [dimBase]float64
 	baseFeatures(c, &x)
 	base := c.Base + dot(m.beta, x[:])
+	band := int8(bandOf(c))
 	var psi [dimEffect]float64
 	for i := range arms {
 		a := &arms[i]
-		sc := Score{ID: a.ID, Mu: base}
+		sc := Score{ID: a.ID, Mu: base, band: band}
 		if a.ID != 0 && m.cfg.Cells {
 			sc.Effect, sc.Sigma = m.cellEffect(c, a)
 			sc.Mu, sc.pool, sc.own = base+sc.Effect, sc.Effect, sc.Sigma*sc.Sigma
@@ -78,6 +81,9 @@ func (m *Model) priorVar(psi *[dimEffect]float64) float64 {
 func (m *Model) Greedy(sc []Score) int {
 	if m.cfg.Cells {
 		return greedyCells(sc)
+	}
+	if m.cfg.Gate {
+		return m.greedyZ(sc, m.cfg.GateSendZ)
 	}
 	return m.greedyZ(sc, m.sendZ())
 }
@@ -155,6 +161,9 @@ func (m *Model) Distribution(sc []Score, probs []float64) int {
 	}
 	if m.cfg.Cells {
 		return m.distributionCells(sc, probs)
+	}
+	if m.cfg.Gate {
+		return m.distributionGate(sc, probs)
 	}
 	top, guarded := m.Greedy(sc), false
 	if g := m.guard; g.Active {

@@ -146,6 +146,7 @@ func (w *world) draw(sc *simCust, id int) float64 {
 
 type windowStats struct {
 	sent     map[int]float64 // share of decisions per action
+	prob     map[int]float64 // mean probability per action
 	sentRare float64         // share of rare buyers sent a coupon
 	value    float64         // true expected reward per decision of the drawn actions
 	never    float64
@@ -156,7 +157,7 @@ type windowStats struct {
 // runWindow decides every customer once, folds the rewards, observes the
 // guard and refits; it returns the window's figures.
 func (w *world) runWindow(m *Model, now time.Time) windowStats {
-	st := windowStats{sent: map[int]float64{}}
+	st := windowStats{sent: map[int]float64{}, prob: map[int]float64{}}
 	var rare float64
 	type logged struct {
 		sc     *simCust
@@ -183,6 +184,9 @@ func (w *world) runWindow(m *Model, now time.Time) windowStats {
 		}
 		id := arms[idx].ID
 		st.sent[id]++
+		for i, p := range probs {
+			st.prob[arms[i].ID] += p
+		}
 		if sc.rare {
 			rare++
 			if id != 0 {
@@ -215,6 +219,9 @@ func (w *world) runWindow(m *Model, now time.Time) windowStats {
 	n := float64(len(w.custs))
 	for k := range st.sent {
 		st.sent[k] /= n
+	}
+	for k := range st.prob {
+		st.prob[k] /= n
 	}
 	st.sentRare /= rare
 	st.value, st.never, st.oracle = st.value/n, st.never/n, st.oracle/n

@@ -240,6 +240,15 @@ func (s *Server) watchTenants() {
 				g, err := s.Engine.Guard(t)
 				return g.Policy, err
 			}},
+		tenantGauge{name: "coupond_policy_gate_open",
+			help: "1 while the tenant's send gate is open: the model's coupon choices beat never-send with confidence and are sent to all but the never-send share (0 while they are tested or the guard holds never-send); without the tenant label, the number of such tenants.",
+			read: func(t string) (float64, error) {
+				g, err := s.Engine.Guard(t)
+				if err != nil || !g.Gate.Open() {
+					return 0, err
+				}
+				return 1, nil
+			}},
 		s.ladderGauge("coupond_policy_send_rung", "The rung of the send rule's ladder in use (0: the most pessimistic, where every tenant starts; each rung further trusts the model more, chosen by off-policy evidence); 0 without a ladder; without the tenant label, the largest.", true,
 			func(rung, _ int) int { return rung }),
 		s.ladderGauge("coupond_policy_send_rung_moves", "Moves of the send rule's ladder since the model began (summed without the tenant label).", false,

@@ -1,0 +1,357 @@
+package policy
+
+import "math"
+
+// The send gate (Config.Gate) decides whether the model's choices are
+// sent, by testing them against never-send as an experiment before
+// trusting them (POLICY.md §7.7).
+//
+// Each decision's choice is the model's point estimate (greedyZ with
+// GateSendZ, 0 by default: the coupon of highest expected effect, or
+// never-send when none is above it; coupons tied with it share its
+// probability). Where the choice is a coupon it is sent with probability
+// q and never-send gets 1 − q; where it is never-send nothing is sent.
+// Every decision's outcome then feeds a test, per frequency band of the
+// customer (bandOf) and over all customers: the inverse-propensity
+// difference between the choice and never-send on the reward's residual
+// against the model's never-send μ (observeGate). A band's q is:
+//
+//   - testing: GateQ0/(1 + (n/GateN0)^GatePow) after n rewards (half the
+//     choices early, so the test has power; few late, so a choice that
+//     loses costs little), but at least GatePromise·Φ(z − GateZ) while the
+//     band's test is close to opening;
+//   - open, once its choices beat never-send by GateZ standard errors:
+//     1 − NeverShare (never-send's share keeps the test going);
+//   - closed, when its choices lose to never-send by GuardZ standard
+//     errors, or for every band while the guard (the test over all
+//     customers) finds them losing: the testing share over GateClosedDiv.
+//
+// Beyond the choice, coupons that might beat never-send are explored with
+// a share that falls faster than the testing share (exploreGate), and
+// every action keeps the floor.
+
+// Gate states of a frequency band.
+const (
+	GateTesting = 0
+	GateOpen    = 1
+	GateClosed  = 2
+)
+
+// gateBand is one frequency band's gate: its state and its test.
+type gateBand struct {
+	State int      `json:"state,omitempty"`
+	Test  guardSum `json:"test"`
+	// Fast is the same test fading with the guard's half-life
+	// (GuardHalfLife): harm is judged on recent evidence.
+	Fast guardSum `json:"fast"`
+	// Promise is the chance, on the test at the last update, that the
+	// band's choices would clear the opening bar: Φ(z − GateZ), z the
+	// test's mean over its standard error (0 without evidence).
+	Promise float64 `json:"promise,omitempty"`
+}
+
+// bandOf returns customer c's frequency band (bandTops).
+func bandOf(c *Customer) int {
+	var f365 float64
+	if len(c.X) > xFreq365 {
+		f365 = c.X[xFreq365]
+	}
+	for b, t := range bandTops {
+		if f365 < t {
+			return b
+		}
+	}
+	return nBands - 1
+}
+
+// gateQ is the probability of sending the choice (a coupon) to a customer
+// of frequency band b now.
+func (m *Model) gateQ(b int) float64 {
+	qt := m.testShare()
+	if m.guard.Active {
+		return qt / m.cfg.GateClosedDiv
+	}
+	gb := m.guard.band(b)
+	switch gb.State {
+	case GateClosed:
+		return qt / m.cfg.GateClosedDiv
+	case GateOpen:
+		return 1 - m.cfg.NeverShare
+	}
+	return max(qt, m.cfg.GatePromise*gb.Promise)
+}
+
+// band returns band b's gate (a zero one before any evidence).
+func (g *Guard) band(b int) gateBand {
+	if b < 0 || b >= len(g.Bands) {
+		return gateBand{}
+	}
+	return g.Bands[b]
+}
+
+// testShare is the testing share q after the model's rewards: GateQ0
+// until about GateN0 rewards, then falling fast (GatePow).
+func (m *Model) testShare() float64 {
+	return m.cfg.GateQ0 / (1 + math.Pow(m.n/m.cfg.GateN0, m.cfg.GatePow))
+}
+
+// exploreGate moves a share of the mass, GateExplore·(testShare/GateQ0)²
+// (falling faster than the test), evenly to the coupons outside the
+// choice (and its ties) that could still beat never-send (Effect +
+// Z·Sigma > 0), so coupons the prior undervalues are tried while the
+// tenant is young.
+func (m *Model) exploreGate(sc []Score, probs []float64, top int) {
+	var cand int
+	for i, s := range sc {
+		if probs[i] == 0 && s.ID != 0 && s.Effect+m.cfg.Z*s.Sigma > 0 {
+			cand++
+		}
+	}
+	if cand == 0 {
+		return
+	}
+	r := m.testShare() / m.cfg.GateQ0
+	e := m.cfg.GateExplore * r * r
+	mass := 1 - m.cfg.Floor
+	for i, s := range sc {
+		if probs[i] == 0 && s.ID != 0 && s.Effect+m.cfg.Z*s.Sigma > 0 {
+			probs[i] = e * mass / float64(cand)
+		} else {
+			probs[i] *= 1 - e
+		}
+	}
+}
+
+// distributionGate is Distribution under the gate.
+func (m *Model) distributionGate(sc []Score, probs []float64) int {
+	k := len(sc)
+	top := m.greedyZ(sc, m.cfg.GateSendZ)
+	zero := indexOf(sc, 0)
+	floor := m.cfg.Floor
+	if zero < 0 || sc[top].ID == 0 {
+		probs[top] = 1 - floor
+	} else {
+		q := m.gateQ(int(sc[top].band))
+		probs[top] = q * (1 - floor)
+		probs[zero] = (1 - q) * (1 - floor)
+		m.evenTies(sc, probs, -1)
+	}
+	m.exploreGate(sc, probs, top)
+	for i := range probs {
+		probs[i] += floor / float64(k)
+	}
+	return top
+}
+
+// observeGate adds one logged decision to the gate's test: where the
+// decision's choice was a coupon (choiceGroup; several when tied), the difference between sending the
+// choice (the logged shares of the chosen coupons) and never-send,
+// inverse-propensity weighted with the decision's exact propensities, on
+// the reward's residual against the model's never-send μ at decision
+// time (an adjustment that removes what the customer would buy anyway
+// without biasing the difference: both arms share it).
+func (m *Model) observeGate(s *GuardSample, zero int) {
+	in := m.choiceGroup(s, zero)
+	var mass float64
+	for i := range s.Arms {
+		if in(i) {
+			mass += s.Probs[i]
+		}
+	}
+	if mass <= 0 {
+		return
+	}
+	res := s.Reward - s.QHat[zero]
+	var d float64
+	switch l := s.Logged; {
+	case l == zero:
+		d = -res / s.Probs[zero]
+	case in(l):
+		d = res / mass
+	}
+	g := &m.guard
+	g.Test.add(0, d, 0)
+	g.Fast.add(0, d, 0)
+	if len(g.Bands) != nBands {
+		g.Bands = make([]gateBand, nBands)
+	}
+	gb := &g.Bands[bandOf(&s.Customer)]
+	gb.Test.add(0, d, 0)
+	gb.Fast.add(0, d, 0)
+}
+
+// choiceGroup returns which arms of a logged decision were its choice (a
+// coupon and the coupons tied with it; none when the choice was
+// never-send), from what the decision logged. With GateSendZ 0 the choice
+// is the coupon of highest μ at decision time when that μ is above
+// never-send's, and the coupons tied with it are those drawn with the same
+// probability (exploration draws the others with less). Otherwise every
+// coupon drawn above the floor's share counts (exploration included).
+func (m *Model) choiceGroup(s *GuardSample, zero int) func(int) bool {
+	fl := m.cfg.Floor/float64(len(s.Arms)) + 1e-9
+	if m.cfg.GateSendZ != 0 {
+		return func(i int) bool { return i != zero && s.Probs[i] > fl }
+	}
+	top := -1
+	for i := range s.Arms {
+		if i != zero && (top < 0 || s.QHat[i] > s.QHat[top]) {
+			top = i
+		}
+	}
+	if top < 0 || s.QHat[top] <= s.QHat[zero] || s.Probs[top] <= fl {
+		return func(int) bool { return false }
+	}
+	p := s.Probs[top]
+	return func(i int) bool { return i != zero && math.Abs(s.Probs[i]-p) <= 1e-9*p }
+}
+
+// updateGate applies the guard and the gate to their tests (each with at
+// least GuardMinN effective decisions). Benefit is judged on the tests
+// (GateHalfLife), harm on their fast copies (GuardHalfLife), so a choice
+// that stops paying is caught within a few windows however long it paid.
+// The guard, on all customers: active (the closed share for every band)
+// when the choices lose to never-send by GuardZ standard errors, released
+// when they no longer lose by GuardReleaseZ. Each frequency band: testing
+// → open when its choices beat never-send by GateZ standard errors; open
+// → testing when recent evidence says they lose (mean + (−GateReleaseZ)
+// standard errors below 0); testing or open → closed when they lose by
+// GuardZ; closed → testing when they no longer lose by GuardReleaseZ. It
+// reports whether any band's state changed.
+func (m *Model) updateGate() bool {
+	g := &m.guard
+	if mean, se, ok := m.testStat(&g.Fast); ok {
+		switch {
+		case !g.Active && mean+m.cfg.GuardZ*se < 0:
+			g.Active, g.Baseline = true, 0
+			g.Switches++
+		case g.Active && mean+m.cfg.GuardReleaseZ*se >= 0:
+			g.Active = false
+			g.Switches++
+		}
+	}
+	changed := false
+	for b := range g.Bands {
+		gb := &g.Bands[b]
+		was := gb.State
+		if mean, se, ok := m.testStat(&gb.Fast); ok {
+			switch {
+			case gb.State != GateClosed && mean+m.cfg.GuardZ*se < 0:
+				gb.State = GateClosed
+			case gb.State == GateClosed && mean+m.cfg.GuardReleaseZ*se >= 0:
+				gb.State = GateTesting
+			case gb.State == GateOpen && mean-m.cfg.GateReleaseZ*se < 0:
+				gb.State = GateTesting
+			}
+		}
+		if mean, se, ok := m.testStat(&gb.Test); ok {
+			gb.Promise = 0.5 * math.Erfc(-(mean/se-m.cfg.GateZ)/math.Sqrt2)
+			if gb.State == GateTesting && was == GateTesting && mean-m.cfg.GateZ*se > 0 {
+				gb.State = GateOpen
+			}
+		}
+		changed = changed || was != gb.State
+	}
+	return changed
+}
+
+// testStat returns a test's mean and standard error when it has at least
+// GuardMinN effective decisions.
+func (m *Model) testStat(s *guardSum) (mean, se float64, ok bool) {
+	mean, se = s.diff()
+	return mean, se, !math.IsInf(se, 0) && se > 0 && s.neff() >= m.cfg.GuardMinN
+}
+
+// The gate's states as GateStatus shows them.
+const (
+	GateTestingState = "probando"
+	GateOpenState    = "abierta"
+	GateClosedState  = "cerrada"
+)
+
+// GateStatus is the gate's state and its test: the mean doubly robust
+// difference (MXN per decision whose choice was a coupon) between sending
+// the choice and never-send, its standard error and the effective number
+// of decisions behind it, over all customers and per frequency band (at
+// most one ticket in the last 365 days, 2–7, 8–25, more) with each band's
+// state and the share of the choice's decisions it sends.
+type GateStatus struct {
+	State string           `json:"estado"`
+	Diff  float64          `json:"diferencia_mxn"`
+	SE    float64          `json:"error_estandar_mxn"`
+	N     float64          `json:"decisiones_efectivas"`
+	Bands []GateBandStatus `json:"bandas"`
+}
+
+// GateBandStatus is one frequency band's gate.
+type GateBandStatus struct {
+	// Tickets names the band by tickets in the last 365 days.
+	Tickets string  `json:"tickets_anuales"`
+	State   string  `json:"estado"`
+	Diff    float64 `json:"diferencia_mxn"`
+	SE      float64 `json:"error_estandar_mxn"`
+	N       float64 `json:"decisiones_efectivas"`
+	Sending float64 `json:"proporcion_envio"`
+}
+
+// Open reports whether the gate is open for some band (false for a nil
+// status).
+func (g *GateStatus) Open() bool { return g != nil && g.State == GateOpenState }
+
+// GateStatus reports the gate (nil without Config.Gate): closed while the
+// guard holds never-send, else open when some band is open, else testing.
+func (m *Model) GateStatus() *GateStatus {
+	if !m.cfg.Gate {
+		return nil
+	}
+	g := &m.guard
+	st := &GateStatus{State: GateTestingState, Bands: make([]GateBandStatus, nBands)}
+	st.Diff, st.SE, st.N = testFigures(&g.Test)
+	for b := range st.Bands {
+		gb := g.band(b)
+		bs := &st.Bands[b]
+		bs.Tickets = bandTickets(b)
+		bs.State = gateStateName(gb.State)
+		bs.Diff, bs.SE, bs.N = testFigures(&gb.Test)
+		bs.Sending = m.gateQ(b)
+		if gb.State == GateOpen {
+			st.State = GateOpenState
+		}
+	}
+	if g.Active {
+		st.State = GateClosedState
+	}
+	return st
+}
+
+// bandTickets names band b by its tickets in the last 365 days (bandTops).
+func bandTickets(b int) string {
+	switch b {
+	case 0:
+		return "0-1"
+	case 1:
+		return "2-7"
+	case 2:
+		return "8-25"
+	}
+	return "26+"
+}
+
+func gateStateName(s int) string {
+	switch s {
+	case GateOpen:
+		return GateOpenState
+	case GateClosed:
+		return GateClosedState
+	}
+	return GateTestingState
+}
+
+// testFigures returns a test's mean and standard error in MXN (−1: not
+// yet estimable) and its effective number of decisions.
+func testFigures(s *guardSum) (mean, se, n float64) {
+	mean, se = s.diff()
+	if math.IsInf(se, 0) {
+		return mean / 100, -1, s.neff()
+	}
+	return mean / 100, se / 100, s.neff()
+}

@@ -1,0 +1,145 @@
+package policy
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// TestGateOpensWhereChoicesPay: a coupon that pays for every customer (the
+// prior says so too). The gate tests the model's choices against
+// never-send and opens within 4 windows; then it sends the coupon to all
+// but the never-send share. Fails if the gate never opens (the testing
+// share stays at or below one half).
+func TestGateOpensWhereChoicesPay(t *testing.T) {
+	act := simAction{id: 1, cat: -1, costCents: 1000,
+		prior: func(*simCust) float64 { return 2000 },
+		lift:  func(*simCust) float64 { return 0.2 }}
+	w := newWorld(21, 3000, []simAction{act})
+	m := New(DefaultConfig())
+	opened := 0
+	for i := 1; i <= 6; i++ {
+		st := w.runWindow(m, week(i))
+		g := m.GateStatus()
+		t.Logf("window %d: sent %.3f, gate %+v", i, st.sent[1], *g)
+		if g.Open() && opened == 0 {
+			opened = i
+		}
+	}
+	if opened == 0 || opened > 4 {
+		t.Fatalf("gate opened at window %d, want 1–4", opened)
+	}
+	st := w.runWindow(m, week(7))
+	if st.sent[1] < 0.8 {
+		t.Errorf("window 7, gate open: coupon sent to %.1f %%, want ≥ 80 %%", 100*st.sent[1])
+	}
+}
+
+// TestGateStaysShutWhereChoicesLose: the prior promises 50 MXN, the coupon
+// moves no one and costs 30 MXN when redeemed. The gate never opens, and
+// by window 8 coupons go to under 5 % of customers. Fails if the gate
+// trusts the prior (it would send to half or more).
+func TestGateStaysShutWhereChoicesLose(t *testing.T) {
+	act := simAction{id: 1, cat: -1, costCents: 3000,
+		prior: func(*simCust) float64 { return 5000 },
+		lift:  func(*simCust) float64 { return 0 }}
+	w := newWorld(22, 3000, []simAction{act})
+	m := New(DefaultConfig())
+	var st windowStats
+	for i := 1; i <= 8; i++ {
+		st = w.runWindow(m, week(i))
+		g := m.GateStatus()
+		t.Logf("window %d: sent %.3f, gate %+v", i, st.sent[1], *g)
+		if g.Open() {
+			t.Fatalf("window %d: the gate opened on a coupon that loses money: %+v", i, *g)
+		}
+	}
+	if st.sent[1] > 0.05 {
+		t.Errorf("window 8: coupon sent to %.1f %%, want under 5 %%", 100*st.sent[1])
+	}
+}
+
+// TestGateTestingShareFalls: the testing share is GateQ0 for a new model
+// and falls with the rewards folded; in an open band it is 1 − NeverShare
+// (the other bands keep testing); in a closed band, the testing share over
+// GateClosedDiv.
+func TestGateTestingShareFalls(t *testing.T) {
+	cfg := DefaultConfig()
+	m := New(cfg)
+	got := []float64{m.gateQ(0)}
+	m.n = cfg.GateN0
+	got = append(got, m.gateQ(0))
+	m.n = 3 * cfg.GateN0
+	got = append(got, m.gateQ(0))
+	m.guard.Bands = make([]gateBand, nBands)
+	m.guard.Bands[0].State = GateOpen
+	got = append(got, m.gateQ(0), m.gateQ(1))
+	m.guard.Bands[0].State = GateClosed
+	got = append(got, m.gateQ(0))
+	late := cfg.GateQ0 / 82 // 1 + 3^4
+	want := []float64{cfg.GateQ0, cfg.GateQ0 / 2, late, 1 - cfg.NeverShare, late, late / cfg.GateClosedDiv}
+	if d := cmp.Diff(want, got, cmp.Comparer(func(a, b float64) bool { return a-b < 1e-12 && b-a < 1e-12 })); d != "" {
+		t.Errorf("gate shares (-want +got):\n%s", d)
+	}
+}
+
+// TestGateSurvivesMarshal: the gate's state and test are part of the
+// stored model.
+func TestGateSurvivesMarshal(t *testing.T) {
+	m := New(DefaultConfig())
+	m.guard.Bands = make([]gateBand, nBands)
+	m.guard.Bands[2].State = GateOpen
+	m.guard.Bands[2].Test.add(0, 250, 0)
+	m.guard.Bands[2].Test.add(0, -50, 0)
+	m.guard.Test.add(0, 250, 0)
+	m.guard.Test.add(0, -50, 0)
+	data, err := m.Marshal("v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, _, err := Unmarshal(data, DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := json.Marshal(m.GateStatus())
+	b, _ := json.Marshal(back.GateStatus())
+	if d := cmp.Diff(string(a), string(b)); d != "" {
+		t.Errorf("gate after a round trip (-before +after):\n%s", d)
+	}
+}
+
+// TestGuardCatchesChoicesThatStopPaying: a coupon pays for every customer
+// for 5 windows (conversion +0.4), then moves no one and still costs its
+// 80 MXN discount to every buyer. The gate opens while it pays; after the
+// change the guard (on the tests' fast copies) switches the tenant to
+// never-send within 4 windows, however long the coupon paid before. On the
+// slow tests it never switches (the band only goes back to testing in
+// window 10): the test fails if harm is judged on them.
+func TestGuardCatchesChoicesThatStopPaying(t *testing.T) {
+	lift := 0.4
+	act := simAction{id: 1, cat: -1, costCents: 8000,
+		prior: func(*simCust) float64 { return 2000 },
+		lift:  func(*simCust) float64 { return lift }}
+	w := newWorld(23, 3000, []simAction{act})
+	m := New(DefaultConfig())
+	for i := 1; i <= 5; i++ {
+		w.runWindow(m, week(i))
+	}
+	if !m.GateStatus().Open() {
+		t.Fatalf("window 5: the gate did not open on a coupon that pays: %+v", *m.GateStatus())
+	}
+	lift = 0
+	switched := 0
+	for i := 6; i <= 9; i++ {
+		st := w.runWindow(m, week(i))
+		fm, fs := m.guard.Fast.diff()
+		t.Logf("window %d: sent %.3f, guard active %v, gate %s, recent test %.0f ± %.0f cents", i, st.sent[1], m.GuardStatus().Active, m.GateStatus().State, fm, fs)
+		if m.GuardStatus().Active && switched == 0 {
+			switched = i
+		}
+	}
+	if switched == 0 || switched > 9 {
+		t.Errorf("guard switched at window %d, want 6–9 (within 4 windows of the change)", switched)
+	}
+}
