@@ -167,8 +167,24 @@ func guardState(g policy.GuardStatus) console.GuardState {
 		}
 		detail += fmt.Sprintf("; %s %.2f MXN (policy %+.2f ± %.2f)", name, b.Value, b.Diff, b.SE)
 	}
+	if gt := g.Gate; gt != nil {
+		se := "n/a"
+		if gt.SE >= 0 {
+			se = fmt.Sprintf("%.2f", gt.SE)
+		}
+		detail += fmt.Sprintf("; send gate %s: choice − never-send %+.2f MXN (SE %s)", gt.State, gt.Diff, se)
+		for _, b := range gt.Bands {
+			detail += fmt.Sprintf("; %s tickets a year %s, %.0f %% of choices sent", b.Tickets, b.State, 100*b.Sending)
+		}
+	}
 	if !g.Active {
-		return console.GuardState{State: "off, the learned policy decides", Detail: detail}
+		state := "off, the learned policy decides"
+		if g.Gate.Open() {
+			state = "off, the send gate is open: the learned policy's choices go out"
+		} else if g.Gate != nil {
+			state = "off, the send gate tests the learned policy's choices against never-send"
+		}
+		return console.GuardState{State: state, Detail: detail}
 	}
 	base := "never-send"
 	if g.Baseline != 0 {

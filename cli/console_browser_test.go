@@ -236,7 +236,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		{"action result", result, "ok"},
 		{"audit log", audit, "pause"},
 		{"proof verdict", verdict, "not enough closed decisions"},
-		{"policy guard", guard, "the learned policy decides"},
+		{"policy guard", guard, "the send gate tests the learned policy's choices"},
 	} {
 		if !strings.Contains(chk.got, chk.want) {
 			t.Errorf("%s %q lacks %q", chk.what, chk.got, chk.want)

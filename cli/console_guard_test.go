@@ -9,8 +9,9 @@ import (
 	"github.com/coupond/coupond/policy"
 )
 
-// TestGuardState: the console shows which policy a tenant runs, and marks
-// an active guard with the baseline it exploits.
+// TestGuardState: the console shows which policy a tenant runs, whether
+// its send gate tests or sends the learned policy's choices (per band),
+// and marks an active guard with the baseline it exploits.
 func TestGuardState(t *testing.T) {
 	tests := []struct {
 		name string
@@ -26,6 +27,13 @@ func TestGuardState(t *testing.T) {
 		{"single action", policy.GuardStatus{Active: true, Baseline: 3, Switches: 2, Baselines: []policy.BaselineStatus{{Accion: 3, Value: 5, Diff: -1, SE: 0.4}}},
 			console.GuardState{State: "active, exploiting always action 3",
 				Detail: "the learned policy is estimated at 0.00 MXN per decision over 0 effective rewards; 2 switch(es); always action 3 5.00 MXN (policy -1.00 ± 0.40)", Alert: true}},
+		{"gate open", policy.GuardStatus{Policy: 9, Rewards: 500, Gate: &policy.GateStatus{State: "abierta", Diff: 3, SE: 1.2,
+			Bands: []policy.GateBandStatus{{Tickets: "0-1", State: "probando", Sending: 0.05}, {Tickets: "2-7", State: "abierta", Sending: 0.9}}}},
+			console.GuardState{State: "off, the send gate is open: the learned policy's choices go out",
+				Detail: "the learned policy is estimated at 9.00 MXN per decision over 500 effective rewards; 0 switch(es); send gate abierta: choice − never-send +3.00 MXN (SE 1.20); 0-1 tickets a year probando, 5 % of choices sent; 2-7 tickets a year abierta, 90 % of choices sent"}},
+		{"gate testing", policy.GuardStatus{Gate: &policy.GateStatus{State: "probando", SE: -1}},
+			console.GuardState{State: "off, the send gate tests the learned policy's choices against never-send",
+				Detail: "the learned policy is estimated at 0.00 MXN per decision over 0 effective rewards; 0 switch(es); send gate probando: choice − never-send +0.00 MXN (SE n/a)"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
