@@ -211,3 +211,15 @@ func TestServeHTTPFlags(t *testing.T) {
 		}
 	}
 }
+
+// TestServeFeaturesCacheFlag: --features-cache-mib outside 0-4096 is
+// refused, naming the flag.
+func TestServeFeaturesCacheFlag(t *testing.T) {
+	dir := t.TempDir()
+	for _, v := range []string{"-1", "5000"} {
+		err := Run(context.Background(), []string{"serve", "--data-dir", dir, "--addr", "127.0.0.1:0", "--features-cache-mib", v}, nil, io.Discard, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), "--features-cache-mib") {
+			t.Errorf("--features-cache-mib %s: %v, want a refusal naming the flag", v, err)
+		}
+	}
+}

@@ -26,6 +26,7 @@ type serveFlags struct {
 	addr, baseURL, logLevel, logFormat string
 	webhookAllowPrivate                bool
 	metricsTenantLabel                 bool
+	featuresCacheMiB                   int
 	jsonLogs                           bool
 	consoleAddr                        string
 	diskReserve                        string
@@ -47,6 +48,7 @@ func newServeCmd(a *app) *cobra.Command {
 	fl.StringVar(&f.consoleAddr, "console-addr", "127.0.0.1:8081", "operator console listen address, empty for none (env COUPOND_CONSOLE_ADDR); sign in with 'admin console login'")
 	fl.BoolVar(&f.webhookAllowPrivate, "webhook-allow-private", false, "allow webhook destinations in loopback and private ranges (tests, single-network installs)")
 	fl.BoolVar(&f.metricsTenantLabel, "metrics-tenant-label", false, "add a tenant label to the business series of /metrics (one series per tenant: few tenants only)")
+	fl.IntVar(&f.featuresCacheMiB, "features-cache-mib", engine.DefaultFeaturesCache>>20, "per tenant, MiB of customers' features records that ingestion keeps in memory after committing them (faster events; 0 keeps none): lower it when many tenants ingest")
 	fl.StringVar(&f.diskReserve, "disk-reserve", "auto", "free space kept on the data dir's disk: below it writes answer 503 almacenamiento_lleno (auto: the larger of 1GiB and 5% of the disk; sizes like 512MiB, 2GiB; 0 disables; env COUPOND_DISK_RESERVE)")
 	fl.DurationVar(&f.readTimeout, "read-timeout", server.DefaultReadTimeout, "a request, body included, must arrive within this, else the connection is closed (env COUPOND_READ_TIMEOUT)")
 	fl.IntVar(&f.maxConns, "max-conns", server.DefaultMaxConns, "open connections at most; past it new clients wait in the kernel backlog (env COUPOND_MAX_CONNS)")
@@ -125,6 +127,9 @@ func serve(ctx context.Context, dataDir string, f serveFlags, logOut interface{ 
 	if f.readTimeout <= 0 || f.maxConns <= 0 {
 		return fmt.Errorf("--read-timeout and --max-conns must be positive (got %s, %d)", f.readTimeout, f.maxConns)
 	}
+	if f.featuresCacheMiB < 0 || f.featuresCacheMiB > 4096 {
+		return fmt.Errorf("--features-cache-mib must be within 0-4096 (got %d)", f.featuresCacheMiB)
+	}
 	if f.baseURL == "" {
 		f.baseURL = "http://" + f.addr
 	}
@@ -138,7 +143,8 @@ func serve(ctx context.Context, dataDir string, f serveFlags, logOut interface{ 
 		return err
 	}
 	warnOpenFileLimit(log, f.maxConns)
-	e, err := openEnv(ctx, dataDir, log, serviceOptions{baseURL: f.baseURL, webhookAllowPrivate: f.webhookAllowPrivate, metricsTenantLabel: f.metricsTenantLabel})
+	e, err := openEnv(ctx, dataDir, log, serviceOptions{baseURL: f.baseURL, webhookAllowPrivate: f.webhookAllowPrivate, metricsTenantLabel: f.metricsTenantLabel,
+		featuresCacheMiB: &f.featuresCacheMiB})
 	if err != nil {
 		return err
 	}
