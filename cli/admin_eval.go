@@ -67,11 +67,7 @@ func printGuard(w io.Writer, g policy.GuardStatus) {
 	}
 	fmt.Fprintf(w, "policy guard: %s  switches %d  learned policy %.2f MXN  effective rewards %.0f\n", state, g.Switches, g.Policy, g.Rewards)
 	for _, b := range g.Baselines {
-		se := "n/a"
-		if b.SE >= 0 {
-			se = fmt.Sprintf("%.2f", b.SE)
-		}
-		fmt.Fprintf(w, "  baseline %d: %.2f MXN  policy − baseline %+.2f (SE %s)\n", b.Accion, b.Value, b.Diff, se)
+		fmt.Fprintf(w, "  baseline %d: %.2f MXN  policy − baseline %+.2f (SE %s)\n", b.Accion, b.Value, b.Diff, seText(b.SE))
 	}
 	printLadder(w, g.Ladder)
 	printGate(w, g.Gate)
@@ -84,16 +80,10 @@ func printGate(w io.Writer, g *policy.GateStatus) {
 	if g == nil {
 		return
 	}
-	se := func(x float64) string {
-		if x < 0 {
-			return "n/a"
-		}
-		return fmt.Sprintf("%.2f", x)
-	}
-	fmt.Fprintf(w, "send gate: %s  choice − never-send %+.2f MXN (SE %s) over %.0f effective decisions\n", g.State, g.Diff, se(g.SE), g.N)
+	fmt.Fprintf(w, "send gate: %s  choice − never-send %+.2f MXN (SE %s) over %.0f effective decisions\n", g.State, g.Diff, seText(g.SE), g.N)
 	for i, b := range g.Bands {
 		fmt.Fprintf(w, "  band %d (%s tickets a year): %s  sends %.0f %% of the coupon choices  choice − never-send %+.2f MXN (SE %s) over %.0f\n",
-			i, b.Tickets, b.State, 100*b.Sending, b.Diff, se(b.SE), b.N)
+			i, b.Tickets, b.State, 100*b.Sending, b.Diff, seText(b.SE), b.N)
 	}
 }
 
@@ -104,20 +94,23 @@ func printLadder(w io.Writer, l *policy.LadderStatus) {
 		return
 	}
 	fmt.Fprintf(w, "send rule ladder: rung %d (send when effect − %.2f SE > 0)  moves %d\n", l.Rung, l.Z, l.Moves)
-	se := func(x float64) string {
-		if x < 0 {
-			return "n/a"
-		}
-		return fmt.Sprintf("%.2f", x)
-	}
 	for i, r := range l.Rungs {
 		mark := " "
 		if i == l.Rung {
 			mark = "*"
 		}
 		fmt.Fprintf(w, " %s rung %d (Z %.2f): over never-send %+.2f MXN (SE %s)  − rung in use %+.2f (SE %s)  importance weight mean %.1f max %.1f\n",
-			mark, i, r.Z, r.OverNever, se(r.NeverSE), r.Diff, se(r.DiffSE), r.MeanWeight, r.MaxWeight)
+			mark, i, r.Z, r.OverNever, seText(r.NeverSE), r.Diff, seText(r.DiffSE), r.MeanWeight, r.MaxWeight)
 	}
+}
+
+// seText prints a policy estimate's standard error in MXN; policy reports
+// one that cannot be estimated yet as negative: "n/a".
+func seText(x float64) string {
+	if x < 0 {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.2f", x)
 }
 
 func measured(m engine.MeasuredValue) string {

@@ -168,11 +168,7 @@ func guardState(g policy.GuardStatus) console.GuardState {
 		detail += fmt.Sprintf("; %s %.2f MXN (policy %+.2f ± %.2f)", name, b.Value, b.Diff, b.SE)
 	}
 	if gt := g.Gate; gt != nil {
-		se := "n/a"
-		if gt.SE >= 0 {
-			se = fmt.Sprintf("%.2f", gt.SE)
-		}
-		detail += fmt.Sprintf("; send gate %s: choice − never-send %+.2f MXN (SE %s)", gt.State, gt.Diff, se)
+		detail += fmt.Sprintf("; send gate %s: choice − never-send %+.2f MXN (SE %s)", gt.State, gt.Diff, seText(gt.SE))
 		for _, b := range gt.Bands {
 			detail += fmt.Sprintf("; %s tickets a year %s, %.0f %% of choices sent", b.Tickets, b.State, 100*b.Sending)
 		}

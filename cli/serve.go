@@ -143,8 +143,12 @@ func serve(ctx context.Context, dataDir string, f serveFlags, logOut interface{ 
 		return err
 	}
 	warnOpenFileLimit(log, f.maxConns)
+	cache := f.featuresCacheMiB << 20
+	if cache == 0 {
+		cache = -1 // engine.Config: negative keeps none
+	}
 	e, err := openEnv(ctx, dataDir, log, serviceOptions{baseURL: f.baseURL, webhookAllowPrivate: f.webhookAllowPrivate, metricsTenantLabel: f.metricsTenantLabel,
-		featuresCacheMiB: &f.featuresCacheMiB})
+		featuresCache: cache})
 	if err != nil {
 		return err
 	}

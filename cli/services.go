@@ -40,23 +40,16 @@ type serviceOptions struct {
 	baseURL             string
 	webhookAllowPrivate bool
 	metricsTenantLabel  bool
-	// featuresCacheMiB is serve's --features-cache-mib (nil: the engine's
-	// default; 0: none).
-	featuresCacheMiB *int
+	// featuresCache is engine.Config.FeaturesCache (0: the engine's
+	// default), from serve's --features-cache-mib.
+	featuresCache int
 }
 
 func newServices(_ context.Context, e *env, opt serviceOptions) (*services, error) {
 	if opt.baseURL == "" {
 		opt.baseURL = "http://127.0.0.1:8080"
 	}
-	cache := 0 // the engine's default
-	if opt.featuresCacheMiB != nil {
-		cache = *opt.featuresCacheMiB << 20
-		if cache <= 0 {
-			cache = -1 // none
-		}
-	}
-	eng := engine.New(engine.Config{DB: e.db, Secrets: e.secrets, Log: e.log, Now: e.now, FeaturesCache: cache})
+	eng := engine.New(engine.Config{DB: e.db, Secrets: e.secrets, Log: e.log, Now: e.now, FeaturesCache: opt.featuresCache})
 	signer, err := batch.NewURLSigner(e.secrets.URL, opt.baseURL)
 	if err != nil {
 		return nil, fmt.Errorf("--base-url: %w", err)

@@ -245,9 +245,7 @@ func (p *learnPass) refit(b *store.Batch, now time.Time) (policy.GuardEvent, pol
 		next.m.AddCats(p.ts.cats.top(next.m.Cats, policy.NumCats-len(next.m.Cats))...)
 	}
 	next.m.Refit()
-	if g := next.m.GateStatus(); g != nil {
-		p.gateWas = g.State
-	}
+	p.gateWas = next.m.GateState()
 	guard := next.m.UpdateGuard()
 	ladder := next.m.UpdateLadder()
 	next.publishVersion(now)

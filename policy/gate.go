@@ -100,10 +100,14 @@ func (m *Model) testShare() float64 {
 // choice (and its ties) that could still beat never-send (Effect +
 // Z·Sigma > 0), so coupons the prior undervalues are tried while the
 // tenant is young.
-func (m *Model) exploreGate(sc []Score, probs []float64, top int) {
+func (m *Model) exploreGate(sc []Score, probs []float64) {
+	explorable := func(i int) bool {
+		s := &sc[i]
+		return probs[i] == 0 && s.ID != 0 && s.Effect+m.cfg.Z*s.Sigma > 0
+	}
 	var cand int
-	for i, s := range sc {
-		if probs[i] == 0 && s.ID != 0 && s.Effect+m.cfg.Z*s.Sigma > 0 {
+	for i := range sc {
+		if explorable(i) {
 			cand++
 		}
 	}
@@ -113,8 +117,8 @@ func (m *Model) exploreGate(sc []Score, probs []float64, top int) {
 	r := m.testShare() / m.cfg.GateQ0
 	e := m.cfg.GateExplore * r * r
 	mass := 1 - m.cfg.Floor
-	for i, s := range sc {
-		if probs[i] == 0 && s.ID != 0 && s.Effect+m.cfg.Z*s.Sigma > 0 {
+	for i := range sc {
+		if explorable(i) {
 			probs[i] = e * mass / float64(cand)
 		} else {
 			probs[i] *= 1 - e
@@ -136,7 +140,7 @@ func (m *Model) distributionGate(sc []Score, probs []float64) int {
 		probs[zero] = (1 - q) * (1 - floor)
 		m.evenTies(sc, probs, -1)
 	}
-	m.exploreGate(sc, probs, top)
+	m.exploreGate(sc, probs)
 	for i := range probs {
 		probs[i] += floor / float64(k)
 	}
@@ -268,7 +272,7 @@ const (
 	GateClosedState  = "cerrada"
 )
 
-// GateStatus is the gate's state and its test: the mean doubly robust
+// GateStatus is the gate's state and its test: the mean inverse-propensity
 // difference (MXN per decision whose choice was a coupon) between sending
 // the choice and never-send, its standard error and the effective number
 // of decisions behind it, over all customers and per frequency band (at
@@ -297,14 +301,32 @@ type GateBandStatus struct {
 // status).
 func (g *GateStatus) Open() bool { return g != nil && g.State == GateOpenState }
 
-// GateStatus reports the gate (nil without Config.Gate): closed while the
-// guard holds never-send, else open when some band is open, else testing.
+// GateState is the gate's state as GateStatus shows it ("" without
+// Config.Gate): closed while the guard holds never-send, else open when
+// some band is open, else testing.
+func (m *Model) GateState() string {
+	switch {
+	case !m.cfg.Gate:
+		return ""
+	case m.guard.Active:
+		return GateClosedState
+	}
+	for _, gb := range m.guard.Bands {
+		if gb.State == GateOpen {
+			return GateOpenState
+		}
+	}
+	return GateTestingState
+}
+
+// GateStatus reports the gate (nil without Config.Gate): its state
+// (GateState), its test and each band's.
 func (m *Model) GateStatus() *GateStatus {
 	if !m.cfg.Gate {
 		return nil
 	}
 	g := &m.guard
-	st := &GateStatus{State: GateTestingState, Bands: make([]GateBandStatus, nBands)}
+	st := &GateStatus{State: m.GateState(), Bands: make([]GateBandStatus, nBands)}
 	st.Diff, st.SE, st.N = testFigures(&g.Test)
 	for b := range st.Bands {
 		gb := g.band(b)
@@ -313,12 +335,6 @@ func (m *Model) GateStatus() *GateStatus {
 		bs.State = gateStateName(gb.State)
 		bs.Diff, bs.SE, bs.N = testFigures(&gb.Test)
 		bs.Sending = m.gateQ(b)
-		if gb.State == GateOpen {
-			st.State = GateOpenState
-		}
-	}
-	if g.Active {
-		st.State = GateClosedState
 	}
 	return st
 }

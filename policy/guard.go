@@ -37,8 +37,9 @@ type Guard struct {
 	// Ladder is the send rule's ladder (ladder.go): its rung and evidence.
 	Ladder Ladder `json:"ladder"`
 	// Test is the gate's evidence over all customers (gate.go): D sums
-	// the doubly robust differences between the decisions' choices and
-	// never-send; Bands are the gate per frequency band.
+	// the inverse-propensity differences between the decisions' choices
+	// and never-send; Fast is the same fading with GuardHalfLife; Bands
+	// are the gate per frequency band.
 	Test  guardSum   `json:"test,omitzero"`
 	Fast  guardSum   `json:"fast,omitzero"`
 	Bands []gateBand `json:"gate_bands,omitempty"`
