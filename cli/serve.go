@@ -115,23 +115,14 @@ func tuneGC(log zerolog.Logger) {
 }
 
 func serve(ctx context.Context, dataDir string, f serveFlags, logOut interface{ Write([]byte) (int, error) }) error {
-	if f.jsonLogs {
-		f.logFormat = "json"
+	if err := f.settle(); err != nil {
+		return err
 	}
 	logBuf := newLogBuffer(logOut, 100*time.Millisecond)
 	defer logBuf.Close()
 	log, err := newLogger(f.logLevel, f.logFormat, logBuf)
 	if err != nil {
 		return err
-	}
-	if f.readTimeout <= 0 || f.maxConns <= 0 {
-		return fmt.Errorf("--read-timeout and --max-conns must be positive (got %s, %d)", f.readTimeout, f.maxConns)
-	}
-	if f.featuresCacheMiB < 0 || f.featuresCacheMiB > 4096 {
-		return fmt.Errorf("--features-cache-mib must be within 0-4096 (got %d)", f.featuresCacheMiB)
-	}
-	if f.baseURL == "" {
-		f.baseURL = "http://" + f.addr
 	}
 	tuneGC(log)
 	reserve, err := waitForSpace(ctx, dataDir, f.diskReserve, f.addr, log)
@@ -199,6 +190,24 @@ func serve(ctx context.Context, dataDir string, f serveFlags, logOut interface{ 
 	}
 	log.Info().Msg("stopped")
 	return serveErr
+}
+
+// settle checks serve's flags and fills the ones derived from others
+// (--json is --log-format json; --base-url defaults to --addr's).
+func (f *serveFlags) settle() error {
+	if f.jsonLogs {
+		f.logFormat = "json"
+	}
+	if f.readTimeout <= 0 || f.maxConns <= 0 {
+		return fmt.Errorf("--read-timeout and --max-conns must be positive (got %s, %d)", f.readTimeout, f.maxConns)
+	}
+	if f.featuresCacheMiB < 0 || f.featuresCacheMiB > 4096 {
+		return fmt.Errorf("--features-cache-mib must be within 0-4096 (got %d)", f.featuresCacheMiB)
+	}
+	if f.baseURL == "" {
+		f.baseURL = "http://" + f.addr
+	}
+	return nil
 }
 
 // warnOpenFileLimit warns when the open-file limit leaves little room above
