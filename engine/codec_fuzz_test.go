@@ -62,6 +62,10 @@ func FuzzRecordRoundTrip(f *testing.F) {
 		tsEj int64, tsEjn uint32, reward int64, x0, x1 float64) {
 		r := DecisionRecord{Nonce: nonce, ClienteRef: ref, At: fuzzTime(at, atn), Accion: accion, Propension: prop, Motivo: motivo,
 			CaducaEn: fuzzTime(at, atn).Add(7 * 24 * time.Hour), X: []float64{x0, x1, 0, x1}, Candidates: []int{0, accion}, Probs: []float64{prop, 1 - prop}}
+		if accion%2 == 0 { // the policy's choice, logged since the send gate reads it
+			choice := accion / 2
+			r.Eleccion = &choice
+		}
 		if confirmed {
 			ts, conf := fuzzTime(tsEj, tsEjn), fuzzTime(at, atn)
 			r.Estado, r.TsEjecucion, r.ConfirmadaEn, r.Recompensa = EstadoEjecutada, &ts, &conf, &reward

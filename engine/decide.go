@@ -421,6 +421,10 @@ func recordChoice(rec *DecisionRecord, cust *customer, sc *scored, probs []float
 	rec.Accion = sc.cands[idx].id
 	rec.Propension = probs[idx]
 	rec.Explorado = idx != top
+	if top >= 0 {
+		choice := sc.cands[top].id
+		rec.Eleccion = &choice
+	}
 	rec.X = cust.x
 	rec.Shares = sc.cust.Shares
 	rec.Aff = make([]float64, 0, affPerAction*len(sc.cands))

@@ -291,7 +291,16 @@ func learnFrom(m *policy.Model, r *DecisionRecord, action int, reward float64, o
 		m.FoldCells(&pc, arms, idx, reward, probs)
 	}
 	if observe {
-		m.Observe(&policy.GuardSample{Customer: pc, Arms: arms, Probs: r.Probs, QHat: r.Mu, Logged: idx, Reward: reward, Options: options})
+		gs := policy.GuardSample{Customer: pc, Arms: arms, Probs: r.Probs, QHat: r.Mu, Logged: idx, Reward: reward, Options: options, Choice: -1}
+		if r.Eleccion != nil {
+			gs.ChoiceKnown = true
+			for i := range cands {
+				if cands[i].id == *r.Eleccion {
+					gs.Choice = i
+				}
+			}
+		}
+		m.Observe(&gs)
 	}
 	m.Fold(&pc, &cands[idx].arm, reward, m.Weight(r.Propension, len(r.Candidates)))
 	return true

@@ -52,6 +52,10 @@ type DecisionRecord struct {
 	// recency: affPerAction values each). Absent in older records.
 	Shares []float64 `json:"shares,omitempty"`
 	Aff    []float64 `json:"afinidad,omitempty"`
+	// Eleccion is the policy's choice, the action it favoured before the
+	// draw (0: never-send; the send gate tests it, policy.GuardSample).
+	// Nil in older records and in records without policy inputs.
+	Eleccion *int `json:"eleccion,omitempty"`
 	// Budget reserved by this decision (sends are given back on rejection or
 	// expiry).
 	BudgetCents int64 `json:"budget_cents,omitempty"`

@@ -38,6 +38,7 @@ const (
 const (
 	flagAprendida    byte = 1
 	flagPolicyInputs byte = 2 // Shares and Aff follow the reward
+	flagEleccion     byte = 4 // Eleccion follows them
 )
 
 // errRecord reports a damaged stored decision record.
@@ -78,6 +79,9 @@ func appendRecord(b []byte, r *DecisionRecord) []byte {
 	if len(r.Shares) > 0 || len(r.Aff) > 0 {
 		f2 |= flagPolicyInputs
 	}
+	if r.Eleccion != nil {
+		f2 |= flagEleccion
+	}
 	b = append(b, f, f2)
 	b = binAppendTime(b, r.CaducaEn)
 	b = binAppendString(b, r.Motivo)
@@ -107,6 +111,9 @@ func appendRecord(b []byte, r *DecisionRecord) []byte {
 	if f2&flagPolicyInputs != 0 {
 		b = appendFloats(b, r.Shares)
 		b = appendFloats(b, r.Aff)
+	}
+	if r.Eleccion != nil {
+		b = binary.AppendVarint(b, int64(*r.Eleccion))
 	}
 	return b
 }
@@ -249,6 +256,10 @@ func unmarshalRecord(b []byte, r *DecisionRecord) error {
 	if f2&flagPolicyInputs != 0 {
 		r.Shares = recordFloats(&d)
 		r.Aff = recordFloats(&d)
+	}
+	if f2&flagEleccion != 0 {
+		v := recordInt(&d)
+		r.Eleccion = &v
 	}
 	if !d.done() {
 		return errRecord

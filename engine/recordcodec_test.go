@@ -34,6 +34,9 @@ func TestRecordCodecRoundTrip(t *testing.T) {
 			X: []float64{1, 0.5}, Candidates: []int{0, 1}, Probs: []float64{0.1, 0.9}, Mu: []float64{5, 6}, Priors: []float64{5, 6},
 			Shares: []float64{0.6, 0.4, 0}, Aff: []float64{0, 0, 0, 0.6, 7. / 13, 1}}},
 		{"affinity without shares", DecisionRecord{Nonce: "n4", ClienteRef: "c", At: at, Candidates: []int{0}, Aff: []float64{0, 0, 0}}},
+		{"the policy's choice", DecisionRecord{Nonce: "n5", ClienteRef: "c", At: at, Accion: 0, Propension: 0.5, Explorado: true,
+			Candidates: []int{0, 4}, Probs: []float64{0.5, 0.5}, Shares: []float64{1}, Aff: []float64{0, 0, 0, 1, 1, 1}, Eleccion: &accion}},
+		{"never-send chosen, no policy inputs", DecisionRecord{Nonce: "n6", ClienteRef: "c", At: at, Candidates: []int{0}, Probs: []float64{1}, Eleccion: new(int)}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -125,6 +125,11 @@ type GuardSample struct {
 	Logged   int       // index in Arms of the action taken
 	Reward   float64   // cents
 	Options  []int     // every baseline key to update (0 and the catalog's actions)
+	// Choice is the index in Arms of the policy's choice at decision time
+	// (-1: none among Arms) when ChoiceKnown; records from before it was
+	// logged leave ChoiceKnown false and the gate infers it (choiceGroup).
+	Choice      int
+	ChoiceKnown bool
 }
 
 // Observe adds one logged decision to the guard's evidence. It reads the
