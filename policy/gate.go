@@ -6,10 +6,11 @@ import "math"
 // sent, by testing them against never-send as an experiment before
 // trusting them (POLICY.md §7.7).
 //
-// Each decision's choice is the model's point estimate (greedyZ with
-// GateSendZ, 0 by default: the coupon of highest expected effect, or
-// never-send when none is above it; coupons tied with it share its
-// probability). Where the choice is a coupon it is sent with probability
+// Each decision's choice is never-send when no coupon's effect is above
+// GateSendZ (0.25) standard errors, else the coupon of highest expected
+// effect (gateChoice); coupons tied with it share its probability. The
+// decision's record logs it. Where the choice is a
+// coupon it is sent with probability
 // q and never-send gets 1 − q; where it is never-send nothing is sent.
 // Every decision's outcome then feeds a test, per frequency band of the
 // customer (bandOf) and over all customers: the inverse-propensity
@@ -20,8 +21,10 @@ import "math"
 //     choices early, so the test has power; few late, so a choice that
 //     loses costs little), but at least GatePromise·Φ(z − GateZ) while the
 //     band's test is close to opening;
-//   - open, once its choices beat never-send by GateZ standard errors:
-//     1 − NeverShare (never-send's share keeps the test going);
+//   - open, once its choices beat never-send by GateZ standard errors, or
+//     the choices over all customers do and the band's own mean is not
+//     below 0 (Config.GatePooled): 1 − NeverShare (never-send's share
+//     keeps the test going);
 //   - closed, when its choices lose to never-send by GuardZ standard
 //     errors, or for every band while the guard (the test over all
 //     customers) finds them losing: the testing share over GateClosedDiv.
@@ -98,13 +101,30 @@ func (m *Model) testShare() float64 {
 // exploreGate moves a share of the mass, GateExplore·(testShare/GateQ0)²
 // (falling faster than the test), evenly to the coupons outside the
 // choice (and its ties) that could still beat never-send (Effect +
-// Z·Sigma > 0), so coupons the prior undervalues are tried while the
-// tenant is young.
+// Z·Sigma > 0) and to the coupons the data cannot tell apart from one of
+// them (tied: two equal coupons are explored alike), so coupons the prior
+// undervalues are tried while the tenant is young.
 func (m *Model) exploreGate(sc []Score, probs []float64) {
-	explorable := func(i int) bool {
+	plausible := func(i int) bool {
 		s := &sc[i]
 		return probs[i] == 0 && s.ID != 0 && s.Effect+m.cfg.Z*s.Sigma > 0
 	}
+	var ex [16]bool
+	explore := ex[:0]
+	if len(sc) > len(ex) {
+		explore = make([]bool, 0, len(sc))
+	}
+	for i := range sc {
+		explore = append(explore, plausible(i))
+	}
+	for i := range sc { // a coupon tied with a plausible one is explored too
+		for j := range sc {
+			if !explore[i] && explore[j] && probs[i] == 0 && sc[i].ID != 0 && plausible(j) && m.tied(&sc[i], &sc[j]) {
+				explore[i] = true
+			}
+		}
+	}
+	explorable := func(i int) bool { return explore[i] }
 	var cand int
 	for i := range sc {
 		if explorable(i) {
@@ -126,10 +146,30 @@ func (m *Model) exploreGate(sc []Score, probs []float64) {
 	}
 }
 
+// gateChoice is the gate's choice among sc: never-send when no coupon's
+// effect is above GateSendZ standard errors (greedyZ), else the coupon of
+// highest expected effect, safe or not. Which coupon is the estimate's
+// call: a per-coupon bound would favour the coupon with more data (its
+// smaller error makes it "safe" first, so it gets the sends and the data)
+// and split two equal coupons unevenly.
+func (m *Model) gateChoice(sc []Score) int {
+	safe := m.greedyZ(sc, m.cfg.GateSendZ)
+	if safe < 0 || sc[safe].ID == 0 {
+		return safe
+	}
+	top := safe
+	for i := range sc {
+		if sc[i].ID != 0 && sc[i].Effect > sc[top].Effect {
+			top = i
+		}
+	}
+	return top
+}
+
 // distributionGate is Distribution under the gate.
 func (m *Model) distributionGate(sc []Score, probs []float64) int {
 	k := len(sc)
-	top := m.greedyZ(sc, m.cfg.GateSendZ)
+	top := m.gateChoice(sc)
 	zero := indexOf(sc, 0)
 	floor := m.cfg.Floor
 	if zero < 0 || sc[top].ID == 0 {
@@ -185,16 +225,21 @@ func (m *Model) observeGate(s *GuardSample, zero int) {
 }
 
 // choiceGroup returns which arms of a logged decision were its choice (a
-// coupon and the coupons tied with it; none when the choice was
-// never-send), from what the decision logged. With GateSendZ 0 the choice
-// is the coupon of highest μ at decision time when that μ is above
-// never-send's, and the coupons tied with it are those drawn with the same
-// probability (exploration draws the others with less). Otherwise every
-// coupon drawn above the floor's share counts (exploration included).
+// coupon and the coupons tied with it, drawn with its probability; none
+// when the choice was never-send): the choice the record logged
+// (GuardSample.ChoiceKnown). Records from before it was logged are read
+// as choosing the coupon of highest μ when that μ is above never-send's
+// (the choice with GateSendZ 0), tied with the coupons drawn with the
+// same probability (exploration draws the others with less).
 func (m *Model) choiceGroup(s *GuardSample, zero int) func(int) bool {
 	fl := m.cfg.Floor/float64(len(s.Arms)) + 1e-9
-	if m.cfg.GateSendZ != 0 {
-		return func(i int) bool { return i != zero && s.Probs[i] > fl }
+	if s.ChoiceKnown {
+		c := s.Choice
+		if c < 0 || c == zero || s.Probs[c] <= fl {
+			return func(int) bool { return false }
+		}
+		p := s.Probs[c]
+		return func(i int) bool { return i != zero && math.Abs(s.Probs[i]-p) <= 1e-9*p }
 	}
 	top := -1
 	for i := range s.Arms {
@@ -216,7 +261,9 @@ func (m *Model) choiceGroup(s *GuardSample, zero int) func(int) bool {
 // The guard, on all customers: active (the closed share for every band)
 // when the choices lose to never-send by GuardZ standard errors, released
 // when they no longer lose by GuardReleaseZ. Each frequency band: testing
-// → open when its choices beat never-send by GateZ standard errors; open
+// → open when its choices beat never-send by GateZ standard errors, or
+// those over all customers do and its own mean is not below 0
+// (bandOpens); open
 // → testing when recent evidence says they lose (mean + (−GateReleaseZ)
 // standard errors below 0); testing or open → closed when they lose by
 // GuardZ; closed → testing when they no longer lose by GuardReleaseZ. It
@@ -234,6 +281,10 @@ func (m *Model) updateGate() bool {
 		}
 	}
 	changed := false
+	pooled := false
+	if mean, se, ok := m.testStat(&g.Test); ok && m.cfg.GatePooled && !g.Active {
+		pooled = mean-m.cfg.GateZ*se > 0
+	}
 	for b := range g.Bands {
 		gb := &g.Bands[b]
 		was := gb.State
@@ -249,13 +300,26 @@ func (m *Model) updateGate() bool {
 		}
 		if mean, se, ok := m.testStat(&gb.Test); ok {
 			gb.Promise = 0.5 * math.Erfc(-(mean/se-m.cfg.GateZ)/math.Sqrt2)
-			if gb.State == GateTesting && was == GateTesting && mean-m.cfg.GateZ*se > 0 {
-				gb.State = GateOpen
-			}
+		}
+		if gb.State == GateTesting && was == GateTesting && m.bandOpens(&gb.Test, pooled) {
+			gb.State = GateOpen
 		}
 		changed = changed || was != gb.State
 	}
 	return changed
+}
+
+// bandOpens reports whether a testing band's test opens it: its choices
+// beat never-send by GateZ standard errors, or the test over all
+// customers does (pooled) and the band's own mean is not below 0 (a band
+// with too little evidence of its own follows the pooled test).
+func (m *Model) bandOpens(test *guardSum, pooled bool) bool {
+	mean, se, ok := m.testStat(test)
+	if ok && mean-m.cfg.GateZ*se > 0 {
+		return true
+	}
+	mean, _ = test.diff()
+	return pooled && mean >= 0
 }
 
 // testStat returns a test's mean and standard error when it has at least

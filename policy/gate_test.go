@@ -143,3 +143,84 @@ func TestGuardCatchesChoicesThatStopPaying(t *testing.T) {
 		t.Errorf("guard switched at window %d, want 6–9 (within 4 windows of the change)", switched)
 	}
 }
+
+// TestGateOpensBandsOnThePooledTest: the test over all customers clears
+// the opening bar while no band's own test does. Every testing band whose
+// own evidence does not say its choices lose opens (one with a positive
+// mean, one with too little evidence and a mean above 0); a band whose
+// choices lose on average keeps testing, with enough evidence or not.
+// Without Config.GatePooled none opens: the test fails if the pooled test
+// is ignored, or if it overrides a band's own negative evidence.
+func TestGateOpensBandsOnThePooledTest(t *testing.T) {
+	fill := func(s *guardSum, n int, mean, spread float64) {
+		for i := range n {
+			d := mean + spread
+			if i%2 == 1 {
+				d = mean - spread
+			}
+			s.add(0, d, 0)
+		}
+	}
+	for _, pooled := range []bool{true, false} {
+		cfg := DefaultConfig()
+		cfg.GatePooled = pooled
+		m := New(cfg)
+		g := &m.guard
+		g.Bands = make([]gateBand, nBands)
+		fill(&g.Test, 2000, 300, 5000) // z = 300/(5000/√2000) ≈ 2.7
+		fill(&g.Fast, 2000, 300, 5000)
+		fill(&g.Bands[0].Test, 900, 300, 5000) // z ≈ 1.8: not on its own
+		fill(&g.Bands[0].Fast, 900, 300, 5000)
+		fill(&g.Bands[1].Test, 500, -100, 5000) // z ≈ −0.4: its choices lose
+		fill(&g.Bands[1].Fast, 500, -100, 5000)
+		fill(&g.Bands[2].Test, 50, 300, 5000)  // under GuardMinN, mean above 0
+		fill(&g.Bands[3].Test, 50, -300, 5000) // under GuardMinN, mean below 0
+		m.updateGate()
+		var got []string
+		for _, b := range m.GateStatus().Bands {
+			got = append(got, b.State)
+		}
+		want := []string{GateOpenState, GateTestingState, GateOpenState, GateTestingState}
+		if !pooled {
+			want = []string{GateTestingState, GateTestingState, GateTestingState, GateTestingState}
+		}
+		if d := cmp.Diff(want, got); d != "" {
+			t.Errorf("GatePooled %v: band states (-want +got):\n%s", pooled, d)
+		}
+	}
+}
+
+// TestChoiceGroupReadsTheLoggedChoice: the gate's test counts as the
+// choice the arms the decision logged as its choice (and the coupons drawn
+// with the same probability, its ties), not a coupon exploration drew; a
+// decision whose logged choice was never-send has no choice group, even
+// when a coupon's μ was above never-send's (with GateSendZ above 0 the
+// choice needs more than that). Records without the choice fall back to
+// reading it from μ.
+func TestChoiceGroupReadsTheLoggedChoice(t *testing.T) {
+	m := New(DefaultConfig())
+	arms := []Arm{{ID: 0}, {ID: 1}, {ID: 2}, {ID: 3}}
+	tests := []struct {
+		name  string
+		s     GuardSample
+		group []int
+	}{
+		{"never-send chosen, a coupon explored", GuardSample{Probs: []float64{0.94, 0.05, 0.005, 0.005}, QHat: []float64{100, 150, 90, 80}, Choice: 0, ChoiceKnown: true}, nil},
+		{"a coupon chosen", GuardSample{Probs: []float64{0.5, 0.45, 0.045, 0.005}, QHat: []float64{100, 150, 160, 80}, Choice: 1, ChoiceKnown: true}, []int{1}},
+		{"two tied coupons chosen", GuardSample{Probs: []float64{0.5, 0.245, 0.245, 0.01}, QHat: []float64{100, 150, 140, 80}, Choice: 2, ChoiceKnown: true}, []int{1, 2}},
+		{"older record: highest μ", GuardSample{Probs: []float64{0.5, 0.45, 0.045, 0.005}, QHat: []float64{100, 150, 120, 80}, Choice: -1}, []int{1}},
+	}
+	for _, tc := range tests {
+		tc.s.Arms = arms
+		in := m.choiceGroup(&tc.s, 0)
+		var got []int
+		for i := range arms {
+			if in(i) {
+				got = append(got, i)
+			}
+		}
+		if d := cmp.Diff(tc.group, got); d != "" {
+			t.Errorf("%s: choice group (-want +got):\n%s", tc.name, d)
+		}
+	}
+}

@@ -46,7 +46,9 @@ type Config struct {
 	// errors of the difference are tied and share the exploitation mass.
 	TieZ float64
 	// PopZ: two actions are also told apart when their average effects
-	// over their customers differ by more than PopZ standard errors.
+	// over their customers differ by more than PopZ standard errors (3.5:
+	// with sparse, heavy-tailed rewards 2.5 told two equal coupons apart in
+	// 2 of 12 simulated e-mail worlds, POLICY.md §7.8).
 	PopZ float64
 	// Eps0 and EpsN0 set the exploration share ε = Eps0·√(EpsN0/(EpsN0+n))
 	// after n rewards; Floor is spread over every eligible action.
@@ -167,9 +169,10 @@ type Config struct {
 	CellTieZ, CellFloor float64
 
 	// Gate makes the send gate decide whether to send (gate.go, POLICY.md
-	// §7.7): each decision's choice is the model's point estimate (a coupon
-	// when its effect is above GateSendZ standard errors), tested against
-	// never-send as an experiment, per frequency band.
+	// §7.7): each decision's choice (never-send unless some coupon's effect
+	// is above GateSendZ standard errors, then the coupon of highest
+	// expected effect) is tested against never-send as an experiment, per
+	// frequency band.
 	Gate bool
 	// GateQ0, GateN0, GatePow: while a band tests, the choice is sent with
 	// probability GateQ0/(1 + (n/GateN0)^GatePow) after n rewards (else
@@ -187,8 +190,14 @@ type Config struct {
 	// reward windows.
 	GateHalfLife float64
 	// GateSendZ: the choice is a coupon when its effect is above GateSendZ
-	// standard errors (0: the point estimate).
+	// standard errors (0: the point estimate; 0.25 by default, POLICY.md
+	// §7.8).
 	GateSendZ float64
+	// GatePooled: a testing band also opens when the test over all
+	// customers clears GateZ and the band's own mean is not below 0, so a
+	// band too small to prove itself alone follows the tenant's evidence
+	// (its own fast test still sends it back to testing if it loses).
+	GatePooled bool
 	// GateExplore: coupons outside the choice that might beat never-send
 	// are tried with GateExplore·(testing share/GateQ0)² of the mass, so a
 	// coupon the prior undervalues is learned while the tenant is young.
@@ -206,14 +215,14 @@ func DefaultLadder() []float64 { return []float64{1.5, 0.5, 0} }
 // zrule) and for the tests of the mechanisms that belong to it.
 func ZRuleConfig() Config {
 	c := DefaultConfig()
-	c.Gate, c.Floor, c.NeverShare, c.ImportanceAlpha = false, 0.01, 0.05, 0.5
+	c.Gate, c.Floor, c.NeverShare, c.ImportanceAlpha, c.PopZ = false, 0.01, 0.05, 0.5, 2.5
 	return c
 }
 
 // DefaultConfig is the configuration the engine runs.
 func DefaultConfig() Config {
 	return Config{
-		Z: 1.5, TieZ: 2.5, PopZ: 2.5,
+		Z: 1.5, TieZ: 2.5, PopZ: 3.5,
 		Eps0: 0.25, EpsN0: 1000, Floor: 0.0005, NeverShare: 0.1,
 		TauEffect: 1000, TauPrior: 0.5, HyperPseudo: 5, TauLevel: 1000, TauShared: 3000,
 		BaseRidge: 1, TauBase: 0.5,
@@ -224,7 +233,7 @@ func DefaultConfig() Config {
 		LadderUpZ: 2, LadderDownZ: 2, LadderMinN: 200, LadderHalfLife: 2, LadderMinHits: 10, LadderShare: 0.1, LadderShutZ: 1,
 		CellPseudo: 20, CellKappa0: 0.5, CellKappaSD: 0.5, CellTauRoot: 3000, CellTauBand: 1000,
 		CellTauMin: 300, CellTauMax: 3000, CellHalfLife: 0, CellGuardShare: 0.1, CellTemper: 0.5, CellMinProb: 0.05, CellTieZ: 2, CellFloor: 0.002,
-		Gate: true, GateExplore: 0.05, GatePromise: 0.5, GateQ0: 0.5, GateN0: 12000, GatePow: 4, GateZ: 2, GateReleaseZ: -1, GateClosedDiv: 4, GateHalfLife: 3,
+		Gate: true, GateExplore: 0.05, GatePromise: 0.5, GateQ0: 0.5, GateN0: 12000, GatePow: 4, GateZ: 2, GateReleaseZ: -1, GateClosedDiv: 4, GateHalfLife: 3, GatePooled: true, GateSendZ: 0.25,
 	}
 }
 

@@ -83,7 +83,7 @@ func (m *Model) Greedy(sc []Score) int {
 		return greedyCells(sc)
 	}
 	if m.cfg.Gate {
-		return m.greedyZ(sc, m.cfg.GateSendZ)
+		return m.gateChoice(sc)
 	}
 	return m.greedyZ(sc, m.sendZ())
 }
