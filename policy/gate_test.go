@@ -2,6 +2,7 @@ package policy
 
 import (
 	"encoding/json"
+	"math"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -222,5 +223,26 @@ func TestChoiceGroupReadsTheLoggedChoice(t *testing.T) {
 		if d := cmp.Diff(tc.group, got); d != "" {
 			t.Errorf("%s: choice group (-want +got):\n%s", tc.name, d)
 		}
+	}
+}
+
+// TestExplorationTreatsTiedCouponsAlike: no coupon is worth sending, so
+// the choice is never-send and exploration tries the coupons that might
+// still beat it. Coupon 1 might (effect −1 MXN, SE 1 MXN); coupon 2 is
+// below that bound but the data cannot tell it from coupon 1, so it is
+// explored alike; coupon 3, far below both, keeps the floor. Fails if
+// exploration follows each coupon's own bound (coupon 2 would get only the
+// floor: two equal coupons explored unequally drift apart).
+func TestExplorationTreatsTiedCouponsAlike(t *testing.T) {
+	m := New(DefaultConfig())
+	sc := []Score{{ID: 0}, {ID: 1, Effect: -100, Sigma: 100, own: 1e4}, {ID: 2, Effect: -200, Sigma: 100, own: 1e4},
+		{ID: 3, Effect: -2000, Sigma: 100, own: 1e4}}
+	probs := make([]float64, len(sc))
+	if top := m.Distribution(sc, probs); sc[top].ID != 0 {
+		t.Fatalf("choice %d, want never-send", sc[top].ID)
+	}
+	t.Logf("probabilities %v", probs)
+	if math.Abs(probs[1]-probs[2]) > 1e-12 || probs[2] <= 2*probs[3] {
+		t.Errorf("probabilities %v: want coupons 1 and 2 explored alike, above coupon 3's floor", probs)
 	}
 }
