@@ -151,6 +151,9 @@ func FuzzRecordCodec(f *testing.F) {
 	at := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
 	f.Add(marshalRecord(&DecisionRecord{Nonce: "n", ClienteRef: "cliente-1", At: at, X: []float64{0.25}, Candidates: []int{0, 4},
 		Probs: []float64{0.5, 0.5}, Mu: []float64{10, 20}}))
+	four := 4
+	f.Add(marshalRecord(&DecisionRecord{Nonce: "m", ClienteRef: "cliente-2", At: at, Candidates: []int{0, 4}, Probs: []float64{0.5, 0.5},
+		Shares: []float64{1}, Eleccion: &four}))
 	f.Add([]byte(`{"nonce":"x","accion":1}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var r DecisionRecord
