@@ -9,9 +9,9 @@ import "math"
 // Each decision's choice is never-send when no coupon's effect is above
 // GateSendZ (0.25) standard errors, else the coupon of highest expected
 // effect (gateChoice); coupons tied with it share its probability. The
-// decision's record logs it. Where the choice is a
-// coupon it is sent with probability
-// q and never-send gets 1 − q; where it is never-send nothing is sent.
+// decision's record logs it. Where the choice is a coupon it is sent with
+// probability q and never-send gets 1 − q; where it is never-send nothing
+// is sent.
 // Every decision's outcome then feeds a test, per frequency band of the
 // customer (bandOf) and over all customers: the inverse-propensity
 // difference between the choice and never-send on the reward's residual
@@ -119,7 +119,7 @@ func (m *Model) exploreGate(sc []Score, probs []float64) {
 	}
 	for i := range sc { // a coupon tied with a plausible one is explored too
 		for j := range sc {
-			if !explore[i] && explore[j] && probs[i] == 0 && sc[i].ID != 0 && plausible(j) && m.tied(&sc[i], &sc[j]) {
+			if !explore[i] && probs[i] == 0 && sc[i].ID != 0 && plausible(j) && m.tied(&sc[i], &sc[j]) {
 				explore[i] = true
 			}
 		}
@@ -263,11 +263,10 @@ func (m *Model) choiceGroup(s *GuardSample, zero int) func(int) bool {
 // when they no longer lose by GuardReleaseZ. Each frequency band: testing
 // → open when its choices beat never-send by GateZ standard errors, or
 // those over all customers do and its own mean is not below 0
-// (bandOpens); open
-// → testing when recent evidence says they lose (mean + (−GateReleaseZ)
-// standard errors below 0); testing or open → closed when they lose by
-// GuardZ; closed → testing when they no longer lose by GuardReleaseZ. It
-// reports whether any band's state changed.
+// (bandOpens); open → testing when recent evidence says they lose (mean +
+// (−GateReleaseZ) standard errors below 0); testing or open → closed when
+// they lose by GuardZ; closed → testing when they no longer lose by
+// GuardReleaseZ. It reports whether any band's state changed.
 func (m *Model) updateGate() bool {
 	g := &m.guard
 	if mean, se, ok := m.testStat(&g.Fast); ok {
