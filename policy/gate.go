@@ -124,10 +124,9 @@ func (m *Model) exploreGate(sc []Score, probs []float64) {
 			}
 		}
 	}
-	explorable := func(i int) bool { return explore[i] }
 	var cand int
-	for i := range sc {
-		if explorable(i) {
+	for _, x := range explore {
+		if x {
 			cand++
 		}
 	}
@@ -138,7 +137,7 @@ func (m *Model) exploreGate(sc []Score, probs []float64) {
 	e := m.cfg.GateExplore * r * r
 	mass := 1 - m.cfg.Floor
 	for i := range sc {
-		if explorable(i) {
+		if explore[i] {
 			probs[i] = e * mass / float64(cand)
 		} else {
 			probs[i] *= 1 - e
@@ -263,11 +262,11 @@ func (m *Model) choiceGroup(s *GuardSample, zero int) func(int) bool {
 // when they no longer lose by GuardReleaseZ. Each frequency band: testing
 // → open when its choices beat never-send by GateZ standard errors, or
 // those over all customers do and its own mean is not below 0
-// (bandOpens); open → testing when recent evidence says they lose (mean +
+// (GatePooled); open → testing when recent evidence says they lose (mean +
 // (−GateReleaseZ) standard errors below 0); testing or open → closed when
 // they lose by GuardZ; closed → testing when they no longer lose by
-// GuardReleaseZ. It reports whether any band's state changed.
-func (m *Model) updateGate() bool {
+// GuardReleaseZ.
+func (m *Model) updateGate() {
 	g := &m.guard
 	if mean, se, ok := m.testStat(&g.Fast); ok {
 		switch {
@@ -279,7 +278,6 @@ func (m *Model) updateGate() bool {
 			g.Switches++
 		}
 	}
-	changed := false
 	pooled := false
 	if mean, se, ok := m.testStat(&g.Test); ok && m.cfg.GatePooled && !g.Active {
 		pooled = mean-m.cfg.GateZ*se > 0
@@ -297,32 +295,22 @@ func (m *Model) updateGate() bool {
 				gb.State = GateTesting
 			}
 		}
-		if mean, se, ok := m.testStat(&gb.Test); ok {
+		// mean is the band's own mean even without enough evidence (0
+		// without any): a band too small to prove itself follows the
+		// pooled test unless its own mean says its choices lose.
+		mean, se, ok := m.testStat(&gb.Test)
+		if ok {
 			gb.Promise = 0.5 * math.Erfc(-(mean/se-m.cfg.GateZ)/math.Sqrt2)
 		}
-		if gb.State == GateTesting && was == GateTesting && m.bandOpens(&gb.Test, pooled) {
+		if gb.State == GateTesting && was == GateTesting && (ok && mean-m.cfg.GateZ*se > 0 || pooled && mean >= 0) {
 			gb.State = GateOpen
 		}
-		changed = changed || was != gb.State
 	}
-	return changed
 }
 
-// bandOpens reports whether a testing band's test opens it: its choices
-// beat never-send by GateZ standard errors, or the test over all
-// customers does (pooled) and the band's own mean is not below 0 (a band
-// with too little evidence of its own follows the pooled test).
-func (m *Model) bandOpens(test *guardSum, pooled bool) bool {
-	mean, se, ok := m.testStat(test)
-	if ok && mean-m.cfg.GateZ*se > 0 {
-		return true
-	}
-	mean, _ = test.diff()
-	return pooled && mean >= 0
-}
-
-// testStat returns a test's mean and standard error when it has at least
-// GuardMinN effective decisions.
+// testStat returns a test's mean and standard error, and ok when they can
+// be judged (at least GuardMinN effective decisions). The mean is the
+// test's plain mean either way (0 without evidence).
 func (m *Model) testStat(s *guardSum) (mean, se float64, ok bool) {
 	mean, se = s.diff()
 	return mean, se, !math.IsInf(se, 0) && se > 0 && s.neff() >= m.cfg.GuardMinN
