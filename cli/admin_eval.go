@@ -69,7 +69,6 @@ func printGuard(w io.Writer, g policy.GuardStatus) {
 	for _, b := range g.Baselines {
 		fmt.Fprintf(w, "  baseline %d: %.2f MXN  policy − baseline %+.2f (SE %s)\n", b.Accion, b.Value, b.Diff, seText(b.SE))
 	}
-	printLadder(w, g.Ladder)
 	printGate(w, g.Gate)
 }
 
@@ -84,23 +83,6 @@ func printGate(w io.Writer, g *policy.GateStatus) {
 	for i, b := range g.Bands {
 		fmt.Fprintf(w, "  band %d (%s tickets a year): %s  sends %.0f %% of the coupon choices  choice − never-send %+.2f MXN (SE %s) over %.0f\n",
 			i, b.Tickets, b.State, 100*b.Sending, b.Diff, seText(b.SE), b.N)
-	}
-}
-
-// printLadder prints the send rule's ladder: the rung in use and every
-// rung's doubly robust estimate against never-send and against it.
-func printLadder(w io.Writer, l *policy.LadderStatus) {
-	if l == nil {
-		return
-	}
-	fmt.Fprintf(w, "send rule ladder: rung %d (send when effect − %.2f SE > 0)  moves %d\n", l.Rung, l.Z, l.Moves)
-	for i, r := range l.Rungs {
-		mark := " "
-		if i == l.Rung {
-			mark = "*"
-		}
-		fmt.Fprintf(w, " %s rung %d (Z %.2f): over never-send %+.2f MXN (SE %s)  − rung in use %+.2f (SE %s)  importance weight mean %.1f max %.1f\n",
-			mark, i, r.Z, r.OverNever, seText(r.NeverSE), r.Diff, seText(r.DiffSE), r.MeanWeight, r.MaxWeight)
 	}
 }
 

@@ -54,7 +54,7 @@ summary. Seeds: --seeds report (1001..1000+N, the default: nobody tunes on them)
 	f.IntVar(&lf.mw.worlds, "worlds", 0, "run N worlds drawn at random (see above) instead of the single world")
 	f.StringVar(&lf.mw.seeds, "seeds", "report", "with --worlds: report (seeds 1001..) or tune (seeds 1..)")
 	f.IntVar(&lf.mw.parallel, "parallel", 2, "with --worlds: worlds run at a time")
-	f.StringVar(&lf.mw.model, "model", "regression", "with --worlds: the engine's model, regression (the default: the regression's choices behind the send gate), zrule (the per-customer send rule before the gate; policy/POLICY.md 7.7) or cells (the cell model, off in serve; policy/POLICY.md 7.6)")
+	f.StringVar(&lf.mw.model, "model", "regression", "with --worlds: the engine's model, regression (the default: the regression's choices behind the send gate) or zrule (the per-customer send rule before the gate; policy/POLICY.md 7.7)")
 	return cmd
 }
 

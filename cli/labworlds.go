@@ -23,8 +23,7 @@ type manyWorldsFlags struct {
 	customers, weeks int
 	// model is the engine's decision model: "regression" (the default
 	// configuration: the regression's choices behind the send gate),
-	// "zrule" (the send rule before the gate, policy.ZRuleConfig) or
-	// "cells" (policy.Config.Cells, off by default).
+	// or "zrule" (the send rule before the gate, policy.ZRuleConfig).
 	model string
 }
 
@@ -56,12 +55,8 @@ func runManyWorlds(cmd *cobra.Command, mw manyWorldsFlags, asJSON bool) error {
 	case "zrule":
 		pc := policy.ZRuleConfig()
 		cfg.Policy = &pc
-	case "cells":
-		pc := policy.DefaultConfig()
-		pc.Cells = true
-		cfg.Policy = &pc
 	default:
-		return fmt.Errorf("--model: %q is none of regression, zrule and cells", mw.model)
+		return fmt.Errorf("--model: %q is neither regression nor zrule", mw.model)
 	}
 	reps, err := lab.RunWorlds(cmd.Context(), cfg, func(r *lab.WorldReport) {
 		mu.Lock()

@@ -95,9 +95,8 @@ func (e *Learner) Learn(tenant string) (LearnStats, error) {
 		}
 	}
 	var guard policy.GuardEvent
-	var ladder policy.LadderEvent
 	if st.Folded > 0 {
-		if guard, ladder, err = p.refit(b, now); err != nil {
+		if guard, err = p.refit(b, now); err != nil {
 			return st, err
 		}
 	}
@@ -113,7 +112,6 @@ func (e *Learner) Learn(tenant string) (LearnStats, error) {
 		ts.model.Store(p.next)
 		e.log.Info().Str("tenant", tenant).Int("folded", st.Folded).Str("politica_version", p.next.version).Msg("model updated")
 		e.logGuard(tenant, guard, p.next.m.GuardStatus())
-		e.logLadder(tenant, ladder, p.next.m.LadderStatus())
 		e.logGate(tenant, p.gateWas, p.next.m.GateStatus())
 	}
 	return st, nil
@@ -237,9 +235,9 @@ func (p *learnPass) apply(b *store.Batch, w dueEntry) error {
 	return nil
 }
 
-// refit refits the updated model, runs its guard and its send rule's
-// ladder and writes it to b with a new version.
-func (p *learnPass) refit(b *store.Batch, now time.Time) (policy.GuardEvent, policy.LadderEvent, error) {
+// refit refits the updated model, runs its guard and writes it to b with
+// a new version.
+func (p *learnPass) refit(b *store.Batch, now time.Time) (policy.GuardEvent, error) {
 	next := p.next
 	if len(next.m.Cats) < policy.NumCats {
 		next.m.AddCats(p.ts.cats.top(next.m.Cats, policy.NumCats-len(next.m.Cats))...)
@@ -247,14 +245,13 @@ func (p *learnPass) refit(b *store.Batch, now time.Time) (policy.GuardEvent, pol
 	next.m.Refit()
 	p.gateWas = next.m.GateState()
 	guard := next.m.UpdateGuard()
-	ladder := next.m.UpdateLadder()
 	next.publishVersion(now)
 	data, err := next.marshal()
 	if err != nil {
-		return guard, ladder, err
+		return guard, err
 	}
 	b.Set(store.ModelKey(p.tenant), data)
-	return guard, ladder, nil
+	return guard, nil
 }
 
 // learnFrom folds one final reward of a logged decision that teaches
@@ -276,21 +273,11 @@ func learnFrom(m *policy.Model, r *DecisionRecord, action int, reward float64, o
 		return false
 	}
 	observe := action == r.Accion && len(r.Probs) == len(cands) && len(r.Mu) == len(cands)
-	var arms []policy.Arm
-	if observe || m.KeepsCells() {
-		arms = make([]policy.Arm, len(cands))
+	if observe {
+		arms := make([]policy.Arm, len(cands))
 		for i := range cands {
 			arms[i] = cands[i].arm
 		}
-	}
-	if m.KeepsCells() {
-		var probs []float64
-		if action == r.Accion {
-			probs = r.Probs
-		}
-		m.FoldCells(&pc, arms, idx, reward, probs)
-	}
-	if observe {
 		gs := policy.GuardSample{Customer: pc, Arms: arms, Probs: r.Probs, QHat: r.Mu, Logged: idx, Reward: reward, Options: options, Choice: -1}
 		if r.Eleccion != nil {
 			gs.ChoiceKnown = true
@@ -304,21 +291,6 @@ func learnFrom(m *policy.Model, r *DecisionRecord, action int, reward float64, o
 	}
 	m.Fold(&pc, &cands[idx].arm, reward, m.Weight(r.Propension, len(r.Candidates)))
 	return true
-}
-
-// logLadder logs a move of the send rule's ladder (policy.Ladder) as an
-// event: the new rung, its Z and its evidence.
-func (e *Learner) logLadder(tenant string, ev policy.LadderEvent, l *policy.LadderStatus) {
-	if ev == policy.LadderUnchanged || l == nil {
-		return
-	}
-	name, msg := "escalon_avanza", "send rule ladder: a less pessimistic rung beat the one in use and never-send with confidence; moving to it"
-	if ev == policy.LadderBack {
-		name, msg = "escalon_retrocede", "send rule ladder: the rung in use lost with confidence; moving back to a more pessimistic one"
-	}
-	r := l.Rungs[l.Rung]
-	e.log.Warn().Str("tenant", tenant).Str("evento", name).Int("escalon", l.Rung).Float64("z_envio", l.Z).
-		Float64("sobre_nunca_mxn", r.OverNever).Float64("error_estandar_nunca_mxn", r.NeverSE).Msg(msg)
 }
 
 // logGate logs a change of the send gate's state (policy.GateStatus) as

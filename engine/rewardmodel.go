@@ -49,20 +49,14 @@ func (r *RewardModel) Predict(f *Features, now time.Time, window time.Duration, 
 	return sc[1].Mu, sc[1].Sigma
 }
 
-// Update folds one observed reward (cents) of acts[k] (k < 0: nothing was
-// sent) for f at now, with weight 1 (no logged propensity); acts are the
-// candidates, which the cell model's control comparisons need.
-func (r *RewardModel) Update(f *Features, now time.Time, window time.Duration, acts []Action, k int, reward float64) {
+// Update folds one observed reward (cents) of a (nil: nothing was sent)
+// for f at now, with weight 1 (no logged propensity).
+func (r *RewardModel) Update(f *Features, now time.Time, window time.Duration, a *Action, reward float64) {
 	c := newCustomer(*f, now, window)
 	if len(r.m.Cats) < policy.NumCats {
 		r.cats.add(c.sum.catNames(nil))
 	}
 	pc := c.policyCustomer(r.m.Cats)
-	arms := make([]policy.Arm, len(acts)+1)
-	arms[0] = c.arm(nil)
-	for i := range acts {
-		arms[i+1] = c.arm(&acts[i])
-	}
-	r.m.FoldCells(&pc, arms, k+1, reward, nil)
-	r.m.Fold(&pc, &arms[k+1], reward, 1)
+	arm := c.arm(a)
+	r.m.Fold(&pc, &arm, reward, 1)
 }

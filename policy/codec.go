@@ -30,15 +30,6 @@ type modelFile struct {
 	TauP    float64          `json:"tau_p"`
 	Arms    map[int]*armFile `json:"arms"`
 	Guard   Guard            `json:"guard"`
-	// Cells are the cell model's statistics per coupon (absent in models
-	// stored before it: it starts empty).
-	Cells map[int]*cellFile `json:"cells,omitempty"`
-}
-
-// cellFile is one coupon's cell statistics: treated and control moments.
-type cellFile struct {
-	T []moments `json:"t"`
-	C []moments `json:"c"`
 }
 
 type armFile struct {
@@ -57,12 +48,6 @@ func (m *Model) Marshal(version string) ([]byte, error) {
 		ResN: m.resN, ResSS: m.resSS, TauE: m.tauE, TauP: m.tauP, Arms: map[int]*armFile{}, Guard: m.guard}
 	for id, a := range m.arms {
 		f.Arms[id] = &armFile{N: a.n, C: a.c, Psi: a.psi, B: a.b, MC: a.mC, MPsi: a.mPsi}
-	}
-	if len(m.cells) > 0 {
-		f.Cells = map[int]*cellFile{}
-		for id, a := range m.cells {
-			f.Cells[id] = &cellFile{T: a.T[:], C: a.C[:]}
-		}
 	}
 	return json.Marshal(f)
 }
@@ -84,20 +69,11 @@ func Unmarshal(b []byte, cfg Config) (*Model, string, error) {
 		ok = ok && a != nil && len(a.C) == dimBase*dimEffect && len(a.Psi) == dimEffect*dimEffect && len(a.B) == dimEffect &&
 			len(a.MC) == dimBase*dimEffect && len(a.MPsi) == dimEffect*dimEffect && finite(a.C, a.Psi, a.B, a.MC, a.MPsi)
 	}
-	for _, c := range f.Cells {
-		ok = ok && c != nil && len(c.T) == nCells && len(c.C) == nCells && momentsOK(c.T) && momentsOK(c.C)
-	}
 	if !ok {
 		return nil, "", fmt.Errorf("decode model: damaged or unknown format %d", f.Format)
 	}
 	m := &Model{cfg: cfg, Cats: f.Cats, n: f.N, phi: f.Phi, bPhi: f.BPhi, mPhi: f.MPhi, resN: f.ResN, resSS: f.ResSS,
-		tauE: f.TauE, tauP: f.TauP, arms: map[int]*armStats{}, guard: f.Guard, cells: map[int]*cellArm{}, cellFit: startCellFit(cfg)}
-	for id, c := range f.Cells {
-		a := &cellArm{}
-		copy(a.T[:], c.T)
-		copy(a.C[:], c.C)
-		m.cells[id] = a
-	}
+		tauE: f.TauE, tauP: f.TauP, arms: map[int]*armStats{}, guard: f.Guard}
 	for id, a := range f.Arms {
 		m.arms[id] = &armStats{n: a.N, c: a.C, psi: a.Psi, b: a.B, mC: a.MC, mPsi: a.MPsi}
 	}
@@ -107,17 +83,7 @@ func Unmarshal(b []byte, cfg Config) (*Model, string, error) {
 		}
 	}
 	m.fit(false)
-	m.fitCells()
 	return m, f.Version, nil
-}
-
-func momentsOK(ms []moments) bool {
-	for i := range ms {
-		if !ms[i].finite() {
-			return false
-		}
-	}
-	return true
 }
 
 func finite(vs ...[]float64) bool {

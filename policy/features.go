@@ -100,11 +100,8 @@ func baseFeatures(c *Customer, dst *[dimBase]float64) {
 	ext[3] = b2f(f >= 0.5 && f < 0.75)
 }
 
-// effectFeatures writes ψ(c, a) into dst: the pair's features. With
-// rareBands the lower frequency bin (ψ 11, pooled too) is "at most one
-// ticket in the last 365 days" (Config.RareBands) instead of
-// frecuencia_90d below 0.25.
-func effectFeatures(c *Customer, a *Arm, x *[dimBase]float64, dst *[dimEffect]float64, rareBands bool) {
+// effectFeatures writes ψ(c, a) into dst: the pair's features.
+func effectFeatures(c *Customer, a *Arm, x *[dimBase]float64, dst *[dimEffect]float64) {
 	f := x[xFreq90]
 	dst[0] = 1
 	dst[psiPrior] = a.Prior - c.Base
@@ -119,10 +116,6 @@ func effectFeatures(c *Customer, a *Arm, x *[dimBase]float64, dst *[dimEffect]fl
 	dst[10] = x[xRedencion]
 	dst[11] = b2f(f < 0.25)
 	dst[12] = b2f(f >= 0.75)
-	if rareBands {
-		// featLogCap(n, 365): 0 tickets 0, one 0.117, two 0.186.
-		dst[11] = b2f(x[xFreq365] < 0.15)
-	}
 	copy(dst[13:], x[VectorLen:VectorLen+NumCats])
 }
 

@@ -53,6 +53,14 @@ type gateBand struct {
 	Promise float64 `json:"promise,omitempty"`
 }
 
+// nBands is the number of frequency bands the gate judges apart.
+const nBands = 4
+
+// bandTops are the upper bounds of the frequency bands on frecuencia_365d
+// = log1p(n)/log1p(365), n the tickets in the last 365 days: at most one,
+// 2–7, 8–25 and more.
+var bandTops = [nBands - 1]float64{0.15, 0.36, 0.55}
+
 // bandOf returns customer c's frequency band (bandTops).
 func bandOf(c *Customer) int {
 	var f365 float64

@@ -34,8 +34,6 @@ type Guard struct {
 	Options map[int]*guardSum `json:"options"`
 	// Decayed is the time up to which the evidence has been faded.
 	Decayed time.Time `json:"decayed"`
-	// Ladder is the send rule's ladder (ladder.go): its rung and evidence.
-	Ladder Ladder `json:"ladder"`
 	// Test is the gate's evidence over all customers (gate.go): D sums
 	// the inverse-propensity differences between the decisions' choices
 	// and never-send; Fast is the same fading with GuardHalfLife; Bands
@@ -151,9 +149,6 @@ func (m *Model) Observe(s *GuardSample) {
 		return g
 	}
 	gp := gamma(pi)
-	if m.cfg.Cells {
-		gp = m.matchedValue(sc, gamma)
-	}
 	m.guard.Policy.add(gp, 0, 0)
 	zero := -1
 	for i, a := range s.Arms {
@@ -164,7 +159,6 @@ func (m *Model) Observe(s *GuardSample) {
 	if zero < 0 {
 		return
 	}
-	m.observeLadder(sc, gamma, zero, s.Logged, s.Probs)
 	if m.cfg.Gate {
 		m.observeGate(s, zero)
 	}
@@ -215,12 +209,6 @@ func (m *Model) Fade(now time.Time, window time.Duration) {
 		for b := range g.Bands {
 			g.Bands[b].Test.scale(f)
 		}
-	}
-	if hl := m.cfg.LadderHalfLife; hl > 0 {
-		g.Ladder.scale(math.Exp2(-float64(dt) / (hl * float64(window))))
-	}
-	if hl := m.cfg.CellHalfLife; hl > 0 {
-		m.fadeCells(math.Exp2(-float64(dt) / (hl * float64(window))))
 	}
 	g.Decayed = now
 }
@@ -312,9 +300,6 @@ type GuardStatus struct {
 	Policy    float64          `json:"valor_politica_mxn"`
 	Rewards   float64          `json:"recompensas_efectivas"`
 	Baselines []BaselineStatus `json:"lineas_base"`
-	// Ladder is the send rule's ladder (nil without one): which rung, of
-	// which Z, decides whether to send, and every rung's estimate.
-	Ladder *LadderStatus `json:"escalera,omitempty"`
 	// Gate is the gate's state and test (nil without Config.Gate).
 	Gate *GateStatus `json:"compuerta,omitempty"`
 }
@@ -331,7 +316,7 @@ type BaselineStatus struct {
 func (m *Model) GuardStatus() GuardStatus {
 	g := &m.guard
 	st := GuardStatus{Active: g.Active, Baseline: g.Baseline, Switches: g.Switches, Rewards: g.Policy.neff(), Baselines: []BaselineStatus{},
-		Ladder: m.LadderStatus(), Gate: m.GateStatus()}
+		Gate: m.GateStatus()}
 	if g.Policy.W > 0 {
 		st.Policy = g.Policy.V / g.Policy.W / 100
 	}

@@ -88,86 +88,6 @@ type Config struct {
 	// sent it to 92–98 % of customers, the rare buyers who never respond
 	// and one of two equal treatments included (POLICY.md §4).
 	GuardSingleActions bool
-	// ExploreCap caps an action's exploration by its average effect over
-	// the customers who received it (Model.exploreCap): an action that
-	// loses money on average with confidence is hardly explored. Off by
-	// default: with it (and Z 1.25, ImportanceAlpha 0, TauEffect 300,
-	// TauLevel 500) the lab's report run was within its noise of this
-	// configuration's (POLICY.md §7.3).
-	ExploreCap bool
-	// RareBands makes ψ's lower frequency bin, which the pooled coupon
-	// effect shares, "at most one ticket in the last 365 days" instead of
-	// frecuencia_90d below 0.25: in the lab's rare-buyers world that bin
-	// holds about 70 % rare buyers, frecuencia_90d's lower bin 83 % of all
-	// customers (POLICY.md §7.4). Changing it changes what a stored
-	// model's statistics mean: off by default.
-	RareBands bool
-	// PooledSend decides whether to send on the pooled coupon effect for
-	// the customer (pe + the pooled terms, its own covariance): a coupon
-	// is safe when that effect plus its own deviation ψᵀδₐ soft-
-	// thresholded at DevZ standard errors is above zero by PoolZ standard
-	// errors of the pooled part. Off by default (POLICY.md §7.4).
-	PooledSend  bool
-	PoolZ, DevZ float64
-	// Ladder lists the send rule's widths Z, from the most pessimistic
-	// (where a tenant starts) to the least; the rung in use is chosen by
-	// off-policy evidence (ladder.go, POLICY.md §7.5). Empty: Z is fixed.
-	// At most 6 rungs are used.
-	Ladder []float64
-	// LadderUpZ: standard errors by which the next rung must beat the
-	// current one and never-send to move to it; LadderDownZ: by which the
-	// current rung must lose (to the one before it or to never-send) to
-	// move back. LadderMinN effective rewards are needed for either;
-	// evidence fades with a half-life of LadderHalfLife reward windows.
-	LadderUpZ, LadderDownZ, LadderMinN, LadderHalfLife float64
-	// LadderMinHits: a rung is moved to only when at least this many
-	// (faded) decisions drew its choice where it differs from the rung in
-	// use: with fewer, its estimate rests on the model's own μ and a
-	// handful of large corrections, whose standard error is not honest.
-	LadderMinHits float64
-	// LadderShare is the least probability of the next rung's choice
-	// where it differs from the current rung's, while the next rung is not
-	// refuted: its importance weights stay at most 1/LadderShare. It is
-	// refuted while its difference to the current rung is below 0 by
-	// LadderShutZ standard errors.
-	LadderShare, LadderShutZ float64
-
-	// Cells makes the cell model (cells.go, POLICY.md §7.6) decide:
-	// effects per frequency band and category group, from Hájek-weighted
-	// treated-minus-control residuals, shrunk by empirical Bayes, drawn by
-	// probability matching, judged by the guard with its exploration. Off
-	// by default: it earned more than this configuration on the tune
-	// seeds but not on the report seeds, and it sends coupons to rare
-	// buyers whose frequency band it does not separate. Off, its
-	// statistics are not kept.
-	Cells bool
-	// CellPseudo is how many rewards' worth of the pooled variance each
-	// side of a cell's comparison carries; CellKappa0 and CellKappaSD the
-	// prior of κ, the economic prior's calibration; CellTauRoot and
-	// CellTauBand (cents) the τs before data; CellTauMin and CellTauMax
-	// bound the band and cell τs (the action's: 3·CellTauMax).
-	CellPseudo, CellKappa0, CellKappaSD, CellTauRoot, CellTauBand, CellTauMin, CellTauMax float64
-	// CellHalfLife: the cell statistics fade with this half-life in
-	// reward windows (0: never).
-	CellHalfLife float64
-	// CellGuardShare is the mass the matched distribution keeps while the
-	// guard exploits its baseline.
-	CellGuardShare float64
-	// CellTemper scales the standard errors in probability matching: below
-	// 1 the draw is sharper than Thompson sampling's (less exploration of
-	// actions that are probably worse).
-	CellTemper float64
-	// CellMargin (cents) is how much a coupon's effect must exceed
-	// never-send's to count as better in the draw.
-	CellMargin float64
-	// CellMinProb caps the cell statistics' importance weights at
-	// 1/CellMinProb.
-	CellMinProb float64
-	// CellTieZ: two coupons whose cell effects differ by less than
-	// CellTieZ standard errors are even in the draw. CellFloor is the
-	// cell model's floor (Floor's role).
-	CellTieZ, CellFloor float64
-
 	// Gate makes the send gate decide whether to send (gate.go, POLICY.md
 	// §7.7): each decision's choice (never-send unless some coupon's effect
 	// is above GateSendZ standard errors, then the coupon of highest
@@ -204,10 +124,6 @@ type Config struct {
 	GateExplore float64
 }
 
-// DefaultLadder is the send rule's ladder that Config.Ladder takes when it
-// is switched on (it is off by default: POLICY.md §7.5).
-func DefaultLadder() []float64 { return []float64{1.5, 0.5, 0} }
-
 // ZRuleConfig is the configuration before the gate (POLICY.md §7.7): the
 // send rule "effect − Z·SE above 0" per customer, decaying ε exploration of
 // every plausible coupon, a 1 % floor, never-send at least 5 %, folds
@@ -228,11 +144,7 @@ func DefaultConfig() Config {
 		BaseRidge: 1, TauBase: 0.5,
 		NoiseStart: 5000, NoisePseudo: 50,
 		ImportanceAlpha: 0,
-		PoolZ:           1, DevZ: 1,
-		GuardZ: 2, GuardReleaseZ: 1, GuardMinN: 100, GuardHalfLife: 1,
-		LadderUpZ: 2, LadderDownZ: 2, LadderMinN: 200, LadderHalfLife: 2, LadderMinHits: 10, LadderShare: 0.1, LadderShutZ: 1,
-		CellPseudo: 20, CellKappa0: 0.5, CellKappaSD: 0.5, CellTauRoot: 3000, CellTauBand: 1000,
-		CellTauMin: 300, CellTauMax: 3000, CellHalfLife: 0, CellGuardShare: 0.1, CellTemper: 0.5, CellMinProb: 0.05, CellTieZ: 2, CellFloor: 0.002,
+		GuardZ:          2, GuardReleaseZ: 1, GuardMinN: 100, GuardHalfLife: 1,
 		Gate: true, GateExplore: 0.05, GatePromise: 0.5, GateQ0: 0.5, GateN0: 12000, GatePow: 4, GateZ: 2, GateReleaseZ: -1, GateClosedDiv: 4, GateHalfLife: 3, GatePooled: true, GateSendZ: 0.25,
 	}
 }
@@ -268,10 +180,6 @@ type Model struct {
 	// popApart[a,b] (a < b): the two actions differ with confidence on
 	// average over their customers (apartOverall).
 	popApart map[[2]int]bool
-	// cells are the cell model's statistics and fit per coupon
-	// (Config.Cells; cells.go), cellFit its hyperparameters.
-	cells   map[int]*cellArm
-	cellFit cellFit
 }
 
 // armStats are one action's statistics and fit.
@@ -284,20 +192,18 @@ type armStats struct {
 	mPsi  []float64 // meat Σ w² ψψᵀ ε²
 	delta []float64 // fit: δₐ
 	cov   []float64 // fit: Var(δₐ), dimEffect²
-	// popW caps the action's exploration weight (fit; exploreCap).
-	popW float64
 }
 
 func newArm() *armStats {
 	return &armStats{c: make([]float64, dimBase*dimEffect), psi: make([]float64, dimEffect*dimEffect), b: make([]float64, dimEffect),
-		mC: make([]float64, dimBase*dimEffect), mPsi: make([]float64, dimEffect*dimEffect), popW: 1}
+		mC: make([]float64, dimBase*dimEffect), mPsi: make([]float64, dimEffect*dimEffect)}
 }
 
 // New returns a model without data: it decides on the economic prior,
 // with the prior's uncertainty.
 func New(cfg Config) *Model {
 	m := &Model{cfg: cfg, phi: make([]float64, dimBase*dimBase), bPhi: make([]float64, dimBase), mPhi: make([]float64, dimBase*dimBase),
-		arms: map[int]*armStats{}, tauE: cfg.TauEffect, tauP: cfg.TauPrior, cellFit: startCellFit(cfg)}
+		arms: map[int]*armStats{}, tauE: cfg.TauEffect, tauP: cfg.TauPrior}
 	m.Refit()
 	return m
 }
@@ -313,14 +219,9 @@ func (m *Model) Clone() *Model {
 	c.arms = make(map[int]*armStats, len(m.arms))
 	for id, a := range m.arms {
 		c.arms[id] = &armStats{n: a.n, c: slices.Clone(a.c), psi: slices.Clone(a.psi), b: slices.Clone(a.b), mC: slices.Clone(a.mC),
-			mPsi: slices.Clone(a.mPsi), delta: slices.Clone(a.delta), cov: slices.Clone(a.cov), popW: a.popW}
+			mPsi: slices.Clone(a.mPsi), delta: slices.Clone(a.delta), cov: slices.Clone(a.cov)}
 	}
 	c.guard = m.guard.clone()
-	c.cells = make(map[int]*cellArm, len(m.cells))
-	for id, a := range m.cells {
-		ca := *a
-		c.cells[id] = &ca
-	}
 	return &c
 }
 
@@ -367,7 +268,7 @@ func (m *Model) Fold(c *Customer, a *Arm, reward, w float64) {
 	var psi [dimEffect]float64
 	var arm *armStats
 	if a.ID != 0 {
-		effectFeatures(c, a, &x, &psi, m.cfg.RareBands)
+		effectFeatures(c, a, &x, &psi)
 		setShared(&x, &psi)
 		pred = dot(m.beta, x[:])
 		y -= psi[psiPrior]
@@ -445,7 +346,6 @@ func (m *Model) Refit() {
 		m.fit(true)
 	}
 	m.fit(false)
-	m.fitCells()
 }
 
 // evidenceSteps is the number of evidence fixed-point steps per Refit.
@@ -563,7 +463,6 @@ func (m *Model) fitArms(blks []fitBlock, sinv, core []float64, mbb [][]float64, 
 		cov := m.crossCov(wc, w, w, l)
 		addTo(cov, mul(mul(b.pinv, mbb[k], E, E, E), b.pinv, E, E, E), 1)
 		a.cov = symmetrize(cov, E)
-		a.popW = m.exploreCap(a)
 		if a.n > 0 {
 			ev.add(&b, w, le)
 		}
@@ -639,34 +538,6 @@ func (m *Model) apartOverall(a, b *armStats, cov []float64) bool {
 		v -= 2 * pa[i] * dot(cov[i*E:(i+1)*E], pb[:])
 	}
 	return math.Abs(d) > m.cfg.PopZ*math.Sqrt(math.Max(v, 0))
-}
-
-// exploreCap is min(1, 2Φ(e/se)), e the action's effect averaged over the
-// customers who received it (the mean of their ψ and of their pooled
-// terms, each with its own prior effect) and se its standard error: an
-// action below never-send by 2 SE on average is explored with at most
-// 4.6 % of its share, one at 3 SE with 0.3 %. 1 without data or with
-// Config.ExploreCap off. Needs this fit's sharedCov, δₐ and Var(δₐ).
-func (m *Model) exploreCap(a *armStats) float64 {
-	const E = dimEffect
-	sw := a.psi[0] // Σw, as ψ₀ = 1
-	if !m.cfg.ExploreCap || a.n == 0 || !(sw > 0) || m.sharedCov == nil {
-		return 1
-	}
-	var pa [E]float64
-	for j := range pa {
-		pa[j] = a.psi[j] / sw
-	}
-	var sh [nShared]float64
-	for k := range sh {
-		sh[k] = a.c[(phiShared+k)*E] / sw // row phiShared+k, column ψ₀: Σw·shₖ
-	}
-	e := pa[psiPrior] + dot(m.beta[phiShared:phiShared+nShared], sh[:]) + dot(a.delta, pa[:])
-	v := quad(a.cov, pa[:], E) + quad(m.sharedCov, sh[:], nShared)
-	if !(v > 0) {
-		return 1
-	}
-	return math.Min(1, math.Erfc(-e/math.Sqrt(v)/math.Sqrt2))
 }
 
 // crossCov returns (Wₐ·core + Lₐ)W_bᵀ + Wₐ L_bᵀ, E×E, given wcl =

@@ -14,10 +14,6 @@ type Score struct {
 	fitted bool               // the action has data: own is from its fit
 	own    float64            // variance of the action's own part of Effect
 	sh     [nShared]float64   // the pooled effect's terms
-	// pool is the pooled coupon effect for the customer (pe plus the
-	// pooled terms) and poolVar its variance; dev = Effect − pool, the
-	// action's own deviation, with variance own (PooledSend).
-	pool, poolVar, dev float64
 	// band is the customer's frequency band (the gate's).
 	band int8
 }
@@ -33,16 +29,12 @@ func (m *Model) Score(c *Customer, arms []Arm, out []Score) {
 	for i := range arms {
 		a := &arms[i]
 		sc := Score{ID: a.ID, Mu: base, band: band}
-		if a.ID != 0 && m.cfg.Cells {
-			sc.Effect, sc.Sigma = m.cellEffect(c, a)
-			sc.Mu, sc.pool, sc.own = base+sc.Effect, sc.Effect, sc.Sigma*sc.Sigma
-		} else if a.ID != 0 {
-			effectFeatures(c, a, &x, &psi, m.cfg.RareBands)
+		if a.ID != 0 {
+			effectFeatures(c, a, &x, &psi)
 			for k, j := range [nShared]int{0, psiPrior, 2, 7, 5, 10, 11, 12} {
 				sc.sh[k] = psi[j]
 			}
 			eff := psi[psiPrior] + dot(m.beta[phiShared:phiShared+nShared], sc.sh[:])
-			sc.pool = eff
 			if st := m.arms[a.ID]; st != nil && st.delta != nil {
 				eff += dot(st.delta, psi[:])
 				sc.own = quad(st.cov, psi[:], dimEffect)
@@ -52,10 +44,8 @@ func (m *Model) Score(c *Customer, arms []Arm, out []Score) {
 			}
 			v := math.Max(sc.own, 0)
 			if m.sharedCov != nil {
-				sc.poolVar = math.Max(quad(m.sharedCov, sc.sh[:], nShared), 0)
-				v += sc.poolVar
+				v += math.Max(quad(m.sharedCov, sc.sh[:], nShared), 0)
 			}
-			sc.dev = eff - sc.pool
 			sc.Effect, sc.Sigma, sc.Mu = eff, math.Sqrt(v), base+eff
 		}
 		out[i] = sc
@@ -74,21 +64,20 @@ func (m *Model) priorVar(psi *[dimEffect]float64) float64 {
 }
 
 // Greedy returns the index of the learned policy's choice, without the
-// guard and without exploration: among the coupons that are safe (lower
-// confidence bound Effect − Z·Sigma above never-send's 0), the one of
-// highest expected effect; never-send when none is safe. Pessimism decides
-// whether to send, the estimate decides what.
+// guard and without exploration. With Config.Gate (the default) it is
+// gateChoice's: never-send unless some coupon's effect is above GateSendZ
+// standard errors, then the coupon of highest expected effect. Without,
+// among the coupons that are safe (lower confidence bound Effect − Z·Sigma
+// above never-send's 0), the one of highest expected effect; never-send
+// when none is safe.
 func (m *Model) Greedy(sc []Score) int {
-	if m.cfg.Cells {
-		return greedyCells(sc)
-	}
 	if m.cfg.Gate {
 		return m.gateChoice(sc)
 	}
-	return m.greedyZ(sc, m.sendZ())
+	return m.greedyZ(sc, m.cfg.Z)
 }
 
-// greedyZ is Greedy with the send rule's width z (the ladder's rungs).
+// greedyZ is Greedy with the send rule's width z.
 func (m *Model) greedyZ(sc []Score, z float64) int {
 	top, zero := -1, -1
 	for i, s := range sc {
@@ -96,7 +85,7 @@ func (m *Model) greedyZ(sc []Score, z float64) int {
 			zero = i
 			continue
 		}
-		if m.safe(&s, z) && (top < 0 || s.Effect > sc[top].Effect) {
+		if s.Effect-z*s.Sigma > 0 && (top < 0 || s.Effect > sc[top].Effect) {
 			top = i
 		}
 	}
@@ -112,26 +101,6 @@ func (m *Model) greedyZ(sc []Score, z float64) int {
 		}
 	}
 	return top
-}
-
-// safe reports whether coupon s beats never-send with confidence: its
-// lower bound Effect − z·Sigma above 0 (z: Config.Z, or the ladder's rung), or with Config.PooledSend the
-// pooled effect plus the soft-thresholded own deviation above PoolZ
-// standard errors of the pooled effect.
-func (m *Model) safe(s *Score, z float64) bool {
-	if !m.cfg.PooledSend {
-		return s.Effect-z*s.Sigma > 0
-	}
-	d, t := s.dev, m.cfg.DevZ*math.Sqrt(math.Max(s.own, 0))
-	switch {
-	case d > t:
-		d -= t
-	case d < -t:
-		d += t
-	default:
-		d = 0
-	}
-	return s.pool+d-m.cfg.PoolZ*math.Sqrt(s.poolVar) > 0
 }
 
 // Distribution writes into probs (len(sc)) the probabilities to draw each
@@ -159,9 +128,6 @@ func (m *Model) Distribution(sc []Score, probs []float64) int {
 		probs[0] = 1
 		return 0
 	}
-	if m.cfg.Cells {
-		return m.distributionCells(sc, probs)
-	}
 	if m.cfg.Gate {
 		return m.distributionGate(sc, probs)
 	}
@@ -187,15 +153,11 @@ func (m *Model) Distribution(sc []Score, probs []float64) int {
 		if sd := m.diffSE(&s, &t, false); sd > 0 {
 			w = math.Min(1, math.Erfc((t.Effect-s.Effect)/sd/math.Sqrt2))
 		}
-		if st := m.arms[s.ID]; s.ID != 0 && st != nil && st.popW < 1 {
-			w = math.Min(w, st.popW)
-		}
 		probs[i] = eps / float64(k-1) * w
 		explore += probs[i]
 	}
 	probs[top] = 1 - floor - explore
 	if !guarded {
-		m.shareNext(sc, probs, top)
 		m.evenTies(sc, probs, -1)
 	}
 	m.keepNever(sc, probs, 1-floor)
@@ -203,18 +165,6 @@ func (m *Model) Distribution(sc []Score, probs []float64) int {
 		probs[i] += floor / float64(k)
 	}
 	return top
-}
-
-// shareNext gives the ladder's next rung's choice, where it differs from
-// top, at least LadderShare of the mass, taken from top (Ladder).
-func (m *Model) shareNext(sc []Score, probs []float64, top int) {
-	c := m.nextChoice(sc, top)
-	if c < 0 || probs[c] >= m.cfg.LadderShare {
-		return
-	}
-	take := math.Min(m.cfg.LadderShare-probs[c], probs[top])
-	probs[top] -= take
-	probs[c] += take
 }
 
 // keepNever raises never-send's probability to NeverShare of the mass

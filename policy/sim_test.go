@@ -212,7 +212,6 @@ func (w *world) runWindow(m *Model, now time.Time) windowStats {
 	}
 	for _, l := range log {
 		m.Fold(&l.sc.c, &l.arms[l.idx], l.reward, m.Weight(l.probs[l.idx], len(l.arms)))
-		m.FoldCells(&l.sc.c, l.arms, l.idx, l.reward, l.probs)
 	}
 	m.Refit()
 	st.event = m.UpdateGuard()

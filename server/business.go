@@ -249,10 +249,6 @@ func (s *Server) watchTenants() {
 				}
 				return 1, nil
 			}},
-		s.ladderGauge("coupond_policy_send_rung", "The rung of the send rule's ladder in use (0: the most pessimistic, where every tenant starts; each rung further trusts the model more, chosen by off-policy evidence); 0 without a ladder; without the tenant label, the largest.", true,
-			func(rung, _ int) int { return rung }),
-		s.ladderGauge("coupond_policy_send_rung_moves", "Moves of the send rule's ladder since the model began (summed without the tenant label).", false,
-			func(_, moves int) int { return moves }),
 		tenantGauge{name: "coupond_abuse_quarantined_requests",
 			help: "Event requests held in abuse quarantine, waiting for 'coupond admin abuse release'.",
 			read: func(t string) (float64, error) { return float64(s.QuarantineCount(t)), nil }},
@@ -275,18 +271,4 @@ func (s *Server) Observers() (batch.Observer, func(tenant string, st engine.Lear
 		JobEnded:       b.jobEnded,
 		WebhookAttempt: func(tenant, outcome string) { b.with(b.webhooks, tenant, outcome).Inc() },
 	}, b.learned
-}
-
-// ladderGauge is a per-tenant gauge of one figure (picked from the rung in
-// use and the moves so far) of the send rule's ladder, 0 for a tenant
-// without one.
-func (s *Server) ladderGauge(name, help string, largest bool, figure func(rung, moves int) int) tenantGauge {
-	return tenantGauge{name: name, help: help, max: largest,
-		read: func(t string) (float64, error) {
-			g, err := s.Engine.Guard(t)
-			if err != nil || g.Ladder == nil {
-				return 0, err
-			}
-			return float64(figure(g.Ladder.Rung, g.Ladder.Moves)), nil
-		}}
 }

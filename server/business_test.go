@@ -124,8 +124,6 @@ func TestBusinessMetrics(t *testing.T) {
 		{"policy guards active", sum(after, `coupond_policy_guard_active`), 0},
 		{"policy guard switches", sum(after, `coupond_policy_guard_switches`), 0},
 		{"send gates open", sum(after, `coupond_policy_gate_open`), 0},
-		{"send rule ladder rung", sum(after, `coupond_policy_send_rung`), 0},
-		{"send rule ladder moves", sum(after, `coupond_policy_send_rung_moves`), 0},
 	}
 	for _, c := range checks {
 		if c.got != c.want {
@@ -139,7 +137,7 @@ func TestBusinessMetrics(t *testing.T) {
 		t.Errorf("learner lag after: %q, want 0", lag)
 	}
 	for _, name := range []string{"coupond_rewards_folded_total", "coupond_abuse_escalations_total", "coupond_abuse_quarantined_requests",
-		"coupond_policy_guard_active", "coupond_policy_guard_switches", "coupond_policy_value_mxn", "coupond_policy_send_rung", "coupond_policy_send_rung_moves",
+		"coupond_policy_guard_active", "coupond_policy_guard_switches", "coupond_policy_value_mxn",
 		"coupond_policy_gate_open"} {
 		if !strings.Contains(after, "# HELP "+name+" ") {
 			t.Errorf("%s: no HELP line", name)

@@ -46,7 +46,11 @@ func (g *engineModel) predict(f *engine.Features, now time.Time, a *engine.Actio
 // update folds one observed reward (cents) of acts[k] (-1: nothing) for
 // f at now.
 func (g *engineModel) update(f *engine.Features, now time.Time, acts []engine.Action, k int, rewardCents float64) {
-	g.m.Update(f, now, window, acts, k, rewardCents)
+	var a *engine.Action
+	if k >= 0 {
+		a = &acts[k]
+	}
+	g.m.Update(f, now, window, a, rewardCents)
 }
 
 // choose returns the index of the action of acts with the highest

@@ -5,12 +5,10 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"slices"
 	"strings"
 	"testing"
 
 	"github.com/coupond/coupond/engine"
-	policypkg "github.com/coupond/coupond/policy"
 )
 
 // doneWhen collects a test's issue-18 "Done when" checks. A met line logs.
@@ -327,58 +325,5 @@ func TestGuard(t *testing.T) {
 		t.Error(msg)
 	} else {
 		t.Log("met: " + msg)
-	}
-}
-
-// ladderRungs reads each week's rung of the send rule's ladder from the
-// guard state (" rung=N"), -1 where there is none.
-func ladderRungs(g guardRun) []int {
-	var out []int
-	for _, st := range g.states {
-		r := -1
-		if i := strings.Index(st, "rung="); i >= 0 {
-			fmt.Sscanf(st[i+len("rung="):], "%d", &r)
-		}
-		out = append(out, r)
-	}
-	return out
-}
-
-// TestLadder: the send rule's ladder (policy.Config.Ladder, switched on
-// here on the per-customer send rule, policy.ZRuleConfig, with unweighted folds as tuned) leaves its most pessimistic rung in tune world 18 at 1,500
-// customers (where the fixed rule with the same folds captures 0.10,
-// POLICY.md §7.5) and captures more than the fixed
-// rule with the same folds; where coupons only give margin away (TestGuard's losing world) it
-// never leaves it. Fails if the ladder's moves are removed.
-func TestLadder(t *testing.T) {
-	cfg := policypkg.ZRuleConfig()
-	cfg.Ladder, cfg.ImportanceAlpha = policypkg.DefaultLadder(), 0
-	win := DrawFamily(18)
-	win.Resize(1500, 0)
-	off := cfg
-	off.Ladder = nil
-	win.policy = &off
-	fixed := runGuardWorld(t, win)
-	win.policy = &cfg
-	w := runGuardWorld(t, win)
-	n := 3000
-	if testing.Short() {
-		n = 800
-	}
-	lose := losingWorld(n)
-	lose.policy = &cfg
-	l := runGuardWorld(t, lose)
-	wr, lr := ladderRungs(w), ladderRungs(l)
-	t.Logf("world 18: rungs %v, send shares%s, capture %.3f (fixed rule: send shares%s, capture %.3f)",
-		wr, fmtShares(w.sends), w.rep.Capture.Engine, fmtShares(fixed.sends), fixed.rep.Capture.Engine)
-	t.Logf("losing world: rungs %v, send shares%s", lr, fmtShares(l.sends))
-	if slices.Max(wr) < 1 {
-		t.Errorf("world 18: the ladder never left rung 0: %v", wr)
-	}
-	if !(w.rep.Capture.Engine > fixed.rep.Capture.Engine) {
-		t.Errorf("world 18: capture %.3f with the ladder, %.3f without", w.rep.Capture.Engine, fixed.rep.Capture.Engine)
-	}
-	if slices.Max(lr) != 0 {
-		t.Errorf("losing world: the ladder left rung 0: %v", lr)
 	}
 }

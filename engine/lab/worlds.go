@@ -579,25 +579,11 @@ func readGuard(f reflect.Value) string {
 	if !active.IsValid() || active.Kind() != reflect.Bool {
 		return fmt.Sprint(f.Interface())
 	}
-	rung := readRung(f)
 	if !active.Bool() {
-		return "inactive" + rung
+		return "inactive"
 	}
 	if b := f.FieldByName("Baseline"); b.IsValid() && b.CanInt() {
-		return fmt.Sprintf("active baseline=%d", b.Int()) + rung
+		return fmt.Sprintf("active baseline=%d", b.Int())
 	}
-	return "active" + rung
-}
-
-// readRung reads the send rule's ladder from a guard struct's field
-// Ladder (a pointer to a struct with an int Rung): " rung=N", or "".
-func readRung(f reflect.Value) string {
-	l := f.FieldByName("Ladder")
-	if !l.IsValid() || l.Kind() != reflect.Pointer || l.IsNil() {
-		return ""
-	}
-	if r := l.Elem().FieldByName("Rung"); r.IsValid() && r.CanInt() {
-		return fmt.Sprintf(" rung=%d", r.Int())
-	}
-	return ""
+	return "active"
 }
