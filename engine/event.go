@@ -139,50 +139,21 @@ func (e *Event) AppendEncode(buf []byte) []byte {
 
 // presence is the encoding's presence bits: one per optional field set.
 func (e *Event) presence() uint64 {
-	var bits uint64
-	if e.DecisionID != "" {
-		bits |= evDecisionID
+	return bitIf(e.DecisionID != "", evDecisionID) | bitIf(e.ValorCents != 0, evValor) |
+		bitIf(e.TicketID != "", evTicketID) | bitIf(e.MargenCents != 0, evMargen) |
+		bitIf(e.HasCantidad, evCantidad) | bitIf(e.Tienda != "", evTienda) |
+		bitIf(e.Canal != "", evCanal) | bitIf(e.HasTicketTotal, evTicketTotal) |
+		bitIf(e.CuponEmitidoID != "", evCuponEmitidoID) | bitIf(e.CampanaID != "", evCampanaID) |
+		bitIf(!e.Caducidad.IsZero(), evCaducidad) | bitIf(e.HasDescuentoPct, evDescuentoPct) |
+		bitIf(e.Segmento != "", evSegmento) | bitIf(e.Perfil != "", evPerfil)
+}
+
+// bitIf is bit when set holds, else 0.
+func bitIf(set bool, bit uint64) uint64 {
+	if set {
+		return bit
 	}
-	if e.ValorCents != 0 {
-		bits |= evValor
-	}
-	if e.TicketID != "" {
-		bits |= evTicketID
-	}
-	if e.MargenCents != 0 {
-		bits |= evMargen
-	}
-	if e.HasCantidad {
-		bits |= evCantidad
-	}
-	if e.Tienda != "" {
-		bits |= evTienda
-	}
-	if e.Canal != "" {
-		bits |= evCanal
-	}
-	if e.HasTicketTotal {
-		bits |= evTicketTotal
-	}
-	if e.CuponEmitidoID != "" {
-		bits |= evCuponEmitidoID
-	}
-	if e.CampanaID != "" {
-		bits |= evCampanaID
-	}
-	if !e.Caducidad.IsZero() {
-		bits |= evCaducidad
-	}
-	if e.HasDescuentoPct {
-		bits |= evDescuentoPct
-	}
-	if e.Segmento != "" {
-		bits |= evSegmento
-	}
-	if e.Perfil != "" {
-		bits |= evPerfil
-	}
-	return bits
+	return 0
 }
 
 // appendOptional appends the optional fields bits names, in bit order.

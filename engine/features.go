@@ -1059,14 +1059,12 @@ func (f *Features) appendHeader(buf []byte) []byte {
 // appendDays appends the per-day columns; col is scratch, returned for
 // reuse.
 func (f *Features) appendDays(buf []byte, col []uint64) ([]byte, []uint64) {
-	buf = binary.AppendUvarint(buf, uint64(len(f.days)))
-	if len(f.days) == 0 {
+	days := f.days
+	col = binColumnOf(col, len(days), func(i int) uint64 { return uint64(days[i].day) })
+	buf = featAppendDayDeltas(buf, col)
+	if len(days) == 0 {
 		return buf, col
 	}
-	days := f.days
-	buf = binary.AppendVarint(buf, int64(days[0].day))
-	col = binColumnOf(col, len(days)-1, func(i int) uint64 { return uint64(days[i+1].day - days[i].day) })
-	buf = binAppendColumn(buf, col)
 	col = binColumnOf(col, len(days), func(i int) uint64 { return binZigzag(days[i].spend) })
 	buf = binAppendColumn(buf, col)
 	col = binColumnOf(col, len(days), func(i int) uint64 { return binZigzag(days[i].margin) })
@@ -1082,18 +1080,33 @@ func (f *Features) appendDays(buf []byte, col []uint64) ([]byte, []uint64) {
 // appendTickets appends the per-ticket columns; col is scratch, returned
 // for reuse.
 func (f *Features) appendTickets(buf []byte, col []uint64) ([]byte, []uint64) {
-	buf = binary.AppendUvarint(buf, uint64(len(f.tickets)))
-	if len(f.tickets) == 0 {
+	ts := f.tickets
+	col = binColumnOf(col, len(ts), func(i int) uint64 { return uint64(ts[i].day) })
+	buf = featAppendDayDeltas(buf, col)
+	if len(ts) == 0 {
 		return buf, col
 	}
-	ts := f.tickets
-	buf = binary.AppendVarint(buf, int64(ts[0].day))
-	col = binColumnOf(col, len(ts)-1, func(i int) uint64 { return uint64(ts[i+1].day - ts[i].day) })
-	buf = binAppendColumn(buf, col)
 	col = binColumnOf(col, len(ts), func(i int) uint64 { return uint64(ts[i].hash) })
 	buf = binAppendColumn(buf, col)
 	col = binColumnOf(col, len(ts), func(i int) uint64 { return binZigzag(ts[i].valor) })
 	return binAppendColumn(buf, col), col
+}
+
+// featAppendDayDeltas appends what featDayDeltas reads: the count
+// len(days), then, when it is not 0, the first day and the column of the
+// len(days)-1 deltas between consecutive days (ascending days give deltas
+// ≥ 0). days holds each int32 day as uint64(day); it is overwritten with
+// the deltas (it is the caller's column scratch).
+func featAppendDayDeltas(buf []byte, days []uint64) []byte {
+	buf = binary.AppendUvarint(buf, uint64(len(days)))
+	if len(days) == 0 {
+		return buf
+	}
+	buf = binary.AppendVarint(buf, int64(int32(days[0])))
+	for i := len(days) - 1; i > 0; i-- { // backwards: days[i-1] is still a day
+		days[i] = uint64(int32(days[i]) - int32(days[i-1]))
+	}
+	return binAppendColumn(buf, days[1:])
 }
 
 // binColumnOf gathers at(0) .. at(n-1) into col (scratch, returned for
@@ -1363,8 +1376,8 @@ func (f *Features) decodeDays(d *binReader, days []featDay, stack *[featColumnSt
 	return all <= math.MaxInt32 && !d.bad
 }
 
-// featDayDeltas reads what appendDays and appendTickets write first after
-// the count n (> 0): the first day, then the column of n-1 day deltas, into
+// featDayDeltas reads what featAppendDayDeltas writes after the count n
+// (> 0): the first day, then the column of n-1 day deltas, into
 // the first n-1 values of column scratch (stack when it is large enough).
 // It returns that scratch, n values long, for the following columns.
 func featDayDeltas(d *binReader, stack *[featColumnStack]uint64, n uint64) (col []uint64, first int64, ok bool) {
