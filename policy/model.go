@@ -122,16 +122,20 @@ type Config struct {
 	// are tried with GateExplore·(testing share/GateQ0)² of the mass, so a
 	// coupon the prior undervalues is learned while the tenant is young.
 	GateExplore float64
+	// TieTopTwo: of the coupons tied with the lead only the lead and its
+	// strongest challenger share its mass (evenTies; POLICY.md §7.10).
+	TieTopTwo bool
 }
 
 // ZRuleConfig is the configuration before the gate (POLICY.md §7.7): the
 // send rule "effect − Z·SE above 0" per customer, decaying ε exploration of
 // every plausible coupon, a 1 % floor, never-send at least 5 %, folds
-// weighted by (1/(k·p))^0.5. Kept for comparison (coupond lab --model
-// zrule) and for the tests of the mechanisms that belong to it.
+// weighted by (1/(k·p))^0.5, every tied coupon sharing the lead's mass.
+// Kept for comparison (coupond lab --model zrule) and for the tests of the
+// mechanisms that belong to it.
 func ZRuleConfig() Config {
 	c := DefaultConfig()
-	c.Gate, c.Floor, c.NeverShare, c.ImportanceAlpha, c.PopZ = false, 0.01, 0.05, 0.5, 2.5
+	c.Gate, c.Floor, c.NeverShare, c.ImportanceAlpha, c.PopZ, c.TieTopTwo = false, 0.01, 0.05, 0.5, 2.5, false
 	return c
 }
 
@@ -145,7 +149,7 @@ func DefaultConfig() Config {
 		NoiseStart: 5000, NoisePseudo: 50,
 		ImportanceAlpha: 0,
 		GuardZ:          2, GuardReleaseZ: 1, GuardMinN: 100, GuardHalfLife: 1,
-		Gate: true, GateExplore: 0.05, GatePromise: 0.5, GateQ0: 0.5, GateN0: 12000, GatePow: 4, GateZ: 2, GateReleaseZ: -1, GateClosedDiv: 4, GateHalfLife: 3, GatePooled: true, GateSendZ: 0.25,
+		Gate: true, GateExplore: 0.05, GatePromise: 0.5, GateQ0: 0.5, GateN0: 12000, GatePow: 4, GateZ: 2, GateReleaseZ: -1, GateClosedDiv: 4, GateHalfLife: 3, GatePooled: true, GateSendZ: 0.25, TieTopTwo: true,
 	}
 }
 

@@ -192,7 +192,11 @@ func (m *Model) keepNever(sc []Score, probs []float64, mass float64) {
 
 // evenTies gives the coupons that the data cannot tell apart from the
 // leading coupon (highest expected effect) the same probability: their
-// mean.
+// mean. With Config.TieTopTwo only the lead and its strongest challenger
+// (the tied coupon of highest effect) share it, as in top-two sampling
+// (Russo 2016): two equal coupons stay even, and where many coupons are
+// tied the lead's mass is not spread over those the estimate ranks below
+// both (POLICY.md §7.10).
 func (m *Model) evenTies(sc []Score, probs []float64, lead int) {
 	for i, s := range sc {
 		if s.ID != 0 && (lead < 0 || s.Effect > sc[lead].Effect) {
@@ -202,13 +206,22 @@ func (m *Model) evenTies(sc []Score, probs []float64, lead int) {
 	if lead < 0 {
 		return
 	}
-	var sum float64
-	var group []int
+	group, challenger := []int{lead}, -1
 	for i, s := range sc {
-		if s.ID != 0 && (i == lead || m.tied(&s, &sc[lead])) {
+		switch {
+		case s.ID == 0 || i == lead || !m.tied(&s, &sc[lead]):
+		case !m.cfg.TieTopTwo:
 			group = append(group, i)
-			sum += probs[i]
+		case challenger < 0 || s.Effect > sc[challenger].Effect:
+			challenger = i
 		}
+	}
+	if challenger >= 0 {
+		group = append(group, challenger)
+	}
+	var sum float64
+	for _, i := range group {
+		sum += probs[i]
 	}
 	for _, i := range group {
 		probs[i] = sum / float64(len(group))

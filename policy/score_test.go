@@ -1,0 +1,49 @@
+package policy
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+)
+
+// TestEvenTiesTopTwo: coupons the data cannot tell apart from the lead
+// share its mass; with TieTopTwo (the default) only the lead and its
+// strongest challenger do, so two tied coupons stay even and four tied
+// coupons do not dilute the lead's mass over the two it ranks lowest.
+func TestEvenTiesTopTwo(t *testing.T) {
+	// Never-send first, then coupons with these effects (cents), each with
+	// an own variance large enough that every pair is tied (σ 100 MXN).
+	scores := func(effects ...float64) []Score {
+		sc := []Score{{ID: 0}}
+		for i, e := range effects {
+			sc = append(sc, Score{ID: i + 1, Effect: e, own: 1e8})
+		}
+		return sc
+	}
+	cases := []struct {
+		name    string
+		topTwo  bool
+		effects []float64
+		lead    int // index in sc of the coupon holding the choice's mass
+		want    []float64
+	}{
+		{"two tied, top-two", true, []float64{500, 900}, 2, []float64{0.1, 0.45, 0.45}},
+		{"two tied, all", false, []float64{500, 900}, 2, []float64{0.1, 0.45, 0.45}},
+		{"four tied, top-two", true, []float64{1000, 900, 500, 100}, 1, []float64{0.1, 0.45, 0.45, 0, 0}},
+		{"four tied, all", false, []float64{1000, 900, 500, 100}, 1, []float64{0.1, 0.225, 0.225, 0.225, 0.225}},
+		{"challenger second in order", true, []float64{100, 1000, 500, 900}, 2, []float64{0.1, 0, 0.45, 0, 0.45}},
+	}
+	for _, tc := range cases {
+		cfg := DefaultConfig()
+		cfg.TieTopTwo = tc.topTwo
+		m := New(cfg)
+		sc := scores(tc.effects...)
+		probs := make([]float64, len(sc))
+		probs[0], probs[tc.lead] = 0.1, 0.9
+		m.evenTies(sc, probs, -1)
+		if d := cmp.Diff(tc.want, probs, cmpopts.EquateApprox(0, 1e-12)); d != "" {
+			t.Errorf("%s: probabilities (-want +got):\n%s", tc.name, d)
+		}
+	}
+}
