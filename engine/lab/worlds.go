@@ -39,9 +39,32 @@ type WorldWeek struct {
 	// each customer's own purchase rate as known).
 	ObsRareSendShare float64 `json:"observable_oracle_rare_send_share"`
 	Version          string  `json:"politica_version"`
+	// EngineChoice is the world's true value (per decision, like Engine)
+	// of the engine model's own choice before the gate and the draw: the
+	// action of highest μ in the decision's detalle (never-send when no
+	// coupon's μ is above never-send's). Coupons has, per catalog position,
+	// the coupon's true effect and the model's estimate of it and how
+	// often it was that choice. Beside Engine and EngineSends they tell a
+	// model that ranks the coupons badly from a gate that holds back a
+	// good choice (policy/POLICY.md §7.10).
+	EngineChoice float64      `json:"engine_choice"`
+	Coupons      []CouponWeek `json:"coupons"`
 	// Guard is the engine's guard state when engine.Status exports one
 	// (see guardState), else "".
 	Guard string `json:"guard,omitempty"`
+}
+
+// CouponWeek is one coupon's week in the engine's eyes and in truth.
+type CouponWeek struct {
+	// TrueEffect is the world's true value of the coupon minus never-send's
+	// and ModelEffect the engine's μ minus never-send's μ (MXN over the
+	// reward window), each averaged over the Candidates decisions where
+	// the coupon was a candidate; Choice is the share of all decisions
+	// whose choice (EngineChoice) it was.
+	TrueEffect  float64 `json:"true_effect"`
+	ModelEffect float64 `json:"model_effect"`
+	Choice      float64 `json:"choice_share"`
+	Candidates  int     `json:"candidates"`
 }
 
 // WorldReport is the outcome of one world.
@@ -259,7 +282,7 @@ func (r *run) week(week int) error {
 	if err := r.startWeek(week, now); err != nil {
 		return err
 	}
-	row := WorldWeek{Week: week, EngineSends: make([]int, w.active)}
+	row := WorldWeek{Week: week, EngineSends: make([]int, w.active), Coupons: make([]CouponWeek, w.active)}
 	var rare, rareSent, obsRareSent int
 	for i, c := range w.custs {
 		k, err := r.engineStep(i, now, &row)
@@ -320,8 +343,16 @@ func (r *run) startWeek(week int, now time.Time) error {
 // perDecision turns the week's sums over n customers into means and
 // sets the engine's send share.
 func (row *WorldWeek) perDecision(n int) {
-	for _, p := range []*float64{&row.Engine, &row.Never, &row.Random, &row.Greedy, &row.Reference, &row.Oracle, &row.ObsOracle} {
+	for _, p := range []*float64{&row.Engine, &row.Never, &row.Random, &row.Greedy, &row.Reference, &row.Oracle, &row.ObsOracle, &row.EngineChoice} {
 		*p /= float64(n)
+	}
+	for k := range row.Coupons {
+		c := &row.Coupons[k]
+		c.Choice /= float64(n)
+		if c.Candidates > 0 {
+			c.TrueEffect /= float64(c.Candidates)
+			c.ModelEffect /= float64(c.Candidates)
+		}
 	}
 	sent := 0
 	for _, s := range row.EngineSends {
@@ -335,10 +366,11 @@ func (row *WorldWeek) perDecision(n int) {
 // engine's world and queues its events. It returns the delivered action.
 func (r *run) engineStep(i int, now time.Time, row *WorldWeek) (int, error) {
 	c := r.w.custs[i]
-	d, err := r.eng.Decide(labTenant, engine.Request{ClienteRef: c.ref, Canal: "push", CapExempt: true})
+	d, err := r.eng.Decide(labTenant, engine.Request{ClienteRef: c.ref, Canal: "push", CapExempt: true, Explain: true})
 	if err != nil {
 		return 0, err
 	}
+	r.modelView(c, d.Detalle, row)
 	k := r.actIndex(d.Accion)
 	conf := engine.Confirmation{Ejecutada: true}
 	if k >= 0 && r.wrng.Float64() < r.fam.RejectShare {
@@ -361,6 +393,41 @@ func (r *run) engineStep(i int, now time.Time, row *WorldWeek) (int, error) {
 	}
 	r.ew.window(c, k, o, d.DecisionID, now, r.wrng)
 	return k, nil
+}
+
+// modelView adds one decision's detalle to row's EngineChoice and
+// Coupons: the model's choice and its estimates beside the world's truth.
+func (r *run) modelView(c *wCustomer, det *engine.Detalle, row *WorldWeek) {
+	if det == nil {
+		row.EngineChoice += r.w.trueValue(c, -1)
+		return
+	}
+	mu0 := math.Inf(-1)
+	for _, a := range det.Acciones {
+		if a.Accion == 0 {
+			mu0 = a.MuMXN
+		}
+	}
+	best, bestMu := -1, mu0
+	never := r.w.trueValue(c, -1)
+	for _, a := range det.Acciones {
+		k := r.actIndex(a.Accion)
+		if k < 0 || k >= len(row.Coupons) {
+			continue
+		}
+		if cw := &row.Coupons[k]; !math.IsInf(mu0, -1) {
+			cw.Candidates++
+			cw.TrueEffect += r.w.trueValue(c, k) - never
+			cw.ModelEffect += a.MuMXN - mu0
+		}
+		if a.MuMXN > bestMu {
+			best, bestMu = k, a.MuMXN
+		}
+	}
+	row.EngineChoice += r.w.trueValue(c, best)
+	if best >= 0 {
+		row.Coupons[best].Choice++
+	}
 }
 
 func (r *run) actIndex(id int) int {

@@ -99,6 +99,7 @@ func TestRunWorldOrdersAndRepeats(t *testing.T) {
 			if wk.ObsOracle < wk.Never-0.02*math.Abs(wk.Never) {
 				t.Errorf("seed %d week %d: observable oracle %.4f below never-send %.4f", f.Seed, wk.Week, wk.ObsOracle, wk.Never)
 			}
+			checkModelView(t, f.Seed, &wk)
 		}
 	}
 	cfg := WorldsConfig{Base: 1002, N: 2, Parallel: 2, Customers: 400, Weeks: 6}
@@ -116,6 +117,33 @@ func TestRunWorldOrdersAndRepeats(t *testing.T) {
 	}
 	if d := cmp.Diff(again, reps, cmpopts.EquateNaNs(), cmpopts.IgnoreUnexported(Family{})); d != "" {
 		t.Errorf("two worlds at once differ from one at a time (-one +two):\n%s", d)
+	}
+}
+
+// checkModelView checks a week's view of the engine's model against the
+// world: one entry per coupon; choice shares that sum to at most 1; the
+// choice's true value never-send's when the model chose no coupon, and
+// between the worst and best coupon's otherwise.
+func checkModelView(t *testing.T, seed uint64, wk *WorldWeek) {
+	t.Helper()
+	if len(wk.Coupons) != len(wk.EngineSends) {
+		t.Errorf("seed %d week %d: %d coupons in the model's view, %d in the sends", seed, wk.Week, len(wk.Coupons), len(wk.EngineSends))
+	}
+	var chosen float64
+	for _, c := range wk.Coupons {
+		chosen += c.Choice
+		if c.Candidates == 0 && (c.TrueEffect != 0 || c.ModelEffect != 0 || c.Choice != 0) {
+			t.Errorf("seed %d week %d: a coupon with no candidate decision has figures: %+v", seed, wk.Week, c)
+		}
+	}
+	if chosen > 1+1e-9 {
+		t.Errorf("seed %d week %d: choice shares sum to %.4f", seed, wk.Week, chosen)
+	}
+	if chosen == 0 && math.Abs(wk.EngineChoice-wk.Never) > 1e-9 {
+		t.Errorf("seed %d week %d: no coupon chosen, but the choice is worth %.4f against never-send's %.4f", seed, wk.Week, wk.EngineChoice, wk.Never)
+	}
+	if wk.EngineChoice > wk.Oracle+1e-9 {
+		t.Errorf("seed %d week %d: the model's choice %.4f above the oracle %.4f", seed, wk.Week, wk.EngineChoice, wk.Oracle)
 	}
 }
 
