@@ -24,8 +24,8 @@
 // the ridge prior's own variance; the ridge strengths are chosen by
 // evidence (empirical Bayes), so how much the prior counts is learned.
 // Decisions (Config.Gate, the default) send the coupon of best expected
-// effect, split evenly among coupons that the data cannot tell apart, as
-// an experiment against never-send until that choice beats never-send with
+// effect, split evenly with its strongest challenger when the data cannot
+// tell them apart (top-two), as an experiment against never-send until that choice beats never-send with
 // confidence in the customer's frequency band (gate.go); they explore the
 // plausible others with a share that falls fast, and keep a floor on
 // every eligible action. Without the gate (ZRuleConfig) they send the
