@@ -8,7 +8,8 @@ import "math"
 //
 // Each decision's choice is never-send when no coupon's effect is above
 // GateSendZ (0.25) standard errors, else the coupon of highest expected
-// effect (gateChoice); coupons tied with it share its probability. The
+// effect (gateChoice); with Config.TieTopTwo its strongest tied challenger
+// shares its probability (evenTies). The
 // decision's record logs it. Where the choice is a coupon it is sent with
 // probability q and never-send gets 1 − q; where it is never-send nothing
 // is sent.
@@ -108,7 +109,7 @@ func (m *Model) testShare() float64 {
 
 // exploreGate moves a share of the mass, GateExplore·(testShare/GateQ0)²
 // (falling faster than the test), evenly to the coupons outside the
-// choice (and its ties) that could still beat never-send (Effect +
+// choice (and its challenger) that could still beat never-send (Effect +
 // Z·Sigma > 0) and to the coupons the data cannot tell apart from one of
 // them (tied: two equal coupons are explored alike), so coupons the prior
 // undervalues are tried while the tenant is young.
@@ -185,7 +186,7 @@ func (m *Model) distributionGate(sc []Score, probs []float64) int {
 		q := m.gateQ(int(sc[top].band))
 		probs[top] = q * (1 - floor)
 		probs[zero] = (1 - q) * (1 - floor)
-		m.evenTies(sc, probs, -1)
+		m.evenTies(sc, probs)
 	}
 	m.exploreGate(sc, probs)
 	for i := range probs {
@@ -195,7 +196,7 @@ func (m *Model) distributionGate(sc []Score, probs []float64) int {
 }
 
 // observeGate adds one logged decision to the gate's test: where the
-// decision's choice was a coupon (choiceGroup; several when tied), the difference between sending the
+// decision's choice was a coupon (choiceGroup; two when tied), the difference between sending the
 // choice (the logged shares of the chosen coupons) and never-send,
 // inverse-propensity weighted with the decision's exact propensities, on
 // the reward's residual against the model's never-send μ at decision
@@ -232,7 +233,7 @@ func (m *Model) observeGate(s *GuardSample, zero int) {
 }
 
 // choiceGroup returns which arms of a logged decision were its choice (a
-// coupon and the coupons tied with it, drawn with its probability; none
+// coupon and the coupon tied with it, drawn with its probability; none
 // when the choice was never-send): the choice the record logged
 // (GuardSample.ChoiceKnown). Records from before it was logged are read
 // as choosing the coupon of highest μ when that μ is above never-send's

@@ -25,10 +25,10 @@
 // evidence (empirical Bayes), so how much the prior counts is learned.
 // Decisions (Config.Gate, the default) send the coupon of best expected
 // effect, split evenly with its strongest challenger when the data cannot
-// tell them apart (top-two), as an experiment against never-send until that choice beats never-send with
-// confidence in the customer's frequency band (gate.go); they explore the
-// plausible others with a share that falls fast, and keep a floor on
-// every eligible action. Without the gate (ZRuleConfig) they send the
+// tell them apart (top-two), as an experiment against never-send until
+// that choice beats never-send with confidence in the customer's
+// frequency band (gate.go); they explore the plausible others with a
+// share that falls fast, and keep a floor on every eligible action. Without the gate (ZRuleConfig) they send the
 // action with the best lower confidence bound on its effect.
 package policy
 
@@ -43,7 +43,8 @@ type Config struct {
 	// action is sent when its effect minus Z·SE beats never-send.
 	Z float64
 	// TieZ: two actions whose effects differ by less than TieZ standard
-	// errors of the difference are tied and share the exploitation mass.
+	// errors of the difference are tied and share the exploitation mass
+	// (with TieTopTwo only the leader and its strongest tied challenger).
 	TieZ float64
 	// PopZ: two actions are also told apart when their average effects
 	// over their customers differ by more than PopZ standard errors (3.5:
@@ -123,7 +124,9 @@ type Config struct {
 	// coupon the prior undervalues is learned while the tenant is young.
 	GateExplore float64
 	// TieTopTwo: of the coupons tied with the lead only the lead and its
-	// strongest challenger share its mass (evenTies; POLICY.md §7.10).
+	// strongest challenger share its mass (evenTies; POLICY.md §7.10). It
+	// assumes the gate, where the leader (the highest effect) holds the
+	// choice's mass; ZRuleConfig turns it off.
 	TieTopTwo bool
 }
 

@@ -158,7 +158,7 @@ func (m *Model) Distribution(sc []Score, probs []float64) int {
 	}
 	probs[top] = 1 - floor - explore
 	if !guarded {
-		m.evenTies(sc, probs, -1)
+		m.evenTies(sc, probs)
 	}
 	m.keepNever(sc, probs, 1-floor)
 	for i := range probs {
@@ -197,7 +197,8 @@ func (m *Model) keepNever(sc []Score, probs []float64, mass float64) {
 // (Russo 2016): two equal coupons stay even, and where many coupons are
 // tied the lead's mass is not spread over those the estimate ranks below
 // both (POLICY.md §7.10).
-func (m *Model) evenTies(sc []Score, probs []float64, lead int) {
+func (m *Model) evenTies(sc []Score, probs []float64) {
+	lead := -1
 	for i, s := range sc {
 		if s.ID != 0 && (lead < 0 || s.Effect > sc[lead].Effect) {
 			lead = i

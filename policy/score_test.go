@@ -25,25 +25,35 @@ func TestEvenTiesTopTwo(t *testing.T) {
 		name    string
 		topTwo  bool
 		effects []float64
-		lead    int // index in sc of the coupon holding the choice's mass
+		lead    int      // index in sc of the coupon holding the choice's mass
+		apart   [][2]int // coupon pairs told apart on average (not tied)
 		want    []float64
 	}{
-		{"two tied, top-two", true, []float64{500, 900}, 2, []float64{0.1, 0.45, 0.45}},
-		{"two tied, all", false, []float64{500, 900}, 2, []float64{0.1, 0.45, 0.45}},
-		{"four tied, top-two", true, []float64{1000, 900, 500, 100}, 1, []float64{0.1, 0.45, 0.45, 0, 0}},
-		{"four tied, all", false, []float64{1000, 900, 500, 100}, 1, []float64{0.1, 0.225, 0.225, 0.225, 0.225}},
-		{"challenger second in order", true, []float64{100, 1000, 500, 900}, 2, []float64{0.1, 0, 0.45, 0, 0.45}},
+		{"two tied, top-two", true, []float64{500, 900}, 2, nil, []float64{0.1, 0.45, 0.45}},
+		{"two tied, all", false, []float64{500, 900}, 2, nil, []float64{0.1, 0.45, 0.45}},
+		{"four tied, top-two", true, []float64{1000, 900, 500, 100}, 1, nil, []float64{0.1, 0.45, 0.45, 0, 0}},
+		{"four tied, all", false, []float64{1000, 900, 500, 100}, 1, nil, []float64{0.1, 0.225, 0.225, 0.225, 0.225}},
+		{"challenger second in order", true, []float64{100, 1000, 500, 900}, 2, nil, []float64{0.1, 0, 0.45, 0, 0.45}},
+		{"the second best told apart: the third challenges", true, []float64{1000, 900, 500, 100}, 1, [][2]int{{1, 2}},
+			[]float64{0.1, 0.45, 0, 0.45, 0}},
+		{"two told apart: the lead alone", true, []float64{500, 900}, 2, [][2]int{{1, 2}}, []float64{0.1, 0, 0.9}},
 	}
 	for _, tc := range cases {
 		cfg := DefaultConfig()
 		cfg.TieTopTwo = tc.topTwo
 		m := New(cfg)
+		for _, p := range tc.apart {
+			m.popApart[p] = true
+		}
 		sc := scores(tc.effects...)
 		probs := make([]float64, len(sc))
 		probs[0], probs[tc.lead] = 0.1, 0.9
-		m.evenTies(sc, probs, -1)
+		m.evenTies(sc, probs)
 		if d := cmp.Diff(tc.want, probs, cmpopts.EquateApprox(0, 1e-12)); d != "" {
 			t.Errorf("%s: probabilities (-want +got):\n%s", tc.name, d)
 		}
+	}
+	if !DefaultConfig().TieTopTwo || ZRuleConfig().TieTopTwo {
+		t.Error("top-two must be on by default and off in the configuration before the gate")
 	}
 }

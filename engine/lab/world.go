@@ -77,8 +77,8 @@ type Family struct {
 	// engineOnly skips every policy but the engine (scenario tests that
 	// only look at what the engine sends).
 	engineOnly bool
-	// policy, if not nil, is the engine's policy configuration (scenario
-	// tests that switch a mechanism on); nil is policy.DefaultConfig().
+	// policy, if not nil, is the engine's policy configuration (coupond
+	// lab --model zrule); nil is policy.DefaultConfig().
 	policy *policypkg.Config
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
+	"github.com/coupond/coupond/api"
 	"github.com/coupond/coupond/engine"
 )
 
@@ -120,10 +121,10 @@ func TestRunWorldOrdersAndRepeats(t *testing.T) {
 	}
 }
 
-// checkModelView checks a week's view of the engine's model against the
-// world: one entry per coupon; choice shares that sum to at most 1; the
-// choice's true value never-send's when the model chose no coupon, and
-// between the worst and best coupon's otherwise.
+// checkModelView checks a week's view of the engine's model in a whole
+// run: one entry per coupon; choice shares that sum to at most 1; the
+// choice's true value never-send's when the model chose no coupon, and at
+// most the oracle's. TestModelView checks the arithmetic itself.
 func checkModelView(t *testing.T, seed uint64, wk *WorldWeek) {
 	t.Helper()
 	if len(wk.Coupons) != len(wk.EngineSends) {
@@ -144,6 +145,37 @@ func checkModelView(t *testing.T, seed uint64, wk *WorldWeek) {
 	}
 	if wk.EngineChoice > wk.Oracle+1e-9 {
 		t.Errorf("seed %d week %d: the model's choice %.4f above the oracle %.4f", seed, wk.Week, wk.EngineChoice, wk.Oracle)
+	}
+}
+
+// TestModelView: two decisions' detalle become a week's view of the model.
+// The effects are μ minus never-send's μ, the choice is the coupon of
+// highest μ (none when no coupon's μ is above never-send's), the true
+// values are the world's; effects average over the decisions where the
+// coupon was a candidate, choice shares and the choice's value over all.
+func TestModelView(t *testing.T) {
+	fam := DrawFamily(3)
+	fam.Customers = 4
+	w := newWorld(&fam, rand.New(rand.NewPCG(3, 1)))
+	if len(w.coupons) < 2 {
+		t.Fatalf("world 3 has %d coupons, want 2 or more", len(w.coupons))
+	}
+	r := &run{w: w, acts: []engine.Action{{ID: 11}, {ID: 12}}}
+	row := WorldWeek{Coupons: make([]CouponWeek, 2)}
+	c0, c1 := w.custs[0], w.custs[1]
+	r.modelView(c0, &engine.Detalle{Acciones: []api.DetalleAccion{{Accion: 0, MuMXN: 10}, {Accion: 11, MuMXN: 12}, {Accion: 12, MuMXN: 9}}}, &row)
+	r.modelView(c1, &engine.Detalle{Acciones: []api.DetalleAccion{{Accion: 0, MuMXN: 5}, {Accion: 12, MuMXN: 4}}}, &row)
+	row.perDecision(2)
+	never0, never1 := w.trueValue(c0, -1), w.trueValue(c1, -1)
+	want := WorldWeek{
+		EngineChoice: (w.trueValue(c0, 0) + never1) / 2,
+		Coupons: []CouponWeek{
+			{TrueEffect: w.trueValue(c0, 0) - never0, ModelEffect: 2, Choice: 0.5, Candidates: 1},
+			{TrueEffect: (w.trueValue(c0, 1) - never0 + w.trueValue(c1, 1) - never1) / 2, ModelEffect: -1, Candidates: 2},
+		},
+	}
+	if d := cmp.Diff(want, row, cmpopts.EquateApprox(0, 1e-9)); d != "" {
+		t.Errorf("model view (-want +got):\n%s", d)
 	}
 }
 
