@@ -263,10 +263,13 @@ func learnFrom(m *policy.Model, r *DecisionRecord, action int, reward float64, o
 		return false
 	}
 	pc, cands := r.policyInputs()
-	idx := -1
+	idx, choice := -1, -1 // the action taken and the logged choice, in cands
 	for i, c := range cands {
 		if c.id == action {
 			idx = i
+		}
+		if r.Eleccion != nil && c.id == *r.Eleccion {
+			choice = i
 		}
 	}
 	if idx < 0 {
@@ -278,16 +281,8 @@ func learnFrom(m *policy.Model, r *DecisionRecord, action int, reward float64, o
 		for i := range cands {
 			arms[i] = cands[i].arm
 		}
-		gs := policy.GuardSample{Customer: pc, Arms: arms, Probs: r.Probs, QHat: r.Mu, Logged: idx, Reward: reward, Options: options, Choice: -1}
-		if r.Eleccion != nil {
-			gs.ChoiceKnown = true
-			for i := range cands {
-				if cands[i].id == *r.Eleccion {
-					gs.Choice = i
-				}
-			}
-		}
-		m.Observe(&gs)
+		m.Observe(&policy.GuardSample{Customer: pc, Arms: arms, Probs: r.Probs, QHat: r.Mu, Logged: idx, Reward: reward, Options: options,
+			Choice: choice, ChoiceKnown: r.Eleccion != nil})
 	}
 	m.Fold(&pc, &cands[idx].arm, reward, m.Weight(r.Propension, len(r.Candidates)))
 	return true

@@ -8,11 +8,10 @@ import "math"
 //
 // Each decision's choice is never-send when no coupon's effect is above
 // GateSendZ (0.25) standard errors, else the coupon of highest expected
-// effect (gateChoice); with Config.TieTopTwo its strongest tied challenger
-// shares its probability (evenTies). The
-// decision's record logs it. Where the choice is a coupon it is sent with
-// probability q and never-send gets 1 − q; where it is never-send nothing
-// is sent.
+// effect (gateChoice); with Config.TieTopTwo its strongest tied
+// challenger shares its probability (evenTies). The decision's record logs
+// the choice. Where it is a coupon it is sent with probability q and
+// never-send gets 1 − q; where it is never-send nothing is sent.
 // Every decision's outcome then feeds a test, per frequency band of the
 // customer (bandOf) and over all customers: the inverse-propensity
 // difference between the choice and never-send on the reward's residual

@@ -42,10 +42,10 @@ type WorldWeek struct {
 	// EngineChoice is the world's true value (per decision, like Engine)
 	// of the engine model's own choice on its point estimates, before the
 	// gate, its confidence bar (GateSendZ) and the draw: the action of
-	// highest μ in the decision's detalle, μ rounded to the cent (never-send
-	// when no coupon's μ is above never-send's). Coupons has, per catalog position,
-	// the coupon's true effect and the model's estimate of it and how
-	// often it was that choice. Beside Engine and EngineSends they tell a
+	// highest μ in the decision's detalle, μ rounded to the cent
+	// (never-send when no coupon's μ is above never-send's). Coupons has,
+	// per catalog position, the coupon's true effect, the model's estimate
+	// of it and how often it was that choice. Beside Engine and EngineSends they tell a
 	// model that ranks the coupons badly from a gate that holds back a
 	// good choice (policy/POLICY.md §7.10).
 	EngineChoice float64      `json:"engine_choice"`
