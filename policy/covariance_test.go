@@ -2,13 +2,15 @@ package policy
 
 import (
 	"math"
+	"slices"
 	"testing"
 )
 
 // TestCovarianceMatchesDenseSandwich checks the arrow-shaped algebra of
 // fit against the dense sandwich A⁻¹(M + vΛ)A⁻¹ of the whole system: each
-// action's Var(δₐ), the pooled coupon effect's block Var(β_shared) and the
-// cross-covariance of two actions.
+// action's Var(δₐ), the pooled coupon effect's block Var(β_shared), its
+// covariance with each action's δₐ, a customer's Sigma (the whole effect's
+// standard error) and the cross-covariance of two actions.
 func TestCovarianceMatchesDenseSandwich(t *testing.T) {
 	w := newWorld(5, 600, []simAction{
 		{id: 1, cat: 0, costCents: 1000, prior: func(*simCust) float64 { return 500 }, lift: func(*simCust) float64 { return 0.05 }},
@@ -76,10 +78,74 @@ func TestCovarianceMatchesDenseSandwich(t *testing.T) {
 			near("Var(β_shared)", m.sharedCov[i*nShared+j], at(phiShared+i, phiShared+j))
 		}
 	}
+	for k, id := range ids {
+		st, o := m.arms[id], D+k*E
+		for i := 0; i < nShared; i++ {
+			for j := 0; j < E; j++ {
+				near("Cov(β_shared, δ)", st.shX[i*E+j], at(phiShared+i, o+j))
+			}
+		}
+	}
+	// A customer's Sigma is the standard error of the whole effect, pooled
+	// part plus own part: gᵀ·Cov·g with g the effect's gradient.
+	sc := w.custs[0]
+	arms := w.arms(sc)
+	scores := make([]Score, len(arms))
+	m.Score(&sc.c, arms, scores)
+	for i, s := range scores {
+		if s.ID == 0 {
+			continue
+		}
+		k := slices.Index(ids, s.ID)
+		g := make([]float64, n)
+		copy(g[phiShared:], s.sh[:])
+		copy(g[D+k*E:], s.psi[:])
+		near("Sigma²", s.Sigma*s.Sigma, quad(cov, g, n))
+		if !(arms[i].ID != 0 && s.Width > 0) {
+			t.Errorf("arm %d: Width %g", s.ID, s.Width)
+		}
+	}
 	c := m.cross[[2]int{ids[0], ids[1]}]
 	for i := 0; i < E; i++ {
 		for j := 0; j < E; j++ {
 			near("Cov(δ₁, δ₂)", c[i*E+j], at(D+i, D+E+j))
 		}
+	}
+}
+
+// TestSigmaIsOfTheOrderOfTheData: one coupon with the same lift for every
+// customer, sent to half of 8,000 at random. A typical customer's Sigma is
+// then of the order of the plain standard error of the difference between
+// the two groups' mean rewards (between half and 2.5 times it), however
+// many pooled and own terms the model spreads the effect over. Without the
+// covariance of the pooled and own parts (Width's basis) it is 3.2 times.
+func TestSigmaIsOfTheOrderOfTheData(t *testing.T) {
+	act := simAction{id: 1, cat: -1, costCents: 500,
+		prior: func(*simCust) float64 { return 0 },
+		lift:  func(*simCust) float64 { return 0.05 }}
+	w := newWorld(9, 8000, []simAction{act})
+	m := New(DefaultConfig())
+	var sent float64
+	for i, sc := range w.custs {
+		arms := w.arms(sc)
+		a := &arms[i%2]
+		sent += float64(a.ID)
+		m.Fold(&sc.c, a, w.draw(sc, a.ID), 1)
+	}
+	m.Refit()
+	plain := math.Sqrt(m.noise() * (1/sent + 1/(m.n-sent)))
+	var sigmas, widths []float64
+	for _, sc := range w.custs[:500] {
+		arms := w.arms(sc)
+		scores := make([]Score, len(arms))
+		m.Score(&sc.c, arms, scores)
+		sigmas, widths = append(sigmas, scores[1].Sigma), append(widths, scores[1].Width)
+	}
+	slices.Sort(sigmas)
+	slices.Sort(widths)
+	s, wd := sigmas[len(sigmas)/2], widths[len(widths)/2]
+	t.Logf("plain SE %.0f cents; median Sigma %.0f, median Width %.0f", plain, s, wd)
+	if s < plain/2 || s > 2.5*plain {
+		t.Errorf("median Sigma %.0f cents, want within 0.5–2.5 times the plain standard error %.0f", s, plain)
 	}
 }

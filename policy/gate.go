@@ -7,7 +7,7 @@ import "math"
 // trusting them (POLICY.md §7.7).
 //
 // Each decision's choice is never-send when no coupon's effect is above
-// GateSendZ (0.25) standard errors, else the coupon of highest expected
+// GateSendZ (0.25) widths (Score.Width), else the coupon of highest expected
 // effect (gateChoice); with Config.TieTopTwo its strongest tied
 // challenger shares its probability (evenTies). The decision's record logs
 // the choice. Where it is a coupon it is sent with probability q and
@@ -109,13 +109,13 @@ func (m *Model) testShare() float64 {
 // exploreGate moves a share of the mass, GateExplore·(testShare/GateQ0)²
 // (falling faster than the test), evenly to the coupons outside the
 // choice (and its challenger) that could still beat never-send (Effect +
-// Z·Sigma > 0) and to the coupons the data cannot tell apart from one of
+// Z·Width > 0) and to the coupons the data cannot tell apart from one of
 // them (tied: two equal coupons are explored alike), so coupons the prior
 // undervalues are tried while the tenant is young.
 func (m *Model) exploreGate(sc []Score, probs []float64) {
 	plausible := func(i int) bool {
 		s := &sc[i]
-		return probs[i] == 0 && s.ID != 0 && s.Effect+m.cfg.Z*s.Sigma > 0
+		return probs[i] == 0 && s.ID != 0 && s.Effect+m.cfg.Z*s.Width > 0
 	}
 	var ex [16]bool
 	explore := ex[:0]
@@ -154,7 +154,7 @@ func (m *Model) exploreGate(sc []Score, probs []float64) {
 }
 
 // gateChoice is the gate's choice among sc: never-send when no coupon's
-// effect is above GateSendZ standard errors (greedyZ), else the coupon of
+// effect is above GateSendZ widths (greedyZ), else the coupon of
 // highest expected effect, safe or not. Which coupon is the estimate's
 // call: a per-coupon bound would favour the coupon with more data (its
 // smaller error makes it "safe" first, so it gets the sends and the data)

@@ -235,8 +235,8 @@ func TestChoiceGroupReadsTheLoggedChoice(t *testing.T) {
 // floor: two equal coupons explored unequally drift apart).
 func TestExplorationTreatsTiedCouponsAlike(t *testing.T) {
 	m := New(DefaultConfig())
-	sc := []Score{{ID: 0}, {ID: 1, Effect: -100, Sigma: 100, own: 1e4}, {ID: 2, Effect: -200, Sigma: 100, own: 1e4},
-		{ID: 3, Effect: -2000, Sigma: 100, own: 1e4}}
+	sc := []Score{{ID: 0}, {ID: 1, Effect: -100, Width: 100, own: 1e4}, {ID: 2, Effect: -200, Width: 100, own: 1e4},
+		{ID: 3, Effect: -2000, Width: 100, own: 1e4}}
 	probs := make([]float64, len(sc))
 	if top := m.Distribution(sc, probs); sc[top].ID != 0 {
 		t.Fatalf("choice %d, want never-send", sc[top].ID)

@@ -39,8 +39,8 @@ import (
 
 // Config holds the model's constants (DefaultConfig; see POLICY.md).
 type Config struct {
-	// Z is the width, in standard errors, of the confidence bounds: an
-	// action is sent when its effect minus Z·SE beats never-send.
+	// Z is the width, in Score.Width units, of the confidence bounds: an
+	// action is sent when its effect minus Z·Width beats never-send.
 	Z float64
 	// TieZ: two actions whose effects differ by less than TieZ standard
 	// errors of the difference are tied and share the exploitation mass
@@ -91,7 +91,7 @@ type Config struct {
 	GuardSingleActions bool
 	// Gate makes the send gate decide whether to send (gate.go, POLICY.md
 	// §7.7): each decision's choice (never-send unless some coupon's effect
-	// is above GateSendZ standard errors, then the coupon of highest
+	// is above GateSendZ widths, then the coupon of highest
 	// expected effect) is tested against never-send as an experiment, per
 	// frequency band.
 	Gate bool
@@ -111,7 +111,7 @@ type Config struct {
 	// reward windows.
 	GateHalfLife float64
 	// GateSendZ: the choice is a coupon when its effect is above GateSendZ
-	// standard errors (0: the point estimate; 0.25 by default, POLICY.md
+	// widths (Score.Width; 0: the point estimate; 0.25 by default, POLICY.md
 	// §7.8).
 	GateSendZ float64
 	// GatePooled: a testing band also opens when the test over all
@@ -199,6 +199,10 @@ type armStats struct {
 	mPsi  []float64 // meat Σ w² ψψᵀ ε²
 	delta []float64 // fit: δₐ
 	cov   []float64 // fit: Var(δₐ), dimEffect²
+	// shX is Cov(β_pooled, δₐ), nShared×dimEffect (fit): the pooled
+	// coupon effect and the action's own deviation from it trade off where
+	// the data cannot tell them apart, so it is negative there.
+	shX []float64
 }
 
 func newArm() *armStats {
@@ -226,7 +230,7 @@ func (m *Model) Clone() *Model {
 	c.arms = make(map[int]*armStats, len(m.arms))
 	for id, a := range m.arms {
 		c.arms[id] = &armStats{n: a.n, c: slices.Clone(a.c), psi: slices.Clone(a.psi), b: slices.Clone(a.b), mC: slices.Clone(a.mC),
-			mPsi: slices.Clone(a.mPsi), delta: slices.Clone(a.delta), cov: slices.Clone(a.cov)}
+			mPsi: slices.Clone(a.mPsi), delta: slices.Clone(a.delta), cov: slices.Clone(a.cov), shX: slices.Clone(a.shX)}
 	}
 	c.guard = m.guard.clone()
 	return &c
@@ -446,7 +450,8 @@ type evidenceSums struct{ num, den, numP, denP float64 }
 
 // fitArms solves each action's δₐ and its covariances. Per action: Wₐ =
 // Gₐ S⁻¹ and Lₐ = Pinvₐ(M'ₐₐ Gₐ − M_φaᵀ); then Cov(δₐ, δ_b) = (Wₐ·core +
-// Lₐ)W_bᵀ + Wₐ L_bᵀ (+ Pinvₐ M'ₐₐ Pinvₐ when a = b). See POLICY.md. It
+// Lₐ)W_bᵀ + Wₐ L_bᵀ (+ Pinvₐ M'ₐₐ Pinvₐ when a = b) and Cov(β, δₐ) =
+// −S⁻¹(Wₐ·core + Lₐ)ᵀ. See POLICY.md. It
 // returns the sums of the evidence step.
 func (m *Model) fitArms(blks []fitBlock, sinv, core []float64, mbb [][]float64, le []float64, ids []int) evidenceSums {
 	const D, E = dimBase, dimEffect
@@ -470,6 +475,11 @@ func (m *Model) fitArms(blks []fitBlock, sinv, core []float64, mbb [][]float64, 
 		cov := m.crossCov(wc, w, w, l)
 		addTo(cov, mul(mul(b.pinv, mbb[k], E, E, E), b.pinv, E, E, E), 1)
 		a.cov = symmetrize(cov, E)
+		// Cov(β, δₐ) = −S⁻¹(Wₐ·core + Lₐ)ᵀ; keep β's pooled rows.
+		a.shX = mul(sinv[phiShared*D:(phiShared+nShared)*D], transpose(wc, E, D), nShared, D, E)
+		for i := range a.shX {
+			a.shX[i] = -a.shX[i]
+		}
 		if a.n > 0 {
 			ev.add(&b, w, le)
 		}

@@ -7,8 +7,19 @@ type Score struct {
 	ID int
 	// Mu is the expected reward (cents over the window); Effect is Mu minus
 	// never-send's Mu; Sigma is the standard error of Effect (0 for
-	// never-send, the reference).
+	// never-send, the reference): the pooled coupon effect's part and the
+	// action's own part with their covariance.
 	Mu, Effect, Sigma float64
+	// Width is the width the decision rules read (send, explore, tie with
+	// never-send): the two parts' variances summed as if they were
+	// independent. Where the features cannot tell the pooled effect from
+	// the action's own (a feature the same for every customer, such as a
+	// frequency bin all of them share), the parts trade off and Width stays
+	// near the priors' scale (TauEffect, TauLevel) while Sigma shrinks with
+	// the data: a margin of about a prior's width on top of the evidence.
+	// The rules were tuned on it; with Sigma in its place they lose the
+	// scenario lines (POLICY.md §7.11).
+	Width float64
 
 	psi    [dimEffect]float64 // the pair's features, for covariances
 	fitted bool               // the action has data: own is from its fit
@@ -46,7 +57,11 @@ func (m *Model) Score(c *Customer, arms []Arm, out []Score) {
 			if m.sharedCov != nil {
 				v += math.Max(quad(m.sharedCov, sc.sh[:], nShared), 0)
 			}
-			sc.Effect, sc.Sigma, sc.Mu = eff, math.Sqrt(v), base+eff
+			sc.Effect, sc.Width, sc.Mu = eff, math.Sqrt(v), base+eff
+			if st := m.arms[a.ID]; sc.fitted && st.shX != nil {
+				v += 2 * bilinear(st.shX, sc.sh[:], psi[:])
+			}
+			sc.Sigma = math.Sqrt(math.Max(v, 0))
 		}
 		out[i] = sc
 	}
@@ -66,8 +81,8 @@ func (m *Model) priorVar(psi *[dimEffect]float64) float64 {
 // Greedy returns the index of the learned policy's choice, without the
 // guard and without exploration. With Config.Gate (the default) it is
 // gateChoice's: never-send unless some coupon's effect is above GateSendZ
-// standard errors, then the coupon of highest expected effect. Without,
-// among the coupons that are safe (lower confidence bound Effect − Z·Sigma
+// widths (Score.Width), then the coupon of highest expected effect. Without,
+// among the coupons that are safe (lower confidence bound Effect − Z·Width
 // above never-send's 0), the one of highest expected effect; never-send
 // when none is safe.
 func (m *Model) Greedy(sc []Score) int {
@@ -85,7 +100,7 @@ func (m *Model) greedyZ(sc []Score, z float64) int {
 			zero = i
 			continue
 		}
-		if s.Effect-z*s.Sigma > 0 && (top < 0 || s.Effect > sc[top].Effect) {
+		if s.Effect-z*s.Width > 0 && (top < 0 || s.Effect > sc[top].Effect) {
 			top = i
 		}
 	}
@@ -242,14 +257,15 @@ func (m *Model) tied(a, b *Score) bool {
 	return math.Abs(a.Effect-b.Effect) < m.cfg.TieZ*m.diffSE(a, b, true)
 }
 
-// diffSE is the standard error of a's effect minus b's: the pooled
-// effect's part of the difference, their own parts, and with cross their
-// covariance when both are fitted (without it the error is larger when
-// they covary positively, as actions sharing a baseline do: exploration
-// weights use that cheaper bound).
+// diffSE is the width of a's effect minus b's, on Width's basis (the
+// pooled and own parts as if independent): the pooled effect's part of the
+// difference, their own parts, and with cross their covariance when both
+// are fitted (without it the width is larger when they covary positively,
+// as actions sharing a baseline do: exploration weights use that cheaper
+// bound). Against never-send it is the coupon's Width.
 func (m *Model) diffSE(a, b *Score, cross bool) float64 {
 	if a.ID == 0 || b.ID == 0 {
-		return math.Hypot(a.Sigma, b.Sigma)
+		return math.Hypot(a.Width, b.Width)
 	}
 	v := a.own + b.own
 	if m.sharedCov != nil {
@@ -290,4 +306,15 @@ func indexOf(sc []Score, id int) int {
 // Epsilon is the exploration share after the model's rewards.
 func (m *Model) Epsilon() float64 {
 	return m.cfg.Eps0 * math.Sqrt(m.cfg.EpsN0/(m.cfg.EpsN0+m.n))
+}
+
+// bilinear is xᵀ·M·y for M of len(x)×len(y), row-major.
+func bilinear(m, x, y []float64) float64 {
+	var s float64
+	for i, u := range x {
+		if u != 0 {
+			s += u * dot(m[i*len(y):(i+1)*len(y)], y)
+		}
+	}
+	return s
 }

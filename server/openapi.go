@@ -908,7 +908,7 @@ var responseFieldDocs = map[string]string{
 	"Detalle.acciones":                         "One row per eligible action, 0 included.",
 	"DetalleAccion.accion":                     "Action id (0: nothing).",
 	"DetalleAccion.mu_mxn":                     "μ: expected reward in MXN over the reward window (margin of purchases minus sending cost minus opt-out penalty).",
-	"DetalleAccion.sigma_mxn":                  "Uncertainty (standard deviation) of μ, in MXN.",
+	"DetalleAccion.sigma_mxn":                  "Standard error of the action's effect against sending nothing (its μ minus action 0's μ), in MXN; 0 for action 0.",
 	"DetalleAccion.probabilidad":               "Probability of drawing this action.",
 	"RespuestaEventos":                         "`aceptados` + `duplicados` + the number of `rechazados` is the number of events sent.",
 	"RespuestaEventos.aceptados":               "Events stored now.",
