@@ -42,8 +42,8 @@ type Config struct {
 	// Z is the width, in Score.Width units, of the confidence bounds: an
 	// action is sent when its effect minus Z·Width beats never-send.
 	Z float64
-	// TieZ: two actions whose effects differ by less than TieZ standard
-	// errors of the difference are tied and share the exploitation mass
+	// TieZ: two actions whose effects differ by less than TieZ widths of
+	// the difference (diffSE, on Score.Width's basis) are tied and share the exploitation mass
 	// (with TieTopTwo only the leader and its strongest tied challenger).
 	TieZ float64
 	// PopZ: two actions are also told apart when their average effects
