@@ -15,7 +15,8 @@ import "math"
 // Every decision's outcome then feeds a test, per frequency band of the
 // customer (bandOf) and over all customers: the inverse-propensity
 // difference between the choice and never-send on the reward's residual
-// against the model's never-send μ (observeGate). A band's q is:
+// against the model's never-send μ, each decision weighted by its
+// choice's probability (observeGate). A band's q is:
 //
 //   - testing: GateQ0/(1 + (n/GateN0)^GatePow) after n rewards (half the
 //     choices early, so the test has power; few late, so a choice that
@@ -195,12 +196,14 @@ func (m *Model) distributionGate(sc []Score, probs []float64) int {
 }
 
 // observeGate adds one logged decision to the gate's test: where the
-// decision's choice was a coupon (choiceGroup; two when tied), the difference between sending the
-// choice (the logged shares of the chosen coupons) and never-send,
-// inverse-propensity weighted with the decision's exact propensities, on
-// the reward's residual against the model's never-send μ at decision
-// time (an adjustment that removes what the customer would buy anyway
-// without biasing the difference: both arms share it).
+// decision's choice was a coupon (choiceGroup; two when tied), the
+// difference between sending the choice (the logged shares of the chosen
+// coupons) and never-send, inverse-propensity weighted with the
+// decision's exact propensities, on the reward's residual against the
+// model's never-send μ at decision time (an adjustment that removes what
+// the customer would buy anyway without biasing the difference: both arms
+// share it). The test is the mean of these differences weighted by the
+// choice's probability (POLICY.md §7.13).
 func (m *Model) observeGate(s *GuardSample, zero int) {
 	in := m.choiceGroup(s, zero)
 	var mass float64
@@ -220,15 +223,20 @@ func (m *Model) observeGate(s *GuardSample, zero int) {
 	case in(l):
 		d = res / mass
 	}
+	// The decision weighs its choice's probability (mass): a decision
+	// tested at share q carries about q of a sure one's information, so this
+	// is the inverse-variance combination of decisions tested at different
+	// shares; with equal weights the 1/q of the late, rarely tested
+	// decisions would swamp the test while the share falls.
 	g := &m.guard
-	g.Test.add(0, d, 0)
-	g.Fast.add(0, d, 0)
+	g.Test.addWeighted(d, mass)
+	g.Fast.addWeighted(d, mass)
 	if len(g.Bands) != nBands {
 		g.Bands = make([]gateBand, nBands)
 	}
 	gb := &g.Bands[bandOf(&s.Customer)]
-	gb.Test.add(0, d, 0)
-	gb.Fast.add(0, d, 0)
+	gb.Test.addWeighted(d, mass)
+	gb.Fast.addWeighted(d, mass)
 }
 
 // choiceGroup returns which arms of a logged decision were its choice (a

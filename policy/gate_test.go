@@ -3,6 +3,7 @@ package policy
 import (
 	"encoding/json"
 	"math"
+	"math/rand/v2"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -244,5 +245,37 @@ func TestExplorationTreatsTiedCouponsAlike(t *testing.T) {
 	t.Logf("probabilities %v", probs)
 	if math.Abs(probs[1]-probs[2]) > 1e-12 || probs[2] <= 2*probs[3] {
 		t.Errorf("probabilities %v: want coupons 1 and 2 explored alike, above coupon 3's floor", probs)
+	}
+}
+
+// TestGateTestWeighsDecisionsByTheirShare: 2,000 decisions tested at a
+// share of 0.5 and 2,000 at 0.02 (the testing share falls), each choice
+// worth +1 MXN against a residual of ±10 MXN. Weighted by the share, the
+// test's standard error stays within 30 % of the inverse-variance bound
+// σ/√Σq(1−q) (0.43 MXN; 0.50 here); with equal weights it is 0.76, the
+// rarely tested decisions' 1/q swamping the rest.
+func TestGateTestWeighsDecisionsByTheirShare(t *testing.T) {
+	m := New(DefaultConfig())
+	rng := rand.New(rand.NewPCG(3, 4))
+	arms := []Arm{{ID: 0}, {ID: 1}}
+	var info float64
+	for i := range 4000 {
+		q := 0.5
+		if i >= 2000 {
+			q = 0.02
+		}
+		info += q * (1 - q)
+		s := GuardSample{Arms: arms, Probs: []float64{1 - q, q}, QHat: []float64{0, 0}, Choice: 1, ChoiceKnown: true}
+		s.Reward = 1000 * rng.NormFloat64()
+		if rng.Float64() < q {
+			s.Logged, s.Reward = 1, s.Reward+100
+		}
+		m.observeGate(&s, 0)
+	}
+	mean, se, ok := m.testStat(&m.guard.Test)
+	bound := 1000 / math.Sqrt(info)
+	t.Logf("test %.0f ± %.0f cents; inverse-variance bound %.0f", mean, se, bound)
+	if !ok || se > 1.3*bound {
+		t.Errorf("test's standard error %.0f cents, want within 1.3 times the bound %.0f", se, bound)
 	}
 }

@@ -68,6 +68,15 @@ func (s *guardSum) add(v, d, e float64) {
 	s.E2 += e * e
 }
 
+// addWeighted adds the difference d with weight w (the gate's tests,
+// observeGate).
+func (s *guardSum) addWeighted(d, w float64) {
+	s.W += w
+	s.W2 += w * w
+	s.D += w * d
+	s.D2 += w * d * d
+}
+
 func (s *guardSum) scale(f float64) {
 	s.W *= f
 	s.W2 *= f * f
