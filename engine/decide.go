@@ -478,7 +478,7 @@ func (e *Engine) answer(tenant string, cat *Catalog, rec *DecisionRecord, sc *sc
 		if sc != nil {
 			for i, c := range sc.cands {
 				d.Detalle.Acciones = append(d.Detalle.Acciones, DetalleAccion{
-					Accion: c.id, MuMXN: math.Round(c.mu) / 100, SigmaMXN: math.Round(c.sigma) / 100, Probabilidad: rec.Probs[i],
+					Accion: c.id, MuMXN: math.Round(c.mu) / 100, SigmaMXN: math.Round(sc.sigma(i)) / 100, Probabilidad: rec.Probs[i],
 				})
 			}
 		} else {

@@ -15,7 +15,6 @@ type candidate struct {
 	arm    policy.Arm // the (customer, action) pair as the model sees it
 	prior  float64    // economic prior, cents
 	mu     float64    // expected reward, cents over the window
-	sigma  float64    // uncertainty of mu's effect against never-send, cents
 }
 
 // scored are the candidates of one decision, scored.
@@ -23,7 +22,12 @@ type scored struct {
 	cust   policy.Customer
 	cands  []candidate
 	scores []policy.Score // aligned with cands
+	m      *policy.Model  // the model that scored them
 }
+
+// sigma is the standard error of candidate i's effect against never-send
+// (cents; policy.Model.Sigma): only an explained decision shows it.
+func (sc *scored) sigma(i int) float64 { return sc.m.Sigma(&sc.scores[i]) }
 
 // publishedModel is a tenant's model as decisions read it: immutable once
 // published (Learn clones, updates and swaps).
@@ -63,7 +67,7 @@ func unmarshalModel(b []byte, cfg policy.Config) (pm *publishedModel, old bool, 
 	return &publishedModel{version: version, m: m}, false, nil
 }
 
-// score fills arm, prior, mu and sigma of every candidate for the customer.
+// score fills arm, prior and mu of every candidate for the customer.
 func (pm *publishedModel) score(cust *customer, cands []candidate) *scored {
 	for i := range cands {
 		c := &cands[i]
@@ -75,14 +79,14 @@ func (pm *publishedModel) score(cust *customer, cands []candidate) *scored {
 
 // scoreInputs scores candidates whose arms are set for the customer pc.
 func (pm *publishedModel) scoreInputs(pc policy.Customer, cands []candidate) *scored {
-	sc := &scored{cust: pc, cands: cands, scores: make([]policy.Score, len(cands))}
+	sc := &scored{cust: pc, cands: cands, scores: make([]policy.Score, len(cands)), m: pm.m}
 	arms := make([]policy.Arm, len(cands))
 	for i := range cands {
 		arms[i] = cands[i].arm
 	}
 	pm.m.Score(&pc, arms, sc.scores)
 	for i := range cands {
-		cands[i].mu, cands[i].sigma = sc.scores[i].Mu, sc.scores[i].Sigma
+		cands[i].mu = sc.scores[i].Mu
 	}
 	return sc
 }

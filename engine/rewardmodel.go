@@ -46,7 +46,7 @@ func (r *RewardModel) Predict(f *Features, now time.Time, window time.Duration, 
 	arms := []policy.Arm{c.arm(nil), c.arm(a)}
 	var sc [2]policy.Score
 	r.m.Score(&pc, arms, sc[:])
-	return sc[1].Mu, sc[1].Sigma
+	return sc[1].Mu, r.m.Sigma(&sc[1])
 }
 
 // Update folds one observed reward (cents) of a (nil: nothing was sent)

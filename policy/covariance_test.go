@@ -100,7 +100,8 @@ func TestCovarianceMatchesDenseSandwich(t *testing.T) {
 		g := make([]float64, n)
 		copy(g[phiShared:], s.sh[:])
 		copy(g[D+k*E:], s.psi[:])
-		near("Sigma²", s.Sigma*s.Sigma, quad(cov, g, n))
+		sigma := m.Sigma(&s)
+		near("Sigma²", sigma*sigma, quad(cov, g, n))
 		if !(s.Width > 0) {
 			t.Errorf("arm %d: Width %g", s.ID, s.Width)
 		}
@@ -139,7 +140,7 @@ func TestSigmaIsOfTheOrderOfTheData(t *testing.T) {
 		arms := w.arms(sc)
 		scores := make([]Score, len(arms))
 		m.Score(&sc.c, arms, scores)
-		sigmas, widths = append(sigmas, scores[1].Sigma), append(widths, scores[1].Width)
+		sigmas, widths = append(sigmas, m.Sigma(&scores[1])), append(widths, scores[1].Width)
 	}
 	slices.Sort(sigmas)
 	slices.Sort(widths)

@@ -156,6 +156,17 @@ func quad(a, x []float64, n int) float64 {
 	return q
 }
 
+// bilinear is xᵀ·M·y for M of len(x)×len(y), row-major.
+func bilinear(m, x, y []float64) float64 {
+	var s float64
+	for i, u := range x {
+		if u != 0 {
+			s += u * dot(m[i*len(y):(i+1)*len(y)], y)
+		}
+	}
+	return s
+}
+
 func dot(a, b []float64) float64 {
 	var s float64
 	for i := range a {

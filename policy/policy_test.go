@@ -213,7 +213,7 @@ func TestMarshalRoundTrip(t *testing.T) {
 	for _, sc := range w.custs[:20] {
 		_, a, b := w.scoreBoth(m, got, sc)
 		for i := range a {
-			if math.Abs(a[i].Mu-b[i].Mu) > 1e-6*math.Abs(a[i].Mu)+1e-6 || math.Abs(a[i].Sigma-b[i].Sigma) > 1e-6*a[i].Sigma+1e-6 ||
+			if math.Abs(a[i].Mu-b[i].Mu) > 1e-6*math.Abs(a[i].Mu)+1e-6 || math.Abs(m.Sigma(&a[i])-got.Sigma(&b[i])) > 1e-6*m.Sigma(&a[i])+1e-6 ||
 				math.Abs(a[i].Width-b[i].Width) > 1e-6*a[i].Width+1e-6 {
 				t.Fatalf("after the round trip %+v, before %+v", b[i], a[i])
 			}

@@ -6,19 +6,18 @@ import "math"
 type Score struct {
 	ID int
 	// Mu is the expected reward (cents over the window); Effect is Mu minus
-	// never-send's Mu; Sigma is the standard error of Effect (0 for
-	// never-send, the reference): the pooled coupon effect's part and the
-	// action's own part with their covariance.
-	Mu, Effect, Sigma float64
+	// never-send's Mu (0 for never-send, the reference).
+	Mu, Effect float64
 	// Width is the width the decision rules read (send, explore, tie with
-	// never-send): the two parts' variances summed as if they were
-	// independent. Where the features cannot tell the pooled effect from
-	// the action's own (a feature the same for every customer, such as a
-	// frequency bin all of them share), the parts trade off and Width stays
-	// near the priors' scale (TauEffect, TauLevel) while Sigma shrinks with
-	// the data: a margin of about a prior's width on top of the evidence.
-	// The rules were tuned on it; with Sigma in its place they lose the
-	// scenario lines (POLICY.md §7.11).
+	// never-send): the variances of Effect's two parts, the pooled coupon
+	// effect's and the action's own, summed as if they were independent.
+	// Where the features cannot tell the two apart (a feature the same for
+	// every customer, such as a frequency bin all of them share), the parts
+	// trade off and Width stays near the priors' scale (TauEffect,
+	// TauLevel) while the standard error (Model.Sigma) shrinks with the
+	// data: a margin of about a prior's width on top of the evidence. The
+	// rules were tuned on it; with the standard error in its place they
+	// lose the scenario lines (POLICY.md §7.12).
 	Width float64
 
 	psi    [dimEffect]float64 // the pair's features, for covariances
@@ -58,13 +57,22 @@ func (m *Model) Score(c *Customer, arms []Arm, out []Score) {
 				v += math.Max(quad(m.sharedCov, sc.sh[:], nShared), 0)
 			}
 			sc.Effect, sc.Width, sc.Mu = eff, math.Sqrt(v), base+eff
-			if st := m.arms[a.ID]; sc.fitted && st.shX != nil {
-				v += 2 * bilinear(st.shX, sc.sh[:], psi[:])
-			}
-			sc.Sigma = math.Sqrt(math.Max(v, 0))
 		}
 		out[i] = sc
 	}
+}
+
+// Sigma is the standard error of s.Effect (0 for never-send): Width with
+// the covariance of the pooled and own parts, which the fit keeps per
+// action (armStats.shX). s must come from this model's Score. Decisions do
+// not need it (the rules read Width), so it is computed only when asked:
+// the API's detalle and RewardModel.Predict.
+func (m *Model) Sigma(s *Score) float64 {
+	st := m.arms[s.ID]
+	if s.ID == 0 || !s.fitted || st == nil || st.shX == nil {
+		return s.Width
+	}
+	return math.Sqrt(math.Max(s.Width*s.Width+2*bilinear(st.shX, s.sh[:], s.psi[:]), 0))
 }
 
 // priorVar is the variance of an action's own effect without data: the
@@ -281,14 +289,7 @@ func (m *Model) diffSE(a, b *Score, cross bool) float64 {
 			x, y = y, x
 		}
 		if c := m.cross[[2]int{x.ID, y.ID}]; c != nil {
-			// xψᵀ C yψ
-			var s float64
-			for i, u := range x.psi {
-				if u != 0 {
-					s += u * dot(c[i*dimEffect:(i+1)*dimEffect], y.psi[:])
-				}
-			}
-			v -= 2 * s
+			v -= 2 * bilinear(c, x.psi[:], y.psi[:])
 		}
 	}
 	return math.Sqrt(math.Max(v, 0))
@@ -306,15 +307,4 @@ func indexOf(sc []Score, id int) int {
 // Epsilon is the exploration share after the model's rewards.
 func (m *Model) Epsilon() float64 {
 	return m.cfg.Eps0 * math.Sqrt(m.cfg.EpsN0/(m.cfg.EpsN0+m.n))
-}
-
-// bilinear is xᵀ·M·y for M of len(x)×len(y), row-major.
-func bilinear(m, x, y []float64) float64 {
-	var s float64
-	for i, u := range x {
-		if u != 0 {
-			s += u * dot(m[i*len(y):(i+1)*len(y)], y)
-		}
-	}
-	return s
 }
