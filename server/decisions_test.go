@@ -83,6 +83,14 @@ func TestDecisionRules(t *testing.T) {
 		if len(rows) != 5 {
 			t.Errorf("detalle has %d actions, want 5 (0 and the 4 coupons)", len(rows))
 		}
+		// sigma_mxn is the standard error of the effect against action 0:
+		// 0 for action 0, the prior's width for a coupon without data.
+		for _, r := range rows {
+			row := r.(map[string]any)
+			if s := row["sigma_mxn"].(float64); (row["accion"] == float64(0)) != (s == 0) || s < 0 {
+				t.Errorf("detalle row %v: sigma_mxn %v", row, s)
+			}
+		}
 	})
 	t.Run("reward window", func(t *testing.T) {
 		_, first := h.do("POST", "/v1/decisiones", tok, decideBody("window-0001", nil))
