@@ -6,11 +6,13 @@ import (
 	"math"
 	"math/rand/v2"
 	"reflect"
+	"strings"
 	"time"
 
 	"github.com/rs/zerolog"
 
 	"github.com/coupond/coupond/engine"
+	pol "github.com/coupond/coupond/policy"
 	"github.com/coupond/coupond/store"
 )
 
@@ -53,6 +55,10 @@ type WorldWeek struct {
 	// Guard is the engine's guard state when engine.Status exports one
 	// (see guardState), else "".
 	Guard string `json:"guard,omitempty"`
+	// Gate is the engine's send gate at the week's end (gateSummary):
+	// each frequency band's state, test (MXN per choice ± its standard
+	// error) and sending share.
+	Gate string `json:"gate,omitempty"`
 }
 
 // CouponWeek is one coupon's week in the engine's eyes and in truth.
@@ -542,8 +548,24 @@ func (r *run) closeWindow(row *WorldWeek) error {
 	if err != nil {
 		return err
 	}
-	row.Version, row.Guard = st.PoliticaVersion, guardState(st)
+	row.Version, row.Guard, row.Gate = st.PoliticaVersion, guardState(st), gateSummary(st.Guard.Gate)
 	return nil
+}
+
+// gateSummary writes the gate's bands on one line ("" without a gate):
+// "0-1 probando +0.12±0.40 q=0.31; …".
+func gateSummary(g *pol.GateStatus) string {
+	if g == nil {
+		return ""
+	}
+	var b strings.Builder
+	for i, bs := range g.Bands {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		fmt.Fprintf(&b, "%s %s %+.2f±%.2f q=%.2f", bs.Tickets, bs.State, bs.Diff, bs.SE, bs.Sending)
+	}
+	return b.String()
 }
 
 // report computes the captures over the last third of the weeks.
