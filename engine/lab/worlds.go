@@ -70,6 +70,11 @@ type CouponWeek struct {
 	// whose choice (EngineChoice) it was.
 	TrueEffect  float64 `json:"true_effect"`
 	ModelEffect float64 `json:"model_effect"`
+	// ModelSigma is the mean of the detalle's sigma_mxn, the standard
+	// error of ModelEffect's per-customer terms; Covered the share of
+	// candidates whose true effect lies within 2 of it from the model's.
+	ModelSigma float64 `json:"model_sigma"`
+	Covered    float64 `json:"covered"`
 	Choice      float64 `json:"choice_share"`
 	Candidates  int     `json:"candidates"`
 }
@@ -359,6 +364,8 @@ func (row *WorldWeek) perDecision(n int) {
 		if c.Candidates > 0 {
 			c.TrueEffect /= float64(c.Candidates)
 			c.ModelEffect /= float64(c.Candidates)
+			c.ModelSigma /= float64(c.Candidates)
+			c.Covered /= float64(c.Candidates)
 		}
 	}
 	sent := 0
@@ -425,7 +432,12 @@ func (r *run) modelView(c *wCustomer, det *engine.Detalle, row *WorldWeek) {
 		if cw := &row.Coupons[k]; !math.IsInf(mu0, -1) {
 			cw.Candidates++
 			cw.TrueEffect += r.w.trueValue(c, k) - never
+			te := r.w.trueValue(c, k) - never
 			cw.ModelEffect += a.MuMXN - mu0
+			cw.ModelSigma += a.SigmaMXN
+			if math.Abs(a.MuMXN-mu0-te) <= 2*a.SigmaMXN {
+				cw.Covered++
+			}
 		}
 		if a.MuMXN > bestMu {
 			best, bestMu = k, a.MuMXN
