@@ -279,3 +279,27 @@ func TestGateTestWeighsDecisionsByTheirShare(t *testing.T) {
 		t.Errorf("test's standard error %.0f cents, want within 1.3 times the bound %.0f", se, bound)
 	}
 }
+
+// TestCloneKeepsItsOwnGate: the engine publishes a model and learns on a
+// clone of it while decisions read the published one, so a clone's
+// learning must not reach the original's gate (its band tests once shared
+// the original's slice). Fails if Guard.clone copies Bands shallowly.
+func TestCloneKeepsItsOwnGate(t *testing.T) {
+	act := simAction{id: 1, cat: -1, costCents: 1000,
+		prior: func(*simCust) float64 { return 2000 },
+		lift:  func(*simCust) float64 { return 0.2 }}
+	w := newWorld(23, 2000, []simAction{act})
+	m := New(DefaultConfig())
+	w.runWindow(m, week(1))
+	before := *m.GateStatus()
+	next := m.Clone()
+	for i := 2; i <= 3; i++ {
+		w.runWindow(next, week(i))
+	}
+	if diff := cmp.Diff(before, *m.GateStatus()); diff != "" {
+		t.Errorf("the original's gate changed while its clone learned (-before +after):\n%s", diff)
+	}
+	if cmp.Equal(before, *next.GateStatus()) {
+		t.Errorf("the clone's gate did not change in two windows of learning")
+	}
+}

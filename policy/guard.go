@@ -113,6 +113,8 @@ func (s *guardSum) diff() (mean, se float64) {
 	return meanSE(s.D, s.D2, s.W, s.neff())
 }
 
+// clone returns a deep copy: the engine learns on a clone while
+// decisions read the original.
 func (g Guard) clone() Guard {
 	c := g
 	c.Options = make(map[int]*guardSum, len(g.Options))
@@ -120,6 +122,7 @@ func (g Guard) clone() Guard {
 		s := *v
 		c.Options[k] = &s
 	}
+	c.Bands = slices.Clone(g.Bands)
 	return c
 }
 
