@@ -7,7 +7,8 @@ import "math"
 // trusting them (POLICY.md §7.7).
 //
 // Each decision's choice is never-send when no coupon's effect is above
-// GateSendZ (0.25) widths (Score.Width), else the coupon of highest expected
+// GateSendZ (0.25) widths (Score.Width; GateOpenSendZ, 0.1, where the
+// customer's band is open), else the coupon of highest expected
 // effect (gateChoice); with Config.TieTopTwo its strongest tied
 // challenger shares its probability (evenTies). The decision's record logs
 // the choice. Where it is a coupon it is sent with probability q and
@@ -155,13 +156,13 @@ func (m *Model) exploreGate(sc []Score, probs []float64) {
 }
 
 // gateChoice is the gate's choice among sc: never-send when no coupon's
-// effect is above GateSendZ widths (greedyZ), else the coupon of
+// effect is above sendZ's widths (greedyZ), else the coupon of
 // highest expected effect, safe or not. Which coupon is the estimate's
 // call: a per-coupon bound would favour the coupon with more data (its
 // smaller error makes it "safe" first, so it gets the sends and the data)
 // and split two equal coupons unevenly.
 func (m *Model) gateChoice(sc []Score) int {
-	safe := m.greedyZ(sc, m.cfg.GateSendZ)
+	safe := m.greedyZ(sc, m.sendZ(sc))
 	if safe < 0 || sc[safe].ID == 0 {
 		return safe
 	}
@@ -172,6 +173,16 @@ func (m *Model) gateChoice(sc []Score) int {
 		}
 	}
 	return top
+}
+
+// sendZ is the choice's bar for the customer scored in sc: GateOpenSendZ
+// where their band is open (and the guard is not holding never-send),
+// else GateSendZ.
+func (m *Model) sendZ(sc []Score) float64 {
+	if len(sc) > 0 && !m.guard.Active && m.guard.band(int(sc[0].band)).State == GateOpen {
+		return m.cfg.GateOpenSendZ
+	}
+	return m.cfg.GateSendZ
 }
 
 // distributionGate is Distribution under the gate.

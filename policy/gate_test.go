@@ -303,3 +303,40 @@ func TestCloneKeepsItsOwnGate(t *testing.T) {
 		t.Errorf("the clone's gate did not change in two windows of learning")
 	}
 }
+
+// TestOpenBandLowersTheSendBar: a coupon whose effect for the customer is
+// 0.2 widths is not the choice while the customer's band tests (GateSendZ
+// 0.25) and is once the band is open (GateOpenSendZ 0.1); a coupon at
+// 0.05 widths is not the choice either way; with the guard active the
+// testing bar holds. Fails if the open band keeps the testing bar.
+func TestOpenBandLowersTheSendBar(t *testing.T) {
+	m := New(DefaultConfig())
+	m.guard.Bands = make([]gateBand, nBands)
+	score := func(eff float64) []Score {
+		return []Score{{ID: 0, band: 1}, {ID: 7, Effect: eff, Width: 100, band: 1}}
+	}
+	type row struct {
+		State  int
+		Active bool
+		Effect float64
+		Choice int
+	}
+	var got []row
+	for _, st := range []int{GateTesting, GateOpen} {
+		for _, active := range []bool{false, true} {
+			for _, eff := range []float64{20, 5} {
+				m.guard.Bands[1].State, m.guard.Active = st, active
+				got = append(got, row{st, active, eff, score(eff)[m.gateChoice(score(eff))].ID})
+			}
+		}
+	}
+	want := []row{
+		{GateTesting, false, 20, 0}, {GateTesting, false, 5, 0},
+		{GateTesting, true, 20, 0}, {GateTesting, true, 5, 0},
+		{GateOpen, false, 20, 7}, {GateOpen, false, 5, 0},
+		{GateOpen, true, 20, 0}, {GateOpen, true, 5, 0},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("choices by band state, guard and effect (-want +got):\n%s", diff)
+	}
+}

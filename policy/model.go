@@ -114,6 +114,12 @@ type Config struct {
 	// widths (Score.Width; 0: the point estimate; 0.25 by default, POLICY.md
 	// §7.8).
 	GateSendZ float64
+	// GateOpenSendZ is GateSendZ in a band whose gate is open (0.1 by
+	// default, POLICY.md §7.14): the testing bar limits what testing a
+	// losing choice costs; once the band's choices have shown that they
+	// pay, a customer whose own estimate is positive but below the testing
+	// bar gets the coupon too.
+	GateOpenSendZ float64
 	// GatePooled: a testing band also opens when the test over all
 	// customers clears GateZ and the band's own mean is not below 0, so a
 	// band too small to prove itself alone follows the tenant's evidence
@@ -152,7 +158,7 @@ func DefaultConfig() Config {
 		NoiseStart: 5000, NoisePseudo: 50,
 		ImportanceAlpha: 0,
 		GuardZ:          2, GuardReleaseZ: 1, GuardMinN: 100, GuardHalfLife: 1,
-		Gate: true, GateExplore: 0.05, GatePromise: 0.5, GateQ0: 0.5, GateN0: 12000, GatePow: 4, GateZ: 2, GateReleaseZ: -1, GateClosedDiv: 4, GateHalfLife: 3, GatePooled: true, GateSendZ: 0.25, TieTopTwo: true,
+		Gate: true, GateExplore: 0.05, GatePromise: 0.5, GateQ0: 0.5, GateN0: 12000, GatePow: 4, GateZ: 2, GateReleaseZ: -1, GateClosedDiv: 4, GateHalfLife: 3, GatePooled: true, GateSendZ: 0.25, GateOpenSendZ: 0.1, TieTopTwo: true,
 	}
 }
 

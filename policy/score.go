@@ -89,7 +89,8 @@ func (m *Model) priorVar(psi *[dimEffect]float64) float64 {
 // Greedy returns the index of the learned policy's choice, without the
 // guard and without exploration. With Config.Gate (the default) it is
 // gateChoice's: never-send unless some coupon's effect is above GateSendZ
-// widths (Score.Width), then the coupon of highest expected effect. Without,
+// widths (Score.Width; GateOpenSendZ in an open band), then the coupon of
+// highest expected effect. Without,
 // among the coupons that are safe (lower confidence bound Effect − Z·Width
 // above never-send's 0), the one of highest expected effect; never-send
 // when none is safe.
