@@ -18,6 +18,17 @@ import (
 // decisions that sent a coupon.
 func rewardRound(t *testing.T, e *Engine, db *store.DB, round, n int, base int64, effect map[int]int64) float64 {
 	t.Helper()
+	share := decideRound(t, e, round, n, base, effect)
+	advance(t, db, 25*time.Hour)
+	learnAll(t, e)
+	return share
+}
+
+// decideRound decides, confirms and ingests the purchases of one round of
+// n customers (margin base plus the action's effect, cents) and returns
+// the share of them sent a coupon.
+func decideRound(t *testing.T, e *Engine, round, n int, base int64, effect map[int]int64) float64 {
+	t.Helper()
 	sent := 0
 	var evs []IngestEvent
 	for i := 0; i < n; i++ {
@@ -40,7 +51,12 @@ func rewardRound(t *testing.T, e *Engine, db *store.DB, round, n int, base int64
 	if _, err := e.Ingest("acme", evs); err != nil {
 		t.Fatal(err)
 	}
-	advance(t, db, 25*time.Hour)
+	return float64(sent) / float64(n)
+}
+
+// learnAll runs learner passes until one does no work.
+func learnAll(t *testing.T, e *Engine) {
+	t.Helper()
 	for {
 		st, err := e.Learn("acme")
 		if err != nil {
@@ -50,7 +66,46 @@ func rewardRound(t *testing.T, e *Engine, db *store.DB, round, n int, base int64
 			break
 		}
 	}
-	return float64(sent) / float64(n)
+}
+
+// TestDecisionsWhileTheLearnerPublishes: decisions read the published
+// model while a learner pass folds rewards into its clone and publishes
+// the next one. Under the race detector (make test) it fails if the clone
+// shares state the pass writes (the gate's bands did until Guard.clone
+// copied them); without it, it checks that decisions keep answering.
+func TestDecisionsWhileTheLearnerPublishes(t *testing.T) {
+	cfg := policy.DefaultConfig()
+	cfg.GateSendZ = -50 // every choice a coupon, so every decision reads its band's gate
+	e, db := newTestEngine(t, 2, func(s *store.Settings) { s.RewardWindow = 24 * time.Hour; s.RewardGrace = 0 })
+	e = New(Config{DB: db, Secrets: store.TestSecrets(), Log: zerolog.Nop(), Now: e.now, Seed: 1, Policy: &cfg})
+	effect := map[int]int64{0: 0, 1: 800, 2: 800}
+	rewardRound(t, e, db, 1, 300, 3000, effect) // the model has gate bands now
+	decideRound(t, e, 2, 1000, 3000, effect)
+	advance(t, db, 25*time.Hour)
+	stop, done, started := make(chan struct{}), make(chan error, 1), make(chan struct{})
+	go func() {
+		for i := 0; ; i++ {
+			if i == 20 {
+				close(started)
+			}
+			select {
+			case <-stop:
+				done <- nil
+				return
+			default:
+			}
+			if _, err := e.Decide("acme", Request{ClienteRef: fmt.Sprintf("w-%d", i), Canal: "push", CapExempt: true}); err != nil {
+				done <- err
+				return
+			}
+		}
+	}()
+	<-started
+	learnAll(t, e)
+	close(stop)
+	if err := <-done; err != nil {
+		t.Fatalf("a decision during the learner pass: %v", err)
+	}
 }
 
 // TestGuardSwitchesEngineToNeverSend: a policy model that cannot stop
