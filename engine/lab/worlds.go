@@ -75,8 +75,8 @@ type CouponWeek struct {
 	// candidates whose true effect lies within 2 of it from the model's.
 	ModelSigma float64 `json:"model_sigma"`
 	Covered    float64 `json:"covered"`
-	Choice      float64 `json:"choice_share"`
-	Candidates  int     `json:"candidates"`
+	Choice     float64 `json:"choice_share"`
+	Candidates int     `json:"candidates"`
 }
 
 // WorldReport is the outcome of one world.
