@@ -17,10 +17,12 @@ run: build
 test: lint
 	$(GO) test -race -short -count=1 -timeout 12m ./...
 
-# An untidy go.mod, a vet finding or a staticcheck finding fails the build.
-# staticcheck is pinned in go.mod's tool block: "go tool" builds that version.
+# An untidy go.mod, a file gofmt would change, a vet finding or a staticcheck
+# finding fails the build. staticcheck is pinned in go.mod's tool block: "go
+# tool" builds that version.
 lint:
 	$(GO) mod tidy -diff
+	@out=$$("$$($(GO) env GOROOT)/bin/gofmt" -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); if [ -n "$$out" ]; then echo "gofmt -l:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) tool staticcheck ./...
 
