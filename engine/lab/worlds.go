@@ -430,9 +430,9 @@ func (r *run) modelView(c *wCustomer, det *engine.Detalle, row *WorldWeek) {
 			continue
 		}
 		if cw := &row.Coupons[k]; !math.IsInf(mu0, -1) {
-			cw.Candidates++
-			cw.TrueEffect += r.w.trueValue(c, k) - never
 			te := r.w.trueValue(c, k) - never
+			cw.Candidates++
+			cw.TrueEffect += te
 			cw.ModelEffect += a.MuMXN - mu0
 			cw.ModelSigma += a.SigmaMXN
 			if math.Abs(a.MuMXN-mu0-te) <= 2*a.SigmaMXN {
