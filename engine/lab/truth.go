@@ -110,8 +110,11 @@ func newWorld(fam *Family, rng *rand.Rand) *mworld {
 func drawCustomer(fam *Family, rng *rand.Rand, i int) *wCustomer {
 	c := &wCustomer{ref: fmt.Sprintf("mw-cliente-%06d", i)}
 	c.p0 = math.Min(0.9, fam.Conversion*math.Exp(0.9*rng.NormFloat64()-0.405))
-	if fam.RareRate > 0 && rng.Float64() < 0.4 {
-		c.p0 = fam.RareRate * math.Exp(0.3*rng.NormFloat64()-0.045)
+	if fam.RareRate > 0 {
+		c.p0 = math.Min(0.9, fam.Conversion*math.Exp(0.3*rng.NormFloat64()-0.045))
+		if rng.Float64() < 0.4 {
+			c.p0 = fam.RareRate * math.Exp(0.3*rng.NormFloat64()-0.045)
+		}
 	}
 	c.ticket = fam.TicketMXN * math.Exp(0.5*rng.NormFloat64())
 	nc := len(fam.Categories)

@@ -55,9 +55,9 @@ type Family struct {
 	// never respond, whatever the rest says (the prior is wrong for them).
 	RareNeverRespond bool
 	// RareRate, if > 0, makes the purchase rate bimodal: 40 % of the
-	// customers buy at about RareRate a week (lognormal, σ 0.3), the rest
-	// at the Conversion draw, so the rare buyers are a group their history
-	// shows (scenario tests; drawn worlds leave it 0).
+	// customers buy at about RareRate a week, the rest at about Conversion
+	// (both lognormal, σ 0.3), so the rare buyers are a group their
+	// history shows (scenario tests; drawn worlds leave it 0).
 	RareRate float64
 	// NeverRedeem is the share who never redeem a coupon (they may still
 	// buy); SleepingDogs the share who opt out (BAJA comunicaciones) with
