@@ -129,6 +129,9 @@ func (ew *eventWriter) history(start time.Time, rng *rand.Rand) error {
 				k = rng.IntN(len(w.fam.Coupons))
 			}
 			o := w.sample(rng, c, k, false, false)
+			if o.bought {
+				c.histTickets++
+			}
 			if k >= 0 && o.bought && w.applies(c, k) {
 				seen++
 			}

@@ -19,6 +19,9 @@ type wCustomer struct {
 	top    int       // index of the top category
 	redeem float64   // probability of redeeming an applicable coupon when buying; 0: never redeems
 	rare   bool      // rate below the world's 40th percentile
+	// histTickets is the number of purchases in the history the engine
+	// ingested (eventWriter.history).
+	histTickets int
 
 	responder bool // hidden
 	dog       bool // hidden: opts out when contacted
@@ -44,6 +47,11 @@ type mworld struct {
 	// meanRedeem is the mean redeem probability: what the observable
 	// oracle assumes for customers whose history does not show it.
 	meanRedeem float64
+	// rareCut and median are the 40th and 50th percentiles of the
+	// purchase rate; half the top categories whose buyers respond when the
+	// response is tied to the category (respProb).
+	rareCut, median float64
+	half            map[int]bool
 }
 
 const (
@@ -74,29 +82,21 @@ func newWorld(fam *Family, rng *rand.Rand) *mworld {
 		w.meanRedeem += c.redeem / float64(fam.Customers)
 	}
 	slices.Sort(rates)
-	rareCut, median := rates[len(rates)*2/5], rates[len(rates)/2]
-	half := map[int]bool{}
+	w.rareCut, w.median = rates[len(rates)*2/5], rates[len(rates)/2]
+	w.half = map[int]bool{}
 	for j := range (len(fam.Categories) + 1) / 2 {
-		half[j] = true
+		w.half[j] = true
 	}
 	for _, c := range w.custs {
-		c.rare = c.p0 < rareCut
-		switch fam.ResponseTie {
-		case "hidden":
-			c.pResp = fam.Responders
+		c.rare = c.p0 < w.rareCut
+		c.pResp = w.respProb(c.p0, c.top)
+		if fam.ResponseTie == "hidden" {
 			c.responder = rng.Float64() < fam.Responders
-		case "frequent":
-			c.pResp = b2f(c.p0 >= median)
-		case "rare":
-			c.pResp = b2f(c.p0 < median)
-		case "category":
-			c.pResp = b2f(half[c.top])
-		}
-		if fam.ResponseTie != "hidden" {
+		} else {
 			c.responder = c.pResp == 1
 		}
 		if fam.RareNeverRespond && c.rare {
-			c.pResp, c.responder = 0, false
+			c.responder = false
 		}
 		c.disc = make([]float64, len(w.coupons))
 		for k := range w.coupons {
@@ -104,6 +104,26 @@ func newWorld(fam *Family, rng *rand.Rand) *mworld {
 		}
 	}
 	return w
+}
+
+// respProb is P(responder) of a customer with purchase rate p0 and top
+// category top: the responder share when the response is hidden, else 0
+// or 1 by the rate or the category it is tied to; 0 for a rare buyer
+// where rare buyers never respond.
+func (w *mworld) respProb(p0 float64, top int) float64 {
+	fam := w.fam
+	if fam.RareNeverRespond && p0 < w.rareCut {
+		return 0
+	}
+	switch fam.ResponseTie {
+	case "frequent":
+		return b2f(p0 >= w.median)
+	case "rare":
+		return b2f(p0 < w.median)
+	case "category":
+		return b2f(w.half[top])
+	}
+	return fam.Responders
 }
 
 // drawCustomer draws customer i's profile and sleeping-dog flag.

@@ -37,8 +37,8 @@ type WorldWeek struct {
 	EngineSendShare float64 `json:"engine_send_share"`
 	RareSendShare   float64 `json:"engine_rare_send_share"`
 	// ObsRareSendShare is the share of the rare buyers to whom the
-	// observable oracle sends a coupon (the lab's observable oracle takes
-	// each customer's own purchase rate as known).
+	// observable oracle sends a coupon (it knows a customer's rate only
+	// through their purchase count: obsOracle).
 	ObsRareSendShare float64 `json:"observable_oracle_rare_send_share"`
 	Version          string  `json:"politica_version"`
 	// EngineChoice is the world's true value (per decision, like Engine)
@@ -192,6 +192,7 @@ type run struct {
 	acts  []engine.Action
 	out   []bool // opted out in the engine's world
 	pols  map[string]*policy
+	obs   *obsOracle // the observable oracle's choices
 	learn map[string]learner
 	// single[k+1][i] is the probability that customer i has not opted out
 	// under "always send k" (k = -1: nothing).
@@ -268,6 +269,7 @@ func newRun(fam *Family) (*run, error) {
 			}
 		}
 	}
+	r.obs = newObsOracle(w, rand.New(rand.NewPCG(seed, 105)))
 	r.learn = map[string]learner{
 		"greedy":    newEngineModelWith(fam.policy),
 		"reference": newReference(fam.Categories, rand.New(rand.NewPCG(seed, 200))),
@@ -294,6 +296,7 @@ func (r *run) week(week int) error {
 	if err := r.startWeek(week, now); err != nil {
 		return err
 	}
+	r.obs.choose(w, r.pols["observable"].sent)
 	row := WorldWeek{Week: week, EngineSends: make([]int, w.active), Coupons: make([]CouponWeek, w.active)}
 	var rare, rareSent, obsRareSent int
 	for i, c := range w.custs {
@@ -306,7 +309,7 @@ func (r *run) week(week int) error {
 			if k >= 0 {
 				rareSent++
 			}
-			if r.observableChoice(i) >= 0 {
+			if r.obs.best[i] >= 0 {
 				obsRareSent++
 			}
 		}
@@ -328,6 +331,7 @@ func (r *run) week(week int) error {
 	if err := r.closeWindow(&row); err != nil {
 		return err
 	}
+	r.obs.advance(w)
 	r.weeks = append(r.weeks, row)
 	return nil
 }
@@ -458,36 +462,15 @@ func (r *run) actIndex(id int) int {
 	return -1
 }
 
-// observableChoice is the observable oracle's action for customer i (-1:
-// nothing), as baselines decides it.
-func (r *run) observableChoice(i int) int {
-	w, c := r.w, r.w.custs[i]
-	survived := 0
-	if p := r.pols["observable"]; p != nil {
-		survived = p.sent[i]
-	}
-	best := -1
-	for k := range w.active {
-		if w.observableValue(c, k, survived) > w.observableValue(c, best, survived) {
-			best = k
-		}
-	}
-	return best
-}
-
 // baselines decides customer i by every other policy and lets the
 // learners observe their own sampled rewards, each on the customer's
 // features in its own path.
 func (r *run) baselines(i int, now time.Time, row *WorldWeek) {
 	w, c := r.w, r.w.custs[i]
-	bestT, bestO := -1, -1
-	survived := r.pols["observable"].sent[i]
+	bestT, bestO := -1, r.obs.best[i]
 	for k := range w.active {
 		if w.trueValue(c, k) > w.trueValue(c, bestT) {
 			bestT = k
-		}
-		if w.observableValue(c, k, survived) > w.observableValue(c, bestO, survived) {
-			bestO = k
 		}
 	}
 	for _, pc := range []struct {
