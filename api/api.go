@@ -12,6 +12,31 @@ package api
 
 import "time"
 
+// Decision is the answer of POST /v1/decisiones and, with cliente_ref, one
+// line of a batch result: the engine writes it (engine.Decision, this body
+// with the engine's encoder), the SDK reads it (client.Decision).
+//
+// EnSombra is true, and present, only for a tenant in shadow mode; it is
+// never sent false. Causa is no member of the body: only the SDK sets it,
+// on a Decision it made up from the caller's fallback action, to say why
+// (see client.Decision); the server never sets it.
+type Decision struct {
+	DecisionID      string    `json:"decision_id"`
+	Accion          int       `json:"accion"`
+	AccionNombre    string    `json:"accion_nombre"`
+	Propension      float64   `json:"propension"`
+	PoliticaVersion string    `json:"politica_version"`
+	Explorado       bool      `json:"explorado"`
+	EnControl       bool      `json:"en_control"`
+	EnRespaldo      bool      `json:"en_respaldo"`
+	CaducaEn        time.Time `json:"caduca_en"`
+	Motivo          string    `json:"motivo"`
+	Detalle         *Detalle  `json:"detalle,omitempty"`
+	EnSombra        bool      `json:"en_sombra,omitempty"`
+
+	Causa error `json:"-"`
+}
+
 // Detalle is the engine's view of every eligible action of a decision
 // (scope explicar:leer): the expected value μ (MXN over the reward window)
 // and its uncertainty for every eligible action, 0 included, and the

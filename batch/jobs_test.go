@@ -420,7 +420,6 @@ func peakRSS() int64 {
 // encoding/json without HTML escaping, on decisions as the engine makes them and on strings and
 // numbers that need escaping or exponents.
 func TestAppendResultLine(t *testing.T) {
-	yes, no := true, false
 	at := time.Date(2026, 11, 9, 12, 0, 0, 123456000, time.UTC)
 	strs := []string{"", "nada", "exploración: cupón 10% elegida con probabilidad 0.050", "a\"b\\c", "<script>&</script>",
 		"tab\there\nnl\r\x00\x1f\x7f", "\u2028\u2029", "bad\xffutf8\xc3", "emoji 😀", "ñandú"}
@@ -434,12 +433,10 @@ func TestAppendResultLine(t *testing.T) {
 			Explorado: rng.IntN(2) == 0, EnControl: rng.IntN(2) == 0, EnRespaldo: rng.IntN(2) == 0,
 			CaducaEn: at.Add(time.Duration(rng.IntN(3)) * time.Microsecond * 7), Motivo: strs[rng.IntN(len(strs))],
 		}
-		switch rng.IntN(4) {
+		switch rng.IntN(3) {
 		case 0:
-			d.EnSombra = &yes
+			d.EnSombra = true
 		case 1:
-			d.EnSombra = &no
-		case 2:
 			if rng.IntN(4) == 0 {
 				d.Detalle = &engine.Detalle{Acciones: []engine.DetalleAccion{{Accion: 1, MuMXN: 1.5}}}
 			}

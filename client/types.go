@@ -43,26 +43,11 @@ type Contexto struct {
 // A Decision that Decide made up from the caller's fallback action because
 // the engine did not answer in time has EnRespaldo true, no DecisionID,
 // Propension 1 and the cause in Causa; the library records it with
-// POST /v1/decisiones/respaldo in the background.
-type Decision struct {
-	DecisionID      string    `json:"decision_id"`
-	Accion          int       `json:"accion"`
-	AccionNombre    string    `json:"accion_nombre"`
-	Propension      float64   `json:"propension"`
-	PoliticaVersion string    `json:"politica_version"`
-	Explorado       bool      `json:"explorado"`
-	EnControl       bool      `json:"en_control"`
-	EnRespaldo      bool      `json:"en_respaldo"`
-	CaducaEn        time.Time `json:"caduca_en"`
-	Motivo          string    `json:"motivo"`
-	Detalle         *Detalle  `json:"detalle,omitempty"`
-	EnSombra        bool      `json:"en_sombra,omitempty"`
-
-	// Causa is why Decide answered the fallback (nil for the engine's own
-	// decisions): ErrBreakerOpen, ErrBudgetExhausted wrapping the last
-	// failure, or the *Error of a paused tenant. Not part of the API body.
-	Causa error `json:"-"`
-}
+// POST /v1/decisiones/respaldo in the background. Causa is why Decide
+// answered the fallback (nil for the engine's own decisions):
+// ErrBreakerOpen, ErrBudgetExhausted wrapping the last failure, or the
+// *Error of a paused tenant. It is not part of the API body.
+type Decision = api.Decision
 
 // Detalle is the engine's view of every eligible action (scope
 // explicar:leer).

@@ -48,28 +48,16 @@ type Request struct {
 	NoSend bool
 }
 
-// Decision is the answer to a decision request (the API's Decision body).
-type Decision struct {
-	DecisionID      string    `json:"decision_id"`
-	Accion          int       `json:"accion"`
-	AccionNombre    string    `json:"accion_nombre"`
-	Propension      float64   `json:"propension"`
-	PoliticaVersion string    `json:"politica_version"`
-	Explorado       bool      `json:"explorado"`
-	EnControl       bool      `json:"en_control"`
-	EnRespaldo      bool      `json:"en_respaldo"`
-	CaducaEn        time.Time `json:"caduca_en"`
-	Motivo          string    `json:"motivo"`
-	Detalle         *Detalle  `json:"detalle,omitempty"`
-	EnSombra        *bool     `json:"en_sombra,omitempty"`
-}
+// Decision is the answer to a decision request: api.Decision, the API's
+// Decision body that the SDK reads as client.Decision, as a type of its own
+// to carry the engine's encoder (AppendJSON, decisionjson.go). The engine
+// never sets Causa, which is the SDK's.
+type Decision api.Decision
 
 // Detalle explains a decision: the expected value μ (MXN over the reward
 // window) and its uncertainty for every eligible action, 0 included, and the
-// probability with which each was drawn. It is api.Detalle, the SDK's
-// client.Detalle, as a type of its own to carry the engine's encoder
-// (decisionjson.go).
-type Detalle api.Detalle
+// probability with which each was drawn (api.Detalle).
+type Detalle = api.Detalle
 
 // DetalleAccion is one row of Detalle.
 type DetalleAccion = api.DetalleAccion
@@ -318,10 +306,7 @@ func (e *Engine) decideInto(ts *tenantState, t *store.Tenant, now time.Time, req
 		queueReward(b, tenant, rec, t.Settings)
 		cs.OpenNonce, cs.OpenAt = rec.Nonce, rec.At
 	}
-	if t.Settings.Shadow {
-		yes := true
-		d.EnSombra = &yes
-	}
+	d.EnSombra = t.Settings.Shadow
 	b.Set(customerStateKey(tenant, req.ClienteRef), marshalCustomerState(&cs))
 	return d, rec, nil
 }

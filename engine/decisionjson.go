@@ -40,20 +40,19 @@ func (d *Decision) AppendJSON(b []byte) (_ []byte, ok bool) {
 	b = jsonappend.String(b, d.Motivo)
 	if d.Detalle != nil {
 		b = append(b, `,"detalle":`...)
-		if b, ok = d.Detalle.appendJSON(b); !ok {
+		if b, ok = appendDetalleJSON(b, d.Detalle); !ok {
 			return b, false
 		}
 	}
-	if d.EnSombra != nil {
-		b = append(b, `,"en_sombra":`...)
-		b = strconv.AppendBool(b, *d.EnSombra)
+	if d.EnSombra {
+		b = append(b, `,"en_sombra":true`...)
 	}
 	return append(b, '}'), true
 }
 
-// appendJSON appends dt as encoding/json encodes it; ok is false on a NaN
-// or infinite number.
-func (dt *Detalle) appendJSON(b []byte) (_ []byte, ok bool) {
+// appendDetalleJSON appends dt as encoding/json encodes it; ok is false on
+// a NaN or infinite number.
+func appendDetalleJSON(b []byte, dt *Detalle) (_ []byte, ok bool) {
 	b = append(b, `{"acciones":`...)
 	if dt.Acciones == nil {
 		return append(b, "null}"...), true

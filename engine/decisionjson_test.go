@@ -3,6 +3,7 @@ package engine
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"math"
 	"testing"
 	"time"
@@ -13,7 +14,6 @@ import (
 )
 
 func TestDecisionAppendJSONMatchesEncodingJSON(t *testing.T) {
-	yes, no := true, false
 	at := time.Date(2026, 11, 2, 12, 0, 0, 123456789, time.UTC)
 	tests := []struct {
 		name string
@@ -23,12 +23,13 @@ func TestDecisionAppendJSONMatchesEncodingJSON(t *testing.T) {
 		{"typical", Decision{DecisionID: "acme.abc123", Accion: 2, AccionNombre: "cupon b", Propension: 0.8712345678901234,
 			PoliticaVersion: "v12", Explorado: true, CaducaEn: at, Motivo: "mayor margen esperado: cupon b"}},
 		{"window", Decision{DecisionID: "x", Propension: 1, CaducaEn: at.In(time.FixedZone("mx", -6*3600)),
-			Motivo: "ventana de recompensa abierta hasta 2026-12-01T00:00:00Z", Detalle: &Detalle{Acciones: []DetalleAccion{}}, EnSombra: &yes}},
-		{"detalle", Decision{Accion: 0, Propension: 1e-7, EnControl: true, EnRespaldo: true, EnSombra: &no,
+			Motivo: "ventana de recompensa abierta hasta 2026-12-01T00:00:00Z", Detalle: &Detalle{Acciones: []DetalleAccion{}}, EnSombra: true}},
+		{"detalle", Decision{Accion: 0, Propension: 1e-7, EnControl: true, EnRespaldo: true,
 			Detalle: &Detalle{Acciones: []DetalleAccion{{Accion: 0, Probabilidad: 0.05}, {Accion: 3, MuMXN: -12.34, SigmaMXN: 1e21, Probabilidad: 0.95}}}}},
 		{"nil acciones", Decision{Detalle: &Detalle{}}},
 		{"escapes", Decision{AccionNombre: "a<b>&\"c\\\n\r\t\b\f\x01\x1f ñ \u2028\u2029 \xff end", Motivo: "exploración: <script>"}},
 		{"big numbers", Decision{Accion: -5, Propension: 123456789012345678901234.0}},
+		{"causa is not on the wire", Decision{DecisionID: "x", Causa: errors.New("the SDK's")}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
