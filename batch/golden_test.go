@@ -5,6 +5,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/coupond/coupond/api"
 	"github.com/coupond/coupond/internal/golden"
 	"github.com/coupond/coupond/store"
 )
@@ -19,7 +20,7 @@ func TestGoldenResultLines(t *testing.T) {
 	j := e.submitAll(t)
 	e.r.RunPending(context.Background())
 	j, _ = e.r.Job("acme", j.ID)
-	if j.Estado != Completado || j.Procesados != 5 {
+	if j.Estado != api.EstadoCompletado || j.Procesados != 5 {
 		t.Fatalf("job: %+v", j)
 	}
 	doc := append([]byte("["), bytes.Join(readLines(t, e.r, j), []byte(","))...)

@@ -29,14 +29,6 @@ import (
 	"github.com/coupond/coupond/store"
 )
 
-// Job states (spec: States and transitions, batch job).
-const (
-	EnCola     = api.EstadoEnCola
-	EnCurso    = api.EstadoEnCurso
-	Completado = api.EstadoCompletado
-	Fallido    = api.EstadoFallido
-)
-
 // Job is a batch job's durable record (TableJob, key = job_id).
 type Job struct {
 	ID           string          `json:"job_id"`
@@ -188,7 +180,7 @@ func (r *Runner) Submit(tenant string, s Submission) (*Job, error) {
 	if wait, busy := busy(jobs, now); busy {
 		return nil, &RetryError{Err: ErrBusy, After: wait}
 	}
-	j := &Job{ID: newJobID(), Tenant: tenant, CampanaID: s.CampanaID, Estado: EnCola, CreadoEn: now, RealCreadoEn: r.now().UTC(), Segmento: s.SegmentoRaw, Explain: s.Explain}
+	j := &Job{ID: newJobID(), Tenant: tenant, CampanaID: s.CampanaID, Estado: api.EstadoEnCola, CreadoEn: now, RealCreadoEn: r.now().UTC(), Segmento: s.SegmentoRaw, Explain: s.Explain}
 	b := r.db.NewBatch()
 	defer b.Close()
 	if s.Clientes != nil {
@@ -227,9 +219,9 @@ func (r *Runner) Submit(tenant string, s Submission) (*Job, error) {
 func busy(jobs []*Job, now time.Time) (time.Duration, bool) {
 	var wait time.Duration
 	for _, j := range jobs {
-		if j.Estado == EnCola || j.Estado == EnCurso {
+		if j.Estado == api.EstadoEnCola || j.Estado == api.EstadoEnCurso {
 			wait = max(wait, time.Minute)
-		} else if j.Estado != Fallido && now.Sub(j.CreadoEn) < time.Hour {
+		} else if j.Estado != api.EstadoFallido && now.Sub(j.CreadoEn) < time.Hour {
 			wait = max(wait, j.CreadoEn.Add(time.Hour).Sub(now))
 		}
 	}
@@ -261,7 +253,7 @@ func (r *Runner) Job(tenant, id string) (*Job, error) {
 		return nil, ErrNotFound
 	}
 	r.mu.Lock()
-	if p, ok := r.progress[tenant+"/"+id]; ok && j.Estado == EnCurso {
+	if p, ok := r.progress[tenant+"/"+id]; ok && j.Estado == api.EstadoEnCurso {
 		j.Procesados, j.Total = p.procesados, p.total
 	}
 	r.mu.Unlock()
@@ -290,8 +282,8 @@ func (r *Runner) Recover() error {
 			return err
 		}
 		for _, j := range jobs {
-			if j.Estado == EnCurso {
-				j.Estado, j.Error = Fallido, errRestart
+			if j.Estado == api.EstadoEnCurso {
+				j.Estado, j.Error = api.EstadoFallido, errRestart
 				now := t.Now(r.now())
 				j.CompletadoEn = &now
 				j.Procesados, j.Result = 0, ""
@@ -304,7 +296,7 @@ func (r *Runner) Recover() error {
 				}
 				r.log.Warn().Str("tenant", j.Tenant).Str("job_id", j.ID).Int("anuladas", voided).Msg("batch job interrupted by restart: fallido")
 			}
-			if j.Estado == Completado && j.Result != "" {
+			if j.Estado == api.EstadoCompletado && j.Result != "" {
 				keep[filepath.Clean(j.Result)] = true
 			}
 		}
@@ -384,7 +376,7 @@ func (r *Runner) nextQueued() (*Job, error) {
 			return nil, err
 		}
 		for _, j := range jobs {
-			if j.Estado == EnCola && (next == nil || j.RealCreadoEn.Before(next.RealCreadoEn)) {
+			if j.Estado == api.EstadoEnCola && (next == nil || j.RealCreadoEn.Before(next.RealCreadoEn)) {
 				next = j
 			}
 		}
@@ -412,14 +404,14 @@ func (r *Runner) process(ctx context.Context, j *Job) {
 	log := r.log.With().Str("tenant", j.Tenant).Str("job_id", j.ID).Logger()
 	t, ok := r.db.Tenant(j.Tenant)
 	if !ok {
-		j.Estado, j.Error = Fallido, errNoTenant
+		j.Estado, j.Error = api.EstadoFallido, errNoTenant
 		if err := r.finish(j); err != nil {
 			log.Error().Err(err).Msg("batch save")
 		}
 		return
 	}
 	started := t.Now(r.now())
-	j.Estado, j.IniciadoEn = EnCurso, &started
+	j.Estado, j.IniciadoEn = api.EstadoEnCurso, &started
 	if err := r.save(j); err != nil {
 		log.Error().Err(err).Msg("batch start")
 		return
@@ -440,7 +432,7 @@ func (r *Runner) process(ctx context.Context, j *Job) {
 	done := t.Now(r.now())
 	j.CompletadoEn = &done
 	if runErr != nil {
-		j.Estado, j.Error = Fallido, publicError(runErr)
+		j.Estado, j.Error = api.EstadoFallido, publicError(runErr)
 		j.Result = ""
 		voided, err := r.eng.VoidJob(j.Tenant, j.ID)
 		if err != nil {
@@ -448,7 +440,7 @@ func (r *Runner) process(ctx context.Context, j *Job) {
 		}
 		log.Error().Err(runErr).Int("anuladas", voided).Msg("batch job failed")
 	} else {
-		j.Estado = Completado
+		j.Estado = api.EstadoCompletado
 		log.Info().Int("lineas", j.Procesados).Int("envios", j.Envios).Dur("took", r.now().Sub(realStart)).Msg("batch job completed")
 	}
 	if err := r.finish(j); err != nil {
@@ -471,7 +463,7 @@ func (r *Runner) finish(j *Job) error {
 		b.DeleteRange(store.JobChunksSpan(j.Tenant, j.ID))
 	}
 	queued := false
-	if j.Estado == Completado && r.hooks != nil {
+	if j.Estado == api.EstadoCompletado && r.hooks != nil {
 		var err error
 		if queued, err = r.hooks.enqueue(b, j); err != nil {
 			r.log.Error().Err(err).Str("job_id", j.ID).Msg("webhook enqueue")
@@ -735,7 +727,7 @@ func (r *Runner) cleanup() {
 			continue
 		}
 		for _, j := range jobs {
-			if j.Estado != Completado || j.Result == "" || !j.RealCreadoEn.Before(cutoff) {
+			if j.Estado != api.EstadoCompletado || j.Result == "" || !j.RealCreadoEn.Before(cutoff) {
 				continue
 			}
 			if err := os.Remove(r.resultPath(j.Result)); err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -752,7 +744,7 @@ func (r *Runner) cleanup() {
 
 // ResultFile returns the path of a completed job's result file.
 func (r *Runner) ResultFile(j *Job) (string, bool) {
-	if j.Estado != Completado || j.Result == "" {
+	if j.Estado != api.EstadoCompletado || j.Result == "" {
 		return "", false
 	}
 	return r.resultPath(j.Result), true

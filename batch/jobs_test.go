@@ -23,6 +23,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/rs/zerolog"
 
+	"github.com/coupond/coupond/api"
 	"github.com/coupond/coupond/clock"
 	"github.com/coupond/coupond/engine"
 	"github.com/coupond/coupond/jsonappend"
@@ -214,7 +215,7 @@ func TestRecoverSweepsResults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	running.Estado = EnCurso
+	running.Estado = api.EstadoEnCurso
 	if err := e.r.save(running); err != nil {
 		t.Fatal(err)
 	}
@@ -243,7 +244,7 @@ func TestRecoverSweepsResults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if j.Estado != Fallido || !strings.Contains(j.Error, "reinicio") || j.CompletadoEn == nil {
+	if j.Estado != api.EstadoFallido || !strings.Contains(j.Error, "reinicio") || j.CompletadoEn == nil {
 		t.Errorf("interrupted job: %+v", j)
 	}
 	lo, hi := store.JobChunkTableSpan("acme")
@@ -269,7 +270,7 @@ func TestBatchJobDistinctDecisions(t *testing.T) {
 	j := e.submitAll(t)
 	e.r.RunPending(context.Background())
 	j, _ = e.r.Job("acme", j.ID)
-	if j.Estado != Completado || j.Procesados != 20_000 || j.Total != 20_000 {
+	if j.Estado != api.EstadoCompletado || j.Procesados != 20_000 || j.Total != 20_000 {
 		t.Fatalf("job: %+v", j)
 	}
 	ids := map[string]bool{}
@@ -360,7 +361,7 @@ func BenchmarkBatch500k(b *testing.B) {
 				b.StopTimer()
 				hwm := peakRSS()
 				j, _ = e.r.Job("acme", j.ID)
-				if j.Estado != Completado || j.Procesados != n {
+				if j.Estado != api.EstadoCompletado || j.Procesados != n {
 					b.Fatalf("job: %s %s, %d lines", j.Estado, j.Error, j.Procesados)
 				}
 				b.ReportMetric(took.Seconds(), "s/job")
@@ -580,7 +581,7 @@ func TestJobPanicFails(t *testing.T) {
 		t.Fatalf("RunPending ran %d", n)
 	}
 	j, _ = e.r.Job("acme", j.ID)
-	if j.Estado != Fallido || j.Error != errInternal || j.Result != "" {
+	if j.Estado != api.EstadoFallido || j.Error != errInternal || j.Result != "" {
 		t.Errorf("job after a panic: %+v", j)
 	}
 	entries, _ := os.ReadDir(filepath.Join(e.dir, "acme"))
@@ -613,7 +614,7 @@ func TestRecoverVoidsFailedJobDecisions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	job.Estado = EnCurso
+	job.Estado = api.EstadoEnCurso
 	if err := e.r.save(job); err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/coupond/coupond/api"
 	"github.com/coupond/coupond/batch"
 )
 
@@ -49,7 +50,7 @@ func batchWatchCmd(a *app) *cobra.Command {
 				case mode == progressOff:
 					fmt.Fprintln(cmd.OutOrStdout(), jobSummary(j))
 				}
-				if j.Estado == batch.Fallido {
+				if j.Estado == api.EstadoFallido {
 					return &ExitError{Code: 1}
 				}
 				return nil
@@ -111,7 +112,9 @@ func viewBatchJob(j *batch.Job) batchJobView {
 		IniciadoEn: j.IniciadoEn, CompletadoEn: j.CompletadoEn, Total: j.Total, Procesados: j.Procesados, Envios: j.Envios, Error: j.Error}
 }
 
-func jobEnded(j *batch.Job) bool { return j.Estado == batch.Completado || j.Estado == batch.Fallido }
+func jobEnded(j *batch.Job) bool {
+	return j.Estado == api.EstadoCompletado || j.Estado == api.EstadoFallido
+}
 
 // watchJob polls a job until it ends and returns it, showing its progress
 // on out as mode says: tty redraws one line at every change ('\r') and ends
@@ -182,7 +185,7 @@ const barWidth = 30
 func progressLine(j *batch.Job, perSec float64) string {
 	frac := 0.0
 	switch {
-	case j.Estado == batch.Completado:
+	case j.Estado == api.EstadoCompletado:
 		frac = 1
 	case j.Total > 0:
 		frac = min(1, float64(j.Procesados)/float64(j.Total))
@@ -190,11 +193,11 @@ func progressLine(j *batch.Job, perSec float64) string {
 	filled := int(frac * barWidth)
 	bar := strings.Repeat("#", filled) + strings.Repeat("-", barWidth-filled)
 	total := "?"
-	if j.Total > 0 || j.Estado != batch.EnCurso {
+	if j.Total > 0 || j.Estado != api.EstadoEnCurso {
 		total = fmt.Sprint(j.Total)
 	}
 	s := fmt.Sprintf("%s  %-10s [%s] %5.1f%%  %d/%s", j.ID, j.Estado, bar, 100*frac, j.Procesados, total)
-	if j.Estado == batch.EnCurso && perSec > 0 {
+	if j.Estado == api.EstadoEnCurso && perSec > 0 {
 		s += fmt.Sprintf("  %.0f lines/s", perSec)
 		if left := j.Total - j.Procesados; j.Total > 0 && left > 0 {
 			s += "  ETA " + (time.Duration(float64(left) / perSec * float64(time.Second))).Round(time.Second).String()
@@ -209,7 +212,7 @@ func jobSummary(j *batch.Job) string {
 	if j.IniciadoEn != nil && j.CompletadoEn != nil && j.CompletadoEn.After(*j.IniciadoEn) {
 		took = fmt.Sprintf(" in %s", j.CompletadoEn.Sub(*j.IniciadoEn).Round(time.Millisecond)) // tenant clock
 	}
-	if j.Estado == batch.Fallido {
+	if j.Estado == api.EstadoFallido {
 		return fmt.Sprintf("failed%s: %s", took, j.Error)
 	}
 	s := fmt.Sprintf("completed%s: %d lines, %d sends", took, j.Procesados, j.Envios)

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coupond/coupond/api"
 	"github.com/coupond/coupond/batch"
 )
 
@@ -26,14 +27,14 @@ func TestWatchJobDrawsUntilEnd(t *testing.T) {
 	clock := start
 	now := func() time.Time { clock = clock.Add(time.Second); return clock }
 	poll := fakeJob(
-		batch.Job{ID: "lote_a", Estado: batch.EnCola, Total: 0},
-		batch.Job{ID: "lote_a", Estado: batch.EnCurso, Total: 1000, Procesados: 0, IniciadoEn: &start},
-		batch.Job{ID: "lote_a", Estado: batch.EnCurso, Total: 1000, Procesados: 500, IniciadoEn: &start},
-		batch.Job{ID: "lote_a", Estado: batch.Completado, Total: 1000, Procesados: 1000, Envios: 120, IniciadoEn: &start, CompletadoEn: &done},
+		batch.Job{ID: "lote_a", Estado: api.EstadoEnCola, Total: 0},
+		batch.Job{ID: "lote_a", Estado: api.EstadoEnCurso, Total: 1000, Procesados: 0, IniciadoEn: &start},
+		batch.Job{ID: "lote_a", Estado: api.EstadoEnCurso, Total: 1000, Procesados: 500, IniciadoEn: &start},
+		batch.Job{ID: "lote_a", Estado: api.EstadoCompletado, Total: 1000, Procesados: 1000, Envios: 120, IniciadoEn: &start, CompletadoEn: &done},
 	)
 	var out bytes.Buffer
 	j, err := watchJob(context.Background(), &out, poll, time.Millisecond, progressTTY, true, now)
-	if err != nil || j.Estado != batch.Completado {
+	if err != nil || j.Estado != api.EstadoCompletado {
 		t.Fatalf("watchJob: %v %v", j, err)
 	}
 	s := out.String()
@@ -50,15 +51,15 @@ func TestWatchJobDrawsUntilEnd(t *testing.T) {
 }
 
 func TestWatchJobWithoutServer(t *testing.T) {
-	poll := fakeJob(batch.Job{ID: "lote_b", Estado: batch.EnCola})
+	poll := fakeJob(batch.Job{ID: "lote_b", Estado: api.EstadoEnCola})
 	var out bytes.Buffer
 	if _, err := watchJob(context.Background(), &out, poll, time.Millisecond, progressTTY, false, time.Now); err == nil || !strings.Contains(err.Error(), "no 'coupond serve'") {
 		t.Errorf("queued job without a server: %v", err)
 	}
-	poll = fakeJob(batch.Job{ID: "lote_b", Estado: batch.Fallido, Error: "interrumpido"})
+	poll = fakeJob(batch.Job{ID: "lote_b", Estado: api.EstadoFallido, Error: "interrumpido"})
 	out.Reset()
 	j, err := watchJob(context.Background(), &out, poll, time.Millisecond, progressTTY, false, time.Now)
-	if err != nil || j.Estado != batch.Fallido || !strings.Contains(out.String(), "failed: interrumpido") {
+	if err != nil || j.Estado != api.EstadoFallido || !strings.Contains(out.String(), "failed: interrumpido") {
 		t.Errorf("failed job: %v %v %q", j, err, out.String())
 	}
 }

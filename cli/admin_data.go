@@ -21,6 +21,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
 
+	"github.com/coupond/coupond/api"
 	"github.com/coupond/coupond/batch"
 	"github.com/coupond/coupond/privacy"
 	"github.com/coupond/coupond/store"
@@ -51,7 +52,7 @@ func batchScrubber(svc *services, offline bool) func(tenant, ref string) ([][]by
 		needle := []byte(`"cliente_ref":"` + ref + `"`)
 		for i := range jobs {
 			j := &jobs[i]
-			if (j.Estado == batch.EnCola || j.Estado == batch.EnCurso) && !offline {
+			if (j.Estado == api.EstadoEnCola || j.Estado == api.EstadoEnCurso) && !offline {
 				pending, busy[j.ID] = true, true
 				continue
 			}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/coupond/coupond/api"
 	"github.com/coupond/coupond/batch"
 )
 
@@ -109,9 +110,9 @@ func TestWatchJobPlain(t *testing.T) {
 	now := func() time.Time { clock = clock.Add(2 * time.Second); return clock }
 	var states []batch.Job
 	for p := 0; p <= 1000; p += 100 {
-		states = append(states, batch.Job{ID: "lote_p", Estado: batch.EnCurso, Total: 1000, Procesados: p, IniciadoEn: &start})
+		states = append(states, batch.Job{ID: "lote_p", Estado: api.EstadoEnCurso, Total: 1000, Procesados: p, IniciadoEn: &start})
 	}
-	states = append(states, batch.Job{ID: "lote_p", Estado: batch.Completado, Total: 1000, Procesados: 1000, IniciadoEn: &start, CompletadoEn: &done})
+	states = append(states, batch.Job{ID: "lote_p", Estado: api.EstadoCompletado, Total: 1000, Procesados: 1000, IniciadoEn: &start, CompletadoEn: &done})
 	var out bytes.Buffer
 	if _, err := watchJob(context.Background(), &out, fakeJob(states...), time.Millisecond, progressPlain, true, now); err != nil {
 		t.Fatal(err)

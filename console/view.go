@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/coupond/coupond/api"
 	"github.com/coupond/coupond/batch"
 	"github.com/coupond/coupond/engine"
 	"github.com/coupond/coupond/privacy"
@@ -316,14 +317,14 @@ func (c *Console) jobs(tenant string, n int) ([]jobView, error) {
 	sort.Slice(all, func(i, j int) bool { return all[i].CreadoEn.After(all[j].CreadoEn) })
 	out := []jobView{}
 	for _, j := range all[:min(n, len(all))] {
-		if j.Estado == batch.EnCurso {
+		if j.Estado == api.EstadoEnCurso {
 			if live, err := c.d.Batch.Job(tenant, j.ID); err == nil {
 				j = *live
 			}
 		}
 		jv := jobView{Job: j}
 		switch {
-		case j.Estado == batch.Completado:
+		case j.Estado == api.EstadoCompletado:
 			jv.Percent = 100
 		case j.Total > 0:
 			jv.Percent = min(100, 100*float64(j.Procesados)/float64(j.Total))

@@ -26,6 +26,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/klauspost/compress/zstd"
 
+	"github.com/coupond/coupond/api"
 	"github.com/coupond/coupond/batch"
 	"github.com/coupond/coupond/engine"
 	"github.com/coupond/coupond/store"
@@ -587,7 +588,7 @@ func TestBatchRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	started := testStart
-	j.Estado, j.IniciadoEn = batch.EnCurso, &started
+	j.Estado, j.IniciadoEn = api.EstadoEnCurso, &started
 	b := h.db.NewBatch()
 	if err := b.SetJSON(key, &j); err != nil {
 		t.Fatal(err)

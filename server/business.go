@@ -6,6 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/coupond/coupond/api"
 	"github.com/coupond/coupond/batch"
 	"github.com/coupond/coupond/engine"
 	"github.com/coupond/coupond/store"
@@ -93,7 +94,7 @@ func newBusiness(reg *prometheus.Registry, tenantLabel bool) *business {
 		for _, r := range []string{"unconfirmed", "modified", "control"} {
 			b.notLearned.WithLabelValues(r)
 		}
-		for _, e := range []string{batch.Completado, batch.Fallido} {
+		for _, e := range []string{api.EstadoCompletado, api.EstadoFallido} {
 			b.batchJobs.WithLabelValues(e)
 		}
 		for _, o := range []string{batch.WebhookDelivered, batch.WebhookRetry, batch.WebhookGivenUp, batch.WebhookDropped} {

@@ -947,7 +947,7 @@ func responseFieldPatches() map[string]obj {
 	for _, c := range errorCodes() {
 		codigos = append(codigos, c.(obj)["codigo"])
 	}
-	estados := []any{batch.EnCola, batch.EnCurso, batch.Completado, batch.Fallido}
+	estados := []any{api.EstadoEnCola, api.EstadoEnCurso, api.EstadoCompletado, api.EstadoFallido}
 	return map[string]obj{
 		"Decision.propension":        {"minimum": 0, "maximum": 1},
 		"Decision.accion":            {"minimum": 0},
@@ -997,7 +997,7 @@ func (g *docGen) answerSchemas() {
 		"additionalProperties": false,
 		"properties": obj{
 			"job_id":        obj{"type": "string"},
-			"estado":        obj{"type": "string", "enum": []any{batch.EnCola, batch.EnCurso, batch.Completado, batch.Fallido}},
+			"estado":        obj{"type": "string", "enum": []any{api.EstadoEnCola, api.EstadoEnCurso, api.EstadoCompletado, api.EstadoFallido}},
 			"creado_en":     obj{"type": "string", "format": "date-time", "description": "UTC, suffix Z (tenant clock)."},
 			"resultado_url": obj{"type": "string", "format": "uri", "description": "Present when the job is completed."},
 		},
@@ -1329,7 +1329,7 @@ func loteCompletadoSchema() obj {
 			"tipo":          obj{"type": "string", "const": batch.EventLoteCompletado},
 			"job_id":        obj{"type": "string"},
 			"campana_id":    obj{"type": "string"},
-			"estado":        obj{"type": "string", "const": batch.Completado},
+			"estado":        obj{"type": "string", "const": api.EstadoCompletado},
 			"lineas":        obj{"type": "integer", "description": "Lines of the result file."},
 			"completado_en": obj{"type": "string", "format": "date-time"},
 		},

@@ -21,6 +21,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/coupond/coupond/api"
 	"github.com/coupond/coupond/batch"
 	"github.com/coupond/coupond/engine"
 	"github.com/coupond/coupond/internal/golden"
@@ -1052,12 +1053,12 @@ func TestOpenAPIResponsesMatchHandlers(t *testing.T) {
 	var estado obj
 	for i := 0; i < 500; i++ {
 		_, estado, _ = cf.check("GET", "/v1/lotes-decision/"+job, tok, nil)
-		if estado["estado"] == batch.Completado || estado["estado"] == batch.Fallido {
+		if estado["estado"] == api.EstadoCompletado || estado["estado"] == api.EstadoFallido {
 			break
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	if estado["estado"] != batch.Completado {
+	if estado["estado"] != api.EstadoCompletado {
 		t.Fatalf("batch did not complete: %v", estado)
 	}
 	cf.check("GET", "/v1/lotes-decision/"+job+"/resultado", tok, nil)
