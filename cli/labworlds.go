@@ -109,6 +109,8 @@ func printWorlds(w io.Writer, out worldsOutput) error {
 		s.EngineAboveNever, s.Worlds, s.ReferenceAboveNever, s.EngineAboveBestSingle, s.EngineAboveGreedy, s.EngineAboveReference)
 	fmt.Fprintf(w, "engine above never-send in %d of the %d separable worlds; passes (capture >= -0.05, flat: within 2 %% of never) in %d of %d (reference: %d)\n",
 		s.SeparableEngineAboveNever, s.Separable, s.Pass, s.Worlds, s.RefPass)
+	fmt.Fprintf(w, "engine's money: mean capture %s (worlds not flat, each clipped at -1); worst gain over never-send %s; worlds below -0.5 %%: %d; all worlds together %s\n",
+		f3(s.MeanCapture), pct2(s.WorstGain), s.BelowHalfPercent, pct2(s.TotalGain))
 	return nil
 }
 
@@ -117,6 +119,13 @@ func f3(x float64) string {
 		return "-"
 	}
 	return fmt.Sprintf("%.3f", x)
+}
+
+func pct2(x float64) string {
+	if math.IsNaN(x) {
+		return "-"
+	}
+	return fmt.Sprintf("%+.2f %%", 100*x)
 }
 
 func pct(x float64) string {

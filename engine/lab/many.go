@@ -101,6 +101,16 @@ type WorldsSummary struct {
 	SeparableEngineAboveNever int `json:"separable_engine_above_never_send"`
 	Pass                      int `json:"engine_pass"`
 	RefPass                   int `json:"reference_pass"`
+	// The engine's money, over the last third: MeanCapture is the mean of
+	// its capture over the worlds not flat, each clipped at -1 (one world
+	// of tiny oracle gain cannot swamp it); WorstGain its lowest gain over
+	// never-send, (engine - never)/never, in any world; BelowHalfPercent
+	// the worlds where that gain is below -0.5 %; TotalGain the gain of
+	// all worlds together (each world's reward per decision summed).
+	MeanCapture      float64 `json:"engine_mean_capture"`
+	WorstGain        float64 `json:"engine_worst_gain"`
+	BelowHalfPercent int     `json:"engine_worlds_below_half_percent"`
+	TotalGain        float64 `json:"engine_total_gain"`
 }
 
 // Summarize computes the summary of reps.
@@ -110,6 +120,7 @@ func Summarize(reps []*WorldReport) WorldsSummary {
 		return []*float64{&c.Engine, &c.Reference, &c.Greedy, &c.BestSingle, &c.Random, &c.ObsOracle}
 	}
 	all, obs := make([][]float64, 6), make([][]float64, 6)
+	var clipped, engine, never float64
 	for _, r := range reps {
 		for j, p := range cols(&r.Capture) {
 			if !r.Flat {
@@ -133,6 +144,21 @@ func Summarize(reps []*WorldReport) WorldsSummary {
 		s.SeparableEngineAboveNever += count(r.Separable && t.Engine > t.Never)
 		s.Pass += count(r.Pass)
 		s.RefPass += count(r.RefPass)
+		if !r.Flat {
+			clipped += max(r.Capture.Engine, -1)
+		}
+		if t.Never > 0 {
+			g := t.Engine/t.Never - 1
+			s.WorstGain = min(s.WorstGain, g)
+			s.BelowHalfPercent += count(g < -0.005)
+		}
+		engine, never = engine+t.Engine, never+t.Never
+	}
+	if n := s.Worlds - s.Flat; n > 0 {
+		s.MeanCapture = clipped / float64(n)
+	}
+	if never > 0 {
+		s.TotalGain = engine/never - 1
 	}
 	for j := range all {
 		*cols(&s.Median)[j] = median(all[j])
