@@ -54,6 +54,7 @@ summary. Seeds: --seeds report (1001..1000+N, the default: nobody tunes on them)
 	f.IntVar(&lf.mw.worlds, "worlds", 0, "run N worlds drawn at random (see above) instead of the single world")
 	f.StringVar(&lf.mw.seeds, "seeds", "report", "with --worlds: report (seeds 1001..) or tune (seeds 1..)")
 	f.IntVar(&lf.mw.parallel, "parallel", 2, "with --worlds: worlds run at a time")
+	f.StringVar(&lf.mw.set, "set", "", "with --worlds: change constants of the engine's policy configuration, as Field=value[,Field=value…] (policy.Config's field names, e.g. NeverShare=0.2,GateZ=1.5): to probe a constant on many worlds without editing code")
 	f.StringVar(&lf.mw.model, "model", "regression", "with --worlds: the engine's model, regression (the default: the regression's choices behind the send gate) or zrule (the per-customer send rule before the gate; policy/POLICY.md 7.7)")
 	return cmd
 }
@@ -73,8 +74,8 @@ func (lf *labFlags) run(cmd *cobra.Command) error {
 	switch {
 	case lf.mw.worlds > 0:
 		return lf.runWorlds(cmd)
-	case cmd.Flags().Changed("model"):
-		return fmt.Errorf("--model applies to the many worlds: use it with --worlds")
+	case cmd.Flags().Changed("model"), cmd.Flags().Changed("set"):
+		return fmt.Errorf("--model and --set apply to the many worlds: use them with --worlds")
 	case lf.runs > 1:
 		return lf.runSeeds(cmd)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/coupond/coupond/engine/lab"
+	"github.com/coupond/coupond/policy"
 )
 
 func TestSummarizeRuns(t *testing.T) {
@@ -169,6 +170,39 @@ func TestLabModelFlag(t *testing.T) {
 	for _, args := range [][]string{append(tiny, "--model", "cells"), {"--model", "zrule"}} {
 		if _, err := run(args...); err == nil || !strings.Contains(err.Error(), "--model") {
 			t.Errorf("%v: error %v, want one naming --model", args, err)
+		}
+	}
+}
+
+// TestSetPolicyFields checks --set: fields by name, values by kind, and
+// an error naming what is wrong.
+func TestSetPolicyFields(t *testing.T) {
+	for _, tc := range []struct {
+		spec, err string
+		want      func(*policy.Config)
+	}{
+		{spec: "", want: func(*policy.Config) {}},
+		{spec: "NeverShare=0.2, GateZ=1.5", want: func(c *policy.Config) { c.NeverShare, c.GateZ = 0.2, 1.5 }},
+		{spec: "TieTopTwo=false", want: func(c *policy.Config) { c.TieTopTwo = false }},
+		{spec: "Nope=1", err: `--set: "Nope=1" is not Field=value with a field of policy.Config`},
+		{spec: "GateZ", err: `--set: "GateZ" is not Field=value with a field of policy.Config`},
+		{spec: "GateZ=x", err: `--set: GateZ="x": strconv.ParseFloat: parsing "x": invalid syntax`},
+		{spec: "GateZ=NaN", err: `--set: GateZ="NaN": not finite`},
+	} {
+		got, want := policy.DefaultConfig(), policy.DefaultConfig()
+		err := setPolicyFields(&got, tc.spec)
+		if tc.err != "" {
+			if err == nil || err.Error() != tc.err {
+				t.Errorf("%q: error %v, want %s", tc.spec, err, tc.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%q: %v", tc.spec, err)
+		}
+		tc.want(&want)
+		if d := cmp.Diff(want, got, cmpopts.EquateNaNs()); d != "" {
+			t.Errorf("%q (-want +got):\n%s", tc.spec, d)
 		}
 	}
 }

@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"reflect"
+	"strconv"
+	"strings"
 	"sync"
 	"text/tabwriter"
 
@@ -25,6 +28,8 @@ type manyWorldsFlags struct {
 	// configuration: the regression's choices behind the send gate),
 	// or "zrule" (the send rule before the gate, policy.ZRuleConfig).
 	model string
+	// set changes fields of the model's configuration (setPolicyFields).
+	set string
 }
 
 // worldsOutput is --worlds --json's document.
@@ -50,14 +55,18 @@ func runManyWorlds(cmd *cobra.Command, mw manyWorldsFlags, asJSON bool) error {
 	var mu sync.Mutex
 	done := 0
 	cfg := lab.WorldsConfig{Base: base, N: mw.worlds, Parallel: mw.parallel, Customers: mw.customers, Weeks: mw.weeks}
+	pc := policy.DefaultConfig()
 	switch mw.model {
 	case "", "regression":
 	case "zrule":
-		pc := policy.ZRuleConfig()
-		cfg.Policy = &pc
+		pc = policy.ZRuleConfig()
 	default:
 		return fmt.Errorf("--model: %q is neither regression nor zrule", mw.model)
 	}
+	if err := setPolicyFields(&pc, mw.set); err != nil {
+		return err
+	}
+	cfg.Policy = &pc
 	reps, err := lab.RunWorlds(cmd.Context(), cfg, func(r *lab.WorldReport) {
 		mu.Lock()
 		defer mu.Unlock()
@@ -140,4 +149,45 @@ func yes(b bool) string {
 		return "yes"
 	}
 	return "no"
+}
+
+// setPolicyFields applies spec, "Field=value[,Field=value…]", to c: each
+// Field an exported bool, int or float64 field of policy.Config. An
+// unknown field or a value of the wrong kind is an error naming it.
+func setPolicyFields(c *policy.Config, spec string) error {
+	if spec == "" {
+		return nil
+	}
+	v := reflect.ValueOf(c).Elem()
+	for _, kv := range strings.Split(spec, ",") {
+		name, val, ok := strings.Cut(strings.TrimSpace(kv), "=")
+		f := v.FieldByName(name)
+		if !ok || !f.IsValid() || !f.CanSet() {
+			return fmt.Errorf("--set: %q is not Field=value with a field of policy.Config", kv)
+		}
+		var err error
+		switch f.Kind() {
+		case reflect.Bool:
+			var b bool
+			b, err = strconv.ParseBool(val)
+			f.SetBool(b)
+		case reflect.Int:
+			var n int64
+			n, err = strconv.ParseInt(val, 10, 64)
+			f.SetInt(n)
+		case reflect.Float64:
+			var x float64
+			x, err = strconv.ParseFloat(val, 64)
+			if err == nil && (math.IsNaN(x) || math.IsInf(x, 0)) {
+				err = fmt.Errorf("not finite")
+			}
+			f.SetFloat(x)
+		default:
+			return fmt.Errorf("--set: %s is not a number or a bool", name)
+		}
+		if err != nil {
+			return fmt.Errorf("--set: %s=%q: %v", name, val, err)
+		}
+	}
+	return nil
 }
