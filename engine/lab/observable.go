@@ -46,15 +46,15 @@ func (o *obsOracle) choose(w *mworld, survived []int) {
 		g := groups[o.counts[i]]
 		stride := max(1, len(g)/obsMembers)
 		clear(vals)
-		m := 0
-		for j := 0; j < len(g) && m < obsMembers; j += stride {
-			lent := *c
-			lent.p0 = w.custs[g[j]].p0
-			lent.pResp = w.respProb(lent.p0, c.top)
+		n := 0
+		for j := 0; j < len(g) && n < obsMembers; j += stride {
+			lent, m := *c, w.custs[g[j]]
+			lent.p0 = m.p0
+			lent.pResp = w.respProb(m.p0, c.top, m.rare)
 			for k := -1; k < w.active; k++ {
 				vals[k+1] += w.observableValue(&lent, k, survived[i])
 			}
-			m++
+			n++
 		}
 		o.best[i] = -1
 		for k := range w.active {

@@ -18,7 +18,10 @@ type wCustomer struct {
 	shares []float64 // share of spend per category (sums to 1)
 	top    int       // index of the top category
 	redeem float64   // probability of redeeming an applicable coupon when buying; 0: never redeems
-	rare   bool      // rate below the world's 40th percentile
+	// rare: the rate is below the world's 40th percentile or, in a
+	// bimodal world (Family.RareRate), the customer is of its rare group.
+	rare      bool
+	rareGroup bool // drawn into the bimodal world's rare group
 	// histTickets is the number of purchases in the history the engine
 	// ingested (eventWriter.history).
 	histTickets int
@@ -89,7 +92,10 @@ func newWorld(fam *Family, rng *rand.Rand) *mworld {
 	}
 	for _, c := range w.custs {
 		c.rare = c.p0 < w.rareCut
-		c.pResp = w.respProb(c.p0, c.top)
+		if fam.RareRate > 0 {
+			c.rare = c.rareGroup
+		}
+		c.pResp = w.respProb(c.p0, c.top, c.rare)
 		if fam.ResponseTie == "hidden" {
 			c.responder = rng.Float64() < fam.Responders
 		} else {
@@ -106,13 +112,13 @@ func newWorld(fam *Family, rng *rand.Rand) *mworld {
 	return w
 }
 
-// respProb is P(responder) of a customer with purchase rate p0 and top
-// category top: the responder share when the response is hidden, else 0
-// or 1 by the rate or the category it is tied to; 0 for a rare buyer
-// where rare buyers never respond.
-func (w *mworld) respProb(p0 float64, top int) float64 {
+// respProb is P(responder) of a customer with purchase rate p0, top
+// category top and rare as given: the responder share when the response
+// is hidden, else 0 or 1 by the rate or the category it is tied to; 0
+// for a rare buyer where rare buyers never respond.
+func (w *mworld) respProb(p0 float64, top int, rare bool) float64 {
 	fam := w.fam
-	if fam.RareNeverRespond && p0 < w.rareCut {
+	if fam.RareNeverRespond && rare {
 		return 0
 	}
 	switch fam.ResponseTie {
@@ -134,6 +140,7 @@ func drawCustomer(fam *Family, rng *rand.Rand, i int) *wCustomer {
 		c.p0 = math.Min(0.9, fam.Conversion*math.Exp(0.3*rng.NormFloat64()-0.045))
 		if rng.Float64() < 0.4 {
 			c.p0 = fam.RareRate * math.Exp(0.3*rng.NormFloat64()-0.045)
+			c.rareGroup = true
 		}
 	}
 	c.ticket = fam.TicketMXN * math.Exp(0.5*rng.NormFloat64())

@@ -52,7 +52,8 @@ type Family struct {
 	Affinity bool
 	Trend    string
 	// RareNeverRespond: customers below the 40th percentile of the rate
-	// never respond, whatever the rest says (the prior is wrong for them).
+	// (with RareRate, the rare group itself) never respond, whatever the
+	// rest says (the prior is wrong for them).
 	RareNeverRespond bool
 	// RareRate, if > 0, makes the purchase rate bimodal: 40 % of the
 	// customers buy at about RareRate a week, the rest at about Conversion
