@@ -25,7 +25,8 @@ import "math"
 //     band's test is close to opening;
 //   - open, once its choices beat never-send by GateZ standard errors, or
 //     the choices over all customers do and the band's own mean is not
-//     below 0 (Config.GatePooled): 1 − NeverShare (never-send's share
+//     below 0 (Config.GatePooled; such a band goes back to testing when
+//     its own mean falls below 0): 1 − NeverShare (never-send's share
 //     keeps the test going);
 //   - closed, when its choices lose to never-send by GuardZ standard
 //     errors, or for every band while the guard (the test over all
@@ -53,6 +54,10 @@ type gateBand struct {
 	// band's choices would clear the opening bar: Φ(z − GateZ), z the
 	// test's mean over its standard error (0 without evidence).
 	Promise float64 `json:"promise,omitempty"`
+	// Pooled: the band opened on the test over all customers with its own
+	// mean only not below 0 (GatePooled); it stays open while that mean is
+	// not below 0.
+	Pooled bool `json:"pooled,omitempty"`
 }
 
 // nBands is the number of frequency bands the gate judges apart.
@@ -290,7 +295,8 @@ func (m *Model) choiceGroup(s *GuardSample, zero int) func(int) bool {
 // → open when its choices beat never-send by GateZ standard errors, or
 // those over all customers do and its own mean is not below 0
 // (GatePooled); open → testing when recent evidence says they lose (mean +
-// (−GateReleaseZ) standard errors below 0); testing or open → closed when
+// (−GateReleaseZ) standard errors below 0) or, for a band opened on the
+// pooled test, when its own mean falls below 0; testing or open → closed when
 // they lose by GuardZ; closed → testing when they no longer lose by
 // GuardReleaseZ.
 func (m *Model) updateGate() {
@@ -329,8 +335,16 @@ func (m *Model) updateGate() {
 		if ok {
 			gb.Promise = 0.5 * math.Erfc(-(mean/se-m.cfg.GateZ)/math.Sqrt2)
 		}
-		if gb.State == GateTesting && was == GateTesting && (ok && mean-m.cfg.GateZ*se > 0 || pooled && mean >= 0) {
+		if gb.State == GateOpen && gb.Pooled && mean < 0 {
+			gb.State = GateTesting // the condition it opened on no longer holds
+		}
+		own := ok && mean-m.cfg.GateZ*se > 0
+		if gb.State == GateTesting && was == GateTesting && (own || pooled && mean >= 0) {
 			gb.State = GateOpen
+			gb.Pooled = !own
+		}
+		if gb.State != GateOpen {
+			gb.Pooled = false
 		}
 	}
 }

@@ -192,6 +192,50 @@ func TestGateOpensBandsOnThePooledTest(t *testing.T) {
 	}
 }
 
+// TestPooledBandClosesOnItsOwnMean: a band opened on the pooled test goes
+// back to testing as soon as its own mean falls below 0 (the condition it
+// opened on), while a band that opened on its own test stays open with
+// the same mean (only recent evidence of loss sends it back). Fails if a
+// pooled opening is kept on the pooled test alone, or if the rule reaches
+// bands that proved themselves.
+func TestPooledBandClosesOnItsOwnMean(t *testing.T) {
+	fill := func(s *guardSum, n int, mean, spread float64) {
+		*s = guardSum{}
+		for i := range n {
+			d := mean + spread
+			if i%2 == 1 {
+				d = mean - spread
+			}
+			s.add(0, d, 0)
+		}
+	}
+	m := New(DefaultConfig())
+	g := &m.guard
+	g.Bands = make([]gateBand, nBands)
+	fill(&g.Test, 2000, 300, 5000) // z ≈ 2.7 over all customers
+	fill(&g.Fast, 2000, 300, 5000)
+	fill(&g.Bands[0].Test, 900, 300, 5000) // z ≈ 1.8: opens on the pooled test
+	fill(&g.Bands[1].Test, 900, 600, 5000) // z ≈ 3.6: opens on its own
+	m.updateGate()
+	if g.Bands[0].State != GateOpen || !g.Bands[0].Pooled || g.Bands[1].State != GateOpen || g.Bands[1].Pooled {
+		t.Fatalf("after opening: bands %+v, want 0 open (pooled) and 1 open (own)", g.Bands[:2])
+	}
+	// Both bands' means fall a little below 0; their fast tests do not say
+	// they lose (GateReleaseZ −1: mean + 1 SE stays above 0).
+	for b := range 2 {
+		fill(&g.Bands[b].Test, 900, -20, 5000)
+		fill(&g.Bands[b].Fast, 900, -20, 5000)
+	}
+	m.updateGate()
+	got := []int{g.Bands[0].State, g.Bands[1].State}
+	if d := cmp.Diff([]int{GateTesting, GateOpen}, got); d != "" {
+		t.Errorf("band states after the means fell below 0 (-want +got):\n%s", d)
+	}
+	if g.Bands[0].Pooled {
+		t.Errorf("band 0 back to testing still marked pooled")
+	}
+}
+
 // TestChoiceGroupReadsTheLoggedChoice: the gate's test counts as the
 // choice the arms the decision logged as its choice (and the coupons drawn
 // with the same probability, its ties), not a coupon exploration drew; a
