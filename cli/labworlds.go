@@ -119,7 +119,7 @@ func printWorlds(w io.Writer, out worldsOutput) error {
 	fmt.Fprintf(w, "engine above never-send in %d of the %d separable worlds; passes (capture >= -0.05, flat: within 2 %% of never) in %d of %d (reference: %d)\n",
 		s.SeparableEngineAboveNever, s.Separable, s.Pass, s.Worlds, s.RefPass)
 	fmt.Fprintf(w, "engine's money: mean capture %s (worlds not flat, each clipped at -1); worst gain over never-send %s; worlds below -0.5 %%: %d; all worlds together %s\n",
-		f3(s.MeanCapture), pct2(s.WorstGain), s.BelowHalfPercent, pct2(s.TotalGain))
+		f3(s.MeanCapture), pctN(s.WorstGain, 2), s.BelowHalfPercent, pctN(s.TotalGain, 2))
 	return nil
 }
 
@@ -130,18 +130,14 @@ func f3(x float64) string {
 	return fmt.Sprintf("%.3f", x)
 }
 
-func pct2(x float64) string {
-	if math.IsNaN(x) {
-		return "-"
-	}
-	return fmt.Sprintf("%+.2f %%", 100*x)
-}
+func pct(x float64) string { return pctN(x, 1) }
 
-func pct(x float64) string {
+// pctN is x as a signed percentage with prec decimals ("-" for NaN).
+func pctN(x float64, prec int) string {
 	if math.IsNaN(x) {
 		return "-"
 	}
-	return fmt.Sprintf("%+.1f%%", 100*x)
+	return fmt.Sprintf("%+.*f%%", prec, 100*x)
 }
 
 func yes(b bool) string {
@@ -165,29 +161,38 @@ func setPolicyFields(c *policy.Config, spec string) error {
 		if !ok || !f.IsValid() || !f.CanSet() {
 			return fmt.Errorf("--set: %q is not Field=value with a field of policy.Config", kv)
 		}
-		var err error
-		switch f.Kind() {
-		case reflect.Bool:
-			var b bool
-			b, err = strconv.ParseBool(val)
-			f.SetBool(b)
-		case reflect.Int:
-			var n int64
-			n, err = strconv.ParseInt(val, 10, 64)
-			f.SetInt(n)
-		case reflect.Float64:
-			var x float64
-			x, err = strconv.ParseFloat(val, 64)
-			if err == nil && (math.IsNaN(x) || math.IsInf(x, 0)) {
-				err = fmt.Errorf("not finite")
-			}
-			f.SetFloat(x)
-		default:
-			return fmt.Errorf("--set: %s is not a number or a bool", name)
-		}
-		if err != nil {
+		if err := setField(f, val); err != nil {
 			return fmt.Errorf("--set: %s=%q: %v", name, val, err)
 		}
 	}
 	return nil
+}
+
+// setField sets f, a bool, int or float64 field, to val parsed; f is left
+// as it was when val does not parse.
+func setField(f reflect.Value, val string) error {
+	switch f.Kind() {
+	case reflect.Bool:
+		b, err := strconv.ParseBool(val)
+		if err == nil {
+			f.SetBool(b)
+		}
+		return err
+	case reflect.Int:
+		n, err := strconv.ParseInt(val, 10, 64)
+		if err == nil {
+			f.SetInt(n)
+		}
+		return err
+	case reflect.Float64:
+		x, err := strconv.ParseFloat(val, 64)
+		if err == nil && (math.IsNaN(x) || math.IsInf(x, 0)) {
+			err = fmt.Errorf("not finite")
+		}
+		if err == nil {
+			f.SetFloat(x)
+		}
+		return err
+	}
+	return fmt.Errorf("not a number or a bool field")
 }

@@ -146,6 +146,19 @@ func TestGuardCatchesChoicesThatStopPaying(t *testing.T) {
 	}
 }
 
+// fillTest sets s to n differences alternating mean ± spread (standard
+// error ≈ spread/√n).
+func fillTest(s *guardSum, n int, mean, spread float64) {
+	*s = guardSum{}
+	for i := range n {
+		d := mean + spread
+		if i%2 == 1 {
+			d = mean - spread
+		}
+		s.add(0, d, 0)
+	}
+}
+
 // TestGateOpensBandsOnThePooledTest: the test over all customers clears
 // the opening bar while no band's own test does. Every testing band whose
 // own evidence does not say its choices lose opens (one with a positive
@@ -154,29 +167,20 @@ func TestGuardCatchesChoicesThatStopPaying(t *testing.T) {
 // Without Config.GatePooled none opens: the test fails if the pooled test
 // is ignored, or if it overrides a band's own negative evidence.
 func TestGateOpensBandsOnThePooledTest(t *testing.T) {
-	fill := func(s *guardSum, n int, mean, spread float64) {
-		for i := range n {
-			d := mean + spread
-			if i%2 == 1 {
-				d = mean - spread
-			}
-			s.add(0, d, 0)
-		}
-	}
 	for _, pooled := range []bool{true, false} {
 		cfg := DefaultConfig()
 		cfg.GatePooled = pooled
 		m := New(cfg)
 		g := &m.guard
 		g.Bands = make([]gateBand, nBands)
-		fill(&g.Test, 2000, 300, 5000) // z = 300/(5000/√2000) ≈ 2.7
-		fill(&g.Fast, 2000, 300, 5000)
-		fill(&g.Bands[0].Test, 900, 300, 5000) // z ≈ 1.8: not on its own
-		fill(&g.Bands[0].Fast, 900, 300, 5000)
-		fill(&g.Bands[1].Test, 500, -100, 5000) // z ≈ −0.4: its choices lose
-		fill(&g.Bands[1].Fast, 500, -100, 5000)
-		fill(&g.Bands[2].Test, 50, 300, 5000)  // under GuardMinN, mean above 0
-		fill(&g.Bands[3].Test, 50, -300, 5000) // under GuardMinN, mean below 0
+		fillTest(&g.Test, 2000, 300, 5000) // z = 300/(5000/√2000) ≈ 2.7
+		fillTest(&g.Fast, 2000, 300, 5000)
+		fillTest(&g.Bands[0].Test, 900, 300, 5000) // z ≈ 1.8: not on its own
+		fillTest(&g.Bands[0].Fast, 900, 300, 5000)
+		fillTest(&g.Bands[1].Test, 500, -100, 5000) // z ≈ −0.4: its choices lose
+		fillTest(&g.Bands[1].Fast, 500, -100, 5000)
+		fillTest(&g.Bands[2].Test, 50, 300, 5000)  // under GuardMinN, mean above 0
+		fillTest(&g.Bands[3].Test, 50, -300, 5000) // under GuardMinN, mean below 0
 		m.updateGate()
 		var got []string
 		for _, b := range m.GateStatus().Bands {
@@ -199,23 +203,13 @@ func TestGateOpensBandsOnThePooledTest(t *testing.T) {
 // pooled opening is kept on the pooled test alone, or if the rule reaches
 // bands that proved themselves.
 func TestPooledBandClosesOnItsOwnMean(t *testing.T) {
-	fill := func(s *guardSum, n int, mean, spread float64) {
-		*s = guardSum{}
-		for i := range n {
-			d := mean + spread
-			if i%2 == 1 {
-				d = mean - spread
-			}
-			s.add(0, d, 0)
-		}
-	}
 	m := New(DefaultConfig())
 	g := &m.guard
 	g.Bands = make([]gateBand, nBands)
-	fill(&g.Test, 2000, 300, 5000) // z ≈ 2.7 over all customers
-	fill(&g.Fast, 2000, 300, 5000)
-	fill(&g.Bands[0].Test, 900, 300, 5000) // z ≈ 1.8: opens on the pooled test
-	fill(&g.Bands[1].Test, 900, 600, 5000) // z ≈ 3.6: opens on its own
+	fillTest(&g.Test, 2000, 300, 5000) // z ≈ 2.7 over all customers
+	fillTest(&g.Fast, 2000, 300, 5000)
+	fillTest(&g.Bands[0].Test, 900, 300, 5000) // z ≈ 1.8: opens on the pooled test
+	fillTest(&g.Bands[1].Test, 900, 600, 5000) // z ≈ 3.6: opens on its own
 	m.updateGate()
 	if g.Bands[0].State != GateOpen || !g.Bands[0].Pooled || g.Bands[1].State != GateOpen || g.Bands[1].Pooled {
 		t.Fatalf("after opening: bands %+v, want 0 open (pooled) and 1 open (own)", g.Bands[:2])
@@ -223,8 +217,8 @@ func TestPooledBandClosesOnItsOwnMean(t *testing.T) {
 	// Both bands' means fall a little below 0; their fast tests do not say
 	// they lose (GateReleaseZ −1: mean + 1 SE stays above 0).
 	for b := range 2 {
-		fill(&g.Bands[b].Test, 900, -20, 5000)
-		fill(&g.Bands[b].Fast, 900, -20, 5000)
+		fillTest(&g.Bands[b].Test, 900, -20, 5000)
+		fillTest(&g.Bands[b].Fast, 900, -20, 5000)
 	}
 	m.updateGate()
 	got := []int{g.Bands[0].State, g.Bands[1].State}

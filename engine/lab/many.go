@@ -121,6 +121,7 @@ func Summarize(reps []*WorldReport) WorldsSummary {
 	}
 	all, obs := make([][]float64, 6), make([][]float64, 6)
 	var clipped, engine, never float64
+	s.WorstGain = math.NaN() // no world with a never-send reward yet
 	for _, r := range reps {
 		for j, p := range cols(&r.Capture) {
 			if !r.Flat {
@@ -149,7 +150,9 @@ func Summarize(reps []*WorldReport) WorldsSummary {
 		}
 		if t.Never > 0 {
 			g := t.Engine/t.Never - 1
-			s.WorstGain = min(s.WorstGain, g)
+			if math.IsNaN(s.WorstGain) || g < s.WorstGain {
+				s.WorstGain = g
+			}
 			s.BelowHalfPercent += count(g < -0.005)
 		}
 		engine, never = engine+t.Engine, never+t.Never

@@ -19,9 +19,9 @@ type wCustomer struct {
 	top    int       // index of the top category
 	redeem float64   // probability of redeeming an applicable coupon when buying; 0: never redeems
 	// rare: the rate is below the world's 40th percentile or, in a
-	// bimodal world (Family.RareRate), the customer is of its rare group.
-	rare      bool
-	rareGroup bool // drawn into the bimodal world's rare group
+	// bimodal world (Family.RareRate), the customer was drawn into its
+	// rare group.
+	rare bool
 	// histTickets is the number of purchases in the history the engine
 	// ingested (eventWriter.history).
 	histTickets int
@@ -91,9 +91,8 @@ func newWorld(fam *Family, rng *rand.Rand) *mworld {
 		w.half[j] = true
 	}
 	for _, c := range w.custs {
-		c.rare = c.p0 < w.rareCut
-		if fam.RareRate > 0 {
-			c.rare = c.rareGroup
+		if fam.RareRate == 0 {
+			c.rare = c.p0 < w.rareCut
 		}
 		c.pResp = w.respProb(c.p0, c.top, c.rare)
 		if fam.ResponseTie == "hidden" {
@@ -140,7 +139,7 @@ func drawCustomer(fam *Family, rng *rand.Rand, i int) *wCustomer {
 		c.p0 = math.Min(0.9, fam.Conversion*math.Exp(0.3*rng.NormFloat64()-0.045))
 		if rng.Float64() < 0.4 {
 			c.p0 = fam.RareRate * math.Exp(0.3*rng.NormFloat64()-0.045)
-			c.rareGroup = true
+			c.rare = true
 		}
 	}
 	c.ticket = fam.TicketMXN * math.Exp(0.5*rng.NormFloat64())

@@ -241,6 +241,10 @@ func TestSummarize(t *testing.T) {
 	if d := cmp.Diff(want, s, cmpopts.EquateNaNs(), cmpopts.EquateApprox(0, 1e-9)); d != "" {
 		t.Errorf("summary (-want +got):\n%s", d)
 	}
+	// Where every world gains, the worst gain is the smallest gain, not 0.
+	if g := Summarize([]*WorldReport{mk(6, 4, 5, false), mk(8, 7, 5, false)}).WorstGain; math.Abs(g-0.2) > 1e-9 {
+		t.Errorf("worst gain of worlds gaining 20 %% and 60 %%: %v, want 0.2", g)
+	}
 }
 
 // TestGuardFieldReadsShapes checks guardField's reading of guard values
