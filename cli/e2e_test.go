@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -19,6 +18,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/coupond/coupond/internal/apitest"
 )
 
 // The end-to-end tests build the real binary and drive it as an operator
@@ -172,40 +173,8 @@ func (in *instance) url(path string) string { return "http://" + in.addr + path 
 // do sends a request and returns status, headers and decoded JSON body.
 func (in *instance) do(method, path, token string, body any, hdr ...string) (int, http.Header, map[string]any) {
 	in.t.Helper()
-	var rd io.Reader
-	switch b := body.(type) {
-	case nil:
-	case string:
-		rd = strings.NewReader(b)
-	case []byte:
-		rd = bytes.NewReader(b)
-	default:
-		data, _ := json.Marshal(b)
-		rd = bytes.NewReader(data)
-	}
-	req, _ := http.NewRequest(method, in.url(path), rd)
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	for i := 0; i+1 < len(hdr); i += 2 {
-		req.Header.Set(hdr[i], hdr[i+1])
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		in.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	data, _ := io.ReadAll(resp.Body)
-	var m map[string]any
-	if len(data) > 0 && data[0] == '{' {
-		if err := json.Unmarshal(data, &m); err != nil {
-			in.t.Fatalf("%s %s: bad JSON body: %v\n%s", method, path, err, data)
-		}
-	}
-	return resp.StatusCode, resp.Header, m
+	resp := apitest.Do(in.t, method, in.url(path), token, body, hdr...)
+	return resp.StatusCode, resp.Header, apitest.Object(in.t, resp)
 }
 
 func (in *instance) token(c credJSON) string {

@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coupond/coupond/internal/apitest"
 	"github.com/coupond/coupond/privacy"
 	"github.com/coupond/coupond/store"
 )
@@ -28,15 +29,7 @@ import (
 // req sends one request to the server in process.
 func (f *fuzzServer) req(method, path, tok string, body []byte, hdr ...string) *httptest.ResponseRecorder {
 	r := httptest.NewRequest(method, path, bytes.NewReader(body))
-	if body != nil {
-		r.Header.Set("Content-Type", "application/json")
-	}
-	if tok != "" {
-		r.Header.Set("Authorization", "Bearer "+tok)
-	}
-	for i := 0; i+1 < len(hdr); i += 2 {
-		r.Header.Set(hdr[i], hdr[i+1])
-	}
+	apitest.SetHeaders(r, body != nil, tok, hdr...)
 	rec := httptest.NewRecorder()
 	f.srv.ServeHTTP(rec, r)
 	return rec

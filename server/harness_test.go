@@ -1,11 +1,8 @@
 package server
 
 import (
-	"bytes"
 	"crypto/sha256"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -19,6 +16,7 @@ import (
 	"github.com/coupond/coupond/batch"
 	"github.com/coupond/coupond/clock"
 	"github.com/coupond/coupond/engine"
+	"github.com/coupond/coupond/internal/apitest"
 	"github.com/coupond/coupond/store"
 )
 
@@ -131,51 +129,12 @@ var allScopes = []string{"eventos:publicar", "decisiones:pedir", "decisiones:con
 func (h *harness) do(method, path, token string, body any, hdr ...string) (int, map[string]any) {
 	h.t.Helper()
 	resp := h.raw(method, path, token, body, hdr...)
-	defer resp.Body.Close()
-	data, _ := io.ReadAll(resp.Body)
-	var m map[string]any
-	if len(data) > 0 && data[0] == '{' {
-		if err := json.Unmarshal(data, &m); err != nil {
-			h.t.Fatalf("%s %s: bad JSON: %v\n%s", method, path, err, data)
-		}
-	}
-	return resp.StatusCode, m
+	return resp.StatusCode, apitest.Object(h.t, resp)
 }
 
 func (h *harness) raw(method, path, token string, body any, hdr ...string) *http.Response {
 	h.t.Helper()
-	var rd io.Reader
-	switch b := body.(type) {
-	case nil:
-	case string:
-		rd = strings.NewReader(b)
-	case []byte:
-		rd = bytes.NewReader(b)
-	default:
-		data, err := json.Marshal(b)
-		if err != nil {
-			h.t.Fatal(err)
-		}
-		rd = bytes.NewReader(data)
-	}
-	req, err := http.NewRequest(method, h.http.URL+path, rd)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	for i := 0; i+1 < len(hdr); i += 2 {
-		req.Header.Set(hdr[i], hdr[i+1])
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	return resp
+	return apitest.Do(h.t, method, h.http.URL+path, token, body, hdr...)
 }
 
 // catalog installs a catalog of n coupons (ids 1..n).
