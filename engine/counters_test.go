@@ -7,15 +7,11 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/coupond/coupond/store"
+	"github.com/coupond/coupond/internal/storetest"
 )
 
 func TestCountersFlushAndHours(t *testing.T) {
-	db, err := store.Open("db", store.NewMemFS())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := storetest.Open(t)
 	c := NewCounters(db)
 	t0 := time.Date(2026, 11, 2, 10, 30, 0, 0, time.UTC)
 	h0 := HourOf(t0)
@@ -67,12 +63,7 @@ func TestHourOfNegative(t *testing.T) {
 }
 
 func BenchmarkCountersDecided(b *testing.B) {
-	db, err := store.Open("db", store.NewMemFS())
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer db.Close()
-	c := NewCounters(db)
+	c := NewCounters(storetest.Open(b))
 	r := &DecisionRecord{At: time.Now(), Explorado: true, Accion: 1}
 	b.ReportAllocs()
 	for b.Loop() {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/coupond/coupond/clock"
 	"github.com/coupond/coupond/engine"
+	"github.com/coupond/coupond/internal/storetest"
 	"github.com/coupond/coupond/store"
 )
 
@@ -20,17 +21,11 @@ var t0 = time.Date(2026, 11, 2, 12, 0, 0, 0, time.UTC)
 // coupons; both run on the returned fake clock.
 func newTest(tb testing.TB, n int) (*engine.Engine, *Service, *store.DB, *clock.Fake) {
 	tb.Helper()
-	db, err := store.Open("db", store.NewMemFS())
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { db.Close() })
+	db := storetest.Open(tb)
 	s := store.DefaultSettings()
 	s.ControlShare = 0
 	s.RateLimits = false
-	if err := db.CreateTenant(&store.Tenant{ID: "acme", CreatedAt: t0, Sandbox: true, ClockNow: t0, Settings: s}); err != nil {
-		tb.Fatal(err)
-	}
+	storetest.Sandbox(tb, db, "acme", t0, s)
 	clk := clock.NewFake(t0)
 	e := engine.New(engine.Config{DB: db, Secrets: store.TestSecrets(), Log: zerolog.Nop(), Now: clk.Now, Seed: 1})
 	var acts []engine.Action

@@ -14,6 +14,7 @@ import (
 	"github.com/coupond/coupond/batch"
 	"github.com/coupond/coupond/clock"
 	"github.com/coupond/coupond/engine"
+	"github.com/coupond/coupond/internal/storetest"
 	"github.com/coupond/coupond/store"
 )
 
@@ -33,11 +34,7 @@ type fuzzServer struct {
 
 func newFuzzServer(tb testing.TB) *fuzzServer {
 	tb.Helper()
-	db, err := store.Open("db", store.NewMemFS())
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { db.Close() })
+	db := storetest.Open(tb)
 	secrets := store.TestSecrets()
 	clk := clock.NewFake(testStart)
 	log := zerolog.Nop()
@@ -54,9 +51,7 @@ func newFuzzServer(tb testing.TB) *fuzzServer {
 	settings := store.DefaultSettings()
 	settings.RateLimits = false
 	settings.QuotaDecisionsDay, settings.QuotaEventsDay = 0, 0
-	if err := db.CreateTenant(&store.Tenant{ID: "fuzz", CreatedAt: testStart, Sandbox: true, ClockNow: testStart, Settings: settings}); err != nil {
-		tb.Fatal(err)
-	}
+	storetest.Sandbox(tb, db, "fuzz", testStart, settings)
 	const client = "ci_fuzz"
 	if err := db.CreateCredential(&store.Credential{ClientID: client, Tenant: "fuzz", Name: "fuzz",
 		Scopes: append([]string{"explicar:leer"}, allScopes...), SecretHash: store.HashSecret("x")}); err != nil {
