@@ -1,29 +1,16 @@
 package cli
 
 import (
-	"bytes"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/coupond/coupond/internal/syncbuf"
 )
 
-// lockedBuf is a bytes.Buffer safe for the flusher goroutine.
-type lockedBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-func (l *lockedBuf) String() string { l.mu.Lock(); defer l.mu.Unlock(); return l.b.String() }
-
 func TestLogBuffer(t *testing.T) {
-	var out lockedBuf
+	var out syncbuf.Buffer
 	lb := newLogBuffer(&out, time.Hour) // no timed flush in this test
 	log := zerolog.New(lb)
 	log.Info().Msg("one")
@@ -44,7 +31,7 @@ func TestLogBuffer(t *testing.T) {
 }
 
 func TestLogBufferFlushesOnTime(t *testing.T) {
-	var out lockedBuf
+	var out syncbuf.Buffer // safe for the flusher goroutine
 	lb := newLogBuffer(&out, 10*time.Millisecond)
 	defer lb.Close()
 	l := zerolog.New(lb)

@@ -2,18 +2,18 @@ package server
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/coupond/coupond/internal/syncbuf"
 )
 
 // rawExchange sends req over a fresh TCP connection to h, half-closes it
@@ -157,28 +157,10 @@ func TestUnknownMethods(t *testing.T) {
 	}
 }
 
-// syncBuffer is a log sink safe for the server's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // TestClientGoneLogged499: a client that disconnects mid-body is in the
 // access log as 499, and nothing is logged as an error.
 func TestClientGoneLogged499(t *testing.T) {
-	var logs syncBuffer
+	var logs syncbuf.Buffer // safe for the server's goroutines
 	h := newHarnessHTTP(t, zerolog.New(&logs), HTTPConfig{}, nil)
 	h.tenant("acme", true, noControl)
 	tok := h.token("acme", allScopes...)
@@ -213,7 +195,7 @@ func TestClientGoneLogged499(t *testing.T) {
 // TestBodyTimeout: a body slower than the read timeout gets 400
 // esquema_invalido and the connection closed; the access log says 408.
 func TestBodyTimeout(t *testing.T) {
-	var logs syncBuffer
+	var logs syncbuf.Buffer // safe for the server's goroutines
 	h := newHarnessHTTP(t, zerolog.New(&logs), HTTPConfig{ReadTimeout: 300 * time.Millisecond}, nil)
 	start := time.Now()
 	resp, m := h.rawExchange("POST /v1/token HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"client_id\":", false)
