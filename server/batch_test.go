@@ -3,8 +3,6 @@ package server
 import (
 	"bytes"
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -29,6 +27,7 @@ import (
 	"github.com/coupond/coupond/api"
 	"github.com/coupond/coupond/batch"
 	"github.com/coupond/coupond/engine"
+	"github.com/coupond/coupond/internal/webhooktest"
 	"github.com/coupond/coupond/store"
 )
 
@@ -896,43 +895,6 @@ func (rc *webhookReceiver) deliveries() []delivery {
 	return slices.Clone(rc.got)
 }
 
-// verifyWebhook is an independent Standard Webhooks verifier: the secret
-// is "whsec_" + base64(key); the signed content is id "." timestamp "."
-// body; webhook-signature holds space-separated "v1,<base64 HMAC-SHA256>";
-// the timestamp must be within 5 minutes of now.
-func verifyWebhook(secret string, hdr http.Header, body []byte, now time.Time) error {
-	id, ts, sigs := hdr.Get("webhook-id"), hdr.Get("webhook-timestamp"), hdr.Get("webhook-signature")
-	if id == "" || ts == "" || sigs == "" {
-		return errors.New("missing webhook headers")
-	}
-	sec, err := strconv.ParseInt(ts, 10, 64)
-	if err != nil {
-		return fmt.Errorf("bad timestamp %q", ts)
-	}
-	if d := now.Sub(time.Unix(sec, 0)); d > 5*time.Minute || d < -5*time.Minute {
-		return fmt.Errorf("timestamp %s too far from now", ts)
-	}
-	if !strings.HasPrefix(secret, "whsec_") {
-		return errors.New("secret without whsec_ prefix")
-	}
-	key, err := base64.StdEncoding.DecodeString(secret[len("whsec_"):])
-	if err != nil {
-		return err
-	}
-	m := hmac.New(sha256.New, key)
-	m.Write([]byte(id + "." + ts + "."))
-	m.Write(body)
-	want := m.Sum(nil)
-	for _, s := range strings.Fields(sigs) {
-		v, sig, _ := strings.Cut(s, ",")
-		got, err := base64.StdEncoding.DecodeString(sig)
-		if v == "v1" && err == nil && hmac.Equal(got, want) {
-			return nil
-		}
-	}
-	return errors.New("no matching v1 signature")
-}
-
 func TestBatchWebhook(t *testing.T) {
 	h, tok := batchHarness(t)
 	rc := newReceiver(t, 0)
@@ -968,13 +930,13 @@ func TestBatchWebhook(t *testing.T) {
 		t.Fatalf("%d deliveries, want 1", len(got))
 	}
 	d := got[0]
-	if err := verifyWebhook(secret, d.hdr, d.body, time.Now()); err != nil {
+	if err := webhooktest.Verify(secret, d.hdr, d.body, time.Now()); err != nil {
 		t.Errorf("independent verifier: %v (headers %v)", err, d.hdr)
 	}
-	if err := verifyWebhook(secret, d.hdr, append(bytes.TrimSuffix(slices.Clip(d.body), []byte("}")), []byte(`,"x":1}`)...), time.Now()); err == nil {
+	if err := webhooktest.Verify(secret, d.hdr, append(bytes.TrimSuffix(slices.Clip(d.body), []byte("}")), []byte(`,"x":1}`)...), time.Now()); err == nil {
 		t.Errorf("verifier accepts an altered body")
 	}
-	if err := verifyWebhook("whsec_"+base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{1}, 32)), d.hdr, d.body, time.Now()); err == nil {
+	if err := webhooktest.Verify("whsec_"+base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{1}, 32)), d.hdr, d.body, time.Now()); err == nil {
 		t.Errorf("verifier accepts another secret")
 	}
 	if ct := d.hdr.Get("Content-Type"); ct != "application/json" {
@@ -1043,7 +1005,7 @@ func TestBatchWebhookRetry(t *testing.T) {
 		t.Fatalf("deliveries %d, want two failures then a success", len(got))
 	}
 	for i, d := range got {
-		if err := verifyWebhook(secret, d.hdr, d.body, time.Now()); err != nil {
+		if err := webhooktest.Verify(secret, d.hdr, d.body, time.Now()); err != nil {
 			t.Errorf("attempt %d: %v", i+1, err)
 		}
 		if d.hdr.Get("webhook-id") != got[0].hdr.Get("webhook-id") || !bytes.Equal(d.body, got[0].body) {
