@@ -105,9 +105,26 @@ func benchClient(tb testing.TB, url string, opts ...client.Option) *client.Clien
 
 func BenchmarkRawHTTPDecide(b *testing.B) {
 	srv := stubServer(b)
-	hc := rawHTTPClient()
+	benchRawDecide(b, rawHTTPClient(), srv.URL+"/v1/decisiones")
+}
+
+func BenchmarkDecide(b *testing.B) {
+	srv := stubServer(b)
+	benchDecide(b, benchClient(b, srv.URL))
+}
+
+func BenchmarkRawHTTPDecideInMemory(b *testing.B) {
+	benchRawDecide(b, &http.Client{Transport: handlerTransport{stubHandler()}}, "http://stub/v1/decisiones")
+}
+
+func BenchmarkDecideInMemory(b *testing.B) {
+	benchDecide(b, benchClient(b, "http://stub", client.WithHTTPClient(&http.Client{Transport: handlerTransport{stubHandler()}})))
+}
+
+// benchRawDecide times plain HTTP decisions through hc to url, with their
+// allocations and the process's CPU.
+func benchRawDecide(b *testing.B, hc *http.Client, url string) {
 	ctx := context.Background()
-	url := srv.URL + "/v1/decisiones"
 	b.ReportAllocs()
 	cpu := processCPU()
 	defer reportCPU(b, cpu)
@@ -118,36 +135,9 @@ func BenchmarkRawHTTPDecide(b *testing.B) {
 	}
 }
 
-func BenchmarkDecide(b *testing.B) {
-	srv := stubServer(b)
-	c := benchClient(b, srv.URL)
-	ctx := context.Background()
-	b.ReportAllocs()
-	cpu := processCPU()
-	defer reportCPU(b, cpu)
-	for b.Loop() {
-		d, err := c.Decide(ctx, benchRequest)
-		if err != nil || d.EnRespaldo {
-			b.Fatal(err, d.Causa)
-		}
-	}
-}
-
-func BenchmarkRawHTTPDecideInMemory(b *testing.B) {
-	hc := &http.Client{Transport: handlerTransport{stubHandler()}}
-	ctx := context.Background()
-	b.ReportAllocs()
-	cpu := processCPU()
-	defer reportCPU(b, cpu)
-	for b.Loop() {
-		if _, err := rawDecide(ctx, hc, "http://stub/v1/decisiones"); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
-
-func BenchmarkDecideInMemory(b *testing.B) {
-	c := benchClient(b, "http://stub", client.WithHTTPClient(&http.Client{Transport: handlerTransport{stubHandler()}}))
+// benchDecide times c's decisions, which must not fall back, with their
+// allocations and the process's CPU.
+func benchDecide(b *testing.B, c *client.Client) {
 	ctx := context.Background()
 	b.ReportAllocs()
 	cpu := processCPU()
