@@ -55,6 +55,23 @@ func (f *fuzzServer) forget(t *testing.T, ref string) {
 	}
 }
 
+// fuzzBody fuzzes the body of method path from seeds: every answer is
+// documented for the OpenAPI operation op and is 200, 413, 415 or 422, and
+// each body answered 200 goes to accepted with the answer's object m, to
+// be read back.
+func (f *fuzzServer) fuzzBody(ff *testing.F, seeds []string, method, path, op string, accepted func(t *testing.T, body []byte, m obj)) {
+	for _, s := range seeds {
+		ff.Add([]byte(s))
+	}
+	ff.Fuzz(func(t *testing.T, body []byte) {
+		rec := f.req(method, path, f.all, body)
+		m := f.checkAnswer(t, op, rec, 200, 413, 415, 422)
+		if rec.Code == 200 {
+			accepted(t, body, m)
+		}
+	})
+}
+
 // seq numbers the customers the fuzz targets create, so that each input
 // starts from a fresh customer.
 var fuzzSeq atomic.Int64
@@ -125,22 +142,15 @@ func FuzzConfirmBody(f *testing.F) {
 }
 
 func FuzzFallbackBody(f *testing.F) {
-	for _, s := range []string{
+	seeds := []string{
 		`{"accion":1,"canal":"push","cliente_ref":"cliente-0001","campana_id":"navidad"}`,
 		`{"accion":0,"canal":"sms","cliente_ref":"cliente-0002","campana_id":"x"}`,
 		`{"accion":99,"canal":"push","cliente_ref":"cliente-0003","campana_id":"x"}`,
 		`{"accion":1,"canal":"push","cliente_ref":"5512345678","campana_id":"x"}`,
 		`{"accion":-1,"canal":"","cliente_ref":"a","campana_id":""}`, `{"accion":1.5}`, `{}`, ``, `null`,
-	} {
-		f.Add([]byte(s))
 	}
 	fs := newFuzzServer(f)
-	f.Fuzz(func(t *testing.T, body []byte) {
-		rec := fs.req("POST", "/v1/decisiones/respaldo", fs.all, body)
-		fs.checkAnswer(t, "respaldo", rec, 200, 413, 415, 422)
-		if rec.Code != 200 {
-			return
-		}
+	fs.fuzzBody(f, seeds, "POST", "/v1/decisiones/respaldo", "respaldo", func(t *testing.T, body []byte, _ obj) {
 		var in struct {
 			ClienteRef string `json:"cliente_ref"`
 		}
@@ -231,22 +241,15 @@ func FuzzCampaignBody(f *testing.F) {
 }
 
 func FuzzCatalogBody(f *testing.F) {
-	for _, s := range []string{
+	seeds := []string{
 		`{"acciones":[{"id":1,"nombre":"a","tipo_cupon":"TA","costo_envio_mxn":0.5,"descuento_max_mxn":10,"descuento_pct":10,"canales":["push"],"activa":true}]}`,
 		`{"acciones":[{"id":1,"nombre":"a","tipo_cupon":"TA","costo_envio_mxn":0.5,"descuento_max_mxn":10},{"id":2,"nombre":"b","tipo_cupon":"TB","costo_envio_mxn":0.5,"descuento_max_mxn":20}]}`,
 		`{"acciones":[]}`, `{"acciones":[{"id":0}]}`, `{"acciones":[{"id":1,"nombre":"a","tipo_cupon":"TA","costo_envio_mxn":0.001,"descuento_max_mxn":10,"descuento_pct":101}]}`,
 		`{"acciones":[{"id":1,"nombre":"a","tipo_cupon":"TA","costo_envio_mxn":1,"descuento_max_mxn":1},{"id":1,"nombre":"b","tipo_cupon":"TB","costo_envio_mxn":1,"descuento_max_mxn":1}]}`,
 		`{}`, ``, `{"acciones":null}`,
-	} {
-		f.Add([]byte(s))
 	}
 	fs := newFuzzServer(f)
-	f.Fuzz(func(t *testing.T, body []byte) {
-		rec := fs.req("PUT", "/v1/catalogo-acciones", fs.all, body)
-		m := fs.checkAnswer(t, "catalogo_put", rec, 200, 413, 415, 422)
-		if rec.Code != 200 {
-			return
-		}
+	fs.fuzzBody(f, seeds, "PUT", "/v1/catalogo-acciones", "catalogo_put", func(t *testing.T, _ []byte, m obj) {
 		got := fs.checkAnswer(t, "catalogo_get", fs.req("GET", "/v1/catalogo-acciones", fs.all, nil), 200)
 		if fmt.Sprint(got["version"]) != fmt.Sprint(m["version"]) || len(asSlice(got["acciones"])) != len(asSlice(m["acciones"])) {
 			t.Fatalf("catalog read back %v, stored %v", got, m)
@@ -255,23 +258,16 @@ func FuzzCatalogBody(f *testing.F) {
 }
 
 func FuzzWebhookBody(f *testing.F) {
-	for _, s := range []string{
+	seeds := []string{
 		`{"url":"https://hooks.example.com/coupond","eventos":["lote.completado"]}`,
 		`{"url":"http://127.0.0.1:9/x","eventos":["lote.completado"]}`, `{"url":"https://[::1]/x","eventos":["lote.completado"]}`,
 		`{"url":"ftp://x","eventos":["lote.completado"]}`, `{"url":"https://x.example","eventos":[]}`, `{"url":"https://x.example","eventos":["otro"]}`,
 		`{"url":"https://` + strings.Repeat("a", 2100) + `.example","eventos":["lote.completado"]}`, `{}`, ``,
-	} {
-		f.Add([]byte(s))
 	}
 	fs := newFuzzServer(f)
-	f.Fuzz(func(t *testing.T, body []byte) {
-		rec := fs.req("PUT", "/v1/webhooks", fs.all, body)
-		m := fs.checkAnswer(t, "webhooks_put", rec, 200, 413, 415, 422)
-		if rec.Code != 200 {
-			return
-		}
+	fs.fuzzBody(f, seeds, "PUT", "/v1/webhooks", "webhooks_put", func(t *testing.T, _ []byte, m obj) {
 		if s, _ := m["secreto"].(string); s == "" {
-			t.Fatalf("registration without secreto: %s", rec.Body)
+			t.Fatalf("registration without secreto: %v", m)
 		}
 		fs.checkAnswer(t, "webhooks_delete", fs.req("DELETE", "/v1/webhooks", fs.all, nil), 200)
 	})
@@ -280,20 +276,13 @@ func FuzzWebhookBody(f *testing.F) {
 // FuzzEventsReadBack: every event POST /v1/eventos did not reject is in
 // its customer's export, and the customer's deletion erases it.
 func FuzzEventsReadBack(f *testing.F) {
-	for _, s := range fuzzEventSeeds()[:2] {
-		f.Add([]byte(s))
-	}
-	f.Add([]byte(`{"eventos":[{"event_id":"cad1","cliente_ref":"cliente-0009","ts":"` + fuzzTS + `","tipo":"CUPON_RECIBIDO","clave":"TA",` +
+	farExpiry := `{"eventos":[{"event_id":"cad1","cliente_ref":"cliente-0009","ts":"` + fuzzTS + `","tipo":"CUPON_RECIBIDO","clave":"TA",` +
 		`"extra":{"cupon_emitido_id":"cup-9","caducidad":"9999-12-31T23:00:00-14:00"}},` +
 		`{"event_id":"cad2","cliente_ref":"cliente-0009","ts":"` + fuzzTS + `","tipo":"CUPON_RECIBIDO","clave":"TA",` +
-		`"extra":{"cupon_emitido_id":"cup-10","caducidad":"9999-12-31T23:59:59Z"}}]}`))
+		`"extra":{"cupon_emitido_id":"cup-10","caducidad":"9999-12-31T23:59:59Z"}}]}`
+	seeds := append(fuzzEventSeeds()[:2], farExpiry)
 	fs := newFuzzServer(f)
-	f.Fuzz(func(t *testing.T, body []byte) {
-		rec := fs.req("POST", "/v1/eventos", fs.all, body)
-		m := fs.checkAnswer(t, "eventos", rec, 200, 413, 415, 422)
-		if rec.Code != 200 {
-			return
-		}
+	fs.fuzzBody(f, seeds, "POST", "/v1/eventos", "eventos", func(t *testing.T, body []byte, m obj) {
 		var env struct {
 			Eventos []struct {
 				EventID    any `json:"event_id"`
