@@ -163,18 +163,30 @@ func FuzzDecodeEvent(f *testing.F) {
 	f.Add((&Event{Tipo: CuponRecibido, Caducidad: featNow, HasDescuentoPct: true, DescuentoPct: 12.5}).AppendEncode(nil))
 	f.Add([]byte{1, 0, 0})
 	f.Fuzz(func(t *testing.T, b []byte) {
-		e, ok := DecodeEvent(b)
-		if !ok {
-			return
-		}
-		again, ok := DecodeEvent(e.AppendEncode(nil))
-		if !ok {
-			t.Fatalf("re-encoding of %+v does not decode", e)
-		}
-		if diff := cmp.Diff(e, again); diff != "" {
-			t.Fatalf("round trip (-first +second):\n%s", diff)
-		}
+		reDecode(t, b, DecodeEvent)
 	})
+}
+
+// reDecode decodes b and, when it decodes, checks that its re-encoding
+// decodes to the same value (compared with opts); it returns the value and
+// whether b decoded.
+func reDecode[T any, PT interface {
+	*T
+	AppendEncode([]byte) []byte
+}](t *testing.T, b []byte, decode func([]byte) (T, bool), opts ...cmp.Option) (T, bool) {
+	t.Helper()
+	v, ok := decode(b)
+	if !ok {
+		return v, false
+	}
+	again, ok := decode(PT(&v).AppendEncode(nil))
+	if !ok {
+		t.Fatalf("re-encoding of %+v does not decode", v)
+	}
+	if diff := cmp.Diff(v, again, opts...); diff != "" {
+		t.Fatalf("round trip (-first +second):\n%s", diff)
+	}
+	return v, true
 }
 
 func TestEventTypeCodes(t *testing.T) {
@@ -753,16 +765,9 @@ func FuzzDecodeFeatures(f *testing.F) {
 	f.Add((&Features{}).AppendEncode(nil))
 	names := append(FeatureNames(), "cuota_categoria:abarrotes")
 	f.Fuzz(func(t *testing.T, b []byte) {
-		ft, ok := DecodeFeatures(b)
+		ft, ok := reDecode(t, b, DecodeFeatures, featCmpOpts())
 		if !ok {
 			return
-		}
-		again, ok := DecodeFeatures(ft.AppendEncode(nil))
-		if !ok {
-			t.Fatal("re-encoding does not decode")
-		}
-		if diff := cmp.Diff(ft, again, featCmpOpts()); diff != "" {
-			t.Fatalf("round trip (-first +second):\n%s", diff)
 		}
 		check := func(when string) {
 			v := ft.Vector(featNow, nil)
