@@ -41,10 +41,7 @@ func batchTenant(s *store.Settings) {
 // batchHarness is a harness with tenant acme, a catalog of 3 coupons and
 // campaign "camp" on push without caps; it returns a token with every scope.
 func batchHarness(t *testing.T) (*harness, string) {
-	h := newHarness(t)
-	h.tenant("acme", true, batchTenant)
-	tok := h.token("acme", allScopes...)
-	h.catalog(tok, 3)
+	h, tok := newCatalogHarness(t, 3, batchTenant)
 	putCampaign(h, tok, "camp", -1)
 	return h, tok
 }

@@ -41,10 +41,7 @@ func (h *harness) storeHolds(b []byte) bool {
 }
 
 func TestClienteExportAndDeletion(t *testing.T) {
-	h := newHarness(t)
-	h.tenant("acme", true, func(s *store.Settings) { s.ControlShare = 0; s.RateLimits = false })
-	tok := h.token("acme", allScopes...)
-	h.catalog(tok, 2)
+	h, tok := newCatalogHarness(t, 2, func(s *store.Settings) { s.ControlShare = 0; s.RateLimits = false })
 	const ana, beto = "ana-00000001", "beto-0000002"
 	ts := testStart.Add(-48 * time.Hour)
 

@@ -22,10 +22,7 @@ func decideBody(ref string, ctx map[string]any) map[string]any {
 func noControl(s *store.Settings) { s.ControlShare = 0 }
 
 func TestDecisionResponseShape(t *testing.T) {
-	h := newHarness(t)
-	h.tenant("acme", true, noControl)
-	tok := h.token("acme", allScopes...)
-	h.catalog(tok, 3)
+	h, tok := newCatalogHarness(t, 3, noControl)
 	st, d := h.do("POST", "/v1/decisiones", tok, decideBody("cliente-0001", nil))
 	if st != 200 {
 		t.Fatalf("decide: %d %v", st, d)
@@ -136,10 +133,7 @@ func TestDecisionRules(t *testing.T) {
 }
 
 func TestIdempotencyKey(t *testing.T) {
-	h := newHarness(t)
-	h.tenant("acme", true, noControl)
-	tok := h.token("acme", allScopes...)
-	h.catalog(tok, 2)
+	h, tok := newCatalogHarness(t, 2, noControl)
 	body := decideBody("idem-00001", nil)
 	_, a := h.do("POST", "/v1/decisiones", tok, body, "Idempotency-Key", "k1")
 	st, b := h.do("POST", "/v1/decisiones", tok, body, "Idempotency-Key", "k1")
@@ -167,10 +161,7 @@ func TestIdempotencyKey(t *testing.T) {
 }
 
 func TestConcurrentDecisionsSameCustomer(t *testing.T) {
-	h := newHarness(t)
-	h.tenant("acme", true, func(s *store.Settings) { s.ControlShare = 0; s.RateLimits = false })
-	tok := h.token("acme", allScopes...)
-	h.catalog(tok, 3)
+	h, tok := newCatalogHarness(t, 3, func(s *store.Settings) { s.ControlShare = 0; s.RateLimits = false })
 	var wg sync.WaitGroup
 	ids := make(chan string, 16)
 	for i := 0; i < 16; i++ {
@@ -214,10 +205,7 @@ func TestConcurrentDecisionsSameCustomer(t *testing.T) {
 }
 
 func TestShadowMode(t *testing.T) {
-	h := newHarness(t)
-	h.tenant("acme", true, func(s *store.Settings) { s.ControlShare = 0; s.Shadow = true })
-	tok := h.token("acme", allScopes...)
-	h.catalog(tok, 2)
+	h, tok := newCatalogHarness(t, 2, func(s *store.Settings) { s.ControlShare = 0; s.Shadow = true })
 	_, d := h.do("POST", "/v1/decisiones", tok, decideBody("shadow-001", nil))
 	if d["en_sombra"] != true {
 		t.Errorf("shadow on: en_sombra = %v, want true", d["en_sombra"])
@@ -232,10 +220,7 @@ func TestShadowMode(t *testing.T) {
 }
 
 func TestControlGroup(t *testing.T) {
-	h := newHarness(t)
-	h.tenant("acme", true, func(s *store.Settings) { s.ControlShare = 0.5; s.ControlKind = "regla_actual"; s.RateLimits = false })
-	tok := h.token("acme", allScopes...)
-	h.catalog(tok, 2)
+	h, tok := newCatalogHarness(t, 2, func(s *store.Settings) { s.ControlShare = 0.5; s.ControlKind = "regla_actual"; s.RateLimits = false })
 	inControl := 0
 	for i := 0; i < 200; i++ {
 		ref := fmt.Sprintf("control-%04d", i)
@@ -253,10 +238,7 @@ func TestControlGroup(t *testing.T) {
 }
 
 func TestCampaignBudgetOnline(t *testing.T) {
-	h := newHarness(t)
-	h.tenant("acme", true, func(s *store.Settings) { s.ControlShare = 0; s.RateLimits = false })
-	tok := h.token("acme", allScopes...)
-	h.catalog(tok, 2)
+	h, tok := newCatalogHarness(t, 2, func(s *store.Settings) { s.ControlShare = 0; s.RateLimits = false })
 	if st, b := h.do("PUT", "/v1/campanas/navidad", tok, map[string]any{"canal": "push", "descripcion": "Navidad", "max_envios": 3}); st != 200 || b["campana_id"] != "navidad" {
 		t.Fatalf("campaign: %d %v", st, b)
 	}
@@ -348,10 +330,7 @@ func TestConfirmation(t *testing.T) {
 }
 
 func TestFallback(t *testing.T) {
-	h := newHarness(t)
-	h.tenant("acme", true, noControl)
-	tok := h.token("acme", allScopes...)
-	h.catalog(tok, 2)
+	h, tok := newCatalogHarness(t, 2, noControl)
 	st, b := h.do("POST", "/v1/decisiones/respaldo", tok, map[string]any{"accion": 1, "canal": "sms", "cliente_ref": "fallback-01", "campana_id": "c1"})
 	if st != 200 || len(b) != 0 {
 		t.Fatalf("fallback: %d %v, want 200 {}", st, b)

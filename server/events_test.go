@@ -189,10 +189,7 @@ func TestEventRequestLimits(t *testing.T) {
 }
 
 func TestAttributionAnyOrder(t *testing.T) {
-	h := newHarness(t)
-	h.tenant("acme", true, noControl)
-	tok := h.token("acme", allScopes...)
-	h.catalog(tok, 2)
+	h, tok := newCatalogHarness(t, 2, noControl)
 	_, d := h.do("POST", "/v1/decisiones", tok, decideBody("attrib-001", nil))
 	id := d["decision_id"].(string)
 	ts := testStart.Format(time.RFC3339)

@@ -48,10 +48,7 @@ func (h *harness) rawExchange(req string, halfClose bool) (*http.Response, map[s
 // TestFramingErrors sends requests with broken framing over raw TCP: each is
 // a 400 esquema_invalido in the contract's error body, never a 500.
 func TestFramingErrors(t *testing.T) {
-	h := newHarness(t)
-	h.tenant("acme", true, noControl)
-	tok := h.token("acme", allScopes...)
-	h.catalog(tok, 2)
+	h, tok := newCatalogHarness(t, 2, noControl)
 	auth := "Authorization: Bearer " + tok + "\r\n"
 	const body = `{"cliente_ref":"cliente-0001","contexto":{"canal":"push"}}`
 	for _, tc := range []struct {
@@ -80,10 +77,7 @@ func TestFramingErrors(t *testing.T) {
 // traffic on one connection (bodies by Content-Length and by chunks,
 // trailers, bodiless requests) without refusing any of it.
 func TestFramingKeepAlive(t *testing.T) {
-	h := newHarness(t)
-	h.tenant("acme", true, noControl)
-	tok := h.token("acme", allScopes...)
-	h.catalog(tok, 2)
+	h, tok := newCatalogHarness(t, 2, noControl)
 	conn, err := net.Dial("tcp", h.http.Listener.Addr().String())
 	if err != nil {
 		t.Fatal(err)

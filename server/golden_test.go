@@ -33,10 +33,7 @@ func TestGoldenServedOpenAPI(t *testing.T) {
 // TestGolden422Bodies: the validation answers of the main write endpoints,
 // as a client reads them.
 func TestGolden422Bodies(t *testing.T) {
-	h := newHarness(t)
-	h.tenant("acme", true, func(s *store.Settings) { s.ControlShare = 0; s.RateLimits = false })
-	tok := h.token("acme", allScopes...)
-	h.catalog(tok, 2)
+	h, tok := newCatalogHarness(t, 2, func(s *store.Settings) { s.ControlShare = 0; s.RateLimits = false })
 	for _, tc := range []struct {
 		name, method, path string
 		body               any
@@ -62,10 +59,7 @@ func TestGolden422Bodies(t *testing.T) {
 // TestGoldenExport: a customer's export after a purchase, a decision and
 // its confirmation.
 func TestGoldenExport(t *testing.T) {
-	h := newHarness(t)
-	h.tenant("acme", true, func(s *store.Settings) { s.ControlShare = 0; s.RateLimits = false })
-	tok := h.token("acme", allScopes...)
-	h.catalog(tok, 2)
+	h, tok := newCatalogHarness(t, 2, func(s *store.Settings) { s.ControlShare = 0; s.RateLimits = false })
 	const ana = "ana-00000001"
 	h.acceptEvents(tok, purchaseAt("ev-1", ana, testStart.Add(-48*time.Hour)))
 	st, d := h.do("POST", "/v1/decisiones", tok, decideBody(ana, nil))

@@ -39,6 +39,18 @@ func newHarness(t *testing.T) *harness {
 	return newHarnessHTTP(t, zerolog.Nop(), HTTPConfig{}, nil)
 }
 
+// newCatalogHarness is newHarness with the sandbox tenant "acme" (its
+// settings changed by fn, nil: none), a token with every scope and a
+// catalog of n coupons.
+func newCatalogHarness(t *testing.T, n int, fn func(*store.Settings)) (*harness, string) {
+	t.Helper()
+	h := newHarness(t)
+	h.tenant("acme", true, fn)
+	tok := h.token("acme", allScopes...)
+	h.catalog(tok, n)
+	return h, tok
+}
+
 // newHarnessWith is newHarness with the server's Deps changed by fn.
 func newHarnessWith(t *testing.T, fn func(*Deps)) *harness {
 	t.Helper()

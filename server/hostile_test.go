@@ -13,10 +13,7 @@ import (
 // TestUnknownAccionReal: an accion_real that is neither 0 nor in the
 // catalog is a 422 at body.accion_real, not a modificada confirmation.
 func TestUnknownAccionReal(t *testing.T) {
-	h := newHarness(t)
-	h.tenant("acme", true, noControl)
-	tok := h.token("acme", allScopes...)
-	h.catalog(tok, 2)
+	h, tok := newCatalogHarness(t, 2, noControl)
 	decide := func(ref string) string {
 		st, d := h.do("POST", "/v1/decisiones", tok, decideBody(ref, nil))
 		if st != 200 {

@@ -20,10 +20,7 @@ var outOfRange = []string{"9999-12-31T23:00:00-14:00", "0000-01-01T00:00:00+01:0
 // value_error and nothing is stored, so the customer's export, deletion and
 // the tenant's learner all complete afterwards.
 func TestTimestampRangeConfirmation(t *testing.T) {
-	h := newHarness(t)
-	h.tenant("acme", true, func(s *store.Settings) { s.ControlShare = 0; s.RateLimits = false })
-	tok := h.token("acme", allScopes...)
-	h.catalog(tok, 2)
+	h, tok := newCatalogHarness(t, 2, func(s *store.Settings) { s.ControlShare = 0; s.RateLimits = false })
 	const ana = "ana-00000001"
 	st, d := h.do("POST", "/v1/decisiones", tok, decideBody(ana, nil))
 	if st != 200 {
