@@ -7,16 +7,22 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
+// newAbuseHarness is newHarness with tenant "acme", a token to publish
+// events, the id of its credential and the server's abuse guard.
+func newAbuseHarness(t *testing.T) (h *harness, tok, id string, g *abuseGuard) {
+	t.Helper()
+	h = newHarness(t)
+	h.tenant("acme", false, nil)
+	tok = h.token("acme", "eventos:publicar")
+	return h, tok, h.db.Credentials("acme")[0].ClientID, h.srv.abuse
+}
+
 // TestAbuseEscalationSteps walks every step with an injected clock: a peak
 // of 10x the usual rate gives the warning first, persisting anomalies then
 // brake, quarantine and suspension, one step per StepInterval; each step is
 // recorded with its reason and the operator clears it.
 func TestAbuseEscalationSteps(t *testing.T) {
-	h := newHarness(t)
-	h.tenant("acme", false, nil)
-	tok := h.token("acme", "eventos:publicar")
-	id := h.db.Credentials("acme")[0].ClientID
-	g := h.srv.abuse
+	h, tok, id, g := newAbuseHarness(t)
 	at := testStart
 	minute := func(n, errs int) {
 		for i := 0; i < n; i++ {
@@ -75,11 +81,7 @@ func TestAbuseEscalationSteps(t *testing.T) {
 }
 
 func TestAbuseQuarantineAndBrake(t *testing.T) {
-	h := newHarness(t)
-	h.tenant("acme", false, nil)
-	tok := h.token("acme", "eventos:publicar")
-	id := h.db.Credentials("acme")[0].ClientID
-	g := h.srv.abuse
+	h, tok, id, g := newAbuseHarness(t)
 	at := testStart
 	for i := 0; i < 3; i++ {
 		g.signal("acme", id, "recarga: prueba", at)

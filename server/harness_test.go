@@ -117,16 +117,25 @@ func (h *harness) tenant(id string, sandbox bool, fn func(*store.Settings)) {
 	}
 }
 
-// token creates a credential with scopes and returns a bearer token.
-func (h *harness) token(tenant string, scopes ...string) string {
+// credential returns the client id and secret of the tenant's credential
+// with scopes, created the first time it is asked for.
+func (h *harness) credential(tenant string, scopes ...string) (id, secret string) {
 	h.t.Helper()
-	id := fmt.Sprintf("ci_%s_%x", tenant, sha256.Sum256([]byte(strings.Join(scopes, ","))))[:40]
+	id = fmt.Sprintf("ci_%s_%x", tenant, sha256.Sum256([]byte(strings.Join(scopes, ","))))[:40]
+	secret = "secret-" + id
 	if _, ok := h.db.Credential(id); !ok {
-		if err := h.db.CreateCredential(&store.Credential{ClientID: id, Tenant: tenant, Name: "test", Scopes: scopes, SecretHash: store.HashSecret("secret-" + id)}); err != nil {
+		if err := h.db.CreateCredential(&store.Credential{ClientID: id, Tenant: tenant, Name: "test", Scopes: scopes, SecretHash: store.HashSecret(secret)}); err != nil {
 			h.t.Fatal(err)
 		}
 	}
-	st, body := h.do("POST", "/v1/token", "", map[string]string{"client_id": id, "client_secret": "secret-" + id, "grant_type": "client_credentials"})
+	return id, secret
+}
+
+// token creates a credential with scopes and returns a bearer token.
+func (h *harness) token(tenant string, scopes ...string) string {
+	h.t.Helper()
+	id, secret := h.credential(tenant, scopes...)
+	st, body := h.do("POST", "/v1/token", "", map[string]string{"client_id": id, "client_secret": secret, "grant_type": "client_credentials"})
 	if st != 200 {
 		h.t.Fatalf("token: %d %v", st, body)
 	}

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"crypto/sha256"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
@@ -82,8 +81,7 @@ func TestTokenNoLockOut(t *testing.T) {
 	h := newHarness(t)
 	h.tenant("acme", true, nil)
 	h.token("acme", "decisiones:pedir")
-	id := fmt.Sprintf("ci_%s_%x", "acme", sha("decisiones:pedir"))[:40]
-	secret := "secret-" + id
+	id, secret := h.credential("acme", "decisiones:pedir")
 
 	fails := classRates[classTokenFailure].burst
 	for i := range fails + 30 {
@@ -163,8 +161,7 @@ func TestTokenBasicAndBodyCredentials(t *testing.T) {
 	h := newHarness(t)
 	h.tenant("acme", true, nil)
 	h.token("acme", "decisiones:pedir")
-	id := fmt.Sprintf("ci_%s_%x", "acme", sha("decisiones:pedir"))[:40]
-	secret := "secret-" + id
+	id, secret := h.credential("acme", "decisiones:pedir")
 	basic := func(r *http.Request) { r.SetBasicAuth(url.QueryEscape(id), url.QueryEscape(secret)) }
 	form := "application/x-www-form-urlencoded"
 	for _, tc := range []struct {
@@ -192,5 +189,3 @@ func TestTokenBasicAndBodyCredentials(t *testing.T) {
 		})
 	}
 }
-
-func sha(s string) [32]byte { return sha256.Sum256([]byte(s)) }

@@ -105,12 +105,12 @@ func TestTokenScopeRequest(t *testing.T) {
 	h := newHarness(t)
 	h.tenant("acme", false, nil)
 	h.token("acme", "eventos:publicar", "catalogo:escribir")
-	id := h.db.Credentials("acme")[0].ClientID
-	st, b := h.do("POST", "/v1/token", "", map[string]string{"client_id": id, "client_secret": "secret-" + id, "grant_type": "client_credentials", "scope": "catalogo:escribir"})
+	id, secret := h.credential("acme", "eventos:publicar", "catalogo:escribir")
+	st, b := h.do("POST", "/v1/token", "", map[string]string{"client_id": id, "client_secret": secret, "grant_type": "client_credentials", "scope": "catalogo:escribir"})
 	if st != 200 || b["scope"] != "catalogo:escribir" {
 		t.Errorf("narrowed scope: %d %v", st, b)
 	}
-	st, b = h.do("POST", "/v1/token", "", map[string]string{"client_id": id, "client_secret": "secret-" + id, "grant_type": "client_credentials", "scope": "clientes:borrar"})
+	st, b = h.do("POST", "/v1/token", "", map[string]string{"client_id": id, "client_secret": secret, "grant_type": "client_credentials", "scope": "clientes:borrar"})
 	if st != 403 {
 		t.Errorf("scope the credential lacks: %d %v, want 403", st, b)
 	}
