@@ -59,6 +59,19 @@ func values(t testing.TB, f *Features, now time.Time, names ...string) map[strin
 	return m
 }
 
+// checkValues checks that the features of f at now named in want have
+// want's values (to 1e-12).
+func checkValues(t testing.TB, f *Features, now time.Time, want map[string]float64) {
+	t.Helper()
+	names := make([]string, 0, len(want))
+	for n := range want {
+		names = append(names, n)
+	}
+	if diff := cmp.Diff(want, values(t, f, now, names...), cmpopts.EquateApprox(0, 1e-12)); diff != "" {
+		t.Errorf("features (-want +got):\n%s", diff)
+	}
+}
+
 // yearOfWeeklyPurchases is the benchmark customer: a ticket every week for a
 // year, three of eight categories per ticket, a coupon every four weeks
 // (half redeemed, half expired), signed up a month before the first ticket.
@@ -302,15 +315,7 @@ func TestFeaturesWindows(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			f := applyAll(t, tt.evs...)
-			names := make([]string, 0, len(tt.want))
-			for n := range tt.want {
-				names = append(names, n)
-			}
-			got := values(t, f, tt.now, names...)
-			if diff := cmp.Diff(tt.want, got, cmpopts.EquateApprox(0, 1e-12)); diff != "" {
-				t.Errorf("features (-want +got):\n%s", diff)
-			}
+			checkValues(t, applyAll(t, tt.evs...), tt.now, tt.want)
 		})
 	}
 }
@@ -660,14 +665,7 @@ func TestFeaturesCategories(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			f := applyAll(t, tt.evs...)
-			names := make([]string, 0, len(tt.want))
-			for n := range tt.want {
-				names = append(names, n)
-			}
-			if diff := cmp.Diff(tt.want, values(t, f, featNow, names...), cmpopts.EquateApprox(0, 1e-12)); diff != "" {
-				t.Errorf("features (-want +got):\n%s", diff)
-			}
+			checkValues(t, applyAll(t, tt.evs...), featNow, tt.want)
 		})
 	}
 }
