@@ -109,11 +109,7 @@ func check(t *testing.T, in *instance, args ...string) (checkJSON, int) {
 func TestAdminCheckRepair(t *testing.T) {
 	dataDir := t.TempDir()
 	in := startServer(t, dataDir)
-	defer func() {
-		if in.cmd.ProcessState == nil {
-			in.kill()
-		}
-	}()
+	defer in.killIfRunning()
 	_, tok := setupDataTenant(t, in, "acme")
 	const ana, beto = "ana-00000001", "beto-0000002"
 	now := time.Now().UTC()

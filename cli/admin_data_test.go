@@ -107,11 +107,7 @@ func TestCanaryDeletion(t *testing.T) {
 	dataDir := t.TempDir()
 	backupDir := filepath.Join(t.TempDir(), "backup-1")
 	in := startServer(t, dataDir)
-	defer func() {
-		if in.cmd.ProcessState == nil {
-			in.kill()
-		}
-	}()
+	defer in.killIfRunning()
 	_, tok := setupDataTenant(t, in, "acme")
 
 	rnd := make([]byte, 8)
@@ -316,11 +312,7 @@ func TestBackupWhileStreaming(t *testing.T) {
 	dataDir := t.TempDir()
 	backupDir := filepath.Join(t.TempDir(), "backup")
 	in := startServer(t, dataDir)
-	defer func() {
-		if in.cmd.ProcessState == nil {
-			in.kill()
-		}
-	}()
+	defer in.killIfRunning()
 	var cred credJSON
 	in.admin(nil, "tenant", "create", "flujo", "--sandbox")
 	in.admin(nil, "tenant", "set", "flujo", "--rate-limits", "off")

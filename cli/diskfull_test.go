@@ -76,11 +76,7 @@ func TestFullDisk(t *testing.T) {
 	dataDir := filepath.Join(mnt, "data")
 	const reserve = 24 << 20
 	in := startServer(t, dataDir, "--disk-reserve", "24MiB")
-	defer func() {
-		if in.cmd.ProcessState == nil {
-			in.kill()
-		}
-	}()
+	defer in.killIfRunning()
 	_, tok := setupDataTenant(t, in, "acme")
 	const ana = "ana-00000001"
 	now := time.Now().UTC()
@@ -135,14 +131,7 @@ func TestFullDisk(t *testing.T) {
 	if err := in.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "/healthz while waiting for space", func() bool {
-		resp, err := http.Get(in.url("/healthz"))
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == 200
-	})
+	waitFor(t, 10*time.Second, "/healthz while waiting for space", func() bool { return in.answers200("/healthz") })
 	cpu0 := procCPU(t, in.cmd.Process.Pid)
 	time.Sleep(3 * time.Second)
 	if st, _, b := in.do("GET", "/readyz", "", nil); st != 503 || b["estado"] != "almacenamiento_lleno" {
@@ -168,14 +157,7 @@ func TestFullDisk(t *testing.T) {
 	}
 	// While serve swaps its waiting listener for the real one the port is
 	// briefly closed: a refused connection means "not yet".
-	waitFor(t, 15*time.Second, "the store to open once space came back", func() bool {
-		resp, err := http.Get(in.url("/readyz"))
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == 200
-	})
+	waitFor(t, 15*time.Second, "the store to open once space came back", func() bool { return in.answers200("/readyz") })
 	if st, _, b := post("e5"); st != 200 {
 		t.Errorf("write after space came back: %d %v", st, b)
 	}

@@ -93,17 +93,24 @@ func (in *instance) start() {
 	}
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
-		resp, err := http.Get("http://" + in.addr + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return
-			}
+		if in.answers200("/readyz") {
+			return
 		}
 		time.Sleep(30 * time.Millisecond)
 	}
 	in.cmd.Process.Kill()
 	t.Fatalf("server did not become ready; logs:\n%s", in.logs)
+}
+
+// answers200 reports whether GET path answers 200; a refused connection
+// (serve not listening yet, or between listeners) is false.
+func (in *instance) answers200(path string) bool {
+	resp, err := http.Get(in.url(path))
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return resp.StatusCode == 200
 }
 
 // stop sends SIGTERM and waits for a clean exit.
@@ -126,6 +133,14 @@ func (in *instance) stop() {
 func (in *instance) kill() {
 	in.cmd.Process.Kill()
 	in.cmd.Wait()
+}
+
+// killIfRunning kills serve unless it has exited already: the clean-up of
+// a test that may have stopped or killed it itself.
+func (in *instance) killIfRunning() {
+	if in.cmd.ProcessState == nil {
+		in.kill()
+	}
 }
 
 // admin runs "coupond admin ... --json" against the data dir and decodes its
@@ -192,11 +207,7 @@ func TestEndToEndFoundation(t *testing.T) {
 	}
 	dataDir := t.TempDir()
 	in := startServer(t, dataDir)
-	defer func() {
-		if in.cmd.ProcessState == nil {
-			in.kill()
-		}
-	}()
+	defer in.killIfRunning()
 
 	var tenant map[string]any
 	in.admin(&tenant, "tenant", "create", "acme", "--sandbox")
