@@ -2,6 +2,8 @@ package engine
 
 import (
 	"encoding/binary"
+	"hash/fnv"
+	"slices"
 	"time"
 
 	"github.com/coupond/coupond/store"
@@ -11,57 +13,109 @@ import (
 // event_id) lets rewards, export and deletion find a customer's events by
 // time with one bounded scan. Its value is a small summary:
 //
-//	byte 0     version (1)
-//	byte 1     event type (EventType's index in eventTypes)
-//	byte 2     flags: bit 0 = BAJA comunicaciones
-//	bytes 3-10 margin in cents (COMPRA_CAT), big-endian int64
+//	byte 0      version (2; 1 before tickets and discounts were kept)
+//	byte 1      event type (EventType's index in eventTypes)
+//	byte 2      flags: bit 0 = BAJA comunicaciones
+//	bytes 3-10  cents, big-endian int64: the margin of a COMPRA_CAT, the
+//	            discount (valor) of a CUPON_REDIMIDO, else 0
+//	bytes 11-18 (version 2) FNV-1a hash of a COMPRA_CAT's ticket_id, else 0
+//
+// A version 1 summary (11 bytes) still decodes; its redemptions have no
+// discount and its purchases no ticket (Full false).
 type eventSummary struct {
-	Tipo        EventType
-	MarginCents int64
-	OptOut      bool // BAJA comunicaciones
+	Tipo  EventType
+	Cents int64 // margin (COMPRA_CAT) or discount (CUPON_REDIMIDO)
+	// Ticket is the hash of a COMPRA_CAT's ticket_id: the tickets of a
+	// reward window are its distinct hashes.
+	Ticket uint64
+	OptOut bool // BAJA comunicaciones
+	Full   bool // version 2: Cents and Ticket are as above
+}
+
+// summaryOf is the index summary of an accepted event.
+func summaryOf(ev *Event) eventSummary {
+	s := eventSummary{Tipo: ev.Tipo, Full: true, OptOut: ev.Tipo == Baja && ev.Clave == BajaComunicaciones}
+	switch ev.Tipo {
+	case CompraCat:
+		s.Cents = ev.MargenCents
+		h := fnv.New64a()
+		h.Write([]byte(ev.TicketID))
+		s.Ticket = h.Sum64()
+	case CuponRedimido:
+		s.Cents = ev.ValorCents
+	}
+	return s
 }
 
 func (s eventSummary) encode() []byte {
-	b := make([]byte, 11)
-	b[0] = 1
+	b := make([]byte, 19)
+	b[0] = 2
 	b[1] = s.Tipo.index()
 	if s.OptOut {
 		b[2] = 1
 	}
-	binary.BigEndian.PutUint64(b[3:], uint64(s.MarginCents))
+	binary.BigEndian.PutUint64(b[3:], uint64(s.Cents))
+	binary.BigEndian.PutUint64(b[11:], s.Ticket)
 	return b
 }
 
 func decodeEventSummary(b []byte) (eventSummary, bool) {
-	if len(b) != 11 || b[0] != 1 {
+	full := len(b) == 19 && b[0] == 2
+	if !full && (len(b) != 11 || b[0] != 1) {
 		return eventSummary{}, false
 	}
 	t, ok := eventTypeAt(b[1])
 	if !ok {
 		return eventSummary{}, false
 	}
-	return eventSummary{Tipo: t, OptOut: b[2]&1 != 0, MarginCents: int64(binary.BigEndian.Uint64(b[3:]))}, true
+	s := eventSummary{Tipo: t, OptOut: b[2]&1 != 0, Cents: int64(binary.BigEndian.Uint64(b[3:])), Full: full}
+	if full {
+		s.Ticket = binary.BigEndian.Uint64(b[11:])
+	} else if t != CompraCat {
+		s.Cents = 0
+	}
+	return s, true
 }
 
-// windowOutcome sums a customer's purchase margin and notes opt-outs with
-// ts in [from, to).
-func (e *core) windowOutcome(tenant, clienteRef string, from, to time.Time) (marginCents int64, optOut bool, err error) {
+// windowSums is what a customer's reward window showed.
+type windowSums struct {
+	MarginCents   int64 // COMPRA_CAT margins (net of discounts, contract §5)
+	DiscountCents int64 // CUPON_REDIMIDO discounts
+	Tickets       int   // distinct tickets with a COMPRA_CAT
+	OptOut        bool  // a BAJA comunicaciones
+	// Full: every summary in the window was version 2, so DiscountCents
+	// and Tickets are complete.
+	Full bool
+}
+
+// windowOutcome sums a customer's purchase margin, redemption discounts
+// and tickets and notes opt-outs with ts in [from, to).
+func (e *core) windowOutcome(tenant, clienteRef string, from, to time.Time) (windowSums, error) {
 	lo := store.CustomerEventKey(tenant, clienteRef, from, "")
 	lo = lo[:len(lo)-1] // drop the empty event_id terminator: every event_id at from sorts after
 	hi := store.CustomerEventKey(tenant, clienteRef, to, "")
 	hi = hi[:len(hi)-1]
-	err = e.db.Scan(lo, hi, func(_, v []byte) error {
+	out := windowSums{Full: true}
+	var tickets []uint64
+	err := e.db.Scan(lo, hi, func(_, v []byte) error {
 		s, ok := decodeEventSummary(v)
 		if !ok {
 			return nil
 		}
+		out.Full = out.Full && s.Full
 		switch {
 		case s.Tipo == CompraCat:
-			marginCents += s.MarginCents
+			out.MarginCents += s.Cents
+			if !slices.Contains(tickets, s.Ticket) {
+				tickets = append(tickets, s.Ticket)
+			}
+		case s.Tipo == CuponRedimido:
+			out.DiscountCents += s.Cents
 		case s.OptOut:
-			optOut = true
+			out.OptOut = true
 		}
 		return nil
 	})
-	return marginCents, optOut, err
+	out.Tickets = len(tickets)
+	return out, err
 }

@@ -624,6 +624,17 @@ func (s *featSummary) avgTicket() float64 {
 	return centsToMXN(s.f.spendTotal) / float64(s.f.ticketsTotal)
 }
 
+// ticketHistory reads off a policy vector x the customer's margin per
+// ticket (cents: ticket_promedio times tasa_margen_365d) and tickets in
+// 365 days (frecuencia_365d); margin 0 when the customer never bought,
+// the margin rate is not positive or x is short.
+func ticketHistory(x []float64) (marginCents, tickets float64) {
+	if len(x) < VectorDim || x[2] != 0 || x[11] <= 0 {
+		return 0, 0
+	}
+	return math.Expm1(x[12]/featLogMoneyInv) * 100 * x[11], math.Expm1(x[5] / featScale365.inv)
+}
+
 func centsToMXN(cents int64) float64 { return float64(cents) / 100 }
 
 func b2f(b bool) float64 {

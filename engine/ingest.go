@@ -51,12 +51,7 @@ type Quality struct {
 // link and the quality counters.
 func foldEvent(tenant string, it *IngestEvent, feats map[string]*Features, attrs map[string]*attribution, q *Quality, index *[]keyedWrite) {
 	ev := &it.Event
-	summary := eventSummary{Tipo: ev.Tipo}
-	if ev.Tipo == CompraCat {
-		summary.MarginCents = ev.MargenCents
-	}
-	summary.OptOut = ev.Tipo == Baja && ev.Clave == BajaComunicaciones
-	*index = append(*index, keyedWrite{store.CustomerEventKey(tenant, ev.ClienteRef, ev.TS, ev.ID), summary.encode()})
+	*index = append(*index, keyedWrite{store.CustomerEventKey(tenant, ev.ClienteRef, ev.TS, ev.ID), summaryOf(ev).encode()})
 
 	flags := feats[ev.ClienteRef].Apply(ev)
 	q.count(ev, flags)

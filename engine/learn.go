@@ -207,7 +207,7 @@ func (p *learnPass) apply(b *store.Batch, w dueEntry) error {
 		}
 		return nil
 	}
-	reward, err := p.e.reward(p.t, r)
+	reward, out, err := p.e.reward(p.t, r)
 	if err != nil {
 		return err
 	}
@@ -226,7 +226,9 @@ func (p *learnPass) apply(b *store.Batch, w dueEntry) error {
 		if r.Estado == EstadoRechazada {
 			action = 0
 		}
-		if learnFrom(p.next.m, r, action, float64(reward), p.options) {
+		target := p.next.m.Target(out)
+		p.next.m.TallyTickets(out)
+		if learnFrom(p.next.m, r, action, target, p.options) {
 			r.Aprendida = true
 			st.Folded++
 		}
@@ -254,10 +256,11 @@ func (p *learnPass) refit(b *store.Batch, now time.Time) (policy.GuardEvent, err
 	return guard, nil
 }
 
-// learnFrom folds one final reward of a logged decision that teaches
-// action (what was done) into m, and adds the decision to the guard's
-// evidence when it was executed as drawn. It reports whether the reward
-// was folded (false for records without policy inputs).
+// learnFrom folds one final reward (the model's target, Model.Target) of
+// a logged decision that teaches action (what was done) into m, and adds
+// the decision to the guard's evidence when it was executed as drawn. It
+// reports whether the reward was folded (false for records without policy
+// inputs).
 func learnFrom(m *policy.Model, r *DecisionRecord, action int, reward float64, options []int) bool {
 	if len(r.X) == 0 || len(r.Priors) != len(r.Candidates) {
 		return false
@@ -325,13 +328,15 @@ func (e *Learner) logGuard(tenant string, ev policy.GuardEvent, g policy.GuardSt
 
 // reward is a decision's final reward in cents: the customer's purchase
 // margin in the reward window, minus the sending cost of the action if it
-// was sent, minus the opt-out penalty if a BAJA comunicaciones fell in it.
-func (e *Learner) reward(t *store.Tenant, r *DecisionRecord) (int64, error) {
-	margin, optOut, err := e.windowOutcome(t.ID, r.ClienteRef, r.At, r.At.Add(t.Settings.RewardWindow))
+// was sent, minus the opt-out penalty if a BAJA comunicaciones fell in it;
+// and the window's outcome for the model's learning target
+// (policy.Model.Target).
+func (e *Learner) reward(t *store.Tenant, r *DecisionRecord) (int64, policy.Outcome, error) {
+	w, err := e.windowOutcome(t.ID, r.ClienteRef, r.At, r.At.Add(t.Settings.RewardWindow))
 	if err != nil {
-		return 0, err
+		return 0, policy.Outcome{}, err
 	}
-	reward := margin
+	reward := w.MarginCents
 	sent := r.Accion
 	if r.Estado == EstadoRechazada {
 		sent = 0
@@ -346,10 +351,13 @@ func (e *Learner) reward(t *store.Tenant, r *DecisionRecord) (int64, error) {
 			}
 		}
 	}
-	if optOut {
+	if w.OptOut {
 		reward -= t.Settings.OptoutPenaltyCents
 	}
-	return reward, nil
+	o := policy.Outcome{Reward: float64(reward), MarginCents: float64(w.MarginCents), DiscountCents: float64(w.DiscountCents),
+		Tickets: w.Tickets, Full: w.Full}
+	o.TicketMargin, o.HistTickets = ticketHistory(r.X)
+	return reward, o, nil
 }
 
 func (e *core) catalogOf(tenant string) *Catalog {

@@ -49,14 +49,20 @@ func (r *RewardModel) Predict(f *Features, now time.Time, window time.Duration, 
 	return sc[1].Mu, r.m.Sigma(&sc[1])
 }
 
-// Update folds one observed reward (cents) of a (nil: nothing was sent)
-// for f at now, with weight 1 (no logged propensity).
-func (r *RewardModel) Update(f *Features, now time.Time, window time.Duration, a *Action, reward float64) {
+// Update folds one observed outcome of a (nil: nothing was sent) for f at
+// now, with weight 1 (no logged propensity): the model's learning target
+// (policy.Model.Target) of o, o.TicketMargin read off f as the engine's
+// learner reads it off the decision's record. o.Reward alone (Full false)
+// folds the reward.
+func (r *RewardModel) Update(f *Features, now time.Time, window time.Duration, a *Action, o policy.Outcome) {
 	c := newCustomer(*f, now, window)
+	o.TicketMargin, o.HistTickets = ticketHistory(c.x)
 	if len(r.m.Cats) < policy.NumCats {
 		r.cats.add(c.sum.catNames(nil))
 	}
 	pc := c.policyCustomer(r.m.Cats)
 	arm := c.arm(a)
-	r.m.Fold(&pc, &arm, reward, 1)
+	target := r.m.Target(o)
+	r.m.TallyTickets(o)
+	r.m.Fold(&pc, &arm, target, 1)
 }

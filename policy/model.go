@@ -114,6 +114,12 @@ type Config struct {
 	// widths (Score.Width; 0: the point estimate; 0.25 by default, POLICY.md
 	// §7.8).
 	GateSendZ float64
+	// TicketTarget makes the model learn from Target's ticket-count
+	// reward instead of the reward itself (target.go); TicketPseudo is the
+	// weight, in tickets, of the tenant's margin per ticket against a
+	// customer's own.
+	TicketTarget bool
+	TicketPseudo float64
 	// GateOpenSendZ is GateSendZ in a band whose gate is open (0.1 by
 	// default, POLICY.md §7.14): the testing bar limits what testing a
 	// losing choice costs; once the band's choices have shown that they
@@ -159,6 +165,7 @@ func DefaultConfig() Config {
 		ImportanceAlpha: 0,
 		GuardZ:          2, GuardReleaseZ: 1, GuardMinN: 100, GuardHalfLife: 1,
 		Gate: true, GateExplore: 0.05, GatePromise: 0.5, GateQ0: 0.5, GateN0: 12000, GatePow: 4, GateZ: 2, GateReleaseZ: -1, GateClosedDiv: 4, GateHalfLife: 3, GatePooled: true, GateSendZ: 0.25, GateOpenSendZ: 0.1, TieTopTwo: true,
+		TicketTarget: true, TicketPseudo: 64,
 	}
 }
 
@@ -185,6 +192,9 @@ type Model struct {
 	beta     []float64
 	guard    Guard
 	sinceFit int
+	// ticketGross and tickets tally the folded windows' gross margin and
+	// tickets (TallyTickets).
+	ticketGross, tickets float64
 	// cross holds Cov(δₐ, δ_b) for a < b (fit), for the standard error
 	// of the difference between two actions' effects.
 	cross map[[2]int][]float64

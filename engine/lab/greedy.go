@@ -18,11 +18,11 @@ type engineModel struct {
 }
 
 type greedyObs struct {
-	f      engine.Features
-	now    time.Time
-	acts   []engine.Action
-	k      int     // index in acts, -1: nothing
-	reward float64 // cents
+	f    engine.Features
+	now  time.Time
+	acts []engine.Action
+	k    int // index in acts, -1: nothing
+	o    policypkg.Outcome
 }
 
 func newEngineModel() *engineModel { return &engineModel{m: engine.NewRewardModel()} }
@@ -43,14 +43,14 @@ func (g *engineModel) predict(f *engine.Features, now time.Time, a *engine.Actio
 	return mu
 }
 
-// update folds one observed reward (cents) of acts[k] (-1: nothing) for
-// f at now.
-func (g *engineModel) update(f *engine.Features, now time.Time, acts []engine.Action, k int, rewardCents float64) {
+// update folds one observed outcome of acts[k] (-1: nothing) for f at
+// now.
+func (g *engineModel) update(f *engine.Features, now time.Time, acts []engine.Action, k int, o policypkg.Outcome) {
 	var a *engine.Action
 	if k >= 0 {
 		a = &acts[k]
 	}
-	g.m.Update(f, now, window, a, rewardCents)
+	g.m.Update(f, now, window, a, o)
 }
 
 // choose returns the index of the action of acts with the highest
@@ -65,17 +65,25 @@ func (g *engineModel) choose(v *custView, acts []engine.Action) int {
 	return best
 }
 
-// observe records the reward (MXN) of action k (-1: nothing) for v; fold
-// learns it when the window closes.
-func (g *engineModel) observe(v *custView, acts []engine.Action, k int, rewardMXN float64) {
-	g.pending = append(g.pending, greedyObs{*v.f, v.now, acts, k, 100 * rewardMXN})
+// observe records the outcome of action k (-1: nothing) for v; fold
+// learns it when the window closes. The engine reads the same outcome off
+// the window's events: the reward, the margin net of the discount, the
+// discount and the tickets (one a purchase).
+func (g *engineModel) observe(v *custView, acts []engine.Action, k int, s sampled) {
+	o := policypkg.Outcome{Reward: 100 * s.reward, Full: true}
+	if s.o.bought {
+		o.Tickets = 1
+		o.DiscountCents = 100 * s.o.discount
+		o.MarginCents = 100*s.o.amount*s.marginRate - o.DiscountCents
+	}
+	g.pending = append(g.pending, greedyObs{*v.f, v.now, acts, k, o})
 }
 
 // fold learns the rewards of the window that closed.
 func (g *engineModel) fold() {
 	for i := range g.pending {
 		o := &g.pending[i]
-		g.update(&o.f, o.now, o.acts, o.k, o.reward)
+		g.update(&o.f, o.now, o.acts, o.k, o.o)
 	}
 	g.pending = g.pending[:0]
 }

@@ -36,6 +36,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/coupond/coupond/engine"
+	policypkg "github.com/coupond/coupond/policy"
 	"github.com/coupond/coupond/store"
 )
 
@@ -690,7 +691,8 @@ func installCatalog(eng *engine.Engine, active []coupon, now time.Time) error {
 }
 
 // learnGreedy folds into m the reward (cents) of c (nil: nothing) among
-// the active coupons.
+// the active coupons: the reward itself (the single world's simulator
+// gives no tickets, so the model's ticket target does not apply).
 func learnGreedy(m *engineModel, f *engine.Features, now time.Time, active []coupon, c *coupon, reward float64) {
 	acts := make([]engine.Action, len(active))
 	k := -1
@@ -700,7 +702,7 @@ func learnGreedy(m *engineModel, f *engine.Features, now time.Time, active []cou
 			k = i
 		}
 	}
-	m.update(f, now, acts, k, reward)
+	m.update(f, now, acts, k, policypkg.Outcome{Reward: reward})
 }
 
 // pickGreedy chooses by the model's expected reward (ε: uniformly at random).

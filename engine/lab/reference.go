@@ -134,8 +134,10 @@ func (r *reference) effect(blk int, z []float64) (e, se float64) {
 	return e, math.Sqrt(math.Max(q, 0))
 }
 
-// observe records the reward (MXN) of action k (-1: nothing) for v.
-func (r *reference) observe(v *custView, acts []engine.Action, k int, rewardMXN float64) {
+// observe records the reward of action k (-1: nothing) for v: the
+// textbook learner regresses the reward itself.
+func (r *reference) observe(v *custView, acts []engine.Action, k int, s sampled) {
+	rewardMXN := s.reward
 	b, z := r.vectors(v)
 	blk := -1
 	if k >= 0 {
@@ -323,6 +325,6 @@ type custView struct {
 // choices (greedy, the reference).
 type learner interface {
 	choose(v *custView, acts []engine.Action) int
-	observe(v *custView, acts []engine.Action, k int, rewardMXN float64)
+	observe(v *custView, acts []engine.Action, k int, s sampled)
 	fold()
 }

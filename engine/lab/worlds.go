@@ -164,7 +164,7 @@ func (p *policy) step(w *mworld, i, k int) (float64, int) {
 // sample draws the policy's reward (MXN) for delivered action k at now,
 // records an opt-out and, for a learner, folds the window's events into
 // its features of the customer.
-func (p *policy) sample(w *mworld, ew *eventWriter, i, k int, now time.Time) float64 {
+func (p *policy) sample(w *mworld, ew *eventWriter, i, k int, now time.Time) sampled {
 	o := w.sample(p.rng, w.custs[i], k, true, true)
 	if k >= 0 {
 		p.sent[i]++
@@ -177,7 +177,15 @@ func (p *policy) sample(w *mworld, ew *eventWriter, i, k int, now time.Time) flo
 			p.feats[i].Apply(&e.Event)
 		}
 	}
-	return w.reward(o, k)
+	return sampled{reward: w.reward(o, k), o: o, marginRate: w.fam.MarginRate}
+}
+
+// sampled is one sampled window of a policy: its reward (MXN) and the
+// purchase behind it, for the learners.
+type sampled struct {
+	reward     float64
+	o          purchase
+	marginRate float64
 }
 
 // run is the state of one many-worlds run.

@@ -201,7 +201,7 @@ func TestReferenceFindsEffect(t *testing.T) {
 			if k >= 0 {
 				y += effects[k]
 			}
-			ref.observe(v, acts, k, y)
+			ref.observe(v, acts, k, sampled{reward: y})
 		}
 		ref.fold()
 	}

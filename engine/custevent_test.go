@@ -1,0 +1,118 @@
+package engine
+
+import (
+	"fmt"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/coupond/coupond/store"
+)
+
+// TestWindowOutcome: a window's margin, redemption discounts and distinct
+// tickets, and a version 1 summary (written before tickets and discounts
+// were kept) making the window incomplete.
+func TestWindowOutcome(t *testing.T) {
+	e, db := newTestEngine(t, 1, nil)
+	ref := "ana-00000001"
+	ev := func(i int, tipo EventType, ticket string, margin, valor int64) IngestEvent {
+		id := fmt.Sprintf("e%d", i)
+		return IngestEvent{Index: i, Event: Event{ID: id, ClienteRef: ref, TS: t0.Add(time.Duration(i+1) * time.Hour), Tipo: tipo,
+			Clave: "x", TicketID: ticket, MargenCents: margin, ValorCents: valor, CuponEmitidoID: "c" + id}, Canonical: []byte(id)}
+	}
+	evs := []IngestEvent{
+		ev(0, CompraCat, "t1", 1000, 5000),
+		ev(1, CompraCat, "t1", 300, 2000), // the same ticket, another category
+		ev(2, CompraCat, "t2", -200, 1000),
+		ev(3, CuponRedimido, "t2", 0, 150),
+	}
+	evs[3].Event.Clave = "T1"
+	if res, err := e.Ingest("acme", evs); err != nil || res.Aceptados != 4 {
+		t.Fatalf("ingest: %+v %v", res, err)
+	}
+	got, err := e.windowOutcome("acme", ref, t0, t0.Add(24*time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := windowSums{MarginCents: 1100, DiscountCents: 150, Tickets: 2, Full: true}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("window (-want +got):\n%s", d)
+	}
+	// A version 1 summary: its margin counts, the window is not complete.
+	v1 := make([]byte, 11)
+	v1[0], v1[1] = 1, CompraCat.index()
+	v1[10] = 100
+	b := db.NewBatch()
+	b.Set(store.CustomerEventKey("acme", ref, t0.Add(10*time.Hour), "old"), v1)
+	if err := b.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	got, err = e.windowOutcome("acme", ref, t0, t0.Add(24*time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = windowSums{MarginCents: 1200, DiscountCents: 150, Tickets: 3, Full: false}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("with a version 1 summary (-want +got):\n%s", d)
+	}
+}
+
+// FuzzEventSummary: every summary decodes to what was encoded, and no
+// input panics the decoder.
+func FuzzEventSummary(f *testing.F) {
+	f.Add(eventSummary{Tipo: CompraCat, Cents: 1234, Ticket: 99, Full: true}.encode())
+	f.Add([]byte{1, 0, 0, 0, 0, 0, 0, 0, 0, 4, 210})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		s, ok := decodeEventSummary(b)
+		if !ok || !s.Full {
+			return
+		}
+		back, ok := decodeEventSummary(s.encode())
+		if !ok {
+			t.Fatalf("%x: re-encoding does not decode", b)
+		}
+		if d := cmp.Diff(s, back); d != "" {
+			t.Fatalf("%x: (-first +again):\n%s", b, d)
+		}
+	})
+}
+
+// TestTicketHistory: the margin per ticket and the tickets read back off
+// a customer's policy vector.
+func TestTicketHistory(t *testing.T) {
+	var f Features
+	for i, m := range []int64{3000, 1000, 2000} { // three tickets of 100 MXN
+		f.Apply(&Event{ID: fmt.Sprintf("e%d", i), Tipo: CompraCat, Clave: "x", TS: t0.Add(time.Duration(i) * 24 * time.Hour),
+			TicketID: fmt.Sprintf("t%d", i), ValorCents: 10000, MargenCents: m})
+	}
+	margin, tickets := ticketHistory(f.Vector(t0.Add(5*24*time.Hour), nil))
+	approx := cmp.Comparer(func(a, b float64) bool { return math.Abs(a-b) <= 1e-6*math.Max(1, math.Abs(a)) })
+	if d := cmp.Diff([]float64{2000, 3}, []float64{margin, tickets}, approx); d != "" {
+		t.Errorf("ticketHistory (-want +got):\n%s", d)
+	}
+	if m, n := ticketHistory(new(Features).Vector(t0, nil)); m != 0 || n != 0 {
+		t.Errorf("a customer without purchases: %v, %v; want 0, 0", m, n)
+	}
+}
+
+// TestLearnerTalliesTickets: the learner reads each window's tickets and
+// gross margin into the model (what Model.Target shrinks a customer's
+// margin per ticket towards), and the tally survives the stored model.
+func TestLearnerTalliesTickets(t *testing.T) {
+	e, db := newTestEngine(t, 2, func(s *store.Settings) { s.RewardWindow = 24 * time.Hour; s.RewardGrace = 0 })
+	const n = 200
+	rewardBacklog(t, e, db, n) // one ticket each, margin 1000 + i cents
+	if _, err := e.Learn("acme"); err != nil {
+		t.Fatal(err)
+	}
+	pm, err := e.loadModel("acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, ok := pm.m.TicketMean()
+	if want := 1000 + float64(n-1)/2; !ok || math.Abs(got-want) > 1e-9 {
+		t.Errorf("TicketMean = %v, %v; want %v, true", got, ok, want)
+	}
+}
