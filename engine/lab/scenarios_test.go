@@ -207,7 +207,11 @@ func TestTwoEqualTreatments(t *testing.T) {
 // effect 30 % larger. Done when: the engine ends above 70 % on it. With
 // 1 % conversion and σ = 1 spend a 30 % difference in effect needs tens of
 // thousands of customer-weeks per arm to show (LAB.md): 20,000 customers
-// give about 60,000 per arm by week 6. Long suite only.
+// give about 60,000 per arm by week 6. Long suite only. Known unmet: at
+// 20,000 customers the testing share is 6 % after the first window, and
+// whether the band opens depends on that window's noise; over seeds 77–80
+// the share at week 12 was 0.25, 0.50, 0.99, 0.50 (0.76, 0.56, 0.14, 0.83
+// before the ticket target, POLICY.md §7.18).
 func TestBetterTreatmentWins(t *testing.T) {
 	dw := &doneWhen{t: t}
 	defer dw.finish()
