@@ -99,20 +99,35 @@ func TestTicketHistory(t *testing.T) {
 
 // TestLearnerTalliesTickets: the learner reads each window's tickets and
 // gross margin into the model (what Model.Target shrinks a customer's
-// margin per ticket towards), and the tally survives the stored model.
+// margin per ticket towards) once the tenant has reported a redemption;
+// before, a window's discounts are unknown and nothing is tallied (the
+// model learns from the reward itself).
 func TestLearnerTalliesTickets(t *testing.T) {
-	e, db := newTestEngine(t, 2, func(s *store.Settings) { s.RewardWindow = 24 * time.Hour; s.RewardGrace = 0 })
-	const n = 200
-	rewardBacklog(t, e, db, n) // one ticket each, margin 1000 + i cents
-	if _, err := e.Learn("acme"); err != nil {
-		t.Fatal(err)
-	}
-	pm, err := e.loadModel("acme")
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, ok := pm.m.TicketMean()
-	if want := 1000 + float64(n-1)/2; !ok || math.Abs(got-want) > 1e-9 {
-		t.Errorf("TicketMean = %v, %v; want %v, true", got, ok, want)
+	for _, redeems := range []bool{false, true} {
+		e, db := newTestEngine(t, 2, func(s *store.Settings) { s.RewardWindow = 24 * time.Hour; s.RewardGrace = 0 })
+		if redeems {
+			ev := IngestEvent{Event: Event{ID: "r0", ClienteRef: "otra-0000001", TS: t0.Add(-time.Hour), Tipo: CuponRedimido, Clave: "T1",
+				ValorCents: 100, CuponEmitidoID: "c0", TicketID: "tr0"}, Canonical: []byte("r0")}
+			if _, err := e.Ingest("acme", []IngestEvent{ev}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		const n = 200
+		rewardBacklog(t, e, db, n) // one ticket each, margin 1000 + i cents
+		if _, err := e.Learn("acme"); err != nil {
+			t.Fatal(err)
+		}
+		pm, err := e.loadModel("acme")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, ok := pm.m.TicketMean()
+		want, wantOK := 1000+float64(n-1)/2, redeems
+		if !wantOK {
+			want = 0
+		}
+		if ok != wantOK || math.Abs(got-want) > 1e-9 {
+			t.Errorf("redemptions reported %v: TicketMean = %v, %v; want %v, %v", redeems, got, ok, want, wantOK)
+		}
 	}
 }

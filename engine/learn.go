@@ -79,7 +79,12 @@ func (e *Learner) Learn(tenant string) (LearnStats, error) {
 	if err != nil || len(work) == 0 {
 		return st, err
 	}
-	p := &learnPass{e: e, ts: ts, t: t, tenant: tenant, st: &st, next: ts.model.Load().clone(), options: []int{0}}
+	q, err := e.loadQuality(tenant)
+	if err != nil {
+		return st, err
+	}
+	p := &learnPass{e: e, ts: ts, t: t, tenant: tenant, st: &st, next: ts.model.Load().clone(), options: []int{0},
+		redeems: q.Redenciones > 0}
 	p.next.m.Fade(now, t.Settings.RewardWindow)
 	for _, a := range ts.catalog.Load().Acciones {
 		p.options = append(p.options, a.ID)
@@ -180,6 +185,10 @@ type learnPass struct {
 	next    *publishedModel // the model being updated
 	options []int           // 0 (send nothing) and the catalog's actions
 	gateWas string          // the send gate's state before refit ("" without one)
+	// redeems: the tenant has reported redemptions (CUPON_REDIMIDO), so a
+	// window's discounts are known; until it has, the model learns from
+	// the reward itself (its margins are net of discounts it cannot see).
+	redeems bool
 }
 
 // apply handles one due entry into b: an expiry releases the budget of an
@@ -211,6 +220,7 @@ func (p *learnPass) apply(b *store.Batch, w dueEntry) error {
 	if err != nil {
 		return err
 	}
+	out.Full = out.Full && p.redeems
 	r.Recompensa = &reward
 	switch {
 	case r.Estado == EstadoPendiente:
