@@ -23,6 +23,20 @@ type Action struct {
 	Categorias []string `json:"categorias,omitempty"`
 }
 
+// HasDiscounts reports whether some action of the catalog gives a
+// discount (a percentage or an amount); false for a nil catalog.
+func (c *Catalog) HasDiscounts() bool {
+	if c == nil {
+		return false
+	}
+	for _, a := range c.Acciones {
+		if a.DescuentoPct > 0 || a.DescuentoMaxCents > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // AllowsChannel reports whether the action can be sent on canal.
 func (a *Action) AllowsChannel(canal string) bool {
 	if len(a.Canales) == 0 {

@@ -99,13 +99,29 @@ func TestTicketHistory(t *testing.T) {
 
 // TestLearnerTalliesTickets: the learner reads each window's tickets and
 // gross margin into the model (what Model.Target shrinks a customer's
-// margin per ticket towards) once the tenant has reported a redemption;
-// before, a window's discounts are unknown and nothing is tallied (the
-// model learns from the reward itself).
+// margin per ticket towards) once a window's discounts are known: the
+// tenant has reported a redemption, or its catalog gives no discount (an
+// e-mail without a coupon). Before, nothing is tallied and the model
+// learns from the reward itself.
 func TestLearnerTalliesTickets(t *testing.T) {
-	for _, redeems := range []bool{false, true} {
+	for _, tc := range []struct {
+		name                 string
+		redeemed, noDiscount bool
+		wantOK               bool
+	}{
+		{"discount coupons, no redemption reported", false, false, false},
+		{"discount coupons, a redemption reported", true, false, true},
+		{"a catalog without discounts", false, true, true},
+	} {
 		e, db := newTestEngine(t, 2, func(s *store.Settings) { s.RewardWindow = 24 * time.Hour; s.RewardGrace = 0 })
-		if redeems {
+		if tc.noDiscount {
+			acts := []Action{{ID: 1, Nombre: "email_a", TipoCupon: "EA", CostoEnvioCents: 10, Activa: true},
+				{ID: 2, Nombre: "email_b", TipoCupon: "EB", CostoEnvioCents: 10, Activa: true}}
+			if _, err := e.ReplaceCatalog("acme", acts, t0); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if tc.redeemed {
 			ev := IngestEvent{Event: Event{ID: "r0", ClienteRef: "otra-0000001", TS: t0.Add(-time.Hour), Tipo: CuponRedimido, Clave: "T1",
 				ValorCents: 100, CuponEmitidoID: "c0", TicketID: "tr0"}, Canonical: []byte("r0")}
 			if _, err := e.Ingest("acme", []IngestEvent{ev}); err != nil {
@@ -122,12 +138,12 @@ func TestLearnerTalliesTickets(t *testing.T) {
 			t.Fatal(err)
 		}
 		got, ok := pm.m.TicketMean()
-		want, wantOK := 1000+float64(n-1)/2, redeems
-		if !wantOK {
-			want = 0
+		want := 0.0
+		if tc.wantOK {
+			want = 1000 + float64(n-1)/2
 		}
-		if ok != wantOK || math.Abs(got-want) > 1e-9 {
-			t.Errorf("redemptions reported %v: TicketMean = %v, %v; want %v, %v", redeems, got, ok, want, wantOK)
+		if ok != tc.wantOK || math.Abs(got-want) > 1e-9 {
+			t.Errorf("%s: TicketMean = %v, %v; want %v, %v", tc.name, got, ok, want, tc.wantOK)
 		}
 	}
 }

@@ -83,10 +83,11 @@ func (e *Learner) Learn(tenant string) (LearnStats, error) {
 	if err != nil {
 		return st, err
 	}
+	cat := ts.catalog.Load()
 	p := &learnPass{e: e, ts: ts, t: t, tenant: tenant, st: &st, next: ts.model.Load().clone(), options: []int{0},
-		redeems: q.Redenciones > 0}
+		discountsKnown: q.Redenciones > 0 || !cat.HasDiscounts()}
 	p.next.m.Fade(now, t.Settings.RewardWindow)
-	for _, a := range ts.catalog.Load().Acciones {
+	for _, a := range cat.Acciones {
 		p.options = append(p.options, a.ID)
 	}
 	b := e.db.NewBatch()
@@ -185,10 +186,11 @@ type learnPass struct {
 	next    *publishedModel // the model being updated
 	options []int           // 0 (send nothing) and the catalog's actions
 	gateWas string          // the send gate's state before refit ("" without one)
-	// redeems: the tenant has reported redemptions (CUPON_REDIMIDO), so a
-	// window's discounts are known; until it has, the model learns from
-	// the reward itself (its margins are net of discounts it cannot see).
-	redeems bool
+	// discountsKnown: the tenant has reported redemptions (CUPON_REDIMIDO)
+	// or its catalog has no discount to redeem, so a window's discounts are
+	// known; until then the model learns from the reward itself (its
+	// margins are net of discounts it cannot see).
+	discountsKnown bool
 }
 
 // apply handles one due entry into b: an expiry releases the budget of an
@@ -220,7 +222,7 @@ func (p *learnPass) apply(b *store.Batch, w dueEntry) error {
 	if err != nil {
 		return err
 	}
-	out.Full = out.Full && p.redeems
+	out.Full = out.Full && p.discountsKnown
 	r.Recompensa = &reward
 	switch {
 	case r.Estado == EstadoPendiente:
