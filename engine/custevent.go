@@ -96,7 +96,7 @@ func (e *core) windowOutcome(tenant, clienteRef string, from, to time.Time) (win
 	hi := store.CustomerEventKey(tenant, clienteRef, to, "")
 	hi = hi[:len(hi)-1]
 	out := windowSums{Full: true}
-	var tickets []uint64
+	var tickets ticketSet
 	err := e.db.Scan(lo, hi, func(_, v []byte) error {
 		s, ok := decodeEventSummary(v)
 		if !ok {
@@ -106,9 +106,7 @@ func (e *core) windowOutcome(tenant, clienteRef string, from, to time.Time) (win
 		switch {
 		case s.Tipo == CompraCat:
 			out.MarginCents += s.Cents
-			if !slices.Contains(tickets, s.Ticket) {
-				tickets = append(tickets, s.Ticket)
-			}
+			tickets.add(s.Ticket)
 		case s.Tipo == CuponRedimido:
 			out.DiscountCents += s.Cents
 		case s.OptOut:
@@ -116,6 +114,37 @@ func (e *core) windowOutcome(tenant, clienteRef string, from, to time.Time) (win
 		}
 		return nil
 	})
-	out.Tickets = len(tickets)
+	out.Tickets = tickets.n()
 	return out, err
+}
+
+// ticketSet counts distinct ticket hashes: a short list for the few
+// tickets of most windows, a map once a window holds many (a shared
+// walk-in cliente_ref can hold thousands).
+type ticketSet struct {
+	few  []uint64
+	many map[uint64]struct{}
+}
+
+func (t *ticketSet) add(h uint64) {
+	switch {
+	case t.many != nil:
+		t.many[h] = struct{}{}
+	case slices.Contains(t.few, h):
+	case len(t.few) < 32:
+		t.few = append(t.few, h)
+	default:
+		t.many = make(map[uint64]struct{}, 2*len(t.few))
+		for _, x := range t.few {
+			t.many[x] = struct{}{}
+		}
+		t.many[h] = struct{}{}
+	}
+}
+
+func (t *ticketSet) n() int {
+	if t.many != nil {
+		return len(t.many)
+	}
+	return len(t.few)
 }

@@ -147,3 +147,18 @@ func TestLearnerTalliesTickets(t *testing.T) {
 		}
 	}
 }
+
+// TestTicketSet: distinct tickets are counted alike below and above the
+// list's size.
+func TestTicketSet(t *testing.T) {
+	for _, n := range []int{0, 1, 31, 32, 33, 500} {
+		var s ticketSet
+		for i := 0; i < n; i++ {
+			s.add(uint64(i))
+			s.add(uint64(i)) // a second category of the same ticket
+		}
+		if s.n() != n {
+			t.Errorf("%d distinct tickets, each added twice: n() = %d", n, s.n())
+		}
+	}
+}
