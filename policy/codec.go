@@ -87,6 +87,11 @@ func Unmarshal(b []byte, cfg Config) (*Model, string, error) {
 			delete(m.guard.Options, k)
 		}
 	}
+	for k, d := range m.guard.Duels {
+		if d == nil {
+			delete(m.guard.Duels, k)
+		}
+	}
 	m.fit(false)
 	return m, f.Version, nil
 }

@@ -1,6 +1,9 @@
 package policy
 
-import "math"
+import (
+	"math"
+	"strconv"
+)
 
 // The send gate (Config.Gate) decides whether the model's choices are
 // sent, by testing them against never-send as an experiment before
@@ -250,6 +253,9 @@ func (m *Model) observeGate(s *GuardSample, zero int) {
 	if len(g.Bands) != nBands {
 		g.Bands = make([]gateBand, nBands)
 	}
+	if m.cfg.DuelZ > 0 {
+		m.observeDuel(s, in, res)
+	}
 	gb := &g.Bands[bandOf(&s.Customer)]
 	gb.Test.addWeighted(d, mass)
 	gb.Fast.addWeighted(d, mass)
@@ -462,4 +468,71 @@ func testFigures(s *guardSum) (mean, se, n float64) {
 		return mean / 100, -1, s.neff()
 	}
 	return mean / 100, se / 100, s.neff()
+}
+
+// observeDuel adds a decision whose choice was a top-two tie (two coupons
+// drawn with the same probability) and that sent one of them to the
+// pair's duel: +2·res when it sent the higher id, −2·res the lower, res
+// the reward's residual against never-send's expectation. Given that one
+// of the two was sent, each was equally likely, so the mean is the
+// difference of their effects, with an honest error.
+func (m *Model) observeDuel(s *GuardSample, in func(int) bool, res float64) {
+	a, b := -1, -1
+	for i := range s.Arms {
+		if !in(i) {
+			continue
+		}
+		switch {
+		case a < 0:
+			a = i
+		case b < 0:
+			b = i
+		default:
+			return // more than two
+		}
+	}
+	if b < 0 || (s.Logged != a && s.Logged != b) {
+		return
+	}
+	if s.Arms[a].ID > s.Arms[b].ID {
+		a, b = b, a
+	}
+	d := 2 * res
+	if s.Logged == a {
+		d = -d
+	}
+	g := &m.guard
+	if g.Duels == nil {
+		g.Duels = map[string]*guardSum{}
+	}
+	k := duelKey(s.Arms[a].ID, s.Arms[b].ID)
+	if g.Duels[k] == nil {
+		g.Duels[k] = &guardSum{}
+	}
+	g.Duels[k].addWeighted(d, 1)
+}
+
+// duelKey names the duel of coupons a < b.
+func duelKey(a, b int) string { return strconv.Itoa(a) + "-" + strconv.Itoa(b) }
+
+// duelWinner returns the winner of coupons a and b's duel, and false while
+// it has not told them apart: its mean DuelZ standard errors from 0 with
+// at least GuardMinN effective decisions.
+func (m *Model) duelWinner(a, b int) (int, bool) {
+	if m.cfg.DuelZ <= 0 || a == b {
+		return 0, false
+	}
+	lo, hi := min(a, b), max(a, b)
+	d := m.guard.Duels[duelKey(lo, hi)]
+	if d == nil || d.neff() < m.cfg.GuardMinN {
+		return 0, false
+	}
+	mean, se := d.diff()
+	switch {
+	case se > 0 && mean > m.cfg.DuelZ*se:
+		return hi, true
+	case se > 0 && mean < -m.cfg.DuelZ*se:
+		return lo, true
+	}
+	return 0, false
 }

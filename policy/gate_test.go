@@ -378,3 +378,38 @@ func TestOpenBandLowersTheSendBar(t *testing.T) {
 		t.Errorf("choices by band state, guard and effect (-want +got):\n%s", diff)
 	}
 }
+
+// TestDuelSettlesATie: decisions whose choice was a top-two tie of coupons
+// 1 and 2 (drawn 0.45 each, never-send 0.1) feed the pair's duel. Where
+// coupon 2 earns 5 MXN more (rewards' SD 20 MXN) the duel names it within
+// 2,000 tied decisions; where the two are equal it names neither. Fails if
+// tied decisions do not reach the duel, or a duel decides on noise.
+func TestDuelSettlesATie(t *testing.T) {
+	arms := []Arm{{ID: 0}, {ID: 1}, {ID: 2}}
+	for _, tc := range []struct {
+		name   string
+		diff   float64 // coupon 2's extra reward, cents
+		winner int
+		ok     bool
+	}{
+		{"coupon 2 better by 5 MXN", 500, 2, true},
+		{"equal coupons", 0, 0, false},
+	} {
+		m := New(DefaultConfig())
+		rng := rand.New(rand.NewPCG(7, 8))
+		for range 2000 {
+			s := GuardSample{Arms: arms, Probs: []float64{0.1, 0.45, 0.45}, QHat: []float64{1000, 1000, 1000},
+				Choice: 1, ChoiceKnown: true, Options: []int{0, 1, 2}}
+			s.Logged = 1 + rng.IntN(2)
+			s.Reward = 1000 + 2000*rng.NormFloat64()
+			if s.Logged == 2 {
+				s.Reward += tc.diff
+			}
+			m.Observe(&s)
+		}
+		w, ok := m.duelWinner(1, 2)
+		if w != tc.winner || ok != tc.ok {
+			t.Errorf("%s: duel winner %d, %v; want %d, %v (duel %+v)", tc.name, w, ok, tc.winner, tc.ok, *m.guard.Duels[duelKey(1, 2)])
+		}
+	}
+}

@@ -41,6 +41,9 @@ type Guard struct {
 	Test  guardSum   `json:"test,omitzero"`
 	Fast  guardSum   `json:"fast,omitzero"`
 	Bands []gateBand `json:"gate_bands,omitempty"`
+	// Duels are the randomized comparisons inside top-two ties (DuelZ),
+	// by duelKey: the mean of D is coupon b's effect minus coupon a's.
+	Duels map[string]*guardSum `json:"duels,omitempty"`
 }
 
 // guardSum are weighted sums of pseudo-outcomes (V) and of the paired
@@ -123,6 +126,13 @@ func (g Guard) clone() Guard {
 		c.Options[k] = &s
 	}
 	c.Bands = slices.Clone(g.Bands)
+	if g.Duels != nil {
+		c.Duels = make(map[string]*guardSum, len(g.Duels))
+		for k, v := range g.Duels {
+			s := *v
+			c.Duels[k] = &s
+		}
+	}
 	return c
 }
 
@@ -220,6 +230,9 @@ func (m *Model) Fade(now time.Time, window time.Duration) {
 		g.Test.scale(f)
 		for b := range g.Bands {
 			g.Bands[b].Test.scale(f)
+		}
+		for _, d := range g.Duels {
+			d.scale(f)
 		}
 	}
 	g.Decayed = now

@@ -100,6 +100,10 @@ type Config struct {
 	// never-send), but at least GatePromise·Φ(z − GateZ), z the band's test
 	// statistic.
 	GateQ0, GateN0, GatePow, GatePromise float64
+	// DuelZ, when positive, settles a top-two tie for its winner when the
+	// randomized duel of the pair's ties (observeDuel) puts their
+	// difference DuelZ standard errors from 0.
+	DuelZ float64
 	// GateZ: a band opens (the choice sent to all but NeverShare) when its
 	// choices beat never-send by GateZ standard errors, and goes back to
 	// testing when they no longer beat it by GateReleaseZ (negative: only
@@ -165,7 +169,7 @@ func DefaultConfig() Config {
 		ImportanceAlpha: 0,
 		GuardZ:          2, GuardReleaseZ: 1, GuardMinN: 100, GuardHalfLife: 1,
 		Gate: true, GateExplore: 0.05, GatePromise: 0.5, GateQ0: 0.5, GateN0: 12000, GatePow: 4, GateZ: 2, GateReleaseZ: -1, GateClosedDiv: 4, GateHalfLife: 3, GatePooled: true, GateSendZ: 0.25, GateOpenSendZ: 0.1, TieTopTwo: true,
-		TicketTarget: true, TicketPseudo: 64,
+		TicketTarget: true, TicketPseudo: 64, DuelZ: 3,
 	}
 }
 

@@ -242,6 +242,17 @@ func (m *Model) evenTies(sc []Score, probs []float64) {
 		}
 	}
 	if challenger >= 0 {
+		if w, ok := m.duelWinner(sc[lead].ID, sc[challenger].ID); ok {
+			// the pair's randomized duel has settled the tie: its
+			// winner takes the pair's mass
+			win, lose := lead, challenger
+			if sc[challenger].ID == w {
+				win, lose = challenger, lead
+			}
+			probs[win] += probs[lose]
+			probs[lose] = 0
+			return
+		}
 		group = append(group, challenger)
 	}
 	var sum float64

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -37,6 +38,7 @@ func TestEvenTiesTopTwo(t *testing.T) {
 		{"the second best told apart: the third challenges", true, []float64{1000, 900, 500, 100}, 1, [][2]int{{1, 2}},
 			[]float64{0.1, 0.45, 0, 0.45, 0}},
 		{"two told apart: the lead alone", true, []float64{500, 900}, 2, [][2]int{{1, 2}}, []float64{0.1, 0, 0.9}},
+		{"two tied, their duel won by the one the estimate ranks second", true, []float64{500, 900}, 2, nil, []float64{0.1, 0.9, 0}},
 	}
 	for _, tc := range cases {
 		cfg := DefaultConfig()
@@ -44,6 +46,10 @@ func TestEvenTiesTopTwo(t *testing.T) {
 		m := New(cfg)
 		for _, p := range tc.apart {
 			m.popApart[p] = true
+		}
+		if strings.HasPrefix(tc.name, "two tied, their duel") {
+			// coupon 1 beat coupon 2 by 5 MXN ± 1 over 400 tied decisions
+			m.guard.Duels = map[string]*guardSum{duelKey(1, 2): duelSum(-500, 2000, 400)}
 		}
 		sc := scores(tc.effects...)
 		probs := make([]float64, len(sc))
@@ -56,4 +62,17 @@ func TestEvenTiesTopTwo(t *testing.T) {
 	if !DefaultConfig().TieTopTwo || ZRuleConfig().TieTopTwo {
 		t.Error("top-two must be on by default and off in the configuration before the gate")
 	}
+}
+
+// duelSum is a duel's sums for n decisions of mean d and SD sd (cents).
+func duelSum(d, sd float64, n int) *guardSum {
+	var g guardSum
+	for i := range n {
+		x := d + sd
+		if i%2 == 1 {
+			x = d - sd
+		}
+		g.addWeighted(x, 1)
+	}
+	return &g
 }
