@@ -522,8 +522,14 @@ func (m *Model) duelWinner(a, b int) (int, bool) {
 	if m.cfg.DuelZ <= 0 || a == b {
 		return 0, false
 	}
+	if len(m.guard.Duels) == 0 {
+		return 0, false
+	}
 	lo, hi := min(a, b), max(a, b)
-	d := m.guard.Duels[duelKey(lo, hi)]
+	var buf [48]byte // the key without an allocation: this runs on every decision with a tie
+	k := strconv.AppendInt(buf[:0], int64(lo), 10)
+	k = strconv.AppendInt(append(k, '-'), int64(hi), 10)
+	d := m.guard.Duels[string(k)]
 	if d == nil || d.neff() < m.cfg.GuardMinN {
 		return 0, false
 	}
