@@ -95,6 +95,12 @@ func TestTicketHistory(t *testing.T) {
 	if m, n := ticketHistory(new(Features).Vector(t0, nil)); m != 0 || n != 0 {
 		t.Errorf("a customer without purchases: %v, %v; want 0, 0", m, n)
 	}
+	names := map[int]string{vecSinCompras: "sin_compras", vecFreq365: "frecuencia_365d", vecMarginRate: "tasa_margen_365d", vecTicket: "ticket_promedio"}
+	for i, want := range names {
+		if vectorNames[i] != want {
+			t.Errorf("vector position %d is %q, ticketHistory reads it as %q", i, vectorNames[i], want)
+		}
+	}
 }
 
 // TestLearnerTalliesTickets: the learner reads each window's tickets and

@@ -629,10 +629,10 @@ func (s *featSummary) avgTicket() float64 {
 // 365 days (frecuencia_365d); margin 0 when the customer never bought,
 // the margin rate is not positive or x is short.
 func ticketHistory(x []float64) (marginCents, tickets float64) {
-	if len(x) < VectorDim || x[2] != 0 || x[11] <= 0 {
+	if len(x) < VectorDim || x[vecSinCompras] != 0 || x[vecMarginRate] <= 0 {
 		return 0, 0
 	}
-	return math.Expm1(x[12]/featLogMoneyInv) * 100 * x[11], math.Expm1(x[5] / featScale365.inv)
+	return math.Expm1(x[vecTicket]/featLogMoneyInv) * 100 * x[vecMarginRate], math.Expm1(x[vecFreq365] / featScale365.inv)
 }
 
 func centsToMXN(cents int64) float64 { return float64(cents) / 100 }
@@ -887,6 +887,15 @@ func (f *Features) Export(now time.Time) map[string]any {
 // VectorDim is the length of the policy feature vector (Features.Vector).
 // Changing it, or the meaning of any position, invalidates learned models.
 const VectorDim = 20
+
+// Positions in the policy vector that the learner reads back
+// (ticketHistory); vectorNames names every position.
+const (
+	vecSinCompras = 2  // sin_compras
+	vecFreq365    = 5  // frecuencia_365d
+	vecMarginRate = 11 // tasa_margen_365d
+	vecTicket     = 12 // ticket_promedio
+)
 
 // vectorNames documents the positions of the vector.
 var vectorNames = [VectorDim]string{

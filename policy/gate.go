@@ -505,15 +505,19 @@ func (m *Model) observeDuel(s *GuardSample, in func(int) bool, res float64) {
 	if g.Duels == nil {
 		g.Duels = map[string]*guardSum{}
 	}
-	k := duelKey(s.Arms[a].ID, s.Arms[b].ID)
+	k := string(appendDuelKey(nil, s.Arms[a].ID, s.Arms[b].ID))
 	if g.Duels[k] == nil {
 		g.Duels[k] = &guardSum{}
 	}
 	g.Duels[k].addWeighted(d, 1)
 }
 
-// duelKey names the duel of coupons a < b.
-func duelKey(a, b int) string { return strconv.Itoa(a) + "-" + strconv.Itoa(b) }
+// appendDuelKey appends the name of the duel of coupons a < b ("a-b",
+// Guard.Duels' key) to dst.
+func appendDuelKey(dst []byte, a, b int) []byte {
+	dst = strconv.AppendInt(dst, int64(a), 10)
+	return strconv.AppendInt(append(dst, '-'), int64(b), 10)
+}
 
 // duelWinner returns the winner of coupons a and b's duel, and false while
 // it has not told them apart: its mean DuelZ standard errors from 0 with
@@ -527,9 +531,7 @@ func (m *Model) duelWinner(a, b int) (int, bool) {
 	}
 	lo, hi := min(a, b), max(a, b)
 	var buf [48]byte // the key without an allocation: this runs on every decision with a tie
-	k := strconv.AppendInt(buf[:0], int64(lo), 10)
-	k = strconv.AppendInt(append(k, '-'), int64(hi), 10)
-	d := m.guard.Duels[string(k)]
+	d := m.guard.Duels[string(appendDuelKey(buf[:0], lo, hi))]
 	if d == nil || d.neff() < m.cfg.GuardMinN {
 		return 0, false
 	}

@@ -409,7 +409,7 @@ func TestDuelSettlesATie(t *testing.T) {
 		}
 		w, ok := m.duelWinner(1, 2)
 		if w != tc.winner || ok != tc.ok {
-			t.Errorf("%s: duel winner %d, %v; want %d, %v (duel %+v)", tc.name, w, ok, tc.winner, tc.ok, *m.guard.Duels[duelKey(1, 2)])
+			t.Errorf("%s: duel winner %d, %v; want %d, %v (duel %+v)", tc.name, w, ok, tc.winner, tc.ok, m.guard.Duels["1-2"])
 		}
 	}
 }

@@ -1,7 +1,6 @@
 package policy
 
 import (
-	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -28,17 +27,20 @@ func TestEvenTiesTopTwo(t *testing.T) {
 		effects []float64
 		lead    int      // index in sc of the coupon holding the choice's mass
 		apart   [][2]int // coupon pairs told apart on average (not tied)
+		duel12  *guardSum
 		want    []float64
 	}{
-		{"two tied, top-two", true, []float64{500, 900}, 2, nil, []float64{0.1, 0.45, 0.45}},
-		{"two tied, all", false, []float64{500, 900}, 2, nil, []float64{0.1, 0.45, 0.45}},
-		{"four tied, top-two", true, []float64{1000, 900, 500, 100}, 1, nil, []float64{0.1, 0.45, 0.45, 0, 0}},
-		{"four tied, all", false, []float64{1000, 900, 500, 100}, 1, nil, []float64{0.1, 0.225, 0.225, 0.225, 0.225}},
-		{"challenger second in order", true, []float64{100, 1000, 500, 900}, 2, nil, []float64{0.1, 0, 0.45, 0, 0.45}},
-		{"the second best told apart: the third challenges", true, []float64{1000, 900, 500, 100}, 1, [][2]int{{1, 2}},
+		{"two tied, top-two", true, []float64{500, 900}, 2, nil, nil, []float64{0.1, 0.45, 0.45}},
+		{"two tied, all", false, []float64{500, 900}, 2, nil, nil, []float64{0.1, 0.45, 0.45}},
+		{"four tied, top-two", true, []float64{1000, 900, 500, 100}, 1, nil, nil, []float64{0.1, 0.45, 0.45, 0, 0}},
+		{"four tied, all", false, []float64{1000, 900, 500, 100}, 1, nil, nil, []float64{0.1, 0.225, 0.225, 0.225, 0.225}},
+		{"challenger second in order", true, []float64{100, 1000, 500, 900}, 2, nil, nil, []float64{0.1, 0, 0.45, 0, 0.45}},
+		{"the second best told apart: the third challenges", true, []float64{1000, 900, 500, 100}, 1, [][2]int{{1, 2}}, nil,
 			[]float64{0.1, 0.45, 0, 0.45, 0}},
-		{"two told apart: the lead alone", true, []float64{500, 900}, 2, [][2]int{{1, 2}}, []float64{0.1, 0, 0.9}},
-		{"two tied, their duel won by the one the estimate ranks second", true, []float64{500, 900}, 2, nil, []float64{0.1, 0.9, 0}},
+		{"two told apart: the lead alone", true, []float64{500, 900}, 2, [][2]int{{1, 2}}, nil, []float64{0.1, 0, 0.9}},
+		// coupon 1 beat coupon 2 by 5 MXN ± 1 over 400 tied decisions
+		{"two tied, their duel won by the one the estimate ranks second", true, []float64{500, 900}, 2, nil, duelSum(-500, 2000, 400),
+			[]float64{0.1, 0.9, 0}},
 	}
 	for _, tc := range cases {
 		cfg := DefaultConfig()
@@ -47,9 +49,8 @@ func TestEvenTiesTopTwo(t *testing.T) {
 		for _, p := range tc.apart {
 			m.popApart[p] = true
 		}
-		if strings.HasPrefix(tc.name, "two tied, their duel") {
-			// coupon 1 beat coupon 2 by 5 MXN ± 1 over 400 tied decisions
-			m.guard.Duels = map[string]*guardSum{duelKey(1, 2): duelSum(-500, 2000, 400)}
+		if tc.duel12 != nil {
+			m.guard.Duels = map[string]*guardSum{"1-2": tc.duel12}
 		}
 		sc := scores(tc.effects...)
 		probs := make([]float64, len(sc))
