@@ -22,10 +22,12 @@ import (
 // against the model's never-send μ, each decision weighted by its
 // choice's probability (observeGate). A band's q is:
 //
-//   - testing: GateQ0/(1 + (n/GateN0)^GatePow) after n rewards (half the
+//   - testing: GateQ0/(1 + (n/GateN0)^GatePow) after n rewards, n counted
+//     at most GateN0 per GateW0 windows of the tenant's age (half the
 //     choices early, so the test has power; few late, so a choice that
-//     loses costs little), but at least GatePromise·Φ(z − GateZ) while the
-//     band's test is close to opening;
+//     loses costs little; a large tenant tests for as many windows as a
+//     tenant of GateN0/GateW0 decisions a window), but at least
+//     GatePromise·Φ(z − GateZ) while the band's test is close to opening;
 //   - open, once its choices beat never-send by GateZ standard errors, or
 //     the choices over all customers do and the band's own mean is not
 //     below 0 (Config.GatePooled; such a band goes back to testing when
@@ -111,9 +113,16 @@ func (g *Guard) band(b int) gateBand {
 }
 
 // testShare is the testing share q after the model's rewards: GateQ0
-// until about GateN0 rewards, then falling fast (GatePow).
+// until about GateN0 rewards, then falling fast (GatePow). With GateW0 the
+// rewards count only as far as the tenant's age allows, GateN0 per GateW0
+// windows: a large tenant reaches GateN0 rewards in its first window,
+// and would otherwise stop testing before its tests had their power.
 func (m *Model) testShare() float64 {
-	return m.cfg.GateQ0 / (1 + math.Pow(m.n/m.cfg.GateN0, m.cfg.GatePow))
+	x := m.n / m.cfg.GateN0
+	if w0 := m.cfg.GateW0; w0 > 0 {
+		x = min(x, m.guard.Windows/w0)
+	}
+	return m.cfg.GateQ0 / (1 + math.Pow(x, m.cfg.GatePow))
 }
 
 // exploreGate moves a share of the mass, GateExplore·(testShare/GateQ0)²

@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -63,16 +64,19 @@ func TestGateStaysShutWhereChoicesLose(t *testing.T) {
 }
 
 // TestGateTestingShareFalls: the testing share is GateQ0 for a new model
-// and falls with the rewards folded; in an open band it is 1 − NeverShare
-// (the other bands keep testing); in a closed band, the testing share over
-// GateClosedDiv.
+// and falls with the rewards folded, as far as the tenant's age allows
+// (GateN0 rewards per GateW0 windows); in an open band it is 1 −
+// NeverShare (the other bands keep testing); in a closed band, the testing
+// share over GateClosedDiv.
 func TestGateTestingShareFalls(t *testing.T) {
 	cfg := DefaultConfig()
 	m := New(cfg)
 	got := []float64{m.gateQ(0)}
-	m.n = cfg.GateN0
+	m.n, m.guard.Windows = cfg.GateN0, 2*cfg.GateW0
 	got = append(got, m.gateQ(0))
-	m.n = 3 * cfg.GateN0
+	m.n, m.guard.Windows = 3*cfg.GateN0, cfg.GateW0 // a large tenant: its rewards in few windows
+	got = append(got, m.gateQ(0))
+	m.guard.Windows = 3 * cfg.GateW0
 	got = append(got, m.gateQ(0))
 	m.guard.Bands = make([]gateBand, nBands)
 	m.guard.Bands[0].State = GateOpen
@@ -80,7 +84,7 @@ func TestGateTestingShareFalls(t *testing.T) {
 	m.guard.Bands[0].State = GateClosed
 	got = append(got, m.gateQ(0))
 	late := cfg.GateQ0 / 82 // 1 + 3^4
-	want := []float64{cfg.GateQ0, cfg.GateQ0 / 2, late, 1 - cfg.NeverShare, late, late / cfg.GateClosedDiv}
+	want := []float64{cfg.GateQ0, cfg.GateQ0 / 2, cfg.GateQ0 / 2, late, 1 - cfg.NeverShare, late, late / cfg.GateClosedDiv}
 	if d := cmp.Diff(want, got, cmp.Comparer(func(a, b float64) bool { return a-b < 1e-12 && b-a < 1e-12 })); d != "" {
 		t.Errorf("gate shares (-want +got):\n%s", d)
 	}
@@ -108,6 +112,45 @@ func TestGateSurvivesMarshal(t *testing.T) {
 	b, _ := json.Marshal(back.GateStatus())
 	if d := cmp.Diff(string(a), string(b)); d != "" {
 		t.Errorf("gate after a round trip (-before +after):\n%s", d)
+	}
+}
+
+// TestTenantAgeSurvivesMarshal: the tenant's age in windows starts at 1
+// with the first Fade, grows with the time faded through and is stored;
+// a model stored before it was kept gets the age at which its testing
+// share is unchanged.
+func TestTenantAgeSurvivesMarshal(t *testing.T) {
+	cfg := DefaultConfig()
+	m := New(cfg)
+	m.Fade(week(1), 7*24*time.Hour)
+	m.Fade(week(3).Add(84*time.Hour), 7*24*time.Hour)
+	if m.guard.Windows != 3.5 {
+		t.Fatalf("age after 2.5 windows from the first Fade: %v windows, want 3.5", m.guard.Windows)
+	}
+	data, err := m.Marshal("v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, _, err := Unmarshal(data, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back.guard.Windows != 3.5 {
+		t.Errorf("age after a round trip: %v windows, want 3.5", back.guard.Windows)
+	}
+	old := New(cfg)
+	old.n = 3 * cfg.GateN0
+	old.guard.Decayed = week(9)
+	data, err = old.Marshal("v0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, _, err = Unmarshal(data, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := back.testShare(), cfg.GateQ0/82; math.Abs(got-want) > 1e-12 {
+		t.Errorf("a model stored without its age: testing share %v, want %v (the one its rewards gave it)", got, want)
 	}
 }
 

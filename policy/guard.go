@@ -34,6 +34,11 @@ type Guard struct {
 	Options map[int]*guardSum `json:"options"`
 	// Decayed is the time up to which the evidence has been faded.
 	Decayed time.Time `json:"decayed"`
+	// Windows is the tenant's age in reward windows: 1 at the first Fade
+	// (the first window's rewards), then growing with the time faded
+	// through. With the rewards folded it sets the testing share
+	// (testShare).
+	Windows float64 `json:"windows,omitempty"`
 	// Test is the gate's evidence over all customers (gate.go): D sums
 	// the inverse-propensity differences between the decisions' choices
 	// and never-send; Fast is the same fading with GuardHalfLife; Bands
@@ -210,12 +215,14 @@ func (m *Model) Fade(now time.Time, window time.Duration) {
 	g := &m.guard
 	if g.Decayed.IsZero() || window <= 0 {
 		g.Decayed = now
+		g.Windows = max(g.Windows, 1)
 		return
 	}
 	dt := now.Sub(g.Decayed)
 	if dt <= 0 {
 		return
 	}
+	g.Windows += float64(dt) / float64(window)
 	f := math.Exp2(-float64(dt) / (m.cfg.GuardHalfLife * float64(window)))
 	g.Policy.scale(f)
 	for _, o := range g.Options {
