@@ -92,10 +92,10 @@ func Unmarshal(b []byte, cfg Config) (*Model, string, error) {
 			delete(m.guard.Duels, k)
 		}
 	}
-	if g := &m.guard; g.Windows == 0 && !g.Decayed.IsZero() && cfg.GateW0 > 0 {
+	if g := &m.guard; g.Windows == 0 && !g.Decayed.IsZero() && cfg.GateAgeMin > 0 {
 		// Stored before the tenant's age was kept: the age at which the
 		// testing share is the one the rewards gave it.
-		g.Windows = max(1, cfg.GateW0*m.n/cfg.GateN0)
+		g.Windows = max(1, cfg.GateAgeMin*m.n/cfg.GateN0)
 	}
 	m.fit(false)
 	return m, f.Version, nil

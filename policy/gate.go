@@ -22,12 +22,12 @@ import (
 // against the model's never-send μ, each decision weighted by its
 // choice's probability (observeGate). A band's q is:
 //
-//   - testing: GateQ0/(1 + (n/GateN0)^GatePow) after n rewards, n counted
-//     at most GateN0 per GateW0 windows of the tenant's age (half the
-//     choices early, so the test has power; few late, so a choice that
-//     loses costs little; a large tenant tests for as many windows as a
-//     tenant of GateN0/GateW0 decisions a window), but at least
-//     GatePromise·Φ(z − GateZ) while the band's test is close to opening;
+//   - testing: GateQ0/(1 + (n/GateN0)^GatePow) after n rewards, n
+//     reaching GateN0 between GateAgeMin and GateAgeMax windows of the
+//     tenant's age whatever its size (testShare; half the choices early,
+//     so the test has power; few late, so a choice that loses costs
+//     little), but at least GatePromise·Φ(z − GateZ) while the band's test
+//     is close to opening;
 //   - open, once its choices beat never-send by GateZ standard errors, or
 //     the choices over all customers do and the band's own mean is not
 //     below 0 (Config.GatePooled; such a band goes back to testing when
@@ -113,14 +113,21 @@ func (g *Guard) band(b int) gateBand {
 }
 
 // testShare is the testing share q after the model's rewards: GateQ0
-// until about GateN0 rewards, then falling fast (GatePow). With GateW0 the
-// rewards count only as far as the tenant's age allows, GateN0 per GateW0
-// windows: a large tenant reaches GateN0 rewards in its first window,
-// and would otherwise stop testing before its tests had their power.
+// until about GateN0 rewards, then falling fast (GatePow). The rewards
+// count as much as the tenant's age allows: they reach GateN0 no sooner
+// than GateAgeMin windows (a large tenant brings GateN0 rewards in its
+// first window, and would stop testing before its tests had the power its
+// size gives them) and no later than GateAgeMax windows (a small one would
+// test, and explore, at the first share for months, on tests with too
+// little power to conclude). So every tenant tests on the schedule of one
+// of GateN0/GateAgeMax to GateN0/GateAgeMin decisions a window.
 func (m *Model) testShare() float64 {
-	x := m.n / m.cfg.GateN0
-	if w0 := m.cfg.GateW0; w0 > 0 {
-		x = min(x, m.guard.Windows/w0)
+	x, w := m.n/m.cfg.GateN0, m.guard.Windows
+	if a := m.cfg.GateAgeMin; a > 0 {
+		x = min(x, w/a)
+	}
+	if a := m.cfg.GateAgeMax; a > 0 {
+		x = max(x, w/a)
 	}
 	return m.cfg.GateQ0 / (1 + math.Pow(x, m.cfg.GatePow))
 }

@@ -64,29 +64,42 @@ func TestGateStaysShutWhereChoicesLose(t *testing.T) {
 }
 
 // TestGateTestingShareFalls: the testing share is GateQ0 for a new model
-// and falls with the rewards folded, as far as the tenant's age allows
-// (GateN0 rewards per GateW0 windows); in an open band it is 1 −
+// and falls with the rewards folded, counted so that they reach GateN0
+// between GateAgeMin and GateAgeMax windows of the tenant's age (a large
+// tenant keeps testing, a small one stops); in an open band it is 1 −
 // NeverShare (the other bands keep testing); in a closed band, the testing
 // share over GateClosedDiv.
 func TestGateTestingShareFalls(t *testing.T) {
 	cfg := DefaultConfig()
+	late := cfg.GateQ0 / 82 // 1 + 3^4
+	for _, c := range []struct {
+		name             string
+		rewards, windows float64 // in GateN0 and in GateAgeMin
+		want             float64
+	}{
+		{"new", 0, 0, cfg.GateQ0},
+		{"GateN0 rewards at an age between the bounds", 1, (cfg.GateAgeMin + cfg.GateAgeMax) / 2 / cfg.GateAgeMin, cfg.GateQ0 / 2},
+		{"large: 3·GateN0 rewards in GateAgeMin windows", 3, 1, cfg.GateQ0 / 2},
+		{"large, three times as old", 3, 3, late},
+		{"small: GateN0/4 rewards in GateAgeMax windows", 0.25, cfg.GateAgeMax / cfg.GateAgeMin, cfg.GateQ0 / 2},
+		{"small, three times as old", 0.75, 3 * cfg.GateAgeMax / cfg.GateAgeMin, late},
+	} {
+		m := New(cfg)
+		m.n, m.guard.Windows = c.rewards*cfg.GateN0, c.windows*cfg.GateAgeMin
+		if got := m.gateQ(0); math.Abs(got-c.want) > 1e-12 {
+			t.Errorf("%s: testing share %v, want %v", c.name, got, c.want)
+		}
+	}
 	m := New(cfg)
-	got := []float64{m.gateQ(0)}
-	m.n, m.guard.Windows = cfg.GateN0, 2*cfg.GateW0
-	got = append(got, m.gateQ(0))
-	m.n, m.guard.Windows = 3*cfg.GateN0, cfg.GateW0 // a large tenant: its rewards in few windows
-	got = append(got, m.gateQ(0))
-	m.guard.Windows = 3 * cfg.GateW0
-	got = append(got, m.gateQ(0))
+	m.n, m.guard.Windows = 3*cfg.GateN0, 3*cfg.GateAgeMin
 	m.guard.Bands = make([]gateBand, nBands)
 	m.guard.Bands[0].State = GateOpen
-	got = append(got, m.gateQ(0), m.gateQ(1))
+	got := []float64{m.gateQ(0), m.gateQ(1)}
 	m.guard.Bands[0].State = GateClosed
 	got = append(got, m.gateQ(0))
-	late := cfg.GateQ0 / 82 // 1 + 3^4
-	want := []float64{cfg.GateQ0, cfg.GateQ0 / 2, cfg.GateQ0 / 2, late, 1 - cfg.NeverShare, late, late / cfg.GateClosedDiv}
+	want := []float64{1 - cfg.NeverShare, late, late / cfg.GateClosedDiv}
 	if d := cmp.Diff(want, got, cmp.Comparer(func(a, b float64) bool { return a-b < 1e-12 && b-a < 1e-12 })); d != "" {
-		t.Errorf("gate shares (-want +got):\n%s", d)
+		t.Errorf("open and closed bands' shares (-want +got):\n%s", d)
 	}
 }
 

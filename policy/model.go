@@ -100,9 +100,10 @@ type Config struct {
 	// never-send), but at least GatePromise·Φ(z − GateZ), z the band's test
 	// statistic.
 	GateQ0, GateN0, GatePow, GatePromise float64
-	// GateW0, when positive, caps the rewards that count in the testing
-	// share at GateN0 per GateW0 windows of the tenant's age (testShare).
-	GateW0 float64
+	// GateAgeMin, GateAgeMax (windows; 0: no bound): the rewards counted in
+	// the testing share reach GateN0 no sooner than GateAgeMin and no later
+	// than GateAgeMax windows of the tenant's age (testShare).
+	GateAgeMin, GateAgeMax float64
 	// DuelZ, when positive, settles a top-two tie for its winner when the
 	// randomized duel of the pair's ties (observeDuel) puts their
 	// difference DuelZ standard errors from 0.
@@ -171,7 +172,7 @@ func DefaultConfig() Config {
 		NoiseStart: 5000, NoisePseudo: 50,
 		ImportanceAlpha: 0,
 		GuardZ:          2, GuardReleaseZ: 1, GuardMinN: 100, GuardHalfLife: 1,
-		Gate: true, GateExplore: 0.05, GatePromise: 0.5, GateQ0: 0.5, GateN0: 12000, GateW0: 4, GatePow: 4, GateZ: 2, GateReleaseZ: -1, GateClosedDiv: 4, GateHalfLife: 3, GatePooled: true, GateSendZ: 0.25, GateOpenSendZ: 0.1, TieTopTwo: true,
+		Gate: true, GateExplore: 0.05, GatePromise: 0.5, GateQ0: 0.5, GateN0: 12000, GateAgeMin: 4, GateAgeMax: 6, GatePow: 4, GateZ: 2, GateReleaseZ: -1, GateClosedDiv: 4, GateHalfLife: 3, GatePooled: true, GateSendZ: 0.25, GateOpenSendZ: 0.1, TieTopTwo: true,
 		TicketTarget: true, TicketPseudo: 64, DuelZ: 3,
 	}
 }
