@@ -97,7 +97,7 @@ func Unmarshal(b []byte, cfg Config) (*Model, string, error) {
 		// testing share is the one the rewards gave it.
 		g.Windows = max(1, cfg.GateAgeMin*m.n/cfg.GateN0)
 	}
-	m.fit(false)
+	m.fit()
 	return m, f.Version, nil
 }
 

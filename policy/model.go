@@ -378,16 +378,45 @@ func (m *Model) tau(j int) float64 {
 // algebra of the arrow-shaped system.
 func (m *Model) Refit() {
 	for i := 0; i < evidenceSteps; i++ {
-		m.fit(true)
+		m.evidenceFit()
 	}
-	m.fit(false)
+	m.fit()
 }
 
 // evidenceSteps is the number of evidence fixed-point steps per Refit.
 const evidenceSteps = 3
 
-// fit solves the regression; evidence also takes one evidence step.
-func (m *Model) fit(evidence bool) {
+// evidenceFit solves for the point estimates alone and takes one evidence
+// step. The step reads only the estimates and the posterior precision's
+// diagonal, so the covariances (most of fit's work) are left to the fit
+// that follows the steps.
+func (m *Model) evidenceFit() {
+	const D, E = dimBase, dimEffect
+	v := m.noise()
+	lb, le := m.lambdas(v)
+	blks, sinv := m.solveBase(lb[:], le[:], m.armIDs())
+	var ev evidenceSums
+	for k := range blks {
+		b := &blks[k]
+		m.solveArm(b)
+		if b.a.n > 0 {
+			ev.add(b, mul(b.g, sinv, E, D, D), le[:])
+		}
+	}
+	m.evidenceStep(ev)
+}
+
+// solveArm sets action b's δₐ = Pinvₐ(bₐ − Cₐᵀβ) from the solved β.
+func (m *Model) solveArm(b *fitBlock) {
+	const D, E = dimBase, dimEffect
+	a := b.a
+	rb := slices.Clone(a.b)
+	addTo(rb, mulVec(transpose(a.c, D, E), m.beta, E, D), -1)
+	a.delta = mulVec(b.pinv, rb, E, E)
+}
+
+// fit solves the regression and its covariances.
+func (m *Model) fit() {
 	v := m.noise()
 	lb, le := m.lambdas(v)
 	ids := m.armIDs()
@@ -398,11 +427,8 @@ func (m *Model) fit(evidence bool) {
 	rows := sinv[phiShared*D : (phiShared+nShared)*D] // nShared×D
 	vs := mul(mul(rows, core, nShared, D, D), transpose(rows, nShared, D), nShared, D, nShared)
 	m.sharedCov = symmetrize(vs, nShared)
-	ev := m.fitArms(blks, sinv, core, mbb, le[:], ids)
+	m.fitArms(blks, sinv, core, mbb, ids)
 	m.sinceFit = 0
-	if evidence {
-		m.evidenceStep(ev)
-	}
 }
 
 // fitBlock is one action's block of the arrow-shaped system.
@@ -475,20 +501,15 @@ type evidenceSums struct{ num, den, numP, denP float64 }
 // fitArms solves each action's δₐ and its covariances. Per action: Wₐ =
 // Gₐ S⁻¹ and Lₐ = Pinvₐ(M'ₐₐ Gₐ − M_φaᵀ); then Cov(δₐ, δ_b) = (Wₐ·core +
 // Lₐ)W_bᵀ + Wₐ L_bᵀ (+ Pinvₐ M'ₐₐ Pinvₐ when a = b) and Cov(β, δₐ) =
-// −S⁻¹(Wₐ·core + Lₐ)ᵀ. See POLICY.md. It
-// returns the sums of the evidence step.
-func (m *Model) fitArms(blks []fitBlock, sinv, core []float64, mbb [][]float64, le []float64, ids []int) evidenceSums {
+// −S⁻¹(Wₐ·core + Lₐ)ᵀ. See POLICY.md.
+func (m *Model) fitArms(blks []fitBlock, sinv, core []float64, mbb [][]float64, ids []int) {
 	const D, E = dimBase, dimEffect
 	ws := make([][]float64, len(blks))
 	ls := make([][]float64, len(blks))
 	wcl := make([][]float64, len(blks))
-	var ev evidenceSums
 	for k, b := range blks {
 		a := b.a
-		cTb := mulVec(transpose(a.c, D, E), m.beta, E, D)
-		rb := slices.Clone(a.b)
-		addTo(rb, cTb, -1)
-		a.delta = mulVec(b.pinv, rb, E, E)
+		m.solveArm(&b)
 		w := mul(b.g, sinv, E, D, D)
 		l := mul(mbb[k], b.g, E, E, D)
 		addTo(l, transpose(a.mC, D, E), -1)
@@ -504,9 +525,6 @@ func (m *Model) fitArms(blks []fitBlock, sinv, core []float64, mbb [][]float64, 
 		for i := range a.shX {
 			a.shX[i] = -a.shX[i]
 		}
-		if a.n > 0 {
-			ev.add(&b, w, le)
-		}
 	}
 	m.cross = map[[2]int][]float64{}
 	m.popApart = map[[2]int]bool{}
@@ -517,7 +535,6 @@ func (m *Model) fitArms(blks []fitBlock, sinv, core []float64, mbb [][]float64, 
 			m.popApart[key] = m.apartOverall(blks[i].a, blks[j].a, m.cross[key])
 		}
 	}
-	return ev
 }
 
 // add adds action b's coefficients: γ_j = 1 − λ_j·(A⁻¹)_jj, with

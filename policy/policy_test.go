@@ -310,6 +310,19 @@ func BenchmarkFold(b *testing.B) {
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "rewards/s")
 }
 
+// BenchmarkRefit measures one Refit of a model with three coupons (the
+// end of every learning pass: 5,000 rewards in a backlog, 500 while
+// decisions are being answered).
+func BenchmarkRefit(b *testing.B) {
+	w := newWorld(12, 2000, threeActions())
+	m := New(DefaultConfig())
+	w.runWindow(m, week(1))
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		m.Refit()
+	}
+}
+
 // threeActions is the small catalog of the model's tests and benchmarks:
 // a coupon the prior likes with a real lift, one the prior dislikes with a
 // small lift, and one for every category with none.
