@@ -113,14 +113,7 @@ func TestGateSurvivesMarshal(t *testing.T) {
 	m.guard.Bands[2].Test.add(0, -50, 0)
 	m.guard.Test.add(0, 250, 0)
 	m.guard.Test.add(0, -50, 0)
-	data, err := m.Marshal("v1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	back, _, err := Unmarshal(data, DefaultConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
+	back := roundTrip(t, m, DefaultConfig())
 	a, _ := json.Marshal(m.GateStatus())
 	b, _ := json.Marshal(back.GateStatus())
 	if d := cmp.Diff(string(a), string(b)); d != "" {
@@ -140,29 +133,13 @@ func TestTenantAgeSurvivesMarshal(t *testing.T) {
 	if m.guard.Windows != 3.5 {
 		t.Fatalf("age after 2.5 windows from the first Fade: %v windows, want 3.5", m.guard.Windows)
 	}
-	data, err := m.Marshal("v1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	back, _, err := Unmarshal(data, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if back.guard.Windows != 3.5 {
+	if back := roundTrip(t, m, cfg); back.guard.Windows != 3.5 {
 		t.Errorf("age after a round trip: %v windows, want 3.5", back.guard.Windows)
 	}
 	old := New(cfg)
 	old.n = 3 * cfg.GateN0
 	old.guard.Decayed = week(9)
-	data, err = old.Marshal("v0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	back, _, err = Unmarshal(data, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got, want := back.testShare(), cfg.GateQ0/82; math.Abs(got-want) > 1e-12 {
+	if got, want := roundTrip(t, old, cfg).testShare(), cfg.GateQ0/82; math.Abs(got-want) > 1e-12 {
 		t.Errorf("a model stored without its age: testing share %v, want %v (the one its rewards gave it)", got, want)
 	}
 }

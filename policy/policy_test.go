@@ -195,6 +195,20 @@ func TestAffinityWithoutCategorias(t *testing.T) {
 
 // TestMarshalRoundTrip: a stored model scores exactly as the one stored;
 // damaged and older stored models give errors, never panics.
+// roundTrip returns m after Marshal and Unmarshal with cfg.
+func roundTrip(t *testing.T, m *Model, cfg Config) *Model {
+	t.Helper()
+	data, err := m.Marshal("v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, _, err := Unmarshal(data, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return back
+}
+
 func TestMarshalRoundTrip(t *testing.T) {
 	w := emailWorld(8, 500, 0.01, 0.02)
 	m := New(DefaultConfig())

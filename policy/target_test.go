@@ -40,14 +40,7 @@ func TestTarget(t *testing.T) {
 		}
 	}
 	// The tally survives the stored form.
-	b, err := tallied.Marshal("v1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	back, _, err := Unmarshal(b, k4)
-	if err != nil {
-		t.Fatal(err)
-	}
+	back := roundTrip(t, tallied, k4)
 	g0, ok0 := tallied.TicketMean()
 	g1, ok1 := back.TicketMean()
 	if d := cmp.Diff([]any{200.0, true}, []any{g1, ok1}); d != "" || g0 != g1 || ok0 != ok1 {
