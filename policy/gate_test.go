@@ -122,19 +122,26 @@ func TestGateSurvivesMarshal(t *testing.T) {
 }
 
 // TestTenantAgeSurvivesMarshal: the tenant's age in windows starts at 1
-// with the first Fade, grows with the time faded through and is stored;
-// a model stored before it was kept gets the age at which its testing
-// share is unchanged.
+// with the first Fade, grows with the time faded through, a stretch
+// without passes counting as one window, and is stored; a model stored
+// before it was kept gets the age at which its testing share is
+// unchanged.
 func TestTenantAgeSurvivesMarshal(t *testing.T) {
 	cfg := DefaultConfig()
+	const window = 7 * 24 * time.Hour
 	m := New(cfg)
-	m.Fade(week(1), 7*24*time.Hour)
-	m.Fade(week(3).Add(84*time.Hour), 7*24*time.Hour)
-	if m.guard.Windows != 3.5 {
-		t.Fatalf("age after 2.5 windows from the first Fade: %v windows, want 3.5", m.guard.Windows)
+	for _, at := range []time.Time{week(1), week(2), week(3), week(3).Add(84 * time.Hour)} {
+		m.Fade(at, window)
 	}
-	if back := roundTrip(t, m, cfg); back.guard.Windows != 3.5 {
-		t.Errorf("age after a round trip: %v windows, want 3.5", back.guard.Windows)
+	if m.guard.Windows != 3.5 {
+		t.Fatalf("age after 2.5 windows of weekly passes from the first Fade: %v windows, want 3.5", m.guard.Windows)
+	}
+	m.Fade(week(12).Add(84*time.Hour), window) // nine weeks without a pass: a monthly campaign's tenant
+	if m.guard.Windows != 4.5 {
+		t.Fatalf("age after an idle stretch: %v windows, want 4.5 (the stretch counts as one)", m.guard.Windows)
+	}
+	if back := roundTrip(t, m, cfg); back.guard.Windows != 4.5 {
+		t.Errorf("age after a round trip: %v windows, want 4.5", back.guard.Windows)
 	}
 	old := New(cfg)
 	old.n = 3 * cfg.GateN0

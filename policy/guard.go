@@ -34,10 +34,12 @@ type Guard struct {
 	Options map[int]*guardSum `json:"options"`
 	// Decayed is the time up to which the evidence has been faded.
 	Decayed time.Time `json:"decayed"`
-	// Windows is the tenant's age in reward windows: 1 at the first Fade
-	// (the first window's rewards), then growing with the time faded
-	// through. With the rewards folded it sets the testing share
-	// (testShare).
+	// Windows is the tenant's age in reward windows of learning: 1 at the
+	// first Fade (the first window's rewards), then growing with the time
+	// faded through, a stretch without learning passes (no rewards came
+	// due) counting as one window, so a tenant that decides once a month
+	// ages by campaigns, not by weeks. With the rewards folded it sets the
+	// testing share (testShare).
 	Windows float64 `json:"windows,omitempty"`
 	// Test is the gate's evidence over all customers (gate.go): D sums
 	// the inverse-propensity differences between the decisions' choices
@@ -222,7 +224,7 @@ func (m *Model) Fade(now time.Time, window time.Duration) {
 	if dt <= 0 {
 		return
 	}
-	g.Windows += float64(dt) / float64(window)
+	g.Windows += min(float64(dt)/float64(window), 1) // an idle stretch is one window
 	f := math.Exp2(-float64(dt) / (m.cfg.GuardHalfLife * float64(window)))
 	g.Policy.scale(f)
 	for _, o := range g.Options {
