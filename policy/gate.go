@@ -209,6 +209,31 @@ func (m *Model) sendZ(sc []Score) float64 {
 	return m.cfg.GateSendZ
 }
 
+// choiceShare is the probability of sending sc[top], a coupon chosen for
+// the customer scored in sc, rather than never-send: their band's share
+// (gateQ), but at least GatePromise·Φ(z − GateZ) with
+// Config.GateModelPromise while the band tests (the guard holding no one
+// back) and its own test's mean is not below 0 (none yet counts as 0), z
+// the choice's effect over its standard error. A test at its late share
+// has no power left; where the model is itself sure the choice pays, the
+// decisions it is sure about keep testing it, and the band's test
+// (observeGate, which weighs each decision by this share) still decides
+// whether the band opens.
+func (m *Model) choiceShare(sc []Score, top int) float64 {
+	b := int(sc[top].band)
+	q := m.gateQ(b)
+	gb := m.guard.band(b)
+	if !m.cfg.GateModelPromise || m.guard.Active || gb.State != GateTesting || gb.Test.D < 0 {
+		return q
+	}
+	se := m.Sigma(&sc[top])
+	if !(se > 0) {
+		return q
+	}
+	z := sc[top].Effect / se
+	return max(q, m.cfg.GatePromise*0.5*math.Erfc(-(z-m.cfg.GateZ)/math.Sqrt2))
+}
+
 // distributionGate is Distribution under the gate.
 func (m *Model) distributionGate(sc []Score, probs []float64) int {
 	k := len(sc)
@@ -218,7 +243,7 @@ func (m *Model) distributionGate(sc []Score, probs []float64) int {
 	if zero < 0 || sc[top].ID == 0 {
 		probs[top] = 1 - floor
 	} else {
-		q := m.gateQ(int(sc[top].band))
+		q := m.choiceShare(sc, top)
 		probs[top] = q * (1 - floor)
 		probs[zero] = (1 - q) * (1 - floor)
 		m.evenTies(sc, probs)

@@ -453,3 +453,51 @@ func TestDuelSettlesATie(t *testing.T) {
 		}
 	}
 }
+
+// TestModelPromiseKeepsTesting: late in a tenant's life a testing band
+// sends its choice to few customers, but a customer whose chosen coupon's
+// effect is z standard errors above 0 still gets it with at least
+// GatePromise·Φ(z − GateZ): while the band tests and its own test is not
+// below 0. Not in a closed band, under the guard, where the band's test
+// leans negative, or with Config.GateModelPromise off. Fails if the
+// model's promise is dropped or reaches those bands.
+func TestModelPromiseKeepsTesting(t *testing.T) {
+	cfg := DefaultConfig()
+	late := cfg.GateQ0 / 82 // testShare at 3·GateN0 rewards and 3·GateAgeMin windows
+	promise := func(z float64) float64 {
+		return cfg.GatePromise * 0.5 * math.Erfc(-(z-cfg.GateZ)/math.Sqrt2)
+	}
+	for _, c := range []struct {
+		name  string
+		z     float64
+		state int
+		guard bool
+		lean  float64 // the band test's sum of differences
+		off   bool
+		want  float64
+	}{
+		{"sure choice, testing band", 4, GateTesting, false, 0, false, promise(4)},
+		{"sure choice, band test leaning up", 4, GateTesting, false, 50, false, promise(4)},
+		{"at the bar", 2, GateTesting, false, 0, false, cfg.GatePromise / 2},
+		{"a choice the model doubts", -1, GateTesting, false, 0, false, late},
+		{"no better than its error", 0, GateTesting, false, 0, false, promise(0)},
+		{"band test leaning down", 4, GateTesting, false, -50, false, late},
+		{"closed band", 4, GateClosed, false, 0, false, late / cfg.GateClosedDiv},
+		{"guard active", 4, GateTesting, true, 0, false, late / cfg.GateClosedDiv},
+		{"open band", 4, GateOpen, false, 0, false, 1 - cfg.NeverShare},
+		{"switched off", 4, GateTesting, false, 0, true, late},
+	} {
+		cfg := cfg
+		cfg.GateModelPromise = !c.off
+		m := New(cfg)
+		m.n, m.guard.Windows = 3*cfg.GateN0, 3*cfg.GateAgeMin
+		m.guard.Bands = make([]gateBand, nBands)
+		m.guard.Bands[1].State = c.state
+		m.guard.Bands[1].Test.D = c.lean
+		m.guard.Active = c.guard
+		sc := []Score{{ID: 0, band: 1}, {ID: 7, Effect: 100 * c.z, Width: 100, band: 1}}
+		if got := m.choiceShare(sc, 1); math.Abs(got-c.want) > 1e-12 {
+			t.Errorf("%s: share %v, want %v", c.name, got, c.want)
+		}
+	}
+}

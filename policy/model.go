@@ -104,6 +104,12 @@ type Config struct {
 	// the testing share reach GateN0 no sooner than GateAgeMin and no later
 	// than GateAgeMax windows of the tenant's age (testShare).
 	GateAgeMin, GateAgeMax float64
+	// GateModelPromise: while a customer's band tests and its own test
+	// is not below 0, their choice is sent with at least
+	// GatePromise·Φ(z − GateZ), z the choice's effect over its standard
+	// error (Model.Sigma): the model's own promise for this customer, as
+	// GatePromise is the band test's (POLICY.md §7.21).
+	GateModelPromise bool
 	// DuelZ, when positive, settles a top-two tie for its winner when the
 	// randomized duel of the pair's ties (observeDuel) puts their
 	// difference DuelZ standard errors from 0.
@@ -172,7 +178,7 @@ func DefaultConfig() Config {
 		NoiseStart: 5000, NoisePseudo: 50,
 		ImportanceAlpha: 0,
 		GuardZ:          2, GuardReleaseZ: 1, GuardMinN: 100, GuardHalfLife: 1,
-		Gate: true, GateExplore: 0.05, GatePromise: 0.5, GateQ0: 0.5, GateN0: 12000, GateAgeMin: 4, GateAgeMax: 6, GatePow: 4, GateZ: 2, GateReleaseZ: -1, GateClosedDiv: 4, GateHalfLife: 3, GatePooled: true, GateSendZ: 0.25, GateOpenSendZ: 0.1, TieTopTwo: true,
+		Gate: true, GateExplore: 0.05, GatePromise: 0.5, GateQ0: 0.5, GateN0: 12000, GateAgeMin: 4, GateAgeMax: 6, GatePow: 4, GateZ: 2, GateReleaseZ: -1, GateClosedDiv: 4, GateHalfLife: 3, GatePooled: true, GateModelPromise: true, GateSendZ: 0.25, GateOpenSendZ: 0.1, TieTopTwo: true,
 		TicketTarget: true, TicketPseudo: 64, DuelZ: 3,
 	}
 }

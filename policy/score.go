@@ -64,9 +64,10 @@ func (m *Model) Score(c *Customer, arms []Arm, out []Score) {
 
 // Sigma is the standard error of s.Effect (0 for never-send): Width with
 // the covariance of the pooled and own parts, which the fit keeps per
-// action (armStats.shX). s must come from this model's Score. Decisions do
-// not need it (the rules read Width), so it is computed only when asked:
-// the API's detalle and RewardModel.Predict.
+// action (armStats.shX). s must come from this model's Score. The rules
+// read Width; the standard error is computed only when asked: for the
+// chosen coupon of a testing band (choiceShare), the API's detalle and
+// RewardModel.Predict.
 func (m *Model) Sigma(s *Score) float64 {
 	st := m.arms[s.ID]
 	if s.ID == 0 || !s.fitted || st == nil || st.shX == nil {
