@@ -433,6 +433,9 @@ type GateBandStatus struct {
 	Diff    float64 `json:"diferencia_mxn"`
 	SE      float64 `json:"error_estandar_mxn"`
 	N       float64 `json:"decisiones_efectivas"`
+	// Sending is the band's share of its choices sent (gateQ); while it
+	// tests, a customer whose choice the model is sure of gets more
+	// (choiceShare).
 	Sending float64 `json:"proporcion_envio"`
 }
 
