@@ -27,7 +27,10 @@ import (
 //     tenant's age whatever its size (testShare; half the choices early,
 //     so the test has power; few late, so a choice that loses costs
 //     little), but at least GatePromise·Φ(z − GateZ) while the band's test
-//     is close to opening;
+//     is close to opening, and for a customer whose chosen coupon the
+//     model is itself sure of, at least the same with z its effect over
+//     its standard error while the band's own mean is not below 0
+//     (choiceShare, Config.GateModelPromise);
 //   - open, once its choices beat never-send by GateZ standard errors, or
 //     the choices over all customers do and the band's own mean is not
 //     below 0 (Config.GatePooled; such a band goes back to testing when
