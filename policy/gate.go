@@ -233,8 +233,14 @@ func (m *Model) choiceShare(sc []Score, top int) float64 {
 	if !(se > 0) {
 		return q
 	}
-	z := sc[top].Effect / se
-	return max(q, m.cfg.GatePromise*0.5*math.Erfc(-(z-m.cfg.GateZ)/math.Sqrt2))
+	return max(q, m.cfg.GatePromise*m.promise(sc[top].Effect/se))
+}
+
+// promise is the chance that evidence z standard errors above 0 would
+// clear the opening bar: Φ(z − GateZ). A band's test (Promise) and the
+// model's own estimate for a customer (choiceShare) are read alike.
+func (m *Model) promise(z float64) float64 {
+	return 0.5 * math.Erfc(-(z-m.cfg.GateZ)/math.Sqrt2)
 }
 
 // distributionGate is Distribution under the gate.
@@ -383,7 +389,7 @@ func (m *Model) updateGate() {
 		// pooled test unless its own mean says its choices lose.
 		mean, se, ok := m.testStat(&gb.Test)
 		if ok {
-			gb.Promise = 0.5 * math.Erfc(-(mean/se-m.cfg.GateZ)/math.Sqrt2)
+			gb.Promise = m.promise(mean / se)
 		}
 		if gb.State == GateOpen && gb.Pooled && mean < 0 {
 			gb.State = GateTesting // the condition it opened on no longer holds
