@@ -193,8 +193,6 @@ func TestAffinityWithoutCategorias(t *testing.T) {
 	}
 }
 
-// TestMarshalRoundTrip: a stored model scores exactly as the one stored;
-// damaged and older stored models give errors, never panics.
 // roundTrip returns m after Marshal and Unmarshal with cfg.
 func roundTrip(t *testing.T, m *Model, cfg Config) *Model {
 	t.Helper()
@@ -209,6 +207,8 @@ func roundTrip(t *testing.T, m *Model, cfg Config) *Model {
 	return back
 }
 
+// TestMarshalRoundTrip: a stored model scores exactly as the one stored;
+// damaged and older stored models give errors, never panics.
 func TestMarshalRoundTrip(t *testing.T) {
 	w := emailWorld(8, 500, 0.01, 0.02)
 	m := New(DefaultConfig())
