@@ -19,8 +19,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/coupond/coupond/client"
 	"github.com/coupond/coupond/clock"
-	"github.com/coupond/coupond/internal/webhooktest"
 )
 
 func TestSignWebhookStandardVector(t *testing.T) {
@@ -39,7 +39,7 @@ func TestSignWebhookStandardVector(t *testing.T) {
 	h.Set("webhook-id", "msg_p5jXN8AQM9LWM0D4loKWxJek")
 	h.Set("webhook-timestamp", "1614265330")
 	h.Set("webhook-signature", got)
-	if err := webhooktest.Verify(secret, h, body, time.Unix(1614265330, 0)); err != nil {
+	if err := client.VerifyWebhookSignature(secret, h, body, time.Unix(1614265330, 0), client.WebhookTolerance); err != nil {
 		t.Errorf("independent verifier: %v", err)
 	}
 }
@@ -223,7 +223,7 @@ func newHookServer(t *testing.T, secret string, now func() time.Time, statuses .
 	hs.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		verr := ""
-		if err := webhooktest.Verify(secret, r.Header, body, now()); err != nil {
+		if err := client.VerifyWebhookSignature(secret, r.Header, body, now(), client.WebhookTolerance); err != nil {
 			verr = err.Error()
 		}
 		hs.mu.Lock()

@@ -2,21 +2,20 @@ package cli
 
 import (
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/coupond/coupond/batch"
+	"github.com/coupond/coupond/client"
 )
 
 // newWebhookCmd is "coupond webhook": tools for the integrator's side of
@@ -38,9 +37,8 @@ func webhookListenCmd() *cobra.Command {
 			"--count N exits after N verified deliveries. For development: put your own receiver in production.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			key, err := webhookKey(secret)
-			if err != nil {
-				return err
+			if _, err := batch.ParseWebhookSecret(secret); err != nil || !strings.HasPrefix(secret, "whsec_") {
+				return errors.New("--secret: want whsec_ followed by base64, as PUT /v1/webhooks answered")
 			}
 			ln, err := net.Listen("tcp", addr)
 			if err != nil {
@@ -48,24 +46,9 @@ func webhookListenCmd() *cobra.Command {
 			}
 			ctx, cancel := context.WithCancel(cmd.Context())
 			defer cancel()
-			var mu sync.Mutex
 			verified := 0
 			out, errOut := cmd.OutOrStdout(), cmd.ErrOrStderr()
-			srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
-				if r.Method != http.MethodPost || err != nil {
-					http.Error(w, "POST a webhook", http.StatusMethodNotAllowed)
-					return
-				}
-				id := r.Header.Get("webhook-id")
-				mu.Lock()
-				defer mu.Unlock()
-				if err := verifyWebhook(key, id, r.Header.Get("webhook-timestamp"), r.Header.Get("webhook-signature"), body, time.Now(), tolerance); err != nil {
-					fmt.Fprintf(errOut, "rejected %s: %v\n", id, err)
-					http.Error(w, "signature does not verify", http.StatusUnauthorized)
-					return
-				}
-				w.WriteHeader(http.StatusNoContent)
+			h := webhookReceiver(secret, tolerance, time.Now, errOut, func(id string, body []byte) {
 				if jsonFlag(cmd) {
 					printJSONLine(out, map[string]any{"webhook_id": id, "verified": true, "body": json.RawMessage(body)})
 				} else {
@@ -74,7 +57,8 @@ func webhookListenCmd() *cobra.Command {
 				if verified++; count > 0 && verified >= count {
 					cancel()
 				}
-			})}
+			})
+			srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: h}
 			fmt.Fprintf(errOut, "listening on http://%s\n", ln.Addr())
 			go func() {
 				<-ctx.Done()
@@ -98,42 +82,30 @@ func webhookListenCmd() *cobra.Command {
 	return cmd
 }
 
-// webhookKey decodes a whsec_ secret into its HMAC key.
-func webhookKey(secret string) ([]byte, error) {
-	b64, ok := strings.CutPrefix(secret, "whsec_")
-	key, err := base64.StdEncoding.DecodeString(b64)
-	if !ok || err != nil || len(key) == 0 {
-		return nil, errors.New("--secret: want whsec_ followed by base64, as PUT /v1/webhooks answered")
-	}
-	return key, nil
-}
-
-// verifyWebhook checks a Standard Webhooks signature: one of the
-// space-separated "v1,<base64>" values of sigHeader must equal the
-// HMAC-SHA256 of "<id>.<ts>.<body>" (constant-time compare), and ts (Unix
-// seconds) must lie within tolerance of now. It is written from the
-// specification, apart from the server's signing code, so that the README's
-// walkthrough checks the one against the other.
-func verifyWebhook(key []byte, id, ts, sigHeader string, body []byte, now time.Time, tolerance time.Duration) error {
-	sec, err := strconv.ParseInt(ts, 10, 64)
-	if id == "" || err != nil {
-		return errors.New("missing webhook-id or webhook-timestamp")
-	}
-	if d := now.Sub(time.Unix(sec, 0)); d > tolerance || d < -tolerance {
-		return fmt.Errorf("timestamp %s is %s away from now", ts, d.Round(time.Second))
-	}
-	mac := hmac.New(sha256.New, key)
-	fmt.Fprintf(mac, "%s.%s.", id, ts)
-	mac.Write(body)
-	want := mac.Sum(nil)
-	for _, s := range strings.Fields(sigHeader) {
-		v, ok := strings.CutPrefix(s, "v1,")
-		got, err := base64.StdEncoding.DecodeString(v)
-		if ok && err == nil && hmac.Equal(got, want) {
-			return nil
+// webhookReceiver is the listen command's handler: a POST whose Standard
+// Webhooks signature verifies with secret (client.VerifyWebhookSignature,
+// timestamp within tolerance of now()) gets 204 and is passed to verified;
+// any other request gets 401 (405 for another method) and a line on
+// errOut. Deliveries are handled one at a time.
+func webhookReceiver(secret string, tolerance time.Duration, now func() time.Time, errOut io.Writer, verified func(id string, body []byte)) http.Handler {
+	var mu sync.Mutex
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+		if r.Method != http.MethodPost || err != nil {
+			http.Error(w, "POST a webhook", http.StatusMethodNotAllowed)
+			return
 		}
-	}
-	return errors.New("no v1 signature matches")
+		id := r.Header.Get("webhook-id")
+		mu.Lock()
+		defer mu.Unlock()
+		if err := client.VerifyWebhookSignature(secret, r.Header, body, now(), tolerance); err != nil {
+			fmt.Fprintf(errOut, "rejected %q: %v\n", id, err)
+			http.Error(w, "signature does not verify", http.StatusUnauthorized)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+		verified(id, body)
+	})
 }
 
 // printJSONLine writes v as one line of JSON.

@@ -1,55 +1,65 @@
 package cli
 
 import (
+	"bytes"
+	"net/http"
+	"net/http/httptest"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/coupond/coupond/batch"
 )
 
-// TestVerifyWebhook checks the development receiver's verification against
-// the server's signing: a good delivery passes; an altered body, another
-// key, a stale or future timestamp and a missing id do not; a header with
-// several signatures passes when one matches.
-func TestVerifyWebhook(t *testing.T) {
+// TestWebhookReceiver checks the development receiver ("coupond webhook
+// listen") against the server's signing: a good delivery gets 204 and is
+// printed; an altered body, another key, a stale timestamp, a missing id
+// and a GET are refused and not printed.
+func TestWebhookReceiver(t *testing.T) {
 	now := time.Date(2026, 11, 25, 9, 0, 0, 0, time.UTC)
 	secret := batch.NewWebhookSecret()
-	key, err := webhookKey(secret)
+	key, err := batch.ParseWebhookSecret(secret)
 	if err != nil {
 		t.Fatal(err)
 	}
-	other, _ := webhookKey(batch.NewWebhookSecret())
-	body := []byte(`{"tipo":"lote.completado"}`)
+	otherKey, _ := batch.ParseWebhookSecret(batch.NewWebhookSecret())
+	body := `{"tipo":"lote.completado"}`
 	ts := strconv.FormatInt(now.Unix(), 10)
-	sig := batch.SignWebhook(key, "msg_1", now, body)
+	sig := batch.SignWebhook(key, "msg_1", now, []byte(body))
+	var got []string
+	var errOut bytes.Buffer
+	h := webhookReceiver(secret, 5*time.Minute, func() time.Time { return now }, &errOut, func(id string, b []byte) {
+		got = append(got, id+" "+string(b))
+	})
 	tests := []struct {
-		name, id, ts, sig string
-		key               []byte
-		body              []byte
-		at                time.Time
-		ok                bool
+		name, method, id, ts, sig, body string
+		want                            int
 	}{
-		{"good", "msg_1", ts, sig, key, body, now, true},
-		{"several signatures", "msg_1", ts, "v1,AAAA " + sig, key, body, now, true},
-		{"altered body", "msg_1", ts, sig, key, []byte(`{"tipo":"lote.completad0"}`), now, false},
-		{"other key", "msg_1", ts, sig, other, body, now, false},
-		{"other id", "msg_2", ts, sig, key, body, now, false},
-		{"stale", "msg_1", ts, sig, key, body, now.Add(6 * time.Minute), false},
-		{"future", "msg_1", ts, sig, key, body, now.Add(-6 * time.Minute), false},
-		{"no id", "", ts, sig, key, body, now, false},
-		{"bad timestamp", "msg_1", "ayer", sig, key, body, now, false},
-		{"v2 only", "msg_1", ts, "v2," + sig[3:], key, body, now, false},
+		{"good", "POST", "msg_1", ts, sig, body, http.StatusNoContent},
+		{"altered body", "POST", "msg_1", ts, sig, strings.Replace(body, "lote", "l0te", 1), http.StatusUnauthorized},
+		{"other key", "POST", "msg_1", ts, batch.SignWebhook(otherKey, "msg_1", now, []byte(body)), body, http.StatusUnauthorized},
+		{"stale", "POST", "msg_1", strconv.FormatInt(now.Add(-6*time.Minute).Unix(), 10), batch.SignWebhook(key, "msg_1", now.Add(-6*time.Minute), []byte(body)), body, http.StatusUnauthorized},
+		{"no id", "POST", "", ts, sig, body, http.StatusUnauthorized},
+		{"GET", "GET", "msg_1", ts, sig, body, http.StatusMethodNotAllowed},
 	}
 	for _, tt := range tests {
-		err := verifyWebhook(tt.key, tt.id, tt.ts, tt.sig, tt.body, tt.at, 5*time.Minute)
-		if (err == nil) != tt.ok {
-			t.Errorf("%s: %v, want ok=%v", tt.name, err, tt.ok)
+		r := httptest.NewRequest(tt.method, "/", strings.NewReader(tt.body))
+		r.Header.Set("webhook-id", tt.id)
+		r.Header.Set("webhook-timestamp", tt.ts)
+		r.Header.Set("webhook-signature", tt.sig)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Code != tt.want {
+			t.Errorf("%s: status %d, want %d", tt.name, w.Code, tt.want)
 		}
 	}
-	for _, bad := range []string{"", "whsec_", "whsec_!!", "sk_abc"} {
-		if _, err := webhookKey(bad); err == nil {
-			t.Errorf("webhookKey(%q) accepted", bad)
-		}
+	if diff := cmp.Diff([]string{"msg_1 " + body}, got); diff != "" {
+		t.Errorf("verified deliveries (-want +got):\n%s", diff)
+	}
+	if n := strings.Count(errOut.String(), "rejected"); n != 4 {
+		t.Errorf("%d rejections logged, want 4:\n%s", n, errOut.String())
 	}
 }

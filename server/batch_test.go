@@ -26,8 +26,8 @@ import (
 
 	"github.com/coupond/coupond/api"
 	"github.com/coupond/coupond/batch"
+	"github.com/coupond/coupond/client"
 	"github.com/coupond/coupond/engine"
-	"github.com/coupond/coupond/internal/webhooktest"
 	"github.com/coupond/coupond/store"
 )
 
@@ -927,13 +927,13 @@ func TestBatchWebhook(t *testing.T) {
 		t.Fatalf("%d deliveries, want 1", len(got))
 	}
 	d := got[0]
-	if err := webhooktest.Verify(secret, d.hdr, d.body, time.Now()); err != nil {
+	if err := client.VerifyWebhookSignature(secret, d.hdr, d.body, time.Now(), client.WebhookTolerance); err != nil {
 		t.Errorf("independent verifier: %v (headers %v)", err, d.hdr)
 	}
-	if err := webhooktest.Verify(secret, d.hdr, append(bytes.TrimSuffix(slices.Clip(d.body), []byte("}")), []byte(`,"x":1}`)...), time.Now()); err == nil {
+	if err := client.VerifyWebhookSignature(secret, d.hdr, append(bytes.TrimSuffix(slices.Clip(d.body), []byte("}")), []byte(`,"x":1}`)...), time.Now(), client.WebhookTolerance); err == nil {
 		t.Errorf("verifier accepts an altered body")
 	}
-	if err := webhooktest.Verify("whsec_"+base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{1}, 32)), d.hdr, d.body, time.Now()); err == nil {
+	if err := client.VerifyWebhookSignature("whsec_"+base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{1}, 32)), d.hdr, d.body, time.Now(), client.WebhookTolerance); err == nil {
 		t.Errorf("verifier accepts another secret")
 	}
 	if ct := d.hdr.Get("Content-Type"); ct != "application/json" {
@@ -1002,7 +1002,7 @@ func TestBatchWebhookRetry(t *testing.T) {
 		t.Fatalf("deliveries %d, want two failures then a success", len(got))
 	}
 	for i, d := range got {
-		if err := webhooktest.Verify(secret, d.hdr, d.body, time.Now()); err != nil {
+		if err := client.VerifyWebhookSignature(secret, d.hdr, d.body, time.Now(), client.WebhookTolerance); err != nil {
 			t.Errorf("attempt %d: %v", i+1, err)
 		}
 		if d.hdr.Get("webhook-id") != got[0].hdr.Get("webhook-id") || !bytes.Equal(d.body, got[0].body) {
