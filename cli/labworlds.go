@@ -120,6 +120,8 @@ func printWorlds(w io.Writer, out worldsOutput) error {
 		s.SeparableEngineAboveNever, s.Separable, s.Pass, s.Worlds, s.RefPass)
 	fmt.Fprintf(w, "engine's money: mean capture %s (worlds not flat, each clipped at -1); worst gain over never-send %s; worlds below -0.5 %%: %d; all worlds together %s\n",
 		f3(s.MeanCapture), pctN(s.WorstGain, 2), s.BelowHalfPercent, pctN(s.TotalGain, 2))
+	fmt.Fprintf(w, "the gate's tests against the truth of the choices they test: %d weekly checks, %s within 2 standard errors, mean z %s\n",
+		s.GateChecks, pct0(s.GateWithin2SE), f3(s.GateMeanZ))
 	return nil
 }
 
@@ -195,4 +197,12 @@ func setField(f reflect.Value, val string) error {
 		return err
 	}
 	return fmt.Errorf("not a number or a bool field")
+}
+
+// pct0 is a share as a whole percentage ("-" for NaN).
+func pct0(x float64) string {
+	if math.IsNaN(x) {
+		return "-"
+	}
+	return fmt.Sprintf("%.0f %%", 100*x)
 }

@@ -68,13 +68,17 @@ type gateBand struct {
 	Pooled bool `json:"pooled,omitempty"`
 }
 
-// nBands is the number of frequency bands the gate judges apart.
-const nBands = 4
+// GateBands is the number of frequency bands the gate judges apart.
+const GateBands = 4
 
 // bandTops are the upper bounds of the frequency bands on frecuencia_365d
 // = log1p(n)/log1p(365), n the tickets in the last 365 days: at most one,
 // 2–7, 8–25 and more.
-var bandTops = [nBands - 1]float64{0.15, 0.36, 0.55}
+var bandTops = [GateBands - 1]float64{0.15, 0.36, 0.55}
+
+// GateBand is the frequency band of a customer with vector x: the index
+// of their band in GateStatus.Bands.
+func GateBand(x []float64) int { return bandOf(&Customer{X: x}) }
 
 // bandOf returns customer c's frequency band (bandTops).
 func bandOf(c *Customer) int {
@@ -87,7 +91,7 @@ func bandOf(c *Customer) int {
 			return b
 		}
 	}
-	return nBands - 1
+	return GateBands - 1
 }
 
 // gateQ is the probability of sending the choice (a coupon) to a customer
@@ -300,8 +304,8 @@ func (m *Model) observeGate(s *GuardSample, zero int) {
 	g := &m.guard
 	g.Test.addWeighted(d, mass)
 	g.Fast.addWeighted(d, mass)
-	if len(g.Bands) != nBands {
-		g.Bands = make([]gateBand, nBands)
+	if len(g.Bands) != GateBands {
+		g.Bands = make([]gateBand, GateBands)
 	}
 	if m.cfg.DuelZ > 0 {
 		m.observeDuel(s, in, res)
@@ -477,7 +481,7 @@ func (m *Model) GateStatus() *GateStatus {
 		return nil
 	}
 	g := &m.guard
-	st := &GateStatus{State: m.GateState(), Bands: make([]GateBandStatus, nBands)}
+	st := &GateStatus{State: m.GateState(), Bands: make([]GateBandStatus, GateBands)}
 	st.Diff, st.SE, st.N = testFigures(&g.Test)
 	for b := range st.Bands {
 		gb := g.band(b)

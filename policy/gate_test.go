@@ -92,7 +92,7 @@ func TestGateTestingShareFalls(t *testing.T) {
 	}
 	m := New(cfg)
 	m.n, m.guard.Windows = 3*cfg.GateN0, 3*cfg.GateAgeMin
-	m.guard.Bands = make([]gateBand, nBands)
+	m.guard.Bands = make([]gateBand, GateBands)
 	m.guard.Bands[0].State = GateOpen
 	got := []float64{m.gateQ(0), m.gateQ(1)}
 	m.guard.Bands[0].State = GateClosed
@@ -107,7 +107,7 @@ func TestGateTestingShareFalls(t *testing.T) {
 // stored model.
 func TestGateSurvivesMarshal(t *testing.T) {
 	m := New(DefaultConfig())
-	m.guard.Bands = make([]gateBand, nBands)
+	m.guard.Bands = make([]gateBand, GateBands)
 	m.guard.Bands[2].State = GateOpen
 	m.guard.Bands[2].Test.add(0, 250, 0)
 	m.guard.Bands[2].Test.add(0, -50, 0)
@@ -212,7 +212,7 @@ func TestGateOpensBandsOnThePooledTest(t *testing.T) {
 		cfg.GatePooled = pooled
 		m := New(cfg)
 		g := &m.guard
-		g.Bands = make([]gateBand, nBands)
+		g.Bands = make([]gateBand, GateBands)
 		fillTest(&g.Test, 2000, 300, 5000) // z = 300/(5000/√2000) ≈ 2.7
 		fillTest(&g.Fast, 2000, 300, 5000)
 		fillTest(&g.Bands[0].Test, 900, 300, 5000) // z ≈ 1.8: not on its own
@@ -245,7 +245,7 @@ func TestGateOpensBandsOnThePooledTest(t *testing.T) {
 func TestPooledBandClosesOnItsOwnMean(t *testing.T) {
 	m := New(DefaultConfig())
 	g := &m.guard
-	g.Bands = make([]gateBand, nBands)
+	g.Bands = make([]gateBand, GateBands)
 	fillTest(&g.Test, 2000, 300, 5000) // z ≈ 2.7 over all customers
 	fillTest(&g.Fast, 2000, 300, 5000)
 	fillTest(&g.Bands[0].Test, 900, 300, 5000) // z ≈ 1.8: opens on the pooled test
@@ -389,7 +389,7 @@ func TestCloneKeepsItsOwnGate(t *testing.T) {
 // testing bar holds. Fails if the open band keeps the testing bar.
 func TestOpenBandLowersTheSendBar(t *testing.T) {
 	m := New(DefaultConfig())
-	m.guard.Bands = make([]gateBand, nBands)
+	m.guard.Bands = make([]gateBand, GateBands)
 	score := func(eff float64) []Score {
 		return []Score{{ID: 0, band: 1}, {ID: 7, Effect: eff, Width: 100, band: 1}}
 	}
@@ -491,7 +491,7 @@ func TestModelPromiseKeepsTesting(t *testing.T) {
 		cfg.GateModelPromise = !c.off
 		m := New(cfg)
 		m.n, m.guard.Windows = 3*cfg.GateN0, 3*cfg.GateAgeMin
-		m.guard.Bands = make([]gateBand, nBands)
+		m.guard.Bands = make([]gateBand, GateBands)
 		m.guard.Bands[1].State = c.state
 		m.guard.Bands[1].Test.D = c.lean
 		m.guard.Active = c.guard

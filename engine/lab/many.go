@@ -111,7 +111,21 @@ type WorldsSummary struct {
 	WorstGain        float64 `json:"engine_worst_gain"`
 	BelowHalfPercent int     `json:"engine_worlds_below_half_percent"`
 	TotalGain        float64 `json:"engine_total_gain"`
+	// The gate's tests against the truth (GateCheck), over every world's
+	// weekly checks with at least GateCheckMinN effective decisions:
+	// GateChecks counts them, GateWithin2SE is the share whose truth lies
+	// within two standard errors of the test (0.95 for an honest test of
+	// normal errors), GateMeanZ the mean of (test − truth)/SE (0 for an
+	// unbiased one). Weeks of one world are not independent.
+	GateChecks    int     `json:"gate_test_checks"`
+	GateWithin2SE float64 `json:"gate_test_within_2se"`
+	GateMeanZ     float64 `json:"gate_test_mean_z"`
 }
+
+// GateCheckMinN is the least effective number of decisions behind a gate
+// test for WorldsSummary to count its check: the gate acts on no fewer
+// (policy.Config.GuardMinN's default).
+const GateCheckMinN = 100
 
 // Summarize computes the summary of reps.
 func Summarize(reps []*WorldReport) WorldsSummary {
@@ -157,6 +171,7 @@ func Summarize(reps []*WorldReport) WorldsSummary {
 		}
 		engine, never = engine+t.Engine, never+t.Never
 	}
+	s.GateChecks, s.GateWithin2SE, s.GateMeanZ = gateCalibration(reps)
 	if n := s.Worlds - s.Flat; n > 0 {
 		s.MeanCapture = clipped / float64(n)
 	}
@@ -169,6 +184,29 @@ func Summarize(reps []*WorldReport) WorldsSummary {
 		*cols(&s.MedianObs)[j] = median(obs[j])
 	}
 	return s
+}
+
+// gateCalibration returns how many gate checks of reps have at least
+// GateCheckMinN decisions, the share of them whose truth is within two
+// standard errors of the test, and their mean z = (test − truth)/SE.
+func gateCalibration(reps []*WorldReport) (n int, within, meanZ float64) {
+	for _, r := range reps {
+		for _, w := range r.Weeks {
+			for _, g := range w.GateChecks {
+				if g.N < GateCheckMinN || !(g.SE > 0) {
+					continue
+				}
+				z := (g.Test - g.Truth) / g.SE
+				n++
+				within += float64(count(math.Abs(z) <= 2))
+				meanZ += z
+			}
+		}
+	}
+	if n == 0 {
+		return 0, math.NaN(), math.NaN()
+	}
+	return n, within / float64(n), meanZ / float64(n)
 }
 
 // lastThird is the mean of each policy's weekly figure over the last

@@ -59,6 +59,9 @@ type WorldWeek struct {
 	// each frequency band's state, test (MXN per choice ± its standard
 	// error) and sending share.
 	Gate string `json:"gate,omitempty"`
+	// GateChecks set the gate's tests at the week's end beside the truth
+	// of the choices they tested (GateCheck).
+	GateChecks []GateCheck `json:"gate_checks,omitempty"`
 }
 
 // CouponWeek is one coupon's week in the engine's eyes and in truth.
@@ -208,6 +211,7 @@ type run struct {
 	weeks  []WorldWeek
 	// singleWeek[w][k+1] is "always k"'s mean value in week w.
 	singleWeek [][]float64
+	gate       *gateTruth // the truth of the engine's gate tests
 }
 
 // RunWorld runs the engine and the compared policies on one world. Each
@@ -252,7 +256,12 @@ func newRun(fam *Family) (*run, error) {
 	eng := engine.New(engine.Config{DB: db, Secrets: store.TestSecrets(), Log: zerolog.Nop(), Now: clk.Now, Seed: fam.Seed + 1, Policy: fam.policy})
 	seed := fam.Seed
 	w := newWorld(fam, rand.New(rand.NewPCG(seed, 1)))
-	r := &run{fam: fam, w: w, db: db, eng: eng, clk: clk, wrng: rand.New(rand.NewPCG(seed, 2)), out: make([]bool, fam.Customers)}
+	pc := pol.DefaultConfig()
+	if fam.policy != nil {
+		pc = *fam.policy
+	}
+	r := &run{fam: fam, w: w, db: db, eng: eng, clk: clk, wrng: rand.New(rand.NewPCG(seed, 2)), out: make([]bool, fam.Customers),
+		gate: newGateTruth(pc)}
 	r.ew = &eventWriter{eng: eng, w: w}
 	if err := r.ew.history(start, rand.New(rand.NewPCG(seed, 3))); err != nil {
 		db.Close()
@@ -406,6 +415,11 @@ func (r *run) engineStep(i int, now time.Time, row *WorldWeek) (int, error) {
 	if _, err := r.eng.Confirm(labTenant, d.DecisionID, conf); err != nil {
 		return 0, err
 	}
+	if conf.Ejecutada {
+		if err := r.checkGate(c, d.DecisionID); err != nil {
+			return 0, err
+		}
+	}
 	if r.out[i] {
 		k = -1 // the engine's eligibility already says so; kept for safety
 	}
@@ -419,6 +433,19 @@ func (r *run) engineStep(i int, now time.Time, row *WorldWeek) (int, error) {
 	}
 	r.ew.window(c, k, o, d.DecisionID, now, r.wrng)
 	return k, nil
+}
+
+// checkGate adds decision id, executed as drawn for customer c, to the
+// truth of the gate's tests (gateTruth): the engine's record says what it
+// chose and with which probabilities, the world what each coupon is worth.
+func (r *run) checkGate(c *wCustomer, id string) error {
+	rec, err := r.eng.DecisionByID(labTenant, id)
+	if err != nil {
+		return err
+	}
+	never := r.w.trueValue(c, -1)
+	r.gate.observe(rec, func(action int) float64 { return r.w.trueValue(c, r.actIndex(action)) - never })
+	return nil
 }
 
 // modelView adds one decision's detalle to row's EngineChoice and
@@ -552,6 +579,7 @@ func (r *run) closeWindow(row *WorldWeek) error {
 		return err
 	}
 	row.Version, row.Guard, row.Gate = st.PoliticaVersion, guardState(st), gateSummary(st.Guard.Gate)
+	row.GateChecks = r.gate.closeWeek(st.Guard.Gate)
 	return nil
 }
 

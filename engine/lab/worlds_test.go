@@ -233,7 +233,9 @@ func TestSummarize(t *testing.T) {
 	want := WorldsSummary{Worlds: 3, EngineAboveNever: 2, ReferenceAboveNever: 2, EngineAboveReference: 2, EngineAboveBestSingle: 3,
 		EngineAboveGreedy: 3, Flat: 1, Pass: 2,
 		// Gains over never-send +20 %, -20 % (flat), +60 %; all together 18/15.
-		MeanCapture: 0.4, WorstGain: -0.2, BelowHalfPercent: 1, TotalGain: 0.2}
+		MeanCapture: 0.4, WorstGain: -0.2, BelowHalfPercent: 1, TotalGain: 0.2,
+		// No gate checks in these reports.
+		GateWithin2SE: nan, GateMeanZ: nan}
 	// The flat world's captures stay out of the median and the worst.
 	want.Median = Captures{Engine: 0.4, Reference: 0.1}
 	want.Worst = Captures{Engine: 0.2, Reference: -0.2}

@@ -1,0 +1,100 @@
+package lab
+
+import (
+	"math"
+
+	"github.com/coupond/coupond/engine"
+	pol "github.com/coupond/coupond/policy"
+)
+
+// GateCheck sets one of the engine's send-gate tests beside the world's
+// truth at a week's end: Test ± SE over N effective decisions is what the
+// engine measured (policy.GateStatus, MXN per decision whose choice was a
+// coupon: sending the choice against never-send); Truth is the true
+// effect of those same choices, weighted as the test weighs them (by the
+// choice's probability, fading with GateHalfLife windows). Band is
+// "todas" for the test over all customers, else the band's tickets.
+type GateCheck struct {
+	Band  string  `json:"banda"`
+	Truth float64 `json:"verdad_mxn"`
+	Test  float64 `json:"prueba_mxn"`
+	SE    float64 `json:"error_estandar_mxn"`
+	N     float64 `json:"decisiones_efectivas"`
+}
+
+// gateTruth accumulates the true effect of the gate's choices, over all
+// customers (index 0) and per frequency band (1 + policy.GateBand), as the
+// gate's tests accumulate their estimates.
+type gateTruth struct {
+	halfLife       float64 // windows
+	sum, w         []float64
+	weekSum, weekW []float64
+}
+
+func newGateTruth(cfg pol.Config) *gateTruth {
+	n := 1 + pol.GateBands
+	return &gateTruth{halfLife: cfg.GateHalfLife, sum: make([]float64, n), w: make([]float64, n),
+		weekSum: make([]float64, n), weekW: make([]float64, n)}
+}
+
+// observe adds a decision executed as drawn: where its logged choice
+// (Eleccion) was a coupon, the probability-weighted true effect of the
+// choice group (the coupons drawn with the choice's probability: top-two
+// ties) against never-send, weighted by the group's probability.
+// effect(id) is action id's true effect for the decision's customer.
+func (g *gateTruth) observe(rec *engine.DecisionRecord, effect func(id int) float64) {
+	if rec.Eleccion == nil || *rec.Eleccion == 0 || rec.EnControl || len(rec.Probs) != len(rec.Candidates) {
+		return
+	}
+	p := -1.0
+	for j, id := range rec.Candidates {
+		if id == *rec.Eleccion {
+			p = rec.Probs[j]
+		}
+	}
+	if !(p > 0) {
+		return
+	}
+	var mass, te float64
+	for j, id := range rec.Candidates {
+		if id != 0 && math.Abs(rec.Probs[j]-p) <= 1e-9*p {
+			mass += rec.Probs[j]
+			te += rec.Probs[j] * effect(id)
+		}
+	}
+	for _, i := range []int{0, 1 + pol.GateBand(rec.X)} {
+		if i < len(g.weekSum) {
+			g.weekSum[i] += te
+			g.weekW[i] += mass
+		}
+	}
+}
+
+// closeWeek fades the evidence by one window, adds the week's and returns
+// the checks against st's tests (nil without a gate); a test or band
+// without truth yet is left out.
+func (g *gateTruth) closeWeek(st *pol.GateStatus) []GateCheck {
+	f := 1.0 // the gate's tests do not fade without a half-life
+	if g.halfLife > 0 {
+		f = math.Exp2(-1 / g.halfLife)
+	}
+	for i := range g.sum {
+		g.sum[i] = g.sum[i]*f + g.weekSum[i]
+		g.w[i] = g.w[i]*f + g.weekW[i]
+		g.weekSum[i], g.weekW[i] = 0, 0
+	}
+	if st == nil {
+		return nil
+	}
+	var out []GateCheck
+	add := func(i int, band string, test, se, n float64) {
+		if i < len(g.w) && g.w[i] > 0 {
+			out = append(out, GateCheck{Band: band, Truth: g.sum[i] / g.w[i], Test: test, SE: se, N: n})
+		}
+	}
+	add(0, "todas", st.Diff, st.SE, st.N)
+	for b, bs := range st.Bands {
+		add(1+b, bs.Tickets, bs.Diff, bs.SE, bs.N)
+	}
+	return out
+}
