@@ -122,8 +122,7 @@ type Config struct {
 	// the testing share is divided by GateClosedDiv.
 	GateZ, GateReleaseZ, GateClosedDiv float64
 	// GateHalfLife: the tests' evidence fades with this half-life in
-	// reward windows (5; harm is judged on the fast copies, GuardHalfLife:
-	// POLICY.md §7.23).
+	// reward windows.
 	GateHalfLife float64
 	// GateSendZ: the choice is a coupon when its effect is above GateSendZ
 	// widths (Score.Width; 0: the point estimate; 0.25 by default, POLICY.md
@@ -179,7 +178,7 @@ func DefaultConfig() Config {
 		NoiseStart: 5000, NoisePseudo: 50,
 		ImportanceAlpha: 0,
 		GuardZ:          2, GuardReleaseZ: 1, GuardMinN: 100, GuardHalfLife: 1,
-		Gate: true, GateExplore: 0.05, GatePromise: 0.5, GateQ0: 0.5, GateN0: 12000, GateAgeMin: 4, GateAgeMax: 6, GatePow: 4, GateZ: 2, GateReleaseZ: -1, GateClosedDiv: 4, GateHalfLife: 5, GatePooled: true, GateModelPromise: true, GateSendZ: 0.25, GateOpenSendZ: 0.1, TieTopTwo: true,
+		Gate: true, GateExplore: 0.05, GatePromise: 0.5, GateQ0: 0.5, GateN0: 12000, GateAgeMin: 4, GateAgeMax: 6, GatePow: 4, GateZ: 2, GateReleaseZ: -1, GateClosedDiv: 4, GateHalfLife: 3, GatePooled: true, GateModelPromise: true, GateSendZ: 0.25, GateOpenSendZ: 0.1, TieTopTwo: true,
 		TicketTarget: true, TicketPseudo: 64, DuelZ: 3,
 	}
 }
