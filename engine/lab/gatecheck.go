@@ -14,12 +14,14 @@ import (
 // effect of those same choices, weighted as the test weighs them (by the
 // choice's probability, fading with GateHalfLife windows). Band is
 // "todas" for the test over all customers, else the band's tickets.
+// Judged: N reaches the run's GuardMinN, the least the gate acts on.
 type GateCheck struct {
-	Band  string  `json:"banda"`
-	Truth float64 `json:"verdad_mxn"`
-	Test  float64 `json:"prueba_mxn"`
-	SE    float64 `json:"error_estandar_mxn"`
-	N     float64 `json:"decisiones_efectivas"`
+	Band   string  `json:"banda"`
+	Truth  float64 `json:"verdad_mxn"`
+	Test   float64 `json:"prueba_mxn"`
+	SE     float64 `json:"error_estandar_mxn"`
+	N      float64 `json:"decisiones_efectivas"`
+	Judged bool    `json:"juzgable"`
 }
 
 // gateTruth accumulates the true effect of the gate's choices, over all
@@ -27,13 +29,14 @@ type GateCheck struct {
 // gate's tests accumulate their estimates.
 type gateTruth struct {
 	halfLife       float64 // windows
+	minN           float64 // GuardMinN: the least evidence the gate acts on
 	sum, w         []float64
 	weekSum, weekW []float64
 }
 
 func newGateTruth(cfg pol.Config) *gateTruth {
 	n := 1 + pol.GateBands
-	return &gateTruth{halfLife: cfg.GateHalfLife, sum: make([]float64, n), w: make([]float64, n),
+	return &gateTruth{halfLife: cfg.GateHalfLife, minN: cfg.GuardMinN, sum: make([]float64, n), w: make([]float64, n),
 		weekSum: make([]float64, n), weekW: make([]float64, n)}
 }
 
@@ -63,10 +66,8 @@ func (g *gateTruth) observe(rec *engine.DecisionRecord, effect func(id int) floa
 		}
 	}
 	for _, i := range []int{0, 1 + pol.GateBand(rec.X)} {
-		if i < len(g.weekSum) {
-			g.weekSum[i] += te
-			g.weekW[i] += mass
-		}
+		g.weekSum[i] += te
+		g.weekW[i] += mass
 	}
 }
 
@@ -89,7 +90,7 @@ func (g *gateTruth) closeWeek(st *pol.GateStatus) []GateCheck {
 	var out []GateCheck
 	add := func(i int, band string, test, se, n float64) {
 		if i < len(g.w) && g.w[i] > 0 {
-			out = append(out, GateCheck{Band: band, Truth: g.sum[i] / g.w[i], Test: test, SE: se, N: n})
+			out = append(out, GateCheck{Band: band, Truth: g.sum[i] / g.w[i], Test: test, SE: se, N: n, Judged: n >= g.minN})
 		}
 	}
 	add(0, "todas", st.Diff, st.SE, st.N)

@@ -15,10 +15,11 @@ import (
 // decisions whose logged choice was a coupon, outside the control group;
 // the choice's tied coupons with their probabilities, weighted by the
 // choice's probability; per band and over all customers; evidence fading
-// with the gate's half-life.
+// with the gate's half-life; judged only with the run's GuardMinN.
 func TestGateTruth(t *testing.T) {
 	cfg := pol.DefaultConfig()
 	cfg.GateHalfLife = 1
+	cfg.GuardMinN = 130 // the run's own bar decides which checks count
 	g := newGateTruth(cfg)
 	effect := map[int]float64{1: 10, 2: -2, 3: 4}
 	choice := func(id int) *int { return &id }
@@ -44,8 +45,8 @@ func TestGateTruth(t *testing.T) {
 	got := g.closeWeek(st)
 	all := (0.5*10 + 0.2*10 + 0.2*4) / 0.9
 	want := []GateCheck{
-		{Band: "todas", Truth: all, Test: 6, SE: 2, N: 300},
-		{Band: "0-1", Truth: 10, Test: 9, SE: 3, N: 150},
+		{Band: "todas", Truth: all, Test: 6, SE: 2, N: 300, Judged: true},
+		{Band: "0-1", Truth: 10, Test: 9, SE: 3, N: 150, Judged: true},
 		{Band: "26+", Truth: 7, Test: 1, SE: 2, N: 120},
 	}
 	approx := cmpopts.EquateApprox(0, 1e-12)
@@ -66,11 +67,11 @@ func TestGateTruth(t *testing.T) {
 }
 
 // TestGateCalibration checks the summary's share within two standard
-// errors and mean z, leaving out checks with too few decisions.
+// errors and mean z, leaving out checks the gate could not act on.
 func TestGateCalibration(t *testing.T) {
 	rep := &WorldReport{Weeks: []WorldWeek{
-		{GateChecks: []GateCheck{{Truth: 1, Test: 2, SE: 1, N: 200}, {Truth: 0, Test: -3, SE: 1, N: 200}}},
-		{GateChecks: []GateCheck{{Truth: 5, Test: 50, SE: 1, N: GateCheckMinN - 1}, {Truth: 2, Test: 2, SE: 0.5, N: 100}}},
+		{GateChecks: []GateCheck{{Truth: 1, Test: 2, SE: 1, N: 200, Judged: true}, {Truth: 0, Test: -3, SE: 1, N: 200, Judged: true}}},
+		{GateChecks: []GateCheck{{Truth: 5, Test: 50, SE: 1, N: 99}, {Truth: 2, Test: 2, SE: 0.5, N: 100, Judged: true}}},
 	}}
 	n, within, z := gateCalibration([]*WorldReport{rep})
 	if n != 3 || math.Abs(within-2.0/3) > 1e-12 || math.Abs(z-(1-3+0)/3.0) > 1e-12 {

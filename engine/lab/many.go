@@ -112,7 +112,7 @@ type WorldsSummary struct {
 	BelowHalfPercent int     `json:"engine_worlds_below_half_percent"`
 	TotalGain        float64 `json:"engine_total_gain"`
 	// The gate's tests against the truth (GateCheck), over every world's
-	// weekly checks with at least GateCheckMinN effective decisions:
+	// weekly checks with the evidence the gate acts on (Judged):
 	// GateChecks counts them, GateWithin2SE is the share whose truth lies
 	// within two standard errors of the test (0.95 for an honest test of
 	// normal errors), GateMeanZ the mean of (test − truth)/SE (0 for an
@@ -121,11 +121,6 @@ type WorldsSummary struct {
 	GateWithin2SE float64 `json:"gate_test_within_2se"`
 	GateMeanZ     float64 `json:"gate_test_mean_z"`
 }
-
-// GateCheckMinN is the least effective number of decisions behind a gate
-// test for WorldsSummary to count its check: the gate acts on no fewer
-// (policy.Config.GuardMinN's default).
-const GateCheckMinN = 100
 
 // Summarize computes the summary of reps.
 func Summarize(reps []*WorldReport) WorldsSummary {
@@ -186,14 +181,13 @@ func Summarize(reps []*WorldReport) WorldsSummary {
 	return s
 }
 
-// gateCalibration returns how many gate checks of reps have at least
-// GateCheckMinN decisions, the share of them whose truth is within two
+// gateCalibration returns how many gate checks of reps are Judged, the share of them whose truth is within two
 // standard errors of the test, and their mean z = (test − truth)/SE.
 func gateCalibration(reps []*WorldReport) (n int, within, meanZ float64) {
 	for _, r := range reps {
 		for _, w := range r.Weeks {
 			for _, g := range w.GateChecks {
-				if g.N < GateCheckMinN || !(g.SE > 0) {
+				if !g.Judged || !(g.SE > 0) {
 					continue
 				}
 				z := (g.Test - g.Truth) / g.SE
