@@ -171,8 +171,21 @@ func printLab(w io.Writer, rep *lab.Report) error {
 			fmt.Fprintln(w, "new coupon did not reach half the oracle's share")
 		}
 	}
+	printWeeklyGate(w, rep.Rows)
 	printLosses(w, rep.Losses)
 	return nil
+}
+
+// printWeeklyGate prints the send gate at each week's end: why the engine holds
+// back a model whose top-ranked action would earn more.
+func printWeeklyGate(w io.Writer, rows []lab.Row) {
+	if len(rows) == 0 || rows[0].Gate == "" {
+		return
+	}
+	fmt.Fprintln(w, "\nsend gate at each week's end (frequency band: state, its choices against never-send in MXN per decision ± SE, share sent):")
+	for _, r := range rows {
+		fmt.Fprintf(w, "%5d  %s; guard %s\n", r.Week, r.Gate, r.Guard)
+	}
 }
 
 // printLosses prints where the engine fell short of the oracle over the

@@ -206,3 +206,39 @@ func TestSetPolicyFields(t *testing.T) {
 		}
 	}
 }
+
+// TestLabShowsGate runs a tiny single world and checks that every week
+// shows the send gate (four frequency bands) and the guard, in the JSON
+// and in the table.
+func TestLabShowsGate(t *testing.T) {
+	args := []string{"--customers", "150", "--weeks", "2", "--seed", "7"}
+	var rep lab.Report
+	out := runLab(t, append(args, "--json"))
+	if err := json.Unmarshal(out, &rep); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if len(rep.Rows) != 2 {
+		t.Fatalf("%d rows, want 2", len(rep.Rows))
+	}
+	for _, r := range rep.Rows {
+		if n := strings.Count(r.Gate, "q="); n != policy.GateBands || r.Guard == "" {
+			t.Errorf("week %d: gate %q (%d bands, want %d), guard %q", r.Week, r.Gate, n, policy.GateBands, r.Guard)
+		}
+	}
+	text := string(runLab(t, args))
+	if !strings.Contains(text, "send gate at each week's end") || !strings.Contains(text, "    2  "+rep.Rows[1].Gate) {
+		t.Errorf("the table does not show the gate:\n%s", text)
+	}
+}
+
+func runLab(t *testing.T, args []string) []byte {
+	t.Helper()
+	cmd := newLabCmd()
+	var out bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetArgs(args)
+	if err := cmd.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	return out.Bytes()
+}

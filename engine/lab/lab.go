@@ -74,6 +74,11 @@ type Row struct {
 	NewShare       float64 `json:"new_coupon_share,omitempty"`
 	OracleNewShare float64 `json:"oracle_new_coupon_share,omitempty"`
 	Version        string  `json:"politica_version"`
+	// Gate is the engine's send gate at the week's end (as in a world's
+	// weeks: each frequency band's state, test and sending share); Guard
+	// the guard's state ("inactive", "active baseline=0").
+	Gate  string `json:"gate,omitempty"`
+	Guard string `json:"guard,omitempty"`
 }
 
 // Report is the outcome of a run.
@@ -408,7 +413,7 @@ func (s *singleRun) week(week int) (*Row, error) {
 	if err != nil {
 		return nil, err
 	}
-	t.row.Version = status.PoliticaVersion
+	t.row.Version, t.row.Guard, t.row.Gate = status.PoliticaVersion, guardState(status), gateSummary(status.Guard.Gate)
 	s.rep.Rows = append(s.rep.Rows, t.row)
 	return &s.rep.Rows[len(s.rep.Rows)-1], nil
 }

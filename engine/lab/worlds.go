@@ -584,7 +584,8 @@ func (r *run) closeWindow(row *WorldWeek) error {
 }
 
 // gateSummary writes the gate's bands on one line ("" without a gate):
-// "0-1 probando +0.12±0.40 q=0.31; …".
+// "0-1 probando +0.12±0.40 q=0.31; …" ("no evidence" for a band whose
+// test has none yet).
 func gateSummary(g *pol.GateStatus) string {
 	if g == nil {
 		return ""
@@ -593,6 +594,10 @@ func gateSummary(g *pol.GateStatus) string {
 	for i, bs := range g.Bands {
 		if i > 0 {
 			b.WriteString("; ")
+		}
+		if bs.SE < 0 { // no evidence yet
+			fmt.Fprintf(&b, "%s %s no evidence q=%.2f", bs.Tickets, bs.State, bs.Sending)
+			continue
 		}
 		fmt.Fprintf(&b, "%s %s %+.2f±%.2f q=%.2f", bs.Tickets, bs.State, bs.Diff, bs.SE, bs.Sending)
 	}
