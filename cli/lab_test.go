@@ -107,7 +107,7 @@ func TestLabWorldsCommand(t *testing.T) {
 	if err := cmd.Execute(); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"seeds 1001..1001", "\n1001 ", "median capture", "engine above never-send in", "engine's money: mean capture"} {
+	for _, want := range []string{"seeds 1001..1001", "\n1001 ", "median capture", "engine above never-send in", "engine's money: mean capture", "over the whole run, testing weeks included"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, out.String())
 		}

@@ -120,6 +120,9 @@ func printWorlds(w io.Writer, out worldsOutput) error {
 		s.SeparableEngineAboveNever, s.Separable, s.Pass, s.Worlds, s.RefPass)
 	fmt.Fprintf(w, "engine's money: mean capture %s (worlds not flat, each clipped at -1); worst gain over never-send %s; worlds below -0.5 %%: %d; all worlds together %s\n",
 		f3(s.MeanCapture), pctN(s.WorstGain, 2), s.BelowHalfPercent, pctN(s.TotalGain, 2))
+	wr := s.Whole
+	fmt.Fprintf(w, "over the whole run, testing weeks included: engine gain over never-send median %s, worst %s, all worlds together %s (reference: %s, %s, %s)\n",
+		pctN(wr.EngineMedian, 2), pctN(wr.EngineWorst, 2), pctN(wr.EngineTotal, 2), pctN(wr.ReferenceMedian, 2), pctN(wr.ReferenceWorst, 2), pctN(wr.ReferenceTotal, 2))
 	fmt.Fprintf(w, "the gate's tests against the truth of the choices they test: %d weekly checks, %s within 2 standard errors, mean z %s\n",
 		s.GateChecks, pct0(s.GateWithin2SE), f3(s.GateMeanZ))
 	return nil

@@ -111,6 +111,11 @@ type WorldsSummary struct {
 	WorstGain        float64 `json:"engine_worst_gain"`
 	BelowHalfPercent int     `json:"engine_worlds_below_half_percent"`
 	TotalGain        float64 `json:"engine_total_gain"`
+	// The money over the whole run, every week from the first, so the
+	// weeks of testing count as well as what their evidence earns later:
+	// the engine's and the reference's gain over never-send per world
+	// (Median and Worst across worlds) and of all worlds together (Total).
+	Whole WholeRun `json:"whole_run"`
 	// The gate's tests against the truth (GateCheck), over every world's
 	// weekly checks with the evidence the gate acts on (Judged):
 	// GateChecks counts them, GateWithin2SE is the share whose truth lies
@@ -120,6 +125,38 @@ type WorldsSummary struct {
 	GateChecks    int     `json:"gate_test_checks"`
 	GateWithin2SE float64 `json:"gate_test_within_2se"`
 	GateMeanZ     float64 `json:"gate_test_mean_z"`
+}
+
+// WholeRun is the engine's and the reference's gain over never-send,
+// (policy − never)/never, over every week of the run.
+type WholeRun struct {
+	EngineMedian    float64 `json:"engine_median_gain"`
+	EngineWorst     float64 `json:"engine_worst_gain"`
+	EngineTotal     float64 `json:"engine_total_gain"`
+	ReferenceMedian float64 `json:"reference_median_gain"`
+	ReferenceWorst  float64 `json:"reference_worst_gain"`
+	ReferenceTotal  float64 `json:"reference_total_gain"`
+}
+
+// wholeRun computes WholeRun over reps (NaN figures without any world
+// whose never-send earns).
+func wholeRun(reps []*WorldReport) WholeRun {
+	var eg, rg []float64
+	var e, ref, never float64
+	for _, r := range reps {
+		t := r.mean(0)
+		if !(t.Never > 0) {
+			continue
+		}
+		eg, rg = append(eg, t.Engine/t.Never-1), append(rg, t.Reference/t.Never-1)
+		e, ref, never = e+t.Engine, ref+t.Reference, never+t.Never
+	}
+	w := WholeRun{EngineMedian: median(eg), EngineWorst: minNaN(eg), ReferenceMedian: median(rg), ReferenceWorst: minNaN(rg),
+		EngineTotal: math.NaN(), ReferenceTotal: math.NaN()}
+	if never > 0 {
+		w.EngineTotal, w.ReferenceTotal = e/never-1, ref/never-1
+	}
+	return w
 }
 
 // Summarize computes the summary of reps.
@@ -167,6 +204,7 @@ func Summarize(reps []*WorldReport) WorldsSummary {
 		engine, never = engine+t.Engine, never+t.Never
 	}
 	s.GateChecks, s.GateWithin2SE, s.GateMeanZ = gateCalibration(reps)
+	s.Whole = wholeRun(reps)
 	if n := s.Worlds - s.Flat; n > 0 {
 		s.MeanCapture = clipped / float64(n)
 	}
@@ -206,8 +244,13 @@ func gateCalibration(reps []*WorldReport) (n int, within, meanZ float64) {
 // lastThird is the mean of each policy's weekly figure over the last
 // third of the weeks.
 func (r *WorldReport) lastThird() WorldWeek {
+	return r.mean(len(r.Weeks) - len(r.Weeks)/3)
+}
+
+// mean returns the policies' mean rewards per decision over the weeks
+// from index from to the end.
+func (r *WorldReport) mean(from int) WorldWeek {
 	var t WorldWeek
-	from := len(r.Weeks) - len(r.Weeks)/3
 	n := float64(len(r.Weeks) - from)
 	for _, w := range r.Weeks[from:] {
 		t.Engine += w.Engine / n

@@ -235,13 +235,25 @@ func TestSummarize(t *testing.T) {
 		// Gains over never-send +20 %, -20 % (flat), +60 %; all together 18/15.
 		MeanCapture: 0.4, WorstGain: -0.2, BelowHalfPercent: 1, TotalGain: 0.2,
 		// No gate checks in these reports.
-		GateWithin2SE: nan, GateMeanZ: nan}
+		GateWithin2SE: nan, GateMeanZ: nan,
+		// Every week alike: the whole run's gains are the last third's,
+		// flat world included; the reference's -20 %, +20 %, +40 %.
+		Whole: WholeRun{EngineMedian: 0.2, EngineWorst: -0.2, EngineTotal: 0.2, ReferenceMedian: 0.2, ReferenceWorst: -0.2, ReferenceTotal: 2.0 / 15}}
 	// The flat world's captures stay out of the median and the worst.
 	want.Median = Captures{Engine: 0.4, Reference: 0.1}
 	want.Worst = Captures{Engine: 0.2, Reference: -0.2}
 	want.MedianObs = Captures{nan, nan, nan, nan, nan, nan}
 	if d := cmp.Diff(want, s, cmpopts.EquateNaNs(), cmpopts.EquateApprox(0, 1e-9)); d != "" {
 		t.Errorf("summary (-want +got):\n%s", d)
+	}
+	// Weeks of testing that cost count in the whole run only: a world that
+	// earns 3 then 6, 6 against never-send's 5 gains 20 % over the last
+	// third and nothing over the whole run.
+	costly := mk(6, 5, 5, false)
+	costly.Weeks[0].Engine, costly.Weeks[0].Reference = 3, 2
+	s = Summarize([]*WorldReport{costly})
+	if math.Abs(s.TotalGain-0.2) > 1e-9 || math.Abs(s.Whole.EngineTotal) > 1e-9 || math.Abs(s.Whole.ReferenceWorst+0.2) > 1e-9 {
+		t.Errorf("last third %v, whole run %+v: want 0.2, engine 0 and reference -0.2", s.TotalGain, s.Whole)
 	}
 	// Where every world gains, the worst gain is the smallest gain, not 0.
 	if g := Summarize([]*WorldReport{mk(6, 4, 5, false), mk(8, 7, 5, false)}).WorstGain; math.Abs(g-0.2) > 1e-9 {
