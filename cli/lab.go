@@ -39,7 +39,8 @@ random, greedy (the engine's model without exploration), a textbook reference le
 oracle and the observable oracle. It prints each world's captures over the last third and a
 summary. Seeds: --seeds report (1001..1000+N, the default: nobody tunes on them) or --seeds tune
 (1..N, for tuning); --seed S starts at S instead. Two worlds run at a time (--parallel).
---customers and --weeks, when given, replace each world's drawn sizes (quick looks only).`,
+--customers and --weeks, when given, replace each world's drawn sizes (quick looks only).
+coupond lab compare A.json B.json compares two such runs (--json) world by world.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return lf.run(cmd) },
 	}
@@ -56,6 +57,7 @@ summary. Seeds: --seeds report (1001..1000+N, the default: nobody tunes on them)
 	f.IntVar(&lf.mw.parallel, "parallel", 2, "with --worlds: worlds run at a time")
 	f.StringVar(&lf.mw.set, "set", "", "with --worlds: change constants of the engine's policy configuration, as Field=value[,Field=value…] (policy.Config's field names, e.g. NeverShare=0.2,GateZ=1.5): to probe a constant on many worlds without editing code")
 	f.StringVar(&lf.mw.model, "model", "regression", "with --worlds: the engine's model, regression (the default: the regression's choices behind the send gate) or zrule (the per-customer send rule before the gate; policy/POLICY.md 7.7)")
+	cmd.AddCommand(newLabCompareCmd())
 	return cmd
 }
 
