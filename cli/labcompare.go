@@ -71,7 +71,9 @@ func printComparison(w io.Writer, a, b string, c lab.Comparison) error {
 		signed(c.CaptureDiff, 3), f3(c.CaptureSE), c.CaptureWorlds, c.Better, c.Worse)
 	fmt.Fprintf(w, "whole run, gain over never-send: B - A = %s ± %s points (median world: A %s, B %s)\n",
 		signed(100*c.WholeDiff, 2), fmt.Sprintf("%.2f", 100*c.WholeSE), pctN(c.WholeMedianA, 2), pctN(c.WholeMedianB, 2))
-	fmt.Fprintf(w, "passes %d -> %d; above never-send over the last third %d -> %d\n", c.PassA, c.PassB, c.AboveNeverA, c.AboveNeverB)
+	fmt.Fprintf(w, "passes %d -> %d; above never-send over the last third %d -> %d, above greedy %d -> %d\n",
+		c.PassA, c.PassB, c.AboveNeverA, c.AboveNeverB, c.AboveGreedyA, c.AboveGreedyB)
+	fmt.Fprintf(w, "median capture %s -> %s; median vs the observable oracle %s -> %s\n", f3(c.MedianA), f3(c.MedianB), f3(c.ObsMedianA), f3(c.ObsMedianB))
 	if len(c.Changed) == 0 {
 		fmt.Fprintln(w, "no world moved by more than 0.02")
 		return nil

@@ -38,6 +38,15 @@ type Comparison struct {
 	PassB       int `json:"pass_b"`
 	AboveNeverA int `json:"above_never_send_a"`
 	AboveNeverB int `json:"above_never_send_b"`
+	// The summary's other headline figures in A and in B (Summarize):
+	// median capture, median capture of the observable oracle's uplift,
+	// worlds above greedy.
+	MedianA      float64 `json:"median_capture_a"`
+	MedianB      float64 `json:"median_capture_b"`
+	ObsMedianA   float64 `json:"median_capture_vs_observable_oracle_a"`
+	ObsMedianB   float64 `json:"median_capture_vs_observable_oracle_b"`
+	AboveGreedyA int     `json:"above_greedy_a"`
+	AboveGreedyB int     `json:"above_greedy_b"`
 	// Changed lists the worlds not flat whose capture moved by over 0.02
 	// and the worlds whose pass changed, in seed order.
 	Changed []WorldChange `json:"changed"`
@@ -95,6 +104,9 @@ func Compare(a, b []*WorldReport) (Comparison, error) {
 	c.CaptureDiff, c.CaptureSE = meanSE(caps)
 	c.WholeDiff, c.WholeSE = meanSE(wholes)
 	c.WholeMedianA, c.WholeMedianB = median(wa), median(wb)
+	sa, sb := Summarize(a), Summarize(b)
+	c.MedianA, c.MedianB, c.ObsMedianA, c.ObsMedianB = sa.Median.Engine, sb.Median.Engine, sa.MedianObs.Engine, sb.MedianObs.Engine
+	c.AboveGreedyA, c.AboveGreedyB = sa.EngineAboveGreedy, sb.EngineAboveGreedy
 	return c, nil
 }
 

@@ -34,6 +34,9 @@ func TestCompare(t *testing.T) {
 	want := Comparison{Worlds: 4, CaptureWorlds: 3, CaptureDiff: mc, CaptureSE: sc, Better: 2, Worse: 0,
 		WholeDiff: mw, WholeSE: sw, WholeMedianA: 0.05 / 15, WholeMedianB: -0.1 / 15,
 		PassA: 3, PassB: 3, AboveNeverA: 2, AboveNeverB: 2,
+		// The summary's: medians of the captures not flat (A 0.2, 0, −3;
+		// B 0.2, 0.1, −0.04); greedy earns 0, below every engine.
+		MedianA: 0, MedianB: 0.1, AboveGreedyA: 4, AboveGreedyB: 4,
 		Changed: []WorldChange{
 			{Seed: 2, CaptureA: 0, CaptureB: 0.1, WholeA: 0, WholeB: 1.0 / 15, PassA: true, PassB: true},
 			{Seed: 3, CaptureA: -3, CaptureB: -0.04, WholeA: 0, WholeB: 0, PassA: false, PassB: true},
