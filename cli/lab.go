@@ -3,7 +3,6 @@ package cli
 import (
 	"fmt"
 	"io"
-	"math"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -248,24 +247,17 @@ func summarizeRuns(reps []*lab.Report) runsSummary {
 			s.BeatsBoth++
 		}
 	}
-	n := float64(len(s.Runs))
-	if n == 0 {
+	if len(s.Runs) == 0 {
 		return s
 	}
 	cols := func(c *runCaptures) []*float64 { return []*float64{&c.Engine, &c.Top, &c.Greedy, &c.Eps} }
 	mean, se := cols(&s.Mean), cols(&s.StdErr)
 	for i := range mean {
+		xs := make([]float64, len(s.Runs))
 		for j := range s.Runs {
-			*mean[i] += *cols(&s.Runs[j])[i] / n
+			xs[j] = *cols(&s.Runs[j])[i]
 		}
-		if n > 1 {
-			var ss float64
-			for j := range s.Runs {
-				d := *cols(&s.Runs[j])[i] - *mean[i]
-				ss += d * d
-			}
-			*se[i] = math.Sqrt(ss/(n-1)) / math.Sqrt(n)
-		}
+		*mean[i], *se[i] = lab.MeanSE(xs) // runs > 1: a finite error
 	}
 	return s
 }

@@ -73,7 +73,7 @@ func Compare(a, b []*WorldReport) (Comparison, error) {
 		return Comparison{}, fmt.Errorf("lab compare: A has %d worlds, B %d: compare runs of the same seeds", len(a), len(b))
 	}
 	c := Comparison{Worlds: len(a)}
-	var caps, wholes, wa, wb []float64
+	var caps, wholes []float64
 	for i := range a {
 		x, y := a[i], b[i]
 		if x.Family.Seed != y.Family.Seed || len(x.Weeks) != len(y.Weeks) {
@@ -81,7 +81,6 @@ func Compare(a, b []*WorldReport) (Comparison, error) {
 				i+1, x.Family.Seed, len(x.Weeks), y.Family.Seed, len(y.Weeks))
 		}
 		gx, gy := x.wholeGain(), y.wholeGain()
-		wa, wb = append(wa, gx), append(wb, gy)
 		if !math.IsNaN(gx) && !math.IsNaN(gy) {
 			wholes = append(wholes, gy-gx)
 		}
@@ -91,20 +90,17 @@ func Compare(a, b []*WorldReport) (Comparison, error) {
 			c.Better += count(d > changedBy)
 			c.Worse += count(d < -changedBy)
 		}
-		c.PassA, c.PassB = c.PassA+count(x.Pass), c.PassB+count(y.Pass)
-		tx, ty := x.lastThird(), y.lastThird()
-		c.AboveNeverA += count(tx.Engine > tx.Never)
-		c.AboveNeverB += count(ty.Engine > ty.Never)
 		if !x.Flat && math.Abs(d) > changedBy || x.Pass != y.Pass {
 			c.Changed = append(c.Changed, WorldChange{Seed: x.Family.Seed, Flat: x.Flat, CaptureA: x.Capture.Engine,
 				CaptureB: y.Capture.Engine, WholeA: gx, WholeB: gy, PassA: x.Pass, PassB: y.Pass})
 		}
 	}
 	c.CaptureWorlds = len(caps)
-	c.CaptureDiff, c.CaptureSE = meanSE(caps)
-	c.WholeDiff, c.WholeSE = meanSE(wholes)
-	c.WholeMedianA, c.WholeMedianB = median(wa), median(wb)
+	c.CaptureDiff, c.CaptureSE = MeanSE(caps)
+	c.WholeDiff, c.WholeSE = MeanSE(wholes)
 	sa, sb := Summarize(a), Summarize(b)
+	c.WholeMedianA, c.WholeMedianB = sa.Whole.EngineMedian, sb.Whole.EngineMedian
+	c.PassA, c.PassB, c.AboveNeverA, c.AboveNeverB = sa.Pass, sb.Pass, sa.EngineAboveNever, sb.EngineAboveNever
 	c.MedianA, c.MedianB, c.ObsMedianA, c.ObsMedianB = sa.Median.Engine, sb.Median.Engine, sa.MedianObs.Engine, sb.MedianObs.Engine
 	c.AboveGreedyA, c.AboveGreedyB = sa.EngineAboveGreedy, sb.EngineAboveGreedy
 	return c, nil
@@ -122,7 +118,7 @@ func (r *WorldReport) wholeGain() float64 {
 
 // meanSE returns the mean of xs and its standard error (NaN for none; an
 // infinite error for one).
-func meanSE(xs []float64) (mean, se float64) {
+func MeanSE(xs []float64) (mean, se float64) {
 	if len(xs) == 0 {
 		return math.NaN(), math.NaN()
 	}

@@ -29,8 +29,8 @@ func TestCompare(t *testing.T) {
 	// Whole run (15 MXN of never-send per world): A gains 2, 0, 0, 0.1;
 	// B −1 (its costly first week), 1, 0, −0.2. Captures clipped at −1:
 	// differences 0, +0.1, +0.96 over the three worlds not flat.
-	mc, sc := meanSE([]float64{0, 0.1, 0.96})
-	mw, sw := meanSE([]float64{-3.0 / 15, 1.0 / 15, 0, -0.3 / 15})
+	mc, sc := MeanSE([]float64{0, 0.1, 0.96})
+	mw, sw := MeanSE([]float64{-3.0 / 15, 1.0 / 15, 0, -0.3 / 15})
 	want := Comparison{Worlds: 4, CaptureWorlds: 3, CaptureDiff: mc, CaptureSE: sc, Better: 2, Worse: 0,
 		WholeDiff: mw, WholeSE: sw, WholeMedianA: 0.05 / 15, WholeMedianB: -0.1 / 15,
 		PassA: 3, PassB: 3, AboveNeverA: 2, AboveNeverB: 2,
