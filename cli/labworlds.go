@@ -125,6 +125,9 @@ func printWorlds(w io.Writer, out worldsOutput) error {
 		pctN(wr.EngineMedian, 2), pctN(wr.EngineWorst, 2), pctN(wr.EngineTotal, 2), pctN(wr.ReferenceMedian, 2), pctN(wr.ReferenceWorst, 2), pctN(wr.ReferenceTotal, 2))
 	fmt.Fprintf(w, "the gate's tests against the truth of the choices they test: %d weekly checks, %s within 2 standard errors, mean z %s\n",
 		s.GateChecks, pct0(s.GateWithin2SE), f3(s.GateMeanZ))
+	e := s.Effects
+	fmt.Fprintf(w, "the model's coupon effects at the last week against the truth (MXN over the window, mean over each coupon's candidates): bias %s over %d coupons; the %d coupons that pay over 1 MXN: truth %s, model %s\n",
+		f2(e.Bias), e.Coupons, e.Paying, f2(e.PayingTrue), f2(e.PayingModel))
 	return nil
 }
 
@@ -208,4 +211,11 @@ func pct0(x float64) string {
 		return "-"
 	}
 	return fmt.Sprintf("%.0f %%", 100*x)
+}
+
+func f2(x float64) string {
+	if math.IsNaN(x) {
+		return "-"
+	}
+	return fmt.Sprintf("%+.2f", x)
 }

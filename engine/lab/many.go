@@ -125,6 +125,59 @@ type WorldsSummary struct {
 	GateChecks    int     `json:"gate_test_checks"`
 	GateWithin2SE float64 `json:"gate_test_within_2se"`
 	GateMeanZ     float64 `json:"gate_test_mean_z"`
+	// The model's coupon effects at each world's last week against the
+	// truth (CouponWeek, each coupon's mean over its candidates, MXN):
+	// EffectBias is the mean of ModelEffect − TrueEffect over the
+	// EffectCoupons coupons with candidates; PayingTrue and PayingModel the
+	// mean true and model effects of the Paying coupons whose true effect
+	// is above 1 MXN (POLICY.md §7.25: under the engine's own, adaptive
+	// allocation the model's effects run low, most of all for coupons that
+	// pay and were seldom sent).
+	Effects EffectBias `json:"effect_bias"`
+}
+
+// EffectBias compares the model's coupon effects with the truth (see
+// WorldsSummary.Effects).
+type EffectBias struct {
+	Coupons     int     `json:"coupons"`
+	Bias        float64 `json:"mean_bias_mxn"`
+	Paying      int     `json:"paying_coupons"`
+	PayingTrue  float64 `json:"paying_true_mxn"`
+	PayingModel float64 `json:"paying_model_mxn"`
+}
+
+// effectBias sums up the last week's CouponWeek rows of reps (NaN
+// figures where there are none).
+func effectBias(reps []*WorldReport) EffectBias {
+	var e EffectBias
+	for _, r := range reps {
+		if len(r.Weeks) == 0 {
+			continue
+		}
+		for _, c := range r.Weeks[len(r.Weeks)-1].Coupons {
+			if c.Candidates == 0 {
+				continue
+			}
+			e.Coupons++
+			e.Bias += c.ModelEffect - c.TrueEffect
+			if c.TrueEffect > 1 {
+				e.Paying++
+				e.PayingTrue += c.TrueEffect
+				e.PayingModel += c.ModelEffect
+			}
+		}
+	}
+	e.Bias = divNaN(e.Bias, e.Coupons)
+	e.PayingTrue, e.PayingModel = divNaN(e.PayingTrue, e.Paying), divNaN(e.PayingModel, e.Paying)
+	return e
+}
+
+// divNaN is x/n, NaN for n = 0.
+func divNaN(x float64, n int) float64 {
+	if n == 0 {
+		return math.NaN()
+	}
+	return x / float64(n)
 }
 
 // WholeRun is the engine's and the reference's gain over never-send,
@@ -205,6 +258,7 @@ func Summarize(reps []*WorldReport) WorldsSummary {
 	}
 	s.GateChecks, s.GateWithin2SE, s.GateMeanZ = gateCalibration(reps)
 	s.Whole = wholeRun(reps)
+	s.Effects = effectBias(reps)
 	if n := s.Worlds - s.Flat; n > 0 {
 		s.MeanCapture = clipped / float64(n)
 	}

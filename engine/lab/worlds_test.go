@@ -221,6 +221,22 @@ func TestReferenceFindsEffect(t *testing.T) {
 
 // TestSummarize checks the summary's medians, worst values and counts on
 // hand-made reports.
+// TestEffectBias checks the summary of the model's coupon effects: the
+// last week only, coupons without candidates left out, paying above 1 MXN.
+func TestEffectBias(t *testing.T) {
+	week := func(cs ...CouponWeek) WorldWeek { return WorldWeek{Coupons: cs} }
+	reps := []*WorldReport{
+		{Weeks: []WorldWeek{week(CouponWeek{TrueEffect: 9, ModelEffect: -9, Candidates: 5}),
+			week(CouponWeek{TrueEffect: 3, ModelEffect: 1, Candidates: 5}, CouponWeek{TrueEffect: -2, ModelEffect: -3, Candidates: 5})}},
+		{Weeks: []WorldWeek{week(CouponWeek{TrueEffect: 2, ModelEffect: 2, Candidates: 1}, CouponWeek{TrueEffect: 50, ModelEffect: 0})}},
+		{},
+	}
+	want := EffectBias{Coupons: 3, Bias: -1, Paying: 2, PayingTrue: 2.5, PayingModel: 1.5}
+	if diff := cmp.Diff(want, effectBias(reps)); diff != "" {
+		t.Errorf("effectBias (-want +got):\n%s", diff)
+	}
+}
+
 func TestSummarize(t *testing.T) {
 	nan := math.NaN()
 	mk := func(engine, ref, never float64, flat bool) *WorldReport {
@@ -236,6 +252,8 @@ func TestSummarize(t *testing.T) {
 		MeanCapture: 0.4, WorstGain: -0.2, BelowHalfPercent: 1, TotalGain: 0.2,
 		// No gate checks in these reports.
 		GateWithin2SE: nan, GateMeanZ: nan,
+		// No coupon rows either.
+		Effects: EffectBias{Bias: nan, PayingTrue: nan, PayingModel: nan},
 		// Every week alike: the whole run's gains are the last third's,
 		// flat world included; the reference's -20 %, +20 %, +40 %.
 		Whole: WholeRun{EngineMedian: 0.2, EngineWorst: -0.2, EngineTotal: 0.2, ReferenceMedian: 0.2, ReferenceWorst: -0.2, ReferenceTotal: 2.0 / 15}}
