@@ -47,6 +47,10 @@ type Comparison struct {
 	ObsMedianB   float64 `json:"median_capture_vs_observable_oracle_b"`
 	AboveGreedyA int     `json:"above_greedy_a"`
 	AboveGreedyB int     `json:"above_greedy_b"`
+	// EffectBiasA and EffectBiasB are each run's mean bias of the model's
+	// coupon effects at the last week (WorldsSummary.Effects, MXN).
+	EffectBiasA float64 `json:"effect_bias_mxn_a"`
+	EffectBiasB float64 `json:"effect_bias_mxn_b"`
 	// Changed lists the worlds not flat whose capture moved by over 0.02
 	// and the worlds whose pass changed, in seed order.
 	Changed []WorldChange `json:"changed"`
@@ -103,6 +107,7 @@ func Compare(a, b []*WorldReport) (Comparison, error) {
 	c.PassA, c.PassB, c.AboveNeverA, c.AboveNeverB = sa.Pass, sb.Pass, sa.EngineAboveNever, sb.EngineAboveNever
 	c.MedianA, c.MedianB, c.ObsMedianA, c.ObsMedianB = sa.Median.Engine, sb.Median.Engine, sa.MedianObs.Engine, sb.MedianObs.Engine
 	c.AboveGreedyA, c.AboveGreedyB = sa.EngineAboveGreedy, sb.EngineAboveGreedy
+	c.EffectBiasA, c.EffectBiasB = sa.Effects.Bias, sb.Effects.Bias
 	return c, nil
 }
 

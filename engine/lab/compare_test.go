@@ -22,6 +22,10 @@ func TestCompare(t *testing.T) {
 	}
 	a := []*WorldReport{world(1, 5, 6, 0.2, false, true), world(2, 5, 5, 0, false, true), world(3, 5, 5, -3, false, false), world(4, 5, 5.05, 0, true, true)}
 	b := []*WorldReport{world(1, 2, 6, 0.2, false, true), world(2, 5, 5.5, 0.1, false, true), world(3, 5, 5, -0.04, false, true), world(4, 5, 4.9, 0, true, false)}
+	// One coupon row in world 1's last week: the model 2 MXN low in A,
+	// 0.5 in B (the other worlds have none).
+	a[0].Weeks[2].Coupons = []CouponWeek{{TrueEffect: 3, ModelEffect: 1, Candidates: 10}}
+	b[0].Weeks[2].Coupons = []CouponWeek{{TrueEffect: 3, ModelEffect: 2.5, Candidates: 10}}
 	got, err := Compare(a, b)
 	if err != nil {
 		t.Fatal(err)
@@ -37,6 +41,7 @@ func TestCompare(t *testing.T) {
 		// The summary's: medians of the captures not flat (A 0.2, 0, −3;
 		// B 0.2, 0.1, −0.04); greedy earns 0, below every engine.
 		MedianA: 0, MedianB: 0.1, AboveGreedyA: 4, AboveGreedyB: 4,
+		EffectBiasA: -2, EffectBiasB: -0.5,
 		Changed: []WorldChange{
 			{Seed: 2, CaptureA: 0, CaptureB: 0.1, WholeA: 0, WholeB: 1.0 / 15, PassA: true, PassB: true},
 			{Seed: 3, CaptureA: -3, CaptureB: -0.04, WholeA: 0, WholeB: 0, PassA: false, PassB: true},
