@@ -74,7 +74,7 @@ func printComparison(w io.Writer, a, b string, c lab.Comparison) error {
 	fmt.Fprintf(w, "passes %d -> %d; above never-send over the last third %d -> %d, above greedy %d -> %d\n",
 		c.PassA, c.PassB, c.AboveNeverA, c.AboveNeverB, c.AboveGreedyA, c.AboveGreedyB)
 	fmt.Fprintf(w, "median capture %s -> %s; median vs the observable oracle %s -> %s; the model's effect bias (MXN) %s -> %s\n",
-		f3(c.MedianA), f3(c.MedianB), f3(c.ObsMedianA), f3(c.ObsMedianB), f2(c.EffectBiasA), f2(c.EffectBiasB))
+		f3(c.MedianA), f3(c.MedianB), f3(c.ObsMedianA), f3(c.ObsMedianB), signed(c.EffectBiasA, 2), signed(c.EffectBiasB, 2))
 	if len(c.Changed) == 0 {
 		fmt.Fprintln(w, "no world moved by more than 0.02")
 		return nil

@@ -127,7 +127,7 @@ func printWorlds(w io.Writer, out worldsOutput) error {
 		s.GateChecks, pct0(s.GateWithin2SE), f3(s.GateMeanZ))
 	e := s.Effects
 	fmt.Fprintf(w, "the model's coupon effects at the last week against the truth (MXN over the window, mean over each coupon's candidates): bias %s over %d coupons; the %d coupons that pay over 1 MXN: truth %s, model %s\n",
-		f2(e.Bias), e.Coupons, e.Paying, f2(e.PayingTrue), f2(e.PayingModel))
+		signed(e.Bias, 2), e.Coupons, e.Paying, signed(e.PayingTrue, 2), signed(e.PayingModel, 2))
 	return nil
 }
 
@@ -211,11 +211,4 @@ func pct0(x float64) string {
 		return "-"
 	}
 	return fmt.Sprintf("%.0f %%", 100*x)
-}
-
-func f2(x float64) string {
-	if math.IsNaN(x) {
-		return "-"
-	}
-	return fmt.Sprintf("%+.2f", x)
 }

@@ -127,10 +127,10 @@ type WorldsSummary struct {
 	GateMeanZ     float64 `json:"gate_test_mean_z"`
 	// The model's coupon effects at each world's last week against the
 	// truth (CouponWeek, each coupon's mean over its candidates, MXN):
-	// EffectBias is the mean of ModelEffect − TrueEffect over the
-	// EffectCoupons coupons with candidates; PayingTrue and PayingModel the
-	// mean true and model effects of the Paying coupons whose true effect
-	// is above 1 MXN (POLICY.md §7.25: under the engine's own, adaptive
+	// Effects.Bias is the mean of ModelEffect − TrueEffect over the
+	// Effects.Coupons coupons with candidates; PayingTrue and PayingModel
+	// the mean true and model effects of the Paying coupons whose true
+	// effect is above 1 MXN (POLICY.md §7.25: under the engine's own, adaptive
 	// allocation the model's effects run low, most of all for coupons that
 	// pay and were seldom sent).
 	Effects EffectBias `json:"effect_bias"`
@@ -149,7 +149,7 @@ type EffectBias struct {
 // effectBias sums up the last week's CouponWeek rows of reps (NaN
 // figures where there are none).
 func effectBias(reps []*WorldReport) EffectBias {
-	var e EffectBias
+	var bias, payTrue, payModel []float64
 	for _, r := range reps {
 		if len(r.Weeks) == 0 {
 			continue
@@ -158,26 +158,17 @@ func effectBias(reps []*WorldReport) EffectBias {
 			if c.Candidates == 0 {
 				continue
 			}
-			e.Coupons++
-			e.Bias += c.ModelEffect - c.TrueEffect
+			bias = append(bias, c.ModelEffect-c.TrueEffect)
 			if c.TrueEffect > 1 {
-				e.Paying++
-				e.PayingTrue += c.TrueEffect
-				e.PayingModel += c.ModelEffect
+				payTrue, payModel = append(payTrue, c.TrueEffect), append(payModel, c.ModelEffect)
 			}
 		}
 	}
-	e.Bias = divNaN(e.Bias, e.Coupons)
-	e.PayingTrue, e.PayingModel = divNaN(e.PayingTrue, e.Paying), divNaN(e.PayingModel, e.Paying)
+	e := EffectBias{Coupons: len(bias), Paying: len(payTrue)}
+	e.Bias, _ = MeanSE(bias)
+	e.PayingTrue, _ = MeanSE(payTrue)
+	e.PayingModel, _ = MeanSE(payModel)
 	return e
-}
-
-// divNaN is x/n, NaN for n = 0.
-func divNaN(x float64, n int) float64 {
-	if n == 0 {
-		return math.NaN()
-	}
-	return x / float64(n)
 }
 
 // WholeRun is the engine's and the reference's gain over never-send,

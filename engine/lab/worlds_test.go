@@ -219,8 +219,6 @@ func TestReferenceFindsEffect(t *testing.T) {
 	}
 }
 
-// TestSummarize checks the summary's medians, worst values and counts on
-// hand-made reports.
 // TestEffectBias checks the summary of the model's coupon effects: the
 // last week only, coupons without candidates left out, paying above 1 MXN.
 func TestEffectBias(t *testing.T) {
@@ -237,6 +235,8 @@ func TestEffectBias(t *testing.T) {
 	}
 }
 
+// TestSummarize checks the summary's medians, worst values and counts on
+// hand-made reports.
 func TestSummarize(t *testing.T) {
 	nan := math.NaN()
 	mk := func(engine, ref, never float64, flat bool) *WorldReport {
