@@ -15,13 +15,17 @@ import (
 // choice's probability, fading with GateHalfLife windows). Band is
 // "todas" for the test over all customers, else the band's tickets.
 // Judged: N reaches the run's GuardMinN, the least the gate acts on.
+// TruthOpens: judged, and the truth is the run's GateZ standard errors of
+// the test above 0, so a test that read the truth exactly would open the
+// band (without it, no test of these choices at this noise could).
 type GateCheck struct {
-	Band   string  `json:"banda"`
-	Truth  float64 `json:"verdad_mxn"`
-	Test   float64 `json:"prueba_mxn"`
-	SE     float64 `json:"error_estandar_mxn"`
-	N      float64 `json:"decisiones_efectivas"`
-	Judged bool    `json:"juzgable"`
+	Band       string  `json:"banda"`
+	Truth      float64 `json:"verdad_mxn"`
+	Test       float64 `json:"prueba_mxn"`
+	SE         float64 `json:"error_estandar_mxn"`
+	N          float64 `json:"decisiones_efectivas"`
+	Judged     bool    `json:"juzgable"`
+	TruthOpens bool    `json:"la_verdad_abriria"`
 }
 
 // gateTruth accumulates the true effect of the gate's choices, over all
@@ -30,13 +34,14 @@ type GateCheck struct {
 type gateTruth struct {
 	halfLife       float64 // windows
 	minN           float64 // GuardMinN: the least evidence the gate acts on
+	z              float64 // GateZ: the bar a band's test opens at
 	sum, w         []float64
 	weekSum, weekW []float64
 }
 
 func newGateTruth(cfg pol.Config) *gateTruth {
 	n := 1 + pol.GateBands
-	return &gateTruth{halfLife: cfg.GateHalfLife, minN: cfg.GuardMinN, sum: make([]float64, n), w: make([]float64, n),
+	return &gateTruth{halfLife: cfg.GateHalfLife, minN: cfg.GuardMinN, z: cfg.GateZ, sum: make([]float64, n), w: make([]float64, n),
 		weekSum: make([]float64, n), weekW: make([]float64, n)}
 }
 
@@ -90,7 +95,9 @@ func (g *gateTruth) closeWeek(st *pol.GateStatus) []GateCheck {
 	var out []GateCheck
 	add := func(i int, band string, test, se, n float64) {
 		if i < len(g.w) && g.w[i] > 0 {
-			out = append(out, GateCheck{Band: band, Truth: g.sum[i] / g.w[i], Test: test, SE: se, N: n, Judged: n >= g.minN})
+			c := GateCheck{Band: band, Truth: g.sum[i] / g.w[i], Test: test, SE: se, N: n, Judged: n >= g.minN}
+			c.TruthOpens = c.Judged && se > 0 && c.Truth-g.z*se > 0
+			out = append(out, c)
 		}
 	}
 	add(0, "todas", st.Diff, st.SE, st.N)

@@ -15,11 +15,14 @@ import (
 // decisions whose logged choice was a coupon, outside the control group;
 // the choice's tied coupons with their probabilities, weighted by the
 // choice's probability; per band and over all customers; evidence fading
-// with the gate's half-life; judged only with the run's GuardMinN.
+// with the gate's half-life; judged only with the run's GuardMinN; the
+// truth opening a band only when judged and the run's GateZ standard
+// errors above 0.
 func TestGateTruth(t *testing.T) {
 	cfg := pol.DefaultConfig()
 	cfg.GateHalfLife = 1
 	cfg.GuardMinN = 130 // the run's own bar decides which checks count
+	cfg.GateZ = 3.5     // and its own opening bar
 	g := newGateTruth(cfg)
 	effect := map[int]float64{1: 10, 2: -2, 3: 4}
 	choice := func(id int) *int { return &id }
@@ -45,7 +48,9 @@ func TestGateTruth(t *testing.T) {
 	got := g.closeWeek(st)
 	all := (0.5*10 + 0.2*10 + 0.2*4) / 0.9
 	want := []GateCheck{
-		{Band: "todas", Truth: all, Test: 6, SE: 2, N: 300, Judged: true},
+		// 8.67 − 3.5·2 > 0: the truth would open; 10 − 3.5·3 < 0: it would not;
+		// 26+ is not judged, however large its truth.
+		{Band: "todas", Truth: all, Test: 6, SE: 2, N: 300, Judged: true, TruthOpens: true},
 		{Band: "0-1", Truth: 10, Test: 9, SE: 3, N: 150, Judged: true},
 		{Band: "26+", Truth: 7, Test: 1, SE: 2, N: 120},
 	}
@@ -63,6 +68,30 @@ func TestGateTruth(t *testing.T) {
 	}
 	if got := g.closeWeek(nil); got != nil {
 		t.Errorf("without a gate: %v, want none", got)
+	}
+}
+
+// TestSeparableStuck checks the summary's count of separable worlds the
+// engine does not lift above never-send, and of those where the truth of
+// the gate's checks never cleared the opening bar.
+func TestSeparableStuck(t *testing.T) {
+	mk := func(engine float64, separable bool, checks ...GateCheck) *WorldReport {
+		wk := WorldWeek{Engine: engine, Never: 5, Oracle: 10}
+		opened := wk
+		opened.GateChecks = checks
+		return &WorldReport{Weeks: []WorldWeek{opened, wk, wk}, Separable: separable}
+	}
+	opens := GateCheck{Truth: 5, SE: 1, N: 200, Judged: true, TruthOpens: true}
+	closed := GateCheck{Truth: 1, SE: 1, N: 200, Judged: true}
+	s := Summarize([]*WorldReport{
+		mk(6, true, closed),  // above never-send: not stuck
+		mk(5, true, opens),   // stuck, though the truth would have opened
+		mk(4, true, closed),  // stuck, and no test could have opened
+		mk(4, true),          // stuck, without any check
+		mk(4, false, closed), // not separable
+	})
+	if s.SeparableStuck != 3 || s.StuckUnopenable != 2 {
+		t.Errorf("stuck %d, unopenable %d; want 3 and 2", s.SeparableStuck, s.StuckUnopenable)
 	}
 }
 

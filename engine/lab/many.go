@@ -99,8 +99,17 @@ type WorldsSummary struct {
 	Flat                      int `json:"flat"`
 	Separable                 int `json:"separable"`
 	SeparableEngineAboveNever int `json:"separable_engine_above_never_send"`
-	Pass                      int `json:"engine_pass"`
-	RefPass                   int `json:"reference_pass"`
+	// SeparableStuck counts the separable worlds where the engine is not
+	// above never-send over the last third; StuckUnopenable those of them
+	// where no judged gate check, in any week or band, had the choices'
+	// true effect GateZ standard errors above 0 (GateCheck.TruthOpens):
+	// there no test, however lucky, would have opened a band, and what
+	// held the engine at never-send was the choices the model made (too
+	// few to measure, or not the coupons that pay), not the gate's test.
+	SeparableStuck  int `json:"separable_engine_not_above_never_send"`
+	StuckUnopenable int `json:"separable_stuck_truth_never_opens"`
+	Pass            int `json:"engine_pass"`
+	RefPass         int `json:"reference_pass"`
 	// The engine's money, over the last third: MeanCapture is the mean of
 	// its capture over the worlds not flat, each clipped at -1 (one world
 	// of tiny oracle gain cannot swamp it); WorstGain its lowest gain over
@@ -233,6 +242,10 @@ func Summarize(reps []*WorldReport) WorldsSummary {
 		s.Flat += count(r.Flat)
 		s.Separable += count(r.Separable)
 		s.SeparableEngineAboveNever += count(r.Separable && t.Engine > t.Never)
+		if r.Separable && !(t.Engine > t.Never) {
+			s.SeparableStuck++
+			s.StuckUnopenable += count(!r.truthOpens())
+		}
 		s.Pass += count(r.Pass)
 		s.RefPass += count(r.RefPass)
 		if !r.Flat {
@@ -284,6 +297,20 @@ func gateCalibration(reps []*WorldReport) (n int, within, meanZ float64) {
 		return 0, math.NaN(), math.NaN()
 	}
 	return n, within / float64(n), meanZ / float64(n)
+}
+
+// truthOpens reports whether some judged gate check of r, in any week or
+// band, had the choices' true effect the run's GateZ standard errors
+// above 0 (GateCheck.TruthOpens).
+func (r *WorldReport) truthOpens() bool {
+	for _, w := range r.Weeks {
+		for _, g := range w.GateChecks {
+			if g.TruthOpens {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // lastThird is the mean of each policy's weekly figure over the last
