@@ -75,6 +75,8 @@ func printComparison(w io.Writer, a, b string, c lab.Comparison) error {
 		c.PassA, c.PassB, c.AboveNeverA, c.AboveNeverB, c.AboveGreedyA, c.AboveGreedyB)
 	fmt.Fprintf(w, "median capture %s -> %s; median vs the observable oracle %s -> %s; the model's effect bias (MXN) %s -> %s\n",
 		f3(c.MedianA), f3(c.MedianB), f3(c.ObsMedianA), f3(c.ObsMedianB), signed(c.EffectBiasA, 2), signed(c.EffectBiasB, 2))
+	fmt.Fprintf(w, "separable worlds not above never-send %d -> %d; of them, none of whose tests could have opened %d -> %d\n",
+		c.StuckA, c.StuckB, c.UnopenableA, c.UnopenableB)
 	if len(c.Changed) == 0 {
 		fmt.Fprintln(w, "no world moved by more than 0.02")
 		return nil

@@ -125,11 +125,11 @@ func printWorlds(w io.Writer, out worldsOutput) error {
 		pctN(wr.EngineMedian, 2), pctN(wr.EngineWorst, 2), pctN(wr.EngineTotal, 2), pctN(wr.ReferenceMedian, 2), pctN(wr.ReferenceWorst, 2), pctN(wr.ReferenceTotal, 2))
 	fmt.Fprintf(w, "the gate's tests against the truth of the choices they test: %d weekly checks, %s within 2 standard errors, mean z %s\n",
 		s.GateChecks, pct0(s.GateWithin2SE), f3(s.GateMeanZ))
-	fmt.Fprintf(w, "separable worlds where the engine is not above never-send: %d; in %d of them the true effect of the model's choices, over the gate's own standard error, never cleared the opening bar in any week or band: no test of those choices could have opened\n",
-		s.SeparableStuck, s.StuckUnopenable)
 	e := s.Effects
 	fmt.Fprintf(w, "the model's coupon effects at the last week against the truth (MXN over the window, mean over each coupon's candidates): bias %s over %d coupons; the %d coupons that pay over 1 MXN: truth %s, model %s\n",
 		signed(e.Bias, 2), e.Coupons, e.Paying, signed(e.PayingTrue, 2), signed(e.PayingModel, 2))
+	fmt.Fprintf(w, "separable worlds where the engine is not above never-send: %d; in %d of them the true effect of the model's choices, over the gate's own standard error, never cleared the opening bar in any week or band: no test of those choices could have opened\n",
+		s.SeparableStuck, s.StuckUnopenable)
 	return nil
 }
 

@@ -51,6 +51,15 @@ type Comparison struct {
 	// coupon effects at the last week (WorldsSummary.Effects, MXN).
 	EffectBiasA float64 `json:"effect_bias_mxn_a"`
 	EffectBiasB float64 `json:"effect_bias_mxn_b"`
+	// StuckA and StuckB count the separable worlds where the engine is not
+	// above never-send, UnopenableA and UnopenableB those of them where no
+	// test could have opened (WorldsSummary.SeparableStuck and
+	// StuckUnopenable): a change to the model's choices should make stuck
+	// worlds openable before it frees them.
+	StuckA      int `json:"separable_stuck_a"`
+	StuckB      int `json:"separable_stuck_b"`
+	UnopenableA int `json:"separable_stuck_truth_never_opens_a"`
+	UnopenableB int `json:"separable_stuck_truth_never_opens_b"`
 	// Changed lists the worlds not flat whose capture moved by over 0.02
 	// and the worlds whose pass changed, in seed order.
 	Changed []WorldChange `json:"changed"`
@@ -108,6 +117,7 @@ func Compare(a, b []*WorldReport) (Comparison, error) {
 	c.MedianA, c.MedianB, c.ObsMedianA, c.ObsMedianB = sa.Median.Engine, sb.Median.Engine, sa.MedianObs.Engine, sb.MedianObs.Engine
 	c.AboveGreedyA, c.AboveGreedyB = sa.EngineAboveGreedy, sb.EngineAboveGreedy
 	c.EffectBiasA, c.EffectBiasB = sa.Effects.Bias, sb.Effects.Bias
+	c.StuckA, c.StuckB, c.UnopenableA, c.UnopenableB = sa.SeparableStuck, sb.SeparableStuck, sa.StuckUnopenable, sb.StuckUnopenable
 	return c, nil
 }
 

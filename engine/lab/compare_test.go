@@ -25,6 +25,9 @@ func TestCompare(t *testing.T) {
 	// One coupon row in world 1's last week: the model 2 MXN low in A,
 	// 0.5 in B (the other worlds have none).
 	a[0].Weeks[2].Coupons = []CouponWeek{{TrueEffect: 3, ModelEffect: 1, Candidates: 10}}
+	// World 2 separable: stuck at never-send in A, without a check whose
+	// truth would open; above it in B.
+	a[1].Separable, b[1].Separable = true, true
 	b[0].Weeks[2].Coupons = []CouponWeek{{TrueEffect: 3, ModelEffect: 2.5, Candidates: 10}}
 	got, err := Compare(a, b)
 	if err != nil {
@@ -42,6 +45,7 @@ func TestCompare(t *testing.T) {
 		// B 0.2, 0.1, −0.04); greedy earns 0, below every engine.
 		MedianA: 0, MedianB: 0.1, AboveGreedyA: 4, AboveGreedyB: 4,
 		EffectBiasA: -2, EffectBiasB: -0.5,
+		StuckA: 1, UnopenableA: 1,
 		Changed: []WorldChange{
 			{Seed: 2, CaptureA: 0, CaptureB: 0.1, WholeA: 0, WholeB: 1.0 / 15, PassA: true, PassB: true},
 			{Seed: 3, CaptureA: -3, CaptureB: -0.04, WholeA: 0, WholeB: 0, PassA: false, PassB: true},
