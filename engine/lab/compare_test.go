@@ -25,10 +25,10 @@ func TestCompare(t *testing.T) {
 	// One coupon row in world 1's last week: the model 2 MXN low in A,
 	// 0.5 in B (the other worlds have none).
 	a[0].Weeks[2].Coupons = []CouponWeek{{TrueEffect: 3, ModelEffect: 1, Candidates: 10}}
+	b[0].Weeks[2].Coupons = []CouponWeek{{TrueEffect: 3, ModelEffect: 2.5, Candidates: 10}}
 	// World 2 separable: stuck at never-send in A, without a check whose
 	// truth would open; above it in B.
 	a[1].Separable, b[1].Separable = true, true
-	b[0].Weeks[2].Coupons = []CouponWeek{{TrueEffect: 3, ModelEffect: 2.5, Candidates: 10}}
 	got, err := Compare(a, b)
 	if err != nil {
 		t.Fatal(err)

@@ -77,9 +77,9 @@ func TestGateTruth(t *testing.T) {
 func TestSeparableStuck(t *testing.T) {
 	mk := func(engine float64, separable bool, checks ...GateCheck) *WorldReport {
 		wk := WorldWeek{Engine: engine, Never: 5, Oracle: 10}
-		opened := wk
-		opened.GateChecks = checks
-		return &WorldReport{Weeks: []WorldWeek{opened, wk, wk}, Separable: separable}
+		first := wk // the checks in the first week: any week counts
+		first.GateChecks = checks
+		return &WorldReport{Weeks: []WorldWeek{first, wk, wk}, Separable: separable}
 	}
 	opens := GateCheck{Truth: 5, SE: 1, N: 200, Judged: true, TruthOpens: true}
 	closed := GateCheck{Truth: 1, SE: 1, N: 200, Judged: true}
