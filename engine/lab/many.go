@@ -242,10 +242,7 @@ func Summarize(reps []*WorldReport) WorldsSummary {
 		s.Flat += count(r.Flat)
 		s.Separable += count(r.Separable)
 		s.SeparableEngineAboveNever += count(r.Separable && t.Engine > t.Never)
-		if r.Separable && !(t.Engine > t.Never) {
-			s.SeparableStuck++
-			s.StuckUnopenable += count(!r.truthOpens())
-		}
+		s.StuckUnopenable += count(r.Separable && !(t.Engine > t.Never) && !r.truthOpens())
 		s.Pass += count(r.Pass)
 		s.RefPass += count(r.RefPass)
 		if !r.Flat {
@@ -260,6 +257,7 @@ func Summarize(reps []*WorldReport) WorldsSummary {
 		}
 		engine, never = engine+t.Engine, never+t.Never
 	}
+	s.SeparableStuck = s.Separable - s.SeparableEngineAboveNever
 	s.GateChecks, s.GateWithin2SE, s.GateMeanZ = gateCalibration(reps)
 	s.Whole = wholeRun(reps)
 	s.Effects = effectBias(reps)
