@@ -20,6 +20,7 @@ const (
 	xTicket     = 12
 	xRecibidos  = 16
 	xRedencion  = 17
+	xAntiguedad = 19
 )
 
 // Customer is what the model knows of one customer at decision time.

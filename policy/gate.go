@@ -71,21 +71,19 @@ type gateBand struct {
 // GateBands is the number of frequency bands the gate judges apart.
 const GateBands = 4
 
-// bandTops are the upper bounds of the frequency bands on frecuencia_365d
-// = log1p(n)/log1p(365), n the tickets in the last 365 days: at most one,
-// 2–7, 8–25 and more.
+// bandTops are the upper bounds of the frequency bands on the scale of
+// frecuencia_365d, log1p(n)/log1p(365), n the customer's tickets a year
+// (annualRate): at most one, 2–7, 8–25 and more.
 var bandTops = [GateBands - 1]float64{0.15, 0.36, 0.55}
 
 // GateBand is the frequency band of a customer with vector x: the index
 // of their band in GateStatus.Bands.
 func GateBand(x []float64) int { return bandOf(&Customer{X: x}) }
 
-// bandOf returns customer c's frequency band (bandTops).
+// bandOf returns customer c's frequency band (bandTops) by their yearly
+// purchase rate (annualRate).
 func bandOf(c *Customer) int {
-	var f365 float64
-	if len(c.X) > xFreq365 {
-		f365 = c.X[xFreq365]
-	}
+	f365 := annualRate(c.X)
 	for b, t := range bandTops {
 		if f365 < t {
 			return b
@@ -93,6 +91,32 @@ func bandOf(c *Customer) int {
 	}
 	return GateBands - 1
 }
+
+// annualRate is frecuencia_365d with the tickets counted over the part of
+// the year the customer's history covers (antiguedad, at least
+// minRateDays): a customer whose history began four months ago and who
+// bought 8 times has the rate of 24 a year. On the raw count a band's
+// customers would change as young histories fill up, and a band judged on
+// the customers it held then would hold others (POLICY.md §7.27).
+func annualRate(x []float64) float64 {
+	if len(x) <= xFreq365 {
+		return 0
+	}
+	f := x[xFreq365]
+	if len(x) <= xAntiguedad || !(x[xAntiguedad] > 0) || !(f > 0) {
+		return f
+	}
+	// Undo the scaling of both (engine.VectorNames): log1p(n)/log1p(365)
+	// and log1p(days)/log1p(1096).
+	days := math.Expm1(x[xAntiguedad] * math.Log1p(1096))
+	n := math.Expm1(f*math.Log1p(365)) * 365 / min(max(days, minRateDays), 365)
+	return math.Log1p(min(n, 365)) / math.Log1p(365)
+}
+
+// minRateDays is the least history (days) a yearly rate is scaled from: a
+// customer first seen last week counts as seen 90 days ago, since a week
+// is too short to tell a rate.
+const minRateDays = 90
 
 // gateQ is the probability of sending the choice (a coupon) to a customer
 // of frequency band b now.
@@ -440,7 +464,7 @@ type GateStatus struct {
 
 // GateBandStatus is one frequency band's gate.
 type GateBandStatus struct {
-	// Tickets names the band by tickets in the last 365 days.
+	// Tickets names the band by tickets a year (annualRate).
 	Tickets string  `json:"tickets_anuales"`
 	State   string  `json:"estado"`
 	Diff    float64 `json:"diferencia_mxn"`
@@ -494,7 +518,7 @@ func (m *Model) GateStatus() *GateStatus {
 	return st
 }
 
-// bandTickets names band b by its tickets in the last 365 days (bandTops).
+// bandTickets names band b by its tickets a year (bandTops).
 func bandTickets(b int) string {
 	switch b {
 	case 0:

@@ -501,3 +501,41 @@ func TestModelPromiseKeepsTesting(t *testing.T) {
 		}
 	}
 }
+
+// TestBandByYearlyRate: a customer's frequency band is their yearly
+// purchase rate over the part of the year their history covers, so a young
+// history does not climb the bands as it fills up. Fails if the band is
+// read from the raw 365-day count (the 100-day and 30-day rows fall a band).
+func TestBandByYearlyRate(t *testing.T) {
+	vec := func(tickets, days float64) []float64 {
+		x := make([]float64, VectorLen)
+		x[xFreq365] = math.Log1p(tickets) / math.Log1p(365)
+		x[xAntiguedad] = math.Log1p(days) / math.Log1p(1096)
+		return x
+	}
+	short := make([]float64, xFreq365+1) // an older record without antiguedad
+	short[xFreq365] = math.Log1p(5) / math.Log1p(365)
+	cases := []struct {
+		name string
+		x    []float64
+		band int
+	}{
+		{"none", vec(0, 200), 0},
+		{"5 in 400 days: 5 a year", vec(5, 400), 1},
+		{"5 in 100 days: 18 a year", vec(5, 100), 2},
+		{"5 in 30 days: scaled from 90 days, 20 a year", vec(5, 30), 2},
+		{"1 in 300 days: 1.2 a year", vec(1, 300), 0},
+		{"12 in 120 days: 37 a year", vec(12, 120), 3},
+		{"200 in 100 days: capped at 365", vec(200, 100), 3},
+		{"no antiguedad: the count", short, 1},
+		{"no vector", nil, 0},
+	}
+	var got, want []string
+	for _, c := range cases {
+		got = append(got, c.name+": "+bandTickets(GateBand(c.x)))
+		want = append(want, c.name+": "+bandTickets(c.band))
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("bands (-want +got):\n%s", d)
+	}
+}
