@@ -505,7 +505,8 @@ func TestModelPromiseKeepsTesting(t *testing.T) {
 // TestBandByYearlyRate: a customer's frequency band is their yearly
 // purchase rate over the part of the year their history covers, so a young
 // history does not climb the bands as it fills up. Fails if the band is
-// read from the raw 365-day count (the 100-day and 30-day rows fall a band).
+// read from the raw 365-day count (the 100-, 30- and 120-day rows fall a
+// band).
 func TestBandByYearlyRate(t *testing.T) {
 	vec := func(tickets, days float64) []float64 {
 		x := make([]float64, VectorLen)
