@@ -313,21 +313,24 @@ func (m *Model) observeGate(s *GuardSample, zero int) {
 		return
 	}
 	res := s.Reward - s.QHat[zero]
-	var d float64
-	switch l := s.Logged; {
-	case l == zero:
-		d = -res / s.Probs[zero]
-	case in(l):
-		d = res / mass
-	}
 	// The decision weighs its choice's probability (mass): a decision
 	// tested at share q carries about q of a sure one's information, so this
 	// is the inverse-variance combination of decisions tested at different
 	// shares; with equal weights the 1/q of the late, rarely tested
 	// decisions would swamp the test while the share falls.
+	add := func(t *guardSum) {
+		switch l := s.Logged; {
+		case l == zero:
+			t.addArm(res, s.Probs[zero], -1, mass)
+		case in(l):
+			t.addArm(res, mass, 1, mass)
+		default:
+			t.addWeighted(0, mass)
+		}
+	}
 	g := &m.guard
-	g.Test.addWeighted(d, mass)
-	g.Fast.addWeighted(d, mass)
+	add(&g.Test)
+	add(&g.Fast)
 	if len(g.Bands) != GateBands {
 		g.Bands = make([]gateBand, GateBands)
 	}
@@ -335,8 +338,8 @@ func (m *Model) observeGate(s *GuardSample, zero int) {
 		m.observeDuel(s, in, res)
 	}
 	gb := &g.Bands[bandOf(&s.Customer)]
-	gb.Test.addWeighted(d, mass)
-	gb.Fast.addWeighted(d, mass)
+	add(&gb.Test)
+	add(&gb.Fast)
 }
 
 // choiceGroup returns which arms of a logged decision were its choice (a
@@ -438,6 +441,7 @@ func (m *Model) updateGate() {
 // test's plain mean either way (0 without evidence).
 func (m *Model) testStat(s *guardSum) (mean, se float64, ok bool) {
 	mean, se = s.diff()
+	se = math.Max(se, s.pooledSE())
 	return mean, se, !math.IsInf(se, 0) && se > 0 && s.neff() >= m.cfg.GuardMinN
 }
 
@@ -545,6 +549,7 @@ func gateStateName(s int) string {
 // yet estimable) and its effective number of decisions.
 func testFigures(s *guardSum) (mean, se, n float64) {
 	mean, se = s.diff()
+	se = math.Max(se, s.pooledSE())
 	if math.IsInf(se, 0) {
 		return mean / 100, -1, s.neff()
 	}

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"encoding/json"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -538,5 +539,33 @@ func TestBandByYearlyRate(t *testing.T) {
 	}
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("bands (-want +got):\n%s", d)
+	}
+}
+
+// TestGateTestSEPoolsArms: an open band's never-send arm (10 % of the
+// choices' customers) has not yet met the rare purchases its customers
+// make, while the choice arm has. On the arms' own squares the difference
+// reads 4.2 standard errors and the band would open on a quiet control
+// group; with the variance of all the residuals (pooledSE) it reads 1.5.
+// Fails if the test's standard error ignores pooledSE.
+func TestGateTestSEPoolsArms(t *testing.T) {
+	m := New(DefaultConfig())
+	var s guardSum
+	for i := 0; i < 450; i++ {
+		res := -100.0 // cents: the customer bought nothing; μ₀ said 1 MXN
+		if i < 20 {
+			res = 3000 // a purchase
+		}
+		s.addArm(res, 0.9, 1, 0.9)
+	}
+	for i := 0; i < 50; i++ {
+		s.addArm(-100, 0.1, -1, 0.9)
+	}
+	mean, own := s.diff()
+	_, se, ok := m.testStat(&s)
+	got := []string{fmt.Sprintf("own z %.1f", mean/own), fmt.Sprintf("test z %.1f", mean/se), fmt.Sprintf("judged %v", ok)}
+	want := []string{"own z 4.2", "test z 1.5", "judged true"}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("gate test (-want +got):\n%s", d)
 	}
 }

@@ -66,6 +66,14 @@ type guardSum struct {
 	D2 float64 `json:"d2"`
 	E  float64 `json:"e,omitempty"`
 	E2 float64 `json:"e2,omitempty"`
+	// Q, S and K give the gate's tests a second standard error that does
+	// not rest on each arm's own rare rewards (pooledSE): Q is Σ (w·c)², c
+	// the decision's inverse-propensity factor (1/p of its arm), S the sum
+	// of the squared residuals of the decisions in either arm and K their
+	// number.
+	Q float64 `json:"q,omitempty"`
+	S float64 `json:"s,omitempty"`
+	K float64 `json:"k,omitempty"`
 }
 
 func (s *guardSum) add(v, d, e float64) {
@@ -87,6 +95,17 @@ func (s *guardSum) addWeighted(d, w float64) {
 	s.D2 += w * d * d
 }
 
+// addArm adds to a gate's test the decision whose residual res (reward
+// minus never-send's μ) was logged in an arm of propensity p, sign +1 for
+// the choice and −1 for never-send, with weight w (observeGate).
+func (s *guardSum) addArm(res, p, sign, w float64) {
+	c := sign / p
+	s.addWeighted(c*res, w)
+	s.Q += w * w * c * c
+	s.S += res * res
+	s.K++
+}
+
 func (s *guardSum) scale(f float64) {
 	s.W *= f
 	s.W2 *= f * f
@@ -95,6 +114,21 @@ func (s *guardSum) scale(f float64) {
 	s.D2 *= f
 	s.E *= f
 	s.E2 *= f
+	s.Q *= f * f
+	s.S *= f
+	s.K *= f
+}
+
+// pooledSE is the standard error of the mean difference with every arm's
+// residuals given the variance of all of them (S/K): a small arm (the 10 %
+// never-send of an open band, the testing share of a young one) that has
+// not yet met its rare large rewards reads a variance far too small, and
+// its test a difference far too sure. 0 before two residuals.
+func (s *guardSum) pooledSE() float64 {
+	if s.K < 2 || s.W <= 0 {
+		return 0
+	}
+	return math.Sqrt(s.S/s.K*s.Q) / s.W
 }
 
 // overNever returns the mean of Γ(b) − Γ(0) and its standard error.
