@@ -440,8 +440,7 @@ func (m *Model) updateGate() {
 // be judged (at least GuardMinN effective decisions). The mean is the
 // test's plain mean either way (0 without evidence).
 func (m *Model) testStat(s *guardSum) (mean, se float64, ok bool) {
-	mean, se = s.diff()
-	se = math.Max(se, s.pooledSE())
+	mean, se = s.testDiff()
 	return mean, se, !math.IsInf(se, 0) && se > 0 && s.neff() >= m.cfg.GuardMinN
 }
 
@@ -548,8 +547,7 @@ func gateStateName(s int) string {
 // testFigures returns a test's mean and standard error in MXN (−1: not
 // yet estimable) and its effective number of decisions.
 func testFigures(s *guardSum) (mean, se, n float64) {
-	mean, se = s.diff()
-	se = math.Max(se, s.pooledSE())
+	mean, se = s.testDiff()
 	if math.IsInf(se, 0) {
 		return mean / 100, -1, s.neff()
 	}

@@ -119,6 +119,13 @@ func (s *guardSum) scale(f float64) {
 	s.K *= f
 }
 
+// testDiff is a gate test's diff with the larger of its own standard
+// error and pooledSE, the error every gate decision and figure reads.
+func (s *guardSum) testDiff() (mean, se float64) {
+	mean, se = s.diff()
+	return mean, math.Max(se, s.pooledSE())
+}
+
 // pooledSE is the standard error of the mean difference with every arm's
 // residuals given the variance of all of them (S/K): a small arm (the 10 %
 // never-send of an open band, the testing share of a young one) that has

@@ -265,14 +265,12 @@ func runGuardWorld(t *testing.T, f Family) guardRun {
 // belowNever returns the weeks from week `from` on where the engine earned
 // more than 2 % less than never-send, and its gain over those weeks.
 func (g guardRun) belowNever(from int) (weeks []int, gain string) {
-	var e, nv float64
 	for _, wk := range g.rep.Weeks[from-1:] {
-		e, nv = e+wk.Engine, nv+wk.Never
 		if wk.Engine < wk.Never-0.02*math.Abs(wk.Never) {
 			weeks = append(weeks, wk.Week)
 		}
 	}
-	return weeks, fmt.Sprintf("%+.1f%%", 100*(e-nv)/nv)
+	return weeks, fmt.Sprintf("%+.1f%%", 100*g.gain(from))
 }
 
 // gain is the engine's gain over never-send from week `from` on.
