@@ -91,31 +91,56 @@ type windowSums struct {
 // windowOutcome sums a customer's purchase margin, redemption discounts
 // and tickets and notes opt-outs with ts in [from, to).
 func (e *core) windowOutcome(tenant, clienteRef string, from, to time.Time) (windowSums, error) {
+	span := windowSpan(tenant, clienteRef, from, to)
+	var acc windowAcc
+	err := e.db.Scan(span.Lower, span.Upper, func(_, v []byte) error {
+		acc.add(v)
+		return nil
+	})
+	return acc.sums(), err
+}
+
+// windowSpan is the span of a customer's event summaries with ts in
+// [from, to).
+func windowSpan(tenant, clienteRef string, from, to time.Time) store.Span {
 	lo := store.CustomerEventKey(tenant, clienteRef, from, "")
 	lo = lo[:len(lo)-1] // drop the empty event_id terminator: every event_id at from sorts after
 	hi := store.CustomerEventKey(tenant, clienteRef, to, "")
-	hi = hi[:len(hi)-1]
-	out := windowSums{Full: true}
-	var tickets ticketSet
-	err := e.db.Scan(lo, hi, func(_, v []byte) error {
-		s, ok := decodeEventSummary(v)
-		if !ok {
-			return nil
-		}
-		out.Full = out.Full && s.Full
-		switch {
-		case s.Tipo == CompraCat:
-			out.MarginCents += s.Cents
-			tickets.add(s.Ticket)
-		case s.Tipo == CuponRedimido:
-			out.DiscountCents += s.Cents
-		case s.OptOut:
-			out.OptOut = true
-		}
-		return nil
-	})
-	out.Tickets = tickets.n()
-	return out, err
+	return store.Span{Lower: lo, Upper: hi[:len(hi)-1]}
+}
+
+// windowAcc adds up one window's event summaries (windowOutcome, and the
+// learner's windows read together, learnPass.load); its zero value is an
+// empty window.
+type windowAcc struct {
+	out     windowSums
+	partial bool // some summary was version 1
+	tickets ticketSet
+}
+
+// add adds one stored event summary; one that does not decode is skipped.
+func (a *windowAcc) add(v []byte) {
+	s, ok := decodeEventSummary(v)
+	if !ok {
+		return
+	}
+	a.partial = a.partial || !s.Full
+	switch {
+	case s.Tipo == CompraCat:
+		a.out.MarginCents += s.Cents
+		a.tickets.add(s.Ticket)
+	case s.Tipo == CuponRedimido:
+		a.out.DiscountCents += s.Cents
+	case s.OptOut:
+		a.out.OptOut = true
+	}
+}
+
+// sums returns the window's sums.
+func (a *windowAcc) sums() windowSums {
+	out := a.out
+	out.Full, out.Tickets = !a.partial, a.tickets.n()
+	return out
 }
 
 // ticketSet counts distinct ticket hashes: a short list for the few

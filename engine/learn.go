@@ -93,10 +93,14 @@ func (e *Learner) Learn(tenant string) (LearnStats, error) {
 	b := e.db.NewBatch()
 	defer b.Close()
 	pace := e.NewBackgroundPacer(learnYieldEvery)
-	for _, w := range work {
+	loads, err := p.load(work, pace)
+	if err != nil {
+		return st, err
+	}
+	for i, w := range work {
 		pace.Step()
 		b.Delete(w.key)
-		if err := p.apply(b, w); err != nil {
+		if err := p.apply(b, w, loads[i]); err != nil {
 			return st, err
 		}
 	}
@@ -193,21 +197,92 @@ type learnPass struct {
 	discountsKnown bool
 }
 
-// apply handles one due entry into b: an expiry releases the budget of an
-// unconfirmed send; a closed reward window sets the reward and, for a
-// confirmed decision outside the control group, folds it into the model.
-func (p *learnPass) apply(b *store.Batch, w dueEntry) error {
+// dueLoad is what a pass read for one due entry (learnPass.load).
+type dueLoad struct {
+	rec     *DecisionRecord // nil: the decision is gone (an erased customer) or damaged
+	damaged bool            // the record did not decode: quarantined
+	win     windowSums      // a reward entry's window
+}
+
+// load reads every due entry's decision record and, for a reward entry,
+// the customer's reward window as it stands now: the records with one
+// sorted multi-get and the windows with one iterator (store.GetMany,
+// ScanMany), which costs a fraction of a Get and a Scan each (a pass's
+// nonces cluster). Each entry gets its own decoded record, so the reward
+// and expiry entries of one decision do not share one. A record that does
+// not decode is quarantined, as loadDecision does, by its first entry; its
+// later entries find it gone. The reads step pace, record by record and
+// event by event.
+func (p *learnPass) load(work []dueEntry, pace *BackgroundPacer) ([]dueLoad, error) {
+	e, tenant := p.e, p.tenant
+	slot := make([]int, len(work)) // entry → index in keys
+	seen := make(map[string]int, len(work))
+	keys := make([][]byte, 0, len(work))
+	for i, w := range work {
+		j, ok := seen[w.nonce]
+		if !ok {
+			j = len(keys)
+			seen[w.nonce] = j
+			keys = append(keys, decisionKey(tenant, w.nonce))
+		}
+		slot[i] = j
+	}
+	raw := make([][]byte, len(keys))
+	if err := e.db.GetMany(keys, func(j int, v []byte) error {
+		pace.Step()
+		raw[j] = append([]byte(nil), v...)
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	out := make([]dueLoad, len(work))
+	damaged := make([]bool, len(keys))
+	var spans []store.Span
+	var spanOf []int // span → entry
+	for i, w := range work {
+		j := slot[i]
+		if raw[j] == nil || damaged[j] {
+			continue // gone, or quarantined by an earlier entry: as if gone
+		}
+		r := new(DecisionRecord)
+		if err := unmarshalRecord(raw[j], r); err != nil {
+			e.quarantine(tenant, keys[j], raw[j], err)
+			damaged[j], out[i].damaged = true, true
+			continue
+		}
+		out[i].rec = r
+		if w.kind == queueReward_ {
+			spans = append(spans, windowSpan(tenant, r.ClienteRef, r.At, r.At.Add(p.t.Settings.RewardWindow)))
+			spanOf = append(spanOf, i)
+		}
+	}
+	accs := make([]windowAcc, len(spans))
+	if err := e.db.ScanMany(spans, func(k int, _, v []byte) error {
+		pace.Step()
+		accs[k].add(v)
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	for k, i := range spanOf {
+		out[i].win = accs[k].sums()
+	}
+	return out, nil
+}
+
+// apply handles one due entry, read by load, into b: an expiry releases
+// the budget of an unconfirmed send; a closed reward window sets the
+// reward and, for a confirmed decision outside the control group, folds
+// it into the model.
+func (p *learnPass) apply(b *store.Batch, w dueEntry, ld dueLoad) error {
 	st := p.st
-	r, err := p.e.loadDecision(p.tenant, w.nonce)
-	if errors.Is(err, ErrDamaged) {
-		st.Damaged++ // quarantined by loadDecision
+	r := ld.rec
+	if ld.damaged {
+		st.Damaged++ // quarantined by load
 		return nil
 	}
-	if errors.Is(err, ErrNotFound) {
+	if r == nil {
 		return nil // deleted customer
-	}
-	if err != nil {
-		return err
 	}
 	if w.kind == queueExpiry {
 		if r.Estado == EstadoPendiente && r.Accion != 0 && r.CampanaID != "" {
@@ -218,10 +293,7 @@ func (p *learnPass) apply(b *store.Batch, w dueEntry) error {
 		}
 		return nil
 	}
-	reward, out, err := p.e.reward(p.t, r)
-	if err != nil {
-		return err
-	}
+	reward, out := p.e.reward(p.t, r, ld.win)
 	out.Full = out.Full && p.discountsKnown
 	r.Recompensa = &reward
 	switch {
@@ -339,15 +411,11 @@ func (e *Learner) logGuard(tenant string, ev policy.GuardEvent, g policy.GuardSt
 }
 
 // reward is a decision's final reward in cents: the customer's purchase
-// margin in the reward window, minus the sending cost of the action if it
-// was sent, minus the opt-out penalty if a BAJA comunicaciones fell in it;
-// and the window's outcome for the model's learning target
+// margin in the reward window w, minus the sending cost of the action if
+// it was sent, minus the opt-out penalty if a BAJA comunicaciones fell in
+// it; and the window's outcome for the model's learning target
 // (policy.Model.Target).
-func (e *Learner) reward(t *store.Tenant, r *DecisionRecord) (int64, policy.Outcome, error) {
-	w, err := e.windowOutcome(t.ID, r.ClienteRef, r.At, r.At.Add(t.Settings.RewardWindow))
-	if err != nil {
-		return 0, policy.Outcome{}, err
-	}
+func (e *Learner) reward(t *store.Tenant, r *DecisionRecord, w windowSums) (int64, policy.Outcome) {
 	reward := w.MarginCents
 	sent := r.Accion
 	if r.Estado == EstadoRechazada {
@@ -369,7 +437,7 @@ func (e *Learner) reward(t *store.Tenant, r *DecisionRecord) (int64, policy.Outc
 	o := policy.Outcome{Reward: float64(reward), MarginCents: float64(w.MarginCents), DiscountCents: float64(w.DiscountCents),
 		Tickets: w.Tickets, Full: w.Full}
 	o.TicketMargin, o.HistTickets = ticketHistory(r.X)
-	return reward, o, nil
+	return reward, o
 }
 
 func (e *core) catalogOf(tenant string) *Catalog {

@@ -55,3 +55,53 @@ func (db *DB) GetMany(keys [][]byte, fn func(i int, value []byte) error) error {
 	}
 	return nil
 }
+
+// Span is the key range [Lower, Upper) of one ScanMany scan.
+type Span struct{ Lower, Upper []byte }
+
+// ScanMany scans many spans with one iterator, in order of their lower
+// keys: the learner's reward windows, one span per decision, which would
+// each cost an iterator's construction as Scans. fn is called for every
+// key of every span, with the span's index in spans, the key and the
+// value; key and value are valid only during the call. A key in two
+// spans is reported for each. spans is not modified. A non-nil error from
+// fn stops ScanMany and is returned (ErrStop too: it ends the whole call,
+// not one span).
+func (db *DB) ScanMany(spans []Span, fn func(i int, key, value []byte) error) error {
+	if len(spans) == 0 {
+		return nil
+	}
+	order := make([]int, len(spans))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int { return bytes.Compare(spans[a].Lower, spans[b].Lower) })
+	upper := spans[0].Upper
+	for _, s := range spans[1:] {
+		if bytes.Compare(s.Upper, upper) > 0 {
+			upper = s.Upper
+		}
+	}
+	it, err := db.pdb.NewIter(&pebble.IterOptions{LowerBound: spans[order[0]].Lower, UpperBound: upper})
+	if err != nil {
+		return fmt.Errorf("store: iter: %w", err)
+	}
+	for _, i := range order {
+		s := spans[i]
+		for ok := it.SeekGE(s.Lower); ok && bytes.Compare(it.Key(), s.Upper) < 0; ok = it.Next() {
+			v, err := it.ValueAndErr()
+			if err != nil {
+				it.Close()
+				return fmt.Errorf("store: value: %w", err)
+			}
+			if err := fn(i, it.Key(), v); err != nil {
+				it.Close()
+				return err
+			}
+		}
+	}
+	if err := it.Close(); err != nil {
+		return fmt.Errorf("store: iter: %w", err)
+	}
+	return nil
+}
