@@ -236,14 +236,20 @@ func decideBenchEngine(b *testing.B) *Engine {
 			evs = evs[:0]
 		}
 	}
-	// Settle the store: the timed decisions should not pay for flushing
-	// and compacting the 300,000 events just loaded.
+	settle(b, e) // the timed decisions should not pay for flushing and compacting the 300,000 events
+	return e
+}
+
+// settle flushes and compacts the tenant's data and collects garbage, so
+// that a benchmark's timed work does not share the cores with the
+// background work its setup left behind.
+func settle(tb testing.TB, e *Engine) {
+	tb.Helper()
 	lo, hi := store.TenantSpan("acme")
 	if err := e.db.Compact(context.Background(), lo, hi); err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
 	runtime.GC()
-	return e
 }
 
 // BenchmarkIngest1000 measures applying one request of 1000 purchase
@@ -279,6 +285,7 @@ func BenchmarkLearn(b *testing.B) {
 	// they would count as online traffic for ever (onlineSince 0): the
 	// learner would fold in online-sized passes. Measure the learner alone.
 	e.onlineAt.Store(0)
+	settle(b, e)
 	b.ResetTimer()
 	folded := 0
 	for {
