@@ -164,7 +164,7 @@ func (bd *BatchDecider) gain(clienteRef string, f *Features, cs *customerState, 
 	if len(cs2) < 2 {
 		return 0, false
 	}
-	sc := bd.ts.model.Load().score(cust, cs2)
+	sc := bd.ts.model.Load().score(cust, cs2, nil)
 	best, zero := math.Inf(-1), 0.0
 	for _, c := range sc.cands {
 		if c.id == 0 {

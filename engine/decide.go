@@ -343,7 +343,9 @@ func (e *Engine) decideNew(ts *tenantState, t *store.Tenant, now time.Time, req 
 	if req.NoSend && len(cands) > 1 {
 		cands, reason = cands[:1], "presupuesto de la campaña: se enviaron los cupones de mayor margen esperado"
 	}
-	sc := pm.score(cust, cands)
+	buf := e.scoreBufs.get()
+	defer e.scoreBufs.put(buf) // the scores are read until the answer is built
+	sc := pm.score(cust, cands, buf)
 	if len(pm.m.Cats) < policy.NumCats {
 		ts.cats.add(cust.sum.catNames(nil))
 	}

@@ -67,6 +67,9 @@ type Engine struct {
 	nonceMu   sync.Mutex
 	nonceRand *rand.ChaCha8
 
+	// scoreBufs lends decisions the memory of their scores.
+	scoreBufs scoreBufs
+
 	// inflight holds the Idempotency-Keys whose first request is running.
 	inflightMu sync.Mutex
 	inflight   map[string]struct{}

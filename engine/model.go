@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/coupond/coupond/policy"
@@ -24,6 +25,35 @@ type scored struct {
 	scores []policy.Score // aligned with cands
 	m      *policy.Model  // the model that scored them
 }
+
+// scoreBuf is the memory of one decision's scores: a policy.Score per
+// candidate is a few hundred bytes, several KB a decision.
+type scoreBuf struct {
+	scores []policy.Score
+	arms   []policy.Arm
+}
+
+// size makes b hold n scores and arms.
+func (b *scoreBuf) size(n int) {
+	if cap(b.scores) < n {
+		b.scores, b.arms = make([]policy.Score, n), make([]policy.Arm, n)
+	}
+	b.scores, b.arms = b.scores[:n], b.arms[:n]
+}
+
+// scoreBufs recycles the scoreBufs of online decisions, whose scores are
+// read only until the answer is built (decideNew); safe for concurrent
+// use.
+type scoreBufs struct{ pool sync.Pool }
+
+func (p *scoreBufs) get() *scoreBuf {
+	if b, ok := p.pool.Get().(*scoreBuf); ok {
+		return b
+	}
+	return new(scoreBuf)
+}
+
+func (p *scoreBufs) put(b *scoreBuf) { p.pool.Put(b) }
 
 // sigma is the standard error of candidate i's effect against never-send
 // (cents; policy.Model.Sigma): only an explained decision shows it.
@@ -67,24 +97,34 @@ func unmarshalModel(b []byte, cfg policy.Config) (pm *publishedModel, old bool, 
 	return &publishedModel{version: version, m: m}, false, nil
 }
 
-// score fills arm, prior and mu of every candidate for the customer.
-func (pm *publishedModel) score(cust *customer, cands []candidate) *scored {
+// score fills arm, prior and mu of every candidate for the customer. buf,
+// if not nil, lends the scores' memory (scoreBufs).
+func (pm *publishedModel) score(cust *customer, cands []candidate, buf *scoreBuf) *scored {
 	for i := range cands {
 		c := &cands[i]
 		c.arm = cust.arm(c.action)
 		c.prior = c.arm.Prior
 	}
-	return pm.scoreInputs(cust.policyCustomer(pm.m.Cats), cands)
+	return pm.scoreInto(cust.policyCustomer(pm.m.Cats), cands, buf)
 }
 
 // scoreInputs scores candidates whose arms are set for the customer pc.
 func (pm *publishedModel) scoreInputs(pc policy.Customer, cands []candidate) *scored {
-	sc := &scored{cust: pc, cands: cands, scores: make([]policy.Score, len(cands)), m: pm.m}
-	arms := make([]policy.Arm, len(cands))
-	for i := range cands {
-		arms[i] = cands[i].arm
+	return pm.scoreInto(pc, cands, nil)
+}
+
+// scoreInto is scoreInputs with the scores in buf's memory when buf is not
+// nil.
+func (pm *publishedModel) scoreInto(pc policy.Customer, cands []candidate, buf *scoreBuf) *scored {
+	if buf == nil {
+		buf = new(scoreBuf)
 	}
-	pm.m.Score(&pc, arms, sc.scores)
+	buf.size(len(cands))
+	sc := &scored{cust: pc, cands: cands, scores: buf.scores, m: pm.m}
+	for i := range cands {
+		buf.arms[i] = cands[i].arm
+	}
+	pm.m.Score(&pc, buf.arms, sc.scores)
 	for i := range cands {
 		cands[i].mu = sc.scores[i].Mu
 	}

@@ -208,7 +208,10 @@ func (m *Model) Observe(s *GuardSample) {
 	if k == 0 || len(s.Probs) != k || len(s.QHat) != k || s.Logged < 0 || s.Logged >= k || !(s.Probs[s.Logged] > 0) {
 		return
 	}
-	sc := make([]Score, k)
+	if cap(m.observed) < k {
+		m.observed = make([]Score, k)
+	}
+	sc := m.observed[:k]
 	m.Score(&s.Customer, s.Arms, sc)
 	pi := m.Greedy(sc)
 	gamma := func(i int) float64 {

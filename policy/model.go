@@ -217,6 +217,9 @@ type Model struct {
 	// popApart[a,b] (a < b): the two actions differ with confidence on
 	// average over their customers (apartOverall).
 	popApart map[[2]int]bool
+	// observed is Observe's scratch for the logged decision's scores; a
+	// clone gets its own.
+	observed []Score
 }
 
 // armStats are one action's statistics and fit.
@@ -263,6 +266,7 @@ func (m *Model) Clone() *Model {
 			mPsi: slices.Clone(a.mPsi), delta: slices.Clone(a.delta), cov: slices.Clone(a.cov), shX: slices.Clone(a.shX)}
 	}
 	c.guard = m.guard.clone()
+	c.observed = nil
 	return &c
 }
 
