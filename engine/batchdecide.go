@@ -53,7 +53,7 @@ type BatchDecider struct {
 	locked   bool     // the budget gate is held for the chunk
 	held     []uint32 // customer lock stripes the chunk holds
 	heldBits [custLockCount / 64]uint64
-	cands    []candidate // scratch of gain
+	scratch  gainScratch // scratch of gain
 	tally    decisionTally
 
 	// Explain adds detalle to every decision, as online for a credential
@@ -143,14 +143,19 @@ func (bd *BatchDecider) SendGain(clienteRef string) (gain float64, ok bool, err 
 	if err != nil {
 		return 0, false, err
 	}
-	g, ok := bd.gain(clienteRef, &f, &cs, &bd.cands)
+	g, ok := bd.gain(clienteRef, &f, &cs, &bd.scratch)
 	return g, ok, nil
 }
 
-// gain is SendGain for a customer whose features and state are read;
-// cands is scratch memory. It is safe for concurrent use with distinct
-// scratch.
-func (bd *BatchDecider) gain(clienteRef string, f *Features, cs *customerState, cands *[]candidate) (float64, bool) {
+// gainScratch is gain's scratch memory: the candidates and their scores.
+type gainScratch struct {
+	cands  []candidate
+	scores scoreBuf
+}
+
+// gain is SendGain for a customer whose features and state are read. It is
+// safe for concurrent use with distinct scratch.
+func (bd *BatchDecider) gain(clienteRef string, f *Features, cs *customerState, scratch *gainScratch) (float64, bool) {
 	t := bd.t
 	if cs.OpenNonce != "" && bd.now.Before(cs.OpenAt.Add(t.Settings.RewardWindow)) {
 		return 0, false
@@ -159,12 +164,12 @@ func (bd *BatchDecider) gain(clienteRef string, f *Features, cs *customerState, 
 		return 0, false
 	}
 	cust := newCustomer(*f, bd.now, t.Settings.RewardWindow)
-	cs2, _ := eligibleInto((*cands)[:0], bd.ts.catalog.Load(), bd.campaign.Canal, cust)
-	*cands = cs2
+	cs2, _ := eligibleInto(scratch.cands[:0], bd.ts.catalog.Load(), bd.campaign.Canal, cust)
+	scratch.cands = cs2
 	if len(cs2) < 2 {
 		return 0, false
 	}
-	sc := bd.ts.model.Load().score(cust, cs2, nil)
+	sc := bd.ts.model.Load().score(cust, cs2, &scratch.scores)
 	best, zero := math.Inf(-1), 0.0
 	for _, c := range sc.cands {
 		if c.id == 0 {
@@ -227,9 +232,9 @@ func (bd *BatchDecider) scan(seg *Segment, withGain bool, list func() (string, b
 			LowPriority()
 			defer wg.Done()
 			var f Features
-			var cands []candidate
+			var scratch gainScratch
 			for blk := range work {
-				bd.scoreBlock(blk, seg, withGain, &f, &cands)
+				bd.scoreBlock(blk, seg, withGain, &f, &scratch)
 				close(blk.done)
 			}
 		}()
@@ -432,7 +437,7 @@ func (sc *blockScanner) state(ref []byte, seek bool) (v []byte, found bool, err 
 
 // scoreBlock decodes, matches and (withGain) scores a block's customers.
 // Without seg (a list) every customer matches, with history or not.
-func (bd *BatchDecider) scoreBlock(blk *scanBlock, seg *Segment, withGain bool, f *Features, cands *[]candidate) {
+func (bd *BatchDecider) scoreBlock(blk *scanBlock, seg *Segment, withGain bool, f *Features, scratch *gainScratch) {
 	for i := range blk.items {
 		it := &blk.items[i]
 		it.match, it.ok, it.gain = false, false, 0
@@ -469,7 +474,7 @@ func (bd *BatchDecider) scoreBlock(blk *scanBlock, seg *Segment, withGain bool, 
 				continue // damaged: as above
 			}
 		}
-		it.gain, it.ok = bd.gain(it.ref, f, &cs, cands)
+		it.gain, it.ok = bd.gain(it.ref, f, &cs, scratch)
 	}
 }
 
