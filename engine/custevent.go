@@ -88,18 +88,6 @@ type windowSums struct {
 	Full bool
 }
 
-// windowOutcome sums a customer's purchase margin, redemption discounts
-// and tickets and notes opt-outs with ts in [from, to).
-func (e *core) windowOutcome(tenant, clienteRef string, from, to time.Time) (windowSums, error) {
-	span := windowSpan(tenant, clienteRef, from, to)
-	var acc windowAcc
-	err := e.db.Scan(span.Lower, span.Upper, func(_, v []byte) error {
-		acc.add(v)
-		return nil
-	})
-	return acc.sums(), err
-}
-
 // windowSpan is the span of a customer's event summaries with ts in
 // [from, to).
 func windowSpan(tenant, clienteRef string, from, to time.Time) store.Span {
@@ -109,9 +97,8 @@ func windowSpan(tenant, clienteRef string, from, to time.Time) store.Span {
 	return store.Span{Lower: lo, Upper: hi[:len(hi)-1]}
 }
 
-// windowAcc adds up one window's event summaries (windowOutcome, and the
-// learner's windows read together, learnPass.load); its zero value is an
-// empty window.
+// windowAcc adds up one window's event summaries (the learner's windows,
+// read together by learnPass.load); its zero value is an empty window.
 type windowAcc struct {
 	out     windowSums
 	partial bool // some summary was version 1

@@ -168,3 +168,15 @@ func TestTicketSet(t *testing.T) {
 		}
 	}
 }
+
+// windowOutcome reads one customer's window [from, to) as the learner does
+// (windowSpan, windowAcc), one Scan for the one window.
+func (e *core) windowOutcome(tenant, clienteRef string, from, to time.Time) (windowSums, error) {
+	span := windowSpan(tenant, clienteRef, from, to)
+	var acc windowAcc
+	err := e.db.Scan(span.Lower, span.Upper, func(_, v []byte) error {
+		acc.add(v)
+		return nil
+	})
+	return acc.sums(), err
+}

@@ -108,13 +108,8 @@ func (pm *publishedModel) score(cust *customer, cands []candidate, buf *scoreBuf
 	return pm.scoreInto(cust.policyCustomer(pm.m.Cats), cands, buf)
 }
 
-// scoreInputs scores candidates whose arms are set for the customer pc.
-func (pm *publishedModel) scoreInputs(pc policy.Customer, cands []candidate) *scored {
-	return pm.scoreInto(pc, cands, nil)
-}
-
-// scoreInto is scoreInputs with the scores in buf's memory when buf is not
-// nil.
+// scoreInto scores candidates whose arms are set for the customer pc,
+// in buf's memory when buf is not nil.
 func (pm *publishedModel) scoreInto(pc policy.Customer, cands []candidate, buf *scoreBuf) *scored {
 	if buf == nil {
 		buf = new(scoreBuf)
@@ -135,7 +130,7 @@ func (pm *publishedModel) scoreInto(pc policy.Customer, cands []candidate, buf *
 // model, from the inputs the decision recorded.
 func (pm *publishedModel) scoreRecord(r *DecisionRecord) *scored {
 	pc, cands := r.policyInputs()
-	return pm.scoreInputs(pc, cands)
+	return pm.scoreInto(pc, cands, nil)
 }
 
 // keep drops the candidates for which fn is false (a budget cut), before
