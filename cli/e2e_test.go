@@ -77,6 +77,14 @@ func startServer(t *testing.T, dataDir string, extra ...string) *instance {
 	t.Helper()
 	in := &instance{t: t, bin: coupondBinary(t), dataDir: dataDir, addr: freeAddr(t), extra: extra}
 	in.start()
+	t.Cleanup(func() {
+		// A failed test shows what the server said; the process is stopped
+		// first, so its output is complete and no longer written.
+		if t.Failed() {
+			in.killIfRunning()
+			t.Logf("server logs (%s):\n%s", in.addr, in.logs)
+		}
+	})
 	return in
 }
 
