@@ -165,7 +165,7 @@ func (r *Runner) Submit(tenant string, s Submission) (*Job, error) {
 		return nil, fmt.Errorf("batch: tenant %q: %w", tenant, ErrNotFound)
 	}
 	now := t.Now(r.now())
-	if _, err := r.eng.Campaign(tenant, s.CampanaID); err != nil {
+	if _, err := r.eng.Campaigns.Campaign(tenant, s.CampanaID); err != nil {
 		if errors.Is(err, engine.ErrNotFound) {
 			return nil, engine.ErrNoCampaign
 		}

@@ -61,14 +61,14 @@ func newJobEnv(tb testing.TB, fs vfs.FS, dbDir string, nActions int, maxEnvios i
 		acts = append(acts, engine.Action{ID: i, Nombre: fmt.Sprintf("cupon%02d", i), TipoCupon: fmt.Sprintf("T%02d", i),
 			CostoEnvioCents: 50, DescuentoMaxCents: int64(500 + 250*i), DescuentoPct: float64(5 + i%4*5), Activa: true})
 	}
-	if _, err := e.eng.ReplaceCatalog("acme", acts, jobsStart); err != nil {
+	if _, err := e.eng.Campaigns.ReplaceCatalog("acme", acts, jobsStart); err != nil {
 		tb.Fatal(err)
 	}
 	camp := engine.Campaign{ID: "camp", Canal: "push", Descripcion: "campaña"}
 	if maxEnvios >= 0 {
 		camp.MaxEnvios = &maxEnvios
 	}
-	if _, err := e.eng.PutCampaign("acme", camp, jobsStart); err != nil {
+	if _, err := e.eng.Campaigns.PutCampaign("acme", camp, jobsStart); err != nil {
 		tb.Fatal(err)
 	}
 	e.r = e.runner()
@@ -336,7 +336,7 @@ func BenchmarkBatch500k(b *testing.B) {
 					b.Fatal(err)
 				}
 				k := int64(100_000)
-				if _, err := e.eng.PutCampaign("acme", engine.Campaign{ID: fmt.Sprintf("camp-%s-%d", mode, i), Canal: "push", Descripcion: "x", MaxEnvios: &k}, jobsStart); err != nil {
+				if _, err := e.eng.Campaigns.PutCampaign("acme", engine.Campaign{ID: fmt.Sprintf("camp-%s-%d", mode, i), Canal: "push", Descripcion: "x", MaxEnvios: &k}, jobsStart); err != nil {
 					b.Fatal(err)
 				}
 				sub := Submission{CampanaID: fmt.Sprintf("camp-%s-%d", mode, i)}

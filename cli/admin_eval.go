@@ -19,7 +19,7 @@ func evaluateCmd(a *app) *cobra.Command {
 	var replicates int
 	var seed uint64
 	cmd := a.tenantCmd("evaluate --tenant ID [--campana ID]", "Off-policy estimates (IPS, SNIPS, DR with 95% intervals) of the current policy, never-send, each action and the logged behaviour", func(cmd *cobra.Command, e *env, t *store.Tenant) error {
-		ev, err := e.svc.engine.Evaluate(t.ID, engine.EvalOptions{Campana: campana, Replicates: replicates, Seed: seed})
+		ev, err := e.svc.engine.Evaluator.Evaluate(t.ID, engine.EvalOptions{Campana: campana, Replicates: replicates, Seed: seed})
 		if err != nil {
 			return err
 		}
@@ -107,7 +107,7 @@ func measured(m engine.MeasuredValue) string {
 
 func shadowReportCmd(a *app) *cobra.Command {
 	return a.tenantCmd("report --tenant ID", "Confirmation and labelling shares, agreement, and engine vs caller rule, with a verdict", func(cmd *cobra.Command, e *env, t *store.Tenant) error {
-		rep, err := e.svc.engine.Shadow(t.ID)
+		rep, err := e.svc.engine.Evaluator.Shadow(t.ID)
 		if err != nil {
 			return err
 		}

@@ -57,7 +57,7 @@ func startConsole(addr string, e *env) (stop func(context.Context), err error) {
 			return w, err
 		},
 		Guard: func(tenant string) (console.GuardState, bool) {
-			g, err := svc.engine.Guard(tenant)
+			g, err := svc.engine.Learner.Guard(tenant)
 			if err != nil {
 				return console.GuardState{}, false
 			}

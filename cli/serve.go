@@ -234,7 +234,7 @@ func startServiceLoops(svc *services, log zerolog.Logger) (stop func()) {
 	for _, run := range []func(context.Context){
 		svc.batch.Run,
 		svc.webhooks.Run,
-		func(ctx context.Context) { svc.engine.RunLearner(ctx, time.Second) },
+		func(ctx context.Context) { svc.engine.Learner.RunLearner(ctx, time.Second) },
 		func(ctx context.Context) { runDeletionWorker(ctx, svc) },
 	} {
 		wg.Add(1)

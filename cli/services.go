@@ -73,7 +73,7 @@ func newServices(_ context.Context, e *env, opt serviceOptions) (*services, erro
 	obs, learned := svc.api.Observers()
 	runner.Observe(obs)
 	hooks.Observe(obs)
-	eng.ObserveLearn(learned)
+	eng.Learner.ObserveLearn(learned)
 	return svc, nil
 }
 
@@ -93,7 +93,7 @@ func (s *services) tenantStatus(t *store.Tenant) (usage, quality map[string]any,
 			active++
 		}
 	}
-	st, err := s.engine.Status(t.ID)
+	st, err := s.engine.Learner.Status(t.ID)
 	if err != nil {
 		return nil, nil, guard, nil, err
 	}
@@ -151,7 +151,7 @@ func (s *services) clockMoved(t *store.Tenant) {
 		defer close(done)
 		engine.LowPriority()
 		for {
-			st, err := s.engine.Learn(t.ID)
+			st, err := s.engine.Learner.Learn(t.ID)
 			if err != nil {
 				s.env.log.Error().Err(err).Str("tenant", t.ID).Msg("learner after clock advance")
 				return

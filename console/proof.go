@@ -86,10 +86,10 @@ func (c *Console) computeProof(tenant string) {
 	defer func() { <-pc.sem }()
 	start := c.d.Now()
 	res := proofResult{}
-	ev, err := c.d.Engine.Evaluate(tenant, engine.EvalOptions{Replicates: 100, Seed: 1}) // admin evaluate's defaults
+	ev, err := c.d.Engine.Evaluator.Evaluate(tenant, engine.EvalOptions{Replicates: 100, Seed: 1}) // admin evaluate's defaults
 	if err == nil {
 		res.Eval = ev
-		res.Shadow, err = c.d.Engine.Shadow(tenant)
+		res.Shadow, err = c.d.Engine.Evaluator.Shadow(tenant)
 	}
 	if err != nil {
 		c.d.Log.Error().Err(err).Str("tenant", tenant).Msg("console proof")

@@ -123,7 +123,7 @@ func statusWords(t *store.Tenant) []string {
 }
 
 func (c *Console) tenantRow(t *store.Tenant, h *hours) (tenantRow, error) {
-	q, err := c.d.Engine.Quality(t.ID)
+	q, err := c.d.Engine.Ingester.Quality(t.ID)
 	if err != nil {
 		return tenantRow{}, err
 	}
@@ -177,7 +177,7 @@ func unconfirmedByAge(h *hours) []ageBucket {
 }
 
 func (c *Console) loopView(t *store.Tenant, h *hours) (loopView, error) {
-	st, err := c.d.Engine.Status(t.ID)
+	st, err := c.d.Engine.Learner.Status(t.ID)
 	if err != nil {
 		return loopView{}, err
 	}
@@ -262,7 +262,7 @@ func (c *Console) healthView(t *store.Tenant, h *hours) (healthView, error) {
 		v.Errors = append(v.Errors, codeCount{Name: k, N24: e24[k], N7: e7[k], Alert: e24[k] > 0})
 	}
 	v.RateLimited24 = e24["limite_excedido"]
-	q, err := c.d.Engine.Quality(t.ID)
+	q, err := c.d.Engine.Ingester.Quality(t.ID)
 	if err != nil {
 		return v, err
 	}

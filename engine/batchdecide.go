@@ -80,7 +80,7 @@ func (e *Engine) NewBatchDecider(tenant, jobID, campana string) (*BatchDecider, 
 	if err != nil {
 		return nil, err
 	}
-	camp, err := e.Campaign(tenant, campana)
+	camp, err := e.Campaigns.Campaign(tenant, campana)
 	if errors.Is(err, ErrNotFound) {
 		return nil, fmt.Errorf("%w: %q", ErrNoCampaign, campana)
 	}
@@ -102,7 +102,7 @@ func (bd *BatchDecider) SendBudget() (remaining int64, limited bool) {
 	}
 	bd.ts.budgetMu.Lock()
 	defer bd.ts.budgetMu.Unlock()
-	bu, err := bd.e.budgetLocked(bd.ts, bd.t.ID, c.ID)
+	bu, err := bd.e.Campaigns.budgetLocked(bd.ts, bd.t.ID, c.ID)
 	if err != nil {
 		return 0, true
 	}
@@ -522,7 +522,7 @@ func (bd *BatchDecider) Flush() error {
 	bd.b = bd.e.db.NewBatch()
 	bd.pending = 0
 	if err != nil && bd.spent {
-		bd.e.dropBudgetCache(bd.ts, bd.campaign.ID)
+		bd.e.Campaigns.dropBudgetCache(bd.ts, bd.campaign.ID)
 	}
 	if err == nil {
 		bd.e.counters.addTally(bd.t.ID, &bd.tally)
@@ -576,7 +576,7 @@ func (bd *BatchDecider) lockCustomer(clienteRef string) error {
 // from the store.
 func (bd *BatchDecider) Close() {
 	if bd.pending > 0 && bd.spent {
-		bd.e.dropBudgetCache(bd.ts, bd.campaign.ID)
+		bd.e.Campaigns.dropBudgetCache(bd.ts, bd.campaign.ID)
 	}
 	bd.pending = 0
 	bd.unlock()
@@ -671,7 +671,7 @@ func (e *Engine) voidChunk(ts *tenantState, tenant string, nonces []string) erro
 		r.ConfirmadaEn = &at
 		putDecision(b, tenant, r)
 		if r.Accion != 0 && r.CampanaID != "" {
-			if err := e.releaseBudget(ts, b, tenant, r); err != nil {
+			if err := e.Campaigns.releaseBudget(ts, b, tenant, r); err != nil {
 				return err
 			}
 			released = r.CampanaID
@@ -687,7 +687,7 @@ func (e *Engine) voidChunk(ts *tenantState, tenant string, nonces []string) erro
 	}
 	if err := b.Commit(); err != nil {
 		if released != "" {
-			e.dropBudgetCache(ts, released)
+			e.Campaigns.dropBudgetCache(ts, released)
 		}
 		return err
 	}

@@ -15,7 +15,7 @@ import (
 // its chunk first and then waits, holding no customer lock.
 func TestBatchChunkLocks(t *testing.T) {
 	e, _ := newTestEngine(t, 2, nil)
-	if _, err := e.PutCampaign("acme", Campaign{ID: "camp", Canal: "push", Descripcion: "d"}, t0); err != nil {
+	if _, err := e.Campaigns.PutCampaign("acme", Campaign{ID: "camp", Canal: "push", Descripcion: "d"}, t0); err != nil {
 		t.Fatal(err)
 	}
 	ts, err := e.state("acme")

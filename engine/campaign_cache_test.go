@@ -11,7 +11,7 @@ import (
 func TestCampaignCacheBounded(t *testing.T) {
 	e, _ := newTestEngine(t, 1, nil)
 	for i := range maxCampaignCache + 5000 {
-		if _, err := e.Campaign("acme", fmt.Sprintf("made-up-%d", i)); !errors.Is(err, ErrNotFound) {
+		if _, err := e.Campaigns.Campaign("acme", fmt.Sprintf("made-up-%d", i)); !errors.Is(err, ErrNotFound) {
 			t.Fatalf("made-up campaign %d: %v, want ErrNotFound", i, err)
 		}
 	}

@@ -108,7 +108,7 @@ func TestWritersRefuseUnstorableTimes(t *testing.T) {
 		{Index: 0, Event: Event{ID: "e0", ClienteRef: "ana-00000001", TS: t0, Tipo: CuponRecibido, Clave: "T1", CuponEmitidoID: "c0", Caducidad: y10000}, Canonical: []byte("e0")},
 		{Index: 1, Event: Event{ID: "e1", ClienteRef: "ana-00000001", TS: year0, Tipo: Alta, Clave: "web"}, Canonical: []byte("e1")},
 	}
-	res, err := e.Ingest("acme", evs)
+	res, err := e.Ingester.Ingest("acme", evs)
 	if err != nil || res.Aceptados != 0 || len(res.Rechazados) != 2 || *res.Rechazados[0].Campo != "extra.caducidad" || *res.Rechazados[1].Campo != "ts" {
 		t.Fatalf("ingest: %+v %v", res, err)
 	}
@@ -119,7 +119,7 @@ func TestWritersRefuseUnstorableTimes(t *testing.T) {
 	if _, err := e.Confirm("acme", d.DecisionID, Confirmation{Ejecutada: true, TsEjecucion: &year0}); !errors.Is(err, ErrUnstorableTime) {
 		t.Fatalf("confirm with a year-0 ts_ejecucion: %v", err)
 	}
-	if st, err := e.Check("acme", false); err != nil || len(st.Damaged) != 0 {
+	if st, err := e.Quarantine.Check("acme", false); err != nil || len(st.Damaged) != 0 {
 		t.Fatalf("check: %+v %v", st, err)
 	}
 }

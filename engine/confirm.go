@@ -80,13 +80,13 @@ func (e *Engine) Confirm(tenant, id string, c Confirmation) (string, error) {
 	putDecision(b, tenant, r)
 	release := r.Estado == EstadoRechazada && r.Accion != 0 && r.CampanaID != ""
 	if release {
-		if err := e.releaseBudget(ts, b, tenant, r); err != nil {
+		if err := e.Campaigns.releaseBudget(ts, b, tenant, r); err != nil {
 			return "", err
 		}
 	}
 	if err := b.Commit(); err != nil {
 		if release {
-			e.dropBudgetCache(ts, r.CampanaID)
+			e.Campaigns.dropBudgetCache(ts, r.CampanaID)
 		}
 		return "", err
 	}

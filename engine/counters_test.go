@@ -76,7 +76,7 @@ func BenchmarkCountersDecided(b *testing.B) {
 // batch job, a fallback record and the events of an ingest.
 func TestCountersFollowTheLoop(t *testing.T) {
 	e, db := newTestEngine(t, 2, nil)
-	if _, err := e.PutCampaign("acme", Campaign{ID: "camp", Canal: "push", Descripcion: "d"}, t0); err != nil {
+	if _, err := e.Campaigns.PutCampaign("acme", Campaign{ID: "camp", Canal: "push", Descripcion: "d"}, t0); err != nil {
 		t.Fatal(err)
 	}
 	var ids []string

@@ -29,7 +29,7 @@ func TestWindowOutcome(t *testing.T) {
 		ev(3, CuponRedimido, "t2", 0, 150),
 	}
 	evs[3].Event.Clave = "T1"
-	if res, err := e.Ingest("acme", evs); err != nil || res.Aceptados != 4 {
+	if res, err := e.Ingester.Ingest("acme", evs); err != nil || res.Aceptados != 4 {
 		t.Fatalf("ingest: %+v %v", res, err)
 	}
 	got, err := e.windowOutcome("acme", ref, t0, t0.Add(24*time.Hour))
@@ -123,20 +123,20 @@ func TestLearnerTalliesTickets(t *testing.T) {
 		if tc.noDiscount {
 			acts := []Action{{ID: 1, Nombre: "email_a", TipoCupon: "EA", CostoEnvioCents: 10, Activa: true},
 				{ID: 2, Nombre: "email_b", TipoCupon: "EB", CostoEnvioCents: 10, Activa: true}}
-			if _, err := e.ReplaceCatalog("acme", acts, t0); err != nil {
+			if _, err := e.Campaigns.ReplaceCatalog("acme", acts, t0); err != nil {
 				t.Fatal(err)
 			}
 		}
 		if tc.redeemed {
 			ev := IngestEvent{Event: Event{ID: "r0", ClienteRef: "otra-0000001", TS: t0.Add(-time.Hour), Tipo: CuponRedimido, Clave: "T1",
 				ValorCents: 100, CuponEmitidoID: "c0", TicketID: "tr0"}, Canonical: []byte("r0")}
-			if _, err := e.Ingest("acme", []IngestEvent{ev}); err != nil {
+			if _, err := e.Ingester.Ingest("acme", []IngestEvent{ev}); err != nil {
 				t.Fatal(err)
 			}
 		}
 		const n = 200
 		rewardBacklog(t, e, db, n) // one ticket each, margin 1000 + i cents
-		if _, err := e.Learn("acme"); err != nil {
+		if _, err := e.Learner.Learn("acme"); err != nil {
 			t.Fatal(err)
 		}
 		pm, err := e.loadModel("acme")

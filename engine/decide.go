@@ -230,7 +230,7 @@ func (e *Engine) decideAndCommit(ts *tenantState, t *store.Tenant, now time.Time
 	}
 	if err := b.Commit(); err != nil {
 		if rec != nil && rec.Accion != 0 && rec.CampanaID != "" {
-			e.dropBudgetCache(ts, rec.CampanaID)
+			e.Campaigns.dropBudgetCache(ts, rec.CampanaID)
 		}
 		return nil, err
 	}
@@ -379,14 +379,14 @@ func (e *Engine) decideNew(ts *tenantState, t *store.Tenant, now time.Time, req 
 // afford, with the reason when that changed the choice; camp is nil for a
 // campaign that does not exist. The caller holds ts.budgetMu.
 func (e *Engine) fitBudget(ts *tenantState, tenant, campana string, sc *scored, reason string) (camp *Campaign, why string, err error) {
-	camp, err = e.campaignLocked(ts, tenant, campana)
+	camp, err = e.Campaigns.campaignLocked(ts, tenant, campana)
 	if errors.Is(err, ErrNotFound) || (err == nil && camp == nil) {
 		return nil, reason, nil
 	}
 	if err != nil {
 		return nil, reason, err
 	}
-	bu, err := e.budgetLocked(ts, tenant, camp.ID)
+	bu, err := e.Campaigns.budgetLocked(ts, tenant, camp.ID)
 	if err != nil {
 		return nil, reason, err
 	}
@@ -446,7 +446,7 @@ func choiceMotive(cat *Catalog, rec *DecisionRecord, reason string, chosen int) 
 // spendBudget counts a send of action against camp's budget, in b. The
 // caller holds ts.budgetMu.
 func (e *Engine) spendBudget(ts *tenantState, b *store.Batch, tenant string, camp *Campaign, action *Action, rec *DecisionRecord) error {
-	bu, _ := e.budgetLocked(ts, tenant, camp.ID)
+	bu, _ := e.Campaigns.budgetLocked(ts, tenant, camp.ID)
 	bu.Envios++
 	bu.DescuentoCents += action.DescuentoMaxCents
 	rec.BudgetCents = action.DescuentoMaxCents

@@ -48,19 +48,20 @@ const DefaultFeaturesCache = 32 << 20
 //
 // Engine itself is the decider (Decide, Confirm, Fallback, the decision
 // records, batch decisions). Its other duties are types of their own, built
-// by New over one shared core and embedded so that their methods are the
-// engine's API: Campaigns (catalog, campaigns, budgets), Ingester (events),
-// Learner (reward windows and model updates), Evaluator (off-policy
-// evaluation), Quarantine (damaged records) and Quotas (the tenants' daily
-// quotas, counted by Decide and Ingest).
+// by New over one shared core and reached through its fields, so a caller
+// says which duty it uses (e.Learner.Status, e.Campaigns.PutCampaign) and
+// Engine's method set stays the decider's: Campaigns (catalog, campaigns,
+// budgets), Ingester (events), Learner (reward windows and model updates),
+// Evaluator (off-policy evaluation), Quarantine (damaged records) and Quotas
+// (the tenants' daily quotas, counted by Decide and Ingest).
 type Engine struct {
 	*core
-	*Campaigns
-	*Ingester
-	*Learner
-	*Evaluator
-	*Quarantine
-	*Quotas
+	Campaigns  *Campaigns
+	Ingester   *Ingester
+	Learner    *Learner
+	Evaluator  *Evaluator
+	Quarantine *Quarantine
+	Quotas     *Quotas
 
 	// nonceRand draws decision nonces (see freshNonce), apart from rng so
 	// that ids do not shift the policy's draws.

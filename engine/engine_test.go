@@ -39,7 +39,7 @@ func newTestEngine(tb testing.TB, n int, fn func(*store.Settings)) (*Engine, *st
 		acts = append(acts, Action{ID: i, Nombre: fmt.Sprintf("cupon%d", i), TipoCupon: fmt.Sprintf("T%d", i),
 			CostoEnvioCents: 50, DescuentoMaxCents: int64(1000 * i), DescuentoPct: 10, Activa: true})
 	}
-	if _, err := e.ReplaceCatalog("acme", acts, t0); err != nil {
+	if _, err := e.Campaigns.ReplaceCatalog("acme", acts, t0); err != nil {
 		tb.Fatal(err)
 	}
 	return e, db
@@ -141,12 +141,12 @@ func TestPolicyConvergesToBestAction(t *testing.T) {
 			seq++
 			ev := IngestEvent{Event: Event{ID: fmt.Sprintf("ev-%s", ref), ClienteRef: ref, TS: now.Add(time.Hour), Tipo: CompraCat,
 				Clave: "x", ValorCents: 10000, TicketID: "t" + ref, MargenCents: margin}, Canonical: []byte(ref)}
-			if _, err := e.Ingest("acme", []IngestEvent{ev}); err != nil {
+			if _, err := e.Ingester.Ingest("acme", []IngestEvent{ev}); err != nil {
 				t.Fatal(err)
 			}
 		}
 		advance(t, db, 25*time.Hour)
-		st, err := e.Learn("acme")
+		st, err := e.Learner.Learn("acme")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -230,7 +230,7 @@ func decideBenchEngine(b *testing.B) *Engine {
 				Tipo: CompraCat, Clave: "cat", ValorCents: 50000, TicketID: fmt.Sprintf("t%d", k), MargenCents: 12000}, Canonical: []byte{byte(k)}})
 		}
 		if len(evs) >= 3000 {
-			if _, err := e.Ingest("acme", evs); err != nil {
+			if _, err := e.Ingester.Ingest("acme", evs); err != nil {
 				b.Fatal(err)
 			}
 			evs = evs[:0]
@@ -279,7 +279,7 @@ func BenchmarkIngest1000(b *testing.B) {
 			evs[k] = IngestEvent{Index: k, Event: Event{ID: fmt.Sprintf("ev-%09d", seq), ClienteRef: ref, TS: t0.Add(-time.Duration(seq%2000) * time.Hour),
 				Tipo: CompraCat, Clave: "cat", ValorCents: 50000, TicketID: fmt.Sprintf("t%d", seq), MargenCents: 12000}, Canonical: []byte(fmt.Sprint(seq))}
 		}
-		if _, err := e.Ingest("acme", evs); err != nil {
+		if _, err := e.Ingester.Ingest("acme", evs); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -300,7 +300,7 @@ func BenchmarkLearn(b *testing.B) {
 	b.ResetTimer()
 	folded := 0
 	for {
-		st, err := e.Learn("acme")
+		st, err := e.Learner.Learn("acme")
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -341,7 +341,7 @@ func BenchmarkEvaluate1M(b *testing.B) {
 	batch.Close()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		ev, err := e.Evaluate("acme", EvalOptions{Seed: 1})
+		ev, err := e.Evaluator.Evaluate("acme", EvalOptions{Seed: 1})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -375,7 +375,7 @@ func TestEvaluateRecoversSingleActionValues(t *testing.T) {
 	if err := b.Commit(); err != nil {
 		t.Fatal(err)
 	}
-	ev, err := e.Evaluate("acme", EvalOptions{Seed: 3})
+	ev, err := e.Evaluator.Evaluate("acme", EvalOptions{Seed: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -503,13 +503,13 @@ func rewardBacklog(tb testing.TB, e *Engine, db *store.DB, n int) {
 		evs = append(evs, IngestEvent{Event: Event{ID: "ev-" + ref, ClienteRef: ref, TS: t0.Add(time.Hour), Tipo: CompraCat,
 			Clave: "c", ValorCents: 10000, TicketID: "t" + ref, MargenCents: int64(1000 + i%500)}, Canonical: []byte(ref)})
 		if len(evs) == 1000 {
-			if _, err := e.Ingest("acme", evs); err != nil {
+			if _, err := e.Ingester.Ingest("acme", evs); err != nil {
 				tb.Fatal(err)
 			}
 			evs = evs[:0]
 		}
 	}
-	if _, err := e.Ingest("acme", evs); err != nil {
+	if _, err := e.Ingester.Ingest("acme", evs); err != nil {
 		tb.Fatal(err)
 	}
 	advance(tb, db, 25*time.Hour)
@@ -530,7 +530,7 @@ func BenchmarkDecideWhileLearning(b *testing.B) {
 	go func() {
 		defer busy.Store(false)
 		for {
-			st, err := e.Learn("acme")
+			st, err := e.Learner.Learn("acme")
 			if err != nil || st.Folded+st.Unconfirmed == 0 {
 				done <- err
 				return

@@ -24,7 +24,7 @@ func cachePurchase(ref string, n int) IngestEvent {
 
 func ingestAll(tb testing.TB, e *Engine, evs ...IngestEvent) {
 	tb.Helper()
-	res, err := e.Ingest("acme", evs)
+	res, err := e.Ingester.Ingest("acme", evs)
 	if err != nil || res.Aceptados != len(evs) {
 		tb.Fatalf("ingest: %+v %v", res, err)
 	}
@@ -262,7 +262,7 @@ func TestFeaturesCacheConcurrentRemovals(t *testing.T) {
 				for c := range customers {
 					evs = append(evs, cachePurchase(name(c), n+c))
 				}
-				if _, err := e.Ingest("acme", evs); err != nil {
+				if _, err := e.Ingester.Ingest("acme", evs); err != nil {
 					t.Error(err)
 					return
 				}

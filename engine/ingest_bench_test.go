@@ -28,7 +28,7 @@ func BenchmarkIngestRandomIDs(b *testing.B) {
 		return evs
 	}
 	for range 100 { // a memtable of some 300,000 keys
-		if _, err := e.Ingest("acme", request()); err != nil {
+		if _, err := e.Ingester.Ingest("acme", request()); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -37,7 +37,7 @@ func BenchmarkIngestRandomIDs(b *testing.B) {
 		b.StopTimer()
 		evs := request()
 		b.StartTimer()
-		if _, err := e.Ingest("acme", evs); err != nil {
+		if _, err := e.Ingester.Ingest("acme", evs); err != nil {
 			b.Fatal(err)
 		}
 	}

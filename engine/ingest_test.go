@@ -60,7 +60,7 @@ func TestIngestConcurrentNoDoubleCount(t *testing.T) {
 					evs[k] = ingestTestEvent(rng.IntN(ids), customers)
 					evs[k].Index = k
 				}
-				res, err := e.Ingest("acme", evs)
+				res, err := e.Ingester.Ingest("acme", evs)
 				if err != nil {
 					t.Error(err)
 					return
@@ -87,7 +87,7 @@ func TestIngestConcurrentNoDoubleCount(t *testing.T) {
 				continue
 			}
 			seen[ev.Event.ID] = true
-			if _, err := ref.Ingest("acme", []IngestEvent{ev}); err != nil {
+			if _, err := ref.Ingester.Ingest("acme", []IngestEvent{ev}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -118,11 +118,11 @@ func TestIngestConcurrentNoDoubleCount(t *testing.T) {
 			t.Errorf("attribution %s: got %+v (%v), want %+v (%v)", cup, got, gerr, want, werr)
 		}
 	}
-	gq, err := e.Quality("acme")
+	gq, err := e.Ingester.Quality("acme")
 	if err != nil {
 		t.Fatal(err)
 	}
-	wq, err := ref.Quality("acme")
+	wq, err := ref.Ingester.Quality("acme")
 	if err != nil {
 		t.Fatal(err)
 	}

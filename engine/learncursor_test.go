@@ -23,7 +23,7 @@ func TestLearnCursor(t *testing.T) {
 	total, passes := 0, 0
 	for {
 		e.markOnline()
-		st, err := e.Learn("acme")
+		st, err := e.Learner.Learn("acme")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -57,7 +57,7 @@ func TestLearnCursor(t *testing.T) {
 	if err := db.Scan(lo, ts.learnCursor, func(_, _ []byte) error { queued++; return nil }); err != nil || queued == 0 {
 		t.Fatalf("queue behind the cursor: %d keys, %v; want some", queued, err)
 	}
-	st, err := e.Learn("acme")
+	st, err := e.Learner.Learn("acme")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,7 +18,7 @@ import (
 // quarantined and counted once while the rest of the pass completes.
 func TestLearnPassReadsEveryEntry(t *testing.T) {
 	e, db := newTestEngine(t, 3, func(s *store.Settings) { s.RewardWindow = 24 * time.Hour; s.RewardGrace = 0 })
-	if _, err := e.PutCampaign("acme", Campaign{ID: "camp", Canal: "push", Descripcion: "d"}, t0); err != nil {
+	if _, err := e.Campaigns.PutCampaign("acme", Campaign{ID: "camp", Canal: "push", Descripcion: "d"}, t0); err != nil {
 		t.Fatal(err)
 	}
 	const n = 60
@@ -57,7 +57,7 @@ func TestLearnPassReadsEveryEntry(t *testing.T) {
 	if broken == "" {
 		t.Fatal("no unconfirmed send to damage: the policy sent nothing")
 	}
-	if _, err := e.Ingest("acme", evs); err != nil {
+	if _, err := e.Ingester.Ingest("acme", evs); err != nil {
 		t.Fatal(err)
 	}
 	r, err := e.loadDecision("acme", broken)
@@ -75,7 +75,7 @@ func TestLearnPassReadsEveryEntry(t *testing.T) {
 
 	advance(t, db, 40*24*time.Hour)
 	e.onlineAt.Store(0) // one pass for everything
-	st, err := e.Learn("acme")
+	st, err := e.Learner.Learn("acme")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,8 +109,8 @@ func TestLearnPassReadsEveryEntry(t *testing.T) {
 	if wantSt.Released == 0 || wantSt.Folded == 0 {
 		t.Errorf("the pass released %d budgets and folded %d rewards: the test needs both", wantSt.Released, wantSt.Folded)
 	}
-	if e.DamagedSeen() != 1 {
-		t.Errorf("DamagedSeen = %d, want 1", e.DamagedSeen())
+	if e.Quarantine.DamagedSeen() != 1 {
+		t.Errorf("DamagedSeen = %d, want 1", e.Quarantine.DamagedSeen())
 	}
 }
 

@@ -48,7 +48,7 @@ func decideRound(t *testing.T, e *Engine, round, n int, base int64, effect map[i
 		evs = append(evs, IngestEvent{Event: Event{ID: "ev-" + ref, ClienteRef: ref, TS: now.Add(time.Hour), Tipo: CompraCat,
 			Clave: "x", ValorCents: 10000, TicketID: "t" + ref, MargenCents: margin}, Canonical: []byte(ref)})
 	}
-	if _, err := e.Ingest("acme", evs); err != nil {
+	if _, err := e.Ingester.Ingest("acme", evs); err != nil {
 		t.Fatal(err)
 	}
 	return float64(sent) / float64(n)
@@ -58,7 +58,7 @@ func decideRound(t *testing.T, e *Engine, round, n int, base int64, effect map[i
 func learnAll(t *testing.T, e *Engine) {
 	t.Helper()
 	for {
-		st, err := e.Learn("acme")
+		st, err := e.Learner.Learn("acme")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -125,7 +125,7 @@ func TestGuardSwitchesEngineToNeverSend(t *testing.T) {
 	switched := 0
 	for round := 1; round <= 5; round++ {
 		share := rewardRound(t, e, db, round, 400, 3000, effect)
-		st, err := e.Status("acme")
+		st, err := e.Learner.Status("acme")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -137,11 +137,11 @@ func TestGuardSwitchesEngineToNeverSend(t *testing.T) {
 			t.Errorf("round %d: guard active but %.0f %% of decisions sent a coupon", round, 100*share)
 		}
 	}
-	st, _ := e.Status("acme")
+	st, _ := e.Learner.Status("acme")
 	if switched == 0 || switched > 3 || !st.Guard.Active || st.Guard.Baseline != 0 {
 		t.Fatalf("guard switched in round %d (want 1–3); now %+v", switched, st.Guard)
 	}
-	if g, err := e.Guard("acme"); err != nil || !g.Active || g.Switches < 1 {
+	if g, err := e.Learner.Guard("acme"); err != nil || !g.Active || g.Switches < 1 {
 		t.Errorf("Guard = %+v, %v; want active after at least one switch", g, err)
 	}
 }
@@ -157,7 +157,7 @@ func TestGuardStaysOffWhenPolicyWins(t *testing.T) {
 	var share float64
 	for round := 1; round <= 6; round++ {
 		share = rewardRound(t, e, db, round, 400, 3000, effect)
-		if st, _ := e.Status("acme"); st.Guard.Active || st.Guard.Switches > 0 {
+		if st, _ := e.Learner.Status("acme"); st.Guard.Active || st.Guard.Switches > 0 {
 			t.Fatalf("round %d: guard switched: %+v", round, st.Guard)
 		}
 	}
@@ -179,7 +179,7 @@ func TestOlderModelStartsFromPrior(t *testing.T) {
 	}
 	b.Close()
 	e := New(Config{DB: db, Secrets: store.TestSecrets(), Log: zerolog.Nop(), Now: func() time.Time { return t0 }, Seed: 3})
-	st, err := e.Status("acme")
+	st, err := e.Learner.Status("acme")
 	if err != nil {
 		t.Fatalf("older model: %v", err)
 	}
@@ -212,7 +212,7 @@ func TestGateOpensEngine(t *testing.T) {
 	var share float64
 	for round := 1; round <= 4; round++ {
 		share = rewardRound(t, e, db, round, 400, 3000, effect)
-		g, err := e.Guard("acme")
+		g, err := e.Learner.Guard("acme")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -27,7 +27,7 @@ func plantBroken(t *testing.T, e *Engine, db *store.DB, ana string) *DecisionRec
 	r.Estado, r.TsEjecucion, r.ConfirmadaEn = EstadoEjecutada, &year0, &t0
 	ev := Event{ID: "cup-ev-1", ClienteRef: ana, TS: t0.Add(-time.Hour), Tipo: CuponRecibido, Clave: "T1",
 		CuponEmitidoID: "cup-ana-1", Caducidad: t0.Add(240 * time.Hour)}
-	if res, err := e.Ingest("acme", []IngestEvent{{Event: ev, Canonical: []byte(ev.ID)}}); err != nil || res.Aceptados != 1 {
+	if res, err := e.Ingester.Ingest("acme", []IngestEvent{{Event: ev, Canonical: []byte(ev.ID)}}); err != nil || res.Aceptados != 1 {
 		t.Fatalf("ingest: %+v %v", res, err)
 	}
 	v, err := db.Get(store.EventKey("acme", ev.ID))
@@ -54,7 +54,7 @@ func ingestFor(tb testing.TB, e *Engine, ref, prefix string, n int) {
 			Tipo: CompraCat, Clave: "abarrotes", ValorCents: 10000, TicketID: fmt.Sprintf("t%s%d", prefix, i), MargenCents: 2500}
 		evs[i] = IngestEvent{Index: i, Event: ev, Canonical: []byte(ev.ID)}
 	}
-	res, err := e.Ingest("acme", evs)
+	res, err := e.Ingester.Ingest("acme", evs)
 	if err != nil || res.Aceptados != n {
 		tb.Fatalf("ingest: %+v %v", res, err)
 	}
@@ -74,7 +74,7 @@ func TestCheckRepairThenReadersComplete(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	st, err := e.Check("acme", false)
+	st, err := e.Quarantine.Check("acme", false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,25 +88,25 @@ func TestCheckRepairThenReadersComplete(t *testing.T) {
 	if !tables["decision"] || !tables["event"] {
 		t.Errorf("check found %+v, want a decision and an event", st.Damaged)
 	}
-	if st, err = e.Check("", true); err != nil || st.Repaired != 2 {
+	if st, err = e.Quarantine.Check("", true); err != nil || st.Repaired != 2 {
 		t.Fatalf("check --repair: %+v %v", st, err)
 	}
-	if st, err = e.Check("acme", false); err != nil || len(st.Damaged) != 0 || len(st.Quarantined) != 2 {
+	if st, err = e.Quarantine.Check("acme", false); err != nil || len(st.Damaged) != 0 || len(st.Quarantined) != 2 {
 		t.Fatalf("check after repair: %+v %v", st, err)
 	}
-	if n, err := e.QuarantinedRecords(); err != nil || n != 2 {
+	if n, err := e.Quarantine.QuarantinedRecords(); err != nil || n != 2 {
 		t.Fatalf("QuarantinedRecords = %d, %v; want 2", n, err)
 	}
 
 	advance(t, db, 40*24*time.Hour)
-	ls, err := e.Learn("acme")
+	ls, err := e.Learner.Learn("acme")
 	if err != nil || ls.Unconfirmed != 1 {
 		t.Fatalf("learner after repair: %+v %v (want beto's decision closed)", ls, err)
 	}
-	if _, err := e.Evaluate("acme", EvalOptions{Replicates: 10}); err != nil {
+	if _, err := e.Evaluator.Evaluate("acme", EvalOptions{Replicates: 10}); err != nil {
 		t.Fatalf("evaluate: %v", err)
 	}
-	if _, err := e.Shadow("acme"); err != nil {
+	if _, err := e.Evaluator.Shadow("acme"); err != nil {
 		t.Fatalf("shadow: %v", err)
 	}
 	// The customer's export and deletion over these records: package
@@ -121,19 +121,19 @@ func TestReadersQuarantineOnTheirOwn(t *testing.T) {
 	ingestFor(t, e, ana, "a", 2)
 	plantBroken(t, e, db, ana)
 
-	if _, err := e.Evaluate("acme", EvalOptions{Replicates: 10}); err != nil {
+	if _, err := e.Evaluator.Evaluate("acme", EvalOptions{Replicates: 10}); err != nil {
 		t.Fatalf("evaluate before the learner: %v", err)
 	}
 	advance(t, db, 40*24*time.Hour)
-	ls, err := e.Learn("acme")
+	ls, err := e.Learner.Learn("acme")
 	if err != nil || ls.Damaged != 1 {
 		t.Fatalf("learner: %+v %v, want 1 damaged", ls, err)
 	}
-	if _, err := e.Learn("acme"); err != nil {
+	if _, err := e.Learner.Learn("acme"); err != nil {
 		t.Fatalf("second learner pass: %v", err)
 	}
-	if e.DamagedSeen() != 1 {
-		t.Errorf("DamagedSeen = %d, want 1 (the decision; export meets the event: package privacy)", e.DamagedSeen())
+	if e.Quarantine.DamagedSeen() != 1 {
+		t.Errorf("DamagedSeen = %d, want 1 (the decision; export meets the event: package privacy)", e.Quarantine.DamagedSeen())
 	}
 }
 
@@ -155,7 +155,7 @@ func TestDecisionsSkipDamagedCustomerRecords(t *testing.T) {
 	if _, err := e.Decide("acme", Request{ClienteRef: ana, Canal: "push"}); err != nil {
 		t.Fatalf("online decision: %v", err)
 	}
-	if _, err := e.PutCampaign("acme", Campaign{ID: "c1", Canal: "push", Descripcion: "x"}, t0); err != nil {
+	if _, err := e.Campaigns.PutCampaign("acme", Campaign{ID: "c1", Canal: "push", Descripcion: "x"}, t0); err != nil {
 		t.Fatal(err)
 	}
 	bd, err := e.NewBatchDecider("acme", "lote_1", "c1")
@@ -169,7 +169,7 @@ func TestDecisionsSkipDamagedCustomerRecords(t *testing.T) {
 	if err := bd.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	q, err := e.Quarantined("acme")
+	q, err := e.Quarantine.Quarantined("acme")
 	if err != nil || len(q) != 3 {
 		t.Fatalf("quarantine: %+v %v; want 3 records", q, err)
 	}

@@ -25,30 +25,30 @@ func TestQuotas(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := e.CheckQuota(tenant(), QuotaDecisions, now()); err != nil {
+	if err := e.Quotas.CheckQuota(tenant(), QuotaDecisions, now()); err != nil {
 		t.Fatalf("third decision refused: %v", err)
 	}
 	if _, err := e.Decide("acme", Request{ClienteRef: "c2", Canal: "email"}); err != nil {
 		t.Fatal(err)
 	}
-	err := e.CheckQuota(tenant(), QuotaDecisions, now())
+	err := e.Quotas.CheckQuota(tenant(), QuotaDecisions, now())
 	var lim *DayLimitError
 	if !errors.As(err, &lim) || !errors.Is(err, ErrQuota) || lim.RetryAfter != 12*3600 {
 		t.Fatalf("fourth decision: %v, want ErrQuota with Retry-After %d", err, 12*3600)
 	}
-	if err := e.CheckQuota(tenant(), QuotaEvents, now()); err != nil {
+	if err := e.Quotas.CheckQuota(tenant(), QuotaEvents, now()); err != nil {
 		t.Errorf("events quota (0: none) refused: %v", err)
 	}
 
-	if err := e.FlushQuotas(); err != nil {
+	if err := e.Quotas.FlushQuotas(); err != nil {
 		t.Fatal(err)
 	}
 	e2 := New(Config{DB: db, Secrets: store.TestSecrets(), Log: zerolog.Nop(), Now: clock.NewFake(t0).Now, Seed: 1})
-	if err := e2.CheckQuota(tenant(), QuotaDecisions, now()); !errors.Is(err, ErrQuota) {
+	if err := e2.Quotas.CheckQuota(tenant(), QuotaDecisions, now()); !errors.Is(err, ErrQuota) {
 		t.Errorf("after flush, a new engine: %v, want ErrQuota", err)
 	}
 	advance(t, db, 12*time.Hour)
-	if err := e2.CheckQuota(tenant(), QuotaDecisions, now()); err != nil {
+	if err := e2.Quotas.CheckQuota(tenant(), QuotaDecisions, now()); err != nil {
 		t.Errorf("next day: %v", err)
 	}
 }

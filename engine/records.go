@@ -55,7 +55,7 @@ func (r Records) Quarantine(tenant string, key, v []byte, cause error) error {
 // CustomerDamaged returns the keys of the quarantine entries that name ref
 // or whose original key is one of keys.
 func (r Records) CustomerDamaged(tenant, ref string, keys [][]byte) ([][]byte, error) {
-	return r.e.customerDamaged(tenant, ref, keys)
+	return r.e.Quarantine.customerDamaged(tenant, ref, keys)
 }
 
 // LockCustomer takes the tenant's learner, ingestion and customer locks, in
@@ -100,7 +100,7 @@ func (r Records) ForgetDecision(b *store.Batch, tenant, nonce string, s store.Se
 		if err != nil {
 			return err
 		}
-		if err := e.releaseBudget(ts, b, tenant, rec); err != nil {
+		if err := e.Campaigns.releaseBudget(ts, b, tenant, rec); err != nil {
 			return err
 		}
 	}

@@ -197,7 +197,7 @@ func TestDeletionByHash(t *testing.T) {
 func TestDeletionReleasesPendingSendBudget(t *testing.T) {
 	e, p, db, _ := newTest(t, 1)
 	max := int64(1)
-	if _, err := e.PutCampaign("acme", engine.Campaign{ID: "camp", Canal: "push", Descripcion: "d", MaxEnvios: &max}, t0); err != nil {
+	if _, err := e.Campaigns.PutCampaign("acme", engine.Campaign{ID: "camp", Canal: "push", Descripcion: "d", MaxEnvios: &max}, t0); err != nil {
 		t.Fatal(err)
 	}
 	// Find a customer to whom the engine sends the coupon (the only send
@@ -269,7 +269,7 @@ func TestDeletionTimingLargeStore(t *testing.T) {
 			evs = append(evs, engine.IngestEvent{Index: len(evs), Event: ev, Canonical: []byte(ev.ID)})
 			n++
 			if len(evs) == batch {
-				if _, err := e.Ingest("acme", evs); err != nil {
+				if _, err := e.Ingester.Ingest("acme", evs); err != nil {
 					t.Fatal(err)
 				}
 				evs = evs[:0]
@@ -277,7 +277,7 @@ func TestDeletionTimingLargeStore(t *testing.T) {
 		}
 	}
 	if len(evs) > 0 {
-		if _, err := e.Ingest("acme", evs); err != nil {
+		if _, err := e.Ingester.Ingest("acme", evs); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -33,7 +33,7 @@ func newTest(tb testing.TB, n int) (*engine.Engine, *Service, *store.DB, *clock.
 		acts = append(acts, engine.Action{ID: i, Nombre: fmt.Sprintf("cupon%d", i), TipoCupon: fmt.Sprintf("T%d", i),
 			CostoEnvioCents: 50, DescuentoMaxCents: int64(1000 * i), DescuentoPct: 10, Activa: true})
 	}
-	if _, err := e.ReplaceCatalog("acme", acts, t0); err != nil {
+	if _, err := e.Campaigns.ReplaceCatalog("acme", acts, t0); err != nil {
 		tb.Fatal(err)
 	}
 	return e, newService(e, db, clk.Now), db, clk
@@ -52,7 +52,7 @@ func ingestFor(tb testing.TB, e *engine.Engine, ref, prefix string, n int) {
 			Tipo: engine.CompraCat, Clave: "abarrotes", ValorCents: 10000, TicketID: fmt.Sprintf("t%s%d", prefix, i), MargenCents: 2500}
 		evs[i] = engine.IngestEvent{Index: i, Event: ev, Canonical: []byte(ev.ID)}
 	}
-	res, err := e.Ingest("acme", evs)
+	res, err := e.Ingester.Ingest("acme", evs)
 	if err != nil || res.Aceptados != n {
 		tb.Fatalf("ingest: %+v %v", res, err)
 	}

@@ -33,7 +33,7 @@ func plantBroken(t *testing.T, e *engine.Engine, p *Service, db *store.DB, ana s
 	}
 	ev := engine.Event{ID: "cup-ev-1", ClienteRef: ana, TS: t0.Add(-time.Hour), Tipo: engine.CuponRecibido, Clave: "T1",
 		CuponEmitidoID: "cup-ana-1", Caducidad: t0.Add(240 * time.Hour)}
-	if res, err := e.Ingest("acme", []engine.IngestEvent{{Event: ev, Canonical: []byte(ev.ID)}}); err != nil || res.Aceptados != 1 {
+	if res, err := e.Ingester.Ingest("acme", []engine.IngestEvent{{Event: ev, Canonical: []byte(ev.ID)}}); err != nil || res.Aceptados != 1 {
 		t.Fatalf("ingest: %+v %v", res, err)
 	}
 	v, err := db.Get(p.rec.EventKey("acme", ev.ID))
@@ -77,7 +77,7 @@ func TestExportAndDeletionAfterRepair(t *testing.T) {
 	ingestFor(t, e, ana, "a", 3)
 	ingestFor(t, e, beto, "b", 3)
 	plantBroken(t, e, p, db, ana)
-	if st, err := e.Check("", true); err != nil || st.Repaired != 2 {
+	if st, err := e.Quarantine.Check("", true); err != nil || st.Repaired != 2 {
 		t.Fatalf("check --repair: %+v %v", st, err)
 	}
 	x, err := p.Export("acme", ana, "ci", "trace")
@@ -94,7 +94,7 @@ func TestExportAndDeletionAfterRepair(t *testing.T) {
 	if holds(t, db, []byte(ana)) || holds(t, db, []byte("cup-ana-1")) {
 		t.Error("the store still names the deleted customer (quarantine included)")
 	}
-	if n, _ := e.QuarantinedRecords(); n != 0 {
+	if n, _ := e.Quarantine.QuarantinedRecords(); n != 0 {
 		t.Errorf("QuarantinedRecords after deletion = %d, want 0", n)
 	}
 }
@@ -108,15 +108,15 @@ func TestExportQuarantinesOnItsOwn(t *testing.T) {
 	ingestFor(t, e, ana, "a", 2)
 	plantBroken(t, e, p, db, ana)
 	advance(t, db, 40*24*time.Hour)
-	if ls, err := e.Learn("acme"); err != nil || ls.Damaged != 1 {
+	if ls, err := e.Learner.Learn("acme"); err != nil || ls.Damaged != 1 {
 		t.Fatalf("learner: %+v %v, want 1 damaged", ls, err)
 	}
 	x, err := p.Export("acme", ana, "ci", "trace")
 	if err != nil || len(x.Eventos) != 2 || x.EnCuarentena != 2 {
 		t.Fatalf("export: %v %+v", err, x)
 	}
-	if e.DamagedSeen() != 2 {
-		t.Errorf("DamagedSeen = %d, want 2", e.DamagedSeen())
+	if e.Quarantine.DamagedSeen() != 2 {
+		t.Errorf("DamagedSeen = %d, want 2", e.Quarantine.DamagedSeen())
 	}
 	deleteAll(t, p, ana)
 	if holds(t, db, []byte(ana)) {

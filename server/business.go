@@ -211,19 +211,19 @@ func (s *Server) watchTenants() {
 		tenantGauge{name: "coupond_learner_lag_seconds", max: true,
 			help: "How long the oldest final-but-unfolded reward has been due, by the tenant clock (0 when the learner keeps up); without the tenant label, the largest.",
 			read: func(t string) (float64, error) {
-				bl, err := s.Engine.Backlog(t, backlogLimit)
+				bl, err := s.Engine.Learner.Backlog(t, backlogLimit)
 				return bl.Lag.Seconds(), err
 			}},
 		tenantGauge{name: "coupond_learner_rewards_pending",
 			help: "Rewards whose window and grace have passed but that the learner has not made final yet (counted up to 100000 per tenant).",
 			read: func(t string) (float64, error) {
-				bl, err := s.Engine.Backlog(t, backlogLimit)
+				bl, err := s.Engine.Learner.Backlog(t, backlogLimit)
 				return float64(bl.Pending), err
 			}},
 		tenantGauge{name: "coupond_policy_guard_active",
 			help: "1 while the tenant's policy guard is active: the learned policy is below a baseline (never-send or one action) with confidence and decisions exploit that baseline; without the tenant label, the number of such tenants.",
 			read: func(t string) (float64, error) {
-				g, err := s.Engine.Guard(t)
+				g, err := s.Engine.Learner.Guard(t)
 				if err != nil || !g.Active {
 					return 0, err
 				}
@@ -232,19 +232,19 @@ func (s *Server) watchTenants() {
 		tenantGauge{name: "coupond_policy_guard_switches",
 			help: "Policy guard activations and releases since the model began (summed without the tenant label).",
 			read: func(t string) (float64, error) {
-				g, err := s.Engine.Guard(t)
+				g, err := s.Engine.Learner.Guard(t)
 				return float64(g.Switches), err
 			}},
 		tenantGauge{name: "coupond_policy_value_mxn",
 			help: "The learned policy's estimated value per decision (doubly robust, MXN over the reward window, faded over about a window); without the tenant label, the largest.", max: true,
 			read: func(t string) (float64, error) {
-				g, err := s.Engine.Guard(t)
+				g, err := s.Engine.Learner.Guard(t)
 				return g.Policy, err
 			}},
 		tenantGauge{name: "coupond_policy_gate_open",
 			help: "1 while the tenant's send gate is open: the model's coupon choices beat never-send with confidence and are sent to all but the never-send share (0 while they are tested or the guard holds never-send); without the tenant label, the number of such tenants.",
 			read: func(t string) (float64, error) {
-				g, err := s.Engine.Guard(t)
+				g, err := s.Engine.Learner.Guard(t)
 				if err != nil || !g.Gate.Open() {
 					return 0, err
 				}

@@ -49,7 +49,7 @@ func businessRun(t *testing.T, h *harness) (before, after string) {
 	obs, learned := h.srv.Observers()
 	h.batch.Observe(obs)
 	h.hooks.Observe(obs)
-	h.engine.ObserveLearn(learned)
+	h.engine.Learner.ObserveLearn(learned)
 
 	h.tenant("acme", true, batchTenant)
 	tok := h.token("acme", allScopes...)
@@ -81,7 +81,7 @@ func businessRun(t *testing.T, h *harness) (before, after string) {
 	}
 	before = scrape(t, h)
 	for {
-		st, err := h.engine.Learn("acme")
+		st, err := h.engine.Learner.Learn("acme")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -49,7 +49,7 @@ func (s *Server) handlePutCampaign(c *call) error {
 		n := f.Int()
 		camp.MaxEnvios = &n
 	}
-	saved, err := s.Engine.PutCampaign(c.tenant.ID, camp, c.now())
+	saved, err := s.Engine.Campaigns.PutCampaign(c.tenant.ID, camp, c.now())
 	if err != nil {
 		return err
 	}
@@ -62,7 +62,7 @@ func (s *Server) handleGetCampaign(c *call) error {
 	if err != nil {
 		return err
 	}
-	camp, err := s.Engine.Campaign(c.tenant.ID, id)
+	camp, err := s.Engine.Campaigns.Campaign(c.tenant.ID, id)
 	if errors.Is(err, engine.ErrNotFound) {
 		return errKind(kindNotFound)
 	}

@@ -39,7 +39,7 @@ func viewCatalog(c *engine.Catalog) client.CatalogoRespuesta {
 func mxn(cents int64) float64 { return float64(cents) / 100 }
 
 func (s *Server) handleGetCatalog(c *call) error {
-	cat, err := s.Engine.Catalog(c.tenant.ID)
+	cat, err := s.Engine.Campaigns.Catalog(c.tenant.ID)
 	if err != nil {
 		return err
 	}
@@ -79,7 +79,7 @@ func (s *Server) handlePutCatalog(c *call) error {
 	if len(dup) > 0 {
 		return &validationError{detail: dup}
 	}
-	cat, err := s.Engine.ReplaceCatalog(c.tenant.ID, actions, c.now())
+	cat, err := s.Engine.Campaigns.ReplaceCatalog(c.tenant.ID, actions, c.now())
 	if errors.Is(err, engine.ErrDuplicateAction) {
 		return &validationError{detail: []schema.Violation{schema.ValueError([]any{"body", "acciones"}, "id repetido en el catálogo", nil)}}
 	}

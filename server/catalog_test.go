@@ -33,7 +33,7 @@ func TestCatalogCategorias(t *testing.T) {
 	if _, ok := acts[1].(map[string]any)["categorias"]; ok {
 		t.Errorf("an action without categorias shows them: %v", acts[1])
 	}
-	cat, err := h.engine.Catalog("acme")
+	cat, err := h.engine.Campaigns.Catalog("acme")
 	if err != nil || !cmp.Equal(cat.Action(1).Categorias, []string{"abarrotes", "lacteos"}) {
 		t.Fatalf("engine catalog: %v %v", err, cat)
 	}
@@ -49,7 +49,7 @@ func TestCatalogCategorias(t *testing.T) {
 			t.Errorf("%s: %d %v, want 422 naming categorias", name, st, b)
 		}
 	}
-	if cat, _ := h.engine.Catalog("acme"); cat.Version != 1 {
+	if cat, _ := h.engine.Campaigns.Catalog("acme"); cat.Version != 1 {
 		t.Errorf("a rejected PUT changed the catalog: version %d", cat.Version)
 	}
 }

@@ -103,7 +103,7 @@ func (s *Server) handleConfirm(c *call) error {
 		n := int(f.Int())
 		conf.AccionReal = &n
 		if n != 0 {
-			cat, err := s.Engine.Catalog(c.tenant.ID)
+			cat, err := s.Engine.Campaigns.Catalog(c.tenant.ID)
 			if err != nil {
 				return err
 			}

@@ -110,7 +110,7 @@ func (s *Server) handleEvents(c *call) error {
 		}
 		good = append(good, item)
 	}
-	res, err := s.Engine.Receive(c.tenant.ID, good, engine.Delivery{
+	res, err := s.Engine.Ingester.Receive(c.tenant.ID, good, engine.Delivery{
 		ClientID: c.clientID, Trace: c.trace, At: c.start, Now: now, Hold: hold,
 	})
 	if err != nil {

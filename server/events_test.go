@@ -203,7 +203,7 @@ func TestAttributionAnyOrder(t *testing.T) {
 	if _, b := postEvents(h, tok, received); b["aceptados"] != 1.0 {
 		t.Fatalf("reception second: %v", b)
 	}
-	got, err := h.engine.Attribution("acme", "cup-9")
+	got, err := h.engine.Ingester.Attribution("acme", "cup-9")
 	if err != nil || got != id {
 		t.Errorf("attribution of cup-9 = %q, %v; want %q", got, err, id)
 	}

@@ -48,7 +48,7 @@ func (s *Server) handleOpenAPI(c *call) error {
 // Flush persists in-memory counters (daily quotas, credential last use).
 func (s *Server) Flush() error {
 	if s.Engine != nil {
-		if err := s.Engine.FlushQuotas(); err != nil {
+		if err := s.Engine.Quotas.FlushQuotas(); err != nil {
 			return err
 		}
 	}

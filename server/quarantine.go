@@ -15,7 +15,7 @@ import (
 // duplicates.
 func (s *Server) QuarantineRelease(tenant string, now time.Time) (accepted, duplicates int, err error) {
 	check := newEventChecker(now, false, 0)
-	return s.Engine.ReleaseHeld(tenant, now, func(raw []byte, i int) (engine.IngestEvent, bool, error) {
+	return s.Engine.Ingester.ReleaseHeld(tenant, now, func(raw []byte, i int) (engine.IngestEvent, bool, error) {
 		val, err := schema.Parse(raw)
 		if err != nil {
 			return engine.IngestEvent{}, false, fmt.Errorf("quarantined event: %w", err)
@@ -26,4 +26,4 @@ func (s *Server) QuarantineRelease(tenant string, now time.Time) (accepted, dupl
 }
 
 // QuarantineCount is how many requests wait in quarantine.
-func (s *Server) QuarantineCount(tenant string) int { return s.Engine.HeldCount(tenant) }
+func (s *Server) QuarantineCount(tenant string) int { return s.Engine.Ingester.HeldCount(tenant) }

@@ -20,7 +20,7 @@ func (s *Server) checkQuota(c *call, kind string) error {
 	if kind == quotaBatch {
 		return s.checkBatchSlot(c)
 	}
-	if err := s.Engine.CheckQuota(c.tenant, kind, c.now()); err != nil {
+	if err := s.Engine.Quotas.CheckQuota(c.tenant, kind, c.now()); err != nil {
 		return quotaError(err)
 	}
 	return nil

@@ -75,7 +75,7 @@ func New(d Deps) *Server {
 	}
 	s.metrics = newMetrics(d.DB, d.MetricsTenantLabel)
 	if d.Engine != nil {
-		s.metrics.addQuarantine(d.Engine.QuarantinedRecords, d.Engine.DamagedSeen)
+		s.metrics.addQuarantine(d.Engine.Quarantine.QuarantinedRecords, d.Engine.Quarantine.DamagedSeen)
 	}
 	s.metrics.addDiskSpace(d.DB.Space)
 	s.abuse = newAbuseGuard(DefaultAbuseConfig(), d.DB, d.Log)

@@ -52,7 +52,7 @@ func TestTimestampRangeConfirmation(t *testing.T) {
 	if _, err := h.db.UpdateTenant("acme", func(t *store.Tenant) error { t.ClockNow = t.ClockNow.Add(40 * 24 * time.Hour); return nil }); err != nil {
 		t.Fatal(err)
 	}
-	if ls, err := h.engine.Learn("acme"); err != nil || ls.Folded != 1 {
+	if ls, err := h.engine.Learner.Learn("acme"); err != nil || ls.Folded != 1 {
 		t.Fatalf("learner: %+v %v", ls, err)
 	}
 	if st, _ := h.do("DELETE", "/v1/clientes/"+ana, tok, nil); st != 202 {

@@ -42,7 +42,7 @@ func advanceAndLearn(db *store.DB, clk *labClock, eng *engine.Engine) error {
 		return err
 	}
 	for {
-		st, err := eng.Learn(labTenant)
+		st, err := eng.Learner.Learn(labTenant)
 		if err != nil {
 			return err
 		}

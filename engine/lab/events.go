@@ -106,7 +106,7 @@ func (ew *eventWriter) windowEvents(c *wCustomer, k int, o purchase, now time.Ti
 func (ew *eventWriter) flush() error {
 	for len(ew.buf) > 0 {
 		n := min(len(ew.buf), 2000)
-		if _, err := ew.eng.Ingest(labTenant, ew.buf[:n]); err != nil {
+		if _, err := ew.eng.Ingester.Ingest(labTenant, ew.buf[:n]); err != nil {
 			return err
 		}
 		ew.buf = ew.buf[n:]
@@ -177,6 +177,6 @@ func (w *mworld) installCatalog(eng *engine.Engine, now time.Time) error {
 	for k := range acts {
 		acts[k] = w.engineAction(k)
 	}
-	_, err := eng.ReplaceCatalog(labTenant, acts, now)
+	_, err := eng.Campaigns.ReplaceCatalog(labTenant, acts, now)
 	return err
 }

@@ -409,7 +409,7 @@ func (s *singleRun) week(week int) (*Row, error) {
 	if err := s.closeWindow(t.events); err != nil {
 		return nil, err
 	}
-	status, err := s.eng.Status(labTenant)
+	status, err := s.eng.Learner.Status(labTenant)
 	if err != nil {
 		return nil, err
 	}
@@ -691,7 +691,7 @@ func installCatalog(eng *engine.Engine, active []coupon, now time.Time) error {
 	for _, c := range active {
 		acts = append(acts, catalogAction(c))
 	}
-	_, err := eng.ReplaceCatalog(labTenant, acts, now)
+	_, err := eng.Campaigns.ReplaceCatalog(labTenant, acts, now)
 	return err
 }
 
@@ -810,7 +810,7 @@ func (s *simulator) outcome(c *simCustomer, cp *coupon, decisionID string, now t
 func (s *simulator) ingest(evs []engine.IngestEvent) error {
 	for len(evs) > 0 {
 		n := min(len(evs), 1000)
-		if _, err := s.eng.Ingest(labTenant, evs[:n]); err != nil {
+		if _, err := s.eng.Ingester.Ingest(labTenant, evs[:n]); err != nil {
 			return err
 		}
 		evs = evs[n:]

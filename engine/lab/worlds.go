@@ -574,7 +574,7 @@ func (r *run) closeWindow(row *WorldWeek) error {
 	for _, l := range r.learn {
 		l.fold()
 	}
-	st, err := r.eng.Status(labTenant)
+	st, err := r.eng.Learner.Status(labTenant)
 	if err != nil {
 		return err
 	}

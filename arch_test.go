@@ -1,0 +1,197 @@
+package main
+
+// The house's walls, checked on every test run: these are the layout's
+// rules (README "Layout"), and a change that breaks one fails here with
+// the file and line that broke it.
+
+import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/coupond/coupond/engine"
+)
+
+const modulePath = "github.com/coupond/coupond"
+
+// goFile is one parsed non-test, non-generated Go file of the module.
+type goFile struct {
+	dir  string // the package's directory, slash-separated, "." for the root
+	path string
+	fset *token.FileSet
+	ast  *ast.File
+}
+
+// moduleFiles parses every non-test Go file of the module that is not
+// generated code.
+func moduleFiles(t *testing.T) []goFile {
+	t.Helper()
+	var files []goFile
+	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			switch name := d.Name(); {
+			case path != "." && (strings.HasPrefix(name, ".") || name == "testdata" || name == "node_modules" || name == "bin"):
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		fset := token.NewFileSet()
+		f, err := parser.ParseFile(fset, path, nil, parser.ParseComments)
+		if err != nil {
+			return err
+		}
+		if ast.IsGenerated(f) {
+			return nil
+		}
+		files = append(files, goFile{dir: filepath.ToSlash(filepath.Dir(path)), path: path, fset: fset, ast: f})
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) < 50 {
+		t.Fatalf("found %d Go files; is the test running at the module's root?", len(files))
+	}
+	return files
+}
+
+// imports returns the import paths of f.
+func imports(f goFile) []string {
+	var out []string
+	for _, s := range f.ast.Imports {
+		p, err := strconv.Unquote(s.Path.Value)
+		if err == nil {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// pkgDir is the module directory of import path p, "" outside the module.
+func pkgDir(p string) string {
+	switch {
+	case p == modulePath:
+		return "."
+	case strings.HasPrefix(p, modulePath+"/"):
+		return strings.TrimPrefix(p, modulePath+"/")
+	}
+	return ""
+}
+
+func TestPebbleOnlyInStore(t *testing.T) {
+	for _, f := range moduleFiles(t) {
+		if f.dir == "store" || strings.HasPrefix(f.dir, "store/") {
+			continue
+		}
+		for _, p := range imports(f) {
+			if strings.HasPrefix(p, "github.com/cockroachdb/pebble") {
+				t.Errorf("%s imports %s: only store may reach Pebble", f.path, p)
+			}
+		}
+	}
+}
+
+func TestPolicyNeedsNeitherStoreNorEngine(t *testing.T) {
+	deps := map[string][]string{} // module dir -> module dirs it imports
+	for _, f := range moduleFiles(t) {
+		for _, p := range imports(f) {
+			if d := pkgDir(p); d != "" && !slices.Contains(deps[f.dir], d) {
+				deps[f.dir] = append(deps[f.dir], d)
+			}
+		}
+	}
+	seen := map[string]string{"policy": ""} // dir -> the dir that imported it
+	queue := []string{"policy"}
+	for len(queue) > 0 {
+		d := queue[0]
+		queue = queue[1:]
+		for _, next := range deps[d] {
+			if _, ok := seen[next]; !ok {
+				seen[next] = d
+				queue = append(queue, next)
+			}
+		}
+	}
+	for _, banned := range []string{"store", "engine"} {
+		for d, by := range seen {
+			if d == banned || strings.HasPrefix(d, banned+"/") {
+				t.Errorf("policy depends on %s (imported by %s): the model must stay store-free", d, by)
+			}
+		}
+	}
+}
+
+// maxFuncLines is the longest function allowed outside tests and
+// generated code, from its func line to its closing brace.
+const maxFuncLines = 80
+
+func TestFunctionsFitOnAScreen(t *testing.T) {
+	for _, f := range moduleFiles(t) {
+		for _, d := range f.ast.Decls {
+			fn, ok := d.(*ast.FuncDecl)
+			if !ok || fn.Body == nil {
+				continue
+			}
+			start, end := f.fset.Position(fn.Pos()).Line, f.fset.Position(fn.End()).Line
+			if n := end - start + 1; n > maxFuncLines {
+				t.Errorf("%s:%d: %s is %d lines (at most %d)", f.path, start, fn.Name.Name, n, maxFuncLines)
+			}
+		}
+	}
+}
+
+// maxEngineMethods bounds *engine.Engine's methods: those it declares,
+// exported or not, and its method set as a caller sees it (promoted
+// methods included). Engine is the decider; its other duties are types of
+// their own reached through its fields.
+const maxEngineMethods = 30
+
+func TestEngineStaysSmall(t *testing.T) {
+	var methods []string
+	for _, f := range moduleFiles(t) {
+		if f.dir != "engine" {
+			continue
+		}
+		for _, d := range f.ast.Decls {
+			fn, ok := d.(*ast.FuncDecl)
+			if !ok || fn.Recv == nil || len(fn.Recv.List) != 1 {
+				continue
+			}
+			typ := fn.Recv.List[0].Type
+			if star, ok := typ.(*ast.StarExpr); ok {
+				typ = star.X
+			}
+			if id, ok := typ.(*ast.Ident); ok && id.Name == "Engine" {
+				methods = append(methods, fn.Name.Name)
+			}
+		}
+	}
+	if len(methods) == 0 {
+		t.Fatal("found no method of engine.Engine: has the type moved?")
+	}
+	if len(methods) >= maxEngineMethods {
+		slices.Sort(methods)
+		t.Errorf("*engine.Engine declares %d methods (under %d): %s", len(methods), maxEngineMethods, strings.Join(methods, ", "))
+	}
+	typ := reflect.TypeFor[*engine.Engine]()
+	if n := typ.NumMethod(); n >= maxEngineMethods {
+		var names []string
+		for i := range n {
+			names = append(names, typ.Method(i).Name)
+		}
+		t.Errorf("*engine.Engine's method set has %d exported methods (under %d): %s", n, maxEngineMethods, strings.Join(names, ", "))
+	}
+}
