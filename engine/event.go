@@ -1,10 +1,14 @@
 package engine
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"math"
+	"slices"
 	"time"
+
+	"github.com/coupond/coupond/store"
 )
 
 // EventType is the tipo of an event, spelled as on the wire.
@@ -418,12 +422,38 @@ const (
 	maxUnixSec = 253402300799
 )
 
+// writeEvents writes the event records of the accepted events (keys[k] is
+// event k's key) to b in key order; buf is reused for the encoding and
+// returned. A record is the event's content hash, then its encoding.
+func writeEvents(b *store.Batch, events []IngestEvent, accepted []int, keys [][]byte, buf []byte) []byte {
+	order := slices.Clone(accepted)
+	slices.SortFunc(order, func(x, y int) int { return bytes.Compare(keys[x], keys[y]) })
+	for _, k := range order {
+		it := &events[k]
+		buf = it.Event.AppendEncode(append(buf[:0], it.sum[:]...))
+		b.Set(keys[k], buf)
+	}
+	return buf
+}
+
 // storableTime reports whether t round-trips through binAppendTime and
 // binReader.time (years 1 to 9999 in UTC). Writers refuse other times, so
 // that the store never holds a record it cannot read back.
 func storableTime(t time.Time) bool {
 	s := t.Unix()
 	return s >= minUnixSec && s <= maxUnixSec
+}
+
+// unstorableField names the first time field of ev that the event encoding
+// cannot read back ("" when every one can; see storableTime).
+func unstorableField(ev *Event) string {
+	switch {
+	case !storableTime(ev.TS):
+		return "ts"
+	case !ev.Caducidad.IsZero() && !storableTime(ev.Caducidad):
+		return "extra.caducidad"
+	}
+	return ""
 }
 
 // ErrUnstorableTime reports a time a record cannot hold (see storableTime);

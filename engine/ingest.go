@@ -51,27 +51,12 @@ type Quality struct {
 // link and the quality counters.
 func foldEvent(tenant string, it *IngestEvent, feats map[string]*Features, attrs map[string]*attribution, q *Quality, index *[]keyedWrite) {
 	ev := &it.Event
-	*index = append(*index, keyedWrite{store.CustomerEventKey(tenant, ev.ClienteRef, ev.TS, ev.ID), summaryOf(ev).encode()})
-
 	flags := feats[ev.ClienteRef].Apply(ev)
 	q.count(ev, flags)
 	if ev.CuponEmitidoID != "" {
 		attrs[ev.CuponEmitidoID].apply(ev, q)
 	}
-}
-
-// writeEvents writes the event records of the accepted events (keys[k] is
-// event k's key) to b in key order; buf is reused for the encoding and
-// returned.
-func writeEvents(b *store.Batch, events []IngestEvent, accepted []int, keys [][]byte, buf []byte) []byte {
-	order := slices.Clone(accepted)
-	slices.SortFunc(order, func(x, y int) int { return bytes.Compare(keys[x], keys[y]) })
-	for _, k := range order {
-		it := &events[k]
-		buf = it.Event.AppendEncode(append(buf[:0], it.sum[:]...))
-		b.Set(keys[k], buf)
-	}
-	return buf
+	*index = append(*index, keyedWrite{store.CustomerEventKey(tenant, ev.ClienteRef, ev.TS, ev.ID), summaryOf(ev).encode()})
 }
 
 // keyedWrite is a write of a batch held back to be made in key order:
@@ -183,27 +168,40 @@ func (e *Ingester) foldIngest(b *store.Batch, tenant string, events []IngestEven
 		q = *loaded
 	}
 	accepted, keys, err := e.admitEvents(tenant, events, t, &res)
-	if err != nil {
+	if err != nil || len(accepted) == 0 && !dependent {
 		return res, 0, err
 	}
-	if len(accepted) == 0 {
-		if !dependent {
-			return res, 0, nil
-		}
-		if err := b.SetJSON(store.QualityKey(tenant), &q); err != nil {
+	var feats map[string]*Features
+	var encs map[string][]byte
+	var attrs map[string]*attribution
+	if len(accepted) > 0 {
+		if feats, encs, attrs, err = e.foldAccepted(b, tenant, events, accepted, keys, t, &q); err != nil {
 			return res, 0, err
 		}
-		return res, t.publish(nil, nil, nil, nil, &q), nil
+		res.Aceptados = len(accepted)
 	}
+	if err := b.SetJSON(store.QualityKey(tenant), &q); err != nil {
+		return res, 0, err
+	}
+	for _, f := range feats {
+		t.recycleFeatures(f)
+	}
+	return res, t.publish(events, accepted, encs, attrs, &q), nil
+}
+
+// foldAccepted folds the accepted events (indexes in events, keys[k] event
+// k's key) into b: the event records, the customers' index entries and
+// features, and the coupons' links, counting them in q. It returns the
+// customers' features (t's spares, for the caller to recycle once written),
+// their encodings and the links, for t's overlay.
+func (e *Ingester) foldAccepted(b *store.Batch, tenant string, events []IngestEvent, accepted []int, keys [][]byte, t *ingestTurn, q *Quality) (map[string]*Features, map[string][]byte, map[string]*attribution, error) {
 	feats, attrs, err := e.loadIngestState(tenant, events, accepted, t)
 	if err != nil {
-		return res, 0, err
+		return nil, nil, nil, err
 	}
 	index := make([]keyedWrite, 0, len(accepted))
 	for _, k := range accepted {
-		it := &events[k]
-		foldEvent(tenant, it, feats, attrs, &q, &index)
-		res.Aceptados++
+		foldEvent(tenant, &events[k], feats, attrs, q, &index)
 	}
 	buf := writeEvents(b, events, accepted, keys, nil)
 	slices.SortFunc(index, func(x, y keyedWrite) int { return bytes.Compare(x.key, y.key) })
@@ -222,17 +220,13 @@ func (e *Ingester) foldIngest(b *store.Batch, tenant string, events []IngestEven
 		enc := bytes.Clone(buf) // its own allocation, of its size: it may be kept (ingestTurn)
 		encs[ref] = enc
 		b.Set(store.FeaturesKey(tenant, ref), enc)
-		t.recycleFeatures(f)
 	}
 	for cupon, a := range attrs {
 		if err := b.SetJSON(store.AttributionKey(tenant, cupon), a); err != nil {
-			return res, 0, err
+			return nil, nil, nil, err
 		}
 	}
-	if err := b.SetJSON(store.QualityKey(tenant), &q); err != nil {
-		return res, 0, err
-	}
-	return res, t.publish(events, accepted, encs, attrs, &q), nil
+	return feats, encs, attrs, nil
 }
 
 // admitEvents decides which events are new: an event_id seen earlier in
@@ -396,18 +390,6 @@ func (e *Ingester) Attribution(tenant, cupon string) (string, error) {
 		return "", nil
 	}
 	return a.DecisionID, err
-}
-
-// unstorableField names the first time field of ev that the event encoding
-// cannot read back ("" when every one can; see storableTime).
-func unstorableField(ev *Event) string {
-	switch {
-	case !storableTime(ev.TS):
-		return "ts"
-	case !ev.Caducidad.IsZero() && !storableTime(ev.Caducidad):
-		return "extra.caducidad"
-	}
-	return ""
 }
 
 // Ingester applies event batches: idempotent per event_id, each batch one
