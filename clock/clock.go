@@ -1,6 +1,6 @@
-// Package clock holds the one fake clock of coupond's tests. Production code
-// takes a func() time.Time (time.Now in cli); tests pass Fake.Now and move
-// time with Advance or Set.
+// Package clock holds coupond's one fake clock. Production code takes a
+// func() time.Time (time.Now in cli); tests, and the lab's simulated
+// retailers, pass Fake.Now and move time with Advance or Set.
 package clock
 
 import (

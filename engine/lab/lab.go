@@ -35,6 +35,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/coupond/coupond/clock"
 	"github.com/coupond/coupond/engine"
 	policypkg "github.com/coupond/coupond/policy"
 	"github.com/coupond/coupond/store"
@@ -296,7 +297,7 @@ func (cfg Config) withDefaults() (Config, error) {
 type singleRun struct {
 	cfg    Config
 	db     *store.DB
-	clk    *labClock
+	clk    *clock.Fake
 	eng    *engine.Engine
 	brng   *rand.Rand // the baselines' own stream
 	w      *world
@@ -326,7 +327,7 @@ func newSingleRun(cfg Config) (*singleRun, error) {
 		db.Close()
 		return nil, err
 	}
-	clk := newLabClock(start)
+	clk := clock.NewFake(start)
 	eng := engine.New(engine.Config{DB: db, Secrets: store.TestSecrets(), Log: zerolog.Nop(), Now: clk.Now, Seed: cfg.Seed + 1})
 	rng := rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0xc0ffee))
 	// The baselines draw from their own stream, so that a change in what

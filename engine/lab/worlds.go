@@ -11,6 +11,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/coupond/coupond/clock"
 	"github.com/coupond/coupond/engine"
 	pol "github.com/coupond/coupond/policy"
 	"github.com/coupond/coupond/store"
@@ -197,7 +198,7 @@ type run struct {
 	w     *mworld
 	db    *store.DB
 	eng   *engine.Engine
-	clk   *labClock
+	clk   *clock.Fake
 	ew    *eventWriter
 	wrng  *rand.Rand // the engine's world: its outcomes become events
 	acts  []engine.Action
@@ -252,7 +253,7 @@ func newRun(fam *Family) (*run, error) {
 		db.Close()
 		return nil, err
 	}
-	clk := newLabClock(start)
+	clk := clock.NewFake(start)
 	eng := engine.New(engine.Config{DB: db, Secrets: store.TestSecrets(), Log: zerolog.Nop(), Now: clk.Now, Seed: fam.Seed + 1, Policy: fam.policy})
 	seed := fam.Seed
 	w := newWorld(fam, rand.New(rand.NewPCG(seed, 1)))
