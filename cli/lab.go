@@ -54,7 +54,7 @@ coupond lab compare A.json B.json compares two such runs (--json) world by world
 	f.IntVar(&lf.mw.worlds, "worlds", 0, "run N worlds drawn at random (see above) instead of the single world")
 	f.StringVar(&lf.mw.seeds, "seeds", "report", "with --worlds: report (seeds 1001..) or tune (seeds 1..)")
 	f.IntVar(&lf.mw.parallel, "parallel", 2, "with --worlds: worlds run at a time")
-	f.StringVar(&lf.mw.set, "set", "", "with --worlds: change constants of the engine's policy configuration, as Field=value[,Field=value…] (policy.Config's field names, e.g. NeverShare=0.2,GateZ=1.5): to probe a constant on many worlds without editing code")
+	f.StringArrayVar(&lf.mw.set, "set", nil, "with --worlds: change constants of the engine's policy configuration, as Field=value[,Field=value…] (policy.Config's field names, e.g. NeverShare=0.2,GateZ=1.5; the flag may be repeated, and every change applies, in order): to probe a constant on many worlds without editing code")
 	f.StringVar(&lf.mw.model, "model", "regression", "with --worlds: the engine's model, regression (the default: the regression's choices behind the send gate) or zrule (the per-customer send rule before the gate; policy/POLICY.md 7.7)")
 	cmd.AddCommand(newLabCompareCmd())
 	return cmd

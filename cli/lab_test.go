@@ -209,6 +209,26 @@ func TestSetPolicyFields(t *testing.T) {
 	}
 }
 
+// TestSetFlagRepeats checks that --set given more than once keeps every
+// change, in order (a plain string flag would keep only the last).
+func TestSetFlagRepeats(t *testing.T) {
+	cmd := newLabCmd()
+	if err := cmd.ParseFlags([]string{"--set", "GateZ=-10", "--set", "GuardZ=1,GateZ=3"}); err != nil {
+		t.Fatal(err)
+	}
+	specs, err := cmd.Flags().GetStringArray("set")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := policy.DefaultConfig()
+	if err := setPolicyFields(&got, strings.Join(specs, ",")); err != nil {
+		t.Fatal(err)
+	}
+	if got.GateZ != 3 || got.GuardZ != 1 {
+		t.Errorf("--set twice: GateZ %v GuardZ %v, want 3 and 1", got.GateZ, got.GuardZ)
+	}
+}
+
 // TestLabShowsGate runs a tiny single world and checks that every week
 // shows the send gate (four frequency bands) and the guard, in the JSON
 // and in the table.

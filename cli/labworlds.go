@@ -28,8 +28,9 @@ type manyWorldsFlags struct {
 	// configuration: the regression's choices behind the send gate),
 	// or "zrule" (the send rule before the gate, policy.ZRuleConfig).
 	model string
-	// set changes fields of the model's configuration (setPolicyFields).
-	set string
+	// set changes fields of the model's configuration (setPolicyFields),
+	// one --set flag each.
+	set []string
 }
 
 // worldsOutput is --worlds --json's document.
@@ -63,7 +64,7 @@ func runManyWorlds(cmd *cobra.Command, mw manyWorldsFlags, asJSON bool) error {
 	default:
 		return fmt.Errorf("--model: %q is neither regression nor zrule", mw.model)
 	}
-	if err := setPolicyFields(&pc, mw.set); err != nil {
+	if err := setPolicyFields(&pc, strings.Join(mw.set, ",")); err != nil {
 		return err
 	}
 	cfg.Policy = &pc
