@@ -95,7 +95,7 @@ func (c *customer) arm(a *Action) policy.Arm {
 
 // catTally counts, per category name, the customers decided while the
 // tenant's model has fewer than policy.NumCats main categories; the
-// learner adds the most frequent ones to the model (Engine.Learn).
+// learner adds the most frequent ones to the model (Learner.Learn).
 type catTally struct {
 	mu sync.Mutex
 	n  map[string]int
