@@ -20,7 +20,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/rs/zerolog"
 
 	"github.com/coupond/coupond/api"
@@ -28,6 +27,7 @@ import (
 	"github.com/coupond/coupond/engine"
 	"github.com/coupond/coupond/jsonappend"
 	"github.com/coupond/coupond/store"
+	"github.com/coupond/coupond/store/storefs"
 )
 
 var jobsStart = time.Date(2026, 11, 2, 12, 0, 0, 0, time.UTC)
@@ -43,7 +43,7 @@ type jobEnv struct {
 	r       *Runner
 }
 
-func newJobEnv(tb testing.TB, fs vfs.FS, dbDir string, nActions int, maxEnvios int64) *jobEnv {
+func newJobEnv(tb testing.TB, fs storefs.FS, dbDir string, nActions int, maxEnvios int64) *jobEnv {
 	tb.Helper()
 	db, err := store.Open(dbDir, fs)
 	if err != nil {
@@ -192,7 +192,7 @@ func TestKeepTop(t *testing.T) {
 // files and result files of jobs that did not complete, keeps completed
 // jobs' files, fails the interrupted job and drops its stored request.
 func TestRecoverSweepsResults(t *testing.T) {
-	e := newJobEnv(t, vfs.NewMem(), "db", 3, -1)
+	e := newJobEnv(t, storefs.Mem(), "db", 3, -1)
 	done, err := e.r.Submit("acme", Submission{CampanaID: "camp", Clientes: []string{"cliente-0000001", "cliente-0000002"}})
 	if err != nil {
 		t.Fatal(err)
@@ -265,7 +265,7 @@ func TestBatchJobDistinctDecisions(t *testing.T) {
 	if testing.Short() {
 		t.Skip("20,000 decisions")
 	}
-	e := newJobEnv(t, vfs.NewMem(), "db", 5, -1)
+	e := newJobEnv(t, storefs.Mem(), "db", 5, -1)
 	e.customers(t, 20_000)
 	j := e.submitAll(t)
 	e.r.RunPending(context.Background())
@@ -467,7 +467,7 @@ func TestAppendResultLine(t *testing.T) {
 // gives each customer exactly what SendGain's point reads give, in
 // cliente_ref order, and skips customers without history.
 func TestScanSegmentMatchesSendGain(t *testing.T) {
-	e := newJobEnv(t, vfs.NewMem(), "db", 6, 1000)
+	e := newJobEnv(t, storefs.Mem(), "db", 6, 1000)
 	const n = 3000
 	e.customers(t, n)
 	// Decision states: some customers with history decided online (reward
@@ -564,7 +564,7 @@ func TestScanSegmentMatchesSendGain(t *testing.T) {
 // TestJobPanicFails: a panic inside a job fails that job (no process crash,
 // nothing left en_curso) and the runner goes on.
 func TestJobPanicFails(t *testing.T) {
-	e := newJobEnv(t, vfs.NewMem(), "db", 2, -1)
+	e := newJobEnv(t, storefs.Mem(), "db", 2, -1)
 	j, err := e.r.Submit("acme", Submission{CampanaID: "camp", Clientes: refsN("panico", 5)})
 	if err != nil {
 		t.Fatal(err)
@@ -600,7 +600,7 @@ func refsN(prefix string, n int) []string {
 // them: they become rechazada, their sends go back to the campaign budget
 // and their customers' reward windows close.
 func TestRecoverVoidsFailedJobDecisions(t *testing.T) {
-	e := newJobEnv(t, vfs.NewMem(), "db", 3, 1000)
+	e := newJobEnv(t, storefs.Mem(), "db", 3, 1000)
 	// Enough customers that the policy sends some coupons (a new tenant's
 	// send gate tests about half of its coupon choices).
 	var refs []string

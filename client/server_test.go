@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/rs/zerolog"
 
 	"github.com/coupond/coupond/batch"
@@ -44,7 +43,7 @@ var allScopes = []string{"eventos:publicar", "decisiones:pedir", "decisiones:con
 // sandbox with rate limits off (so tests may decide often for one
 // customer), its clock at the real time of start.
 func startServer(dir string) (*testServer, error) {
-	db, err := store.Open(filepath.Join(dir, "db"), vfs.Default)
+	db, err := store.Open(filepath.Join(dir, "db"), nil)
 	if err != nil {
 		return nil, err
 	}

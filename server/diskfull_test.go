@@ -9,13 +9,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cockroachdb/pebble/v2/vfs"
-	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 	"github.com/rs/zerolog"
 
 	"github.com/coupond/coupond/engine"
 	"github.com/coupond/coupond/privacy"
 	"github.com/coupond/coupond/store"
+	"github.com/coupond/coupond/store/storefs"
 )
 
 // TestDiskReserve: below the reserve, writes answer 503
@@ -23,9 +22,9 @@ import (
 // /healthz go on and /readyz says why; when space comes back writes resume
 // with no restart.
 func TestDiskReserve(t *testing.T) {
-	mem := vfs.NewMem()
+	mem := storefs.Mem()
 	const gib = 1 << 30
-	mem.TestingSetDiskUsage(vfs.DiskUsage{AvailBytes: 10 * gib, TotalBytes: 20 * gib})
+	mem.TestingSetDiskUsage(storefs.DiskUsage{AvailBytes: 10 * gib, TotalBytes: 20 * gib})
 	h := newHarnessOn(t, mem)
 	h.db.SetReserve(gib)
 	h.tenant("acme", true, func(s *store.Settings) { s.RateLimits = false; s.ControlShare = 0 })
@@ -34,7 +33,7 @@ func TestDiskReserve(t *testing.T) {
 	const ana = "ana-00000001"
 	h.acceptEvents(tok, purchaseAt("e1", ana, testStart.Add(-time.Hour)))
 
-	mem.TestingSetDiskUsage(vfs.DiskUsage{AvailBytes: gib - 1, TotalBytes: 20 * gib})
+	mem.TestingSetDiskUsage(storefs.DiskUsage{AvailBytes: gib - 1, TotalBytes: 20 * gib})
 	time.Sleep(300 * time.Millisecond) // past the cached reading
 	for _, w := range []struct {
 		method, path string
@@ -69,7 +68,7 @@ func TestDiskReserve(t *testing.T) {
 		t.Errorf("deletion pass below the reserve: %+v %v", ds, err)
 	}
 
-	mem.TestingSetDiskUsage(vfs.DiskUsage{AvailBytes: 2 * gib, TotalBytes: 20 * gib})
+	mem.TestingSetDiskUsage(storefs.DiskUsage{AvailBytes: 2 * gib, TotalBytes: 20 * gib})
 	time.Sleep(300 * time.Millisecond)
 	h.acceptEvents(tok, purchaseAt("e3", "beto-0000002", testStart))
 	if st, body := h.do("GET", "/readyz", "", nil); st != 200 {
@@ -82,15 +81,9 @@ func TestDiskReserve(t *testing.T) {
 // is a 500, nothing panics or hangs, and after a crash and a restart on
 // the synced data every acknowledged event is there.
 func TestENOSPCInjected(t *testing.T) {
-	mem := vfs.NewCrashableMem()
-	var full errorfs.Toggle
-	full.Injector = errorfs.InjectorFunc(func(op errorfs.Op) error {
-		if op.Kind.ReadOrWrite() == errorfs.OpIsWrite {
-			return fmt.Errorf("%s: %w", op.Path, syscall.ENOSPC)
-		}
-		return nil
-	})
-	h := newHarnessOn(t, errorfs.Wrap(mem, &full))
+	mem := storefs.CrashableMem()
+	fs, full := storefs.WithWriteFaults(mem, func(path string) error { return fmt.Errorf("%s: %w", path, syscall.ENOSPC) })
+	h := newHarnessOn(t, fs)
 	h.tenant("acme", true, func(s *store.Settings) { s.RateLimits = false })
 	tok := h.token("acme", allScopes...)
 
@@ -149,7 +142,7 @@ func TestENOSPCInjected(t *testing.T) {
 	}
 
 	// Crash: only synced data survives; restart without the fault.
-	clone := mem.CrashClone(vfs.CrashCloneCfg{})
+	clone := mem.CrashClone(storefs.CrashCloneCfg{})
 	db, err := store.Open("db", clone)
 	if err != nil {
 		t.Fatalf("restart: %v", err)

@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/rs/zerolog"
 
 	"github.com/coupond/coupond/batch"
@@ -18,6 +17,7 @@ import (
 	"github.com/coupond/coupond/engine"
 	"github.com/coupond/coupond/internal/apitest"
 	"github.com/coupond/coupond/store"
+	"github.com/coupond/coupond/store/storefs"
 )
 
 type harness struct {
@@ -58,7 +58,7 @@ func newHarnessWith(t *testing.T, fn func(*Deps)) *harness {
 }
 
 // newHarnessOn is newHarness with the store on fs.
-func newHarnessOn(t *testing.T, fs vfs.FS) *harness {
+func newHarnessOn(t *testing.T, fs storefs.FS) *harness {
 	t.Helper()
 	return newHarnessAt(t, fs, zerolog.Nop(), HTTPConfig{}, nil)
 }
@@ -68,11 +68,11 @@ func newHarnessOn(t *testing.T, fs vfs.FS) *harness {
 // HTTPServer's listener.
 func newHarnessHTTP(t *testing.T, log zerolog.Logger, cfg HTTPConfig, fn func(*Deps)) *harness {
 	t.Helper()
-	return newHarnessAt(t, vfs.NewMem(), log, cfg, fn)
+	return newHarnessAt(t, storefs.Mem(), log, cfg, fn)
 }
 
 // newHarnessAt is newHarnessHTTP with the store on fs.
-func newHarnessAt(t *testing.T, fs vfs.FS, log zerolog.Logger, cfg HTTPConfig, fn func(*Deps)) *harness {
+func newHarnessAt(t *testing.T, fs storefs.FS, log zerolog.Logger, cfg HTTPConfig, fn func(*Deps)) *harness {
 	t.Helper()
 	db, err := store.Open("db", fs)
 	if err != nil {

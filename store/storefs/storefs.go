@@ -1,0 +1,48 @@
+// Package storefs gives the tests of packages above store the file systems
+// a store can run on, so that no package but store and its own sub-packages
+// imports Pebble: in memory, in memory with a settable disk usage and crash
+// clones, and with injected write faults. Production code opens a store
+// with store.Open(dir, nil) (the disk) and never needs this package.
+package storefs
+
+import (
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
+)
+
+// FS is the file system a store runs on (store.Open's second argument).
+type FS = vfs.FS
+
+// MemFS is an in-memory file system whose disk usage a test can set
+// (TestingSetDiskUsage) and whose synced state it can clone as after a
+// crash (CrashClone).
+type MemFS = vfs.MemFS
+
+// DiskUsage is what a MemFS reports as free and total space.
+type DiskUsage = vfs.DiskUsage
+
+// CrashCloneCfg configures MemFS.CrashClone; the zero value keeps exactly
+// what was synced.
+type CrashCloneCfg = vfs.CrashCloneCfg
+
+// Mem returns an empty in-memory file system.
+func Mem() *MemFS { return vfs.NewMem() }
+
+// CrashableMem returns an empty in-memory file system that remembers what
+// was synced, for CrashClone.
+func CrashableMem() *MemFS { return vfs.NewCrashableMem() }
+
+// Faults is a switch for WithWriteFaults: off until On.
+type Faults = errorfs.Toggle
+
+// WithWriteFaults wraps fs so that, once the returned switch is On, every
+// write fails with fail(path) (nil: the write goes through).
+func WithWriteFaults(fs FS, fail func(path string) error) (FS, *Faults) {
+	t := &Faults{Injector: errorfs.InjectorFunc(func(op errorfs.Op) error {
+		if op.Kind.ReadOrWrite() == errorfs.OpIsWrite {
+			return fail(op.Path)
+		}
+		return nil
+	})}
+	return errorfs.Wrap(fs, t), t
+}
