@@ -1,8 +1,7 @@
 package main
 
-// The house's walls, checked on every test run: these are the layout's
-// rules (README "Layout"), and a change that breaks one fails here with
-// the file and line that broke it.
+// The house's walls, checked on every test run: the layout's rules
+// (ARCHITECTURE.md), each failing with the file and line that broke it.
 
 import (
 	"go/ast"
@@ -21,7 +20,7 @@ import (
 
 const modulePath = "github.com/coupond/coupond"
 
-// goFile is one parsed non-test, non-generated Go file of the module.
+// goFile is one parsed, non-generated Go file of the module.
 type goFile struct {
 	dir  string // the package's directory, slash-separated, "." for the root
 	path string
