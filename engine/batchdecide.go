@@ -669,7 +669,7 @@ func (e *Engine) voidChunk(ts *tenantState, tenant string, nonces []string) erro
 		voided = append(voided, r.At)
 		at := now
 		r.ConfirmadaEn = &at
-		putDecision(b, tenant, r)
+		putRecord(b, tenant, r)
 		if r.Accion != 0 && r.CampanaID != "" {
 			if err := e.Campaigns.releaseBudget(ts, b, tenant, r); err != nil {
 				return err

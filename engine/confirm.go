@@ -77,7 +77,7 @@ func (e *Engine) Confirm(tenant, id string, c Confirmation) (string, error) {
 	r.ConfirmadaEn = &at
 	b := e.db.NewBatch()
 	defer b.Close()
-	putDecision(b, tenant, r)
+	putRecord(b, tenant, r)
 	release := r.Estado == EstadoRechazada && r.Accion != 0 && r.CampanaID != ""
 	if release {
 		if err := e.Campaigns.releaseBudget(ts, b, tenant, r); err != nil {

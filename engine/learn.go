@@ -317,7 +317,7 @@ func (p *learnPass) apply(b *store.Batch, w dueEntry, ld dueLoad) error {
 			st.Folded++
 		}
 	}
-	b.Set(decisionKey(p.tenant, r.Nonce), marshalRecord(r)) // its customer index entry is there since the decision
+	putRecord(b, p.tenant, r)
 	return nil
 }
 

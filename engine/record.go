@@ -80,8 +80,16 @@ func customerDecisionKey(tenant, clienteRef string, at time.Time, nonce string) 
 
 // putDecision adds the record and its customer index entry to b.
 func putDecision(b *store.Batch, tenant string, r *DecisionRecord) {
-	b.Set(decisionKey(tenant, r.Nonce), marshalRecord(r))
+	putRecord(b, tenant, r)
 	b.Set(customerDecisionKey(tenant, r.ClienteRef, r.At, r.Nonce), nil)
+}
+
+// putRecord writes an update of a stored decision record r to b: its
+// customer index entry, written with the decision and never changed, stays.
+// Callers hold what keeps erasure out (the customer lock, or learnMu), so
+// the record they read is still there.
+func putRecord(b *store.Batch, tenant string, r *DecisionRecord) {
+	b.Set(decisionKey(tenant, r.Nonce), marshalRecord(r))
 }
 
 // loadDecision reads a decision record by nonce. A record that does not
