@@ -220,8 +220,9 @@ func TestSetFlagRepeats(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := policy.DefaultConfig()
-	if err := setPolicyFields(&got, strings.Join(specs, ",")); err != nil {
+	mw := manyWorldsFlags{set: specs}
+	got, err := mw.policyConfig()
+	if err != nil {
 		t.Fatal(err)
 	}
 	if got.GateZ != 3 || got.GuardZ != 1 {

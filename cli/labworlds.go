@@ -33,6 +33,20 @@ type manyWorldsFlags struct {
 	set []string
 }
 
+// policyConfig is the engine's policy configuration that --model and
+// every --set, in order, ask for.
+func (mw *manyWorldsFlags) policyConfig() (policy.Config, error) {
+	pc := policy.DefaultConfig()
+	switch mw.model {
+	case "", "regression":
+	case "zrule":
+		pc = policy.ZRuleConfig()
+	default:
+		return pc, fmt.Errorf("--model: %q is neither regression nor zrule", mw.model)
+	}
+	return pc, setPolicyFields(&pc, strings.Join(mw.set, ","))
+}
+
 // worldsOutput is --worlds --json's document.
 type worldsOutput struct {
 	SeedBase uint64             `json:"seed_base"`
@@ -56,15 +70,8 @@ func runManyWorlds(cmd *cobra.Command, mw manyWorldsFlags, asJSON bool) error {
 	var mu sync.Mutex
 	done := 0
 	cfg := lab.WorldsConfig{Base: base, N: mw.worlds, Parallel: mw.parallel, Customers: mw.customers, Weeks: mw.weeks}
-	pc := policy.DefaultConfig()
-	switch mw.model {
-	case "", "regression":
-	case "zrule":
-		pc = policy.ZRuleConfig()
-	default:
-		return fmt.Errorf("--model: %q is neither regression nor zrule", mw.model)
-	}
-	if err := setPolicyFields(&pc, strings.Join(mw.set, ",")); err != nil {
+	pc, err := mw.policyConfig()
+	if err != nil {
 		return err
 	}
 	cfg.Policy = &pc
