@@ -30,7 +30,9 @@ import (
 //     is close to opening, and for a customer whose chosen coupon the
 //     model is itself sure of, at least the same with z its effect over
 //     its standard error while the band's own mean is not below 0
-//     (choiceShare, Config.GateModelPromise);
+//     (choiceShare, Config.GateModelPromise); from Config.GateLeanAge
+//     windows of the tenant's age, a band whose test leans against its
+//     choices tests at the share times 2Φ(z) (leanShare);
 //   - open, once its choices beat never-send by GateZ standard errors, or
 //     the choices over all customers do and the band's own mean is not
 //     below 0 (Config.GatePooled; such a band goes back to testing when
@@ -132,7 +134,22 @@ func (m *Model) gateQ(b int) float64 {
 	case GateOpen:
 		return 1 - m.cfg.NeverShare
 	}
-	return max(qt, m.cfg.GatePromise*gb.Promise)
+	return max(m.leanShare(qt, &gb), m.cfg.GatePromise*gb.Promise)
+}
+
+// leanShare is testing share qt for testing band gb: qt·2Φ(z) once the
+// tenant is GateLeanAge windows old and the band's test leans against its
+// choices (z, its mean over its standard error, below 0 on at least
+// GuardMinN effective decisions), else qt.
+func (m *Model) leanShare(qt float64, gb *gateBand) float64 {
+	if a := m.cfg.GateLeanAge; a <= 0 || m.guard.Windows < a {
+		return qt
+	}
+	mean, se, ok := m.testStat(&gb.Test)
+	if !ok || mean >= 0 {
+		return qt
+	}
+	return qt * math.Erfc(-mean/se/math.Sqrt2) // 2Φ(z), z < 0
 }
 
 // band returns band b's gate (a zero one before any evidence).

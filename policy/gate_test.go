@@ -104,6 +104,64 @@ func TestGateTestingShareFalls(t *testing.T) {
 	}
 }
 
+// TestLeanShareAfterTestingWeeks: from GateLeanAge windows of the tenant's
+// age, a testing band whose test leans against its choices tests them at
+// the testing share times 2Φ(z); a younger tenant, a test that leans for
+// them, one with too few decisions to judge, and Config.GateLeanAge 0 keep
+// the testing share. Fails if the cut is removed, comes early or reaches
+// a band whose evidence does not lean against its choices.
+func TestLeanShareAfterTestingWeeks(t *testing.T) {
+	cfg := DefaultConfig()
+	off := cfg
+	off.GateLeanAge = 0
+	fill := func(n int, effect float64) guardSum {
+		r := rand.New(rand.NewPCG(7, 8))
+		var s guardSum
+		for i := 0; i < n; i++ {
+			if i%2 == 0 {
+				s.addArm(effect+300*r.NormFloat64(), 0.5, 1, 0.5)
+			} else {
+				s.addArm(300*r.NormFloat64(), 0.5, -1, 0.5)
+			}
+		}
+		return s
+	}
+	phi := func(z float64) float64 { return 0.5 * (1 + math.Erf(z/math.Sqrt2)) }
+	for _, c := range []struct {
+		name    string
+		cfg     Config
+		windows float64
+		test    guardSum
+		lean    bool
+	}{
+		{"old tenant, test leaning against", cfg, cfg.GateLeanAge, fill(800, -30), true},
+		{"young tenant", cfg, cfg.GateLeanAge - 1, fill(800, -30), false},
+		{"test leaning for", cfg, cfg.GateLeanAge, fill(800, 30), false},
+		{"too few decisions to judge", cfg, cfg.GateLeanAge, fill(int(cfg.GuardMinN)/2, -30), false},
+		{"GateLeanAge 0", off, cfg.GateLeanAge, fill(800, -30), false},
+	} {
+		m := New(c.cfg)
+		m.n, m.guard.Windows = 2*cfg.GateN0, c.windows
+		m.guard.Bands = make([]gateBand, GateBands)
+		m.guard.Bands[1].Test = c.test
+		qt := m.testShare()
+		want := qt
+		if c.lean {
+			mean, se, _ := m.testStat(&c.test)
+			if z := mean / se; z > -1 {
+				t.Fatalf("%s: the test's z is %.2f, want a clear lean against (below −1)", c.name, z)
+			}
+			want = qt * 2 * phi(mean/se)
+		}
+		if got := m.gateQ(1); math.Abs(got-want) > 1e-12 {
+			t.Errorf("%s: band share %v, want %v (testing share %v)", c.name, got, want, qt)
+		}
+		if got := m.gateQ(0); got != qt {
+			t.Errorf("%s: a band without evidence tests at %v, want the testing share %v", c.name, got, qt)
+		}
+	}
+}
+
 // TestGateSurvivesMarshal: the gate's state and test are part of the
 // stored model.
 func TestGateSurvivesMarshal(t *testing.T) {

@@ -124,6 +124,15 @@ type Config struct {
 	// GateHalfLife: the tests' evidence fades with this half-life in
 	// reward windows.
 	GateHalfLife float64
+	// GateLeanAge (windows of the tenant's age; 0: never): from this age a
+	// testing band whose test leans against its choices (mean below 0,
+	// judged on at least GuardMinN effective decisions) tests them at the
+	// testing share times 2Φ(z), z the test's mean over its standard
+	// error: after the testing weeks such a test is more likely right than
+	// wrong, and every send it still buys costs the weeks the retailer is
+	// judged on. Earlier it would decide on the choices of a model still
+	// learning (POLICY.md §7.32).
+	GateLeanAge float64
 	// GateSendZ: the choice is a coupon when its effect is above GateSendZ
 	// widths (Score.Width; 0: the point estimate; 0.25 by default, POLICY.md
 	// §7.8).
@@ -178,7 +187,7 @@ func DefaultConfig() Config {
 		NoiseStart: 5000, NoisePseudo: 50,
 		ImportanceAlpha: 0,
 		GuardZ:          2, GuardReleaseZ: 1, GuardMinN: 100, GuardHalfLife: 1,
-		Gate: true, GateExplore: 0.05, GatePromise: 0.5, GateQ0: 0.5, GateN0: 12000, GateAgeMin: 4, GateAgeMax: 6, GatePow: 4, GateZ: 2, GateReleaseZ: -1, GateClosedDiv: 4, GateHalfLife: 3, GatePooled: true, GateModelPromise: true, GateSendZ: 0.25, GateOpenSendZ: 0.1, TieTopTwo: true,
+		Gate: true, GateExplore: 0.05, GatePromise: 0.5, GateQ0: 0.5, GateN0: 12000, GateAgeMin: 4, GateAgeMax: 6, GatePow: 4, GateZ: 2, GateReleaseZ: -1, GateClosedDiv: 4, GateHalfLife: 3, GateLeanAge: 6, GatePooled: true, GateModelPromise: true, GateSendZ: 0.25, GateOpenSendZ: 0.1, TieTopTwo: true,
 		TicketTarget: true, TicketPseudo: 64, DuelZ: 3,
 	}
 }
