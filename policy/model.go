@@ -131,7 +131,7 @@ type Config struct {
 	// error: after the testing weeks such a test is more likely right than
 	// wrong, and every send it still buys costs the weeks the retailer is
 	// judged on. Earlier it would decide on the choices of a model still
-	// learning (POLICY.md §7.32).
+	// learning (POLICY.md §7.33).
 	GateLeanAge float64
 	// GateSendZ: the choice is a coupon when its effect is above GateSendZ
 	// widths (Score.Width; 0: the point estimate; 0.25 by default, POLICY.md
