@@ -169,7 +169,7 @@ func (bd *BatchDecider) gain(clienteRef string, f *Features, cs *customerState, 
 	if len(cs2) < 2 {
 		return 0, false
 	}
-	sc := bd.ts.model.Load().score(cust, cs2, &scratch.scores)
+	sc := bd.ts.model.Load().score(cust, cs2, t.Settings.OptoutPenaltyCents, &scratch.scores)
 	best, zero := math.Inf(-1), 0.0
 	for _, c := range sc.cands {
 		if c.id == 0 {

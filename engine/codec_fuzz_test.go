@@ -66,6 +66,9 @@ func FuzzRecordRoundTrip(f *testing.F) {
 			choice := accion / 2
 			r.Eleccion = &choice
 		}
+		if accion%3 == 0 { // the candidates' downsides, kept since the downside bar reads them
+			r.Downs = []float64{0, x1}
+		}
 		if confirmed {
 			ts, conf := fuzzTime(tsEj, tsEjn), fuzzTime(at, atn)
 			r.Estado, r.TsEjecucion, r.ConfirmadaEn, r.Recompensa = EstadoEjecutada, &ts, &conf, &reward

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"errors"
+	"math"
 	"time"
 
 	"github.com/coupond/coupond/store"
@@ -20,6 +21,9 @@ type customer struct {
 	ticketMargin   float64 // expected margin of one ticket, cents
 	redeemRate     float64 // smoothed probability of redeeming a coupon
 	buyRate        float64 // probability of buying in the window without a coupon
+	// optoutCents is a send's expected opt-out penalty: the tenant's
+	// penalty times its opt-out rate per send (publishedModel.score).
+	optoutCents float64
 }
 
 // loadFeatures reads a customer's features; a customer without history
@@ -79,6 +83,15 @@ const (
 	priorRedeemTrials = 5.0
 	priorLift         = 0.3 // share of a redeemed coupon's ticket that is incremental
 )
+
+// downside is what a send of a is expected to lose for c if it moves no
+// purchase (policy.Arm.Downside): the discount redeemed on the purchases c
+// makes anyway, the sending cost and the expected opt-out penalty; at
+// least a cent, since 0 reads as unknown.
+func (c *customer) downside(a *Action) float64 {
+	d := c.buyRate*c.redeemRate*c.discountCents(a) + float64(a.CostoEnvioCents) + c.optoutCents
+	return math.Max(1, math.Round(d))
+}
 
 func (c *customer) optedOut(canal string) bool { return c.f.OptedOut(canal) }
 

@@ -345,7 +345,7 @@ func (e *Engine) decideNew(ts *tenantState, t *store.Tenant, now time.Time, req 
 	}
 	buf := e.scoreBufs.get()
 	defer e.scoreBufs.put(buf) // the scores are read until the answer is built
-	sc := pm.score(cust, cands, buf)
+	sc := pm.score(cust, cands, t.Settings.OptoutPenaltyCents, buf)
 	if len(pm.m.Cats) < policy.NumCats {
 		ts.cats.add(cust.sum.catNames(nil))
 	}
@@ -419,12 +419,14 @@ func recordChoice(rec *DecisionRecord, cust *customer, sc *scored, probs []float
 		rec.Aff = append(rec.Aff, c.arm.AffShare, c.arm.AffFreq, c.arm.AffRec)
 	}
 	rec.Candidates = make([]int, len(sc.cands))
-	muPriors := make([]float64, 2*len(sc.cands)) // one allocation for both
-	rec.Mu, rec.Priors = muPriors[:len(sc.cands):len(sc.cands)], muPriors[len(sc.cands):]
+	n := len(sc.cands)
+	muPriors := make([]float64, 3*n) // one allocation for the three
+	rec.Mu, rec.Priors, rec.Downs = muPriors[:n:n], muPriors[n:2*n:2*n], muPriors[2*n:]
 	for i, c := range sc.cands {
 		rec.Candidates[i] = c.id
 		rec.Mu[i] = math.Round(c.mu)
 		rec.Priors[i] = math.Round(c.prior)
+		rec.Downs[i] = c.arm.Downside
 	}
 	rec.Probs = probs
 }

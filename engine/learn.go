@@ -312,6 +312,7 @@ func (p *learnPass) apply(b *store.Batch, w dueEntry, ld dueLoad) error {
 		}
 		target := p.next.m.Target(out)
 		p.next.m.TallyTickets(out)
+		p.next.m.TallyOptouts(out)
 		if learnFrom(p.next.m, r, action, target, p.options) {
 			r.Aprendida = true
 			st.Folded++
@@ -435,7 +436,7 @@ func (e *Learner) reward(t *store.Tenant, r *DecisionRecord, w windowSums) (int6
 		reward -= t.Settings.OptoutPenaltyCents
 	}
 	o := policy.Outcome{Reward: float64(reward), MarginCents: float64(w.MarginCents), DiscountCents: float64(w.DiscountCents),
-		Tickets: w.Tickets, Full: w.Full}
+		Tickets: w.Tickets, Full: w.Full, Sent: sent != 0, OptOut: w.OptOut}
 	o.TicketMargin, o.HistTickets = ticketHistory(r.X)
 	return reward, o
 }

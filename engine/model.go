@@ -97,9 +97,11 @@ func unmarshalModel(b []byte, cfg policy.Config) (pm *publishedModel, old bool, 
 	return &publishedModel{version: version, m: m}, false, nil
 }
 
-// score fills arm, prior and mu of every candidate for the customer. buf,
-// if not nil, lends the scores' memory (scoreBufs).
-func (pm *publishedModel) score(cust *customer, cands []candidate, buf *scoreBuf) *scored {
+// score fills arm, prior and mu of every candidate for the customer, whose
+// sends risk the tenant's opt-out penalty (cents) at the model's opt-out
+// rate. buf, if not nil, lends the scores' memory (scoreBufs).
+func (pm *publishedModel) score(cust *customer, cands []candidate, penaltyCents int64, buf *scoreBuf) *scored {
+	cust.optoutCents = float64(penaltyCents) * pm.m.OptoutRate()
 	for i := range cands {
 		c := &cands[i]
 		c.arm = cust.arm(c.action)
@@ -164,8 +166,8 @@ func versionLabel(n int64, now time.Time) string {
 
 // policyInputs rebuilds what a logged decision showed the model: the
 // customer (vector, category shares, never-send's prior) and the
-// candidates with their priors and affinities. Records from before
-// affinities were kept read as without affinity.
+// candidates with their priors, affinities and downsides. Records from
+// before affinities or downsides were kept read as without them.
 func (r *DecisionRecord) policyInputs() (policy.Customer, []candidate) {
 	pc := policy.Customer{X: r.X, Shares: r.Shares}
 	cands := make([]candidate, len(r.Candidates))
@@ -176,6 +178,9 @@ func (r *DecisionRecord) policyInputs() (policy.Customer, []candidate) {
 			c.prior = r.Priors[i]
 		}
 		c.arm = policy.Arm{ID: id, Prior: c.prior}
+		if len(r.Downs) == len(r.Candidates) {
+			c.arm.Downside = r.Downs[i]
+		}
 		if len(r.Aff) == affPerAction*len(r.Candidates) {
 			a := r.Aff[affPerAction*i:]
 			c.arm.AffShare, c.arm.AffFreq, c.arm.AffRec = a[0], a[1], a[2]

@@ -46,6 +46,9 @@ type DecisionRecord struct {
 	Probs      []float64 `json:"probs,omitempty"`
 	Mu         []float64 `json:"mu,omitempty"`
 	Priors     []float64 `json:"priors,omitempty"`
+	// Downs are the candidates' downsides (policy.Arm.Downside, cents;
+	// never-send's 0). Absent in older records.
+	Downs []float64 `json:"downs,omitempty"`
 	// Shares are the customer's spend shares in the model's main
 	// categories at decision time; Aff holds, per candidate, the
 	// customer's affinity to the action's categorias (share, frequency,

@@ -39,6 +39,7 @@ const (
 	flagAprendida    byte = 1
 	flagPolicyInputs byte = 2 // Shares and Aff follow the reward
 	flagEleccion     byte = 4 // Eleccion follows them
+	flagDowns        byte = 8 // Downs follow Eleccion
 )
 
 // errRecord reports a damaged stored decision record.
@@ -82,6 +83,9 @@ func appendRecord(b []byte, r *DecisionRecord) []byte {
 	if r.Eleccion != nil {
 		f2 |= flagEleccion
 	}
+	if len(r.Downs) > 0 {
+		f2 |= flagDowns
+	}
 	b = append(b, f, f2)
 	b = binAppendTime(b, r.CaducaEn)
 	b = binAppendString(b, r.Motivo)
@@ -114,6 +118,9 @@ func appendRecord(b []byte, r *DecisionRecord) []byte {
 	}
 	if r.Eleccion != nil {
 		b = binary.AppendVarint(b, int64(*r.Eleccion))
+	}
+	if len(r.Downs) > 0 {
+		b = appendFloats(b, r.Downs)
 	}
 	return b
 }
@@ -260,6 +267,9 @@ func unmarshalRecord(b []byte, r *DecisionRecord) error {
 	if f2&flagEleccion != 0 {
 		v := recordInt(&d)
 		r.Eleccion = &v
+	}
+	if f2&flagDowns != 0 {
+		r.Downs = recordFloats(&d)
 	}
 	if !d.done() {
 		return errRecord

@@ -37,6 +37,9 @@ func TestRecordCodecRoundTrip(t *testing.T) {
 		{"the policy's choice", DecisionRecord{Nonce: "n5", ClienteRef: "c", At: at, Accion: 0, Propension: 0.5, Explorado: true,
 			Candidates: []int{0, 4}, Probs: []float64{0.5, 0.5}, Shares: []float64{1}, Aff: []float64{0, 0, 0, 1, 1, 1}, Eleccion: &accion}},
 		{"never-send chosen, no policy inputs", DecisionRecord{Nonce: "n6", ClienteRef: "c", At: at, Candidates: []int{0}, Probs: []float64{1}, Eleccion: new(int)}},
+		{"downsides", DecisionRecord{Nonce: "n7", ClienteRef: "c", At: at, Accion: 4, Propension: 0.5, Candidates: []int{0, 4},
+			Probs: []float64{0.5, 0.5}, Priors: []float64{900, 950}, Downs: []float64{0, 112}, Eleccion: &accion}},
+		{"downsides without the choice", DecisionRecord{Nonce: "n8", ClienteRef: "c", At: at, Candidates: []int{0, 4}, Downs: []float64{0, 1}}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -50,10 +50,10 @@ func TestScoresInALentBuffer(t *testing.T) {
 		}
 		return c
 	}
-	fresh := look(pm.score(cust("ana-00000001"), candsOf("ana-00000001", 4), nil))
+	fresh := look(pm.score(cust("ana-00000001"), candsOf("ana-00000001", 4), 5000, nil))
 	buf := e.scoreBufs.get()
-	pm.score(cust("new-00000001"), candsOf("new-00000001", 7), buf) // a larger decision first
-	lent := pm.score(cust("ana-00000001"), candsOf("ana-00000001", 4), buf)
+	pm.score(cust("new-00000001"), candsOf("new-00000001", 7), 5000, buf) // a larger decision first
+	lent := pm.score(cust("ana-00000001"), candsOf("ana-00000001", 4), 5000, buf)
 	if diff := cmp.Diff(fresh, look(lent)); diff != "" {
 		t.Errorf("scores in a lent buffer (-fresh +lent):\n%s", diff)
 	}

@@ -33,6 +33,9 @@ type modelFile struct {
 	// TicketGross and Tickets: TallyTickets' sums (absent before them).
 	TicketGross float64 `json:"ticket_gross,omitempty"`
 	Tickets     float64 `json:"tickets,omitempty"`
+	// Sends and Optouts: TallyOptouts' counts (absent before them).
+	Sends   float64 `json:"sends,omitempty"`
+	Optouts float64 `json:"optouts,omitempty"`
 }
 
 type armFile struct {
@@ -49,7 +52,7 @@ type armFile struct {
 func (m *Model) Marshal(version string) ([]byte, error) {
 	f := modelFile{Format: Format, Version: version, Cats: m.Cats, N: m.n, Phi: m.phi, BPhi: m.bPhi, MPhi: m.mPhi,
 		ResN: m.resN, ResSS: m.resSS, TauE: m.tauE, TauP: m.tauP, Arms: map[int]*armFile{}, Guard: m.guard,
-		TicketGross: m.ticketGross, Tickets: m.tickets}
+		TicketGross: m.ticketGross, Tickets: m.tickets, Sends: m.sends, Optouts: m.optouts}
 	for id, a := range m.arms {
 		f.Arms[id] = &armFile{N: a.n, C: a.c, Psi: a.psi, B: a.b, MC: a.mC, MPsi: a.mPsi}
 	}
@@ -69,7 +72,8 @@ func Unmarshal(b []byte, cfg Config) (*Model, string, error) {
 	}
 	ok := f.Format == Format && len(f.Phi) == dimBase*dimBase && len(f.BPhi) == dimBase && len(f.MPhi) == dimBase*dimBase &&
 		len(f.Cats) <= NumCats && finite(f.Phi, f.BPhi, f.MPhi) && f.TauE > 0 && f.TauP > 0 && f.ResN >= 0 && f.ResSS >= 0 &&
-		f.Tickets >= 0 && finite([]float64{f.TicketGross, f.Tickets}) && f.Guard.Windows >= 0
+		f.Tickets >= 0 && finite([]float64{f.TicketGross, f.Tickets}) && f.Guard.Windows >= 0 &&
+		f.Sends >= 0 && f.Optouts >= 0 && f.Optouts <= f.Sends && finite([]float64{f.Sends, f.Optouts})
 	for _, a := range f.Arms {
 		ok = ok && a != nil && len(a.C) == dimBase*dimEffect && len(a.Psi) == dimEffect*dimEffect && len(a.B) == dimEffect &&
 			len(a.MC) == dimBase*dimEffect && len(a.MPsi) == dimEffect*dimEffect && finite(a.C, a.Psi, a.B, a.MC, a.MPsi)
@@ -78,7 +82,8 @@ func Unmarshal(b []byte, cfg Config) (*Model, string, error) {
 		return nil, "", fmt.Errorf("decode model: damaged or unknown format %d", f.Format)
 	}
 	m := &Model{cfg: cfg, Cats: f.Cats, n: f.N, phi: f.Phi, bPhi: f.BPhi, mPhi: f.MPhi, resN: f.ResN, resSS: f.ResSS,
-		tauE: f.TauE, tauP: f.TauP, arms: map[int]*armStats{}, guard: f.Guard, ticketGross: f.TicketGross, tickets: f.Tickets}
+		tauE: f.TauE, tauP: f.TauP, arms: map[int]*armStats{}, guard: f.Guard, ticketGross: f.TicketGross, tickets: f.Tickets,
+		sends: f.Sends, optouts: f.Optouts}
 	for id, a := range f.Arms {
 		m.arms[id] = &armStats{n: a.N, c: a.C, psi: a.Psi, b: a.B, mC: a.MC, mPsi: a.MPsi}
 	}

@@ -47,6 +47,12 @@ type Arm struct {
 	// share of the last 13 months with a purchase in them, and how recent
 	// the last such month is (1 this month, 0 never or 13 months ago).
 	AffShare, AffFreq, AffRec float64
+	// Downside is what a send of the action is expected to lose for this
+	// customer if it moves no purchase (cents over the window, > 0): the
+	// discount redeemed on what they would buy anyway, the sending cost and
+	// the opt-out penalty at the tenant's rate (OptoutRate). 0 is unknown
+	// (older records); the send bar then reads the width alone.
+	Downside float64
 }
 
 // dimBase is the length of φ, the shared part of the regression: the

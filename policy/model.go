@@ -133,6 +133,14 @@ type Config struct {
 	// judged on. Earlier it would decide on the choices of a model still
 	// learning (POLICY.md §7.33).
 	GateLeanAge float64
+	// GateDownAge (windows of the tenant's age; 0: never): while the
+	// tenant is younger, the bar a coupon must clear to be the choice reads
+	// the smaller of its width and its downside (Arm.Downside), so a send
+	// that can lose little (an e-mail without discount, a coupon to a
+	// customer who rarely buys) is tested on the prior's leaning alone
+	// instead of waiting for a confidence no untested action has
+	// (POLICY.md §7.34).
+	GateDownAge float64
 	// GateSendZ: the choice is a coupon when its effect is above GateSendZ
 	// widths (Score.Width; 0: the point estimate; 0.25 by default, POLICY.md
 	// §7.8).
@@ -187,7 +195,7 @@ func DefaultConfig() Config {
 		NoiseStart: 5000, NoisePseudo: 50,
 		ImportanceAlpha: 0,
 		GuardZ:          2, GuardReleaseZ: 1, GuardMinN: 100, GuardHalfLife: 1,
-		Gate: true, GateExplore: 0.05, GatePromise: 0.5, GateQ0: 0.5, GateN0: 12000, GateAgeMin: 4, GateAgeMax: 6, GatePow: 4, GateZ: 2, GateReleaseZ: -1, GateClosedDiv: 4, GateHalfLife: 3, GateLeanAge: 6, GatePooled: true, GateModelPromise: true, GateSendZ: 0.25, GateOpenSendZ: 0.1, TieTopTwo: true,
+		Gate: true, GateExplore: 0.05, GatePromise: 0.5, GateQ0: 0.5, GateN0: 12000, GateAgeMin: 4, GateAgeMax: 6, GatePow: 4, GateZ: 2, GateReleaseZ: -1, GateClosedDiv: 4, GateHalfLife: 3, GateLeanAge: 6, GateDownAge: 2, GatePooled: true, GateModelPromise: true, GateSendZ: 0.25, GateOpenSendZ: 0.1, TieTopTwo: true,
 		TicketTarget: true, TicketPseudo: 64, DuelZ: 3,
 	}
 }
@@ -218,6 +226,9 @@ type Model struct {
 	// ticketGross and tickets tally the folded windows' gross margin and
 	// tickets (TallyTickets).
 	ticketGross, tickets float64
+	// sends and optouts tally the folded windows of sends and those of
+	// them with an opt-out (TallyOptouts).
+	sends, optouts float64
 	// cross holds Cov(δₐ, δ_b) for a < b (fit), for the standard error
 	// of the difference between two actions' effects.
 	cross map[[2]int][]float64

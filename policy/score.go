@@ -26,6 +26,8 @@ type Score struct {
 	sh     [nShared]float64   // the pooled effect's terms
 	// band is the customer's frequency band (the gate's).
 	band int8
+	// down is the arm's Downside.
+	down float64
 }
 
 // Score fills out[i] for arms[i] (out has len(arms)). Never-send is the
@@ -38,7 +40,7 @@ func (m *Model) Score(c *Customer, arms []Arm, out []Score) {
 	var psi [dimEffect]float64
 	for i := range arms {
 		a := &arms[i]
-		sc := Score{ID: a.ID, Mu: base, band: band}
+		sc := Score{ID: a.ID, Mu: base, band: band, down: a.Downside}
 		if a.ID != 0 {
 			effectFeatures(c, a, &x, &psi)
 			for k, j := range [nShared]int{0, psiPrior, 2, 7, 5, 10, 11, 12} {
@@ -110,7 +112,7 @@ func (m *Model) greedyZ(sc []Score, z float64) int {
 			zero = i
 			continue
 		}
-		if s.Effect-z*s.Width > 0 && (top < 0 || s.Effect > sc[top].Effect) {
+		if s.Effect-z*m.barWidth(&s) > 0 && (top < 0 || s.Effect > sc[top].Effect) {
 			top = i
 		}
 	}
@@ -126,6 +128,19 @@ func (m *Model) greedyZ(sc []Score, z float64) int {
 		}
 	}
 	return top
+}
+
+// barWidth is the width the send bar reads for s: Width, or, under the
+// gate while the tenant is younger than GateDownAge windows, the arm's
+// downside where it is known and smaller. The bar stands for the loss a
+// wrong send risks; a send can lose no more than its downside unless the
+// coupon makes customers buy less, which the prior does not expect.
+func (m *Model) barWidth(s *Score) float64 {
+	young := m.cfg.GateDownAge > 0 && m.guard.Windows < m.cfg.GateDownAge
+	if !m.cfg.Gate || !young || !(s.down > 0) {
+		return s.Width
+	}
+	return math.Min(s.Width, s.down)
 }
 
 // Distribution writes into probs (len(sc)) the probabilities to draw each

@@ -77,3 +77,44 @@ func duelSum(d, sd float64, n int) *guardSum {
 	}
 	return &g
 }
+
+// TestDownsideBar: while the tenant is younger than GateDownAge windows, a
+// coupon whose prior leans above never-send by less than the bar's share
+// of its width is still the choice where a send can lose little (its
+// downside); an unknown downside, an older tenant or GateDownAge 0 keep
+// the width's bar, and a downside the effect does not clear keeps
+// never-send.
+func TestDownsideBar(t *testing.T) {
+	cfg := DefaultConfig()
+	off := cfg
+	off.GateDownAge = 0
+	x := make([]float64, VectorLen)
+	x[0], x[xFreq90], x[xTicket] = 1, 0.3, 0.5
+	c := &Customer{X: x, Base: 1000}
+	for _, tc := range []struct {
+		name     string
+		cfg      Config
+		windows  float64
+		downside float64
+		want     int // ID of the choice
+	}{
+		{"young tenant, small downside", cfg, 0, 10, 1},
+		{"second window", cfg, cfg.GateDownAge - 1, 10, 1},
+		{"downside unknown", cfg, 0, 0, 0},
+		{"downside above the effect's bar", cfg, 0, 1000, 0},
+		{"after the first windows", cfg, cfg.GateDownAge, 10, 0},
+		{"GateDownAge 0", off, 0, 10, 0},
+	} {
+		m := New(tc.cfg)
+		m.guard.Windows = tc.windows
+		arms := []Arm{{ID: 0, Prior: 1000}, {ID: 1, Prior: 1100, Downside: tc.downside}}
+		sc := make([]Score, len(arms))
+		m.Score(c, arms, sc)
+		if bar := cfg.GateSendZ * sc[1].Width; !(sc[1].Effect > 0 && sc[1].Effect < bar) {
+			t.Fatalf("%s: effect %.0f cents must lean above 0 but under the width's bar %.0f", tc.name, sc[1].Effect, bar)
+		}
+		if got := sc[m.Greedy(sc)].ID; got != tc.want {
+			t.Errorf("%s: choice %d, want %d", tc.name, got, tc.want)
+		}
+	}
+}

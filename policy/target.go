@@ -17,6 +17,9 @@ type Outcome struct {
 	TicketMargin, HistTickets float64
 	// Full: the window's discounts and tickets are complete.
 	Full bool
+	// Sent: the decision sent a coupon; OptOut: the customer opted out of
+	// communications in the window (TallyOptouts).
+	Sent, OptOut bool
 }
 
 // Target is the reward the model learns from (Fold, Observe). With
@@ -66,6 +69,34 @@ func (m *Model) TicketMean() (float64, bool) {
 	g := m.ticketGross / m.tickets
 	return g, g > 0
 }
+
+// TallyOptouts counts a folded window of a send, and whether it brought
+// an opt-out, towards the tenant's opt-out rate (OptoutRate).
+func (m *Model) TallyOptouts(o Outcome) {
+	if !o.Sent {
+		return
+	}
+	m.sends++
+	if o.OptOut {
+		m.optouts++
+	}
+}
+
+// OptoutRate is the tenant's share of sends followed by an opt-out within
+// their window: the tallied windows with a Beta prior of optoutPriorHits
+// in optoutPriorTrials (2 %), so a tenant without sends starts from it
+// and one with a few hundred reads its own. It counts every opt-out after
+// a send, the ones a send did not cause too, so it errs high: it sizes a
+// send's downside, where erring high is the cautious side.
+func (m *Model) OptoutRate() float64 {
+	return (m.optouts + optoutPriorHits) / (m.sends + optoutPriorTrials)
+}
+
+// The Beta prior of OptoutRate.
+const (
+	optoutPriorHits   = 1.0
+	optoutPriorTrials = 50.0
+)
 
 // minTallied is the least number of tallied tickets TicketMean answers on.
 const minTallied = 30

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -45,5 +46,36 @@ func TestTarget(t *testing.T) {
 	g1, ok1 := back.TicketMean()
 	if d := cmp.Diff([]any{200.0, true}, []any{g1, ok1}); d != "" || g0 != g1 || ok0 != ok1 {
 		t.Errorf("TicketMean after a round trip (-want +got):\n%s", d)
+	}
+}
+
+// TestOptoutRate: the tenant's opt-out rate per send starts at its prior
+// (1 in 50), reads the tallied sends as they come (windows without a send
+// add nothing) and survives the stored form; a stored count that cannot
+// be (more opt-outs than sends) is damage.
+func TestOptoutRate(t *testing.T) {
+	m := New(DefaultConfig())
+	if got := m.OptoutRate(); got != 0.02 {
+		t.Errorf("no sends: OptoutRate = %v, want the prior's 0.02", got)
+	}
+	for i := range 950 {
+		m.TallyOptouts(Outcome{Sent: true, OptOut: i%10 == 0})
+		m.TallyOptouts(Outcome{OptOut: true}) // nothing sent: not a send's opt-out
+	}
+	want := (95.0 + 1) / (950 + 50)
+	back := roundTrip(t, m, DefaultConfig())
+	if d := cmp.Diff([]float64{want, want}, []float64{m.OptoutRate(), back.OptoutRate()}); d != "" {
+		t.Errorf("OptoutRate after 95 opt-outs in 950 sends, before and after a round trip (-want +got):\n%s", d)
+	}
+	b, err := m.Marshal("v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := strings.Replace(string(b), `"optouts":95`, `"optouts":951`, 1)
+	if bad == string(b) {
+		t.Fatal("no optouts in the stored model")
+	}
+	if _, _, err := Unmarshal([]byte(bad), DefaultConfig()); err == nil {
+		t.Error("a stored model with more opt-outs than sends loads")
 	}
 }
