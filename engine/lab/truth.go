@@ -216,6 +216,9 @@ func (w *mworld) applies(c *wCustomer, k int) bool {
 func (w *mworld) lift(c *wCustomer, k int) float64 {
 	f := w.fam
 	shape := math.Min(2, math.Sqrt(c.disc[k]/(0.1*c.ticket)))
+	if w.coupons[k].Message {
+		shape = 1
+	}
 	aff := 1.0
 	if f.Affinity {
 		if j := w.catIndex(k); j >= 0 {

@@ -93,6 +93,9 @@ type CouponSpec struct {
 	CostMXN  float64
 	Category string
 	Boost    float64
+	// Message: a message without discount (an e-mail; Pct and MaxMXN 0):
+	// its lift does not grow with a discount (shape 1, LAB.md).
+	Message bool
 }
 
 var categoryNames = []string{"abarrotes", "bebidas", "limpieza", "cuidado_personal", "mascotas", "electronica", "ropa", "farmacia"}
