@@ -64,6 +64,5 @@ func (r *RewardModel) Update(f *Features, now time.Time, window time.Duration, a
 	arm := c.arm(a)
 	target := r.m.Target(o)
 	r.m.TallyTickets(o)
-	r.m.TallyOptouts(o)
 	r.m.Fold(&pc, &arm, target, 1)
 }
