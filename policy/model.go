@@ -141,6 +141,14 @@ type Config struct {
 	// instead of waiting for a confidence no untested action has
 	// (POLICY.md §7.34).
 	GateDownAge float64
+	// GateDownOpen: in a band whose gate is open (and the guard holding no
+	// one back) the bar reads the downside too, at any age: the band's
+	// choices have beaten never-send, and a send that can lose little needs
+	// no more than a lean to be one of them. Without it, a tenant whose
+	// e-mails had opened on the downside bar fell back to the width's bar at
+	// GateDownAge and stopped sending to most of the customers it had just
+	// shown they pay for (POLICY.md §7.35).
+	GateDownOpen bool
 	// GateSendZ: the choice is a coupon when its effect is above GateSendZ
 	// widths (Score.Width; 0: the point estimate; 0.25 by default, POLICY.md
 	// §7.8).
@@ -195,7 +203,7 @@ func DefaultConfig() Config {
 		NoiseStart: 5000, NoisePseudo: 50,
 		ImportanceAlpha: 0,
 		GuardZ:          2, GuardReleaseZ: 1, GuardMinN: 100, GuardHalfLife: 1,
-		Gate: true, GateExplore: 0.05, GatePromise: 0.5, GateQ0: 0.5, GateN0: 12000, GateAgeMin: 4, GateAgeMax: 6, GatePow: 4, GateZ: 2, GateReleaseZ: -1, GateClosedDiv: 4, GateHalfLife: 3, GateLeanAge: 6, GateDownAge: 2, GatePooled: true, GateModelPromise: true, GateSendZ: 0.25, GateOpenSendZ: 0.1, TieTopTwo: true,
+		Gate: true, GateExplore: 0.05, GatePromise: 0.5, GateQ0: 0.5, GateN0: 12000, GateAgeMin: 4, GateAgeMax: 6, GatePow: 4, GateZ: 2, GateReleaseZ: -1, GateClosedDiv: 4, GateHalfLife: 3, GateLeanAge: 6, GateDownAge: 2, GateDownOpen: true, GatePooled: true, GateModelPromise: true, GateSendZ: 0.25, GateOpenSendZ: 0.1, TieTopTwo: true,
 		TicketTarget: true, TicketPseudo: 64, DuelZ: 3,
 	}
 }

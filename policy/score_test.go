@@ -78,16 +78,19 @@ func duelSum(d, sd float64, n int) *guardSum {
 	return &g
 }
 
-// TestDownsideBar: while the tenant is younger than GateDownAge windows, a
-// coupon whose prior leans above never-send by less than the bar's share
-// of its width is still the choice where a send can lose little (its
-// downside); an unknown downside, an older tenant or GateDownAge 0 keep
-// the width's bar, and a downside the effect does not clear keeps
-// never-send.
+// TestDownsideBar: while the tenant is younger than GateDownAge windows,
+// and at any age in an open band (GateDownOpen), a coupon whose effect
+// leans above never-send by less than the bar's share of its width is
+// still the choice where a send can lose little (its downside); an unknown
+// downside, an older tenant in a band not open, the guard holding
+// never-send or the switches off keep the width's bar, and a downside the
+// effect does not clear keeps never-send.
 func TestDownsideBar(t *testing.T) {
 	cfg := DefaultConfig()
 	off := cfg
 	off.GateDownAge = 0
+	shut := cfg
+	shut.GateDownOpen = false
 	x := make([]float64, VectorLen)
 	x[0], x[xFreq90], x[xTicket] = 1, 0.3, 0.5
 	c := &Customer{X: x, Base: 1000}
@@ -95,23 +98,33 @@ func TestDownsideBar(t *testing.T) {
 		name     string
 		cfg      Config
 		windows  float64
+		band     int // the customer's band's gate state
+		guard    bool
 		downside float64
 		want     int // ID of the choice
 	}{
-		{"young tenant, small downside", cfg, 0, 10, 1},
-		{"second window", cfg, cfg.GateDownAge - 1, 10, 1},
-		{"downside unknown", cfg, 0, 0, 0},
-		{"downside above the effect's bar", cfg, 0, 1000, 0},
-		{"after the first windows", cfg, cfg.GateDownAge, 10, 0},
-		{"GateDownAge 0", off, 0, 10, 0},
+		{"young tenant, small downside", cfg, 0, GateTesting, false, 10, 1},
+		{"second window", cfg, cfg.GateDownAge - 1, GateTesting, false, 10, 1},
+		{"downside unknown", cfg, 0, GateTesting, false, 0, 0},
+		{"downside above the effect's bar", cfg, 0, GateTesting, false, 1000, 0},
+		{"after the first windows", cfg, cfg.GateDownAge, GateTesting, false, 10, 0},
+		{"GateDownAge 0", off, 0, GateTesting, false, 10, 0},
+		{"open band, any age", cfg, 10, GateOpen, false, 10, 1},
+		{"open band, downside above the bar", cfg, 10, GateOpen, false, 1000, 0},
+		{"open band, the guard holding never-send", cfg, 10, GateOpen, true, 10, 0},
+		{"closed band", cfg, 10, GateClosed, false, 10, 0},
+		{"open band, GateDownOpen off", shut, 10, GateOpen, false, 10, 0},
 	} {
 		m := New(tc.cfg)
 		m.guard.Windows = tc.windows
+		m.guard.Active = tc.guard
+		m.guard.Bands = make([]gateBand, GateBands)
+		m.guard.Bands[bandOf(c)].State = tc.band
 		arms := []Arm{{ID: 0, Prior: 1000}, {ID: 1, Prior: 1100, Downside: tc.downside}}
 		sc := make([]Score, len(arms))
 		m.Score(c, arms, sc)
-		if bar := cfg.GateSendZ * sc[1].Width; !(sc[1].Effect > 0 && sc[1].Effect < bar) {
-			t.Fatalf("%s: effect %.0f cents must lean above 0 but under the width's bar %.0f", tc.name, sc[1].Effect, bar)
+		if bar := cfg.GateOpenSendZ * sc[1].Width; !(sc[1].Effect > 0 && sc[1].Effect < bar) {
+			t.Fatalf("%s: effect %.0f cents must lean above 0 but under an open band's bar on the width %.0f", tc.name, sc[1].Effect, bar)
 		}
 		if got := sc[m.Greedy(sc)].ID; got != tc.want {
 			t.Errorf("%s: choice %d, want %d", tc.name, got, tc.want)

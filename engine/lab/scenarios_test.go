@@ -260,11 +260,16 @@ func twoEmails(customers int) Family {
 // dozens of MXN. Done when, in the mean over four seeds of each week's
 // gain over never-send: from week 3 (two reward windows learned) above
 // week 1's (on the prior alone) and above uniform random's, and from week
-// 4 at least half the better e-mail's. Each seed's weeks are logged. Before
-// the downside bar (policy.Config.GateDownAge, POLICY.md §7.34) whether
-// the engine left never-send hung on the first window's test of the 6 %
-// it sent: on three of these seeds it sent to 5–10 % for weeks, below
-// random (mean gain about 0.4 MXN in week 3, 1.1 in week 6).
+// 4 at least two thirds of the better e-mail's. Each seed's weeks are
+// logged. Before the downside bar (policy.Config.GateDownAge, POLICY.md
+// §7.34) whether the engine left never-send hung on the first window's
+// test of the 6 % it sent: on three of these seeds it sent to 5–10 % for
+// weeks, below random (mean gain about 0.4 MXN in week 3, 1.1 in week 6).
+// With that bar alone, the bands the first windows opened fell back to
+// the width's bar at the third window and two seeds stopped sending to
+// most customers (mean 1.45, 1.67 and 1.53 MXN in weeks 4–6, under the
+// two thirds' 1.56); the bar in open bands (GateDownOpen, §7.35) keeps
+// them sending.
 func TestEmailsThatPay(t *testing.T) {
 	dw := &doneWhen{t: t}
 	defer dw.finish()
@@ -299,10 +304,10 @@ func TestEmailsThatPay(t *testing.T) {
 	learned, most := true, true
 	for i, g := range mean[2:] {
 		learned = learned && g > mean[0] && g > random
-		most = most && (i == 0 || g >= best/2)
+		most = most && (i == 0 || g >= 2*best/3)
 	}
 	dw.check(learned, false, "mean gain over never-send, weeks 1–6:%s (want weeks 3–6 above week 1 and above uniform random's %.2f)", fmtShares(mean), random)
-	dw.check(most, false, "mean gain weeks 4–6:%s (want ≥ %.2f, half the better e-mail's)", fmtShares(mean[3:]), best/2)
+	dw.check(most, false, "mean gain weeks 4–6:%s (want ≥ %.2f, two thirds of the better e-mail's)", fmtShares(mean[3:]), 2*best/3)
 }
 
 // guardRun is one guard world's outcome.
