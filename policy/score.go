@@ -133,9 +133,10 @@ func (m *Model) greedyZ(sc []Score, z float64) int {
 // barWidth is the width the send bar reads for s: Width, or, under the
 // gate while the tenant is younger than GateDownAge windows or where the
 // customer's band is open (GateDownOpen, the guard holding no one back),
-// the arm's downside where it is known and smaller. The bar stands for the loss a
-// wrong send risks; a send can lose no more than its downside unless the
-// coupon makes customers buy less, which the prior does not expect.
+// the arm's downside where it is known and smaller. The bar stands for
+// the loss a wrong send risks; a send can lose no more than its downside
+// unless the coupon makes customers buy less, which the prior does not
+// expect.
 func (m *Model) barWidth(s *Score) float64 {
 	young := m.cfg.GateDownAge > 0 && m.guard.Windows < m.cfg.GateDownAge
 	open := m.cfg.GateDownOpen && !m.guard.Active && m.guard.band(int(s.band)).State == GateOpen
