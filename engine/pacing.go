@@ -19,6 +19,9 @@ type BackgroundPacer struct {
 	e          *core
 	every, n   int
 	sliceStart time.Time
+	// sleep pauses the caller: time.Sleep, or a recorder in tests, which
+	// judge the pause asked for rather than the wall time it took.
+	sleep func(time.Duration)
 }
 
 const (
@@ -41,7 +44,7 @@ const (
 // NewBackgroundPacer paces work done in units; every is the units of one
 // slice (about half a millisecond of work).
 func (e *core) NewBackgroundPacer(every int) *BackgroundPacer {
-	return &BackgroundPacer{e: e, every: max(1, every), sliceStart: e.now()}
+	return &BackgroundPacer{e: e, every: max(1, every), sliceStart: e.now(), sleep: time.Sleep}
 }
 
 // Step records one unit of work and, at the end of a slice, yields.
@@ -53,7 +56,7 @@ func (p *BackgroundPacer) Step() {
 	now := p.e.now()
 	if p.e.onlineSince(now) < onlineWindow {
 		if pause := onlinePauseRatio * min(now.Sub(p.sliceStart), maxPause); pause > 0 {
-			time.Sleep(pause)
+			p.sleep(pause)
 			p.sliceStart = p.e.now()
 			return
 		}
