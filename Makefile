@@ -66,7 +66,7 @@ lab-tune: build
 
 # Issue 18's scenario worlds at the sizes their lines need (a few minutes).
 lab-scenarios:
-	$(GO) test -count=1 -timeout 30m -v -run 'TestRareBuyers|TestTwoEqualTreatments|TestBetterTreatmentWins|TestEmailsThatPay|TestGuard$$' ./engine/lab
+	$(GO) test -count=1 -timeout 30m -v -run 'TestRareBuyers|TestTwoEqualTreatments|TestBetterTreatmentWins|TestEmailsThatPay|TestReplayHalves|TestGuard$$' ./engine/lab
 
 clean:
 	rm -rf bin
