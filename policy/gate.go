@@ -251,10 +251,16 @@ func (m *Model) gateChoice(sc []Score) int {
 // where their band is open (and the guard is not holding never-send),
 // else GateSendZ.
 func (m *Model) sendZ(sc []Score) float64 {
-	if len(sc) > 0 && !m.guard.Active && m.guard.band(int(sc[0].band)).State == GateOpen {
+	if len(sc) > 0 && m.bandOpen(sc[0].band) {
 		return m.cfg.GateOpenSendZ
 	}
 	return m.cfg.GateSendZ
+}
+
+// bandOpen reports whether frequency band b's gate is open and the guard
+// holds no one back: where the band's choices are sent.
+func (m *Model) bandOpen(b int8) bool {
+	return !m.guard.Active && m.guard.band(int(b)).State == GateOpen
 }
 
 // choiceShare is the probability of sending sc[top], a coupon chosen for

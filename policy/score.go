@@ -138,9 +138,11 @@ func (m *Model) greedyZ(sc []Score, z float64) int {
 // unless the coupon makes customers buy less, which the prior does not
 // expect.
 func (m *Model) barWidth(s *Score) float64 {
+	if !m.cfg.Gate || !(s.down > 0) {
+		return s.Width
+	}
 	young := m.cfg.GateDownAge > 0 && m.guard.Windows < m.cfg.GateDownAge
-	open := m.cfg.GateDownOpen && !m.guard.Active && m.guard.band(int(s.band)).State == GateOpen
-	if !m.cfg.Gate || !(young || open) || !(s.down > 0) {
+	if !young && !(m.cfg.GateDownOpen && m.bandOpen(s.band)) {
 		return s.Width
 	}
 	return math.Min(s.Width, s.down)
