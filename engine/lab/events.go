@@ -122,13 +122,19 @@ func (ew *eventWriter) flush() error {
 func (ew *eventWriter) history(start time.Time, rng *rand.Rand) error {
 	w := ew.w
 	for _, c := range w.custs {
-		seen := 0
+		seen, bought := 0, 0 // bought: the week given a purchase (Family.PastBuyers)
+		if w.fam.PastBuyers {
+			bought = 1 + rng.IntN(historyWeeks)
+		}
 		for wk := historyWeeks; wk >= 1; wk-- {
 			k := -1
 			if rng.Float64() < historyCouponPct {
 				k = rng.IntN(len(w.fam.Coupons))
 			}
 			o := w.sample(rng, c, k, false, false)
+			if wk == bought && !o.bought {
+				o = w.purchase(rng, c)
+			}
 			if o.bought {
 				c.histTickets++
 			}

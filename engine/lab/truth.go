@@ -311,13 +311,19 @@ func (w *mworld) sample(rng *rand.Rand, c *wCustomer, k int, lifted, optouts boo
 		o.optout = true
 	}
 	if rng.Float64() < p {
-		s := w.fam.TicketSigma
-		o.bought, o.amount = true, c.ticket*math.Exp(s*rng.NormFloat64()-s*s/2)
+		o.bought, o.amount = true, w.purchase(rng, c).amount
 		if k >= 0 && w.applies(c, k) && rng.Float64() < c.redeem {
 			o.discount = w.discount(c, k, o.amount)
 		}
 	}
 	return o
+}
+
+// purchase is one purchase of c at full price: an amount lognormal
+// around c's mean ticket (TicketSigma).
+func (w *mworld) purchase(rng *rand.Rand, c *wCustomer) purchase {
+	s := w.fam.TicketSigma
+	return purchase{bought: true, amount: c.ticket * math.Exp(s*rng.NormFloat64()-s*s/2)}
 }
 
 // reward is contract §5's reward (MXN) of a sampled window.

@@ -60,6 +60,13 @@ type Family struct {
 	// (both lognormal, σ 0.3), so the rare buyers are a group their
 	// history shows (scenario tests; drawn worlds leave it 0).
 	RareRate float64
+	// PastBuyers gives every customer at least one purchase in the history
+	// before week 1 (one drawn week's window holds a purchase if it had
+	// none), as in a file of past buyers: the replayed e-mail experiment's
+	// customers all bought within the last year. Without it a customer's
+	// history is what their rate draws, none at all for most at 1 %
+	// conversion (scenario tests; drawn worlds leave it false).
+	PastBuyers bool
 	// NeverRedeem is the share who never redeem a coupon (they may still
 	// buy); SleepingDogs the share who opt out (BAJA comunicaciones) with
 	// probability OptoutProb when contacted.

@@ -306,3 +306,35 @@ func TestGuardFieldReadsShapes(t *testing.T) {
 		t.Errorf("guardField's ok does not say whether engine.Status has Guard")
 	}
 }
+
+// TestPastBuyersHistory: with Family.PastBuyers every customer reaches
+// week 1 with a purchase in the history the engine ingested (its
+// frecuencia_365d above 0); without it, at 1 % conversion, most have none.
+func TestPastBuyersHistory(t *testing.T) {
+	for _, past := range []bool{true, false} {
+		fam := twoEmails(300)
+		fam.PastBuyers = past
+		r, err := newRun(&fam)
+		if err != nil {
+			t.Fatal(err)
+		}
+		none := 0
+		for _, c := range r.w.custs {
+			f, err := r.eng.CustomerFeatures(labTenant, c.ref)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n, _ := f.Get("frecuencia_365d", r.clk.Now())
+			if (n > 0) != (c.histTickets > 0) {
+				t.Errorf("past buyers %v, %s: engine sees %v tickets in 365 days, the world drew %d", past, c.ref, n, c.histTickets)
+			}
+			if n == 0 {
+				none++
+			}
+		}
+		r.db.Close()
+		if past && none > 0 || !past && none < len(r.w.custs)/2 {
+			t.Errorf("past buyers %v: %d of %d customers without a purchase in the history", past, none, len(r.w.custs))
+		}
+	}
+}
