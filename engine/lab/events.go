@@ -122,9 +122,9 @@ func (ew *eventWriter) flush() error {
 func (ew *eventWriter) history(start time.Time, rng *rand.Rand) error {
 	w := ew.w
 	for _, c := range w.custs {
-		seen, bought := 0, 0 // bought: the week given a purchase (Family.PastBuyers)
+		seen, buyWeek := 0, 0 // buyWeek: the week given a purchase (Family.PastBuyers)
 		if w.fam.PastBuyers {
-			bought = 1 + rng.IntN(historyWeeks)
+			buyWeek = 1 + rng.IntN(historyWeeks)
 		}
 		for wk := historyWeeks; wk >= 1; wk-- {
 			k := -1
@@ -132,7 +132,7 @@ func (ew *eventWriter) history(start time.Time, rng *rand.Rand) error {
 				k = rng.IntN(len(w.fam.Coupons))
 			}
 			o := w.sample(rng, c, k, false, false)
-			if wk == bought && !o.bought {
+			if wk == buyWeek && !o.bought {
 				o = w.purchase(rng, c)
 			}
 			if o.bought {
