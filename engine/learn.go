@@ -93,16 +93,12 @@ func (e *Learner) Learn(tenant string) (LearnStats, error) {
 	b := e.db.NewBatch()
 	defer b.Close()
 	pace := e.NewBackgroundPacer(learnYieldEvery)
-	loads, err := p.load(work, pace)
-	if err != nil {
-		return st, err
-	}
-	for i, w := range work {
+	if err := p.eachLoaded(work, func(i int, ld dueLoad) error {
 		pace.Step()
-		b.Delete(w.key)
-		if err := p.apply(b, w, loads[i]); err != nil {
-			return st, err
-		}
+		b.Delete(work[i].key)
+		return p.apply(b, work[i], ld)
+	}); err != nil {
+		return st, err
 	}
 	var guard policy.GuardEvent
 	if st.Folded > 0 {
@@ -195,6 +191,71 @@ type learnPass struct {
 	// known; until then the model learns from the reward itself (its
 	// margins are net of discounts it cannot see).
 	discountsKnown bool
+}
+
+// learnLoadChunk is the number of due entries a pass reads at a time
+// when it reads ahead (eachLoaded).
+const learnLoadChunk = 512
+
+// eachLoaded reads work's entries (load) and calls fn with each entry's
+// index and load, in order, stopping at the first error. A pass of more
+// than one chunk (learnLoadChunk; an online pass, learnBatchOnline, is
+// one) reads in a goroutine of its own, one chunk ahead of fn: on two
+// cores the reads of the next chunk overlap the folding of this one, and
+// a backlog folds in about the time of the larger of the two (POLICY.md
+// §8). The reader paces itself as fn's caller does, and has stopped when
+// eachLoaded returns.
+func (p *learnPass) eachLoaded(work []dueEntry, fn func(i int, ld dueLoad) error) error {
+	if len(work) <= learnLoadChunk {
+		loads, err := p.load(work, p.e.NewBackgroundPacer(learnYieldEvery))
+		if err != nil {
+			return err
+		}
+		for i := range work {
+			if err := fn(i, loads[i]); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	type chunk struct {
+		loads []dueLoad
+		err   error
+	}
+	ch, done := make(chan chunk, 1), make(chan struct{})
+	go func() {
+		defer close(ch)
+		pace := p.e.NewBackgroundPacer(learnYieldEvery)
+		for lo := 0; lo < len(work); lo += learnLoadChunk {
+			loads, err := p.load(work[lo:min(lo+learnLoadChunk, len(work))], pace)
+			select {
+			case ch <- chunk{loads, err}:
+			case <-done:
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	defer func() { // stop the reader and wait for it: the store may close next
+		close(done)
+		for range ch {
+		}
+	}()
+	i := 0
+	for c := range ch {
+		if c.err != nil {
+			return c.err
+		}
+		for _, ld := range c.loads {
+			if err := fn(i, ld); err != nil {
+				return err
+			}
+			i++
+		}
+	}
+	return nil
 }
 
 // dueLoad is what a pass read for one due entry (learnPass.load).

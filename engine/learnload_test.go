@@ -15,13 +15,21 @@ import (
 // together, learnPass.load): every confirmed reward is the customer's
 // margin in the window minus the sending cost, every unconfirmed send's
 // budget comes back, and a damaged decision with both entries is
-// quarantined and counted once while the rest of the pass completes.
+// quarantined and counted once while the rest of the pass completes. A
+// pass of one chunk reads before it folds; a longer one reads ahead in
+// chunks (eachLoaded), and the damaged decision's two entries then fall in
+// different chunks.
 func TestLearnPassReadsEveryEntry(t *testing.T) {
+	for _, n := range []int{60, 3*learnLoadChunk/2 + 7} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) { testLearnPassReadsEveryEntry(t, n) })
+	}
+}
+
+func testLearnPassReadsEveryEntry(t *testing.T, n int) {
 	e, db := newTestEngine(t, 3, func(s *store.Settings) { s.RewardWindow = 24 * time.Hour; s.RewardGrace = 0 })
 	if _, err := e.Campaigns.PutCampaign("acme", Campaign{ID: "camp", Canal: "push", Descripcion: "d"}, t0); err != nil {
 		t.Fatal(err)
 	}
-	const n = 60
 	type want struct {
 		confirmed bool
 		accion    int
