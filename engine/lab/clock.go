@@ -3,10 +3,39 @@ package lab
 import (
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/coupond/coupond/clock"
 	"github.com/coupond/coupond/engine"
+	policypkg "github.com/coupond/coupond/policy"
 	"github.com/coupond/coupond/store"
 )
+
+// openLab opens the store of one lab run on store.NewMemFS (so runs may go
+// concurrently) with the lab's one sandbox tenant: the lab's reward window,
+// no grace, no rate limits, the lab's opt-out penalty and controlShare. It
+// returns the store, the lab's clock (see advance) and an engine on both
+// with seed seed+1 and policy (nil: the default). The tenant's clock and
+// the lab's start together, at a Monday 09:00 UTC: clk.Now() is the run's
+// start. The caller closes db; on an error nothing is left open.
+func openLab(controlShare float64, seed uint64, policy *policypkg.Config) (*store.DB, *clock.Fake, *engine.Engine, error) {
+	db, err := store.Open("lab", store.NewMemFS())
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	start := time.Date(2026, 1, 5, 9, 0, 0, 0, time.UTC)
+	s := store.DefaultSettings()
+	s.RewardWindow, s.RewardGrace = window, 0
+	s.ControlShare, s.RateLimits = controlShare, false
+	s.OptoutPenaltyCents = penaltyMXN * 100
+	if err := db.CreateTenant(&store.Tenant{ID: labTenant, CreatedAt: start, Sandbox: true, ClockNow: start, Settings: s}); err != nil {
+		db.Close()
+		return nil, nil, nil, err
+	}
+	clk := clock.NewFake(start)
+	eng := engine.New(engine.Config{DB: db, Secrets: store.TestSecrets(), Log: zerolog.Nop(), Now: clk.Now, Seed: seed + 1, Policy: policy})
+	return db, clk, eng, nil
+}
 
 // advance moves the tenant's sandbox clock and the lab's clock by d.
 //

@@ -33,8 +33,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/rs/zerolog"
-
 	"github.com/coupond/coupond/clock"
 	"github.com/coupond/coupond/engine"
 	policypkg "github.com/coupond/coupond/policy"
@@ -314,21 +312,11 @@ type singleRun struct {
 // newSingleRun opens the run's store, tenant and engine, installs the
 // catalog and draws the customers and their 12 weeks of history.
 func newSingleRun(cfg Config) (*singleRun, error) {
-	db, err := store.Open("lab", store.NewMemFS())
+	db, clk, eng, err := openLab(0, cfg.Seed, nil)
 	if err != nil {
 		return nil, err
 	}
-	start := time.Date(2026, 1, 5, 9, 0, 0, 0, time.UTC)
-	s := store.DefaultSettings()
-	s.RewardWindow, s.RewardGrace = window, 0
-	s.ControlShare, s.RateLimits = 0, false
-	s.OptoutPenaltyCents = penaltyMXN * 100
-	if err := db.CreateTenant(&store.Tenant{ID: labTenant, CreatedAt: start, Sandbox: true, ClockNow: start, Settings: s}); err != nil {
-		db.Close()
-		return nil, err
-	}
-	clk := clock.NewFake(start)
-	eng := engine.New(engine.Config{DB: db, Secrets: store.TestSecrets(), Log: zerolog.Nop(), Now: clk.Now, Seed: cfg.Seed + 1})
+	start := clk.Now()
 	rng := rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0xc0ffee))
 	// The baselines draw from their own stream, so that a change in what
 	// the engine does (which moves the world's stream) leaves their

@@ -9,8 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/rs/zerolog"
-
 	"github.com/coupond/coupond/clock"
 	"github.com/coupond/coupond/engine"
 	pol "github.com/coupond/coupond/policy"
@@ -240,21 +238,11 @@ func RunWorld(ctx context.Context, fam Family) (*WorldReport, error) {
 // newRun opens the world's store and tenant, draws its customers and
 // publishes their history.
 func newRun(fam *Family) (*run, error) {
-	db, err := store.Open("lab", store.NewMemFS())
+	db, clk, eng, err := openLab(fam.ControlShare, fam.Seed, fam.policy)
 	if err != nil {
 		return nil, err
 	}
-	start := time.Date(2026, 1, 5, 9, 0, 0, 0, time.UTC)
-	s := store.DefaultSettings()
-	s.RewardWindow, s.RewardGrace = window, 0
-	s.ControlShare, s.RateLimits = fam.ControlShare, false
-	s.OptoutPenaltyCents = penaltyMXN * 100
-	if err := db.CreateTenant(&store.Tenant{ID: labTenant, CreatedAt: start, Sandbox: true, ClockNow: start, Settings: s}); err != nil {
-		db.Close()
-		return nil, err
-	}
-	clk := clock.NewFake(start)
-	eng := engine.New(engine.Config{DB: db, Secrets: store.TestSecrets(), Log: zerolog.Nop(), Now: clk.Now, Seed: fam.Seed + 1, Policy: fam.policy})
+	start := clk.Now()
 	seed := fam.Seed
 	w := newWorld(fam, rand.New(rand.NewPCG(seed, 1)))
 	pc := pol.DefaultConfig()
