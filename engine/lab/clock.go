@@ -1,6 +1,7 @@
 package lab
 
 import (
+	"context"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -69,4 +70,18 @@ func advanceAndLearn(db *store.DB, clk *clock.Fake, eng *engine.Engine) error {
 			return nil
 		}
 	}
+}
+
+// eachWeek calls week for weeks 1 to n in order, checking ctx before each;
+// it stops at the first error (ctx's or week's) and returns it.
+func eachWeek(ctx context.Context, n int, week func(int) error) error {
+	for w := 1; w <= n; w++ {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err := week(w); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -257,15 +257,15 @@ func Run(ctx context.Context, cfg Config, logf func(string, ...any)) (*Report, e
 		return nil, err
 	}
 	defer s.db.Close()
-	for week := 1; week <= cfg.Weeks; week++ {
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
+	err = eachWeek(ctx, cfg.Weeks, func(week int) error {
 		row, err := s.week(week)
-		if err != nil {
-			return nil, err
+		if err == nil {
+			logf("week %2d  engine %7.2f  never %7.2f  oracle %7.2f", week, row.Engine, row.Never, row.Oracle)
 		}
-		logf("week %2d  engine %7.2f  never %7.2f  oracle %7.2f", week, row.Engine, row.Never, row.Oracle)
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
 	s.rep.Losses = s.losses.report()
 	s.rep.captures()

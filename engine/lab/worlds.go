@@ -224,13 +224,8 @@ func RunWorld(ctx context.Context, fam Family) (*WorldReport, error) {
 		return nil, err
 	}
 	defer r.db.Close()
-	for week := 1; week <= fam.Weeks; week++ {
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		if err := r.week(week); err != nil {
-			return nil, err
-		}
+	if err := eachWeek(ctx, fam.Weeks, r.week); err != nil {
+		return nil, err
 	}
 	return r.report(), nil
 }
