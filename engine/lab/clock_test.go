@@ -39,7 +39,7 @@ func TestEachWeek(t *testing.T) {
 				}
 				return nil
 			})
-			if !errors.Is(err, tc.wantErr) || (tc.wantErr == nil && err != nil) {
+			if !errors.Is(err, tc.wantErr) { // with wantErr nil: only a nil err
 				t.Errorf("err = %v, want %v", err, tc.wantErr)
 			}
 			if diff := cmp.Diff(tc.want, ran); diff != "" {
