@@ -210,9 +210,6 @@ func (in *instance) token(c credJSON) string {
 }
 
 func TestEndToEndFoundation(t *testing.T) {
-	if testing.Short() && os.Getenv("CI") == "" && false {
-		t.Skip()
-	}
 	dataDir := t.TempDir()
 	in := startServer(t, dataDir)
 	defer in.killIfRunning()
