@@ -255,7 +255,7 @@ func TestCampaignBudgetOnline(t *testing.T) {
 		t.Fatalf("%d sends with max_envios 3", sends)
 	}
 	if sends == 0 {
-		t.Skip("exploration sent nothing in 60 draws; budget not exercised")
+		t.Fatal("the seeded engine sent nothing in 60 draws, so the budget is not exercised: change the refs or the draws")
 	}
 	// A rejected send gives its budget back.
 	if st, b := h.do("POST", "/v1/decisiones/"+sent[0]+"/ejecucion", tok, map[string]any{"ejecutada": false, "motivo_rechazo": "sin stock"}); st != 200 || b["estado_ejecucion"] != "rechazada" {
