@@ -5,11 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -246,5 +248,56 @@ func TestDecisionTableRatios(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("table (-want +got):\n%s", diff)
+	}
+}
+
+// TestDecisionSenderConfirmsOnce: with --confirm, a customer asked again
+// while its reward window is open gets its open decision back, and the
+// bench confirms that decision once, as an integrator would; a stub that
+// answers a second confirmation with 409 (as coupond does) sees none.
+func TestDecisionSenderConfirmsOnce(t *testing.T) {
+	var mu sync.Mutex
+	confirms := map[string]int{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.URL.Path == "/v1/token":
+			fmt.Fprint(w, `{"access_token":"t"}`)
+		case r.URL.Path == "/v1/decisiones":
+			var req struct {
+				ClienteRef string `json:"cliente_ref"`
+			}
+			json.NewDecoder(r.Body).Decode(&req)
+			fmt.Fprintf(w, `{"decision_id":"d-%s"}`, req.ClienteRef) // one open decision a customer
+		case strings.HasSuffix(r.URL.Path, "/ejecucion"):
+			mu.Lock()
+			defer mu.Unlock()
+			confirms[r.URL.Path]++
+			if confirms[r.URL.Path] > 1 {
+				w.WriteHeader(409)
+			}
+			fmt.Fprint(w, `{}`)
+		default:
+			w.WriteHeader(404)
+		}
+	}))
+	defer srv.Close()
+	c := newBenchClient(&benchFlags{url: srv.URL, clientID: "x", secret: "-"}, 1)
+	var confirmed sync.Map
+	send, done := decisionSender(c, 1, 3, &confirmed)()
+	defer done()
+	for n := range 30 {
+		if st, err := send(n); st != 200 || err != nil {
+			t.Fatalf("request %d: status %d, %v", n, st, err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(confirms) == 0 || len(confirms) > 3 {
+		t.Fatalf("confirmed %d decisions, want 1 to 3 (3 customers): %v", len(confirms), confirms)
+	}
+	for path, n := range confirms {
+		if n != 1 {
+			t.Errorf("%s confirmed %d times, want once", path, n)
+		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -29,9 +30,13 @@ func decisionBody(seed uint64, n, customers int) []byte {
 }
 
 // decisionSender returns the generator's sender for c: each worker keeps
-// one connection. With confirm, each decision is confirmed on the same
-// connection (the latency covers both calls).
-func decisionSender(c *benchClient, seed uint64, customers int, confirm bool) func() (func(int) (int, error), func()) {
+// one connection. With confirmed non-nil, each new decision is confirmed
+// on the same connection (the latency covers both calls) and its id kept
+// in confirmed. A customer asked again while its reward window is open
+// gets that open decision back; it is confirmed once, as an integrator
+// would, not again (a second confirmation is 409 ejecucion_ya_confirmada,
+// which a run longer than customers/rate seconds would count as failures).
+func decisionSender(c *benchClient, seed uint64, customers int, confirmed *sync.Map) func() (func(int) (int, error), func()) {
 	return func() (func(int) (int, error), func()) {
 		conn := newRawConn(c.f.url)
 		send := func(n int) (int, error) {
@@ -40,7 +45,7 @@ func decisionSender(c *benchClient, seed uint64, customers int, confirm bool) fu
 				return 0, err
 			}
 			st, body, err := conn.post("/v1/decisiones", tok, decisionBody(seed, n, customers))
-			if err != nil || !confirm || st != 200 {
+			if err != nil || confirmed == nil || st != 200 {
 				return st, err
 			}
 			var d struct {
@@ -48,6 +53,9 @@ func decisionSender(c *benchClient, seed uint64, customers int, confirm bool) fu
 			}
 			if err := json.Unmarshal(body, &d); err != nil {
 				return 0, err
+			}
+			if _, again := confirmed.LoadOrStore(d.DecisionID, struct{}{}); again {
+				return st, nil
 			}
 			st, _, err = conn.post("/v1/decisiones/"+d.DecisionID+"/ejecucion", tok, []byte(`{"ejecutada":true}`))
 			return st, err
@@ -80,7 +88,7 @@ that work).`,
 	fl.IntVar(&db.rate, "rate", 2000, "arrivals per second (one step)")
 	fl.StringVar(&db.rates, "rates", "", "a sweep of arrival rates, e.g. 500,1000,2000,4000,8000 (overrides --rate)")
 	fl.IntVar(&db.workers, "workers", 64, "requests in flight at most")
-	fl.BoolVar(&db.confirm, "confirm", false, "confirm each decision (adds an /ejecucion call)")
+	fl.BoolVar(&db.confirm, "confirm", false, "confirm each new decision, once (adds an /ejecucion call; an open decision returned again is not confirmed twice)")
 	fl.BoolVar(&db.baseline, "baseline", false, "also measure, in child processes, a bare handler (httprouter, HMAC bearer check, JSON decode and encode) and the floor (the same handler committing each decision to raw Pebble with Sync)")
 	fl.StringVar(&db.during, "during", "", "background work during each coupond step: batch (a batch job of --batch-size customers) or learner (fold a backlog)")
 	fl.IntVar(&db.batchSize, "batch-size", 100_000, "--during batch: customers in the batch job")
@@ -96,6 +104,19 @@ type decisionBench struct {
 	rates, during, profile   string
 	confirm, baseline        bool
 	warmup                   time.Duration
+	// confirmed holds the decision ids confirmed so far, over every step
+	// (they share one server and its open reward windows).
+	confirmed sync.Map
+}
+
+// confirmedFor is the set decisionSender confirms into: nil (no
+// confirmations) without --confirm or for the baselines, which have no
+// /ejecucion.
+func (db *decisionBench) confirmedFor(isCoupond bool) *sync.Map {
+	if !db.confirm || !isCoupond {
+		return nil
+	}
+	return &db.confirmed
 }
 
 // rateList returns the arrival rates of the steps, checking the flags.
@@ -165,7 +186,7 @@ func (db *decisionBench) run(cmd *cobra.Command) error {
 	fmt.Fprintf(out, "load average before: %s; %d cores; %s per step; %d requests in flight at most; customers %d\n",
 		loadavg(), numCPU(), f.duration, db.workers, f.customers)
 	for _, tg := range targets { // connections and first-touch costs outside the figures
-		openLoop{rate: list[0], duration: db.warmup, workers: db.workers, sender: decisionSender(tg.client, f.seed+99, f.customers, false)}.run(ctx, 0)
+		openLoop{rate: list[0], duration: db.warmup, workers: db.workers, sender: decisionSender(tg.client, f.seed+99, f.customers, nil)}.run(ctx, 0)
 	}
 	results := make([][]stepResult, len(targets))
 	var notes []string
@@ -203,7 +224,7 @@ func (db *decisionBench) step(ctx context.Context, t *benchTarget, tg decisionTa
 			prof <- benchAdmin(ctx, t, "debug", "pprof", "--kind", "cpu", "--seconds", secs, "--out", fmt.Sprintf("%s.%d", db.profile, r))
 		}()
 	}
-	g := openLoop{rate: r, duration: f.duration, workers: db.workers, sender: decisionSender(tg.client, f.seed+uint64(si), f.customers, db.confirm && isCoupond)}
+	g := openLoop{rate: r, duration: f.duration, workers: db.workers, sender: decisionSender(tg.client, f.seed+uint64(si), f.customers, db.confirmedFor(isCoupond))}
 	fs0, known0 := scrapeFsyncs(tg.client.f.url)
 	res := g.run(ctx, tg.pid)
 	if fs1, known1 := scrapeFsyncs(tg.client.f.url); known0 && known1 {
