@@ -71,8 +71,9 @@ func (r *stepResult) q(p float64) time.Duration {
 	return r.lat[min(len(r.lat)-1, int(p*float64(len(r.lat))))]
 }
 
-// cpuPerReq is the CPU time per answered request of the sample, 0 when
-// unknown.
+// cpuPerReq is the sample's CPU time per request answered 200 (failed
+// requests' CPU is charged to the successful ones), 0 when unknown or
+// when none succeeded.
 func (r *stepResult) cpuPerReq(s cpuSample) time.Duration {
 	if !s.known || r.ok == 0 {
 		return 0
