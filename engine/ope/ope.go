@@ -123,7 +123,11 @@ func nullable(v float64) *float64 {
 }
 
 // Result is the evaluation of a target policy over a log. With no records
-// every value is NaN except N, which is 0.
+// every value is NaN except N, which is 0. When the target takes none of
+// the logged actions (every weight is 0: a coupon never sent, say) the log
+// says nothing of the target's rewards: IPS, SNIPS, DR and DRLift are NaN
+// rather than IPS's 0 and DR's model-only mean, whose intervals would be
+// a confident-looking artefact, and ESS is 0.
 type Result struct {
 	N int `json:"n"`
 	// IPS, SNIPS and DR estimate the target policy's value per decision.
@@ -333,15 +337,22 @@ func (e *Evaluator) Result() Result {
 	e.flush()
 	nan := math.NaN()
 	res := Result{N: e.n, ESS: nan, MaxWeight: nan, MeanWeight: nan}
-	if e.n > 0 {
-		res.ESS = e.all.w * e.all.w / e.all.w2 // NaN when every weight is 0
-		res.MaxWeight, res.MeanWeight = e.maxW, e.all.w/float64(e.n)
-	}
 	t := make([]float64, 0, len(e.reps))
+	res.Logged = e.estimate(loggedStat, t)
+	none := Estimate{Value: nan, Lo: nan, Hi: nan, StdErr: nan}
+	res.IPS, res.SNIPS, res.DR, res.DRLift = none, none, none, none
+	if e.n == 0 {
+		return res
+	}
+	res.MaxWeight, res.MeanWeight = e.maxW, e.all.w/float64(e.n)
+	if !(e.all.w > 0) { // no support: nothing to estimate from
+		res.ESS = 0
+		return res
+	}
+	res.ESS = e.all.w * e.all.w / e.all.w2
 	res.IPS = e.estimate(ipsStat, t)
 	res.SNIPS = e.estimate(snipsStat, t)
 	res.DR = e.estimate(drStat, t)
-	res.Logged = e.estimate(loggedStat, t)
 	res.DRLift = e.estimate(liftStat, t)
 	return res
 }

@@ -234,13 +234,20 @@ func TestEmptyAndZeroWeights(t *testing.T) {
 	if res.N != 0 || !math.IsNaN(res.IPS.Value) || !math.IsNaN(res.ESS) {
 		t.Errorf("empty log: %+v", res)
 	}
-	// The target never takes the logged actions: IPS is 0, SNIPS undefined.
-	res, err = ope.Evaluate([]ope.Record{{Reward: 5, Logged: 0.5}, {Reward: 7, Logged: 0.9}}, ope.Options{})
+	// The target never takes the logged actions (a coupon never sent): the
+	// log says nothing of its rewards, whatever the model's QPi says, so
+	// every estimate of it is undefined; the logged behaviour's is not.
+	res, err = ope.Evaluate([]ope.Record{{Reward: 5, Logged: 0.5, QPi: 18.39}, {Reward: 7, Logged: 0.9, QPi: 18.39}}, ope.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.IPS.Value != 0 || !math.IsNaN(res.SNIPS.Value) || res.MaxWeight != 0 {
-		t.Errorf("zero weights: IPS %v, SNIPS %v, max weight %v; want 0, NaN, 0", res.IPS.Value, res.SNIPS.Value, res.MaxWeight)
+	for name, e := range map[string]ope.Estimate{"IPS": res.IPS, "SNIPS": res.SNIPS, "DR": res.DR, "DR lift": res.DRLift} {
+		if !math.IsNaN(e.Value) || !math.IsNaN(e.Lo) || !math.IsNaN(e.Hi) {
+			t.Errorf("zero weights: %s = %+v, want NaN", name, e)
+		}
+	}
+	if res.ESS != 0 || res.MaxWeight != 0 || res.Logged.Value != 6 {
+		t.Errorf("zero weights: ESS %v, max weight %v, logged %v; want 0, 0, 6", res.ESS, res.MaxWeight, res.Logged.Value)
 	}
 }
 
