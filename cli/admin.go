@@ -112,6 +112,7 @@ func tenantCreateCmd(a *app) *cobra.Command {
 		return nil
 	})
 	cmd.Flags().BoolVar(&sandbox, "sandbox", false, "sandbox tenant with a test clock moved by 'admin clock advance'")
+	cmd.Annotations = map[string]string{createsDataDir: "yes"}
 	return cmd
 }
 

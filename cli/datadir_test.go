@@ -223,3 +223,31 @@ func TestServeFeaturesCacheFlag(t *testing.T) {
 		}
 	}
 }
+
+// TestAdminRefusesMissingDataDir: an admin command pointed at a data dir
+// that does not exist (a mistyped --data-dir) fails, naming the dir and the
+// flag, and creates nothing; "admin tenant create" is the one that may
+// create it, as serve does.
+func TestAdminRefusesMissingDataDir(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "typo")
+	for _, args := range [][]string{
+		{"admin", "tenant", "list"},
+		{"admin", "evaluate", "--tenant", "acme"},
+		{"admin", "check"},
+	} {
+		_, _, err := runCLI(t, append(args, "--data-dir", dir)...)
+		if err == nil || !strings.Contains(err.Error(), dir+" does not exist") || !strings.Contains(err.Error(), "--data-dir") {
+			t.Errorf("%v: %v; want an error naming the missing dir and --data-dir", args, err)
+		}
+		if _, err := os.Stat(dir); !os.IsNotExist(err) {
+			t.Fatalf("%v created the data dir (stat: %v)", args, err)
+		}
+	}
+	if _, _, err := runCLI(t, "admin", "tenant", "create", "acme", "--data-dir", dir); err != nil {
+		t.Fatalf("tenant create on a new data dir: %v", err)
+	}
+	out, _, err := runCLI(t, "admin", "tenant", "list", "--data-dir", dir)
+	if err != nil || !strings.Contains(out, "acme") {
+		t.Errorf("tenant list after create: %q, %v", out, err)
+	}
+}

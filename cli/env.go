@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
 	"os"
@@ -49,6 +50,10 @@ func (a *app) withEnv(cmd *cobra.Command, fn func(e *env) error) error {
 		conn.Close()
 		return forwardAdmin(cmd.Context(), sock, a.args, cmd.OutOrStdout())
 	}
+	if _, err := os.Stat(a.dataDir); errors.Is(err, fs.ErrNotExist) && cmd.Annotations[createsDataDir] == "" {
+		return fmt.Errorf("data dir %s does not exist: pass the server's with --data-dir or COUPOND_DATA_DIR "+
+			"(only \"coupond serve\" and \"coupond admin tenant create\" create one)", a.dataDir)
+	}
 	e, err := openEnv(cmd.Context(), a.dataDir, zerolog.Nop(), serviceOptions{})
 	if err != nil {
 		return err
@@ -56,6 +61,11 @@ func (a *app) withEnv(cmd *cobra.Command, fn func(e *env) error) error {
 	defer e.close()
 	return fn(e)
 }
+
+// createsDataDir annotates the admin commands that may create a missing
+// data dir; the others refuse one, so that a mistyped --data-dir is an
+// error rather than a new, empty database.
+const createsDataDir = "creates-data-dir"
 
 // withTenant is withEnv for a command about tenant id: fn gets the tenant,
 // and an unknown id is an error that names it.

@@ -70,7 +70,7 @@ func newRoot(a *app) *cobra.Command {
 			return applyEnv(cmd.Flags())
 		},
 	}
-	root.PersistentFlags().StringVar(&a.dataDir, "data-dir", "./coupond-data", "data directory (env COUPOND_DATA_DIR)")
+	root.PersistentFlags().StringVar(&a.dataDir, "data-dir", "./coupond-data", "data directory (env COUPOND_DATA_DIR); serve, admin tenant create and admin restore create a missing one, other admin commands refuse it")
 	root.AddCommand(newServeCmd(a), newAdminCmd(a), newVersionCmd(), newLabCmd(), newBenchCmd(), newWebhookCmd(), newDocsCmd())
 	root.SetFlagErrorFunc(flagError)
 	strictGroups(root)
