@@ -116,9 +116,9 @@ func shadowReportCmd(a *app) *cobra.Command {
 		}
 		w := cmd.OutOrStdout()
 		fmt.Fprintf(w, "tenant %s: %d shadow decisions\n", rep.Tenant, rep.Decisions)
-		fmt.Fprintf(w, "confirmed:               %5.1f%%  (%d; spec: at least 95%%)\n", 100*rep.ConfirmedShare, rep.Confirmed)
-		fmt.Fprintf(w, "coupons with decision_id: %5.1f%%  (%d of %d; spec: at least 95%%)\n", 100*rep.LabelledShare, rep.CouponsLabelled, rep.CouponsReceived)
-		fmt.Fprintf(w, "agreement engine/caller: %5.1f%%  (%d compared)\n", 100*rep.Agreement, rep.Compared)
+		fmt.Fprintf(w, "confirmed:               %s  (%d; spec: at least 95%%)\n", percentOf(rep.ConfirmedShare, rep.Decisions), rep.Confirmed)
+		fmt.Fprintf(w, "coupons with decision_id: %s  (%d of %d; spec: at least 95%%)\n", percentOf(rep.LabelledShare, int(rep.CouponsReceived)), rep.CouponsLabelled, rep.CouponsReceived)
+		fmt.Fprintf(w, "agreement engine/caller: %s  (%d compared)\n", percentOf(rep.Agreement, rep.Compared), rep.Compared)
 		fmt.Fprintf(w, "value per decision (MXN, %d final rewards): caller rule %s, engine %s\n", rep.RewardsFinal, measured(rep.CallerRule), measured(rep.Engine))
 		fmt.Fprintf(w, "verdict: %s\n", rep.Verdict)
 		for _, r := range rep.Reasons {
@@ -126,4 +126,13 @@ func shadowReportCmd(a *app) *cobra.Command {
 		}
 		return nil
 	})
+}
+
+// percentOf prints share as a percentage, or n/a when it is a share of
+// nothing (n is its denominator).
+func percentOf(share float64, n int) string {
+	if n == 0 {
+		return "  n/a"
+	}
+	return fmt.Sprintf("%5.1f%%", 100*share)
 }

@@ -439,13 +439,16 @@ func (rep *ShadowReport) judge() {
 		rep.Ready = false
 		rep.Reasons = append(rep.Reasons, fmt.Sprintf(format, args...))
 	}
-	if rep.Decisions == 0 {
+	switch {
+	case rep.Decisions == 0:
 		fail("no shadow decisions yet")
-	}
-	if rep.ConfirmedShare < 0.95 {
+	case rep.ConfirmedShare < 0.95:
 		fail("only %.1f%% of decisions confirmed (needs at least 95%%)", 100*rep.ConfirmedShare)
 	}
-	if rep.CouponsReceived == 0 || rep.LabelledShare < 0.95 {
+	switch {
+	case rep.CouponsReceived == 0:
+		fail("no coupon reported received yet (CUPON_RECIBIDO events, each with its decision_id)")
+	case rep.LabelledShare < 0.95:
 		fail("only %.1f%% of coupons carry a decision_id (needs at least 95%%)", 100*rep.LabelledShare)
 	}
 	if rep.RewardsFinal < MinShadowRewards {
