@@ -93,8 +93,8 @@ func TestOpensDataDirOfAnEarlierRelease(t *testing.T) {
 }
 
 // copyDataDir copies the data dir src into a new owner-only temporary
-// directory (git keeps neither its modes nor empty files' absence of
-// meaning) and returns the copy's path.
+// directory (a checkout leaves its files 0644, which serve would fix in
+// place) and returns the copy's path.
 func copyDataDir(t *testing.T, src string) string {
 	t.Helper()
 	dst := filepath.Join(t.TempDir(), "data")
