@@ -52,7 +52,7 @@ func (a *app) withEnv(cmd *cobra.Command, fn func(e *env) error) error {
 	}
 	if _, err := os.Stat(a.dataDir); errors.Is(err, fs.ErrNotExist) && cmd.Annotations[createsDataDir] == "" {
 		return fmt.Errorf("data dir %s does not exist: pass the server's with --data-dir or COUPOND_DATA_DIR "+
-			"(only \"coupond serve\" and \"coupond admin tenant create\" create one)", a.dataDir)
+			"(only serve, admin tenant create and admin restore create one)", a.dataDir)
 	}
 	e, err := openEnv(cmd.Context(), a.dataDir, zerolog.Nop(), serviceOptions{})
 	if err != nil {
