@@ -34,9 +34,14 @@ func evaluateCmd(a *app) *cobra.Command {
 	return cmd
 }
 
+// interval prints an estimate with its interval: n/a when it has no
+// value, "no interval" when its spread cannot be estimated.
 func interval(e ope.Estimate) string {
-	if math.IsNaN(e.Value) {
+	switch {
+	case math.IsNaN(e.Value):
 		return "n/a"
+	case math.IsNaN(e.Lo) || math.IsNaN(e.Hi):
+		return fmt.Sprintf("%9.2f %-20s", e.Value, "(no interval)")
 	}
 	return fmt.Sprintf("%9.2f [%8.2f, %8.2f]", e.Value, e.Lo, e.Hi)
 }

@@ -127,7 +127,8 @@ func nullable(v float64) *float64 {
 // the logged actions (every weight is 0: a coupon never sent, say) the log
 // says nothing of the target's rewards: IPS, SNIPS, DR and DRLift are NaN
 // rather than IPS's 0 and DR's model-only mean, whose intervals would be
-// a confident-looking artefact, and ESS is 0.
+// a confident-looking artefact, and ESS is 0. When it takes the action of
+// one record only, SNIPS is that record's reward and has no interval.
 type Result struct {
 	N int `json:"n"`
 	// IPS, SNIPS and DR estimate the target policy's value per decision.
@@ -182,6 +183,7 @@ type Evaluator struct {
 	opt  Options
 	key  uint64 // the bootstrap generator's state, from Options.Seed
 	n    int    // records added
+	took int    // records whose weight is above 0: the target takes their action
 	maxW float64
 	all  sums   // over every record once
 	reps []sums // per bootstrap replicate, every record k ~ Poisson(1) times
@@ -226,6 +228,9 @@ func (e *Evaluator) Add(r Record) error {
 	t.l = t.dr - t.r
 	e.n++
 	e.maxW = max(e.maxW, w)
+	if w > 0 {
+		e.took++
+	}
 	a := &e.all
 	a.c++
 	a.w += t.w
@@ -352,6 +357,9 @@ func (e *Evaluator) Result() Result {
 	res.ESS = e.all.w * e.all.w / e.all.w2
 	res.IPS = e.estimate(ipsStat, t)
 	res.SNIPS = e.estimate(snipsStat, t)
+	if e.took < 2 { // one record's reward, whose spread cannot be known
+		res.SNIPS.Lo, res.SNIPS.Hi, res.SNIPS.StdErr = nan, nan, nan
+	}
 	res.DR = e.estimate(drStat, t)
 	res.DRLift = e.estimate(liftStat, t)
 	return res

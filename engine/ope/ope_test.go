@@ -249,6 +249,15 @@ func TestEmptyAndZeroWeights(t *testing.T) {
 	if res.ESS != 0 || res.MaxWeight != 0 || res.Logged.Value != 6 {
 		t.Errorf("zero weights: ESS %v, max weight %v, logged %v; want 0, 0, 6", res.ESS, res.MaxWeight, res.Logged.Value)
 	}
+	// It takes one logged action: SNIPS is that reward, with no interval
+	// (its linearised standard error is 0, not a certainty).
+	res, err = ope.Evaluate([]ope.Record{{Reward: 5, Logged: 0.5, Target: 1}, {Reward: 7, Logged: 0.9}, {Reward: 1, Logged: 0.9}}, ope.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.SNIPS.Value != 5 || !math.IsNaN(res.SNIPS.Lo) || !math.IsNaN(res.SNIPS.Hi) || math.IsNaN(res.IPS.Lo) {
+		t.Errorf("one supported record: SNIPS %+v, IPS %+v; want 5 with no interval, IPS with one", res.SNIPS, res.IPS)
+	}
 }
 
 func BenchmarkEvaluate1M(b *testing.B) {
