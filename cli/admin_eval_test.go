@@ -2,10 +2,35 @@ package cli
 
 import (
 	"math"
+	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/coupond/coupond/engine/ope"
+	"github.com/coupond/coupond/policy"
 )
+
+// TestPrintGuardShowsGate: admin evaluate and admin tenant show print the
+// send gate under the guard: its state, its test over all customers and
+// each frequency band's state, sending share and test.
+func TestPrintGuardShowsGate(t *testing.T) {
+	g := policy.GuardStatus{Policy: 12.5, Rewards: 900, Gate: &policy.GateStatus{State: "abierta", Diff: 3.2, SE: 1.1, N: 4000,
+		Bands: []policy.GateBandStatus{{Tickets: "0-1", State: "probando", Diff: -0.4, SE: 2, N: 900, Sending: 0.25},
+			{Tickets: "2-7", State: "abierta", Diff: 5.5, SE: 1.5, N: 3100, Sending: 0.9},
+			{Tickets: "8-25", State: "probando", SE: -1, Sending: 0.25}}}}
+	var b strings.Builder
+	printGuard(&b, g)
+	want := `policy guard: inactive  switches 0  learned policy 12.50 MXN  effective rewards 900
+send gate: abierta  choice − never-send +3.20 MXN (SE 1.10) over 4000 effective decisions
+  band 0 (0-1 tickets a year): probando  sends 25 % of the coupon choices  choice − never-send -0.40 MXN (SE 2.00) over 900
+  band 1 (2-7 tickets a year): abierta  sends 90 % of the coupon choices  choice − never-send +5.50 MXN (SE 1.50) over 3100
+  band 2 (8-25 tickets a year): probando  sends 25 % of the coupon choices  choice − never-send +0.00 MXN (SE n/a) over 0
+`
+	if diff := cmp.Diff(want, b.String()); diff != "" {
+		t.Errorf("printGuard (-want +got):\n%s", diff)
+	}
+}
 
 // TestInterval: an estimate prints with its interval, without one when its
 // spread is unknown, and as n/a when it has no value.
