@@ -227,8 +227,8 @@ type tenantSetFlags struct {
 func (sf *tenantSetFlags) register(f *pflag.FlagSet) {
 	f.StringVar(&sf.shadow, "shadow", "", "shadow mode: on or off")
 	f.StringVar(&sf.paused, "paused", "", "pause the tenant: true or false (answers 503 inquilino_pausado)")
-	f.StringVar(&sf.window, "reward-window", "", "reward window, e.g. 28d")
-	f.StringVar(&sf.grace, "reward-grace", "", "grace period for late events after the window, e.g. 2d")
+	f.StringVar(&sf.window, "reward-window", "", "reward window, 1h to 365d, e.g. 28d")
+	f.StringVar(&sf.grace, "reward-grace", "", "grace period for late events after the window, up to 365d, e.g. 2d")
 	f.Float64Var(&sf.controlShare, "control-share", 0, "share of customers in the control group, e.g. 0.05")
 	f.StringVar(&sf.controlKind, "control-kind", "", "control group kind: nada or regla_actual")
 	f.Int64Var(&sf.quotaDec, "quota-decisions-day", 0, "daily decision quota (0 = none)")
@@ -279,24 +279,29 @@ func (sf *tenantSetFlags) applySwitches(f *pflag.FlagSet, t *store.Tenant) error
 	return nil
 }
 
+// maxRewardSpan bounds the reward window and its grace: a year each keeps
+// every due time a decision computes from them within the range stored
+// times have.
+const maxRewardSpan = 365 * 24 * time.Hour
+
 // applyRewards sets the reward window and grace and the control group.
 func (sf *tenantSetFlags) applyRewards(f *pflag.FlagSet, s *store.Settings) error {
 	if f.Changed("reward-window") {
 		d, err := parseDays(sf.window)
-		if err != nil || d < time.Hour {
-			return fmt.Errorf("--reward-window: want a duration of at least 1h such as 28d, got %q", sf.window)
+		if err != nil || d < time.Hour || d > maxRewardSpan {
+			return fmt.Errorf("--reward-window: want a duration from 1h to 365d such as 28d, got %q", sf.window)
 		}
 		s.RewardWindow = d
 	}
 	if f.Changed("reward-grace") {
 		d, err := parseDays(sf.grace)
-		if err != nil || d < 0 {
-			return fmt.Errorf("--reward-grace: want a duration such as 2d, got %q", sf.grace)
+		if err != nil || d < 0 || d > maxRewardSpan {
+			return fmt.Errorf("--reward-grace: want a duration from 0 to 365d such as 2d, got %q", sf.grace)
 		}
 		s.RewardGrace = d
 	}
 	if f.Changed("control-share") {
-		if sf.controlShare < 0 || sf.controlShare > 0.5 {
+		if !(sf.controlShare >= 0 && sf.controlShare <= 0.5) { // NaN too
 			return fmt.Errorf("--control-share: want 0 to 0.5, got %g", sf.controlShare)
 		}
 		s.ControlShare = sf.controlShare
@@ -325,7 +330,7 @@ func (sf *tenantSetFlags) applyQuotas(f *pflag.FlagSet, s *store.Settings) error
 		s.QuotaEventsDay = sf.quotaEv
 	}
 	if f.Changed("optout-penalty-mxn") {
-		if sf.penalty < 0 || sf.penalty > 1e9 {
+		if !(sf.penalty >= 0 && sf.penalty <= 1e9) { // NaN too
 			return fmt.Errorf("--optout-penalty-mxn: want 0 to 1000000000")
 		}
 		s.OptoutPenaltyCents = int64(sf.penalty*100 + 0.5)
