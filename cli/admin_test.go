@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -42,5 +43,29 @@ func TestTenantSetRejectsBadValues(t *testing.T) {
 	runIn(t, dir, "admin", "tenant", "set", "acme", "--reward-window", "365d", "--reward-grace", "0d", "--optout-penalty-mxn", "12.5")
 	if s := settings(); s["reward_window"] != "365d" || s["optout_penalty_mxn"] != 12.5 {
 		t.Errorf("the bounds themselves: %v", s)
+	}
+}
+
+// TestClockAdvanceStopsBeforeYear9999: a sandbox clock does not move past
+// the date whose derived times (a week's caduca_en, a year's reward window)
+// would leave RFC 3339's range; the refusal says so and leaves the clock.
+func TestClockAdvanceStopsBeforeYear9999(t *testing.T) {
+	dir := t.TempDir()
+	runIn(t, dir, "admin", "tenant", "create", "sb", "--sandbox")
+	var err error
+	for i := 0; i < 40 && err == nil; i++ { // 106,000 days is about as far as one --by goes
+		_, _, err = runCLI(t, "admin", "clock", "advance", "--tenant", "sb", "--by", "106000d", "--data-dir", dir)
+	}
+	if err == nil || !strings.Contains(err.Error(), "the clock would pass 9990-01-01") {
+		t.Fatalf("advancing past year 9990: %v", err)
+	}
+	var clock struct {
+		Now time.Time `json:"now"`
+	}
+	if err := json.Unmarshal(runIn(t, dir, "admin", "clock", "show", "--tenant", "sb", "--json"), &clock); err != nil {
+		t.Fatal(err)
+	}
+	if clock.Now.After(lastSandboxClock) || clock.Now.Year() < 9700 {
+		t.Errorf("clock after the refusal: %v", clock.Now)
 	}
 }
