@@ -514,6 +514,10 @@ func credRevokeCmd(a *app) *cobra.Command {
 	})
 }
 
+// maxRotationGrace bounds how long a rotated secret keeps working: a
+// rotation whose old secret outlives a quarter is no rotation.
+const maxRotationGrace = 90 * 24 * time.Hour
+
 func credRotateCmd(a *app) *cobra.Command {
 	var grace string
 	cmd := &cobra.Command{
@@ -522,8 +526,8 @@ func credRotateCmd(a *app) *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			g, err := parseDays(grace)
-			if err != nil || g < 0 {
-				return fmt.Errorf("--grace: want a duration such as 24h, got %q", grace)
+			if err != nil || g < 0 || g > maxRotationGrace {
+				return fmt.Errorf("--grace: want a duration from 0 to 90d such as 24h, got %q", grace)
 			}
 			return a.withEnv(cmd, func(e *env) error {
 				secret := "cs_" + randomToken(32)
@@ -548,7 +552,7 @@ func credRotateCmd(a *app) *cobra.Command {
 			})
 		},
 	}
-	cmd.Flags().StringVar(&grace, "grace", "24h", "how long the old secret keeps working")
+	cmd.Flags().StringVar(&grace, "grace", "24h", "how long the old secret keeps working, up to 90d")
 	return cmd
 }
 

@@ -69,3 +69,27 @@ func TestClockAdvanceStopsBeforeYear9999(t *testing.T) {
 		t.Errorf("clock after the refusal: %v", clock.Now)
 	}
 }
+
+// TestCredentialRotateGraceBounded: the old secret's grace is 0 to 90 days;
+// a longer one, which would leave the old secret working for years, is an
+// error naming --grace and rotates nothing.
+func TestCredentialRotateGraceBounded(t *testing.T) {
+	dir := t.TempDir()
+	runIn(t, dir, "admin", "tenant", "create", "acme")
+	var cred credJSON
+	if err := json.Unmarshal(runIn(t, dir, "admin", "credential", "create", "--tenant", "acme", "--name", "crm", "--scopes", "eventos:publicar", "--json"), &cred); err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range []string{"91d", "100000d", "-1h", "NaN"} {
+		if _, _, err := runCLI(t, "admin", "credential", "rotate", cred.ClientID, "--grace", g, "--data-dir", dir); err == nil || !strings.Contains(err.Error(), "--grace") {
+			t.Errorf("rotate --grace %s: %v; want an error naming --grace", g, err)
+		}
+	}
+	out := runIn(t, dir, "admin", "credential", "rotate", cred.ClientID, "--grace", "90d", "--json")
+	var rot struct {
+		Until time.Time `json:"previous_secret_valid_until"`
+	}
+	if err := json.Unmarshal(out, &rot); err != nil || time.Until(rot.Until) > 91*24*time.Hour {
+		t.Errorf("rotate --grace 90d: %s, %v", out, err)
+	}
+}
