@@ -1,12 +1,16 @@
 package cli
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/rs/zerolog"
+	"github.com/spf13/cobra"
 )
 
 // TestTenantSetRejectsBadValues: every bad value of admin tenant set is an
@@ -91,5 +95,37 @@ func TestCredentialRotateGraceBounded(t *testing.T) {
 	}
 	if err := json.Unmarshal(out, &rot); err != nil || time.Until(rot.Until) > 91*24*time.Hour {
 		t.Errorf("rotate --grace 90d: %s, %v", out, err)
+	}
+}
+
+// TestConsoleAuditLast: --last below 1 is an error naming it (-5 panicked:
+// a negative slice bound).
+func TestConsoleAuditLast(t *testing.T) {
+	dir := t.TempDir()
+	runIn(t, dir, "admin", "tenant", "create", "acme")
+	for _, v := range []string{"-5", "0"} {
+		if _, _, err := runCLI(t, "admin", "console", "audit", "--last", v, "--data-dir", dir); err == nil || !strings.Contains(err.Error(), "--last") {
+			t.Errorf("console audit --last %s: %v; want an error naming --last", v, err)
+		}
+	}
+}
+
+// TestExecuteRecovered: a command that panics inside serve's admin socket
+// ends with an error that says so, and the panic is logged with its stack.
+func TestExecuteRecovered(t *testing.T) {
+	var logs bytes.Buffer
+	root := &cobra.Command{Use: "coupond", SilenceErrors: true, SilenceUsage: true}
+	root.AddCommand(&cobra.Command{Use: "boom", RunE: func(*cobra.Command, []string) error {
+		var s []int
+		_ = s[len(s)-1]
+		return nil
+	}})
+	root.SetArgs([]string{"boom"})
+	err := executeRecovered(context.Background(), root, zerolog.New(&logs))
+	if err == nil || !strings.Contains(err.Error(), "internal error in the admin command") {
+		t.Errorf("error = %v", err)
+	}
+	if s := logs.String(); !strings.Contains(s, `"level":"error"`) || !strings.Contains(s, "admin command panicked") || !strings.Contains(s, "goroutine") {
+		t.Errorf("log: %s", s)
 	}
 }

@@ -138,6 +138,9 @@ func consoleAuditCmd(a *app) *cobra.Command {
 	var tenant string
 	var last int
 	cmd := a.envCmd("audit [--tenant ID]", "The console's operator audit log: who (session) did what action on which tenant, when, with what outcome", cobra.NoArgs, func(cmd *cobra.Command, _ []string, e *env) error {
+		if last < 1 {
+			return fmt.Errorf("--last: want at least 1, got %d", last)
+		}
 		entries, err := console.Audit(e.db, tenant, last)
 		if err != nil {
 			return err

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strconv"
 	"text/tabwriter"
 	"time"
@@ -243,7 +244,7 @@ func serveAdmin(ctx context.Context, sock string, live *env) (*http.Server, erro
 		root.SetOut(out)
 		var errOut bytes.Buffer
 		root.SetErr(&errOut)
-		err := root.ExecuteContext(r.Context())
+		err := executeRecovered(r.Context(), root, live.log)
 		out.w.Flush()
 		w.Header().Set("X-Exit-Code", strconv.Itoa(ExitCode(err)))
 		if err != nil {
@@ -263,6 +264,19 @@ func serveAdmin(ctx context.Context, sock string, live *env) (*http.Server, erro
 	})}
 	go srv.Serve(ln)
 	return srv, nil
+}
+
+// executeRecovered runs an admin command inside serve. A panic in it (a
+// bug) becomes the command's error, logged with its stack, rather than a
+// connection dropped mid-answer and a raw trace in the server's log.
+func executeRecovered(ctx context.Context, root *cobra.Command, log zerolog.Logger) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			log.Error().Str("panic", fmt.Sprint(p)).Str("stack", string(debug.Stack())).Msg("admin command panicked")
+			err = fmt.Errorf("internal error in the admin command (%v); the server's log has its stack", p)
+		}
+	}()
+	return root.ExecuteContext(ctx)
 }
 
 // flushWriter flushes after every write so progress output streams.

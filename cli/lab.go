@@ -72,6 +72,9 @@ type labFlags struct {
 // run runs the many worlds (--worlds), the single world with several
 // seeds (--runs) or the single world once.
 func (lf *labFlags) run(cmd *cobra.Command) error {
+	if err := lf.check(); err != nil {
+		return err
+	}
 	switch {
 	case lf.mw.worlds > 0:
 		return lf.runWorlds(cmd)
@@ -81,6 +84,23 @@ func (lf *labFlags) run(cmd *cobra.Command) error {
 		return lf.runSeeds(cmd)
 	}
 	return lf.runOne(cmd)
+}
+
+// check refuses sizes the lab cannot run, naming the flag (a value out of
+// range used to fall back to the default without a word).
+func (lf *labFlags) check() error {
+	for _, c := range []struct {
+		flag    string
+		v, least int
+	}{
+		{"customers", lf.cfg.Customers, 10}, {"weeks", lf.cfg.Weeks, 3}, {"runs", lf.runs, 1},
+		{"worlds", lf.mw.worlds, 0}, {"parallel", lf.mw.parallel, 1},
+	} {
+		if c.v < c.least {
+			return fmt.Errorf("--%s: want at least %d, got %d", c.flag, c.least, c.v)
+		}
+	}
+	return nil
 }
 
 // runWorlds runs --worlds; the single world's --seed, --customers and

@@ -307,3 +307,18 @@ func TestLabCompareCommand(t *testing.T) {
 		}
 	}
 }
+
+// TestLabRefusesBadSizes: a size out of range is an error naming its flag
+// (it used to run the default world without a word).
+func TestLabRefusesBadSizes(t *testing.T) {
+	for _, args := range [][]string{
+		{"--customers", "0"}, {"--customers", "-5"}, {"--weeks", "2"}, {"--runs", "0"},
+		{"--worlds", "-1"}, {"--worlds", "2", "--parallel", "0"},
+	} {
+		_, _, err := runCLI(t, append([]string{"lab"}, args...)...)
+		flag := args[len(args)-2]
+		if err == nil || !strings.Contains(err.Error(), flag+": want at least") {
+			t.Errorf("lab %v: %v; want an error naming %s", args, err, flag)
+		}
+	}
+}

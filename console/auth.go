@@ -181,8 +181,9 @@ func appendAudit(db *store.DB, e AuditEntry, seq uint64) error {
 }
 
 // Audit returns the console audit entries of tenant (every tenant for ""),
-// oldest first within a tenant, at most the last max.
-func Audit(db *store.DB, tenant string, max int) ([]AuditEntry, error) {
+// oldest first within a tenant, at most the last last (none when last is 0
+// or less).
+func Audit(db *store.DB, tenant string, last int) ([]AuditEntry, error) {
 	lo, hi := store.ConsoleAuditSpan(tenant)
 	var out []AuditEntry
 	err := db.Scan(lo, hi, func(_, v []byte) error {
@@ -195,8 +196,8 @@ func Audit(db *store.DB, tenant string, max int) ([]AuditEntry, error) {
 	if err != nil {
 		return nil, fmt.Errorf("console audit: %w", err)
 	}
-	if len(out) > max {
-		out = out[len(out)-max:]
+	if len(out) > last {
+		out = out[len(out)-max(last, 0):]
 	}
 	return out, nil
 }

@@ -1,0 +1,42 @@
+package console
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/coupond/coupond/store"
+)
+
+// TestAuditLast: Audit returns the latest entries, at most last of them,
+// and none (not a panic) for a last of 0 or less.
+func TestAuditLast(t *testing.T) {
+	db, err := store.Open("db", store.NewMemFS())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	t0 := time.Date(2026, 11, 2, 12, 0, 0, 0, time.UTC)
+	for i, action := range []string{"pause", "resume", "shadow"} {
+		if err := appendAudit(db, AuditEntry{At: t0.Add(time.Duration(i) * time.Minute), Session: "s", Tenant: "acme", Action: action, Outcome: "ok"}, uint64(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		last int
+		want []string
+	}{{5, []string{"pause", "resume", "shadow"}}, {2, []string{"resume", "shadow"}}, {0, nil}, {-5, nil}} {
+		entries, err := Audit(db, "acme", tc.last)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, e := range entries {
+			got = append(got, e.Action)
+		}
+		if diff := cmp.Diff(tc.want, got); diff != "" {
+			t.Errorf("last %d (-want +got):\n%s", tc.last, diff)
+		}
+	}
+}
