@@ -90,10 +90,10 @@ func (lf *labFlags) run(cmd *cobra.Command) error {
 // range used to fall back to the default without a word).
 func (lf *labFlags) check() error {
 	for _, c := range []struct {
-		flag    string
+		flag     string
 		v, least int
 	}{
-		{"customers", lf.cfg.Customers, 10}, {"weeks", lf.cfg.Weeks, 3}, {"runs", lf.runs, 1},
+		{"customers", lf.cfg.Customers, 10}, {"weeks", lf.cfg.Weeks, 1}, {"runs", lf.runs, 1},
 		{"worlds", lf.mw.worlds, 0}, {"parallel", lf.mw.parallel, 1},
 	} {
 		if c.v < c.least {

@@ -312,7 +312,7 @@ func TestLabCompareCommand(t *testing.T) {
 // (it used to run the default world without a word).
 func TestLabRefusesBadSizes(t *testing.T) {
 	for _, args := range [][]string{
-		{"--customers", "0"}, {"--customers", "-5"}, {"--weeks", "2"}, {"--runs", "0"},
+		{"--customers", "0"}, {"--customers", "-5"}, {"--weeks", "0"}, {"--runs", "0"},
 		{"--worlds", "-1"}, {"--worlds", "2", "--parallel", "0"},
 	} {
 		_, _, err := runCLI(t, append([]string{"lab"}, args...)...)
