@@ -67,6 +67,31 @@ it read that server's CPU.`,
 	return cmd
 }
 
+// check refuses the shared flags' values a bench cannot run with, naming
+// the flag.
+func (f *benchFlags) check() error {
+	if f.duration <= 0 {
+		return fmt.Errorf("--duration: want a positive duration such as 20s, got %s", f.duration)
+	}
+	return checkAtLeast(flagMin{"customers", f.customers, 1}, flagMin{"server-pid", f.serverPID, 0})
+}
+
+// flagMin is an integer flag's value and the least it may be.
+type flagMin struct {
+	flag     string
+	v, least int
+}
+
+// checkAtLeast returns an error naming the first flag below its least.
+func checkAtLeast(fs ...flagMin) error {
+	for _, c := range fs {
+		if c.v < c.least {
+			return fmt.Errorf("--%s: want at least %d, got %d", c.flag, c.least, c.v)
+		}
+	}
+	return nil
+}
+
 type benchClient struct {
 	f     *benchFlags
 	http  *http.Client
@@ -167,6 +192,15 @@ with raw Pebble Sync batches of the same size and concurrency in a child process
 their ratio.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkAtLeast(flagMin{"concurrency", conc, 1}, flagMin{"batch", batch, 1}); err != nil {
+				return err
+			}
+			if batch > 1000 {
+				return fmt.Errorf("--batch: a request holds at most 1000 events, got %d", batch)
+			}
+			if err := f.check(); err != nil {
+				return err
+			}
 			out := benchOut(cmd)
 			hf := *f
 			hf.history = false

@@ -301,3 +301,20 @@ func TestDecisionSenderConfirmsOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestBenchRefusesBadFlags: a bench flag out of range is an error naming
+// it, before anything starts (--customers 0 divided by zero; --batch 0 and
+// --duration -1s ran and reported nonsense).
+func TestBenchRefusesBadFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"decisions", "--customers", "0"}, {"decisions", "--workers", "0"}, {"decisions", "--duration", "0s"},
+		{"decisions", "--warmup", "-1s"}, {"decisions", "--batch-size", "0"},
+		{"events", "--concurrency", "0"}, {"events", "--batch", "0"}, {"events", "--batch", "1001"}, {"events", "--duration", "-1s"},
+		{"batch", "--size", "-1"}, {"batch", "--customers", "-3"},
+	} {
+		_, _, err := runCLI(t, append([]string{"bench"}, args...)...)
+		if err == nil || !strings.Contains(err.Error(), args[1]+":") {
+			t.Errorf("bench %v: %v; want an error naming %s", args, err, args[1])
+		}
+	}
+}

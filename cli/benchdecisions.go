@@ -140,6 +140,15 @@ func (db *decisionBench) rateList() ([]int, error) {
 // run measures coupond (and the baseline, with --baseline) at each rate,
 // interleaved step by step, and prints the steps and the table.
 func (db *decisionBench) run(cmd *cobra.Command) error {
+	if err := db.f.check(); err != nil {
+		return err
+	}
+	if err := checkAtLeast(flagMin{"workers", db.workers, 1}, flagMin{"batch-size", db.batchSize, 1}); err != nil {
+		return err
+	}
+	if db.warmup < 0 {
+		return fmt.Errorf("--warmup: want 0 or a positive duration, got %s", db.warmup)
+	}
 	f, out := db.f, benchOut(cmd)
 	list, err := db.rateList()
 	if err != nil {

@@ -114,8 +114,14 @@ A job lists at most 500,000 customers: a larger --size (which must then be --cus
 segment of every customer with history ({"todos": true}).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := f.check(); err != nil {
+				return err
+			}
+			if size < 0 {
+				return fmt.Errorf("--size: want at least 1 (0: --customers), got %d", size)
+			}
 			out := benchOut(cmd)
-			if size <= 0 {
+			if size == 0 {
 				size = f.customers
 			}
 			if size > maxBatchList && size != f.customers {

@@ -89,18 +89,8 @@ func (lf *labFlags) run(cmd *cobra.Command) error {
 // check refuses sizes the lab cannot run, naming the flag (a value out of
 // range used to fall back to the default without a word).
 func (lf *labFlags) check() error {
-	for _, c := range []struct {
-		flag     string
-		v, least int
-	}{
-		{"customers", lf.cfg.Customers, 10}, {"weeks", lf.cfg.Weeks, 1}, {"runs", lf.runs, 1},
-		{"worlds", lf.mw.worlds, 0}, {"parallel", lf.mw.parallel, 1},
-	} {
-		if c.v < c.least {
-			return fmt.Errorf("--%s: want at least %d, got %d", c.flag, c.least, c.v)
-		}
-	}
-	return nil
+	return checkAtLeast(flagMin{"customers", lf.cfg.Customers, 10}, flagMin{"weeks", lf.cfg.Weeks, 1}, flagMin{"runs", lf.runs, 1},
+		flagMin{"worlds", lf.mw.worlds, 0}, flagMin{"parallel", lf.mw.parallel, 1})
 }
 
 // runWorlds runs --worlds; the single world's --seed, --customers and
