@@ -173,6 +173,7 @@ func startChild(args []string, addr string, logTo io.Writer, wait time.Duration)
 	}
 	cmd := exec.Command(exe, args...)
 	cmd.Stdout, cmd.Stderr = logTo, logTo
+	cmd.SysProcAttr = childAttr()
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}

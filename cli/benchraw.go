@@ -38,6 +38,7 @@ func runRawPebble(ctx context.Context, f *benchFlags, conc, batch int) (rawResul
 		"--duration", f.duration.String(), "--customers", strconv.Itoa(f.customers), "--seed", strconv.FormatUint(f.seed, 10))
 	var errb bytes.Buffer
 	cmd.Stderr = &errb
+	cmd.SysProcAttr = childAttr()
 	out, err := cmd.Output()
 	if err != nil {
 		return rawResult{}, fmt.Errorf("raw pebble baseline: %v: %s", err, errb.String())

@@ -94,7 +94,7 @@ func prepareCoupond(ctx context.Context, f *benchFlags, conns int, out io.Writer
 	if err != nil {
 		return nil, err
 	}
-	args := []string{"--data-dir", dir, "serve", "--addr", addr, "--log-level", f.serveLogLevel}
+	args := []string{"--data-dir", dir, "serve", "--addr", addr, "--console-addr", "", "--log-level", f.serveLogLevel}
 	t.child, err = startChild(args, addr, logf, 60*time.Second)
 	if err != nil {
 		return nil, fmt.Errorf("%w (log in %s)", err, logf.Name())
