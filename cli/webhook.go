@@ -40,6 +40,12 @@ func webhookListenCmd() *cobra.Command {
 			if _, err := batch.ParseWebhookSecret(secret); err != nil || !strings.HasPrefix(secret, "whsec_") {
 				return errors.New("--secret: want whsec_ followed by base64, as PUT /v1/webhooks answered")
 			}
+			if err := checkAtLeast(flagMin{"count", count, 0}); err != nil {
+				return err
+			}
+			if tolerance <= 0 {
+				return fmt.Errorf("--tolerance: want a positive duration such as 5m, got %s", tolerance)
+			}
 			ln, err := net.Listen("tcp", addr)
 			if err != nil {
 				return err

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"encoding/base64"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -61,5 +62,17 @@ func TestWebhookReceiver(t *testing.T) {
 	}
 	if n := strings.Count(errOut.String(), "rejected"); n != 4 {
 		t.Errorf("%d rejections logged, want 4:\n%s", n, errOut.String())
+	}
+}
+
+// TestWebhookListenRefusesBadFlags: a negative --count or a --tolerance
+// that rejects every delivery is an error naming the flag.
+func TestWebhookListenRefusesBadFlags(t *testing.T) {
+	secret := "whsec_" + base64.StdEncoding.EncodeToString(make([]byte, 32))
+	for _, args := range [][]string{{"--count", "-1"}, {"--tolerance", "-5m"}, {"--tolerance", "0s"}} {
+		_, _, err := runCLI(t, append([]string{"webhook", "listen", "--secret", secret, "--addr", "127.0.0.1:0"}, args...)...)
+		if err == nil || !strings.Contains(err.Error(), args[0]+":") {
+			t.Errorf("webhook listen %v: %v; want an error naming %s", args, err, args[0])
+		}
 	}
 }
