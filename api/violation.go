@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"encoding/json"
 	"strconv"
 	"strings"
@@ -29,13 +30,21 @@ type ValidationItem struct {
 	Input any            `json:"input,omitempty"`
 }
 
-// MarshalJSON writes the FastAPI shape (a nil Loc as []).
+// MarshalJSON writes the FastAPI shape (a nil Loc as []), without HTML
+// escaping, as every JSON coupond writes: a segment's "<=" stays "<=" in
+// msg and input (an encoder that escapes HTML still escapes it).
 func (v ValidationItem) MarshalJSON() ([]byte, error) {
 	type wire ValidationItem
 	if v.Loc == nil {
 		v.Loc = []any{}
 	}
-	return json.Marshal(wire(v))
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(wire(v)); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
 
 // Dotted returns Loc[from:] joined with dots, indices in decimal: the per

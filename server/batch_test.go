@@ -308,6 +308,14 @@ func TestBatchValidation(t *testing.T) {
 			}
 		})
 	}
+	// A 422 is written without HTML escaping, like every answer: the
+	// segment's "<=" reads as typed in loc, msg and input.
+	resp := h.raw("POST", "/v1/lotes-decision", tok, map[string]any{"campana_id": "camp", "segmento": map[string]any{"<=": map[string]any{"edad": 30}}})
+	raw, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 422 || !bytes.Contains(raw, []byte(`"<="`)) || bytes.Contains(raw, []byte(`\u003c`)) {
+		t.Errorf("422 body escapes HTML: %d %s", resp.StatusCode, raw)
+	}
 	// Nothing was queued by the refusals.
 	if _, busy := h.batch.Busy("acme"); busy {
 		t.Errorf("a refused request left a job behind")
