@@ -76,22 +76,6 @@ func (f *benchFlags) check() error {
 	return checkAtLeast(flagMin{"customers", f.customers, 1}, flagMin{"server-pid", f.serverPID, 0})
 }
 
-// flagMin is an integer flag's value and the least it may be.
-type flagMin struct {
-	flag     string
-	v, least int
-}
-
-// checkAtLeast returns an error naming the first flag below its least.
-func checkAtLeast(fs ...flagMin) error {
-	for _, c := range fs {
-		if c.v < c.least {
-			return fmt.Errorf("--%s: want at least %d, got %d", c.flag, c.least, c.v)
-		}
-	}
-	return nil
-}
-
 type benchClient struct {
 	f     *benchFlags
 	http  *http.Client

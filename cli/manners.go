@@ -96,3 +96,19 @@ func isTerminal(w io.Writer) bool {
 func useColor(w io.Writer) bool {
 	return isTerminal(w) && os.Getenv("NO_COLOR") == ""
 }
+
+// flagMin is an integer flag's value and the least it may be.
+type flagMin struct {
+	flag     string
+	v, least int
+}
+
+// checkAtLeast returns an error naming the first flag below its least.
+func checkAtLeast(fs ...flagMin) error {
+	for _, c := range fs {
+		if c.v < c.least {
+			return fmt.Errorf("--%s: want at least %d, got %d", c.flag, c.least, c.v)
+		}
+	}
+	return nil
+}
