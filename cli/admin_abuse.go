@@ -17,8 +17,8 @@ func abuseCmd(a *app) *cobra.Command {
 
 // abuseShowCmd prints the escalation state of a tenant's credentials.
 func abuseShowCmd(a *app) *cobra.Command {
-	var tenant string
-	cmd := a.envCmd("show --tenant ID", "Escalation state and recorded steps of the tenant's credentials", cobra.NoArgs, func(cmd *cobra.Command, _ []string, e *env) error {
+	return a.tenantCmd("show --tenant ID", "Escalation state and recorded steps of the tenant's credentials", func(cmd *cobra.Command, e *env, t *store.Tenant) error {
+		tenant := t.ID
 		states := e.svc.api.AbuseStates(tenant)
 		if states == nil {
 			states = []server.AbuseState{}
@@ -38,13 +38,14 @@ func abuseShowCmd(a *app) *cobra.Command {
 		fmt.Fprintf(cmd.OutOrStdout(), "quarantined event requests: %d\n", e.svc.api.QuarantineCount(tenant))
 		return nil
 	})
-	tenantFlag(cmd, &tenant)
-	return cmd
 }
 
 // abuseClearCmd resets a credential to normal.
 func abuseClearCmd(a *app) *cobra.Command {
 	cmd := a.envCmd("clear CLIENT_ID", "Reset a credential to normal (lifts brake, quarantine of new events and suspension)", cobra.ExactArgs(1), func(cmd *cobra.Command, args []string, e *env) error {
+		if _, ok := e.db.Credential(args[0]); !ok {
+			return fmt.Errorf("no credential %q", args[0])
+		}
 		st, err := e.svc.api.ClearAbuse(args[0], e.now())
 		if errors.Is(err, server.ErrNoAbuseState) {
 			return fmt.Errorf("credential %s is not escalated", args[0])

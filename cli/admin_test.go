@@ -129,3 +129,25 @@ func TestExecuteRecovered(t *testing.T) {
 		t.Errorf("log: %s", s)
 	}
 }
+
+// TestAbuseNamesUnknown: abuse show of an unknown tenant and abuse clear of
+// an unknown credential say so, as every other admin command does (they
+// answered "no escalation recorded" and "not escalated").
+func TestAbuseNamesUnknown(t *testing.T) {
+	dir := t.TempDir()
+	runIn(t, dir, "admin", "tenant", "create", "acme")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"admin", "abuse", "show", "--tenant", "nope"}, `no tenant "nope"`},
+		{[]string{"admin", "abuse", "clear", "ci_nope"}, `no credential "ci_nope"`},
+	} {
+		if _, _, err := runCLI(t, append(tc.args, "--data-dir", dir)...); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: %v; want %s", tc.args, err, tc.want)
+		}
+	}
+	if out := runIn(t, dir, "admin", "abuse", "show", "--tenant", "acme"); !bytes.Contains(out, []byte("no escalation recorded")) {
+		t.Errorf("abuse show of a known tenant: %s", out)
+	}
+}
