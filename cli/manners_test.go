@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/coupond/coupond/api"
 	"github.com/coupond/coupond/batch"
+	"github.com/coupond/coupond/policy"
 )
 
 func runCLI(t *testing.T, args ...string) (stdout, stderr string, err error) {
@@ -67,8 +69,8 @@ func TestEveryCommandHasJSON(t *testing.T) {
 
 func TestVersionAndCompletion(t *testing.T) {
 	out, _, err := runCLI(t, "version", "--json")
-	if err != nil || !strings.Contains(out, `"version"`) {
-		t.Errorf("version --json: %v %s", err, out)
+	if err != nil || !strings.Contains(out, `"version"`) || !strings.Contains(out, fmt.Sprintf("send gate that tests them against never-send per frequency band, a guard back to never-send or one coupon, logged propensities with a floor (model format %d)", policy.Format)) {
+		t.Errorf("version --json does not name the policy and its model format: %v %s", err, out)
 	}
 	for _, sh := range []string{"bash", "zsh", "fish", "powershell"} {
 		out, _, err := runCLI(t, "completion", sh)

@@ -12,6 +12,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+
+	"github.com/coupond/coupond/policy"
 )
 
 // Version information, set at build time with -ldflags.
@@ -110,11 +112,11 @@ func ExitCode(err error) int {
 func newVersionCmd() *cobra.Command {
 	var asJSON bool
 	cmd := leafCmd("version", "Print version, commit and policy algorithm", func(cmd *cobra.Command) error {
-		v := map[string]string{"version": version, "commit": commit, "policy": policyAlgorithm}
+		v := map[string]string{"version": version, "commit": commit, "policy": policy.Algorithm()}
 		if asJSON {
 			return printJSON(cmd.OutOrStdout(), v)
 		}
-		fmt.Fprintf(cmd.OutOrStdout(), "coupond %s (commit %s)\npolicy: %s\n", version, commit, policyAlgorithm)
+		fmt.Fprintf(cmd.OutOrStdout(), "coupond %s (commit %s)\npolicy: %s\n", version, commit, policy.Algorithm())
 		return nil
 	})
 	cmd.Flags().BoolVar(&asJSON, "json", false, "machine-readable output")

@@ -17,9 +17,6 @@ import (
 	"github.com/coupond/coupond/store"
 )
 
-// policyAlgorithm names the policy for "coupond version".
-const policyAlgorithm = "per-action Bayesian ridge reward model + SquareCB inverse-gap exploration over optimistic scores, with a propensity floor"
-
 // services are the long-lived parts built over the store, shared by
 // "serve" and by admin commands run without a server.
 type services struct {
@@ -124,6 +121,10 @@ func (s *services) tenantStatus(t *store.Tenant) (usage, quality map[string]any,
 	}
 	if g := st.Guard; g.Active {
 		warnings = append(warnings, fmt.Sprintf("policy guard active: the learned policy is below baseline %d (0 = never send) with confidence; decisions exploit that baseline while it learns", g.Baseline))
+	}
+	if st.ModelRestarted != "" {
+		warnings = append(warnings, "learning started again from the economic prior: "+st.ModelRestarted+
+			"; the send gate tests again, and the learner's next update stores a model of the current format")
 	}
 	if t.Settings.Paused {
 		warnings = append(warnings, "tenant paused: every API call answers 503 inquilino_pausado")

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -86,6 +87,15 @@ func TestOpensDataDirOfAnEarlierRelease(t *testing.T) {
 	}
 	if err := json.Unmarshal(runIn(t, dir, "admin", "evaluate", "--tenant", "acme", "--json"), &ev); err != nil || ev.Records == 0 {
 		t.Errorf("admin evaluate over the earlier release's log: %+v, %v", ev, err)
+	}
+	// Its model is of an earlier format: the tenant learns again from the
+	// prior, and the operator is told so.
+	var show struct {
+		Warnings []string `json:"warnings"`
+	}
+	if err := json.Unmarshal(runIn(t, dir, "admin", "tenant", "show", "acme", "--json"), &show); err != nil ||
+		!slices.ContainsFunc(show.Warnings, func(w string) bool { return strings.Contains(w, "stored model is of an earlier format") }) {
+		t.Errorf("tenant show's warnings after the upgrade: %q, %v", show.Warnings, err)
 	}
 	if s := logs.String(); strings.Contains(s, `"level":"error"`) || strings.Contains(s, "quarantin") {
 		t.Errorf("the server logged errors or quarantined records:\n%s", s)

@@ -562,10 +562,13 @@ func (e *core) loadModel(tenant string) (*publishedModel, error) {
 		// Quarantined: the tenant learns again from the prior rather than
 		// stopping every decision.
 		e.quarantine(tenant, store.ModelKey(tenant), data, err)
-		return newPublishedModel(e.policy), nil
+		pm = newPublishedModel(e.policy)
+		pm.restarted = "its stored model did not decode (quarantined)"
+		return pm, nil
 	}
 	if old {
 		e.log.Warn().Str("tenant", tenant).Msg("stored model of an earlier format: the policy starts afresh from the economic prior")
+		pm.restarted = "its stored model is of an earlier format"
 	}
 	return pm, nil
 }
@@ -579,6 +582,10 @@ type Status struct {
 	Quality         Quality
 	// Guard is the policy guard's state and estimates.
 	Guard policy.GuardStatus
+	// ModelRestarted says why learning started again from the prior when
+	// the tenant loaded (publishedModel.restarted), until the learner
+	// publishes a model; "" otherwise.
+	ModelRestarted string
 }
 
 // Guard returns the tenant's policy guard: its state and estimates (for
@@ -603,7 +610,8 @@ func (e *Learner) Status(tenant string) (Status, error) {
 	}
 	pm := ts.model.Load()
 	cat := ts.catalog.Load()
-	return Status{PoliticaVersion: pm.version, RewardsLearned: pm.n(), CatalogVersion: cat.Version, CatalogActions: len(cat.Acciones), Quality: *q, Guard: pm.m.GuardStatus()}, nil
+	return Status{PoliticaVersion: pm.version, RewardsLearned: pm.n(), CatalogVersion: cat.Version, CatalogActions: len(cat.Acciones), Quality: *q,
+		Guard: pm.m.GuardStatus(), ModelRestarted: pm.restarted}, nil
 }
 
 // Learner closes reward windows and updates each tenant's policy model

@@ -64,6 +64,11 @@ func (sc *scored) sigma(i int) float64 { return sc.m.Sigma(&sc.scores[i]) }
 type publishedModel struct {
 	version string
 	m       *policy.Model
+	// restarted says why this tenant's stored model was not used when it
+	// loaded (an earlier format, or damage: quarantined), so that learning
+	// started again from the prior; "" otherwise. clone drops it: the
+	// first model the learner publishes is of the current format.
+	restarted string
 }
 
 func newPublishedModel(cfg policy.Config) *publishedModel {

@@ -183,8 +183,13 @@ func TestOlderModelStartsFromPrior(t *testing.T) {
 	if err != nil {
 		t.Fatalf("older model: %v", err)
 	}
-	if st.PoliticaVersion != "v0-prior" || st.RewardsLearned != 0 {
-		t.Errorf("older model: version %s, %d rewards; want a fresh v0-prior", st.PoliticaVersion, st.RewardsLearned)
+	if st.PoliticaVersion != "v0-prior" || st.RewardsLearned != 0 || st.ModelRestarted != "its stored model is of an earlier format" {
+		t.Errorf("older model: version %s, %d rewards, restarted %q; want a fresh v0-prior that says why", st.PoliticaVersion, st.RewardsLearned, st.ModelRestarted)
+	}
+	restarted := newPublishedModel(policy.DefaultConfig())
+	restarted.restarted = "why"
+	if restarted.clone().restarted != "" {
+		t.Error("the learner's next model (a clone) keeps the restart note")
 	}
 	if _, err := e.Decide("acme", Request{ClienteRef: "c1", Canal: "push"}); err != nil {
 		t.Errorf("decide after an older model: %v", err)

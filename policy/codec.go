@@ -13,6 +13,15 @@ import (
 // the engine starts such tenants afresh from the prior.
 const Format = 5
 
+// Algorithm names the policy for "coupond version", with the stored
+// model's Format: a release whose Format differs does not read the models
+// of this one (POLICY.md §1, §2, §4, §5).
+func Algorithm() string {
+	return fmt.Sprintf("joint ridge regression of coupon effects on the customer's history and category affinity, "+
+		"economic prior as learned offsets; choices sent behind a send gate that tests them against never-send per "+
+		"frequency band, a guard back to never-send or one coupon, logged propensities with a floor (model format %d)", Format)
+}
+
 // ErrOldFormat reports a stored model of an earlier format.
 var ErrOldFormat = errors.New("policy: stored model of an earlier format")
 
