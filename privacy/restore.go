@@ -102,6 +102,13 @@ func (bk *Backups) readManifest(src string) (*Manifest, error) {
 		return nil, fmt.Errorf("backup taken %s is past the %d-day retention: it no longer receives customer deletions, so it cannot be restored",
 			m.TakenAt.Format(time.RFC3339), int(BackupRetention/(24*time.Hour)))
 	}
+	// Nothing writes into a backup's store after its manifest: a file
+	// missing, added or cut short since is a damaged copy, refused before
+	// the data dir is touched.
+	if size, files := dirSizeFiles(filepath.Join(src, "db")); size != m.Bytes || files != m.Files {
+		return nil, fmt.Errorf("%s is damaged: its db holds %d files, %d bytes; its manifest lists %d files, %d bytes (restore another backup)",
+			src, files, size, m.Files, m.Bytes)
+	}
 	return &m, nil
 }
 
