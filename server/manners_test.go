@@ -56,6 +56,7 @@ func TestTokenOAuthErrors(t *testing.T) {
 		{"bad secret", "application/json", `{"client_id":"` + id + `","client_secret":"x","grant_type":"client_credentials"}`, 401, "no_autenticado", "invalid_client"},
 		{"bad grant", "application/json", `{"client_id":"` + id + `","client_secret":"x","grant_type":"password"}`, 422, "", "unsupported_grant_type"},
 		{"bad grant form", "application/x-www-form-urlencoded", "grant_type=password&client_id=a&client_secret=b", 422, "", "unsupported_grant_type"},
+		{"repeated parameter form", "application/x-www-form-urlencoded", "grant_type=client_credentials&grant_type=password&client_id=" + id + "&client_secret=secret-" + id, 422, "", "invalid_request"},
 		{"missing field", "application/json", `{"grant_type":"client_credentials"}`, 422, "", "invalid_request"},
 		{"not json", "text/plain", `x`, 415, "esquema_invalido", "invalid_request"},
 	}

@@ -42,8 +42,8 @@ var (
 
 // withOAuthError adds the RFC 6749 error code to the token endpoint's
 // errors: 401 invalid_client, 403 invalid_scope, 400/413/415 invalid_request,
-// 422 unsupported_grant_type when grant_type is the only fault and
-// invalid_request otherwise. 429 and 500 have no OAuth code and keep the
+// 422 unsupported_grant_type when grant_type's value is the only fault and
+// invalid_request otherwise (a grant_type missing or repeated included). 429 and 500 have no OAuth code and keep the
 // contract's body alone.
 func withOAuthError(err error) error {
 	var ve *validationError
@@ -53,7 +53,7 @@ func withOAuthError(err error) error {
 	case errors.As(err, &ve):
 		ve.oauth = oauthInvalidRequest
 		if len(ve.detail) > 0 && !slices.ContainsFunc(ve.detail, func(v schema.Violation) bool {
-			return len(v.Loc) != 2 || v.Loc[1] != "grant_type" || v.Type == "missing"
+			return len(v.Loc) != 2 || v.Loc[1] != "grant_type" || v.Type == "missing" || v.Type == "value_error"
 		}) {
 			ve.oauth = oauthUnsupportedType
 		}
@@ -216,6 +216,13 @@ func (s *Server) readTokenForm(c *call) (*tokenRequest, error) {
 		req.clientID, req.secret = f.Get("client_id"), f.Get("client_secret")
 	}
 	var bad []schema.Violation
+	// RFC 6749 3.1: a parameter must not be sent more than once (the JSON
+	// body refuses duplicate keys the same way).
+	for _, name := range []string{"grant_type", "client_id", "client_secret", "scope"} {
+		if len(f[name]) > 1 {
+			bad = append(bad, schema.ValueError([]any{"body", name}, "parámetro repetido", nil))
+		}
+	}
 	check := func(name, v string, max int) {
 		switch {
 		case v == "" && !req.basic || v == "" && name == "grant_type":
