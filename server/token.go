@@ -43,8 +43,8 @@ var (
 // withOAuthError adds the RFC 6749 error code to the token endpoint's
 // errors: 401 invalid_client, 403 invalid_scope, 400/413/415 invalid_request,
 // 422 unsupported_grant_type when grant_type's value is the only fault and
-// invalid_request otherwise (a grant_type missing or repeated included). 429 and 500 have no OAuth code and keep the
-// contract's body alone.
+// invalid_request otherwise (a grant_type missing or repeated included).
+// 429 and 500 have no OAuth code and keep the contract's body alone.
 func withOAuthError(err error) error {
 	var ve *validationError
 	var ae *apiError
