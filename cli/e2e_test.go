@@ -124,17 +124,23 @@ func (in *instance) answers200(path string) bool {
 // stop sends SIGTERM and waits for a clean exit.
 func (in *instance) stop() {
 	in.t.Helper()
-	in.cmd.Process.Signal(syscall.SIGTERM)
+	in.stopWith(syscall.SIGTERM)
+}
+
+// stopWith sends sig and waits for a clean exit.
+func (in *instance) stopWith(sig syscall.Signal) {
+	in.t.Helper()
+	in.cmd.Process.Signal(sig)
 	done := make(chan error, 1)
 	go func() { done <- in.cmd.Wait() }()
 	select {
 	case err := <-done:
 		if err != nil {
-			in.t.Fatalf("serve exited with %v after SIGTERM; logs:\n%s", err, in.logs)
+			in.t.Fatalf("serve exited with %v after %v; logs:\n%s", err, sig, in.logs)
 		}
 	case <-time.After(30 * time.Second):
 		in.cmd.Process.Kill()
-		in.t.Fatal("serve did not stop within 30s of SIGTERM")
+		in.t.Fatalf("serve did not stop within 30s of %v", sig)
 	}
 }
 
@@ -207,6 +213,17 @@ func (in *instance) token(c credJSON) string {
 		in.t.Fatalf("token: status %d body %v", st, body)
 	}
 	return body["access_token"].(string)
+}
+
+// TestServeStopsOnHangup: SIGHUP (a closed terminal) stops serve cleanly,
+// as SIGTERM does; before, the default action killed it mid-request.
+func TestServeStopsOnHangup(t *testing.T) {
+	in := startServer(t, t.TempDir())
+	defer in.killIfRunning()
+	in.stopWith(syscall.SIGHUP)
+	if !strings.Contains(in.logs.String(), `"message":"stopped"`) {
+		t.Errorf("serve did not shut down cleanly on SIGHUP; logs:\n%s", in.logs)
+	}
 }
 
 func TestEndToEndFoundation(t *testing.T) {
