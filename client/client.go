@@ -167,6 +167,28 @@ type Client struct {
 	bg        sync.WaitGroup // background token refreshes and the fallback sender
 }
 
+// check names the first option whose values are out of range.
+func (c *config) check() error {
+	for _, r := range []struct {
+		bad  bool
+		what string
+	}{
+		{c.budget <= 0, "WithBudget: the budget must be positive"},
+		{c.attemptTimeout < 0, "WithAttemptTimeout: the timeout must not be negative"},
+		{c.attempts < 1 || c.backoffBase < 0 || c.backoffCap < c.backoffBase, "WithRetries: at least 1 attempt, and 0 <= base <= max"},
+		{c.queueSize < 1, "WithFallbackQueue: the queue must hold at least 1 record"},
+		{c.fbRetryMin <= 0 || c.fbRetryMax < c.fbRetryMin, "WithFallbackRetry: 0 < min <= max"},
+		{c.breakerFails < 0 || c.breakerWait <= 0, "WithBreaker: fails >= 0 and a positive wait"},
+		{c.timeout <= 0, "WithTimeout: the timeout must be positive"},
+		{c.pollInterval <= 0, "WithPollInterval: the interval must be positive"},
+	} {
+		if r.bad {
+			return errors.New("coupond: option out of range: " + r.what)
+		}
+	}
+	return nil
+}
+
 // New returns a Client for the API at baseURL (such as
 // "https://coupond.example.com"; the /v1 paths are added) with the
 // credential clientID and clientSecret. It starts the goroutine that sends
@@ -188,10 +210,8 @@ func New(baseURL, clientID, clientSecret string, opts ...Option) (*Client, error
 	for _, o := range opts {
 		o(&cfg)
 	}
-	if cfg.budget <= 0 || cfg.attempts < 1 || cfg.queueSize < 1 || cfg.timeout <= 0 || cfg.pollInterval <= 0 ||
-		cfg.backoffBase < 0 || cfg.backoffCap < cfg.backoffBase || cfg.fbRetryMin <= 0 || cfg.fbRetryMax < cfg.fbRetryMin ||
-		cfg.breakerFails < 0 || cfg.breakerWait <= 0 || cfg.attemptTimeout < 0 {
-		return nil, errors.New("coupond: an option is out of range (budgets, timeouts and sizes must be positive)")
+	if err := cfg.check(); err != nil {
+		return nil, err
 	}
 	if cfg.httpClient == nil {
 		cfg.httpClient = &http.Client{Transport: newTransport()}

@@ -99,21 +99,33 @@ func TestTokenCachedAndRenewedEarly(t *testing.T) {
 	}
 }
 
-// TestNewRejectsBadConfig: configuration errors come from New.
+// TestNewRejectsBadConfig: configuration errors come from New, naming
+// what is wrong (the URL, the credential, or the option).
 func TestNewRejectsBadConfig(t *testing.T) {
 	for _, tt := range []struct {
 		url, id, secret string
 		opts            []client.Option
+		want            string
 	}{
-		{"ftp://x", "a", "b", nil},
-		{"coupond.example.com", "a", "b", nil},
-		{"http://x", "", "b", nil},
-		{"http://x", "a", "b", []client.Option{client.WithBudget(0)}},
-		{"http://x", "a", "b", []client.Option{client.WithRetries(0, time.Millisecond, time.Second)}},
+		{"ftp://x", "a", "b", nil, "base URL"},
+		{"coupond.example.com", "a", "b", nil, "base URL"},
+		{"http://x", "", "b", nil, "clientID and clientSecret"},
+		{"http://x", "a", "b", []client.Option{client.WithBudget(0)}, "WithBudget"},
+		{"http://x", "a", "b", []client.Option{client.WithAttemptTimeout(-time.Second)}, "WithAttemptTimeout"},
+		{"http://x", "a", "b", []client.Option{client.WithRetries(0, time.Millisecond, time.Second)}, "WithRetries"},
+		{"http://x", "a", "b", []client.Option{client.WithRetries(3, time.Second, time.Millisecond)}, "WithRetries"},
+		{"http://x", "a", "b", []client.Option{client.WithFallbackQueue(0)}, "WithFallbackQueue"},
+		{"http://x", "a", "b", []client.Option{client.WithFallbackRetry(0, time.Second)}, "WithFallbackRetry"},
+		{"http://x", "a", "b", []client.Option{client.WithBreaker(-1, time.Second)}, "WithBreaker"},
+		{"http://x", "a", "b", []client.Option{client.WithTimeout(0)}, "WithTimeout"},
+		{"http://x", "a", "b", []client.Option{client.WithPollInterval(0)}, "WithPollInterval"},
 	} {
-		if c, err := client.New(tt.url, tt.id, tt.secret, tt.opts...); err == nil {
+		c, err := client.New(tt.url, tt.id, tt.secret, tt.opts...)
+		if err == nil {
 			c.Close(context.Background())
-			t.Errorf("New(%q, %q, %q) accepted", tt.url, tt.id, tt.secret)
+			t.Errorf("New(%q, %q, %q) with %s accepted", tt.url, tt.id, tt.secret, tt.want)
+		} else if !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("New error %q does not name %s", err, tt.want)
 		}
 	}
 }
