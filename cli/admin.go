@@ -577,7 +577,7 @@ func printClock(cmd *cobra.Command, t *store.Tenant) error {
 // lastSandboxClock is as far as admin clock advance moves a clock: the
 // times coupond derives from it (caduca_en, a reward window and its grace
 // of up to a year each, retention) must stay within RFC 3339's year 9999.
-var lastSandboxClock = time.Date(9990, 1, 1, 0, 0, 0, 0, time.UTC)
+func lastSandboxClock() time.Time { return time.Date(9990, 1, 1, 0, 0, 0, 0, time.UTC) }
 
 func clockAdvanceCmd(a *app) *cobra.Command {
 	var tenant, by string
@@ -592,9 +592,9 @@ func clockAdvanceCmd(a *app) *cobra.Command {
 					return fmt.Errorf("tenant %q is not a sandbox tenant: its clock is real time", tenant)
 				}
 				next := t.ClockNow.Add(d)
-				if next.After(lastSandboxClock) {
+				if next.After(lastSandboxClock()) {
 					return fmt.Errorf("--by: the clock would pass %s, the latest a sandbox clock may show (coupond's times run up to two years ahead of it and stay within year 9999)",
-						lastSandboxClock.Format(time.DateOnly))
+						lastSandboxClock().Format(time.DateOnly))
 				}
 				t.ClockNow = next
 				return nil
