@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"sort"
@@ -204,4 +205,44 @@ func fileSize(t *testing.T, path string) int64 {
 		t.Fatal(err)
 	}
 	return info.Size()
+}
+
+// TestInterruptedRestoreRefused: a data dir a restore stopped in between
+// its two renames (db moved to db.replaced, db.restoring not yet db) is
+// refused by admin commands and serve, which would otherwise create an
+// empty store and start with no data; running the restore again mends it.
+func TestInterruptedRestoreRefused(t *testing.T) {
+	dir := t.TempDir()
+	data := filepath.Join(dir, "data")
+	runIn(t, data, "admin", "tenant", "create", "acme")
+	backup := filepath.Join(dir, "backup")
+	runIn(t, data, "admin", "backup", "--out", backup)
+	if err := os.Rename(filepath.Join(data, "db"), filepath.Join(data, "db.replaced")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(data, "db.restoring"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	const want = "a restore stopped before it finished"
+	if _, _, err := runCLI(t, "admin", "tenant", "list", "--data-dir", data); err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("admin tenant list: %v; want %q", err, want)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second) // a serve that starts stops here
+	err := Run(ctx, []string{"serve", "--data-dir", data, "--addr", "127.0.0.1:0", "--console-addr", ""}, nil, io.Discard, io.Discard)
+	cancel()
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("serve: %v; want %q", err, want)
+	}
+	if _, err := os.Stat(filepath.Join(data, "db")); !os.IsNotExist(err) {
+		t.Errorf("a refused command created db (stat: %v)", err)
+	}
+	runIn(t, data, "admin", "restore", "--from", backup)
+	if out := runIn(t, data, "admin", "tenant", "list"); !bytes.Contains(out, []byte("acme")) {
+		t.Errorf("tenant list after the restore ran again: %s", out)
+	}
+	for _, left := range []string{"db.replaced", "db.restoring"} {
+		if _, err := os.Stat(filepath.Join(data, left)); !os.IsNotExist(err) {
+			t.Errorf("%s left behind after the restore ran again (stat: %v)", left, err)
+		}
+	}
 }

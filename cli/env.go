@@ -21,6 +21,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
 
+	"github.com/coupond/coupond/privacy"
 	"github.com/coupond/coupond/store"
 )
 
@@ -144,6 +145,9 @@ func tenantFlag(cmd *cobra.Command, tenant *string) {
 // openEnv opens the data dir for an admin command run without a server.
 func openEnv(ctx context.Context, dataDir string, log zerolog.Logger, opt serviceOptions) (*env, error) {
 	if err := prepareDataDir(dataDir); err != nil {
+		return nil, err
+	}
+	if err := privacy.CheckInterrupted(dataDir); err != nil {
 		return nil, err
 	}
 	secrets, err := store.LoadSecrets(dataDir)

@@ -50,7 +50,7 @@ func (bk *Backups) Restore(ctx context.Context, src string, open OpenStaging, pr
 	if err != nil {
 		return nil, err
 	}
-	staging := filepath.Join(dataDir, "db.restoring")
+	staging := filepath.Join(dataDir, restoringDir)
 	if err := os.RemoveAll(staging); err != nil {
 		return nil, err
 	}
@@ -136,24 +136,52 @@ func installKeys(dataDir, src string) (*store.Secrets, error) {
 	return store.LoadSecrets(dataDir)
 }
 
+// Staging and replaced stores of a restore, beside dataDir's "db".
+const (
+	restoringDir = "db.restoring"
+	replacedDir  = "db.replaced"
+)
+
+// CheckInterrupted refuses a data dir a restore stopped in before its
+// store was in place: "db" is missing and a staging or replaced store is
+// there. Opened as it is, the missing store would be created empty and
+// the service would start with no data.
+func CheckInterrupted(dataDir string) error {
+	if _, err := os.Stat(filepath.Join(dataDir, "db")); !errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	for _, left := range []string{restoringDir, replacedDir} {
+		if _, err := os.Stat(filepath.Join(dataDir, left)); err == nil {
+			return fmt.Errorf("data dir %s: a restore stopped before it finished (%s is there, db is not): run the same "+
+				"'coupond admin restore --from BACKUP' again; to keep the store as it was before that restore instead, "+
+				"move %s back to db", dataDir, left, filepath.Join(dataDir, replacedDir))
+		}
+	}
+	return nil
+}
+
 // swapIn makes staging the live store of dataDir, reporting whether it
 // replaced one.
+//
+// A crash between its two renames leaves db.replaced and db.restoring and
+// no db (CheckInterrupted refuses that dir); the restore run again swaps
+// in and removes the db.replaced left behind.
 func swapIn(dataDir, staging string) (replaced bool, err error) {
 	live := filepath.Join(dataDir, "db")
+	old := filepath.Join(dataDir, replacedDir)
 	if _, err := os.Stat(live); err == nil {
 		replaced = true
-		old := filepath.Join(dataDir, "db.replaced")
-		os.RemoveAll(old)
-		if err := os.Rename(live, old); err != nil {
-			return replaced, err
-		}
-		if err := os.Rename(staging, live); err != nil {
-			return replaced, err
-		}
 		if err := os.RemoveAll(old); err != nil {
 			return replaced, err
 		}
-	} else if err := os.Rename(staging, live); err != nil {
+		if err := os.Rename(live, old); err != nil {
+			return replaced, err
+		}
+	}
+	if err := os.Rename(staging, live); err != nil {
+		return replaced, err
+	}
+	if err := os.RemoveAll(old); err != nil {
 		return replaced, err
 	}
 	return replaced, atomicfile.SyncDir(dataDir)
