@@ -161,11 +161,7 @@ func TestAbuseNamesUnknown(t *testing.T) {
 // touched (a missing file failed inside Pebble after keys.json was
 // written); the intact copy restores.
 func TestRestoreRefusesDamagedBackup(t *testing.T) {
-	dir := t.TempDir()
-	data := filepath.Join(dir, "data")
-	runIn(t, data, "admin", "tenant", "create", "acme")
-	backup := filepath.Join(dir, "backup")
-	runIn(t, data, "admin", "backup", "--out", backup)
+	dir, _, backup := backedUpTenant(t)
 	files, err := filepath.Glob(filepath.Join(backup, "db", "*"))
 	if err != nil || len(files) == 0 {
 		t.Fatalf("backup files: %v %v", files, err)
@@ -198,6 +194,17 @@ func TestRestoreRefusesDamagedBackup(t *testing.T) {
 	runIn(t, filepath.Join(dir, "restored"), "admin", "restore", "--from", backup)
 }
 
+// backedUpTenant makes a data dir with tenant acme and a backup of it
+// under a temporary dir, and returns the three paths.
+func backedUpTenant(t *testing.T) (dir, data, backup string) {
+	t.Helper()
+	dir = t.TempDir()
+	data, backup = filepath.Join(dir, "data"), filepath.Join(dir, "backup")
+	runIn(t, data, "admin", "tenant", "create", "acme")
+	runIn(t, data, "admin", "backup", "--out", backup)
+	return dir, data, backup
+}
+
 func fileSize(t *testing.T, path string) int64 {
 	t.Helper()
 	info, err := os.Stat(path)
@@ -212,11 +219,7 @@ func fileSize(t *testing.T, path string) int64 {
 // refused by admin commands and serve, which would otherwise create an
 // empty store and start with no data; running the restore again mends it.
 func TestInterruptedRestoreRefused(t *testing.T) {
-	dir := t.TempDir()
-	data := filepath.Join(dir, "data")
-	runIn(t, data, "admin", "tenant", "create", "acme")
-	backup := filepath.Join(dir, "backup")
-	runIn(t, data, "admin", "backup", "--out", backup)
+	_, data, backup := backedUpTenant(t)
 	if err := os.Rename(filepath.Join(data, "db"), filepath.Join(data, "db.replaced")); err != nil {
 		t.Fatal(err)
 	}
