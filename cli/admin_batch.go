@@ -12,6 +12,7 @@ import (
 
 	"github.com/coupond/coupond/api"
 	"github.com/coupond/coupond/batch"
+	"github.com/coupond/coupond/store"
 )
 
 func batchWatchCmd(a *app) *cobra.Command {
@@ -32,7 +33,10 @@ func batchWatchCmd(a *app) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return a.withEnv(cmd, func(e *env) error {
+			if interval <= 0 {
+				return fmt.Errorf("--interval: want a positive duration, got %s", interval)
+			}
+			return a.withTenant(cmd, tenant, func(e *env, _ *store.Tenant) error {
 				runner := e.svc.batch
 				poll := func() (*batch.Job, error) { return runner.Job(tenant, args[0]) }
 				if _, err := poll(); errors.Is(err, batch.ErrNotFound) {

@@ -45,7 +45,11 @@ func checkCmd(a *app) *cobra.Command {
 }
 
 func printCheck(w io.Writer, st *engine.CheckStats, repair bool) {
-	fmt.Fprintf(w, "%d tenants, %d records checked: %d damaged", st.Tenants, st.Records, len(st.Damaged))
+	tenants := "tenants"
+	if st.Tenants == 1 {
+		tenants = "tenant"
+	}
+	fmt.Fprintf(w, "%d %s, %d records checked: %d damaged", st.Tenants, tenants, st.Records, len(st.Damaged))
 	if repair {
 		fmt.Fprintf(w, ", %d moved to quarantine", st.Repaired)
 	}

@@ -136,7 +136,9 @@ func TestExecuteRecovered(t *testing.T) {
 
 // TestAbuseNamesUnknown: abuse show of an unknown tenant and abuse clear of
 // an unknown credential say so, as every other admin command does (they
-// answered "no escalation recorded" and "not escalated").
+// answered "no escalation recorded" and "not escalated"); so does batch
+// watch of an unknown tenant (it said the tenant had no such job), and it
+// refuses an --interval that is not positive.
 func TestAbuseNamesUnknown(t *testing.T) {
 	dir := t.TempDir()
 	runIn(t, dir, "admin", "tenant", "create", "acme")
@@ -146,6 +148,9 @@ func TestAbuseNamesUnknown(t *testing.T) {
 	}{
 		{[]string{"admin", "abuse", "show", "--tenant", "nope"}, `no tenant "nope"`},
 		{[]string{"admin", "abuse", "clear", "ci_nope"}, `no credential "ci_nope"`},
+		{[]string{"admin", "batch", "watch", "--tenant", "nope", "lote_x"}, `no tenant "nope"`},
+		{[]string{"admin", "batch", "watch", "--tenant", "acme", "lote_x"}, `tenant "acme" has no batch job "lote_x"`},
+		{[]string{"admin", "batch", "watch", "--tenant", "acme", "--interval", "0s", "lote_x"}, `--interval: want a positive duration`},
 	} {
 		if _, _, err := runCLI(t, append(tc.args, "--data-dir", dir)...); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v: %v; want %s", tc.args, err, tc.want)
