@@ -182,7 +182,43 @@ func buildOpenAPI(routes []route) (obj, error) {
 	if err != nil {
 		return nil, err
 	}
-	return g.document(paths), nil
+	doc := g.document(paths)
+	numbersAsDouble(doc)
+	return doc, nil
+}
+
+// numbersAsDouble gives every number schema of v without a format the
+// format double: amounts are decimals of up to 10^9 with two places, and
+// stock generators read a bare number as float32 (oapi-codegen does), which
+// rounds 1234567.89 to 1234567.875 in an integrator's client.
+func numbersAsDouble(v any) {
+	switch v := v.(type) {
+	case obj:
+		if _, has := v["format"]; !has && isNumberType(v["type"]) {
+			v["format"] = "double"
+		}
+		for _, c := range v {
+			numbersAsDouble(c)
+		}
+	case []any:
+		for _, c := range v {
+			numbersAsDouble(c)
+		}
+	}
+}
+
+// isNumberType says whether a schema's type member t is "number" or a list
+// of types that has it.
+func isNumberType(t any) bool {
+	switch t := t.(type) {
+	case string:
+		return t == "number"
+	case []any:
+		return slices.Contains(t, any("number"))
+	case []string:
+		return slices.Contains(t, "number")
+	}
+	return false
 }
 
 // newDocGen returns a generator that knows the Go types the handlers answer

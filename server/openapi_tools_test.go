@@ -180,6 +180,14 @@ func TestOpenAPICodegen(t *testing.T) {
 			t.Errorf("generated code lacks %q", want)
 		}
 	}
+	// Amounts are float64 in the generated types: a bare "number" became
+	// float32, which rounds 1234567.89 MXN to 1234567.875.
+	if i := bytes.Index(gen, []byte("float32")); i >= 0 {
+		t.Errorf("generated code has a float32 (money rounded to 7 digits): %q", gen[max(i-80, 0):i+7])
+	}
+	if !bytes.Contains(gen, []byte("CostoEnvioMxn float64")) {
+		t.Error("generated catalog lacks CostoEnvioMxn float64")
+	}
 	gomod := "module coupondapi\n\ngo 1.24\n\nrequire github.com/oapi-codegen/runtime " + oapiRuntimeVersion + "\n"
 	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte(gomod), 0o600); err != nil {
 		t.Fatal(err)
