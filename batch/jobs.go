@@ -361,7 +361,12 @@ func (r *Runner) RunPending(ctx context.Context) int {
 		if j == nil {
 			break
 		}
-		r.process(ctx, j)
+		if !r.process(ctx, j) {
+			// The store refused the job's start (a full disk): the job
+			// stays queued for the next round instead of being picked
+			// again at once.
+			break
+		}
 		n++
 	}
 	r.cleanup()
@@ -399,22 +404,24 @@ func (r *Runner) setProgress(j *Job, procesados int, force bool) {
 	}
 }
 
-// process runs one job to completado or fallido.
-func (r *Runner) process(ctx context.Context, j *Job) {
+// process runs one job to completado or fallido. It reports false when
+// the job could not be marked en_curso and stays queued.
+func (r *Runner) process(ctx context.Context, j *Job) bool {
 	log := r.log.With().Str("tenant", j.Tenant).Str("job_id", j.ID).Logger()
 	t, ok := r.db.Tenant(j.Tenant)
 	if !ok {
 		j.Estado, j.Error = api.EstadoFallido, errNoTenant
 		if err := r.finish(j); err != nil {
 			log.Error().Err(err).Msg("batch save")
+			return false
 		}
-		return
+		return true
 	}
 	started := t.Now(r.now())
 	j.Estado, j.IniciadoEn = api.EstadoEnCurso, &started
 	if err := r.save(j); err != nil {
 		log.Error().Err(err).Msg("batch start")
-		return
+		return false
 	}
 	key := j.Tenant + "/" + j.ID
 	defer func() {
@@ -449,6 +456,7 @@ func (r *Runner) process(ctx context.Context, j *Job) {
 			os.Remove(r.resultPath(j.Result))
 		}
 	}
+	return true
 }
 
 // finish stores a job that ended, drops its stored request and, for a

@@ -668,3 +668,57 @@ func TestRecoverVoidsFailedJobDecisions(t *testing.T) {
 		}
 	}
 }
+
+// lineCounter is a log writer that counts the lines holding msg and calls
+// at once the count reaches limit.
+type lineCounter struct {
+	msg   string
+	n     int
+	limit int
+	at    func()
+}
+
+func (c *lineCounter) Write(p []byte) (int, error) {
+	if bytes.Contains(p, []byte(c.msg)) {
+		if c.n++; c.n == c.limit {
+			c.at()
+		}
+	}
+	return len(p), nil
+}
+
+// TestRunPendingStopsWhenStoreRefusesWrites: when a queued job cannot be
+// marked en_curso (the store refuses writes: a full disk), RunPending gives
+// up until its next round instead of picking the same job again at once,
+// which spun a core and flooded the log until a restart.
+func TestRunPendingStopsWhenStoreRefusesWrites(t *testing.T) {
+	fs, full := storefs.WithWriteFaults(storefs.Mem(), func(path string) error { return fmt.Errorf("%s: %w", path, syscall.ENOSPC) })
+	e := newJobEnv(t, fs, "db", 2, -1)
+	j, err := e.r.Submit("acme", Submission{CampanaID: "camp", Clientes: refsN("lleno", 3)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A write of another worker meets the full disk first: from then on
+	// the store refuses every commit at once (store.ErrFailed).
+	full.On()
+	b := e.db.NewBatch()
+	b.Set([]byte("otro"), []byte("x"))
+	if err := b.Commit(); !errors.Is(err, store.ErrFailed) {
+		t.Fatalf("commit on a full disk: %v, want store.ErrFailed", err)
+	}
+	b.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	// Stops a spinning runner so that the test ends either way.
+	starts := &lineCounter{msg: "batch start", limit: 3, at: cancel}
+	r := NewRunner(RunnerConfig{DB: e.db, Engine: e.eng, Log: zerolog.New(starts), Dir: e.dir, Now: e.clock.Now, Signer: e.r.Signer})
+	if n := r.RunPending(ctx); n != 0 {
+		t.Errorf("RunPending ran %d jobs on a store that refuses writes", n)
+	}
+	if starts.n != 1 {
+		t.Errorf("job start attempted %d times in one round, want 1", starts.n)
+	}
+	if got, err := r.Job("acme", j.ID); err != nil || got.Estado != api.EstadoEnCola {
+		t.Errorf("job after the refused start: %+v %v, want still en_cola", got, err)
+	}
+}
