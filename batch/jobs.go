@@ -5,6 +5,7 @@
 package batch
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"crypto/rand"
@@ -228,28 +229,46 @@ func busy(jobs []*Job, now time.Time) (time.Duration, bool) {
 	return max(wait, time.Second), wait > 0
 }
 
-// list returns the tenant's jobs.
+// list returns the tenant's jobs. A record that does not decode is moved to
+// quarantine and left out (contract §8), so that it stops neither recovery
+// nor any tenant's queue.
 func (r *Runner) list(tenant string) ([]*Job, error) {
 	var out []*Job
+	type damaged struct {
+		key, val []byte
+		err      error
+	}
+	var bad []damaged
 	lo, hi := store.JobSpan(tenant)
-	err := r.db.Scan(lo, hi, func(_, v []byte) error {
+	err := r.db.Scan(lo, hi, func(k, v []byte) error {
 		var j Job
 		if err := json.Unmarshal(v, &j); err != nil {
-			return err
+			bad = append(bad, damaged{bytes.Clone(k), bytes.Clone(v), err})
+			return nil
 		}
 		out = append(out, &j)
 		return nil
 	})
+	for _, d := range bad {
+		r.eng.Records().Quarantine(tenant, d.key, d.val, fmt.Errorf("job record: %w", d.err))
+	}
 	return out, err
 }
 
-// Job returns a job of tenant with live progress, or ErrNotFound.
+// Job returns a job of tenant with live progress, or ErrNotFound (also
+// for a record that does not decode, which is moved to quarantine).
 func (r *Runner) Job(tenant, id string) (*Job, error) {
-	j, err := store.LoadJSON[Job](r.db, jobKey(tenant, id))
+	key := jobKey(tenant, id)
+	v, err := r.db.Get(key)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, ErrNotFound
+	}
 	if err != nil {
 		return nil, err
 	}
-	if j == nil {
+	j := new(Job)
+	if err := json.Unmarshal(v, j); err != nil {
+		r.eng.Records().Quarantine(tenant, key, v, fmt.Errorf("job record: %w", err))
 		return nil, ErrNotFound
 	}
 	r.mu.Lock()

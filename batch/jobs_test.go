@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/rs/zerolog"
 
 	"github.com/coupond/coupond/api"
@@ -720,5 +721,47 @@ func TestRunPendingStopsWhenStoreRefusesWrites(t *testing.T) {
 	}
 	if got, err := r.Job("acme", j.ID); err != nil || got.Estado != api.EstadoEnCola {
 		t.Errorf("job after the refused start: %+v %v, want still en_cola", got, err)
+	}
+}
+
+// TestDamagedJobRecordQuarantined: a job record that does not decode is
+// moved to quarantine and skipped (contract §8); it stopped recovery and
+// every tenant's queue (RunPending ran nothing) for good.
+func TestDamagedJobRecordQuarantined(t *testing.T) {
+	e := newJobEnv(t, storefs.Mem(), "db", 2, -1)
+	j, err := e.r.Submit("acme", Submission{CampanaID: "camp", Clientes: refsN("sano", 3)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := e.db.NewBatch()
+	b.Set(store.JobKey("acme", "lote_roto"), []byte(`{"job_id":"lote_roto","estado":`))
+	if err := b.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+
+	r := e.runner()
+	if err := r.Recover(); err != nil {
+		t.Errorf("Recover: %v", err)
+	}
+	if n := r.RunPending(context.Background()); n != 1 {
+		t.Errorf("RunPending ran %d jobs, want 1", n)
+	}
+	if got, err := r.Job("acme", j.ID); err != nil || got.Estado != api.EstadoCompletado {
+		t.Errorf("sound job: %+v %v, want completado", got, err)
+	}
+	if _, err := r.Job("acme", "lote_roto"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("damaged job: %v, want ErrNotFound", err)
+	}
+	q, err := e.eng.Quarantine.Quarantined("acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tables []string
+	for _, d := range q {
+		tables = append(tables, d.Table)
+	}
+	if diff := cmp.Diff([]string{"job"}, tables); diff != "" {
+		t.Errorf("quarantined tables (-want +got):\n%s", diff)
 	}
 }
