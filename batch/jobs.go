@@ -302,15 +302,18 @@ func (r *Runner) Recover() error {
 		}
 		for _, j := range jobs {
 			if j.Estado == api.EstadoEnCurso {
+				// Voided first: a stop before the job is recorded
+				// fallido leaves it en_curso, and the next start voids
+				// what is left.
+				voided, err := r.eng.VoidJob(j.Tenant, j.ID)
+				if err != nil {
+					return err
+				}
 				j.Estado, j.Error = api.EstadoFallido, errRestart
 				now := t.Now(r.now())
 				j.CompletadoEn = &now
 				j.Procesados, j.Result = 0, ""
 				if err := r.finish(j); err != nil {
-					return err
-				}
-				voided, err := r.eng.VoidJob(j.Tenant, j.ID)
-				if err != nil {
 					return err
 				}
 				r.log.Warn().Str("tenant", j.Tenant).Str("job_id", j.ID).Int("anuladas", voided).Msg("batch job interrupted by restart: fallido")

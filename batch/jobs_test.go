@@ -765,3 +765,73 @@ func TestDamagedJobRecordQuarantined(t *testing.T) {
 		t.Errorf("quarantined tables (-want +got):\n%s", diff)
 	}
 }
+
+// TestRecoverVoidsBeforeFailing: recovery voids an interrupted job's
+// decisions before it records the job fallido, so a process killed in
+// between (voiding a large job takes a while) voids them at its next start.
+// Recorded first, the job was fallido and never looked at again: its
+// decisions kept their customers' reward windows and their campaign sends.
+func TestRecoverVoidsBeforeFailing(t *testing.T) {
+	mem := storefs.CrashableMem()
+	e := newJobEnv(t, mem, "db", 3, 1000)
+	refs := refsN("cliente", 20)
+	job, err := e.r.Submit("acme", Submission{CampanaID: "camp", Clientes: refs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	job.Estado = api.EstadoEnCurso
+	if err := e.r.save(job); err != nil {
+		t.Fatal(err)
+	}
+	// The job's decisions were committed, then the process died.
+	bd, err := e.eng.NewBatchDecider("acme", job.ID, "camp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, ref := range refs {
+		d, err := bd.Decide(ref, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, d.DecisionID)
+	}
+	if err := bd.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	bd.Close()
+
+	// The restarted process is killed again as soon as the job is
+	// recorded fallido.
+	var crashed *storefs.MemFS
+	r := e.runner()
+	r.Observe(Observer{JobEnded: func(string, string, int) { crashed = mem.CrashClone(storefs.CrashCloneCfg{}) }})
+	if err := r.Recover(); err != nil {
+		t.Fatal(err)
+	}
+	if crashed == nil {
+		t.Fatal("Recover recorded no job end")
+	}
+	db, err := store.Open("db", crashed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	eng := engine.New(engine.Config{DB: db, Secrets: e.secrets, Log: zerolog.Nop(), Now: e.clock.Now, Seed: 42})
+	r2 := NewRunner(RunnerConfig{DB: db, Engine: eng, Log: zerolog.Nop(), Dir: e.dir, Now: e.clock.Now, Signer: r.Signer})
+	if err := r2.Recover(); err != nil {
+		t.Fatal(err)
+	}
+	var estados []string
+	for _, id := range ids {
+		d, err := eng.DecisionByID("acme", id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		estados = append(estados, d.Estado)
+	}
+	want := slices.Repeat([]string{engine.EstadoRechazada}, len(ids))
+	if diff := cmp.Diff(want, estados); diff != "" {
+		t.Errorf("the interrupted job's decisions after two restarts (-want +got):\n%s", diff)
+	}
+}
