@@ -10,12 +10,15 @@ import (
 	"io"
 	"math"
 	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -833,5 +836,52 @@ func TestRecoverVoidsBeforeFailing(t *testing.T) {
 	want := slices.Repeat([]string{engine.EstadoRechazada}, len(ids))
 	if diff := cmp.Diff(want, estados); diff != "" {
 		t.Errorf("the interrupted job's decisions after two restarts (-want +got):\n%s", diff)
+	}
+}
+
+// TestWebhookAttemptsNeedTheQueue: while the store cannot record attempts
+// (a full disk), messages are not attempted again every second. A delivered
+// message whose removal failed was sent again at each pass, and a failing
+// one was retried every second with no backoff, until a restart.
+func TestWebhookAttemptsNeedTheQueue(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		status int
+	}{
+		{"receiver accepts", http.StatusNoContent},
+		{"receiver fails", http.StatusInternalServerError},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			fs, full := storefs.WithWriteFaults(storefs.Mem(), func(path string) error { return fmt.Errorf("%s: %w", path, syscall.ENOSPC) })
+			e := newJobEnv(t, fs, "db", 2, -1)
+			var hits atomic.Int32
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				hits.Add(1)
+				w.WriteHeader(tt.status)
+			}))
+			t.Cleanup(srv.Close)
+			w := NewWebhooks(e.db, NewDeliverer(DelivererConfig{AllowPrivate: true}), zerolog.Nop(), e.clock.Now, 1)
+			if _, err := w.Register("acme", srv.URL, []string{EventLoteCompletado}, jobsStart); err != nil {
+				t.Fatal(err)
+			}
+			done := jobsStart
+			if err := w.Enqueue(&Job{ID: "lote_x", Tenant: "acme", CampanaID: "camp", Estado: api.EstadoCompletado, CompletadoEn: &done}); err != nil {
+				t.Fatal(err)
+			}
+			full.On()
+			b := e.db.NewBatch()
+			b.Set([]byte("otro"), []byte("x"))
+			if err := b.Commit(); !errors.Is(err, store.ErrFailed) {
+				t.Fatalf("commit on a full disk: %v, want store.ErrFailed", err)
+			}
+			b.Close()
+			for range 5 {
+				w.DeliverDue(context.Background())
+				e.clock.Advance(time.Second)
+			}
+			if n := hits.Load(); n > 1 {
+				t.Errorf("%d attempts in 5 passes a second apart while the queue could not record them, want at most 1", n)
+			}
+		})
 	}
 }

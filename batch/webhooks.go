@@ -169,42 +169,78 @@ func (w *Webhooks) deliverDue(ctx context.Context, tenant string) int {
 		w.log.Error().Err(err).Str("tenant", tenant).Msg("webhook registration")
 		return 0
 	}
+	n := 0
 	for _, it := range due {
-		b := w.db.NewBatch()
-		b.Delete(it.key)
 		q := it.q
 		q.Attempt++
 		log := w.log.With().Str("tenant", tenant).Str("webhook_id", q.ID).Int("attempt", q.Attempt).Logger()
-		outcome := WebhookDropped
-		if reg == nil {
-			log.Info().Msg("webhook dropped: no registration")
-			w.count(tenant, "dropped")
-		} else if status, err := w.deliver.Deliver(ctx, Delivery{ID: q.ID, URL: reg.URL, Secret: reg.Secreto, Body: q.Body}); err == nil {
-			outcome = WebhookDelivered
-			log.Info().Int("status", status).Msg("webhook delivered")
-			w.count(tenant, "delivered")
-		} else if errors.Is(err, ErrWebhookSecret) || errors.Is(err, ErrWebhookURL) {
-			log.Error().Err(err).Msg("webhook dropped: registration unusable")
-			w.count(tenant, "dropped")
-		} else if wait, again := w.schedule.NextAttempt(q.Attempt); again {
-			outcome = WebhookRetry
-			log.Warn().Err(err).Int("status", status).Dur("retry_in", wait).Msg("webhook attempt failed")
-			w.count(tenant, "failed")
-			if err := b.SetJSON(store.WebhookDeliveryKey(tenant, w.now().Add(wait), q.ID), q); err != nil {
-				log.Error().Err(err).Msg("webhook requeue")
-			}
-		} else {
-			outcome = WebhookGivenUp
-			log.Error().Err(err).Msg("webhook given up after the last attempt")
-			w.count(tenant, "given_up")
+		next, err := w.record(tenant, it.key, q)
+		if err != nil {
+			// Nothing is attempted that the queue does not record: the
+			// message stays due for a later pass.
+			log.Error().Err(err).Msg("webhook queue commit: attempt postponed")
+			break
 		}
+		n++
+		outcome := w.attempt(ctx, tenant, reg, q, next != nil, log)
 		if w.obs.WebhookAttempt != nil {
 			w.obs.WebhookAttempt(tenant, outcome)
 		}
-		if err := b.Commit(); err != nil {
-			log.Error().Err(err).Msg("webhook queue commit")
+		if next != nil && outcome != WebhookRetry {
+			b := w.db.NewBatch()
+			b.Delete(next)
+			if err := b.Commit(); err != nil {
+				log.Error().Err(err).Msg("webhook queue commit")
+			}
+			b.Close()
 		}
-		b.Close()
 	}
-	return len(due)
+	return n
+}
+
+// record moves the message at key, before its attempt q.Attempt is made,
+// to the time its next attempt is due (next, its new key), or out of the
+// queue when this attempt is the last (next nil). A stop during the
+// attempt then retries it after the backoff, and a store that cannot
+// record the attempt (a full disk) makes none.
+func (w *Webhooks) record(tenant string, key []byte, q queued) (next []byte, err error) {
+	b := w.db.NewBatch()
+	defer b.Close()
+	b.Delete(key)
+	if wait, again := w.schedule.NextAttempt(q.Attempt); again {
+		next = store.WebhookDeliveryKey(tenant, w.now().Add(wait), q.ID)
+		if err := b.SetJSON(next, q); err != nil {
+			return nil, err
+		}
+	}
+	return next, b.Commit()
+}
+
+// attempt makes attempt q.Attempt of a message whose attempt is recorded
+// (again: another one is queued) and returns its outcome.
+func (w *Webhooks) attempt(ctx context.Context, tenant string, reg *Registration, q queued, again bool, log zerolog.Logger) string {
+	if reg == nil {
+		log.Info().Msg("webhook dropped: no registration")
+		w.count(tenant, "dropped")
+		return WebhookDropped
+	}
+	status, err := w.deliver.Deliver(ctx, Delivery{ID: q.ID, URL: reg.URL, Secret: reg.Secreto, Body: q.Body})
+	switch {
+	case err == nil:
+		log.Info().Int("status", status).Msg("webhook delivered")
+		w.count(tenant, "delivered")
+		return WebhookDelivered
+	case errors.Is(err, ErrWebhookSecret) || errors.Is(err, ErrWebhookURL):
+		log.Error().Err(err).Msg("webhook dropped: registration unusable")
+		w.count(tenant, "dropped")
+		return WebhookDropped
+	case again:
+		log.Warn().Err(err).Int("status", status).Msg("webhook attempt failed; retry queued")
+		w.count(tenant, "failed")
+		return WebhookRetry
+	default:
+		log.Error().Err(err).Msg("webhook given up after the last attempt")
+		w.count(tenant, "given_up")
+		return WebhookGivenUp
+	}
 }
