@@ -179,14 +179,43 @@ func (s *Service) Deletion(tenant, clienteRef string) (*DeletionRecord, error) {
 }
 
 func (s *Service) deletionByHash(tenant, hash string) (*DeletionRecord, error) {
-	return store.LoadJSON[DeletionRecord](s.db, deletionKey(tenant, hash))
+	v, err := s.db.Get(deletionKey(tenant, hash))
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	r := s.decodeDeletion(tenant, hash, v)
+	return &r, nil
+}
+
+// decodeDeletion decodes the deletion record v of hash. One that does not
+// decode (contract §8) stands for a deletion still to be done: the worker
+// redoes it and rewrites the record, a restore re-applies it, and nothing
+// stops on it.
+func (s *Service) decodeDeletion(tenant, hash string, v []byte) DeletionRecord {
+	var r DeletionRecord
+	if err := json.Unmarshal(v, &r); err != nil {
+		s.log.Warn().Err(err).Str("tenant", tenant).Str("cliente_hash", hash).Msg("deletion record does not decode: taken as programado")
+		return DeletionRecord{Hash: hash, Estado: DeletionScheduled}
+	}
+	return r
 }
 
 // Deletions returns every deletion record of tenant, ordered by request
 // time.
 func (s *Service) Deletions(tenant string) ([]DeletionRecord, error) {
+	out := []DeletionRecord{}
 	lo, hi := store.DeletionSpan(tenant)
-	out, err := store.ScanJSON[DeletionRecord](s.db, lo, hi)
+	err := s.db.Scan(lo, hi, func(k, v []byte) error {
+		hash, ok := store.ParseDeletionKey(tenant, k)
+		if !ok {
+			return fmt.Errorf("deletion record of %s: bad key %q", tenant, k)
+		}
+		out = append(out, s.decodeDeletion(tenant, hash, v))
+		return nil
+	})
 	sort.SliceStable(out, func(i, j int) bool { return out[i].SolicitadoEn.Before(out[j].SolicitadoEn) })
 	return out, err
 }
@@ -307,8 +336,16 @@ func (p *tenantPass) queued() ([]queuedDeletion, error) {
 	lo, hi := store.DeletionQueueSpan(p.tenant)
 	err := p.s.db.Scan(lo, hi, func(k, v []byte) error {
 		var j deletionJob
-		if err := json.Unmarshal(v, &j); err != nil {
-			return fmt.Errorf("deletion queue of %s: %w", p.tenant, err)
+		if err := json.Unmarshal(v, &j); err != nil || j.Hash == "" {
+			// Damaged (contract §8): its key still names the customer's
+			// hash, so the job goes on by hash, as a restored one does.
+			_, hash, ok := store.ParseDeletionQueueKey(p.tenant, k)
+			if !ok {
+				return fmt.Errorf("deletion queue of %s: bad key %q", p.tenant, k)
+			}
+			p.s.log.Warn().AnErr("decode_error", err).Str("tenant", p.tenant).Str("cliente_hash", hash).
+				Msg("deletion queue entry does not decode: the deletion goes on by keyed hash")
+			j = deletionJob{Hash: hash}
 		}
 		jobs = append(jobs, queuedDeletion{key: append([]byte(nil), k...), job: j})
 		if len(jobs) >= deletionBatch {
@@ -420,7 +457,10 @@ func (s *Service) applyDeletion(tenant string, qkey []byte, job deletionJob, ref
 		return nil, nil, err
 	}
 	if rec == nil { // the record is written with the job; rebuild a lost one
-		rec = &DeletionRecord{Hash: job.Hash, Estado: DeletionScheduled, SolicitadoEn: s.now().UTC()}
+		rec = &DeletionRecord{Hash: job.Hash, Estado: DeletionScheduled}
+	}
+	if rec.SolicitadoEn.IsZero() { // lost or damaged
+		rec.SolicitadoEn = s.now().UTC()
 	}
 	if !job.Ledgered && hooks.Ledger != nil {
 		if err := hooks.Ledger(LedgerEntry{Tenant: tenant, Hash: job.Hash, RequestedAt: rec.SolicitadoEn, ClientID: rec.ClientID}); err != nil {

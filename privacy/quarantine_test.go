@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/coupond/coupond/engine"
 	"github.com/coupond/coupond/store"
 )
@@ -133,5 +135,77 @@ func TestDeletionReachesDamagedInPlace(t *testing.T) {
 	deleteAll(t, p, ana)
 	if holds(t, db, []byte(ana)) || holds(t, db, []byte("cup-ana-1")) {
 		t.Error("the store still names the deleted customer")
+	}
+}
+
+// TestDeletionPastDamagedDeletionRecords: a deletion queue entry or a
+// deletion record that does not decode (contract §8) neither stops the
+// worker nor loops: the deletion it stands for is still carried out, by
+// the keyed hash its key holds, and so are the others.
+func TestDeletionPastDamagedDeletionRecords(t *testing.T) {
+	const ana, beto, otro = "ana-00000001", "beto-0000002", "otro-0000003"
+	for _, tc := range []struct {
+		name   string
+		damage func(p *Service, db *store.DB) []byte // returns the key it damaged
+	}{
+		{"queue entry", func(p *Service, db *store.DB) []byte {
+			lo, hi := store.DeletionQueueSpan("acme")
+			var key []byte
+			db.Scan(lo, hi, func(k, _ []byte) error {
+				if _, h, ok := store.ParseDeletionQueueKey("acme", k); ok && h == p.CustomerHash("acme", ana) {
+					key = append([]byte(nil), k...)
+				}
+				return nil
+			})
+			return key
+		}},
+		{"deletion record", func(p *Service, _ *store.DB) []byte {
+			return deletionKey("acme", p.CustomerHash("acme", ana))
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e, p, db, _ := newTest(t, 1)
+			ingestFor(t, e, ana, "a", 2)
+			ingestFor(t, e, beto, "b", 2)
+			ingestFor(t, e, otro, "o", 2)
+			for _, ref := range []string{ana, beto} {
+				if _, err := p.RequestDeletion("acme", ref, "ci"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			key := tc.damage(p, db)
+			if key == nil {
+				t.Fatal("no key to damage")
+			}
+			b := db.NewBatch()
+			b.Set(key, []byte(`{"hash":`))
+			if err := b.Commit(); err != nil {
+				t.Fatal(err)
+			}
+			b.Close()
+			st, err := p.ProcessDeletions(context.Background(), DeletionHooks{})
+			if err != nil || st != (DeletionStats{Completed: 2}) {
+				t.Fatalf("pass: %+v %v, want 2 completed", st, err)
+			}
+			for ref, want := range map[string]bool{ana: false, beto: false, otro: true} {
+				if got := holds(t, db, []byte(ref)); got != want {
+					t.Errorf("store holds %s = %v, want %v", ref, got, want)
+				}
+			}
+			recs, err := p.Deletions("acme")
+			if err != nil {
+				t.Fatalf("deletions: %v", err)
+			}
+			var states []string
+			for _, r := range recs {
+				states = append(states, r.Estado)
+			}
+			if diff := cmp.Diff([]string{DeletionCompleted, DeletionCompleted}, states); diff != "" {
+				t.Errorf("deletion states (-want +got):\n%s", diff)
+			}
+			if n, _ := p.PendingDeletions(); n != 0 {
+				t.Errorf("queue after the pass: %d entries, want 0", n)
+			}
+		})
 	}
 }

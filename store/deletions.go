@@ -33,3 +33,12 @@ func ParseDeletionQueueKey(tenant string, key []byte) (at time.Time, hash string
 	}
 	return timeAt(parts[0]), string(parts[1]), true
 }
+
+// ParseDeletionKey decodes a deletion record's key of tenant.
+func ParseDeletionKey(tenant string, key []byte) (hash string, ok bool) {
+	parts, ok := splitKey(tenant, key, "s")
+	if !ok {
+		return "", false
+	}
+	return string(parts[0]), true
+}

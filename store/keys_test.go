@@ -230,6 +230,10 @@ func TestKeyDecodersRoundTrip(t *testing.T) {
 			at, h, ok := ParseDeletionQueueKey("acme", DeletionQueueKey("acme", gt0, "h-1"))
 			return parsed{At: at, C: h, OK: ok}
 		}(), parsed{At: gt0, C: "h-1", OK: true}},
+		{"deletion record", func() parsed {
+			h, ok := ParseDeletionKey("acme", DeletionKey("acme", "h-1"))
+			return parsed{C: h, OK: ok}
+		}(), parsed{C: "h-1", OK: true}},
 		{"hourly", func() parsed {
 			h, ok := ParseHourlyKey("acme", HourlyKey("acme", -3))
 			return parsed{N: h, OK: ok}
