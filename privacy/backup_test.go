@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/rs/zerolog"
 )
 
@@ -45,6 +46,42 @@ func TestLedgerReachesRegisteredBackups(t *testing.T) {
 	if os.Geteuid() != 0 {
 		if err := hook(entry); err == nil {
 			t.Error("ledger hook succeeded although a backup ledger could not be written")
+		}
+	}
+}
+
+// TestLedgerAfterTornAppend: an append cut short (disk full, crash) leaves
+// part of a line the deletion worker never counted as written; it retries,
+// and the backup's ledger must still read back whole, with the retried
+// entry, or the backup could never be restored.
+func TestLedgerAfterTornAppend(t *testing.T) {
+	now := time.Now().UTC()
+	first := LedgerEntry{Tenant: "acme", Hash: "h-first", RequestedAt: now.Add(-time.Minute), ClientID: "ci_1"}
+	retried := LedgerEntry{Tenant: "acme", Hash: "h-retried", RequestedAt: now, ClientID: "ci_1"}
+	for _, torn := range []string{`{"tenant":"acme","clie`, `{`} {
+		dataDir, backup := t.TempDir(), t.TempDir()
+		bk := NewBackups(dataDir, func() time.Time { return now }, zerolog.Nop())
+		if err := bk.saveRegistry(&backupRegistry{Backups: []backupEntry{{Dir: backup, TakenAt: now.Add(-time.Hour), Complete: true}}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := bk.Ledger(first); err != nil {
+			t.Fatal(err)
+		}
+		f, err := os.OpenFile(filepath.Join(backup, ledgerFile), os.O_APPEND|os.O_WRONLY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.WriteString(torn)
+		f.Close()
+		if err := bk.Ledger(retried); err != nil {
+			t.Fatal(err)
+		}
+		got, err := readLedger(filepath.Join(backup, ledgerFile))
+		if err != nil {
+			t.Fatalf("torn %q: ledger unreadable after the retry: %v", torn, err)
+		}
+		if diff := cmp.Diff([]LedgerEntry{first, retried}, got); diff != "" {
+			t.Errorf("torn %q: ledger (-want +got):\n%s", torn, diff)
 		}
 	}
 }
