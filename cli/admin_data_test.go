@@ -20,6 +20,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 	"github.com/rs/zerolog"
 
+	"github.com/coupond/coupond/engine"
 	"github.com/coupond/coupond/privacy"
 	"github.com/coupond/coupond/store"
 )
@@ -438,5 +439,97 @@ func TestRestoreRefusesBackupPastRetention(t *testing.T) {
 	os.Remove(filepath.Join(bk, "manifest.json"))
 	if _, err := runRestore(ctx, dataDir, bk, time.Now, io.Discard); err == nil {
 		t.Error("restore of a backup without manifest accepted")
+	}
+}
+
+// TestRestoreKeepsDataAfterCompletedDeletion: a restore re-applies the
+// deletions the backup's store had not finished and those of its ledger;
+// a deletion the backup already shows completado is done, and what its
+// customer sent after it (a returning customer) is not erased again.
+func TestRestoreKeepsDataAfterCompletedDeletion(t *testing.T) {
+	const ref = "vuelve-000001"
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name string
+		// before runs on the live store before the backup; after, past it.
+		before, after func(t *testing.T, e *env, ingest func(prefix string))
+		wantEvents    int
+	}{
+		{"completed before the backup, customer came back", func(t *testing.T, e *env, ingest func(string)) {
+			ingest("old")
+			if _, err := e.svc.privacy.RequestDeletion("acme", ref, "ci"); err != nil {
+				t.Fatal(err)
+			}
+			if st, err := e.svc.privacy.ProcessDeletions(ctx, deletionHooks(e.svc, false)); err != nil || st.Completed != 1 {
+				t.Fatalf("deletion: %+v %v", st, err)
+			}
+			ingest("new")
+		}, nil, 2},
+		{"scheduled when the backup was taken", func(t *testing.T, e *env, ingest func(string)) {
+			ingest("old")
+			if _, err := e.svc.privacy.RequestDeletion("acme", ref, "ci"); err != nil {
+				t.Fatal(err)
+			}
+		}, nil, 0},
+		{"requested after the backup", func(t *testing.T, e *env, ingest func(string)) {
+			ingest("old")
+		}, func(t *testing.T, e *env, _ func(string)) {
+			if _, err := e.svc.privacy.RequestDeletion("acme", ref, "ci"); err != nil {
+				t.Fatal(err)
+			}
+			if st, err := e.svc.privacy.ProcessDeletions(ctx, deletionHooks(e.svc, false)); err != nil || st.Completed != 1 {
+				t.Fatalf("deletion: %+v %v", st, err)
+			}
+		}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dataDir, bk := t.TempDir(), filepath.Join(t.TempDir(), "bk")
+			e, err := openEnv(ctx, dataDir, zerolog.Nop(), serviceOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			now := time.Now().UTC()
+			if err := e.db.CreateTenant(&store.Tenant{ID: "acme", CreatedAt: now, Sandbox: true, ClockNow: now, Settings: store.DefaultSettings()}); err != nil {
+				t.Fatal(err)
+			}
+			ingest := func(prefix string) {
+				var evs []engine.IngestEvent
+				for i := 0; i < 2; i++ {
+					ev := engine.Event{ID: fmt.Sprintf("%s-%d", prefix, i), ClienteRef: ref, TS: now.Add(-time.Hour), Tipo: engine.CompraCat,
+						Clave: "abarrotes", ValorCents: 10000, TicketID: fmt.Sprintf("t-%s-%d", prefix, i), MargenCents: 2500}
+					evs = append(evs, engine.IngestEvent{Index: i, Event: ev, Canonical: []byte(ev.ID)})
+				}
+				if res, err := e.svc.engine.Ingester.Ingest("acme", evs); err != nil || res.Aceptados != len(evs) {
+					t.Fatalf("ingest: %+v %v", res, err)
+				}
+			}
+			tc.before(t, e, ingest)
+			if _, err := runBackup(ctx, e, bk, io.Discard); err != nil {
+				t.Fatal(err)
+			}
+			if tc.after != nil {
+				tc.after(t, e, ingest)
+			}
+			e.close()
+			if _, err := runRestore(ctx, dataDir, bk, time.Now, io.Discard); err != nil {
+				t.Fatalf("restore: %v", err)
+			}
+			e, err = openEnv(ctx, dataDir, zerolog.Nop(), serviceOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer e.close()
+			x, err := e.svc.privacy.Export("acme", ref, "ci", "trace-1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ids []string
+			for _, ev := range x.Eventos {
+				ids = append(ids, ev.EventID)
+			}
+			if len(ids) != tc.wantEvents {
+				t.Errorf("events of the customer after the restore: %v, want %d", ids, tc.wantEvents)
+			}
+		})
 	}
 }

@@ -15,7 +15,8 @@ package privacy
 //     requested before it is in the checkpoint as a deletion record.
 //   - "admin restore --from DIR" (Backups.Restore, server stopped) copies
 //     DIR/db into a staging directory, opens it, re-schedules every deletion
-//     of the ledger and every deletion record found in the backup, runs them
+//     of the ledger and every deletion the backup holds as programado (a
+//     completado one is done, and what came after it stays), runs them
 //     all to completado (finding customers by keyed hash), and only then
 //     swaps the staging store in. Nothing is served from the restored store
 //     before every deletion is applied.

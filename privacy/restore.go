@@ -34,7 +34,8 @@ type RestoreResult struct {
 
 // Restore brings the backup src back into the data dir (server stopped):
 // the store is copied to a staging directory, every deletion of the
-// ledger and of the backup's own records is applied there to completado,
+// ledger and every one the backup's store had not completed is applied
+// there to completado,
 // and only then is the staging store swapped in.
 func (bk *Backups) Restore(ctx context.Context, src string, open OpenStaging, progress io.Writer) (*RestoreResult, error) {
 	dataDir := bk.dataDir
@@ -211,8 +212,8 @@ func readLedger(path string) ([]LedgerEntry, error) {
 }
 
 // reapplyDeletions opens the staging store, schedules every deletion of the
-// ledger and every deletion record already in the backup, and runs them to
-// completado. It returns how many customers' deletions it applied.
+// ledger and every deletion the backup's store had not completed, and runs
+// them to completado. It returns how many customers' deletions it applied.
 func reapplyDeletions(ctx context.Context, dataDir, staging string, secrets *store.Secrets, ledger []LedgerEntry, open OpenStaging, progress io.Writer) (int, error) {
 	db, err := store.Open(staging, nil)
 	if err != nil {
@@ -239,6 +240,11 @@ func reapplyDeletions(ctx context.Context, dataDir, staging string, secrets *sto
 			return 0, err
 		}
 		for _, r := range recs {
+			if r.Estado == DeletionCompleted {
+				// Done before the checkpoint: what the store holds of the
+				// customer came after it (a returning customer) and stays.
+				continue
+			}
 			if _, ok := todo[key{t.ID, r.Hash}]; !ok {
 				todo[key{t.ID, r.Hash}] = LedgerEntry{Tenant: t.ID, Hash: r.Hash, RequestedAt: r.SolicitadoEn, ClientID: r.ClientID}
 			}
