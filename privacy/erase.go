@@ -250,15 +250,16 @@ func (x *erasure) quarantinedEvents() error {
 		if !bytes.Contains(v, []byte(x.ref)) {
 			return nil
 		}
+		k = append([]byte(nil), k...)
 		var q map[string]json.RawMessage
 		if err := json.Unmarshal(v, &q); err != nil {
+			drops = append(drops, k) // damaged, and its bytes name the customer
 			return nil
 		}
 		kept, changed, err := withoutCustomer(q["eventos"], x.ref)
 		if err != nil || !changed {
 			return err
 		}
-		k = append([]byte(nil), k...)
 		if kept == nil {
 			drops = append(drops, k)
 			return nil
@@ -282,11 +283,11 @@ func (x *erasure) quarantinedEvents() error {
 
 // withoutCustomer returns the JSON array evs without the events of ref:
 // changed false when none was, kept nil when none is left. An array that
-// does not decode is left as it is.
+// does not decode (damaged; its batch names ref) is none left.
 func withoutCustomer(raw json.RawMessage, ref string) (kept json.RawMessage, changed bool, err error) {
 	var evs []json.RawMessage
 	if json.Unmarshal(raw, &evs) != nil {
-		return nil, false, nil
+		return nil, true, nil
 	}
 	left := evs[:0:0]
 	for _, ev := range evs {
@@ -318,7 +319,11 @@ func (x *erasure) accessLog() error {
 			return nil
 		}
 		var a AccessEntry
-		if err := json.Unmarshal(v, &a); err != nil || a.ClienteRef != x.ref {
+		if err := json.Unmarshal(v, &a); err != nil {
+			x.del(k) // damaged, and its bytes name the customer
+			return nil
+		}
+		if a.ClienteRef != x.ref {
 			return nil
 		}
 		a.ClienteRef, a.ClienteHash = "", x.hash

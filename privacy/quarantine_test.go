@@ -2,6 +2,7 @@ package privacy
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -205,6 +206,42 @@ func TestDeletionPastDamagedDeletionRecords(t *testing.T) {
 			}
 			if n, _ := p.PendingDeletions(); n != 0 {
 				t.Errorf("queue after the pass: %d entries, want 0", n)
+			}
+		})
+	}
+}
+
+// TestDeletionReachesDamagedLogAndHeldBatches: an access-log entry or a
+// held event batch that no longer decodes but still names the customer
+// goes with the customer's deletion (contract §8), like a damaged event;
+// the others stay.
+func TestDeletionReachesDamagedLogAndHeldBatches(t *testing.T) {
+	const ana, beto = "ana-00000001", "beto-0000002"
+	for _, tc := range []struct {
+		name string
+		key  func(i int) []byte
+	}{
+		{"access-log entry", func(i int) []byte {
+			return store.AccessLogKey("acme", t0.Add(time.Duration(i)*time.Second), fmt.Sprintf("tr-%d", i))
+		}},
+		{"held event batch", func(i int) []byte {
+			return store.QuarantineKey("acme", t0.Add(time.Duration(i)*time.Second), fmt.Sprintf("tr-%d", i))
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, p, db, _ := newTest(t, 1)
+			b := db.NewBatch()
+			b.Set(tc.key(0), []byte(`{"cliente_ref":"`+ana+`","eventos":[{"cliente_ref":"`+ana+`"`)) // cut short
+			b.Set(tc.key(1), []byte(`{"cliente_ref":"`+beto+`","eventos":[{"cliente_ref":"`+beto+`"`))
+			if err := b.Commit(); err != nil {
+				t.Fatal(err)
+			}
+			b.Close()
+			deleteAll(t, p, ana)
+			for ref, want := range map[string]bool{ana: false, beto: true} {
+				if got := holds(t, db, []byte(ref)); got != want {
+					t.Errorf("store holds %s = %v, want %v", ref, got, want)
+				}
 			}
 		})
 	}
