@@ -130,7 +130,10 @@ type dueEntry struct {
 }
 
 // dueEntries reads the tenant's queue entries due at now: at most one
-// pass's worth, fewer while online decisions are being answered.
+// pass's worth, fewer while online decisions are being answered. An
+// expiry entry is due only once now is after its caduca_en: until then
+// Confirm accepts the decision, and a release then would give back a send
+// that is still confirmed (ejecutada) or released again (rechazada).
 //
 // Passes over a backlog delete the queue from its start: a scan from lo
 // would step over every key deleted by the passes before (tombstones until
@@ -148,9 +151,9 @@ func (e *Learner) dueEntries(ts *tenantState, tenant string, now time.Time) ([]d
 	var work []dueEntry
 	scan := func(from []byte) error {
 		return e.db.Scan(from, hi, func(k, _ []byte) error {
-			_, kind, nonce, ok := store.ParseRewardQueueKey(tenant, k)
-			if !ok {
-				return nil
+			due, kind, nonce, ok := store.ParseRewardQueueKey(tenant, k)
+			if !ok || kind == queueExpiry && !now.After(due) {
+				return nil // an expiry at now: the send can still be confirmed (Confirm)
 			}
 			work = append(work, dueEntry{key: append([]byte(nil), k...), kind: kind, nonce: nonce})
 			if len(work) >= limit {

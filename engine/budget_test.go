@@ -1,0 +1,86 @@
+package engine
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/coupond/coupond/store"
+)
+
+// campaignSends puts campaign "c1" with maxEnvios and decides customers
+// "send-NNNN" with it until want of them got a send; it returns their ids.
+func campaignSends(tb testing.TB, e *Engine, maxEnvios int64, want int) []string {
+	tb.Helper()
+	if _, err := e.Campaigns.PutCampaign("acme", Campaign{ID: "c1", Canal: "push", Descripcion: "d", MaxEnvios: &maxEnvios}, t0); err != nil {
+		tb.Fatal(err)
+	}
+	var ids []string
+	for i := 0; len(ids) < want && i < 500; i++ {
+		d, err := e.Decide("acme", Request{ClienteRef: fmt.Sprintf("send-%04d", i), Canal: "push", CampanaID: "c1"})
+		if err != nil {
+			tb.Fatal(err)
+		}
+		if d.Accion != 0 {
+			ids = append(ids, d.DecisionID)
+		}
+	}
+	if len(ids) < want {
+		tb.Fatalf("%d sends in 500 decisions, want %d: change the seed or the refs", len(ids), want)
+	}
+	return ids
+}
+
+// storedBudget is campaign "c1"'s spent budget as stored.
+func storedBudget(tb testing.TB, db *store.DB) budget {
+	tb.Helper()
+	var bu budget
+	if err := db.GetJSON(store.BudgetKey("acme", "c1"), &bu); err != nil {
+		tb.Fatal(err)
+	}
+	return bu
+}
+
+// TestExpiryAtDeadlineKeepsConfirmableSend: a confirmation is accepted
+// while the tenant clock is not after caduca_en, so an unconfirmed send
+// gives its budget back only once the clock is past caduca_en. A sandbox
+// clock advanced by exactly 7 days stands on caduca_en: the learner must
+// not release a send that can still be confirmed (ejecutada would then
+// count nothing, rechazada would release it twice).
+func TestExpiryAtDeadlineKeepsConfirmableSend(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		confirm *Confirmation // of the first send at caduca_en; nil: none
+		want    budget        // after the clock moves past caduca_en and the learner runs
+	}{
+		{"ejecutada", &Confirmation{Ejecutada: true}, budget{Envios: 2, DescuentoCents: 2000}},
+		{"rechazada", &Confirmation{Ejecutada: false, MotivoRechazo: "no"}, budget{Envios: 1, DescuentoCents: 1000}},
+		{"unconfirmed", nil, budget{Envios: 1, DescuentoCents: 1000}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e, db := newTestEngine(t, 1, nil)
+			ids := campaignSends(t, e, 2, 2)
+			if _, err := e.Confirm("acme", ids[1], Confirmation{Ejecutada: true}); err != nil {
+				t.Fatal(err)
+			}
+			advance(t, db, DecisionTTL) // the clock stands on caduca_en
+			if _, err := e.Learner.Learn("acme"); err != nil {
+				t.Fatal(err)
+			}
+			if tc.confirm != nil {
+				if _, err := e.Confirm("acme", ids[0], *tc.confirm); err != nil {
+					t.Fatalf("confirmation at caduca_en: %v", err)
+				}
+			}
+			advance(t, db, time.Second)
+			if _, err := e.Learner.Learn("acme"); err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, storedBudget(t, db)); diff != "" {
+				t.Errorf("budget (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
