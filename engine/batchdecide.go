@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -517,13 +518,14 @@ func (bd *BatchDecider) Flush() error {
 	if bd.pending == 0 {
 		return nil
 	}
-	err := bd.b.Commit()
+	var spent []string
+	if bd.spent {
+		spent = append(spent, bd.campaign.ID)
+	}
+	err := bd.e.Campaigns.commitBudgets(bd.ts, bd.t.ID, bd.b, spent...)
 	bd.b.Close()
 	bd.b = bd.e.db.NewBatch()
 	bd.pending = 0
-	if err != nil && bd.spent {
-		bd.e.Campaigns.dropBudgetCache(bd.ts, bd.campaign.ID)
-	}
 	if err == nil {
 		bd.e.counters.addTally(bd.t.ID, &bd.tally)
 	}
@@ -652,7 +654,7 @@ func (e *Engine) voidChunk(ts *tenantState, tenant string, nonces []string) erro
 	defer unlockAll(&ts.custLocks)
 	b := e.db.NewBatch()
 	defer b.Close()
-	released := ""
+	var released []string
 	var voided []time.Time
 	for _, nonce := range nonces {
 		r, err := e.loadDecision(tenant, nonce)
@@ -674,7 +676,9 @@ func (e *Engine) voidChunk(ts *tenantState, tenant string, nonces []string) erro
 			if err := e.Campaigns.releaseBudget(ts, b, tenant, r); err != nil {
 				return err
 			}
-			released = r.CampanaID
+			if !slices.Contains(released, r.CampanaID) {
+				released = append(released, r.CampanaID)
+			}
 		}
 		cs, err := e.loadCustomerState(tenant, r.ClienteRef)
 		if err != nil {
@@ -685,10 +689,7 @@ func (e *Engine) voidChunk(ts *tenantState, tenant string, nonces []string) erro
 			b.Set(customerStateKey(tenant, r.ClienteRef), marshalCustomerState(&cs))
 		}
 	}
-	if err := b.Commit(); err != nil {
-		if released != "" {
-			e.Campaigns.dropBudgetCache(ts, released)
-		}
+	if err := e.Campaigns.commitBudgets(ts, tenant, b, released...); err != nil {
 		return err
 	}
 	e.counters.voided(tenant, voided)

@@ -84,3 +84,39 @@ func TestExpiryAtDeadlineKeepsConfirmableSend(t *testing.T) {
 		})
 	}
 }
+
+// TestBudgetStoredInCommitOrder: budget records are counters written
+// whole, so a writer that counted a send before another must not store its
+// older counters after the other's. A learner pass that gives an expired
+// send back commits after an online decision that spent meanwhile: the
+// stored budget must count that decision's send, or an engine started
+// again over the store lets the campaign overspend.
+func TestBudgetStoredInCommitOrder(t *testing.T) {
+	e, db := newTestEngine(t, 1, nil)
+	campaignSends(t, e, 2, 2) // both expire unconfirmed
+	advance(t, db, DecisionTTL+time.Second)
+	var sent []string
+	e.Learner.beforeCommit = func() {
+		e.Learner.beforeCommit = nil
+		for i := 0; len(sent) == 0 && i < 500; i++ {
+			d, err := e.Decide("acme", Request{ClienteRef: fmt.Sprintf("late-%04d", i), Canal: "push", CampanaID: "c1"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.Accion != 0 {
+				sent = append(sent, d.DecisionID)
+			}
+		}
+	}
+	st, err := e.Learner.Learn("acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Released != 2 || len(sent) != 1 {
+		t.Fatalf("the pass released %d sends and %d decisions sent while it ran: the test needs 2 and 1", st.Released, len(sent))
+	}
+	want := budget{Envios: 1, DescuentoCents: 1000}
+	if diff := cmp.Diff(want, storedBudget(t, db)); diff != "" {
+		t.Errorf("stored budget (-want +got):\n%s", diff)
+	}
+}

@@ -78,16 +78,14 @@ func (e *Engine) Confirm(tenant, id string, c Confirmation) (string, error) {
 	b := e.db.NewBatch()
 	defer b.Close()
 	putRecord(b, tenant, r)
-	release := r.Estado == EstadoRechazada && r.Accion != 0 && r.CampanaID != ""
-	if release {
+	var released []string
+	if r.Estado == EstadoRechazada && r.Accion != 0 && r.CampanaID != "" {
 		if err := e.Campaigns.releaseBudget(ts, b, tenant, r); err != nil {
 			return "", err
 		}
+		released = append(released, r.CampanaID)
 	}
-	if err := b.Commit(); err != nil {
-		if release {
-			e.Campaigns.dropBudgetCache(ts, r.CampanaID)
-		}
+	if err := e.Campaigns.commitBudgets(ts, tenant, b, released...); err != nil {
 		return "", err
 	}
 	e.counters.confirmed(tenant, r)
@@ -114,6 +112,46 @@ func (e *Campaigns) dropBudgetCache(ts *tenantState, campana string) {
 	ts.budgetMu.Lock()
 	delete(ts.budgets, campana)
 	ts.budgetMu.Unlock()
+}
+
+// commitBudgets commits b, whose writes count sends of the campaigns named
+// against their budgets (sends counted or given back), with each
+// campaign's counters as they stand in memory at the commit, holding
+// ts.budgetMu through it. Budget records are counters written whole: a
+// writer that stored the counters it saw when it counted, and committed
+// after a writer that counted later, put the older value back (a learner
+// pass commits long after its releases), and an engine started again over
+// the store read a budget with sends missing. On failure the campaigns'
+// counters are read again from the store.
+func (e *Campaigns) commitBudgets(ts *tenantState, tenant string, b *store.Batch, campaigns ...string) error {
+	if len(campaigns) == 0 {
+		return b.Commit()
+	}
+	ts.budgetMu.Lock()
+	defer ts.budgetMu.Unlock()
+	err := e.setBudgets(ts, tenant, b, campaigns)
+	if err == nil {
+		err = b.Commit()
+	}
+	if err != nil {
+		for _, c := range campaigns {
+			delete(ts.budgets, c)
+		}
+	}
+	return err
+}
+
+// setBudgets writes the cached counters of campaigns to b; a campaign
+// without cached counters keeps what b holds. The caller holds ts.budgetMu.
+func (e *Campaigns) setBudgets(ts *tenantState, tenant string, b *store.Batch, campaigns []string) error {
+	for _, c := range campaigns {
+		if bu, ok := ts.budgets[c]; ok {
+			if err := b.SetJSON(store.BudgetKey(tenant, c), bu); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // FallbackInput is a fallback record: the caller applied its own rule

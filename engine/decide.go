@@ -228,10 +228,11 @@ func (e *Engine) decideAndCommit(ts *tenantState, t *store.Tenant, now time.Time
 		}
 		b.SetIdempotency(t.ID, req.IdempotencyKey, stored)
 	}
-	if err := b.Commit(); err != nil {
-		if rec != nil && rec.Accion != 0 && rec.CampanaID != "" {
-			e.Campaigns.dropBudgetCache(ts, rec.CampanaID)
-		}
+	var spent []string
+	if rec != nil && rec.Accion != 0 && rec.CampanaID != "" {
+		spent = append(spent, rec.CampanaID)
+	}
+	if err := e.Campaigns.commitBudgets(ts, t.ID, b, spent...); err != nil {
 		return nil, err
 	}
 	e.counters.decided(t.ID, rec)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/coupond/coupond/policy"
@@ -106,7 +107,10 @@ func (e *Learner) Learn(tenant string) (LearnStats, error) {
 			return st, err
 		}
 	}
-	if err := b.Commit(); err != nil {
+	if e.beforeCommit != nil {
+		e.beforeCommit()
+	}
+	if err := e.campaigns.commitBudgets(ts, tenant, b, p.released...); err != nil {
 		return st, err
 	}
 	ts.learnCursor = append(work[len(work)-1].key, 0) // the next key: all up to here are deleted
@@ -181,14 +185,15 @@ func (e *Learner) dueEntries(ts *tenantState, tenant string, now time.Time) ([]d
 // learnPass is one Learn over a tenant's due entries: the model being
 // updated and what the pass did.
 type learnPass struct {
-	e       *Learner
-	ts      *tenantState
-	t       *store.Tenant
-	tenant  string
-	st      *LearnStats
-	next    *publishedModel // the model being updated
-	options []int           // 0 (send nothing) and the catalog's actions
-	gateWas string          // the send gate's state before refit ("" without one)
+	e        *Learner
+	ts       *tenantState
+	t        *store.Tenant
+	tenant   string
+	st       *LearnStats
+	next     *publishedModel // the model being updated
+	options  []int           // 0 (send nothing) and the catalog's actions
+	gateWas  string          // the send gate's state before refit ("" without one)
+	released []string        // campaigns whose sends the pass gave back
 	// discountsKnown: the tenant has reported redemptions (CUPON_REDIMIDO)
 	// or its catalog has no discount to redeem, so a window's discounts are
 	// known; until then the model learns from the reward itself (its
@@ -352,6 +357,9 @@ func (p *learnPass) apply(b *store.Batch, w dueEntry, ld dueLoad) error {
 		if r.Estado == EstadoPendiente && r.Accion != 0 && r.CampanaID != "" {
 			if err := p.e.campaigns.releaseBudget(p.ts, b, p.tenant, r); err != nil {
 				return err
+			}
+			if !slices.Contains(p.released, r.CampanaID) {
+				p.released = append(p.released, r.CampanaID)
 			}
 			st.Released++
 		}
@@ -627,4 +635,7 @@ type Learner struct {
 	// records, which the background loop runs too.
 	pruneIdempotency func(tenant string) (int, error)
 	onLearn          func(tenant string, st LearnStats) // see ObserveLearn
+	// beforeCommit, when set (tests), runs after a pass has applied its
+	// entries, before it commits them.
+	beforeCommit func()
 }
