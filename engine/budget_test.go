@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -118,5 +119,51 @@ func TestBudgetStoredInCommitOrder(t *testing.T) {
 	want := budget{Envios: 1, DescuentoCents: 1000}
 	if diff := cmp.Diff(want, storedBudget(t, db)); diff != "" {
 		t.Errorf("stored budget (-want +got):\n%s", diff)
+	}
+}
+
+// TestConfirmDuringLearnerPassKept: with a reward window and grace shorter
+// than the 7 days of caduca_en, a decision's reward is made final while it
+// can still be confirmed. A learner pass writes back the record it read,
+// so a confirmation committed during the pass was undone, and a second
+// confirmation was then accepted with another outcome.
+func TestConfirmDuringLearnerPassKept(t *testing.T) {
+	e, db := newTestEngine(t, 1, func(s *store.Settings) { s.RewardWindow, s.RewardGrace = time.Hour, 0 })
+	d, err := e.Decide("acme", Request{ClienteRef: "window-short", Canal: "push"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	advance(t, db, 2*time.Hour)
+	confirmed := make(chan error, 1)
+	e.Learner.beforeCommit = func() {
+		e.Learner.beforeCommit = nil
+		go func() {
+			_, err := e.Confirm("acme", d.DecisionID, Confirmation{Ejecutada: true})
+			confirmed <- err
+		}()
+		// Let a confirmation that does not wait for the pass commit first;
+		// one that waits is not a failure, whatever the time it takes.
+		select {
+		case err := <-confirmed:
+			confirmed <- err
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	if _, err := e.Learner.Learn("acme"); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-confirmed; err != nil {
+		t.Fatalf("confirmation during the pass: %v", err)
+	}
+	_, err = e.Confirm("acme", d.DecisionID, Confirmation{Ejecutada: false, MotivoRechazo: "otra"})
+	if !errors.Is(err, ErrAlreadyConfirmed) {
+		t.Errorf("second confirmation: %v, want ErrAlreadyConfirmed", err)
+	}
+	r, err := e.DecisionByID("acme", d.DecisionID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := [2]any{r.Estado, r.Recompensa != nil}; got != [2]any{EstadoEjecutada, true} {
+		t.Errorf("record estado %q, reward final %v; want ejecutada with its reward", r.Estado, r.Recompensa != nil)
 	}
 }

@@ -42,6 +42,16 @@ func (e *Engine) Confirm(tenant, id string, c Confirmation) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	t, now, err := e.tenantNow(tenant)
+	if err != nil {
+		return "", err
+	}
+	if !now.Before(r.At.Add(t.Settings.RewardWindow + t.Settings.RewardGrace)) {
+		// The reward is due (a window and grace shorter than caduca_en):
+		// a learner pass writes back the record it read, so wait for it.
+		ts.learnMu.Lock()
+		defer ts.learnMu.Unlock()
+	}
 	if r.CampanaID != "" { // a rejection gives budget back: after a batch chunk's commit
 		ts.budgetGate.RLock()
 		defer ts.budgetGate.RUnlock()
@@ -55,8 +65,7 @@ func (e *Engine) Confirm(tenant, id string, c Confirmation) (string, error) {
 	if r.Estado != EstadoPendiente || r.EnRespaldo {
 		return "", ErrAlreadyConfirmed
 	}
-	_, now, err := e.tenantNow(tenant)
-	if err != nil {
+	if _, now, err = e.tenantNow(tenant); err != nil {
 		return "", err
 	}
 	if now.After(r.CaducaEn) {
