@@ -115,37 +115,40 @@ func (e *Campaigns) releaseBudget(ts *tenantState, b *store.Batch, tenant string
 	return b.SetJSON(store.BudgetKey(tenant, r.CampanaID), bu)
 }
 
-// dropBudgetCache forgets a campaign's cached counters after a failed
+// dropBudgetCache forgets campaigns' cached counters after a failed
 // commit, so they are read again from the store.
-func (e *Campaigns) dropBudgetCache(ts *tenantState, campana string) {
+func (e *Campaigns) dropBudgetCache(ts *tenantState, campaigns ...string) {
 	ts.budgetMu.Lock()
-	delete(ts.budgets, campana)
+	for _, c := range campaigns {
+		delete(ts.budgets, c)
+	}
 	ts.budgetMu.Unlock()
 }
 
 // commitBudgets commits b, whose writes count sends of the campaigns named
 // against their budgets (sends counted or given back), with each
-// campaign's counters as they stand in memory at the commit, holding
-// ts.budgetMu through it. Budget records are counters written whole: a
-// writer that stored the counters it saw when it counted, and committed
-// after a writer that counted later, put the older value back (a learner
-// pass commits long after its releases), and an engine started again over
-// the store read a budget with sends missing. On failure the campaigns'
-// counters are read again from the store.
+// campaign's counters as they stand in memory at the commit, applied in
+// the order of ts.budgetMu (store.Batch.CommitOrdered: the lock is not
+// held through the WAL sync, so concurrent sends still share syncs).
+// Budget records are counters written whole: a writer that stored the
+// counters it saw when it counted, and committed after a writer that
+// counted later, put the older value back (a learner pass commits long
+// after its releases), and an engine started again over the store read a
+// budget with sends missing. On failure the campaigns' counters are read
+// again from the store.
 func (e *Campaigns) commitBudgets(ts *tenantState, tenant string, b *store.Batch, campaigns ...string) error {
 	if len(campaigns) == 0 {
 		return b.Commit()
 	}
 	ts.budgetMu.Lock()
-	defer ts.budgetMu.Unlock()
 	err := e.setBudgets(ts, tenant, b, campaigns)
-	if err == nil {
-		err = b.Commit()
+	if err != nil {
+		ts.budgetMu.Unlock()
+	} else {
+		err = b.CommitOrdered(ts.budgetMu.Unlock)
 	}
 	if err != nil {
-		for _, c := range campaigns {
-			delete(ts.budgets, c)
-		}
+		e.dropBudgetCache(ts, campaigns...)
 	}
 	return err
 }

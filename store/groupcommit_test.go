@@ -1,9 +1,13 @@
 package store
 
 import (
-	"github.com/cockroachdb/pebble/v2/vfs"
+	"errors"
+	"strconv"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
 func TestCommitPacer(t *testing.T) {
@@ -56,5 +60,61 @@ func TestCommitPacerOnDisk(t *testing.T) {
 	defer mem.Close()
 	if !disk.paced || mem.paced {
 		t.Errorf("paced: on disk %v, in memory %v; want true, false", disk.paced, mem.paced)
+	}
+}
+
+// TestCommitOrdered: writers that count under one lock and commit with
+// CommitOrdered store their counts in the lock's order (the last stored
+// value is the last count, on disk with real syncs and concurrent
+// writers), and the lock is released exactly once whether the commit
+// succeeds or fails.
+func TestCommitOrdered(t *testing.T) {
+	db, err := Open(t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	key := []byte("counter")
+	var mu sync.Mutex
+	n := 0
+	const writers, each = 4, 25
+	var wg sync.WaitGroup
+	errs := make(chan error, writers*each)
+	for range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range each {
+				mu.Lock()
+				n++
+				b := db.NewBatch()
+				b.Set(key, []byte(strconv.Itoa(n)))
+				errs <- b.CommitOrdered(mu.Unlock)
+				b.Close()
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if v, err := db.Get(key); err != nil || string(v) != strconv.Itoa(writers*each) {
+		t.Errorf("stored counter %q (%v), want %d", v, err, writers*each)
+	}
+
+	unlocks := 0
+	db.space.failed.Store(true) // every commit now fails at once
+	mu.Lock()
+	b := db.NewBatch()
+	b.Set(key, []byte("lost"))
+	if err := b.CommitOrdered(func() { unlocks++; mu.Unlock() }); !errors.Is(err, ErrFailed) {
+		t.Errorf("commit on a failed store: %v, want ErrFailed", err)
+	}
+	b.Close()
+	if unlocks != 1 || !mu.TryLock() {
+		t.Errorf("after a failed CommitOrdered: %d unlocks, want 1 and the lock free", unlocks)
 	}
 }

@@ -306,6 +306,45 @@ func (b *Batch) Commit() (err error) {
 	return nil
 }
 
+// CommitOrdered is Commit for writers that must reach the store in the
+// order of a lock they hold: it applies the batch (it is then ordered
+// after every batch applied before it, and visible), calls unlock, and
+// only then waits for the WAL sync, so writers serialised by the lock
+// still share syncs instead of each holding it through its own. It
+// returns, like Commit, only once the batch is durable or has failed.
+// unlock is called exactly once, also when CommitOrdered fails or panics.
+func (b *Batch) CommitOrdered(unlock func()) (err error) {
+	unlocked := false
+	release := func() {
+		if !unlocked {
+			unlocked = true
+			unlock()
+		}
+	}
+	defer release()
+	if b.db.space.failed.Load() {
+		return fmt.Errorf("store: commit: %w (%w)", ErrFull, ErrFailed)
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			f, ok := p.(*pebbleFatal)
+			if !ok {
+				f = &pebbleFatal{msg: fmt.Sprint(p)}
+			}
+			err = b.db.commitFailure(nil, f)
+		}
+	}()
+	b.pacer.committed(time.Now())
+	if err := b.db.pdb.ApplyNoSyncWait(b.b, pebble.Sync); err != nil {
+		return b.db.commitFailure(err, nil)
+	}
+	release()
+	if err := b.b.SyncWait(); err != nil {
+		return b.db.commitFailure(err, nil)
+	}
+	return nil
+}
+
 // Close releases the batch; call it after Commit or to abandon the batch.
 func (b *Batch) Close() { _ = b.b.Close() }
 
