@@ -28,7 +28,9 @@ import (
 //
 //	pico      requests in a minute > PeakFactor × the usual per-minute rate
 //	          (an EWMA), and at least MinPeak
-//	errores   error answers (4xx/5xx) > ErrorRatio of at least MinRequests requests
+//	errores   client error answers (4xx) > ErrorRatio of at least MinRequests
+//	          requests; 5xx are the server's doing (a pause, a full disk, a
+//	          fault), not anomalous use, and never count
 //	recarga   a request of events that were almost all duplicates (history reloaded)
 //
 // The operator clears a credential with "admin abuse clear CLIENT_ID".
@@ -139,7 +141,7 @@ func (g *abuseGuard) observe(tenant, clientID string, status int, now time.Time)
 		u.minute, u.count, u.errors = m, 0, 0
 	}
 	u.count++
-	if status >= 400 {
+	if status >= 400 && status < 500 {
 		u.errors++
 	}
 }

@@ -121,3 +121,33 @@ func TestAbuseQuarantineAndBrake(t *testing.T) {
 		t.Errorf("after release: gasto %v, want 10", v)
 	}
 }
+
+// TestAbuseIgnoresServerErrors: the "errores" anomaly is about the
+// client's use. Answers the server caused (503 while the operator pauses
+// the tenant or the disk is full, 500) never escalate a credential, so a
+// client that keeps calling through a pause is not suspended by it; its own
+// errors (429, 422, 403) still do.
+func TestAbuseIgnoresServerErrors(t *testing.T) {
+	got := map[int]string{}
+	for _, status := range []int{500, 503, 403, 422, 429} {
+		_, _, id, g := newAbuseHarness(t)
+		at := testStart
+		for range 4 { // 150 of 200 answers are errors, one step interval apart
+			for i := range 200 {
+				st := 200
+				if i < 150 {
+					st = status
+				}
+				g.observe("acme", id, st, at)
+			}
+			at = at.Add(time.Minute)
+			g.observe("acme", id, 200, at) // closes the minute
+			at = at.Add(DefaultAbuseConfig().StepInterval)
+		}
+		got[status] = levelNames[g.level(id)]
+	}
+	want := map[int]string{500: "normal", 503: "normal", 403: "suspension", 422: "suspension", 429: "suspension"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("level after minutes of errors (-want +got):\n%s", diff)
+	}
+}
