@@ -195,8 +195,9 @@ var secretMembers = map[string]bool{"client_secret": true, "secreto": true, "acc
 const maxEcho = 256
 
 // redactViolations returns vs (never nil) with the inputs of secret members
-// replaced by "***" and every echoed string, in loc or input, cut to
-// maxEcho characters. vs is not modified.
+// replaced by "***" and every echoed string, in loc, input or ctx (a
+// json_invalid's error names a duplicate key), cut to maxEcho characters.
+// vs is not modified.
 func redactViolations(vs []schema.Violation) []schema.Violation {
 	out := make([]schema.Violation, len(vs))
 	for i, v := range vs {
@@ -212,6 +213,9 @@ func redactViolations(vs []schema.Violation) []schema.Violation {
 			loc[j] = e
 		}
 		v.Loc = loc
+		if v.Ctx != nil {
+			v.Ctx = redactInput(v.Ctx).(map[string]any)
+		}
 		switch {
 		case v.Input == nil:
 		case secret:

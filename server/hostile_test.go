@@ -68,6 +68,8 @@ func TestValidationNeverEchoesSecrets(t *testing.T) {
 			body: map[string]any{"canal": "push", "descripcion": long}},
 		{name: "long unknown member name", method: "PUT", path: "/v1/campanas/c1", token: tok,
 			body: map[string]any{"canal": "push", "descripcion": "d", long: 1}},
+		{name: "long duplicate member name", method: "PUT", path: "/v1/campanas/c1", token: tok,
+			body: `{"canal":"push","descripcion":"d","` + long + `":1,"` + long + `":2}`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var hdr []string
