@@ -20,6 +20,10 @@ type HTTPConfig struct {
 	ReadTimeout time.Duration
 	// IdleTimeout: an idle keep-alive connection is closed after it (120 s).
 	IdleTimeout time.Duration
+	// WriteStallTimeout: a write of an answer that makes no progress within
+	// it (the client stopped reading) closes the connection (30 s). A slow
+	// client that keeps reading is not cut off, however long the answer.
+	WriteStallTimeout time.Duration
 	// MaxConns caps the connections open at once (2048); past it the
 	// listener stops accepting until one closes, and new clients wait in the
 	// kernel's backlog.
@@ -31,6 +35,7 @@ const (
 	DefaultReadHeaderTimeout = 5 * time.Second
 	DefaultReadTimeout       = 30 * time.Second
 	DefaultIdleTimeout       = 120 * time.Second
+	DefaultWriteStallTimeout = 30 * time.Second
 	DefaultMaxConns          = 2048
 )
 
@@ -44,6 +49,9 @@ func (c HTTPConfig) withDefaults() HTTPConfig {
 	if c.IdleTimeout <= 0 {
 		c.IdleTimeout = DefaultIdleTimeout
 	}
+	if c.WriteStallTimeout <= 0 {
+		c.WriteStallTimeout = DefaultWriteStallTimeout
+	}
 	if c.MaxConns <= 0 {
 		c.MaxConns = DefaultMaxConns
 	}
@@ -51,8 +59,9 @@ func (c HTTPConfig) withDefaults() HTTPConfig {
 }
 
 // HTTPServer returns the http.Server that serves s with the limits of cfg,
-// and ln wrapped to hold them: at most cfg.MaxConns open connections, and
-// each request's framing watched for Content-Length together with
+// and ln wrapped to hold them: at most cfg.MaxConns open connections, each
+// write of an answer bounded by cfg.WriteStallTimeout, and each request's
+// framing watched for Content-Length together with
 // Transfer-Encoding (net/http drops the Content-Length of such a request
 // and reads it as chunked; the contract wants it refused with 400).
 // Serve the returned server on the returned listener.
@@ -74,16 +83,17 @@ func (s *Server) HTTPServer(ln net.Listener, cfg HTTPConfig) (*http.Server, net.
 			return ctx
 		},
 	}
-	return srv, &limitListener{Listener: ln, sem: make(chan struct{}, cfg.MaxConns), done: make(chan struct{})}
+	return srv, &limitListener{Listener: ln, sem: make(chan struct{}, cfg.MaxConns), done: make(chan struct{}), writeStall: cfg.WriteStallTimeout}
 }
 
 // limitListener accepts at most cap(sem) connections open at once (as
 // golang.org/x/net/netutil.LimitListener) and wraps each in a framingConn.
 type limitListener struct {
 	net.Listener
-	sem       chan struct{}
-	closeOnce sync.Once
-	done      chan struct{}
+	sem        chan struct{}
+	closeOnce  sync.Once
+	done       chan struct{}
+	writeStall time.Duration
 }
 
 func (l *limitListener) Accept() (net.Conn, error) {
@@ -97,7 +107,7 @@ func (l *limitListener) Accept() (net.Conn, error) {
 		<-l.sem
 		return nil, err
 	}
-	fc := &framingConn{Conn: c, release: func() { <-l.sem }}
+	fc := &framingConn{Conn: c, release: func() { <-l.sem }, writeStall: l.writeStall}
 	fc.info.bad.Store(-1)
 	return fc, nil
 }
@@ -145,6 +155,7 @@ type framingConn struct {
 	info        connInfo
 	release     func()
 	releaseOnce sync.Once
+	writeStall  time.Duration
 
 	st       frameState
 	heads    int64  // request heads begun so far
@@ -183,6 +194,29 @@ func (c *framingConn) Read(p []byte) (int, error) {
 		c.scan(p[:n])
 	}
 	return n, err
+}
+
+// writeChunk is the most Write hands the connection under one deadline.
+const writeChunk = 64 << 10
+
+// Write writes b in chunks of at most writeChunk, each of which must be
+// taken by the client within writeStall: a client that stops reading fails
+// the write (and net/http closes the connection) instead of holding it for
+// ever, while a slow one that keeps reading gets any length of answer.
+// net/http sets no write deadline of its own (the server has no
+// WriteTimeout), so these are the only ones.
+func (c *framingConn) Write(b []byte) (n int, err error) {
+	for len(b) > 0 {
+		chunk := b[:min(len(b), writeChunk)]
+		c.Conn.SetWriteDeadline(time.Now().Add(c.writeStall))
+		m, err := c.Conn.Write(chunk)
+		n += m
+		if err != nil {
+			return n, err
+		}
+		b = b[m:]
+	}
+	return n, nil
 }
 
 func (c *framingConn) Close() error {

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -235,6 +236,9 @@ func TestHTTPServerDefaults(t *testing.T) {
 	if n := cap(wrapped.(*limitListener).sem); n != DefaultMaxConns {
 		t.Errorf("connection cap %d, want %d", n, DefaultMaxConns)
 	}
+	if d := wrapped.(*limitListener).writeStall; d != 30*time.Second {
+		t.Errorf("write stall timeout %v, want 30s", d)
+	}
 }
 
 // TestLongAnswerOutlivesReadTimeout: a request whose answer takes longer
@@ -265,5 +269,39 @@ func TestLongAnswerOutlivesReadTimeout(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusNoContent || ctxErr.Load() != "<nil>" {
 		t.Errorf("got %d, context error %v; want 204 and a live context", resp.StatusCode, ctxErr.Load())
+	}
+}
+
+// TestStalledReaderReleasesConnection: a client that asks for answers and
+// never reads them (its receive window stays shut) does not hold its
+// connection, and with it a slot under MaxConns, for ever: a write that
+// makes no progress for WriteStallTimeout closes it.
+func TestStalledReaderReleasesConnection(t *testing.T) {
+	h := newHarnessHTTP(t, zerolog.Nop(), HTTPConfig{MaxConns: 1, WriteStallTimeout: 200 * time.Millisecond}, nil)
+	addr := h.http.Listener.Addr().String()
+	hog, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hog.Close()
+	// Pipelined requests for the OpenAPI document (about 180 KB each): far
+	// more than the socket buffers hold, so the server's writes block.
+	if _, err := io.WriteString(hog, strings.Repeat("GET /v1/openapi.json HTTP/1.1\r\nHost: x\r\n\r\n", 200)); err != nil {
+		t.Fatal(err)
+	}
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+	c.SetReadDeadline(time.Now().Add(10 * time.Second)) // a bound for the failure, not a timing assertion
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatalf("a client was not served while another stalled reading its answers: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("healthz: %d", resp.StatusCode)
 	}
 }
