@@ -103,12 +103,22 @@ func newAbuseGuard(cfg AbuseConfig, db *store.DB, log zerolog.Logger) *abuseGuar
 		db.ScanAbuseStates(t.ID, func(v []byte) error {
 			var st AbuseState
 			if json.Unmarshal(v, &st) == nil {
-				g.creds[st.ClientID] = &credUse{tenant: t.ID, state: st, minute: -1}
+				g.creds[st.ClientID] = &credUse{tenant: t.ID, state: st, minute: -1, lastStep: lastStepAt(st)}
 			}
 			return nil
 		})
 	}
 	return g
+}
+
+// lastStepAt is when a loaded state took its last step up (zero when it is
+// normal: a clearance waits for nothing), so that a restart keeps the
+// StepInterval between steps.
+func lastStepAt(st AbuseState) time.Time {
+	if st.Level == levelNormal || len(st.Steps) == 0 {
+		return time.Time{}
+	}
+	return st.Steps[len(st.Steps)-1].At
 }
 
 func (g *abuseGuard) use(tenant, clientID string) *credUse {

@@ -151,3 +151,20 @@ func TestAbuseIgnoresServerErrors(t *testing.T) {
 		t.Errorf("level after minutes of errors (-want +got):\n%s", diff)
 	}
 }
+
+// TestAbuseStepIntervalSurvivesRestart: at most one step per StepInterval,
+// also across a restart (a new guard over the same store): the guard that
+// loads a recent step waits out its interval before the next one.
+func TestAbuseStepIntervalSurvivesRestart(t *testing.T) {
+	h, _, id, g := newAbuseHarness(t)
+	g.signal("acme", id, "recarga: prueba", testStart)
+	var got []string
+	for _, after := range []time.Duration{time.Minute, DefaultAbuseConfig().StepInterval} {
+		g2 := newAbuseGuard(DefaultAbuseConfig(), h.db, h.srv.log)
+		g2.signal("acme", id, "recarga: prueba", testStart.Add(after))
+		got = append(got, levelNames[g2.level(id)])
+	}
+	if diff := cmp.Diff([]string{"aviso", "freno"}, got); diff != "" {
+		t.Errorf("level after a restart and an anomaly 1 minute, then 10 minutes after the step (-want +got):\n%s", diff)
+	}
+}
