@@ -125,7 +125,7 @@ func systemResolver(ctx context.Context, host string) ([]netip.Addr, error) {
 func CheckDestination(ctx context.Context, rawURL string, allowPrivate bool, resolve Resolver) error {
 	u, err := url.Parse(rawURL)
 	if err != nil {
-		return fmt.Errorf("batch: webhook URL: %v: %w", err, ErrWebhookURL)
+		return fmt.Errorf("batch: webhook URL: %v: %w", withoutURL(err), ErrWebhookURL)
 	}
 	if (u.Scheme != "http" && u.Scheme != "https") || u.Opaque != "" || u.Hostname() == "" {
 		return ErrWebhookURL
@@ -358,7 +358,7 @@ func (d *Deliverer) Deliver(ctx context.Context, m Delivery) (status int, err er
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, m.URL, bytes.NewReader(m.Body))
 	if err != nil {
-		return 0, fmt.Errorf("batch: webhook request: %v: %w", err, ErrWebhookURL)
+		return 0, fmt.Errorf("batch: webhook request: %v: %w", withoutURL(err), ErrWebhookURL)
 	}
 	ts := d.now()
 	req.Header.Set("Content-Type", "application/json")
@@ -368,7 +368,7 @@ func (d *Deliverer) Deliver(ctx context.Context, m Delivery) (status int, err er
 	req.Header.Set("webhook-signature", SignWebhook(key, m.ID, ts, m.Body))
 	resp, err := d.client.Do(req)
 	if err != nil {
-		return 0, fmt.Errorf("batch: webhook %s: %w", m.ID, err)
+		return 0, fmt.Errorf("batch: webhook %s: %w", m.ID, withoutURL(err))
 	}
 	io.Copy(io.Discard, io.LimitReader(resp.Body, maxWebhookResponse))
 	resp.Body.Close()
@@ -376,6 +376,17 @@ func (d *Deliverer) Deliver(ctx context.Context, m Delivery) (status int, err er
 		return resp.StatusCode, fmt.Errorf("batch: webhook %s: status %d: %w", m.ID, resp.StatusCode, ErrWebhookRejected)
 	}
 	return resp.StatusCode, nil
+}
+
+// withoutURL is err without the URL a *url.Error quotes: a webhook URL may
+// carry the integrator's token in its query string, and delivery errors
+// are logged. What the error wraps (a timeout, ctx done) stays.
+func withoutURL(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return fmt.Errorf("%s: %w", ue.Op, ue.Err)
+	}
+	return err
 }
 
 // RetrySchedule paces webhook retries. The wait after the n-th failed

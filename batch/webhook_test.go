@@ -392,6 +392,24 @@ func TestDeliverTimeout(t *testing.T) {
 	}
 }
 
+// TestDeliverErrorsOmitTheURL: a delivery error (logged by the queue) does
+// not quote the webhook URL, whose query may hold the integrator's token;
+// what it wraps still answers errors.Is.
+func TestDeliverErrorsOmitTheURL(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	url := srv.URL + "/hook?token=s3cr3t-t0ken"
+	srv.Close() // connection refused from now on
+	d := NewDeliverer(DelivererConfig{AllowPrivate: true, Timeout: time.Second})
+	_, err := d.Deliver(context.Background(), Delivery{ID: "m", URL: url, Secret: NewWebhookSecret(), Body: []byte(`{}`)})
+	if err == nil || strings.Contains(err.Error(), "s3cr3t") || strings.Contains(err.Error(), "/hook") {
+		t.Errorf("Deliver to a closed server = %v; want an error without the URL", err)
+	}
+	var opErr *net.OpError
+	if !errors.As(err, &opErr) {
+		t.Errorf("Deliver error %v does not wrap the transport's *net.OpError", err)
+	}
+}
+
 func TestWebhookClientRefusesPrivateDial(t *testing.T) {
 	hits := 0
 	var mu sync.Mutex
