@@ -37,6 +37,13 @@ const (
 	DefaultIdleTimeout       = 120 * time.Second
 	DefaultWriteStallTimeout = 30 * time.Second
 	DefaultMaxConns          = 2048
+	// MaxHeaderBytes bounds a request's header block: 32 KiB holds any
+	// request of the API (a token, an Idempotency-Key, a proxy's headers)
+	// many times over, and with DefaultMaxConns connections holds the
+	// server's header memory near 70 MB (net/http's default, 1 MB, let
+	// clients without a token pin about 2 GB). Past it net/http answers
+	// 431 and closes the connection.
+	MaxHeaderBytes = 32 << 10
 )
 
 func (c HTTPConfig) withDefaults() HTTPConfig {
@@ -72,6 +79,7 @@ func (s *Server) HTTPServer(ln net.Listener, cfg HTTPConfig) (*http.Server, net.
 		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
 		ReadTimeout:       cfg.ReadTimeout,
 		IdleTimeout:       cfg.IdleTimeout,
+		MaxHeaderBytes:    MaxHeaderBytes,
 		// "OPTIONS *" goes to the router (404 no_encontrado) like any other
 		// OPTIONS, rather than net/http's 200; it also keeps every request
 		// passing through the pipeline, which smuggled counts on.

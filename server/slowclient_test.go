@@ -239,6 +239,41 @@ func TestHTTPServerDefaults(t *testing.T) {
 	if d := wrapped.(*limitListener).writeStall; d != 30*time.Second {
 		t.Errorf("write stall timeout %v, want 30s", d)
 	}
+	if srv.MaxHeaderBytes != 32<<10 {
+		t.Errorf("header cap %d bytes, want 32 KiB", srv.MaxHeaderBytes)
+	}
+}
+
+// TestOversizedHeadersRefused: a header block past MaxHeaderBytes is
+// refused (431) without reaching a handler, and the server goes on serving.
+func TestOversizedHeadersRefused(t *testing.T) {
+	h := newHarness(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, wrapped := h.srv.HTTPServer(ln, HTTPConfig{})
+	go srv.Serve(wrapped)
+	defer srv.Close()
+	base := "http://" + ln.Addr().String()
+	req, _ := http.NewRequest("GET", base+"/healthz", nil)
+	req.Header.Set("X-Padding", strings.Repeat("a", 64<<10))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
+		t.Errorf("64 KiB header: %d, want 431", resp.StatusCode)
+	}
+	resp, err = http.Get(base + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("a normal request after it: %d, want 200", resp.StatusCode)
+	}
 }
 
 // TestLongAnswerOutlivesReadTimeout: a request whose answer takes longer
