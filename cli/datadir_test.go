@@ -10,8 +10,10 @@ import (
 	"io/fs"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -209,6 +211,25 @@ func TestServeHTTPFlags(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "must be positive") {
 			t.Errorf("%v %s: %v, want a refusal", tc.args, tc.env, err)
 		}
+	}
+}
+
+// TestServeTrustedProxiesFlag: --trusted-proxies takes addresses and CIDR
+// ranges; anything else is refused, naming the flag.
+func TestServeTrustedProxiesFlag(t *testing.T) {
+	got, err := parsePrefixes(" 127.0.0.1, 10.0.0.0/8,::1,, 2001:db8::/32")
+	want := []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32"), netip.MustParsePrefix("10.0.0.0/8"),
+		netip.MustParsePrefix("::1/128"), netip.MustParsePrefix("2001:db8::/32")}
+	if err != nil || !slices.Equal(got, want) {
+		t.Errorf("parsePrefixes = %v, %v; want %v", got, err, want)
+	}
+	if got, err := parsePrefixes(""); err != nil || len(got) != 0 {
+		t.Errorf("empty list: %v, %v; want none", got, err)
+	}
+	dir := t.TempDir()
+	err = Run(context.Background(), []string{"serve", "--data-dir", dir, "--addr", "127.0.0.1:0", "--trusted-proxies", "127.0.0.1,proxy.local"}, nil, io.Discard, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "--trusted-proxies") || !strings.Contains(err.Error(), "proxy.local") {
+		t.Errorf("--trusted-proxies with a host name: %v, want a refusal naming the flag and the item", err)
 	}
 }
 

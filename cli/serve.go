@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -32,6 +33,8 @@ type serveFlags struct {
 	diskReserve                        string
 	readTimeout                        time.Duration
 	maxConns                           int
+	trustedProxies                     string
+	proxies                            []netip.Prefix // parsed from trustedProxies by settle
 }
 
 func newServeCmd(a *app) *cobra.Command {
@@ -52,6 +55,7 @@ func newServeCmd(a *app) *cobra.Command {
 	fl.StringVar(&f.diskReserve, "disk-reserve", "auto", "free space kept on the data dir's disk: below it writes answer 503 almacenamiento_lleno (auto: the larger of 1GiB and 5% of the disk; sizes like 512MiB, 2GiB; 0 disables; env COUPOND_DISK_RESERVE)")
 	fl.DurationVar(&f.readTimeout, "read-timeout", server.DefaultReadTimeout, "a request, body included, must arrive within this, else the connection is closed (env COUPOND_READ_TIMEOUT)")
 	fl.IntVar(&f.maxConns, "max-conns", server.DefaultMaxConns, "open connections at most; past it new clients wait in the kernel backlog (env COUPOND_MAX_CONNS)")
+	fl.StringVar(&f.trustedProxies, "trusted-proxies", "127.0.0.1/32,::1/128", "comma-separated addresses or CIDR ranges of reverse proxies whose X-Forwarded-For names the client, for the limit on failed token requests per client address; empty trusts none (env COUPOND_TRUSTED_PROXIES)")
 	return cmd
 }
 
@@ -139,7 +143,7 @@ func serve(ctx context.Context, dataDir string, f serveFlags, logOut interface{ 
 		cache = -1 // engine.Config: negative keeps none
 	}
 	e, err := openEnv(ctx, dataDir, log, serviceOptions{baseURL: f.baseURL, webhookAllowPrivate: f.webhookAllowPrivate, metricsTenantLabel: f.metricsTenantLabel,
-		featuresCache: cache})
+		featuresCache: cache, trustedProxies: f.proxies})
 	if err != nil {
 		return err
 	}
@@ -207,6 +211,11 @@ func (f *serveFlags) settle() error {
 	if f.baseURL == "" {
 		f.baseURL = "http://" + f.addr
 	}
+	proxies, err := parsePrefixes(f.trustedProxies)
+	if err != nil {
+		return fmt.Errorf("--trusted-proxies: %w", err)
+	}
+	f.proxies = proxies
 	return nil
 }
 
@@ -266,4 +275,26 @@ func serveUntilStopped(ctx context.Context, httpErr <-chan error, svc *services,
 			}
 		}
 	}
+}
+
+// parsePrefixes reads a comma-separated list of addresses and CIDR ranges
+// ("127.0.0.1, 10.0.0.0/8, ::1"); an address is its own /32 or /128.
+func parsePrefixes(list string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, item := range strings.Split(list, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		if p, err := netip.ParsePrefix(item); err == nil {
+			out = append(out, p.Masked())
+			continue
+		}
+		a, err := netip.ParseAddr(item)
+		if err != nil {
+			return nil, fmt.Errorf("want addresses or CIDR ranges, got %q", item)
+		}
+		out = append(out, netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()))
+	}
+	return out, nil
 }

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"path/filepath"
 	"sync/atomic"
 	"time"
@@ -40,6 +41,9 @@ type serviceOptions struct {
 	// featuresCache is engine.Config.FeaturesCache (0: the engine's
 	// default), from serve's --features-cache-mib.
 	featuresCache int
+	// trustedProxies is server.Deps.TrustedProxies, from serve's
+	// --trusted-proxies.
+	trustedProxies []netip.Prefix
 }
 
 func newServices(_ context.Context, e *env, opt serviceOptions) (*services, error) {
@@ -64,7 +68,7 @@ func newServices(_ context.Context, e *env, opt serviceOptions) (*services, erro
 	svc.api = server.New(server.Deps{
 		Log: e.log, DB: e.db, Secrets: e.secrets, Now: e.now, Ready: svc.ready.Load,
 		Engine: eng, Privacy: priv, Batch: runner, Webhooks: hooks, WebhookAllowPrivate: opt.webhookAllowPrivate,
-		MetricsTenantLabel: opt.metricsTenantLabel,
+		MetricsTenantLabel: opt.metricsTenantLabel, TrustedProxies: opt.trustedProxies,
 	})
 	// Batch jobs, webhooks and the learner report to /metrics.
 	obs, learned := svc.api.Observers()

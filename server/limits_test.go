@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"net/url"
 	"strings"
 	"testing"
@@ -131,6 +132,68 @@ func TestTokenFailureBudgetRefills(t *testing.T) {
 	h.clock.Advance(2 * time.Second)
 	if w := tokenCall(h, "203.0.113.9:1", "nobody", "x"); w.Code != http.StatusUnauthorized {
 		t.Fatalf("after the refill: %d, want 401", w.Code)
+	}
+}
+
+// TestClientAddress: behind a trusted proxy the client is the last
+// forwarded address that is not a trusted proxy; an untrusted peer's
+// X-Forwarded-For is ignored (anyone can send one).
+func TestClientAddress(t *testing.T) {
+	s := &Server{Deps: Deps{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32"), netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("::1/128")}}}
+	for _, tc := range []struct {
+		peer string
+		xff  []string
+		want string
+	}{
+		{"198.51.100.7:1", nil, "198.51.100.7"},
+		{"198.51.100.7:1", []string{"203.0.113.1"}, "198.51.100.7"}, // not a proxy of ours
+		{"127.0.0.1:1", nil, "127.0.0.1"},
+		{"127.0.0.1:1", []string{"203.0.113.1"}, "203.0.113.1"},
+		{"[::1]:1", []string{"203.0.113.1"}, "203.0.113.1"},
+		{"127.0.0.1:1", []string{"192.0.2.99, 203.0.113.1"}, "203.0.113.1"},             // the client may forge what is left of it
+		{"127.0.0.1:1", []string{"203.0.113.1, 10.1.2.3"}, "203.0.113.1"},               // through two proxies
+		{"127.0.0.1:1", []string{"192.0.2.99", "203.0.113.1, 10.1.2.3"}, "203.0.113.1"}, // several headers
+		{"127.0.0.1:1", []string{"2001:db8:1:2::5"}, "2001:db8:1:2::/64"},
+		{"127.0.0.1:1", []string{"[2001:db8:1:2::5]:443"}, "2001:db8:1:2::/64"},
+		{"127.0.0.1:1", []string{"not-an-ip"}, "127.0.0.1"},
+		{"127.0.0.1:1", []string{"10.9.9.9"}, "127.0.0.1"}, // only proxies: the peer
+	} {
+		r := httptest.NewRequest(http.MethodPost, "/v1/token", nil)
+		r.RemoteAddr = tc.peer
+		for _, v := range tc.xff {
+			r.Header.Add("X-Forwarded-For", v)
+		}
+		if got := s.clientAddress(r); got != tc.want {
+			t.Errorf("peer %s, X-Forwarded-For %q: %q, want %q", tc.peer, tc.xff, got, tc.want)
+		}
+	}
+}
+
+// TestTokenNoLockOutBehindProxy: behind a reverse proxy on the same
+// machine, one client's failed secrets do not use up the failure budget of
+// every client the proxy forwards.
+func TestTokenNoLockOutBehindProxy(t *testing.T) {
+	h := newHarness(t)
+	h.srv.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}
+	h.tenant("acme", true, nil)
+	id, secret := h.credential("acme", "decisiones:pedir")
+	viaProxy := func(client, secret string) int {
+		body := fmt.Sprintf(`{"client_id":%q,"client_secret":%q,"grant_type":"client_credentials"}`, id, secret)
+		r := httptest.NewRequest(http.MethodPost, "/v1/token", strings.NewReader(body))
+		r.RemoteAddr = "127.0.0.1:50000"
+		r.Header.Set("X-Forwarded-For", client)
+		w := httptest.NewRecorder()
+		h.srv.ServeHTTP(w, r)
+		return w.Code
+	}
+	for range classRates[classTokenFailure].burst + 5 {
+		viaProxy("203.0.113.7", "wrong-secret")
+	}
+	if code := viaProxy("203.0.113.7", secret); code != http.StatusTooManyRequests {
+		t.Errorf("the guessing client, past its failures: %d, want 429", code)
+	}
+	if code := viaProxy("198.51.100.1", secret); code != http.StatusOK {
+		t.Errorf("another client through the same proxy: %d, want 200", code)
 	}
 }
 

@@ -1197,7 +1197,7 @@ func operationDocs() map[string]opDoc {
 			description: fmt.Sprintf("OAuth 2.0 client credentials, as JSON or as the standard form (client in HTTP Basic or in form fields). The token lives %s; `scope` is the credential's scopes joined by spaces. "+
 				"A wrong secret, an unknown client and a revoked credential give the same 401 (same status, headers and body but `X-Trace-Id`, `Date` and `trace_id`). "+
 				"The secret is checked first; only then is the credential's own rate limit (per `client_id`) charged, so knowing a client_id is not enough to lock it out. "+
-				"Failed requests are limited per source address (IPv6: per /64), %d a second with a burst of %d; an address over that budget gets 429 until it refills. "+
+				"Failed requests are limited per source address (IPv6: per /64; behind the operator's reverse proxy, the client's address from `X-Forwarded-For`), %d a second with a burst of %d; an address over that budget gets 429 until it refills. "+
 				"HTTP Basic together with credentials in the body (a `client_secret`, or a `client_id` other than Basic's) is 400 (OAuth 2.0 `invalid_request`).", humanDuration(tokenTTL), int(classRates[classTokenFailure].perSecond), classRates[classTokenFailure].burst),
 			body: obj{"required": true, "content": obj{
 				"application/json": obj{"schema": schemaRef("PeticionToken"),

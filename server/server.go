@@ -12,6 +12,7 @@ import (
 	"math/rand/v2"
 	"mime"
 	"net/http"
+	"net/netip"
 	"os"
 	"strings"
 	"time"
@@ -46,6 +47,10 @@ type Deps struct {
 	// MetricsTenantLabel adds a tenant label to the business series of
 	// /metrics (one series per tenant: for installs with few tenants).
 	MetricsTenantLabel bool
+	// TrustedProxies are the peers (a reverse proxy) whose X-Forwarded-For
+	// names the client that failed token requests are limited by (see
+	// clientAddress); nil trusts none.
+	TrustedProxies []netip.Prefix
 }
 
 // Server is the HTTP handler of the API.

@@ -81,7 +81,7 @@ func (s *Server) issueToken(c *call) error {
 	// that nobody who only knows a client_id can lock it out; failures are
 	// limited per source address instead (an address over its failure
 	// budget gets no further checks until the budget refills).
-	addr := sourceAddress(c.r.RemoteAddr)
+	addr := s.clientAddress(c.r)
 	if empty, wait := s.tokenFailures.exhausted(addr, classTokenFailure, c.start); empty {
 		return &apiError{kind: kindRateLimited, retryAfter: wait}
 	}
@@ -129,19 +129,66 @@ func errTwoClientAuth() error {
 		msg: "invalid_request: el cliente se autentica con HTTP Basic y con credenciales en el cuerpo; use solo uno de los dos"}
 }
 
-// sourceAddress is the key failed token requests are limited by: the
-// peer's IP address, with IPv6 cut to its /64 (what one host usually holds).
-// The server does not trust forwarding headers.
-func sourceAddress(remote string) string {
-	host, _, err := net.SplitHostPort(remote)
+// clientAddress is the key failed token requests are limited by: the
+// client's IP address (sourceAddress). It is the peer's, unless the peer is
+// a trusted proxy (Deps.TrustedProxies): then it is the last address of
+// X-Forwarded-For that is not itself a trusted proxy, so that behind a
+// reverse proxy one client's failures do not use up every client's budget.
+// A forwarded list that does not parse stops the walk at the proxy itself.
+func (s *Server) clientAddress(r *http.Request) string {
+	peer := sourceAddress(r.RemoteAddr)
+	ip, ok := parseIP(r.RemoteAddr)
+	if !ok || !s.trustedProxy(ip) {
+		return peer
+	}
+	var hops []string
+	for _, v := range r.Header.Values("X-Forwarded-For") {
+		hops = append(hops, strings.Split(v, ",")...)
+	}
+	for i := len(hops) - 1; i >= 0; i-- {
+		hop := strings.TrimSpace(hops[i])
+		ip, ok := parseIP(hop)
+		if !ok {
+			return peer
+		}
+		if !s.trustedProxy(ip) {
+			return sourceAddress(hop)
+		}
+	}
+	return peer
+}
+
+// trustedProxy says whether ip is in Deps.TrustedProxies.
+func (s *Server) trustedProxy(ip netip.Addr) bool {
+	for _, p := range s.TrustedProxies {
+		if p.Contains(ip) {
+			return true
+		}
+	}
+	return false
+}
+
+// parseIP reads an address with or without a port ("192.0.2.1",
+// "[2001:db8::1]:443"), IPv4-mapped IPv6 as IPv4.
+func parseIP(addr string) (netip.Addr, bool) {
+	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
-		host = remote
+		host = strings.Trim(addr, "[]")
 	}
 	ip, err := netip.ParseAddr(host)
 	if err != nil {
-		return host
+		return netip.Addr{}, false
 	}
-	ip = ip.Unmap()
+	return ip.Unmap(), true
+}
+
+// sourceAddress is a client's key for failed token requests: its IP address,
+// with IPv6 cut to its /64 (what one host usually holds).
+func sourceAddress(remote string) string {
+	ip, ok := parseIP(remote)
+	if !ok {
+		return remote
+	}
 	if ip.Is6() {
 		p, _ := ip.Prefix(64)
 		return p.String()
