@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -42,11 +43,10 @@ func (e *Campaigns) PutCampaign(tenant string, c Campaign, now time.Time) (*Camp
 	defer ts.budgetMu.Unlock()
 	now = now.UTC()
 	c.CreadoEn, c.ActualizadoEn = now, now
-	var old Campaign
-	switch err := e.db.GetJSON(store.CampaignKey(tenant, c.ID), &old); {
+	switch old, err := e.loadCampaign(tenant, c.ID); {
 	case err == nil:
 		c.CreadoEn = old.CreadoEn
-	case !errors.Is(err, store.ErrNotFound):
+	case !errors.Is(err, ErrNotFound): // a damaged one is defined again from now
 		return nil, err
 	}
 	b := e.db.NewBatch()
@@ -62,7 +62,8 @@ func (e *Campaigns) PutCampaign(tenant string, c Campaign, now time.Time) (*Camp
 	return &cc, nil
 }
 
-// Campaign returns a campaign, or ErrNotFound.
+// Campaign returns a campaign, or ErrNotFound; an error wrapping ErrDamaged
+// and ErrNotFound when its record is damaged (see loadCampaign).
 func (e *Campaigns) Campaign(tenant, id string) (*Campaign, error) {
 	ts, err := e.state(tenant)
 	if err != nil {
@@ -84,31 +85,123 @@ func (e *Campaigns) campaignLocked(ts *tenantState, tenant, id string) (*Campaig
 		}
 		return c, nil
 	}
-	var c Campaign
-	err := e.db.GetJSON(store.CampaignKey(tenant, id), &c)
-	if errors.Is(err, store.ErrNotFound) {
+	c, err := e.loadCampaign(tenant, id)
+	if errors.Is(err, ErrNotFound) && !errors.Is(err, ErrDamaged) {
 		if len(ts.campaigns) < maxCampaignCache {
 			ts.campaigns[id] = nil // callers choose the ids: past the bound, a miss costs a point read
+		}
+		return nil, err
+	}
+	if err != nil {
+		return nil, err
+	}
+	ts.campaigns[id] = c
+	return c, nil
+}
+
+// loadCampaign reads a campaign record: ErrNotFound when none was defined.
+// A record that does not decode is moved to quarantine, and until the
+// campaign is defined again (PUT) it reads as damaged, an error wrapping
+// ErrDamaged and ErrNotFound, also after a restart (its copy in quarantine
+// says so). A damaged campaign is not an undefined one: its caps are
+// unknown, so its online decisions send nothing (fitBudget) rather than
+// send without a cap; GET finds nothing and a batch for it is refused as
+// for an undefined campaign (contract: defined with PUT).
+func (e *Campaigns) loadCampaign(tenant, id string) (*Campaign, error) {
+	key := store.CampaignKey(tenant, id)
+	v, err := e.db.Get(key)
+	if errors.Is(err, store.ErrNotFound) {
+		switch inQuarantine, err := e.db.Has(store.DamagedKey(tenant, key)); {
+		case err != nil:
+			return nil, err
+		case inQuarantine:
+			return nil, damagedErr(fmt.Sprintf("campaign %q", id), errors.New("its record is in quarantine"))
 		}
 		return nil, fmt.Errorf("campaign %q: %w", id, ErrNotFound)
 	}
 	if err != nil {
 		return nil, err
 	}
-	ts.campaigns[id] = &c
+	var c Campaign
+	if err := json.Unmarshal(v, &c); err != nil {
+		err = fmt.Errorf("campaign record: %w", err)
+		e.quarantine(tenant, key, v, err)
+		return nil, damagedErr(fmt.Sprintf("campaign %q", id), err)
+	}
 	return &c, nil
 }
 
+// unknownSpend is the count a spent budget holds for a cap the campaign
+// did not have (or that could not be read) when its record was damaged:
+// far above any cap an operator sets, and far from overflow when sends are
+// added to it.
+const unknownSpend = int64(1) << 50
+
+// budgetLocked returns the cached counters of campaign id, reading them on
+// first use. The caller holds ts.budgetMu. A budget record that does not
+// decode is moved to quarantine and the campaign's spend is then unknown:
+// counting it from zero could overspend, so the budget reads as spent
+// (spentBudget). A budget whose record is in quarantine and was not
+// written again since (a restart in between, or admin check --repair) reads
+// the same way.
 func (e *Campaigns) budgetLocked(ts *tenantState, tenant, id string) (*budget, error) {
 	if b, ok := ts.budgets[id]; ok {
 		return b, nil
 	}
+	key := store.BudgetKey(tenant, id)
 	var b budget
-	if err := e.db.GetJSON(store.BudgetKey(tenant, id), &b); err != nil && !errors.Is(err, store.ErrNotFound) {
+	v, err := e.db.Get(key)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		inQuarantine, err := e.db.Has(store.DamagedKey(tenant, key))
+		if err != nil {
+			return nil, err
+		}
+		if inQuarantine {
+			b = e.spentBudget(ts, tenant, id)
+		}
+	case err != nil:
 		return nil, err
+	default:
+		if err := json.Unmarshal(v, &b); err != nil {
+			e.quarantine(tenant, key, v, fmt.Errorf("budget record: %w", err))
+			b = e.spentBudget(ts, tenant, id)
+		}
 	}
 	ts.budgets[id] = &b
 	return &b, nil
+}
+
+// spentBudget is the reading of a budget whose record was lost to damage:
+// counters at the campaign's caps (unknownSpend where it has none), so no
+// further send fits, while sends still pending give theirs back when
+// rejected or expired. It is stored at once, so that a cap raised later
+// (PUT) allows exactly the sends it adds, and logged: the operator decides,
+// from the campaign's decisions, how far to raise the caps. The caller
+// holds ts.budgetMu; a failure to store it is logged and the reading kept
+// in memory.
+func (e *Campaigns) spentBudget(ts *tenantState, tenant, id string) budget {
+	b := budget{Envios: unknownSpend, DescuentoCents: unknownSpend}
+	if c, err := e.campaignLocked(ts, tenant, id); err == nil {
+		if c.MaxEnvios != nil {
+			b.Envios = *c.MaxEnvios
+		}
+		if c.MaxDescuentoCents != nil {
+			b.DescuentoCents = *c.MaxDescuentoCents
+		}
+	}
+	ev := e.log.Error().Str("tenant", tenant).Str("campana_id", id).Int64("envios", b.Envios).Int64("descuento_cents", b.DescuentoCents)
+	wb := e.db.NewBatch()
+	defer wb.Close()
+	err := wb.SetJSON(store.BudgetKey(tenant, id), &b)
+	if err == nil {
+		err = wb.Commit()
+	}
+	if err != nil {
+		ev = ev.AnErr("store_error", err)
+	}
+	ev.Msg("campaign budget record damaged (in quarantine): its spend is unknown, so the budget counts as spent at its caps and the campaign sends nothing more; raise max_envios / max_descuento_mxn with PUT /v1/campanas/{campana_id} to allow more sends")
+	return b
 }
 
 // affordable reports whether one more send of a fits the campaign's budget.

@@ -241,18 +241,26 @@ func (e *Engine) decideAndCommit(ts *tenantState, t *store.Tenant, now time.Time
 
 // replay answers a request whose Idempotency-Key was answered within
 // IdempotencyTTL: the same decision for the same body, ErrIdempotencyConflict
-// for another; nil, nil when the key is new (or expired).
+// for another; nil, nil when the key is new (or expired). A record that does
+// not decode, or whose answer does not, is moved to quarantine and read as
+// absent, as after its expiry: the request is answered afresh. That sends
+// nothing twice: the first answer opened its customer's reward window, so
+// the same body is answered with that window's decision (counted toward the
+// customer's daily cap, as any answer that is not a replay). A conflict
+// cannot be told from a damaged record, and refusing the key would not
+// last: once quarantined, the key is new.
 func (e *Engine) replay(tenant string, now time.Time, req Request) (*Decision, error) {
 	raw, err := e.db.Idempotency(tenant, req.IdempotencyKey)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, nil
 	}
-	var rec idemRecord
-	if err == nil {
-		err = json.Unmarshal(raw, &rec)
-	}
 	if err != nil {
 		return nil, err
+	}
+	rec, d, err := decodeIdem(raw)
+	if err != nil {
+		e.quarantine(tenant, store.IdempotencyKey(tenant, req.IdempotencyKey), raw, err)
+		return nil, nil
 	}
 	if now.Sub(rec.At) >= IdempotencyTTL {
 		return nil, nil
@@ -260,11 +268,20 @@ func (e *Engine) replay(tenant string, now time.Time, req Request) (*Decision, e
 	if rec.BodyHash != req.BodyHash {
 		return nil, ErrIdempotencyConflict
 	}
+	return d, nil
+}
+
+// decodeIdem decodes a stored idempotency record and the answer it holds.
+func decodeIdem(raw []byte) (idemRecord, *Decision, error) {
+	var rec idemRecord
+	if err := json.Unmarshal(raw, &rec); err != nil {
+		return rec, nil, fmt.Errorf("idempotency record: %w", err)
+	}
 	var d Decision
 	if err := json.Unmarshal(rec.Answer, &d); err != nil {
-		return nil, fmt.Errorf("idempotency record: %w", err)
+		return rec, nil, fmt.Errorf("idempotency record: answer: %w", err)
 	}
-	return &d, nil
+	return rec, &d, nil
 }
 
 // decideInto applies the per-customer rules (daily cap, open reward window) and, when no window is open, makes a new
@@ -378,9 +395,18 @@ func (e *Engine) decideNew(ts *tenantState, t *store.Tenant, now time.Time, req 
 
 // fitBudget drops from sc the sends campaign campana's budget cannot
 // afford, with the reason when that changed the choice; camp is nil for a
-// campaign that does not exist. The caller holds ts.budgetMu.
+// campaign that does not exist. A campaign whose record is damaged
+// (loadCampaign) affords no send: its caps are unknown. The caller holds
+// ts.budgetMu.
 func (e *Engine) fitBudget(ts *tenantState, tenant, campana string, sc *scored, reason string) (camp *Campaign, why string, err error) {
 	camp, err = e.Campaigns.campaignLocked(ts, tenant, campana)
+	if errors.Is(err, ErrDamaged) {
+		sc.keep(func(c *candidate) bool { return c.action == nil })
+		if reason == "" {
+			reason = "la campaña " + campana + " no se puede leer (registro dañado): no se envían cupones hasta que se defina de nuevo con PUT /v1/campanas/" + campana
+		}
+		return nil, reason, nil
+	}
 	if errors.Is(err, ErrNotFound) || (err == nil && camp == nil) {
 		return nil, reason, nil
 	}
@@ -557,7 +583,8 @@ const (
 
 // PruneIdempotency deletes the tenant's Idempotency-Key records older than
 // IdempotencyTTL by its clock, which no request can replay any more, so the
-// table holds about one day of keys. A key whose request is running is
+// table holds about one day of keys, and moves the records that do not
+// decode (decodeIdem), whose age is unknown, to quarantine. A key whose request is running is
 // left for the next pass; while a key is being deleted, a request with it
 // gets idempotencia_conflicto, as for any request in flight. It returns
 // the number of records deleted.
@@ -569,9 +596,8 @@ func (e *Engine) PruneIdempotency(tenant string) (int, error) {
 	var keys []string // Idempotency-Keys
 	lo, hi := store.IdempotencySpan(tenant)
 	err = e.db.Scan(lo, hi, func(k, v []byte) error {
-		var rec idemRecord
 		idem, ok := store.ParseIdempotencyKey(tenant, k)
-		if ok && json.Unmarshal(v, &rec) == nil && now.Sub(rec.At) >= IdempotencyTTL {
+		if rec, _, err := decodeIdem(v); ok && (err != nil || now.Sub(rec.At) >= IdempotencyTTL) {
 			keys = append(keys, idem)
 		}
 		return nil
@@ -591,7 +617,8 @@ func (e *Engine) PruneIdempotency(tenant string) (int, error) {
 }
 
 // pruneIdem deletes the records of the given Idempotency-Keys that are
-// still expired, holding each key's in-flight mark until the commit.
+// still expired, and quarantines those that do not decode, holding each
+// key's in-flight mark until the commit.
 func (e *Engine) pruneIdem(tenant string, keys []string, now time.Time) (int, error) {
 	var marks []string
 	defer func() {
@@ -616,9 +643,16 @@ func (e *Engine) pruneIdem(tenant string, keys []string, now time.Time) (int, er
 		if busy {
 			continue
 		}
-		var rec idemRecord // read again: a request may have renewed it
-		raw, err := e.db.Idempotency(tenant, k)
-		if err != nil || json.Unmarshal(raw, &rec) != nil || now.Sub(rec.At) < IdempotencyTTL {
+		raw, err := e.db.Idempotency(tenant, k) // read again: a request may have renewed it
+		if err != nil {
+			continue
+		}
+		rec, _, err := decodeIdem(raw)
+		if err != nil {
+			e.quarantine(tenant, store.IdempotencyKey(tenant, k), raw, err)
+			continue
+		}
+		if now.Sub(rec.At) < IdempotencyTTL {
 			continue
 		}
 		b.DeleteIdempotency(tenant, k)

@@ -228,7 +228,16 @@ func checkStored(tenant string, key, v []byte) error {
 	case store.KindCustomerState:
 		var cs customerState
 		return unmarshalCustomerState(v, &cs)
-	case store.KindAttribution, store.KindIdempotency, store.KindCatalog, store.KindCampaign, store.KindBudget,
+	case store.KindIdempotency:
+		_, _, err := decodeIdem(v)
+		return err
+	case store.KindCampaign:
+		var c Campaign
+		return json.Unmarshal(v, &c)
+	case store.KindBudget:
+		var b budget
+		return json.Unmarshal(v, &b)
+	case store.KindAttribution, store.KindCatalog,
 		store.KindJob, store.KindJobChunk, store.KindWebhook, store.KindWebhookQueue, store.KindDeletion,
 		store.KindDeletionQueue, store.KindAccessLog, store.KindQuality, store.KindAbuse, store.KindQuarantine:
 		if !json.Valid(v) {

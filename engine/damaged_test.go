@@ -1,0 +1,206 @@
+package engine
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/rs/zerolog"
+
+	"github.com/coupond/coupond/clock"
+	"github.com/coupond/coupond/store"
+)
+
+// damage overwrites the record at key with bytes that do not decode as it.
+func damage(tb testing.TB, db *store.DB, key []byte, v string) {
+	tb.Helper()
+	b := db.NewBatch()
+	defer b.Close()
+	b.Set(key, []byte(v))
+	if err := b.Commit(); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// restart is a new engine over db, with nothing of the old one's caches.
+func restart(db *store.DB) *Engine {
+	return New(Config{DB: db, Secrets: store.TestSecrets(), Log: zerolog.Nop(), Now: clock.NewFake(t0).Now, Seed: 7})
+}
+
+// quarantinedTables lists the tables of acme's quarantined records.
+func quarantinedTables(tb testing.TB, e *Engine) []string {
+	tb.Helper()
+	q, err := e.Quarantine.Quarantined("acme")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	out := []string{}
+	for _, d := range q {
+		out = append(out, d.Table)
+	}
+	return out
+}
+
+// TestDamagedIdempotencyRecord: an Idempotency-Key whose record does not
+// decode (the record, or the answer it holds) is moved to quarantine and
+// read as absent: the request is answered afresh, with the decision whose
+// reward window the first answer opened, never with a 500; admin check no
+// longer finds it. Pruning moves such a record too instead of keeping it
+// for ever.
+func TestDamagedIdempotencyRecord(t *testing.T) {
+	req := Request{ClienteRef: "idem-ana", Canal: "push", IdempotencyKey: "k-1", BodyHash: HashBody([]byte("b"))}
+	answer, err := json.Marshal(idemRecord{BodyHash: req.BodyHash, At: t0, Answer: json.RawMessage(`{"accion":"uno"}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ name, stored string }{
+		{"record", `{"h":"not a hash"`},
+		{"answer", string(answer)},
+		{"wrong type", `{"at":12}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e, db := newTestEngine(t, 2, nil)
+			first, err := e.Decide("acme", req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			damage(t, db, store.IdempotencyKey("acme", "k-1"), tc.stored)
+			again, err := e.Decide("acme", req)
+			if err != nil {
+				t.Fatalf("repeat over a damaged record: %v", err)
+			}
+			if again.DecisionID != first.DecisionID || again.Accion != 0 {
+				t.Errorf("repeat answered %s accion %d, want the open window's decision %s with accion 0", again.DecisionID, again.Accion, first.DecisionID)
+			}
+			if diff := cmp.Diff([]string{"idempotency"}, quarantinedTables(t, e)); diff != "" {
+				t.Errorf("quarantine (-want +got):\n%s", diff)
+			}
+			if _, err := e.Decide("acme", req); err != nil { // the fresh answer's record replays
+				t.Fatalf("third request: %v", err)
+			}
+
+			damage(t, db, store.IdempotencyKey("acme", "k-2"), tc.stored)
+			if st, err := e.Quarantine.Check("acme", false); err != nil || len(st.Damaged) != 1 {
+				t.Fatalf("admin check: %+v %v, want the record of k-2", st, err)
+			}
+			if _, err := e.PruneIdempotency("acme"); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := db.Idempotency("acme", "k-2"); !errors.Is(err, store.ErrNotFound) {
+				t.Errorf("damaged record of k-2 after pruning: %v, want it moved to quarantine", err)
+			}
+			if diff := cmp.Diff([]string{"idempotency", "idempotency"}, quarantinedTables(t, e)); diff != "" {
+				t.Errorf("quarantine after pruning (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestDamagedCampaignRecord: a campaign whose record does not decode is
+// moved to quarantine; until it is defined again its online decisions send
+// nothing (its caps cannot be read, so none could be kept) and say why, a
+// batch for it is refused as for an undefined campaign, GET finds nothing,
+// also after a restart; PUT defines it again and sends resume.
+func TestDamagedCampaignRecord(t *testing.T) {
+	e, db := newTestEngine(t, 1, nil)
+	campaignSends(t, e, 50, 1)
+	damage(t, db, store.CampaignKey("acme", "c1"), `{"campana_id":"c1","max_envios":"many"}`)
+	for run, e := range []*Engine{restart(db), restart(db)} { // the second meets it in quarantine
+		for i := range 20 {
+			d, err := e.Decide("acme", Request{ClienteRef: fmt.Sprintf("dmg-%d-%02d", run, i), Canal: "push", CampanaID: "c1"})
+			if err != nil {
+				t.Fatalf("run %d: decision over a damaged campaign: %v", run, err)
+			}
+			if d.Accion != 0 || !strings.Contains(d.Motivo, "c1") {
+				t.Fatalf("run %d: accion %d motivo %q, want 0 and a reason naming the campaign", run, d.Accion, d.Motivo)
+			}
+		}
+		if _, err := e.Campaigns.Campaign("acme", "c1"); !errors.Is(err, ErrNotFound) {
+			t.Errorf("run %d: GET of the damaged campaign: %v, want ErrNotFound", run, err)
+		}
+		if _, err := e.NewBatchDecider("acme", "lote_1", "c1"); !errors.Is(err, ErrNoCampaign) {
+			t.Errorf("run %d: batch for the damaged campaign: %v, want ErrNoCampaign", run, err)
+		}
+	}
+	if diff := cmp.Diff([]string{"campaign"}, quarantinedTables(t, e)); diff != "" {
+		t.Errorf("quarantine (-want +got):\n%s", diff)
+	}
+	e = restart(db)
+	if _, err := e.Campaigns.PutCampaign("acme", Campaign{ID: "c1", Canal: "push", Descripcion: "again"}, t0); err != nil {
+		t.Fatalf("PUT over the quarantined campaign: %v", err)
+	}
+	sends := 0
+	for i := 0; sends == 0 && i < 500; i++ {
+		d, err := e.Decide("acme", Request{ClienteRef: fmt.Sprintf("again-%03d", i), Canal: "push", CampanaID: "c1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Accion != 0 {
+			sends++
+		}
+	}
+	if sends == 0 {
+		t.Error("no sends after the campaign was defined again")
+	}
+}
+
+// TestDamagedBudgetRecord: a campaign's budget record that does not decode
+// is moved to quarantine and the budget counts as spent at the campaign's
+// caps (the spend is unknown: any lower count could overspend), stored so
+// at once, also when the record was met by admin check --repair; a
+// rejection still gives its send back; raising the cap with PUT lets
+// exactly that many more sends go.
+func TestDamagedBudgetRecord(t *testing.T) {
+	for _, repair := range []bool{false, true} {
+		t.Run(fmt.Sprintf("repair=%v", repair), func(t *testing.T) {
+			e, db := newTestEngine(t, 1, nil)
+			ids := campaignSends(t, e, 3, 1)
+			damage(t, db, store.BudgetKey("acme", "c1"), `{"envios":`)
+			if repair {
+				if st, err := e.Quarantine.Check("acme", true); err != nil || st.Repaired != 1 {
+					t.Fatalf("check --repair: %+v %v", st, err)
+				}
+			}
+			e = restart(db)
+			for i := range 200 {
+				d, err := e.Decide("acme", Request{ClienteRef: fmt.Sprintf("dmg-%03d", i), Canal: "push", CampanaID: "c1"})
+				if err != nil {
+					t.Fatalf("decision over a damaged budget: %v", err)
+				}
+				if d.Accion != 0 {
+					t.Fatalf("send %d over a damaged budget: the campaign may overspend", i)
+				}
+			}
+			want := budget{Envios: 3, DescuentoCents: unknownSpend}
+			if diff := cmp.Diff(want, storedBudget(t, db)); diff != "" {
+				t.Errorf("stored budget (-want +got):\n%s", diff)
+			}
+			if _, err := e.Confirm("acme", ids[0], Confirmation{Ejecutada: false, MotivoRechazo: "no"}); err != nil {
+				t.Fatalf("rejection: %v", err)
+			}
+			five := int64(5) // 3 counted, 1 given back, 2 more
+			if _, err := e.Campaigns.PutCampaign("acme", Campaign{ID: "c1", Canal: "push", Descripcion: "d", MaxEnvios: &five}, t0); err != nil {
+				t.Fatal(err)
+			}
+			sends := 0
+			for i := range 400 {
+				d, err := e.Decide("acme", Request{ClienteRef: fmt.Sprintf("more-%03d", i), Canal: "push", CampanaID: "c1"})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if d.Accion != 0 {
+					sends++
+				}
+			}
+			if sends != 3 {
+				t.Errorf("%d sends after the cap went from 3 to 5 and one send came back, want 3", sends)
+			}
+			if diff := cmp.Diff([]string{"budget"}, quarantinedTables(t, e)); diff != "" {
+				t.Errorf("quarantine (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
