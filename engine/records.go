@@ -82,30 +82,47 @@ func (r Records) LockCustomer(tenant, ref string) (unlock func(), err error) {
 }
 
 // ForgetDecision deletes, through del, the learner's queue entries of the
-// decision rec (stored under nonce), and when its send was still pending gives its budget back
-// in b (as its expiry would have). Call under LockCustomer.
-func (r Records) ForgetDecision(b *store.Batch, tenant, nonce string, s store.Settings, rec *DecisionRecord, del func([]byte)) error {
+// decision rec (stored under nonce), and when its send was still pending
+// gives its budget back in b (as its expiry would have) and returns its
+// campaign, which the erasure then passes to CommitErasure. Call under
+// LockCustomer.
+func (r Records) ForgetDecision(b *store.Batch, tenant, nonce string, s store.Settings, rec *DecisionRecord, del func([]byte)) (released string, err error) {
 	e := r.e
 	del(queueKey(tenant, rec.At.Add(s.RewardWindow+s.RewardGrace), queueReward_, nonce))
 	if rec.Accion == 0 || rec.CampanaID == "" {
-		return nil
+		return "", nil
 	}
 	xk := queueKey(tenant, rec.CaducaEn, queueExpiry, nonce)
 	pendingSend, err := e.db.Has(xk)
 	if err != nil {
-		return err
+		return "", err
 	}
 	if pendingSend && rec.Estado == EstadoPendiente && !rec.EnRespaldo {
 		ts, err := e.state(tenant)
 		if err != nil {
-			return err
+			return "", err
 		}
 		if err := e.Campaigns.releaseBudget(ts, b, tenant, rec); err != nil {
-			return err
+			return "", err
 		}
+		released = rec.CampanaID
 	}
 	del(xk)
-	return nil
+	return released, nil
+}
+
+// CommitErasure commits an erasure's batch b with the counters of the
+// campaigns whose sends ForgetDecision gave back as they stand at the
+// commit, in the budget lock's order (Campaigns.commitBudgets), as every
+// writer of budget counters commits: a batch that kept the counters seen
+// at the release would put back an older budget over a send counted
+// meanwhile by another customer's decision. Call under LockCustomer.
+func (r Records) CommitErasure(tenant string, b *store.Batch, campaigns ...string) error {
+	ts, err := r.e.state(tenant)
+	if err != nil {
+		return err
+	}
+	return r.e.Campaigns.commitBudgets(ts, tenant, b, campaigns...)
 }
 
 // TenantNow is the tenant's clock now (its offset applied to the engine's

@@ -420,3 +420,72 @@ func TestDeletionThenNewEvents(t *testing.T) {
 		t.Errorf("features after deletion and new events (-want +got):\n%s", diff)
 	}
 }
+
+// TestErasureBudgetStoredInCommitOrder: an erasure that gives a pending
+// send back to its campaign must store the campaign's counters as they
+// stand at its commit, in the budget lock's order, as every other writer
+// of budget counters does (engine's TestBudgetStoredInCommitOrder). An
+// online decision that spent while the erasure ran commits first: the
+// stored budget must count its send, or an engine started again over the
+// store lets the campaign overspend.
+func TestErasureBudgetStoredInCommitOrder(t *testing.T) {
+	e, p, db, _ := newTest(t, 1)
+	two := int64(2)
+	if _, err := e.Campaigns.PutCampaign("acme", engine.Campaign{ID: "camp", Canal: "push", Descripcion: "d", MaxEnvios: &two}, t0); err != nil {
+		t.Fatal(err)
+	}
+	// sendTo decides customers prefix-NNN until one gets a send.
+	sendTo := func(prefix string) string {
+		for i := 0; i < 200; i++ {
+			ref := fmt.Sprintf("%s-%03d", prefix, i)
+			done := make(chan error, 1)
+			var d *engine.Decision
+			go func() {
+				var err error
+				d, err = e.Decide("acme", engine.Request{ClienteRef: ref, Canal: "push", CampanaID: "camp"})
+				done <- err
+			}()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Fatal(err)
+				}
+			case <-time.After(time.Minute): // not a timing assertion: a deadlock guard
+				t.Fatalf("decision for %s blocked: its customer lock is the erased customer's (1 in 4096), run again", ref)
+			}
+			if d.Accion != 0 {
+				return ref
+			}
+		}
+		t.Fatalf("no send in 200 decisions for %s: change the refs or the seed", prefix)
+		return ""
+	}
+	erased := sendTo("ivan")
+	sendTo("juan") // the campaign's two sends, both pending
+	late := ""
+	p.beforeCommit = func() {
+		p.beforeCommit = nil
+		late = sendTo("late") // fits: the erasure gave ivan's send back
+	}
+	if _, err := p.RequestDeletion("acme", erased, "ci"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.ProcessDeletions(context.Background(), DeletionHooks{}); err != nil {
+		t.Fatal(err)
+	}
+	if late == "" {
+		t.Fatal("the erasure did not run the hook")
+	}
+	var got struct {
+		Envios         int64 `json:"envios"`
+		DescuentoCents int64 `json:"descuento_cents"`
+	}
+	if err := db.GetJSON(store.BudgetKey("acme", "camp"), &got); err != nil {
+		t.Fatal(err)
+	}
+	want := got
+	want.Envios, want.DescuentoCents = 2, 2000 // juan's send and the late one
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("stored budget (-want +got):\n%s", diff)
+	}
+}

@@ -28,6 +28,7 @@ type erasure struct {
 	ids           map[string]bool
 	known         [][]byte
 	damagedEvents bool
+	released      []string // campaigns given a pending send back, for CommitErasure
 }
 
 func (x *erasure) del(k []byte) {
@@ -68,7 +69,10 @@ func (s *Service) eraseCustomer(tenant, ref, hash string) ([][]byte, error) {
 			return nil, err
 		}
 	}
-	if err := b.Commit(); err != nil {
+	if s.beforeCommit != nil {
+		s.beforeCommit()
+	}
+	if err := s.rec.CommitErasure(tenant, b, x.released...); err != nil {
 		return nil, err
 	}
 	return x.keys, nil
@@ -164,8 +168,12 @@ func (x *erasure) decisions() error {
 		}
 		x.ids[x.s.rec.DecisionID(x.tenant, nonce)] = true
 		x.del(x.s.rec.DecisionKey(x.tenant, nonce))
-		if err := x.s.rec.ForgetDecision(x.b, x.tenant, nonce, x.settings, r, x.del); err != nil {
+		c, err := x.s.rec.ForgetDecision(x.b, x.tenant, nonce, x.settings, r, x.del)
+		if err != nil {
 			return err
+		}
+		if c != "" && !slices.Contains(x.released, c) {
+			x.released = append(x.released, c)
 		}
 	}
 	return nil

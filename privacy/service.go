@@ -36,6 +36,10 @@ type Service struct {
 	// requests (so two requests for one customer queue one job) without
 	// making them wait for a pass's compactions.
 	deletionMu, requestMu sync.Mutex
+
+	// beforeCommit, when set (tests), runs in eraseCustomer after the
+	// erasers, under the customer's locks, before the erasure commits.
+	beforeCommit func()
 }
 
 // New returns the Service of c.
