@@ -158,11 +158,17 @@ func HashBody(b []byte) [32]byte { return sha256.Sum256(b) }
 // Decide answers one decision request for tenant: the idempotency record,
 // the per-customer daily cap and reward window, the control group, then
 // the policy with exploration and the campaign budget. The decision is
-// durable (committed with Sync) before Decide returns.
+// durable (committed with Sync) before Decide returns. An error means no
+// decision was committed: what can fail after the commit (counting the
+// answer against the tenant's quota) is read before it, and a failure
+// left after it is logged, never answered.
 func (e *Engine) Decide(tenant string, req Request) (*Decision, error) {
 	e.markOnline()
 	ts, t, now, err := e.stateNow(tenant)
 	if err != nil {
+		return nil, err
+	}
+	if err := e.quotas.load(tenant, QuotaDecisions, now); err != nil {
 		return nil, err
 	}
 	var d *Decision
@@ -191,7 +197,7 @@ func (e *Engine) Decide(tenant string, req Request) (*Decision, error) {
 	}
 	// Every answer counts against the quota, a replay's too.
 	if err := e.quotas.count(tenant, QuotaDecisions, now, 1); err != nil {
-		return nil, err
+		e.log.Error().Err(err).Str("tenant", tenant).Msg("decision answered but not counted against the daily quota")
 	}
 	return d, nil
 }

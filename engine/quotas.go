@@ -50,6 +50,10 @@ type Quotas struct {
 	*core
 	mu     sync.Mutex
 	counts map[quotaKey]*quotaCount
+
+	// readFault, when set (tests), is the error of each read of a stored
+	// count: the store's read errors, which no test file system injects.
+	readFault func() error
 }
 
 // quotaKey names one count: day is the UTC day of the tenant clock, in
@@ -78,6 +82,11 @@ func (q *Quotas) get(k quotaKey) (*quotaCount, error) {
 		return c, nil
 	}
 	c := &quotaCount{}
+	if q.readFault != nil {
+		if err := q.readFault(); err != nil {
+			return nil, err
+		}
+	}
 	n, err := q.db.QuotaCount(k.tenant, k.date(), k.kind)
 	if err != nil {
 		return nil, err
@@ -113,6 +122,16 @@ func (q *Quotas) CheckQuota(t *store.Tenant, kind string, now time.Time) error {
 		return dayLimit(ErrQuota, now)
 	}
 	return nil
+}
+
+// load reads the count of kind on now's day into memory, where count finds
+// it without a store read (unless a move of the tenant's clock to another
+// day evicted it meanwhile).
+func (q *Quotas) load(tenant, kind string, now time.Time) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	_, err := q.get(quotaKey{tenant, kind, quotaDay(now)})
+	return err
 }
 
 // count records n units of use.

@@ -66,3 +66,31 @@ func TestDailyCapRetryAfter(t *testing.T) {
 		t.Fatalf("over the cap: %v, want ErrDailyCap with Retry-After %d", err, 12*3600)
 	}
 }
+
+// TestDecideNeverErrsAfterCommit: a store read of the quota count that
+// fails may refuse a decision, but only one not made: an answer is never an
+// error for a decision already committed (the caller, told 500, would
+// decide again or apply its own rule while the engine keeps the decision,
+// its reward window and its campaign send).
+func TestDecideNeverErrsAfterCommit(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		req  Request
+	}{
+		{"new decision", Request{ClienteRef: "quota-ana", Canal: "push"}},
+		{"with Idempotency-Key", Request{ClienteRef: "quota-ana", Canal: "push", IdempotencyKey: "k", BodyHash: HashBody([]byte("a"))}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e, db := newTestEngine(t, 2, nil)
+			boom := errors.New("read failed")
+			e.quotas.readFault = func() error { return boom }
+			_, err := e.Decide("acme", tc.req)
+			if err == nil {
+				return // answered: its count is what failed, not the answer
+			}
+			if _, serr := db.Get(customerStateKey("acme", tc.req.ClienteRef)); !errors.Is(serr, store.ErrNotFound) {
+				t.Errorf("Decide answered %v for a decision it committed (customer state: %v)", err, serr)
+			}
+		})
+	}
+}
