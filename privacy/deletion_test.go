@@ -438,34 +438,33 @@ func TestErasureBudgetStoredInCommitOrder(t *testing.T) {
 	sendTo := func(prefix string) string {
 		for i := 0; i < 200; i++ {
 			ref := fmt.Sprintf("%s-%03d", prefix, i)
-			done := make(chan error, 1)
-			var d *engine.Decision
-			go func() {
-				var err error
-				d, err = e.Decide("acme", engine.Request{ClienteRef: ref, Canal: "push", CampanaID: "camp"})
-				done <- err
-			}()
-			select {
-			case err := <-done:
-				if err != nil {
-					t.Fatal(err)
-				}
-			case <-time.After(time.Minute): // not a timing assertion: a deadlock guard
-				t.Fatalf("decision for %s blocked: its customer lock is the erased customer's (1 in 4096), run again", ref)
+			d, err := e.Decide("acme", engine.Request{ClienteRef: ref, Canal: "push", CampanaID: "camp"})
+			if err != nil {
+				t.Error(err)
+				return ""
 			}
 			if d.Accion != 0 {
 				return ref
 			}
 		}
-		t.Fatalf("no send in 200 decisions for %s: change the refs or the seed", prefix)
+		t.Errorf("no send in 200 decisions for %s: change the refs or the seed", prefix)
 		return ""
 	}
 	erased := sendTo("ivan")
 	sendTo("juan") // the campaign's two sends, both pending
-	late := ""
+	late := make(chan string, 1)
+	collided := false
 	p.beforeCommit = func() {
 		p.beforeCommit = nil
-		late = sendTo("late") // fits: the erasure gave ivan's send back
+		go func() { late <- sendTo("late") }() // fits: the erasure gave ivan's send back
+		select {
+		case <-late:
+		case <-time.After(10 * time.Second):
+			// Not a timing assertion: a late customer whose lock stripe is
+			// the erased customer's (1 in 4096, the stripes' seed is random)
+			// waits for the erasure, which must go on; the test is skipped.
+			collided = true
+		}
 	}
 	if _, err := p.RequestDeletion("acme", erased, "ci"); err != nil {
 		t.Fatal(err)
@@ -473,7 +472,11 @@ func TestErasureBudgetStoredInCommitOrder(t *testing.T) {
 	if _, err := p.ProcessDeletions(context.Background(), DeletionHooks{}); err != nil {
 		t.Fatal(err)
 	}
-	if late == "" {
+	if collided {
+		<-late
+		t.Skip("a late customer shared the erased customer's lock stripe (1 in 4096): run again")
+	}
+	if p.beforeCommit != nil {
 		t.Fatal("the erasure did not run the hook")
 	}
 	var got struct {
