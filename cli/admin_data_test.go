@@ -533,3 +533,129 @@ func TestRestoreKeepsDataAfterCompletedDeletion(t *testing.T) {
 		})
 	}
 }
+
+// TestRestoreReachesUnprocessedDeletions: a deletion acknowledged (202)
+// after a backup was taken reaches the restored data even when the
+// deletion worker never ran it, or ran it without a ledger to write to:
+// the ledger is written when the deletion is requested, and restore also
+// reads the deletion records of the store it replaces. When that store is
+// gone or does not open, restore still works and says what it read.
+func TestRestoreReachesUnprocessedDeletions(t *testing.T) {
+	const ref = "borrame-000001"
+	ctx := context.Background()
+	unwritableLedger := func(t *testing.T, e *env, bk string) {
+		ledger := filepath.Join(bk, "deletions.jsonl")
+		os.Remove(ledger)
+		os.Mkdir(ledger, 0o700) // a backup disk that refuses writes
+		requestOnly(t, e, ref)
+		if st, _ := e.svc.privacy.ProcessDeletions(ctx, deletionHooks(e.svc, false)); st.Failed != 1 {
+			t.Fatalf("worker pass with an unwritable ledger: %+v, want 1 failed", st)
+		}
+	}
+	ledgerBack := func(t *testing.T, bk string) {
+		ledger := filepath.Join(bk, "deletions.jsonl")
+		os.Remove(ledger)
+		if err := os.WriteFile(ledger, nil, 0o600); err != nil { // the disk is back, the entry never made it
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		// after runs on the live store after the backup; damage runs on the
+		// closed data dir before the restore.
+		after    func(t *testing.T, e *env, bk string)
+		damage   func(t *testing.T, dataDir, bk string)
+		progress string // what the restore must say about the live store
+	}{
+		{"worker never ran, live store gone", func(t *testing.T, e *env, _ string) {
+			requestOnly(t, e, ref)
+		}, func(t *testing.T, dataDir, _ string) {
+			if err := os.RemoveAll(filepath.Join(dataDir, "db")); err != nil {
+				t.Fatal(err)
+			}
+		}, "no store in"},
+		{"worker never ran, ledger unwritable", unwritableLedger, func(t *testing.T, _, bk string) {
+			ledgerBack(t, bk)
+		}, "1 deletion records read from the store being replaced"},
+		{"ledger unwritable, an earlier restore stopped between its renames", unwritableLedger, func(t *testing.T, dataDir, bk string) {
+			ledgerBack(t, bk)
+			if err := os.Rename(filepath.Join(dataDir, "db"), filepath.Join(dataDir, "db.replaced")); err != nil {
+				t.Fatal(err)
+			}
+		}, "1 deletion records read from the store being replaced"},
+		{"registry lost, worker completed", func(t *testing.T, e *env, _ string) {
+			os.Remove(filepath.Join(e.dataDir, "backups.json"))
+			requestOnly(t, e, ref)
+			if st, err := e.svc.privacy.ProcessDeletions(ctx, deletionHooks(e.svc, false)); err != nil || st.Completed != 1 {
+				t.Fatalf("deletion: %+v %v", st, err)
+			}
+		}, nil, "1 deletion records read from the store being replaced"},
+		{"live store does not open", func(t *testing.T, e *env, _ string) {
+			requestOnly(t, e, ref)
+		}, func(t *testing.T, dataDir, _ string) {
+			manifests, _ := filepath.Glob(filepath.Join(dataDir, "db", "MANIFEST-*"))
+			for _, m := range manifests {
+				if err := os.WriteFile(m, []byte("not a manifest"), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}, "does not open"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dataDir, bk := t.TempDir(), filepath.Join(t.TempDir(), "bk")
+			e, err := openEnv(ctx, dataDir, zerolog.Nop(), serviceOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			now := time.Now().UTC()
+			if err := e.db.CreateTenant(&store.Tenant{ID: "acme", CreatedAt: now, Sandbox: true, ClockNow: now, Settings: store.DefaultSettings()}); err != nil {
+				t.Fatal(err)
+			}
+			var evs []engine.IngestEvent
+			for i := 0; i < 2; i++ {
+				ev := engine.Event{ID: fmt.Sprintf("ev-%d", i), ClienteRef: ref, TS: now.Add(-time.Hour), Tipo: engine.CompraCat,
+					Clave: "abarrotes", ValorCents: 10000, TicketID: fmt.Sprintf("t-%d", i), MargenCents: 2500}
+				evs = append(evs, engine.IngestEvent{Index: i, Event: ev, Canonical: []byte(ev.ID)})
+			}
+			if res, err := e.svc.engine.Ingester.Ingest("acme", evs); err != nil || res.Aceptados != len(evs) {
+				t.Fatalf("ingest: %+v %v", res, err)
+			}
+			if _, err := runBackup(ctx, e, bk, io.Discard); err != nil {
+				t.Fatal(err)
+			}
+			tc.after(t, e, bk)
+			e.close()
+			if tc.damage != nil {
+				tc.damage(t, dataDir, bk)
+			}
+			var progress bytes.Buffer
+			if _, err := runRestore(ctx, dataDir, bk, time.Now, &progress); err != nil {
+				t.Fatalf("restore: %v\n%s", err, progress.String())
+			}
+			if !strings.Contains(progress.String(), tc.progress) {
+				t.Errorf("restore progress does not say %q about the live store:\n%s", tc.progress, progress.String())
+			}
+			e, err = openEnv(ctx, dataDir, zerolog.Nop(), serviceOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer e.close()
+			x, err := e.svc.privacy.Export("acme", ref, "ci", "trace-1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(x.Eventos) != 0 {
+				t.Errorf("the restored store holds %d events of a customer whose deletion was acknowledged after the backup", len(x.Eventos))
+			}
+		})
+	}
+}
+
+// requestOnly acknowledges the deletion of ref, as DELETE does, without
+// running the worker.
+func requestOnly(t *testing.T, e *env, ref string) {
+	t.Helper()
+	if _, err := e.svc.privacy.RequestDeletion("acme", ref, "ci"); err != nil {
+		t.Fatal(err)
+	}
+}

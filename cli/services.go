@@ -62,9 +62,9 @@ func newServices(_ context.Context, e *env, opt serviceOptions) (*services, erro
 		DB: e.db, Engine: eng, Log: e.log, Dir: filepath.Join(e.dataDir, "results"), Now: e.now,
 		Signer: signer, Webhooks: hooks,
 	})
-	priv := privacy.New(privacy.Config{DB: e.db, Engine: eng, Secrets: e.secrets, Now: e.now, Log: e.log})
-	svc := &services{env: e, engine: eng, batch: runner, webhooks: hooks,
-		privacy: priv, backups: privacy.NewBackups(e.dataDir, e.now, e.log)}
+	backups := privacy.NewBackups(e.dataDir, e.now, e.log)
+	priv := privacy.New(privacy.Config{DB: e.db, Engine: eng, Secrets: e.secrets, Now: e.now, Log: e.log, Ledger: backups.Ledger})
+	svc := &services{env: e, engine: eng, batch: runner, webhooks: hooks, privacy: priv, backups: backups}
 	svc.api = server.New(server.Deps{
 		Log: e.log, DB: e.db, Secrets: e.secrets, Now: e.now, Ready: svc.ready.Load,
 		Engine: eng, Privacy: priv, Batch: runner, Webhooks: hooks, WebhookAllowPrivate: opt.webhookAllowPrivate,

@@ -7,19 +7,23 @@ package privacy
 //     ledger), then takes a Pebble checkpoint into DIR/db, copies keys.json
 //     and writes DIR/manifest.json (taken_at) last. A backup without a
 //     manifest is incomplete and restore refuses it.
-//   - The deletion worker, before it removes anything of a customer, appends
+//   - A deletion request (best effort, Config.Ledger) and then the deletion
+//     worker, before it removes anything of a customer, append
 //     {tenant, keyed hash, requested_at, client_id} to the ledger of every
 //     registered backup younger than BackupRetention (30 days)
 //     (Backups.Ledger). Registration precedes the checkpoint, so a deletion
 //     requested after a checkpoint reaches that backup's ledger; one
 //     requested before it is in the checkpoint as a deletion record.
-//   - "admin restore --from DIR" (Backups.Restore, server stopped) copies
-//     DIR/db into a staging directory, opens it, re-schedules every deletion
-//     of the ledger and every deletion the backup holds as programado (a
-//     completado one is done, and what came after it stays), runs them
-//     all to completado (finding customers by keyed hash), and only then
-//     swaps the staging store in. Nothing is served from the restored store
-//     before every deletion is applied.
+//   - "admin restore --from DIR" (Backups.Restore, server stopped) reads the
+//     deletion records of the store it will replace (when there is one and
+//     it opens: an acknowledged deletion the worker had not ledgered yet is
+//     only there), copies DIR/db into a staging directory, opens it,
+//     re-schedules every deletion of the ledger, every deletion the backup
+//     holds as programado (a completado one is done, and what came after it
+//     stays) and every deletion of the replaced store the backup does not
+//     hold as completado, runs them all to completado (finding customers by
+//     keyed hash), and only then swaps the staging store in. Nothing is
+//     served from the restored store before every deletion is applied.
 //   - Backups older than BackupRetention receive no more ledger entries and
 //     restore refuses them: they can no longer be brought back, so they are
 //     the operator's to destroy (they are outside the data dir).

@@ -11,7 +11,9 @@ package privacy
 // "admin restore") then, per job:
 //
 //  1. records the deletion in the ledger of every backup (DeletionHooks.Ledger),
-//     once, before any data is touched;
+//     once, before any data is touched (RequestDeletion already tried, with
+//     Config.Ledger; this is the retry that holds the data back until a
+//     ledger has it);
 //  2. removes, in one synced batch and under the tenant's learner, ingestion
 //     and customer locks, everything in the store that names the customer:
 //     events (found through the customer event index) and the index, the
@@ -126,14 +128,25 @@ func deletionQueueKey(tenant string, at time.Time, hash string) []byte {
 // RequestDeletion schedules the deletion of a customer: the deletion record
 // and the queue entry are durable when it returns. A deletion already
 // scheduled is returned as it is; after a completed one a new one is
-// scheduled (data may have arrived since).
+// scheduled (data may have arrived since). A new one is also written to the
+// backups' ledgers (Config.Ledger) at once, best effort: an acknowledged
+// deletion must reach a backup restored before the worker ran it, and the
+// worker writes the entry again (a repeated entry is harmless) before it
+// removes anything.
 func (s *Service) RequestDeletion(tenant, clienteRef, clientID string) (*DeletionRecord, error) {
 	now, err := s.rec.TenantNow(tenant)
 	if err != nil {
 		return nil, err
 	}
 	hash := s.CustomerHash(tenant, clienteRef)
-	return s.scheduleDeletion(tenant, hash, clienteRef, clientID, now, false)
+	rec, created, err := s.scheduleDeletion(tenant, hash, clienteRef, clientID, now, false)
+	if err == nil && created && s.ledger != nil {
+		if lerr := s.ledger(LedgerEntry{Tenant: tenant, Hash: hash, RequestedAt: rec.SolicitadoEn, ClientID: clientID}); lerr != nil {
+			s.log.Warn().Err(lerr).Str("tenant", tenant).Str("cliente_hash", hash).
+				Msg("backup ledger not written at request; the deletion worker retries it before removing anything")
+		}
+	}
+	return rec, err
 }
 
 // ScheduleDeletionByHash schedules the deletion of the customer whose keyed
@@ -144,33 +157,37 @@ func (s *Service) ScheduleDeletionByHash(tenant, hash string, requestedAt time.T
 	if _, ok := s.db.Tenant(tenant); !ok {
 		return nil, fmt.Errorf("%w: %q", engine.ErrNoTenant, tenant)
 	}
-	return s.scheduleDeletion(tenant, hash, "", clientID, requestedAt, true)
+	rec, _, err := s.scheduleDeletion(tenant, hash, "", clientID, requestedAt, true)
+	return rec, err
 }
 
-func (s *Service) scheduleDeletion(tenant, hash, clienteRef, clientID string, at time.Time, always bool) (*DeletionRecord, error) {
+// scheduleDeletion writes the deletion record and the queue entry, unless
+// (always false) the customer's deletion is already scheduled; created
+// says whether it wrote them.
+func (s *Service) scheduleDeletion(tenant, hash, clienteRef, clientID string, at time.Time, always bool) (rec *DeletionRecord, created bool, err error) {
 	s.requestMu.Lock()
 	defer s.requestMu.Unlock()
 	var old DeletionRecord
-	err := s.db.GetJSON(deletionKey(tenant, hash), &old)
+	err = s.db.GetJSON(deletionKey(tenant, hash), &old)
 	switch {
 	case err == nil && old.Estado == DeletionScheduled && !always:
-		return &old, nil
+		return &old, false, nil
 	case err != nil && !errors.Is(err, store.ErrNotFound):
-		return nil, err
+		return nil, false, err
 	}
-	rec := &DeletionRecord{Hash: hash, Estado: DeletionScheduled, SolicitadoEn: at.UTC(), ClientID: clientID}
+	rec = &DeletionRecord{Hash: hash, Estado: DeletionScheduled, SolicitadoEn: at.UTC(), ClientID: clientID}
 	b := s.db.NewBatch()
 	defer b.Close()
 	if err := b.SetJSON(deletionKey(tenant, hash), rec); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if err := b.SetJSON(deletionQueueKey(tenant, s.now(), hash), &deletionJob{ClienteRef: clienteRef, Hash: hash}); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if err := b.Commit(); err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	return rec, nil
+	return rec, true, nil
 }
 
 // Deletion returns the deletion record of a customer, or nil.

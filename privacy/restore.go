@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	"github.com/coupond/coupond/atomicfile"
@@ -30,13 +31,20 @@ type RestoreResult struct {
 	TakenAt            time.Time `json:"taken_at"`
 	DeletionsReapplied int       `json:"deletions_reapplied"`
 	Replaced           bool      `json:"replaced_existing_store"`
+	// LiveStore says what restore read of the deletions of the store it
+	// replaced: "read", "partly read", "none" (there was none) or "does not
+	// open".
+	LiveStore string `json:"live_store"`
 }
 
 // Restore brings the backup src back into the data dir (server stopped):
 // the store is copied to a staging directory, every deletion of the
-// ledger and every one the backup's store had not completed is applied
-// there to completado,
-// and only then is the staging store swapped in.
+// ledger, every one the backup's store had not completed and every one the
+// store being replaced records that the backup had not completed (a
+// deletion acknowledged after the backup whose worker had not run, or could
+// not write the ledger) is applied there to completado, and only then is
+// the staging store swapped in. A replaced store that is missing or does
+// not open does not stop the restore: progress says what was read.
 func (bk *Backups) Restore(ctx context.Context, src string, open OpenStaging, progress io.Writer) (*RestoreResult, error) {
 	dataDir := bk.dataDir
 	m, err := bk.readManifest(src)
@@ -51,6 +59,10 @@ func (bk *Backups) Restore(ctx context.Context, src string, open OpenStaging, pr
 	if err != nil {
 		return nil, err
 	}
+	live, liveState, err := liveDeletions(dataDir, progress)
+	if err != nil {
+		return nil, err
+	}
 	staging := filepath.Join(dataDir, restoringDir)
 	if err := os.RemoveAll(staging); err != nil {
 		return nil, err
@@ -60,7 +72,7 @@ func (bk *Backups) Restore(ctx context.Context, src string, open OpenStaging, pr
 		os.RemoveAll(staging)
 		return nil, err
 	}
-	n, err := reapplyDeletions(ctx, dataDir, staging, secrets, ledger, open, progress)
+	n, err := reapplyDeletions(ctx, dataDir, staging, secrets, ledger, live, open, progress)
 	if err == nil {
 		err = rotateManifest(staging)
 	}
@@ -85,7 +97,7 @@ func (bk *Backups) Restore(ctx context.Context, src string, open OpenStaging, pr
 		return nil, err
 	}
 	fmt.Fprintf(progress, "restore: done\n")
-	return &RestoreResult{From: src, DataDir: dataDir, TakenAt: m.TakenAt, DeletionsReapplied: n, Replaced: replaced}, nil
+	return &RestoreResult{From: src, DataDir: dataDir, TakenAt: m.TakenAt, DeletionsReapplied: n, Replaced: replaced, LiveStore: liveState}, nil
 }
 
 // readManifest reads src's manifest and refuses an incomplete backup or
@@ -211,10 +223,69 @@ func readLedger(path string) ([]LedgerEntry, error) {
 	return out, nil
 }
 
+// liveDeletion is a deletion record of the store a restore replaces.
+type liveDeletion struct {
+	tenant string
+	rec    DeletionRecord
+}
+
+// liveDeletions reads the deletion records of the store a restore is about
+// to replace: dataDir's "db", or the "db.replaced" that a restore stopped
+// between its two renames left. That store may be missing or damaged (often
+// why one restores): progress and state say what could and could not be
+// read, and only a store in use by another process is an error. A record
+// that does not decode stands, as everywhere, for a deletion still to do.
+func liveDeletions(dataDir string, progress io.Writer) (out []liveDeletion, state string, err error) {
+	dir := filepath.Join(dataDir, "db")
+	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+		dir = filepath.Join(dataDir, replacedDir)
+	}
+	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+		fmt.Fprintf(progress, "restore: no store in %s to read deletions from: the backup's own and its ledger's are re-applied\n", dataDir)
+		return nil, "none", nil
+	}
+	db, err := store.Open(dir, nil)
+	if errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.EACCES) {
+		return nil, "", fmt.Errorf("the store in %s is in use (is coupond serve running?): %w", dir, err)
+	}
+	if err != nil {
+		fmt.Fprintf(progress, "restore: WARNING: the store being replaced (%s) does not open (%v): deletions acknowledged there "+
+			"since the backup are not read; the backup's own and its ledger's (written at each request) are re-applied\n", dir, err)
+		return nil, "does not open", nil
+	}
+	defer db.Close()
+	state = "read"
+	for _, t := range db.Tenants() {
+		lo, hi := store.DeletionSpan(t.ID)
+		err := db.Scan(lo, hi, func(k, v []byte) error {
+			hash, ok := store.ParseDeletionKey(t.ID, k)
+			if !ok {
+				return nil
+			}
+			var r DeletionRecord
+			if json.Unmarshal(v, &r) != nil {
+				r = DeletionRecord{Estado: DeletionScheduled}
+			}
+			r.Hash = hash
+			out = append(out, liveDeletion{tenant: t.ID, rec: r})
+			return nil
+		})
+		if err != nil {
+			state = "partly read"
+			fmt.Fprintf(progress, "restore: WARNING: tenant %s: the deletion records of the store being replaced could not all be read (%v)\n", t.ID, err)
+		}
+	}
+	fmt.Fprintf(progress, "restore: %d deletion records read from the store being replaced (%s)\n", len(out), dir)
+	return out, state, nil
+}
+
 // reapplyDeletions opens the staging store, schedules every deletion of the
-// ledger and every deletion the backup's store had not completed, and runs
-// them to completado. It returns how many customers' deletions it applied.
-func reapplyDeletions(ctx context.Context, dataDir, staging string, secrets *store.Secrets, ledger []LedgerEntry, open OpenStaging, progress io.Writer) (int, error) {
+// ledger, every deletion the backup's store had not completed and every
+// deletion of live (the replaced store's) the backup had not completed, and
+// runs them to completado. It returns how many customers' deletions it
+// applied.
+func reapplyDeletions(ctx context.Context, dataDir, staging string, secrets *store.Secrets, ledger []LedgerEntry, live []liveDeletion,
+	open OpenStaging, progress io.Writer) (int, error) {
 	db, err := store.Open(staging, nil)
 	if err != nil {
 		return 0, err
@@ -248,6 +319,22 @@ func reapplyDeletions(ctx context.Context, dataDir, staging string, secrets *sto
 			if _, ok := todo[key{t.ID, r.Hash}]; !ok {
 				todo[key{t.ID, r.Hash}] = LedgerEntry{Tenant: t.ID, Hash: r.Hash, RequestedAt: r.SolicitadoEn, ClientID: r.ClientID}
 			}
+		}
+	}
+	for _, l := range live {
+		if _, ok := db.Tenant(l.tenant); !ok {
+			continue
+		}
+		done, err := svc.deletionByHash(l.tenant, l.rec.Hash)
+		if err != nil {
+			return 0, err
+		}
+		if done != nil && done.Estado == DeletionCompleted && !l.rec.SolicitadoEn.IsZero() && !done.SolicitadoEn.Before(l.rec.SolicitadoEn) {
+			continue // the backup holds this deletion (or a later one) done: what came after it stays
+		}
+		k := key{l.tenant, l.rec.Hash}
+		if old, ok := todo[k]; !ok || l.rec.SolicitadoEn.After(old.RequestedAt) {
+			todo[k] = LedgerEntry{Tenant: l.tenant, Hash: l.rec.Hash, RequestedAt: l.rec.SolicitadoEn, ClientID: l.rec.ClientID}
 		}
 	}
 	for _, l := range todo {

@@ -19,6 +19,12 @@ type Config struct {
 	// Now is the real clock, the engine's.
 	Now func() time.Time
 	Log zerolog.Logger
+	// Ledger, optional, records a deletion in the ledger of every backup
+	// when the deletion is requested (Backups.Ledger), so that a backup
+	// restored before the worker ran the job still re-applies it. A failure
+	// there does not refuse the request: the worker writes the entry
+	// before it removes anything, and retries until it can.
+	Ledger func(LedgerEntry) error
 }
 
 // Service carries out the customer data rights and the backups of one
@@ -31,6 +37,7 @@ type Service struct {
 	rec     engine.Records
 	now     func() time.Time
 	log     zerolog.Logger
+	ledger  func(LedgerEntry) error
 
 	// deletionMu serialises worker passes; requestMu serialises deletion
 	// requests (so two requests for one customer queue one job) without
@@ -44,7 +51,7 @@ type Service struct {
 
 // New returns the Service of c.
 func New(c Config) *Service {
-	return &Service{db: c.DB, secrets: c.Secrets, rec: c.Engine.Records(), now: c.Now, log: c.Log}
+	return &Service{db: c.DB, secrets: c.Secrets, rec: c.Engine.Records(), now: c.Now, log: c.Log, ledger: c.Ledger}
 }
 
 // CustomerHash is the keyed hash that stands for cliente_ref in deletion
