@@ -772,6 +772,23 @@ func (r *Runner) cleanup() {
 	}
 }
 
+// DropResult removes the result file of job j and saves j without one,
+// reason in its error: the job then answers as after retention (no
+// resultado_url, a download 404). It is for a result file that cannot be
+// rewritten (RewriteResult failed on it), which must not keep a deleted
+// customer's lines either (contract §8). The file goes first: a crash in
+// between leaves a job whose file is missing, which reads as gone too.
+func (r *Runner) DropResult(j *Job, reason string) error {
+	if j.Result == "" {
+		return nil
+	}
+	if err := os.Remove(r.resultPath(j.Result)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	j.Result, j.Error = "", reason
+	return r.save(j)
+}
+
 // ResultFile returns the path of a completed job's result file.
 func (r *Runner) ResultFile(j *Job) (string, bool) {
 	if j.Estado != api.EstadoCompletado || j.Result == "" {

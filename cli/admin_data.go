@@ -61,10 +61,8 @@ func batchScrubber(svc *services, offline bool) func(tenant, ref string) ([][]by
 				return nil, false, err
 			}
 			changed = append(changed, keys...)
-			if path, ok := svc.batch.ResultFile(j); ok {
-				if _, err := batch.RewriteResult(path, func(line []byte) bool { return !bytes.Contains(line, needle) }); err != nil && !errors.Is(err, fs.ErrNotExist) {
-					return nil, false, fmt.Errorf("result file of %s: %w", j.ID, err)
-				}
+			if err := scrubResult(svc, j, needle); err != nil {
+				return nil, false, err
 			}
 		}
 		if !b.Empty() {
@@ -77,6 +75,28 @@ func batchScrubber(svc *services, offline bool) func(tenant, ref string) ([][]by
 		}
 		return changed, pending, nil
 	}
+}
+
+// scrubResult rewrites the result file of job j without the lines that
+// hold needle. A file that cannot be rewritten (damaged: it does not
+// decompress or fails its checksum; or no room for the copy) must not keep
+// the customer either (contract §8): it is removed and the job answers as
+// for a result past retention, so the deletion never waits on it.
+func scrubResult(svc *services, j *batch.Job, needle []byte) error {
+	path, ok := svc.batch.ResultFile(j)
+	if !ok {
+		return nil
+	}
+	_, err := batch.RewriteResult(path, func(line []byte) bool { return !bytes.Contains(line, needle) })
+	if err == nil || errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	svc.env.log.Warn().Err(err).Str("tenant", j.Tenant).Str("job_id", j.ID).
+		Msg("result file cannot be rewritten without a deleted customer: removed, the job keeps no result")
+	if err := svc.batch.DropResult(j, "archivo de resultados dañado: eliminado al borrar los datos de un cliente"); err != nil {
+		return fmt.Errorf("result file of %s: %w", j.ID, err)
+	}
+	return nil
 }
 
 // scrubChunks rewrites, in b, the stored request chunks of job j without

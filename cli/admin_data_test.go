@@ -20,6 +20,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 	"github.com/rs/zerolog"
 
+	"github.com/coupond/coupond/batch"
 	"github.com/coupond/coupond/engine"
 	"github.com/coupond/coupond/privacy"
 	"github.com/coupond/coupond/store"
@@ -657,5 +658,90 @@ func requestOnly(t *testing.T, e *env, ref string) {
 	t.Helper()
 	if _, err := e.svc.privacy.RequestDeletion("acme", ref, "ci"); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestDeletionPastDamagedResultFile: a retained batch result file that
+// does not decompress any more cannot be rewritten without the customer;
+// the deletion still completes (contract §8), and the file goes with it:
+// the job then answers as for a result past retention (no result file, no
+// resultado_url, a download 404). An intact file is rewritten and kept.
+func TestDeletionPastDamagedResultFile(t *testing.T) {
+	const ana, beto = "ana-00000001", "beto-0000002"
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name   string
+		damage func(data []byte) []byte
+		kept   bool // the file stays, without ana
+	}{
+		{"intact", nil, true},
+		{"not zstd", func([]byte) []byte { return []byte("not a result file") }, false},
+		{"cut short", func(data []byte) []byte { return data[:len(data)/2] }, false},
+		{"bit flipped", func(data []byte) []byte {
+			data = bytes.Clone(data)
+			data[len(data)-6] ^= 0xff
+			return data
+		}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e, err := openEnv(ctx, t.TempDir(), zerolog.Nop(), serviceOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer e.close()
+			now := time.Now().UTC()
+			if err := e.db.CreateTenant(&store.Tenant{ID: "acme", CreatedAt: now, Sandbox: true, ClockNow: now, Settings: store.DefaultSettings()}); err != nil {
+				t.Fatal(err)
+			}
+			eng := e.svc.engine
+			if _, err := eng.Campaigns.ReplaceCatalog("acme", []engine.Action{{ID: 1, Nombre: "diez", TipoCupon: "T10", CostoEnvioCents: 50,
+				DescuentoMaxCents: 1000, DescuentoPct: 10, Activa: true}}, now); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := eng.Campaigns.PutCampaign("acme", engine.Campaign{ID: "camp1", Canal: "push", Descripcion: "d"}, now); err != nil {
+				t.Fatal(err)
+			}
+			j, err := e.svc.batch.Submit("acme", batch.Submission{CampanaID: "camp1", Clientes: []string{ana, beto}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n := e.svc.batch.RunPending(ctx); n != 1 {
+				t.Fatalf("batch jobs run: %d", n)
+			}
+			j, _ = e.svc.batch.Job("acme", j.ID)
+			path, ok := e.svc.batch.ResultFile(j)
+			if !ok {
+				t.Fatalf("job has no result file: %+v", j)
+			}
+			if tc.damage != nil {
+				data, err := os.ReadFile(path)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(path, tc.damage(data), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, err := e.svc.privacy.RequestDeletion("acme", ana, "ci"); err != nil {
+				t.Fatal(err)
+			}
+			if st, err := e.svc.privacy.ProcessDeletions(ctx, deletionHooks(e.svc, false)); err != nil || st != (privacy.DeletionStats{Completed: 1}) {
+				t.Fatalf("deletion pass: %+v %v, want 1 completed", st, err)
+			}
+			if hits := filesHolding(t, e.dataDir, []byte(ana)); len(hits) > 0 {
+				t.Errorf("files still name the deleted customer: %v", hits)
+			}
+			j, _ = e.svc.batch.Job("acme", j.ID)
+			_, has := e.svc.batch.ResultFile(j)
+			_, statErr := os.Stat(path)
+			if has != tc.kept || (statErr == nil) != tc.kept {
+				t.Errorf("after the deletion: job has a result = %v, file there = %v (%v); want %v", has, statErr == nil, statErr, tc.kept)
+			}
+			if tc.kept {
+				if hits := filesHolding(t, e.dataDir, []byte(beto)); len(hits) == 0 {
+					t.Error("the rewritten result file lost the other customer")
+				}
+			}
+		})
 	}
 }
