@@ -745,3 +745,47 @@ func TestDeletionPastDamagedResultFile(t *testing.T) {
 		})
 	}
 }
+
+// TestAccessLogCommandPastDamagedEntry: "admin access-log" lists the
+// entries that decode, and says how many damaged ones sit in quarantine,
+// instead of failing on the first it cannot decode.
+func TestAccessLogCommandPastDamagedEntry(t *testing.T) {
+	ctx := context.Background()
+	dataDir := t.TempDir()
+	e, err := openEnv(ctx, dataDir, zerolog.Nop(), serviceOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC()
+	if err := e.db.CreateTenant(&store.Tenant{ID: "acme", CreatedAt: now, Sandbox: true, ClockNow: now, Settings: store.DefaultSettings()}); err != nil {
+		t.Fatal(err)
+	}
+	for _, trace := range []string{"tr-1", "tr-2"} {
+		if _, err := e.svc.privacy.Export("acme", "ana-00000001", "ci", trace); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b := e.db.NewBatch()
+	b.Set(store.AccessLogKey("acme", now.Add(-time.Hour), "tr-0"), []byte(`{"at":`))
+	if err := b.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+	e.close()
+	out, err := runAdmin("", dataDir, "access-log", "--tenant", "acme")
+	if err != nil {
+		t.Fatalf("admin access-log with a damaged entry: %v\n%s", err, out)
+	}
+	var got struct {
+		Entries []struct {
+			TraceID string `json:"trace_id"`
+		} `json:"entries"`
+		Quarantined int `json:"quarantined_entries"`
+	}
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if len(got.Entries) != 2 || got.Quarantined != 1 {
+		t.Errorf("admin access-log: %s; want the 2 entries that decode and 1 quarantined", out)
+	}
+}

@@ -246,3 +246,43 @@ func TestDeletionReachesDamagedLogAndHeldBatches(t *testing.T) {
 		})
 	}
 }
+
+// TestAccessLogSkipsDamagedEntries: an access-log entry that does not
+// decode neither fails the listing ("admin access-log") nor hides the
+// others: it is moved to quarantine (reported by admin check and
+// /metrics), and the customer's deletion still reaches it there.
+func TestAccessLogSkipsDamagedEntries(t *testing.T) {
+	const ana = "ana-00000001"
+	e, p, db, _ := newTest(t, 1)
+	for i, trace := range []string{"tr-0", "tr-2"} {
+		if _, err := p.Export("acme", ana, "ci", trace); err != nil {
+			t.Fatalf("export %d: %v", i, err)
+		}
+	}
+	damaged := store.AccessLogKey("acme", t0.Add(time.Second), "tr-1")
+	b := db.NewBatch()
+	b.Set(damaged, []byte(`{"at":"2026-11-02T12:00:01Z","cliente_ref":"`+ana+`","trace_id":`)) // cut short
+	if err := b.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+	got, err := p.AccessLog("acme")
+	if err != nil {
+		t.Fatalf("access log with a damaged entry: %v", err)
+	}
+	var traces []string
+	for _, a := range got {
+		traces = append(traces, a.TraceID)
+	}
+	if diff := cmp.Diff([]string{"tr-0", "tr-2"}, traces); diff != "" {
+		t.Errorf("access-log entries (-want +got):\n%s", diff)
+	}
+	q, err := e.Quarantine.Quarantined("acme")
+	if err != nil || len(q) != 1 || q[0].Table != "access_log" {
+		t.Errorf("quarantine after the listing: %+v %v, want the damaged access-log entry", q, err)
+	}
+	deleteAll(t, p, ana)
+	if holds(t, db, []byte(ana)) {
+		t.Error("the store still names the deleted customer (quarantined access-log entry)")
+	}
+}
