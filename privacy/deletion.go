@@ -33,7 +33,10 @@ package privacy
 //     compacts the queue range too.
 //
 // A job interrupted anywhere is redone from the start on the next pass: every
-// step is idempotent. Decisions already folded into the model stay folded in
+// step is idempotent. A deletion left programado with no queue entry (its
+// entry or record damaged and moved to quarantine by "admin check
+// --repair") is queued again by keyed hash within deletionSweep
+// (requeueStranded). Decisions already folded into the model stay folded in
 // (the model holds per-action sums, not people; they cannot be re-derived to
 // the customer).
 
@@ -268,19 +271,88 @@ func (s *Service) RunDeletions(ctx context.Context, interval time.Duration, hook
 
 // ProcessDeletions runs one pass of the deletion worker over every tenant:
 // each queued job whose retry time has come is applied (see the file
-// comment). Jobs that fail or wait stay queued.
+// comment). Jobs that fail or wait stay queued. The first pass, and one
+// every deletionSweep after, first queues again the deletions stranded
+// without a queue entry (requeueStranded).
 func (s *Service) ProcessDeletions(ctx context.Context, hooks DeletionHooks) (DeletionStats, error) {
 	s.deletionMu.Lock()
 	defer s.deletionMu.Unlock()
 	var st DeletionStats
 	var firstErr error
+	sweep := s.lastSweep.IsZero() || s.now().Sub(s.lastSweep) >= deletionSweep
+	if sweep {
+		s.lastSweep = s.now()
+	}
 	for _, t := range s.db.Tenants() {
+		if sweep {
+			if err := s.requeueStranded(t.ID); err != nil && firstErr == nil {
+				firstErr = err
+			}
+		}
 		p := &tenantPass{s: s, tenant: t.ID, st: &st, firstErr: &firstErr}
 		if err := p.run(ctx, hooks); err != nil {
 			return st, err
 		}
 	}
 	return st, firstErr
+}
+
+// deletionSweep is how often the worker looks for stranded deletions.
+const deletionSweep = time.Minute
+
+// requeueStranded queues again, by keyed hash, every deletion of tenant
+// that stands as programado with no queue entry, which nothing would ever
+// run otherwise: its entry did not decode and "admin check --repair" moved
+// it to quarantine, or its record does not decode or was moved to
+// quarantine (contract §8: a damaged deletion record stands for a deletion
+// still to do, redone and rewritten). It reads every deletion record of
+// the tenant, hence the sweep interval.
+func (s *Service) requeueStranded(tenant string) error {
+	todo := map[string]bool{} // hash → stranded unless queued
+	lo, hi := store.DeletionSpan(tenant)
+	err := s.db.Scan(lo, hi, func(k, v []byte) error {
+		if hash, ok := store.ParseDeletionKey(tenant, k); ok {
+			todo[hash] = s.decodeDeletion(tenant, hash, v).Estado == DeletionScheduled
+		}
+		return nil
+	})
+	if err == nil { // quarantined records stand for the customers with none left in place
+		err = s.db.Scan(store.DamagedKey(tenant, lo), store.DamagedKey(tenant, hi), func(k, _ []byte) error {
+			if hash, ok := store.ParseDeletionKey(tenant, store.DamagedOriginal(tenant, k)); ok {
+				if _, kept := todo[hash]; !kept {
+					todo[hash] = true
+				}
+			}
+			return nil
+		})
+	}
+	if err == nil {
+		lo, hi = store.DeletionQueueSpan(tenant)
+		err = s.db.Scan(lo, hi, func(k, _ []byte) error {
+			if _, hash, ok := store.ParseDeletionQueueKey(tenant, k); ok {
+				delete(todo, hash)
+			}
+			return nil
+		})
+	}
+	if err != nil {
+		return fmt.Errorf("stranded deletions of %s: %w", tenant, err)
+	}
+	b := s.db.NewBatch()
+	defer b.Close()
+	for hash, stranded := range todo {
+		if !stranded {
+			continue
+		}
+		s.log.Warn().Str("tenant", tenant).Str("cliente_hash", hash).Msg("deletion programado with no queue entry: queued again by keyed hash")
+		if err := b.SetJSON(deletionQueueKey(tenant, s.now(), hash), &deletionJob{Hash: hash}); err != nil {
+			return err
+		}
+	}
+	if b.Empty() {
+		return nil
+	}
+	return b.Commit()
 }
 
 // tenantPass is one worker pass over one tenant's queue. Failures of single

@@ -286,3 +286,76 @@ func TestAccessLogSkipsDamagedEntries(t *testing.T) {
 		t.Error("the store still names the deleted customer (quarantined access-log entry)")
 	}
 }
+
+// TestDeletionStrandedByRepair: "admin check --repair" moves to quarantine
+// a deletion queue entry that does not decode, or a deletion record; the
+// deletion, still programado (or with no record left), must still run: the
+// worker queues it again by keyed hash and completes it.
+func TestDeletionStrandedByRepair(t *testing.T) {
+	const ana, beto = "ana-00000001", "beto-0000002"
+	for _, tc := range []struct {
+		name   string
+		damage func(p *Service, db *store.DB) [][]byte // the keys to damage
+	}{
+		{"queue entry", func(p *Service, db *store.DB) [][]byte {
+			return [][]byte{queueKeyOf(t, p, db, ana)}
+		}},
+		{"queue entry and deletion record", func(p *Service, db *store.DB) [][]byte {
+			return [][]byte{queueKeyOf(t, p, db, ana), deletionKey("acme", p.CustomerHash("acme", ana))}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e, p, db, _ := newTest(t, 1)
+			ingestFor(t, e, ana, "a", 2)
+			ingestFor(t, e, beto, "b", 2)
+			if _, err := p.RequestDeletion("acme", ana, "ci"); err != nil {
+				t.Fatal(err)
+			}
+			keys := tc.damage(p, db)
+			b := db.NewBatch()
+			for _, k := range keys {
+				b.Set(k, []byte(`{"hash":`))
+			}
+			if err := b.Commit(); err != nil {
+				t.Fatal(err)
+			}
+			b.Close()
+			if st, err := e.Quarantine.Check("", true); err != nil || st.Repaired != len(keys) {
+				t.Fatalf("check --repair: %+v %v", st, err)
+			}
+			st, err := p.ProcessDeletions(context.Background(), DeletionHooks{})
+			if err != nil || st != (DeletionStats{Completed: 1}) {
+				t.Fatalf("pass: %+v %v, want 1 completed", st, err)
+			}
+			for ref, want := range map[string]bool{ana: false, beto: true} {
+				if got := holds(t, db, []byte(ref)); got != want {
+					t.Errorf("store holds %s = %v, want %v", ref, got, want)
+				}
+			}
+			rec, err := p.Deletion("acme", ana)
+			if err != nil || rec == nil || rec.Estado != DeletionCompleted {
+				t.Errorf("ana's deletion record: %+v %v, want completado", rec, err)
+			}
+			if n, _ := p.PendingDeletions(); n != 0 {
+				t.Errorf("queue after the pass: %d entries, want 0", n)
+			}
+		})
+	}
+}
+
+// queueKeyOf returns the key of ref's deletion queue entry.
+func queueKeyOf(t *testing.T, p *Service, db *store.DB, ref string) []byte {
+	t.Helper()
+	lo, hi := store.DeletionQueueSpan("acme")
+	var key []byte
+	db.Scan(lo, hi, func(k, _ []byte) error {
+		if _, h, ok := store.ParseDeletionQueueKey("acme", k); ok && h == p.CustomerHash("acme", ref) {
+			key = append([]byte(nil), k...)
+		}
+		return nil
+	})
+	if key == nil {
+		t.Fatalf("no deletion queue entry for %s", ref)
+	}
+	return key
+}

@@ -43,6 +43,9 @@ type Service struct {
 	// requests (so two requests for one customer queue one job) without
 	// making them wait for a pass's compactions.
 	deletionMu, requestMu sync.Mutex
+	// lastSweep is when the worker last looked for stranded deletions
+	// (requeueStranded); under deletionMu.
+	lastSweep time.Time
 
 	// beforeCommit, when set (tests), runs in eraseCustomer after the
 	// erasers, under the customer's locks, before the erasure commits.
