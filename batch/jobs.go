@@ -255,6 +255,10 @@ func (r *Runner) list(tenant string) ([]*Job, error) {
 	return out, err
 }
 
+// Jobs returns the tenant's jobs as stored (no live progress); a record
+// that does not decode is moved to quarantine and left out, as in list.
+func (r *Runner) Jobs(tenant string) ([]*Job, error) { return r.list(tenant) }
+
 // Job returns a job of tenant with live progress, or ErrNotFound (also
 // for a record that does not decode, which is moved to quarantine).
 func (r *Runner) Job(tenant, id string) (*Job, error) {

@@ -39,8 +39,7 @@ const deletionInterval = 2 * time.Second
 func batchScrubber(svc *services, offline bool) func(tenant, ref string) ([][]byte, bool, error) {
 	return func(tenant, ref string) ([][]byte, bool, error) {
 		db := svc.env.db
-		lo, hi := store.JobSpan(tenant)
-		jobs, err := store.ScanJSON[batch.Job](db, lo, hi)
+		jobs, err := svc.batch.Jobs(tenant) // a damaged job record is quarantined, not a stop (contract §8)
 		if err != nil {
 			return nil, false, err
 		}
@@ -50,8 +49,7 @@ func batchScrubber(svc *services, offline bool) func(tenant, ref string) ([][]by
 		b := db.NewBatch()
 		defer b.Close()
 		needle := []byte(`"cliente_ref":"` + ref + `"`)
-		for i := range jobs {
-			j := &jobs[i]
+		for _, j := range jobs {
 			if (j.Estado == api.EstadoEnCola || j.Estado == api.EstadoEnCurso) && !offline {
 				pending, busy[j.ID] = true, true
 				continue

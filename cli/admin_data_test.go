@@ -789,3 +789,39 @@ func TestAccessLogCommandPastDamagedEntry(t *testing.T) {
 		t.Errorf("admin access-log: %s; want the 2 entries that decode and 1 quarantined", out)
 	}
 }
+
+// TestDeletionPastDamagedJobAndDeletionRecords: a batch job record that
+// does not decode does not stop a customer's deletion (the batch scrubber
+// read every job with ScanJSON and failed on it, every pass), and a
+// request to delete a customer whose deletion record does not decode is
+// scheduled anew rather than failing (contract §8).
+func TestDeletionPastDamagedJobAndDeletionRecords(t *testing.T) {
+	const ana = "ana-00000001"
+	ctx := context.Background()
+	e, err := openEnv(ctx, t.TempDir(), zerolog.Nop(), serviceOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.close()
+	now := time.Now().UTC()
+	if err := e.db.CreateTenant(&store.Tenant{ID: "acme", CreatedAt: now, Sandbox: true, ClockNow: now, Settings: store.DefaultSettings()}); err != nil {
+		t.Fatal(err)
+	}
+	b := e.db.NewBatch()
+	b.Set(store.JobKey("acme", "lote_damaged"), []byte(`{"id":"lote_damaged","estado":`))
+	b.Set(store.DeletionKey("acme", e.svc.privacy.CustomerHash("acme", ana)), []byte(`{"estado":"progr`))
+	if err := b.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+	rec, err := e.svc.privacy.RequestDeletion("acme", ana, "ci")
+	if err != nil || rec.Estado != privacy.DeletionScheduled {
+		t.Fatalf("deletion request over a damaged deletion record: %+v %v", rec, err)
+	}
+	if st, err := e.svc.privacy.ProcessDeletions(ctx, deletionHooks(e.svc, false)); err != nil || st != (privacy.DeletionStats{Completed: 1}) {
+		t.Fatalf("deletion pass past a damaged job record: %+v %v, want 1 completed", st, err)
+	}
+	if q, err := e.svc.engine.Quarantine.Quarantined("acme"); err != nil || len(q) != 1 {
+		t.Errorf("quarantine after the pass: %d records (%v), want the damaged job record", len(q), err)
+	}
+}

@@ -170,13 +170,18 @@ func (s *Service) ScheduleDeletionByHash(tenant, hash string, requestedAt time.T
 func (s *Service) scheduleDeletion(tenant, hash, clienteRef, clientID string, at time.Time, always bool) (rec *DeletionRecord, created bool, err error) {
 	s.requestMu.Lock()
 	defer s.requestMu.Unlock()
-	var old DeletionRecord
-	err = s.db.GetJSON(deletionKey(tenant, hash), &old)
+	v, err := s.db.Get(deletionKey(tenant, hash))
 	switch {
-	case err == nil && old.Estado == DeletionScheduled && !always:
-		return &old, false, nil
-	case err != nil && !errors.Is(err, store.ErrNotFound):
+	case errors.Is(err, store.ErrNotFound):
+	case err != nil:
 		return nil, false, err
+	default:
+		// A record that does not decode is written anew (contract §8): the
+		// request schedules the deletion rather than failing on it.
+		var old DeletionRecord
+		if json.Unmarshal(v, &old) == nil && old.Estado == DeletionScheduled && !always {
+			return &old, false, nil
+		}
 	}
 	rec = &DeletionRecord{Hash: hash, Estado: DeletionScheduled, SolicitadoEn: at.UTC(), ClientID: clientID}
 	b := s.db.NewBatch()
