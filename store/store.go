@@ -340,7 +340,10 @@ func (b *Batch) CommitOrdered(unlock func()) (err error) {
 	}
 	release()
 	if err := b.b.SyncWait(); err != nil {
-		return b.db.commitFailure(err, nil)
+		// Fatal, as Pebble's own Apply makes it (Fatalf): the log writer
+		// keeps the error, so no later commit could be durable, yet each
+		// would still be applied and visible.
+		return b.db.commitFailure(nil, &pebbleFatal{msg: err.Error(), args: []any{err}})
 	}
 	return nil
 }
