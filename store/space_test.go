@@ -10,6 +10,24 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 )
 
+// walFaults returns a store on an in-memory file system whose writes all
+// fail with ENOSPC while the returned switch is on.
+func walFaults(t *testing.T) (*DB, *errorfs.Toggle) {
+	t.Helper()
+	faults := &errorfs.Toggle{Injector: errorfs.InjectorFunc(func(op errorfs.Op) error {
+		if op.Kind.ReadOrWrite() == errorfs.OpIsWrite {
+			return fmt.Errorf("%s: %w", op.Path, syscall.ENOSPC)
+		}
+		return nil
+	})}
+	db, err := Open("db", errorfs.Wrap(vfs.NewMem(), faults))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db, faults
+}
+
 // TestCommitAfterWALFailure: a write-ahead-log write that fails (ENOSPC)
 // fails the commit with ErrFull and stops writes, with Commit and with
 // CommitOrdered alike: Pebble's log writer keeps the error, so a later
@@ -19,17 +37,7 @@ import (
 func TestCommitAfterWALFailure(t *testing.T) {
 	for _, ordered := range []bool{false, true} {
 		t.Run(fmt.Sprintf("ordered=%v", ordered), func(t *testing.T) {
-			faults := &errorfs.Toggle{Injector: errorfs.InjectorFunc(func(op errorfs.Op) error {
-				if op.Kind.ReadOrWrite() == errorfs.OpIsWrite {
-					return fmt.Errorf("%s: %w", op.Path, syscall.ENOSPC)
-				}
-				return nil
-			})}
-			db, err := Open("db", errorfs.Wrap(vfs.NewMem(), faults))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer db.Close()
+			db, faults := walFaults(t)
 			commit := func(v string) error {
 				b := db.NewBatch()
 				defer b.Close()
@@ -58,4 +66,60 @@ func TestCommitAfterWALFailure(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestMaintenanceAfterWALFailure: once a write-ahead-log write has failed,
+// Flush, Compact, Checkpoint (a backup) and the deletion's purges answer
+// ErrFailed instead of crashing the process (Pebble panics closing the
+// failed log, with its mutex released, a runtime fatal error no recover
+// stops), and a Checkpoint whose own log sync fails answers ErrFull.
+func TestMaintenanceAfterWALFailure(t *testing.T) {
+	ops := []struct {
+		name string
+		run  func(db *DB) error
+	}{
+		{"flush", func(db *DB) error { return db.Flush() }},
+		{"compact", func(db *DB) error { return db.Compact(t.Context(), []byte{0}, []byte{0xff}) }},
+		{"checkpoint", func(db *DB) error { return db.Checkpoint("cp") }},
+		{"purge wal", func(db *DB) error { return db.PurgeWAL() }},
+		{"purge manifest", func(db *DB) error { return db.PurgeManifest() }},
+	}
+	for _, op := range ops {
+		t.Run(op.name, func(t *testing.T) {
+			db, faults := walFaults(t)
+			b := db.NewBatch()
+			b.Set([]byte("k"), []byte("1"))
+			if err := b.Commit(); err != nil {
+				t.Fatal(err)
+			}
+			b.Close()
+			faults.On()
+			b = db.NewBatch()
+			b.Set([]byte("k"), []byte("2"))
+			if err := b.Commit(); !errors.Is(err, ErrFull) {
+				t.Fatalf("commit with the log full: %v, want ErrFull", err)
+			}
+			b.Close()
+			faults.Off()
+			if err := op.run(db); !errors.Is(err, ErrFailed) {
+				t.Errorf("%s after a failed log write: %v, want ErrFailed", op.name, err)
+			}
+		})
+	}
+	t.Run("checkpoint meets the full log", func(t *testing.T) {
+		db, faults := walFaults(t)
+		b := db.NewBatch()
+		b.Set([]byte("k"), []byte("1"))
+		if err := b.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		b.Close()
+		faults.On()
+		if err := db.Checkpoint("cp"); !errors.Is(err, ErrFull) {
+			t.Errorf("checkpoint with the log full: %v, want ErrFull", err)
+		}
+		if !db.Space().Failed {
+			t.Errorf("after the checkpoint's failed log sync: %+v, want failed", db.Space())
+		}
+	})
 }

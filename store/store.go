@@ -102,8 +102,12 @@ func (db *DB) Close() error { return db.pdb.Close() }
 // simulated stores and tests.
 func NewMemFS() vfs.FS { return vfs.NewMem() }
 
-// Flush writes the memtable out to an sstable.
+// Flush writes the memtable out to an sstable. After a failed commit it
+// answers ErrFailed (see stopped).
 func (db *DB) Flush() error {
+	if err := db.stopped("flush"); err != nil {
+		return err
+	}
 	if err := db.pdb.Flush(); err != nil {
 		return fmt.Errorf("store: flush: %w", err)
 	}
@@ -366,8 +370,12 @@ func (s *Snapshot) Scan(lower, upper []byte, fn func(key, value []byte) error) e
 func (s *Snapshot) Close() error { return s.s.Close() }
 
 // Compact compacts [lower, upper) so deleted data is physically removed from
-// the sstables, not only shadowed by tombstones.
+// the sstables, not only shadowed by tombstones. After a failed commit it
+// answers ErrFailed (see stopped).
 func (db *DB) Compact(ctx context.Context, lower, upper []byte) error {
+	if err := db.stopped("compact"); err != nil {
+		return err
+	}
 	if err := db.pdb.Flush(); err != nil {
 		return fmt.Errorf("store: flush: %w", err)
 	}
@@ -378,10 +386,35 @@ func (db *DB) Compact(ctx context.Context, lower, upper []byte) error {
 }
 
 // Checkpoint writes a consistent copy of the store into dir (which must not
-// exist). Every write committed before the call is in it.
-func (db *DB) Checkpoint(dir string) error {
+// exist). Every write committed before the call is in it. It syncs the WAL
+// as a commit does, and fails as Commit does when that sync fails (ErrFull,
+// ErrFailed), without panicking.
+func (db *DB) Checkpoint(dir string) (err error) {
+	if err := db.stopped("checkpoint"); err != nil {
+		return err
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			f, ok := p.(*pebbleFatal)
+			if !ok {
+				f = &pebbleFatal{msg: fmt.Sprint(p)}
+			}
+			err = db.commitFailure(nil, f)
+		}
+	}()
 	if err := db.pdb.Checkpoint(dir, pebble.WithFlushedWAL()); err != nil {
 		return fmt.Errorf("store: checkpoint: %w", err)
+	}
+	return nil
+}
+
+// stopped returns ErrFailed once a commit failed fatally: Pebble's log
+// writer then holds the error, and rotating the log (a flush, a compaction,
+// a checkpoint) panics with Pebble's mutex released, a fatal error that
+// ends the process whatever recovers.
+func (db *DB) stopped(op string) error {
+	if db.space.failed.Load() {
+		return fmt.Errorf("store: %s: %w", op, ErrFailed)
 	}
 	return nil
 }
