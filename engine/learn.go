@@ -40,13 +40,17 @@ type LearnStats struct {
 	Control     int // control group: reward recorded, not learned
 	Released    int // expired unconfirmed sends whose budget went back
 	Damaged     int // decision records that did not decode: quarantined, skipped
+	// Requeued: reward entries come due before the window in force closed
+	// (the operator widened the reward window or grace since the
+	// decision), queued again at its close.
+	Requeued int
 }
 
-// Worked reports whether the pass folded, left out or released anything
-// (Damaged does not count): callers that run the learner until nothing is
-// due stop at the first pass that did not work.
+// Worked reports whether the pass folded, left out, released or requeued
+// anything (Damaged does not count): callers that run the learner until
+// nothing is due stop at the first pass that did not work.
 func (s LearnStats) Worked() bool {
-	return s.Folded+s.Unconfirmed+s.Modified+s.Control+s.Released != 0
+	return s.Folded+s.Unconfirmed+s.Modified+s.Control+s.Released+s.Requeued != 0
 }
 
 // learnBatch bounds the work of one pass so a backlog does not hold the
@@ -85,7 +89,7 @@ func (e *Learner) Learn(tenant string) (LearnStats, error) {
 		return st, err
 	}
 	cat := ts.catalog.Load()
-	p := &learnPass{e: e, ts: ts, t: t, tenant: tenant, st: &st, next: ts.model.Load().clone(), options: []int{0},
+	p := &learnPass{e: e, ts: ts, t: t, now: now, tenant: tenant, st: &st, next: ts.model.Load().clone(), options: []int{0},
 		discountsKnown: q.Redenciones > 0 || !cat.HasDiscounts()}
 	p.next.m.Fade(now, t.Settings.RewardWindow)
 	for _, a := range cat.Acciones {
@@ -188,6 +192,7 @@ type learnPass struct {
 	e        *Learner
 	ts       *tenantState
 	t        *store.Tenant
+	now      time.Time // the tenant clock at the pass's start
 	tenant   string
 	st       *LearnStats
 	next     *publishedModel // the model being updated
@@ -342,7 +347,9 @@ func (p *learnPass) load(work []dueEntry, pace *BackgroundPacer) ([]dueLoad, err
 // apply handles one due entry, read by load, into b: an expiry releases
 // the budget of an unconfirmed send; a closed reward window sets the
 // reward and, for a confirmed decision outside the control group, folds
-// it into the model.
+// it into the model. The window is the one in force (the tenant's reward
+// window and grace now, as decisions and confirmations read them): an
+// entry queued under a shorter one is queued again at its close.
 func (p *learnPass) apply(b *store.Batch, w dueEntry, ld dueLoad) error {
 	st := p.st
 	r := ld.rec
@@ -363,6 +370,12 @@ func (p *learnPass) apply(b *store.Batch, w dueEntry, ld dueLoad) error {
 			}
 			st.Released++
 		}
+		return nil
+	}
+	s := p.t.Settings
+	if due := r.At.Add(s.RewardWindow + s.RewardGrace); p.now.Before(due) {
+		b.Set(queueKey(p.tenant, due, queueReward_, r.Nonce), nil)
+		st.Requeued++
 		return nil
 	}
 	reward, out := p.e.reward(p.t, r, ld.win)
