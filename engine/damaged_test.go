@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/rs/zerolog"
@@ -199,6 +200,58 @@ func TestDamagedBudgetRecord(t *testing.T) {
 				t.Errorf("%d sends after the cap went from 3 to 5 and one send came back, want 3", sends)
 			}
 			if diff := cmp.Diff([]string{"budget"}, quarantinedTables(t, e)); diff != "" {
+				t.Errorf("quarantine (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestDamagedQualityAndAttribution: a data-quality record or a coupon's
+// attribution link that does not decode is moved to quarantine and read as
+// absent (counters from zero, a link not yet seen): ingestion, which reads
+// both, and the learner, which reads the counters, go on instead of failing
+// every request and pass; admin check finds such records.
+func TestDamagedQualityAndAttribution(t *testing.T) {
+	const ref = "dmg-ana-0001"
+	coupon := func(id string, tipo EventType) IngestEvent {
+		ev := Event{ID: id, ClienteRef: ref, TS: t0.Add(-time.Hour), Tipo: tipo, Clave: "T1", CuponEmitidoID: "cup-1"}
+		if tipo == CuponRedimido {
+			ev.ValorCents, ev.TicketID = 500, "tk-1"
+		}
+		return IngestEvent{Event: ev, Canonical: []byte(id)}
+	}
+	for _, tc := range []struct {
+		name  string
+		key   []byte
+		value string
+		table string
+	}{
+		{"quality", store.QualityKey("acme"), `{"eventos_aceptados":"many"}`, "quality"},
+		{"attribution", store.AttributionKey("acme", "cup-1"), `{"cliente_ref":7}`, "attribution"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e, db := newTestEngine(t, 1, func(s *store.Settings) { s.RewardWindow = 24 * time.Hour; s.RewardGrace = 0 })
+			if _, err := e.Decide("acme", Request{ClienteRef: ref, Canal: "push"}); err != nil {
+				t.Fatal(err)
+			}
+			ingestAll(t, e, coupon("dmg-ev-1", CuponRecibido))
+			damage(t, db, tc.key, tc.value)
+			if st, err := e.Quarantine.Check("acme", false); err != nil || len(st.Damaged) != 1 {
+				t.Errorf("admin check: %+v %v, want the damaged %s record", st, err, tc.table)
+			}
+			e = restart(db) // nothing of the old engine's caches
+			res, err := e.Ingester.Ingest("acme", []IngestEvent{coupon("dmg-ev-2", CuponRedimido)})
+			if err != nil || res.Aceptados != 1 {
+				t.Fatalf("ingest past the damaged %s record: %+v %v", tc.table, res, err)
+			}
+			advance(t, db, 2*24*time.Hour)
+			if st, err := e.Learner.Learn("acme"); err != nil || !st.Worked() {
+				t.Fatalf("learner pass past the damaged %s record: %+v %v", tc.table, st, err)
+			}
+			if q, err := e.Ingester.Quality("acme"); err != nil || q.Redenciones == 0 {
+				t.Errorf("quality: %+v %v, want the redemption counted", q, err)
+			}
+			if diff := cmp.Diff([]string{tc.table}, quarantinedTables(t, e)); diff != "" {
 				t.Errorf("quarantine (-want +got):\n%s", diff)
 			}
 		})

@@ -3,6 +3,7 @@ package engine
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -308,8 +309,8 @@ func (e *core) unsignedDecisionID(tenant string, it *IngestEvent) *Rejection {
 // loadIngestState reads the features of the customers and the attribution
 // links of the coupons of the accepted events, from t's overlay (for
 // features, also the records it keeps after their commit) or else the
-// store (zero values for those in neither; damaged features are
-// quarantined as loadFeatures does). The features are decoded into t's
+// store (zero values for those in neither; damaged features and links are
+// quarantined, see loadFeatures and loadAttribution). The features are decoded into t's
 // spare Features. The store reads are point Gets: the
 // keys are spread over the table and mostly stored, so Pebble's Get, which
 // stops at the first level holding the key, beats seeking one iterator
@@ -336,8 +337,12 @@ func (e *Ingester) loadIngestState(tenant string, events []IngestEvent, accepted
 			a := &attribution{}
 			if p, ok := t.attrs[ev.CuponEmitidoID]; ok {
 				*a = p.a
-			} else if err := e.db.GetJSON(store.AttributionKey(tenant, ev.CuponEmitidoID), a); err != nil && !errors.Is(err, store.ErrNotFound) {
-				return nil, nil, err
+			} else {
+				loaded, err := e.loadAttribution(tenant, ev.CuponEmitidoID)
+				if err != nil {
+					return nil, nil, err
+				}
+				*a = loaded
 			}
 			attrs[ev.CuponEmitidoID] = a
 		}
@@ -370,12 +375,39 @@ func (q *Quality) count(ev *Event, flags DataFlags) {
 	}
 }
 
+// loadQuality reads the tenant's data-quality counters: zero when there
+// are none yet or their record does not decode (moved to quarantine: they
+// count afresh rather than failing every ingestion and learner pass).
 func (e *core) loadQuality(tenant string) (*Quality, error) {
-	var q Quality
-	if err := e.db.GetJSON(store.QualityKey(tenant), &q); err != nil && !errors.Is(err, store.ErrNotFound) {
-		return nil, err
+	q, err := loadDerived[Quality](e, tenant, store.QualityKey(tenant), "quality record")
+	return &q, err
+}
+
+// loadAttribution reads coupon cupon's attribution link: zero when there
+// is none or its record does not decode (moved to quarantine: the coupon's
+// events link it afresh).
+func (e *core) loadAttribution(tenant, cupon string) (attribution, error) {
+	return loadDerived[attribution](e, tenant, store.AttributionKey(tenant, cupon), "attribution record")
+}
+
+// loadDerived decodes the JSON record at key, for records readers can do
+// without: the zero T when it is absent or does not decode (then moved to
+// quarantine, with what in the cause).
+func loadDerived[T any](e *core, tenant string, key []byte, what string) (T, error) {
+	var v T
+	raw, err := e.db.Get(key)
+	if errors.Is(err, store.ErrNotFound) {
+		return v, nil
 	}
-	return &q, nil
+	if err != nil {
+		return v, err
+	}
+	if err := json.Unmarshal(raw, &v); err != nil {
+		e.quarantine(tenant, key, raw, fmt.Errorf("%s: %w", what, err))
+		var zero T
+		return zero, nil
+	}
+	return v, nil
 }
 
 // Quality returns the tenant's data-quality counters.
@@ -384,11 +416,7 @@ func (e *Ingester) Quality(tenant string) (*Quality, error) { return e.loadQuali
 // Attribution returns the decision id a coupon was sent for, "" if the
 // coupon is unknown or was not labelled.
 func (e *Ingester) Attribution(tenant, cupon string) (string, error) {
-	var a attribution
-	err := e.db.GetJSON(store.AttributionKey(tenant, cupon), &a)
-	if errors.Is(err, store.ErrNotFound) {
-		return "", nil
-	}
+	a, err := e.loadAttribution(tenant, cupon)
 	return a.DecisionID, err
 }
 

@@ -237,9 +237,15 @@ func checkStored(tenant string, key, v []byte) error {
 	case store.KindBudget:
 		var b budget
 		return json.Unmarshal(v, &b)
-	case store.KindAttribution, store.KindCatalog,
+	case store.KindAttribution:
+		var a attribution
+		return json.Unmarshal(v, &a)
+	case store.KindQuality:
+		var q Quality
+		return json.Unmarshal(v, &q)
+	case store.KindCatalog,
 		store.KindJob, store.KindJobChunk, store.KindWebhook, store.KindWebhookQueue, store.KindDeletion,
-		store.KindDeletionQueue, store.KindAccessLog, store.KindQuality, store.KindAbuse, store.KindQuarantine:
+		store.KindDeletionQueue, store.KindAccessLog, store.KindAbuse, store.KindQuarantine:
 		if !json.Valid(v) {
 			return errors.New("JSON record: not valid JSON")
 		}
