@@ -243,9 +243,12 @@ func checkStored(tenant string, key, v []byte) error {
 	case store.KindQuality:
 		var q Quality
 		return json.Unmarshal(v, &q)
+	case store.KindQuarantine:
+		var h store.HeldBatch
+		return json.Unmarshal(v, &h)
 	case store.KindCatalog,
 		store.KindJob, store.KindJobChunk, store.KindWebhook, store.KindWebhookQueue, store.KindDeletion,
-		store.KindDeletionQueue, store.KindAccessLog, store.KindAbuse, store.KindQuarantine:
+		store.KindDeletionQueue, store.KindAccessLog, store.KindAbuse:
 		if !json.Valid(v) {
 			return errors.New("JSON record: not valid JSON")
 		}

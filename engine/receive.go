@@ -1,6 +1,10 @@
 package engine
 
 import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
 	"time"
 
 	"github.com/coupond/coupond/store"
@@ -49,28 +53,57 @@ func (e *Ingester) Receive(tenant string, events []IngestEvent, d Delivery) (Ing
 }
 
 // ReleaseHeld applies every held event of tenant (idempotently, as if
-// posted at now, the tenant clock) and removes them from quarantine. check
+// posted at now, the tenant clock) and removes them from quarantine, one
+// held batch (one request's events) at a time, oldest first. check
 // validates one held event again (its canonical JSON; index is its
-// position among the released events) and converts it; ok false drops it.
-// It returns how many were accepted and how many were duplicates.
+// position among its batch's released events) and converts it; ok false
+// drops it. A batch that does not decode, or holds an event check fails
+// on, is moved to the damaged-record quarantine whole (contract §8) and
+// the release goes on. It returns how many were accepted and how many
+// were duplicates; after an error, those of the batches released before.
 func (e *Ingester) ReleaseHeld(tenant string, now time.Time, check func(raw []byte, index int) (ev IngestEvent, ok bool, err error)) (accepted, duplicates int, err error) {
 	var keys [][]byte
-	var all []IngestEvent
-	err = e.db.ScanHeld(tenant, func(k []byte, h *store.HeldBatch) error {
-		keys = append(keys, append([]byte(nil), k...))
-		for _, raw := range h.Events {
-			ev, ok, err := check(raw, len(all))
-			if err != nil {
-				return err
-			}
-			if ok {
-				all = append(all, ev)
-			}
-		}
+	lo, hi := store.QuarantineSpan(tenant)
+	err = e.db.Scan(lo, hi, func(k, _ []byte) error {
+		keys = append(keys, bytes.Clone(k))
 		return nil
 	})
 	if err != nil {
 		return 0, 0, err
+	}
+	for _, k := range keys {
+		acc, dup, err := e.releaseBatch(tenant, now, k, check)
+		accepted, duplicates = accepted+acc, duplicates+dup
+		if err != nil {
+			return accepted, duplicates, err
+		}
+	}
+	return accepted, duplicates, nil
+}
+
+// releaseBatch applies the held batch at key and deletes it (see
+// ReleaseHeld); a batch gone meanwhile (a customer's erasure took its last
+// event) is skipped.
+func (e *Ingester) releaseBatch(tenant string, now time.Time, key []byte, check func(raw []byte, index int) (IngestEvent, bool, error)) (accepted, duplicates int, err error) {
+	raw, err := e.db.Get(key)
+	if errors.Is(err, store.ErrNotFound) {
+		return 0, 0, nil
+	}
+	if err != nil {
+		return 0, 0, err
+	}
+	var h store.HeldBatch
+	var all []IngestEvent
+	err = json.Unmarshal(raw, &h)
+	for i := 0; err == nil && i < len(h.Events); i++ {
+		var ev IngestEvent
+		var ok bool
+		if ev, ok, err = check(h.Events[i], len(all)); err == nil && ok {
+			all = append(all, ev)
+		}
+	}
+	if err != nil {
+		return 0, 0, e.quarantine(tenant, key, raw, fmt.Errorf("held event batch: %w", err))
 	}
 	for len(all) > 0 {
 		n := min(len(all), 1000)
@@ -84,9 +117,7 @@ func (e *Ingester) ReleaseHeld(tenant string, now time.Time, check func(raw []by
 	}
 	b := e.db.NewBatch()
 	defer b.Close()
-	for _, k := range keys {
-		b.DeleteHeld(k)
-	}
+	b.DeleteHeld(key)
 	return accepted, duplicates, b.Commit()
 }
 
