@@ -184,9 +184,9 @@ func (x *erasure) customerState() error {
 	return nil
 }
 
-// attributions erases the links of the customer's coupons; when one of the
-// customer's events was damaged, every link that names the customer (a
-// scan, rare).
+// attributions erases the links of the customer's coupons (and those of
+// them that do not decode, contract §8); when one of the customer's events
+// was damaged, every link that names the customer (a scan, rare).
 func (x *erasure) attributions() error {
 	if x.damagedEvents {
 		lo, hi := store.AttributionSpan(x.tenant)
@@ -201,16 +201,18 @@ func (x *erasure) attributions() error {
 		}
 	}
 	for cupon := range x.cupons {
-		var a engine.Attribution
-		err := x.s.db.GetJSON(x.s.rec.AttributionKey(x.tenant, cupon), &a)
+		key := x.s.rec.AttributionKey(x.tenant, cupon)
+		x.known = append(x.known, key) // its copy in quarantine, if damaged, goes too (damaged)
+		v, err := x.s.db.Get(key)
 		if errors.Is(err, store.ErrNotFound) {
 			continue
 		}
 		if err != nil {
 			return err
 		}
-		if a.ClienteRef == x.ref || x.ids[a.DecisionID] {
-			x.del(x.s.rec.AttributionKey(x.tenant, cupon))
+		var a engine.Attribution
+		if json.Unmarshal(v, &a) != nil || a.ClienteRef == x.ref || x.ids[a.DecisionID] {
+			x.del(key) // a link of the customer's coupon that does not decode goes too
 		}
 	}
 	return nil

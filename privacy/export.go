@@ -1,7 +1,9 @@
 package privacy
 
 import (
+	"encoding/json"
 	"errors"
+	"fmt"
 	"sort"
 	"time"
 
@@ -190,7 +192,8 @@ func exportDecision(id string, r *engine.DecisionRecord) client.DecisionExportad
 }
 
 // exportLinks adds the attribution links of the customer's coupons to x,
-// in coupon order.
+// in coupon order; a link that does not decode is moved to quarantine and
+// left out.
 func (s *Service) exportLinks(tenant, clienteRef string, cupons map[string]bool, x *client.ExportacionCliente) error {
 	ordered := make([]string, 0, len(cupons))
 	for c := range cupons {
@@ -198,13 +201,18 @@ func (s *Service) exportLinks(tenant, clienteRef string, cupons map[string]bool,
 	}
 	sort.Strings(ordered)
 	for _, cupon := range ordered {
-		var a engine.Attribution
-		err := s.db.GetJSON(s.rec.AttributionKey(tenant, cupon), &a)
+		key := s.rec.AttributionKey(tenant, cupon)
+		v, err := s.db.Get(key)
 		if errors.Is(err, store.ErrNotFound) {
 			continue
 		}
 		if err != nil {
 			return err
+		}
+		var a engine.Attribution
+		if err := json.Unmarshal(v, &a); err != nil {
+			s.rec.Quarantine(tenant, key, v, fmt.Errorf("attribution record: %w", err)) // contract §8: skipped
+			continue
 		}
 		if a.ClienteRef != clienteRef {
 			continue

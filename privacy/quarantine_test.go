@@ -359,3 +359,36 @@ func queueKeyOf(t *testing.T, p *Service, db *store.DB, ref string) []byte {
 	}
 	return key
 }
+
+// TestExportAndDeletionPastDamagedLink: a coupon attribution link of the
+// customer that does not decode (contract §8) neither fails the export,
+// which moves it to quarantine, nor stops the deletion, which erases it
+// where it is.
+func TestExportAndDeletionPastDamagedLink(t *testing.T) {
+	for _, exportFirst := range []bool{true, false} {
+		t.Run(fmt.Sprintf("export first %v", exportFirst), func(t *testing.T) {
+			e, p, db, _ := newTest(t, 2)
+			const ana = "ana-00000001"
+			ev := engine.Event{ID: "cup-ev-1", ClienteRef: ana, TS: t0.Add(-time.Hour), Tipo: engine.CuponRecibido, Clave: "T1",
+				CuponEmitidoID: "cup-ana-1", Caducidad: t0.Add(240 * time.Hour)}
+			if res, err := e.Ingester.Ingest("acme", []engine.IngestEvent{{Event: ev, Canonical: []byte(ev.ID)}}); err != nil || res.Aceptados != 1 {
+				t.Fatalf("ingest: %+v %v", res, err)
+			}
+			b := db.NewBatch()
+			b.Set(p.rec.AttributionKey("acme", "cup-ana-1"), []byte(`{"cliente_ref":7}`))
+			if err := b.Commit(); err != nil {
+				t.Fatal(err)
+			}
+			b.Close()
+			if exportFirst {
+				if x, err := p.Export("acme", ana, "ci", "trace"); err != nil || len(x.Eventos) != 1 || len(x.VinculosCupon) != 0 {
+					t.Fatalf("export: %v %+v, want the event and no link", err, x)
+				}
+			}
+			deleteAll(t, p, ana)
+			if holds(t, db, []byte(ana)) || holds(t, db, []byte("cup-ana-1")) {
+				t.Error("the store still names the deleted customer")
+			}
+		})
+	}
+}
