@@ -197,6 +197,10 @@ func forwardAdmin(ctx context.Context, sock string, args []string, out io.Writer
 		return fmt.Errorf("admin socket: %w", err)
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
+		return fmt.Errorf("admin socket: %s: %s", resp.Status, bytes.TrimSpace(msg))
+	}
 	if _, err := io.Copy(out, resp.Body); err != nil {
 		return fmt.Errorf("admin socket: %w", err)
 	}
@@ -234,7 +238,9 @@ func serveAdmin(ctx context.Context, sock string, live *env) (*http.Server, erro
 	srv := &http.Server{ConnContext: peerContext, ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var req adminRequest
 		p := peerFrom(r.Context())
-		if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&req); err != nil || len(req.Args) == 0 || req.Args[0] != "admin" {
+		err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&req)
+		root := newRoot(&app{args: req.Args, live: live, clientTerminal: req.Terminal})
+		if err != nil || !adminLine(root, req.Args) {
 			audit.write(auditEntry{Time: time.Now().UTC(), UID: p.UID, PID: p.PID, Args: redactArgs(req.Args), Exit: -1, Error: "bad admin request"})
 			http.Error(w, "bad admin request", http.StatusBadRequest)
 			return
@@ -243,12 +249,11 @@ func serveAdmin(ctx context.Context, sock string, live *env) (*http.Server, erro
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		w.WriteHeader(http.StatusOK)
 		out := &flushWriter{w: bufio.NewWriter(w), f: w.(http.Flusher)}
-		root := newRoot(&app{args: req.Args, live: live, clientTerminal: req.Terminal})
 		root.SetArgs(req.Args)
 		root.SetOut(out)
 		var errOut bytes.Buffer
 		root.SetErr(&errOut)
-		err := executeRecovered(r.Context(), root, live.log)
+		err = executeRecovered(r.Context(), root, live.log)
 		out.w.Flush()
 		w.Header().Set("X-Exit-Code", strconv.Itoa(ExitCode(err)))
 		if err != nil {
@@ -268,6 +273,19 @@ func serveAdmin(ctx context.Context, sock string, live *env) (*http.Server, erro
 	})}
 	go srv.Serve(ln)
 	return srv, nil
+}
+
+// adminLine reports whether the command line args names a command of
+// root's admin group; flags may come before it ("--data-dir D admin ..."),
+// as cobra takes them.
+func adminLine(root *cobra.Command, args []string) bool {
+	c, _, err := root.Find(args)
+	for ; err == nil && c != nil && c.HasParent(); c = c.Parent() {
+		if c.Parent() == root {
+			return c.Name() == "admin"
+		}
+	}
+	return false
 }
 
 // executeRecovered runs an admin command inside serve. A panic in it (a
