@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -70,5 +71,51 @@ func TestAdminSameThroughSocket(t *testing.T) {
 		if diff := cmp.Diff(offline[i], runLine(t, args...)); diff != "" {
 			t.Errorf("%v: through the socket (-offline +socket):\n%s", args, diff)
 		}
+	}
+}
+
+// TestAdminEnvironmentThroughSocket: an admin command's flags set by the
+// client's environment (COUPOND_<FLAG>) reach the running server, and the
+// server's own environment sets none of them: the same command, same
+// environment, prints the same through the socket as offline.
+func TestAdminEnvironmentThroughSocket(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	if r := runLine(t, "admin", "tenant", "create", "acme", "--sandbox", "--data-dir", dir); r.Exit != 0 {
+		t.Fatalf("tenant create: %+v", r)
+	}
+	show := []string{"admin", "tenant", "show", "acme", "--data-dir", dir}
+	os.Unsetenv("COUPOND_JSON")
+	table := runLine(t, show...)
+	t.Setenv("COUPOND_JSON", "true")
+	asJSON := runLine(t, show...)
+	if table.Out == asJSON.Out {
+		t.Fatal("COUPOND_JSON changed nothing offline")
+	}
+	for _, tc := range []struct {
+		name           string
+		server, client bool // COUPOND_JSON=true in serve's, the client's environment
+		want           adminRun
+	}{
+		{"server's environment", true, false, table},
+		{"client's environment", false, true, asJSON},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			setJSONEnv(tc.server)
+			in := startServer(t, dir)
+			defer in.killIfRunning()
+			setJSONEnv(tc.client)
+			if diff := cmp.Diff(tc.want, runLine(t, show...)); diff != "" {
+				t.Errorf("through the socket (-offline +socket):\n%s", diff)
+			}
+			in.stop()
+		})
+	}
+}
+
+func setJSONEnv(on bool) {
+	if on {
+		os.Setenv("COUPOND_JSON", "true")
+	} else {
+		os.Unsetenv("COUPOND_JSON")
 	}
 }

@@ -69,7 +69,12 @@ func newRoot(a *app) *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
-			return applyEnv(cmd.Flags())
+			if a.live != nil {
+				return nil // serve's environment is not the admin client's: its flags came forwarded
+			}
+			set, err := applyEnv(cmd.Flags())
+			a.args = append(a.args, set...) // forwarded through the admin socket with the rest
+			return err
 		},
 	}
 	root.PersistentFlags().StringVar(&a.dataDir, "data-dir", "./coupond-data", "data directory (env COUPOND_DATA_DIR); serve, admin tenant create and admin restore create a missing one, other admin commands refuse it")
@@ -81,8 +86,10 @@ func newRoot(a *app) *cobra.Command {
 
 // applyEnv sets every flag not given on the command line from its
 // environment variable COUPOND_<FLAG> (dashes to underscores): flags win.
-func applyEnv(fs *pflag.FlagSet) error {
+// It returns the flags it set as arguments ("--flag=value").
+func applyEnv(fs *pflag.FlagSet) ([]string, error) {
 	var err error
+	var set []string
 	fs.VisitAll(func(f *pflag.Flag) {
 		if f.Changed || err != nil {
 			return
@@ -92,9 +99,10 @@ func applyEnv(fs *pflag.FlagSet) error {
 			if e := fs.Set(f.Name, v); e != nil {
 				err = fmt.Errorf("%s: %w", name, e)
 			}
+			set = append(set, "--"+f.Name+"="+v)
 		}
 	})
-	return err
+	return set, err
 }
 
 // ExitCode maps an error from Run to a process exit code.
