@@ -6,10 +6,13 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/rs/zerolog"
@@ -117,5 +120,48 @@ func setJSONEnv(on bool) {
 		os.Setenv("COUPOND_JSON", "true")
 	} else {
 		os.Unsetenv("COUPOND_JSON")
+	}
+}
+
+// TestShutdownEndsAdminCommands: serve, told to stop, ends the admin
+// commands still running through its socket (a profile sampling for ten
+// minutes here) instead of waiting out its shutdown delay for them and then
+// closing the store under them; the client learns that its command ended.
+func TestShutdownEndsAdminCommands(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	served := make(chan error, 1)
+	go func() {
+		served <- Run(ctx, []string{"serve", "--data-dir", dir, "--addr", "127.0.0.1:0", "--console-addr", "", "--disk-reserve", "0"}, nil, io.Discard, io.Discard)
+	}()
+	waitFor(t, 20*time.Second, "the admin socket", func() bool {
+		c, err := net.Dial("unix", filepath.Join(dir, adminSocket))
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	})
+	profiled := make(chan error, 1)
+	go func() {
+		profiled <- Run(context.Background(), []string{"admin", "debug", "pprof", "--kind", "mutex", "--seconds", "600",
+			"--out", filepath.Join(t.TempDir(), "mutex.pprof"), "--data-dir", dir}, nil, io.Discard, io.Discard)
+	}()
+	// The command samples once it has raised the mutex profile rate.
+	waitFor(t, 20*time.Second, "the profile to start", func() bool { return runtime.SetMutexProfileFraction(-1) > 0 })
+	stop()
+	for _, c := range []struct {
+		what string
+		ch   chan error
+		fail bool
+	}{{"admin debug pprof", profiled, true}, {"serve", served, false}} {
+		select {
+		case err := <-c.ch:
+			if (err != nil) != c.fail {
+				t.Errorf("%s returned %v", c.what, err)
+			}
+		case <-time.After(15 * time.Second): // serve's own drain limit is 20 s
+			t.Fatalf("%s still running 15 s after serve was told to stop", c.what)
+		}
 	}
 }

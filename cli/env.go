@@ -218,7 +218,8 @@ func forwardAdmin(ctx context.Context, sock string, args []string, out io.Writer
 // running their command line against the live env. Only the user that runs
 // serve may connect (peer credentials), and every command is written to
 // the admin audit log in the data dir. It removes a stale socket left by a
-// killed process first.
+// killed process first. Commands run with ctx: when it ends (serve stops),
+// those still running are told to stop, so that none outlives the store.
 func serveAdmin(ctx context.Context, sock string, live *env) (*http.Server, error) {
 	if conn, err := net.DialTimeout("unix", sock, 200*time.Millisecond); err == nil {
 		conn.Close()
@@ -271,6 +272,7 @@ func serveAdmin(ctx context.Context, sock string, live *env) (*http.Server, erro
 		}
 		live.log.Info().Strs("args", entry.Args[:min(len(entry.Args), 3)]).Int("exit", entry.Exit).Int("uid", p.UID).Msg("admin command")
 	})}
+	srv.BaseContext = func(net.Listener) context.Context { return ctx }
 	go srv.Serve(ln)
 	return srv, nil
 }
