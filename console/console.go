@@ -220,9 +220,10 @@ func (c *Console) handleTenants(w http.ResponseWriter, _ *http.Request, s *Sessi
 			return
 		}
 		row, err := c.tenantRow(t, h)
-		if err != nil {
-			c.internal(w, err)
-			return
+		if err != nil { // one tenant's unreadable state must not hide the others
+			c.d.Log.Error().Err(err).Str("tenant", t.ID).Msg("console")
+			row = tenantRow{ID: t.ID, Status: statusWords(t), Paused: t.Settings.Paused,
+				Warnings: []string{"the console cannot read this tenant's state (see the server log and 'coupond admin check'): " + err.Error()}}
 		}
 		p.Rows = append(p.Rows, row)
 	}

@@ -366,3 +366,30 @@ func TestProofInBackground(t *testing.T) {
 		}
 	}
 }
+
+// TestTenantsPagePastUnreadableTenant: a tenant whose state the console
+// cannot read (here its data-quality record does not decode) is listed
+// with the reason; the other tenants are listed as usual, not hidden
+// behind a 500.
+func TestTenantsPagePastUnreadableTenant(t *testing.T) {
+	h := newHarness(t)
+	if err := h.db.CreateTenant(&store.Tenant{ID: "beta", CreatedAt: h.clock.Now(), Settings: store.DefaultSettings()}); err != nil {
+		t.Fatal(err)
+	}
+	b := h.db.NewBatch()
+	b.Set(store.QualityKey("acme"), []byte("{not json"))
+	if err := b.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	c := h.client()
+	h.signIn(c, h.link())
+	st, page := get(t, c, h.con.URL+"/")
+	if st != http.StatusOK {
+		t.Fatalf("tenants page: %d, want 200\n%s", st, page)
+	}
+	for _, want := range []string{`data-tenant="beta"`, `data-tenant="acme"`, "cannot read this tenant"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("tenants page lacks %q", want)
+		}
+	}
+}
