@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -123,14 +124,27 @@ func (e *Campaigns) ReplaceCatalog(tenant string, actions []Action, now time.Tim
 	return c, nil
 }
 
+// loadCatalog reads the tenant's catalog; none stored is the empty one. A
+// record that does not decode is moved to quarantine (contract §8) and read
+// as the empty catalog until the next PUT: nothing but action 0 is sent
+// meanwhile, rather than the tenant stopping (what the model learned of each
+// action is kept by action id, so a catalog put again carries on).
 func (e *core) loadCatalog(tenant string) (*Catalog, error) {
-	var c Catalog
-	err := e.db.GetJSON(store.CatalogKey(tenant), &c)
+	key := store.CatalogKey(tenant)
+	v, err := e.db.Get(key)
 	if errors.Is(err, store.ErrNotFound) {
 		return &Catalog{Acciones: []Action{}}, nil
 	}
 	if err != nil {
 		return nil, err
+	}
+	var c Catalog
+	if err := json.Unmarshal(v, &c); err != nil {
+		e.quarantine(tenant, key, v, fmt.Errorf("catalog record: %w", err))
+		return &Catalog{Acciones: []Action{}}, nil
+	}
+	if c.Acciones == nil {
+		c.Acciones = []Action{}
 	}
 	return &c, nil
 }

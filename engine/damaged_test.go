@@ -257,3 +257,30 @@ func TestDamagedQualityAndAttribution(t *testing.T) {
 		})
 	}
 }
+
+// TestDamagedCatalog: a catalog record that does not decode no longer
+// stops the tenant (every decision, ingestion and the learner failed on
+// loading its state): it is moved to quarantine, reported by admin check,
+// and read as the empty catalog, so decisions answer nothing (action 0)
+// until the catalog is put again, after which coupons are sent again.
+func TestDamagedCatalog(t *testing.T) {
+	e, db := newTestEngine(t, 1, nil)
+	damage(t, db, store.CatalogKey("acme"), `{"acciones":"all of them"}`)
+	if st, err := e.Quarantine.Check("acme", false); err != nil || len(st.Damaged) != 1 {
+		t.Errorf("admin check: %+v %v, want the damaged catalog record", st, err)
+	}
+	e = restart(db)
+	d, err := e.Decide("acme", Request{ClienteRef: "dmg-cat-0001", Canal: "push"})
+	if err != nil || d.Accion != 0 {
+		t.Fatalf("decision past the damaged catalog: %+v %v, want action 0", d, err)
+	}
+	if diff := cmp.Diff([]string{"catalog"}, quarantinedTables(t, e)); diff != "" {
+		t.Errorf("quarantine (-want +got):\n%s", diff)
+	}
+	if _, err := e.Campaigns.ReplaceCatalog("acme", []Action{{ID: 1, Nombre: "uno", TipoCupon: "T1", CostoEnvioCents: 50, DescuentoMaxCents: 1000, Activa: true}}, t0); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := e.Campaigns.Catalog("acme"); err != nil || len(c.Acciones) != 1 {
+		t.Errorf("catalog put again: %+v %v", c, err)
+	}
+}

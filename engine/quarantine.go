@@ -246,8 +246,10 @@ func checkStored(tenant string, key, v []byte) error {
 	case store.KindQuarantine:
 		var h store.HeldBatch
 		return json.Unmarshal(v, &h)
-	case store.KindCatalog,
-		store.KindJob, store.KindJobChunk, store.KindWebhook, store.KindWebhookQueue, store.KindDeletion,
+	case store.KindCatalog:
+		var c Catalog
+		return json.Unmarshal(v, &c)
+	case store.KindJob, store.KindJobChunk, store.KindWebhook, store.KindWebhookQueue, store.KindDeletion,
 		store.KindDeletionQueue, store.KindAccessLog, store.KindAbuse:
 		if !json.Valid(v) {
 			return errors.New("JSON record: not valid JSON")
