@@ -25,14 +25,20 @@ func checkCmd(a *app) *cobra.Command {
 		if err != nil {
 			return err
 		}
-		left := len(st.Damaged) - st.Repaired
+		// Tenant and credential records the store could not decode at
+		// open: not movable to a tenant's quarantine; a backup restores them.
+		unreadable := append([]string{}, e.db.Unreadable()...)
+		left := len(st.Damaged) - st.Repaired + len(unreadable)
 		if jsonFlag(cmd) {
 			if err := printJSON(cmd.OutOrStdout(), map[string]any{"ok": left == 0, "tenants": st.Tenants, "records": st.Records,
-				"damaged": st.Damaged, "repaired": st.Repaired, "quarantined": st.Quarantined}); err != nil {
+				"damaged": st.Damaged, "repaired": st.Repaired, "quarantined": st.Quarantined, "unreadable": unreadable}); err != nil {
 				return err
 			}
 		} else {
 			printCheck(cmd.OutOrStdout(), st, repair)
+			for _, u := range unreadable {
+				fmt.Fprintf(cmd.OutOrStdout(), "  unreadable   %s (left out; restore it from a backup)\n", u)
+			}
 		}
 		if left > 0 {
 			return &ExitError{Code: 1}

@@ -40,6 +40,9 @@ type DB struct {
 	tenants map[string]*Tenant
 	creds   map[string]*Credential
 	touched map[string]bool // credentials whose LastUsed is not stored yet
+	// unreadable describes the tenant and credential records Open could
+	// not decode (see loadCaches); fixed after Open.
+	unreadable []string
 
 	space space // free space and the reserve (space.go)
 }
@@ -419,12 +422,18 @@ func (db *DB) stopped(op string) error {
 	return nil
 }
 
+// loadCaches reads every tenant and credential record into memory. A
+// record that does not decode is left out and listed by Unreadable, not a
+// reason to refuse to open (contract §8): the other tenants are served;
+// its tenant (or credential) is unknown, so its requests are refused, until
+// the operator restores it from a backup.
 func (db *DB) loadCaches() error {
 	lo := tenantRecordsPrefix()
-	if err := db.Scan(lo, prefixEnd(lo), func(_, v []byte) error {
+	if err := db.Scan(lo, prefixEnd(lo), func(k, v []byte) error {
 		var t Tenant
-		if err := json.Unmarshal(v, &t); err != nil {
-			return fmt.Errorf("store: decode tenant: %w", err)
+		if err := json.Unmarshal(v, &t); err != nil || t.ID == "" {
+			db.unreadable = append(db.unreadable, fmt.Sprintf("tenant record %q: %v", k[len(lo):], orNoID(err)))
+			return nil
 		}
 		db.tenants[t.ID] = &t
 		return nil
@@ -432,15 +441,28 @@ func (db *DB) loadCaches() error {
 		return err
 	}
 	lo = credentialRecordsPrefix()
-	return db.Scan(lo, prefixEnd(lo), func(_, v []byte) error {
+	return db.Scan(lo, prefixEnd(lo), func(k, v []byte) error {
 		var c Credential
-		if err := json.Unmarshal(v, &c); err != nil {
-			return fmt.Errorf("store: decode credential: %w", err)
+		if err := json.Unmarshal(v, &c); err != nil || c.ClientID == "" {
+			db.unreadable = append(db.unreadable, fmt.Sprintf("credential record %q: %v", k[len(lo):], orNoID(err)))
+			return nil
 		}
 		db.creds[c.ClientID] = &c
 		return nil
 	})
 }
+
+// orNoID is err, or the error of a record that decodes without its id.
+func orNoID(err error) error {
+	if err == nil {
+		return errors.New("no id")
+	}
+	return err
+}
+
+// Unreadable lists the tenant and credential records Open could not decode
+// and left out (for serve's log and admin check).
+func (db *DB) Unreadable() []string { return db.unreadable }
 
 func sortedKeys[V any](m map[string]V) []string {
 	keys := make([]string, 0, len(m))

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -241,5 +242,39 @@ func TestScanJSONAndCount(t *testing.T) {
 	lo, hi := AccessLogSpan("zeta")
 	if _, err := ScanJSON[rec](db, lo, hi); err == nil {
 		t.Error("ScanJSON of a damaged value: no error")
+	}
+}
+
+// TestOpenPastUnreadableTenantAndCredential: a tenant or credential record
+// that does not decode no longer makes Open fail (the whole server refused
+// to start over one record): it is left out and listed by Unreadable, and
+// the other tenants are there.
+func TestOpenPastUnreadableTenantAndCredential(t *testing.T) {
+	fs := vfs.NewMem()
+	db, err := Open("db", fs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.CreateTenant(&Tenant{ID: "acme", Settings: DefaultSettings()}); err != nil {
+		t.Fatal(err)
+	}
+	b := db.NewBatch()
+	b.Set(append(tenantRecordsPrefix(), "broken"...), []byte(`{"id":"broken","settings":`))
+	b.Set(append(credentialRecordsPrefix(), "ci_broken"...), []byte(`not json`))
+	if err := b.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+	db.Close()
+	db, err = Open("db", fs)
+	if err != nil {
+		t.Fatalf("open past unreadable records: %v", err)
+	}
+	defer db.Close()
+	if _, ok := db.Tenant("acme"); !ok {
+		t.Error("tenant acme lost")
+	}
+	if got := db.Unreadable(); len(got) != 2 || !strings.Contains(got[0], `"broken"`) || !strings.Contains(got[1], `"ci_broken"`) {
+		t.Errorf("Unreadable() = %q, want the tenant and the credential record", got)
 	}
 }
