@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -22,7 +23,7 @@ type tokenCache struct {
 	conf       clientcredentials.Config
 	hc         *http.Client // the Client's, with the User-Agent added
 	cur        atomic.Pointer[bearer]
-	mu         sync.Mutex // one synchronous fetch at a time
+	sem        chan struct{} // held by the one fetch under way; waiting for it honours the caller's context
 	refreshing atomic.Bool
 	bg         *sync.WaitGroup
 }
@@ -45,11 +46,12 @@ func newTokenCache(tokenURL, id, secret string, scopes []string, hc *http.Client
 	return &tokenCache{
 		conf: clientcredentials.Config{ClientID: id, ClientSecret: secret, TokenURL: tokenURL, Scopes: scopes,
 			AuthStyle: oauth2.AuthStyleInHeader},
-		hc: &tokenHC, bg: bg,
+		hc: &tokenHC, bg: bg, sem: make(chan struct{}, 1),
 	}
 }
 
-// get returns a valid token.
+// get returns a valid token. A call that must wait for a fetch under way
+// (another call's, or a renewal's) waits no longer than ctx allows.
 func (t *tokenCache) get(ctx context.Context) (*bearer, error) {
 	now := time.Now()
 	if b := t.cur.Load(); b != nil && now.Before(b.expiry) {
@@ -59,8 +61,10 @@ func (t *tokenCache) get(ctx context.Context) (*bearer, error) {
 		}
 		return b, nil
 	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
+	if err := t.lock(ctx); err != nil {
+		return nil, err
+	}
+	defer t.unlock()
 	if b := t.cur.Load(); b != nil && time.Now().Before(b.expiry) {
 		return b, nil // fetched by another caller meanwhile
 	}
@@ -72,12 +76,26 @@ func (t *tokenCache) refreshInBackground() {
 	defer t.refreshing.Store(false)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	t.mu.Lock()
-	defer t.mu.Unlock()
+	if t.lock(ctx) != nil {
+		return
+	}
+	defer t.unlock()
 	t.fetch(ctx) // on failure the current token stays until it expires
 }
 
-// fetch gets a new token and makes it current; t.mu is held.
+// lock takes the right to fetch, or returns ctx's error if ctx ends first.
+func (t *tokenCache) lock(ctx context.Context) error {
+	select {
+	case t.sem <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("coupond: waiting for a token: %w", ctx.Err())
+	}
+}
+
+func (t *tokenCache) unlock() { <-t.sem }
+
+// fetch gets a new token and makes it current; the lock is held.
 func (t *tokenCache) fetch(ctx context.Context) (*bearer, error) {
 	start := time.Now()
 	tok, err := t.conf.Token(context.WithValue(ctx, oauth2.HTTPClient, t.hc))

@@ -129,3 +129,50 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		}
 	}
 }
+
+// TestDecideDoesNotWaitForAnotherCallsTokenFetch: while another call
+// fetches a token from a token endpoint that hangs, Decide gives up at its
+// budget and answers the fallback instead of waiting for that fetch, which
+// the other call bounds by its own, much longer, timeout.
+func TestDecideDoesNotWaitForAnotherCallsTokenFetch(t *testing.T) {
+	asked := make(chan struct{}, 10)
+	release := make(chan struct{})
+	var once sync.Once
+	free := func() { once.Do(func() { close(release) }) }
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		if r.URL.Path == "/v1/token" {
+			asked <- struct{}{}
+			<-release
+			fmt.Fprint(w, `{"access_token":"tok","expires_in":900,"scope":"catalogo:escribir","token_type":"Bearer"}`)
+			return
+		}
+		fmt.Fprint(w, `{"acciones":[],"version":0}`)
+	}))
+	defer srv.Close()
+	c, err := client.New(srv.URL, "ci_x", "sec", client.WithFallback(0), client.WithBudget(50*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	defer free() // before Close, which sends the fallback record, and srv.Close
+
+	go c.Catalog(context.Background()) // fetches the token, for up to 30 s
+	<-asked
+	done := make(chan *client.Decision, 1)
+	go func() {
+		d, err := c.Decide(context.Background(), client.PeticionDecision{ClienteRef: "cli-00000001", Contexto: client.Contexto{Canal: "push"}})
+		if err != nil {
+			t.Error(err)
+		}
+		done <- d
+	}()
+	select {
+	case d := <-done:
+		if d == nil || !d.EnRespaldo || !errors.Is(d.Causa, client.ErrBudgetExhausted) {
+			t.Fatalf("got %+v, want the fallback for an exhausted budget", d)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Decide waited past its budget for another call's token fetch")
+	}
+}
