@@ -15,7 +15,8 @@ import (
 
 // tokenCache holds the current bearer token. A token is renewed in the
 // background once it is past its refresh point (a quarter of its life, at
-// most 2 minutes, before it expires), so calls do not wait for renewals;
+// most 2 minutes, before it expires), so calls do not wait for renewals; a
+// failed renewal is tried again after a second (or the Retry-After);
 // only the first call, or one after the token expired or was refused, waits
 // for a fetch. Fetches go through golang.org/x/oauth2/clientcredentials with
 // the client in HTTP Basic, the standard OAuth form POST /v1/token accepts.
@@ -25,6 +26,7 @@ type tokenCache struct {
 	cur        atomic.Pointer[bearer]
 	sem        chan struct{} // held by the one fetch under way; waiting for it honours the caller's context
 	refreshing atomic.Bool
+	renewAfter atomic.Int64 // unix nanoseconds before which no renewal starts, after one failed
 	bg         *sync.WaitGroup
 }
 
@@ -55,7 +57,7 @@ func newTokenCache(tokenURL, id, secret string, scopes []string, hc *http.Client
 func (t *tokenCache) get(ctx context.Context) (*bearer, error) {
 	now := time.Now()
 	if b := t.cur.Load(); b != nil && now.Before(b.expiry) {
-		if !now.Before(b.refreshAt) && t.refreshing.CompareAndSwap(false, true) {
+		if !now.Before(b.refreshAt) && now.UnixNano() >= t.renewAfter.Load() && t.refreshing.CompareAndSwap(false, true) {
 			t.bg.Add(1)
 			go t.refreshInBackground()
 		}
@@ -80,7 +82,21 @@ func (t *tokenCache) refreshInBackground() {
 		return
 	}
 	defer t.unlock()
-	t.fetch(ctx) // on failure the current token stays until it expires
+	if _, err := t.fetch(ctx); err != nil {
+		// The current token stays until it expires; the next renewal waits
+		// a while, so a failing token endpoint is not asked on every call.
+		t.renewAfter.Store(time.Now().Add(renewalPause(err)).UnixNano())
+	}
+}
+
+// renewalPause is how long after a failed renewal the next one may start:
+// a second, or the token endpoint's Retry-After if longer.
+func renewalPause(err error) time.Duration {
+	var apiErr *Error
+	if errors.As(err, &apiErr) {
+		return max(time.Second, apiErr.RetryAfter)
+	}
+	return time.Second
 }
 
 // lock takes the right to fetch, or returns ctx's error if ctx ends first.

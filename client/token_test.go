@@ -176,3 +176,46 @@ func TestDecideDoesNotWaitForAnotherCallsTokenFetch(t *testing.T) {
 		t.Fatal("Decide waited past its budget for another call's token fetch")
 	}
 }
+
+// TestFailedRenewalNotRetriedAtOnce: when the background renewal fails
+// (the token endpoint answers 503), calls that go on with the still valid
+// token do not start a new renewal each, back to back: that hammers a
+// token endpoint in trouble and spends the credential's rate limit
+// (10/s), shared with every other process using it.
+func TestFailedRenewalNotRetriedAtOnce(t *testing.T) {
+	var tokens atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		if r.URL.Path == "/v1/token" {
+			if tokens.Add(1) > 1 {
+				w.WriteHeader(503)
+				fmt.Fprint(w, `{"codigo":"error_interno","mensaje":"no","campo":null,"detalle":null,"trace_id":"t1"}`)
+				return
+			}
+			fmt.Fprint(w, `{"access_token":"tok","expires_in":4,"scope":"catalogo:escribir","token_type":"Bearer"}`)
+			return
+		}
+		fmt.Fprint(w, `{"acciones":[],"version":0}`)
+	}))
+	defer srv.Close()
+	c, err := client.New(srv.URL, "ci_x", "sec")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	ctx := context.Background()
+	if err := c.Warm(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The 4 s token is valid for 3.6 s and renewed from 2.7 s on.
+	time.Sleep(2800 * time.Millisecond)
+	for i := 0; i < 40; i++ {
+		if _, err := c.Catalog(ctx); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Millisecond) // let a renewal started by the call run
+	}
+	if n := tokens.Load(); n > 3 {
+		t.Errorf("%d token requests for 40 calls after a failed renewal, want at most 3", n)
+	}
+}
