@@ -146,6 +146,9 @@ func (c *Client) attempts(ctx context.Context, body []byte, deadline time.Time) 
 			wait = max(wait, apiErr.RetryAfter)
 		}
 		if n+1 == c.cfg.attempts || !time.Now().Add(wait).Before(deadline) || !sleepUntil(ctx, wait, deadline) {
+			if ctx.Err() == context.Canceled { // during the wait
+				return nil, n + 1, canceled, ctx.Err()
+			}
 			if apiErr != nil && apiErr.Status == http.StatusTooManyRequests {
 				return nil, n + 1, limited, err
 			}

@@ -502,3 +502,41 @@ func TestFullFlow(t *testing.T) {
 		t.Fatalf("catalog: %+v, %v", cat, err)
 	}
 }
+
+// TestDecideCanceledBetweenAttempts: a caller that cancels while Decide
+// waits before a retry gets its context's error, as when it cancels during
+// an attempt: no fallback decision, no fallback record, no breaker failure.
+func TestDecideCanceledBetweenAttempts(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		if r.URL.Path == "/v1/token" {
+			fmt.Fprint(w, `{"access_token":"tok","expires_in":900,"scope":"decisiones:pedir","token_type":"Bearer"}`)
+			return
+		}
+		// Cancel once Decide waits the Retry-After (or, on a slow
+		// machine, right after this attempt: the same answer is due).
+		time.AfterFunc(100*time.Millisecond, cancel)
+		w.Header().Set("Retry-After", "2")
+		w.WriteHeader(503)
+		fmt.Fprint(w, `{"codigo":"error_interno","mensaje":"no","campo":null,"detalle":null,"trace_id":"t1"}`)
+	}))
+	defer srv.Close()
+	c, err := client.New(srv.URL, "ci_x", "sec", client.WithFallback(0), client.WithBudget(10*time.Second), client.WithBreaker(1, time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		cctx, ccancel := context.WithTimeout(context.Background(), time.Second) // a record queued by mistake is never accepted
+		defer ccancel()
+		c.Close(cctx)
+	}()
+	d, err := c.Decide(ctx, decisionRequest(newRef()))
+	if d != nil || !errors.Is(err, context.Canceled) {
+		t.Fatalf("got %+v, %v; want context.Canceled", d, err)
+	}
+	if st := c.Stats(); st.Fallbacks != 0 || st.FallbackQueued != 0 || st.BreakerOpen {
+		t.Errorf("stats %+v, want no fallback and the breaker closed", st)
+	}
+}
