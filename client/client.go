@@ -132,7 +132,8 @@ func WithBreaker(fails int, wait time.Duration) Option {
 }
 
 // WithTimeout bounds calls other than Decide whose context has no deadline
-// (default 30 s), retries included.
+// (default 30 s), retries included; for PublishEvents and WaitBatch it
+// bounds each request, not the whole call.
 func WithTimeout(d time.Duration) Option { return func(c *config) { c.timeout = d } }
 
 // WithPollInterval sets how often WaitBatch asks for a job's state

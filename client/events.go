@@ -28,24 +28,17 @@ const (
 // is retried on 429, 5xx and lost connections. If a request still fails,
 // PublishEvents returns the totals of the requests that succeeded and the
 // error; sending the same slice again completes it without duplicates.
+// When ctx has no deadline, the Client's timeout (WithTimeout) bounds each
+// request, retries included, not the whole slice.
 func (c *Client) PublishEvents(ctx context.Context, events []Evento) (*RespuestaEventos, error) {
 	total := &RespuestaEventos{Rechazados: []Rechazo{}}
-	ctx, cancel := c.withTimeout(ctx)
-	defer cancel()
 	chunks, tooBig, err := splitEvents(events)
 	if err != nil {
 		return total, err
 	}
 	total.Rechazados = append(total.Rechazados, tooBig...)
 	for _, ch := range chunks {
-		var ans RespuestaEventos
-		err := c.retry(ctx, 20, retrySafe, func() error {
-			resp, err := c.send(ctx, http.MethodPost, c.base+"/v1/eventos", ch.body, nil, nil)
-			if err != nil {
-				return err
-			}
-			return c.decodeAnswer(resp, &ans)
-		})
+		ans, err := c.publishChunk(ctx, ch.body)
 		if err != nil {
 			sortRechazos(total.Rechazados)
 			return total, fmt.Errorf("coupond: publishing events %d to %d: %w", ch.index[0], ch.index[len(ch.index)-1], err)
@@ -61,6 +54,22 @@ func (c *Client) PublishEvents(ctx context.Context, events []Evento) (*Respuesta
 	}
 	sortRechazos(total.Rechazados)
 	return total, nil
+}
+
+// publishChunk sends one request of PublishEvents, retried, within ctx's
+// deadline or the Client's timeout.
+func (c *Client) publishChunk(ctx context.Context, body []byte) (*RespuestaEventos, error) {
+	ctx, cancel := c.withTimeout(ctx)
+	defer cancel()
+	var ans RespuestaEventos
+	err := c.retry(ctx, 20, retrySafe, func() error {
+		resp, err := c.send(ctx, http.MethodPost, c.base+"/v1/eventos", body, nil, nil)
+		if err != nil {
+			return err
+		}
+		return c.decodeAnswer(resp, &ans)
+	})
+	return &ans, err
 }
 
 // eventChunk is the body of one request and the caller's index of each of

@@ -2,8 +2,10 @@ package client_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -154,5 +156,38 @@ func TestPublishEventsTooBigAlone(t *testing.T) {
 	}
 	if got.Aceptados != 2 || len(got.Rechazados) != 1 || got.Rechazados[0].Indice != 1 {
 		t.Fatalf("got %+v, want events 0 and 2 accepted and 1 rejected", got)
+	}
+}
+
+// TestPublishEventsTimeoutPerRequest: without a deadline on ctx, the
+// Client's timeout bounds each request, not the whole slice: a nightly
+// upload of many requests would otherwise fail at the same point however
+// often it is sent again.
+func TestPublishEventsTimeoutPerRequest(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		if r.URL.Path == "/v1/token" {
+			fmt.Fprint(w, `{"access_token":"tok","expires_in":900,"scope":"eventos:publicar","token_type":"Bearer"}`)
+			return
+		}
+		var body struct{ Eventos []json.RawMessage }
+		if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+			t.Error(err)
+		}
+		time.Sleep(300 * time.Millisecond) // a server busy with its share of a large upload
+		fmt.Fprintf(w, `{"aceptados":%d,"duplicados":0,"rechazados":[]}`, len(body.Eventos))
+	}))
+	defer srv.Close()
+	c, err := client.New(srv.URL, "ci_x", "sec", client.WithTimeout(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	got, err := c.PublishEvents(context.Background(), purchases("slow", 5000, 50, false)) // 5 requests
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Aceptados != 5000 {
+		t.Errorf("%d aceptados, want 5000", got.Aceptados)
 	}
 }
