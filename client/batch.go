@@ -82,7 +82,10 @@ func (c *Client) BatchResults(ctx context.Context, jobID string) iter.Seq2[*Line
 				return err
 			}
 			if r.StatusCode != http.StatusOK {
-				return c.decodeAnswer(r, nil)
+				if err := c.decodeAnswer(r, nil); err != nil {
+					return err
+				}
+				return fmt.Errorf("coupond: result download answered %d without the file", r.StatusCode)
 			}
 			resp = r
 			return nil

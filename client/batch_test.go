@@ -177,3 +177,37 @@ func TestVerifyWebhook(t *testing.T) {
 		})
 	}
 }
+
+// TestBatchResultsUnexpectedStatus: a download answered with a 2xx other
+// than 200 (such as a proxy's 204) is an error for the loop, not a panic
+// in the caller's process.
+func TestBatchResultsUnexpectedStatus(t *testing.T) {
+	for _, status := range []int{http.StatusAccepted, http.StatusNoContent} {
+		t.Run(strconv.Itoa(status), func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path == "/v1/token" {
+					w.Header().Set("Content-Type", "application/json")
+					fmt.Fprint(w, `{"access_token":"tok","expires_in":900,"scope":"decisiones:pedir","token_type":"Bearer"}`)
+					return
+				}
+				w.WriteHeader(status)
+			}))
+			defer srv.Close()
+			c, err := client.New(srv.URL, "ci_x", "sec", client.WithTimeout(5*time.Second))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close(context.Background())
+			var errs []error
+			for line, err := range c.BatchResults(context.Background(), "job-1") {
+				if line != nil {
+					t.Errorf("line %+v from a %d answer", line, status)
+				}
+				errs = append(errs, err)
+			}
+			if len(errs) != 1 || errs[0] == nil {
+				t.Fatalf("got errors %v, want one", errs)
+			}
+		})
+	}
+}
