@@ -54,7 +54,7 @@ type EvalOptions struct {
 }
 
 // Evaluate estimates, from the tenant's closed decisions (reward final,
-// confirmed ejecutada, not control, not fallback), the value per decision
+// confirmed ejecutada, not control, not fallback, not shadow), the value per decision
 // of the current policy, of "never send", of each single action and of the
 // logged behaviour, with IPS, SNIPS and DR and 95 % bootstrap intervals;
 // the control group's measured value is reported beside them. Rewards are
@@ -198,6 +198,8 @@ func evalExclusion(r *DecisionRecord) string {
 	switch {
 	case r.EnRespaldo:
 		return "fallback"
+	case r.EnSombra: // the caller applied its own rule: the propensity is not of what was done
+		return "shadow"
 	case r.Recompensa == nil:
 		return "reward_not_final"
 	case r.EnControl:
