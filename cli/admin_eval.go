@@ -125,6 +125,7 @@ func shadowReportCmd(a *app) *cobra.Command {
 		fmt.Fprintf(w, "coupons with decision_id: %s  (%d of %d; spec: at least 95%%)\n", percentOf(rep.LabelledShare, int(rep.CouponsReceived)), rep.CouponsLabelled, rep.CouponsReceived)
 		fmt.Fprintf(w, "agreement engine/caller: %s  (%d compared)\n", percentOf(rep.Agreement, rep.Compared), rep.Compared)
 		fmt.Fprintf(w, "value per decision (MXN, %d final rewards): caller rule %s, engine %s\n", rep.RewardsFinal, measured(rep.CallerRule), measured(rep.Engine))
+		fmt.Fprintf(w, "engine − caller rule:    %s\n", measured(rep.Lift))
 		fmt.Fprintf(w, "verdict: %s\n", rep.Verdict)
 		for _, r := range rep.Reasons {
 			fmt.Fprintf(w, "  - %s\n", r)

@@ -332,6 +332,7 @@ type ShadowReport struct {
 	RewardsFinal    int           `json:"rewards_final"`
 	CallerRule      MeasuredValue `json:"caller_rule_value_mxn"`
 	Engine          MeasuredValue `json:"engine_value_mxn"`
+	Lift            MeasuredValue `json:"engine_minus_caller_mxn"`   // Engine − CallerRule, paired: the verdict needs its interval above 0
 	Damaged         int           `json:"damaged_records,omitempty"` // decision records that did not decode: skipped
 	Ready           bool          `json:"ready"`
 	Verdict         string        `json:"verdict"`
@@ -375,6 +376,7 @@ type shadowTally struct {
 	rep             *ShadowReport
 	pm              *publishedModel
 	caller, engineV welford
+	lift            welford // engine − caller, per decision
 	agree           int
 }
 
@@ -416,6 +418,7 @@ func (t *shadowTally) add(v []byte) {
 		val += probs[i] * c.mu / 100
 	}
 	t.engineV.add(val)
+	t.lift.add(val - float64(*r.Recompensa)/100)
 }
 
 // finish sets the report's shares and values from the counts.
@@ -430,7 +433,7 @@ func (t *shadowTally) finish() {
 	if rep.Compared > 0 {
 		rep.Agreement = float64(t.agree) / float64(rep.Compared)
 	}
-	rep.CallerRule, rep.Engine = t.caller.value(), t.engineV.value()
+	rep.CallerRule, rep.Engine, rep.Lift = t.caller.value(), t.engineV.value(), t.lift.value()
 }
 
 // judge decides whether the tenant is ready to leave shadow mode, with the
@@ -455,8 +458,9 @@ func (rep *ShadowReport) judge() {
 	}
 	if rep.RewardsFinal < MinShadowRewards {
 		fail("%d final rewards (needs at least %d for a comparison)", rep.RewardsFinal, MinShadowRewards)
-	} else if !(rep.Engine.Mean > rep.CallerRule.Mean) {
-		fail("the engine's estimated value %.2f MXN does not beat the caller's rule %.2f MXN", rep.Engine.Mean, rep.CallerRule.Mean)
+	} else if !(rep.Lift.Lo > 0) { // a lead within the noise is no proof
+		fail("the engine's estimated value %.2f MXN does not beat the caller's rule %.2f MXN (difference %.2f MXN, 95%% interval [%.2f, %.2f])",
+			rep.Engine.Mean, rep.CallerRule.Mean, rep.Lift.Mean, rep.Lift.Lo, rep.Lift.Hi)
 	}
 	if rep.Ready {
 		rep.Verdict = fmt.Sprintf("ready to leave shadow mode: the engine is estimated at %.2f MXN per decision against %.2f MXN for the current rule", rep.Engine.Mean, rep.CallerRule.Mean)

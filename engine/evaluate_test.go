@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"math"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -40,5 +41,41 @@ func TestEvaluateLeavesOutShadowDecisions(t *testing.T) {
 	}
 	if ev.Records != 20 || ev.Logged.N != 20 || ev.Logged.Mean != 10 {
 		t.Errorf("records %d, logged behaviour %+v; want 20 records at 10 MXN", ev.Records, ev.Logged)
+	}
+}
+
+// TestShadowVerdictNeedsALeadBeyondNoise: the engine's estimate is 0.01 MXN
+// above the caller's rule on 250 decisions whose rewards spread ±50 MXN.
+// The lead is noise: the verdict must not say "ready to leave shadow mode".
+func TestShadowVerdictNeedsALeadBeyondNoise(t *testing.T) {
+	e, _ := newTestEngine(t, 2, nil)
+	ts, err := e.state("acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := &ShadowReport{CouponsReceived: 100, CouponsLabelled: 100, Reasons: []string{}}
+	tally := &shadowTally{rep: rep, pm: ts.model.Load()}
+	x := make([]float64, VectorDim)
+	for i := 0; i < 250; i++ {
+		r := &DecisionRecord{Nonce: fmt.Sprintf("n%011d", i), ClienteRef: fmt.Sprintf("c%07d", i), At: t0, Accion: 1, Propension: 0.5,
+			X: x, Candidates: []int{0, 1}, Probs: []float64{0.5, 0.5}, Priors: []float64{1000, 2000},
+			Estado: EstadoEjecutada, EnSombra: true}
+		sc := tally.pm.scoreRecord(r)
+		probs, _ := tally.pm.distribution(sc)
+		val := 0.0
+		for j, c := range sc.cands {
+			val += probs[j] * c.mu
+		}
+		reward := int64(math.Round(val)) - 1 + 5000*int64(1-2*(i%2)) // engine − caller = 0.01 MXN on average
+		r.Recompensa = &reward
+		tally.add(marshalRecord(r))
+	}
+	tally.finish()
+	rep.judge()
+	if rep.RewardsFinal != 250 || !(rep.Engine.Mean > rep.CallerRule.Mean) {
+		t.Fatalf("setup: %d rewards, engine %v, caller %v", rep.RewardsFinal, rep.Engine.Mean, rep.CallerRule.Mean)
+	}
+	if rep.Ready {
+		t.Errorf("ready on a lead of %.4f MXN with rewards spread ±50 MXN: %s", rep.Engine.Mean-rep.CallerRule.Mean, rep.Verdict)
 	}
 }

@@ -25,13 +25,17 @@ func TestShadowVerdictReasons(t *testing.T) {
 			"only 50.0% of decisions confirmed (needs at least 95%)",
 		}},
 		{"ready", ShadowReport{Decisions: 300, Confirmed: 300, CouponsReceived: 100, CouponsLabelled: 100, RewardsFinal: 250,
-			CallerRule: MeasuredValue{Mean: 1}, Engine: MeasuredValue{Mean: 2}}, nil},
+			CallerRule: MeasuredValue{Mean: 1}, Engine: MeasuredValue{Mean: 2}, Lift: MeasuredValue{Mean: 1, Lo: 0.5, Hi: 1.5}}, nil},
+		{"lead within the noise", ShadowReport{Decisions: 300, Confirmed: 300, CouponsReceived: 100, CouponsLabelled: 100, RewardsFinal: 250,
+			CallerRule: MeasuredValue{Mean: 1}, Engine: MeasuredValue{Mean: 2}, Lift: MeasuredValue{Mean: 1, Lo: -0.5, Hi: 2.5}}, []string{
+			"the engine's estimated value 2.00 MXN does not beat the caller's rule 1.00 MXN (difference 1.00 MXN, 95% interval [-0.50, 2.50])",
+		}},
 	}
 	for _, tt := range tests {
 		rep := tt.rep
 		tally := shadowTally{rep: &rep}
 		tally.finish()
-		rep.CallerRule, rep.Engine = tt.rep.CallerRule, tt.rep.Engine // finish reads them from the tally
+		rep.CallerRule, rep.Engine, rep.Lift = tt.rep.CallerRule, tt.rep.Engine, tt.rep.Lift // finish reads them from the tally
 		rep.judge()
 		if diff := cmp.Diff(tt.want, rep.Reasons); diff != "" {
 			t.Errorf("%s: reasons (-want +got):\n%s", tt.name, diff)
