@@ -428,7 +428,8 @@ func (p *learnPass) refit(b *store.Batch, now time.Time) (policy.GuardEvent, err
 
 // learnFrom folds one final reward (the model's target, Model.Target) of
 // a logged decision that teaches action (what was done) into m, and adds
-// the decision to the guard's evidence when it was executed as drawn. It
+// the decision to the guard's evidence when it was executed as drawn (and
+// not in shadow mode). It
 // reports whether the reward was folded (false for records without policy
 // inputs).
 func learnFrom(m *policy.Model, r *DecisionRecord, action int, reward float64, options []int) bool {
@@ -448,7 +449,11 @@ func learnFrom(m *policy.Model, r *DecisionRecord, action int, reward float64, o
 	if idx < 0 {
 		return false
 	}
-	observe := action == r.Accion && len(r.Probs) == len(cands) && len(r.Mu) == len(cands)
+	// A shadow decision was not applied as drawn (the caller followed its
+	// own rule and confirmed ejecutada only where that rule agreed), so it
+	// is no sample of the randomized test the guard and the gate run; its
+	// reward still teaches the model what the action done brought.
+	observe := !r.EnSombra && action == r.Accion && len(r.Probs) == len(cands) && len(r.Mu) == len(cands)
 	if observe {
 		arms := make([]policy.Arm, len(cands))
 		for i := range cands {

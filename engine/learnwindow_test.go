@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -66,5 +67,37 @@ func TestRewardWindowWidened(t *testing.T) {
 	}
 	if r == nil || *r != want {
 		t.Fatalf("reward after the widened window: %v, want %d cents (the day-6 margin, less any sending cost)", r, want)
+	}
+}
+
+// TestShadowDecisionsAreNoGuardEvidence: in shadow mode the caller applies
+// its own rule, so a decision confirmed ejecutada was not applied as drawn
+// (only where the rule agreed): its reward is folded into the model but is
+// no sample of the guard's and gate's randomized test, which a tenant
+// leaving shadow mode would otherwise open bands on.
+func TestShadowDecisionsAreNoGuardEvidence(t *testing.T) {
+	for _, shadow := range []bool{false, true} {
+		e, db := newTestEngine(t, 1, func(s *store.Settings) { s.Shadow = shadow; s.RewardWindow = 24 * time.Hour; s.RewardGrace = 0; s.ControlShare = 0 })
+		for i := range 40 {
+			d, err := e.Decide("acme", Request{ClienteRef: fmt.Sprintf("shadow-%04d", i), Canal: "push"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := e.Confirm("acme", d.DecisionID, Confirmation{Ejecutada: true}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		advance(t, db, 2*24*time.Hour)
+		st, err := e.Learner.Learn("acme")
+		if err != nil || st.Folded == 0 {
+			t.Fatalf("shadow %v: learner pass %+v %v, want rewards folded", shadow, st, err)
+		}
+		g, err := e.Learner.Guard("acme")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := g.Rewards > 0; got == shadow {
+			t.Errorf("shadow %v: guard evidence %.1f effective rewards; want some only outside shadow mode", shadow, g.Rewards)
+		}
 	}
 }
