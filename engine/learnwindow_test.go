@@ -77,7 +77,12 @@ func TestRewardWindowWidened(t *testing.T) {
 // leaving shadow mode would otherwise open bands on.
 func TestShadowDecisionsAreNoGuardEvidence(t *testing.T) {
 	for _, shadow := range []bool{false, true} {
-		e, db := newTestEngine(t, 1, func(s *store.Settings) { s.Shadow = shadow; s.RewardWindow = 24 * time.Hour; s.RewardGrace = 0; s.ControlShare = 0 })
+		e, db := newTestEngine(t, 1, func(s *store.Settings) {
+			s.Shadow = shadow
+			s.RewardWindow = 24 * time.Hour
+			s.RewardGrace = 0
+			s.ControlShare = 0
+		})
 		for i := range 40 {
 			d, err := e.Decide("acme", Request{ClienteRef: fmt.Sprintf("shadow-%04d", i), Canal: "push"})
 			if err != nil {
