@@ -29,8 +29,8 @@ func viewCampaign(c *engine.Campaign) client.CampanaRespuesta {
 // campanaParam validates the campana_id path parameter.
 func campanaParam(c *call) (string, error) {
 	id := c.params.ByName("campana_id")
-	if len(id) > 128 || !schema.ValidID(id) {
-		return "", &validationError{detail: []schema.Violation{schema.PatternMismatch("path", "campana_id", id, schema.IDPatternText)}}
+	if bad := schema.ID().ValidateText(id, "path", "campana_id"); len(bad) > 0 {
+		return "", &validationError{detail: bad}
 	}
 	return id, nil
 }
