@@ -19,22 +19,32 @@ var decisionSchema = schema.Object(
 	)).Required(),
 )
 
-// idempotencyKey validates the Idempotency-Key header: 1 to 255 printable
-// ASCII characters.
+// idemKeySchema is the Idempotency-Key header: 1 to 255 printable ASCII
+// characters (the OpenAPI document gives the header this schema).
+var idemKeySchema = schema.String().Len(1, 255).Pattern(`^[\x20-\x7E]+$`, func(k string) bool {
+	for i := 0; i < len(k); i++ {
+		if k[i] < 0x20 || k[i] >= 0x7f {
+			return false
+		}
+	}
+	return true
+})
+
+// idempotencyKey validates the Idempotency-Key header with idemKeySchema;
+// a repeated header is a value_error.
 func idempotencyKey(c *call) (string, error) {
 	vals := c.r.Header.Values("Idempotency-Key")
 	if len(vals) == 0 {
 		return "", nil
 	}
 	k := vals[0]
-	ok := len(vals) == 1 && len(k) >= 1 && len(k) <= 255
-	for i := 0; ok && i < len(k); i++ {
-		ok = k[i] >= 0x20 && k[i] < 0x7f
-	}
-	if !ok {
+	if len(vals) > 1 {
 		return "", &validationError{detail: []schema.Violation{
-			schema.ValueError([]any{"header", "Idempotency-Key"}, "Idempotency-Key debe tener de 1 a 255 caracteres ASCII imprimibles", k),
+			schema.ValueError([]any{"header", "Idempotency-Key"}, "Idempotency-Key debe enviarse una sola vez", k),
 		}}
+	}
+	if bad := idemKeySchema.ValidateText(k, "header", "Idempotency-Key"); len(bad) > 0 {
+		return "", &validationError{detail: bad}
 	}
 	return k, nil
 }

@@ -373,3 +373,36 @@ func TestViolationsListedAtOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestIdempotencyKeyValidation: a bad Idempotency-Key is a 422 at
+// header.Idempotency-Key with the pydantic v2 type of the rule it breaks
+// (contract §2 and §4: 1 to 255 printable ASCII characters).
+func TestIdempotencyKeyValidation(t *testing.T) {
+	h, tok := newCatalogHarness(t, 2, noControl)
+	for _, tc := range []struct {
+		name string
+		hdr  []string
+		want []any // type, loc of each violation
+	}{
+		{"256 characters", []string{"Idempotency-Key", strings.Repeat("k", 256)}, []any{"string_too_long", []any{"header", "Idempotency-Key"}}},
+		{"empty", []string{"Idempotency-Key", ""}, []any{"string_too_short", []any{"header", "Idempotency-Key"}}},
+		{"not printable", []string{"Idempotency-Key", "k\u00e9y"}, []any{"string_pattern_mismatch", []any{"header", "Idempotency-Key"}}},
+	} {
+		st, body := h.do("POST", "/v1/decisiones", tok, decideBody("idem-key-01", nil), tc.hdr...)
+		var got []any
+		if detail, ok := body["detail"].([]any); ok {
+			for _, v := range detail {
+				v := v.(map[string]any)
+				got = append(got, v["type"], v["loc"])
+			}
+		}
+		if st != 422 {
+			t.Errorf("%s: %d %v, want 422", tc.name, st, body)
+		} else if diff := cmp.Diff(tc.want, got); diff != "" {
+			t.Errorf("%s: violations (-want +got):\n%s", tc.name, diff)
+		}
+	}
+	if st, d := h.do("POST", "/v1/decisiones", tok, decideBody("idem-key-01", nil), "Idempotency-Key", strings.Repeat("k", 255)); st != 200 {
+		t.Errorf("255 characters: %d %v, want 200", st, d)
+	}
+}
