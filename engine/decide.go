@@ -318,8 +318,8 @@ func (e *Engine) decideInto(ts *tenantState, t *store.Tenant, now time.Time, req
 			PoliticaVersion: ts.model.Load().version, CaducaEn: cs.OpenAt.Add(DecisionTTL),
 			Motivo: fmt.Sprintf("ventana de recompensa abierta hasta %s: no se crea una nueva decisión", cs.OpenAt.Add(t.Settings.RewardWindow).Format(time.RFC3339)),
 		}
-		if req.Explain {
-			d.Detalle = &Detalle{Acciones: []DetalleAccion{}}
+		if req.Explain { // 0 is the only action an open window allows (contract: 0 always listed)
+			d.Detalle = &Detalle{Acciones: []DetalleAccion{{Accion: 0, Probabilidad: 1}}}
 		}
 	} else {
 		rec, d, err = e.decideNew(ts, t, now, req, b)

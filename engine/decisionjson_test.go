@@ -23,7 +23,7 @@ func TestDecisionAppendJSONMatchesEncodingJSON(t *testing.T) {
 		{"typical", Decision{DecisionID: "acme.abc123", Accion: 2, AccionNombre: "cupon b", Propension: 0.8712345678901234,
 			PoliticaVersion: "v12", Explorado: true, CaducaEn: at, Motivo: "mayor margen esperado: cupon b"}},
 		{"window", Decision{DecisionID: "x", Propension: 1, CaducaEn: at.In(time.FixedZone("mx", -6*3600)),
-			Motivo: "ventana de recompensa abierta hasta 2026-12-01T00:00:00Z", Detalle: &Detalle{Acciones: []DetalleAccion{}}, EnSombra: true}},
+			Motivo: "ventana de recompensa abierta hasta 2026-12-01T00:00:00Z", Detalle: &Detalle{Acciones: []DetalleAccion{{Accion: 0, Probabilidad: 1}}}, EnSombra: true}},
 		{"detalle", Decision{Accion: 0, Propension: 1e-7, EnControl: true, EnRespaldo: true,
 			Detalle: &Detalle{Acciones: []DetalleAccion{{Accion: 0, Probabilidad: 0.05}, {Accion: 3, MuMXN: -12.34, SigmaMXN: 1e21, Probabilidad: 0.95}}}}},
 		{"nil acciones", Decision{Detalle: &Detalle{}}},

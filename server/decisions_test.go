@@ -103,6 +103,13 @@ func TestDecisionRules(t *testing.T) {
 		if !strings.Contains(second["motivo"].(string), "ventana de recompensa") {
 			t.Errorf("motivo %q does not say the reward window is open", second["motivo"])
 		}
+		// detalle lists action 0, the only one an open window allows
+		// (contract: on every decision, 0 included).
+		_, third := h.do("POST", "/v1/decisiones", explain, decideBody("window-0001", nil))
+		want0 := map[string]any{"acciones": []any{map[string]any{"accion": float64(0), "mu_mxn": float64(0), "sigma_mxn": float64(0), "probabilidad": float64(1)}}}
+		if diff := cmp.Diff(want0, third["detalle"]); diff != "" {
+			t.Errorf("open window detalle (-want +got):\n%s", diff)
+		}
 	})
 	t.Run("three per customer per day", func(t *testing.T) {
 		for i := 0; i < 3; i++ {
