@@ -297,15 +297,7 @@ func (b *Batch) Commit() (err error) {
 	if b.db.space.failed.Load() {
 		return fmt.Errorf("store: commit: %w (%w)", ErrFull, ErrFailed)
 	}
-	defer func() {
-		if p := recover(); p != nil {
-			f, ok := p.(*pebbleFatal)
-			if !ok {
-				f = &pebbleFatal{msg: fmt.Sprint(p)}
-			}
-			err = b.db.commitFailure(nil, f)
-		}
-	}()
+	defer func() { b.db.recovered(recover(), &err) }()
 	b.pacer.committed(time.Now())
 	if err := b.b.Commit(pebble.Sync); err != nil {
 		return b.db.commitFailure(err, nil)
@@ -332,15 +324,7 @@ func (b *Batch) CommitOrdered(unlock func()) (err error) {
 	if b.db.space.failed.Load() {
 		return fmt.Errorf("store: commit: %w (%w)", ErrFull, ErrFailed)
 	}
-	defer func() {
-		if p := recover(); p != nil {
-			f, ok := p.(*pebbleFatal)
-			if !ok {
-				f = &pebbleFatal{msg: fmt.Sprint(p)}
-			}
-			err = b.db.commitFailure(nil, f)
-		}
-	}()
+	defer func() { b.db.recovered(recover(), &err) }()
 	b.pacer.committed(time.Now())
 	if err := b.db.pdb.ApplyNoSyncWait(b.b, pebble.Sync); err != nil {
 		return b.db.commitFailure(err, nil)
@@ -396,19 +380,25 @@ func (db *DB) Checkpoint(dir string) (err error) {
 	if err := db.stopped("checkpoint"); err != nil {
 		return err
 	}
-	defer func() {
-		if p := recover(); p != nil {
-			f, ok := p.(*pebbleFatal)
-			if !ok {
-				f = &pebbleFatal{msg: fmt.Sprint(p)}
-			}
-			err = db.commitFailure(nil, f)
-		}
-	}()
+	defer func() { db.recovered(recover(), &err) }()
 	if err := db.pdb.Checkpoint(dir, pebble.WithFlushedWAL()); err != nil {
 		return fmt.Errorf("store: checkpoint: %w", err)
 	}
 	return nil
+}
+
+// recovered turns a panic value p recovered from Pebble (its Fatalf, see
+// quietLogger, or any other) into *err, as a fatal commit failure; nil p
+// leaves *err alone. Call it as defer func() { db.recovered(recover(), &err) }().
+func (db *DB) recovered(p any, err *error) {
+	if p == nil {
+		return
+	}
+	f, ok := p.(*pebbleFatal)
+	if !ok {
+		f = &pebbleFatal{msg: fmt.Sprint(p)}
+	}
+	*err = db.commitFailure(nil, f)
 }
 
 // stopped returns ErrFailed once a commit failed fatally: Pebble's log
