@@ -46,6 +46,14 @@ func interval(e ope.Estimate) string {
 	return fmt.Sprintf("%9.2f [%8.2f, %8.2f]", e.Value, e.Lo, e.Hi)
 }
 
+// cell prints v with format, or n/a when v is not a number (no records).
+func cell(format string, v float64) string {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return "n/a"
+	}
+	return fmt.Sprintf(format, v)
+}
+
 func printEvaluation(w io.Writer, ev *engine.Evaluation) error {
 	fmt.Fprintf(w, "tenant %s  politica_version %s  records %d  (MXN of reward per decision over the reward window)\n", ev.Tenant, ev.PoliticaVersion, ev.Records)
 	if len(ev.Excluded) > 0 {
@@ -54,7 +62,7 @@ func printEvaluation(w io.Writer, ev *engine.Evaluation) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "POLICY\tIPS [95%]\tSNIPS [95%]\tDR [95%]\tESS\tMAX WEIGHT")
 	for _, p := range ev.Policies {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.0f\t%.1f\n", p.Policy, interval(p.IPS), interval(p.SNIPS), interval(p.DR), p.ESS, p.MaxWeight)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", p.Policy, interval(p.IPS), interval(p.SNIPS), interval(p.DR), cell("%.0f", p.ESS), cell("%.1f", p.MaxWeight))
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "logged behaviour (measured): %s  n=%d\n", measured(ev.Logged), ev.Logged.N)

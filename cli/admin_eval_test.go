@@ -34,6 +34,19 @@ send gate: abierta  choice − never-send +3.20 MXN (SE 1.10) over 4000 effectiv
 
 // TestInterval: an estimate prints with its interval, without one when its
 // spread is unknown, and as n/a when it has no value.
+// TestCell: ESS and the largest weight of an evaluation without records
+// print n/a, not NaN.
+func TestCell(t *testing.T) {
+	for _, tc := range []struct {
+		v    float64
+		want string
+	}{{12.4, "12"}, {math.NaN(), "n/a"}, {math.Inf(1), "n/a"}} {
+		if got := cell("%.0f", tc.v); got != tc.want {
+			t.Errorf("cell(%v) = %q, want %q", tc.v, got, tc.want)
+		}
+	}
+}
+
 func TestInterval(t *testing.T) {
 	nan := math.NaN()
 	for _, tc := range []struct {
