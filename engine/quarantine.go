@@ -201,6 +201,13 @@ func (e *Quarantine) Check(tenant string, repair bool) (*CheckStats, error) {
 
 // checkStored decodes the value v stored at key of tenant with the decoder
 // its table's readers use; nil when it decodes. Tables whose values are
+// decodesAs is the error of decoding the JSON record v as a T, as its
+// reader does.
+func decodesAs[T any](v []byte) error {
+	var x T
+	return json.Unmarshal(v, &x)
+}
+
 // empty or opaque counters are not checked.
 func checkStored(tenant string, key, v []byte) error {
 	switch store.KindOf(tenant, key) {
@@ -232,23 +239,17 @@ func checkStored(tenant string, key, v []byte) error {
 		_, _, err := decodeIdem(v)
 		return err
 	case store.KindCampaign:
-		var c Campaign
-		return json.Unmarshal(v, &c)
+		return decodesAs[Campaign](v)
 	case store.KindBudget:
-		var b budget
-		return json.Unmarshal(v, &b)
+		return decodesAs[budget](v)
 	case store.KindAttribution:
-		var a attribution
-		return json.Unmarshal(v, &a)
+		return decodesAs[attribution](v)
 	case store.KindQuality:
-		var q Quality
-		return json.Unmarshal(v, &q)
+		return decodesAs[Quality](v)
 	case store.KindQuarantine:
-		var h store.HeldBatch
-		return json.Unmarshal(v, &h)
+		return decodesAs[store.HeldBatch](v)
 	case store.KindCatalog:
-		var c Catalog
-		return json.Unmarshal(v, &c)
+		return decodesAs[Catalog](v)
 	case store.KindJob, store.KindJobChunk, store.KindWebhook, store.KindWebhookQueue, store.KindDeletion,
 		store.KindDeletionQueue, store.KindAccessLog, store.KindAbuse:
 		if !json.Valid(v) {
