@@ -201,13 +201,6 @@ func (e *Quarantine) Check(tenant string, repair bool) (*CheckStats, error) {
 
 // checkStored decodes the value v stored at key of tenant with the decoder
 // its table's readers use; nil when it decodes. Tables whose values are
-// decodesAs is the error of decoding the JSON record v as a T, as its
-// reader does.
-func decodesAs[T any](v []byte) error {
-	var x T
-	return json.Unmarshal(v, &x)
-}
-
 // empty or opaque counters are not checked.
 func checkStored(tenant string, key, v []byte) error {
 	switch store.KindOf(tenant, key) {
@@ -257,6 +250,13 @@ func checkStored(tenant string, key, v []byte) error {
 		}
 	}
 	return nil
+}
+
+// decodesAs is the error of decoding the JSON record v as a T, as its
+// reader does.
+func decodesAs[T any](v []byte) error {
+	var x T
+	return json.Unmarshal(v, &x)
 }
 
 func tableName(key []byte, tenant string) string {
