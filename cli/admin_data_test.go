@@ -485,14 +485,7 @@ func TestRestoreKeepsDataAfterCompletedDeletion(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dataDir, bk := t.TempDir(), filepath.Join(t.TempDir(), "bk")
-			e, err := openEnv(ctx, dataDir, zerolog.Nop(), serviceOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			now := time.Now().UTC()
-			if err := e.db.CreateTenant(&store.Tenant{ID: "acme", CreatedAt: now, Sandbox: true, ClockNow: now, Settings: store.DefaultSettings()}); err != nil {
-				t.Fatal(err)
-			}
+			e, now := sandboxEnv(t, dataDir)
 			ingest := func(prefix string) {
 				var evs []engine.IngestEvent
 				for i := 0; i < 2; i++ {
@@ -515,7 +508,7 @@ func TestRestoreKeepsDataAfterCompletedDeletion(t *testing.T) {
 			if _, err := runRestore(ctx, dataDir, bk, time.Now, io.Discard); err != nil {
 				t.Fatalf("restore: %v", err)
 			}
-			e, err = openEnv(ctx, dataDir, zerolog.Nop(), serviceOptions{})
+			e, err := openEnv(ctx, dataDir, zerolog.Nop(), serviceOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -604,14 +597,7 @@ func TestRestoreReachesUnprocessedDeletions(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dataDir, bk := t.TempDir(), filepath.Join(t.TempDir(), "bk")
-			e, err := openEnv(ctx, dataDir, zerolog.Nop(), serviceOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			now := time.Now().UTC()
-			if err := e.db.CreateTenant(&store.Tenant{ID: "acme", CreatedAt: now, Sandbox: true, ClockNow: now, Settings: store.DefaultSettings()}); err != nil {
-				t.Fatal(err)
-			}
+			e, now := sandboxEnv(t, dataDir)
 			var evs []engine.IngestEvent
 			for i := 0; i < 2; i++ {
 				ev := engine.Event{ID: fmt.Sprintf("ev-%d", i), ClienteRef: ref, TS: now.Add(-time.Hour), Tipo: engine.CompraCat,
@@ -636,7 +622,7 @@ func TestRestoreReachesUnprocessedDeletions(t *testing.T) {
 			if !strings.Contains(progress.String(), tc.progress) {
 				t.Errorf("restore progress does not say %q about the live store:\n%s", tc.progress, progress.String())
 			}
-			e, err = openEnv(ctx, dataDir, zerolog.Nop(), serviceOptions{})
+			e, err := openEnv(ctx, dataDir, zerolog.Nop(), serviceOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -684,15 +670,8 @@ func TestDeletionPastDamagedResultFile(t *testing.T) {
 		}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			e, err := openEnv(ctx, t.TempDir(), zerolog.Nop(), serviceOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
+			e, now := sandboxEnv(t, t.TempDir())
 			defer e.close()
-			now := time.Now().UTC()
-			if err := e.db.CreateTenant(&store.Tenant{ID: "acme", CreatedAt: now, Sandbox: true, ClockNow: now, Settings: store.DefaultSettings()}); err != nil {
-				t.Fatal(err)
-			}
 			eng := e.svc.engine
 			if _, err := eng.Campaigns.ReplaceCatalog("acme", []engine.Action{{ID: 1, Nombre: "diez", TipoCupon: "T10", CostoEnvioCents: 50,
 				DescuentoMaxCents: 1000, DescuentoPct: 10, Activa: true}}, now); err != nil {
@@ -750,16 +729,8 @@ func TestDeletionPastDamagedResultFile(t *testing.T) {
 // entries that decode, and says how many damaged ones sit in quarantine,
 // instead of failing on the first it cannot decode.
 func TestAccessLogCommandPastDamagedEntry(t *testing.T) {
-	ctx := context.Background()
 	dataDir := t.TempDir()
-	e, err := openEnv(ctx, dataDir, zerolog.Nop(), serviceOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	now := time.Now().UTC()
-	if err := e.db.CreateTenant(&store.Tenant{ID: "acme", CreatedAt: now, Sandbox: true, ClockNow: now, Settings: store.DefaultSettings()}); err != nil {
-		t.Fatal(err)
-	}
+	e, now := sandboxEnv(t, dataDir)
 	for _, trace := range []string{"tr-1", "tr-2"} {
 		if _, err := e.svc.privacy.Export("acme", "ana-00000001", "ci", trace); err != nil {
 			t.Fatal(err)
@@ -798,15 +769,8 @@ func TestAccessLogCommandPastDamagedEntry(t *testing.T) {
 func TestDeletionPastDamagedJobAndDeletionRecords(t *testing.T) {
 	const ana = "ana-00000001"
 	ctx := context.Background()
-	e, err := openEnv(ctx, t.TempDir(), zerolog.Nop(), serviceOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	e, _ := sandboxEnv(t, t.TempDir())
 	defer e.close()
-	now := time.Now().UTC()
-	if err := e.db.CreateTenant(&store.Tenant{ID: "acme", CreatedAt: now, Sandbox: true, ClockNow: now, Settings: store.DefaultSettings()}); err != nil {
-		t.Fatal(err)
-	}
 	b := e.db.NewBatch()
 	b.Set(store.JobKey("acme", "lote_damaged"), []byte(`{"id":"lote_damaged","estado":`))
 	b.Set(store.DeletionKey("acme", e.svc.privacy.CustomerHash("acme", ana)), []byte(`{"estado":"progr`))
@@ -824,4 +788,20 @@ func TestDeletionPastDamagedJobAndDeletionRecords(t *testing.T) {
 	if q, err := e.svc.engine.Quarantine.Quarantined("acme"); err != nil || len(q) != 1 {
 		t.Errorf("quarantine after the pass: %d records (%v), want the damaged job record", len(q), err)
 	}
+}
+
+// sandboxEnv opens the data dir dir as admin commands do and creates the
+// sandbox tenant "acme" at the real clock's now, which it returns; the
+// caller closes the env.
+func sandboxEnv(t *testing.T, dir string) (*env, time.Time) {
+	t.Helper()
+	e, err := openEnv(context.Background(), dir, zerolog.Nop(), serviceOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC()
+	if err := e.db.CreateTenant(&store.Tenant{ID: "acme", CreatedAt: now, Sandbox: true, ClockNow: now, Settings: store.DefaultSettings()}); err != nil {
+		t.Fatal(err)
+	}
+	return e, now
 }
