@@ -140,7 +140,12 @@ func TestConsoleInBrowser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("screenshots in %s", shots)
+	t.Cleanup(func() {
+		if !t.Failed() {
+			os.RemoveAll(shots)
+		}
+	})
+	t.Logf("screenshots in %s (kept if the test fails)", shots)
 	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.DisableGPU, chromedp.WindowSize(1280, 900))
 	actx, cancelA := chromedp.NewExecAllocator(ctx, opts...)
 	defer cancelA()

@@ -31,6 +31,17 @@ var (
 	buildErr  error
 )
 
+// TestMain removes the binary the end-to-end tests built: it is 37 MB,
+// and every run of the package would otherwise leave one behind in the
+// system's temporary directory.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binPath != "" {
+		os.RemoveAll(filepath.Dir(binPath))
+	}
+	os.Exit(code)
+}
+
 func coupondBinary(t *testing.T) string {
 	t.Helper()
 	buildOnce.Do(func() {
