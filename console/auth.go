@@ -1,6 +1,7 @@
 package console
 
 import (
+	"bytes"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -56,11 +57,26 @@ func newToken() string {
 }
 
 // NewLink stores a new one-time sign-in token and returns it; the caller
-// prints it as BASE/login?t=TOKEN.
+// prints it as BASE/login?t=TOKEN. In the same batch it removes the
+// sessions and links that have expired (or do not decode), so their
+// records do not pile up.
 func NewLink(db *store.DB, now time.Time) (string, error) {
 	tok := newToken()
 	b := db.NewBatch()
 	defer b.Close()
+	for _, span := range []func() (lo, hi []byte){store.ConsoleSessionSpan, store.ConsoleLinkSpan} {
+		lo, hi := span()
+		err := db.Scan(lo, hi, func(k, v []byte) error {
+			var r linkRecord // a session's record has the same expires_at
+			if json.Unmarshal(v, &r) != nil || !now.Before(r.ExpiresAt) {
+				b.Delete(bytes.Clone(k))
+			}
+			return nil
+		})
+		if err != nil {
+			return "", err
+		}
+	}
 	if err := b.SetJSON(store.ConsoleLinkKey(hashToken(tok)), linkRecord{CreatedAt: now.UTC(), ExpiresAt: now.UTC().Add(LinkTTL)}); err != nil {
 		return "", err
 	}
@@ -75,13 +91,15 @@ func redeem(db *store.DB, linkToken string, now time.Time) (*Session, error) {
 		return nil, ErrBadLink
 	}
 	key := store.ConsoleLinkKey(hashToken(linkToken))
-	var l linkRecord
-	if err := db.GetJSON(key, &l); err != nil {
-		if errors.Is(err, store.ErrNotFound) {
-			return nil, ErrBadLink
-		}
+	v, err := db.Get(key)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, ErrBadLink
+	}
+	if err != nil {
 		return nil, err
 	}
+	var l linkRecord // one that does not decode stays zero: expired, removed below
+	json.Unmarshal(v, &l)
 	b := db.NewBatch()
 	defer b.Close()
 	b.Delete(key)
@@ -109,12 +127,15 @@ func lookupSession(db *store.DB, tok string, now time.Time) (*Session, bool, err
 		return nil, false, nil
 	}
 	var s Session
-	err := db.GetJSON(store.ConsoleSessionKey(hashToken(tok)), &s)
+	v, err := db.Get(store.ConsoleSessionKey(hashToken(tok)))
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, false, nil
 	}
 	if err != nil {
 		return nil, false, err
+	}
+	if json.Unmarshal(v, &s) != nil { // a damaged session signs out: sign in again
+		return nil, false, endSession(db, tok)
 	}
 	if !now.Before(s.ExpiresAt) {
 		return nil, false, nil

@@ -1,6 +1,7 @@
 package console
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -204,8 +205,8 @@ func TestSessionCookieAndLifetime(t *testing.T) {
 	}
 	c2 := h.client()
 	h.signIn(c2, h.link())
-	if n, err := RevokeAll(h.db); err != nil || n != 2 {
-		t.Fatalf("RevokeAll = %d, %v; want 2 sessions (one expired)", n, err)
+	if n, err := RevokeAll(h.db); err != nil || n != 1 {
+		t.Fatalf("RevokeAll = %d, %v; want 1 session (the expired one went with the second link)", n, err)
 	}
 	if st, _ := get(t, c2, h.con.URL+"/"); st != http.StatusUnauthorized {
 		t.Errorf("after logout --all: status %d, want 401", st)
@@ -395,5 +396,66 @@ func TestTenantsPagePastUnreadableTenant(t *testing.T) {
 		if !strings.Contains(page, want) {
 			t.Errorf("tenants page lacks %q", want)
 		}
+	}
+}
+
+func TestExpiredSessionsAndLinksPurged(t *testing.T) {
+	h := newHarness(t)
+	h.signIn(h.client(), h.link())
+	h.link() // never used
+	h.clock.Advance(SessionTTL)
+	live := h.link()
+	for _, span := range []struct {
+		name string
+		lo   func() (lo, hi []byte)
+		want int
+	}{{"sessions", store.ConsoleSessionSpan, 0}, {"links", store.ConsoleLinkSpan, 1}} {
+		if n, err := h.db.Count(span.lo()); err != nil || n != span.want {
+			t.Errorf("%s after a new link: %d, %v; want %d (the expired ones removed)", span.name, n, err, span.want)
+		}
+	}
+	if st := h.signIn(h.client(), live); st != http.StatusSeeOther {
+		t.Errorf("the new link: status %d, want 303", st)
+	}
+}
+
+func TestDamagedSessionRecordSignsOut(t *testing.T) {
+	h := newHarness(t)
+	c := h.client()
+	h.signIn(c, h.link())
+	lo, hi := store.ConsoleSessionSpan()
+	var keys [][]byte
+	h.db.Scan(lo, hi, func(k, _ []byte) error { keys = append(keys, bytes.Clone(k)); return nil })
+	if len(keys) != 1 {
+		t.Fatalf("%d session records, want 1", len(keys))
+	}
+	b := h.db.NewBatch()
+	b.Set(keys[0], []byte("{not json"))
+	if err := b.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+	if st, body := get(t, c, h.con.URL+"/"); st != http.StatusUnauthorized || !strings.Contains(body, "coupond admin console login") {
+		t.Errorf("damaged session: status %d, want 401 and how to sign in:\n%s", st, body)
+	}
+	if n, _ := h.db.Count(lo, hi); n != 0 {
+		t.Errorf("damaged session record still stored (%d records)", n)
+	}
+	if st := h.signIn(c, h.link()); st != http.StatusSeeOther {
+		t.Errorf("signing in again: status %d, want 303", st)
+	}
+}
+
+func TestDamagedLinkRecordIsABadLink(t *testing.T) {
+	h := newHarness(t)
+	tok := h.link()
+	b := h.db.NewBatch()
+	b.Set(store.ConsoleLinkKey(hashToken(tok)), []byte("\xff"))
+	if err := b.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+	if st := h.signIn(h.client(), tok); st != http.StatusUnauthorized {
+		t.Errorf("damaged link: status %d, want 401", st)
 	}
 }
