@@ -39,8 +39,9 @@ func runAdminLine(live *env) func(ctx context.Context, args []string, out io.Wri
 }
 
 // startConsole serves the operator console on addr (its own listener,
-// never the API's). It returns a stop function for shutdown.
-func startConsole(addr string, e *env) (stop func(context.Context), err error) {
+// never the API's); behindTLS marks its session cookie Secure. It returns
+// a stop function for shutdown.
+func startConsole(addr string, behindTLS bool, e *env) (stop func(context.Context), err error) {
 	if addr == "" {
 		return func(context.Context) {}, nil
 	}
@@ -51,7 +52,7 @@ func startConsole(addr string, e *env) (stop func(context.Context), err error) {
 	svc := e.svc
 	con := console.New(console.Deps{
 		Log: e.log, DB: e.db, Engine: svc.engine, API: svc.api, Batch: svc.batch, Webhooks: svc.webhooks, Now: e.now,
-		Admin: runAdminLine(e),
+		Admin: runAdminLine(e), Secure: behindTLS,
 		Warnings: func(t *store.Tenant) ([]string, error) {
 			_, _, _, w, err := svc.tenantStatus(t)
 			return w, err

@@ -75,7 +75,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	defer e.close()
 	api := httptest.NewServer(e.svc.api)
 	defer api.Close()
-	stop, err := startConsole("127.0.0.1:0", e)
+	stop, err := startConsole("127.0.0.1:0", false, e)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -259,10 +259,11 @@ func TestConsoleInBrowser(t *testing.T) {
 // TestServeConsoleFlag runs the real binary with --console-addr: "admin
 // console login" through admin.sock prints a link to that listener, the
 // link opens a session once, the API's port has no console, and "logout
-// --all" ends the session.
+// --all" ends the session. With --console-tls-proxy the session cookie is
+// Secure.
 func TestServeConsoleFlag(t *testing.T) {
 	conAddr := freeAddr(t)
-	in := startServer(t, t.TempDir(), "--console-addr", conAddr)
+	in := startServer(t, t.TempDir(), "--console-addr", conAddr, "--console-tls-proxy")
 	defer in.stop()
 	var login struct {
 		URL string `json:"url"`
@@ -286,6 +287,9 @@ func TestServeConsoleFlag(t *testing.T) {
 		t.Fatalf("sign-in: %d, cookies %v", resp.StatusCode, resp.Cookies())
 	}
 	cookie := resp.Cookies()[0]
+	if !cookie.Secure {
+		t.Errorf("session cookie %v behind --console-tls-proxy: not Secure", cookie)
+	}
 	if again := signIn(); again.StatusCode != http.StatusUnauthorized {
 		t.Errorf("second use of the link: %d, want 401", again.StatusCode)
 	}

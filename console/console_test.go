@@ -459,3 +459,18 @@ func TestDamagedLinkRecordIsABadLink(t *testing.T) {
 		t.Errorf("damaged link: status %d, want 401", st)
 	}
 }
+
+func TestSecureCookieBehindTLSProxy(t *testing.T) {
+	for _, secure := range []bool{false, true} {
+		h := newHarness(t)
+		h.console.d.Secure = secure
+		resp, err := h.client().PostForm(h.con.URL+"/login", url.Values{"t": {h.link()}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if ck := resp.Cookies(); len(ck) != 1 || ck[0].Secure != secure {
+			t.Errorf("Deps.Secure %v: cookies %+v, want one with Secure %v", secure, ck, secure)
+		}
+	}
+}
