@@ -39,6 +39,8 @@ const deletionInterval = 2 * time.Second
 func batchScrubber(svc *services, offline bool) func(tenant, ref string) ([][]byte, bool, error) {
 	return func(tenant, ref string) ([][]byte, bool, error) {
 		db := svc.env.db
+		resultsDir := filepath.Join(svc.env.dataDir, "results", tenant)
+		temps := tempResults(resultsDir)    // before the jobs: see removeStaleResults
 		jobs, err := svc.batch.Jobs(tenant) // a damaged job record is quarantined, not a stop (contract §8)
 		if err != nil {
 			return nil, false, err
@@ -68,7 +70,7 @@ func batchScrubber(svc *services, offline bool) func(tenant, ref string) ([][]by
 				return nil, false, err
 			}
 		}
-		if err := removeStaleResults(filepath.Join(svc.env.dataDir, "results", tenant), busy); err != nil {
+		if err := removeStaleResults(resultsDir, temps, busy); err != nil {
 			return nil, false, err
 		}
 		return changed, pending, nil
@@ -127,20 +129,27 @@ func scrubChunks(db *store.DB, b *store.Batch, tenant string, j *batch.Job, ref 
 	return changed, nil
 }
 
-// removeStaleResults removes the temporary result files left in dir by a
-// crash mid-write: only those of jobs that are not running (busy).
-func removeStaleResults(dir string, busy map[string]bool) error {
-	names, err := os.ReadDir(dir)
-	if err != nil {
-		return nil
-	}
-	for _, n := range names {
-		name := n.Name()
-		if !strings.HasSuffix(name, ".tmp") {
-			continue
+// tempResults lists the temporary result files (".tmp") in dir.
+func tempResults(dir string) []string {
+	entries, _ := os.ReadDir(dir) // no dir: no files
+	var names []string
+	for _, n := range entries {
+		if strings.HasSuffix(n.Name(), ".tmp") {
+			names = append(names, n.Name())
 		}
-		job, _, _ := strings.Cut(name, ".")
-		if busy[job] {
+	}
+	return names
+}
+
+// removeStaleResults removes from dir the temporary result files names
+// (tempResults) left by a crash mid-write, except those of jobs that are
+// queued or running (busy). names must be listed before the jobs' states
+// are read: a job that starts after that read is not in busy, and its
+// temporary file, created after the listing, must not be taken for one a
+// crash left.
+func removeStaleResults(dir string, names []string, busy map[string]bool) error {
+	for _, name := range names {
+		if job, _, _ := strings.Cut(name, "."); busy[job] {
 			continue
 		}
 		if err := os.Remove(filepath.Join(dir, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {

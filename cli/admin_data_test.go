@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/klauspost/compress/zstd"
 	"github.com/rs/zerolog"
 
@@ -804,4 +805,34 @@ func sandboxEnv(t *testing.T, dir string) (*env, time.Time) {
 		t.Fatal(err)
 	}
 	return e, now
+}
+
+// TestRemoveStaleResultsSparesLaterFiles: a deletion removes the temporary
+// result files a crash left, but not a running job's, nor the one of a job
+// that started after the deletion read the jobs' states (created after the
+// listing that came before that read).
+func TestRemoveStaleResultsSparesLaterFiles(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name string) {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte("x"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("crashed.jsonl.zst.tmp")
+	write("running.jsonl.zst.tmp")
+	write("done.jsonl.zst")
+	temps := tempResults(dir)
+	write("started-later.jsonl.zst.tmp")
+	if err := removeStaleResults(dir, temps, map[string]bool{"running": true}); err != nil {
+		t.Fatal(err)
+	}
+	var left []string
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		left = append(left, e.Name())
+	}
+	want := []string{"done.jsonl.zst", "running.jsonl.zst.tmp", "started-later.jsonl.zst.tmp"}
+	if d := cmp.Diff(want, left); d != "" {
+		t.Errorf("files left (-want +got):\n%s", d)
+	}
 }
