@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"io/fs"
 	"net"
@@ -270,5 +271,20 @@ func TestAdminRefusesMissingDataDir(t *testing.T) {
 	out, _, err := runCLI(t, "admin", "tenant", "list", "--data-dir", dir)
 	if err != nil || !strings.Contains(out, "acme") {
 		t.Errorf("tenant list after create: %q, %v", out, err)
+	}
+}
+
+// TestServeRefusesDataDirTooLongForSocket: a data dir whose admin socket
+// path a unix socket cannot hold is refused before anything is created,
+// naming the flag, instead of "bind: invalid argument" after the store
+// was opened.
+func TestServeRefusesDataDirTooLongForSocket(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), strings.Repeat("d", maxSocketPath))
+	err := Run(context.Background(), []string{"serve", "--data-dir", dir, "--addr", "127.0.0.1:0", "--console-addr", ""}, nil, io.Discard, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "--data-dir") || !strings.Contains(err.Error(), "shorter") {
+		t.Errorf("serve with a %d-byte data dir: %v, want a refusal naming --data-dir", len(dir), err)
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the data dir was created (%v)", err)
 	}
 }

@@ -40,6 +40,10 @@ type env struct {
 
 const adminSocket = "admin.sock"
 
+// maxSocketPath is the longest path a unix socket may have (Linux's
+// sun_path holds 108 bytes with the terminating NUL).
+const maxSocketPath = 107
+
 // withEnv runs fn against the live server (forwarding the whole command line
 // through the admin socket) or, when no server answers there, against the
 // store opened here.

@@ -124,6 +124,10 @@ func serve(ctx context.Context, dataDir string, f serveFlags, logOut interface{ 
 	if err := f.settle(); err != nil {
 		return err
 	}
+	if sock := filepath.Join(dataDir, adminSocket); len(sock) > maxSocketPath {
+		return fmt.Errorf("--data-dir %s: too long for the admin socket %s (%d bytes, a unix socket's path holds %d at most): choose a shorter data dir",
+			dataDir, adminSocket, len(sock), maxSocketPath)
+	}
 	logBuf := newLogBuffer(logOut, 100*time.Millisecond)
 	defer logBuf.Close()
 	log, err := newLogger(f.logLevel, f.logFormat, logBuf)
