@@ -27,9 +27,16 @@ type customer struct {
 }
 
 // loadFeatures reads a customer's features; a customer without history
-// gets the zero Features, and so does one whose features record is damaged
-// (it is moved to quarantine).
+// gets the zero Features. A damaged record is quarantined and the features
+// are rebuilt from the customer's stored events (rebuildFeatures), so that
+// her opt-outs and account closure hold.
 func (e *core) loadFeatures(tenant, clienteRef string) (Features, error) {
+	return e.readFeatures(tenant, clienteRef, false)
+}
+
+// readFeatures is loadFeatures; folding says the caller is an ingestion
+// fold, which holds the tenant's fold stage (ingestTurn.mu).
+func (e *core) readFeatures(tenant, clienteRef string, folding bool) (Features, error) {
 	b, err := e.db.Get(store.FeaturesKey(tenant, clienteRef))
 	if errors.Is(err, store.ErrNotFound) {
 		return Features{}, nil
@@ -37,14 +44,10 @@ func (e *core) loadFeatures(tenant, clienteRef string) (Features, error) {
 	if err != nil {
 		return Features{}, err
 	}
-	f, ok := DecodeFeatures(b)
-	if !ok {
-		// Derived data: quarantined, the customer goes on as one without
-		// history rather than failing every decision and ingestion.
-		e.quarantine(tenant, store.FeaturesKey(tenant, clienteRef), b, errors.New("features: do not decode"))
-		return Features{}, nil
+	if f, ok := DecodeFeatures(b); ok {
+		return f, nil
 	}
-	return f, nil
+	return e.rebuildFeatures(tenant, clienteRef, b, folding)
 }
 
 // customer reads the customer's features (one point read) and derives the

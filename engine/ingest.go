@@ -310,7 +310,7 @@ func (e *core) unsignedDecisionID(tenant string, it *IngestEvent) *Rejection {
 // links of the coupons of the accepted events, from t's overlay (for
 // features, also the records it keeps after their commit) or else the
 // store (zero values for those in neither; damaged features and links are
-// quarantined, see loadFeatures and loadAttribution). The features are decoded into t's
+// quarantined, see readFeatures and loadAttribution). The features are decoded into t's
 // spare Features. The store reads are point Gets: the
 // keys are spread over the table and mostly stored, so Pebble's Get, which
 // stops at the first level holding the key, beats seeking one iterator
@@ -325,7 +325,7 @@ func (e *Ingester) loadIngestState(tenant string, events []IngestEvent, accepted
 			if p, ok := t.feats[ev.ClienteRef]; ok {
 				f.Decode(p.enc) // encoded by foldIngest: decodes
 			} else {
-				loaded, err := e.loadFeatures(tenant, ev.ClienteRef)
+				loaded, err := e.readFeatures(tenant, ev.ClienteRef, true)
 				if err != nil {
 					return nil, nil, err
 				}

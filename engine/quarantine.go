@@ -44,6 +44,12 @@ func damagedErr(what string, cause error) error {
 // it and counts it. The reader that met it goes on whatever happens here:
 // an error (a full disk) is logged and returned for callers that report it.
 func (e *core) quarantine(tenant string, key, v []byte, cause error) error {
+	return e.quarantineAs(tenant, key, v, cause, nil)
+}
+
+// quarantineAs is quarantine that, when repaired is not nil, writes it in
+// the record's place in the same batch instead of deleting the record.
+func (e *core) quarantineAs(tenant string, key, v []byte, cause error, repaired []byte) error {
 	e.damagedSeen.Add(1)
 	ev := e.log.Warn().Str("tenant", tenant).Str("table", tableName(key, tenant)).Str("error", cause.Error())
 	qk := store.DamagedKey(tenant, key)
@@ -54,7 +60,11 @@ func (e *core) quarantine(tenant string, key, v []byte, cause error) error {
 	b := e.db.NewBatch()
 	defer b.Close()
 	b.Set(qk, encodeDamaged(e.now(), cause.Error(), v))
-	b.Delete(key)
+	if repaired != nil {
+		b.Set(key, repaired)
+	} else {
+		b.Delete(key)
+	}
 	if err := e.removing(tenant, key, b.Commit); err != nil {
 		ev.AnErr("quarantine_error", err).Msg("damaged record skipped; moving it to quarantine failed")
 		return err

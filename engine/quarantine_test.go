@@ -138,8 +138,9 @@ func TestReadersQuarantineOnTheirOwn(t *testing.T) {
 }
 
 // TestDecisionsSkipDamagedCustomerRecords: a customer whose features and
-// decision state do not decode is decided online and in a batch as one
-// without history; both records go to quarantine.
+// decision state do not decode is decided online and in a batch (her
+// features rebuilt from her events, TestDamagedFeaturesKeepConsent); both
+// records go to quarantine.
 func TestDecisionsSkipDamagedCustomerRecords(t *testing.T) {
 	e, db := newTestEngine(t, 2, nil)
 	const ana, beto = "ana-00000001", "beto-0000002"

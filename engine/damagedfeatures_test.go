@@ -1,0 +1,87 @@
+package engine
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/coupond/coupond/store"
+)
+
+// TestDamagedFeaturesKeepConsent: a customer whose feature record does not
+// decode keeps what her stored events say: her opt-out and her account
+// closure hold for the decision that meets the damaged record, for the
+// decisions after it and for the ingestion that folds her next events; the
+// record is quarantined and rebuilt from her events, not read as a customer
+// without history (who would be sent coupons she refused).
+func TestDamagedFeaturesKeepConsent(t *testing.T) {
+	const ana, beto = "ana-00000001", "beto-0000002"
+	baja := func(id, ref, clave string, at time.Time) IngestEvent {
+		ev := Event{ID: id, ClienteRef: ref, TS: at, Tipo: Baja, Clave: clave}
+		return IngestEvent{Event: ev, Canonical: []byte(id)}
+	}
+	damage := func(t *testing.T, db *store.DB, refs ...string) {
+		t.Helper()
+		b := db.NewBatch()
+		defer b.Close()
+		for _, ref := range refs {
+			b.Set(store.FeaturesKey("acme", ref), []byte{0xff, 1, 2})
+		}
+		if err := b.Commit(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e, db := newTestEngine(t, 2, nil)
+	ingestFor(t, e, ana, "a", 3)
+	ingestFor(t, e, beto, "b", 3)
+	evs := []IngestEvent{baja("baja-ana", ana, BajaComunicaciones, t0.Add(-time.Minute)), baja("baja-beto", beto, BajaCuenta, t0.Add(-time.Minute))}
+	if res, err := e.Ingester.Ingest("acme", evs); err != nil || res.Aceptados != 2 {
+		t.Fatalf("ingest: %+v %v", res, err)
+	}
+	want := map[string]float64{"ana baja_comunicaciones": 1, "ana frecuencia_30d": 3, "beto cuenta_cerrada": 1, "beto frecuencia_30d": 3}
+	features := func(t *testing.T) map[string]float64 {
+		t.Helper()
+		got := map[string]float64{}
+		for k, ref := range map[string]string{"ana": ana, "beto": beto} {
+			f, err := e.CustomerFeatures("acme", ref)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, name := range []string{"baja_comunicaciones", "cuenta_cerrada", "frecuencia_30d"} {
+				if v, _ := f.Get(name, t0); v != 0 {
+					got[k+" "+name] = v
+				}
+			}
+		}
+		return got
+	}
+
+	wantMotivo := map[string]string{ana: "el cliente se dio de baja de comunicaciones en este canal", beto: "cuenta cerrada: no se envían cupones"}
+	damage(t, db, ana, beto)
+	for _, ref := range []string{ana, beto} { // the decision that meets the damaged record
+		d, err := e.Decide("acme", Request{ClienteRef: ref, Canal: "push"})
+		if err != nil || d.Accion != 0 || d.Motivo != wantMotivo[ref] {
+			t.Errorf("decision for %s after her record was damaged: accion %d (%s), %v; want 0 (%s)", ref, d.Accion, d.Motivo, err, wantMotivo[ref])
+		}
+	}
+	for _, ref := range []string{ana, beto} {
+		if v, err := db.Get(store.FeaturesKey("acme", ref)); err != nil || !new(Features).Decode(v) {
+			t.Errorf("feature record of %s after the decision met it damaged: %v; want it rebuilt", ref, err)
+		}
+	}
+	if diff := cmp.Diff(want, features(t)); diff != "" {
+		t.Errorf("features read after damage (-want +got):\n%s", diff)
+	}
+
+	damage(t, db, ana, beto)
+	ingestFor(t, e, ana, "a2", 1)
+	ingestFor(t, e, beto, "b2", 1)
+	want["ana frecuencia_30d"], want["beto frecuencia_30d"] = 4, 4 // both bought before the BAJA
+	if diff := cmp.Diff(want, features(t)); diff != "" {
+		t.Errorf("features after an ingestion met the damaged records (-want +got):\n%s", diff)
+	}
+	if q, err := e.Quarantine.Quarantined("acme"); err != nil || len(q) != 2 {
+		t.Errorf("quarantine: %d records, %v; want 2 (the last damaged record of each customer)", len(q), err)
+	}
+}
