@@ -2,6 +2,7 @@ package engine
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -24,9 +25,11 @@ type Delivery struct {
 
 // Receive is the events endpoint's one call. Validated events are applied
 // by Ingest and counted against the tenant's daily quota of events, or,
-// when d.Hold, held in the abuse quarantine: those with a good decision_id
-// (or none) count as aceptados, and held events never count against the
-// quota.
+// when d.Hold, held in the abuse quarantine: the events Ingest would admit
+// (admitEvents: a good decision_id or none, an event_id new to the tenant
+// and to the request, else a duplicate or a rejection as Ingest answers)
+// are held and count as aceptados, and held events never count against
+// the quota.
 func (e *Ingester) Receive(tenant string, events []IngestEvent, d Delivery) (IngestResult, error) {
 	if !d.Hold || len(events) == 0 {
 		res, err := e.Ingest(tenant, events)
@@ -36,15 +39,26 @@ func (e *Ingester) Receive(tenant string, events []IngestEvent, d Delivery) (Ing
 		e.counters.ingested(tenant, d.Now, res.Aceptados)
 		return res, e.quotas.count(tenant, QuotaEvents, d.Now, int64(res.Aceptados))
 	}
-	// Quarantine: keep each event's canonical JSON, committed with Sync.
-	var res IngestResult
-	h := store.HeldBatch{ClientID: d.ClientID}
+	// Quarantine: keep each admitted event's canonical JSON, committed
+	// with Sync.
+	ts, err := e.state(tenant)
+	if err != nil {
+		return IngestResult{}, err
+	}
 	for i := range events {
-		if rej := e.unsignedDecisionID(tenant, &events[i]); rej != nil {
-			res.Rechazados = append(res.Rechazados, *rej)
-		} else {
-			h.Events = append(h.Events, events[i].Canonical)
-		}
+		events[i].sum = sha256.Sum256(events[i].Canonical)
+	}
+	var res IngestResult
+	t := &ts.ingestMu
+	t.mu.Lock()
+	accepted, _, err := e.admitEvents(tenant, events, t, &res)
+	t.mu.Unlock()
+	if err != nil {
+		return IngestResult{}, err
+	}
+	h := store.HeldBatch{ClientID: d.ClientID}
+	for _, i := range accepted {
+		h.Events = append(h.Events, events[i].Canonical)
 	}
 	if res.Aceptados = len(h.Events); res.Aceptados == 0 {
 		return res, nil

@@ -168,3 +168,47 @@ func TestAbuseStepIntervalSurvivesRestart(t *testing.T) {
 		t.Errorf("level after a restart and an anomaly 1 minute, then 10 minutes after the step (-want +got):\n%s", diff)
 	}
 }
+
+// TestQuarantinedBatchCountsDuplicates: a request held in the abuse
+// quarantine answers as any other about its repeated event_ids (contract
+// §7): an event_id already processed, or repeated inside the request, with
+// the same content counts in duplicados, with other content is rejected
+// with duplicado; neither counts as aceptados, and the release applies
+// exactly the events the answer accepted.
+func TestQuarantinedBatchCountsDuplicates(t *testing.T) {
+	h, tok, id, g := newAbuseHarness(t)
+	old := purchase("q0", "cliente-01", testStart, 7, 1)
+	if st, body := h.do("POST", "/v1/eventos", tok, map[string]any{"eventos": []any{old}}); st != 200 || body["aceptados"] != 1.0 {
+		t.Fatalf("post before quarantine: %d %v", st, body)
+	}
+	at := testStart
+	for range 3 {
+		g.signal("acme", id, "recarga: prueba", at)
+		at = at.Add(DefaultAbuseConfig().StepInterval)
+	}
+	if g.level(id) != levelCuarentena {
+		t.Fatalf("level %s, want cuarentena", levelNames[g.level(id)])
+	}
+	a := purchase("q1", "cliente-01", testStart, 10, 3)
+	aChanged := purchase("q1", "cliente-01", testStart, 11, 3)
+	oldChanged := purchase("q0", "cliente-01", testStart, 8, 1)
+	st, body := h.do("POST", "/v1/eventos", tok, map[string]any{"eventos": []any{a, old, a, aChanged, oldChanged}})
+	if st != 200 {
+		t.Fatalf("quarantined post: %d %v", st, body)
+	}
+	if got := []any{body["aceptados"], body["duplicados"]}; !cmp.Equal(got, []any{1.0, 2.0}) {
+		t.Errorf("aceptados, duplicados = %v, want [1 2]", got)
+	}
+	want := []rejection{{3, "duplicado", "event_id"}, {4, "duplicado", "event_id"}}
+	if diff := cmp.Diff(want, rejections(body)); diff != "" {
+		t.Errorf("rechazados (-want +got):\n%s", diff)
+	}
+	acc, _, err := h.srv.QuarantineRelease("acme", testStart)
+	if err != nil || acc != 1 {
+		t.Fatalf("release: %d accepted, %v; want 1", acc, err)
+	}
+	f, _ := h.engine.CustomerFeatures("acme", "cliente-01")
+	if v, _ := f.Get("gasto_total_mxn", testStart); v != 17 {
+		t.Errorf("after release: gasto %v, want 17", v)
+	}
+}
