@@ -114,10 +114,10 @@ func (a *windowAcc) add(v []byte) {
 	a.partial = a.partial || !s.Full
 	switch {
 	case s.Tipo == CompraCat:
-		a.out.MarginCents += s.Cents
+		a.out.MarginCents = featAdd(a.out.MarginCents, s.Cents)
 		a.tickets.add(s.Ticket)
 	case s.Tipo == CuponRedimido:
-		a.out.DiscountCents += s.Cents
+		a.out.DiscountCents = featAdd(a.out.DiscountCents, s.Cents)
 	case s.OptOut:
 		a.out.OptOut = true
 	}

@@ -285,7 +285,7 @@ func (f *Features) applyPurchase(e *Event, ts int64, day int32, in bool) DataFla
 		fl |= FlagNegativeMargin
 	}
 	featSetMax(&f.lastBuy, &f.set, featHasBuy, ts)
-	f.spendTotal += e.ValorCents
+	f.spendTotal = featAdd(f.spendTotal, e.ValorCents)
 	h := featTicketHash(e.TicketID)
 	limit := int64(math.MaxInt64)
 	if e.HasTicketTotal {
@@ -305,8 +305,8 @@ func (f *Features) applyPurchase(e *Event, ts int64, day int32, in bool) DataFla
 		return fl
 	}
 	d := f.dayAt(day)
-	d.spend += e.ValorCents
-	d.margin += e.MargenCents
+	d.spend = featAdd(d.spend, e.ValorCents)
+	d.margin = featAdd(d.margin, e.MargenCents)
 
 	// The ticket: find (day, h) from the end, where recent tickets live.
 	i := len(f.tickets)
@@ -316,12 +316,12 @@ func (f *Features) applyPurchase(e *Event, ts int64, day int32, in bool) DataFla
 	var prev int64
 	if i > 0 && f.tickets[i-1].day == day && f.tickets[i-1].hash == h {
 		prev = f.tickets[i-1].valor
-		f.tickets[i-1].valor += e.ValorCents
+		f.tickets[i-1].valor = featAdd(prev, e.ValorCents)
 	} else {
 		f.tickets = featInsert(f.tickets, i, featTicket{day: day, hash: h, valor: e.ValorCents})
 		f.ticketsTotal++
 	}
-	if prev <= limit && prev+e.ValorCents > limit {
+	if prev <= limit && featAdd(prev, e.ValorCents) > limit {
 		fl |= FlagVATSuspect
 	}
 
@@ -376,7 +376,7 @@ func (f *Features) addCategory(name string, k int, spend int64) {
 			c = len(f.cats) - 1
 		}
 	}
-	f.cats[c].spend[k] += spend
+	f.cats[c].spend[k] = featAdd(f.cats[c].spend[k], spend)
 }
 
 // optOutChannel records a BAJA comunicaciones: for canal, or for every
@@ -502,16 +502,16 @@ func (f *Features) summarize(now time.Time) featSummary {
 		if age >= 365 {
 			break
 		}
-		s.spend[2] += d.spend
-		s.margin[2] += d.margin
+		s.spend[2] = featAdd(s.spend[2], d.spend)
+		s.margin[2] = featAdd(s.margin[2], d.margin)
 		if age < 90 {
-			s.spend[1] += d.spend
-			s.margin[1] += d.margin
+			s.spend[1] = featAdd(s.spend[1], d.spend)
+			s.margin[1] = featAdd(s.margin[1], d.margin)
 			s.recv[0] += int64(d.recv)
 			s.redeem[0] += int64(d.redeem)
 			if age < 30 {
-				s.spend[0] += d.spend
-				s.margin[0] += d.margin
+				s.spend[0] = featAdd(s.spend[0], d.spend)
+				s.margin[0] = featAdd(s.margin[0], d.margin)
 			}
 		}
 		s.recv[1] += int64(d.recv)
@@ -541,7 +541,7 @@ func (f *Features) summarize(now time.Time) featSummary {
 			}
 			var sum int64
 			for _, v := range f.cats[i].spend[:max(last+1, 0)] {
-				sum += v
+				sum = featAdd(sum, v)
 			}
 			s.catSpend[i] = sum
 		}
@@ -550,7 +550,7 @@ func (f *Features) summarize(now time.Time) featSummary {
 		if v <= 0 {
 			continue
 		}
-		s.catTotal += v
+		s.catTotal = featAdd(s.catTotal, v)
 		s.catN++
 		if v > s.catTop && f.cats[i].name != "" {
 			s.catTop = v
@@ -1524,6 +1524,21 @@ func featMonthOf(day int32) int32 {
 		y++
 	}
 	return int32(y*12 + m - 1)
+}
+
+// featAdd is a + b saturated to the int64 range: the money sums of
+// Features (cents) stop at their bound instead of wrapping, which a
+// cliente_ref taking the contract's largest amounts reaches after about 92
+// million events.
+func featAdd(a, b int64) int64 {
+	c := a + b
+	switch {
+	case b > 0 && c < a:
+		return math.MaxInt64
+	case b < 0 && c > a:
+		return math.MinInt64
+	}
+	return c
 }
 
 // featTicketHash is the 32-bit FNV-1a hash of a ticket_id. Persistent.

@@ -518,12 +518,12 @@ func (e *Learner) reward(t *store.Tenant, r *DecisionRecord, w windowSums) (int6
 	if sent != 0 {
 		if cat := e.catalogOf(t.ID); cat != nil {
 			if a := cat.Action(sent); a != nil {
-				reward -= a.CostoEnvioCents
+				reward = featAdd(reward, -a.CostoEnvioCents)
 			}
 		}
 	}
 	if w.OptOut {
-		reward -= t.Settings.OptoutPenaltyCents
+		reward = featAdd(reward, -t.Settings.OptoutPenaltyCents)
 	}
 	o := policy.Outcome{Reward: float64(reward), MarginCents: float64(w.MarginCents), DiscountCents: float64(w.DiscountCents),
 		Tickets: w.Tickets, Full: w.Full, Sent: sent != 0, OptOut: w.OptOut}

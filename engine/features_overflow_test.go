@@ -1,0 +1,70 @@
+package engine
+
+import (
+	"fmt"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// TestFeatureSumsSaturate: the money sums of a customer's features stop
+// at the int64 range instead of wrapping. A walk-in cliente_ref that takes
+// purchases at the contract's largest valor and margen (1,000,000,000 MXN)
+// reaches it after about 92 million events, a day's work for a client at
+// its rate limit; wrapped, a huge spender read as one with a negative
+// spend (in segments, the vector, the prior and the export). The state is
+// set here as those events leave it.
+func TestFeatureSumsSaturate(t *testing.T) {
+	const top = 100_000_000_000 // cents: the contract's largest valor and margen
+	buy := func(i int, margen int64) *Event {
+		return &Event{ID: fmt.Sprint("e", i), ClienteRef: "walkin-01", TS: t0.Add(-time.Hour), Tipo: CompraCat, Clave: "abarrotes",
+			ValorCents: top, TicketID: "t1", MargenCents: margen}
+	}
+	for _, sign := range []int64{1, -1} {
+		t.Run(fmt.Sprint("margin sign ", sign), func(t *testing.T) {
+			var f Features
+			f.Apply(buy(0, sign*top))
+			// The state after ~92 million such events: every sum close to its bound.
+			near := int64(math.MaxInt64 - top/2)
+			f.spendTotal, f.days[0].spend, f.days[0].margin, f.tickets[0].valor = near, near, sign*near, near
+			f.cats[0].spend[0] = near
+			for i := 1; i <= 3; i++ {
+				f.Apply(buy(i, sign*top))
+			}
+			got := map[string]float64{}
+			for _, name := range []string{"gasto_total_mxn", "gasto_30d_mxn", "gasto_365d_mxn", "margen_30d_mxn", "margen_365d_mxn", "cuota_categoria_top"} {
+				got[name], _ = f.Get(name, t0)
+			}
+			mx := float64(math.MaxInt64) / 100
+			want := map[string]float64{"gasto_total_mxn": mx, "gasto_30d_mxn": mx, "gasto_365d_mxn": mx,
+				"margen_30d_mxn": float64(sign) * mx, "margen_365d_mxn": float64(sign) * mx, "cuota_categoria_top": 1}
+			if sign < 0 {
+				want["margen_30d_mxn"], want["margen_365d_mxn"] = float64(math.MinInt64)/100, float64(math.MinInt64)/100
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("features (-want +got):\n%s", diff)
+			}
+			g, ok := DecodeFeatures(f.AppendEncode(nil))
+			if !ok || !cmp.Equal(f.Export(t0), g.Export(t0)) {
+				t.Errorf("saturated features do not round-trip: %v", ok)
+			}
+		})
+	}
+}
+
+// TestRewardWindowSumsSaturate: a reward window's margin and discount
+// sums stop at the int64 range too, so that a huge window is not learned
+// as a loss.
+func TestRewardWindowSumsSaturate(t *testing.T) {
+	var a windowAcc
+	for i := range 3 {
+		a.add(eventSummary{Tipo: CompraCat, Cents: math.MaxInt64 / 2, Ticket: uint64(i), Full: true}.encode())
+		a.add(eventSummary{Tipo: CuponRedimido, Cents: math.MaxInt64 / 2, Full: true}.encode())
+	}
+	got := a.sums()
+	if got.MarginCents != math.MaxInt64 || got.DiscountCents != math.MaxInt64 {
+		t.Errorf("window sums %d, %d; want both %d", got.MarginCents, got.DiscountCents, int64(math.MaxInt64))
+	}
+}
