@@ -85,3 +85,31 @@ func TestDamagedFeaturesKeepConsent(t *testing.T) {
 		t.Errorf("quarantine: %d records, %v; want 2 (the last damaged record of each customer)", len(q), err)
 	}
 }
+
+// TestCheckRepairRebuildsFeatures: admin check --repair puts the features
+// rebuilt from the customer's events in place of a damaged record it moves
+// to quarantine, as the readers do, rather than leaving her without them.
+func TestCheckRepairRebuildsFeatures(t *testing.T) {
+	const ana = "ana-00000001"
+	e, db := newTestEngine(t, 2, nil)
+	ingestFor(t, e, ana, "a", 2)
+	ev := Event{ID: "baja-ana", ClienteRef: ana, TS: t0.Add(-time.Minute), Tipo: Baja, Clave: BajaComunicaciones}
+	if res, err := e.Ingester.Ingest("acme", []IngestEvent{{Event: ev, Canonical: []byte(ev.ID)}}); err != nil || res.Aceptados != 1 {
+		t.Fatalf("ingest: %+v %v", res, err)
+	}
+	b := db.NewBatch()
+	b.Set(store.FeaturesKey("acme", ana), []byte{0xff, 1, 2})
+	if err := b.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+	st, err := e.Quarantine.Check("acme", true)
+	if err != nil || st.Repaired != 1 {
+		t.Fatalf("check --repair: %+v %v; want 1 repaired", st, err)
+	}
+	v, err := db.Get(store.FeaturesKey("acme", ana))
+	var f Features
+	if err != nil || !f.Decode(v) || !f.OptedOut("push") {
+		t.Errorf("feature record after the repair: %v, opted out %v; want it rebuilt, opted out", err, f.OptedOut("push"))
+	}
+}

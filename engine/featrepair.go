@@ -47,6 +47,39 @@ func (e *core) rebuildFeatures(tenant, ref string, damaged []byte, folding bool)
 	return f, nil
 }
 
+// repairFeatures is admin check's repair of the damaged feature record
+// damaged at key (cause: why it failed): with the tenant's fold stage
+// taken (Check holds no customer lock), a record still damaged is
+// quarantined and replaced by the features rebuilt from the customer's
+// events (rebuildFeatures says why); one rewritten or erased meanwhile is
+// left as it is.
+func (e *core) repairFeatures(tenant string, key, damaged []byte, cause error) error {
+	ref, ok := store.FeaturesRef(tenant, key)
+	if !ok {
+		return e.quarantine(tenant, key, damaged, cause)
+	}
+	ts, err := e.state(tenant)
+	if err != nil {
+		return err
+	}
+	ts.ingestMu.Lock()
+	defer ts.ingestMu.Unlock()
+	cur, err := e.db.Get(key)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return nil
+	case err != nil:
+		return err
+	case !bytes.Equal(cur, damaged):
+		return nil
+	}
+	f, err := e.replayFeatures(tenant, string(ref))
+	if err != nil {
+		return err
+	}
+	return e.quarantineAs(tenant, key, damaged, cause, f.AppendEncode(nil))
+}
+
 // replayChunk is how many events replayFeatures reads at a time.
 const replayChunk = 1000
 

@@ -154,8 +154,9 @@ type CheckStats struct {
 
 // Check decodes every record of tenant (every tenant when tenant is "")
 // with the decoders the readers use and reports the ones that fail; with
-// repair it moves them to quarantine. Records are read from a consistent
-// snapshot.
+// repair it moves them to quarantine (a feature record is replaced by the
+// features rebuilt from the customer's events, repairFeatures). Records
+// are read from a consistent snapshot.
 func (e *Quarantine) Check(tenant string, repair bool) (*CheckStats, error) {
 	st := &CheckStats{Damaged: []DamagedRecord{}, Quarantined: []DamagedRecord{}}
 	var tenants []string
@@ -200,7 +201,11 @@ func (e *Quarantine) Check(tenant string, repair bool) (*CheckStats, error) {
 			continue
 		}
 		for i, f := range found {
-			if err := e.quarantine(id, f.key, f.val, causes[i]); err != nil {
+			move := e.quarantine
+			if store.KindOf(id, f.key) == store.KindFeatures {
+				move = e.repairFeatures
+			}
+			if err := move(id, f.key, f.val, causes[i]); err != nil {
 				return st, fmt.Errorf("repair: %w", err)
 			}
 			st.Repaired++
