@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"errors"
 	"math"
 	"time"
@@ -132,7 +133,8 @@ func (c *customer) prior(a *Action) float64 {
 
 // Customers calls fn with every customer of tenant who has history and
 // matches seg at the tenant's clock, in cliente_ref order, by a bounded scan
-// of the tenant's feature records.
+// of the tenant's feature records. A record that does not decode is read
+// as loadFeatures reads it: rebuilt from the customer's events.
 func (e *Engine) Customers(tenant string, seg *Segment, fn func(clienteRef string) error) error {
 	_, now, err := e.tenantNow(tenant)
 	if err != nil {
@@ -146,7 +148,9 @@ func (e *Engine) Customers(tenant string, seg *Segment, fn func(clienteRef strin
 		}
 		f, ok := DecodeFeatures(v)
 		if !ok {
-			return nil
+			if f, err = e.rebuildFeatures(tenant, string(ref), bytes.Clone(v), false); err != nil {
+				return err
+			}
 		}
 		if _, has := f.LastEvent(); !has {
 			return nil

@@ -113,3 +113,38 @@ func TestCheckRepairRebuildsFeatures(t *testing.T) {
 		t.Errorf("feature record after the repair: %v, opted out %v; want it rebuilt, opted out", err, f.OptedOut("push"))
 	}
 }
+
+// TestCustomersRebuildsDamagedFeatures: a batch's scan of the customers
+// (segment todos, or a segment on her history) does not leave out a
+// customer whose feature record is damaged: her features are rebuilt from
+// her events, as a decision's read rebuilds them, and the record is
+// quarantined and replaced.
+func TestCustomersRebuildsDamagedFeatures(t *testing.T) {
+	const ana, beto = "ana-00000001", "beto-0000002"
+	e, db := newTestEngine(t, 2, nil)
+	ingestFor(t, e, ana, "a", 3)
+	ingestFor(t, e, beto, "b", 3)
+	b := db.NewBatch()
+	b.Set(store.FeaturesKey("acme", ana), []byte{0xff, 1, 2})
+	if err := b.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+	var got []string
+	todos, err := ParseSegment(map[string]any{"todos": true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Customers("acme", todos, func(ref string) error { got = append(got, ref); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{ana, beto}, got); diff != "" {
+		t.Errorf("customers of segment todos (-want +got):\n%s", diff)
+	}
+	if v, err := db.Get(store.FeaturesKey("acme", ana)); err != nil || !new(Features).Decode(v) {
+		t.Errorf("feature record after the scan met it damaged: %v; want it rebuilt", err)
+	}
+	if q, err := e.Quarantine.Quarantined("acme"); err != nil || len(q) != 1 {
+		t.Errorf("quarantine: %d records, %v; want 1", len(q), err)
+	}
+}
