@@ -194,8 +194,10 @@ func TestOlderModelStartsFromPrior(t *testing.T) {
 	if _, err := e.Decide("acme", Request{ClienteRef: "c1", Canal: "push"}); err != nil {
 		t.Errorf("decide after an older model: %v", err)
 	}
-	if _, _, err := unmarshalModel([]byte(`{"format":5,"phi":[1]}`), policy.DefaultConfig()); err == nil {
-		t.Error("a damaged model of the current format loaded")
+	for _, bad := range []string{`{"format":5,"phi":[1]}`, `{}`, `null`} {
+		if _, _, err := unmarshalModel([]byte(bad), policy.DefaultConfig()); err == nil {
+			t.Errorf("damaged model %s loaded", bad)
+		}
 	}
 }
 

@@ -76,7 +76,9 @@ func Unmarshal(b []byte, cfg Config) (*Model, string, error) {
 	if err := json.Unmarshal(b, &f); err != nil {
 		return nil, "", fmt.Errorf("decode model: %w", err)
 	}
-	if f.Format < Format {
+	// Every release stored its format (1 the first): none, 0 or below is
+	// damage, not an earlier format.
+	if f.Format >= 1 && f.Format < Format {
 		return nil, f.Version, fmt.Errorf("%w (%d)", ErrOldFormat, f.Format)
 	}
 	ok := f.Format == Format && len(f.Phi) == dimBase*dimBase && len(f.BPhi) == dimBase && len(f.MPhi) == dimBase*dimBase &&

@@ -248,12 +248,15 @@ func TestMarshalRoundTrip(t *testing.T) {
 	} else if diff := cmp.Diff(m.GuardStatus(), oldM.GuardStatus()); diff != "" {
 		t.Errorf("a model stored with cells and a ladder reads another guard (-want +got):\n%s", diff)
 	}
-	for _, bad := range []string{`{"format":3,"shared":{}}`, `{"format":2}`, `{"format":4,"phi":[1]}`, `{}`} {
+	for _, bad := range []string{`{"format":3,"shared":{}}`, `{"format":2}`, `{"format":4,"phi":[1]}`, `{"format":1}`} {
 		if _, _, err := Unmarshal([]byte(bad), DefaultConfig()); !errors.Is(err, ErrOldFormat) {
 			t.Errorf("%s: %v, want ErrOldFormat", bad, err)
 		}
 	}
-	for _, bad := range []string{`{"format":5}`, `{"format":5,"phi":[1]}`, `[`, `{"format":9}`, string(b[:len(b)/2])} {
+	// Every release stored its format, 1 the first: a model without one
+	// (or of format 0 or below) is damage, not an earlier format.
+	for _, bad := range []string{`{"format":5}`, `{"format":5,"phi":[1]}`, `[`, `{"format":9}`, string(b[:len(b)/2]), `{}`, `null`,
+		`{"format":0,"politica_version":"v9"}`, `{"format":-3}`} {
 		if _, _, err := Unmarshal([]byte(bad), DefaultConfig()); err == nil || errors.Is(err, ErrOldFormat) {
 			t.Errorf("%.40s: %v, want a damage error", bad, err)
 		}
