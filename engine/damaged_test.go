@@ -12,6 +12,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/coupond/coupond/clock"
+	"github.com/coupond/coupond/policy"
 	"github.com/coupond/coupond/store"
 )
 
@@ -282,5 +283,71 @@ func TestDamagedCatalog(t *testing.T) {
 	}
 	if c, err := e.Campaigns.Catalog("acme"); err != nil || len(c.Acciones) != 1 {
 		t.Errorf("catalog put again: %+v %v", c, err)
+	}
+}
+
+// storedModelWith is the stored form of a fresh model of cfg after edit
+// changed its JSON fields.
+func storedModelWith(tb testing.TB, cfg policy.Config, edit func(f map[string]any)) string {
+	tb.Helper()
+	b, err := policy.New(cfg).Marshal("v7-damaged")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var f map[string]any
+	if err := json.Unmarshal(b, &f); err != nil {
+		tb.Fatal(err)
+	}
+	edit(f)
+	if b, err = json.Marshal(f); err != nil {
+		tb.Fatal(err)
+	}
+	return string(b)
+}
+
+// TestDamagedModel: a stored model that does not load (damaged JSON, or
+// numbers no model could have stored) is moved to quarantine and the
+// tenant decides from the prior: every explained decision's probabilities
+// are in [0, 1] and sum to 1, and the status says why learning restarted.
+// A gate band's promise of 5 used to load and make never-send's
+// probability negative.
+func TestDamagedModel(t *testing.T) {
+	cfg := policy.DefaultConfig()
+	cfg.GateSendZ = -50 // the choice is a coupon: the band's share decides
+	for _, tc := range []struct{ name, stored string }{
+		{"truncated", `{"format":5,"politica_version":"v7","n":3,"phi":[1,2`},
+		{"band promise above 1", storedModelWith(t, cfg, func(f map[string]any) {
+			band := map[string]any{"test": map[string]any{}, "fast": map[string]any{}, "promise": 5.0}
+			f["guard"].(map[string]any)["gate_bands"] = []any{band, band, band, band}
+		})},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, db := newTestEngine(t, 2, nil)
+			damage(t, db, store.ModelKey("acme"), tc.stored)
+			e := New(Config{DB: db, Secrets: store.TestSecrets(), Log: zerolog.Nop(), Now: clock.NewFake(t0).Now, Seed: 7, Policy: &cfg})
+			for i := range 40 {
+				d, err := e.Decide("acme", Request{ClienteRef: fmt.Sprintf("dmg-model-%04d", i), Canal: "push", Explain: true})
+				if err != nil {
+					t.Fatalf("decision past the damaged model: %v", err)
+				}
+				var sum float64
+				for _, a := range d.Detalle.Acciones {
+					if !(a.Probabilidad >= 0 && a.Probabilidad <= 1) {
+						t.Fatalf("probabilities %+v", d.Detalle.Acciones)
+					}
+					sum += a.Probabilidad
+				}
+				if !(d.Propension > 0 && d.Propension <= 1) || sum < 1-1e-9 || sum > 1+1e-9 {
+					t.Fatalf("propensity %v, probabilities %+v", d.Propension, d.Detalle.Acciones)
+				}
+			}
+			st, err := e.Learner.Status("acme")
+			if err != nil || st.ModelRestarted != "its stored model did not decode (quarantined)" || st.PoliticaVersion != "v0-prior" {
+				t.Errorf("status %+v %v, want a restart from the prior that says why", st, err)
+			}
+			if diff := cmp.Diff([]string{"model"}, quarantinedTables(t, e)); diff != "" {
+				t.Errorf("quarantine (-want +got):\n%s", diff)
+			}
+		})
 	}
 }

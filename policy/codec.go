@@ -83,7 +83,7 @@ func Unmarshal(b []byte, cfg Config) (*Model, string, error) {
 	}
 	ok := f.Format == Format && len(f.Phi) == dimBase*dimBase && len(f.BPhi) == dimBase && len(f.MPhi) == dimBase*dimBase &&
 		len(f.Cats) <= NumCats && finite(f.Phi, f.BPhi, f.MPhi) && f.TauE > 0 && f.TauP > 0 && f.ResN >= 0 && f.ResSS >= 0 &&
-		f.Tickets >= 0 && finite([]float64{f.TicketGross, f.Tickets}) && f.Guard.Windows >= 0 &&
+		f.Tickets >= 0 && finite([]float64{f.TicketGross, f.Tickets}) && f.Guard.valid() &&
 		f.Sends >= 0 && f.Optouts >= 0 && f.Optouts <= f.Sends && finite([]float64{f.Sends, f.Optouts})
 	for _, a := range f.Arms {
 		ok = ok && a != nil && len(a.C) == dimBase*dimEffect && len(a.Psi) == dimEffect*dimEffect && len(a.B) == dimEffect &&
@@ -115,6 +115,32 @@ func Unmarshal(b []byte, cfg Config) (*Model, string, error) {
 	}
 	m.fit()
 	return m, f.Version, nil
+}
+
+// valid reports whether the stored guard holds what a guard can: its
+// sums of weights and squares not below 0, its gate bands (at most
+// GateBands) in a known state with a promise, a probability, in [0, 1].
+// A promise of 5 made never-send's probability negative; a negative sum of
+// squares made the status NaN.
+func (g *Guard) valid() bool {
+	ok := g.Windows >= 0 && len(g.Bands) <= GateBands && g.Policy.valid() && g.Test.valid() && g.Fast.valid()
+	for _, s := range g.Options {
+		ok = ok && (s == nil || s.valid())
+	}
+	for _, s := range g.Duels {
+		ok = ok && (s == nil || s.valid())
+	}
+	for _, b := range g.Bands {
+		ok = ok && b.State >= GateTesting && b.State <= GateClosed && b.Promise >= 0 && b.Promise <= 1 && b.Test.valid() && b.Fast.valid()
+	}
+	return ok
+}
+
+// valid reports whether the sums are finite and those that add weights or
+// squares are not below 0.
+func (s *guardSum) valid() bool {
+	return finite([]float64{s.V, s.D, s.E}) && s.W >= 0 && s.W2 >= 0 && s.D2 >= 0 && s.E2 >= 0 && s.Q >= 0 && s.S >= 0 && s.K >= 0 &&
+		finite([]float64{s.W, s.W2, s.D2, s.E2, s.Q, s.S, s.K})
 }
 
 func finite(vs ...[]float64) bool {
