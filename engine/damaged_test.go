@@ -320,6 +320,7 @@ func TestDamagedModel(t *testing.T) {
 			band := map[string]any{"test": map[string]any{}, "fast": map[string]any{}, "promise": 5.0}
 			f["guard"].(map[string]any)["gate_bands"] = []any{band, band, band, band}
 		})},
+		{"residual variance that overflows the fit", storedModelWith(t, cfg, func(f map[string]any) { f["res_ss"] = 1e308 })},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, db := newTestEngine(t, 2, nil)

@@ -114,7 +114,25 @@ func Unmarshal(b []byte, cfg Config) (*Model, string, error) {
 		g.Windows = max(1, cfg.GateAgeMin*m.n/cfg.GateN0)
 	}
 	m.fit()
+	if !m.fitFinite() {
+		return nil, "", errors.New("decode model: statistics whose fit is not finite")
+	}
 	return m, f.Version, nil
+}
+
+// fitFinite reports whether the fit (coefficients, covariances, noise)
+// is finite: finite statistics can still overflow it (a residual sum of
+// squares of 1e308 made every coupon's standard error NaN, and an
+// explained decision's answer could not be written).
+func (m *Model) fitFinite() bool {
+	ok := finite(m.beta, m.sharedCov, []float64{m.noise()})
+	for _, a := range m.arms {
+		ok = ok && finite(a.delta, a.cov, a.shX)
+	}
+	for _, c := range m.cross {
+		ok = ok && finite(c)
+	}
+	return ok
 }
 
 // valid reports whether the stored guard holds what a guard can: its

@@ -54,7 +54,9 @@ func eachBand(t *testing.T, f map[string]any, fn func(b map[string]any)) {
 // weights or squares below 0, an unknown gate state) is damage: Unmarshal
 // gives an error, which the engine quarantines, rather than a model whose
 // decisions log probabilities outside [0, 1] (a gate band's promise of 5
-// made never-send's probability −1.4) or whose status holds NaN.
+// made never-send's probability −1.4) or whose status holds NaN; so are
+// finite statistics whose fit overflows (a residual sum of squares of
+// 1e308 made the coupons' standard errors NaN).
 func TestUnmarshalRefusesOutOfRange(t *testing.T) {
 	trained := trainedStored(t)
 	if _, _, err := Unmarshal(trained, DefaultConfig()); err != nil {
@@ -81,6 +83,7 @@ func TestUnmarshalRefusesOutOfRange(t *testing.T) {
 		{"band test: negative sum of squares", func(t *testing.T, f map[string]any) {
 			eachBand(t, f, func(b map[string]any) { obj(b, "test")["s"] = -1e9 })
 		}},
+		{"residual variance that overflows the fit", func(t *testing.T, f map[string]any) { f["res_ss"] = 1e308 }},
 		{"policy sums: negative weight", func(t *testing.T, f map[string]any) { obj(f, "guard", "policy")["w2"] = -1.0 }},
 		{"gate test: negative weight", func(t *testing.T, f map[string]any) { obj(f, "guard", "test")["w"] = -3.0 }},
 		{"baseline sums: negative sum of squares", func(t *testing.T, f map[string]any) {
