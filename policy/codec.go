@@ -82,11 +82,11 @@ func Unmarshal(b []byte, cfg Config) (*Model, string, error) {
 		return nil, f.Version, fmt.Errorf("%w (%d)", ErrOldFormat, f.Format)
 	}
 	ok := f.Format == Format && len(f.Phi) == dimBase*dimBase && len(f.BPhi) == dimBase && len(f.MPhi) == dimBase*dimBase &&
-		len(f.Cats) <= NumCats && finite(f.Phi, f.BPhi, f.MPhi) && f.TauE > 0 && f.TauP > 0 && f.ResN >= 0 && f.ResSS >= 0 &&
+		len(f.Cats) <= NumCats && finite(f.Phi, f.BPhi, f.MPhi) && f.TauE > 0 && f.TauP > 0 && f.N >= 0 && f.ResN >= 0 && f.ResSS >= 0 &&
 		f.Tickets >= 0 && finite([]float64{f.TicketGross, f.Tickets}) && f.Guard.valid() &&
 		f.Sends >= 0 && f.Optouts >= 0 && f.Optouts <= f.Sends && finite([]float64{f.Sends, f.Optouts})
 	for _, a := range f.Arms {
-		ok = ok && a != nil && len(a.C) == dimBase*dimEffect && len(a.Psi) == dimEffect*dimEffect && len(a.B) == dimEffect &&
+		ok = ok && a != nil && a.N >= 0 && len(a.C) == dimBase*dimEffect && len(a.Psi) == dimEffect*dimEffect && len(a.B) == dimEffect &&
 			len(a.MC) == dimBase*dimEffect && len(a.MPsi) == dimEffect*dimEffect && finite(a.C, a.Psi, a.B, a.MC, a.MPsi)
 	}
 	if !ok {

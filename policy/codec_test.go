@@ -56,7 +56,9 @@ func eachBand(t *testing.T, f map[string]any, fn func(b map[string]any)) {
 // decisions log probabilities outside [0, 1] (a gate band's promise of 5
 // made never-send's probability −1.4) or whose status holds NaN; so are
 // finite statistics whose fit overflows (a residual sum of squares of
-// 1e308 made the coupons' standard errors NaN).
+// 1e308 made the coupons' standard errors NaN), and negative counts (the
+// rewards folded: −1e9 of them made ZRuleConfig's exploration share, and
+// every probability, NaN).
 func TestUnmarshalRefusesOutOfRange(t *testing.T) {
 	trained := trainedStored(t)
 	if _, _, err := Unmarshal(trained, DefaultConfig()); err != nil {
@@ -84,6 +86,12 @@ func TestUnmarshalRefusesOutOfRange(t *testing.T) {
 			eachBand(t, f, func(b map[string]any) { obj(b, "test")["s"] = -1e9 })
 		}},
 		{"residual variance that overflows the fit", func(t *testing.T, f map[string]any) { f["res_ss"] = 1e308 }},
+		{"negative count of rewards", func(t *testing.T, f map[string]any) { f["n"] = -1e9 }},
+		{"an action's negative count of rewards", func(t *testing.T, f map[string]any) {
+			for _, a := range obj(f, "arms") {
+				a.(map[string]any)["n"] = -2.0
+			}
+		}},
 		{"policy sums: negative weight", func(t *testing.T, f map[string]any) { obj(f, "guard", "policy")["w2"] = -1.0 }},
 		{"gate test: negative weight", func(t *testing.T, f map[string]any) { obj(f, "guard", "test")["w"] = -3.0 }},
 		{"baseline sums: negative sum of squares", func(t *testing.T, f map[string]any) {
