@@ -37,8 +37,11 @@ func FuzzUnmarshal(f *testing.F) {
 		m.Score(&sc.c, arms, s)
 		m.Distribution(s, p)
 		var sum float64
-		for _, x := range p {
-			if math.IsNaN(x) || x < 0 {
+		for i, x := range p {
+			if !finite([]float64{s[i].Mu, s[i].Width, m.Sigma(&s[i])}) {
+				t.Fatalf("score %+v (σ %v) from a decoded model", s[i], m.Sigma(&s[i]))
+			}
+			if math.IsNaN(x) || x < 0 || x > 1 {
 				t.Fatalf("probabilities %v from a decoded model", p)
 			}
 			sum += x
