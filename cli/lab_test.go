@@ -322,3 +322,35 @@ func TestLabRefusesBadSizes(t *testing.T) {
 		}
 	}
 }
+
+// TestLabCompareRefusesMalformedFiles: a file that is not a many-worlds
+// output (missing, a directory, empty, not JSON, no worlds, a world that
+// is null) is an error naming the file, never a panic: a null world was
+// dereferenced.
+func TestLabCompareRefusesMalformedFiles(t *testing.T) {
+	dir := t.TempDir()
+	file := func(name, body string) string {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	for _, path := range []string{
+		filepath.Join(dir, "none.json"), dir, file("empty.json", ""), file("text.json", "worlds"), file("array.json", "[]"),
+		file("null.json", "null"), file("noworlds.json", `{"worlds":[]}`), file("nullworld.json", `{"worlds":[null]}`),
+		file("nullworld2.json", `{"seed_base":1,"worlds":[{"family":{"seed":1}},null]}`),
+	} {
+		t.Run(filepath.Base(path), func(t *testing.T) {
+			defer func() {
+				if r := recover(); r != nil {
+					t.Fatalf("panic: %v", r)
+				}
+			}()
+			_, _, err := runCLI(t, "lab", "compare", path, path)
+			if err == nil || ExitCode(err) == 0 || !strings.Contains(err.Error(), path) {
+				t.Errorf("lab compare %s: %v, want an error naming the file", path, err)
+			}
+		})
+	}
+}

@@ -61,6 +61,11 @@ func readWorlds(path string) ([]*lab.WorldReport, error) {
 	if len(out.Worlds) == 0 {
 		return nil, fmt.Errorf("%s: no worlds (the output of coupond lab --worlds --json is wanted)", path)
 	}
+	for i, w := range out.Worlds {
+		if w == nil {
+			return nil, fmt.Errorf("%s: world %d is null (the output of coupond lab --worlds --json is wanted)", path, i+1)
+		}
+	}
 	return out.Worlds, nil
 }
 
