@@ -87,11 +87,27 @@ func (lf *labFlags) run(cmd *cobra.Command) error {
 }
 
 // check refuses sizes the lab cannot run, naming the flag (a value out of
-// range used to fall back to the default without a word).
+// range used to fall back to the default without a word; one of 2⁶²
+// customers or worlds panicked allocating them).
 func (lf *labFlags) check() error {
-	return checkAtLeast(flagMin{"customers", lf.cfg.Customers, 10}, flagMin{"weeks", lf.cfg.Weeks, 1}, flagMin{"runs", lf.runs, 1},
-		flagMin{"worlds", lf.mw.worlds, 0}, flagMin{"parallel", lf.mw.parallel, 1})
+	if err := checkAtLeast(flagMin{"customers", lf.cfg.Customers, 10}, flagMin{"weeks", lf.cfg.Weeks, 1}, flagMin{"runs", lf.runs, 1},
+		flagMin{"worlds", lf.mw.worlds, 0}, flagMin{"parallel", lf.mw.parallel, 1}); err != nil {
+		return err
+	}
+	return checkAtMost(flagMax{"customers", lf.cfg.Customers, labMaxCustomers}, flagMax{"weeks", lf.cfg.Weeks, labMaxWeeks},
+		flagMax{"runs", lf.runs, labMaxRuns}, flagMax{"worlds", lf.mw.worlds, labMaxWorlds}, flagMax{"parallel", lf.mw.parallel, labMaxParallel})
 }
+
+// The lab's largest sizes: far beyond any study (the defaults are 2,000
+// customers, 12 weeks, worlds two at a time), and small enough that a
+// typo is refused instead of allocating without end or running for days.
+const (
+	labMaxCustomers = 1_000_000
+	labMaxWeeks     = 520
+	labMaxRuns      = 10_000
+	labMaxWorlds    = 100_000
+	labMaxParallel  = 256
+)
 
 // runWorlds runs --worlds; the single world's --seed, --customers and
 // --weeks, when given, apply to every world.

@@ -2,12 +2,15 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
@@ -350,6 +353,36 @@ func TestLabCompareRefusesMalformedFiles(t *testing.T) {
 			_, _, err := runCLI(t, "lab", "compare", path, path)
 			if err == nil || ExitCode(err) == 0 || !strings.Contains(err.Error(), path) {
 				t.Errorf("lab compare %s: %v, want an error naming the file", path, err)
+			}
+		})
+	}
+}
+
+// TestLabRefusesHugeSizes: a size beyond what the lab can run is an error
+// naming its flag, before anything runs: --customers and --worlds of 2⁶²
+// panicked allocating, a huge --parallel started that many goroutines and
+// --weeks or --runs in the millions ran for days.
+func TestLabRefusesHugeSizes(t *testing.T) {
+	const huge = "4611686018427387904"
+	for _, args := range [][]string{
+		{"--customers", huge}, {"--customers", "1000001"}, {"--weeks", "521"}, {"--runs", "10001"},
+		{"--worlds", huge, "--customers", "10", "--weeks", "1"}, {"--worlds", "1", "--parallel", "10000", "--customers", "10", "--weeks", "1"},
+	} {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			defer func() {
+				if r := recover(); r != nil {
+					t.Fatalf("panic: %v", r)
+				}
+			}()
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			err := Run(ctx, append([]string{"lab"}, args...), nil, io.Discard, io.Discard)
+			flag := args[0]
+			if strings.Contains(strings.Join(args, " "), "--parallel") {
+				flag = "--parallel"
+			}
+			if err == nil || !strings.Contains(err.Error(), flag+": want at most") {
+				t.Errorf("lab %v: %v; want an error naming %s", args, err, flag)
 			}
 		})
 	}

@@ -112,3 +112,19 @@ func checkAtLeast(fs ...flagMin) error {
 	}
 	return nil
 }
+
+// flagMax is an integer flag's value and the most it may be.
+type flagMax struct {
+	flag    string
+	v, most int
+}
+
+// checkAtMost returns an error naming the first flag above its most.
+func checkAtMost(fs ...flagMax) error {
+	for _, c := range fs {
+		if c.v > c.most {
+			return fmt.Errorf("--%s: want at most %d, got %d", c.flag, c.most, c.v)
+		}
+	}
+	return nil
+}
