@@ -179,6 +179,9 @@ their ratio.`,
 			if err := checkAtLeast(flagMin{"concurrency", conc, 1}, flagMin{"batch", batch, 1}); err != nil {
 				return err
 			}
+			if err := checkAtMost(flagMax{"concurrency", conc, benchMaxInFlight}); err != nil {
+				return err
+			}
 			if batch > 1000 {
 				return fmt.Errorf("--batch: a request holds at most 1000 events, got %d", batch)
 			}

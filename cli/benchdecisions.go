@@ -119,6 +119,16 @@ func (db *decisionBench) confirmedFor(isCoupond bool) *sync.Map {
 	return &db.confirmed
 }
 
+// benchMaxRate is the highest arrival rate a step may ask for (a second
+// over 10⁹ made openLoop's interval 0 and divided by it; the queue holds
+// two seconds of arrivals), and benchMaxInFlight the most requests in
+// flight (--workers, --concurrency: a goroutine and a connection each).
+// One generator sends far less than either.
+const (
+	benchMaxRate     = 1_000_000
+	benchMaxInFlight = 10_000
+)
+
 // rateList returns the arrival rates of the steps, checking the flags.
 func (db *decisionBench) rateList() ([]int, error) {
 	list := []int{db.rate}
@@ -130,6 +140,14 @@ func (db *decisionBench) rateList() ([]int, error) {
 	}
 	if db.rate <= 0 {
 		return nil, fmt.Errorf("--rate: want > 0")
+	}
+	if err := checkAtMost(flagMax{"rate", db.rate, benchMaxRate}); err != nil {
+		return nil, err
+	}
+	for _, r := range list {
+		if r > benchMaxRate {
+			return nil, fmt.Errorf("--rates: want at most %d a second, got %d", benchMaxRate, r)
+		}
 	}
 	if db.during != "" && db.during != "batch" && db.during != "learner" {
 		return nil, fmt.Errorf("--during: want batch or learner, got %q", db.during)
@@ -144,6 +162,9 @@ func (db *decisionBench) run(cmd *cobra.Command) error {
 		return err
 	}
 	if err := checkAtLeast(flagMin{"workers", db.workers, 1}, flagMin{"batch-size", db.batchSize, 1}); err != nil {
+		return err
+	}
+	if err := checkAtMost(flagMax{"workers", db.workers, benchMaxInFlight}); err != nil {
 		return err
 	}
 	if db.warmup < 0 {
