@@ -201,6 +201,9 @@ their ratio.`,
 			}
 			fmt.Fprintf(out, "load average before: %s; %d cores\n", loadavg(), numCPU())
 			summary, rate := postEventLoad(cmd.Context(), t, f, conc, batch, out)
+			if err := interrupted(cmd.Context()); err != nil {
+				return err
+			}
 			if !baseline {
 				return benchJSON(cmd, summary)
 			}
@@ -311,6 +314,16 @@ func eventBatch(rng *rand.Rand, worker, seq, n, customers int) []byte {
 	}
 	body, _ := json.Marshal(map[string]any{"eventos": evs})
 	return body
+}
+
+// interrupted is the error of a bench whose context ended (Ctrl-C) before
+// its run did: the figures printed are of a partial run, so it must not
+// exit 0 as if measured.
+func interrupted(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("interrupted: the figures above are of a partial run: %w", err)
+	}
+	return nil
 }
 
 // benchOut is where a bench command writes its human lines: stdout, or

@@ -340,3 +340,38 @@ func TestBenchRefusesHugeFlags(t *testing.T) {
 		})
 	}
 }
+
+// TestBenchInterruptedIsAnError: a bench cut short (Ctrl-C cancels the
+// command's context) ends with an error, so a non-zero exit code: it
+// printed the figures of the partial step and exited 0 as if the run had
+// been measured.
+func TestBenchInterruptedIsAnError(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/v1/token":
+			w.Write([]byte(`{"access_token":"tok"}`))
+		case "/v1/decisiones":
+			w.Write([]byte(`{"decision_id":"d1"}`))
+		case "/v1/eventos":
+			w.Write([]byte(`{"aceptados":1}`))
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer srv.Close()
+	for _, args := range [][]string{
+		{"decisions", "--rate", "50", "--workers", "2", "--warmup", "0s", "--customers", "10"},
+		{"events", "--concurrency", "1", "--batch", "1", "--customers", "10"},
+	} {
+		t.Run(args[0], func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+			defer cancel()
+			args = append([]string{"bench"}, append(args, "--client-id", "ci_x", "--client-secret", "x", "--url", srv.URL, "--duration", "60s")...)
+			start := time.Now()
+			err := Run(ctx, args, nil, &bytes.Buffer{}, &bytes.Buffer{})
+			if err == nil || ExitCode(err) == 0 || time.Since(start) > 20*time.Second {
+				t.Errorf("bench %v interrupted: %v after %v, want an error at once", args[1], err, time.Since(start))
+			}
+		})
+	}
+}

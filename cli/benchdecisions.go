@@ -233,6 +233,9 @@ func (db *decisionBench) run(cmd *cobra.Command) error {
 		fmt.Fprintf(out, "note: %s\n", n)
 	}
 	printDecisionTable(out, targets, results)
+	if err := interrupted(ctx); err != nil {
+		return err
+	}
 	return benchJSON(cmd, decisionSummary(targets, results))
 }
 
