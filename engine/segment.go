@@ -31,11 +31,15 @@ type Segment struct {
 	root  segNode
 }
 
-// Limits of a segment: nesting depth (the top object is depth 1) and number
-// of objects.
+// Limits of a segment: nesting depth (the top object is depth 1), number
+// of objects, and size of its JSON text in bytes. The size limit lets
+// ParseSegmentJSON refuse a huge segment before decoding it (decoded, a
+// list of numbers takes some 140 times its size in memory); it admits
+// SegmentMaxNodes conditions naming categories of 200 characters.
 const (
 	SegmentMaxDepth = 32
 	SegmentMaxNodes = 1000
+	SegmentMaxBytes = 256 << 10
 )
 
 // segMaxViolations bounds the violations one SegmentError reports.
@@ -145,9 +149,16 @@ func ParseSegment(v any) (*Segment, error) {
 }
 
 // ParseSegmentJSON parses a segment from its JSON text (numbers are read
-// exactly as json.Number). Invalid JSON is a violation of type json_invalid.
-// Errors are *SegmentError.
+// exactly as json.Number). Invalid JSON is a violation of type json_invalid;
+// a text longer than SegmentMaxBytes is one value_error, found before the
+// text is decoded. Errors are *SegmentError.
 func ParseSegmentJSON(b []byte) (*Segment, error) {
+	if len(b) > SegmentMaxBytes {
+		return nil, &SegmentError{Violations: []SegmentViolation{{
+			Loc: []any{"segmento"}, Type: "value_error",
+			Msg: fmt.Sprintf("el segmento es demasiado grande (máximo %d bytes de JSON)", SegmentMaxBytes),
+		}}}
+	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.UseNumber()
 	var v any

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -229,6 +230,37 @@ func TestParseSegmentLimits(t *testing.T) {
 	_, err = ParseSegmentJSON([]byte(bad(200)))
 	if !errors.As(err, &se) || len(se.Violations) != segMaxViolations {
 		t.Errorf("200 unknown features: %d violations, want %d", len(se.Violations), segMaxViolations)
+	}
+}
+
+// TestParseSegmentHugeRefusedCheaply: a segment far over the limits is
+// refused before it is decoded. It was decoded whole into Go values first
+// (about 140 bytes of memory per byte of a list of numbers): one request
+// within the batch endpoint's 96 MB body limit asked for gigabytes.
+func TestParseSegmentHugeRefusedCheaply(t *testing.T) {
+	huge := []byte(`{"y":[` + strings.Repeat(`1,`, 2<<20) + `1]}`) // 4 MiB
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	_, err := ParseSegmentJSON(huge)
+	runtime.ReadMemStats(&after)
+	var se *SegmentError
+	if !errors.As(err, &se) || len(se.Violations) != 1 || se.Violations[0].Path() != "segmento" || se.Violations[0].Type != "value_error" {
+		t.Fatalf("4 MiB segment: %v, want one value_error at segmento", err)
+	}
+	if got := after.TotalAlloc - before.TotalAlloc; got > 1<<20 {
+		t.Errorf("refusing a 4 MiB segment allocated %d MiB, want under 1 MiB", got>>20)
+	}
+
+	// The largest segment the limits admit still parses: SegmentMaxNodes
+	// objects naming a category of 200 characters.
+	items := make([]string, SegmentMaxNodes-1)
+	for i := range items {
+		items[i] = fmt.Sprintf(`{">=":{"cuota_categoria:%0200d":0.123456789}}`, i)
+	}
+	big := []byte(`{"o":[` + strings.Join(items, ",") + `]}`)
+	if _, err := ParseSegmentJSON(big); err != nil {
+		t.Errorf("%d conditions of %d bytes in all: %v", SegmentMaxNodes, len(big), err)
 	}
 }
 

@@ -286,6 +286,7 @@ func TestBatchValidation(t *testing.T) {
 		{"unknown field", map[string]any{"campana_id": "camp", "clientes": []string{"cliente-0001"}, "prioridad": 1}, "body.prioridad"},
 		{"unknown feature", map[string]any{"campana_id": "camp", "segmento": map[string]any{"<=": map[string]any{"edad": 30}}}, "body.segmento.<=.edad"},
 		{"todos false", map[string]any{"campana_id": "camp", "segmento": map[string]any{"todos": false}}, "body.segmento.todos"},
+		{"huge segment", map[string]any{"campana_id": "camp", "segmento": map[string]any{"y": make([]int, engine.SegmentMaxBytes/2)}}, "body.segmento"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -1116,7 +1116,7 @@ func (g *docGen) segmentSchemas() {
 	}
 	g.schemas["SegmentoCondicion"] = obj{
 		"type":                 "object",
-		"description":          fmt.Sprintf("Exactly one operator. Nesting at most %d levels and %d objects in all.", engine.SegmentMaxDepth, engine.SegmentMaxNodes),
+		"description":          fmt.Sprintf("Exactly one operator. Nesting at most %d levels, %d objects and %d bytes of JSON in all.", engine.SegmentMaxDepth, engine.SegmentMaxNodes, engine.SegmentMaxBytes),
 		"minProperties":        1,
 		"maxProperties":        1,
 		"properties":           ops,
@@ -1425,8 +1425,8 @@ var segmentGrammar = fmt.Sprintf(`segment := {"todos": true}                  on
          | {"y": [segment, ...]}            all of them (at least one)
          | {"o": [segment, ...]}            any of them (at least one)
          | {"no": segment}                  not
-Each object holds exactly one operator and a comparison exactly one feature; an unknown feature or operator is 422 (loc body.segmento...). At most %d levels of nesting and %d objects.`,
-	engine.SegmentMaxDepth, engine.SegmentMaxNodes)
+Each object holds exactly one operator and a comparison exactly one feature; an unknown feature or operator is 422 (loc body.segmento...). At most %d levels of nesting, %d objects and %d bytes of JSON (without whitespace).`,
+	engine.SegmentMaxDepth, engine.SegmentMaxNodes, engine.SegmentMaxBytes)
 
 func signedURLDoc() obj {
 	return obj{
