@@ -38,8 +38,9 @@ const tmpSuffix = atomicfile.TmpSuffix
 
 // Result file errors.
 var (
-	ErrResultLine   = errors.New("batch: result line must be at most MaxResultLine bytes and hold no newline")
-	ErrResultClosed = errors.New("batch: result writer already committed or aborted")
+	ErrResultLine    = errors.New("batch: result line must be at most MaxResultLine bytes and hold no newline")
+	ErrResultClosed  = errors.New("batch: result writer already committed or aborted")
+	ErrResultDamaged = errors.New("batch: result file damaged")
 )
 
 // resultEncoder returns the encoder every result file is written with.
@@ -188,7 +189,9 @@ type Result struct {
 
 // OpenResult opens the committed result file at path. A file that is
 // rewritten or removed after OpenResult (RewriteResult, retention) keeps
-// serving the content it had when opened.
+// serving the content it had when opened. An empty file is ErrResultDamaged:
+// a committed file holds at least one zstd frame, even without lines, and
+// an empty stream would read as a complete result of no lines.
 func OpenResult(path string) (*Result, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -198,6 +201,10 @@ func OpenResult(path string) (*Result, error) {
 	if err != nil {
 		f.Close()
 		return nil, fmt.Errorf("batch: open result: %w", err)
+	}
+	if st.Size() == 0 {
+		f.Close()
+		return nil, fmt.Errorf("batch: open result %s: empty file: %w", filepath.Base(path), ErrResultDamaged)
 	}
 	return &Result{f: f, size: st.Size()}, nil
 }

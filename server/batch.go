@@ -2,7 +2,9 @@ package server
 
 import (
 	"errors"
+	"fmt"
 	"io"
+	"io/fs"
 	"math"
 	"net/http"
 	"net/url"
@@ -128,16 +130,24 @@ func (s *Server) handleSignedDownload(c *call) error {
 	return s.sendResult(c, j)
 }
 
+// resultHead is how much of a decompressed result is read before the
+// status line goes out: a file damaged within it is answered 500.
+const resultHead = 64 << 10
+
 // sendResult streams a result file: the stored zstd bytes as they are to a
-// client that accepts zstd, decompressed on the fly otherwise.
+// client that accepts zstd, decompressed on the fly otherwise. A file gone
+// (retention) is 404; a damaged one 500, while nothing has been sent.
 func (s *Server) sendResult(c *call, j *batch.Job) error {
 	path, ok := s.Batch.ResultFile(j)
 	if !ok {
 		return errKind(kindNotFound)
 	}
 	res, err := batch.OpenResult(path)
-	if err != nil {
+	if errors.Is(err, fs.ErrNotExist) {
 		return errKind(kindNotFound)
+	}
+	if err != nil {
+		return err
 	}
 	defer res.Close()
 	h := c.w.Header()
@@ -155,7 +165,19 @@ func (s *Server) sendResult(c *call, j *batch.Job) error {
 	if err != nil {
 		return err
 	}
+	// The first stretch (the whole of a small file, checksum included) is
+	// decoded before the status line, so that damage found there is an
+	// answer rather than a connection cut before any.
+	head := make([]byte, resultHead)
+	n, err := io.ReadFull(rd, head)
+	whole := err == io.EOF || err == io.ErrUnexpectedEOF
+	if err != nil && !whole {
+		return fmt.Errorf("result file of %s: %w", j.ID, err)
+	}
 	c.w.WriteHeader(http.StatusOK)
+	if _, err := c.w.Write(head[:n]); err != nil || whole {
+		return ignoreClientGone(err)
+	}
 	src := &readErr{r: rd}
 	if _, err := io.Copy(c.w, src); err != nil && src.err != nil {
 		// The stored file is damaged: the status line went out, so the

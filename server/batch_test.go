@@ -824,6 +824,77 @@ func TestBatchZstd(t *testing.T) {
 	}
 }
 
+// TestBatchDamagedResultFile: a result file damaged on disk is answered
+// 500 error_interno (with its trace id) when the damage is found before
+// anything was sent. The decompressing download wrote the status line
+// first and then aborted, so the client saw the connection drop with no
+// answer at all; and an empty (0-byte) file, which no committed result is,
+// was sent as a complete result of no lines. A job without lines still
+// downloads as an empty 200.
+func TestBatchDamagedResultFile(t *testing.T) {
+	h, tok := batchHarness(t)
+	id := submit(h, tok, map[string]any{"campana_id": "camp", "segmento": map[string]any{"todos": true}})
+	runJobs(h)
+	for _, ae := range []string{"", "zstd"} {
+		if st, _, body := get(h, "/v1/lotes-decision/"+id+"/resultado", tok, "Accept-Encoding", ae); st != 200 || (ae == "" && len(body) != 0) {
+			t.Errorf("job without lines, Accept-Encoding %q: %d %q, want 200 and no lines", ae, st, body)
+		}
+	}
+	for _, tc := range []struct {
+		name     string
+		damage   func([]byte) []byte
+		encoding []string // Accept-Encoding values answered 500
+	}{
+		{"not zstd", func([]byte) []byte { return []byte("not a result file") }, []string{""}},
+		{"bit flipped", func(b []byte) []byte { b[len(b)/2] ^= 0xff; return b }, []string{""}},
+		{"checksum", func(b []byte) []byte { b[len(b)-2] ^= 0xff; return b }, []string{""}},
+		{"empty", func([]byte) []byte { return nil }, []string{"", "zstd"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			advanceTenant(h, "acme", time.Hour)
+			id := submit(h, tok, map[string]any{"campana_id": "camp", "clientes": refs("danado", 40)})
+			runJobs(h)
+			j, err := h.batch.Job("acme", id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			path, _ := h.batch.ResultFile(j)
+			data, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(path, tc.damage(data), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			signed := status(h, tok, id)["resultado_url"].(string)
+			sp, sq := pathOf(t, signed)
+			for _, ae := range tc.encoding {
+				for _, target := range []struct{ path, tok string }{{"/v1/lotes-decision/" + id + "/resultado", tok}, {sp + "?" + sq, ""}} {
+					req, _ := http.NewRequest("GET", h.http.URL+target.path, nil)
+					if target.tok != "" {
+						req.Header.Set("Authorization", "Bearer "+target.tok)
+					}
+					req.Header.Set("Accept-Encoding", ae)
+					resp, err := http.DefaultClient.Do(req)
+					if err != nil {
+						t.Errorf("%s, Accept-Encoding %q: %v, want a 500 answer", target.path, ae, err)
+						continue
+					}
+					body, _ := io.ReadAll(resp.Body)
+					resp.Body.Close()
+					if resp.StatusCode != 500 {
+						t.Errorf("%s, Accept-Encoding %q: %d %q, want 500", target.path, ae, resp.StatusCode, body)
+						continue
+					}
+					if e := errorShape(t, body); e["codigo"] != "error_interno" || resp.Header.Get("X-Trace-Id") == "" {
+						t.Errorf("%s, Accept-Encoding %q: %d %s, want 500 error_interno", target.path, ae, resp.StatusCode, body)
+					}
+				}
+			}
+		})
+	}
+}
+
 // TestBatchRetention: past the retention the file is removed; the job stays
 // completado, without a URL (error is only for fallido).
 func TestBatchRetention(t *testing.T) {
