@@ -1,6 +1,7 @@
 package batch
 
 import (
+	"errors"
 	"fmt"
 	"sync"
 
@@ -63,6 +64,9 @@ type lineItem struct {
 
 const lineBlock = 256
 
+// errLinePanic is the writer's error after encoding a line panicked.
+var errLinePanic = errors.New("batch: encoding a result line panicked")
+
 func newLineWriter(w *ResultWriter) *lineWriter {
 	lw := &lineWriter{w: w, blocks: make(chan []lineItem, 8), free: make(chan []lineItem, 10), done: make(chan struct{})}
 	lw.cur = make([]lineItem, 0, lineBlock)
@@ -75,15 +79,7 @@ func (lw *lineWriter) loop() {
 	var line []byte
 	for block := range lw.blocks {
 		if lw.failed() == nil {
-			for _, it := range block {
-				line = AppendResultLine(line[:0], it.ref, it.d)
-				if err := lw.w.WriteLine(line); err != nil {
-					lw.mu.Lock()
-					lw.err = err
-					lw.mu.Unlock()
-					break
-				}
-			}
+			line = lw.write(line, block)
 		}
 		clear(block)
 		select {
@@ -91,6 +87,31 @@ func (lw *lineWriter) loop() {
 		default:
 		}
 	}
+}
+
+// write encodes and writes block's lines, line being scratch memory. A
+// panic (AppendResultLine's, on a decision it cannot encode) becomes the
+// writer's error, as runSafe makes it the job's: this goroutine is out of
+// runSafe's reach, and a panic here ended the process.
+func (lw *lineWriter) write(line []byte, block []lineItem) []byte {
+	setErr := func(err error) {
+		lw.mu.Lock()
+		lw.err = err
+		lw.mu.Unlock()
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			setErr(fmt.Errorf("%w: %v", errLinePanic, p))
+		}
+	}()
+	for _, it := range block {
+		line = AppendResultLine(line[:0], it.ref, it.d)
+		if err := lw.w.WriteLine(line); err != nil {
+			setErr(err)
+			break
+		}
+	}
+	return line
 }
 
 func (lw *lineWriter) failed() error {
