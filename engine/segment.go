@@ -356,13 +356,14 @@ func (p *segParser) comparison(op segOp, arg any, loc []any) segNode {
 }
 
 // segNumber converts the numbers encoding/json and Go code produce: a
-// json.Number that parses as a float64, or a value of one of Go's
-// predeclared integer and float types (not a defined type over one, nor
-// uintptr or a complex number).
+// json.Number that parses as a float64 (one beyond its range is ±Inf, for
+// the finite_number check), or a value of one of Go's predeclared integer
+// and float types (not a defined type over one, nor uintptr or a complex
+// number).
 func segNumber(v any) (float64, bool) {
 	if n, ok := v.(json.Number); ok {
 		f, err := strconv.ParseFloat(string(n), 64)
-		return f, err == nil
+		return f, err == nil || (errors.Is(err, strconv.ErrRange) && math.IsInf(f, 0))
 	}
 	r := reflect.ValueOf(v)
 	if !r.IsValid() || r.Type().PkgPath() != "" {

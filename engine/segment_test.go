@@ -139,6 +139,10 @@ func TestParseSegmentErrors(t *testing.T) {
 		{"comparison of a non-object", `{"<":3}`, []viol{{"segmento.<", "dict_type", ""}}},
 		{"string value", `{"<":{"recencia_dias":"3"}}`, []viol{{"segmento.<.recencia_dias", "float_type", "recencia_dias"}}},
 		{"bool value", `{"<":{"recencia_dias":true}}`, []viol{{"segmento.<.recencia_dias", "float_type", "recencia_dias"}}},
+		// Beyond float64: finite_number, as server/schema answers it for
+		// any number field, not "not a number".
+		{"number too large", `{"<":{"recencia_dias":1e400}}`, []viol{{"segmento.<.recencia_dias", "finite_number", "recencia_dias"}}},
+		{"number too small", `{">":{"gasto_total_mxn":-2e308}}`, []viol{{"segmento.>.gasto_total_mxn", "finite_number", "gasto_total_mxn"}}},
 		{"todos false", `{"todos":false}`, []viol{{"segmento.todos", "value_error", ""}}},
 		{"todos not bool", `{"todos":1}`, []viol{{"segmento.todos", "bool_type", ""}}},
 		{"todos nested", `{"no":{"todos":true}}`, []viol{{"segmento.no.todos", "value_error", ""}}},
