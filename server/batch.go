@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/coupond/coupond/api"
 	"github.com/coupond/coupond/batch"
 	"github.com/coupond/coupond/client"
 	"github.com/coupond/coupond/engine"
@@ -32,9 +33,16 @@ func (s *Server) checkBatchSlot(c *call) error {
 	return nil
 }
 
+// viewJob is a job's status answer. error is a failed job's reason only
+// (contract §4): a completed job whose result was dropped (DropResult)
+// keeps its reason in the record, for the operator, and answers as after
+// retention.
 func (s *Server) viewJob(j *batch.Job, real time.Time) client.EstadoLote {
 	v := client.EstadoLote{JobID: j.ID, Estado: j.Estado, CreadoEn: j.CreadoEn, CampanaID: j.CampanaID, Total: j.Total,
-		Procesados: j.Procesados, IniciadoEn: j.IniciadoEn, CompletadoEn: j.CompletadoEn, Error: j.Error}
+		Procesados: j.Procesados, IniciadoEn: j.IniciadoEn, CompletadoEn: j.CompletadoEn}
+	if j.Estado == api.EstadoFallido {
+		v.Error = j.Error
+	}
 	if _, ok := s.Batch.ResultFile(j); ok {
 		exp := real.Add(batch.ResultURLTTL).Truncate(time.Second).UTC()
 		v.ResultadoURL = s.Batch.Signer.Sign(j.Tenant, j.ID, exp)

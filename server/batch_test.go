@@ -895,6 +895,37 @@ func TestBatchDamagedResultFile(t *testing.T) {
 	}
 }
 
+// TestBatchDroppedResultStatus: a completed job whose result file was
+// dropped (DropResult: a damaged file met by a customer's deletion)
+// answers as after retention: completado, no resultado_url, and no error,
+// which the contract gives only to a failed job (an integrator reading
+// error as failure took the job for failed). The reason stays in the
+// job record, for the operator.
+func TestBatchDroppedResultStatus(t *testing.T) {
+	h, tok := batchHarness(t)
+	id := submit(h, tok, map[string]any{"campana_id": "camp", "clientes": refs("tirado", 3)})
+	runJobs(h)
+	j, err := h.batch.Job("acme", id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.batch.DropResult(j, "archivo de resultados dañado"); err != nil {
+		t.Fatal(err)
+	}
+	s := status(h, tok, id)
+	if s["estado"] != "completado" || s["procesados"] != float64(3) {
+		t.Errorf("status after the drop: %v", s)
+	}
+	for _, k := range []string{"resultado_url", "resultado_expira_en", "error"} {
+		if _, ok := s[k]; ok {
+			t.Errorf("status after the drop has %s: %v", k, s)
+		}
+	}
+	if j, _ := h.batch.Job("acme", id); j.Error == "" {
+		t.Errorf("job record lost the reason of the drop: %+v", j)
+	}
+}
+
 // TestBatchRetention: past the retention the file is removed; the job stays
 // completado, without a URL (error is only for fallido).
 func TestBatchRetention(t *testing.T) {
