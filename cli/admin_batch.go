@@ -26,7 +26,7 @@ func batchWatchCmd(a *app) *cobra.Command {
 			"dir nothing runs jobs: the command shows the job once and fails if it has not ended.\n\n" +
 			"--progress: tty redraws one line in place; plain writes a line every few seconds (for pipes and\n" +
 			"files); off writes only the final summary; auto (default) is tty on a terminal, plain otherwise,\n" +
-			"and off with --json.",
+			"and off with --json. With --json, stdout carries only the final job and progress goes to stderr.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			mode, err := progressMode(progress, a.terminal(cmd), jsonFlag(cmd))
@@ -42,7 +42,11 @@ func batchWatchCmd(a *app) *cobra.Command {
 				if _, err := poll(); errors.Is(err, batch.ErrNotFound) {
 					return fmt.Errorf("tenant %q has no batch job %q", tenant, args[0])
 				}
-				j, err := watchJob(cmd.Context(), cmd.OutOrStdout(), poll, interval, mode, a.live != nil, e.now)
+				progressOut := cmd.OutOrStdout()
+				if jsonFlag(cmd) {
+					progressOut = cmd.ErrOrStderr() // stdout: one JSON value
+				}
+				j, err := watchJob(cmd.Context(), progressOut, poll, interval, mode, a.live != nil, e.now)
 				if err != nil {
 					return err
 				}

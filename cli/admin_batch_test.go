@@ -3,12 +3,14 @@ package cli
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/coupond/coupond/api"
 	"github.com/coupond/coupond/batch"
+	"github.com/coupond/coupond/engine"
 )
 
 // fakeJob serves a scripted sequence of job states, one per poll.
@@ -61,5 +63,43 @@ func TestWatchJobWithoutServer(t *testing.T) {
 	j, err := watchJob(context.Background(), &out, poll, time.Millisecond, progressTTY, false, time.Now)
 	if err != nil || j.Estado != api.EstadoFallido || !strings.Contains(out.String(), "failed: interrumpido") {
 		t.Errorf("failed job: %v %v %q", j, err, out.String())
+	}
+}
+
+// TestWatchJSONIsOneValue: with --json, stdout carries one JSON value
+// (contract §1) whatever --progress says; progress lines and the summary
+// go to stderr. With --progress plain or tty they were written to stdout
+// before the JSON, which no JSON reader could parse.
+func TestWatchJSONIsOneValue(t *testing.T) {
+	dir := t.TempDir()
+	e, now := sandboxEnv(t, dir)
+	if _, err := e.svc.engine.Campaigns.ReplaceCatalog("acme", []engine.Action{{ID: 1, Nombre: "diez", TipoCupon: "T10", CostoEnvioCents: 50,
+		DescuentoMaxCents: 1000, DescuentoPct: 10, Activa: true}}, now); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.svc.engine.Campaigns.PutCampaign("acme", engine.Campaign{ID: "camp1", Canal: "push", Descripcion: "d"}, now); err != nil {
+		t.Fatal(err)
+	}
+	j, err := e.svc.batch.Submit("acme", batch.Submission{CampanaID: "camp1", Clientes: []string{"ana-00000001", "beto-0000002"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := e.svc.batch.RunPending(context.Background()); n != 1 {
+		t.Fatalf("batch jobs run: %d", n)
+	}
+	e.close()
+	for _, progress := range []string{"auto", "plain", "tty", "off"} {
+		stdout, stderr, err := runCLI(t, "admin", "batch", "watch", "--tenant", "acme", "--json", "--progress", progress, j.ID, "--data-dir", dir)
+		if err != nil {
+			t.Fatalf("--progress %s: %v\n%s", progress, err, stderr)
+		}
+		var got batchJobView
+		dec := json.NewDecoder(strings.NewReader(stdout))
+		if err := dec.Decode(&got); err != nil || dec.More() || got.JobID != j.ID || got.Estado != api.EstadoCompletado {
+			t.Errorf("--progress %s: stdout is not one JSON job (%v):\n%s", progress, err, stdout)
+		}
+		if progress != "auto" && progress != "off" && !strings.Contains(stderr, "completed") {
+			t.Errorf("--progress %s: stderr lacks the progress summary:\n%s", progress, stderr)
+		}
 	}
 }
