@@ -365,8 +365,12 @@ func (r *Runner) sweep(keep map[string]bool) error {
 	return nil
 }
 
+// Wake makes Run look for queued jobs now rather than at its next minute:
+// those of a tenant just resumed, which waited while it was paused.
+func (r *Runner) Wake() { r.wake.poke() }
+
 // Run processes queued jobs until ctx ends, oldest first, and applies the
-// result retention.
+// result retention. A paused tenant's queued jobs wait for its resume.
 func (r *Runner) Run(ctx context.Context) {
 	r.wake.loop(ctx, time.Minute, func() { r.RunPending(ctx) })
 }
@@ -402,6 +406,9 @@ func (r *Runner) RunPending(ctx context.Context) int {
 func (r *Runner) nextQueued() (*Job, error) {
 	var next *Job
 	for _, t := range r.db.Tenants() {
+		if t.Settings.Paused { // a pause stops a batch's decisions too: its jobs wait (Wake)
+			continue
+		}
 		jobs, err := r.list(t.ID)
 		if err != nil {
 			return nil, err

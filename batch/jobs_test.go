@@ -885,3 +885,33 @@ func TestWebhookAttemptsNeedTheQueue(t *testing.T) {
 		})
 	}
 }
+
+// TestPausedTenantJobsWait: a queued job of a paused tenant is not
+// started (a pause stops every decision of the tenant, a batch's too); it
+// stays en_cola and runs once the tenant is resumed.
+func TestPausedTenantJobsWait(t *testing.T) {
+	e := newJobEnv(t, storefs.Mem(), "db", 2, -1)
+	j, err := e.r.Submit("acme", Submission{CampanaID: "camp", Clientes: refsN("pausa", 5)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pause := func(p bool) {
+		if _, err := e.db.UpdateTenant("acme", func(t *store.Tenant) error { t.Settings.Paused = p; return nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pause(true)
+	if n := e.r.RunPending(context.Background()); n != 0 {
+		t.Errorf("RunPending ran %d jobs of a paused tenant, want 0", n)
+	}
+	if got, _ := e.r.Job("acme", j.ID); got.Estado != api.EstadoEnCola {
+		t.Errorf("job of a paused tenant: %s, want en_cola", got.Estado)
+	}
+	pause(false)
+	if n := e.r.RunPending(context.Background()); n != 1 {
+		t.Errorf("RunPending after the resume ran %d jobs, want 1", n)
+	}
+	if got, _ := e.r.Job("acme", j.ID); got.Estado != api.EstadoCompletado {
+		t.Errorf("job after the resume: %s, want completado", got.Estado)
+	}
+}

@@ -210,6 +210,9 @@ func tenantSetCmd(a *app) *cobra.Command {
 			return err
 		}
 		e.log.Info().Str("tenant", t.ID).Msg("tenant settings changed")
+		if !t.Settings.Paused && e.svc != nil {
+			e.svc.batch.Wake() // the jobs held while it was paused
+		}
 		return showTenant(cmd, e, t, false)
 	})
 	sf.register(cmd.Flags())
@@ -226,7 +229,7 @@ type tenantSetFlags struct {
 
 func (sf *tenantSetFlags) register(f *pflag.FlagSet) {
 	f.StringVar(&sf.shadow, "shadow", "", "shadow mode: on or off")
-	f.StringVar(&sf.paused, "paused", "", "pause the tenant: true or false (answers 503 inquilino_pausado)")
+	f.StringVar(&sf.paused, "paused", "", "pause the tenant: true or false (its requests answer 503 inquilino_pausado; its queued batch jobs wait for the resume)")
 	f.StringVar(&sf.window, "reward-window", "", "reward window, 1h to 365d, e.g. 28d")
 	f.StringVar(&sf.grace, "reward-grace", "", "grace period for late events after the window, up to 365d, e.g. 2d")
 	f.Float64Var(&sf.controlShare, "control-share", 0, "share of customers in the control group, e.g. 0.05")
