@@ -391,6 +391,13 @@ func (r *Runner) RunPending(ctx context.Context) int {
 		if j == nil {
 			break
 		}
+		if r.db.WritesRefused() {
+			// Below the disk reserve, kept for deletions (contract §8): a
+			// job would write a decision a customer and its result file.
+			// It stays queued until space is back.
+			r.log.Warn().Str("tenant", j.Tenant).Str("job_id", j.ID).Msg("batch job waits: the store is below its disk reserve")
+			break
+		}
 		if !r.process(ctx, j) {
 			// The store refused the job's start (a full disk): the job
 			// stays queued for the next round instead of being picked

@@ -719,8 +719,8 @@ func TestRunPendingStopsWhenStoreRefusesWrites(t *testing.T) {
 	if n := r.RunPending(ctx); n != 0 {
 		t.Errorf("RunPending ran %d jobs on a store that refuses writes", n)
 	}
-	if starts.n != 1 {
-		t.Errorf("job start attempted %d times in one round, want 1", starts.n)
+	if starts.n != 0 { // the store refuses writes: the runner does not try
+		t.Errorf("job start attempted %d times in one round, want 0", starts.n)
 	}
 	if got, err := r.Job("acme", j.ID); err != nil || got.Estado != api.EstadoEnCola {
 		t.Errorf("job after the refused start: %+v %v, want still en_cola", got, err)
@@ -913,5 +913,34 @@ func TestPausedTenantJobsWait(t *testing.T) {
 	}
 	if got, _ := e.r.Job("acme", j.ID); got.Estado != api.EstadoCompletado {
 		t.Errorf("job after the resume: %s, want completado", got.Estado)
+	}
+}
+
+// TestRunPendingWaitsBelowReserve: below the disk reserve the runner
+// starts no job (a batch writes a decision a customer and its result file:
+// the reserve is kept for deletions, contract §8); the job stays en_cola
+// and runs once space is back.
+func TestRunPendingWaitsBelowReserve(t *testing.T) {
+	mem := storefs.Mem()
+	const gib = 1 << 30
+	mem.TestingSetDiskUsage(storefs.DiskUsage{AvailBytes: 10 * gib, TotalBytes: 20 * gib})
+	e := newJobEnv(t, mem, "db", 2, -1)
+	e.db.SetReserve(gib)
+	j, err := e.r.Submit("acme", Submission{CampanaID: "camp", Clientes: refsN("reserva", 3)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem.TestingSetDiskUsage(storefs.DiskUsage{AvailBytes: gib - 1, TotalBytes: 20 * gib})
+	e.db.SetReserve(gib) // reads the free space now
+	if n := e.r.RunPending(context.Background()); n != 0 {
+		t.Errorf("RunPending ran %d jobs below the reserve, want 0", n)
+	}
+	if got, _ := e.r.Job("acme", j.ID); got.Estado != api.EstadoEnCola {
+		t.Errorf("job below the reserve: %s, want en_cola", got.Estado)
+	}
+	mem.TestingSetDiskUsage(storefs.DiskUsage{AvailBytes: 10 * gib, TotalBytes: 20 * gib})
+	e.db.SetReserve(gib)
+	if n := e.r.RunPending(context.Background()); n != 1 {
+		t.Errorf("RunPending with space back ran %d jobs, want 1", n)
 	}
 }
