@@ -241,18 +241,38 @@ func (r *Runner) list(tenant string) ([]*Job, error) {
 	var bad []damaged
 	lo, hi := store.JobSpan(tenant)
 	err := r.db.Scan(lo, hi, func(k, v []byte) error {
-		var j Job
-		if err := json.Unmarshal(v, &j); err != nil {
+		j, err := decodeJob(tenant, k, v)
+		if err != nil {
 			bad = append(bad, damaged{bytes.Clone(k), bytes.Clone(v), err})
 			return nil
 		}
-		out = append(out, &j)
+		out = append(out, j)
 		return nil
 	})
 	for _, d := range bad {
 		r.eng.Records().Quarantine(tenant, d.key, d.val, fmt.Errorf("job record: %w", d.err))
 	}
 	return out, err
+}
+
+// decodeJob decodes the job record v stored at key of tenant. A record
+// whose tenant or id is not its key's, or whose result is not the file
+// the runner names for it (tenant/job_id.jsonl.zst), is damaged like one
+// that does not decode: retention and deletion remove the file a record
+// names, which must never be another tenant's or lie outside the results
+// dir.
+func decodeJob(tenant string, key, v []byte) (*Job, error) {
+	j := new(Job)
+	if err := json.Unmarshal(v, j); err != nil {
+		return nil, fmt.Errorf("job record: %w", err)
+	}
+	if j.Tenant != tenant || !bytes.Equal(jobKey(tenant, j.ID), key) {
+		return nil, fmt.Errorf("job record: tenant %q, job_id %q: not its key's", j.Tenant, j.ID)
+	}
+	if j.Result != "" && j.Result != filepath.Join(j.Tenant, j.ID+resultSuffix) {
+		return nil, fmt.Errorf("job record: result %q: not the job's file", j.Result)
+	}
+	return j, nil
 }
 
 // Jobs returns the tenant's jobs as stored (no live progress); a record
@@ -270,9 +290,9 @@ func (r *Runner) Job(tenant, id string) (*Job, error) {
 	if err != nil {
 		return nil, err
 	}
-	j := new(Job)
-	if err := json.Unmarshal(v, j); err != nil {
-		r.eng.Records().Quarantine(tenant, key, v, fmt.Errorf("job record: %w", err))
+	j, err := decodeJob(tenant, key, v)
+	if err != nil {
+		r.eng.Records().Quarantine(tenant, key, v, err)
 		return nil, ErrNotFound
 	}
 	r.mu.Lock()

@@ -944,3 +944,48 @@ func TestRunPendingWaitsBelowReserve(t *testing.T) {
 		t.Errorf("RunPending with space back ran %d jobs, want 1", n)
 	}
 }
+
+// TestJobRecordNamingAnotherFileIsDamaged: a job record that decodes but
+// names a result file that is not its own (outside the results dir,
+// another tenant's), or whose id or tenant is not its key's, is damaged:
+// quarantined, and no file it names is removed by retention.
+func TestJobRecordNamingAnotherFileIsDamaged(t *testing.T) {
+	e := newJobEnv(t, storefs.Mem(), "db", 2, -1)
+	outside := filepath.Join(t.TempDir(), "precious")
+	if err := os.WriteFile(outside, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rel, err := filepath.Rel(e.dir, outside)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := jobsStart.Add(-30 * 24 * time.Hour)
+	records := map[string]Job{
+		"lote_fuera":  {ID: "lote_fuera", Tenant: "acme", Estado: api.EstadoCompletado, CreadoEn: old, CompletadoEn: &old, Result: rel},
+		"lote_ajeno":  {ID: "lote_ajeno", Tenant: "acme", Estado: api.EstadoCompletado, CreadoEn: old, CompletadoEn: &old, Result: "otro/lote_ajeno" + resultSuffix},
+		"lote_clave":  {ID: "lote_otro", Tenant: "acme", Estado: api.EstadoEnCola, CreadoEn: old},
+		"lote_tenant": {ID: "lote_tenant", Tenant: "otro", Estado: api.EstadoEnCola, CreadoEn: old},
+	}
+	b := e.db.NewBatch()
+	for id, j := range records {
+		if err := b.SetJSON(store.JobKey("acme", id), j); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+	e.r.RunPending(context.Background()) // lists the jobs, applies retention
+	if _, err := os.Stat(outside); err != nil {
+		t.Errorf("file outside the results dir named by a job record: %v, want it kept", err)
+	}
+	for id := range records {
+		if _, err := e.r.Job("acme", id); !errors.Is(err, ErrNotFound) {
+			t.Errorf("job %s: %v, want ErrNotFound (damaged)", id, err)
+		}
+	}
+	if q, err := e.eng.Quarantine.Quarantined("acme"); err != nil || len(q) != len(records) {
+		t.Errorf("quarantined: %d records, %v; want %d", len(q), err, len(records))
+	}
+}
