@@ -254,7 +254,8 @@ func (e *Engine) decideAndCommit(ts *tenantState, t *store.Tenant, now time.Time
 // the same body is answered with that window's decision (counted toward the
 // customer's daily cap, as any answer that is not a replay). A conflict
 // cannot be told from a damaged record, and refusing the key would not
-// last: once quarantined, the key is new.
+// last: once quarantined, the key is new. The stored answer's detalle is
+// left out for a request without req.Explain.
 func (e *Engine) replay(tenant string, now time.Time, req Request) (*Decision, error) {
 	raw, err := e.db.Idempotency(tenant, req.IdempotencyKey)
 	if errors.Is(err, store.ErrNotFound) {
@@ -273,6 +274,11 @@ func (e *Engine) replay(tenant string, now time.Time, req Request) (*Decision, e
 	}
 	if rec.BodyHash != req.BodyHash {
 		return nil, ErrIdempotencyConflict
+	}
+	if !req.Explain {
+		// The key is the tenant's, not the credential's: a credential
+		// without explicar:leer gets no detalle, whoever asked first.
+		d.Detalle = nil
 	}
 	return d, nil
 }

@@ -413,3 +413,28 @@ func TestIdempotencyKeyValidation(t *testing.T) {
 		t.Errorf("255 characters: %d %v, want 200", st, d)
 	}
 }
+
+// TestIdempotentReplayDetalleFollowsScope: detalle is present only for
+// credentials with scope explicar:leer (spec, Decision), a replay of an
+// Idempotency-Key included: another credential of the tenant that repeats
+// the request without the scope gets the decision without detalle.
+func TestIdempotentReplayDetalleFollowsScope(t *testing.T) {
+	h, _ := newCatalogHarness(t, 3, noControl)
+	explain := h.token("acme", "decisiones:pedir", "explicar:leer")
+	plain := h.token("acme", "decisiones:pedir")
+	body := decideBody("replay-scope-1", nil)
+	_, first := h.do("POST", "/v1/decisiones", explain, body, "Idempotency-Key", "scope-k")
+	if _, ok := first["detalle"]; !ok {
+		t.Fatalf("first answer, scope explicar:leer: no detalle: %v", first)
+	}
+	st, replay := h.do("POST", "/v1/decisiones", plain, body, "Idempotency-Key", "scope-k")
+	if st != 200 || replay["decision_id"] != first["decision_id"] {
+		t.Fatalf("replay: %d %v, want the first decision %v", st, replay, first["decision_id"])
+	}
+	if d, ok := replay["detalle"]; ok {
+		t.Errorf("replay to a credential without explicar:leer carries detalle %v", d)
+	}
+	if _, again := h.do("POST", "/v1/decisiones", explain, body, "Idempotency-Key", "scope-k"); again["detalle"] == nil {
+		t.Errorf("replay to the credential with explicar:leer lost detalle: %v", again)
+	}
+}
