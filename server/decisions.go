@@ -112,14 +112,12 @@ func (s *Server) handleConfirm(c *call) error {
 		}
 		n := int(f.Int())
 		conf.AccionReal = &n
-		if n != 0 {
-			cat, err := s.Engine.Campaigns.Catalog(c.tenant.ID)
-			if err != nil {
-				return err
-			}
-			if cat.Action(n) == nil {
-				bad = append(bad, schema.ValueError([]any{"body", "accion_real"}, "la acción no existe en el catálogo del inquilino", n))
-			}
+		known, err := s.knownAccionReal(c, n)
+		if err != nil {
+			return err
+		}
+		if !known {
+			bad = append(bad, schema.ValueError([]any{"body", "accion_real"}, "la acción no existe en el catálogo del inquilino", n))
 		}
 	}
 	if f := v.Field("motivo_rechazo"); f.Present() && !f.IsNull() {
@@ -155,6 +153,34 @@ func (s *Server) handleConfirm(c *call) error {
 	}
 	c.answer = answer{http.StatusOK, map[string]string{"decision_id": id, "estado_ejecucion": estado}}
 	return nil
+}
+
+// knownAccionReal reports whether accion_real n of a confirmation of the
+// decision in the path names an action the caller may have applied: 0, an
+// action of the tenant's catalog, or the decision's own action, which a
+// catalog replaced since the decision may no longer list (the decided
+// action confirmed is ejecutada, contract §4). An id that names no decision
+// of the tenant gives false, as before any lookup: the 422 comes before the
+// 404 (contract §7).
+func (s *Server) knownAccionReal(c *call, n int) (bool, error) {
+	if n == 0 {
+		return true, nil
+	}
+	cat, err := s.Engine.Campaigns.Catalog(c.tenant.ID)
+	if err != nil {
+		return false, err
+	}
+	if cat.Action(n) != nil {
+		return true, nil
+	}
+	r, err := s.Engine.DecisionByID(c.tenant.ID, c.params.ByName("decision_id"))
+	if errors.Is(err, engine.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return r.Accion == n, nil
 }
 
 var fallbackSchema = schema.Object(

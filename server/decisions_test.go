@@ -438,3 +438,49 @@ func TestIdempotentReplayDetalleFollowsScope(t *testing.T) {
 		t.Errorf("replay to the credential with explicar:leer lost detalle: %v", again)
 	}
 }
+
+// TestConfirmDecidedActionGoneFromCatalog: accion_real equal to the decided
+// action is ejecutada (contract §4), also when a catalog replaced since the
+// decision no longer lists that action; an accion_real that is neither the
+// decided action nor in the catalog is still 422 at body.accion_real.
+func TestConfirmDecidedActionGoneFromCatalog(t *testing.T) {
+	h, tok := newCatalogHarness(t, 3, func(s *store.Settings) { s.ControlShare = 0; s.RateLimits = false })
+	var sent []map[string]any
+	for i := 0; i < 200 && len(sent) < 2; i++ {
+		_, d := h.do("POST", "/v1/decisiones", tok, decideBody(fmt.Sprintf("gone-%04d", i), map[string]any{"canal": "push", "acciones_permitidas": []int{2}}))
+		if d["accion"] == float64(2) {
+			sent = append(sent, d)
+		}
+	}
+	if len(sent) < 2 {
+		t.Fatal("the seeded engine sent action 2 fewer than twice in 200 draws: change the refs")
+	}
+	// The catalog loses action 2.
+	acciones := []map[string]any{
+		{"id": 1, "nombre": "a", "tipo_cupon": "TA", "costo_envio_mxn": 0.5},
+		{"id": 3, "nombre": "c", "tipo_cupon": "TC", "costo_envio_mxn": 0.5},
+	}
+	if st, b := h.do("PUT", "/v1/catalogo-acciones", tok, map[string]any{"acciones": acciones}); st != 200 {
+		t.Fatalf("catalog: %d %v", st, b)
+	}
+	confirm := func(id string, body any) (int, string) {
+		st, b := h.do("POST", "/v1/decisiones/"+id+"/ejecucion", tok, body)
+		return st, fmt.Sprint(b["estado_ejecucion"], b["detail"])
+	}
+	tests := []struct {
+		name   string
+		id     string
+		body   map[string]any
+		status int
+		want   string
+	}{
+		{"decided action, gone", sent[0]["decision_id"].(string), map[string]any{"ejecutada": true, "accion_real": 2}, 200, "ejecutada"},
+		{"other action, never in the catalog", sent[1]["decision_id"].(string), map[string]any{"ejecutada": true, "accion_real": 9}, 422, "accion_real"},
+		{"other action, in the catalog", sent[1]["decision_id"].(string), map[string]any{"ejecutada": true, "accion_real": 3}, 200, "modificada"},
+	}
+	for _, tt := range tests {
+		if st, got := confirm(tt.id, tt.body); st != tt.status || !strings.Contains(got, tt.want) {
+			t.Errorf("%s: %d %s, want %d %s", tt.name, st, got, tt.status, tt.want)
+		}
+	}
+}

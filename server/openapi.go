@@ -1261,7 +1261,7 @@ func decisionDocs() map[string]opDoc {
 			okDesc: "The decision.", okSchema: schemaRef("Decision"),
 			errors: []kind{kindIdempotencyConflict}},
 		"ejecucion": {tag: "decisiones", summary: "Confirm the execution of a decision",
-			description: "Mandatory for every decision, `accion` 0 included. One confirmation per decision, until `caduca_en`. An `accion_real` other than 0 that is not in the tenant's catalog is 422 at `body.accion_real`. Then, in order: unknown, altered, invented or foreign id → 404; already confirmed → 409 `ejecucion_ya_confirmada`; after `caduca_en` → 409 `decision_caducada`.",
+			description: "Mandatory for every decision, `accion` 0 included. One confirmation per decision, until `caduca_en`. An `accion_real` other than 0 that is neither in the tenant's catalog nor the decided action (which a catalog replaced since may no longer list) is 422 at `body.accion_real`. Then, in order: unknown, altered, invented or foreign id → 404; already confirmed → 409 `ejecucion_ya_confirmada`; after `caduca_en` → 409 `decision_caducada`.",
 			pathParams:  map[string]obj{"decision_id": {"schema": obj{"type": "string"}, "description": "The decision's `decision_id`."}},
 			body:        jsonBody("PeticionEjecucion", obj{"ejecutada": true}),
 			okDesc:      "The outcome.", okSchema: schemaRef("RespuestaEjecucion"),
