@@ -116,7 +116,7 @@ func (bd *BatchDecider) SendBudget() (remaining int64, limited bool) {
 		// still enforced per send when deciding.
 		cheapest := int64(-1)
 		for _, a := range bd.ts.catalog.Load().Acciones {
-			if a.Activa && a.AllowsChannel(c.Canal) && (cheapest < 0 || a.DescuentoMaxCents < cheapest) {
+			if a.Activa && a.AllowsChannel(c.Canal) && !unbounded(&a) && (cheapest < 0 || a.DescuentoMaxCents < cheapest) {
 				cheapest = a.DescuentoMaxCents
 			}
 		}

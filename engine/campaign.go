@@ -23,7 +23,9 @@ type Campaign struct {
 // budget is a campaign's spent budget: sends (accion ≠ 0) and their
 // expected discount. The expected discount of a send is the action's
 // descuento_max (the most the coupon can give), so the campaign's
-// max_descuento_mxn is never exceeded whatever is redeemed.
+// max_descuento_mxn is never exceeded whatever is redeemed; a percentage
+// coupon without descuento_max has no bound, and a campaign with that cap
+// never sends it (unbounded).
 type budget struct {
 	Envios         int64 `json:"envios"`
 	DescuentoCents int64 `json:"descuento_cents"`
@@ -209,11 +211,15 @@ func (c *Campaign) affordable(b *budget, a *Action) bool {
 	if c.MaxEnvios != nil && b.Envios+1 > *c.MaxEnvios {
 		return false
 	}
-	if c.MaxDescuentoCents != nil && b.DescuentoCents+a.DescuentoMaxCents > *c.MaxDescuentoCents {
+	if c.MaxDescuentoCents != nil && (unbounded(a) || b.DescuentoCents+a.DescuentoMaxCents > *c.MaxDescuentoCents) {
 		return false
 	}
 	return true
 }
+
+// unbounded reports whether a's discount has no upper bound: a percentage
+// without descuento_max_mxn.
+func unbounded(a *Action) bool { return a.DescuentoPct > 0 && a.DescuentoMaxCents == 0 }
 
 // Campaigns keeps each tenant's catalog, campaigns and campaign budgets:
 // the catalog and campaign records, the budget counters that decisions

@@ -429,13 +429,20 @@ func (e *Engine) fitBudget(ts *tenantState, tenant, campana string, sc *scored, 
 	if err != nil {
 		return nil, reason, err
 	}
-	before := len(sc.cands)
-	sc.keep(func(c *candidate) bool { return c.action == nil || camp.affordable(bu, c.action) })
-	if len(sc.cands) < before && reason == "" {
+	before, uncapped := len(sc.cands), false
+	sc.keep(func(c *candidate) bool {
+		ok := c.action == nil || camp.affordable(bu, c.action)
+		uncapped = uncapped || !ok && camp.MaxDescuentoCents != nil && unbounded(c.action)
+		return ok
+	})
+	switch {
+	case len(sc.cands) == before || reason != "":
+	case uncapped:
+		reason = "presupuesto de la campaña: un cupón porcentual sin descuento_max_mxn no cabe en su max_descuento_mxn"
+	case len(sc.cands) == 1:
+		reason = "presupuesto de la campaña agotado"
+	default:
 		reason = "presupuesto de la campaña agotado para algunas acciones"
-		if len(sc.cands) == 1 {
-			reason = "presupuesto de la campaña agotado"
-		}
 	}
 	return camp, reason, nil
 }

@@ -484,3 +484,43 @@ func TestConfirmDecidedActionGoneFromCatalog(t *testing.T) {
 		}
 	}
 }
+
+// TestDiscountCapRefusesUnboundedCoupon: a campaign with max_descuento_mxn
+// counts each send at its coupon's descuento_max_mxn, so that the cap
+// holds whatever is redeemed. A percentage coupon without
+// descuento_max_mxn has no bound: under such a campaign it is never sent
+// (accion 0, a motivo that says why), while a coupon with a bound and a
+// campaign without the cap send as before.
+func TestDiscountCapRefusesUnboundedCoupon(t *testing.T) {
+	h := newHarness(t)
+	h.tenant("acme", true, func(s *store.Settings) { s.RateLimits = false; s.ControlShare = 0 })
+	tok := h.token("acme", allScopes...)
+	st, body := h.do("PUT", "/v1/catalogo-acciones", tok, map[string]any{"acciones": []any{
+		map[string]any{"id": 1, "nombre": "10% sin tope", "tipo_cupon": "PCT10", "costo_envio_mxn": 0.5, "descuento_pct": 10},
+		map[string]any{"id": 2, "nombre": "$30", "tipo_cupon": "MXN30", "costo_envio_mxn": 0.5, "descuento_max_mxn": 30},
+	}})
+	if st != 200 {
+		t.Fatalf("catalog: %d %v", st, body)
+	}
+	for id, camp := range map[string]map[string]any{
+		"tope":     {"canal": "push", "descripcion": "con tope", "max_descuento_mxn": 1000},
+		"sin-tope": {"canal": "push", "descripcion": "sin tope"},
+	} {
+		if st, body := h.do("PUT", "/v1/campanas/"+id, tok, camp); st != 200 {
+			t.Fatalf("campaign %s: %d %v", id, st, body)
+		}
+	}
+	for i, tc := range []struct {
+		campana string
+		allowed int
+		unbound bool // the coupon is refused by the cap
+	}{{"tope", 1, true}, {"tope", 2, false}, {"sin-tope", 1, false}} {
+		ref := fmt.Sprintf("cliente-%08d", i)
+		_, d := h.do("POST", "/v1/decisiones", tok, decideBody(ref, map[string]any{"canal": "push", "campana_id": tc.campana, "acciones_permitidas": []int{tc.allowed}}))
+		motivo, _ := d["motivo"].(string)
+		refused := d["accion"] == float64(0) && strings.Contains(motivo, "descuento_max_mxn")
+		if refused != tc.unbound {
+			t.Errorf("campaign %s, coupon %d: accion %v, motivo %q; want refused by the cap: %v", tc.campana, tc.allowed, d["accion"], motivo, tc.unbound)
+		}
+	}
+}

@@ -790,7 +790,7 @@ func (g *docGen) requestSchemas() {
 		"`categorias` (optional, 1 to 64): the `COMPRA_CAT` `clave` values the coupon applies to (absent: the whole basket); a hint for learning which customers the coupon suits, never required. "+
 		"A new action starts without support and is explored until it has some.", catalogSchema)
 	put("Campana", "Campaign definition. `max_descuento_mxn` and `max_envios` absent: no cap. Sends (`accion` != 0) are counted against the budget first come, first served; "+
-		"each send reserves the action's `descuento_max_mxn` against `max_descuento_mxn`. A `rechazada` confirmation, or `caduca_en` passing unconfirmed, gives the send back.", campaignSchema)
+		"each send reserves the action's `descuento_max_mxn` against `max_descuento_mxn`, and a percentage coupon without `descuento_max_mxn` (no bound) is never sent under a campaign with `max_descuento_mxn`. A `rechazada` confirmation, or `caduca_en` passing unconfirmed, gives the send back.", campaignSchema)
 	dec := put("PeticionDecision", "Online decision request.", decisionSchema)
 	ctx := schemaProps(dec)["contexto"].(obj)
 	schemaProps(ctx)["acciones_permitidas"] = withDesc(schemaProps(ctx)["acciones_permitidas"].(obj), "Action ids executable now; the answer is one of them or 0 (0 is always allowed). Absent: every action of the catalog.")
@@ -1499,7 +1499,7 @@ Flow: publish events (POST /v1/eventos); request decisions online (POST /v1/deci
 - detalle (scope explicar:leer) is on every decision: {"acciones":[{"accion","mu_mxn","sigma_mxn","probabilidad"}]}, one row per eligible action, 0 included; mu_mxn is the expected reward in MXN over the reward window.
 - Event idempotency compares canonical JSON (keys sorted, numbers by value): a resend that reorders keys or writes 100.0 for 100 is a duplicate, not a conflict.
 - Fallback records must name 0 or an action of the catalog (422 at body.accion otherwise); so must a confirmation's accion_real (422 at body.accion_real).
-- Campaign budget: each send reserves the action's descuento_max_mxn against max_descuento_mxn; a rechazada confirmation or an expired unconfirmed decision gives it back.
+- Campaign budget: each send reserves the action's descuento_max_mxn against max_descuento_mxn (a percentage coupon without descuento_max_mxn is never sent under that cap); a rechazada confirmation or an expired unconfirmed decision gives it back.
 - Batch jobs need a defined campaign (422 at body.campana_id); the campaign's canal is the channel. Segments: x-segment-grammar over x-customer-features. A job interrupted by a restart ends fallido; failed jobs do not count toward the one-per-hour limit.
 `)
 	fmt.Fprintf(&b, "- Result files are kept %s from the job's creation (real time, also for sandbox tenants; x-result-retention); then GET …/resultado and the signed URL answer 404 and the status has no resultado_url. The signed URL (x-signed-result-url) lives %s.\n", humanDuration(batch.ResultRetention), humanDuration(batch.ResultURLTTL))
