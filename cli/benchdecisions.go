@@ -155,9 +155,8 @@ func (db *decisionBench) rateList() ([]int, error) {
 	return list, nil
 }
 
-// run measures coupond (and the baseline, with --baseline) at each rate,
-// interleaved step by step, and prints the steps and the table.
-func (db *decisionBench) run(cmd *cobra.Command) error {
+// checkFlags refuses the flags out of their range, naming them.
+func (db *decisionBench) checkFlags() error {
 	if err := db.f.check(); err != nil {
 		return err
 	}
@@ -169,6 +168,15 @@ func (db *decisionBench) run(cmd *cobra.Command) error {
 	}
 	if db.warmup < 0 {
 		return fmt.Errorf("--warmup: want 0 or a positive duration, got %s", db.warmup)
+	}
+	return nil
+}
+
+// run measures coupond (and the baseline, with --baseline) at each rate,
+// interleaved step by step, and prints the steps and the table.
+func (db *decisionBench) run(cmd *cobra.Command) error {
+	if err := db.checkFlags(); err != nil {
+		return err
 	}
 	f, out := db.f, benchOut(cmd)
 	list, err := db.rateList()

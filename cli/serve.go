@@ -36,6 +36,7 @@ type serveFlags struct {
 	maxConns                           int
 	trustedProxies                     string
 	proxies                            []netip.Prefix // parsed from trustedProxies by settle
+	featuresCache                      int            // bytes, from featuresCacheMiB by settle (-1: none)
 }
 
 func newServeCmd(a *app) *cobra.Command {
@@ -121,12 +122,8 @@ func tuneGC(log zerolog.Logger) {
 }
 
 func serve(ctx context.Context, dataDir string, f serveFlags, logOut interface{ Write([]byte) (int, error) }) error {
-	if err := f.settle(); err != nil {
+	if err := f.settle(dataDir); err != nil {
 		return err
-	}
-	if sock := filepath.Join(dataDir, adminSocket); len(sock) > maxSocketPath {
-		return fmt.Errorf("--data-dir %s: too long for the admin socket %s (%d bytes, a unix socket's path holds %d at most): choose a shorter data dir",
-			dataDir, adminSocket, len(sock), maxSocketPath)
 	}
 	logBuf := newLogBuffer(logOut, 100*time.Millisecond)
 	defer logBuf.Close()
@@ -144,12 +141,8 @@ func serve(ctx context.Context, dataDir string, f serveFlags, logOut interface{ 
 		return err
 	}
 	warnOpenFileLimit(log, f.maxConns)
-	cache := f.featuresCacheMiB << 20
-	if cache == 0 {
-		cache = -1 // engine.Config: negative keeps none
-	}
 	e, err := openEnv(ctx, dataDir, log, serviceOptions{baseURL: f.baseURL, webhookAllowPrivate: f.webhookAllowPrivate, metricsTenantLabel: f.metricsTenantLabel,
-		featuresCache: cache, trustedProxies: f.proxies})
+		featuresCache: f.featuresCache, trustedProxies: f.proxies})
 	if err != nil {
 		return err
 	}
@@ -206,8 +199,13 @@ func serve(ctx context.Context, dataDir string, f serveFlags, logOut interface{ 
 }
 
 // settle checks serve's flags and fills the ones derived from others
-// (--json is --log-format json; --base-url defaults to --addr's).
-func (f *serveFlags) settle() error {
+// (--json is --log-format json; --base-url defaults to --addr's), and
+// checks that the admin socket's path in dataDir fits a unix socket.
+func (f *serveFlags) settle(dataDir string) error {
+	if sock := filepath.Join(dataDir, adminSocket); len(sock) > maxSocketPath {
+		return fmt.Errorf("--data-dir %s: too long for the admin socket %s (%d bytes, a unix socket's path holds %d at most): choose a shorter data dir",
+			dataDir, adminSocket, len(sock), maxSocketPath)
+	}
 	if f.jsonLogs {
 		f.logFormat = "json"
 	}
@@ -216,6 +214,10 @@ func (f *serveFlags) settle() error {
 	}
 	if f.featuresCacheMiB < 0 || f.featuresCacheMiB > 4096 {
 		return fmt.Errorf("--features-cache-mib must be within 0-4096 (got %d)", f.featuresCacheMiB)
+	}
+	f.featuresCache = f.featuresCacheMiB << 20
+	if f.featuresCache == 0 {
+		f.featuresCache = -1 // engine.Config: negative keeps none
 	}
 	if f.baseURL == "" {
 		f.baseURL = "http://" + f.addr
