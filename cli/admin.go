@@ -113,6 +113,13 @@ func tenantCreateCmd(a *app) *cobra.Command {
 	})
 	cmd.Flags().BoolVar(&sandbox, "sandbox", false, "sandbox tenant with a test clock moved by 'admin clock advance'")
 	cmd.Annotations = map[string]string{createsDataDir: "yes"}
+	// A refused id must not create the data dir the command may create.
+	cmd.PreRunE = func(_ *cobra.Command, args []string) error {
+		if !store.ValidTenantID(args[0]) {
+			return fmt.Errorf("invalid tenant id %q: want 1 to 32 of a-z 0-9 _ -, starting with a letter or digit", args[0])
+		}
+		return nil
+	}
 	return cmd
 }
 

@@ -254,3 +254,19 @@ func TestInterruptedRestoreRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestTenantCreateRefusesBadIDFirst: a tenant id that is not one is refused
+// naming the id and its form before the data dir is touched; the refusal
+// created a data dir (keys and an empty store) where none was.
+func TestTenantCreateRefusesBadIDFirst(t *testing.T) {
+	for _, id := range []string{"", "Acme", "a b", "ñandú", strings.Repeat("a", 33)} {
+		dir := filepath.Join(t.TempDir(), "data")
+		_, _, err := runCLI(t, "admin", "tenant", "create", id, "--data-dir", dir)
+		if err == nil || !strings.Contains(err.Error(), "invalid tenant id") || !strings.Contains(err.Error(), "a-z 0-9") {
+			t.Errorf("tenant create %q: %v; want an error naming the tenant id's form", id, err)
+		}
+		if _, err := os.Stat(dir); !os.IsNotExist(err) {
+			t.Errorf("tenant create %q: the refused create made %s (stat: %v)", id, dir, err)
+		}
+	}
+}
