@@ -270,3 +270,22 @@ func TestTenantCreateRefusesBadIDFirst(t *testing.T) {
 		}
 	}
 }
+
+// TestAuditRefusesMissingDataDir: admin audit pointed at a data dir that
+// does not exist fails naming it, as every other admin command does; it
+// answered "no admin commands run through the socket yet" (and [] with
+// --json), exit 0, for a mistyped --data-dir.
+func TestAuditRefusesMissingDataDir(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "nope")
+	for _, args := range [][]string{{"admin", "audit"}, {"admin", "audit", "--json"}} {
+		out, _, err := runCLI(t, append(args, "--data-dir", dir)...)
+		if err == nil || !strings.Contains(err.Error(), "does not exist") || !strings.Contains(err.Error(), "--data-dir") || out != "" {
+			t.Errorf("%v: %v, stdout %q; want an error naming the missing data dir", args, err, out)
+		}
+	}
+	dir = t.TempDir()
+	runIn(t, dir, "admin", "tenant", "create", "acme")
+	if out := runIn(t, dir, "admin", "audit", "--json"); strings.TrimSpace(string(out)) != "[]" {
+		t.Errorf("audit of a data dir without an audit log: %s", out)
+	}
+}

@@ -162,6 +162,9 @@ func peerFrom(ctx context.Context) peer {
 // auditCmd is "admin audit": the admin commands run through the socket.
 func auditCmd(a *app) *cobra.Command {
 	return leafCmd("audit", "Show the admin audit log: every admin command run through the server's socket (time, uid, pid, arguments, outcome)", func(cmd *cobra.Command) error {
+		if err := dataDirExists(a.dataDir); err != nil {
+			return err
+		}
 		entries, err := readAudit(filepath.Join(a.dataDir, auditFile))
 		if err != nil {
 			return err

@@ -56,9 +56,10 @@ func (a *app) withEnv(cmd *cobra.Command, fn func(e *env) error) error {
 		conn.Close()
 		return forwardAdmin(cmd.Context(), sock, a.args, cmd.OutOrStdout())
 	}
-	if _, err := os.Stat(a.dataDir); errors.Is(err, fs.ErrNotExist) && cmd.Annotations[createsDataDir] == "" {
-		return fmt.Errorf("data dir %s does not exist: pass the server's with --data-dir or COUPOND_DATA_DIR "+
-			"(only serve, admin tenant create and admin restore create one)", a.dataDir)
+	if cmd.Annotations[createsDataDir] == "" {
+		if err := dataDirExists(a.dataDir); err != nil {
+			return err
+		}
 	}
 	e, err := openEnv(cmd.Context(), a.dataDir, zerolog.Nop(), serviceOptions{})
 	if err != nil {
@@ -66,6 +67,17 @@ func (a *app) withEnv(cmd *cobra.Command, fn func(e *env) error) error {
 	}
 	defer e.close()
 	return fn(e)
+}
+
+// dataDirExists returns the error of an admin command pointed at a data
+// dir that does not exist (a mistyped --data-dir, a shell without
+// COUPOND_DATA_DIR).
+func dataDirExists(dir string) error {
+	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("data dir %s does not exist: pass the server's with --data-dir or COUPOND_DATA_DIR "+
+			"(only serve, admin tenant create and admin restore create one)", dir)
+	}
+	return nil
 }
 
 // createsDataDir annotates the admin commands that may create a missing
