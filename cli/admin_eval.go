@@ -14,6 +14,9 @@ import (
 	"github.com/coupond/coupond/store"
 )
 
+// maxReplicates is the most bootstrap replicates ope takes.
+const maxReplicates = 100000
+
 func evaluateCmd(a *app) *cobra.Command {
 	var campana string
 	var replicates int
@@ -29,7 +32,13 @@ func evaluateCmd(a *app) *cobra.Command {
 		return printEvaluation(cmd.OutOrStdout(), ev)
 	})
 	cmd.Flags().StringVar(&campana, "campana", "", "only decisions of this campaign")
-	cmd.Flags().IntVar(&replicates, "replicates", 100, "bootstrap replicates")
+	cmd.Flags().IntVar(&replicates, "replicates", 100, "bootstrap replicates, 2 to 100000")
+	cmd.PreRunE = func(*cobra.Command, []string) error {
+		if err := checkAtLeast(flagMin{"replicates", replicates, 2}); err != nil {
+			return err
+		}
+		return checkAtMost(flagMax{"replicates", replicates, maxReplicates})
+	}
 	cmd.Flags().Uint64Var(&seed, "seed", 1, "bootstrap seed")
 	return cmd
 }

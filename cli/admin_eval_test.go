@@ -2,6 +2,8 @@ package cli
 
 import (
 	"math"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -61,4 +63,27 @@ func TestInterval(t *testing.T) {
 			t.Errorf("interval(%+v) = %q, want %q", tc.e, got, tc.want)
 		}
 	}
+}
+
+// TestEvaluateReplicatesBounded: --replicates out of 2..100000 is an error
+// naming the flag, before any store is opened. Below 0 and above 100000
+// failed with the engine's "ope: invalid options: Replicates N", which
+// named no flag, and 0 silently ran the default 100.
+func TestEvaluateReplicatesBounded(t *testing.T) {
+	dir := t.TempDir()
+	runIn(t, dir, "admin", "tenant", "create", "acme")
+	for _, v := range []string{"-1", "0", "1", "100001"} {
+		_, _, err := runCLI(t, "admin", "evaluate", "--tenant", "acme", "--replicates", v, "--data-dir", dir)
+		if err == nil || !strings.Contains(err.Error(), "--replicates") {
+			t.Errorf("evaluate --replicates %s: %v; want an error naming --replicates", v, err)
+		}
+	}
+	missing := filepath.Join(t.TempDir(), "nope")
+	if _, _, err := runCLI(t, "admin", "evaluate", "--tenant", "acme", "--replicates", "0", "--data-dir", missing); err == nil || !strings.Contains(err.Error(), "--replicates") {
+		t.Errorf("evaluate --replicates 0 on a missing data dir: %v; want the flag's error first", err)
+	}
+	if _, err := os.Stat(missing); !os.IsNotExist(err) {
+		t.Errorf("stat %s: %v", missing, err)
+	}
+	runIn(t, dir, "admin", "evaluate", "--tenant", "acme", "--replicates", "2")
 }
