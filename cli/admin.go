@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -394,8 +396,8 @@ func credCreateCmd(a *app) *cobra.Command {
 		if err != nil {
 			return err
 		}
-		if name == "" || len(name) > 128 {
-			return fmt.Errorf("--name: want 1 to 128 characters")
+		if err := checkCredentialName(name); err != nil {
+			return err
 		}
 		return a.withTenant(cmd, tenant, func(e *env, _ *store.Tenant) error {
 			secret := "cs_" + randomToken(32)
@@ -421,6 +423,19 @@ func credCreateCmd(a *app) *cobra.Command {
 	cmd.MarkFlagRequired("name")
 	cmd.MarkFlagRequired("scopes")
 	return cmd
+}
+
+// checkCredentialName checks --name: 1 to 128 characters of UTF-8 text,
+// not all blank, without control characters (listings print it to a
+// terminal and into a tab-separated table).
+func checkCredentialName(name string) error {
+	if n := utf8.RuneCountInString(name); n == 0 || n > 128 || strings.TrimSpace(name) == "" {
+		return fmt.Errorf("--name: want 1 to 128 characters, not all blank")
+	}
+	if !utf8.ValidString(name) || strings.ContainsFunc(name, unicode.IsControl) {
+		return fmt.Errorf("--name: want text without control characters (tab, newline, escape) and in UTF-8, got %q", name)
+	}
+	return nil
 }
 
 func parseScopeList(s string) ([]string, error) {

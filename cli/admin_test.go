@@ -289,3 +289,25 @@ func TestAuditRefusesMissingDataDir(t *testing.T) {
 		t.Errorf("audit of a data dir without an audit log: %s", out)
 	}
 }
+
+// TestCredentialNameIsText: --name is 1 to 128 characters of text. Control
+// characters (an escape sequence, a newline, a tab) were stored and then
+// written raw to the operator's terminal by credential list, where they
+// recolour or forge lines of the table; invalid UTF-8 too. The length
+// counted bytes, so 100 accented letters were refused as too long.
+func TestCredentialNameIsText(t *testing.T) {
+	dir := t.TempDir()
+	runIn(t, dir, "admin", "tenant", "create", "acme")
+	for _, name := range []string{"", "  ", "crm\x1b[31m", "crm\nci_fake  admin  active", "a\tb", "a\x00b", "a\x7fb", "caf\xe9", strings.Repeat("ñ", 129)} {
+		_, _, err := runCLI(t, "admin", "credential", "create", "--tenant", "acme", "--name", name, "--scopes", "eventos:publicar", "--data-dir", dir)
+		if err == nil || !strings.Contains(err.Error(), "--name") {
+			t.Errorf("credential create --name %q: %v; want an error naming --name", name, err)
+		}
+	}
+	for _, name := range []string{strings.Repeat("ñ", 128), "Caja 3 · Sucursal Centro"} {
+		runIn(t, dir, "admin", "credential", "create", "--tenant", "acme", "--name", name, "--scopes", "eventos:publicar")
+	}
+	if out := runIn(t, dir, "admin", "credential", "list", "--tenant", "acme"); strings.Count(string(out), "\n") != 3 {
+		t.Errorf("credential list: %s", out)
+	}
+}
