@@ -72,7 +72,30 @@ func TestWatchJobWithoutServer(t *testing.T) {
 // before the JSON, which no JSON reader could parse.
 func TestWatchJSONIsOneValue(t *testing.T) {
 	dir := t.TempDir()
+	job := completedJob(t, dir)
+	for _, progress := range []string{"auto", "plain", "tty", "off"} {
+		stdout, stderr, err := runCLI(t, "admin", "batch", "watch", "--tenant", "acme", "--json", "--progress", progress, job, "--data-dir", dir)
+		if err != nil {
+			t.Fatalf("--progress %s: %v\n%s", progress, err, stderr)
+		}
+		var got batchJobView
+		dec := json.NewDecoder(strings.NewReader(stdout))
+		if err := dec.Decode(&got); err != nil || dec.More() || got.JobID != job || got.Estado != api.EstadoCompletado {
+			t.Errorf("--progress %s: stdout is not one JSON job (%v):\n%s", progress, err, stdout)
+		}
+		if progress != "auto" && progress != "off" && !strings.Contains(stderr, "completed") {
+			t.Errorf("--progress %s: stderr lacks the progress summary:\n%s", progress, stderr)
+		}
+	}
+}
+
+// completedJob makes in dir a sandbox tenant acme with a catalog, a
+// campaign and a completed batch job of two customers, and returns the
+// job's id. The store is closed again.
+func completedJob(t *testing.T, dir string) string {
+	t.Helper()
 	e, now := sandboxEnv(t, dir)
+	defer e.close()
 	if _, err := e.svc.engine.Campaigns.ReplaceCatalog("acme", []engine.Action{{ID: 1, Nombre: "diez", TipoCupon: "T10", CostoEnvioCents: 50,
 		DescuentoMaxCents: 1000, DescuentoPct: 10, Activa: true}}, now); err != nil {
 		t.Fatal(err)
@@ -87,19 +110,5 @@ func TestWatchJSONIsOneValue(t *testing.T) {
 	if n := e.svc.batch.RunPending(context.Background()); n != 1 {
 		t.Fatalf("batch jobs run: %d", n)
 	}
-	e.close()
-	for _, progress := range []string{"auto", "plain", "tty", "off"} {
-		stdout, stderr, err := runCLI(t, "admin", "batch", "watch", "--tenant", "acme", "--json", "--progress", progress, j.ID, "--data-dir", dir)
-		if err != nil {
-			t.Fatalf("--progress %s: %v\n%s", progress, err, stderr)
-		}
-		var got batchJobView
-		dec := json.NewDecoder(strings.NewReader(stdout))
-		if err := dec.Decode(&got); err != nil || dec.More() || got.JobID != j.ID || got.Estado != api.EstadoCompletado {
-			t.Errorf("--progress %s: stdout is not one JSON job (%v):\n%s", progress, err, stdout)
-		}
-		if progress != "auto" && progress != "off" && !strings.Contains(stderr, "completed") {
-			t.Errorf("--progress %s: stderr lacks the progress summary:\n%s", progress, stderr)
-		}
-	}
+	return j.ID
 }

@@ -52,7 +52,7 @@ func pprofCmd(a *app) *cobra.Command {
 		if err != nil {
 			return fmt.Errorf("--out: %w", err)
 		}
-		err = forwardAdmin(cmd.Context(), sock, a.args, f)
+		err = forwardAdmin(cmd.Context(), sock, a.args, f, cmd.ErrOrStderr())
 		if cerr := f.Close(); err == nil {
 			err = cerr
 		}

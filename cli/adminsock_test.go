@@ -5,8 +5,10 @@ package cli
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -66,7 +68,7 @@ func TestAdminSameThroughSocket(t *testing.T) {
 	}
 	defer srv.Close()
 	// A line that is no admin command is refused, and the client says so.
-	if err := forwardAdmin(context.Background(), filepath.Join(dir, adminSocket), []string{"--data-dir", dir, "version"}, io.Discard); err == nil ||
+	if err := forwardAdmin(context.Background(), filepath.Join(dir, adminSocket), []string{"--data-dir", dir, "version"}, io.Discard, io.Discard); err == nil ||
 		!strings.Contains(err.Error(), "bad admin request") {
 		t.Errorf("a non-admin line through the socket: %v, want the refusal as an error", err)
 	}
@@ -163,5 +165,56 @@ func TestShutdownEndsAdminCommands(t *testing.T) {
 		case <-time.After(15 * time.Second): // serve's own drain limit is 20 s
 			t.Fatalf("%s still running 15 s after serve was told to stop", c.what)
 		}
+	}
+}
+
+// TestAdminStderrThroughSocket: what an admin command writes to stderr
+// reaches the admin client's stderr through the socket, as it does offline.
+// Inside serve it went to a buffer that was thrown away, so 'admin batch
+// watch --json --progress plain' showed no progress at all against a
+// running server, the one place where jobs run.
+func TestAdminStderrThroughSocket(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	job := completedJob(t, dir)
+	line := []string{"admin", "batch", "watch", "--tenant", "acme", "--json", "--progress", "plain", job, "--data-dir", dir}
+	type outcome struct{ Out, Err string }
+	run := func() outcome {
+		stdout, stderr, err := runCLI(t, line...)
+		if err != nil {
+			t.Fatalf("%v: %v", line, err)
+		}
+		return outcome{stdout, stderr}
+	}
+	offline := run()
+	if !strings.Contains(offline.Err, "completed") {
+		t.Fatalf("offline stderr lacks the summary: %q", offline.Err)
+	}
+	e, err := openEnv(context.Background(), dir, zerolog.Nop(), serviceOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.close()
+	srv, err := serveAdmin(context.Background(), filepath.Join(dir, adminSocket), e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	if diff := cmp.Diff(offline, run()); diff != "" {
+		t.Errorf("through the socket (-offline +socket):\n%s", diff)
+	}
+	// A client of an earlier release asks for no streams: its answer's body
+	// is stdout alone, unframed.
+	client := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", filepath.Join(dir, adminSocket))
+	}}}
+	body, _ := json.Marshal(adminRequest{Args: line})
+	resp, err := client.Post("http://admin/run", "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	got, err := io.ReadAll(resp.Body)
+	if err != nil || string(got) != offline.Out || resp.Header.Get(adminFramed) != "" {
+		t.Errorf("answer to a client without streams (%v, framed %q):\n%s", err, resp.Header.Get(adminFramed), got)
 	}
 }

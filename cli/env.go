@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"strconv"
+	"sync"
 	"text/tabwriter"
 	"time"
 
@@ -54,7 +56,7 @@ func (a *app) withEnv(cmd *cobra.Command, fn func(e *env) error) error {
 	sock := filepath.Join(a.dataDir, adminSocket)
 	if conn, err := net.DialTimeout("unix", sock, time.Second); err == nil {
 		conn.Close()
-		return forwardAdmin(cmd.Context(), sock, a.args, cmd.OutOrStdout())
+		return forwardAdmin(cmd.Context(), sock, a.args, cmd.OutOrStdout(), cmd.ErrOrStderr())
 	}
 	if cmd.Annotations[createsDataDir] == "" {
 		if err := dataDirExists(a.dataDir); err != nil {
@@ -192,18 +194,34 @@ func (e *env) close() error {
 type adminRequest struct {
 	Args     []string `json:"args"`
 	Terminal bool     `json:"terminal"` // the client's stdout is a terminal
+	// Streams says that the client reads a framed answer (adminFramed):
+	// the command's stderr as well as its stdout. A server of an earlier
+	// release ignores it and answers stdout alone.
+	Streams bool `json:"streams,omitempty"`
 }
 
+// adminFramed is the header of an admin answer whose body is frames: a
+// stream byte (streamOut, streamErr), the length of the bytes that follow
+// (4 bytes, big endian), those bytes.
+const adminFramed = "X-Admin-Streams"
+
+// The streams of a framed admin answer.
+const (
+	streamOut byte = 'o'
+	streamErr byte = 'e'
+)
+
 // forwardAdmin sends the command line to the server's admin socket, copies
-// the output as it streams, and returns the remote command's outcome.
-func forwardAdmin(ctx context.Context, sock string, args []string, out io.Writer) error {
+// the command's stdout to out and its stderr to errOut as they stream, and
+// returns the remote command's outcome.
+func forwardAdmin(ctx context.Context, sock string, args []string, out, errOut io.Writer) error {
 	client := &http.Client{Transport: &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			var d net.Dialer
 			return d.DialContext(ctx, "unix", sock)
 		},
 	}}
-	body, _ := json.Marshal(adminRequest{Args: args, Terminal: isTerminal(out)})
+	body, _ := json.Marshal(adminRequest{Args: args, Terminal: isTerminal(out), Streams: true})
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://admin/run", bytes.NewReader(body))
 	if err != nil {
 		return err
@@ -217,7 +235,11 @@ func forwardAdmin(ctx context.Context, sock string, args []string, out io.Writer
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
 		return fmt.Errorf("admin socket: %s: %s", resp.Status, bytes.TrimSpace(msg))
 	}
-	if _, err := io.Copy(out, resp.Body); err != nil {
+	copyOut := func() error { _, err := io.Copy(out, resp.Body); return err }
+	if resp.Header.Get(adminFramed) != "" {
+		copyOut = func() error { return unframe(resp.Body, out, errOut) }
+	}
+	if err := copyOut(); err != nil {
 		return fmt.Errorf("admin socket: %w", err)
 	}
 	code, _ := strconv.Atoi(resp.Trailer.Get("X-Exit-Code"))
@@ -228,6 +250,31 @@ func forwardAdmin(ctx context.Context, sock string, args []string, out io.Writer
 		return &ExitError{Code: code}
 	}
 	return nil
+}
+
+// unframe copies the frames of a framed admin answer from r to out and
+// errOut as they arrive.
+func unframe(r io.Reader, out, errOut io.Writer) error {
+	br := bufio.NewReader(r)
+	var hdr [5]byte
+	for {
+		if _, err := io.ReadFull(br, hdr[:]); err == io.EOF {
+			return nil
+		} else if err != nil {
+			return err
+		}
+		w := out
+		switch hdr[0] {
+		case streamOut:
+		case streamErr:
+			w = errOut
+		default:
+			return fmt.Errorf("bad frame (stream %q)", hdr[0])
+		}
+		if _, err := io.CopyN(w, br, int64(binary.BigEndian.Uint32(hdr[1:]))); err != nil {
+			return err
+		}
+	}
 }
 
 // serveAdmin answers admin clients on the unix socket sock (mode 0600) by
@@ -264,14 +311,12 @@ func serveAdmin(ctx context.Context, sock string, live *env) (*http.Server, erro
 		}
 		w.Header().Set("Trailer", "X-Exit-Code, X-Error")
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		out, errOut := adminOutputs(w, req.Streams)
 		w.WriteHeader(http.StatusOK)
-		out := &flushWriter{w: bufio.NewWriter(w), f: w.(http.Flusher)}
 		root.SetArgs(req.Args)
 		root.SetOut(out)
-		var errOut bytes.Buffer
-		root.SetErr(&errOut)
+		root.SetErr(errOut)
 		err = executeRecovered(r.Context(), root, live.log)
-		out.w.Flush()
 		w.Header().Set("X-Exit-Code", strconv.Itoa(ExitCode(err)))
 		if err != nil {
 			var ee *ExitError
@@ -319,17 +364,50 @@ func executeRecovered(ctx context.Context, root *cobra.Command, log zerolog.Logg
 	return root.ExecuteContext(ctx)
 }
 
-// flushWriter flushes after every write so progress output streams.
+// adminOutputs are the stdout and stderr of an admin command answering w:
+// with framed (the client reads frames, adminRequest.Streams) each as its
+// own stream of frames, else stdout alone as the body and stderr dropped
+// (a client of an earlier release). It sets the framed answer's header.
+func adminOutputs(w http.ResponseWriter, framed bool) (out, errOut io.Writer) {
+	if !framed {
+		return &flushWriter{w: w, f: w.(http.Flusher)}, io.Discard
+	}
+	w.Header().Set(adminFramed, "1")
+	mu := &sync.Mutex{}
+	return &flushWriter{w: w, f: w.(http.Flusher), mu: mu, stream: streamOut},
+		&flushWriter{w: w, f: w.(http.Flusher), mu: mu, stream: streamErr}
+}
+
+// flushWriter flushes after every write so progress output streams. With
+// a stream, each write is one frame of it (adminFramed); the writers of one
+// answer share mu.
 type flushWriter struct {
-	w *bufio.Writer
-	f http.Flusher
+	w      io.Writer
+	f      http.Flusher
+	mu     *sync.Mutex
+	stream byte
 }
 
 func (fw *flushWriter) Write(p []byte) (int, error) {
-	n, err := fw.w.Write(p)
-	fw.w.Flush()
+	if fw.stream == 0 {
+		n, err := fw.w.Write(p)
+		fw.f.Flush()
+		return n, err
+	}
+	fw.mu.Lock()
+	defer fw.mu.Unlock()
+	for rest := p; len(rest) > 0; {
+		chunk := rest[:min(len(rest), 1<<20)]
+		var hdr [5]byte
+		hdr[0] = fw.stream
+		binary.BigEndian.PutUint32(hdr[1:], uint32(len(chunk)))
+		if _, err := fw.w.Write(append(hdr[:], chunk...)); err != nil {
+			return len(p) - len(rest), err
+		}
+		rest = rest[len(chunk):]
+	}
 	fw.f.Flush()
-	return n, err
+	return len(p), nil
 }
 
 // printJSON writes v as indented JSON, without HTML escaping (as the API:
