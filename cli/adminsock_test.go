@@ -218,3 +218,40 @@ func TestAdminStderrThroughSocket(t *testing.T) {
 		t.Errorf("answer to a client without streams (%v, framed %q):\n%s", err, resp.Header.Get(adminFramed), got)
 	}
 }
+
+// TestAdminEnvironmentBeforeTerminator: flags set by the client's
+// environment reach the server as flags also when the command line ends
+// its flags with "--": they were appended after it, where the server took
+// them for arguments ("accepts 1 arg(s), received 2") although the same
+// line ran offline.
+func TestAdminEnvironmentBeforeTerminator(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	if r := runLine(t, "admin", "tenant", "create", "acme", "--sandbox", "--data-dir", dir); r.Exit != 0 {
+		t.Fatalf("tenant create: %+v", r)
+	}
+	t.Setenv("COUPOND_DATA_DIR", dir)
+	t.Setenv("COUPOND_JSON", "true")
+	line := []string{"admin", "tenant", "show", "--", "acme"}
+	offline := runLine(t, line...)
+	if offline.Exit != 0 || !strings.HasPrefix(offline.Out, "{") {
+		t.Fatalf("offline: %+v", offline)
+	}
+	e, err := openEnv(context.Background(), dir, zerolog.Nop(), serviceOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.close()
+	srv, err := serveAdmin(context.Background(), filepath.Join(dir, adminSocket), e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	if diff := cmp.Diff(offline, runLine(t, line...)); diff != "" {
+		t.Errorf("through the socket (-offline +socket):\n%s", diff)
+	}
+	// serve logs the command, not the flags now in front of it.
+	forwarded := []string{"--data-dir=" + dir, "--json=true", "admin", "tenant", "show", "--", "acme"}
+	if diff := cmp.Diff([]string{"admin", "tenant", "show"}, commandPath(newRoot(&app{}), forwarded)); diff != "" {
+		t.Errorf("commandPath (-want +got):\n%s", diff)
+	}
+}

@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"sync"
 	"text/tabwriter"
 	"time"
@@ -331,7 +332,7 @@ func serveAdmin(ctx context.Context, sock string, live *env) (*http.Server, erro
 		if aerr := audit.write(entry); aerr != nil {
 			live.log.Error().Err(aerr).Msg("admin audit log")
 		}
-		live.log.Info().Strs("args", entry.Args[:min(len(entry.Args), 3)]).Int("exit", entry.Exit).Int("uid", p.UID).Msg("admin command")
+		live.log.Info().Strs("args", commandPath(root, req.Args)).Int("exit", entry.Exit).Int("uid", p.UID).Msg("admin command")
 	})}
 	srv.BaseContext = func(net.Listener) context.Context { return ctx }
 	go srv.Serve(ln)
@@ -349,6 +350,17 @@ func adminLine(root *cobra.Command, args []string) bool {
 		}
 	}
 	return false
+}
+
+// commandPath is the path of the command args names below root ("admin",
+// "tenant", "show"), wherever the line puts its flags: what serve logs of
+// an admin command, never its arguments or flag values.
+func commandPath(root *cobra.Command, args []string) []string {
+	c, _, err := root.Find(args)
+	if err != nil {
+		return []string{}
+	}
+	return strings.Fields(c.CommandPath())[1:]
 }
 
 // executeRecovered runs an admin command inside serve. A panic in it (a

@@ -73,7 +73,9 @@ func newRoot(a *app) *cobra.Command {
 				return nil // serve's environment is not the admin client's: its flags came forwarded
 			}
 			set, err := applyEnv(cmd.Flags())
-			a.args = append(a.args, set...) // forwarded through the admin socket with the rest
+			// Forwarded through the admin socket with the rest, in front:
+			// after a "--" they would be arguments.
+			a.args = append(set, a.args...)
 			return err
 		},
 	}
