@@ -255,3 +255,28 @@ func TestAdminEnvironmentBeforeTerminator(t *testing.T) {
 		t.Errorf("commandPath (-want +got):\n%s", diff)
 	}
 }
+
+// TestAdminLongErrorThroughSocket: an error too long for the answer's
+// trailer (it echoes an 8 KB tenant id) reaches the client cut short, with
+// its exit code; the client reported "admin socket: http: suspiciously long
+// trailer after chunked body" instead.
+func TestAdminLongErrorThroughSocket(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	if r := runLine(t, "admin", "tenant", "create", "acme", "--data-dir", dir); r.Exit != 0 {
+		t.Fatalf("tenant create: %+v", r)
+	}
+	e, err := openEnv(context.Background(), dir, zerolog.Nop(), serviceOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.close()
+	srv, err := serveAdmin(context.Background(), filepath.Join(dir, adminSocket), e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	r := runLine(t, "admin", "tenant", "show", strings.Repeat("ñ", 4000), "--data-dir", dir)
+	if r.Exit != 1 || !strings.HasPrefix(r.Err, `no tenant "ñññ`) || len(r.Err) > maxErrorTrailer+len("…") {
+		t.Errorf("through the socket: exit %d, error (%d bytes) %.100q", r.Exit, len(r.Err), r.Err)
+	}
+}

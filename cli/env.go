@@ -20,6 +20,7 @@ import (
 	"sync"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
@@ -278,6 +279,24 @@ func unframe(r io.Reader, out, errOut io.Writer) error {
 	}
 }
 
+// maxErrorTrailer is the longest error message an admin answer carries (in
+// its X-Error trailer): the client reads trailers into a 4 KiB buffer and
+// fails on a longer one. A longer message is cut (it echoes a long
+// argument), ending in "…".
+const maxErrorTrailer = 2048
+
+// clipError cuts msg to maxErrorTrailer bytes, at a character's start.
+func clipError(msg string) string {
+	if len(msg) <= maxErrorTrailer {
+		return msg
+	}
+	cut := maxErrorTrailer
+	for cut > 0 && !utf8.RuneStart(msg[cut]) {
+		cut--
+	}
+	return msg[:cut] + "…"
+}
+
 // serveAdmin answers admin clients on the unix socket sock (mode 0600) by
 // running their command line against the live env. Only the user that runs
 // serve may connect (peer credentials), and every command is written to
@@ -322,7 +341,7 @@ func serveAdmin(ctx context.Context, sock string, live *env) (*http.Server, erro
 		if err != nil {
 			var ee *ExitError
 			if !errors.As(err, &ee) {
-				w.Header().Set("X-Error", err.Error())
+				w.Header().Set("X-Error", clipError(err.Error()))
 			}
 		}
 		entry := auditEntry{Time: time.Now().UTC(), UID: p.UID, PID: p.PID, Args: redactArgs(req.Args), Exit: ExitCode(err)}
