@@ -225,7 +225,25 @@ func tenantSetCmd(a *app) *cobra.Command {
 		return showTenant(cmd, e, t, false)
 	})
 	sf.register(cmd.Flags())
+	cmd.PreRunE = func(cmd *cobra.Command, _ []string) error { return anySetting(cmd.LocalNonPersistentFlags()) }
 	return cmd
+}
+
+// anySetting returns an error listing the settings when the flags of
+// "admin tenant set" (f, each a setting, and help) give none: the command
+// would change nothing.
+func anySetting(f *pflag.FlagSet) error {
+	var names []string
+	given := false
+	f.VisitAll(func(fl *pflag.Flag) {
+		if fl.Name != "help" {
+			names, given = append(names, "--"+fl.Name), given || fl.Changed
+		}
+	})
+	if given {
+		return nil
+	}
+	return fmt.Errorf("nothing to change: give at least one of %s", strings.Join(names, ", "))
 }
 
 // tenantSetFlags are the settings "admin tenant set" may change; only the

@@ -311,3 +311,22 @@ func TestCredentialNameIsText(t *testing.T) {
 		t.Errorf("credential list: %s", out)
 	}
 }
+
+// TestTenantSetWithoutSettings: admin tenant set without a setting to
+// change is an error that lists them; it printed the tenant and exited 0,
+// so a line that lost its flags (a shell variable that expanded to
+// nothing) read as a change made.
+func TestTenantSetWithoutSettings(t *testing.T) {
+	dir := t.TempDir()
+	runIn(t, dir, "admin", "tenant", "create", "acme")
+	for _, args := range [][]string{{"acme"}, {"acme", "--json"}} {
+		out, _, err := runCLI(t, append(append([]string{"admin", "tenant", "set"}, args...), "--data-dir", dir)...)
+		if err == nil || !strings.Contains(err.Error(), "--shadow") || out != "" {
+			t.Errorf("tenant set %v: %v, stdout %q; want an error listing the settings", args, err, out)
+		}
+	}
+	if _, _, err := runCLI(t, "admin", "tenant", "set", "nope", "--data-dir", dir); err == nil {
+		t.Error("tenant set of an unknown tenant without settings succeeded")
+	}
+	runIn(t, dir, "admin", "tenant", "set", "acme", "--shadow", "on")
+}
