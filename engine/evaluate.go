@@ -54,7 +54,9 @@ type EvalOptions struct {
 }
 
 // Evaluate estimates, from the tenant's closed decisions (reward final,
-// confirmed ejecutada, not control, not fallback, not shadow), the value per decision
+// confirmed ejecutada, not control, not fallback, not shadow; a record
+// whose logged propensity no draw can give is counted as left out, never
+// a reason to stop), the value per decision
 // of the current policy, of "never send", of each single action and of the
 // logged behaviour, with IPS, SNIPS and DR and 95 % bootstrap intervals;
 // the control group's measured value is reported beside them. Rewards are
@@ -212,6 +214,8 @@ func evalExclusion(r *DecisionRecord) string {
 		return "rechazada"
 	case len(r.Candidates) == 0 || len(r.Priors) != len(r.Candidates) || len(r.X) != VectorDim:
 		return "no_policy_inputs"
+	case !(r.Propension > 0 && r.Propension <= 1): // no draw logs it: damage
+		return "invalid_propensity"
 	}
 	return ""
 }
@@ -256,12 +260,12 @@ func (run *evalRun) scoreOne(c *evalChunk, r *DecisionRecord, mu []float64) []fl
 		c.st.excluded("logged_action_not_candidate")
 		return mu
 	}
-	c.st.logged = append(c.st.logged, reward)
 	probs, _ := run.pm.distribution(sc)
 	qpi := 0.0
 	for i := range probs {
 		qpi += probs[i] * mu[i]
 	}
+	first := len(c.jobs)
 	add := func(j int, target float64, qpi float64) {
 		c.jobs = append(c.jobs, evalJob{j, ope.Record{Reward: reward, Logged: r.Propension, Target: target, QHat: mu[li], QPi: qpi}})
 	}
@@ -277,6 +281,17 @@ func (run *evalRun) scoreOne(c *evalChunk, r *DecisionRecord, mu []float64) []fl
 		}
 		add(2+j, b2f(li == pick), mu[pick])
 	}
+	// A record one target cannot take (a propensity so small that its
+	// weight is beyond float64) is left out of every target's estimate,
+	// so that they all read the same decisions.
+	for _, jb := range c.jobs[first:] {
+		if jb.rec.Check() != nil {
+			c.jobs = c.jobs[:first]
+			c.st.excluded("weight_out_of_range")
+			return mu
+		}
+	}
+	c.st.logged = append(c.st.logged, reward)
 	return mu
 }
 

@@ -79,3 +79,53 @@ func TestShadowVerdictNeedsALeadBeyondNoise(t *testing.T) {
 		t.Errorf("ready on a lead of %.4f MXN with rewards spread ±50 MXN: %s", rep.Engine.Mean-rep.CallerRule.Mean, rep.Verdict)
 	}
 }
+
+// TestEvaluateSkipsARecordWithAnImpossiblePropensity: a decision record
+// that decodes but logs a propensity no draw can have (0, above 1, or so
+// small its importance weight is beyond float64) is damage: the evaluation
+// leaves it out and counts it, and every other figure stays finite, instead
+// of failing as a whole or reporting +Inf.
+func TestEvaluateSkipsARecordWithAnImpossiblePropensity(t *testing.T) {
+	for _, tt := range []struct {
+		p   float64
+		why string
+	}{{0, "invalid_propensity"}, {-0.25, "invalid_propensity"}, {1.5, "invalid_propensity"}, {1e-320, "weight_out_of_range"}, {1e-200, "weight_out_of_range"}} {
+		p := tt.p
+		t.Run(fmt.Sprint(p), func(t *testing.T) {
+			e, _ := newTestEngine(t, 2, nil)
+			x := make([]float64, VectorDim)
+			b := e.db.NewBatch()
+			for i := 0; i < 30; i++ {
+				reward := int64(1000 + 100*i)
+				r := &DecisionRecord{Nonce: fmt.Sprintf("n%011d", i), ClienteRef: fmt.Sprintf("c%07d", i), At: t0, Accion: i % 3, Propension: 1.0 / 3,
+					X: x, Candidates: []int{0, 1, 2}, Probs: []float64{1. / 3, 1. / 3, 1. / 3}, Priors: []float64{0, 0, 0},
+					Estado: EstadoEjecutada, Recompensa: &reward}
+				if i == 5 {
+					r.Propension = p
+				}
+				putDecision(b, "acme", r)
+			}
+			if err := b.Commit(); err != nil {
+				t.Fatal(err)
+			}
+			ev, err := e.Evaluator.Evaluate("acme", EvalOptions{Replicates: 10, Seed: 1})
+			if err != nil {
+				t.Fatalf("one record with propensity %v stopped the evaluation: %v", p, err)
+			}
+			if diff := cmp.Diff(map[string]int{tt.why: 1}, ev.Excluded); diff != "" {
+				t.Errorf("excluded (-want +got):\n%s", diff)
+			}
+			if ev.Records != 29 || ev.Logged.N != 29 {
+				t.Errorf("records %d, logged %d; want 29", ev.Records, ev.Logged.N)
+			}
+			for _, pv := range ev.Policies {
+				for _, f := range []float64{pv.IPS.Value, pv.IPS.Lo, pv.IPS.Hi, pv.SNIPS.Value, pv.DR.Value, pv.DR.Lo, pv.DR.Hi, pv.ESS, pv.MaxWeight, pv.MeanWeight} {
+					if math.IsInf(f, 0) {
+						t.Errorf("%s: an infinite figure: %+v", pv.Policy, pv)
+						break
+					}
+				}
+			}
+		})
+	}
+}

@@ -38,8 +38,9 @@ import (
 // Errors returned by the package, wrapped with detail; test with errors.Is.
 var (
 	// ErrInvalidRecord: a record with a non-finite value, a logged
-	// propensity outside (0, 1] or a target probability outside [0, 1]. The
-	// error names the record's index.
+	// propensity outside (0, 1], a target probability outside [0, 1] or an
+	// importance weight too large for float64 (Record.Check). Add's error
+	// names the record's index.
 	ErrInvalidRecord = errors.New("ope: invalid record")
 	// ErrOptions: Options out of range.
 	ErrOptions = errors.New("ope: invalid options")
@@ -216,16 +217,38 @@ func NewEvaluator(opt Options) (*Evaluator, error) {
 	return &Evaluator{opt: opt, key: mix64(opt.Seed), reps: make([]sums, opt.Replicates), block: make([]terms, 0, blockSize)}, nil
 }
 
-// Add folds one record in. An invalid record returns an error wrapping
-// ErrInvalidRecord and is left out.
-func (e *Evaluator) Add(r Record) error {
+// Check reports whether Add takes r: its values finite, the logged
+// propensity in (0, 1], the target probability in [0, 1], and its
+// importance-weighted terms and their squares within float64 (a logged
+// propensity so small that they are not would make every estimate
+// infinite or NaN). An error wraps ErrInvalidRecord.
+func (r Record) Check() error {
 	if !finite(r.Reward) || !finite(r.QHat) || !finite(r.QPi) ||
 		!(r.Logged > 0 && r.Logged <= 1) || !(r.Target >= 0 && r.Target <= 1) {
-		return fmt.Errorf("%w %d: %+v", ErrInvalidRecord, e.n, r)
+		return fmt.Errorf("%w: %+v", ErrInvalidRecord, r)
 	}
+	if t := r.terms(); !finite(t.w*t.w) || !finite(t.wr*t.wr) || !finite(t.dr*t.dr) || !finite(t.l*t.l) || !finite(t.w*t.wr) {
+		return fmt.Errorf("%w: importance weight %v beyond float64: %+v", ErrInvalidRecord, t.w, r)
+	}
+	return nil
+}
+
+// terms are r's contributions to the sums.
+func (r Record) terms() terms {
 	w := r.Target / r.Logged
 	t := terms{w: w, wr: w * r.Reward, dr: r.QPi + w*(r.Reward-r.QHat), r: r.Reward}
 	t.l = t.dr - t.r
+	return t
+}
+
+// Add folds one record in. An invalid record (Check) returns an error
+// wrapping ErrInvalidRecord and naming the record's index, and is left out.
+func (e *Evaluator) Add(r Record) error {
+	if err := r.Check(); err != nil {
+		return fmt.Errorf("record %d: %w", e.n, err)
+	}
+	t := r.terms()
+	w := t.w
 	e.n++
 	e.maxW = max(e.maxW, w)
 	if w > 0 {

@@ -211,6 +211,8 @@ func TestRejects(t *testing.T) {
 		{"negative target", ope.Record{Logged: 0.5, Target: -0.1}},
 		{"NaN reward", ope.Record{Reward: math.NaN(), Logged: 0.5, Target: 1}},
 		{"Inf QPi", ope.Record{Logged: 0.5, Target: 1, QPi: math.Inf(1)}},
+		{"weight beyond float64", ope.Record{Reward: 1, Logged: 1e-320, Target: 1}},
+		{"weighted reward squared beyond float64", ope.Record{Reward: 10, Logged: 1e-200, Target: 1}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
