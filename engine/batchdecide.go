@@ -641,6 +641,18 @@ func (e *Engine) VoidJob(tenant, jobID string) (int, error) {
 	return len(nonces), nil
 }
 
+// motivoLoteFallido is the motivo_rechazo VoidJob gives the decisions it
+// voids.
+const motivoLoteFallido = "lote fallido: la decisión no se entregó"
+
+// voided reports whether r is a decision of a failed batch job that
+// VoidJob made rechazada: it never reached the caller, and its customer's
+// reward window was released, so a later decision's window overlaps its
+// own. The reports leave it out (Evaluate, Shadow).
+func (r *DecisionRecord) voided() bool {
+	return r.JobID != "" && r.Estado == EstadoRechazada && r.MotivoRechazo == motivoLoteFallido
+}
+
 // voidChunk voids the decisions named by nonces in one synced commit,
 // holding every customer lock (as a batch chunk does).
 func (e *Engine) voidChunk(ts *tenantState, tenant string, nonces []string) error {
@@ -667,7 +679,7 @@ func (e *Engine) voidChunk(ts *tenantState, tenant string, nonces []string) erro
 		if r.Estado != EstadoPendiente {
 			continue // confirmed meanwhile
 		}
-		r.Estado, r.MotivoRechazo = EstadoRechazada, "lote fallido: la decisión no se entregó"
+		r.Estado, r.MotivoRechazo = EstadoRechazada, motivoLoteFallido
 		voided = append(voided, r.At)
 		at := now
 		r.ConfirmadaEn = &at

@@ -54,7 +54,8 @@ type EvalOptions struct {
 }
 
 // Evaluate estimates, from the tenant's closed decisions (reward final,
-// confirmed ejecutada, not control, not fallback, not shadow; a record
+// confirmed ejecutada, not control, not fallback, not shadow, not of a
+// failed batch job; a record
 // whose logged propensity no draw can give is counted as left out, never
 // a reason to stop), the value per decision
 // of the current policy, of "never send", of each single action and of the
@@ -202,6 +203,8 @@ func evalExclusion(r *DecisionRecord) string {
 		return "fallback"
 	case r.EnSombra: // the caller applied its own rule: the propensity is not of what was done
 		return "shadow"
+	case r.voided(): // never delivered: not the control group's, nor the policy's, outcome
+		return "voided_batch"
 	case r.Recompensa == nil:
 		return "reward_not_final"
 	case r.EnControl:
@@ -403,7 +406,7 @@ func (t *shadowTally) add(v []byte) {
 		rep.Damaged++ // skipped; the learner quarantines it when it meets it
 		return
 	}
-	if !r.EnSombra || r.EnRespaldo {
+	if !r.EnSombra || r.EnRespaldo || r.voided() { // a voided batch decision never reached the caller
 		return
 	}
 	rep.Decisions++

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/coupond/coupond/store"
 )
 
 // TestEvaluateLeavesOutShadowDecisions: in shadow mode the caller applies
@@ -127,5 +129,25 @@ func TestEvaluateSkipsARecordWithAnImpossiblePropensity(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestEvaluateLeavesOutVoidedControlDecisions: a control-group decision of
+// a batch job that failed never reached the caller and released its
+// customer's reward window (VoidJob); its window's purchases are no
+// measure of the control group. The control group's value counts the
+// three delivered control decisions only, and the voided ones are counted
+// as left out.
+func TestEvaluateLeavesOutVoidedControlDecisions(t *testing.T) {
+	e := voidedJobSetup(t, func(s *store.Settings) { s.ControlShare = 1 })
+	ev, err := e.Evaluator.Evaluate("acme", EvalOptions{Replicates: 10, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ev.Control.N != 3 {
+		t.Errorf("control group n = %d, want 3 (the voided batch decisions left out)", ev.Control.N)
+	}
+	if diff := cmp.Diff(map[string]int{"voided_batch": 4}, ev.Excluded); diff != "" {
+		t.Errorf("excluded (-want +got):\n%s", diff)
 	}
 }

@@ -1,9 +1,13 @@
 package engine
 
 import (
+	"fmt"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/coupond/coupond/store"
 )
 
 // TestShadowVerdictReasons: the verdict's reasons (sorted) name what is
@@ -43,5 +47,70 @@ func TestShadowVerdictReasons(t *testing.T) {
 		if rep.Ready != (tt.want == nil) {
 			t.Errorf("%s: ready %v", tt.name, rep.Ready)
 		}
+	}
+}
+
+// voidedJobSetup decides online for three customers (confirmed), then has
+// a batch job of four customers fail after its decisions were committed
+// (VoidJob), and advances the clock past every reward window and grace.
+func voidedJobSetup(t *testing.T, fn func(*store.Settings)) *Engine {
+	t.Helper()
+	e, db := newTestEngine(t, 2, fn)
+	if _, err := e.Campaigns.PutCampaign("acme", Campaign{ID: "camp", Canal: "push", Descripcion: "d"}, t0); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		d, err := e.Decide("acme", Request{ClienteRef: fmt.Sprintf("online%02d", i), Canal: "push"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		none := 0 // the caller's rule sent nothing
+		if _, err := e.Confirm("acme", d.DecisionID, Confirmation{Ejecutada: true, AccionReal: &none}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bd, err := e.NewBatchDecider("acme", "job1", "camp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 4 {
+		if _, err := bd.Decide(fmt.Sprintf("batch%02d", i), false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := bd.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	bd.Close()
+	if n, err := e.VoidJob("acme", "job1"); err != nil || n != 4 {
+		t.Fatalf("VoidJob = %d, %v; want 4", n, err)
+	}
+	advance(t, db, 40*24*time.Hour)
+	for {
+		st, err := e.Learner.Learn("acme")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !st.Worked() {
+			break
+		}
+	}
+	return e
+}
+
+// TestShadowReportLeavesOutVoidedBatchDecisions: the decisions of a batch
+// job that failed never reached the caller (VoidJob makes them rechazada,
+// "lote fallido"). The shadow report must not count them as decisions the
+// caller confirmed, nor compare them with a rule the caller never applied
+// to them.
+func TestShadowReportLeavesOutVoidedBatchDecisions(t *testing.T) {
+	e := voidedJobSetup(t, func(s *store.Settings) { s.Shadow = true })
+	rep, err := e.Evaluator.Shadow("acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := []int{rep.Decisions, rep.Confirmed, rep.Compared, rep.RewardsFinal}
+	if diff := cmp.Diff([]int{3, 3, 3, 3}, got); diff != "" {
+		t.Errorf("decisions, confirmed, compared, final rewards (-want +got):\n%s", diff)
 	}
 }
