@@ -48,7 +48,8 @@ type decisionLabels struct {
 }
 
 // tenantGauge is a per-tenant value read at scrape time. Without the tenant
-// label the tenants' values are summed, or their maximum taken with max.
+// label the tenants' values are summed, or their maximum taken with max (0
+// without tenants).
 type tenantGauge struct {
 	name, help string
 	max        bool
@@ -174,16 +175,17 @@ func (b *business) collect(ch chan<- prometheus.Metric, tenants []string) {
 			}
 			continue
 		}
-		total := 0.0
+		total, seen := 0.0, false
 		for _, t := range tenants {
 			v, err := g.read(t)
 			switch {
 			case err != nil:
-			case g.max:
-				total = max(total, v)
-			default:
+			case !g.max:
 				total += v
+			case !seen || v > total: // a maximum may be below 0
+				total = v
 			}
+			seen = seen || err == nil
 		}
 		ch <- prometheus.MustNewConstMetric(prometheus.NewDesc(g.name, g.help, nil, nil), prometheus.GaugeValue, total)
 	}
