@@ -48,11 +48,11 @@ type decisionLabels struct {
 }
 
 // tenantGauge is a per-tenant value read at scrape time. Without the tenant
-// label the tenants' values are summed, or their maximum taken with max (0
-// without tenants).
+// label the tenants' values are summed, or their maximum taken with max or
+// their minimum with min (0 without tenants).
 type tenantGauge struct {
 	name, help string
-	max        bool
+	max, min   bool
 	read       func(tenant string) (float64, error)
 }
 
@@ -180,9 +180,9 @@ func (b *business) collect(ch chan<- prometheus.Metric, tenants []string) {
 			v, err := g.read(t)
 			switch {
 			case err != nil:
-			case !g.max:
+			case !g.max && !g.min:
 				total += v
-			case !seen || v > total: // a maximum may be below 0
+			case !seen || g.max && v > total || g.min && v < total: // a maximum may be below 0
 				total = v
 			}
 			seen = seen || err == nil
@@ -242,6 +242,20 @@ func (s *Server) watchTenants() {
 			read: func(t string) (float64, error) {
 				g, err := s.Engine.Learner.Guard(t)
 				return g.Policy, err
+			}},
+		tenantGauge{name: "coupond_policy_value_vs_baseline", min: true,
+			help: "The learned policy's estimated value minus its best baseline's (never-send or one action; doubly robust, MXN per decision, faded over about a window); 0 before any estimate; without the tenant label, the smallest.",
+			read: func(t string) (float64, error) {
+				// The smallest difference (0 without any): below 0,
+				// some baseline is estimated to earn more than the policy.
+				g, err := s.Engine.Learner.Guard(t)
+				d := 0.0
+				for i, b := range g.Baselines {
+					if i == 0 || b.Diff < d {
+						d = b.Diff
+					}
+				}
+				return d, err
 			}},
 		tenantGauge{name: "coupond_policy_gate_open",
 			help: "1 while the tenant's send gate is open: the model's coupon choices beat never-send with confidence and are sent to all but the never-send share (0 while they are tested or the guard holds never-send); without the tenant label, the number of such tenants.",

@@ -53,3 +53,26 @@ func TestPolicyValueLargestBelowZero(t *testing.T) {
 		t.Errorf("coupond_policy_value_mxn (-want +got):\n%s", diff)
 	}
 }
+
+// TestPolicyValueVsBaseline: coupond_policy_value_vs_baseline, which the
+// example alert CoupondPolicyBelowBaseline reads, is the learned policy's
+// estimated value minus its best baseline's: per tenant the smallest
+// difference of the guard's baselines (0 before any), and without the
+// tenant label the smallest over tenants.
+func TestPolicyValueVsBaseline(t *testing.T) {
+	baselines := func(d0, d1 float64) map[string]any {
+		return map[string]any{"options": map[string]any{
+			"0": map[string]any{"w": 4, "w2": 4, "v": 1000, "d": 4 * d0, "d2": 4 * d0 * d0},
+			"1": map[string]any{"w": 4, "w2": 4, "v": 1000, "d": 4 * d1, "d2": 4 * d1 * d1},
+		}}
+	}
+	h := newHarness(t)
+	h.tenant("acme", true, nil)
+	storeGuard(t, h, "acme", baselines(150, -200)) // 1.50 MXN above never-send, 2 MXN below action 1
+	h.tenant("beta", true, nil)
+	storeGuard(t, h, "beta", baselines(50, 30))
+	h.tenant("gamma", true, nil) // no estimate yet
+	if diff := cmp.Diff("-2", sample(scrape(t, h), "coupond_policy_value_vs_baseline")); diff != "" {
+		t.Errorf("coupond_policy_value_vs_baseline (-want +got):\n%s", diff)
+	}
+}
