@@ -169,7 +169,7 @@ func guardState(g policy.GuardStatus) console.GuardState {
 		if b.Accion != 0 {
 			name = fmt.Sprintf("always action %d", b.Accion)
 		}
-		detail += fmt.Sprintf("; %s %.2f MXN (policy %+.2f ± %.2f)", name, b.Value, b.Diff, b.SE)
+		detail += fmt.Sprintf("; %s %.2f MXN (policy %+.2f ± %s)", name, b.Value, b.Diff, seText(b.SE))
 	}
 	if gt := g.Gate; gt != nil {
 		detail += fmt.Sprintf("; send gate %s: choice − never-send %+.2f MXN (SE %s)", gt.State, gt.Diff, seText(gt.SE))
