@@ -385,16 +385,20 @@ var pages = template.Must(template.New("").Funcs(template.FuncMap{
 		}
 		return t.UTC().Format("2006-01-02 15:04:05Z")
 	},
-	"mxn": func(v float64) string {
-		if math.IsNaN(v) || math.IsInf(v, 0) {
-			return "n/a"
-		}
-		return fmt.Sprintf("%.2f", v)
-	},
+	"mxn":  mxnText,
 	"pct":  func(v float64) string { return fmt.Sprintf("%.1f %%", 100*v) },
 	"args": func(t, csrf, action, label string) actionButton { return actionButton{t, csrf, action, label} },
 	"join": strings.Join,
 }).Parse(pageHTML))
+
+// mxnText prints an amount in MXN with two decimals, or n/a when it is not
+// a number (no estimate, no interval).
+func mxnText(v float64) string {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.2f", v)
+}
 
 // page renders a named template inside the layout.
 func (c *Console) page(w http.ResponseWriter, status int, name string, data any) {

@@ -168,7 +168,7 @@ func intervalPlot(title string, es []estimate) template.HTML {
 	lo, hi := math.Inf(1), math.Inf(-1)
 	for _, e := range es {
 		for _, v := range []float64{e.Value, e.Lo, e.Hi} {
-			if !math.IsNaN(v) && !math.IsInf(v, 0) {
+			if finite(v) {
 				lo, hi = min(lo, v), max(hi, v)
 			}
 		}
@@ -194,15 +194,17 @@ func intervalPlot(title string, es []estimate) template.HTML {
 			cls = "est main"
 		}
 		fmt.Fprintf(&b, `<text class="name" x="%.1f" y="%.1f" text-anchor="end">%s</text>`, left-8, y+4, html.EscapeString(e.Name))
-		if math.IsNaN(e.Value) {
+		if !finite(e.Value) {
 			fmt.Fprintf(&b, `<text class="tick" x="%.1f" y="%.1f">n/a</text>`, left, y+4)
 			continue
 		}
-		if !math.IsNaN(e.Lo) && !math.IsNaN(e.Hi) {
+		if finite(e.Lo) && finite(e.Hi) {
 			fmt.Fprintf(&b, `<line class="%s" x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f"/>`, cls, xAt(e.Lo), y, xAt(e.Hi), y)
 		}
-		fmt.Fprintf(&b, `<circle class="%s" cx="%.1f" cy="%.1f" r="4"><title>%s: %.2f MXN [%.2f, %.2f]</title></circle>`, cls, xAt(e.Value), y, html.EscapeString(e.Name), e.Value, e.Lo, e.Hi)
+		fmt.Fprintf(&b, `<circle class="%s" cx="%.1f" cy="%.1f" r="4"><title>%s: %s MXN [%s, %s]</title></circle>`, cls, xAt(e.Value), y, html.EscapeString(e.Name), mxnText(e.Value), mxnText(e.Lo), mxnText(e.Hi))
 	}
 	b.WriteString(`</svg>`)
 	return template.HTML(b.String())
 }
+
+func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
