@@ -138,6 +138,13 @@ func shadowReportCmd(a *app) *cobra.Command {
 		}
 		w := cmd.OutOrStdout()
 		fmt.Fprintf(w, "tenant %s: %d shadow decisions\n", rep.Tenant, rep.Decisions)
+		if rep.Damaged > 0 {
+			plural := "s"
+			if rep.Damaged == 1 {
+				plural = ""
+			}
+			fmt.Fprintf(w, "%d decision record%s that did not decode, skipped (admin check lists them)\n", rep.Damaged, plural)
+		}
 		fmt.Fprintf(w, "confirmed:               %s  (%d; spec: at least 95%%)\n", percentOf(rep.ConfirmedShare, rep.Decisions), rep.Confirmed)
 		fmt.Fprintf(w, "coupons with decision_id: %s  (%d of %d; spec: at least 95%%)\n", percentOf(rep.LabelledShare, int(rep.CouponsReceived)), rep.CouponsLabelled, rep.CouponsReceived)
 		fmt.Fprintf(w, "agreement engine/caller: %s  (%d compared)\n", percentOf(rep.Agreement, rep.Compared), rep.Compared)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/coupond/coupond/engine/ope"
 	"github.com/coupond/coupond/policy"
+	"github.com/coupond/coupond/store"
 )
 
 // TestPrintGuardShowsGate: admin evaluate and admin tenant show print the
@@ -86,4 +87,30 @@ func TestEvaluateReplicatesBounded(t *testing.T) {
 		t.Errorf("stat %s: %v", missing, err)
 	}
 	runIn(t, dir, "admin", "evaluate", "--tenant", "acme", "--replicates", "2")
+}
+
+// TestShadowReportSaysWhatItSkipped: a decision record that does not
+// decode is skipped by the shadow report and counted; the text report says
+// so, as admin evaluate's "left out" does, instead of reporting on fewer
+// decisions without a word.
+func TestShadowReportSaysWhatItSkipped(t *testing.T) {
+	dir := t.TempDir()
+	runIn(t, dir, "admin", "tenant", "create", "acme", "--sandbox")
+	db, err := store.Open(filepath.Join(dir, "db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := db.NewBatch()
+	b.Set(store.DecisionKey("acme", "X0damaged000000001"), []byte{0xff, 1, 2})
+	if err := b.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	out := string(runIn(t, dir, "admin", "shadow", "report", "--tenant", "acme"))
+	if !strings.Contains(out, "1 decision record that did not decode, skipped") {
+		t.Errorf("shadow report does not say it skipped a damaged record:\n%s", out)
+	}
 }
