@@ -133,7 +133,8 @@ func unmarshalCustomerState(b []byte, cs *customerState) error {
 var errCustomerState = errors.New("customer state: damaged")
 
 // loadCustomerState reads a customer's decision state; a customer without
-// one gets the zero state.
+// one gets the zero state. The caller holds the customer's lock: a damaged
+// state is rebuilt and replaced (rebuildCustomerState).
 func (e *Engine) loadCustomerState(tenant, clienteRef string) (customerState, error) {
 	var cs customerState
 	b, err := e.db.Get(customerStateKey(tenant, clienteRef))
@@ -144,10 +145,7 @@ func (e *Engine) loadCustomerState(tenant, clienteRef string) (customerState, er
 		return cs, err
 	}
 	if err := unmarshalCustomerState(b, &cs); err != nil {
-		// Quarantined; the customer goes on as one without open window
-		// or requests today.
-		e.quarantine(tenant, customerStateKey(tenant, clienteRef), b, err)
-		return customerState{}, nil
+		return e.rebuildCustomerState(tenant, clienteRef, b, err)
 	}
 	return cs, nil
 }
