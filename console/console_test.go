@@ -23,6 +23,7 @@ import (
 	"github.com/coupond/coupond/batch"
 	"github.com/coupond/coupond/clock"
 	"github.com/coupond/coupond/engine"
+	"github.com/coupond/coupond/engine/ope"
 	"github.com/coupond/coupond/server"
 	"github.com/coupond/coupond/store"
 )
@@ -471,6 +472,26 @@ func TestSecureCookieBehindTLSProxy(t *testing.T) {
 		resp.Body.Close()
 		if ck := resp.Cookies(); len(ck) != 1 || ck[0].Secure != secure {
 			t.Errorf("Deps.Secure %v: cookies %+v, want one with Secure %v", secure, ck, secure)
+		}
+	}
+}
+
+// TestVerdictNeedsIntervalsApart: the proof claims a gain over never-send
+// only when the policy's interval lies above never-send's whole interval,
+// not when it lies above never-send's point estimate alone.
+func TestVerdictNeedsIntervalsApart(t *testing.T) {
+	ev := func(lo, neverHi float64) *engine.Evaluation {
+		return &engine.Evaluation{Records: 50, Policies: []engine.PolicyValue{
+			{Policy: "current_policy", DR: ope.Estimate{Value: 10, Lo: lo, Hi: 14}},
+			{Policy: "never_send", DR: ope.Estimate{Value: 5, Lo: 1, Hi: neverHi}},
+		}}
+	}
+	for _, tc := range []struct {
+		lo, neverHi float64
+		want        bool
+	}{{6, 9, false}, {9.5, 9, true}, {4, 9, false}} {
+		if _, verdict, ok := evalRows(ev(tc.lo, tc.neverHi)); ok != tc.want {
+			t.Errorf("policy from %.1f, never-send up to %.1f: %q (%v), want a proven gain %v", tc.lo, tc.neverHi, verdict, ok, tc.want)
 		}
 	}
 }

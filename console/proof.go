@@ -153,7 +153,11 @@ func (c *Console) proofView(tenant string, shadowOn bool) proofView {
 
 // evalRows picks the current policy, never-send, the best single action
 // and the logged behaviour and control group from an evaluation, and says
-// whether the policy's interval lies above never-send's estimate.
+// whether the policy's interval lies wholly above never-send's. Two
+// intervals apart is a conservative test of the difference (the estimates
+// are not paired): the console claims a gain only when both estimates'
+// uncertainty leaves no doubt, never on a policy's lower bound against
+// never-send's point estimate alone, which a handful of decisions passes.
 func evalRows(ev *engine.Evaluation) ([]estimate, string, bool) {
 	var cur, never, best *engine.PolicyValue
 	for i := range ev.Policies {
@@ -186,7 +190,7 @@ func evalRows(ev *engine.Evaluation) ([]estimate, string, bool) {
 	switch {
 	case cur == nil || never == nil || math.IsNaN(cur.DR.Lo) || math.IsNaN(never.DR.Value):
 		return out, fmt.Sprintf("not enough closed decisions to compare (%d evaluated)", ev.Records), false
-	case cur.DR.Lo > never.DR.Value:
+	case cur.DR.Lo > never.DR.Hi:
 		return out, fmt.Sprintf("the policy beats never-send: %.2f MXN [%.2f, %.2f] against %.2f MXN per decision", cur.DR.Value, cur.DR.Lo, cur.DR.Hi, never.DR.Value), true
 	default:
 		return out, fmt.Sprintf("no proven gain over never-send yet: %.2f MXN [%.2f, %.2f] against %.2f MXN per decision", cur.DR.Value, cur.DR.Lo, cur.DR.Hi, never.DR.Value), false
