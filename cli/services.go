@@ -101,7 +101,7 @@ func (s *services) tenantStatus(t *store.Tenant) (usage, quality map[string]any,
 	guard = st.Guard
 	usage = map[string]any{
 		"credentials_active": active, "credentials_total": len(creds),
-		"politica_version": st.PoliticaVersion, "rewards_learned": st.RewardsLearned,
+		"policy_version": st.PoliticaVersion, "rewards_learned": st.RewardsLearned,
 		"catalog_version": st.CatalogVersion, "catalog_actions": st.CatalogActions,
 	}
 	q := st.Quality

@@ -35,7 +35,7 @@ type MeasuredValue struct {
 type Evaluation struct {
 	Tenant          string         `json:"tenant"`
 	Campana         string         `json:"campana,omitempty"`
-	PoliticaVersion string         `json:"politica_version"`
+	PoliticaVersion string         `json:"policy_version"`
 	Records         int            `json:"records"`
 	Excluded        map[string]int `json:"excluded"`
 	Policies        []PolicyValue  `json:"policies"`

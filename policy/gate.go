@@ -481,25 +481,25 @@ const (
 // most one ticket in the last 365 days, 2–7, 8–25, more) with each band's
 // state and the share of the choice's decisions it sends.
 type GateStatus struct {
-	State string           `json:"estado"`
-	Diff  float64          `json:"diferencia_mxn"`
-	SE    float64          `json:"error_estandar_mxn"`
-	N     float64          `json:"decisiones_efectivas"`
-	Bands []GateBandStatus `json:"bandas"`
+	State string           `json:"state"`
+	Diff  float64          `json:"diff_mxn"`
+	SE    float64          `json:"standard_error_mxn"`
+	N     float64          `json:"effective_decisions"`
+	Bands []GateBandStatus `json:"bands"`
 }
 
 // GateBandStatus is one frequency band's gate.
 type GateBandStatus struct {
 	// Tickets names the band by tickets a year (annualRate).
-	Tickets string  `json:"tickets_anuales"`
-	State   string  `json:"estado"`
-	Diff    float64 `json:"diferencia_mxn"`
-	SE      float64 `json:"error_estandar_mxn"`
-	N       float64 `json:"decisiones_efectivas"`
+	Tickets string  `json:"tickets_per_year"`
+	State   string  `json:"state"`
+	Diff    float64 `json:"diff_mxn"`
+	SE      float64 `json:"standard_error_mxn"`
+	N       float64 `json:"effective_decisions"`
 	// Sending is the band's share of its choices sent (gateQ); while it
 	// tests, a customer whose choice the model is sure of gets more
 	// (choiceShare).
-	Sending float64 `json:"proporcion_envio"`
+	Sending float64 `json:"sending_share"`
 }
 
 // Open reports whether the gate is open for some band (false for a nil

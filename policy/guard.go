@@ -372,22 +372,22 @@ func (m *Model) updateGuard() GuardEvent {
 // GuardStatus is the guard's state and estimates for operators (MXN per
 // decision over the reward window).
 type GuardStatus struct {
-	Active    bool             `json:"activo"`
-	Baseline  int              `json:"linea_base"`
-	Switches  int              `json:"cambios"`
-	Policy    float64          `json:"valor_politica_mxn"`
-	Rewards   float64          `json:"recompensas_efectivas"`
-	Baselines []BaselineStatus `json:"lineas_base"`
+	Active    bool             `json:"active"`
+	Baseline  int              `json:"baseline"`
+	Switches  int              `json:"switches"`
+	Policy    float64          `json:"policy_value_mxn"`
+	Rewards   float64          `json:"effective_rewards"`
+	Baselines []BaselineStatus `json:"baselines"`
 	// Gate is the gate's state and test (nil without Config.Gate).
-	Gate *GateStatus `json:"compuerta,omitempty"`
+	Gate *GateStatus `json:"gate,omitempty"`
 }
 
 // BaselineStatus is one baseline's estimated value and π's difference to it.
 type BaselineStatus struct {
-	Accion int     `json:"accion"`
-	Value  float64 `json:"valor_mxn"`
-	Diff   float64 `json:"diferencia_politica_mxn"`
-	SE     float64 `json:"error_estandar_mxn"`
+	Accion int     `json:"action"`
+	Value  float64 `json:"value_mxn"`
+	Diff   float64 `json:"policy_diff_mxn"`
+	SE     float64 `json:"standard_error_mxn"`
 }
 
 // GuardStatus reports the guard.
