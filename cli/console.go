@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -91,7 +92,8 @@ func consoleLoginCmd(a *app) *cobra.Command {
 		if !cmd.Flags().Changed("url") && e.svc.consoleURL != "" {
 			u = e.svc.consoleURL
 		}
-		if _, err := url.Parse(u); err != nil || u == "" {
+		pu, err := url.Parse(u)
+		if err != nil || u == "" {
 			return fmt.Errorf("--url: want the console's base URL such as %s", defaultConsoleURL)
 		}
 		tok, err := console.NewLink(e.db, e.now())
@@ -103,7 +105,8 @@ func consoleLoginCmd(a *app) *cobra.Command {
 		if jsonFlag(cmd) {
 			return printJSON(cmd.OutOrStdout(), map[string]any{"url": link, "expires_at": e.now().UTC().Add(console.LinkTTL)})
 		}
-		fmt.Fprintf(cmd.OutOrStdout(), "%s\nOpen it within %s; it works once. On a VM, forward the port first: ssh -L 8081:127.0.0.1:8081 user@vm\n", link, console.LinkTTL)
+		port := cmp.Or(pu.Port(), "8081")
+		fmt.Fprintf(cmd.OutOrStdout(), "%s\nOpen it within %s; it works once. On a VM, forward the port first: ssh -L %s:127.0.0.1:%s user@vm\n", link, console.LinkTTL, port, port)
 		return nil
 	})
 	cmd.Flags().StringVar(&base, "url", defaultConsoleURL, "the console's base URL as your browser reaches it (default: the running server's console address; env COUPOND_URL)")

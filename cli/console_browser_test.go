@@ -315,3 +315,14 @@ func TestServeConsoleFlag(t *testing.T) {
 		t.Errorf("logout --all: %v, then the page answers %d; want 1 session ended and 401", out, page())
 	}
 }
+
+// TestConsoleLoginForwardsItsPort: the SSH hint of "admin console login"
+// forwards the console's own port, not always the default's.
+func TestConsoleLoginForwardsItsPort(t *testing.T) {
+	dir := t.TempDir()
+	runIn(t, dir, "admin", "tenant", "create", "acme")
+	out := string(runIn(t, dir, "admin", "console", "login", "--url", "http://127.0.0.1:18081"))
+	if !strings.Contains(out, "ssh -L 18081:127.0.0.1:18081") {
+		t.Errorf("console login on port 18081 printed:\n%s\nwant the hint to forward 18081", out)
+	}
+}
