@@ -109,12 +109,24 @@ func baseFeatures(c *Customer, dst *[dimBase]float64) {
 
 // effectFeatures writes ψ(c, a) into dst: the pair's features.
 func effectFeatures(c *Customer, a *Arm, x *[dimBase]float64, dst *[dimEffect]float64) {
-	f := x[xFreq90]
-	dst[0] = 1
+	effectCustomer(x, dst)
+	effectArm(c, a, dst)
+}
+
+// effectArm writes the terms of ψ that depend on the arm (1 to 4); the
+// others, the customer's (effectCustomer), are the same for every arm.
+func effectArm(c *Customer, a *Arm, dst *[dimEffect]float64) {
 	dst[psiPrior] = a.Prior - c.Base
 	dst[2] = a.AffShare
 	dst[3] = a.AffFreq
 	dst[4] = a.AffRec
+}
+
+// effectCustomer writes the terms of ψ that are the customer's alone, from
+// φ(c) in x: all but effectArm's.
+func effectCustomer(x *[dimBase]float64, dst *[dimEffect]float64) {
+	f := x[xFreq90]
+	dst[0] = 1
 	dst[5] = x[xRecencia]
 	dst[6] = x[xSinCompras]
 	dst[7] = f

@@ -200,9 +200,13 @@ func (m *Model) exploreGate(sc []Score, probs []float64) {
 		explore = append(explore, plausible(i))
 	}
 	for i := range sc { // a coupon tied with a plausible one is explored too
+		if explore[i] || probs[i] != 0 || sc[i].ID == 0 {
+			continue
+		}
 		for j := range sc {
-			if !explore[i] && probs[i] == 0 && sc[i].ID != 0 && plausible(j) && m.tied(&sc[i], &sc[j]) {
+			if plausible(j) && m.tied(&sc[i], &sc[j]) {
 				explore[i] = true
+				break
 			}
 		}
 	}

@@ -38,11 +38,13 @@ func (m *Model) Score(c *Customer, arms []Arm, out []Score) {
 	base := c.Base + dot(m.beta, x[:])
 	band := int8(bandOf(c))
 	var psi [dimEffect]float64
+	effectCustomer(&x, &psi) // the arms fill in their own terms
 	for i := range arms {
 		a := &arms[i]
-		sc := Score{ID: a.ID, Mu: base, band: band, down: a.Downside}
+		sc := &out[i]
+		*sc = Score{ID: a.ID, Mu: base, band: band, down: a.Downside}
 		if a.ID != 0 {
-			effectFeatures(c, a, &x, &psi)
+			effectArm(c, a, &psi)
 			for k, j := range [nShared]int{0, psiPrior, 2, 7, 5, 10, 11, 12} {
 				sc.sh[k] = psi[j]
 			}
@@ -54,13 +56,12 @@ func (m *Model) Score(c *Customer, arms []Arm, out []Score) {
 			} else {
 				sc.own = m.priorVar(&psi)
 			}
-			v := math.Max(sc.own, 0)
+			v := max(sc.own, 0)
 			if m.sharedCov != nil {
-				v += math.Max(quad(m.sharedCov, sc.sh[:], nShared), 0)
+				v += max(quad(m.sharedCov, sc.sh[:], nShared), 0)
 			}
 			sc.Effect, sc.Width, sc.Mu = eff, math.Sqrt(v), base+eff
 		}
-		out[i] = sc
 	}
 }
 
@@ -107,12 +108,13 @@ func (m *Model) Greedy(sc []Score) int {
 // greedyZ is Greedy with the send rule's width z.
 func (m *Model) greedyZ(sc []Score, z float64) int {
 	top, zero := -1, -1
-	for i, s := range sc {
+	for i := range sc {
+		s := &sc[i]
 		if s.ID == 0 {
 			zero = i
 			continue
 		}
-		if s.Effect-z*m.barWidth(&s) > 0 && (top < 0 || s.Effect > sc[top].Effect) {
+		if s.Effect-z*m.barWidth(s) > 0 && (top < 0 || s.Effect > sc[top].Effect) {
 			top = i
 		}
 	}
@@ -122,8 +124,8 @@ func (m *Model) greedyZ(sc []Score, z float64) int {
 	case zero >= 0:
 		return zero
 	}
-	for i, s := range sc { // no never-send among the candidates
-		if top < 0 || s.Effect > sc[top].Effect {
+	for i := range sc { // no never-send among the candidates
+		if top < 0 || sc[i].Effect > sc[top].Effect {
 			top = i
 		}
 	}
@@ -186,16 +188,17 @@ func (m *Model) Distribution(sc []Score, probs []float64) int {
 			top, guarded = m.Greedy(sc), false
 		}
 	}
-	t := sc[top]
+	t := &sc[top]
 	floor := m.cfg.Floor
 	eps := m.Epsilon()
 	explore := 0.0
-	for i, s := range sc {
+	for i := range sc {
+		s := &sc[i]
 		if i == top {
 			continue
 		}
 		w := 0.0
-		if sd := m.diffSE(&s, &t, false); sd > 0 {
+		if sd := m.diffSE(s, t, false); sd > 0 {
 			w = math.Min(1, math.Erfc((t.Effect-s.Effect)/sd/math.Sqrt2))
 		}
 		probs[i] = eps / float64(k-1) * w
@@ -244,8 +247,8 @@ func (m *Model) keepNever(sc []Score, probs []float64, mass float64) {
 // both (POLICY.md §7.10).
 func (m *Model) evenTies(sc []Score, probs []float64) {
 	lead := -1
-	for i, s := range sc {
-		if s.ID != 0 && (lead < 0 || s.Effect > sc[lead].Effect) {
+	for i := range sc {
+		if sc[i].ID != 0 && (lead < 0 || sc[i].Effect > sc[lead].Effect) {
 			lead = i
 		}
 	}
@@ -253,9 +256,10 @@ func (m *Model) evenTies(sc []Score, probs []float64) {
 		return
 	}
 	group, challenger := []int{lead}, -1
-	for i, s := range sc {
+	for i := range sc {
+		s := &sc[i]
 		switch {
-		case s.ID == 0 || i == lead || !m.tied(&s, &sc[lead]):
+		case s.ID == 0 || i == lead || !m.tied(s, &sc[lead]):
 		case !m.cfg.TieTopTwo:
 			group = append(group, i)
 		case challenger < 0 || s.Effect > sc[challenger].Effect:
@@ -325,12 +329,12 @@ func (m *Model) diffSE(a, b *Score, cross bool) float64 {
 			v -= 2 * bilinear(c, x.psi[:], y.psi[:])
 		}
 	}
-	return math.Sqrt(math.Max(v, 0))
+	return math.Sqrt(max(v, 0))
 }
 
 func indexOf(sc []Score, id int) int {
-	for i, s := range sc {
-		if s.ID == id {
+	for i := range sc {
+		if sc[i].ID == id {
 			return i
 		}
 	}
