@@ -38,32 +38,55 @@ func (e *core) loadFeatures(tenant, clienteRef string) (Features, error) {
 // readFeatures is loadFeatures; folding says the caller is an ingestion
 // fold, which holds the tenant's fold stage (ingestTurn.mu).
 func (e *core) readFeatures(tenant, clienteRef string, folding bool) (Features, error) {
-	b, err := e.db.Get(store.FeaturesKey(tenant, clienteRef))
-	if errors.Is(err, store.ErrNotFound) {
-		return Features{}, nil
-	}
-	if err != nil {
-		return Features{}, err
-	}
-	if f, ok := DecodeFeatures(b); ok {
-		return f, nil
-	}
-	return e.rebuildFeatures(tenant, clienteRef, b, folding)
+	var f Features
+	err := e.readFeaturesInto(&f, tenant, clienteRef, folding)
+	return f, err
 }
 
-// customer reads the customer's features (one point read) and derives the
-// policy vector and the prior's inputs at now. window is the tenant's
-// reward window.
-func (e *Engine) customer(tenant, clienteRef string, now time.Time, window time.Duration) (*customer, error) {
-	f, err := e.loadFeatures(tenant, clienteRef)
+// readFeaturesInto is readFeatures into f, decoding in the memory of f's
+// buckets (Features.Decode).
+func (e *core) readFeaturesInto(f *Features, tenant, clienteRef string, folding bool) error {
+	b, err := e.db.Get(store.FeaturesKey(tenant, clienteRef))
+	if errors.Is(err, store.ErrNotFound) {
+		*f = Features{}
+		return nil
+	}
 	if err != nil {
+		*f = Features{}
+		return err
+	}
+	if f.Decode(b) {
+		return nil
+	}
+	rebuilt, err := e.rebuildFeatures(tenant, clienteRef, b, folding)
+	*f = rebuilt
+	return err
+}
+
+// customer reads the customer's features (one point read) into c, whose
+// memory it reuses (the features' buckets included; all of c is
+// overwritten), and derives the policy vector and the prior's inputs at
+// now. window is the tenant's reward window.
+func (e *Engine) customer(c *customer, tenant, clienteRef string, now time.Time, window time.Duration) (*customer, error) {
+	f := c.f
+	if err := e.readFeaturesInto(&f, tenant, clienteRef, false); err != nil {
 		return nil, err
 	}
-	return newCustomer(f, now, window), nil
+	*c = customer{f: f}
+	c.derive(now, window)
+	return c, nil
 }
 
 func newCustomer(f Features, now time.Time, window time.Duration) *customer {
-	c := &customer{f: f, closed: f.Closed()}
+	c := &customer{f: f}
+	c.derive(now, window)
+	return c
+}
+
+// derive sets what c knows at now from its features c.f, every field but
+// optoutCents (publishedModel.score sets it).
+func (c *customer) derive(now time.Time, window time.Duration) {
+	c.closed = c.f.Closed()
 	c.sum = c.f.summarize(now)
 	c.x = c.f.vectorOf(&c.sum, make([]float64, 0, VectorDim))
 	s := &c.sum
@@ -77,7 +100,6 @@ func newCustomer(f Features, now time.Time, window time.Duration) *customer {
 	c.ticketMargin = c.avgTicketCents * rate
 	c.redeemRate = (float64(s.redeem[1]) + priorRedeemHits) / (float64(s.recv[1]) + priorRedeemTrials)
 	c.buyRate = min(1, float64(s.tickets[1])*days/90)
-	return c
 }
 
 // Constants of the economic prior (see prior).

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"time"
 
@@ -326,7 +327,9 @@ func (e *Engine) decideInto(ts *tenantState, t *store.Tenant, now time.Time, req
 			d.Detalle = &Detalle{Acciones: []DetalleAccion{{Accion: 0, Probabilidad: 1}}}
 		}
 	} else {
-		rec, d, err = e.decideNew(ts, t, now, req, b)
+		s := e.scratch.get()
+		defer e.scratch.put(s)
+		rec, d, err = e.decideNew(ts, t, now, req, b, s)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -340,8 +343,9 @@ func (e *Engine) decideInto(ts *tenantState, t *store.Tenant, now time.Time, req
 }
 
 // decideNew makes a new decision: control group, eligibility, policy,
-// budget cut, exploration. It reserves campaign budget for a send.
-func (e *Engine) decideNew(ts *tenantState, t *store.Tenant, now time.Time, req Request, b *store.Batch) (*DecisionRecord, *Decision, error) {
+// budget cut, exploration, in the scratch memory s. It reserves campaign
+// budget for a send.
+func (e *Engine) decideNew(ts *tenantState, t *store.Tenant, now time.Time, req Request, b *store.Batch, s *decideScratch) (*DecisionRecord, *Decision, error) {
 	tenant := t.ID
 	cat := ts.catalog.Load()
 	pm := ts.model.Load()
@@ -363,19 +367,19 @@ func (e *Engine) decideNew(ts *tenantState, t *store.Tenant, now time.Time, req 
 		return rec, e.answer(tenant, cat, rec, nil, req.Explain), nil
 	}
 
-	cust, err := e.customer(tenant, req.ClienteRef, now, t.Settings.RewardWindow)
+	cust, err := e.customer(&s.cust, tenant, req.ClienteRef, now, t.Settings.RewardWindow)
 	if err != nil {
 		return nil, nil, err
 	}
-	cands, reason := eligible(cat, req, cust)
+	cands, reason := eligible(cat, req, cust, s.cands)
+	s.cands = cands
 	if req.NoSend && len(cands) > 1 {
 		cands, reason = cands[:1], "presupuesto de la campaña: se enviaron los cupones de mayor margen esperado"
 	}
-	buf := e.scoreBufs.get()
-	defer e.scoreBufs.put(buf) // the scores are read until the answer is built
-	sc := pm.score(cust, cands, t.Settings.OptoutPenaltyCents, buf)
+	sc := pm.score(cust, cands, t.Settings.OptoutPenaltyCents, &s.scores)
 	if len(pm.m.Cats) < policy.NumCats {
-		ts.cats.add(cust.sum.catNames(nil))
+		var names [featMaxCats + 1]string
+		ts.cats.add(cust.sum.catNames(names[:0]))
 	}
 
 	// Campaign budget before any randomisation: drop sends the budget cannot
@@ -521,11 +525,12 @@ func (e *Engine) answer(tenant string, cat *Catalog, rec *DecisionRecord, sc *sc
 	return d
 }
 
-// eligible lists the candidate actions: active catalog actions on the
-// channel, within acciones_permitidas, not opted out; 0 always. reason is
-// set when something other than the policy restricted the choice to 0.
-func eligible(cat *Catalog, req Request, cust *customer) (cands []candidate, reason string) {
-	cands = make([]candidate, 1, 1+len(cat.Acciones))
+// eligible lists the candidate actions, in dst's memory: active catalog
+// actions on the channel, within acciones_permitidas, not opted out; 0
+// always. reason is set when something other than the policy restricted
+// the choice to 0.
+func eligible(cat *Catalog, req Request, cust *customer, dst []candidate) (cands []candidate, reason string) {
+	cands = append(slices.Grow(dst[:0], 1+len(cat.Acciones)), candidate{})
 	if cust.closed {
 		return cands, "cuenta cerrada: no se envían cupones"
 	}

@@ -29,7 +29,7 @@ func TestDownside(t *testing.T) {
 		ts, _ := e.state("acme")
 		tn, _ := e.db.Tenant("acme")
 		b := e.db.NewBatch()
-		rec, _, err := e.decideNew(ts, tn, t0, Request{ClienteRef: "nuevo", Canal: "push"}, b)
+		rec, _, err := e.decideNew(ts, tn, t0, Request{ClienteRef: "nuevo", Canal: "push"}, b, new(decideScratch))
 		b.Close()
 		if err != nil {
 			t.Fatal(err)

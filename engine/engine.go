@@ -68,8 +68,8 @@ type Engine struct {
 	nonceMu   sync.Mutex
 	nonceRand *rand.ChaCha8
 
-	// scoreBufs lends decisions the memory of their scores.
-	scoreBufs scoreBufs
+	// scratch lends online decisions their scratch memory.
+	scratch scratchPool
 
 	// inflight holds the Idempotency-Keys whose first request is running.
 	inflightMu sync.Mutex

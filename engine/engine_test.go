@@ -69,7 +69,7 @@ func TestLoggedPropensitiesMatchFrequencies(t *testing.T) {
 	var probs map[int]float64
 	for i := 0; i < draws; i++ {
 		b := e.db.NewBatch()
-		rec, _, err := e.decideNew(ts, tn, t0, req, b)
+		rec, _, err := e.decideNew(ts, tn, t0, req, b, new(decideScratch))
 		b.Close()
 		if err != nil {
 			t.Fatal(err)
@@ -118,7 +118,7 @@ func TestPolicyConvergesToBestAction(t *testing.T) {
 			ts, _ := e.state("acme")
 			tn, now, _ := e.tenantNow("acme")
 			b := e.db.NewBatch()
-			rec, _, err := e.decideNew(ts, tn, now, Request{ClienteRef: fmt.Sprintf("probe-%d", i), Canal: "push"}, b)
+			rec, _, err := e.decideNew(ts, tn, now, Request{ClienteRef: fmt.Sprintf("probe-%d", i), Canal: "push"}, b, new(decideScratch))
 			b.Close()
 			if err != nil {
 				t.Fatal(err)

@@ -31,6 +31,7 @@ type scored struct {
 type scoreBuf struct {
 	scores []policy.Score
 	arms   []policy.Arm
+	sc     scored // what scoreInto returns
 }
 
 // size makes b hold n scores and arms.
@@ -41,19 +42,27 @@ func (b *scoreBuf) size(n int) {
 	b.scores, b.arms = b.scores[:n], b.arms[:n]
 }
 
-// scoreBufs recycles the scoreBufs of online decisions, whose scores are
-// read only until the answer is built (decideNew); safe for concurrent
-// use.
-type scoreBufs struct{ pool sync.Pool }
-
-func (p *scoreBufs) get() *scoreBuf {
-	if b, ok := p.pool.Get().(*scoreBuf); ok {
-		return b
-	}
-	return new(scoreBuf)
+// decideScratch is the memory an online decision borrows (scratchPool)
+// until its answer is built (decideNew): the customer, the candidates and
+// their scores. Nothing the decision returns or keeps points into it.
+type decideScratch struct {
+	cust   customer
+	cands  []candidate
+	scores scoreBuf
 }
 
-func (p *scoreBufs) put(b *scoreBuf) { p.pool.Put(b) }
+// scratchPool recycles the decideScratch of online decisions; safe for
+// concurrent use.
+type scratchPool struct{ pool sync.Pool }
+
+func (p *scratchPool) get() *decideScratch {
+	if s, ok := p.pool.Get().(*decideScratch); ok {
+		return s
+	}
+	return new(decideScratch)
+}
+
+func (p *scratchPool) put(s *decideScratch) { p.pool.Put(s) }
 
 // sigma is the standard error of candidate i's effect against never-send
 // (cents; policy.Model.Sigma): only an explained decision shows it.
@@ -122,7 +131,8 @@ func (pm *publishedModel) scoreInto(pc policy.Customer, cands []candidate, buf *
 		buf = new(scoreBuf)
 	}
 	buf.size(len(cands))
-	sc := &scored{cust: pc, cands: cands, scores: buf.scores, m: pm.m}
+	buf.sc = scored{cust: pc, cands: cands, scores: buf.scores, m: pm.m}
+	sc := &buf.sc
 	for i := range cands {
 		buf.arms[i] = cands[i].arm
 	}
