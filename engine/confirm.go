@@ -204,7 +204,7 @@ func (e *Engine) Fallback(tenant string, in FallbackInput) error {
 	}
 	b := e.db.NewBatch()
 	defer b.Close()
-	putDecision(b, tenant, r)
+	putDecision(b, tenant, r, nil)
 	if err := b.Commit(); err != nil {
 		return err
 	}

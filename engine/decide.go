@@ -328,12 +328,12 @@ func (e *Engine) decideInto(ts *tenantState, t *store.Tenant, now time.Time, req
 		}
 	} else {
 		s := e.scratch.get()
-		defer e.scratch.put(s)
+		defer e.scratch.put(s) // once the record is encoded
 		rec, d, err = e.decideNew(ts, t, now, req, b, s)
 		if err != nil {
 			return nil, nil, err
 		}
-		putDecision(b, tenant, rec)
+		s.enc = putDecision(b, tenant, rec, s.enc)
 		queueReward(b, tenant, rec, t.Settings)
 		cs.OpenNonce, cs.OpenAt = rec.Nonce, rec.At
 	}
@@ -462,15 +462,15 @@ func recordChoice(rec *DecisionRecord, cust *customer, sc *scored, probs []float
 	}
 	rec.X = cust.x
 	rec.Shares = sc.cust.Shares
-	rec.Aff = make([]float64, 0, affPerAction*len(sc.cands))
-	for _, c := range sc.cands {
-		rec.Aff = append(rec.Aff, c.arm.AffShare, c.arm.AffFreq, c.arm.AffRec)
-	}
-	rec.Candidates = make([]int, len(sc.cands))
 	n := len(sc.cands)
-	muPriors := make([]float64, 3*n) // one allocation for the three
-	rec.Mu, rec.Priors, rec.Downs = muPriors[:n:n], muPriors[n:2*n:2*n], muPriors[2*n:]
-	for i, c := range sc.cands {
+	aff := affPerAction * n
+	lists := make([]float64, aff+3*n) // one allocation for Aff, Mu, Priors and Downs
+	rec.Aff = lists[:0:aff]
+	rec.Mu, rec.Priors, rec.Downs = lists[aff:aff+n:aff+n], lists[aff+n:aff+2*n:aff+2*n], lists[aff+2*n:]
+	rec.Candidates = make([]int, n)
+	for i := range sc.cands {
+		c := &sc.cands[i]
+		rec.Aff = append(rec.Aff, c.arm.AffShare, c.arm.AffFreq, c.arm.AffRec)
 		rec.Candidates[i] = c.id
 		rec.Mu[i] = math.Round(c.mu)
 		rec.Priors[i] = math.Round(c.prior)

@@ -384,7 +384,7 @@ func BenchmarkEvaluate1M(b *testing.B) {
 		r := &DecisionRecord{Nonce: fmt.Sprintf("n%011d", i), ClienteRef: fmt.Sprintf("c%07d", i), At: t0, Accion: i % 6, Propension: 1.0 / 6,
 			X: x, Candidates: []int{0, 1, 2, 3, 4, 5}, Probs: []float64{1. / 6, 1. / 6, 1. / 6, 1. / 6, 1. / 6, 1. / 6},
 			Priors: []float64{100, 90, 80, 70, 60, 50}, Estado: EstadoEjecutada, Recompensa: &reward}
-		putDecision(batch, "acme", r)
+		putDecision(batch, "acme", r, nil)
 		if batch.Len() > 32<<20 {
 			batch.Commit()
 			batch.Close()
@@ -424,7 +424,7 @@ func TestEvaluateRecoversSingleActionValues(t *testing.T) {
 		if i%100 == 99 {
 			r.Estado = EstadoModificada
 		}
-		putDecision(b, "acme", r)
+		putDecision(b, "acme", r, nil)
 	}
 	if err := b.Commit(); err != nil {
 		t.Fatal(err)

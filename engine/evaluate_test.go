@@ -29,7 +29,7 @@ func TestEvaluateLeavesOutShadowDecisions(t *testing.T) {
 			r.EnSombra = true
 			*r.Recompensa = 9000 // 90 MXN
 		}
-		putDecision(b, "acme", r)
+		putDecision(b, "acme", r, nil)
 	}
 	if err := b.Commit(); err != nil {
 		t.Fatal(err)

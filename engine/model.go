@@ -43,12 +43,14 @@ func (b *scoreBuf) size(n int) {
 }
 
 // decideScratch is the memory an online decision borrows (scratchPool)
-// until its answer is built (decideNew): the customer, the candidates and
-// their scores. Nothing the decision returns or keeps points into it.
+// until its answer is built and its record encoded (decideInto): the
+// customer, the candidates, their scores and the record's stored form.
+// Nothing the decision returns or keeps points into it.
 type decideScratch struct {
 	cust   customer
 	cands  []candidate
 	scores scoreBuf
+	enc    []byte
 }
 
 // scratchPool recycles the decideScratch of online decisions; safe for

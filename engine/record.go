@@ -81,10 +81,14 @@ func customerDecisionKey(tenant, clienteRef string, at time.Time, nonce string) 
 	return store.CustomerDecisionKey(tenant, clienteRef, at, nonce)
 }
 
-// putDecision adds the record and its customer index entry to b.
-func putDecision(b *store.Batch, tenant string, r *DecisionRecord) {
-	putRecord(b, tenant, r)
+// putDecision adds the record and its customer index entry to b. The
+// record is encoded in enc's memory, which it returns for the next one
+// (nil: new memory).
+func putDecision(b *store.Batch, tenant string, r *DecisionRecord, enc []byte) []byte {
+	enc = encodeRecord(enc, r)
+	b.Set(decisionKey(tenant, r.Nonce), enc)
 	b.Set(customerDecisionKey(tenant, r.ClienteRef, r.At, r.Nonce), nil)
+	return enc
 }
 
 // putRecord writes an update of a stored decision record r to b: its

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"math"
+	"slices"
 )
 
 // Stored form of a DecisionRecord. Every decision path writes one record,
@@ -46,8 +47,11 @@ const (
 var errRecord = errors.New("decision record: damaged")
 
 // marshalRecord returns the stored form of r.
-func marshalRecord(r *DecisionRecord) []byte {
-	b := make([]byte, 0, 160+len(r.Motivo)+8*len(r.X)+28*len(r.Candidates))
+func marshalRecord(r *DecisionRecord) []byte { return encodeRecord(nil, r) }
+
+// encodeRecord is marshalRecord in dst's memory (grown as needed).
+func encodeRecord(dst []byte, r *DecisionRecord) []byte {
+	b := slices.Grow(dst[:0], 160+len(r.Motivo)+8*len(r.X)+28*len(r.Candidates))
 	return appendRecord(b, r)
 }
 
@@ -137,23 +141,20 @@ func appendFloats(b []byte, v []float64) []byte {
 	if len(v) == 0 {
 		return b
 	}
-	whole := true
-	raw := 0 // values kind 2 writes in full
-	for i, x := range v {
-		if x != math.Trunc(x) || math.Abs(x) >= maxExactInt || (x == 0 && math.Signbit(x)) {
-			whole = false
-		}
-		if floatTag(v, i) == floatRaw {
-			raw++
-		}
-	}
-	switch {
-	case whole:
+	if allWhole(v) {
 		b = append(b, 1)
 		for _, x := range v {
 			b = binary.AppendVarint(b, int64(x))
 		}
-	case len(v)+8*raw < 8*len(v):
+		return b
+	}
+	raw := 0 // values kind 2 writes in full
+	for i := range v {
+		if floatTag(v, i) == floatRaw {
+			raw++
+		}
+	}
+	if len(v)+8*raw < 8*len(v) {
 		b = append(b, 2)
 		for i, x := range v {
 			tag := floatTag(v, i)
@@ -162,13 +163,25 @@ func appendFloats(b []byte, v []float64) []byte {
 				b = binary.BigEndian.AppendUint64(b, math.Float64bits(x))
 			}
 		}
-	default:
-		b = append(b, 0)
-		for _, x := range v {
-			b = binary.BigEndian.AppendUint64(b, math.Float64bits(x))
-		}
+		return b
+	}
+	b = append(b, 0)
+	for _, x := range v {
+		b = binary.BigEndian.AppendUint64(b, math.Float64bits(x))
 	}
 	return b
+}
+
+// allWhole reports whether every value of v is a whole number below 2⁵³
+// in magnitude, and not -0 (whose bits, alone, are those of 1<<63): the
+// values kind 1 writes exactly.
+func allWhole(v []float64) bool {
+	for _, x := range v {
+		if x != math.Trunc(x) || math.Abs(x) >= maxExactInt || math.Float64bits(x) == 1<<63 {
+			return false
+		}
+	}
+	return true
 }
 
 // Tags of the values of a kind 2 float list.

@@ -1,8 +1,10 @@
 package engine
 
 import (
+	"encoding/hex"
 	"encoding/json"
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -216,5 +218,30 @@ func TestCustomerStateCodec(t *testing.T) {
 		if err := unmarshalCustomerState(bad, &got); err == nil {
 			t.Errorf("unmarshalCustomerState(%q): want an error", bad)
 		}
+	}
+}
+
+// TestRecordStoredForm: the stored form of a record is the bytes the
+// format has always written (float lists of every kind: IEEE 754 with a
+// -0, tagged zeros and repeats, whole cents as varints). Records written
+// before must still load and what is written must load in older code, so
+// a change here is a format change, not a refactoring.
+func TestRecordStoredForm(t *testing.T) {
+	at := time.Date(2026, 11, 23, 10, 4, 5, 123456000, time.UTC)
+	choice := 2
+	r := DecisionRecord{Nonce: "AZxyz0123456", ClienteRef: "cliente-0001", At: at, Canal: "push",
+		Accion: 2, Propension: 0.8, Version: "v0-prior", Explorado: true, CaducaEn: at.Add(DecisionTTL), Motivo: "m",
+		X: []float64{1, 0, 0, 0.25, 0.5, 0.5}, Candidates: []int{0, 2, 7}, Probs: []float64{0.1, 0.45, 0.45},
+		Mu: []float64{1200, -35, math.Copysign(0, -1)}, Priors: []float64{1000, 0, -20}, Shares: []float64{0, 0.5},
+		Aff: []float64{0, 0, 0, 0.5, 0.25, 1, 0, 0, 0}, Downs: []float64{0, 112, 1}, Eleccion: &choice}
+	const want = "010c415a78797a303132333435360c636c69656e74652d30303031aabea0b00d8094ef3a04707573680000043fe999999999999a0876302d7072696f72010eaaa8eab00d8094ef3a016d0602023ff00000000000000000023fd0000000000000023fe0000000000000010300040e0302023fb999999999999a023fdccccccccccccd0103004092c00000000000c04180000000000080000000000000000301d00f0027000000020200023fe00000000000000902000000023fe0000000000000023fd0000000000000023ff000000000000000000004030100e00102"
+	if got := hex.EncodeToString(marshalRecord(&r)); got != want {
+		t.Errorf("stored form:\n got %s\nwant %s", got, want)
+	}
+	// Encoded in memory that held a longer record: the same bytes.
+	long := r
+	long.Motivo = strings.Repeat("m", 600)
+	if got := hex.EncodeToString(encodeRecord(marshalRecord(&long), &r)); got != want {
+		t.Errorf("stored form in lent memory:\n got %s\nwant %s", got, want)
 	}
 }
