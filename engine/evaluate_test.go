@@ -105,7 +105,7 @@ func TestEvaluateSkipsARecordWithAnImpossiblePropensity(t *testing.T) {
 				if i == 5 {
 					r.Propension = p
 				}
-				putDecision(b, "acme", r)
+				putDecision(b, "acme", r, nil)
 			}
 			if err := b.Commit(); err != nil {
 				t.Fatal(err)
