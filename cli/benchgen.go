@@ -99,7 +99,8 @@ func (g openLoop) run(ctx context.Context, pid int) stepResult {
 			defer wg.Done()
 			send, closeSend := g.sender()
 			defer closeSend()
-			mine := make([]time.Duration, 0, int(g.duration.Seconds()+1)*g.rate/g.workers+16)
+			// A size hint only (capped: an hour-long run grows the slice).
+			mine := make([]time.Duration, 0, min(int(g.duration.Seconds()+1)*g.rate/g.workers+16, 1<<20))
 			for j := range queue {
 				st, err := send(j.n)
 				mine = append(mine, time.Since(j.at))
