@@ -280,3 +280,27 @@ func TestAdminLongErrorThroughSocket(t *testing.T) {
 		t.Errorf("through the socket: exit %d, error (%d bytes) %.100q", r.Exit, len(r.Err), r.Err)
 	}
 }
+
+// TestConsoleLoginWithoutConsole: through the socket of a server that
+// serves no console, "admin console login" is an error that says so,
+// not a link to a listener nobody runs.
+func TestConsoleLoginWithoutConsole(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	if r := runLine(t, "admin", "tenant", "create", "acme", "--data-dir", dir); r.Exit != 0 {
+		t.Fatalf("tenant create: %+v", r)
+	}
+	e, err := openEnv(context.Background(), dir, zerolog.Nop(), serviceOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.close()
+	srv, err := serveAdmin(context.Background(), filepath.Join(dir, adminSocket), e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	r := runLine(t, "admin", "console", "login", "--data-dir", dir)
+	if r.Exit != 1 || !strings.Contains(r.Err, "--console-addr") || strings.Contains(r.Out, "/login?t=") {
+		t.Errorf("console login against a server without a console: %+v; want an error naming --console-addr and no link", r)
+	}
+}

@@ -92,6 +92,9 @@ func consoleLoginCmd(a *app) *cobra.Command {
 		if !cmd.Flags().Changed("url") && e.svc.consoleURL != "" {
 			u = e.svc.consoleURL
 		}
+		if a.live != nil && e.svc.consoleURL == "" {
+			return fmt.Errorf("the running server serves no console (its --console-addr is empty): restart serve with --console-addr %s to sign in", strings.TrimPrefix(defaultConsoleURL, "http://"))
+		}
 		pu, err := url.Parse(u)
 		if err != nil || u == "" {
 			return fmt.Errorf("--url: want the console's base URL such as %s", defaultConsoleURL)
