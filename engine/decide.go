@@ -440,7 +440,7 @@ func (e *Engine) fitBudget(ts *tenantState, tenant, campana string, sc *scored, 
 	switch {
 	case len(sc.cands) == before || reason != "":
 	case uncapped:
-		reason = "presupuesto de la campaña: un cupón porcentual sin descuento_max_mxn no cabe en su max_descuento_mxn"
+		reason = "presupuesto de la campaña agotado para un cupón porcentual sin descuento_max_mxn: no cabe en max_descuento_mxn"
 	case len(sc.cands) == 1:
 		reason = "presupuesto de la campaña agotado"
 	default:
