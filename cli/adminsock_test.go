@@ -57,16 +57,7 @@ func TestAdminSameThroughSocket(t *testing.T) {
 	for i, args := range lines {
 		offline[i] = runLine(t, args...)
 	}
-	e, err := openEnv(context.Background(), dir, zerolog.Nop(), serviceOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.close()
-	srv, err := serveAdmin(context.Background(), filepath.Join(dir, adminSocket), e)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
+	serveAdminOn(t, dir)
 	// A line that is no admin command is refused, and the client says so.
 	if err := forwardAdmin(context.Background(), filepath.Join(dir, adminSocket), []string{"--data-dir", dir, "version"}, io.Discard, io.Discard); err == nil ||
 		!strings.Contains(err.Error(), "bad admin request") {
@@ -189,16 +180,7 @@ func TestAdminStderrThroughSocket(t *testing.T) {
 	if !strings.Contains(offline.Err, "completed") {
 		t.Fatalf("offline stderr lacks the summary: %q", offline.Err)
 	}
-	e, err := openEnv(context.Background(), dir, zerolog.Nop(), serviceOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.close()
-	srv, err := serveAdmin(context.Background(), filepath.Join(dir, adminSocket), e)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
+	serveAdminOn(t, dir)
 	if diff := cmp.Diff(offline, run()); diff != "" {
 		t.Errorf("through the socket (-offline +socket):\n%s", diff)
 	}
@@ -236,16 +218,7 @@ func TestAdminEnvironmentBeforeTerminator(t *testing.T) {
 	if offline.Exit != 0 || !strings.HasPrefix(offline.Out, "{") {
 		t.Fatalf("offline: %+v", offline)
 	}
-	e, err := openEnv(context.Background(), dir, zerolog.Nop(), serviceOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.close()
-	srv, err := serveAdmin(context.Background(), filepath.Join(dir, adminSocket), e)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
+	serveAdminOn(t, dir)
 	if diff := cmp.Diff(offline, runLine(t, line...)); diff != "" {
 		t.Errorf("through the socket (-offline +socket):\n%s", diff)
 	}
@@ -265,16 +238,7 @@ func TestAdminLongErrorThroughSocket(t *testing.T) {
 	if r := runLine(t, "admin", "tenant", "create", "acme", "--data-dir", dir); r.Exit != 0 {
 		t.Fatalf("tenant create: %+v", r)
 	}
-	e, err := openEnv(context.Background(), dir, zerolog.Nop(), serviceOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.close()
-	srv, err := serveAdmin(context.Background(), filepath.Join(dir, adminSocket), e)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
+	serveAdminOn(t, dir)
 	r := runLine(t, "admin", "tenant", "show", strings.Repeat("ñ", 4000), "--data-dir", dir)
 	if r.Exit != 1 || !strings.HasPrefix(r.Err, `no tenant "ñññ`) || len(r.Err) > maxErrorTrailer+len("…") {
 		t.Errorf("through the socket: exit %d, error (%d bytes) %.100q", r.Exit, len(r.Err), r.Err)
@@ -289,18 +253,25 @@ func TestConsoleLoginWithoutConsole(t *testing.T) {
 	if r := runLine(t, "admin", "tenant", "create", "acme", "--data-dir", dir); r.Exit != 0 {
 		t.Fatalf("tenant create: %+v", r)
 	}
-	e, err := openEnv(context.Background(), dir, zerolog.Nop(), serviceOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.close()
-	srv, err := serveAdmin(context.Background(), filepath.Join(dir, adminSocket), e)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
+	serveAdminOn(t, dir)
 	r := runLine(t, "admin", "console", "login", "--data-dir", dir)
 	if r.Exit != 1 || !strings.Contains(r.Err, "--console-addr") || strings.Contains(r.Out, "/login?t=") {
 		t.Errorf("console login against a server without a console: %+v; want an error naming --console-addr and no link", r)
 	}
+}
+
+// serveAdminOn opens the store in dir and answers its admin socket, as
+// serve does, until the test ends.
+func serveAdminOn(t *testing.T, dir string) {
+	t.Helper()
+	e, err := openEnv(context.Background(), dir, zerolog.Nop(), serviceOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.close() })
+	srv, err := serveAdmin(context.Background(), filepath.Join(dir, adminSocket), e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
 }
