@@ -21,17 +21,6 @@ func TestDamagedFeaturesKeepConsent(t *testing.T) {
 		ev := Event{ID: id, ClienteRef: ref, TS: at, Tipo: Baja, Clave: clave}
 		return IngestEvent{Event: ev, Canonical: []byte(id)}
 	}
-	damage := func(t *testing.T, db *store.DB, refs ...string) {
-		t.Helper()
-		b := db.NewBatch()
-		defer b.Close()
-		for _, ref := range refs {
-			b.Set(store.FeaturesKey("acme", ref), []byte{0xff, 1, 2})
-		}
-		if err := b.Commit(); err != nil {
-			t.Fatal(err)
-		}
-	}
 	e, db := newTestEngine(t, 2, nil)
 	ingestFor(t, e, ana, "a", 3)
 	ingestFor(t, e, beto, "b", 3)
@@ -58,7 +47,8 @@ func TestDamagedFeaturesKeepConsent(t *testing.T) {
 	}
 
 	wantMotivo := map[string]string{ana: "el cliente se dio de baja de comunicaciones en este canal", beto: "cuenta cerrada: no se envían cupones"}
-	damage(t, db, ana, beto)
+	damage(t, db, store.FeaturesKey("acme", ana), "\xff\x01\x02")
+	damage(t, db, store.FeaturesKey("acme", beto), "\xff\x01\x02")
 	for _, ref := range []string{ana, beto} { // the decision that meets the damaged record
 		d, err := e.Decide("acme", Request{ClienteRef: ref, Canal: "push"})
 		if err != nil || d.Accion != 0 || d.Motivo != wantMotivo[ref] {
@@ -74,7 +64,8 @@ func TestDamagedFeaturesKeepConsent(t *testing.T) {
 		t.Errorf("features read after damage (-want +got):\n%s", diff)
 	}
 
-	damage(t, db, ana, beto)
+	damage(t, db, store.FeaturesKey("acme", ana), "\xff\x01\x02")
+	damage(t, db, store.FeaturesKey("acme", beto), "\xff\x01\x02")
 	ingestFor(t, e, ana, "a2", 1)
 	ingestFor(t, e, beto, "b2", 1)
 	want["ana frecuencia_30d"], want["beto frecuencia_30d"] = 4, 4 // both bought before the BAJA
@@ -97,12 +88,7 @@ func TestCheckRepairRebuildsFeatures(t *testing.T) {
 	if res, err := e.Ingester.Ingest("acme", []IngestEvent{{Event: ev, Canonical: []byte(ev.ID)}}); err != nil || res.Aceptados != 1 {
 		t.Fatalf("ingest: %+v %v", res, err)
 	}
-	b := db.NewBatch()
-	b.Set(store.FeaturesKey("acme", ana), []byte{0xff, 1, 2})
-	if err := b.Commit(); err != nil {
-		t.Fatal(err)
-	}
-	b.Close()
+	damage(t, db, store.FeaturesKey("acme", ana), "\xff\x01\x02")
 	st, err := e.Quarantine.Check("acme", true)
 	if err != nil || st.Repaired != 1 {
 		t.Fatalf("check --repair: %+v %v; want 1 repaired", st, err)
@@ -124,12 +110,7 @@ func TestCustomersRebuildsDamagedFeatures(t *testing.T) {
 	e, db := newTestEngine(t, 2, nil)
 	ingestFor(t, e, ana, "a", 3)
 	ingestFor(t, e, beto, "b", 3)
-	b := db.NewBatch()
-	b.Set(store.FeaturesKey("acme", ana), []byte{0xff, 1, 2})
-	if err := b.Commit(); err != nil {
-		t.Fatal(err)
-	}
-	b.Close()
+	damage(t, db, store.FeaturesKey("acme", ana), "\xff\x01\x02")
 	var got []string
 	todos, err := ParseSegment(map[string]any{"todos": true})
 	if err != nil {
