@@ -136,7 +136,7 @@ func (bd *BatchDecider) SendBudget() (remaining int64, limited bool) {
 // of a batch keeps the sends of the customers with the highest gains.
 func (bd *BatchDecider) SendGain(clienteRef string) (gain float64, ok bool, err error) {
 	t := bd.t
-	cs, err := bd.e.peekCustomerState(t.ID, clienteRef)
+	cs, err := bd.e.loadCustomerState(t.ID, clienteRef, false)
 	if err != nil {
 		return 0, false, err
 	}
@@ -692,7 +692,7 @@ func (e *Engine) voidChunk(ts *tenantState, tenant string, nonces []string) erro
 				released = append(released, r.CampanaID)
 			}
 		}
-		cs, err := e.loadCustomerState(tenant, r.ClienteRef)
+		cs, err := e.loadCustomerState(tenant, r.ClienteRef, true)
 		if err != nil {
 			return err
 		}

@@ -19,8 +19,7 @@ import (
 // writer of a customer state does (decisions online and in batches,
 // VoidJob, erasure under LockCustomer): no write of ref's state or
 // decisions that open a window can come between the read of damaged and
-// the commit of its replacement. A caller without the lock uses
-// peekCustomerState.
+// the commit of its replacement (loadCustomerState with locked).
 func (e *Engine) rebuildCustomerState(tenant, ref string, damaged []byte, cause error) (customerState, error) {
 	cs, err := e.customerStateFromDecisions(tenant, ref)
 	if err != nil {
@@ -29,27 +28,6 @@ func (e *Engine) rebuildCustomerState(tenant, ref string, damaged []byte, cause 
 	cause = fmt.Errorf("%w (rebuilt from the customer's decisions)", cause)
 	// A failed quarantine is logged; the damaged record stays for the next reader.
 	_ = e.quarantineAs(tenant, customerStateKey(tenant, ref), damaged, cause, marshalCustomerState(&cs))
-	return cs, nil
-}
-
-// peekCustomerState is loadCustomerState for a caller without ref's
-// customer lock (SendGain): a damaged state is read as rebuilt from ref's
-// decisions, and left in place for the next decision of ref, which
-// quarantines and replaces it under the lock. Replacing it here could put
-// back a state older than a concurrent decision's, or a quarantine copy
-// after ref's erasure.
-func (e *Engine) peekCustomerState(tenant, ref string) (customerState, error) {
-	var cs customerState
-	b, err := e.db.Get(customerStateKey(tenant, ref))
-	if errors.Is(err, store.ErrNotFound) {
-		return cs, nil
-	}
-	if err != nil {
-		return cs, err
-	}
-	if unmarshalCustomerState(b, &cs) != nil {
-		return e.customerStateFromDecisions(tenant, ref)
-	}
 	return cs, nil
 }
 

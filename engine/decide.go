@@ -134,9 +134,13 @@ func unmarshalCustomerState(b []byte, cs *customerState) error {
 var errCustomerState = errors.New("customer state: damaged")
 
 // loadCustomerState reads a customer's decision state; a customer without
-// one gets the zero state. The caller holds the customer's lock: a damaged
-// state is rebuilt and replaced (rebuildCustomerState).
-func (e *Engine) loadCustomerState(tenant, clienteRef string) (customerState, error) {
+// one gets the zero state. A damaged state is read as rebuilt from the
+// customer's decisions; locked says the caller holds the customer's lock
+// (tenantState.custLock), and only then is the damaged record replaced
+// (rebuildCustomerState). Without the lock (SendGain) it is left for the
+// customer's next decision: replacing it could put back a state older than
+// a concurrent decision's, or a quarantine copy after her erasure.
+func (e *Engine) loadCustomerState(tenant, clienteRef string, locked bool) (customerState, error) {
 	var cs customerState
 	b, err := e.db.Get(customerStateKey(tenant, clienteRef))
 	if errors.Is(err, store.ErrNotFound) {
@@ -145,10 +149,14 @@ func (e *Engine) loadCustomerState(tenant, clienteRef string) (customerState, er
 	if err != nil {
 		return cs, err
 	}
-	if err := unmarshalCustomerState(b, &cs); err != nil {
+	switch err := unmarshalCustomerState(b, &cs); {
+	case err == nil:
+		return cs, nil
+	case locked:
 		return e.rebuildCustomerState(tenant, clienteRef, b, err)
+	default:
+		return e.customerStateFromDecisions(tenant, clienteRef)
 	}
-	return cs, nil
 }
 
 // HashBody is the identity of a request body for idempotency.
@@ -301,7 +309,7 @@ func decodeIdem(raw []byte) (idemRecord, *Decision, error) {
 // the open window's decision.
 func (e *Engine) decideInto(ts *tenantState, t *store.Tenant, now time.Time, req Request, b *store.Batch) (*Decision, *DecisionRecord, error) {
 	tenant := t.ID
-	cs, err := e.loadCustomerState(tenant, req.ClienteRef)
+	cs, err := e.loadCustomerState(tenant, req.ClienteRef, true)
 	if err != nil {
 		return nil, nil, err
 	}
