@@ -573,8 +573,8 @@ func (r *Runner) clientes(j *Job) (next func() (string, bool), err func() error)
 			if i == j.Chunks || readErr != nil {
 				return "", false
 			}
-			chunk, pos = nil, 0
-			if readErr = r.db.GetJSON(store.JobChunkKey(j.Tenant, j.ID, i), &chunk); readErr != nil {
+			pos = 0
+			if chunk, readErr = r.chunk(j, i); readErr != nil {
 				return "", false
 			}
 			i++
@@ -585,11 +585,30 @@ func (r *Runner) clientes(j *Job) (next func() (string, bool), err func() error)
 	return next, func() error { return readErr }
 }
 
+// chunk reads chunk i of a clientes job's stored customers. A chunk that
+// does not decode is moved to quarantine (contract §8) before its error is
+// returned: the job then fails, and deleting the job's chunks must not
+// lose it.
+func (r *Runner) chunk(j *Job, i int) ([]string, error) {
+	key := store.JobChunkKey(j.Tenant, j.ID, i)
+	v, err := r.db.Get(key)
+	if err != nil {
+		return nil, err
+	}
+	var chunk []string
+	if err := json.Unmarshal(v, &chunk); err != nil {
+		err = fmt.Errorf("job %s customer list chunk %d: %w", j.ID, i, err)
+		r.eng.Records().Quarantine(j.Tenant, key, v, err)
+		return nil, err
+	}
+	return chunk, nil
+}
+
 // customers calls fn for every customer of a clientes job, in order.
 func (r *Runner) customers(j *Job, fn func(ref string) error) error {
 	for i := 0; i < j.Chunks; i++ {
-		var chunk []string
-		if err := r.db.GetJSON(store.JobChunkKey(j.Tenant, j.ID, i), &chunk); err != nil {
+		chunk, err := r.chunk(j, i)
+		if err != nil {
 			return err
 		}
 		for _, c := range chunk {

@@ -989,3 +989,41 @@ func TestJobRecordNamingAnotherFileIsDamaged(t *testing.T) {
 		t.Errorf("quarantined: %d records, %v; want %d", len(q), err, len(records))
 	}
 }
+
+// TestDamagedJobChunkQuarantined: a stored chunk of a clientes job's
+// customer list that does not decode fails the job and is moved to
+// quarantine (contract §8: a record that does not load is quarantined);
+// it was deleted with the job's chunks and lost.
+func TestDamagedJobChunkQuarantined(t *testing.T) {
+	e := newJobEnv(t, storefs.Mem(), "db", 2, -1)
+	j, err := e.r.Submit("acme", Submission{CampanaID: "camp", Clientes: refsN("cliente", 3)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	damage := []byte(`["cliente-0000",`)
+	b := e.db.NewBatch()
+	b.Set(store.JobChunkKey("acme", j.ID, 0), damage)
+	if err := b.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+
+	r := e.runner()
+	if n := r.RunPending(context.Background()); n != 1 {
+		t.Errorf("RunPending ran %d jobs, want 1", n)
+	}
+	if got, err := r.Job("acme", j.ID); err != nil || got.Estado != api.EstadoFallido {
+		t.Errorf("job: %+v %v, want fallido", got, err)
+	}
+	q, err := e.eng.Quarantine.Quarantined("acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, d := range q {
+		got = append(got, fmt.Sprintf("%s %d", d.Table, d.Bytes))
+	}
+	if diff := cmp.Diff([]string{fmt.Sprintf("job_clients %d", len(damage))}, got); diff != "" {
+		t.Errorf("quarantined (-want +got):\n%s", diff)
+	}
+}
