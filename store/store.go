@@ -418,26 +418,24 @@ func (db *DB) stopped(op string) error {
 // its tenant (or credential) is unknown, so its requests are refused, until
 // the operator restores it from a backup.
 func (db *DB) loadCaches() error {
-	lo := tenantRecordsPrefix()
-	if err := db.Scan(lo, prefixEnd(lo), func(k, v []byte) error {
-		var t Tenant
-		if err := json.Unmarshal(v, &t); err != nil || t.ID == "" {
-			db.unreadable = append(db.unreadable, fmt.Sprintf("tenant record %q: %v", k[len(lo):], orNoID(err)))
-			return nil
-		}
-		db.tenants[t.ID] = &t
-		return nil
-	}); err != nil {
+	if err := loadCache(db, tenantRecordsPrefix(), "tenant", db.tenants, func(t *Tenant) string { return t.ID }); err != nil {
 		return err
 	}
-	lo = credentialRecordsPrefix()
+	return loadCache(db, credentialRecordsPrefix(), "credential", db.creds, func(c *Credential) string { return c.ClientID })
+}
+
+// loadCache reads every JSON record under the prefix lo into cache, keyed
+// by its id. A record that does not decode, or decodes with an empty id,
+// is left out and added to db.unreadable as "<what> record <key>: <why>".
+// Only a failing scan is an error.
+func loadCache[T any](db *DB, lo []byte, what string, cache map[string]*T, id func(*T) string) error {
 	return db.Scan(lo, prefixEnd(lo), func(k, v []byte) error {
-		var c Credential
-		if err := json.Unmarshal(v, &c); err != nil || c.ClientID == "" {
-			db.unreadable = append(db.unreadable, fmt.Sprintf("credential record %q: %v", k[len(lo):], orNoID(err)))
+		r := new(T)
+		if err := json.Unmarshal(v, r); err != nil || id(r) == "" {
+			db.unreadable = append(db.unreadable, fmt.Sprintf("%s record %q: %v", what, k[len(lo):], orNoID(err)))
 			return nil
 		}
-		db.creds[c.ClientID] = &c
+		cache[id(r)] = r
 		return nil
 	})
 }

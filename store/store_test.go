@@ -278,3 +278,57 @@ func TestOpenPastUnreadableTenantAndCredential(t *testing.T) {
 		t.Errorf("Unreadable() = %q, want the tenant and the credential record", got)
 	}
 }
+
+// TestOpenLoadsTenantAndCredentialCaches: Open reads every tenant and
+// credential record into its cache by id; a record that is not JSON of its
+// type, or decodes without its id, is left out and listed by Unreadable
+// with its table and key, tenants first.
+func TestOpenLoadsTenantAndCredentialCaches(t *testing.T) {
+	fs := vfs.NewMem()
+	db, err := Open("db", fs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.CreateTenant(&Tenant{ID: "acme", Settings: DefaultSettings()}); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.CreateCredential(&Credential{ClientID: "ci_ok", Tenant: "acme", Name: "n"}); err != nil {
+		t.Fatal(err)
+	}
+	b := db.NewBatch()
+	b.Set(append(tenantRecordsPrefix(), "noid"...), []byte(`{"sandbox":true}`))
+	b.Set(append(tenantRecordsPrefix(), "zz"...), []byte(`[1]`))
+	b.Set(append(credentialRecordsPrefix(), "ci_noid"...), []byte(`{"tenant":"acme"}`))
+	if err := b.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+	db.Close()
+	db, err = Open("db", fs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+
+	var tenants, creds []string
+	for _, tn := range db.Tenants() {
+		tenants = append(tenants, tn.ID)
+	}
+	for _, c := range db.Credentials("acme") {
+		creds = append(creds, c.ClientID+"/"+c.Name)
+	}
+	want := []string{
+		`tenant record "noid": no id`,
+		`tenant record "zz": json: cannot unmarshal array into Go value of type store.Tenant`,
+		`credential record "ci_noid": no id`,
+	}
+	if diff := cmp.Diff(want, db.Unreadable()); diff != "" {
+		t.Errorf("Unreadable() (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"acme"}, tenants); diff != "" {
+		t.Errorf("tenants (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"ci_ok/n"}, creds); diff != "" {
+		t.Errorf("credentials (-want +got):\n%s", diff)
+	}
+}
