@@ -28,11 +28,7 @@ func viewCampaign(c *engine.Campaign) client.CampanaRespuesta {
 
 // campanaParam validates the campana_id path parameter.
 func campanaParam(c *call) (string, error) {
-	id := c.params.ByName("campana_id")
-	if bad := schema.ID().ValidateText(id, "path", "campana_id"); len(bad) > 0 {
-		return "", &validationError{detail: bad}
-	}
-	return id, nil
+	return pathParam(c, "campana_id", schema.ID())
 }
 
 func (s *Server) handlePutCampaign(c *call) error {

@@ -13,11 +13,7 @@ import (
 
 // clienteParam validates the cliente_ref path parameter like the body field.
 func clienteParam(c *call) (string, error) {
-	ref := c.params.ByName("cliente_ref")
-	if bad := schema.ClienteRef().ValidateText(ref, "path", "cliente_ref"); len(bad) > 0 {
-		return "", &validationError{detail: bad}
-	}
-	return ref, nil
+	return pathParam(c, "cliente_ref", schema.ClienteRef())
 }
 
 // handleDeleteCliente schedules the customer's deletion: 202 with the

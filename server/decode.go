@@ -20,3 +20,14 @@ func decodeWith(c *call, part func(*call) (string, error), sch *schema.ObjectSch
 	v, err := decode(c.body, sch)
 	return p, v, joinValidation(partErr, err)
 }
+
+// pathParam is the path parameter name of c checked against sch: its
+// value, or a *validationError (422) whose violations are located at
+// ["path", name].
+func pathParam(c *call, name string, sch *schema.StringSchema) (string, error) {
+	v := c.params.ByName(name)
+	if bad := sch.ValidateText(v, "path", name); len(bad) > 0 {
+		return "", &validationError{detail: bad}
+	}
+	return v, nil
+}
