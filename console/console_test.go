@@ -3,6 +3,7 @@ package console
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -493,5 +494,34 @@ func TestVerdictNeedsIntervalsApart(t *testing.T) {
 		if _, verdict, ok := evalRows(ev(tc.lo, tc.neverHi)); ok != tc.want {
 			t.Errorf("policy from %.1f, never-send up to %.1f: %q (%v), want a proven gain %v", tc.lo, tc.neverHi, verdict, ok, tc.want)
 		}
+	}
+}
+
+// TestAbuseStateOutOfRangeLevel: a stored abuse state whose level is none
+// the guard knows (a record written wrong, not one that fails to decode)
+// is left out like a record that does not decode; the tenant page still
+// renders, with the tenant's other credentials.
+func TestAbuseStateOutOfRangeLevel(t *testing.T) {
+	h := newHarness(t)
+	at := h.clock.Now()
+	for _, st := range []server.AbuseState{
+		{ClientID: "ci_bad", Level: 9, Steps: []server.AbuseStep{{At: at, Level: "freno", Reason: "recarga"}}},
+		{ClientID: "ci_neg", Level: -1, Steps: []server.AbuseStep{{At: at, Level: "aviso", Reason: "recarga"}}},
+		{ClientID: "ci_good", Level: 1, Steps: []server.AbuseStep{{At: at, Level: "aviso", Reason: "recarga"}}},
+	} {
+		raw, _ := json.Marshal(st)
+		if err := h.db.PutAbuseState("acme", st.ClientID, raw); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.console.d.API = server.New(server.Deps{Log: zerolog.Nop(), DB: h.db, Secrets: store.TestSecrets(), Now: h.clock.Now, Ready: func() bool { return true }, Engine: h.eng})
+	c := h.client()
+	h.signIn(c, h.link())
+	st, page := get(t, c, h.con.URL+"/t/acme")
+	if st != http.StatusOK {
+		t.Fatalf("tenant page: %d, want 200\n%s", st, page)
+	}
+	if !strings.Contains(page, `data-client="ci_good"`) || strings.Contains(page, "ci_bad") || strings.Contains(page, "ci_neg") {
+		t.Errorf("abuse section: want ci_good only")
 	}
 }

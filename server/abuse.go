@@ -102,9 +102,14 @@ func newAbuseGuard(cfg AbuseConfig, db *store.DB, log zerolog.Logger) *abuseGuar
 	for _, t := range db.Tenants() {
 		db.ScanAbuseStates(t.ID, func(v []byte) error {
 			var st AbuseState
-			if json.Unmarshal(v, &st) == nil {
-				g.creds[st.ClientID] = &credUse{tenant: t.ID, state: st, minute: -1, lastStep: lastStepAt(st)}
+			if json.Unmarshal(v, &st) != nil {
+				return nil
 			}
+			if st.Level < 0 || st.Level >= len(levelNames) { // every use indexes levelNames
+				log.Warn().Str("tenant", t.ID).Str("client_id", st.ClientID).Int("level", st.Level).Msg("abuse state with an unknown level left out")
+				return nil
+			}
+			g.creds[st.ClientID] = &credUse{tenant: t.ID, state: st, minute: -1, lastStep: lastStepAt(st)}
 			return nil
 		})
 	}
