@@ -525,3 +525,22 @@ func TestAbuseStateOutOfRangeLevel(t *testing.T) {
 		t.Errorf("abuse section: want ci_good only")
 	}
 }
+
+// TestTenantTextIsBidiIsolated: text the tenant chose (here its webhook
+// URL, which may carry a right-to-left override) is isolated on the
+// tenant page, so it cannot reverse the console's text after it.
+func TestTenantTextIsBidiIsolated(t *testing.T) {
+	h := newHarness(t)
+	if _, err := h.console.d.Webhooks.Register("acme", "https://hooks.example/a\u202eb", []string{"lote.completado"}, h.clock.Now()); err != nil {
+		t.Fatal(err)
+	}
+	c := h.client()
+	h.signIn(c, h.link())
+	st, page := get(t, c, h.con.URL+"/t/acme")
+	if st != http.StatusOK || !strings.Contains(page, "hooks.example") {
+		t.Fatalf("tenant page: %d, without the webhook\n%s", st, page)
+	}
+	if !isolatedBidi(page) {
+		t.Errorf("the webhook URL's bidi control is not isolated")
+	}
+}

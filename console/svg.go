@@ -193,7 +193,8 @@ func intervalPlot(title string, es []estimate) template.HTML {
 		if e.Highlight {
 			cls = "est main"
 		}
-		fmt.Fprintf(&b, `<text class="name" x="%.1f" y="%.1f" text-anchor="end">%s</text>`, left-8, y+4, html.EscapeString(e.Name))
+		name := html.EscapeString(isolate(e.Name))
+		fmt.Fprintf(&b, `<text class="name" x="%.1f" y="%.1f" text-anchor="end">%s</text>`, left-8, y+4, name)
 		if !finite(e.Value) {
 			fmt.Fprintf(&b, `<text class="tick" x="%.1f" y="%.1f">n/a</text>`, left, y+4)
 			continue
@@ -201,10 +202,15 @@ func intervalPlot(title string, es []estimate) template.HTML {
 		if finite(e.Lo) && finite(e.Hi) {
 			fmt.Fprintf(&b, `<line class="%s" x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f"/>`, cls, xAt(e.Lo), y, xAt(e.Hi), y)
 		}
-		fmt.Fprintf(&b, `<circle class="%s" cx="%.1f" cy="%.1f" r="4"><title>%s: %s MXN [%s, %s]</title></circle>`, cls, xAt(e.Value), y, html.EscapeString(e.Name), mxnText(e.Value), mxnText(e.Lo), mxnText(e.Hi))
+		fmt.Fprintf(&b, `<circle class="%s" cx="%.1f" cy="%.1f" r="4"><title>%s: %s MXN [%s, %s]</title></circle>`, cls, xAt(e.Value), y, name, mxnText(e.Value), mxnText(e.Lo), mxnText(e.Hi))
 	}
 	b.WriteString(`</svg>`)
 	return template.HTML(b.String())
 }
+
+// isolate wraps text that may come from a tenant (an action name) in
+// FSI ... PDI, so that a bidi control in it cannot reorder what follows it
+// in the same line, such as the figures of a hover text.
+func isolate(s string) string { return "\u2068" + s + "\u2069" }
 
 func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }

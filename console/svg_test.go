@@ -23,9 +23,37 @@ func TestIntervalPlotWithoutAnInterval(t *testing.T) {
 			t.Errorf("the plot shows %s:\n%s", bad, got)
 		}
 	}
-	for _, want := range []string{"one record: 3.00 MXN [n/a, n/a]", "full: 1.00 MXN [0.50, 1.50]"} {
+	for _, want := range []string{"\u2068one record\u2069: 3.00 MXN [n/a, n/a]", "\u2068full\u2069: 1.00 MXN [0.50, 1.50]"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("the plot lacks %q:\n%s", want, got)
 		}
+	}
+}
+
+// isolatedBidi reports whether every bidi control in page sits inside a
+// <bdi> element or between FSI and PDI, so that it cannot reorder the
+// console's own text around it.
+func isolatedBidi(page string) bool {
+	for i, r := range page {
+		if !strings.ContainsRune("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u200e\u200f\u061c", r) {
+			continue
+		}
+		before := page[:i]
+		inBDI := strings.LastIndex(before, "<bdi>") > strings.LastIndex(before, "</bdi>")
+		inFSI := strings.LastIndex(before, "\u2068") > strings.LastIndex(before, "\u2069")
+		if !inBDI && !inFSI {
+			return false
+		}
+	}
+	return true
+}
+
+// TestIntervalPlotIsolatesNames: an action name from the tenant's catalog
+// with a right-to-left override cannot reverse the figures that follow it
+// in the hover text.
+func TestIntervalPlotIsolatesNames(t *testing.T) {
+	got := string(intervalPlot("t", []estimate{{Name: "best single: 1_\u202ediez", Value: 3, Lo: 1, Hi: 5}}))
+	if !isolatedBidi(got) {
+		t.Errorf("a bidi control in a name is not isolated:\n%+q", got)
 	}
 }
