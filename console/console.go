@@ -386,10 +386,19 @@ var pages = template.Must(template.New("").Funcs(template.FuncMap{
 		return t.UTC().Format("2006-01-02 15:04:05Z")
 	},
 	"mxn":  mxnText,
-	"pct":  func(v float64) string { return fmt.Sprintf("%.1f %%", 100*v) },
+	"pct":  pctText,
 	"args": func(t, csrf, action, label string) actionButton { return actionButton{t, csrf, action, label} },
 	"join": strings.Join,
 }).Parse(pageHTML))
+
+// pctText prints a share as a percentage, or n/a when it has no
+// denominator (defined false) or is not a number.
+func pctText(v float64, defined bool) string {
+	if !defined || math.IsNaN(v) || math.IsInf(v, 0) {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.1f %%", 100*v)
+}
 
 // mxnText prints an amount in MXN with two decimals, or n/a when it is not
 // a number (no estimate, no interval).

@@ -544,3 +544,38 @@ func TestTenantTextIsBidiIsolated(t *testing.T) {
 		t.Errorf("the webhook URL's bidi control is not isolated")
 	}
 }
+
+// TestShadowTableUndefinedShares: the shadow report's shares without a
+// denominator (no coupon received yet, no decision compared with the
+// caller's rule) read n/a, as the page's other shares do, not 0.0 %.
+func TestShadowTableUndefinedShares(t *testing.T) {
+	h := newHarness(t)
+	s := store.DefaultSettings()
+	s.Shadow = true
+	if err := h.db.CreateTenant(&store.Tenant{ID: "sombra", CreatedAt: h.clock.Now(), Settings: s}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.eng.Decide("sombra", engine.Request{ClienteRef: "cliente0001", Canal: "push"}); err != nil {
+		t.Fatal(err)
+	}
+	c := h.client()
+	h.signIn(c, h.link())
+	var page string
+	for range 100 {
+		if _, page = get(t, c, h.con.URL+"/t/sombra"); strings.Contains(page, `id="shadow"`) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	row := regexp.MustCompile(`<tr><td>([^<]+)</td><td class="num">([^<]*)</td></tr>`)
+	got := map[string]string{}
+	for _, m := range row.FindAllStringSubmatch(page, -1) {
+		got[m[1]] = m[2]
+	}
+	want := map[string]string{"confirmed": "0.0 %", "coupons with decision_id": "n/a", "agreement engine / caller": "n/a (0)"}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("shadow row %q = %q, want %q", k, got[k], v)
+		}
+	}
+}
