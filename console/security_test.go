@@ -1,0 +1,148 @@
+package console
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/base64"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/coupond/coupond/store"
+)
+
+// TestSecurityHeadersOnEveryAnswer: every console answer, signed in or
+// not, page, error or redirect, carries the CSP (no script, the style
+// sheet by its hash, no framing), nosniff, no-store and no-referrer; no
+// page holds a script, and the sign-in page, which carries the link's
+// token, also says no-referrer in its markup.
+func TestSecurityHeadersOnEveryAnswer(t *testing.T) {
+	h := newHarness(t)
+	c := h.client()
+	tok := h.link()
+	type req struct{ method, path, body string }
+	anon := []req{{"GET", "/login?t=" + tok, ""}, {"GET", "/", ""}, {"POST", "/login", "t=made-up"}, {"GET", "/nope", ""}}
+	authed := []req{{"GET", "/", ""}, {"GET", "/t/acme", ""}, {"GET", "/t/nope", ""}, {"GET", "/nope", ""}, {"POST", "/t/acme/action", "action=pause"}}
+	do := func(r req) (*http.Response, string) {
+		t.Helper()
+		rq, _ := http.NewRequest(r.method, h.con.URL+r.path, strings.NewReader(r.body))
+		rq.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		resp, err := c.Do(rq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp, string(b)
+	}
+	check := func(name string, resp *http.Response, body string) {
+		t.Helper()
+		hd := resp.Header
+		csp := hd.Get("Content-Security-Policy")
+		for _, want := range []string{"default-src 'none'", "frame-ancestors 'none'", "form-action 'self'", "base-uri 'none'"} {
+			if !strings.Contains(csp, want) {
+				t.Errorf("%s: CSP %q lacks %q", name, csp, want)
+			}
+		}
+		if strings.Contains(csp, "unsafe") || strings.Contains(csp, "script-src") {
+			t.Errorf("%s: CSP %q allows scripts or unsafe sources", name, csp)
+		}
+		for k, want := range map[string]string{"X-Frame-Options": "DENY", "X-Content-Type-Options": "nosniff", "Cache-Control": "no-store", "Referrer-Policy": "no-referrer"} {
+			if got := hd.Get(k); got != want {
+				t.Errorf("%s: %s %q, want %q", name, k, got, want)
+			}
+		}
+		if strings.Contains(strings.ToLower(body), "<script") {
+			t.Errorf("%s: the page holds a script", name)
+		}
+		if i, j := strings.Index(body, "<style>"), strings.Index(body, "</style>"); i >= 0 && j > i {
+			sum := sha256.Sum256([]byte(body[i+len("<style>") : j]))
+			if !strings.Contains(csp, "'sha256-"+base64.StdEncoding.EncodeToString(sum[:])+"'") {
+				t.Errorf("%s: the CSP does not allow the page's own style sheet", name)
+			}
+		}
+	}
+	for _, r := range anon {
+		resp, body := do(r)
+		check("signed out "+r.method+" "+r.path, resp, body)
+	}
+	resp, body := do(req{"GET", "/login?t=" + tok, ""})
+	if !strings.Contains(body, `<meta name="referrer" content="no-referrer">`) || strings.Contains(body, "src=") {
+		t.Errorf("sign-in page: want a no-referrer meta and nothing fetched\n%s", body)
+	}
+	resp, body = do(req{"POST", "/login", "t=" + tok})
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("sign in: %d", resp.StatusCode)
+	}
+	check("sign in", resp, body)
+	for _, r := range authed {
+		resp, body := do(r)
+		check("signed in "+r.method+" "+r.path, resp, body)
+	}
+}
+
+// TestSessionTokens: the sign-in issues a fresh session token whatever
+// cookie the browser brought (no fixation), stores only hashes of link and
+// session tokens, and signing out ends the session on the server: its
+// cookie value, replayed, is refused. GET requests change nothing.
+func TestSessionTokens(t *testing.T) {
+	h := newHarness(t)
+	c := h.client()
+	u, _ := url.Parse(h.con.URL)
+	planted := "attacker-chosen-value"
+	c.Jar.SetCookies(u, []*http.Cookie{{Name: cookieName, Value: planted, Path: "/"}})
+	link := h.link()
+	if st := h.signIn(c, link); st != http.StatusSeeOther {
+		t.Fatalf("sign in: %d", st)
+	}
+	var session string
+	for _, ck := range c.Jar.Cookies(u) {
+		if ck.Name == cookieName {
+			session = ck.Value
+		}
+	}
+	if session == "" || session == planted {
+		t.Fatalf("session cookie %q: want a fresh token", session)
+	}
+	for _, span := range []func() (lo, hi []byte){store.ConsoleSessionSpan, store.ConsoleLinkSpan} {
+		lo, hi := span()
+		h.db.Scan(lo, hi, func(k, v []byte) error {
+			for _, raw := range []string{session, link} {
+				if bytes.Contains(k, []byte(raw)) || bytes.Contains(v, []byte(raw)) {
+					t.Errorf("a raw token is stored: %q = %q", k, v)
+				}
+			}
+			return nil
+		})
+	}
+	_, page := get(t, c, h.con.URL+"/")
+	m := csrfRE.FindStringSubmatch(page)
+	if m == nil {
+		t.Fatal("no csrf token on the tenants page")
+	}
+	for _, p := range []string{"/logout", "/t/acme/action?action=pause&confirm=yes&csrf=" + url.QueryEscape(m[1]), "/t/acme/proof?csrf=" + url.QueryEscape(m[1])} {
+		get(t, c, h.con.URL+p)
+	}
+	if len(h.ran) != 0 {
+		t.Errorf("a GET ran %v", h.ran)
+	}
+	if st, _ := get(t, c, h.con.URL+"/"); st != http.StatusOK {
+		t.Fatalf("after GETs: %d, want the session still open", st)
+	}
+	if st, _ := post(t, c, h.con.URL+"/logout", url.Values{"csrf": {m[1]}}); st != http.StatusOK {
+		t.Fatalf("sign out: %d", st)
+	}
+	replay := &http.Client{}
+	rq, _ := http.NewRequest("GET", h.con.URL+"/", nil)
+	rq.AddCookie(&http.Cookie{Name: cookieName, Value: session})
+	resp, err := replay.Do(rq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("the signed-out session's cookie replayed: %d, want 401", resp.StatusCode)
+	}
+}
