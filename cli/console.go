@@ -95,9 +95,10 @@ func consoleLoginCmd(a *app) *cobra.Command {
 		if a.live != nil && e.svc.consoleURL == "" {
 			return fmt.Errorf("the running server serves no console (its --console-addr is empty): restart serve with --console-addr %s to sign in", strings.TrimPrefix(defaultConsoleURL, "http://"))
 		}
+		u = strings.TrimSuffix(u, "/")
 		pu, err := url.Parse(u)
-		if err != nil || u == "" {
-			return fmt.Errorf("--url: want the console's base URL such as %s", defaultConsoleURL)
+		if err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" {
+			return fmt.Errorf("--url %q: want the console's http or https base URL such as %s", u, defaultConsoleURL)
 		}
 		tok, err := console.NewLink(e.db, e.now())
 		if err != nil {

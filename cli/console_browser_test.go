@@ -326,3 +326,20 @@ func TestConsoleLoginForwardsItsPort(t *testing.T) {
 		t.Errorf("console login on port 18081 printed:\n%s\nwant the hint to forward 18081", out)
 	}
 }
+
+// TestConsoleLoginURL: --url must be the console's http or https base URL
+// (else an error naming --url, and no link is issued); a trailing slash
+// does not double the link's.
+func TestConsoleLoginURL(t *testing.T) {
+	dir := t.TempDir()
+	runIn(t, dir, "admin", "tenant", "create", "acme")
+	for _, bad := range []string{"localhost:8081", "ftp://127.0.0.1:8081", "http://", "127.0.0.1:8081"} {
+		if _, _, err := runCLI(t, "admin", "console", "login", "--url", bad, "--data-dir", dir); err == nil || !strings.Contains(err.Error(), "--url") {
+			t.Errorf("--url %q: err %v, want one naming --url", bad, err)
+		}
+	}
+	out := string(runIn(t, dir, "admin", "console", "login", "--url", "https://console.example/"))
+	if !strings.HasPrefix(out, "https://console.example/login?t=") {
+		t.Errorf("--url with a trailing slash printed:\n%s", out)
+	}
+}
