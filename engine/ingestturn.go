@@ -2,6 +2,7 @@ package engine
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -111,6 +112,19 @@ func (t *ingestTurn) Lock() {
 	//lint:ignore SA2001 taking and releasing applyMu is the wait
 	t.applyMu.Unlock()
 	t.reset()
+}
+
+// awaitApplied waits, with mu held, until the request being applied (the
+// only one left: a folded request takes applyMu before it releases mu) is
+// applied, and returns errIngestAborted if its commit failed: the
+// overlay's pending writes are then not in the store.
+func (t *ingestTurn) awaitApplied() error {
+	t.applyMu.Lock()
+	defer t.applyMu.Unlock()
+	if t.broken.Load() {
+		return fmt.Errorf("%w: %w", errIngestAborted, t.failure)
+	}
+	return nil
 }
 
 // Unlock ends Lock.

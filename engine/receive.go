@@ -40,7 +40,7 @@ func (e *Ingester) Receive(tenant string, events []IngestEvent, d Delivery) (Ing
 		return res, e.quotas.count(tenant, QuotaEvents, d.Now, int64(res.Aceptados))
 	}
 	// Quarantine: keep each admitted event's canonical JSON, committed
-	// with Sync.
+	// with Sync, once the requests folded before it are applied.
 	ts, err := e.state(tenant)
 	if err != nil {
 		return IngestResult{}, err
@@ -51,7 +51,13 @@ func (e *Ingester) Receive(tenant string, events []IngestEvent, d Delivery) (Ing
 	var res IngestResult
 	t := &ts.ingestMu
 	t.mu.Lock()
+	dependent := t.beginFold()
 	accepted, _, err := e.admitEvents(tenant, events, t, &res)
+	if err == nil && dependent {
+		// Its duplicates may be events of requests not yet durable: the
+		// answer waits for them, as a dependent Ingest's does.
+		err = t.awaitApplied()
+	}
 	t.mu.Unlock()
 	if err != nil {
 		return IngestResult{}, err

@@ -6,8 +6,12 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/rs/zerolog"
 
+	"github.com/coupond/coupond/clock"
+	"github.com/coupond/coupond/internal/storetest"
 	"github.com/coupond/coupond/store"
+	"github.com/coupond/coupond/store/storefs"
 )
 
 // TestReleaseHeldPastDamagedBatch: releasing the abuse quarantine goes
@@ -58,5 +62,63 @@ func TestReleaseHeldPastDamagedBatch(t *testing.T) {
 	}
 	if acc, dup, err := e.Ingester.ReleaseHeld("acme", t0, check); err != nil || acc+dup != 0 {
 		t.Errorf("second release: %d %d %v, want nothing", acc, dup, err)
+	}
+}
+
+// newCrashableEngine is newTestEngine (no catalog) over a file system that
+// can be cloned as after a crash: what was synced, nothing else.
+func newCrashableEngine(t *testing.T) (*Engine, *storefs.MemFS) {
+	t.Helper()
+	mem := storefs.CrashableMem()
+	db, err := store.Open("db", mem)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	s := store.DefaultSettings()
+	s.ControlShare, s.RateLimits = 0, false
+	storetest.Sandbox(t, db, "acme", t0, s)
+	return New(Config{DB: db, Secrets: store.TestSecrets(), Log: zerolog.Nop(), Now: clock.NewFake(t0).Now, Seed: 1}), mem
+}
+
+// TestHeldDuplicateWaitsForItsOriginal: a held request (abuse quarantine)
+// that counts an event as a duplicate of one another request is still
+// committing answers only once that one is durable. It answered at once,
+// from the pending overlay: a crash before the other commit's sync lost
+// the event its client had been told was already processed.
+func TestHeldDuplicateWaitsForItsOriginal(t *testing.T) {
+	e, mem := newCrashableEngine(t)
+	ev := cachePurchase("held-ana-01", 1)
+	ts, _ := e.state("acme")
+	type answer struct {
+		res     IngestResult
+		err     error
+		crashed *storefs.MemFS // the file system as a crash right after the answer left it
+	}
+	answered := make(chan answer, 1)
+	ts.ingestMu.beforeApply = func() { // the first request is folded, not yet committed
+		ts.ingestMu.beforeApply = nil
+		go func() {
+			res, err := e.Ingester.Receive("acme", []IngestEvent{ev}, Delivery{ClientID: "c2", Trace: "tr-held", At: t0, Now: t0, Hold: true})
+			answered <- answer{res, err, mem.CrashClone(storefs.CrashCloneCfg{})}
+		}()
+		select {
+		case a := <-answered:
+			answered <- a
+		case <-time.After(200 * time.Millisecond): // waiting for this commit, as it should
+		}
+	}
+	ingestAll(t, e, ev)
+	a := <-answered
+	if a.err != nil || a.res.Duplicados != 1 {
+		t.Fatalf("held request: %+v, %v; want one duplicate", a.res, a.err)
+	}
+	db, err := store.Open("db", a.crashed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if ok, err := db.Has(store.EventKey("acme", ev.Event.ID)); err != nil || !ok {
+		t.Errorf("after a crash right after the held request's answer: event stored %v (%v), want it stored: it was answered as a duplicate", ok, err)
 	}
 }
