@@ -11,6 +11,7 @@
 package atomicfile
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -111,11 +112,19 @@ func WriteBytes(path string, perm fs.FileMode, data []byte) error {
 	})
 }
 
-// Append appends data to path (created with perm's owner bits if missing)
-// and fsyncs it before returning: one durable record of an append-only log.
+// Append appends data, whole lines ending in '\n', to path (created with
+// perm's owner bits if missing) and fsyncs it before returning: one
+// durable record of an append-only log of lines. A last line left without
+// its newline (an append cut short by a crash or a full disk, never
+// acknowledged, so retried) is cut off first: written after it, data
+// would join it into one line that does not parse.
 func Append(path string, perm fs.FileMode, data []byte) error {
-	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, ownerOnly(perm))
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_RDWR, ownerOnly(perm))
 	if err != nil {
+		return err
+	}
+	if err := cutTornLine(f); err != nil {
+		f.Close()
 		return err
 	}
 	if _, err := f.Write(data); err != nil {
@@ -127,6 +136,27 @@ func Append(path string, perm fs.FileMode, data []byte) error {
 		return err
 	}
 	return f.Close()
+}
+
+// cutTornLine truncates f after its last newline when it does not end
+// with one.
+func cutTornLine(f *os.File) error {
+	info, err := f.Stat()
+	if err != nil || info.Size() == 0 {
+		return err
+	}
+	last := make([]byte, 1)
+	if _, err := f.ReadAt(last, info.Size()-1); err != nil {
+		return err
+	}
+	if last[0] == '\n' {
+		return nil
+	}
+	data := make([]byte, info.Size())
+	if _, err := f.ReadAt(data, 0); err != nil {
+		return err
+	}
+	return f.Truncate(int64(bytes.LastIndexByte(data, '\n') + 1))
 }
 
 // SyncDir fsyncs a directory, so that a rename or a new file inside it is

@@ -90,3 +90,19 @@ func TestAppend(t *testing.T) {
 		t.Errorf("mode %v, want 0600", st.Mode().Perm())
 	}
 }
+
+// TestAppendCutsTornLine: a last line without its newline (an append cut
+// short) is cut off before the next append, which stays a line of its own.
+func TestAppendCutsTornLine(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "log")
+	if err := os.WriteFile(path, []byte("a\nhal"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := Append(path, 0o600, []byte("b\n")); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := os.ReadFile(path)
+	if diff := cmp.Diff("a\nb\n", string(got)); diff != "" {
+		t.Error(diff)
+	}
+}

@@ -288,3 +288,25 @@ func TestServeRefusesDataDirTooLongForSocket(t *testing.T) {
 		t.Errorf("the data dir was created (%v)", err)
 	}
 }
+
+// TestAuditEntryAfterTornLine: an audit entry written after a crash cut
+// the previous one short (no newline) is read back. It was appended to
+// the torn line, and the two were skipped together as one line that does
+// not parse: a synced entry lost.
+func TestAuditEntryAfterTornLine(t *testing.T) {
+	path := filepath.Join(t.TempDir(), auditFile)
+	if err := os.WriteFile(path, []byte(`{"time":"2026-11-02T12:00:00Z","uid":1,"pid":2,"args":["tenant","cre`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	want := auditEntry{Time: time.Date(2026, 11, 2, 12, 1, 0, 0, time.UTC), UID: 1, PID: 3, Args: []string{"tenant", "list"}}
+	if err := (&auditLog{path: path}).write(want); err != nil {
+		t.Fatal(err)
+	}
+	got, err := readAudit(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]auditEntry{want}, got); diff != "" {
+		t.Errorf("audit log after a torn line (-want +got):\n%s", diff)
+	}
+}

@@ -29,7 +29,6 @@ package privacy
 //     the operator's to destroy (they are outside the data dir).
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -108,49 +107,16 @@ func (bk *Backups) saveRegistry(r *backupRegistry) error {
 	return atomicfile.WriteBytes(filepath.Join(bk.dataDir, backupsFile), 0o600, data)
 }
 
-// appendLedger appends one deletion to a backup's ledger, synced. A torn
-// last line (an append cut short by a full disk or a crash, never
-// acknowledged, so retried) is cut off first: run into this one, it would
-// make the ledger unreadable and the backup unrestorable.
+// appendLedger appends one deletion to a backup's ledger, synced
+// (atomicfile.Append, which first cuts off a torn last line: run into
+// this one, it would make the ledger unreadable and the backup
+// unrestorable).
 func appendLedger(dir string, l LedgerEntry) error {
 	line, err := json.Marshal(l)
 	if err != nil {
 		return err
 	}
-	path := filepath.Join(dir, ledgerFile)
-	if err := cutTornLine(path); err != nil {
-		return err
-	}
-	return atomicfile.Append(path, 0o600, append(line, '\n'))
-}
-
-// cutTornLine truncates path after its last newline when it does not end
-// with one. A missing file is left missing.
-func cutTornLine(path string) error {
-	f, err := os.Open(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	info, err := f.Stat()
-	if err != nil || info.Size() == 0 {
-		return err
-	}
-	last := make([]byte, 1)
-	if _, err := f.ReadAt(last, info.Size()-1); err != nil {
-		return err
-	}
-	if last[0] == '\n' {
-		return nil
-	}
-	data, err := io.ReadAll(f)
-	if err != nil {
-		return err
-	}
-	return os.Truncate(path, int64(bytes.LastIndexByte(data, '\n')+1))
+	return atomicfile.Append(filepath.Join(dir, ledgerFile), 0o600, append(line, '\n'))
 }
 
 // Ledger records a deletion in every registered backup within retention
