@@ -93,9 +93,19 @@ func (c *Client) decodeAnswer(resp *http.Response, out any) error {
 		return nil
 	}
 	if err := json.Unmarshal(buf.Bytes(), out); err != nil {
-		return fmt.Errorf("coupond: answer of %s %s is not the documented JSON: %w", resp.Request.Method, resp.Request.URL.Path, err)
+		return fmt.Errorf("coupond: %s is not the documented JSON: %w", answerOf(resp), err)
 	}
 	return nil
+}
+
+// answerOf names the request resp answers, for errors. A RoundTripper may
+// return a response without its Request (httptest.ResponseRecorder's
+// Result does), so it is not relied on.
+func answerOf(resp *http.Response) string {
+	if r := resp.Request; r != nil && r.URL != nil {
+		return "answer of " + r.Method + " " + r.URL.Path
+	}
+	return "answer"
 }
 
 // retryMode says which failures a call may retry.
