@@ -104,7 +104,8 @@ func WithRetries(attempts int, base, max time.Duration) Option {
 }
 
 // WithFallback sets the action Decide returns when the engine does not
-// answer (0 sends nothing); a call's FallbackAction overrides it. Without a
+// answer (0 sends nothing, others are catalog ids); a call's FallbackAction
+// overrides it. Without a
 // fallback, such calls return an error wrapping ErrNoFallback.
 func WithFallback(accion int) Option {
 	return func(c *config) { c.fallback, c.hasFallback = accion, true }
@@ -175,6 +176,7 @@ func (c *config) check() error {
 		what string
 	}{
 		{c.budget <= 0, "WithBudget: the budget must be positive"},
+		{c.hasFallback && c.fallback < 0, "WithFallback: the action must be 0 (nothing) or a catalog id"},
 		{c.attemptTimeout < 0, "WithAttemptTimeout: the timeout must not be negative"},
 		{c.attempts < 1 || c.backoffBase < 0 || c.backoffCap < c.backoffBase, "WithRetries: at least 1 attempt, and 0 <= base <= max"},
 		{c.queueSize < 1, "WithFallbackQueue: the queue must hold at least 1 record"},

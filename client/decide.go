@@ -29,13 +29,26 @@ func (o decideOptions) with(opts []DecideOption) decideOptions {
 	return p
 }
 
+// check names the first per-call option out of range, as config.check
+// does for the Client's.
+func (o *decideOptions) check() error {
+	switch {
+	case o.budget <= 0:
+		return errors.New("coupond: option out of range: Budget: the budget must be positive")
+	case o.hasFallback && o.fallback < 0:
+		return errors.New("coupond: option out of range: FallbackAction: the action must be 0 (nothing) or a catalog id")
+	}
+	return nil
+}
+
 // FallbackAction sets the action this call returns when the engine does not
-// answer, overriding WithFallback.
+// answer, overriding WithFallback; it must be 0 or a catalog id.
 func FallbackAction(accion int) DecideOption {
 	return func(o *decideOptions) { o.fallback, o.hasFallback = accion, true }
 }
 
-// Budget sets this call's time budget, overriding WithBudget.
+// Budget sets this call's time budget, overriding WithBudget; it must be
+// positive.
 func Budget(d time.Duration) DecideOption { return func(o *decideOptions) { o.budget = d } }
 
 // Decide asks the engine which action to take for one customer.
@@ -61,11 +74,16 @@ func Budget(d time.Duration) DecideOption { return func(o *decideOptions) { o.bu
 //
 // Answers a retry cannot fix (401, 403, 404, 409, 422, …) return an *Error
 // and no Decision. If ctx is canceled Decide returns ctx's error; a deadline
-// of ctx sooner than the budget is the budget.
+// of ctx sooner than the budget is the budget. A per-call option out of
+// range (Budget not positive, FallbackAction negative) is an error naming
+// it, with no attempt and no fallback.
 func (c *Client) Decide(ctx context.Context, req PeticionDecision, opts ...DecideOption) (*Decision, error) {
 	o := decideOptions{budget: c.cfg.budget, fallback: c.cfg.fallback, hasFallback: c.cfg.hasFallback}
 	if len(opts) > 0 {
 		o = o.with(opts)
+		if err := o.check(); err != nil {
+			return nil, err
+		}
 	}
 	start := time.Now()
 	// Attempts stop a little before the budget ends, so that the fallback

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -538,5 +539,64 @@ func TestDecideCanceledBetweenAttempts(t *testing.T) {
 	}
 	if st := c.Stats(); st.Fallbacks != 0 || st.FallbackQueued != 0 || st.BreakerOpen {
 		t.Errorf("stats %+v, want no fallback and the breaker closed", st)
+	}
+}
+
+// TestDecideRejectsBadOptions: a per-call option out of range is the
+// caller's mistake, answered with an error naming it, as New does for the
+// Client's options: no attempt, no fallback decision, no fallback record
+// claiming the engine did not answer, and no failure counted by the
+// breaker, which would otherwise open for every other call.
+func TestDecideRejectsBadOptions(t *testing.T) {
+	var decides, records atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		switch r.URL.Path {
+		case "/v1/token":
+			fmt.Fprint(w, `{"access_token":"tok","expires_in":900,"scope":"x","token_type":"Bearer"}`)
+		case "/v1/decisiones/respaldo":
+			records.Add(1)
+			fmt.Fprint(w, `{}`)
+		default:
+			decides.Add(1)
+			fmt.Fprint(w, `{"decision_id":"d-1","accion":1,"accion_nombre":"cupon1","propension":0.5,"politica_version":"v1",`+
+				`"explorado":false,"en_control":false,"en_respaldo":false,"caduca_en":"2030-01-01T00:00:00Z","motivo":"m"}`)
+		}
+	}))
+	defer srv.Close()
+	c, err := client.New(srv.URL, "ci_x", "sec", client.WithFallback(0), client.WithBreaker(2, time.Minute), client.WithBudget(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	ctx := context.Background()
+	tests := []struct {
+		name string
+		opt  client.DecideOption
+		want string
+	}{
+		{"zero budget", client.Budget(0), "Budget"},
+		{"negative budget", client.Budget(-time.Second), "Budget"},
+		{"negative fallback action", client.FallbackAction(-1), "FallbackAction"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for i := 0; i < 3; i++ {
+				d, err := c.Decide(ctx, decisionRequest(newRef()), tt.opt)
+				if d != nil || err == nil || !strings.Contains(err.Error(), tt.want) {
+					t.Fatalf("got %+v, %v; want an error naming %s", d, err, tt.want)
+				}
+			}
+		})
+	}
+	if st := c.Stats(); st.Fallbacks != 0 || st.FallbackQueued != 0 || st.BreakerOpen || decides.Load() != 0 {
+		t.Errorf("after refused options: %+v and %d attempts; want no fallback, no attempt, the breaker closed", st, decides.Load())
+	}
+	d, err := c.Decide(ctx, decisionRequest(newRef()))
+	if err != nil || d.EnRespaldo || d.DecisionID != "d-1" {
+		t.Fatalf("a good call afterwards: %+v, %v; want the engine's decision", d, err)
+	}
+	if n := records.Load(); n != 0 {
+		t.Errorf("%d fallback records sent, want none", n)
 	}
 }

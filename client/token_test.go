@@ -119,6 +119,7 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		{"http://x", "a", "b", []client.Option{client.WithBreaker(-1, time.Second)}, "WithBreaker"},
 		{"http://x", "a", "b", []client.Option{client.WithTimeout(0)}, "WithTimeout"},
 		{"http://x", "a", "b", []client.Option{client.WithPollInterval(0)}, "WithPollInterval"},
+		{"http://x", "a", "b", []client.Option{client.WithFallback(-1)}, "WithFallback"},
 	} {
 		c, err := client.New(tt.url, tt.id, tt.secret, tt.opts...)
 		if err == nil {
