@@ -74,7 +74,9 @@ func Budget(d time.Duration) DecideOption { return func(o *decideOptions) { o.bu
 //
 // Answers a retry cannot fix (401, 403, 404, 409, 422, …) return an *Error
 // and no Decision. If ctx is canceled Decide returns ctx's error; a deadline
-// of ctx sooner than the budget is the budget. A per-call option out of
+// of ctx sooner than the budget is the budget (one already passed gives the
+// fallback at once, and counts as no failure of the engine for the
+// breaker). A per-call option out of
 // range (Budget not positive, FallbackAction negative) is an error naming
 // it, with no attempt and no fallback.
 func (c *Client) Decide(ctx context.Context, req PeticionDecision, opts ...DecideOption) (*Decision, error) {
@@ -84,6 +86,14 @@ func (c *Client) Decide(ctx context.Context, req PeticionDecision, opts ...Decid
 		if err := o.check(); err != nil {
 			return nil, err
 		}
+	}
+	if err := ctx.Err(); err != nil {
+		if errors.Is(err, context.Canceled) {
+			return nil, err
+		}
+		// The caller's deadline passed before the call: the engine was not
+		// asked, so the breaker hears nothing of it.
+		return c.fallback(&req, &o, fmt.Errorf("%w before the first attempt: %w", ErrBudgetExhausted, err))
 	}
 	start := time.Now()
 	// Attempts stop a little before the budget ends, so that the fallback

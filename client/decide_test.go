@@ -549,26 +549,7 @@ func TestDecideCanceledBetweenAttempts(t *testing.T) {
 // breaker, which would otherwise open for every other call.
 func TestDecideRejectsBadOptions(t *testing.T) {
 	var decides, records atomic.Int64
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		switch r.URL.Path {
-		case "/v1/token":
-			fmt.Fprint(w, `{"access_token":"tok","expires_in":900,"scope":"x","token_type":"Bearer"}`)
-		case "/v1/decisiones/respaldo":
-			records.Add(1)
-			fmt.Fprint(w, `{}`)
-		default:
-			decides.Add(1)
-			fmt.Fprint(w, `{"decision_id":"d-1","accion":1,"accion_nombre":"cupon1","propension":0.5,"politica_version":"v1",`+
-				`"explorado":false,"en_control":false,"en_respaldo":false,"caduca_en":"2030-01-01T00:00:00Z","motivo":"m"}`)
-		}
-	}))
-	defer srv.Close()
-	c, err := client.New(srv.URL, "ci_x", "sec", client.WithFallback(0), client.WithBreaker(2, time.Minute), client.WithBudget(5*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close(context.Background())
+	c := stubDecisionClient(t, &decides, &records)
 	ctx := context.Background()
 	tests := []struct {
 		name string
@@ -599,4 +580,58 @@ func TestDecideRejectsBadOptions(t *testing.T) {
 	if n := records.Load(); n != 0 {
 		t.Errorf("%d fallback records sent, want none", n)
 	}
+}
+
+// stubDecisionClient returns a Client (fallback 0, breaker after 2
+// failures for a minute, budget 5 s) of a stub server that answers
+// decision d-1 and accepts fallback records, counting both.
+func stubDecisionClient(t *testing.T, decides, records *atomic.Int64) *client.Client {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		switch r.URL.Path {
+		case "/v1/token":
+			fmt.Fprint(w, `{"access_token":"tok","expires_in":900,"scope":"x","token_type":"Bearer"}`)
+		case "/v1/decisiones/respaldo":
+			records.Add(1)
+			fmt.Fprint(w, `{}`)
+		default:
+			decides.Add(1)
+			fmt.Fprint(w, `{"decision_id":"d-1","accion":1,"accion_nombre":"cupon1","propension":0.5,"politica_version":"v1",`+
+				`"explorado":false,"en_control":false,"en_respaldo":false,"caduca_en":"2030-01-01T00:00:00Z","motivo":"m"}`)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	c, err := client.New(srv.URL, "ci_x", "sec", client.WithFallback(0), client.WithBreaker(2, time.Minute), client.WithBudget(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close(context.Background()) })
+	return c
+}
+
+// TestDecideDeadlinePassedBeforeCall: a caller whose context's deadline
+// passed before it called Decide gets the fallback (its deadline is the
+// budget), but the engine was never asked, so the breaker counts no
+// failure: callers that come late must not make the fallback everybody's
+// answer. The fallback is recorded, since the caller applies it.
+func TestDecideDeadlinePassedBeforeCall(t *testing.T) {
+	var decides, records atomic.Int64
+	c := stubDecisionClient(t, &decides, &records)
+	late, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Millisecond))
+	defer cancel()
+	for i := 0; i < 5; i++ {
+		d, err := c.Decide(late, decisionRequest(newRef()))
+		if err != nil || !d.EnRespaldo || !errors.Is(d.Causa, client.ErrBudgetExhausted) || !errors.Is(d.Causa, context.DeadlineExceeded) {
+			t.Fatalf("got %+v, %v; want the fallback for a spent deadline", d, err)
+		}
+	}
+	if st := c.Stats(); st.BreakerOpen || st.Fallbacks != 5 {
+		t.Fatalf("after 5 late calls: %+v; want 5 fallbacks and the breaker closed", st)
+	}
+	d, err := c.Decide(context.Background(), decisionRequest(newRef()))
+	if err != nil || d.EnRespaldo || d.DecisionID != "d-1" {
+		t.Fatalf("a call in time afterwards: %+v, %v; want the engine's decision", d, err)
+	}
+	waitFor(t, 5*time.Second, func() bool { return records.Load() == 5 })
 }
