@@ -166,7 +166,7 @@ type Client struct {
 	retries   atomic.Int64
 
 	closeOnce sync.Once
-	bg        sync.WaitGroup // background token refreshes and the fallback sender
+	bg        sync.WaitGroup // background token fetches and the fallback sender
 }
 
 // check names the first option whose values are out of range.
@@ -286,13 +286,22 @@ func (c *Client) Warm(ctx context.Context) error {
 
 // Close stops the fallback sender after it has sent what is queued, or
 // when ctx ends; records still queued then are counted in
-// Stats().FallbackDropped and ctx's error is returned. Decide keeps working
-// after Close but its fallback records are dropped.
+// Stats().FallbackDropped and ctx's error is returned. A token fetch under
+// way is waited for until ctx ends. Decide keeps working after Close but
+// its fallback records are dropped.
 func (c *Client) Close(ctx context.Context) error {
 	var err error
 	c.closeOnce.Do(func() {
 		err = c.fallbacks.close(ctx)
-		c.bg.Wait()
+		done := make(chan struct{})
+		go func() {
+			c.bg.Wait()
+			close(done)
+		}()
+		select {
+		case <-done:
+		case <-ctx.Done():
+		}
 		c.hc.CloseIdleConnections()
 	})
 	return err

@@ -18,16 +18,31 @@ import (
 // most 2 minutes, before it expires), so calls do not wait for renewals; a
 // failed renewal is tried again after a second (or the Retry-After);
 // only the first call, or one after the token expired or was refused, waits
-// for a fetch. Fetches go through golang.org/x/oauth2/clientcredentials with
+// for a fetch. Every fetch runs in the background, one at a time, bounded
+// by tokenFetchTimeout, not by the context of the call that started it: a
+// call waits for it no longer than its own context allows, and a fetch
+// longer than a Decide attempt still ends with a token for the calls
+// after it. Fetches go through golang.org/x/oauth2/clientcredentials with
 // the client in HTTP Basic, the standard OAuth form POST /v1/token accepts.
 type tokenCache struct {
 	conf       clientcredentials.Config
 	hc         *http.Client // the Client's, with the User-Agent added
 	cur        atomic.Pointer[bearer]
-	sem        chan struct{} // held by the one fetch under way; waiting for it honours the caller's context
-	refreshing atomic.Bool
 	renewAfter atomic.Int64 // unix nanoseconds before which no renewal starts, after one failed
 	bg         *sync.WaitGroup
+
+	mu      sync.Mutex
+	pending *tokenFetch // the fetch under way, if any
+}
+
+// tokenFetchTimeout bounds one token fetch.
+const tokenFetchTimeout = 10 * time.Second
+
+// tokenFetch is one fetch: done is closed once b or err is set.
+type tokenFetch struct {
+	done chan struct{}
+	b    *bearer
+	err  error
 }
 
 // bearer is one token as the Authorization header value.
@@ -48,45 +63,65 @@ func newTokenCache(tokenURL, id, secret string, scopes []string, hc *http.Client
 	return &tokenCache{
 		conf: clientcredentials.Config{ClientID: id, ClientSecret: secret, TokenURL: tokenURL, Scopes: scopes,
 			AuthStyle: oauth2.AuthStyleInHeader},
-		hc: &tokenHC, bg: bg, sem: make(chan struct{}, 1),
+		hc: &tokenHC, bg: bg,
 	}
 }
 
-// get returns a valid token. A call that must wait for a fetch under way
-// (another call's, or a renewal's) waits no longer than ctx allows.
+// get returns a valid token. A call that must wait for a fetch waits no
+// longer than ctx allows; the fetch goes on for the calls after it.
 func (t *tokenCache) get(ctx context.Context) (*bearer, error) {
 	now := time.Now()
 	if b := t.cur.Load(); b != nil && now.Before(b.expiry) {
-		if !now.Before(b.refreshAt) && now.UnixNano() >= t.renewAfter.Load() && t.refreshing.CompareAndSwap(false, true) {
-			t.bg.Add(1)
-			go t.refreshInBackground()
+		if !now.Before(b.refreshAt) && now.UnixNano() >= t.renewAfter.Load() {
+			t.start() // a renewal; this call goes on with b
 		}
 		return b, nil
 	}
-	if err := t.lock(ctx); err != nil {
-		return nil, err
+	f := t.start()
+	select {
+	case <-f.done:
+		return f.b, f.err
+	case <-ctx.Done():
+		return nil, fmt.Errorf("coupond: waiting for a token: %w", ctx.Err())
 	}
-	defer t.unlock()
-	if b := t.cur.Load(); b != nil && time.Now().Before(b.expiry) {
-		return b, nil // fetched by another caller meanwhile
-	}
-	return t.fetch(ctx)
 }
 
-func (t *tokenCache) refreshInBackground() {
+// start returns the fetch under way, starting one if there is none and
+// the current token (which a fetch may have stored since the caller looked)
+// is not valid and short of its refresh point.
+func (t *tokenCache) start() *tokenFetch {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.pending != nil {
+		return t.pending
+	}
+	f := &tokenFetch{done: make(chan struct{})}
+	if b := t.cur.Load(); b != nil && time.Now().Before(b.refreshAt) {
+		f.b = b
+		close(f.done)
+		return f
+	}
+	t.pending = f
+	t.bg.Add(1)
+	go t.run(f)
+	return f
+}
+
+// run makes fetch f. After a failure, renewals of a token still valid
+// pause (renewalPause), so a failing token endpoint is not asked on every
+// call; a call without a valid token starts a new fetch.
+func (t *tokenCache) run(f *tokenFetch) {
 	defer t.bg.Done()
-	defer t.refreshing.Store(false)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), tokenFetchTimeout)
 	defer cancel()
-	if t.lock(ctx) != nil {
-		return
+	f.b, f.err = t.fetch(ctx)
+	if f.err != nil {
+		t.renewAfter.Store(time.Now().Add(renewalPause(f.err)).UnixNano())
 	}
-	defer t.unlock()
-	if _, err := t.fetch(ctx); err != nil {
-		// The current token stays until it expires; the next renewal waits
-		// a while, so a failing token endpoint is not asked on every call.
-		t.renewAfter.Store(time.Now().Add(renewalPause(err)).UnixNano())
-	}
+	t.mu.Lock()
+	t.pending = nil
+	t.mu.Unlock()
+	close(f.done)
 }
 
 // renewalPause is how long after a failed renewal the next one may start:
@@ -99,19 +134,8 @@ func renewalPause(err error) time.Duration {
 	return time.Second
 }
 
-// lock takes the right to fetch, or returns ctx's error if ctx ends first.
-func (t *tokenCache) lock(ctx context.Context) error {
-	select {
-	case t.sem <- struct{}{}:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("coupond: waiting for a token: %w", ctx.Err())
-	}
-}
-
-func (t *tokenCache) unlock() { <-t.sem }
-
-// fetch gets a new token and makes it current; the lock is held.
+// fetch gets a new token and makes it current; run calls it, one at a
+// time.
 func (t *tokenCache) fetch(ctx context.Context) (*bearer, error) {
 	start := time.Now()
 	tok, err := t.conf.Token(context.WithValue(ctx, oauth2.HTTPClient, t.hc))

@@ -220,3 +220,67 @@ func TestFailedRenewalNotRetriedAtOnce(t *testing.T) {
 		t.Errorf("%d token requests for 40 calls after a failed renewal, want at most 3", n)
 	}
 }
+
+// TestSlowTokenFetchOutlivesAnAttempt: a token fetch that takes longer
+// than one attempt of Decide (WithAttemptTimeout, or the whole budget) is
+// not thrown away when that attempt gives up: the next attempt, or the
+// next call, waits for the same fetch instead of starting another that
+// would be cut short too, so Decide gets a token and the engine's answer
+// rather than the fallback for ever.
+func TestSlowTokenFetchOutlivesAnAttempt(t *testing.T) {
+	var tokens atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		if r.URL.Path == "/v1/token" {
+			tokens.Add(1)
+			time.Sleep(100 * time.Millisecond) // a cold connection far away
+			fmt.Fprint(w, `{"access_token":"tok","expires_in":900,"scope":"decisiones:pedir","token_type":"Bearer"}`)
+			return
+		}
+		fmt.Fprint(w, `{"decision_id":"d-1","accion":1,"accion_nombre":"cupon1","propension":0.5,"politica_version":"v1",`+
+			`"explorado":false,"en_control":false,"en_respaldo":false,"caduca_en":"2030-01-01T00:00:00Z","motivo":"m"}`)
+	}))
+	defer srv.Close()
+	c, err := client.New(srv.URL, "ci_x", "sec", client.WithFallback(0), client.WithBudget(3*time.Second),
+		client.WithAttemptTimeout(30*time.Millisecond), client.WithRetries(10, 5*time.Millisecond, 40*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	d, err := c.Decide(context.Background(), client.PeticionDecision{ClienteRef: "cli-00000001", Contexto: client.Contexto{Canal: "push"}})
+	if err != nil || d.EnRespaldo || d.DecisionID != "d-1" {
+		t.Fatalf("got %+v, %v; want the engine's decision once the token arrives", d, err)
+	}
+	if n := tokens.Load(); n != 1 {
+		t.Errorf("%d token requests, want 1", n)
+	}
+}
+
+// TestCloseDoesNotWaitPastItsContextForAToken: a token fetch that hangs
+// (it runs in the background, up to 10 s) holds Close no longer than
+// Close's context.
+func TestCloseDoesNotWaitPastItsContextForAToken(t *testing.T) {
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v1/token" {
+			<-release
+		}
+		w.WriteHeader(503)
+	}))
+	defer srv.Close()
+	defer close(release)
+	c, err := client.New(srv.URL, "ci_x", "sec", client.WithBudget(20*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Decide(context.Background(), client.PeticionDecision{ClienteRef: "cli-00000001", Contexto: client.Contexto{Canal: "push"}}); !errors.Is(err, client.ErrNoFallback) {
+		t.Fatalf("Decide: %v, want ErrNoFallback while the token hangs", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	c.Close(ctx)
+	if took := time.Since(start); took > 2*time.Second {
+		t.Errorf("Close took %v with a 100 ms context", took)
+	}
+}
