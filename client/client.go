@@ -16,9 +16,10 @@
 // EnRespaldo and records it with POST /v1/decisiones/respaldo in the
 // background. See Decide and Stats.
 //
-// The other methods map one endpoint each: Confirm, PublishEvents (which
-// splits large slices into requests the API accepts), campaigns, the action
-// catalog, customer export and deletion, batch jobs and webhooks.
+// The other methods map one endpoint each: Confirm, RecordFallback,
+// PublishEvents (which splits large slices into requests the API accepts),
+// campaigns, the action catalog, customer export and deletion, batch jobs
+// and webhooks.
 // VerifyWebhook checks the signature of a lote.completado notification.
 //
 // Errors from the API are *Error values (errors.As) carrying the codigo,

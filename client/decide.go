@@ -70,7 +70,8 @@ func Budget(d time.Duration) DecideOption { return func(o *decideOptions) { o.bu
 // sent in the background until the server accepts it. Such a decision needs
 // no confirmation, and its CUPON_RECIBIDO event carries no decision_id.
 // Without a fallback action, these cases return an error wrapping
-// ErrNoFallback and the cause.
+// ErrNoFallback and the cause; record what the caller did instead with
+// RecordFallback.
 //
 // Answers a retry cannot fix (401, 403, 404, 409, 422, …) return an *Error
 // and no Decision. If ctx is canceled Decide returns ctx's error; a deadline

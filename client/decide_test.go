@@ -635,3 +635,28 @@ func TestDecideDeadlinePassedBeforeCall(t *testing.T) {
 	}
 	waitFor(t, 5*time.Second, func() bool { return records.Load() == 5 })
 }
+
+// TestRecordFallback: a caller that applied its own rule without a
+// Decision from the library (Decide answered ErrNoFallback, or a batch job
+// failed) records it with RecordFallback, as the spec asks; the server
+// holds it as a fallback record with propensity 1, and a record the
+// server refuses comes back as its *Error naming the field.
+func TestRecordFallback(t *testing.T) {
+	ts := newTestServer(t)
+	c := ts.newClient(t, ts.url)
+	installCatalog(t, c, 3)
+	ctx := context.Background()
+	ref := newRef()
+	if err := c.RecordFallback(ctx, client.PeticionRespaldo{Accion: 2, Canal: "sms", ClienteRef: ref, CampanaID: "verano"}); err != nil {
+		t.Fatal(err)
+	}
+	decs, fbs := decisionsOf(t, c, ref)
+	if len(decs) != 0 || len(fbs) != 1 || fbs[0].Accion != 2 || fbs[0].Canal != "sms" || fbs[0].CampanaID != "verano" || fbs[0].Propension != 1 {
+		t.Fatalf("server holds %+v and %+v, want one fallback record of action 2", decs, fbs)
+	}
+	err := c.RecordFallback(ctx, client.PeticionRespaldo{Accion: 9, Canal: "sms", ClienteRef: ref})
+	var apiErr *client.Error
+	if !errors.As(err, &apiErr) || apiErr.Status != 422 || apiErr.Campo != "accion" {
+		t.Fatalf("action not in the catalog: %v, want 422 at accion", err)
+	}
+}

@@ -19,7 +19,8 @@ var (
 	// out; it wraps the last failure (Decision.Causa).
 	ErrBudgetExhausted = errors.New("coupond: decision budget exhausted")
 	// ErrNoFallback: the engine did not answer and neither the call nor the
-	// client named a fallback action. It wraps the failure.
+	// client named a fallback action. It wraps the failure. Record what
+	// your own rule did instead with RecordFallback.
 	ErrNoFallback = errors.New("coupond: no fallback action configured")
 	// ErrClosed: the client was closed.
 	ErrClosed = errors.New("coupond: client closed")

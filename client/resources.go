@@ -24,6 +24,18 @@ func (c *Client) Confirm(ctx context.Context, decisionID string, p PeticionEjecu
 	return callFor[RespuestaEjecucion](ctx, c, http.MethodPost, "/v1/decisiones/"+url.PathEscape(decisionID)+"/ejecucion", &p, retrySafe)
 }
 
+// RecordFallback records a decision the caller took by its own rule
+// because the engine did not answer or was paused
+// (POST /v1/decisiones/respaldo; stored with propensity 1, no
+// confirmation needed). Decide records its own fallback decisions; call
+// this when the caller applied its rule without one, such as after Decide
+// returned ErrNoFallback or a batch job failed. A second call records a
+// second decision, so it is retried only on answers that say nothing was
+// stored (429 within ctx's deadline, 503).
+func (c *Client) RecordFallback(ctx context.Context, p PeticionRespaldo) error {
+	return c.call(ctx, http.MethodPost, "/v1/decisiones/respaldo", &p, &objetoVacio{}, retryRefused)
+}
+
 // PutCampaign defines or replaces a campaign (PUT /v1/campanas/{campana_id}).
 func (c *Client) PutCampaign(ctx context.Context, campanaID string, p Campana) (*CampanaRespuesta, error) {
 	return callFor[CampanaRespuesta](ctx, c, http.MethodPut, "/v1/campanas/"+url.PathEscape(campanaID), &p, retrySafe)
