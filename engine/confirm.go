@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"crypto/sha256"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -173,13 +175,32 @@ type FallbackInput struct {
 	Canal      string
 	ClienteRef string
 	CampanaID  string
+	// IdempotencyKey, when set, makes a repeat within IdempotencyTTL with
+	// the same BodyHash (HashFallbackBody) store nothing more, and one
+	// with another body ErrIdempotencyConflict.
+	IdempotencyKey string
+	BodyHash       [32]byte
+}
+
+// HashFallbackBody is the identity of a fallback request's body for
+// idempotency. It differs from HashBody's for the same bytes, so a key
+// used for a fallback record never replays as a decision.
+func HashFallbackBody(b []byte) [32]byte {
+	h := sha256.New()
+	h.Write([]byte("respaldo\x00"))
+	h.Write(b)
+	var sum [32]byte
+	h.Sum(sum[:0])
+	return sum
 }
 
 // ErrUnknownAction is returned when an action id is not in the catalog.
 var ErrUnknownAction = errors.New("engine: action not in the catalog")
 
 // Fallback stores a fallback record with propensity 1 and en_respaldo true.
-// It is kept for evaluation and does not open a reward window.
+// It is kept for evaluation and does not open a reward window. With an
+// IdempotencyKey the record and the key's record are committed together,
+// and a repeat of the same body stores nothing (see FallbackInput).
 func (e *Engine) Fallback(tenant string, in FallbackInput) error {
 	ts, err := e.state(tenant)
 	if err != nil {
@@ -193,6 +214,21 @@ func (e *Engine) Fallback(tenant string, in FallbackInput) error {
 	if err != nil {
 		return err
 	}
+	var idem []byte
+	if in.IdempotencyKey != "" {
+		release, err := e.claimKey(tenant, in.IdempotencyKey)
+		if err != nil {
+			return err
+		}
+		defer release()
+		stored, err := e.replayed(tenant, now, in.IdempotencyKey, in.BodyHash)
+		if stored || err != nil {
+			return err
+		}
+		if idem, err = json.Marshal(idemRecord{BodyHash: in.BodyHash, At: now, Answer: json.RawMessage("{}"), ClienteRef: in.ClienteRef}); err != nil {
+			return err
+		}
+	}
 	nonce, err := e.freshNonce(ts, t, now)
 	if err != nil {
 		return err
@@ -205,6 +241,9 @@ func (e *Engine) Fallback(tenant string, in FallbackInput) error {
 	b := e.db.NewBatch()
 	defer b.Close()
 	putDecision(b, tenant, r, nil)
+	if idem != nil {
+		b.SetIdempotency(tenant, in.IdempotencyKey, idem)
+	}
 	if err := b.Commit(); err != nil {
 		return err
 	}

@@ -180,19 +180,11 @@ func (e *Engine) Decide(tenant string, req Request) (*Decision, error) {
 	}
 	var d *Decision
 	if req.IdempotencyKey != "" {
-		flight := tenant + "\x00" + req.IdempotencyKey
-		e.inflightMu.Lock()
-		if _, busy := e.inflight[flight]; busy {
-			e.inflightMu.Unlock()
-			return nil, ErrIdempotencyConflict
+		release, err := e.claimKey(tenant, req.IdempotencyKey)
+		if err != nil {
+			return nil, err
 		}
-		e.inflight[flight] = struct{}{}
-		e.inflightMu.Unlock()
-		defer func() {
-			e.inflightMu.Lock()
-			delete(e.inflight, flight)
-			e.inflightMu.Unlock()
-		}()
+		defer release()
 		if d, err = e.replay(tenant, now, req); err != nil {
 			return nil, err
 		}
@@ -207,6 +199,24 @@ func (e *Engine) Decide(tenant string, req Request) (*Decision, error) {
 		e.log.Error().Err(err).Str("tenant", tenant).Msg("decision answered but not counted against the daily quota")
 	}
 	return d, nil
+}
+
+// claimKey marks tenant's Idempotency-Key key as in flight until release
+// is called, or returns ErrIdempotencyConflict while another request with
+// it runs.
+func (e *Engine) claimKey(tenant, key string) (release func(), err error) {
+	flight := tenant + "\x00" + key
+	e.inflightMu.Lock()
+	defer e.inflightMu.Unlock()
+	if _, busy := e.inflight[flight]; busy {
+		return nil, ErrIdempotencyConflict
+	}
+	e.inflight[flight] = struct{}{}
+	return func() {
+		e.inflightMu.Lock()
+		delete(e.inflight, flight)
+		e.inflightMu.Unlock()
+	}, nil
 }
 
 // decideAndCommit makes the decision of req under its customer's lock and
@@ -264,23 +274,9 @@ func (e *Engine) decideAndCommit(ts *tenantState, t *store.Tenant, now time.Time
 // last: once quarantined, the key is new. The stored answer's detalle is
 // left out for a request without req.Explain.
 func (e *Engine) replay(tenant string, now time.Time, req Request) (*Decision, error) {
-	raw, err := e.db.Idempotency(tenant, req.IdempotencyKey)
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, nil
-	}
-	if err != nil {
+	rec, d, err := e.idemRecord(tenant, now, req.IdempotencyKey, req.BodyHash)
+	if rec == nil || err != nil {
 		return nil, err
-	}
-	rec, d, err := decodeIdem(raw)
-	if err != nil {
-		e.quarantine(tenant, store.IdempotencyKey(tenant, req.IdempotencyKey), raw, err)
-		return nil, nil
-	}
-	if now.Sub(rec.At) >= IdempotencyTTL {
-		return nil, nil
-	}
-	if rec.BodyHash != req.BodyHash {
-		return nil, ErrIdempotencyConflict
 	}
 	if !req.Explain {
 		// The key is the tenant's, not the credential's: a credential
@@ -288,6 +284,40 @@ func (e *Engine) replay(tenant string, now time.Time, req Request) (*Decision, e
 		d.Detalle = nil
 	}
 	return d, nil
+}
+
+// idemRecord reads tenant's record of Idempotency-Key key: nil when the
+// key is new, expired (IdempotencyTTL by now) or its record damaged (moved
+// to quarantine, see replay); ErrIdempotencyConflict when it answered
+// another body than hash.
+func (e *core) idemRecord(tenant string, now time.Time, key string, hash [32]byte) (*idemRecord, *Decision, error) {
+	raw, err := e.db.Idempotency(tenant, key)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil, nil
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	rec, d, err := decodeIdem(raw)
+	if err != nil {
+		e.quarantine(tenant, store.IdempotencyKey(tenant, key), raw, err)
+		return nil, nil, nil
+	}
+	if now.Sub(rec.At) >= IdempotencyTTL {
+		return nil, nil, nil
+	}
+	if rec.BodyHash != hash {
+		return nil, nil, ErrIdempotencyConflict
+	}
+	return &rec, d, nil
+}
+
+// replayed reports whether a fallback request with Idempotency-Key key and
+// body hash was stored within IdempotencyTTL (ErrIdempotencyConflict for
+// another body).
+func (e *core) replayed(tenant string, now time.Time, key string, hash [32]byte) (bool, error) {
+	rec, _, err := e.idemRecord(tenant, now, key, hash)
+	return rec != nil, err
 }
 
 // decodeIdem decodes a stored idempotency record and the answer it holds.

@@ -190,8 +190,12 @@ var fallbackSchema = schema.Object(
 	schema.Field("campana_id", schema.ID().Len(1, 128)),
 )
 
+// handleFallback records a fallback decision. Beyond the spec it accepts
+// an Idempotency-Key, as POST /v1/decisiones does: the client library
+// retries a record whose answer was lost, and a repeat with the key stores
+// nothing more.
 func (s *Server) handleFallback(c *call) error {
-	v, err := decode(c.body, fallbackSchema)
+	key, v, err := decodeWith(c, idempotencyKey, fallbackSchema)
 	if err != nil {
 		return err
 	}
@@ -199,7 +203,13 @@ func (s *Server) handleFallback(c *call) error {
 		Accion: int(v.Field("accion").Int()), Canal: v.Field("canal").String(),
 		ClienteRef: v.Field("cliente_ref").String(), CampanaID: v.Field("campana_id").String(),
 	}
+	if key != "" {
+		in.IdempotencyKey, in.BodyHash = key, engine.HashFallbackBody(c.body)
+	}
 	err = s.Engine.Fallback(c.tenant.ID, in)
+	if errors.Is(err, engine.ErrIdempotencyConflict) {
+		return errKind(kindIdempotencyConflict)
+	}
 	if errors.Is(err, engine.ErrUnknownAction) {
 		return &validationError{detail: []schema.Violation{
 			schema.ValueError([]any{"body", "accion"}, "la acción no existe en el catálogo del inquilino", in.Accion),

@@ -352,6 +352,35 @@ func TestFallback(t *testing.T) {
 	}
 }
 
+// TestFallbackIdempotencyKey: a fallback record repeated with its
+// Idempotency-Key (a client retrying a lost answer) is stored once and
+// answered 200 {} again; the key with another body is 409
+// idempotencia_conflicto; a bad key is 422 at header.Idempotency-Key.
+func TestFallbackIdempotencyKey(t *testing.T) {
+	h, tok := newCatalogHarness(t, 2, noControl)
+	body := map[string]any{"accion": 1, "canal": "sms", "cliente_ref": "fallback-03"}
+	for i := 0; i < 2; i++ {
+		if st, b := h.do("POST", "/v1/decisiones/respaldo", tok, body, "Idempotency-Key", "r-1"); st != 200 || len(b) != 0 {
+			t.Fatalf("keyed fallback %d: %d %v, want 200 {}", i+1, st, b)
+		}
+	}
+	st, x := h.do("GET", "/v1/clientes/fallback-03/exportacion", tok, nil)
+	if st != 200 {
+		t.Fatalf("export: %d %v", st, x)
+	}
+	if n := len(x["decisiones"].([]any)); n != 1 {
+		t.Errorf("keyed fallback sent twice: %d records exported, want 1", n)
+	}
+	other := map[string]any{"accion": 0, "canal": "sms", "cliente_ref": "fallback-03"}
+	if st, b := h.do("POST", "/v1/decisiones/respaldo", tok, other, "Idempotency-Key", "r-1"); st != 409 || b["codigo"] != "idempotencia_conflicto" {
+		t.Errorf("same key, another body: %d %v, want 409 idempotencia_conflicto", st, b)
+	}
+	st, b := h.do("POST", "/v1/decisiones/respaldo", tok, body, "Idempotency-Key", strings.Repeat("k", 256))
+	if st != 422 || !strings.Contains(fmt.Sprint(b["detail"]), "[header Idempotency-Key]") {
+		t.Errorf("bad key: %d %v, want 422 at header.Idempotency-Key", st, b)
+	}
+}
+
 // TestViolationsListedAtOnce: a request wrong in its path or header and in
 // its body gets one 422 that lists every violation (contract section 7).
 func TestViolationsListedAtOnce(t *testing.T) {

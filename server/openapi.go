@@ -1268,8 +1268,12 @@ func decisionDocs() map[string]opDoc {
 			errors: []kind{kindNotFound, kindAlreadyConfirmed, kindExpired}},
 		"respaldo": {tag: "decisiones", summary: "Record a fallback decision",
 			description: "Sent after the caller applied its own rule because the engine did not answer or was paused. Stored with propensity 1; does not open a reward window.",
-			body:        jsonBody("PeticionRespaldo", obj{"accion": 1, "canal": "push", "cliente_ref": ejemploCliente, "campana_id": "navidad-2026"}),
-			okDesc:      "Recorded.", okSchema: schemaRef("ObjetoVacio")},
+			params: []any{obj{"name": "Idempotency-Key", "in": "header", "required": false,
+				"description": "Beyond the spec, for retries: 1 to 255 printable ASCII characters. Repeating the request with the same key within 24 hours stores nothing more and answers the same empty object; the same key with another body, or while the first is running, is 409 `idempotencia_conflicto`. A key is the tenant's, shared with `POST /v1/decisiones`: one used there is a conflict here. A bad key is 422 at `header.Idempotency-Key`.",
+				"schema":      obj{"type": "string", "minLength": 1, "maxLength": 255, "pattern": "^[\\x20-\\x7E]+$"}}},
+			body:   jsonBody("PeticionRespaldo", obj{"accion": 1, "canal": "push", "cliente_ref": ejemploCliente, "campana_id": "navidad-2026"}),
+			okDesc: "Recorded.", okSchema: schemaRef("ObjetoVacio"),
+			errors: []kind{kindIdempotencyConflict}},
 	}
 }
 
@@ -1457,7 +1461,7 @@ func rateLimitsDoc() obj {
 func idempotencyDoc() obj {
 	return obj{
 		"header":    "Idempotency-Key",
-		"routes":    []any{"POST /v1/decisiones"},
+		"routes":    []any{"POST /v1/decisiones", "POST /v1/decisiones/respaldo"},
 		"format":    "1 to 255 printable ASCII characters",
 		"retention": isoDuration(engine.IdempotencyTTL),
 		"conflict":  "409 idempotencia_conflicto: same key with a different body, or while the first request is still running",
