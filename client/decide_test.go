@@ -660,3 +660,60 @@ func TestRecordFallback(t *testing.T) {
 		t.Fatalf("action not in the catalog: %v, want 422 at accion", err)
 	}
 }
+
+// TestFallbackRecordedOnceWhateverRetries: a fallback record whose answer
+// is lost after the server stored it (reset, 502) is sent again with the
+// same Idempotency-Key and stored once, by RecordFallback and by Decide's
+// own queue. Without a key each retry stored another record with
+// propensity 1.
+func TestFallbackRecordedOnceWhateverRetries(t *testing.T) {
+	ts := newTestServer(t)
+	proxy := newFaultProxy(t, ts.api)
+	c := ts.newClient(t, proxy.http.URL, client.WithFallback(2), client.WithBreaker(0, time.Second),
+		client.WithFallbackRetry(10*time.Millisecond, 50*time.Millisecond))
+	installCatalog(t, c, 3)
+	first := func(f fault) func(*http.Request, int) fault {
+		return func(r *http.Request, n int) fault {
+			if r.URL.Path == "/v1/decisiones/respaldo" && n == 1 {
+				return f
+			}
+			return fault{}
+		}
+	}
+	for _, f := range []fault{{reset: true, forward: true}, {status: 502, codigo: "bad_gateway", forward: true}} {
+		proxy.mu.Lock()
+		proxy.count["/v1/decisiones/respaldo"] = 0
+		proxy.mu.Unlock()
+		proxy.set(first(f))
+		ref := newRef()
+		if err := c.RecordFallback(context.Background(), client.PeticionRespaldo{Accion: 1, Canal: "sms", ClienteRef: ref}); err != nil {
+			t.Fatalf("%+v: RecordFallback: %v", f, err)
+		}
+		if _, fbs := decisionsOf(t, c, ref); len(fbs) != 1 {
+			t.Errorf("%+v: RecordFallback: server holds %d fallback records, want 1", f, len(fbs))
+		}
+	}
+	// Decide's queue: the engine does not answer (503), then the record's
+	// first delivery is stored but its answer lost.
+	proxy.mu.Lock()
+	proxy.count["/v1/decisiones/respaldo"] = 0
+	proxy.mu.Unlock()
+	proxy.set(func(r *http.Request, n int) fault {
+		switch {
+		case r.URL.Path == "/v1/decisiones":
+			return fault{status: 503, codigo: "no_disponible"}
+		case r.URL.Path == "/v1/decisiones/respaldo" && n == 1:
+			return fault{reset: true, forward: true}
+		}
+		return fault{}
+	})
+	defer proxy.set(nil)
+	ref := newRef()
+	if d, err := c.Decide(context.Background(), decisionRequest(ref)); err != nil || !d.EnRespaldo {
+		t.Fatalf("Decide: %+v, %v; want the fallback", d, err)
+	}
+	waitFor(t, 5*time.Second, func() bool { return proxy.requests("/v1/decisiones/respaldo") >= 2 && c.Stats().FallbackPending == 0 })
+	if _, fbs := decisionsOf(t, c, ref); len(fbs) != 1 {
+		t.Errorf("Decide's fallback: server holds %d fallback records, want 1", len(fbs))
+	}
+}

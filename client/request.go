@@ -133,6 +133,12 @@ func callFor[T any](ctx context.Context, c *Client, method, path string, in any,
 // out, retrying per mode with backoff (20 times Decide's) and Retry-After
 // within ctx's deadline, or the Client's timeout if ctx has none.
 func (c *Client) call(ctx context.Context, method, path string, in, out any, mode retryMode) error {
+	return c.callKeyed(ctx, method, path, in, out, mode, nil)
+}
+
+// callKeyed is call with an Idempotency-Key header (idemKey: its one
+// value; nil: none), the same on every attempt.
+func (c *Client) callKeyed(ctx context.Context, method, path string, in, out any, mode retryMode, idemKey []string) error {
 	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
 	var body []byte
@@ -143,7 +149,7 @@ func (c *Client) call(ctx context.Context, method, path string, in, out any, mod
 		}
 	}
 	return c.retry(ctx, 20, mode, func() error {
-		resp, err := c.send(ctx, method, c.base+path, body, nil, nil)
+		resp, err := c.send(ctx, method, c.base+path, body, idemKey, nil)
 		if err != nil {
 			return err
 		}
