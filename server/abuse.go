@@ -30,7 +30,9 @@ import (
 //	          (an EWMA), and at least MinPeak
 //	errores   client error answers (4xx) > ErrorRatio of at least MinRequests
 //	          requests; 5xx are the server's doing (a pause, a full disk, a
-//	          fault), not anomalous use, and never count
+//	          fault), not anomalous use, and never count; nor does a 499,
+//	          a request whose client went away before any answer (a client
+//	          library that gave up on a slow server)
 //	recarga   a request of events that were almost all duplicates (history reloaded)
 //
 // The operator clears a credential with "admin abuse clear CLIENT_ID".
@@ -156,7 +158,7 @@ func (g *abuseGuard) observe(tenant, clientID string, status int, now time.Time)
 		u.minute, u.count, u.errors = m, 0, 0
 	}
 	u.count++
-	if status >= 400 && status < 500 {
+	if status >= 400 && status < 500 && status != statusClientGone {
 		u.errors++
 	}
 }
