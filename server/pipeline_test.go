@@ -1,6 +1,7 @@
 package server
 
 import (
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -136,6 +137,32 @@ func TestPanicBecomesInternalError(t *testing.T) {
 	handler(rec, httptest.NewRequest("GET", "/boom", nil), nil)
 	if rec.Code != 500 || strings.Contains(rec.Body.String(), "secret") || !strings.Contains(rec.Body.String(), "error_interno") {
 		t.Errorf("panic: %d %s", rec.Code, rec.Body.String())
+	}
+}
+
+// TestPanicAfterAnswerStartedCutsIt: a handler that panics once its answer
+// is under way (a streamed result file) cannot be answered 500 any more;
+// the response is cut short, so that the client sees it broken rather than
+// a complete-looking body with an error object appended.
+func TestPanicAfterAnswerStartedCutsIt(t *testing.T) {
+	h := newHarness(t)
+	handler := h.srv.wrap(route{name: "boom", public: true, h: func(c *call) error {
+		c.w.Header().Set("Content-Type", "application/x-ndjson")
+		c.w.WriteHeader(http.StatusOK)
+		c.w.Write([]byte(`{"linea":1}` + "\n"))
+		c.w.(http.Flusher).Flush()
+		panic("secret internal detail")
+	}})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { handler(w, r, nil) }))
+	defer srv.Close()
+	resp, err := http.Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err == nil || strings.Contains(string(body), "error_interno") {
+		t.Errorf("panic after the status line: body %q read to its end (err %v), want the response cut short", body, err)
 	}
 }
 

@@ -219,11 +219,9 @@ func (s *Server) wrap(rt route) httprouter.Handle {
 		c := &call{w: sw, r: r, params: ps, route: rt.name, trace: newTraceID(), start: s.Now()}
 		sw.Header().Set("X-Trace-Id", c.trace)
 		defer func() {
+			cut := false
 			if p := recover(); p != nil {
-				if p == http.ErrAbortHandler {
-					panic(p)
-				}
-				s.writeError(sw, c, fmt.Errorf("panic: %v", p))
+				cut = s.recovered(sw, c, p)
 			}
 			d := s.Now().Sub(c.start)
 			status := sw.status
@@ -231,6 +229,8 @@ func (s *Server) wrap(rt route) httprouter.Handle {
 				status = http.StatusOK
 			}
 			switch {
+			case cut:
+				status = http.StatusInternalServerError // the answer was cut short
 			case c.readTimedOut:
 				status = http.StatusRequestTimeout // answered 400, logged as what it was
 			case r.Context().Err() != nil:
@@ -255,6 +255,9 @@ func (s *Server) wrap(rt route) httprouter.Handle {
 				}
 			}
 			ev.Msg("request")
+			if cut {
+				panic(http.ErrAbortHandler)
+			}
 		}()
 		if smuggled(r) {
 			sw.Header().Set("Connection", "close")
@@ -268,6 +271,24 @@ func (s *Server) wrap(rt route) httprouter.Handle {
 			writeJSON(sw, c.answer.status, c.answer.body)
 		}
 	}
+}
+
+// recovered answers a handler's panic p: 500 error_interno while nothing
+// of the answer has gone out; once it has (a streamed file), the answer
+// can only be cut short, and cut says the caller must do so (by panicking
+// with http.ErrAbortHandler) after logging the request. A panic with
+// http.ErrAbortHandler, a handler's own cut, goes on as it is.
+func (s *Server) recovered(sw *statusWriter, c *call, p any) (cut bool) {
+	if p == http.ErrAbortHandler {
+		panic(p)
+	}
+	err := fmt.Errorf("panic: %v", p)
+	if sw.status == 0 {
+		s.writeError(sw, c, err)
+		return false
+	}
+	s.log.Error().Err(err).Str("trace_id", c.trace).Str("route", c.route).Msg("internal error after the answer started: answer cut short")
+	return true
 }
 
 // serve runs the checks in the order of contract section 7: 401 → 403 → 503
