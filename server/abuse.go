@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -99,23 +100,59 @@ type abuseGuard struct {
 	onStep func(tenant, step string) // metrics; may be nil
 }
 
-func newAbuseGuard(cfg AbuseConfig, db *store.DB, log zerolog.Logger) *abuseGuard {
+// quarantineFunc moves a damaged record of tenant to quarantine and
+// reports it (engine.Records.Quarantine).
+type quarantineFunc func(tenant string, key, v []byte, cause error) error
+
+// newAbuseGuard loads the stored escalation states. One that does not
+// decode, holds a level outside the steps or names another credential than
+// its key is handed to quarantine (nil: only logged) and not loaded: that
+// credential starts again at normal.
+func newAbuseGuard(cfg AbuseConfig, db *store.DB, log zerolog.Logger, quarantine quarantineFunc) *abuseGuard {
 	g := &abuseGuard{cfg: cfg, db: db, log: log, creds: map[string]*credUse{}}
+	type bad struct {
+		key, v []byte
+		err    error
+	}
 	for _, t := range db.Tenants() {
-		db.ScanAbuseStates(t.ID, func(v []byte) error {
-			var st AbuseState
-			if json.Unmarshal(v, &st) != nil {
-				return nil
-			}
-			if st.Level < 0 || st.Level >= len(levelNames) { // every use indexes levelNames
-				log.Warn().Str("tenant", t.ID).Str("client_id", st.ClientID).Int("level", st.Level).Msg("abuse state with an unknown level left out")
+		var damaged []bad
+		db.ScanAbuseStates(t.ID, func(k, v []byte) error {
+			st, err := decodeAbuseState(t.ID, k, v)
+			if err != nil {
+				damaged = append(damaged, bad{bytes.Clone(k), bytes.Clone(v), err})
 				return nil
 			}
 			g.creds[st.ClientID] = &credUse{tenant: t.ID, state: st, minute: -1, lastStep: lastStepAt(st)}
 			return nil
 		})
+		for _, d := range damaged {
+			log.Warn().Str("tenant", t.ID).Str("error", d.err.Error()).Msg("damaged abuse state: not loaded")
+			if quarantine == nil {
+				continue
+			}
+			if err := quarantine(t.ID, d.key, d.v, d.err); err != nil {
+				log.Error().Err(err).Str("tenant", t.ID).Msg("quarantine of a damaged abuse state")
+			}
+		}
 	}
 	return g
+}
+
+// decodeAbuseState decodes the abuse state stored at key of tenant and
+// checks that its level is one of the steps and that it is the state of
+// the credential its key names.
+func decodeAbuseState(tenant string, key, v []byte) (AbuseState, error) {
+	var st AbuseState
+	if err := json.Unmarshal(v, &st); err != nil {
+		return st, fmt.Errorf("abuse state: %w", err)
+	}
+	if st.Level < levelNormal || st.Level > levelSuspension {
+		return st, fmt.Errorf("abuse state: level %d is not a step", st.Level)
+	}
+	if !bytes.Equal(key, store.AbuseKey(tenant, st.ClientID)) {
+		return st, errors.New("abuse state: client_id is not its key's")
+	}
+	return st, nil
 }
 
 // lastStepAt is when a loaded state took its last step up (zero when it is

@@ -74,7 +74,7 @@ func TestAbuseEscalationSteps(t *testing.T) {
 	if g.level(id) != levelNormal {
 		t.Error("clear did not reset the level")
 	}
-	g2 := newAbuseGuard(DefaultAbuseConfig(), h.db, h.srv.log)
+	g2 := newAbuseGuard(DefaultAbuseConfig(), h.db, h.srv.log, nil)
 	if got := len(g2.creds[id].state.Steps); got != 5 {
 		t.Errorf("steps after reload: %d, want 5 (4 steps and the clearance)", got)
 	}
@@ -163,7 +163,7 @@ func TestAbuseStepIntervalSurvivesRestart(t *testing.T) {
 	g.signal("acme", id, "recarga: prueba", testStart)
 	var got []string
 	for _, after := range []time.Duration{time.Minute, DefaultAbuseConfig().StepInterval} {
-		g2 := newAbuseGuard(DefaultAbuseConfig(), h.db, h.srv.log)
+		g2 := newAbuseGuard(DefaultAbuseConfig(), h.db, h.srv.log, nil)
 		g2.signal("acme", id, "recarga: prueba", testStart.Add(after))
 		got = append(got, levelNames[g2.level(id)])
 	}
@@ -213,5 +213,45 @@ func TestQuarantinedBatchCountsDuplicates(t *testing.T) {
 	f, _ := h.engine.CustomerFeatures("acme", "cliente-01")
 	if v, _ := f.Get("gasto_total_mxn", testStart); v != 17 {
 		t.Errorf("after release: gasto %v, want 17", v)
+	}
+}
+
+// TestAbuseDamagedStateQuarantined: a stored abuse state that does not
+// decode, holds a level outside the steps or names another credential than
+// its key is quarantined and reported when a server starts, never loaded:
+// that credential starts again at normal, and neither the request path nor
+// the listings fail over it.
+func TestAbuseDamagedStateQuarantined(t *testing.T) {
+	h, _, id, _ := newAbuseHarness(t)
+	step := `"steps":[{"at":"2026-11-02T12:00:00Z","level":"aviso","reason":"x"}]`
+	damaged := map[string]string{
+		"ci_roto":     `{"client_id":"ci_roto","level":`,
+		"ci_nivel9":   `{"client_id":"ci_nivel9","level":9,` + step + `}`,
+		"ci_negativo": `{"client_id":"ci_negativo","level":-3,` + step + `}`,
+		id:            `{"client_id":"ci_de_otro_inquilino","level":2,` + step + `}`,
+	}
+	for clientID, v := range damaged {
+		if err := h.db.PutAbuseState("acme", clientID, []byte(v)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	srv := New(h.srv.Deps) // a restart: the guard loads the stored states
+	q, err := h.engine.Quarantine.Quarantined("acme")
+	if err != nil || len(q) != len(damaged) {
+		t.Fatalf("quarantined %d records (%v), want the %d damaged abuse states", len(q), err, len(damaged))
+	}
+	if st := srv.AbuseStates("acme"); len(st) != 0 {
+		t.Fatalf("loaded damaged states: %+v", st)
+	}
+	for clientID := range damaged {
+		srv.abuse.signal("acme", clientID, "recarga: prueba", testStart)
+		if got := srv.abuse.level(clientID); got != levelAviso {
+			t.Errorf("%s after one anomaly: level %d, want aviso", clientID, got)
+		}
+	}
+	for _, st := range srv.AbuseStates("acme") {
+		if st.LevelName() != "aviso" {
+			t.Errorf("%s: level %s, want aviso", st.ClientID, st.LevelName())
+		}
 	}
 }

@@ -83,7 +83,11 @@ func New(d Deps) *Server {
 		s.metrics.addQuarantine(d.Engine.Quarantine.QuarantinedRecords, d.Engine.Quarantine.DamagedSeen)
 	}
 	s.metrics.addDiskSpace(d.DB.Space)
-	s.abuse = newAbuseGuard(DefaultAbuseConfig(), d.DB, d.Log)
+	var quarantine quarantineFunc
+	if d.Engine != nil {
+		quarantine = d.Engine.Records().Quarantine
+	}
+	s.abuse = newAbuseGuard(DefaultAbuseConfig(), d.DB, d.Log, quarantine)
 	s.abuse.onStep = func(tenant, step string) { s.metrics.with(s.metrics.escalations, tenant, step).Inc() }
 	if d.Engine != nil {
 		s.watchTenants()

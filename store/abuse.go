@@ -20,9 +20,9 @@ func (db *DB) PutAbuseState(tenant, clientID string, state []byte) error {
 	return b.Commit()
 }
 
-// ScanAbuseStates calls fn with each abuse state of tenant, valid only
-// during the call.
-func (db *DB) ScanAbuseStates(tenant string, fn func(state []byte) error) error {
+// ScanAbuseStates calls fn with the key and value of each abuse state of
+// tenant, both valid only during the call.
+func (db *DB) ScanAbuseStates(tenant string, fn func(key, state []byte) error) error {
 	lo, hi := AbuseSpan(tenant)
-	return db.Scan(lo, hi, func(_, v []byte) error { return fn(v) })
+	return db.Scan(lo, hi, fn)
 }
