@@ -131,6 +131,11 @@ type tenantState struct {
 	// writers of campaign budgets take it (RLock) before a customer lock.
 	budgetGate sync.RWMutex
 
+	// heldMu: the release of a held event batch (Ingester.releaseBatch)
+	// holds it from its last read of the batch to its deletion; a
+	// customer's erasure (Records.LockCustomer) takes it before ingestMu.
+	heldMu sync.Mutex
+
 	ingestMu  ingestTurn // event ingestion: requests fold, then apply, in order
 	custLocks [custLockCount]sync.Mutex
 

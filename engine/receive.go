@@ -103,18 +103,53 @@ func (e *Ingester) ReleaseHeld(tenant string, now time.Time, check func(raw []by
 
 // releaseBatch applies the held batch at key and deletes it (see
 // ReleaseHeld); a batch gone meanwhile (a customer's erasure took its last
-// event) is skipped.
+// event) is skipped. The events are checked without a lock, then applied
+// under the tenant's heldMu, which a customer's erasure takes too
+// (Records.LockCustomer), and only if the batch still holds what was
+// checked: one an erasure rewrote in between is read and checked again, so
+// a deleted customer's held events never come back.
 func (e *Ingester) releaseBatch(tenant string, now time.Time, key []byte, check func(raw []byte, index int) (IngestEvent, bool, error)) (accepted, duplicates int, err error) {
-	raw, err := e.db.Get(key)
-	if errors.Is(err, store.ErrNotFound) {
-		return 0, 0, nil
-	}
+	ts, err := e.state(tenant)
 	if err != nil {
 		return 0, 0, err
 	}
+	for {
+		raw, err := e.db.Get(key)
+		if errors.Is(err, store.ErrNotFound) {
+			return 0, 0, nil
+		}
+		if err != nil {
+			return 0, 0, err
+		}
+		all, bad := checkHeld(raw, check)
+		ts.heldMu.Lock()
+		cur, err := e.db.Get(key)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			ts.heldMu.Unlock()
+			return 0, 0, nil
+		case err != nil:
+			ts.heldMu.Unlock()
+			return 0, 0, err
+		case !bytes.Equal(cur, raw):
+			ts.heldMu.Unlock()
+			continue // rewritten by an erasure since it was checked
+		case bad != nil:
+			err = e.quarantine(tenant, key, raw, fmt.Errorf("held event batch: %w", bad))
+			ts.heldMu.Unlock()
+			return 0, 0, err
+		}
+		accepted, duplicates, err = e.applyHeld(tenant, now, key, all)
+		ts.heldMu.Unlock()
+		return accepted, duplicates, err
+	}
+}
+
+// checkHeld decodes the held batch raw and checks its events (see
+// ReleaseHeld); bad is why the batch cannot be applied.
+func checkHeld(raw []byte, check func(raw []byte, index int) (IngestEvent, bool, error)) (all []IngestEvent, bad error) {
 	var h store.HeldBatch
-	var all []IngestEvent
-	err = json.Unmarshal(raw, &h)
+	err := json.Unmarshal(raw, &h)
 	for i := 0; err == nil && i < len(h.Events); i++ {
 		var ev IngestEvent
 		var ok bool
@@ -122,9 +157,12 @@ func (e *Ingester) releaseBatch(tenant string, now time.Time, key []byte, check 
 			all = append(all, ev)
 		}
 	}
-	if err != nil {
-		return 0, 0, e.quarantine(tenant, key, raw, fmt.Errorf("held event batch: %w", err))
-	}
+	return all, err
+}
+
+// applyHeld ingests the checked events of the held batch at key and
+// deletes it; under the tenant's heldMu.
+func (e *Ingester) applyHeld(tenant string, now time.Time, key []byte, all []IngestEvent) (accepted, duplicates int, err error) {
 	for len(all) > 0 {
 		n := min(len(all), 1000)
 		res, err := e.Ingest(tenant, all[:n])

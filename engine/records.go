@@ -58,8 +58,9 @@ func (r Records) CustomerDamaged(tenant, ref string, keys [][]byte) ([][]byte, e
 	return r.e.Quarantine.customerDamaged(tenant, ref, keys)
 }
 
-// LockCustomer takes the tenant's learner, ingestion and customer locks, in
-// the one order every path takes them, so that no writer puts back a record
+// LockCustomer takes the tenant's learner, held-release, ingestion and
+// customer locks, in the one order every path takes them, so that no
+// writer (a release of the abuse quarantine included) puts back a record
 // of ref while it is being erased; and the budget gate before the customer
 // lock (ForgetDecision may give a send back to its campaign: after a batch
 // chunk's commit). Call the returned func to release them.
@@ -70,6 +71,7 @@ func (r Records) LockCustomer(tenant, ref string) (unlock func(), err error) {
 	}
 	lock := ts.custLock(r.e.seed, ref)
 	ts.learnMu.Lock()
+	ts.heldMu.Lock()
 	ts.ingestMu.Lock()
 	ts.budgetGate.RLock()
 	lock.Lock()
@@ -77,6 +79,7 @@ func (r Records) LockCustomer(tenant, ref string) (unlock func(), err error) {
 		lock.Unlock()
 		ts.budgetGate.RUnlock()
 		ts.ingestMu.Unlock()
+		ts.heldMu.Unlock()
 		ts.learnMu.Unlock()
 	}, nil
 }

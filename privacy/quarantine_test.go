@@ -392,3 +392,51 @@ func TestExportAndDeletionPastDamagedLink(t *testing.T) {
 		})
 	}
 }
+
+// TestDeletionDuringHeldRelease: a customer's events held by the abuse
+// quarantine before their deletion must not come back when the operator
+// releases the quarantine while the deletion runs. The release reads a
+// held batch, checks its events, then applies them; a deletion that erases
+// the customer from the batch in between (here, from the check) must win:
+// the release applies the batch as it stands after the erasure.
+func TestDeletionDuringHeldRelease(t *testing.T) {
+	const ana, beto = "ana-00000001", "beto-0000002"
+	e, p, db, _ := newTest(t, 1)
+	byRaw := map[string]engine.Event{}
+	var evs []engine.IngestEvent
+	for i, ref := range []string{ana, beto, ana} {
+		ev := engine.Event{ID: fmt.Sprintf("held-%d", i), ClienteRef: ref, TS: t0.Add(-time.Hour), Tipo: engine.CompraCat,
+			Clave: "abarrotes", ValorCents: 1000, TicketID: fmt.Sprintf("t-held-%d", i), MargenCents: 100}
+		raw := fmt.Sprintf(`{"event_id":%q,"cliente_ref":%q}`, ev.ID, ref)
+		byRaw[raw] = ev
+		evs = append(evs, engine.IngestEvent{Index: i, Event: ev, Canonical: []byte(raw)})
+	}
+	d := engine.Delivery{ClientID: "c1", Trace: "tr-1", At: t0, Now: t0, Hold: true}
+	if res, err := e.Ingester.Receive("acme", evs, d); err != nil || res.Aceptados != 3 {
+		t.Fatalf("hold: %+v %v", res, err)
+	}
+	erased := false
+	check := func(raw []byte, i int) (engine.IngestEvent, bool, error) {
+		if !erased {
+			erased = true
+			deleteAll(t, p, ana)
+		}
+		ev, ok := byRaw[string(raw)]
+		if !ok {
+			return engine.IngestEvent{}, false, fmt.Errorf("held event %s does not parse", raw)
+		}
+		return engine.IngestEvent{Index: i, Event: ev, Canonical: raw}, true, nil
+	}
+	acc, _, err := e.Ingester.ReleaseHeld("acme", t0, check)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if acc != 1 {
+		t.Errorf("release accepted %d events, want 1 (beto's)", acc)
+	}
+	for ref, want := range map[string]bool{ana: false, beto: true} {
+		if got := holds(t, db, []byte(ref)); got != want {
+			t.Errorf("store holds %s = %v, want %v", ref, got, want)
+		}
+	}
+}
