@@ -8,6 +8,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -100,18 +101,28 @@ func scrubResult(svc *services, j *batch.Job, needle []byte) error {
 }
 
 // scrubChunks rewrites, in b, the stored request chunks of job j without
-// ref and returns the keys it rewrote.
+// ref and returns the keys it rewrote. A chunk that does not decode never
+// stops the deletion (contract §8): it is deleted when its bytes name ref
+// (its job then fails on it, as on any damaged chunk), else left to its
+// job.
 func scrubChunks(db *store.DB, b *store.Batch, tenant string, j *batch.Job, ref string) ([][]byte, error) {
 	var changed [][]byte
 	for c := 0; c < j.Chunks; c++ {
 		key := store.JobChunkKey(tenant, j.ID, c)
-		var chunk []string
-		err := db.GetJSON(key, &chunk)
+		v, err := db.Get(key)
 		if errors.Is(err, store.ErrNotFound) {
 			continue
 		}
 		if err != nil {
 			return nil, err
+		}
+		var chunk []string
+		if json.Unmarshal(v, &chunk) != nil {
+			if bytes.Contains(v, []byte(ref)) {
+				b.Delete(key)
+				changed = append(changed, key)
+			}
+			continue
 		}
 		kept := chunk[:0:0]
 		for _, r := range chunk {

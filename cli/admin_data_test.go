@@ -836,3 +836,49 @@ func TestRemoveStaleResultsSparesLaterFiles(t *testing.T) {
 		t.Errorf("files left (-want +got):\n%s", d)
 	}
 }
+
+// TestOfflineDeletionPastDamagedChunk: a restore re-applies deletions with
+// queued batch jobs' stored requests scrubbed too (offline hooks). A
+// stored chunk of customers that does not decode must not stop the
+// deletion, and so the restore, every pass (contract §8); when its bytes
+// name the customer it goes with the deletion, else it stays for the job.
+func TestOfflineDeletionPastDamagedChunk(t *testing.T) {
+	const ana, beto = "ana-00000001", "beto-0000002"
+	ctx := context.Background()
+	e, now := sandboxEnv(t, t.TempDir())
+	defer e.close()
+	eng := e.svc.engine
+	if _, err := eng.Campaigns.PutCampaign("acme", engine.Campaign{ID: "camp1", Canal: "push", Descripcion: "d"}, now); err != nil {
+		t.Fatal(err)
+	}
+	j, err := e.svc.batch.Submit("acme", batch.Submission{CampanaID: "camp1", Clientes: []string{ana, beto}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Chunk 1 of the job's request does not exist: damaged, it stands for
+	// a chunk of other customers.
+	keys := [][]byte{store.JobChunkKey("acme", j.ID, 0), store.JobChunkKey("acme", j.ID, 1)}
+	j.Chunks = 2
+	b := e.db.NewBatch()
+	if err := b.SetJSON(store.JobKey("acme", j.ID), j); err != nil {
+		t.Fatal(err)
+	}
+	b.Set(keys[0], []byte(`["`+ana+`","`+beto)) // cut short, names ana
+	b.Set(keys[1], []byte(`["`+beto))           // cut short, ana not in it
+	if err := b.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+	requestOnly(t, e, ana)
+	if st, err := e.svc.privacy.ProcessDeletions(ctx, deletionHooks(e.svc, true)); err != nil || st != (privacy.DeletionStats{Completed: 1}) {
+		t.Fatalf("offline deletion pass past damaged chunks: %+v %v, want 1 completed", st, err)
+	}
+	for i, want := range []bool{false, true} {
+		if has, err := e.db.Has(keys[i]); err != nil || has != want {
+			t.Errorf("damaged chunk %d there = %v (%v), want %v", i, has, err, want)
+		}
+	}
+	if hits := filesHolding(t, e.dataDir, []byte(ana)); len(hits) > 0 {
+		t.Errorf("files still name the deleted customer: %v", hits)
+	}
+}
