@@ -25,11 +25,8 @@ func (s *Service) Export(tenant, clienteRef, clientID, trace string) (*client.Ex
 	if err != nil {
 		return nil, err
 	}
-	del, err := s.Deletion(tenant, clienteRef)
+	del, err := s.logExport(tenant, clienteRef, clientID, trace)
 	if err != nil {
-		return nil, err
-	}
-	if err := s.logAccess(tenant, clienteRef, clientID, trace, "exportacion", del != nil); err != nil {
 		return nil, err
 	}
 	x := &client.ExportacionCliente{
@@ -60,6 +57,25 @@ func (s *Service) Export(tenant, clienteRef, clientID, trace string) (*client.Ex
 	}
 	x.EnCuarentena = len(q)
 	return x, nil
+}
+
+// logExport writes the export's access-log entry and returns the
+// customer's deletion record (nil when there is none). It holds requestMu,
+// as a deletion request does, from the read of the record to the entry's
+// commit: an entry with the raw cliente_ref is committed before the
+// deletion is requested, so the erasure rewrites it; any later one is
+// written by keyed hash.
+func (s *Service) logExport(tenant, clienteRef, clientID, trace string) (*DeletionRecord, error) {
+	s.requestMu.Lock()
+	defer s.requestMu.Unlock()
+	del, err := s.Deletion(tenant, clienteRef)
+	if err != nil {
+		return nil, err
+	}
+	if s.beforeAccessLog != nil {
+		s.beforeAccessLog()
+	}
+	return del, s.logAccess(tenant, clienteRef, clientID, trace, "exportacion", del != nil)
 }
 
 // indexedIDs returns the ids a customer index (events or decisions) names

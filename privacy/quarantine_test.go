@@ -440,3 +440,45 @@ func TestDeletionDuringHeldRelease(t *testing.T) {
 		}
 	}
 }
+
+// TestExportRacingDeletion: an export reads whether the customer has a
+// deletion record, then writes its access-log entry with the raw
+// cliente_ref when there is none. A deletion requested and completed in
+// between must not leave that entry behind with the raw cliente_ref: the
+// access log names a deleted customer by keyed hash only.
+func TestExportRacingDeletion(t *testing.T) {
+	const ana = "ana-00000001"
+	e, p, db, _ := newTest(t, 1)
+	ingestFor(t, e, ana, "a", 2)
+	done := make(chan struct{})
+	p.beforeAccessLog = func() {
+		p.beforeAccessLog = nil
+		go func() {
+			defer close(done)
+			if _, err := p.RequestDeletion("acme", ana, "ci"); err != nil {
+				t.Error(err)
+				return
+			}
+			if st, err := p.ProcessDeletions(context.Background(), DeletionHooks{}); err != nil || st.Completed != 1 {
+				t.Errorf("deletion: %+v %v", st, err)
+			}
+		}()
+		// Not a timing assertion: an export that holds the deletion back
+		// until its entry is written makes this wait run out.
+		select {
+		case <-done:
+		case <-time.After(time.Second):
+		}
+	}
+	if _, err := p.Export("acme", ana, "ci", "tr-1"); err != nil {
+		t.Fatal(err)
+	}
+	<-done
+	if holds(t, db, []byte(ana)) {
+		t.Error("the store names the deleted customer after an export that raced the deletion")
+	}
+	log, err := p.AccessLog("acme")
+	if err != nil || len(log) != 1 || log[0].ClienteRef != "" || log[0].ClienteHash != p.CustomerHash("acme", ana) {
+		t.Errorf("access log: %+v %v; want one entry naming the customer by keyed hash", log, err)
+	}
+}

@@ -41,7 +41,8 @@ type Service struct {
 
 	// deletionMu serialises worker passes; requestMu serialises deletion
 	// requests (so two requests for one customer queue one job) without
-	// making them wait for a pass's compactions.
+	// making them wait for a pass's compactions, and an export's
+	// access-log entry with them (logExport).
 	deletionMu, requestMu sync.Mutex
 	// lastSweep is when the worker last looked for stranded deletions
 	// (requeueStranded); under deletionMu.
@@ -50,6 +51,9 @@ type Service struct {
 	// beforeCommit, when set (tests), runs in eraseCustomer after the
 	// erasers, under the customer's locks, before the erasure commits.
 	beforeCommit func()
+	// beforeAccessLog, when set (tests), runs in Export between its read
+	// of the customer's deletion record and its access-log entry.
+	beforeAccessLog func()
 }
 
 // New returns the Service of c.
