@@ -78,7 +78,7 @@ type DeletionRecord struct {
 // hash).
 type deletionJob struct {
 	// ClienteRef is empty for deletions re-applied from a backup's ledger:
-	// the customer is then found by hash.
+	// the customer is then found by hash, and kept here once found.
 	ClienteRef string    `json:"cliente_ref,omitempty"`
 	Hash       string    `json:"hash"`
 	Ledgered   bool      `json:"ledgered,omitempty"`
@@ -561,6 +561,15 @@ func (s *Service) applyDeletion(tenant string, qkey []byte, job deletionJob, ref
 			return nil, nil, fmt.Errorf("backup ledger: %w", err)
 		}
 		job.Ledgered = true
+		if err := s.putJob(qkey, &job); err != nil {
+			return nil, nil, err
+		}
+	}
+	if ref != "" && job.ClienteRef == "" {
+		// Found by hash: the erasure removes what the hash was matched
+		// against, so a retry (a wait, a crash) must find the customer in
+		// the queue entry, as for a request.
+		job.ClienteRef = ref
 		if err := s.putJob(qkey, &job); err != nil {
 			return nil, nil, err
 		}

@@ -194,6 +194,38 @@ func TestDeletionByHash(t *testing.T) {
 	}
 }
 
+// TestDeletionByHashWaitsWithItsCustomer: a deletion known only by keyed
+// hash (re-applied from a backup's ledger, or queued again by the sweep)
+// whose batch data must wait for a running batch job is retried with the
+// customer it found. The first pass erased every store record the hash
+// was matched against, so the retry cannot find the customer again by
+// hash; it must still reach the batch data (result files) before it
+// completes.
+func TestDeletionByHashWaitsWithItsCustomer(t *testing.T) {
+	const fede = "fede-00000001"
+	e, p, _, clk := newTest(t, 1)
+	ingestFor(t, e, fede, "f", 2)
+	if _, err := p.ScheduleDeletionByHash("acme", p.CustomerHash("acme", fede), t0, "ci"); err != nil {
+		t.Fatal(err)
+	}
+	var reached []string
+	hooks := DeletionHooks{External: func(_, ref string) ([][]byte, bool, error) {
+		reached = append(reached, ref)
+		return nil, len(reached) == 1, nil // a batch job runs during the first pass
+	}}
+	ctx := context.Background()
+	if st, err := p.ProcessDeletions(ctx, hooks); err != nil || st.Pending != 1 {
+		t.Fatalf("first pass: %+v %v, want 1 pending", st, err)
+	}
+	clk.Advance(deletionRetry)
+	if st, err := p.ProcessDeletions(ctx, hooks); err != nil || st.Completed != 1 {
+		t.Fatalf("retry: %+v %v, want 1 completed", st, err)
+	}
+	if diff := cmp.Diff([]string{fede, fede}, reached); diff != "" {
+		t.Errorf("batch data reached for (-want +got):\n%s", diff)
+	}
+}
+
 func TestDeletionReleasesPendingSendBudget(t *testing.T) {
 	e, p, db, _ := newTest(t, 1)
 	max := int64(1)
