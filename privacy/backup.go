@@ -214,7 +214,9 @@ func (bk *Backups) Take(_ context.Context, db *store.DB, dir, version string, pr
 // it owner-only.
 func (bk *Backups) prepareDir(dir string) error {
 	dataAbs, _ := filepath.Abs(bk.dataDir)
-	if rel, err := filepath.Rel(dataAbs, dir); err == nil && !strings.HasPrefix(rel, "..") {
+	dirAbs, _ := filepath.Abs(dir)
+	rel, err := filepath.Rel(dataAbs, dirAbs)
+	if err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
 		return fmt.Errorf("--out %s is inside the data dir; put backups elsewhere", dir)
 	}
 	if names, err := os.ReadDir(dir); err == nil && len(names) > 0 {

@@ -3,6 +3,7 @@ package privacy
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -82,6 +83,31 @@ func TestLedgerAfterTornAppend(t *testing.T) {
 		}
 		if diff := cmp.Diff([]LedgerEntry{first, retried}, got); diff != "" {
 			t.Errorf("torn %q: ledger (-want +got):\n%s", torn, diff)
+		}
+	}
+}
+
+// TestBackupRefusedInsideDataDir: a backup inside the data dir would keep
+// there the data of every customer deleted later (the contract's deletion
+// reaches everything in the data dir), so --out must lie outside it,
+// whatever its name; directories beside the data dir are fine.
+func TestBackupRefusedInsideDataDir(t *testing.T) {
+	root := t.TempDir()
+	dataDir := filepath.Join(root, "data")
+	bk := NewBackups(dataDir, time.Now, zerolog.Nop())
+	for _, tc := range []struct {
+		dir    string
+		inside bool
+	}{
+		{filepath.Join(dataDir, "backup"), true},
+		{filepath.Join(dataDir, "..backup"), true},
+		{dataDir, true},
+		{filepath.Join(root, "data-backup"), false},
+		{filepath.Join(root, "backup"), false},
+	} {
+		err := bk.prepareDir(tc.dir)
+		if refused := err != nil && strings.Contains(err.Error(), "inside the data dir"); refused != tc.inside {
+			t.Errorf("--out %s: %v; want refused as inside the data dir = %v", tc.dir, err, tc.inside)
 		}
 	}
 }
