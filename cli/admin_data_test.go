@@ -467,6 +467,27 @@ func TestRestoreKeepsDataAfterCompletedDeletion(t *testing.T) {
 			}
 			ingest("new")
 		}, nil, 2},
+		{"completed while the backup was taken, customer came back", func(t *testing.T, e *env, ingest func(string)) {
+			ingest("old")
+			if _, err := e.svc.privacy.RequestDeletion("acme", ref, "ci"); err != nil {
+				t.Fatal(err)
+			}
+			if st, err := e.svc.privacy.ProcessDeletions(ctx, deletionHooks(e.svc, false)); err != nil || st.Completed != 1 {
+				t.Fatalf("deletion: %+v %v", st, err)
+			}
+			ingest("new")
+		}, func(t *testing.T, e *env, _ func(string)) {
+			// The backup was registered before the deletion was requested
+			// and checkpointed after it completed: its ledger has the
+			// deletion that its store holds completado.
+			rec, err := e.svc.privacy.Deletion("acme", ref)
+			if err != nil || rec == nil {
+				t.Fatalf("deletion record: %+v %v", rec, err)
+			}
+			if err := e.svc.backups.Ledger(privacy.LedgerEntry{Tenant: "acme", Hash: rec.Hash, RequestedAt: rec.SolicitadoEn, ClientID: rec.ClientID}); err != nil {
+				t.Fatal(err)
+			}
+		}, 2},
 		{"scheduled when the backup was taken", func(t *testing.T, e *env, ingest func(string)) {
 			ingest("old")
 			if _, err := e.svc.privacy.RequestDeletion("acme", ref, "ci"); err != nil {

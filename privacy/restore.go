@@ -279,11 +279,9 @@ func liveDeletions(dataDir string, progress io.Writer) (out []liveDeletion, stat
 	return out, state, nil
 }
 
-// reapplyDeletions opens the staging store, schedules every deletion of the
-// ledger, every deletion the backup's store had not completed and every
-// deletion of live (the replaced store's) the backup had not completed, and
-// runs them to completado. It returns how many customers' deletions it
-// applied.
+// reapplyDeletions opens the staging store, schedules the deletions
+// toReapply finds, and runs them to completado. It returns how many
+// customers' deletions it applied.
 func reapplyDeletions(ctx context.Context, dataDir, staging string, secrets *store.Secrets, ledger []LedgerEntry, live []liveDeletion,
 	open OpenStaging, progress io.Writer) (int, error) {
 	db, err := store.Open(staging, nil)
@@ -295,47 +293,9 @@ func reapplyDeletions(ctx context.Context, dataDir, staging string, secrets *sto
 	if err != nil {
 		return 0, err
 	}
-	type key struct{ tenant, hash string }
-	todo := map[key]LedgerEntry{}
-	for _, l := range ledger {
-		if _, ok := db.Tenant(l.Tenant); !ok {
-			continue // a tenant created after the backup: none of its data is in it
-		}
-		if old, ok := todo[key{l.Tenant, l.Hash}]; !ok || l.RequestedAt.After(old.RequestedAt) {
-			todo[key{l.Tenant, l.Hash}] = l
-		}
-	}
-	for _, t := range db.Tenants() {
-		recs, err := svc.Deletions(t.ID)
-		if err != nil {
-			return 0, err
-		}
-		for _, r := range recs {
-			if r.Estado == DeletionCompleted {
-				// Done before the checkpoint: what the store holds of the
-				// customer came after it (a returning customer) and stays.
-				continue
-			}
-			if _, ok := todo[key{t.ID, r.Hash}]; !ok {
-				todo[key{t.ID, r.Hash}] = LedgerEntry{Tenant: t.ID, Hash: r.Hash, RequestedAt: r.SolicitadoEn, ClientID: r.ClientID}
-			}
-		}
-	}
-	for _, l := range live {
-		if _, ok := db.Tenant(l.tenant); !ok {
-			continue
-		}
-		done, err := svc.deletionByHash(l.tenant, l.rec.Hash)
-		if err != nil {
-			return 0, err
-		}
-		if done != nil && done.Estado == DeletionCompleted && !l.rec.SolicitadoEn.IsZero() && !done.SolicitadoEn.Before(l.rec.SolicitadoEn) {
-			continue // the backup holds this deletion (or a later one) done: what came after it stays
-		}
-		k := key{l.tenant, l.rec.Hash}
-		if old, ok := todo[k]; !ok || l.rec.SolicitadoEn.After(old.RequestedAt) {
-			todo[k] = LedgerEntry{Tenant: l.tenant, Hash: l.rec.Hash, RequestedAt: l.rec.SolicitadoEn, ClientID: l.rec.ClientID}
-		}
+	todo, err := toReapply(svc, db, ledger, live)
+	if err != nil {
+		return 0, err
 	}
 	for _, l := range todo {
 		if _, err := svc.ScheduleDeletionByHash(l.Tenant, l.Hash, l.RequestedAt, l.ClientID); err != nil {
@@ -363,6 +323,52 @@ func reapplyDeletions(ctx context.Context, dataDir, staging string, secrets *sto
 		return 0, err
 	}
 	return len(todo), nil
+}
+
+// toReapply returns the deletions a restore applies to the restored store
+// db (served by svc), the latest request per customer: those of the
+// ledger, those db had not completed and those of live (the replaced
+// store's). One that db holds completado, as requested then or later, is
+// left out: it was done before the checkpoint, and what the customer sent
+// after it (a returning customer) stays. That holds for a ledger entry
+// too: the ledger is fed from the backup's registration, before its
+// checkpoint.
+func toReapply(svc *Service, db *store.DB, ledger []LedgerEntry, live []liveDeletion) (map[[2]string]LedgerEntry, error) {
+	todo := map[[2]string]LedgerEntry{}
+	add := func(l LedgerEntry) {
+		if _, ok := db.Tenant(l.Tenant); !ok {
+			return // a tenant created after the backup: none of its data is in it
+		}
+		k := [2]string{l.Tenant, l.Hash}
+		if old, ok := todo[k]; !ok || l.RequestedAt.After(old.RequestedAt) {
+			todo[k] = l
+		}
+	}
+	for _, l := range ledger {
+		add(l)
+	}
+	for _, t := range db.Tenants() {
+		recs, err := svc.Deletions(t.ID)
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range recs {
+			add(LedgerEntry{Tenant: t.ID, Hash: r.Hash, RequestedAt: r.SolicitadoEn, ClientID: r.ClientID})
+		}
+	}
+	for _, l := range live {
+		add(LedgerEntry{Tenant: l.tenant, Hash: l.rec.Hash, RequestedAt: l.rec.SolicitadoEn, ClientID: l.rec.ClientID})
+	}
+	for k, l := range todo {
+		done, err := svc.deletionByHash(l.Tenant, l.Hash)
+		if err != nil {
+			return nil, err
+		}
+		if done != nil && done.Estado == DeletionCompleted && !l.RequestedAt.IsZero() && !done.SolicitadoEn.Before(l.RequestedAt) {
+			delete(todo, k)
+		}
+	}
+	return todo, nil
 }
 
 // reconcileResults makes the results dir agree with the restored jobs.
