@@ -72,6 +72,7 @@ func TestSecurityHeadersOnEveryAnswer(t *testing.T) {
 	if !strings.Contains(body, `<meta name="referrer" content="no-referrer">`) || strings.Contains(body, "src=") {
 		t.Errorf("sign-in page: want a no-referrer meta and nothing fetched\n%s", body)
 	}
+	check("sign-in page", resp, body)
 	resp, body = do(req{"POST", "/login", "t=" + tok})
 	if resp.StatusCode != http.StatusSeeOther {
 		t.Fatalf("sign in: %d", resp.StatusCode)
