@@ -565,7 +565,7 @@ func credRotateCmd(a *app) *cobra.Command {
 	var grace string
 	cmd := &cobra.Command{
 		Use:   "rotate CLIENT_ID [--grace 24h]",
-		Short: "Issue a new secret; the old one keeps working for the grace period",
+		Short: "Issue a new secret; the old one and its tokens keep working for the grace period",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			g, err := parseDays(grace)
@@ -579,8 +579,7 @@ func credRotateCmd(a *app) *cobra.Command {
 					if c.Revoked {
 						return fmt.Errorf("credential %s is revoked; create a new one", c.ClientID)
 					}
-					c.PrevSecretHash, c.PrevUntil = c.SecretHash, now.Add(g)
-					c.SecretHash, c.RotatedAt = store.HashSecret(secret), now
+					c.Rotate(store.HashSecret(secret), now, g)
 					return nil
 				})
 				if err != nil {

@@ -84,11 +84,15 @@ func (s scope) String() string {
 // tokenTTL is the lifetime of an access token (spec: 15 minutes).
 const tokenTTL = 15 * time.Minute
 
-// tokens issues and verifies access tokens: "ct1." + base64url(payload) +
+// tokens issues and verifies access tokens: "ct2." + base64url(payload) +
 // "." + base64url(HMAC-SHA256(payload)), payload = expiry (unix seconds, 8
-// bytes) | scopes (4 bytes) | client_id. Verification needs no store read;
-// whether the credential is still active is checked against the in-memory
-// credential cache by the caller.
+// bytes) | scopes (4 bytes) | secret generation (4 bytes) | client_id. The
+// generation is the credential's SecretGen for the secret the token was
+// obtained with, so that a rotation can cut the old secret's tokens.
+// Verification needs no store read; whether the credential is still active
+// and still accepts the generation is checked against the in-memory
+// credential cache by the caller. Tokens of the format before generations
+// ("ct1.") are refused like any malformed token.
 type tokens struct {
 	key  []byte
 	pool sync.Pool // of hash.Hash
@@ -100,12 +104,16 @@ func newTokens(key []byte) *tokens {
 	return t
 }
 
-const tokenPrefix = "ct1."
+const tokenPrefix = "ct2."
 
-func (t *tokens) issue(clientID string, scopes scope, exp time.Time) string {
-	payload := make([]byte, 12, 12+len(clientID))
+// tokenHead is the length of the payload before the client id.
+const tokenHead = 16
+
+func (t *tokens) issue(clientID string, scopes scope, gen uint32, exp time.Time) string {
+	payload := make([]byte, tokenHead, tokenHead+len(clientID))
 	binary.BigEndian.PutUint64(payload, uint64(exp.Unix()))
 	binary.BigEndian.PutUint32(payload[8:], uint32(scopes))
+	binary.BigEndian.PutUint32(payload[12:], gen)
 	payload = append(payload, clientID...)
 	mac := t.sign(payload, nil)
 	enc := base64.RawURLEncoding
@@ -122,37 +130,38 @@ func (t *tokens) sign(payload, dst []byte) []byte {
 }
 
 // verify checks the token's signature and expiry against now (real time) and
-// returns its client id and scopes. ok is false for anything malformed,
-// altered or expired. clientID is only valid until the next call with buf;
-// it points into buf so that the hot path allocates nothing.
-func (t *tokens) verify(tok string, now time.Time, buf *[160]byte) (clientID []byte, scopes scope, ok bool) {
+// returns its client id, scopes and secret generation. ok is false for
+// anything malformed, altered or expired. clientID is only valid until the
+// next call with buf; it points into buf so that the hot path allocates
+// nothing.
+func (t *tokens) verify(tok string, now time.Time, buf *[160]byte) (clientID []byte, scopes scope, gen uint32, ok bool) {
 	if !strings.HasPrefix(tok, tokenPrefix) {
-		return nil, 0, false
+		return nil, 0, 0, false
 	}
 	rest := tok[len(tokenPrefix):]
 	dot := strings.IndexByte(rest, '.')
 	if dot < 0 || dot > 200 || len(rest)-dot-1 != 43 {
-		return nil, 0, false
+		return nil, 0, 0, false
 	}
 	var src [256]byte
 	var mbuf [34]byte
 	enc := base64.RawURLEncoding
 	n, err := enc.Decode(buf[:], append(src[:0], rest[:dot]...))
-	if err != nil || n < 13 {
-		return nil, 0, false
+	if err != nil || n <= tokenHead {
+		return nil, 0, 0, false
 	}
 	m, err := enc.Decode(mbuf[:], append(src[:0], rest[dot+1:]...))
 	if err != nil || m != 32 {
-		return nil, 0, false
+		return nil, 0, 0, false
 	}
 	var sbuf [32]byte
 	want := t.sign(buf[:n], sbuf[:0])
 	if !hmac.Equal(want, mbuf[:m]) {
-		return nil, 0, false
+		return nil, 0, 0, false
 	}
 	exp := int64(binary.BigEndian.Uint64(buf[:8]))
 	if now.Unix() >= exp {
-		return nil, 0, false
+		return nil, 0, 0, false
 	}
-	return buf[12:n], scope(binary.BigEndian.Uint32(buf[8:12])), true
+	return buf[tokenHead:n], scope(binary.BigEndian.Uint32(buf[8:12])), binary.BigEndian.Uint32(buf[12:tokenHead]), true
 }

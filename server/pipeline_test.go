@@ -1,12 +1,19 @@
 package server
 
 import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/coupond/coupond/store"
 )
@@ -193,11 +200,11 @@ func BenchmarkAuthenticatedRequest(b *testing.B) {
 func BenchmarkTokenVerify(b *testing.B) {
 	tk := newTokens(store.TestSecrets().Token)
 	now := time.Now()
-	tok := tk.issue("ci_abcdefghijklmnopqrst", scopeCatalogo|scopeEventos, now.Add(tokenTTL))
+	tok := tk.issue("ci_abcdefghijklmnopqrst", scopeCatalogo|scopeEventos, 0, now.Add(tokenTTL))
 	var buf [160]byte
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
-		if _, _, ok := tk.verify(tok, now, &buf); !ok {
+		if _, _, _, ok := tk.verify(tok, now, &buf); !ok {
 			b.Fatal("verify failed")
 		}
 	}
@@ -208,3 +215,98 @@ type discardWriter struct{ h http.Header }
 func (w *discardWriter) Header() http.Header         { return w.h }
 func (w *discardWriter) Write(p []byte) (int, error) { return len(p), nil }
 func (w *discardWriter) WriteHeader(int)             {}
+
+// rotateCredential rotates the credential's secret as `admin credential
+// rotate --grace grace` does and returns the new secret.
+func rotateCredential(t *testing.T, h *harness, id string, grace time.Duration) string {
+	t.Helper()
+	secret := fmt.Sprintf("rotated-%s-%d", id, h.clock.Now().UnixNano())
+	now := h.clock.Now()
+	_, err := h.db.UpdateCredential(id, func(c *store.Credential) error {
+		c.Rotate(store.HashSecret(secret), now, grace)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return secret
+}
+
+// TestRotationCutsOldTokens: a token obtained with a secret stops working
+// when that secret stops being accepted (at once with grace 0, at the end
+// of the grace otherwise), while tokens of the new secret go on.
+func TestRotationCutsOldTokens(t *testing.T) {
+	tokenWith := func(h *harness, id, secret string) string {
+		t.Helper()
+		st, b := h.do("POST", "/v1/token", "", map[string]string{"client_id": id, "client_secret": secret, "grant_type": "client_credentials"})
+		if st != 200 {
+			t.Fatalf("token: %d %v", st, b)
+		}
+		return b["access_token"].(string)
+	}
+	type probe struct {
+		after time.Duration // since the rotation
+		tok   string        // "old": obtained before the rotation; "grace": with the old secret after it; "new": with the new secret
+		want  int
+	}
+	tests := []struct {
+		name   string
+		grace  time.Duration
+		twice  bool // rotate a second time right after the first
+		probes []probe
+	}{
+		{"grace 0", 0, false, []probe{{0, "old", 401}, {0, "new", 200}, {10 * time.Minute, "new", 200}}},
+		{"grace 5m", 5 * time.Minute, false, []probe{{0, "old", 200}, {0, "grace", 200}, {0, "new", 200},
+			{5*time.Minute - time.Second, "old", 200}, {5 * time.Minute, "old", 401}, {5 * time.Minute, "grace", 401}, {5 * time.Minute, "new", 200}}},
+		{"rotated twice", 10 * time.Minute, true, []probe{{0, "old", 401}, {0, "grace", 200}, {0, "new", 200}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t)
+			h.tenant("acme", false, nil)
+			id, secret := h.credential("acme", "catalogo:escribir")
+			toks := map[string]string{"old": tokenWith(h, id, secret)}
+			newSecret := rotateCredential(t, h, id, tt.grace)
+			if tt.twice {
+				secret, newSecret = newSecret, rotateCredential(t, h, id, tt.grace)
+			}
+			if tt.grace > 0 {
+				toks["grace"] = tokenWith(h, id, secret)
+			}
+			toks["new"] = tokenWith(h, id, newSecret)
+			var at time.Duration
+			var got, want []string
+			for _, p := range tt.probes {
+				h.clock.Advance(p.after - at)
+				at = p.after
+				st, _ := h.do("GET", "/v1/catalogo-acciones", toks[p.tok], nil)
+				got = append(got, fmt.Sprintf("%s token at +%v: %d", p.tok, p.after, st))
+				want = append(want, fmt.Sprintf("%s token at +%v: %d", p.tok, p.after, p.want))
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("answers (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestOldFormatTokenRefused: a token of the format before secret
+// generations (ct1: expiry, scopes, client id), correctly signed and not
+// expired, is refused with the plain 401, so that no token escapes a
+// rotation; clients fetch a new one.
+func TestOldFormatTokenRefused(t *testing.T) {
+	h := newHarness(t)
+	h.tenant("acme", false, nil)
+	id, _ := h.credential("acme", "catalogo:escribir")
+	payload := binary.BigEndian.AppendUint64(nil, uint64(h.clock.Now().Add(tokenTTL).Unix()))
+	payload = binary.BigEndian.AppendUint32(payload, uint32(scopeCatalogo))
+	payload = append(payload, id...)
+	m := hmac.New(sha256.New, h.secrets.Token)
+	m.Write(payload)
+	enc := base64.RawURLEncoding
+	tok := "ct1." + enc.EncodeToString(payload) + "." + enc.EncodeToString(m.Sum(nil))
+	st, b := h.do("GET", "/v1/catalogo-acciones", tok, nil)
+	if st != 401 || b["codigo"] != "no_autenticado" {
+		t.Errorf("old-format token: %d %v, want 401 no_autenticado", st, b)
+	}
+}

@@ -342,20 +342,22 @@ func refusesWrites(rt route) bool {
 	return !rt.public && (rt.method == http.MethodPost || rt.method == http.MethodPut)
 }
 
-// authenticate checks the bearer token and that its credential is active.
-// Every failure gives the same 401.
+// authenticate checks the bearer token, that its credential is active and
+// that the secret the token was obtained with is still accepted (a rotation
+// cuts the old secret's tokens when its grace ends). Every failure gives
+// the same 401.
 func (s *Server) authenticate(c *call) error {
 	h := c.r.Header.Get("Authorization")
 	if len(h) < 7 || !strings.EqualFold(h[:7], "bearer ") {
 		return errKind(kindUnauthenticated)
 	}
 	var buf [160]byte
-	clientID, scopes, ok := s.tokens.verify(strings.TrimSpace(h[7:]), c.start, &buf)
+	clientID, scopes, gen, ok := s.tokens.verify(strings.TrimSpace(h[7:]), c.start, &buf)
 	if !ok {
 		return errKind(kindUnauthenticated)
 	}
 	cred, ok := s.DB.CredentialBytes(clientID)
-	if !ok || !cred.Active() {
+	if !ok || !cred.Active() || !cred.AcceptsGeneration(gen, c.start) {
 		return errKind(kindUnauthenticated)
 	}
 	t, ok := s.DB.Tenant(cred.Tenant)

@@ -90,7 +90,7 @@ func (s *Server) issueToken(c *call) error {
 	if !known {
 		check = dummyCredential
 	}
-	match := check.SecretMatches(req.secret, c.start)
+	gen, match := check.SecretMatches(req.secret, c.start)
 	if !known || !match || !cred.Active() {
 		s.tokenFailures.allow(addr, classTokenFailure, c.start, 1)
 		return &apiError{kind: kindUnauthenticated, basic: req.basic}
@@ -110,7 +110,7 @@ func (s *Server) issueToken(c *call) error {
 		granted = want
 	}
 	s.DB.TouchCredential(cred.ClientID, c.start)
-	tok := s.tokens.issue(cred.ClientID, granted, c.start.Add(tokenTTL))
+	tok := s.tokens.issue(cred.ClientID, granted, gen, c.start.Add(tokenTTL))
 	c.answer = answer{http.StatusOK, map[string]any{
 		"access_token": tok,
 		"expires_in":   int(tokenTTL.Seconds()),

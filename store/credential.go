@@ -23,6 +23,11 @@ type Credential struct {
 	PrevSecretHash []byte    `json:"prev_secret_hash,omitempty"`
 	PrevUntil      time.Time `json:"prev_until,omitempty"`
 	RotatedAt      time.Time `json:"rotated_at,omitempty"`
+	// SecretGen numbers the current secret: each rotation adds one (modulo
+	// 2^32), so the previous secret is SecretGen-1. Access tokens carry the
+	// generation of the secret they were obtained with (AcceptsGeneration).
+	// Records stored before it existed read 0.
+	SecretGen uint32 `json:"secret_gen,omitempty"`
 
 	Revoked   bool      `json:"revoked"`
 	RevokedAt time.Time `json:"revoked_at,omitempty"`
@@ -44,7 +49,9 @@ func (c *Credential) Active() bool { return !c.Revoked && !c.Suspended }
 // SecretMatches compares secret with the current secret and, within the
 // rotation grace period, the previous one, in constant time. Both
 // comparisons always run so the time taken does not depend on which matched.
-func (c *Credential) SecretMatches(secret string, now time.Time) bool {
+// gen is the generation of the secret that matched (SecretGen, or
+// SecretGen-1 for the previous one), for the token it obtains.
+func (c *Credential) SecretMatches(secret string, now time.Time) (gen uint32, ok bool) {
 	h := HashSecret(secret)
 	cur := subtle.ConstantTimeCompare(h, c.SecretHash)
 	prev := 0
@@ -56,7 +63,29 @@ func (c *Credential) SecretMatches(secret string, now time.Time) bool {
 	if prev == 1 && !now.Before(c.PrevUntil) {
 		prev = 0
 	}
-	return cur|prev == 1
+	// The previous generation only when the current secret did not match.
+	return c.SecretGen - uint32(prev&^cur), cur|prev == 1
+}
+
+// AcceptsGeneration reports whether an access token obtained with the
+// secret of generation gen may still be used at now: gen is the current
+// generation, or the previous one while its grace lasts (before
+// PrevUntil). A token of an older secret, or of a previous one past its
+// grace, is refused, so that a rotation cuts the tokens of the secret it
+// replaces when that secret stops being accepted. Revocation and
+// suspension are checked apart (Active).
+func (c *Credential) AcceptsGeneration(gen uint32, now time.Time) bool {
+	return gen == c.SecretGen || gen == c.SecretGen-1 && len(c.PrevSecretHash) > 0 && now.Before(c.PrevUntil)
+}
+
+// Rotate replaces the secret with the one whose hash is newHash, keeps the
+// old one working (for new tokens and the tokens it obtained) until
+// now+grace and moves to the next generation. The caller stores the
+// result (UpdateCredential).
+func (c *Credential) Rotate(newHash []byte, now time.Time, grace time.Duration) {
+	c.PrevSecretHash, c.PrevUntil = c.SecretHash, now.Add(grace)
+	c.SecretHash, c.RotatedAt = newHash, now
+	c.SecretGen++
 }
 
 // CreateCredential stores a new credential; ErrExists if the id is taken.

@@ -120,27 +120,68 @@ func TestCredentialSecretMatching(t *testing.T) {
 		t.Fatal(err)
 	}
 	c, err := db.UpdateCredential("ci_1", func(c *Credential) error {
-		c.PrevSecretHash, c.PrevUntil, c.SecretHash = c.SecretHash, now.Add(time.Hour), HashSecret("new")
+		c.Rotate(HashSecret("new"), now, time.Hour)
 		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	tests := []struct {
-		secret string
-		at     time.Time
-		want   bool
+		secret  string
+		at      time.Time
+		wantGen uint32
+		want    bool
 	}{
-		{"new", now, true},
-		{"old", now, true},
-		{"old", now.Add(time.Hour), false},
-		{"wrong", now, false},
-		{"", now, false},
+		{"new", now, 1, true},
+		{"old", now, 0, true},
+		{"old", now.Add(time.Hour), 0, false},
+		{"wrong", now, 0, false},
+		{"", now, 0, false},
 	}
 	for _, tt := range tests {
-		if got := c.SecretMatches(tt.secret, tt.at); got != tt.want {
-			t.Errorf("SecretMatches(%q, %v) = %v, want %v", tt.secret, tt.at, got, tt.want)
+		gen, ok := c.SecretMatches(tt.secret, tt.at)
+		if ok != tt.want || ok && gen != tt.wantGen {
+			t.Errorf("SecretMatches(%q, %v) = %d, %v, want %d, %v", tt.secret, tt.at, gen, ok, tt.wantGen, tt.want)
 		}
+	}
+}
+
+// TestCredentialAcceptsGeneration: a token's secret generation is
+// accepted while its secret is, including for a credential rotated before
+// generations were stored (SecretGen 0 with a previous secret).
+func TestCredentialAcceptsGeneration(t *testing.T) {
+	now := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	fresh := &Credential{SecretHash: HashSecret("a")}
+	once := *fresh
+	once.Rotate(HashSecret("b"), now, time.Hour)
+	twice := once
+	twice.Rotate(HashSecret("c"), now, time.Hour)
+	legacy := &Credential{SecretHash: HashSecret("b"), PrevSecretHash: HashSecret("a"), PrevUntil: now.Add(time.Hour), RotatedAt: now}
+	tests := []struct {
+		name string
+		c    *Credential
+		gen  uint32
+		at   time.Time
+		want bool
+	}{
+		{"never rotated, current", fresh, 0, now, true},
+		{"never rotated, other", fresh, ^uint32(0), now, false},
+		{"rotated, new secret", &once, 1, now.Add(48 * time.Hour), true},
+		{"rotated, old secret in grace", &once, 0, now.Add(time.Hour - time.Second), true},
+		{"rotated, old secret after grace", &once, 0, now.Add(time.Hour), false},
+		{"rotated twice, first secret", &twice, 0, now, false},
+		{"rotated twice, second secret in grace", &twice, 1, now, true},
+		{"rotated before generations, current", legacy, 0, now, true},
+		{"rotated before generations, old in grace", legacy, ^uint32(0), now, true},
+		{"rotated before generations, old after grace", legacy, ^uint32(0), now.Add(time.Hour), false},
+	}
+	for _, tt := range tests {
+		if got := tt.c.AcceptsGeneration(tt.gen, tt.at); got != tt.want {
+			t.Errorf("%s: AcceptsGeneration(%d) = %v, want %v", tt.name, tt.gen, got, tt.want)
+		}
+	}
+	if gen, ok := legacy.SecretMatches("a", now); !ok || !legacy.AcceptsGeneration(gen, now) {
+		t.Errorf("legacy credential, old secret in grace: gen %d ok %v, not accepted", gen, ok)
 	}
 }
 
