@@ -1,8 +1,11 @@
 package batch
 
 import (
+	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"sync"
 
 	"github.com/coupond/coupond/engine"
@@ -40,6 +43,103 @@ func AppendResultLine(dst []byte, ref string, d *engine.Decision) []byte {
 	}
 	dst[body] = ',' // the body's "{": cliente_ref comes first
 	return dst
+}
+
+// detalleKey opens a line's detalle member. Lines are written by
+// AppendResultLine: no whitespace, cliente_ref first. The bytes `,"` with a
+// bare quote never occur inside a JSON string (a quote there is escaped),
+// so these bytes are the member's key wherever they occur.
+var detalleKey = []byte(`,"detalle":`)
+
+// StripDetalle appends result line to dst without its detalle member, the
+// rest byte for byte (a line without detalle is appended as it is): the
+// line as a caller without the scope explicar:leer gets it. ok is false
+// when the line's detalle is not an object that ends within the line.
+func StripDetalle(dst, line []byte) (_ []byte, ok bool) {
+	i := bytes.Index(line, detalleKey)
+	if i < 0 {
+		return append(dst, line...), true
+	}
+	v := line[i+len(detalleKey):]
+	n := objectEnd(v)
+	if n < 0 {
+		return dst, false
+	}
+	dst = append(dst, line[:i]...)
+	return append(dst, v[n:]...), true
+}
+
+// objectEnd returns the length of the JSON object at the start of b, or -1
+// when b does not start with one or it does not end within b. Brackets
+// inside strings do not count.
+func objectEnd(b []byte) int {
+	if len(b) == 0 || b[0] != '{' {
+		return -1
+	}
+	depth, inString := 0, false
+	for i := 0; i < len(b); i++ {
+		switch c := b[i]; {
+		case inString && c == '\\':
+			i++ // the escaped byte
+		case inString:
+			inString = c != '"'
+		case c == '"':
+			inString = true
+		case c == '{' || c == '[':
+			depth++
+		case c == '}' || c == ']':
+			if depth--; depth == 0 {
+				return i + 1
+			}
+		}
+	}
+	return -1
+}
+
+// StripDetalleReader returns a reader of the result lines read from r
+// without their detalle (StripDetalle), each ending in '\n'. It holds one
+// line at a time (at most MaxResultLine bytes). A line longer than that,
+// or whose detalle does not end, is an error wrapping ErrResultDamaged;
+// r's errors are returned as they are.
+func StripDetalleReader(r io.Reader) io.Reader {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), MaxResultLine+1)
+	sc.Split(scanLF)
+	return &detalleStripper{sc: sc}
+}
+
+type detalleStripper struct {
+	sc   *bufio.Scanner
+	line []byte // the current stripped line
+	out  []byte // what of line is not read yet
+	err  error  // sticky, once the lines end
+}
+
+func (s *detalleStripper) Read(p []byte) (int, error) {
+	for len(s.out) == 0 {
+		if s.err != nil {
+			return 0, s.err
+		}
+		if !s.sc.Scan() {
+			s.err = s.sc.Err()
+			if errors.Is(s.err, bufio.ErrTooLong) {
+				s.err = fmt.Errorf("%w: a line is longer than %d bytes", ErrResultDamaged, MaxResultLine)
+			} else if s.err == nil {
+				s.err = io.EOF
+			}
+			continue
+		}
+		line, ok := StripDetalle(s.line[:0], s.sc.Bytes())
+		if !ok {
+			s.err = fmt.Errorf("%w: a line's detalle does not end", ErrResultDamaged)
+			continue
+		}
+		s.line = append(line, '\n')
+		s.out = s.line
+	}
+	n := copy(p, s.out)
+	s.out = s.out[n:]
+	return n, nil
 }
 
 // lineWriter encodes and writes result lines on its own goroutine, so that

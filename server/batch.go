@@ -121,11 +121,14 @@ func (s *Server) handleBatchResult(c *call) error {
 	if err != nil {
 		return err
 	}
-	return s.sendResult(c, j)
+	return s.sendResult(c, j, c.scopes&scopeExplicar != 0)
 }
 
 // handleSignedDownload serves a signed result URL: no token; an altered,
-// expired or foreign URL answers 404 and leaks nothing.
+// expired or foreign URL answers 404 and leaks nothing. It carries no
+// credential, so it serves what the job's creator was entitled to: the
+// lines as stored, detalle included when the job was made with
+// explicar:leer.
 func (s *Server) handleSignedDownload(c *call) error {
 	tenant, jobID, err := s.Batch.Signer.Verify(c.r.Method, c.r.URL.Path, c.r.URL.RawQuery, c.start)
 	if err != nil {
@@ -135,7 +138,7 @@ func (s *Server) handleSignedDownload(c *call) error {
 	if err != nil {
 		return errKind(kindNotFound)
 	}
-	return s.sendResult(c, j)
+	return s.sendResult(c, j, true)
 }
 
 // resultHead is how much of a decompressed result is read before the
@@ -143,9 +146,14 @@ func (s *Server) handleSignedDownload(c *call) error {
 const resultHead = 64 << 10
 
 // sendResult streams a result file: the stored zstd bytes as they are to a
-// client that accepts zstd, decompressed on the fly otherwise. A file gone
-// (retention) is 404; a damaged one 500, while nothing has been sent.
-func (s *Server) sendResult(c *call, j *batch.Job) error {
+// client that accepts zstd, decompressed on the fly otherwise. explain says
+// whether the caller may see detalle (scope explicar:leer): the lines of a
+// job made with that scope go to a caller without it decompressed and
+// without detalle, whatever Accept-Encoding asks (detalle is only for
+// credentials with the scope, as for an Idempotency-Key replay), one line
+// at a time. A file gone (retention) is 404; a damaged one 500, while
+// nothing has been sent.
+func (s *Server) sendResult(c *call, j *batch.Job, explain bool) error {
 	path, ok := s.Batch.ResultFile(j)
 	if !ok {
 		return errKind(kindNotFound)
@@ -162,7 +170,8 @@ func (s *Server) sendResult(c *call, j *batch.Job) error {
 	h.Set("Content-Type", batch.ResultContentType)
 	h.Set("Cache-Control", "no-store")
 	h.Set("Vary", "Accept-Encoding")
-	if batch.AcceptsZstd(c.r.Header.Get("Accept-Encoding")) {
+	strip := j.Explain && !explain
+	if !strip && batch.AcceptsZstd(c.r.Header.Get("Accept-Encoding")) {
 		h.Set("Content-Encoding", "zstd")
 		h.Set("Content-Length", strconv.FormatInt(res.Size(), 10))
 		c.w.WriteHeader(http.StatusOK)
@@ -172,6 +181,9 @@ func (s *Server) sendResult(c *call, j *batch.Job) error {
 	rd, err := res.Decompressed()
 	if err != nil {
 		return err
+	}
+	if strip {
+		rd = batch.StripDetalleReader(rd)
 	}
 	// The first stretch (the whole of a small file, checksum included) is
 	// decoded before the status line, so that damage found there is an

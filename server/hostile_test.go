@@ -3,11 +3,15 @@ package server
 import (
 	"encoding/json"
 	"io"
+	"maps"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/klauspost/compress/zstd"
+
+	"github.com/coupond/coupond/batch"
 )
 
 // TestUnknownAccionReal: an accion_real that is neither 0 nor in the
@@ -163,5 +167,56 @@ func TestBatchLinesExplained(t *testing.T) {
 			}
 		}
 		advanceTenant(h, "acme", 2*time.Hour) // the next job: one per hour
+	}
+}
+
+// TestBatchResultDetalleFollowsScope: detalle is present only for
+// credentials with explicar:leer (spec, Decision), so /resultado of a job
+// made with the scope gives a caller without it the same lines without
+// detalle, whatever Accept-Encoding asks; the caller with the scope and
+// the signed URL (what the job's creator was entitled to) keep it. 300
+// lines make the file longer than the part read before the status line.
+func TestBatchResultDetalleFollowsScope(t *testing.T) {
+	h, plain := batchHarness(t)
+	explain := h.token("acme", "decisiones:pedir", "explicar:leer")
+	id := submit(h, explain, map[string]any{"campana_id": "camp", "clientes": refs("scope", 300)})
+	runJobs(h)
+	full := result(h, explain, id)
+	var stripped []map[string]any
+	for i, l := range full {
+		if l["detalle"] == nil {
+			t.Fatalf("line %d of the explained job has no detalle: %v", i, l)
+		}
+		s := maps.Clone(l)
+		delete(s, "detalle")
+		stripped = append(stripped, s)
+	}
+	sp, sq := pathOf(t, status(h, plain, id)["resultado_url"].(string))
+	tests := []struct {
+		name, path, tok, ae string
+		want                []map[string]any
+	}{
+		{"without explicar:leer", "/v1/lotes-decision/" + id + "/resultado", plain, "", stripped},
+		{"without explicar:leer, zstd", "/v1/lotes-decision/" + id + "/resultado", plain, "zstd", stripped},
+		{"with explicar:leer, zstd", "/v1/lotes-decision/" + id + "/resultado", explain, "zstd", full},
+		{"signed URL", sp + "?" + sq, "", "", full},
+	}
+	for _, tt := range tests {
+		st, hdr, body := get(h, tt.path, tt.tok, "Accept-Encoding", tt.ae)
+		if st != 200 || hdr.Get("Content-Type") != batch.ResultContentType {
+			t.Fatalf("%s: %d %v", tt.name, st, hdr)
+		}
+		if hdr.Get("Content-Encoding") == "zstd" {
+			dec, _ := zstd.NewReader(nil)
+			var err error
+			body, err = dec.DecodeAll(body, nil)
+			dec.Close()
+			if err != nil {
+				t.Fatalf("%s: %v", tt.name, err)
+			}
+		}
+		if diff := cmp.Diff(tt.want, lines(t, body)); diff != "" {
+			t.Errorf("%s: lines (-want +got):\n%s", tt.name, diff)
+		}
 	}
 }

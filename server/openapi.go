@@ -1040,7 +1040,7 @@ func (g *docGen) answerSchemas() {
 		"required": []any{"job_id", "estado", "creado_en"},
 	}
 	g.schemas["LineaResultado"] = obj{
-		"description": "One line of a result file (JSONL): the Decision body plus `cliente_ref`.",
+		"description": "One line of a result file (JSONL): the Decision body plus `cliente_ref`. `detalle` is there when the job was created with scope `explicar:leer` and the download allows it (see the download routes).",
 		"allOf": []any{
 			schemaRef("Decision"),
 			obj{"type": "object", "properties": obj{"cliente_ref": obj{"type": "string"}}, "required": []any{"cliente_ref"}},
@@ -1158,7 +1158,7 @@ var resultContent = obj{
 }
 
 var resultHeaders = obj{
-	"Content-Encoding": obj{"description": "`zstd` when the request's Accept-Encoding allows it: the stored bytes are sent as they are. Otherwise absent and the body is decompressed on the fly.", "schema": obj{"type": "string", "enum": []any{"zstd"}}},
+	"Content-Encoding": obj{"description": "`zstd` when the request's Accept-Encoding allows it: the stored bytes are sent as they are. Otherwise absent and the body is decompressed on the fly; also absent when `detalle` is taken out of the lines (GET /v1/lotes-decision/{job_id}/resultado without `explicar:leer`).", "schema": obj{"type": "string", "enum": []any{"zstd"}}},
 	"Cache-Control":    obj{"schema": obj{"type": "string", "const": "no-store"}},
 }
 
@@ -1293,13 +1293,13 @@ func batchDocs() map[string]opDoc {
 			pathParams: map[string]obj{"job_id": jobID},
 			okDesc:     "The job.", okSchema: schemaRef("EstadoLote"), errors: []kind{kindNotFound}},
 		"lotes_resultado": {tag: "lotes", summary: "Download a batch result with the token",
-			description: fmt.Sprintf("The JSONL result (`%s`), one LineaResultado per line. 404 while the job is not completed and after the result's retention (%s).", batch.ResultContentType, isoDuration(batch.ResultRetention)),
+			description: fmt.Sprintf("The JSONL result (`%s`), one LineaResultado per line. 404 while the job is not completed and after the result's retention (%s). `detalle` follows the caller's scope, as for an online decision: a job created with `explicar:leer` has it in every line, and a caller without `explicar:leer` gets the same lines without it (decompressed, whatever Accept-Encoding asks).", batch.ResultContentType, isoDuration(batch.ResultRetention)),
 			pathParams:  map[string]obj{"job_id": jobID},
 			params:      []any{acceptEncoding},
 			okDesc:      "The result file.", okContent: resultContent, okHeaders: resultHeaders, errors: []kind{kindNotFound},
 			validates: true}, // spec: the batch result documents 422
 		"lotes_descarga": {tag: "lotes", summary: "Download a batch result by its signed URL",
-			description: "The `resultado_url` of a completed job: no token (it is a secret, do not share it). Any parameter changed, repeated, added or missing, an expired URL, or a result no longer kept: 404 `no_encontrado`, never data. See `x-signed-result-url`.",
+			description: "The `resultado_url` of a completed job: no token (it is a secret, do not share it). Any parameter changed, repeated, added or missing, an expired URL, or a result no longer kept: 404 `no_encontrado`, never data. See `x-signed-result-url`. With no credential, it serves what the job's creator was entitled to: the lines as stored, `detalle` included when the job was created with `explicar:leer`, whoever holds the URL.",
 			pathParams:  map[string]obj{"job_id": jobID},
 			params: []any{
 				obj{"name": "t", "in": "query", "required": true, "description": "Tenant.", "schema": obj{"type": "string"}},
