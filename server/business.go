@@ -38,8 +38,24 @@ type business struct {
 	// and looks up four strings, about 4 µs of every online decision.
 	decided sync.Map
 
+	// actionsMu guards actions: per tenant ("" without the tenant label)
+	// the action ids besides 0 that have a label of their own.
+	actionsMu sync.Mutex
+	actions   map[string]map[int]bool
+
 	gauges []tenantGauge
 }
+
+// maxActionLabels bounds the action ids besides 0 that
+// coupond_decisions_total carries, per tenant with the tenant label: the
+// largest catalog. A catalog's ids are the tenant's to choose (up to
+// 1000000) and replace, so the ids met after the first maxActionLabels
+// count under action="other" (actionOther) rather than adding series
+// without end.
+const maxActionLabels = 1000
+
+// actionOther is the action label of the ids past maxActionLabels.
+const actionOther = "other"
 
 // decisionLabels keys business.decided.
 type decisionLabels struct {
@@ -65,7 +81,7 @@ const (
 )
 
 func newBusiness(reg *prometheus.Registry, tenantLabel bool) *business {
-	b := &business{tenantLabel: tenantLabel}
+	b := &business{tenantLabel: tenantLabel, actions: map[string]map[int]bool{}}
 	counter := func(name, help string, labels ...string) *prometheus.CounterVec {
 		if tenantLabel {
 			labels = append([]string{"tenant"}, labels...)
@@ -133,9 +149,38 @@ func (b *business) decision(tenant, source string, d *engine.Decision) {
 	}
 	c, ok := b.decided.Load(key)
 	if !ok {
-		c, _ = b.decided.LoadOrStore(key, b.with(b.decisions, tenant, source, strconv.Itoa(d.Accion), outcome))
+		action, own := b.actionLabel(key.tenant, d.Accion)
+		if !own {
+			// Not cached: decided stays as bounded as the series.
+			b.with(b.decisions, tenant, source, action, outcome).Inc()
+			return
+		}
+		c, _ = b.decided.LoadOrStore(key, b.with(b.decisions, tenant, source, action, outcome))
 	}
 	c.(prometheus.Counter).Inc()
+}
+
+// actionLabel returns the action label of id for tenant ("" without the
+// tenant label): its own (own true) for 0 and the first maxActionLabels
+// ids met, else actionOther.
+func (b *business) actionLabel(tenant string, id int) (label string, own bool) {
+	if id == 0 {
+		return "0", true
+	}
+	b.actionsMu.Lock()
+	defer b.actionsMu.Unlock()
+	ids := b.actions[tenant]
+	if ids == nil {
+		ids = map[int]bool{}
+		b.actions[tenant] = ids
+	}
+	if !ids[id] {
+		if len(ids) >= maxActionLabels {
+			return actionOther, false
+		}
+		ids[id] = true
+	}
+	return strconv.Itoa(id), true
 }
 
 // answered counts what an API answer tells the business series: an

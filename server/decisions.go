@@ -3,7 +3,6 @@ package server
 import (
 	"errors"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/coupond/coupond/engine"
@@ -218,7 +217,7 @@ func (s *Server) handleFallback(c *call) error {
 	if err != nil {
 		return err
 	}
-	s.metrics.with(s.metrics.decisions, c.tenant.ID, "respaldo", strconv.Itoa(in.Accion), outcomeFallback).Inc()
+	s.metrics.decision(c.tenant.ID, "respaldo", &engine.Decision{Accion: in.Accion, EnRespaldo: true})
 	c.answer = answer{http.StatusOK, struct{}{}}
 	return nil
 }
