@@ -16,6 +16,7 @@ import (
 
 	"github.com/coupond/coupond/console"
 	"github.com/coupond/coupond/policy"
+	"github.com/coupond/coupond/server"
 	"github.com/coupond/coupond/store"
 )
 
@@ -67,7 +68,8 @@ func startConsole(addr string, behindTLS bool, e *env) (stop func(context.Contex
 		},
 	})
 	svc.consoleURL = "http://" + ln.Addr().String()
-	srv := &http.Server{Handler: con, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second, IdleTimeout: 120 * time.Second}
+	srv := &http.Server{Handler: con, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second, IdleTimeout: 120 * time.Second,
+		ErrorLog: server.HTTPErrorLog(e.log)}
 	go srv.Serve(ln)
 	e.log.Info().Str("addr", ln.Addr().String()).Msg("console serving")
 	if ta, ok := ln.Addr().(*net.TCPAddr); ok && !ta.IP.IsLoopback() {

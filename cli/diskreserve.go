@@ -15,6 +15,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/coupond/coupond/server"
 	"github.com/coupond/coupond/store"
 )
 
@@ -80,7 +81,7 @@ func waitForSpace(ctx context.Context, dataDir, spec, addr string, log zerolog.L
 	}
 	log.Error().Uint64("available_bytes", avail).Uint64("reserve_bytes", reserve).Str("data_dir", dataDir).
 		Msg("disk below the reserve: the store stays closed until space comes back (free space or lower --disk-reserve)")
-	srv, err := waitingServer(addr, avail, reserve)
+	srv, err := waitingServer(addr, avail, reserve, log)
 	if err != nil {
 		log.Warn().Err(err).Msg("cannot answer /healthz while waiting for space")
 	}
@@ -108,13 +109,13 @@ func waitForSpace(ctx context.Context, dataDir, spec, addr string, log zerolog.L
 
 // waitingServer answers while serve waits for space: /healthz 200, /readyz
 // and every other path 503 almacenamiento_lleno.
-func waitingServer(addr string, avail, reserve uint64) (*http.Server, error) {
+func waitingServer(addr string, avail, reserve uint64, log zerolog.Logger) (*http.Server, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, err
 	}
 	motivo := fmt.Sprintf("espacio libre %d MiB por debajo de la reserva de %d MiB: el almacén sigue cerrado hasta que haya espacio", avail>>20, reserve>>20)
-	srv := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := &http.Server{ReadHeaderTimeout: 5 * time.Second, ErrorLog: server.HTTPErrorLog(log), Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var id [8]byte
 		rand.Read(id[:])
 		trace := hex.EncodeToString(id[:])

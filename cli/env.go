@@ -26,6 +26,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/coupond/coupond/privacy"
+	"github.com/coupond/coupond/server"
 	"github.com/coupond/coupond/store"
 )
 
@@ -319,7 +320,7 @@ func serveAdmin(ctx context.Context, sock string, live *env) (*http.Server, erro
 	}
 	audit := &auditLog{path: filepath.Join(live.dataDir, auditFile)}
 	ln = &peerListener{Listener: ln, self: os.Getuid(), log: live.log, audit: audit}
-	srv := &http.Server{ConnContext: peerContext, ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := &http.Server{ConnContext: peerContext, ReadHeaderTimeout: 5 * time.Second, ErrorLog: server.HTTPErrorLog(live.log), Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var req adminRequest
 		p := peerFrom(r.Context())
 		err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&req)

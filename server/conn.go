@@ -2,11 +2,15 @@ package server
 
 import (
 	"context"
+	"log"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/rs/zerolog"
 )
 
 // HTTPConfig bounds what a client can hold of the server (contract section
@@ -84,6 +88,7 @@ func (s *Server) HTTPServer(ln net.Listener, cfg HTTPConfig) (*http.Server, net.
 		// OPTIONS, rather than net/http's 200; it also keeps every request
 		// passing through the pipeline, which smuggled counts on.
 		DisableGeneralOptionsHandler: true,
+		ErrorLog:                     HTTPErrorLog(s.log),
 		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
 			if fc, ok := c.(*framingConn); ok {
 				return context.WithValue(ctx, connInfoKey{}, &fc.info)
@@ -92,6 +97,21 @@ func (s *Server) HTTPServer(ln net.Listener, cfg HTTPConfig) (*http.Server, net.
 		},
 	}
 	return srv, &limitListener{Listener: ln, sem: make(chan struct{}, cfg.MaxConns), done: make(chan struct{}), writeStall: cfg.WriteStallTimeout}
+}
+
+// HTTPErrorLog is the ErrorLog of an http.Server: what net/http itself
+// reports (accept errors when descriptors run out, a handler's misuse of
+// the ResponseWriter) goes to l as a warn line with source "net/http",
+// rather than as a plain line on stderr among the JSON ones.
+func HTTPErrorLog(l zerolog.Logger) *log.Logger {
+	return log.New(httpErrorWriter{l}, "", 0)
+}
+
+type httpErrorWriter struct{ log zerolog.Logger }
+
+func (w httpErrorWriter) Write(p []byte) (int, error) {
+	w.log.Warn().Str("source", "net/http").Msg(strings.TrimSpace(string(p)))
+	return len(p), nil
 }
 
 // limitListener accepts at most cap(sem) connections open at once (as
