@@ -81,7 +81,7 @@ func waitForSpace(ctx context.Context, dataDir, spec, addr string, log zerolog.L
 	}
 	log.Error().Uint64("available_bytes", avail).Uint64("reserve_bytes", reserve).Str("data_dir", dataDir).
 		Msg("disk below the reserve: the store stays closed until space comes back (free space or lower --disk-reserve)")
-	srv, err := waitingServer(addr, avail, reserve, log)
+	srv, err := waitingServer(addr, dataDir, reserve, log)
 	if err != nil {
 		log.Warn().Err(err).Msg("cannot answer /healthz while waiting for space")
 	}
@@ -107,18 +107,44 @@ func waitForSpace(ctx context.Context, dataDir, spec, addr string, log zerolog.L
 	}
 }
 
-// waitingServer answers while serve waits for space: /healthz 200, /readyz
-// and every other path 503 almacenamiento_lleno.
-func waitingServer(addr string, avail, reserve uint64, log zerolog.Logger) (*http.Server, error) {
+// waitingServer serves waitingHandler on addr while serve waits for space.
+func waitingServer(addr, dataDir string, reserve uint64, log zerolog.Logger) (*http.Server, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, err
 	}
-	motivo := fmt.Sprintf("espacio libre %d MiB por debajo de la reserva de %d MiB: el almacén sigue cerrado hasta que haya espacio", avail>>20, reserve>>20)
-	srv := &http.Server{ReadHeaderTimeout: 5 * time.Second, ErrorLog: server.HTTPErrorLog(log), Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	avail := func() uint64 {
+		u, err := store.DiskUsage(nil, dataDir)
+		if err != nil {
+			return 0
+		}
+		return u.AvailBytes
+	}
+	srv := &http.Server{ReadHeaderTimeout: 5 * time.Second, ErrorLog: server.HTTPErrorLog(log), Handler: waitingHandler(avail, reserve)}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			ln.Close()
+		}
+	}()
+	return srv, nil
+}
+
+// waitingHandler answers while serve waits for space: /healthz 200,
+// /metrics the disk series (writes refused: the disk alerts fire),
+// /readyz and every other path 503 almacenamiento_lleno.
+func waitingHandler(avail func() uint64, reserve uint64) http.Handler {
+	metrics := server.DiskSpaceMetrics(func() store.SpaceStatus {
+		return store.SpaceStatus{Reserve: reserve, Avail: avail(), Known: true, Low: true}
+	})
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/metrics" {
+			metrics.ServeHTTP(w, r)
+			return
+		}
 		var id [8]byte
 		rand.Read(id[:])
 		trace := hex.EncodeToString(id[:])
+		motivo := fmt.Sprintf("espacio libre %d MiB por debajo de la reserva de %d MiB: el almacén sigue cerrado hasta que haya espacio", avail()>>20, reserve>>20)
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("X-Trace-Id", trace)
 		switch r.URL.Path {
@@ -133,11 +159,5 @@ func waitingServer(addr string, avail, reserve uint64, log zerolog.Logger) (*htt
 			w.WriteHeader(http.StatusServiceUnavailable)
 			fmt.Fprintf(w, "{\"codigo\":\"almacenamiento_lleno\",\"mensaje\":%q,\"campo\":null,\"detalle\":null,\"trace_id\":%q}\n", motivo, trace)
 		}
-	})}
-	go func() {
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			ln.Close()
-		}
-	}()
-	return srv, nil
+	})
 }

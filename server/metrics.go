@@ -103,10 +103,26 @@ func (m *metrics) addQuarantine(count func() (int, error), seen func() int64) {
 // addDiskSpace registers the free space of the store's file system, the
 // reserve, and whether writes are refused (contract §8).
 func (m *metrics) addDiskSpace(space func() store.SpaceStatus) {
+	m.reg.MustRegister(diskSpaceGauges(space)...)
+}
+
+// DiskSpaceMetrics serves, in the Prometheus text format, the disk series
+// of /metrics alone: what serve answers at /metrics while it waits at
+// start for space above the reserve, with the store still closed.
+func DiskSpaceMetrics(space func() store.SpaceStatus) http.Handler {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(diskSpaceGauges(space)...)
+	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+}
+
+// diskSpaceGauges are coupond_disk_available_bytes,
+// coupond_disk_reserve_bytes and coupond_writes_refused, read from space
+// at scrape time.
+func diskSpaceGauges(space func() store.SpaceStatus) []prometheus.Collector {
 	gauge := func(name, help string, v func(s store.SpaceStatus) float64) prometheus.Collector {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, func() float64 { return v(space()) })
 	}
-	m.reg.MustRegister(
+	return []prometheus.Collector{
 		gauge("coupond_disk_available_bytes", "Free space on the data dir's file system.", func(s store.SpaceStatus) float64 { return float64(s.Avail) }),
 		gauge("coupond_disk_reserve_bytes", "Reserve of free space (serve --disk-reserve).", func(s store.SpaceStatus) float64 { return float64(s.Reserve) }),
 		gauge("coupond_writes_refused", "1 while writes answer 503 almacenamiento_lleno.", func(s store.SpaceStatus) float64 {
@@ -114,7 +130,8 @@ func (m *metrics) addDiskSpace(space func() store.SpaceStatus) {
 				return 1
 			}
 			return 0
-		}))
+		}),
+	}
 }
 
 func (m *metrics) handler() http.Handler {
