@@ -653,6 +653,25 @@ func (r *DecisionRecord) voided() bool {
 	return r.JobID != "" && r.Estado == EstadoRechazada && r.MotivoRechazo == motivoLoteFallido
 }
 
+// voidSend gives the send of r, a decision being voided, back to its
+// campaign in b, unless its expiry already did: a learner pass that found
+// it unconfirmed after caduca_en gave it back and deleted its expiry
+// queue entry, so the entry's presence is what still counts the send.
+// The entry is deleted with the release. The caller holds the customer
+// lock of r.
+func (e *Campaigns) voidSend(ts *tenantState, b *store.Batch, tenant string, r *DecisionRecord) (bool, error) {
+	if r.Accion == 0 || r.CampanaID == "" {
+		return false, nil
+	}
+	xk := queueKey(tenant, r.CaducaEn, queueExpiry, r.Nonce)
+	counted, err := e.db.Has(xk)
+	if err != nil || !counted {
+		return false, err
+	}
+	b.Delete(xk)
+	return true, e.releaseBudget(ts, b, tenant, r)
+}
+
 // voidChunk voids the decisions named by nonces in one synced commit,
 // holding every customer lock (as a batch chunk does).
 func (e *Engine) voidChunk(ts *tenantState, tenant string, nonces []string) error {
@@ -684,13 +703,10 @@ func (e *Engine) voidChunk(ts *tenantState, tenant string, nonces []string) erro
 		at := now
 		r.ConfirmadaEn = &at
 		putRecord(b, tenant, r)
-		if r.Accion != 0 && r.CampanaID != "" {
-			if err := e.Campaigns.releaseBudget(ts, b, tenant, r); err != nil {
-				return err
-			}
-			if !slices.Contains(released, r.CampanaID) {
-				released = append(released, r.CampanaID)
-			}
+		if gaveBack, err := e.Campaigns.voidSend(ts, b, tenant, r); err != nil {
+			return err
+		} else if gaveBack && !slices.Contains(released, r.CampanaID) {
+			released = append(released, r.CampanaID)
 		}
 		cs, err := e.loadCustomerState(tenant, r.ClienteRef, true)
 		if err != nil {

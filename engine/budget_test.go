@@ -167,3 +167,68 @@ func TestConfirmDuringLearnerPassKept(t *testing.T) {
 		t.Errorf("record estado %q, reward final %v; want ejecutada with its reward", r.Estado, r.Recompensa != nil)
 	}
 }
+
+// batchCampaignSends puts campaign "c1" with maxEnvios and runs batch job
+// job over customers "lote-NNNN" until want of them got a send (committed,
+// not delivered: the job then fails); it returns the budget then stored.
+func batchCampaignSends(tb testing.TB, e *Engine, db *store.DB, job string, maxEnvios int64, want int) budget {
+	tb.Helper()
+	if _, err := e.Campaigns.PutCampaign("acme", Campaign{ID: "c1", Canal: "push", Descripcion: "d", MaxEnvios: &maxEnvios}, t0); err != nil {
+		tb.Fatal(err)
+	}
+	bd, err := e.NewBatchDecider("acme", job, "c1")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer bd.Close()
+	sends := 0
+	for i := 0; sends < want && i < 500; i++ {
+		d, err := bd.Decide(fmt.Sprintf("lote-%04d", i), false)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		if d.Accion != 0 {
+			sends++
+		}
+	}
+	if err := bd.Flush(); err != nil {
+		tb.Fatal(err)
+	}
+	if sends < want {
+		tb.Fatalf("%d sends in 500 decisions, want %d: change the seed or the refs", sends, want)
+	}
+	return storedBudget(tb, db)
+}
+
+// TestVoidJobAfterExpiryReleasesOnce: the sends of a failed job that
+// expired unconfirmed were given back by the learner; voiding the job
+// afterwards (a restart's Recover, a sandbox clock advanced while the job
+// ran) must not give them back a second time, or the campaign's counter
+// falls below its outstanding sends and a later decision overspends.
+func TestVoidJobAfterExpiryReleasesOnce(t *testing.T) {
+	e, db := newTestEngine(t, 1, nil)
+	if got := batchCampaignSends(t, e, db, "lote_1", 3, 2); got.Envios != 2 {
+		t.Fatalf("budget after the job: %+v, want 2 sends", got)
+	}
+	ids := campaignSends(t, e, 3, 1) // online, confirmed: stays counted
+	if _, err := e.Confirm("acme", ids[0], Confirmation{Ejecutada: true}); err != nil {
+		t.Fatal(err)
+	}
+	advance(t, db, DecisionTTL+time.Second)
+	for {
+		st, err := e.Learner.Learn("acme")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !st.Worked() {
+			break
+		}
+	}
+	if _, err := e.VoidJob("acme", "lote_1"); err != nil {
+		t.Fatal(err)
+	}
+	want := budget{Envios: 1, DescuentoCents: 1000}
+	if diff := cmp.Diff(want, storedBudget(t, db)); diff != "" {
+		t.Errorf("stored budget (-want +got):\n%s", diff)
+	}
+}
