@@ -673,8 +673,13 @@ func (e *Campaigns) voidSend(ts *tenantState, b *store.Batch, tenant string, r *
 }
 
 // voidChunk voids the decisions named by nonces in one synced commit,
-// holding every customer lock (as a batch chunk does).
+// holding every customer lock (as a batch chunk does) and, first, the
+// learner lock: a learner pass reads records without their customers'
+// locks and writes back what it read (its expiries' releases too), so a
+// void committed during a pass was undone and its sends given back twice.
 func (e *Engine) voidChunk(ts *tenantState, tenant string, nonces []string) error {
+	ts.learnMu.Lock()
+	defer ts.learnMu.Unlock()
 	_, now, err := e.tenantNow(tenant)
 	if err != nil {
 		return err

@@ -232,3 +232,56 @@ func TestVoidJobAfterExpiryReleasesOnce(t *testing.T) {
 		t.Errorf("stored budget (-want +got):\n%s", diff)
 	}
 }
+
+// TestVoidJobDuringLearnerPass: a learner pass reads decision records
+// without their customers' locks and commits long after: a failed job
+// voided meanwhile had its expired sends given back by both (the pass had
+// read them pending), and the pass wrote back the pending record it read
+// over the voided one, which a rejection could then release again.
+func TestVoidJobDuringLearnerPass(t *testing.T) {
+	e, db := newTestEngine(t, 1, func(s *store.Settings) { s.RewardWindow, s.RewardGrace = time.Hour, 0 })
+	batchCampaignSends(t, e, db, "lote_1", 3, 2)
+	ids := campaignSends(t, e, 3, 1) // online, confirmed: stays counted
+	if _, err := e.Confirm("acme", ids[0], Confirmation{Ejecutada: true}); err != nil {
+		t.Fatal(err)
+	}
+	advance(t, db, DecisionTTL+time.Second)
+	voided := make(chan error, 1)
+	e.Learner.beforeCommit = func() {
+		e.Learner.beforeCommit = nil
+		go func() {
+			_, err := e.VoidJob("acme", "lote_1")
+			voided <- err
+		}()
+		// Let a VoidJob that does not wait for the pass commit first; one
+		// that waits is not a failure, whatever the time it takes.
+		select {
+		case err := <-voided:
+			voided <- err
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	if _, err := e.Learner.Learn("acme"); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-voided; err != nil {
+		t.Fatal(err)
+	}
+	want := budget{Envios: 1, DescuentoCents: 1000}
+	if diff := cmp.Diff(want, storedBudget(t, db)); diff != "" {
+		t.Errorf("stored budget (-want +got):\n%s", diff)
+	}
+	lo, hi := store.DecisionSpan("acme")
+	if err := db.Scan(lo, hi, func(_, v []byte) error {
+		var r DecisionRecord
+		if err := unmarshalRecord(v, &r); err != nil {
+			return err
+		}
+		if r.JobID == "lote_1" && r.Estado != EstadoRechazada {
+			t.Errorf("decision of the voided job at %v: estado %q, want rechazada", r.At, r.Estado)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
