@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"runtime"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -522,7 +521,7 @@ func (bd *BatchDecider) Flush() error {
 	if bd.spent {
 		spent = append(spent, bd.campaign.ID)
 	}
-	err := bd.e.Campaigns.commitBudgets(bd.ts, bd.t.ID, bd.b, spent...)
+	err := bd.e.Campaigns.commitBudgets(bd.ts, bd.t.ID, bd.b, spent, nil)
 	bd.b.Close()
 	bd.b = bd.e.db.NewBatch()
 	bd.pending = 0
@@ -654,22 +653,23 @@ func (r *DecisionRecord) voided() bool {
 }
 
 // voidSend gives the send of r, a decision being voided, back to its
-// campaign in b, unless its expiry already did: a learner pass that found
+// campaign in rel, unless its expiry already did: a learner pass that found
 // it unconfirmed after caduca_en gave it back and deleted its expiry
 // queue entry, so the entry's presence is what still counts the send.
 // The entry is deleted with the release. The caller holds the customer
 // lock of r.
-func (e *Campaigns) voidSend(ts *tenantState, b *store.Batch, tenant string, r *DecisionRecord) (bool, error) {
+func (e *Campaigns) voidSend(b *store.Batch, rel Releases, tenant string, r *DecisionRecord) error {
 	if r.Accion == 0 || r.CampanaID == "" {
-		return false, nil
+		return nil
 	}
 	xk := queueKey(tenant, r.CaducaEn, queueExpiry, r.Nonce)
 	counted, err := e.db.Has(xk)
 	if err != nil || !counted {
-		return false, err
+		return err
 	}
 	b.Delete(xk)
-	return true, e.releaseBudget(ts, b, tenant, r)
+	rel.add(r)
+	return nil
 }
 
 // voidChunk voids the decisions named by nonces in one synced commit,
@@ -690,7 +690,7 @@ func (e *Engine) voidChunk(ts *tenantState, tenant string, nonces []string) erro
 	defer unlockAll(&ts.custLocks)
 	b := e.db.NewBatch()
 	defer b.Close()
-	var released []string
+	released := Releases{}
 	var voided []time.Time
 	for _, nonce := range nonces {
 		r, err := e.loadDecision(tenant, nonce)
@@ -708,10 +708,8 @@ func (e *Engine) voidChunk(ts *tenantState, tenant string, nonces []string) erro
 		at := now
 		r.ConfirmadaEn = &at
 		putRecord(b, tenant, r)
-		if gaveBack, err := e.Campaigns.voidSend(ts, b, tenant, r); err != nil {
+		if err := e.Campaigns.voidSend(b, released, tenant, r); err != nil {
 			return err
-		} else if gaveBack && !slices.Contains(released, r.CampanaID) {
-			released = append(released, r.CampanaID)
 		}
 		cs, err := e.loadCustomerState(tenant, r.ClienteRef, true)
 		if err != nil {
@@ -722,7 +720,7 @@ func (e *Engine) voidChunk(ts *tenantState, tenant string, nonces []string) erro
 			b.Set(customerStateKey(tenant, r.ClienteRef), marshalCustomerState(&cs))
 		}
 	}
-	if err := e.Campaigns.commitBudgets(ts, tenant, b, released...); err != nil {
+	if err := e.Campaigns.commitBudgets(ts, tenant, b, nil, released); err != nil {
 		return err
 	}
 	e.counters.voided(tenant, voided)

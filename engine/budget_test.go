@@ -7,7 +7,10 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/rs/zerolog"
 
+	"github.com/coupond/coupond/clock"
+	"github.com/coupond/coupond/internal/storetest"
 	"github.com/coupond/coupond/store"
 )
 
@@ -94,7 +97,7 @@ func TestExpiryAtDeadlineKeepsConfirmableSend(t *testing.T) {
 // again over the store lets the campaign overspend.
 func TestBudgetStoredInCommitOrder(t *testing.T) {
 	e, db := newTestEngine(t, 1, nil)
-	campaignSends(t, e, 2, 2) // both expire unconfirmed
+	campaignSends(t, e, 3, 2) // both expire unconfirmed; a third send fits
 	advance(t, db, DecisionTTL+time.Second)
 	var sent []string
 	e.Learner.beforeCommit = func() {
@@ -283,5 +286,66 @@ func TestVoidJobDuringLearnerPass(t *testing.T) {
 		return nil
 	}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestReleaseStoredOnlyWithItsCommit: a send given back (here by a learner
+// pass, which commits long after it counts its releases) must reach the
+// stored counters with its own commit, not with another writer's. A
+// decision that committed during the pass stored the counters with the
+// pass's releases in; a stop before the pass committed left the expired
+// sends pending with their expiry entries, so the next start gave them
+// back again, and the campaign could overspend.
+func TestReleaseStoredOnlyWithItsCommit(t *testing.T) {
+	fs := store.NewMemFS()
+	db, err := store.Open("db", fs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	s := store.DefaultSettings()
+	s.ControlShare, s.RateLimits = 0, false
+	storetest.Sandbox(t, db, "acme", t0, s)
+	e := New(Config{DB: db, Secrets: store.TestSecrets(), Log: zerolog.Nop(), Now: clock.NewFake(t0).Now, Seed: 1})
+	acts := []Action{{ID: 1, Nombre: "cupon1", TipoCupon: "T1", CostoEnvioCents: 50, DescuentoMaxCents: 1000, DescuentoPct: 10, Activa: true}}
+	if _, err := e.Campaigns.ReplaceCatalog("acme", acts, t0); err != nil {
+		t.Fatal(err)
+	}
+	campaignSends(t, e, 3, 2) // both expire unconfirmed; a third send fits
+	advance(t, db, DecisionTTL+time.Second)
+	sent := 0
+	e.Learner.beforeCommit = func() {
+		e.Learner.beforeCommit = nil
+		for i := 0; sent == 0 && i < 500; i++ {
+			d, err := e.Decide("acme", Request{ClienteRef: fmt.Sprintf("late-%04d", i), Canal: "push", CampanaID: "c1"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.Accion != 0 {
+				sent++
+			}
+		}
+		if err := db.Checkpoint("stopped"); err != nil { // the store as a stop now leaves it
+			t.Fatal(err)
+		}
+	}
+	if _, err := e.Learner.Learn("acme"); err != nil {
+		t.Fatal(err)
+	}
+	if sent != 1 {
+		t.Fatalf("%d decisions sent while the pass ran: the test needs 1", sent)
+	}
+	stopped, err := store.Open("stopped", fs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stopped.Close()
+	again := New(Config{DB: stopped, Secrets: store.TestSecrets(), Log: zerolog.Nop(), Now: clock.NewFake(t0).Now, Seed: 1})
+	if st, err := again.Learner.Learn("acme"); err != nil || st.Released != 2 {
+		t.Fatalf("the pass after the start released %d sends (%v): the test needs 2", st.Released, err)
+	}
+	want := budget{Envios: 1, DescuentoCents: 1000}
+	if diff := cmp.Diff(want, storedBudget(t, stopped)); diff != "" {
+		t.Errorf("stored budget after the start (-want +got):\n%s", diff)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/coupond/coupond/store"
@@ -89,32 +90,30 @@ func (e *Engine) Confirm(tenant, id string, c Confirmation) (string, error) {
 	b := e.db.NewBatch()
 	defer b.Close()
 	putRecord(b, tenant, r)
-	var released []string
+	released := Releases{}
 	if r.Estado == EstadoRechazada && r.Accion != 0 && r.CampanaID != "" {
-		if err := e.Campaigns.releaseBudget(ts, b, tenant, r); err != nil {
-			return "", err
-		}
-		released = append(released, r.CampanaID)
+		released.add(r)
 	}
-	if err := e.Campaigns.commitBudgets(ts, tenant, b, released...); err != nil {
+	if err := e.Campaigns.commitBudgets(ts, tenant, b, nil, released); err != nil {
 		return "", err
 	}
 	e.counters.confirmed(tenant, r)
 	return r.Estado, nil
 }
 
-// releaseBudget gives a decision's send back to its campaign, adding the
-// new counters to b. Call under the customer lock of r.
-func (e *Campaigns) releaseBudget(ts *tenantState, b *store.Batch, tenant string, r *DecisionRecord) error {
-	ts.budgetMu.Lock()
-	defer ts.budgetMu.Unlock()
-	bu, err := e.budgetLocked(ts, tenant, r.CampanaID)
-	if err != nil {
-		return err
-	}
-	bu.Envios = max(0, bu.Envios-1)
-	bu.DescuentoCents = max(0, bu.DescuentoCents-r.BudgetCents)
-	return b.SetJSON(store.BudgetKey(tenant, r.CampanaID), bu)
+// Releases are the sends a writer gives back, by campaign, until its
+// commit: commitBudgets takes them off the counters as it commits, so no
+// decision spends them, and no other writer stores counters without them,
+// before the writer's records say they were given back.
+type Releases map[string]budget
+
+// add gives the send of r, a campaign decision, back (call under the
+// customer lock of r).
+func (rel Releases) add(r *DecisionRecord) {
+	x := rel[r.CampanaID]
+	x.Envios++
+	x.DescuentoCents += r.BudgetCents
+	rel[r.CampanaID] = x
 }
 
 // dropBudgetCache forgets campaigns' cached counters after a failed
@@ -127,9 +126,10 @@ func (e *Campaigns) dropBudgetCache(ts *tenantState, campaigns ...string) {
 	ts.budgetMu.Unlock()
 }
 
-// commitBudgets commits b, whose writes count sends of the campaigns named
-// against their budgets (sends counted or given back), with each
-// campaign's counters as they stand in memory at the commit, applied in
+// commitBudgets commits b, whose writes count sends of the campaigns in
+// spent against their budgets and give back the sends in rel, with each
+// campaign's counters as they stand in memory at the commit (rel taken
+// off them there, under ts.budgetMu), applied in
 // the order of ts.budgetMu (store.Batch.CommitOrdered: the lock is not
 // held through the WAL sync, so concurrent sends still share syncs).
 // Budget records are counters written whole: a writer that stored the
@@ -137,13 +137,24 @@ func (e *Campaigns) dropBudgetCache(ts *tenantState, campaigns ...string) {
 // counted later, put the older value back (a learner pass commits long
 // after its releases), and an engine started again over the store read a
 // budget with sends missing. On failure the campaigns' counters are read
-// again from the store.
-func (e *Campaigns) commitBudgets(ts *tenantState, tenant string, b *store.Batch, campaigns ...string) error {
+// again from the store. A release's counters were stored with another
+// writer's commit before its own, and a stop in between had the release
+// given again at the next start (its records still pending).
+func (e *Campaigns) commitBudgets(ts *tenantState, tenant string, b *store.Batch, spent []string, rel Releases) error {
+	campaigns := slices.Clone(spent)
+	for c := range rel {
+		if !slices.Contains(campaigns, c) {
+			campaigns = append(campaigns, c)
+		}
+	}
 	if len(campaigns) == 0 {
 		return b.Commit()
 	}
 	ts.budgetMu.Lock()
-	err := e.setBudgets(ts, tenant, b, campaigns)
+	err := e.applyReleases(ts, tenant, rel)
+	if err == nil {
+		err = e.setBudgets(ts, tenant, b, campaigns)
+	}
 	if err != nil {
 		ts.budgetMu.Unlock()
 	} else {
@@ -153,6 +164,20 @@ func (e *Campaigns) commitBudgets(ts *tenantState, tenant string, b *store.Batch
 		e.dropBudgetCache(ts, campaigns...)
 	}
 	return err
+}
+
+// applyReleases takes rel off the cached counters. The caller holds
+// ts.budgetMu.
+func (e *Campaigns) applyReleases(ts *tenantState, tenant string, rel Releases) error {
+	for c, x := range rel {
+		bu, err := e.budgetLocked(ts, tenant, c)
+		if err != nil {
+			return err
+		}
+		bu.Envios = max(0, bu.Envios-x.Envios)
+		bu.DescuentoCents = max(0, bu.DescuentoCents-x.DescuentoCents)
+	}
+	return nil
 }
 
 // setBudgets writes the cached counters of campaigns to b; a campaign

@@ -255,7 +255,7 @@ func (e *Engine) decideAndCommit(ts *tenantState, t *store.Tenant, now time.Time
 	if rec != nil && rec.Accion != 0 && rec.CampanaID != "" {
 		spent = append(spent, rec.CampanaID)
 	}
-	if err := e.Campaigns.commitBudgets(ts, t.ID, b, spent...); err != nil {
+	if err := e.Campaigns.commitBudgets(ts, t.ID, b, spent, nil); err != nil {
 		return nil, err
 	}
 	e.counters.decided(t.ID, rec)

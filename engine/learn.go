@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"slices"
 	"time"
 
 	"github.com/coupond/coupond/policy"
@@ -89,7 +88,7 @@ func (e *Learner) Learn(tenant string) (LearnStats, error) {
 		return st, err
 	}
 	cat := ts.catalog.Load()
-	p := &learnPass{e: e, ts: ts, t: t, now: now, tenant: tenant, st: &st, next: ts.model.Load().clone(), options: []int{0},
+	p := &learnPass{e: e, ts: ts, t: t, now: now, tenant: tenant, st: &st, next: ts.model.Load().clone(), options: []int{0}, released: Releases{},
 		discountsKnown: q.Redenciones > 0 || !cat.HasDiscounts()}
 	p.next.m.Fade(now, t.Settings.RewardWindow)
 	for _, a := range cat.Acciones {
@@ -114,7 +113,7 @@ func (e *Learner) Learn(tenant string) (LearnStats, error) {
 	if e.beforeCommit != nil {
 		e.beforeCommit()
 	}
-	if err := e.campaigns.commitBudgets(ts, tenant, b, p.released...); err != nil {
+	if err := e.campaigns.commitBudgets(ts, tenant, b, nil, p.released); err != nil {
 		return st, err
 	}
 	ts.learnCursor = append(work[len(work)-1].key, 0) // the next key: all up to here are deleted
@@ -198,7 +197,7 @@ type learnPass struct {
 	next     *publishedModel // the model being updated
 	options  []int           // 0 (send nothing) and the catalog's actions
 	gateWas  string          // the send gate's state before refit ("" without one)
-	released []string        // campaigns whose sends the pass gave back
+	released Releases        // the sends the pass gave back
 	// discountsKnown: the tenant has reported redemptions (CUPON_REDIMIDO)
 	// or its catalog has no discount to redeem, so a window's discounts are
 	// known; until then the model learns from the reward itself (its
@@ -362,12 +361,7 @@ func (p *learnPass) apply(b *store.Batch, w dueEntry, ld dueLoad) error {
 	}
 	if w.kind == queueExpiry {
 		if r.Estado == EstadoPendiente && r.Accion != 0 && r.CampanaID != "" {
-			if err := p.e.campaigns.releaseBudget(p.ts, b, p.tenant, r); err != nil {
-				return err
-			}
-			if !slices.Contains(p.released, r.CampanaID) {
-				p.released = append(p.released, r.CampanaID)
-			}
+			p.released.add(r)
 			st.Released++
 		}
 		return nil

@@ -86,46 +86,37 @@ func (r Records) LockCustomer(tenant, ref string) (unlock func(), err error) {
 
 // ForgetDecision deletes, through del, the learner's queue entries of the
 // decision rec (stored under nonce), and when its send was still pending
-// gives its budget back in b (as its expiry would have) and returns its
-// campaign, which the erasure then passes to CommitErasure. Call under
-// LockCustomer.
-func (r Records) ForgetDecision(b *store.Batch, tenant, nonce string, s store.Settings, rec *DecisionRecord, del func([]byte)) (released string, err error) {
-	e := r.e
+// gives its budget back in rel (as its expiry would have), which the
+// erasure then passes to CommitErasure. Call under LockCustomer.
+func (r Records) ForgetDecision(rel Releases, tenant, nonce string, s store.Settings, rec *DecisionRecord, del func([]byte)) error {
 	del(queueKey(tenant, rec.At.Add(s.RewardWindow+s.RewardGrace), queueReward_, nonce))
 	if rec.Accion == 0 || rec.CampanaID == "" {
-		return "", nil
+		return nil
 	}
 	xk := queueKey(tenant, rec.CaducaEn, queueExpiry, nonce)
-	pendingSend, err := e.db.Has(xk)
+	pendingSend, err := r.e.db.Has(xk)
 	if err != nil {
-		return "", err
+		return err
 	}
 	if pendingSend && rec.Estado == EstadoPendiente && !rec.EnRespaldo {
-		ts, err := e.state(tenant)
-		if err != nil {
-			return "", err
-		}
-		if err := e.Campaigns.releaseBudget(ts, b, tenant, rec); err != nil {
-			return "", err
-		}
-		released = rec.CampanaID
+		rel.add(rec)
 	}
 	del(xk)
-	return released, nil
+	return nil
 }
 
-// CommitErasure commits an erasure's batch b with the counters of the
-// campaigns whose sends ForgetDecision gave back as they stand at the
+// CommitErasure commits an erasure's batch b with the sends ForgetDecision
+// gave back (rel) taken off their campaigns' counters as they stand at the
 // commit, in the budget lock's order (Campaigns.commitBudgets), as every
 // writer of budget counters commits: a batch that kept the counters seen
 // at the release would put back an older budget over a send counted
 // meanwhile by another customer's decision. Call under LockCustomer.
-func (r Records) CommitErasure(tenant string, b *store.Batch, campaigns ...string) error {
+func (r Records) CommitErasure(tenant string, b *store.Batch, rel Releases) error {
 	ts, err := r.e.state(tenant)
 	if err != nil {
 		return err
 	}
-	return r.e.Campaigns.commitBudgets(ts, tenant, b, campaigns...)
+	return r.e.Campaigns.commitBudgets(ts, tenant, b, nil, rel)
 }
 
 // TenantNow is the tenant's clock now (its offset applied to the engine's

@@ -462,8 +462,8 @@ func TestDeletionThenNewEvents(t *testing.T) {
 // store lets the campaign overspend.
 func TestErasureBudgetStoredInCommitOrder(t *testing.T) {
 	e, p, db, _ := newTest(t, 1)
-	two := int64(2)
-	if _, err := e.Campaigns.PutCampaign("acme", engine.Campaign{ID: "camp", Canal: "push", Descripcion: "d", MaxEnvios: &two}, t0); err != nil {
+	three := int64(3)
+	if _, err := e.Campaigns.PutCampaign("acme", engine.Campaign{ID: "camp", Canal: "push", Descripcion: "d", MaxEnvios: &three}, t0); err != nil {
 		t.Fatal(err)
 	}
 	// sendTo decides customers prefix-NNN until one gets a send.
@@ -483,12 +483,12 @@ func TestErasureBudgetStoredInCommitOrder(t *testing.T) {
 		return ""
 	}
 	erased := sendTo("ivan")
-	sendTo("juan") // the campaign's two sends, both pending
+	sendTo("juan") // two of the campaign's three sends, both pending
 	late := make(chan string, 1)
 	collided := false
 	p.beforeCommit = func() {
 		p.beforeCommit = nil
-		go func() { late <- sendTo("late") }() // fits: the erasure gave ivan's send back
+		go func() { late <- sendTo("late") }() // fits: the third send (ivan's is given back at the erasure's commit)
 		select {
 		case <-late:
 		case <-time.After(10 * time.Second):

@@ -28,7 +28,7 @@ type erasure struct {
 	ids           map[string]bool
 	known         [][]byte
 	damagedEvents bool
-	released      []string // campaigns given a pending send back, for CommitErasure
+	released      engine.Releases // pending sends given back, for CommitErasure
 }
 
 func (x *erasure) del(k []byte) {
@@ -60,7 +60,7 @@ func (s *Service) eraseCustomer(tenant, ref, hash string) ([][]byte, error) {
 	b := s.db.NewBatch()
 	defer b.Close()
 	x := &erasure{s: s, tenant: tenant, ref: ref, hash: hash, settings: t.Settings, b: b,
-		cupons: map[string]bool{}, ids: map[string]bool{}}
+		cupons: map[string]bool{}, ids: map[string]bool{}, released: engine.Releases{}}
 	for _, erase := range []func() error{
 		x.events, x.features, x.decisions, x.customerState, x.attributions,
 		x.idempotency, x.daily, x.quarantinedEvents, x.accessLog, x.damaged,
@@ -72,7 +72,7 @@ func (s *Service) eraseCustomer(tenant, ref, hash string) ([][]byte, error) {
 	if s.beforeCommit != nil {
 		s.beforeCommit()
 	}
-	if err := s.rec.CommitErasure(tenant, b, x.released...); err != nil {
+	if err := s.rec.CommitErasure(tenant, b, x.released); err != nil {
 		return nil, err
 	}
 	return x.keys, nil
@@ -168,12 +168,8 @@ func (x *erasure) decisions() error {
 		}
 		x.ids[x.s.rec.DecisionID(x.tenant, nonce)] = true
 		x.del(x.s.rec.DecisionKey(x.tenant, nonce))
-		c, err := x.s.rec.ForgetDecision(x.b, x.tenant, nonce, x.settings, r, x.del)
-		if err != nil {
+		if err := x.s.rec.ForgetDecision(x.released, x.tenant, nonce, x.settings, r, x.del); err != nil {
 			return err
-		}
-		if c != "" && !slices.Contains(x.released, c) {
-			x.released = append(x.released, c)
 		}
 	}
 	return nil
