@@ -40,7 +40,7 @@ const deletionInterval = 2 * time.Second
 func batchScrubber(svc *services, offline bool) func(tenant, ref string) ([][]byte, bool, error) {
 	return func(tenant, ref string) ([][]byte, bool, error) {
 		db := svc.env.db
-		resultsDir := filepath.Join(svc.env.dataDir, "results", tenant)
+		resultsDir := filepath.Join(svc.env.resultsPath(), tenant)
 		temps := tempResults(resultsDir)    // before the jobs: see removeStaleResults
 		jobs, err := svc.batch.Jobs(tenant) // a damaged job record is quarantined, not a stop (contract §8)
 		if err != nil {
@@ -378,8 +378,15 @@ func restoreCmd(a *app) *cobra.Command {
 // runRestore restores the backup src into dataDir (server stopped), the
 // staging store wired like "serve" but offline.
 func runRestore(ctx context.Context, dataDir, src string, now func() time.Time, progress io.Writer) (*privacy.RestoreResult, error) {
-	open := func(ctx context.Context, db *store.DB, secrets *store.Secrets) (*privacy.Service, privacy.DeletionHooks, error) {
-		e := &env{db: db, secrets: secrets, now: now, log: zerolog.Nop(), dataDir: dataDir}
+	return privacy.NewBackups(dataDir, now, zerolog.Nop()).Restore(ctx, src, stagingOpener(dataDir, now), progress)
+}
+
+// stagingOpener wires a restore's staging store like "serve", but offline
+// and over the staging results: its batch recovery and deletions never
+// touch the live results, which stay as they are if the restore fails.
+func stagingOpener(dataDir string, now func() time.Time) privacy.OpenStaging {
+	return func(ctx context.Context, db *store.DB, secrets *store.Secrets, results string) (*privacy.Service, privacy.DeletionHooks, error) {
+		e := &env{db: db, secrets: secrets, now: now, log: zerolog.Nop(), dataDir: dataDir, resultsDir: results}
 		svc, err := newServices(ctx, e, serviceOptions{})
 		if err != nil {
 			return nil, privacy.DeletionHooks{}, err
@@ -390,5 +397,4 @@ func runRestore(ctx context.Context, dataDir, src string, now func() time.Time, 
 		}
 		return svc.privacy, deletionHooks(svc, true), nil
 	}
-	return privacy.NewBackups(dataDir, now, zerolog.Nop()).Restore(ctx, src, open, progress)
 }

@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -901,5 +902,124 @@ func TestOfflineDeletionPastDamagedChunk(t *testing.T) {
 	}
 	if hits := filesHolding(t, e.dataDir, []byte(ana)); len(hits) > 0 {
 		t.Errorf("files still name the deleted customer: %v", hits)
+	}
+}
+
+// dataDirSnapshot returns what a failed restore must leave as it was in
+// dataDir: the bytes and mode of every file outside the store, and every
+// key and value of the store (whose files Pebble may rewrite when it is
+// opened, without changing what it holds).
+func dataDirSnapshot(t *testing.T, dataDir string) map[string]string {
+	t.Helper()
+	snap := map[string]string{}
+	err := filepath.WalkDir(dataDir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dataDir, path)
+		if rel == "db" {
+			return fs.SkipDir
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		if !d.Type().IsRegular() {
+			snap[rel] = info.Mode().String()
+			return nil
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		snap[rel] = info.Mode().String() + " " + hex.EncodeToString(data)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := store.Open(filepath.Join(dataDir, "db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if err := db.Scan(nil, nil, func(k, v []byte) error {
+		snap["db:"+hex.EncodeToString(k)] = hex.EncodeToString(v)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return snap
+}
+
+// TestFailedRestoreLeavesDataDir: a restore that fails once its staging
+// store is set up (a full disk, a deletion that cannot be re-applied, an
+// interruption) leaves the live data dir as it was: the store, the batch
+// result files (here one of a job made after the backup, which the staging
+// store does not know), the keys and the backup registry.
+func TestFailedRestoreLeavesDataDir(t *testing.T) {
+	const ana, beto = "ana-00000001", "beto-0000002"
+	ctx := context.Background()
+	errDisk := errors.New("no space left on device")
+	for _, tc := range []struct {
+		name string
+		wrap func(open privacy.OpenStaging) privacy.OpenStaging
+	}{
+		{"staging set up, then the disk is full", func(open privacy.OpenStaging) privacy.OpenStaging {
+			return func(ctx context.Context, db *store.DB, s *store.Secrets, results string) (*privacy.Service, privacy.DeletionHooks, error) {
+				if _, _, err := open(ctx, db, s, results); err != nil {
+					return nil, privacy.DeletionHooks{}, err
+				}
+				return nil, privacy.DeletionHooks{}, errDisk
+			}
+		}},
+		{"a deletion cannot be re-applied", func(open privacy.OpenStaging) privacy.OpenStaging {
+			return func(ctx context.Context, db *store.DB, s *store.Secrets, results string) (*privacy.Service, privacy.DeletionHooks, error) {
+				svc, hooks, err := open(ctx, db, s, results)
+				hooks.External = func(string, string) ([][]byte, bool, error) { return nil, false, errDisk }
+				return svc, hooks, err
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dataDir, bk := t.TempDir(), filepath.Join(t.TempDir(), "bk")
+			e, now := sandboxEnv(t, dataDir)
+			eng := e.svc.engine
+			if _, err := eng.Campaigns.ReplaceCatalog("acme", []engine.Action{{ID: 1, Nombre: "diez", TipoCupon: "T10", CostoEnvioCents: 50,
+				DescuentoMaxCents: 1000, DescuentoPct: 10, Activa: true}}, now); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := eng.Campaigns.PutCampaign("acme", engine.Campaign{ID: "camp1", Canal: "push", Descripcion: "d"}, now); err != nil {
+				t.Fatal(err)
+			}
+			ev := engine.Event{ID: "ev-1", ClienteRef: ana, TS: now.Add(-time.Hour), Tipo: engine.CompraCat,
+				Clave: "abarrotes", ValorCents: 10000, TicketID: "t-1", MargenCents: 2500}
+			if res, err := eng.Ingester.Ingest("acme", []engine.IngestEvent{{Event: ev, Canonical: []byte(ev.ID)}}); err != nil || res.Aceptados != 1 {
+				t.Fatalf("ingest: %+v %v", res, err)
+			}
+			if _, err := runBackup(ctx, e, bk, io.Discard); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := e.svc.batch.Submit("acme", batch.Submission{CampanaID: "camp1", Clientes: []string{ana, beto}}); err != nil {
+				t.Fatal(err)
+			}
+			if n := e.svc.batch.RunPending(ctx); n != 1 {
+				t.Fatalf("batch jobs run: %d", n)
+			}
+			requestOnly(t, e, ana) // a deletion for the restore to re-apply
+			e.close()
+			before := dataDirSnapshot(t, dataDir)
+			if results := filesHolding(t, filepath.Join(dataDir, "results"), []byte(beto)); len(results) == 0 {
+				t.Fatal("setup: no result file")
+			}
+			open := tc.wrap(stagingOpener(dataDir, time.Now))
+			_, err := privacy.NewBackups(dataDir, time.Now, zerolog.Nop()).Restore(ctx, bk, open, io.Discard)
+			if err == nil {
+				t.Fatal("restore succeeded; want it to fail")
+			}
+			if diff := cmp.Diff(before, dataDirSnapshot(t, dataDir)); diff != "" {
+				t.Errorf("a failed restore (%v) changed the live data dir (-before +after):\n%s", err, diff)
+			}
+		})
 	}
 }

@@ -40,7 +40,18 @@ type env struct {
 	now     func() time.Time
 	log     zerolog.Logger
 	dataDir string
-	svc     *services
+	// resultsDir is the batch results dir when it is not dataDir's
+	// "results": a restore's staging copy (see resultsPath).
+	resultsDir string
+	svc        *services
+}
+
+// resultsPath is the batch results dir of e.
+func (e *env) resultsPath() string {
+	if e.resultsDir != "" {
+		return e.resultsDir
+	}
+	return filepath.Join(e.dataDir, "results")
 }
 
 const adminSocket = "admin.sock"

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
-	"path/filepath"
 	"sync/atomic"
 	"time"
 
@@ -59,7 +58,7 @@ func newServices(_ context.Context, e *env, opt serviceOptions) (*services, erro
 		e.log, e.now, uint64(e.now().UnixNano()))
 	hooks.CountInto(eng.Counters())
 	runner := batch.NewRunner(batch.RunnerConfig{
-		DB: e.db, Engine: eng, Log: e.log, Dir: filepath.Join(e.dataDir, "results"), Now: e.now,
+		DB: e.db, Engine: eng, Log: e.log, Dir: e.resultsPath(), Now: e.now,
 		Signer: signer, Webhooks: hooks,
 	})
 	backups := privacy.NewBackups(e.dataDir, e.now, e.log)

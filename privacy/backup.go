@@ -17,13 +17,16 @@ package privacy
 //   - "admin restore --from DIR" (Backups.Restore, server stopped) reads the
 //     deletion records of the store it will replace (when there is one and
 //     it opens: an acknowledged deletion the worker had not ledgered yet is
-//     only there), copies DIR/db into a staging directory, opens it,
+//     only there), copies DIR/db into a staging directory (and the live
+//     batch results into another), opens it,
 //     re-schedules every deletion of the ledger, every deletion the backup
 //     holds as programado (a completado one is done, and what came after it
 //     stays) and every deletion of the replaced store the backup does not
 //     hold as completado, runs them all to completado (finding customers by
-//     keyed hash), and only then swaps the staging store in. Nothing is
-//     served from the restored store before every deletion is applied.
+//     keyed hash), and only then swaps the staging store and results in.
+//     Nothing is served from the restored store before every deletion is
+//     applied, and a restore that fails before the swap leaves the data
+//     dir as it was.
 //   - Backups older than BackupRetention receive no more ledger entries and
 //     restore refuses them: they can no longer be brought back, so they are
 //     the operator's to destroy (they are outside the data dir).

@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -20,9 +21,12 @@ import (
 
 // OpenStaging builds, over the restored store db (not yet live), the
 // Service that re-applies its deletions and the hooks it runs them with
-// (offline: no ledger, batch data scrubbed even for queued jobs). cli
-// provides it, since it wires the engine and the batch runner.
-type OpenStaging func(ctx context.Context, db *store.DB, secrets *store.Secrets) (*Service, DeletionHooks, error)
+// (offline: no ledger, batch data scrubbed even for queued jobs).
+// resultsDir is the staging copy of the data dir's batch results: the
+// staging services must read and change that one, never the live one,
+// which the restore swaps it for only once it succeeds. cli provides it,
+// since it wires the engine and the batch runner.
+type OpenStaging func(ctx context.Context, db *store.DB, secrets *store.Secrets, resultsDir string) (*Service, DeletionHooks, error)
 
 // RestoreResult is what "admin restore" reports.
 type RestoreResult struct {
@@ -38,13 +42,17 @@ type RestoreResult struct {
 }
 
 // Restore brings the backup src back into the data dir (server stopped):
-// the store is copied to a staging directory, every deletion of the
-// ledger, every one the backup's store had not completed and every one the
-// store being replaced records that the backup had not completed (a
-// deletion acknowledged after the backup whose worker had not run, or could
-// not write the ledger) is applied there to completado, and only then is
-// the staging store swapped in. A replaced store that is missing or does
-// not open does not stop the restore: progress says what was read.
+// the store is copied to a staging directory and the batch results to
+// another, every deletion of the ledger, every one the backup's store had
+// not completed and every one the store being replaced records that the
+// backup had not completed (a deletion acknowledged after the backup whose
+// worker had not run, or could not write the ledger) is applied there to
+// completado, and only then are the staging store and results swapped in
+// (and the keys written, when the data dir had none). Until that swap
+// nothing of the data dir is changed: a restore that fails or stops before
+// it leaves the store, results, keys and registry as they were. A replaced
+// store that is missing or does not open does not stop the restore:
+// progress says what was read.
 func (bk *Backups) Restore(ctx context.Context, src string, open OpenStaging, progress io.Writer) (*RestoreResult, error) {
 	dataDir := bk.dataDir
 	m, err := bk.readManifest(src)
@@ -55,7 +63,7 @@ func (bk *Backups) Restore(ctx context.Context, src string, open OpenStaging, pr
 	if err != nil {
 		return nil, err
 	}
-	secrets, err := installKeys(dataDir, src)
+	secrets, err := backupKeys(dataDir, src)
 	if err != nil {
 		return nil, err
 	}
@@ -63,24 +71,16 @@ func (bk *Backups) Restore(ctx context.Context, src string, open OpenStaging, pr
 	if err != nil {
 		return nil, err
 	}
-	staging := filepath.Join(dataDir, restoringDir)
-	if err := os.RemoveAll(staging); err != nil {
-		return nil, err
-	}
-	fmt.Fprintf(progress, "restore: copying %s\n", filepath.Join(src, "db"))
-	if err := copyTree(filepath.Join(src, "db"), staging, progress); err != nil {
-		os.RemoveAll(staging)
-		return nil, err
-	}
-	n, err := reapplyDeletions(ctx, dataDir, staging, secrets, ledger, live, open, progress)
-	if err == nil {
-		err = rotateManifest(staging)
-	}
+	n, err := stage(ctx, dataDir, src, secrets, ledger, live, open, progress)
 	if err != nil {
-		os.RemoveAll(staging)
+		os.RemoveAll(filepath.Join(dataDir, restoringDir))
+		os.RemoveAll(filepath.Join(dataDir, restoringResults))
 		return nil, err
 	}
-	replaced, err := swapIn(dataDir, staging)
+	if err := installKeys(dataDir, src); err != nil {
+		return nil, err
+	}
+	replaced, err := swapIn(dataDir)
 	if err != nil {
 		return nil, err
 	}
@@ -98,6 +98,33 @@ func (bk *Backups) Restore(ctx context.Context, src string, open OpenStaging, pr
 	}
 	fmt.Fprintf(progress, "restore: done\n")
 	return &RestoreResult{From: src, DataDir: dataDir, TakenAt: m.TakenAt, DeletionsReapplied: n, Replaced: replaced, LiveStore: liveState}, nil
+}
+
+// stage builds the staging store (a copy of src's) and the staging results
+// (a copy of the live ones) in dataDir and re-applies the deletions there.
+// It returns how many customers' deletions it applied.
+func stage(ctx context.Context, dataDir, src string, secrets *store.Secrets, ledger []LedgerEntry, live []liveDeletion,
+	open OpenStaging, progress io.Writer) (int, error) {
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		return 0, err
+	}
+	staging := filepath.Join(dataDir, restoringDir)
+	if err := os.RemoveAll(staging); err != nil {
+		return 0, err
+	}
+	fmt.Fprintf(progress, "restore: copying %s\n", filepath.Join(src, "db"))
+	if err := copyTree(filepath.Join(src, "db"), staging, progress); err != nil {
+		return 0, err
+	}
+	results, err := stageResults(dataDir)
+	if err != nil {
+		return 0, err
+	}
+	n, err := reapplyDeletions(ctx, staging, results, secrets, ledger, live, open, progress)
+	if err != nil {
+		return 0, err
+	}
+	return n, rotateManifest(staging)
 }
 
 // readManifest reads src's manifest and refuses an incomplete backup or
@@ -125,34 +152,45 @@ func (bk *Backups) readManifest(src string) (*Manifest, error) {
 	return &m, nil
 }
 
-// installKeys puts the backup's keys.json into dataDir, or checks that the
-// one there is the same installation's, and loads them.
-func installKeys(dataDir, src string) (*store.Secrets, error) {
+// backupKeys loads the keys of the backup src, refusing them when dataDir
+// holds another installation's. It writes nothing.
+func backupKeys(dataDir, src string) (*store.Secrets, error) {
 	keys, err := os.ReadFile(filepath.Join(src, store.SecretsFile))
 	if err != nil {
 		return nil, fmt.Errorf("backup keys: %w", err)
 	}
-	if err := os.MkdirAll(dataDir, 0o700); err != nil {
-		return nil, err
-	}
 	cur, err := os.ReadFile(filepath.Join(dataDir, store.SecretsFile))
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		if err := atomicfile.WriteBytes(filepath.Join(dataDir, store.SecretsFile), 0o600, keys); err != nil {
-			return nil, err
-		}
 	case err != nil:
 		return nil, err
 	case !bytes.Equal(bytes.TrimSpace(cur), bytes.TrimSpace(keys)):
 		return nil, fmt.Errorf("the backup's keys.json differs from %s: it comes from another installation", filepath.Join(dataDir, store.SecretsFile))
 	}
-	return store.LoadSecrets(dataDir)
+	return store.LoadSecrets(src)
 }
 
-// Staging and replaced stores of a restore, beside dataDir's "db".
+// installKeys puts the backup's keys.json into dataDir when it has none
+// (backupKeys checked that one there is the same).
+func installKeys(dataDir, src string) error {
+	path := filepath.Join(dataDir, store.SecretsFile)
+	if _, err := os.Stat(path); err == nil {
+		return nil
+	}
+	keys, err := os.ReadFile(filepath.Join(src, store.SecretsFile))
+	if err != nil {
+		return fmt.Errorf("backup keys: %w", err)
+	}
+	return atomicfile.WriteBytes(path, 0o600, keys)
+}
+
+// Staging and replaced stores and batch results of a restore, beside
+// dataDir's "db" and "results".
 const (
-	restoringDir = "db.restoring"
-	replacedDir  = "db.replaced"
+	restoringDir     = "db.restoring"
+	replacedDir      = "db.replaced"
+	restoringResults = "results.restoring"
+	replacedResults  = "results.replaced"
 )
 
 // CheckInterrupted refuses a data dir a restore stopped in before its
@@ -167,21 +205,74 @@ func CheckInterrupted(dataDir string) error {
 		if _, err := os.Stat(filepath.Join(dataDir, left)); err == nil {
 			return fmt.Errorf("data dir %s: a restore stopped before it finished (%s is there, db is not): run the same "+
 				"'coupond admin restore --from BACKUP' again; to keep the store as it was before that restore instead, "+
-				"move %s back to db", dataDir, left, filepath.Join(dataDir, replacedDir))
+				"move %s back to db and, if %s is there, move it back to results (removing the results there)",
+				dataDir, left, filepath.Join(dataDir, replacedDir), filepath.Join(dataDir, replacedResults))
 		}
 	}
 	return nil
 }
 
-// swapIn makes staging the live store of dataDir, reporting whether it
-// replaced one.
+// liveResults is the results dir a restore copies: dataDir's "results", or
+// the "results.replaced" that a restore stopped between its renames left.
+func liveResults(dataDir string) string {
+	dir := filepath.Join(dataDir, "results")
+	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+		return filepath.Join(dataDir, replacedResults)
+	}
+	return dir
+}
+
+// stageResults makes the staging results dir a copy of the live one
+// (without temporary files): hard links where the file system allows
+// them, which is safe since result files are only ever replaced (written
+// aside and renamed) or removed, never changed in place. It returns the
+// staging dir.
+func stageResults(dataDir string) (string, error) {
+	staging := filepath.Join(dataDir, restoringResults)
+	if err := os.RemoveAll(staging); err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(staging, 0o700); err != nil {
+		return "", err
+	}
+	src := liveResults(dataDir)
+	err := filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
+		if errors.Is(err, fs.ErrNotExist) && path == src {
+			return nil // no results yet
+		}
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, path)
+		target := filepath.Join(staging, rel)
+		switch {
+		case d.IsDir():
+			return os.MkdirAll(target, 0o700)
+		case !d.Type().IsRegular() || strings.HasSuffix(path, atomicfile.TmpSuffix):
+			return nil
+		case os.Link(path, target) == nil:
+			return nil
+		}
+		_, err = copyFile(path, target)
+		return err
+	})
+	if err != nil {
+		return "", err
+	}
+	return staging, syncTree(staging)
+}
+
+// swapIn makes the staging store and results the live ones of dataDir,
+// reporting whether it replaced a store.
 //
-// A crash between its two renames leaves db.replaced and db.restoring and
-// no db (CheckInterrupted refuses that dir); the restore run again swaps
-// in and removes the db.replaced left behind.
-func swapIn(dataDir, staging string) (replaced bool, err error) {
-	live := filepath.Join(dataDir, "db")
-	old := filepath.Join(dataDir, replacedDir)
+// The results go in before the store: while "db" is missing (between the
+// renames) CheckInterrupted refuses the dir, and once it is there its
+// results are too. The restore run again after a crash in between reads
+// the deletions of db.replaced and the results of results.replaced (or of
+// the results already swapped in), swaps in and removes what is left.
+func swapIn(dataDir string) (replaced bool, err error) {
+	live, old := filepath.Join(dataDir, "db"), filepath.Join(dataDir, replacedDir)
+	results, oldResults := filepath.Join(dataDir, "results"), filepath.Join(dataDir, replacedResults)
 	if _, err := os.Stat(live); err == nil {
 		replaced = true
 		if err := os.RemoveAll(old); err != nil {
@@ -191,11 +282,27 @@ func swapIn(dataDir, staging string) (replaced bool, err error) {
 			return replaced, err
 		}
 	}
-	if err := os.Rename(staging, live); err != nil {
+	if _, err := os.Stat(results); err == nil {
+		if err := os.RemoveAll(oldResults); err != nil {
+			return replaced, err
+		}
+		if err := os.Rename(results, oldResults); err != nil {
+			return replaced, err
+		}
+	}
+	if err := os.Rename(filepath.Join(dataDir, restoringResults), results); err != nil {
 		return replaced, err
 	}
-	if err := os.RemoveAll(old); err != nil {
+	if err := os.Rename(filepath.Join(dataDir, restoringDir), live); err != nil {
 		return replaced, err
+	}
+	if err := atomicfile.SyncDir(dataDir); err != nil {
+		return replaced, err
+	}
+	for _, dir := range []string{old, oldResults} {
+		if err := os.RemoveAll(dir); err != nil {
+			return replaced, err
+		}
 	}
 	return replaced, atomicfile.SyncDir(dataDir)
 }
@@ -279,17 +386,17 @@ func liveDeletions(dataDir string, progress io.Writer) (out []liveDeletion, stat
 	return out, state, nil
 }
 
-// reapplyDeletions opens the staging store, schedules the deletions
-// toReapply finds, and runs them to completado. It returns how many
-// customers' deletions it applied.
-func reapplyDeletions(ctx context.Context, dataDir, staging string, secrets *store.Secrets, ledger []LedgerEntry, live []liveDeletion,
+// reapplyDeletions opens the staging store (with the staging results),
+// schedules the deletions toReapply finds, and runs them to completado. It
+// returns how many customers' deletions it applied.
+func reapplyDeletions(ctx context.Context, staging, results string, secrets *store.Secrets, ledger []LedgerEntry, live []liveDeletion,
 	open OpenStaging, progress io.Writer) (int, error) {
 	db, err := store.Open(staging, nil)
 	if err != nil {
 		return 0, err
 	}
 	defer db.Close()
-	svc, hooks, err := open(ctx, db, secrets)
+	svc, hooks, err := open(ctx, db, secrets, results)
 	if err != nil {
 		return 0, err
 	}
@@ -319,7 +426,7 @@ func reapplyDeletions(ctx context.Context, dataDir, staging string, secrets *sto
 			return 0, fmt.Errorf("re-applying deletions: %d cannot complete", left)
 		}
 	}
-	if err := reconcileResults(db, filepath.Join(dataDir, "results")); err != nil {
+	if err := reconcileResults(db, results); err != nil {
 		return 0, err
 	}
 	return len(todo), nil
@@ -456,22 +563,7 @@ func copyTree(src, dst string, progress io.Writer) error {
 		if d.IsDir() {
 			return os.MkdirAll(target, 0o700)
 		}
-		in, err := os.Open(path)
-		if err != nil {
-			return err
-		}
-		defer in.Close()
-		out, err := os.OpenFile(target, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
-		if err != nil {
-			return err
-		}
-		n, err := io.Copy(out, in)
-		if err == nil {
-			err = out.Sync()
-		}
-		if cerr := out.Close(); err == nil {
-			err = cerr
-		}
+		n, err := copyFile(path, target)
 		done += n
 		if time.Since(last) > 250*time.Millisecond {
 			fmt.Fprintf(progress, "restore: %s\n", progressBar(done, total))
@@ -484,4 +576,26 @@ func copyTree(src, dst string, progress io.Writer) error {
 	}
 	fmt.Fprintf(progress, "restore: %s\n", progressBar(done, max(total, 1)))
 	return atomicfile.SyncDir(dst)
+}
+
+// copyFile copies the file src to dst (created, owner-only), synced, and
+// returns how many bytes it copied.
+func copyFile(src, dst string) (int64, error) {
+	in, err := os.Open(src)
+	if err != nil {
+		return 0, err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if err != nil {
+		return 0, err
+	}
+	n, err := io.Copy(out, in)
+	if err == nil {
+		err = out.Sync()
+	}
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	return n, err
 }
