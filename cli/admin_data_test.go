@@ -1023,3 +1023,82 @@ func TestFailedRestoreLeavesDataDir(t *testing.T) {
 		})
 	}
 }
+
+// TestRestoreReachesDeletionsWhileBackupMissing: a backup whose directory
+// is missing when a customer is deleted (its disk unmounted) is not
+// forgotten: once it is back, restoring it does not bring that customer
+// back, nor one deleted after it came back; whether restored onto a new
+// machine (once a later deletion found the disk back) or into the same
+// data dir whose store is lost.
+func TestRestoreReachesDeletionsWhileBackupMissing(t *testing.T) {
+	const ana, beto = "ana-00000001", "beto-0000002"
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name       string
+		later      bool // beto is deleted once the disk is back
+		newMachine bool
+	}{
+		{"later deletion, restored on a new machine", true, true},
+		{"later deletion, live store lost", true, false},
+		{"no later deletion, live store lost", false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dataDir, bk := t.TempDir(), filepath.Join(t.TempDir(), "bk")
+			e, now := sandboxEnv(t, dataDir)
+			var evs []engine.IngestEvent
+			for i, ref := range []string{ana, beto} {
+				ev := engine.Event{ID: fmt.Sprintf("ev-%d", i), ClienteRef: ref, TS: now.Add(-time.Hour), Tipo: engine.CompraCat,
+					Clave: "abarrotes", ValorCents: 10000, TicketID: fmt.Sprintf("t-%d", i), MargenCents: 2500}
+				evs = append(evs, engine.IngestEvent{Index: i, Event: ev, Canonical: []byte(ev.ID)})
+			}
+			if res, err := e.svc.engine.Ingester.Ingest("acme", evs); err != nil || res.Aceptados != len(evs) {
+				t.Fatalf("ingest: %+v %v", res, err)
+			}
+			if _, err := runBackup(ctx, e, bk, io.Discard); err != nil {
+				t.Fatal(err)
+			}
+			deleteNow := func(ref string) {
+				requestOnly(t, e, ref)
+				if st, err := e.svc.privacy.ProcessDeletions(ctx, deletionHooks(e.svc, false)); err != nil || st.Completed != 1 {
+					t.Fatalf("deletion of %s: %+v %v", ref, st, err)
+				}
+			}
+			if err := os.Rename(bk, bk+".away"); err != nil { // the backup disk is unmounted
+				t.Fatal(err)
+			}
+			deleteNow(ana)
+			if err := os.Rename(bk+".away", bk); err != nil { // and back
+				t.Fatal(err)
+			}
+			gone := []string{ana}
+			if tc.later {
+				deleteNow(beto)
+				gone = append(gone, beto)
+			}
+			e.close()
+			target := dataDir
+			if tc.newMachine {
+				target = t.TempDir()
+			} else if err := os.RemoveAll(filepath.Join(dataDir, "db")); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := runRestore(ctx, target, bk, time.Now, io.Discard); err != nil {
+				t.Fatalf("restore: %v", err)
+			}
+			e, err := openEnv(ctx, target, zerolog.Nop(), serviceOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer e.close()
+			for _, ref := range gone {
+				x, err := e.svc.privacy.Export("acme", ref, "ci", "trace-1")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(x.Eventos) != 0 {
+					t.Errorf("%s, deleted after the backup, is back after its restore (%d events)", ref, len(x.Eventos))
+				}
+			}
+		})
+	}
+}

@@ -11,15 +11,18 @@ package privacy
 //     worker, before it removes anything of a customer, append
 //     {tenant, keyed hash, requested_at, client_id} to the ledger of every
 //     registered backup younger than BackupRetention (30 days)
-//     (Backups.Ledger). Registration precedes the checkpoint, so a deletion
-//     requested after a checkpoint reaches that backup's ledger; one
-//     requested before it is in the checkpoint as a deletion record.
+//     (Backups.Ledger); to a backup whose directory is missing (an
+//     unmounted disk) it is owed instead, in <data-dir>/backups-owed.jsonl,
+//     until the directory is back. Registration precedes the checkpoint,
+//     so a deletion requested after a checkpoint reaches that backup's
+//     ledger; one requested before it is in the checkpoint as a deletion
+//     record.
 //   - "admin restore --from DIR" (Backups.Restore, server stopped) reads the
 //     deletion records of the store it will replace (when there is one and
 //     it opens: an acknowledged deletion the worker had not ledgered yet is
 //     only there), copies DIR/db into a staging directory (and the live
-//     batch results into another), opens it,
-//     re-schedules every deletion of the ledger, every deletion the backup
+//     batch results into another), opens it, re-schedules every deletion
+//     of the ledger (and those owed to DIR), every deletion the backup
 //     holds as programado (a completado one is done, and what came after it
 //     stays) and every deletion of the replaced store the backup does not
 //     hold as completado, runs them all to completado (finding customers by
@@ -32,6 +35,7 @@ package privacy
 //     the operator's to destroy (they are outside the data dir).
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -71,9 +75,10 @@ func NewBackups(dataDir string, now func() time.Time, log zerolog.Logger) *Backu
 const BackupRetention = 30 * 24 * time.Hour
 
 const (
-	backupsFile  = "backups.json"    // in the data dir: the registered backups
-	ledgerFile   = "deletions.jsonl" // in a backup dir: deletions after it was taken
-	ManifestFile = "manifest.json"   // in a backup dir: written last
+	backupsFile  = "backups.json"       // in the data dir: the registered backups
+	ledgerFile   = "deletions.jsonl"    // in a backup dir: deletions after it was taken
+	ManifestFile = "manifest.json"      // in a backup dir: written last
+	owedFile     = "backups-owed.jsonl" // in the data dir: deletions owed to missing backups
 	backupFormat = 1
 )
 
@@ -81,6 +86,9 @@ type backupEntry struct {
 	Dir      string    `json:"dir"`
 	TakenAt  time.Time `json:"taken_at"`
 	Complete bool      `json:"complete"`
+	// Missing: its directory was not there at the last deletion (owed
+	// deletions wait in owedFile).
+	Missing bool `json:"missing,omitempty"`
 }
 
 type backupRegistry struct {
@@ -123,9 +131,13 @@ func appendLedger(dir string, l LedgerEntry) error {
 }
 
 // Ledger records a deletion in every registered backup within retention
-// (the DeletionHooks.Ledger of the live store). Backups past retention,
-// and registered directories that no longer exist, are dropped from the
-// registry.
+// (the DeletionHooks.Ledger of the live store). Backups past retention are
+// dropped from the registry. A registered backup whose directory is not
+// there (its disk unmounted) is kept, marked missing, and the deletion is
+// owed to it instead (owedFile, in the data dir, synced): delivered to its
+// ledger once it is back (deliverOwed, at every Ledger, backup and
+// restore), and re-applied by a restore of it into this data dir before
+// that. A ledger that cannot be written is an error: the deletion waits.
 func (bk *Backups) Ledger(l LedgerEntry) error {
 	bk.mu.Lock()
 	defer bk.mu.Unlock()
@@ -133,26 +145,151 @@ func (bk *Backups) Ledger(l LedgerEntry) error {
 	if err != nil {
 		return err
 	}
+	changed := bk.dropExpired(reg)
+	if err := bk.deliverOwed(reg); err != nil {
+		return err
+	}
+	for i := range reg.Backups {
+		b := &reg.Backups[i]
+		_, err := os.Stat(b.Dir)
+		missing := errors.Is(err, fs.ErrNotExist)
+		if missing != b.Missing {
+			b.Missing, changed = missing, true
+			bk.logMissing(b.Dir, missing)
+		}
+		if missing {
+			err = bk.owe(b.Dir, l)
+		} else {
+			err = appendLedger(b.Dir, l)
+		}
+		if err != nil {
+			return fmt.Errorf("backup %s: %w", b.Dir, err)
+		}
+	}
+	if changed {
+		return bk.saveRegistry(reg)
+	}
+	return nil
+}
+
+// dropExpired removes from reg the backups past retention, reporting
+// whether it removed any.
+func (bk *Backups) dropExpired(reg *backupRegistry) bool {
 	kept := reg.Backups[:0:0]
 	for _, b := range reg.Backups {
 		if bk.now().Sub(b.TakenAt) > BackupRetention {
 			bk.log.Info().Str("backup", b.Dir).Msg("backup past retention: it receives no more deletions and restore refuses it")
 			continue
 		}
-		if _, err := os.Stat(b.Dir); errors.Is(err, fs.ErrNotExist) {
-			bk.log.Warn().Str("backup", b.Dir).Msg("registered backup directory is gone; forgotten")
-			continue
-		}
-		if err := appendLedger(b.Dir, l); err != nil {
-			return fmt.Errorf("backup %s: %w", b.Dir, err)
-		}
 		kept = append(kept, b)
 	}
-	if len(kept) != len(reg.Backups) {
-		reg.Backups = kept
-		return bk.saveRegistry(reg)
+	changed := len(kept) != len(reg.Backups)
+	reg.Backups = kept
+	return changed
+}
+
+func (bk *Backups) logMissing(dir string, missing bool) {
+	if missing {
+		bk.log.Warn().Str("backup", dir).Str("owed", filepath.Join(bk.dataDir, owedFile)).
+			Msg("registered backup directory not found (disk unmounted?): deletions are kept for it and delivered to its ledger when it is back")
+		return
 	}
-	return nil
+	bk.log.Info().Str("backup", dir).Msg("registered backup directory is back: the deletions owed to it go to its ledger")
+}
+
+// owedEntry is one line of owedFile: a deletion owed to the backup Dir.
+type owedEntry struct {
+	Dir string `json:"dir"`
+	LedgerEntry
+}
+
+// owe records, synced, that the deletion l is owed to the backup dir.
+func (bk *Backups) owe(dir string, l LedgerEntry) error {
+	line, err := json.Marshal(owedEntry{Dir: dir, LedgerEntry: l})
+	if err != nil {
+		return err
+	}
+	if err := atomicfile.Append(filepath.Join(bk.dataDir, owedFile), 0o600, append(line, '\n')); err != nil {
+		return err
+	}
+	return atomicfile.SyncDir(bk.dataDir)
+}
+
+// readOwed returns the lines of owedFile; a line that does not decode
+// (a torn last line) is left out.
+func (bk *Backups) readOwed() ([]owedEntry, error) {
+	data, err := os.ReadFile(filepath.Join(bk.dataDir, owedFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []owedEntry
+	for _, line := range bytes.Split(data, []byte("\n")) {
+		var o owedEntry
+		if json.Unmarshal(line, &o) == nil && o.Dir != "" {
+			out = append(out, o)
+		}
+	}
+	return out, nil
+}
+
+// owedTo returns the deletions owed to the backup dir.
+func (bk *Backups) owedTo(dir string) ([]LedgerEntry, error) {
+	owed, err := bk.readOwed()
+	var out []LedgerEntry
+	for _, o := range owed {
+		if o.Dir == dir {
+			out = append(out, o.LedgerEntry)
+		}
+	}
+	return out, err
+}
+
+// deliverOwed appends the deletions owed to each registered backup whose
+// directory is there to its ledger, and rewrites owedFile with what is
+// left (owed to a backup still missing; those of backups no longer
+// registered, past retention, go). A crash in between delivers some
+// twice, which a restore reads as once.
+func (bk *Backups) deliverOwed(reg *backupRegistry) error {
+	owed, err := bk.readOwed()
+	if err != nil || len(owed) == 0 {
+		return err
+	}
+	registered := map[string]bool{}
+	for _, b := range reg.Backups {
+		registered[b.Dir] = true
+	}
+	byDir := map[string][]byte{}
+	var left []byte
+	kept := 0
+	for _, o := range owed {
+		line, _ := json.Marshal(o.LedgerEntry)
+		whole, _ := json.Marshal(o)
+		_, err := os.Stat(o.Dir)
+		switch {
+		case !registered[o.Dir]:
+		case errors.Is(err, fs.ErrNotExist):
+			left = append(append(left, whole...), '\n')
+			kept++
+		default:
+			byDir[o.Dir] = append(append(byDir[o.Dir], line...), '\n')
+		}
+	}
+	if kept == len(owed) {
+		return nil // nothing delivered, nothing dropped
+	}
+	for dir, lines := range byDir {
+		if err := atomicfile.Append(filepath.Join(dir, ledgerFile), 0o600, lines); err != nil {
+			return fmt.Errorf("backup %s: deletions owed to it: %w", dir, err)
+		}
+		bk.log.Info().Str("backup", dir).Msg("deletions owed to a backup delivered to its ledger")
+	}
+	if len(left) == 0 {
+		return os.Remove(filepath.Join(bk.dataDir, owedFile))
+	}
+	return atomicfile.WriteBytes(filepath.Join(bk.dataDir, owedFile), 0o600, left)
 }
 
 // Manifest is DIR/manifest.json.
@@ -239,6 +376,11 @@ func (bk *Backups) updateRegistry(fn func(reg *backupRegistry) bool) error {
 	reg, err := bk.loadRegistry()
 	if err != nil {
 		return err
+	}
+	// Deletions owed to a backup that is back go to its ledger now rather
+	// than at the next deletion: a failure waits for that one.
+	if err := bk.deliverOwed(reg); err != nil {
+		bk.log.Warn().Err(err).Msg("deletions owed to a backup not delivered yet; the next deletion retries")
 	}
 	if !fn(reg) {
 		return nil

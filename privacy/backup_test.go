@@ -37,8 +37,32 @@ func TestLedgerReachesRegisteredBackups(t *testing.T) {
 		t.Error("a backup past retention received a deletion")
 	}
 	after, _ := bk.loadRegistry()
-	if len(after.Backups) != 1 || after.Backups[0].Dir != fresh {
-		t.Errorf("registry after the hook: %+v (want only the backup within retention that exists)", after.Backups)
+	want := []backupEntry{reg.Backups[0], reg.Backups[2]}
+	want[1].Missing = true
+	if diff := cmp.Diff(want, after.Backups); diff != "" {
+		t.Errorf("registry after the hook (-want +got): the backups within retention, the one not there marked missing:\n%s", diff)
+	}
+	// The deletion is owed to the missing backup, and reaches its ledger,
+	// before the next one, once it is back (its disk mounted again).
+	if owed, err := bk.owedTo(gone); err != nil || !cmp.Equal(owed, []LedgerEntry{entry}) {
+		t.Errorf("owed to the missing backup: %+v %v", owed, err)
+	}
+	if err := os.Mkdir(gone, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	next := LedgerEntry{Tenant: "acme", Hash: "def456", RequestedAt: now, ClientID: "ci_1"}
+	if err := hook(next); err != nil {
+		t.Fatal(err)
+	}
+	got, err = readLedger(filepath.Join(gone, ledgerFile))
+	if diff := cmp.Diff([]LedgerEntry{entry, next}, got); err != nil || diff != "" {
+		t.Errorf("ledger of the backup back (-want +got): %v\n%s", err, diff)
+	}
+	if owed, err := bk.owedTo(gone); err != nil || len(owed) != 0 {
+		t.Errorf("still owed once delivered: %+v %v", owed, err)
+	}
+	if after, _ := bk.loadRegistry(); after.Backups[1].Missing {
+		t.Errorf("a backup back is still marked missing: %+v", after.Backups)
 	}
 	// A backup that cannot be written makes the deletion wait.
 	os.Chmod(fresh, 0o500)

@@ -63,6 +63,13 @@ func (bk *Backups) Restore(ctx context.Context, src string, open OpenStaging, pr
 	if err != nil {
 		return nil, err
 	}
+	// Deletions owed to src while it was missing (see Ledger) and not yet
+	// delivered to its ledger.
+	owed, err := bk.owedTo(src)
+	if err != nil {
+		return nil, err
+	}
+	ledger = append(ledger, owed...)
 	secrets, err := backupKeys(dataDir, src)
 	if err != nil {
 		return nil, err
