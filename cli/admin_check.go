@@ -28,16 +28,22 @@ func checkCmd(a *app) *cobra.Command {
 		// Tenant and credential records the store could not decode at
 		// open: not movable to a tenant's quarantine; a backup restores them.
 		unreadable := append([]string{}, e.db.Unreadable()...)
-		left := len(st.Damaged) - st.Repaired + len(unreadable)
+		// Damaged backup registries, set aside once rebuilt (privacy.Backups).
+		aside := e.svc.backups.SetAside()
+		left := len(st.Damaged) - st.Repaired + len(unreadable) + len(aside)
 		if jsonFlag(cmd) {
 			if err := printJSON(cmd.OutOrStdout(), map[string]any{"ok": left == 0, "tenants": st.Tenants, "records": st.Records,
-				"damaged": st.Damaged, "repaired": st.Repaired, "quarantined": st.Quarantined, "unreadable": unreadable}); err != nil {
+				"damaged": st.Damaged, "repaired": st.Repaired, "quarantined": st.Quarantined, "unreadable": unreadable,
+				"set_aside": aside}); err != nil {
 				return err
 			}
 		} else {
 			printCheck(cmd.OutOrStdout(), st, repair)
 			for _, u := range unreadable {
 				fmt.Fprintf(cmd.OutOrStdout(), "  unreadable   %s (left out; restore it from a backup)\n", u)
+			}
+			for _, a := range aside {
+				fmt.Fprintf(cmd.OutOrStdout(), "  set aside    %s (damaged backup registry, rebuilt; remove it once looked at)\n", a)
 			}
 		}
 		if left > 0 {

@@ -1,11 +1,13 @@
 package cli
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -175,4 +177,25 @@ func TestAdminCheckRepair(t *testing.T) {
 		t.Fatalf("check after deletion: exit %d, %+v", code, c)
 	}
 	in.stop()
+}
+
+// TestAdminCheckListsDamagedBackupRegistry: a backups.json that does not
+// decode does not stop the next backup; it is rebuilt (the earlier backup
+// still registered) and the damaged file, set aside, is reported by
+// "admin check" (exit 1) until the operator removes it.
+func TestAdminCheckListsDamagedBackupRegistry(t *testing.T) {
+	dir, data, backup := backedUpTenant(t)
+	if err := os.WriteFile(filepath.Join(data, "backups.json"), []byte(`{"backups": [{"dir": "`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	runIn(t, data, "admin", "backup", "--out", filepath.Join(dir, "backup2"))
+	reg, err := os.ReadFile(filepath.Join(data, "backups.json"))
+	if err != nil || !bytes.Contains(reg, []byte(backup)) || !bytes.Contains(reg, []byte("backup2")) {
+		t.Errorf("rebuilt registry: %s %v; want both backups", reg, err)
+	}
+	out, _, err := runCLI(t, "admin", "check", "--data-dir", data)
+	var exit *ExitError
+	if !errors.As(err, &exit) || exit.Code != 1 || !strings.Contains(out, "set aside    backups.json.damaged-") {
+		t.Errorf("admin check: %v\n%s\nwant exit 1 and the set-aside registry listed", err, out)
+	}
 }

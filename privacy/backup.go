@@ -44,6 +44,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -79,6 +81,7 @@ const (
 	ledgerFile   = "deletions.jsonl"    // in a backup dir: deletions after it was taken
 	ManifestFile = "manifest.json"      // in a backup dir: written last
 	owedFile     = "backups-owed.jsonl" // in the data dir: deletions owed to missing backups
+	registryCopy = "backups.copy.json"  // in the data dir: backups.json again
 	backupFormat = 1
 )
 
@@ -95,6 +98,8 @@ type backupRegistry struct {
 	Backups []backupEntry `json:"backups"`
 }
 
+// loadRegistry reads backups.json. One that does not decode never stops
+// a deletion (contract §8): recoverRegistry sets it aside and rebuilds it.
 func (bk *Backups) loadRegistry() (*backupRegistry, error) {
 	var r backupRegistry
 	data, err := os.ReadFile(filepath.Join(bk.dataDir, backupsFile))
@@ -105,17 +110,142 @@ func (bk *Backups) loadRegistry() (*backupRegistry, error) {
 		return nil, err
 	}
 	if err := json.Unmarshal(data, &r); err != nil {
-		return nil, fmt.Errorf("%s: %w", backupsFile, err)
+		return bk.recoverRegistry(data, err)
 	}
 	return &r, nil
 }
 
+// saveRegistry writes backups.json and its copy (registryCopy), each
+// atomically and synced: a damaged one is rebuilt from the other.
 func (bk *Backups) saveRegistry(r *backupRegistry) error {
 	data, err := json.MarshalIndent(r, "", "  ")
 	if err != nil {
 		return err
 	}
-	return atomicfile.WriteBytes(filepath.Join(bk.dataDir, backupsFile), 0o600, data)
+	if err := atomicfile.WriteBytes(filepath.Join(bk.dataDir, backupsFile), 0o600, data); err != nil {
+		return err
+	}
+	return atomicfile.WriteBytes(filepath.Join(bk.dataDir, registryCopy), 0o600, data)
+}
+
+// recoverRegistry rebuilds a backups.json that does not decode, reading it
+// conservatively: a backup registered there must keep receiving
+// deletions, so every backup that may have been is registered again. The
+// damaged file is set aside (backups.json.damaged-TIME, owner-only, for
+// the operator to look at and remove; "admin check" lists it) and the
+// registry is rebuilt from the union of: its copy (saved with it), every
+// backup directory (one holding a deletion ledger) named in the damaged
+// bytes or in backups-owed.jsonl, and every backup directory of this
+// installation (same keys.json) beside those. A backup so registered that
+// was not is harmless: it receives deletions it does not need.
+func (bk *Backups) recoverRegistry(damaged []byte, cause error) (*backupRegistry, error) {
+	path := filepath.Join(bk.dataDir, backupsFile)
+	aside := path + ".damaged-" + bk.now().UTC().Format("20060102T150405.000000000Z")
+	if err := os.Rename(path, aside); err != nil {
+		return nil, err
+	}
+	if err := os.Chmod(aside, 0o600); err != nil {
+		return nil, err
+	}
+	found := map[string]backupEntry{}
+	var copied backupRegistry
+	if data, err := os.ReadFile(filepath.Join(bk.dataDir, registryCopy)); err == nil && json.Unmarshal(data, &copied) == nil {
+		for _, b := range copied.Backups {
+			found[b.Dir] = b
+		}
+	}
+	named := jsonStrings(damaged)
+	if owed, err := bk.readOwed(); err == nil {
+		for _, o := range owed {
+			named = append(named, o.Dir)
+		}
+	}
+	for _, dir := range named {
+		if _, ok := found[dir]; !ok && filepath.IsAbs(dir) && isBackupDir(dir) {
+			found[dir] = backupEntryOf(dir, bk.now())
+		}
+	}
+	bk.addSiblings(found)
+	reg := &backupRegistry{}
+	for _, b := range found {
+		reg.Backups = append(reg.Backups, b)
+	}
+	sort.Slice(reg.Backups, func(i, j int) bool {
+		a, b := reg.Backups[i], reg.Backups[j]
+		return a.TakenAt.Before(b.TakenAt) || (a.TakenAt.Equal(b.TakenAt) && a.Dir < b.Dir)
+	})
+	bk.log.Error().Str("error", cause.Error()).Str("set_aside", aside).Int("backups", len(reg.Backups)).
+		Msg("backup registry damaged: set aside and rebuilt from its copy and the backup directories found; deletions keep reaching them")
+	return reg, bk.saveRegistry(reg)
+}
+
+// SetAside lists the damaged backup registries recoverRegistry set aside
+// in the data dir (file names), for "admin check" to report until the
+// operator removes them.
+func (bk *Backups) SetAside() []string {
+	paths, _ := filepath.Glob(filepath.Join(bk.dataDir, backupsFile+".damaged-*"))
+	names := []string{}
+	for _, p := range paths {
+		names = append(names, filepath.Base(p))
+	}
+	return names
+}
+
+// addSiblings adds to found every backup directory of this installation
+// (its keys.json the data dir's) beside one already there.
+func (bk *Backups) addSiblings(found map[string]backupEntry) {
+	keys, err := os.ReadFile(filepath.Join(bk.dataDir, store.SecretsFile))
+	if err != nil {
+		return
+	}
+	parents := map[string]bool{}
+	for dir := range found {
+		parents[filepath.Dir(dir)] = true
+	}
+	for parent := range parents {
+		entries, _ := os.ReadDir(parent)
+		for _, e := range entries {
+			dir := filepath.Join(parent, e.Name())
+			if _, ok := found[dir]; ok || !e.IsDir() || !isBackupDir(dir) {
+				continue
+			}
+			if theirs, err := os.ReadFile(filepath.Join(dir, store.SecretsFile)); err == nil && bytes.Equal(bytes.TrimSpace(theirs), bytes.TrimSpace(keys)) {
+				found[dir] = backupEntryOf(dir, bk.now())
+			}
+		}
+	}
+}
+
+// isBackupDir reports whether dir holds a deletion ledger (Take creates
+// it before it registers the backup).
+func isBackupDir(dir string) bool {
+	info, err := os.Stat(filepath.Join(dir, ledgerFile))
+	return err == nil && info.Mode().IsRegular()
+}
+
+// backupEntryOf is the registry entry of the backup dir: taken when its
+// manifest says, or, without one (a backup being taken), now, which keeps
+// it receiving deletions for the whole retention.
+func backupEntryOf(dir string, now time.Time) backupEntry {
+	var m Manifest
+	if data, err := os.ReadFile(filepath.Join(dir, ManifestFile)); err == nil && json.Unmarshal(data, &m) == nil && !m.TakenAt.IsZero() {
+		return backupEntry{Dir: dir, TakenAt: m.TakenAt, Complete: true}
+	}
+	return backupEntry{Dir: dir, TakenAt: now.UTC()}
+}
+
+// jsonStrings returns the JSON string literals found in data, which need
+// not be valid JSON as a whole (a file cut short or partly overwritten).
+func jsonStrings(data []byte) []string {
+	lits := regexp.MustCompile(`"(?:[^"\\\x00-\x1f]|\\.)*"`).FindAll(data, -1)
+	var out []string
+	for _, lit := range lits {
+		var s string
+		if json.Unmarshal(lit, &s) == nil {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // appendLedger appends one deletion to a backup's ledger, synced

@@ -1,6 +1,8 @@
 package privacy
 
 import (
+	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -133,5 +135,105 @@ func TestBackupRefusedInsideDataDir(t *testing.T) {
 		if refused := err != nil && strings.Contains(err.Error(), "inside the data dir"); refused != tc.inside {
 			t.Errorf("--out %s: %v; want refused as inside the data dir = %v", tc.dir, err, tc.inside)
 		}
+	}
+}
+
+// TestLedgerPastDamagedRegistry: a backups.json that does not decode (cut
+// short, zeroed, overwritten) never stops a deletion (contract §8): it is
+// set aside, owner-only, and the backups it named, and those beside them
+// (same installation), are registered again, so the deletion still
+// reaches each one's ledger.
+func TestLedgerPastDamagedRegistry(t *testing.T) {
+	now := time.Now().UTC()
+	entry := LedgerEntry{Tenant: "acme", Hash: "abc123", RequestedAt: now, ClientID: "ci_1"}
+	for _, tc := range []struct {
+		name   string
+		damage func(data []byte) []byte
+		noCopy bool // its copy is lost too
+	}{
+		{"cut short", func(data []byte) []byte { return data[:len(data)/2] }, false},
+		{"zeroed", func(data []byte) []byte { return make([]byte, len(data)) }, false},
+		{"overwritten", func([]byte) []byte { return []byte("not json") }, false},
+		// Those it still names, and those beside them: b2, cut off.
+		{"cut short, copy lost", func(data []byte) []byte { return data[:len(data)/2] }, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dataDir, root := t.TempDir(), t.TempDir()
+			keys := []byte(`{"token":"k"}`)
+			if err := os.WriteFile(filepath.Join(dataDir, "keys.json"), keys, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			bk := NewBackups(dataDir, func() time.Time { return now }, zerolog.Nop())
+			var dirs []string
+			reg := &backupRegistry{}
+			for i := 0; i < 3; i++ {
+				dir := filepath.Join(root, fmt.Sprintf("b%d", i))
+				taken := now.Add(-time.Duration(3-i) * time.Hour).Truncate(time.Second)
+				if err := os.Mkdir(dir, 0o700); err != nil {
+					t.Fatal(err)
+				}
+				for name, data := range map[string][]byte{ledgerFile: nil, "keys.json": keys,
+					ManifestFile: fmt.Appendf(nil, `{"format":1,"taken_at":%q}`, taken.Format(time.RFC3339))} {
+					if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
+						t.Fatal(err)
+					}
+				}
+				dirs = append(dirs, dir)
+				reg.Backups = append(reg.Backups, backupEntry{Dir: dir, TakenAt: taken, Complete: true})
+				if err := bk.saveRegistry(reg); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// A backup of another installation beside them is not this
+			// one's to feed.
+			other := filepath.Join(root, "other")
+			os.Mkdir(other, 0o700)
+			for name, data := range map[string][]byte{ledgerFile: nil, "keys.json": []byte(`{"token":"other"}`)} {
+				if err := os.WriteFile(filepath.Join(other, name), data, 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if tc.noCopy {
+				os.Remove(filepath.Join(dataDir, registryCopy))
+			}
+			path := filepath.Join(dataDir, backupsFile)
+			data, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			damaged := tc.damage(data)
+			if err := os.WriteFile(path, damaged, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := bk.Ledger(entry); err != nil {
+				t.Fatalf("deletion past a damaged backup registry: %v", err)
+			}
+			for _, dir := range dirs {
+				got, err := readLedger(filepath.Join(dir, ledgerFile))
+				if diff := cmp.Diff([]LedgerEntry{entry}, got); err != nil || diff != "" {
+					t.Errorf("ledger of %s (-want +got): %v\n%s", dir, err, diff)
+				}
+			}
+			aside, _ := filepath.Glob(path + ".damaged-*")
+			if len(aside) != 1 {
+				t.Fatalf("damaged registry set aside as %v, want one file", aside)
+			}
+			if info, err := os.Stat(aside[0]); err != nil || info.Mode().Perm() != 0o600 {
+				t.Errorf("set-aside registry: %v %v, want mode 0600", info, err)
+			}
+			if kept, err := os.ReadFile(aside[0]); err != nil || !bytes.Equal(kept, damaged) {
+				t.Errorf("set-aside registry does not hold the damaged bytes: %v", err)
+			}
+			after, err := bk.loadRegistry()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, _ := os.ReadFile(filepath.Join(other, ledgerFile)); len(got) > 0 {
+				t.Errorf("another installation's backup received the deletion: %s", got)
+			}
+			if diff := cmp.Diff(reg.Backups, after.Backups); diff != "" {
+				t.Errorf("registry rebuilt (-want +got):\n%s", diff)
+			}
+		})
 	}
 }
