@@ -11,12 +11,12 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/coupond/coupond/internal/apitest"
 	"github.com/coupond/coupond/internal/golden"
+	"github.com/coupond/coupond/internal/syncbuf"
 )
 
 // TestOpensDataDirOfAnEarlierRelease: a data dir written by an earlier
@@ -42,7 +42,7 @@ func TestOpensDataDirOfAnEarlierRelease(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	in := &instance{t: t, addr: freeAddr(t), dataDir: dir}
-	var logs lockedBuffer // serve writes it while the test reads it
+	var logs syncbuf.Buffer // serve writes it while the test reads it
 	served := make(chan error, 1)
 	go func() {
 		served <- Run(ctx, []string{"serve", "--data-dir", dir, "--addr", in.addr, "--console-addr", ""}, nil, io.Discard, &logs)
@@ -130,22 +130,4 @@ func copyDataDir(t *testing.T, src string) string {
 		t.Fatal(err)
 	}
 	return dst
-}
-
-// lockedBuffer is a bytes.Buffer safe for one writer and readers at once.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
