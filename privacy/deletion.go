@@ -30,7 +30,11 @@ package privacy
 //     (once per pass, however many customers it deleted), so the bytes are
 //     rewritten out of the sstables, not only shadowed by tombstones;
 //  5. marks the records completado and removes the queue entries, and
-//     compacts the queue range too.
+//     compacts the queue range too;
+//  6. purges the write-ahead logs and MANIFESTs written before, which may
+//     still hold the erased bytes; step 5's batch marks the purge owed and
+//     the purge clears the mark, so every pass first finishes a purge a
+//     crash or an error cut short.
 //
 // A job interrupted anywhere is redone from the start on the next pass: every
 // step is idempotent. A deletion left programado with no queue entry (its
@@ -276,7 +280,9 @@ func (s *Service) RunDeletions(ctx context.Context, interval time.Duration, hook
 
 // ProcessDeletions runs one pass of the deletion worker over every tenant:
 // each queued job whose retry time has come is applied (see the file
-// comment). Jobs that fail or wait stay queued. The first pass, and one
+// comment). Jobs that fail or wait stay queued. Each pass first finishes
+// the purge of write-ahead logs and MANIFESTs that completed deletions still
+// owe (store.DB.PurgeOwed). The first pass, and one
 // every deletionSweep after, first queues again the deletions stranded
 // without a queue entry (requeueStranded).
 func (s *Service) ProcessDeletions(ctx context.Context, hooks DeletionHooks) (DeletionStats, error) {
@@ -284,6 +290,10 @@ func (s *Service) ProcessDeletions(ctx context.Context, hooks DeletionHooks) (De
 	defer s.deletionMu.Unlock()
 	var st DeletionStats
 	var firstErr error
+	if err := s.db.PurgeOwed(); err != nil { // a pass's purge cut short (complete)
+		s.log.Error().Err(err).Msg("purge of write-ahead logs owed by completed deletions; retried on the next pass")
+		firstErr = err
+	}
 	sweep := s.lastSweep.IsZero() || s.now().Sub(s.lastSweep) >= deletionSweep
 	if sweep {
 		s.lastSweep = s.now()
@@ -492,18 +502,21 @@ func (p *tenantPass) complete(ctx context.Context, ready []readyDeletion) error 
 		b.Delete(r.qkey)
 		qkeys = append(qkeys, r.qkey)
 	}
+	b.OwePurge()
 	err = b.Commit()
 	b.Close()
 	if err == nil {
 		err = p.s.compactKeys(ctx, qkeys)
 	}
-	if err == nil {
-		// Tombstones and old records in write-ahead logs still name the
-		// customers: rotate them away before reporting completado.
-		err = p.s.db.PurgeWAL()
+	if err == nil && p.s.beforePurge != nil {
+		err = p.s.beforePurge()
 	}
 	if err == nil {
-		err = p.s.db.PurgeManifest()
+		// Tombstones and old records in write-ahead logs still name the
+		// customers: rotate them away before reporting completado. The
+		// batch marked the purge owed, so a purge cut short by a crash or
+		// an error is redone by the next pass (ProcessDeletions).
+		err = p.s.db.PurgeOwed()
 	}
 	if err != nil {
 		for _, r := range ready {

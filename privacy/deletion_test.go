@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"testing"
 	"time"
@@ -13,7 +14,9 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/coupond/coupond/engine"
+	"github.com/coupond/coupond/internal/storetest"
 	"github.com/coupond/coupond/store"
+	"github.com/coupond/coupond/store/storefs"
 )
 
 func TestDeletionSurvivesRestart(t *testing.T) {
@@ -523,4 +526,123 @@ func TestErasureBudgetStoredInCommitOrder(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("stored budget (-want +got):\n%s", diff)
 	}
+}
+
+// newPurgeTest returns, over a crashable in-memory file system, a store
+// whose tenant acme holds the customer canary in logs made obsolete by
+// flushes (Pebble keeps such logs to recycle, bytes and all), with a
+// deletion of canary requested.
+func newPurgeTest(t *testing.T, canary string) (*storefs.MemFS, *store.DB, *Service) {
+	t.Helper()
+	mem := storefs.CrashableMem()
+	db, err := store.Open("db", mem)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	storetest.Sandbox(t, db, "acme", t0, store.DefaultSettings())
+	now := func() time.Time { return t0 }
+	e := engine.New(engine.Config{DB: db, Secrets: store.TestSecrets(), Log: zerolog.Nop(), Now: now, Seed: 1})
+	p := newService(e, db, now)
+	ingestFor(t, e, canary, "zz-"+canary, 5)
+	for i := 0; i < 3; i++ {
+		if err := db.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		ingestFor(t, e, fmt.Sprintf("mas-%08d", i), fmt.Sprintf("m%d", i), 2)
+	}
+	if _, err := p.RequestDeletion("acme", canary, "ci"); err != nil {
+		t.Fatal(err)
+	}
+	return mem, db, p
+}
+
+// checkNoFileHolds fails t unless, within 2 s (Pebble removes obsolete
+// files in the background), no file of dir on fs holds b in its raw bytes.
+func checkNoFileHolds(t *testing.T, fs storefs.FS, dir string, b []byte) {
+	t.Helper()
+	var left []string
+	for start := time.Now(); time.Since(start) < 2*time.Second; time.Sleep(50 * time.Millisecond) {
+		if left = filesHolding(t, fs, dir, b); len(left) == 0 {
+			return
+		}
+	}
+	t.Errorf("files still holding the deleted cliente_ref: %v", left)
+}
+
+// TestDeletionPurgeRedoneAfterFailure: when the purge of the write-ahead
+// logs fails after the deletion's completado batch has committed, the
+// queue entry is gone, so no job would ever purge again, and the obsolete
+// logs Pebble keeps to recycle still hold the erased customer's bytes. The
+// next worker pass must purge them.
+func TestDeletionPurgeRedoneAfterFailure(t *testing.T) {
+	const canary = "Wq83failZk"
+	mem, _, p := newPurgeTest(t, canary)
+	p.beforePurge = func() error { return errors.New("injected: flush failed") }
+	if st, err := p.ProcessDeletions(context.Background(), DeletionHooks{}); err == nil || st.Failed != 1 {
+		t.Fatalf("first pass: %+v %v, want the injected purge failure", st, err)
+	}
+	if len(filesHolding(t, mem, "db", []byte(canary))) == 0 {
+		t.Fatal("no file holds the canary after the failed purge: the test does not exercise the retry")
+	}
+	p.beforePurge = nil
+	if _, err := p.ProcessDeletions(context.Background(), DeletionHooks{}); err != nil {
+		t.Fatal(err)
+	}
+	checkNoFileHolds(t, mem, "db", []byte(canary))
+}
+
+// TestDeletionPurgeRedoneAfterCrash: a crash after the completado batch
+// commits but before the purge must leave no file of the store directory
+// holding the erased customer's bytes once the store is open again and the
+// worker has made a pass. (Pebble v2 removes, when it opens, every log it
+// finds obsolete rather than recycling it; the purge owed is redone too.)
+func TestDeletionPurgeRedoneAfterCrash(t *testing.T) {
+	const canary = "Wq83crashZk"
+	mem, _, p := newPurgeTest(t, canary)
+	var crashed *storefs.MemFS
+	p.beforePurge = func() error { crashed = mem.CrashClone(storefs.CrashCloneCfg{}); return nil }
+	if st, err := p.ProcessDeletions(context.Background(), DeletionHooks{}); err != nil || st.Completed != 1 || crashed == nil {
+		t.Fatalf("first pass: %+v %v, crash clone taken %v", st, err, crashed != nil)
+	}
+	if len(filesHolding(t, crashed, "db", []byte(canary))) == 0 {
+		t.Fatal("no file holds the canary at the crash: the test does not exercise the purge")
+	}
+	db, err := store.Open("db", crashed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	now := func() time.Time { return t0 }
+	e := engine.New(engine.Config{DB: db, Secrets: store.TestSecrets(), Log: zerolog.Nop(), Now: now, Seed: 1})
+	p2 := newService(e, db, now)
+	if rec, err := p2.Deletion("acme", canary); err != nil || rec == nil || rec.Estado != DeletionCompleted {
+		t.Fatalf("after the crash: deletion %+v %v, want completado (the batch was synced)", rec, err)
+	}
+	if _, err := p2.ProcessDeletions(context.Background(), DeletionHooks{}); err != nil {
+		t.Fatal(err)
+	}
+	checkNoFileHolds(t, crashed, "db", []byte(canary))
+}
+
+// filesHolding lists the files of dir on fs whose raw bytes contain b.
+func filesHolding(t *testing.T, fs storefs.FS, dir string, b []byte) []string {
+	t.Helper()
+	names, err := fs.List(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, n := range names {
+		f, err := fs.Open(fs.PathJoin(dir, n))
+		if err != nil {
+			continue // removed since the listing
+		}
+		raw, err := io.ReadAll(f)
+		f.Close()
+		if err == nil && bytes.Contains(raw, b) {
+			out = append(out, n)
+		}
+	}
+	return out
 }

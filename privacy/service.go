@@ -51,6 +51,10 @@ type Service struct {
 	// beforeCommit, when set (tests), runs in eraseCustomer after the
 	// erasers, under the customer's locks, before the erasure commits.
 	beforeCommit func()
+	// beforePurge, when set (tests), runs in a deletion pass after the
+	// completado batch commits, before the write-ahead logs are purged; an
+	// error it returns stands for the purge's.
+	beforePurge func() error
 	// beforeAccessLog, when set (tests), runs in Export between its read
 	// of the customer's deletion record and its access-log entry.
 	beforeAccessLog func()

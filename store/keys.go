@@ -16,6 +16,7 @@ const (
 	globalTenant     byte = 'T'
 	globalCredential byte = 'C'
 	globalConsole    byte = 'O'
+	globalPurgeOwed  byte = 'P'
 )
 
 // Table bytes inside a tenant's key space (doc.go; registered in tables.go).

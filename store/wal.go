@@ -36,6 +36,38 @@ func (fs walFS) ReuseForWrite(oldname, newname string, category vfs.DiskWriteCat
 	return fs.FS.Create(newname, category)
 }
 
+// purgeOwedKey is the global mark that a deletion has completed and the
+// purge of the logs and MANIFESTs written before it (PurgeOwed) has not
+// finished since. It holds no customer data.
+func purgeOwedKey() []byte { return []byte{spaceGlobal, globalPurgeOwed} }
+
+// OwePurge marks, in the batch that marks deletions completado, that the
+// logs and MANIFESTs still holding the erased bytes must be purged. Written
+// with completado, the mark outlives a crash or a failed purge between the
+// two, when no queued job would ask for the purge again.
+func (b *Batch) OwePurge() { b.Set(purgeOwedKey(), []byte{1}) }
+
+// PurgeOwed purges the write-ahead logs (PurgeWAL) and MANIFESTs
+// (PurgeManifest) if a batch marked the purge owed (OwePurge), then clears
+// the mark; it does nothing when none is set. The mark stays if the purge
+// fails, so a later call redoes it. Callers serialise their calls.
+func (db *DB) PurgeOwed() error {
+	owed, err := db.Has(purgeOwedKey())
+	if err != nil || !owed {
+		return err
+	}
+	if err := db.PurgeWAL(); err != nil {
+		return err
+	}
+	if err := db.PurgeManifest(); err != nil {
+		return err
+	}
+	b := db.NewBatch()
+	defer b.Close()
+	b.Delete(purgeOwedKey())
+	return b.Commit()
+}
+
 // walRotations is how many WAL rotations PurgeWAL makes: more than the
 // logs Pebble keeps for recycling (MemTableStopWritesThreshold + 1, with
 // the default threshold 2), so every log written before the call has been
