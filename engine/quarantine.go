@@ -285,25 +285,73 @@ func keyText(key []byte, tenant string) string {
 	return text
 }
 
-// customerDamaged returns the keys of tenant's quarantine entries that name
-// the customer ref: those whose original key or value holds ref, and those
-// whose original key is one of keys (the customer's records found through
-// its indexes). Quarantine is small, so this is a scan of it.
+// customerDamaged returns the keys of tenant's quarantine entries of the
+// customer ref: those whose original key is one of keys (the customer's
+// records found through its indexes), and those whose original key or
+// value names ref as a whole (namesRef). Export counts them (en_cuarentena)
+// and deletion erases them. A ref met only inside a longer identifier
+// ("ana-0001" in "mariana-0001") does not count: that record is another
+// customer's, and taking it told ana of mariana's data and erased it.
+// Deletion stays conservative within that rule: a damaged record cannot
+// be decoded to check whose it is, so any whole mention of the ref takes
+// it, wherever the ref stands in the key or the value. Quarantine is
+// small, so this is a scan of it.
 func (e *Quarantine) customerDamaged(tenant, ref string, keys [][]byte) ([][]byte, error) {
 	want := make(map[string]bool, len(keys))
 	for _, k := range keys {
 		want[string(k)] = true
 	}
+	prefix, _ := store.TenantSpan(tenant)
 	var out [][]byte
 	lo, hi := store.DamagedSpan(tenant)
 	err := e.db.Scan(lo, hi, func(k, v []byte) error {
 		orig := store.DamagedOriginal(tenant, k)
-		if want[string(orig)] || bytes.Contains(orig, []byte(ref)) || bytes.Contains(v, []byte(ref)) {
+		// A key's components come after the tenant prefix and the table
+		// byte (a letter, which would join a first component to it).
+		comps := orig
+		if bytes.HasPrefix(orig, prefix) && len(orig) > len(prefix) {
+			comps = orig[len(prefix)+1:]
+		}
+		if want[string(orig)] || namesRef(comps, ref) || namesRef(v, ref) {
 			out = append(out, bytes.Clone(k))
 		}
 		return nil
 	})
 	return out, err
+}
+
+// namesRef reports whether b holds ref as a whole identifier: an
+// occurrence bounded on each side by the edge of b or a byte outside the
+// ID pattern's alphabet (A-Z a-z 0-9 _ . : -), as in JSON ("ref"), in key
+// components (0x00-terminated) and in text; or one right after its own
+// uvarint length, as the binary record codecs write strings
+// (binAppendString), where the bytes around may be anything.
+func namesRef(b []byte, ref string) bool {
+	if ref == "" {
+		return false
+	}
+	lenPrefix := binary.AppendUvarint(nil, uint64(len(ref)))
+	for off := 0; ; {
+		i := bytes.Index(b[off:], []byte(ref))
+		if i < 0 {
+			return false
+		}
+		i += off
+		end := i + len(ref)
+		left := i == 0 || !idByte(b[i-1])
+		right := end == len(b) || !idByte(b[end])
+		if (left && right) || bytes.HasSuffix(b[:i], lenPrefix) {
+			return true
+		}
+		off = i + 1
+	}
+}
+
+// idByte reports whether c may appear in an identifier (the ID pattern of
+// the API: A-Z a-z 0-9 _ . : -).
+func idByte(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' ||
+		c == '_' || c == '.' || c == ':' || c == '-'
 }
 
 // Quarantine lists, counts and checks damaged records: what readers moved

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -173,5 +174,37 @@ func TestDecisionsSkipDamagedCustomerRecords(t *testing.T) {
 	q, err := e.Quarantine.Quarantined("acme")
 	if err != nil || len(q) != 3 {
 		t.Fatalf("quarantine: %+v %v; want 3 records", q, err)
+	}
+}
+
+// TestNamesRef: a ref counts where it stands whole, not inside a longer
+// identifier of another customer.
+func TestNamesRef(t *testing.T) {
+	const ana = "ana-0001"
+	long := strings.Repeat("a", 97) // its uvarint length is 'a', an ID byte
+	tests := []struct {
+		name string
+		b    []byte
+		ref  string
+		want bool
+	}{
+		{"JSON field", []byte(`{"cliente_ref":"ana-0001","x":1}`), ana, true},
+		{"inside a longer ref", []byte(`{"cliente_ref":"mariana-0001"}`), ana, false},
+		{"longer ref after it", []byte(`{"cliente_ref":"ana-00012"}`), ana, false},
+		{"whole b", []byte(ana), ana, true},
+		{"cut short after the ref", []byte(`{"cliente_ref":"ana-0001`), ana, true},
+		{"key component", []byte("ana-0001\x00\x80\x00\x00\x01id\x00"), ana, true},
+		{"later key component", []byte("2026-11-02\x00envios\x00ana-0001\x00"), ana, true},
+		{"key component of another", []byte("mariana-0001\x00"), ana, false},
+		{"binary, length-prefixed", append(binAppendString([]byte{1, 'n'}, ana), 'Z', 'q'), ana, true},
+		{"binary of another", binAppendString([]byte{1}, "mariana-0001"), ana, false},
+		{"length prefix that is an ID byte", append(binAppendString([]byte("xy"), long), "k9"...), long, true},
+		{"later occurrence whole", []byte("mariana-0001 ana-0001"), ana, true},
+		{"empty ref", []byte("abc"), "", false},
+	}
+	for _, tt := range tests {
+		if got := namesRef(tt.b, tt.ref); got != tt.want {
+			t.Errorf("%s: namesRef(%q) = %v, want %v", tt.name, tt.b, got, tt.want)
+		}
 	}
 }

@@ -53,7 +53,8 @@ func (r Records) Quarantine(tenant string, key, v []byte, cause error) error {
 }
 
 // CustomerDamaged returns the keys of the quarantine entries that name ref
-// or whose original key is one of keys.
+// as a whole identifier (not inside a longer one) or whose original key is
+// one of keys.
 func (r Records) CustomerDamaged(tenant, ref string, keys [][]byte) ([][]byte, error) {
 	return r.e.Quarantine.customerDamaged(tenant, ref, keys)
 }

@@ -482,3 +482,28 @@ func TestExportRacingDeletion(t *testing.T) {
 		t.Errorf("access log: %+v %v; want one entry naming the customer by keyed hash", log, err)
 	}
 }
+
+// TestQuarantineOfAnotherCustomerWhoseRefHoldsIt: ana's cliente_ref is a
+// part of mariana's. Mariana's quarantined records are not ana's: ana's
+// export does not count them (that told ana of another customer's data)
+// and ana's deletion leaves them, as mariana's own export still shows.
+func TestQuarantineOfAnotherCustomerWhoseRefHoldsIt(t *testing.T) {
+	e, p, db, _ := newTest(t, 2)
+	const ana, mariana = "ana-0001", "mariana-0001"
+	ingestFor(t, e, ana, "a", 2)
+	plantBroken(t, e, p, db, mariana)
+	if st, err := e.Quarantine.Check("", true); err != nil || st.Repaired != 2 {
+		t.Fatalf("check --repair: %+v %v", st, err)
+	}
+	x, err := p.Export("acme", ana, "ci", "trace")
+	if err != nil || x.EnCuarentena != 0 {
+		t.Errorf("ana's export: en_cuarentena %d (%v), want 0: the quarantined records are mariana's", x.EnCuarentena, err)
+	}
+	deleteAll(t, p, ana)
+	if n, _ := e.Quarantine.QuarantinedRecords(); n != 2 {
+		t.Errorf("QuarantinedRecords after ana's deletion = %d, want mariana's 2", n)
+	}
+	if x, err := p.Export("acme", mariana, "ci", "trace"); err != nil || x.EnCuarentena != 2 {
+		t.Errorf("mariana's export after ana's deletion: en_cuarentena %d (%v), want 2", x.EnCuarentena, err)
+	}
+}
