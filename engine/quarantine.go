@@ -306,18 +306,75 @@ func (e *Quarantine) customerDamaged(tenant, ref string, keys [][]byte) ([][]byt
 	lo, hi := store.DamagedSpan(tenant)
 	err := e.db.Scan(lo, hi, func(k, v []byte) error {
 		orig := store.DamagedOriginal(tenant, k)
-		// A key's components come after the tenant prefix and the table
-		// byte (a letter, which would join a first component to it).
-		comps := orig
-		if bytes.HasPrefix(orig, prefix) && len(orig) > len(prefix) {
-			comps = orig[len(prefix)+1:]
-		}
-		if want[string(orig)] || namesRef(comps, ref) || namesRef(v, ref) {
+		if want[string(orig)] || namesRef(keyComponents(prefix, orig), ref) || namesRef(v, ref) {
 			out = append(out, bytes.Clone(k))
 		}
 		return nil
 	})
 	return out, err
+}
+
+// keyComponents is what follows the tenant prefix and the table byte of
+// key (a letter, which would join a first component to it): the
+// 0x00-terminated strings and 8-byte integers of the key.
+func keyComponents(prefix, key []byte) []byte {
+	if bytes.HasPrefix(key, prefix) && len(key) > len(prefix) {
+		return key[len(prefix)+1:]
+	}
+	return key
+}
+
+// damagedRefs calls fn with every identifier of a cliente_ref's length
+// that tenant's quarantined records name as a whole (identifiers), in the
+// original key or the value; fn may see one more than once. A deletion
+// known only by keyed hash hashes them to find its customer when a damaged
+// record is all that is left of them. Quarantine is small: a scan of it.
+func (e *Quarantine) damagedRefs(tenant string, fn func(ref string)) error {
+	prefix, _ := store.TenantSpan(tenant)
+	lo, hi := store.DamagedSpan(tenant)
+	return e.db.Scan(lo, hi, func(k, v []byte) error {
+		identifiers(keyComponents(prefix, store.DamagedOriginal(tenant, k)), fn)
+		identifiers(v, fn)
+		return nil
+	})
+}
+
+// A cliente_ref is 8 to 128 bytes long (API spec).
+const minRefLen, maxRefLen = 8, 128
+
+// identifiers calls fn with each string s of b, 8 to 128 ID bytes long,
+// for which namesRef(b, s) holds: every maximal run of ID bytes, and every
+// run right after its own uvarint length (the binary codecs' strings).
+func identifiers(b []byte, fn func(string)) {
+	for i := 0; i < len(b); {
+		j := i
+		for j < len(b) && idByte(b[j]) {
+			j++
+		}
+		if n := j - i; n >= minRefLen && n <= maxRefLen {
+			fn(string(b[i:j]))
+		}
+		i = max(j, i+1)
+	}
+	for i := range b {
+		n, w := binary.Uvarint(b[i:])
+		if w <= 0 || n < minRefLen || n > maxRefLen || i+w+int(n) > len(b) {
+			continue
+		}
+		if s := b[i+w : i+w+int(n)]; allID(s) {
+			fn(string(s))
+		}
+	}
+}
+
+// allID reports whether every byte of s is an ID byte.
+func allID(s []byte) bool {
+	for _, c := range s {
+		if !idByte(c) {
+			return false
+		}
+	}
+	return true
 }
 
 // namesRef reports whether b holds ref as a whole identifier: an

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/coupond/coupond/store"
 )
 
@@ -205,6 +207,50 @@ func TestNamesRef(t *testing.T) {
 	for _, tt := range tests {
 		if got := namesRef(tt.b, tt.ref); got != tt.want {
 			t.Errorf("%s: namesRef(%q) = %v, want %v", tt.name, tt.b, got, tt.want)
+		}
+	}
+}
+
+// TestIdentifiers: the identifiers found in a damaged record include the
+// refs it names, and are all refs namesRef takes for it, so that a
+// deletion by keyed hash finds the customer whose damaged records it will
+// erase. (A run of ID bytes after a byte that reads as its length is a
+// candidate too: hashing one more string costs nothing.)
+func TestIdentifiers(t *testing.T) {
+	long := strings.Repeat("b", 100) // its uvarint length is 'd', an ID byte
+	tests := []struct {
+		name string
+		b    []byte
+		want []string // among the identifiers found
+	}{
+		{"JSON", []byte(`{"cliente_ref":"ana-0001","k":"short"}`), []string{"cliente_ref", "ana-0001"}},
+		{"key components", []byte("2026-11-02\x00envios\x00ana-0001\x00"), []string{"2026-11-02", "ana-0001"}},
+		{"binary", binAppendString([]byte{1, 2}, "ana-0001"), []string{"ana-0001"}},
+		{"binary, ID length byte", append(binAppendString([]byte("xy"), long), "k9"...), []string{long}},
+		{"too short", []byte(`{"k":"short"}`), nil},
+	}
+	for _, tt := range tests {
+		seen := map[string]bool{}
+		identifiers(tt.b, func(s string) { seen[s] = true })
+		var missing []string
+		for _, w := range tt.want {
+			if !seen[w] {
+				missing = append(missing, w)
+			}
+		}
+		if diff := cmp.Diff([]string(nil), missing); diff != "" {
+			t.Errorf("%s: identifiers not found (-want +got):\n%s", tt.name, diff)
+		}
+		if tt.want == nil && len(seen) != 0 {
+			t.Errorf("%s: found %v, want none", tt.name, seen)
+		}
+		for s := range seen {
+			if !namesRef(tt.b, s) {
+				t.Errorf("%s: identifier %q not taken by namesRef", tt.name, s)
+			}
+			if len(s) < minRefLen || len(s) > maxRefLen {
+				t.Errorf("%s: identifier %q is not of a cliente_ref's length", tt.name, s)
+			}
 		}
 	}
 }

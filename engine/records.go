@@ -59,6 +59,13 @@ func (r Records) CustomerDamaged(tenant, ref string, keys [][]byte) ([][]byte, e
 	return r.e.Quarantine.customerDamaged(tenant, ref, keys)
 }
 
+// DamagedRefs calls fn with every identifier of a cliente_ref's length that
+// the tenant's quarantined damaged records name as a whole (as
+// CustomerDamaged matches them), for a deletion known only by keyed hash.
+func (r Records) DamagedRefs(tenant string, fn func(ref string)) error {
+	return r.e.Quarantine.damagedRefs(tenant, fn)
+}
+
 // LockCustomer takes the tenant's learner, held-release, ingestion and
 // customer locks, in the one order every path takes them, so that no
 // writer (a release of the abuse quarantine included) puts back a record

@@ -507,3 +507,44 @@ func TestQuarantineOfAnotherCustomerWhoseRefHoldsIt(t *testing.T) {
 		t.Errorf("mariana's export after ana's deletion: en_cuarentena %d (%v), want 2", x.EnCuarentena, err)
 	}
 }
+
+// TestDeletionByHashFindsDamagedOnly: a deletion known only by keyed hash
+// (a backup's ledger, a damaged queue entry) finds its customer in the
+// damaged-record quarantine too, when that is all the store holds of them,
+// and erases it.
+func TestDeletionByHashFindsDamagedOnly(t *testing.T) {
+	ev := engine.Event{ID: "ev-h1", ClienteRef: "hugo-0000001", TS: t0.Add(-time.Hour), Tipo: engine.CompraCat,
+		Clave: "abarrotes", ValorCents: 100, TicketID: "t-h1"}
+	enc := ev.AppendEncode(nil)
+	tests := []struct {
+		name string
+		ref  string
+		key  func(p *Service) []byte
+		v    []byte
+	}{
+		{"binary event cut short", ev.ClienteRef, func(p *Service) []byte { return p.rec.EventKey("acme", ev.ID) }, enc[:len(enc)-3]},
+		{"features, by key", "ines-0000001", func(p *Service) []byte { return p.rec.FeaturesKey("acme", "ines-0000001") }, []byte{0xff, 0x01}},
+		{"JSON cut short", "juan-0000001", func(*Service) []byte { return store.IdempotencyKey("acme", "k-j1") },
+			[]byte(`{"cliente_ref":"juan-0000001","answer":{"decis`)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, p, db, _ := newTest(t, 2)
+			if err := p.rec.Quarantine("acme", tt.key(p), tt.v, fmt.Errorf("planted")); err != nil {
+				t.Fatal(err)
+			}
+			if !holds(t, db, []byte(tt.ref)) {
+				t.Fatal("the planted damaged record does not name the customer")
+			}
+			if _, err := p.ScheduleDeletionByHash("acme", p.CustomerHash("acme", tt.ref), t0, "ci"); err != nil {
+				t.Fatal(err)
+			}
+			if st, err := p.ProcessDeletions(context.Background(), DeletionHooks{}); err != nil || st.Completed != 1 {
+				t.Fatalf("pass: %+v %v", st, err)
+			}
+			if holds(t, db, []byte(tt.ref)) {
+				t.Error("the deletion by hash left the customer's damaged record")
+			}
+		})
+	}
+}

@@ -8,6 +8,11 @@ import (
 	"github.com/coupond/coupond/store"
 )
 
+// refsForHashes finds the cliente_ref of each keyed hash in want, among
+// every customer the tenant's records name: the customer indexes,
+// features and states, idempotency and access-log entries, held batches,
+// damaged records and stored batch requests. Hashes it cannot match are
+// missing from the map.
 func (s *Service) refsForHashes(tenant string, want map[string]bool) (map[string]string, error) {
 	found := map[string]string{}
 	seen := map[string]bool{}
@@ -60,6 +65,11 @@ func (s *Service) refsForHashes(tenant string, want map[string]bool) (map[string
 		}
 		return nil
 	}); err != nil {
+		return nil, err
+	}
+	// Damaged records that name the customer, quarantined: for some
+	// customers all that is left (contract §8: deletion reaches them).
+	if err := s.rec.DamagedRefs(tenant, check); err != nil {
 		return nil, err
 	}
 	lo, hi = store.JobChunkTableSpan(tenant)
