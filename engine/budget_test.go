@@ -349,3 +349,56 @@ func TestReleaseStoredOnlyWithItsCommit(t *testing.T) {
 		t.Errorf("stored budget after the start (-want +got):\n%s", diff)
 	}
 }
+
+// TestRejectionAtDeadlineDuringExpiryReleasesOnce: a rejection whose clock
+// reading is not after caduca_en is accepted and gives its send back. A
+// learner pass that started just after caduca_en and read the record as
+// pending before that rejection committed must not give the send back
+// again when it commits after it: the campaign would count one send fewer
+// than are out, and a later decision could overspend. The pass's hook
+// runs the rejection with the clock set back on caduca_en, as one that
+// read the clock (under the customer lock) before the pass started.
+func TestRejectionAtDeadlineDuringExpiryReleasesOnce(t *testing.T) {
+	e, db := newTestEngine(t, 1, nil)
+	ids := campaignSends(t, e, 2, 2)
+	if _, err := e.Confirm("acme", ids[1], Confirmation{Ejecutada: true}); err != nil {
+		t.Fatal(err)
+	}
+	advance(t, db, DecisionTTL+time.Second)
+	var rejected error
+	e.Learner.beforeCommit = func() {
+		e.Learner.beforeCommit = nil
+		advance(t, db, -time.Second) // the rejection's reading: on caduca_en
+		_, rejected = e.Confirm("acme", ids[0], Confirmation{Ejecutada: false, MotivoRechazo: "no"})
+		advance(t, db, time.Second)
+	}
+	if _, err := e.Learner.Learn("acme"); err != nil {
+		t.Fatal(err)
+	}
+	if rejected != nil {
+		t.Fatalf("rejection on caduca_en: %v", rejected)
+	}
+	want := budget{Envios: 1, DescuentoCents: 1000}
+	if diff := cmp.Diff(want, storedBudget(t, db)); diff != "" {
+		t.Errorf("stored budget (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(want, memBudget(t, e)); diff != "" {
+		t.Errorf("budget in memory (-want +got):\n%s", diff)
+	}
+}
+
+// memBudget is campaign "c1"'s spent budget as decisions read it.
+func memBudget(tb testing.TB, e *Engine) budget {
+	tb.Helper()
+	ts, err := e.state("acme")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ts.budgetMu.Lock()
+	defer ts.budgetMu.Unlock()
+	b, err := e.Campaigns.budgetLocked(ts, "acme", "c1")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return *b
+}

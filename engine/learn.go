@@ -113,6 +113,9 @@ func (e *Learner) Learn(tenant string) (LearnStats, error) {
 	if e.beforeCommit != nil {
 		e.beforeCommit()
 	}
+	if err := p.releaseExpired(); err != nil {
+		return st, err
+	}
 	if err := e.campaigns.commitBudgets(ts, tenant, b, nil, p.released); err != nil {
 		return st, err
 	}
@@ -194,10 +197,11 @@ type learnPass struct {
 	now      time.Time // the tenant clock at the pass's start
 	tenant   string
 	st       *LearnStats
-	next     *publishedModel // the model being updated
-	options  []int           // 0 (send nothing) and the catalog's actions
-	gateWas  string          // the send gate's state before refit ("" without one)
-	released Releases        // the sends the pass gave back
+	next     *publishedModel   // the model being updated
+	options  []int             // 0 (send nothing) and the catalog's actions
+	gateWas  string            // the send gate's state before refit ("" without one)
+	released Releases          // the sends the pass gave back
+	expired  []*DecisionRecord // expiry entries' sends read as pending (releaseExpired)
 	// discountsKnown: the tenant has reported redemptions (CUPON_REDIMIDO)
 	// or its catalog has no discount to redeem, so a window's discounts are
 	// known; until then the model learns from the reward itself (its
@@ -343,10 +347,10 @@ func (p *learnPass) load(work []dueEntry, pace *BackgroundPacer) ([]dueLoad, err
 	return out, nil
 }
 
-// apply handles one due entry, read by load, into b: an expiry releases
-// the budget of an unconfirmed send; a closed reward window sets the
-// reward and, for a confirmed decision outside the control group, folds
-// it into the model. The window is the one in force (the tenant's reward
+// apply handles one due entry, read by load, into b: an expiry of an
+// unconfirmed send has its budget released (releaseExpired); a closed
+// reward window sets the reward and, for a confirmed decision outside the
+// control group, folds it into the model. The window is the one in force (the tenant's reward
 // window and grace now, as decisions and confirmations read them): an
 // entry queued under a shorter one is queued again at its close.
 func (p *learnPass) apply(b *store.Batch, w dueEntry, ld dueLoad) error {
@@ -360,9 +364,8 @@ func (p *learnPass) apply(b *store.Batch, w dueEntry, ld dueLoad) error {
 		return nil // deleted customer
 	}
 	if w.kind == queueExpiry {
-		if r.Estado == EstadoPendiente && r.Accion != 0 && r.CampanaID != "" {
-			p.released.add(r)
-			st.Released++
+		if pendingSend(r) {
+			p.expired = append(p.expired, r) // given back by releaseExpired
 		}
 		return nil
 	}
@@ -398,6 +401,41 @@ func (p *learnPass) apply(b *store.Batch, w dueEntry, ld dueLoad) error {
 		}
 	}
 	putRecord(b, p.tenant, r)
+	return nil
+}
+
+// pendingSend reports whether r is a campaign send not yet confirmed, whose
+// budget its expiry gives back.
+func pendingSend(r *DecisionRecord) bool {
+	return r.Estado == EstadoPendiente && r.Accion != 0 && r.CampanaID != ""
+}
+
+// releaseExpired gives back the sends of the expiry entries that apply
+// read as pending, each read again under its customer's lock, just before
+// the pass commits. A rejection whose clock reading (under that lock) was
+// on or before caduca_en, before the pass started, may have committed
+// since the pass read the record, and gave the send back itself. One that
+// takes the lock after the read reads the clock after the pass did, past
+// caduca_en, and is refused (ErrDecisionExpired): so Confirm and the
+// expiry never both give a send back, as long as the tenant clock does not
+// go back. A record gone meanwhile (quarantined) gives nothing back.
+func (p *learnPass) releaseExpired() error {
+	for _, r := range p.expired {
+		lock := p.ts.custLock(p.e.seed, r.ClienteRef)
+		lock.Lock()
+		cur, err := p.e.loadDecision(p.tenant, r.Nonce)
+		lock.Unlock()
+		if errors.Is(err, ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if pendingSend(cur) {
+			p.released.add(cur)
+			p.st.Released++
+		}
+	}
 	return nil
 }
 
