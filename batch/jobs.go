@@ -101,15 +101,20 @@ const (
 
 // Runner owns the job queue and runs one job at a time.
 type Runner struct {
-	db     *store.DB
-	eng    *engine.Engine
-	log    zerolog.Logger
-	dir    string // results root
-	now    func() time.Time
-	Signer *URLSigner
-	hooks  *Webhooks
+	db  *store.DB
+	eng *engine.Engine
+	// voidJob is eng.VoidJob (tests make it fail).
+	voidJob func(tenant, jobID string) (int, error)
+	log     zerolog.Logger
+	dir     string // results root
+	now     func() time.Time
+	Signer  *URLSigner
+	hooks   *Webhooks
 
 	runMu sync.Mutex // one RunPending at a time
+	// stuck (under runMu): a failed job's decisions could not be voided,
+	// it waits en_curso for the next RunPending (endStuck).
+	stuck bool
 
 	mu        sync.Mutex
 	progress  map[string]progress // job key → live counters of a running job
@@ -135,7 +140,7 @@ type RunnerConfig struct {
 
 // NewRunner builds a runner; call Recover before Run.
 func NewRunner(c RunnerConfig) *Runner {
-	return &Runner{db: c.DB, eng: c.Engine, log: c.Log, dir: c.Dir, now: c.Now, Signer: c.Signer, hooks: c.Webhooks,
+	return &Runner{db: c.DB, eng: c.Engine, voidJob: c.Engine.VoidJob, log: c.Log, dir: c.Dir, now: c.Now, Signer: c.Signer, hooks: c.Webhooks,
 		progress: map[string]progress{}, wake: newWaker()}
 }
 
@@ -329,11 +334,15 @@ func (r *Runner) Recover() error {
 				// Voided first: a stop before the job is recorded
 				// fallido leaves it en_curso, and the next start voids
 				// what is left.
-				voided, err := r.eng.VoidJob(j.Tenant, j.ID)
+				voided, err := r.voidJob(j.Tenant, j.ID)
 				if err != nil {
 					return err
 				}
-				j.Estado, j.Error = api.EstadoFallido, errRestart
+				reason := errRestart
+				if j.Error != "" { // a failed run whose decisions were not voided (endFailed)
+					reason = j.Error
+				}
+				j.Estado, j.Error = api.EstadoFallido, reason
 				now := t.Now(r.now())
 				j.CompletadoEn = &now
 				j.Procesados, j.Result = 0, ""
@@ -401,6 +410,9 @@ func (r *Runner) Run(ctx context.Context) {
 func (r *Runner) RunPending(ctx context.Context) int {
 	r.runMu.Lock()
 	defer r.runMu.Unlock()
+	if r.stuck {
+		r.stuck = !r.endStuck()
+	}
 	n := 0
 	for ctx.Err() == nil {
 		j, err := r.nextQueued()
@@ -464,8 +476,10 @@ func (r *Runner) setProgress(j *Job, procesados int, force bool) {
 	}
 }
 
-// process runs one job to completado or fallido. It reports false when
-// the job could not be marked en_curso and stays queued.
+// process runs one job to completado or fallido (or, when a failed job's
+// decisions could not be voided, leaves it en_curso: endFailed). It
+// reports false when the job could not be marked en_curso and stays
+// queued.
 func (r *Runner) process(ctx context.Context, j *Job) bool {
 	log := r.log.With().Str("tenant", j.Tenant).Str("job_id", j.ID).Logger()
 	t, ok := r.db.Tenant(j.Tenant)
@@ -496,27 +510,83 @@ func (r *Runner) process(ctx context.Context, j *Job) bool {
 	if t2, ok := r.db.Tenant(j.Tenant); ok {
 		t = t2
 	}
+	if runErr != nil {
+		log.Error().Err(runErr).Msg("batch job failed")
+		j.Result = ""
+		if !r.endFailed(j, publicError(runErr), log) {
+			r.stuck = true
+		}
+		return true
+	}
 	done := t.Now(r.now())
 	j.CompletadoEn = &done
-	if runErr != nil {
-		j.Estado, j.Error = api.EstadoFallido, publicError(runErr)
-		j.Result = ""
-		voided, err := r.eng.VoidJob(j.Tenant, j.ID)
-		if err != nil {
-			log.Error().Err(err).Msg("batch void")
-		}
-		log.Error().Err(runErr).Int("anuladas", voided).Msg("batch job failed")
-	} else {
-		j.Estado = api.EstadoCompletado
-		log.Info().Int("lineas", j.Procesados).Int("envios", j.Envios).Dur("took", r.now().Sub(realStart)).Msg("batch job completed")
-	}
+	j.Estado = api.EstadoCompletado
+	log.Info().Int("lineas", j.Procesados).Int("envios", j.Envios).Dur("took", r.now().Sub(realStart)).Msg("batch job completed")
 	if err := r.finish(j); err != nil {
 		log.Error().Err(err).Msg("batch save")
-		if j.Result != "" {
-			os.Remove(r.resultPath(j.Result))
-		}
+		os.Remove(r.resultPath(j.Result))
 	}
 	return true
+}
+
+// endFailed records j, a job that failed without delivering its result
+// (reason: its public error), fallido once the decisions it committed are
+// voided (engine.VoidJob: no caller got them). While they cannot be voided
+// j stays en_curso, its reason kept for its end (a status shows error only
+// when fallido), and the next RunPending (endStuck), or Recover after a
+// restart, voids them again: recorded fallido at once, its sends stayed
+// reserved until they expired. It reports whether j was recorded fallido.
+func (r *Runner) endFailed(j *Job, reason string, log zerolog.Logger) bool {
+	voided, err := r.voidJob(j.Tenant, j.ID)
+	if err != nil {
+		log.Error().Err(err).Msg("batch void failed: the job stays en_curso until its decisions are voided")
+		j.Estado, j.Error, j.CompletadoEn = api.EstadoEnCurso, reason, nil
+		if err := r.save(j); err != nil {
+			log.Error().Err(err).Msg("batch save")
+		}
+		return false
+	}
+	done := r.now()
+	if t, ok := r.db.Tenant(j.Tenant); ok {
+		done = t.Now(done)
+	}
+	j.Estado, j.Error, j.CompletadoEn = api.EstadoFallido, reason, &done
+	if err := r.finish(j); err != nil {
+		log.Error().Err(err).Msg("batch save")
+		return false
+	}
+	log.Warn().Int("anuladas", voided).Msg("batch job fallido: its decisions voided")
+	return true
+}
+
+// endStuck records fallido the jobs whose decisions a failed run could
+// not void (endFailed), voiding them first; it reports whether none is
+// left. The caller holds runMu: no job is running, so every en_curso job
+// is one of them (Recover ends those of a process that stopped).
+func (r *Runner) endStuck() bool {
+	ended := true
+	for _, t := range r.db.Tenants() {
+		jobs, err := r.list(t.ID)
+		if err != nil {
+			r.log.Error().Err(err).Str("tenant", t.ID).Msg("batch queue")
+			ended = false
+			continue
+		}
+		for _, j := range jobs {
+			if j.Estado != api.EstadoEnCurso {
+				continue
+			}
+			reason := j.Error
+			if reason == "" { // its failure was not recorded
+				reason = errInternal
+			}
+			log := r.log.With().Str("tenant", j.Tenant).Str("job_id", j.ID).Logger()
+			if !r.endFailed(j, reason, log) {
+				ended = false
+			}
+		}
+	}
+	return ended
 }
 
 // finish stores a job that ended, drops its stored request and, for a

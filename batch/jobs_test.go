@@ -1027,3 +1027,65 @@ func TestDamagedJobChunkQuarantined(t *testing.T) {
 		t.Errorf("quarantined (-want +got):\n%s", diff)
 	}
 }
+
+// TestFailedRunVoidsOnceStoreWorks: a job that fails while running has
+// its committed decisions voided before it is recorded fallido. When the
+// voiding fails, the job stays en_curso (no error shown yet) and the next
+// RunPending voids again: recorded fallido at once, its sends stayed
+// reserved until they expired 7 days later.
+func TestFailedRunVoidsOnceStoreWorks(t *testing.T) {
+	e := newJobEnv(t, storefs.Mem(), "db", 3, 5000)
+	j, err := e.r.Submit("acme", Submission{CampanaID: "camp", Clientes: refsN("fallo", 1200)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	voidFails := true
+	e.r.voidJob = func(tenant, jobID string) (int, error) {
+		if voidFails {
+			return 0, errors.New("store read failed")
+		}
+		return e.eng.VoidJob(tenant, jobID)
+	}
+	e.r.OnProgress(1, func(j Job) {
+		if j.Procesados == 1100 { // after the first chunk's commit
+			panic("boom")
+		}
+	})
+	budget := func() int64 {
+		var b struct {
+			Envios int64 `json:"envios"`
+		}
+		if err := e.db.GetJSON(store.BudgetKey("acme", "camp"), &b); err != nil {
+			t.Fatal(err)
+		}
+		return b.Envios
+	}
+	if n := e.r.RunPending(context.Background()); n != 1 {
+		t.Fatalf("RunPending ran %d", n)
+	}
+	if budget() == 0 {
+		t.Fatal("the failed job reserved no send: the test needs some")
+	}
+	got, err := e.r.Job("acme", j.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Estado != api.EstadoEnCurso || got.CompletadoEn != nil {
+		t.Errorf("job whose voiding failed: %s, completado_en %v; want en_curso until voided", got.Estado, got.CompletadoEn)
+	}
+
+	voidFails = false
+	if n := e.r.RunPending(context.Background()); n != 0 {
+		t.Errorf("RunPending ran %d jobs, want 0", n)
+	}
+	if got := budget(); got != 0 {
+		t.Errorf("sends reserved once the store works: %d, want 0", got)
+	}
+	got, err = e.r.Job("acme", j.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Estado != api.EstadoFallido || got.Error != errInternal || got.CompletadoEn == nil || got.Result != "" {
+		t.Errorf("job after voiding: %+v, want fallido with its error", got)
+	}
+}
