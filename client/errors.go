@@ -22,8 +22,6 @@ var (
 	// client named a fallback action. It wraps the failure. Record what
 	// your own rule did instead with RecordFallback.
 	ErrNoFallback = errors.New("coupond: no fallback action configured")
-	// ErrClosed: the client was closed.
-	ErrClosed = errors.New("coupond: client closed")
 )
 
 // Error is an answer of the API with a status other than 2xx. Check it with
