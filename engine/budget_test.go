@@ -10,7 +10,6 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/coupond/coupond/clock"
-	"github.com/coupond/coupond/internal/storetest"
 	"github.com/coupond/coupond/store"
 )
 
@@ -218,15 +217,7 @@ func TestVoidJobAfterExpiryReleasesOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	advance(t, db, DecisionTTL+time.Second)
-	for {
-		st, err := e.Learner.Learn("acme")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !st.Worked() {
-			break
-		}
-	}
+	learnAll(t, e)
 	if _, err := e.VoidJob("acme", "lote_1"); err != nil {
 		t.Fatal(err)
 	}
@@ -274,18 +265,10 @@ func TestVoidJobDuringLearnerPass(t *testing.T) {
 	if diff := cmp.Diff(want, storedBudget(t, db)); diff != "" {
 		t.Errorf("stored budget (-want +got):\n%s", diff)
 	}
-	lo, hi := store.DecisionSpan("acme")
-	if err := db.Scan(lo, hi, func(_, v []byte) error {
-		var r DecisionRecord
-		if err := unmarshalRecord(v, &r); err != nil {
-			return err
-		}
+	for _, r := range storedRecords(t, db, "acme") {
 		if r.JobID == "lote_1" && r.Estado != EstadoRechazada {
 			t.Errorf("decision of the voided job at %v: estado %q, want rechazada", r.At, r.Estado)
 		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
 	}
 }
 
@@ -303,14 +286,7 @@ func TestReleaseStoredOnlyWithItsCommit(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	s := store.DefaultSettings()
-	s.ControlShare, s.RateLimits = 0, false
-	storetest.Sandbox(t, db, "acme", t0, s)
-	e := New(Config{DB: db, Secrets: store.TestSecrets(), Log: zerolog.Nop(), Now: clock.NewFake(t0).Now, Seed: 1})
-	acts := []Action{{ID: 1, Nombre: "cupon1", TipoCupon: "T1", CostoEnvioCents: 50, DescuentoMaxCents: 1000, DescuentoPct: 10, Activa: true}}
-	if _, err := e.Campaigns.ReplaceCatalog("acme", acts, t0); err != nil {
-		t.Fatal(err)
-	}
+	e := newTestEngineOn(t, db, 1, nil)
 	campaignSends(t, e, 3, 2) // both expire unconfirmed; a third send fits
 	advance(t, db, DecisionTTL+time.Second)
 	sent := 0

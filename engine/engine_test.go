@@ -29,6 +29,13 @@ var t0 = time.Date(2026, 11, 2, 12, 0, 0, 0, time.UTC)
 func newTestEngine(tb testing.TB, n int, fn func(*store.Settings)) (*Engine, *store.DB) {
 	tb.Helper()
 	db := storetest.Open(tb)
+	return newTestEngineOn(tb, db, n, fn), db
+}
+
+// newTestEngineOn is newTestEngine over the store db, which the caller
+// opened (on a file system of its own, say).
+func newTestEngineOn(tb testing.TB, db *store.DB, n int, fn func(*store.Settings)) *Engine {
+	tb.Helper()
 	s := store.DefaultSettings()
 	s.ControlShare = 0
 	s.RateLimits = false
@@ -46,7 +53,7 @@ func newTestEngine(tb testing.TB, n int, fn func(*store.Settings)) (*Engine, *st
 	if _, err := e.Campaigns.ReplaceCatalog("acme", acts, t0); err != nil {
 		tb.Fatal(err)
 	}
-	return e, db
+	return e
 }
 
 func advance(tb testing.TB, db *store.DB, d time.Duration) {

@@ -7,22 +7,32 @@ import (
 	"github.com/coupond/coupond/store"
 )
 
-// fallbackRecords counts tenant's stored fallback records.
-func fallbackRecords(t *testing.T, e *Engine, tenant string) int {
+// storedRecords returns tenant's decision records as stored.
+func storedRecords(t *testing.T, db *store.DB, tenant string) []DecisionRecord {
 	t.Helper()
-	n := 0
+	var out []DecisionRecord
 	lo, hi := store.DecisionSpan(tenant)
-	if err := e.db.Scan(lo, hi, func(_, v []byte) error {
+	if err := db.Scan(lo, hi, func(_, v []byte) error {
 		var r DecisionRecord
 		if err := unmarshalRecord(v, &r); err != nil {
 			return err
 		}
-		if r.EnRespaldo {
-			n++
-		}
+		out = append(out, r)
 		return nil
 	}); err != nil {
 		t.Fatal(err)
+	}
+	return out
+}
+
+// fallbackRecords counts tenant's stored fallback records.
+func fallbackRecords(t *testing.T, e *Engine, tenant string) int {
+	t.Helper()
+	n := 0
+	for _, r := range storedRecords(t, e.db, tenant) {
+		if r.EnRespaldo {
+			n++
+		}
 	}
 	return n
 }
