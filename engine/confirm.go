@@ -141,7 +141,10 @@ func (e *Campaigns) dropBudgetCache(ts *tenantState, campaigns ...string) {
 // writer's commit before its own, and a stop in between had the release
 // given again at the next start (its records still pending).
 func (e *Campaigns) commitBudgets(ts *tenantState, tenant string, b *store.Batch, spent []string, rel Releases) error {
-	campaigns := slices.Clone(spent)
+	campaigns := spent // a decision's: no copy on the decision path
+	if len(rel) > 0 {
+		campaigns = slices.Clone(spent)
+	}
 	for c := range rel {
 		if !slices.Contains(campaigns, c) {
 			campaigns = append(campaigns, c)
