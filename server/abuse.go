@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"sync"
 	"time"
 
@@ -33,7 +34,11 @@ import (
 //	          requests; 5xx are the server's doing (a pause, a full disk, a
 //	          fault), not anomalous use, and never count; nor does a 499,
 //	          a request whose client went away before any answer (a client
-//	          library that gave up on a slow server)
+//	          library that gave up on a slow server), nor a 429: the limits
+//	          already refused the excess, and under the brake a client at
+//	          its usual rate gets three of four requests refused, so
+//	          counting them would walk it up to suspension by itself
+//	          (a flood shows as a pico, refused requests included)
 //	recarga   a request of events that were almost all duplicates (history reloaded)
 //
 // The operator clears a credential with "admin abuse clear CLIENT_ID".
@@ -195,7 +200,7 @@ func (g *abuseGuard) observe(tenant, clientID string, status int, now time.Time)
 		u.minute, u.count, u.errors = m, 0, 0
 	}
 	u.count++
-	if status >= 400 && status < 500 && status != statusClientGone {
+	if status >= 400 && status < 500 && status != statusClientGone && status != http.StatusTooManyRequests {
 		u.errors++
 	}
 }

@@ -28,7 +28,7 @@ func TestAbuseEscalationSteps(t *testing.T) {
 		for i := 0; i < n; i++ {
 			st := 200
 			if i < errs {
-				st = 429
+				st = 422
 			}
 			g.observe("acme", id, st, at)
 		}
@@ -128,8 +128,10 @@ func TestAbuseQuarantineAndBrake(t *testing.T) {
 // client that keeps calling through a pause is not suspended by it; nor do
 // requests whose client went away before any answer (499: the client
 // library gives up a decision after its 100 ms budget, so a slow server
-// would otherwise escalate every credential it keeps waiting); its own
-// errors (429, 422, 403) still do.
+// would otherwise escalate every credential it keeps waiting); nor do
+// 429s, the limits' own answers (a braked client at its usual rate gets
+// three of four refused, and would suspend itself); its own errors (422,
+// 403) still do.
 func TestAbuseIgnoresServerErrors(t *testing.T) {
 	got := map[int]string{}
 	for _, status := range []int{500, 503, statusClientGone, 403, 422, 429} {
@@ -149,7 +151,7 @@ func TestAbuseIgnoresServerErrors(t *testing.T) {
 		}
 		got[status] = levelNames[g.level(id)]
 	}
-	want := map[int]string{500: "normal", 503: "normal", statusClientGone: "normal", 403: "suspension", 422: "suspension", 429: "suspension"}
+	want := map[int]string{500: "normal", 503: "normal", statusClientGone: "normal", 403: "suspension", 422: "suspension", 429: "normal"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("level after minutes of errors (-want +got):\n%s", diff)
 	}
