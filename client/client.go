@@ -287,13 +287,16 @@ func (c *Client) Warm(ctx context.Context) error {
 
 // Close stops the fallback sender after it has sent what is queued, or
 // when ctx ends; records still queued then are counted in
-// Stats().FallbackDropped and ctx's error is returned. A token fetch under
-// way is waited for until ctx ends. Decide keeps working after Close but
-// its fallback records are dropped.
+// Stats().FallbackDropped and ctx's error is returned. Then the Client
+// fetches no more tokens; a token fetch under way is waited for until ctx
+// ends. Calls after Close go on with the token the Client holds (Decide's
+// fallback records are dropped); one that needs a new token returns an
+// error wrapping ErrClosed, at once and without retries.
 func (c *Client) Close(ctx context.Context) error {
 	var err error
 	c.closeOnce.Do(func() {
-		err = c.fallbacks.close(ctx)
+		err = c.fallbacks.close(ctx) // its records may need a token
+		c.tokens.close()             // no bg.Add from here on
 		done := make(chan struct{})
 		go func() {
 			c.bg.Wait()

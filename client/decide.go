@@ -74,12 +74,13 @@ func Budget(d time.Duration) DecideOption { return func(o *decideOptions) { o.bu
 // RecordFallback.
 //
 // Answers a retry cannot fix (401, 403, 404, 409, 422, …) return an *Error
-// and no Decision. If ctx is canceled Decide returns ctx's error; a deadline
-// of ctx sooner than the budget is the budget (one already passed gives the
-// fallback at once, and counts as no failure of the engine for the
-// breaker). A per-call option out of
-// range (Budget not positive, FallbackAction negative) is an error naming
-// it, with no attempt and no fallback.
+// and no Decision. After Close, a call that needs a new token returns an
+// error wrapping ErrClosed and no fallback. If ctx is canceled Decide
+// returns ctx's error; a deadline of ctx sooner than the budget is the
+// budget (one already passed gives the fallback at once, and counts as no
+// failure of the engine for the breaker). A per-call option out of range
+// (Budget not positive, FallbackAction negative) is an error naming it,
+// with no attempt and no fallback.
 func (c *Client) Decide(ctx context.Context, req PeticionDecision, opts ...DecideOption) (*Decision, error) {
 	o := decideOptions{budget: c.cfg.budget, fallback: c.cfg.fallback, hasFallback: c.cfg.hasFallback}
 	if len(opts) > 0 {
@@ -117,7 +118,7 @@ func (c *Client) Decide(ctx context.Context, req PeticionDecision, opts ...Decid
 	case refused:
 		c.breaker.success(probe) // the engine answered
 		return nil, err
-	case canceled:
+	case canceled, closed:
 		c.breaker.release(probe)
 		return nil, err
 	case paused:
@@ -139,6 +140,7 @@ const (
 	decided  outcome = iota // the engine answered a decision
 	refused                 // the API answered an error a retry cannot fix
 	canceled                // the caller's context was canceled
+	closed                  // the Client was closed and has no valid token
 	paused                  // the tenant is paused
 	limited                 // out of time or attempts, the last one a 429
 	failed                  // out of time or attempts: timeouts, lost connections, 5xx
@@ -162,6 +164,9 @@ func (c *Client) attempts(ctx context.Context, body []byte, deadline time.Time) 
 		}
 		if ctx.Err() == context.Canceled {
 			return nil, n + 1, canceled, ctx.Err()
+		}
+		if errors.Is(err, ErrClosed) {
+			return nil, n + 1, closed, err
 		}
 		var apiErr *Error
 		wait := c.backoff(n, 1)

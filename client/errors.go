@@ -22,6 +22,9 @@ var (
 	// client named a fallback action. It wraps the failure. Record what
 	// your own rule did instead with RecordFallback.
 	ErrNoFallback = errors.New("coupond: no fallback action configured")
+	// ErrClosed: a call after Close needed a new token, and a closed Client
+	// starts no more background work to fetch one.
+	ErrClosed = errors.New("coupond: client closed")
 )
 
 // Error is an answer of the API with a status other than 2xx. Check it with

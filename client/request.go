@@ -178,7 +178,7 @@ func (c *Client) retry(ctx context.Context, scale time.Duration, mode retryMode,
 // how long: the jittered backoff, or Retry-After if longer; not when the
 // wait would pass ctx's deadline.
 func (c *Client) retryWait(ctx context.Context, err error, n int, scale time.Duration, mode retryMode) (time.Duration, bool) {
-	if ctx.Err() != nil {
+	if ctx.Err() != nil || errors.Is(err, ErrClosed) {
 		return 0, false
 	}
 	wait := c.backoff(n, scale)

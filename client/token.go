@@ -33,6 +33,7 @@ type tokenCache struct {
 
 	mu      sync.Mutex
 	pending *tokenFetch // the fetch under way, if any
+	closed  bool        // set by close: no fetch starts after it
 }
 
 // tokenFetchTimeout bounds one token fetch.
@@ -88,7 +89,8 @@ func (t *tokenCache) get(ctx context.Context) (*bearer, error) {
 
 // start returns the fetch under way, starting one if there is none and
 // the current token (which a fetch may have stored since the caller looked)
-// is not valid and short of its refresh point.
+// is not valid and short of its refresh point. After close it starts none:
+// the fetch it returns has failed with ErrClosed.
 func (t *tokenCache) start() *tokenFetch {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -98,6 +100,11 @@ func (t *tokenCache) start() *tokenFetch {
 	f := &tokenFetch{done: make(chan struct{})}
 	if b := t.cur.Load(); b != nil && time.Now().Before(b.refreshAt) {
 		f.b = b
+		close(f.done)
+		return f
+	}
+	if t.closed {
+		f.err = ErrClosed
 		close(f.done)
 		return f
 	}
@@ -122,6 +129,14 @@ func (t *tokenCache) run(f *tokenFetch) {
 	t.pending = nil
 	t.mu.Unlock()
 	close(f.done)
+}
+
+// close stops new fetches, so that once it has returned no bg.Add races
+// with the Client's bg.Wait; a fetch under way goes on.
+func (t *tokenCache) close() {
+	t.mu.Lock()
+	t.closed = true
+	t.mu.Unlock()
 }
 
 // renewalPause is how long after a failed renewal the next one may start:

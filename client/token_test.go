@@ -284,3 +284,60 @@ func TestCloseDoesNotWaitPastItsContextForAToken(t *testing.T) {
 		t.Errorf("Close took %v with a 100 ms context", took)
 	}
 }
+
+// TestNoTokenFetchAfterClose: Close that gave up at its context while a
+// token fetch hung leaves its wait on the fetch running; a call after
+// Close that needs a token must not start another background fetch, whose
+// WaitGroup Add would race with that wait (the race detector reports it,
+// or sync panics "WaitGroup is reused before previous Wait has
+// returned"). The call gets ErrClosed instead, and asks the token endpoint
+// nothing.
+func TestNoTokenFetchAfterClose(t *testing.T) {
+	asked := make(chan struct{}, 10)
+	release := make(chan struct{})
+	var tokens atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v1/token" {
+			tokens.Add(1)
+			asked <- struct{}{}
+			<-release
+		}
+		w.WriteHeader(503)
+	}))
+	defer srv.Close()
+	c, err := client.New(srv.URL, "ci_x", "sec")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	warmed := make(chan error, 1)
+	go func() { warmed <- c.Warm(ctx) }()
+	<-asked
+	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	c.Close(short) // gives up while the fetch hangs; its wait goes on
+	close(release)
+	if err := <-warmed; err == nil {
+		t.Fatal("Warm got a token from an endpoint answering 503")
+	}
+	err = c.Warm(ctx)
+	if !errors.Is(err, client.ErrClosed) {
+		t.Errorf("Warm after Close: %v, want ErrClosed", err)
+	}
+	// Other calls give up at once: no retries, no fallback, no breaker
+	// failure.
+	if _, err := c.Catalog(ctx); !errors.Is(err, client.ErrClosed) {
+		t.Errorf("Catalog after Close: %v, want ErrClosed", err)
+	}
+	d, err := c.Decide(ctx, client.PeticionDecision{ClienteRef: "cli-00000001", Contexto: client.Contexto{Canal: "push"}},
+		client.FallbackAction(0))
+	if d != nil || !errors.Is(err, client.ErrClosed) {
+		t.Errorf("Decide after Close: %+v, %v; want ErrClosed", d, err)
+	}
+	if st := c.Stats(); st.Retries != 0 || st.Fallbacks != 0 {
+		t.Errorf("stats %+v, want no retries and no fallback", st)
+	}
+	if n := tokens.Load(); n != 1 {
+		t.Errorf("%d token requests, want the one before Close", n)
+	}
+}
