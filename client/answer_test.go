@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -73,6 +75,67 @@ func TestAnswerNotJSONThroughInMemoryTransport(t *testing.T) {
 				t.Fatalf("got %v, want an error saying the answer is not JSON", err)
 			}
 			t.Log(err)
+		})
+	}
+}
+
+// TestEmptyPathIDRefused: a call whose path id is empty, such as Confirm
+// of a fallback decision (EnRespaldo, no DecisionID), is an error naming
+// the parameter, sent nowhere; the server would answer a bare 404
+// no_encontrado that reads as a lost decision, job or campaign.
+func TestEmptyPathIDRefused(t *testing.T) {
+	var requests atomic.Int64
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		if r.URL.Path == "/v1/token" {
+			fmt.Fprint(w, `{"access_token":"tok","expires_in":900,"scope":"x","token_type":"Bearer"}`)
+			return
+		}
+		requests.Add(1)
+		w.WriteHeader(404)
+		fmt.Fprint(w, `{"codigo":"no_encontrado","mensaje":"recurso no encontrado","campo":null,"detalle":null,"trace_id":"t1"}`)
+	})
+	c, err := client.New("http://coupond.invalid", "ci_x", "sec",
+		client.WithHTTPClient(&http.Client{Transport: handlerTransport{h}}), client.WithTimeout(2*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	ctx := context.Background()
+	for _, tt := range []struct {
+		name, param string
+		call        func() error
+	}{
+		{"Confirm", "decision_id", func() error {
+			_, err := c.Confirm(ctx, "", client.PeticionEjecucion{Ejecutada: true})
+			return err
+		}},
+		{"PutCampaign", "campana_id", func() error {
+			_, err := c.PutCampaign(ctx, "", client.Campana{Canal: "push", Descripcion: "x"})
+			return err
+		}},
+		{"Campaign", "campana_id", func() error { _, err := c.Campaign(ctx, ""); return err }},
+		{"ExportCustomer", "cliente_ref", func() error { _, err := c.ExportCustomer(ctx, ""); return err }},
+		{"DeleteCustomer", "cliente_ref", func() error { _, err := c.DeleteCustomer(ctx, ""); return err }},
+		{"Batch", "job_id", func() error { _, err := c.Batch(ctx, ""); return err }},
+		{"WaitBatch", "job_id", func() error { _, err := c.WaitBatch(ctx, "", nil); return err }},
+		{"BatchResults", "job_id", func() error {
+			for _, err := range c.BatchResults(ctx, "") {
+				return err
+			}
+			return nil
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			before := requests.Load()
+			err := tt.call()
+			var apiErr *client.Error
+			if err == nil || errors.As(err, &apiErr) || !strings.Contains(err.Error(), tt.param) {
+				t.Errorf("got %v, want an error naming %s", err, tt.param)
+			}
+			if n := requests.Load() - before; n != 0 {
+				t.Errorf("%d requests sent for an empty %s", n, tt.param)
+			}
 		})
 	}
 }

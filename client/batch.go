@@ -9,7 +9,6 @@ import (
 	"io"
 	"iter"
 	"net/http"
-	"net/url"
 	"strings"
 
 	"github.com/klauspost/compress/zstd"
@@ -25,7 +24,11 @@ func (c *Client) CreateBatch(ctx context.Context, p PeticionLoteDecision) (*Resp
 
 // Batch returns the state of a batch job (GET /v1/lotes-decision/{job_id}).
 func (c *Client) Batch(ctx context.Context, jobID string) (*EstadoLote, error) {
-	return callFor[EstadoLote](ctx, c, http.MethodGet, "/v1/lotes-decision/"+url.PathEscape(jobID), nil, retrySafe)
+	id, err := pathSegment("job_id", jobID)
+	if err != nil {
+		return nil, err
+	}
+	return callFor[EstadoLote](ctx, c, http.MethodGet, "/v1/lotes-decision/"+id, nil, retrySafe)
 }
 
 // ErrBatchFailed: WaitBatch saw the job end in state fallido.
@@ -72,11 +75,16 @@ func (c *Client) WaitBatch(ctx context.Context, jobID string, progress func(Esta
 // apply).
 func (c *Client) BatchResults(ctx context.Context, jobID string) iter.Seq2[*LineaResultado, error] {
 	return func(yield func(*LineaResultado, error) bool) {
+		id, err := pathSegment("job_id", jobID)
+		if err != nil {
+			yield(nil, err)
+			return
+		}
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		var resp *http.Response
-		err := c.retry(ctx, 20, retrySafe, func() error {
-			r, err := c.send(ctx, http.MethodGet, c.base+"/v1/lotes-decision/"+url.PathEscape(jobID)+"/resultado", nil, nil,
+		err = c.retry(ctx, 20, retrySafe, func() error {
+			r, err := c.send(ctx, http.MethodGet, c.base+"/v1/lotes-decision/"+id+"/resultado", nil, nil,
 				http.Header{"Accept-Encoding": {"zstd"}, "Accept": {"application/x-ndjson"}})
 			if err != nil {
 				return err

@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/url"
 )
@@ -19,9 +20,14 @@ import (
 //
 // It is retried on 429, 5xx and lost connections. A retry that finds the
 // first attempt arrived gets 409 ejecucion_ya_confirmada: the confirmation
-// is stored.
+// is stored. An empty decisionID (a fallback decision has none) is an
+// error, sent nowhere.
 func (c *Client) Confirm(ctx context.Context, decisionID string, p PeticionEjecucion) (*RespuestaEjecucion, error) {
-	return callFor[RespuestaEjecucion](ctx, c, http.MethodPost, "/v1/decisiones/"+url.PathEscape(decisionID)+"/ejecucion", &p, retrySafe)
+	id, err := pathSegment("decision_id", decisionID)
+	if err != nil {
+		return nil, fmt.Errorf("%w (a fallback decision, EnRespaldo, has none and needs no confirmation)", err)
+	}
+	return callFor[RespuestaEjecucion](ctx, c, http.MethodPost, "/v1/decisiones/"+id+"/ejecucion", &p, retrySafe)
 }
 
 // RecordFallback records a decision the caller took by its own rule
@@ -39,12 +45,20 @@ func (c *Client) RecordFallback(ctx context.Context, p PeticionRespaldo) error {
 
 // PutCampaign defines or replaces a campaign (PUT /v1/campanas/{campana_id}).
 func (c *Client) PutCampaign(ctx context.Context, campanaID string, p Campana) (*CampanaRespuesta, error) {
-	return callFor[CampanaRespuesta](ctx, c, http.MethodPut, "/v1/campanas/"+url.PathEscape(campanaID), &p, retrySafe)
+	id, err := pathSegment("campana_id", campanaID)
+	if err != nil {
+		return nil, err
+	}
+	return callFor[CampanaRespuesta](ctx, c, http.MethodPut, "/v1/campanas/"+id, &p, retrySafe)
 }
 
 // Campaign returns a campaign (GET /v1/campanas/{campana_id}).
 func (c *Client) Campaign(ctx context.Context, campanaID string) (*CampanaRespuesta, error) {
-	return callFor[CampanaRespuesta](ctx, c, http.MethodGet, "/v1/campanas/"+url.PathEscape(campanaID), nil, retrySafe)
+	id, err := pathSegment("campana_id", campanaID)
+	if err != nil {
+		return nil, err
+	}
+	return callFor[CampanaRespuesta](ctx, c, http.MethodGet, "/v1/campanas/"+id, nil, retrySafe)
 }
 
 // PutCatalog replaces the action catalog as a whole
@@ -62,13 +76,21 @@ func (c *Client) Catalog(ctx context.Context) (*CatalogoRespuesta, error) {
 // (GET /v1/clientes/{cliente_ref}/exportacion). Each call is written to the
 // server's access log.
 func (c *Client) ExportCustomer(ctx context.Context, clienteRef string) (*ExportacionCliente, error) {
-	return callFor[ExportacionCliente](ctx, c, http.MethodGet, "/v1/clientes/"+url.PathEscape(clienteRef)+"/exportacion", nil, retrySafe)
+	ref, err := pathSegment("cliente_ref", clienteRef)
+	if err != nil {
+		return nil, err
+	}
+	return callFor[ExportacionCliente](ctx, c, http.MethodGet, "/v1/clientes/"+ref+"/exportacion", nil, retrySafe)
 }
 
 // DeleteCustomer schedules the deletion of everything held about a customer
 // (DELETE /v1/clientes/{cliente_ref}); the answer's Estado is "programado".
 func (c *Client) DeleteCustomer(ctx context.Context, clienteRef string) (*RegistroBorrado, error) {
-	return callFor[RegistroBorrado](ctx, c, http.MethodDelete, "/v1/clientes/"+url.PathEscape(clienteRef), nil, retrySafe)
+	ref, err := pathSegment("cliente_ref", clienteRef)
+	if err != nil {
+		return nil, err
+	}
+	return callFor[RegistroBorrado](ctx, c, http.MethodDelete, "/v1/clientes/"+ref, nil, retrySafe)
 }
 
 // RegisterWebhook registers the tenant's webhook (PUT /v1/webhooks),
@@ -83,4 +105,14 @@ func (c *Client) RegisterWebhook(ctx context.Context, p PeticionWebhook) (*Regis
 // DeleteWebhook removes the tenant's webhook (DELETE /v1/webhooks).
 func (c *Client) DeleteWebhook(ctx context.Context) error {
 	return c.call(ctx, http.MethodDelete, "/v1/webhooks", nil, &objetoVacio{}, retrySafe)
+}
+
+// pathSegment returns v escaped as one path segment, or an error naming
+// param when v is empty: the server would answer a bare 404 no_encontrado,
+// which reads as a record that does not exist.
+func pathSegment(param, v string) (string, error) {
+	if v == "" {
+		return "", fmt.Errorf("coupond: %s is empty", param)
+	}
+	return url.PathEscape(v), nil
 }
