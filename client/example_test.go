@@ -30,7 +30,11 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer c.Close(context.Background()) // sends queued fallback records
+	defer func() { // sends queued fallback records, for up to 30 s
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		c.Close(ctx)
+	}()
 	ctx := context.Background()
 
 	d, err := c.Decide(ctx, client.PeticionDecision{
