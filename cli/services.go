@@ -125,6 +125,10 @@ func (s *services) tenantStatus(t *store.Tenant) (usage, quality map[string]any,
 	if g := st.Guard; g.Active {
 		warnings = append(warnings, fmt.Sprintf("policy guard active: the learned policy is below baseline %d (0 = never send) with confidence; decisions exploit that baseline while it learns", g.Baseline))
 	}
+	if st.ModelFallback != "" {
+		warnings = append(warnings, "learning goes on from the last good model: "+st.ModelFallback+
+			"; the rewards of the update that stored the damaged one are not in it")
+	}
 	if st.ModelRestarted != "" {
 		warnings = append(warnings, "learning started again from the economic prior: "+st.ModelRestarted+
 			"; the send gate tests again, and the learner's next update stores a model of the current format")

@@ -139,7 +139,7 @@ func TestLearnerTalliesTickets(t *testing.T) {
 		if _, err := e.Learner.Learn("acme"); err != nil {
 			t.Fatal(err)
 		}
-		pm, err := e.loadModel("acme")
+		pm, _, err := e.loadModel("acme")
 		if err != nil {
 			t.Fatal(err)
 		}

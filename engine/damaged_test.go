@@ -324,7 +324,7 @@ func TestDamagedModel(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, db := newTestEngine(t, 2, nil)
-			damage(t, db, store.ModelKey("acme"), tc.stored)
+			damage(t, db, store.ModelKey("acme", 1), tc.stored)
 			e := New(Config{DB: db, Secrets: store.TestSecrets(), Log: zerolog.Nop(), Now: clock.NewFake(t0).Now, Seed: 7, Policy: &cfg})
 			for i := range 40 {
 				d, err := e.Decide("acme", Request{ClienteRef: fmt.Sprintf("dmg-model-%04d", i), Canal: "push", Explain: true})

@@ -117,6 +117,7 @@ type tenantState struct {
 	catalog   atomic.Pointer[Catalog]
 	model     atomic.Pointer[publishedModel]
 	learnMu   sync.Mutex // one learner pass at a time
+	models    modelGens  // the stored models (under learnMu)
 	cats      catTally   // category names seen while the model has few main categories
 
 	// learnCursor (under learnMu): the reward queue key the next learner
@@ -221,11 +222,12 @@ func (e *core) state(tenant string) (*tenantState, error) {
 		return nil, err
 	}
 	ts.catalog.Store(c)
-	m, err := e.loadModel(tenant)
+	m, gens, err := e.loadModel(tenant)
 	if err != nil {
 		return nil, err
 	}
 	ts.model.Store(m)
+	ts.models = gens
 	e.tenants[tenant] = ts
 	return ts, nil
 }

@@ -125,6 +125,7 @@ func (e *Learner) Learn(tenant string) (LearnStats, error) {
 	}
 	e.counters.learned(tenant, now, st.Folded)
 	if st.Folded > 0 {
+		ts.models.saved(p.gen)
 		ts.model.Store(p.next)
 		e.log.Info().Str("tenant", tenant).Int("folded", st.Folded).Str("politica_version", p.next.version).Msg("model updated")
 		e.logGuard(tenant, guard, p.next.m.GuardStatus())
@@ -200,6 +201,7 @@ type learnPass struct {
 	next     *publishedModel   // the model being updated
 	options  []int             // 0 (send nothing) and the catalog's actions
 	gateWas  string            // the send gate's state before refit ("" without one)
+	gen      uint64            // the generation refit stored the model as
 	released Releases          // the sends the pass gave back
 	expired  []*DecisionRecord // expiry entries' sends read as pending (releaseExpired)
 	// discountsKnown: the tenant has reported redemptions (CUPON_REDIMIDO)
@@ -440,7 +442,7 @@ func (p *learnPass) releaseExpired() error {
 }
 
 // refit refits the updated model, runs its guard and writes it to b with
-// a new version.
+// a new version, as the tenant's next stored model (saveModel).
 func (p *learnPass) refit(b *store.Batch, now time.Time) (policy.GuardEvent, error) {
 	next := p.next
 	if len(next.m.Cats) < policy.NumCats {
@@ -450,12 +452,9 @@ func (p *learnPass) refit(b *store.Batch, now time.Time) (policy.GuardEvent, err
 	p.gateWas = next.m.GateState()
 	guard := next.m.UpdateGuard()
 	next.publishVersion(now)
-	data, err := next.marshal()
-	if err != nil {
-		return guard, err
-	}
-	b.Set(store.ModelKey(p.tenant), data)
-	return guard, nil
+	gen, err := saveModel(b, p.tenant, &p.ts.models, next)
+	p.gen = gen
+	return guard, err
 }
 
 // learnFrom folds one final reward (the model's target, Model.Target) of
@@ -610,30 +609,6 @@ func (e *Learner) RunLearner(ctx context.Context, interval time.Duration) {
 	}
 }
 
-func (e *core) loadModel(tenant string) (*publishedModel, error) {
-	data, err := e.db.Get(store.ModelKey(tenant))
-	if errors.Is(err, store.ErrNotFound) {
-		return newPublishedModel(e.policy), nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	pm, old, err := unmarshalModel(data, e.policy)
-	if err != nil {
-		// Quarantined: the tenant learns again from the prior rather than
-		// stopping every decision.
-		e.quarantine(tenant, store.ModelKey(tenant), data, err)
-		pm = newPublishedModel(e.policy)
-		pm.restarted = "its stored model did not decode (quarantined)"
-		return pm, nil
-	}
-	if old {
-		e.log.Warn().Str("tenant", tenant).Msg("stored model of an earlier format: the policy starts afresh from the economic prior")
-		pm.restarted = "its stored model is of an earlier format"
-	}
-	return pm, nil
-}
-
 // Status is a summary of a tenant's engine state for the operator.
 type Status struct {
 	PoliticaVersion string
@@ -647,6 +622,10 @@ type Status struct {
 	// the tenant loaded (publishedModel.restarted), until the learner
 	// publishes a model; "" otherwise.
 	ModelRestarted string
+	// ModelFallback says, likewise, that the tenant's newest stored model
+	// did not decode and names the last good one loaded instead
+	// (publishedModel.fallback); "" otherwise.
+	ModelFallback string
 }
 
 // Guard returns the tenant's policy guard: its state and estimates (for
@@ -672,7 +651,7 @@ func (e *Learner) Status(tenant string) (Status, error) {
 	pm := ts.model.Load()
 	cat := ts.catalog.Load()
 	return Status{PoliticaVersion: pm.version, RewardsLearned: pm.n(), CatalogVersion: cat.Version, CatalogActions: len(cat.Acciones), Quality: *q,
-		Guard: pm.m.GuardStatus(), ModelRestarted: pm.restarted}, nil
+		Guard: pm.m.GuardStatus(), ModelRestarted: pm.restarted, ModelFallback: pm.fallback}, nil
 }
 
 // Learner closes reward windows and updates each tenant's policy model

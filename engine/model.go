@@ -80,6 +80,10 @@ type publishedModel struct {
 	// started again from the prior; "" otherwise. clone drops it: the
 	// first model the learner publishes is of the current format.
 	restarted string
+	// fallback says that the newest stored model did not decode when the
+	// tenant loaded and names this one, the last good model before it
+	// (loadModel); "" otherwise. clone drops it, as restarted.
+	fallback string
 }
 
 func newPublishedModel(cfg policy.Config) *publishedModel {

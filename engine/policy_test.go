@@ -173,7 +173,7 @@ func TestOlderModelStartsFromPrior(t *testing.T) {
 	_, db := newTestEngine(t, 2, nil)
 	old := `{"format":3,"politica_version":"v900-20261120T000000","n":900,"shared":{"n":900,"ainv":[1],"b":[1],"theta":[1]},"arms":{},"effect_ridge":30}`
 	b := db.NewBatch()
-	b.Set(store.ModelKey("acme"), []byte(old))
+	b.Set(store.ModelKey("acme", 0), []byte(old)) // where releases before generations stored it
 	if err := b.Commit(); err != nil {
 		t.Fatal(err)
 	}

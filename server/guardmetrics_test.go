@@ -32,7 +32,7 @@ func storeGuard(t *testing.T, h *harness, tenant string, guard map[string]any) {
 	}
 	b := h.db.NewBatch()
 	defer b.Close()
-	b.Set(store.ModelKey(tenant), data)
+	b.Set(store.ModelKey(tenant, 1), data)
 	if err := b.Commit(); err != nil {
 		t.Fatal(err)
 	}

@@ -42,7 +42,7 @@
 //	'k' (single key) → catalog                                   campaigns.go
 //	'p' campana_id → campaign                                    campaigns.go
 //	'b' campana_id → budget counters                             campaigns.go
-//	'm' (single key) → policy model                              model.go
+//	'm' [generation] → policy model (the newest, the last good)  model.go
 //	'r' close time, kind, nonce → empty (learner queue)          rewards.go
 //	'j' job_id → job record                                      jobs.go
 //	'J' job_id, index → stored batch request chunk               jobs.go

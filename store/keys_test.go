@@ -53,7 +53,9 @@ func keyCases() []keyCase {
 		{"catalog", CatalogKey("acme"), key("acme", tableCatalog), ""},
 		{"campaign", CampaignKey("acme", "camp"), key("acme", tableCampaign, "camp"), ""},
 		{"budget", BudgetKey("acme", "camp"), key("acme", tableBudget, "camp"), ""},
-		{"model", ModelKey("acme"), key("acme", tableModel), ""},
+		{"model", ModelKey("acme", 0), key("acme", tableModel), ""},
+		{"model generation", ModelKey("acme", 5), key("acme", tableModel, uint64(5)), ""},
+		{"model span hi", spanHi(ModelSpan("acme")), nil, ""},
 		{"reward queue", RewardQueueKey("acme", gt0, "r", "n-1"), key("acme", tableRewardQueue, gt0, "r", "n-1"), ""},
 		{"reward queue due lo", spanLo(RewardQueueDueSpan("acme", gt0)), key("acme", tableRewardQueue), ""},
 		{"reward queue due hi", spanHi(RewardQueueDueSpan("acme", gt0)), key("acme", tableRewardQueue, gt0.Add(time.Nanosecond)), ""},
@@ -125,6 +127,8 @@ var goldenKeys = map[string]string{
 	"campaign":                 "\x02acme\x00pcamp\x00",
 	"budget":                   "\x02acme\x00bcamp\x00",
 	"model":                    "\x02acme\x00m",
+	"model generation":         "\x02acme\x00m\x00\x00\x00\x00\x00\x00\x00\x05",
+	"model span hi":            "\x02acme\x00n",
 	"reward queue":             "\x02acme\x00r\x98\x99\x8b\x01\x85\x9e\xb6\br\x00n-1\x00",
 	"reward queue due lo":      "\x02acme\x00r",
 	"reward queue due hi":      "\x02acme\x00r\x98\x99\x8b\x01\x85\x9e\xb6\t",
@@ -234,6 +238,22 @@ func TestKeyDecodersRoundTrip(t *testing.T) {
 			h, ok := ParseDeletionKey("acme", DeletionKey("acme", "h-1"))
 			return parsed{C: h, OK: ok}
 		}(), parsed{C: "h-1", OK: true}},
+		{"model generation", func() parsed {
+			g, ok := ParseModelKey("acme", ModelKey("acme", 1<<40))
+			return parsed{N: int64(g), OK: ok}
+		}(), parsed{N: 1 << 40, OK: true}},
+		{"model of releases before generations", func() parsed {
+			g, ok := ParseModelKey("acme", ModelKey("acme", 0))
+			return parsed{N: int64(g), OK: ok}
+		}(), parsed{OK: true}},
+		{"model generation 0 as 8 bytes", func() parsed {
+			_, ok := ParseModelKey("acme", key("acme", tableModel, uint64(0)))
+			return parsed{OK: ok}
+		}(), parsed{}},
+		{"model of another tenant", func() parsed {
+			_, ok := ParseModelKey("acm", ModelKey("acme", 3))
+			return parsed{OK: ok}
+		}(), parsed{}},
 		{"hourly", func() parsed {
 			h, ok := ParseHourlyKey("acme", HourlyKey("acme", -3))
 			return parsed{N: h, OK: ok}
