@@ -246,3 +246,31 @@ func statusOf(tb testing.TB, e *Engine) Status {
 	}
 	return st
 }
+
+// TestQuarantinedModelGenerationNotReused: a generation once quarantined
+// is not stored again, also after a restart (the store no longer holds it
+// as a model): a later model damaged in turn keeps a quarantine entry of
+// its own instead of overwriting the first one's.
+func TestQuarantinedModelGenerationNotReused(t *testing.T) {
+	db := storeOpen(t, storefs.Mem())
+	e := newLearningEngine(t, db)
+	rewardRound(t, e, db, 1, 40, 3000, lastGoodEffect)
+	rewardRound(t, e, db, 2, 40, 3000, lastGoodEffect)
+	damage(t, db, store.ModelKey("acme", 2), "not a model")
+	statusOf(t, restart(db)) // quarantines generation 2
+	e = restart(db)
+	rewardRound(t, e, db, 3, 40, 3000, lastGoodEffect)
+	var keys []string
+	for _, m := range storedModels(t, db) {
+		keys = append(keys, string(m.key))
+	}
+	if diff := cmp.Diff([]string{string(store.ModelKey("acme", 1)), string(store.ModelKey("acme", 3))}, keys); diff != "" {
+		t.Errorf("stored model keys after an update from the last good one (-want +got):\n%s", diff)
+	}
+	damage(t, db, storedModels(t, db)[1].key, "not a model either")
+	e = restart(db)
+	statusOf(t, e) // quarantines it
+	if diff := cmp.Diff([]string{"model", "model"}, quarantinedTables(t, e)); diff != "" {
+		t.Errorf("quarantine after a second damaged model (-want +got):\n%s", diff)
+	}
+}

@@ -23,8 +23,8 @@ type modelGens struct {
 	inUse  uint64   // the generation of the published model, if inUseOK
 	// inUseOK: the published model is a stored one (not the prior).
 	inUseOK bool
-	// top is the highest generation met, quarantined ones included: none
-	// is written again, so a quarantine entry stays the one model's.
+	// top is the highest generation stored or quarantined: none is
+	// written again, so a quarantine entry stays the one model's.
 	top uint64
 }
 
@@ -76,16 +76,7 @@ func saveModel(b *store.Batch, tenant string, g *modelGens, pm *publishedModel) 
 // (or none stored) the tenant starts from the prior, as it does when the
 // newest that decodes is of an earlier format; the restart note says why.
 func (e *core) loadModel(tenant string) (*publishedModel, modelGens, error) {
-	var g modelGens
-	var vals [][]byte
-	lo, hi := store.ModelSpan(tenant)
-	err := e.db.Scan(lo, hi, func(k, v []byte) error {
-		if gen, ok := store.ParseModelKey(tenant, k); ok {
-			g.stored, g.top = append(g.stored, gen), max(g.top, gen)
-			vals = append(vals, bytes.Clone(v))
-		}
-		return nil
-	})
+	g, vals, err := e.scanModels(tenant)
 	if err != nil {
 		return nil, g, err
 	}
@@ -128,4 +119,30 @@ func (e *core) loadModel(tenant string) (*publishedModel, modelGens, error) {
 		pm.restarted = "its stored model and the last good one before it did not decode (quarantined)"
 	}
 	return pm, g, nil
+}
+
+// scanModels reads the tenant's stored models: their generations, oldest
+// first, and their values; top is the highest generation stored or
+// quarantined (the quarantine's model entries, a scan of a few keys).
+func (e *core) scanModels(tenant string) (modelGens, [][]byte, error) {
+	var g modelGens
+	var vals [][]byte
+	lo, hi := store.ModelSpan(tenant)
+	err := e.db.Scan(lo, hi, func(k, v []byte) error {
+		if gen, ok := store.ParseModelKey(tenant, k); ok {
+			g.stored, g.top = append(g.stored, gen), max(g.top, gen)
+			vals = append(vals, bytes.Clone(v))
+		}
+		return nil
+	})
+	if err != nil {
+		return g, nil, err
+	}
+	err = e.db.Scan(store.DamagedKey(tenant, lo), store.DamagedKey(tenant, hi), func(k, _ []byte) error {
+		if gen, ok := store.ParseModelKey(tenant, store.DamagedOriginal(tenant, k)); ok {
+			g.top = max(g.top, gen)
+		}
+		return nil
+	})
+	return g, vals, err
 }
