@@ -23,16 +23,59 @@ type Confirmation struct {
 	AccionReal    *int
 	MotivoRechazo string
 	TsEjecucion   *time.Time
+	// IdempotencyKey, when set, makes a repeat within IdempotencyTTL with
+	// the same BodyHash (HashConfirmBody: the decision id and the body)
+	// answer the stored estado and store nothing more, and one with
+	// another hash ErrIdempotencyConflict.
+	IdempotencyKey string
+	BodyHash       [32]byte
+}
+
+// HashConfirmBody is the identity of a confirmation of decision id with
+// body b for idempotency. The id is part of it, since the body alone does
+// not name the decision, and it differs from HashBody's and
+// HashFallbackBody's for the same bytes, so a key never replays across
+// routes.
+func HashConfirmBody(id string, b []byte) [32]byte {
+	h := sha256.New()
+	h.Write([]byte("ejecucion\x00"))
+	h.Write([]byte(id))
+	h.Write([]byte{0})
+	h.Write(b)
+	var sum [32]byte
+	h.Sum(sum[:0])
+	return sum
+}
+
+// confirmAnswer is the answer a confirmation's idempotency record holds:
+// the 200 body of POST /v1/decisiones/{decision_id}/ejecucion.
+type confirmAnswer struct {
+	DecisionID string `json:"decision_id"`
+	Estado     string `json:"estado_ejecucion"`
 }
 
 // Confirm records the execution outcome of a decision and returns its
 // estado_ejecucion. Errors: ErrNotFound (altered, invented, foreign or
 // unknown id), ErrAlreadyConfirmed, ErrDecisionExpired. A rejected send
-// gives its campaign budget back.
+// gives its campaign budget back. With an IdempotencyKey the confirmation
+// and the key's record are committed together, and a repeat of the same
+// decision and body answers the stored estado (see Confirmation) whatever
+// became of the decision since: the key is looked up right after the id,
+// before any other check.
 func (e *Engine) Confirm(tenant, id string, c Confirmation) (string, error) {
 	nonce, ok := e.ids.parse(tenant, id)
 	if !ok {
 		return "", fmt.Errorf("decision: %w", ErrNotFound)
+	}
+	if c.IdempotencyKey != "" {
+		release, err := e.claimKey(tenant, c.IdempotencyKey)
+		if err != nil {
+			return "", err
+		}
+		defer release()
+		if estado, err := e.confirmedWith(tenant, c); estado != "" || err != nil {
+			return estado, err
+		}
 	}
 	ts, err := e.state(tenant)
 	if err != nil {
@@ -74,6 +117,28 @@ func (e *Engine) Confirm(tenant, id string, c Confirmation) (string, error) {
 	if now.After(r.CaducaEn) {
 		return "", ErrDecisionExpired
 	}
+	c.applyTo(r, now)
+	b := e.db.NewBatch()
+	defer b.Close()
+	putRecord(b, tenant, r)
+	if c.IdempotencyKey != "" {
+		if err := putConfirmIdem(b, tenant, id, now, r, c); err != nil {
+			return "", err
+		}
+	}
+	released := Releases{}
+	if r.Estado == EstadoRechazada && r.Accion != 0 && r.CampanaID != "" {
+		released.add(r)
+	}
+	if err := e.Campaigns.commitBudgets(ts, tenant, b, nil, released); err != nil {
+		return "", err
+	}
+	e.counters.confirmed(tenant, r)
+	return r.Estado, nil
+}
+
+// applyTo records c in r, the pending decision it confirms, at now.
+func (c Confirmation) applyTo(r *DecisionRecord, now time.Time) {
 	switch {
 	case !c.Ejecutada:
 		r.Estado = EstadoRechazada
@@ -85,20 +150,52 @@ func (e *Engine) Confirm(tenant, id string, c Confirmation) (string, error) {
 	}
 	r.AccionReal = c.AccionReal
 	r.TsEjecucion = c.TsEjecucion
-	at := now
-	r.ConfirmadaEn = &at
-	b := e.db.NewBatch()
-	defer b.Close()
-	putRecord(b, tenant, r)
-	released := Releases{}
-	if r.Estado == EstadoRechazada && r.Accion != 0 && r.CampanaID != "" {
-		released.add(r)
-	}
-	if err := e.Campaigns.commitBudgets(ts, tenant, b, nil, released); err != nil {
+	r.ConfirmadaEn = &now
+}
+
+// confirmedWith returns the estado stored for c's Idempotency-Key within
+// IdempotencyTTL: "" when the key is new, expired or its record damaged
+// (moved to quarantine, see idemRecord), ErrIdempotencyConflict when it
+// answered another request.
+func (e *core) confirmedWith(tenant string, c Confirmation) (string, error) {
+	_, now, err := e.tenantNow(tenant)
+	if err != nil {
 		return "", err
 	}
-	e.counters.confirmed(tenant, r)
-	return r.Estado, nil
+	rec, _, err := e.idemRecord(tenant, now, c.IdempotencyKey, c.BodyHash)
+	if rec == nil || err != nil {
+		return "", err
+	}
+	var a confirmAnswer
+	if err := json.Unmarshal(rec.Answer, &a); err != nil || !confirmedEstado(a.Estado) {
+		key := store.IdempotencyKey(tenant, c.IdempotencyKey)
+		if raw, err := e.db.Get(key); err == nil {
+			e.quarantine(tenant, key, raw, fmt.Errorf("idempotency record: answer: estado_ejecucion %q", a.Estado))
+		}
+		return "", nil
+	}
+	return a.Estado, nil
+}
+
+// confirmedEstado reports whether estado is one a confirmation stores.
+func confirmedEstado(estado string) bool {
+	return estado == EstadoEjecutada || estado == EstadoModificada || estado == EstadoRechazada
+}
+
+// putConfirmIdem writes in b the idempotency record of c's key for the
+// confirmation r of decision id at now: its answer and, so a deletion of
+// the customer finds it, the cliente_ref.
+func putConfirmIdem(b *store.Batch, tenant, id string, now time.Time, r *DecisionRecord, c Confirmation) error {
+	answer, err := json.Marshal(confirmAnswer{DecisionID: id, Estado: r.Estado})
+	if err != nil {
+		return err
+	}
+	rec, err := json.Marshal(idemRecord{BodyHash: c.BodyHash, At: now, Answer: answer, ClienteRef: r.ClienteRef})
+	if err != nil {
+		return err
+	}
+	b.SetIdempotency(tenant, c.IdempotencyKey, rec)
+	return nil
 }
 
 // Releases are the sends a writer gives back, by campaign, until its

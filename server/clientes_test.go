@@ -45,15 +45,15 @@ func TestClienteExportAndDeletion(t *testing.T) {
 	const ana, beto = "ana-00000001", "beto-0000002"
 	ts := testStart.Add(-48 * time.Hour)
 
-	// Ana: a decision (with an Idempotency-Key), its confirmation, the coupon
-	// it sent received and redeemed, and a purchase. Beto: a purchase and a
-	// decision, to check that his data stays.
+	// Ana: a decision and its confirmation (each with an Idempotency-Key),
+	// the coupon it sent received and redeemed, and a purchase. Beto: a
+	// purchase and a decision, to check that his data stays.
 	st, d := h.do("POST", "/v1/decisiones", tok, decideBody(ana, nil), "Idempotency-Key", "idem-ana-1")
 	if st != 200 {
 		t.Fatalf("decide: %d %v", st, d)
 	}
 	decisionID := d["decision_id"].(string)
-	if st, body := h.do("POST", "/v1/decisiones/"+decisionID+"/ejecucion", tok, map[string]any{"ejecutada": true}); st != 200 {
+	if st, body := h.do("POST", "/v1/decisiones/"+decisionID+"/ejecucion", tok, map[string]any{"ejecutada": true}, "Idempotency-Key", "conf-ana-1"); st != 200 {
 		t.Fatalf("confirm: %d %v", st, body)
 	}
 	h.acceptEvents(tok,
@@ -155,9 +155,13 @@ func TestClienteExportAndDeletion(t *testing.T) {
 	if d2["decision_id"] == decisionID {
 		t.Error("Idempotency-Key replayed a deleted decision")
 	}
-	// The old decision id is gone: confirming it is 404.
+	// The old decision id is gone: confirming it is 404, also with the
+	// confirmation's key, whose record went with her.
 	if st, _ := h.do("POST", "/v1/decisiones/"+decisionID+"/ejecucion", tok, map[string]any{"ejecutada": false}); st != 404 {
 		t.Errorf("confirm deleted decision: %d, want 404", st)
+	}
+	if st, b := h.do("POST", "/v1/decisiones/"+decisionID+"/ejecucion", tok, map[string]any{"ejecutada": true}, "Idempotency-Key", "conf-ana-1"); st != 404 {
+		t.Errorf("confirmation of a deleted decision repeated with its key: %d %v, want 404", st, b)
 	}
 	// Beto is untouched.
 	_, bx := h.do("GET", "/v1/clientes/"+beto+"/exportacion", tok, nil)

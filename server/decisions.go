@@ -98,8 +98,12 @@ var confirmSchema = schema.Object(
 	schema.Field("ts_ejecucion", schema.Timestamp().Nullable()),
 )
 
+// handleConfirm confirms the execution of a decision. Beyond the spec it
+// accepts an Idempotency-Key, as POST /v1/decisiones does: the client
+// library retries a confirmation whose answer was lost, and a repeat with
+// the key gets the stored answer instead of 409 ejecucion_ya_confirmada.
 func (s *Server) handleConfirm(c *call) error {
-	v, err := decode(c.body, confirmSchema)
+	key, v, err := decodeWith(c, idempotencyKey, confirmSchema)
 	if err != nil {
 		return err
 	}
@@ -137,8 +141,13 @@ func (s *Server) handleConfirm(c *call) error {
 		return &validationError{detail: bad}
 	}
 	id := c.params.ByName("decision_id")
+	if key != "" {
+		conf.IdempotencyKey, conf.BodyHash = key, engine.HashConfirmBody(id, c.body)
+	}
 	estado, err := s.Engine.Confirm(c.tenant.ID, id, conf)
 	switch {
+	case errors.Is(err, engine.ErrIdempotencyConflict):
+		return errKind(kindIdempotencyConflict)
 	case errors.Is(err, engine.ErrNotFound):
 		return errKind(kindNotFound)
 	case errors.Is(err, engine.ErrAlreadyConfirmed):

@@ -381,6 +381,70 @@ func TestFallbackIdempotencyKey(t *testing.T) {
 	}
 }
 
+// TestConfirmIdempotencyKey: a confirmation repeated with its
+// Idempotency-Key (a client retrying an answer that was lost after the
+// confirmation was stored) gets the stored 200 answer again and stores
+// nothing more; the key with another body or another decision is 409
+// idempotencia_conflicto, as is a key first used for a decision; without a
+// key, or with another one, a second confirmation is 409
+// ejecucion_ya_confirmada as before; after 24 hours of the tenant clock
+// the key is forgotten. Without keys a retry of a confirmation that landed
+// was 409 ejecucion_ya_confirmada, the same as someone else's.
+func TestConfirmIdempotencyKey(t *testing.T) {
+	h, tok := newCatalogHarness(t, 2, func(s *store.Settings) { s.ControlShare = 0; s.RateLimits = false })
+	decide := func(ref string, hdr ...string) string {
+		t.Helper()
+		st, d := h.do("POST", "/v1/decisiones", tok, decideBody(ref, nil), hdr...)
+		if st != 200 {
+			t.Fatalf("decide %s: %d %v", ref, st, d)
+		}
+		return d["decision_id"].(string)
+	}
+	id, id2 := decide("confirm-k1"), decide("confirm-k2")
+	decide("confirm-k3", "Idempotency-Key", "decision-key")
+	path := func(id string) string { return "/v1/decisiones/" + id + "/ejecucion" }
+	yes := map[string]any{"ejecutada": true}
+	want := map[string]any{"decision_id": id, "estado_ejecucion": "ejecutada"}
+	for i := 0; i < 3; i++ {
+		st, b := h.do("POST", path(id), tok, yes, "Idempotency-Key", "c-1")
+		if diff := cmp.Diff(want, b); st != 200 || diff != "" {
+			t.Fatalf("keyed confirmation %d: %d (-want +got):\n%s", i+1, st, diff)
+		}
+	}
+	_, x := h.do("GET", "/v1/clientes/confirm-k1/exportacion", tok, nil)
+	if n := len(x["confirmaciones"].([]any)); n != 1 {
+		t.Errorf("keyed confirmation sent three times: %d confirmations exported, want 1", n)
+	}
+	tests := []struct {
+		name, id string
+		body     any
+		hdr      []string
+		status   int
+		want     string // the codigo, or where a 422 puts the fault
+	}{
+		{"same key, another body", id, map[string]any{"ejecutada": false, "motivo_rechazo": "otro"}, []string{"Idempotency-Key", "c-1"}, 409, "idempotencia_conflicto"},
+		{"same key and body, another decision", id2, yes, []string{"Idempotency-Key", "c-1"}, 409, "idempotencia_conflicto"},
+		{"a decision's key", id2, yes, []string{"Idempotency-Key", "decision-key"}, 409, "idempotencia_conflicto"},
+		{"another key", id, yes, []string{"Idempotency-Key", "c-2"}, 409, "ejecucion_ya_confirmada"},
+		{"no key", id, yes, nil, 409, "ejecucion_ya_confirmada"},
+		{"bad key", id2, yes, []string{"Idempotency-Key", strings.Repeat("k", 256)}, 422, "[header Idempotency-Key]"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			st, b := h.do("POST", path(tt.id), tok, tt.body, tt.hdr...)
+			if got := fmt.Sprint(b["codigo"], b["detail"]); st != tt.status || !strings.Contains(got, tt.want) {
+				t.Errorf("%d %v, want %d %s", st, b, tt.status, tt.want)
+			}
+		})
+	}
+	if _, err := h.db.UpdateTenant("acme", func(t *store.Tenant) error { t.ClockNow = t.ClockNow.Add(25 * time.Hour); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if st, b := h.do("POST", path(id), tok, yes, "Idempotency-Key", "c-1"); st != 409 || b["codigo"] != "ejecucion_ya_confirmada" {
+		t.Errorf("key after 25 h: %d %v, want 409 ejecucion_ya_confirmada", st, b)
+	}
+}
+
 // TestViolationsListedAtOnce: a request wrong in its path or header and in
 // its body gets one 422 that lists every violation (contract section 7).
 func TestViolationsListedAtOnce(t *testing.T) {

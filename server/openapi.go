@@ -1263,9 +1263,12 @@ func decisionDocs() map[string]opDoc {
 		"ejecucion": {tag: "decisiones", summary: "Confirm the execution of a decision",
 			description: "Mandatory for every decision, `accion` 0 included. One confirmation per decision, until `caduca_en`. An `accion_real` other than 0 that is neither in the tenant's catalog nor the decided action (which a catalog replaced since may no longer list) is 422 at `body.accion_real`. Then, in order: unknown, altered, invented or foreign id → 404; already confirmed → 409 `ejecucion_ya_confirmada`; after `caduca_en` → 409 `decision_caducada`.",
 			pathParams:  map[string]obj{"decision_id": {"schema": obj{"type": "string"}, "description": "The decision's `decision_id`."}},
-			body:        jsonBody("PeticionEjecucion", obj{"ejecutada": true}),
-			okDesc:      "The outcome.", okSchema: schemaRef("RespuestaEjecucion"),
-			errors: []kind{kindNotFound, kindAlreadyConfirmed, kindExpired}},
+			params: []any{obj{"name": "Idempotency-Key", "in": "header", "required": false,
+				"description": "Beyond the spec, for retries: 1 to 255 printable ASCII characters. Repeating the request (same `decision_id` and body) with the same key within 24 hours stores nothing more and answers the stored outcome again instead of 409 `ejecucion_ya_confirmada`; the same key with another `decision_id` or body, or while the first is running, is 409 `idempotencia_conflicto`. A key is the tenant's, shared with `POST /v1/decisiones` and `POST /v1/decisiones/respaldo`: one used there is a conflict here. A bad key is 422 at `header.Idempotency-Key`. Without the header a second confirmation is 409 `ejecucion_ya_confirmada`.",
+				"schema":      obj{"type": "string", "minLength": 1, "maxLength": 255, "pattern": "^[\\x20-\\x7E]+$"}}},
+			body:   jsonBody("PeticionEjecucion", obj{"ejecutada": true}),
+			okDesc: "The outcome.", okSchema: schemaRef("RespuestaEjecucion"),
+			errors: []kind{kindNotFound, kindAlreadyConfirmed, kindExpired, kindIdempotencyConflict}},
 		"respaldo": {tag: "decisiones", summary: "Record a fallback decision",
 			description: "Sent after the caller applied its own rule because the engine did not answer or was paused. Stored with propensity 1; does not open a reward window.",
 			params: []any{obj{"name": "Idempotency-Key", "in": "header", "required": false,
@@ -1461,7 +1464,7 @@ func rateLimitsDoc() obj {
 func idempotencyDoc() obj {
 	return obj{
 		"header":    "Idempotency-Key",
-		"routes":    []any{"POST /v1/decisiones", "POST /v1/decisiones/respaldo"},
+		"routes":    []any{"POST /v1/decisiones", "POST /v1/decisiones/respaldo", "POST /v1/decisiones/{decision_id}/ejecucion"},
 		"format":    "1 to 255 printable ASCII characters",
 		"retention": isoDuration(engine.IdempotencyTTL),
 		"conflict":  "409 idempotencia_conflicto: same key with a different body, or while the first request is still running",
@@ -1509,7 +1512,7 @@ Flow: publish events (POST /v1/eventos); request decisions online (POST /v1/deci
 	fmt.Fprintf(&b, "- Result files are kept %s from the job's creation (real time, also for sandbox tenants; x-result-retention); then GET …/resultado and the signed URL answer 404 and the status has no resultado_url. The signed URL (x-signed-result-url) lives %s.\n", humanDuration(batch.ResultRetention), humanDuration(batch.ResultURLTTL))
 	b.WriteString(`- Customer data rights: GET /v1/clientes/{cliente_ref}/exportacion returns everything held (each call is written to the access log; an unknown customer gets empty collections); DELETE /v1/clientes/{cliente_ref} answers 202 with the deletion record (programado, then completado) and reaches everything in the data dir that names the customer.
 - Webhooks follow Standard Webhooks (x-webhook-signature); the payload of lote.completado is the request body of webhooks.lote.completado.
-- Idempotency-Key on POST /v1/decisiones (x-idempotency).
+- Idempotency-Key on POST /v1/decisiones and, beyond the spec, on POST /v1/decisiones/respaldo and POST /v1/decisiones/{decision_id}/ejecucion (x-idempotency).
 - Daily quotas are counted in memory and written every 5 seconds: a crash can forget up to 5 seconds of use.
 `)
 	return b.String()
