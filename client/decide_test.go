@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/coupond/coupond/client"
 )
 
@@ -716,4 +718,48 @@ func TestFallbackRecordedOnceWhateverRetries(t *testing.T) {
 	if _, fbs := decisionsOf(t, c, ref); len(fbs) != 1 {
 		t.Errorf("Decide's fallback: server holds %d fallback records, want 1", len(fbs))
 	}
+}
+
+// TestConfirmAfterLostAnswer: a confirmation whose first attempt the server
+// stored but whose answer was lost (reset, 502) is retried with the same
+// Idempotency-Key, and Confirm returns the stored outcome; the server holds
+// one confirmation, and a second Confirm call is still 409
+// ejecucion_ya_confirmada. Without a key the retry got that 409 for the
+// caller's own confirmation.
+func TestConfirmAfterLostAnswer(t *testing.T) {
+	ts := newTestServer(t)
+	proxy := newFaultProxy(t, ts.api)
+	c := ts.newClient(t, proxy.http.URL, client.WithFallback(0), client.WithBudget(5*time.Second))
+	installCatalog(t, c, 3)
+	ctx := context.Background()
+	for _, f := range []fault{{reset: true, forward: true}, {status: 502, codigo: "bad_gateway", forward: true}} {
+		proxy.set(func(r *http.Request, n int) fault {
+			if strings.HasSuffix(r.URL.Path, "/ejecucion") && n == 1 {
+				return f
+			}
+			return fault{}
+		})
+		ref := newRef()
+		d, err := c.Decide(ctx, decisionRequest(ref))
+		if err != nil || d.EnRespaldo {
+			t.Fatalf("%+v: Decide: %+v, %v", f, d, err)
+		}
+		conf, err := c.Confirm(ctx, d.DecisionID, client.PeticionEjecucion{Ejecutada: true})
+		want := &client.RespuestaEjecucion{DecisionID: d.DecisionID, EstadoEjecucion: "ejecutada"}
+		if diff := cmp.Diff(want, conf); err != nil || diff != "" {
+			t.Errorf("%+v: Confirm: %v (-want +got):\n%s", f, err, diff)
+		}
+		if n := proxy.requests("/v1/decisiones/" + d.DecisionID + "/ejecucion"); n != 2 {
+			t.Errorf("%+v: %d confirmation attempts reached the proxy, want 2", f, n)
+		}
+		if decs, _ := decisionsOf(t, c, ref); len(decs) != 1 || decs[0].EstadoEjecucion != "ejecutada" {
+			t.Errorf("%+v: server holds %+v, want one decision, ejecutada", f, decs)
+		}
+		_, err = c.Confirm(ctx, d.DecisionID, client.PeticionEjecucion{Ejecutada: true})
+		var apiErr *client.Error
+		if !errors.As(err, &apiErr) || apiErr.Status != 409 || apiErr.Codigo != "ejecucion_ya_confirmada" {
+			t.Errorf("%+v: a second Confirm call: %v, want 409 ejecucion_ya_confirmada", f, err)
+		}
+	}
+	proxy.set(nil)
 }

@@ -18,16 +18,23 @@ import (
 // Accion 0, Propension 1): nothing new was decided, and confirming it again
 // is 409 ejecucion_ya_confirmada.
 //
-// It is retried on 429, 5xx and lost connections. A retry that finds the
-// first attempt arrived gets 409 ejecucion_ya_confirmada: the confirmation
-// is stored. An empty decisionID (a fallback decision has none) is an
-// error, sent nowhere.
+// It is retried on 429, 5xx and lost connections, every attempt of one
+// call with the same Idempotency-Key (coupond accepts it on this route
+// beyond the API's spec): a retry whose first attempt landed gets the
+// stored answer, so 409 ejecucion_ya_confirmada means another call
+// confirmed the decision. An empty decisionID (a fallback decision has
+// none) is an error, sent nowhere.
 func (c *Client) Confirm(ctx context.Context, decisionID string, p PeticionEjecucion) (*RespuestaEjecucion, error) {
 	id, err := pathSegment("decision_id", decisionID)
 	if err != nil {
 		return nil, fmt.Errorf("%w (a fallback decision, EnRespaldo, has none and needs no confirmation)", err)
 	}
-	return callFor[RespuestaEjecucion](ctx, c, http.MethodPost, "/v1/decisiones/"+id+"/ejecucion", &p, retrySafe)
+	var out RespuestaEjecucion
+	key := []string{newIdempotencyKey()}
+	if err := c.callKeyed(ctx, http.MethodPost, "/v1/decisiones/"+id+"/ejecucion", &p, &out, retrySafe, key); err != nil {
+		return nil, err
+	}
+	return &out, nil
 }
 
 // RecordFallback records a decision the caller took by its own rule
