@@ -435,35 +435,32 @@ type Manifest struct {
 	Tenants       []string  `json:"tenants"`
 }
 
+// Take takes a backup of db into dir (see the file comment): dir must lie
+// outside the data dir and be missing or empty. A backup that fails
+// removes what it made and no more (discard): dir and its parents when it
+// created them, else only the files it wrote into the operator's dir.
 func (bk *Backups) Take(_ context.Context, db *store.DB, dir, version string, progress io.Writer) (*Manifest, error) {
-	if err := bk.prepareDir(dir); err != nil {
+	created, err := bk.prepareDir(dir)
+	if err != nil {
 		return nil, err
 	}
 	// The ledger and the registration come before the checkpoint: a deletion
 	// the checkpoint misses is then in the ledger.
 	takenAt := bk.now().UTC()
 	if err := appendNothing(filepath.Join(dir, ledgerFile)); err != nil {
+		bk.discard(dir, created, false)
 		return nil, err
 	}
 	if err := bk.updateRegistry(func(reg *backupRegistry) bool {
 		reg.Backups = append(reg.Backups, backupEntry{Dir: dir, TakenAt: takenAt})
 		return true
 	}); err != nil {
+		bk.discard(dir, created, true)
 		return nil, err
 	}
 	m, err := bk.copyInto(db, dir, takenAt, version, progress)
 	if err != nil {
-		bk.updateRegistry(func(reg *backupRegistry) bool {
-			kept := reg.Backups[:0:0]
-			for _, b := range reg.Backups {
-				if b.Dir != dir {
-					kept = append(kept, b)
-				}
-			}
-			reg.Backups = kept
-			return true
-		})
-		os.RemoveAll(dir)
+		bk.discard(dir, created, true)
 		return nil, err
 	}
 	if err := bk.updateRegistry(func(reg *backupRegistry) bool {
@@ -480,22 +477,61 @@ func (bk *Backups) Take(_ context.Context, db *store.DB, dir, version string, pr
 	return m, nil
 }
 
-// prepareDir checks that dir is outside the data dir and empty, and makes
-// it owner-only.
-func (bk *Backups) prepareDir(dir string) error {
+// discard undoes a failed Take of dir: the registration (when registered)
+// and what Take made. created are the directories prepareDir made,
+// outermost first: dir then goes whole and each parent once empty;
+// without them dir was the operator's and keeps everything but the files
+// Take writes.
+func (bk *Backups) discard(dir string, created []string, registered bool) {
+	if registered {
+		if err := bk.updateRegistry(func(reg *backupRegistry) bool {
+			kept := reg.Backups[:0:0]
+			for _, b := range reg.Backups {
+				if b.Dir != dir {
+					kept = append(kept, b)
+				}
+			}
+			reg.Backups = kept
+			return true
+		}); err != nil {
+			bk.log.Warn().Err(err).Str("backup", dir).Msg("failed backup left registered: deletions owed to it are kept until retention")
+		}
+	}
+	if len(created) == 0 {
+		for _, name := range []string{ManifestFile, store.SecretsFile, "db", ledgerFile} {
+			os.RemoveAll(filepath.Join(dir, name))
+		}
+		return
+	}
+	os.RemoveAll(dir)
+	for i := len(created) - 2; i >= 0; i-- {
+		os.Remove(created[i]) // only when empty: another backup may have started there
+	}
+}
+
+// prepareDir checks that dir is outside the data dir and missing or empty,
+// creates it and makes it owner-only. It returns the directories it
+// created, outermost first (none when dir was there).
+func (bk *Backups) prepareDir(dir string) (created []string, err error) {
 	dataAbs, _ := filepath.Abs(bk.dataDir)
 	dirAbs, _ := filepath.Abs(dir)
 	rel, err := filepath.Rel(dataAbs, dirAbs)
 	if err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
-		return fmt.Errorf("--out %s is inside the data dir; put backups elsewhere", dir)
+		return nil, fmt.Errorf("--out %s is inside the data dir; put backups elsewhere", dir)
 	}
 	if names, err := os.ReadDir(dir); err == nil && len(names) > 0 {
-		return fmt.Errorf("--out %s exists and is not empty", dir)
+		return nil, fmt.Errorf("--out %s exists and is not empty", dir)
+	}
+	for d := dirAbs; ; d = filepath.Dir(d) {
+		if _, err := os.Lstat(d); !errors.Is(err, fs.ErrNotExist) || d == filepath.Dir(d) {
+			break
+		}
+		created = append([]string{d}, created...)
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return err
+		return nil, err
 	}
-	return os.Chmod(dir, 0o700) // it may exist, empty, with a wider mode
+	return created, os.Chmod(dir, 0o700) // it may exist, empty, with a wider mode
 }
 
 // updateRegistry loads the registry under the lock, lets fn change it and

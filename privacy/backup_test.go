@@ -2,7 +2,10 @@ package privacy
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -131,7 +134,7 @@ func TestBackupRefusedInsideDataDir(t *testing.T) {
 		{filepath.Join(root, "data-backup"), false},
 		{filepath.Join(root, "backup"), false},
 	} {
-		err := bk.prepareDir(tc.dir)
+		_, err := bk.prepareDir(tc.dir)
 		if refused := err != nil && strings.Contains(err.Error(), "inside the data dir"); refused != tc.inside {
 			t.Errorf("--out %s: %v; want refused as inside the data dir = %v", tc.dir, err, tc.inside)
 		}
@@ -233,6 +236,54 @@ func TestLedgerPastDamagedRegistry(t *testing.T) {
 			}
 			if diff := cmp.Diff(reg.Backups, after.Backups); diff != "" {
 				t.Errorf("registry rebuilt (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestFailedTakeRemovesOnlyWhatItMade: a backup that fails (here the data
+// dir has no keys.json to copy) removes what it made and no more: an --out
+// directory it created goes, with the parents it created for it; one the
+// operator made beforehand stays, empty, for the next attempt. Neither is
+// left registered.
+func TestFailedTakeRemovesOnlyWhatItMade(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		premade  bool // the operator made --out beforehand
+		wantKept bool
+	}{
+		{"--out made by the operator", true, true},
+		{"--out made by the backup", false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, _, db, clk := newTest(t, 1)
+			dataDir, root := t.TempDir(), t.TempDir()
+			parent := filepath.Join(root, "backups")
+			out := filepath.Join(parent, "b1")
+			if tc.premade {
+				if err := os.MkdirAll(out, 0o700); err != nil {
+					t.Fatal(err)
+				}
+			}
+			bk := NewBackups(dataDir, clk.Now, zerolog.Nop())
+			if _, err := bk.Take(t.Context(), db, out, "test", io.Discard); err == nil {
+				t.Fatal("backup without keys.json succeeded; want it to fail")
+			}
+			entries, err := os.ReadDir(out)
+			switch {
+			case tc.wantKept && err != nil:
+				t.Errorf("--out made by the operator is gone after a failed backup: %v", err)
+			case tc.wantKept && len(entries) != 0:
+				t.Errorf("--out made by the operator holds %v after a failed backup; want it empty", entries)
+			case !tc.wantKept && !errors.Is(err, fs.ErrNotExist):
+				t.Errorf("--out the backup created is still there (%v, %v)", entries, err)
+			}
+			if _, err := os.Stat(parent); tc.wantKept != (err == nil) {
+				t.Errorf("parent of --out: %v; want it there = %v", err, tc.wantKept)
+			}
+			reg, err := bk.loadRegistry()
+			if err != nil || len(reg.Backups) != 0 {
+				t.Errorf("registry after a failed backup: %+v %v; want none registered", reg, err)
 			}
 		})
 	}
