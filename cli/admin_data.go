@@ -31,6 +31,10 @@ import (
 // deletionInterval is how often serve's deletion worker passes.
 const deletionInterval = 2 * time.Second
 
+// owedInterval is how often serve tries the deletions owed to backups whose
+// directories were missing (privacy.Backups.RunOwed), from its start.
+const owedInterval = privacy.DefaultOwedEvery
+
 // ---- batch data ----
 
 // batchScrubber removes a customer from the tenant's batch data: the lines

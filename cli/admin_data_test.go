@@ -1102,3 +1102,53 @@ func TestRestoreReachesDeletionsWhileBackupMissing(t *testing.T) {
 		})
 	}
 }
+
+// TestServeDeliversOwedDeletions: a deletion owed to a backup whose disk
+// was unmounted reaches that backup's ledger once it is back as soon as
+// serve starts (and every few minutes after), not only at the next
+// deletion, backup or restore, which may be long coming.
+func TestServeDeliversOwedDeletions(t *testing.T) {
+	const ana = "ana-00000001"
+	ctx := context.Background()
+	dataDir, bk := t.TempDir(), filepath.Join(t.TempDir(), "bk")
+	e, now := sandboxEnv(t, dataDir)
+	ev := engine.Event{ID: "ev-1", ClienteRef: ana, TS: now.Add(-time.Hour), Tipo: engine.CompraCat,
+		Clave: "abarrotes", ValorCents: 10000, TicketID: "t-1", MargenCents: 2500}
+	if res, err := e.svc.engine.Ingester.Ingest("acme", []engine.IngestEvent{{Event: ev, Canonical: []byte(ev.ID)}}); err != nil || res.Aceptados != 1 {
+		t.Fatalf("ingest: %+v %v", res, err)
+	}
+	if _, err := runBackup(ctx, e, bk, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(bk, bk+".away"); err != nil { // the backup disk is unmounted
+		t.Fatal(err)
+	}
+	requestOnly(t, e, ana)
+	if st, err := e.svc.privacy.ProcessDeletions(ctx, deletionHooks(e.svc, false)); err != nil || st.Completed != 1 {
+		t.Fatalf("deletion: %+v %v", st, err)
+	}
+	hash := []byte(e.svc.privacy.CustomerHash("acme", ana))
+	e.close()
+	if err := os.Rename(bk+".away", bk); err != nil { // and back
+		t.Fatal(err)
+	}
+	ledger := filepath.Join(bk, "deletions.jsonl")
+	if data, err := os.ReadFile(ledger); err != nil || len(data) != 0 {
+		t.Fatalf("setup: the backup's ledger holds %q (%v) before serve; want it empty", data, err)
+	}
+	sctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(sctx, []string{"serve", "--data-dir", dataDir, "--addr", "127.0.0.1:0", "--console-addr", ""}, nil, io.Discard, io.Discard)
+	}()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	}()
+	waitFor(t, 10*time.Second, "serve to deliver the owed deletion to the backup's ledger", func() bool {
+		data, _ := os.ReadFile(ledger)
+		return bytes.Contains(data, hash)
+	})
+}

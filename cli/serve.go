@@ -241,10 +241,10 @@ func warnOpenFileLimit(log zerolog.Logger, maxConns int) {
 
 // startServiceLoops recovers the batch jobs (interrupted ones end fallido,
 // queued ones run; /readyz answers 503 until this is done), then starts the
-// background loops: the batch runner, webhook deliveries, the learner and
-// the deletion worker, each on its own low-priority thread
-// (engine.LowPriority: the kernel runs decisions first). stop ends them and
-// waits for them.
+// background loops: the batch runner, webhook deliveries, the learner, the
+// deletion worker and the delivery of deletions owed to backups, each on
+// its own low-priority thread (engine.LowPriority: the kernel runs
+// decisions first). stop ends them and waits for them.
 func startServiceLoops(svc *services, log zerolog.Logger) (stop func()) {
 	if err := svc.batch.Recover(); err != nil {
 		log.Error().Err(err).Msg("batch recovery")
@@ -256,6 +256,7 @@ func startServiceLoops(svc *services, log zerolog.Logger) (stop func()) {
 		svc.webhooks.Run,
 		func(ctx context.Context) { svc.engine.Learner.RunLearner(ctx, time.Second) },
 		func(ctx context.Context) { runDeletionWorker(ctx, svc) },
+		func(ctx context.Context) { svc.backups.RunOwed(ctx, owedInterval) },
 	} {
 		wg.Add(1)
 		go func() { defer wg.Done(); engine.LowPriority(); run(bg) }()

@@ -65,6 +65,9 @@ type Backups struct {
 	now     func() time.Time
 	log     zerolog.Logger
 	mu      sync.Mutex
+	// owedNext is when DeliverOwedDue next tries the owed deletions; under
+	// mu.
+	owedNext time.Time
 }
 
 // NewBackups returns the Backups of dataDir; now is the real clock.
@@ -265,9 +268,9 @@ func appendLedger(dir string, l LedgerEntry) error {
 // dropped from the registry. A registered backup whose directory is not
 // there (its disk unmounted) is kept, marked missing, and the deletion is
 // owed to it instead (owedFile, in the data dir, synced): delivered to its
-// ledger once it is back (deliverOwed, at every Ledger, backup and
-// restore), and re-applied by a restore of it into this data dir before
-// that. A ledger that cannot be written is an error: the deletion waits.
+// ledger once it is back (deliverOwed: at every Ledger, backup and
+// restore, and on its own every few minutes in serve, RunOwed), and
+// re-applied by a restore of it into this data dir before that. A ledger that cannot be written is an error: the deletion waits.
 func (bk *Backups) Ledger(l LedgerEntry) error {
 	bk.mu.Lock()
 	defer bk.mu.Unlock()
@@ -375,6 +378,57 @@ func (bk *Backups) owedTo(dir string) ([]LedgerEntry, error) {
 		}
 	}
 	return out, err
+}
+
+// DefaultOwedEvery is how often RunOwed tries the deletions owed to
+// backups when its caller sets no period.
+const DefaultOwedEvery = 5 * time.Minute
+
+// owedPoll bounds how long RunOwed waits between looks at the clock.
+const owedPoll = 15 * time.Second
+
+// RunOwed delivers, until ctx ends, the deletions owed to registered
+// backups whose directories are back, without waiting for a deletion, a
+// backup or a restore: at once, then every `every` (DefaultOwedEvery when
+// not positive; see DeliverOwedDue). A failure is logged and retried at
+// the next period.
+func (bk *Backups) RunOwed(ctx context.Context, every time.Duration) {
+	if every <= 0 {
+		every = DefaultOwedEvery
+	}
+	tick := time.NewTicker(min(every, owedPoll))
+	defer tick.Stop()
+	for {
+		if err := bk.DeliverOwedDue(every); err != nil {
+			bk.log.Error().Err(err).Str("owed", filepath.Join(bk.dataDir, owedFile)).Dur("retry_in", every).
+				Msg("deletions owed to backups not delivered; retried later")
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// DeliverOwedDue delivers the deletions owed to registered backups whose
+// directories are back (deliverOwed) when a try is due by the injected
+// clock: at the first call, then once every has passed since the last try,
+// whether it failed or not. It returns the try's error; nil when none was
+// due. RunOwed calls it; tests call it after moving the clock.
+func (bk *Backups) DeliverOwedDue(every time.Duration) error {
+	bk.mu.Lock()
+	defer bk.mu.Unlock()
+	now := bk.now()
+	if !bk.owedNext.IsZero() && now.Before(bk.owedNext) {
+		return nil
+	}
+	bk.owedNext = now.Add(every)
+	reg, err := bk.loadRegistry()
+	if err != nil {
+		return err
+	}
+	return bk.deliverOwed(reg)
 }
 
 // deliverOwed appends the deletions owed to each registered backup whose
@@ -546,7 +600,7 @@ func (bk *Backups) updateRegistry(fn func(reg *backupRegistry) bool) error {
 	// Deletions owed to a backup that is back go to its ledger now rather
 	// than at the next deletion: a failure waits for that one.
 	if err := bk.deliverOwed(reg); err != nil {
-		bk.log.Warn().Err(err).Msg("deletions owed to a backup not delivered yet; the next deletion retries")
+		bk.log.Warn().Err(err).Msg("deletions owed to a backup not delivered yet; retried later")
 	}
 	if !fn(reg) {
 		return nil

@@ -14,6 +14,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/rs/zerolog"
+
+	"github.com/coupond/coupond/clock"
 )
 
 func TestLedgerReachesRegisteredBackups(t *testing.T) {
@@ -286,5 +288,67 @@ func TestFailedTakeRemovesOnlyWhatItMade(t *testing.T) {
 				t.Errorf("registry after a failed backup: %+v %v; want none registered", reg, err)
 			}
 		})
+	}
+}
+
+// TestOwedDeletionsDeliveredOnTheirOwn: a deletion owed to a backup whose
+// directory was missing reaches its ledger without waiting for another
+// deletion, backup or restore: DeliverOwedDue, which serve runs, tries at
+// its first call, then again every period by the injected clock; a
+// failure (here the path is a file, not the backup's directory, yet) is
+// retried at the next period.
+func TestOwedDeletionsDeliveredOnTheirOwn(t *testing.T) {
+	const every = 5 * time.Minute
+	clk := clock.NewFake(t0)
+	dataDir, gone := t.TempDir(), filepath.Join(t.TempDir(), "gone")
+	bk := NewBackups(dataDir, clk.Now, zerolog.Nop())
+	if err := bk.saveRegistry(&backupRegistry{Backups: []backupEntry{{Dir: gone, TakenAt: t0.Add(-time.Hour), Complete: true}}}); err != nil {
+		t.Fatal(err)
+	}
+	entry := LedgerEntry{Tenant: "acme", Hash: "abc123", RequestedAt: t0, ClientID: "ci_1"}
+	if err := bk.Ledger(entry); err != nil {
+		t.Fatal(err)
+	}
+	owed := func() []LedgerEntry {
+		t.Helper()
+		o, err := bk.owedTo(gone)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return o
+	}
+	if err := os.WriteFile(gone, nil, 0o600); err != nil { // not the backup's directory yet
+		t.Fatal(err)
+	}
+	for _, step := range []struct {
+		name     string
+		advance  time.Duration
+		before   func()
+		wantErr  bool
+		wantOwed []LedgerEntry
+	}{
+		{"first call, the path is not a directory: fails", 0, nil, true, []LedgerEntry{entry}},
+		{"the backup is back, before the period: not tried", every - time.Second, func() {
+			os.Remove(gone)
+			if err := os.Mkdir(gone, 0o700); err != nil {
+				t.Fatal(err)
+			}
+		}, false, []LedgerEntry{entry}},
+		{"the period is over: delivered", time.Second, nil, false, nil},
+	} {
+		if step.before != nil {
+			step.before()
+		}
+		clk.Advance(step.advance)
+		if err := bk.DeliverOwedDue(every); (err != nil) != step.wantErr {
+			t.Errorf("%s: DeliverOwedDue: %v, want an error = %v", step.name, err, step.wantErr)
+		}
+		if diff := cmp.Diff(step.wantOwed, owed()); diff != "" {
+			t.Errorf("%s: owed (-want +got):\n%s", step.name, diff)
+		}
+	}
+	got, err := readLedger(filepath.Join(gone, ledgerFile))
+	if diff := cmp.Diff([]LedgerEntry{entry}, got); err != nil || diff != "" {
+		t.Errorf("ledger of the backup back (-want +got): %v\n%s", err, diff)
 	}
 }
