@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"os"
 	"path/filepath"
@@ -15,6 +16,9 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
+
+	"github.com/coupond/coupond/privacy"
+	"github.com/coupond/coupond/store"
 )
 
 // TestTenantSetRejectsBadValues: every bad value of admin tenant set is an
@@ -329,4 +333,64 @@ func TestTenantSetWithoutSettings(t *testing.T) {
 		t.Error("tenant set of an unknown tenant without settings succeeded")
 	}
 	runIn(t, dir, "admin", "tenant", "set", "acme", "--shadow", "on")
+}
+
+// TestRestoreLeftoversRemovedAtOpen: a restore that stopped (a crash, a
+// kill) with the data dir's store in place leaves staging or replaced
+// copies of stores and results that hold customers' data, maybe of
+// customers deleted since, which nothing else removes until another
+// restore. serve and the admin commands that open the data dir remove them
+// (TestInterruptedRestoreRefused covers a store not in place); a restore
+// still running keeps its staging: the data dir is refused instead.
+func TestRestoreLeftoversRemovedAtOpen(t *testing.T) {
+	const canary = "ana-canary-0001"
+	for _, tc := range []struct {
+		name string
+		left []string
+	}{
+		{"stopped while staging", []string{"db.restoring", "results.restoring"}},
+		{"stopped after the swap", []string{"db.replaced", "results.replaced"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, data, _ := backedUpTenant(t)
+			for _, dir := range tc.left {
+				if err := os.MkdirAll(filepath.Join(data, dir, "acme"), 0o700); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(filepath.Join(data, dir, "acme", "000001.sst"), []byte(canary), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if out := runIn(t, data, "admin", "tenant", "list"); !bytes.Contains(out, []byte("acme")) {
+				t.Errorf("tenant list: %s", out)
+			}
+			for _, dir := range tc.left {
+				if _, err := os.Stat(filepath.Join(data, dir)); !os.IsNotExist(err) {
+					t.Errorf("%s, left by a restore that stopped, is still there after the data dir was opened (stat: %v)", dir, err)
+				}
+			}
+		})
+	}
+	t.Run("restore running", func(t *testing.T) {
+		_, data, backup := backedUpTenant(t)
+		ctx := context.Background()
+		opened := errors.New("not tried")
+		open := func(ctx context.Context, db *store.DB, s *store.Secrets, results string) (*privacy.Service, privacy.DeletionHooks, error) {
+			e, err := openEnv(ctx, data, zerolog.Nop(), serviceOptions{})
+			if err == nil {
+				e.close()
+			}
+			opened = err
+			if _, err := os.Stat(filepath.Join(data, "db.restoring")); err != nil {
+				t.Errorf("the running restore's staging store is gone once the data dir was opened beside it: %v", err)
+			}
+			return stagingOpener(data, time.Now)(ctx, db, s, results)
+		}
+		if _, err := privacy.NewBackups(data, time.Now, zerolog.Nop()).Restore(ctx, backup, open, io.Discard); err != nil {
+			t.Fatalf("restore: %v", err)
+		}
+		if opened == nil || !strings.Contains(opened.Error(), "in use") {
+			t.Errorf("data dir opened while a restore ran in it: %v; want it refused as in use", opened)
+		}
+	})
 }

@@ -44,6 +44,9 @@ type env struct {
 	// "results": a restore's staging copy (see resultsPath).
 	resultsDir string
 	svc        *services
+	// lock is the data dir's (privacy.LockDataDir) when openEnv opened
+	// it; close releases it.
+	lock io.Closer
 }
 
 // resultsPath is the batch results dir of e.
@@ -174,12 +177,29 @@ func tenantFlag(cmd *cobra.Command, tenant *string) {
 	cmd.MarkFlagRequired("tenant")
 }
 
-// openEnv opens the data dir for an admin command run without a server.
-func openEnv(ctx context.Context, dataDir string, log zerolog.Logger, opt serviceOptions) (*env, error) {
+// openEnv opens the data dir, for serve or an admin command run without a
+// server, and holds its lock (privacy.LockDataDir) until close: no restore
+// runs in it meanwhile. What a restore that stopped left there is dealt
+// with first (privacy.RecoverInterrupted): the data dir is refused, or the
+// copies of customers' data left are removed and logged.
+func openEnv(ctx context.Context, dataDir string, log zerolog.Logger, opt serviceOptions) (e *env, err error) {
 	if err := prepareDataDir(dataDir); err != nil {
 		return nil, err
 	}
-	if err := privacy.CheckInterrupted(dataDir); err != nil {
+	lock, err := privacy.LockDataDir(dataDir)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			lock.Close()
+		}
+	}()
+	removed, err := privacy.RecoverInterrupted(dataDir)
+	for _, left := range removed {
+		log.Warn().Str("removed", filepath.Join(dataDir, left)).Msg("copy of a store or results left by a restore that stopped: removed")
+	}
+	if err != nil {
 		return nil, err
 	}
 	secrets, err := store.LoadSecrets(dataDir)
@@ -190,7 +210,7 @@ func openEnv(ctx context.Context, dataDir string, log zerolog.Logger, opt servic
 	if err != nil {
 		return nil, fmt.Errorf("%w (is another coupond using %s?)", err, dataDir)
 	}
-	e := &env{db: db, secrets: secrets, now: time.Now, log: log, dataDir: dataDir}
+	e = &env{db: db, secrets: secrets, now: time.Now, log: log, dataDir: dataDir, lock: lock}
 	svc, err := newServices(ctx, e, opt)
 	if err != nil {
 		db.Close()
@@ -200,9 +220,15 @@ func openEnv(ctx context.Context, dataDir string, log zerolog.Logger, opt servic
 	return e, nil
 }
 
+// close closes the store and releases the data dir's lock, if e holds it.
 func (e *env) close() error {
 	e.svc.close()
-	return e.db.Close()
+	err := e.db.Close()
+	if e.lock != nil {
+		e.lock.Close()
+		e.lock = nil
+	}
+	return err
 }
 
 type adminRequest struct {

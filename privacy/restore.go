@@ -59,6 +59,14 @@ func (bk *Backups) Restore(ctx context.Context, src string, open OpenStaging, pr
 	if err != nil {
 		return nil, err
 	}
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		return nil, err
+	}
+	lock, err := LockDataDir(dataDir)
+	if err != nil {
+		return nil, err
+	}
+	defer lock.Close()
 	ledger, err := readLedger(filepath.Join(src, ledgerFile))
 	if err != nil {
 		return nil, err
@@ -200,11 +208,56 @@ const (
 	replacedResults  = "results.replaced"
 )
 
-// CheckInterrupted refuses a data dir a restore stopped in before its
+// lockFile, in the data dir, is locked (LockDataDir) by a restore for its
+// whole run and by every process that opens the data dir for as long as
+// it has it open: a restore never runs beside serve or an admin command,
+// and nothing takes a running restore's staging copies for leftovers.
+const lockFile = "coupond.lock"
+
+// LockDataDir locks dataDir (lockFile) until the returned Closer is
+// closed. It fails, naming the dir, while another process (serve, an admin
+// command, a restore) or another holder in this one has it locked.
+func LockDataDir(dataDir string) (io.Closer, error) {
+	l, err := store.LockFile(filepath.Join(dataDir, lockFile))
+	if err != nil {
+		return nil, fmt.Errorf("data dir %s is in use by another coupond (serve, an admin command or a restore): %w", dataDir, err)
+	}
+	return l, nil
+}
+
+// RecoverInterrupted looks at what a restore that stopped before it
+// finished (a crash, a kill) left in dataDir, whose lock (LockDataDir) the
+// caller holds, so no restore runs there. It refuses a data dir the restore
+// stopped in before the store was in place (checkInterrupted). With the
+// store in place, the staging and replaced stores and results left there
+// are removed: they hold customers' data, maybe of customers deleted
+// since, which nothing else would remove until another restore. It returns
+// the names of those it removed.
+func RecoverInterrupted(dataDir string) (removed []string, err error) {
+	if err := checkInterrupted(dataDir); err != nil {
+		return nil, err
+	}
+	for _, left := range []string{restoringDir, restoringResults, replacedDir, replacedResults} {
+		path := filepath.Join(dataDir, left)
+		if _, err := os.Lstat(path); errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err := os.RemoveAll(path); err != nil {
+			return removed, fmt.Errorf("%s, left by a restore that stopped: %w", path, err)
+		}
+		removed = append(removed, left)
+	}
+	if len(removed) == 0 {
+		return nil, nil
+	}
+	return removed, atomicfile.SyncDir(dataDir)
+}
+
+// checkInterrupted refuses a data dir a restore stopped in before its
 // store was in place: "db" is missing and a staging or replaced store is
 // there. Opened as it is, the missing store would be created empty and
 // the service would start with no data.
-func CheckInterrupted(dataDir string) error {
+func checkInterrupted(dataDir string) error {
 	if _, err := os.Stat(filepath.Join(dataDir, "db")); !errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
@@ -273,7 +326,7 @@ func stageResults(dataDir string) (string, error) {
 // reporting whether it replaced a store.
 //
 // The results go in before the store: while "db" is missing (between the
-// renames) CheckInterrupted refuses the dir, and once it is there its
+// renames) RecoverInterrupted refuses the dir, and once it is there its
 // results are too. The restore run again after a crash in between reads
 // the deletions of db.replaced and the results of results.replaced (or of
 // the results already swapped in), swaps in and removes what is left.

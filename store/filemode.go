@@ -62,3 +62,9 @@ func ownerOnly[F io.Closer](f F, name string, err error) (F, error) {
 	}
 	return f, nil
 }
+
+// LockFile takes an exclusive lock on the file at path (created, owner-only,
+// when missing) with Pebble's file lock: it is held until the returned
+// Closer is closed, and refused, with an error, while another process or
+// another holder in this one holds it.
+func LockFile(path string) (io.Closer, error) { return ownerOnlyFS{vfs.Default}.Lock(path) }
