@@ -7,11 +7,14 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rs/zerolog"
 
 	"github.com/coupond/coupond/store"
 )
@@ -198,4 +201,42 @@ func TestAdminCheckListsDamagedBackupRegistry(t *testing.T) {
 	if !errors.As(err, &exit) || exit.Code != 1 || !strings.Contains(out, "set aside    backups.json.damaged-") {
 		t.Errorf("admin check: %v\n%s\nwant exit 1 and the set-aside registry listed", err, out)
 	}
+}
+
+// TestMetricsCountDamagedBackupRegistry: a damaged backup registry, set
+// aside and rebuilt, is counted in coupond_quarantined_records (whose
+// alert asks an operator to look) as long as it is set aside, as admin
+// check lists it; /metrics said 0.
+func TestMetricsCountDamagedBackupRegistry(t *testing.T) {
+	_, data, _ := backedUpTenant(t)
+	if err := os.WriteFile(filepath.Join(data, "backups.json"), []byte(`{"backups": [{"dir": "`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e, err := openEnv(t.Context(), data, zerolog.Nop(), serviceOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.close()
+	if err := e.svc.backups.DeliverOwedDue(time.Minute); err != nil { // reads the registry, as serve does at start
+		t.Fatal(err)
+	}
+	if aside := e.svc.backups.SetAside(); len(aside) != 1 {
+		t.Fatalf("set aside: %v; want the damaged registry", aside)
+	}
+	rec := httptest.NewRecorder()
+	e.svc.api.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	if m := rec.Body.String(); !strings.Contains(m, "\ncoupond_quarantined_records 1\n") {
+		t.Errorf("/metrics (%d) lacks coupond_quarantined_records 1:\n%s", rec.Code, grepLines(m, "coupond_quarantined_records"))
+	}
+}
+
+// grepLines returns the lines of text that contain s.
+func grepLines(text, s string) string {
+	var out []string
+	for _, l := range strings.Split(text, "\n") {
+		if strings.Contains(l, s) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }

@@ -67,7 +67,7 @@ func newServices(_ context.Context, e *env, opt serviceOptions) (*services, erro
 	svc.api = server.New(server.Deps{
 		Log: e.log, DB: e.db, Secrets: e.secrets, Now: e.now, Ready: svc.ready.Load,
 		Engine: eng, Privacy: priv, Batch: runner, Webhooks: hooks, WebhookAllowPrivate: opt.webhookAllowPrivate,
-		MetricsTenantLabel: opt.metricsTenantLabel, TrustedProxies: opt.trustedProxies,
+		MetricsTenantLabel: opt.metricsTenantLabel, TrustedProxies: opt.trustedProxies, SetAside: backups.SetAside,
 	})
 	// Batch jobs, webhooks and the learner report to /metrics.
 	obs, learned := svc.api.Observers()

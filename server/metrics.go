@@ -88,13 +88,20 @@ func (m *metrics) observe(route string, status int, d time.Duration) {
 
 // addQuarantine registers coupond_quarantined_records (damaged records held
 // in quarantine, all tenants: count scans the quarantine tables at scrape
-// time) and coupond_damaged_records_seen_total (damaged records readers met
-// since start).
-func (m *metrics) addQuarantine(count func() (int, error), seen func() int64) {
+// time; plus the damaged files setAside lists, when not nil) and
+// coupond_damaged_records_seen_total (damaged records readers met since
+// start).
+func (m *metrics) addQuarantine(count func() (int, error), setAside func() []string, seen func() int64) {
 	m.reg.MustRegister(
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "coupond_quarantined_records",
-			Help: "Damaged records held in quarantine, all tenants (coupond admin check lists them)."},
-			func() float64 { n, _ := count(); return float64(n) }),
+			Help: "Damaged records held in quarantine, all tenants, and damaged backup registries set aside (coupond admin check lists them)."},
+			func() float64 {
+				n, _ := count()
+				if setAside != nil {
+					n += len(setAside())
+				}
+				return float64(n)
+			}),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "coupond_damaged_records_seen_total",
 			Help: "Damaged records met by readers since start; each is moved to quarantine."},
 			func() float64 { return float64(seen()) }))

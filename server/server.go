@@ -51,6 +51,10 @@ type Deps struct {
 	// names the client that failed token requests are limited by (see
 	// clientAddress); nil trusts none.
 	TrustedProxies []netip.Prefix
+	// SetAside, optional, lists the damaged files of the data dir set
+	// aside outside the store (privacy.Backups.SetAside: backup
+	// registries), counted in coupond_quarantined_records.
+	SetAside func() []string
 }
 
 // Server is the HTTP handler of the API.
@@ -80,7 +84,7 @@ func New(d Deps) *Server {
 	}
 	s.metrics = newMetrics(d.DB, d.MetricsTenantLabel)
 	if d.Engine != nil {
-		s.metrics.addQuarantine(d.Engine.Quarantine.QuarantinedRecords, d.Engine.Quarantine.DamagedSeen)
+		s.metrics.addQuarantine(d.Engine.Quarantine.QuarantinedRecords, d.SetAside, d.Engine.Quarantine.DamagedSeen)
 	}
 	s.metrics.addDiskSpace(d.DB.Space)
 	var quarantine quarantineFunc
