@@ -138,8 +138,9 @@ func (bk *Backups) saveRegistry(r *backupRegistry) error {
 // the operator to look at and remove; "admin check" lists it) and the
 // registry is rebuilt from the union of: its copy (saved with it), every
 // backup directory (one holding a deletion ledger) named in the damaged
-// bytes or in backups-owed.jsonl, and every backup directory of this
-// installation (same keys.json) beside those. A backup so registered that
+// bytes, every backup named in backups-owed.jsonl (there or missing), and
+// every backup directory of this installation (same keys.json) beside
+// those. A backup so registered that
 // was not is harmless: it receives deletions it does not need.
 func (bk *Backups) recoverRegistry(damaged []byte, cause error) (*backupRegistry, error) {
 	path := filepath.Join(bk.dataDir, backupsFile)
@@ -157,15 +158,24 @@ func (bk *Backups) recoverRegistry(damaged []byte, cause error) (*backupRegistry
 			found[b.Dir] = b
 		}
 	}
-	named := jsonStrings(damaged)
-	if owed, err := bk.readOwed(); err == nil {
-		for _, o := range owed {
-			named = append(named, o.Dir)
-		}
-	}
-	for _, dir := range named {
+	for _, dir := range jsonStrings(damaged) {
 		if _, ok := found[dir]; !ok && filepath.IsAbs(dir) && isBackupDir(dir) {
 			found[dir] = backupEntryOf(dir, bk.now())
+		}
+	}
+	// Deletions are owed only to registered backups: one they are owed to
+	// stays registered, there or not (its disk unmounted), or they would
+	// be dropped, and the next ones not owed to it.
+	if owed, err := bk.readOwed(); err == nil {
+		for _, o := range owed {
+			if _, ok := found[o.Dir]; ok || !filepath.IsAbs(o.Dir) {
+				continue
+			}
+			if _, err := os.Stat(o.Dir); errors.Is(err, fs.ErrNotExist) {
+				found[o.Dir] = backupEntry{Dir: o.Dir, TakenAt: bk.now().UTC(), Missing: true}
+			} else if isBackupDir(o.Dir) {
+				found[o.Dir] = backupEntryOf(o.Dir, bk.now())
+			}
 		}
 	}
 	bk.addSiblings(found)

@@ -352,3 +352,54 @@ func TestOwedDeletionsDeliveredOnTheirOwn(t *testing.T) {
 		t.Errorf("ledger of the backup back (-want +got): %v\n%s", err, diff)
 	}
 }
+
+// TestDamagedRegistryKeepsMissingBackup: a backup whose directory is
+// missing (its disk unmounted) when the registry and its copy are found
+// damaged is still registered from the deletions owed to it: they were
+// dropped as owed to no registered backup, the next ones were never owed
+// to it, and once back its ledger lacked them, so restoring it brought
+// those customers back.
+func TestDamagedRegistryKeepsMissingBackup(t *testing.T) {
+	dataDir, root := t.TempDir(), t.TempDir()
+	if err := os.WriteFile(filepath.Join(dataDir, "keys.json"), []byte(`{"token":"k"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	clk := clock.NewFake(t0)
+	bk := NewBackups(dataDir, clk.Now, zerolog.Nop())
+	dir := filepath.Join(root, "b1")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, ledgerFile), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := bk.saveRegistry(&backupRegistry{Backups: []backupEntry{{Dir: dir, TakenAt: t0.Add(-time.Hour), Complete: true}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(dir, dir+".away"); err != nil { // its disk is unmounted
+		t.Fatal(err)
+	}
+	first := LedgerEntry{Tenant: "acme", Hash: "h-first", RequestedAt: t0, ClientID: "ci_1"}
+	if err := bk.Ledger(first); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{backupsFile, registryCopy} {
+		if err := os.WriteFile(filepath.Join(dataDir, name), []byte("\x00\x00\x00"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	second := LedgerEntry{Tenant: "acme", Hash: "h-second", RequestedAt: t0.Add(time.Minute), ClientID: "ci_1"}
+	if err := bk.Ledger(second); err != nil {
+		t.Fatalf("deletion past the damaged registry: %v", err)
+	}
+	if err := os.Rename(dir+".away", dir); err != nil { // and back
+		t.Fatal(err)
+	}
+	if err := bk.DeliverOwedDue(time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	got, err := readLedger(filepath.Join(dir, ledgerFile))
+	if diff := cmp.Diff([]LedgerEntry{first, second}, got); err != nil || diff != "" {
+		t.Errorf("ledger of the backup back (-want +got): %v\n%s", err, diff)
+	}
+}
