@@ -1152,3 +1152,37 @@ func TestServeDeliversOwedDeletions(t *testing.T) {
 		return bytes.Contains(data, hash)
 	})
 }
+
+// TestRestoreRegistersBackupBeforeSwap: the restored installation must
+// feed the restored backup's ledger, or a customer deleted after the
+// restore comes back when that backup is restored again. The backup was
+// registered only after the restored store was swapped in: a crash or a
+// registry that cannot be written in between (here backups.json is a
+// directory) left the restored store live and the backup unregistered.
+// Now the registration comes first: the restore fails with the data dir
+// as it was.
+func TestRestoreRegistersBackupBeforeSwap(t *testing.T) {
+	ctx := context.Background()
+	dir, data, backup := backedUpTenant(t)
+	runIn(t, data, "admin", "tenant", "create", "later") // after the backup
+	target := filepath.Join(dir, "new-machine")
+	for _, d := range []string{data, target} {
+		os.Remove(filepath.Join(d, "backups.json"))
+		if err := os.MkdirAll(filepath.Join(d, "backups.json"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Into the data dir (its store replaced) and onto a new machine.
+	if _, err := runRestore(ctx, data, backup, time.Now, io.Discard); err == nil {
+		t.Error("restore succeeded with a registry that cannot be written")
+	}
+	if out := runIn(t, data, "admin", "tenant", "list"); !bytes.Contains(out, []byte("later")) {
+		t.Errorf("the failed restore swapped the backup in: tenants %s", out)
+	}
+	if _, err := runRestore(ctx, target, backup, time.Now, io.Discard); err == nil {
+		t.Error("restore onto a new machine succeeded with a registry that cannot be written")
+	}
+	if _, err := os.Stat(filepath.Join(target, "db")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the failed restore onto a new machine put a store in place (stat: %v)", err)
+	}
+}

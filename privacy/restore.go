@@ -47,10 +47,14 @@ type RestoreResult struct {
 // not completed and every one the store being replaced records that the
 // backup had not completed (a deletion acknowledged after the backup whose
 // worker had not run, or could not write the ledger) is applied there to
-// completado, and only then are the staging store and results swapped in
-// (and the keys written, when the data dir had none). Until that swap
-// nothing of the data dir is changed: a restore that fails or stops before
-// it leaves the store, results, keys and registry as they were. A replaced
+// completado, and only then is src registered (so the restored store feeds
+// its ledger from its first request) and are the staging store and results
+// swapped in (and the keys written, when the data dir had none). Until that
+// swap nothing of the data dir is changed: a restore that fails or stops
+// before it leaves the store, results and keys as they were, and the
+// registry too, but for src when it stops between the two (src then only
+// receives deletions it may not need). It holds the data dir's lock
+// (LockDataDir) throughout. A replaced
 // store that is missing or does not open does not stop the restore:
 // progress says what was read.
 func (bk *Backups) Restore(ctx context.Context, src string, open OpenStaging, progress io.Writer) (*RestoreResult, error) {
@@ -88,18 +92,13 @@ func (bk *Backups) Restore(ctx context.Context, src string, open OpenStaging, pr
 	}
 	n, err := stage(ctx, dataDir, src, secrets, ledger, live, open, progress)
 	if err != nil {
-		os.RemoveAll(filepath.Join(dataDir, restoringDir))
-		os.RemoveAll(filepath.Join(dataDir, restoringResults))
+		removeStaging(dataDir)
 		return nil, err
 	}
-	if err := installKeys(dataDir, src); err != nil {
-		return nil, err
-	}
-	replaced, err := swapIn(dataDir)
-	if err != nil {
-		return nil, err
-	}
-	// The restored installation keeps feeding this backup's ledger.
+	// The restored installation keeps feeding this backup's ledger: it is
+	// registered before the restored store can serve, so a customer deleted
+	// there never misses the ledger (a registry that cannot be written
+	// stops the restore here, with the data dir as it was).
 	if err := bk.updateRegistry(func(reg *backupRegistry) bool {
 		for _, b := range reg.Backups {
 			if b.Dir == src {
@@ -109,10 +108,25 @@ func (bk *Backups) Restore(ctx context.Context, src string, open OpenStaging, pr
 		reg.Backups = append(reg.Backups, backupEntry{Dir: src, TakenAt: m.TakenAt, Complete: true})
 		return true
 	}); err != nil {
+		removeStaging(dataDir)
+		return nil, fmt.Errorf("backup registry: %w", err)
+	}
+	if err := installKeys(dataDir, src); err != nil {
+		return nil, err
+	}
+	replaced, err := swapIn(dataDir)
+	if err != nil {
 		return nil, err
 	}
 	fmt.Fprintf(progress, "restore: done\n")
 	return &RestoreResult{From: src, DataDir: dataDir, TakenAt: m.TakenAt, DeletionsReapplied: n, Replaced: replaced, LiveStore: liveState}, nil
+}
+
+// removeStaging removes the staging store and results of a restore that
+// stops before its swap.
+func removeStaging(dataDir string) {
+	os.RemoveAll(filepath.Join(dataDir, restoringDir))
+	os.RemoveAll(filepath.Join(dataDir, restoringResults))
 }
 
 // stage builds the staging store (a copy of src's) and the staging results
