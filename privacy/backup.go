@@ -101,13 +101,18 @@ type backupRegistry struct {
 	Backups []backupEntry `json:"backups"`
 }
 
-// loadRegistry reads backups.json. One that does not decode never stops
-// a deletion (contract §8): recoverRegistry sets it aside and rebuilds it.
+// loadRegistry reads backups.json. One that does not decode, or is gone
+// while its copy is there, never stops a deletion nor keeps it from the
+// backups (contract §8): recoverRegistry sets it aside and rebuilds it.
+// With neither, no backup was ever registered.
 func (bk *Backups) loadRegistry() (*backupRegistry, error) {
 	var r backupRegistry
 	data, err := os.ReadFile(filepath.Join(bk.dataDir, backupsFile))
 	if errors.Is(err, fs.ErrNotExist) {
-		return &r, nil
+		if _, err := os.Lstat(filepath.Join(bk.dataDir, registryCopy)); errors.Is(err, fs.ErrNotExist) {
+			return &r, nil
+		}
+		return bk.recoverRegistry(nil, fmt.Errorf("%s is gone while %s is there", backupsFile, registryCopy))
 	}
 	if err != nil {
 		return nil, err
@@ -131,24 +136,21 @@ func (bk *Backups) saveRegistry(r *backupRegistry) error {
 	return atomicfile.WriteBytes(filepath.Join(bk.dataDir, registryCopy), 0o600, data)
 }
 
-// recoverRegistry rebuilds a backups.json that does not decode, reading it
-// conservatively: a backup registered there must keep receiving
-// deletions, so every backup that may have been is registered again. The
-// damaged file is set aside (backups.json.damaged-TIME, owner-only, for
-// the operator to look at and remove; "admin check" lists it) and the
+// recoverRegistry rebuilds a backups.json that does not decode (damaged,
+// its bytes) or is gone (damaged nil), reading it conservatively: a backup
+// registered there must keep receiving deletions, so every backup that may
+// have been is registered again. The damaged file, when there is one, is
+// set aside (backups.json.damaged-TIME, owner-only, for the operator to
+// look at and remove; "admin check" and /metrics count it) and the
 // registry is rebuilt from the union of: its copy (saved with it), every
 // backup directory (one holding a deletion ledger) named in the damaged
 // bytes, every backup named in backups-owed.jsonl (there or missing), and
 // every backup directory of this installation (same keys.json) beside
-// those. A backup so registered that
-// was not is harmless: it receives deletions it does not need.
+// those. A backup so registered that was not is harmless: it receives
+// deletions it does not need.
 func (bk *Backups) recoverRegistry(damaged []byte, cause error) (*backupRegistry, error) {
-	path := filepath.Join(bk.dataDir, backupsFile)
-	aside := path + ".damaged-" + bk.now().UTC().Format("20060102T150405.000000000Z")
-	if err := os.Rename(path, aside); err != nil {
-		return nil, err
-	}
-	if err := os.Chmod(aside, 0o600); err != nil {
+	aside, err := bk.setAsideRegistry()
+	if err != nil {
 		return nil, err
 	}
 	found := map[string]backupEntry{}
@@ -190,6 +192,21 @@ func (bk *Backups) recoverRegistry(damaged []byte, cause error) (*backupRegistry
 	bk.log.Error().Str("error", cause.Error()).Str("set_aside", aside).Int("backups", len(reg.Backups)).
 		Msg("backup registry damaged: set aside and rebuilt from its copy and the backup directories found; deletions keep reaching them")
 	return reg, bk.saveRegistry(reg)
+}
+
+// setAsideRegistry moves backups.json, when it is there, to
+// backups.json.damaged-TIME, owner-only, and returns that path ("" when
+// there was none).
+func (bk *Backups) setAsideRegistry() (string, error) {
+	path := filepath.Join(bk.dataDir, backupsFile)
+	if _, err := os.Lstat(path); errors.Is(err, fs.ErrNotExist) {
+		return "", nil
+	}
+	aside := path + ".damaged-" + bk.now().UTC().Format("20060102T150405.000000000Z")
+	if err := os.Rename(path, aside); err != nil {
+		return "", err
+	}
+	return aside, os.Chmod(aside, 0o600)
 }
 
 // SetAside lists the damaged backup registries recoverRegistry set aside

@@ -403,3 +403,34 @@ func TestDamagedRegistryKeepsMissingBackup(t *testing.T) {
 		t.Errorf("ledger of the backup back (-want +got): %v\n%s", err, diff)
 	}
 }
+
+// TestLedgerPastLostRegistry: a backups.json that is gone while its copy
+// is there (removed by hand, lost to the file system) is damage too, not
+// an installation without backups: the registry is rebuilt from its copy
+// and the deletion reaches the backup's ledger; it reached none.
+func TestLedgerPastLostRegistry(t *testing.T) {
+	dataDir, backup := t.TempDir(), t.TempDir()
+	bk := NewBackups(dataDir, clock.NewFake(t0).Now, zerolog.Nop())
+	if err := os.WriteFile(filepath.Join(backup, ledgerFile), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	reg := &backupRegistry{Backups: []backupEntry{{Dir: backup, TakenAt: t0.Add(-time.Hour), Complete: true}}}
+	if err := bk.saveRegistry(reg); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(dataDir, backupsFile)); err != nil {
+		t.Fatal(err)
+	}
+	entry := LedgerEntry{Tenant: "acme", Hash: "abc123", RequestedAt: t0, ClientID: "ci_1"}
+	if err := bk.Ledger(entry); err != nil {
+		t.Fatal(err)
+	}
+	got, err := readLedger(filepath.Join(backup, ledgerFile))
+	if diff := cmp.Diff([]LedgerEntry{entry}, got); err != nil || diff != "" {
+		t.Errorf("ledger of the registered backup (-want +got): %v\n%s", err, diff)
+	}
+	after, err := bk.loadRegistry()
+	if diff := cmp.Diff(reg.Backups, after.Backups); err != nil || diff != "" {
+		t.Errorf("registry rebuilt (-want +got): %v\n%s", err, diff)
+	}
+}
