@@ -13,7 +13,8 @@ package privacy
 //     registered backup younger than BackupRetention (30 days)
 //     (Backups.Ledger); to a backup whose directory is missing (an
 //     unmounted disk) it is owed instead, in <data-dir>/backups-owed.jsonl,
-//     until the directory is back. Registration precedes the checkpoint,
+//     until the directory is back (serve looks every few minutes,
+//     RunOwed). Registration precedes the checkpoint,
 //     so a deletion requested after a checkpoint reaches that backup's
 //     ledger; one requested before it is in the checkpoint as a deletion
 //     record.
@@ -26,10 +27,13 @@ package privacy
 //     holds as programado (a completado one is done, and what came after it
 //     stays) and every deletion of the replaced store the backup does not
 //     hold as completado, runs them all to completado (finding customers by
-//     keyed hash), and only then swaps the staging store and results in.
-//     Nothing is served from the restored store before every deletion is
-//     applied, and a restore that fails before the swap leaves the data
-//     dir as it was.
+//     keyed hash), and only then registers DIR and swaps the staging
+//     store and results in. Nothing is served from the restored store
+//     before every deletion is applied, and a restore that fails before
+//     the swap leaves the data dir as it was. A restore holds the data
+//     dir's lock, as every process that opens it does (LockDataDir); what
+//     one that stopped left is removed, or the dir refused, when it is
+//     next opened (RecoverInterrupted).
 //   - Backups older than BackupRetention receive no more ledger entries and
 //     restore refuses them: they can no longer be brought back, so they are
 //     the operator's to destroy (they are outside the data dir).
