@@ -9,7 +9,8 @@ import (
 	"github.com/coupond/coupond/store"
 )
 
-// trace id): who exported which customer, when. After the customer's
+// AccessEntry is one entry of a tenant's access log (store.AccessLogKey:
+// time, trace id): who exported which customer, when. After the customer's
 // deletion ClienteRef is empty and ClienteHash names them.
 type AccessEntry struct {
 	At          time.Time `json:"at"`
