@@ -109,12 +109,12 @@ func printGate(w io.Writer, g *policy.GateStatus) {
 }
 
 // seText prints a policy estimate's standard error in MXN; policy reports
-// one that cannot be estimated yet as negative: "n/a".
-func seText(x float64) string {
-	if x < 0 {
+// one that cannot be estimated yet as nil: "n/a".
+func seText(x *float64) string {
+	if x == nil {
 		return "n/a"
 	}
-	return fmt.Sprintf("%.2f", x)
+	return fmt.Sprintf("%.2f", *x)
 }
 
 func measured(m engine.MeasuredValue) string {

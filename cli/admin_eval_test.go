@@ -1,9 +1,12 @@
 package cli
 
 import (
+	"encoding/json"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -18,10 +21,10 @@ import (
 // send gate under the guard: its state, its test over all customers and
 // each frequency band's state, sending share and test.
 func TestPrintGuardShowsGate(t *testing.T) {
-	g := policy.GuardStatus{Policy: 12.5, Rewards: 900, Gate: &policy.GateStatus{State: "abierta", Diff: 3.2, SE: 1.1, N: 4000,
-		Bands: []policy.GateBandStatus{{Tickets: "0-1", State: "probando", Diff: -0.4, SE: 2, N: 900, Sending: 0.25},
-			{Tickets: "2-7", State: "abierta", Diff: 5.5, SE: 1.5, N: 3100, Sending: 0.9},
-			{Tickets: "8-25", State: "probando", SE: -1, Sending: 0.25}}}}
+	g := policy.GuardStatus{Policy: 12.5, Rewards: 900, Gate: &policy.GateStatus{State: "abierta", Diff: 3.2, SE: new(1.1), N: 4000,
+		Bands: []policy.GateBandStatus{{Tickets: "0-1", State: "probando", Diff: -0.4, SE: new(2.0), N: 900, Sending: 0.25},
+			{Tickets: "2-7", State: "abierta", Diff: 5.5, SE: new(1.5), N: 3100, Sending: 0.9},
+			{Tickets: "8-25", State: "probando", Sending: 0.25}}}}
 	var b strings.Builder
 	printGuard(&b, g)
 	want := `policy guard: inactive  switches 0  learned policy 12.50 MXN  effective rewards 900
@@ -112,5 +115,47 @@ func TestShadowReportSaysWhatItSkipped(t *testing.T) {
 	out := string(runIn(t, dir, "admin", "shadow", "report", "--tenant", "acme"))
 	if !strings.Contains(out, "1 decision record that did not decode, skipped") {
 		t.Errorf("shadow report does not say it skipped a damaged record:\n%s", out)
+	}
+}
+
+// TestAdminJSONStandardErrorUnknownIsNull: a standard error the policy
+// cannot estimate yet (a fresh tenant's send gate) is null in admin tenant
+// show --json and admin evaluate --json, never a number a script would
+// read as one (it was -1).
+func TestAdminJSONStandardErrorUnknownIsNull(t *testing.T) {
+	dir := t.TempDir()
+	runIn(t, dir, "admin", "tenant", "create", "acme", "--sandbox")
+	for _, args := range [][]string{
+		{"admin", "tenant", "show", "acme", "--json"},
+		{"admin", "evaluate", "--tenant", "acme", "--json"},
+	} {
+		var doc any
+		if err := json.Unmarshal(runIn(t, dir, args...), &doc); err != nil {
+			t.Fatalf("%v: %v", args, err)
+		}
+		var got []any
+		collectKey(doc, "standard_error_mxn", &got)
+		want := []any{nil, nil, nil, nil, nil} // the gate's test and its four bands'
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("%v: standard_error_mxn values (-want +got):\n%s", args, diff)
+		}
+	}
+}
+
+// collectKey appends to out the value of every member named key in doc,
+// depth first, objects' members in key order.
+func collectKey(doc any, key string, out *[]any) {
+	switch v := doc.(type) {
+	case map[string]any:
+		for _, k := range slices.Sorted(maps.Keys(v)) {
+			if k == key {
+				*out = append(*out, v[k])
+			}
+			collectKey(v[k], key, out)
+		}
+	case []any:
+		for _, x := range v {
+			collectKey(x, key, out)
+		}
 	}
 }

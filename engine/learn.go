@@ -6,6 +6,8 @@ import (
 	"errors"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/coupond/coupond/policy"
 	"github.com/coupond/coupond/store"
 )
@@ -510,8 +512,17 @@ func (e *Learner) logGate(tenant, was string, g *policy.GateStatus) {
 	if g.State == policy.GateTestingState {
 		name, msg = "compuerta_en_prueba", "send gate back to testing: the model's choices no longer beat never-send with confidence"
 	}
-	e.log.Warn().Str("tenant", tenant).Str("evento", name).Float64("diferencia_mxn", g.Diff).
-		Float64("error_estandar_mxn", g.SE).Float64("decisiones_efectivas", g.N).Msg(msg)
+	l := e.log.Warn().Str("tenant", tenant).Str("evento", name).Float64("diferencia_mxn", g.Diff)
+	seField(l, g.SE).Float64("decisiones_efectivas", g.N).Msg(msg)
+}
+
+// seField adds a policy standard error as error_estandar_mxn, or nothing
+// while it cannot be estimated (nil).
+func seField(l *zerolog.Event, se *float64) *zerolog.Event {
+	if se == nil {
+		return l
+	}
+	return l.Float64("error_estandar_mxn", *se)
 }
 
 // logGuard logs a switch of the policy guard (policy.Guard) as an event.
@@ -526,7 +537,7 @@ func (e *Learner) logGuard(tenant string, ev policy.GuardEvent, g policy.GuardSt
 	l := e.log.Warn().Str("tenant", tenant).Str("evento", name).Int("linea_base", g.Baseline).Float64("valor_politica_mxn", g.Policy)
 	for _, b := range g.Baselines {
 		if b.Accion == g.Baseline {
-			l = l.Float64("valor_linea_base_mxn", b.Value).Float64("diferencia_mxn", b.Diff).Float64("error_estandar_mxn", b.SE)
+			l = seField(l.Float64("valor_linea_base_mxn", b.Value).Float64("diferencia_mxn", b.Diff), b.SE)
 		}
 	}
 	l.Msg(msg)

@@ -483,23 +483,24 @@ const (
 // the choice and never-send, its standard error and the effective number
 // of decisions behind it, over all customers and per frequency band (at
 // most one ticket in the last 365 days, 2–7, 8–25, more) with each band's
-// state and the share of the choice's decisions it sends.
+// state and the share of the choice's decisions it sends. SE is nil (null
+// in JSON) while the test cannot estimate it yet.
 type GateStatus struct {
 	State string           `json:"state"`
 	Diff  float64          `json:"diff_mxn"`
-	SE    float64          `json:"standard_error_mxn"`
+	SE    *float64         `json:"standard_error_mxn"`
 	N     float64          `json:"effective_decisions"`
 	Bands []GateBandStatus `json:"bands"`
 }
 
-// GateBandStatus is one frequency band's gate.
+// GateBandStatus is one frequency band's gate (SE as in GateStatus).
 type GateBandStatus struct {
 	// Tickets names the band by tickets a year (annualRate).
-	Tickets string  `json:"tickets_per_year"`
-	State   string  `json:"state"`
-	Diff    float64 `json:"diff_mxn"`
-	SE      float64 `json:"standard_error_mxn"`
-	N       float64 `json:"effective_decisions"`
+	Tickets string   `json:"tickets_per_year"`
+	State   string   `json:"state"`
+	Diff    float64  `json:"diff_mxn"`
+	SE      *float64 `json:"standard_error_mxn"`
+	N       float64  `json:"effective_decisions"`
 	// Sending is the band's share of its choices sent (gateQ); while it
 	// tests, a customer whose choice the model is sure of gets more
 	// (choiceShare).
@@ -571,14 +572,20 @@ func gateStateName(s int) string {
 	return GateTestingState
 }
 
-// testFigures returns a test's mean and standard error in MXN (−1: not
+// testFigures returns a test's mean and standard error in MXN (nil: not
 // yet estimable) and its effective number of decisions.
-func testFigures(s *guardSum) (mean, se, n float64) {
-	mean, se = s.testDiff()
-	if math.IsInf(se, 0) {
-		return mean / 100, -1, s.neff()
+func testFigures(s *guardSum) (mean float64, se *float64, n float64) {
+	mean, sd := s.testDiff()
+	return mean / 100, seMXN(sd), s.neff()
+}
+
+// seMXN returns a standard error in cents as MXN, or nil when it is not
+// yet estimable (infinite).
+func seMXN(cents float64) *float64 {
+	if math.IsInf(cents, 0) {
+		return nil
 	}
-	return mean / 100, se / 100, s.neff()
+	return new(cents / 100)
 }
 
 // observeDuel adds a decision whose choice was a top-two tie (two coupons

@@ -627,3 +627,25 @@ func TestGateTestSEPoolsArms(t *testing.T) {
 		t.Errorf("gate test (-want +got):\n%s", d)
 	}
 }
+
+// TestStatusStandardErrorUnknownIsNil: a test or baseline with fewer than
+// two decisions has no standard error yet: GateStatus and GuardStatus give
+// nil (null in JSON), not a number (they gave −1, and −0.01 for a
+// baseline); with two decisions the error is given in MXN.
+func TestStatusStandardErrorUnknownIsNil(t *testing.T) {
+	m := New(DefaultConfig())
+	m.guard.Options = map[int]*guardSum{0: {}}
+	m.guard.Options[0].add(500, 100, 0)
+	m.guard.Test.add(0, 100, 0)
+	g, gate := m.GuardStatus(), m.GateStatus()
+	if g.Baselines[0].SE != nil || gate.SE != nil || gate.Bands[0].SE != nil {
+		t.Fatalf("one decision: baseline SE %v, gate SE %v, band 0 SE %v; want nil", g.Baselines[0].SE, gate.SE, gate.Bands[0].SE)
+	}
+	m.guard.Options[0].add(500, 300, 0)
+	m.guard.Test.add(0, 300, 0)
+	g, gate = m.GuardStatus(), m.GateStatus()
+	// d = 100, 300 cents: sample SD 141.42 cents over √2 is 1.00 MXN.
+	if g.Baselines[0].SE == nil || math.Abs(*g.Baselines[0].SE-1) > 1e-9 || gate.SE == nil || math.Abs(*gate.SE-1) > 1e-9 {
+		t.Fatalf("two decisions: baseline SE %v, gate SE %v; want 1 MXN", g.Baselines[0].SE, gate.SE)
+	}
+}

@@ -382,12 +382,14 @@ type GuardStatus struct {
 	Gate *GateStatus `json:"gate,omitempty"`
 }
 
-// BaselineStatus is one baseline's estimated value and π's difference to it.
+// BaselineStatus is one baseline's estimated value and π's difference to
+// it, with the difference's standard error (nil, null in JSON, while it
+// cannot be estimated yet).
 type BaselineStatus struct {
-	Accion int     `json:"action"`
-	Value  float64 `json:"value_mxn"`
-	Diff   float64 `json:"policy_diff_mxn"`
-	SE     float64 `json:"standard_error_mxn"`
+	Accion int      `json:"action"`
+	Value  float64  `json:"value_mxn"`
+	Diff   float64  `json:"policy_diff_mxn"`
+	SE     *float64 `json:"standard_error_mxn"`
 }
 
 // GuardStatus reports the guard.
@@ -404,10 +406,7 @@ func (m *Model) GuardStatus() GuardStatus {
 			continue
 		}
 		mean, se := o.diff()
-		if math.IsInf(se, 0) {
-			se = -1
-		}
-		st.Baselines = append(st.Baselines, BaselineStatus{Accion: k, Value: o.V / o.W / 100, Diff: mean / 100, SE: se / 100})
+		st.Baselines = append(st.Baselines, BaselineStatus{Accion: k, Value: o.V / o.W / 100, Diff: mean / 100, SE: seMXN(se)})
 	}
 	return st
 }

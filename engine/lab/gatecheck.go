@@ -22,7 +22,7 @@ type GateCheck struct {
 	Band       string  `json:"banda"`
 	Truth      float64 `json:"verdad_mxn"`
 	Test       float64 `json:"prueba_mxn"`
-	SE         float64 `json:"error_estandar_mxn"`
+	SE         float64 `json:"error_estandar_mxn"` // −1: not yet estimable
 	N          float64 `json:"decisiones_efectivas"`
 	Judged     bool    `json:"juzgable"`
 	TruthOpens bool    `json:"la_verdad_abriria"`
@@ -93,7 +93,11 @@ func (g *gateTruth) closeWeek(st *pol.GateStatus) []GateCheck {
 		return nil
 	}
 	var out []GateCheck
-	add := func(i int, band string, test, se, n float64) {
+	add := func(i int, band string, test float64, sp *float64, n float64) {
+		se := -1.0 // GateCheck.SE: −1 while the test cannot estimate it
+		if sp != nil {
+			se = *sp
+		}
 		if i < len(g.w) && g.w[i] > 0 {
 			c := GateCheck{Band: band, Truth: g.sum[i] / g.w[i], Test: test, SE: se, N: n, Judged: n >= g.minN}
 			c.TruthOpens = c.Judged && se > 0 && c.Truth-g.z*se > 0

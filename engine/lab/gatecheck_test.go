@@ -43,8 +43,8 @@ func TestGateTruth(t *testing.T) {
 	for i := range recs {
 		g.observe(&recs[i], func(id int) float64 { return effect[id] })
 	}
-	st := &pol.GateStatus{Diff: 6, SE: 2, N: 300, Bands: []pol.GateBandStatus{
-		{Tickets: "0-1", Diff: 9, SE: 3, N: 150}, {Tickets: "2-7"}, {Tickets: "8-25"}, {Tickets: "26+", Diff: 1, SE: 2, N: 120}}}
+	st := &pol.GateStatus{Diff: 6, SE: new(2.0), N: 300, Bands: []pol.GateBandStatus{
+		{Tickets: "0-1", Diff: 9, SE: new(3.0), N: 150}, {Tickets: "2-7"}, {Tickets: "8-25"}, {Tickets: "26+", Diff: 1, SE: new(2.0), N: 120}}}
 	got := g.closeWeek(st)
 	all := (0.5*10 + 0.2*10 + 0.2*4) / 0.9
 	want := []GateCheck{

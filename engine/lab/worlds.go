@@ -579,11 +579,11 @@ func gateSummary(g *pol.GateStatus) string {
 		if i > 0 {
 			b.WriteString("; ")
 		}
-		if bs.SE < 0 { // no evidence yet
+		if bs.SE == nil { // no evidence yet
 			fmt.Fprintf(&b, "%s %s no evidence q=%.2f", bs.Tickets, bs.State, bs.Sending)
 			continue
 		}
-		fmt.Fprintf(&b, "%s %s %+.2f±%.2f q=%.2f", bs.Tickets, bs.State, bs.Diff, bs.SE, bs.Sending)
+		fmt.Fprintf(&b, "%s %s %+.2f±%.2f q=%.2f", bs.Tickets, bs.State, bs.Diff, *bs.SE, bs.Sending)
 	}
 	return b.String()
 }
