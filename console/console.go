@@ -135,14 +135,34 @@ func (c *Console) authed(h authedHandler) http.Handler {
 			return
 		}
 		if r.Method == http.MethodPost {
-			r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
-			if err := r.ParseForm(); err != nil || !s.checkCSRF(r.PostForm.Get("csrf")) {
+			if status, text := parseForm(w, r, 16<<10); status != 0 {
+				c.page(w, status, "message", msgPage{Title: "Refused", Text: text, CSRF: s.csrfToken()})
+				return
+			}
+			if !s.checkCSRF(r.PostForm.Get("csrf")) {
 				c.page(w, http.StatusForbidden, "message", msgPage{Title: "Refused", Text: "The form's CSRF token is missing or wrong. Reload the page and try again.", CSRF: s.csrfToken()})
 				return
 			}
 		}
 		h(w, r, s)
 	})
+}
+
+// parseForm parses r's form, reading at most limit bytes of its body. It
+// returns status 0 when the form parsed, else the answer's status and the
+// operator's text: 413 for a body over the limit, 400 for one that does
+// not parse.
+func parseForm(w http.ResponseWriter, r *http.Request, limit int64) (status int, text string) {
+	r.Body = http.MaxBytesReader(w, r.Body, limit)
+	err := r.ParseForm()
+	var tooLarge *http.MaxBytesError
+	switch {
+	case err == nil:
+		return 0, ""
+	case errors.As(err, &tooLarge):
+		return http.StatusRequestEntityTooLarge, fmt.Sprintf("The form is larger than %d KiB, the most the console reads. Nothing was done.", limit>>10)
+	}
+	return http.StatusBadRequest, "The form could not be read (it is not a valid form encoding). Nothing was done."
 }
 
 func (c *Console) internal(w http.ResponseWriter, err error) {
@@ -172,9 +192,8 @@ func (c *Console) handleSignInPage(w http.ResponseWriter, r *http.Request) {
 
 // handleSignIn trades a one-time link token for a session cookie.
 func (c *Console) handleSignIn(w http.ResponseWriter, r *http.Request) {
-	r.Body = http.MaxBytesReader(w, r.Body, 4<<10)
-	if err := r.ParseForm(); err != nil {
-		c.page(w, http.StatusBadRequest, "signin", signInPage{Error: "Bad form."})
+	if status, text := parseForm(w, r, 4<<10); status != 0 {
+		c.page(w, status, "signin", signInPage{Error: text})
 		return
 	}
 	c.mu.Lock()

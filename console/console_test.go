@@ -131,6 +131,9 @@ func post(t *testing.T, c *http.Client, u string, form url.Values) (int, string)
 
 var csrfRE = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
 
+// messageRE finds the text of a message page or of the sign-in page's error.
+var messageRE = regexp.MustCompile(`<p (?:id="message"|class="bad" id="signin-error")>([^<]*)</p>`)
+
 func TestNoSessionNoData(t *testing.T) {
 	h := newHarness(t)
 	c := h.client()
@@ -255,6 +258,51 @@ func TestPostNeedsCSRFAndConfirmation(t *testing.T) {
 	}
 	if st, _ := post(t, c, h.con.URL+"/t/acme/action", url.Values{"action": {"rm -rf"}, "csrf": {csrf}, "confirm": {"yes"}}); st != http.StatusBadRequest {
 		t.Errorf("unknown action: status %d, want 400", st)
+	}
+}
+
+// TestFormProblemsSayWhat: a form over the console's size limit is refused
+// with 413 and says it is too large, and one that does not parse with 400
+// and says so, before any CSRF check; neither reads as a missing CSRF
+// token (an oversized form with a good token did). Sign-in's form too.
+func TestFormProblemsSayWhat(t *testing.T) {
+	h := newHarness(t)
+	c := h.client()
+	h.signIn(c, h.link())
+	_, page := get(t, c, h.con.URL+"/t/acme")
+	m := csrfRE.FindStringSubmatch(page)
+	if m == nil {
+		t.Fatalf("no csrf token on the tenant page:\n%s", page)
+	}
+	big := url.Values{"csrf": {m[1]}, "action": {"pause"}, "note": {strings.Repeat("a", 17<<10)}}.Encode()
+	tests := []struct {
+		name, path, body string
+		wantStatus       int
+		wantText         string
+	}{
+		{"action form over 16 KiB", "/t/acme/action", big, http.StatusRequestEntityTooLarge, "The form is larger than 16 KiB"},
+		{"action form that does not parse", "/t/acme/action", "csrf=" + m[1] + "&action=%zz", http.StatusBadRequest, "The form could not be read"},
+		{"sign-in form over 4 KiB", "/login", "t=" + strings.Repeat("a", 5<<10), http.StatusRequestEntityTooLarge, "The form is larger than 4 KiB"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			resp, err := c.Post(h.con.URL+tt.path, "application/x-www-form-urlencoded", strings.NewReader(tt.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			msg := messageRE.FindStringSubmatch(string(b))
+			if msg == nil {
+				t.Fatalf("status %d, no message:\n%s", resp.StatusCode, b)
+			}
+			if resp.StatusCode != tt.wantStatus || !strings.Contains(msg[1], tt.wantText) || strings.Contains(msg[1], "CSRF") {
+				t.Errorf("status %d, message %q; want %d with %q and no word of CSRF", resp.StatusCode, msg[1], tt.wantStatus, tt.wantText)
+			}
+		})
+	}
+	if len(h.ran) != 0 {
+		t.Errorf("commands ran: %v", h.ran)
 	}
 }
 
