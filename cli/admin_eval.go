@@ -50,9 +50,19 @@ func interval(e ope.Estimate) string {
 	case math.IsNaN(e.Value):
 		return "n/a"
 	case math.IsNaN(e.Lo) || math.IsNaN(e.Hi):
-		return fmt.Sprintf("%9.2f %-20s", e.Value, "(no interval)")
+		return fmt.Sprintf("%9.2f %-20s", cents(e.Value), "(no interval)")
 	}
-	return fmt.Sprintf("%9.2f [%8.2f, %8.2f]", e.Value, e.Lo, e.Hi)
+	return fmt.Sprintf("%9.2f [%8.2f, %8.2f]", cents(e.Value), cents(e.Lo), cents(e.Hi))
+}
+
+// cents returns an amount in MXN to print with two decimals: 0 when it
+// rounds to zero cents, which %.2f would print as -0.00 for a tiny
+// negative (or −0); else v.
+func cents(v float64) float64 {
+	if v > -0.005 && v <= 0 {
+		return 0
+	}
+	return v
 }
 
 // cell prints v with format, or n/a when v is not a number (no records).
@@ -87,9 +97,9 @@ func printGuard(w io.Writer, g policy.GuardStatus) {
 	if g.Active {
 		state = fmt.Sprintf("ACTIVE: exploiting baseline %d (0 = never send)", g.Baseline)
 	}
-	fmt.Fprintf(w, "policy guard: %s  switches %d  learned policy %.2f MXN  effective rewards %.0f\n", state, g.Switches, g.Policy, g.Rewards)
+	fmt.Fprintf(w, "policy guard: %s  switches %d  learned policy %.2f MXN  effective rewards %.0f\n", state, g.Switches, cents(g.Policy), g.Rewards)
 	for _, b := range g.Baselines {
-		fmt.Fprintf(w, "  baseline %d: %.2f MXN  policy − baseline %+.2f (SE %s)\n", b.Accion, b.Value, b.Diff, seText(b.SE))
+		fmt.Fprintf(w, "  baseline %d: %.2f MXN  policy − baseline %+.2f (SE %s)\n", b.Accion, cents(b.Value), cents(b.Diff), seText(b.SE))
 	}
 	printGate(w, g.Gate)
 }
@@ -101,10 +111,10 @@ func printGate(w io.Writer, g *policy.GateStatus) {
 	if g == nil {
 		return
 	}
-	fmt.Fprintf(w, "send gate: %s  choice − never-send %+.2f MXN (SE %s) over %.0f effective decisions\n", g.State, g.Diff, seText(g.SE), g.N)
+	fmt.Fprintf(w, "send gate: %s  choice − never-send %+.2f MXN (SE %s) over %.0f effective decisions\n", g.State, cents(g.Diff), seText(g.SE), g.N)
 	for i, b := range g.Bands {
 		fmt.Fprintf(w, "  band %d (%s tickets a year): %s  sends %.0f %% of the coupon choices  choice − never-send %+.2f MXN (SE %s) over %.0f\n",
-			i, b.Tickets, b.State, 100*b.Sending, b.Diff, seText(b.SE), b.N)
+			i, b.Tickets, b.State, 100*b.Sending, cents(b.Diff), seText(b.SE), b.N)
 	}
 }
 
@@ -122,9 +132,9 @@ func measured(m engine.MeasuredValue) string {
 		return "n/a"
 	}
 	if math.IsNaN(m.Lo) {
-		return fmt.Sprintf("%.2f", m.Mean)
+		return fmt.Sprintf("%.2f", cents(m.Mean))
 	}
-	return fmt.Sprintf("%.2f [%.2f, %.2f]", m.Mean, m.Lo, m.Hi)
+	return fmt.Sprintf("%.2f [%.2f, %.2f]", cents(m.Mean), cents(m.Lo), cents(m.Hi))
 }
 
 func shadowReportCmd(a *app) *cobra.Command {

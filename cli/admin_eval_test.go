@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/coupond/coupond/engine"
 	"github.com/coupond/coupond/engine/ope"
 	"github.com/coupond/coupond/policy"
 	"github.com/coupond/coupond/store"
@@ -62,6 +63,8 @@ func TestInterval(t *testing.T) {
 		{ope.Estimate{Value: 1.5, Lo: 1, Hi: 2}, "     1.50 [    1.00,     2.00]"},
 		{ope.Estimate{Value: -0.5, Lo: nan, Hi: nan}, "    -0.50 (no interval)       "},
 		{ope.Estimate{Value: nan, Lo: nan, Hi: nan}, "n/a"},
+		{ope.Estimate{Value: -0.001, Lo: -0.004, Hi: 0.002}, "     0.00 [    0.00,     0.00]"},
+		{ope.Estimate{Value: -0.001, Lo: nan, Hi: nan}, "     0.00 (no interval)       "},
 	} {
 		if got := interval(tc.e); got != tc.want {
 			t.Errorf("interval(%+v) = %q, want %q", tc.e, got, tc.want)
@@ -157,5 +160,42 @@ func collectKey(doc any, key string, out *[]any) {
 		for _, x := range v {
 			collectKey(x, key, out)
 		}
+	}
+}
+
+// TestAmountsNeverNegativeZero: admin evaluate, shadow report, tenant show
+// and the console's guard text print an amount that rounds to zero cents
+// as 0.00 (+0.00 for a difference), not -0.00 as a tiny negative
+// estimate did; one that rounds to a cent keeps its sign.
+func TestAmountsNeverNegativeZero(t *testing.T) {
+	tiny := -0.001
+	for _, tc := range []struct {
+		m    engine.MeasuredValue
+		want string
+	}{
+		{engine.MeasuredValue{Mean: tiny, Lo: -0.003, Hi: 0.002}, "0.00 [0.00, 0.00]"},
+		{engine.MeasuredValue{Mean: math.Copysign(0, -1), Lo: math.NaN()}, "0.00"},
+		{engine.MeasuredValue{Mean: -0.006, Lo: -0.01, Hi: 0}, "-0.01 [-0.01, 0.00]"},
+	} {
+		if got := measured(tc.m); got != tc.want {
+			t.Errorf("measured(%+v) = %q, want %q", tc.m, got, tc.want)
+		}
+	}
+	g := policy.GuardStatus{Policy: tiny, Rewards: 10, Baselines: []policy.BaselineStatus{{Accion: 0, Value: tiny, Diff: tiny, SE: new(0.5)}},
+		Gate: &policy.GateStatus{State: "probando", Diff: tiny, SE: new(0.5), N: 10,
+			Bands: []policy.GateBandStatus{{Tickets: "0-1", State: "probando", Diff: tiny, SE: new(0.5), N: 10, Sending: 0.5}}}}
+	var b strings.Builder
+	printGuard(&b, g)
+	want := `policy guard: inactive  switches 0  learned policy 0.00 MXN  effective rewards 10
+  baseline 0: 0.00 MXN  policy − baseline +0.00 (SE 0.50)
+send gate: probando  choice − never-send +0.00 MXN (SE 0.50) over 10 effective decisions
+  band 0 (0-1 tickets a year): probando  sends 50 % of the coupon choices  choice − never-send +0.00 MXN (SE 0.50) over 10
+`
+	if diff := cmp.Diff(want, b.String()); diff != "" {
+		t.Errorf("printGuard (-want +got):\n%s", diff)
+	}
+	wantDetail := "the learned policy is estimated at 0.00 MXN per decision over 10 effective rewards; 0 switch(es); never-send 0.00 MXN (policy +0.00 ± 0.50); send gate probando: choice − never-send +0.00 MXN (SE 0.50); 0-1 tickets a year probando, 50 % of choices sent"
+	if diff := cmp.Diff(wantDetail, guardState(g).Detail); diff != "" {
+		t.Errorf("guardState detail (-want +got):\n%s", diff)
 	}
 }

@@ -172,16 +172,16 @@ func consoleAuditCmd(a *app) *cobra.Command {
 // tenant show prints it).
 func guardState(g policy.GuardStatus) console.GuardState {
 	detail := fmt.Sprintf("the learned policy is estimated at %.2f MXN per decision over %.0f effective rewards; %d switch(es)",
-		g.Policy, g.Rewards, g.Switches)
+		cents(g.Policy), g.Rewards, g.Switches)
 	for _, b := range g.Baselines {
 		name := "never-send"
 		if b.Accion != 0 {
 			name = fmt.Sprintf("always action %d", b.Accion)
 		}
-		detail += fmt.Sprintf("; %s %.2f MXN (policy %+.2f ± %s)", name, b.Value, b.Diff, seText(b.SE))
+		detail += fmt.Sprintf("; %s %.2f MXN (policy %+.2f ± %s)", name, cents(b.Value), cents(b.Diff), seText(b.SE))
 	}
 	if gt := g.Gate; gt != nil {
-		detail += fmt.Sprintf("; send gate %s: choice − never-send %+.2f MXN (SE %s)", gt.State, gt.Diff, seText(gt.SE))
+		detail += fmt.Sprintf("; send gate %s: choice − never-send %+.2f MXN (SE %s)", gt.State, cents(gt.Diff), seText(gt.SE))
 		for _, b := range gt.Bands {
 			detail += fmt.Sprintf("; %s tickets a year %s, %.0f %% of choices sent", b.Tickets, b.State, 100*b.Sending)
 		}

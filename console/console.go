@@ -420,10 +420,14 @@ func pctText(v float64, defined bool) string {
 }
 
 // mxnText prints an amount in MXN with two decimals, or n/a when it is not
-// a number (no estimate, no interval).
+// a number (no estimate, no interval). An amount that rounds to zero cents
+// prints as 0.00, never -0.00.
 func mxnText(v float64) string {
 	if math.IsNaN(v) || math.IsInf(v, 0) {
 		return "n/a"
+	}
+	if v > -0.005 && v <= 0 { // %.2f would print a tiny negative, or −0, as -0.00
+		v = 0
 	}
 	return fmt.Sprintf("%.2f", v)
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
@@ -542,6 +543,31 @@ func TestVerdictNeedsIntervalsApart(t *testing.T) {
 		if _, verdict, ok := evalRows(ev(tc.lo, tc.neverHi)); ok != tc.want {
 			t.Errorf("policy from %.1f, never-send up to %.1f: %q (%v), want a proven gain %v", tc.lo, tc.neverHi, verdict, ok, tc.want)
 		}
+	}
+}
+
+// TestAmountsNeverNegativeZero: an amount that rounds to zero cents prints
+// as 0.00 on the pages and in the proof's verdict, not -0.00 (a tiny
+// negative estimate did); one that rounds to a cent keeps its sign.
+func TestAmountsNeverNegativeZero(t *testing.T) {
+	for _, tc := range []struct {
+		v    float64
+		want string
+	}{
+		{-0.001, "0.00"}, {-0.004999, "0.00"}, {math.Copysign(0, -1), "0.00"}, {0.001, "0.00"},
+		{-0.006, "-0.01"}, {-1.234, "-1.23"}, {12.345678, "12.35"}, {math.NaN(), "n/a"}, {math.Inf(-1), "n/a"},
+	} {
+		if got := mxnText(tc.v); got != tc.want {
+			t.Errorf("mxnText(%v) = %q, want %q", tc.v, got, tc.want)
+		}
+	}
+	ev := &engine.Evaluation{Records: 50, Policies: []engine.PolicyValue{
+		{Policy: "current_policy", DR: ope.Estimate{Value: -0.001, Lo: -0.003, Hi: 0.002}},
+		{Policy: "never_send", DR: ope.Estimate{Value: -0.002, Lo: -0.004, Hi: 0.001}},
+	}}
+	_, verdict, _ := evalRows(ev)
+	if want := "no proven gain over never-send yet: 0.00 MXN [0.00, 0.00] against 0.00 MXN per decision"; verdict != want {
+		t.Errorf("verdict %q, want %q", verdict, want)
 	}
 }
 

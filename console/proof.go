@@ -191,8 +191,8 @@ func evalRows(ev *engine.Evaluation) ([]estimate, string, bool) {
 	case cur == nil || never == nil || math.IsNaN(cur.DR.Lo) || math.IsNaN(never.DR.Value):
 		return out, fmt.Sprintf("not enough closed decisions to compare (%d evaluated)", ev.Records), false
 	case cur.DR.Lo > never.DR.Hi:
-		return out, fmt.Sprintf("the policy beats never-send: %.2f MXN [%.2f, %.2f] against %.2f MXN per decision", cur.DR.Value, cur.DR.Lo, cur.DR.Hi, never.DR.Value), true
+		return out, fmt.Sprintf("the policy beats never-send: %s MXN [%s, %s] against %s MXN per decision", mxnText(cur.DR.Value), mxnText(cur.DR.Lo), mxnText(cur.DR.Hi), mxnText(never.DR.Value)), true
 	default:
-		return out, fmt.Sprintf("no proven gain over never-send yet: %.2f MXN [%.2f, %.2f] against %.2f MXN per decision", cur.DR.Value, cur.DR.Lo, cur.DR.Hi, never.DR.Value), false
+		return out, fmt.Sprintf("no proven gain over never-send yet: %s MXN [%s, %s] against %s MXN per decision", mxnText(cur.DR.Value), mxnText(cur.DR.Lo), mxnText(cur.DR.Hi), mxnText(never.DR.Value)), false
 	}
 }
