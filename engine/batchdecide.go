@@ -641,14 +641,14 @@ func (e *Engine) VoidJob(tenant, jobID string) (int, error) {
 }
 
 // motivoLoteFallido is the motivo_rechazo VoidJob gives the decisions it
-// voids.
+// voids (DecisionRecord.Anulada marks them).
 const motivoLoteFallido = "lote fallido: la decisión no se entregó"
 
-// voided reports whether r is a decision of a failed batch job that
-// VoidJob made rechazada: it never reached the caller, and its customer's
-// reward window was released, so a later decision's window overlaps its
-// own. The reports leave it out (Evaluate, Shadow).
-func (r *DecisionRecord) voided() bool {
+// legacyVoided reports whether r, a record stored before
+// DecisionRecord.Anulada existed, is one VoidJob voided: then a batch
+// decision rechazada with motivoLoteFallido was one. Only the decoder asks,
+// of such records; a record written since carries Anulada.
+func legacyVoided(r *DecisionRecord) bool {
 	return r.JobID != "" && r.Estado == EstadoRechazada && r.MotivoRechazo == motivoLoteFallido
 }
 
@@ -703,7 +703,7 @@ func (e *Engine) voidChunk(ts *tenantState, tenant string, nonces []string) erro
 		if r.Estado != EstadoPendiente {
 			continue // confirmed meanwhile
 		}
-		r.Estado, r.MotivoRechazo = EstadoRechazada, motivoLoteFallido
+		r.Estado, r.MotivoRechazo, r.Anulada = EstadoRechazada, motivoLoteFallido, true
 		voided = append(voided, r.At)
 		at := now
 		r.ConfirmadaEn = &at

@@ -58,6 +58,8 @@ func FuzzRecordRoundTrip(f *testing.F) {
 	f.Add("n1", "cliente-0001", int64(1793620800), uint32(0), 3, 0.25, "motivo", true, int64(1793620900), uint32(7), int64(1500), 1.5, 0.0)
 	f.Add("", "", int64(0), uint32(0), -1, 1.0, "", true, int64(-62135596801), uint32(0), int64(0), math.NaN(), math.Inf(-1))
 	f.Add("n", "r", int64(253402300799), uint32(999999999), 0, 0.0, "", false, int64(253402300800), uint32(0), int64(math.MinInt64), math.Copysign(0, -1), 1e300)
+	f.Add("n", "r", int64(1793620800), uint32(0), 5, 0.5, motivoLoteFallido, true, int64(1793620900), uint32(0), int64(0), 0.5, 0.0)
+	f.Add("n", "r", int64(1793620800), uint32(0), 5, 0.5, motivoLoteFallido+"!", true, int64(1793620900), uint32(0), int64(0), 0.5, 0.0)
 	f.Fuzz(func(t *testing.T, nonce, ref string, at int64, atn uint32, accion int, prop float64, motivo string, confirmed bool,
 		tsEj int64, tsEjn uint32, reward int64, x0, x1 float64) {
 		r := DecisionRecord{Nonce: nonce, ClienteRef: ref, At: fuzzTime(at, atn), Accion: accion, Propension: prop, Motivo: motivo,
@@ -72,6 +74,9 @@ func FuzzRecordRoundTrip(f *testing.F) {
 		if confirmed {
 			ts, conf := fuzzTime(tsEj, tsEjn), fuzzTime(at, atn)
 			r.Estado, r.TsEjecucion, r.ConfirmadaEn, r.Recompensa = EstadoEjecutada, &ts, &conf, &reward
+			if accion%5 == 0 { // a batch decision rejected: voided by its job, or by the caller in any words
+				r.JobID, r.Estado, r.MotivoRechazo, r.Anulada = "lote_1", EstadoRechazada, motivo, len(motivo)%2 == 0
+			}
 		}
 		// The writers refuse these: times outside storableTime (the API's
 		// range and Confirm), non-finite numbers (never computed).

@@ -105,5 +105,5 @@ func (e *Engine) decisionOpensWindow(tenant, ref, nonce string) (counts, opens b
 	case r.ClienteRef != ref || r.EnRespaldo:
 		return false, false, time.Time{}, nil
 	}
-	return true, !r.voided(), r.At, nil
+	return true, !r.Anulada, r.At, nil
 }

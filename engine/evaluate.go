@@ -203,7 +203,7 @@ func evalExclusion(r *DecisionRecord) string {
 		return "fallback"
 	case r.EnSombra: // the caller applied its own rule: the propensity is not of what was done
 		return "shadow"
-	case r.voided(): // never delivered: not the control group's, nor the policy's, outcome
+	case r.Anulada: // never delivered: not the control group's, nor the policy's, outcome
 		return "voided_batch"
 	case r.Recompensa == nil:
 		return "reward_not_final"
@@ -406,7 +406,7 @@ func (t *shadowTally) add(v []byte) {
 		rep.Damaged++ // skipped; the learner quarantines it when it meets it
 		return
 	}
-	if !r.EnSombra || r.EnRespaldo || r.voided() { // a voided batch decision never reached the caller
+	if !r.EnSombra || r.EnRespaldo || r.Anulada { // a voided batch decision never reached the caller
 		return
 	}
 	rep.Decisions++

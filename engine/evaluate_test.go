@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -148,6 +149,50 @@ func TestEvaluateLeavesOutVoidedControlDecisions(t *testing.T) {
 		t.Errorf("control group n = %d, want 3 (the voided batch decisions left out)", ev.Control.N)
 	}
 	if diff := cmp.Diff(map[string]int{"voided_batch": 4}, ev.Excluded); diff != "" {
+		t.Errorf("excluded (-want +got):\n%s", diff)
+	}
+}
+
+// TestCallerRejectionInVoidWordsIsNoVoid: a batch decision the caller
+// confirms as rejected, with motivo_rechazo in the very words VoidJob
+// writes, is the caller's rejection, not a void: the evaluation leaves it
+// out as rechazada, not voided_batch (the void was recognised by that
+// text, which a caller can send).
+func TestCallerRejectionInVoidWordsIsNoVoid(t *testing.T) {
+	e, db := newTestEngine(t, 2, nil)
+	if _, err := e.Campaigns.PutCampaign("acme", Campaign{ID: "camp", Canal: "push", Descripcion: "d"}, t0); err != nil {
+		t.Fatal(err)
+	}
+	bd, err := e.NewBatchDecider("acme", "job1", "camp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := bd.Decide("batch00", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := bd.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	bd.Close()
+	if _, err := e.Confirm("acme", d.DecisionID, Confirmation{MotivoRechazo: "lote fallido: la decisión no se entregó"}); err != nil {
+		t.Fatal(err)
+	}
+	advance(t, db, 40*24*time.Hour)
+	for {
+		st, err := e.Learner.Learn("acme")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !st.Worked() {
+			break
+		}
+	}
+	ev, err := e.Evaluator.Evaluate("acme", EvalOptions{Replicates: 10, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(map[string]int{"rechazada": 1}, ev.Excluded); diff != "" {
 		t.Errorf("excluded (-want +got):\n%s", diff)
 	}
 }

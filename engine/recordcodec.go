@@ -35,12 +35,18 @@ const (
 	flagRecompensa
 )
 
-// Second flag byte.
+// Second flag byte. Decoders ignore the bits they do not know, so a flag
+// without a field of its own is read by older code too.
 const (
 	flagAprendida    byte = 1
 	flagPolicyInputs byte = 2 // Shares and Aff follow the reward
 	flagEleccion     byte = 4 // Eleccion follows them
 	flagDowns        byte = 8 // Downs follow Eleccion
+	flagAnulada      byte = 16
+	// flagVoidKnown is set in every record written since Anulada exists:
+	// without it (an older record) Anulada is read from motivo_rechazo
+	// (legacyVoided).
+	flagVoidKnown byte = 32
 )
 
 // errRecord reports a damaged stored decision record.
@@ -77,9 +83,12 @@ func appendRecord(b []byte, r *DecisionRecord) []byte {
 			f |= s.flag
 		}
 	}
-	var f2 byte
+	f2 := flagVoidKnown
 	if r.Aprendida {
 		f2 |= flagAprendida
+	}
+	if r.Anulada {
+		f2 |= flagAnulada
 	}
 	if len(r.Shares) > 0 || len(r.Aff) > 0 {
 		f2 |= flagPolicyInputs
@@ -221,10 +230,15 @@ func openStored(b []byte, format byte, v any, damaged error) (d binReader, ok bo
 
 // unmarshalRecord decodes a stored record (binary or the older JSON) into
 // r, which it zeroes first. Damaged input gives an error, never a panic.
+// A record older than DecisionRecord.Anulada (JSON, or binary without
+// flagVoidKnown) has it from legacyVoided.
 func unmarshalRecord(b []byte, r *DecisionRecord) error {
 	*r = DecisionRecord{}
 	d, ok, err := openStored(b, recordFormat, r, errRecord)
 	if !ok {
+		if err == nil {
+			r.Anulada = r.Anulada || legacyVoided(r)
+		}
 		return err
 	}
 	r.Nonce = d.str()
@@ -287,6 +301,7 @@ func unmarshalRecord(b []byte, r *DecisionRecord) error {
 	if !d.done() {
 		return errRecord
 	}
+	r.Anulada = f2&flagAnulada != 0 || f2&flagVoidKnown == 0 && legacyVoided(r)
 	return nil
 }
 

@@ -42,6 +42,10 @@ func TestRecordCodecRoundTrip(t *testing.T) {
 		{"downsides", DecisionRecord{Nonce: "n7", ClienteRef: "c", At: at, Accion: 4, Propension: 0.5, Candidates: []int{0, 4},
 			Probs: []float64{0.5, 0.5}, Priors: []float64{900, 950}, Downs: []float64{0, 112}, Eleccion: &accion}},
 		{"downsides without the choice", DecisionRecord{Nonce: "n8", ClienteRef: "c", At: at, Candidates: []int{0, 4}, Downs: []float64{0, 1}}},
+		{"voided by its job", DecisionRecord{Nonce: "n9", ClienteRef: "c", At: at, CampanaID: "camp", JobID: "lote_1", Accion: 1,
+			Propension: 0.5, Estado: EstadoRechazada, MotivoRechazo: motivoLoteFallido, ConfirmadaEn: &conf, Anulada: true}},
+		{"the caller's rejection in the void's words", DecisionRecord{Nonce: "n10", ClienteRef: "c", At: at, JobID: "lote_1",
+			Accion: 1, Propension: 0.5, Estado: EstadoRechazada, MotivoRechazo: motivoLoteFallido, ConfirmadaEn: &conf}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -61,21 +65,59 @@ func TestRecordCodecRoundTrip(t *testing.T) {
 	}
 }
 
-// Records written by earlier versions are JSON and must still be read.
-func TestRecordCodecReadsJSON(t *testing.T) {
+// TestRecordCodecReadsOlderForms: records written by earlier versions
+// still load: the JSON form, and records from before
+// DecisionRecord.Anulada, whose void is read from VoidJob's motivo_rechazo
+// (a batch decision rechazada in its words), in either form.
+func TestRecordCodecReadsOlderForms(t *testing.T) {
 	at := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
-	want := DecisionRecord{Nonce: "abc", ClienteRef: "cliente-9", At: at, Accion: 1, Propension: 0.5, X: []float64{1, 2},
+	asJSON := func(r DecisionRecord) []byte {
+		js, err := json.Marshal(&r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return js
+	}
+	plain := DecisionRecord{Nonce: "abc", ClienteRef: "cliente-9", At: at, Accion: 1, Propension: 0.5, X: []float64{1, 2},
 		Candidates: []int{0, 1}, Probs: []float64{0.5, 0.5}, Estado: EstadoEjecutada}
-	js, err := json.Marshal(&want)
+	void := DecisionRecord{Nonce: "v", ClienteRef: "c", At: at, JobID: "lote_1", Accion: 1, Propension: 0.5,
+		Estado: EstadoRechazada, MotivoRechazo: motivoLoteFallido}
+	rejected := void
+	rejected.MotivoRechazo = "sin stock"
+	online := void
+	online.JobID = ""
+	// Written by the binary format before Anulada: a voided batch decision
+	// (2026-11-23T10:04:05.123456Z, job lote_1, campaign camp, action 1).
+	const oldVoid = "01026e390163aabea0b00d8094ef3a000463616d70066c6f74655f31023fe0000000000000004000aaa8eab00d8094ef3a000000000000000972656368617a616461296c6f74652066616c6c69646f3a206c6120646563697369c3b36e206e6f20736520656e74726567c3b3eaaea1b00d8094ef3a"
+	oldVoidBytes, err := hex.DecodeString(oldVoid)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var got DecisionRecord
-	if err := unmarshalRecord(js, &got); err != nil {
-		t.Fatal(err)
+	at2 := time.Date(2026, 11, 23, 10, 4, 5, 123456000, time.UTC)
+	conf := at2.Add(2 * time.Hour)
+	tests := []struct {
+		name   string
+		stored []byte
+		want   DecisionRecord
+	}{
+		{"JSON", asJSON(plain), plain},
+		{"JSON, voided by its job", asJSON(void), func() DecisionRecord { r := void; r.Anulada = true; return r }()},
+		{"JSON, rejected by the caller", asJSON(rejected), rejected},
+		{"JSON, an online decision rejected in the void's words", asJSON(online), online},
+		{"binary before Anulada, voided by its job", oldVoidBytes, DecisionRecord{Nonce: "n9", ClienteRef: "c", At: at2, CampanaID: "camp",
+			JobID: "lote_1", Accion: 1, Propension: 0.5, CaducaEn: at2.Add(DecisionTTL), Estado: EstadoRechazada,
+			MotivoRechazo: motivoLoteFallido, ConfirmadaEn: &conf, Anulada: true}},
 	}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("(-want +got):\n%s", diff)
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var got DecisionRecord
+			if err := unmarshalRecord(tc.stored, &got); err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
 	}
 }
 
@@ -225,7 +267,9 @@ func TestCustomerStateCodec(t *testing.T) {
 // format has always written (float lists of every kind: IEEE 754 with a
 // -0, tagged zeros and repeats, whole cents as varints). Records written
 // before must still load and what is written must load in older code, so
-// a change here is a format change, not a refactoring.
+// a change here is a format change, not a refactoring. (The second flag
+// byte's flagVoidKnown, 0x20, came with DecisionRecord.Anulada; older code
+// ignores it.)
 func TestRecordStoredForm(t *testing.T) {
 	at := time.Date(2026, 11, 23, 10, 4, 5, 123456000, time.UTC)
 	choice := 2
@@ -234,7 +278,7 @@ func TestRecordStoredForm(t *testing.T) {
 		X: []float64{1, 0, 0, 0.25, 0.5, 0.5}, Candidates: []int{0, 2, 7}, Probs: []float64{0.1, 0.45, 0.45},
 		Mu: []float64{1200, -35, math.Copysign(0, -1)}, Priors: []float64{1000, 0, -20}, Shares: []float64{0, 0.5},
 		Aff: []float64{0, 0, 0, 0.5, 0.25, 1, 0, 0, 0}, Downs: []float64{0, 112, 1}, Eleccion: &choice}
-	const want = "010c415a78797a303132333435360c636c69656e74652d30303031aabea0b00d8094ef3a04707573680000043fe999999999999a0876302d7072696f72010eaaa8eab00d8094ef3a016d0602023ff00000000000000000023fd0000000000000023fe0000000000000010300040e0302023fb999999999999a023fdccccccccccccd0103004092c00000000000c04180000000000080000000000000000301d00f0027000000020200023fe00000000000000902000000023fe0000000000000023fd0000000000000023ff000000000000000000004030100e00102"
+	const want = "010c415a78797a303132333435360c636c69656e74652d30303031aabea0b00d8094ef3a04707573680000043fe999999999999a0876302d7072696f72012eaaa8eab00d8094ef3a016d0602023ff00000000000000000023fd0000000000000023fe0000000000000010300040e0302023fb999999999999a023fdccccccccccccd0103004092c00000000000c04180000000000080000000000000000301d00f0027000000020200023fe00000000000000902000000023fe0000000000000023fd0000000000000023ff000000000000000000004030100e00102"
 	if got := hex.EncodeToString(marshalRecord(&r)); got != want {
 		t.Errorf("stored form:\n got %s\nwant %s", got, want)
 	}
