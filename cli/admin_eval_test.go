@@ -199,3 +199,28 @@ send gate: probando  choice − never-send +0.00 MXN (SE 0.50) over 10 effective
 		t.Errorf("guardState detail (-want +got):\n%s", diff)
 	}
 }
+
+// TestShadowReportJSONShareOfNothingIsNull: a share whose denominator is 0
+// (no shadow decisions, no coupons received, none compared) is null in
+// admin shadow report --json, as the text's n/a, not 0: a script read 0
+// as "none confirmed" or "never agrees".
+func TestShadowReportJSONShareOfNothingIsNull(t *testing.T) {
+	dir := t.TempDir()
+	runIn(t, dir, "admin", "tenant", "create", "acme", "--sandbox")
+	var got map[string]any
+	if err := json.Unmarshal(runIn(t, dir, "admin", "shadow", "report", "--tenant", "acme", "--json"), &got); err != nil {
+		t.Fatal(err)
+	}
+	shares := map[string]any{}
+	for _, k := range []string{"confirmed_share", "labelled_share", "agreement"} {
+		v, ok := got[k]
+		if !ok {
+			v = "missing"
+		}
+		shares[k] = v
+	}
+	want := map[string]any{"confirmed_share": nil, "labelled_share": nil, "agreement": nil}
+	if diff := cmp.Diff(want, shares); diff != "" {
+		t.Errorf("shares of nothing (-want +got):\n%s", diff)
+	}
+}

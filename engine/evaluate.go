@@ -336,7 +336,9 @@ func (w *welford) value() MeasuredValue {
 }
 
 // ShadowReport is what the operator needs to decide whether a tenant in
-// shadow mode can leave it.
+// shadow mode can leave it. A share of nothing (ConfirmedShare without
+// decisions, LabelledShare without coupons received, Agreement with none
+// compared) is NaN, as a MeasuredValue without values is.
 type ShadowReport struct {
 	Tenant          string        `json:"tenant"`
 	Decisions       int           `json:"decisions"`
@@ -442,20 +444,22 @@ func (t *shadowTally) add(v []byte) {
 // finish sets the report's shares and values from the counts.
 func (t *shadowTally) finish() {
 	rep := t.rep
-	if rep.Decisions > 0 {
-		rep.ConfirmedShare = float64(rep.Confirmed) / float64(rep.Decisions)
-	}
-	if rep.CouponsReceived > 0 {
-		rep.LabelledShare = float64(rep.CouponsLabelled) / float64(rep.CouponsReceived)
-	}
-	if rep.Compared > 0 {
-		rep.Agreement = float64(t.agree) / float64(rep.Compared)
-	}
+	rep.ConfirmedShare = share(int64(rep.Confirmed), int64(rep.Decisions))
+	rep.LabelledShare = share(rep.CouponsLabelled, rep.CouponsReceived)
+	rep.Agreement = share(int64(t.agree), int64(rep.Compared))
 	rep.CallerRule, rep.Engine, rep.Lift = t.caller.value(), t.engineV.value(), t.lift.value()
 }
 
+// share is n/of, or NaN when of is 0 (a share of nothing).
+func share(n, of int64) float64 {
+	if of == 0 {
+		return math.NaN()
+	}
+	return float64(n) / float64(of)
+}
+
 // judge decides whether the tenant is ready to leave shadow mode, with the
-// reasons when not.
+// reasons when not. It reads a share only when its denominator is not 0.
 func (rep *ShadowReport) judge() {
 	rep.Ready = true
 	fail := func(format string, args ...any) {
