@@ -3,7 +3,10 @@ package cli
 import (
 	"fmt"
 	"io"
+	"maps"
 	"math"
+	"slices"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -76,7 +79,11 @@ func cell(format string, v float64) string {
 func printEvaluation(w io.Writer, ev *engine.Evaluation) error {
 	fmt.Fprintf(w, "tenant %s  politica_version %s  records %d  (MXN of reward per decision over the reward window)\n", ev.Tenant, ev.PoliticaVersion, ev.Records)
 	if len(ev.Excluded) > 0 {
-		fmt.Fprintf(w, "left out: %v\n", ev.Excluded)
+		var out []string
+		for _, why := range slices.Sorted(maps.Keys(ev.Excluded)) {
+			out = append(out, fmt.Sprintf("%s %d", why, ev.Excluded[why]))
+		}
+		fmt.Fprintf(w, "left out: %s\n", strings.Join(out, ", "))
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "POLICY\tIPS [95%]\tSNIPS [95%]\tDR [95%]\tESS\tMAX WEIGHT")

@@ -224,3 +224,25 @@ func TestShadowReportJSONShareOfNothingIsNull(t *testing.T) {
 		t.Errorf("shares of nothing (-want +got):\n%s", diff)
 	}
 }
+
+// TestPrintEvaluationHeader: admin evaluate's text lists the records left
+// out as "reason n" in name order, not as a Go map
+// ("map[reward_not_final:300]").
+func TestPrintEvaluationHeader(t *testing.T) {
+	nan := math.NaN()
+	ev := &engine.Evaluation{Tenant: "acme", PoliticaVersion: "v3", Records: 40,
+		Excluded: map[string]int{"reward_not_final": 300, "fallback": 2},
+		Logged:   engine.MeasuredValue{Mean: nan}, Control: engine.MeasuredValue{Mean: nan}}
+	var b strings.Builder
+	if err := printEvaluation(&b, ev); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.SplitN(b.String(), "\n", 3)
+	want := []string{
+		"tenant acme  politica_version v3  records 40  (MXN of reward per decision over the reward window)",
+		"left out: fallback 2, reward_not_final 300",
+	}
+	if diff := cmp.Diff(want, lines[:2]); diff != "" {
+		t.Errorf("header (-want +got):\n%s", diff)
+	}
+}
