@@ -56,7 +56,7 @@ func webhookListenCmd() *cobra.Command {
 			out, errOut := cmd.OutOrStdout(), cmd.ErrOrStderr()
 			h := webhookReceiver(secret, tolerance, time.Now, errOut, func(id string, body []byte) {
 				if jsonFlag(cmd) {
-					printJSONLine(out, map[string]any{"webhook_id": id, "verified": true, "body": json.RawMessage(body)})
+					printJSONLine(out, deliveryJSON(id, body))
 				} else {
 					fmt.Fprintf(out, "verified %s %s\n", id, body)
 				}
@@ -112,6 +112,19 @@ func webhookReceiver(secret string, tolerance time.Duration, now func() time.Tim
 		w.WriteHeader(http.StatusNoContent)
 		verified(id, body)
 	})
+}
+
+// deliveryJSON is the --json line of a verified delivery: its body as JSON
+// ("body"), or as a string ("body_text") when it is not JSON, which
+// encoding it raw would refuse.
+func deliveryJSON(id string, body []byte) map[string]any {
+	v := map[string]any{"webhook_id": id, "verified": true}
+	if json.Valid(body) {
+		v["body"] = json.RawMessage(body)
+	} else {
+		v["body_text"] = string(body)
+	}
+	return v
 }
 
 // printJSONLine writes v as one line of JSON.

@@ -3,6 +3,9 @@ package cli
 import (
 	"bytes"
 	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -74,5 +77,77 @@ func TestWebhookListenRefusesBadFlags(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), args[0]+":") {
 			t.Errorf("webhook listen %v: %v; want an error naming %s", args, err, args[0])
 		}
+	}
+}
+
+// TestWebhookListenJSONPrintsEveryDelivery: with --json every verified
+// delivery is one JSON line on stdout, a body that is not JSON too (as
+// body_text); such a delivery was counted and printed nothing.
+func TestWebhookListenJSONPrintsEveryDelivery(t *testing.T) {
+	secret := batch.NewWebhookSecret()
+	key, err := batch.ParseWebhookSecret(secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	type result struct {
+		out string
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		out, _, err := runCLI(t, "webhook", "listen", "--secret", secret, "--addr", addr, "--count", "2", "--json")
+		done <- result{out, err}
+	}()
+	for i, body := range []string{`{"tipo":"lote.completado"}`, "not json\n"} {
+		now := time.Now()
+		id := fmt.Sprintf("msg_%d", i)
+		var resp *http.Response
+		for range 100 { // until the listener is up
+			req, _ := http.NewRequest("POST", "http://"+addr+"/", strings.NewReader(body))
+			req.Header.Set("webhook-id", id)
+			req.Header.Set("webhook-timestamp", strconv.FormatInt(now.Unix(), 10))
+			req.Header.Set("webhook-signature", batch.SignWebhook(key, id, now, []byte(body)))
+			if resp, err = http.DefaultClient.Do(req); err == nil {
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNoContent {
+			t.Fatalf("delivery %d: status %d", i, resp.StatusCode)
+		}
+	}
+	var res result
+	select {
+	case res = <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("webhook listen did not exit after --count deliveries")
+	}
+	if res.err != nil {
+		t.Fatal(res.err)
+	}
+	var got []map[string]any
+	for _, line := range strings.Split(strings.TrimSuffix(res.out, "\n"), "\n") {
+		var v map[string]any
+		if err := json.Unmarshal([]byte(line), &v); err != nil {
+			t.Fatalf("stdout line %q: %v", line, err)
+		}
+		got = append(got, v)
+	}
+	want := []map[string]any{
+		{"webhook_id": "msg_0", "verified": true, "body": map[string]any{"tipo": "lote.completado"}},
+		{"webhook_id": "msg_1", "verified": true, "body_text": "not json\n"},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("stdout (-want +got):\n%s", diff)
 	}
 }
