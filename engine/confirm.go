@@ -137,6 +137,21 @@ func (e *Engine) Confirm(tenant, id string, c Confirmation) (string, error) {
 	return r.Estado, nil
 }
 
+// ConfirmReplay returns the estado stored for a confirmation of decision id
+// with Idempotency-Key key and body hash (HashConfirmBody) within
+// IdempotencyTTL: "" when there is none (or id names no decision of the
+// tenant), ErrIdempotencyConflict when the key answered another request.
+// The server asks it before the checks that depend on the tenant's state
+// (the catalog, the clock), so a retry of an accepted confirmation gets its
+// stored answer even after the catalog changed; Confirm asks again under
+// the key's claim.
+func (e *Engine) ConfirmReplay(tenant, id, key string, hash [32]byte) (string, error) {
+	if _, ok := e.ids.parse(tenant, id); !ok || key == "" {
+		return "", nil
+	}
+	return e.confirmedWith(tenant, Confirmation{IdempotencyKey: key, BodyHash: hash})
+}
+
 // applyTo records c in r, the pending decision it confirms, at now.
 func (c Confirmation) applyTo(r *DecisionRecord, now time.Time) {
 	switch {

@@ -107,6 +107,20 @@ func (s *Server) handleConfirm(c *call) error {
 	if err != nil {
 		return err
 	}
+	id := c.params.ByName("decision_id")
+	if key != "" { // a replay answers before the catalog and clock checks
+		estado, err := s.Engine.ConfirmReplay(c.tenant.ID, id, key, engine.HashConfirmBody(id, c.body))
+		if errors.Is(err, engine.ErrIdempotencyConflict) {
+			return errKind(kindIdempotencyConflict)
+		}
+		if err != nil {
+			return err
+		}
+		if estado != "" {
+			c.answer = answer{http.StatusOK, map[string]string{"decision_id": id, "estado_ejecucion": estado}}
+			return nil
+		}
+	}
 	conf := engine.Confirmation{Ejecutada: v.Field("ejecutada").Bool()}
 	var bad []schema.Violation
 	if f := v.Field("accion_real"); f.Present() && !f.IsNull() {
@@ -140,7 +154,6 @@ func (s *Server) handleConfirm(c *call) error {
 	if len(bad) > 0 {
 		return &validationError{detail: bad}
 	}
-	id := c.params.ByName("decision_id")
 	if key != "" {
 		conf.IdempotencyKey, conf.BodyHash = key, engine.HashConfirmBody(id, c.body)
 	}

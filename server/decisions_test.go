@@ -445,6 +445,34 @@ func TestConfirmIdempotencyKey(t *testing.T) {
 	}
 }
 
+// TestConfirmReplayAfterCatalogChange: a keyed confirmation repeated after
+// its accion_real left the catalog gets its stored answer, not the 422 a
+// new confirmation naming that action gets.
+func TestConfirmReplayAfterCatalogChange(t *testing.T) {
+	h, tok := newCatalogHarness(t, 3, func(s *store.Settings) { s.ControlShare = 0; s.RateLimits = false })
+	st, d := h.do("POST", "/v1/decisiones", tok, decideBody("replay-k1", nil))
+	if st != 200 {
+		t.Fatalf("decide: %d %v", st, d)
+	}
+	id, real := d["decision_id"].(string), 2
+	if d["accion"] == float64(2) {
+		real = 3
+	}
+	path, body := "/v1/decisiones/"+id+"/ejecucion", map[string]any{"ejecutada": true, "accion_real": real}
+	want := map[string]any{"decision_id": id, "estado_ejecucion": "modificada"}
+	if st, b := h.do("POST", path, tok, body, "Idempotency-Key", "mod-1"); st != 200 || cmp.Diff(want, b) != "" {
+		t.Fatalf("first confirmation: %d %v", st, b)
+	}
+	h.catalog(tok, 1) // actions 2 and 3 leave the catalog
+	st, b := h.do("POST", path, tok, body, "Idempotency-Key", "mod-1")
+	if diff := cmp.Diff(want, b); st != 200 || diff != "" {
+		t.Errorf("replay after the catalog change: %d (-want +got):\n%s", st, diff)
+	}
+	if st, b := h.do("POST", path, tok, body); st != 422 {
+		t.Errorf("keyless repeat after the catalog change: %d %v, want 422 naming accion_real", st, b)
+	}
+}
+
 // TestViolationsListedAtOnce: a request wrong in its path or header and in
 // its body gets one 422 that lists every violation (contract section 7).
 func TestViolationsListedAtOnce(t *testing.T) {
