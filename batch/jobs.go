@@ -321,45 +321,71 @@ func (r *Runner) save(j *Job) error {
 // process stopped ends fallido with an error that says so, and the
 // decisions it had committed are voided (engine.VoidJob: no caller got
 // them); queued jobs stay queued and run. Stale temporary result files
-// and result files of jobs that did not complete are removed.
+// and result files of jobs that did not complete are removed. One job or
+// tenant that cannot be recovered does not hold up the others: a job whose
+// decisions cannot be voided stays en_curso, its reason kept, and the next
+// RunPending voids it again (endStuck); the result files are left alone
+// while any tenant's jobs cannot be read. The error joins every failure.
 func (r *Runner) Recover() error {
+	r.runMu.Lock()
+	defer r.runMu.Unlock()
 	keep := map[string]bool{}
+	var errs []error
+	unread := false // a tenant whose jobs could not be listed
 	for _, t := range r.db.Tenants() {
 		jobs, err := r.list(t.ID)
 		if err != nil {
-			return err
+			unread = true
+			errs = append(errs, fmt.Errorf("batch: list jobs of %s: %w", t.ID, err))
+			continue
 		}
 		for _, j := range jobs {
 			if j.Estado == api.EstadoEnCurso {
-				// Voided first: a stop before the job is recorded
-				// fallido leaves it en_curso, and the next start voids
-				// what is left.
-				voided, err := r.voidJob(j.Tenant, j.ID)
-				if err != nil {
-					return err
+				if err := r.recoverJob(t, j); err != nil {
+					r.stuck = true
+					errs = append(errs, err)
 				}
-				reason := errRestart
-				if j.Error != "" { // a failed run whose decisions were not voided (endFailed)
-					reason = j.Error
-				}
-				j.Estado, j.Error = api.EstadoFallido, reason
-				now := t.Now(r.now())
-				j.CompletadoEn = &now
-				j.Procesados, j.Result = 0, ""
-				if err := r.finish(j); err != nil {
-					return err
-				}
-				r.log.Warn().Str("tenant", j.Tenant).Str("job_id", j.ID).Int("anuladas", voided).Msg("batch job interrupted by restart: fallido")
 			}
 			if j.Estado == api.EstadoCompletado && j.Result != "" {
 				keep[filepath.Clean(j.Result)] = true
 			}
 		}
 	}
-	if err := r.sweep(keep); err != nil {
-		return err
+	if !unread {
+		if err := r.sweep(keep); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	r.wake.poke()
+	return errors.Join(errs...)
+}
+
+// recoverJob ends j, a job of tenant t found en_curso at a start, fallido
+// once its decisions are voided. Voided first: a stop before the job is
+// recorded fallido leaves it en_curso, and the next start voids what is
+// left. When they cannot be voided j stays en_curso with its reason kept.
+func (r *Runner) recoverJob(t *store.Tenant, j *Job) error {
+	reason := errRestart
+	if j.Error != "" { // a failed run whose decisions were not voided (endFailed)
+		reason = j.Error
+	}
+	voided, err := r.voidJob(j.Tenant, j.ID)
+	if err != nil {
+		j.Error = reason
+		if serr := r.save(j); serr != nil {
+			err = errors.Join(err, serr)
+		}
+		r.log.Error().Err(err).Str("tenant", j.Tenant).Str("job_id", j.ID).Msg("batch recovery: void failed, the job stays en_curso until its decisions are voided")
+		return fmt.Errorf("batch: recover job %s/%s: %w", j.Tenant, j.ID, err)
+	}
+	j.Estado, j.Error = api.EstadoFallido, reason
+	now := t.Now(r.now())
+	j.CompletadoEn = &now
+	j.Procesados, j.Result = 0, ""
+	if err := r.finish(j); err != nil {
+		return fmt.Errorf("batch: recover job %s/%s: %w", j.Tenant, j.ID, err)
+	}
+	r.log.Warn().Str("tenant", j.Tenant).Str("job_id", j.ID).Int("anuladas", voided).Msg("batch job interrupted by restart: fallido")
 	return nil
 }
 

@@ -1028,6 +1028,65 @@ func TestDamagedJobChunkQuarantined(t *testing.T) {
 	}
 }
 
+// TestRecoverGoesOnPastOneJob: an interrupted job whose decisions cannot
+// be voided at a start stays en_curso, its reason kept, and does not hold
+// up the recovery of the others; the next RunPending voids it.
+func TestRecoverGoesOnPastOneJob(t *testing.T) {
+	e := newJobEnv(t, storefs.Mem(), "db", 3, 1000)
+	var jobs []*Job
+	for i := range 2 { // one at a time, then both found running
+		j, err := e.r.Submit("acme", Submission{CampanaID: "camp", Clientes: refsN(fmt.Sprint("rec", i), 5)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		j.Estado = api.EstadoFallido
+		if err := e.r.save(j); err != nil {
+			t.Fatal(err)
+		}
+		jobs = append(jobs, j)
+	}
+	var ids []string
+	for _, j := range jobs {
+		j.Estado = api.EstadoEnCurso
+		if err := e.r.save(j); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, j.ID)
+	}
+	slices.Sort(ids) // the first listed fails
+	voidFails := true
+	e.r.voidJob = func(tenant, jobID string) (int, error) {
+		if voidFails && jobID == ids[0] {
+			return 0, errors.New("store read failed")
+		}
+		return e.eng.VoidJob(tenant, jobID)
+	}
+	if err := e.r.Recover(); err == nil || !strings.Contains(err.Error(), ids[0]) {
+		t.Errorf("Recover: %v, want an error naming %s", err, ids[0])
+	}
+	estados := func() []string {
+		var out []string
+		for _, id := range ids {
+			j, err := e.r.Job("acme", id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, j.Estado+" "+j.Error)
+		}
+		return out
+	}
+	want := []string{api.EstadoEnCurso + " " + errRestart, api.EstadoFallido + " " + errRestart} // the reason kept for its end
+	if diff := cmp.Diff(want, estados()); diff != "" {
+		t.Errorf("after Recover (-want +got):\n%s", diff)
+	}
+	voidFails = false
+	e.r.RunPending(context.Background())
+	want[0] = api.EstadoFallido + " " + errRestart
+	if diff := cmp.Diff(want, estados()); diff != "" {
+		t.Errorf("after RunPending (-want +got):\n%s", diff)
+	}
+}
+
 // TestFailedRunVoidsOnceStoreWorks: a job that fails while running has
 // its committed decisions voided before it is recorded fallido. When the
 // voiding fails, the job stays en_curso (no error shown yet) and the next
