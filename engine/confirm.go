@@ -29,6 +29,11 @@ type Confirmation struct {
 	// another hash ErrIdempotencyConflict.
 	IdempotencyKey string
 	BodyHash       [32]byte
+	// Check, when set, is the caller's validation of the body against the
+	// tenant's state (catalog, clock): Confirm runs it after a keyed
+	// replay's lookup and before any other check (404 included), and
+	// returns its error as is.
+	Check func() error
 }
 
 // HashConfirmBody is the identity of a confirmation of decision id with
@@ -61,13 +66,10 @@ type confirmAnswer struct {
 // and the key's record are committed together, and a repeat of the same
 // decision and body answers the stored estado (see Confirmation) whatever
 // became of the decision since: the key is looked up right after the id,
-// before any other check.
+// before c.Check and any other check.
 func (e *Engine) Confirm(tenant, id string, c Confirmation) (string, error) {
 	nonce, ok := e.ids.parse(tenant, id)
-	if !ok {
-		return "", fmt.Errorf("decision: %w", ErrNotFound)
-	}
-	if c.IdempotencyKey != "" {
+	if ok && c.IdempotencyKey != "" {
 		release, err := e.claimKey(tenant, c.IdempotencyKey)
 		if err != nil {
 			return "", err
@@ -76,6 +78,14 @@ func (e *Engine) Confirm(tenant, id string, c Confirmation) (string, error) {
 		if estado, err := e.confirmedWith(tenant, c); estado != "" || err != nil {
 			return estado, err
 		}
+	}
+	if c.Check != nil {
+		if err := c.Check(); err != nil {
+			return "", err
+		}
+	}
+	if !ok {
+		return "", fmt.Errorf("decision: %w", ErrNotFound)
 	}
 	ts, err := e.state(tenant)
 	if err != nil {
@@ -135,21 +145,6 @@ func (e *Engine) Confirm(tenant, id string, c Confirmation) (string, error) {
 	}
 	e.counters.confirmed(tenant, r)
 	return r.Estado, nil
-}
-
-// ConfirmReplay returns the estado stored for a confirmation of decision id
-// with Idempotency-Key key and body hash (HashConfirmBody) within
-// IdempotencyTTL: "" when there is none (or id names no decision of the
-// tenant), ErrIdempotencyConflict when the key answered another request.
-// The server asks it before the checks that depend on the tenant's state
-// (the catalog, the clock), so a retry of an accepted confirmation gets its
-// stored answer even after the catalog changed; Confirm asks again under
-// the key's claim.
-func (e *Engine) ConfirmReplay(tenant, id, key string, hash [32]byte) (string, error) {
-	if _, ok := e.ids.parse(tenant, id); !ok || key == "" {
-		return "", nil
-	}
-	return e.confirmedWith(tenant, Confirmation{IdempotencyKey: key, BodyHash: hash})
 }
 
 // applyTo records c in r, the pending decision it confirms, at now.

@@ -108,55 +108,22 @@ func (s *Server) handleConfirm(c *call) error {
 		return err
 	}
 	id := c.params.ByName("decision_id")
-	if key != "" { // a replay answers before the catalog and clock checks
-		estado, err := s.Engine.ConfirmReplay(c.tenant.ID, id, key, engine.HashConfirmBody(id, c.body))
-		if errors.Is(err, engine.ErrIdempotencyConflict) {
-			return errKind(kindIdempotencyConflict)
-		}
-		if err != nil {
-			return err
-		}
-		if estado != "" {
-			c.answer = answer{http.StatusOK, map[string]string{"decision_id": id, "estado_ejecucion": estado}}
-			return nil
-		}
-	}
 	conf := engine.Confirmation{Ejecutada: v.Field("ejecutada").Bool()}
-	var bad []schema.Violation
 	if f := v.Field("accion_real"); f.Present() && !f.IsNull() {
-		if !conf.Ejecutada {
-			bad = append(bad, schema.ValueError([]any{"body", "accion_real"}, "accion_real solo se admite con ejecutada true", f.Int()))
-		}
 		n := int(f.Int())
 		conf.AccionReal = &n
-		known, err := s.knownAccionReal(c, n)
-		if err != nil {
-			return err
-		}
-		if !known {
-			bad = append(bad, schema.ValueError([]any{"body", "accion_real"}, "la acción no existe en el catálogo del inquilino", n))
-		}
 	}
 	if f := v.Field("motivo_rechazo"); f.Present() && !f.IsNull() {
-		if conf.Ejecutada {
-			bad = append(bad, schema.ValueError([]any{"body", "motivo_rechazo"}, "motivo_rechazo solo se admite con ejecutada false", f.String()))
-		}
 		conf.MotivoRechazo = f.String()
 	}
 	if f := v.Field("ts_ejecucion"); f.Present() && !f.IsNull() {
 		ts := f.Time()
-		if limit := c.now().Add(tsAhead); ts.After(limit) {
-			bad = append(bad, schema.ValueError([]any{"body", "ts_ejecucion"},
-				"ts_ejecucion no puede ser posterior a "+limit.UTC().Format(time.RFC3339)+" (reloj del inquilino más 5 minutos)", f.String()))
-		}
 		conf.TsEjecucion = &ts
-	}
-	if len(bad) > 0 {
-		return &validationError{detail: bad}
 	}
 	if key != "" {
 		conf.IdempotencyKey, conf.BodyHash = key, engine.HashConfirmBody(id, c.body)
 	}
+	conf.Check = func() error { return s.checkConfirmation(c, v, conf) }
 	estado, err := s.Engine.Confirm(c.tenant.ID, id, conf)
 	switch {
 	case errors.Is(err, engine.ErrIdempotencyConflict):
@@ -173,6 +140,41 @@ func (s *Server) handleConfirm(c *call) error {
 		return err
 	}
 	c.answer = answer{http.StatusOK, map[string]string{"decision_id": id, "estado_ejecucion": estado}}
+	return nil
+}
+
+// checkConfirmation is the 422 of confirmation conf, body v, that the
+// schema cannot tell: accion_real only with ejecutada true and known to the
+// tenant, motivo_rechazo only with ejecutada false, ts_ejecucion not after
+// the tenant's clock plus tsAhead. Confirm runs it after a keyed replay's
+// lookup, so a repeat whose accion_real left the catalog since still gets
+// its stored answer.
+func (s *Server) checkConfirmation(c *call, v schema.Value, conf engine.Confirmation) error {
+	var bad []schema.Violation
+	if n := conf.AccionReal; n != nil {
+		if !conf.Ejecutada {
+			bad = append(bad, schema.ValueError([]any{"body", "accion_real"}, "accion_real solo se admite con ejecutada true", *n))
+		}
+		known, err := s.knownAccionReal(c, *n)
+		if err != nil {
+			return err
+		}
+		if !known {
+			bad = append(bad, schema.ValueError([]any{"body", "accion_real"}, "la acción no existe en el catálogo del inquilino", *n))
+		}
+	}
+	if f := v.Field("motivo_rechazo"); f.Present() && !f.IsNull() && conf.Ejecutada {
+		bad = append(bad, schema.ValueError([]any{"body", "motivo_rechazo"}, "motivo_rechazo solo se admite con ejecutada false", f.String()))
+	}
+	if ts := conf.TsEjecucion; ts != nil {
+		if limit := c.now().Add(tsAhead); ts.After(limit) {
+			bad = append(bad, schema.ValueError([]any{"body", "ts_ejecucion"},
+				"ts_ejecucion no puede ser posterior a "+limit.UTC().Format(time.RFC3339)+" (reloj del inquilino más 5 minutos)", v.Field("ts_ejecucion").String()))
+		}
+	}
+	if len(bad) > 0 {
+		return &validationError{detail: bad}
+	}
 	return nil
 }
 
