@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -28,9 +29,18 @@ func checkCmd(a *app) *cobra.Command {
 		// Tenant and credential records the store could not decode at
 		// open: not movable to a tenant's quarantine; a backup restores them.
 		unreadable := append([]string{}, e.db.Unreadable()...)
-		// Damaged backup registries, set aside once rebuilt (privacy.Backups).
+		// Damaged backup registries, set aside once rebuilt, and damaged
+		// lines of the deletions owed to backups, set aside once read
+		// (privacy.Backups); CheckOwed reads those now.
+		owedErr := e.svc.backups.CheckOwed()
+		if owedErr != nil {
+			fmt.Fprintf(cmd.ErrOrStderr(), "deletions owed to backups: %v\n", owedErr)
+		}
 		aside := e.svc.backups.SetAside()
 		left := len(st.Damaged) - st.Repaired + len(unreadable) + len(aside)
+		if owedErr != nil {
+			left++
+		}
 		if jsonFlag(cmd) {
 			if err := printJSON(cmd.OutOrStdout(), map[string]any{"ok": left == 0, "tenants": st.Tenants, "records": st.Records,
 				"damaged": st.Damaged, "repaired": st.Repaired, "quarantined": st.Quarantined, "unreadable": unreadable,
@@ -43,7 +53,7 @@ func checkCmd(a *app) *cobra.Command {
 				fmt.Fprintf(cmd.OutOrStdout(), "  unreadable   %s (left out; restore it from a backup)\n", u)
 			}
 			for _, a := range aside {
-				fmt.Fprintf(cmd.OutOrStdout(), "  set aside    %s (damaged backup registry, rebuilt; remove it once looked at)\n", a)
+				fmt.Fprintf(cmd.OutOrStdout(), "  set aside    %s (%s; remove it once looked at)\n", a, setAsideWhat(a))
 			}
 		}
 		if left > 0 {
@@ -54,6 +64,15 @@ func checkCmd(a *app) *cobra.Command {
 	cmd.Flags().StringVar(&tenant, "tenant", "", "only this tenant (default: every tenant)")
 	cmd.Flags().BoolVar(&repair, "repair", false, "move the damaged records to quarantine")
 	return cmd
+}
+
+// setAsideWhat says what the set-aside file name (privacy.Backups.SetAside)
+// held.
+func setAsideWhat(name string) string {
+	if strings.HasPrefix(name, "backups-owed.jsonl.") {
+		return "damaged lines of the deletions owed to backups; the others are kept and delivered"
+	}
+	return "damaged backup registry, rebuilt"
 }
 
 func printCheck(w io.Writer, st *engine.CheckStats, repair bool) {

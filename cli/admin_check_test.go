@@ -203,6 +203,27 @@ func TestAdminCheckListsDamagedBackupRegistry(t *testing.T) {
 	}
 }
 
+// TestAdminCheckListsDamagedOwedLines: a damaged line in the deletions
+// owed to backups (backups-owed.jsonl) is set aside when admin check reads
+// it, and listed (exit 1) until the operator removes it; the lines that
+// decode stay owed.
+func TestAdminCheckListsDamagedOwedLines(t *testing.T) {
+	_, data, backup := backedUpTenant(t)
+	good := `{"dir":"` + backup + `","tenant":"acme","hash":"h1","requested_at":"2026-11-02T12:00:00Z","client_id":"ci"}` + "\n"
+	owed := filepath.Join(data, "backups-owed.jsonl")
+	if err := os.WriteFile(owed, []byte(good+`{"dir":"`+backup+`","ten`+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := runCLI(t, "admin", "check", "--data-dir", data)
+	var exit *ExitError
+	if !errors.As(err, &exit) || exit.Code != 1 || !strings.Contains(out, "set aside    backups-owed.jsonl.damaged-") {
+		t.Errorf("admin check: %v\n%s\nwant exit 1 and the set-aside lines listed", err, out)
+	}
+	if kept, err := os.ReadFile(owed); err != nil || string(kept) != good {
+		t.Errorf("owed deletions after the check: %q %v, want the line that decodes", kept, err)
+	}
+}
+
 // TestMetricsCountDamagedBackupRegistry: a damaged backup registry, set
 // aside and rebuilt, is counted in coupond_quarantined_records (whose
 // alert asks an operator to look) as long as it is set aside, as admin

@@ -172,7 +172,7 @@ func (bk *Backups) recoverRegistry(damaged []byte, cause error) (*backupRegistry
 	// Deletions are owed only to registered backups: one they are owed to
 	// stays registered, there or not (its disk unmounted), or they would
 	// be dropped, and the next ones not owed to it.
-	if owed, err := bk.readOwed(); err == nil {
+	if owed, _ := bk.readOwed(); len(owed) > 0 { // what it salvaged, whatever its error
 		for _, o := range owed {
 			if _, ok := found[o.Dir]; ok || !filepath.IsAbs(o.Dir) {
 				continue
@@ -213,14 +213,17 @@ func (bk *Backups) setAsideRegistry() (string, error) {
 	return aside, os.Chmod(aside, 0o600)
 }
 
-// SetAside lists the damaged backup registries recoverRegistry set aside
-// in the data dir (file names), for "admin check" to report until the
-// operator removes them.
+// SetAside lists the damaged files recoverRegistry and setAsideOwed set
+// aside in the data dir (file names: backups.json.damaged-TIME,
+// backups-owed.jsonl.damaged-TIME), for "admin check" and /metrics to
+// report until the operator removes them.
 func (bk *Backups) SetAside() []string {
-	paths, _ := filepath.Glob(filepath.Join(bk.dataDir, backupsFile+".damaged-*"))
 	names := []string{}
-	for _, p := range paths {
-		names = append(names, filepath.Base(p))
+	for _, base := range []string{backupsFile, owedFile} {
+		paths, _ := filepath.Glob(filepath.Join(bk.dataDir, base+".damaged-*"))
+		for _, p := range paths {
+			names = append(names, filepath.Base(p))
+		}
 	}
 	return names
 }
@@ -379,10 +382,16 @@ func (bk *Backups) owe(dir string, l LedgerEntry) error {
 	return atomicfile.SyncDir(bk.dataDir)
 }
 
-// readOwed returns the lines of owedFile; a line that does not decode
-// (a torn last line) is left out.
+// readOwed returns the deletions of owedFile. A line that does not decode
+// (a torn write, bytes flipped or overwritten) never stops a deletion nor
+// startup: the lines that decode are returned, and the others are set
+// aside (setAsideOwed) and owedFile rewritten without them. It returns
+// what it salvaged even with an error, which says owedFile could not be
+// read or mended: a caller must then not rewrite it (the damaged bytes
+// would be lost).
 func (bk *Backups) readOwed() ([]owedEntry, error) {
-	data, err := os.ReadFile(filepath.Join(bk.dataDir, owedFile))
+	path := filepath.Join(bk.dataDir, owedFile)
+	data, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
@@ -390,13 +399,59 @@ func (bk *Backups) readOwed() ([]owedEntry, error) {
 		return nil, err
 	}
 	var out []owedEntry
-	for _, line := range bytes.Split(data, []byte("\n")) {
-		var o owedEntry
-		if json.Unmarshal(line, &o) == nil && o.Dir != "" {
-			out = append(out, o)
+	var kept, damaged []byte
+	lines := 0
+	for _, line := range bytes.SplitAfter(data, []byte("\n")) {
+		body := bytes.TrimRight(line, "\n")
+		if len(bytes.TrimSpace(body)) == 0 {
+			continue
 		}
+		var o owedEntry
+		if json.Unmarshal(body, &o) != nil || o.Dir == "" {
+			damaged = append(damaged, line...)
+			lines++
+			continue
+		}
+		out = append(out, o)
+		kept = append(append(kept, body...), '\n')
 	}
-	return out, nil
+	if lines == 0 {
+		return out, nil
+	}
+	return out, bk.setAsideOwed(damaged, kept, lines)
+}
+
+// setAsideOwed moves the damaged lines of owedFile (damaged, lines of
+// them) to backups-owed.jsonl.damaged-TIME (owner-only, for the operator
+// to look at and remove; "admin check" and /metrics count it, SetAside),
+// then rewrites owedFile with the lines kept, and logs it: never the
+// bytes, which may hold a customer's keyed hash.
+func (bk *Backups) setAsideOwed(damaged, kept []byte, lines int) error {
+	path := filepath.Join(bk.dataDir, owedFile)
+	aside := path + ".damaged-" + bk.now().UTC().Format("20060102T150405.000000000Z")
+	err := atomicfile.WriteBytes(aside, 0o600, damaged)
+	if err == nil {
+		err = atomicfile.WriteBytes(path, 0o600, kept)
+	}
+	if err != nil {
+		bk.log.Error().Err(err).Str("owed", path).Int("damaged_lines", lines).
+			Msg("deletions owed to backups: damaged lines found and not set aside; the others are still delivered, retried later")
+		return fmt.Errorf("%s: %d damaged lines not set aside: %w", path, lines, err)
+	}
+	bk.log.Warn().Str("owed", path).Str("set_aside", aside).Int("damaged_lines", lines).Int("damaged_bytes", len(damaged)).
+		Msg("deletions owed to backups: damaged lines set aside, the others kept and delivered; a restore still re-applies the deletions of the store it replaces")
+	return nil
+}
+
+// CheckOwed reads the deletions owed to backups as a delivery would, so
+// that damaged lines there are set aside (readOwed) and listed by SetAside
+// now rather than at serve's next try; "admin check" calls it. Its error
+// says owedFile could not be read or mended.
+func (bk *Backups) CheckOwed() error {
+	bk.mu.Lock()
+	defer bk.mu.Unlock()
+	_, err := bk.readOwed()
+	return err
 }
 
 // owedTo returns the deletions owed to the backup dir.

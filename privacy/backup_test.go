@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -432,5 +433,99 @@ func TestLedgerPastLostRegistry(t *testing.T) {
 	after, err := bk.loadRegistry()
 	if diff := cmp.Diff(reg.Backups, after.Backups); err != nil || diff != "" {
 		t.Errorf("registry rebuilt (-want +got): %v\n%s", err, diff)
+	}
+}
+
+// TestOwedLedgerPastDamagedLines: a line of backups-owed.jsonl that does
+// not decode (a torn write, bad JSON, zeroed bytes) never stops a deletion
+// nor serve's start (DeliverOwedDue): the lines that decode are kept and
+// delivered, the damaged bytes are set aside owner-only (listed by
+// SetAside, for admin check and /metrics) and a warning is logged without
+// them. They were dropped silently, and with them the deletions they held.
+func TestOwedLedgerPastDamagedLines(t *testing.T) {
+	first := LedgerEntry{Tenant: "acme", Hash: "h-first", RequestedAt: t0, ClientID: "ci_1"}
+	second := LedgerEntry{Tenant: "acme", Hash: "h-second", RequestedAt: t0.Add(time.Minute), ClientID: "ci_1"}
+	third := LedgerEntry{Tenant: "acme", Hash: "h-third", RequestedAt: t0.Add(2 * time.Minute), ClientID: "ci_1"}
+	for _, tc := range []struct {
+		name    string
+		damaged string // put between the two owed lines, or after them when torn
+		torn    bool   // at the end, without its newline
+		start   bool   // first read at serve's start, not at a deletion
+	}{
+		{"bad JSON", `{"dir":"/b","tenant":"acme","hash":"h-secret"` + "\n", false, false},
+		{"zeroed", "\x00\x00\x00\x00\n", false, false},
+		{"no backup named", `{"tenant":"acme","hash":"h-secret"}` + "\n", false, false},
+		{"torn write", `{"dir":"/b","tenant":"acme","hash":"h-sec`, true, false},
+		{"bad JSON, read at start", `not json h-secret` + "\n", false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := clock.NewFake(t0)
+			dataDir, gone := t.TempDir(), filepath.Join(t.TempDir(), "gone")
+			var logs bytes.Buffer
+			bk := NewBackups(dataDir, clk.Now, zerolog.New(&logs))
+			if err := bk.saveRegistry(&backupRegistry{Backups: []backupEntry{{Dir: gone, TakenAt: t0.Add(-time.Hour), Complete: true}}}); err != nil {
+				t.Fatal(err)
+			}
+			for _, l := range []LedgerEntry{first, second} {
+				if err := bk.Ledger(l); err != nil {
+					t.Fatal(err)
+				}
+			}
+			path := filepath.Join(dataDir, owedFile)
+			data, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cut := bytes.IndexByte(data, '\n') + 1
+			if tc.torn {
+				cut = len(data)
+			}
+			damaged := slices.Concat(data[:cut], []byte(tc.damaged), data[cut:])
+			if err := os.WriteFile(path, damaged, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			want := []LedgerEntry{first, second}
+			if tc.start {
+				if err := bk.DeliverOwedDue(time.Minute); err != nil {
+					t.Fatalf("start past a damaged owed ledger: %v", err)
+				}
+			} else {
+				if err := bk.Ledger(third); err != nil {
+					t.Fatalf("deletion past a damaged owed ledger: %v", err)
+				}
+				want = append(want, third)
+			}
+			if got, err := bk.owedTo(gone); err != nil || !cmp.Equal(want, got) {
+				t.Errorf("owed after the damage: %v\n%s", err, cmp.Diff(want, got))
+			}
+			aside, _ := filepath.Glob(path + ".damaged-*")
+			if len(aside) != 1 {
+				t.Fatalf("damaged lines set aside as %v, want one file", aside)
+			}
+			if info, err := os.Stat(aside[0]); err != nil || info.Mode().Perm() != 0o600 {
+				t.Errorf("set-aside file: %v %v, want mode 0600", info, err)
+			}
+			if kept, err := os.ReadFile(aside[0]); err != nil || string(kept) != tc.damaged {
+				t.Errorf("set-aside file holds %q (%v), want the damaged bytes %q", kept, err, tc.damaged)
+			}
+			if diff := cmp.Diff([]string{filepath.Base(aside[0])}, bk.SetAside()); diff != "" {
+				t.Errorf("SetAside (-want +got):\n%s", diff)
+			}
+			if !strings.Contains(logs.String(), "damaged lines set aside") || strings.Contains(logs.String(), "h-sec") {
+				t.Errorf("log: %s\nwant the warning, without the damaged bytes", logs.String())
+			}
+			// The backup is back: every deletion salvaged reaches its ledger.
+			if err := os.Mkdir(gone, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			clk.Advance(time.Minute)
+			if err := bk.DeliverOwedDue(time.Minute); err != nil {
+				t.Fatal(err)
+			}
+			got, err := readLedger(filepath.Join(gone, ledgerFile))
+			if diff := cmp.Diff(want, got); err != nil || diff != "" {
+				t.Errorf("ledger of the backup back (-want +got): %v\n%s", err, diff)
+			}
+		})
 	}
 }
