@@ -12,9 +12,9 @@ package privacy
 //     {tenant, keyed hash, requested_at, client_id} to the ledger of every
 //     registered backup younger than BackupRetention (30 days)
 //     (Backups.Ledger); to a backup whose directory is missing (an
-//     unmounted disk) it is owed instead, in <data-dir>/backups-owed.jsonl,
-//     until the directory is back (serve looks every few minutes,
-//     RunOwed). Registration precedes the checkpoint,
+//     unmounted disk) or whose ledger cannot be written (read-only) it is
+//     owed instead, in <data-dir>/backups-owed.jsonl, until it is back
+//     (serve looks every few minutes, RunOwed). Registration precedes the checkpoint,
 //     so a deletion requested after a checkpoint reaches that backup's
 //     ledger; one requested before it is in the checkpoint as a deletion
 //     record.
@@ -72,11 +72,15 @@ type Backups struct {
 	// owedNext is when DeliverOwedDue next tries the owed deletions; under
 	// mu.
 	owedNext time.Time
+	// appendBackup appends whole lines to the deletion ledger of the
+	// backup dir, synced: appendToLedger, or in tests one that fails as a
+	// read-only backup does.
+	appendBackup func(dir string, lines []byte) error
 }
 
 // NewBackups returns the Backups of dataDir; now is the real clock.
 func NewBackups(dataDir string, now func() time.Time, log zerolog.Logger) *Backups {
-	return &Backups{dataDir: dataDir, now: now, log: log}
+	return &Backups{dataDir: dataDir, now: now, log: log, appendBackup: appendToLedger}
 }
 
 // BackupRetention is how long a backup keeps receiving deletions and can be
@@ -285,16 +289,12 @@ func jsonStrings(data []byte) []string {
 	return out
 }
 
-// appendLedger appends one deletion to a backup's ledger, synced
+// appendToLedger appends lines to the ledger of the backup dir, synced
 // (atomicfile.Append, which first cuts off a torn last line: run into
 // this one, it would make the ledger unreadable and the backup
 // unrestorable).
-func appendLedger(dir string, l LedgerEntry) error {
-	line, err := json.Marshal(l)
-	if err != nil {
-		return err
-	}
-	return atomicfile.Append(filepath.Join(dir, ledgerFile), 0o600, append(line, '\n'))
+func appendToLedger(dir string, lines []byte) error {
+	return atomicfile.Append(filepath.Join(dir, ledgerFile), 0o600, lines)
 }
 
 // Ledger records a deletion in every registered backup within retention
@@ -304,7 +304,12 @@ func appendLedger(dir string, l LedgerEntry) error {
 // owed to it instead (owedFile, in the data dir, synced): delivered to its
 // ledger once it is back (deliverOwed: at every Ledger, backup and
 // restore, and on its own every few minutes in serve, RunOwed), and
-// re-applied by a restore of it into this data dir before that. A ledger that cannot be written is an error: the deletion waits.
+// re-applied by a restore of it into this data dir before that. So is a
+// deletion whose backup's ledger cannot be written (read-only, no
+// permission, its disk full or failing): one such backup never holds back
+// the erasure, nor the other backups. Only a deletion that can be neither
+// written to a backup's ledger nor owed to it is an error: the deletion
+// waits. Owed deletions not deliverable yet are logged, never an error.
 func (bk *Backups) Ledger(l LedgerEntry) error {
 	bk.mu.Lock()
 	defer bk.mu.Unlock()
@@ -314,6 +319,10 @@ func (bk *Backups) Ledger(l LedgerEntry) error {
 	}
 	changed := bk.dropExpired(reg)
 	if err := bk.deliverOwed(reg); err != nil {
+		bk.log.Warn().Err(err).Msg("deletions owed to backups not all delivered; kept and retried later")
+	}
+	line, err := json.Marshal(l)
+	if err != nil {
 		return err
 	}
 	for i := range reg.Backups {
@@ -324,10 +333,14 @@ func (bk *Backups) Ledger(l LedgerEntry) error {
 			b.Missing, changed = missing, true
 			bk.logMissing(b.Dir, missing)
 		}
-		if missing {
+		if !missing {
+			if err = bk.appendBackup(b.Dir, append(line, '\n')); err != nil {
+				bk.log.Warn().Err(err).Str("backup", b.Dir).Str("owed", filepath.Join(bk.dataDir, owedFile)).
+					Msg("backup ledger cannot be written: the deletion is owed to it and delivered once it can")
+			}
+		}
+		if missing || err != nil {
 			err = bk.owe(b.Dir, l)
-		} else {
-			err = appendLedger(b.Dir, l)
 		}
 		if err != nil {
 			return fmt.Errorf("backup %s: %w", b.Dir, err)
@@ -519,9 +532,10 @@ func (bk *Backups) DeliverOwedDue(every time.Duration) error {
 
 // deliverOwed appends the deletions owed to each registered backup whose
 // directory is there to its ledger, and rewrites owedFile with what is
-// left (owed to a backup still missing; those of backups no longer
-// registered, past retention, go). A crash in between delivers some
-// twice, which a restore reads as once.
+// left (owed to a backup still missing, or whose ledger cannot be written
+// yet; those of backups no longer registered, past retention, go). A
+// crash in between delivers some twice, which a restore reads as once.
+// Its error names the backups not delivered to; the others were.
 func (bk *Backups) deliverOwed(reg *backupRegistry) error {
 	owed, err := bk.readOwed()
 	if err != nil || len(owed) == 0 {
@@ -531,35 +545,55 @@ func (bk *Backups) deliverOwed(reg *backupRegistry) error {
 	for _, b := range reg.Backups {
 		registered[b.Dir] = true
 	}
-	byDir := map[string][]byte{}
-	var left []byte
-	kept := 0
+	byDir := map[string][]owedEntry{}
+	var left []owedEntry
 	for _, o := range owed {
-		line, _ := json.Marshal(o.LedgerEntry)
-		whole, _ := json.Marshal(o)
 		_, err := os.Stat(o.Dir)
 		switch {
 		case !registered[o.Dir]:
 		case errors.Is(err, fs.ErrNotExist):
-			left = append(append(left, whole...), '\n')
-			kept++
+			left = append(left, o)
 		default:
-			byDir[o.Dir] = append(append(byDir[o.Dir], line...), '\n')
+			byDir[o.Dir] = append(byDir[o.Dir], o)
 		}
 	}
-	if kept == len(owed) {
-		return nil // nothing delivered, nothing dropped
-	}
-	for dir, lines := range byDir {
-		if err := atomicfile.Append(filepath.Join(dir, ledgerFile), 0o600, lines); err != nil {
-			return fmt.Errorf("backup %s: deletions owed to it: %w", dir, err)
+	var failed []error
+	for dir, entries := range byDir {
+		if err := bk.appendBackup(dir, ledgerLines(entries)); err != nil {
+			failed = append(failed, fmt.Errorf("backup %s: deletions owed to it: %w", dir, err))
+			left = append(left, entries...)
+			continue
 		}
 		bk.log.Info().Str("backup", dir).Msg("deletions owed to a backup delivered to its ledger")
 	}
-	if len(left) == 0 {
-		return os.Remove(filepath.Join(bk.dataDir, owedFile))
+	if len(left) == len(owed) {
+		return errors.Join(failed...) // nothing delivered, nothing dropped
 	}
-	return atomicfile.WriteBytes(filepath.Join(bk.dataDir, owedFile), 0o600, left)
+	return errors.Join(append(failed, bk.writeOwed(left))...)
+}
+
+// ledgerLines is entries as lines of a backup's ledger.
+func ledgerLines(entries []owedEntry) []byte {
+	var out []byte
+	for _, o := range entries {
+		line, _ := json.Marshal(o.LedgerEntry)
+		out = append(append(out, line...), '\n')
+	}
+	return out
+}
+
+// writeOwed rewrites owedFile with owed, or removes it when none is left.
+func (bk *Backups) writeOwed(owed []owedEntry) error {
+	path := filepath.Join(bk.dataDir, owedFile)
+	if len(owed) == 0 {
+		return os.Remove(path)
+	}
+	var data []byte
+	for _, o := range owed {
+		line, _ := json.Marshal(o)
+		data = append(append(data, line...), '\n')
+	}
+	return atomicfile.WriteBytes(path, 0o600, data)
 }
 
 // Manifest is DIR/manifest.json.

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -72,14 +73,120 @@ func TestLedgerReachesRegisteredBackups(t *testing.T) {
 	if after, _ := bk.loadRegistry(); after.Backups[1].Missing {
 		t.Errorf("a backup back is still marked missing: %+v", after.Backups)
 	}
-	// A backup that cannot be written makes the deletion wait.
-	os.Chmod(fresh, 0o500)
-	defer os.Chmod(fresh, 0o700)
-	os.Remove(filepath.Join(fresh, ledgerFile))
-	if os.Geteuid() != 0 {
-		if err := hook(entry); err == nil {
-			t.Error("ledger hook succeeded although a backup ledger could not be written")
-		}
+}
+
+// TestLedgerOwesUnwritableBackup: a backup whose ledger cannot be written
+// (a read-only file system, no permission) while a customer is erased is
+// owed the deletion, like a missing one, and the erasure of live data and
+// of the other backups goes on; it is delivered once the backup can be
+// written. The first such backup failed the hook, so the deletion worker
+// left the customer's data in place, and the backups after it unledgered,
+// until the operator fixed the disk.
+func TestLedgerOwesUnwritableBackup(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		errno error // injected for the middle backup; nil: a real read-only directory
+	}{
+		{"read-only file system", syscall.EROFS},
+		{"no permission", syscall.EACCES},
+		{"read-only directory", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.errno == nil && os.Geteuid() == 0 {
+				t.Skip("running as root: directory permissions are not enforced (the injected cases cover it)")
+			}
+			e, p, db, clk := newTest(t, 1)
+			ingestFor(t, e, "dora-00000001", "d", 3)
+			dataDir := t.TempDir()
+			dirs := []string{t.TempDir(), t.TempDir(), t.TempDir()}
+			bk := NewBackups(dataDir, clk.Now, zerolog.Nop())
+			reg := &backupRegistry{}
+			for _, dir := range dirs {
+				if err := appendNothing(filepath.Join(dir, ledgerFile)); err != nil {
+					t.Fatal(err)
+				}
+				reg.Backups = append(reg.Backups, backupEntry{Dir: dir, TakenAt: t0.Add(-time.Hour), Complete: true})
+			}
+			if err := bk.saveRegistry(reg); err != nil {
+				t.Fatal(err)
+			}
+			unwritable := dirs[1]
+			readOnly := func(on bool) {
+				if tc.errno == nil {
+					mode := os.FileMode(0o700)
+					if on {
+						mode = 0o500
+					}
+					os.Chmod(filepath.Join(unwritable, ledgerFile), mode&0o600)
+					os.Chmod(unwritable, mode)
+					return
+				}
+				bk.appendBackup = appendToLedger
+				if on {
+					bk.appendBackup = func(dir string, lines []byte) error {
+						if dir == unwritable {
+							return &fs.PathError{Op: "open", Path: filepath.Join(dir, ledgerFile), Err: tc.errno}
+						}
+						return appendToLedger(dir, lines)
+					}
+				}
+			}
+			readOnly(true)
+			defer readOnly(false)
+			if _, err := p.RequestDeletion("acme", "dora-00000001", "ci_1"); err != nil {
+				t.Fatal(err)
+			}
+			st, err := p.ProcessDeletions(t.Context(), DeletionHooks{Ledger: bk.Ledger})
+			if err != nil || st.Completed != 1 {
+				t.Fatalf("deletion with an unwritable backup: %+v %v; want it completed", st, err)
+			}
+			if holds(t, db, []byte("dora-00000001")) {
+				t.Error("the customer's data is still in the live store")
+			}
+			hash := p.CustomerHash("acme", "dora-00000001")
+			ledgered := func(dir string) []string {
+				t.Helper()
+				got, err := readLedger(filepath.Join(dir, ledgerFile))
+				if err != nil {
+					t.Fatal(err)
+				}
+				var hashes []string
+				for _, l := range got {
+					hashes = append(hashes, l.Hash)
+				}
+				return slices.Compact(hashes) // the request's entry and the worker's
+			}
+			for _, dir := range []string{dirs[0], dirs[2]} {
+				if diff := cmp.Diff([]string{hash}, ledgered(dir)); diff != "" {
+					t.Errorf("ledger of a writable backup (-want +got):\n%s", diff)
+				}
+			}
+			owed, err := bk.owedTo(unwritable)
+			if err != nil || len(owed) == 0 || owed[0].Hash != hash {
+				t.Errorf("owed to the unwritable backup: %+v %v; want the deletion", owed, err)
+			}
+			// A later deletion, the backup still unwritable: the owed one
+			// cannot be delivered yet, which holds back neither.
+			later := LedgerEntry{Tenant: "acme", Hash: "h-later", RequestedAt: t0.Add(time.Minute), ClientID: "ci_1"}
+			if err := bk.Ledger(later); err != nil {
+				t.Fatalf("later deletion with owed deletions undeliverable: %v", err)
+			}
+			if diff := cmp.Diff([]string{hash, "h-later"}, ledgered(dirs[2])); diff != "" {
+				t.Errorf("ledger of a writable backup after the later deletion (-want +got):\n%s", diff)
+			}
+			// Writable again: the next delivery brings the deletions to it.
+			readOnly(false)
+			clk.Advance(time.Minute)
+			if err := bk.DeliverOwedDue(time.Minute); err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff([]string{hash, "h-later"}, ledgered(unwritable)); diff != "" {
+				t.Errorf("ledger of the backup writable again (-want +got):\n%s", diff)
+			}
+			if owed, err := bk.owedTo(unwritable); err != nil || len(owed) != 0 {
+				t.Errorf("still owed once delivered: %+v %v", owed, err)
+			}
+		})
 	}
 }
 
