@@ -1191,3 +1191,78 @@ func TestRestoreRegistersBackupBeforeSwap(t *testing.T) {
 		t.Errorf("the failed restore onto a new machine put a store in place (stat: %v)", err)
 	}
 }
+
+// TestRestoreRegistersSiblingBackups: after a restore, deletions must reach
+// every backup that may hold the restored customers, not only the one
+// restored: the backups of the same installation beside it (same backup
+// root, same keys) are registered with it. Restored onto a new machine,
+// the registry held only the restored backup, and a customer erased there
+// came back when the later backup was restored. Another installation's
+// backup beside them is not fed.
+func TestRestoreRegistersSiblingBackups(t *testing.T) {
+	const ana = "ana-00000001"
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name       string
+		newMachine bool
+	}{
+		{"onto a new machine", true},
+		{"into its data dir", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dataDir, root := t.TempDir(), t.TempDir()
+			e, now := sandboxEnv(t, dataDir)
+			ev := engine.Event{ID: "ev-1", ClienteRef: ana, TS: now.Add(-time.Hour), Tipo: engine.CompraCat,
+				Clave: "abarrotes", ValorCents: 10000, TicketID: "t-1", MargenCents: 2500}
+			if res, err := e.svc.engine.Ingester.Ingest("acme", []engine.IngestEvent{{Event: ev, Canonical: []byte(ev.ID)}}); err != nil || res.Aceptados != 1 {
+				t.Fatalf("ingest: %+v %v", res, err)
+			}
+			first, second := filepath.Join(root, "b1"), filepath.Join(root, "b2")
+			for _, bk := range []string{first, second} {
+				if _, err := runBackup(ctx, e, bk, io.Discard); err != nil {
+					t.Fatal(err)
+				}
+			}
+			e.close()
+			other := filepath.Join(root, "other") // another installation's backup
+			if err := os.Mkdir(other, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			for name, data := range map[string]string{"deletions.jsonl": "", "keys.json": `{"token":"other"}`} {
+				if err := os.WriteFile(filepath.Join(other, name), []byte(data), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			target := dataDir
+			if tc.newMachine {
+				target = t.TempDir()
+			}
+			if _, err := runRestore(ctx, target, first, time.Now, io.Discard); err != nil {
+				t.Fatalf("restore: %v", err)
+			}
+			e, err := openEnv(ctx, target, zerolog.Nop(), serviceOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer e.close()
+			requestOnly(t, e, ana)
+			if st, err := e.svc.privacy.ProcessDeletions(ctx, deletionHooks(e.svc, false)); err != nil || st.Completed != 1 {
+				t.Fatalf("deletion after the restore: %+v %v", st, err)
+			}
+			hash := []byte(e.svc.privacy.CustomerHash("acme", ana))
+			owed, _ := os.ReadFile(filepath.Join(target, "backups-owed.jsonl"))
+			for _, bk := range []string{first, second} {
+				ledger, err := os.ReadFile(filepath.Join(bk, "deletions.jsonl"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !bytes.Contains(ledger, hash) && !bytes.Contains(owed, []byte(`"dir":"`+bk+`"`)) {
+					t.Errorf("the deletion after the restore reached neither the ledger of %s nor the deletions owed to it", filepath.Base(bk))
+				}
+			}
+			if ledger, _ := os.ReadFile(filepath.Join(other, "deletions.jsonl")); len(ledger) != 0 {
+				t.Errorf("another installation's backup received the deletion: %s", ledger)
+			}
+		})
+	}
+}

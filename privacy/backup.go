@@ -27,7 +27,8 @@ package privacy
 //     holds as programado (a completado one is done, and what came after it
 //     stays) and every deletion of the replaced store the backup does not
 //     hold as completado, runs them all to completado (finding customers by
-//     keyed hash), and only then registers DIR and swaps the staging
+//     keyed hash), and only then registers DIR (and the backups of this
+//     installation beside it: registerRestored) and swaps the staging
 //     store and results in. Nothing is served from the restored store
 //     before every deletion is applied, and a restore that fails before
 //     the swap leaves the data dir as it was. A restore holds the data
@@ -188,7 +189,9 @@ func (bk *Backups) recoverRegistry(damaged []byte, cause error) (*backupRegistry
 			}
 		}
 	}
-	bk.addSiblings(found)
+	if keys, err := os.ReadFile(filepath.Join(bk.dataDir, store.SecretsFile)); err == nil {
+		bk.addSiblings(found, keys)
+	}
 	reg := &backupRegistry{}
 	for _, b := range found {
 		reg.Backups = append(reg.Backups, b)
@@ -233,12 +236,8 @@ func (bk *Backups) SetAside() []string {
 }
 
 // addSiblings adds to found every backup directory of this installation
-// (its keys.json the data dir's) beside one already there.
-func (bk *Backups) addSiblings(found map[string]backupEntry) {
-	keys, err := os.ReadFile(filepath.Join(bk.dataDir, store.SecretsFile))
-	if err != nil {
-		return
-	}
+// (its keys.json is keys, the data dir's) beside one already there.
+func (bk *Backups) addSiblings(found map[string]backupEntry, keys []byte) {
 	parents := map[string]bool{}
 	for dir := range found {
 		parents[filepath.Dir(dir)] = true

@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"syscall"
 	"time"
@@ -95,18 +96,13 @@ func (bk *Backups) Restore(ctx context.Context, src string, open OpenStaging, pr
 		removeStaging(dataDir)
 		return nil, err
 	}
-	// The restored installation keeps feeding this backup's ledger: it is
-	// registered before the restored store can serve, so a customer deleted
-	// there never misses the ledger (a registry that cannot be written
-	// stops the restore here, with the data dir as it was).
+	// The restored installation keeps feeding this backup's ledger, and
+	// those of its siblings: they are registered before the restored store
+	// can serve, so a customer deleted there never misses a ledger (a
+	// registry that cannot be written stops the restore here, with the data
+	// dir as it was).
 	if err := bk.updateRegistry(func(reg *backupRegistry) bool {
-		for _, b := range reg.Backups {
-			if b.Dir == src {
-				return false
-			}
-		}
-		reg.Backups = append(reg.Backups, backupEntry{Dir: src, TakenAt: m.TakenAt, Complete: true})
-		return true
+		return bk.registerRestored(reg, src, m.TakenAt)
 	}); err != nil {
 		removeStaging(dataDir)
 		return nil, fmt.Errorf("backup registry: %w", err)
@@ -120,6 +116,34 @@ func (bk *Backups) Restore(ctx context.Context, src string, open OpenStaging, pr
 	}
 	fmt.Fprintf(progress, "restore: done\n")
 	return &RestoreResult{From: src, DataDir: dataDir, TakenAt: m.TakenAt, DeletionsReapplied: n, Replaced: replaced, LiveStore: liveState}, nil
+}
+
+// registerRestored adds to reg, when not there yet, the restored backup
+// src and every backup of the same installation (same keys.json) beside
+// it still within retention: taken before or after src, they hold the
+// customers of the restored store too, and a backups.json restored onto a
+// new machine, or one that lost them, would leave their ledgers unfed. A
+// sibling being taken (no manifest yet) counts as taken now. It reports
+// whether it added any.
+func (bk *Backups) registerRestored(reg *backupRegistry, src string, takenAt time.Time) bool {
+	found := map[string]backupEntry{src: {Dir: src, TakenAt: takenAt, Complete: true}}
+	if keys, err := os.ReadFile(filepath.Join(src, store.SecretsFile)); err == nil {
+		bk.addSiblings(found, keys)
+	}
+	for _, b := range reg.Backups {
+		delete(found, b.Dir)
+	}
+	var added []backupEntry
+	for _, b := range found {
+		if bk.now().Sub(b.TakenAt) <= BackupRetention {
+			added = append(added, b)
+		}
+	}
+	sort.Slice(added, func(i, j int) bool {
+		return added[i].TakenAt.Before(added[j].TakenAt) || (added[i].TakenAt.Equal(added[j].TakenAt) && added[i].Dir < added[j].Dir)
+	})
+	reg.Backups = append(reg.Backups, added...)
+	return len(added) > 0
 }
 
 // removeStaging removes the staging store and results of a restore that
