@@ -53,7 +53,8 @@ type Deps struct {
 	TrustedProxies []netip.Prefix
 	// SetAside, optional, lists the damaged files of the data dir set
 	// aside outside the store (privacy.Backups.SetAside: backup
-	// registries), counted in coupond_quarantined_records.
+	// registries and lines of the owed-deletions ledger), counted in
+	// coupond_quarantined_records.
 	SetAside func() []string
 }
 
