@@ -1,8 +1,10 @@
 package cli
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -19,10 +21,7 @@ func abuseCmd(a *app) *cobra.Command {
 func abuseShowCmd(a *app) *cobra.Command {
 	return a.tenantCmd("show --tenant ID", "Escalation state and recorded steps of the tenant's credentials", func(cmd *cobra.Command, e *env, t *store.Tenant) error {
 		tenant := t.ID
-		states := e.svc.api.AbuseStates(tenant)
-		if states == nil {
-			states = []server.AbuseState{}
-		}
+		states := viewAbuseStates(e.svc.api.AbuseStates(tenant))
 		if jsonFlag(cmd) {
 			return printJSON(cmd.OutOrStdout(), map[string]any{"tenant": tenant, "credentials": states, "quarantined_requests": e.svc.api.QuarantineCount(tenant)})
 		}
@@ -30,7 +29,7 @@ func abuseShowCmd(a *app) *cobra.Command {
 			fmt.Fprintln(cmd.OutOrStdout(), "no escalation recorded")
 		}
 		for _, st := range states {
-			fmt.Fprintf(cmd.OutOrStdout(), "%s: %s\n", st.ClientID, st.LevelName())
+			fmt.Fprintf(cmd.OutOrStdout(), "%s: %s\n", st.ClientID, st.Level)
 			for _, s := range st.Steps {
 				fmt.Fprintf(cmd.OutOrStdout(), "  %s  %-11s %s\n", s.At.Format(time.RFC3339), s.Level, s.Reason)
 			}
@@ -38,6 +37,34 @@ func abuseShowCmd(a *app) *cobra.Command {
 		fmt.Fprintf(cmd.OutOrStdout(), "quarantined event requests: %d\n", e.svc.api.QuarantineCount(tenant))
 		return nil
 	})
+}
+
+// abuseView is the admin view of a credential's escalation state: its level
+// by the steps' names (normal, aviso, freno, cuarentena, suspension), as
+// each step records it, never the number the state is stored with.
+type abuseView struct {
+	ClientID string             `json:"client_id"`
+	Level    string             `json:"level"`
+	Steps    []server.AbuseStep `json:"steps"`
+}
+
+func viewAbuse(st server.AbuseState) abuseView {
+	steps := st.Steps
+	if steps == nil {
+		steps = []server.AbuseStep{}
+	}
+	return abuseView{ClientID: st.ClientID, Level: st.LevelName(), Steps: steps}
+}
+
+// viewAbuseStates returns the views of states ordered by client id (the
+// server keeps them in a map: no order of its own); never nil.
+func viewAbuseStates(states []server.AbuseState) []abuseView {
+	views := make([]abuseView, 0, len(states))
+	for _, st := range states {
+		views = append(views, viewAbuse(st))
+	}
+	slices.SortFunc(views, func(a, b abuseView) int { return cmp.Compare(a.ClientID, b.ClientID) })
+	return views
 }
 
 // abuseClearCmd resets a credential to normal.
@@ -54,7 +81,7 @@ func abuseClearCmd(a *app) *cobra.Command {
 			return err
 		}
 		if jsonFlag(cmd) {
-			return printJSON(cmd.OutOrStdout(), st)
+			return printJSON(cmd.OutOrStdout(), viewAbuse(*st))
 		}
 		fmt.Fprintf(cmd.OutOrStdout(), "credential %s cleared\n", args[0])
 		return nil

@@ -6,8 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -18,6 +20,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/coupond/coupond/privacy"
+	"github.com/coupond/coupond/server"
 	"github.com/coupond/coupond/store"
 )
 
@@ -162,6 +165,70 @@ func TestAbuseNamesUnknown(t *testing.T) {
 	}
 	if out := runIn(t, dir, "admin", "abuse", "show", "--tenant", "acme"); !bytes.Contains(out, []byte("no escalation recorded")) {
 		t.Errorf("abuse show of a known tenant: %s", out)
+	}
+}
+
+// plantAbuseStates stores, with the server stopped, the escalation state of
+// each credential in levels (client id: level, as the server stores it),
+// one step recorded at at.
+func plantAbuseStates(t *testing.T, dataDir, tenant string, levels map[string]int, at time.Time) {
+	t.Helper()
+	db, err := store.Open(filepath.Join(dataDir, "db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	names := []string{"normal", "aviso", "freno", "cuarentena", "suspension"}
+	for id, level := range levels {
+		v, err := json.Marshal(map[string]any{"client_id": id, "level": level,
+			"steps": []map[string]any{{"at": at, "level": names[level], "reason": "pico"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := db.PutAbuseState(tenant, id, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestAbuseJSONNamesLevels: admin abuse show --json and clear --json give
+// each credential's level by its step's name, as the text does and as
+// its steps record it (they gave the stored number: "level": 2), and show
+// lists the credentials by client id (it gave the server's map order,
+// different from run to run).
+func TestAbuseJSONNamesLevels(t *testing.T) {
+	dir := t.TempDir()
+	runIn(t, dir, "admin", "tenant", "create", "acme")
+	var cred credJSON
+	if err := json.Unmarshal(runIn(t, dir, "admin", "credential", "create", "--tenant", "acme", "--name", "pos", "--scopes", "eventos:publicar", "--json"), &cred); err != nil {
+		t.Fatal(err)
+	}
+	at := time.Date(2026, 11, 2, 12, 0, 0, 0, time.UTC)
+	levels := map[string]int{cred.ClientID: 3}
+	for i, id := range []string{"ci_h", "ci_c", "ci_f", "ci_a", "ci_g", "ci_b", "ci_e", "ci_d"} {
+		levels[id] = 1 + i%4
+	}
+	plantAbuseStates(t, dir, "acme", levels, at)
+	var shown struct {
+		Credentials []abuseView `json:"credentials"`
+	}
+	if err := json.Unmarshal(runIn(t, dir, "admin", "abuse", "show", "--tenant", "acme", "--json"), &shown); err != nil {
+		t.Fatal(err)
+	}
+	var want []abuseView
+	for _, id := range slices.Sorted(maps.Keys(levels)) {
+		name := []string{"normal", "aviso", "freno", "cuarentena", "suspension"}[levels[id]]
+		want = append(want, abuseView{ClientID: id, Level: name, Steps: []server.AbuseStep{{At: at, Level: name, Reason: "pico"}}})
+	}
+	if diff := cmp.Diff(want, shown.Credentials); diff != "" {
+		t.Errorf("abuse show --json credentials (-want +got):\n%s", diff)
+	}
+	var cleared abuseView
+	if err := json.Unmarshal(runIn(t, dir, "admin", "abuse", "clear", cred.ClientID, "--json"), &cleared); err != nil {
+		t.Fatal(err)
+	}
+	if cleared.Level != "normal" || len(cleared.Steps) != 2 || cleared.Steps[1].Level != "normal" {
+		t.Errorf("abuse clear --json: %+v; want level normal and the clearance as its last step", cleared)
 	}
 }
 
