@@ -264,6 +264,17 @@ func privacyListCmd[R, V any](a *app, use, short string, list func(*privacy.Serv
 	})
 }
 
+// utcOrNil is t in UTC, or nil: admin data commands print every time in
+// UTC, whatever zone a record was stored with.
+func utcOrNil(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	u := t.UTC()
+	return &u
+}
+
+// deletionView is the admin view of a deletion record; its times are UTC.
 type deletionView struct {
 	CustomerHash string     `json:"customer_hash"`
 	State        string     `json:"state"`
@@ -278,13 +289,13 @@ type deletionView struct {
 func deletionsCmd(a *app) *cobra.Command {
 	view := func(r privacy.DeletionRecord) deletionView {
 		return deletionView{CustomerHash: r.Hash, State: r.Estado, RequestedAt: r.SolicitadoEn.UTC(), ClientID: r.ClientID,
-			CompletedAt: r.CompletadoEn, Attempts: r.Intentos, LastError: r.UltimoError, Waiting: r.Espera}
+			CompletedAt: utcOrNil(r.CompletadoEn), Attempts: r.Intentos, LastError: r.UltimoError, Waiting: r.Espera}
 	}
 	return privacyListCmd(a, "deletions --tenant ID", "Customer deletions of a tenant: keyed hash, state (programado, completado), when, by which credential",
 		(*privacy.Service).Deletions, view, "deletions", "CUSTOMER_HASH\tSTATE\tREQUESTED\tCOMPLETED\tCLIENT_ID\tNOTE", func(v deletionView) string {
 			done := "-"
 			if v.CompletedAt != nil {
-				done = v.CompletedAt.UTC().Format(time.RFC3339)
+				done = v.CompletedAt.Format(time.RFC3339)
 			}
 			note := v.Waiting
 			if v.LastError != "" {
@@ -322,12 +333,13 @@ func backupCmd(a *app) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			taken, expires := m.TakenAt.UTC(), m.ExpiresAt.UTC()
 			if jsonFlag(cmd) {
-				return printJSON(cmd.OutOrStdout(), map[string]any{"dir": dir, "taken_at": m.TakenAt, "completed_at": m.CompletedAt,
-					"expires_at": m.ExpiresAt, "bytes": m.Bytes, "files": m.Files, "tenants": m.Tenants})
+				return printJSON(cmd.OutOrStdout(), map[string]any{"dir": dir, "taken_at": taken, "completed_at": m.CompletedAt.UTC(),
+					"expires_at": expires, "bytes": m.Bytes, "files": m.Files, "tenants": m.Tenants})
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "backup in %s: %d files, %.1f MB, taken at %s; restorable until %s\n",
-				dir, m.Files, float64(m.Bytes)/1e6, m.TakenAt.Format(time.RFC3339), m.ExpiresAt.Format(time.RFC3339))
+				dir, m.Files, float64(m.Bytes)/1e6, taken.Format(time.RFC3339), expires.Format(time.RFC3339))
 			return nil
 		})
 	})
@@ -367,6 +379,7 @@ func restoreCmd(a *app) *cobra.Command {
 		if err != nil {
 			return err
 		}
+		res.TakenAt = res.TakenAt.UTC() // as the manifest has it: any zone
 		if jsonFlag(cmd) {
 			return printJSON(cmd.OutOrStdout(), res)
 		}

@@ -1266,3 +1266,77 @@ func TestRestoreRegistersSiblingBackups(t *testing.T) {
 		})
 	}
 }
+
+// TestDataCommandsPrintUTC: admin deletions and admin restore print every
+// time in UTC RFC 3339, text and --json, whatever zone the record or the
+// manifest holds it in (a completed deletion stored with its zone's offset
+// was listed with it under --json; a restore printed the manifest's).
+func TestDataCommandsPrintUTC(t *testing.T) {
+	dir, data, backup := backedUpTenant(t)
+	plus2 := time.FixedZone("", 2*60*60)
+	requested := time.Date(2026, 11, 2, 12, 0, 0, 0, plus2)
+	completed := requested.Add(5 * time.Minute)
+	db, err := store.Open(filepath.Join(data, "db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := db.NewBatch()
+	if err := b.SetJSON(store.DeletionKey("acme", "h1"), privacy.DeletionRecord{Hash: "h1", Estado: privacy.DeletionCompleted,
+		SolicitadoEn: requested, ClientID: "ci_x", CompletadoEn: &completed}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+	db.Close()
+	var listed struct {
+		Deletions []map[string]any `json:"deletions"`
+	}
+	if err := json.Unmarshal(runIn(t, data, "admin", "deletions", "--tenant", "acme", "--json"), &listed); err != nil || len(listed.Deletions) != 1 {
+		t.Fatalf("deletions --json: %+v %v", listed, err)
+	}
+	got := map[string]any{"requested_at": listed.Deletions[0]["requested_at"], "completed_at": listed.Deletions[0]["completed_at"]}
+	want := map[string]any{"requested_at": "2026-11-02T10:00:00Z", "completed_at": "2026-11-02T10:05:00Z"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("deletions --json times (-want +got):\n%s", diff)
+	}
+	if text := string(runIn(t, data, "admin", "deletions", "--tenant", "acme")); !strings.Contains(text, "2026-11-02T10:00:00Z") ||
+		!strings.Contains(text, "2026-11-02T10:05:00Z") || strings.Contains(text, "+02:00") {
+		t.Errorf("deletions: times not in UTC:\n%s", text)
+	}
+
+	manifest := filepath.Join(backup, privacy.ManifestFile)
+	raw, err := os.ReadFile(manifest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(raw, &m); err != nil {
+		t.Fatal(err)
+	}
+	taken, err := time.Parse(time.RFC3339Nano, m["taken_at"].(string))
+	if err != nil {
+		t.Fatal(err)
+	}
+	taken = taken.Truncate(time.Second)
+	m["taken_at"] = taken.In(plus2).Format(time.RFC3339)
+	if raw, err = json.Marshal(m); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(manifest, raw, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var restored struct {
+		TakenAt string `json:"taken_at"`
+	}
+	if err := json.Unmarshal(runIn(t, filepath.Join(dir, "r1"), "admin", "restore", "--from", backup, "--json"), &restored); err != nil {
+		t.Fatal(err)
+	}
+	if want := taken.UTC().Format(time.RFC3339); restored.TakenAt != want {
+		t.Errorf("restore --json taken_at = %s, want %s", restored.TakenAt, want)
+	}
+	if text := string(runIn(t, filepath.Join(dir, "r2"), "admin", "restore", "--from", backup)); !strings.Contains(text, "(taken at "+taken.UTC().Format(time.RFC3339)+")") {
+		t.Errorf("restore: taken at not in UTC:\n%s", text)
+	}
+}
