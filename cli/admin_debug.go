@@ -4,13 +4,14 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/coupond/coupond/atomicfile"
 )
 
 // profileKinds are the profiles "admin debug pprof" takes.
@@ -25,7 +26,8 @@ var profileKinds = map[string]string{
 // pprofCmd takes a runtime profile of the running server through the admin
 // socket and writes it to --out. The profile is taken inside the server
 // (the command line is forwarded there); only this client writes the file,
-// with mode 0600.
+// whole (atomicfile) and with mode 0600: a profile that fails or is
+// interrupted leaves whatever file was at --out as it was, never a part.
 func pprofCmd(a *app) *cobra.Command {
 	var kind, outPath string
 	var seconds int
@@ -48,17 +50,16 @@ func pprofCmd(a *app) *cobra.Command {
 			return fmt.Errorf("no coupond serves %s: profiles come from a running server", sock)
 		}
 		conn.Close()
-		f, err := os.OpenFile(outPath, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+		f, err := atomicfile.Create(outPath, 0o600)
 		if err != nil {
 			return fmt.Errorf("--out: %w", err)
 		}
-		err = forwardAdmin(cmd.Context(), sock, a.args, f, cmd.ErrOrStderr())
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
-			os.Remove(outPath)
+		defer f.Abort()
+		if err := forwardAdmin(cmd.Context(), sock, a.args, f, cmd.ErrOrStderr()); err != nil {
 			return err
+		}
+		if err := f.Commit(); err != nil {
+			return fmt.Errorf("--out: %w", err)
 		}
 		fmt.Fprintf(cmd.ErrOrStderr(), "%s profile written to %s; read it with: go tool pprof -top %s\n", kind, outPath, outPath)
 		return nil

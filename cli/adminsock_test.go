@@ -6,12 +6,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"strings"
 	"testing"
 	"time"
@@ -274,4 +276,53 @@ func serveAdminOn(t *testing.T, dir string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { srv.Close() })
+}
+
+// TestPprofWritesWhole: admin debug pprof writes --out whole and owner-only
+// (atomicfile): a profile that fails leaves the file that was at --out as
+// it was and no temporary file (it was truncated at the start and removed
+// on the failure), and one that succeeds replaces it with mode 0600 (a
+// file there before kept its 0644).
+func TestPprofWritesWhole(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	runIn(t, dir, "admin", "tenant", "create", "acme")
+	serveAdminOn(t, dir)
+	out := filepath.Join(t.TempDir(), "cpu.pprof")
+	if err := os.WriteFile(out, []byte("earlier profile"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// A CPU profile running in this process (the server's) makes the
+	// server's one fail at once.
+	if err := pprof.StartCPUProfile(io.Discard); err != nil {
+		t.Skipf("a CPU profile is already running: %v", err)
+	}
+	_, _, err := runCLI(t, "admin", "debug", "pprof", "--kind", "cpu", "--seconds", "1", "--out", out, "--data-dir", dir)
+	pprof.StopCPUProfile()
+	if err == nil {
+		t.Fatal("cpu profile while another runs: no error")
+	}
+	type file struct {
+		Data string
+		Mode os.FileMode
+	}
+	read := func() file {
+		b, err := os.ReadFile(out)
+		st, serr := os.Stat(out)
+		if err != nil || serr != nil {
+			return file{Data: "error: " + errors.Join(err, serr).Error()}
+		}
+		return file{Data: string(b[:min(len(b), 2)]), Mode: st.Mode().Perm()}
+	}
+	if diff := cmp.Diff(file{"ea", 0o644}, read()); diff != "" {
+		t.Errorf("--out after a failed profile (-want +got):\n%s", diff)
+	}
+	if _, err := os.Stat(out + ".tmp"); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("temporary file left after a failed profile: %v", err)
+	}
+	if _, stderr, err := runCLI(t, "admin", "debug", "pprof", "--kind", "heap", "--out", out, "--data-dir", dir); err != nil {
+		t.Fatalf("heap profile: %v\n%s", err, stderr)
+	}
+	if diff := cmp.Diff(file{"\x1f\x8b", 0o600}, read()); diff != "" {
+		t.Errorf("--out after a heap profile (-want +got; want a gzipped profile):\n%s", diff)
+	}
 }
