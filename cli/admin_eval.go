@@ -76,8 +76,16 @@ func cell(format string, v float64) string {
 	return fmt.Sprintf(format, v)
 }
 
+// printEvaluation prints ev as text: a header naming the tenant, the
+// campaign evaluated ("(all)" without --campana), the policy version and
+// the records used, then the estimates.
 func printEvaluation(w io.Writer, ev *engine.Evaluation) error {
-	fmt.Fprintf(w, "tenant %s  politica_version %s  records %d  (MXN of reward per decision over the reward window)\n", ev.Tenant, ev.PoliticaVersion, ev.Records)
+	campana := ev.Campana
+	if campana == "" {
+		campana = "(all)"
+	}
+	fmt.Fprintf(w, "tenant %s  campana %s  politica_version %s  records %d  (MXN of reward per decision over the reward window)\n",
+		ev.Tenant, campana, ev.PoliticaVersion, ev.Records)
 	if len(ev.Excluded) > 0 {
 		var out []string
 		for _, why := range slices.Sorted(maps.Keys(ev.Excluded)) {

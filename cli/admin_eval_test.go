@@ -225,24 +225,51 @@ func TestShadowReportJSONShareOfNothingIsNull(t *testing.T) {
 	}
 }
 
-// TestPrintEvaluationHeader: admin evaluate's text lists the records left
-// out as "reason n" in name order, not as a Go map
-// ("map[reward_not_final:300]").
+// TestPrintEvaluationHeader: admin evaluate's text names the campaign it
+// evaluated, "(all)" without --campana (the header did not say which, so
+// two outputs could not be told apart), and lists the records left out as
+// "reason n" in name order, not as a Go map ("map[reward_not_final:300]").
 func TestPrintEvaluationHeader(t *testing.T) {
 	nan := math.NaN()
-	ev := &engine.Evaluation{Tenant: "acme", PoliticaVersion: "v3", Records: 40,
-		Excluded: map[string]int{"reward_not_final": 300, "fallback": 2},
-		Logged:   engine.MeasuredValue{Mean: nan}, Control: engine.MeasuredValue{Mean: nan}}
-	var b strings.Builder
-	if err := printEvaluation(&b, ev); err != nil {
-		t.Fatal(err)
+	for _, tc := range []struct {
+		campana string
+		want    []string
+	}{
+		{"", []string{
+			"tenant acme  campana (all)  politica_version v3  records 40  (MXN of reward per decision over the reward window)",
+			"left out: fallback 2, reward_not_final 300",
+		}},
+		{"navidad", []string{
+			"tenant acme  campana navidad  politica_version v3  records 40  (MXN of reward per decision over the reward window)",
+			"left out: fallback 2, reward_not_final 300",
+		}},
+	} {
+		ev := &engine.Evaluation{Tenant: "acme", Campana: tc.campana, PoliticaVersion: "v3", Records: 40,
+			Excluded: map[string]int{"reward_not_final": 300, "fallback": 2},
+			Logged:   engine.MeasuredValue{Mean: nan}, Control: engine.MeasuredValue{Mean: nan}}
+		var b strings.Builder
+		if err := printEvaluation(&b, ev); err != nil {
+			t.Fatal(err)
+		}
+		lines := strings.SplitN(b.String(), "\n", 3)
+		if diff := cmp.Diff(tc.want, lines[:2]); diff != "" {
+			t.Errorf("campana %q: header (-want +got):\n%s", tc.campana, diff)
+		}
 	}
-	lines := strings.SplitN(b.String(), "\n", 3)
-	want := []string{
-		"tenant acme  politica_version v3  records 40  (MXN of reward per decision over the reward window)",
-		"left out: fallback 2, reward_not_final 300",
-	}
-	if diff := cmp.Diff(want, lines[:2]); diff != "" {
-		t.Errorf("header (-want +got):\n%s", diff)
+}
+
+// TestEvaluateNamesCampana: admin evaluate --campana prints the campaign
+// it was given in its header, as --json does.
+func TestEvaluateNamesCampana(t *testing.T) {
+	dir := t.TempDir()
+	runIn(t, dir, "admin", "tenant", "create", "acme", "--sandbox")
+	for campana, want := range map[string]string{"": "  campana (all)  ", "camp1": "  campana camp1  "} {
+		args := []string{"admin", "evaluate", "--tenant", "acme"}
+		if campana != "" {
+			args = append(args, "--campana", campana)
+		}
+		if out := string(runIn(t, dir, args...)); !strings.HasPrefix(out, "tenant acme"+want) {
+			t.Errorf("%v: header does not say %q:\n%s", args, want, out)
+		}
 	}
 }
