@@ -47,6 +47,15 @@ type Job struct {
 	Chunks       int             `json:"chunks,omitempty"` // stored chunks of clientes
 	Result       string          `json:"result,omitempty"` // result file, relative to the results dir
 	RealCreadoEn time.Time       `json:"real_creado_en"`   // real time, for result retention
+	// RealIniciadoEn and RealCompletadoEn are when the runner started and
+	// ended the job by its real clock (IniciadoEn and CompletadoEn are the
+	// tenant's, which stands still or jumps on a sandbox tenant), for the
+	// job's real elapsed time; a failed run's end is when it stopped, not
+	// when its decisions were voided. Zero when not known: a job stored
+	// before they were kept, or one Recover ended after a restart
+	// stopped its run.
+	RealIniciadoEn   time.Time `json:"real_iniciado_en,omitzero"`
+	RealCompletadoEn time.Time `json:"real_completado_en,omitzero"`
 	// Explain: the job's credential had explicar:leer, so every result
 	// line carries detalle.
 	Explain bool `json:"explicar,omitempty"`
@@ -517,8 +526,9 @@ func (r *Runner) process(ctx context.Context, j *Job) bool {
 		}
 		return true
 	}
-	started := t.Now(r.now())
-	j.Estado, j.IniciadoEn = api.EstadoEnCurso, &started
+	realStart := r.now()
+	started := t.Now(realStart)
+	j.Estado, j.IniciadoEn, j.RealIniciadoEn = api.EstadoEnCurso, &started, realStart.UTC()
 	if err := r.save(j); err != nil {
 		log.Error().Err(err).Msg("batch start")
 		return false
@@ -530,7 +540,6 @@ func (r *Runner) process(ctx context.Context, j *Job) bool {
 		r.mu.Unlock()
 	}()
 	r.setProgress(j, 0, true)
-	realStart := r.now()
 	log.Info().Int("total", j.Total).Msg("batch job started")
 	runErr := r.runSafe(ctx, j, log)
 	if t2, ok := r.db.Tenant(j.Tenant); ok {
@@ -538,16 +547,17 @@ func (r *Runner) process(ctx context.Context, j *Job) bool {
 	}
 	if runErr != nil {
 		log.Error().Err(runErr).Msg("batch job failed")
-		j.Result = ""
+		j.Result, j.RealCompletadoEn = "", r.now().UTC() // the run's end, however late its decisions are voided
 		if !r.endFailed(j, publicError(runErr), log) {
 			r.stuck = true
 		}
 		return true
 	}
-	done := t.Now(r.now())
-	j.CompletadoEn = &done
+	realDone := r.now()
+	done := t.Now(realDone)
+	j.CompletadoEn, j.RealCompletadoEn = &done, realDone.UTC()
 	j.Estado = api.EstadoCompletado
-	log.Info().Int("lineas", j.Procesados).Int("envios", j.Envios).Dur("took", r.now().Sub(realStart)).Msg("batch job completed")
+	log.Info().Int("lineas", j.Procesados).Int("envios", j.Envios).Dur("took", realDone.Sub(realStart)).Msg("batch job completed")
 	if err := r.finish(j); err != nil {
 		log.Error().Err(err).Msg("batch save")
 		os.Remove(r.resultPath(j.Result))

@@ -1148,3 +1148,29 @@ func TestFailedRunVoidsOnceStoreWorks(t *testing.T) {
 		t.Errorf("job after voiding: %+v, want fallido with its error", got)
 	}
 }
+
+// TestJobRecordsRealStartAndEnd: a job's record keeps when it started and
+// ended by the runner's real clock beside the tenant clock's times, which
+// a sandbox tenant's frozen clock makes equal (admin's real elapsed time
+// had nothing to be computed from).
+func TestJobRecordsRealStartAndEnd(t *testing.T) {
+	e := newJobEnv(t, storefs.Mem(), "db", 3, -1)
+	e.r.OnProgress(1, func(Job) { e.clock.Advance(2 * time.Second) }) // the run takes real time
+	j, err := e.r.Submit("acme", Submission{CampanaID: "camp", Clientes: []string{"cliente-0000001", "cliente-0000002", "cliente-0000003"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.r.RunPending(context.Background())
+	if j, err = e.r.Job("acme", j.ID); err != nil {
+		t.Fatal(err)
+	}
+	type times struct{ Iniciado, Completado, RealIniciado, RealCompletado time.Time }
+	got := times{RealIniciado: j.RealIniciadoEn, RealCompletado: j.RealCompletadoEn}
+	if j.IniciadoEn != nil && j.CompletadoEn != nil {
+		got.Iniciado, got.Completado = *j.IniciadoEn, *j.CompletadoEn
+	}
+	want := times{Iniciado: jobsStart, Completado: jobsStart, RealIniciado: jobsStart, RealCompletado: e.clock.Now()}
+	if diff := cmp.Diff(want, got); diff != "" || !e.clock.Now().After(jobsStart) {
+		t.Errorf("%s job's times (-want +got):\n%s", j.Estado, diff)
+	}
+}

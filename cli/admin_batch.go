@@ -100,7 +100,7 @@ func progressMode(flag string, terminal, asJSON bool) (string, error) {
 }
 
 // batchJobView is the admin view of a job: the API's status fields plus the
-// tenant and the number of sends.
+// tenant, the number of sends and, once it ended, the real time it ran.
 type batchJobView struct {
 	JobID        string     `json:"job_id"`
 	Tenant       string     `json:"tenant"`
@@ -113,11 +113,30 @@ type batchJobView struct {
 	Procesados   int        `json:"procesados"`
 	Envios       int        `json:"envios"`
 	Error        string     `json:"error,omitempty"`
+	// RealElapsed is the real (wall) time the job ran, in seconds to the
+	// millisecond (realElapsed); null until it ended or when not known.
+	RealElapsed *float64 `json:"real_elapsed_s"`
 }
 
 func viewBatchJob(j *batch.Job) batchJobView {
-	return batchJobView{JobID: j.ID, Tenant: j.Tenant, CampanaID: j.CampanaID, Estado: j.Estado, CreadoEn: j.CreadoEn,
+	v := batchJobView{JobID: j.ID, Tenant: j.Tenant, CampanaID: j.CampanaID, Estado: j.Estado, CreadoEn: j.CreadoEn,
 		IniciadoEn: j.IniciadoEn, CompletadoEn: j.CompletadoEn, Total: j.Total, Procesados: j.Procesados, Envios: j.Envios, Error: j.Error}
+	if d, ok := realElapsed(j); ok {
+		s := d.Round(time.Millisecond).Seconds()
+		v.RealElapsed = &s
+	}
+	return v
+}
+
+// realElapsed is the real time job j ran, from the real start and end its
+// record holds (not the tenant clock's, which a sandbox tenant's stands
+// still or jumps); false until it ended, and when either is not known (a
+// job stored by an earlier release, or one ended by a restart).
+func realElapsed(j *batch.Job) (time.Duration, bool) {
+	if !jobEnded(j) || j.RealIniciadoEn.IsZero() || j.RealCompletadoEn.Before(j.RealIniciadoEn) {
+		return 0, false
+	}
+	return j.RealCompletadoEn.Sub(j.RealIniciadoEn), true
 }
 
 func jobEnded(j *batch.Job) bool {
@@ -214,10 +233,14 @@ func progressLine(j *batch.Job, perSec float64) string {
 	return s
 }
 
-// jobSummary is the line printed when a job ends.
+// jobSummary is the line printed when a job ends: how long it took is its
+// real elapsed time (realElapsed), or, when that is not known, the time
+// between its start and end on the tenant clock.
 func jobSummary(j *batch.Job) string {
 	took := ""
-	if j.IniciadoEn != nil && j.CompletadoEn != nil && j.CompletadoEn.After(*j.IniciadoEn) {
+	if d, ok := realElapsed(j); ok {
+		took = fmt.Sprintf(" in %s", d.Round(time.Millisecond))
+	} else if j.IniciadoEn != nil && j.CompletadoEn != nil && j.CompletadoEn.After(*j.IniciadoEn) {
 		took = fmt.Sprintf(" in %s", j.CompletadoEn.Sub(*j.IniciadoEn).Round(time.Millisecond)) // tenant clock
 	}
 	if j.Estado == api.EstadoFallido {

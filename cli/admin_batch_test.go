@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/coupond/coupond/api"
 	"github.com/coupond/coupond/batch"
 	"github.com/coupond/coupond/engine"
@@ -111,4 +113,46 @@ func completedJob(t *testing.T, dir string) string {
 		t.Fatalf("batch jobs run: %d", n)
 	}
 	return j.ID
+}
+
+// TestBatchJobRealElapsed: admin batch watch reports how long a job that
+// ended ran in real time, from the real start and end its record holds
+// (real_elapsed_s, and the summary's "in"), not from the tenant clock,
+// which a sandbox tenant's stands still: its jobs read as taking no time.
+func TestBatchJobRealElapsed(t *testing.T) {
+	tenantAt := time.Date(2026, 11, 2, 12, 0, 0, 0, time.UTC)
+	realStart := time.Date(2026, 12, 4, 9, 30, 0, 0, time.UTC)
+	realEnd := realStart.Add(2500 * time.Millisecond)
+	secs := func(s float64) *float64 { return &s }
+	for _, tc := range []struct {
+		name    string
+		job     batch.Job
+		want    *float64
+		summary string // "": not printed (the job has not ended)
+	}{
+		{"completed, sandbox clock frozen", batch.Job{Estado: api.EstadoCompletado, Procesados: 2, IniciadoEn: &tenantAt, CompletadoEn: &tenantAt,
+			RealIniciadoEn: realStart, RealCompletadoEn: realEnd}, secs(2.5), "completed in 2.5s: 2 lines, 0 sends"},
+		{"failed", batch.Job{Estado: api.EstadoFallido, Error: "interno", IniciadoEn: &tenantAt, CompletadoEn: &tenantAt,
+			RealIniciadoEn: realStart, RealCompletadoEn: realEnd}, secs(2.5), "failed in 2.5s: interno"},
+		{"running", batch.Job{Estado: api.EstadoEnCurso, IniciadoEn: &tenantAt, RealIniciadoEn: realStart}, nil, ""},
+		{"stored without real times", batch.Job{Estado: api.EstadoCompletado, Procesados: 2, IniciadoEn: &tenantAt, CompletadoEn: &tenantAt},
+			nil, "completed: 2 lines, 0 sends"},
+	} {
+		if diff := cmp.Diff(tc.want, viewBatchJob(&tc.job).RealElapsed); diff != "" {
+			t.Errorf("%s: real_elapsed_s (-want +got):\n%s", tc.name, diff)
+		}
+		if got := jobSummary(&tc.job); tc.summary != "" && got != tc.summary {
+			t.Errorf("%s: summary %q, want %q", tc.name, got, tc.summary)
+		}
+	}
+
+	dir := t.TempDir()
+	job := completedJob(t, dir)
+	var got map[string]any
+	if err := json.Unmarshal(runIn(t, dir, "admin", "batch", "watch", "--tenant", "acme", "--json", job), &got); err != nil {
+		t.Fatal(err)
+	}
+	if s, ok := got["real_elapsed_s"].(float64); !ok || s < 0 {
+		t.Errorf("batch watch --json of a completed job: real_elapsed_s = %v, want seconds", got["real_elapsed_s"])
+	}
 }

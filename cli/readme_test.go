@@ -149,7 +149,7 @@ func TestREADMEWalkthrough(t *testing.T) {
 	if !strings.Contains(s, "@@end@@") {
 		t.Fatalf("the walkthrough stopped early:\n%s", s)
 	}
-	for _, want := range []string{`"estado_ejecucion":"ejecutada"`, "verified msg_lote_", "Location: /v1/lotes-decision/lote_", "completed: 3 lines",
+	for _, want := range []string{`"estado_ejecucion":"ejecutada"`, "verified msg_lote_", "Location: /v1/lotes-decision/lote_", "completed in ", ": 3 lines, 0 sends",
 		"Location: /v1/clientes/c-7f3a9b21/exportacion", `"estado":"programado"`} {
 		if !strings.Contains(s, want) {
 			t.Errorf("the walkthrough's output lacks %q", want)
