@@ -16,6 +16,7 @@ import (
 // metrics are the Prometheus series served at /metrics. They live in their
 // own registry (no package-level state).
 type metrics struct {
+	db       *store.DB
 	reg      *prometheus.Registry
 	requests *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
@@ -40,6 +41,7 @@ type seriesPair struct {
 
 func newMetrics(db *store.DB, tenantLabel bool) *metrics {
 	m := &metrics{
+		db:     db,
 		series: map[seriesKey]seriesPair{},
 		reg:    prometheus.NewRegistry(),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -86,17 +88,21 @@ func (m *metrics) observe(route string, status int, d time.Duration) {
 	p.latency.Observe(d.Seconds())
 }
 
-// addQuarantine registers coupond_quarantined_records (damaged records held
-// in quarantine, all tenants: count scans the quarantine tables at scrape
-// time; plus the damaged files setAside lists, when not nil) and
+// addQuarantine registers coupond_quarantined_records and
 // coupond_damaged_records_seen_total (damaged records readers met since
-// start).
+// start). The gauge counts what admin check reports as damaged and left
+// for the operator: the records held in quarantine, all tenants (count
+// scans the quarantine tables at scrape time), the tenant and credential
+// records the store could not decode at open (store.DB.Unreadable: never
+// moved to a tenant's quarantine) and the damaged files setAside lists,
+// when not nil.
 func (m *metrics) addQuarantine(count func() (int, error), setAside func() []string, seen func() int64) {
 	m.reg.MustRegister(
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "coupond_quarantined_records",
-			Help: "Damaged records held in quarantine, all tenants, and damaged backup registries set aside (coupond admin check lists them)."},
+			Help: "Damaged records held in quarantine, all tenants, tenant and credential records left unread at open, and damaged backup registries set aside (coupond admin check lists them)."},
 			func() float64 {
 				n, _ := count()
+				n += len(m.db.Unreadable())
 				if setAside != nil {
 					n += len(setAside())
 				}
