@@ -9,12 +9,16 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/coupond/coupond/engine"
+	"github.com/coupond/coupond/privacy"
 )
 
 // checkCmd is "admin check": decode every stored record with the decoders
 // the readers use, report what fails and, with --repair, move it to
-// quarantine (contract §8). It exits 1 when damaged records are left in
-// place, 0 otherwise (a --repair run that quarantined all it found exits 0).
+// quarantine (contract §8); read the backup registry too and report a
+// damaged one (damaged_registry; --repair leaves it to the next backup or
+// deletion, which rebuilds it). It exits 1 when damaged records or a
+// damaged registry are left in place, 0 otherwise (a --repair run that
+// quarantined all it found exits 0).
 func checkCmd(a *app) *cobra.Command {
 	var tenant string
 	var repair bool
@@ -37,14 +41,18 @@ func checkCmd(a *app) *cobra.Command {
 			fmt.Fprintf(cmd.ErrOrStderr(), "deletions owed to backups: %v\n", owedErr)
 		}
 		aside := e.svc.backups.SetAside()
+		registry := registryDamage(e.svc.backups.CheckRegistry())
 		left := len(st.Damaged) - st.Repaired + len(unreadable) + len(aside)
 		if owedErr != nil {
+			left++
+		}
+		if registry != nil {
 			left++
 		}
 		if jsonFlag(cmd) {
 			if err := printJSON(cmd.OutOrStdout(), map[string]any{"ok": left == 0, "tenants": st.Tenants, "records": st.Records,
 				"damaged": st.Damaged, "repaired": st.Repaired, "quarantined": st.Quarantined, "unreadable": unreadable,
-				"set_aside": aside}); err != nil {
+				"set_aside": aside, "damaged_registry": registry}); err != nil {
 				return err
 			}
 		} else {
@@ -54,6 +62,10 @@ func checkCmd(a *app) *cobra.Command {
 			}
 			for _, a := range aside {
 				fmt.Fprintf(cmd.OutOrStdout(), "  set aside    %s (%s; remove it once looked at)\n", a, setAsideWhat(a))
+			}
+			if registry != nil {
+				fmt.Fprintf(cmd.OutOrStdout(), "  damaged      %s (backup registry): %s; the next backup or customer deletion sets it aside and rebuilds it\n",
+					registry.File, registry.Error)
 			}
 		}
 		if left > 0 {
@@ -73,6 +85,21 @@ func setAsideWhat(name string) string {
 		return "damaged lines of the deletions owed to backups; the others are kept and delivered"
 	}
 	return "damaged backup registry, rebuilt"
+}
+
+// registryCheck is admin check's report of a damaged backup registry.
+type registryCheck struct {
+	File  string `json:"file"`
+	Error string `json:"error"`
+}
+
+// registryDamage is the report of err, privacy.Backups.CheckRegistry's
+// answer: nil when the registry reads.
+func registryDamage(err error) *registryCheck {
+	if err == nil {
+		return nil
+	}
+	return &registryCheck{File: privacy.RegistryFile, Error: err.Error()}
 }
 
 func printCheck(w io.Writer, st *engine.CheckStats, repair bool) {

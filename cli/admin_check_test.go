@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/rs/zerolog"
 
 	"github.com/coupond/coupond/store"
@@ -221,6 +222,64 @@ func TestAdminCheckListsDamagedOwedLines(t *testing.T) {
 	}
 	if kept, err := os.ReadFile(owed); err != nil || string(kept) != good {
 		t.Errorf("owed deletions after the check: %q %v, want the line that decodes", kept, err)
+	}
+}
+
+// TestAdminCheckReadsBackupRegistry: admin check reads backups.json itself
+// and reports one it cannot use (damaged_registry, and a line of its own),
+// exiting 1 after the rest of the check, and changes nothing; it read only
+// the registries a backup or deletion had already set aside, so a registry
+// damaged since the last of them went unreported.
+func TestAdminCheckReadsBackupRegistry(t *testing.T) {
+	type report struct {
+		OK       bool              `json:"ok"`
+		Tenants  int               `json:"tenants"`
+		Registry map[string]string `json:"damaged_registry"`
+	}
+	for _, tc := range []struct {
+		name   string
+		damage func(t *testing.T, data string)
+		want   report
+		line   string
+	}{
+		{"readable", func(*testing.T, string) {}, report{OK: true, Tenants: 1}, ""},
+		{"cut short", func(t *testing.T, data string) {
+			if err := os.WriteFile(filepath.Join(data, "backups.json"), []byte(`{"backups": [{"dir": "`), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}, report{Tenants: 1, Registry: map[string]string{"file": "backups.json", "error": "backups.json does not decode: unexpected end of JSON input"}},
+			"  damaged      backups.json (backup registry): backups.json does not decode: unexpected end of JSON input; the next backup or customer deletion sets it aside and rebuilds it"},
+		{"gone, its copy there", func(t *testing.T, data string) {
+			if err := os.Remove(filepath.Join(data, "backups.json")); err != nil {
+				t.Fatal(err)
+			}
+		}, report{Tenants: 1, Registry: map[string]string{"file": "backups.json", "error": "backups.json is gone while backups.copy.json is there"}},
+			"  damaged      backups.json (backup registry): backups.json is gone while backups.copy.json is there; the next backup or customer deletion sets it aside and rebuilds it"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, data, _ := backedUpTenant(t)
+			tc.damage(t, data)
+			before := dataDirSnapshot(t, data)
+			out, _, err := runCLI(t, "admin", "check", "--json", "--data-dir", data)
+			var exit *ExitError
+			if tc.want.OK != (err == nil) || (err != nil && (!errors.As(err, &exit) || exit.Code != 1)) {
+				t.Errorf("admin check --json: %v; want exit 1 only when the registry is damaged", err)
+			}
+			var got report
+			if err := json.Unmarshal([]byte(out), &got); err != nil {
+				t.Fatalf("admin check --json: %v\n%s", err, out)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("admin check --json (-want +got):\n%s", diff)
+			}
+			text, _, _ := runCLI(t, "admin", "check", "--data-dir", data)
+			if got := grepLines(text, "backup registry)"); got != tc.line {
+				t.Errorf("admin check: registry line %q, want %q\n%s", got, tc.line, text)
+			}
+			if diff := cmp.Diff(before, dataDirSnapshot(t, data)); diff != "" {
+				t.Errorf("admin check changed the data dir (-before +after):\n%s", diff)
+			}
+		})
 	}
 }
 
