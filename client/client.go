@@ -98,7 +98,8 @@ func WithAttemptTimeout(d time.Duration) Option { return func(c *config) { c.att
 // WithRetries sets the attempts of one call (default 4) and the exponential
 // backoff with full jitter between them: the wait before retry n is drawn
 // uniformly from [0, min(max, base·2ⁿ)) (default base 5 ms, max 40 ms for
-// Decide; other calls use 20 times these). A Retry-After longer than the
+// Decide; other calls use 20 times these), and never from more than 5 s
+// whatever base, max and the attempts are. A Retry-After longer than the
 // drawn wait is honoured.
 func WithRetries(attempts int, base, max time.Duration) Option {
 	return func(c *config) { c.attempts, c.backoffBase, c.backoffCap = attempts, base, max }

@@ -98,18 +98,24 @@ func (q *fallbackQueue) deliver(r PeticionRespaldo) {
 			q.rejected.Add(1)
 			return
 		}
-		wait := cfg.fbRetryMin << min(n, 20)
-		wait = rand.N(min(wait, cfg.fbRetryMax)) + cfg.fbRetryMin/2
+		var retryAfter time.Duration
 		if apiErr != nil {
-			// Retry-After, capped: a paused tenant answers 60 s whatever
-			// the pause's length, and records should follow the resume.
-			wait = max(wait, min(apiErr.RetryAfter, cfg.fbRetryMax))
+			retryAfter = apiErr.RetryAfter
 		}
-		if !sleep(q.ctx, wait) {
+		if !sleep(q.ctx, fallbackWait(cfg, n, retryAfter)) {
 			q.dropped.Add(1)
 			return
 		}
 	}
+}
+
+// fallbackWait is the wait after delivery n of a record failed: full
+// jitter over min(max, min·2ⁿ), plus min/2 (WithFallbackRetry), or
+// retryAfter if longer, capped at max: a paused tenant answers 60 s
+// whatever the pause's length, and records should follow the resume.
+func fallbackWait(cfg *config, n int, retryAfter time.Duration) time.Duration {
+	wait := rand.N(doubled(cfg.fbRetryMin, cfg.fbRetryMax, n)) + cfg.fbRetryMin/2
+	return max(wait, min(retryAfter, cfg.fbRetryMax))
 }
 
 // close stops taking records and waits for the queued ones to be sent, or

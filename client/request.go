@@ -198,15 +198,42 @@ func (c *Client) retryWait(ctx context.Context, err error, n int, scale time.Dur
 	return wait, true
 }
 
+// backoffCeil bounds the backoff between the attempts of one call,
+// whatever WithRetries sets (a longer Retry-After is still honoured, up to
+// MaxRetryAfter).
+const backoffCeil = 5 * time.Second
+
 // backoff is the wait before retry n+1: full jitter over
-// min(cap, base·2ⁿ), both multiplied by scale.
+// min(cap, base·2ⁿ), both multiplied by scale, and below backoffCeil.
 func (c *Client) backoff(n int, scale time.Duration) time.Duration {
-	ceil := c.cfg.backoffBase * scale << min(n, 20)
-	ceil = min(ceil, c.cfg.backoffCap*scale)
+	limit := scaled(c.cfg.backoffCap, scale, backoffCeil)
+	ceil := doubled(scaled(c.cfg.backoffBase, scale, limit), limit, n)
 	if ceil <= 0 {
 		return 0
 	}
 	return rand.N(ceil)
+}
+
+// scaled is d·scale (scale >= 1), or limit if that is less, without
+// overflow.
+func scaled(d, scale, limit time.Duration) time.Duration {
+	if d >= limit/scale {
+		return limit
+	}
+	return d * scale
+}
+
+// doubled is min(limit, base·2ⁿ) for base and limit >= 0, without
+// overflow however large n is.
+func doubled(base time.Duration, limit time.Duration, n int) time.Duration {
+	d := min(base, limit)
+	for ; n > 0 && d > 0 && d < limit; n-- {
+		if d > limit/2 {
+			return limit
+		}
+		d *= 2
+	}
+	return d
 }
 
 // sleep waits d or until ctx ends; it reports whether d passed.
