@@ -100,7 +100,8 @@ func WithAttemptTimeout(d time.Duration) Option { return func(c *config) { c.att
 // uniformly from [0, min(max, base·2ⁿ)) (default base 5 ms, max 40 ms for
 // Decide; other calls use 20 times these), and never from more than 5 s
 // whatever base, max and the attempts are. A Retry-After longer than the
-// drawn wait is honoured.
+// drawn wait is honoured, up to MaxRetryAfter; when it would pass the
+// call's deadline the call returns the 429 or 503 at once instead.
 func WithRetries(attempts int, base, max time.Duration) Option {
 	return func(c *config) { c.attempts, c.backoffBase, c.backoffCap = attempts, base, max }
 }

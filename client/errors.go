@@ -44,9 +44,17 @@ type Error struct {
 	TraceID string         // quote to support; also the X-Trace-Id header
 	// Detail holds the items of a 422 (HTTPValidationError).
 	Detail []ValidationItem
-	// RetryAfter is the Retry-After header of a 429 or 503 (0 if absent).
+	// RetryAfter is the Retry-After header of a 429 or 503, in seconds or
+	// as an HTTP date: 0 if absent, unreadable, negative or past, and at
+	// most MaxRetryAfter.
 	RetryAfter time.Duration
 }
+
+// MaxRetryAfter caps Error.RetryAfter: a larger Retry-After (which would
+// overflow a time.Duration, or have a call sleep for days) counts as this.
+// A call never waits past its context's deadline for a Retry-After: it
+// returns the 429 or 503 at once instead.
+const MaxRetryAfter = 24 * time.Hour
 
 // CodigoValidacion is Error.Codigo for a 422 answer.
 const CodigoValidacion = "validacion"
@@ -100,17 +108,34 @@ func (e *Error) paused() bool { return e.Codigo == "inquilino_pausado" }
 // maxErrorBody bounds how much of an error answer is read.
 const maxErrorBody = 64 << 10
 
+// parseRetryAfter reads a Retry-After value, delay-seconds or an HTTP date
+// (RFC 9110 10.2.3), as of now: 0 if it is unreadable, negative or past,
+// MaxRetryAfter if it is longer, with no overflow.
+func parseRetryAfter(s string, now time.Time) time.Duration {
+	s = strings.TrimSpace(s)
+	if secs, err := strconv.ParseInt(s, 10, 64); err == nil || errors.Is(err, strconv.ErrRange) {
+		// ParseInt saturates out-of-range values, keeping their sign.
+		switch {
+		case secs <= 0:
+			return 0
+		case secs >= int64(MaxRetryAfter/time.Second):
+			return MaxRetryAfter
+		}
+		return time.Duration(secs) * time.Second
+	}
+	if t, err := http.ParseTime(s); err == nil {
+		return min(max(t.Sub(now), 0), MaxRetryAfter)
+	}
+	return 0
+}
+
 // parseError builds the *Error of a non-2xx answer from its status, headers
 // and body (ErrorV1 or HTTPValidationError; anything else, such as a proxy's
 // HTML page, keeps only the status).
 func parseError(status int, h http.Header, body []byte) *Error {
 	e := &Error{Status: status, TraceID: h.Get("X-Trace-Id")}
 	if s := h.Get("Retry-After"); s != "" {
-		if n, err := strconv.Atoi(strings.TrimSpace(s)); err == nil && n >= 0 {
-			e.RetryAfter = time.Duration(n) * time.Second
-		} else if t, err := http.ParseTime(s); err == nil {
-			e.RetryAfter = max(time.Until(t), 0)
-		}
+		e.RetryAfter = parseRetryAfter(s, time.Now())
 	}
 	if status == http.StatusUnprocessableEntity {
 		var v HTTPValidationError

@@ -1,0 +1,118 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/coupond/coupond/client"
+)
+
+// tokenJSON is a token endpoint's answer.
+const tokenJSON = `{"access_token":"tok","expires_in":900,"scope":"x","token_type":"Bearer"}`
+
+// inMemoryClient returns a Client of h served in memory, closed when the
+// test ends.
+func inMemoryClient(t *testing.T, h http.Handler, opts ...client.Option) *client.Client {
+	t.Helper()
+	opts = append([]client.Option{client.WithHTTPClient(&http.Client{Transport: handlerTransport{h}})}, opts...)
+	c, err := client.New("http://coupond.invalid", "ci_x", "sec", opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		defer cancel()
+		c.Close(ctx)
+	})
+	return c
+}
+
+// TestRetryAfterCapped: a Retry-After is read in seconds or as an HTTP
+// date and capped at MaxRetryAfter, with no overflow; one beyond the
+// call's deadline ends the call at once with the 429 or 503, and one that
+// is negative, past or unreadable leaves the backoff alone. A huge value
+// wrapped around time.Duration (centuries, or negative), and one beyond
+// int64 was read as no Retry-After at all and retried at once.
+func TestRetryAfterCapped(t *testing.T) {
+	tests := []struct {
+		name, header string
+		want         time.Duration
+		requests     int64 // of each call
+	}{
+		{"seconds beyond the deadline", "3", 3 * time.Second, 1},
+		{"centuries of seconds", "99999999999", client.MaxRetryAfter, 1},
+		{"seconds beyond int64", "99999999999999999999999", client.MaxRetryAfter, 1},
+		{"date far ahead", "Fri, 31 Dec 9999 23:59:59 GMT", client.MaxRetryAfter, 1},
+		{"date past", "Sun, 06 Nov 1994 08:49:37 GMT", 0, 4},
+		{"negative", "-5", 0, 4},
+		{"unreadable", "soon", 0, 4},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var requests atomic.Int64
+			h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "application/json")
+				switch r.URL.Path {
+				case "/v1/token":
+					fmt.Fprint(w, tokenJSON)
+					return
+				case "/v1/decisiones/respaldo": // Decide's fallback record, sent in the background
+					fmt.Fprint(w, `{}`)
+					return
+				}
+				requests.Add(1)
+				status, codigo := 429, "limite_excedido"
+				if r.URL.Path == "/v1/decisiones" {
+					status, codigo = 503, "no_disponible"
+				}
+				w.Header().Set("Retry-After", tt.header)
+				w.WriteHeader(status)
+				fmt.Fprintf(w, `{"codigo":%q,"mensaje":"m","campo":null,"detalle":null,"trace_id":"t"}`, codigo)
+			})
+			c := inMemoryClient(t, h, client.WithRetries(4, time.Millisecond, time.Millisecond), client.WithFallback(0),
+				client.WithBudget(2*time.Second), client.WithBreaker(0, time.Second), client.WithTimeout(2*time.Second))
+			calls := []struct {
+				name   string
+				status int
+				call   func() error
+			}{
+				{"Catalog", 429, func() error { _, err := c.Catalog(context.Background()); return err }},
+				{"Decide", 503, func() error {
+					d, err := c.Decide(context.Background(), decisionRequest("cli-00000001"))
+					if err != nil {
+						return err
+					}
+					return d.Causa
+				}},
+			}
+			for _, call := range calls {
+				before, start := requests.Load(), time.Now()
+				err := call.call()
+				took := time.Since(start)
+				var apiErr *client.Error
+				if !errors.As(err, &apiErr) {
+					t.Fatalf("%s: %v, want the %d", call.name, err, call.status)
+				}
+				type result struct {
+					Status     int
+					RetryAfter time.Duration
+					Requests   int64
+				}
+				got := result{apiErr.Status, apiErr.RetryAfter, requests.Load() - before}
+				if diff := cmp.Diff(result{call.status, tt.want, tt.requests}, got); diff != "" {
+					t.Errorf("%s (-want +got):\n%s", call.name, diff)
+				}
+				if took > time.Second {
+					t.Errorf("%s took %v, want it to give up at once", call.name, took)
+				}
+			}
+		})
+	}
+}
