@@ -73,6 +73,10 @@ func Budget(d time.Duration) DecideOption { return func(o *decideOptions) { o.bu
 // ErrNoFallback and the cause; record what the caller did instead with
 // RecordFallback.
 //
+// A 2xx answer that is not JSON or has no decision_id counts as a failed
+// attempt (retried, then the fallback or an error saying so), never as a
+// decision.
+//
 // Answers a retry cannot fix (401, 403, 404, 409, 422, …) return an *Error
 // and no Decision. After Close, a call that needs a new token returns an
 // error wrapping ErrClosed and no fallback. If ctx is canceled Decide
@@ -214,6 +218,11 @@ func (c *Client) decideOnce(ctx context.Context, body []byte, s *decideScratch, 
 	s.d = Decision{}
 	if err := c.decodeAnswer(resp, &s.d); err != nil {
 		return nil, err
+	}
+	if s.d.DecisionID == "" {
+		// Not the engine's answer (a stub, a proxy's 200): a failed
+		// attempt, never a decision nobody can confirm.
+		return nil, fmt.Errorf("coupond: %s (%d) has no decision_id", answerOf(resp), resp.StatusCode)
 	}
 	return &s.d, nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -112,6 +113,75 @@ func TestRetryAfterCapped(t *testing.T) {
 				if took > time.Second {
 					t.Errorf("%s took %v, want it to give up at once", call.name, took)
 				}
+			}
+		})
+	}
+}
+
+// TestDecideAnswerWithoutDecisionID: a 2xx answer to a decision that is
+// not JSON or carries no decision_id (a stub, a proxy's page) is a failed
+// attempt: retried while attempts remain, then the fallback or an error
+// that says so; never a zero Decision returned as the engine's, which
+// could be neither confirmed nor linked to its events.
+func TestDecideAnswerWithoutDecisionID(t *testing.T) {
+	const good = `{"decision_id":"d-2","accion":1,"accion_nombre":"cupon1","propension":0.5,"politica_version":"v1",` +
+		`"explorado":false,"en_control":false,"en_respaldo":false,"caduca_en":"2030-01-01T00:00:00Z","motivo":"m"}`
+	tests := []struct {
+		name     string
+		bodies   []string // answer n of the attempts; the last one repeats
+		fallback bool
+		wantID   string // "": no decision from the engine
+		requests int64
+	}{
+		{"empty object", []string{`{}`}, false, "", 4},
+		{"null", []string{`null`}, false, "", 4},
+		{"empty decision_id, with a fallback", []string{`{"decision_id":"","accion":2}`}, true, "", 4},
+		{"no decision_id", []string{`{"accion":1,"propension":0.5,"motivo":"m"}`}, false, "", 4},
+		{"not JSON", []string{`<html>portal</html>`}, false, "", 4},
+		{"then a decision", []string{`{}`, good}, false, "d-2", 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var requests atomic.Int64
+			h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "application/json")
+				switch r.URL.Path {
+				case "/v1/token":
+					fmt.Fprint(w, tokenJSON)
+				case "/v1/decisiones":
+					n := int(requests.Add(1))
+					fmt.Fprint(w, tt.bodies[min(n, len(tt.bodies))-1])
+				default:
+					fmt.Fprint(w, `{}`)
+				}
+			})
+			opts := []client.Option{client.WithRetries(4, time.Millisecond, time.Millisecond), client.WithBudget(2 * time.Second),
+				client.WithBreaker(0, time.Second)}
+			if tt.fallback {
+				opts = append(opts, client.WithFallback(0))
+			}
+			c := inMemoryClient(t, h, opts...)
+			d, err := c.Decide(context.Background(), decisionRequest("cli-00000001"))
+			cause := err
+			if tt.fallback && err == nil && d.EnRespaldo {
+				cause = d.Causa
+			}
+			type result struct {
+				DecisionID string
+				Requests   int64
+				Failed     bool // an error, or the fallback's cause, names the failure
+			}
+			got := result{Requests: requests.Load()}
+			if d != nil && !d.EnRespaldo {
+				got.DecisionID = d.DecisionID
+			}
+			got.Failed = cause != nil && (strings.Contains(cause.Error(), "decision_id") || strings.Contains(cause.Error(), "JSON"))
+			want := result{DecisionID: tt.wantID, Requests: tt.requests, Failed: tt.wantID == ""}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("Decide: %+v, %v (-want +got):\n%s", d, err, diff)
+			}
+			if tt.wantID == "" && !tt.fallback && !errors.Is(err, client.ErrNoFallback) {
+				t.Errorf("error %v does not wrap ErrNoFallback", err)
 			}
 		})
 	}
