@@ -82,7 +82,9 @@ type Option func(*config)
 
 // WithHTTPClient makes the Client send through hc instead of its own
 // http.Client (whose transport keeps up to 64 idle connections to the
-// server). hc's Timeout, if any, applies on top of the budgets.
+// server). hc's Timeout, if any, applies on top of the budgets. The Client
+// uses a copy of hc that follows no redirects (hc's CheckRedirect is not
+// used, and hc is not changed): a 3xx answer is an *Error with its status.
 func WithHTTPClient(hc *http.Client) Option { return func(c *config) { c.httpClient = hc } }
 
 // WithBudget sets how long one Decide may take in all, retries included
@@ -219,11 +221,9 @@ func New(baseURL, clientID, clientSecret string, opts ...Option) (*Client, error
 	if err := cfg.check(); err != nil {
 		return nil, err
 	}
-	if cfg.httpClient == nil {
-		cfg.httpClient = &http.Client{Transport: newTransport()}
-	}
 	base := strings.TrimRight(u.String(), "/")
-	c := &Client{cfg: cfg, base: base, decideURL: base + "/v1/decisiones", hc: cfg.httpClient, ua: []string{userAgent(cfg.uaSuffix)}}
+	c := &Client{cfg: cfg, base: base, decideURL: base + "/v1/decisiones", hc: noRedirects(cfg.httpClient),
+		ua: []string{userAgent(cfg.uaSuffix)}}
 	c.tokens = newTokenCache(base+"/v1/token", clientID, clientSecret, cfg.scopes, c.hc, c.ua[0], &c.bg)
 	c.breaker = breaker{threshold: cfg.breakerFails, wait: cfg.breakerWait}
 	c.fallbacks = newFallbackQueue(c, cfg.queueSize)
@@ -233,6 +233,22 @@ func New(baseURL, clientID, clientSecret string, opts ...Option) (*Client, error
 		c.fallbacks.run()
 	}()
 	return c, nil
+}
+
+// noRedirects returns the http.Client the Client sends through: a shallow
+// copy of hc (the caller's, left as it is), or a new one with newTransport
+// if hc is nil, that follows no redirect. A 3xx is returned as it is, so
+// neither a token nor a client secret is ever sent where the base URL
+// does not point.
+func noRedirects(hc *http.Client) *http.Client {
+	var cp http.Client
+	if hc != nil {
+		cp = *hc
+	} else {
+		cp.Transport = newTransport()
+	}
+	cp.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	return &cp
 }
 
 // newTransport is the transport of the Client's own http.Client: enough

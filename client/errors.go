@@ -161,5 +161,8 @@ func parseError(status int, h http.Header, body []byte) *Error {
 	}
 	e.Codigo = "http_" + strconv.Itoa(status)
 	e.Mensaje = http.StatusText(status)
+	if status/100 == 3 {
+		e.Mensaje += " (redirects are not followed: check the base URL)"
+	}
 	return e
 }
