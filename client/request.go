@@ -28,7 +28,7 @@ func (c *Client) send(ctx context.Context, method, url string, body []byte, idem
 	for refreshed := false; ; refreshed = true {
 		tok, err := c.tokens.get(ctx)
 		if err != nil {
-			return nil, err
+			return nil, &notSentError{err}
 		}
 		var rd io.Reader
 		if body != nil {
@@ -61,6 +61,13 @@ func (c *Client) send(ctx context.Context, method, url string, body []byte, idem
 		c.tokens.invalidate(tok)
 	}
 }
+
+// notSentError is a failure before a request left: its token could not
+// be fetched. Nothing was sent, so a retry cannot act twice.
+type notSentError struct{ err error }
+
+func (e *notSentError) Error() string { return e.err.Error() }
+func (e *notSentError) Unwrap() error { return e.err }
 
 // drain reads a little of an unwanted body and closes it so the connection
 // can be reused.
@@ -176,10 +183,16 @@ func (c *Client) retry(ctx context.Context, scale time.Duration, mode retryMode,
 
 // retryWait reports whether err after attempt n may be retried and after
 // how long: the jittered backoff, or Retry-After if longer; not when the
-// wait would pass ctx's deadline.
+// wait would pass ctx's deadline. A failed token fetch (lost connection,
+// 429 or 5xx of the token endpoint) is retried in every mode, since the
+// request itself was not sent.
 func (c *Client) retryWait(ctx context.Context, err error, n int, scale time.Duration, mode retryMode) (time.Duration, bool) {
 	if ctx.Err() != nil || errors.Is(err, ErrClosed) {
 		return 0, false
+	}
+	var notSent *notSentError
+	if errors.As(err, &notSent) {
+		mode = retrySafe // a failed token fetch: the request was not sent
 	}
 	wait := c.backoff(n, scale)
 	var apiErr *Error

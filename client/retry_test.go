@@ -186,3 +186,92 @@ func TestDecideAnswerWithoutDecisionID(t *testing.T) {
 		})
 	}
 }
+
+// flakyTokens serves requests with a handler in memory, but the first
+// fails token requests fail: with status, or a lost connection if status
+// is 0. It counts the token requests.
+type flakyTokens struct {
+	h      http.Handler
+	fails  int64
+	status int
+	tokens *atomic.Int64
+}
+
+func (f flakyTokens) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.URL.Path != "/v1/token" || f.tokens.Add(1) > f.fails {
+		return handlerTransport{f.h}.RoundTrip(r)
+	}
+	if f.status == 0 {
+		return nil, errors.New("read: connection reset by peer")
+	}
+	return handlerTransport{http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(f.status)
+		fmt.Fprint(w, `{"codigo":"fallo","mensaje":"m","campo":null,"detalle":null,"trace_id":"t"}`)
+	})}.RoundTrip(r)
+}
+
+// TestCreateBatchRetriesFailedTokenFetch: CreateBatch retries only answers
+// that say the server did nothing, and a token fetch that failed for a
+// transient cause (a lost connection, a 5xx of the token endpoint) sent no
+// job request at all: it is retried like the request. Before, one blip of
+// the token endpoint failed the job creation. A refused credential and a
+// 500 of the job request itself are still not retried.
+func TestCreateBatchRetriesFailedTokenFetch(t *testing.T) {
+	tests := []struct {
+		name        string
+		tokenFails  int64 // token requests that fail before the others succeed
+		tokenStatus int   // of a failing token request; 0: a lost connection
+		batchStatus int   // of the job request
+		want        batchResult
+	}{
+		{"token 502 once", 1, 502, 202, batchResult{JobID: "job-1", Tokens: 2, Batches: 1}},
+		{"token 500 twice", 2, 500, 202, batchResult{JobID: "job-1", Tokens: 3, Batches: 1}},
+		{"token connection lost", 1, 0, 202, batchResult{JobID: "job-1", Tokens: 2, Batches: 1}},
+		{"token 503 on every attempt", 100, 503, 202, batchResult{Status: 503, Tokens: 4}},
+		{"credential refused", 100, 401, 202, batchResult{Status: 401, Tokens: 1}},
+		{"job request 500", 0, 0, 500, batchResult{Status: 500, Tokens: 1, Batches: 1}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var tokens, batches atomic.Int64
+			h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "application/json")
+				if r.URL.Path == "/v1/token" {
+					fmt.Fprint(w, tokenJSON)
+					return
+				}
+				batches.Add(1)
+				w.WriteHeader(tt.batchStatus)
+				if tt.batchStatus == 202 {
+					fmt.Fprint(w, `{"job_id":"job-1","estado":"en_cola","creado_en":"2030-01-01T00:00:00Z"}`)
+					return
+				}
+				fmt.Fprint(w, `{"codigo":"error_interno","mensaje":"m","campo":null,"detalle":null,"trace_id":"t"}`)
+			})
+			hc := &http.Client{Transport: flakyTokens{h: h, fails: tt.tokenFails, status: tt.tokenStatus, tokens: &tokens}}
+			c := inMemoryClient(t, h, client.WithHTTPClient(hc), client.WithRetries(4, time.Millisecond, time.Millisecond))
+			job, err := c.CreateBatch(context.Background(), client.PeticionLoteDecision{CampanaID: "verano"})
+			got := batchResult{Tokens: tokens.Load(), Batches: batches.Load()}
+			if job != nil {
+				got.JobID = job.JobID
+			}
+			var apiErr *client.Error
+			if errors.As(err, &apiErr) {
+				got.Status = apiErr.Status
+			} else if err != nil {
+				t.Fatalf("got %v, want an *Error", err)
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("CreateBatch: %v (-want +got):\n%s", err, diff)
+			}
+		})
+	}
+}
+
+// batchResult is what one CreateBatch got and sent.
+type batchResult struct {
+	JobID           string
+	Status          int // of the *Error returned
+	Tokens, Batches int64
+}
