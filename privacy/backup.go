@@ -77,11 +77,14 @@ type Backups struct {
 	// backup dir, synced: appendToLedger, or in tests one that fails as a
 	// read-only backup does.
 	appendBackup func(dir string, lines []byte) error
+	// readRegistry reads the file at path (backups.json): os.ReadFile,
+	// or in tests one that fails as an unreadable file does (EACCES, EIO).
+	readRegistry func(path string) ([]byte, error)
 }
 
 // NewBackups returns the Backups of dataDir; now is the real clock.
 func NewBackups(dataDir string, now func() time.Time, log zerolog.Logger) *Backups {
-	return &Backups{dataDir: dataDir, now: now, log: log, appendBackup: appendToLedger}
+	return &Backups{dataDir: dataDir, now: now, log: log, appendBackup: appendToLedger, readRegistry: os.ReadFile}
 }
 
 // BackupRetention is how long a backup keeps receiving deletions and can be
@@ -110,13 +113,29 @@ type backupRegistry struct {
 	Backups []backupEntry `json:"backups"`
 }
 
+// UnreadableRegistryError says backups.json is there but cannot be read
+// (no permission, an I/O error): not damaged content, which is set aside
+// and rebuilt, but a file that must not be replaced, as it may name
+// backups nothing else does. Meanwhile deletions are owed to every
+// registered backup (Ledger) and no backup can be taken or restored.
+type UnreadableRegistryError struct {
+	Err error // the read's error
+}
+
+func (e *UnreadableRegistryError) Error() string {
+	return fmt.Sprintf("%s cannot be read: %v", backupsFile, e.Err)
+}
+
+func (e *UnreadableRegistryError) Unwrap() error { return e.Err }
+
 // loadRegistry reads backups.json. One that does not decode, or is gone
 // while its copy is there, never stops a deletion nor keeps it from the
 // backups (contract §8): recoverRegistry sets it aside and rebuilds it.
-// With neither, no backup was ever registered.
+// With neither, no backup was ever registered. One there that cannot be
+// read is an *UnreadableRegistryError.
 func (bk *Backups) loadRegistry() (*backupRegistry, error) {
 	var r backupRegistry
-	data, err := os.ReadFile(filepath.Join(bk.dataDir, backupsFile))
+	data, err := bk.readRegistry(filepath.Join(bk.dataDir, backupsFile))
 	if errors.Is(err, fs.ErrNotExist) {
 		if _, err := os.Lstat(filepath.Join(bk.dataDir, registryCopy)); errors.Is(err, fs.ErrNotExist) {
 			return &r, nil
@@ -124,7 +143,7 @@ func (bk *Backups) loadRegistry() (*backupRegistry, error) {
 		return bk.recoverRegistry(nil, fmt.Errorf("%s is gone while %s is there", backupsFile, registryCopy))
 	}
 	if err != nil {
-		return nil, err
+		return nil, &UnreadableRegistryError{Err: err}
 	}
 	if err := json.Unmarshal(data, &r); err != nil {
 		return bk.recoverRegistry(data, err)
@@ -309,10 +328,16 @@ func appendToLedger(dir string, lines []byte) error {
 // the erasure, nor the other backups. Only a deletion that can be neither
 // written to a backup's ledger nor owed to it is an error: the deletion
 // waits. Owed deletions not deliverable yet are logged, never an error.
+// A registry that cannot be read (UnreadableRegistryError) does not hold
+// back the erasure either: the deletion is owed to every registered
+// backup (oweEveryBackup) until it can.
 func (bk *Backups) Ledger(l LedgerEntry) error {
 	bk.mu.Lock()
 	defer bk.mu.Unlock()
 	reg, err := bk.loadRegistry()
+	if unreadable := (*UnreadableRegistryError)(nil); errors.As(err, &unreadable) {
+		return bk.oweEveryBackup(l, unreadable)
+	}
 	if err != nil {
 		return err
 	}
@@ -376,10 +401,36 @@ func (bk *Backups) logMissing(dir string, missing bool) {
 	bk.log.Info().Str("backup", dir).Msg("registered backup directory is back: the deletions owed to it go to its ledger")
 }
 
-// owedEntry is one line of owedFile: a deletion owed to the backup Dir.
+// owedEntry is one line of owedFile: a deletion owed to the backup Dir,
+// or, with EveryBackup (and Dir empty), to every backup registered when it
+// is delivered: owed while the registry could not be read
+// (oweEveryBackup). Delivery replaces such a line with one per registered
+// backup (expandOwed); a binary without EveryBackup sets it aside as
+// damaged rather than drop it.
 type owedEntry struct {
-	Dir string `json:"dir"`
+	Dir         string `json:"dir"`
+	EveryBackup bool   `json:"every_backup,omitempty"`
 	LedgerEntry
+}
+
+// oweEveryBackup records, synced, that the deletion l is owed to every
+// registered backup, the registry being unreadable (cause), and logs it
+// (never l, which holds a customer's keyed hash). Its error says it could
+// not be owed either: the deletion then waits.
+func (bk *Backups) oweEveryBackup(l LedgerEntry, cause *UnreadableRegistryError) error {
+	line, err := json.Marshal(owedEntry{EveryBackup: true, LedgerEntry: l})
+	if err == nil {
+		err = atomicfile.Append(filepath.Join(bk.dataDir, owedFile), 0o600, append(line, '\n'))
+	}
+	if err == nil {
+		err = atomicfile.SyncDir(bk.dataDir)
+	}
+	if err != nil {
+		return fmt.Errorf("%w; the deletion could not be owed to the backups either: %w", cause, err)
+	}
+	bk.log.Error().Str("error", cause.Error()).Str("owed", filepath.Join(bk.dataDir, owedFile)).
+		Msg("backup registry cannot be read: the deletion is owed to every registered backup and delivered once it can be read (admin check reports it)")
+	return nil
 }
 
 // owe records, synced, that the deletion l is owed to the backup dir.
@@ -419,7 +470,7 @@ func (bk *Backups) readOwed() ([]owedEntry, error) {
 			continue
 		}
 		var o owedEntry
-		if json.Unmarshal(body, &o) != nil || o.Dir == "" {
+		if json.Unmarshal(body, &o) != nil || (o.Dir == "") != o.EveryBackup {
 			damaged = append(damaged, line...)
 			lines++
 			continue
@@ -466,12 +517,13 @@ func (bk *Backups) CheckOwed() error {
 	return err
 }
 
-// owedTo returns the deletions owed to the backup dir.
+// owedTo returns the deletions owed to the backup dir, those owed to
+// every registered backup included.
 func (bk *Backups) owedTo(dir string) ([]LedgerEntry, error) {
 	owed, err := bk.readOwed()
 	var out []LedgerEntry
 	for _, o := range owed {
-		if o.Dir == dir {
+		if o.Dir == dir || o.EveryBackup {
 			out = append(out, o.LedgerEntry)
 		}
 	}
@@ -534,12 +586,15 @@ func (bk *Backups) DeliverOwedDue(every time.Duration) error {
 // left (owed to a backup still missing, or whose ledger cannot be written
 // yet; those of backups no longer registered, past retention, go). A
 // crash in between delivers some twice, which a restore reads as once.
+// Deletions owed to every registered backup are first owed to each
+// (expandOwed) and owedFile is then rewritten even when none is delivered.
 // Its error names the backups not delivered to; the others were.
 func (bk *Backups) deliverOwed(reg *backupRegistry) error {
-	owed, err := bk.readOwed()
-	if err != nil || len(owed) == 0 {
+	read, err := bk.readOwed()
+	if err != nil || len(read) == 0 {
 		return err
 	}
+	owed, expanded := expandOwed(read, reg)
 	registered := map[string]bool{}
 	for _, b := range reg.Backups {
 		registered[b.Dir] = true
@@ -565,10 +620,29 @@ func (bk *Backups) deliverOwed(reg *backupRegistry) error {
 		}
 		bk.log.Info().Str("backup", dir).Msg("deletions owed to a backup delivered to its ledger")
 	}
-	if len(left) == len(owed) {
+	if len(left) == len(owed) && !expanded {
 		return errors.Join(failed...) // nothing delivered, nothing dropped
 	}
 	return errors.Join(append(failed, bk.writeOwed(left))...)
+}
+
+// expandOwed returns owed with each deletion owed to every registered
+// backup replaced by one owed to each backup of reg, and whether there was
+// any.
+func expandOwed(owed []owedEntry, reg *backupRegistry) ([]owedEntry, bool) {
+	out := make([]owedEntry, 0, len(owed))
+	expanded := false
+	for _, o := range owed {
+		if !o.EveryBackup {
+			out = append(out, o)
+			continue
+		}
+		expanded = true
+		for _, b := range reg.Backups {
+			out = append(out, owedEntry{Dir: b.Dir, LedgerEntry: o.LedgerEntry})
+		}
+	}
+	return out, expanded
 }
 
 // ledgerLines is entries as lines of a backup's ledger.
