@@ -16,7 +16,8 @@ import (
 // the readers use, report what fails and, with --repair, move it to
 // quarantine (contract §8); read the backup registry too and report a
 // damaged one (damaged_registry; --repair leaves it to the next backup or
-// deletion, which rebuilds it). It exits 1 when damaged records or a
+// deletion, which rebuilds it) or an unreadable one (damaged_registry too:
+// the operator's to fix; deletions are owed to every backup meanwhile). It exits 1 when damaged records or a
 // damaged registry are left in place, 0 otherwise (a --repair run that
 // quarantined all it found exits 0).
 func checkCmd(a *app) *cobra.Command {
@@ -63,10 +64,7 @@ func checkCmd(a *app) *cobra.Command {
 			for _, a := range aside {
 				fmt.Fprintf(cmd.OutOrStdout(), "  set aside    %s (%s; remove it once looked at)\n", a, setAsideWhat(a))
 			}
-			if registry != nil {
-				fmt.Fprintf(cmd.OutOrStdout(), "  damaged      %s (backup registry): %s; the next backup or customer deletion sets it aside and rebuilds it\n",
-					registry.File, registry.Error)
-			}
+			printRegistry(cmd.OutOrStdout(), registry)
 		}
 		if left > 0 {
 			return &ExitError{Code: 1}
@@ -91,6 +89,23 @@ func setAsideWhat(name string) string {
 type registryCheck struct {
 	File  string `json:"file"`
 	Error string `json:"error"`
+	// unreadable: it is there but cannot be read (not reported apart in
+	// JSON: error says so).
+	unreadable bool
+}
+
+// printRegistry prints admin check's line about the backup registry,
+// nothing when it reads.
+func printRegistry(w io.Writer, r *registryCheck) {
+	switch {
+	case r == nil:
+	case r.unreadable:
+		fmt.Fprintf(w, "  unreadable   %s (backup registry): %s; fix its permissions or disk: until then deletions are owed to every backup (backups-owed.jsonl) and no backup can be taken or restored\n",
+			r.File, r.Error)
+	default:
+		fmt.Fprintf(w, "  damaged      %s (backup registry): %s; the next backup or customer deletion sets it aside and rebuilds it\n",
+			r.File, r.Error)
+	}
 }
 
 // registryDamage is the report of err, privacy.Backups.CheckRegistry's
@@ -99,7 +114,8 @@ func registryDamage(err error) *registryCheck {
 	if err == nil {
 		return nil
 	}
-	return &registryCheck{File: privacy.RegistryFile, Error: err.Error()}
+	var unreadable *privacy.UnreadableRegistryError
+	return &registryCheck{File: privacy.RegistryFile, Error: err.Error(), unreadable: errors.As(err, &unreadable)}
 }
 
 func printCheck(w io.Writer, st *engine.CheckStats, repair bool) {

@@ -229,7 +229,9 @@ func TestAdminCheckListsDamagedOwedLines(t *testing.T) {
 // and reports one it cannot use (damaged_registry, and a line of its own),
 // exiting 1 after the rest of the check, and changes nothing; it read only
 // the registries a backup or deletion had already set aside, so a registry
-// damaged since the last of them went unreported.
+// damaged since the last of them went unreported. One that cannot be read
+// is reported as such (it is not rebuilt: deletions are owed meanwhile),
+// without the data dir's path; it was reported as damaged, to be rebuilt.
 func TestAdminCheckReadsBackupRegistry(t *testing.T) {
 	type report struct {
 		OK       bool              `json:"ok"`
@@ -255,6 +257,16 @@ func TestAdminCheckReadsBackupRegistry(t *testing.T) {
 			}
 		}, report{Tenants: 1, Registry: map[string]string{"file": "backups.json", "error": "backups.json is gone while backups.copy.json is there"}},
 			"  damaged      backups.json (backup registry): backups.json is gone while backups.copy.json is there; the next backup or customer deletion sets it aside and rebuilds it"},
+		{"unreadable", func(t *testing.T, data string) { // a directory: unreadable even as root
+			path := filepath.Join(data, "backups.json")
+			if err := os.Remove(path); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Mkdir(path, 0o700); err != nil {
+				t.Fatal(err)
+			}
+		}, report{Tenants: 1, Registry: map[string]string{"file": "backups.json", "error": "backups.json cannot be read: is a directory"}},
+			"  unreadable   backups.json (backup registry): backups.json cannot be read: is a directory; fix its permissions or disk: until then deletions are owed to every backup (backups-owed.jsonl) and no backup can be taken or restored"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, data, _ := backedUpTenant(t)

@@ -122,8 +122,14 @@ type UnreadableRegistryError struct {
 	Err error // the read's error
 }
 
+// Error names the file and the cause without the data dir's path (for
+// reports that name the file already: admin check).
 func (e *UnreadableRegistryError) Error() string {
-	return fmt.Sprintf("%s cannot be read: %v", backupsFile, e.Err)
+	cause := e.Err
+	if pe := (*fs.PathError)(nil); errors.As(cause, &pe) {
+		cause = pe.Err
+	}
+	return fmt.Sprintf("%s cannot be read: %v", backupsFile, cause)
 }
 
 func (e *UnreadableRegistryError) Unwrap() error { return e.Err }
