@@ -17,8 +17,10 @@ import (
 // CreateBatch starts a batch job (POST /v1/lotes-decision). The server runs
 // one job per tenant at a time and at most one an hour: meanwhile the answer
 // is 429 with Retry-After. Only answers that say nothing was done (429 that
-// fits in ctx's deadline, 503) are retried, and a token fetch that failed
-// for a transient cause (lost connection, 5xx), which sent nothing.
+// fits in ctx's deadline, 503) are retried, and failures that sent
+// nothing: a connection that could not be made (refused, or any dial
+// error), and a token fetch that failed for a transient cause (lost
+// connection, 5xx).
 func (c *Client) CreateBatch(ctx context.Context, p PeticionLoteDecision) (*RespuestaLoteDecision, error) {
 	return callFor[RespuestaLoteDecision](ctx, c, http.MethodPost, "/v1/lotes-decision", &p, retryRefused)
 }

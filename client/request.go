@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"time"
 
@@ -52,6 +53,9 @@ func (c *Client) send(ctx context.Context, method, url string, body []byte, idem
 		}
 		resp, err := c.hc.Do(req)
 		if err != nil {
+			if dialFailed(err) {
+				return nil, &notSentError{err}
+			}
 			return nil, err
 		}
 		if resp.StatusCode != http.StatusUnauthorized || refreshed {
@@ -63,11 +67,30 @@ func (c *Client) send(ctx context.Context, method, url string, body []byte, idem
 }
 
 // notSentError is a failure before a request left: its token could not
-// be fetched. Nothing was sent, so a retry cannot act twice.
+// be fetched, or no connection to the server could be made. Nothing was
+// sent, so a retry cannot act twice.
 type notSentError struct{ err error }
 
 func (e *notSentError) Error() string { return e.err.Error() }
 func (e *notSentError) Unwrap() error { return e.err }
+
+// dialFailed reports whether err is a failure to connect: a *net.OpError
+// with Op "dial", possibly inside a proxy's "proxyconnect" one. A refused
+// connection (ECONNREFUSED) is one, whatever the platform calls it, so
+// syscall, which has no ECONNREFUSED on plan9, is not needed. No byte of
+// the request was written then.
+func dialFailed(err error) bool {
+	for {
+		var op *net.OpError
+		if !errors.As(err, &op) {
+			return false
+		}
+		if op.Op == "dial" {
+			return true
+		}
+		err = op.Err
+	}
+}
 
 // drain reads a little of an unwanted body and closes it so the connection
 // can be reused.
@@ -184,15 +207,15 @@ func (c *Client) retry(ctx context.Context, scale time.Duration, mode retryMode,
 // retryWait reports whether err after attempt n may be retried and after
 // how long: the jittered backoff, or Retry-After if longer; not when the
 // wait would pass ctx's deadline. A failed token fetch (lost connection,
-// 429 or 5xx of the token endpoint) is retried in every mode, since the
-// request itself was not sent.
+// 429 or 5xx of the token endpoint) and a connection that could not be
+// made are retried in every mode, since the request itself was not sent.
 func (c *Client) retryWait(ctx context.Context, err error, n int, scale time.Duration, mode retryMode) (time.Duration, bool) {
 	if ctx.Err() != nil || errors.Is(err, ErrClosed) {
 		return 0, false
 	}
 	var notSent *notSentError
 	if errors.As(err, &notSent) {
-		mode = retrySafe // a failed token fetch: the request was not sent
+		mode = retrySafe // a failed token fetch or dial: the request was not sent
 	}
 	wait := c.backoff(n, scale)
 	var apiErr *Error

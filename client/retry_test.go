@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -274,4 +276,100 @@ type batchResult struct {
 	JobID           string
 	Status          int // of the *Error returned
 	Tokens, Batches int64
+}
+
+// TestCreateBatchRetriesRefusedConnection: a connection that could not be
+// made (refused by a real closed port, or any other dial error) sent
+// nothing, so CreateBatch retries it and the job is created once. Before,
+// a server restarting for a moment failed the job creation. A connection
+// lost after the request was written is still not retried: the job may
+// exist.
+func TestCreateBatchRetriesRefusedConnection(t *testing.T) {
+	tests := []struct {
+		name    string
+		refuse  int64 // dials of the job request that fail before the others succeed
+		dialErr error // of a failing dial; nil: a real refused connection
+		hangUp  bool  // the server closes the connection without answering
+		want    batchResult
+		dials   int64 // of the job request
+	}{
+		{"refused twice", 2, nil, false, batchResult{JobID: "job-1", Tokens: 1, Batches: 1}, 3},
+		{"dial timeout once", 1, &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("i/o timeout")}, false,
+			batchResult{JobID: "job-1", Tokens: 1, Batches: 1}, 2},
+		{"refused on every attempt", 100, nil, false, batchResult{Tokens: 1}, 4},
+		{"connection lost after sending", 0, nil, true, batchResult{Tokens: 1, Batches: 1}, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var tokens, batches atomic.Int64
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "application/json")
+				if r.URL.Path == "/v1/token" {
+					tokens.Add(1)
+					fmt.Fprint(w, tokenJSON)
+					return
+				}
+				batches.Add(1)
+				if tt.hangUp {
+					hijackClose(w)
+					return
+				}
+				w.WriteHeader(http.StatusAccepted)
+				fmt.Fprint(w, `{"job_id":"job-1","estado":"en_cola","creado_en":"2030-01-01T00:00:00Z"}`)
+			}))
+			defer srv.Close()
+			closed := closedAddr(t)
+			var refusing, dials atomic.Int64 // dials still to fail, dials made
+			var d net.Dialer
+			tr := &http.Transport{DisableKeepAlives: true, DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+				dials.Add(1)
+				if refusing.Add(-1) < 0 {
+					return d.DialContext(ctx, network, addr)
+				}
+				if tt.dialErr != nil {
+					return nil, tt.dialErr
+				}
+				return d.DialContext(ctx, network, closed)
+			}}
+			defer tr.CloseIdleConnections()
+			c, err := client.New(srv.URL, "ci_x", "sec", client.WithHTTPClient(&http.Client{Transport: tr}),
+				client.WithRetries(4, time.Millisecond, time.Millisecond))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close(context.Background())
+			if err := c.Warm(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			refusing.Store(tt.refuse)
+			dials.Store(0)
+			job, err := c.CreateBatch(context.Background(), client.PeticionLoteDecision{CampanaID: "verano"})
+			got := batchResult{Tokens: tokens.Load(), Batches: batches.Load()}
+			if job != nil {
+				got.JobID = job.JobID
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("CreateBatch: %v (-want +got):\n%s", err, diff)
+			}
+			if (err != nil) != (job == nil) {
+				t.Errorf("CreateBatch returned %v and %v", job, err)
+			}
+			if n := dials.Load(); n != tt.dials {
+				t.Errorf("CreateBatch dialled %d times, want %d", n, tt.dials)
+			}
+		})
+	}
+}
+
+// closedAddr returns the address of a loopback port nothing listens on: a
+// dial to it is refused.
+func closedAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
 }
