@@ -85,6 +85,7 @@ type Option func(*config)
 // server). hc's Timeout, if any, applies on top of the budgets. The Client
 // uses a copy of hc that follows no redirects (hc's CheckRedirect is not
 // used, and hc is not changed): a 3xx answer is an *Error with its status.
+// hc's connections are the caller's: Close leaves them open.
 func WithHTTPClient(hc *http.Client) Option { return func(c *config) { c.httpClient = hc } }
 
 // WithBudget sets how long one Decide may take in all, retries included
@@ -309,7 +310,9 @@ func (c *Client) Warm(ctx context.Context) error {
 // fetches no more tokens; a token fetch under way is waited for until ctx
 // ends. Calls after Close go on with the token the Client holds (Decide's
 // fallback records are dropped); one that needs a new token returns an
-// error wrapping ErrClosed, at once and without retries.
+// error wrapping ErrClosed, at once and without retries. Last it closes
+// the idle connections of the Client's own transport; a transport passed
+// with WithHTTPClient may be shared, and is left alone.
 func (c *Client) Close(ctx context.Context) error {
 	var err error
 	c.closeOnce.Do(func() {
@@ -324,7 +327,9 @@ func (c *Client) Close(ctx context.Context) error {
 		case <-done:
 		case <-ctx.Done():
 		}
-		c.hc.CloseIdleConnections()
+		if c.cfg.httpClient == nil {
+			c.hc.CloseIdleConnections()
+		}
 	})
 	return err
 }
