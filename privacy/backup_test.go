@@ -133,17 +133,7 @@ func TestLedgerOwesUnwritableBackup(t *testing.T) {
 			}
 			readOnly(true)
 			defer readOnly(false)
-			if _, err := p.RequestDeletion("acme", "dora-00000001", "ci_1"); err != nil {
-				t.Fatal(err)
-			}
-			st, err := p.ProcessDeletions(t.Context(), DeletionHooks{Ledger: bk.Ledger})
-			if err != nil || st.Completed != 1 {
-				t.Fatalf("deletion with an unwritable backup: %+v %v; want it completed", st, err)
-			}
-			if holds(t, db, []byte("dora-00000001")) {
-				t.Error("the customer's data is still in the live store")
-			}
-			hash := p.CustomerHash("acme", "dora-00000001")
+			hash := eraseWithLedger(t, p, db, bk.Ledger, "dora-00000001", "with an unwritable backup")
 			ledgered := func(dir string) []string {
 				t.Helper()
 				got, err := readLedger(filepath.Join(dir, ledgerFile))

@@ -73,3 +73,21 @@ func holds(tb testing.TB, db *store.DB, b []byte) bool {
 	}
 	return found
 }
+
+// eraseWithLedger requests and processes the deletion of ref through
+// ledger, fails the test unless it completes and the live store no longer
+// holds ref (why names the case), and returns ref's keyed hash.
+func eraseWithLedger(tb testing.TB, p *Service, db *store.DB, ledger func(LedgerEntry) error, ref, why string) string {
+	tb.Helper()
+	if _, err := p.RequestDeletion("acme", ref, "ci_1"); err != nil {
+		tb.Fatal(err)
+	}
+	st, err := p.ProcessDeletions(tb.Context(), DeletionHooks{Ledger: ledger})
+	if err != nil || st.Completed != 1 {
+		tb.Fatalf("deletion %s: %+v %v; want it completed", why, st, err)
+	}
+	if holds(tb, db, []byte(ref)) {
+		tb.Errorf("deletion %s: the customer's data is still in the live store", why)
+	}
+	return p.CustomerHash("acme", ref)
+}

@@ -39,17 +39,7 @@ func TestLedgerOwesEveryBackupWhileRegistryUnreadable(t *testing.T) {
 				t.Fatal(err)
 			}
 			unreadable(bk, errno)
-			if _, err := p.RequestDeletion("acme", "dora-00000001", "ci_1"); err != nil {
-				t.Fatal(err)
-			}
-			st, err := p.ProcessDeletions(t.Context(), DeletionHooks{Ledger: bk.Ledger})
-			if err != nil || st.Completed != 1 {
-				t.Fatalf("deletion with the registry unreadable: %+v %v; want it completed", st, err)
-			}
-			if holds(t, db, []byte("dora-00000001")) {
-				t.Error("the customer's data is still in the live store")
-			}
-			hash := p.CustomerHash("acme", "dora-00000001")
+			hash := eraseWithLedger(t, p, db, bk.Ledger, "dora-00000001", "with the registry unreadable")
 			if got := ledgerHashes(t, here); len(got) != 0 {
 				t.Errorf("ledger written while the registry is unreadable: %v", got)
 			}
