@@ -233,7 +233,21 @@ const writeChunk = 64 << 10
 // ever, while a slow one that keeps reading gets any length of answer.
 // net/http sets no write deadline of its own (the server has no
 // WriteTimeout), so these are the only ones.
+//
+// net/http's own answers to a request it could not read are written as
+// the API's JSON error (jsonCanned).
 func (c *framingConn) Write(b []byte) (n int, err error) {
+	if j, ok := jsonCanned(b); ok {
+		if _, err := c.write(j); err != nil {
+			return 0, err
+		}
+		return len(b), nil
+	}
+	return c.write(b)
+}
+
+// write writes b in chunks of at most writeChunk under writeStall each.
+func (c *framingConn) write(b []byte) (n int, err error) {
 	for len(b) > 0 {
 		chunk := b[:min(len(b), writeChunk)]
 		c.Conn.SetWriteDeadline(time.Now().Add(c.writeStall))

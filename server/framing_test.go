@@ -73,6 +73,32 @@ func TestFramingErrors(t *testing.T) {
 	}
 }
 
+// TestNetHTTPErrorsAreJSON: what net/http answers by itself, before any
+// handler (a request it cannot read), is the API's error body too, with
+// its status and a trace id; it was plain text.
+func TestNetHTTPErrorsAreJSON(t *testing.T) {
+	h := newHarness(t)
+	for _, tc := range []struct {
+		name, req string
+		status    int
+		mensaje   string
+	}{
+		{"header line without a colon", "GET /healthz HTTP/1.1\r\nHost: x\r\nBad Header\r\n\r\n", 400, "cabeceras ilegibles"},
+		{"no Host", "GET /healthz HTTP/1.1\r\n\r\n", 400, "(missing required Host header)"},
+		{"header block over the limit", "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: " + strings.Repeat("a", 2*MaxHeaderBytes) + "\r\n\r\n", 431, "exceden 32 KiB"},
+		{"unknown Transfer-Encoding", "POST /v1/token HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n", 501, "Transfer-Encoding no admitido"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp, m := h.rawExchange(tc.req, false)
+			msg, _ := m["mensaje"].(string)
+			if resp.StatusCode != tc.status || m["codigo"] != "esquema_invalido" || !strings.Contains(msg, tc.mensaje) ||
+				m["trace_id"] == nil || m["trace_id"] != resp.Header.Get("X-Trace-Id") || resp.Header.Get("Content-Type") != "application/json" {
+				t.Errorf("got %d %v %v, want %d esquema_invalido naming %q with the trace id", resp.StatusCode, resp.Header, m, tc.status, tc.mensaje)
+			}
+		})
+	}
+}
+
 // TestFramingKeepAlive checks that the framing watcher follows ordinary
 // traffic on one connection (bodies by Content-Length and by chunks,
 // trailers, bodiless requests) without refusing any of it.
