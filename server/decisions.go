@@ -120,10 +120,10 @@ func (s *Server) handleConfirm(c *call) error {
 		ts := f.Time()
 		conf.TsEjecucion = &ts
 	}
+	conf.Check = func() error { return s.checkConfirmation(c, v, conf) }
 	if key != "" {
 		conf.IdempotencyKey, conf.BodyHash = key, engine.HashConfirmBody(id, c.body)
 	}
-	conf.Check = func() error { return s.checkConfirmation(c, v, conf) }
 	estado, err := s.Engine.Confirm(c.tenant.ID, id, conf)
 	switch {
 	case errors.Is(err, engine.ErrIdempotencyConflict):
