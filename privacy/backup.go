@@ -140,21 +140,34 @@ func (e *UnreadableRegistryError) Unwrap() error { return e.Err }
 // With neither, no backup was ever registered. One there that cannot be
 // read is an *UnreadableRegistryError.
 func (bk *Backups) loadRegistry() (*backupRegistry, error) {
-	var r backupRegistry
-	data, err := bk.readRegistry(filepath.Join(bk.dataDir, backupsFile))
+	r, data, damage, err := bk.readRegistryFile()
+	if damage != nil {
+		return bk.recoverRegistry(data, damage)
+	}
+	return r, err
+}
+
+// readRegistryFile reads backups.json and changes nothing. It returns the
+// registry (empty when no backup was ever registered); or, for one that
+// cannot be used, why (damage: it does not decode, or it is gone while its
+// copy is there) with the bytes it holds; or an *UnreadableRegistryError
+// when it is there but cannot be read.
+func (bk *Backups) readRegistryFile() (r *backupRegistry, data []byte, damage, err error) {
+	r = &backupRegistry{}
+	data, err = bk.readRegistry(filepath.Join(bk.dataDir, backupsFile))
 	if errors.Is(err, fs.ErrNotExist) {
 		if _, err := os.Lstat(filepath.Join(bk.dataDir, registryCopy)); errors.Is(err, fs.ErrNotExist) {
-			return &r, nil
+			return r, nil, nil, nil
 		}
-		return bk.recoverRegistry(nil, fmt.Errorf("%s is gone while %s is there", backupsFile, registryCopy))
+		return nil, nil, fmt.Errorf("%s is gone while %s is there", backupsFile, registryCopy), nil
 	}
 	if err != nil {
-		return nil, &UnreadableRegistryError{Err: err}
+		return nil, nil, nil, &UnreadableRegistryError{Err: err}
 	}
-	if err := json.Unmarshal(data, &r); err != nil {
-		return bk.recoverRegistry(data, err)
+	if err := json.Unmarshal(data, r); err != nil {
+		return nil, data, fmt.Errorf("%s does not decode: %w", backupsFile, err), nil
 	}
-	return &r, nil
+	return r, data, nil, nil
 }
 
 // saveRegistry writes backups.json and its copy (registryCopy), each

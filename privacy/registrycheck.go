@@ -1,14 +1,5 @@
 package privacy
 
-import (
-	"encoding/json"
-	"errors"
-	"fmt"
-	"io/fs"
-	"os"
-	"path/filepath"
-)
-
 // RegistryFile is the backup registry's file name in the data dir.
 const RegistryFile = backupsFile
 
@@ -22,19 +13,9 @@ const RegistryFile = backupsFile
 func (bk *Backups) CheckRegistry() error {
 	bk.mu.Lock() // not while recoverRegistry moves it away
 	defer bk.mu.Unlock()
-	data, err := bk.readRegistry(filepath.Join(bk.dataDir, backupsFile))
-	if errors.Is(err, fs.ErrNotExist) {
-		if _, err := os.Lstat(filepath.Join(bk.dataDir, registryCopy)); errors.Is(err, fs.ErrNotExist) {
-			return nil
-		}
-		return fmt.Errorf("%s is gone while %s is there", backupsFile, registryCopy)
+	_, _, damage, err := bk.readRegistryFile()
+	if damage != nil {
+		return damage
 	}
-	if err != nil {
-		return &UnreadableRegistryError{Err: err}
-	}
-	var r backupRegistry
-	if err := json.Unmarshal(data, &r); err != nil {
-		return fmt.Errorf("%s does not decode: %w", backupsFile, err)
-	}
-	return nil
+	return err
 }
