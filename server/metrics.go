@@ -16,7 +16,6 @@ import (
 // metrics are the Prometheus series served at /metrics. They live in their
 // own registry (no package-level state).
 type metrics struct {
-	db       *store.DB
 	reg      *prometheus.Registry
 	requests *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
@@ -41,7 +40,6 @@ type seriesPair struct {
 
 func newMetrics(db *store.DB, tenantLabel bool) *metrics {
 	m := &metrics{
-		db:     db,
 		series: map[seriesKey]seriesPair{},
 		reg:    prometheus.NewRegistry(),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -93,16 +91,16 @@ func (m *metrics) observe(route string, status int, d time.Duration) {
 // start). The gauge counts what admin check reports as damaged and left
 // for the operator: the records held in quarantine, all tenants (count
 // scans the quarantine tables at scrape time), the tenant and credential
-// records the store could not decode at open (store.DB.Unreadable: never
-// moved to a tenant's quarantine) and the damaged files setAside lists,
+// records the store could not decode at open (unreadable,
+// store.DB.Unreadable: never moved to a tenant's quarantine) and the damaged files setAside lists,
 // when not nil.
-func (m *metrics) addQuarantine(count func() (int, error), setAside func() []string, seen func() int64) {
+func (m *metrics) addQuarantine(count func() (int, error), unreadable, setAside func() []string, seen func() int64) {
 	m.reg.MustRegister(
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "coupond_quarantined_records",
 			Help: "Damaged records held in quarantine, all tenants, tenant and credential records left unread at open, and damaged backup registries set aside (coupond admin check lists them)."},
 			func() float64 {
 				n, _ := count()
-				n += len(m.db.Unreadable())
+				n += len(unreadable())
 				if setAside != nil {
 					n += len(setAside())
 				}
