@@ -383,7 +383,7 @@ func (bk *Backups) Ledger(l LedgerEntry) error {
 			}
 		}
 		if missing || err != nil {
-			err = bk.owe(b.Dir, l)
+			err = bk.owe(owedEntry{Dir: b.Dir, LedgerEntry: l})
 		}
 		if err != nil {
 			return fmt.Errorf("backup %s: %w", b.Dir, err)
@@ -437,14 +437,7 @@ type owedEntry struct {
 // (never l, which holds a customer's keyed hash). Its error says it could
 // not be owed either: the deletion then waits.
 func (bk *Backups) oweEveryBackup(l LedgerEntry, cause *UnreadableRegistryError) error {
-	line, err := json.Marshal(owedEntry{EveryBackup: true, LedgerEntry: l})
-	if err == nil {
-		err = atomicfile.Append(filepath.Join(bk.dataDir, owedFile), 0o600, append(line, '\n'))
-	}
-	if err == nil {
-		err = atomicfile.SyncDir(bk.dataDir)
-	}
-	if err != nil {
+	if err := bk.owe(owedEntry{EveryBackup: true, LedgerEntry: l}); err != nil {
 		return fmt.Errorf("%w; the deletion could not be owed to the backups either: %w", cause, err)
 	}
 	bk.log.Error().Str("error", cause.Error()).Str("owed", filepath.Join(bk.dataDir, owedFile)).
@@ -452,9 +445,10 @@ func (bk *Backups) oweEveryBackup(l LedgerEntry, cause *UnreadableRegistryError)
 	return nil
 }
 
-// owe records, synced, that the deletion l is owed to the backup dir.
-func (bk *Backups) owe(dir string, l LedgerEntry) error {
-	line, err := json.Marshal(owedEntry{Dir: dir, LedgerEntry: l})
+// owe appends o, a deletion owed to a backup (or to every backup), to
+// owedFile, synced.
+func (bk *Backups) owe(o owedEntry) error {
+	line, err := json.Marshal(o)
 	if err != nil {
 		return err
 	}
