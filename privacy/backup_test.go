@@ -134,20 +134,8 @@ func TestLedgerOwesUnwritableBackup(t *testing.T) {
 			readOnly(true)
 			defer readOnly(false)
 			hash := eraseWithLedger(t, p, db, bk.Ledger, "dora-00000001", "with an unwritable backup")
-			ledgered := func(dir string) []string {
-				t.Helper()
-				got, err := readLedger(filepath.Join(dir, ledgerFile))
-				if err != nil {
-					t.Fatal(err)
-				}
-				var hashes []string
-				for _, l := range got {
-					hashes = append(hashes, l.Hash)
-				}
-				return slices.Compact(hashes) // the request's entry and the worker's
-			}
 			for _, dir := range []string{dirs[0], dirs[2]} {
-				if diff := cmp.Diff([]string{hash}, ledgered(dir)); diff != "" {
+				if diff := cmp.Diff([]string{hash}, ledgerHashes(t, dir)); diff != "" {
 					t.Errorf("ledger of a writable backup (-want +got):\n%s", diff)
 				}
 			}
@@ -161,7 +149,7 @@ func TestLedgerOwesUnwritableBackup(t *testing.T) {
 			if err := bk.Ledger(later); err != nil {
 				t.Fatalf("later deletion with owed deletions undeliverable: %v", err)
 			}
-			if diff := cmp.Diff([]string{hash, "h-later"}, ledgered(dirs[2])); diff != "" {
+			if diff := cmp.Diff([]string{hash, "h-later"}, ledgerHashes(t, dirs[2])); diff != "" {
 				t.Errorf("ledger of a writable backup after the later deletion (-want +got):\n%s", diff)
 			}
 			// Writable again: the next delivery brings the deletions to it.
@@ -170,7 +158,7 @@ func TestLedgerOwesUnwritableBackup(t *testing.T) {
 			if err := bk.DeliverOwedDue(time.Minute); err != nil {
 				t.Fatal(err)
 			}
-			if diff := cmp.Diff([]string{hash, "h-later"}, ledgered(unwritable)); diff != "" {
+			if diff := cmp.Diff([]string{hash, "h-later"}, ledgerHashes(t, unwritable)); diff != "" {
 				t.Errorf("ledger of the backup writable again (-want +got):\n%s", diff)
 			}
 			if owed, err := bk.owedTo(unwritable); err != nil || len(owed) != 0 {
