@@ -57,7 +57,7 @@ func (c *Client) WaitBatch(ctx context.Context, jobID string, progress func(Esta
 		case EstadoFallido:
 			return st, fmt.Errorf("%w: %s", ErrBatchFailed, st.Error)
 		}
-		if !sleep(ctx, c.cfg.pollInterval) {
+		if !c.cfg.clock.wait(ctx, c.cfg.pollInterval) {
 			return st, ctx.Err()
 		}
 	}

@@ -193,7 +193,7 @@ func TestBatchResultsUnexpectedStatus(t *testing.T) {
 				w.WriteHeader(status)
 			}))
 			defer srv.Close()
-			c, err := client.New(srv.URL, "ci_x", "sec", client.WithTimeout(5*time.Second))
+			c, err := client.New(srv.URL, "ci_x", "sec", client.WithTimeout(5*time.Second), newFakeTime().option())
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -75,6 +75,7 @@ type config struct {
 	pollInterval   time.Duration
 	uaSuffix       string
 	scopes         []string
+	clock          clock
 }
 
 // Option configures a Client.
@@ -150,6 +151,30 @@ func WithPollInterval(d time.Duration) Option { return func(c *config) { c.pollI
 // WithUserAgent appends s (such as "crm-sync/2.3") to the User-Agent.
 func WithUserAgent(s string) Option { return func(c *config) { c.uaSuffix = s } }
 
+// WithClock makes the Client read the time with now and wait with sleep
+// instead of the real clock's time.Now and timers; a nil now or sleep
+// keeps the real one. sleep must return nil once d has passed on the
+// clock, or ctx's error as soon as ctx ends first.
+//
+// Every time the Client reads or waits goes through them: Decide's budget
+// and its breaker's wait, backoff and Retry-After waits (an HTTP-date
+// Retry-After is read as of now), WaitBatch's polls, the fallback sender's
+// waits, and a token's expiry and renewal. Only network I/O is bounded by
+// contexts, which run on the real clock: an attempt gets a real timeout as
+// long as what is left of its budget on this clock, and a context's
+// deadline counts from the moment the call reads it. Meant for tests,
+// which can then pass hours of backoff, Retry-After or token life at once.
+func WithClock(now func() time.Time, sleep func(ctx context.Context, d time.Duration) error) Option {
+	return func(c *config) {
+		if now != nil {
+			c.clock.now = now
+		}
+		if sleep != nil {
+			c.clock.sleep = sleep
+		}
+	}
+}
+
 // WithScopes asks for tokens limited to these scopes (default: all the
 // credential's scopes).
 func WithScopes(scopes ...string) Option { return func(c *config) { c.scopes = scopes } }
@@ -215,6 +240,7 @@ func New(baseURL, clientID, clientSecret string, opts ...Option) (*Client, error
 		budget: DefaultBudget, attempts: DefaultAttempts, backoffBase: 5 * time.Millisecond, backoffCap: 40 * time.Millisecond,
 		queueSize: DefaultFallbackQueue, fbRetryMin: 200 * time.Millisecond, fbRetryMax: 30 * time.Second,
 		breakerFails: DefaultBreakerFails, breakerWait: DefaultBreakerWait, timeout: DefaultTimeout, pollInterval: DefaultPollInterval,
+		clock: clock{now: time.Now, sleep: timerSleep},
 	}
 	for _, o := range opts {
 		o(&cfg)
@@ -225,7 +251,7 @@ func New(baseURL, clientID, clientSecret string, opts ...Option) (*Client, error
 	base := strings.TrimRight(u.String(), "/")
 	c := &Client{cfg: cfg, base: base, decideURL: base + "/v1/decisiones", hc: noRedirects(cfg.httpClient),
 		ua: []string{userAgent(cfg.uaSuffix)}}
-	c.tokens = newTokenCache(base+"/v1/token", clientID, clientSecret, cfg.scopes, c.hc, c.ua[0], &c.bg)
+	c.tokens = newTokenCache(base+"/v1/token", clientID, clientSecret, cfg.scopes, c.hc, c.ua[0], &c.bg, cfg.clock.now)
 	c.breaker = breaker{threshold: cfg.breakerFails, wait: cfg.breakerWait}
 	c.fallbacks = newFallbackQueue(c, cfg.queueSize)
 	c.bg.Add(1)

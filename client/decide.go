@@ -101,11 +101,12 @@ func (c *Client) Decide(ctx context.Context, req PeticionDecision, opts ...Decid
 		// asked, so the breaker hears nothing of it.
 		return c.fallback(&req, &o, fmt.Errorf("%w before the first attempt: %w", ErrBudgetExhausted, err))
 	}
-	start := time.Now()
+	clk := c.cfg.clock
+	start := clk.now()
 	// Attempts stop a little before the budget ends, so that the fallback
 	// is in the caller's hands within it.
 	deadline := start.Add(o.budget - min(2*time.Millisecond, o.budget/50))
-	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+	if d, ok := clk.deadline(ctx); ok && d.Before(deadline) {
 		deadline = d
 	}
 	allowed, probe := c.breaker.allow(start)
@@ -126,15 +127,15 @@ func (c *Client) Decide(ctx context.Context, req PeticionDecision, opts ...Decid
 		c.breaker.release(probe)
 		return nil, err
 	case paused:
-		c.breaker.failure(probe, time.Now())
+		c.breaker.failure(probe, clk.now())
 		return c.fallback(&req, &o, err)
 	case limited:
 		c.breaker.release(probe) // limits are no sign of a sick engine
 	default:
-		c.breaker.failure(probe, time.Now())
+		c.breaker.failure(probe, clk.now())
 	}
 	return c.fallback(&req, &o, fmt.Errorf("%w after %d attempts in %v: %w", ErrBudgetExhausted, n,
-		time.Since(start).Round(time.Millisecond), err))
+		clk.now().Sub(start).Round(time.Millisecond), err))
 }
 
 // outcome is how the attempts of one Decide ended.
@@ -183,7 +184,7 @@ func (c *Client) attempts(ctx context.Context, body []byte, deadline time.Time) 
 			}
 			wait = max(wait, apiErr.RetryAfter)
 		}
-		if n+1 == c.cfg.attempts || !time.Now().Add(wait).Before(deadline) || !sleepUntil(ctx, wait, deadline) {
+		if n+1 == c.cfg.attempts || !c.cfg.clock.waitBefore(ctx, wait, deadline) {
 			if ctx.Err() == context.Canceled { // during the wait
 				return nil, n + 1, canceled, ctx.Err()
 			}
@@ -202,14 +203,14 @@ type decideScratch struct {
 }
 
 // decideOnce is one attempt, bounded by the budget's deadline and the
-// attempt timeout.
+// attempt timeout (both on the Client's clock).
 func (c *Client) decideOnce(ctx context.Context, body []byte, s *decideScratch, deadline time.Time) (*Decision, error) {
 	if t := c.cfg.attemptTimeout; t > 0 {
-		if at := time.Now().Add(t); at.Before(deadline) {
+		if at := c.cfg.clock.now().Add(t); at.Before(deadline) {
 			deadline = at
 		}
 	}
-	actx, cancel := context.WithDeadline(ctx, deadline)
+	actx, cancel := c.cfg.clock.timeout(ctx, deadline)
 	defer cancel()
 	resp, err := c.send(actx, http.MethodPost, c.decideURL, body, s.key[:], nil)
 	if err != nil {
@@ -248,13 +249,4 @@ func newIdempotencyKey() string {
 	x := strconv.AppendUint(b[4:4], rand.Uint64()|1<<63, 16)
 	x = strconv.AppendUint(x, rand.Uint64()|1<<63, 16)
 	return string(b[:4+len(x)])
-}
-
-// sleepUntil waits d unless ctx ends or the deadline comes first; it reports
-// whether d passed.
-func sleepUntil(ctx context.Context, d time.Duration, deadline time.Time) bool {
-	if time.Until(deadline) <= d {
-		return false
-	}
-	return sleep(ctx, d)
 }

@@ -255,13 +255,16 @@ func TestDecideServerDown(t *testing.T) {
 }
 
 // TestBreaker: after repeated failures Decide stops calling the engine and
-// answers the fallback at once; a probe after the wait closes the breaker
-// when the engine answers, and a failed probe keeps it open.
+// answers the fallback at once; a probe after the wait (on the Client's
+// clock, a fake one here) closes the breaker when the engine answers, and
+// a failed probe keeps it open.
 func TestBreaker(t *testing.T) {
-	const wait = 150 * time.Millisecond
+	const wait = time.Minute
+	clk := newFakeTime()
 	ts := newTestServer(t)
 	proxy := newFaultProxy(t, ts.api)
-	c := ts.newClient(t, proxy.http.URL, client.WithFallback(1), client.WithBreaker(3, wait), client.WithBudget(time.Second))
+	c := ts.newClient(t, proxy.http.URL, client.WithFallback(1), client.WithBreaker(3, wait), client.WithBudget(time.Second),
+		clk.option())
 	installCatalog(t, c, 3)
 	if err := c.Warm(context.Background()); err != nil {
 		t.Fatal(err)
@@ -295,8 +298,12 @@ func TestBreaker(t *testing.T) {
 	if !errors.Is(d.Causa, client.ErrBreakerOpen) || n != 0 || took > 20*time.Millisecond {
 		t.Fatalf("open breaker: cause %v, %d attempts, %v; want ErrBreakerOpen at once, no attempt", d.Causa, n, took)
 	}
+	clk.Advance(wait - time.Second)
+	if d, _, n := decide(); !errors.Is(d.Causa, client.ErrBreakerOpen) || n != 0 {
+		t.Fatalf("before the wait: cause %v after %d attempts, want ErrBreakerOpen", d.Causa, n)
+	}
 	// After the wait, one probe goes through; it fails: still open.
-	time.Sleep(wait)
+	clk.Advance(time.Second)
 	if d, _, n := decide(); !d.EnRespaldo || n == 0 {
 		t.Fatalf("probe: fallback %v after %d attempts, want a failed probe", d.EnRespaldo, n)
 	}
@@ -305,7 +312,7 @@ func TestBreaker(t *testing.T) {
 	}
 	// The engine is back: the next probe closes the breaker.
 	proxy.set(nil)
-	time.Sleep(wait)
+	clk.Advance(wait)
 	if d, _, n := decide(); d.EnRespaldo || n != 1 {
 		t.Fatalf("probe with the engine back: fallback %v (%v) after %d attempts, want a decision", d.EnRespaldo, d.Causa, n)
 	}

@@ -131,11 +131,12 @@ func parseRetryAfter(s string, now time.Time) time.Duration {
 
 // parseError builds the *Error of a non-2xx answer from its status, headers
 // and body (ErrorV1 or HTTPValidationError; anything else, such as a proxy's
-// HTML page, keeps only the status).
-func parseError(status int, h http.Header, body []byte) *Error {
+// HTML page, keeps only the status); an HTTP-date Retry-After is read as of
+// now.
+func parseError(status int, h http.Header, body []byte, now time.Time) *Error {
 	e := &Error{Status: status, TraceID: h.Get("X-Trace-Id")}
 	if s := h.Get("Retry-After"); s != "" {
-		e.RetryAfter = parseRetryAfter(s, time.Now())
+		e.RetryAfter = parseRetryAfter(s, now)
 	}
 	if status == http.StatusUnprocessableEntity {
 		var v HTTPValidationError

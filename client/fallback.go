@@ -102,7 +102,7 @@ func (q *fallbackQueue) deliver(r PeticionRespaldo) {
 		if apiErr != nil {
 			retryAfter = apiErr.RetryAfter
 		}
-		if !sleep(q.ctx, fallbackWait(cfg, n, retryAfter)) {
+		if !cfg.clock.wait(q.ctx, fallbackWait(cfg, n, retryAfter)) {
 			q.dropped.Add(1)
 			return
 		}

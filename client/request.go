@@ -117,7 +117,7 @@ func (c *Client) decodeAnswer(resp *http.Response, out any) error {
 		return fmt.Errorf("coupond: reading answer: %w", err)
 	}
 	if resp.StatusCode/100 != 2 {
-		return parseError(resp.StatusCode, resp.Header, buf.Bytes())
+		return parseError(resp.StatusCode, resp.Header, buf.Bytes(), c.cfg.clock.now())
 	}
 	if out == nil {
 		return nil
@@ -189,15 +189,18 @@ func (c *Client) callKeyed(ctx context.Context, method, path string, in, out any
 
 // retry runs attempt until it succeeds, fails for good, or the attempts or
 // ctx's deadline run out; it returns the last error. scale multiplies the
-// backoff.
+// backoff. A wait that would pass the deadline ends the call at once; the
+// deadline is read once, on the Client's clock, so that the waits count
+// against it.
 func (c *Client) retry(ctx context.Context, scale time.Duration, mode retryMode, attempt func() error) error {
+	end, _ := c.cfg.clock.deadline(ctx)
 	var err error
 	for n := 0; n < c.cfg.attempts; n++ {
 		if err = attempt(); err == nil {
 			return nil
 		}
 		wait, ok := c.retryWait(ctx, err, n, scale, mode)
-		if !ok || n+1 == c.cfg.attempts || !sleep(ctx, wait) {
+		if !ok || n+1 == c.cfg.attempts || !c.cfg.clock.waitBefore(ctx, wait, end) {
 			return err
 		}
 	}
@@ -205,10 +208,10 @@ func (c *Client) retry(ctx context.Context, scale time.Duration, mode retryMode,
 }
 
 // retryWait reports whether err after attempt n may be retried and after
-// how long: the jittered backoff, or Retry-After if longer; not when the
-// wait would pass ctx's deadline. A failed token fetch (lost connection,
-// 429 or 5xx of the token endpoint) and a connection that could not be
-// made are retried in every mode, since the request itself was not sent.
+// how long: the jittered backoff, or Retry-After if longer. A failed
+// token fetch (lost connection, 429 or 5xx of the token endpoint) and a
+// connection that could not be made are retried in every mode, since the
+// request itself was not sent.
 func (c *Client) retryWait(ctx context.Context, err error, n int, scale time.Duration, mode retryMode) (time.Duration, bool) {
 	if ctx.Err() != nil || errors.Is(err, ErrClosed) {
 		return 0, false
@@ -226,9 +229,6 @@ func (c *Client) retryWait(ctx context.Context, err error, n int, scale time.Dur
 		}
 		wait = max(wait, apiErr.RetryAfter)
 	case mode == retryRefused:
-		return 0, false
-	}
-	if d, ok := ctx.Deadline(); ok && time.Now().Add(wait).After(d) {
 		return 0, false
 	}
 	return wait, true
@@ -270,19 +270,4 @@ func doubled(base time.Duration, limit time.Duration, n int) time.Duration {
 		d *= 2
 	}
 	return d
-}
-
-// sleep waits d or until ctx ends; it reports whether d passed.
-func sleep(ctx context.Context, d time.Duration) bool {
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }

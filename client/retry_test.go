@@ -38,27 +38,35 @@ func inMemoryClient(t *testing.T, h http.Handler, opts ...client.Option) *client
 }
 
 // TestRetryAfterCapped: a Retry-After is read in seconds or as an HTTP
-// date and capped at MaxRetryAfter, with no overflow; one beyond the
-// call's deadline ends the call at once with the 429 or 503, and one that
-// is negative, past or unreadable leaves the backoff alone. A huge value
-// wrapped around time.Duration (centuries, or negative), and one beyond
-// int64 was read as no Retry-After at all and retried at once.
+// date (as of the Client's clock) and capped at MaxRetryAfter, with no
+// overflow; one that fits before the call's deadline is waited for on the
+// Client's clock, one beyond it ends the call at once with the 429 or 503,
+// and one that is negative, past or unreadable leaves the backoff (none
+// here) alone. A huge value wrapped around time.Duration (centuries, or
+// negative), and one beyond int64 was read as no Retry-After at all and
+// retried at once. The clock is fake: no test waits for real.
 func TestRetryAfterCapped(t *testing.T) {
 	tests := []struct {
-		name, header string
-		want         time.Duration
-		requests     int64 // of each call
+		name     string
+		header   func(now time.Time) string
+		want     time.Duration
+		requests int64           // of each call
+		sleeps   []time.Duration // of each call, on the Client's clock
 	}{
-		{"seconds beyond the deadline", "3", 3 * time.Second, 1},
-		{"centuries of seconds", "99999999999", client.MaxRetryAfter, 1},
-		{"seconds beyond int64", "99999999999999999999999", client.MaxRetryAfter, 1},
-		{"date far ahead", "Fri, 31 Dec 9999 23:59:59 GMT", client.MaxRetryAfter, 1},
-		{"date past", "Sun, 06 Nov 1994 08:49:37 GMT", 0, 4},
-		{"negative", "-5", 0, 4},
-		{"unreadable", "soon", 0, 4},
+		{"seconds within the deadline", fixed("1"), time.Second, 2, []time.Duration{time.Second}},
+		{"date within the deadline", func(now time.Time) string { return now.Add(time.Second).Format(http.TimeFormat) },
+			time.Second, 2, []time.Duration{time.Second}},
+		{"seconds beyond the deadline", fixed("3"), 3 * time.Second, 1, nil},
+		{"centuries of seconds", fixed("99999999999"), client.MaxRetryAfter, 1, nil},
+		{"seconds beyond int64", fixed("99999999999999999999999"), client.MaxRetryAfter, 1, nil},
+		{"date far ahead", fixed("Fri, 31 Dec 9999 23:59:59 GMT"), client.MaxRetryAfter, 1, nil},
+		{"date past", fixed("Sun, 06 Nov 1994 08:49:37 GMT"), 0, 4, nil},
+		{"negative", fixed("-5"), 0, 4, nil},
+		{"unreadable", fixed("soon"), 0, 4, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			clk := newFakeTime()
 			var requests atomic.Int64
 			h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				w.Header().Set("Content-Type", "application/json")
@@ -75,11 +83,11 @@ func TestRetryAfterCapped(t *testing.T) {
 				if r.URL.Path == "/v1/decisiones" {
 					status, codigo = 503, "no_disponible"
 				}
-				w.Header().Set("Retry-After", tt.header)
+				w.Header().Set("Retry-After", tt.header(clk.Now()))
 				w.WriteHeader(status)
 				fmt.Fprintf(w, `{"codigo":%q,"mensaje":"m","campo":null,"detalle":null,"trace_id":"t"}`, codigo)
 			})
-			c := inMemoryClient(t, h, client.WithRetries(4, time.Millisecond, time.Millisecond), client.WithFallback(0),
+			c := inMemoryClient(t, h, client.WithRetries(4, 0, 0), client.WithFallback(0), clk.option(),
 				client.WithBudget(2*time.Second), client.WithBreaker(0, time.Second), client.WithTimeout(2*time.Second))
 			calls := []struct {
 				name   string
@@ -96,9 +104,8 @@ func TestRetryAfterCapped(t *testing.T) {
 				}},
 			}
 			for _, call := range calls {
-				before, start := requests.Load(), time.Now()
+				before := requests.Load()
 				err := call.call()
-				took := time.Since(start)
 				var apiErr *client.Error
 				if !errors.As(err, &apiErr) {
 					t.Fatalf("%s: %v, want the %d", call.name, err, call.status)
@@ -107,18 +114,19 @@ func TestRetryAfterCapped(t *testing.T) {
 					Status     int
 					RetryAfter time.Duration
 					Requests   int64
+					Sleeps     []time.Duration
 				}
-				got := result{apiErr.Status, apiErr.RetryAfter, requests.Load() - before}
-				if diff := cmp.Diff(result{call.status, tt.want, tt.requests}, got); diff != "" {
+				got := result{apiErr.Status, apiErr.RetryAfter, requests.Load() - before, clk.Sleeps()}
+				if diff := cmp.Diff(result{call.status, tt.want, tt.requests, tt.sleeps}, got); diff != "" {
 					t.Errorf("%s (-want +got):\n%s", call.name, diff)
-				}
-				if took > time.Second {
-					t.Errorf("%s took %v, want it to give up at once", call.name, took)
 				}
 			}
 		})
 	}
 }
+
+// fixed is a Retry-After header that does not depend on the time.
+func fixed(v string) func(time.Time) string { return func(time.Time) string { return v } }
 
 // TestDecideAnswerWithoutDecisionID: a 2xx answer to a decision that is
 // not JSON or carries no decision_id (a stub, a proxy's page) is a failed
@@ -372,4 +380,69 @@ func closedAddr(t *testing.T) string {
 	addr := ln.Addr().String()
 	ln.Close()
 	return addr
+}
+
+// TestBackgroundWaitsOnTheClientsClock: WaitBatch's polls and the
+// fallback sender's wait after a refused record (here the Retry-After,
+// which its backoff draws less than) pass on the Client's clock, a fake one
+// here, that sleeps an hour at once.
+func TestBackgroundWaitsOnTheClientsClock(t *testing.T) {
+	tests := []struct {
+		name string
+		run  func(t *testing.T, c *client.Client)
+		want []time.Duration
+	}{
+		{"WaitBatch polls every interval", func(t *testing.T, c *client.Client) {
+			st, err := c.WaitBatch(context.Background(), "job-1", nil)
+			if err != nil || st.Estado != client.EstadoCompletado {
+				t.Fatalf("WaitBatch: %+v, %v", st, err)
+			}
+		}, []time.Duration{time.Hour, time.Hour}},
+		{"fallback record waits for the Retry-After", func(t *testing.T, c *client.Client) {
+			d, err := c.Decide(context.Background(), decisionRequest("cli-00000001"))
+			if err != nil || !d.EnRespaldo {
+				t.Fatalf("Decide: %+v, %v; want the fallback", d, err)
+			}
+			waitFor(t, 2*time.Second, func() bool { return c.Stats().FallbackSent == 1 })
+		}, []time.Duration{2 * time.Minute}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			clk := newFakeTime()
+			var polls, records atomic.Int64
+			h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "application/json")
+				apiError := func(status int, codigo string) {
+					w.Header().Set("Retry-After", "120")
+					w.WriteHeader(status)
+					fmt.Fprintf(w, `{"codigo":%q,"mensaje":"m","campo":null,"detalle":null,"trace_id":"t"}`, codigo)
+				}
+				switch r.URL.Path {
+				case "/v1/token":
+					fmt.Fprint(w, tokenJSON)
+				case "/v1/lotes-decision/job-1":
+					estado := client.EstadoCompletado
+					if polls.Add(1) < 3 {
+						estado = "en_curso"
+					}
+					fmt.Fprintf(w, `{"job_id":"job-1","estado":%q,"creado_en":"2001-02-03T04:05:06Z","campana_id":"c",`+
+						`"total":1,"procesados":0,"iniciado_en":null,"completado_en":null}`, estado)
+				case "/v1/decisiones":
+					apiError(503, "inquilino_pausado")
+				case "/v1/decisiones/respaldo":
+					if records.Add(1) == 1 {
+						apiError(503, "no_disponible")
+						return
+					}
+					fmt.Fprint(w, `{}`)
+				}
+			})
+			c := inMemoryClient(t, h, clk.option(), client.WithPollInterval(time.Hour), client.WithRetries(4, 0, 0),
+				client.WithFallback(0), client.WithFallbackRetry(time.Second, time.Hour))
+			tt.run(t, c)
+			if diff := cmp.Diff(tt.want, clk.Sleeps()); diff != "" {
+				t.Errorf("sleeps (-want +got):\n%s", diff)
+			}
+		})
+	}
 }

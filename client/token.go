@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -30,6 +31,7 @@ type tokenCache struct {
 	cur        atomic.Pointer[bearer]
 	renewAfter atomic.Int64 // unix nanoseconds before which no renewal starts, after one failed
 	bg         *sync.WaitGroup
+	now        func() time.Time // the Client's clock
 
 	mu      sync.Mutex
 	pending *tokenFetch // the fetch under way, if any
@@ -54,7 +56,8 @@ type bearer struct {
 	expiry    time.Time
 }
 
-func newTokenCache(tokenURL, id, secret string, scopes []string, hc *http.Client, ua string, bg *sync.WaitGroup) *tokenCache {
+func newTokenCache(tokenURL, id, secret string, scopes []string, hc *http.Client, ua string, bg *sync.WaitGroup,
+	now func() time.Time) *tokenCache {
 	inner := hc.Transport
 	if inner == nil {
 		inner = http.DefaultTransport
@@ -64,14 +67,14 @@ func newTokenCache(tokenURL, id, secret string, scopes []string, hc *http.Client
 	return &tokenCache{
 		conf: clientcredentials.Config{ClientID: id, ClientSecret: secret, TokenURL: tokenURL, Scopes: scopes,
 			AuthStyle: oauth2.AuthStyleInHeader},
-		hc: &tokenHC, bg: bg,
+		hc: &tokenHC, bg: bg, now: now,
 	}
 }
 
 // get returns a valid token. A call that must wait for a fetch waits no
 // longer than ctx allows; the fetch goes on for the calls after it.
 func (t *tokenCache) get(ctx context.Context) (*bearer, error) {
-	now := time.Now()
+	now := t.now()
 	if b := t.cur.Load(); b != nil && now.Before(b.expiry) {
 		if !now.Before(b.refreshAt) && now.UnixNano() >= t.renewAfter.Load() {
 			t.start() // a renewal; this call goes on with b
@@ -98,7 +101,7 @@ func (t *tokenCache) start() *tokenFetch {
 		return t.pending
 	}
 	f := &tokenFetch{done: make(chan struct{})}
-	if b := t.cur.Load(); b != nil && time.Now().Before(b.refreshAt) {
+	if b := t.cur.Load(); b != nil && t.now().Before(b.refreshAt) {
 		f.b = b
 		close(f.done)
 		return f
@@ -123,7 +126,7 @@ func (t *tokenCache) run(f *tokenFetch) {
 	defer cancel()
 	f.b, f.err = t.fetch(ctx)
 	if f.err != nil {
-		t.renewAfter.Store(time.Now().Add(renewalPause(f.err)).UnixNano())
+		t.renewAfter.Store(t.now().Add(renewalPause(f.err)).UnixNano())
 	}
 	t.mu.Lock()
 	t.pending = nil
@@ -150,24 +153,36 @@ func renewalPause(err error) time.Duration {
 }
 
 // fetch gets a new token and makes it current; run calls it, one at a
-// time.
+// time. The token's life counts from before the request, on the Client's
+// clock.
 func (t *tokenCache) fetch(ctx context.Context) (*bearer, error) {
-	start := time.Now()
+	start := t.now()
 	tok, err := t.conf.Token(context.WithValue(ctx, oauth2.HTTPClient, t.hc))
 	if err != nil {
-		return nil, tokenError(err)
+		return nil, tokenError(err, t.now())
 	}
-	expiry := tok.Expiry
-	if expiry.IsZero() {
-		expiry = start.Add(5 * time.Minute)
-	}
-	life := expiry.Sub(start)
-	expiry = expiry.Add(-min(5*time.Second, life/10)) // margin for the request in flight
+	life := tokenLife(tok)
+	expiry := start.Add(life - min(5*time.Second, life/10)) // margin for the request in flight
 	life = expiry.Sub(start)
 	h := "Bearer " + tok.AccessToken
 	b := &bearer{header: h, value: []string{h}, expiry: expiry, refreshAt: expiry.Add(-min(2*time.Minute, life/4))}
 	t.cur.Store(b)
 	return b, nil
+}
+
+// tokenLife is how long tok is valid from its request: its expires_in, or
+// 5 minutes if it has none. oauth2 sets Expiry from expires_in on the real
+// clock, so it is read only for an answer that carries no ExpiresIn (a
+// form-encoded one).
+func tokenLife(tok *oauth2.Token) time.Duration {
+	const maxSeconds = int64(math.MaxInt64 / time.Second)
+	switch {
+	case tok.ExpiresIn > 0:
+		return time.Duration(min(tok.ExpiresIn, maxSeconds)) * time.Second
+	case !tok.Expiry.IsZero():
+		return time.Until(tok.Expiry)
+	}
+	return 5 * time.Minute
 }
 
 // invalidate drops the token the server refused, unless it was replaced
@@ -176,11 +191,12 @@ func (t *tokenCache) invalidate(b *bearer) { t.cur.CompareAndSwap(b, nil) }
 
 // tokenError turns oauth2's error into an *Error: the stock parser keeps
 // only RFC 6749's "error" and "error_description"; coupond's codigo,
-// mensaje, campo and trace_id (and a 422's detail) are parsed here.
-func tokenError(err error) error {
+// mensaje, campo and trace_id (and a 422's detail) are parsed here, and a
+// Retry-After as of now.
+func tokenError(err error, now time.Time) error {
 	var re *oauth2.RetrieveError
 	if errors.As(err, &re) && re.Response != nil {
-		return parseError(re.Response.StatusCode, re.Response.Header, re.Body)
+		return parseError(re.Response.StatusCode, re.Response.Header, re.Body, now)
 	}
 	return err
 }

@@ -16,12 +16,14 @@ import (
 )
 
 // TestTokenCachedAndRenewedEarly: one token serves many calls, and a token
-// near its expiry is renewed in the background while calls keep using it:
-// the renewal's token request is held until the call has returned, so a
-// call that waited for it would never return.
+// near its expiry (on the Client's clock, a fake one here) is renewed in
+// the background while calls keep using it: the renewal's token request is
+// held until the call has returned, so a call that waited for it would
+// never return.
 func TestTokenCachedAndRenewedEarly(t *testing.T) {
+	clk := newFakeTime()
 	var tokens, calls atomic.Int64
-	var lastUA atomic.Value
+	var lastUA, lastAuth atomic.Value
 	release := make(chan struct{})
 	var once sync.Once
 	free := func() { once.Do(func() { close(release) }) }
@@ -39,10 +41,11 @@ func TestTokenCachedAndRenewedEarly(t *testing.T) {
 			if n >= 2 {
 				<-release // the renewal answers only once the test lets it
 			}
-			fmt.Fprintf(w, `{"access_token":"tok%d","expires_in":2,"scope":"catalogo:escribir","token_type":"Bearer"}`, n)
+			fmt.Fprintf(w, `{"access_token":"tok%d","expires_in":900,"scope":"catalogo:escribir","token_type":"Bearer"}`, n)
 			return
 		}
 		calls.Add(1)
+		lastAuth.Store(r.Header.Get("Authorization"))
 		if got, want := r.Header.Get("Authorization"), fmt.Sprintf("Bearer tok%d", tokens.Load()); got != want && tokens.Load() == 1 {
 			t.Errorf("Authorization %q, want %q", got, want)
 		}
@@ -50,7 +53,7 @@ func TestTokenCachedAndRenewedEarly(t *testing.T) {
 	}))
 	defer srv.Close()
 	defer free() // before srv.Close, which waits for the held request
-	c, err := client.New(srv.URL, "ci_x", "sec")
+	c, err := client.New(srv.URL, "ci_x", "sec", clk.option())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,8 +70,16 @@ func TestTokenCachedAndRenewedEarly(t *testing.T) {
 	if ua, _ := lastUA.Load().(string); !strings.HasPrefix(ua, "coupond-go/") {
 		t.Errorf("User-Agent %q", ua)
 	}
-	// The 2 s token is valid for 1.8 s and renewed from 1.35 s on.
-	time.Sleep(1500 * time.Millisecond)
+	// The 900 s token is valid for 895 s and renewed from 775 s on.
+	clk.Advance(770 * time.Second)
+	if _, err := c.Catalog(ctx); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(20 * time.Millisecond) // a renewal started too soon would reach the server
+	if n := tokens.Load(); n != 1 {
+		t.Fatalf("%d token requests 770 s into a 900 s token, want 1", n)
+	}
+	clk.Advance(10 * time.Second)
 	done := make(chan error, 1)
 	go func() {
 		_, err := c.Catalog(ctx)
@@ -83,7 +94,18 @@ func TestTokenCachedAndRenewedEarly(t *testing.T) {
 		t.Fatal("the call during renewal waited for the held token request")
 	}
 	free()
-	waitFor(t, 2*time.Second, func() bool { return tokens.Load() == 2 })
+	waitFor(t, 2*time.Second, func() bool {
+		_, err := c.Catalog(ctx)
+		return err == nil && lastAuth.Load() == "Bearer tok2"
+	})
+	// Past the renewed token's expiry, a call waits for a new one.
+	clk.Advance(900 * time.Second)
+	if _, err := c.Catalog(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := tokens.Load(); n != 3 {
+		t.Errorf("%d token requests once the token expired, want 3", n)
+	}
 
 	// Wrong secret: coupond's error body, which stock oauth2 does not parse,
 	// comes back as *Error.
@@ -182,8 +204,10 @@ func TestDecideDoesNotWaitForAnotherCallsTokenFetch(t *testing.T) {
 // (the token endpoint answers 503), calls that go on with the still valid
 // token do not start a new renewal each, back to back: that hammers a
 // token endpoint in trouble and spends the credential's rate limit
-// (10/s), shared with every other process using it.
+// (10/s), shared with every other process using it. The next renewal
+// starts a second later on the Client's clock (a fake one here).
 func TestFailedRenewalNotRetriedAtOnce(t *testing.T) {
+	clk := newFakeTime()
 	var tokens atomic.Int64
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
@@ -193,13 +217,13 @@ func TestFailedRenewalNotRetriedAtOnce(t *testing.T) {
 				fmt.Fprint(w, `{"codigo":"error_interno","mensaje":"no","campo":null,"detalle":null,"trace_id":"t1"}`)
 				return
 			}
-			fmt.Fprint(w, `{"access_token":"tok","expires_in":4,"scope":"catalogo:escribir","token_type":"Bearer"}`)
+			fmt.Fprint(w, `{"access_token":"tok","expires_in":900,"scope":"catalogo:escribir","token_type":"Bearer"}`)
 			return
 		}
 		fmt.Fprint(w, `{"acciones":[],"version":0}`)
 	}))
 	defer srv.Close()
-	c, err := client.New(srv.URL, "ci_x", "sec")
+	c, err := client.New(srv.URL, "ci_x", "sec", clk.option())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,17 +232,26 @@ func TestFailedRenewalNotRetriedAtOnce(t *testing.T) {
 	if err := c.Warm(ctx); err != nil {
 		t.Fatal(err)
 	}
-	// The 4 s token is valid for 3.6 s and renewed from 2.7 s on.
-	time.Sleep(2800 * time.Millisecond)
+	// The 900 s token is valid for 895 s and renewed from 775 s on.
+	clk.Advance(780 * time.Second)
+	if _, err := c.Catalog(ctx); err != nil { // starts the renewal, which fails
+		t.Fatal(err)
+	}
+	waitFor(t, 2*time.Second, func() bool { return tokens.Load() == 2 })
 	for i := 0; i < 40; i++ {
 		if _, err := c.Catalog(ctx); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(time.Millisecond) // let a renewal started by the call run
 	}
-	if n := tokens.Load(); n > 3 {
-		t.Errorf("%d token requests for 40 calls after a failed renewal, want at most 3", n)
+	if n := tokens.Load(); n != 2 {
+		t.Errorf("%d token requests for 40 calls within a second of a failed renewal, want 2", n)
 	}
+	clk.Advance(time.Second)
+	if _, err := c.Catalog(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 2*time.Second, func() bool { return tokens.Load() == 3 })
 }
 
 // TestSlowTokenFetchOutlivesAnAttempt: a token fetch that takes longer
