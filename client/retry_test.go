@@ -7,8 +7,11 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -287,8 +290,8 @@ type batchResult struct {
 }
 
 // TestCreateBatchRetriesRefusedConnection: a connection that could not be
-// made (refused by a real closed port, or any other dial error) sent
-// nothing, so CreateBatch retries it and the job is created once. Before,
+// made (refused by the kernel, or any other dial error) sent nothing, so
+// CreateBatch retries it and the job is created once. Before,
 // a server restarting for a moment failed the job creation. A connection
 // lost after the request was written is still not retried: the job may
 // exist.
@@ -296,7 +299,7 @@ func TestCreateBatchRetriesRefusedConnection(t *testing.T) {
 	tests := []struct {
 		name    string
 		refuse  int64 // dials of the job request that fail before the others succeed
-		dialErr error // of a failing dial; nil: a real refused connection
+		dialErr error // of a failing dial; nil: a real refused connection (refusingSocket)
 		hangUp  bool  // the server closes the connection without answering
 		want    batchResult
 		dials   int64 // of the job request
@@ -326,7 +329,7 @@ func TestCreateBatchRetriesRefusedConnection(t *testing.T) {
 				fmt.Fprint(w, `{"job_id":"job-1","estado":"en_cola","creado_en":"2030-01-01T00:00:00Z"}`)
 			}))
 			defer srv.Close()
-			closed := closedAddr(t)
+			down := refusingSocket(t)
 			var refusing, dials atomic.Int64 // dials still to fail, dials made
 			var d net.Dialer
 			tr := &http.Transport{DisableKeepAlives: true, DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
@@ -337,7 +340,7 @@ func TestCreateBatchRetriesRefusedConnection(t *testing.T) {
 				if tt.dialErr != nil {
 					return nil, tt.dialErr
 				}
-				return d.DialContext(ctx, network, closed)
+				return d.DialContext(ctx, "unix", down)
 			}}
 			defer tr.CloseIdleConnections()
 			c, err := client.New(srv.URL, "ci_x", "sec", client.WithHTTPClient(&http.Client{Transport: tr}),
@@ -369,17 +372,34 @@ func TestCreateBatchRetriesRefusedConnection(t *testing.T) {
 	}
 }
 
-// closedAddr returns the address of a loopback port nothing listens on: a
-// dial to it is refused.
-func closedAddr(t *testing.T) string {
+// refusingSocket returns the path of a Unix socket whose listener has
+// closed, in a directory of the test's own: the kernel refuses a dial to it
+// (ECONNREFUSED), as it does one to a closed TCP port, but no other process
+// can start listening there in between, as one could on a loopback port
+// just closed (the dial would then reach that process).
+func refusingSocket(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	dir, err := os.MkdirTemp("", "cpd-") // short: a socket path has at most 104 bytes on some systems
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := ln.Addr().String()
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	path := filepath.Join(dir, "down.sock")
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln.SetUnlinkOnClose(false) // the socket file stays, with nothing behind it
 	ln.Close()
-	return addr
+	conn, err := net.Dial("unix", path)
+	if err == nil {
+		conn.Close()
+		t.Fatalf("dial %s succeeded, want it refused", path)
+	}
+	if !errors.Is(err, syscall.ECONNREFUSED) {
+		t.Fatalf("dial %s: %v, want connection refused", path, err)
+	}
+	return path
 }
 
 // TestBackgroundWaitsOnTheClientsClock: WaitBatch's polls and the
