@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -204,17 +205,21 @@ func TestDecideFallbackWithinBudget(t *testing.T) {
 }
 
 // TestDecideServerDown: nothing listens; Decide answers the fallback within
-// the budget, and the record is sent once a server listens again.
+// the budget, and the record is sent once a server listens again. The
+// server is down and up on a Unix socket of the test's own
+// (refusingSocket), which no other process can take meanwhile, as it could
+// a loopback port.
 func TestDecideServerDown(t *testing.T) {
 	ts := newTestServer(t)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close() // down: connections are refused
-	c := ts.newClient(t, "http://"+addr, client.WithFallback(0), client.WithBreaker(0, time.Second),
-		client.WithFallbackRetry(10*time.Millisecond, 40*time.Millisecond))
+	down := refusingSocket(t)
+	var dialer net.Dialer
+	tr := &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return dialer.DialContext(ctx, "unix", down)
+	}}
+	defer tr.CloseIdleConnections()
+	c := ts.newClient(t, "http://coupond.test", client.WithHTTPClient(&http.Client{Transport: tr}),
+		client.WithFallback(0), client.WithBreaker(0, time.Second), client.WithFallbackRetry(10*time.Millisecond, 40*time.Millisecond))
+	var err error
 	const runs = 5
 	var took []time.Duration
 	var ref string
@@ -238,8 +243,11 @@ func TestDecideServerDown(t *testing.T) {
 	if st := c.Stats(); st.FallbackSent != 0 || st.FallbackPending != runs {
 		t.Fatalf("while down: %+v, want the records pending", st)
 	}
-	// Back up on the same address.
-	l, err = net.Listen("tcp", addr)
+	// Back up on the same socket.
+	if err := os.Remove(down); err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("unix", down)
 	if err != nil {
 		t.Fatal(err)
 	}
