@@ -103,6 +103,44 @@ func ExampleClient_Decide_fallback() {
 	// records dropped: 1
 }
 
+// Without a fallback action, a Decide the engine does not answer in time
+// returns an error wrapping ErrNoFallback and the cause; the caller
+// applies its own rule and records what it did with RecordFallback.
+func ExampleClient_RecordFallback() {
+	srv, stop := exampleServer()
+	defer stop()
+	c, err := client.New(srv.url, srv.clientID, srv.secret) // no WithFallback
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	ctx := context.Background()
+
+	req := client.PeticionDecision{ClienteRef: "c9f1a2b3d4e5", Contexto: client.Contexto{Canal: "push"}}
+	// A budget no answer fits in stands for an engine that does not answer.
+	d, err := c.Decide(ctx, req, client.Budget(time.Nanosecond))
+	var apiErr *client.Error
+	switch {
+	case errors.Is(err, client.ErrNoFallback):
+		fmt.Println("no answer in time:", errors.Is(err, client.ErrBudgetExhausted))
+		accion := 1 // what your own rule decided, and applied
+		if err := c.RecordFallback(ctx, client.PeticionRespaldo{Accion: accion, Canal: req.Contexto.Canal,
+			ClienteRef: req.ClienteRef}); err != nil {
+			log.Fatal(err)
+		}
+		fmt.Println("recorded accion", accion)
+	case errors.As(err, &apiErr):
+		log.Fatal(apiErr) // the API refused the request: fix the call
+	case err != nil:
+		log.Fatal(err) // ctx canceled, or the Client closed
+	default:
+		fmt.Println("the engine decided", d.Accion)
+	}
+	// Output:
+	// no answer in time: true
+	// recorded accion 1
+}
+
 // Errors from the API are *client.Error values.
 func ExampleError() {
 	srv, stop := exampleServer()
