@@ -8,10 +8,11 @@
 // and Close it on shutdown so queued fallback records are sent.
 //
 // Decide asks for an online decision within a time budget (100 ms by
-// default, the API's answer time). It retries what a retry can fix (429
-// within the budget, 5xx, lost connections) with the same Idempotency-Key,
-// so the engine makes at most one decision per call. When the engine does
-// not answer in time, the tenant is paused, or the breaker is open after
+// default, the API's answer time). It retries what a retry can fix (5xx,
+// 409 idempotencia_conflicto, lost connections, and a 429 whose
+// Retry-After fits in the budget) with the same Idempotency-Key, so the
+// engine makes at most one decision per call. When the engine does not
+// answer in time, the tenant is paused, or the breaker is open after
 // repeated failures, Decide returns the caller's fallback action marked
 // EnRespaldo and records it with POST /v1/decisiones/respaldo in the
 // background. See Decide and Stats.
@@ -19,11 +20,69 @@
 // The other methods map one endpoint each: Confirm, RecordFallback,
 // PublishEvents (which splits large slices into requests the API accepts),
 // campaigns, the action catalog, customer export and deletion, batch jobs
-// and webhooks.
-// VerifyWebhook checks the signature of a lote.completado notification.
+// and webhooks. VerifyWebhook checks the signature of a lote.completado
+// notification.
 //
-// Errors from the API are *Error values (errors.As) carrying the codigo,
-// campo, trace_id, the 422 items and Retry-After.
+// # Retries and idempotency
+//
+// A call is retried only where a second copy of the request cannot act
+// twice: up to 4 attempts (WithRetries) with exponential backoff and full
+// jitter, and a Retry-After honoured when it fits before the call's
+// deadline (else the 429 or 503 is returned at once). Every call retries a
+// failed token fetch (a lost connection, 429 or 5xx of the token endpoint)
+// and a connection that could not be made, since nothing was sent then.
+// Beyond those:
+//
+//   - Decide, Confirm and RecordFallback send one Idempotency-Key on every
+//     attempt of a call, so the server acts once per call (a second call is
+//     a second decision, confirmation or record); they retry 429, 5xx, 409
+//     idempotencia_conflicto (an earlier attempt still running) and lost
+//     connections.
+//   - PublishEvents and the GET, PUT and DELETE calls (Batch, Campaign,
+//     PutCampaign, Catalog, PutCatalog, ExportCustomer, DeleteCustomer,
+//     RegisterWebhook, DeleteWebhook, BatchResults) retry 429, 5xx and lost
+//     connections: the server stores each event_id once, and the others
+//     have the same effect twice.
+//   - CreateBatch retries only a 429 or 503, which say nothing was done: a
+//     connection lost after sending may have created the job, so it is
+//     returned (a second CreateBatch answers 429 while that job runs).
+//
+// A 401 is sent once more with a fresh token (the token may have been
+// revoked); no other 4xx but those above is retried.
+//
+// # Timeouts
+//
+// Decide is bounded by its budget (WithBudget, Budget) or ctx's deadline,
+// whichever is sooner, and each attempt by WithAttemptTimeout. Other calls
+// are bounded by ctx's deadline or, when ctx has none, by WithTimeout
+// (30 s), retries included; PublishEvents and WaitBatch apply it to each
+// request, not the whole call, and BatchResults does not apply it at all:
+// give its ctx a deadline.
+//
+// # Errors
+//
+// Check errors with errors.As and errors.Is:
+//
+//   - *Error: the API answered a status other than 2xx (the token endpoint
+//     included, such as 401 no_autenticado for a wrong secret), with its
+//     Status, Codigo, Campo, TraceID, the 422 items and Retry-After.
+//   - ErrNoFallback: Decide had no fallback action for an engine that did
+//     not answer; the error also wraps the cause below.
+//   - ErrBudgetExhausted, ErrBreakerOpen, or an *Error of 503
+//     inquilino_pausado: why Decide answered the fallback, in
+//     Decision.Causa (or wrapped with ErrNoFallback).
+//   - ErrClosed: a call after Close needed a new token.
+//   - ErrBatchFailed: WaitBatch saw the job fail.
+//   - ErrWebhookSecret, ErrWebhookHeaders, ErrWebhookTimestamp,
+//     ErrWebhookSignature: VerifyWebhook refused a notification.
+//   - context.Canceled, context.DeadlineExceeded: ctx was canceled, or its
+//     deadline (or WithTimeout) passed while a request or a token fetch was
+//     under way. Decide returns context.Canceled as it is, and answers the
+//     fallback when its time runs out.
+//
+// Other errors are failures of the network (such as *url.Error), an answer
+// that is not the documented JSON, or bad arguments (an empty id, an option
+// out of range), which name what is wrong.
 package client
 
 import (
@@ -141,7 +200,8 @@ func WithBreaker(fails int, wait time.Duration) Option {
 
 // WithTimeout bounds calls other than Decide whose context has no deadline
 // (default 30 s), retries included; for PublishEvents and WaitBatch it
-// bounds each request, not the whole call.
+// bounds each request, not the whole call. It does not bound BatchResults,
+// a download of any length: give its context a deadline.
 func WithTimeout(d time.Duration) Option { return func(c *config) { c.timeout = d } }
 
 // WithPollInterval sets how often WaitBatch asks for a job's state

@@ -13,10 +13,13 @@ import (
 // Sentinel errors of the library; check them with errors.Is.
 var (
 	// ErrBreakerOpen: recent decisions failed, so Decide answered the
-	// fallback without calling the engine (Decision.Causa).
+	// fallback without calling the engine (Decision.Causa; without a
+	// fallback, wrapped with ErrNoFallback).
 	ErrBreakerOpen = errors.New("coupond: circuit breaker open")
 	// ErrBudgetExhausted: the time budget or the attempts of one Decide ran
-	// out; it wraps the last failure (Decision.Causa).
+	// out; the error wraps the last failure too, such as an *Error or
+	// context.DeadlineExceeded (Decision.Causa; without a fallback, wrapped
+	// with ErrNoFallback).
 	ErrBudgetExhausted = errors.New("coupond: decision budget exhausted")
 	// ErrNoFallback: the engine did not answer and neither the call nor the
 	// client named a fallback action. It wraps the failure. Record what
@@ -34,7 +37,11 @@ var (
 //	if errors.As(err, &apiErr) && apiErr.Codigo == "decision_caducada" { … }
 //
 // A 422 has Codigo "validacion" (the API sends no codigo with it: the items
-// are in Detail) and Campo set to the dotted path of the first item.
+// are in Detail) and Campo set to the dotted path of the first item. An
+// answer whose body is not the API's error (a proxy's page, a 3xx) has
+// Codigo "http_" and the status, such as "http_502", and the status text
+// as Mensaje. A token request the server refuses is an *Error too (a wrong
+// secret: 401 no_autenticado).
 type Error struct {
 	Status  int            // HTTP status
 	Codigo  string         // error code: no_autenticado, limite_excedido, …

@@ -29,7 +29,8 @@ var (
 // defines it (VerifyWebhookSignature with WebhookTolerance) and returns its
 // payload. secret is the registration's Secreto ("whsec_" + base64 of the
 // key; the prefix may be left out), header the request's headers and body
-// the raw request body, unparsed.
+// the raw request body, unparsed; now is the time the webhook-timestamp
+// is checked against (time.Now() in a receiver).
 //
 // Refusing a repeated webhook-id is the receiver's part: the server retries
 // a notification until it gets a 2xx, with the same webhook-id, so answer
