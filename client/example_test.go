@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log"
-	"net"
 	"net/http"
 	"time"
 
@@ -76,9 +75,7 @@ func Example() {
 func ExampleClient_Decide_fallback() {
 	srv, stop := exampleServer()
 	defer stop()
-	l, _ := net.Listen("tcp", "127.0.0.1:0")
-	down := "http://" + l.Addr().String()
-	l.Close() // nothing listens there
+	down := "http://127.0.0.1:0" // port 0: nothing can listen there, a dial is refused
 
 	c, err := client.New(down, srv.clientID, srv.secret, client.WithFallback(2), client.WithBudget(50*time.Millisecond))
 	if err != nil {
