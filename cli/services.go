@@ -68,6 +68,7 @@ func newServices(_ context.Context, e *env, opt serviceOptions) (*services, erro
 		Log: e.log, DB: e.db, Secrets: e.secrets, Now: e.now, Ready: svc.ready.Load,
 		Engine: eng, Privacy: priv, Batch: runner, Webhooks: hooks, WebhookAllowPrivate: opt.webhookAllowPrivate,
 		MetricsTenantLabel: opt.metricsTenantLabel, TrustedProxies: opt.trustedProxies, SetAside: backups.SetAside,
+		BackupRegistryUnusable: backups.RegistryUnusable,
 	})
 	// Batch jobs, webhooks and the learner report to /metrics.
 	obs, learned := svc.api.Observers()

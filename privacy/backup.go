@@ -53,6 +53,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -80,6 +81,9 @@ type Backups struct {
 	// readRegistry reads the file at path (backups.json): os.ReadFile,
 	// or in tests one that fails as an unreadable file does (EACCES, EIO).
 	readRegistry func(path string) ([]byte, error)
+	// registryUnusable is what the last read of backups.json found
+	// (loadRegistry, CheckRegistry): RegistryUnusable.
+	registryUnusable atomic.Bool
 }
 
 // NewBackups returns the Backups of dataDir; now is the real clock.
@@ -142,10 +146,20 @@ func (e *UnreadableRegistryError) Unwrap() error { return e.Err }
 func (bk *Backups) loadRegistry() (*backupRegistry, error) {
 	r, data, damage, err := bk.readRegistryFile()
 	if damage != nil {
-		return bk.recoverRegistry(data, damage)
+		r, err = bk.recoverRegistry(data, damage)
 	}
+	bk.registryUnusable.Store(err != nil)
 	return r, err
 }
+
+// RegistryUnusable reports whether the last read of backups.json found it
+// unusable: there but unreadable (an *UnreadableRegistryError), or
+// damaged and not rebuilt (its rebuild failed, or CheckRegistry read it
+// before a loader did). False before the first read. It reads no file, so
+// /metrics calls it at every scrape (coupond_backup_registry_unreadable);
+// serve's owed-deletion worker reads the registry at start and every few
+// minutes (RunOwed), and every deletion and backup reads it too.
+func (bk *Backups) RegistryUnusable() bool { return bk.registryUnusable.Load() }
 
 // readRegistryFile reads backups.json and changes nothing. It returns the
 // registry (empty when no backup was ever registered); or, for one that

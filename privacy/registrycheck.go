@@ -9,11 +9,13 @@ const RegistryFile = backupsFile
 // there; the next backup or customer deletion sets it aside and rebuilds
 // it) or, when it cannot be read, an *UnreadableRegistryError (deletions
 // are owed to every backup until it can); nil when it reads, or when no
-// backup was ever registered.
+// backup was ever registered. What it finds is what RegistryUnusable
+// reports until the next read.
 func (bk *Backups) CheckRegistry() error {
 	bk.mu.Lock() // not while recoverRegistry moves it away
 	defer bk.mu.Unlock()
 	_, _, damage, err := bk.readRegistryFile()
+	bk.registryUnusable.Store(damage != nil || err != nil)
 	if damage != nil {
 		return damage
 	}

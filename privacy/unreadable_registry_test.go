@@ -12,6 +12,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/rs/zerolog"
+
+	"github.com/coupond/coupond/clock"
 )
 
 // TestLedgerOwesEveryBackupWhileRegistryUnreadable: a backups.json that is
@@ -149,4 +151,76 @@ func owedHashes(t *testing.T, bk *Backups, dir string) []string {
 		hashes = append(hashes, l.Hash)
 	}
 	return slices.Compact(hashes)
+}
+
+// TestRegistryUnusableFollowsReads: RegistryUnusable, which /metrics
+// serves as coupond_backup_registry_unreadable, says what the last read of
+// backups.json found, whoever read it (serve's owed-deletion worker, a
+// deletion's Ledger, admin check): 1 while it cannot be read or, damaged,
+// was not rebuilt; 0 once it reads or is rebuilt. /metrics had no such
+// series: only the log and admin check said so.
+func TestRegistryUnusableFollowsReads(t *testing.T) {
+	dataDir := t.TempDir()
+	clk := clock.NewFake(t0)
+	bk := NewBackups(dataDir, clk.Now, zerolog.Nop())
+	if err := bk.saveRegistry(&backupRegistry{Backups: []backupEntry{{Dir: t.TempDir(), TakenAt: t0, Complete: true}}}); err != nil {
+		t.Fatal(err)
+	}
+	registry := filepath.Join(dataDir, backupsFile)
+	deliver := func(t *testing.T) {
+		clk.Advance(time.Minute)
+		bk.DeliverOwedDue(time.Minute) // its error is the read's, checked by the other tests
+	}
+	steps := []struct {
+		name string
+		do   func(t *testing.T)
+		want bool
+	}{
+		{"before any read", func(*testing.T) {}, false},
+		{"read by the worker", deliver, false},
+		{"unreadable, read by the worker", func(t *testing.T) { unreadable(bk, syscall.EIO); deliver(t) }, true},
+		{"readable again", func(t *testing.T) { bk.readRegistry = os.ReadFile; deliver(t) }, false},
+		{"unreadable, read by a deletion", func(t *testing.T) {
+			unreadable(bk, syscall.EACCES)
+			if err := bk.Ledger(LedgerEntry{Tenant: "acme", Hash: "h1", RequestedAt: t0, ClientID: "ci_1"}); err != nil {
+				t.Fatal(err)
+			}
+		}, true},
+		{"readable again, read by admin check", func(t *testing.T) {
+			bk.readRegistry = os.ReadFile
+			if err := bk.CheckRegistry(); err != nil {
+				t.Fatal(err)
+			}
+		}, false},
+		{"damaged, read by admin check", func(t *testing.T) {
+			if err := os.WriteFile(registry, []byte(`{"backups": [{"dir": "`), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := bk.CheckRegistry(); err == nil {
+				t.Fatal("CheckRegistry: nil, want the damage")
+			}
+		}, true},
+		{"damaged, rebuilt by the worker", deliver, false},
+		{"damaged, its rebuild failing", func(t *testing.T) {
+			if err := os.WriteFile(registry, []byte(`{"backups": [{"dir": "`), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			copyPath := filepath.Join(dataDir, registryCopy)
+			if err := os.Remove(copyPath); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Mkdir(copyPath, 0o700); err != nil { // not writable as a file
+				t.Fatal(err)
+			}
+			deliver(t)
+		}, true},
+	}
+	want, got := map[string]bool{}, map[string]bool{}
+	for _, step := range steps {
+		step.do(t)
+		want[step.name], got[step.name] = step.want, bk.RegistryUnusable()
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("RegistryUnusable after each step (-want +got):\n%s", diff)
+	}
 }

@@ -111,6 +111,21 @@ func (m *metrics) addQuarantine(count func() (int, error), unreadable, setAside 
 			func() float64 { return float64(seen()) }))
 }
 
+// addBackupRegistry registers coupond_backup_registry_unreadable: 1 while
+// unusable (nil: never) says the backup registry could not be used at its
+// last read, when deletions are owed to every backup and no backup can be
+// taken or restored (admin check reports it and exits 1).
+func (m *metrics) addBackupRegistry(unusable func() bool) {
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "coupond_backup_registry_unreadable",
+		Help: "1 while the backup registry (backups.json) cannot be read or, damaged, was not rebuilt: deletions are owed to every backup, no backup can be taken (coupond admin check reports it)."},
+		func() float64 {
+			if unusable != nil && unusable() {
+				return 1
+			}
+			return 0
+		}))
+}
+
 // addDiskSpace registers the free space of the store's file system, the
 // reserve, and whether writes are refused (contract §8).
 func (m *metrics) addDiskSpace(space func() store.SpaceStatus) {

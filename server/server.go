@@ -56,6 +56,11 @@ type Deps struct {
 	// registries and lines of the owed-deletions ledger), counted in
 	// coupond_quarantined_records.
 	SetAside func() []string
+	// BackupRegistryUnusable, optional, reports whether the backup
+	// registry could not be used at its last read
+	// (privacy.Backups.RegistryUnusable): coupond_backup_registry_unreadable
+	// is 1 then, and 0 without it. It is called at every scrape.
+	BackupRegistryUnusable func() bool
 }
 
 // Server is the HTTP handler of the API.
@@ -88,6 +93,7 @@ func New(d Deps) *Server {
 		s.metrics.addQuarantine(d.Engine.Quarantine.QuarantinedRecords, d.DB.Unreadable, d.SetAside, d.Engine.Quarantine.DamagedSeen)
 	}
 	s.metrics.addDiskSpace(d.DB.Space)
+	s.metrics.addBackupRegistry(d.BackupRegistryUnusable)
 	var quarantine quarantineFunc
 	if d.Engine != nil {
 		quarantine = d.Engine.Records().Quarantine
