@@ -567,19 +567,18 @@ const owedPoll = 15 * time.Second
 // RunOwed delivers, until ctx ends, the deletions owed to registered
 // backups whose directories are back, without waiting for a deletion, a
 // backup or a restore: at once, then every `every` (DefaultOwedEvery when
-// not positive; see DeliverOwedDue). A failure is logged and retried at
-// the next period.
+// not positive; see DeliverOwedDue). A failure is retried at the next
+// period and logged as owedLog says: when the tries start failing and when
+// they succeed again, and in between at most once every owedLogEvery.
 func (bk *Backups) RunOwed(ctx context.Context, every time.Duration) {
 	if every <= 0 {
 		every = DefaultOwedEvery
 	}
 	tick := time.NewTicker(min(every, owedPoll))
 	defer tick.Stop()
+	var st owedLog
 	for {
-		if err := bk.DeliverOwedDue(every); err != nil {
-			bk.log.Error().Err(err).Str("owed", filepath.Join(bk.dataDir, owedFile)).Dur("retry_in", every).
-				Msg("deletions owed to backups not delivered; retried later")
-		}
+		bk.tryOwed(&st, every)
 		select {
 		case <-ctx.Done():
 			return
@@ -588,24 +587,75 @@ func (bk *Backups) RunOwed(ctx context.Context, every time.Duration) {
 	}
 }
 
+// owedLogEvery is how often RunOwed logs tries that keep failing.
+const owedLogEvery = time.Hour
+
+// owedLog is what RunOwed logged of its tries: a registry or ledger that
+// stays unreadable fails every try alike, and a line every few minutes
+// would bury the rest of the log.
+type owedLog struct {
+	failing  bool      // the last try failed
+	since    time.Time // when the tries started failing
+	logged   time.Time // when a failure was last logged
+	unlogged int       // failed tries since then, not logged
+}
+
+// tryOwed makes RunOwed's try when one is due (deliverOwedDue) and logs
+// its outcome, by the injected clock: the first failure, then one failure
+// every owedLogEvery (or when the clock went back past the last one) with
+// the count of those not logged in between, and the first success after
+// failures.
+func (bk *Backups) tryOwed(st *owedLog, every time.Duration) {
+	tried, err := bk.deliverOwedDue(every)
+	if !tried {
+		return
+	}
+	now := bk.now()
+	owed := filepath.Join(bk.dataDir, owedFile)
+	switch {
+	case err == nil && st.failing:
+		bk.log.Info().Str("owed", owed).Time("failing_since", st.since).Int("failed_tries_not_logged", st.unlogged).
+			Msg("deletions owed to backups delivered again")
+		*st = owedLog{}
+	case err == nil:
+	case !st.failing || now.Sub(st.logged) >= owedLogEvery || now.Before(st.logged):
+		ev := bk.log.Error().Err(err).Str("owed", owed).Dur("retry_in", every)
+		if st.failing {
+			ev = ev.Time("failing_since", st.since).Int("failed_tries_not_logged", st.unlogged)
+		} else {
+			st.failing, st.since = true, now
+		}
+		ev.Msg("deletions owed to backups not delivered; retried later, logged again within the hour while it lasts")
+		st.logged, st.unlogged = now, 0
+	default:
+		st.unlogged++
+	}
+}
+
 // DeliverOwedDue delivers the deletions owed to registered backups whose
 // directories are back (deliverOwed) when a try is due by the injected
 // clock: at the first call, then once every has passed since the last try,
 // whether it failed or not. It returns the try's error; nil when none was
-// due. RunOwed calls it; tests call it after moving the clock.
+// due. Tests call it after moving the clock.
 func (bk *Backups) DeliverOwedDue(every time.Duration) error {
+	_, err := bk.deliverOwedDue(every)
+	return err
+}
+
+// deliverOwedDue is DeliverOwedDue, also saying whether a try was due.
+func (bk *Backups) deliverOwedDue(every time.Duration) (tried bool, err error) {
 	bk.mu.Lock()
 	defer bk.mu.Unlock()
 	now := bk.now()
 	if !bk.owedNext.IsZero() && now.Before(bk.owedNext) {
-		return nil
+		return false, nil
 	}
 	bk.owedNext = now.Add(every)
 	reg, err := bk.loadRegistry()
 	if err != nil {
-		return err
+		return true, err
 	}
-	return bk.deliverOwed(reg)
+	return true, bk.deliverOwed(reg)
 }
 
 // deliverOwed appends the deletions owed to each registered backup whose
