@@ -635,7 +635,8 @@ func (bk *Backups) tryOwed(st *owedLog, every time.Duration) {
 // DeliverOwedDue delivers the deletions owed to registered backups whose
 // directories are back (deliverOwed) when a try is due by the injected
 // clock: at the first call, then once every has passed since the last try,
-// whether it failed or not. It returns the try's error; nil when none was
+// whether it failed or not, or at once when the clock went back past the
+// last try. It returns the try's error; nil when none was
 // due. Tests call it after moving the clock.
 func (bk *Backups) DeliverOwedDue(every time.Duration) error {
 	_, err := bk.deliverOwedDue(every)
@@ -647,7 +648,9 @@ func (bk *Backups) deliverOwedDue(every time.Duration) (tried bool, err error) {
 	bk.mu.Lock()
 	defer bk.mu.Unlock()
 	now := bk.now()
-	if !bk.owedNext.IsZero() && now.Before(bk.owedNext) {
+	// A next try more than every away: the clock went back (NTP, an
+	// operator), and waiting for it would hold the deliveries back as long.
+	if !bk.owedNext.IsZero() && now.Before(bk.owedNext) && bk.owedNext.Sub(now) <= every {
 		return false, nil
 	}
 	bk.owedNext = now.Add(every)

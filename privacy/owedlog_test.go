@@ -3,6 +3,8 @@ package privacy
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"io/fs"
 	"os"
 	"strings"
 	"syscall"
@@ -98,4 +100,38 @@ func owedLogLines(t *testing.T, text string) []owedLogLine {
 		out = append(out, owedLogLine{Level: got.Level, Message: got.Message, Error: got.Error != "", Since: got.Since != "", UnloggedFailures: got.Unlogged})
 	}
 	return out
+}
+
+// TestOwedTriesAfterClockBack: the clock set back (a day) neither stops
+// the owed-deletion worker's tries until it catches up nor its log of a
+// lasting failure: the next try is made, and logged, at once, and the
+// tries go on every 5 minutes from there. The next try waited a day.
+func TestOwedTriesAfterClockBack(t *testing.T) {
+	const every = 5 * time.Minute
+	var logs bytes.Buffer
+	clk := clock.NewFake(t0)
+	bk := NewBackups(t.TempDir(), clk.Now, zerolog.New(&logs))
+	reads := 0
+	bk.readRegistry = func(path string) ([]byte, error) {
+		reads++
+		return nil, &fs.PathError{Op: "read", Path: path, Err: syscall.EIO}
+	}
+	var st owedLog
+	var got []string
+	for _, move := range []time.Duration{0, -24 * time.Hour, time.Minute, 4 * time.Minute} {
+		clk.Advance(move)
+		logs.Reset()
+		before := reads
+		bk.tryOwed(&st, every)
+		got = append(got, fmt.Sprintf("moved %v: %d tries, %d lines logged", move, reads-before, len(owedLogLines(t, logs.String()))))
+	}
+	want := []string{
+		"moved 0s: 1 tries, 1 lines logged",
+		"moved -24h0m0s: 1 tries, 1 lines logged",
+		"moved 1m0s: 0 tries, 0 lines logged",
+		"moved 4m0s: 1 tries, 0 lines logged",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("tries (-want +got):\n%s", diff)
+	}
 }
