@@ -18,6 +18,28 @@ type Campaign struct {
 	MaxEnvios         *int64    `json:"max_envios,omitempty"`
 	CreadoEn          time.Time `json:"creado_en"`
 	ActualizadoEn     time.Time `json:"actualizado_en"`
+	// SpendCeiling bounds what its budget can have counted: for each cap,
+	// the highest it had since the campaign was defined, unknownSpend when
+	// it was ever without it. A budget lost to damage reads at it
+	// (spentBudget): caps lowered since stood below the spend. PutCampaign
+	// sets it; nil in a record stored before it did, read as the caps.
+	SpendCeiling *budget `json:"spend_ceiling,omitempty"`
+}
+
+// ceiling is c.SpendCeiling, or its caps when it has none.
+func (c *Campaign) ceiling() budget {
+	if c.SpendCeiling != nil {
+		return *c.SpendCeiling
+	}
+	return budget{Envios: capOr(c.MaxEnvios), DescuentoCents: capOr(c.MaxDescuentoCents)}
+}
+
+// capOr is the cap p, unknownSpend when there is none.
+func capOr(p *int64) int64 {
+	if p == nil {
+		return unknownSpend
+	}
+	return *p
 }
 
 // budget is a campaign's spent budget: sends (accion ≠ 0) and their
@@ -34,8 +56,9 @@ type budget struct {
 // ErrNotFound is returned for an unknown campaign, decision or job.
 var ErrNotFound = errors.New("engine: not found")
 
-// PutCampaign creates or replaces a campaign, keeping its creation time and
-// its spent budget.
+// PutCampaign creates or replaces a campaign, keeping its creation time,
+// its spent budget and the ceiling of that spend (SpendCeiling): the
+// highest of c's caps and the old ceiling.
 func (e *Campaigns) PutCampaign(tenant string, c Campaign, now time.Time) (*Campaign, error) {
 	ts, err := e.state(tenant)
 	if err != nil {
@@ -45,12 +68,17 @@ func (e *Campaigns) PutCampaign(tenant string, c Campaign, now time.Time) (*Camp
 	defer ts.budgetMu.Unlock()
 	now = now.UTC()
 	c.CreadoEn, c.ActualizadoEn = now, now
+	c.SpendCeiling = nil
+	ceil := c.ceiling()
 	switch old, err := e.loadCampaign(tenant, c.ID); {
 	case err == nil:
 		c.CreadoEn = old.CreadoEn
+		was := old.ceiling()
+		ceil = budget{Envios: max(ceil.Envios, was.Envios), DescuentoCents: max(ceil.DescuentoCents, was.DescuentoCents)}
 	case !errors.Is(err, ErrNotFound): // a damaged one is defined again from now
 		return nil, err
 	}
+	c.SpendCeiling = &ceil
 	b := e.db.NewBatch()
 	defer b.Close()
 	if err := b.SetJSON(store.CampaignKey(tenant, c.ID), &c); err != nil {
@@ -175,8 +203,10 @@ func (e *Campaigns) budgetLocked(ts *tenantState, tenant, id string) (*budget, e
 }
 
 // spentBudget is the reading of a budget whose record was lost to damage:
-// counters at the campaign's caps (unknownSpend where it has none), so no
-// further send fits, while sends still pending give theirs back when
+// counters at the campaign's SpendCeiling (the highest caps it had,
+// unknownSpend where it was ever without one: no lower count is sure to
+// hold the sends made, caps lowered since included), so no further send
+// fits, while sends still pending give theirs back when
 // rejected or expired. It is stored at once, so that a cap raised later
 // (PUT) allows exactly the sends it adds, and logged: the operator decides,
 // from the campaign's decisions, how far to raise the caps. The caller
@@ -185,12 +215,7 @@ func (e *Campaigns) budgetLocked(ts *tenantState, tenant, id string) (*budget, e
 func (e *Campaigns) spentBudget(ts *tenantState, tenant, id string) budget {
 	b := budget{Envios: unknownSpend, DescuentoCents: unknownSpend}
 	if c, err := e.campaignLocked(ts, tenant, id); err == nil {
-		if c.MaxEnvios != nil {
-			b.Envios = *c.MaxEnvios
-		}
-		if c.MaxDescuentoCents != nil {
-			b.DescuentoCents = *c.MaxDescuentoCents
-		}
+		b = c.ceiling()
 	}
 	ev := e.log.Error().Str("tenant", tenant).Str("campana_id", id).Int64("envios", b.Envios).Int64("descuento_cents", b.DescuentoCents)
 	wb := e.db.NewBatch()
@@ -202,7 +227,7 @@ func (e *Campaigns) spentBudget(ts *tenantState, tenant, id string) budget {
 	if err != nil {
 		ev = ev.AnErr("store_error", err)
 	}
-	ev.Msg("campaign budget record damaged (in quarantine): its spend is unknown, so the budget counts as spent at its caps and the campaign sends nothing more; raise max_envios / max_descuento_mxn with PUT /v1/campanas/{campana_id} to allow more sends")
+	ev.Msg("campaign budget record damaged (in quarantine): its spend is unknown, so the budget counts as spent at the highest caps the campaign had and it sends nothing more; raise max_envios / max_descuento_mxn with PUT /v1/campanas/{campana_id} to allow more sends")
 	return b
 }
 
