@@ -343,8 +343,12 @@ func (e *Engine) decideInto(ts *tenantState, t *store.Tenant, now time.Time, req
 	if err != nil {
 		return nil, nil, err
 	}
+	// A day before cs.Day (the clock set back) keeps the later day's
+	// count: starting from 0 there would let both days past the cap, the
+	// later one once the clock is back on it. Days in DateOnly order as
+	// strings.
 	day := now.UTC().Format(time.DateOnly)
-	if cs.Day != day {
+	if day > cs.Day {
 		cs.Day, cs.Count = day, 0
 	}
 	if !req.CapExempt && cs.Count >= DailyCap {
