@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/coupond/coupond/client"
 )
@@ -22,40 +23,74 @@ var cannedMessages = map[int]string{
 	http.StatusNotImplemented:              "Transfer-Encoding no admitido",
 }
 
+// cannedAnswer is what the access log records of one of net/http's own
+// answers: its status, net/http's reason (a fixed English phrase such as
+// "missing required Host header", never the client's bytes; empty when
+// it gave none) and the trace id the client got.
+type cannedAnswer struct {
+	status        int
+	reason, trace string
+}
+
 // jsonCanned returns b, net/http's own answer to a request it could not
 // read (a malformed request line or header: 400; a header block over
 // MaxHeaderBytes: 431; an unknown Transfer-Encoding: 501), as the API's
 // error body (codigo esquema_invalido, a trace id in the body and in
-// X-Trace-Id), so that every error a client gets is JSON; false for any
-// other write. net/http's reason, a fixed English phrase ("missing
-// required Host header"), is kept in mensaje.
-func jsonCanned(b []byte) ([]byte, bool) {
+// X-Trace-Id), so that every error a client gets is JSON, and what the
+// access log records of it; false for any other write. net/http's
+// reason is kept in mensaje.
+func jsonCanned(b []byte) ([]byte, cannedAnswer, bool) {
 	rest, ok := bytes.CutPrefix(b, []byte("HTTP/1.1 "))
 	if !ok {
-		return nil, false
+		return nil, cannedAnswer{}, false
 	}
 	status, _, ok := bytes.Cut(rest, []byte(cannedHead))
 	if !ok || len(status) < 3 || bytes.ContainsAny(status, "\r\n") {
-		return nil, false
+		return nil, cannedAnswer{}, false
 	}
 	code, err := strconv.Atoi(string(status[:3]))
 	if err != nil || code < 400 || code > 599 {
-		return nil, false
+		return nil, cannedAnswer{}, false
 	}
+	a := cannedAnswer{status: code, trace: newTraceID()}
 	msg, ok := cannedMessages[code]
 	if !ok {
 		msg = "petición HTTP rechazada"
 	}
 	if _, reason, ok := bytes.Cut(status, []byte(": ")); ok {
-		msg += " (" + string(reason) + ")"
+		a.reason = string(reason)
+		msg += " (" + a.reason + ")"
 	}
-	trace := newTraceID()
-	body, err := encodeJSON(client.ErrorV1{Codigo: "esquema_invalido", Mensaje: truncateRunes(msg, 512), TraceID: trace})
+	body, err := encodeJSON(client.ErrorV1{Codigo: "esquema_invalido", Mensaje: truncateRunes(msg, 512), TraceID: a.trace})
 	if err != nil {
-		return nil, false
+		return nil, cannedAnswer{}, false
 	}
 	body = append(body, '\n')
 	head := fmt.Sprintf("HTTP/1.1 %d %s\r\nConnection: close\r\nContent-Length: %d\r\nContent-Type: application/json\r\nX-Trace-Id: %s\r\n\r\n",
-		code, http.StatusText(code), len(body), trace)
-	return append([]byte(head), body...), true
+		code, http.StatusText(code), len(body), a.trace)
+	return append([]byte(head), body...), a, true
+}
+
+// cannedRoute is the route label, in the access log and /metrics, of the
+// requests net/http answered by itself (jsonCanned): no route was reached.
+const cannedRoute = "unreadable"
+
+// logCanned writes the access log line of one of net/http's own answers,
+// a, to a request whose head began arriving at began, and counts it in
+// /metrics as the pipeline does its requests (wrap). The line has the
+// fields of the pipeline's that are known before a request is read (no
+// tenant, no client_id: nothing of the request was read as a request)
+// plus net/http's reason; never any of the client's bytes.
+func (s *Server) logCanned(a cannedAnswer, began time.Time) {
+	d := max(s.Now().Sub(began), 0)
+	s.metrics.observe(cannedRoute, a.status, d)
+	ev := s.log.Info()
+	if a.status >= 500 {
+		ev = s.log.Warn()
+	}
+	ev = ev.Str("route", cannedRoute).Int("status", a.status).Dur("latency", d).Str("trace_id", a.trace)
+	if a.reason != "" {
+		ev = ev.Str("reason", a.reason)
+	}
+	ev.Msg("request")
 }

@@ -21,7 +21,7 @@ func TestJSONCannedMatchesOnlyNetHTTP(t *testing.T) {
 		{"2xx", "HTTP/1.1 200 OK" + cannedHead + "ok", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, ok := jsonCanned([]byte(tc.b))
+			got, _, ok := jsonCanned([]byte(tc.b))
 			if ok != tc.want {
 				t.Fatalf("jsonCanned matched %v, want %v", ok, tc.want)
 			}

@@ -96,7 +96,8 @@ func (s *Server) HTTPServer(ln net.Listener, cfg HTTPConfig) (*http.Server, net.
 			return ctx
 		},
 	}
-	return srv, &limitListener{Listener: ln, sem: make(chan struct{}, cfg.MaxConns), done: make(chan struct{}), writeStall: cfg.WriteStallTimeout}
+	return srv, &limitListener{Listener: ln, sem: make(chan struct{}, cfg.MaxConns), done: make(chan struct{}),
+		writeStall: cfg.WriteStallTimeout, now: s.Now, canned: s.logCanned}
 }
 
 // HTTPErrorLog is the ErrorLog of an http.Server: what net/http itself
@@ -122,6 +123,10 @@ type limitListener struct {
 	closeOnce  sync.Once
 	done       chan struct{}
 	writeStall time.Duration
+	now        func() time.Time
+	// canned logs net/http's own answer to a request whose head began
+	// arriving at the given time (Server.logCanned).
+	canned func(cannedAnswer, time.Time)
 }
 
 func (l *limitListener) Accept() (net.Conn, error) {
@@ -135,7 +140,8 @@ func (l *limitListener) Accept() (net.Conn, error) {
 		<-l.sem
 		return nil, err
 	}
-	fc := &framingConn{Conn: c, release: func() { <-l.sem }, writeStall: l.writeStall}
+	fc := &framingConn{Conn: c, release: func() { <-l.sem }, writeStall: l.writeStall, now: l.now, canned: l.canned}
+	fc.headAt = l.now()
 	fc.info.bad.Store(-1)
 	return fc, nil
 }
@@ -184,6 +190,11 @@ type framingConn struct {
 	release     func()
 	releaseOnce sync.Once
 	writeStall  time.Duration
+	now         func() time.Time
+	canned      func(cannedAnswer, time.Time)
+	// headAt is when the current request head began to arrive (at accept
+	// until the first one does): the start of a canned answer's latency.
+	headAt time.Time
 
 	st       frameState
 	heads    int64  // request heads begun so far
@@ -235,10 +246,15 @@ const writeChunk = 64 << 10
 // WriteTimeout), so these are the only ones.
 //
 // net/http's own answers to a request it could not read are written as
-// the API's JSON error (jsonCanned).
+// the API's JSON error (jsonCanned) and get their access log line, as the
+// pipeline's answers do, whether or not the client took them.
 func (c *framingConn) Write(b []byte) (n int, err error) {
-	if j, ok := jsonCanned(b); ok {
-		if _, err := c.write(j); err != nil {
+	if j, a, ok := jsonCanned(b); ok {
+		_, err := c.write(j)
+		if c.canned != nil {
+			c.canned(a, c.headAt)
+		}
+		if err != nil {
 			return 0, err
 		}
 		return len(b), nil
@@ -371,6 +387,9 @@ func (c *framingConn) headerByte(ch byte) {
 
 func (c *framingConn) beginHead() {
 	c.heads++
+	if c.now != nil {
+		c.headAt = c.now()
+	}
 	c.hasCL, c.hasTE, c.clWant, c.cl, c.clBad = false, false, false, 0, false
 }
 

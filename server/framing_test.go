@@ -5,12 +5,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/rs/zerolog"
 
 	"github.com/coupond/coupond/internal/syncbuf"
@@ -227,5 +229,79 @@ func TestBodyTimeout(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), `"route":"token","status":408`) {
 		t.Errorf("access log does not say 408:\n%s", logs.String())
+	}
+}
+
+// TestNetHTTPErrorsLogged: net/http's own answers (a request it could not
+// read) get their access log line as the pipeline's requests do: route
+// "unreadable", the status the client got, the trace id it got, net/http's
+// fixed reason, no tenant and none of the client's bytes (here a token and
+// a customer reference in the unreadable head); and /metrics counts them.
+func TestNetHTTPErrorsLogged(t *testing.T) {
+	var logs syncbuf.Buffer
+	h := newHarnessHTTP(t, zerolog.New(&logs), HTTPConfig{}, nil)
+	const secrets = "Authorization: Bearer ct2.SECRET-TOKEN\r\nX-Cliente: cliente-RAW-0001\r\n"
+	for _, tc := range []struct {
+		name, req string
+		status    int
+		reason    any
+	}{
+		{"header line without a colon", "GET /v1/clientes/cliente-RAW-0001/exportacion HTTP/1.1\r\nHost: x\r\n" + secrets + "Bad Header\r\n\r\n", 400, nil},
+		{"no Host", "GET /healthz HTTP/1.1\r\n" + secrets + "\r\n", 400, "missing required Host header"},
+		{"header block over the limit", "GET /healthz HTTP/1.1\r\nHost: x\r\n" + secrets + "X-Big: " + strings.Repeat("a", 2*MaxHeaderBytes) + "\r\n\r\n", 431, nil},
+		{"unknown Transfer-Encoding", "POST /v1/token HTTP/1.1\r\nHost: x\r\n" + secrets + "Transfer-Encoding: gzip\r\n\r\n", 501, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp, _ := h.rawExchange(tc.req, false)
+			trace := resp.Header.Get("X-Trace-Id")
+			line := waitLogLine(t, &logs, trace)
+			want := map[string]any{"level": "info", "message": "request", "route": "unreadable", "status": float64(tc.status), "trace_id": trace}
+			if tc.status >= 500 {
+				want["level"] = "warn"
+			}
+			if tc.reason != nil {
+				want["reason"] = tc.reason
+			}
+			got := maps.Clone(line)
+			delete(got, "latency")
+			if _, ok := line["latency"].(float64); !ok {
+				t.Errorf("no latency in %v", line)
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("access log line (-want +got):\n%s", diff)
+			}
+			if s := logs.String(); strings.Contains(s, "SECRET-TOKEN") || strings.Contains(s, "RAW-0001") {
+				t.Errorf("the log holds the client's bytes:\n%s", s)
+			}
+		})
+	}
+	_, body := h.rawExchange("GET /healthz HTTP/1.1\r\nBad Header\r\n\r\n", false)
+	if body["codigo"] != "esquema_invalido" {
+		t.Fatalf("got %v", body)
+	}
+	resp := h.raw("GET", "/metrics", "", nil)
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	if !strings.Contains(string(data), `coupond_http_requests_total{route="unreadable",status="400"}`) {
+		t.Errorf("/metrics does not count net/http's answers:\n%s", data)
+	}
+}
+
+// waitLogLine returns the JSON log line of logs that carries trace_id
+// trace, waiting for it up to 5 s (the server logs after it answers).
+func waitLogLine(t *testing.T, logs *syncbuf.Buffer, trace string) map[string]any {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		for _, l := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+			var m map[string]any
+			if json.Unmarshal([]byte(l), &m) == nil && m["trace_id"] == trace && trace != "" {
+				return m
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no log line with trace_id %q; log:\n%s", trace, logs.String())
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
