@@ -220,3 +220,37 @@ func TestBatchResultDetalleFollowsScope(t *testing.T) {
 		}
 	}
 }
+
+// TestOneAuthorizationHeader: a request with two Authorization headers is
+// 401, whichever of them is good: which one a proxy in front checked cannot
+// be known. It was served with the first one's credential.
+func TestOneAuthorizationHeader(t *testing.T) {
+	h, tok := newCatalogHarness(t, 1, noControl)
+	for _, tc := range []struct {
+		name   string
+		auth   []string
+		status int
+	}{
+		{"one good", []string{"Bearer " + tok}, 200},
+		{"good twice", []string{"Bearer " + tok, "Bearer " + tok}, 401},
+		{"good then junk", []string{"Bearer " + tok, "Bearer junk"}, 401},
+		{"junk then good", []string{"Bearer junk", "Bearer " + tok}, 401},
+		{"good then Basic", []string{"Bearer " + tok, "Basic YTpi"}, 401},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req := "GET /v1/catalogo-acciones HTTP/1.1\r\nHost: x\r\n"
+			for _, a := range tc.auth {
+				req += "Authorization: " + a + "\r\n"
+			}
+			resp, body := h.rawExchange(req+"\r\n", false)
+			got := []any{resp.StatusCode, body["codigo"], resp.Header.Get("WWW-Authenticate")}
+			want := []any{200, nil, ""}
+			if tc.status == 401 {
+				want = []any{401, "no_autenticado", `Bearer realm="coupond"`}
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("status, codigo, WWW-Authenticate (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

@@ -695,6 +695,7 @@ func securitySchemes() obj {
 		"oauth2": obj{
 			"type": "oauth2",
 			"description": fmt.Sprintf("`Authorization: Bearer <access_token>`, a token from `POST /v1/token` (OAuth 2.0 client credentials) that lives %s. "+
+				"One Authorization header per request: two are 401 `no_autenticado`, whichever is good. "+
 				"The requirement's list names the scope the route needs.", humanDuration(tokenTTL)),
 			"flows": obj{"clientCredentials": obj{
 				"tokenUrl": "/v1/token",

@@ -356,9 +356,14 @@ func refusesWrites(rt route) bool {
 // authenticate checks the bearer token, that its credential is active and
 // that the secret the token was obtained with is still accepted (a rotation
 // cuts the old secret's tokens when its grace ends). Every failure gives
-// the same 401.
+// the same 401, and so does a request with more than one Authorization
+// header (which one a proxy in front checked cannot be known).
 func (s *Server) authenticate(c *call) error {
-	h := c.r.Header.Get("Authorization")
+	vals := c.r.Header.Values("Authorization")
+	if len(vals) != 1 {
+		return errKind(kindUnauthenticated)
+	}
+	h := vals[0]
 	if len(h) < 7 || !strings.EqualFold(h[:7], "bearer ") {
 		return errKind(kindUnauthenticated)
 	}
