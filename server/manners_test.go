@@ -2,14 +2,17 @@ package server
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	"golang.org/x/oauth2"
 	"golang.org/x/oauth2/clientcredentials"
 )
@@ -132,5 +135,52 @@ func TestAcceptedHasLocation(t *testing.T) {
 	st, x := h.do("GET", loc, tok, nil)
 	if borrado, _ := x["borrado"].(map[string]any); st != 200 || borrado["estado"] != "programado" {
 		t.Errorf("GET %s: %d %v; want the deletion record", loc, st, x)
+	}
+}
+
+// TestTokenUnreadableBasic: a token request whose HTTP Basic client
+// authentication cannot be read (not base64, no colon, an empty Basic, or
+// more than one Authorization header) is 401 invalid_client with
+// WWW-Authenticate: Basic, in both body forms: bad client credentials. It
+// was read as a request without Basic, a 422 naming client_id and
+// client_secret as missing from the body (form) or served from the body
+// (JSON).
+func TestTokenUnreadableBasic(t *testing.T) {
+	h := newHarness(t)
+	h.tenant("acme", false, nil)
+	id, secret := h.credential("acme", "eventos:publicar")
+	good := "Basic " + base64.StdEncoding.EncodeToString([]byte(id+":"+secret))
+	form := "grant_type=client_credentials"
+	jsonBody := `{"client_id":"` + id + `","client_secret":"` + secret + `","grant_type":"client_credentials"}`
+	for _, tc := range []struct {
+		name, ct, body string
+		auth           []string
+		status         int
+	}{
+		{"form, good Basic", "application/x-www-form-urlencoded", form, []string{good}, 200},
+		{"form, Basic not base64", "application/x-www-form-urlencoded", form, []string{"Basic !!!!"}, 401},
+		{"form, Basic without a colon", "application/x-www-form-urlencoded", form, []string{"Basic " + base64.StdEncoding.EncodeToString([]byte(id))}, 401},
+		{"form, empty Basic", "application/x-www-form-urlencoded", form, []string{"Basic"}, 401},
+		{"form, Basic twice", "application/x-www-form-urlencoded", form, []string{good, good}, 401},
+		{"JSON, no Authorization", "application/json", jsonBody, nil, 200},
+		{"JSON, stray Bearer ignored", "application/json", jsonBody, []string{"Bearer x"}, 200},
+		{"JSON, Basic not base64", "application/json", jsonBody, []string{"Basic !!!!"}, 401},
+		{"JSON, Bearer and Basic", "application/json", jsonBody, []string{"Bearer x", good}, 401},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req := fmt.Sprintf("POST /v1/token HTTP/1.1\r\nHost: x\r\nContent-Type: %s\r\nContent-Length: %d\r\n", tc.ct, len(tc.body))
+			for _, a := range tc.auth {
+				req += "Authorization: " + a + "\r\n"
+			}
+			resp, body := h.rawExchange(req+"\r\n"+tc.body, false)
+			got := []any{resp.StatusCode, body["error"], resp.Header.Get("WWW-Authenticate")}
+			want := []any{200, nil, ""}
+			if tc.status == 401 {
+				want = []any{401, "invalid_client", `Basic realm="coupond"`}
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("status, error, WWW-Authenticate (-want +got):\n%s\n%v", diff, body)
+			}
+		})
 	}
 }

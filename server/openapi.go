@@ -710,9 +710,10 @@ func securitySchemes() obj {
 				"HMAC-SHA256 with the registration's `secreto` over `<webhook-id>.<webhook-timestamp>.<raw body>` (see `x-webhook-signature`).",
 		},
 		"clientBasic": obj{
-			"type":        "http",
-			"scheme":      "basic",
-			"description": "Token endpoint only, form body: the client authenticated by HTTP Basic (client_id:client_secret, each form-urlencoded first, RFC 6749 2.3.1).",
+			"type":   "http",
+			"scheme": "basic",
+			"description": "Token endpoint only, form body: the client authenticated by HTTP Basic (client_id:client_secret, each form-urlencoded first, RFC 6749 2.3.1). " +
+				"A Basic header that cannot be read (not base64, no colon), or more than one Authorization header, is 401 `no_autenticado` (`invalid_client`), with either body form.",
 		},
 	}
 }

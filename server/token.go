@@ -217,7 +217,9 @@ func (s *Server) readTokenRequest(c *call) (*tokenRequest, error) {
 	if err := readBody(c, smallBody); err != nil {
 		return nil, err
 	}
-	if _, _, ok := c.r.BasicAuth(); ok {
+	if _, _, present, ok := clientBasic(c.r); !ok && present {
+		return nil, &apiError{kind: kindUnauthenticated, basic: true}
+	} else if present {
 		return nil, errTwoClientAuth() // the JSON body always carries the client
 	}
 	v, err := decode(c.body, tokenSchema)
@@ -228,6 +230,25 @@ func (s *Server) readTokenRequest(c *call) (*tokenRequest, error) {
 		clientID: v.Field("client_id").String(), secret: v.Field("client_secret").String(),
 		grantType: v.Field("grant_type").String(), scope: v.Field("scope").String(),
 	}, nil
+}
+
+// clientBasic reads a token request's HTTP Basic client authentication.
+// present is false when no Authorization header names the Basic scheme
+// (another scheme is ignored: the client is in the body); ok is false when
+// one does but cannot be read (not base64, no colon) or more than one
+// Authorization header came: bad client credentials, which the token
+// endpoint answers 401 invalid_client (RFC 6749 section 5.2) rather than
+// read the body as if the client had sent none.
+func clientBasic(r *http.Request) (id, secret string, present, ok bool) {
+	vals := r.Header.Values("Authorization")
+	if !slices.ContainsFunc(vals, func(v string) bool { return len(v) >= 5 && strings.EqualFold(v[:5], "basic") }) {
+		return "", "", false, false
+	}
+	if len(vals) > 1 {
+		return "", "", true, false
+	}
+	id, secret, ok = r.BasicAuth()
+	return id, secret, true, ok
 }
 
 // readTokenForm reads the OAuth 2.0 form (RFC 6749 section 4.4), with the
@@ -245,7 +266,10 @@ func (s *Server) readTokenForm(c *call) (*tokenRequest, error) {
 		return nil, &validationError{detail: []schema.Violation{schema.ValueError([]any{"body"}, "cuerpo de formulario mal codificado", nil)}}
 	}
 	req := &tokenRequest{grantType: f.Get("grant_type"), scope: f.Get("scope")}
-	if id, secret, ok := c.r.BasicAuth(); ok {
+	if id, secret, present, ok := clientBasic(c.r); present {
+		if !ok {
+			return nil, &apiError{kind: kindUnauthenticated, basic: true}
+		}
 		// RFC 6749 2.3.1: Basic credentials are form-urlencoded first.
 		uid, e1 := url.QueryUnescape(id)
 		usec, e2 := url.QueryUnescape(secret)
