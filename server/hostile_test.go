@@ -1,6 +1,8 @@
 package server
 
 import (
+	"bytes"
+	"compress/gzip"
 	"encoding/json"
 	"io"
 	"maps"
@@ -250,6 +252,50 @@ func TestOneAuthorizationHeader(t *testing.T) {
 			}
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("status, codigo, WWW-Authenticate (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestContentEncodingRefused: a body with a Content-Encoding other than
+// identity is 415 esquema_invalido naming the header, on every route that
+// reads a body, the token endpoint's form included. A gzip body was a 422
+// json_invalid and a plain one labelled br was served.
+func TestContentEncodingRefused(t *testing.T) {
+	h, tok := newCatalogHarness(t, 1, noControl)
+	id, secret := h.credential("acme", allScopes...)
+	plain := `{"cliente_ref":"cliente-enc-01","contexto":{"canal":"push"}}`
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	io.WriteString(zw, plain)
+	zw.Close()
+	form := "grant_type=client_credentials&client_id=" + id + "&client_secret=" + secret
+	for _, tc := range []struct {
+		name, path, token, ct, ce string
+		body                      any
+		status                    int
+	}{
+		{"gzip body", "/v1/decisiones", tok, "application/json", "gzip", gz.Bytes(), 415},
+		{"plain body labelled br", "/v1/decisiones", tok, "application/json", "br", plain, 415},
+		{"identity then gzip", "/v1/decisiones", tok, "application/json", "identity, gzip", plain, 415},
+		{"identity", "/v1/decisiones", tok, "application/json", "Identity", plain, 200},
+		{"token JSON, gzip", "/v1/token", "", "application/json", "gzip", `{"client_id":"` + id + `","client_secret":"` + secret + `","grant_type":"client_credentials"}`, 415},
+		{"token form, deflate", "/v1/token", "", "application/x-www-form-urlencoded", "deflate", form, 415},
+		{"token form, none", "/v1/token", "", "application/x-www-form-urlencoded", "", form, 200},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			hdr := []string{"Content-Type", tc.ct}
+			if tc.ce != "" {
+				hdr = append(hdr, "Content-Encoding", tc.ce)
+			}
+			st, body := h.do("POST", tc.path, tc.token, tc.body, hdr...)
+			got := []any{st, body["codigo"], body["campo"]}
+			want := []any{200, nil, nil}
+			if tc.status == 415 {
+				want = []any{415, "esquema_invalido", "Content-Encoding"}
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("status, codigo, campo (-want +got):\n%s\n%v", diff, body)
 			}
 		})
 	}

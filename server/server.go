@@ -385,13 +385,17 @@ func (s *Server) authenticate(c *call) error {
 }
 
 // readBody reads the request body within max bytes and checks that it is
-// declared as JSON (an absent Content-Type is taken as JSON).
+// declared as JSON (an absent Content-Type is taken as JSON) and not
+// compressed (encodedBody).
 func readBody(c *call, max int64) error {
 	if ct := c.r.Header.Get("Content-Type"); ct != "" {
 		mt, _, err := mime.ParseMediaType(ct)
 		if err != nil || !(mt == "application/json" || strings.HasSuffix(mt, "+json")) {
 			return errKind(kindNotJSON)
 		}
+	}
+	if err := encodedBody(c.r); err != nil {
+		return err
 	}
 	if c.r.ContentLength > max {
 		return errKind(kindTooLarge)
@@ -401,6 +405,23 @@ func readBody(c *call, max int64) error {
 		return bodyError(c, err)
 	}
 	c.body = body
+	return nil
+}
+
+// encodedBody refuses a request body sent with a Content-Encoding other
+// than identity: 415 esquema_invalido naming the header (RFC 9110 section
+// 15.5.16), since the API reads bodies as they come. Without it a gzip
+// body was read as JSON (a 422 json_invalid that hid the cause) and a
+// plain one labelled br was taken as it was.
+func encodedBody(r *http.Request) error {
+	for _, v := range r.Header.Values("Content-Encoding") {
+		for _, coding := range strings.Split(v, ",") {
+			if coding = strings.TrimSpace(coding); coding != "" && !strings.EqualFold(coding, "identity") {
+				return &apiError{kind: kindNotJSON, campo: "Content-Encoding",
+					msg: "Content-Encoding no admitido: envíe el cuerpo JSON sin comprimir"}
+			}
+		}
+	}
 	return nil
 }
 

@@ -254,6 +254,9 @@ func clientBasic(r *http.Request) (id, secret string, present, ok bool) {
 // readTokenForm reads the OAuth 2.0 form (RFC 6749 section 4.4), with the
 // client in HTTP Basic (preferred) or in client_id/client_secret fields.
 func (s *Server) readTokenForm(c *call) (*tokenRequest, error) {
+	if err := encodedBody(c.r); err != nil {
+		return nil, err
+	}
 	if c.r.ContentLength > smallBody {
 		return nil, errKind(kindTooLarge)
 	}
