@@ -21,6 +21,7 @@ var cannedMessages = map[int]string{
 	http.StatusBadRequest:                  "petición HTTP mal formada: línea de petición o cabeceras ilegibles",
 	http.StatusRequestHeaderFieldsTooLarge: "las cabeceras de la petición exceden " + strconv.Itoa(MaxHeaderBytes>>10) + " KiB",
 	http.StatusNotImplemented:              "Transfer-Encoding no admitido",
+	http.StatusExpectationFailed:           "Expect no admitido: solo 100-continue",
 }
 
 // cannedAnswer is what the access log records of one of net/http's own
@@ -34,32 +35,24 @@ type cannedAnswer struct {
 
 // jsonCanned returns b, net/http's own answer to a request it could not
 // read (a malformed request line or header: 400; a header block over
-// MaxHeaderBytes: 431; an unknown Transfer-Encoding: 501), as the API's
+// MaxHeaderBytes: 431; an unknown Transfer-Encoding: 501) or would not
+// hand to a handler (an Expect other than 100-continue: 417), as the API's
 // error body (codigo esquema_invalido, a trace id in the body and in
 // X-Trace-Id), so that every error a client gets is JSON, and what the
 // access log records of it; false for any other write. net/http's
 // reason is kept in mensaje.
 func jsonCanned(b []byte) ([]byte, cannedAnswer, bool) {
-	rest, ok := bytes.CutPrefix(b, []byte("HTTP/1.1 "))
+	code, reason, ok := cannedStatus(b)
 	if !ok {
 		return nil, cannedAnswer{}, false
 	}
-	status, _, ok := bytes.Cut(rest, []byte(cannedHead))
-	if !ok || len(status) < 3 || bytes.ContainsAny(status, "\r\n") {
-		return nil, cannedAnswer{}, false
-	}
-	code, err := strconv.Atoi(string(status[:3]))
-	if err != nil || code < 400 || code > 599 {
-		return nil, cannedAnswer{}, false
-	}
-	a := cannedAnswer{status: code, trace: newTraceID()}
+	a := cannedAnswer{status: code, reason: reason, trace: newTraceID()}
 	msg, ok := cannedMessages[code]
 	if !ok {
 		msg = "petición HTTP rechazada"
 	}
-	if _, reason, ok := bytes.Cut(status, []byte(": ")); ok {
-		a.reason = string(reason)
-		msg += " (" + a.reason + ")"
+	if reason != "" {
+		msg += " (" + reason + ")"
 	}
 	body, err := encodeJSON(client.ErrorV1{Codigo: "esquema_invalido", Mensaje: truncateRunes(msg, 512), TraceID: a.trace})
 	if err != nil {
@@ -69,6 +62,38 @@ func jsonCanned(b []byte) ([]byte, cannedAnswer, bool) {
 	head := fmt.Sprintf("HTTP/1.1 %d %s\r\nConnection: close\r\nContent-Length: %d\r\nContent-Type: application/json\r\nX-Trace-Id: %s\r\n\r\n",
 		code, http.StatusText(code), len(body), a.trace)
 	return append([]byte(head), body...), a, true
+}
+
+// cannedStatus returns the status and reason of b when b is one of
+// net/http's own answers (jsonCanned): a whole head in cannedHead's form
+// with a 4xx or 5xx status, or expectationFailed's head.
+func cannedStatus(b []byte) (code int, reason string, ok bool) {
+	if expectationFailed(b) {
+		return http.StatusExpectationFailed, "", true
+	}
+	rest, ok := bytes.CutPrefix(b, []byte("HTTP/1.1 "))
+	if !ok {
+		return 0, "", false
+	}
+	status, _, ok := bytes.Cut(rest, []byte(cannedHead))
+	if !ok || len(status) < 3 || bytes.ContainsAny(status, "\r\n") {
+		return 0, "", false
+	}
+	code, err := strconv.Atoi(string(status[:3]))
+	if err != nil || code < 400 || code > 599 {
+		return 0, "", false
+	}
+	_, r, _ := bytes.Cut(status, []byte(": "))
+	return code, string(r), true
+}
+
+// expectationFailed reports whether b is net/http's answer to a request
+// whose Expect is not 100-continue (its response.sendExpectationFailed,
+// written before any handler runs): a whole head with status 417 and an
+// empty body, in the request's HTTP version. No handler answers 417.
+func expectationFailed(b []byte) bool {
+	return (bytes.HasPrefix(b, []byte("HTTP/1.1 417 ")) || bytes.HasPrefix(b, []byte("HTTP/1.0 417 "))) &&
+		bytes.HasSuffix(b, []byte("\r\n\r\n")) && bytes.Contains(b, []byte("\r\nContent-Length: 0\r\n"))
 }
 
 // cannedRoute is the route label, in the access log and /metrics, of the

@@ -19,6 +19,9 @@ func TestJSONCannedMatchesOnlyNetHTTP(t *testing.T) {
 		{"handler text body that quotes the head", "HTTP/1.1 200 OK\r\nContent-Length: 80\r\n\r\n" + cannedHead, false},
 		{"a body write", `{"codigo":"x"}` + cannedHead, false},
 		{"2xx", "HTTP/1.1 200 OK" + cannedHead + "ok", false},
+		{"net/http 417", "HTTP/1.1 417 Expectation Failed\r\nConnection: close\r\nDate: Fri, 04 Dec 2026 14:42:41 GMT\r\nContent-Length: 0\r\n\r\n", true},
+		{"net/http 417, HTTP/1.0", "HTTP/1.0 417 Expectation Failed\r\nConnection: close\r\nDate: Fri, 04 Dec 2026 14:42:41 GMT\r\nContent-Length: 0\r\n\r\n", true},
+		{"417 with a body", "HTTP/1.1 417 Expectation Failed\r\nContent-Length: 2\r\n\r\n{}", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, _, ok := jsonCanned([]byte(tc.b))

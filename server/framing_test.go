@@ -89,6 +89,8 @@ func TestNetHTTPErrorsAreJSON(t *testing.T) {
 		{"no Host", "GET /healthz HTTP/1.1\r\n\r\n", 400, "(missing required Host header)"},
 		{"header block over the limit", "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: " + strings.Repeat("a", 2*MaxHeaderBytes) + "\r\n\r\n", 431, "exceden 32 KiB"},
 		{"unknown Transfer-Encoding", "POST /v1/token HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n", 501, "Transfer-Encoding no admitido"},
+		{"Expect other than 100-continue", "POST /v1/decisiones HTTP/1.1\r\nHost: x\r\nExpect: foo\r\nContent-Length: 2\r\n\r\n{}", 417, "Expect no admitido"},
+		{"Expect other than 100-continue, HTTP/1.0", "GET /healthz HTTP/1.0\r\nExpect: foo\r\n\r\n", 417, "Expect no admitido"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			resp, m := h.rawExchange(tc.req, false)
@@ -250,6 +252,7 @@ func TestNetHTTPErrorsLogged(t *testing.T) {
 		{"no Host", "GET /healthz HTTP/1.1\r\n" + secrets + "\r\n", 400, "missing required Host header"},
 		{"header block over the limit", "GET /healthz HTTP/1.1\r\nHost: x\r\n" + secrets + "X-Big: " + strings.Repeat("a", 2*MaxHeaderBytes) + "\r\n\r\n", 431, nil},
 		{"unknown Transfer-Encoding", "POST /v1/token HTTP/1.1\r\nHost: x\r\n" + secrets + "Transfer-Encoding: gzip\r\n\r\n", 501, nil},
+		{"Expect other than 100-continue", "GET /healthz HTTP/1.1\r\nHost: x\r\n" + secrets + "Expect: foo\r\n\r\n", 417, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			resp, _ := h.rawExchange(tc.req, false)
