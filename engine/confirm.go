@@ -29,6 +29,12 @@ type Confirmation struct {
 	// another hash ErrIdempotencyConflict.
 	IdempotencyKey string
 	BodyHash       [32]byte
+	// RawBodyHash, optional, is HashConfirmBody of the body's bytes as
+	// sent: the identity records stored before BodyHash was taken over
+	// the canonical body hold (they live IdempotencyTTL), so a repeat
+	// across that upgrade still replays. A record matching either hash
+	// is the same request.
+	RawBodyHash [32]byte
 	// Check, when set, is the caller's validation of the body against the
 	// tenant's state (catalog, clock): Confirm runs it after a keyed
 	// replay's lookup and before any other check (404 included), and
@@ -172,7 +178,7 @@ func (e *core) confirmedWith(tenant string, c Confirmation) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	rec, _, err := e.idemRecord(tenant, now, c.IdempotencyKey, c.BodyHash)
+	rec, _, err := e.idemRecord(tenant, now, c.IdempotencyKey, c.BodyHash, c.RawBodyHash)
 	if rec == nil || err != nil {
 		return "", err
 	}
@@ -315,6 +321,12 @@ type FallbackInput struct {
 	// with another body ErrIdempotencyConflict.
 	IdempotencyKey string
 	BodyHash       [32]byte
+	// RawBodyHash, optional, is HashFallbackBody of the body's bytes as
+	// sent: the identity records stored before BodyHash was taken over
+	// the canonical body hold (they live IdempotencyTTL), so a repeat
+	// across that upgrade still replays. A record matching either hash
+	// is the same request.
+	RawBodyHash [32]byte
 }
 
 // HashFallbackBody is the identity of a fallback request's body for
@@ -356,7 +368,7 @@ func (e *Engine) Fallback(tenant string, in FallbackInput) error {
 			return err
 		}
 		defer release()
-		stored, err := e.replayed(tenant, now, in.IdempotencyKey, in.BodyHash)
+		stored, err := e.replayed(tenant, now, in.IdempotencyKey, in.BodyHash, in.RawBodyHash)
 		if stored || err != nil {
 			return err
 		}

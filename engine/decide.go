@@ -38,6 +38,12 @@ type Request struct {
 	// same decision; BodyHash identifies the request body.
 	IdempotencyKey string
 	BodyHash       [32]byte
+	// RawBodyHash, optional, is the same hash of the body's bytes as
+	// sent: the identity records stored before BodyHash was taken over
+	// the canonical body hold (they live IdempotencyTTL), so a repeat
+	// across that upgrade still replays. A record matching either hash
+	// is the same request.
+	RawBodyHash [32]byte
 	// Explain adds μ per eligible action to the answer (scope explicar:leer).
 	Explain bool
 	// CapExempt skips the per-customer daily cap (sandbox tenants with rate
@@ -274,7 +280,7 @@ func (e *Engine) decideAndCommit(ts *tenantState, t *store.Tenant, now time.Time
 // last: once quarantined, the key is new. The stored answer's detalle is
 // left out for a request without req.Explain.
 func (e *Engine) replay(tenant string, now time.Time, req Request) (*Decision, error) {
-	rec, d, err := e.idemRecord(tenant, now, req.IdempotencyKey, req.BodyHash)
+	rec, d, err := e.idemRecord(tenant, now, req.IdempotencyKey, req.BodyHash, req.RawBodyHash)
 	if rec == nil || err != nil {
 		return nil, err
 	}
@@ -289,8 +295,9 @@ func (e *Engine) replay(tenant string, now time.Time, req Request) (*Decision, e
 // idemRecord reads tenant's record of Idempotency-Key key: nil when the
 // key is new, expired (IdempotencyTTL by now) or its record damaged (moved
 // to quarantine, see replay); ErrIdempotencyConflict when it answered
-// another body than hash.
-func (e *core) idemRecord(tenant string, now time.Time, key string, hash [32]byte) (*idemRecord, *Decision, error) {
+// another body than hash (or rawHash, the body's hash as older releases
+// stored it: see Request.RawBodyHash).
+func (e *core) idemRecord(tenant string, now time.Time, key string, hash, rawHash [32]byte) (*idemRecord, *Decision, error) {
 	raw, err := e.db.Idempotency(tenant, key)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, nil, nil
@@ -306,17 +313,17 @@ func (e *core) idemRecord(tenant string, now time.Time, key string, hash [32]byt
 	if now.Sub(rec.At) >= IdempotencyTTL {
 		return nil, nil, nil
 	}
-	if rec.BodyHash != hash {
+	if rec.BodyHash != hash && rec.BodyHash != rawHash {
 		return nil, nil, ErrIdempotencyConflict
 	}
 	return &rec, d, nil
 }
 
 // replayed reports whether a fallback request with Idempotency-Key key and
-// body hash was stored within IdempotencyTTL (ErrIdempotencyConflict for
-// another body).
-func (e *core) replayed(tenant string, now time.Time, key string, hash [32]byte) (bool, error) {
-	rec, _, err := e.idemRecord(tenant, now, key, hash)
+// body hash (or raw, see idemRecord) was stored within IdempotencyTTL
+// (ErrIdempotencyConflict for another body).
+func (e *core) replayed(tenant string, now time.Time, key string, hash, raw [32]byte) (bool, error) {
+	rec, _, err := e.idemRecord(tenant, now, key, hash, raw)
 	return rec != nil, err
 }
 

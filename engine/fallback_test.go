@@ -85,3 +85,47 @@ func TestFallbackKeyIsNotADecisionKey(t *testing.T) {
 		t.Errorf("decision with a fallback's key: %v, want ErrIdempotencyConflict", err)
 	}
 }
+
+// TestIdempotencyRawBodyHash: a record stored with the hash of a body's
+// bytes (as releases before canonical body hashing stored it) still
+// replays for a repeat that carries that hash as RawBodyHash beside its
+// canonical BodyHash, for decisions and fallback records alike; a repeat
+// matching neither is a conflict.
+func TestIdempotencyRawBodyHash(t *testing.T) {
+	e, _ := newTestEngine(t, 3, nil)
+	raw, canon, other := []byte(`{ "b":1, "a":2 }`), []byte(`{"a":2,"b":1}`), []byte(`{"a":3}`)
+	first, err := e.Decide("acme", Request{ClienteRef: "rawhash01", Canal: "push", CapExempt: true, IdempotencyKey: "k-d", BodyHash: HashBody(raw)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name      string
+		hash, raw []byte
+		want      error
+	}{
+		{"canonical with the stored raw hash", canon, raw, nil},
+		{"canonical alone", canon, nil, ErrIdempotencyConflict},
+		{"other body", other, other, ErrIdempotencyConflict},
+	} {
+		req := Request{ClienteRef: "rawhash01", Canal: "push", CapExempt: true, IdempotencyKey: "k-d", BodyHash: HashBody(tc.hash)}
+		in := FallbackInput{Accion: 1, Canal: "push", ClienteRef: "rawhash02", IdempotencyKey: "k-f", BodyHash: HashFallbackBody(tc.hash)}
+		if tc.raw != nil {
+			req.RawBodyHash, in.RawBodyHash = HashBody(tc.raw), HashFallbackBody(tc.raw)
+		}
+		d, err := e.Decide("acme", req)
+		if !errors.Is(err, tc.want) || err == nil && d.DecisionID != first.DecisionID {
+			t.Errorf("decision, %s: %v %v, want %v and the first decision", tc.name, d, err, tc.want)
+		}
+		if tc.name == "canonical with the stored raw hash" {
+			if err := e.Fallback("acme", FallbackInput{Accion: 1, Canal: "push", ClienteRef: "rawhash02", IdempotencyKey: "k-f", BodyHash: HashFallbackBody(raw)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := e.Fallback("acme", in); !errors.Is(err, tc.want) {
+			t.Errorf("fallback, %s: %v, want %v", tc.name, err, tc.want)
+		}
+	}
+	if n := fallbackRecords(t, e, "acme"); n != 1 {
+		t.Errorf("%d fallback records, want 1", n)
+	}
+}

@@ -300,3 +300,57 @@ func TestContentEncodingRefused(t *testing.T) {
 		})
 	}
 }
+
+// TestIdempotencyKeyCanonicalBody: with an Idempotency-Key, a repeat whose
+// body has the same content in other bytes (spacing, key order, number
+// spelling, escapes) replays the first answer, as a resent event is a
+// duplicate; only other content is 409 idempotencia_conflicto. The bodies
+// were compared byte for byte.
+func TestIdempotencyKeyCanonicalBody(t *testing.T) {
+	h, tok := newCatalogHarness(t, 2, noControl)
+	st, d := h.do("POST", "/v1/decisiones", tok, decideBody("cliente-canon-00", nil))
+	if st != 200 {
+		t.Fatalf("decide: %d %v", st, d)
+	}
+	confirm := "/v1/decisiones/" + d["decision_id"].(string) + "/ejecucion"
+	for _, tc := range []struct {
+		name, path    string
+		first, repeat string
+		status        int
+	}{
+		{"decision, respaced and reordered", "/v1/decisiones",
+			`{"cliente_ref":"cliente-canon-01","contexto":{"canal":"push","acciones_permitidas":[1,2]}}`,
+			"{ \"contexto\" : { \"acciones_permitidas\" : [ 1.0, 2e0 ], \"canal\" : \"pu\\u0073h\" },\n \"cliente_ref\" : \"cliente-canon-01\" }", 200},
+		{"decision, other content", "/v1/decisiones",
+			`{"cliente_ref":"cliente-canon-02","contexto":{"canal":"push"}}`,
+			`{"cliente_ref":"cliente-canon-02","contexto":{"canal":"sms"}}`, 409},
+		{"fallback, reordered", "/v1/decisiones/respaldo",
+			`{"accion":1,"canal":"push","cliente_ref":"cliente-canon-03"}`,
+			`{"cliente_ref":"cliente-canon-03","canal":"push","accion":1.00}`, 200},
+		{"fallback, other content", "/v1/decisiones/respaldo",
+			`{"accion":1,"canal":"push","cliente_ref":"cliente-canon-04"}`,
+			`{"accion":2,"canal":"push","cliente_ref":"cliente-canon-04"}`, 409},
+		{"confirmation, reordered", confirm,
+			`{"ejecutada":true,"accion_real":1}`,
+			`{"accion_real":1,"ejecutada":true}`, 200},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			key := []string{"Idempotency-Key", "k-" + tc.name}
+			st1, a1 := h.do("POST", tc.path, tok, tc.first, key...)
+			st2, a2 := h.do("POST", tc.path, tok, tc.repeat, key...)
+			if st1 != 200 {
+				t.Fatalf("first: %d %v", st1, a1)
+			}
+			if st2 != tc.status {
+				t.Fatalf("repeat: %d %v, want %d", st2, a2, tc.status)
+			}
+			if tc.status == 200 {
+				if diff := cmp.Diff(a1, a2); diff != "" {
+					t.Errorf("the repeat is not the first answer (-first +repeat):\n%s", diff)
+				}
+			} else if a2["codigo"] != "idempotencia_conflicto" {
+				t.Errorf("repeat: %v, want idempotencia_conflicto", a2)
+			}
+		})
+	}
+}

@@ -106,7 +106,7 @@ var kindDocs = map[kind]string{
 	kindNotFound:            "Unknown, altered, invented or foreign id; any resource of another tenant. Also every unknown path or method.",
 	kindAlreadyConfirmed:    "The decision's execution was already confirmed.",
 	kindExpired:             "Confirmation after `caduca_en`.",
-	kindIdempotencyConflict: "Same `Idempotency-Key` with a different body, or while the first request with that key is still running.",
+	kindIdempotencyConflict: "Same `Idempotency-Key` with a different body (different content: bodies are compared as canonical JSON), or while the first request with that key is still running.",
 	kindTooLarge:            "Body over the route's size limit (see `x-max-body-bytes`).",
 	kindNotJSON:             "Body declared with a Content-Type other than `application/json` or `*+json` (an absent Content-Type is taken as JSON), or sent with a `Content-Encoding` other than `identity` (`campo` `Content-Encoding`: send bodies uncompressed).",
 	kindRateLimited:         "Rate limit (per credential, see `x-rate-limit`) or quota exceeded. Header `Retry-After` (integer seconds, at least 1).",
@@ -1506,7 +1506,7 @@ Flow: publish events (POST /v1/eventos); request decisions online (POST /v1/deci
 
 - Decision ids are d<tenant>.<nonce>.<mac> (ID pattern, at most 128 characters): signed, bound to the tenant, checked without a store read. An event whose decision_id is not a valid id of the tenant is rejected (esquema_invalido, campo decision_id).
 - detalle (scope explicar:leer) is on every decision: {"acciones":[{"accion","mu_mxn","sigma_mxn","probabilidad"}]}, one row per eligible action, 0 included; mu_mxn is the expected reward in MXN over the reward window.
-- Event idempotency compares canonical JSON (keys sorted, numbers by value): a resend that reorders keys or writes 100.0 for 100 is a duplicate, not a conflict.
+- Event idempotency compares canonical JSON (keys sorted, numbers by value): a resend that reorders keys or writes 100.0 for 100 is a duplicate, not a conflict. So does an Idempotency-Key's "same body" (decisions, fallback records, confirmations): a repeat that respaces, reorders keys or respells numbers replays.
 - Fallback records must name 0 or an action of the catalog (422 at body.accion otherwise); so must a confirmation's accion_real (422 at body.accion_real).
 - Campaign budget: each send reserves the action's descuento_max_mxn against max_descuento_mxn (a percentage coupon without descuento_max_mxn is never sent under that cap); a rechazada confirmation or an expired unconfirmed decision gives it back.
 - Batch jobs need a defined campaign (422 at body.campana_id); the campaign's canal is the channel. Segments: x-segment-grammar over x-customer-features. A job interrupted by a restart ends fallido; failed jobs do not count toward the one-per-hour limit.
