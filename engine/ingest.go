@@ -19,6 +19,12 @@ type IngestEvent struct {
 	// Canonical is the event's canonical JSON: two deliveries of one
 	// event_id are "the same" when their canonical forms are equal.
 	Canonical []byte
+	// AsWritten, when not nil, is the event as written (Value.AppendJSON:
+	// members sorted, numbers canonical, but nulls and timestamps as sent),
+	// which differs from Canonical. Releases before Canonical existed
+	// stored its hash: an event they stored with it is the same content
+	// too. The abuse quarantine holds it, so nothing is lost while held.
+	AsWritten []byte
 
 	sum [32]byte // SHA-256 of Canonical, set by Ingest
 }
@@ -269,7 +275,7 @@ func (e *Ingester) admitEvents(tenant string, events []IngestEvent, t *ingestTur
 			}
 		}
 		if dup {
-			if prev == it.sum {
+			if it.sameContent(prev) {
 				res.Duplicados++
 			} else {
 				id := ev.ID
@@ -289,6 +295,13 @@ func (e *Ingester) admitEvents(tenant string, events []IngestEvent, t *ingestTur
 		accepted = append(accepted, i)
 	}
 	return accepted, keys, nil
+}
+
+// sameContent reports whether prev, the content hash of an event stored or
+// pending with it's event_id, is it's content: its Canonical's, or its
+// AsWritten's (stored by an earlier release).
+func (it *IngestEvent) sameContent(prev [32]byte) bool {
+	return prev == it.sum || it.AsWritten != nil && prev == sha256.Sum256(it.AsWritten)
 }
 
 // unsignedDecisionID rejects an event whose decision_id is not a decision

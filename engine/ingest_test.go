@@ -132,3 +132,46 @@ func TestIngestConcurrentNoDoubleCount(t *testing.T) {
 		t.Errorf("quality counters (-want +got):\n%s", diff)
 	}
 }
+
+// TestIngestSameContentAsWritten: an event stored with the hash of its JSON
+// as written (as releases before Canonical did) is the same content when
+// sent again with that AsWritten, whatever its Canonical; without it, or
+// with another, the resend is a duplicado rejection.
+func TestIngestSameContentAsWritten(t *testing.T) {
+	e, _ := newTestEngine(t, 1, nil)
+	old := ingestTestEvent(1, 3)
+	old.Canonical = []byte(`{"ts":"-06:00"}`)
+	if res, err := e.Ingester.Ingest("acme", []IngestEvent{old}); err != nil || res.Aceptados != 1 {
+		t.Fatalf("first delivery: %+v, %v", res, err)
+	}
+	tests := []struct {
+		name      string
+		asWritten string
+		want      IngestResult
+	}{
+		{"as written then", `{"ts":"-06:00"}`, IngestResult{Duplicados: 1}},
+		{"nothing as written", "", IngestResult{Rechazados: []Rejection{duplicadoRejection(old.Event.ID)}}},
+		{"written otherwise", `{"ts":"-05:00"}`, IngestResult{Rechazados: []Rejection{duplicadoRejection(old.Event.ID)}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			again := old
+			again.Canonical = []byte(`{"ts":"Z"}`)
+			if tt.asWritten != "" {
+				again.AsWritten = []byte(tt.asWritten)
+			}
+			res, err := e.Ingester.Ingest("acme", []IngestEvent{again})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.want, res); diff != "" {
+				t.Errorf("resend (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func duplicadoRejection(id string) Rejection {
+	campo := "event_id"
+	return Rejection{EventID: &id, Codigo: "duplicado", Campo: &campo, Mensaje: "event_id ya procesado con otro contenido; se conserva el primero"}
+}

@@ -64,7 +64,11 @@ func (e *Ingester) Receive(tenant string, events []IngestEvent, d Delivery) (Ing
 	}
 	h := store.HeldBatch{ClientID: d.ClientID}
 	for _, i := range accepted {
-		h.Events = append(h.Events, events[i].Canonical)
+		held := events[i].Canonical
+		if events[i].AsWritten != nil {
+			held = events[i].AsWritten // all that was sent: checked again on release
+		}
+		h.Events = append(h.Events, held)
 	}
 	if res.Aceptados = len(h.Events); res.Aceptados == 0 {
 		return res, nil

@@ -1,8 +1,11 @@
 package server
 
 import (
+	"bytes"
 	"fmt"
 	"net/http"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/coupond/coupond/api"
@@ -205,8 +208,66 @@ func (k *eventChecker) check(i int, v schema.Value) (engine.IngestEvent, *engine
 	}
 	convertExtra(&ev, v.Field("extra"))
 	start := len(k.canon)
-	k.canon = v.AppendJSON(k.canon)
-	return engine.IngestEvent{Index: i, Event: ev, Canonical: k.canon[start:len(k.canon):len(k.canon)]}, nil
+	k.canon = appendContent(k.canon, v)
+	it := engine.IngestEvent{Index: i, Event: ev, Canonical: k.canon[start:len(k.canon):len(k.canon)]}
+	start = len(k.canon)
+	if k.canon = v.AppendJSON(k.canon); bytes.Equal(k.canon[start:], it.Canonical) {
+		k.canon = k.canon[:start]
+	} else {
+		it.AsWritten = k.canon[start:len(k.canon):len(k.canon)]
+	}
+	return it, nil
+}
+
+// appendContent appends the canonical JSON of the validated event (or of
+// its extra) v: what two deliveries of one event_id are compared by, so
+// that the same event written another way is a duplicate, not a
+// "duplicado" rejection. Members are sorted by name and numbers spelled
+// canonically (Value.AppendJSON); a member that is null, or an object with
+// nothing but nulls, is left out, as absent (the nullable fields default to
+// null, and extra is optional where it may be empty); the timestamps ts and
+// extra.caducidad are written as the UTC instant they name (RFC 3339, Z),
+// which is what is stored. The result is itself a valid event (the abuse
+// quarantine holds it and validates it again on release).
+func appendContent(dst []byte, v schema.Value) []byte {
+	var stack [16]contentMember
+	ms := stack[:0]
+	for name, m := range v.Members() {
+		if !m.IsNull() {
+			ms = append(ms, contentMember{name, m})
+		}
+	}
+	slices.SortFunc(ms, func(a, b contentMember) int { return strings.Compare(a.name, b.name) })
+	dst = append(dst, '{')
+	n := 0
+	for _, m := range ms {
+		mark := len(dst)
+		if n > 0 {
+			dst = append(dst, ',')
+		}
+		// Names are the schema's (unknown ones were rejected): plain ASCII.
+		dst = append(append(append(dst, '"'), m.name...), '"', ':')
+		switch {
+		case m.v.Kind() == schema.KindObject:
+			inner := len(dst)
+			if dst = appendContent(dst, m.v); len(dst)-inner == len("{}") {
+				dst = dst[:mark]
+				continue
+			}
+		case m.name == "ts" || m.name == "caducidad":
+			dst = append(m.v.Time().UTC().AppendFormat(append(dst, '"'), time.RFC3339Nano), '"')
+		default:
+			dst = m.v.AppendJSON(dst)
+		}
+		n++
+	}
+	return append(dst, '}')
+}
+
+// contentMember is one member of an object appendContent writes.
+type contentMember struct {
+	name string
+	v    schema.Value
 }
 
 // validate checks event i against the schema of its tipo; nil when it

@@ -12,8 +12,9 @@ import (
 
 // TestEventCheckerReusesMemory: one eventChecker for a request's events
 // (one schema.Checker, one buffer of canonical JSON) gives each event what
-// a checker of its own gives, its canonical JSON is Value.JSON's, and a
-// tipo that names no schema is rejected with eventTipoOnly's message.
+// a checker of its own gives (its canonical JSON and its JSON as written
+// included), and a tipo that names no schema is rejected with
+// eventTipoOnly's message.
 func TestEventCheckerReusesMemory(t *testing.T) {
 	events := []string{
 		`{"event_id":"a1","cliente_ref":"cliente-0001","ts":"` + fuzzTS + `","tipo":"COMPRA_CAT","clave":"abarrotes","valor":100.50,` +
@@ -27,6 +28,7 @@ func TestEventCheckerReusesMemory(t *testing.T) {
 			`"extra":{"cupon_emitido_id":"cup-1","caducidad":"` + fuzzTS + `","descuento_pct":15}}`,
 		`{"event_id":"a8","cliente_ref":"cliente-0005","ts":"` + fuzzTS + `","tipo":"BAJA","clave":"comunicaciones","extra":{"canal":"sms"},"otro":1}`,
 		`{"event_id":"a9","cliente_ref":"cliente-0005","ts":"` + fuzzTS + `","tipo":"CUPON_CADUCADO","clave":"TA","valor":0,"extra":{"cupon_emitido_id":"cup-2"}}`,
+		`{"event_id":"a10","cliente_ref":"cliente-0006","ts":"2026-11-02T05:00:00.50-06:00","tipo":"ALTA","clave":"web","decision_id":null,"extra":{"perfil":null}}`,
 	}
 	shared := newEventChecker(testStart, true, 16) // small: the buffer grows while events keep their parts
 	type result struct {
@@ -41,28 +43,31 @@ func TestEventCheckerReusesMemory(t *testing.T) {
 			t.Fatal(err)
 		}
 		ev, rej := shared.check(i, v)
-		got = append(got, result{ev, string(ev.Canonical), rej})
+		got = append(got, result{ev, string(ev.Canonical) + "|" + string(ev.AsWritten), rej})
 
 		own, orej := newEventChecker(testStart, true, 0).check(i, v)
-		if orej == nil {
-			own.Canonical = v.JSON()
-		} else if orej.Campo != nil && *orej.Campo == "tipo" {
+		if orej != nil && orej.Campo != nil && *orej.Campo == "tipo" {
 			bad := schema.Validate(eventTipoOnly, v)
 			if len(bad) == 0 || orej.Mensaje != bad[0].Msg {
 				t.Errorf("event %d: tipo rejected with %q, want eventTipoOnly's %v", i, orej.Mensaje, bad)
 			}
 		}
-		want = append(want, result{own, string(own.Canonical), orej})
+		want = append(want, result{own, string(own.Canonical) + "|" + string(own.AsWritten), orej})
 	}
 	for i := range got {
 		got[i].Event.Canonical, want[i].Event.Canonical = nil, nil
+		got[i].Event.AsWritten, want[i].Event.AsWritten = nil, nil
 	}
 	if diff := cmp.Diff(want, got, cmpopts.IgnoreUnexported(engine.IngestEvent{})); diff != "" {
 		t.Errorf("events checked with one eventChecker (-want +got):\n%s", diff)
 	}
-	for _, i := range []int{0, 1, 6} {
+	for _, i := range []int{0, 1, 6, 9} {
 		if got[i].Rejection != nil {
 			t.Errorf("valid event %d rejected: %+v", i, got[i].Rejection)
 		}
+	}
+	if want := `{"clave":"web","cliente_ref":"cliente-0006","event_id":"a10","tipo":"ALTA","ts":"2026-11-02T11:00:00.5Z"}|` +
+		`{"clave":"web","cliente_ref":"cliente-0006","decision_id":null,"event_id":"a10","extra":{"perfil":null},"tipo":"ALTA","ts":"2026-11-02T05:00:00.50-06:00"}`; got[9].Canonical != want {
+		t.Errorf("event 9: canonical|as written = %s, want %s", got[9].Canonical, want)
 	}
 }

@@ -2,6 +2,7 @@ package server
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -206,5 +207,68 @@ func TestAttributionAnyOrder(t *testing.T) {
 	got, err := h.engine.Ingester.Attribution("acme", "cup-9")
 	if err != nil || got != id {
 		t.Errorf("attribution of cup-9 = %q, %v; want %q", got, err, id)
+	}
+}
+
+// TestEventSameContentWrittenAnotherWay: a resent event whose content is
+// the same, written another way (the same instant in another offset or
+// precision, a nullable field null instead of absent, members in another
+// order, 10.50 for 10.5), counts in duplicados; other content is
+// rejected with duplicado.
+func TestEventSameContentWrittenAnotherWay(t *testing.T) {
+	h := newHarness(t)
+	h.tenant("acme", true, nil)
+	tok := h.token("acme", allScopes...)
+	const ts = "2026-11-02T11:00:00Z"
+	purchase := `{"event_id":"%s","cliente_ref":"cliente-01","ts":"` + ts + `","tipo":"COMPRA_CAT","clave":"abarrotes","valor":10.5,"extra":{"ticket_id":"t1","margen":2}}`
+	coupon := `{"event_id":"%s","cliente_ref":"cliente-01","ts":"` + ts + `","tipo":"CUPON_RECIBIDO","clave":"TA","extra":{"cupon_emitido_id":"cup-1","caducidad":"2026-12-01T00:00:00Z"}}`
+	alta := `{"event_id":"%s","cliente_ref":"cliente-01","ts":"` + ts + `","tipo":"ALTA","clave":"web"}`
+	tests := []struct {
+		name          string
+		first, second string
+		duplicate     bool // else a duplicado rejection
+	}{
+		{"ts in another offset", purchase, strings.Replace(purchase, ts, "2026-11-02T05:00:00-06:00", 1), true},
+		{"ts as +00:00", purchase, strings.Replace(purchase, ts, "2026-11-02T11:00:00+00:00", 1), true},
+		{"ts with zero fraction", purchase, strings.Replace(purchase, ts, "2026-11-02T11:00:00.000Z", 1), true},
+		{"caducidad in another offset", coupon, strings.Replace(coupon, "2026-12-01T00:00:00Z", "2026-11-30T18:00:00-06:00", 1), true},
+		{"decision_id null", purchase, strings.Replace(purchase, `"valor"`, `"decision_id":null,"valor"`, 1), true},
+		{"extra.tienda null", purchase, strings.Replace(purchase, `"margen":2`, `"margen":2,"tienda":null`, 1), true},
+		{"members reordered, 10.50", purchase, `{"extra":{"margen":2.00,"ticket_id":"t1"},"valor":10.50,"clave":"abarrotes","tipo":"COMPRA_CAT","ts":"` + ts + `","cliente_ref":"cliente-01","event_id":"%s"}`, true},
+		{"optional extra empty", alta, strings.Replace(alta, `"clave":"web"`, `"clave":"web","extra":{}`, 1), true},
+		{"optional extra of nulls", alta, strings.Replace(alta, `"clave":"web"`, `"clave":"web","extra":{"segmento":null}`, 1), true},
+		{"another instant", purchase, strings.Replace(purchase, ts, "2026-11-02T11:00:01Z", 1), false},
+		{"another valor", purchase, strings.Replace(purchase, "10.5", "10.51", 1), false},
+		{"tienda set", purchase, strings.Replace(purchase, `"margen":2`, `"margen":2,"tienda":"t"`, 1), false},
+		{"optional extra set", alta, strings.Replace(alta, `"clave":"web"`, `"clave":"web","extra":{"segmento":"oro"}`, 1), false},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			id := fmt.Sprintf("same-%d", i)
+			if st, b := h.do("POST", "/v1/eventos", tok, `{"eventos":[`+fmt.Sprintf(tt.first, id)+`]}`); st != 200 || b["aceptados"] != 1.0 {
+				t.Fatalf("first delivery: %d %v", st, b)
+			}
+			want := map[string]any{"aceptados": 0.0, "duplicados": 1.0, "rechazados": []any{}}
+			if !tt.duplicate {
+				want["duplicados"] = 0.0
+				want["rechazados"] = []any{map[string]any{"indice": 0.0, "event_id": id, "codigo": "duplicado", "campo": "event_id",
+					"mensaje": "event_id ya procesado con otro contenido; se conserva el primero"}}
+			}
+			// Resent alone, and next to the first inside one request.
+			_, got := h.do("POST", "/v1/eventos", tok, `{"eventos":[`+fmt.Sprintf(tt.second, id)+`]}`)
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("resent (-want +got):\n%s", diff)
+			}
+			id += "-b"
+			_, got = h.do("POST", "/v1/eventos", tok, `{"eventos":[`+fmt.Sprintf(tt.first, id)+`,`+fmt.Sprintf(tt.second, id)+`]}`)
+			want["aceptados"] = 1.0
+			if !tt.duplicate {
+				r := want["rechazados"].([]any)[0].(map[string]any)
+				r["indice"], r["event_id"] = 1.0, id
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("in one request (-want +got):\n%s", diff)
+			}
+		})
 	}
 }

@@ -950,7 +950,7 @@ var responseFieldDocs = map[string]string{
 	"DetalleAccion.probabilidad":               "Probability of drawing this action.",
 	"RespuestaEventos":                         "`aceptados` + `duplicados` + the number of `rechazados` is the number of events sent.",
 	"RespuestaEventos.aceptados":               "Events stored now.",
-	"RespuestaEventos.duplicados":              "Events whose `event_id` was already processed with the same content (canonical JSON: key order and number spelling do not matter).",
+	"RespuestaEventos.duplicados":              "Events whose `event_id` was already processed with the same content (canonical JSON: key order, number spelling, a null member instead of an absent one and the offset of `ts` and `extra.caducidad` do not matter).",
 	"RespuestaEventos.rechazados":              "Rejected events, ordered by `indice`.",
 	"Rechazo.indice":                           "Position of the event in `eventos` (0-based).",
 	"Rechazo.event_id":                         "The event's `event_id` as sent; null when absent or not a string.",
@@ -1470,7 +1470,7 @@ func idempotencyDoc() obj {
 		"format":    "1 to 255 printable ASCII characters",
 		"retention": isoDuration(engine.IdempotencyTTL),
 		"conflict":  "409 idempotencia_conflicto: same key with a different body, or while the first request is still running",
-		"events":    "POST /v1/eventos is idempotent by event_id instead: same canonical content (keys sorted, numbers by value) counts in duplicados",
+		"events":    "POST /v1/eventos is idempotent by event_id instead: same canonical content (keys sorted, numbers by value, null as absent, timestamps by instant) counts in duplicados",
 	}
 }
 
@@ -1506,7 +1506,7 @@ Flow: publish events (POST /v1/eventos); request decisions online (POST /v1/deci
 
 - Decision ids are d<tenant>.<nonce>.<mac> (ID pattern, at most 128 characters): signed, bound to the tenant, checked without a store read. An event whose decision_id is not a valid id of the tenant is rejected (esquema_invalido, campo decision_id).
 - detalle (scope explicar:leer) is on every decision: {"acciones":[{"accion","mu_mxn","sigma_mxn","probabilidad"}]}, one row per eligible action, 0 included; mu_mxn is the expected reward in MXN over the reward window.
-- Event idempotency compares canonical JSON (keys sorted, numbers by value): a resend that reorders keys or writes 100.0 for 100 is a duplicate, not a conflict. So does an Idempotency-Key's "same body" (decisions, fallback records, confirmations): a repeat that respaces, reorders keys or respells numbers replays.
+- Event idempotency compares canonical JSON (keys sorted, numbers by value, a null member as absent, ts and extra.caducidad by their UTC instant): a resend that reorders keys, writes 100.0 for 100, null for an absent optional field or the same instant in another offset is a duplicate, not a conflict. So does an Idempotency-Key's "same body" (decisions, fallback records, confirmations): a repeat that respaces, reorders keys or respells numbers replays.
 - Fallback records must name 0 or an action of the catalog (422 at body.accion otherwise); so must a confirmation's accion_real (422 at body.accion_real).
 - Campaign budget: each send reserves the action's descuento_max_mxn against max_descuento_mxn (a percentage coupon without descuento_max_mxn is never sent under that cap); a rechazada confirmation or an expired unconfirmed decision gives it back.
 - Batch jobs need a defined campaign (422 at body.campana_id); the campaign's canal is the channel. Segments: x-segment-grammar over x-customer-features. A job interrupted by a restart ends fallido; failed jobs do not count toward the one-per-hour limit.
