@@ -92,6 +92,18 @@ const (
 	tsBehind = 1096 * 24 * time.Hour
 )
 
+// tsBounds are the whole seconds that bound the accepted ts range around
+// the tenant clock now, as the rejection states them: every instant from lo
+// to hi, both included, is accepted (lo rounded up, hi down, so that the
+// bounds named are themselves in range when now has a fraction).
+func tsBounds(now time.Time) (lo, hi time.Time) {
+	lo, hi = now.Add(-tsBehind), now.Add(tsAhead).Truncate(time.Second)
+	if t := lo.Truncate(time.Second); t.Before(lo) {
+		lo = t.Add(time.Second)
+	}
+	return lo, hi
+}
+
 func (s *Server) handleEvents(c *call) error {
 	env, bad := eventsEnvelope.Decode(c.body, "body")
 	if len(bad) > 0 {
@@ -197,8 +209,9 @@ func (k *eventChecker) check(i int, v schema.Value) (engine.IngestEvent, *engine
 	}
 	now := k.now
 	if k.checkTS && (ev.TS.After(now.Add(tsAhead)) || ev.TS.Before(now.Add(-tsBehind))) {
+		lo, hi := tsBounds(now)
 		return engine.IngestEvent{}, reject(i, v, "ts_fuera_de_rango", "ts",
-			fmt.Sprintf("ts debe estar entre %s y %s (reloj del inquilino)", now.Add(-tsBehind).Format(time.RFC3339), now.Add(tsAhead).Format(time.RFC3339)))
+			fmt.Sprintf("ts debe estar entre %s y %s (reloj del inquilino)", lo.Format(time.RFC3339), hi.Format(time.RFC3339)))
 	}
 	if d := v.Field("decision_id"); d.Present() && !d.IsNull() {
 		ev.DecisionID = d.String()

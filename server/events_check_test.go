@@ -2,6 +2,7 @@ package server
 
 import (
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
@@ -69,5 +70,39 @@ func TestEventCheckerReusesMemory(t *testing.T) {
 	if want := `{"clave":"web","cliente_ref":"cliente-0006","event_id":"a10","tipo":"ALTA","ts":"2026-11-02T11:00:00.5Z"}|` +
 		`{"clave":"web","cliente_ref":"cliente-0006","decision_id":null,"event_id":"a10","extra":{"perfil":null},"tipo":"ALTA","ts":"2026-11-02T05:00:00.50-06:00"}`; got[9].Canonical != want {
 		t.Errorf("event 9: canonical|as written = %s, want %s", got[9].Canonical, want)
+	}
+}
+
+// TestEventTSBoundsStated: the range a ts_fuera_de_rango rejection states
+// is accepted at both ends, also when the tenant clock has a fraction of a
+// second, and an instant just outside either end is refused.
+func TestEventTSBoundsStated(t *testing.T) {
+	now := testStart.Add(400 * time.Millisecond)
+	const msg = "ts debe estar entre 2023-11-02T12:00:01Z y 2026-11-02T12:05:00Z (reloj del inquilino)"
+	tests := []struct {
+		ts   string
+		want string // the rejection's message, "" when accepted
+	}{
+		{"2023-11-02T12:00:01Z", ""},
+		{"2026-11-02T12:05:00Z", ""},
+		{"2023-11-02T12:00:00.399Z", msg},
+		{"2026-11-02T12:05:00.401Z", msg},
+	}
+	for _, tt := range tests {
+		v, err := schema.Parse([]byte(`{"event_id":"e1","cliente_ref":"cliente-0001","ts":"` + tt.ts + `","tipo":"ALTA","clave":"web"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := ""
+		if _, rej := newEventChecker(now, true, 0).check(0, v); rej != nil {
+			got = rej.Codigo + ": " + rej.Mensaje
+		}
+		want := tt.want
+		if want != "" {
+			want = "ts_fuera_de_rango: " + want
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("ts %s (-want +got):\n%s", tt.ts, diff)
+		}
 	}
 }
