@@ -24,6 +24,7 @@ import (
 	"html/template"
 	"io"
 	"math"
+	"math/rand/v2"
 	"net/http"
 	"strings"
 	"sync"
@@ -104,7 +105,10 @@ func (c *Console) routes() {
 	}))
 }
 
-// ServeHTTP implements http.Handler.
+// ServeHTTP implements http.Handler. Every answer carries a trace id
+// (X-Trace-Id, as the API's answers do); an error answer also shows it and
+// is logged with it (trace_id), so the operator can find its log lines. A
+// handler's panic answers the internal-error page, not a cut connection.
 func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
 	h.Set("Cache-Control", "no-store")
@@ -112,8 +116,69 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.Set("X-Frame-Options", "DENY")
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Referrer-Policy", "no-referrer")
-	c.mux.ServeHTTP(w, r)
+	h.Set("X-Trace-Id", newTraceID())
+	sw := &statusWriter{ResponseWriter: w}
+	defer c.finish(sw, r)
+	c.mux.ServeHTTP(sw, r)
 }
+
+// finish answers a handler's panic with the internal-error page (when
+// nothing of the answer has gone out) and logs every error answer with
+// its trace id. The path is logged without its query (a sign-in link's
+// token travels there), cut to 200 bytes.
+func (c *Console) finish(sw *statusWriter, r *http.Request) {
+	if p := recover(); p != nil {
+		if p == http.ErrAbortHandler {
+			panic(p)
+		}
+		if sw.status != 0 {
+			c.d.Log.Error().Str("trace_id", traceOf(sw)).Str("panic", fmt.Sprint(p)).Msg("console: panic after the answer began")
+			panic(http.ErrAbortHandler)
+		}
+		c.internal(sw, fmt.Errorf("panic: %v", p))
+	}
+	if sw.status < 400 {
+		return
+	}
+	ev := c.d.Log.Info()
+	if sw.status >= 500 {
+		ev = c.d.Log.Warn()
+	}
+	path := r.URL.Path
+	if len(path) > 200 {
+		path = path[:200]
+	}
+	ev.Str("method", r.Method).Str("path", path).Int("status", sw.status).Str("trace_id", traceOf(sw)).Msg("console answer")
+}
+
+// statusWriter remembers the status of the answer written through it.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Unwrap gives http.ResponseController the connection's writer.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// newTraceID is a random 16-hex-digit trace id, the API's format.
+func newTraceID() string { return fmt.Sprintf("%016x", rand.Uint64()) }
+
+// traceOf is the trace id ServeHTTP gave the answer being written to w.
+func traceOf(w http.ResponseWriter) string { return w.Header().Get("X-Trace-Id") }
 
 type authedHandler func(w http.ResponseWriter, r *http.Request, s *Session)
 
@@ -165,22 +230,34 @@ func parseForm(w http.ResponseWriter, r *http.Request, limit int64) (status int,
 	return http.StatusBadRequest, "The form could not be read (it is not a valid form encoding). Nothing was done."
 }
 
+// internal logs err with the answer's trace id and answers 500 with a
+// page that names the trace id and nothing of err.
 func (c *Console) internal(w http.ResponseWriter, err error) {
-	c.d.Log.Error().Err(err).Msg("console")
-	c.page(w, http.StatusInternalServerError, "message", msgPage{Title: "Internal error", Text: "The console could not read the store; see the server log."})
+	c.d.Log.Error().Err(err).Str("trace_id", traceOf(w)).Msg("console")
+	c.page(w, http.StatusInternalServerError, "message", msgPage{Title: "Internal error", Text: "The console could not do this; the server log says why (look for this trace id)."})
 }
+
+// traced is page data that can show the answer's trace id; page sets it on
+// error answers.
+type traced interface{ withTrace(id string) any }
 
 type signInPage struct {
 	Token string
 	Error string
+	Trace string
 }
+
+func (p signInPage) withTrace(id string) any { p.Trace = id; return p }
 
 type msgPage struct {
 	Title, Text string
 	Output      string
 	Back        string
 	CSRF        string
+	Trace       string
 }
+
+func (p msgPage) withTrace(id string) any { p.Trace = id; return p }
 
 func (c *Console) handleSignInPage(w http.ResponseWriter, r *http.Request) {
 	tok := r.URL.Query().Get("t")
@@ -432,12 +509,16 @@ func mxnText(v float64) string {
 	return fmt.Sprintf("%.2f", v)
 }
 
-// page renders a named template inside the layout.
+// page renders a named template inside the layout; an error answer's page
+// shows its trace id.
 func (c *Console) page(w http.ResponseWriter, status int, name string, data any) {
+	if t, ok := data.(traced); ok && status >= 400 {
+		data = t.withTrace(traceOf(w))
+	}
 	var buf bytes.Buffer
 	if err := pages.ExecuteTemplate(&buf, name, data); err != nil {
-		c.d.Log.Error().Err(err).Str("page", name).Msg("console template")
-		http.Error(w, "console template error", http.StatusInternalServerError)
+		c.d.Log.Error().Err(err).Str("page", name).Str("trace_id", traceOf(w)).Msg("console template")
+		http.Error(w, "console template error; trace id "+traceOf(w), http.StatusInternalServerError)
 		return
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
