@@ -307,6 +307,9 @@ type tenantsPage struct {
 	Rows []tenantRow
 }
 
+// handleTenants lists every tenant. A tenant whose state cannot be read is
+// listed with a warning that names the answer's trace id (its log line
+// has the cause), never the cause itself.
 func (c *Console) handleTenants(w http.ResponseWriter, _ *http.Request, s *Session) {
 	p := tenantsPage{CSRF: s.csrfToken(), Now: c.d.Now().UTC(), Rows: []tenantRow{}}
 	for _, t := range c.d.DB.Tenants() {
@@ -317,9 +320,9 @@ func (c *Console) handleTenants(w http.ResponseWriter, _ *http.Request, s *Sessi
 		}
 		row, err := c.tenantRow(t, h)
 		if err != nil { // one tenant's unreadable state must not hide the others
-			c.d.Log.Error().Err(err).Str("tenant", t.ID).Msg("console")
+			c.d.Log.Error().Err(err).Str("tenant", t.ID).Str("trace_id", traceOf(w)).Msg("console")
 			row = tenantRow{ID: t.ID, Status: statusWords(t), Paused: t.Settings.Paused,
-				Warnings: []string{"the console cannot read this tenant's state (see the server log and 'coupond admin check'): " + err.Error()}}
+				Warnings: []string{"the console cannot read this tenant's state: the server log says why (trace_id " + traceOf(w) + "); see also 'coupond admin check'"}}
 		}
 		p.Rows = append(p.Rows, row)
 	}

@@ -421,9 +421,9 @@ func TestProofInBackground(t *testing.T) {
 }
 
 // TestTenantsPagePastUnreadableTenant: a tenant whose state the console
-// cannot read (here a store read error) is listed
-// with the reason; the other tenants are listed as usual, not hidden
-// behind a 500.
+// cannot read (here a store read error) is listed with a warning that
+// names the trace id of its log line, not the error itself; the other
+// tenants are listed as usual, not hidden behind a 500.
 func TestTenantsPagePastUnreadableTenant(t *testing.T) {
 	h := newHarness(t)
 	if err := h.db.CreateTenant(&store.Tenant{ID: "beta", CreatedAt: h.clock.Now(), Settings: store.DefaultSettings()}); err != nil {
@@ -437,16 +437,30 @@ func TestTenantsPagePastUnreadableTenant(t *testing.T) {
 		}
 		return nil, nil
 	}
+	var log syncBuffer
+	h.console.d.Log = zerolog.New(&log)
 	c := h.client()
 	h.signIn(c, h.link())
-	st, page := get(t, c, h.con.URL+"/")
+	resp, err := c.Get(h.con.URL + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	st, page, trace := resp.StatusCode, string(b), resp.Header.Get("X-Trace-Id")
 	if st != http.StatusOK {
 		t.Fatalf("tenants page: %d, want 200\n%s", st, page)
 	}
-	for _, want := range []string{`data-tenant="beta"`, `data-tenant="acme"`, "cannot read this tenant"} {
+	for _, want := range []string{`data-tenant="beta"`, `data-tenant="acme"`, "cannot read this tenant", "trace_id " + trace} {
 		if !strings.Contains(page, want) {
 			t.Errorf("tenants page lacks %q", want)
 		}
+	}
+	if strings.Contains(page, "input/output error") {
+		t.Errorf("tenants page shows the store's error itself")
+	}
+	if l := log.lines(trace); len(l) != 1 || l[0]["error"] != "store: read: input/output error" || l[0]["tenant"] != "acme" {
+		t.Errorf("log lines with the page's trace id: %v; want the error of tenant acme", l)
 	}
 }
 
