@@ -260,7 +260,7 @@ func TestConsoleInBrowser(t *testing.T) {
 // console login" through admin.sock prints a link to that listener, the
 // link opens a session once, the API's port has no console, and "logout
 // --all" ends the session. With --console-tls-proxy the session cookie is
-// Secure.
+// Secure and the answers carry Strict-Transport-Security.
 func TestServeConsoleFlag(t *testing.T) {
 	conAddr := freeAddr(t)
 	in := startServer(t, t.TempDir(), "--console-addr", conAddr, "--console-tls-proxy")
@@ -287,8 +287,8 @@ func TestServeConsoleFlag(t *testing.T) {
 		t.Fatalf("sign-in: %d, cookies %v", resp.StatusCode, resp.Cookies())
 	}
 	cookie := resp.Cookies()[0]
-	if !cookie.Secure {
-		t.Errorf("session cookie %v behind --console-tls-proxy: not Secure", cookie)
+	if !cookie.Secure || resp.Header.Get("Strict-Transport-Security") == "" {
+		t.Errorf("behind --console-tls-proxy: session cookie %v, Strict-Transport-Security %q; want Secure and HSTS", cookie, resp.Header.Get("Strict-Transport-Security"))
 	}
 	if again := signIn(); again.StatusCode != http.StatusUnauthorized {
 		t.Errorf("second use of the link: %d, want 401", again.StatusCode)

@@ -51,7 +51,7 @@ func newServeCmd(a *app) *cobra.Command {
 	fl.StringVar(&f.logFormat, "log-format", "json", "json, or console for humans (env COUPOND_LOG_FORMAT)")
 	fl.BoolVar(&f.jsonLogs, "json", false, "machine-readable output: the log as JSON (overrides --log-format)")
 	fl.StringVar(&f.consoleAddr, "console-addr", "127.0.0.1:8081", "operator console listen address, empty for none (env COUPOND_CONSOLE_ADDR); sign in with 'admin console login'")
-	fl.BoolVar(&f.consoleTLSProxy, "console-tls-proxy", false, "the console is reached through a proxy that terminates TLS: mark its session cookie Secure (env COUPOND_CONSOLE_TLS_PROXY)")
+	fl.BoolVar(&f.consoleTLSProxy, "console-tls-proxy", false, "the console is reached through a proxy that terminates TLS: mark its session cookie Secure and send Strict-Transport-Security (env COUPOND_CONSOLE_TLS_PROXY)")
 	fl.BoolVar(&f.webhookAllowPrivate, "webhook-allow-private", false, "allow webhook destinations in loopback and private ranges (tests, single-network installs)")
 	fl.BoolVar(&f.metricsTenantLabel, "metrics-tenant-label", false, "add a tenant label to the business series of /metrics (one series per tenant: few tenants only)")
 	fl.IntVar(&f.featuresCacheMiB, "features-cache-mib", engine.DefaultFeaturesCache>>20, "per tenant, MiB of customers' features records that ingestion keeps in memory after committing them (faster events; 0 keeps none): lower it when many tenants ingest")

@@ -58,8 +58,9 @@ type Deps struct {
 	// Guard is the engine's baseline guard state of a tenant, when the
 	// engine has one (optional).
 	Guard func(tenant string) (GuardState, bool)
-	// Secure marks the session cookie Secure even when the request did not
-	// arrive over TLS (TLS terminated in front of the console).
+	// Secure marks the session cookie Secure, and sends
+	// Strict-Transport-Security, even when the request did not arrive over
+	// TLS (TLS terminated in front of the console).
 	Secure bool
 }
 
@@ -87,6 +88,11 @@ func New(d Deps) *Console {
 // Close waits for a background proof computation to end; call it before
 // closing the store.
 func (c *Console) Close() { c.proofs.close() }
+
+// hsts tells a browser to reach the console over TLS only, for a year; it is
+// sent only when the console is served over TLS (Deps.Secure or a TLS
+// request), never over plain HTTP.
+const hsts = "max-age=31536000"
 
 // cookieName is the session cookie.
 const cookieName = "coupond_console"
@@ -117,6 +123,9 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Referrer-Policy", "no-referrer")
 	h.Set("X-Trace-Id", newTraceID())
+	if c.d.Secure || r.TLS != nil {
+		h.Set("Strict-Transport-Security", hsts)
+	}
 	sw := &statusWriter{ResponseWriter: w}
 	defer c.finish(sw, r)
 	c.mux.ServeHTTP(sw, r)

@@ -6,9 +6,12 @@ import (
 	"encoding/base64"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/coupond/coupond/store"
 )
@@ -145,5 +148,44 @@ func TestSessionTokens(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusUnauthorized {
 		t.Errorf("the signed-out session's cookie replayed: %d, want 401", resp.StatusCode)
+	}
+}
+
+// TestHSTSOnlyOverTLS: Strict-Transport-Security is sent on every answer,
+// signed in or not, when the console is served over TLS (its own, or a
+// proxy's with Deps.Secure), and never over plain HTTP, where a browser
+// would ignore it at best.
+func TestHSTSOnlyOverTLS(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		secure, tls bool
+		want        string
+	}{
+		{"plain HTTP", false, false, ""},
+		{"behind a TLS proxy", true, false, "max-age=31536000"},
+		{"TLS", false, true, "max-age=31536000"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t)
+			h.console.d.Secure = tc.secure
+			srv, c := h.con, h.client()
+			if tc.tls {
+				srv = httptest.NewTLSServer(h.console)
+				defer srv.Close()
+				c.Transport = srv.Client().Transport
+			}
+			var got []string
+			for _, p := range []string{"/login?t=x", "/", "/t/acme"} {
+				resp, err := c.Get(srv.URL + p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp.Body.Close()
+				got = append(got, resp.Header.Get("Strict-Transport-Security"))
+			}
+			if diff := cmp.Diff([]string{tc.want, tc.want, tc.want}, got); diff != "" {
+				t.Errorf("Strict-Transport-Security (-want +got):\n%s", diff)
+			}
+		})
 	}
 }
