@@ -70,15 +70,19 @@ type Console struct {
 
 	mux    *http.ServeMux
 	proofs *proofCache
-	mu     sync.Mutex // serialises link redemption
-	seq    atomic.Uint64
+	// crossOrigin refuses a POST another site's page sends (by the
+	// browser's Sec-Fetch-Site or Origin): the sign-in form carries no
+	// CSRF token, and the signed-in forms get a second guard.
+	crossOrigin *http.CrossOriginProtection
+	mu          sync.Mutex // serialises link redemption
+	seq         atomic.Uint64
 }
 
 // New builds the console.
 func New(d Deps) *Console {
 	c := &Console{
 		d:   d,
-		mux: http.NewServeMux(), proofs: newProofCache(),
+		mux: http.NewServeMux(), proofs: newProofCache(), crossOrigin: http.NewCrossOriginProtection(),
 	}
 	c.seq.Store(uint64(d.Now().UnixNano()))
 	c.routes()
@@ -111,7 +115,8 @@ func (c *Console) routes() {
 	}))
 }
 
-// ServeHTTP implements http.Handler. Every answer carries a trace id
+// ServeHTTP implements http.Handler. It refuses (403) a POST sent from
+// another site's page. Every answer carries a trace id
 // (X-Trace-Id, as the API's answers do); an error answer also shows it and
 // is logged with it (trace_id), so the operator can find its log lines. A
 // handler's panic answers the internal-error page, not a cut connection.
@@ -128,6 +133,10 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	sw := &statusWriter{ResponseWriter: w}
 	defer c.finish(sw, r)
+	if c.crossOrigin.Check(r) != nil {
+		c.page(sw, http.StatusForbidden, "message", msgPage{Title: "Refused", Text: "This form was sent from another site; the console takes forms from its own pages only. Nothing was done."})
+		return
+	}
 	c.mux.ServeHTTP(sw, r)
 }
 

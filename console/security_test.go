@@ -189,3 +189,54 @@ func TestHSTSOnlyOverTLS(t *testing.T) {
 		})
 	}
 }
+
+// TestCrossSitePostsRefused: a form another site's page posts (the browser
+// says so with Sec-Fetch-Site, or an Origin other than the console's) is
+// refused with 403 before anything is done: the sign-in form, which has no
+// CSRF token (a planted link would sign the operator into someone else's
+// session), and the signed-in forms even with a good token. The console's
+// own pages' forms (same-origin) and tools that send neither header work.
+func TestCrossSitePostsRefused(t *testing.T) {
+	h := newHarness(t)
+	c := h.client()
+	h.signIn(c, h.link())
+	_, page := get(t, c, h.con.URL+"/t/acme")
+	csrf := csrfRE.FindStringSubmatch(page)[1]
+	link := h.link()
+	send := func(path string, form url.Values, hdr map[string]string) int {
+		t.Helper()
+		rq, _ := http.NewRequest("POST", h.con.URL+path, strings.NewReader(form.Encode()))
+		rq.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		for k, v := range hdr {
+			rq.Header.Set(k, v)
+		}
+		resp, err := c.Do(rq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	pause := url.Values{"action": {"pause"}, "confirm": {"yes"}, "csrf": {csrf}}
+	tests := []struct {
+		name, path string
+		form       url.Values
+		hdr        map[string]string
+		want       int
+	}{
+		{"sign-in from another site", "/login", url.Values{"t": {link}}, map[string]string{"Sec-Fetch-Site": "cross-site"}, http.StatusForbidden},
+		{"sign-in from another origin", "/login", url.Values{"t": {link}}, map[string]string{"Origin": "https://evil.example"}, http.StatusForbidden},
+		{"action from another site", "/t/acme/action", pause, map[string]string{"Sec-Fetch-Site": "cross-site"}, http.StatusForbidden},
+		{"sign-out from a sibling site", "/logout", url.Values{"csrf": {csrf}}, map[string]string{"Sec-Fetch-Site": "same-site"}, http.StatusForbidden},
+		{"action from the console's page", "/t/acme/action", pause, map[string]string{"Sec-Fetch-Site": "same-origin"}, http.StatusOK},
+		{"sign-in from the console's page", "/login", url.Values{"t": {link}}, map[string]string{"Sec-Fetch-Site": "same-origin"}, http.StatusSeeOther},
+	}
+	for _, tt := range tests {
+		if got := send(tt.path, tt.form, tt.hdr); got != tt.want {
+			t.Errorf("%s: status %d, want %d", tt.name, got, tt.want)
+		}
+	}
+	if diff := cmp.Diff([][]string{{"admin", "tenant", "set", "acme", "--paused", "true"}}, h.ran); diff != "" {
+		t.Errorf("commands run (-want +got):\n%s", diff)
+	}
+}
