@@ -61,7 +61,8 @@ func (a *apiClient) do(method, path string, body any) (int, map[string]any) {
 // tenant with traffic sent through the real API in process: sign in with a
 // one-time link, read the tenants page and the tenant page (confirmation
 // share, the abuse warning the test provokes), pause the tenant from the
-// console and see the API answer 503 inquilino_pausado.
+// console and see the API answer 503 inquilino_pausado. A 2083-character
+// webhook URL wraps within the window.
 func TestConsoleInBrowser(t *testing.T) {
 	exe := browserPath()
 	if exe == "" {
@@ -103,6 +104,11 @@ func TestConsoleInBrowser(t *testing.T) {
 	if st, body := c.do("PUT", "/v1/catalogo-acciones", map[string]any{"acciones": []map[string]any{
 		{"id": 1, "nombre": "diez", "tipo_cupon": "D10", "costo_envio_mxn": 0.5, "descuento_max_mxn": 50, "descuento_pct": 10, "activa": true}}}); st != 200 {
 		t.Fatalf("catalog: %d %v", st, body)
+	}
+	// A webhook URL as long as the API takes (2083 characters, no space):
+	// the tenant page must wrap it, not grow wider than the window.
+	if _, err := e.svc.webhooks.Register("acme", "https://hooks.example/"+strings.Repeat("a", 2061), []string{"lote.completado"}, time.Now()); err != nil {
+		t.Fatal(err)
 	}
 	var events []map[string]any
 	ts := time.Now().UTC().Add(-time.Hour).Format(time.RFC3339)
@@ -190,6 +196,13 @@ func TestConsoleInBrowser(t *testing.T) {
 		text("#warnings", &warnings),
 		text("#errors", &errorsTable),
 		shot("tenant.png"),
+		func(ctx context.Context, tg *chromedp.Target) (chromedp.Void, error) { // long tenant text wraps
+			w, err := chromedp.Evaluate[[]int]("[document.documentElement.scrollWidth, document.documentElement.clientWidth]")(ctx, tg)
+			if err == nil && w[0] > w[1] {
+				err = fmt.Errorf("the tenant page is %d px wide in a %d px window: a long webhook URL widens it", w[0], w[1])
+			}
+			return chromedp.Void{}, err
+		},
 		chromedp.Click(chromedp.CSS("#act-pause")),
 		chromedp.WaitVisible(chromedp.CSS("#confirm")),
 		shot("confirm.png"),
