@@ -194,7 +194,7 @@ func intervalPlot(title string, es []estimate) template.HTML {
 			cls = "est main"
 		}
 		name := html.EscapeString(isolate(e.Name))
-		fmt.Fprintf(&b, `<text class="name" x="%.1f" y="%.1f" text-anchor="end">%s</text>`, left-8, y+4, name)
+		fmt.Fprintf(&b, `<text class="name" x="%.1f" y="%.1f" text-anchor="end">%s</text>`, left-8, y+4, html.EscapeString(isolate(clip(e.Name, nameRunes))))
 		if !finite(e.Value) {
 			fmt.Fprintf(&b, `<text class="tick" x="%.1f" y="%.1f">n/a</text>`, left, y+4)
 			continue
@@ -206,6 +206,20 @@ func intervalPlot(title string, es []estimate) template.HTML {
 	}
 	b.WriteString(`</svg>`)
 	return template.HTML(b.String())
+}
+
+// nameRunes is how many characters of an estimate's name fit left of the
+// interval plot's axis; a longer name (an action's nombre has up to 256)
+// is clipped there, and given whole in the hover text and the table.
+const nameRunes = 30
+
+// clip cuts s to at most n runes, the last an ellipsis when it cut.
+func clip(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n-1]) + "…"
 }
 
 // isolate wraps text that may come from a tenant (an action name) in

@@ -2,8 +2,11 @@ package console
 
 import (
 	"math"
+	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 // TestIntervalPlotWithoutAnInterval: an estimate with no interval (one
@@ -55,5 +58,26 @@ func TestIntervalPlotIsolatesNames(t *testing.T) {
 	got := string(intervalPlot("t", []estimate{{Name: "best single: 1_\u202ediez", Value: 3, Lo: 1, Hi: 5}}))
 	if !isolatedBidi(got) {
 		t.Errorf("a bidi control in a name is not isolated:\n%+q", got)
+	}
+}
+
+// TestIntervalPlotClipsLongNames: a name longer than the plot's label
+// space (an action's nombre may have 256 characters) is clipped with an
+// ellipsis where it is drawn, so it does not run off the plot's left edge,
+// and given whole in its hover text.
+func TestIntervalPlotClipsLongNames(t *testing.T) {
+	long := "best single: 7_" + strings.Repeat("ñ", 241)
+	got := string(intervalPlot("t", []estimate{{Name: long, Value: 3, Lo: 1, Hi: 5}, {Name: "never send", Value: 0, Lo: 0, Hi: 0}}))
+	drawn := regexp.MustCompile(`<text class="name"[^>]*>([^<]*)</text>`).FindAllStringSubmatch(got, -1)
+	var names []string
+	for _, m := range drawn {
+		names = append(names, m[1])
+	}
+	want := []string{"\u2068best single: 7_" + strings.Repeat("ñ", 14) + "…\u2069", "\u2068never send\u2069"}
+	if diff := cmp.Diff(want, names); diff != "" {
+		t.Errorf("drawn names (-want +got):\n%s", diff)
+	}
+	if !strings.Contains(got, "<title>\u2068"+long+"\u2069: 3.00 MXN") {
+		t.Errorf("the hover text lacks the whole name:\n%s", got)
 	}
 }
