@@ -201,7 +201,8 @@ func traceOf(w http.ResponseWriter) string { return w.Header().Get("X-Trace-Id")
 type authedHandler func(w http.ResponseWriter, r *http.Request, s *Session)
 
 // authed answers 401 with the sign-in instructions unless the request
-// carries a live session; POSTs must also carry its CSRF token (403).
+// carries a live session (and deletes a cookie whose session is over);
+// POSTs must also carry its CSRF token (403).
 func (c *Console) authed(h authedHandler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var tok string
@@ -214,6 +215,9 @@ func (c *Console) authed(h authedHandler) http.Handler {
 			return
 		}
 		if !ok {
+			if tok != "" { // expired, revoked or unknown: the browser forgets it
+				http.SetCookie(w, c.endedCookie(r))
+			}
 			c.page(w, http.StatusUnauthorized, "signin", signInPage{})
 			return
 		}
@@ -315,8 +319,13 @@ func (c *Console) handleSignOut(w http.ResponseWriter, r *http.Request, s *Sessi
 		c.internal(w, err)
 		return
 	}
-	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: "", Path: "/", MaxAge: -1, HttpOnly: true, Secure: c.d.Secure || r.TLS != nil, SameSite: http.SameSiteStrictMode})
+	http.SetCookie(w, c.endedCookie(r))
 	c.page(w, http.StatusOK, "message", msgPage{Title: "Signed out", Text: "The session is closed."})
+}
+
+// endedCookie tells the browser to delete its session cookie.
+func (c *Console) endedCookie(r *http.Request) *http.Cookie {
+	return &http.Cookie{Name: cookieName, Value: "", Path: "/", MaxAge: -1, HttpOnly: true, Secure: c.d.Secure || r.TLS != nil, SameSite: http.SameSiteStrictMode}
 }
 
 type tenantsPage struct {

@@ -240,3 +240,37 @@ func TestCrossSitePostsRefused(t *testing.T) {
 		t.Errorf("commands run (-want +got):\n%s", diff)
 	}
 }
+
+// TestEndedSessionCookieDeleted: a request whose session cookie names no
+// live session (revoked by "logout --all", expired, or made up) gets 401
+// and a Set-Cookie that deletes it, so the browser stops sending a dead
+// token; a request without the cookie gets no Set-Cookie.
+func TestEndedSessionCookieDeleted(t *testing.T) {
+	h := newHarness(t)
+	c := h.client()
+	h.signIn(c, h.link())
+	if _, err := RevokeAll(h.db); err != nil {
+		t.Fatal(err)
+	}
+	u, _ := url.Parse(h.con.URL)
+	for _, tc := range []struct {
+		name   string
+		client *http.Client
+		want   []string // Set-Cookie headers
+	}{
+		{"revoked session", c, []string{cookieName + "=; Path=/; Max-Age=0; HttpOnly; SameSite=Strict"}},
+		{"no cookie", h.client(), nil},
+	} {
+		resp, err := tc.client.Get(h.con.URL + "/t/acme")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if diff := cmp.Diff(tc.want, resp.Header.Values("Set-Cookie")); resp.StatusCode != http.StatusUnauthorized || diff != "" {
+			t.Errorf("%s: status %d, Set-Cookie (-want +got):\n%s", tc.name, resp.StatusCode, diff)
+		}
+	}
+	if ck := c.Jar.Cookies(u); len(ck) != 0 {
+		t.Errorf("the browser still holds %v", ck)
+	}
+}
