@@ -347,15 +347,13 @@ var ErrUnknownAction = errors.New("engine: action not in the catalog")
 // Fallback stores a fallback record with propensity 1 and en_respaldo true.
 // It is kept for evaluation and does not open a reward window. With an
 // IdempotencyKey the record and the key's record are committed together,
-// and a repeat of the same body stores nothing (see FallbackInput).
+// and a repeat of the same body stores nothing (see FallbackInput), even
+// when its action has left the catalog since. ErrUnknownAction: an action
+// other than 0 that the catalog does not hold (checked after the replay).
 func (e *Engine) Fallback(tenant string, in FallbackInput) error {
 	ts, err := e.state(tenant)
 	if err != nil {
 		return err
-	}
-	cat := ts.catalog.Load()
-	if in.Accion != 0 && cat.Action(in.Accion) == nil {
-		return ErrUnknownAction
 	}
 	t, now, err := e.tenantNow(tenant)
 	if err != nil {
@@ -375,6 +373,12 @@ func (e *Engine) Fallback(tenant string, in FallbackInput) error {
 		if idem, err = json.Marshal(idemRecord{BodyHash: in.BodyHash, At: now, Answer: json.RawMessage("{}"), ClienteRef: in.ClienteRef}); err != nil {
 			return err
 		}
+	}
+	// After the replay's lookup, as a confirmation's accion_real: a retry
+	// of a stored record whose action left the catalog since is answered
+	// as the first call was, not refused.
+	if in.Accion != 0 && ts.catalog.Load().Action(in.Accion) == nil {
+		return ErrUnknownAction
 	}
 	nonce, err := e.freshNonce(ts, t, now)
 	if err != nil {

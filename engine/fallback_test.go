@@ -4,6 +4,8 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/coupond/coupond/store"
 )
 
@@ -127,5 +129,48 @@ func TestIdempotencyRawBodyHash(t *testing.T) {
 	}
 	if n := fallbackRecords(t, e, "acme"); n != 1 {
 		t.Errorf("%d fallback records, want 1", n)
+	}
+}
+
+// TestFallbackReplayAfterCatalogChange: a keyed fallback record repeated
+// after its action left the catalog (a client's retry whose first answer
+// was lost) is answered as the first call was and stores nothing more; the
+// same action without a key, or under a new key, is ErrUnknownAction.
+// Before, the catalog was checked ahead of the replay and the retry got a
+// 422 for a record already stored, as a confirmation's accion_real does not.
+func TestFallbackReplayAfterCatalogChange(t *testing.T) {
+	e, _ := newTestEngine(t, 3, nil)
+	in := FallbackInput{Accion: 3, Canal: "push", ClienteRef: "fallback01",
+		IdempotencyKey: "k-3", BodyHash: HashFallbackBody([]byte(`{"accion":3}`))}
+	if err := e.Fallback("acme", in); err != nil {
+		t.Fatal(err)
+	}
+	cat, err := e.Campaigns.Catalog("acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Campaigns.ReplaceCatalog("acme", cat.Acciones[:2], t0); err != nil {
+		t.Fatal(err)
+	}
+	newKey := in
+	newKey.IdempotencyKey = "k-4"
+	plain := in
+	plain.IdempotencyKey = ""
+	tests := []struct {
+		name string
+		in   FallbackInput
+		want error
+	}{
+		{"same key and body", in, nil},
+		{"new key", newKey, ErrUnknownAction},
+		{"no key", plain, ErrUnknownAction},
+	}
+	for _, tt := range tests {
+		if err := e.Fallback("acme", tt.in); !errors.Is(err, tt.want) {
+			t.Errorf("%s: %v, want %v", tt.name, err, tt.want)
+		}
+	}
+	if diff := cmp.Diff(1, fallbackRecords(t, e, "acme")); diff != "" {
+		t.Errorf("fallback records (-want +got):\n%s", diff)
 	}
 }

@@ -1274,7 +1274,7 @@ func decisionDocs() map[string]opDoc {
 		"respaldo": {tag: "decisiones", summary: "Record a fallback decision",
 			description: "Sent after the caller applied its own rule because the engine did not answer or was paused. Stored with propensity 1; does not open a reward window.",
 			params: []any{obj{"name": "Idempotency-Key", "in": "header", "required": false,
-				"description": "Beyond the spec, for retries: 1 to 255 printable ASCII characters. Repeating the request with the same key within 24 hours stores nothing more and answers the same empty object; the same key with another body, or while the first is running, is 409 `idempotencia_conflicto`. A key is the tenant's, shared with `POST /v1/decisiones`: one used there is a conflict here. A bad key is 422 at `header.Idempotency-Key`.",
+				"description": "Beyond the spec, for retries: 1 to 255 printable ASCII characters. Repeating the request with the same key within 24 hours stores nothing more and answers the same empty object, before the catalog check (a repeat whose `accion` has left the catalog since still gets it); the same key with another body, or while the first is running, is 409 `idempotencia_conflicto`. A key is the tenant's, shared with `POST /v1/decisiones`: one used there is a conflict here. A bad key is 422 at `header.Idempotency-Key`.",
 				"schema":      obj{"type": "string", "minLength": 1, "maxLength": 255, "pattern": "^[\\x20-\\x7E]+$"}}},
 			body:   jsonBody("PeticionRespaldo", obj{"accion": 1, "canal": "push", "cliente_ref": ejemploCliente, "campana_id": "navidad-2026"}),
 			okDesc: "Recorded.", okSchema: schemaRef("ObjetoVacio"),
