@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -379,13 +380,18 @@ func parseOnOff(flag, v string) (bool, error) {
 }
 
 // parseDays parses a Go duration that may also use d for days ("7d",
-// "1d12h", "36h").
+// "1d12h", "36h"). A duration beyond time.Duration's range (about 292
+// years) is an error that says so, not a wrapped-around value.
 func parseDays(s string) (time.Duration, error) {
+	in := s
 	var total time.Duration
 	if i := strings.IndexByte(s, 'd'); i >= 0 {
 		days, err := strconv.ParseFloat(s[:i], 64)
-		if err != nil {
-			return 0, fmt.Errorf("bad duration %q", s)
+		if err != nil || math.IsNaN(days) || math.IsInf(days, 0) {
+			return 0, fmt.Errorf("bad duration %q", in)
+		}
+		if math.Abs(days) > maxDays {
+			return 0, fmt.Errorf("duration %q is too long (at most %d days)", in, int(maxDays))
 		}
 		total = time.Duration(days * float64(24*time.Hour))
 		s = s[i+1:]
@@ -395,10 +401,17 @@ func parseDays(s string) (time.Duration, error) {
 	}
 	d, err := time.ParseDuration(s)
 	if err != nil {
-		return 0, fmt.Errorf("bad duration %q", s)
+		return 0, fmt.Errorf("bad duration %q", in)
 	}
-	return total + d, nil
+	sum := total + d
+	if (d > 0 && sum < total) || (d < 0 && sum > total) {
+		return 0, fmt.Errorf("duration %q is too long (at most %d days)", in, int(maxDays))
+	}
+	return sum, nil
 }
+
+// maxDays is the most days a time.Duration holds, whole days only.
+const maxDays = float64(math.MaxInt64 / int64(24*time.Hour))
 
 func formatDays(d time.Duration) string {
 	if d%(24*time.Hour) == 0 {
@@ -625,7 +638,10 @@ func clockAdvanceCmd(a *app) *cobra.Command {
 	var tenant, by string
 	cmd := leafCmd("advance --tenant ID --by DURATION", "Move a sandbox tenant's clock forward (36h, 7d)", func(cmd *cobra.Command) error {
 		d, err := parseDays(by)
-		if err != nil || d <= 0 {
+		switch {
+		case err != nil:
+			return fmt.Errorf("--by: %v; want a positive duration such as 36h or 7d", err)
+		case d <= 0:
 			return fmt.Errorf("--by: want a positive duration such as 36h or 7d, got %q", by)
 		}
 		return a.withEnv(cmd, func(e *env) error {

@@ -461,3 +461,40 @@ func TestRestoreLeftoversRemovedAtOpen(t *testing.T) {
 		}
 	})
 }
+
+// TestParseDaysRange: a duration beyond time.Duration's range, or days
+// that are not a finite number, is an error that names the value; it never
+// wraps around to a negative (or small) duration.
+func TestParseDaysRange(t *testing.T) {
+	for _, tc := range []struct {
+		in      string
+		want    time.Duration
+		wantErr string
+	}{
+		{"7d", 7 * 24 * time.Hour, ""},
+		{"1d12h", 36 * time.Hour, ""},
+		{"106751d", 106751 * 24 * time.Hour, ""},
+		{"106752d", 0, `duration "106752d" is too long`},
+		{"2000000d", 0, `duration "2000000d" is too long`},
+		{"-2000000d", 0, `duration "-2000000d" is too long`},
+		{"106751d24h", 0, `duration "106751d24h" is too long`},
+		{"NaNd", 0, `bad duration "NaNd"`},
+		{"Infd", 0, `bad duration "Infd"`},
+		{"1dx", 0, `bad duration "1dx"`},
+	} {
+		got, err := parseDays(tc.in)
+		if tc.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("parseDays(%q) = %v, %v; want an error with %q", tc.in, got, err, tc.wantErr)
+			}
+			continue
+		}
+		if err != nil || got != tc.want {
+			t.Errorf("parseDays(%q) = %v, %v; want %v", tc.in, got, err, tc.want)
+		}
+	}
+	_, _, err := runCLI(t, "admin", "clock", "advance", "--tenant", "sb", "--by", "2000000d", "--data-dir", t.TempDir())
+	if err == nil || !strings.Contains(err.Error(), "--by: duration \"2000000d\" is too long") {
+		t.Errorf("clock advance --by 2000000d: %v", err)
+	}
+}
