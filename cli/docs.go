@@ -26,9 +26,11 @@ func newDocsCmd() *cobra.Command {
 	return docs
 }
 
-// envNote is the "(env COUPOND_X)" some usages carry: the table has a
-// column for it.
-var envNote = regexp.MustCompile(`;? ?\(?env COUPOND_[A-Z_]+\)?`)
+// envNote is the environment variable some usages name, as " (env
+// COUPOND_X)" or, inside a parenthesis, as "; env COUPOND_X": the table
+// has a column for it. The parenthesis that holds it stays: "(default
+// http://ADDR; env COUPOND_BASE_URL)" becomes "(default http://ADDR)".
+var envNote = regexp.MustCompile(` ?\(env COUPOND_[A-Z_]+\)|; ?env COUPOND_[A-Z_]+`)
 
 // writeFlagDocs writes one Markdown table of every command's own flags, in
 // command-path order: command, flag, default, environment variable and
