@@ -255,18 +255,40 @@ type tenantSetFlags struct {
 	quotaDec, quotaEv                                      int64
 }
 
+// register defines the flags of "admin tenant set". A flag has no default:
+// a setting it does not give stays as it is. Its usage ends with a new
+// tenant's value (store.DefaultSettings), and it carries the annotation
+// keepsSetting, so that "docs flags" shows no default for it either (a
+// float's zero value read as "--control-share defaults to 0").
 func (sf *tenantSetFlags) register(f *pflag.FlagSet) {
+	d := store.DefaultSettings()
+	onOff := map[bool]string{true: "on", false: "off"}
 	f.StringVar(&sf.shadow, "shadow", "", "shadow mode: on or off")
 	f.StringVar(&sf.paused, "paused", "", "pause the tenant: true or false (its requests answer 503 inquilino_pausado; its queued batch jobs wait for the resume)")
 	f.StringVar(&sf.window, "reward-window", "", "reward window, 1h to 365d, e.g. 28d")
 	f.StringVar(&sf.grace, "reward-grace", "", "grace period for late events after the window, up to 365d, e.g. 2d")
-	f.Float64Var(&sf.controlShare, "control-share", 0, "share of customers in the control group, e.g. 0.05")
+	f.Float64Var(&sf.controlShare, "control-share", 0, "share of customers in the control group, 0 to 0.5")
 	f.StringVar(&sf.controlKind, "control-kind", "", "control group kind: nada or regla_actual")
 	f.Int64Var(&sf.quotaDec, "quota-decisions-day", 0, "daily decision quota (0 = none)")
 	f.Int64Var(&sf.quotaEv, "quota-events-day", 0, "daily event quota (0 = none)")
 	f.Float64Var(&sf.penalty, "optout-penalty-mxn", 0, "reward penalty of an opt-out in the window, MXN")
 	f.StringVar(&sf.rateLimits, "rate-limits", "", "per-credential rate limits: on or off (off only for sandbox tenants)")
+	for name, v := range map[string]string{
+		"shadow": onOff[d.Shadow], "paused": strconv.FormatBool(d.Paused), "rate-limits": onOff[d.RateLimits],
+		"reward-window": formatDays(d.RewardWindow), "reward-grace": formatDays(d.RewardGrace),
+		"control-share": strconv.FormatFloat(d.ControlShare, 'g', -1, 64), "control-kind": d.ControlKind,
+		"quota-decisions-day": strconv.FormatInt(d.QuotaDecisionsDay, 10), "quota-events-day": strconv.FormatInt(d.QuotaEventsDay, 10),
+		"optout-penalty-mxn": strconv.FormatFloat(float64(d.OptoutPenaltyCents)/100, 'f', -1, 64),
+	} {
+		fl := f.Lookup(name)
+		fl.Usage += "; a new tenant's: " + v
+		f.SetAnnotation(name, keepsSetting, []string{"true"})
+	}
 }
+
+// keepsSetting annotates a flag that changes a setting only when given:
+// it has no default ("docs flags" leaves the column empty).
+const keepsSetting = "keeps-setting"
 
 // apply checks each flag given in f and sets its setting on t; the first
 // bad value is the error, naming its flag.

@@ -57,7 +57,7 @@ func writeFlagDocs(w io.Writer, root *cobra.Command) error {
 			}
 			def := f.DefValue
 			switch {
-			case def == "" || def == "[]":
+			case def == "" || def == "[]" || f.Annotations[keepsSetting] != nil:
 				def = ""
 			case f.Value.Type() == "bool" && def == "false":
 				def = ""

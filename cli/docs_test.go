@@ -2,6 +2,8 @@ package cli
 
 import (
 	"bytes"
+	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -35,5 +37,50 @@ func TestFlagDocsKeepParentheses(t *testing.T) {
 		if strings.Count(desc, "(") != strings.Count(desc, ")") || strings.Contains(desc, "env COUPOND_") {
 			t.Errorf("description with unbalanced parentheses or its variable left in: %s", line)
 		}
+	}
+}
+
+// TestTenantSetDocsNewTenantValues: the flags of "admin tenant set" change
+// a setting only when given, so the configuration reference shows no
+// default for them (it showed "0" for --control-share and
+// --optout-penalty-mxn, whose new tenant's values are 0.05 and 50 MXN),
+// and each usage names the value a new tenant really has.
+func TestTenantSetDocsNewTenantValues(t *testing.T) {
+	dir := t.TempDir()
+	runIn(t, dir, "admin", "tenant", "create", "acme")
+	var shown struct {
+		Settings map[string]any `json:"settings"`
+	}
+	if err := json.Unmarshal(runIn(t, dir, "admin", "tenant", "show", "acme", "--json"), &shown); err != nil {
+		t.Fatal(err)
+	}
+	onOff := map[any]string{true: "on", false: "off"}
+	s := shown.Settings
+	want := map[string]string{
+		"shadow": onOff[s["shadow"]], "paused": fmt.Sprint(s["paused"]), "rate-limits": onOff[s["rate_limits"]],
+		"reward-window": fmt.Sprint(s["reward_window"]), "reward-grace": fmt.Sprint(s["reward_grace"]),
+		"control-share": fmt.Sprint(s["control_share"]), "control-kind": fmt.Sprint(s["control_kind"]),
+		"quota-decisions-day": fmt.Sprint(s["quota_decisions_day"]), "quota-events-day": fmt.Sprint(s["quota_events_day"]),
+		"optout-penalty-mxn": fmt.Sprint(s["optout_penalty_mxn"]),
+	}
+	var doc bytes.Buffer
+	if err := writeFlagDocs(&doc, newRoot(&app{})); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, line := range strings.Split(doc.String(), "\n") {
+		cells := strings.Split(line, " | ")
+		if len(cells) != 5 || cells[0] != "| admin tenant set" {
+			continue
+		}
+		flag := strings.Trim(cells[1], "`-")
+		if cells[2] != "" {
+			t.Errorf("--%s: default column %q, want none (the flag changes its setting only when given)", flag, cells[2])
+		}
+		_, v, _ := strings.Cut(cells[4], "a new tenant's: ")
+		got[flag] = strings.TrimSuffix(v, " |")
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("new tenant's values in the docs (-shown by tenant show +docs):\n%s", diff)
 	}
 }
