@@ -41,6 +41,58 @@ func unknownCommand(cmd *cobra.Command, name string) error {
 	return fmt.Errorf("%s\n\nRun '%s --help' for usage", msg, cmd.CommandPath())
 }
 
+// namedArgs makes a wrong count of positional arguments an error that
+// names the arguments the command takes, from its usage line: cobra's
+// "accepts 1 arg(s), received 0" named none, so "admin tenant create" with
+// its id forgotten did not say what was missing.
+func namedArgs(cmd *cobra.Command) {
+	for _, c := range cmd.Commands() {
+		namedArgs(c)
+	}
+	check, names := cmd.Args, argNames(cmd.Use)
+	if check == nil || len(names) == 0 {
+		return
+	}
+	cmd.Args = func(c *cobra.Command, args []string) error {
+		if err := check(c, args); err != nil {
+			return fmt.Errorf("want %s (%s), got %d (usage: %s)", plural(len(names), "argument"), strings.Join(names, " "), len(args), c.UseLine())
+		}
+		return nil
+	}
+}
+
+// plural is "1 argument", "2 arguments".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// argNames are the positional arguments a usage line names ("rotate
+// CLIENT_ID [--grace 24h]": CLIENT_ID): its words after the command's name
+// but flags, their values and what brackets hold.
+func argNames(use string) []string {
+	var names []string
+	words := strings.Fields(use)
+	for i := 1; i < len(words); i++ {
+		w := words[i]
+		switch {
+		case strings.HasPrefix(w, "["):
+			for !strings.HasSuffix(words[i], "]") && i+1 < len(words) {
+				i++
+			}
+		case strings.HasPrefix(w, "-"):
+			if i+1 < len(words) && !strings.HasPrefix(words[i+1], "-") && !strings.HasPrefix(words[i+1], "[") {
+				i++ // the flag's value
+			}
+		default:
+			names = append(names, w)
+		}
+	}
+	return names
+}
+
 // flagError adds the closest flag name to cobra's unknown-flag errors.
 func flagError(cmd *cobra.Command, err error) error {
 	msg := err.Error()

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/spf13/cobra"
 
 	"github.com/coupond/coupond/api"
@@ -148,5 +149,38 @@ func TestNoColour(t *testing.T) {
 	}
 	if useColor(&buf) {
 		t.Error("useColor on a buffer")
+	}
+}
+
+// TestArgumentCountNamesArguments: a command given too few or too many
+// arguments says which it takes, by the names of its usage line, not
+// cobra's "accepts 1 arg(s), received 0".
+func TestArgumentCountNamesArguments(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"admin", "tenant", "create"}, "want 1 argument (ID), got 0 (usage: coupond admin tenant create ID [flags])"},
+		{[]string{"admin", "tenant", "show", "a", "b"}, "want 1 argument (ID), got 2"},
+		{[]string{"admin", "credential", "rotate", "--grace", "1h"}, "want 1 argument (CLIENT_ID), got 0"},
+		{[]string{"admin", "batch", "watch", "--tenant", "acme"}, "want 1 argument (JOB_ID), got 0"},
+		{[]string{"lab", "compare", "a.json"}, "want 2 arguments (A.json B.json), got 1"},
+	} {
+		_, _, err := runCLI(t, append(tc.args, "--data-dir", dir)...)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: %v; want an error containing %q", tc.args, err, tc.want)
+		}
+	}
+	for use, want := range map[string][]string{
+		"rotate CLIENT_ID [--grace 24h]":                 {"CLIENT_ID"},
+		"watch --tenant ID JOB_ID":                       {"JOB_ID"},
+		"compare A.json B.json":                          {"A.json", "B.json"},
+		"create --tenant ID --name NAME --scopes a,b":    nil,
+		"pprof --kind cpu|heap [--seconds N] --out FILE": nil,
+	} {
+		if diff := cmp.Diff(want, argNames(use)); diff != "" {
+			t.Errorf("argNames(%q) (-want +got):\n%s", use, diff)
+		}
 	}
 }

@@ -83,6 +83,7 @@ func newRoot(a *app) *cobra.Command {
 	root.AddCommand(newServeCmd(a), newAdminCmd(a), newVersionCmd(), newLabCmd(), newBenchCmd(), newWebhookCmd(), newDocsCmd())
 	root.SetFlagErrorFunc(flagError)
 	strictGroups(root)
+	namedArgs(root)
 	return root
 }
 
