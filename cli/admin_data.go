@@ -322,6 +322,9 @@ func setArg(args []string, flag, value string) []string {
 func backupCmd(a *app) *cobra.Command {
 	var out string
 	cmd := leafCmd("backup --out DIR", "Consistent online backup (Pebble checkpoint, keys, manifest) that later deletions reach through its ledger", func(cmd *cobra.Command) error {
+		if out == "" {
+			return fmt.Errorf("--out: want the backup's directory, got an empty value")
+		}
 		dir, err := filepath.Abs(out)
 		if err != nil {
 			return err
@@ -365,6 +368,9 @@ func runBackup(ctx context.Context, e *env, dir string, progress io.Writer) (*pr
 func restoreCmd(a *app) *cobra.Command {
 	var from string
 	cmd := leafCmd("restore --from DIR", "Restore a backup (server stopped), re-applying every customer deletion recorded since it was taken", func(cmd *cobra.Command) error {
+		if from == "" {
+			return fmt.Errorf("--from: want a backup's directory, got an empty value")
+		}
 		// Never forwarded to a running server: the store must be closed.
 		sock := filepath.Join(a.dataDir, adminSocket)
 		if conn, err := net.DialTimeout("unix", sock, time.Second); err == nil {

@@ -498,3 +498,40 @@ func TestParseDaysRange(t *testing.T) {
 		t.Errorf("clock advance --by 2000000d: %v", err)
 	}
 }
+
+// TestEmptyPathFlags: an empty --data-dir (or COUPOND_DATA_DIR set empty),
+// --out or --from is an error naming the flag: --out and --from read as
+// the working directory (a backup written into it when empty), and
+// --data-dir failed with "mkdir : no such file or directory". Commands
+// that do not use the data dir ignore an empty one.
+func TestEmptyPathFlags(t *testing.T) {
+	cwd := t.TempDir()
+	t.Chdir(cwd)
+	dir := t.TempDir()
+	runIn(t, dir, "admin", "tenant", "create", "acme")
+	for _, tc := range []struct {
+		args []string
+		env  string
+		want string
+	}{
+		{args: []string{"admin", "tenant", "create", "acme", "--data-dir", ""}, want: "--data-dir: want a directory"},
+		{args: []string{"admin", "tenant", "list"}, env: "COUPOND_DATA_DIR", want: "--data-dir: want a directory"},
+		{args: []string{"serve", "--data-dir=", "--addr", "127.0.0.1:0", "--console-addr", ""}, want: "--data-dir: want a directory"},
+		{args: []string{"admin", "backup", "--out", "", "--data-dir", dir}, want: "--out: want the backup's directory"},
+		{args: []string{"admin", "restore", "--from", "", "--data-dir", dir}, want: "--from: want a backup's directory"},
+	} {
+		if tc.env != "" {
+			t.Setenv(tc.env, "")
+		}
+		_, _, err := runCLI(t, tc.args...)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v %s: %v; want an error containing %q", tc.args, tc.env, err, tc.want)
+		}
+	}
+	if entries, err := os.ReadDir(cwd); err != nil || len(entries) != 0 {
+		t.Errorf("the working directory holds %v (%v), want nothing", entries, err)
+	}
+	if _, _, err := runCLI(t, "version", "--data-dir", ""); err != nil {
+		t.Errorf("version with an empty --data-dir: %v", err)
+	}
+}

@@ -76,7 +76,10 @@ func newRoot(a *app) *cobra.Command {
 			// Forwarded through the admin socket with the rest, in front:
 			// after a "--" they would be arguments.
 			a.args = append(set, a.args...)
-			return err
+			if err != nil {
+				return err
+			}
+			return checkDataDirFlag(cmd, a.dataDir)
 		},
 	}
 	root.PersistentFlags().StringVar(&a.dataDir, "data-dir", "./coupond-data", "data directory (env COUPOND_DATA_DIR); serve, admin tenant create and admin restore create a missing one, other admin commands refuse it")
@@ -85,6 +88,18 @@ func newRoot(a *app) *cobra.Command {
 	strictGroups(root)
 	namedArgs(root)
 	return root
+}
+
+// checkDataDirFlag refuses an empty --data-dir (or COUPOND_DATA_DIR set
+// empty) for the commands that use the data dir, serve and admin's: it
+// read as the working directory, or failed with "mkdir : no such file or
+// directory".
+func checkDataDirFlag(cmd *cobra.Command, dataDir string) error {
+	path := strings.Fields(cmd.CommandPath())
+	if dataDir != "" || len(path) < 2 || (path[1] != "serve" && path[1] != "admin") {
+		return nil
+	}
+	return fmt.Errorf("--data-dir: want a directory, got an empty value (from the flag or COUPOND_DATA_DIR)")
 }
 
 // applyEnv sets every flag not given on the command line from its
