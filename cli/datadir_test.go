@@ -194,23 +194,36 @@ func TestAdminSocketPeerAndAudit(t *testing.T) {
 }
 
 // TestServeHTTPFlags: --read-timeout and --max-conns (and their
-// environment variables) must be positive.
+// environment variables) must be positive, and --addr and --console-addr
+// must be host:port; each refusal names its one flag, before the store is
+// opened (a bad --addr failed only at listen, as "listen bogus: …", and
+// "127.0.0.1:-1" was blamed on --base-url).
 func TestServeHTTPFlags(t *testing.T) {
-	dir := t.TempDir()
 	for _, tc := range []struct {
 		args []string
 		env  string
+		want string
 	}{
-		{args: []string{"--read-timeout", "0s"}},
-		{args: []string{"--max-conns", "-1"}},
-		{env: "COUPOND_READ_TIMEOUT"},
+		{args: []string{"--read-timeout", "0s"}, want: "--read-timeout must be positive"},
+		{args: []string{"--max-conns", "-1"}, want: "--max-conns must be positive"},
+		{args: []string{"--addr", "bogus"}, want: `--addr: want host:port such as 127.0.0.1:8080, got "bogus"`},
+		{args: []string{"--addr", "127.0.0.1:-1"}, want: `--addr: want host:port`},
+		{args: []string{"--addr", "127.0.0.1:65536"}, want: `--addr: want host:port`},
+		{args: []string{"--console-addr", "8081"}, want: `--console-addr: want host:port such as 127.0.0.1:8080, got "8081"`},
+		{env: "COUPOND_READ_TIMEOUT", want: "--read-timeout must be positive"}, // last: it stays set
 	} {
+		dir := filepath.Join(t.TempDir(), "data")
 		if tc.env != "" {
 			t.Setenv(tc.env, "0s")
 		}
-		err := Run(context.Background(), append([]string{"serve", "--data-dir", dir, "--addr", "127.0.0.1:0"}, tc.args...), nil, io.Discard, io.Discard)
-		if err == nil || !strings.Contains(err.Error(), "must be positive") {
-			t.Errorf("%v %s: %v, want a refusal", tc.args, tc.env, err)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second) // a serve that starts stops
+		err := Run(ctx, append([]string{"serve", "--data-dir", dir, "--addr", "127.0.0.1:0", "--console-addr", ""}, tc.args...), nil, io.Discard, io.Discard)
+		cancel()
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v %s: %v, want a refusal containing %q", tc.args, tc.env, err, tc.want)
+		}
+		if _, err := os.Stat(dir); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("%v %s: the data dir was created (%v)", tc.args, tc.env, err)
 		}
 	}
 }

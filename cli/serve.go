@@ -155,7 +155,7 @@ func serve(ctx context.Context, dataDir string, f serveFlags, logOut interface{ 
 	ln, err := net.Listen("tcp", f.addr)
 	if err != nil {
 		e.close()
-		return fmt.Errorf("listen %s: %w", f.addr, err)
+		return fmt.Errorf("--addr %s: %w", f.addr, err)
 	}
 	httpSrv, ln := svc.api.HTTPServer(ln, server.HTTPConfig{ReadTimeout: f.readTimeout, MaxConns: f.maxConns})
 	admin, err := serveAdmin(ctx, filepath.Join(dataDir, adminSocket), e)
@@ -209,8 +209,8 @@ func (f *serveFlags) settle(dataDir string) error {
 	if f.jsonLogs {
 		f.logFormat = "json"
 	}
-	if f.readTimeout <= 0 || f.maxConns <= 0 {
-		return fmt.Errorf("--read-timeout and --max-conns must be positive (got %s, %d)", f.readTimeout, f.maxConns)
+	if err := f.checkListeners(); err != nil {
+		return err
 	}
 	if f.featuresCacheMiB < 0 || f.featuresCacheMiB > 4096 {
 		return fmt.Errorf("--features-cache-mib must be within 0-4096 (got %d)", f.featuresCacheMiB)
@@ -227,6 +227,40 @@ func (f *serveFlags) settle(dataDir string) error {
 		return fmt.Errorf("--trusted-proxies: %w", err)
 	}
 	f.proxies = proxies
+	return nil
+}
+
+// checkListeners checks the flags of serve's listeners: --addr,
+// --console-addr (empty: no console), --read-timeout and --max-conns; an
+// error names the flag.
+func (f *serveFlags) checkListeners() error {
+	if f.readTimeout <= 0 {
+		return fmt.Errorf("--read-timeout must be positive, such as 30s (got %s)", f.readTimeout)
+	}
+	if f.maxConns <= 0 {
+		return fmt.Errorf("--max-conns must be positive (got %d)", f.maxConns)
+	}
+	if err := checkListenAddr("addr", f.addr); err != nil {
+		return err
+	}
+	if f.consoleAddr == "" {
+		return nil
+	}
+	return checkListenAddr("console-addr", f.consoleAddr)
+}
+
+// checkListenAddr returns an error naming flag when addr is not a listen
+// address, host:port with a port number (0 picks one): a typo failed only
+// once the store was open, as "listen bogus: …", and one like
+// "127.0.0.1:-1" was blamed on --base-url, whose default derives from it.
+func checkListenAddr(flag, addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err == nil {
+		_, err = strconv.ParseUint(port, 10, 16)
+	}
+	if err != nil {
+		return fmt.Errorf("--%s: want host:port such as 127.0.0.1:8080, got %q", flag, addr)
+	}
 	return nil
 }
 
