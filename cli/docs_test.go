@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 
@@ -82,5 +83,32 @@ func TestTenantSetDocsNewTenantValues(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("new tenant's values in the docs (-shown by tenant show +docs):\n%s", diff)
+	}
+}
+
+// TestServiceUnitLeavesSettingsToEnv: the systemd unit gives serve only
+// --data-dir, which the unit's own directories pin. It also gave --addr,
+// and a flag wins over its variable: COUPOND_ADDR in /etc/coupond/env,
+// where the README says settings go, was silently ignored.
+func TestServiceUnitLeavesSettingsToEnv(t *testing.T) {
+	data, err := os.ReadFile("../deploy/coupond.service")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var flags []string
+	for _, line := range strings.Split(string(data), "\n") {
+		if cmd, ok := strings.CutPrefix(line, "ExecStart="); ok {
+			for _, w := range strings.Fields(cmd) {
+				if strings.HasPrefix(w, "--") {
+					flags = append(flags, w)
+				}
+			}
+		}
+	}
+	if diff := cmp.Diff([]string{"--data-dir"}, flags); diff != "" {
+		t.Errorf("flags of the unit's ExecStart (-want +got):\n%s", diff)
+	}
+	if !strings.Contains(string(data), "EnvironmentFile=-/etc/coupond/env") {
+		t.Error("the unit reads no /etc/coupond/env")
 	}
 }
