@@ -323,3 +323,32 @@ func TestAuditEntryAfterTornLine(t *testing.T) {
 		t.Errorf("audit log after a torn line (-want +got):\n%s", diff)
 	}
 }
+
+// TestStoreOpenErrorHint: a store that does not open because it is
+// damaged is not blamed on another process; one whose lock another holder
+// has is.
+func TestStoreOpenErrorHint(t *testing.T) {
+	damaged := filepath.Join(t.TempDir(), "data")
+	if err := os.MkdirAll(filepath.Join(damaged, "db"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(damaged, "db", "CURRENT"), []byte("junk\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	held := filepath.Join(t.TempDir(), "data")
+	runIn(t, held, "admin", "tenant", "create", "acme")
+	db, err := store.Open(filepath.Join(held, "db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for _, tc := range []struct {
+		dir       string
+		wantAsked bool
+	}{{damaged, false}, {held, true}} {
+		_, _, err := runCLI(t, "admin", "tenant", "list", "--data-dir", tc.dir)
+		if err == nil || strings.Contains(err.Error(), "is another") != tc.wantAsked {
+			t.Errorf("%s: %v; want an error that asks about another process: %v", tc.dir, err, tc.wantAsked)
+		}
+	}
+}

@@ -18,6 +18,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"text/tabwriter"
 	"time"
 	"unicode/utf8"
@@ -208,7 +209,7 @@ func openEnv(ctx context.Context, dataDir string, log zerolog.Logger, opt servic
 	}
 	db, err := store.Open(filepath.Join(dataDir, "db"), nil)
 	if err != nil {
-		return nil, fmt.Errorf("%w (is another coupond using %s?)", err, dataDir)
+		return nil, storeOpenError(err, dataDir)
 	}
 	e = &env{db: db, secrets: secrets, now: time.Now, log: log, dataDir: dataDir, lock: lock}
 	svc, err := newServices(ctx, e, opt)
@@ -218,6 +219,19 @@ func openEnv(ctx context.Context, dataDir string, log zerolog.Logger, opt servic
 	}
 	e.svc = svc
 	return e, nil
+}
+
+// storeOpenError is the error of a store in dataDir that does not open.
+// It asks whether another process uses the data dir only when the store's
+// lock is what failed: the data dir's own lock is already held here, so
+// that is a process that does not take it (an older release, another
+// tool). A damaged store asked "is another coupond using …?" too, which
+// sent the operator after a process that was not there.
+func storeOpenError(err error, dataDir string) error {
+	if errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.EACCES) || strings.Contains(err.Error(), "lock held") {
+		return fmt.Errorf("%w (is another process using %s?)", err, dataDir)
+	}
+	return err
 }
 
 // close closes the store and releases the data dir's lock, if e holds it.
