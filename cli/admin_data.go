@@ -334,7 +334,7 @@ func backupCmd(a *app) *cobra.Command {
 		return a.withEnv(cmd, func(e *env) error {
 			m, err := runBackup(cmd.Context(), e, dir, progressWriter(cmd))
 			if err != nil {
-				return err
+				return outPathError(err, dir)
 			}
 			taken, expires := m.TakenAt.UTC(), m.ExpiresAt.UTC()
 			if jsonFlag(cmd) {
@@ -349,6 +349,17 @@ func backupCmd(a *app) *cobra.Command {
 	cmd.Flags().StringVar(&out, "out", "", "backup directory (must not exist or be empty)")
 	cmd.MarkFlagRequired("out")
 	return cmd
+}
+
+// outPathError names --out in a backup's error about dir or a directory
+// on its way ("mkdir /var/backups/coupond: permission denied" did not say
+// which flag gave the path).
+func outPathError(err error, dir string) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) && (strings.HasPrefix(dir, pe.Path) || strings.HasPrefix(pe.Path, dir)) && !strings.HasPrefix(err.Error(), "--out") {
+		return fmt.Errorf("--out %s: %w", dir, err)
+	}
+	return err
 }
 
 // progressWriter is where progress goes: stdout, except with --json (one

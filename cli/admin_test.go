@@ -535,3 +535,22 @@ func TestEmptyPathFlags(t *testing.T) {
 		t.Errorf("version with an empty --data-dir: %v", err)
 	}
 }
+
+// TestBackupOutErrorNamesFlag: a backup directory that cannot be made (a
+// file on its way; for an operator, more often a directory without
+// permission) is an error naming --out, not a bare "mkdir …: not a
+// directory".
+func TestBackupOutErrorNamesFlag(t *testing.T) {
+	dir := t.TempDir()
+	runIn(t, dir, "admin", "tenant", "create", "acme")
+	file := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(file, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, out := range []string{file, filepath.Join(file, "sub")} {
+		_, _, err := runCLI(t, "admin", "backup", "--out", out, "--data-dir", dir)
+		if err == nil || !strings.HasPrefix(err.Error(), "--out "+out+": ") {
+			t.Errorf("--out %s: %v; want an error starting with --out and the path", out, err)
+		}
+	}
+}
