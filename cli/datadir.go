@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -48,9 +49,22 @@ func prepareDataDir(dir string) error {
 		}
 		if info.Mode().Perm() != want {
 			if err := os.Chmod(path, want); err != nil {
-				return fmt.Errorf("data dir: %w", err)
+				return chmodError(dir, path, info.Mode().Perm(), want, err)
 			}
 		}
 		return nil
 	})
+}
+
+// chmodError is the error of a file in the data dir dir that cannot be
+// made owner-only: most often one another user owns (a command run once
+// as root), which "data dir: chmod …: operation not permitted" did not say
+// nor how to fix.
+func chmodError(dir, path string, mode, want fs.FileMode, err error) error {
+	if !errors.Is(err, fs.ErrPermission) {
+		return fmt.Errorf("data dir: %w", err)
+	}
+	return fmt.Errorf("data dir %s: %s has mode %04o and cannot be made %04o, as every file there must be: "+
+		"it belongs to another user (was coupond run as root?); give the data dir back to the user that runs coupond (chown -R USER %s) (%w)",
+		dir, path, mode, want, dir, err)
 }

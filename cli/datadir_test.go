@@ -352,3 +352,22 @@ func TestStoreOpenErrorHint(t *testing.T) {
 		}
 	}
 }
+
+// TestChmodErrorSaysWhoOwnsIt: a file in the data dir that cannot be made
+// owner-only because another user owns it (coupond run once as root) is
+// refused with what to do; other failures keep their own words.
+func TestChmodErrorSaysWhoOwnsIt(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want string
+	}{
+		{&fs.PathError{Op: "chmod", Path: "d/keys.json", Err: syscall.EPERM},
+			"data dir d: d/keys.json has mode 0644 and cannot be made 0600, as every file there must be: it belongs to another user (was coupond run as root?); " +
+				"give the data dir back to the user that runs coupond (chown -R USER d) (chmod d/keys.json: operation not permitted)"},
+		{&fs.PathError{Op: "chmod", Path: "d/keys.json", Err: syscall.EIO}, "data dir: chmod d/keys.json: input/output error"},
+	} {
+		if diff := cmp.Diff(tc.want, chmodError("d", "d/keys.json", 0o644, 0o600, tc.err).Error()); diff != "" {
+			t.Errorf("%v (-want +got):\n%s", tc.err, diff)
+		}
+	}
+}
