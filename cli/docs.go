@@ -64,7 +64,7 @@ func writeFlagDocs(w io.Writer, root *cobra.Command) error {
 			default:
 				def = "`" + def + "`"
 			}
-			env := "COUPOND_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+			env := envVar(f.Name)
 			usage := strings.ReplaceAll(envNote.ReplaceAllString(f.Usage, ""), "|", `\|`)
 			fmt.Fprintf(w, "| %s | `--%s` | %s | `%s` | %s |\n", path, f.Name, def, env, usage)
 		}

@@ -184,3 +184,34 @@ func TestArgumentCountNamesArguments(t *testing.T) {
 		}
 	}
 }
+
+// TestEnvErrorsNameVariable: a bad value set by an environment variable is
+// refused naming the variable as well as the flag; a value given on the
+// command line is refused as before.
+func TestEnvErrorsNameVariable(t *testing.T) {
+	dir := t.TempDir()
+	runIn(t, dir, "admin", "tenant", "create", "sb", "--sandbox")
+	for _, tc := range []struct {
+		env, value string
+		args       []string
+		want       string
+	}{
+		{"COUPOND_LOG_LEVEL", "loud", []string{"serve", "--addr", "127.0.0.1:0", "--console-addr", ""},
+			`--log-level: want debug, info, warn or error, got "loud" (--log-level came from COUPOND_LOG_LEVEL)`},
+		{"COUPOND_ADDR", "x", []string{"serve", "--console-addr", ""},
+			`--addr: want host:port such as 127.0.0.1:8080, got "x" (--addr came from COUPOND_ADDR)`},
+		{"COUPOND_BY", "-1h", []string{"admin", "clock", "advance", "--tenant", "sb"},
+			`--by: want a positive duration such as 36h or 7d, got "-1h" (--by came from COUPOND_BY)`},
+		{"COUPOND_CONTROL_SHARE", "2", []string{"admin", "tenant", "set", "sb", "--control-share", "0.7"},
+			`--control-share: want 0 to 0.5, got 0.7`},
+	} {
+		t.Setenv(tc.env, tc.value)
+		_, _, err := runCLI(t, append(tc.args, "--data-dir", dir)...)
+		if err == nil {
+			t.Fatalf("%s=%s %v: no error", tc.env, tc.value, tc.args)
+		}
+		if diff := cmp.Diff(tc.want, err.Error()); diff != "" {
+			t.Errorf("%s=%s %v (-want +got):\n%s", tc.env, tc.value, tc.args, diff)
+		}
+	}
+}

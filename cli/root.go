@@ -31,13 +31,31 @@ func (e *ExitError) Error() string { return fmt.Sprintf("exit status %d", e.Code
 // and writing stdout and stderr. It is what main calls; tests call it in
 // process.
 func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	root := newRoot(&app{args: args})
+	a := &app{args: args}
+	root := newRoot(a)
 	root.SetArgs(args)
 	root.SetIn(stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetContext(ctx)
-	return root.ExecuteContext(ctx)
+	return a.envSource(root.ExecuteContext(ctx))
+}
+
+// envSource adds to an error about a flag ("--log-level: want …") the
+// environment variable that set it, when one did: the operator, not
+// finding the flag on the command line, was left to guess.
+func (a *app) envSource(err error) error {
+	if err == nil {
+		return nil
+	}
+	msg := err.Error()
+	for _, name := range a.fromEnv {
+		rest, ok := strings.CutPrefix(msg, "--"+name)
+		if ok && (rest == "" || strings.ContainsRune(" :=", rune(rest[0]))) {
+			return fmt.Errorf("%w (--%s came from %s)", err, name, envVar(name))
+		}
+	}
+	return err
 }
 
 // app is the state shared by the commands of one invocation.
@@ -48,6 +66,8 @@ type app struct {
 	// client connected to the admin socket: they then act on the running
 	// process's store instead of opening it.
 	live *env
+	// fromEnv are the flags applyEnv set from their variables.
+	fromEnv []string
 	// clientTerminal is, with live, whether the admin client's stdout is a
 	// terminal (the command's own output is the socket).
 	clientTerminal bool
@@ -73,6 +93,10 @@ func newRoot(a *app) *cobra.Command {
 				return nil // serve's environment is not the admin client's: its flags came forwarded
 			}
 			set, err := applyEnv(cmd.Flags())
+			for _, arg := range set {
+				name, _, _ := strings.Cut(strings.TrimPrefix(arg, "--"), "=")
+				a.fromEnv = append(a.fromEnv, name)
+			}
 			// Forwarded through the admin socket with the rest, in front:
 			// after a "--" they would be arguments.
 			a.args = append(set, a.args...)
@@ -112,7 +136,7 @@ func applyEnv(fs *pflag.FlagSet) ([]string, error) {
 		if f.Changed || err != nil {
 			return
 		}
-		name := "COUPOND_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		name := envVar(f.Name)
 		if v, ok := os.LookupEnv(name); ok {
 			if e := fs.Set(f.Name, v); e != nil {
 				err = fmt.Errorf("%s: %w", name, e)
@@ -121,6 +145,12 @@ func applyEnv(fs *pflag.FlagSet) ([]string, error) {
 		}
 	})
 	return set, err
+}
+
+// envVar is the environment variable of the flag name: COUPOND_<FLAG>,
+// dashes to underscores.
+func envVar(name string) string {
+	return "COUPOND_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
 }
 
 // ExitCode maps an error from Run to a process exit code.
