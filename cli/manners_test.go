@@ -79,6 +79,11 @@ func TestVersionAndCompletion(t *testing.T) {
 			t.Errorf("completion %s: %v (%d bytes)", sh, err, len(out))
 		}
 	}
+	// An unknown shell is an error, as an unknown subcommand is elsewhere:
+	// it printed the help and exited 0.
+	if _, _, err := runCLI(t, "completion", "bsh"); ExitCode(err) == 0 || !strings.Contains(err.Error(), "bash") {
+		t.Errorf("completion bsh: %v; want an error suggesting bash", err)
+	}
 }
 
 func TestProgressMode(t *testing.T) {

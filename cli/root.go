@@ -38,6 +38,11 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetContext(ctx)
+	// cobra adds "completion" as it executes; added here, once its output
+	// is set (it keeps the one it finds), strictGroups refuses "completion
+	// bsh" too, which printed the help and exited 0.
+	root.InitDefaultCompletionCmd()
+	strictGroups(root)
 	return a.envSource(root.ExecuteContext(ctx))
 }
 
