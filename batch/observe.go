@@ -5,7 +5,8 @@ import "github.com/coupond/coupond/engine"
 // Observer receives what the batch runner and the webhook service do, for
 // the business metrics. Every field may be nil. Install it with
 // Runner.Observe and Webhooks.Observe before Run; the callbacks run on the
-// worker's goroutine and must not block.
+// workers' goroutines (WebhookAttempt on several at once, one per tenant)
+// and must not block.
 type Observer struct {
 	// Decision is called for every result line written.
 	Decision func(tenant string, d *engine.Decision)

@@ -14,13 +14,18 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/rs/zerolog"
 
+	"github.com/coupond/coupond/api"
 	"github.com/coupond/coupond/client"
 	"github.com/coupond/coupond/clock"
+	"github.com/coupond/coupond/store"
+	"github.com/coupond/coupond/store/storefs"
 )
 
 func TestSignWebhookStandardVector(t *testing.T) {
@@ -497,5 +502,65 @@ func TestRetrySchedule(t *testing.T) {
 	}
 	if _, ok := s.NextAttempt(WebhookAttempts + 5); ok {
 		t.Error("NextAttempt past the last attempt = true")
+	}
+}
+
+// TestSlowReceiverDelaysOnlyItsTenant: a receiver that does not answer
+// holds up its own tenant's deliveries, not another tenant's, and its
+// message is not attempted again while its attempt is in flight. One
+// delivery pass for every tenant in turn made a slow receiver (up to the
+// attempt timeout per message) delay every other tenant's webhooks.
+func TestSlowReceiverDelaysOnlyItsTenant(t *testing.T) {
+	e := newJobEnv(t, storefs.Mem(), "db", 2, -1)
+	if err := e.db.CreateTenant(&store.Tenant{ID: "zeta", CreatedAt: jobsStart, Sandbox: true, ClockNow: jobsStart, Settings: store.DefaultSettings()}); err != nil {
+		t.Fatal(err)
+	}
+	release := make(chan struct{})
+	var slowHits atomic.Int32
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		slowHits.Add(1)
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(slow.Close)
+	t.Cleanup(func() { close(release) }) // runs before slow.Close
+	fastGot := make(chan string, 4)
+	fast := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fastGot <- r.Header.Get("webhook-id")
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	t.Cleanup(fast.Close)
+
+	w := NewWebhooks(e.db, NewDeliverer(DelivererConfig{AllowPrivate: true, Timeout: time.Minute}), zerolog.Nop(), e.clock.Now, 1)
+	done := jobsStart
+	for _, hook := range []struct{ tenant, url string }{{"acme", slow.URL}, {"zeta", fast.URL}} {
+		if _, err := w.Register(hook.tenant, hook.url, []string{EventLoteCompletado}, jobsStart); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Enqueue(&Job{ID: "lote_" + hook.tenant, Tenant: hook.tenant, CampanaID: "camp", Estado: api.EstadoCompletado, CompletadoEn: &done}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	stopped := make(chan struct{})
+	go func() { defer close(stopped); w.Run(ctx) }()
+	defer func() { cancel(); <-stopped }()
+
+	select {
+	case id := <-fastGot:
+		if id != "msg_lote_zeta" {
+			t.Errorf("fast receiver got %q, want msg_lote_zeta", id)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatalf("tenant zeta's webhook not delivered while tenant acme's receiver hangs (slow receiver hit %d times)", slowHits.Load())
+	}
+	// acme's retry falls due while its first attempt still hangs: it must
+	// wait for that attempt to end, not be sent alongside it.
+	e.clock.Advance(time.Minute)
+	time.Sleep(2500 * time.Millisecond)
+	if n := slowHits.Load(); n != 1 {
+		t.Errorf("slow receiver hit %d times while its first attempt was in flight, want 1", n)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	mathrand "math/rand/v2"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -39,15 +40,26 @@ type Webhooks struct {
 	log      zerolog.Logger
 	now      func() time.Time
 	wake     waker
-	mu       sync.Mutex // one delivery pass at a time
+	// mu guards inflight, the tenants whose delivery pass is running: one
+	// pass per tenant at a time, so a message is never attempted twice at
+	// once, while a slow receiver holds up only its own tenant.
+	mu       sync.Mutex
+	inflight map[string]bool
+	slots    chan struct{} // bounds the tenant passes running at once
 	obs      Observer
 	counters *engine.Counters
 }
 
 // NewWebhooks builds the webhook service.
 func NewWebhooks(db *store.DB, d *Deliverer, log zerolog.Logger, now func() time.Time, seed uint64) *Webhooks {
-	return &Webhooks{db: db, deliver: d, schedule: NewRetrySchedule(mathrand.NewPCG(seed, seed+1)), log: log, now: now, wake: newWaker()}
+	return &Webhooks{db: db, deliver: d, schedule: NewRetrySchedule(mathrand.NewPCG(seed, seed+1)), log: log, now: now, wake: newWaker(),
+		inflight: map[string]bool{}, slots: make(chan struct{}, webhookParallel)}
 }
+
+// webhookParallel is how many tenants' deliveries run at once: a receiver
+// that answers slowly (up to the attempt timeout) delays its own tenant's
+// messages, not the others'.
+const webhookParallel = 32
 
 func webhookKey(tenant string) []byte { return store.WebhookKey(tenant) }
 
@@ -124,46 +136,102 @@ func (w *Webhooks) enqueue(b *store.Batch, j *Job) (bool, error) {
 }
 
 // Run delivers due messages until ctx ends; failed attempts are
-// rescheduled by RetrySchedule in the same durable queue.
+// rescheduled by RetrySchedule in the same durable queue. Every second (or
+// when a message is queued) it starts a delivery pass for each tenant with
+// due messages and none running, without waiting for the passes to end:
+// one tenant's slow or unreachable receiver does not delay another's
+// deliveries. It returns once ctx ends and the running passes are done.
 func (w *Webhooks) Run(ctx context.Context) {
-	w.wake.loop(ctx, time.Second, func() { w.DeliverDue(ctx) })
+	var wg sync.WaitGroup
+	w.wake.loop(ctx, time.Second, func() { w.startDue(ctx, &wg, nil) })
+	wg.Wait()
 }
 
-// DeliverDue makes one attempt for every message due now, for every tenant,
-// and returns how many attempts it made. Run calls it every second; tests
-// call it after moving the clock.
+// DeliverDue makes one attempt for every message due now, for every tenant
+// whose delivery pass is not already running (Run's), waits for them and
+// returns how many attempts it made. Tests call it after moving the clock.
 func (w *Webhooks) DeliverDue(ctx context.Context) int {
+	var wg sync.WaitGroup
+	var n atomic.Int64
+	w.startDue(ctx, &wg, &n)
+	wg.Wait()
+	return int(n.Load())
+}
+
+// startDue starts, on wg, a delivery pass for every tenant that has due
+// messages and no pass running, at most webhookParallel at once (it waits
+// for a free slot), each on its own low-priority thread; each adds its
+// attempts to n when n is not nil.
+func (w *Webhooks) startDue(ctx context.Context, wg *sync.WaitGroup, n *atomic.Int64) {
+	for _, t := range w.db.Tenants() {
+		if ctx.Err() != nil || !w.claim(t.ID) {
+			continue
+		}
+		due := w.due(t.ID)
+		if len(due) == 0 {
+			w.release(t.ID)
+			continue
+		}
+		select {
+		case w.slots <- struct{}{}:
+		case <-ctx.Done():
+			w.release(t.ID)
+			return
+		}
+		wg.Add(1)
+		go func(tenant string) {
+			engine.LowPriority() // a background worker, as Run's loop (ARCHITECTURE.md)
+			defer wg.Done()
+			defer func() { <-w.slots }()
+			defer w.release(tenant)
+			if c := w.deliverDue(ctx, tenant, due); n != nil {
+				n.Add(int64(c))
+			}
+		}(t.ID)
+	}
+}
+
+// claim marks tenant's delivery pass running; false if one already is.
+func (w *Webhooks) claim(tenant string) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	n := 0
-	for _, t := range w.db.Tenants() {
-		if ctx.Err() != nil {
-			break
-		}
-		n += w.deliverDue(ctx, t.ID)
+	if w.inflight[tenant] {
+		return false
 	}
-	return n
+	w.inflight[tenant] = true
+	return true
 }
 
-// deliverDue makes one attempt for every due message of tenant.
-func (w *Webhooks) deliverDue(ctx context.Context, tenant string) int {
-	now := w.now()
-	lo, hi := store.WebhookDueSpan(tenant, now)
-	type item struct {
-		key []byte
-		q   queued
-	}
-	var due []item
+func (w *Webhooks) release(tenant string) {
+	w.mu.Lock()
+	delete(w.inflight, tenant)
+	w.mu.Unlock()
+}
+
+// dueItem is a queued message due now, with its queue key.
+type dueItem struct {
+	key []byte
+	q   queued
+}
+
+// due returns tenant's messages due now, oldest first.
+func (w *Webhooks) due(tenant string) []dueItem {
+	lo, hi := store.WebhookDueSpan(tenant, w.now())
+	var due []dueItem
 	w.db.Scan(lo, hi, func(k, v []byte) error {
 		var q queued
 		if json.Unmarshal(v, &q) == nil {
-			due = append(due, item{append([]byte(nil), k...), q})
+			due = append(due, dueItem{append([]byte(nil), k...), q})
 		}
 		return nil
 	})
-	if len(due) == 0 {
-		return 0
-	}
+	return due
+}
+
+// deliverDue makes one attempt for every message of due, tenant's due
+// messages, and returns how many it made. The caller holds the tenant's
+// claim.
+func (w *Webhooks) deliverDue(ctx context.Context, tenant string, due []dueItem) int {
 	reg, err := w.Registration(tenant)
 	if err != nil {
 		w.log.Error().Err(err).Str("tenant", tenant).Msg("webhook registration")
