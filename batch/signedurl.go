@@ -24,7 +24,10 @@ import (
 // installation's URL key, of the method GET, the path
 // /v1/lotes-decision/{job_id}/descarga, the tenant, the job id and exp
 // (contract section 7), each field length-prefixed so that no two different
-// field lists share a signed message. The path signed and verified is the
+// field lists share a signed message. The signature also says whether the
+// download may carry detalle: a URL minted for a credential without
+// explicar:leer is signed under another context and serves the lines
+// without detalle, as /resultado does for that credential. The path signed and verified is the
 // API path, without any path prefix that baseURL carries (a reverse proxy
 // in front of coupond strips it). The URL is valid while the current time
 // is before exp.
@@ -43,7 +46,11 @@ const (
 	downloadPrefix = "/v1/lotes-decision/"
 	downloadSuffix = "/descarga"
 	urlSigContext  = "coupond/result-url/v1"
-	maxSignedQuery = 1024 // longer raw queries are refused before parsing
+	// urlSigNoDetalle signs a URL whose download leaves detalle out. The
+	// full grant keeps urlSigContext, so URLs signed before this existed
+	// verify as they did.
+	urlSigNoDetalle = "coupond/result-url/v1/sin-detalle"
+	maxSignedQuery  = 1024 // longer raw queries are refused before parsing
 )
 
 // DownloadPath returns the path of the signed download of a job's result:
@@ -76,11 +83,13 @@ func NewURLSigner(key []byte, baseURL string) (*URLSigner, error) {
 
 // Sign returns the URL that downloads job jobID of tenant until exp, which is
 // truncated to whole seconds (report exp.Truncate(time.Second) as the expiry).
-// tenant and jobID are expected to match the ID pattern; a jobID holding '/'
-// yields a URL that never verifies.
-func (s *URLSigner) Sign(tenant, jobID string, exp time.Time) string {
+// detalle says whether the download may carry the lines' detalle (the
+// credential the URL is minted for has explicar:leer); Verify reports it
+// back. tenant and jobID are expected to match the ID pattern; a jobID
+// holding '/' yields a URL that never verifies.
+func (s *URLSigner) Sign(tenant, jobID string, exp time.Time, detalle bool) string {
 	e := exp.Unix()
-	sig := s.mac("GET", DownloadPath(jobID), tenant, jobID, e)
+	sig := s.mac(sigContext(detalle), "GET", DownloadPath(jobID), tenant, jobID, e)
 	return s.baseURL + DownloadPath(url.PathEscape(jobID)) +
 		"?t=" + url.QueryEscape(tenant) +
 		"&exp=" + strconv.FormatInt(e, 10) +
@@ -96,20 +105,21 @@ func (s *URLSigner) Sign(tenant, jobID string, exp time.Time) string {
 // added or missing, an empty pair, an alternative percent-encoding, a
 // padded signature, a non-canonical number) is ErrURLInvalid, as is a wrong
 // signature (compared in constant time). An authentic URL at or after exp is
-// ErrURLExpired. Errors wrap one of the two sentinels.
-func (s *URLSigner) Verify(method, path, rawQuery string, now time.Time) (tenant, jobID string, err error) {
+// ErrURLExpired. Errors wrap one of the two sentinels. detalle is what
+// Sign was given: whether the download may carry detalle.
+func (s *URLSigner) Verify(method, path, rawQuery string, now time.Time) (tenant, jobID string, detalle bool, err error) {
 	if method != "GET" && method != "HEAD" {
-		return "", "", fmt.Errorf("batch: signed URL: method not allowed: %w", ErrURLInvalid)
+		return "", "", false, fmt.Errorf("batch: signed URL: method not allowed: %w", ErrURLInvalid)
 	}
 	jobID, ok := strings.CutPrefix(path, downloadPrefix)
 	if ok {
 		jobID, ok = strings.CutSuffix(jobID, downloadSuffix)
 	}
 	if !ok || jobID == "" || strings.Contains(jobID, "/") {
-		return "", "", fmt.Errorf("batch: signed URL: bad path: %w", ErrURLInvalid)
+		return "", "", false, fmt.Errorf("batch: signed URL: bad path: %w", ErrURLInvalid)
 	}
 	if len(rawQuery) > maxSignedQuery {
-		return "", "", fmt.Errorf("batch: signed URL: query too long: %w", ErrURLInvalid)
+		return "", "", false, fmt.Errorf("batch: signed URL: query too long: %w", ErrURLInvalid)
 	}
 	var rawT, rawExp, rawSig string
 	var seenT, seenExp, seenSig bool
@@ -119,7 +129,7 @@ func (s *URLSigner) Verify(method, path, rawQuery string, now time.Time) (tenant
 		pair, rest, more = strings.Cut(rest, "&")
 		k, v, hasEq := strings.Cut(pair, "=")
 		if !hasEq {
-			return "", "", fmt.Errorf("batch: signed URL: malformed query: %w", ErrURLInvalid)
+			return "", "", false, fmt.Errorf("batch: signed URL: malformed query: %w", ErrURLInvalid)
 		}
 		var seen *bool
 		switch k {
@@ -130,10 +140,10 @@ func (s *URLSigner) Verify(method, path, rawQuery string, now time.Time) (tenant
 		case "sig":
 			seen, rawSig = &seenSig, v
 		default:
-			return "", "", fmt.Errorf("batch: signed URL: unexpected parameter: %w", ErrURLInvalid)
+			return "", "", false, fmt.Errorf("batch: signed URL: unexpected parameter: %w", ErrURLInvalid)
 		}
 		if *seen {
-			return "", "", fmt.Errorf("batch: signed URL: repeated parameter: %w", ErrURLInvalid)
+			return "", "", false, fmt.Errorf("batch: signed URL: repeated parameter: %w", ErrURLInvalid)
 		}
 		*seen = true
 		if !more {
@@ -141,37 +151,46 @@ func (s *URLSigner) Verify(method, path, rawQuery string, now time.Time) (tenant
 		}
 	}
 	if !seenT || !seenExp || !seenSig {
-		return "", "", fmt.Errorf("batch: signed URL: missing parameter: %w", ErrURLInvalid)
+		return "", "", false, fmt.Errorf("batch: signed URL: missing parameter: %w", ErrURLInvalid)
 	}
 	tenant, err = url.QueryUnescape(rawT)
 	if err != nil || tenant == "" || url.QueryEscape(tenant) != rawT {
-		return "", "", fmt.Errorf("batch: signed URL: bad tenant: %w", ErrURLInvalid)
+		return "", "", false, fmt.Errorf("batch: signed URL: bad tenant: %w", ErrURLInvalid)
 	}
 	exp, err := strconv.ParseInt(rawExp, 10, 64)
 	if err != nil || exp <= 0 || strconv.FormatInt(exp, 10) != rawExp {
-		return "", "", fmt.Errorf("batch: signed URL: bad expiry: %w", ErrURLInvalid)
+		return "", "", false, fmt.Errorf("batch: signed URL: bad expiry: %w", ErrURLInvalid)
 	}
 	var sig [sha256.Size]byte
 	if base64.RawURLEncoding.EncodedLen(len(sig)) != len(rawSig) {
-		return "", "", fmt.Errorf("batch: signed URL: bad signature: %w", ErrURLInvalid)
+		return "", "", false, fmt.Errorf("batch: signed URL: bad signature: %w", ErrURLInvalid)
 	}
 	if n, err := base64.RawURLEncoding.Strict().Decode(sig[:], []byte(rawSig)); err != nil || n != len(sig) {
-		return "", "", fmt.Errorf("batch: signed URL: bad signature: %w", ErrURLInvalid)
+		return "", "", false, fmt.Errorf("batch: signed URL: bad signature: %w", ErrURLInvalid)
 	}
-	if !hmac.Equal(sig[:], s.mac("GET", path, tenant, jobID, exp)) {
-		return "", "", fmt.Errorf("batch: signed URL: bad signature: %w", ErrURLInvalid)
+	full := hmac.Equal(sig[:], s.mac(sigContext(true), "GET", path, tenant, jobID, exp))
+	if !full && !hmac.Equal(sig[:], s.mac(sigContext(false), "GET", path, tenant, jobID, exp)) {
+		return "", "", false, fmt.Errorf("batch: signed URL: bad signature: %w", ErrURLInvalid)
 	}
 	if !now.Before(time.Unix(exp, 0)) {
-		return "", "", ErrURLExpired
+		return "", "", false, ErrURLExpired
 	}
-	return tenant, jobID, nil
+	return tenant, jobID, full, nil
 }
 
-// mac is the URL signature: HMAC-SHA256 over a context string and the
-// length-prefixed fields.
-func (s *URLSigner) mac(method, path, tenant, jobID string, exp int64) []byte {
+// sigContext is the context string a URL is signed under: one per grant.
+func sigContext(detalle bool) string {
+	if detalle {
+		return urlSigContext
+	}
+	return urlSigNoDetalle
+}
+
+// mac is the URL signature: HMAC-SHA256 over the context string ctx (the
+// grant) and the length-prefixed fields.
+func (s *URLSigner) mac(ctx, method, path, tenant, jobID string, exp int64) []byte {
 	m := hmac.New(sha256.New, s.key)
-	writeField(m, urlSigContext)
+	writeField(m, ctx)
 	writeField(m, method)
 	writeField(m, path)
 	writeField(m, tenant)

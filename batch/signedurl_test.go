@@ -53,7 +53,7 @@ func errKind(err error) string {
 func TestSignFormat(t *testing.T) {
 	s := testSigner(t)
 	exp := testNow.Add(ResultURLTTL).Add(300 * time.Millisecond) // sub-second part dropped
-	got := s.Sign("acme", "lote_abc", exp)
+	got := s.Sign("acme", "lote_abc", exp, true)
 	u, err := url.Parse(got)
 	if err != nil {
 		t.Fatal(err)
@@ -77,7 +77,7 @@ func TestSignFormat(t *testing.T) {
 		t.Errorf("Sign = %s; parts (-want +got):\n%s", got, diff)
 	}
 	// Deterministic: the same inputs sign the same URL.
-	if again := s.Sign("acme", "lote_abc", exp); again != got {
+	if again := s.Sign("acme", "lote_abc", exp, true); again != got {
 		t.Errorf("Sign not deterministic: %s then %s", got, again)
 	}
 }
@@ -87,13 +87,13 @@ func TestSignKeepsBasePathPrefixOutOfSignature(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	raw := s.Sign("acme", "lote_1", testNow.Add(time.Hour))
+	raw := s.Sign("acme", "lote_1", testNow.Add(time.Hour), true)
 	path, q := splitSigned(t, raw)
 	if want := "/coupond/v1/lotes-decision/lote_1/descarga"; path != want {
 		t.Fatalf("path = %s, want %s", path, want)
 	}
 	// Behind a proxy that strips /coupond, the server sees the API path.
-	tenant, job, err := s.Verify("GET", strings.TrimPrefix(path, "/coupond"), q, testNow)
+	tenant, job, _, err := s.Verify("GET", strings.TrimPrefix(path, "/coupond"), q, testNow)
 	if diff := cmp.Diff([]string{"acme", "lote_1", "ok"}, []string{tenant, job, errKind(err)}); diff != "" {
 		t.Errorf("Verify (-want +got):\n%s", diff)
 	}
@@ -124,14 +124,14 @@ func TestNewURLSignerRefuses(t *testing.T) {
 func TestVerify(t *testing.T) {
 	s := testSigner(t)
 	exp := testNow.Add(ResultURLTTL)
-	path, q := splitSigned(t, s.Sign("acme", "lote_abc", exp))
-	otherTenantPath, otherTenantQ := splitSigned(t, s.Sign("globex", "lote_abc", exp))
-	otherJobPath, otherJobQ := splitSigned(t, s.Sign("acme", "lote_xyz", exp))
+	path, q := splitSigned(t, s.Sign("acme", "lote_abc", exp, true))
+	otherTenantPath, otherTenantQ := splitSigned(t, s.Sign("globex", "lote_abc", exp, true))
+	otherJobPath, otherJobQ := splitSigned(t, s.Sign("acme", "lote_xyz", exp, true))
 	other, err := NewURLSigner(bytes.Repeat([]byte{8}, 32), "https://coupond.example.com")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, otherKeyQ := splitSigned(t, other.Sign("acme", "lote_abc", exp))
+	_, otherKeyQ := splitSigned(t, other.Sign("acme", "lote_abc", exp, true))
 
 	params := strings.Split(q, "&") // t=…, exp=…, sig=…
 	tParam, expParam, sigParam := params[0], params[1], params[2]
@@ -229,7 +229,7 @@ func TestVerify(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			tenant, job, err := s.Verify(tt.method, tt.path, tt.query, tt.now)
+			tenant, job, _, err := s.Verify(tt.method, tt.path, tt.query, tt.now)
 			got := result{tenant, job, errKind(err)}
 			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("Verify(%s %s?%s) = %+v (-want +got):\n%s", tt.method, tt.path, tt.query, got, diff)
@@ -242,9 +242,9 @@ func TestVerifyEscapedIDs(t *testing.T) {
 	// IDs with characters that need escaping in a query still round-trip,
 	// and the signed query is what the server receives.
 	s := testSigner(t)
-	raw := s.Sign("ac me+x:1", "lote:1", testNow.Add(time.Minute))
+	raw := s.Sign("ac me+x:1", "lote:1", testNow.Add(time.Minute), true)
 	path, q := splitSigned(t, raw)
-	tenant, job, err := s.Verify("GET", path, q, testNow)
+	tenant, job, _, err := s.Verify("GET", path, q, testNow)
 	if diff := cmp.Diff([]string{"ac me+x:1", "lote:1", "ok"}, []string{tenant, job, errKind(err)}); diff != "" {
 		t.Errorf("Verify(%s) (-want +got):\n%s", raw, diff)
 	}
@@ -258,7 +258,7 @@ func FuzzVerify(f *testing.F) {
 	type signed struct{ tenant, job, path string }
 	valid := map[string]signed{} // sorted query pairs → what they grant
 	for _, c := range []struct{ tenant, job string }{{"acme", "lote_abc"}, {"globex", "lote_xyz"}} {
-		path, q := splitSigned(f, s.Sign(c.tenant, c.job, exp))
+		path, q := splitSigned(f, s.Sign(c.tenant, c.job, exp, true))
 		valid[sortedPairs(q)] = signed{c.tenant, c.job, path}
 		f.Add("GET", path, q)
 		f.Add("HEAD", path, q)
@@ -268,7 +268,7 @@ func FuzzVerify(f *testing.F) {
 	f.Add("GET", "/v1/lotes-decision/lote_abc/descarga", "t=acme&exp=1&sig=")
 	f.Add("GET", "/", "")
 	f.Fuzz(func(t *testing.T, method, path, rawQuery string) {
-		tenant, job, err := s.Verify(method, path, rawQuery, testNow)
+		tenant, job, _, err := s.Verify(method, path, rawQuery, testNow)
 		if err != nil {
 			if !errors.Is(err, ErrURLInvalid) && !errors.Is(err, ErrURLExpired) {
 				t.Fatalf("Verify error %v wraps neither sentinel", err)
@@ -296,11 +296,41 @@ func sortedPairs(q string) string {
 
 func BenchmarkVerify(b *testing.B) {
 	s := testSigner(b)
-	path, q := splitSigned(b, s.Sign("acme", "lote_abc", testNow.Add(time.Hour)))
+	path, q := splitSigned(b, s.Sign("acme", "lote_abc", testNow.Add(time.Hour), true))
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, _, err := s.Verify("GET", path, q, testNow); err != nil {
+		if _, _, _, err := s.Verify("GET", path, q, testNow); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// TestSignedURLGrant: Verify reports the detalle grant Sign was given, and
+// a URL without it cannot be turned into one with it: the signatures of
+// the two grants differ, and each verifies only as its own.
+func TestSignedURLGrant(t *testing.T) {
+	s := testSigner(t)
+	exp := testNow.Add(ResultURLTTL)
+	_, fullQ := splitSigned(t, s.Sign("acme", "lote_abc", exp, true))
+	path, plainQ := splitSigned(t, s.Sign("acme", "lote_abc", exp, false))
+	if fullQ == plainQ {
+		t.Fatalf("both grants sign the same URL: %s", plainQ)
+	}
+	type got struct {
+		Tenant, Job string
+		Detalle     bool
+		Err         string
+	}
+	for _, tt := range []struct {
+		name, query string
+		want        got
+	}{
+		{"with detalle", fullQ, got{"acme", "lote_abc", true, "ok"}},
+		{"without detalle", plainQ, got{"acme", "lote_abc", false, "ok"}},
+	} {
+		tenant, job, detalle, err := s.Verify("GET", path, tt.query, testNow)
+		if diff := cmp.Diff(tt.want, got{tenant, job, detalle, errKind(err)}); diff != "" {
+			t.Errorf("%s: Verify (-want +got):\n%s", tt.name, diff)
 		}
 	}
 }

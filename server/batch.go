@@ -36,8 +36,9 @@ func (s *Server) checkBatchSlot(c *call) error {
 // viewJob is a job's status answer. error is a failed job's reason only
 // (contract §4): a completed job whose result was dropped (DropResult)
 // keeps its reason in the record, for the operator, and answers as after
-// retention.
-func (s *Server) viewJob(j *batch.Job, real time.Time) client.EstadoLote {
+// retention. explain is the caller's explicar:leer: the resultado_url it
+// gets serves detalle only if it has the scope, as /resultado does.
+func (s *Server) viewJob(j *batch.Job, real time.Time, explain bool) client.EstadoLote {
 	v := client.EstadoLote{JobID: j.ID, Estado: j.Estado, CreadoEn: j.CreadoEn, CampanaID: j.CampanaID, Total: j.Total,
 		Procesados: j.Procesados, IniciadoEn: j.IniciadoEn, CompletadoEn: j.CompletadoEn}
 	if j.Estado == api.EstadoFallido {
@@ -45,7 +46,7 @@ func (s *Server) viewJob(j *batch.Job, real time.Time) client.EstadoLote {
 	}
 	if _, ok := s.Batch.ResultFile(j); ok {
 		exp := real.Add(batch.ResultURLTTL).Truncate(time.Second).UTC()
-		v.ResultadoURL = s.Batch.Signer.Sign(j.Tenant, j.ID, exp)
+		v.ResultadoURL = s.Batch.Signer.Sign(j.Tenant, j.ID, exp, explain)
 		v.ResultadoExpiraEn = &exp
 	}
 	return v
@@ -112,7 +113,7 @@ func (s *Server) handleBatchStatus(c *call) error {
 	if err != nil {
 		return err
 	}
-	c.answer = answer{http.StatusOK, s.viewJob(j, c.start)}
+	c.answer = answer{http.StatusOK, s.viewJob(j, c.start, c.scopes&scopeExplicar != 0)}
 	return nil
 }
 
@@ -125,12 +126,12 @@ func (s *Server) handleBatchResult(c *call) error {
 }
 
 // handleSignedDownload serves a signed result URL: no token; an altered,
-// expired or foreign URL answers 404 and leaks nothing. It carries no
-// credential, so it serves what the job's creator was entitled to: the
-// lines as stored, detalle included when the job was made with
-// explicar:leer.
+// expired or foreign URL answers 404 and leaks nothing. It serves what the
+// credential it was minted for may see: the lines as stored, without
+// detalle when that credential lacks explicar:leer (the signature says
+// which).
 func (s *Server) handleSignedDownload(c *call) error {
-	tenant, jobID, err := s.Batch.Signer.Verify(c.r.Method, c.r.URL.Path, c.r.URL.RawQuery, c.start)
+	tenant, jobID, detalle, err := s.Batch.Signer.Verify(c.r.Method, c.r.URL.Path, c.r.URL.RawQuery, c.start)
 	if err != nil {
 		return errKind(kindNotFound)
 	}
@@ -138,7 +139,7 @@ func (s *Server) handleSignedDownload(c *call) error {
 	if err != nil {
 		return errKind(kindNotFound)
 	}
-	return s.sendResult(c, j, true)
+	return s.sendResult(c, j, detalle)
 }
 
 // resultHead is how much of a decompressed result is read before the

@@ -729,7 +729,7 @@ func TestBatchSignedURL(t *testing.T) {
 
 	// Another tenant's URL for this job: authentic signature, but the job is not the tenant's.
 	h.tenant("other", true, batchTenant)
-	foreign := h.batch.Signer.Sign("other", id, h.clock.Now().Add(time.Hour))
+	foreign := h.batch.Signer.Sign("other", id, h.clock.Now().Add(time.Hour), true)
 	fp, fq := pathOf(t, foreign)
 	check("other tenant", fp, fq)
 

@@ -175,9 +175,11 @@ func TestBatchLinesExplained(t *testing.T) {
 // TestBatchResultDetalleFollowsScope: detalle is present only for
 // credentials with explicar:leer (spec, Decision), so /resultado of a job
 // made with the scope gives a caller without it the same lines without
-// detalle, whatever Accept-Encoding asks; the caller with the scope and
-// the signed URL (what the job's creator was entitled to) keep it. 300
-// lines make the file longer than the part read before the status line.
+// detalle, whatever Accept-Encoding asks; the caller with the scope keeps
+// it. The signed URL follows the scope of the credential whose status
+// query minted it: a URL handed to a caller without explicar:leer gave it
+// detalle that /resultado refuses it. 300 lines make the file longer than
+// the part read before the status line.
 func TestBatchResultDetalleFollowsScope(t *testing.T) {
 	h, plain := batchHarness(t)
 	explain := h.token("acme", "decisiones:pedir", "explicar:leer")
@@ -194,6 +196,7 @@ func TestBatchResultDetalleFollowsScope(t *testing.T) {
 		stripped = append(stripped, s)
 	}
 	sp, sq := pathOf(t, status(h, plain, id)["resultado_url"].(string))
+	ep, eq := pathOf(t, status(h, explain, id)["resultado_url"].(string))
 	tests := []struct {
 		name, path, tok, ae string
 		want                []map[string]any
@@ -201,7 +204,10 @@ func TestBatchResultDetalleFollowsScope(t *testing.T) {
 		{"without explicar:leer", "/v1/lotes-decision/" + id + "/resultado", plain, "", stripped},
 		{"without explicar:leer, zstd", "/v1/lotes-decision/" + id + "/resultado", plain, "zstd", stripped},
 		{"with explicar:leer, zstd", "/v1/lotes-decision/" + id + "/resultado", explain, "zstd", full},
-		{"signed URL", sp + "?" + sq, "", "", full},
+		{"signed URL minted without explicar:leer", sp + "?" + sq, "", "", stripped},
+		{"signed URL minted without explicar:leer, zstd", sp + "?" + sq, "", "zstd", stripped},
+		{"signed URL minted with explicar:leer", ep + "?" + eq, "", "", full},
+		{"signed URL minted with explicar:leer, zstd", ep + "?" + eq, "", "zstd", full},
 	}
 	for _, tt := range tests {
 		st, hdr, body := get(h, tt.path, tt.tok, "Accept-Encoding", tt.ae)

@@ -1160,7 +1160,7 @@ var resultContent = obj{
 }
 
 var resultHeaders = obj{
-	"Content-Encoding": obj{"description": "`zstd` when the request's Accept-Encoding allows it: the stored bytes are sent as they are. Otherwise absent and the body is decompressed on the fly; also absent when `detalle` is taken out of the lines (GET /v1/lotes-decision/{job_id}/resultado without `explicar:leer`).", "schema": obj{"type": "string", "enum": []any{"zstd"}}},
+	"Content-Encoding": obj{"description": "`zstd` when the request's Accept-Encoding allows it: the stored bytes are sent as they are. Otherwise absent and the body is decompressed on the fly; also absent when `detalle` is taken out of the lines (GET /v1/lotes-decision/{job_id}/resultado, or a `resultado_url` given, without `explicar:leer`).", "schema": obj{"type": "string", "enum": []any{"zstd"}}},
 	"Cache-Control":    obj{"schema": obj{"type": "string", "const": "no-store"}},
 }
 
@@ -1304,7 +1304,7 @@ func batchDocs() map[string]opDoc {
 			okDesc:      "The result file.", okContent: resultContent, okHeaders: resultHeaders, errors: []kind{kindNotFound},
 			validates: true}, // spec: the batch result documents 422
 		"lotes_descarga": {tag: "lotes", summary: "Download a batch result by its signed URL",
-			description: "The `resultado_url` of a completed job: no token (it is a secret, do not share it). Any parameter changed, repeated, added or missing, an expired URL, or a result no longer kept: 404 `no_encontrado`, never data. See `x-signed-result-url`. With no credential, it serves what the job's creator was entitled to: the lines as stored, `detalle` included when the job was created with `explicar:leer`, whoever holds the URL.",
+			description: "The `resultado_url` of a completed job: no token (it is a secret, do not share it). Any parameter changed, repeated, added or missing, an expired URL, or a result no longer kept: 404 `no_encontrado`, never data. See `x-signed-result-url`. It follows the scope of the credential whose status query gave the URL: the lines as stored, `detalle` included when the job was created with `explicar:leer` and that credential has it; without `explicar:leer`, the same lines without `detalle` (decompressed, whatever Accept-Encoding asks).",
 			pathParams:  map[string]obj{"job_id": jobID},
 			params: []any{
 				obj{"name": "t", "in": "query", "required": true, "description": "Tenant.", "schema": obj{"type": "string"}},
