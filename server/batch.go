@@ -241,8 +241,11 @@ func (s *Server) handlePutWebhook(c *call) error {
 	}
 	u := v.Field("url").String()
 	if err := batch.CheckDestination(c.r.Context(), u, s.WebhookAllowPrivate, nil); err != nil {
-		return &validationError{detail: []schema.Violation{{Loc: []any{"body", "url"}, Type: "url_parsing",
-			Msg: "URL no admitida: destino privado, de loopback, link-local o de metadatos, o no resoluble", Input: u}}}
+		msg := "URL no admitida: destino privado, de loopback, link-local o de metadatos, o no resoluble"
+		if errors.Is(err, batch.ErrWebhookURL) { // what the schema lets through: a port out of range
+			msg = "Input should be a valid URL, invalid port number"
+		}
+		return &validationError{detail: []schema.Violation{{Loc: []any{"body", "url"}, Type: "url_parsing", Msg: msg, Input: u}}}
 	}
 	var eventos []string
 	for _, it := range v.Field("eventos").Items() {

@@ -1075,6 +1075,22 @@ func TestBatchWebhook(t *testing.T) {
 	}
 }
 
+// TestWebhookURLBadPort: a URL whose port is out of range is 422 on
+// body.url saying so. It was told "private, loopback, link-local or
+// metadata destination, or unresolvable", even with private destinations
+// allowed, which sent the integrator looking at the wrong thing.
+func TestWebhookURLBadPort(t *testing.T) {
+	h, tok := batchHarness(t)
+	for _, u := range []string{"http://127.0.0.1:0/hook", "http://127.0.0.1:65536/hook", "https://hooks.example.com:99999/x"} {
+		st, b := h.do("PUT", "/v1/webhooks", tok, map[string]any{"url": u, "eventos": []string{"lote.completado"}})
+		want := map[string]any{"detail": []any{map[string]any{"loc": []any{"body", "url"}, "type": "url_parsing",
+			"msg": "Input should be a valid URL, invalid port number", "input": u}}}
+		if diff := cmp.Diff(want, b); st != 422 || diff != "" {
+			t.Errorf("PUT url %s: %d (-want +got):\n%s", u, st, diff)
+		}
+	}
+}
+
 // TestBatchWebhookRetry: a receiver that fails the first attempt gets the
 // same message again after the backoff (within 10 seconds), also from a
 // restarted process: the retry queue is durable.
