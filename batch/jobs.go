@@ -91,8 +91,8 @@ func (e *RetryError) Unwrap() error { return e.Err }
 // clientChunk is how many cliente_ref one stored chunk of a request holds.
 const clientChunk = 10_000
 
-// ResultRetention is how long result files are kept after a job is
-// created (real time); then the file is removed and the job stays
+// ResultRetention is how long result files are kept after a job
+// completes (real time); then the file is removed and the job stays
 // completado, without resultado_url (its result answers 404).
 const ResultRetention = 7 * 24 * time.Hour
 
@@ -910,8 +910,10 @@ func KeepTop(gains []float64, k int64) []bool {
 	return keep
 }
 
-// cleanup removes result files past ResultRetention; their jobs stay
-// completado, without resultado_url.
+// cleanup removes result files past ResultRetention, counted from the
+// job's real completion (its creation for a record that lacks it): a job
+// that waited queued, a paused tenant's, keeps its result as long as any
+// other. Their jobs stay completado, without resultado_url.
 func (r *Runner) cleanup() {
 	cutoff := r.now().Add(-ResultRetention)
 	for _, t := range r.db.Tenants() {
@@ -920,7 +922,11 @@ func (r *Runner) cleanup() {
 			continue
 		}
 		for _, j := range jobs {
-			if j.Estado != api.EstadoCompletado || j.Result == "" || !j.RealCreadoEn.Before(cutoff) {
+			kept := j.RealCompletadoEn
+			if kept.IsZero() {
+				kept = j.RealCreadoEn
+			}
+			if j.Estado != api.EstadoCompletado || j.Result == "" || !kept.Before(cutoff) {
 				continue
 			}
 			if err := os.Remove(r.resultPath(j.Result)); err != nil && !errors.Is(err, fs.ErrNotExist) {

@@ -916,6 +916,48 @@ func TestPausedTenantJobsWait(t *testing.T) {
 	}
 }
 
+// TestResultRetentionFromCompletion: a job that waited queued longer than
+// the retention (its tenant paused) keeps its result for the retention
+// after it completes, and loses it once that has passed. Retention counted
+// from creation removed the file in the very pass that wrote it: the job
+// completed, its webhook went out, and its result answered 404.
+func TestResultRetentionFromCompletion(t *testing.T) {
+	e := newJobEnv(t, storefs.Mem(), "db", 2, -1)
+	j, err := e.r.Submit("acme", Submission{CampanaID: "camp", Clientes: refsN("espera", 3)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pause := func(p bool) {
+		if _, err := e.db.UpdateTenant("acme", func(t *store.Tenant) error { t.Settings.Paused = p; return nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pause(true)
+	e.r.RunPending(context.Background())
+	e.clock.Advance(ResultRetention + 24*time.Hour)
+	pause(false)
+	kept := func() bool {
+		got, err := e.r.Job("acme", j.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, ok := e.r.ResultFile(got)
+		return ok
+	}
+	e.r.RunPending(context.Background())
+	var got []bool
+	got = append(got, kept())
+	e.clock.Advance(ResultRetention - time.Minute)
+	e.r.RunPending(context.Background())
+	got = append(got, kept())
+	e.clock.Advance(2 * time.Minute)
+	e.r.RunPending(context.Background())
+	got = append(got, kept())
+	if diff := cmp.Diff([]bool{true, true, false}, got); diff != "" {
+		t.Errorf("result kept just after completion, a minute before the retention ends, a minute after (-want +got):\n%s", diff)
+	}
+}
+
 // TestRunPendingWaitsBelowReserve: below the disk reserve the runner
 // starts no job (a batch writes a decision a customer and its result file:
 // the reserve is kept for deletions, contract §8); the job stays en_cola

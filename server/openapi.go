@@ -960,7 +960,7 @@ var responseFieldDocs = map[string]string{
 	"EstadoLote":                               "A batch job's state.",
 	"EstadoLote.total":                         "Customers the job covers (known once it runs).",
 	"EstadoLote.procesados":                    "Decisions written so far (the result file's lines when completed).",
-	"EstadoLote.resultado_url":                 "Only when completed and the result is kept (7 days): a signed URL valid 60 minutes that downloads the result without a token. It is a secret. A new status query gives a new URL.",
+	"EstadoLote.resultado_url":                 "Only when completed and the result is kept (7 days after completion): a signed URL valid 60 minutes that downloads the result without a token. It is a secret. A new status query gives a new URL.",
 	"EstadoLote.resultado_expira_en":           "Expiry of `resultado_url`.",
 	"EstadoLote.error":                         "Only when `fallido`: why.",
 	"CatalogoRespuesta":                        "The catalog as stored, with its version (0 before any PUT).",
@@ -1511,7 +1511,7 @@ Flow: publish events (POST /v1/eventos); request decisions online (POST /v1/deci
 - Campaign budget: each send reserves the action's descuento_max_mxn against max_descuento_mxn (a percentage coupon without descuento_max_mxn is never sent under that cap); a rechazada confirmation or an expired unconfirmed decision gives it back.
 - Batch jobs need a defined campaign (422 at body.campana_id); the campaign's canal is the channel. Segments: x-segment-grammar over x-customer-features. A job interrupted by a restart ends fallido; failed jobs do not count toward the one-per-hour limit.
 `)
-	fmt.Fprintf(&b, "- Result files are kept %s from the job's creation (real time, also for sandbox tenants; x-result-retention); then GET …/resultado and the signed URL answer 404 and the status has no resultado_url. The signed URL (x-signed-result-url) lives %s.\n", humanDuration(batch.ResultRetention), humanDuration(batch.ResultURLTTL))
+	fmt.Fprintf(&b, "- Result files are kept %s from the job's completion (real time, also for sandbox tenants; x-result-retention); then GET …/resultado and the signed URL answer 404 and the status has no resultado_url. The signed URL (x-signed-result-url) lives %s.\n", humanDuration(batch.ResultRetention), humanDuration(batch.ResultURLTTL))
 	b.WriteString(`- Customer data rights: GET /v1/clientes/{cliente_ref}/exportacion returns everything held (each call is written to the access log; an unknown customer gets empty collections); DELETE /v1/clientes/{cliente_ref} answers 202 with the deletion record (programado, then completado) and reaches everything in the data dir that names the customer.
 - Webhooks follow Standard Webhooks (x-webhook-signature); the payload of lote.completado is the request body of webhooks.lote.completado.
 - Idempotency-Key on POST /v1/decisiones and, beyond the spec, on POST /v1/decisiones/respaldo and POST /v1/decisiones/{decision_id}/ejecucion (x-idempotency).
