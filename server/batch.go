@@ -77,6 +77,10 @@ func (s *Server) handleBatchCreate(c *call) error {
 				var bad []schema.Violation
 				for _, sv := range se.Violations {
 					loc := append([]any{"body"}, sv.Loc...)
+					if sv.Type == "value_error" { // worded as every other value_error (pydantic v2)
+						bad = append(bad, schema.ValueError(loc, sv.Msg, sv.Input))
+						continue
+					}
 					bad = append(bad, schema.Violation{Loc: loc, Msg: sv.Msg, Type: sv.Type, Input: sv.Input})
 				}
 				return &validationError{detail: bad}

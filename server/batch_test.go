@@ -1075,6 +1075,29 @@ func TestBatchWebhook(t *testing.T) {
 	}
 }
 
+// TestSegmentValueErrorsWorded: a segment's value_error reads as every
+// other value_error of the API, pydantic v2's "Value error, …" (the
+// request-level one of the same body, "envíe exactamente uno de clientes o
+// segmento", already did); the segment's came without the prefix.
+func TestSegmentValueErrorsWorded(t *testing.T) {
+	h, tok := batchHarness(t)
+	for _, tt := range []struct {
+		name string
+		seg  any
+		want map[string]any
+	}{
+		{"unknown feature", map[string]any{"<=": map[string]any{"edad": 30}}, map[string]any{
+			"loc": []any{"body", "segmento", "<="}, "type": "value_error", "msg": "Value error, característica desconocida: edad", "input": map[string]any{"edad": float64(30)}}},
+		{"todos false", map[string]any{"todos": false}, map[string]any{
+			"loc": []any{"body", "segmento", "todos"}, "type": "value_error", "msg": "Value error, todos solo admite true", "input": false}},
+	} {
+		st, b := h.do("POST", "/v1/lotes-decision", tok, map[string]any{"campana_id": "camp", "segmento": tt.seg})
+		if diff := cmp.Diff(map[string]any{"detail": []any{tt.want}}, b); st != 422 || diff != "" {
+			t.Errorf("%s: %d (-want +got):\n%s", tt.name, st, diff)
+		}
+	}
+}
+
 // TestWebhookURLBadPort: a URL whose port is out of range is 422 on
 // body.url saying so. It was told "private, loopback, link-local or
 // metadata destination, or unresolvable", even with private destinations
