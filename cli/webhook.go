@@ -33,7 +33,8 @@ func webhookListenCmd() *cobra.Command {
 		Short: "Receive webhooks, verify their Standard Webhooks signature and print them",
 		Long: "Listens on --addr, answers 204 to every POST whose webhook-signature verifies with --secret\n" +
 			"(HMAC-SHA256 over \"<webhook-id>.<webhook-timestamp>.<body>\", timestamp within --tolerance of now)\n" +
-			"and prints one line per delivery; a delivery that does not verify gets 401 and a line on stderr.\n" +
+			"and prints one line per delivery; a delivery that does not verify gets 401 and a line on stderr, and a\n" +
+			"retry of one already received (the same webhook-id) gets 204 and a line on stderr, and is not counted.\n" +
 			"--count N exits after N verified deliveries. For development: put your own receiver in production.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -92,9 +93,15 @@ func webhookListenCmd() *cobra.Command {
 // Webhooks signature verifies with secret (client.VerifyWebhookSignature,
 // timestamp within tolerance of now()) gets 204 and is passed to verified;
 // any other request gets 401 (405 for another method) and a line on
-// errOut. Deliveries are handled one at a time.
+// errOut. A verified delivery whose webhook-id was already received (a
+// retry of one whose 204 the sender did not get) gets 204 and a line on
+// errOut, and is not passed on again: receivers deduplicate by
+// webhook-id, and this one shows how. It remembers the last
+// maxSeenWebhooks ids. Deliveries are handled one at a time.
 func webhookReceiver(secret string, tolerance time.Duration, now func() time.Time, errOut io.Writer, verified func(id string, body []byte)) http.Handler {
 	var mu sync.Mutex
+	seen := map[string]bool{}
+	var order []string
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
 		if r.Method != http.MethodPost || err != nil {
@@ -110,9 +117,22 @@ func webhookReceiver(secret string, tolerance time.Duration, now func() time.Tim
 			return
 		}
 		w.WriteHeader(http.StatusNoContent)
+		if seen[id] {
+			fmt.Fprintf(errOut, "repeat of %q (a retry): already received, not counted\n", id)
+			return
+		}
+		if seen[id] = true; len(order) == maxSeenWebhooks {
+			delete(seen, order[0])
+			order = order[1:]
+		}
+		order = append(order, id)
 		verified(id, body)
 	})
 }
+
+// maxSeenWebhooks is how many webhook-ids the listen command remembers to
+// recognise a retry.
+const maxSeenWebhooks = 10_000
 
 // deliveryJSON is the --json line of a verified delivery: its body as JSON
 // ("body"), or as a string ("body_text") when it is not JSON, which

@@ -48,6 +48,7 @@ func TestWebhookReceiver(t *testing.T) {
 		{"stale", "POST", "msg_1", strconv.FormatInt(now.Add(-6*time.Minute).Unix(), 10), batch.SignWebhook(key, "msg_1", now.Add(-6*time.Minute), []byte(body)), body, http.StatusUnauthorized},
 		{"no id", "POST", "", ts, sig, body, http.StatusUnauthorized},
 		{"GET", "GET", "msg_1", ts, sig, body, http.StatusMethodNotAllowed},
+		{"retry", "POST", "msg_1", ts, sig, body, http.StatusNoContent},
 	}
 	for _, tt := range tests {
 		r := httptest.NewRequest(tt.method, "/", strings.NewReader(tt.body))
@@ -61,7 +62,10 @@ func TestWebhookReceiver(t *testing.T) {
 		}
 	}
 	if diff := cmp.Diff([]string{"msg_1 " + body}, got); diff != "" {
-		t.Errorf("verified deliveries (-want +got):\n%s", diff)
+		t.Errorf("verified deliveries, a retry counted once (-want +got):\n%s", diff)
+	}
+	if !strings.Contains(errOut.String(), `repeat of "msg_1"`) {
+		t.Errorf("the retry is not told on stderr: %q", errOut.String())
 	}
 	if n := strings.Count(errOut.String(), "rejected"); n != 4 {
 		t.Errorf("%d rejections logged, want 4:\n%s", n, errOut.String())
