@@ -282,14 +282,16 @@ type deletionView struct {
 	ClientID     string     `json:"client_id"`
 	CompletedAt  *time.Time `json:"completed_at,omitempty"`
 	Attempts     int        `json:"failed_attempts,omitempty"`
-	LastError    string     `json:"last_error,omitempty"`
+	LastError    string     `json:"last_error,omitempty"`    // which step failed, never the error's text
+	LastErrorID  string     `json:"last_error_id,omitempty"` // error_id of serve's log line with the error
 	Waiting      string     `json:"waiting,omitempty"`
 }
 
 func deletionsCmd(a *app) *cobra.Command {
 	view := func(r privacy.DeletionRecord) deletionView {
 		return deletionView{CustomerHash: r.Hash, State: r.Estado, RequestedAt: r.SolicitadoEn.UTC(), ClientID: r.ClientID,
-			CompletedAt: utcOrNil(r.CompletadoEn), Attempts: r.Intentos, LastError: r.UltimoError, Waiting: r.Espera}
+			CompletedAt: utcOrNil(r.CompletadoEn), Attempts: r.Intentos, LastError: r.UltimoError,
+			LastErrorID: r.UltimoErrorID, Waiting: r.Espera}
 	}
 	return privacyListCmd(a, "deletions --tenant ID", "Customer deletions of a tenant: keyed hash, state (programado, completado), when, by which credential",
 		(*privacy.Service).Deletions, view, "deletions", "CUSTOMER_HASH\tSTATE\tREQUESTED\tCOMPLETED\tCLIENT_ID\tNOTE", func(v deletionView) string {
@@ -300,6 +302,9 @@ func deletionsCmd(a *app) *cobra.Command {
 			note := v.Waiting
 			if v.LastError != "" {
 				note = fmt.Sprintf("%d failed attempts: %s", v.Attempts, v.LastError)
+			}
+			if v.LastErrorID != "" {
+				note += " (error_id " + v.LastErrorID + " in serve's log)"
 			}
 			return fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s", v.CustomerHash, v.State, v.RequestedAt.Format(time.RFC3339), done, v.ClientID, note)
 		})

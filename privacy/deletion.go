@@ -49,6 +49,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"sort"
 	"time"
 
@@ -71,9 +72,13 @@ type DeletionRecord struct {
 	SolicitadoEn time.Time  `json:"solicitado_en"`
 	ClientID     string     `json:"client_id"`
 	CompletadoEn *time.Time `json:"completado_en,omitempty"`
-	// Worker bookkeeping, shown by "admin deletions".
-	Intentos    int    `json:"intentos,omitempty"`
-	UltimoError string `json:"ultimo_error,omitempty"`
+	// Worker bookkeeping, shown by "admin deletions" and the console.
+	// UltimoError is a stable note saying which step failed, never the
+	// error's own text (paths, storage messages): that goes to serve's log,
+	// in the line whose error_id is UltimoErrorID.
+	Intentos      int    `json:"intentos,omitempty"`
+	UltimoError   string `json:"ultimo_error,omitempty"`
+	UltimoErrorID string `json:"ultimo_error_id,omitempty"`
 	// Espera says why a scheduled deletion waits (a batch job in progress).
 	Espera string `json:"espera,omitempty"`
 }
@@ -413,7 +418,7 @@ func (p *tenantPass) run(ctx context.Context, hooks DeletionHooks) error {
 		touched = append(touched, keys...)
 		switch {
 		case err != nil:
-			p.fail(q.job.Hash, err)
+			p.fail(q.job.Hash, inStep(noteErase, err))
 		case r == nil:
 			p.st.Pending++
 		default:
@@ -423,6 +428,7 @@ func (p *tenantPass) run(ctx context.Context, hooks DeletionHooks) error {
 	// Phase 2: one compaction for the pass, then the records say
 	// completado and the queue entries go (and are compacted away).
 	if err := p.s.compactKeys(ctx, touched); err != nil {
+		err = inStep(noteCompact, err)
 		for _, r := range ready {
 			p.fail(r.hash, err)
 		}
@@ -475,10 +481,17 @@ func (p *tenantPass) refsByHash(jobs []queuedDeletion) (map[string]string, error
 	return p.s.refsForHashes(p.tenant, want)
 }
 
+// fail counts a failed job, logs err under a new error id and records on
+// the deletion record the step that failed (failureNote) and that id.
 func (p *tenantPass) fail(hash string, err error) {
 	p.st.Failed++
-	p.s.log.Error().Err(err).Str("tenant", p.tenant).Str("cliente_hash", hash).Msg("customer deletion failed; retried on the next pass")
-	p.s.noteDeletion(p.tenant, hash, func(r *DeletionRecord) { r.Intentos++; r.UltimoError = err.Error() })
+	id := fmt.Sprintf("%016x", rand.Uint64())
+	p.s.log.Error().Err(err).Str("tenant", p.tenant).Str("cliente_hash", hash).Str("error_id", id).
+		Msg("customer deletion failed; retried on the next pass")
+	p.s.noteDeletion(p.tenant, hash, func(r *DeletionRecord) {
+		r.Intentos++
+		r.UltimoError, r.UltimoErrorID = failureNote(err), id
+	})
 	if *p.firstErr == nil {
 		*p.firstErr = err
 	}
@@ -494,7 +507,7 @@ func (p *tenantPass) complete(ctx context.Context, ready []readyDeletion) error 
 	b := p.s.db.NewBatch()
 	var qkeys [][]byte
 	for _, r := range ready {
-		r.rec.Estado, r.rec.CompletadoEn, r.rec.Espera, r.rec.UltimoError = DeletionCompleted, &now, "", ""
+		r.rec.Estado, r.rec.CompletadoEn, r.rec.Espera, r.rec.UltimoError, r.rec.UltimoErrorID = DeletionCompleted, &now, "", "", ""
 		if err := b.SetJSON(deletionKey(p.tenant, r.hash), r.rec); err != nil {
 			b.Close()
 			return err
@@ -503,20 +516,20 @@ func (p *tenantPass) complete(ctx context.Context, ready []readyDeletion) error 
 		qkeys = append(qkeys, r.qkey)
 	}
 	b.OwePurge()
-	err = b.Commit()
+	err = inStep(noteComplete, b.Commit())
 	b.Close()
 	if err == nil {
-		err = p.s.compactKeys(ctx, qkeys)
+		err = inStep(noteCompact, p.s.compactKeys(ctx, qkeys))
 	}
 	if err == nil && p.s.beforePurge != nil {
-		err = p.s.beforePurge()
+		err = inStep(notePurge, p.s.beforePurge())
 	}
 	if err == nil {
 		// Tombstones and old records in write-ahead logs still name the
 		// customers: rotate them away before reporting completado. The
 		// batch marked the purge owed, so a purge cut short by a crash or
 		// an error is redone by the next pass (ProcessDeletions).
-		err = p.s.db.PurgeOwed()
+		err = inStep(notePurge, p.s.db.PurgeOwed())
 	}
 	if err != nil {
 		for _, r := range ready {
@@ -529,6 +542,48 @@ func (p *tenantPass) complete(ctx context.Context, ready []readyDeletion) error 
 		p.s.log.Info().Str("tenant", p.tenant).Str("cliente_hash", r.hash).Msg("customer deletion completed")
 	}
 	return nil
+}
+
+// Notes a deletion record shows for the step of a job that failed
+// (DeletionRecord.UltimoError). They are stable texts for the operator; the
+// error itself is logged with the record's UltimoErrorID.
+const (
+	noteLedger   = "no se pudo anotar el borrado en el registro de las copias de seguridad"
+	noteErase    = "no se pudieron borrar los datos del cliente en el almacén"
+	noteBatch    = "no se pudieron borrar los datos del cliente en los lotes (archivos de resultados, solicitudes guardadas)"
+	noteCompact  = "no se pudo compactar el almacén tras borrar los datos"
+	noteComplete = "no se pudo marcar el borrado como completado"
+	notePurge    = "no se pudieron retirar los registros de escritura anteriores al borrado"
+	noteUnknown  = "error interno del borrado"
+)
+
+// stepError is the error of one step of a deletion job: the error as it
+// is (logged) and the note the deletion record shows.
+type stepError struct {
+	note string
+	err  error
+}
+
+func (e *stepError) Error() string { return e.err.Error() }
+func (e *stepError) Unwrap() error { return e.err }
+
+// inStep ties err (nil stays nil) to the step note, unless it is already
+// tied to a more precise one.
+func inStep(note string, err error) error {
+	var se *stepError
+	if err == nil || errors.As(err, &se) {
+		return err
+	}
+	return &stepError{note: note, err: err}
+}
+
+// failureNote is the note of err's step (noteUnknown for none).
+func failureNote(err error) string {
+	var se *stepError
+	if errors.As(err, &se) {
+		return se.note
+	}
+	return noteUnknown
 }
 
 // readyDeletion is a job whose data is gone, to be marked completado once
@@ -571,7 +626,7 @@ func (s *Service) applyDeletion(tenant string, qkey []byte, job deletionJob, ref
 	}
 	if !job.Ledgered && hooks.Ledger != nil {
 		if err := hooks.Ledger(LedgerEntry{Tenant: tenant, Hash: job.Hash, RequestedAt: rec.SolicitadoEn, ClientID: rec.ClientID}); err != nil {
-			return nil, nil, fmt.Errorf("backup ledger: %w", err)
+			return nil, nil, inStep(noteLedger, fmt.Errorf("backup ledger: %w", err))
 		}
 		job.Ledgered = true
 		if err := s.putJob(qkey, &job); err != nil {
@@ -596,7 +651,7 @@ func (s *Service) applyDeletion(tenant string, qkey []byte, job deletionJob, ref
 			changed, wait, err := hooks.External(tenant, ref)
 			touched = append(touched, changed...)
 			if err != nil {
-				return nil, touched, fmt.Errorf("batch data: %w", err)
+				return nil, touched, inStep(noteBatch, fmt.Errorf("batch data: %w", err))
 			}
 			if wait {
 				job.RetryAt = s.now().Add(deletionRetry)

@@ -3,10 +3,12 @@ package privacy
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -645,4 +647,61 @@ func filesHolding(t *testing.T, fs storefs.FS, dir string, b []byte) []string {
 		}
 	}
 	return out
+}
+
+// TestDeletionFailureNoteHidesTheError: a failed deletion job's record
+// shows which step failed and an error id, never the error's text (paths,
+// storage messages); the log line with that id holds the text.
+func TestDeletionFailureNoteHidesTheError(t *testing.T) {
+	const internal = "open /var/lib/coupond/backups-owed.jsonl: pebble: corruption in 000123.sst"
+	boom := errors.New(internal)
+	for _, tc := range []struct {
+		name  string
+		hooks DeletionHooks
+		want  string
+	}{
+		{"ledger", DeletionHooks{Ledger: func(LedgerEntry) error { return boom }}, noteLedger},
+		{"batch data", DeletionHooks{External: func(string, string) ([][]byte, bool, error) { return nil, false, boom }}, noteBatch},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e, p, _, _ := newTest(t, 1)
+			var logs bytes.Buffer
+			p.log = zerolog.New(&logs)
+			ingestFor(t, e, "hugo-00000001", "h", 2)
+			if _, err := p.RequestDeletion("acme", "hugo-00000001", "ci_1"); err != nil {
+				t.Fatal(err)
+			}
+			if st, _ := p.ProcessDeletions(t.Context(), tc.hooks); st.Failed != 1 {
+				t.Fatalf("pass: %+v, want one failed job", st)
+			}
+			rec, err := p.Deletion("acme", "hugo-00000001")
+			if err != nil || rec == nil {
+				t.Fatalf("deletion record: %v %v", rec, err)
+			}
+			got := struct{ Estado, UltimoError string }{rec.Estado, rec.UltimoError}
+			want := struct{ Estado, UltimoError string }{DeletionScheduled, tc.want}
+			if d := cmp.Diff(want, got); d != "" {
+				t.Errorf("deletion record (-want +got):\n%s", d)
+			}
+			if len(rec.UltimoErrorID) != 16 {
+				t.Fatalf("error id %q, want 16 hex digits", rec.UltimoErrorID)
+			}
+			var line struct {
+				Error, ErrorID string
+			}
+			for _, l := range bytes.Split(logs.Bytes(), []byte("\n")) {
+				if bytes.Contains(l, []byte(rec.UltimoErrorID)) {
+					var raw map[string]any
+					if err := json.Unmarshal(l, &raw); err != nil {
+						t.Fatal(err)
+					}
+					line.Error, _ = raw["error"].(string)
+					line.ErrorID, _ = raw["error_id"].(string)
+				}
+			}
+			if line.ErrorID != rec.UltimoErrorID || !strings.Contains(line.Error, internal) {
+				t.Errorf("no log line with error_id %s and the error's text; log:\n%s", rec.UltimoErrorID, logs.String())
+			}
+		})
+	}
 }
