@@ -79,6 +79,10 @@ type DeletionRecord struct {
 	Intentos      int    `json:"intentos,omitempty"`
 	UltimoError   string `json:"ultimo_error,omitempty"`
 	UltimoErrorID string `json:"ultimo_error_id,omitempty"`
+	// Repeticiones counts the requests received while the deletion was
+	// programado: a job completes only if none came after it read the
+	// record (markCompleted), since data may have arrived in between.
+	Repeticiones int `json:"repeticiones,omitempty"`
 	// Espera says why a scheduled deletion waits (a batch job in progress).
 	Espera string `json:"espera,omitempty"`
 }
@@ -189,7 +193,16 @@ func (s *Service) scheduleDeletion(tenant, hash, clienteRef, clientID string, at
 		// request schedules the deletion rather than failing on it.
 		var old DeletionRecord
 		if json.Unmarshal(v, &old) == nil && old.Estado == DeletionScheduled && !always {
-			return &old, false, nil
+			// Scheduled, maybe already erased by a pass that has not
+			// marked it completado yet: that pass must not (see
+			// markCompleted), what arrived since must go too.
+			old.Repeticiones++
+			b := s.db.NewBatch()
+			defer b.Close()
+			if err := b.SetJSON(deletionKey(tenant, hash), &old); err != nil {
+				return nil, false, err
+			}
+			return &old, false, b.Commit()
 		}
 	}
 	rec = &DeletionRecord{Hash: hash, Estado: DeletionScheduled, SolicitadoEn: at.UTC(), ClientID: clientID}
@@ -500,24 +513,10 @@ func (p *tenantPass) fail(hash string, err error) {
 // complete marks the ready jobs completado, removes their queue entries and
 // rotates the write-ahead logs and manifests that still name the customers.
 func (p *tenantPass) complete(ctx context.Context, ready []readyDeletion) error {
-	now, err := p.s.rec.TenantNow(p.tenant)
-	if err != nil {
-		return err
+	ready, qkeys, err := p.markCompleted(ready)
+	if err == nil && len(ready) == 0 {
+		return nil
 	}
-	b := p.s.db.NewBatch()
-	var qkeys [][]byte
-	for _, r := range ready {
-		r.rec.Estado, r.rec.CompletadoEn, r.rec.Espera, r.rec.UltimoError, r.rec.UltimoErrorID = DeletionCompleted, &now, "", "", ""
-		if err := b.SetJSON(deletionKey(p.tenant, r.hash), r.rec); err != nil {
-			b.Close()
-			return err
-		}
-		b.Delete(r.qkey)
-		qkeys = append(qkeys, r.qkey)
-	}
-	b.OwePurge()
-	err = inStep(noteComplete, b.Commit())
-	b.Close()
 	if err == nil {
 		err = inStep(noteCompact, p.s.compactKeys(ctx, qkeys))
 	}
@@ -542,6 +541,50 @@ func (p *tenantPass) complete(ctx context.Context, ready []readyDeletion) error 
 		p.s.log.Info().Str("tenant", p.tenant).Str("cliente_hash", r.hash).Msg("customer deletion completed")
 	}
 	return nil
+}
+
+// markCompleted commits, in one batch, completado on the records of the
+// ready jobs and the removal of their queue entries, and returns the jobs
+// and queue keys it committed (on an error, the jobs it meant to commit).
+// A job whose customer was asked to be deleted again since its record was
+// read (Repeticiones moved: data may have arrived after the erasure and
+// before that request) is left programado and queued, and redone by the
+// next pass. It holds requestMu, so no request falls between that check
+// and the commit.
+func (p *tenantPass) markCompleted(ready []readyDeletion) ([]readyDeletion, [][]byte, error) {
+	now, err := p.s.rec.TenantNow(p.tenant)
+	if err != nil {
+		return ready, nil, inStep(noteComplete, err)
+	}
+	p.s.requestMu.Lock()
+	defer p.s.requestMu.Unlock()
+	b := p.s.db.NewBatch()
+	defer b.Close()
+	var done []readyDeletion
+	var qkeys [][]byte
+	for _, r := range ready {
+		cur, err := p.s.deletionByHash(p.tenant, r.hash)
+		if err != nil {
+			return ready, nil, inStep(noteComplete, err)
+		}
+		if cur != nil && cur.Repeticiones != r.rec.Repeticiones {
+			p.st.Pending++ // asked again meanwhile: the next pass redoes it
+			continue
+		}
+		r.rec.Estado, r.rec.CompletadoEn, r.rec.Espera, r.rec.UltimoError, r.rec.UltimoErrorID = DeletionCompleted, &now, "", "", ""
+		if err := b.SetJSON(deletionKey(p.tenant, r.hash), r.rec); err != nil {
+			return ready, nil, inStep(noteComplete, err)
+		}
+		b.Delete(r.qkey)
+		done, qkeys = append(done, r), append(qkeys, r.qkey)
+	}
+	if len(done) > 0 {
+		b.OwePurge()
+		if err := b.Commit(); err != nil {
+			return done, nil, inStep(noteComplete, err)
+		}
+	}
+	return done, qkeys, nil
 }
 
 // Notes a deletion record shows for the step of a job that failed
@@ -596,6 +639,8 @@ type readyDeletion struct {
 
 // noteDeletion updates a deletion record's bookkeeping, best effort.
 func (s *Service) noteDeletion(tenant, hash string, fn func(r *DeletionRecord)) {
+	s.requestMu.Lock() // not to lose a request's Repeticiones
+	defer s.requestMu.Unlock()
 	rec, err := s.deletionByHash(tenant, hash)
 	if err != nil || rec == nil {
 		return

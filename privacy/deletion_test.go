@@ -705,3 +705,52 @@ func TestDeletionFailureNoteHidesTheError(t *testing.T) {
 		})
 	}
 }
+
+// TestDeletionAskedAgainMidPass: a customer asked to be deleted again
+// while a pass has already erased their data but not yet marked the
+// deletion completado must lose what arrived in between too: the
+// deletion stays programado and the next pass erases it.
+func TestDeletionAskedAgainMidPass(t *testing.T) {
+	e, p, db, _ := newTest(t, 1)
+	ingestFor(t, e, "ines-00000001", "i", 2)
+	if _, err := p.RequestDeletion("acme", "ines-00000001", "ci_1"); err != nil {
+		t.Fatal(err)
+	}
+	again := true
+	hooks := DeletionHooks{External: func(_, ref string) ([][]byte, bool, error) {
+		if again { // after the erasure, before completado
+			again = false
+			ingestFor(t, e, ref, "late", 1)
+			if _, err := p.RequestDeletion("acme", ref, "ci_1"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return nil, false, nil
+	}}
+	type state struct {
+		Estado    string
+		LateEvent bool
+	}
+	for pass, want := range []state{
+		{Estado: DeletionScheduled, LateEvent: true}, // asked to go, still there
+		{Estado: DeletionCompleted, LateEvent: false},
+	} {
+		if _, err := p.ProcessDeletions(t.Context(), hooks); err != nil {
+			t.Fatalf("pass %d: %v", pass, err)
+		}
+		rec, err := p.Deletion("acme", "ines-00000001")
+		if err != nil || rec == nil {
+			t.Fatalf("pass %d: record %v %v", pass, rec, err)
+		}
+		late, err := db.Has(p.rec.EventKey("acme", "late-0"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := cmp.Diff(want, state{Estado: rec.Estado, LateEvent: late}); d != "" {
+			t.Errorf("after pass %d (-want +got):\n%s", pass, d)
+		}
+	}
+	if holds(t, db, []byte("ines-00000001")) {
+		t.Error("the store still names the customer after the deletion completed")
+	}
+}
