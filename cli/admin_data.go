@@ -25,6 +25,7 @@ import (
 	"github.com/coupond/coupond/api"
 	"github.com/coupond/coupond/batch"
 	"github.com/coupond/coupond/privacy"
+	"github.com/coupond/coupond/server/schema"
 	"github.com/coupond/coupond/store"
 )
 
@@ -204,10 +205,11 @@ type accessView struct {
 	TraceID      string    `json:"trace_id"`
 }
 
-// accessLogCmd lists the tenant's access log. Entries that do not decode
-// are not listed (AccessLog moves them to quarantine); how many of the
-// tenant's access-log entries sit in quarantine is shown after the table
-// and as "quarantined_entries" with --json.
+// accessLogCmd lists the tenant's access log, all of it or the entries
+// that pass the filters (accessFilter). Entries that do not decode are not
+// listed (AccessLog moves them to quarantine); how many of the tenant's
+// access-log entries sit in quarantine is shown after the table and as
+// "quarantined_entries" with --json.
 func accessLogCmd(a *app) *cobra.Command {
 	row := func(v accessView) string {
 		who := v.Customer
@@ -216,24 +218,25 @@ func accessLogCmd(a *app) *cobra.Command {
 		}
 		return fmt.Sprintf("%s\t%s\t%s\t%s\t%s", v.Time.Format(time.RFC3339), v.ClientID, who, v.Action, v.TraceID)
 	}
-	return a.tenantCmd("access-log --tenant ID", "Who exported which customer, when (deleted customers appear by keyed hash)", func(cmd *cobra.Command, e *env, t *store.Tenant) error {
+	var f accessFilter
+	cmd := a.tenantCmd("access-log --tenant ID [--customer REF] [--since TIME] [--until TIME]", "Who exported which customer, when (deleted customers appear by keyed hash)", func(cmd *cobra.Command, e *env, t *store.Tenant) error {
+		keep, err := f.matcher(e.svc.privacy, t.ID)
+		if err != nil {
+			return err
+		}
 		entries, err := e.svc.privacy.AccessLog(t.ID)
 		if err != nil {
 			return err
 		}
 		views := make([]accessView, 0, len(entries))
 		for _, l := range entries {
-			views = append(views, accessView{Time: l.At.UTC(), ClientID: l.ClientID, Customer: l.ClienteRef, CustomerHash: l.ClienteHash, Action: l.Accion, TraceID: l.TraceID})
+			if keep(l) {
+				views = append(views, accessView{Time: l.At.UTC(), ClientID: l.ClientID, Customer: l.ClienteRef, CustomerHash: l.ClienteHash, Action: l.Accion, TraceID: l.TraceID})
+			}
 		}
-		q, err := e.svc.engine.Quarantine.Quarantined(t.ID)
+		damaged, err := quarantinedAccessEntries(e, t.ID)
 		if err != nil {
 			return err
-		}
-		damaged := 0
-		for _, d := range q {
-			if d.Table == "access_log" {
-				damaged++
-			}
 		}
 		out := map[string]any{"tenant": t.ID, "entries": views, "quarantined_entries": damaged}
 		if err := printList(cmd, out, views, "TIME\tCLIENT_ID\tCUSTOMER\tACTION\tTRACE_ID", row); err != nil {
@@ -244,6 +247,72 @@ func accessLogCmd(a *app) *cobra.Command {
 		}
 		return nil
 	})
+	cmd.Flags().StringVar(&f.customer, "customer", "", "only the exports of this cliente_ref (found by keyed hash too, after its deletion)")
+	cmd.Flags().StringVar(&f.since, "since", "", "only entries at or after this time (RFC 3339)")
+	cmd.Flags().StringVar(&f.until, "until", "", "only entries before this time (RFC 3339)")
+	return cmd
+}
+
+// quarantinedAccessEntries counts the tenant's access-log entries held in
+// quarantine.
+func quarantinedAccessEntries(e *env, tenant string) (int, error) {
+	q, err := e.svc.engine.Quarantine.Quarantined(tenant)
+	if err != nil {
+		return 0, err
+	}
+	damaged := 0
+	for _, d := range q {
+		if d.Table == "access_log" {
+			damaged++
+		}
+	}
+	return damaged, nil
+}
+
+// accessFilter holds the filter flags of "admin access-log", as given.
+type accessFilter struct {
+	customer, since, until string
+}
+
+// matcher checks the flags and returns the test an entry must pass: the
+// customer's own (raw cliente_ref, or its keyed hash once deleted), at or
+// after --since, before --until. Errors name the flag, never echo a
+// --customer value (the audit log and serve's log keep errors).
+func (f accessFilter) matcher(p *privacy.Service, tenant string) (func(privacy.AccessEntry) bool, error) {
+	if f.customer != "" && (len(f.customer) < 8 || !schema.ValidID(f.customer)) {
+		return nil, errors.New("--customer: not a cliente_ref (8 to 128 characters of the ID pattern)")
+	}
+	since, err := filterTime("since", f.since)
+	if err != nil {
+		return nil, err
+	}
+	until, err := filterTime("until", f.until)
+	if err != nil {
+		return nil, err
+	}
+	if !since.IsZero() && !until.IsZero() && !since.Before(until) {
+		return nil, errors.New("--since must be before --until")
+	}
+	hash := ""
+	if f.customer != "" {
+		hash = p.CustomerHash(tenant, f.customer)
+	}
+	return func(a privacy.AccessEntry) bool {
+		return (f.customer == "" || a.ClienteRef == f.customer || a.ClienteHash == hash) &&
+			(since.IsZero() || !a.At.Before(since)) && (until.IsZero() || a.At.Before(until))
+	}, nil
+}
+
+// filterTime parses the RFC 3339 value of flag name ("" is no bound).
+func filterTime(name, v string) (time.Time, error) {
+	if v == "" {
+		return time.Time{}, nil
+	}
+	t, err := time.Parse(time.RFC3339, v)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("--%s: not an RFC 3339 time (like 2026-12-01T00:00:00Z)", name)
+	}
+	return t, nil
 }
 
 // privacyListCmd is an admin command listing one tenant's privacy records:

@@ -69,7 +69,8 @@ func (l *auditLog) write(e auditEntry) error {
 
 // redactArgs returns args with the values of flags that look like secrets
 // replaced by "***" (--secret X, --secret=X; names holding secret, token,
-// password or key).
+// password or key), and so the value of --customer: a raw cliente_ref,
+// which no customer deletion reaches in this log.
 func redactArgs(args []string) []string {
 	out := make([]string, len(args))
 	redactNext := false
@@ -80,7 +81,7 @@ func redactArgs(args []string) []string {
 		}
 		out[i] = a
 		name, _, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
-		if !strings.HasPrefix(a, "-") || !secretFlag(name) {
+		if !strings.HasPrefix(a, "-") || !(secretFlag(name) || name == "customer") {
 			continue
 		}
 		if hasValue {

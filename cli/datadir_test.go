@@ -109,8 +109,8 @@ func TestAllowPeer(t *testing.T) {
 }
 
 func TestRedactArgs(t *testing.T) {
-	in := []string{"admin", "x", "--client-secret", "s3", "--token=abc", "--tenant", "acme", "--api-key=k", "--name", "n", "--password"}
-	want := []string{"admin", "x", "--client-secret", "***", "--token=***", "--tenant", "acme", "--api-key=***", "--name", "n", "--password"}
+	in := []string{"admin", "x", "--client-secret", "s3", "--token=abc", "--tenant", "acme", "--api-key=k", "--name", "n", "--customer", "ana-00000001", "--customer=ana-00000001", "--password"}
+	want := []string{"admin", "x", "--client-secret", "***", "--token=***", "--tenant", "acme", "--api-key=***", "--name", "n", "--customer", "***", "--customer=***", "--password"}
 	if diff := cmp.Diff(want, redactArgs(in)); diff != "" {
 		t.Errorf("redactArgs (-want +got):\n%s", diff)
 	}
