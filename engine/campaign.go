@@ -161,6 +161,20 @@ func (e *Campaigns) loadCampaign(tenant, id string) (*Campaign, error) {
 	return &c, nil
 }
 
+// countsSends reports whether campaign id has a budget that counts sends:
+// it is defined, or its record is damaged (its caps unknown, its spend
+// still counted for when it is defined again).
+func (e *Campaigns) countsSends(tenant, id string) (bool, error) {
+	_, err := e.Campaign(tenant, id)
+	switch {
+	case err == nil, errors.Is(err, ErrDamaged):
+		return true, nil
+	case errors.Is(err, ErrNotFound):
+		return false, nil
+	}
+	return false, err
+}
+
 // unknownSpend is the count a spent budget holds for a cap the campaign
 // did not have (or that could not be read) when its record was damaged:
 // far above any cap an operator sets, and far from overflow when sends are

@@ -67,8 +67,9 @@ type confirmAnswer struct {
 
 // Confirm records the execution outcome of a decision and returns its
 // estado_ejecucion. Errors: ErrNotFound (altered, invented, foreign or
-// unknown id), ErrAlreadyConfirmed, ErrDecisionExpired. A rejected send
-// gives its campaign budget back. With an IdempotencyKey the confirmation
+// unknown id), ErrAlreadyConfirmed, ErrDecisionExpired. Its campaign's
+// budget then counts what was sent (confirmedSends): a rejected send is
+// given back, a modificada one counts accion_real's instead. With an IdempotencyKey the confirmation
 // and the key's record are committed together, and a repeat of the same
 // decision and body answers the stored estado (see Confirmation) whatever
 // became of the decision since: the key is looked up right after the id,
@@ -134,6 +135,10 @@ func (e *Engine) Confirm(tenant, id string, c Confirmation) (string, error) {
 		return "", ErrDecisionExpired
 	}
 	c.applyTo(r, now)
+	released, sent, err := e.confirmedSends(ts, tenant, r)
+	if err != nil {
+		return "", err
+	}
 	b := e.db.NewBatch()
 	defer b.Close()
 	putRecord(b, tenant, r)
@@ -142,11 +147,7 @@ func (e *Engine) Confirm(tenant, id string, c Confirmation) (string, error) {
 			return "", err
 		}
 	}
-	released := Releases{}
-	if r.Estado == EstadoRechazada && r.Accion != 0 && r.CampanaID != "" {
-		released.add(r)
-	}
-	if err := e.Campaigns.commitBudgets(ts, tenant, b, nil, released); err != nil {
+	if err := e.Campaigns.commitCounts(ts, tenant, b, nil, released, sent); err != nil {
 		return "", err
 	}
 	e.counters.confirmed(tenant, r)
@@ -167,6 +168,39 @@ func (c Confirmation) applyTo(r *DecisionRecord, now time.Time) {
 	r.AccionReal = c.AccionReal
 	r.TsEjecucion = c.TsEjecucion
 	r.ConfirmadaEn = &now
+}
+
+// confirmedSends are the budget changes of r's confirmation, which applyTo
+// has just recorded in r, so that its campaign counts what was sent: a
+// rechazada or modificada confirmation gives back (rel) the send its
+// decision counted, the decided action's; a modificada one with an
+// accion_real other than 0 counts (sent) that action's send, one send and
+// its descuento_max, when the campaign is defined (or its record damaged),
+// past the caps too: it went out. r.BudgetCents of a modificada decision
+// becomes what it counts. The caller holds the customer lock of r.
+func (e *Engine) confirmedSends(ts *tenantState, tenant string, r *DecisionRecord) (rel, sent Releases, err error) {
+	rel, sent = Releases{}, Releases{}
+	if r.CampanaID == "" || r.Estado == EstadoEjecutada {
+		return rel, sent, nil
+	}
+	if r.Accion != 0 {
+		rel.add(r)
+	}
+	if r.Estado != EstadoModificada {
+		return rel, sent, nil
+	}
+	r.BudgetCents = 0
+	if r.AccionReal == nil || *r.AccionReal == 0 {
+		return rel, sent, nil
+	}
+	if counted, err := e.Campaigns.countsSends(tenant, r.CampanaID); err != nil || !counted {
+		return rel, sent, err
+	}
+	if a := ts.catalog.Load().Action(*r.AccionReal); a != nil {
+		r.BudgetCents = a.DescuentoMaxCents
+	}
+	sent.addSend(r.CampanaID, r.BudgetCents)
+	return rel, sent, nil
 }
 
 // confirmedWith returns the estado stored for c's Idempotency-Key within
@@ -214,19 +248,22 @@ func putConfirmIdem(b *store.Batch, tenant, id string, now time.Time, r *Decisio
 	return nil
 }
 
-// Releases are the sends a writer gives back, by campaign, until its
-// commit: commitBudgets takes them off the counters as it commits, so no
+// Releases are sends by campaign: those a writer gives back, until its
+// commit (or, passed as sent to commitCounts, counts): commitBudgets takes them off the counters as it commits, so no
 // decision spends them, and no other writer stores counters without them,
 // before the writer's records say they were given back.
 type Releases map[string]budget
 
 // add gives the send of r, a campaign decision, back (call under the
 // customer lock of r).
-func (rel Releases) add(r *DecisionRecord) {
-	x := rel[r.CampanaID]
+func (rel Releases) add(r *DecisionRecord) { rel.addSend(r.CampanaID, r.BudgetCents) }
+
+// addSend adds one send of campaign with expected discount cents.
+func (rel Releases) addSend(campaign string, cents int64) {
+	x := rel[campaign]
 	x.Envios++
-	x.DescuentoCents += r.BudgetCents
-	rel[r.CampanaID] = x
+	x.DescuentoCents += cents
+	rel[campaign] = x
 }
 
 // dropBudgetCache forgets campaigns' cached counters after a failed
@@ -254,13 +291,23 @@ func (e *Campaigns) dropBudgetCache(ts *tenantState, campaigns ...string) {
 // writer's commit before its own, and a stop in between had the release
 // given again at the next start (its records still pending).
 func (e *Campaigns) commitBudgets(ts *tenantState, tenant string, b *store.Batch, spent []string, rel Releases) error {
+	return e.commitCounts(ts, tenant, b, spent, rel, nil)
+}
+
+// commitCounts is commitBudgets that also counts the sends in sent, sends
+// that went out whatever the budget (a confirmation's accion_real, a
+// fallback record's accion), on the counters at the commit, after rel is
+// taken off them, caps or not.
+func (e *Campaigns) commitCounts(ts *tenantState, tenant string, b *store.Batch, spent []string, rel, sent Releases) error {
 	campaigns := spent // a decision's: no copy on the decision path
-	if len(rel) > 0 {
+	if len(rel) > 0 || len(sent) > 0 {
 		campaigns = slices.Clone(spent)
 	}
-	for c := range rel {
-		if !slices.Contains(campaigns, c) {
-			campaigns = append(campaigns, c)
+	for _, m := range []Releases{rel, sent} {
+		for c := range m {
+			if !slices.Contains(campaigns, c) {
+				campaigns = append(campaigns, c)
+			}
 		}
 	}
 	if len(campaigns) == 0 {
@@ -268,6 +315,9 @@ func (e *Campaigns) commitBudgets(ts *tenantState, tenant string, b *store.Batch
 	}
 	ts.budgetMu.Lock()
 	err := e.applyReleases(ts, tenant, rel)
+	if err == nil {
+		err = e.applySends(ts, tenant, sent)
+	}
 	if err == nil {
 		err = e.setBudgets(ts, tenant, b, campaigns)
 	}
@@ -292,6 +342,20 @@ func (e *Campaigns) applyReleases(ts *tenantState, tenant string, rel Releases) 
 		}
 		bu.Envios = max(0, bu.Envios-x.Envios)
 		bu.DescuentoCents = max(0, bu.DescuentoCents-x.DescuentoCents)
+	}
+	return nil
+}
+
+// applySends adds sent to the cached counters. The caller holds
+// ts.budgetMu.
+func (e *Campaigns) applySends(ts *tenantState, tenant string, sent Releases) error {
+	for c, x := range sent {
+		bu, err := e.budgetLocked(ts, tenant, c)
+		if err != nil {
+			return err
+		}
+		bu.Envios += x.Envios
+		bu.DescuentoCents += x.DescuentoCents
 	}
 	return nil
 }

@@ -60,7 +60,8 @@ type DecisionRecord struct {
 	// Nil in older records and in records without policy inputs.
 	Eleccion *int `json:"eleccion,omitempty"`
 	// Budget reserved by this decision (sends are given back on rejection or
-	// expiry).
+	// expiry); for a modificada one, accion_real's, which it counts instead
+	// (0 when accion_real is 0 or its campaign undefined).
 	BudgetCents int64 `json:"budget_cents,omitempty"`
 
 	// Execution confirmation.

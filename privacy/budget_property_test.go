@@ -298,7 +298,8 @@ func (w *budgetWorld) recount() []countedRecord {
 		if r.Accion == 0 || r.CampanaID == "" || r.EnRespaldo {
 			continue
 		}
-		counted := r.Estado == engine.EstadoEjecutada || r.Estado == engine.EstadoModificada
+		// A modificada confirmation counts accion_real's send instead (0: none).
+		counted := r.Estado == engine.EstadoEjecutada || r.Estado == engine.EstadoModificada && *r.AccionReal != 0
 		if r.Estado == engine.EstadoPendiente {
 			has, err := w.db.Has(store.RewardQueueKey("acme", r.CaducaEn, "x", n))
 			if err != nil {

@@ -1,0 +1,103 @@
+package engine
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/coupond/coupond/store"
+)
+
+// decidedAction is the action of decision id as recorded.
+func decidedAction(tb testing.TB, e *Engine, id string) int {
+	tb.Helper()
+	nonce, ok := e.ids.parse("acme", id)
+	if !ok {
+		tb.Fatalf("decision id %q does not parse", id)
+	}
+	r, err := e.loadDecision("acme", nonce)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return r.Accion
+}
+
+// TestConfirmedBudgetCountsWhatWasSent: a campaign's budget counts what a
+// confirmation says was sent. A modificada confirmation (accion_real other
+// than the decided action) gives the decided send back, as a rechazada
+// does, and counts accion_real's (one send, its descuento_max), past the
+// caps too, since it went out; a replay with its Idempotency-Key counts
+// nothing more, and the expiry of the confirmed decision gives nothing
+// back. Before, a modificada confirmation kept the decided reservation:
+// in shadow mode the engine's suggestions spent the budget although the
+// caller sent its own coupons (or none), and a coupon sent where the
+// engine decided 0 was never counted.
+func TestConfirmedBudgetCountsWhatWasSent(t *testing.T) {
+	cents := func(a int) int64 { return int64(1000 * a) } // newTestEngine's catalog
+	ptr := func(a int) *int { return &a }
+	for _, tc := range []struct {
+		name      string
+		onSpent   bool // confirm the decision answered 0 once the budget (max_envios 1) was spent
+		ejecutada bool
+		real      func(decided int) *int // accion_real
+		replays   int                    // confirmed again with the same Idempotency-Key
+		want      func(decided int) budget
+	}{
+		{"ejecutada", false, true, func(int) *int { return nil }, 0,
+			func(d int) budget { return budget{1, cents(d)} }},
+		{"ejecutada as decided", false, true, func(d int) *int { return ptr(d) }, 0,
+			func(d int) budget { return budget{1, cents(d)} }},
+		{"rechazada", false, false, func(int) *int { return nil }, 0,
+			func(int) budget { return budget{} }},
+		{"modificada: nothing sent", false, true, func(int) *int { return ptr(0) }, 1,
+			func(int) budget { return budget{} }},
+		{"modificada: another coupon sent", false, true, func(d int) *int { return ptr(3 - d) }, 1,
+			func(d int) budget { return budget{1, cents(3 - d)} }},
+		{"modificada: sent where the spent budget decided 0", true, true, func(int) *int { return ptr(2) }, 1,
+			func(d int) budget { return budget{2, cents(d) + cents(2)} }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e, db := newTestEngine(t, 2, func(s *store.Settings) { s.Shadow = true })
+			id := campaignSends(t, e, 1, 1)[0]
+			decided := decidedAction(t, e, id)
+			if tc.onSpent {
+				if _, err := e.Confirm("acme", id, Confirmation{Ejecutada: true}); err != nil {
+					t.Fatal(err)
+				}
+				d, err := e.Decide("acme", Request{ClienteRef: "spent-0001", Canal: "push", CampanaID: "c1"})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if d.Accion != 0 {
+					t.Fatalf("decision on a spent budget: accion %d, want 0", d.Accion)
+				}
+				id = d.DecisionID
+			}
+			c := Confirmation{Ejecutada: tc.ejecutada, AccionReal: tc.real(decided), IdempotencyKey: "k-" + tc.name}
+			c.BodyHash = HashConfirmBody(id, []byte(tc.name))
+			if !tc.ejecutada {
+				c.MotivoRechazo = "no"
+			}
+			for range 1 + tc.replays {
+				if _, err := e.Confirm("acme", id, c); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want := tc.want(decided)
+			if diff := cmp.Diff(want, storedBudget(t, db)); diff != "" {
+				t.Errorf("stored budget (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(want, memBudget(t, e)); diff != "" {
+				t.Errorf("budget in memory (-want +got):\n%s", diff)
+			}
+			advance(t, db, DecisionTTL+time.Second)
+			if _, err := e.Learner.Learn("acme"); err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(want, storedBudget(t, db)); diff != "" {
+				t.Errorf("stored budget after caduca_en (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
