@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -97,6 +99,69 @@ func TestConfirmedBudgetCountsWhatWasSent(t *testing.T) {
 			}
 			if diff := cmp.Diff(want, storedBudget(t, db)); diff != "" {
 				t.Errorf("stored budget after caduca_en (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestFallbackCountsAgainstCampaignBudget: a fallback record with a send
+// (accion ≠ 0) for a defined campaign went out, so it counts against the
+// campaign's budget, one send and its descuento_max, past the caps too,
+// and the next decision finds the budget spent; a keyed replay counts
+// nothing more; accion 0 and an undefined campaign count nothing. Before,
+// fallback records were never counted and the engine overspent the caps
+// once it answered again.
+func TestFallbackCountsAgainstCampaignBudget(t *testing.T) {
+	keyed := func(accion int, campana, key string) FallbackInput {
+		return FallbackInput{Accion: accion, Canal: "push", ClienteRef: "fallback01", CampanaID: campana,
+			IdempotencyKey: key, BodyHash: HashFallbackBody([]byte(key))}
+	}
+	for _, tc := range []struct {
+		name string
+		in   []FallbackInput
+		want budget // of c1, whose max_envios is 1
+	}{
+		{"send", []FallbackInput{keyed(1, "c1", "")}, budget{1, 1000}},
+		{"keyed send replayed", []FallbackInput{keyed(2, "c1", "k-1"), keyed(2, "c1", "k-1")}, budget{1, 2000}},
+		{"sends without a key, past the cap", []FallbackInput{keyed(1, "c1", ""), keyed(2, "c1", "")}, budget{2, 3000}},
+		{"nothing sent", []FallbackInput{keyed(0, "c1", "")}, budget{}},
+		{"undefined campaign", []FallbackInput{keyed(1, "c9", "")}, budget{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e, db := newTestEngine(t, 2, nil)
+			one := int64(1)
+			if _, err := e.Campaigns.PutCampaign("acme", Campaign{ID: "c1", Canal: "push", Descripcion: "d", MaxEnvios: &one}, t0); err != nil {
+				t.Fatal(err)
+			}
+			for _, in := range tc.in {
+				if err := e.Fallback("acme", in); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var stored budget
+			if err := db.GetJSON(store.BudgetKey("acme", "c1"), &stored); err != nil && !errors.Is(err, store.ErrNotFound) {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, stored); diff != "" {
+				t.Errorf("stored budget (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.want, memBudget(t, e)); diff != "" {
+				t.Errorf("budget in memory (-want +got):\n%s", diff)
+			}
+			if has, err := db.Has(store.BudgetKey("acme", "c9")); err != nil || has {
+				t.Errorf("budget record of an undefined campaign: %v (%v), want none", has, err)
+			}
+			if tc.want.Envios == 0 {
+				return
+			}
+			for i := range 20 {
+				d, err := e.Decide("acme", Request{ClienteRef: fmt.Sprintf("after-%04d", i), Canal: "push", CampanaID: "c1"})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if d.Accion != 0 {
+					t.Fatalf("decision %d after the fallback spent the budget: accion %d, want 0", i, d.Accion)
+				}
 			}
 		})
 	}

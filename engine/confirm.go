@@ -409,9 +409,11 @@ func HashFallbackBody(b []byte) [32]byte {
 var ErrUnknownAction = errors.New("engine: action not in the catalog")
 
 // Fallback stores a fallback record with propensity 1 and en_respaldo true.
-// It is kept for evaluation and does not open a reward window. With an
-// IdempotencyKey the record and the key's record are committed together,
-// and a repeat of the same body stores nothing (see FallbackInput), even
+// It is kept for evaluation and does not open a reward window. A send
+// (accion ≠ 0) for a defined campaign is counted against its budget in the
+// same commit (fallbackSend), past the caps too. With an IdempotencyKey
+// the record and the key's record are committed together, and a repeat of
+// the same body stores and counts nothing (see FallbackInput), even
 // when its action has left the catalog since. ErrUnknownAction: an action
 // other than 0 that the catalog does not hold (checked after the replay).
 func (e *Engine) Fallback(tenant string, in FallbackInput) error {
@@ -441,8 +443,11 @@ func (e *Engine) Fallback(tenant string, in FallbackInput) error {
 	// After the replay's lookup, as a confirmation's accion_real: a retry
 	// of a stored record whose action left the catalog since is answered
 	// as the first call was, not refused.
-	if in.Accion != 0 && ts.catalog.Load().Action(in.Accion) == nil {
-		return ErrUnknownAction
+	var act *Action
+	if in.Accion != 0 {
+		if act = ts.catalog.Load().Action(in.Accion); act == nil {
+			return ErrUnknownAction
+		}
 	}
 	nonce, err := e.freshNonce(ts, t, now)
 	if err != nil {
@@ -453,17 +458,42 @@ func (e *Engine) Fallback(tenant string, in FallbackInput) error {
 		Accion: in.Accion, Propension: 1, Version: "respaldo", EnRespaldo: true, CaducaEn: now,
 		Motivo: "registro de respaldo: regla del cliente aplicada", Estado: EstadoEjecutada,
 	}
+	if act != nil && in.CampanaID != "" { // counts a send: after a batch chunk's commit
+		ts.budgetGate.RLock()
+		defer ts.budgetGate.RUnlock()
+	}
+	sent, err := e.fallbackSend(tenant, r, act)
+	if err != nil {
+		return err
+	}
 	b := e.db.NewBatch()
 	defer b.Close()
 	putDecision(b, tenant, r, nil)
 	if idem != nil {
 		b.SetIdempotency(tenant, in.IdempotencyKey, idem)
 	}
-	if err := b.Commit(); err != nil {
+	if err := e.Campaigns.commitCounts(ts, tenant, b, nil, nil, sent); err != nil {
 		return err
 	}
 	e.counters.Add(tenant, now, CountFallbacks, 1)
 	return nil
+}
+
+// fallbackSend is the send r, a fallback record of action act (nil: 0),
+// counts against its campaign's budget: one send and act's descuento_max
+// (also set as r.BudgetCents) when the campaign is defined (or its record
+// damaged), past the caps too, since it went out; none otherwise.
+func (e *Engine) fallbackSend(tenant string, r *DecisionRecord, act *Action) (Releases, error) {
+	if act == nil || r.CampanaID == "" {
+		return nil, nil
+	}
+	if counted, err := e.Campaigns.countsSends(tenant, r.CampanaID); err != nil || !counted {
+		return nil, err
+	}
+	r.BudgetCents = act.DescuentoMaxCents
+	sent := Releases{}
+	sent.addSend(r.CampanaID, r.BudgetCents)
+	return sent, nil
 }
 
 // checkTimes refuses a confirmation whose times a record cannot hold (see
