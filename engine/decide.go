@@ -168,43 +168,50 @@ func (e *Engine) loadCustomerState(tenant, clienteRef string, locked bool) (cust
 // HashBody is the identity of a request body for idempotency.
 func HashBody(b []byte) [32]byte { return sha256.Sum256(b) }
 
-// Decide answers one decision request for tenant: the idempotency record,
-// the per-customer daily cap and reward window, the control group, then
-// the policy with exploration and the campaign budget. The decision is
-// durable (committed with Sync) before Decide returns. An error means no
-// decision was committed: what can fail after the commit (counting the
-// answer against the tenant's quota) is read before it, and a failure
-// left after it is logged, never answered.
+// Decide answers one decision request for tenant: the tenant's daily
+// quota, the idempotency record, the per-customer daily cap and reward
+// window, the control group, then the policy with exploration and the
+// campaign budget. Every answer, a replay's too, takes one unit of the
+// quota before it is made (a DayLimitError with ErrQuota when none is
+// left), and a request that then fails gives it back, so concurrent
+// requests never answer more than the quota. The decision is durable
+// (committed with Sync) before Decide returns. An error means no decision
+// was committed; a failure left after the commit is logged, never
+// answered.
 func (e *Engine) Decide(tenant string, req Request) (*Decision, error) {
 	e.markOnline()
 	ts, t, now, err := e.stateNow(tenant)
 	if err != nil {
 		return nil, err
 	}
-	if err := e.quotas.load(tenant, QuotaDecisions, now); err != nil {
+	if err := e.quotas.reserve(t, QuotaDecisions, now); err != nil {
 		return nil, err
 	}
-	var d *Decision
+	d, err := e.decideOrReplay(ts, t, now, req)
+	if err != nil {
+		if rerr := e.quotas.release(tenant, QuotaDecisions, now); rerr != nil {
+			e.log.Error().Err(rerr).Str("tenant", tenant).Msg("decision refused but its unit of the daily quota not given back")
+		}
+		return nil, err
+	}
+	return d, nil
+}
+
+// decideOrReplay answers req: the stored answer of its Idempotency-Key,
+// or a new decision (decideAndCommit).
+func (e *Engine) decideOrReplay(ts *tenantState, t *store.Tenant, now time.Time, req Request) (*Decision, error) {
 	if req.IdempotencyKey != "" {
-		release, err := e.claimKey(tenant, req.IdempotencyKey)
+		release, err := e.claimKey(t.ID, req.IdempotencyKey)
 		if err != nil {
 			return nil, err
 		}
 		defer release()
-		if d, err = e.replay(tenant, now, req); err != nil {
-			return nil, err
+		d, err := e.replay(t.ID, now, req)
+		if d != nil || err != nil {
+			return d, err
 		}
 	}
-	if d == nil {
-		if d, err = e.decideAndCommit(ts, t, now, req); err != nil {
-			return nil, err
-		}
-	}
-	// Every answer counts against the quota, a replay's too.
-	if err := e.quotas.count(tenant, QuotaDecisions, now, 1); err != nil {
-		e.log.Error().Err(err).Str("tenant", tenant).Msg("decision answered but not counted against the daily quota")
-	}
-	return d, nil
+	return e.decideAndCommit(ts, t, now, req)
 }
 
 // claimKey marks tenant's Idempotency-Key key as in flight until release

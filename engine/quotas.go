@@ -101,15 +101,21 @@ func (q *Quotas) get(k quotaKey) (*quotaCount, error) {
 	return c, nil
 }
 
+// quotaLimit is tenant t's daily quota of kind; 0 means none.
+func quotaLimit(t *store.Tenant, kind string) int64 {
+	if kind == QuotaEvents {
+		return t.Settings.QuotaEventsDay
+	}
+	return t.Settings.QuotaDecisionsDay
+}
+
 // CheckQuota answers a DayLimitError (ErrQuota) when tenant t's daily quota
 // of kind, at its clock's time now, has no room for one more unit; it takes
-// nothing. Quota 0 means none.
+// nothing, so it is an early refusal only: what takes the unit (reserve)
+// checks again. Quota 0 means none.
 func (q *Quotas) CheckQuota(t *store.Tenant, kind string, now time.Time) error {
-	limit := t.Settings.QuotaDecisionsDay
-	if kind == QuotaEvents {
-		limit = t.Settings.QuotaEventsDay
-	}
-	if limit <= 0 {
+	lim := quotaLimit(t, kind)
+	if lim <= 0 {
 		return nil
 	}
 	q.mu.Lock()
@@ -118,20 +124,36 @@ func (q *Quotas) CheckQuota(t *store.Tenant, kind string, now time.Time) error {
 	if err != nil {
 		return err
 	}
-	if c.n+1 > limit {
+	if c.n+1 > lim {
 		return dayLimit(ErrQuota, now)
 	}
 	return nil
 }
 
-// load reads the count of kind on now's day into memory, where count finds
-// it without a store read (unless a move of the tenant's clock to another
-// day evicted it meanwhile).
-func (q *Quotas) load(tenant, kind string, now time.Time) error {
+// reserve takes one unit of tenant t's daily quota of kind on now's day,
+// in one step with the check, so that concurrent callers never take more
+// than the quota: a DayLimitError (ErrQuota) when it has no room, and
+// then nothing is taken. With quota 0 (none) the unit is counted still.
+// A caller whose use then does not happen gives the unit back (release).
+func (q *Quotas) reserve(t *store.Tenant, kind string, now time.Time) error {
+	lim := quotaLimit(t, kind)
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	_, err := q.get(quotaKey{tenant, kind, quotaDay(now)})
-	return err
+	c, err := q.get(quotaKey{t.ID, kind, quotaDay(now)})
+	if err != nil {
+		return err
+	}
+	if lim > 0 && c.n+1 > lim {
+		return dayLimit(ErrQuota, now)
+	}
+	c.n++
+	c.dirty = true
+	return nil
+}
+
+// release gives back a unit that reserve took at the same time now.
+func (q *Quotas) release(tenant, kind string, now time.Time) error {
+	return q.count(tenant, kind, now, -1)
 }
 
 // count records n units of use.
@@ -145,7 +167,7 @@ func (q *Quotas) count(tenant, kind string, now time.Time, n int64) error {
 	if err != nil {
 		return err
 	}
-	c.n += n
+	c.n = max(0, c.n+n)
 	c.dirty = true
 	return nil
 }

@@ -2,9 +2,13 @@ package engine
 
 import (
 	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/rs/zerolog"
 
 	"github.com/coupond/coupond/clock"
@@ -90,6 +94,62 @@ func TestDecideNeverErrsAfterCommit(t *testing.T) {
 			}
 			if _, serr := db.Get(customerStateKey("acme", tc.req.ClienteRef)); !errors.Is(serr, store.ErrNotFound) {
 				t.Errorf("Decide answered %v for a decision it committed (customer state: %v)", err, serr)
+			}
+		})
+	}
+}
+
+// TestQuotaConcurrentDecisions: N decisions at once against a daily quota
+// Q answer exactly min(N, Q) (the others ErrQuota), and a decision refused
+// after it took its unit (the customer's daily cap) gives the unit back.
+func TestQuotaConcurrentDecisions(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		quota    int64
+		used     int // decisions answered before, one at a time
+		capped   int // decisions refused by the customer's cap before
+		n        int // concurrent decisions
+		answered int
+	}{
+		{"more requests than quota", 5, 0, 0, 20, 5},
+		{"one left", 5, 4, 0, 20, 1},
+		{"fewer requests than quota", 30, 0, 0, 12, 12},
+		{"exactly the quota", 8, 0, 0, 8, 8},
+		{"cap refusals give the unit back", 6, DailyCap, 2, 10, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e, _ := newTestEngine(t, 2, func(s *store.Settings) { s.QuotaDecisionsDay = tc.quota })
+			for i := range tc.used { // DailyCap per customer: u0 first
+				if _, err := e.Decide("acme", Request{ClienteRef: fmt.Sprintf("u%d", i/DailyCap), Canal: "email"}); err != nil {
+					t.Fatalf("decision %d before: %v", i, err)
+				}
+			}
+			for range tc.capped {
+				if _, err := e.Decide("acme", Request{ClienteRef: "u0", Canal: "email"}); !errors.Is(err, ErrDailyCap) {
+					t.Fatalf("over u0's cap: %v, want ErrDailyCap", err)
+				}
+			}
+			var answered, refused atomic.Int64
+			var wg sync.WaitGroup
+			for i := range tc.n {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					_, err := e.Decide("acme", Request{ClienteRef: fmt.Sprintf("c%d", i), Canal: "email"})
+					switch {
+					case err == nil:
+						answered.Add(1)
+					case errors.Is(err, ErrQuota):
+						refused.Add(1)
+					default:
+						t.Errorf("decision %d: %v", i, err)
+					}
+				}()
+			}
+			wg.Wait()
+			got := [2]int64{answered.Load(), refused.Load()}
+			if diff := cmp.Diff([2]int64{int64(tc.answered), int64(tc.n - tc.answered)}, got); diff != "" {
+				t.Errorf("[answered refused] (-want +got):\n%s", diff)
 			}
 		})
 	}

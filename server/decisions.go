@@ -85,6 +85,8 @@ func (s *Server) handleDecide(c *call) error {
 func decideError(err error) error {
 	var capped *engine.DayLimitError
 	switch {
+	case errors.Is(err, engine.ErrQuota): // taken by a concurrent request since checkQuota
+		return quotaError(err)
 	case errors.As(err, &capped):
 		return &apiError{kind: kindRateLimited, retryAfter: capped.RetryAfter,
 			msg: "límite de 3 decisiones por cliente_ref por día alcanzado"}

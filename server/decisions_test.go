@@ -9,8 +9,38 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/coupond/coupond/engine"
 	"github.com/coupond/coupond/store"
 )
+
+// TestDecideErrorDayLimits: Decide's two daily refusals are told apart:
+// the tenant's quota (taken by a concurrent request after checkQuota let
+// this one in) is not reported as the customer's cap.
+func TestDecideErrorDayLimits(t *testing.T) {
+	type got struct {
+		Kind       kind
+		Msg        string
+		RetryAfter int
+	}
+	for _, tc := range []struct {
+		name string
+		err  error
+		want got
+	}{
+		{"tenant quota", &engine.DayLimitError{Err: engine.ErrQuota, RetryAfter: 7}, got{kindRateLimited, "cuota diaria del inquilino agotada", 7}},
+		{"customer cap", &engine.DayLimitError{Err: engine.ErrDailyCap, RetryAfter: 9}, got{kindRateLimited, "límite de 3 decisiones por cliente_ref por día alcanzado", 9}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ae, ok := decideError(tc.err).(*apiError)
+			if !ok {
+				t.Fatalf("decideError(%v) = %v, want an apiError", tc.err, decideError(tc.err))
+			}
+			if diff := cmp.Diff(tc.want, got{ae.kind, ae.msg, ae.retryAfter}); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}
 
 func decideBody(ref string, ctx map[string]any) map[string]any {
 	if ctx == nil {

@@ -20,7 +20,11 @@ package server
 //  4. decisions.go, handleDecide: Idempotency-Key header and body validated
 //     together (decode.go → server/schema: decode.go, parse.go, schema.go;
 //     422 with every field), then an engine.Request.
-//  5. engine/decide.go, Engine.Decide: tenant state and clock → for an
+//  5. engine/decide.go, Engine.Decide: tenant state and clock → one unit
+//     of the tenant's daily quota of decisions reserved, checked and
+//     counted in one step (engine/quotas.go; a request checkQuota let in
+//     whose unit a concurrent one took is 429 here), given back when the
+//     request then fails, a replay's unit kept → for an
 //     Idempotency-Key, the in-flight guard and replay (store/idempotency.go:
 //     the stored answer replayed, or 409 on another body) → otherwise
 //     decideAndCommit: the customer's lock → decideInto: customer state
@@ -30,9 +34,7 @@ package server
 //     policy's scores and exploration draw (exact propensity), budget
 //     reservation → the record, its reward-queue entries, the customer
 //     state and the idempotency answer in one batch, committed with Sync,
-//     and the new record counted for the console (engine/counters.go) →
-//     every answer, a replay's too, counted against the tenant's daily
-//     quota of decisions (engine/quotas.go).
+//     and the new record counted for the console (engine/counters.go).
 //  6. back in wrap, the one answer writer: handleDecide set call.answer
 //     (200 and the Decision); the pipeline counts it in the business
 //     series (business.go, answered) and writes it (errors.go, writeJSON).
