@@ -15,6 +15,11 @@ import (
 	"github.com/coupond/coupond/store"
 )
 
+// minWatchInterval is the shortest --interval of batch watch: each poll
+// reads the job from the store, and a shorter one (1ns was accepted)
+// polls as fast as it can, a core spent on a progress line.
+const minWatchInterval = 100 * time.Millisecond
+
 func batchWatchCmd(a *app) *cobra.Command {
 	var tenant, progress string
 	var interval time.Duration
@@ -33,8 +38,8 @@ func batchWatchCmd(a *app) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if interval <= 0 {
-				return fmt.Errorf("--interval: want a positive duration, got %s", interval)
+			if interval < minWatchInterval {
+				return fmt.Errorf("--interval: want at least %s, got %s", minWatchInterval, interval)
 			}
 			return a.withTenant(cmd, tenant, func(e *env, _ *store.Tenant) error {
 				runner := e.svc.batch
@@ -66,7 +71,7 @@ func batchWatchCmd(a *app) *cobra.Command {
 		},
 	}
 	tenantFlag(cmd, &tenant)
-	cmd.Flags().DurationVar(&interval, "interval", 500*time.Millisecond, "how often to poll the job")
+	cmd.Flags().DurationVar(&interval, "interval", 500*time.Millisecond, "how often to poll the job (at least 100ms)")
 	cmd.Flags().StringVar(&progress, "progress", "auto", "progress display: auto, tty, plain or off")
 	return cmd
 }

@@ -156,3 +156,29 @@ func TestBatchJobRealElapsed(t *testing.T) {
 		t.Errorf("batch watch --json of a completed job: real_elapsed_s = %v, want seconds", got["real_elapsed_s"])
 	}
 }
+
+// TestWatchIntervalFloor: batch watch refuses an --interval under 100ms
+// naming the flag (1ns was accepted and polled the store as fast as it
+// could); 100ms itself is accepted.
+func TestWatchIntervalFloor(t *testing.T) {
+	dir := t.TempDir()
+	job := completedJob(t, dir)
+	for _, tc := range []struct {
+		interval string
+		want     string // error text; "" for success
+	}{
+		{"1ns", "--interval: want at least 100ms, got 1ns"},
+		{"99ms", "--interval: want at least 100ms, got 99ms"},
+		{"-1s", "--interval: want at least 100ms, got -1s"},
+		{"100ms", ""},
+	} {
+		_, stderr, err := runCLI(t, "admin", "batch", "watch", "--tenant", "acme", "--progress", "off", "--interval", tc.interval, job, "--data-dir", dir)
+		got := ""
+		if err != nil {
+			got = err.Error()
+		}
+		if diff := cmp.Diff(tc.want, got); diff != "" {
+			t.Errorf("--interval %s (-want +got):\n%s\n%s", tc.interval, diff, stderr)
+		}
+	}
+}
