@@ -46,7 +46,7 @@ func newServeCmd(a *app) *cobra.Command {
 	})
 	fl := cmd.Flags()
 	fl.StringVar(&f.addr, "addr", "127.0.0.1:8080", "listen address (env COUPOND_ADDR)")
-	fl.StringVar(&f.baseURL, "base-url", "", "external base URL for signed result URLs (default http://ADDR; env COUPOND_BASE_URL)")
+	fl.StringVar(&f.baseURL, "base-url", "", "external base URL for signed result URLs (default http://ADDR; set it when --addr has no host or 0.0.0.0 or [::], which no client can fetch; env COUPOND_BASE_URL)")
 	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error (env COUPOND_LOG_LEVEL)")
 	fl.StringVar(&f.logFormat, "log-format", "json", "json, or console for humans (env COUPOND_LOG_FORMAT)")
 	fl.BoolVar(&f.jsonLogs, "json", false, "machine-readable output: the log as JSON (overrides --log-format)")
@@ -122,6 +122,7 @@ func tuneGC(log zerolog.Logger) {
 }
 
 func serve(ctx context.Context, dataDir string, f serveFlags, logOut interface{ Write([]byte) (int, error) }) error {
+	baseURLGiven := f.baseURL != ""
 	if err := f.settle(dataDir); err != nil {
 		return err
 	}
@@ -131,6 +132,7 @@ func serve(ctx context.Context, dataDir string, f serveFlags, logOut interface{ 
 	if err != nil {
 		return err
 	}
+	warnBaseURL(log, f.addr, baseURLGiven)
 	tuneGC(log)
 	reserve, err := waitForSpace(ctx, dataDir, f.diskReserve, f.addr, log)
 	if err != nil {
@@ -247,6 +249,28 @@ func (f *serveFlags) checkListeners() error {
 		return nil
 	}
 	return checkListenAddr("console-addr", f.consoleAddr)
+}
+
+// warnBaseURL warns, naming --base-url, when the base of the signed result
+// links derives from an --addr no client can fetch (given: --base-url or
+// COUPOND_BASE_URL was set): one without a host (":8080") or with an
+// unspecified one ("0.0.0.0:8080", "[::]:8080") makes links such as
+// http://:8080/v1/... It is a warning, not a refusal: such an --addr is
+// a fine listener, and links matter only once a batch job completes.
+func warnBaseURL(log zerolog.Logger, addr string, given bool) {
+	if given {
+		return
+	}
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return
+	}
+	if ip, err := netip.ParseAddr(host); host != "" && (err != nil || !ip.IsUnspecified()) {
+		return
+	}
+	log.Warn().Str("addr", addr).Msg("--addr " + addr + " has no host a client can reach, so the signed result links " +
+		"(resultado_url) would be http://" + addr + "/..., which no one can fetch: set --base-url " +
+		"(env COUPOND_BASE_URL) to the URL clients reach this server at")
 }
 
 // checkListenAddr returns an error naming flag when addr is not a listen
