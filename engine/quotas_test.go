@@ -154,3 +154,58 @@ func TestQuotaConcurrentDecisions(t *testing.T) {
 		})
 	}
 }
+
+// TestDailyCapConcurrentDecisions: N decision requests at once for each
+// of several customers answer exactly min(N, DailyCap) per customer (the
+// others ErrDailyCap), with or without distinct Idempotency-Keys: the cap
+// is checked and counted under the customer's lock, in the state
+// committed before the lock is released.
+func TestDailyCapConcurrentDecisions(t *testing.T) {
+	const customers = 32
+	for _, tc := range []struct {
+		name string
+		n    int
+		keys bool
+	}{
+		{"many requests", 16, false},
+		{"many requests with keys", 16, true},
+		{"fewer than the cap", DailyCap - 1, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e, _ := newTestEngine(t, 2, nil)
+			var answered, capped [customers]atomic.Int64
+			start := make(chan struct{})
+			var wg sync.WaitGroup
+			for c := range customers {
+				for i := range tc.n {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						req := Request{ClienteRef: fmt.Sprintf("ana%d", c), Canal: "email"}
+						if tc.keys {
+							req.IdempotencyKey, req.BodyHash = fmt.Sprintf("k%d-%d", c, i), HashBody([]byte("a"))
+						}
+						<-start
+						switch _, err := e.Decide("acme", req); {
+						case err == nil:
+							answered[c].Add(1)
+						case errors.Is(err, ErrDailyCap):
+							capped[c].Add(1)
+						default:
+							t.Errorf("decision %d of ana%d: %v", i, c, err)
+						}
+					}()
+				}
+			}
+			close(start)
+			wg.Wait()
+			want := min(tc.n, DailyCap)
+			for c := range customers {
+				got := [2]int64{answered[c].Load(), capped[c].Load()}
+				if diff := cmp.Diff([2]int64{int64(want), int64(tc.n - want)}, got); diff != "" {
+					t.Errorf("ana%d: [answered capped] (-want +got):\n%s", c, diff)
+				}
+			}
+		})
+	}
+}
