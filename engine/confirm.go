@@ -77,7 +77,7 @@ type confirmAnswer struct {
 func (e *Engine) Confirm(tenant, id string, c Confirmation) (string, error) {
 	nonce, ok := e.ids.parse(tenant, id)
 	if ok && c.IdempotencyKey != "" {
-		release, err := e.claimKey(tenant, c.IdempotencyKey)
+		release, err := e.flights.claimKey(tenant, c.IdempotencyKey)
 		if err != nil {
 			return "", err
 		}
@@ -135,7 +135,7 @@ func (e *Engine) Confirm(tenant, id string, c Confirmation) (string, error) {
 		return "", ErrDecisionExpired
 	}
 	c.applyTo(r, now)
-	released, sent, err := e.confirmedSends(ts, tenant, r)
+	released, sent, err := e.Campaigns.confirmedSends(ts, tenant, r)
 	if err != nil {
 		return "", err
 	}
@@ -178,7 +178,7 @@ func (c Confirmation) applyTo(r *DecisionRecord, now time.Time) {
 // its descuento_max, when the campaign is defined (or its record damaged),
 // past the caps too: it went out. r.BudgetCents of a modificada decision
 // becomes what it counts. The caller holds the customer lock of r.
-func (e *Engine) confirmedSends(ts *tenantState, tenant string, r *DecisionRecord) (rel, sent Releases, err error) {
+func (c *Campaigns) confirmedSends(ts *tenantState, tenant string, r *DecisionRecord) (rel, sent Releases, err error) {
 	rel, sent = Releases{}, Releases{}
 	if r.CampanaID == "" || r.Estado == EstadoEjecutada {
 		return rel, sent, nil
@@ -193,7 +193,7 @@ func (e *Engine) confirmedSends(ts *tenantState, tenant string, r *DecisionRecor
 	if r.AccionReal == nil || *r.AccionReal == 0 {
 		return rel, sent, nil
 	}
-	if counted, err := e.Campaigns.countsSends(tenant, r.CampanaID); err != nil || !counted {
+	if counted, err := c.countsSends(tenant, r.CampanaID); err != nil || !counted {
 		return rel, sent, err
 	}
 	if a := ts.catalog.Load().Action(*r.AccionReal); a != nil {
@@ -427,7 +427,7 @@ func (e *Engine) Fallback(tenant string, in FallbackInput) error {
 	}
 	var idem []byte
 	if in.IdempotencyKey != "" {
-		release, err := e.claimKey(tenant, in.IdempotencyKey)
+		release, err := e.flights.claimKey(tenant, in.IdempotencyKey)
 		if err != nil {
 			return err
 		}
@@ -462,7 +462,7 @@ func (e *Engine) Fallback(tenant string, in FallbackInput) error {
 		ts.budgetGate.RLock()
 		defer ts.budgetGate.RUnlock()
 	}
-	sent, err := e.fallbackSend(tenant, r, act)
+	sent, err := e.Campaigns.fallbackSend(tenant, r, act)
 	if err != nil {
 		return err
 	}
@@ -483,11 +483,11 @@ func (e *Engine) Fallback(tenant string, in FallbackInput) error {
 // counts against its campaign's budget: one send and act's descuento_max
 // (also set as r.BudgetCents) when the campaign is defined (or its record
 // damaged), past the caps too, since it went out; none otherwise.
-func (e *Engine) fallbackSend(tenant string, r *DecisionRecord, act *Action) (Releases, error) {
+func (c *Campaigns) fallbackSend(tenant string, r *DecisionRecord, act *Action) (Releases, error) {
 	if act == nil || r.CampanaID == "" {
 		return nil, nil
 	}
-	if counted, err := e.Campaigns.countsSends(tenant, r.CampanaID); err != nil || !counted {
+	if counted, err := c.countsSends(tenant, r.CampanaID); err != nil || !counted {
 		return nil, err
 	}
 	r.BudgetCents = act.DescuentoMaxCents

@@ -83,7 +83,7 @@ func TestConfirmIdempotencyKey(t *testing.T) {
 			}
 		})
 	}
-	release, err := e.claimKey("acme", "c-3")
+	release, err := e.flights.claimKey("acme", "c-3")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/coupond/coupond/api"
@@ -201,7 +202,7 @@ func (e *Engine) Decide(tenant string, req Request) (*Decision, error) {
 // or a new decision (decideAndCommit).
 func (e *Engine) decideOrReplay(ts *tenantState, t *store.Tenant, now time.Time, req Request) (*Decision, error) {
 	if req.IdempotencyKey != "" {
-		release, err := e.claimKey(t.ID, req.IdempotencyKey)
+		release, err := e.flights.claimKey(t.ID, req.IdempotencyKey)
 		if err != nil {
 			return nil, err
 		}
@@ -214,22 +215,42 @@ func (e *Engine) decideOrReplay(ts *tenantState, t *store.Tenant, now time.Time,
 	return e.decideAndCommit(ts, t, now, req)
 }
 
+// keyFlights are the Idempotency-Keys (tenant NUL key) whose first
+// request, or whose pruning, is running.
+type keyFlights struct {
+	mu sync.Mutex
+	m  map[string]struct{}
+}
+
 // claimKey marks tenant's Idempotency-Key key as in flight until release
 // is called, or returns ErrIdempotencyConflict while another request with
 // it runs.
-func (e *Engine) claimKey(tenant, key string) (release func(), err error) {
+func (f *keyFlights) claimKey(tenant, key string) (release func(), err error) {
 	flight := tenant + "\x00" + key
-	e.inflightMu.Lock()
-	defer e.inflightMu.Unlock()
-	if _, busy := e.inflight[flight]; busy {
+	if !f.tryMark(flight) {
 		return nil, ErrIdempotencyConflict
 	}
-	e.inflight[flight] = struct{}{}
-	return func() {
-		e.inflightMu.Lock()
-		delete(e.inflight, flight)
-		e.inflightMu.Unlock()
-	}, nil
+	return func() { f.unmark(flight) }, nil
+}
+
+// tryMark marks flight as in flight; false when it already was.
+func (f *keyFlights) tryMark(flight string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, busy := f.m[flight]; busy {
+		return false
+	}
+	f.m[flight] = struct{}{}
+	return true
+}
+
+// unmark ends the given flights.
+func (f *keyFlights) unmark(flights ...string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, fl := range flights {
+		delete(f.m, fl)
+	}
 }
 
 // decideAndCommit makes the decision of req under its customer's lock and
@@ -699,28 +720,16 @@ func (e *Engine) PruneIdempotency(tenant string) (int, error) {
 // key's in-flight mark until the commit.
 func (e *Engine) pruneIdem(tenant string, keys []string, now time.Time) (int, error) {
 	var marks []string
-	defer func() {
-		e.inflightMu.Lock()
-		for _, m := range marks {
-			delete(e.inflight, m)
-		}
-		e.inflightMu.Unlock()
-	}()
+	defer func() { e.flights.unmark(marks...) }()
 	b := e.db.NewBatch()
 	defer b.Close()
 	n := 0
 	for _, k := range keys {
 		flight := tenant + "\x00" + k
-		e.inflightMu.Lock()
-		_, busy := e.inflight[flight]
-		if !busy {
-			e.inflight[flight] = struct{}{}
-			marks = append(marks, flight)
-		}
-		e.inflightMu.Unlock()
-		if busy {
+		if !e.flights.tryMark(flight) {
 			continue
 		}
+		marks = append(marks, flight)
 		raw, err := e.db.Idempotency(tenant, k) // read again: a request may have renewed it
 		if err != nil {
 			continue

@@ -71,9 +71,8 @@ type Engine struct {
 	// scratch lends online decisions their scratch memory.
 	scratch scratchPool
 
-	// inflight holds the Idempotency-Keys whose first request is running.
-	inflightMu sync.Mutex
-	inflight   map[string]struct{}
+	// flights holds the Idempotency-Keys whose first request is running.
+	flights keyFlights
 }
 
 // core is what every duty shares: the store, the clocks, the seeded
@@ -196,7 +195,7 @@ func New(cfg Config) *Engine {
 		Quarantine: &Quarantine{core: c},
 		Quotas:     c.quotas,
 		nonceRand:  newNonceSource(seed),
-		inflight:   map[string]struct{}{},
+		flights:    keyFlights{m: map[string]struct{}{}},
 	}
 	e.Learner = &Learner{core: c, campaigns: camps, pruneIdempotency: e.PruneIdempotency}
 	return e
