@@ -24,7 +24,6 @@ import (
 	"html/template"
 	"io"
 	"math"
-	"math/rand/v2"
 	"net/http"
 	"strings"
 	"sync"
@@ -127,11 +126,11 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.Set("X-Frame-Options", "DENY")
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Referrer-Policy", "no-referrer")
-	h.Set("X-Trace-Id", newTraceID())
+	h.Set("X-Trace-Id", server.NewTraceID())
 	if c.d.Secure || r.TLS != nil {
 		h.Set("Strict-Transport-Security", hsts)
 	}
-	sw := &statusWriter{ResponseWriter: w}
+	sw := &server.StatusWriter{ResponseWriter: w}
 	defer c.finish(sw, r)
 	if c.crossOrigin.Check(r) != nil {
 		c.page(sw, http.StatusForbidden, "message", msgPage{Title: "Refused", Text: "This form was sent from another site; the console takes forms from its own pages only. Nothing was done."})
@@ -144,56 +143,30 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // nothing of the answer has gone out) and logs every error answer with
 // its trace id. The path is logged without its query (a sign-in link's
 // token travels there), cut to 200 bytes.
-func (c *Console) finish(sw *statusWriter, r *http.Request) {
+func (c *Console) finish(sw *server.StatusWriter, r *http.Request) {
 	if p := recover(); p != nil {
 		if p == http.ErrAbortHandler {
 			panic(p)
 		}
-		if sw.status != 0 {
+		if sw.Status() != 0 {
 			c.d.Log.Error().Str("trace_id", traceOf(sw)).Str("panic", fmt.Sprint(p)).Msg("console: panic after the answer began")
 			panic(http.ErrAbortHandler)
 		}
 		c.internal(sw, fmt.Errorf("panic: %v", p))
 	}
-	if sw.status < 400 {
+	if sw.Status() < 400 {
 		return
 	}
 	ev := c.d.Log.Info()
-	if sw.status >= 500 {
+	if sw.Status() >= 500 {
 		ev = c.d.Log.Warn()
 	}
 	path := r.URL.Path
 	if len(path) > 200 {
 		path = path[:200]
 	}
-	ev.Str("method", r.Method).Str("path", path).Int("status", sw.status).Str("trace_id", traceOf(sw)).Msg("console answer")
+	ev.Str("method", r.Method).Str("path", path).Int("status", sw.Status()).Str("trace_id", traceOf(sw)).Msg("console answer")
 }
-
-// statusWriter remembers the status of the answer written through it.
-type statusWriter struct {
-	http.ResponseWriter
-	status int
-}
-
-func (w *statusWriter) WriteHeader(code int) {
-	if w.status == 0 {
-		w.status = code
-	}
-	w.ResponseWriter.WriteHeader(code)
-}
-
-func (w *statusWriter) Write(b []byte) (int, error) {
-	if w.status == 0 {
-		w.status = http.StatusOK
-	}
-	return w.ResponseWriter.Write(b)
-}
-
-// Unwrap gives http.ResponseController the connection's writer.
-func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
-
-// newTraceID is a random 16-hex-digit trace id, the API's format.
-func newTraceID() string { return fmt.Sprintf("%016x", rand.Uint64()) }
 
 // traceOf is the trace id ServeHTTP gave the answer being written to w.
 func traceOf(w http.ResponseWriter) string { return w.Header().Get("X-Trace-Id") }

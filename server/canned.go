@@ -46,7 +46,7 @@ func jsonCanned(b []byte) ([]byte, cannedAnswer, bool) {
 	if !ok {
 		return nil, cannedAnswer{}, false
 	}
-	a := cannedAnswer{status: code, reason: reason, trace: newTraceID()}
+	a := cannedAnswer{status: code, reason: reason, trace: NewTraceID()}
 	msg, ok := cannedMessages[code]
 	if !ok {
 		msg = "petición HTTP rechazada"

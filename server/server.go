@@ -194,32 +194,40 @@ func (c *call) now() time.Time { return c.tenant.Now(c.start) }
 // request whose client went away before the answer (nginx's 499).
 const statusClientGone = 499
 
-type statusWriter struct {
+// StatusWriter remembers the status of the answer written through it
+// (Status; 0 before anything is written): the access log's, and the
+// console's.
+type StatusWriter struct {
 	http.ResponseWriter
 	status int
 }
 
-func (w *statusWriter) WriteHeader(code int) {
+// Status is the status written so far, 0 before anything.
+func (w *StatusWriter) Status() int { return w.status }
+
+func (w *StatusWriter) WriteHeader(code int) {
 	if w.status == 0 {
 		w.status = code
 	}
 	w.ResponseWriter.WriteHeader(code)
 }
 
-func (w *statusWriter) Write(b []byte) (int, error) {
+func (w *StatusWriter) Write(b []byte) (int, error) {
 	if w.status == 0 {
 		w.status = http.StatusOK
 	}
 	return w.ResponseWriter.Write(b)
 }
 
-func (w *statusWriter) Flush() {
+func (w *StatusWriter) Flush() {
 	if f, ok := w.ResponseWriter.(http.Flusher); ok {
 		f.Flush()
 	}
 }
 
-func newTraceID() string {
+// NewTraceID is a random trace id of 16 hex digits: the X-Trace-Id of
+// every answer (the API's and the console's).
+func NewTraceID() string {
 	var b [8]byte
 	v := rand.Uint64()
 	for i := range b {
@@ -230,8 +238,8 @@ func newTraceID() string {
 
 func (s *Server) wrap(rt route) httprouter.Handle {
 	return func(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
-		sw := &statusWriter{ResponseWriter: w}
-		c := &call{w: sw, r: r, params: ps, route: rt.name, trace: newTraceID(), start: s.Now()}
+		sw := &StatusWriter{ResponseWriter: w}
+		c := &call{w: sw, r: r, params: ps, route: rt.name, trace: NewTraceID(), start: s.Now()}
 		sw.Header().Set("X-Trace-Id", c.trace)
 		defer func() {
 			cut := false
@@ -293,7 +301,7 @@ func (s *Server) wrap(rt route) httprouter.Handle {
 // can only be cut short, and cut says the caller must do so (by panicking
 // with http.ErrAbortHandler) after logging the request. A panic with
 // http.ErrAbortHandler, a handler's own cut, goes on as it is.
-func (s *Server) recovered(sw *statusWriter, c *call, p any) (cut bool) {
+func (s *Server) recovered(sw *StatusWriter, c *call, p any) (cut bool) {
 	if p == http.ErrAbortHandler {
 		panic(p)
 	}
