@@ -223,6 +223,9 @@ func (k *eventChecker) check(i int, v schema.Value) (engine.IngestEvent, *engine
 	start := len(k.canon)
 	k.canon = appendContent(k.canon, v)
 	it := engine.IngestEvent{Index: i, Event: ev, Canonical: k.canon[start:len(k.canon):len(k.canon)]}
+	if sameAsWritten(v) {
+		return it, nil
+	}
 	start = len(k.canon)
 	if k.canon = v.AppendJSON(k.canon); bytes.Equal(k.canon[start:], it.Canonical) {
 		k.canon = k.canon[:start]
@@ -230,6 +233,32 @@ func (k *eventChecker) check(i int, v schema.Value) (engine.IngestEvent, *engine
 		it.AsWritten = k.canon[start:len(k.canon):len(k.canon)]
 	}
 	return it, nil
+}
+
+// sameAsWritten reports, without writing either, that appendContent and
+// Value.AppendJSON write the validated event (or object) v alike: it has
+// no null member and no empty object at any depth, and its ts and
+// caducidad are written as the UTC instant's RFC 3339 text already. Most
+// events are so, and need no as-written form (IngestEvent.AsWritten).
+func sameAsWritten(v schema.Value) bool {
+	n := 0
+	for name, m := range v.Members() {
+		n++
+		switch {
+		case m.IsNull():
+			return false
+		case m.Kind() == schema.KindObject:
+			if !sameAsWritten(m) {
+				return false
+			}
+		case name == "ts" || name == "caducidad":
+			var buf [40]byte
+			if string(m.Time().UTC().AppendFormat(buf[:0], time.RFC3339Nano)) != m.String() {
+				return false
+			}
+		}
+	}
+	return n > 0
 }
 
 // appendContent appends the canonical JSON of the validated event (or of

@@ -106,3 +106,34 @@ func TestEventTSBoundsStated(t *testing.T) {
 		}
 	}
 }
+
+// TestSameAsWritten: sameAsWritten, which spares most events their
+// as-written form, says true only when appendContent and AppendJSON write
+// the event alike, and false wherever they differ (nulls, an empty or
+// all-null extra, a ts or caducidad not in UTC RFC 3339 text).
+func TestSameAsWritten(t *testing.T) {
+	head := `{"event_id":"e1","cliente_ref":"cliente-0001","tipo":"CUPON_RECIBIDO","clave":"TA","valor":30,`
+	for _, tc := range []struct {
+		rest string
+		same bool
+	}{
+		{`"ts":"2026-11-02T11:00:00Z"}`, true},
+		{`"ts":"2026-11-02T11:00:00.5Z","extra":{"canal":"sms","caducidad":"2027-01-31T23:59:59Z"}}`, true},
+		{`"ts":"2026-11-02T11:00:00.50Z"}`, false},
+		{`"ts":"2026-11-02T05:00:00-06:00"}`, false},
+		{`"ts":"2026-11-02T11:00:00+00:00"}`, false},
+		{`"ts":"2026-11-02T11:00:00Z","decision_id":null}`, false},
+		{`"ts":"2026-11-02T11:00:00Z","extra":{}}`, false},
+		{`"ts":"2026-11-02T11:00:00Z","extra":{"canal":null}}`, false},
+		{`"ts":"2026-11-02T11:00:00Z","extra":{"caducidad":"2027-01-31T17:59:59-06:00"}}`, false},
+	} {
+		v, err := schema.Parse([]byte(head + tc.rest))
+		if err != nil {
+			t.Fatal(err)
+		}
+		alike := string(appendContent(nil, v)) == string(v.AppendJSON(nil))
+		if got := sameAsWritten(v); got != tc.same || (got && !alike) || (!got && alike) {
+			t.Errorf("%s: sameAsWritten %v (want %v), the two forms alike: %v", tc.rest, got, tc.same, alike)
+		}
+	}
+}
