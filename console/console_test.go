@@ -26,6 +26,7 @@ import (
 	"github.com/coupond/coupond/clock"
 	"github.com/coupond/coupond/engine"
 	"github.com/coupond/coupond/engine/ope"
+	"github.com/coupond/coupond/internal/syncbuf"
 	"github.com/coupond/coupond/server"
 	"github.com/coupond/coupond/store"
 )
@@ -437,7 +438,7 @@ func TestTenantsPagePastUnreadableTenant(t *testing.T) {
 		}
 		return nil, nil
 	}
-	var log syncBuffer
+	var log syncbuf.Buffer
 	h.console.d.Log = zerolog.New(&log)
 	c := h.client()
 	h.signIn(c, h.link())
@@ -459,7 +460,7 @@ func TestTenantsPagePastUnreadableTenant(t *testing.T) {
 	if strings.Contains(page, "input/output error") {
 		t.Errorf("tenants page shows the store's error itself")
 	}
-	if l := log.lines(trace); len(l) != 1 || l[0]["error"] != "store: read: input/output error" || l[0]["tenant"] != "acme" {
+	if l := traceLines(&log, trace); len(l) != 1 || l[0]["error"] != "store: read: input/output error" || l[0]["tenant"] != "acme" {
 		t.Errorf("log lines with the page's trace id: %v; want the error of tenant acme", l)
 	}
 }

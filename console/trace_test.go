@@ -1,7 +1,6 @@
 package console
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"io"
@@ -9,34 +8,19 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/rs/zerolog"
 
+	"github.com/coupond/coupond/internal/syncbuf"
 	"github.com/coupond/coupond/store"
 )
 
-// syncBuffer is a log destination the server's goroutines write to while
-// the test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-// lines returns the logged JSON lines that carry trace_id id.
-func (s *syncBuffer) lines(id string) []map[string]any {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+// traceLines returns the JSON lines of log that carry trace_id id.
+func traceLines(log *syncbuf.Buffer, id string) []map[string]any {
 	var out []map[string]any
-	for _, l := range strings.Split(s.b.String(), "\n") {
+	for _, l := range strings.Split(log.String(), "\n") {
 		var m map[string]any
 		if json.Unmarshal([]byte(l), &m) == nil && m["trace_id"] == id {
 			out = append(out, m)
@@ -53,7 +37,7 @@ var traceRE = regexp.MustCompile(`<p class="muted" id="trace">Trace id <code>([0
 // trace_id, and the 500 page says nothing of the error itself.
 func TestErrorAnswersCarryTraceID(t *testing.T) {
 	h := newHarness(t)
-	var log syncBuffer
+	var log syncbuf.Buffer
 	h.console.d.Log = zerolog.New(&log)
 	c := h.client()
 	if st, _ := get(t, h.client(), h.con.URL+"/login?t="+h.link()); st != http.StatusOK {
@@ -124,7 +108,7 @@ func TestErrorAnswersCarryTraceID(t *testing.T) {
 			if resp.StatusCode != tt.status || m == nil || m[1] != id {
 				t.Fatalf("status %d, X-Trace-Id %q, page's trace id %v; want %d and the same id on the page\n%s", resp.StatusCode, id, m, tt.status, b)
 			}
-			logged := log.lines(id)
+			logged := traceLines(&log, id)
 			if len(logged) == 0 {
 				t.Errorf("no log line with trace_id %s", id)
 			}
