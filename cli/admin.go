@@ -182,8 +182,9 @@ func printTenant(w io.Writer, v tenantView) error {
 	}
 	fmt.Fprintf(w, "tenant:   %s\nkind:     %s\ncreated:  %s\nnow:      %s\n", v.Tenant, kind, v.CreatedAt.Format(time.RFC3339), v.Now.Format(time.RFC3339))
 	s := v.Settings
-	fmt.Fprintf(w, "settings: shadow=%v paused=%v reward-window=%s reward-grace=%s control-share=%g control-kind=%s\n          quota-decisions-day=%d quota-events-day=%d optout-penalty-mxn=%.2f rate-limits=%v\n",
-		s.Shadow, s.Paused, s.RewardWindow, s.RewardGrace, s.ControlShare, s.ControlKind, s.QuotaDecisionsDay, s.QuotaEventsDay, s.OptoutPenaltyMXN, s.RateLimits)
+	fmt.Fprintf(w, "settings: shadow=%v paused=%v rate-limits=%v reward-window=%s reward-grace=%s\n", s.Shadow, s.Paused, s.RateLimits, s.RewardWindow, s.RewardGrace)
+	fmt.Fprintf(w, "          control-share=%g control-kind=%s optout-penalty-mxn=%.2f\n", s.ControlShare, s.ControlKind, s.OptoutPenaltyMXN)
+	fmt.Fprintf(w, "          quota-decisions-day=%d quota-events-day=%d\n", s.QuotaDecisionsDay, s.QuotaEventsDay)
 	for _, sec := range []struct {
 		name string
 		m    map[string]any

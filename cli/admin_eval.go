@@ -46,16 +46,16 @@ func evaluateCmd(a *app) *cobra.Command {
 	return cmd
 }
 
-// interval prints an estimate with its interval: n/a when it has no
-// value, "no interval" when its spread cannot be estimated.
-func interval(e ope.Estimate) string {
+// intervalOf prints an estimate's 95 % interval: n/a when the estimate
+// has no value, "no interval" when its spread cannot be estimated.
+func intervalOf(e ope.Estimate) string {
 	switch {
 	case math.IsNaN(e.Value):
 		return "n/a"
 	case math.IsNaN(e.Lo) || math.IsNaN(e.Hi):
-		return fmt.Sprintf("%9.2f %-20s", cents(e.Value), "(no interval)")
+		return "(no interval)"
 	}
-	return fmt.Sprintf("%9.2f [%8.2f, %8.2f]", cents(e.Value), cents(e.Lo), cents(e.Hi))
+	return fmt.Sprintf("[%.2f, %.2f]", cents(e.Lo), cents(e.Hi))
 }
 
 // cents returns an amount in MXN to print with two decimals: 0 when it
@@ -78,14 +78,15 @@ func cell(format string, v float64) string {
 
 // printEvaluation prints ev as text: a header naming the tenant, the
 // campaign evaluated ("(all)" without --campana), the policy version and
-// the records used, then the estimates.
+// the records used, then the estimates, one line per policy and estimator
+// so that the table stays within 100 columns whatever the amounts. Without
+// records it says so in words instead of a table of n/a.
 func printEvaluation(w io.Writer, ev *engine.Evaluation) error {
 	campana := ev.Campana
 	if campana == "" {
 		campana = "(all)"
 	}
-	fmt.Fprintf(w, "tenant %s  campana %s  politica_version %s  records %d  (MXN of reward per decision over the reward window)\n",
-		ev.Tenant, campana, ev.PoliticaVersion, ev.Records)
+	fmt.Fprintf(w, "tenant %s  campana %s  records %d\npolitica_version %s\n", ev.Tenant, campana, ev.Records, ev.PoliticaVersion)
 	if len(ev.Excluded) > 0 {
 		var out []string
 		for _, why := range slices.Sorted(maps.Keys(ev.Excluded)) {
@@ -93,44 +94,81 @@ func printEvaluation(w io.Writer, ev *engine.Evaluation) error {
 		}
 		fmt.Fprintf(w, "left out: %s\n", strings.Join(out, ", "))
 	}
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "POLICY\tIPS [95%]\tSNIPS [95%]\tDR [95%]\tESS\tMAX WEIGHT")
-	for _, p := range ev.Policies {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", p.Policy, interval(p.IPS), interval(p.SNIPS), interval(p.DR), cell("%.0f", p.ESS), cell("%.1f", p.MaxWeight))
+	if ev.Records == 0 {
+		fmt.Fprintln(w, "no decision to evaluate yet: none is confirmed ejecutada with its reward final outside the control group")
+	} else {
+		printEstimates(w, ev.Policies)
 	}
-	tw.Flush()
 	fmt.Fprintf(w, "logged behaviour (measured): %s  n=%d\n", measured(ev.Logged), ev.Logged.N)
 	fmt.Fprintf(w, "control group (measured):    %s  n=%d\n", measured(ev.Control), ev.Control.N)
 	printGuard(w, ev.Guard)
 	return nil
 }
 
+// printEstimates prints each policy's IPS, SNIPS and DR estimates with
+// their intervals, one line each, in MXN of reward per decision over the
+// reward window.
+func printEstimates(w io.Writer, policies []engine.PolicyValue) {
+	fmt.Fprintln(w, "estimates in MXN of reward per decision over the reward window:")
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "POLICY\tESS\tMAX WEIGHT\tESTIMATOR\tVALUE\t95% INTERVAL")
+	for _, p := range policies {
+		for i, e := range []struct {
+			name string
+			est  ope.Estimate
+		}{{"IPS", p.IPS}, {"SNIPS", p.SNIPS}, {"DR", p.DR}} {
+			name, ess, mw := "", "", ""
+			if i == 0 {
+				name, ess, mw = p.Policy, cell("%.0f", p.ESS), cell("%.1f", p.MaxWeight)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", name, ess, mw, e.name, cell("%.2f", cents(e.est.Value)), intervalOf(e.est))
+		}
+	}
+	tw.Flush()
+}
+
 // printGuard prints the policy guard's state and its running doubly robust
-// estimates (faded over about a reward window).
+// estimates (faded over about a reward window); before any reward is
+// learned it says there is no estimate yet instead of a value of 0.
 func printGuard(w io.Writer, g policy.GuardStatus) {
 	state := "inactive"
 	if g.Active {
 		state = fmt.Sprintf("ACTIVE: exploiting baseline %d (0 = never send)", g.Baseline)
 	}
-	fmt.Fprintf(w, "policy guard: %s  switches %d  learned policy %.2f MXN  effective rewards %.0f\n", state, g.Switches, cents(g.Policy), g.Rewards)
+	value := "no estimate yet (no reward learned)"
+	if g.Rewards > 0 {
+		value = fmt.Sprintf("%.2f MXN over %.0f effective rewards", cents(g.Policy), g.Rewards)
+	}
+	fmt.Fprintf(w, "policy guard: %s  switches %d\n  learned policy: %s\n", state, g.Switches, value)
 	for _, b := range g.Baselines {
 		fmt.Fprintf(w, "  baseline %d: %.2f MXN  policy − baseline %+.2f (SE %s)\n", b.Accion, cents(b.Value), cents(b.Diff), seText(b.SE))
 	}
 	printGate(w, g.Gate)
 }
 
-// printGate prints the send gate: its state, the share of the model's
-// coupon choices it sends, and its test of those choices against
-// never-send.
+// printGate prints the send gate: its state and its test of the model's
+// coupon choices against never-send, then a table of the frequency bands
+// with the share of the choices each sends and its own test. A test over
+// no decision says so, not a difference of 0.
 func printGate(w io.Writer, g *policy.GateStatus) {
 	if g == nil {
 		return
 	}
-	fmt.Fprintf(w, "send gate: %s  choice − never-send %+.2f MXN (SE %s) over %.0f effective decisions\n", g.State, cents(g.Diff), seText(g.SE), g.N)
-	for i, b := range g.Bands {
-		fmt.Fprintf(w, "  band %d (%s tickets a year): %s  sends %.0f %% of the coupon choices  choice − never-send %+.2f MXN (SE %s) over %.0f\n",
-			i, b.Tickets, b.State, 100*b.Sending, cents(b.Diff), seText(b.SE), b.N)
+	if g.N == 0 {
+		fmt.Fprintf(w, "send gate: %s  no decision tested against never-send yet\n", g.State)
+	} else {
+		fmt.Fprintf(w, "send gate: %s  choice − never-send %+.2f MXN (SE %s) over %.0f effective decisions\n", g.State, cents(g.Diff), seText(g.SE), g.N)
 	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "  BAND\tTICKETS A YEAR\tSTATE\tSENDS\tCHOICE − NEVER-SEND (MXN)\tSE\tEFFECTIVE DECISIONS")
+	for i, b := range g.Bands {
+		test := "none tested yet"
+		if b.N > 0 {
+			test = fmt.Sprintf("%+.2f\t%s\t%.0f", cents(b.Diff), seText(b.SE), b.N)
+		}
+		fmt.Fprintf(tw, "  %d\t%s\t%s\t%.0f %%\t%s\n", i, b.Tickets, b.State, 100*b.Sending, test)
+	}
+	tw.Flush()
 }
 
 // seText prints a policy estimate's standard error in MXN; policy reports

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"encoding/json"
+	"fmt"
 	"maps"
 	"math"
 	"os"
@@ -9,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -28,19 +30,19 @@ func TestPrintGuardShowsGate(t *testing.T) {
 			{Tickets: "8-25", State: "probando", Sending: 0.25}}}}
 	var b strings.Builder
 	printGuard(&b, g)
-	want := `policy guard: inactive  switches 0  learned policy 12.50 MXN  effective rewards 900
+	want := `policy guard: inactive  switches 0
+  learned policy: 12.50 MXN over 900 effective rewards
 send gate: abierta  choice − never-send +3.20 MXN (SE 1.10) over 4000 effective decisions
-  band 0 (0-1 tickets a year): probando  sends 25 % of the coupon choices  choice − never-send -0.40 MXN (SE 2.00) over 900
-  band 1 (2-7 tickets a year): abierta  sends 90 % of the coupon choices  choice − never-send +5.50 MXN (SE 1.50) over 3100
-  band 2 (8-25 tickets a year): probando  sends 25 % of the coupon choices  choice − never-send +0.00 MXN (SE n/a) over 0
+  BAND  TICKETS A YEAR  STATE     SENDS  CHOICE − NEVER-SEND (MXN)  SE    EFFECTIVE DECISIONS
+  0     0-1             probando  25 %   -0.40                      2.00  900
+  1     2-7             abierta   90 %   +5.50                      1.50  3100
+  2     8-25            probando  25 %   none tested yet
 `
 	if diff := cmp.Diff(want, b.String()); diff != "" {
 		t.Errorf("printGuard (-want +got):\n%s", diff)
 	}
 }
 
-// TestInterval: an estimate prints with its interval, without one when its
-// spread is unknown, and as n/a when it has no value.
 // TestCell: ESS and the largest weight of an evaluation without records
 // print n/a, not NaN.
 func TestCell(t *testing.T) {
@@ -54,20 +56,19 @@ func TestCell(t *testing.T) {
 	}
 }
 
-func TestInterval(t *testing.T) {
+func TestIntervalOf(t *testing.T) {
 	nan := math.NaN()
 	for _, tc := range []struct {
 		e    ope.Estimate
 		want string
 	}{
-		{ope.Estimate{Value: 1.5, Lo: 1, Hi: 2}, "     1.50 [    1.00,     2.00]"},
-		{ope.Estimate{Value: -0.5, Lo: nan, Hi: nan}, "    -0.50 (no interval)       "},
+		{ope.Estimate{Value: 1.5, Lo: 1, Hi: 2}, "[1.00, 2.00]"},
+		{ope.Estimate{Value: -0.5, Lo: nan, Hi: nan}, "(no interval)"},
 		{ope.Estimate{Value: nan, Lo: nan, Hi: nan}, "n/a"},
-		{ope.Estimate{Value: -0.001, Lo: -0.004, Hi: 0.002}, "     0.00 [    0.00,     0.00]"},
-		{ope.Estimate{Value: -0.001, Lo: nan, Hi: nan}, "     0.00 (no interval)       "},
+		{ope.Estimate{Value: -0.001, Lo: -0.004, Hi: 0.002}, "[0.00, 0.00]"},
 	} {
-		if got := interval(tc.e); got != tc.want {
-			t.Errorf("interval(%+v) = %q, want %q", tc.e, got, tc.want)
+		if got := intervalOf(tc.e); got != tc.want {
+			t.Errorf("intervalOf(%+v) = %q, want %q", tc.e, got, tc.want)
 		}
 	}
 }
@@ -186,10 +187,12 @@ func TestAmountsNeverNegativeZero(t *testing.T) {
 			Bands: []policy.GateBandStatus{{Tickets: "0-1", State: "probando", Diff: tiny, SE: new(0.5), N: 10, Sending: 0.5}}}}
 	var b strings.Builder
 	printGuard(&b, g)
-	want := `policy guard: inactive  switches 0  learned policy 0.00 MXN  effective rewards 10
+	want := `policy guard: inactive  switches 0
+  learned policy: 0.00 MXN over 10 effective rewards
   baseline 0: 0.00 MXN  policy − baseline +0.00 (SE 0.50)
 send gate: probando  choice − never-send +0.00 MXN (SE 0.50) over 10 effective decisions
-  band 0 (0-1 tickets a year): probando  sends 50 % of the coupon choices  choice − never-send +0.00 MXN (SE 0.50) over 10
+  BAND  TICKETS A YEAR  STATE     SENDS  CHOICE − NEVER-SEND (MXN)  SE    EFFECTIVE DECISIONS
+  0     0-1             probando  50 %   +0.00                      0.50  10
 `
 	if diff := cmp.Diff(want, b.String()); diff != "" {
 		t.Errorf("printGuard (-want +got):\n%s", diff)
@@ -236,11 +239,13 @@ func TestPrintEvaluationHeader(t *testing.T) {
 		want    []string
 	}{
 		{"", []string{
-			"tenant acme  campana (all)  politica_version v3  records 40  (MXN of reward per decision over the reward window)",
+			"tenant acme  campana (all)  records 40",
+			"politica_version v3",
 			"left out: fallback 2, reward_not_final 300",
 		}},
 		{"navidad", []string{
-			"tenant acme  campana navidad  politica_version v3  records 40  (MXN of reward per decision over the reward window)",
+			"tenant acme  campana navidad  records 40",
+			"politica_version v3",
 			"left out: fallback 2, reward_not_final 300",
 		}},
 	} {
@@ -251,8 +256,8 @@ func TestPrintEvaluationHeader(t *testing.T) {
 		if err := printEvaluation(&b, ev); err != nil {
 			t.Fatal(err)
 		}
-		lines := strings.SplitN(b.String(), "\n", 3)
-		if diff := cmp.Diff(tc.want, lines[:2]); diff != "" {
+		lines := strings.SplitN(b.String(), "\n", 4)
+		if diff := cmp.Diff(tc.want, lines[:3]); diff != "" {
 			t.Errorf("campana %q: header (-want +got):\n%s", tc.campana, diff)
 		}
 	}
@@ -271,5 +276,88 @@ func TestEvaluateNamesCampana(t *testing.T) {
 		if out := string(runIn(t, dir, args...)); !strings.HasPrefix(out, "tenant acme"+want) {
 			t.Errorf("%v: header does not say %q:\n%s", args, want, out)
 		}
+	}
+}
+
+// fullGuard is a guard status with every line admin evaluate and admin
+// tenant show print: baselines and four gate bands with large figures.
+func fullGuard() policy.GuardStatus {
+	se := new(1234.56)
+	band := func(tickets string) policy.GateBandStatus {
+		return policy.GateBandStatus{Tickets: tickets, State: "probando", Diff: -12345.67, SE: se, N: 123456, Sending: 0.5}
+	}
+	return policy.GuardStatus{Active: true, Baseline: 2, Switches: 12, Policy: 12345.67, Rewards: 123456,
+		Baselines: []policy.BaselineStatus{{Accion: 0, Value: 12345.67, Diff: -12345.67, SE: se}, {Accion: 2, Value: 12345.67, Diff: -12345.67}},
+		Gate: &policy.GateStatus{State: "probando", Diff: -12345.67, SE: se, N: 123456,
+			Bands: []policy.GateBandStatus{band("0-1"), band("2-7"), band("8-25"), band("26+")}}}
+}
+
+// TestAdminTextFitsHundredColumns: admin evaluate's and admin tenant
+// show's text stays within 100 columns with four-digit amounts, a
+// coupon's name in a policy and every setting at a wide value. The
+// evaluation table ran to 120 columns, the gate's band lines to 122 and
+// the settings line to 106.
+func TestAdminTextFitsHundredColumns(t *testing.T) {
+	est := ope.Estimate{Value: 1234.56, Lo: -1234.56, Hi: 12345.67, StdErr: 1}
+	pv := func(name string) engine.PolicyValue {
+		return engine.PolicyValue{Policy: name, IPS: est, SNIPS: est, DR: est, ESS: 123456, MaxWeight: 1234.5}
+	}
+	ev := &engine.Evaluation{Tenant: "tenant-with-a-long-id-0123456789", Campana: "navidad-2026", PoliticaVersion: "v123456-20270106T165833",
+		Records: 123456, Excluded: map[string]int{"reward_not_final": 123456, "fallback": 12, "unconfirmed": 1234},
+		Policies: []engine.PolicyValue{pv("current_policy"), pv("never_send"), pv("always_1_10% en abarrotes"), pv("always_2_$30 en tu próxima compra")},
+		Logged:   engine.MeasuredValue{N: 123456, Mean: 1234.56, Lo: 1200.12, Hi: 1300.12}, Control: engine.MeasuredValue{N: 1234, Mean: 1234.56, Lo: 1200.12, Hi: 1300.12},
+		Guard: fullGuard()}
+	var b strings.Builder
+	if err := printEvaluation(&b, ev); err != nil {
+		t.Fatal(err)
+	}
+	g := fullGuard()
+	tv := tenantView{Tenant: ev.Tenant, Settings: settingsView{Shadow: true, Paused: true, RewardWindow: "365d", RewardGrace: "30d", ControlShare: 0.125,
+		ControlKind: "regla_actual", QuotaDecisionsDay: 1_000_000_000, QuotaEventsDay: 1_000_000_000, OptoutPenaltyMXN: 123456.78, RateLimits: true},
+		Usage: map[string]any{"policy_version": ev.PoliticaVersion}, Guard: &g, Warnings: []string{}}
+	if err := printTenant(&b, tv); err != nil {
+		t.Fatal(err)
+	}
+	var long []string
+	for line := range strings.Lines(b.String()) {
+		if n := utf8.RuneCountInString(strings.TrimSuffix(line, "\n")); n > 100 {
+			long = append(long, fmt.Sprintf("%d: %s", n, line))
+		}
+	}
+	if len(long) > 0 {
+		t.Errorf("lines over 100 columns:\n%s\nin:\n%s", strings.Join(long, ""), b.String())
+	}
+}
+
+// TestEvaluationEmptyStatesInWords: with nothing to evaluate, no reward
+// learned and no decision tested by the gate, admin evaluate says so in
+// words; it printed a table of n/a, "learned policy 0.00 MXN" and
+// "choice − never-send +0.00 MXN (SE n/a) over 0", which read as
+// estimates of 0.
+func TestEvaluationEmptyStatesInWords(t *testing.T) {
+	nan := math.NaN()
+	none := ope.Estimate{Value: nan, Lo: nan, Hi: nan, StdErr: nan}
+	ev := &engine.Evaluation{Tenant: "acme", PoliticaVersion: "v0-prior", Excluded: map[string]int{},
+		Policies: []engine.PolicyValue{{Policy: "current_policy", IPS: none, SNIPS: none, DR: none, ESS: nan, MaxWeight: nan}},
+		Logged:   engine.MeasuredValue{Mean: nan, Lo: nan, Hi: nan}, Control: engine.MeasuredValue{Mean: nan, Lo: nan, Hi: nan},
+		Guard: policy.GuardStatus{Baselines: []policy.BaselineStatus{}, Gate: &policy.GateStatus{State: "probando",
+			Bands: []policy.GateBandStatus{{Tickets: "0-1", State: "probando", Sending: 0.5}}}}}
+	var b strings.Builder
+	if err := printEvaluation(&b, ev); err != nil {
+		t.Fatal(err)
+	}
+	want := `tenant acme  campana (all)  records 0
+politica_version v0-prior
+no decision to evaluate yet: none is confirmed ejecutada with its reward final outside the control group
+logged behaviour (measured): n/a  n=0
+control group (measured):    n/a  n=0
+policy guard: inactive  switches 0
+  learned policy: no estimate yet (no reward learned)
+send gate: probando  no decision tested against never-send yet
+  BAND  TICKETS A YEAR  STATE     SENDS  CHOICE − NEVER-SEND (MXN)  SE  EFFECTIVE DECISIONS
+  0     0-1             probando  50 %   none tested yet
+`
+	if diff := cmp.Diff(want, b.String()); diff != "" {
+		t.Errorf("printEvaluation (-want +got):\n%s", diff)
 	}
 }
