@@ -251,7 +251,10 @@ func (g *abuseGuard) maybeStep(u *credUse, now time.Time) {
 	u.state.Level++
 	u.lastStep = now
 	u.state.Steps = append(u.state.Steps, AbuseStep{At: now.UTC(), Level: levelNames[u.state.Level], Reason: reason})
-	g.log.Warn().Str("tenant", u.tenant).Str("client_id", u.state.ClientID).Str("level", levelNames[u.state.Level]).Str("reason", reason).Msg("abuse escalation")
+	// The step goes in "step" (as in coupond_abuse_escalations_total): the
+	// log's own "level" is the line's severity, and a second "level" key
+	// made log tools read the line at level "aviso" or "suspension".
+	g.log.Warn().Str("tenant", u.tenant).Str("client_id", u.state.ClientID).Str("step", levelNames[u.state.Level]).Str("reason", reason).Msg("abuse escalation")
 	if g.onStep != nil {
 		g.onStep(u.tenant, levelNames[u.state.Level])
 	}

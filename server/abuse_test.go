@@ -1,10 +1,13 @@
 package server
 
 import (
+	"bytes"
+	"encoding/json"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/rs/zerolog"
 )
 
 // newAbuseHarness is newHarness with tenant "acme", a token to publish
@@ -255,5 +258,38 @@ func TestAbuseDamagedStateQuarantined(t *testing.T) {
 		if st.LevelName() != "aviso" {
 			t.Errorf("%s: level %s, want aviso", st.ClientID, st.LevelName())
 		}
+	}
+}
+
+// TestAbuseStepLogLine: each step is logged as a warning whose JSON has one
+// "level" (the severity, "warn") and the step in "step"; the step once went
+// in a second "level" key, which log tools read instead of the severity.
+func TestAbuseStepLogLine(t *testing.T) {
+	h, _, id, _ := newAbuseHarness(t)
+	var buf bytes.Buffer
+	g := newAbuseGuard(DefaultAbuseConfig(), h.db, zerolog.New(&buf), nil)
+	at := testStart
+	for range 4 {
+		g.signal("acme", id, "recarga: prueba", at)
+		at = at.Add(DefaultAbuseConfig().StepInterval)
+	}
+	type line struct{ Level, Step, Message string }
+	var got []line
+	for _, raw := range bytes.Split(bytes.TrimSpace(buf.Bytes()), []byte("\n")) {
+		levels := bytes.Count(raw, []byte(`"level":`))
+		var l line
+		if err := json.Unmarshal(raw, &l); err != nil || levels != 1 {
+			t.Errorf("log line with %d level keys (%v): %s", levels, err, raw)
+		}
+		got = append(got, l)
+	}
+	want := []line{
+		{"warn", "aviso", "abuse escalation"},
+		{"warn", "freno", "abuse escalation"},
+		{"warn", "cuarentena", "abuse escalation"},
+		{"warn", "suspension", "abuse escalation"},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("escalation log lines (-want +got):\n%s", diff)
 	}
 }
