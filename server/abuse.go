@@ -287,15 +287,22 @@ func (g *abuseGuard) factor(level int) float64 {
 // ErrNoAbuseState is returned when clearing a credential that was never flagged.
 var ErrNoAbuseState = errors.New("server: credential has no escalation")
 
-// Clear resets a credential to normal, records who cleared it and lifts a
-// suspension.
+// ClearAbuse resets a credential to normal, records who cleared it and
+// lifts a suspension. A credential still marked suspended whose escalation
+// state is gone (a damaged state set aside at start, so the guard holds it
+// at normal) is cleared as well: without that nothing could lift its
+// suspension. ErrNoAbuseState when there is nothing to clear.
 func (s *Server) ClearAbuse(clientID string, now time.Time) (*AbuseState, error) {
 	g := s.abuse
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	u := g.creds[clientID]
 	if u == nil || u.state.Level == levelNormal {
-		return nil, ErrNoAbuseState
+		cred, ok := g.db.Credential(clientID)
+		if !ok || !cred.Suspended {
+			return nil, ErrNoAbuseState
+		}
+		u = g.use(cred.Tenant, clientID)
 	}
 	u.state.Level = levelNormal
 	u.state.Steps = append(u.state.Steps, AbuseStep{At: now.UTC(), Level: levelNames[levelNormal], Reason: "despejado por el operador"})

@@ -7,7 +7,10 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/rs/zerolog"
+
+	"github.com/coupond/coupond/store"
 )
 
 // newAbuseHarness is newHarness with tenant "acme", a token to publish
@@ -291,5 +294,40 @@ func TestAbuseStepLogLine(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("escalation log lines (-want +got):\n%s", diff)
+	}
+}
+
+// TestAbuseClearLiftsOrphanSuspension: "admin abuse clear" lifts a
+// suspension whose escalation state was lost (a damaged state is set aside
+// at start and the guard holds the credential at normal, while the
+// credential record stays suspended); it used to answer "not escalated"
+// and leave the credential refused for good. A credential neither
+// escalated nor suspended still has nothing to clear.
+func TestAbuseClearLiftsOrphanSuspension(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		suspended bool
+		wantErr   error
+		wantCode  int // the credential's token on a request after the clear
+	}{
+		{"suspended, state lost", true, nil, 200},
+		{"never escalated", false, ErrNoAbuseState, 200},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h, tok, id, _ := newAbuseHarness(t)
+			if _, err := h.db.UpdateCredential(id, func(c *store.Credential) error { c.Suspended = tc.suspended; return nil }); err != nil {
+				t.Fatal(err)
+			}
+			srv := New(h.srv.Deps) // a restart: no escalation state is stored
+			_, err := srv.ClearAbuse(id, testStart)
+			c, _ := h.db.Credential(id)
+			got := []any{err, c.Suspended}
+			if diff := cmp.Diff([]any{tc.wantErr, false}, got, cmpopts.EquateErrors()); diff != "" {
+				t.Errorf("ClearAbuse error, still suspended (-want +got):\n%s", diff)
+			}
+			if st, _ := h.do("POST", "/v1/eventos", tok, map[string]any{"eventos": []any{purchase("c1", "cliente-01", testStart, 1, 1)}}); st != tc.wantCode {
+				t.Errorf("request after the clear: %d, want %d", st, tc.wantCode)
+			}
+		})
 	}
 }
