@@ -41,19 +41,39 @@ import (
 //	          (a flood shows as a pico, refused requests included)
 //	recarga   a request of events that were almost all duplicates (history reloaded)
 //
+// and, per UTC day of real time, judged once the day's last decision has
+// had a whole day to be confirmed (so at most one step a day from it):
+//
+//	sin confirmar  more than UnconfirmedRatio of at least UnconfirmedMin
+//	               coupon sends (online decisions with accion ≠ 0, not
+//	               fallback) that the credential got were never confirmed,
+//	               by any credential of the tenant. At most
+//	               UnconfirmedSample sends a day are followed, the first
+//	               ones; the tally is kept in memory and starts again at a
+//	               restart.
+//
+// A minute is closed when the credential's next request arrives in a later
+// minute, or by the sweep that any request runs once a minute, so a flood
+// followed by silence is judged as well.
+//
 // The operator clears a credential with "admin abuse clear CLIENT_ID".
 type AbuseConfig struct {
-	PeakFactor   float64
-	MinPeak      int
-	ErrorRatio   float64
-	MinRequests  int
-	StepInterval time.Duration
-	BrakeFactor  float64
+	PeakFactor        float64
+	MinPeak           int
+	ErrorRatio        float64
+	MinRequests       int
+	UnconfirmedRatio  float64
+	UnconfirmedMin    int
+	UnconfirmedSample int
+	StepInterval      time.Duration
+	BrakeFactor       float64
 }
 
 // DefaultAbuseConfig are the documented thresholds.
 func DefaultAbuseConfig() AbuseConfig {
-	return AbuseConfig{PeakFactor: 10, MinPeak: 600, ErrorRatio: 0.5, MinRequests: 100, StepInterval: 10 * time.Minute, BrakeFactor: 0.25}
+	return AbuseConfig{PeakFactor: 10, MinPeak: 600, ErrorRatio: 0.5, MinRequests: 100,
+		UnconfirmedRatio: 0.9, UnconfirmedMin: 200, UnconfirmedSample: 2000,
+		StepInterval: 10 * time.Minute, BrakeFactor: 0.25}
 }
 
 // Abuse levels.
@@ -94,15 +114,33 @@ type credUse struct {
 	pending  []string
 	state    AbuseState
 	lastStep time.Time
+	sends    []sendDay // oldest first
+}
+
+// sendDay is the coupon sends a credential got in one UTC day of real time
+// that the unconfirmed trigger follows (keys of abuseGuard.sent), and how
+// many of them were confirmed.
+type sendDay struct {
+	day       int64 // Unix seconds / 86400
+	keys      []string
+	confirmed int
+}
+
+// sentRef is who got a followed send, and on which day.
+type sentRef struct {
+	clientID string
+	day      int64
 }
 
 type abuseGuard struct {
-	cfg    AbuseConfig
-	db     *store.DB
-	log    zerolog.Logger
-	mu     sync.Mutex
-	creds  map[string]*credUse
-	onStep func(tenant, step string) // metrics; may be nil
+	cfg       AbuseConfig
+	db        *store.DB
+	log       zerolog.Logger
+	mu        sync.Mutex
+	creds     map[string]*credUse
+	sent      map[string]sentRef        // tenant + "\x00" + decision_id, until confirmed or judged
+	lastSweep int64                     // minute (Unix seconds / 60) of the last sweep
+	onStep    func(tenant, step string) // metrics; may be nil
 }
 
 // quarantineFunc moves a damaged record of tenant to quarantine and
@@ -114,7 +152,7 @@ type quarantineFunc func(tenant string, key, v []byte, cause error) error
 // its key is handed to quarantine (nil: only logged) and not loaded: that
 // credential starts again at normal.
 func newAbuseGuard(cfg AbuseConfig, db *store.DB, log zerolog.Logger, quarantine quarantineFunc) *abuseGuard {
-	g := &abuseGuard{cfg: cfg, db: db, log: log, creds: map[string]*credUse{}}
+	g := &abuseGuard{cfg: cfg, db: db, log: log, creds: map[string]*credUse{}, sent: map[string]sentRef{}}
 	type bad struct {
 		key, v []byte
 		err    error
@@ -199,6 +237,9 @@ func (g *abuseGuard) observe(tenant, clientID string, status int, now time.Time)
 		g.closeMinute(u, now)
 		u.minute, u.count, u.errors = m, 0, 0
 	}
+	if m > g.lastSweep {
+		g.sweep(now)
+	}
 	u.count++
 	if status >= 400 && status < 500 && status != statusClientGone && status != http.StatusTooManyRequests {
 		u.errors++
@@ -213,6 +254,87 @@ func (g *abuseGuard) signal(tenant, clientID, reason string, now time.Time) {
 	u := g.use(tenant, clientID)
 	u.pending = append(u.pending, reason)
 	g.maybeStep(u, now)
+}
+
+// sweep closes every credential's minute that ended before now's (a flood
+// followed by silence is judged too; the credential then waits for its next
+// request to open a minute) and judges their days of sends that are old
+// enough.
+func (g *abuseGuard) sweep(now time.Time) {
+	m := now.Unix() / 60
+	g.lastSweep = m
+	for _, u := range g.creds {
+		if u.minute >= 0 && u.minute < m {
+			g.closeMinute(u, now)
+			u.minute, u.count, u.errors = -1, 0, 0
+		}
+		if len(u.sends) > 0 {
+			g.judgeSends(u, now)
+			g.maybeStep(u, now)
+		}
+	}
+}
+
+// issued follows a coupon send that clientID got (a replay of a followed
+// one is not counted again), up to UnconfirmedSample a day.
+func (g *abuseGuard) issued(tenant, clientID, decisionID string, now time.Time) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	key := tenant + "\x00" + decisionID
+	if _, ok := g.sent[key]; ok {
+		return
+	}
+	u := g.use(tenant, clientID)
+	g.judgeSends(u, now)
+	day := now.Unix() / 86400
+	if n := len(u.sends); n == 0 || u.sends[n-1].day != day {
+		u.sends = append(u.sends, sendDay{day: day})
+	}
+	d := &u.sends[len(u.sends)-1]
+	if len(d.keys) >= g.cfg.UnconfirmedSample {
+		return
+	}
+	d.keys = append(d.keys, key)
+	g.sent[key] = sentRef{clientID, day}
+}
+
+// confirmed counts the confirmation of a followed send, whichever
+// credential of the tenant confirmed it.
+func (g *abuseGuard) confirmed(tenant, decisionID string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	key := tenant + "\x00" + decisionID
+	ref, ok := g.sent[key]
+	if !ok {
+		return
+	}
+	delete(g.sent, key)
+	if u := g.creds[ref.clientID]; u != nil {
+		for i := range u.sends {
+			if u.sends[i].day == ref.day {
+				u.sends[i].confirmed++
+			}
+		}
+	}
+}
+
+// judgeSends judges each of u's days of sends whose last send has had a
+// whole day to be confirmed (now's day is at least two later), adds the
+// anomaly when too many went unconfirmed, and stops following them.
+func (g *abuseGuard) judgeSends(u *credUse, now time.Time) {
+	today := now.Unix() / 86400
+	for len(u.sends) > 0 && u.sends[0].day <= today-2 {
+		d := u.sends[0]
+		n, open := len(d.keys), len(d.keys)-d.confirmed
+		if n >= g.cfg.UnconfirmedMin && float64(open) > g.cfg.UnconfirmedRatio*float64(n) {
+			day := time.Unix(d.day*86400, 0).UTC().Format(time.DateOnly)
+			u.pending = append(u.pending, fmt.Sprintf("sin confirmar: %d de %d envíos del %s sin confirmación tras un día", open, n, day))
+		}
+		for _, k := range d.keys {
+			delete(g.sent, k)
+		}
+		u.sends = u.sends[1:]
+	}
 }
 
 func (g *abuseGuard) closeMinute(u *credUse, now time.Time) {

@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
 
@@ -329,5 +330,105 @@ func TestAbuseClearLiftsOrphanSuspension(t *testing.T) {
 				t.Errorf("request after the clear: %d, want %d", st, tc.wantCode)
 			}
 		})
+	}
+}
+
+// TestAbuseUnconfirmedSends: a day of coupon sends of which more than 90 %
+// were never confirmed a whole day later is an anomaly (the warning first);
+// enough confirmations, too few sends, or one send replayed are not. The
+// day is judged once, when a request arrives two UTC days later.
+func TestAbuseUnconfirmedSends(t *testing.T) {
+	day0 := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name             string
+		sends, confirmed int
+		sameID           bool
+		want             string
+	}{
+		{"almost none confirmed", 250, 10, false, "aviso"},
+		{"most confirmed", 250, 240, false, "normal"},
+		{"too few sends to judge", 150, 0, false, "normal"},
+		{"one send replayed", 250, 0, true, "normal"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := newAbuseGuard(DefaultAbuseConfig(), newHarness(t).db, zerolog.Nop(), nil)
+			g.observe("acme", "k1", 200, day0)
+			for i := range tc.sends {
+				id := fmt.Sprintf("d%d", i)
+				if tc.sameID {
+					id = "d0"
+				}
+				g.issued("acme", "k1", id, day0.Add(time.Duration(i)*time.Second))
+			}
+			for i := range tc.confirmed {
+				g.confirmed("acme", fmt.Sprintf("d%d", i))
+			}
+			g.observe("acme", "k1", 200, day0.Add(24*time.Hour)) // a day later: not judged yet
+			if got := levelNames[g.level("k1")]; got != "normal" {
+				t.Fatalf("judged before the day's sends had a day: %s", got)
+			}
+			g.observe("acme", "k2", 200, day0.Add(39*time.Hour)) // another credential's request, two days on
+			if got := levelNames[g.level("k1")]; got != tc.want {
+				t.Errorf("level %s, want %s", got, tc.want)
+			}
+			if len(g.sent) != 0 {
+				t.Errorf("%d sends still followed after their day was judged", len(g.sent))
+			}
+		})
+	}
+}
+
+// TestAbuseFloodThenSilence: a credential's peak minute followed by
+// silence is judged by the sweep that another credential's request runs;
+// it used to wait for the flooder's own next request, forever if none came.
+func TestAbuseFloodThenSilence(t *testing.T) {
+	g := newAbuseGuard(DefaultAbuseConfig(), newHarness(t).db, zerolog.Nop(), nil)
+	at := testStart
+	for range 30 { // the usual: 20 requests a minute
+		for range 20 {
+			g.observe("acme", "flood", 200, at)
+		}
+		at = at.Add(time.Minute)
+	}
+	for range 700 {
+		g.observe("acme", "flood", 200, at)
+	}
+	g.observe("acme", "quiet", 200, at.Add(2*time.Minute))
+	if got := levelNames[g.level("flood")]; got != "aviso" {
+		t.Errorf("flooder after silence: %s, want aviso", got)
+	}
+	if got := levelNames[g.level("quiet")]; got != "normal" {
+		t.Errorf("other credential: %s, want normal", got)
+	}
+}
+
+// TestAbuseFollowsSendsAndConfirmations: the pipeline hands the guard each
+// answered coupon send and each confirmation, so a confirmed send stops
+// being followed.
+func TestAbuseFollowsSendsAndConfirmations(t *testing.T) {
+	h, tok := newCatalogHarness(t, 2, func(s *store.Settings) { s.RateLimits = true; s.ControlShare = 0 })
+	var sent string
+	for i := 0; i < 200 && sent == ""; i++ {
+		st, d := h.do("POST", "/v1/decisiones", tok, map[string]any{"cliente_ref": fmt.Sprintf("cliente-%04d", i), "contexto": map[string]any{"canal": "email"}})
+		if st != 200 {
+			t.Fatalf("decision: %d %v", st, d)
+		}
+		if d["accion"].(float64) != 0 {
+			sent = d["decision_id"].(string)
+		}
+	}
+	if sent == "" {
+		t.Fatal("no coupon sent in 200 decisions")
+	}
+	g := h.srv.abuse
+	followed := func() bool { g.mu.Lock(); defer g.mu.Unlock(); _, ok := g.sent["acme\x00"+sent]; return ok }
+	if !followed() {
+		t.Fatal("the send is not followed")
+	}
+	if st, body := h.do("POST", "/v1/decisiones/"+sent+"/ejecucion", tok, map[string]any{"ejecutada": true}); st != 200 {
+		t.Fatalf("confirmation: %d %v", st, body)
+	}
+	if followed() {
+		t.Error("a confirmed send is still followed")
 	}
 }

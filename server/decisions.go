@@ -78,6 +78,9 @@ func (s *Server) handleDecide(c *call) error {
 		return decideError(err)
 	}
 	c.answer = answer{http.StatusOK, d}
+	if d.Accion != 0 && !d.EnRespaldo {
+		c.sent = d.DecisionID
+	}
 	return nil
 }
 
@@ -145,6 +148,7 @@ func (s *Server) handleConfirm(c *call) error {
 		return err
 	}
 	c.answer = answer{http.StatusOK, map[string]string{"decision_id": id, "estado_ejecucion": estado}}
+	c.confirmed = id
 	return nil
 }
 

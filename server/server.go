@@ -177,6 +177,9 @@ type call struct {
 	// anomaly is what the handler saw that the abuse guard weighs (a
 	// history reload); the pipeline reports it with the request's status.
 	anomaly string
+	// sent is the decision id of an answered coupon send, confirmed the id
+	// of a decision confirmed: the abuse guard's unconfirmed trigger.
+	sent, confirmed string
 }
 
 // answer is a handler's JSON answer: its status and body. The pipeline
@@ -275,6 +278,12 @@ func (s *Server) wrap(rt route) httprouter.Handle {
 						s.abuse.signal(c.tenant.ID, c.clientID, c.anomaly, c.start)
 					}
 					s.abuse.observe(c.tenant.ID, c.clientID, status, c.start)
+					if c.sent != "" {
+						s.abuse.issued(c.tenant.ID, c.clientID, c.sent, c.start)
+					}
+					if c.confirmed != "" {
+						s.abuse.confirmed(c.tenant.ID, c.confirmed)
+					}
 				}
 			}
 			ev.Msg("request")
