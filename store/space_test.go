@@ -123,3 +123,39 @@ func TestMaintenanceAfterWALFailure(t *testing.T) {
 		}
 	})
 }
+
+// TestMaintenanceOnFullLog: Flush and Compact (a deletion pass, at start
+// too) on a store whose write-ahead log can no longer be written, with no
+// commit failed before, answer ErrFull and stop writes. They used to
+// rotate the log at once, and Pebble closing a log it cannot write panics
+// with its mutex released: a fatal error that ended the process.
+func TestMaintenanceOnFullLog(t *testing.T) {
+	for _, op := range []struct {
+		name string
+		run  func(db *DB) error
+	}{
+		{"flush", func(db *DB) error { return db.Flush() }},
+		{"compact", func(db *DB) error { return db.Compact(t.Context(), []byte{0}, []byte{0xff}) }},
+	} {
+		t.Run(op.name, func(t *testing.T) {
+			db, faults := walFaults(t)
+			b := db.NewBatch()
+			b.Set([]byte("k"), []byte("1"))
+			if err := b.Commit(); err != nil {
+				t.Fatal(err)
+			}
+			b.Close()
+			faults.On()
+			if err := op.run(db); !errors.Is(err, ErrFull) {
+				t.Errorf("%s with the log full: %v, want ErrFull", op.name, err)
+			}
+			if sp := db.Space(); !sp.Failed {
+				t.Errorf("%s with the log full: %+v, want writes stopped", op.name, sp)
+			}
+			faults.Off()
+			if v, err := db.Get([]byte("k")); err != nil || string(v) != "1" {
+				t.Errorf("value after the failed %s: %q %v", op.name, v, err)
+			}
+		})
+	}
+}

@@ -105,10 +105,11 @@ func (db *DB) Close() error { return db.pdb.Close() }
 // simulated stores and tests.
 func NewMemFS() vfs.FS { return vfs.NewMem() }
 
-// Flush writes the memtable out to an sstable. After a failed commit it
-// answers ErrFailed (see stopped).
+// Flush writes the memtable out to an sstable. After a failed commit, or
+// when the write-ahead log cannot be written (walWritable), it answers
+// ErrFailed (with ErrFull when the disk is full).
 func (db *DB) Flush() error {
-	if err := db.stopped("flush"); err != nil {
+	if err := db.walWritable("flush"); err != nil {
 		return err
 	}
 	if err := db.pdb.Flush(); err != nil {
@@ -357,10 +358,10 @@ func (s *Snapshot) Scan(lower, upper []byte, fn func(key, value []byte) error) e
 func (s *Snapshot) Close() error { return s.s.Close() }
 
 // Compact compacts [lower, upper) so deleted data is physically removed from
-// the sstables, not only shadowed by tombstones. After a failed commit it
-// answers ErrFailed (see stopped).
+// the sstables, not only shadowed by tombstones. It fails as Flush does
+// when the write-ahead log cannot be written.
 func (db *DB) Compact(ctx context.Context, lower, upper []byte) error {
-	if err := db.stopped("compact"); err != nil {
+	if err := db.walWritable("compact"); err != nil {
 		return err
 	}
 	if err := db.pdb.Flush(); err != nil {
@@ -408,6 +409,26 @@ func (db *DB) recovered(p any, err *error) {
 func (db *DB) stopped(op string) error {
 	if db.space.failed.Load() {
 		return fmt.Errorf("store: %s: %w", op, ErrFailed)
+	}
+	return nil
+}
+
+// walWritable returns stopped's error, or, when the write-ahead log cannot
+// be written now (a full disk), Commit's: it commits a synced log-only
+// record first. A flush rotates the log, and Pebble closing a log it
+// cannot write panics with its mutex released, a fatal error no recover
+// stops (the process would die at a deletion pass on a full disk); a
+// commit that meets the same failure is recovered (see space.go) and stops
+// writes instead.
+func (db *DB) walWritable(op string) error {
+	if err := db.stopped(op); err != nil {
+		return err
+	}
+	b := db.NewBatch()
+	defer b.Close()
+	_ = b.b.LogData(nil, nil)
+	if err := b.Commit(); err != nil {
+		return fmt.Errorf("store: %s: %w", op, err)
 	}
 	return nil
 }
