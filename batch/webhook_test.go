@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -562,5 +563,37 @@ func TestSlowReceiverDelaysOnlyItsTenant(t *testing.T) {
 	time.Sleep(2500 * time.Millisecond)
 	if n := slowHits.Load(); n != 1 {
 		t.Errorf("slow receiver hit %d times while its first attempt was in flight, want 1", n)
+	}
+}
+
+// TestWebhookPostponementLoggedOnce: while the store refuses writes (a
+// full disk, until a restart) a due message cannot have its attempt
+// recorded and waits; that is logged once, not on every delivery pass
+// (every second, for every tenant with messages due).
+func TestWebhookPostponementLoggedOnce(t *testing.T) {
+	fs, full := storefs.WithWriteFaults(storefs.Mem(), func(path string) error { return fmt.Errorf("%s: %w", path, syscall.ENOSPC) })
+	e := newJobEnv(t, fs, "db", 2, -1)
+	lines := &lineCounter{msg: "postponed", at: func() {}}
+	w := NewWebhooks(e.db, NewDeliverer(DelivererConfig{AllowPrivate: true}), zerolog.New(lines).Level(zerolog.InfoLevel), e.clock.Now, 1)
+	if _, err := w.Register("acme", "http://127.0.0.1:9/hook", []string{EventLoteCompletado}, jobsStart); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Enqueue(&Job{Tenant: "acme", ID: "lote_lleno", CampanaID: "camp", Estado: api.EstadoCompletado}); err != nil {
+		t.Fatal(err)
+	}
+	full.On()
+	b := e.db.NewBatch()
+	b.Set([]byte("otro"), []byte("x"))
+	if err := b.Commit(); !errors.Is(err, store.ErrFailed) {
+		t.Fatalf("commit on a full disk: %v, want store.ErrFailed", err)
+	}
+	b.Close()
+	for range 5 {
+		if n := w.DeliverDue(t.Context()); n != 0 {
+			t.Errorf("DeliverDue made %d attempts it could not record", n)
+		}
+	}
+	if diff := cmp.Diff(1, lines.n); diff != "" {
+		t.Errorf("postponement log lines over 5 passes (-want +got):\n%s", diff)
 	}
 }

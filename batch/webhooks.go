@@ -48,6 +48,9 @@ type Webhooks struct {
 	slots    chan struct{} // bounds the tenant passes running at once
 	obs      Observer
 	counters *engine.Counters
+	// postponed is set while the queue cannot record attempts (a full
+	// disk): the postponement is logged once, not on every pass.
+	postponed atomic.Bool
 }
 
 // NewWebhooks builds the webhook service.
@@ -246,8 +249,11 @@ func (w *Webhooks) deliverDue(ctx context.Context, tenant string, due []dueItem)
 		if err != nil {
 			// Nothing is attempted that the queue does not record: the
 			// message stays due for a later pass.
-			log.Error().Err(err).Msg("webhook queue commit: attempt postponed")
+			w.notePostponed(err, log)
 			break
+		}
+		if w.postponed.CompareAndSwap(true, false) {
+			w.log.Info().Msg("webhook deliveries resumed: the queue records attempts again")
 		}
 		n++
 		outcome := w.attempt(ctx, tenant, reg, q, next != nil, log)
@@ -264,6 +270,18 @@ func (w *Webhooks) deliverDue(ctx context.Context, tenant string, due []dueItem)
 		}
 	}
 	return n
+}
+
+// notePostponed logs that the queue could not record an attempt (err),
+// once until an attempt is recorded again: a store that refuses writes
+// (a full disk, until a restart) would otherwise log an error every
+// second for every tenant with messages due.
+func (w *Webhooks) notePostponed(err error, log zerolog.Logger) {
+	if w.postponed.CompareAndSwap(false, true) {
+		log.Error().Err(err).Msg("webhook queue commit: deliveries postponed until the store takes writes again")
+		return
+	}
+	log.Debug().Err(err).Msg("webhook queue commit: attempt postponed")
 }
 
 // record moves the message at key, before its attempt q.Attempt is made,
