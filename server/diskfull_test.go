@@ -9,9 +9,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/rs/zerolog"
 
 	"github.com/coupond/coupond/engine"
+	"github.com/coupond/coupond/internal/apitest"
 	"github.com/coupond/coupond/privacy"
 	"github.com/coupond/coupond/store"
 	"github.com/coupond/coupond/store/storefs"
@@ -158,4 +160,39 @@ func TestENOSPCInjected(t *testing.T) {
 		t.Errorf("check after restart: %+v %v", st, err)
 	}
 	t.Logf("statuses %v, %d acknowledged", statuses, len(acked))
+}
+
+// TestStoreStoppedSaysWhy: once a write failed inside the store, a write
+// answers 503 almacenamiento_lleno whose mensaje says a restart is needed
+// (it promised writes would resume by themselves), and /readyz names the
+// cause: the lack of space, or another I/O error (EIO was reported as a
+// full disk).
+func TestStoreStoppedSaysWhy(t *testing.T) {
+	for _, tt := range []struct {
+		errno  syscall.Errno
+		motivo string
+	}{
+		{syscall.ENOSPC, "una escritura falló dentro del almacén por falta de espacio: libere espacio y reinicie coupond"},
+		{syscall.EIO, "una escritura falló dentro del almacén por un error de entrada/salida del disco: revise el disco y reinicie coupond"},
+	} {
+		t.Run(tt.errno.Error(), func(t *testing.T) {
+			fs, faults := storefs.WithWriteFaults(storefs.Mem(), func(path string) error { return fmt.Errorf("%s: %w", path, tt.errno) })
+			h := newHarnessOn(t, fs)
+			h.tenant("acme", true, func(s *store.Settings) { s.RateLimits = false })
+			tok := h.token("acme", allScopes...)
+			faults.On()
+			var got []string
+			for _, id := range []string{"e1", "e2"} { // the failing write, then one the store refuses at once
+				resp := h.raw("POST", "/v1/eventos", tok, map[string]any{"eventos": []any{purchaseAt(id, "ana-00000001", testStart)}})
+				body := apitest.Object(t, resp)
+				got = append(got, fmt.Sprint(resp.StatusCode, " ", body["codigo"], " ", body["mensaje"], " ", resp.Header.Get("Retry-After") != ""))
+			}
+			_, ready := h.do("GET", "/readyz", "", nil)
+			got = append(got, fmt.Sprint(ready["motivo"]))
+			stopped := "503 almacenamiento_lleno " + storageStopped + " true"
+			if diff := cmp.Diff([]string{stopped, stopped, tt.motivo}, got); diff != "" {
+				t.Errorf("answers after a failed write (-want +got):\n%s", diff)
+			}
+		})
+	}
 }

@@ -52,6 +52,22 @@ var errorTable = map[kind]struct {
 	kindBadRequest:          {http.StatusBadRequest, "esquema_invalido", "petición mal enmarcada: el cuerpo llegó roto, incompleto o a destiempo"},
 }
 
+// storageStopped is the mensaje of 503 almacenamiento_lleno once a write
+// failed inside the store (store.ErrFailed): writes resume only after a
+// restart, which kindStorageFull's own mensaje does not say.
+const storageStopped = "el almacén dejó de aceptar escrituras tras un fallo del disco; se reanudan cuando se reinicie coupond; reintente tras Retry-After segundos"
+
+// storageFull is the 503 almacenamiento_lleno of a write the store
+// refuses; failed: a write failed inside the store (store.ErrFailed), and
+// the mensaje says that only a restart ends it.
+func storageFull(failed bool) *apiError {
+	ae := &apiError{kind: kindStorageFull, retryAfter: storageRetry}
+	if failed {
+		ae.msg = storageStopped
+	}
+	return ae
+}
+
 // storageRetry is the Retry-After of 503 almacenamiento_lleno, in seconds.
 const storageRetry = 30
 
@@ -121,7 +137,7 @@ func (s *Server) writeError(w http.ResponseWriter, c *call, err error) {
 	var ae *apiError
 	if errors.Is(err, store.ErrFull) || errors.Is(err, store.ErrFailed) {
 		s.log.Warn().Err(err).Str("trace_id", c.trace).Str("route", c.route).Msg("write refused: storage full")
-		ae = &apiError{kind: kindStorageFull, retryAfter: storageRetry}
+		ae = storageFull(errors.Is(err, store.ErrFailed))
 	} else if !errors.As(err, &ae) {
 		ev := s.log.Error()
 		if c.r.Context().Err() != nil {

@@ -20,8 +20,11 @@ func (s *Server) handleReady(c *call) error {
 	if sp := s.DB.Space(); sp.Low || sp.Failed {
 		motivo := fmt.Sprintf("espacio libre %d MiB por debajo de la reserva de %d MiB: se rechazan las escrituras hasta que haya espacio",
 			sp.Avail>>20, sp.Reserve>>20)
-		if sp.Failed {
+		switch {
+		case sp.Failed && sp.NoSpace:
 			motivo = "una escritura falló dentro del almacén por falta de espacio: libere espacio y reinicie coupond"
+		case sp.Failed:
+			motivo = "una escritura falló dentro del almacén por un error de entrada/salida del disco: revise el disco y reinicie coupond"
 		}
 		c.answer = answer{http.StatusServiceUnavailable, map[string]string{"estado": "almacenamiento_lleno", "motivo": motivo}}
 		return nil

@@ -337,7 +337,7 @@ func (s *Server) serve(rt route, c *call) error {
 			return &apiError{kind: kindPaused, retryAfter: 60}
 		}
 		if refusesWrites(rt) && s.DB.WritesRefused() {
-			return &apiError{kind: kindStorageFull, retryAfter: storageRetry}
+			return storageFull(s.DB.Space().Failed)
 		}
 		factor := s.abuse.factor(s.abuse.level(c.clientID))
 		if !c.tenant.Settings.RateLimits && c.tenant.Sandbox {

@@ -46,6 +46,7 @@ type space struct {
 	total   atomic.Uint64
 	known   atomic.Bool // the file system reports its usage
 	failed  atomic.Bool // a commit failed fatally (see ErrFailed)
+	noSpace atomic.Bool // ... for want of space (else an I/O error)
 }
 
 // SpaceStatus is what the store knows of its file system's free space.
@@ -56,6 +57,9 @@ type SpaceStatus struct {
 	Known   bool   `json:"known"`  // the file system reports its usage
 	Low     bool   `json:"low"`    // below the reserve: writes refused
 	Failed  bool   `json:"failed"` // a commit failed fatally: restart needed
+	// NoSpace tells, when Failed, that the failure was the disk's lack of
+	// space; false: another I/O error (EIO, a read-only file system).
+	NoSpace bool `json:"no_space,omitempty"`
 }
 
 // DefaultReserve is the contract's default reserve for a file system of
@@ -103,7 +107,7 @@ func (db *DB) Space() SpaceStatus {
 	db.WritesRefused()
 	s := &db.space
 	return SpaceStatus{Reserve: s.reserve.Load(), Avail: s.avail.Load(), Total: s.total.Load(), Known: s.known.Load(),
-		Low: s.low.Load(), Failed: s.failed.Load()}
+		Low: s.low.Load(), Failed: s.failed.Load(), NoSpace: s.noSpace.Load()}
 }
 
 func (db *DB) refreshSpace(now time.Time) {
@@ -138,6 +142,7 @@ func (db *DB) commitFailure(err error, fatal *pebbleFatal) error {
 		db.space.low.Store(true)
 		for _, a := range fatal.args {
 			if isNoSpace(a) {
+				db.space.noSpace.Store(true)
 				return fmt.Errorf("store: commit: %w (%w): %s", ErrFull, ErrFailed, fatal.msg)
 			}
 		}
