@@ -62,10 +62,25 @@ func newServeCmd(a *app) *cobra.Command {
 	return cmd
 }
 
+// parseLogLevel reads --log-level: debug, info, warn or error, any case.
+// zerolog.ParseLevel also takes trace, fatal, panic, disabled and numbers,
+// which the flag refuses: "disabled", "fatal" or "7" would drop every
+// error line without a word, and trace has nothing to show.
+func parseLogLevel(level string) (zerolog.Level, error) {
+	switch l := strings.ToLower(level); l {
+	case "debug", "info", "warn", "error":
+		return zerolog.ParseLevel(l)
+	}
+	return zerolog.Disabled, fmt.Errorf("--log-level: want debug, info, warn or error, got %q", level)
+}
+
+// newLogger returns serve's logger writing to w at level (debug, info,
+// warn or error, any case) in format (json or console); a bad value is
+// an error naming its flag.
 func newLogger(level, format string, w interface{ Write([]byte) (int, error) }) (zerolog.Logger, error) {
-	lvl, err := zerolog.ParseLevel(strings.ToLower(level))
-	if err != nil || level == "" {
-		return zerolog.Nop(), fmt.Errorf("--log-level: want debug, info, warn or error, got %q", level)
+	lvl, err := parseLogLevel(level)
+	if err != nil {
+		return zerolog.Nop(), err
 	}
 	switch format {
 	case "json":
