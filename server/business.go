@@ -20,7 +20,8 @@ import (
 // tenants.
 //
 // Adding a series is one entry: a counter in newBusiness and a call where
-// the event happens, or a tenantGauge in gauges (read at scrape time), or
+// the event happens, or a tenantGauge in gauges (its value taken at scrape
+// time from the tenantReading, which readTenant fills once per tenant), or
 // for a process-wide value m.reg.MustRegister(prometheus.NewGaugeFunc(…)).
 type business struct {
 	tenantLabel bool
@@ -44,6 +45,8 @@ type business struct {
 	actions   map[string]map[int]bool
 
 	gauges []tenantGauge
+	// read reads a tenant for the gauges, once per tenant and scrape.
+	read func(tenant string) tenantReading
 }
 
 // maxActionLabels bounds the action ids besides 0 that
@@ -63,13 +66,37 @@ type decisionLabels struct {
 	accion                  int
 }
 
-// tenantGauge is a per-tenant value read at scrape time. Without the tenant
-// label the tenants' values are summed, or their maximum taken with max or
-// their minimum with min (0 without tenants).
+// tenantGauge is a per-tenant value shown at scrape time, taken from the
+// tenant's tenantReading. Without the tenant label the tenants' values are
+// summed, or their maximum taken with max or their minimum with min (0
+// without tenants).
 type tenantGauge struct {
 	name, help string
 	max, min   bool
-	read       func(tenant string) (float64, error)
+	value      func(r *tenantReading) (float64, error)
+}
+
+// tenantReading is what the tenant gauges show of one tenant, read once
+// per scrape and tenant (business.read): the learner backlog is a scan of
+// the tenant's due rewards (up to backlogLimit keys, and the deleted ones
+// until compaction), which two gauges read once each per scrape. An error
+// leaves out of the scrape only the gauges that show that part.
+type tenantReading struct {
+	backlog    engine.LearnerBacklog
+	backlogErr error
+	guard      guardReading
+	guardErr   error
+	// quarantined counts the event requests held in abuse quarantine.
+	quarantined int
+}
+
+// guardReading is what the gauges show of the tenant's policy guard
+// (engine's Learner.Guard).
+type guardReading struct {
+	active, gateOpen bool
+	switches         int
+	policy           float64 // the policy's estimated value, MXN per decision
+	vsBaseline       float64 // the smallest policy value minus a baseline's; 0 without any
 }
 
 // Decision outcomes (label outcome of coupond_decisions_total).
@@ -208,32 +235,43 @@ func (b *business) jobEnded(tenant, estado string, lines int) {
 	b.with(b.batchLines, tenant).Add(float64(lines))
 }
 
-// Collect reads every tenant gauge for tenants.
+// collect reads each of tenants once (b.read) and sends every tenant
+// gauge of them.
 func (b *business) collect(ch chan<- prometheus.Metric, tenants []string) {
+	readings := make([]tenantReading, len(tenants))
+	for i, t := range tenants {
+		readings[i] = b.read(t)
+	}
 	for _, g := range b.gauges {
 		if b.tenantLabel {
 			desc := prometheus.NewDesc(g.name, g.help, []string{"tenant"}, nil)
-			for _, t := range tenants {
-				if v, err := g.read(t); err == nil {
+			for i, t := range tenants {
+				if v, err := g.value(&readings[i]); err == nil {
 					ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, v, t)
 				}
 			}
 			continue
 		}
-		total, seen := 0.0, false
-		for _, t := range tenants {
-			v, err := g.read(t)
-			switch {
-			case err != nil:
-			case !g.max && !g.min:
-				total += v
-			case !seen || g.max && v > total || g.min && v < total: // a maximum may be below 0
-				total = v
-			}
-			seen = seen || err == nil
-		}
-		ch <- prometheus.MustNewConstMetric(prometheus.NewDesc(g.name, g.help, nil, nil), prometheus.GaugeValue, total)
+		ch <- prometheus.MustNewConstMetric(prometheus.NewDesc(g.name, g.help, nil, nil), prometheus.GaugeValue, g.combine(readings))
 	}
+}
+
+// combine is g's value over every tenant, without the tenant label: the
+// sum, or the largest (max) or smallest (min); 0 without any.
+func (g tenantGauge) combine(readings []tenantReading) float64 {
+	total, seen := 0.0, false
+	for i := range readings {
+		v, err := g.value(&readings[i])
+		switch {
+		case err != nil:
+		case !g.max && !g.min:
+			total += v
+		case !seen || g.max && v > total || g.min && v < total: // a maximum may be below 0
+			total = v
+		}
+		seen = seen || err == nil
+	}
+	return total
 }
 
 // tenantCollector adapts business.collect to the registry.
@@ -251,69 +289,41 @@ func (c tenantCollector) Collect(ch chan<- prometheus.Metric) { c.b.collect(ch, 
 const backlogLimit = 100_000
 
 // watchTenants registers the gauges read at scrape time from the engine
-// and the abuse guard.
+// and the abuse guard, each tenant read once per scrape (readTenant).
 func (s *Server) watchTenants() {
 	b := s.metrics.business
+	b.read = s.readTenant
+	backlog := func(v func(bl engine.LearnerBacklog) float64) func(r *tenantReading) (float64, error) {
+		return func(r *tenantReading) (float64, error) { return v(r.backlog), r.backlogErr }
+	}
+	guard := func(v func(g guardReading) float64) func(r *tenantReading) (float64, error) {
+		return func(r *tenantReading) (float64, error) { return v(r.guard), r.guardErr }
+	}
 	b.gauges = append(b.gauges,
 		tenantGauge{name: "coupond_learner_lag_seconds", max: true,
-			help: "How long the oldest final-but-unfolded reward has been due, by the tenant clock (0 when the learner keeps up); without the tenant label, the largest.",
-			read: func(t string) (float64, error) {
-				bl, err := s.Engine.Learner.Backlog(t, backlogLimit)
-				return bl.Lag.Seconds(), err
-			}},
+			help:  "How long the oldest final-but-unfolded reward has been due, by the tenant clock (0 when the learner keeps up); without the tenant label, the largest.",
+			value: backlog(func(bl engine.LearnerBacklog) float64 { return bl.Lag.Seconds() })},
 		tenantGauge{name: "coupond_learner_rewards_pending",
-			help: "Rewards whose window and grace have passed but that the learner has not made final yet (counted up to 100000 per tenant).",
-			read: func(t string) (float64, error) {
-				bl, err := s.Engine.Learner.Backlog(t, backlogLimit)
-				return float64(bl.Pending), err
-			}},
+			help:  "Rewards whose window and grace have passed but that the learner has not made final yet (counted up to 100000 per tenant).",
+			value: backlog(func(bl engine.LearnerBacklog) float64 { return float64(bl.Pending) })},
 		tenantGauge{name: "coupond_policy_guard_active",
-			help: "1 while the tenant's policy guard is active: the learned policy is below a baseline (never-send or one action) with confidence and decisions exploit that baseline; without the tenant label, the number of such tenants.",
-			read: func(t string) (float64, error) {
-				g, err := s.Engine.Learner.Guard(t)
-				if err != nil || !g.Active {
-					return 0, err
-				}
-				return 1, nil
-			}},
+			help:  "1 while the tenant's policy guard is active: the learned policy is below a baseline (never-send or one action) with confidence and decisions exploit that baseline; without the tenant label, the number of such tenants.",
+			value: guard(func(g guardReading) float64 { return boolGauge(g.active) })},
 		tenantGauge{name: "coupond_policy_guard_switches",
-			help: "Policy guard activations and releases since the model began (summed without the tenant label).",
-			read: func(t string) (float64, error) {
-				g, err := s.Engine.Learner.Guard(t)
-				return float64(g.Switches), err
-			}},
+			help:  "Policy guard activations and releases since the model began (summed without the tenant label).",
+			value: guard(func(g guardReading) float64 { return float64(g.switches) })},
 		tenantGauge{name: "coupond_policy_value_mxn",
 			help: "The learned policy's estimated value per decision (doubly robust, MXN over the reward window, faded over about a window); without the tenant label, the largest.", max: true,
-			read: func(t string) (float64, error) {
-				g, err := s.Engine.Learner.Guard(t)
-				return g.Policy, err
-			}},
+			value: guard(func(g guardReading) float64 { return g.policy })},
 		tenantGauge{name: "coupond_policy_value_vs_baseline", min: true,
-			help: "The learned policy's estimated value minus its best baseline's (never-send or one action; doubly robust, MXN per decision, faded over about a window); 0 before any estimate; without the tenant label, the smallest.",
-			read: func(t string) (float64, error) {
-				// The smallest difference (0 without any): below 0,
-				// some baseline is estimated to earn more than the policy.
-				g, err := s.Engine.Learner.Guard(t)
-				d := 0.0
-				for i, b := range g.Baselines {
-					if i == 0 || b.Diff < d {
-						d = b.Diff
-					}
-				}
-				return d, err
-			}},
+			help:  "The learned policy's estimated value minus its best baseline's (never-send or one action; doubly robust, MXN per decision, faded over about a window); 0 before any estimate; without the tenant label, the smallest.",
+			value: guard(func(g guardReading) float64 { return g.vsBaseline })},
 		tenantGauge{name: "coupond_policy_gate_open",
-			help: "1 while the tenant's send gate is open: the model's coupon choices beat never-send with confidence and are sent to all but the never-send share (0 while they are tested or the guard holds never-send); without the tenant label, the number of such tenants.",
-			read: func(t string) (float64, error) {
-				g, err := s.Engine.Learner.Guard(t)
-				if err != nil || !g.Gate.Open() {
-					return 0, err
-				}
-				return 1, nil
-			}},
+			help:  "1 while the tenant's send gate is open: the model's coupon choices beat never-send with confidence and are sent to all but the never-send share (0 while they are tested or the guard holds never-send); without the tenant label, the number of such tenants.",
+			value: guard(func(g guardReading) float64 { return boolGauge(g.gateOpen) })},
 		tenantGauge{name: "coupond_abuse_quarantined_requests",
-			help: "Event requests held in abuse quarantine, waiting for 'coupond admin abuse release'.",
-			read: func(t string) (float64, error) { return float64(s.QuarantineCount(t)), nil }},
+			help:  "Event requests held in abuse quarantine, waiting for 'coupond admin abuse release'.",
+			value: func(r *tenantReading) (float64, error) { return float64(r.quarantined), nil }},
 	)
 	s.metrics.reg.MustRegister(tenantCollector{b: b, tenants: func() []string {
 		var ids []string
@@ -322,6 +332,32 @@ func (s *Server) watchTenants() {
 		}
 		return ids
 	}})
+}
+
+// readTenant reads what the tenant gauges show of tenant: its learner
+// backlog (one scan), its policy guard and its abuse quarantine.
+func (s *Server) readTenant(tenant string) tenantReading {
+	var r tenantReading
+	r.backlog, r.backlogErr = s.Engine.Learner.Backlog(tenant, backlogLimit)
+	g, err := s.Engine.Learner.Guard(tenant)
+	r.guard, r.guardErr = guardReading{active: g.Active, gateOpen: g.Gate.Open(), switches: g.Switches, policy: g.Policy}, err
+	// The smallest difference (0 without any): below 0, some baseline
+	// is estimated to earn more than the policy.
+	for i, b := range g.Baselines {
+		if i == 0 || b.Diff < r.guard.vsBaseline {
+			r.guard.vsBaseline = b.Diff
+		}
+	}
+	r.quarantined = s.QuarantineCount(tenant)
+	return r
+}
+
+// boolGauge is 1 for true, 0 for false.
+func boolGauge(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // Observers returns the callbacks through which the batch runner, the
