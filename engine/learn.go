@@ -583,11 +583,13 @@ func (e *core) catalogOf(tenant string) *Catalog {
 
 // RunLearner runs learner passes for every tenant every interval until ctx
 // ends, and every idemPruneEvery deletes expired Idempotency-Key records
-// (PruneIdempotency). Errors are logged and retried on the next pass.
+// (PruneIdempotency). Errors are retried on the next pass; a tenant's
+// failing learner pass is logged once until it works again (learnTenant).
 func (e *Learner) RunLearner(ctx context.Context, interval time.Duration) {
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	var pruned time.Time
+	failing := map[string]bool{}
 	for {
 		select {
 		case <-ctx.Done():
@@ -605,17 +607,34 @@ func (e *Learner) RunLearner(ctx context.Context, interval time.Duration) {
 			}
 		}
 		for _, t := range e.db.Tenants() {
-			for {
-				st, err := e.Learn(t.ID)
-				if err != nil {
-					e.log.Error().Err(err).Str("tenant", t.ID).Msg("learner pass")
-					break
-				}
-				// A pass may be cut short (learnBatchOnline): go on while one does work.
-				if !st.Worked() || ctx.Err() != nil {
-					break
-				}
+			e.learnTenant(ctx, t.ID, failing)
+		}
+	}
+}
+
+// learnTenant runs learner passes for tenant while they do work (a pass
+// may be cut short, learnBatchOnline). A failing pass is logged at error
+// the first time, at debug while it keeps failing (a store that refuses
+// writes would log every tenant every interval), and its end at info;
+// failing holds the tenants whose last pass failed.
+func (e *Learner) learnTenant(ctx context.Context, tenant string, failing map[string]bool) {
+	for {
+		st, err := e.Learn(tenant)
+		if err != nil {
+			ev := e.log.Error()
+			if failing[tenant] {
+				ev = e.log.Debug()
 			}
+			ev.Err(err).Str("tenant", tenant).Msg("learner pass")
+			failing[tenant] = true
+			return
+		}
+		if failing[tenant] {
+			delete(failing, tenant)
+			e.log.Info().Str("tenant", tenant).Msg("learner passes work again")
+		}
+		if !st.Worked() || ctx.Err() != nil {
+			return
 		}
 	}
 }
