@@ -124,6 +124,9 @@ type Runner struct {
 	// stuck (under runMu): a failed job's decisions could not be voided,
 	// it waits en_curso for the next RunPending (endStuck).
 	stuck bool
+	// waiting (under runMu): jobs wait for the store to take writes again;
+	// the wait is logged once, not every round.
+	waiting bool
 
 	mu        sync.Mutex
 	progress  map[string]progress // job key → live counters of a running job
@@ -462,8 +465,17 @@ func (r *Runner) RunPending(ctx context.Context) int {
 			// Below the disk reserve, kept for deletions (contract §8): a
 			// job would write a decision a customer and its result file.
 			// It stays queued until space is back.
-			r.log.Warn().Str("tenant", j.Tenant).Str("job_id", j.ID).Msg("batch job waits: the store is below its disk reserve")
+			ev := r.log.Warn()
+			if r.waiting {
+				ev = r.log.Debug()
+			}
+			ev.Str("tenant", j.Tenant).Str("job_id", j.ID).Msg("batch job waits: the store refuses writes (below its disk reserve, or stopped after a failed write)")
+			r.waiting = true
 			break
+		}
+		if r.waiting {
+			r.waiting = false
+			r.log.Info().Msg("batch jobs run again: the store takes writes")
 		}
 		if !r.process(ctx, j) {
 			// The store refused the job's start (a full disk): the job

@@ -727,6 +727,32 @@ func TestRunPendingStopsWhenStoreRefusesWrites(t *testing.T) {
 	}
 }
 
+// TestRunPendingWaitLoggedOnce: jobs waiting for a store that refuses
+// writes are logged at warn once, not on every round (each minute and
+// each wake-up) while the store refuses.
+func TestRunPendingWaitLoggedOnce(t *testing.T) {
+	fs, full := storefs.WithWriteFaults(storefs.Mem(), func(path string) error { return fmt.Errorf("%s: %w", path, syscall.ENOSPC) })
+	e := newJobEnv(t, fs, "db", 2, -1)
+	if _, err := e.r.Submit("acme", Submission{CampanaID: "camp", Clientes: refsN("espera", 3)}); err != nil {
+		t.Fatal(err)
+	}
+	full.On()
+	b := e.db.NewBatch()
+	b.Set([]byte("otro"), []byte("x"))
+	if err := b.Commit(); !errors.Is(err, store.ErrFailed) {
+		t.Fatalf("commit on a full disk: %v, want store.ErrFailed", err)
+	}
+	b.Close()
+	waits := &lineCounter{msg: "batch job waits", at: func() {}}
+	r := NewRunner(RunnerConfig{DB: e.db, Engine: e.eng, Log: zerolog.New(waits).Level(zerolog.InfoLevel), Dir: e.dir, Now: e.clock.Now, Signer: e.r.Signer})
+	for range 4 {
+		r.RunPending(context.Background())
+	}
+	if waits.n != 1 {
+		t.Errorf("wait logged %d times over 4 rounds, want once", waits.n)
+	}
+}
+
 // TestDamagedJobRecordQuarantined: a job record that does not decode is
 // moved to quarantine and skipped (contract §8); it stopped recovery and
 // every tenant's queue (RunPending ran nothing) for good.
