@@ -780,7 +780,7 @@ func (g *docGen) requestSchemas() {
 		return m
 	}
 	tok := put("PeticionToken", "Client-credentials token request (JSON).", tokenSchema)
-	schemaProps(tok)["scope"] = withDesc(schemaProps(tok)["scope"].(obj), "Optional, space-separated: the token gets only these scopes; one the credential lacks gives 403 `sin_permiso`. Absent: all the credential's scopes.")
+	schemaProps(tok)["scope"] = withDesc(schemaProps(tok)["scope"].(obj), "Optional, space-separated: the token gets only these scopes; one the credential lacks gives 403 `sin_permiso`. Absent or blank: all the credential's scopes.")
 	form := schema.JSONSchema(tokenSchema)
 	form["required"] = []any{"grant_type"}
 	delete(form, "additionalProperties") // other form fields are ignored

@@ -122,6 +122,13 @@ func TestTokenScopeRequest(t *testing.T) {
 	if st != 403 {
 		t.Errorf("scope the credential lacks: %d %v, want 403", st, b)
 	}
+	// A blank scope is an absent one: the credential's scopes, not none.
+	for _, blank := range []string{"", "   ", "\t"} {
+		st, b = h.do("POST", "/v1/token", "", map[string]string{"client_id": id, "client_secret": secret, "grant_type": "client_credentials", "scope": blank})
+		if st != 200 || b["scope"] != "eventos:publicar catalogo:escribir" {
+			t.Errorf("scope %q: %d %v, want the credential's scopes", blank, st, b)
+		}
+	}
 }
 
 func TestUnknownPathAndErrorBody(t *testing.T) {

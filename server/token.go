@@ -102,8 +102,10 @@ func (s *Server) issueToken(c *call) error {
 	if !ok {
 		return errKind(kindInternal)
 	}
-	if req.scope != "" {
-		want, ok := parseScopes(strings.Fields(req.scope))
+	// A scope of only blanks asks for nothing in particular, as an absent
+	// one: the credential's scopes (it gave a token good for nothing).
+	if names := strings.Fields(req.scope); len(names) > 0 {
+		want, ok := parseScopes(names)
 		if !ok || want&^granted != 0 {
 			return &apiError{kind: kindForbidden, msg: "la credencial no tiene alguno de los permisos pedidos en scope", campo: "scope"}
 		}
