@@ -390,7 +390,7 @@ func (s *Server) authenticate(c *call) error {
 		return errKind(kindUnauthenticated)
 	}
 	cred, ok := s.DB.CredentialBytes(clientID)
-	if !ok || !cred.Active() || !cred.AcceptsGeneration(gen, c.start) {
+	if !ok || !cred.Active() || !cred.AcceptsGeneration(gen, c.start) || s.abuse.suspended(cred.ClientID) {
 		return errKind(kindUnauthenticated)
 	}
 	t, ok := s.DB.Tenant(cred.Tenant)

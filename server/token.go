@@ -91,7 +91,7 @@ func (s *Server) issueToken(c *call) error {
 		check = dummyCredential
 	}
 	gen, match := check.SecretMatches(req.secret, c.start)
-	if !known || !match || !cred.Active() {
+	if !known || !match || !cred.Active() || s.abuse.suspended(cred.ClientID) {
 		s.tokenFailures.allow(addr, classTokenFailure, c.start, 1)
 		return &apiError{kind: kindUnauthenticated, basic: req.basic}
 	}
