@@ -293,7 +293,7 @@ func (s *Server) wrap(rt route) httprouter.Handle {
 		}()
 		if smuggled(r) {
 			sw.Header().Set("Connection", "close")
-			s.writeError(sw, c, errKind(kindBadRequest))
+			s.writeError(sw, c, routeError(rt, errKind(kindBadRequest)))
 			return
 		}
 		if err := s.serve(rt, c); err != nil {
@@ -303,6 +303,16 @@ func (s *Server) wrap(rt route) httprouter.Handle {
 			writeJSON(sw, c.answer.status, c.answer.body)
 		}
 	}
+}
+
+// routeError is err as rt answers it when the pipeline refuses a request
+// before rt's handler runs: the token endpoint's errors carry the OAuth 2.0
+// members as its handler's do (withOAuthError).
+func routeError(rt route, err error) error {
+	if rt.name == "token" {
+		return withOAuthError(err)
+	}
+	return err
 }
 
 // recovered answers a handler's panic p: 500 error_interno while nothing
