@@ -171,12 +171,17 @@ func (s *Server) sendResult(c *call, j *batch.Job, explain bool) error {
 		return err
 	}
 	defer res.Close()
+	// The result's headers go on the result only: an error answer (a
+	// file damaged in its first stretch) is the plain ErrorV1 answer.
 	h := c.w.Header()
-	h.Set("Content-Type", batch.ResultContentType)
-	h.Set("Cache-Control", "no-store")
-	h.Set("Vary", "Accept-Encoding")
+	resultHeaders := func() {
+		h.Set("Content-Type", batch.ResultContentType)
+		h.Set("Cache-Control", "no-store")
+		h.Set("Vary", "Accept-Encoding")
+	}
 	strip := j.Explain && !explain
 	if !strip && batch.AcceptsZstd(c.r.Header.Get("Accept-Encoding")) {
+		resultHeaders()
 		h.Set("Content-Encoding", "zstd")
 		h.Set("Content-Length", strconv.FormatInt(res.Size(), 10))
 		c.w.WriteHeader(http.StatusOK)
@@ -199,6 +204,7 @@ func (s *Server) sendResult(c *call, j *batch.Job, explain bool) error {
 	if err != nil && !whole {
 		return fmt.Errorf("result file of %s: %w", j.ID, err)
 	}
+	resultHeaders()
 	c.w.WriteHeader(http.StatusOK)
 	if _, err := c.w.Write(head[:n]); err != nil || whole {
 		return ignoreClientGone(err)

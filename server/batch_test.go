@@ -889,6 +889,11 @@ func TestBatchDamagedResultFile(t *testing.T) {
 					if e := errorShape(t, body); e["codigo"] != "error_interno" || resp.Header.Get("X-Trace-Id") == "" {
 						t.Errorf("%s, Accept-Encoding %q: %d %s, want 500 error_interno", target.path, ae, resp.StatusCode, body)
 					}
+					// The 500 is an ErrorV1 answer, not a result's: the
+					// document lists no Cache-Control or Vary for it.
+					if got := resp.Header.Values("Cache-Control"); len(got) > 0 || resp.Header.Get("Vary") != "" {
+						t.Errorf("%s, Accept-Encoding %q: 500 with Cache-Control %q and Vary %q, want neither", target.path, ae, got, resp.Header.Get("Vary"))
+					}
 				}
 			}
 		})
