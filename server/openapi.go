@@ -1192,7 +1192,10 @@ func operationDocs() map[string]opDoc {
 			otherResponses: obj{"503": obj{"description": "Starting (`iniciando`), or storage below its reserve (`almacenamiento_lleno`, with `motivo`). This body is not ErrorV1.", "headers": obj{"X-Trace-Id": headerRef("X-Trace-Id")}, "content": jsonContent(schemaRef("Estado"))}}},
 		"metrics": {tag: "operacion", summary: "Prometheus metrics",
 			description: "Prometheus text format: requests and latency histograms by route and status, Go runtime, Pebble disk use, read amplification, compaction debt, memtable and WAL sizes.",
-			okDesc:      "Metrics.", okContent: obj{"text/plain": obj{"schema": obj{"type": "string"}}}},
+			okDesc:      "Metrics.", okContent: obj{"text/plain": obj{"schema": obj{"type": "string"}}},
+			// promhttp compresses when the scraper offers gzip (Prometheus does).
+			okHeaders: obj{"Content-Encoding": obj{"description": "`gzip` when the request's `Accept-Encoding` offers it; absent otherwise.",
+				"schema": obj{"type": "string", "enum": []any{"gzip"}}}}},
 		"openapi": {tag: "operacion", summary: "This document", description: "The OpenAPI 3.1 document of this API, the same bytes as `server/openapi.json` of the release; generate clients from it.", okDesc: "The OpenAPI 3.1 document.",
 			okContent: obj{"application/json": obj{"schema": obj{"type": "object"}}}},
 		"token": {tag: "autenticacion", summary: "Get an access token",
