@@ -466,9 +466,42 @@ func operationResponses(rt route, d opDoc) (obj, error) {
 			if oe, ok := oauthErrorsByStatus[code]; ok {
 				responses[code] = oauthResponse(asObjDoc(r), oe)
 			}
+			if code != strconv.Itoa(status) {
+				responses[code] = noStoreResponse(asObjDoc(responses[code]))
+			}
 		}
 	}
 	return responses, nil
+}
+
+// noStoreResponse is r (a response or a reference to one of
+// errorResponses) with the headers the token endpoint sets before it looks
+// at the request (issueToken), so its error answers carry them too, as RFC
+// 6749 5.2 shows: Cache-Control no-store and Pragma no-cache. An answer
+// refused before the handler (400 for broken framing) has neither, so they
+// are not required.
+func noStoreResponse(r obj) obj {
+	if ref, ok := r["$ref"].(string); ok {
+		r = asObjDoc(errorResponses()[strings.TrimPrefix(ref, "#/components/responses/")])
+	}
+	r = deepCopy(r)
+	h := asObjDoc(r["headers"])
+	if h == nil {
+		h = obj{}
+		r["headers"] = h
+	}
+	for k, v := range noStoreHeaders() {
+		h[k] = v
+	}
+	return r
+}
+
+// noStoreHeaders are the token endpoint's Cache-Control and Pragma.
+func noStoreHeaders() obj {
+	return obj{
+		"Cache-Control": obj{"schema": obj{"type": "string", "const": "no-store"}},
+		"Pragma":        obj{"schema": obj{"type": "string", "const": "no-cache"}},
+	}
 }
 
 // errorKindsByStatus returns the error kinds rt can answer with, grouped
@@ -1213,7 +1246,7 @@ func operationDocs() map[string]opDoc {
 			security:  []any{obj{}, obj{"clientBasic": []any{}}},
 			okDesc:    "The token.",
 			okSchema:  schemaRef("RespuestaToken"),
-			okHeaders: obj{"Cache-Control": obj{"schema": obj{"type": "string", "const": "no-store"}}},
+			okHeaders: noStoreHeaders(),
 			errors:    []kind{kindUnauthenticated, kindForbidden, kindRateLimited, kindTooLarge, kindNotJSON, kindBadRequest},
 			validates: true, rateClass: classToken, rateKey: "client_id", oauthErrors: true},
 	}
