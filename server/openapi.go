@@ -537,6 +537,7 @@ func errorKindsByStatus(rt route, d opDoc) map[int][]kind {
 // oauthErrorsByStatus are the RFC 6749 error codes the token endpoint adds
 // per status (withOAuthError in token.go).
 var oauthErrorsByStatus = map[string][]oauthError{
+	"400": {oauthInvalidRequest},
 	"401": {oauthInvalidClient},
 	"403": {oauthInvalidScope},
 	"413": {oauthInvalidRequest},
