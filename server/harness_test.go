@@ -74,6 +74,20 @@ func newHarnessHTTP(t *testing.T, log zerolog.Logger, cfg HTTPConfig, fn func(*D
 // newHarnessAt is newHarnessHTTP with the store on fs.
 func newHarnessAt(t *testing.T, fs storefs.FS, log zerolog.Logger, cfg HTTPConfig, fn func(*Deps)) *harness {
 	t.Helper()
+	return newHarnessFull(t, fs, log, cfg, fn, nil)
+}
+
+// newHarnessWrapped is newHarnessWith with the server's handler wrapped
+// by wrap (the OpenAPI check of docfilter_test.go).
+func newHarnessWrapped(t *testing.T, fn func(*Deps), wrap func(http.Handler) http.Handler) *harness {
+	t.Helper()
+	return newHarnessFull(t, storefs.Mem(), zerolog.Nop(), HTTPConfig{}, fn, wrap)
+}
+
+// newHarnessFull is newHarnessAt with the server's handler wrapped by wrap
+// (nil: none).
+func newHarnessFull(t *testing.T, fs storefs.FS, log zerolog.Logger, cfg HTTPConfig, fn func(*Deps), wrap func(http.Handler) http.Handler) *harness {
+	t.Helper()
 	db, err := store.Open("db", fs)
 	if err != nil {
 		t.Fatal(err)
@@ -95,6 +109,9 @@ func newHarnessAt(t *testing.T, fs storefs.FS, log zerolog.Logger, cfg HTTPConfi
 	}
 	h.srv = New(deps)
 	h.http.Config, h.http.Listener = h.srv.HTTPServer(h.http.Listener, cfg)
+	if wrap != nil {
+		h.http.Config.Handler = wrap(h.http.Config.Handler)
+	}
 	h.http.Start()
 	t.Cleanup(func() {
 		h.http.Close()

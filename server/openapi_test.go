@@ -948,7 +948,7 @@ func requestExample(t *testing.T, doc obj, name string) any {
 // checks each answer against the document (see conformance.check).
 func TestOpenAPIResponsesMatchHandlers(t *testing.T) {
 	doc := loadOpenAPI(t)
-	h := newHarness(t)
+	h, _ := newCheckedHarness(t, nil)
 	cf := &conformance{t: t, h: h, doc: doc, seen: map[string]bool{}}
 	h.tenant("acme", true, func(s *store.Settings) { s.RateLimits = false; s.ControlShare = 0 })
 	h.tenant("pausado", true, func(s *store.Settings) { s.Paused = true })
