@@ -180,29 +180,69 @@ func stage(ctx context.Context, dataDir, src string, secrets *store.Secrets, led
 	return n, rotateManifest(staging)
 }
 
-// readManifest reads src's manifest and refuses an incomplete backup or
-// one past retention.
+// readManifest reads src's manifest and refuses, before anything is
+// touched, an incomplete backup, one made by a newer coupond, one past
+// retention and one whose db no longer matches its manifest (checkFiles).
 func (bk *Backups) readManifest(src string) (*Manifest, error) {
 	var m Manifest
 	data, err := os.ReadFile(filepath.Join(src, ManifestFile))
-	if err != nil {
-		return nil, fmt.Errorf("%s is not a complete backup (no %s): %w", src, ManifestFile, err)
+	switch {
+	case errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR):
+		return nil, fmt.Errorf("%s is not a complete backup: it has no %s (a backup that stopped, or not a backup directory)", src, ManifestFile)
+	case err != nil:
+		return nil, fmt.Errorf("backup %s cannot be read: %w", src, err)
 	}
-	if err := json.Unmarshal(data, &m); err != nil || m.Format != backupFormat {
+	if err := json.Unmarshal(data, &m); err != nil || m.Format < 1 {
 		return nil, fmt.Errorf("%s/%s: not a coupond backup manifest", src, ManifestFile)
+	}
+	if m.Format > backupFormat {
+		return nil, fmt.Errorf("%s was made by a newer coupond (backup format %d; this one reads format %d): restore it with that version or later",
+			src, m.Format, backupFormat)
 	}
 	if age := bk.now().Sub(m.TakenAt); age > BackupRetention {
 		return nil, fmt.Errorf("backup taken %s is past the %d-day retention: it no longer receives customer deletions, so it cannot be restored",
 			m.TakenAt.Format(time.RFC3339), int(BackupRetention/(24*time.Hour)))
 	}
-	// Nothing writes into a backup's store after its manifest: a file
-	// missing, added or cut short since is a damaged copy, refused before
-	// the data dir is touched.
-	if size, files := dirSizeFiles(filepath.Join(src, "db")); size != m.Bytes || files != m.Files {
-		return nil, fmt.Errorf("%s is damaged: its db holds %d files, %d bytes; its manifest lists %d files, %d bytes (restore another backup)",
-			src, files, size, m.Files, m.Bytes)
+	if err := checkFiles(src, &m); err != nil {
+		return nil, err
 	}
 	return &m, nil
+}
+
+// checkFiles refuses a backup whose db differs from its manifest: nothing
+// writes into a backup's store after its manifest, so a file missing,
+// added, cut short or changed since is a damaged copy. A manifest with
+// checksums (Manifest.SHA256) has each file checked; an older one only
+// the total size and count.
+func checkFiles(src string, m *Manifest) error {
+	db := filepath.Join(src, "db")
+	if size, files := dirSizeFiles(db); size != m.Bytes || files != m.Files {
+		return fmt.Errorf("%s is damaged: its db holds %d files, %d bytes; its manifest lists %d files, %d bytes (restore another backup)",
+			src, files, size, m.Files, m.Bytes)
+	}
+	if m.SHA256 == nil {
+		return nil
+	}
+	sums, err := digests(db)
+	if err != nil {
+		return fmt.Errorf("backup %s cannot be read: %w", src, err)
+	}
+	names := make([]string, 0, len(m.SHA256)+len(sums))
+	for name := range m.SHA256 {
+		names = append(names, name)
+	}
+	for name := range sums {
+		if _, ok := m.SHA256[name]; !ok {
+			names = append(names, name)
+		}
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		if sums[name] != m.SHA256[name] {
+			return fmt.Errorf("%s is damaged: db/%s does not match the checksum its manifest lists (restore another backup)", src, name)
+		}
+	}
+	return nil
 }
 
 // backupKeys loads the keys of the backup src, refusing them when dataDir

@@ -1,0 +1,134 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coupond/coupond/engine"
+)
+
+// backupWithEvents takes, into a new directory, a backup of a data dir
+// holding n purchases ingested one synced batch each (so that the
+// backup's write-ahead log holds them), and returns the backup's path.
+func backupWithEvents(t *testing.T, n int) string {
+	t.Helper()
+	dataDir, bk := t.TempDir(), filepath.Join(t.TempDir(), "bk")
+	e, now := sandboxEnv(t, dataDir)
+	defer e.close()
+	for i := range n {
+		ev := engine.Event{ID: fmt.Sprintf("ev-%d", i), ClienteRef: fmt.Sprintf("cliente-%04d", i), TS: now.Add(-time.Hour),
+			Tipo: engine.CompraCat, Clave: "abarrotes", ValorCents: 10000, TicketID: fmt.Sprintf("t-%d", i), MargenCents: 2500}
+		if res, err := e.svc.engine.Ingester.Ingest("acme", []engine.IngestEvent{{Event: ev, Canonical: []byte(ev.ID)}}); err != nil || res.Aceptados != 1 {
+			t.Fatalf("ingest: %+v %v", res, err)
+		}
+	}
+	if _, err := runBackup(context.Background(), e, bk, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	return bk
+}
+
+// largestDBFile is the path of the largest file of the backup's db.
+func largestDBFile(t *testing.T, bk string) string {
+	t.Helper()
+	entries, err := os.ReadDir(filepath.Join(bk, "db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var best string
+	var size int64 = -1
+	for _, e := range entries {
+		if info, err := e.Info(); err == nil && info.Mode().IsRegular() && info.Size() > size {
+			best, size = filepath.Join(bk, "db", e.Name()), info.Size()
+		}
+	}
+	return best
+}
+
+// flipByte flips one bit of the byte in the middle of the file at path.
+func flipByte(t *testing.T, path string) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil || len(data) == 0 {
+		t.Fatalf("read %s: %v (%d bytes)", path, err, len(data))
+	}
+	data[len(data)/2] ^= 0x20
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestRestoreRefusesChangedBackup: a restore of a backup that is not as
+// it was taken refuses, with an error naming the problem, before it
+// touches the data dir: a missing data dir is not even created (files
+// missing or cut short: TestRestoreRefusesDamagedBackup). A flipped byte
+// keeps every size: the store read its log back only up to the damage and
+// the restore served without the writes after it.
+func TestRestoreRefusesChangedBackup(t *testing.T) {
+	pristine := backupWithEvents(t, 200)
+	for _, tc := range []struct {
+		name   string
+		damage func(t *testing.T, bk string) string // the backup to restore
+		want   string
+	}{
+		{"a byte flipped in the store's largest file", func(t *testing.T, bk string) string {
+			flipByte(t, largestDBFile(t, bk))
+			return bk
+		}, "is damaged: db/"},
+		{"a byte flipped in the store's OPTIONS", func(t *testing.T, bk string) string {
+			paths, _ := filepath.Glob(filepath.Join(bk, "db", "OPTIONS-*"))
+			if len(paths) != 1 {
+				t.Fatalf("OPTIONS files: %v", paths)
+			}
+			flipByte(t, paths[0])
+			return bk
+		}, "is damaged: db/OPTIONS-"},
+		{"a file added", func(t *testing.T, bk string) string {
+			if err := os.WriteFile(filepath.Join(bk, "db", "000999.log"), nil, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			return bk
+		}, "is damaged"},
+		{"a backup from a newer coupond", func(t *testing.T, bk string) string {
+			path := filepath.Join(bk, "manifest.json")
+			data, _ := os.ReadFile(path)
+			if err := os.WriteFile(path, []byte(strings.Replace(string(data), `"format": 1`, `"format": 2`, 1)), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			return bk
+		}, "made by a newer coupond (backup format 2; this one reads format 1)"},
+		{"no manifest", func(t *testing.T, bk string) string {
+			if err := os.Remove(filepath.Join(bk, "manifest.json")); err != nil {
+				t.Fatal(err)
+			}
+			return bk
+		}, "is not a complete backup: it has no manifest.json"},
+		{"--from is a file", func(t *testing.T, bk string) string {
+			return filepath.Join(bk, "keys.json")
+		}, "is not a complete backup: it has no manifest.json"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			src := tc.damage(t, copyDataDir(t, pristine))
+			dataDir := filepath.Join(t.TempDir(), "restored")
+			_, err := runRestore(context.Background(), dataDir, src, time.Now, io.Discard)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("restore: %v; want an error holding %q", err, tc.want)
+			}
+			if _, err := os.Stat(dataDir); !errors.Is(err, fs.ErrNotExist) {
+				t.Errorf("the refused restore left the data dir it was given (%v); want it not created", err)
+			}
+		})
+	}
+	// The pristine backup restores: the refusals are the damage's.
+	if _, err := runRestore(context.Background(), filepath.Join(t.TempDir(), "restored"), pristine, time.Now, io.Discard); err != nil {
+		t.Fatalf("restore of the undamaged backup: %v", err)
+	}
+}
