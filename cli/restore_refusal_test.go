@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/coupond/coupond/engine"
 )
@@ -130,5 +133,60 @@ func TestRestoreRefusesChangedBackup(t *testing.T) {
 	// The pristine backup restores: the refusals are the damage's.
 	if _, err := runRestore(context.Background(), filepath.Join(t.TempDir(), "restored"), pristine, time.Now, io.Discard); err != nil {
 		t.Fatalf("restore of the undamaged backup: %v", err)
+	}
+}
+
+// TestConcurrentBackupsIntoOneDir: of backups taken into one directory at
+// once (two operators, a timer and a hand), one succeeds, complete and
+// registered once, and the others fail without touching it. Before, one
+// that failed discarded the directory it thought it had made: the other
+// reported a backup that was gone and no longer registered.
+func TestConcurrentBackupsIntoOneDir(t *testing.T) {
+	dataDir := t.TempDir()
+	e, _ := sandboxEnv(t, dataDir)
+	defer e.close()
+	for round := range 8 {
+		dir := filepath.Join(t.TempDir(), "backups", fmt.Sprintf("b%d", round))
+		errs := make(chan error, 4)
+		for range cap(errs) {
+			go func() {
+				_, err := runBackup(context.Background(), e, dir, io.Discard)
+				errs <- err
+			}()
+		}
+		var ok int
+		var failures []string
+		for range cap(errs) {
+			if err := <-errs; err == nil {
+				ok++
+			} else {
+				failures = append(failures, err.Error())
+			}
+		}
+		if ok != 1 {
+			t.Fatalf("round %d: %d backups succeeded (failures: %q); want exactly one", round, ok, failures)
+		}
+		if _, err := os.Stat(filepath.Join(dir, "manifest.json")); err != nil {
+			t.Fatalf("round %d: the backup that succeeded has no manifest: %v", round, err)
+		}
+		var reg struct {
+			Backups []struct {
+				Dir      string `json:"dir"`
+				Complete bool   `json:"complete"`
+			} `json:"backups"`
+		}
+		data, err := os.ReadFile(filepath.Join(dataDir, "backups.json"))
+		if err != nil || json.Unmarshal(data, &reg) != nil {
+			t.Fatalf("backups.json: %v", err)
+		}
+		var entries []bool
+		for _, b := range reg.Backups {
+			if b.Dir == dir {
+				entries = append(entries, b.Complete)
+			}
+		}
+		if diff := cmp.Diff([]bool{true}, entries); diff != "" {
+			t.Fatalf("round %d: registry entries of the backup (complete?) (-want +got):\n%s", round, diff)
+		}
 	}
 }

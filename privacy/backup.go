@@ -782,7 +782,12 @@ func (bk *Backups) Take(_ context.Context, db *store.DB, dir, version string, pr
 	// The ledger and the registration come before the checkpoint: a deletion
 	// the checkpoint misses is then in the ledger.
 	takenAt := bk.now().UTC()
-	if err := appendNothing(filepath.Join(dir, ledgerFile)); err != nil {
+	if err := claimLedger(filepath.Join(dir, ledgerFile)); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			// Another backup claimed dir since prepareDir looked: all it
+			// made is that one's.
+			return nil, fmt.Errorf("--out %s: another backup is being taken into it", dir)
+		}
 		bk.discard(dir, created, false)
 		return nil, err
 	}
@@ -951,9 +956,20 @@ func checkpoint(db *store.DB, dst string, progress io.Writer) error {
 	return err
 }
 
-// appendNothing creates path (empty, synced) if it does not exist.
-func appendNothing(path string) error {
-	if err := atomicfile.Append(path, 0o600, nil); err != nil {
+// claimLedger creates the empty ledger at path, synced, and fails with
+// fs.ErrExist when it is there: creating it claims its backup directory,
+// so that of two backups into one directory at once only one goes on
+// (the other, discarding what it made, removed the first one's).
+func claimLedger(path string) error {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	err = f.Sync()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
 		return err
 	}
 	return atomicfile.SyncDir(filepath.Dir(path))

@@ -102,7 +102,7 @@ func TestLedgerOwesUnwritableBackup(t *testing.T) {
 			bk := NewBackups(dataDir, clk.Now, zerolog.Nop())
 			reg := &backupRegistry{}
 			for _, dir := range dirs {
-				if err := appendNothing(filepath.Join(dir, ledgerFile)); err != nil {
+				if err := claimLedger(filepath.Join(dir, ledgerFile)); err != nil {
 					t.Fatal(err)
 				}
 				reg.Backups = append(reg.Backups, backupEntry{Dir: dir, TakenAt: t0.Add(-time.Hour), Complete: true})

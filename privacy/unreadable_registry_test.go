@@ -30,7 +30,7 @@ func TestLedgerOwesEveryBackupWhileRegistryUnreadable(t *testing.T) {
 			ingestFor(t, e, "dora-00000001", "d", 3)
 			dataDir := t.TempDir()
 			here, gone := t.TempDir(), filepath.Join(t.TempDir(), "gone")
-			if err := appendNothing(filepath.Join(here, ledgerFile)); err != nil {
+			if err := claimLedger(filepath.Join(here, ledgerFile)); err != nil {
 				t.Fatal(err)
 			}
 			bk := NewBackups(dataDir, clk.Now, zerolog.Nop())
