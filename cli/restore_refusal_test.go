@@ -190,3 +190,80 @@ func TestConcurrentBackupsIntoOneDir(t *testing.T) {
 		}
 	}
 }
+
+// TestRestoreRefusesTarget: a restore refuses, changing nothing, a data
+// dir that holds other files and no coupond data (a mistyped path: the
+// restore wrote db, keys and registry beside them), and one that is the
+// backup or lies inside it (the restore replaced the backup's own store).
+// A data dir with coupond's files in it is replaced, others' files kept.
+func TestRestoreRefusesTarget(t *testing.T) {
+	pristine := backupWithEvents(t, 3)
+	for _, tc := range []struct {
+		name   string
+		target func(t *testing.T, bk string) string
+		want   string // "" for a restore that succeeds
+	}{
+		{"not empty, no coupond data", func(t *testing.T, _ string) string {
+			dir := t.TempDir()
+			if err := os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("mine"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			return dir
+		}, "is not empty and is not a coupond data dir"},
+		{"the backup itself", func(t *testing.T, bk string) string { return bk }, "lie one inside the other"},
+		{"inside the backup", func(t *testing.T, bk string) string { return filepath.Join(bk, "data") }, "lie one inside the other"},
+		{"a data dir with the operator's log beside it", func(t *testing.T, _ string) string {
+			dir := t.TempDir()
+			if err := os.Mkdir(filepath.Join(dir, "results"), 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, "serve.log"), []byte("log"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			return dir
+		}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			bk := copyDataDir(t, pristine)
+			dataDir := tc.target(t, bk)
+			before := treeOf(t, filepath.Dir(bk))
+			_, err := runRestore(context.Background(), dataDir, bk, time.Now, io.Discard)
+			if tc.want == "" {
+				if err != nil {
+					t.Fatalf("restore: %v; want it to go on", err)
+				}
+				if _, err := os.Stat(filepath.Join(dataDir, "serve.log")); err != nil {
+					t.Errorf("the operator's file beside the data: %v; want it kept", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("restore: %v; want an error holding %q", err, tc.want)
+			}
+			if diff := cmp.Diff(before, treeOf(t, filepath.Dir(bk))); diff != "" {
+				t.Errorf("the refused restore changed the backup (-before +after):\n%s", diff)
+			}
+		})
+	}
+}
+
+// treeOf lists the paths under dir with their sizes.
+func treeOf(t *testing.T, dir string) map[string]int64 {
+	t.Helper()
+	out := map[string]int64{}
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		out[path] = info.Size()
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}

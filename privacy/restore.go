@@ -64,6 +64,9 @@ func (bk *Backups) Restore(ctx context.Context, src string, open OpenStaging, pr
 	if err != nil {
 		return nil, err
 	}
+	if err := checkTarget(dataDir, src); err != nil {
+		return nil, err
+	}
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
 		return nil, err
 	}
@@ -243,6 +246,51 @@ func checkFiles(src string, m *Manifest) error {
 		}
 	}
 	return nil
+}
+
+// checkTarget refuses a restore of src into dataDir when neither lies
+// apart from the other (the restore would replace the backup's own files
+// or write into it) or when dataDir is there, not empty and not a coupond
+// data dir (a mistyped path such as the parent of the data dir): restore
+// goes into an empty or missing directory, or replaces a data dir.
+func checkTarget(dataDir, src string) error {
+	d, b := realPath(dataDir), realPath(src)
+	if within(d, b) || within(b, d) {
+		return fmt.Errorf("--data-dir %s and the backup %s lie one inside the other: restore into another directory", dataDir, src)
+	}
+	entries, err := os.ReadDir(dataDir)
+	if errors.Is(err, fs.ErrNotExist) || (err == nil && len(entries) == 0) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("--data-dir %s: %w", dataDir, err)
+	}
+	// The names that mark a coupond data dir (or one a restore ran in).
+	for _, name := range []string{"db", restoringDir, replacedDir, store.SecretsFile, lockFile, backupsFile, registryCopy, "results"} {
+		if _, err := os.Lstat(filepath.Join(dataDir, name)); err == nil {
+			return nil
+		}
+	}
+	return fmt.Errorf("--data-dir %s is not empty and is not a coupond data dir (no db, no keys.json): restore into an empty or missing directory, or into the data dir to replace", dataDir)
+}
+
+// realPath is path made absolute, its symbolic links resolved when it is
+// there.
+func realPath(path string) string {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return path
+	}
+	if real, err := filepath.EvalSymlinks(abs); err == nil {
+		return real
+	}
+	return abs
+}
+
+// within reports whether path is dir or lies inside it.
+func within(path, dir string) bool {
+	rel, err := filepath.Rel(dir, path)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
 }
 
 // backupKeys loads the keys of the backup src, refusing them when dataDir
