@@ -342,9 +342,15 @@ const lockFile = "coupond.lock"
 
 // LockDataDir locks dataDir (lockFile) until the returned Closer is
 // closed. It fails, naming the dir, while another process (serve, an admin
-// command, a restore) or another holder in this one has it locked.
+// command, a restore) or another holder in this one has it locked, and,
+// saying so rather than "in use", when its lock file cannot be opened.
 func LockDataDir(dataDir string) (io.Closer, error) {
 	l, err := store.LockFile(filepath.Join(dataDir, lockFile))
+	if pe := (*fs.PathError)(nil); errors.As(err, &pe) {
+		// The lock file cannot be opened (no permission, a read-only
+		// disk): nothing says another process holds it.
+		return nil, fmt.Errorf("data dir %s cannot be used: %w", dataDir, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("data dir %s is in use by another coupond (serve, an admin command or a restore): %w", dataDir, err)
 	}
