@@ -117,6 +117,20 @@ func TestRestoreRefusesChangedBackup(t *testing.T) {
 		{"--from is a file", func(t *testing.T, bk string) string {
 			return filepath.Join(bk, "keys.json")
 		}, "is not a complete backup: it has no manifest.json"},
+		// Refused after the data dir was made and locked: it is removed
+		// again (it was left holding only its lock file).
+		{"a garbled deletion ledger", func(t *testing.T, bk string) string {
+			if err := os.WriteFile(filepath.Join(bk, "deletions.jsonl"), []byte("{garbled\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			return bk
+		}, "deletions.jsonl"},
+		{"no keys", func(t *testing.T, bk string) string {
+			if err := os.Remove(filepath.Join(bk, "keys.json")); err != nil {
+				t.Fatal(err)
+			}
+			return bk
+		}, "keys"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			src := tc.damage(t, copyDataDir(t, pristine))

@@ -54,11 +54,11 @@ type RestoreResult struct {
 // swap nothing of the data dir is changed: a restore that fails or stops
 // before it leaves the store, results and keys as they were, and the
 // registry too, but for src when it stops between the two (src then only
-// receives deletions it may not need). It holds the data dir's lock
-// (LockDataDir) throughout. A replaced
+// receives deletions it may not need); a data dir the restore created is
+// removed again. It holds the data dir's lock (LockDataDir) throughout. A replaced
 // store that is missing or does not open does not stop the restore:
 // progress says what was read.
-func (bk *Backups) Restore(ctx context.Context, src string, open OpenStaging, progress io.Writer) (*RestoreResult, error) {
+func (bk *Backups) Restore(ctx context.Context, src string, open OpenStaging, progress io.Writer) (_ *RestoreResult, err error) {
 	dataDir := bk.dataDir
 	m, err := bk.readManifest(src)
 	if err != nil {
@@ -67,6 +67,7 @@ func (bk *Backups) Restore(ctx context.Context, src string, open OpenStaging, pr
 	if err := checkTarget(dataDir, src); err != nil {
 		return nil, err
 	}
+	_, statErr := os.Lstat(dataDir)
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
 		return nil, err
 	}
@@ -74,7 +75,13 @@ func (bk *Backups) Restore(ctx context.Context, src string, open OpenStaging, pr
 	if err != nil {
 		return nil, err
 	}
-	defer lock.Close()
+	defer func() {
+		if err != nil && errors.Is(statErr, fs.ErrNotExist) {
+			// The restore made the data dir: a failed one leaves none.
+			os.RemoveAll(dataDir)
+		}
+		lock.Close()
+	}()
 	ledger, err := readLedger(filepath.Join(src, ledgerFile))
 	if err != nil {
 		return nil, err
