@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"text/tabwriter"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
@@ -199,24 +200,7 @@ func shadowReportCmd(a *app) *cobra.Command {
 		if jsonFlag(cmd) {
 			return printJSON(cmd.OutOrStdout(), jsonSafe(rep))
 		}
-		w := cmd.OutOrStdout()
-		fmt.Fprintf(w, "tenant %s: %d shadow decisions\n", rep.Tenant, rep.Decisions)
-		if rep.Damaged > 0 {
-			plural := "s"
-			if rep.Damaged == 1 {
-				plural = ""
-			}
-			fmt.Fprintf(w, "%d decision record%s that did not decode, skipped (admin check lists them)\n", rep.Damaged, plural)
-		}
-		fmt.Fprintf(w, "confirmed:               %s  (%d; spec: at least 95%%)\n", percentOf(rep.ConfirmedShare, rep.Decisions), rep.Confirmed)
-		fmt.Fprintf(w, "coupons with decision_id: %s  (%d of %d; spec: at least 95%%)\n", percentOf(rep.LabelledShare, int(rep.CouponsReceived)), rep.CouponsLabelled, rep.CouponsReceived)
-		fmt.Fprintf(w, "agreement engine/caller: %s  (%d compared)\n", percentOf(rep.Agreement, rep.Compared), rep.Compared)
-		fmt.Fprintf(w, "value per decision (MXN, %d final rewards): caller rule %s, engine %s\n", rep.RewardsFinal, measured(rep.CallerRule), measured(rep.Engine))
-		fmt.Fprintf(w, "engine − caller rule:    %s\n", measured(rep.Lift))
-		fmt.Fprintf(w, "verdict: %s\n", rep.Verdict)
-		for _, r := range rep.Reasons {
-			fmt.Fprintf(w, "  - %s\n", r)
-		}
+		printShadow(cmd.OutOrStdout(), rep)
 		return nil
 	})
 }
@@ -228,4 +212,51 @@ func percentOf(share float64, n int) string {
 		return "  n/a"
 	}
 	return fmt.Sprintf("%5.1f%%", 100*share)
+}
+
+// printShadow prints the shadow report as text within 100 columns: the
+// shares, the value per decision of the caller's rule and the engine, the
+// verdict and its reasons (wrapped).
+func printShadow(w io.Writer, rep *engine.ShadowReport) {
+	fmt.Fprintf(w, "tenant %s: %d shadow decisions\n", rep.Tenant, rep.Decisions)
+	if rep.Damaged > 0 {
+		plural := "s"
+		if rep.Damaged == 1 {
+			plural = ""
+		}
+		fmt.Fprintf(w, "%d decision record%s that did not decode, skipped (admin check lists them)\n", rep.Damaged, plural)
+	}
+	fmt.Fprintf(w, "confirmed:                %s  (%d; spec: at least 95%%)\n", percentOf(rep.ConfirmedShare, rep.Decisions), rep.Confirmed)
+	fmt.Fprintf(w, "coupons with decision_id: %s  (%d of %d; spec: at least 95%%)\n", percentOf(rep.LabelledShare, int(rep.CouponsReceived)), rep.CouponsLabelled, rep.CouponsReceived)
+	fmt.Fprintf(w, "agreement engine/caller:  %s  (%d compared)\n", percentOf(rep.Agreement, rep.Compared), rep.Compared)
+	fmt.Fprintf(w, "value per decision, MXN with 95%% interval, over %d final rewards:\n", rep.RewardsFinal)
+	fmt.Fprintf(w, "  caller rule:          %s\n", measured(rep.CallerRule))
+	fmt.Fprintf(w, "  engine:               %s\n", measured(rep.Engine))
+	fmt.Fprintf(w, "  engine − caller rule: %s\n", measured(rep.Lift))
+	fmt.Fprint(w, wrapText("verdict: ", rep.Verdict, 100, "  "))
+	for _, r := range rep.Reasons {
+		fmt.Fprint(w, wrapText("  - ", r, 100, "    "))
+	}
+}
+
+// wrapText is prefix followed by s, broken at spaces into lines of at
+// most width runes (a word longer than that stands alone), each
+// continuation line starting with indent; every line ends with a newline.
+func wrapText(prefix, s string, width int, indent string) string {
+	var b strings.Builder
+	line, empty := prefix, true
+	for _, word := range strings.Fields(s) {
+		switch {
+		case empty:
+			line += word
+		case utf8.RuneCountInString(line)+1+utf8.RuneCountInString(word) > width:
+			b.WriteString(line + "\n")
+			line = indent + word
+		default:
+			line += " " + word
+		}
+		empty = false
+	}
+	b.WriteString(line + "\n")
+	return b.String()
 }

@@ -361,3 +361,47 @@ send gate: probando  no decision tested against never-send yet
 		t.Errorf("printEvaluation (-want +got):\n%s", diff)
 	}
 }
+
+// TestShadowTextFitsHundredColumns: admin shadow report's text stays within
+// 100 columns with five-digit amounts and a reason that is long: the value
+// line ran to about 105 columns and the reasons to 130.
+func TestShadowTextFitsHundredColumns(t *testing.T) {
+	mv := engine.MeasuredValue{N: 123456, Mean: -12345.67, Lo: -23456.78, Hi: 12345.67}
+	rep := &engine.ShadowReport{Tenant: "tenant-with-a-long-id-0123456789", Decisions: 123456, Confirmed: 123456, ConfirmedShare: 1,
+		CouponsReceived: 123456, CouponsLabelled: 123456, LabelledShare: 1, Agreement: 0.5, Compared: 123456, RewardsFinal: 123456,
+		CallerRule: mv, Engine: mv, Lift: mv, Verdict: "not ready to leave shadow mode",
+		Reasons: []string{"the engine's estimated value -12345.67 MXN does not beat the caller's rule -12345.67 MXN (difference -12345.67 MXN, 95% interval [-23456.78, 12345.67])"}}
+	var b strings.Builder
+	printShadow(&b, rep)
+	var long []string
+	for line := range strings.Lines(b.String()) {
+		if n := utf8.RuneCountInString(strings.TrimSuffix(line, "\n")); n > 100 {
+			long = append(long, fmt.Sprintf("%d: %s", n, line))
+		}
+	}
+	if len(long) > 0 {
+		t.Errorf("lines over 100 columns:\n%s\nin:\n%s", strings.Join(long, ""), b.String())
+	}
+	if !strings.Contains(b.String(), "12345.67])\n") {
+		t.Errorf("the reason lost its end when wrapped:\n%s", b.String())
+	}
+}
+
+// TestWrapText: words are kept whole, continuation lines indented, and a
+// word longer than the width stands alone.
+func TestWrapText(t *testing.T) {
+	for _, tc := range []struct {
+		prefix, s string
+		width     int
+		want      string
+	}{
+		{"  - ", "a b c", 100, "  - a b c\n"},
+		{"v: ", "aaa bbb ccc", 8, "v: aaa\n  bbb\n  ccc\n"},
+		{"v: ", "aaaaaaaaaaaa b", 8, "v: aaaaaaaaaaaa\n  b\n"},
+		{"v: ", "", 8, "v: \n"},
+	} {
+		if got := wrapText(tc.prefix, tc.s, tc.width, "  "); got != tc.want {
+			t.Errorf("wrapText(%q, %q, %d) = %q, want %q", tc.prefix, tc.s, tc.width, got, tc.want)
+		}
+	}
+}

@@ -458,6 +458,16 @@ func share(n, of int64) float64 {
 	return float64(n) / float64(of)
 }
 
+// centsMXN is an amount in MXN rounded to cents for a sentence: a value
+// that rounds to zero is 0, never the "-0.00" of a small loss.
+func centsMXN(x float64) float64 {
+	r := math.Round(x*100) / 100
+	if r == 0 {
+		return 0
+	}
+	return r
+}
+
 // judge decides whether the tenant is ready to leave shadow mode, with the
 // reasons when not. It reads a share only when its denominator is not 0.
 func (rep *ShadowReport) judge() {
@@ -482,10 +492,11 @@ func (rep *ShadowReport) judge() {
 		fail("%d final rewards (needs at least %d for a comparison)", rep.RewardsFinal, MinShadowRewards)
 	} else if !(rep.Lift.Lo > 0) { // a lead within the noise is no proof
 		fail("the engine's estimated value %.2f MXN does not beat the caller's rule %.2f MXN (difference %.2f MXN, 95%% interval [%.2f, %.2f])",
-			rep.Engine.Mean, rep.CallerRule.Mean, rep.Lift.Mean, rep.Lift.Lo, rep.Lift.Hi)
+			centsMXN(rep.Engine.Mean), centsMXN(rep.CallerRule.Mean), centsMXN(rep.Lift.Mean), centsMXN(rep.Lift.Lo), centsMXN(rep.Lift.Hi))
 	}
 	if rep.Ready {
-		rep.Verdict = fmt.Sprintf("ready to leave shadow mode: the engine is estimated at %.2f MXN per decision against %.2f MXN for the current rule", rep.Engine.Mean, rep.CallerRule.Mean)
+		rep.Verdict = fmt.Sprintf("ready to leave shadow mode: the engine is estimated at %.2f MXN per decision against %.2f MXN for the current rule",
+			centsMXN(rep.Engine.Mean), centsMXN(rep.CallerRule.Mean))
 	} else {
 		rep.Verdict = "not ready to leave shadow mode"
 	}

@@ -34,6 +34,11 @@ func TestShadowVerdictReasons(t *testing.T) {
 			CallerRule: MeasuredValue{Mean: 1}, Engine: MeasuredValue{Mean: 2}, Lift: MeasuredValue{Mean: 1, Lo: -0.5, Hi: 2.5}}, []string{
 			"the engine's estimated value 2.00 MXN does not beat the caller's rule 1.00 MXN (difference 1.00 MXN, 95% interval [-0.50, 2.50])",
 		}},
+		// A loss that rounds to nothing reads 0.00, not -0.00.
+		{"tie within a cent", ShadowReport{Decisions: 300, Confirmed: 300, CouponsReceived: 100, CouponsLabelled: 100, RewardsFinal: 250,
+			CallerRule: MeasuredValue{Mean: 1}, Engine: MeasuredValue{Mean: 0.998}, Lift: MeasuredValue{Mean: -0.002, Lo: -0.5, Hi: 0.49}}, []string{
+			"the engine's estimated value 1.00 MXN does not beat the caller's rule 1.00 MXN (difference 0.00 MXN, 95% interval [-0.50, 0.49])",
+		}},
 	}
 	for _, tt := range tests {
 		rep := tt.rep
