@@ -185,12 +185,12 @@ func (e *Engine) Decide(tenant string, req Request) (*Decision, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := e.quotas.reserve(t, QuotaDecisions, now); err != nil {
+	if err := e.quotas.reserve(t, QuotaDecisions, now, 1); err != nil {
 		return nil, err
 	}
 	d, err := e.decideOrReplay(ts, t, now, req)
 	if err != nil {
-		if rerr := e.quotas.release(tenant, QuotaDecisions, now); rerr != nil {
+		if rerr := e.quotas.release(tenant, QuotaDecisions, now, 1); rerr != nil {
 			e.log.Error().Err(rerr).Str("tenant", tenant).Msg("decision refused but its unit of the daily quota not given back")
 		}
 		return nil, err

@@ -115,7 +115,17 @@ type attribution struct {
 // time: a commit applied while an earlier one's WAL write fails would
 // meet Pebble's broken WAL (a panic holding its commit lock), which the
 // disk-full tests exercise.
+//
+// Ingest counts nothing against the tenant's daily quota of events:
+// Receive, the events endpoint's call, does.
 func (e *Ingester) Ingest(tenant string, events []IngestEvent) (IngestResult, error) {
+	return e.ingest(tenant, events, nil)
+}
+
+// ingest is Ingest taking, when units is not nil, the quota for the events
+// it accepts in the fold (see eventUnits): a request they do not fit
+// applies nothing and fails with ErrQuota.
+func (e *Ingester) ingest(tenant string, events []IngestEvent, units *eventUnits) (IngestResult, error) {
 	ts, err := e.state(tenant)
 	if err != nil {
 		return IngestResult{}, err
@@ -128,7 +138,7 @@ func (e *Ingester) Ingest(tenant string, events []IngestEvent) (IngestResult, er
 	t := &ts.ingestMu
 	t.mu.Lock()
 	dependent := t.beginFold()
-	res, gen, err := e.foldIngest(b, tenant, events, t, dependent)
+	res, gen, err := e.foldIngest(b, tenant, events, t, dependent, units)
 	if err != nil || gen == 0 {
 		t.mu.Unlock()
 		return res, err
@@ -146,6 +156,7 @@ func (e *Ingester) Ingest(tenant string, events []IngestEvent) (IngestResult, er
 	if err != nil {
 		t.broken.Store(true)
 		t.failure = err
+		units.giveBack(res.Aceptados)
 	} else if t.afterCommit != nil {
 		t.afterCommit()
 	}
@@ -161,8 +172,9 @@ func (e *Ingester) Ingest(tenant string, events []IngestEvent) (IngestResult, er
 // one sorted multi-get (GetMany). A dependent request (folded while others
 // were pending) that accepts nothing still commits a batch (the unchanged
 // quality counters), so that its answer, which may count duplicates of
-// pending events, waits until they are durable.
-func (e *Ingester) foldIngest(b *store.Batch, tenant string, events []IngestEvent, t *ingestTurn, dependent bool) (IngestResult, uint64, error) {
+// pending events, waits until they are durable. With units, the accepted
+// events take their quota first (ErrQuota: nothing folded).
+func (e *Ingester) foldIngest(b *store.Batch, tenant string, events []IngestEvent, t *ingestTurn, dependent bool, units *eventUnits) (IngestResult, uint64, error) {
 	var res IngestResult
 	var q Quality
 	if t.quality != nil {
@@ -182,12 +194,17 @@ func (e *Ingester) foldIngest(b *store.Batch, tenant string, events []IngestEven
 	var encs map[string][]byte
 	var attrs map[string]*attribution
 	if len(accepted) > 0 {
+		if err := units.take(len(accepted)); err != nil {
+			return res, 0, err
+		}
 		if feats, encs, attrs, err = e.foldAccepted(b, tenant, events, accepted, keys, t, &q); err != nil {
+			units.giveBack(len(accepted))
 			return res, 0, err
 		}
 		res.Aceptados = len(accepted)
 	}
 	if err := b.SetJSON(store.QualityKey(tenant), &q); err != nil {
+		units.giveBack(res.Aceptados)
 		return res, 0, err
 	}
 	for _, f := range feats {

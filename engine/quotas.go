@@ -42,8 +42,9 @@ func secondsToMidnight(now time.Time) int {
 }
 
 // Quotas counts a tenant's daily use (decisions, events) per UTC day of the
-// tenant clock against the operator's quotas: Decide counts each answer,
-// Ingest each event accepted. Counts live in memory and are written to the
+// tenant clock against the operator's quotas: Decide takes a unit for
+// each answer, Receive one for each event accepted, each checked and
+// counted in one step (reserve). Counts live in memory and are written to the
 // store by FlushQuotas (every few seconds and at shutdown), so a crash can
 // forget at most the last few seconds of use.
 type Quotas struct {
@@ -130,12 +131,13 @@ func (q *Quotas) CheckQuota(t *store.Tenant, kind string, now time.Time) error {
 	return nil
 }
 
-// reserve takes one unit of tenant t's daily quota of kind on now's day,
+// reserve takes n units of tenant t's daily quota of kind on now's day,
 // in one step with the check, so that concurrent callers never take more
-// than the quota: a DayLimitError (ErrQuota) when it has no room, and
-// then nothing is taken. With quota 0 (none) the unit is counted still.
-// A caller whose use then does not happen gives the unit back (release).
-func (q *Quotas) reserve(t *store.Tenant, kind string, now time.Time) error {
+// than the quota: a DayLimitError (ErrQuota) when it has no room for all
+// n, and then nothing is taken. With quota 0 (none) the units are counted
+// still. A caller whose use then does not happen gives the units back
+// (release).
+func (q *Quotas) reserve(t *store.Tenant, kind string, now time.Time, n int64) error {
 	lim := quotaLimit(t, kind)
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -143,21 +145,16 @@ func (q *Quotas) reserve(t *store.Tenant, kind string, now time.Time) error {
 	if err != nil {
 		return err
 	}
-	if lim > 0 && c.n+1 > lim {
+	if lim > 0 && c.n+n > lim {
 		return dayLimit(ErrQuota, now)
 	}
-	c.n++
+	c.n += n
 	c.dirty = true
 	return nil
 }
 
-// release gives back a unit that reserve took at the same time now.
-func (q *Quotas) release(tenant, kind string, now time.Time) error {
-	return q.count(tenant, kind, now, -1)
-}
-
-// count records n units of use.
-func (q *Quotas) count(tenant, kind string, now time.Time, n int64) error {
+// release gives back n units that reserve took at the same time now.
+func (q *Quotas) release(tenant, kind string, now time.Time, n int64) error {
 	if n == 0 {
 		return nil
 	}
@@ -167,7 +164,7 @@ func (q *Quotas) count(tenant, kind string, now time.Time, n int64) error {
 	if err != nil {
 		return err
 	}
-	c.n = max(0, c.n+n)
+	c.n = max(0, c.n-n)
 	c.dirty = true
 	return nil
 }

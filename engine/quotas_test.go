@@ -209,3 +209,107 @@ func TestDailyCapConcurrentDecisions(t *testing.T) {
 		})
 	}
 }
+
+// quotaTestEvents are n purchases of customer ref, event ids prefix-0 on.
+func quotaTestEvents(prefix, ref string, n int) []IngestEvent {
+	evs := make([]IngestEvent, n)
+	for i := range evs {
+		id := fmt.Sprintf("%s-%d", prefix, i)
+		evs[i] = IngestEvent{Index: i, Canonical: []byte(fmt.Sprintf(`{"event_id":%q}`, id)), Event: Event{
+			ID: id, ClienteRef: ref, TS: t0.Add(-time.Hour), Tipo: CompraCat, Clave: "c",
+			ValorCents: 1000, TicketID: "t-" + id, MargenCents: 100,
+		}}
+	}
+	return evs
+}
+
+// quotaUsed is the tenant's count of kind today (t0's day).
+func quotaUsed(t *testing.T, e *Engine, kind string) int64 {
+	t.Helper()
+	e.quotas.mu.Lock()
+	defer e.quotas.mu.Unlock()
+	c, err := e.quotas.get(quotaKey{"acme", kind, quotaDay(t0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c.n
+}
+
+// TestQuotaConcurrentEvents: N requests of events at once against a daily
+// quota of events Q never accept more than Q events: each request's new
+// events are taken from the quota in one step with the check, the whole
+// request or none of it (ErrQuota, nothing applied); duplicates and
+// rejected events take nothing, so a resend of accepted events is answered
+// even when the quota is used up; and the count is the events accepted.
+func TestQuotaConcurrentEvents(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		quota    int64
+		before   int  // events accepted before, one request
+		n, batch int  // concurrent requests of batch events
+		resend   bool // the concurrent requests resend the events accepted before
+		bad      int  // events of each request with a decision_id not the tenant's
+		accepted int  // requests answered
+	}{
+		{"batches past the quota", 50, 0, 8, 10, false, 0, 5},
+		{"room smaller than a batch", 25, 0, 6, 10, false, 0, 2},
+		{"little room left, large batches", 1000, 990, 4, 1000, false, 0, 0},
+		{"exactly the room", 40, 20, 4, 5, false, 0, 4},
+		{"resends of a full day", 30, 30, 6, 30, true, 0, 6},
+		{"rejected events take nothing", 20, 0, 6, 10, false, 6, 5},
+		{"no quota", 0, 0, 6, 10, false, 0, 6},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e, _ := newTestEngine(t, 2, func(s *store.Settings) { s.QuotaEventsDay = tc.quota })
+			d := Delivery{ClientID: "c1", At: t0, Now: t0}
+			if tc.before > 0 {
+				if res, err := e.Ingester.Receive("acme", quotaTestEvents("before", "ana", tc.before), d); err != nil || res.Aceptados != tc.before {
+					t.Fatalf("events before: %+v %v", res, err)
+				}
+			}
+			var answered, refused, accepted atomic.Int64
+			start := make(chan struct{})
+			var wg sync.WaitGroup
+			for i := range tc.n {
+				evs := quotaTestEvents(fmt.Sprintf("r%d", i), fmt.Sprintf("c%d", i), tc.batch)
+				if tc.resend {
+					evs = quotaTestEvents("before", "ana", tc.batch)
+				}
+				for k := range tc.bad {
+					evs[k].Event.DecisionID = "not-a-decision-id"
+				}
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					<-start
+					res, err := e.Ingester.Receive("acme", evs, d)
+					switch {
+					case err == nil:
+						answered.Add(1)
+						accepted.Add(int64(res.Aceptados))
+					case errors.Is(err, ErrQuota):
+						refused.Add(1)
+					default:
+						t.Errorf("request %d: %v", i, err)
+					}
+				}()
+			}
+			close(start)
+			wg.Wait()
+			want := [3]int64{int64(tc.accepted), int64(tc.n - tc.accepted), int64(tc.accepted * (tc.batch - tc.bad))}
+			if tc.resend {
+				want[2] = 0
+			}
+			got := [3]int64{answered.Load(), refused.Load(), accepted.Load()}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("[answered refused accepted] (-want +got):\n%s", diff)
+			}
+			if used, want := quotaUsed(t, e, QuotaEvents), int64(tc.before)+got[2]; used != want {
+				t.Errorf("quota count %d, want %d (the events accepted)", used, want)
+			}
+			if tc.quota > 0 && int64(tc.before)+got[2] > tc.quota {
+				t.Errorf("%d events accepted, quota %d", int64(tc.before)+got[2], tc.quota)
+			}
+		})
+	}
+}

@@ -24,20 +24,29 @@ type Delivery struct {
 }
 
 // Receive is the events endpoint's one call. Validated events are applied
-// by Ingest and counted against the tenant's daily quota of events, or,
-// when d.Hold, held in the abuse quarantine: the events Ingest would admit
-// (admitEvents: a good decision_id or none, an event_id new to the tenant
-// and to the request, else a duplicate or a rejection as Ingest answers)
-// are held and count as aceptados, and held events never count against
-// the quota.
+// by Ingest, their accepted ones taken from the tenant's daily quota of
+// events (on d.Now's day) in one step with the check, before anything is
+// applied: when they do not all fit, the request applies nothing and
+// fails with a DayLimitError (ErrQuota), so concurrent requests never
+// accept more events than the quota. Duplicates and rejected events take
+// nothing: a resend of accepted events is answered when the quota is used
+// up. When d.Hold the events are held in the abuse quarantine instead:
+// the events Ingest would admit (admitEvents: a good decision_id or none,
+// an event_id new to the tenant and to the request, else a duplicate or a
+// rejection as Ingest answers) are held and count as aceptados, and held
+// events never count against the quota.
 func (e *Ingester) Receive(tenant string, events []IngestEvent, d Delivery) (IngestResult, error) {
 	if !d.Hold || len(events) == 0 {
-		res, err := e.Ingest(tenant, events)
+		t, ok := e.db.Tenant(tenant)
+		if !ok {
+			return IngestResult{}, fmt.Errorf("%w: %q", ErrNoTenant, tenant)
+		}
+		res, err := e.ingest(tenant, events, &eventUnits{q: e.quotas, t: t, now: d.Now})
 		if err != nil {
 			return res, err
 		}
 		e.counters.ingested(tenant, d.Now, res.Aceptados)
-		return res, e.quotas.count(tenant, QuotaEvents, d.Now, int64(res.Aceptados))
+		return res, nil
 	}
 	// Quarantine: keep each admitted event's canonical JSON, committed
 	// with Sync, once the requests folded before it are applied.
@@ -74,6 +83,35 @@ func (e *Ingester) Receive(tenant string, events []IngestEvent, d Delivery) (Ing
 		return res, nil
 	}
 	return res, e.db.HoldBatch(tenant, d.At, d.Trace, &h)
+}
+
+// eventUnits is the tenant's daily quota of events as a request of
+// Receive takes it: on the tenant clock's day now, units for the events
+// its fold accepts (take, under the tenant's ingestion turn, so the check
+// sees every request folded before), given back when they are not
+// committed. A nil *eventUnits takes nothing (Ingest).
+type eventUnits struct {
+	q   *Quotas
+	t   *store.Tenant
+	now time.Time
+}
+
+// take reserves n units: ErrQuota (a DayLimitError) when they do not fit.
+func (u *eventUnits) take(n int) error {
+	if u == nil || n == 0 {
+		return nil
+	}
+	return u.q.reserve(u.t, QuotaEvents, u.now, int64(n))
+}
+
+// giveBack releases n units take reserved, for events not committed.
+func (u *eventUnits) giveBack(n int) {
+	if u == nil || n == 0 {
+		return
+	}
+	if err := u.q.release(u.t.ID, QuotaEvents, u.now, int64(n)); err != nil {
+		u.q.log.Error().Err(err).Str("tenant", u.t.ID).Msg("events not applied but their units of the daily quota not given back")
+	}
 }
 
 // ReleaseHeld applies every held event of tenant (idempotently, as if

@@ -49,7 +49,9 @@ package server
 // Ingester.Receive, the one call: for a client at the abuse guard's
 // quarantine step the events are held (store/quarantine.go, HoldBatch);
 // otherwise engine/ingest.go, Ingest (decision_id signature, idempotent per
-// event_id; event, customer index, features, attribution links and quality
-// counters in one synced batch), then the console counters and the daily
-// quota of events → call.answer with the counts; a history reload is noted
+// event_id; the accepted events taken from the daily quota of events in
+// one step with its check, ErrQuota and 429 for a request they do not fit,
+// nothing applied; event, customer index, features, attribution links and
+// quality counters in one synced batch), then the console counters →
+// call.answer with the counts; a history reload is noted
 // in call.anomaly for the abuse guard, which hears it in wrap.

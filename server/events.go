@@ -129,7 +129,7 @@ func (s *Server) handleEvents(c *call) error {
 		ClientID: c.clientID, Trace: c.trace, At: c.start, Now: now, Hold: hold,
 	})
 	if err != nil {
-		return err
+		return quotaError(err) // new events past the quota: 429, nothing applied
 	}
 	if n := len(good); n >= 500 && res.Duplicados*10 >= n*9 {
 		c.anomaly = fmt.Sprintf("recarga: %d de %d eventos ya estaban procesados", res.Duplicados, n)

@@ -26,7 +26,9 @@ func (s *Server) checkQuota(c *call, kind string) error {
 	return nil
 }
 
-// quotaError maps CheckQuota's refusal to 429 with its Retry-After.
+// quotaError maps a refusal of the tenant's daily quota (CheckQuota's, or
+// the engine's when it takes the units) to 429 with its Retry-After; other
+// errors go through.
 func quotaError(err error) error {
 	var lim *engine.DayLimitError
 	if errors.As(err, &lim) {
