@@ -169,38 +169,24 @@ func (e *Engine) loadCustomerState(tenant, clienteRef string, locked bool) (cust
 // HashBody is the identity of a request body for idempotency.
 func HashBody(b []byte) [32]byte { return sha256.Sum256(b) }
 
-// Decide answers one decision request for tenant: the tenant's daily
-// quota, the idempotency record, the per-customer daily cap and reward
-// window, the control group, then the policy with exploration and the
-// campaign budget. Every answer, a replay's too, takes one unit of the
-// quota before it is made (a DayLimitError with ErrQuota when none is
-// left), and a request that then fails gives it back, so concurrent
-// requests never answer more than the quota. The decision is durable
-// (committed with Sync) before Decide returns. An error means no decision
-// was committed; a failure left after the commit is logged, never
-// answered.
+// Decide answers one decision request for tenant: the idempotency record,
+// the tenant's daily quota, the per-customer daily cap and reward window,
+// the control group, then the policy with exploration and the campaign
+// budget. A keyed replay (same Idempotency-Key and body within
+// IdempotencyTTL) is looked up first and answered with the stored decision
+// whatever the day's quota and cap: replays do not count. Every other
+// answer takes one unit of the quota before it is made (a DayLimitError
+// with ErrQuota when none is left), and a request that then fails gives it
+// back, so concurrent requests never answer more than the quota. The
+// decision is durable (committed with Sync) before Decide returns. An
+// error means no decision was committed; a failure left after the commit
+// is logged, never answered.
 func (e *Engine) Decide(tenant string, req Request) (*Decision, error) {
 	e.markOnline()
 	ts, t, now, err := e.stateNow(tenant)
 	if err != nil {
 		return nil, err
 	}
-	if err := e.quotas.reserve(t, QuotaDecisions, now, 1); err != nil {
-		return nil, err
-	}
-	d, err := e.decideOrReplay(ts, t, now, req)
-	if err != nil {
-		if rerr := e.quotas.release(tenant, QuotaDecisions, now, 1); rerr != nil {
-			e.log.Error().Err(rerr).Str("tenant", tenant).Msg("decision refused but its unit of the daily quota not given back")
-		}
-		return nil, err
-	}
-	return d, nil
-}
-
-// decideOrReplay answers req: the stored answer of its Idempotency-Key,
-// or a new decision (decideAndCommit).
-func (e *Engine) decideOrReplay(ts *tenantState, t *store.Tenant, now time.Time, req Request) (*Decision, error) {
 	if req.IdempotencyKey != "" {
 		release, err := e.flights.claimKey(t.ID, req.IdempotencyKey)
 		if err != nil {
@@ -212,7 +198,23 @@ func (e *Engine) decideOrReplay(ts *tenantState, t *store.Tenant, now time.Time,
 			return d, err
 		}
 	}
-	return e.decideAndCommit(ts, t, now, req)
+	return e.decideCounted(ts, t, now, req)
+}
+
+// decideCounted is decideAndCommit taking one unit of the tenant's daily
+// quota of decisions first, given back when no decision is committed.
+func (e *Engine) decideCounted(ts *tenantState, t *store.Tenant, now time.Time, req Request) (*Decision, error) {
+	if err := e.quotas.reserve(t, QuotaDecisions, now, 1); err != nil {
+		return nil, err
+	}
+	d, err := e.decideAndCommit(ts, t, now, req)
+	if err != nil {
+		if rerr := e.quotas.release(t.ID, QuotaDecisions, now, 1); rerr != nil {
+			e.log.Error().Err(rerr).Str("tenant", t.ID).Msg("decision refused but its unit of the daily quota not given back")
+		}
+		return nil, err
+	}
+	return d, nil
 }
 
 // keyFlights are the Idempotency-Keys (tenant NUL key) whose first

@@ -15,22 +15,22 @@ import (
 	"github.com/coupond/coupond/store"
 )
 
-// TestQuotas: Decide counts every answer (a replay too) against the
+// TestQuotas: Decide counts every answer but a replay against the
 // tenant's daily quota, CheckQuota refuses past it with the wait until the
 // tenant's midnight, the count survives a flush and a new engine, and the
 // next day starts again.
 func TestQuotas(t *testing.T) {
-	e, db := newTestEngine(t, 2, func(s *store.Settings) { s.QuotaDecisionsDay = 3 })
+	e, db := newTestEngine(t, 2, func(s *store.Settings) { s.QuotaDecisionsDay = 2 })
 	tenant := func() *store.Tenant { tn, _ := db.Tenant("acme"); return tn }
 	now := func() time.Time { return tenant().Now(t0) }
 	req := Request{ClienteRef: "c1", Canal: "email", IdempotencyKey: "k1", BodyHash: HashBody([]byte("a"))}
-	for i := 0; i < 2; i++ { // the second is a replay: it counts too
+	for i := 0; i < 2; i++ { // the second is a replay: it does not count
 		if _, err := e.Decide("acme", req); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if err := e.Quotas.CheckQuota(tenant(), QuotaDecisions, now()); err != nil {
-		t.Fatalf("third decision refused: %v", err)
+		t.Fatalf("second decision refused: %v", err)
 	}
 	if _, err := e.Decide("acme", Request{ClienteRef: "c2", Canal: "email"}); err != nil {
 		t.Fatal(err)
@@ -38,7 +38,7 @@ func TestQuotas(t *testing.T) {
 	err := e.Quotas.CheckQuota(tenant(), QuotaDecisions, now())
 	var lim *DayLimitError
 	if !errors.As(err, &lim) || !errors.Is(err, ErrQuota) || lim.RetryAfter != 12*3600 {
-		t.Fatalf("fourth decision: %v, want ErrQuota with Retry-After %d", err, 12*3600)
+		t.Fatalf("third decision: %v, want ErrQuota with Retry-After %d", err, 12*3600)
 	}
 	if err := e.Quotas.CheckQuota(tenant(), QuotaEvents, now()); err != nil {
 		t.Errorf("events quota (0: none) refused: %v", err)
@@ -309,6 +309,58 @@ func TestQuotaConcurrentEvents(t *testing.T) {
 			}
 			if tc.quota > 0 && int64(tc.before)+got[2] > tc.quota {
 				t.Errorf("%d events accepted, quota %d", int64(tc.before)+got[2], tc.quota)
+			}
+		})
+	}
+}
+
+// TestReplayPastDailyLimits: a keyed replay (same Idempotency-Key, same
+// body) is answered with the original decision when the tenant's daily
+// quota or the customer's daily cap is used up, and takes nothing from
+// the quota; a new request is refused, and the same key with another body
+// is a conflict.
+func TestReplayPastDailyLimits(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		quota int64
+		fill  []string // customers of the unkeyed decisions after the keyed one
+		limit error    // what a new decision of ana gets then
+	}{
+		{"tenant quota used up", 3, []string{"bea", "eva"}, ErrQuota},
+		{"customer cap used up", 0, []string{"ana", "ana"}, ErrDailyCap},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e, _ := newTestEngine(t, 2, func(s *store.Settings) { s.QuotaDecisionsDay = tc.quota })
+			keyed := Request{ClienteRef: "ana", Canal: "email", IdempotencyKey: "k1", BodyHash: HashBody([]byte("a"))}
+			first, err := e.Decide("acme", keyed)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, ref := range tc.fill {
+				if _, err := e.Decide("acme", Request{ClienteRef: ref, Canal: "email"}); err != nil {
+					t.Fatalf("decision of %s: %v", ref, err)
+				}
+			}
+			if _, err := e.Decide("acme", Request{ClienteRef: "ana", Canal: "email"}); !errors.Is(err, tc.limit) {
+				t.Fatalf("new decision past the limit: %v, want %v", err, tc.limit)
+			}
+			used := quotaUsed(t, e, QuotaDecisions)
+			for i := range 2 {
+				got, err := e.Decide("acme", keyed)
+				if err != nil {
+					t.Fatalf("replay %d: %v, want the original answer", i, err)
+				}
+				if diff := cmp.Diff(first, got); diff != "" {
+					t.Errorf("replay %d (-original +replay):\n%s", i, diff)
+				}
+			}
+			if got := quotaUsed(t, e, QuotaDecisions); got != used {
+				t.Errorf("quota count %d after the replays, want %d (replays do not count)", got, used)
+			}
+			other := keyed
+			other.BodyHash = HashBody([]byte("b"))
+			if _, err := e.Decide("acme", other); !errors.Is(err, ErrIdempotencyConflict) {
+				t.Errorf("same key, another body: %v, want ErrIdempotencyConflict", err)
 			}
 		})
 	}

@@ -15,19 +15,22 @@ package server
 //     almacenamiento_lleno) → rate limit per client and class, scaled by
 //     the abuse step (429) → daily quota of decisions (quotas.go,
 //     checkQuota, which asks engine/quotas.go, Quotas.CheckQuota; 429 with
-//     Retry-After to the tenant's midnight) → readBody (size and
-//     Content-Type; 413/415).
+//     Retry-After to the tenant's midnight; for a request with an
+//     Idempotency-Key, which may be a replay, the 429 is held back in
+//     call.overQuota (quotas.go, mayReplay) and answers every refusal of
+//     the request (pastQuota): only a replay gets past it) → readBody (size
+//     and Content-Type; 413/415).
 //  4. decisions.go, handleDecide: Idempotency-Key header and body validated
 //     together (decode.go → server/schema: decode.go, parse.go, schema.go;
 //     422 with every field), then an engine.Request.
-//  5. engine/decide.go, Engine.Decide: tenant state and clock → one unit
-//     of the tenant's daily quota of decisions reserved, checked and
-//     counted in one step (engine/quotas.go; a request checkQuota let in
-//     whose unit a concurrent one took is 429 here), given back when the
-//     request then fails, a replay's unit kept → for an
+//  5. engine/decide.go, Engine.Decide: tenant state and clock → for an
 //     Idempotency-Key, the in-flight guard and replay (store/idempotency.go:
-//     the stored answer replayed, or 409 on another body) → otherwise
-//     decideAndCommit: the customer's lock → decideInto: customer state
+//     the stored answer replayed whatever the day's quota and cap, or 409
+//     on another body) → otherwise decideCounted: one unit of the tenant's
+//     daily quota of decisions reserved, checked and counted in one step
+//     (engine/quotas.go; a request checkQuota let in whose unit a
+//     concurrent one took is 429 here), given back when the request then
+//     fails → decideAndCommit: the customer's lock → decideInto: customer state
 //     (daily cap: DayLimitError with its Retry-After, 429; an open reward
 //     window answers with its decision) → decideNew: fresh nonce, control
 //     group, customer features, eligibility, campaign budget cut, the
@@ -43,7 +46,9 @@ package server
 // maps kinds and validation errors to the contract's bodies and never
 // echoes internals.
 //
-// The event walk (POST /v1/eventos) shares stops 1–3 (quota events) and
+// The event walk (POST /v1/eventos) shares stops 1–3 (quota events; its
+// 429 always held back, since a resend of accepted events takes nothing
+// and is answered past the quota, events.go) and
 // goes on in events.go: the abuse step of the client, then validation per
 // event (rejected events are listed, not fatal) → engine/receive.go,
 // Ingester.Receive, the one call: for a client at the abuse guard's

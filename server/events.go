@@ -125,6 +125,9 @@ func (s *Server) handleEvents(c *call) error {
 		}
 		good = append(good, item)
 	}
+	if hold && c.overQuota != nil {
+		return c.overQuota // held events take no quota: nothing to replay
+	}
 	res, err := s.Engine.Ingester.Receive(c.tenant.ID, good, engine.Delivery{
 		ClientID: c.clientID, Trace: c.trace, At: c.start, Now: now, Hold: hold,
 	})
@@ -135,6 +138,9 @@ func (s *Server) handleEvents(c *call) error {
 		c.anomaly = fmt.Sprintf("recarga: %d de %d eventos ya estaban procesados", res.Duplicados, n)
 	}
 	rejected = mergeRejections(rejected, res.Rechazados)
+	if c.overQuota != nil && res.Aceptados == 0 && len(rejected) > 0 {
+		return c.overQuota // past the quota, only a resend of accepted events is answered
+	}
 	c.answer = answer{http.StatusOK, api.RespuestaEventos{Aceptados: res.Aceptados, Duplicados: res.Duplicados, Rechazados: orEmpty(rejected)}}
 	return nil
 }

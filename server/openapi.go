@@ -765,8 +765,8 @@ var scopeDocs = map[string]string{
 }
 
 var quotaDocs = map[string]obj{
-	quotaDecisions: {"name": quotaDecisions, "description": "Tenant daily quota of decisions (operator setting), per UTC day of the tenant clock; 429 with Retry-After up to the next UTC midnight. Also 3 decision requests per cliente_ref per day (idempotent replays do not count)."},
-	quotaEvents:    {"name": quotaEvents, "description": "Tenant daily quota of accepted events (operator setting), per UTC day of the tenant clock; 429 with Retry-After up to the next UTC midnight. Duplicates and rejected events do not count; a request whose new events do not all fit in what is left of the day is refused whole (nothing applied), so the quota is never passed."},
+	quotaDecisions: {"name": quotaDecisions, "description": "Tenant daily quota of decisions (operator setting), per UTC day of the tenant clock; 429 with Retry-After up to the next UTC midnight. Also 3 decision requests per cliente_ref per day. Idempotent replays (same Idempotency-Key and body) count toward neither and are answered with the stored decision when either is used up."},
+	quotaEvents:    {"name": quotaEvents, "description": "Tenant daily quota of accepted events (operator setting), per UTC day of the tenant clock; 429 with Retry-After up to the next UTC midnight. Duplicates and rejected events do not count; a request whose new events do not all fit in what is left of the day is refused whole (nothing applied), so the quota is never passed. Past the quota, a request that only resends events accepted before (every one a duplicate) is still answered."},
 	quotaBatch:     {"name": quotaBatch, "description": "One batch job in progress per tenant and at most one created per hour of the tenant clock (failed jobs do not count); checked before the body is read; 429 with Retry-After."},
 }
 

@@ -36,3 +36,39 @@ func quotaError(err error) error {
 	}
 	return err
 }
+
+// mayReplay reports whether a request refused by checkQuota with err, the
+// 429 of the tenant's daily quota of kind, may be a replay, which the quota
+// does not count (contract §5), so that its 429 waits for the answer: a
+// decision request with an Idempotency-Key (the engine looks its record up
+// before the quota), a request of events (a resend of events accepted
+// before takes nothing). Any other error of checkQuota is answered as is.
+func mayReplay(c *call, kind string, err error) bool {
+	var ae *apiError
+	if !errors.As(err, &ae) || ae.kind != kindRateLimited {
+		return false
+	}
+	switch kind {
+	case quotaEvents:
+		return true
+	case quotaDecisions:
+		return len(c.r.Header.Values("Idempotency-Key")) > 0
+	}
+	return false
+}
+
+// pastQuota is the answer to a request past the daily quota held back for
+// a possible replay (call.overQuota): a refusal of the request (4xx) is the
+// quota's 429, which comes first in contract section 7 (413/415, 422, 409
+// come after it); a replay's answer and a server fault stay as they are.
+func (c *call) pastQuota(err error) error {
+	if c.overQuota == nil || err == nil {
+		return err
+	}
+	var ve *validationError
+	var ae *apiError
+	if errors.As(err, &ve) || errors.As(err, &ae) && errorTable[ae.kind].status < 500 {
+		return c.overQuota
+	}
+	return err
+}

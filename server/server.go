@@ -180,6 +180,10 @@ type call struct {
 	// sent is the decision id of an answered coupon send, confirmed the id
 	// of a decision confirmed: the abuse guard's unconfirmed trigger.
 	sent, confirmed string
+	// overQuota is the 429 of the tenant's daily quota, used up when the
+	// request arrived, held back while the request may be a replay (see
+	// mayReplay): it answers every refusal of the request (pastQuota).
+	overQuota error
 }
 
 // answer is a handler's JSON answer: its status and body. The pipeline
@@ -334,7 +338,9 @@ func (s *Server) recovered(sw *StatusWriter, c *call, p any) (cut bool) {
 }
 
 // serve runs the checks in the order of contract section 7: 401 → 403 → 503
-// → 429 → 413/415 → (422 and the endpoint's rules in the handler).
+// → 429 → 413/415 → (422 and the endpoint's rules in the handler). A
+// request past the daily quota that may be a replay goes on (mayReplay):
+// a replay is answered, anything else refused with the quota's 429.
 func (s *Server) serve(rt route, c *call) error {
 	if !rt.public {
 		if err := s.authenticate(c); err != nil {
@@ -360,16 +366,19 @@ func (s *Server) serve(rt route, c *call) error {
 		}
 		if rt.quota != "" {
 			if err := s.checkQuota(c, rt.quota); err != nil {
-				return err
+				if !mayReplay(c, rt.quota, err) {
+					return err
+				}
+				c.overQuota = err
 			}
 		}
 	}
 	if rt.maxBody > 0 {
 		if err := readBody(c, rt.maxBody); err != nil {
-			return err
+			return c.pastQuota(err)
 		}
 	}
-	return rt.h(c)
+	return c.pastQuota(rt.h(c))
 }
 
 // refusesWrites reports whether rt is refused while the store is below its
