@@ -76,8 +76,8 @@ func TestConfirmedBudgetCountsWhatWasSent(t *testing.T) {
 				}
 				id = d.DecisionID
 			}
-			c := Confirmation{Ejecutada: tc.ejecutada, AccionReal: tc.real(decided), IdempotencyKey: "k-" + tc.name}
-			c.BodyHash = HashConfirmBody(id, []byte(tc.name))
+			c := Confirmation{Ejecutada: tc.ejecutada, AccionReal: tc.real(decided),
+				Idempotency: Idempotency{Key: "k-" + tc.name, BodyHash: HashConfirmBody(id, []byte(tc.name))}}
 			if !tc.ejecutada {
 				c.MotivoRechazo = "no"
 			}
@@ -114,7 +114,7 @@ func TestConfirmedBudgetCountsWhatWasSent(t *testing.T) {
 func TestFallbackCountsAgainstCampaignBudget(t *testing.T) {
 	keyed := func(accion int, campana, key string) FallbackInput {
 		return FallbackInput{Accion: accion, Canal: "push", ClienteRef: "fallback01", CampanaID: campana,
-			IdempotencyKey: key, BodyHash: HashFallbackBody([]byte(key))}
+			Idempotency: Idempotency{Key: key, BodyHash: HashFallbackBody([]byte(key))}}
 	}
 	for _, tc := range []struct {
 		name string

@@ -23,18 +23,10 @@ type Confirmation struct {
 	AccionReal    *int
 	MotivoRechazo string
 	TsEjecucion   *time.Time
-	// IdempotencyKey, when set, makes a repeat within IdempotencyTTL with
-	// the same BodyHash (HashConfirmBody: the decision id and the body)
-	// answer the stored estado and store nothing more, and one with
-	// another hash ErrIdempotencyConflict.
-	IdempotencyKey string
-	BodyHash       [32]byte
-	// RawBodyHash, optional, is HashConfirmBody of the body's bytes as
-	// sent: the identity records stored before BodyHash was taken over
-	// the canonical body hold (they live IdempotencyTTL), so a repeat
-	// across that upgrade still replays. A record matching either hash
-	// is the same request.
-	RawBodyHash [32]byte
+	// Idempotency, when keyed, makes a repeat within IdempotencyTTL of
+	// the same decision and body (HashConfirmBody) answer the stored
+	// estado and store nothing more, and another ErrIdempotencyConflict.
+	Idempotency Idempotency
 	// Check, when set, is the caller's validation of the body against the
 	// tenant's state (catalog, clock): Confirm runs it after a keyed
 	// replay's lookup and before any other check (404 included), and
@@ -69,15 +61,15 @@ type confirmAnswer struct {
 // estado_ejecucion. Errors: ErrNotFound (altered, invented, foreign or
 // unknown id), ErrAlreadyConfirmed, ErrDecisionExpired. Its campaign's
 // budget then counts what was sent (confirmedSends): a rejected send is
-// given back, a modificada one counts accion_real's instead. With an IdempotencyKey the confirmation
+// given back, a modificada one counts accion_real's instead. With an Idempotency-Key the confirmation
 // and the key's record are committed together, and a repeat of the same
 // decision and body answers the stored estado (see Confirmation) whatever
 // became of the decision since: the key is looked up right after the id,
 // before c.Check and any other check.
 func (e *Engine) Confirm(tenant, id string, c Confirmation) (string, error) {
 	nonce, ok := e.ids.parse(tenant, id)
-	if ok && c.IdempotencyKey != "" {
-		release, err := e.flights.claimKey(tenant, c.IdempotencyKey)
+	if ok && c.Idempotency.Keyed() {
+		release, err := e.flights.claimKey(tenant, c.Idempotency.Key)
 		if err != nil {
 			return "", err
 		}
@@ -142,7 +134,7 @@ func (e *Engine) Confirm(tenant, id string, c Confirmation) (string, error) {
 	b := e.db.NewBatch()
 	defer b.Close()
 	putRecord(b, tenant, r)
-	if c.IdempotencyKey != "" {
+	if c.Idempotency.Keyed() {
 		if err := putConfirmIdem(b, tenant, id, now, r, c); err != nil {
 			return "", err
 		}
@@ -212,13 +204,13 @@ func (e *core) confirmedWith(tenant string, c Confirmation) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	rec, _, err := e.idemRecord(tenant, now, c.IdempotencyKey, c.BodyHash, c.RawBodyHash)
+	rec, _, err := e.idemRecord(tenant, now, c.Idempotency)
 	if rec == nil || err != nil {
 		return "", err
 	}
 	var a confirmAnswer
 	if err := json.Unmarshal(rec.Answer, &a); err != nil || !confirmedEstado(a.Estado) {
-		key := store.IdempotencyKey(tenant, c.IdempotencyKey)
+		key := store.IdempotencyKey(tenant, c.Idempotency.Key)
 		if raw, err := e.db.Get(key); err == nil {
 			e.quarantine(tenant, key, raw, fmt.Errorf("idempotency record: answer: estado_ejecucion %q", a.Estado))
 		}
@@ -240,11 +232,11 @@ func putConfirmIdem(b *store.Batch, tenant, id string, now time.Time, r *Decisio
 	if err != nil {
 		return err
 	}
-	rec, err := json.Marshal(idemRecord{BodyHash: c.BodyHash, At: now, Answer: answer, ClienteRef: r.ClienteRef})
+	rec, err := c.Idempotency.record(now, answer, r.ClienteRef)
 	if err != nil {
 		return err
 	}
-	b.SetIdempotency(tenant, c.IdempotencyKey, rec)
+	b.SetIdempotency(tenant, c.Idempotency.Key, rec)
 	return nil
 }
 
@@ -380,17 +372,10 @@ type FallbackInput struct {
 	Canal      string
 	ClienteRef string
 	CampanaID  string
-	// IdempotencyKey, when set, makes a repeat within IdempotencyTTL with
-	// the same BodyHash (HashFallbackBody) store nothing more, and one
-	// with another body ErrIdempotencyConflict.
-	IdempotencyKey string
-	BodyHash       [32]byte
-	// RawBodyHash, optional, is HashFallbackBody of the body's bytes as
-	// sent: the identity records stored before BodyHash was taken over
-	// the canonical body hold (they live IdempotencyTTL), so a repeat
-	// across that upgrade still replays. A record matching either hash
-	// is the same request.
-	RawBodyHash [32]byte
+	// Idempotency, when keyed, makes a repeat within IdempotencyTTL of
+	// the same body (HashFallbackBody) store nothing more, and one with
+	// another body ErrIdempotencyConflict.
+	Idempotency Idempotency
 }
 
 // HashFallbackBody is the identity of a fallback request's body for
@@ -411,7 +396,7 @@ var ErrUnknownAction = errors.New("engine: action not in the catalog")
 // Fallback stores a fallback record with propensity 1 and en_respaldo true.
 // It is kept for evaluation and does not open a reward window. A send
 // (accion ≠ 0) for a defined campaign is counted against its budget in the
-// same commit (fallbackSend), past the caps too. With an IdempotencyKey
+// same commit (fallbackSend), past the caps too. With an Idempotency-Key
 // the record and the key's record are committed together, and a repeat of
 // the same body stores and counts nothing (see FallbackInput), even
 // when its action has left the catalog since. ErrUnknownAction: an action
@@ -426,17 +411,17 @@ func (e *Engine) Fallback(tenant string, in FallbackInput) error {
 		return err
 	}
 	var idem []byte
-	if in.IdempotencyKey != "" {
-		release, err := e.flights.claimKey(tenant, in.IdempotencyKey)
+	if in.Idempotency.Keyed() {
+		release, err := e.flights.claimKey(tenant, in.Idempotency.Key)
 		if err != nil {
 			return err
 		}
 		defer release()
-		stored, err := e.replayed(tenant, now, in.IdempotencyKey, in.BodyHash, in.RawBodyHash)
+		stored, err := e.replayed(tenant, now, in.Idempotency)
 		if stored || err != nil {
 			return err
 		}
-		if idem, err = json.Marshal(idemRecord{BodyHash: in.BodyHash, At: now, Answer: json.RawMessage("{}"), ClienteRef: in.ClienteRef}); err != nil {
+		if idem, err = in.Idempotency.record(now, json.RawMessage("{}"), in.ClienteRef); err != nil {
 			return err
 		}
 	}
@@ -470,7 +455,7 @@ func (e *Engine) Fallback(tenant string, in FallbackInput) error {
 	defer b.Close()
 	putDecision(b, tenant, r, nil)
 	if idem != nil {
-		b.SetIdempotency(tenant, in.IdempotencyKey, idem)
+		b.SetIdempotency(tenant, in.Idempotency.Key, idem)
 	}
 	if err := e.Campaigns.commitCounts(ts, tenant, b, nil, nil, sent); err != nil {
 		return err

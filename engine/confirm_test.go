@@ -28,7 +28,7 @@ func TestConfirmIdempotencyKey(t *testing.T) {
 	for i := range 3 {
 		req := Request{ClienteRef: fmt.Sprintf("confirm%02d", i), Canal: "push"}
 		if i == 2 {
-			req.IdempotencyKey, req.BodyHash = "decision-key", HashBody([]byte("{}"))
+			req.Idempotency = Idempotency{Key: "decision-key", BodyHash: HashBody([]byte("{}"))}
 		}
 		d, err := e.Decide("acme", req)
 		if err != nil {
@@ -38,7 +38,7 @@ func TestConfirmIdempotencyKey(t *testing.T) {
 	}
 	yes := []byte(`{"ejecutada":true}`)
 	keyed := func(id, key string, body []byte, c Confirmation) Confirmation {
-		c.IdempotencyKey, c.BodyHash = key, HashConfirmBody(id, body)
+		c.Idempotency = Idempotency{Key: key, BodyHash: HashConfirmBody(id, body)}
 		return c
 	}
 	first := keyed(ids[0], "c-1", yes, Confirmation{Ejecutada: true})
@@ -107,8 +107,8 @@ func TestConfirmIdempotencyKey(t *testing.T) {
 func TestConfirmIdempotencyRejectedOnce(t *testing.T) {
 	e, db := newTestEngine(t, 1, nil)
 	ids := campaignSends(t, e, 2, 2)
-	no := Confirmation{Ejecutada: false, MotivoRechazo: "sin stock", IdempotencyKey: "r-1",
-		BodyHash: HashConfirmBody(ids[0], []byte(`{"ejecutada":false,"motivo_rechazo":"sin stock"}`))}
+	no := Confirmation{Ejecutada: false, MotivoRechazo: "sin stock", Idempotency: Idempotency{Key: "r-1",
+		BodyHash: HashConfirmBody(ids[0], []byte(`{"ejecutada":false,"motivo_rechazo":"sin stock"}`))}}
 	var got []string
 	for range 2 {
 		estado, err := e.Confirm("acme", ids[0], no)
@@ -142,13 +142,13 @@ func TestDamagedConfirmIdempotencyRecord(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			c := Confirmation{Ejecutada: true, IdempotencyKey: "k-1", BodyHash: HashConfirmBody(d.DecisionID, []byte("b"))}
+			c := Confirmation{Ejecutada: true, Idempotency: Idempotency{Key: "k-1", BodyHash: HashConfirmBody(d.DecisionID, []byte("b"))}}
 			if _, err := e.Confirm("acme", d.DecisionID, c); err != nil {
 				t.Fatal(err)
 			}
 			stored := `{"h":"not a hash"`
 			if tc.answer != "" {
-				raw, err := json.Marshal(idemRecord{BodyHash: c.BodyHash, At: t0, Answer: json.RawMessage(tc.answer)})
+				raw, err := json.Marshal(idemRecord{BodyHash: c.Idempotency.BodyHash, At: t0, Answer: json.RawMessage(tc.answer)})
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -53,8 +53,8 @@ func quarantinedTables(tb testing.TB, e *Engine) []string {
 // longer finds it. Pruning moves such a record too instead of keeping it
 // for ever.
 func TestDamagedIdempotencyRecord(t *testing.T) {
-	req := Request{ClienteRef: "idem-ana", Canal: "push", IdempotencyKey: "k-1", BodyHash: HashBody([]byte("b"))}
-	answer, err := json.Marshal(idemRecord{BodyHash: req.BodyHash, At: t0, Answer: json.RawMessage(`{"accion":"uno"}`)})
+	req := Request{ClienteRef: "idem-ana", Canal: "push", Idempotency: Idempotency{Key: "k-1", BodyHash: HashBody([]byte("b"))}}
+	answer, err := json.Marshal(idemRecord{BodyHash: req.Idempotency.BodyHash, At: t0, Answer: json.RawMessage(`{"accion":"uno"}`)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -35,16 +35,9 @@ type Request struct {
 	// Allowed restricts the candidate actions (0 is always allowed); nil
 	// means every action of the catalog.
 	Allowed []int
-	// IdempotencyKey, when set, makes a repeat within 24 hours return the
-	// same decision; BodyHash identifies the request body.
-	IdempotencyKey string
-	BodyHash       [32]byte
-	// RawBodyHash, optional, is the same hash of the body's bytes as
-	// sent: the identity records stored before BodyHash was taken over
-	// the canonical body hold (they live IdempotencyTTL), so a repeat
-	// across that upgrade still replays. A record matching either hash
-	// is the same request.
-	RawBodyHash [32]byte
+	// Idempotency, when keyed, makes a repeat within IdempotencyTTL return
+	// the same decision (body hashes: HashBody).
+	Idempotency Idempotency
 	// Explain adds μ per eligible action to the answer (scope explicar:leer).
 	Explain bool
 	// CapExempt skips the per-customer daily cap (sandbox tenants with rate
@@ -85,15 +78,6 @@ type customerState struct {
 	OpenAt    time.Time `json:"open_at,omitempty"`
 	Day       string    `json:"day,omitempty"`
 	Count     int       `json:"count,omitempty"`
-}
-
-type idemRecord struct {
-	BodyHash [32]byte        `json:"h"`
-	At       time.Time       `json:"at"`
-	Answer   json.RawMessage `json:"answer"`
-	// ClienteRef lets a customer's deletion find the records that answered
-	// for them (engine/privacy.go).
-	ClienteRef string `json:"cliente_ref,omitempty"`
 }
 
 func customerStateKey(tenant, clienteRef string) []byte {
@@ -187,8 +171,8 @@ func (e *Engine) Decide(tenant string, req Request) (*Decision, error) {
 	if err != nil {
 		return nil, err
 	}
-	if req.IdempotencyKey != "" {
-		release, err := e.flights.claimKey(t.ID, req.IdempotencyKey)
+	if req.Idempotency.Keyed() {
+		release, err := e.flights.claimKey(t.ID, req.Idempotency.Key)
 		if err != nil {
 			return nil, err
 		}
@@ -273,7 +257,7 @@ func (e *Engine) decideAndCommit(ts *tenantState, t *store.Tenant, now time.Time
 	if err != nil {
 		return nil, err
 	}
-	if req.IdempotencyKey != "" {
+	if req.Idempotency.Keyed() {
 		answer, ok := d.AppendJSON(nil)
 		if !ok {
 			var err error
@@ -281,11 +265,11 @@ func (e *Engine) decideAndCommit(ts *tenantState, t *store.Tenant, now time.Time
 				return nil, err
 			}
 		}
-		stored, err := json.Marshal(idemRecord{BodyHash: req.BodyHash, At: now, Answer: answer, ClienteRef: req.ClienteRef})
+		stored, err := req.Idempotency.record(now, answer, req.ClienteRef)
 		if err != nil {
 			return nil, err
 		}
-		b.SetIdempotency(t.ID, req.IdempotencyKey, stored)
+		b.SetIdempotency(t.ID, req.Idempotency.Key, stored)
 	}
 	var spent []string
 	if rec != nil && rec.Accion != 0 && rec.CampanaID != "" {
@@ -310,7 +294,7 @@ func (e *Engine) decideAndCommit(ts *tenantState, t *store.Tenant, now time.Time
 // last: once quarantined, the key is new. The stored answer's detalle is
 // left out for a request without req.Explain.
 func (e *Engine) replay(tenant string, now time.Time, req Request) (*Decision, error) {
-	rec, d, err := e.idemRecord(tenant, now, req.IdempotencyKey, req.BodyHash, req.RawBodyHash)
+	rec, d, err := e.idemRecord(tenant, now, req.Idempotency)
 	if rec == nil || err != nil {
 		return nil, err
 	}
@@ -322,13 +306,12 @@ func (e *Engine) replay(tenant string, now time.Time, req Request) (*Decision, e
 	return d, nil
 }
 
-// idemRecord reads tenant's record of Idempotency-Key key: nil when the
+// idemRecord reads tenant's record of id's Idempotency-Key: nil when the
 // key is new, expired (IdempotencyTTL by now) or its record damaged (moved
 // to quarantine, see replay); ErrIdempotencyConflict when it answered
-// another body than hash (or rawHash, the body's hash as older releases
-// stored it: see Request.RawBodyHash).
-func (e *core) idemRecord(tenant string, now time.Time, key string, hash, rawHash [32]byte) (*idemRecord, *Decision, error) {
-	raw, err := e.db.Idempotency(tenant, key)
+// another body (Idempotency.sameBody).
+func (e *core) idemRecord(tenant string, now time.Time, id Idempotency) (*idemRecord, *Decision, error) {
+	raw, err := e.db.Idempotency(tenant, id.Key)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, nil, nil
 	}
@@ -337,23 +320,22 @@ func (e *core) idemRecord(tenant string, now time.Time, key string, hash, rawHas
 	}
 	rec, d, err := decodeIdem(raw)
 	if err != nil {
-		e.quarantine(tenant, store.IdempotencyKey(tenant, key), raw, err)
+		e.quarantine(tenant, store.IdempotencyKey(tenant, id.Key), raw, err)
 		return nil, nil, nil
 	}
 	if now.Sub(rec.At) >= IdempotencyTTL {
 		return nil, nil, nil
 	}
-	if rec.BodyHash != hash && rec.BodyHash != rawHash {
+	if !id.sameBody(rec.BodyHash) {
 		return nil, nil, ErrIdempotencyConflict
 	}
 	return &rec, d, nil
 }
 
-// replayed reports whether a fallback request with Idempotency-Key key and
-// body hash (or raw, see idemRecord) was stored within IdempotencyTTL
-// (ErrIdempotencyConflict for another body).
-func (e *core) replayed(tenant string, now time.Time, key string, hash, raw [32]byte) (bool, error) {
-	rec, _, err := e.idemRecord(tenant, now, key, hash, raw)
+// replayed reports whether a fallback request of identity id was stored
+// within IdempotencyTTL (ErrIdempotencyConflict for another body).
+func (e *core) replayed(tenant string, now time.Time, id Idempotency) (bool, error) {
+	rec, _, err := e.idemRecord(tenant, now, id)
 	return rec != nil, err
 }
 

@@ -628,7 +628,7 @@ func BenchmarkDecideWhileLearning(b *testing.B) {
 func TestPruneIdempotency(t *testing.T) {
 	e, db := newTestEngine(t, 2, nil)
 	decide := func(ref, key string) *Decision {
-		d, err := e.Decide("acme", Request{ClienteRef: ref, Canal: "push", CapExempt: true, IdempotencyKey: key, BodyHash: HashBody([]byte(ref))})
+		d, err := e.Decide("acme", Request{ClienteRef: ref, Canal: "push", CapExempt: true, Idempotency: Idempotency{Key: key, BodyHash: HashBody([]byte(ref))}})
 		if err != nil {
 			t.Fatal(err)
 		}

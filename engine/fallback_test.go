@@ -47,7 +47,7 @@ func fallbackRecords(t *testing.T, e *Engine, tenant string) int {
 func TestFallbackIdempotencyKey(t *testing.T) {
 	e, _ := newTestEngine(t, 3, nil)
 	in := FallbackInput{Accion: 1, Canal: "push", ClienteRef: "fallback01",
-		IdempotencyKey: "k-1", BodyHash: HashFallbackBody([]byte(`{"a":1}`))}
+		Idempotency: Idempotency{Key: "k-1", BodyHash: HashFallbackBody([]byte(`{"a":1}`))}}
 	for i := 0; i < 2; i++ {
 		if err := e.Fallback("acme", in); err != nil {
 			t.Fatalf("call %d: %v", i+1, err)
@@ -57,7 +57,7 @@ func TestFallbackIdempotencyKey(t *testing.T) {
 		t.Errorf("after a keyed fallback sent twice: %d records, want 1", n)
 	}
 	other := in
-	other.BodyHash = HashFallbackBody([]byte(`{"a":2}`))
+	other.Idempotency.BodyHash = HashFallbackBody([]byte(`{"a":2}`))
 	if err := e.Fallback("acme", other); !errors.Is(err, ErrIdempotencyConflict) {
 		t.Errorf("same key, another body: %v, want ErrIdempotencyConflict", err)
 	}
@@ -79,10 +79,10 @@ func TestFallbackKeyIsNotADecisionKey(t *testing.T) {
 	e, _ := newTestEngine(t, 3, nil)
 	body := []byte(`{"cliente_ref":"fallback01"}`)
 	if err := e.Fallback("acme", FallbackInput{Accion: 0, Canal: "push", ClienteRef: "fallback01",
-		IdempotencyKey: "k-2", BodyHash: HashFallbackBody(body)}); err != nil {
+		Idempotency: Idempotency{Key: "k-2", BodyHash: HashFallbackBody(body)}}); err != nil {
 		t.Fatal(err)
 	}
-	_, err := e.Decide("acme", Request{ClienteRef: "fallback01", Canal: "push", IdempotencyKey: "k-2", BodyHash: HashBody(body)})
+	_, err := e.Decide("acme", Request{ClienteRef: "fallback01", Canal: "push", Idempotency: Idempotency{Key: "k-2", BodyHash: HashBody(body)}})
 	if !errors.Is(err, ErrIdempotencyConflict) {
 		t.Errorf("decision with a fallback's key: %v, want ErrIdempotencyConflict", err)
 	}
@@ -96,7 +96,7 @@ func TestFallbackKeyIsNotADecisionKey(t *testing.T) {
 func TestIdempotencyRawBodyHash(t *testing.T) {
 	e, _ := newTestEngine(t, 3, nil)
 	raw, canon, other := []byte(`{ "b":1, "a":2 }`), []byte(`{"a":2,"b":1}`), []byte(`{"a":3}`)
-	first, err := e.Decide("acme", Request{ClienteRef: "rawhash01", Canal: "push", CapExempt: true, IdempotencyKey: "k-d", BodyHash: HashBody(raw)})
+	first, err := e.Decide("acme", Request{ClienteRef: "rawhash01", Canal: "push", CapExempt: true, Idempotency: Idempotency{Key: "k-d", BodyHash: HashBody(raw)}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,17 +109,17 @@ func TestIdempotencyRawBodyHash(t *testing.T) {
 		{"canonical alone", canon, nil, ErrIdempotencyConflict},
 		{"other body", other, other, ErrIdempotencyConflict},
 	} {
-		req := Request{ClienteRef: "rawhash01", Canal: "push", CapExempt: true, IdempotencyKey: "k-d", BodyHash: HashBody(tc.hash)}
-		in := FallbackInput{Accion: 1, Canal: "push", ClienteRef: "rawhash02", IdempotencyKey: "k-f", BodyHash: HashFallbackBody(tc.hash)}
+		req := Request{ClienteRef: "rawhash01", Canal: "push", CapExempt: true, Idempotency: Idempotency{Key: "k-d", BodyHash: HashBody(tc.hash)}}
+		in := FallbackInput{Accion: 1, Canal: "push", ClienteRef: "rawhash02", Idempotency: Idempotency{Key: "k-f", BodyHash: HashFallbackBody(tc.hash)}}
 		if tc.raw != nil {
-			req.RawBodyHash, in.RawBodyHash = HashBody(tc.raw), HashFallbackBody(tc.raw)
+			req.Idempotency.RawBodyHash, in.Idempotency.RawBodyHash = HashBody(tc.raw), HashFallbackBody(tc.raw)
 		}
 		d, err := e.Decide("acme", req)
 		if !errors.Is(err, tc.want) || err == nil && d.DecisionID != first.DecisionID {
 			t.Errorf("decision, %s: %v %v, want %v and the first decision", tc.name, d, err, tc.want)
 		}
 		if tc.name == "canonical with the stored raw hash" {
-			if err := e.Fallback("acme", FallbackInput{Accion: 1, Canal: "push", ClienteRef: "rawhash02", IdempotencyKey: "k-f", BodyHash: HashFallbackBody(raw)}); err != nil {
+			if err := e.Fallback("acme", FallbackInput{Accion: 1, Canal: "push", ClienteRef: "rawhash02", Idempotency: Idempotency{Key: "k-f", BodyHash: HashFallbackBody(raw)}}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -141,7 +141,7 @@ func TestIdempotencyRawBodyHash(t *testing.T) {
 func TestFallbackReplayAfterCatalogChange(t *testing.T) {
 	e, _ := newTestEngine(t, 3, nil)
 	in := FallbackInput{Accion: 3, Canal: "push", ClienteRef: "fallback01",
-		IdempotencyKey: "k-3", BodyHash: HashFallbackBody([]byte(`{"accion":3}`))}
+		Idempotency: Idempotency{Key: "k-3", BodyHash: HashFallbackBody([]byte(`{"accion":3}`))}}
 	if err := e.Fallback("acme", in); err != nil {
 		t.Fatal(err)
 	}
@@ -153,9 +153,9 @@ func TestFallbackReplayAfterCatalogChange(t *testing.T) {
 		t.Fatal(err)
 	}
 	newKey := in
-	newKey.IdempotencyKey = "k-4"
+	newKey.Idempotency.Key = "k-4"
 	plain := in
-	plain.IdempotencyKey = ""
+	plain.Idempotency = Idempotency{}
 	tests := []struct {
 		name string
 		in   FallbackInput

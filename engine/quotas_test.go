@@ -23,7 +23,7 @@ func TestQuotas(t *testing.T) {
 	e, db := newTestEngine(t, 2, func(s *store.Settings) { s.QuotaDecisionsDay = 2 })
 	tenant := func() *store.Tenant { tn, _ := db.Tenant("acme"); return tn }
 	now := func() time.Time { return tenant().Now(t0) }
-	req := Request{ClienteRef: "c1", Canal: "email", IdempotencyKey: "k1", BodyHash: HashBody([]byte("a"))}
+	req := Request{ClienteRef: "c1", Canal: "email", Idempotency: Idempotency{Key: "k1", BodyHash: HashBody([]byte("a"))}}
 	for i := 0; i < 2; i++ { // the second is a replay: it does not count
 		if _, err := e.Decide("acme", req); err != nil {
 			t.Fatal(err)
@@ -82,7 +82,7 @@ func TestDecideNeverErrsAfterCommit(t *testing.T) {
 		req  Request
 	}{
 		{"new decision", Request{ClienteRef: "quota-ana", Canal: "push"}},
-		{"with Idempotency-Key", Request{ClienteRef: "quota-ana", Canal: "push", IdempotencyKey: "k", BodyHash: HashBody([]byte("a"))}},
+		{"with Idempotency-Key", Request{ClienteRef: "quota-ana", Canal: "push", Idempotency: Idempotency{Key: "k", BodyHash: HashBody([]byte("a"))}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e, db := newTestEngine(t, 2, nil)
@@ -183,7 +183,7 @@ func TestDailyCapConcurrentDecisions(t *testing.T) {
 						defer wg.Done()
 						req := Request{ClienteRef: fmt.Sprintf("ana%d", c), Canal: "email"}
 						if tc.keys {
-							req.IdempotencyKey, req.BodyHash = fmt.Sprintf("k%d-%d", c, i), HashBody([]byte("a"))
+							req.Idempotency = Idempotency{Key: fmt.Sprintf("k%d-%d", c, i), BodyHash: HashBody([]byte("a"))}
 						}
 						<-start
 						switch _, err := e.Decide("acme", req); {
@@ -331,7 +331,7 @@ func TestReplayPastDailyLimits(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e, _ := newTestEngine(t, 2, func(s *store.Settings) { s.QuotaDecisionsDay = tc.quota })
-			keyed := Request{ClienteRef: "ana", Canal: "email", IdempotencyKey: "k1", BodyHash: HashBody([]byte("a"))}
+			keyed := Request{ClienteRef: "ana", Canal: "email", Idempotency: Idempotency{Key: "k1", BodyHash: HashBody([]byte("a"))}}
 			first, err := e.Decide("acme", keyed)
 			if err != nil {
 				t.Fatal(err)
@@ -358,7 +358,7 @@ func TestReplayPastDailyLimits(t *testing.T) {
 				t.Errorf("quota count %d after the replays, want %d (replays do not count)", got, used)
 			}
 			other := keyed
-			other.BodyHash = HashBody([]byte("b"))
+			other.Idempotency.BodyHash = HashBody([]byte("b"))
 			if _, err := e.Decide("acme", other); !errors.Is(err, ErrIdempotencyConflict) {
 				t.Errorf("same key, another body: %v, want ErrIdempotencyConflict", err)
 			}

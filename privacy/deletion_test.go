@@ -36,7 +36,7 @@ func TestDeletionSurvivesRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	ingestFor(t, e, "carla-0000001", "c", 5)
-	if _, err := e.Decide("acme", engine.Request{ClienteRef: "carla-0000001", Canal: "push", IdempotencyKey: "k1"}); err != nil {
+	if _, err := e.Decide("acme", engine.Request{ClienteRef: "carla-0000001", Canal: "push", Idempotency: engine.Idempotency{Key: "k1"}}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := p.RequestDeletion("acme", "carla-0000001", "ci_x"); err != nil {
@@ -393,7 +393,7 @@ func TestDeletionLeavesNoBytesOnDisk(t *testing.T) {
 	}
 	const canary = "Wq83canaryZk"
 	ingestFor(t, e, canary, "zz-"+canary, 5)
-	if _, err := e.Decide("acme", engine.Request{ClienteRef: canary, Canal: "push", IdempotencyKey: "idem-1"}); err != nil {
+	if _, err := e.Decide("acme", engine.Request{ClienteRef: canary, Canal: "push", Idempotency: engine.Idempotency{Key: "idem-1"}}); err != nil {
 		t.Fatal(err)
 	}
 	// Flushes and more writes, as a live store has: the WAL holding the

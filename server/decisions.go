@@ -71,7 +71,7 @@ func (s *Server) handleDecide(c *call) error {
 		// The body's identity is its canonical JSON (as an event's): a
 		// retry that respaces, reorders keys or respells numbers is the
 		// same request, not a conflict.
-		req.IdempotencyKey, req.BodyHash, req.RawBodyHash = key, engine.HashBody(v.JSON()), engine.HashBody(c.body)
+		req.Idempotency = engine.Idempotency{Key: key, BodyHash: engine.HashBody(v.JSON()), RawBodyHash: engine.HashBody(c.body)}
 	}
 	d, err := s.Engine.Decide(c.tenant.ID, req)
 	if err != nil {
@@ -130,7 +130,7 @@ func (s *Server) handleConfirm(c *call) error {
 	}
 	conf.Check = func() error { return s.checkConfirmation(c, v, conf) }
 	if key != "" {
-		conf.IdempotencyKey, conf.BodyHash, conf.RawBodyHash = key, engine.HashConfirmBody(id, v.JSON()), engine.HashConfirmBody(id, c.body)
+		conf.Idempotency = engine.Idempotency{Key: key, BodyHash: engine.HashConfirmBody(id, v.JSON()), RawBodyHash: engine.HashConfirmBody(id, c.body)}
 	}
 	estado, err := s.Engine.Confirm(c.tenant.ID, id, conf)
 	switch {
@@ -236,7 +236,7 @@ func (s *Server) handleFallback(c *call) error {
 		ClienteRef: v.Field("cliente_ref").String(), CampanaID: v.Field("campana_id").String(),
 	}
 	if key != "" {
-		in.IdempotencyKey, in.BodyHash, in.RawBodyHash = key, engine.HashFallbackBody(v.JSON()), engine.HashFallbackBody(c.body)
+		in.Idempotency = engine.Idempotency{Key: key, BodyHash: engine.HashFallbackBody(v.JSON()), RawBodyHash: engine.HashFallbackBody(c.body)}
 	}
 	err = s.Engine.Fallback(c.tenant.ID, in)
 	if errors.Is(err, engine.ErrIdempotencyConflict) {
