@@ -7,7 +7,8 @@
 //
 // Used by: store (keys.json), privacy (backups.json, backup keys and
 // manifest), batch (result files, through the streaming Create/Commit
-// form).
+// form), cli (the admin audit log). Each call has a form that takes the
+// FS to write on (CreateFS, AppendFS, SyncDirFS); the others use OS.
 package atomicfile
 
 import (
@@ -31,20 +32,24 @@ func ownerOnly(perm fs.FileMode) fs.FileMode { return perm & 0o700 }
 // deferring Abort right after Create is the intended pattern, since Abort
 // after Commit does nothing. It is not safe for concurrent use.
 type File struct {
+	fsys FS
 	path string
-	f    *os.File
+	f    Handle
 	done bool
 }
 
 // Create starts writing path: the bytes go to path+TmpSuffix (truncated if
 // a stale one exists) with perm's owner bits only (0600 for 0644) until
 // Commit. A file already at path is replaced only when Commit succeeds.
-func Create(path string, perm fs.FileMode) (*File, error) {
-	f, err := os.OpenFile(path+TmpSuffix, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, ownerOnly(perm))
+func Create(path string, perm fs.FileMode) (*File, error) { return CreateFS(OS{}, path, perm) }
+
+// CreateFS is Create on fsys.
+func CreateFS(fsys FS, path string, perm fs.FileMode) (*File, error) {
+	f, err := fsys.OpenFile(path+TmpSuffix, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, ownerOnly(perm))
 	if err != nil {
 		return nil, err
 	}
-	return &File{path: path, f: f}, nil
+	return &File{fsys: fsys, path: path, f: f}, nil
 }
 
 // Write writes to the temporary file.
@@ -67,13 +72,13 @@ func (a *File) Commit() error {
 		err = cerr
 	}
 	if err == nil {
-		err = os.Rename(tmp, a.path)
+		err = a.fsys.Rename(tmp, a.path)
 	}
 	if err != nil {
-		os.Remove(tmp)
+		a.fsys.Remove(tmp)
 		return err
 	}
-	return SyncDir(filepath.Dir(a.path))
+	return SyncDirFS(a.fsys, filepath.Dir(a.path))
 }
 
 // Abort discards what was written and removes the temporary file. It does
@@ -84,7 +89,7 @@ func (a *File) Abort() error {
 	}
 	a.done = true
 	a.f.Close()
-	if err := os.Remove(a.f.Name()); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := a.fsys.Remove(a.f.Name()); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
 	return nil
@@ -119,7 +124,12 @@ func WriteBytes(path string, perm fs.FileMode, data []byte) error {
 // acknowledged, so retried) is cut off first: written after it, data
 // would join it into one line that does not parse.
 func Append(path string, perm fs.FileMode, data []byte) error {
-	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_RDWR, ownerOnly(perm))
+	return AppendFS(OS{}, path, perm, data)
+}
+
+// AppendFS is Append on fsys.
+func AppendFS(fsys FS, path string, perm fs.FileMode, data []byte) error {
+	f, err := fsys.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_RDWR, ownerOnly(perm))
 	if err != nil {
 		return err
 	}
@@ -140,7 +150,7 @@ func Append(path string, perm fs.FileMode, data []byte) error {
 
 // cutTornLine truncates f after its last newline when it does not end
 // with one.
-func cutTornLine(f *os.File) error {
+func cutTornLine(f Handle) error {
 	info, err := f.Stat()
 	if err != nil || info.Size() == 0 {
 		return err
@@ -161,8 +171,11 @@ func cutTornLine(f *os.File) error {
 
 // SyncDir fsyncs a directory, so that a rename or a new file inside it is
 // durable.
-func SyncDir(dir string) error {
-	d, err := os.Open(dir)
+func SyncDir(dir string) error { return SyncDirFS(OS{}, dir) }
+
+// SyncDirFS is SyncDir on fsys.
+func SyncDirFS(fsys FS, dir string) error {
+	d, err := fsys.OpenFile(dir, os.O_RDONLY, 0)
 	if err != nil {
 		return err
 	}

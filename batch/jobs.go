@@ -15,7 +15,6 @@ import (
 	"fmt"
 	"io/fs"
 	"math"
-	"os"
 	"path/filepath"
 	"runtime/debug"
 	"slices"
@@ -26,6 +25,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/coupond/coupond/api"
+	"github.com/coupond/coupond/atomicfile"
 	"github.com/coupond/coupond/engine"
 	"github.com/coupond/coupond/store"
 )
@@ -115,7 +115,8 @@ type Runner struct {
 	// voidJob is eng.VoidJob (tests make it fail).
 	voidJob func(tenant, jobID string) (int, error)
 	log     zerolog.Logger
-	dir     string // results root
+	dir     string        // results root
+	fs      atomicfile.FS // where result files are written
 	now     func() time.Time
 	Signer  *URLSigner
 	hooks   *Webhooks
@@ -148,11 +149,18 @@ type RunnerConfig struct {
 	Now      func() time.Time
 	Signer   *URLSigner
 	Webhooks *Webhooks
+	// FS is where result files are written and removed (nil: the
+	// operating system's); tests give one that fails as a full disk does.
+	FS atomicfile.FS
 }
 
 // NewRunner builds a runner; call Recover before Run.
 func NewRunner(c RunnerConfig) *Runner {
-	return &Runner{db: c.DB, eng: c.Engine, voidJob: c.Engine.VoidJob, log: c.Log, dir: c.Dir, now: c.Now, Signer: c.Signer, hooks: c.Webhooks,
+	fsys := c.FS
+	if fsys == nil {
+		fsys = atomicfile.OS{}
+	}
+	return &Runner{db: c.DB, eng: c.Engine, voidJob: c.Engine.VoidJob, log: c.Log, dir: c.Dir, fs: fsys, now: c.Now, Signer: c.Signer, hooks: c.Webhooks,
 		progress: map[string]progress{}, wake: newWaker()}
 }
 
@@ -419,7 +427,7 @@ func (r *Runner) sweep(keep map[string]bool) error {
 			return nil
 		}
 		if strings.HasSuffix(path, tmpSuffix) || (strings.HasSuffix(path, resultSuffix) && !keep[rel]) {
-			if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			if err := r.fs.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				return err
 			}
 			r.log.Info().Str("file", rel).Msg("batch recovery: stale result file removed")
@@ -572,7 +580,7 @@ func (r *Runner) process(ctx context.Context, j *Job) bool {
 	log.Info().Int("lineas", j.Procesados).Int("envios", j.Envios).Dur("took", realDone.Sub(realStart)).Msg("batch job completed")
 	if err := r.finish(j); err != nil {
 		log.Error().Err(err).Msg("batch save")
-		os.Remove(r.resultPath(j.Result))
+		r.fs.Remove(r.resultPath(j.Result))
 	}
 	return true
 }
@@ -842,10 +850,10 @@ func (r *Runner) scan(ctx context.Context, j *Job, bd *engine.BatchDecider) (ref
 // keep is sent nothing.
 func (r *Runner) writeResult(ctx context.Context, j *Job, bd *engine.BatchDecider, rel string, refs []string, limited bool, keep []bool) (n int, err error) {
 	dir := filepath.Dir(r.resultPath(rel))
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := r.fs.MkdirAll(dir, 0o700); err != nil {
 		return 0, err
 	}
-	w, err := CreateResult(dir, filepath.Base(rel))
+	w, err := createResult(r.fs, dir, filepath.Base(rel))
 	if err != nil {
 		return 0, err
 	}
@@ -941,7 +949,7 @@ func (r *Runner) cleanup() {
 			if j.Estado != api.EstadoCompletado || j.Result == "" || !kept.Before(cutoff) {
 				continue
 			}
-			if err := os.Remove(r.resultPath(j.Result)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			if err := r.fs.Remove(r.resultPath(j.Result)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				r.log.Error().Err(err).Str("job_id", j.ID).Msg("batch retention")
 				continue
 			}
@@ -963,7 +971,7 @@ func (r *Runner) DropResult(j *Job, reason string) error {
 	if j.Result == "" {
 		return nil
 	}
-	if err := os.Remove(r.resultPath(j.Result)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := r.fs.Remove(r.resultPath(j.Result)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
 	j.Result, j.Error = "", reason

@@ -86,11 +86,16 @@ type ResultWriter struct {
 // plain file name (no separator) not ending in ".tmp"; dir must exist.
 // A file already named dir/name is replaced only when Commit succeeds.
 func CreateResult(dir, name string) (*ResultWriter, error) {
+	return createResult(atomicfile.OS{}, dir, name)
+}
+
+// createResult is CreateResult on fsys.
+func createResult(fsys atomicfile.FS, dir, name string) (*ResultWriter, error) {
 	if name == "" || name == "." || name == ".." || strings.ContainsRune(name, os.PathSeparator) ||
 		strings.ContainsRune(name, '/') || strings.HasSuffix(name, tmpSuffix) {
 		return nil, fmt.Errorf("batch: result file name %q is not a plain file name", name)
 	}
-	f, err := atomicfile.Create(filepath.Join(dir, name), 0o600)
+	f, err := atomicfile.CreateFS(fsys, filepath.Join(dir, name), 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("batch: create result: %w", err)
 	}

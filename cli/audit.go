@@ -55,6 +55,7 @@ type auditEntry struct {
 type auditLog struct {
 	mu   sync.Mutex
 	path string
+	fs   atomicfile.FS // nil: the operating system's
 }
 
 func (l *auditLog) write(e auditEntry) error {
@@ -64,7 +65,11 @@ func (l *auditLog) write(e auditEntry) error {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return atomicfile.Append(l.path, store.FileMode, append(line, '\n'))
+	fsys := l.fs
+	if fsys == nil {
+		fsys = atomicfile.OS{}
+	}
+	return atomicfile.AppendFS(fsys, l.path, store.FileMode, append(line, '\n'))
 }
 
 // redactArgs returns args with the values of flags that look like secrets
