@@ -20,6 +20,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -59,6 +60,10 @@ type Job struct {
 	// Explain: the job's credential had explicar:leer, so every result
 	// line carries detalle.
 	Explain bool `json:"explicar,omitempty"`
+	// WaitsForSpace: the job's run met a full disk and its decisions are
+	// voided; it stays en_curso and runs again from its start once the
+	// store takes writes (waitForSpace).
+	WaitsForSpace bool `json:"espera_espacio,omitempty"`
 }
 
 // Submission is a validated batch request.
@@ -106,6 +111,11 @@ const (
 	errNoCamp   = "la campaña ya no está definida"
 	errNoTenant = "el inquilino ya no existe"
 	errInternal = "error interno al procesar el lote"
+	// errDiskFull is kept on a job whose run met a full disk while it
+	// waits en_curso for its decisions to be voided; voided, it waits for
+	// space (waitForSpace), never fallido, so it shows in no status.
+	errDiskFull = "disco lleno al procesar el lote; se reanuda cuando haya espacio"
+	errResultIO = "no se pudo escribir el archivo de resultados (error del disco); envíe el lote de nuevo"
 )
 
 // Runner owns the job queue and runs one job at a time.
@@ -381,10 +391,15 @@ func (r *Runner) Recover() error {
 }
 
 // recoverJob ends j, a job of tenant t found en_curso at a start, fallido
-// once its decisions are voided. Voided first: a stop before the job is
-// recorded fallido leaves it en_curso, and the next start voids what is
-// left. When they cannot be voided j stays en_curso with its reason kept.
+// once its decisions are voided; one whose run met a full disk waits for
+// space (waitForSpace), as before the restart. Voided first: a stop
+// before the job is recorded fallido leaves it en_curso, and the next
+// start voids what is left. When they cannot be voided j stays en_curso
+// with its reason kept.
 func (r *Runner) recoverJob(t *store.Tenant, j *Job) error {
+	if j.WaitsForSpace { // voided before it was marked so, not run since
+		return nil
+	}
 	reason := errRestart
 	if j.Error != "" { // a failed run whose decisions were not voided (endFailed)
 		reason = j.Error
@@ -397,6 +412,12 @@ func (r *Runner) recoverJob(t *store.Tenant, j *Job) error {
 		}
 		r.log.Error().Err(err).Str("tenant", j.Tenant).Str("job_id", j.ID).Msg("batch recovery: void failed, the job stays en_curso until its decisions are voided")
 		return fmt.Errorf("batch: recover job %s/%s: %w", j.Tenant, j.ID, err)
+	}
+	if reason == errDiskFull {
+		if !r.waitForSpace(j, voided, r.log.With().Str("tenant", j.Tenant).Str("job_id", j.ID).Logger()) {
+			return fmt.Errorf("batch: recover job %s/%s: not saved", j.Tenant, j.ID)
+		}
+		return nil
 	}
 	j.Estado, j.Error = api.EstadoFallido, reason
 	now := t.Now(r.now())
@@ -450,9 +471,10 @@ func (r *Runner) Run(ctx context.Context) {
 	r.wake.loop(ctx, time.Minute, func() { r.RunPending(ctx) })
 }
 
-// RunPending runs every queued job to its end, oldest first, then removes
-// result files past their retention; it returns how many jobs ran. Run
-// calls it; tests call it to run jobs synchronously.
+// RunPending runs every queued job to its end, oldest first, and those
+// waiting for space after a full disk (a full disk ends the round), then
+// removes result files past their retention; it returns how many jobs
+// ran. Run calls it; tests call it to run jobs synchronously.
 func (r *Runner) RunPending(ctx context.Context) int {
 	r.runMu.Lock()
 	defer r.runMu.Unlock()
@@ -486,9 +508,9 @@ func (r *Runner) RunPending(ctx context.Context) int {
 			r.log.Info().Msg("batch jobs run again: the store takes writes")
 		}
 		if !r.process(ctx, j) {
-			// The store refused the job's start (a full disk): the job
-			// stays queued for the next round instead of being picked
-			// again at once.
+			// The store refused the job's start, or its run met a full
+			// disk: the job waits for the next round instead of being
+			// picked again at once.
 			break
 		}
 		n++
@@ -497,6 +519,9 @@ func (r *Runner) RunPending(ctx context.Context) int {
 	return n
 }
 
+// nextQueued returns the oldest job to run, nil if none: one queued, or
+// one waiting en_curso for space after its run met a full disk
+// (waitForSpace). A paused tenant's jobs are left waiting.
 func (r *Runner) nextQueued() (*Job, error) {
 	var next *Job
 	for _, t := range r.db.Tenants() {
@@ -508,7 +533,8 @@ func (r *Runner) nextQueued() (*Job, error) {
 			return nil, err
 		}
 		for _, j := range jobs {
-			if j.Estado == api.EstadoEnCola && (next == nil || j.RealCreadoEn.Before(next.RealCreadoEn)) {
+			runnable := j.Estado == api.EstadoEnCola || j.Estado == api.EstadoEnCurso && j.WaitsForSpace
+			if runnable && (next == nil || j.RealCreadoEn.Before(next.RealCreadoEn)) {
 				next = j
 			}
 		}
@@ -532,9 +558,10 @@ func (r *Runner) setProgress(j *Job, procesados int, force bool) {
 }
 
 // process runs one job to completado or fallido (or, when a failed job's
-// decisions could not be voided, leaves it en_curso: endFailed). It
-// reports false when the job could not be marked en_curso and stays
-// queued.
+// decisions could not be voided, leaves it en_curso: endFailed; or, when
+// its run met a full disk, leaves it en_curso waiting for space:
+// waitForSpace). It reports false when the round must stop: the job could
+// not be marked en_curso and stays as it was, or its run met a full disk.
 func (r *Runner) process(ctx context.Context, j *Job) bool {
 	log := r.log.With().Str("tenant", j.Tenant).Str("job_id", j.ID).Logger()
 	t, ok := r.db.Tenant(j.Tenant)
@@ -547,8 +574,11 @@ func (r *Runner) process(ctx context.Context, j *Job) bool {
 		return true
 	}
 	realStart := r.now()
-	started := t.Now(realStart)
-	j.Estado, j.IniciadoEn, j.RealIniciadoEn = api.EstadoEnCurso, &started, realStart.UTC()
+	if !j.WaitsForSpace { // a job run again after a full disk keeps its first start
+		started := t.Now(realStart)
+		j.IniciadoEn, j.RealIniciadoEn = &started, realStart.UTC()
+	}
+	j.Estado, j.WaitsForSpace = api.EstadoEnCurso, false
 	if err := r.save(j); err != nil {
 		log.Error().Err(err).Msg("batch start")
 		return false
@@ -566,12 +596,18 @@ func (r *Runner) process(ctx context.Context, j *Job) bool {
 		t = t2
 	}
 	if runErr != nil {
-		log.Error().Err(runErr).Msg("batch job failed")
+		reason := publicError(runErr)
+		if reason == errDiskFull {
+			log.Warn().Err(runErr).Msg("batch job met a full disk: its decisions are voided and it runs again once there is space")
+		} else {
+			log.Error().Err(runErr).Msg("batch job failed")
+		}
 		j.Result, j.RealCompletadoEn = "", r.now().UTC() // the run's end, however late its decisions are voided
-		if !r.endFailed(j, publicError(runErr), log) {
+		if !r.endFailed(j, reason, log) {
 			r.stuck = true
 		}
-		return true
+		// A full disk stops the round: the next job would meet it too.
+		return reason != errDiskFull
 	}
 	realDone := r.now()
 	done := t.Now(realDone)
@@ -587,7 +623,8 @@ func (r *Runner) process(ctx context.Context, j *Job) bool {
 
 // endFailed records j, a job that failed without delivering its result
 // (reason: its public error), fallido once the decisions it committed are
-// voided (engine.VoidJob: no caller got them). While they cannot be voided
+// voided (engine.VoidJob: no caller got them); for errDiskFull, it waits
+// en_curso for space instead (waitForSpace). While they cannot be voided
 // j stays en_curso, its reason kept for its end (a status shows error only
 // when fallido), and the next RunPending (endStuck), or Recover after a
 // restart, voids them again: recorded fallido at once, its sends stayed
@@ -602,6 +639,9 @@ func (r *Runner) endFailed(j *Job, reason string, log zerolog.Logger) bool {
 		}
 		return false
 	}
+	if reason == errDiskFull {
+		return r.waitForSpace(j, voided, log)
+	}
 	done := r.now()
 	if t, ok := r.db.Tenant(j.Tenant); ok {
 		done = t.Now(done)
@@ -615,10 +655,30 @@ func (r *Runner) endFailed(j *Job, reason string, log zerolog.Logger) bool {
 	return true
 }
 
+// waitForSpace keeps j, a job whose run met a full disk and whose
+// decisions are voided, en_curso (the spec leads en_curso only to
+// completado or fallido) with its stored customers: RunPending picks it
+// like a queued job and runs it again from its start once the store takes
+// writes (it waits below the disk reserve). Its integrator gets one
+// complete result, each customer decided once: the voided decisions were
+// never delivered. It reports whether j was saved.
+func (r *Runner) waitForSpace(j *Job, voided int, log zerolog.Logger) bool {
+	j.Estado, j.WaitsForSpace, j.Error, j.Result = api.EstadoEnCurso, true, "", ""
+	j.CompletadoEn, j.RealCompletadoEn = nil, time.Time{}
+	j.Procesados, j.Envios = 0, 0
+	if err := r.save(j); err != nil {
+		log.Error().Err(err).Msg("batch save")
+		return false
+	}
+	log.Warn().Int("anuladas", voided).Msg("batch job waits en_curso for space: its decisions voided")
+	return true
+}
+
 // endStuck records fallido the jobs whose decisions a failed run could
 // not void (endFailed), voiding them first; it reports whether none is
 // left. The caller holds runMu: no job is running, so every en_curso job
-// is one of them (Recover ends those of a process that stopped).
+// is one of them (Recover ends those of a process that stopped), but
+// those waiting for space with their decisions voided (waitForSpace).
 func (r *Runner) endStuck() bool {
 	ended := true
 	for _, t := range r.db.Tenants() {
@@ -629,7 +689,7 @@ func (r *Runner) endStuck() bool {
 			continue
 		}
 		for _, j := range jobs {
-			if j.Estado != api.EstadoEnCurso {
+			if j.Estado != api.EstadoEnCurso || j.WaitsForSpace {
 				continue
 			}
 			reason := j.Error
@@ -683,9 +743,20 @@ func publicError(err error) string {
 		return errNoCamp
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return errStop
+	case diskFull(err):
+		return errDiskFull
+	case errors.As(err, new(*resultIOError)):
+		return errResultIO
 	default:
 		return errInternal
 	}
+}
+
+// diskFull reports whether err is a full disk's, met by the result file
+// (ENOSPC, EDQUOT) or by the store (store.ErrFull): the job waits for
+// space rather than fail.
+func diskFull(err error) bool {
+	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) || errors.Is(err, store.ErrFull)
 }
 
 // clientes returns an iterator over a clientes job's stored customers and
@@ -851,7 +922,7 @@ func (r *Runner) scan(ctx context.Context, j *Job, bd *engine.BatchDecider) (ref
 func (r *Runner) writeResult(ctx context.Context, j *Job, bd *engine.BatchDecider, rel string, refs []string, limited bool, keep []bool) (n int, err error) {
 	dir := filepath.Dir(r.resultPath(rel))
 	if err := r.fs.MkdirAll(dir, 0o700); err != nil {
-		return 0, err
+		return 0, ioError(err)
 	}
 	w, err := createResult(r.fs, dir, filepath.Base(rel))
 	if err != nil {

@@ -43,6 +43,17 @@ var (
 	ErrResultDamaged = errors.New("batch: result file damaged")
 )
 
+// resultIOError is a result file's failed file system call (a full disk,
+// an I/O error), as opposed to a bad line or a closed writer: the runner
+// tells the job's integrator that the disk failed (publicError).
+type resultIOError struct{ err error }
+
+func (e *resultIOError) Error() string { return e.err.Error() }
+func (e *resultIOError) Unwrap() error { return e.err }
+
+// ioError marks err as a result file's file system failure.
+func ioError(err error) error { return &resultIOError{err} }
+
 // resultEncoder returns the encoder every result file is written with.
 //
 // SpeedFastest: on decision lines (~300 bytes, a third of them the random
@@ -97,7 +108,7 @@ func createResult(fsys atomicfile.FS, dir, name string) (*ResultWriter, error) {
 	}
 	f, err := atomicfile.CreateFS(fsys, filepath.Join(dir, name), 0o600)
 	if err != nil {
-		return nil, fmt.Errorf("batch: create result: %w", err)
+		return nil, ioError(fmt.Errorf("batch: create result: %w", err))
 	}
 	enc, err := resultEncoder(f)
 	if err != nil {
@@ -122,11 +133,11 @@ func (w *ResultWriter) WriteLine(line []byte) error {
 		return ErrResultLine
 	}
 	if _, err := w.buf.Write(line); err != nil {
-		w.err = fmt.Errorf("batch: write result: %w", err)
+		w.err = ioError(fmt.Errorf("batch: write result: %w", err))
 		return w.err
 	}
 	if err := w.buf.WriteByte('\n'); err != nil {
-		w.err = fmt.Errorf("batch: write result: %w", err)
+		w.err = ioError(fmt.Errorf("batch: write result: %w", err))
 		return w.err
 	}
 	w.lines++
@@ -161,7 +172,7 @@ func (w *ResultWriter) Commit() error {
 		err = w.f.Commit()
 	}
 	if err != nil {
-		return fmt.Errorf("batch: commit result %s: %w", w.name, err)
+		return ioError(fmt.Errorf("batch: commit result %s: %w", w.name, err))
 	}
 	return nil
 }
