@@ -52,11 +52,26 @@ type auditEntry struct {
 }
 
 // auditLog appends entries to the data dir's audit log, each synced.
+//
+// An entry is written after its command ran (its exit is part of it), so
+// a log that cannot be written (a full disk) refuses nothing: admin
+// commands keep working below the disk reserve (contract §8), deletions
+// among them. The lines that could not be written are kept in memory, at
+// most maxAuditPending bytes, and written before the next entry, so a
+// disk that fills and empties again while serve runs loses none; write's
+// error says whether the entry was kept or lost. (A write cut short
+// mid-way may leave whole lines of it on disk, then written again: a line
+// twice rather than none.)
 type auditLog struct {
-	mu   sync.Mutex
-	path string
-	fs   atomicfile.FS // nil: the operating system's
+	mu      sync.Mutex
+	path    string
+	fs      atomicfile.FS // nil: the operating system's
+	pending []byte        // lines not written yet, oldest first
 }
+
+// maxAuditPending bounds the lines an audit log keeps while it cannot be
+// written.
+const maxAuditPending = 1 << 20
 
 func (l *auditLog) write(e auditEntry) error {
 	line, err := json.Marshal(e)
@@ -69,7 +84,16 @@ func (l *auditLog) write(e auditEntry) error {
 	if fsys == nil {
 		fsys = atomicfile.OS{}
 	}
-	return atomicfile.AppendFS(fsys, l.path, store.FileMode, append(line, '\n'))
+	data := append(append(l.pending[:len(l.pending):len(l.pending)], line...), '\n')
+	if err := atomicfile.AppendFS(fsys, l.path, store.FileMode, data); err != nil {
+		if len(data) > maxAuditPending {
+			return fmt.Errorf("admin audit log: %w; this entry is lost (%d bytes of earlier entries wait to be written)", err, len(l.pending))
+		}
+		l.pending = data
+		return fmt.Errorf("admin audit log: %w; the entry is kept in memory and written with the next one", err)
+	}
+	l.pending = nil
+	return nil
 }
 
 // redactArgs returns args with the values of flags that look like secrets

@@ -356,6 +356,13 @@ func clipError(msg string) string {
 // killed process first. Commands run with ctx: when it ends (serve stops),
 // those still running are told to stop, so that none outlives the store.
 func serveAdmin(ctx context.Context, sock string, live *env) (*http.Server, error) {
+	return serveAdminAudit(ctx, sock, live, &auditLog{path: filepath.Join(live.dataDir, auditFile)})
+}
+
+// serveAdminAudit is serveAdmin writing to audit. A command whose audit
+// entry cannot be written (a full disk) has run all the same: its client
+// is warned on stderr and serve logs it.
+func serveAdminAudit(ctx context.Context, sock string, live *env, audit *auditLog) (*http.Server, error) {
 	if conn, err := net.DialTimeout("unix", sock, 200*time.Millisecond); err == nil {
 		conn.Close()
 		return nil, fmt.Errorf("another coupond serves %s", sock)
@@ -369,7 +376,6 @@ func serveAdmin(ctx context.Context, sock string, live *env) (*http.Server, erro
 		ln.Close()
 		return nil, fmt.Errorf("admin socket: %w", err)
 	}
-	audit := &auditLog{path: filepath.Join(live.dataDir, auditFile)}
 	ln = &peerListener{Listener: ln, self: os.Getuid(), log: live.log, audit: audit}
 	srv := &http.Server{ConnContext: peerContext, ReadHeaderTimeout: 5 * time.Second, ErrorLog: server.HTTPErrorLog(live.log), Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var req adminRequest
@@ -377,7 +383,9 @@ func serveAdmin(ctx context.Context, sock string, live *env) (*http.Server, erro
 		err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&req)
 		root := newRoot(&app{args: req.Args, live: live, clientTerminal: req.Terminal})
 		if err != nil || !adminLine(root, req.Args) {
-			audit.write(auditEntry{Time: time.Now().UTC(), UID: p.UID, PID: p.PID, Args: redactArgs(req.Args), Exit: -1, Error: "bad admin request"})
+			if aerr := audit.write(auditEntry{Time: time.Now().UTC(), UID: p.UID, PID: p.PID, Args: redactArgs(req.Args), Exit: -1, Error: "bad admin request"}); aerr != nil {
+				live.log.Error().Err(aerr).Msg("admin audit log")
+			}
 			http.Error(w, "bad admin request", http.StatusBadRequest)
 			return
 		}
@@ -401,7 +409,8 @@ func serveAdmin(ctx context.Context, sock string, live *env) (*http.Server, erro
 			entry.Error = err.Error()
 		}
 		if aerr := audit.write(entry); aerr != nil {
-			live.log.Error().Err(aerr).Msg("admin audit log")
+			live.log.Error().Err(aerr).Strs("args", commandPath(root, req.Args)).Msg("admin audit log")
+			fmt.Fprintf(errOut, "warning: the command ran, but its line could not be written to the admin audit log: %v\n", aerr)
 		}
 		live.log.Info().Strs("args", commandPath(root, req.Args)).Int("exit", entry.Exit).Int("uid", p.UID).Msg("admin command")
 	})}
