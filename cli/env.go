@@ -211,6 +211,7 @@ func openEnv(ctx context.Context, dataDir string, log zerolog.Logger, opt servic
 	if err != nil {
 		return nil, storeOpenError(err, dataDir)
 	}
+	db.SetLog(log)
 	e = &env{db: db, secrets: secrets, now: time.Now, log: log, dataDir: dataDir, lock: lock}
 	svc, err := newServices(ctx, e, opt)
 	if err != nil {

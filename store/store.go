@@ -14,6 +14,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/bloom"
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/rs/zerolog"
 )
 
 // Sentinel errors.
@@ -29,8 +30,10 @@ var (
 // commits with Sync and then updates the cache.
 type DB struct {
 	pdb *pebble.DB
-	fs  vfs.FS // with dir: where PurgeManifest looks for MANIFEST files
-	dir string
+	// pebbleErrs logs the errors Pebble reports in the background (SetLog).
+	pebbleErrs *pebbleErrors
+	fs         vfs.FS // with dir: where PurgeManifest looks for MANIFEST files
+	dir        string
 	// walPurging counts running PurgeWAL calls; walFS reads it.
 	walPurging *atomic.Int32
 	pacer      *commitPacer
@@ -76,7 +79,8 @@ func Open(dir string, fs vfs.FS) (*DB, error) {
 	// rotation rule allows; PurgeManifest (called by deletion) forces the
 	// rest, because the manifest records sstable boundary keys that can name
 	// a deleted customer.
-	opts := &pebble.Options{FS: fs, Logger: quietLogger{}, CacheSize: 192 << 20, MemTableSize: 64 << 20, MaxManifestFileSize: 1}
+	errs := &pebbleErrors{log: zerolog.Nop()}
+	opts := &pebble.Options{FS: fs, Logger: quietLogger{errs}, CacheSize: 192 << 20, MemTableSize: 64 << 20, MaxManifestFileSize: 1}
 	pacer := new(commitPacer)
 	if onDisk {
 		opts.WALMinSyncInterval = pacer.interval // group commit (groupcommit.go); in-memory stores have no fsync to share
@@ -90,7 +94,7 @@ func Open(dir string, fs vfs.FS) (*DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: open %s: %w", dir, err)
 	}
-	db := &DB{pdb: pdb, fs: fs, dir: dir, walPurging: purging, pacer: pacer, paced: onDisk, tenants: map[string]*Tenant{}, creds: map[string]*Credential{}}
+	db := &DB{pdb: pdb, pebbleErrs: errs, fs: fs, dir: dir, walPurging: purging, pacer: pacer, paced: onDisk, tenants: map[string]*Tenant{}, creds: map[string]*Credential{}}
 	if err := db.loadCaches(); err != nil {
 		pdb.Close()
 		return nil, err
@@ -484,12 +488,52 @@ func sortedKeys[V any](m map[string]V) []string {
 
 // quietLogger keeps Pebble's informational chatter off stdout; fatal
 // problems still surface as errors from the calls that hit them.
-type quietLogger struct{}
+// quietLogger is Pebble's logger: its information is dropped, its errors
+// (a background flush or compaction that failed, on a full disk say) go
+// to the log SetLog gave, at most one line per pebbleErrorEvery with the
+// count of those left out, and its fatal errors panic (recovered as a
+// failed commit: recovered).
+type quietLogger struct{ errs *pebbleErrors }
 
-func (quietLogger) Infof(string, ...any)  {}
-func (quietLogger) Errorf(string, ...any) {}
+func (quietLogger) Infof(string, ...any) {}
+func (q quietLogger) Errorf(format string, args ...any) {
+	q.errs.report(time.Now(), fmt.Sprintf(format, args...))
+}
 func (quietLogger) Fatalf(format string, args ...any) {
 	panic(&pebbleFatal{msg: fmt.Sprintf("pebble: "+format, args...), args: args})
+}
+
+// pebbleErrorEvery is the least time between two log lines of Pebble's
+// errors: a failing flush is retried in a loop.
+const pebbleErrorEvery = 10 * time.Second
+
+// pebbleErrors logs Pebble's errors (quietLogger.Errorf), throttled.
+type pebbleErrors struct {
+	mu      sync.Mutex
+	log     zerolog.Logger
+	last    time.Time
+	skipped int
+}
+
+// SetLog sets where the store logs the errors Pebble reports in the
+// background (nothing before it is called).
+func (db *DB) SetLog(log zerolog.Logger) {
+	db.pebbleErrs.mu.Lock()
+	defer db.pebbleErrs.mu.Unlock()
+	db.pebbleErrs.log = log
+}
+
+// report logs msg unless a line went out less than pebbleErrorEvery ago;
+// the next line says how many were left out.
+func (p *pebbleErrors) report(now time.Time, msg string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.last.IsZero() && now.Sub(p.last) < pebbleErrorEvery {
+		p.skipped++
+		return
+	}
+	p.log.Error().Str("error", msg).Int("omitidos", p.skipped).Msg("store: background error")
+	p.last, p.skipped = now, 0
 }
 
 var _ io.Closer = (*DB)(nil)
