@@ -36,8 +36,10 @@ package privacy
 //     one that stopped left is removed, or the dir refused, when it is
 //     next opened (RecoverInterrupted).
 //   - Backups older than BackupRetention receive no more ledger entries and
-//     restore refuses them: they can no longer be brought back, so they are
-//     the operator's to destroy (they are outside the data dir).
+//     restore refuses them: they can no longer be brought back. The
+//     registry keeps them, apart (backupRegistry.Expired), until "admin
+//     backups prune" (Backups.Prune, backuplist.go) removes them; "admin
+//     backups" lists them with the others (Backups.List).
 
 import (
 	"bytes"
@@ -52,6 +54,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -86,11 +89,22 @@ type Backups struct {
 	// registryUnusable is what the last read of backups.json found
 	// (loadRegistry, CheckRegistry): RegistryUnusable.
 	registryUnusable atomic.Bool
+	// taking holds the backup dirs a Take of this process is writing;
+	// under mu. Every Take of a data dir runs in the one process that
+	// holds it (serve, or the admin command when none runs), so List
+	// tells a backup being taken from one that stopped.
+	taking map[string]bool
+	// pruneMu serialises Prune runs (two admin commands forwarded to one
+	// serve); it is taken before mu, never while holding it.
+	pruneMu sync.Mutex
+	// beforeRemove, when set (tests), runs in Prune before it removes
+	// the backup dir, the registry lock released.
+	beforeRemove func(dir string)
 }
 
 // NewBackups returns the Backups of dataDir; now is the real clock.
 func NewBackups(dataDir string, now func() time.Time, log zerolog.Logger) *Backups {
-	return &Backups{dataDir: dataDir, now: now, log: log, appendBackup: appendToLedger, readRegistry: os.ReadFile}
+	return &Backups{dataDir: dataDir, now: now, log: log, appendBackup: appendToLedger, readRegistry: os.ReadFile, taking: map[string]bool{}}
 }
 
 // BackupRetention is how long a backup keeps receiving deletions and can be
@@ -117,6 +131,12 @@ type backupEntry struct {
 
 type backupRegistry struct {
 	Backups []backupEntry `json:"backups"`
+	// Expired are the backups past retention (dropExpired moved them out
+	// of Backups): they receive no deletions, nothing is owed to them and
+	// restore refuses them; they stay listed until Prune removes them. A
+	// binary from before this field drops it: those backups are then
+	// forgotten, as they all were then.
+	Expired []backupEntry `json:"expired,omitempty"`
 }
 
 // UnreadableRegistryError says backups.json is there but cannot be read
@@ -223,6 +243,13 @@ func (bk *Backups) recoverRegistry(damaged []byte, cause error) (*backupRegistry
 			found[b.Dir] = b
 		}
 	}
+	// Past retention, they are only Prune's to remove: kept apart.
+	expired := make([]backupEntry, 0, len(copied.Expired))
+	for _, b := range copied.Expired {
+		if _, ok := found[b.Dir]; !ok {
+			expired = append(expired, b)
+		}
+	}
 	for _, dir := range jsonStrings(damaged) {
 		if _, ok := found[dir]; !ok && filepath.IsAbs(dir) && isBackupDir(dir) {
 			found[dir] = backupEntryOf(dir, bk.now())
@@ -246,7 +273,7 @@ func (bk *Backups) recoverRegistry(damaged []byte, cause error) (*backupRegistry
 	if keys, err := os.ReadFile(filepath.Join(bk.dataDir, store.SecretsFile)); err == nil {
 		bk.addSiblings(found, keys)
 	}
-	reg := &backupRegistry{}
+	reg := &backupRegistry{Expired: expired}
 	for _, b := range found {
 		reg.Backups = append(reg.Backups, b)
 	}
@@ -411,20 +438,37 @@ func (bk *Backups) Ledger(l LedgerEntry) error {
 	return nil
 }
 
-// dropExpired removes from reg the backups past retention, reporting
-// whether it removed any.
+// dropExpired moves the backups of reg past retention from its Backups
+// to its Expired (where Prune finds them), reporting whether it moved
+// any.
 func (bk *Backups) dropExpired(reg *backupRegistry) bool {
-	kept := reg.Backups[:0:0]
-	for _, b := range reg.Backups {
-		if bk.now().Sub(b.TakenAt) > BackupRetention {
-			bk.log.Info().Str("backup", b.Dir).Msg("backup past retention: it receives no more deletions and restore refuses it")
+	kept, gone := bk.splitExpired(reg.Backups)
+	for _, b := range gone {
+		bk.log.Info().Str("backup", b.Dir).Msg("backup past retention: it receives no more deletions and restore refuses it; 'admin backups prune' removes it")
+	}
+	reg.Backups, reg.Expired = kept, append(reg.Expired, gone...)
+	return len(gone) > 0
+}
+
+// splitExpired splits backups into those within retention and those past
+// it (no longer marked missing: nothing is owed to them), changing
+// nothing.
+func (bk *Backups) splitExpired(backups []backupEntry) (kept, gone []backupEntry) {
+	for _, b := range backups {
+		if bk.pastRetention(b.TakenAt) {
+			b.Missing = false
+			gone = append(gone, b)
 			continue
 		}
 		kept = append(kept, b)
 	}
-	changed := len(kept) != len(reg.Backups)
-	reg.Backups = kept
-	return changed
+	return kept, gone
+}
+
+// pastRetention reports whether a backup taken at takenAt is past
+// retention by the injected clock.
+func (bk *Backups) pastRetention(takenAt time.Time) bool {
+	return bk.now().Sub(takenAt) > BackupRetention
 }
 
 func (bk *Backups) logMissing(dir string, missing bool) {
@@ -490,9 +534,17 @@ func (bk *Backups) readOwed() ([]owedEntry, error) {
 	if err != nil {
 		return nil, err
 	}
-	var out []owedEntry
-	var kept, damaged []byte
-	lines := 0
+	out, kept, damaged, lines := parseOwed(data)
+	if lines == 0 {
+		return out, nil
+	}
+	return out, bk.setAsideOwed(damaged, kept, lines)
+}
+
+// parseOwed splits data, owedFile's bytes, into the deletions that decode
+// (out, and their lines: kept) and the lines that do not (damaged, lines
+// of them).
+func parseOwed(data []byte) (out []owedEntry, kept, damaged []byte, lines int) {
 	for _, line := range bytes.SplitAfter(data, []byte("\n")) {
 		body := bytes.TrimRight(line, "\n")
 		if len(bytes.TrimSpace(body)) == 0 {
@@ -507,10 +559,7 @@ func (bk *Backups) readOwed() ([]owedEntry, error) {
 		out = append(out, o)
 		kept = append(append(kept, body...), '\n')
 	}
-	if lines == 0 {
-		return out, nil
-	}
-	return out, bk.setAsideOwed(damaged, kept, lines)
+	return out, kept, damaged, lines
 }
 
 // setAsideOwed moves the damaged lines of owedFile (damaged, lines of
@@ -779,6 +828,8 @@ func (bk *Backups) Take(_ context.Context, db *store.DB, dir, version string, pr
 	if err != nil {
 		return nil, err
 	}
+	bk.setTaking(dir, true)
+	defer bk.setTaking(dir, false)
 	// The ledger and the registration come before the checkpoint: a deletion
 	// the checkpoint misses is then in the ledger.
 	takenAt := bk.now().UTC()
@@ -793,6 +844,9 @@ func (bk *Backups) Take(_ context.Context, db *store.DB, dir, version string, pr
 	}
 	if err := bk.updateRegistry(func(reg *backupRegistry) bool {
 		reg.Backups = append(reg.Backups, backupEntry{Dir: dir, TakenAt: takenAt})
+		// An expired backup once there (removed by hand, its path
+		// reused) is no longer Prune's to remove.
+		reg.Expired = slices.DeleteFunc(reg.Expired, func(b backupEntry) bool { return b.Dir == dir })
 		return true
 	}); err != nil {
 		bk.discard(dir, created, true)
@@ -815,6 +869,18 @@ func (bk *Backups) Take(_ context.Context, db *store.DB, dir, version string, pr
 	}
 	bk.log.Info().Str("dir", dir).Int64("bytes", m.Bytes).Msg("backup taken")
 	return m, nil
+}
+
+// setTaking records, under mu, whether a Take of this process is writing
+// dir (List's being-taken).
+func (bk *Backups) setTaking(dir string, on bool) {
+	bk.mu.Lock()
+	defer bk.mu.Unlock()
+	if on {
+		bk.taking[dir] = true
+		return
+	}
+	delete(bk.taking, dir)
 }
 
 // discard undoes a failed Take of dir: the registration (when registered)
