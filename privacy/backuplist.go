@@ -226,7 +226,7 @@ func joinNotes(a, b string) string {
 // The outcomes of Prune for one backup past retention.
 const (
 	PruneRemoved      = "removed"      // its directory and its registration are gone
-	PruneUnregistered = "unregistered" // its directory was not there: its registration is gone
+	PruneUnregistered = "unregistered" // its registration is gone; its directory was not there, or is a backup within retention now
 	PruneLeft         = "left"         // left in place and registered: Reason says why
 	PruneFailed       = "failed"       // its removal failed: Reason says how; still registered
 )
@@ -246,7 +246,8 @@ type Pruned struct {
 // their registrations. A directory that is not there is only
 // unregistered; one without a manifest that decodes and says it is past
 // retention (an interrupted backup, or another directory) is reported
-// and left alone, as is one a later backup registered again. A backup
+// and left alone; one a later backup registered again is only
+// unregistered (its old registration). A backup
 // within retention is never touched. With dryRun it changes nothing and
 // reports what it would do (reading a damaged registry's copy, as List).
 //
@@ -270,7 +271,7 @@ func (bk *Backups) Prune(dryRun bool) ([]Pruned, error) {
 	done := map[string]bool{}
 	for _, b := range expired {
 		p := bk.pruneOne(b, registered[b.Dir], dryRun)
-		if !dryRun && (p.Outcome == PruneRemoved || p.Outcome == PruneUnregistered || registered[b.Dir]) {
+		if !dryRun && (p.Outcome == PruneRemoved || p.Outcome == PruneUnregistered) {
 			done[b.Dir] = true
 		}
 		out = append(out, p)
@@ -337,7 +338,7 @@ func (bk *Backups) pruneOne(b backupEntry, registered, dryRun bool) Pruned {
 	p := Pruned{Dir: b.Dir, TakenAt: b.TakenAt.UTC(), ExpiresAt: b.TakenAt.Add(BackupRetention).UTC()}
 	tomb := tombOf(b.Dir)
 	if registered {
-		p.Outcome, p.Reason = PruneLeft, "a backup within retention was taken into this directory since: only the old registration goes"
+		p.Outcome, p.Reason = PruneUnregistered, "a backup within retention was taken into this directory since: it stays, only the old registration goes"
 		return p
 	}
 	if _, err := os.Lstat(b.Dir); errors.Is(err, fs.ErrNotExist) {

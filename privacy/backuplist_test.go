@@ -259,9 +259,9 @@ func newPruneWorld(t *testing.T, clk *clock.Fake) *pruneWorld {
 
 // TestPruneRemovesOnlyBackupsPastRetention: "admin backups prune" removes
 // the complete backups past retention (directory and registration),
-// unregisters those whose directory is gone, and reports and leaves alone
-// one without a manifest, one a later backup renewed, and every backup
-// within retention; --dry-run reports the same and changes nothing.
+// unregisters those whose directory is gone or a later backup renewed,
+// reports and leaves alone one without a manifest, and never touches a
+// backup within retention; --dry-run reports the same and changes nothing.
 // Before it, the registry forgot a backup past retention at the next
 // deletion and nothing removed its directory.
 func TestPruneRemovesOnlyBackupsPastRetention(t *testing.T) {
@@ -284,7 +284,7 @@ func TestPruneRemovesOnlyBackupsPastRetention(t *testing.T) {
 				return p
 			}
 			want := []Pruned{
-				pruned("old-renewed", PruneLeft, "a backup within retention was taken into this directory since: only the old registration goes"),
+				pruned("old-renewed", PruneUnregistered, "a backup within retention was taken into this directory since: it stays, only the old registration goes"),
 				pruned("old-gone", PruneUnregistered, "directory not there"),
 				pruned("old-stopped", PruneLeft, "not a complete coupond backup: no manifest.json; remove it yourself once looked at"),
 				pruned("old-expired", PruneRemoved, ""),
