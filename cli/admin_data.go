@@ -2,8 +2,9 @@ package cli
 
 // Customer data operations: the deletion worker's wiring (backup ledgers,
 // batch files), "admin access-log", "admin deletions", "admin backup" and
-// "admin restore". The rules live in package privacy (see privacy/backup.go
-// for how deletion reaches backups); this file is flags, output and wiring.
+// "admin restore" ("admin backups" is in admin_backups.go). The rules live
+// in package privacy (see privacy/backup.go for how deletion reaches
+// backups); this file is flags, output and wiring.
 
 import (
 	"bytes"
@@ -193,7 +194,7 @@ func runDeletionWorker(ctx context.Context, svc *services) {
 // ---- admin commands ----
 
 func dataCmds(a *app) []*cobra.Command {
-	return []*cobra.Command{accessLogCmd(a), deletionsCmd(a), backupCmd(a), restoreCmd(a)}
+	return []*cobra.Command{accessLogCmd(a), deletionsCmd(a), backupCmd(a), backupsCmd(a), restoreCmd(a)}
 }
 
 type accessView struct {

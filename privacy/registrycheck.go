@@ -21,3 +21,7 @@ func (bk *Backups) CheckRegistry() error {
 	}
 	return err
 }
+
+// RegistryCopyFile is the file name of the registry's copy in the data
+// dir, from which a damaged registry is rebuilt and List lists.
+const RegistryCopyFile = registryCopy
