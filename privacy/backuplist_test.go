@@ -441,3 +441,29 @@ func TestDeletionKeepsExpiredBackupForPrune(t *testing.T) {
 		t.Errorf("Prune after a deletion: %+v %v; want the backup removed", got, err)
 	}
 }
+
+// TestRebuiltRegistryKeepsExpiredBackups: a registry rebuilt from its
+// copy (the original damaged) still holds the backups past retention the
+// copy kept apart, for Prune to remove.
+func TestRebuiltRegistryKeepsExpiredBackups(t *testing.T) {
+	clk := clock.NewFake(t0)
+	dataDir, old := t.TempDir(), filepath.Join(t.TempDir(), "old")
+	oldAt := t0.Add(-BackupRetention - time.Hour)
+	plantBackup(t, old, oldAt, true, 0)
+	bk := NewBackups(dataDir, clk.Now, zerolog.Nop())
+	if err := bk.saveRegistry(&backupRegistry{Expired: []backupEntry{{Dir: old, TakenAt: oldAt, Complete: true}}}); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(dataDir, backupsFile), `{"backups": [{"dir": "`)
+	if err := bk.Ledger(LedgerEntry{Tenant: "acme", Hash: "h1", RequestedAt: t0, ClientID: "ci"}); err != nil {
+		t.Fatal(err)
+	}
+	reg, err := bk.loadRegistry()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &backupRegistry{Expired: []backupEntry{{Dir: old, TakenAt: oldAt, Complete: true}}}
+	if diff := cmp.Diff(want, reg); diff != "" {
+		t.Errorf("rebuilt registry (-want +got):\n%s", diff)
+	}
+}
