@@ -75,6 +75,10 @@ type Submission struct {
 	SegmentoRaw json.RawMessage
 	// Explain adds detalle to every result line (scope explicar:leer).
 	Explain bool
+	// Idempotency, when keyed, makes a repeat within
+	// engine.IdempotencyTTL of the same body (engine.HashBatchBody) return
+	// the first job and create nothing (see Submit).
+	Idempotency engine.Idempotency
 }
 
 // Submission errors.
@@ -194,13 +198,26 @@ func newJobID() string {
 
 // Submit queues a job: one in progress per tenant and at most one per hour
 // of the tenant clock (failed jobs do not count). The request's customers
-// are stored with the job so it survives a restart.
+// are stored with the job so it survives a restart. With a keyed
+// s.Idempotency, the job and the key's record commit in one synced batch,
+// and a repeat of the same body within engine.IdempotencyTTL returns the
+// first answer's job (ID, Estado and CreadoEn as first answered) and
+// creates nothing, whatever the hourly limit and the campaign's state;
+// engine.ErrIdempotencyConflict for another body or while the first runs.
 func (r *Runner) Submit(tenant string, s Submission) (*Job, error) {
 	t, ok := r.db.Tenant(tenant)
 	if !ok {
 		return nil, fmt.Errorf("batch: tenant %q: %w", tenant, ErrNotFound)
 	}
 	now := t.Now(r.now())
+	claim, err := r.eng.KeyClaims.Claim(tenant, now, s.Idempotency)
+	if err != nil {
+		return nil, err
+	}
+	defer claim.Release()
+	if ans := claim.Answer(); ans != nil {
+		return replayedJob(ans)
+	}
 	if _, err := r.eng.Campaigns.Campaign(tenant, s.CampanaID); err != nil {
 		if errors.Is(err, engine.ErrNotFound) {
 			return nil, engine.ErrNoCampaign
@@ -217,12 +234,44 @@ func (r *Runner) Submit(tenant string, s Submission) (*Job, error) {
 		return nil, &RetryError{Err: ErrBusy, After: wait}
 	}
 	j := &Job{ID: newJobID(), Tenant: tenant, CampanaID: s.CampanaID, Estado: api.EstadoEnCola, CreadoEn: now, RealCreadoEn: r.now().UTC(), Segmento: s.SegmentoRaw, Explain: s.Explain}
+	if err := r.commitJob(j, s.Clientes, claim); err != nil {
+		return nil, err
+	}
+	r.wake.poke()
+	return j, nil
+}
+
+// created is the answer to a batch creation (202), which the key's
+// idempotency record holds: it names no customer.
+type created struct {
+	JobID    string    `json:"job_id"`
+	Estado   string    `json:"estado"`
+	CreadoEn time.Time `json:"creado_en"`
+}
+
+// replayedJob is the job of a replay's stored answer ans, as first
+// answered.
+func replayedJob(ans json.RawMessage) (*Job, error) {
+	var c created
+	if err := json.Unmarshal(ans, &c); err != nil {
+		return nil, fmt.Errorf("batch: idempotency record: %w", err)
+	}
+	if c.JobID == "" {
+		return nil, errors.New("batch: idempotency record: not a batch answer")
+	}
+	return &Job{ID: c.JobID, Estado: c.Estado, CreadoEn: c.CreadoEn}, nil
+}
+
+// commitJob commits job j, its customers clientes (deduplicated, in
+// cliente_ref order; nil for a segment job) and claim's idempotency
+// record in one synced batch.
+func (r *Runner) commitJob(j *Job, clientes []string, claim *engine.KeyClaim) error {
 	b := r.db.NewBatch()
 	defer b.Close()
-	if s.Clientes != nil {
-		seen := make(map[string]struct{}, len(s.Clientes))
-		uniq := s.Clientes[:0:0]
-		for _, c := range s.Clientes {
+	if clientes != nil {
+		seen := make(map[string]struct{}, len(clientes))
+		uniq := clientes[:0:0]
+		for _, c := range clientes {
 			if _, dup := seen[c]; !dup {
 				seen[c] = struct{}{}
 				uniq = append(uniq, c)
@@ -234,20 +283,23 @@ func (r *Runner) Submit(tenant string, s Submission) (*Job, error) {
 		j.Total = len(uniq)
 		for i := 0; i < len(uniq); i += clientChunk {
 			chunk := uniq[i:min(i+clientChunk, len(uniq))]
-			if err := b.SetJSON(store.JobChunkKey(tenant, j.ID, j.Chunks), chunk); err != nil {
-				return nil, err
+			if err := b.SetJSON(store.JobChunkKey(j.Tenant, j.ID, j.Chunks), chunk); err != nil {
+				return err
 			}
 			j.Chunks++
 		}
 	}
-	if err := b.SetJSON(jobKey(tenant, j.ID), j); err != nil {
-		return nil, err
+	if err := b.SetJSON(jobKey(j.Tenant, j.ID), j); err != nil {
+		return err
 	}
-	if err := b.Commit(); err != nil {
-		return nil, err
+	ans, err := json.Marshal(created{JobID: j.ID, Estado: j.Estado, CreadoEn: j.CreadoEn})
+	if err != nil {
+		return err
 	}
-	r.wake.poke()
-	return j, nil
+	if err := claim.Put(b, ans); err != nil {
+		return err
+	}
+	return b.Commit()
 }
 
 // busy reports whether jobs leave room for a new one at now (tenant clock):

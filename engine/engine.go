@@ -62,6 +62,8 @@ type Engine struct {
 	Evaluator  *Evaluator
 	Quarantine *Quarantine
 	Quotas     *Quotas
+	// KeyClaims is the tenant's Idempotency-Keys for batch creation.
+	KeyClaims *KeyClaims
 
 	// nonceRand draws decision nonces (see freshNonce), apart from rng so
 	// that ids do not shift the policy's draws.
@@ -198,6 +200,7 @@ func New(cfg Config) *Engine {
 		flights:    keyFlights{m: map[string]struct{}{}},
 	}
 	e.Learner = &Learner{core: c, campaigns: camps, pruneIdempotency: e.PruneIdempotency}
+	e.KeyClaims = &KeyClaims{core: c, flights: &e.flights}
 	return e
 }
 

@@ -1,18 +1,23 @@
 package engine
 
 import (
+	"crypto/sha256"
 	"encoding/json"
+	"io"
 	"time"
+
+	"github.com/coupond/coupond/store"
 )
 
 // Idempotency is a request's idempotency identity, the one type decision
-// requests, fallback records and confirmations carry it in. With Key set
-// (the Idempotency-Key, the tenant's: the three routes share its keys), a
-// repeat within IdempotencyTTL whose body matches the stored record's is
-// the same request, answered from the record and storing nothing more;
-// another body is ErrIdempotencyConflict. The zero value has no key. Each
-// route hashes its bodies its own way (HashBody, HashFallbackBody,
-// HashConfirmBody), so a key never replays across routes.
+// requests, fallback records, confirmations and batch creations (through
+// KeyClaim) carry it in. With Key set (the Idempotency-Key, the tenant's:
+// the four routes share its keys), a repeat within IdempotencyTTL whose
+// body matches the stored record's is the same request, answered from the
+// record and storing nothing more; another body is ErrIdempotencyConflict.
+// The zero value has no key. Each route hashes its bodies its own way
+// (HashBody, HashFallbackBody, HashConfirmBody, HashBatchBody), so a key
+// never replays across routes.
 type Idempotency struct {
 	Key string
 	// BodyHash is the route's hash of the body's canonical JSON, the hash
@@ -51,3 +56,86 @@ type idemRecord struct {
 	// for them (engine/privacy.go).
 	ClienteRef string `json:"cliente_ref,omitempty"`
 }
+
+// HashBatchBody is the identity of a batch request's body for
+// idempotency: the SHA-256 of the route's prefix and the bytes body writes
+// (the body as sent, or its canonical JSON streamed, so a body of up to
+// 96 MB is hashed without a copy). It differs from HashBody's for the same
+// bytes, so a key used for a decision never replays as a batch.
+func HashBatchBody(body io.WriterTo) [32]byte {
+	h := sha256.New()
+	h.Write([]byte("lotes-decision\x00"))
+	body.WriteTo(h) // a hash.Hash never fails a write
+	var sum [32]byte
+	h.Sum(sum[:0])
+	return sum
+}
+
+// KeyClaims hands the routes the engine does not answer itself (batch
+// creation) the tenant's Idempotency-Keys, shared with the decision routes
+// (Engine.KeyClaims).
+type KeyClaims struct {
+	core    *core
+	flights *keyFlights
+}
+
+// KeyClaim is a keyed request of a route the engine does not answer
+// itself holding its Idempotency-Key: no other request with the key, of
+// any route, runs until Release. Obtain it with KeyClaims.Claim.
+type KeyClaim struct {
+	id      Idempotency
+	tenant  string
+	now     time.Time
+	release func()
+	answer  json.RawMessage
+}
+
+// Claim claims tenant's Idempotency-Key of id at now (the
+// tenant's clock) and looks its record up: ErrIdempotencyConflict while
+// another request with the key runs, or when its record within
+// IdempotencyTTL answered another body; otherwise a claim whose Answer is
+// the stored answer of a replay (nil for a new, expired or damaged key,
+// see idemRecord). For an unkeyed id the claim holds nothing. The caller
+// must call Release once its answer is committed.
+func (k *KeyClaims) Claim(tenant string, now time.Time, id Idempotency) (*KeyClaim, error) {
+	c := &KeyClaim{id: id, tenant: tenant, now: now, release: func() {}}
+	if !id.Keyed() {
+		return c, nil
+	}
+	release, err := k.flights.claimKey(tenant, id.Key)
+	if err != nil {
+		return nil, err
+	}
+	rec, _, err := k.core.idemRecord(tenant, now, id)
+	if err != nil {
+		release()
+		return nil, err
+	}
+	c.release = release
+	if rec != nil {
+		c.answer = rec.Answer
+	}
+	return c, nil
+}
+
+// Answer is the answer stored for the claimed key: the first request's,
+// to be sent again as it is; nil when the request is not a replay.
+func (c *KeyClaim) Answer() json.RawMessage { return c.answer }
+
+// Put writes in b the key's record answering answer, which must name no
+// customer (it is not found by a customer's deletion: its body is kept as
+// hashes only); nothing for an unkeyed claim. Commit b before Release.
+func (c *KeyClaim) Put(b *store.Batch, answer json.RawMessage) error {
+	if !c.id.Keyed() {
+		return nil
+	}
+	rec, err := c.id.record(c.now, answer, "")
+	if err != nil {
+		return err
+	}
+	b.SetIdempotency(c.tenant, c.id.Key, rec)
+	return nil
+}
+
+// Release ends the claim; another request with the key may then run.
+func (c *KeyClaim) Release() { c.release() }
