@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -52,8 +53,13 @@ func (s *Server) viewJob(j *batch.Job, real time.Time, explain bool) client.Esta
 	return v
 }
 
+// handleBatchCreate queues a batch job. Beyond the spec it accepts an
+// Idempotency-Key, as POST /v1/decisiones does: a repeat of the same body
+// (canonical JSON, or the bytes as sent) within 24 h is answered with the
+// first job and creates nothing, past the hourly limit too (mayReplay), so
+// the client library retries a creation whose answer was lost.
 func (s *Server) handleBatchCreate(c *call) error {
-	v, err := decode(c.body, batchSchema)
+	key, v, err := decodeWith(c, idempotencyKey, batchSchema)
 	if err != nil {
 		return err
 	}
@@ -89,9 +95,15 @@ func (s *Server) handleBatchCreate(c *call) error {
 		}
 		sub.Segmento, sub.SegmentoRaw = parsed, raw
 	}
+	if key != "" {
+		// Streamed into the hash: a body of up to 96 MB is not copied.
+		sub.Idempotency = engine.Idempotency{Key: key, BodyHash: engine.HashBatchBody(v), RawBodyHash: engine.HashBatchBody(bytes.NewReader(c.body))}
+	}
 	j, err := s.Batch.Submit(c.tenant.ID, sub)
 	var re *batch.RetryError
 	switch {
+	case errors.Is(err, engine.ErrIdempotencyConflict):
+		return errKind(kindIdempotencyConflict)
 	case errors.As(err, &re):
 		return &apiError{kind: kindRateLimited, retryAfter: int(math.Ceil(re.After.Seconds())), msg: "hay un lote en curso o ya se creó uno en la última hora"}
 	case errors.Is(err, engine.ErrNoCampaign):

@@ -407,8 +407,12 @@ func batchCases(ex func(string) any, text []string) []walkCase {
 		// description only: the document's schema accepts neither.
 		{name: "lotes_crear 422 neither", op: "lotes_crear", method: "POST", path: "/v1/lotes-decision", token: "all",
 			body: map[string]any{"campana_id": "navidad-2026"}, want: 422},
+		// Before the first job (the hourly limit's 429 comes first): the
+		// key of "decisiones 200" is the tenant's, a decision's, not a batch's.
+		{name: "lotes_crear 409", op: "lotes_crear", method: "POST", path: "/v1/lotes-decision", token: "all", body: lote,
+			hdr: []string{"Idempotency-Key", "k-1"}, want: 409},
 		{name: "lotes_crear 202", op: "lotes_crear", method: "POST", path: "/v1/lotes-decision", token: "all", body: lote, want: 202,
-			save: map[string]string{"job_id": "job"}},
+			hdr: []string{"Idempotency-Key", "l-1"}, save: map[string]string{"job_id": "job"}},
 		{name: "lotes_estado 200", op: "lotes_estado", method: "GET", path: "/v1/lotes-decision/{job}", token: "all", want: 200,
 			save: map[string]string{"resultado_url": "signed"}},
 		{name: "lotes_estado 404", op: "lotes_estado", method: "GET", path: "/v1/lotes-decision/lote_nada", token: "all", want: 404},
@@ -419,6 +423,8 @@ func batchCases(ex func(string) any, text []string) []walkCase {
 		{name: "lotes_descarga 200", op: "lotes_descarga", method: "GET", path: "{signed}", token: "none", want: 200},
 		{name: "lotes_descarga 404", op: "lotes_descarga", method: "GET", path: "{signed}x", token: "none", want: 404, refused: true},
 		{name: "lotes_crear 429", op: "lotes_crear", method: "POST", path: "/v1/lotes-decision", token: "all", body: lote, want: 429},
+		{name: "lotes_crear 202 replay", op: "lotes_crear", method: "POST", path: "/v1/lotes-decision", token: "all", body: lote,
+			hdr: []string{"Idempotency-Key", "l-1"}, want: 202},
 	}
 	cases = append(cases, guarded("lotes_crear", "POST", "/v1/lotes-decision", lote)...)
 	cases = append(cases, guarded("lotes_estado", "GET", "/v1/lotes-decision/{job}", nil)...)

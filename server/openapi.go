@@ -767,7 +767,7 @@ var scopeDocs = map[string]string{
 var quotaDocs = map[string]obj{
 	quotaDecisions: {"name": quotaDecisions, "description": "Tenant daily quota of decisions (operator setting), per UTC day of the tenant clock; 429 with Retry-After up to the next UTC midnight. Also 3 decision requests per cliente_ref per day. Idempotent replays (same Idempotency-Key and body) count toward neither and are answered with the stored decision when either is used up."},
 	quotaEvents:    {"name": quotaEvents, "description": "Tenant daily quota of accepted events (operator setting), per UTC day of the tenant clock; 429 with Retry-After up to the next UTC midnight. Duplicates and rejected events do not count; a request whose new events do not all fit in what is left of the day is refused whole (nothing applied), so the quota is never passed. Past the quota, a request that only resends events accepted before (every one a duplicate) is still answered."},
-	quotaBatch:     {"name": quotaBatch, "description": "One batch job in progress per tenant and at most one created per hour of the tenant clock (failed jobs do not count); checked before the body is read; 429 with Retry-After."},
+	quotaBatch:     {"name": quotaBatch, "description": "One batch job in progress per tenant and at most one created per hour of the tenant clock (failed jobs do not count); checked before the body is read; 429 with Retry-After. A repeat of a creation with the same Idempotency-Key and body does not count and is answered with the first job when the limit is used up."},
 }
 
 func openAPITags() []any {
@@ -1329,8 +1329,12 @@ func batchDocs() map[string]opDoc {
 				"segmento": obj{"summary": "A segment", "value": obj{"campana_id": "navidad-2026", "segmento": obj{"y": []any{obj{"<=": obj{"recencia_dias": 30}}, obj{">=": obj{"gasto_90d_mxn": 500}}}}}},
 				"clientes": obj{"summary": "A list of customers", "value": obj{"campana_id": "navidad-2026", "clientes": []any{ejemploCliente, "a41b0e77c2d94f10"}}},
 			}}}},
-			status: http.StatusAccepted, okDesc: "Queued.", okSchema: schemaRef("RespuestaLoteDecisionV1"),
-			okHeaders: obj{"Location": obj{"required": true, "description": "The job's status: `/v1/lotes-decision/{job_id}`.", "schema": obj{"type": "string", "format": "uri-reference"}}}},
+			params: []any{obj{"name": "Idempotency-Key", "in": "header", "required": false,
+				"description": "Beyond the spec, for retries: 1 to 255 printable ASCII characters. Repeating the request with the same key and body within 24 hours creates nothing and answers the first answer again (202, same `job_id`, `estado` and `creado_en` as first answered, same `Location`), even while the hourly limit or a job in progress holds new jobs back; past that limit anything else is 429. With the limit free, the same key with another body, or while the first is still being created, is 409 `idempotencia_conflicto`. A key is the tenant's, shared with `POST /v1/decisiones`, `POST /v1/decisiones/respaldo` and `POST /v1/decisiones/{decision_id}/ejecucion`: one used there is a conflict here. A bad key is 422 at `header.Idempotency-Key`.",
+				"schema":      obj{"type": "string", "minLength": 1, "maxLength": 255, "pattern": "^[\\x20-\\x7E]+$"}}},
+			status: http.StatusAccepted, okDesc: "Queued (or, for a repeat with the same Idempotency-Key, the first answer).", okSchema: schemaRef("RespuestaLoteDecisionV1"),
+			okHeaders: obj{"Location": obj{"required": true, "description": "The job's status: `/v1/lotes-decision/{job_id}`.", "schema": obj{"type": "string", "format": "uri-reference"}}},
+			errors:    []kind{kindIdempotencyConflict}},
 		"lotes_estado": {tag: "lotes", summary: "Read a batch job", description: "Progress (`procesados` of `total`) and state; once `completado`, `resultado_url` is a signed download URL. The `Location` of the 202 that created the job.",
 			pathParams: map[string]obj{"job_id": jobID},
 			okDesc:     "The job.", okSchema: schemaRef("EstadoLote"), errors: []kind{kindNotFound}},
@@ -1503,7 +1507,7 @@ func rateLimitsDoc() obj {
 func idempotencyDoc() obj {
 	return obj{
 		"header":    "Idempotency-Key",
-		"routes":    []any{"POST /v1/decisiones", "POST /v1/decisiones/respaldo", "POST /v1/decisiones/{decision_id}/ejecucion"},
+		"routes":    []any{"POST /v1/decisiones", "POST /v1/decisiones/respaldo", "POST /v1/decisiones/{decision_id}/ejecucion", "POST /v1/lotes-decision"},
 		"format":    "1 to 255 printable ASCII characters",
 		"retention": isoDuration(engine.IdempotencyTTL),
 		"conflict":  "409 idempotencia_conflicto: same key with a different body, or while the first request is still running",
@@ -1543,7 +1547,7 @@ Flow: publish events (POST /v1/eventos); request decisions online (POST /v1/deci
 
 - Decision ids are d<tenant>.<nonce>.<mac> (ID pattern, at most 128 characters): signed, bound to the tenant, checked without a store read. An event whose decision_id is not a valid id of the tenant is rejected (esquema_invalido, campo decision_id).
 - detalle (scope explicar:leer) is on every decision: {"acciones":[{"accion","mu_mxn","sigma_mxn","probabilidad"}]}, one row per eligible action, 0 included; mu_mxn is the expected reward in MXN over the reward window.
-- Event idempotency compares canonical JSON (keys sorted, numbers by value, a null member as absent, ts and extra.caducidad by their UTC instant): a resend that reorders keys, writes 100.0 for 100, null for an absent optional field or the same instant in another offset is a duplicate, not a conflict. So does an Idempotency-Key's "same body" (decisions, fallback records, confirmations): a repeat that respaces, reorders keys or respells numbers replays.
+- Event idempotency compares canonical JSON (keys sorted, numbers by value, a null member as absent, ts and extra.caducidad by their UTC instant): a resend that reorders keys, writes 100.0 for 100, null for an absent optional field or the same instant in another offset is a duplicate, not a conflict. So does an Idempotency-Key's "same body" (decisions, fallback records, confirmations, batch creations): a repeat that respaces, reorders keys or respells numbers replays.
 - Fallback records must name 0 or an action of the catalog (422 at body.accion otherwise); so must a confirmation's accion_real (422 at body.accion_real).
 - Campaign budget: each send reserves the action's descuento_max_mxn against max_descuento_mxn (a percentage coupon without descuento_max_mxn is never sent under that cap); a rechazada confirmation or an expired unconfirmed decision gives it back. The budget counts what was sent: a modificada confirmation gives the decided send back and, when accion_real is not 0, counts accion_real's (one send, its descuento_max_mxn), past the caps too (it went out; in shadow mode the engine's suggestions spend nothing). A fallback record with accion not 0 and the campana_id of a defined campaign counts its send the same way, past the caps too; a keyed replay counts nothing more.
 - Batch jobs need a defined campaign (422 at body.campana_id); the campaign's canal is the channel. Segments: x-segment-grammar over x-customer-features. A job interrupted by a restart ends fallido; failed jobs do not count toward the one-per-hour limit.
@@ -1551,7 +1555,7 @@ Flow: publish events (POST /v1/eventos); request decisions online (POST /v1/deci
 	fmt.Fprintf(&b, "- Result files are kept %s from the job's completion (real time, also for sandbox tenants; x-result-retention); then GET …/resultado and the signed URL answer 404 and the status has no resultado_url. The signed URL (x-signed-result-url) lives %s.\n", humanDuration(batch.ResultRetention), humanDuration(batch.ResultURLTTL))
 	b.WriteString(`- Customer data rights: GET /v1/clientes/{cliente_ref}/exportacion returns everything held (each call is written to the access log; an unknown customer gets empty collections); DELETE /v1/clientes/{cliente_ref} answers 202 with the deletion record (programado, then completado) and reaches everything in the data dir that names the customer.
 - Webhooks follow Standard Webhooks (x-webhook-signature); the payload of lote.completado is the request body of webhooks.lote.completado.
-- Idempotency-Key on POST /v1/decisiones and, beyond the spec, on POST /v1/decisiones/respaldo and POST /v1/decisiones/{decision_id}/ejecucion (x-idempotency).
+- Idempotency-Key on POST /v1/decisiones and, beyond the spec, on POST /v1/decisiones/respaldo, POST /v1/decisiones/{decision_id}/ejecucion and POST /v1/lotes-decision (x-idempotency); a batch creation's repeat is answered with the first job past the hourly limit too.
 - Daily quotas are counted in memory and written every 5 seconds: a crash can forget up to 5 seconds of use.
 `)
 	return b.String()

@@ -42,7 +42,9 @@ func quotaError(err error) error {
 // does not count (contract §5), so that its 429 waits for the answer: a
 // decision request with an Idempotency-Key (the engine looks its record up
 // before the quota), a request of events (a resend of events accepted
-// before takes nothing). Any other error of checkQuota is answered as is.
+// before takes nothing), a batch creation with an Idempotency-Key past the
+// batch slot (batch.Runner.Submit looks its record up before the slot).
+// Any other error of checkQuota is answered as is.
 func mayReplay(c *call, kind string, err error) bool {
 	var ae *apiError
 	if !errors.As(err, &ae) || ae.kind != kindRateLimited {
@@ -51,7 +53,7 @@ func mayReplay(c *call, kind string, err error) bool {
 	switch kind {
 	case quotaEvents:
 		return true
-	case quotaDecisions:
+	case quotaDecisions, quotaBatch:
 		return len(c.r.Header.Values("Idempotency-Key")) > 0
 	}
 	return false

@@ -3,6 +3,7 @@ package schema
 import (
 	"cmp"
 	"encoding/json"
+	"io"
 	"iter"
 	"slices"
 	"strconv"
@@ -227,7 +228,45 @@ func (v Value) Any() any {
 //     100.00 are all 100, 10.50 is 10.5, -0 is 0.
 //
 // The absent Value renders as null.
-func (v Value) AppendJSON(dst []byte) []byte {
+func (v Value) AppendJSON(dst []byte) []byte { return v.appendJSON(dst, nil) }
+
+// spillSize is how much canonical JSON WriteTo buffers before it writes.
+const spillSize = 64 << 10
+
+// spill is where WriteTo empties its buffer between array items and
+// object members (see appendJSON).
+type spill struct {
+	w   io.Writer
+	n   int64
+	err error
+}
+
+// flush writes dst to the spill's writer once it holds spillSize bytes
+// and returns the buffer to append to next.
+func (sp *spill) flush(dst []byte, force bool) []byte {
+	if sp == nil || len(dst) < spillSize && !force {
+		return dst
+	}
+	if sp.err == nil {
+		n, err := sp.w.Write(dst)
+		sp.n, sp.err = sp.n+int64(n), err
+	}
+	return dst[:0]
+}
+
+// WriteTo writes v's canonical JSON (AppendJSON's bytes) to w with a
+// buffer of about spillSize, not a copy of the whole document: a body of
+// tens of megabytes is hashed in constant memory.
+func (v Value) WriteTo(w io.Writer) (int64, error) {
+	sp := &spill{w: w}
+	buf := v.appendJSON(make([]byte, 0, 2*spillSize), sp)
+	sp.flush(buf, true)
+	return sp.n, sp.err
+}
+
+// appendJSON is AppendJSON, handing the buffer to sp (when not nil)
+// between array items and object members.
+func (v Value) appendJSON(dst []byte, sp *spill) []byte {
 	switch v.Kind() {
 	case KindAbsent, KindNull:
 		return append(dst, "null"...)
@@ -246,7 +285,7 @@ func (v Value) AppendJSON(dst []byte) []byte {
 			if i > 0 {
 				dst = append(dst, ',')
 			}
-			dst = it.AppendJSON(dst)
+			dst = sp.flush(it.appendJSON(dst, sp), false)
 		}
 		return append(dst, ']')
 	}
@@ -272,7 +311,7 @@ func (v Value) AppendJSON(dst []byte) []byte {
 		}
 		dst = appendString(dst, v.d.key(&v.d.nodes[c]))
 		dst = append(dst, ':')
-		dst = Value{v.d, c}.AppendJSON(dst)
+		dst = sp.flush(Value{v.d, c}.appendJSON(dst, sp), false)
 	}
 	return append(dst, '}')
 }

@@ -1,8 +1,11 @@
 package schema
 
 import (
+	"bytes"
 	"encoding/json"
+	"fmt"
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -308,4 +311,55 @@ func TestValidIDAndPhone(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestWriteTo: WriteTo writes AppendJSON's canonical bytes, a document
+// larger than its buffer included, in writes of about spillSize (not one
+// copy of the whole document).
+func TestWriteTo(t *testing.T) {
+	var big strings.Builder
+	big.WriteString(`{"z":[`)
+	for i := range 30000 {
+		if i > 0 {
+			big.WriteString(", ")
+		}
+		fmt.Fprintf(&big, `"cliente-%07d"`, i)
+	}
+	big.WriteString(`],"a":{"y":1.50,"b":[1e2,{"d":null,"c":true}]}}`)
+	tests := []struct {
+		name, doc string
+		maxWrite  int
+	}{
+		{name: "scalar", doc: `1.50`, maxWrite: 3},
+		{name: "small object", doc: `{"z":1.50,"a":["<&>",  null]}`, maxWrite: 64},
+		{name: "large array", doc: big.String(), maxWrite: 2 * spillSize},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			v := mustParse(t, tc.doc)
+			w := &recordWriter{}
+			n, err := v.WriteTo(w)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := v.JSON()
+			if diff := cmp.Diff(string(want), w.buf.String()); diff != "" {
+				t.Errorf("WriteTo mismatch (-want +got):\n%s", diff)
+			}
+			if n != int64(len(want)) || w.max > tc.maxWrite {
+				t.Errorf("WriteTo: %d bytes, largest write %d; want %d, at most %d", n, w.max, len(want), tc.maxWrite)
+			}
+		})
+	}
+}
+
+// recordWriter keeps what is written and the largest write.
+type recordWriter struct {
+	buf bytes.Buffer
+	max int
+}
+
+func (w *recordWriter) Write(p []byte) (int, error) {
+	w.max = max(w.max, len(p))
+	return w.buf.Write(p)
 }
