@@ -16,13 +16,19 @@ import (
 
 // CreateBatch starts a batch job (POST /v1/lotes-decision). The server runs
 // one job per tenant at a time and at most one an hour: meanwhile the answer
-// is 429 with Retry-After. Only answers that say nothing was done (429 that
-// fits in ctx's deadline, 503) are retried, and failures that sent
-// nothing: a connection that could not be made (refused, or any dial
-// error), and a token fetch that failed for a transient cause (lost
-// connection, 5xx).
+// is 429 with Retry-After. Every attempt of one call carries the same
+// Idempotency-Key (coupond accepts it on this route beyond the API's
+// spec), so it is retried as Decide is (429 that fits in ctx's deadline,
+// 5xx, 409 idempotencia_conflicto, lost connections) and creates one job:
+// a retry whose first attempt landed gets that job back, even past the
+// hourly limit. A second call is a second job.
 func (c *Client) CreateBatch(ctx context.Context, p PeticionLoteDecision) (*RespuestaLoteDecision, error) {
-	return callFor[RespuestaLoteDecision](ctx, c, http.MethodPost, "/v1/lotes-decision", &p, retryRefused)
+	var out RespuestaLoteDecision
+	key := []string{newIdempotencyKey()}
+	if err := c.callKeyed(ctx, http.MethodPost, "/v1/lotes-decision", &p, &out, retrySafe, key); err != nil {
+		return nil, err
+	}
+	return &out, nil
 }
 
 // Batch returns the state of a batch job (GET /v1/lotes-decision/{job_id}).

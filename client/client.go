@@ -33,19 +33,16 @@
 // and a connection that could not be made, since nothing was sent then.
 // Beyond those:
 //
-//   - Decide, Confirm and RecordFallback send one Idempotency-Key on every
-//     attempt of a call, so the server acts once per call (a second call is
-//     a second decision, confirmation or record); they retry 429, 5xx, 409
-//     idempotencia_conflicto (an earlier attempt still running) and lost
-//     connections.
+//   - Decide, Confirm, RecordFallback and CreateBatch send one
+//     Idempotency-Key on every attempt of a call, so the server acts once
+//     per call (a second call is a second decision, confirmation, record or
+//     job); they retry 429, 5xx, 409 idempotencia_conflicto (an earlier
+//     attempt still running) and lost connections.
 //   - PublishEvents and the GET, PUT and DELETE calls (Batch, Campaign,
 //     PutCampaign, Catalog, PutCatalog, ExportCustomer, DeleteCustomer,
 //     RegisterWebhook, DeleteWebhook, BatchResults) retry 429, 5xx and lost
 //     connections: the server stores each event_id once, and the others
 //     have the same effect twice.
-//   - CreateBatch retries only a 429 or 503, which say nothing was done: a
-//     connection lost after sending may have created the job, so it is
-//     returned (a second CreateBatch answers 429 while that job runs).
 //
 // A 401 is sent once more with a fresh token (the token may have been
 // revoked); no other 4xx but those above is retried.

@@ -200,6 +200,7 @@ func ExampleClient_BatchResults() {
 	if _, err := c.PutCampaign(ctx, "buen-fin", client.Campana{Canal: "email", Descripcion: "Buen Fin", MaxEnvios: client.Ptr[int64](100)}); err != nil {
 		log.Fatal(err)
 	}
+	// Retried with one Idempotency-Key: a lost answer does not make a second job.
 	job, err := c.CreateBatch(ctx, client.PeticionLoteDecision{CampanaID: "buen-fin",
 		Clientes: []string{"cliente-0001", "cliente-0002", "cliente-0003"}})
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -224,48 +225,52 @@ func (f flakyTokens) RoundTrip(r *http.Request) (*http.Response, error) {
 	})}.RoundTrip(r)
 }
 
-// TestCreateBatchRetriesFailedTokenFetch: CreateBatch retries only answers
-// that say the server did nothing, and a token fetch that failed for a
+// TestCreateBatchRetriesFailedTokenFetch: a token fetch that failed for a
 // transient cause (a lost connection, a 5xx of the token endpoint) sent no
 // job request at all: it is retried like the request. Before, one blip of
-// the token endpoint failed the job creation. A refused credential and a
-// 500 of the job request itself are still not retried.
+// the token endpoint failed the job creation. A refused credential is not
+// retried. A 500 of the job request is retried with the same
+// Idempotency-Key (the server answers a repeat with the first job), where
+// before it was returned.
 func TestCreateBatchRetriesFailedTokenFetch(t *testing.T) {
 	tests := []struct {
 		name        string
 		tokenFails  int64 // token requests that fail before the others succeed
 		tokenStatus int   // of a failing token request; 0: a lost connection
-		batchStatus int   // of the job request
+		batchFails  int64 // job requests answered 500 before the others 202
 		want        batchResult
 	}{
-		{"token 502 once", 1, 502, 202, batchResult{JobID: "job-1", Tokens: 2, Batches: 1}},
-		{"token 500 twice", 2, 500, 202, batchResult{JobID: "job-1", Tokens: 3, Batches: 1}},
-		{"token connection lost", 1, 0, 202, batchResult{JobID: "job-1", Tokens: 2, Batches: 1}},
-		{"token 503 on every attempt", 100, 503, 202, batchResult{Status: 503, Tokens: 4}},
-		{"credential refused", 100, 401, 202, batchResult{Status: 401, Tokens: 1}},
-		{"job request 500", 0, 0, 500, batchResult{Status: 500, Tokens: 1, Batches: 1}},
+		{"token 502 once", 1, 502, 0, batchResult{JobID: "job-1", Tokens: 2, Batches: 1, Keys: 1}},
+		{"token 500 twice", 2, 500, 0, batchResult{JobID: "job-1", Tokens: 3, Batches: 1, Keys: 1}},
+		{"token connection lost", 1, 0, 0, batchResult{JobID: "job-1", Tokens: 2, Batches: 1, Keys: 1}},
+		{"token 503 on every attempt", 100, 503, 0, batchResult{Status: 503, Tokens: 4}},
+		{"credential refused", 100, 401, 0, batchResult{Status: 401, Tokens: 1}},
+		{"job request 500 once", 0, 0, 1, batchResult{JobID: "job-1", Tokens: 1, Batches: 2, Keys: 1}},
+		{"job request 500 on every attempt", 0, 0, 100, batchResult{Status: 500, Tokens: 1, Batches: 4, Keys: 1}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var tokens, batches atomic.Int64
+			var keys keySet
 			h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				w.Header().Set("Content-Type", "application/json")
 				if r.URL.Path == "/v1/token" {
 					fmt.Fprint(w, tokenJSON)
 					return
 				}
-				batches.Add(1)
-				w.WriteHeader(tt.batchStatus)
-				if tt.batchStatus == 202 {
+				keys.add(r.Header.Values("Idempotency-Key"))
+				if batches.Add(1) > tt.batchFails {
+					w.WriteHeader(http.StatusAccepted)
 					fmt.Fprint(w, `{"job_id":"job-1","estado":"en_cola","creado_en":"2030-01-01T00:00:00Z"}`)
 					return
 				}
+				w.WriteHeader(http.StatusInternalServerError)
 				fmt.Fprint(w, `{"codigo":"error_interno","mensaje":"m","campo":null,"detalle":null,"trace_id":"t"}`)
 			})
 			hc := &http.Client{Transport: flakyTokens{h: h, fails: tt.tokenFails, status: tt.tokenStatus, tokens: &tokens}}
 			c := inMemoryClient(t, h, client.WithHTTPClient(hc), client.WithRetries(4, time.Millisecond, time.Millisecond))
 			job, err := c.CreateBatch(context.Background(), client.PeticionLoteDecision{CampanaID: "verano"})
-			got := batchResult{Tokens: tokens.Load(), Batches: batches.Load()}
+			got := batchResult{Tokens: tokens.Load(), Batches: batches.Load(), Keys: keys.count()}
 			if job != nil {
 				got.JobID = job.JobID
 			}
@@ -287,32 +292,67 @@ type batchResult struct {
 	JobID           string
 	Status          int // of the *Error returned
 	Tokens, Batches int64
+	// Keys is how many Idempotency-Key values the job requests carried
+	// (one each: -1 for a request with none or several).
+	Keys int
+}
+
+// keySet is the Idempotency-Key values job requests carried.
+type keySet struct {
+	mu   sync.Mutex
+	keys map[string]bool
+	bad  bool // a request with no key or several
+}
+
+func (k *keySet) add(vals []string) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if len(vals) != 1 || vals[0] == "" {
+		k.bad = true
+		return
+	}
+	if k.keys == nil {
+		k.keys = map[string]bool{}
+	}
+	k.keys[vals[0]] = true
+}
+
+func (k *keySet) count() int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.bad {
+		return -1
+	}
+	return len(k.keys)
 }
 
 // TestCreateBatchRetriesRefusedConnection: a connection that could not be
 // made (refused by the kernel, or any other dial error) sent nothing, so
 // CreateBatch retries it and the job is created once. Before,
 // a server restarting for a moment failed the job creation. A connection
-// lost after the request was written is still not retried: the job may
-// exist.
+// lost after the request was written is retried too, with the same
+// Idempotency-Key (the server answers the repeat with the job the first
+// attempt may have created); before, it was returned.
 func TestCreateBatchRetriesRefusedConnection(t *testing.T) {
 	tests := []struct {
 		name    string
 		refuse  int64 // dials of the job request that fail before the others succeed
 		dialErr error // of a failing dial; nil: a real refused connection (refusingSocket)
-		hangUp  bool  // the server closes the connection without answering
+		hangUp  int64 // job requests the server closes without answering
 		want    batchResult
 		dials   int64 // of the job request
 	}{
-		{"refused twice", 2, nil, false, batchResult{JobID: "job-1", Tokens: 1, Batches: 1}, 3},
-		{"dial timeout once", 1, &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("i/o timeout")}, false,
-			batchResult{JobID: "job-1", Tokens: 1, Batches: 1}, 2},
-		{"refused on every attempt", 100, nil, false, batchResult{Tokens: 1}, 4},
-		{"connection lost after sending", 0, nil, true, batchResult{Tokens: 1, Batches: 1}, 1},
+		{"refused twice", 2, nil, 0, batchResult{JobID: "job-1", Tokens: 1, Batches: 1, Keys: 1}, 3},
+		{"dial timeout once", 1, &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("i/o timeout")}, 0,
+			batchResult{JobID: "job-1", Tokens: 1, Batches: 1, Keys: 1}, 2},
+		{"refused on every attempt", 100, nil, 0, batchResult{Tokens: 1}, 4},
+		{"connection lost after sending once", 0, nil, 1, batchResult{JobID: "job-1", Tokens: 1, Batches: 2, Keys: 1}, 2},
+		{"connection lost after sending every time", 0, nil, 100, batchResult{Tokens: 1, Batches: 4, Keys: 1}, 4},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var tokens, batches atomic.Int64
+			var keys keySet
 			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				w.Header().Set("Content-Type", "application/json")
 				if r.URL.Path == "/v1/token" {
@@ -320,8 +360,8 @@ func TestCreateBatchRetriesRefusedConnection(t *testing.T) {
 					fmt.Fprint(w, tokenJSON)
 					return
 				}
-				batches.Add(1)
-				if tt.hangUp {
+				keys.add(r.Header.Values("Idempotency-Key"))
+				if batches.Add(1) <= tt.hangUp {
 					hijackClose(w)
 					return
 				}
@@ -355,7 +395,7 @@ func TestCreateBatchRetriesRefusedConnection(t *testing.T) {
 			refusing.Store(tt.refuse)
 			dials.Store(0)
 			job, err := c.CreateBatch(context.Background(), client.PeticionLoteDecision{CampanaID: "verano"})
-			got := batchResult{Tokens: tokens.Load(), Batches: batches.Load()}
+			got := batchResult{Tokens: tokens.Load(), Batches: batches.Load(), Keys: keys.count()}
 			if job != nil {
 				got.JobID = job.JobID
 			}
