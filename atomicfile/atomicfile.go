@@ -169,6 +169,24 @@ func cutTornLine(f Handle) error {
 	return f.Truncate(int64(bytes.LastIndexByte(data, '\n') + 1))
 }
 
+// CreateEmpty creates an empty file at path with perm, synced with its
+// directory; it fails with fs.ErrExist when path is there, so that of
+// callers racing for one path exactly one succeeds (a claim).
+func CreateEmpty(path string, perm os.FileMode) error {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, perm)
+	if err != nil {
+		return err
+	}
+	err = f.Sync()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	return SyncDir(filepath.Dir(path))
+}
+
 // SyncDir fsyncs a directory, so that a rename or a new file inside it is
 // durable.
 func SyncDir(dir string) error { return SyncDirFS(OS{}, dir) }

@@ -3,6 +3,7 @@ package atomicfile_test
 import (
 	"errors"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -139,4 +140,20 @@ func names(t *testing.T, dir string) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// TestCreateEmpty: CreateEmpty makes an empty owner-only file, and a
+// second call for the same path fails with fs.ErrExist (a claim).
+func TestCreateEmpty(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "claim")
+	if err := atomicfile.CreateEmpty(path, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	info, err := os.Stat(path)
+	if err != nil || info.Size() != 0 || info.Mode().Perm() != 0o600 {
+		t.Fatalf("claimed file: %v %v", info, err)
+	}
+	if err := atomicfile.CreateEmpty(path, 0o600); !errors.Is(err, fs.ErrExist) {
+		t.Errorf("second claim: %v, want fs.ErrExist", err)
+	}
 }

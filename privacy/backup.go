@@ -1026,20 +1026,7 @@ func checkpoint(db *store.DB, dst string, progress io.Writer) error {
 // fs.ErrExist when it is there: creating it claims its backup directory,
 // so that of two backups into one directory at once only one goes on
 // (the other, discarding what it made, removed the first one's).
-func claimLedger(path string) error {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
-	if err != nil {
-		return err
-	}
-	err = f.Sync()
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return err
-	}
-	return atomicfile.SyncDir(filepath.Dir(path))
-}
+func claimLedger(path string) error { return atomicfile.CreateEmpty(path, 0o600) }
 
 func progressBar(n, total int64) string {
 	if total <= 0 {
