@@ -445,15 +445,25 @@ func (s *Server) ClearAbuse(clientID string, now time.Time) (*AbuseState, error)
 	return &st, nil
 }
 
-// AbuseStates returns the escalation states of a tenant's credentials.
+// AbuseStates returns the escalation states of a tenant's credentials,
+// and, at suspension with no step, each credential still suspended whose
+// escalation state was lost (a damaged state set aside at start): it is
+// refused, and "admin abuse clear" lifts it, so the listing shows it.
 func (s *Server) AbuseStates(tenant string) []AbuseState {
 	g := s.abuse
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	var out []AbuseState
+	listed := map[string]bool{}
 	for _, u := range g.creds {
 		if u.tenant == tenant && len(u.state.Steps) > 0 {
 			out = append(out, u.state)
+			listed[u.state.ClientID] = true
+		}
+	}
+	for _, c := range g.db.Credentials(tenant) {
+		if c.Suspended && !listed[c.ClientID] {
+			out = append(out, AbuseState{ClientID: c.ClientID, Level: levelSuspension, Steps: []AbuseStep{}})
 		}
 	}
 	return out

@@ -320,6 +320,17 @@ func TestAbuseClearLiftsOrphanSuspension(t *testing.T) {
 				t.Fatal(err)
 			}
 			srv := New(h.srv.Deps) // a restart: no escalation state is stored
+			var listed []string
+			for _, st := range srv.AbuseStates("acme") {
+				listed = append(listed, st.ClientID+" "+st.LevelName())
+			}
+			var wantListed []string
+			if tc.suspended {
+				wantListed = []string{id + " suspension"}
+			}
+			if diff := cmp.Diff(wantListed, listed); diff != "" {
+				t.Errorf("listed before the clear (-want +got):\n%s", diff)
+			}
 			_, err := srv.ClearAbuse(id, testStart)
 			c, _ := h.db.Credential(id)
 			got := []any{err, c.Suspended}
