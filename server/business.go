@@ -1,6 +1,7 @@
 package server
 
 import (
+	"errors"
 	"strconv"
 	"sync"
 
@@ -96,6 +97,7 @@ type guardReading struct {
 	active, gateOpen bool
 	switches         int
 	policy           float64 // the policy's estimated value, MXN per decision
+	estimated        bool    // a reward was learned: policy is an estimate
 	vsBaseline       float64 // the smallest policy value minus a baseline's; 0 without any
 }
 
@@ -313,8 +315,13 @@ func (s *Server) watchTenants() {
 			help:  "Policy guard activations and releases since the model began (summed without the tenant label).",
 			value: guard(func(g guardReading) float64 { return float64(g.switches) })},
 		tenantGauge{name: "coupond_policy_value_mxn",
-			help: "The learned policy's estimated value per decision (doubly robust, MXN over the reward window, faded over about a window); without the tenant label, the largest.", max: true,
-			value: guard(func(g guardReading) float64 { return g.policy })},
+			help: "The learned policy's estimated value per decision (doubly robust, MXN over the reward window, faded over about a window); a tenant with no reward learned yet has none and is left out; without the tenant label, the largest (0 when no tenant has one).", max: true,
+			value: func(r *tenantReading) (float64, error) {
+				if r.guardErr == nil && !r.guard.estimated {
+					return 0, errNoEstimate
+				}
+				return r.guard.policy, r.guardErr
+			}},
 		tenantGauge{name: "coupond_policy_value_vs_baseline", min: true,
 			help:  "The learned policy's estimated value minus its best baseline's (never-send or one action; doubly robust, MXN per decision, faded over about a window); 0 before any estimate; without the tenant label, the smallest.",
 			value: guard(func(g guardReading) float64 { return g.vsBaseline })},
@@ -340,7 +347,7 @@ func (s *Server) readTenant(tenant string) tenantReading {
 	var r tenantReading
 	r.backlog, r.backlogErr = s.Engine.Learner.Backlog(tenant, backlogLimit)
 	g, err := s.Engine.Learner.Guard(tenant)
-	r.guard, r.guardErr = guardReading{active: g.Active, gateOpen: g.Gate.Open(), switches: g.Switches, policy: g.Policy}, err
+	r.guard, r.guardErr = guardReading{active: g.Active, gateOpen: g.Gate.Open(), switches: g.Switches, policy: g.Policy, estimated: g.Rewards > 0}, err
 	// The smallest difference (0 without any): below 0, some baseline
 	// is estimated to earn more than the policy.
 	for i, b := range g.Baselines {
@@ -351,6 +358,11 @@ func (s *Server) readTenant(tenant string) tenantReading {
 	r.quarantined = s.QuarantineCount(tenant)
 	return r
 }
+
+// errNoEstimate leaves out of a gauge a tenant that has no value for it
+// yet: a 0 would read as an estimate (and, without the tenant label,
+// could hide the other tenants' largest value when they are below 0).
+var errNoEstimate = errors.New("no estimate yet")
 
 // boolGauge is 1 for true, 0 for false.
 func boolGauge(b bool) float64 {

@@ -2,6 +2,7 @@ package server
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -75,4 +76,38 @@ func TestPolicyValueVsBaseline(t *testing.T) {
 	if diff := cmp.Diff("-2", sample(scrape(t, h), "coupond_policy_value_vs_baseline")); diff != "" {
 		t.Errorf("coupond_policy_value_vs_baseline (-want +got):\n%s", diff)
 	}
+}
+
+// TestPolicyValueLeavesOutTenantsWithoutEstimate: a tenant with no reward
+// learned yet has no coupond_policy_value_mxn; it showed 0, which read as
+// an estimate and, without the tenant label, hid the other tenants'
+// largest value below zero.
+func TestPolicyValueLeavesOutTenantsWithoutEstimate(t *testing.T) {
+	for _, label := range []bool{false, true} {
+		h := newHarnessWith(t, func(d *Deps) { d.MetricsTenantLabel = label })
+		h.tenant("acme", true, nil)
+		storeGuard(t, h, "acme", map[string]any{"policy": map[string]any{"w": 1, "w2": 1, "v": -250}})
+		h.tenant("gamma", true, nil) // no estimate yet
+		out := scrape(t, h)
+		if label {
+			if strings.Contains(out, `coupond_policy_value_mxn{tenant="gamma"}`) || !strings.Contains(out, `coupond_policy_value_mxn{tenant="acme"} -2.5`) {
+				t.Errorf("with the tenant label: want acme's -2.5 and no series for gamma in\n%s", grepLines(out, "coupond_policy_value_mxn"))
+			}
+			continue
+		}
+		if diff := cmp.Diff("-2.5", sample(out, "coupond_policy_value_mxn")); diff != "" {
+			t.Errorf("coupond_policy_value_mxn (-want +got):\n%s", diff)
+		}
+	}
+}
+
+// grepLines returns the lines of text that contain s.
+func grepLines(text, s string) string {
+	var out []string
+	for _, l := range strings.Split(text, "\n") {
+		if strings.Contains(l, s) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }
