@@ -173,6 +173,9 @@ func consoleAuditCmd(a *app) *cobra.Command {
 func guardState(g policy.GuardStatus) console.GuardState {
 	detail := fmt.Sprintf("the learned policy is estimated at %.2f MXN per decision over %.0f effective rewards; %d switch(es)",
 		cents(g.Policy), g.Rewards, g.Switches)
+	if g.Rewards == 0 {
+		detail = fmt.Sprintf("the learned policy has no estimate yet (no reward learned); %d switch(es)", g.Switches)
+	}
 	for _, b := range g.Baselines {
 		name := "never-send"
 		if b.Accion != 0 {
@@ -181,7 +184,11 @@ func guardState(g policy.GuardStatus) console.GuardState {
 		detail += fmt.Sprintf("; %s %.2f MXN (policy %+.2f ± %s)", name, cents(b.Value), cents(b.Diff), seText(b.SE))
 	}
 	if gt := g.Gate; gt != nil {
-		detail += fmt.Sprintf("; send gate %s: choice − never-send %+.2f MXN (SE %s)", gt.State, cents(gt.Diff), seText(gt.SE))
+		if gt.N == 0 {
+			detail += fmt.Sprintf("; send gate %s: no decision tested against never-send yet", gt.State)
+		} else {
+			detail += fmt.Sprintf("; send gate %s: choice − never-send %+.2f MXN (SE %s)", gt.State, cents(gt.Diff), seText(gt.SE))
+		}
 		for _, b := range gt.Bands {
 			detail += fmt.Sprintf("; %s tickets a year %s, %.0f %% of choices sent", b.Tickets, b.State, 100*b.Sending)
 		}
