@@ -189,8 +189,16 @@ func TestDecideFallbackWithinBudget(t *testing.T) {
 			}
 			ref := refs[runs-1]
 			sent += runs - 1
-			// The engine is back: the record arrives.
-			proxy.set(nil)
+			// The engine is back for the records: the record arrives. The
+			// fault stays on /v1/decisiones, so that an attempt that reaches
+			// the proxy late on a busy machine (sent before the call fell
+			// back) meets the fault it was sent into and is not decided.
+			proxy.set(func(r *http.Request, n int) fault {
+				if tt.fault != nil && r.URL.Path == "/v1/decisiones" {
+					return tt.fault(r, n)
+				}
+				return fault{}
+			})
 			ts.setPaused(t, false)
 			waitFor(t, 5*time.Second, func() bool { return c.Stats().FallbackSent > sent })
 			decs, fbs := decisionsOf(t, c, ref)
