@@ -11,6 +11,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/coupond/coupond/engine"
 	"github.com/coupond/coupond/store"
 )
 
@@ -41,8 +42,9 @@ import (
 //	          (a flood shows as a pico, refused requests included)
 //	recarga   a request of events that were almost all duplicates (history reloaded)
 //
-// and, per UTC day of real time, judged once the day's last decision has
-// had a whole day to be confirmed (so at most one step a day from it):
+// and, per UTC day of real time, judged once the day's last decision can
+// no longer be confirmed (its caduca_en, engine.DecisionTTL, has passed;
+// so at most one step a day from it):
 //
 //	sin confirmar  more than UnconfirmedRatio of at least UnconfirmedMin
 //	               coupon sends (online decisions with accion ≠ 0, not
@@ -324,17 +326,24 @@ func (g *abuseGuard) confirmed(tenant, decisionID string) {
 	}
 }
 
-// judgeSends judges each of u's days of sends whose last send has had a
-// whole day to be confirmed (now's day is at least two later), adds the
-// anomaly when too many went unconfirmed, and stops following them.
+// judgeDelayDays is how many UTC days after a day of sends it is judged:
+// its last send's confirmation window (engine.DecisionTTL, caduca_en) has
+// then closed, so an integrator confirming late but within the window the
+// API grants is never counted as leaving sends unconfirmed.
+const judgeDelayDays = 1 + int64((engine.DecisionTTL+24*time.Hour-1)/(24*time.Hour))
+
+// judgeSends judges each of u's days of sends whose confirmation window
+// has closed for all of them (now's day is at least judgeDelayDays later),
+// adds the anomaly when too many went unconfirmed, and stops following
+// them.
 func (g *abuseGuard) judgeSends(u *credUse, now time.Time) {
 	today := now.Unix() / 86400
-	for len(u.sends) > 0 && u.sends[0].day <= today-2 {
+	for len(u.sends) > 0 && u.sends[0].day <= today-judgeDelayDays {
 		d := u.sends[0]
 		n, open := len(d.keys), len(d.keys)-d.confirmed
 		if n >= g.cfg.UnconfirmedMin && float64(open) > g.cfg.UnconfirmedRatio*float64(n) {
 			day := time.Unix(d.day*86400, 0).UTC().Format(time.DateOnly)
-			u.pending = append(u.pending, fmt.Sprintf("sin confirmar: %d de %d envíos del %s sin confirmación tras un día", open, n, day))
+			u.pending = append(u.pending, fmt.Sprintf("sin confirmar: %d de %d envíos del %s sin confirmación al caducar", open, n, day))
 		}
 		for _, k := range d.keys {
 			delete(g.sent, k)

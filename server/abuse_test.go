@@ -345,21 +345,26 @@ func TestAbuseClearLiftsOrphanSuspension(t *testing.T) {
 }
 
 // TestAbuseUnconfirmedSends: a day of coupon sends of which more than 90 %
-// were never confirmed a whole day later is an anomaly (the warning first);
-// enough confirmations, too few sends, or one send replayed are not. The
-// day is judged once, when a request arrives two UTC days later.
+// were never confirmed once their confirmation window (caduca_en, 7 days)
+// closed is an anomaly (the warning first); enough confirmations, even
+// late ones within the window, too few sends, or one send replayed are
+// not. The day is judged once, when a request arrives after the window of
+// its last send: an integrator confirming weekly, as the API allows, used
+// to be judged after a day and walked up to suspension.
 func TestAbuseUnconfirmedSends(t *testing.T) {
 	day0 := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
 	for _, tc := range []struct {
 		name             string
 		sends, confirmed int
+		confirmAfter     time.Duration
 		sameID           bool
 		want             string
 	}{
-		{"almost none confirmed", 250, 10, false, "aviso"},
-		{"most confirmed", 250, 240, false, "normal"},
-		{"too few sends to judge", 150, 0, false, "normal"},
-		{"one send replayed", 250, 0, true, "normal"},
+		{"almost none confirmed", 250, 10, time.Hour, false, "aviso"},
+		{"most confirmed", 250, 240, time.Hour, false, "normal"},
+		{"most confirmed six days later", 250, 240, 6 * 24 * time.Hour, false, "normal"},
+		{"too few sends to judge", 150, 0, time.Hour, false, "normal"},
+		{"one send replayed", 250, 0, time.Hour, true, "normal"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := newAbuseGuard(DefaultAbuseConfig(), newHarness(t).db, zerolog.Nop(), nil)
@@ -371,14 +376,18 @@ func TestAbuseUnconfirmedSends(t *testing.T) {
 				}
 				g.issued("acme", "k1", id, day0.Add(time.Duration(i)*time.Second))
 			}
+			// Other credentials' requests run the sweep meanwhile.
+			for at := day0.Add(time.Hour); at.Before(day0.Add(tc.confirmAfter)); at = at.Add(12 * time.Hour) {
+				g.observe("acme", "k2", 200, at)
+			}
 			for i := range tc.confirmed {
 				g.confirmed("acme", fmt.Sprintf("d%d", i))
 			}
-			g.observe("acme", "k1", 200, day0.Add(24*time.Hour)) // a day later: not judged yet
+			g.observe("acme", "k1", 200, day0.Add(6*24*time.Hour+14*time.Hour)) // the window still open
 			if got := levelNames[g.level("k1")]; got != "normal" {
-				t.Fatalf("judged before the day's sends had a day: %s", got)
+				t.Fatalf("judged before the day's sends could no longer be confirmed: %s", got)
 			}
-			g.observe("acme", "k2", 200, day0.Add(39*time.Hour)) // another credential's request, two days on
+			g.observe("acme", "k2", 200, day0.Add(7*24*time.Hour+15*time.Hour)) // every send's window closed
 			if got := levelNames[g.level("k1")]; got != tc.want {
 				t.Errorf("level %s, want %s", got, tc.want)
 			}
