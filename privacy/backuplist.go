@@ -246,8 +246,9 @@ type Pruned struct {
 // their registrations. A directory that is not there is only
 // unregistered; one without a manifest that decodes and says it is past
 // retention (an interrupted backup, or another directory) is reported
-// and left alone; one a later backup registered again is only
-// unregistered (its old registration). A backup
+// and left alone, as is a symbolic link (Prune removes only what the
+// registered path itself holds); one a later backup registered again is
+// only unregistered (its old registration). A backup
 // within retention is never touched. With dryRun it changes nothing and
 // reports what it would do (reading a damaged registry's copy, as List).
 //
@@ -341,12 +342,19 @@ func (bk *Backups) pruneOne(b backupEntry, registered, dryRun bool) Pruned {
 		p.Outcome, p.Reason = PruneUnregistered, "a backup within retention was taken into this directory since: it stays, only the old registration goes"
 		return p
 	}
-	if _, err := os.Lstat(b.Dir); errors.Is(err, fs.ErrNotExist) {
+	fi, err := os.Lstat(b.Dir)
+	if errors.Is(err, fs.ErrNotExist) {
 		p.Outcome, p.Reason = PruneUnregistered, "directory not there"
 		p.Bytes, _ = dirSizeFiles(tomb)
 		if _, err := os.Lstat(tomb); err == nil && !dryRun {
 			return bk.removeTomb(p, tomb) // a Prune stopped mid-removal
 		}
+		return p
+	}
+	if err == nil && fi.Mode()&fs.ModeSymlink != 0 {
+		// Renaming and removing it would take the link and leave the
+		// backup it points to, unregistered, past retention.
+		p.Outcome, p.Reason = PruneLeft, "a symbolic link, not the backup's directory: remove the backup it points to and the link yourself"
 		return p
 	}
 	m, err := readManifestOf(b.Dir)

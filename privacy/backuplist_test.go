@@ -467,3 +467,42 @@ func TestRebuiltRegistryKeepsExpiredBackups(t *testing.T) {
 		t.Errorf("rebuilt registry (-want +got):\n%s", diff)
 	}
 }
+
+// TestPruneLeavesSymlinkedBackup: a backup registered under a symbolic
+// link (--out was one) is reported and left, link and backup both, still
+// registered. Prune renamed and removed the link alone and said the
+// backup was removed: the backup stayed on disk, past retention and
+// forgotten by the registry, so no deletion would reach its ledger.
+func TestPruneLeavesSymlinkedBackup(t *testing.T) {
+	clk := clock.NewFake(t0)
+	dataDir, root := t.TempDir(), t.TempDir()
+	oldAt := t0.Add(-BackupRetention - time.Hour)
+	real, link := filepath.Join(root, "real"), filepath.Join(root, "latest")
+	plantBackup(t, real, oldAt, true, 1)
+	if err := os.Symlink(real, link); err != nil {
+		t.Fatal(err)
+	}
+	bk := NewBackups(dataDir, clk.Now, zerolog.Nop())
+	if err := bk.saveRegistry(&backupRegistry{Expired: []backupEntry{{Dir: link, TakenAt: oldAt, Complete: true}}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, dryRun := range []bool{true, false} {
+		got, err := bk.Prune(dryRun)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []Pruned{{Dir: link, TakenAt: oldAt, ExpiresAt: oldAt.Add(BackupRetention), Outcome: PruneLeft,
+			Reason: "a symbolic link, not the backup's directory: remove the backup it points to and the link yourself"}}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("Prune(dryRun %v) (-want +got):\n%s", dryRun, diff)
+		}
+	}
+	for _, p := range []string{link, filepath.Join(real, ManifestFile)} {
+		if _, err := os.Lstat(p); err != nil {
+			t.Errorf("after Prune: %v", err)
+		}
+	}
+	if reg, _ := bk.loadRegistry(); len(reg.Expired) != 1 {
+		t.Errorf("registry after Prune: %+v; want the link still registered", reg)
+	}
+}
