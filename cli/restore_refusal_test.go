@@ -281,3 +281,35 @@ func treeOf(t *testing.T, dir string) map[string]int64 {
 	}
 	return out
 }
+
+// TestBackupThroughSymlinkRegistersRealDir: a backup whose --out is a
+// symbolic link to an empty directory is registered by the directory's
+// real path, so listing, pruning and ledgers reach the backup itself; the
+// link's own path was registered, and prune could only leave it.
+func TestBackupThroughSymlinkRegistersRealDir(t *testing.T) {
+	dataDir, root := t.TempDir(), t.TempDir()
+	real, link := filepath.Join(root, "real"), filepath.Join(root, "latest")
+	if err := os.Mkdir(real, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(real, link); err != nil {
+		t.Fatal(err)
+	}
+	e, _ := sandboxEnv(t, dataDir)
+	defer e.close()
+	if _, err := runBackup(context.Background(), e, link, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(filepath.Join(dataDir, "backups.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reg struct{ Backups []struct{ Dir string } }
+	if err := json.Unmarshal(data, &reg); err != nil {
+		t.Fatal(err)
+	}
+	realResolved, _ := filepath.EvalSymlinks(real)
+	if len(reg.Backups) != 1 || reg.Backups[0].Dir != realResolved {
+		t.Errorf("registered %+v; want the real directory %s", reg.Backups, realResolved)
+	}
+}

@@ -824,6 +824,9 @@ type Manifest struct {
 // removes what it made and no more (discard): dir and its parents when it
 // created them, else only the files it wrote into the operator's dir.
 func (bk *Backups) Take(_ context.Context, db *store.DB, dir, version string, progress io.Writer) (*Manifest, error) {
+	// Registered by its real path: a symbolic link's own path would leave
+	// prune, listing and sizes with the link instead of the backup.
+	dir = resolvedPath(dir)
 	created, err := bk.prepareDir(dir)
 	if err != nil {
 		return nil, err
@@ -919,10 +922,8 @@ func (bk *Backups) discard(dir string, created []string, registered bool) {
 // creates it and makes it owner-only. It returns the directories it
 // created, outermost first (none when dir was there).
 func (bk *Backups) prepareDir(dir string) (created []string, err error) {
-	dataAbs, _ := filepath.Abs(bk.dataDir)
 	dirAbs, _ := filepath.Abs(dir)
-	rel, err := filepath.Rel(dataAbs, dirAbs)
-	if err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+	if within(resolvedPath(dir), resolvedPath(bk.dataDir)) {
 		return nil, fmt.Errorf("--out %s is inside the data dir; put backups elsewhere", dir)
 	}
 	if names, err := os.ReadDir(dir); err == nil && len(names) > 0 {
@@ -938,6 +939,22 @@ func (bk *Backups) prepareDir(dir string) (created []string, err error) {
 		return nil, err
 	}
 	return created, os.Chmod(dir, 0o700) // it may exist, empty, with a wider mode
+}
+
+// resolvedPath is path made absolute with its symbolic links resolved,
+// those of its parent when path is not there yet.
+func resolvedPath(path string) string {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return path
+	}
+	if real, err := filepath.EvalSymlinks(abs); err == nil {
+		return real
+	}
+	if parent, err := filepath.EvalSymlinks(filepath.Dir(abs)); err == nil {
+		return filepath.Join(parent, filepath.Base(abs))
+	}
+	return abs
 }
 
 // updateRegistry loads the registry under the lock, lets fn change it and

@@ -212,6 +212,15 @@ func TestBackupRefusedInsideDataDir(t *testing.T) {
 	root := t.TempDir()
 	dataDir := filepath.Join(root, "data")
 	bk := NewBackups(dataDir, time.Now, zerolog.Nop())
+	if err := os.MkdirAll(filepath.Join(dataDir, "vacio"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(dataDir, "vacio"), filepath.Join(root, "link-in")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(dataDir, filepath.Join(root, "link-data")); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		dir    string
 		inside bool
@@ -221,6 +230,10 @@ func TestBackupRefusedInsideDataDir(t *testing.T) {
 		{dataDir, true},
 		{filepath.Join(root, "data-backup"), false},
 		{filepath.Join(root, "backup"), false},
+		// Through symbolic links: a link into the data dir, and a new
+		// directory under a link to it, are inside it.
+		{filepath.Join(root, "link-in"), true},
+		{filepath.Join(root, "link-data", "nuevo"), true},
 	} {
 		_, err := bk.prepareDir(tc.dir)
 		if refused := err != nil && strings.Contains(err.Error(), "inside the data dir"); refused != tc.inside {

@@ -261,7 +261,7 @@ func checkFiles(src string, m *Manifest) error {
 // data dir (a mistyped path such as the parent of the data dir): restore
 // goes into an empty or missing directory, or replaces a data dir.
 func checkTarget(dataDir, src string) error {
-	d, b := realPath(dataDir), realPath(src)
+	d, b := resolvedPath(dataDir), resolvedPath(src)
 	if within(d, b) || within(b, d) {
 		return fmt.Errorf("--data-dir %s and the backup %s lie one inside the other: restore into another directory", dataDir, src)
 	}
@@ -279,19 +279,6 @@ func checkTarget(dataDir, src string) error {
 		}
 	}
 	return fmt.Errorf("--data-dir %s is not empty and is not a coupond data dir (no db, no keys.json): restore into an empty or missing directory, or into the data dir to replace", dataDir)
-}
-
-// realPath is path made absolute, its symbolic links resolved when it is
-// there.
-func realPath(path string) string {
-	abs, err := filepath.Abs(path)
-	if err != nil {
-		return path
-	}
-	if real, err := filepath.EvalSymlinks(abs); err == nil {
-		return real
-	}
-	return abs
 }
 
 // within reports whether path is dir or lies inside it.
