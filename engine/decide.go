@@ -69,6 +69,10 @@ var (
 	ErrDailyCap = errors.New("engine: daily decisions per customer exceeded")
 	// ErrIdempotencyConflict: same key with another body, or still running.
 	ErrIdempotencyConflict = errors.New("engine: idempotency conflict")
+	// ErrIdempotencyInFlight is the ErrIdempotencyConflict of a key whose
+	// first request still runs: the request may be its replay, which a
+	// retry once the first ends gets (errors.Is it ErrIdempotencyConflict).
+	ErrIdempotencyInFlight = fmt.Errorf("%w: its first request still runs", ErrIdempotencyConflict)
 )
 
 // customerState is what the decision path keeps per customer: the decision
@@ -209,12 +213,12 @@ type keyFlights struct {
 }
 
 // claimKey marks tenant's Idempotency-Key key as in flight until release
-// is called, or returns ErrIdempotencyConflict while another request with
+// is called, or returns ErrIdempotencyInFlight while another request with
 // it runs.
 func (f *keyFlights) claimKey(tenant, key string) (release func(), err error) {
 	flight := tenant + "\x00" + key
 	if !f.tryMark(flight) {
-		return nil, ErrIdempotencyConflict
+		return nil, ErrIdempotencyInFlight
 	}
 	return func() { f.unmark(flight) }, nil
 }

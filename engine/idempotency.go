@@ -91,8 +91,8 @@ type KeyClaim struct {
 }
 
 // Claim claims tenant's Idempotency-Key of id at now (the
-// tenant's clock) and looks its record up: ErrIdempotencyConflict while
-// another request with the key runs, or when its record within
+// tenant's clock) and looks its record up: ErrIdempotencyInFlight while
+// another request with the key runs, ErrIdempotencyConflict when its record within
 // IdempotencyTTL answered another body; otherwise a claim whose Answer is
 // the stored answer of a replay (nil for a new, expired or damaged key,
 // see idemRecord). For an unkeyed id the claim holds nothing. The caller

@@ -103,7 +103,7 @@ func (s *Server) handleBatchCreate(c *call) error {
 	var re *batch.RetryError
 	switch {
 	case errors.Is(err, engine.ErrIdempotencyConflict):
-		return errKind(kindIdempotencyConflict)
+		return idemConflict(err)
 	case errors.As(err, &re):
 		return &apiError{kind: kindRateLimited, retryAfter: int(math.Ceil(re.After.Seconds())), msg: "hay un lote en curso o ya se creó uno en la última hora"}
 	case errors.Is(err, engine.ErrNoCampaign):

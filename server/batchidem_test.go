@@ -5,7 +5,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/coupond/coupond/engine"
 	"github.com/coupond/coupond/internal/apitest"
+	"github.com/coupond/coupond/store"
 )
 
 // batchStep is one request of a keyed batch creation scenario.
@@ -80,5 +84,64 @@ func TestBatchCreateIdempotencyKey(t *testing.T) {
 	}
 	if len(jobs) != 2 {
 		t.Errorf("%d jobs created, want 2 (the first, the new key's)", len(jobs))
+	}
+}
+
+// TestKeyInFlightPastLimit: a keyed request whose first request still
+// runs, past the batch slot or the daily quota that first request took,
+// is 409 idempotencia_conflicto (retried soon, then answered with the
+// first answer), not the slot's or quota's 429, whose Retry-After (up to
+// an hour, or to midnight) would lose that answer; once the first ends it
+// is its replay. Anything else past the limit stays 429.
+func TestKeyInFlightPastLimit(t *testing.T) {
+	key := []string{"Idempotency-Key", "k1"}
+	for _, tc := range []struct {
+		name, path string
+		settings   func(*store.Settings)
+		body       map[string]any
+		ok         int
+	}{
+		{"batch slot", "/v1/lotes-decision", batchTenant, map[string]any{"campana_id": "camp", "clientes": []string{"cliente-a"}}, 202},
+		{"decision quota", "/v1/decisiones", func(s *store.Settings) { batchTenant(s); s.QuotaDecisionsDay = 1 }, decideBody("cliente-ana", nil), 200},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h, tok := newCatalogHarness(t, 3, tc.settings)
+			putCampaign(h, tok, "camp", -1)
+			post := func(hdr ...string) (int, map[string]any) {
+				resp := h.raw("POST", tc.path, tok, tc.body, hdr...)
+				return resp.StatusCode, apitest.Object(t, resp)
+			}
+			st, first := post(key...)
+			if st != tc.ok {
+				t.Fatalf("first: %d %v", st, first)
+			}
+			// The first request still holds its key (its answer not yet
+			// sent): claimed at a time its record has expired by.
+			claim, err := h.engine.KeyClaims.Claim("acme", h.clock.Now().AddDate(0, 0, 2), engine.Idempotency{Key: "k1"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			type answer struct {
+				Status int
+				Codigo any
+			}
+			var got []answer
+			for _, hdr := range [][]string{key, nil} {
+				st, body := post(hdr...)
+				got = append(got, answer{st, body["codigo"]})
+			}
+			claim.Release()
+			st, again := post(key...)
+			got = append(got, answer{st, nil})
+			want := []answer{{409, "idempotencia_conflicto"}, {429, "limite_excedido"}, {tc.ok, nil}}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("answers (keyed in flight, unkeyed, keyed once ended) (-want +got):\n%s", diff)
+			}
+			for _, f := range []string{"job_id", "decision_id"} {
+				if again[f] != first[f] {
+					t.Errorf("after the first ended: %s %v, want the first's %v", f, again[f], first[f])
+				}
+			}
+		})
 	}
 }

@@ -94,7 +94,7 @@ func decideError(err error) error {
 		return &apiError{kind: kindRateLimited, retryAfter: capped.RetryAfter,
 			msg: "límite de 3 decisiones por cliente_ref por día alcanzado"}
 	case errors.Is(err, engine.ErrIdempotencyConflict):
-		return errKind(kindIdempotencyConflict)
+		return idemConflict(err)
 	}
 	return err
 }

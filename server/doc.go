@@ -18,7 +18,8 @@ package server
 //     Retry-After to the tenant's midnight; for a request with an
 //     Idempotency-Key, which may be a replay, the 429 is held back in
 //     call.overQuota (quotas.go, mayReplay) and answers every refusal of
-//     the request (pastQuota): only a replay gets past it) → readBody (size
+//     the request (pastQuota): only a replay gets past it, and the 409 of a
+//     key whose first request still runs, idemConflict) → readBody (size
 //     and Content-Type; 413/415).
 //  4. decisions.go, handleDecide: Idempotency-Key header and body validated
 //     together (decode.go → server/schema: decode.go, parse.go, schema.go;

@@ -80,6 +80,9 @@ type apiError struct {
 	retryAfter int // seconds; set for 429 and 503
 	basic      bool
 	oauth      oauthError // POST /v1/token only: RFC 6749 5.2 error beside the contract's fields
+	// inFlight marks a 409 idempotencia_conflicto whose key's first
+	// request still runs (idemConflict): pastQuota answers it as it is.
+	inFlight bool
 }
 
 // oauthError is an RFC 6749 section 5.2 error code and its description

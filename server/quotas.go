@@ -59,16 +59,28 @@ func mayReplay(c *call, kind string, err error) bool {
 	return false
 }
 
+// idemConflict is the 409 idempotencia_conflicto of err, an
+// engine.ErrIdempotencyConflict. One of a key whose first request still
+// runs (engine.ErrIdempotencyInFlight) is marked inFlight: the request may
+// be that request's replay, so past the quota or the batch slot (which
+// the first request may have just taken) it stays a 409, which clients
+// retry soon and then get the first answer, rather than a 429 whose
+// Retry-After (up to an hour, or to midnight) would lose that answer.
+func idemConflict(err error) *apiError {
+	return &apiError{kind: kindIdempotencyConflict, inFlight: errors.Is(err, engine.ErrIdempotencyInFlight)}
+}
+
 // pastQuota is the answer to a request past the daily quota held back for
 // a possible replay (call.overQuota): a refusal of the request (4xx) is the
 // quota's 429, which comes first in contract section 7 (413/415, 422, 409
-// come after it); a replay's answer and a server fault stay as they are.
+// come after it); a replay's answer, a server fault and the 409 of a key
+// whose first request still runs (idemConflict) stay as they are.
 func (c *call) pastQuota(err error) error {
-	if c.overQuota == nil || err == nil {
+	var ae *apiError
+	if c.overQuota == nil || err == nil || errors.As(err, &ae) && ae.inFlight {
 		return err
 	}
 	var ve *validationError
-	var ae *apiError
 	if errors.As(err, &ve) || errors.As(err, &ae) && errorTable[ae.kind].status < 500 {
 		return c.overQuota
 	}
