@@ -2,6 +2,7 @@ package batch
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"testing"
 	"time"
@@ -173,5 +174,43 @@ func TestPruneBatchIdempotency(t *testing.T) {
 		if diff := cmp.Diff([2]int{tc.deleted, tc.quarantined}, [2]int{n, q}); diff != "" {
 			t.Errorf("after %v: [deleted quarantined] (-want +got):\n%s", tc.advance, diff)
 		}
+	}
+}
+
+// TestSubmitDamagedIdempotencyRecord: a key's record that matches the
+// body but whose answer is no batch creation's (damaged) is moved to
+// quarantine and the request answered afresh (contract §8), not refused
+// with an error (a 500) for the record's 24 h.
+func TestSubmitDamagedIdempotencyRecord(t *testing.T) {
+	for _, answer := range []string{`{"job_id":5}`, `{"decision_id":"d1"}`, `"x"`} {
+		t.Run(answer, func(t *testing.T) {
+			e := newJobEnv(t, storefs.Mem(), "db", 2, -1)
+			sub := keyed("k1", "cuerpo", "c-1")
+			rec, err := json.Marshal(map[string]any{"h": sub.Idempotency.BodyHash, "at": jobsStart, "answer": json.RawMessage(answer)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			b := e.db.NewBatch()
+			b.SetIdempotency("acme", "k1", rec)
+			if err := b.Commit(); err != nil {
+				t.Fatal(err)
+			}
+			b.Close()
+			j, err := e.r.Submit("acme", sub)
+			if err != nil {
+				t.Fatalf("Submit: %v, want a new job", err)
+			}
+			again, err := e.r.Submit("acme", sub)
+			if err != nil {
+				t.Fatalf("Submit again: %v, want the replay", err)
+			}
+			q, err := e.eng.Quarantine.QuarantinedRecords()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff([2]any{j.ID, 1}, [2]any{again.ID, q}); diff != "" {
+				t.Errorf("[replayed job, quarantined] (-want +got):\n%s", diff)
+			}
+		})
 	}
 }

@@ -204,6 +204,7 @@ func newJobID() string {
 // first answer's job (ID, Estado and CreadoEn as first answered) and
 // creates nothing, whatever the hourly limit and the campaign's state;
 // engine.ErrIdempotencyConflict for another body or while the first runs.
+// A record whose answer is no job's is quarantined and read as absent.
 func (r *Runner) Submit(tenant string, s Submission) (*Job, error) {
 	t, ok := r.db.Tenant(tenant)
 	if !ok {
@@ -216,7 +217,11 @@ func (r *Runner) Submit(tenant string, s Submission) (*Job, error) {
 	}
 	defer claim.Release()
 	if ans := claim.Answer(); ans != nil {
-		return replayedJob(ans)
+		j, err := replayedJob(ans)
+		if err == nil {
+			return j, nil
+		}
+		claim.Damaged(err) // quarantined (contract §8): answered afresh
 	}
 	if _, err := r.eng.Campaigns.Campaign(tenant, s.CampanaID); err != nil {
 		if errors.Is(err, engine.ErrNotFound) {
@@ -250,7 +255,7 @@ type created struct {
 }
 
 // replayedJob is the job of a replay's stored answer ans, as first
-// answered.
+// answered; an error when ans is no batch answer (a damaged record).
 func replayedJob(ans json.RawMessage) (*Job, error) {
 	var c created
 	if err := json.Unmarshal(ans, &c); err != nil {

@@ -83,6 +83,7 @@ type KeyClaims struct {
 // itself holding its Idempotency-Key: no other request with the key, of
 // any route, runs until Release. Obtain it with KeyClaims.Claim.
 type KeyClaim struct {
+	core    *core
 	id      Idempotency
 	tenant  string
 	now     time.Time
@@ -98,7 +99,7 @@ type KeyClaim struct {
 // see idemRecord). For an unkeyed id the claim holds nothing. The caller
 // must call Release once its answer is committed.
 func (k *KeyClaims) Claim(tenant string, now time.Time, id Idempotency) (*KeyClaim, error) {
-	c := &KeyClaim{id: id, tenant: tenant, now: now, release: func() {}}
+	c := &KeyClaim{core: k.core, id: id, tenant: tenant, now: now, release: func() {}}
 	if !id.Keyed() {
 		return c, nil
 	}
@@ -121,6 +122,18 @@ func (k *KeyClaims) Claim(tenant string, now time.Time, id Idempotency) (*KeyCla
 // Answer is the answer stored for the claimed key: the first request's,
 // to be sent again as it is; nil when the request is not a replay.
 func (c *KeyClaim) Answer() json.RawMessage { return c.answer }
+
+// Damaged moves the claimed key's record, whose stored answer the route
+// cannot read (cause), to quarantine and reads it as absent, as Claim
+// reads a record that does not decode: the request is answered afresh.
+func (c *KeyClaim) Damaged(cause error) {
+	c.answer = nil
+	raw, err := c.core.db.Idempotency(c.tenant, c.id.Key)
+	if err != nil {
+		return
+	}
+	c.core.quarantine(c.tenant, store.IdempotencyKey(c.tenant, c.id.Key), raw, cause)
+}
 
 // Put writes in b the key's record answering answer, which must name no
 // customer (it is not found by a customer's deletion: its body is kept as
