@@ -130,8 +130,9 @@ type sendDay struct {
 
 // sentRef is who got a followed send, and on which day.
 type sentRef struct {
-	clientID string
-	day      int64
+	clientID  string
+	day       int64
+	confirmed bool // kept until judged: a replay of it is not a new send
 }
 
 type abuseGuard struct {
@@ -303,7 +304,7 @@ func (g *abuseGuard) issued(tenant, clientID, decisionID string, now time.Time) 
 		return
 	}
 	d.keys = append(d.keys, key)
-	g.sent[key] = sentRef{clientID, day}
+	g.sent[key] = sentRef{clientID: clientID, day: day}
 }
 
 // confirmed counts the confirmation of a followed send, whichever
@@ -313,10 +314,11 @@ func (g *abuseGuard) confirmed(tenant, decisionID string) {
 	defer g.mu.Unlock()
 	key := tenant + "\x00" + decisionID
 	ref, ok := g.sent[key]
-	if !ok {
+	if !ok || ref.confirmed {
 		return
 	}
-	delete(g.sent, key)
+	ref.confirmed = true
+	g.sent[key] = ref
 	if u := g.creds[ref.clientID]; u != nil {
 		for i := range u.sends {
 			if u.sends[i].day == ref.day {

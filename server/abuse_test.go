@@ -441,14 +441,29 @@ func TestAbuseFollowsSendsAndConfirmations(t *testing.T) {
 		t.Fatal("no coupon sent in 200 decisions")
 	}
 	g := h.srv.abuse
-	followed := func() bool { g.mu.Lock(); defer g.mu.Unlock(); _, ok := g.sent["acme\x00"+sent]; return ok }
-	if !followed() {
-		t.Fatal("the send is not followed")
+	// state is the send's entry and its day's tally (followed, confirmed
+	// flag, sends followed that day, confirmed that day).
+	state := func() string {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		ref, ok := g.sent["acme\x00"+sent]
+		n, c := 0, 0
+		if u := g.creds[ref.clientID]; u != nil {
+			for _, d := range u.sends {
+				n, c = n+len(d.keys), c+d.confirmed
+			}
+		}
+		return fmt.Sprintf("followed %v confirmed %v, day: %d sends %d confirmed", ok, ref.confirmed, n, c)
 	}
+	before := state()
 	if st, body := h.do("POST", "/v1/decisiones/"+sent+"/ejecucion", tok, map[string]any{"ejecutada": true}); st != 200 {
 		t.Fatalf("confirmation: %d %v", st, body)
 	}
-	if followed() {
-		t.Error("a confirmed send is still followed")
+	confirmed := state()
+	// A replay of the confirmed send (the same id again) is not a new send.
+	g.issued("acme", h.db.Credentials("acme")[0].ClientID, sent, testStart)
+	want := []string{"followed true confirmed false, day: 1 sends 0 confirmed", "followed true confirmed true, day: 1 sends 1 confirmed", "followed true confirmed true, day: 1 sends 1 confirmed"}
+	if diff := cmp.Diff(want, []string{before, confirmed, state()}); diff != "" {
+		t.Errorf("the send's state before, after its confirmation, after a replay (-want +got):\n%s", diff)
 	}
 }
