@@ -67,10 +67,7 @@ func (a *File) Commit() error {
 	}
 	a.done = true
 	tmp := a.f.Name()
-	err := a.f.Sync()
-	if cerr := a.f.Close(); err == nil {
-		err = cerr
-	}
+	err := syncClose(a.f)
 	if err == nil {
 		err = a.fsys.Rename(tmp, a.path)
 	}
@@ -177,11 +174,7 @@ func CreateEmpty(path string, perm os.FileMode) error {
 	if err != nil {
 		return err
 	}
-	err = f.Sync()
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
+	if err := syncClose(f); err != nil {
 		return err
 	}
 	return SyncDir(filepath.Dir(path))
@@ -197,12 +190,20 @@ func SyncDirFS(fsys FS, dir string) error {
 	if err != nil {
 		return err
 	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
+	if err := syncClose(d); err != nil {
 		return fmt.Errorf("sync dir %s: %w", dir, err)
 	}
 	return nil
+}
+
+// syncClose fsyncs f and closes it, returning the first error.
+func syncClose(f interface {
+	Sync() error
+	Close() error
+}) error {
+	err := f.Sync()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
