@@ -5,7 +5,6 @@ package privacy
 // registry and the ledgers they read.
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -195,24 +194,11 @@ func countLedger(dir string) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("deletion ledger cannot be read: %w", pathless(err))
 	}
-	lines := bytes.Split(data, []byte("\n"))
-	n, damaged := 0, 0
-	for i, line := range lines {
-		if len(bytes.TrimSpace(line)) == 0 {
-			continue
-		}
-		var l LedgerEntry
-		switch {
-		case json.Unmarshal(line, &l) == nil:
-			n++
-		case i < len(lines)-1:
-			damaged++
-		}
+	entries, damaged, _ := parseLedger(data)
+	if len(damaged) > 0 {
+		return len(entries), fmt.Errorf("deletion ledger: %d damaged lines (restore refuses it)", len(damaged))
 	}
-	if damaged > 0 {
-		return n, fmt.Errorf("deletion ledger: %d damaged lines (restore refuses it)", damaged)
-	}
-	return n, nil
+	return len(entries), nil
 }
 
 // joinNotes joins two notes of a BackupInfo.

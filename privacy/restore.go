@@ -2,6 +2,7 @@ package privacy
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -498,7 +499,18 @@ func readLedger(path string) ([]LedgerEntry, error) {
 	if err != nil {
 		return nil, fmt.Errorf("backup deletion ledger: %w", err)
 	}
-	var out []LedgerEntry
+	out, damaged, err := parseLedger(data)
+	if len(damaged) > 0 {
+		return nil, fmt.Errorf("%s line %d: %w", path, damaged[0], err)
+	}
+	return out, nil
+}
+
+// parseLedger decodes a ledger's lines: its entries, and the numbers
+// (from 1) of the lines that do not decode with the first one's error. A
+// torn last line is not one: its deletion was not acknowledged as
+// ledgered.
+func parseLedger(data []byte) (entries []LedgerEntry, damaged []int, firstErr error) {
 	lines := bytes.Split(data, []byte("\n"))
 	for i, line := range lines {
 		if len(bytes.TrimSpace(line)) == 0 {
@@ -506,14 +518,15 @@ func readLedger(path string) ([]LedgerEntry, error) {
 		}
 		var l LedgerEntry
 		if err := json.Unmarshal(line, &l); err != nil {
-			if i == len(lines)-1 {
-				break // a torn last line: its deletion was not acknowledged as ledgered
+			if i < len(lines)-1 {
+				damaged = append(damaged, i+1)
+				firstErr = cmp.Or(firstErr, err)
 			}
-			return nil, fmt.Errorf("%s line %d: %w", path, i+1, err)
+			continue
 		}
-		out = append(out, l)
+		entries = append(entries, l)
 	}
-	return out, nil
+	return entries, damaged, firstErr
 }
 
 // liveDeletion is a deletion record of the store a restore replaces.
