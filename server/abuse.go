@@ -250,9 +250,9 @@ func (g *abuseGuard) observe(tenant, clientID string, status int, now time.Time)
 }
 
 // suspended reports whether the credential's escalation reached
-// suspension: the request path refuses it on this as on the credential's
-// Suspended flag, which maybeStep sets after storing the step and which a
-// failed write could leave unset.
+// suspension: the token endpoint and authentication refuse it on this as
+// on the credential's Suspended flag, which maybeStep sets after storing
+// the step and which a failed write could leave unset.
 func (g *abuseGuard) suspended(clientID string) bool { return g.level(clientID) >= levelSuspension }
 
 // signal reports an anomaly seen by a handler (e.g. a history reload; the

@@ -111,7 +111,7 @@ func (s *Server) handleEvents(c *call) error {
 	}
 	// Quarantine: a client at that abuse step has its events kept, applied
 	// when the operator releases them.
-	hold := s.abuse.level(c.clientID) >= levelCuarentena
+	hold := c.abuseLevel >= levelCuarentena
 	now := c.now()
 	var rejected []engine.Rejection
 	items := env.Field("eventos")

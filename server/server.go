@@ -167,7 +167,10 @@ type call struct {
 	clientID string
 	scopes   scope
 	tenant   *store.Tenant
-	body     []byte
+	// abuseLevel is the credential's abuse escalation step when the
+	// request arrived (abuseGuard.level), read once for its checks.
+	abuseLevel int
+	body       []byte
 
 	// readTimedOut: the body did not arrive within the read timeout.
 	readTimedOut bool
@@ -355,7 +358,7 @@ func (s *Server) serve(rt route, c *call) error {
 		if refusesWrites(rt) && s.DB.WritesRefused() {
 			return storageFull(s.DB.Space().Failed)
 		}
-		factor := s.abuse.factor(s.abuse.level(c.clientID))
+		factor := s.abuse.factor(c.abuseLevel)
 		if !c.tenant.Settings.RateLimits && c.tenant.Sandbox {
 			factor = 0
 		}
@@ -409,14 +412,20 @@ func (s *Server) authenticate(c *call) error {
 		return errKind(kindUnauthenticated)
 	}
 	cred, ok := s.DB.CredentialBytes(clientID)
-	if !ok || !cred.Active() || !cred.AcceptsGeneration(gen, c.start) || s.abuse.suspended(cred.ClientID) {
+	if !ok || !cred.Active() || !cred.AcceptsGeneration(gen, c.start) {
+		return errKind(kindUnauthenticated)
+	}
+	// Refused at suspension by the guard's level as by the flag, which a
+	// failed write could leave unset (abuseGuard.maybeStep).
+	level := s.abuse.level(cred.ClientID)
+	if level >= levelSuspension {
 		return errKind(kindUnauthenticated)
 	}
 	t, ok := s.DB.Tenant(cred.Tenant)
 	if !ok {
 		return errKind(kindUnauthenticated)
 	}
-	c.clientID, c.scopes, c.tenant = cred.ClientID, scopes, t
+	c.clientID, c.scopes, c.tenant, c.abuseLevel = cred.ClientID, scopes, t, level
 	return nil
 }
 
