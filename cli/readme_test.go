@@ -376,3 +376,53 @@ func main() {
 		t.Errorf("the README's verify: %v\n%s\nwant \"true false\" (accepts the signed body, refuses an altered one)", err, out)
 	}
 }
+
+// TestREADMEClientSnippet compiles the README's Go client example (the Go
+// block that calls client.New) inside a function of this module, with
+// send, ctx, clientID and clientSecret declared: a renamed option, field or
+// method of the client library, or a snippet that no longer compiles,
+// fails here. The file is given to the compiler as an overlay, so nothing
+// is written into the repository.
+func TestREADMEClientSnippet(t *testing.T) {
+	data, err := os.ReadFile(readmePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var snippet string
+	for _, m := range regexp.MustCompile("(?s)```go\n(.*?)```").FindAllSubmatch(data, -1) {
+		if bytes.Contains(m[1], []byte("client.New(")) {
+			snippet = string(m[1])
+		}
+	}
+	if snippet == "" {
+		t.Fatal("README.md has no Go block calling client.New")
+	}
+	body := regexp.MustCompile(`(?m)^import .*\n`).ReplaceAllString(snippet, "")
+	prog := "package main\n\nimport (\n\t\"context\"\n\t\"log\"\n\t\"time\"\n\n\t\"github.com/coupond/coupond/client\"\n)\n\n" +
+		"func send(int) error { return nil }\n\n" +
+		"func run(ctx context.Context, clientID, clientSecret string) error {\n" + body + "\treturn err\n}\n\n" +
+		"func main() { _ = run(context.Background(), \"id\", \"secret\") }\n"
+	dir := t.TempDir()
+	src := filepath.Join(dir, "main.go")
+	if err := os.WriteFile(src, []byte(prog), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	overlay, err := json.Marshal(map[string]any{"Replace": map[string]string{
+		filepath.Join(root, "readmeclientsnippet", "main.go"): src}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ov := filepath.Join(dir, "overlay.json")
+	if err := os.WriteFile(ov, overlay, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("go", "build", "-overlay", ov, "-o", filepath.Join(dir, "snippet"), "./readmeclientsnippet")
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Errorf("the README's client example does not compile: %v\n%s\n%s", err, out, prog)
+	}
+}
