@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"net/url"
 	"strings"
 	"time"
@@ -41,9 +40,12 @@ func runAdminLine(live *env) func(ctx context.Context, args []string, out io.Wri
 }
 
 // startConsole serves the operator console on addr (its own listener,
-// never the API's); behindTLS marks its session cookie Secure. It returns
-// a stop function for shutdown.
-func startConsole(addr string, behindTLS bool, e *env) (stop func(context.Context), err error) {
+// never the API's); behindTLS marks its session cookie Secure. Its
+// listener has the API's limits (server.HTTPConfig: the header and idle
+// timeouts, readTimeout for a whole request, 0 for the default, the header
+// cap, the write stall bound) and holds at most console.MaxConns
+// connections. It returns a stop function for shutdown.
+func startConsole(addr string, behindTLS bool, readTimeout time.Duration, e *env) (stop func(context.Context), err error) {
 	if addr == "" {
 		return func(context.Context) {}, nil
 	}
@@ -68,8 +70,7 @@ func startConsole(addr string, behindTLS bool, e *env) (stop func(context.Contex
 		},
 	})
 	svc.consoleURL = "http://" + ln.Addr().String()
-	srv := &http.Server{Handler: con, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second, IdleTimeout: 120 * time.Second,
-		ErrorLog: server.HTTPErrorLog(e.log)}
+	srv, ln := server.HTTPServerFor(con, ln, server.HTTPConfig{ReadTimeout: readTimeout, MaxConns: console.MaxConns}, e.log)
 	go srv.Serve(ln)
 	e.log.Info().Str("addr", ln.Addr().String()).Msg("console serving")
 	if ta, ok := ln.Addr().(*net.TCPAddr); ok && !ta.IP.IsLoopback() {

@@ -76,7 +76,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	defer e.close()
 	api := httptest.NewServer(e.svc.api)
 	defer api.Close()
-	stop, err := startConsole("127.0.0.1:0", false, e)
+	stop, err := startConsole("127.0.0.1:0", false, 0, e)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -181,7 +181,7 @@ func serve(ctx context.Context, dataDir string, f serveFlags, logOut interface{ 
 		e.close()
 		return err
 	}
-	stopConsole, err := startConsole(f.consoleAddr, f.consoleTLSProxy, e)
+	stopConsole, err := startConsole(f.consoleAddr, f.consoleTLSProxy, f.readTimeout, e)
 	if err != nil { // the console is the operator's view: the API serves without it
 		log.Error().Err(err).Msg("console not served")
 		stopConsole = func(context.Context) {}

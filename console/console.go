@@ -92,6 +92,11 @@ func New(d Deps) *Console {
 // closing the store.
 func (c *Console) Close() { c.proofs.close() }
 
+// MaxConns is the most connections the console's listener holds open at
+// once (server.HTTPConfig.MaxConns): an operator's browser opens a
+// handful, and the rest wait in the kernel's backlog.
+const MaxConns = 64
+
 // hsts tells a browser to reach the console over TLS only, for a year; it is
 // sent only when the console is served over TLS (Deps.Secure or a TLS
 // request), never over plain HTTP.

@@ -78,26 +78,48 @@ func (c HTTPConfig) withDefaults() HTTPConfig {
 // Serve the returned server on the returned listener.
 func (s *Server) HTTPServer(ln net.Listener, cfg HTTPConfig) (*http.Server, net.Listener) {
 	cfg = cfg.withDefaults()
-	srv := &http.Server{
-		Handler:           s,
+	srv := limitedServer(s, cfg, s.log)
+	srv.ConnContext = func(ctx context.Context, c net.Conn) context.Context {
+		if fc, ok := c.(*framingConn); ok {
+			return context.WithValue(ctx, connInfoKey{}, &fc.info)
+		}
+		return ctx
+	}
+	return srv, &limitListener{Listener: ln, sem: make(chan struct{}, cfg.MaxConns), done: make(chan struct{}),
+		writeStall: cfg.WriteStallTimeout, now: s.Now, canned: s.logCanned}
+}
+
+// HTTPServerFor returns an http.Server that serves h, the handler of a
+// listener other than the API's (the operator console), with the API's
+// limits of cfg: the same timeouts, header cap and write stall bound, and
+// at most cfg.MaxConns connections of its own. Only the API's framing
+// watch and JSON rewrite of net/http's own answers are left out: a request
+// with both Content-Length and Transfer-Encoding is read as net/http reads
+// it, and net/http's answers (431, 400, …) stay its plain text. log gets
+// net/http's own reports (HTTPErrorLog). Serve the returned server on the
+// returned listener.
+func HTTPServerFor(h http.Handler, ln net.Listener, cfg HTTPConfig, log zerolog.Logger) (*http.Server, net.Listener) {
+	cfg = cfg.withDefaults()
+	return limitedServer(h, cfg, log), &limitListener{Listener: ln, sem: make(chan struct{}, cfg.MaxConns), done: make(chan struct{}),
+		writeStall: cfg.WriteStallTimeout, plain: true}
+}
+
+// limitedServer is the http.Server of h with cfg's timeouts (cfg has its
+// defaults) and the header cap.
+func limitedServer(h http.Handler, cfg HTTPConfig, log zerolog.Logger) *http.Server {
+	return &http.Server{
+		Handler:           h,
 		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
 		ReadTimeout:       cfg.ReadTimeout,
 		IdleTimeout:       cfg.IdleTimeout,
 		MaxHeaderBytes:    MaxHeaderBytes,
-		// "OPTIONS *" goes to the router (404 no_encontrado) like any other
-		// OPTIONS, rather than net/http's 200; it also keeps every request
-		// passing through the pipeline, which smuggled counts on.
+		// "OPTIONS *" goes to the handler (the API's router: 404
+		// no_encontrado) like any other OPTIONS, rather than net/http's
+		// 200; it also keeps every API request passing through the
+		// pipeline, which smuggled counts on.
 		DisableGeneralOptionsHandler: true,
-		ErrorLog:                     HTTPErrorLog(s.log),
-		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
-			if fc, ok := c.(*framingConn); ok {
-				return context.WithValue(ctx, connInfoKey{}, &fc.info)
-			}
-			return ctx
-		},
+		ErrorLog:                     HTTPErrorLog(log),
 	}
-	return srv, &limitListener{Listener: ln, sem: make(chan struct{}, cfg.MaxConns), done: make(chan struct{}),
-		writeStall: cfg.WriteStallTimeout, now: s.Now, canned: s.logCanned}
 }
 
 // HTTPErrorLog is the ErrorLog of an http.Server: what net/http itself
@@ -127,6 +149,9 @@ type limitListener struct {
 	// canned logs net/http's own answer to a request whose head began
 	// arriving at the given time (Server.logCanned).
 	canned func(cannedAnswer, time.Time)
+	// plain: not the API's listener (HTTPServerFor); its connections
+	// neither watch the framing nor rewrite net/http's answers.
+	plain bool
 }
 
 func (l *limitListener) Accept() (net.Conn, error) {
@@ -140,9 +165,13 @@ func (l *limitListener) Accept() (net.Conn, error) {
 		<-l.sem
 		return nil, err
 	}
-	fc := &framingConn{Conn: c, release: func() { <-l.sem }, writeStall: l.writeStall, now: l.now, canned: l.canned}
-	fc.headAt = l.now()
+	fc := &framingConn{Conn: c, release: func() { <-l.sem }, writeStall: l.writeStall, now: l.now, canned: l.canned, plain: l.plain}
 	fc.info.bad.Store(-1)
+	if l.plain {
+		fc.st = stDead
+		return fc, nil
+	}
+	fc.headAt = l.now()
 	return fc, nil
 }
 
@@ -195,6 +224,8 @@ type framingConn struct {
 	// headAt is when the current request head began to arrive (at accept
 	// until the first one does): the start of a canned answer's latency.
 	headAt time.Time
+	// plain: write net/http's own answers as they are (HTTPServerFor).
+	plain bool
 
 	st       frameState
 	heads    int64  // request heads begun so far
@@ -245,10 +276,14 @@ const writeChunk = 64 << 10
 // net/http sets no write deadline of its own (the server has no
 // WriteTimeout), so these are the only ones.
 //
-// net/http's own answers to a request it could not read are written as
-// the API's JSON error (jsonCanned) and get their access log line, as the
-// pipeline's answers do, whether or not the client took them.
+// On the API's listener, net/http's own answers to a request it could not
+// read are written as the API's JSON error (jsonCanned) and get their
+// access log line, as the pipeline's answers do, whether or not the client
+// took them; on another (plain) they go out as net/http wrote them.
 func (c *framingConn) Write(b []byte) (n int, err error) {
+	if c.plain {
+		return c.write(b)
+	}
 	if j, a, ok := jsonCanned(b); ok {
 		_, err := c.write(j)
 		if c.canned != nil {
