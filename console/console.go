@@ -215,16 +215,22 @@ func (c *Console) authed(h authedHandler) http.Handler {
 
 // parseForm parses r's form, reading at most limit bytes of its body. It
 // returns status 0 when the form parsed, else the answer's status and the
-// operator's text: 413 for a body over the limit, 400 for one that does
-// not parse.
+// operator's text: 413 for a body over the limit (declared or read), 400
+// for one that does not parse. A 413 closes the connection after the
+// answer (Connection: close): the rest of the body may still be on its
+// way, and net/http would otherwise read it all before answering.
 func parseForm(w http.ResponseWriter, r *http.Request, limit int64) (status int, text string) {
-	r.Body = http.MaxBytesReader(w, r.Body, limit)
-	err := r.ParseForm()
+	err := error(&http.MaxBytesError{Limit: limit})
+	if r.ContentLength <= limit {
+		r.Body = http.MaxBytesReader(w, r.Body, limit)
+		err = r.ParseForm()
+	}
 	var tooLarge *http.MaxBytesError
 	switch {
 	case err == nil:
 		return 0, ""
 	case errors.As(err, &tooLarge):
+		w.Header().Set("Connection", "close")
 		return http.StatusRequestEntityTooLarge, fmt.Sprintf("The form is larger than %d KiB, the most the console reads. Nothing was done.", limit>>10)
 	}
 	return http.StatusBadRequest, "The form could not be read (it is not a valid form encoding). Nothing was done."

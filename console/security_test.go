@@ -1,15 +1,19 @@
 package console
 
 import (
+	"bufio"
 	"bytes"
 	"crypto/sha256"
 	"encoding/base64"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -272,5 +276,56 @@ func TestEndedSessionCookieDeleted(t *testing.T) {
 	}
 	if ck := c.Jar.Cookies(u); len(ck) != 0 {
 		t.Errorf("the browser still holds %v", ck)
+	}
+}
+
+// TestOversizedFormClosesConnection: a form over its limit, declared by
+// Content-Length or found while reading a chunked body, is answered 413
+// at once with Connection: close while the rest of the body is still to
+// come (net/http would otherwise wait for up to 256 KiB of it before
+// answering, and keep the connection); a client that then ends its side
+// sees the connection closed.
+func TestOversizedFormClosesConnection(t *testing.T) {
+	h := newHarness(t)
+	c := h.client()
+	h.signIn(c, h.link())
+	u, _ := url.Parse(h.con.URL)
+	var cookie string
+	for _, ck := range c.Jar.Cookies(u) {
+		cookie = ck.String()
+	}
+	sized := func(declared, sent int) string {
+		return fmt.Sprintf("Content-Length: %d\r\n\r\n%s", declared, strings.Repeat("a", sent))
+	}
+	chunk := func(n int) string { // one chunk, and the body never ends
+		return fmt.Sprintf("Transfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n", n, strings.Repeat("a", n))
+	}
+	for _, tc := range []struct{ name, path, body string }{
+		{"sign-in, declared", "/login", sized(12<<10, 1<<10)},
+		{"sign-in, chunked", "/login", chunk(8 << 10)},
+		{"action, declared", "/t/acme/action", sized(24<<10, 1<<10)},
+		{"action, chunked", "/t/acme/action", chunk(20 << 10)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			conn, err := net.Dial("tcp", u.Host)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			conn.SetDeadline(time.Now().Add(5 * time.Second)) // a bound for the failure, not a timing assertion
+			fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: %s\r\nCookie: %s\r\nContent-Type: application/x-www-form-urlencoded\r\n%s", tc.path, u.Host, cookie, tc.body)
+			br := bufio.NewReader(conn)
+			resp, err := http.ReadResponse(br, nil)
+			if err != nil {
+				t.Fatalf("no answer while the body is still to come: %v", err)
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			conn.(*net.TCPConn).CloseWrite()
+			_, err = br.ReadByte()
+			if resp.StatusCode != http.StatusRequestEntityTooLarge || !resp.Close || err != io.EOF {
+				t.Errorf("status %d, Connection: close %v, then reading on: %v; want 413, close, EOF", resp.StatusCode, resp.Close, err)
+			}
+		})
 	}
 }
