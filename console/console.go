@@ -67,8 +67,11 @@ type Deps struct {
 type Console struct {
 	d Deps // as New was given them
 
-	mux    *http.ServeMux
-	proofs *proofCache
+	mux *http.ServeMux
+	// notFound answers a request for no console page: 401 without a
+	// session, else 404.
+	notFound http.Handler
+	proofs   *proofCache
 	// crossOrigin refuses a POST another site's page sends (by the
 	// browser's Sec-Fetch-Site or Origin): the sign-in form carries no
 	// CSRF token, and the signed-in forms get a second guard.
@@ -114,13 +117,17 @@ func (c *Console) routes() {
 	c.mux.Handle("GET /t/{tenant}", c.authed(c.handleTenant))
 	c.mux.Handle("POST /t/{tenant}/action", c.authed(c.handleAction))
 	c.mux.Handle("POST /t/{tenant}/proof", c.authed(c.handleRecompute))
-	c.mux.Handle("/", c.authed(func(w http.ResponseWriter, r *http.Request, _ *Session) {
+	c.notFound = c.authed(func(w http.ResponseWriter, r *http.Request, _ *Session) {
 		c.page(w, http.StatusNotFound, "message", msgPage{Title: "Not found", Text: "No such console page."})
-	}))
+	})
+	c.mux.Handle("/", c.notFound)
 }
 
 // ServeHTTP implements http.Handler. It refuses (403) a POST sent from
-// another site's page. Every answer carries a trace id
+// another site's page. A request for a path that is not one (CONNECT's
+// host:port, OPTIONS *) is answered as any unknown page is, 401 or 404 as
+// the API answers 404, rather than by http.ServeMux's plain 405 or 400.
+// Every answer carries a trace id
 // (X-Trace-Id, as the API's answers do); an error answer also shows it and
 // is logged with it (trace_id), so the operator can find its log lines. A
 // handler's panic answers the internal-error page, not a cut connection.
@@ -139,6 +146,10 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer c.finish(sw, r)
 	if c.crossOrigin.Check(r) != nil {
 		c.page(sw, http.StatusForbidden, "message", msgPage{Title: "Refused", Text: "This form was sent from another site; the console takes forms from its own pages only. Nothing was done."})
+		return
+	}
+	if !strings.HasPrefix(r.URL.Path, "/") {
+		c.notFound.ServeHTTP(sw, r)
 		return
 	}
 	c.mux.ServeHTTP(sw, r)

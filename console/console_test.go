@@ -32,7 +32,7 @@ import (
 )
 
 // harness is the console and the API over one in-memory store, each on its
-// own test listener.
+// own test listener (the console's with the limits serve gives it).
 type harness struct {
 	t       testing.TB
 	db      *store.DB
@@ -69,7 +69,9 @@ func newHarness(t testing.TB) *harness {
 		},
 		Warnings: func(*store.Tenant) ([]string, error) { return []string{"a warning"}, nil },
 	})
-	h.api, h.con = httptest.NewServer(api), httptest.NewServer(h.console)
+	h.api, h.con = httptest.NewServer(api), httptest.NewUnstartedServer(h.console)
+	h.con.Config, h.con.Listener = server.HTTPServerFor(h.console, h.con.Listener, server.HTTPConfig{}, log) // as serve's
+	h.con.Start()
 	if err := db.CreateTenant(&store.Tenant{ID: "acme", CreatedAt: h.clock.Now(), Settings: store.DefaultSettings()}); err != nil {
 		t.Fatal(err)
 	}

@@ -329,3 +329,60 @@ func TestOversizedFormClosesConnection(t *testing.T) {
 		})
 	}
 }
+
+// TestUnknownMethodsAnswerNotFound: a method a console path does not take
+// is answered as a page that does not exist, as the API answers an
+// unknown method (404, contract section 7): the console's 404 page with a
+// session, its 401 sign-in page without one. So are the requests whose
+// target is not a path (CONNECT's host:port, OPTIONS *), which
+// http.ServeMux answered with its own plain 405 and 400.
+func TestUnknownMethodsAnswerNotFound(t *testing.T) {
+	h := newHarness(t)
+	c := h.client()
+	h.signIn(c, h.link())
+	u, _ := url.Parse(h.con.URL)
+	var cookie string
+	for _, ck := range c.Jar.Cookies(u) {
+		cookie = ck.String()
+	}
+	type answer struct {
+		Status int
+		Text   string
+		Traced bool
+	}
+	do := func(target string, signedIn bool) answer {
+		t.Helper()
+		conn, err := net.Dial("tcp", u.Host)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		conn.SetDeadline(time.Now().Add(5 * time.Second))
+		req := target + " HTTP/1.1\r\nHost: " + u.Host + "\r\n"
+		if signedIn {
+			req += "Cookie: " + cookie + "\r\n"
+		}
+		io.WriteString(conn, req+"\r\n")
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			t.Fatalf("%s: %v", target, err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		a := answer{Status: resp.StatusCode, Traced: resp.Header.Get("X-Trace-Id") != ""}
+		if m := messageRE.FindStringSubmatch(string(b)); m != nil {
+			a.Text = m[1]
+		} else if strings.Contains(string(b), "admin console login") {
+			a.Text = "sign-in page"
+		}
+		return a
+	}
+	notFound := answer{http.StatusNotFound, "No such console page.", true}
+	signIn := answer{http.StatusUnauthorized, "sign-in page", true}
+	for _, target := range []string{"PUT /login", "DELETE /t/acme", "GET /t/acme/action", "GET /logout", "OPTIONS /", "CONNECT evil.example:443", "OPTIONS *"} {
+		got := []answer{do(target, true), do(target, false)}
+		if diff := cmp.Diff([]answer{notFound, signIn}, got); diff != "" {
+			t.Errorf("%s, signed in and not (-want +got):\n%s", target, diff)
+		}
+	}
+}
