@@ -308,3 +308,49 @@ func waitLogLine(t *testing.T, logs *syncbuf.Buffer, trace string) map[string]an
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestTooLargeClosesConnection: a body over its route's limit, declared
+// by Content-Length or met while reading a chunked body, is answered 413
+// at once with Connection: close while the rest of the body is still to
+// come (net/http would otherwise read on, or wait for it until the read
+// timeout, before answering); once the client ends its side the
+// connection is closed.
+func TestTooLargeClosesConnection(t *testing.T) {
+	h, tok := newCatalogHarness(t, 2, noControl)
+	auth := "Authorization: Bearer " + tok + "\r\n"
+	sized := func(path string, declared int) string {
+		return fmt.Sprintf("POST %s HTTP/1.1\r\nHost: x\r\n%sContent-Length: %d\r\n\r\n%s", path, auth, declared, strings.Repeat("a", 1<<10))
+	}
+	chunk := func(path string, n int) string { // one chunk over the limit, and the body never ends
+		return fmt.Sprintf("POST %s HTTP/1.1\r\nHost: x\r\n%sTransfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n", path, auth, n, strings.Repeat("a", n))
+	}
+	for _, tc := range []struct{ name, req string }{
+		{"events, declared", sized("/v1/eventos", eventsBody+1)},
+		{"events, chunked", chunk("/v1/eventos", eventsBody+1)},
+		{"decision, declared", sized("/v1/decisiones", smallBody+1)},
+		{"token, declared", sized("/v1/token", smallBody+1)},
+		{"token, chunked", chunk("/v1/token", smallBody+1)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			conn, err := net.Dial("tcp", h.http.Listener.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			conn.SetDeadline(time.Now().Add(5 * time.Second)) // a bound for the failure, not a timing assertion
+			go io.WriteString(conn, tc.req)                   // the server may answer before it reads it all
+			br := bufio.NewReader(conn)
+			resp, err := http.ReadResponse(br, nil)
+			if err != nil {
+				t.Fatalf("no answer while the body is still to come: %v", err)
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			conn.(*net.TCPConn).CloseWrite()
+			_, err = br.ReadByte()
+			if resp.StatusCode != http.StatusRequestEntityTooLarge || !resp.Close || err != io.EOF {
+				t.Errorf("status %d, Connection: close %v, then reading on: %v; want 413, close, EOF", resp.StatusCode, resp.Close, err)
+			}
+		})
+	}
+}

@@ -443,7 +443,7 @@ func readBody(c *call, max int64) error {
 		return err
 	}
 	if c.r.ContentLength > max {
-		return errKind(kindTooLarge)
+		return tooLarge(c)
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(c.w, c.r.Body, max))
 	if err != nil {
@@ -451,6 +451,16 @@ func readBody(c *call, max int64) error {
 	}
 	c.body = body
 	return nil
+}
+
+// tooLarge is the 413 of a body over its limit, declared or met while
+// reading. The connection is closed after the answer: the rest of the
+// body may still be on its way, and net/http would otherwise read up to
+// 256 KiB more of it (or wait for it until the read timeout) before
+// answering, to keep the connection.
+func tooLarge(c *call) error {
+	c.w.Header().Set("Connection", "close")
+	return errKind(kindTooLarge)
 }
 
 // encodedBody refuses a request body sent with a Content-Encoding other
@@ -472,14 +482,14 @@ func encodedBody(r *http.Request) error {
 
 // bodyError classifies an error met while reading a request body. Every
 // one of them is the client's doing, never a 500: over the size limit is
-// 413; anything else (a malformed chunked encoding, a body that ends before
+// 413 (tooLarge); anything else (a malformed chunked encoding, a body that ends before
 // its Content-Length, a body that does not arrive within the read timeout,
 // a client that went away) is 400 esquema_invalido, and the connection is
 // closed after the answer since its framing can no longer be trusted.
 func bodyError(c *call, err error) error {
 	var mbe *http.MaxBytesError
 	if errors.As(err, &mbe) {
-		return errKind(kindTooLarge)
+		return tooLarge(c)
 	}
 	c.w.Header().Set("Connection", "close")
 	c.readTimedOut = errors.Is(err, os.ErrDeadlineExceeded)

@@ -260,7 +260,7 @@ func (s *Server) readTokenForm(c *call) (*tokenRequest, error) {
 		return nil, err
 	}
 	if c.r.ContentLength > smallBody {
-		return nil, errKind(kindTooLarge)
+		return nil, tooLarge(c)
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(c.w, c.r.Body, smallBody))
 	if err != nil {
