@@ -18,8 +18,23 @@ type Metrics struct {
 	WALFsyncs int64
 }
 
-// Metrics returns a snapshot of the store's health.
+// Metrics returns a snapshot of the store's health. Once one of Pebble's
+// goroutines is parked (park.go) it returns the last reading: Pebble's
+// metrics take the mutex that goroutine may hold.
 func (db *DB) Metrics() Metrics {
+	if db.space.isParked() {
+		if last := db.lastMetrics.Load(); last != nil {
+			return *last
+		}
+		return Metrics{WALFsyncs: -1}
+	}
+	out := db.readMetrics()
+	db.lastMetrics.Store(&out)
+	return out
+}
+
+// readMetrics reads Pebble's metrics.
+func (db *DB) readMetrics() Metrics {
 	m := db.pdb.Metrics()
 	out := Metrics{
 		DiskBytes:             m.DiskSpaceUsage(),
@@ -41,4 +56,4 @@ func (db *DB) Metrics() Metrics {
 }
 
 // DiskSpaceUsage is the disk space used by the store, in bytes.
-func (db *DB) DiskSpaceUsage() uint64 { return db.pdb.Metrics().DiskSpaceUsage() }
+func (db *DB) DiskSpaceUsage() uint64 { return db.Metrics().DiskBytes }

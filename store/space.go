@@ -3,6 +3,7 @@ package store
 import (
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -20,18 +21,25 @@ import (
 // Should a commit still fail for want of space (the disk filled faster than
 // the checks, or the reserve is off), Commit answers ErrFull. Pebble treats
 // a failed write-ahead-log write as fatal (its logger's Fatalf, which
-// panics here): Commit recovers that panic, answers ErrFull or ErrFailed,
-// and refuses every later write, which would otherwise block on Pebble's
-// stuck commit pipeline, until the process restarts. Nothing is
-// acknowledged that was not synced.
+// panics under Commit: see park.go): Commit recovers that panic, answers
+// ErrFull or ErrFailed, and refuses every later write, which would
+// otherwise block on Pebble's stuck commit pipeline. A fatal error or a
+// flush or compaction short of space in one of Pebble's own goroutines
+// parks that goroutine and fails the store the same way (park.go). The
+// failed store cannot be mended in process: serve restarts itself in place
+// once space is back when the cause was the lack of space (SpaceStatus
+// NoSpace), and an operator must restart it after any other I/O error.
+// Nothing is acknowledged that was not synced.
 
 // ErrFull reports that the store's file system is below its reserve of free
 // space or ran out of it: a write was refused, nothing was written.
 var ErrFull = errors.New("store: storage full")
 
-// ErrFailed reports that an earlier commit failed inside Pebble in a way it
-// cannot recover from in process: writes are refused until restart.
-var ErrFailed = errors.New("store: writes stopped after a failed commit; restart coupond")
+// ErrFailed reports that an earlier write failed inside Pebble in a way it
+// cannot recover from in process: writes are refused until the process
+// restarts (serve restarts itself once space is back when the disk was
+// full; any other I/O error needs the operator).
+var ErrFailed = errors.New("store: writes stopped after a failed write; they resume when coupond restarts (serve restarts itself once the disk has space again if it was full)")
 
 // spaceRecheck is how long a free-space reading is trusted.
 const spaceRecheck = 250 * time.Millisecond
@@ -47,7 +55,15 @@ type space struct {
 	known   atomic.Bool // the file system reports its usage
 	failed  atomic.Bool // a commit failed fatally (see ErrFailed)
 	noSpace atomic.Bool // ... for want of space (else an I/O error)
+	// resumes: the process restarts itself once space is back (SetResumes).
+	resumes atomic.Bool
+	// parked is closed, once (parkOnce), when one of Pebble's goroutines is
+	// parked for good (park.go): it may hold Pebble's mutex.
+	parked   chan struct{}
+	parkOnce sync.Once
 }
+
+func newSpace() *space { return &space{parked: make(chan struct{})} }
 
 // SpaceStatus is what the store knows of its file system's free space.
 type SpaceStatus struct {
@@ -56,11 +72,24 @@ type SpaceStatus struct {
 	Total   uint64 `json:"total_bytes"`
 	Known   bool   `json:"known"`  // the file system reports its usage
 	Low     bool   `json:"low"`    // below the reserve: writes refused
-	Failed  bool   `json:"failed"` // a commit failed fatally: restart needed
+	Failed  bool   `json:"failed"` // a write failed fatally: writes resume at a restart
 	// NoSpace tells, when Failed, that the failure was the disk's lack of
 	// space; false: another I/O error (EIO, a read-only file system).
 	NoSpace bool `json:"no_space,omitempty"`
+	// Resumes tells that the process restarts itself (in place) once the
+	// disk has space again when Failed and NoSpace (serve; SetResumes).
+	Resumes bool `json:"resumes,omitempty"`
 }
+
+// RestartNeeded reports whether writes are stopped until an operator
+// restarts coupond: the store failed and will not restart itself.
+func (s SpaceStatus) RestartNeeded() bool { return s.Failed && !(s.NoSpace && s.Resumes) }
+
+// SetResumes records whether the process restarts itself in place once the
+// disk has space again after a write failed for want of it (serve does;
+// false when it found that it cannot). It changes what SpaceStatus, and
+// so /readyz and the 503's mensaje, say of a failed store.
+func (db *DB) SetResumes(on bool) { db.space.resumes.Store(on) }
 
 // DefaultReserve is the contract's default reserve for a file system of
 // total bytes: the larger of 1 GiB and 5 % of it.
@@ -87,7 +116,7 @@ func (db *DB) SetReserve(bytes uint64) {
 // answer is at most spaceRecheck old; it costs atomic loads except when a
 // new reading is due.
 func (db *DB) WritesRefused() bool {
-	s := &db.space
+	s := db.space
 	if s.failed.Load() {
 		return true
 	}
@@ -105,13 +134,13 @@ func (db *DB) WritesRefused() bool {
 // Space returns the free-space state (refreshed when due).
 func (db *DB) Space() SpaceStatus {
 	db.WritesRefused()
-	s := &db.space
+	s := db.space
 	return SpaceStatus{Reserve: s.reserve.Load(), Avail: s.avail.Load(), Total: s.total.Load(), Known: s.known.Load(),
-		Low: s.low.Load(), Failed: s.failed.Load(), NoSpace: s.noSpace.Load()}
+		Low: s.low.Load(), Failed: s.failed.Load(), NoSpace: s.noSpace.Load(), Resumes: s.resumes.Load()}
 }
 
 func (db *DB) refreshSpace(now time.Time) {
-	s := &db.space
+	s := db.space
 	u, err := db.fs.GetDiskUsage(db.dir)
 	s.checked.Store(now.UnixNano())
 	if err != nil {
@@ -136,23 +165,43 @@ func isNoSpace(v any) bool {
 
 // commitFailure converts what a failed Pebble commit gave (an error, or the
 // value of a recovered Fatalf panic) to the error Commit returns.
-func (db *DB) commitFailure(err error, fatal *pebbleFatal) error {
+func (s *space) commitFailure(err error, fatal *pebbleFatal) error {
 	if fatal != nil {
-		db.space.failed.Store(true)
-		db.space.low.Store(true)
-		for _, a := range fatal.args {
-			if isNoSpace(a) {
-				db.space.noSpace.Store(true)
-				return fmt.Errorf("store: commit: %w (%w): %s", ErrFull, ErrFailed, fatal.msg)
-			}
+		if s.fail(fatal.args) {
+			return fmt.Errorf("store: commit: %w (%w): %s", ErrFull, ErrFailed, fatal.msg)
 		}
 		return fmt.Errorf("store: commit: %w: %s", ErrFailed, fatal.msg)
 	}
 	if isNoSpace(err) {
-		db.space.low.Store(true) // until the next reading says otherwise
+		s.low.Store(true) // until the next reading says otherwise
 		return fmt.Errorf("store: commit: %w: %w", ErrFull, err)
 	}
 	return fmt.Errorf("store: commit: %w", err)
+}
+
+// fail marks the store failed (writes stop), for want of space when one of
+// args (what Pebble's fatal error carried) is ENOSPC or EDQUOT; it reports
+// whether it was.
+func (s *space) fail(args []any) (noSpace bool) {
+	for _, a := range args {
+		noSpace = noSpace || isNoSpace(a)
+	}
+	if noSpace {
+		s.noSpace.Store(true) // before failed: a reader of failed sees why
+	}
+	s.failed.Store(true)
+	s.low.Store(true)
+	return noSpace
+}
+
+// stoppedErr is the error of an operation op refused or abandoned on a
+// failed store: ErrFailed, with ErrFull when the disk's lack of space
+// caused it.
+func (s *space) stoppedErr(op string) error {
+	if s.noSpace.Load() {
+		return fmt.Errorf("store: %s: %w (%w)", op, ErrFull, ErrFailed)
+	}
+	return fmt.Errorf("store: %s: %w", op, ErrFailed)
 }
 
 // pebbleFatal is the panic value of quietLogger.Fatalf.

@@ -3,11 +3,14 @@ package store
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
+	"github.com/google/go-cmp/cmp"
 )
 
 // walFaults returns a store on an in-memory file system whose writes all
@@ -157,5 +160,99 @@ func TestMaintenanceOnFullLog(t *testing.T) {
 				t.Errorf("value after the failed %s: %q %v", op.name, v, err)
 			}
 		})
+	}
+}
+
+// TestBackgroundFailureParks: a flush whose sstable, or whose MANIFEST
+// edit, cannot be written for want of space (in Pebble's own goroutine,
+// where a panic would end the process) fails the store with NoSpace and
+// parks that goroutine; reads, snapshots and metrics go on, writes, Flush
+// and Close answer ErrFailed at once instead of waiting for it. (A
+// MANIFEST failure used to panic there, killing the test binary; a failed
+// sstable was retried in a loop, and writes went on until they stalled.)
+func TestBackgroundFailureParks(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		match func(path string) bool
+	}{
+		{"sstable", func(p string) bool { return strings.HasSuffix(p, ".sst") }},
+		{"manifest", func(p string) bool { return strings.Contains(p, "MANIFEST-") }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			faults := &errorfs.Toggle{Injector: errorfs.InjectorFunc(func(op errorfs.Op) error {
+				if op.Kind.ReadOrWrite() == errorfs.OpIsWrite && tc.match(op.Path) {
+					return fmt.Errorf("%s: %w", op.Path, syscall.ENOSPC)
+				}
+				return nil
+			})}
+			db, err := Open("db", errorfs.Wrap(vfs.NewMem(), faults))
+			if err != nil {
+				t.Fatal(err)
+			}
+			b := db.NewBatch()
+			b.Set([]byte("k"), []byte("1"))
+			if err := b.Commit(); err != nil {
+				t.Fatal(err)
+			}
+			b.Close()
+			db.Metrics()
+			faults.On()
+			if _, err := db.pdb.AsyncFlush(); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case <-db.space.parked:
+			case <-time.After(10 * time.Second):
+				t.Fatalf("no goroutine parked 10 s after the failed flush: %+v", db.Space())
+			}
+			got := parkedView(t, db)
+			want := parkedObservation{Failed: true, NoSpace: true, Value: "1", Scanned: 1, SnapScanned: 1, Commit: true, Flush: true, Close: true}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("store with a parked %s (-want +got):\n%s", tc.name, diff)
+			}
+		})
+	}
+}
+
+// parkedObservation is what parkedView saw of a store with a parked
+// Pebble goroutine.
+type parkedObservation struct {
+	Failed, NoSpace      bool
+	Value                string // Get("k")
+	Scanned, SnapScanned int    // keys a Scan and a Snapshot's Scan saw
+	Commit, Flush, Close bool   // each answered ErrFailed
+}
+
+// parkedView reads, writes, flushes and closes db, failing the test if
+// any of them takes more than 5 s (it waits on the parked goroutine).
+func parkedView(t *testing.T, db *DB) parkedObservation {
+	t.Helper()
+	done := make(chan parkedObservation, 1)
+	go func() {
+		var o parkedObservation
+		sp := db.Space()
+		o.Failed, o.NoSpace = sp.Failed, sp.NoSpace
+		v, _ := db.Get([]byte("k"))
+		o.Value = string(v)
+		count := func(n *int) func(k, v []byte) error { return func(k, v []byte) error { *n++; return nil } }
+		_ = db.Scan([]byte("k"), []byte("l"), count(&o.Scanned))
+		snap := db.NewSnapshot()
+		_ = snap.Scan([]byte("k"), []byte("l"), count(&o.SnapScanned))
+		snap.Close()
+		db.Metrics()
+		b := db.NewBatch()
+		b.Set([]byte("k"), []byte("2"))
+		o.Commit = errors.Is(b.Commit(), ErrFailed)
+		b.Close()
+		o.Flush = errors.Is(db.Flush(), ErrFailed)
+		o.Close = errors.Is(db.Close(), ErrFailed)
+		done <- o
+	}()
+	select {
+	case o := <-done:
+		return o
+	case <-time.After(5 * time.Second):
+		t.Fatal("a read, write, flush or close of the store hangs on the parked goroutine")
+		return parkedObservation{}
 	}
 }

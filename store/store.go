@@ -47,7 +47,10 @@ type DB struct {
 	// not decode (see loadCaches); fixed after Open.
 	unreadable []string
 
-	space space // free space and the reserve (space.go)
+	space *space // free space and the reserve (space.go), shared with quietLogger
+	// lastMetrics is Metrics' last reading, its answer once a Pebble
+	// goroutine is parked (park.go).
+	lastMetrics atomic.Pointer[Metrics]
 }
 
 // Open opens (creating if needed) the store in dir. fs nil means the real
@@ -80,7 +83,14 @@ func Open(dir string, fs vfs.FS) (*DB, error) {
 	// rest, because the manifest records sstable boundary keys that can name
 	// a deleted customer.
 	errs := &pebbleErrors{log: zerolog.Nop()}
-	opts := &pebble.Options{FS: fs, Logger: quietLogger{errs}, CacheSize: 192 << 20, MemTableSize: 64 << 20, MaxManifestFileSize: 1}
+	sp := newSpace()
+	logger := quietLogger{errs: errs, space: sp}
+	opts := &pebble.Options{FS: fs, Logger: logger, CacheSize: 192 << 20, MemTableSize: 64 << 20, MaxManifestFileSize: 1,
+		EventListener: logger.listener()}
+	// No read-triggered compactions: an iterator that sampled reads takes
+	// Pebble's mutex as it closes, and a goroutine parked on a full disk
+	// (park.go) may hold that mutex: reads must go on meanwhile.
+	opts.Experimental.ReadSamplingMultiplier = -1
 	pacer := new(commitPacer)
 	if onDisk {
 		opts.WALMinSyncInterval = pacer.interval // group commit (groupcommit.go); in-memory stores have no fsync to share
@@ -90,11 +100,13 @@ func Open(dir string, fs vfs.FS) (*DB, error) {
 		opts.Levels[i].FilterType = pebble.TableFilter
 	}
 	opts.EnsureDefaults()
-	pdb, err := pebble.Open(dir, opts)
+	var pdb *pebble.DB
+	err := recovering(sp, func() (err error) { pdb, err = pebble.Open(dir, opts); return err })
 	if err != nil {
 		return nil, fmt.Errorf("store: open %s: %w", dir, err)
 	}
-	db := &DB{pdb: pdb, pebbleErrs: errs, fs: fs, dir: dir, walPurging: purging, pacer: pacer, paced: onDisk, tenants: map[string]*Tenant{}, creds: map[string]*Credential{}}
+	db := &DB{pdb: pdb, pebbleErrs: errs, fs: fs, dir: dir, walPurging: purging, pacer: pacer, paced: onDisk, tenants: map[string]*Tenant{}, creds: map[string]*Credential{},
+		space: sp}
 	if err := db.loadCaches(); err != nil {
 		pdb.Close()
 		return nil, err
@@ -102,8 +114,17 @@ func Open(dir string, fs vfs.FS) (*DB, error) {
 	return db, nil
 }
 
-// Close flushes and closes the store.
-func (db *DB) Close() error { return db.pdb.Close() }
+// Close flushes and closes the store. Once one of Pebble's goroutines is
+// parked (park.go) it closes nothing and returns ErrFailed at once: Pebble's
+// Close would wait for that goroutine forever. The process must then end
+// (or restart itself in place) without it; every acknowledged write is on
+// disk already.
+func (db *DB) Close() error {
+	if db.space.isParked() {
+		return db.space.stoppedErr("close")
+	}
+	return db.pdb.Close()
+}
 
 // NewMemFS returns an empty in-memory file system for Open: the lab's
 // simulated stores and tests.
@@ -116,7 +137,14 @@ func (db *DB) Flush() error {
 	if err := db.walWritable("flush"); err != nil {
 		return err
 	}
-	if err := db.pdb.Flush(); err != nil {
+	return db.flushMemtable()
+}
+
+// flushMemtable is Pebble's Flush, which returns ErrFailed (see stoppedErr)
+// instead of waiting forever when the flush's goroutine parks (park.go).
+func (db *DB) flushMemtable() error {
+	err := db.unlessParked("flush", db.pdb.Flush)
+	if err != nil {
 		return fmt.Errorf("store: flush: %w", err)
 	}
 	return nil
@@ -298,16 +326,17 @@ func (b *Batch) Empty() bool { return b.b.Empty() }
 // out of space gives an error wrapping ErrFull; a failure Pebble cannot
 // recover from in process (see space.go) one wrapping ErrFailed, after
 // which every Commit fails at once with ErrFailed. Commit never panics.
-func (b *Batch) Commit() (err error) {
+func (b *Batch) Commit() error {
 	if b.db.space.failed.Load() {
-		return fmt.Errorf("store: commit: %w (%w)", ErrFull, ErrFailed)
+		return b.db.space.stoppedErr("commit")
 	}
-	defer func() { b.db.recovered(recover(), &err) }()
-	b.pacer.committed(time.Now())
-	if err := b.b.Commit(pebble.Sync); err != nil {
-		return b.db.commitFailure(err, nil)
-	}
-	return nil
+	return recovering(b.db.space, func() error {
+		b.pacer.committed(time.Now())
+		if err := b.b.Commit(pebble.Sync); err != nil {
+			return b.db.space.commitFailure(err, nil)
+		}
+		return nil
+	})
 }
 
 // CommitOrdered is Commit for writers that must reach the store in the
@@ -317,7 +346,7 @@ func (b *Batch) Commit() (err error) {
 // still share syncs instead of each holding it through its own. It
 // returns, like Commit, only once the batch is durable or has failed.
 // unlock is called exactly once, also when CommitOrdered fails or panics.
-func (b *Batch) CommitOrdered(unlock func()) (err error) {
+func (b *Batch) CommitOrdered(unlock func()) error {
 	unlocked := false
 	release := func() {
 		if !unlocked {
@@ -327,39 +356,60 @@ func (b *Batch) CommitOrdered(unlock func()) (err error) {
 	}
 	defer release()
 	if b.db.space.failed.Load() {
-		return fmt.Errorf("store: commit: %w (%w)", ErrFull, ErrFailed)
+		return b.db.space.stoppedErr("commit")
 	}
-	defer func() { b.db.recovered(recover(), &err) }()
-	b.pacer.committed(time.Now())
-	if err := b.db.pdb.ApplyNoSyncWait(b.b, pebble.Sync); err != nil {
-		return b.db.commitFailure(err, nil)
-	}
-	release()
-	if err := b.b.SyncWait(); err != nil {
-		// Fatal, as Pebble's own Apply makes it (Fatalf): the log writer
-		// keeps the error, so no later commit could be durable, yet each
-		// would still be applied and visible.
-		return b.db.commitFailure(nil, &pebbleFatal{msg: err.Error(), args: []any{err}})
-	}
-	return nil
+	return recovering(b.db.space, func() error {
+		b.pacer.committed(time.Now())
+		if err := b.db.pdb.ApplyNoSyncWait(b.b, pebble.Sync); err != nil {
+			return b.db.space.commitFailure(err, nil)
+		}
+		release()
+		if err := b.b.SyncWait(); err != nil {
+			// Fatal, as Pebble's own Apply makes it (Fatalf): the log writer
+			// keeps the error, so no later commit could be durable, yet each
+			// would still be applied and visible.
+			return b.db.space.commitFailure(nil, &pebbleFatal{msg: err.Error(), args: []any{err}})
+		}
+		return nil
+	})
 }
 
 // Close releases the batch; call it after Commit or to abandon the batch.
 func (b *Batch) Close() { _ = b.b.Close() }
 
 // Snapshot is a consistent read-only view of the store.
-type Snapshot struct{ s *pebble.Snapshot }
+type Snapshot struct {
+	s  *pebble.Snapshot // nil: a view of the live store (parked)
+	db *DB
+}
 
-// NewSnapshot takes a consistent read view; Close it when done.
-func (db *DB) NewSnapshot() *Snapshot { return &Snapshot{s: db.pdb.NewSnapshot()} }
+// NewSnapshot takes a consistent read view; Close it when done. Once one
+// of Pebble's goroutines is parked (park.go), which may hold the mutex a
+// Pebble snapshot takes, it reads the live store instead: writes are
+// stopped then, so that view stands still as well.
+func (db *DB) NewSnapshot() *Snapshot {
+	if db.space.isParked() {
+		return &Snapshot{db: db}
+	}
+	return &Snapshot{s: db.pdb.NewSnapshot(), db: db}
+}
 
 // Scan is DB.Scan over the snapshot.
 func (s *Snapshot) Scan(lower, upper []byte, fn func(key, value []byte) error) error {
+	if s.s == nil {
+		return s.db.Scan(lower, upper, fn)
+	}
 	return scan(s.s, lower, upper, fn)
 }
 
-// Close releases the snapshot.
-func (s *Snapshot) Close() error { return s.s.Close() }
+// Close releases the snapshot; once a Pebble goroutine is parked it leaves
+// it to the process's end (Pebble's Close of it takes the mutex).
+func (s *Snapshot) Close() error {
+	if s.s == nil || s.db.space.isParked() {
+		return nil
+	}
+	return s.s.Close()
+}
 
 // Compact compacts [lower, upper) so deleted data is physically removed from
 // the sstables, not only shadowed by tombstones. It fails as Flush does
@@ -368,10 +418,11 @@ func (db *DB) Compact(ctx context.Context, lower, upper []byte) error {
 	if err := db.walWritable("compact"); err != nil {
 		return err
 	}
-	if err := db.pdb.Flush(); err != nil {
-		return fmt.Errorf("store: flush: %w", err)
+	if err := db.flushMemtable(); err != nil {
+		return err
 	}
-	if err := db.pdb.Compact(ctx, lower, upper, false); err != nil {
+	err := db.unlessParked("compact", func() error { return db.pdb.Compact(ctx, lower, upper, false) })
+	if err != nil {
 		return fmt.Errorf("store: compact: %w", err)
 	}
 	return nil
@@ -381,29 +432,16 @@ func (db *DB) Compact(ctx context.Context, lower, upper []byte) error {
 // exist). Every write committed before the call is in it. It syncs the WAL
 // as a commit does, and fails as Commit does when that sync fails (ErrFull,
 // ErrFailed), without panicking.
-func (db *DB) Checkpoint(dir string) (err error) {
+func (db *DB) Checkpoint(dir string) error {
 	if err := db.stopped("checkpoint"); err != nil {
 		return err
 	}
-	defer func() { db.recovered(recover(), &err) }()
-	if err := db.pdb.Checkpoint(dir, pebble.WithFlushedWAL()); err != nil {
-		return fmt.Errorf("store: checkpoint: %w", err)
-	}
-	return nil
-}
-
-// recovered turns a panic value p recovered from Pebble (its Fatalf, see
-// quietLogger, or any other) into *err, as a fatal commit failure; nil p
-// leaves *err alone. Call it as defer func() { db.recovered(recover(), &err) }().
-func (db *DB) recovered(p any, err *error) {
-	if p == nil {
-		return
-	}
-	f, ok := p.(*pebbleFatal)
-	if !ok {
-		f = &pebbleFatal{msg: fmt.Sprint(p)}
-	}
-	*err = db.commitFailure(nil, f)
+	return recovering(db.space, func() error {
+		if err := db.pdb.Checkpoint(dir, pebble.WithFlushedWAL()); err != nil {
+			return fmt.Errorf("store: checkpoint: %w", err)
+		}
+		return nil
+	})
 }
 
 // stopped returns ErrFailed once a commit failed fatally: Pebble's log
@@ -412,7 +450,7 @@ func (db *DB) recovered(p any, err *error) {
 // ends the process whatever recovers.
 func (db *DB) stopped(op string) error {
 	if db.space.failed.Load() {
-		return fmt.Errorf("store: %s: %w", op, ErrFailed)
+		return db.space.stoppedErr(op)
 	}
 	return nil
 }
@@ -486,21 +524,19 @@ func sortedKeys[V any](m map[string]V) []string {
 	return keys
 }
 
-// quietLogger keeps Pebble's informational chatter off stdout; fatal
-// problems still surface as errors from the calls that hit them.
 // quietLogger is Pebble's logger: its information is dropped, its errors
 // (a background flush or compaction that failed, on a full disk say) go
 // to the log SetLog gave, at most one line per pebbleErrorEvery with the
-// count of those left out, and its fatal errors panic (recovered as a
-// failed commit: recovered).
-type quietLogger struct{ errs *pebbleErrors }
+// count of those left out, and its fatal errors fail the store (Fatalf,
+// park.go).
+type quietLogger struct {
+	errs  *pebbleErrors
+	space *space
+}
 
 func (quietLogger) Infof(string, ...any) {}
 func (q quietLogger) Errorf(format string, args ...any) {
 	q.errs.report(time.Now(), fmt.Sprintf(format, args...))
-}
-func (quietLogger) Fatalf(format string, args ...any) {
-	panic(&pebbleFatal{msg: fmt.Sprintf("pebble: "+format, args...), args: args})
 }
 
 // pebbleErrorEvery is the least time between two log lines of Pebble's

@@ -100,10 +100,7 @@ func (db *DB) writeAndFlush(v byte) error {
 	if err != nil {
 		return err
 	}
-	if err := db.pdb.Flush(); err != nil {
-		return fmt.Errorf("store: flush: %w", err)
-	}
-	return nil
+	return db.flushMemtable()
 }
 
 // PurgeManifest makes sure no MANIFEST written before the call stays on

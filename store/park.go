@@ -1,0 +1,193 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"runtime"
+	"syscall"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// Pebble's fatal errors (contract §8: coupond never panics on a full disk).
+//
+// Pebble reports what it cannot recover from in process by calling its
+// logger's Fatalf, which must not return: a write-ahead-log write that
+// failed (in the committing goroutine), and a MANIFEST write that failed
+// while a flush or a compaction installs its result (in Pebble's own
+// goroutine). quietLogger.Fatalf tells the two apart by the stack:
+//
+//   - under recovering (Commit, CommitOrdered, Checkpoint, Open) it panics,
+//     and recovering turns the panic into ErrFull or ErrFailed;
+//   - anywhere else (Pebble's flush, compaction and table-statistics
+//     goroutines, or one of ours waiting in Pebble) a panic would end the
+//     process, so it fails the store (space.fail: noSpace when the error is
+//     ENOSPC or EDQUOT) and parks the goroutine for good. A flush or
+//     compaction that fails for want of space parks the same way
+//     (quietLogger.listener): Pebble retries a failed flush at once, a spin
+//     on a full disk, and writes would stall once the memtables are full.
+//
+// What a parked goroutine holds (Pebble v2.1.7): a MANIFEST failure parks
+// in versionSet.UpdateVersionLocked with DB.mu and the MANIFEST lock held,
+// a failed flush in flush1's FlushEnd with DB.mu held and the flush marked
+// running, a failed compaction with its inputs marked compacting. Nothing
+// else is released: no later flush, compaction or MANIFEST write can run
+// on a version state the failure left half-applied, and no file is
+// deleted. Reads keep working: Get and iterators pin the current read
+// state under its own lock (DB.readState), not DB.mu, and the store turns
+// off read-sampled compactions, whose bookkeeping at an iterator's Close
+// takes DB.mu. What takes DB.mu blocks, so the store avoids it once a
+// goroutine is parked (space.parked): NewSnapshot reads the live store
+// (writes are stopped), Snapshot.Close and Close release nothing, Metrics
+// answers its last reading, Flush and Compact stop waiting and answer
+// ErrFailed. Commits are refused before they reach Pebble (space.failed).
+// An iterator opened before a flush swapped the read state, and closed
+// after the park, would still block at its Close (it drops the last
+// reference to an old version, under DB.mu); so would a call already
+// inside Pebble when the goroutine parked. The process's restart (serve's
+// in place restart once space is back, or the operator's) ends all of it:
+// every acknowledged write was synced before it was acknowledged.
+
+// recovering runs f, turning a panic out of Pebble on this goroutine
+// (quietLogger.Fatalf, or any other) into f's error, as a failed commit:
+// ErrFailed, with ErrFull when the disk's lack of space caused it. Fatalf
+// panics only under it (onRecoveringStack), so call Pebble through it only
+// where unwinding is safe: where Pebble holds no mutex it would unlock in
+// a deferred call (a commit's log write and sync, Open).
+//
+//go:noinline
+func recovering(sp *space, f func() error) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			fatal, ok := p.(*pebbleFatal)
+			if !ok {
+				fatal = &pebbleFatal{msg: fmt.Sprint(p)}
+			}
+			err = sp.commitFailure(nil, fatal)
+		}
+	}()
+	return f()
+}
+
+// onRecoveringStack reports whether the calling goroutine runs under
+// recovering. A cold path: it walks the stack.
+func onRecoveringStack() bool {
+	want := runtime.FuncForPC(reflect.ValueOf(recovering).Pointer()).Name()
+	pcs := make([]uintptr, 128)
+	n := runtime.Callers(2, pcs)
+	for n == len(pcs) && len(pcs) < 1<<16 {
+		pcs = make([]uintptr, 2*len(pcs))
+		n = runtime.Callers(2, pcs)
+	}
+	frames := runtime.CallersFrames(pcs[:n])
+	for {
+		f, more := frames.Next()
+		if f.Function == want {
+			return true
+		}
+		if !more {
+			return false
+		}
+	}
+}
+
+// Fatalf is Pebble's fatal error: it panics under recovering, and anywhere
+// else fails the store and parks the goroutine (see above). It never
+// returns.
+func (q quietLogger) Fatalf(format string, args ...any) {
+	fatal := &pebbleFatal{msg: fmt.Sprintf("pebble: "+format, args...), args: args}
+	if onRecoveringStack() {
+		panic(fatal)
+	}
+	q.park(fatal)
+}
+
+// listener is the store's Pebble event listener: a flush or compaction
+// that failed for want of space stops as a fatal error does (Fatalf).
+// Pebble fills in the rest (its background errors go to Errorf).
+func (q quietLogger) listener() *pebble.EventListener {
+	return &pebble.EventListener{
+		FlushEnd:      func(info pebble.FlushInfo) { q.shortOfSpace("flush", info.Err) },
+		CompactionEnd: func(info pebble.CompactionInfo) { q.shortOfSpace("compaction", info.Err) },
+	}
+}
+
+// shortOfSpace stops the background task op, as Fatalf does, when err is
+// the disk's lack of space; otherwise it returns.
+func (q quietLogger) shortOfSpace(op string, err error) {
+	if !isNoSpace(err) {
+		return
+	}
+	fatal := &pebbleFatal{msg: fmt.Sprintf("pebble: %s failed: %v", op, err), args: []any{err}}
+	if onRecoveringStack() {
+		panic(fatal)
+	}
+	q.park(fatal)
+}
+
+// park fails the store, logs why and blocks the calling goroutine forever.
+func (q quietLogger) park(fatal *pebbleFatal) {
+	noSpace := q.space.fail(fatal.args)
+	q.space.parkOnce.Do(func() { close(q.space.parked) })
+	q.errs.parked(fatal, noSpace)
+	for {
+		time.Sleep(time.Hour)
+	}
+}
+
+// isParked reports whether one of Pebble's goroutines is parked (park).
+func (s *space) isParked() bool {
+	select {
+	case <-s.parked:
+		return true
+	default:
+		return false
+	}
+}
+
+// unlessParked runs f, a Pebble call that waits for a background task
+// (a flush, a compaction), and returns its error, or stoppedErr(op) as
+// soon as a Pebble goroutine parks: f then waits until the process ends.
+func (db *DB) unlessParked(op string, f func() error) error {
+	if db.space.isParked() {
+		return db.space.stoppedErr(op)
+	}
+	done := make(chan error, 1)
+	go func() { done <- f() }()
+	select {
+	case err := <-done:
+		return err
+	case <-db.space.parked:
+		return db.space.stoppedErr(op)
+	}
+}
+
+// parked logs, unthrottled, that a Pebble goroutine parked. Only a failure
+// for want of space logs Pebble's message, which then names files alone;
+// another one (an invariant broken) can quote keys, which name customers,
+// so it logs the message's errno only.
+func (p *pebbleErrors) parked(fatal *pebbleFatal, noSpace bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	ev := p.log.Error().Bool("sin_espacio", noSpace)
+	if noSpace {
+		ev = ev.Str("error", fatal.msg)
+	} else {
+		ev = ev.Str("errno", errnoOf(fatal.args))
+	}
+	ev.Msg("store: a write inside the store failed and its task is stopped; writes are refused until coupond restarts " +
+		"(serve restarts itself once the disk has space again if it was full; otherwise restart it)")
+}
+
+// errnoOf is the text of the first system error one of args carries, or "".
+func errnoOf(args []any) string {
+	for _, a := range args {
+		var errno syscall.Errno
+		if err, ok := a.(error); ok && errors.As(err, &errno) {
+			return errno.Error()
+		}
+	}
+	return ""
+}
