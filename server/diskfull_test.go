@@ -164,20 +164,28 @@ func TestENOSPCInjected(t *testing.T) {
 
 // TestStoreStoppedSaysWhy: once a write failed inside the store, a write
 // answers 503 almacenamiento_lleno whose mensaje says a restart is needed
-// (it promised writes would resume by themselves), and /readyz names the
-// cause: the lack of space, or another I/O error (EIO was reported as a
-// full disk).
+// (it promised writes would resume by themselves), unless the store
+// failed for want of space and serve restarts itself once space is back
+// (store.DB.SetResumes), and /readyz names the cause: the lack of space,
+// or another I/O error (EIO was reported as a full disk), and whether
+// coupond restarts by itself.
 func TestStoreStoppedSaysWhy(t *testing.T) {
+	resumesMotivo := "una escritura falló dentro del almacén por falta de espacio: coupond se reinicia solo, en el mismo proceso y sin cerrar el puerto, en cuanto el disco tenga espacio libre; libere espacio"
 	for _, tt := range []struct {
-		errno  syscall.Errno
-		motivo string
+		errno   syscall.Errno
+		resumes bool
+		mensaje string
+		motivo  string
 	}{
-		{syscall.ENOSPC, "una escritura falló dentro del almacén por falta de espacio: libere espacio y reinicie coupond"},
-		{syscall.EIO, "una escritura falló dentro del almacén por un error de entrada/salida del disco: revise el disco y reinicie coupond"},
+		{syscall.ENOSPC, false, storageStopped, "una escritura falló dentro del almacén por falta de espacio: libere espacio y reinicie coupond"},
+		{syscall.ENOSPC, true, errorTable[kindStorageFull].msg, resumesMotivo},
+		{syscall.EIO, false, storageStopped, "una escritura falló dentro del almacén por un error de entrada/salida del disco: revise el disco y reinicie coupond"},
+		{syscall.EIO, true, storageStopped, "una escritura falló dentro del almacén por un error de entrada/salida del disco: revise el disco y reinicie coupond"},
 	} {
-		t.Run(tt.errno.Error(), func(t *testing.T) {
+		t.Run(fmt.Sprintf("%s resumes=%v", tt.errno, tt.resumes), func(t *testing.T) {
 			fs, faults := storefs.WithWriteFaults(storefs.Mem(), func(path string) error { return fmt.Errorf("%s: %w", path, tt.errno) })
 			h := newHarnessOn(t, fs)
+			h.db.SetResumes(tt.resumes)
 			h.tenant("acme", true, func(s *store.Settings) { s.RateLimits = false })
 			tok := h.token("acme", allScopes...)
 			faults.On()
@@ -189,7 +197,7 @@ func TestStoreStoppedSaysWhy(t *testing.T) {
 			}
 			_, ready := h.do("GET", "/readyz", "", nil)
 			got = append(got, fmt.Sprint(ready["motivo"]))
-			stopped := "503 almacenamiento_lleno " + storageStopped + " true"
+			stopped := "503 almacenamiento_lleno " + tt.mensaje + " true"
 			if diff := cmp.Diff([]string{stopped, stopped, tt.motivo}, got); diff != "" {
 				t.Errorf("answers after a failed write (-want +got):\n%s", diff)
 			}

@@ -53,16 +53,19 @@ var errorTable = map[kind]struct {
 }
 
 // storageStopped is the mensaje of 503 almacenamiento_lleno once a write
-// failed inside the store (store.ErrFailed): writes resume only after a
-// restart, which kindStorageFull's own mensaje does not say.
+// failed inside the store (store.ErrFailed) and only an operator's restart
+// resumes writes (store.SpaceStatus.RestartNeeded), which kindStorageFull's
+// own mensaje does not say. When the store failed for want of space and
+// serve restarts itself once space is back, kindStorageFull's mensaje
+// holds.
 const storageStopped = "el almacén dejó de aceptar escrituras tras un fallo del disco; se reanudan cuando se reinicie coupond; reintente tras Retry-After segundos"
 
 // storageFull is the 503 almacenamiento_lleno of a write the store
-// refuses; failed: a write failed inside the store (store.ErrFailed), and
-// the mensaje says that only a restart ends it.
-func storageFull(failed bool) *apiError {
+// refuses; restart: a write failed inside the store (store.ErrFailed) and
+// only a restart ends it, which the mensaje then says.
+func storageFull(restart bool) *apiError {
 	ae := &apiError{kind: kindStorageFull, retryAfter: storageRetry}
-	if failed {
+	if restart {
 		ae.msg = storageStopped
 	}
 	return ae
@@ -140,7 +143,7 @@ func (s *Server) writeError(w http.ResponseWriter, c *call, err error) {
 	var ae *apiError
 	if errors.Is(err, store.ErrFull) || errors.Is(err, store.ErrFailed) {
 		s.log.Warn().Err(err).Str("trace_id", c.trace).Str("route", c.route).Msg("write refused: storage full")
-		ae = storageFull(errors.Is(err, store.ErrFailed))
+		ae = storageFull(errors.Is(err, store.ErrFailed) && s.DB.Space().RestartNeeded())
 	} else if !errors.As(err, &ae) {
 		ev := s.log.Error()
 		if c.r.Context().Err() != nil {

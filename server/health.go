@@ -21,6 +21,8 @@ func (s *Server) handleReady(c *call) error {
 		motivo := fmt.Sprintf("espacio libre %d MiB por debajo de la reserva de %d MiB: se rechazan las escrituras hasta que haya espacio",
 			sp.Avail>>20, sp.Reserve>>20)
 		switch {
+		case sp.Failed && sp.NoSpace && sp.Resumes:
+			motivo = "una escritura falló dentro del almacén por falta de espacio: coupond se reinicia solo, en el mismo proceso y sin cerrar el puerto, en cuanto el disco tenga espacio libre; libere espacio"
 		case sp.Failed && sp.NoSpace:
 			motivo = "una escritura falló dentro del almacén por falta de espacio: libere espacio y reinicie coupond"
 		case sp.Failed:

@@ -356,7 +356,7 @@ func (s *Server) serve(rt route, c *call) error {
 			return &apiError{kind: kindPaused, retryAfter: 60}
 		}
 		if refusesWrites(rt) && s.DB.WritesRefused() {
-			return storageFull(s.DB.Space().Failed)
+			return storageFull(s.DB.Space().RestartNeeded())
 		}
 		factor := s.abuse.factor(c.abuseLevel)
 		if !c.tenant.Settings.RateLimits && c.tenant.Sandbox {
