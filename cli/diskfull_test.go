@@ -6,9 +6,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 // mountSmallFS mounts a tmpfs of size on a temporary dir, or skips the test
@@ -182,4 +185,95 @@ func procCPU(t *testing.T, pid int) float64 {
 	var utime, stime int64
 	fmt.Sscan(string(data[i+2:]), &state, &f[0], &f[1], &f[2], &f[3], &f[4], &f[5], &f[6], &f[7], &f[8], &f[9], &utime, &stime)
 	return float64(utime+stime) / 100
+}
+
+// TestFullDiskResumesInPlace runs the real binary with no reserve
+// (--disk-reserve 0) on a small tmpfs filled to its last byte, so a write
+// fails inside the store: it answers 503 almacenamiento_lleno and /readyz
+// 503. Once space comes back, serve restarts itself in place: /readyz and
+// writes answer 200 again from the same process (same pid; it used to
+// refuse writes until an operator restarted it), and every event
+// acknowledged before is exported.
+func TestFullDiskResumesInPlace(t *testing.T) {
+	mnt := mountSmallFS(t, "160m")
+	dataDir := filepath.Join(mnt, "data")
+	in := startServer(t, dataDir, "--disk-reserve", "0")
+	defer in.killIfRunning()
+	pid := in.cmd.Process.Pid
+	_, tok := setupDataTenant(t, in, "acme")
+	now := time.Now().UTC()
+	post := func(ref string, ids ...string) (int, map[string]any) {
+		evs := []any{}
+		for _, id := range ids {
+			evs = append(evs, purchaseEvent(id, ref, now.Add(-time.Hour)))
+		}
+		st, _, b := in.do("POST", "/v1/eventos", tok, map[string]any{"eventos": evs})
+		return st, b
+	}
+	const ana, beto = "ana-00000001", "beto-0000001"
+	acked := map[string]bool{}
+	for i := range 5 {
+		id := fmt.Sprintf("e%d", i)
+		if st, b := post(ana, id); st != 200 || b["aceptados"] != 1.0 {
+			t.Fatalf("event %s: %d %v", id, st, b)
+		}
+		acked[id] = true
+	}
+
+	fillTo(t, mnt, "filler", 0)
+	refused := writeUntilRefused(t, func(i int) (int, map[string]any) {
+		ids := []string{}
+		for j := range 50 {
+			ids = append(ids, fmt.Sprintf("f%d-%d", i, j))
+		}
+		return post(beto, ids...)
+	})
+	if refused["codigo"] != "almacenamiento_lleno" {
+		t.Fatalf("write on a full disk: %v", refused)
+	}
+	if st, _, b := in.do("GET", "/readyz", "", nil); st != 503 || b["estado"] != "almacenamiento_lleno" {
+		t.Errorf("/readyz after a failed write: %d %v", st, b)
+	}
+
+	if err := os.Remove(filepath.Join(mnt, "filler")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 20*time.Second, "/readyz 200 once space came back", func() bool { return in.answers200("/readyz") })
+	if st, b := post(ana, "e-after"); st != 200 || b["aceptados"] != 1.0 {
+		t.Errorf("write after space came back: %d %v", st, b)
+	}
+	acked["e-after"] = true
+	if in.cmd.ProcessState != nil || in.cmd.Process.Pid != pid || syscall.Kill(pid, 0) != nil {
+		t.Errorf("serve is no longer process %d: %v", pid, in.cmd.ProcessState)
+	}
+	st, _, x := in.do("GET", "/v1/clientes/"+ana+"/exportacion", tok, nil)
+	exported := map[string]bool{}
+	for _, e := range x["eventos"].([]any) {
+		exported[e.(map[string]any)["event_id"].(string)] = true
+	}
+	if diff := cmp.Diff(acked, exported); st != 200 || diff != "" {
+		t.Errorf("export after the restart in place: %d (-acknowledged +exported):\n%s", st, diff)
+	}
+	in.stop()
+	if !strings.Contains(in.logs.String(), "restarting in place") { // read once the process has ended
+		t.Errorf("no restart in place logged:\n%s", in.logs)
+	}
+}
+
+// writeUntilRefused calls write(0), write(1), ... until it answers 503 and
+// returns that body; it fails the test on any other status or if none is
+// refused within 400 calls.
+func writeUntilRefused(t *testing.T, write func(i int) (int, map[string]any)) map[string]any {
+	t.Helper()
+	for i := range 400 {
+		st, b := write(i)
+		if st == 503 {
+			return b
+		}
+		if st != 200 {
+			t.Fatalf("write %d on a full disk: %d %v", i, st, b)
+		}
+	}
+	t.Fatal("no write refused on a full disk")
+	return nil
 }

@@ -70,8 +70,10 @@ const spacePoll = time.Second
 // (WAL replay, a new MANIFEST), and on a full disk it would fail or leave
 // empty files behind at every attempt. Below the reserve it logs why,
 // answers /healthz (200) and everything else (503) on addr meanwhile, and
-// polls until space comes back or ctx ends. It returns the reserve.
-func waitForSpace(ctx context.Context, dataDir, spec, addr string, log zerolog.Logger) (uint64, error) {
+// polls until space comes back or ctx ends. It returns the reserve. ln,
+// when not nil, is the API's listener passed on by a restart in place:
+// the waiting server answers on a duplicate of it, and ln stays open.
+func waitForSpace(ctx context.Context, dataDir, spec, addr string, ln net.Listener, log zerolog.Logger) (uint64, error) {
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
 		return 0, fmt.Errorf("data dir: %w", err)
 	}
@@ -81,7 +83,7 @@ func waitForSpace(ctx context.Context, dataDir, spec, addr string, log zerolog.L
 	}
 	log.Error().Uint64("available_bytes", avail).Uint64("reserve_bytes", reserve).Str("data_dir", dataDir).
 		Msg("disk below the reserve: the store stays closed until space comes back (free space or lower --disk-reserve)")
-	srv, err := waitingServer(addr, dataDir, reserve, log)
+	srv, err := waitingServer(addr, ln, dataDir, reserve, log)
 	if err != nil {
 		log.Warn().Err(err).Msg("cannot answer /healthz while waiting for space")
 	}
@@ -107,9 +109,16 @@ func waitForSpace(ctx context.Context, dataDir, spec, addr string, log zerolog.L
 	}
 }
 
-// waitingServer serves waitingHandler on addr while serve waits for space.
-func waitingServer(addr, dataDir string, reserve uint64, log zerolog.Logger) (*http.Server, error) {
-	ln, err := net.Listen("tcp", addr)
+// waitingServer serves waitingHandler on addr, or on a duplicate of
+// inherited when it is not nil, while serve waits for space.
+func waitingServer(addr string, inherited net.Listener, dataDir string, reserve uint64, log zerolog.Logger) (*http.Server, error) {
+	var ln net.Listener
+	var err error
+	if inherited != nil {
+		ln, err = dupListener(inherited)
+	} else {
+		ln, err = net.Listen("tcp", addr)
+	}
 	if err != nil {
 		return nil, err
 	}

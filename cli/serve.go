@@ -42,7 +42,7 @@ type serveFlags struct {
 func newServeCmd(a *app) *cobra.Command {
 	var f serveFlags
 	cmd := leafCmd("serve", "Run the HTTP API, batch worker, learner and deletion worker", func(cmd *cobra.Command) error {
-		return serve(cmd.Context(), a.dataDir, f, cmd.ErrOrStderr())
+		return serveResuming(cmd.Context(), a.dataDir, f, cmd.ErrOrStderr())
 	})
 	fl := cmd.Flags()
 	fl.StringVar(&f.addr, "addr", "127.0.0.1:8080", "listen address (env COUPOND_ADDR)")
@@ -149,7 +149,8 @@ func serve(ctx context.Context, dataDir string, f serveFlags, logOut interface{ 
 	}
 	warnBaseURL(log, f.addr, baseURLGiven)
 	tuneGC(log)
-	reserve, err := waitForSpace(ctx, dataDir, f.diskReserve, f.addr, log)
+	ln := inheritedListener(f.addr, log) // nil unless serve restarted itself in place
+	reserve, err := waitForSpace(ctx, dataDir, f.diskReserve, f.addr, ln, log)
 	if err != nil {
 		if ctx.Err() != nil {
 			log.Info().Msg("stopped while waiting for disk space")
@@ -164,16 +165,19 @@ func serve(ctx context.Context, dataDir string, f serveFlags, logOut interface{ 
 		return err
 	}
 	e.db.SetReserve(reserve)
+	e.db.SetResumes(resumeSupported)
 	log.Info().Uint64("disk_reserve_bytes", reserve).Msg("disk reserve")
 	for _, u := range e.db.Unreadable() {
 		log.Error().Str("record", u).Msg("unreadable tenant or credential record left out: its requests are refused; restore it from a backup ('coupond admin check' lists it)")
 	}
 	svc := e.svc
-	ln, err := net.Listen("tcp", f.addr)
-	if err != nil {
-		e.close()
-		return fmt.Errorf("--addr %s: %w", f.addr, err)
+	if ln == nil {
+		if ln, err = net.Listen("tcp", f.addr); err != nil {
+			e.close()
+			return fmt.Errorf("--addr %s: %w", f.addr, err)
+		}
 	}
+	apiLn := ln // the socket itself, for a restart in place
 	httpSrv, ln := svc.api.HTTPServer(ln, server.HTTPConfig{ReadTimeout: f.readTimeout, MaxConns: f.maxConns})
 	admin, err := serveAdmin(ctx, filepath.Join(dataDir, adminSocket), e)
 	if err != nil {
@@ -190,19 +194,17 @@ func serve(ctx context.Context, dataDir string, f serveFlags, logOut interface{ 
 	go func() { httpErr <- httpSrv.Serve(ln) }()
 	log.Info().Str("addr", ln.Addr().String()).Str("data_dir", dataDir).Str("version", version).Msg("serving")
 
-	stopLoops := startServiceLoops(svc, log)
+	run := &running{http: httpSrv, admin: admin, stopConsole: stopConsole, stopLoops: startServiceLoops(svc, log)}
 	svc.ready.Store(true)
-	serveErr := serveUntilStopped(ctx, httpErr, svc, log)
+	watch := &resumeWatch{db: e.db, dataDir: dataDir, reserve: reserve, log: log}
+	resume, serveErr := serveUntilStopped(ctx, httpErr, svc, watch.due, log)
 	log.Info().Msg("shutting down")
 	svc.ready.Store(false)
-	shutCtx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	if err := httpSrv.Shutdown(shutCtx); err != nil {
-		log.Warn().Err(err).Msg("http shutdown")
+	if resume {
+		return stopToResume(run, apiLn, dataDir, f.addr, log)
 	}
-	admin.Shutdown(shutCtx)
-	stopConsole(shutCtx)
-	stopLoops()
+	// A failed store (a full disk, an I/O error) can keep a loop waiting.
+	run.stop(20*time.Second, e.db.Space().Failed, log)
 	_ = os.Remove(filepath.Join(dataDir, adminSocket))
 	if err := svc.api.Flush(); err != nil {
 		log.Error().Err(err).Msg("flush counters")
@@ -337,20 +339,43 @@ func startServiceLoops(svc *services, log zerolog.Logger) (stop func()) {
 	return func() { cancel(); wg.Wait() }
 }
 
+// stopToResume stops what serve runs, within resumeStopBound and without
+// closing the failed store (its Close can wait forever), and returns the
+// resumeInPlace that makes serveResuming exec the binary again with the
+// API's socket apiLn.
+func stopToResume(run *running, apiLn net.Listener, dataDir, addr string, log zerolog.Logger) error {
+	file, err := listenerForExec(apiLn) // before the shutdown closes apiLn
+	run.stop(resumeStopBound, true, log)
+	_ = os.Remove(filepath.Join(dataDir, adminSocket))
+	if err != nil {
+		log.Error().Err(err).Msg("restart in place: the API's socket cannot be passed on")
+		return fmt.Errorf("restart in place: %w", err)
+	}
+	return &resumeInPlace{listener: file, addr: addr}
+}
+
 // serveUntilStopped flushes the counters every 5 seconds until ctx ends or
-// the HTTP server stops; it returns the server's error, if any but a close.
-func serveUntilStopped(ctx context.Context, httpErr <-chan error, svc *services, log zerolog.Logger) error {
+// the HTTP server stops, and checks every resumeCheck whether serve should
+// restart in place (resume: it returns true); it returns the server's
+// error, if any but a close.
+func serveUntilStopped(ctx context.Context, httpErr <-chan error, svc *services, resume func() bool, log zerolog.Logger) (bool, error) {
 	flush := time.NewTicker(5 * time.Second)
 	defer flush.Stop()
+	check := time.NewTicker(resumeCheck)
+	defer check.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			return nil
+			return false, nil
 		case err := <-httpErr:
 			if !errors.Is(err, http.ErrServerClosed) {
-				return err
+				return false, err
 			}
-			return nil
+			return false, nil
+		case <-check.C:
+			if resume() {
+				return true, nil
+			}
 		case <-flush.C:
 			if err := svc.api.Flush(); err != nil {
 				log.Error().Err(err).Msg("flush counters")

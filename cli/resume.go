@@ -1,0 +1,225 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/coupond/coupond/store"
+)
+
+// In-place restart after a write failed for want of space (contract §8:
+// "when space comes back it resumes by itself, with no restart").
+//
+// A write that meets a full disk inside Pebble fails the store for good
+// (store.ErrFailed): Pebble's log writer keeps the error, or one of its
+// goroutines is parked holding its mutex (store/park.go), and the open
+// Pebble DB can be neither mended, nor closed, nor abandoned for a new one
+// in the same process (its goroutines may still write files, and the
+// process holds its lock). A restart is safe (every acknowledged write was
+// synced, as the crash tests prove), so once the disk has room again
+// serve restarts itself: it stops as a shutdown does, within a short bound
+// and without closing the store, and execs its own binary with its own
+// arguments and environment: the same pid, for systemd and for whoever
+// watches it. The API's listening socket goes to the new image (listenFD),
+// so the port never closes; connections made meanwhile wait in its backlog.
+// A store failed by another I/O error (EIO, a read-only disk) still needs
+// the operator's restart, as /readyz and the log say.
+
+// listenFDEnv names, for the image serve execs, the API listener's file
+// descriptor and the --addr it was opened for: "FD@ADDR".
+const listenFDEnv = "COUPOND_LISTEN_FD"
+
+// resumeMinFree is the least free space an in-place restart waits for when
+// the reserve is smaller (or 0): opening the store replays the write-ahead
+// log into a memtable (64 MB) and writes it out.
+const resumeMinFree = 64 << 20
+
+// resumeCheck is how often serve looks whether it should restart in place.
+const resumeCheck = time.Second
+
+// resumeStopBound bounds each step of the shutdown before an in-place
+// restart: a request or a loop may wait on the failed store forever.
+const resumeStopBound = 2 * time.Second
+
+// resumeWatch decides when serve restarts in place (due).
+type resumeWatch struct {
+	db      *store.DB
+	dataDir string
+	reserve uint64
+	log     zerolog.Logger
+}
+
+// due reports whether serve should restart in place now: the store failed
+// for want of space, it can restart itself (store.SpaceStatus.Resumes),
+// and the data dir's disk has the reserve free again, at least
+// resumeMinFree. When its binary cannot be executed (replaced by an
+// upgrade, removed) it logs why once, turns Resumes off, so /readyz says a
+// restart is needed, and answers false from then on.
+func (w *resumeWatch) due() bool {
+	sp := w.db.Space()
+	if !sp.Failed || !sp.NoSpace || !sp.Resumes {
+		return false
+	}
+	u, err := store.DiskUsage(nil, w.dataDir)
+	if err != nil || u.AvailBytes < max(w.reserve, resumeMinFree) {
+		return false
+	}
+	if _, err := selfExecutable(); err != nil {
+		w.db.SetResumes(false)
+		w.log.Error().Err(err).Msg("disk space is back, but serve cannot restart itself in place: writes stay refused until coupond is restarted")
+		return false
+	}
+	w.log.Warn().Uint64("available_bytes", u.AvailBytes).
+		Msg("disk space is back after a write failed for want of it: restarting in place (same process, the port stays open) to resume writes")
+	return true
+}
+
+// selfExecutable is the path of the running binary, or why it cannot be
+// executed again.
+func selfExecutable() (string, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return "", err
+	}
+	if strings.HasSuffix(exe, " (deleted)") {
+		return "", fmt.Errorf("the binary %s was replaced or removed since serve started", strings.TrimSuffix(exe, " (deleted)"))
+	}
+	info, err := os.Stat(exe)
+	if err != nil {
+		return "", err
+	}
+	if !info.Mode().IsRegular() || info.Mode().Perm()&0o111 == 0 {
+		return "", fmt.Errorf("%s is not an executable file", exe)
+	}
+	return exe, nil
+}
+
+// resumeInPlace is what serve returns when it stopped to restart in place:
+// the API listener's descriptor, to pass on (serveResuming).
+type resumeInPlace struct {
+	listener *os.File // not closed on exec
+	addr     string   // --addr
+}
+
+func (r *resumeInPlace) Error() string { return "serve stopped to restart in place" }
+
+// serveResuming runs serve and, when it stopped to restart in place, execs
+// the binary again. It returns only if that exec failed: the error says
+// so, and the process ends with it (a supervisor starts it again).
+func serveResuming(ctx context.Context, dataDir string, f serveFlags, logOut io.Writer) error {
+	err := serve(ctx, dataDir, f, logOut)
+	var r *resumeInPlace
+	if !errors.As(err, &r) {
+		return err
+	}
+	err = execSelf(r.listener, r.addr)
+	format := f.logFormat
+	if f.jsonLogs {
+		format = "json"
+	}
+	if log, lerr := newLogger(f.logLevel, format, logOut); lerr == nil {
+		log.Error().Err(err).Msg("restart in place failed: coupond stops; start it again")
+	}
+	return fmt.Errorf("restart in place: %w", err)
+}
+
+// execEnv is the environment of the image serve execs: its own, with
+// listenFDEnv naming fd, the API listener opened for addr.
+func execEnv(fd uintptr, addr string) []string {
+	env := []string{}
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, listenFDEnv+"=") {
+			env = append(env, kv)
+		}
+	}
+	return append(env, fmt.Sprintf("%s=%d@%s", listenFDEnv, fd, addr))
+}
+
+// inheritedListener returns the API listener an in-place restart passed
+// on (listenFDEnv), when it was opened for addr; nil when there is none.
+// It reads the variable once and removes it from the environment; a
+// descriptor it does not use is closed, so the port is free for
+// net.Listen.
+func inheritedListener(addr string, log zerolog.Logger) net.Listener {
+	v, ok := os.LookupEnv(listenFDEnv)
+	if !ok {
+		return nil
+	}
+	os.Unsetenv(listenFDEnv)
+	fdText, lnAddr, _ := strings.Cut(v, "@")
+	fd, err := strconv.Atoi(fdText)
+	if err != nil || fd < 3 || !isSocket(fd) {
+		log.Warn().Str(listenFDEnv, v).Msg("ignored: not the descriptor of a socket")
+		return nil
+	}
+	file := os.NewFile(uintptr(fd), "api-listener")
+	defer file.Close()
+	if lnAddr != addr {
+		log.Warn().Str("inherited_addr", lnAddr).Str("addr", addr).Msg("inherited API listener closed: --addr changed")
+		return nil
+	}
+	ln, err := net.FileListener(file)
+	if err != nil {
+		log.Warn().Err(err).Msg("inherited API listener unusable: listening afresh")
+		return nil
+	}
+	return ln
+}
+
+// dupListener returns a listener on a duplicate of ln's socket: closing
+// it leaves ln open.
+func dupListener(ln net.Listener) (net.Listener, error) {
+	fl, ok := ln.(interface{ File() (*os.File, error) })
+	if !ok {
+		return nil, fmt.Errorf("listener %T has no descriptor", ln)
+	}
+	file, err := fl.File()
+	if err != nil {
+		return nil, err
+	}
+	defer file.Close()
+	return net.FileListener(file)
+}
+
+// running is what serve runs once the store is open: stop ends it.
+type running struct {
+	http        *http.Server
+	admin       *http.Server
+	stopConsole func(context.Context)
+	stopLoops   func()
+}
+
+// stop shuts the API, the admin socket and the console down, each within
+// bound, then stops the background loops, waiting for them at most bound
+// when boundLoops (a loop can wait on a failed store forever) and as long
+// as they take otherwise.
+func (r *running) stop(bound time.Duration, boundLoops bool, log zerolog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), bound)
+	defer cancel()
+	if err := r.http.Shutdown(ctx); err != nil {
+		log.Warn().Err(err).Msg("http shutdown")
+	}
+	r.admin.Shutdown(ctx)
+	r.stopConsole(ctx)
+	if !boundLoops {
+		r.stopLoops()
+		return
+	}
+	done := make(chan struct{})
+	go func() { r.stopLoops(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(bound):
+		log.Warn().Msg("background loops still waiting on the failed store: left behind")
+	}
+}
