@@ -1,0 +1,115 @@
+//go:build linux
+
+package cli
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/rs/zerolog"
+)
+
+// TestInheritedListener: the image a restart in place execs takes the
+// API's socket from COUPOND_LISTEN_FD when it names a socket opened for
+// the same --addr, and removes the variable; a socket for another --addr
+// is closed (its port freed), and a descriptor that is no socket is left
+// alone.
+func TestInheritedListener(t *testing.T) {
+	regular, err := os.Create(filepath.Join(t.TempDir(), "f"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer regular.Close()
+	for _, tc := range []struct {
+		name       string
+		value      func(fd uintptr, addr string) string
+		addr       string // serve's --addr; "" the listener's
+		wantLn     bool
+		wantFDOpen bool // the listener's descriptor is still open after
+	}{
+		{"same addr", func(fd uintptr, a string) string { return fmt.Sprintf("%d@%s", fd, a) }, "", true, false},
+		{"other addr", func(fd uintptr, a string) string { return fmt.Sprintf("%d@%s", fd, a) }, "127.0.0.1:1", false, false},
+		{"not a socket", func(uintptr, string) string { return fmt.Sprintf("%d@x", regular.Fd()) }, "x", false, true},
+		{"garbage", func(uintptr, string) string { return "seven@x" }, "x", false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ln.Close()
+			file, err := listenerForExec(ln)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fd := file.Fd()
+			addr := tc.addr
+			if addr == "" {
+				addr = ln.Addr().String()
+			}
+			t.Setenv(listenFDEnv, tc.value(fd, ln.Addr().String()))
+			got := inheritedListener(addr, zerolog.Nop())
+			_, envLeft := os.LookupEnv(listenFDEnv)
+			_, fcntlErr := fcntlGetFD(fd)
+			if got != nil {
+				got.Close()
+			}
+			if tc.wantFDOpen || fcntlErr == nil {
+				file.Close()
+			}
+			type result struct{ Listener, EnvLeft, FDOpen bool }
+			want := result{tc.wantLn, false, tc.wantFDOpen}
+			if diff := cmp.Diff(want, result{got != nil, envLeft, fcntlErr == nil}); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func fcntlGetFD(fd uintptr) (uintptr, error) {
+	r, _, errno := syscall.Syscall(syscall.SYS_FCNTL, fd, syscall.F_GETFD, 0)
+	if errno != 0 {
+		return 0, errno
+	}
+	return r, nil
+}
+
+// TestWaitingServerOnInherited: when the image a restart in place execs
+// must wait for space, its waiting server answers on the inherited
+// socket, and shutting it down leaves that socket open for serve.
+func TestWaitingServerOnInherited(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	addr := ln.Addr().String()
+	srv, err := waitingServer(addr, ln, t.TempDir(), 1<<30, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	status := func() int {
+		resp, err := http.Get("http://" + addr + "/healthz")
+		if err != nil {
+			return 0
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	waiting := status()
+	srv.Shutdown(context.Background())
+	next := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusTeapot) })}
+	go next.Serve(ln)
+	defer next.Close()
+	http.DefaultClient.CloseIdleConnections()
+	if diff := cmp.Diff([]int{200, http.StatusTeapot}, []int{waiting, status()}); diff != "" {
+		t.Errorf("/healthz while waiting, then from serve on the same socket (-want +got):\n%s", diff)
+	}
+}
