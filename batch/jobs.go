@@ -135,6 +135,10 @@ type Runner struct {
 	Signer  *URLSigner
 	hooks   *Webhooks
 
+	// saveFault, when set, is called before a job's record is saved
+	// (save) and its error fails the save (tests; nil otherwise).
+	saveFault func(j *Job) error
+
 	runMu sync.Mutex // one RunPending at a time
 	// stuck (under runMu): a failed job's decisions could not be voided,
 	// it waits en_curso for the next RunPending (endStuck).
@@ -142,6 +146,10 @@ type Runner struct {
 	// waiting (under runMu): jobs wait for the store to take writes again;
 	// the wait is logged once, not every round.
 	waiting bool
+	// unsaved (under runMu): job key → the reason of a failed job whose
+	// end could not be saved (endFailed, recoverJob), so that endStuck
+	// ends it for that reason, not errInternal, while the process lives.
+	unsaved map[string]string
 
 	mu        sync.Mutex
 	progress  map[string]progress // job key → live counters of a running job
@@ -175,7 +183,7 @@ func NewRunner(c RunnerConfig) *Runner {
 		fsys = atomicfile.OS{}
 	}
 	return &Runner{db: c.DB, eng: c.Engine, voidJob: c.Engine.VoidJob, log: c.Log, dir: c.Dir, fs: fsys, now: c.Now, Signer: c.Signer, hooks: c.Webhooks,
-		progress: map[string]progress{}, wake: newWaker()}
+		unsaved: map[string]string{}, progress: map[string]progress{}, wake: newWaker()}
 }
 
 // OnProgress makes the runner call fn, from its own goroutine, every `every`
@@ -396,6 +404,11 @@ func (r *Runner) Job(tenant, id string) (*Job, error) {
 }
 
 func (r *Runner) save(j *Job) error {
+	if r.saveFault != nil {
+		if err := r.saveFault(j); err != nil {
+			return err
+		}
+	}
 	b := r.db.NewBatch()
 	defer b.Close()
 	if err := b.SetJSON(jobKey(j.Tenant, j.ID), j); err != nil {
@@ -407,10 +420,11 @@ func (r *Runner) save(j *Job) error {
 // Recover runs before Run after a start: a job that was running when the
 // process stopped ends fallido with an error that says so, and the
 // decisions it had committed are voided (engine.VoidJob: no caller got
-// them); queued jobs stay queued and run. Stale temporary result files
-// and result files of jobs that did not complete are removed. One job or
-// tenant that cannot be recovered does not hold up the others: a job whose
-// decisions cannot be voided stays en_curso, its reason kept, and the next
+// them); one whose run met a full disk waits en_curso for space instead;
+// queued jobs stay queued and run. Stale temporary result files and result
+// files of jobs that did not complete are removed. One job or tenant that
+// cannot be recovered does not hold up the others: a job whose decisions
+// cannot be voided stays en_curso, its reason kept, and the next
 // RunPending voids it again (endStuck); the result files are left alone
 // while any tenant's jobs cannot be read. The error joins every failure.
 func (r *Runner) Recover() error {
@@ -449,18 +463,29 @@ func (r *Runner) Recover() error {
 
 // recoverJob ends j, a job of tenant t found en_curso at a start, fallido
 // once its decisions are voided; one whose run met a full disk waits for
-// space (waitForSpace), as before the restart. Voided first: a stop
-// before the job is recorded fallido leaves it en_curso, and the next
-// start voids what is left. When they cannot be voided j stays en_curso
-// with its reason kept.
+// space (waitForSpace), as before the restart (recoveryReason). Voided
+// first: a stop before the job is recorded fallido leaves it en_curso,
+// and the next start voids what is left. When they cannot be voided j
+// stays en_curso with its reason kept, in the store if it can be saved
+// and in memory (unsaved) for endStuck.
 func (r *Runner) recoverJob(t *store.Tenant, j *Job) error {
 	if j.WaitsForSpace { // voided before it was marked so, not run since
 		return nil
 	}
-	reason := errRestart
-	if j.Error != "" { // a failed run whose decisions were not voided (endFailed)
-		reason = j.Error
-	}
+	reason := r.recoveryReason(j)
+	err := r.recoverAs(t, j, reason)
+	r.remember(j, reason, err == nil)
+	return err
+}
+
+// recoveryReason is why j, found en_curso at a start, stopped running:
+// the reason its failed run recorded (endFailed), else errRestart.
+func (r *Runner) recoveryReason(j *Job) string {
+	return cmp.Or(j.Error, errRestart)
+}
+
+// recoverAs ends j as recoverJob does, for reason.
+func (r *Runner) recoverAs(t *store.Tenant, j *Job, reason string) error {
 	voided, err := r.voidJob(j.Tenant, j.ID)
 	if err != nil {
 		j.Error = reason
@@ -485,6 +510,17 @@ func (r *Runner) recoverJob(t *store.Tenant, j *Job) error {
 	}
 	r.log.Warn().Str("tenant", j.Tenant).Str("job_id", j.ID).Int("anuladas", voided).Msg("batch job interrupted by restart: fallido")
 	return nil
+}
+
+// remember keeps reason, why j failed, in memory (unsaved) until j's end
+// is saved (saved true), for endStuck. The caller holds runMu.
+func (r *Runner) remember(j *Job, reason string, saved bool) {
+	key := j.Tenant + "/" + j.ID
+	if saved {
+		delete(r.unsaved, key)
+		return
+	}
+	r.unsaved[key] = reason
 }
 
 // sweep removes from the results dir every temporary file (left by a stop
@@ -685,8 +721,18 @@ func (r *Runner) process(ctx context.Context, j *Job) bool {
 // j stays en_curso, its reason kept for its end (a status shows error only
 // when fallido), and the next RunPending (endStuck), or Recover after a
 // restart, voids them again: recorded fallido at once, its sends stayed
-// reserved until they expired. It reports whether j was recorded fallido.
+// reserved until they expired. It reports whether j's end was saved:
+// recorded fallido, or waiting for space; until then reason is kept in
+// memory (unsaved), so that endStuck ends j for it even when no save of
+// j went through.
 func (r *Runner) endFailed(j *Job, reason string, log zerolog.Logger) bool {
+	saved := r.voidAndEnd(j, reason, log)
+	r.remember(j, reason, saved)
+	return saved
+}
+
+// voidAndEnd is endFailed but for remembering reason.
+func (r *Runner) voidAndEnd(j *Job, reason string, log zerolog.Logger) bool {
 	voided, err := r.voidJob(j.Tenant, j.ID)
 	if err != nil {
 		log.Error().Err(err).Msg("batch void failed: the job stays en_curso until its decisions are voided")
@@ -731,11 +777,14 @@ func (r *Runner) waitForSpace(j *Job, voided int, log zerolog.Logger) bool {
 	return true
 }
 
-// endStuck records fallido the jobs whose decisions a failed run could
-// not void (endFailed), voiding them first; it reports whether none is
-// left. The caller holds runMu: no job is running, so every en_curso job
-// is one of them (Recover ends those of a process that stopped), but
-// those waiting for space with their decisions voided (waitForSpace).
+// endStuck ends the jobs whose failed run could not save its end
+// (endFailed), voiding them first, for the reason the run met (kept in
+// memory, else in the job's record; errInternal when neither has one):
+// fallido, or waiting for space after a full disk. It reports whether
+// none is left. The caller holds runMu: no job is running, so every
+// en_curso job is one of them (Recover ends those of a process that
+// stopped), but those waiting for space with their decisions voided
+// (waitForSpace).
 func (r *Runner) endStuck() bool {
 	ended := true
 	for _, t := range r.db.Tenants() {
@@ -749,10 +798,7 @@ func (r *Runner) endStuck() bool {
 			if j.Estado != api.EstadoEnCurso || j.WaitsForSpace {
 				continue
 			}
-			reason := j.Error
-			if reason == "" { // its failure was not recorded
-				reason = errInternal
-			}
+			reason := cmp.Or(r.unsaved[j.Tenant+"/"+j.ID], j.Error, errInternal)
 			log := r.log.With().Str("tenant", j.Tenant).Str("job_id", j.ID).Logger()
 			if !r.endFailed(j, reason, log) {
 				ended = false
