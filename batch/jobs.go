@@ -138,6 +138,9 @@ type Runner struct {
 	// saveFault, when set, is called before a job's record is saved
 	// (save) and its error fails the save (tests; nil otherwise).
 	saveFault func(j *Job) error
+	// resumed: the process restarted in place after a write failed for
+	// want of space (RunnerConfig.ResumedAfterFullDisk; Recover).
+	resumed bool
 
 	runMu sync.Mutex // one RunPending at a time
 	// stuck (under runMu): a failed job's decisions could not be voided,
@@ -174,6 +177,14 @@ type RunnerConfig struct {
 	// FS is where result files are written and removed (nil: the
 	// operating system's); tests give one that fails as a full disk does.
 	FS atomicfile.FS
+	// ResumedAfterFullDisk: the process restarted in place after a write
+	// failed inside the store for want of space (serve's restart in
+	// place). A job running then could save neither its failure nor its
+	// wait, so Recover takes a job it finds en_curso with no recorded
+	// reason for one whose run met that full disk: voided, it waits for
+	// space and runs again (waitForSpace), rather than ending fallido as
+	// one a restart interrupted (errRestart).
+	ResumedAfterFullDisk bool
 }
 
 // NewRunner builds a runner; call Recover before Run.
@@ -183,7 +194,7 @@ func NewRunner(c RunnerConfig) *Runner {
 		fsys = atomicfile.OS{}
 	}
 	return &Runner{db: c.DB, eng: c.Engine, voidJob: c.Engine.VoidJob, log: c.Log, dir: c.Dir, fs: fsys, now: c.Now, Signer: c.Signer, hooks: c.Webhooks,
-		unsaved: map[string]string{}, progress: map[string]progress{}, wake: newWaker()}
+		resumed: c.ResumedAfterFullDisk, unsaved: map[string]string{}, progress: map[string]progress{}, wake: newWaker()}
 }
 
 // OnProgress makes the runner call fn, from its own goroutine, every `every`
@@ -420,13 +431,15 @@ func (r *Runner) save(j *Job) error {
 // Recover runs before Run after a start: a job that was running when the
 // process stopped ends fallido with an error that says so, and the
 // decisions it had committed are voided (engine.VoidJob: no caller got
-// them); one whose run met a full disk waits en_curso for space instead;
-// queued jobs stay queued and run. Stale temporary result files and result
-// files of jobs that did not complete are removed. One job or tenant that
-// cannot be recovered does not hold up the others: a job whose decisions
-// cannot be voided stays en_curso, its reason kept, and the next
-// RunPending voids it again (endStuck); the result files are left alone
-// while any tenant's jobs cannot be read. The error joins every failure.
+// them); one whose run met a full disk waits en_curso for space instead,
+// as does, after a restart in place (RunnerConfig.ResumedAfterFullDisk),
+// one that recorded no reason; queued jobs stay queued and run. Stale
+// temporary result files and result files of jobs that did not complete
+// are removed. One job or tenant that cannot be recovered does not hold up
+// the others: a job whose decisions cannot be voided stays en_curso, its
+// reason kept, and the next RunPending voids it again (endStuck); the
+// result files are left alone while any tenant's jobs cannot be read. The
+// error joins every failure.
 func (r *Runner) Recover() error {
 	r.runMu.Lock()
 	defer r.runMu.Unlock()
@@ -479,9 +492,18 @@ func (r *Runner) recoverJob(t *store.Tenant, j *Job) error {
 }
 
 // recoveryReason is why j, found en_curso at a start, stopped running:
-// the reason its failed run recorded (endFailed), else errRestart.
+// the reason its failed run recorded (endFailed); else, after a restart in
+// place (ResumedAfterFullDisk), errDiskFull: the store failed for want of
+// space while j ran, so j could record nothing; else errRestart.
 func (r *Runner) recoveryReason(j *Job) string {
-	return cmp.Or(j.Error, errRestart)
+	switch {
+	case j.Error != "":
+		return j.Error
+	case r.resumed:
+		return errDiskFull
+	default:
+		return errRestart
+	}
 }
 
 // recoverAs ends j as recoverJob does, for reason.
