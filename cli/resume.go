@@ -32,12 +32,23 @@ import (
 // arguments and environment: the same pid, for systemd and for whoever
 // watches it. The API's listening socket goes to the new image (listenFD),
 // so the port never closes; connections made meanwhile wait in its backlog.
+// The new image also learns why it was started (resumedEnv), so that a
+// batch job the full disk stopped waits for space rather than ending as
+// one a restart interrupted (batch.RunnerConfig.ResumedAfterFullDisk).
 // A store failed by another I/O error (EIO, a read-only disk) still needs
 // the operator's restart, as /readyz and the log say.
 
 // listenFDEnv names, for the image serve execs, the API listener's file
 // descriptor and the --addr it was opened for: "FD@ADDR".
 const listenFDEnv = "COUPOND_LISTEN_FD"
+
+// resumedEnv tells the image serve execs why it was started: resumedNoSpace,
+// a restart in place after a write failed for want of space (the only
+// one there is).
+const (
+	resumedEnv     = "COUPOND_RESUMED"
+	resumedNoSpace = "sin_espacio"
+)
 
 // resumeMinFree is the least free space an in-place restart waits for when
 // the reserve is smaller (or 0): opening the store replays the write-ahead
@@ -134,15 +145,35 @@ func serveResuming(ctx context.Context, dataDir string, f serveFlags, logOut io.
 }
 
 // execEnv is the environment of the image serve execs: its own, with
-// listenFDEnv naming fd, the API listener opened for addr.
+// listenFDEnv naming fd, the API listener opened for addr, and resumedEnv
+// saying it restarts after a write failed for want of space.
 func execEnv(fd uintptr, addr string) []string {
 	env := []string{}
 	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, listenFDEnv+"=") {
+		if !strings.HasPrefix(kv, listenFDEnv+"=") && !strings.HasPrefix(kv, resumedEnv+"=") {
 			env = append(env, kv)
 		}
 	}
-	return append(env, fmt.Sprintf("%s=%d@%s", listenFDEnv, fd, addr))
+	return append(env, fmt.Sprintf("%s=%d@%s", listenFDEnv, fd, addr), resumedEnv+"="+resumedNoSpace)
+}
+
+// resumedAfterFullDisk reports whether this image was started by a
+// restart in place after a write failed for want of space (resumedEnv).
+// It reads the variable once and removes it from the environment, so a
+// later exec or child does not inherit it; another value is logged and
+// ignored.
+func resumedAfterFullDisk(log zerolog.Logger) bool {
+	v, ok := os.LookupEnv(resumedEnv)
+	if !ok {
+		return false
+	}
+	os.Unsetenv(resumedEnv)
+	if v != resumedNoSpace {
+		log.Warn().Str(resumedEnv, v).Msg("ignored: not a reason serve restarts in place for")
+		return false
+	}
+	log.Info().Msg("restarted in place after a write failed for want of space: batch jobs it stopped wait for space and run again")
+	return true
 }
 
 // inheritedListener returns the API listener an in-place restart passed

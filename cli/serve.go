@@ -160,7 +160,7 @@ func serve(ctx context.Context, dataDir string, f serveFlags, logOut interface{ 
 	}
 	warnOpenFileLimit(log, f.maxConns)
 	e, err := openEnv(ctx, dataDir, log, serviceOptions{baseURL: f.baseURL, webhookAllowPrivate: f.webhookAllowPrivate, metricsTenantLabel: f.metricsTenantLabel,
-		featuresCache: f.featuresCache, trustedProxies: f.proxies})
+		featuresCache: f.featuresCache, trustedProxies: f.proxies, resumedAfterFullDisk: resumedAfterFullDisk(log)})
 	if err != nil {
 		return err
 	}

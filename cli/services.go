@@ -43,6 +43,10 @@ type serviceOptions struct {
 	// trustedProxies is server.Deps.TrustedProxies, from serve's
 	// --trusted-proxies.
 	trustedProxies []netip.Prefix
+	// resumedAfterFullDisk is batch.RunnerConfig.ResumedAfterFullDisk:
+	// serve restarted itself in place after a write failed for want of
+	// space (resumedEnv).
+	resumedAfterFullDisk bool
 }
 
 func newServices(_ context.Context, e *env, opt serviceOptions) (*services, error) {
@@ -59,7 +63,7 @@ func newServices(_ context.Context, e *env, opt serviceOptions) (*services, erro
 	hooks.CountInto(eng.Counters())
 	runner := batch.NewRunner(batch.RunnerConfig{
 		DB: e.db, Engine: eng, Log: e.log, Dir: e.resultsPath(), Now: e.now,
-		Signer: signer, Webhooks: hooks,
+		Signer: signer, Webhooks: hooks, ResumedAfterFullDisk: opt.resumedAfterFullDisk,
 	})
 	backups := privacy.NewBackups(e.dataDir, e.now, e.log)
 	priv := privacy.New(privacy.Config{DB: e.db, Engine: eng, Secrets: e.secrets, Now: e.now, Log: e.log, Ledger: backups.Ledger})

@@ -1,0 +1,122 @@
+package cli
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/rs/zerolog"
+
+	"github.com/coupond/coupond/api"
+	"github.com/coupond/coupond/batch"
+	"github.com/coupond/coupond/engine"
+	"github.com/coupond/coupond/store"
+)
+
+// TestRestartInPlaceKeepsBatchJob runs the real binary on a data dir
+// holding a batch job en_curso with no recorded reason, as a write failing
+// for want of space leaves the job it stopped. Started by a restart in
+// place (COUPOND_RESUMED, which the restart sets beside COUPOND_LISTEN_FD)
+// serve runs the job again to completado; it ended fallido "interrumpido
+// por un reinicio", although a job that meets a full disk is not lost. Any
+// other start still ends it so.
+func TestRestartInPlaceKeepsBatchJob(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		resumed string // COUPOND_RESUMED; "" unset
+		want    batchJobView
+	}{
+		{"restart in place", resumedNoSpace, batchJobView{Estado: api.EstadoCompletado, Total: 2, Procesados: 2}},
+		{"other start", "", batchJobView{Estado: api.EstadoFallido, Total: 2, Error: "interrumpido por un reinicio del servicio; envíe el lote de nuevo"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dataDir := t.TempDir()
+			id := interruptedJob(t, dataDir)
+			t.Setenv(resumedEnv, tc.resumed)
+			if tc.resumed == "" {
+				os.Unsetenv(resumedEnv) // t.Setenv restores it
+			}
+			in := startServer(t, dataDir)
+			defer in.killIfRunning()
+			out, err := runAdmin(in.bin, dataDir, "batch", "watch", "--tenant", "acme", id, "--progress", "off")
+			if err != nil && !errors.As(err, new(*ExitError)) { // exit 1: the job failed
+				t.Fatalf("batch watch: %v\n%s", err, out)
+			}
+			var got batchJobView
+			if err := json.Unmarshal(out, &got); err != nil {
+				t.Fatalf("batch watch: %v\n%s", err, out)
+			}
+			got = batchJobView{Estado: got.Estado, Error: got.Error, Total: got.Total, Procesados: got.Procesados}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("job after the start (-want +got):\n%s", diff)
+			}
+			in.stop()
+		})
+	}
+}
+
+// interruptedJob makes in dir a sandbox tenant acme with a catalog, a
+// campaign and a batch job of two customers stored en_curso with no
+// reason, as a process stopped while running it leaves it, and returns
+// the job's id. The store is closed again.
+func interruptedJob(t *testing.T, dir string) string {
+	t.Helper()
+	e, now := sandboxEnv(t, dir)
+	defer e.close()
+	if _, err := e.svc.engine.Campaigns.ReplaceCatalog("acme", []engine.Action{{ID: 1, Nombre: "diez", TipoCupon: "T10", CostoEnvioCents: 50,
+		DescuentoMaxCents: 1000, DescuentoPct: 10, Activa: true}}, now); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.svc.engine.Campaigns.PutCampaign("acme", engine.Campaign{ID: "camp1", Canal: "push", Descripcion: "d"}, now); err != nil {
+		t.Fatal(err)
+	}
+	j, err := e.svc.batch.Submit("acme", batch.Submission{CampanaID: "camp1", Clientes: []string{"ana-00000001", "beto-0000002"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	started := now.Add(time.Second)
+	j.Estado, j.IniciadoEn, j.RealIniciadoEn = api.EstadoEnCurso, &started, started
+	b := e.db.NewBatch()
+	defer b.Close()
+	if err := b.SetJSON(store.JobKey("acme", j.ID), j); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	return j.ID
+}
+
+// TestResumedEnv: the image a restart in place execs is told it restarts
+// after a full disk (COUPOND_RESUMED once, whatever serve inherited), and
+// reads it once: the variable is removed, and another value is ignored.
+func TestResumedEnv(t *testing.T) {
+	t.Setenv(resumedEnv, "viejo")
+	var set []string
+	for _, kv := range execEnv(7, "127.0.0.1:1") {
+		if strings.HasPrefix(kv, resumedEnv+"=") || strings.HasPrefix(kv, listenFDEnv+"=") {
+			set = append(set, kv)
+		}
+	}
+	if diff := cmp.Diff([]string{listenFDEnv + "=7@127.0.0.1:1", resumedEnv + "=" + resumedNoSpace}, set); diff != "" {
+		t.Errorf("exec environment (-want +got):\n%s", diff)
+	}
+	for _, tc := range []struct {
+		value string // "" unset
+		want  bool
+	}{{resumedNoSpace, true}, {"viejo", false}, {"", false}} {
+		t.Setenv(resumedEnv, tc.value)
+		if tc.value == "" {
+			os.Unsetenv(resumedEnv)
+		}
+		got := resumedAfterFullDisk(zerolog.Nop())
+		_, left := os.LookupEnv(resumedEnv)
+		if got != tc.want || left {
+			t.Errorf("%s=%q: resumed %v, variable left %v; want %v, removed", resumedEnv, tc.value, got, left, tc.want)
+		}
+	}
+}
