@@ -218,18 +218,14 @@ func percentOf(share float64, n int) string {
 // shares, the value per decision of the caller's rule and the engine, the
 // verdict and its reasons (wrapped).
 func printShadow(w io.Writer, rep *engine.ShadowReport) {
-	fmt.Fprintf(w, "tenant %s: %d shadow decisions\n", rep.Tenant, rep.Decisions)
+	fmt.Fprintf(w, "tenant %s: %s\n", rep.Tenant, plural(rep.Decisions, "shadow decision"))
 	if rep.Damaged > 0 {
-		plural := "s"
-		if rep.Damaged == 1 {
-			plural = ""
-		}
-		fmt.Fprintf(w, "%d decision record%s that did not decode, skipped (admin check lists them)\n", rep.Damaged, plural)
+		fmt.Fprintf(w, "%s that did not decode, skipped (admin check lists them)\n", plural(rep.Damaged, "decision record"))
 	}
 	fmt.Fprintf(w, "confirmed:                %s  (%d; spec: at least 95%%)\n", percentOf(rep.ConfirmedShare, rep.Decisions), rep.Confirmed)
 	fmt.Fprintf(w, "coupons with decision_id: %s  (%d of %d; spec: at least 95%%)\n", percentOf(rep.LabelledShare, int(rep.CouponsReceived)), rep.CouponsLabelled, rep.CouponsReceived)
 	fmt.Fprintf(w, "agreement engine/caller:  %s  (%d compared)\n", percentOf(rep.Agreement, rep.Compared), rep.Compared)
-	fmt.Fprintf(w, "value per decision, MXN with 95%% interval, over %d final rewards:\n", rep.RewardsFinal)
+	fmt.Fprintf(w, "value per decision, MXN with 95%% interval, over %s:\n", plural(rep.RewardsFinal, "final reward"))
 	fmt.Fprintf(w, "  caller rule:          %s\n", measured(rep.CallerRule))
 	fmt.Fprintf(w, "  engine:               %s\n", measured(rep.Engine))
 	fmt.Fprintf(w, "  engine − caller rule: %s\n", measured(rep.Lift))

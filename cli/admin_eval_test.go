@@ -387,6 +387,39 @@ func TestShadowTextFitsHundredColumns(t *testing.T) {
 	}
 }
 
+// TestShadowTextCounts: the shadow report's counts read as English for
+// one as for many ("1 shadow decision", not "1 shadow decisions").
+func TestShadowTextCounts(t *testing.T) {
+	for _, tc := range []struct {
+		decisions, damaged, rewards int
+		want                        []string
+	}{
+		{1, 1, 1, []string{
+			"tenant acme: 1 shadow decision",
+			"1 decision record that did not decode, skipped (admin check lists them)",
+			"value per decision, MXN with 95% interval, over 1 final reward:",
+		}},
+		{2, 3, 0, []string{
+			"tenant acme: 2 shadow decisions",
+			"3 decision records that did not decode, skipped (admin check lists them)",
+			"value per decision, MXN with 95% interval, over 0 final rewards:",
+		}},
+	} {
+		rep := &engine.ShadowReport{Tenant: "acme", Decisions: tc.decisions, Damaged: tc.damaged, RewardsFinal: tc.rewards}
+		var b strings.Builder
+		printShadow(&b, rep)
+		var got []string
+		for line := range strings.Lines(b.String()) {
+			if strings.HasPrefix(line, "tenant ") || strings.Contains(line, "did not decode") || strings.HasPrefix(line, "value per decision") {
+				got = append(got, strings.TrimSuffix(line, "\n"))
+			}
+		}
+		if diff := cmp.Diff(tc.want, got); diff != "" {
+			t.Errorf("%d decisions, %d damaged, %d rewards (-want +got):\n%s", tc.decisions, tc.damaged, tc.rewards, diff)
+		}
+	}
+}
+
 // TestWrapText: words are kept whole, continuation lines indented, and a
 // word longer than the width stands alone.
 func TestWrapText(t *testing.T) {

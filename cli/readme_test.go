@@ -163,7 +163,7 @@ func TestREADMEWalkthrough(t *testing.T) {
 		t.Fatalf("the walkthrough stopped early:\n%s", s)
 	}
 	for _, want := range []string{`"estado_ejecucion":"ejecutada"`, "verified msg_lote_", "Location: /v1/lotes-decision/lote_", "completed in ",
-		`"en_sombra":true`, "tenant acme: 1 shadow decisions", "verdict: not ready to leave shadow mode",
+		`"en_sombra":true`, "tenant acme: 1 shadow decision\n", "1 final reward (needs", "verdict: not ready to leave shadow mode",
 		"Location: /v1/clientes/c-7f3a9b21/exportacion", `"estado":"programado"`} {
 		if !strings.Contains(s, want) {
 			t.Errorf("the walkthrough's output lacks %q", want)

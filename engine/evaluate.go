@@ -489,7 +489,11 @@ func (rep *ShadowReport) judge() {
 		fail("only %.1f%% of coupons carry a decision_id (needs at least 95%%)", 100*rep.LabelledShare)
 	}
 	if rep.RewardsFinal < MinShadowRewards {
-		fail("%d final rewards (needs at least %d for a comparison)", rep.RewardsFinal, MinShadowRewards)
+		noun := "final rewards"
+		if rep.RewardsFinal == 1 {
+			noun = "final reward"
+		}
+		fail("%d %s (needs at least %d for a comparison)", rep.RewardsFinal, noun, MinShadowRewards)
 	} else if !(rep.Lift.Lo > 0) { // a lead within the noise is no proof
 		fail("the engine's estimated value %.2f MXN does not beat the caller's rule %.2f MXN (difference %.2f MXN, 95%% interval [%.2f, %.2f])",
 			centsMXN(rep.Engine.Mean), centsMXN(rep.CallerRule.Mean), centsMXN(rep.Lift.Mean), centsMXN(rep.Lift.Lo), centsMXN(rep.Lift.Hi))

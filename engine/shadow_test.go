@@ -28,6 +28,9 @@ func TestShadowVerdictReasons(t *testing.T) {
 			"only 25.0% of coupons carry a decision_id (needs at least 95%)",
 			"only 50.0% of decisions confirmed (needs at least 95%)",
 		}},
+		{"one final reward", ShadowReport{Decisions: 1, Confirmed: 1, CouponsReceived: 1, CouponsLabelled: 1, RewardsFinal: 1}, []string{
+			"1 final reward (needs at least 200 for a comparison)",
+		}},
 		{"ready", ShadowReport{Decisions: 300, Confirmed: 300, CouponsReceived: 100, CouponsLabelled: 100, RewardsFinal: 250,
 			CallerRule: MeasuredValue{Mean: 1}, Engine: MeasuredValue{Mean: 2}, Lift: MeasuredValue{Mean: 1, Lo: 0.5, Hi: 1.5}}, nil},
 		{"lead within the noise", ShadowReport{Decisions: 300, Confirmed: 300, CouponsReceived: 100, CouponsLabelled: 100, RewardsFinal: 250,
