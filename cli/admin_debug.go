@@ -50,6 +50,9 @@ func pprofCmd(a *app) *cobra.Command {
 			return fmt.Errorf("no coupond serves %s: profiles come from a running server", sock)
 		}
 		conn.Close()
+		if err := serverOwnerError(a.dataDir, sock); err != nil {
+			return err
+		}
 		f, err := atomicfile.Create(outPath, 0o600)
 		if err != nil {
 			return fmt.Errorf("--out: %w", err)

@@ -5,7 +5,10 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"os/user"
 	"path/filepath"
+	"strconv"
+	"strings"
 
 	"github.com/coupond/coupond/store"
 )
@@ -19,11 +22,11 @@ import (
 // by other users. Symbolic links are not followed.
 func prepareDataDir(dir string) error {
 	if err := os.MkdirAll(dir, store.DirMode); err != nil {
-		return fmt.Errorf("data dir: %w", err)
+		return dataDirError(dir, err)
 	}
 	info, err := os.Stat(dir)
 	if err != nil {
-		return fmt.Errorf("data dir: %w", err)
+		return dataDirError(dir, err)
 	}
 	if !info.IsDir() {
 		return fmt.Errorf("data dir %s is not a directory", dir)
@@ -34,7 +37,7 @@ func prepareDataDir(dir string) error {
 	}
 	return filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
-			return fmt.Errorf("data dir: %w", err)
+			return dataDirError(dir, err)
 		}
 		want := store.FileMode
 		switch {
@@ -45,7 +48,7 @@ func prepareDataDir(dir string) error {
 		}
 		info, err := d.Info()
 		if err != nil {
-			return fmt.Errorf("data dir: %w", err)
+			return dataDirError(dir, err)
 		}
 		if info.Mode().Perm() != want {
 			if err := os.Chmod(path, want); err != nil {
@@ -67,4 +70,113 @@ func chmodError(dir, path string, mode, want fs.FileMode, err error) error {
 	return fmt.Errorf("data dir %s: %s has mode %04o and cannot be made %04o, as every file there must be: "+
 		"it belongs to another user (was coupond run as root?); give the data dir back to the user that runs coupond (chown -R USER %s) (%w)",
 		dir, path, mode, want, dir, err)
+}
+
+// orAccessError is accessError's error for err, or err itself.
+func orAccessError(dir string, err error) error {
+	if aerr := accessError(dir, err); aerr != nil {
+		return aerr
+	}
+	return err
+}
+
+// dataDirError is err, met in the data dir dir: accessError's when it is
+// one, else err prefixed with "data dir".
+func dataDirError(dir string, err error) error {
+	if aerr := accessError(dir, err); aerr != nil {
+		return aerr
+	}
+	return fmt.Errorf("data dir: %w", err)
+}
+
+// accessError is the error of a command whose user may not use the data
+// dir dir: err is a permission error on dir, or on a file in it, and that
+// belongs to another user (or dir cannot be reached at all). It is nil for
+// any other err, which the caller reports as it would. The error says who
+// to run the command as, naming dir, and unwraps to err.
+func accessError(dir string, err error) error {
+	if err == nil || !errors.Is(err, fs.ErrPermission) {
+		return nil
+	}
+	path := dir
+	var pe *fs.PathError
+	if errors.As(err, &pe) && within(dir, pe.Path) {
+		path = pe.Path
+	}
+	info, serr := os.Stat(path)
+	if serr != nil && path != dir {
+		path = dir
+		info, serr = os.Stat(dir)
+	}
+	if serr != nil {
+		if !errors.Is(serr, fs.ErrPermission) {
+			return nil
+		}
+		return &dataDirAccessError{dir: dir, path: dir, err: err} // a directory above it shuts this user out
+	}
+	uid, ok := fileOwner(info)
+	if !ok || uid == os.Getuid() {
+		return nil // not a matter of ownership: the caller's error says more
+	}
+	return &dataDirAccessError{dir: dir, path: path, owner: userName(uid), err: err}
+}
+
+// serverOwnerError is the error of an admin command whose user is not the
+// one running the server on dir's admin socket sock (the server would
+// refuse the connection), or nil.
+func serverOwnerError(dir, sock string) error {
+	info, err := os.Stat(sock)
+	if err != nil {
+		return nil
+	}
+	uid, ok := fileOwner(info)
+	if !ok || uid == os.Getuid() {
+		return nil
+	}
+	return &dataDirAccessError{dir: dir, path: sock, owner: userName(uid), server: true}
+}
+
+// userName is uid as sudo -u takes it: the user's name, or #UID.
+func userName(uid int) string {
+	if u, err := user.LookupId(strconv.Itoa(uid)); err == nil && u.Username != "" {
+		return u.Username
+	}
+	return "#" + strconv.Itoa(uid)
+}
+
+// dataDirAccessError says what to run when the user of a command may not
+// use the data dir. It names the data dir and the user to run as, never
+// the system call that failed.
+type dataDirAccessError struct {
+	dir    string
+	path   string // what this user could not open: dir, a file in it, or the admin socket
+	owner  string // path's owner as sudo -u takes it; "" when dir cannot be reached to tell
+	server bool   // path is the admin socket of a server run by owner
+	err    error
+}
+
+func (e *dataDirAccessError) Error() string {
+	runAs := func(who, example string) string {
+		return fmt.Sprintf("run the command as %s, e.g. sudo -u %s coupond admin … --data-dir %s", who, example, e.dir)
+	}
+	switch {
+	case e.owner == "":
+		return fmt.Sprintf("data dir %s cannot be reached by this user (permission denied): %s",
+			e.dir, runAs("the user that owns the data dir", "coupond"))
+	case e.server:
+		return fmt.Sprintf("the coupond serving data dir %s runs as %s and takes admin commands from that user only: %s",
+			e.dir, e.owner, runAs(e.owner, e.owner))
+	case e.path == e.dir:
+		return fmt.Sprintf("data dir %s belongs to %s, and this user cannot open it: %s", e.dir, e.owner, runAs(e.owner, e.owner))
+	}
+	return fmt.Sprintf("data dir %s: %s belongs to %s, and this user cannot open it (was coupond run as %s?): "+
+		"give the data dir back to the user that runs coupond (chown -R USER %s)", e.dir, e.path, e.owner, e.owner, e.dir)
+}
+
+func (e *dataDirAccessError) Unwrap() error { return e.err }
+
+// within reports whether path is dir or lies inside it.
+func within(dir, path string) bool {
+	rel, err := filepath.Rel(filepath.Clean(dir), filepath.Clean(path))
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
 }

@@ -74,6 +74,9 @@ func (a *app) withEnv(cmd *cobra.Command, fn func(e *env) error) error {
 	sock := filepath.Join(a.dataDir, adminSocket)
 	if conn, err := net.DialTimeout("unix", sock, time.Second); err == nil {
 		conn.Close()
+		if err := serverOwnerError(a.dataDir, sock); err != nil {
+			return err
+		}
 		return forwardAdmin(cmd.Context(), sock, a.args, cmd.OutOrStdout(), cmd.ErrOrStderr())
 	}
 	if cmd.Annotations[createsDataDir] == "" {
@@ -189,7 +192,7 @@ func openEnv(ctx context.Context, dataDir string, log zerolog.Logger, opt servic
 	}
 	lock, err := privacy.LockDataDir(dataDir)
 	if err != nil {
-		return nil, err
+		return nil, orAccessError(dataDir, err)
 	}
 	defer func() {
 		if err != nil {
@@ -201,15 +204,15 @@ func openEnv(ctx context.Context, dataDir string, log zerolog.Logger, opt servic
 		log.Warn().Str("removed", filepath.Join(dataDir, left)).Msg("copy of a store or results left by a restore that stopped: removed")
 	}
 	if err != nil {
-		return nil, err
+		return nil, orAccessError(dataDir, err)
 	}
 	secrets, err := store.LoadSecrets(dataDir)
 	if err != nil {
-		return nil, err
+		return nil, orAccessError(dataDir, err)
 	}
 	db, err := store.Open(filepath.Join(dataDir, "db"), nil)
 	if err != nil {
-		return nil, storeOpenError(err, dataDir)
+		return nil, orAccessError(dataDir, storeOpenError(err, dataDir))
 	}
 	db.SetLog(log)
 	e = &env{db: db, secrets: secrets, now: time.Now, log: log, dataDir: dataDir, lock: lock}

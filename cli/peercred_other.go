@@ -2,7 +2,10 @@
 
 package cli
 
-import "net"
+import (
+	"io/fs"
+	"net"
+)
 
 // peerOf cannot learn a peer's credentials on this platform: the socket's
 // 0600 mode is then the only guard, and the audit log records uid -1.
@@ -10,3 +13,6 @@ func peerOf(net.Conn) (peer, error) { return peer{UID: -1, PID: -1}, nil }
 
 // openFileLimit is not known on this platform.
 func openFileLimit() (uint64, bool) { return 0, false }
+
+// fileOwner cannot tell a file's owner on this platform.
+func fileOwner(fs.FileInfo) (uid int, ok bool) { return 0, false }
