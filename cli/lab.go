@@ -51,7 +51,7 @@ coupond lab compare A.json B.json compares two such runs (--json) world by world
 	f.StringVar(&lf.plot, "plot", "", "write the learning curve as an SVG file")
 	f.BoolVar(&lf.asJSON, "json", false, "machine-readable output")
 	f.IntVar(&lf.runs, "runs", 1, "runs with consecutive seeds from --seed, summarised by their mean captures")
-	f.IntVar(&lf.mw.worlds, "worlds", 0, "run N worlds drawn at random (see above) instead of the single world")
+	f.IntVar(&lf.mw.worlds, "worlds", 0, "run N simulated retailers drawn at random (lab --help describes them) instead of the single world")
 	f.StringVar(&lf.mw.seeds, "seeds", "report", "with --worlds: report (seeds 1001..) or tune (seeds 1..)")
 	f.IntVar(&lf.mw.parallel, "parallel", 2, "with --worlds: worlds run at a time")
 	f.StringArrayVar(&lf.mw.set, "set", nil, "with --worlds: change constants of the engine's policy configuration, as Field=value[,Field=value…] (policy.Config's field names, e.g. NeverShare=0.2,GateZ=1.5; the flag may be repeated, and every change applies, in order): to probe a constant on many worlds without editing code")
