@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -50,10 +51,10 @@ const (
 	resumedNoSpace = "sin_espacio"
 )
 
-// resumeMinFree is the least free space an in-place restart waits for when
-// the reserve is smaller (or 0): opening the store replays the write-ahead
-// log into a memtable (64 MB) and writes it out.
-const resumeMinFree = 64 << 20
+// resumeMargin is the free space an in-place restart waits for beyond what
+// reopening the store writes out (resumeNeed): a new MANIFEST, OPTIONS
+// and the tables' overhead.
+const resumeMargin = 4 << 20
 
 // resumeCheck is how often serve looks whether it should restart in place.
 const resumeCheck = time.Second
@@ -72,17 +73,18 @@ type resumeWatch struct {
 
 // due reports whether serve should restart in place now: the store failed
 // for want of space, it can restart itself (store.SpaceStatus.Resumes),
-// and the data dir's disk has the reserve free again, at least
-// resumeMinFree. When its binary cannot be executed (replaced by an
-// upgrade, removed) it logs why once, turns Resumes off, so /readyz says a
-// restart is needed, and answers false from then on.
+// and the data dir's disk has the reserve free again, and at least what
+// reopening the store needs (resumeNeed). When its binary cannot be
+// executed (replaced by an upgrade, removed) it logs why once, turns
+// Resumes off, so /readyz says a restart is needed, and answers false from
+// then on.
 func (w *resumeWatch) due() bool {
 	sp := w.db.Space()
 	if !sp.Failed || !sp.NoSpace || !sp.Resumes {
 		return false
 	}
 	u, err := store.DiskUsage(nil, w.dataDir)
-	if err != nil || u.AvailBytes < max(w.reserve, resumeMinFree) {
+	if err != nil || u.AvailBytes < max(w.reserve, resumeNeed(filepath.Join(w.dataDir, "db"))) {
 		return false
 	}
 	if _, err := selfExecutable(); err != nil {
@@ -93,6 +95,27 @@ func (w *resumeWatch) due() bool {
 	w.log.Warn().Uint64("available_bytes", u.AvailBytes).
 		Msg("disk space is back after a write failed for want of it: restarting in place (same process, the port stays open) to resume writes")
 	return true
+}
+
+// resumeNeed is the free space reopening the store in dbDir needs:
+// replaying its write-ahead logs writes their content out as tables and a
+// new MANIFEST, so the logs' and MANIFESTs' sizes (their length, not the
+// space Pebble preallocated for them, about 70 MB a log, which the reopen
+// reuses or frees), plus resumeMargin. Not a flat bound such as 64 MiB:
+// on a small disk the store's own preallocated logs can keep the free
+// space below it for good.
+func resumeNeed(dbDir string) uint64 {
+	need := uint64(resumeMargin)
+	ents, _ := os.ReadDir(dbDir)
+	for _, e := range ents {
+		if !strings.HasSuffix(e.Name(), ".log") && !strings.HasPrefix(e.Name(), "MANIFEST-") {
+			continue
+		}
+		if info, err := e.Info(); err == nil && info.Mode().IsRegular() {
+			need += uint64(info.Size())
+		}
+	}
+	return need
 }
 
 // selfExecutable is the path of the running binary, or why it cannot be

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -118,5 +119,40 @@ func TestResumedEnv(t *testing.T) {
 		if got != tc.want || left {
 			t.Errorf("%s=%q: resumed %v, variable left %v; want %v, removed", resumedEnv, tc.value, got, left, tc.want)
 		}
+	}
+}
+
+// TestResumeNeed: the free space an in-place restart waits for counts the
+// length of the store's write-ahead logs and MANIFESTs, and no other
+// file. A flat 64 MiB could not be met on a small disk whose free space
+// the store's own preallocated logs keep lower: serve never resumed.
+func TestResumeNeed(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		files map[string]int64 // name → length
+		want  uint64
+	}{
+		{"empty", nil, resumeMargin},
+		{"logs and manifest", map[string]int64{"000004.log": 3 << 20, "000007.log": 1 << 20, "MANIFEST-000005": 1 << 10},
+			resumeMargin + 4<<20 + 1<<10},
+		{"tables and others left out", map[string]int64{"000009.sst": 8 << 20, "OPTIONS-000003": 4 << 10, "LOCK": 0, "marker.manifest.000001.MANIFEST-000005": 0},
+			resumeMargin},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			for name, n := range tc.files {
+				f, err := os.OpenFile(filepath.Join(dir, name), os.O_CREATE|os.O_WRONLY, 0o600)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := f.Truncate(n); err != nil {
+					t.Fatal(err)
+				}
+				f.Close()
+			}
+			if got := resumeNeed(dir); got != tc.want {
+				t.Errorf("resumeNeed = %d, want %d", got, tc.want)
+			}
+		})
 	}
 }
