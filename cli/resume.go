@@ -233,16 +233,23 @@ func inheritedListener(addr string, log zerolog.Logger) net.Listener {
 // dupListener returns a listener on a duplicate of ln's socket: closing
 // it leaves ln open.
 func dupListener(ln net.Listener) (net.Listener, error) {
-	fl, ok := ln.(interface{ File() (*os.File, error) })
-	if !ok {
-		return nil, fmt.Errorf("listener %T has no descriptor", ln)
-	}
-	file, err := fl.File()
+	file, err := listenerFile(ln)
 	if err != nil {
 		return nil, err
 	}
 	defer file.Close()
 	return net.FileListener(file)
+}
+
+// listenerFile returns a duplicate of ln's descriptor (close-on-exec);
+// the caller closes it. Do not call its Fd: that puts the socket, shared
+// with ln, in blocking mode, and ln's Accept could then block its Close.
+func listenerFile(ln net.Listener) (*os.File, error) {
+	fl, ok := ln.(interface{ File() (*os.File, error) })
+	if !ok {
+		return nil, fmt.Errorf("listener %T has no descriptor", ln)
+	}
+	return fl.File()
 }
 
 // running is what serve runs once the store is open: stop ends it.

@@ -3,6 +3,7 @@
 package cli
 
 import (
+	"cmp"
 	"fmt"
 	"net"
 	"os"
@@ -16,17 +17,25 @@ const resumeSupported = true
 // keeps open (FD_CLOEXEC cleared); ln stays open, and closing it leaves
 // the socket listening through the duplicate.
 func listenerForExec(ln net.Listener) (*os.File, error) {
-	fl, ok := ln.(interface{ File() (*os.File, error) })
-	if !ok {
-		return nil, fmt.Errorf("listener %T has no descriptor", ln)
-	}
-	file, err := fl.File()
+	file, err := listenerFile(ln)
 	if err != nil {
 		return nil, err
 	}
-	if _, _, errno := syscall.Syscall(syscall.SYS_FCNTL, file.Fd(), syscall.F_SETFD, 0); errno != 0 {
+	// Through Control, not file.Fd(): Fd would put the socket, which ln
+	// still serves, in blocking mode, and an Accept then waiting in the
+	// kernel would hold the shutdown's Close of ln until a client came.
+	rc, err := file.SyscallConn()
+	if err == nil {
+		cerr := rc.Control(func(fd uintptr) {
+			if _, _, errno := syscall.Syscall(syscall.SYS_FCNTL, fd, syscall.F_SETFD, 0); errno != 0 {
+				err = errno
+			}
+		})
+		err = cmp.Or(err, cerr)
+	}
+	if err != nil {
 		file.Close()
-		return nil, fmt.Errorf("clear close-on-exec: %w", errno)
+		return nil, fmt.Errorf("clear close-on-exec: %w", err)
 	}
 	return file, nil
 }

@@ -113,3 +113,48 @@ func TestWaitingServerOnInherited(t *testing.T) {
 		t.Errorf("/healthz while waiting, then from serve on the same socket (-want +got):\n%s", diff)
 	}
 }
+
+// TestListenerForExecKeepsAccepting: the descriptor a restart in place
+// passes on loses close-on-exec, and the API's socket, which serve still
+// accepts on until its shutdown, stays non-blocking: a blocking one lets
+// an Accept wait in the kernel, and the shutdown's Close of the listener
+// then waits for the next client.
+func TestListenerForExecKeepsAccepting(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	file, err := listenerForExec(ln)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer file.Close()
+	type flags struct{ Nonblocking, CloseOnExec bool }
+	got := flags{
+		Nonblocking: fcntlOf(t, ln.(syscall.Conn), syscall.F_GETFL)&syscall.O_NONBLOCK != 0,
+		CloseOnExec: fcntlOf(t, file, syscall.F_GETFD)&syscall.FD_CLOEXEC != 0,
+	}
+	if diff := cmp.Diff(flags{Nonblocking: true, CloseOnExec: false}, got); diff != "" {
+		t.Errorf("the listener's socket, the passed descriptor (-want +got):\n%s", diff)
+	}
+}
+
+// fcntlOf is fcntl(cmd) of c's descriptor, read without Fd (which would
+// change the socket's blocking mode).
+func fcntlOf(t *testing.T, c syscall.Conn, cmd int) uintptr {
+	t.Helper()
+	rc, err := c.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r uintptr
+	var errno syscall.Errno
+	if err := rc.Control(func(fd uintptr) { r, _, errno = syscall.Syscall(syscall.SYS_FCNTL, fd, uintptr(cmd), 0) }); err != nil {
+		t.Fatal(err)
+	}
+	if errno != 0 {
+		t.Fatal(errno)
+	}
+	return r
+}
