@@ -148,23 +148,44 @@ type resumeInPlace struct {
 func (r *resumeInPlace) Error() string { return "serve stopped to restart in place" }
 
 // serveResuming runs serve and, when it stopped to restart in place, execs
-// the binary again. It returns only if that exec failed: the error says
-// so, and the process ends with it (a supervisor starts it again).
+// the binary again, unless ctx ended meanwhile (resumeInPlace.exec). It
+// returns only if it did not exec: nil for a stop, else an error that
+// says the exec failed, and the process ends with it (a supervisor starts
+// it again).
 func serveResuming(ctx context.Context, dataDir string, f serveFlags, logOut io.Writer) error {
 	err := serve(ctx, dataDir, f, logOut)
 	var r *resumeInPlace
 	if !errors.As(err, &r) {
 		return err
 	}
-	err = execSelf(r.listener, r.addr)
+	err = r.exec(ctx, execSelf)
 	format := f.logFormat
 	if f.jsonLogs {
 		format = "json"
 	}
-	if log, lerr := newLogger(f.logLevel, format, logOut); lerr == nil {
-		log.Error().Err(err).Msg("restart in place failed: coupond stops; start it again")
+	log, lerr := newLogger(f.logLevel, format, logOut)
+	if lerr != nil {
+		log = zerolog.Nop()
 	}
+	if err == nil {
+		log.Info().Msg("stopped: asked to stop while it stopped to restart in place")
+		return nil
+	}
+	log.Error().Err(err).Msg("restart in place failed: coupond stops; start it again")
 	return fmt.Errorf("restart in place: %w", err)
+}
+
+// exec runs execSelf with r's listener, unless ctx ended: a stop signal
+// that came while serve stopped to restart in place then wins, as it
+// would have without the restart (the new image would never learn of
+// it, and its supervisor would wait, then kill it). It closes the
+// listener and returns nil then; else what execSelf returns, on failure.
+func (r *resumeInPlace) exec(ctx context.Context, execSelf func(*os.File, string) error) error {
+	if ctx.Err() != nil {
+		r.listener.Close()
+		return nil
+	}
+	return execSelf(r.listener, r.addr)
 }
 
 // execEnv is the environment of the image serve execs: its own, with

@@ -1,8 +1,10 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -152,6 +154,49 @@ func TestResumeNeed(t *testing.T) {
 			}
 			if got := resumeNeed(dir); got != tc.want {
 				t.Errorf("resumeNeed = %d, want %d", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestResumeExecUnlessStopped: serve that stopped to restart in place
+// execs its binary again, unless a stop signal came meanwhile: then it
+// stops, its listener closed, instead of starting an image that never
+// learns it was asked to stop.
+func TestResumeExecUnlessStopped(t *testing.T) {
+	errExec := errors.New("exec failed")
+	for _, tc := range []struct {
+		name     string
+		stopped  bool
+		want     error
+		wantExec bool
+	}{
+		{"running", false, errExec, true},
+		{"stop signal meanwhile", true, nil, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ln.Close()
+			file, err := listenerFile(ln)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			if tc.stopped {
+				cancel()
+			}
+			execed := false
+			got := (&resumeInPlace{listener: file, addr: "127.0.0.1:1"}).exec(ctx, func(f *os.File, addr string) error {
+				execed = f == file && addr == "127.0.0.1:1"
+				return errExec
+			})
+			closed := errors.Is(file.Close(), os.ErrClosed)
+			if got != tc.want || execed != tc.wantExec || closed != tc.stopped {
+				t.Errorf("exec: %v, execed %v, listener closed %v; want %v, %v, %v", got, execed, closed, tc.want, tc.wantExec, tc.stopped)
 			}
 		})
 	}
