@@ -118,22 +118,26 @@ func resumeNeed(dbDir string) uint64 {
 	return need
 }
 
-// selfExecutable is the path of the running binary, or why it cannot be
-// executed again.
-func selfExecutable() (string, error) {
-	exe, err := os.Executable()
-	if err != nil {
-		return "", err
-	}
-	if strings.HasSuffix(exe, " (deleted)") {
-		return "", fmt.Errorf("the binary %s was replaced or removed since serve started", strings.TrimSuffix(exe, " (deleted)"))
-	}
+// runnableAs returns exe, the path the running binary was started from,
+// when it can be executed again as the same binary: an executable
+// regular file that is still the one running (the file running names,
+// /proc/self/exe on Linux). Else it says why: removed, not executable,
+// or replaced by another file (an upgrade) since serve started, whose
+// image serve must not run as its own.
+func runnableAs(exe, running string) (string, error) {
 	info, err := os.Stat(exe)
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("the binary %s was removed since serve started: %w", exe, err)
 	}
 	if !info.Mode().IsRegular() || info.Mode().Perm()&0o111 == 0 {
 		return "", fmt.Errorf("%s is not an executable file", exe)
+	}
+	self, err := os.Stat(running)
+	if err != nil {
+		return "", err
+	}
+	if !os.SameFile(info, self) {
+		return "", fmt.Errorf("the binary %s was replaced since serve started", exe)
 	}
 	return exe, nil
 }

@@ -40,6 +40,17 @@ func listenerForExec(ln net.Listener) (*os.File, error) {
 	return file, nil
 }
 
+// selfExecutable is the path of the running binary, or why it cannot be
+// executed again (runnableAs). os.Executable names the path it was
+// started from, even once that path names another file.
+func selfExecutable() (string, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return "", err
+	}
+	return runnableAs(exe, "/proc/self/exe")
+}
+
 // execSelf replaces the process's image with its own binary, arguments
 // and environment, passing listener on (listenFDEnv). It returns only on
 // failure.

@@ -158,3 +158,11 @@ func fcntlOf(t *testing.T, c syscall.Conn, cmd int) uintptr {
 	}
 	return r
 }
+
+// TestSelfExecutable: the running test binary, unchanged, can be run
+// again in place (os.Executable and /proc/self/exe name the same file).
+func TestSelfExecutable(t *testing.T) {
+	if _, err := selfExecutable(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -15,6 +15,8 @@ func listenerForExec(net.Listener) (*os.File, error) {
 	return nil, errors.New("restart in place: only on Linux")
 }
 
+func selfExecutable() (string, error) { return "", errors.New("restart in place: only on Linux") }
+
 func execSelf(*os.File, string) error { return errors.New("restart in place: only on Linux") }
 
 func isSocket(int) bool { return false }

@@ -201,3 +201,46 @@ func TestResumeExecUnlessStopped(t *testing.T) {
 		})
 	}
 }
+
+// TestRunnableAs: a restart in place runs its binary again only when the
+// path it started from still names that very file: not once it was
+// removed, made not executable, or replaced by another (an upgrade, whose
+// image must not start as this one). running stands for /proc/self/exe:
+// a second link to the file that runs.
+func TestRunnableAs(t *testing.T) {
+	write := func(path string, mode os.FileMode) {
+		t.Helper()
+		if err := os.WriteFile(path, []byte("#!/bin/true\n"), mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		name   string
+		change func(exe string)
+		want   bool
+	}{
+		{"unchanged", func(string) {}, true},
+		{"replaced", func(exe string) {
+			write(exe+".new", 0o700)
+			if err := os.Rename(exe+".new", exe); err != nil {
+				t.Fatal(err)
+			}
+		}, false},
+		{"removed", func(exe string) { os.Remove(exe) }, false},
+		{"not executable", func(exe string) { os.Chmod(exe, 0o600) }, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			exe, running := filepath.Join(dir, "coupond"), filepath.Join(dir, "running")
+			write(exe, 0o700)
+			if err := os.Link(exe, running); err != nil {
+				t.Fatal(err)
+			}
+			tc.change(exe)
+			got, err := runnableAs(exe, running)
+			if (err == nil) != tc.want || (err == nil && got != exe) {
+				t.Errorf("runnableAs: %q, %v; want runnable %v", got, err, tc.want)
+			}
+		})
+	}
+}
