@@ -45,11 +45,7 @@ func TestInheritedListener(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer ln.Close()
-			file, err := listenerForExec(ln)
-			if err != nil {
-				t.Fatal(err)
-			}
-			fd := file.Fd()
+			fd := rawDup(t, ln) // owned by no *os.File, whose finalizer could close a reused number
 			addr := tc.addr
 			if addr == "" {
 				addr = ln.Addr().String()
@@ -61,8 +57,8 @@ func TestInheritedListener(t *testing.T) {
 			if got != nil {
 				got.Close()
 			}
-			if tc.wantFDOpen || fcntlErr == nil {
-				file.Close()
+			if fcntlErr == nil {
+				syscall.Close(int(fd))
 			}
 			type result struct{ Listener, EnvLeft, FDOpen bool }
 			want := result{tc.wantLn, false, tc.wantFDOpen}
@@ -71,6 +67,33 @@ func TestInheritedListener(t *testing.T) {
 			}
 		})
 	}
+}
+
+// rawDup returns a duplicate of ln's descriptor as a bare number, as an
+// exec'd image finds it: no *os.File owns it.
+func rawDup(t *testing.T, ln net.Listener) uintptr {
+	t.Helper()
+	file, err := listenerForExec(ln)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer file.Close()
+	var fd int
+	var dupErr error
+	if err := withFD(file, func(f uintptr) { fd, dupErr = syscall.Dup(int(f)) }); err != nil || dupErr != nil {
+		t.Fatal(err, dupErr)
+	}
+	return uintptr(fd)
+}
+
+// withFD runs f with file's descriptor, without file.Fd's switch to
+// blocking mode.
+func withFD(file *os.File, f func(fd uintptr)) error {
+	rc, err := file.SyscallConn()
+	if err != nil {
+		return err
+	}
+	return rc.Control(f)
 }
 
 func fcntlGetFD(fd uintptr) (uintptr, error) {
