@@ -377,13 +377,24 @@ func serveUntilStopped(ctx context.Context, httpErr <-chan error, svc *services,
 				return true, nil
 			}
 		case <-flush.C:
-			if err := svc.api.Flush(); err != nil {
-				log.Error().Err(err).Msg("flush counters")
-			}
-			if err := svc.engine.Counters().Flush(); err != nil {
-				log.Error().Err(err).Msg("flush console counters")
-			}
+			flushCounters(svc, log)
 		}
+	}
+}
+
+// flushCounters writes the API's and the console's counters, logging a
+// failure; not while the store refuses every write after a failed one
+// (store.SpaceStatus.Failed, logged when it failed): two error lines every
+// 5 seconds would say nothing new until serve restarts in place.
+func flushCounters(svc *services, log zerolog.Logger) {
+	if svc.env.db.Space().Failed {
+		return
+	}
+	if err := svc.api.Flush(); err != nil {
+		log.Error().Err(err).Msg("flush counters")
+	}
+	if err := svc.engine.Counters().Flush(); err != nil {
+		log.Error().Err(err).Msg("flush console counters")
 	}
 }
 
