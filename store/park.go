@@ -97,11 +97,7 @@ func onRecoveringStack() bool {
 // else fails the store and parks the goroutine (see above). It never
 // returns.
 func (q quietLogger) Fatalf(format string, args ...any) {
-	fatal := &pebbleFatal{msg: fmt.Sprintf("pebble: "+format, args...), args: args}
-	if onRecoveringStack() {
-		panic(fatal)
-	}
-	q.park(fatal)
+	q.stop(&pebbleFatal{msg: fmt.Sprintf("pebble: "+format, args...), args: args})
 }
 
 // listener is the store's Pebble event listener: a flush or compaction
@@ -120,7 +116,13 @@ func (q quietLogger) shortOfSpace(op string, err error) {
 	if !isNoSpace(err) {
 		return
 	}
-	fatal := &pebbleFatal{msg: fmt.Sprintf("pebble: %s failed: %v", op, err), args: []any{err}}
+	q.stop(&pebbleFatal{msg: fmt.Sprintf("pebble: %s failed: %v", op, err), args: []any{err}})
+}
+
+// stop ends the calling goroutine's task for fatal: a panic under
+// recovering, which turns it into the caller's error; anywhere else park.
+// It never returns.
+func (q quietLogger) stop(fatal *pebbleFatal) {
 	if onRecoveringStack() {
 		panic(fatal)
 	}
