@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 )
 
 // SetHeaders sets on r what every API call of the tests carries: the JSON
@@ -32,9 +33,10 @@ func SetHeaders(r *http.Request, hasBody bool, token string, hdr ...string) {
 }
 
 // Do sends method url with body (nil: none; a string or []byte as it is;
-// anything else as JSON), the token and hdr (see SetHeaders) through
-// http.DefaultClient, and returns the answer; a request that cannot be
-// built or sent fails tb.
+// anything else as JSON), the token and hdr (see SetHeaders), and returns
+// the answer; a request that cannot be built or sent, or whose answer
+// does not come within doTimeout, fails tb (a server that hangs fails the
+// test instead of holding it until go test's own timeout).
 func Do(tb testing.TB, method, url, token string, body any, hdr ...string) *http.Response {
 	tb.Helper()
 	var rd io.Reader
@@ -56,12 +58,15 @@ func Do(tb testing.TB, method, url, token string, body any, hdr ...string) *http
 		tb.Fatal(err)
 	}
 	SetHeaders(req, body != nil, token, hdr...)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := (&http.Client{Timeout: doTimeout}).Do(req)
 	if err != nil {
 		tb.Fatal(err)
 	}
 	return resp
 }
+
+// doTimeout bounds one request of Do, its body's reading included.
+const doTimeout = time.Minute
 
 // Object reads and closes resp's body and returns it decoded when it is a
 // JSON object (nil otherwise); a body that starts as an object but is not
