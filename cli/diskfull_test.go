@@ -75,10 +75,14 @@ func dbFiles(t *testing.T, dir string) map[string]int64 {
 // restart on a full disk neither spins nor writes files, answers /healthz
 // meanwhile and opens the store once space comes back.
 func TestFullDisk(t *testing.T) {
-	mnt := mountSmallFS(t, "96m")
+	// The reserve is larger than a write-ahead log's preallocation (about
+	// 70 MB), as the default's 1 GiB is: a new log preallocated in less
+	// free space than that takes it all for a moment, and a background
+	// write meeting that (a compaction's MANIFEST) stops the store.
+	mnt := mountSmallFS(t, "400m")
 	dataDir := filepath.Join(mnt, "data")
-	const reserve = 24 << 20
-	in := startServer(t, dataDir, "--disk-reserve", "24MiB")
+	const reserve = 200 << 20
+	in := startServer(t, dataDir, "--disk-reserve", "200MiB")
 	defer in.killIfRunning()
 	_, tok := setupDataTenant(t, in, "acme")
 	const ana = "ana-00000001"
@@ -127,7 +131,7 @@ func TestFullDisk(t *testing.T) {
 	// Restart on a full disk: no spin, no files, /healthz answers.
 	fillTo(t, mnt, "filler", reserve/2)
 	before := dbFiles(t, filepath.Join(dataDir, "db"))
-	args := []string{"serve", "--data-dir", dataDir, "--addr", in.addr, "--disk-reserve", "24MiB"}
+	args := []string{"serve", "--data-dir", dataDir, "--addr", in.addr, "--disk-reserve", "200MiB"}
 	in.cmd = exec.Command(in.bin, args...)
 	in.cmd.Stdout, in.cmd.Stderr = in.logs, in.logs
 	in.logs.Reset()
