@@ -163,11 +163,16 @@ func TestREADMEWalkthrough(t *testing.T) {
 		t.Fatalf("the walkthrough stopped early:\n%s", s)
 	}
 	for _, want := range []string{`"estado_ejecucion":"ejecutada"`, "verified msg_lote_", "Location: /v1/lotes-decision/lote_", "completed in ",
-		`"en_sombra":true`, "tenant acme: 1 shadow decision\n", "1 final reward (needs", "verdict: not ready to leave shadow mode",
+		`"en_sombra":true`, "tenant acme: 1 shadow decision\n", "verdict: not ready to leave shadow mode",
 		"Location: /v1/clientes/c-7f3a9b21/exportacion", `"estado":"programado"`} {
 		if !strings.Contains(s, want) {
 			t.Errorf("the walkthrough's output lacks %q", want)
 		}
+	}
+	// The shadow decision is drawn too: in the control group it is left
+	// out of the final rewards.
+	if !shadowRewardsRE.MatchString(s) {
+		t.Errorf("the walkthrough's output lacks the shadow verdict's count (%s)", shadowRewardsRE)
 	}
 	// The batch's decisions are drawn: any number of its 3 lines may send.
 	if !batchDoneRE.MatchString(s) {
@@ -245,6 +250,9 @@ func jsonLines(text string) string {
 // walkthroughEpilogue stops what the walkthrough left running if it failed
 // half-way (the last block stops the server itself).
 const walkthroughEpilogue = "\nkill $(jobs -p) 2>/dev/null || true\n"
+
+// shadowRewardsRE is the shadow verdict's count of its one decision.
+var shadowRewardsRE = regexp.MustCompile(`\n  - (1 final reward|0 final rewards) \(needs`)
 
 var batchDoneRE = regexp.MustCompile(`completed in [^:]+: 3 lines, [0-3] sends`)
 
