@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -167,6 +168,94 @@ func TestConfirmDuringLearnerPassKept(t *testing.T) {
 	}
 	if got := [2]any{r.Estado, r.Recompensa != nil}; got != [2]any{EstadoEjecutada, true} {
 		t.Errorf("record estado %q, reward final %v; want ejecutada with its reward", r.Estado, r.Recompensa != nil)
+	}
+}
+
+// TestConfirmCommittedAfterPassReadKept: a confirmation that read the
+// clock, under its customer's lock, before the decision's reward fell due
+// does not wait for a learner pass, and may commit after a pass that
+// started meanwhile read the record as pending. The pass wrote back the
+// record it read: the rejection was undone (the decision pending again)
+// and the send it gave back counted again by the record, not by the
+// budget. Setting the tenant clock back in the pass stands in for that
+// confirmation: it is not due by its clock.
+func TestConfirmCommittedAfterPassReadKept(t *testing.T) {
+	e, db := newTestEngine(t, 1, func(s *store.Settings) { s.RewardWindow, s.RewardGrace = time.Hour, 0 })
+	id := campaignSends(t, e, 5, 1)[0]
+	advance(t, db, 2*time.Hour)
+	var confirmErr error
+	e.Learner.beforeCommit = func() {
+		e.Learner.beforeCommit = nil
+		advance(t, db, -90*time.Minute)
+		_, confirmErr = e.Confirm("acme", id, Confirmation{MotivoRechazo: "no"})
+		advance(t, db, 90*time.Minute)
+	}
+	st, err := e.Learner.Learn("acme")
+	if err != nil || confirmErr != nil {
+		t.Fatalf("pass: %v; confirmation: %v", err, confirmErr)
+	}
+	if st.Requeued != 1 {
+		t.Errorf("pass requeued %d entries, want 1: the confirmed record waits for the next pass", st.Requeued)
+	}
+	advance(t, db, time.Second)
+	if _, err := e.Learner.Learn("acme"); err != nil {
+		t.Fatal(err)
+	}
+	r, err := e.DecisionByID("acme", id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := [2]any{r.Estado, r.Recompensa != nil}; got != [2]any{EstadoRechazada, true} {
+		t.Errorf("record estado %q, reward final %v; want rechazada with its reward", r.Estado, r.Recompensa != nil)
+	}
+	if diff := cmp.Diff(budget{}, storedBudget(t, db)); diff != "" {
+		t.Errorf("stored budget (-want +got):\n%s", diff)
+	}
+}
+
+// TestConfirmWaitsForPassWhenRewardFallsDue: a confirmation reads the
+// clock before its locks and again under its customer's lock. When the
+// decision's reward fell due in between, a learner pass may have started
+// and read the record: the confirmation must wait for the pass (here, the
+// learner lock the test holds), or the pass's commit undoes it.
+func TestConfirmWaitsForPassWhenRewardFallsDue(t *testing.T) {
+	e, db := newTestEngine(t, 1, func(s *store.Settings) { s.RewardWindow, s.RewardGrace = time.Hour, 0 })
+	d, err := e.Decide("acme", Request{ClienteRef: "falls-due", Canal: "push"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.UpdateTenant("acme", func(t *store.Tenant) error { t.Sandbox = false; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	var reads atomic.Int64 // the engine clock: 30 minutes after the decision at the first read, 2 h 30 after
+	e.now = func() time.Time {
+		if reads.Add(1) == 1 {
+			return t0.Add(30 * time.Minute)
+		}
+		return t0.Add(150 * time.Minute)
+	}
+	ts, err := e.state("acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts.learnMu.Lock() // a pass under way
+	confirmed := make(chan error, 1)
+	go func() {
+		_, err := e.Confirm("acme", d.DecisionID, Confirmation{Ejecutada: true})
+		confirmed <- err
+	}()
+	select {
+	case err := <-confirmed:
+		ts.learnMu.Unlock()
+		t.Fatalf("the confirmation did not wait for the learner pass (err %v)", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	ts.learnMu.Unlock()
+	if err := <-confirmed; err != nil {
+		t.Fatalf("confirmation: %v", err)
+	}
+	if reads.Load() < 2 {
+		t.Fatalf("the confirmation read the clock %d times, want 2: the test no longer moves it between them", reads.Load())
 	}
 }
 

@@ -93,6 +93,26 @@ func (e *Engine) Confirm(tenant, id string, c Confirmation) (string, error) {
 	if err := c.checkTimes(); err != nil {
 		return "", err
 	}
+	estado, err := e.confirmOnce(ts, tenant, id, nonce, c, false)
+	if errors.Is(err, errRewardDue) {
+		estado, err = e.confirmOnce(ts, tenant, id, nonce, c, true)
+	}
+	return estado, err
+}
+
+// errRewardDue is confirmOnce's answer when the decision's reward fell due
+// while it waited for the customer's lock, without the learner lock held.
+var errRewardDue = errors.New("engine: reward due during the confirmation")
+
+// confirmOnce is Confirm after its checks. When the decision's reward is
+// due (its window and grace passed by the tenant clock), a learner pass may
+// write back the record it read, so the confirmation waits for the pass
+// (ts.learnMu), or it would be lost, and its budget given back for a
+// record the pass stored pending again. Due is judged by the clock read
+// before the locks and again under the customer's lock: the clock moves on
+// meanwhile, and a pass that started since reads past the reward's due
+// time; then errRewardDue, and Confirm tries again with waitLearner.
+func (e *Engine) confirmOnce(ts *tenantState, tenant, id, nonce string, c Confirmation, waitLearner bool) (string, error) {
 	r, err := e.loadDecision(tenant, nonce)
 	if err != nil {
 		return "", err
@@ -101,9 +121,10 @@ func (e *Engine) Confirm(tenant, id string, c Confirmation) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if !now.Before(r.At.Add(t.Settings.RewardWindow + t.Settings.RewardGrace)) {
-		// The reward is due (a window and grace shorter than caduca_en):
-		// a learner pass writes back the record it read, so wait for it.
+	due := func(t *store.Tenant, now time.Time) bool {
+		return !now.Before(r.At.Add(t.Settings.RewardWindow + t.Settings.RewardGrace))
+	}
+	if waitLearner = waitLearner || due(t, now); waitLearner {
 		ts.learnMu.Lock()
 		defer ts.learnMu.Unlock()
 	}
@@ -120,11 +141,14 @@ func (e *Engine) Confirm(tenant, id string, c Confirmation) (string, error) {
 	if r.Estado != EstadoPendiente || r.EnRespaldo {
 		return "", ErrAlreadyConfirmed
 	}
-	if _, now, err = e.tenantNow(tenant); err != nil {
+	if t, now, err = e.tenantNow(tenant); err != nil {
 		return "", err
 	}
 	if now.After(r.CaducaEn) {
 		return "", ErrDecisionExpired
+	}
+	if !waitLearner && due(t, now) {
+		return "", errRewardDue
 	}
 	c.applyTo(r, now)
 	released, sent, err := e.Campaigns.confirmedSends(ts, tenant, r)

@@ -118,6 +118,9 @@ func (e *Learner) Learn(tenant string) (LearnStats, error) {
 	if err := p.releaseExpired(); err != nil {
 		return st, err
 	}
+	if err := p.settleUnconfirmed(b); err != nil {
+		return st, err
+	}
 	if err := e.campaigns.commitBudgets(ts, tenant, b, nil, p.released); err != nil {
 		return st, err
 	}
@@ -206,6 +209,8 @@ type learnPass struct {
 	gen      uint64            // the generation refit stored the model as
 	released Releases          // the sends the pass gave back
 	expired  []*DecisionRecord // expiry entries' sends read as pending (releaseExpired)
+	// unconfirmed: rewards of records read as pending (settleUnconfirmed).
+	unconfirmed []unconfirmedReward
 	// discountsKnown: the tenant has reported redemptions (CUPON_REDIMIDO)
 	// or its catalog has no discount to redeem, so a window's discounts are
 	// known; until then the model learns from the reward itself (its
@@ -382,9 +387,12 @@ func (p *learnPass) apply(b *store.Batch, w dueEntry, ld dueLoad) error {
 	reward, out := p.e.reward(p.t, r, ld.win)
 	out.Full = out.Full && p.discountsKnown
 	r.Recompensa = &reward
-	switch {
-	case r.Estado == EstadoPendiente:
+	if r.Estado == EstadoPendiente {
 		st.Unconfirmed++
+		p.unconfirmed = append(p.unconfirmed, unconfirmedReward{r, w.key}) // stored by settleUnconfirmed
+		return nil
+	}
+	switch {
 	case r.Estado == EstadoModificada:
 		st.Modified++
 	case r.EnControl:
@@ -438,6 +446,44 @@ func (p *learnPass) releaseExpired() error {
 		if pendingSend(cur) {
 			p.released.add(cur)
 			p.st.Released++
+		}
+	}
+	return nil
+}
+
+// unconfirmedReward is the final reward of a record apply read as
+// pending, in rec, and the queue entry it came from.
+type unconfirmedReward struct {
+	rec *DecisionRecord
+	key []byte
+}
+
+// settleUnconfirmed stores, in b, the rewards of the records apply read as
+// pending, each read again under its customer's lock just before the pass
+// commits, as releaseExpired does. A confirmation may have committed since
+// the pass read the record, which then no longer is pending: storing the
+// record read would undo the confirmation (and count again the send a
+// rejection gave back), so the record is left as it is and its queue entry
+// written back, for a later pass to learn from its confirmation. One that
+// takes the lock after the read reads the clock after the pass did, past
+// the reward's due time, and waits for the pass (Confirm). A record gone
+// meanwhile (quarantined) is left out.
+func (p *learnPass) settleUnconfirmed(b *store.Batch) error {
+	for _, u := range p.unconfirmed {
+		lock := p.ts.custLock(p.e.seed, u.rec.ClienteRef)
+		lock.Lock()
+		cur, err := p.e.loadDecision(p.tenant, u.rec.Nonce)
+		lock.Unlock()
+		switch {
+		case errors.Is(err, ErrNotFound):
+		case err != nil:
+			return err
+		case cur.Estado != EstadoPendiente:
+			b.Set(u.key, nil)
+			p.st.Unconfirmed--
+			p.st.Requeued++
+		default:
+			putRecord(b, p.tenant, u.rec)
 		}
 	}
 	return nil
