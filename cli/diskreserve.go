@@ -62,6 +62,21 @@ func diskReserve(spec, dir string) (reserve, avail uint64, known bool, err error
 	return n, u.AvailBytes, true, nil
 }
 
+// smallReserve is the least reserve that covers what the store writes
+// without asking: a new write-ahead log preallocates about 70 MB (1.1 times
+// the memtable), and a flush or compaction that then finds the disk full
+// stops the store until a restart.
+const smallReserve = 128 << 20
+
+// warnSmallReserve logs a warning when reserve is set (not 0) below
+// smallReserve.
+func warnSmallReserve(log zerolog.Logger, reserve uint64) {
+	if reserve > 0 && reserve < smallReserve {
+		log.Warn().Uint64("disk_reserve_bytes", reserve).Uint64("advised_bytes", smallReserve).
+			Msg("disk reserve under 128 MiB: a new write-ahead log preallocates about 70 MB, so a disk filling up can stop the store before writes answer 503 almacenamiento_lleno; raise --disk-reserve")
+	}
+}
+
 // spacePoll is how often serve re-reads the free space while it waits for
 // it at start.
 const spacePoll = time.Second

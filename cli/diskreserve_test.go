@@ -1,6 +1,12 @@
 package cli
 
-import "testing"
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/rs/zerolog"
+)
 
 func TestParseSize(t *testing.T) {
 	for _, tc := range []struct {
@@ -16,6 +22,21 @@ func TestParseSize(t *testing.T) {
 		got, auto, err := parseSize(tc.in)
 		if (err != nil) != tc.bad || got != tc.want || auto != tc.auto {
 			t.Errorf("parseSize(%q) = %d, %v, %v; want %d, %v, error %v", tc.in, got, auto, err, tc.want, tc.auto, tc.bad)
+		}
+	}
+}
+
+// TestWarnSmallReserve: a reserve set under what a new write-ahead log
+// preallocates is logged as a warning; none (0) and enough are not.
+func TestWarnSmallReserve(t *testing.T) {
+	for _, tc := range []struct {
+		reserve uint64
+		warn    bool
+	}{{0, false}, {1 << 20, true}, {64 << 20, true}, {128 << 20, false}, {1 << 30, false}} {
+		var buf bytes.Buffer
+		warnSmallReserve(zerolog.New(&buf), tc.reserve)
+		if got := strings.Contains(buf.String(), `"level":"warn"`); got != tc.warn {
+			t.Errorf("reserve %d: warned %v, want %v (log %q)", tc.reserve, got, tc.warn, buf.String())
 		}
 	}
 }
