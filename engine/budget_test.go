@@ -177,17 +177,24 @@ func TestConfirmDuringLearnerPassKept(t *testing.T) {
 // started meanwhile read the record as pending. The pass wrote back the
 // record it read: the rejection was undone (the decision pending again)
 // and the send it gave back counted again by the record, not by the
-// budget. Setting the tenant clock back in the pass stands in for that
-// confirmation: it is not due by its clock.
+// budget. Setting the tenant clock back in the pass, and hiding the pass
+// under way (learnView), stands in for that confirmation: it is not due by
+// its clock, and it took its lock before the pass began.
 func TestConfirmCommittedAfterPassReadKept(t *testing.T) {
 	e, db := newTestEngine(t, 1, func(s *store.Settings) { s.RewardWindow, s.RewardGrace = time.Hour, 0 })
 	id := campaignSends(t, e, 5, 1)[0]
 	advance(t, db, 2*time.Hour)
+	ts, err := e.state("acme")
+	if err != nil {
+		t.Fatal(err)
+	}
 	var confirmErr error
 	e.Learner.beforeCommit = func() {
 		e.Learner.beforeCommit = nil
 		advance(t, db, -90*time.Minute)
+		view := ts.learnView.Swap(nil)
 		_, confirmErr = e.Confirm("acme", id, Confirmation{MotivoRechazo: "no"})
+		ts.learnView.Store(view)
 		advance(t, db, 90*time.Minute)
 	}
 	st, err := e.Learner.Learn("acme")
@@ -207,6 +214,56 @@ func TestConfirmCommittedAfterPassReadKept(t *testing.T) {
 	}
 	if got := [2]any{r.Estado, r.Recompensa != nil}; got != [2]any{EstadoRechazada, true} {
 		t.Errorf("record estado %q, reward final %v; want rechazada with its reward", r.Estado, r.Recompensa != nil)
+	}
+	if diff := cmp.Diff(budget{}, storedBudget(t, db)); diff != "" {
+		t.Errorf("stored budget (-want +got):\n%s", diff)
+	}
+}
+
+// TestConfirmAfterSettleWithWiderWindowKept: a learner pass reads the
+// records it makes final as pending, then again under their customers'
+// locks just before its commit (settleUnconfirmed), and writes back those
+// still pending. A confirmation that takes the lock after that read must
+// wait for the pass, or the pass's commit undoes it (and counts again the
+// send a rejection gave back). Judged by the clock and settings the
+// confirmation reads, the reward was not due: the operator widened the
+// reward window after the pass read the tenant's. The confirmation is
+// tried once without waiting (confirmOnce), as Confirm first tries it.
+func TestConfirmAfterSettleWithWiderWindowKept(t *testing.T) {
+	e, db := newTestEngine(t, 1, func(s *store.Settings) { s.RewardWindow, s.RewardGrace = time.Hour, 0 })
+	id := campaignSends(t, e, 5, 1)[0]
+	advance(t, db, 2*time.Hour)
+	ts, err := e.state("acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	nonce, _ := e.ids.parse("acme", id)
+	c := Confirmation{MotivoRechazo: "no"}
+	var duringPass error
+	e.Learner.afterSettle = func() {
+		e.Learner.afterSettle = nil
+		if _, err := db.UpdateTenant("acme", func(t *store.Tenant) error { t.Settings.RewardWindow = 24 * time.Hour; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		_, duringPass = e.confirmOnce(ts, "acme", id, nonce, c, false)
+	}
+	if _, err := e.Learner.Learn("acme"); err != nil {
+		t.Fatal(err)
+	}
+	if !errors.Is(duringPass, errRewardDue) {
+		t.Errorf("confirmation during the pass, after its settle: %v, want errRewardDue (wait for the pass)", duringPass)
+	}
+	if errors.Is(duringPass, errRewardDue) {
+		if _, err := e.Confirm("acme", id, c); err != nil {
+			t.Fatalf("confirmation after the pass: %v", err)
+		}
+	}
+	r, err := e.DecisionByID("acme", id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Estado != EstadoRechazada {
+		t.Errorf("record estado %q, want rechazada: the pass undid the confirmation", r.Estado)
 	}
 	if diff := cmp.Diff(budget{}, storedBudget(t, db)); diff != "" {
 		t.Errorf("stored budget (-want +got):\n%s", diff)

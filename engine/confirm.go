@@ -101,7 +101,8 @@ func (e *Engine) Confirm(tenant, id string, c Confirmation) (string, error) {
 }
 
 // errRewardDue is confirmOnce's answer when the decision's reward fell due
-// while it waited for the customer's lock, without the learner lock held.
+// while it waited for the customer's lock, or a learner pass under way
+// sees it due, without the learner lock held.
 var errRewardDue = errors.New("engine: reward due during the confirmation")
 
 // confirmOnce is Confirm after its checks. When the decision's reward is
@@ -111,7 +112,10 @@ var errRewardDue = errors.New("engine: reward due during the confirmation")
 // record the pass stored pending again. Due is judged by the clock read
 // before the locks and again under the customer's lock: the clock moves on
 // meanwhile, and a pass that started since reads past the reward's due
-// time; then errRewardDue, and Confirm tries again with waitLearner.
+// time; then errRewardDue, and Confirm tries again with waitLearner. So
+// it is when the pass under way sees the reward due by its own clock and
+// settings (tenantState.learnView): the operator may have widened the
+// reward window since the pass read it, or set the sandbox clock back.
 func (e *Engine) confirmOnce(ts *tenantState, tenant, id, nonce string, c Confirmation, waitLearner bool) (string, error) {
 	r, err := e.loadDecision(tenant, nonce)
 	if err != nil {
@@ -147,7 +151,7 @@ func (e *Engine) confirmOnce(ts *tenantState, tenant, id, nonce string, c Confir
 	if now.After(r.CaducaEn) {
 		return "", ErrDecisionExpired
 	}
-	if !waitLearner && due(t, now) {
+	if !waitLearner && (due(t, now) || ts.learnView.Load().due(r.At)) {
 		return "", errRewardDue
 	}
 	c.applyTo(r, now)

@@ -124,6 +124,9 @@ type tenantState struct {
 	// learnCursor (under learnMu): the reward queue key the next learner
 	// pass starts at (see Learn).
 	learnCursor []byte
+	// learnView: how the learner pass under way (none: nil) judges a
+	// reward due; a confirmation of a reward it sees due waits for it.
+	learnView atomic.Pointer[learnView]
 
 	budgetMu  sync.Mutex
 	campaigns map[string]*Campaign // nil value: known not to exist

@@ -80,6 +80,8 @@ func (e *Learner) Learn(tenant string) (LearnStats, error) {
 	}
 	ts.learnMu.Lock()
 	defer ts.learnMu.Unlock()
+	ts.learnView.Store(&learnView{now: now, span: t.Settings.RewardWindow + t.Settings.RewardGrace})
+	defer ts.learnView.Store(nil)
 
 	work, err := e.dueEntries(ts, tenant, now)
 	if err != nil || len(work) == 0 {
@@ -121,6 +123,9 @@ func (e *Learner) Learn(tenant string) (LearnStats, error) {
 	if err := p.settleUnconfirmed(b); err != nil {
 		return st, err
 	}
+	if e.afterSettle != nil {
+		e.afterSettle()
+	}
 	if err := e.campaigns.commitBudgets(ts, tenant, b, nil, p.released); err != nil {
 		return st, err
 	}
@@ -138,6 +143,22 @@ func (e *Learner) Learn(tenant string) (LearnStats, error) {
 	}
 	return st, nil
 }
+
+// learnView is how a learner pass judges a reward due: by the tenant
+// clock at its start and the reward window and grace it read then (apply).
+// A confirmation reads its own clock and settings, which the operator may
+// have changed since (a wider window, the sandbox clock set back): it
+// waits for the pass when the pass sees the reward due (confirmOnce), or
+// the pass could write back, pending, a record it read again before the
+// confirmation (settleUnconfirmed).
+type learnView struct {
+	now  time.Time
+	span time.Duration // reward window + grace
+}
+
+// due reports whether the pass v (nil: none under way) makes final the
+// reward of a decision made at at.
+func (v *learnView) due(at time.Time) bool { return v != nil && !v.now.Before(at.Add(v.span)) }
 
 // dueEntry is one learner queue entry come due.
 type dueEntry struct {
@@ -465,8 +486,8 @@ type unconfirmedReward struct {
 // record read would undo the confirmation (and count again the send a
 // rejection gave back), so the record is left as it is and its queue entry
 // written back, for a later pass to learn from its confirmation. One that
-// takes the lock after the read reads the clock after the pass did, past
-// the reward's due time, and waits for the pass (Confirm). A record gone
+// takes the lock after the read sees the pass under way, which sees the
+// reward due, and waits for it (Confirm, learnView). A record gone
 // meanwhile (quarantined) is left out.
 func (p *learnPass) settleUnconfirmed(b *store.Batch) error {
 	for _, u := range p.unconfirmed {
@@ -743,4 +764,7 @@ type Learner struct {
 	// beforeCommit, when set (tests), runs after a pass has applied its
 	// entries, before it commits them.
 	beforeCommit func()
+	// afterSettle, when set (tests), runs after a pass has read again the
+	// records it writes back (settleUnconfirmed), before it commits.
+	afterSettle func()
 }
