@@ -155,8 +155,9 @@ type CheckStats struct {
 // Check decodes every record of tenant (every tenant when tenant is "")
 // with the decoders the readers use and reports the ones that fail; with
 // repair it moves them to quarantine (a feature record is replaced by the
-// features rebuilt from the customer's events, repairFeatures). Records
-// are read from a consistent snapshot.
+// features rebuilt from the customer's events, repairFeatures), each only
+// if it still holds what the snapshot held (stillStored). Records are read
+// from a consistent snapshot.
 func (e *Quarantine) Check(tenant string, repair bool) (*CheckStats, error) {
 	st := &CheckStats{Damaged: []DamagedRecord{}, Quarantined: []DamagedRecord{}}
 	var tenants []string
@@ -200,10 +201,17 @@ func (e *Quarantine) Check(tenant string, repair bool) (*CheckStats, error) {
 		if !repair {
 			continue
 		}
+		if e.afterScan != nil {
+			e.afterScan()
+		}
 		for i, f := range found {
 			move := e.quarantine
 			if store.KindOf(id, f.key) == store.KindFeatures {
 				move = e.repairFeatures
+			} else if same, err := e.stillStored(f.key, f.val); err != nil {
+				return st, fmt.Errorf("repair: %w", err)
+			} else if !same {
+				continue
 			}
 			if err := move(id, f.key, f.val, causes[i]); err != nil {
 				return st, fmt.Errorf("repair: %w", err)
@@ -212,6 +220,20 @@ func (e *Quarantine) Check(tenant string, repair bool) (*CheckStats, error) {
 		}
 	}
 	return st, nil
+}
+
+// stillStored reports whether key still holds v, the damaged value Check
+// read from its snapshot. A record rewritten since (a reader met it,
+// quarantined it, and its writer stored a good one: a campaign or the
+// catalog put again, a customer state rebuilt) or gone is not repaired:
+// deleting it would lose that write. The window left is that of this read
+// and the repair's commit, against the whole scan's before.
+func (e *Quarantine) stillStored(key, v []byte) (bool, error) {
+	cur, err := e.db.Get(key)
+	if errors.Is(err, store.ErrNotFound) {
+		return false, nil
+	}
+	return err == nil && bytes.Equal(cur, v), err
 }
 
 // checkStored decodes the value v stored at key of tenant with the decoder
@@ -413,4 +435,9 @@ func idByte(c byte) bool {
 
 // Quarantine lists, counts and checks damaged records: what readers moved
 // aside (Quarantined), and a whole-store decode with repair (Check).
-type Quarantine struct{ *core }
+type Quarantine struct {
+	*core
+	// afterScan, when set (tests), runs after Check has scanned a tenant,
+	// before it repairs what it found.
+	afterScan func()
+}

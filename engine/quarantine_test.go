@@ -116,6 +116,62 @@ func TestCheckRepairThenReadersComplete(t *testing.T) {
 	// privacy (TestExportAndDeletionAfterRepair).
 }
 
+// TestCheckRepairKeepsRecordsRewritten: admin check --repair scans a
+// snapshot, then moves what it found damaged. A record rewritten since,
+// good (a campaign or the catalog put again, after a reader quarantined
+// the damaged one), is left as it is: the repair deleted the acknowledged
+// PUT, which an engine started again then no longer had.
+func TestCheckRepairKeepsRecordsRewritten(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		key     []byte
+		rewrite func(t *testing.T, e *Engine)
+		check   func(t *testing.T, e *Engine)
+	}{
+		{"campaign", store.CampaignKey("acme", "c1"),
+			func(t *testing.T, e *Engine) { // PutCampaign reads the old one: quarantined
+				if _, err := e.Campaigns.PutCampaign("acme", Campaign{ID: "c1", Canal: "push", Descripcion: "again"}, t0); err != nil {
+					t.Fatal(err)
+				}
+			},
+			func(t *testing.T, e *Engine) {
+				c, err := e.Campaigns.Campaign("acme", "c1")
+				if err != nil || c.Descripcion != "again" {
+					t.Errorf("campaign after check --repair and a restart: %+v, %v; want the one put again", c, err)
+				}
+			}},
+		{"catalog", store.CatalogKey("acme"),
+			func(t *testing.T, e *Engine) {
+				if _, err := e.Campaigns.ReplaceCatalog("acme", []Action{{ID: 7, Nombre: "again", TipoCupon: "T7", Activa: true}}, t0); err != nil {
+					t.Fatal(err)
+				}
+			},
+			func(t *testing.T, e *Engine) {
+				c, err := e.Campaigns.Catalog("acme")
+				if err != nil || c.Action(7) == nil {
+					t.Errorf("catalog after check --repair and a restart: %+v, %v; want the one put again", c, err)
+				}
+			}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e, db := newTestEngine(t, 1, nil)
+			if _, err := e.Campaigns.PutCampaign("acme", Campaign{ID: "c1", Canal: "push", Descripcion: "d"}, t0); err != nil {
+				t.Fatal(err)
+			}
+			damage(t, db, tc.key, `{"broken":`)
+			e.Quarantine.afterScan = func() { tc.rewrite(t, e) }
+			st, err := e.Quarantine.Check("acme", true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(st.Damaged) != 1 || st.Repaired != 0 {
+				t.Errorf("check --repair found %d damaged and repaired %d, want 1 found and none repaired", len(st.Damaged), st.Repaired)
+			}
+			tc.check(t, restart(db))
+		})
+	}
+}
+
 // TestReadersQuarantineOnTheirOwn: without any repair, the learner, export
 // and deletion meet the broken records, quarantine them, and complete.
 func TestReadersQuarantineOnTheirOwn(t *testing.T) {
