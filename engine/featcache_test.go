@@ -84,11 +84,19 @@ func deleteFeatures(e *Engine, ref string) error {
 // also while a request is folded or applied) must leave the next request
 // folding on what is stored, never on a kept copy.
 func TestFeaturesCacheFollowsOtherWriters(t *testing.T) {
-	quarantine := func(t *testing.T, e *Engine) {
-		if err := e.quarantine("acme", store.FeaturesKey("acme", cacheRef), []byte("damaged"), errors.New("test")); err != nil {
+	// quarantine moves what ref's feature record holds, as a reader that
+	// could not decode it does.
+	quarantineRef := func(t *testing.T, e *Engine, ref string) {
+		key := store.FeaturesKey("acme", ref)
+		v, err := e.db.Get(key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.quarantine("acme", key, v, errors.New("test")); err != nil {
 			t.Fatal(err)
 		}
 	}
+	quarantine := func(t *testing.T, e *Engine) { quarantineRef(t, e, cacheRef) }
 	cases := []struct {
 		name  string
 		cache int // Config.FeaturesCache
@@ -111,9 +119,8 @@ func TestFeaturesCacheFollowsOtherWriters(t *testing.T) {
 		}},
 		{name: "quarantine", want: []int{2}, between: quarantine},
 		{name: "quarantine of another customer", want: []int{1, 2}, between: func(t *testing.T, e *Engine) {
-			if err := e.quarantine("acme", store.FeaturesKey("acme", "otro-00000001"), []byte("damaged"), errors.New("test")); err != nil {
-				t.Fatal(err)
-			}
+			damage(t, e.db, store.FeaturesKey("acme", "otro-00000001"), "damaged")
+			quarantineRef(t, e, "otro-00000001")
 		}},
 		{name: "a request folded and committed inside the quarantine's commit", want: []int{2}, between: func(t *testing.T, e *Engine) {
 			key := store.FeaturesKey("acme", cacheRef)

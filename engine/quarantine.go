@@ -41,7 +41,8 @@ func damagedErr(what string, cause error) error {
 
 // quarantine moves the damaged record at key (value v, which failed to
 // decode with cause) to the tenant's quarantine in one synced batch, logs
-// it and counts it. The reader that met it goes on whatever happens here:
+// it and counts it; a key that no longer holds v (written again or
+// deleted since it was read) is left as it is. The reader that met it goes on whatever happens here:
 // an error (a full disk) is logged and returned for callers that report it.
 func (e *core) quarantine(tenant string, key, v []byte, cause error) error {
 	return e.quarantineAs(tenant, key, v, cause, nil)
@@ -50,6 +51,12 @@ func (e *core) quarantine(tenant string, key, v []byte, cause error) error {
 // quarantineAs is quarantine that, when repaired is not nil, writes it in
 // the record's place in the same batch instead of deleting the record.
 func (e *core) quarantineAs(tenant string, key, v []byte, cause error, repaired []byte) error {
+	if cur, err := e.db.Get(key); errors.Is(err, store.ErrNotFound) || err == nil && !bytes.Equal(cur, v) {
+		// Rewritten or deleted since the reader read v (readers such as the
+		// learner's and the evaluation's hold no writer's lock): the
+		// writer's value stands, and deleting it would lose that write.
+		return nil
+	}
 	e.damagedSeen.Add(1)
 	ev := e.log.Warn().Str("tenant", tenant).Str("table", tableName(key, tenant)).Str("error", cause.Error())
 	qk := store.DamagedKey(tenant, key)

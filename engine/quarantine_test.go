@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -168,6 +170,46 @@ func TestCheckRepairKeepsRecordsRewritten(t *testing.T) {
 				t.Errorf("check --repair found %d damaged and repaired %d, want 1 found and none repaired", len(st.Damaged), st.Repaired)
 			}
 			tc.check(t, restart(db))
+		})
+	}
+}
+
+// TestQuarantineLeavesRecordWrittenAgain: a reader that holds no writer's
+// lock (the learner, the evaluation, an export) may meet a damaged record
+// that its writer then stores again, good, before the reader moves it to
+// quarantine: the good one stays, and nothing is counted or quarantined.
+func TestQuarantineLeavesRecordWrittenAgain(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		now  []byte // what the key holds when the reader quarantines; nil: deleted
+	}{{"written again", []byte(`{"good":true}`)}, {"deleted", nil}} {
+		t.Run(tc.name, func(t *testing.T) {
+			e, db := newTestEngine(t, 1, nil)
+			key := store.QualityKey("acme")
+			stale := []byte(`{"broken":`)
+			b := db.NewBatch()
+			if tc.now != nil {
+				b.Set(key, tc.now)
+			} else {
+				b.Delete(key)
+			}
+			if err := b.Commit(); err != nil {
+				t.Fatal(err)
+			}
+			b.Close()
+			if err := e.Records().Quarantine("acme", key, stale, errors.New("does not decode")); err != nil {
+				t.Fatal(err)
+			}
+			got, err := db.Get(key)
+			if tc.now == nil && !errors.Is(err, store.ErrNotFound) || tc.now != nil && (err != nil || !bytes.Equal(got, tc.now)) {
+				t.Errorf("key holds %q, %v; want %q", got, err, tc.now)
+			}
+			if n := e.Quarantine.DamagedSeen(); n != 0 {
+				t.Errorf("DamagedSeen = %d, want 0", n)
+			}
+			if _, err := db.Get(store.DamagedKey("acme", key)); !errors.Is(err, store.ErrNotFound) {
+				t.Errorf("quarantine entry: %v, want none", err)
+			}
 		})
 	}
 }

@@ -530,6 +530,7 @@ func TestDeletionByHashFindsDamagedOnly(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, p, db, _ := newTest(t, 2)
+			plant(t, db, tt.key(p), tt.v)
 			if err := p.rec.Quarantine("acme", tt.key(p), tt.v, fmt.Errorf("planted")); err != nil {
 				t.Fatal(err)
 			}
@@ -546,5 +547,16 @@ func TestDeletionByHashFindsDamagedOnly(t *testing.T) {
 				t.Error("the deletion by hash left the customer's damaged record")
 			}
 		})
+	}
+}
+
+// plant stores v at key, as a record damaged on disk.
+func plant(t *testing.T, db *store.DB, key, v []byte) {
+	t.Helper()
+	b := db.NewBatch()
+	defer b.Close()
+	b.Set(key, v)
+	if err := b.Commit(); err != nil {
+		t.Fatal(err)
 	}
 }
