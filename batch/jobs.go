@@ -142,6 +142,7 @@ type Runner struct {
 	// want of space (RunnerConfig.ResumedAfterFullDisk; Recover).
 	resumed bool
 
+	// Lock order: runMu, then resultMu, then mu.
 	runMu sync.Mutex // one RunPending at a time
 	// stuck (under runMu): a failed job's decisions could not be voided,
 	// it waits en_curso for the next RunPending (endStuck).
@@ -153,6 +154,15 @@ type Runner struct {
 	// end could not be saved (endFailed, recoverJob), so that endStuck
 	// ends it for that reason, not errInternal, while the process lives.
 	unsaved map[string]string
+
+	// resultMu is held by whoever changes a completed job's result: its
+	// record's Result (cleanup, which reads the record again under it, and
+	// DropResult) and its file (their removal). The deletion worker calls
+	// DropResult without runMu, which a running job holds for its run.
+	resultMu sync.Mutex
+	// cleanupRead, when set, is called by cleanup with a job it read,
+	// before it takes resultMu to remove the job's result (tests).
+	cleanupRead func(j *Job)
 
 	mu        sync.Mutex
 	progress  map[string]progress // job key → live counters of a running job
@@ -1145,16 +1155,38 @@ func (r *Runner) cleanup() {
 			if j.Estado != api.EstadoCompletado || j.Result == "" || !kept.Before(cutoff) {
 				continue
 			}
-			if err := r.fs.Remove(r.resultPath(j.Result)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				r.log.Error().Err(err).Str("job_id", j.ID).Msg("batch retention")
-				continue
+			if r.cleanupRead != nil {
+				r.cleanupRead(j)
 			}
-			j.Result = ""
-			if err := r.save(j); err != nil {
+			if err := r.expire(j); err != nil {
 				r.log.Error().Err(err).Str("job_id", j.ID).Msg("batch retention")
 			}
 		}
 	}
+}
+
+// expire removes the result of j, a completed job past its retention
+// listed by cleanup, and saves j without it. Under resultMu it reads j's
+// record again and saves that one: a change saved since cleanup's read
+// (DropResult's) is kept, and a result already dropped is left alone.
+func (r *Runner) expire(listed *Job) error {
+	r.resultMu.Lock()
+	defer r.resultMu.Unlock()
+	j, err := r.Job(listed.Tenant, listed.ID)
+	if errors.Is(err, ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if j.Estado != api.EstadoCompletado || j.Result != listed.Result {
+		return nil
+	}
+	if err := r.fs.Remove(r.resultPath(j.Result)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	j.Result = ""
+	return r.save(j)
 }
 
 // DropResult removes the result file of job j and saves j without one,
@@ -1167,6 +1199,8 @@ func (r *Runner) DropResult(j *Job, reason string) error {
 	if j.Result == "" {
 		return nil
 	}
+	r.resultMu.Lock() // not to be overwritten by cleanup's save (expire)
+	defer r.resultMu.Unlock()
 	if err := r.fs.Remove(r.resultPath(j.Result)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}

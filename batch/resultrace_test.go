@@ -1,0 +1,82 @@
+package batch
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/coupond/coupond/api"
+	"github.com/coupond/coupond/store/storefs"
+)
+
+// resultState is what a job's result looks like from outside: its record's
+// error and result, and whether its result file is on disk.
+type resultState struct {
+	Error, Result string
+	OnDisk        bool
+}
+
+// completedJob runs a job of three customers to completion and returns it
+// as stored, with its result file.
+func completedJob(t *testing.T, e *jobEnv) *Job {
+	t.Helper()
+	j, err := e.r.Submit("acme", Submission{CampanaID: "camp", Clientes: refsN("retenido", 3)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := e.r.RunPending(context.Background()); n != 1 {
+		t.Fatalf("RunPending ran %d jobs, want 1", n)
+	}
+	if j, err = e.r.Job("acme", j.ID); err != nil {
+		t.Fatal(err)
+	}
+	if j.Estado != api.EstadoCompletado || j.Result == "" {
+		t.Fatalf("job %s %q, result %q: want completado with a result", j.Estado, j.Error, j.Result)
+	}
+	return j
+}
+
+// stateOf reads job id's record and looks for the file it had (rel).
+func stateOf(t *testing.T, e *jobEnv, id, rel string) resultState {
+	t.Helper()
+	j, err := e.r.Job("acme", id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = os.Stat(e.r.resultPath(rel))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		t.Fatal(err)
+	}
+	return resultState{Error: j.Error, Result: j.Result, OnDisk: err == nil}
+}
+
+// TestRetentionKeepsDropResultSavedAfterItsRead: the deletion worker drops
+// a job's result (DropResult, its reason in the job's error) between
+// retention's read of the job and retention's save. Retention must not
+// write back the job it read, which would lose the reason DropResult saved.
+func TestRetentionKeepsDropResultSavedAfterItsRead(t *testing.T) {
+	e := newJobEnv(t, storefs.Mem(), "db", 2, -1)
+	j := completedJob(t, e)
+	const reason = "archivo de resultados dañado"
+	e.r.cleanupRead = func(read *Job) {
+		e.r.cleanupRead = nil
+		stored := *read
+		if err := e.r.DropResult(&stored, reason); err != nil {
+			t.Errorf("DropResult: %v", err)
+		}
+	}
+	e.clock.Advance(ResultRetention + time.Hour)
+	e.r.RunPending(context.Background())
+	if e.r.cleanupRead != nil {
+		t.Fatal("retention did not read the job")
+	}
+	want := resultState{Error: reason}
+	if diff := cmp.Diff(want, stateOf(t, e, j.ID, j.Result)); diff != "" {
+		t.Errorf("job after DropResult within retention's pass (-want +got):\n%s", diff)
+	}
+}
