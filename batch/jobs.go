@@ -157,12 +157,17 @@ type Runner struct {
 
 	// resultMu is held by whoever changes a completed job's result: its
 	// record's Result (cleanup, which reads the record again under it, and
-	// DropResult) and its file (their removal). The deletion worker calls
-	// DropResult without runMu, which a running job holds for its run.
+	// DropResult) and its file (their removal; RewriteResult's rename, made
+	// only while the record still names the file). The deletion worker
+	// calls DropResult and RewriteResult without runMu, which a running
+	// job holds for its run.
 	resultMu sync.Mutex
 	// cleanupRead, when set, is called by cleanup with a job it read,
 	// before it takes resultMu to remove the job's result (tests).
 	cleanupRead func(j *Job)
+	// rewriteWritten, when set, is called by RewriteResult once the new
+	// file is written, before it takes resultMu to rename it (tests).
+	rewriteWritten func()
 
 	mu        sync.Mutex
 	progress  map[string]progress // job key → live counters of a running job
@@ -1206,6 +1211,35 @@ func (r *Runner) DropResult(j *Job, reason string) error {
 	}
 	j.Result, j.Error = "", reason
 	return r.save(j)
+}
+
+// RewriteResult rewrites completed job j's result file as the package's
+// RewriteResult does (a job without one: 0, nil). The new file replaces
+// the old one only if j's record, read under resultMu, still names it:
+// retention and DropResult remove the file under resultMu, and a rename
+// after them would put back a file no job names, with every line but the
+// dropped ones. The error then wraps fs.ErrNotExist, as for a file
+// removed before the rewrite.
+func (r *Runner) RewriteResult(j *Job, keep func(line []byte) bool) (removed int, err error) {
+	path, ok := r.ResultFile(j)
+	if !ok {
+		return 0, nil
+	}
+	return rewriteResult(path, keep, func(w *ResultWriter) error {
+		if r.rewriteWritten != nil {
+			r.rewriteWritten()
+		}
+		r.resultMu.Lock()
+		defer r.resultMu.Unlock()
+		cur, err := r.Job(j.Tenant, j.ID)
+		if err != nil && !errors.Is(err, ErrNotFound) {
+			return err
+		}
+		if err != nil || cur.Result != j.Result {
+			return fmt.Errorf("batch: rewrite result of %s: removed meanwhile: %w", j.ID, fs.ErrNotExist)
+		}
+		return w.Commit()
+	})
 }
 
 // ResultFile returns the path of a completed job's result file.

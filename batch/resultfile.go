@@ -294,8 +294,16 @@ func AcceptsZstd(acceptEncoding string) bool {
 // file is written to path.tmp and atomically replaces path (tmp → fsync →
 // rename → fsync dir); on error path is unchanged. Callers must not rewrite
 // or create the same file concurrently (they would share path.tmp). Readers
-// that opened the file before keep reading the old content.
+// that opened the file before keep reading the old content. A job's result
+// file is rewritten with Runner.RewriteResult, which does not put back a
+// file retention removed meanwhile.
 func RewriteResult(path string, keep func(line []byte) bool) (removed int, err error) {
+	return rewriteResult(path, keep, (*ResultWriter).Commit)
+}
+
+// rewriteResult is RewriteResult, the new file put in place by commit
+// (which, not committing w, leaves path unchanged and returns an error).
+func rewriteResult(path string, keep func(line []byte) bool, commit func(w *ResultWriter) error) (removed int, err error) {
 	src, err := os.Open(path)
 	if err != nil {
 		return 0, fmt.Errorf("batch: rewrite result: %w", err)
@@ -331,7 +339,7 @@ func RewriteResult(path string, keep func(line []byte) bool) (removed int, err e
 	if removed == 0 {
 		return 0, nil
 	}
-	if err := w.Commit(); err != nil {
+	if err := commit(w); err != nil {
 		return 0, err
 	}
 	return removed, nil

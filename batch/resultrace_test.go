@@ -1,10 +1,12 @@
 package batch
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -78,5 +80,59 @@ func TestRetentionKeepsDropResultSavedAfterItsRead(t *testing.T) {
 	want := resultState{Error: reason}
 	if diff := cmp.Diff(want, stateOf(t, e, j.ID, j.Result)); diff != "" {
 		t.Errorf("job after DropResult within retention's pass (-want +got):\n%s", diff)
+	}
+}
+
+// TestRewriteResultDoesNotPutBackARemovedFile: retention removes a job's
+// result file while the deletion worker rewrites it without a customer
+// (after the new file is written, before its rename). The rename must not
+// put the file back: the job would show no result while the file, with
+// every other customer's lines, stayed on disk.
+func TestRewriteResultDoesNotPutBackARemovedFile(t *testing.T) {
+	tests := []struct {
+		name      string
+		expire    bool // retention's pass comes between the write and the rename
+		wantErr   error
+		wantState resultState
+		wantLines int // of the job's result, when it keeps one
+	}{
+		{name: "no retention meanwhile", wantState: resultState{OnDisk: true}, wantLines: 2},
+		{name: "retention meanwhile", expire: true, wantErr: fs.ErrNotExist},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newJobEnv(t, storefs.Mem(), "db", 2, -1)
+			j := completedJob(t, e)
+			e.r.rewriteWritten = func() {
+				if tt.expire {
+					e.clock.Advance(ResultRetention + time.Hour)
+					e.r.RunPending(context.Background())
+				}
+			}
+			needle := []byte(`"cliente_ref":"retenido-000001"`)
+			_, err := e.r.RewriteResult(j, func(line []byte) bool { return !bytes.Contains(line, needle) })
+			if !errors.Is(err, tt.wantErr) {
+				t.Errorf("RewriteResult: %v, want %v", err, tt.wantErr)
+			}
+			want := tt.wantState
+			if want.OnDisk {
+				want.Result = j.Result
+			}
+			if diff := cmp.Diff(want, stateOf(t, e, j.ID, j.Result)); diff != "" {
+				t.Errorf("job after the rewrite (-want +got):\n%s", diff)
+			}
+			if tt.wantLines > 0 {
+				if got := len(readLines(t, e.r, j)); got != tt.wantLines {
+					t.Errorf("result holds %d lines, want %d", got, tt.wantLines)
+				}
+			}
+			wantFiles := []string(nil)
+			if want.OnDisk {
+				wantFiles = []string{filepath.Base(j.Result)}
+			}
+			if diff := cmp.Diff(wantFiles, dirNames(t, filepath.Dir(e.r.resultPath(j.Result)))); diff != "" {
+				t.Errorf("files of the tenant's results dir (-want +got):\n%s", diff)
+			}
+		})
 	}
 }

@@ -90,11 +90,7 @@ func batchScrubber(svc *services, offline bool) func(tenant, ref string) ([][]by
 // the customer either (contract §8): it is removed and the job answers as
 // for a result past retention, so the deletion never waits on it.
 func scrubResult(svc *services, j *batch.Job, needle []byte) error {
-	path, ok := svc.batch.ResultFile(j)
-	if !ok {
-		return nil
-	}
-	_, err := batch.RewriteResult(path, func(line []byte) bool { return !bytes.Contains(line, needle) })
+	_, err := svc.batch.RewriteResult(j, func(line []byte) bool { return !bytes.Contains(line, needle) })
 	if err == nil || errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
