@@ -43,7 +43,10 @@ func capOr(p *int64) int64 {
 }
 
 // budget is a campaign's spent budget: sends (accion ≠ 0) and their
-// expected discount. The expected discount of a send is the action's
+// expected discount, both saturated at the int64 range (featAdd): a
+// campaign without max_descuento_mxn counts up to 1,000,000,000 MXN a send
+// with no bound, and a wrapped sum would read as room under a cap set
+// later. The expected discount of a send is the action's
 // descuento_max (the most the coupon can give), so the campaign's
 // max_descuento_mxn is never exceeded whatever is redeemed; a percentage
 // coupon without descuento_max has no bound, and a campaign with that cap
@@ -246,11 +249,13 @@ func (e *Campaigns) spentBudget(ts *tenantState, tenant, id string) budget {
 }
 
 // affordable reports whether one more send of a fits the campaign's budget.
+// It adds nothing that could wrap: a budget read as spent at a max_envios
+// of 9223372036854775807 affords no send.
 func (c *Campaign) affordable(b *budget, a *Action) bool {
-	if c.MaxEnvios != nil && b.Envios+1 > *c.MaxEnvios {
+	if c.MaxEnvios != nil && b.Envios >= *c.MaxEnvios {
 		return false
 	}
-	if c.MaxDescuentoCents != nil && (unbounded(a) || b.DescuentoCents+a.DescuentoMaxCents > *c.MaxDescuentoCents) {
+	if c.MaxDescuentoCents != nil && (unbounded(a) || featAdd(b.DescuentoCents, a.DescuentoMaxCents) > *c.MaxDescuentoCents) {
 		return false
 	}
 	return true

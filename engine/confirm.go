@@ -281,8 +281,8 @@ func (rel Releases) add(r *DecisionRecord) { rel.addSend(r.CampanaID, r.BudgetCe
 // addSend adds one send of campaign with expected discount cents.
 func (rel Releases) addSend(campaign string, cents int64) {
 	x := rel[campaign]
-	x.Envios++
-	x.DescuentoCents += cents
+	x.Envios = featAdd(x.Envios, 1)
+	x.DescuentoCents = featAdd(x.DescuentoCents, cents)
 	rel[campaign] = x
 }
 
@@ -374,8 +374,8 @@ func (e *Campaigns) applySends(ts *tenantState, tenant string, sent Releases) er
 		if err != nil {
 			return err
 		}
-		bu.Envios += x.Envios
-		bu.DescuentoCents += x.DescuentoCents
+		bu.Envios = featAdd(bu.Envios, x.Envios)
+		bu.DescuentoCents = featAdd(bu.DescuentoCents, x.DescuentoCents)
 	}
 	return nil
 }

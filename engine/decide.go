@@ -562,8 +562,8 @@ func choiceMotive(cat *Catalog, rec *DecisionRecord, reason string, chosen int) 
 // caller holds ts.budgetMu.
 func (e *Engine) spendBudget(ts *tenantState, b *store.Batch, tenant string, camp *Campaign, action *Action, rec *DecisionRecord) error {
 	bu, _ := e.Campaigns.budgetLocked(ts, tenant, camp.ID)
-	bu.Envios++
-	bu.DescuentoCents += action.DescuentoMaxCents
+	bu.Envios = featAdd(bu.Envios, 1)
+	bu.DescuentoCents = featAdd(bu.DescuentoCents, action.DescuentoMaxCents)
 	rec.BudgetCents = action.DescuentoMaxCents
 	return b.SetJSON(store.BudgetKey(tenant, camp.ID), bu)
 }
