@@ -226,15 +226,15 @@ func (f *Features) Apply(e *Event) DataFlags {
 	case CuponRecibido:
 		featSetMax(&f.lastCoupon, &f.set, featHasCoupon, ts)
 		if in {
-			f.dayAt(day).recv++
+			featInc(&f.dayAt(day).recv)
 		}
 	case CuponRedimido:
 		if in {
-			f.dayAt(day).redeem++
+			featInc(&f.dayAt(day).redeem)
 		}
 	case CuponCaducado:
 		if in {
-			f.dayAt(day).expired++
+			featInc(&f.dayAt(day).expired)
 		}
 	case Baja:
 		switch e.Clave {
@@ -1539,6 +1539,15 @@ func featAdd(a, b int64) int64 {
 		return math.MinInt64
 	}
 	return c
+}
+
+// featInc adds one to a day's count of coupon events, saturated at the
+// int32 range: wrapped, the count read as negative and the stored
+// features no longer decoded.
+func featInc(n *int32) {
+	if *n < math.MaxInt32 {
+		*n++
+	}
 }
 
 // featTicketHash is the 32-bit FNV-1a hash of a ticket_id. Persistent.

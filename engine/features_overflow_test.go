@@ -68,3 +68,47 @@ func TestRewardWindowSumsSaturate(t *testing.T) {
 		t.Errorf("window sums %d, %d; want both %d", got.MarginCents, got.DiscountCents, int64(math.MaxInt64))
 	}
 }
+
+// TestCouponDayCountsSaturate: a day's counts of CUPON_RECIBIDO,
+// CUPON_REDIMIDO and CUPON_CADUCADO events (int32) stop at their bound
+// instead of wrapping. One cliente_ref's 2,147,483,648th coupon event
+// dated the same day (about a day and a half of one client at the events
+// rate limit with no quota set) wrapped the count negative: in memory the
+// customer read as having received about -2 billion coupons (their
+// redemption rate, the vector, the prior, the export), and the stored
+// features no longer decoded, so the customer's whole history went to
+// quarantine.
+func TestCouponDayCountsSaturate(t *testing.T) {
+	const top = math.MaxInt32
+	for _, tc := range []struct {
+		tipo    EventType
+		feature string
+		set     func(d *featDay)
+	}{
+		{CuponRecibido, "cupones_recibidos_365d", func(d *featDay) { d.recv = top - 1 }},
+		{CuponRedimido, "cupones_redimidos_365d", func(d *featDay) { d.redeem = top - 1 }},
+		{CuponCaducado, "cupones_caducados_365d", func(d *featDay) { d.expired = top - 1 }},
+	} {
+		t.Run(string(tc.tipo), func(t *testing.T) {
+			ev := func(i int) *Event {
+				return &Event{ID: fmt.Sprint("e", i), ClienteRef: "walkin-01", TS: t0.Add(-time.Hour), Tipo: tc.tipo, Clave: "TA",
+					CuponEmitidoID: fmt.Sprint("c", i)}
+			}
+			var f Features
+			f.Apply(ev(0))
+			tc.set(&f.days[len(f.days)-1]) // the state after that many events of the day
+			for i := 1; i <= 3; i++ {
+				f.Apply(ev(i))
+			}
+			got, _ := f.Get(tc.feature, t0)
+			g, ok := DecodeFeatures(f.AppendEncode(nil))
+			var back float64
+			if ok {
+				back, _ = g.Get(tc.feature, t0)
+			}
+			if diff := cmp.Diff([]any{float64(top), true, float64(top)}, []any{got, ok, back}); diff != "" {
+				t.Errorf("%s, decodes, decoded (-want +got):\n%s", tc.feature, diff)
+			}
+		})
+	}
+}
