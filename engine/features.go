@@ -958,7 +958,7 @@ func (f *Features) vectorOf(s *featSummary, dst []float64) []float64 {
 		featLogMoney(s.margin[1]),
 		featLogMoney(s.margin[2]),
 		s.marginRate(),
-		featLogMoney(int64(s.avgTicket()*100)),
+		featLogMXN(math.Trunc(s.avgTicket()*100)/100), // whole cents, as featLogMoney reads
 		featLogCap(float64(s.catN), featScaleCats),
 		s.topShare(),
 		s.evenness(),
@@ -992,9 +992,14 @@ var (
 var featLogMoneyInv = 1 / math.Log1p(100000)
 
 // featLogMoney maps cents to sign * log1p(|MXN|) / log1p(100000), within -1.5..1.5.
-func featLogMoney(cents int64) float64 {
-	v := math.Log1p(math.Abs(centsToMXN(cents))) * featLogMoneyInv
-	if cents < 0 {
+func featLogMoney(cents int64) float64 { return featLogMXN(centsToMXN(cents)) }
+
+// featLogMXN is featLogMoney of an amount in MXN: an average needs no
+// conversion back to int64 cents, out of range at the int64 bound
+// (float64(math.MaxInt64) is 2^63).
+func featLogMXN(mxn float64) float64 {
+	v := math.Log1p(math.Abs(mxn)) * featLogMoneyInv
+	if mxn < 0 {
 		v = -v
 	}
 	return featClamp(v, -1.5, 1.5)

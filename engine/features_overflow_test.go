@@ -112,3 +112,20 @@ func TestCouponDayCountsSaturate(t *testing.T) {
 		})
 	}
 }
+
+// TestSaturatedTicketInVector: the policy vector's ticket_promedio of a
+// customer whose spend reached the top of the int64 range on one ticket
+// (ticket lines of one ticket_id add up) is the vector's top, +1.5. The
+// average ticket in cents was converted back from a float to int64, and
+// float64(MaxInt64) is 2^63, out of range: the conversion gave the int64
+// minimum, and the biggest ticket read as the most negative, -1.5.
+func TestSaturatedTicketInVector(t *testing.T) {
+	var f Features
+	f.Apply(&Event{ID: "e0", ClienteRef: "walkin-01", TS: t0.Add(-time.Hour), Tipo: CompraCat, Clave: "abarrotes",
+		ValorCents: 100_000_000_000, TicketID: "t1", MargenCents: 1})
+	f.spendTotal = math.MaxInt64 // ~92 million lines of 1,000,000,000 MXN on ticket t1
+	got := f.Vector(t0, nil)[vecTicket]
+	if got != 1.5 {
+		t.Errorf("ticket_promedio in the vector = %v, want 1.5", got)
+	}
+}
