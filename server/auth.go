@@ -53,7 +53,13 @@ func ScopeNames() []string {
 
 // parseScopes converts names to bits; ok is false when a name is unknown.
 func parseScopes(names []string) (scope, bool) {
-	var set scope
+	set, unknown := knownScopes(names)
+	return set, len(unknown) == 0
+}
+
+// knownScopes converts names to bits, leaving out (in unknown) the names
+// this release does not know.
+func knownScopes(names []string) (set scope, unknown []string) {
 	for _, n := range names {
 		found := false
 		for _, s := range scopeNames {
@@ -64,10 +70,10 @@ func parseScopes(names []string) (scope, bool) {
 			}
 		}
 		if !found {
-			return 0, false
+			unknown = append(unknown, n)
 		}
 	}
-	return set, true
+	return set, unknown
 }
 
 // String joins the scope names with spaces, in table order.

@@ -131,6 +131,24 @@ func TestTokenScopeRequest(t *testing.T) {
 	}
 }
 
+// TestTokenUnknownStoredScope: a credential stored with a scope this
+// release does not know (a newer release's, after a downgrade) gets a
+// token with the scopes it knows, not a 500; asking for the unknown one
+// is 403, as for any scope the token cannot carry.
+func TestTokenUnknownStoredScope(t *testing.T) {
+	h := newHarness(t)
+	h.tenant("acme", false, nil)
+	id, secret := h.credential("acme", "eventos:publicar", "futuro:leer")
+	st, b := h.do("POST", "/v1/token", "", map[string]string{"client_id": id, "client_secret": secret, "grant_type": "client_credentials"})
+	if st != 200 || b["scope"] != "eventos:publicar" {
+		t.Errorf("token of a credential with an unknown stored scope: %d %v, want 200 with eventos:publicar", st, b)
+	}
+	st, b = h.do("POST", "/v1/token", "", map[string]string{"client_id": id, "client_secret": secret, "grant_type": "client_credentials", "scope": "futuro:leer"})
+	if st != 403 {
+		t.Errorf("asking for the unknown scope: %d %v, want 403", st, b)
+	}
+}
+
 func TestUnknownPathAndErrorBody(t *testing.T) {
 	h := newHarness(t)
 	resp := h.raw("GET", "/v1/nada", "", nil)
