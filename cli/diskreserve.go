@@ -68,9 +68,10 @@ func diskReserve(spec, dir string) (reserve, avail uint64, known bool, err error
 // stops the store until a restart.
 const smallReserve = 128 << 20
 
-// warnSmallReserve logs a warning when reserve is set (not 0) below
-// smallReserve.
-func warnSmallReserve(log zerolog.Logger, reserve uint64) {
+// logReserve logs the disk reserve, with a warning when it is set (not 0)
+// below smallReserve.
+func logReserve(log zerolog.Logger, reserve uint64) {
+	log.Info().Uint64("disk_reserve_bytes", reserve).Msg("disk reserve")
 	if reserve > 0 && reserve < smallReserve {
 		log.Warn().Uint64("disk_reserve_bytes", reserve).Uint64("advised_bytes", smallReserve).
 			Msg("disk reserve under 128 MiB: a new write-ahead log preallocates about 70 MB, so a disk filling up can stop the store before writes answer 503 almacenamiento_lleno; raise --disk-reserve")

@@ -26,15 +26,15 @@ func TestParseSize(t *testing.T) {
 	}
 }
 
-// TestWarnSmallReserve: a reserve set under what a new write-ahead log
+// TestLogReserveWarnsWhenSmall: a reserve set under what a new write-ahead log
 // preallocates is logged as a warning; none (0) and enough are not.
-func TestWarnSmallReserve(t *testing.T) {
+func TestLogReserveWarnsWhenSmall(t *testing.T) {
 	for _, tc := range []struct {
 		reserve uint64
 		warn    bool
 	}{{0, false}, {1 << 20, true}, {64 << 20, true}, {128 << 20, false}, {1 << 30, false}} {
 		var buf bytes.Buffer
-		warnSmallReserve(zerolog.New(&buf), tc.reserve)
+		logReserve(zerolog.New(&buf), tc.reserve)
 		if got := strings.Contains(buf.String(), `"level":"warn"`); got != tc.warn {
 			t.Errorf("reserve %d: warned %v, want %v (log %q)", tc.reserve, got, tc.warn, buf.String())
 		}

@@ -166,8 +166,7 @@ func serve(ctx context.Context, dataDir string, f serveFlags, logOut interface{ 
 	}
 	e.db.SetReserve(reserve)
 	e.db.SetResumes(resumeSupported)
-	log.Info().Uint64("disk_reserve_bytes", reserve).Msg("disk reserve")
-	warnSmallReserve(log, reserve)
+	logReserve(log, reserve)
 	for _, u := range e.db.Unreadable() {
 		log.Error().Str("record", u).Msg("unreadable tenant or credential record left out: its requests are refused; restore it from a backup ('coupond admin check' lists it)")
 	}

@@ -228,7 +228,7 @@ func TestConfirmCommittedAfterPassReadKept(t *testing.T) {
 // send a rejection gave back). Judged by the clock and settings the
 // confirmation reads, the reward was not due: the operator widened the
 // reward window after the pass read the tenant's. The confirmation is
-// tried once without waiting (confirmOnce), as Confirm first tries it.
+// tried once without waiting (confirmCall.once), as Confirm first tries it.
 func TestConfirmAfterSettleWithWiderWindowKept(t *testing.T) {
 	e, db := newTestEngine(t, 1, func(s *store.Settings) { s.RewardWindow, s.RewardGrace = time.Hour, 0 })
 	id := campaignSends(t, e, 5, 1)[0]
@@ -245,7 +245,7 @@ func TestConfirmAfterSettleWithWiderWindowKept(t *testing.T) {
 		if _, err := db.UpdateTenant("acme", func(t *store.Tenant) error { t.Settings.RewardWindow = 24 * time.Hour; return nil }); err != nil {
 			t.Fatal(err)
 		}
-		_, duringPass = e.confirmOnce(ts, "acme", id, nonce, c, false)
+		_, duringPass = confirmCall{e: e, ts: ts, tenant: "acme", id: id, nonce: nonce, c: c}.once(false)
 	}
 	if _, err := e.Learner.Learn("acme"); err != nil {
 		t.Fatal(err)

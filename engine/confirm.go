@@ -93,19 +93,29 @@ func (e *Engine) Confirm(tenant, id string, c Confirmation) (string, error) {
 	if err := c.checkTimes(); err != nil {
 		return "", err
 	}
-	estado, err := e.confirmOnce(ts, tenant, id, nonce, c, false)
+	call := confirmCall{e: e, ts: ts, tenant: tenant, id: id, nonce: nonce, c: c}
+	estado, err := call.once(false)
 	if errors.Is(err, errRewardDue) {
-		estado, err = e.confirmOnce(ts, tenant, id, nonce, c, true)
+		estado, err = call.once(true)
 	}
 	return estado, err
 }
 
-// errRewardDue is confirmOnce's answer when the decision's reward fell due
+// errRewardDue is confirmCall.once's answer when the decision's reward fell due
 // while it waited for the customer's lock, or a learner pass under way
 // sees it due, without the learner lock held.
 var errRewardDue = errors.New("engine: reward due during the confirmation")
 
-// confirmOnce is Confirm after its checks. When the decision's reward is
+// confirmCall is a Confirm call past its checks: decision nonce (id as
+// given) of tenant, confirmed with c.
+type confirmCall struct {
+	e                 *Engine
+	ts                *tenantState
+	tenant, id, nonce string
+	c                 Confirmation
+}
+
+// once confirms the decision. When the decision's reward is
 // due (its window and grace passed by the tenant clock), a learner pass may
 // write back the record it read, so the confirmation waits for the pass
 // (ts.learnMu), or it would be lost, and its budget given back for a
@@ -116,7 +126,8 @@ var errRewardDue = errors.New("engine: reward due during the confirmation")
 // it is when the pass under way sees the reward due by its own clock and
 // settings (tenantState.learnView): the operator may have widened the
 // reward window since the pass read it, or set the sandbox clock back.
-func (e *Engine) confirmOnce(ts *tenantState, tenant, id, nonce string, c Confirmation, waitLearner bool) (string, error) {
+func (k confirmCall) once(waitLearner bool) (string, error) {
+	e, ts, tenant, id, nonce, c := k.e, k.ts, k.tenant, k.id, k.nonce, k.c
 	r, err := e.loadDecision(tenant, nonce)
 	if err != nil {
 		return "", err

@@ -148,7 +148,7 @@ func (e *Learner) Learn(tenant string) (LearnStats, error) {
 // clock at its start and the reward window and grace it read then (apply).
 // A confirmation reads its own clock and settings, which the operator may
 // have changed since (a wider window, the sandbox clock set back): it
-// waits for the pass when the pass sees the reward due (confirmOnce), or
+// waits for the pass when the pass sees the reward due (confirmCall.once), or
 // the pass could write back, pending, a record it read again before the
 // confirmation (settleUnconfirmed).
 type learnView struct {
