@@ -25,8 +25,8 @@ import (
 //
 // Storage of the windows. Purchases and coupon counts are kept in sparse
 // daily buckets (only days with events, at most 367), and every ticket of
-// those days as a 32-bit hash of its ticket_id with the sum of its category
-// amounts (to count distinct tickets and check VAT across a ticket's
+// those days (at most 64 a day, featMaxDayTickets) as a 32-bit hash of its
+// ticket_id with the sum of its category amounts (to count distinct tickets and check VAT across a ticket's
 // categories; two tickets of one day whose hashes collide, a chance of
 // about n²/2³³ for n tickets that day, count as one). Buckets older than
 // 366 days before the customer's newest event are dropped when a newer
@@ -42,12 +42,13 @@ import (
 // 13.5 KB.
 //
 // Late events (ts older than the newest event seen) land in their own day
-// and month, so order does not change the result, with three documented
+// and month, so order does not change the result, with four documented
 // exceptions: events more than 366 days older than the newest one only
 // update lifetime totals (FlagBeyondHorizon); such old tickets are
-// deduplicated only against the last 8 old tickets seen; and an event dated
+// deduplicated only against the last 8 old tickets seen; an event dated
 // after an account closure but applied before the BAJA cuenta arrived stays
-// counted.
+// counted; and of a day with more than featMaxDayTickets (64) tickets, the
+// first 64 to arrive are the ones kept.
 //
 // Account closure (BAJA cuenta) closes the history: purchases and coupon
 // events dated at or after the closure are ignored (FlagAfterClosure) until
@@ -121,13 +122,20 @@ type featCat struct {
 }
 
 const (
-	featNsPerDay      = int64(24 * time.Hour)
-	featRetainDays    = 366 // buckets kept: days >= newest day - featRetainDays
-	featCatMonths     = 14  // category months kept: the newest event's month and the 13 before
-	featCatWindow     = 12  // category features: the current month and the 12 before
-	featMaxCats       = 32  // named categories per customer
-	featMaxOptOut     = 32  // channels opted out individually; one more means all
-	featOldTickets    = 8   // remembered hashes of tickets beyond the horizon
+	featNsPerDay   = int64(24 * time.Hour)
+	featRetainDays = 366 // buckets kept: days >= newest day - featRetainDays
+	featCatMonths  = 14  // category months kept: the newest event's month and the 13 before
+	featCatWindow  = 12  // category features: the current month and the 12 before
+	featMaxCats    = 32  // named categories per customer
+	featMaxOptOut  = 32  // channels opted out individually; one more means all
+	featOldTickets = 8   // remembered hashes of tickets beyond the horizon
+	// featMaxDayTickets bounds the tickets kept for one day: a cliente_ref
+	// that a point of sale uses for every walk-in sale holds thousands a
+	// day, and kept whole they grew its record by about 14 KB a day (5 MB
+	// and 60-90 ms to encode at every write after a year of 2,000 a day).
+	// A ticket beyond it counts in ticketsTotal, not in the windows, and its
+	// lines are each a ticket of their own for the VAT check.
+	featMaxDayTickets = 64
 	featVATToleranceC = 100 // VAT check tolerance: 1 MXN, or 0.5 % of ticket_total if larger
 )
 
@@ -318,7 +326,9 @@ func (f *Features) applyPurchase(e *Event, ts int64, day int32, in bool) DataFla
 		prev = f.tickets[i-1].valor
 		f.tickets[i-1].valor = featAdd(prev, e.ValorCents)
 	} else {
-		f.tickets = featInsert(f.tickets, i, featTicket{day: day, hash: h, valor: e.ValorCents})
+		if f.dayTickets(i, day) < featMaxDayTickets {
+			f.tickets = featInsert(f.tickets, i, featTicket{day: day, hash: h, valor: e.ValorCents})
+		}
 		f.ticketsTotal++
 	}
 	if prev <= limit && featAdd(prev, e.ValorCents) > limit {
@@ -329,6 +339,19 @@ func (f *Features) applyPurchase(e *Event, ts int64, day int32, in bool) DataFla
 		f.addCategory(e.Clave, int(k), e.ValorCents)
 	}
 	return fl
+}
+
+// dayTickets counts the kept tickets of day, which lie around index i of
+// f.tickets (sorted by day).
+func (f *Features) dayTickets(i int, day int32) int {
+	lo, hi := i, i
+	for lo > 0 && f.tickets[lo-1].day == day {
+		lo--
+	}
+	for hi < len(f.tickets) && f.tickets[hi].day == day {
+		hi++
+	}
+	return hi - lo
 }
 
 // dayAt returns the bucket of day, inserting an empty one if needed. The
