@@ -249,7 +249,7 @@ func (w *budgetWorld) learn(d time.Duration) error {
 // out stay counted.
 func (w *budgetWorld) erase(ref string) error {
 	w.erasing = ref
-	_, err := w.s.eraseCustomer("acme", ref, w.s.CustomerHash("acme", ref))
+	_, err := w.s.eraseCustomer("acme", ref, w.s.CustomerHash("acme", ref), nil)
 	return err
 }
 

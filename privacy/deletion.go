@@ -14,8 +14,10 @@ package privacy
 //     once, before any data is touched (RequestDeletion already tried, with
 //     Config.Ledger; this is the retry that holds the data back until a
 //     ledger has it);
-//  2. removes, in one synced batch and under the tenant's learner, ingestion
-//     and customer locks, everything in the store that names the customer:
+//  2. removes, under the tenant's learner, ingestion and customer locks,
+//     her plain events first in chunks, each a synced batch of its own
+//     (erasechunk.go: a long history), then, in one synced batch,
+//     everything else in the store that names the customer:
 //     events (found through the customer event index) and the index, the
 //     features, the decision records (found through the customer decision
 //     index, confirmations included) and their index and reward-queue
@@ -50,6 +52,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"time"
 
@@ -96,6 +99,10 @@ type deletionJob struct {
 	Hash       string    `json:"hash"`
 	Ledgered   bool      `json:"ledgered,omitempty"`
 	RetryAt    time.Time `json:"retry_at,omitempty"` // real time
+	// Chunked holds the bounds, per table, of the keys the erasure's
+	// chunks deleted (erasechunk.go): a pass resumed after a crash still
+	// compacts them.
+	Chunked [][]byte `json:"chunked,omitempty"`
 }
 
 // LedgerEntry is one line of a backup's deletion ledger: keyed hashes only.
@@ -687,10 +694,13 @@ func (s *Service) applyDeletion(tenant string, qkey []byte, job deletionJob, ref
 			return nil, nil, err
 		}
 	}
-	var touched [][]byte
+	touched := slices.Clone(job.Chunked) // an earlier pass's chunks
 	if ref != "" {
-		if touched, err = s.eraseCustomer(tenant, ref, job.Hash); err != nil {
-			return nil, nil, err
+		q := &queuedDeletion{key: qkey, job: job}
+		erased, err := s.eraseCustomer(tenant, ref, job.Hash, q)
+		job, touched = q.job, append(touched, erased...)
+		if err != nil {
+			return nil, touched, err
 		}
 		if hooks.External != nil {
 			changed, wait, err := hooks.External(tenant, ref)

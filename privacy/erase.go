@@ -44,13 +44,20 @@ func (x *erasure) set(k []byte, v any) error {
 }
 
 // eraseCustomer removes from the store everything that names the customer
-// (see the file comment of deletion.go) in one synced batch, under the
-// engine's locks for the customer, and returns the keys it deleted or
-// rewrote. Each table has its eraser below, run in this order.
-func (s *Service) eraseCustomer(tenant, ref, hash string) ([][]byte, error) {
+// (see the file comment of deletion.go): first her plain events, in chunks
+// (eraseEventChunks), then the rest in one synced batch, under the
+// engine's locks for the customer; it returns the keys it deleted or
+// rewrote (of the chunks, their bounds), those of a failed erasure too.
+// job, when not nil, is the deletion's queue entry (see erasechunk.go).
+// Each table has its eraser below, run in this order.
+func (s *Service) eraseCustomer(tenant, ref, hash string, job *queuedDeletion) ([][]byte, error) {
+	chunked, err := s.eraseEventChunks(tenant, ref, job)
+	if err != nil {
+		return chunked, err
+	}
 	unlock, err := s.rec.LockCustomer(tenant, ref)
 	if err != nil {
-		return nil, err
+		return chunked, err
 	}
 	defer unlock()
 	t, ok := s.db.Tenant(tenant)
@@ -73,9 +80,9 @@ func (s *Service) eraseCustomer(tenant, ref, hash string) ([][]byte, error) {
 		s.beforeCommit()
 	}
 	if err := s.rec.CommitErasure(tenant, b, x.released); err != nil {
-		return nil, err
+		return chunked, err
 	}
-	return x.keys, nil
+	return append(x.keys, chunked...), nil
 }
 
 // indexed deletes the entries of a customer index (events or decisions)
@@ -382,6 +389,16 @@ func answerDecisionID(v []byte) string {
 	return string(rest[:j])
 }
 
+// tableOf is the table of key k: the key up to and including its table
+// byte, the tenant prefix (0x02 tenant 0x00) plus one byte.
+func tableOf(k []byte) []byte {
+	i := bytes.IndexByte(k, 0)
+	if i < 0 || i+2 > len(k) {
+		return k
+	}
+	return k[:i+2]
+}
+
 // compactKeys flushes the memtable and compacts, per table, the span from
 // the smallest to the largest of keys, so deleted and overwritten values
 // are rewritten out of the sstables.
@@ -390,18 +407,9 @@ func (s *Service) compactKeys(ctx context.Context, keys [][]byte) error {
 		return nil
 	}
 	sort.Slice(keys, func(i, j int) bool { return bytes.Compare(keys[i], keys[j]) < 0 })
-	// A table is the key up to and including its table byte: the tenant
-	// prefix (0x02 tenant 0x00) plus one byte.
-	table := func(k []byte) []byte {
-		i := bytes.IndexByte(k, 0)
-		if i < 0 || i+2 > len(k) {
-			return k
-		}
-		return k[:i+2]
-	}
 	start := 0
 	for i := 1; i <= len(keys); i++ {
-		if i < len(keys) && bytes.Equal(table(keys[i]), table(keys[start])) {
+		if i < len(keys) && bytes.Equal(tableOf(keys[i]), tableOf(keys[start])) {
 			continue
 		}
 		lo, hi := keys[start], append(append([]byte(nil), keys[i-1]...), 0)

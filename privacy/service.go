@@ -47,10 +47,16 @@ type Service struct {
 	// lastSweep is when the worker last looked for stranded deletions
 	// (requeueStranded); under deletionMu.
 	lastSweep time.Time
+	// eraseChunk is how many index entries of a customer's events one
+	// chunk of an erasure reads (erasechunk.go); 0 is defaultEraseChunk.
+	eraseChunk int
 
 	// beforeCommit, when set (tests), runs in eraseCustomer after the
 	// erasers, under the customer's locks, before the erasure commits.
 	beforeCommit func()
+	// afterChunk, when set (tests), runs in eraseCustomer after each chunk
+	// of the customer's events is committed and its locks released.
+	afterChunk func()
 	// beforePurge, when set (tests), runs in a deletion pass after the
 	// completado batch commits, before the write-ahead logs are purged; an
 	// error it returns stands for the purge's.
