@@ -87,51 +87,63 @@ const replayChunk = 1000
 // in the order of her event index (by ts). An event record that does not
 // decode is left out, but for an opt-out, which its index summary still
 // tells: it is applied as an opt-out from every channel, erring on the
-// side of consent.
+// side of consent. It holds one chunk of the index at a time: a walk-in
+// cliente_ref has millions of events (measured: 1,000,000 held whole were
+// hundreds of MB on the decision path that met her damaged record).
 func (e *core) replayFeatures(tenant, ref string) (Features, error) {
+	var f Features
+	lo, hi := store.CustomerEventSpan(tenant, ref)
+	for lo != nil {
+		next, err := e.replayChunk(tenant, ref, lo, hi, &f)
+		if err != nil {
+			return Features{}, err
+		}
+		lo = next
+	}
+	return f, nil
+}
+
+// replayChunk applies to f the events of up to replayChunk entries of ref's
+// event index from lo, and returns where the next chunk starts (nil after
+// the last).
+func (e *core) replayChunk(tenant, ref string, lo, hi []byte, f *Features) (next []byte, err error) {
 	type entry struct {
-		key    []byte
 		optOut bool
 		ev     Event
 		ok     bool
 	}
 	var entries []entry
-	lo, hi := store.CustomerEventSpan(tenant, ref)
-	err := e.db.Scan(lo, hi, func(k, v []byte) error {
+	var keys [][]byte
+	err = e.db.Scan(lo, hi, func(k, v []byte) error {
 		if _, _, id, ok := store.ParseCustomerEventKey(tenant, k); ok {
 			s, _ := decodeEventSummary(v)
-			entries = append(entries, entry{key: store.EventKey(tenant, id), optOut: s.OptOut})
+			entries, keys = append(entries, entry{optOut: s.OptOut}), append(keys, store.EventKey(tenant, id))
+		}
+		if len(entries) >= replayChunk {
+			next = append(bytes.Clone(k), 0)
+			return store.ErrStop
 		}
 		return nil
 	})
 	if err != nil {
-		return Features{}, err
+		return nil, err
 	}
-	var f Features
-	for len(entries) > 0 {
-		chunk := entries[:min(len(entries), replayChunk)]
-		keys := make([][]byte, len(chunk))
-		for i := range chunk {
-			keys[i] = chunk[i].key
+	err = e.db.GetMany(keys, func(i int, v []byte) error {
+		if len(v) >= 32 {
+			entries[i].ev, entries[i].ok = DecodeEvent(v[32:])
 		}
-		err := e.db.GetMany(keys, func(i int, v []byte) error {
-			if len(v) >= 32 {
-				chunk[i].ev, chunk[i].ok = DecodeEvent(v[32:])
-			}
-			return nil
-		})
-		if err != nil {
-			return Features{}, err
-		}
-		for i := range chunk {
-			switch {
-			case chunk[i].ok && chunk[i].ev.ClienteRef == ref:
-				f.Apply(&chunk[i].ev)
-			case chunk[i].optOut:
-				f.optOutChannel("")
-			}
-		}
-		entries = entries[len(chunk):]
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
-	return f, nil
+	for i := range entries {
+		switch {
+		case entries[i].ok && entries[i].ev.ClienteRef == ref:
+			f.Apply(&entries[i].ev)
+		case entries[i].optOut:
+			f.optOutChannel("")
+		}
+	}
+	return next, nil
 }
