@@ -1,14 +1,18 @@
 package privacy
 
 import (
+	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"sort"
 	"time"
 
 	"github.com/coupond/coupond/client"
 	"github.com/coupond/coupond/engine"
+	"github.com/coupond/coupond/jsonappend"
 	"github.com/coupond/coupond/store"
 )
 
@@ -19,15 +23,112 @@ import (
 
 // Export gathers everything held about a customer and writes the access to
 // the access log (synced) before returning. An unknown customer gets empty
-// collections.
+// collections. It holds the whole document: ExportStream writes the same
+// one without holding the events.
 func (s *Service) Export(tenant, clienteRef, clientID, trace string) (*client.ExportacionCliente, error) {
-	now, err := s.rec.TenantNow(tenant)
+	x, now, err := s.exportStart(tenant, clienteRef, clientID, trace)
 	if err != nil {
 		return nil, err
 	}
-	del, err := s.logExport(tenant, clienteRef, clientID, trace)
+	walk, err := s.exportEvents(tenant, clienteRef, func(ev *client.EventoExportado) error {
+		x.Eventos = append(x.Eventos, *ev)
+		return nil
+	})
 	if err != nil {
 		return nil, err
+	}
+	if err := s.exportRest(tenant, clienteRef, now, walk, x); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// ExportStream is Export for a document of any size: it makes every check
+// and writes the access-log entry (synced) before returning, and its error
+// is Export's; write then writes the document Export returns, as JSON
+// (the API's form, member for member and byte for byte what encoding
+// Export's answer gives, without a trailing newline), reading the
+// customer's events a chunk at a time: its memory does not grow with
+// them. An error from write comes after bytes were written: the output is
+// then incomplete and must be discarded (cut short, for an HTTP answer).
+func (s *Service) ExportStream(tenant, clienteRef, clientID, trace string) (write func(w io.Writer) error, err error) {
+	x, now, err := s.exportStart(tenant, clienteRef, clientID, trace)
+	if err != nil {
+		return nil, err
+	}
+	return func(w io.Writer) error {
+		bw := bufio.NewWriterSize(w, 32<<10)
+		head, _, err := splitAtEvents(x)
+		if err != nil {
+			return err
+		}
+		if _, err := bw.Write(head); err != nil {
+			return err
+		}
+		first := true
+		walk, err := s.exportEvents(tenant, clienteRef, func(ev *client.EventoExportado) error {
+			b, err := jsonappend.Marshal(ev)
+			if err != nil {
+				return err
+			}
+			if !first {
+				bw.WriteByte(',')
+			}
+			first = false
+			_, err = bw.Write(b)
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		if err := s.exportRest(tenant, clienteRef, now, walk, x); err != nil {
+			return err
+		}
+		_, tail, err := splitAtEvents(x)
+		if err != nil {
+			return err
+		}
+		if _, err := bw.Write(tail); err != nil {
+			return err
+		}
+		return bw.Flush()
+	}, nil
+}
+
+// eventsMember is how the document's "eventos" member opens; nothing
+// before it can hold these bytes (a string's quotes are escaped).
+const eventsMember = `"eventos":[`
+
+// splitAtEvents encodes x, whose Eventos must be empty, and returns what
+// comes up to the events ("eventos":[ included) and what comes after them
+// ("]" included): the document with the events written between the two.
+func splitAtEvents(x *client.ExportacionCliente) (head, tail []byte, err error) {
+	if len(x.Eventos) != 0 {
+		return nil, nil, errors.New("export: events held in the document to split")
+	}
+	b, err := jsonappend.Marshal(x)
+	if err != nil {
+		return nil, nil, err
+	}
+	i := bytes.Index(b, []byte(eventsMember))
+	if i < 0 {
+		return nil, nil, errors.New("export: the document has no events member")
+	}
+	i += len(eventsMember)
+	return b[:i], b[i:], nil
+}
+
+// exportStart reads the tenant's clock, writes the export's access-log
+// entry and returns the document with its members but the records (empty
+// collections, and the deletion if there is one) and the tenant's now.
+func (s *Service) exportStart(tenant, clienteRef, clientID, trace string) (*client.ExportacionCliente, time.Time, error) {
+	now, err := s.rec.TenantNow(tenant)
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	del, err := s.logExport(tenant, clienteRef, clientID, trace)
+	if err != nil {
+		return nil, time.Time{}, err
 	}
 	x := &client.ExportacionCliente{
 		ClienteRef: clienteRef, GeneradoEn: now.UTC(), Eventos: []client.EventoExportado{}, Caracteristicas: map[string]any{},
@@ -36,27 +137,29 @@ func (s *Service) Export(tenant, clienteRef, clientID, trace string) (*client.Ex
 	if del != nil {
 		x.Borrado = &client.BorradoExportado{Estado: del.Estado, SolicitadoEn: del.SolicitadoEn.UTC(), CompletadoEn: utcPtr(del.CompletadoEn)}
 	}
-	// known: the customer's records found through its indexes.
-	cupons, known, err := s.exportEvents(tenant, clienteRef, x)
-	if err != nil {
-		return nil, err
-	}
+	return x, now, nil
+}
+
+// exportRest adds to x everything but the events (walk is what the events'
+// walk found): the features, decisions and confirmations, the coupons'
+// links and the count of the customer's damaged records.
+func (s *Service) exportRest(tenant, clienteRef string, now time.Time, walk *eventsWalk, x *client.ExportacionCliente) error {
 	if err := s.exportFeatures(tenant, clienteRef, now, x); err != nil {
-		return nil, err
+		return err
 	}
 	dkeys, err := s.exportDecisions(tenant, clienteRef, x)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	if err := s.exportLinks(tenant, clienteRef, cupons, x); err != nil {
-		return nil, err
+	if err := s.exportLinks(tenant, clienteRef, walk.cupons, x); err != nil {
+		return err
 	}
-	q, err := s.rec.CustomerDamaged(tenant, clienteRef, append(known, dkeys...))
-	if err != nil {
-		return nil, err
+	// After every record was read (and a damaged one moved to quarantine).
+	if err := walk.addDamaged(s, tenant, clienteRef, dkeys); err != nil {
+		return err
 	}
-	x.EnCuarentena = len(q)
-	return x, nil
+	x.EnCuarentena = len(walk.damaged)
+	return nil
 }
 
 // logExport writes the export's access-log entry and returns the
@@ -90,44 +193,6 @@ func (s *Service) indexedIDs(tenant string, idx customerIndex, ref string) ([]st
 		return nil
 	})
 	return ids, err
-}
-
-// exportEvents adds the customer's events to x (a damaged one goes to
-// quarantine) and returns the coupons they name and the event keys.
-func (s *Service) exportEvents(tenant, clienteRef string, x *client.ExportacionCliente) (map[string]bool, [][]byte, error) {
-	evIDs, err := s.indexedIDs(tenant, eventIndex, clienteRef)
-	if err != nil {
-		return nil, nil, err
-	}
-	cupons := map[string]bool{}
-	var known [][]byte
-	for _, id := range evIDs {
-		k := s.rec.EventKey(tenant, id)
-		known = append(known, k)
-		v, err := s.db.Get(k)
-		if errors.Is(err, store.ErrNotFound) {
-			continue
-		}
-		if err != nil {
-			return nil, nil, err
-		}
-		ev, ok := engine.Event{}, len(v) >= 32
-		if ok {
-			ev, ok = engine.DecodeEvent(v[32:])
-		}
-		if !ok {
-			s.rec.Quarantine(tenant, k, v, errors.New("event record: does not decode"))
-			continue
-		}
-		if ev.ClienteRef != clienteRef {
-			continue
-		}
-		if ev.CuponEmitidoID != "" {
-			cupons[ev.CuponEmitidoID] = true
-		}
-		x.Eventos = append(x.Eventos, exportEvent(&ev))
-	}
-	return cupons, known, nil
 }
 
 // exportFeatures adds the customer's features to x (damaged ones go to
