@@ -1,6 +1,7 @@
 package server
 
 import (
+	"io"
 	"net/http"
 	"net/url"
 
@@ -36,17 +37,53 @@ func (s *Server) handleDeleteCliente(c *call) error {
 }
 
 // handleExportCliente answers everything held about the customer; the
-// access is in the access log (synced) before the answer is sent.
+// access is in the access log (synced) before the answer is sent. The
+// document is streamed (a walk-in sales account holds millions of events):
+// every check is made before the status line, and an error after it cuts
+// the answer short rather than ending a document that looks whole.
 func (s *Server) handleExportCliente(c *call) error {
 	ref, err := clienteParam(c)
 	if err != nil {
 		return err
 	}
-	x, err := s.Privacy.Export(c.tenant.ID, ref, c.clientID, c.trace)
+	write, err := s.Privacy.ExportStream(c.tenant.ID, ref, c.clientID, c.trace)
 	if err != nil {
 		return err
 	}
 	c.w.Header().Set("Cache-Control", "no-store")
-	c.answer = answer{http.StatusOK, x}
-	return nil
+	return s.streamJSON(c, write)
+}
+
+// streamJSON answers 200 with the JSON document write writes, and a
+// newline. An error of write after the status line is logged and cuts the
+// answer short (a client sees a broken response, never a complete-looking
+// document); a client that went away is no error.
+func (s *Server) streamJSON(c *call, write func(io.Writer) error) error {
+	c.w.Header().Set("Content-Type", "application/json")
+	c.w.WriteHeader(http.StatusOK)
+	dst := &writeErr{w: c.w}
+	if err := write(dst); err != nil {
+		if dst.err != nil {
+			return ignoreClientGone(err) // the client went away
+		}
+		s.log.Error().Err(err).Str("trace_id", c.trace).Str("route", c.route).Msg("internal error after the answer started: answer cut short")
+		panic(http.ErrAbortHandler)
+	}
+	_, err := c.w.Write([]byte{'\n'})
+	return ignoreClientGone(err)
+}
+
+// writeErr remembers the error of its writer, to tell a client that went
+// away from a failure of the source.
+type writeErr struct {
+	w   io.Writer
+	err error
+}
+
+func (w *writeErr) Write(p []byte) (int, error) {
+	n, err := w.w.Write(p)
+	if err != nil && w.err == nil {
+		w.err = err
+	}
+	return n, err
 }
