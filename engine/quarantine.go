@@ -42,8 +42,9 @@ func damagedErr(what string, cause error) error {
 // quarantine moves the damaged record at key (value v, which failed to
 // decode with cause) to the tenant's quarantine in one synced batch, logs
 // it and counts it; a key that no longer holds v (written again or
-// deleted since it was read) is left as it is. The reader that met it goes on whatever happens here:
-// an error (a full disk) is logged and returned for callers that report it.
+// deleted since it was read) is left as it is. The reader that met it
+// goes on whatever happens here: an error (a full disk) is logged and
+// returned for callers that report it.
 func (e *core) quarantine(tenant string, key, v []byte, cause error) error {
 	return e.quarantineAs(tenant, key, v, cause, nil)
 }
@@ -51,18 +52,25 @@ func (e *core) quarantine(tenant string, key, v []byte, cause error) error {
 // quarantineAs is quarantine that, when repaired is not nil, writes it in
 // the record's place in the same batch instead of deleting the record.
 func (e *core) quarantineAs(tenant string, key, v []byte, cause error, repaired []byte) error {
+	_, err := e.moveDamaged(tenant, key, v, cause, repaired)
+	return err
+}
+
+// moveDamaged is quarantineAs that also reports whether it moved the
+// record. A key that no longer holds v was rewritten or deleted since the
+// reader read it (readers such as the learner's, the evaluation's and
+// admin check's scan hold no writer's lock): the writer's value stands,
+// and deleting it would lose that write.
+func (e *core) moveDamaged(tenant string, key, v []byte, cause error, repaired []byte) (moved bool, err error) {
 	if cur, err := e.db.Get(key); errors.Is(err, store.ErrNotFound) || err == nil && !bytes.Equal(cur, v) {
-		// Rewritten or deleted since the reader read v (readers such as the
-		// learner's and the evaluation's hold no writer's lock): the
-		// writer's value stands, and deleting it would lose that write.
-		return nil
+		return false, nil
 	}
 	e.damagedSeen.Add(1)
 	ev := e.log.Warn().Str("tenant", tenant).Str("table", tableName(key, tenant)).Str("error", cause.Error())
 	qk := store.DamagedKey(tenant, key)
 	if qk == nil {
 		ev.Msg("damaged record outside the tenant's key space")
-		return nil
+		return false, nil
 	}
 	b := e.db.NewBatch()
 	defer b.Close()
@@ -74,10 +82,10 @@ func (e *core) quarantineAs(tenant string, key, v []byte, cause error, repaired 
 	}
 	if err := e.removing(tenant, key, b.Commit); err != nil {
 		ev.AnErr("quarantine_error", err).Msg("damaged record skipped; moving it to quarantine failed")
-		return err
+		return false, err
 	}
 	ev.Msg("damaged record moved to quarantine")
-	return nil
+	return true, nil
 }
 
 // removing runs commit, which deletes key of tenant: through the tenant's
@@ -163,7 +171,7 @@ type CheckStats struct {
 // with the decoders the readers use and reports the ones that fail; with
 // repair it moves them to quarantine (a feature record is replaced by the
 // features rebuilt from the customer's events, repairFeatures), each only
-// if it still holds what the snapshot held (stillStored). Records are read
+// if it still holds what the snapshot held (moveDamaged). Records are read
 // from a consistent snapshot.
 func (e *Quarantine) Check(tenant string, repair bool) (*CheckStats, error) {
 	st := &CheckStats{Damaged: []DamagedRecord{}, Quarantined: []DamagedRecord{}}
@@ -212,35 +220,21 @@ func (e *Quarantine) Check(tenant string, repair bool) (*CheckStats, error) {
 			e.afterScan()
 		}
 		for i, f := range found {
-			move := e.quarantine
+			moved, err := true, error(nil)
 			if store.KindOf(id, f.key) == store.KindFeatures {
-				move = e.repairFeatures
-			} else if same, err := e.stillStored(f.key, f.val); err != nil {
-				return st, fmt.Errorf("repair: %w", err)
-			} else if !same {
-				continue
+				err = e.repairFeatures(id, f.key, f.val, causes[i])
+			} else {
+				moved, err = e.moveDamaged(id, f.key, f.val, causes[i], nil) // not if rewritten since the scan
 			}
-			if err := move(id, f.key, f.val, causes[i]); err != nil {
+			if err != nil {
 				return st, fmt.Errorf("repair: %w", err)
 			}
-			st.Repaired++
+			if moved {
+				st.Repaired++
+			}
 		}
 	}
 	return st, nil
-}
-
-// stillStored reports whether key still holds v, the damaged value Check
-// read from its snapshot. A record rewritten since (a reader met it,
-// quarantined it, and its writer stored a good one: a campaign or the
-// catalog put again, a customer state rebuilt) or gone is not repaired:
-// deleting it would lose that write. The window left is that of this read
-// and the repair's commit, against the whole scan's before.
-func (e *Quarantine) stillStored(key, v []byte) (bool, error) {
-	cur, err := e.db.Get(key)
-	if errors.Is(err, store.ErrNotFound) {
-		return false, nil
-	}
-	return err == nil && bytes.Equal(cur, v), err
 }
 
 // checkStored decodes the value v stored at key of tenant with the decoder
