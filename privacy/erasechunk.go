@@ -67,17 +67,7 @@ func (s *Service) eraseEventChunk(tenant, ref string, job *queuedDeletion, lo, h
 		return nil, nil, err
 	}
 	defer unlock()
-	var idx, evKeys [][]byte
-	err = s.db.Scan(lo, hi, func(k, _ []byte) error {
-		if _, _, id, ok := store.ParseCustomerEventKey(tenant, k); ok {
-			idx, evKeys = append(idx, bytes.Clone(k)), append(evKeys, s.rec.EventKey(tenant, id))
-		}
-		if len(idx) >= n {
-			next = append(bytes.Clone(k), 0)
-			return store.ErrStop
-		}
-		return nil
-	})
+	idx, evKeys, next, err := s.eventIndexChunk(tenant, ref, lo, hi, n)
 	if err != nil || len(idx) == 0 {
 		return nil, nil, err
 	}

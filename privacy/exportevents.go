@@ -68,18 +68,8 @@ func (s *Service) exportEvents(tenant, ref string, emit func(*client.EventoExpor
 // lo, adds what they name to w, and returns where the next chunk starts
 // (nil after the last).
 func (s *Service) exportEventChunk(tenant, ref string, lo, hi []byte, n int, w *eventsWalk,
-	emit func(*client.EventoExportado) error) (next []byte, err error) {
-	var keys [][]byte
-	err = s.db.Scan(lo, hi, func(k, _ []byte) error {
-		if _, _, id, ok := store.ParseCustomerEventKey(tenant, k); ok {
-			keys = append(keys, s.rec.EventKey(tenant, id))
-		}
-		if len(keys) >= n {
-			next = append(bytes.Clone(k), 0)
-			return store.ErrStop
-		}
-		return nil
-	})
+	emit func(*client.EventoExportado) error) ([]byte, error) {
+	_, keys, next, err := s.eventIndexChunk(tenant, ref, lo, hi, n)
 	if err != nil {
 		return nil, err
 	}
@@ -114,4 +104,22 @@ func (s *Service) exportEventChunk(tenant, ref string, lo, hi []byte, n int, w *
 		}
 	}
 	return next, w.addDamaged(s, tenant, ref, keys)
+}
+
+// eventIndexChunk reads up to n entries of ref's event index from lo (hi
+// its end): their keys, the keys of the events they name, and where the
+// next chunk starts (nil after the last). Exports and erasures walk a
+// long history this way.
+func (s *Service) eventIndexChunk(tenant, ref string, lo, hi []byte, n int) (idx, evKeys [][]byte, next []byte, err error) {
+	err = s.db.Scan(lo, hi, func(k, _ []byte) error {
+		if _, _, id, ok := store.ParseCustomerEventKey(tenant, k); ok {
+			idx, evKeys = append(idx, bytes.Clone(k)), append(evKeys, s.rec.EventKey(tenant, id))
+		}
+		if len(idx) >= n {
+			next = append(bytes.Clone(k), 0)
+			return store.ErrStop
+		}
+		return nil
+	})
+	return idx, evKeys, next, err
 }
