@@ -26,12 +26,12 @@ import (
 // Storage of the windows. Purchases and coupon counts are kept in sparse
 // daily buckets (only days with events, at most 367), and every ticket of
 // those days (at most 64 a day, featMaxDayTickets) as a 32-bit hash of its
-// ticket_id with the sum of its category amounts (to count distinct tickets and check VAT across a ticket's
-// categories; two tickets of one day whose hashes collide, a chance of
-// about n²/2³³ for n tickets that day, count as one). Buckets older than
-// 366 days before the customer's newest event are dropped when a newer
-// event arrives, so every window is exact at any now not earlier than 2 days
-// before the customer's newest event.
+// ticket_id with the sum of its category amounts (to count distinct tickets
+// and check VAT across a ticket's categories; two tickets of one day whose
+// hashes collide, a chance of about n²/2³³ for n tickets that day, count as
+// one). Buckets older than 366 days before the customer's newest event are
+// dropped when a newer event arrives, so every window is exact at any now
+// not earlier than 2 days before the customer's newest event.
 // Category spend is kept per UTC calendar month instead, for at most 32
 // categories per customer (further categories share one "other" bucket that
 // counts in totals but has no name): the category features look at the
@@ -122,22 +122,23 @@ type featCat struct {
 }
 
 const (
-	featNsPerDay   = int64(24 * time.Hour)
-	featRetainDays = 366 // buckets kept: days >= newest day - featRetainDays
-	featCatMonths  = 14  // category months kept: the newest event's month and the 13 before
-	featCatWindow  = 12  // category features: the current month and the 12 before
-	featMaxCats    = 32  // named categories per customer
-	featMaxOptOut  = 32  // channels opted out individually; one more means all
-	featOldTickets = 8   // remembered hashes of tickets beyond the horizon
-	// featMaxDayTickets bounds the tickets kept for one day: a cliente_ref
-	// that a point of sale uses for every walk-in sale holds thousands a
-	// day, and kept whole they grew its record by about 14 KB a day (5 MB
-	// and 60-90 ms to encode at every write after a year of 2,000 a day).
-	// A ticket beyond it counts in ticketsTotal, not in the windows, and its
-	// lines are each a ticket of their own for the VAT check.
-	featMaxDayTickets = 64
+	featNsPerDay      = int64(24 * time.Hour)
+	featRetainDays    = 366 // buckets kept: days >= newest day - featRetainDays
+	featCatMonths     = 14  // category months kept: the newest event's month and the 13 before
+	featCatWindow     = 12  // category features: the current month and the 12 before
+	featMaxCats       = 32  // named categories per customer
+	featMaxOptOut     = 32  // channels opted out individually; one more means all
+	featOldTickets    = 8   // remembered hashes of tickets beyond the horizon
 	featVATToleranceC = 100 // VAT check tolerance: 1 MXN, or 0.5 % of ticket_total if larger
 )
+
+// featMaxDayTickets bounds the tickets kept for one day: a cliente_ref that
+// a point of sale uses for every walk-in sale holds thousands a day, and
+// kept whole they grew its record by about 14 KB a day (5 MB and 60-90 ms
+// to encode at every write after a year of 2,000 a day). A ticket beyond it
+// counts in ticketsTotal, not in the windows, and its lines are each a
+// ticket of their own for the VAT check.
+const featMaxDayTickets = 64
 
 // DaysNever is the value of the day-count features (recencia_dias,
 // dias_desde_ultimo_cupon) when the thing never happened, and their cap. It
