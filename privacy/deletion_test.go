@@ -610,14 +610,7 @@ func TestDeletionPurgeRedoneAfterCrash(t *testing.T) {
 	if len(filesHolding(t, crashed, "db", []byte(canary))) == 0 {
 		t.Fatal("no file holds the canary at the crash: the test does not exercise the purge")
 	}
-	db, err := store.Open("db", crashed)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	now := func() time.Time { return t0 }
-	e := engine.New(engine.Config{DB: db, Secrets: store.TestSecrets(), Log: zerolog.Nop(), Now: now, Seed: 1})
-	p2 := newService(e, db, now)
+	_, p2 := reopenService(t, crashed)
 	if rec, err := p2.Deletion("acme", canary); err != nil || rec == nil || rec.Estado != DeletionCompleted {
 		t.Fatalf("after the crash: deletion %+v %v, want completado (the batch was synced)", rec, err)
 	}

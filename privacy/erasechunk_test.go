@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/rs/zerolog"
 
 	"github.com/coupond/coupond/engine"
 	"github.com/coupond/coupond/store"
@@ -92,14 +91,7 @@ func TestErasureResumesAfterCrashMidChunks(t *testing.T) {
 	if _, err := p.ProcessDeletions(context.Background(), DeletionHooks{}); err != nil || crashed == nil {
 		t.Fatalf("first pass: %v, crash clone taken %v", err, crashed != nil)
 	}
-	db, err := store.Open("db", crashed)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	now := func() time.Time { return t0 }
-	e := engine.New(engine.Config{DB: db, Secrets: store.TestSecrets(), Log: zerolog.Nop(), Now: now, Seed: 1})
-	p2 := newService(e, db, now)
+	db, p2 := reopenService(t, crashed)
 	p2.eraseChunk = 2
 	if rec, err := p2.Deletion("acme", canary); err != nil || rec == nil || rec.Estado != DeletionScheduled {
 		t.Fatalf("after the crash: deletion %+v %v, want programado", rec, err)

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/rs/zerolog"
 
 	"github.com/coupond/coupond/clock"
@@ -90,4 +91,19 @@ func eraseWithLedger(tb testing.TB, p *Service, db *store.DB, ledger func(Ledger
 		tb.Errorf("deletion %s: the customer's data is still in the live store", why)
 	}
 	return p.CustomerHash("acme", ref)
+}
+
+// reopenService opens the store in fs (a crash's clone, say) as a start
+// does, with a new engine and service at t0; the store closes with the
+// test.
+func reopenService(t *testing.T, fs vfs.FS) (*store.DB, *Service) {
+	t.Helper()
+	db, err := store.Open("db", fs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	now := func() time.Time { return t0 }
+	e := engine.New(engine.Config{DB: db, Secrets: store.TestSecrets(), Log: zerolog.Nop(), Now: now, Seed: 1})
+	return db, newService(e, db, now)
 }
