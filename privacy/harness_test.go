@@ -6,13 +6,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/rs/zerolog"
 
 	"github.com/coupond/coupond/clock"
 	"github.com/coupond/coupond/engine"
 	"github.com/coupond/coupond/internal/storetest"
 	"github.com/coupond/coupond/store"
+	"github.com/coupond/coupond/store/storefs"
 )
 
 var t0 = time.Date(2026, 11, 2, 12, 0, 0, 0, time.UTC)
@@ -93,10 +93,10 @@ func eraseWithLedger(tb testing.TB, p *Service, db *store.DB, ledger func(Ledger
 	return p.CustomerHash("acme", ref)
 }
 
-// reopenService opens the store in fs (a crash's clone, say) as a start
+// reopenService opens the store in fs (a crash's clone) as a start
 // does, with a new engine and service at t0; the store closes with the
 // test.
-func reopenService(t *testing.T, fs vfs.FS) (*store.DB, *Service) {
+func reopenService(t *testing.T, fs *storefs.MemFS) (*store.DB, *Service) {
 	t.Helper()
 	db, err := store.Open("db", fs)
 	if err != nil {
