@@ -58,7 +58,7 @@ func pprofCmd(a *app) *cobra.Command {
 			return fmt.Errorf("--out: %w", err)
 		}
 		defer f.Abort()
-		if err := forwardAdmin(cmd.Context(), sock, a.args, f, cmd.ErrOrStderr()); err != nil {
+		if err := forwardAdmin(cmd.Context(), sock, adminWaitOf(cmd), a.args, f, cmd.ErrOrStderr()); err != nil {
 			return err
 		}
 		if err := f.Commit(); err != nil {

@@ -61,7 +61,7 @@ func TestAdminSameThroughSocket(t *testing.T) {
 	}
 	serveAdminOn(t, dir)
 	// A line that is no admin command is refused, and the client says so.
-	if err := forwardAdmin(context.Background(), filepath.Join(dir, adminSocket), []string{"--data-dir", dir, "version"}, io.Discard, io.Discard); err == nil ||
+	if err := forwardAdmin(context.Background(), filepath.Join(dir, adminSocket), adminWait{adminDial, defaultAdminTotal}, []string{"--data-dir", dir, "version"}, io.Discard, io.Discard); err == nil ||
 		!strings.Contains(err.Error(), "bad admin request") {
 		t.Errorf("a non-admin line through the socket: %v, want the refusal as an error", err)
 	}
@@ -324,5 +324,82 @@ func TestPprofWritesWhole(t *testing.T) {
 	}
 	if diff := cmp.Diff(file{"\x1f\x8b", 0o600}, read()); diff != "" {
 		t.Errorf("--out after a heap profile (-want +got; want a gzipped profile):\n%s", diff)
+	}
+}
+
+// TestForwardAdminStuckServer: a server that accepts the admin connection
+// and never answers (stuck), whether it reads the request or not, makes
+// the forwarded command an error that names the socket and says what to
+// do once the deadline passes, not a client that hangs.
+func TestForwardAdminStuckServer(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		read bool // the server reads the request before it stalls
+	}{{"never reads", false}, {"reads, never answers", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			sock := filepath.Join(t.TempDir(), adminSocket)
+			ln, err := net.Listen("unix", sock)
+			if err != nil {
+				t.Fatal(err)
+			}
+			release := make(chan struct{})
+			t.Cleanup(func() { close(release); ln.Close() })
+			go func() {
+				for {
+					conn, err := ln.Accept()
+					if err != nil {
+						return
+					}
+					go func() {
+						defer conn.Close()
+						if tc.read {
+							_, _ = io.Copy(io.Discard, io.LimitReader(conn, 1))
+						}
+						<-release
+					}()
+				}
+			}()
+			done := make(chan error, 1)
+			go func() {
+				done <- forwardAdmin(context.Background(), sock, adminWait{dial: time.Second, total: 200 * time.Millisecond},
+					[]string{"admin", "tenant", "list"}, io.Discard, io.Discard)
+			}()
+			select {
+			case err := <-done:
+				if err == nil || !strings.Contains(err.Error(), sock) || !strings.Contains(err.Error(), "within 200ms") ||
+					!strings.Contains(err.Error(), "serve's log") {
+					t.Errorf("forwardAdmin to a stuck server: %v; want an error naming %s, the deadline and what to do", err, sock)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("forwardAdmin to a stuck server still waits after 10s")
+			}
+		})
+	}
+}
+
+// TestAdminWaitOf: a command forwarded through the socket waits
+// defaultAdminTotal, unless it is one whose work grows with the store,
+// which waits longer.
+func TestAdminWaitOf(t *testing.T) {
+	root := newRoot(&app{})
+	for _, tc := range []struct {
+		line []string
+		want time.Duration
+	}{
+		{[]string{"admin", "tenant", "show"}, defaultAdminTotal},
+		{[]string{"admin", "backup"}, longAdmin},
+		{[]string{"admin", "check"}, longAdmin},
+		{[]string{"admin", "evaluate"}, longAdmin},
+		{[]string{"admin", "clock", "advance"}, longAdmin},
+		{[]string{"admin", "batch", "watch"}, 24 * time.Hour},
+		{[]string{"admin", "debug", "pprof"}, 15 * time.Minute},
+	} {
+		cmd, _, err := root.Find(tc.line)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(adminWait{dial: adminDial, total: tc.want}, adminWaitOf(cmd), cmp.AllowUnexported(adminWait{})); diff != "" {
+			t.Errorf("%v (-want +got):\n%s", tc.line, diff)
+		}
 	}
 }

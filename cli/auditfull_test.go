@@ -56,7 +56,7 @@ func TestAdminAuditOnFullDisk(t *testing.T) {
 			})
 		}
 		var stderr bytes.Buffer
-		if err := forwardAdmin(context.Background(), sock, s.args, io.Discard, &stderr); err != nil {
+		if err := forwardAdmin(context.Background(), sock, adminWait{adminDial, defaultAdminTotal}, s.args, io.Discard, &stderr); err != nil {
 			t.Fatalf("%v (disk full %v): %v; want it run", s.args, s.full, err)
 		}
 		if got := stderr.String(); s.warn == "" && got != "" || !strings.Contains(got, s.warn) {

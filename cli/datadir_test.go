@@ -138,10 +138,10 @@ func TestAdminSocketPeerAndAudit(t *testing.T) {
 	}
 	var out bytes.Buffer
 	args := []string{"admin", "tenant", "create", "acme", "--json"}
-	if err := forwardAdmin(context.Background(), sock, args, &out, io.Discard); err != nil {
+	if err := forwardAdmin(context.Background(), sock, adminWait{adminDial, defaultAdminTotal}, args, &out, io.Discard); err != nil {
 		t.Fatalf("through the socket: %v", err)
 	}
-	if err := forwardAdmin(context.Background(), sock, []string{"admin", "tenant", "show", "nadie"}, io.Discard, io.Discard); err == nil {
+	if err := forwardAdmin(context.Background(), sock, adminWait{adminDial, defaultAdminTotal}, []string{"admin", "tenant", "show", "nadie"}, io.Discard, io.Discard); err == nil {
 		t.Fatal("tenant show of an unknown tenant succeeded")
 	}
 	entries, err := readAudit(filepath.Join(dir, auditFile))
@@ -171,7 +171,7 @@ func TestAdminSocketPeerAndAudit(t *testing.T) {
 	})}
 	go other.Serve(pl)
 	defer other.Close()
-	if err := forwardAdmin(context.Background(), sock2, args, io.Discard, io.Discard); err == nil {
+	if err := forwardAdmin(context.Background(), sock2, adminWait{adminDial, defaultAdminTotal}, args, io.Discard, io.Discard); err == nil {
 		t.Fatal("a peer with another uid was served")
 	}
 	entries, _ = readAudit(filepath.Join(dir, auditFile))

@@ -77,7 +77,7 @@ func (a *app) withEnv(cmd *cobra.Command, fn func(e *env) error) error {
 		if err := serverOwnerError(a.dataDir, sock); err != nil {
 			return err
 		}
-		return forwardAdmin(cmd.Context(), sock, a.args, cmd.OutOrStdout(), cmd.ErrOrStderr())
+		return forwardAdmin(cmd.Context(), sock, adminWaitOf(cmd), a.args, cmd.OutOrStdout(), cmd.ErrOrStderr())
 	}
 	if cmd.Annotations[createsDataDir] == "" {
 		if err := dataDirExists(a.dataDir); err != nil {
@@ -269,13 +269,70 @@ const (
 	streamErr byte = 'e'
 )
 
+// adminWait bounds a command forwarded through the admin socket
+// (forwardAdmin): dial is the connect's limit, total the whole answer's,
+// stdout and stderr streamed to the end. A server that accepts the
+// connection and never answers (stuck) is then an error, not a hang.
+type adminWait struct{ dial, total time.Duration }
+
+// adminDeadline annotates the admin commands that may run longer through
+// the socket than defaultAdminTotal (a backup, a check of every record): its
+// value is their adminWait.total, a time.Duration string.
+const adminDeadline = "admin-deadline"
+
+// defaultAdminTotal is adminWait.total of an admin command with no
+// adminDeadline: ample for a command that reads or sets a few records.
+const defaultAdminTotal = 5 * time.Minute
+
+// longAdmin is the adminDeadline of the commands whose work grows with the
+// store (a backup, a check or an evaluation of every record, a clock's
+// move that folds every reward it closes).
+const longAdmin = 6 * time.Hour
+
+// adminDial is adminWait.dial: the socket is local, a connect that takes
+// longer is a server that no longer accepts.
+const adminDial = 5 * time.Second
+
+// withDeadline annotates cmd with the adminWait.total d (adminDeadline).
+func withDeadline(cmd *cobra.Command, d time.Duration) *cobra.Command {
+	if cmd.Annotations == nil {
+		cmd.Annotations = map[string]string{}
+	}
+	cmd.Annotations[adminDeadline] = d.String()
+	return cmd
+}
+
+// adminWaitOf is the adminWait of the admin command cmd forwarded through the
+// socket: its adminDeadline, else defaultAdminTotal.
+func adminWaitOf(cmd *cobra.Command) adminWait {
+	w := adminWait{dial: adminDial, total: defaultAdminTotal}
+	if d, err := time.ParseDuration(cmd.Annotations[adminDeadline]); err == nil {
+		w.total = d
+	}
+	return w
+}
+
 // forwardAdmin sends the command line to the server's admin socket, copies
 // the command's stdout to out and its stderr to errOut as they stream, and
-// returns the remote command's outcome.
-func forwardAdmin(ctx context.Context, sock string, args []string, out, errOut io.Writer) error {
+// returns the remote command's outcome. A connect or an answer that takes
+// longer than wait allows is an error naming the socket and what to do.
+func forwardAdmin(ctx context.Context, sock string, wait adminWait, args []string, out, errOut io.Writer) error {
+	parent := ctx
+	ctx, cancel := context.WithTimeout(ctx, wait.total)
+	defer cancel()
+	err := forwardAdminCtx(ctx, sock, wait.dial, args, out, errOut)
+	if err != nil && parent.Err() == nil && ctx.Err() != nil {
+		return fmt.Errorf("admin socket %s: the server did not finish the command within %s: it may be stuck; "+
+			"see serve's log, and restart it if it stays so (the command may still have run: check before repeating it)", sock, wait.total)
+	}
+	return err
+}
+
+// forwardAdminCtx is forwardAdmin within ctx, the connect within dial.
+func forwardAdminCtx(ctx context.Context, sock string, dial time.Duration, args []string, out, errOut io.Writer) error {
 	client := &http.Client{Transport: &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			var d net.Dialer
+			d := net.Dialer{Timeout: dial}
 			return d.DialContext(ctx, "unix", sock)
 		},
 	}}

@@ -181,9 +181,12 @@ func (s *services) clockMoved(t *store.Tenant) {
 // clocks.
 func extraAdminCmds(a *app) []*cobra.Command {
 	shadow := groupCmd("shadow", "Shadow mode reports", shadowReportCmd(a))
-	batch := groupCmd("batch", "Batch decision jobs: watch a job's progress", batchWatchCmd(a))
-	debug := groupCmd("debug", "Diagnostics of the running server (profiles)", pprofCmd(a))
-	return append([]*cobra.Command{evaluateCmd(a), shadow, abuseCmd(a), batch, consoleCmd(a), checkCmd(a), debug}, dataCmds(a)...)
+	// A watch lasts as long as its job (a large one runs for hours); a
+	// profile samples up to 10 minutes.
+	batch := groupCmd("batch", "Batch decision jobs: watch a job's progress", withDeadline(batchWatchCmd(a), 24*time.Hour))
+	debug := groupCmd("debug", "Diagnostics of the running server (profiles)", withDeadline(pprofCmd(a), 15*time.Minute))
+	return append([]*cobra.Command{withDeadline(evaluateCmd(a), longAdmin), shadow, abuseCmd(a), batch, consoleCmd(a),
+		withDeadline(checkCmd(a), longAdmin), debug}, dataCmds(a)...)
 }
 
 func scopeList() []string { return server.ScopeNames() }
