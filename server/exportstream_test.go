@@ -12,9 +12,11 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/rs/zerolog"
 
 	"github.com/coupond/coupond/client"
 	"github.com/coupond/coupond/engine"
+	"github.com/coupond/coupond/internal/syncbuf"
 	"github.com/coupond/coupond/store"
 )
 
@@ -88,4 +90,74 @@ func TestStreamedAnswerCutOnError(t *testing.T) {
 	if err == nil || strings.Contains(string(body), "error_interno") || strings.Contains(string(body), "secret") {
 		t.Errorf("failure mid-stream: body of %d bytes ending %q read to its end (err %v), want the response cut short", len(body), body[max(0, len(body)-200):], err)
 	}
+}
+
+// TestCutAnswerLoggedAndCounted: an answer cut short after its status line
+// (a streamed export whose source fails, a handler that panics mid-stream)
+// has its access log line, as a 500 with the status and bytes the client
+// got and the outcome "cortado", and is counted in /metrics; before, the
+// handler's own cut went by with neither.
+func TestCutAnswerLoggedAndCounted(t *testing.T) {
+	const body = 20000 // past net/http's buffer: the status line goes out
+	for _, tc := range []struct {
+		name string
+		h    func(s *Server) func(c *call) error
+	}{
+		{"source fails mid-stream", func(s *Server) func(c *call) error {
+			return func(c *call) error {
+				return s.streamJSON(c, func(w io.Writer) error {
+					io.WriteString(w, strings.Repeat(" ", body))
+					return errors.New("store: damaged chunk")
+				})
+			}
+		}},
+		{"panic mid-stream", func(*Server) func(c *call) error {
+			return func(c *call) error {
+				c.w.WriteHeader(http.StatusOK)
+				c.w.Write([]byte(strings.Repeat(" ", body)))
+				panic("bug")
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var logs syncbuf.Buffer // safe for the server's goroutines
+			h := newHarnessHTTP(t, zerolog.New(&logs), HTTPConfig{}, nil)
+			handler := h.srv.wrap(route{name: "stream", public: true, h: tc.h(h.srv)})
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { handler(w, r, nil) }))
+			defer srv.Close()
+			resp, err := http.Get(srv.URL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			line := waitRequestLine(t, &logs, resp.Header.Get("X-Trace-Id"))
+			got := map[string]any{"message": line["message"], "level": line["level"], "route": line["route"],
+				"status": line["status"], "sent_status": line["sent_status"], "bytes": line["bytes"], "outcome": line["outcome"]}
+			want := map[string]any{"message": "request", "level": "warn", "route": "stream",
+				"status": float64(500), "sent_status": float64(200), "bytes": float64(body), "outcome": "cortado"}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("access log line of the cut answer (-want +got):\n%s", diff)
+			}
+			if v := sample(scrape(t, h), `coupond_http_requests_total{route="stream",status="500"}`); v != "1" {
+				t.Errorf("/metrics counts %q cut answers, want 1", v)
+			}
+		})
+	}
+}
+
+// waitRequestLine is the access log line ("request") of logs with trace_id
+// trace, waited for up to 5 s (the server logs after it answers).
+func waitRequestLine(t *testing.T, logs *syncbuf.Buffer, trace string) map[string]any {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		for _, l := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+			var m map[string]any
+			if json.Unmarshal([]byte(l), &m) == nil && m["trace_id"] == trace && trace != "" && m["message"] == "request" {
+				return m
+			}
+		}
+	}
+	t.Fatalf("no access log line with trace_id %q; log:\n%s", trace, logs.String())
+	return nil
 }

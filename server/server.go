@@ -205,11 +205,12 @@ func (c *call) now() time.Time { return c.tenant.Now(c.start) }
 const statusClientGone = 499
 
 // StatusWriter remembers the status of the answer written through it
-// (Status; 0 before anything is written): the access log's, and the
-// console's.
+// (Status; 0 before anything is written) and how many bytes of its body
+// were written: the access log's, and the console's.
 type StatusWriter struct {
 	http.ResponseWriter
-	status int
+	status  int
+	written int64
 }
 
 // Status is the status written so far, 0 before anything.
@@ -226,7 +227,9 @@ func (w *StatusWriter) Write(b []byte) (int, error) {
 	if w.status == 0 {
 		w.status = http.StatusOK
 	}
-	return w.ResponseWriter.Write(b)
+	n, err := w.ResponseWriter.Write(b)
+	w.written += int64(n)
+	return n, err
 }
 
 func (w *StatusWriter) Flush() {
@@ -278,6 +281,11 @@ func (s *Server) wrap(rt route) httprouter.Handle {
 				ev = s.log.Warn()
 			}
 			ev = ev.Str("route", rt.name).Int("status", status).Dur("latency", d).Str("trace_id", c.trace)
+			if cut {
+				// What the client got before the cut: the status line
+				// (0: none) and the body's bytes.
+				ev = ev.Str("outcome", "cortado").Int("sent_status", sw.status).Int64("bytes", sw.written)
+			}
 			if c.tenant != nil {
 				ev = ev.Str("tenant", c.tenant.ID).Str("client_id", c.clientID)
 				if c.tenant.Settings.RateLimits || !c.tenant.Sandbox {
@@ -325,11 +333,12 @@ func routeError(rt route, err error) error {
 // recovered answers a handler's panic p: 500 error_interno while nothing
 // of the answer has gone out; once it has (a streamed file), the answer
 // can only be cut short, and cut says the caller must do so (by panicking
-// with http.ErrAbortHandler) after logging the request. A panic with
-// http.ErrAbortHandler, a handler's own cut, goes on as it is.
+// with http.ErrAbortHandler) after logging the request and counting it. A
+// panic with http.ErrAbortHandler is a handler's own cut (a stream whose
+// source failed, the handler logged why): a cut, with nothing more logged.
 func (s *Server) recovered(sw *StatusWriter, c *call, p any) (cut bool) {
 	if p == http.ErrAbortHandler {
-		panic(p)
+		return true
 	}
 	err := fmt.Errorf("panic: %v", p)
 	if sw.status == 0 {
