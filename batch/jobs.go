@@ -1194,23 +1194,37 @@ func (r *Runner) expire(listed *Job) error {
 	return r.save(j)
 }
 
-// DropResult removes the result file of job j and saves j without one,
-// reason in its error: the job then answers as after retention (no
+// DropResult removes the result file of job j and saves the job without
+// one, reason in its error: the job then answers as after retention (no
 // resultado_url, a download 404). It is for a result file that cannot be
 // rewritten (RewriteResult failed on it), which must not keep a deleted
-// customer's lines either (contract §8). The file goes first: a crash in
-// between leaves a job whose file is missing, which reads as gone too.
+// customer's lines either (contract §8). j is the caller's read of the job:
+// under resultMu the record is read again and that is what is saved, so a
+// result that retention expired (or another drop removed) since the read
+// is left as it is, nil, and no reason lands on an expired job. The file
+// goes first: a crash in between leaves a job whose file is missing, which
+// reads as gone too.
 func (r *Runner) DropResult(j *Job, reason string) error {
 	if j.Result == "" {
 		return nil
 	}
 	r.resultMu.Lock() // not to be overwritten by cleanup's save (expire)
 	defer r.resultMu.Unlock()
-	if err := r.fs.Remove(r.resultPath(j.Result)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	cur, err := r.Job(j.Tenant, j.ID)
+	if errors.Is(err, ErrNotFound) {
+		return nil
+	}
+	if err != nil {
 		return err
 	}
-	j.Result, j.Error = "", reason
-	return r.save(j)
+	if cur.Estado != api.EstadoCompletado || cur.Result != j.Result {
+		return nil // its result is gone already
+	}
+	if err := r.fs.Remove(r.resultPath(cur.Result)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	cur.Result, cur.Error = "", reason
+	return r.save(cur)
 }
 
 // RewriteResult rewrites completed job j's result file as the package's

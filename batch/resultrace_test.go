@@ -136,3 +136,37 @@ func TestRewriteResultDoesNotPutBackARemovedFile(t *testing.T) {
 		})
 	}
 }
+
+// TestDropResultRereadsTheJob: DropResult is given the caller's read of a
+// job (the deletion worker's); retention may expire the job's result
+// between that read and the drop. The drop must then leave the expired
+// job as retention saved it, not save the caller's stale copy with the
+// reason of a drop that removed nothing.
+func TestDropResultRereadsTheJob(t *testing.T) {
+	const reason = "archivo de resultados dañado"
+	tests := []struct {
+		name   string
+		expire bool // retention's pass comes between the read and the drop
+		want   resultState
+	}{
+		{name: "result still there", want: resultState{Error: reason}},
+		{name: "expired since the read", expire: true, want: resultState{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newJobEnv(t, storefs.Mem(), "db", 2, -1)
+			read := completedJob(t, e)
+			id, rel := read.ID, read.Result
+			if tt.expire {
+				e.clock.Advance(ResultRetention + time.Hour)
+				e.r.RunPending(context.Background())
+			}
+			if err := e.r.DropResult(read, reason); err != nil {
+				t.Fatalf("DropResult: %v", err)
+			}
+			if diff := cmp.Diff(tt.want, stateOf(t, e, id, rel)); diff != "" {
+				t.Errorf("job after the drop (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
