@@ -27,7 +27,9 @@ import (
 //	4 suspension   the credential is suspended: 401 until the operator clears it
 //
 // A step is taken when an anomaly is seen and the previous step is at least
-// StepInterval old. Anomalies, measured per minute of real time:
+// StepInterval old; of the anomalies seen meanwhile only the first is held,
+// the reason that step records, so a flood of them costs no memory.
+// Anomalies, measured per minute of real time:
 //
 //	pico      requests in a minute > PeakFactor × the usual per-minute rate
 //	          (an EWMA), and at least MinPeak
@@ -107,16 +109,26 @@ type AbuseState struct {
 func (s *AbuseState) LevelName() string { return levelNames[s.Level] }
 
 type credUse struct {
-	tenant   string
-	minute   int64
-	count    int
-	errors   int
-	usual    float64 // EWMA of requests per minute
-	seen     int     // minutes observed
-	pending  []string
+	tenant string
+	minute int64
+	count  int
+	errors int
+	usual  float64 // EWMA of requests per minute
+	seen   int     // minutes observed
+	// pending is the first anomaly seen since the last step, the reason
+	// the next step records ("": none); later ones before that step add
+	// nothing (a flood of them held one string each until the step).
+	pending  string
 	state    AbuseState
 	lastStep time.Time
 	sends    []sendDay // oldest first
+}
+
+// flag records the anomaly reason unless one is pending already (pending).
+func (u *credUse) flag(reason string) {
+	if u.pending == "" {
+		u.pending = reason
+	}
 }
 
 // sendDay is the coupon sends a credential got in one UTC day of real time
@@ -261,7 +273,7 @@ func (g *abuseGuard) signal(tenant, clientID, reason string, now time.Time) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	u := g.use(tenant, clientID)
-	u.pending = append(u.pending, reason)
+	u.flag(reason)
 	g.maybeStep(u, now)
 }
 
@@ -345,7 +357,7 @@ func (g *abuseGuard) judgeSends(u *credUse, now time.Time) {
 		n, open := len(d.keys), len(d.keys)-d.confirmed
 		if n >= g.cfg.UnconfirmedMin && float64(open) > g.cfg.UnconfirmedRatio*float64(n) {
 			day := time.Unix(d.day*86400, 0).UTC().Format(time.DateOnly)
-			u.pending = append(u.pending, fmt.Sprintf("sin confirmar: %d de %d envíos del %s sin confirmación al caducar", open, n, day))
+			u.flag(fmt.Sprintf("sin confirmar: %d de %d envíos del %s sin confirmación al caducar", open, n, day))
 		}
 		for _, k := range d.keys {
 			delete(g.sent, k)
@@ -361,10 +373,10 @@ func (g *abuseGuard) closeMinute(u *credUse, now time.Time) {
 	c := g.cfg
 	base := u.usual
 	if u.seen > 0 && float64(u.count) > c.PeakFactor*base && u.count >= c.MinPeak {
-		u.pending = append(u.pending, fmt.Sprintf("pico: %d peticiones en un minuto, %.0f veces lo usual", u.count, float64(u.count)/max(base, 1)))
+		u.flag(fmt.Sprintf("pico: %d peticiones en un minuto, %.0f veces lo usual", u.count, float64(u.count)/max(base, 1)))
 	}
 	if u.count >= c.MinRequests && float64(u.errors) > c.ErrorRatio*float64(u.count) {
-		u.pending = append(u.pending, fmt.Sprintf("errores: %d de %d respuestas fueron error", u.errors, u.count))
+		u.flag(fmt.Sprintf("errores: %d de %d respuestas fueron error", u.errors, u.count))
 	}
 	if u.seen == 0 {
 		u.usual = float64(u.count)
@@ -378,15 +390,15 @@ func (g *abuseGuard) closeMinute(u *credUse, now time.Time) {
 // maybeStep takes one step up when anomalies are pending and the last step
 // is old enough; the step and its reason are stored with Sync.
 func (g *abuseGuard) maybeStep(u *credUse, now time.Time) {
-	if len(u.pending) == 0 || u.state.Level >= levelSuspension {
-		u.pending = nil
+	if u.pending == "" || u.state.Level >= levelSuspension {
+		u.pending = ""
 		return
 	}
 	if !u.lastStep.IsZero() && now.Sub(u.lastStep) < g.cfg.StepInterval {
 		return
 	}
-	reason := u.pending[0]
-	u.pending = nil
+	reason := u.pending
+	u.pending = ""
 	u.state.Level++
 	u.lastStep = now
 	u.state.Steps = append(u.state.Steps, AbuseStep{At: now.UTC(), Level: levelNames[u.state.Level], Reason: reason})
@@ -445,7 +457,7 @@ func (s *Server) ClearAbuse(clientID string, now time.Time) (*AbuseState, error)
 	}
 	u.state.Level = levelNormal
 	u.state.Steps = append(u.state.Steps, AbuseStep{At: now.UTC(), Level: levelNames[levelNormal], Reason: "despejado por el operador"})
-	u.lastStep, u.pending = time.Time{}, nil
+	u.lastStep, u.pending = time.Time{}, ""
 	if err := g.persist(u); err != nil {
 		return nil, err
 	}

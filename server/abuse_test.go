@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"runtime"
 	"testing"
 	"time"
 
@@ -465,5 +466,41 @@ func TestAbuseFollowsSendsAndConfirmations(t *testing.T) {
 	want := []string{"followed true confirmed false, day: 1 sends 0 confirmed", "followed true confirmed true, day: 1 sends 1 confirmed", "followed true confirmed true, day: 1 sends 1 confirmed"}
 	if diff := cmp.Diff(want, []string{before, confirmed, state()}); diff != "" {
 		t.Errorf("the send's state before, after its confirmation, after a replay (-want +got):\n%s", diff)
+	}
+}
+
+// TestAbusePendingHeldOnce: anomalies signalled between two steps (a
+// flood of history reloads within StepInterval) are held as one pending
+// reason, the first, which the next step records: the guard's memory of a
+// credential does not grow with them (it held one string per signal).
+func TestAbusePendingHeldOnce(t *testing.T) {
+	h, _, id, _ := newAbuseHarness(t)
+	g := newAbuseGuard(DefaultAbuseConfig(), h.db, zerolog.Nop(), nil)
+	at := testStart
+	g.signal("acme", id, "recarga: primera", at) // aviso at once
+	const flood = 1_000_000
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for i := range flood {
+		reason := "recarga: durante el intervalo"
+		if i == 0 {
+			reason = "recarga: segunda"
+		}
+		g.signal("acme", id, reason, at.Add(time.Second))
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	if grew := int64(after.HeapAlloc) - int64(before.HeapAlloc); grew > 4<<20 {
+		t.Errorf("%d signals within the step interval grew the heap by %d bytes, want it about flat", flood, grew)
+	}
+	g.signal("acme", id, "recarga: tras el intervalo", at.Add(DefaultAbuseConfig().StepInterval))
+	var got []string
+	for _, s := range g.creds[id].state.Steps {
+		got = append(got, s.Level+" "+s.Reason)
+	}
+	want := []string{"aviso recarga: primera", "freno recarga: segunda"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("steps (-want +got):\n%s", diff)
 	}
 }
