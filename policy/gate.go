@@ -37,7 +37,8 @@ import (
 //     the choices over all customers do and the band's own mean is not
 //     below 0 (Config.GatePooled; such a band goes back to testing when
 //     its own mean falls below 0): 1 − NeverShare (never-send's share
-//     keeps the test going);
+//     keeps the test going); with Config.GateLookAlpha the bar rises with
+//     the windows the test has been looked at (openBar);
 //   - closed, when its choices lose to never-send by GuardZ standard
 //     errors, or for every band while the guard (the test over all
 //     customers) finds them losing: the testing share over GateClosedDiv.
@@ -68,6 +69,11 @@ type gateBand struct {
 	// mean only not below 0 (GatePooled); it stays open while that mean is
 	// not below 0.
 	Pooled bool `json:"pooled,omitempty"`
+	// Since is the tenant's age (Guard.Windows) when the band last went
+	// back to testing, from which its looks at the opening bar are
+	// counted (openBar); 0 while it has tested since the tenant began.
+	// Kept only with Config.GateLookAlpha.
+	Since float64 `json:"since,omitempty"`
 }
 
 // GateBands is the number of frequency bands the gate judges apart.
@@ -408,7 +414,7 @@ func (m *Model) choiceGroup(s *GuardSample, zero int) func(int) bool {
 // when they no longer lose by GuardReleaseZ. Each frequency band: testing
 // → open when its choices beat never-send by GateZ standard errors, or
 // those over all customers do and its own mean is not below 0
-// (GatePooled); open → testing when recent evidence says they lose (mean +
+// (GatePooled; with GateLookAlpha both bars are openBar's); open → testing when recent evidence says they lose (mean +
 // (−GateReleaseZ) standard errors below 0) or, for a band opened on the
 // pooled test, when its own mean falls below 0; testing or open → closed when
 // they lose by GuardZ; closed → testing when they no longer lose by
@@ -427,7 +433,7 @@ func (m *Model) updateGate() {
 	}
 	pooled := false
 	if mean, se, ok := m.testStat(&g.Test); ok && m.cfg.GatePooled && !g.Active {
-		pooled = mean-m.cfg.GateZ*se > 0
+		pooled = mean-m.openBar(0)*se > 0
 	}
 	for b := range g.Bands {
 		gb := &g.Bands[b]
@@ -452,7 +458,7 @@ func (m *Model) updateGate() {
 		if gb.State == GateOpen && gb.Pooled && mean < 0 {
 			gb.State = GateTesting // the condition it opened on no longer holds
 		}
-		own := ok && mean-m.cfg.GateZ*se > 0
+		own := ok && mean-m.openBar(gb.Since)*se > 0
 		if gb.State == GateTesting && was == GateTesting && (own || pooled && mean >= 0) {
 			gb.State = GateOpen
 			gb.Pooled = !own
@@ -460,7 +466,39 @@ func (m *Model) updateGate() {
 		if gb.State != GateOpen {
 			gb.Pooled = false
 		}
+		if gb.State == GateTesting && was != GateTesting && m.cfg.GateLookAlpha > 0 {
+			gb.Since = g.Windows
+		}
 	}
+}
+
+// openBar is the opening bar, in standard errors, of a test looked at now
+// that has been testing since the tenant's age since (0: since the tenant
+// began): GateZ, or with Config.GateLookAlpha the always-valid bar
+// max(GateZ, lookZ(GateLookAlpha, k)), k = 1 + the whole windows from
+// since (at least 1) to the tenant's age. Looks are windows, not learner
+// passes: the passes of one window read the same evidence, and the tests
+// fade by windows (GateHalfLife), so a window is the unit in which a test
+// gathers new evidence. The count restarts when a band goes back to
+// testing (gateBand.Since); the test over all customers counts from the
+// tenant's first window.
+func (m *Model) openBar(since float64) float64 {
+	a := m.cfg.GateLookAlpha
+	if a <= 0 {
+		return m.cfg.GateZ
+	}
+	k := 1 + math.Floor(max(m.guard.Windows-max(since, 1), 0))
+	return max(m.cfg.GateZ, lookZ(a, k))
+}
+
+// lookZ is the one-sided normal bar of the k-th look (k ≥ 1) when an error
+// alpha is spent over every look as alpha·6/(π²k²) (these sum to alpha):
+// the z whose upper tail is that share. A test of a zero mean crosses some
+// look's bar with probability at most alpha, however many looks it gets;
+// the bar grows like √(4·ln k).
+func lookZ(alpha, k float64) float64 {
+	p := alpha * 6 / (math.Pi * math.Pi * k * k)
+	return math.Sqrt2 * math.Erfcinv(2*min(p, 0.5))
 }
 
 // testStat returns a test's mean and standard error, and ok when they can

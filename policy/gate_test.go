@@ -649,3 +649,128 @@ func TestStatusStandardErrorUnknownIsNil(t *testing.T) {
 		t.Fatalf("two decisions: baseline SE %v, gate SE %v; want 1 MXN", g.Baselines[0].SE, gate.SE)
 	}
 }
+
+// lookAlpha2 is the GateLookAlpha whose first look's bar is GateZ 2:
+// Φ(−2)·π²/6.
+const lookAlpha2 = 0.0374224670668522
+
+// TestLookZ: the always-valid bar of the k-th look spends alpha·6/(π²k²)
+// of the error at look k; the bars are the one-sided normal quantiles of
+// those shares (checked against statistics.NormalDist's inv_cdf).
+func TestLookZ(t *testing.T) {
+	for _, tc := range []struct {
+		alpha, k float64
+		want     float64
+	}{
+		{math.Pi * math.Pi / 6 * 0.025, 1, 1.95996}, // share 0.025
+		{math.Pi * math.Pi / 6 * 0.025, 2, 2.49771}, // 0.00625
+		{math.Pi * math.Pi / 6 * 0.025, 3, 2.77292},
+		{math.Pi * math.Pi / 6 * 0.025, 10, 3.48076}, // 0.00025
+		{lookAlpha2, 1, 2},
+		{lookAlpha2, 2, 2.53096},
+		{lookAlpha2, 12, 3.60184},
+		{0.1, 1, 1.54815},
+		{0.1, 6, 2.93112},
+		{2, 1, 0}, // a share above one half is a bar of 0, not below
+	} {
+		got := math.Round(lookZ(tc.alpha, tc.k)*1e5) / 1e5
+		if d := cmp.Diff(tc.want, got); d != "" {
+			t.Errorf("lookZ(%v, %v) (-want +got):\n%s", tc.alpha, tc.k, d)
+		}
+	}
+}
+
+// TestOpenBarCountsWindows: without GateLookAlpha the opening bar is GateZ
+// at every look; with it, the bar of the k-th window since the band went
+// back to testing (since the tenant's first window for a band that never
+// left testing and for the test over all customers), never below GateZ.
+// Learner passes within one window are one look.
+func TestOpenBarCountsWindows(t *testing.T) {
+	for _, tc := range []struct {
+		name           string
+		alpha, windows float64
+		since          float64
+		want           float64
+	}{
+		{"off, first window", 0, 1, 0, 2},
+		{"off, twelfth window", 0, 12, 0, 2},
+		{"first window", lookAlpha2, 1, 0, 2},
+		{"second window", lookAlpha2, 2, 0, 2.531},
+		{"a pass within the second window", lookAlpha2, 2.5, 0, 2.531},
+		{"third window", lookAlpha2, 3, 0, 2.803},
+		{"twelfth window", lookAlpha2, 12, 0, 3.602},
+		{"the window a band went back to testing", lookAlpha2, 7, 7, 2},
+		{"the window after", lookAlpha2, 8, 7, 2.531},
+		{"a first bar below GateZ is GateZ", 0.1, 1, 0, 2},
+		{"a larger alpha, third window", 0.1, 3, 0, 2.470},
+	} {
+		cfg := DefaultConfig()
+		cfg.GateLookAlpha = tc.alpha
+		m := New(cfg)
+		m.guard.Windows = tc.windows
+		got := math.Round(m.openBar(tc.since)*1e3) / 1e3
+		if d := cmp.Diff(tc.want, got); d != "" {
+			t.Errorf("%s: openBar (-want +got):\n%s", tc.name, d)
+		}
+	}
+}
+
+// TestAlwaysValidBarHoldsALuckyBand: a band whose test reads 2.4 standard
+// errors above 0 opens at any age under GateZ alone; with GateLookAlpha it
+// opens at the tenant's first window but not at its second (bar 2.531),
+// neither on its own test nor on a test over all customers that reads the
+// same. A band that goes back to testing restarts its count: the window
+// after, its bar is the second look's. Fails if the bar ignores the looks
+// or GateLookAlpha changes the default's bar.
+func TestAlwaysValidBarHoldsALuckyBand(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		alpha   float64
+		windows float64
+		want    []int
+	}{
+		{"GateZ alone, second window", 0, 2, []int{GateOpen, GateOpen}},
+		{"always-valid, first window", lookAlpha2, 1, []int{GateOpen, GateOpen}},
+		{"always-valid, second window", lookAlpha2, 2, []int{GateTesting, GateTesting}},
+	} {
+		cfg := DefaultConfig()
+		cfg.GateLookAlpha = tc.alpha
+		m := New(cfg)
+		g := &m.guard
+		g.Windows = tc.windows
+		g.Bands = make([]gateBand, GateBands)
+		fillTest(&g.Test, 900, 400, 5000) // z ≈ 2.4 over all customers
+		fillTest(&g.Fast, 900, 400, 5000)
+		fillTest(&g.Bands[0].Test, 900, 400, 5000) // z ≈ 2.4: on its own
+		fillTest(&g.Bands[1].Test, 900, 200, 5000) // z ≈ 1.2: on the pooled test
+		m.updateGate()
+		got := []int{g.Bands[0].State, g.Bands[1].State}
+		if d := cmp.Diff(tc.want, got); d != "" {
+			t.Errorf("%s: band states (-want +got):\n%s", tc.name, d)
+		}
+	}
+
+	cfg := DefaultConfig()
+	cfg.GateLookAlpha = lookAlpha2
+	m := New(cfg)
+	g := &m.guard
+	g.Windows = 6
+	g.Bands = make([]gateBand, GateBands)
+	g.Bands[0].State = GateOpen
+	fillTest(&g.Bands[0].Fast, 900, -250, 5000) // z ≈ −1.5: recent evidence of loss, back to testing
+	m.updateGate()
+	if g.Bands[0].State != GateTesting || g.Bands[0].Since != 6 {
+		t.Fatalf("a band sent back at window 6: %+v, want testing since 6", g.Bands[0])
+	}
+	g.Windows = 7
+	fillTest(&g.Bands[0].Fast, 900, 0, 5000)
+	fillTest(&g.Bands[0].Test, 900, 400, 5000) // z ≈ 2.4 at its second look
+	m.updateGate()
+	if g.Bands[0].State != GateTesting {
+		t.Errorf("a band at z 2.4 on its second look since it went back to testing: state %d, want testing", g.Bands[0].State)
+	}
+	back := roundTrip(t, m, cfg)
+	if got := back.guard.Bands[0].Since; got != 6 {
+		t.Errorf("the band's count after a round trip starts at window %v, want 6", got)
+	}
+}
