@@ -37,8 +37,8 @@ import (
 //     the choices over all customers do and the band's own mean is not
 //     below 0 (Config.GatePooled; such a band goes back to testing when
 //     its own mean falls below 0): 1 − NeverShare (never-send's share
-//     keeps the test going); with Config.GateLookAlpha the bar rises with
-//     the windows the test has been looked at (openBar);
+//     keeps the test going); with Config.GateLookAlpha the band's own
+//     bar rises with the windows it has been looked at (openBar);
 //   - closed, when its choices lose to never-send by GuardZ standard
 //     errors, or for every band while the guard (the test over all
 //     customers) finds them losing: the testing share over GateClosedDiv.
@@ -414,7 +414,7 @@ func (m *Model) choiceGroup(s *GuardSample, zero int) func(int) bool {
 // when they no longer lose by GuardReleaseZ. Each frequency band: testing
 // → open when its choices beat never-send by GateZ standard errors, or
 // those over all customers do and its own mean is not below 0
-// (GatePooled; with GateLookAlpha both bars are openBar's); open → testing when recent evidence says they lose (mean +
+// (GatePooled; with GateLookAlpha the band's own bar is openBar's); open → testing when recent evidence says they lose (mean +
 // (−GateReleaseZ) standard errors below 0) or, for a band opened on the
 // pooled test, when its own mean falls below 0; testing or open → closed when
 // they lose by GuardZ; closed → testing when they no longer lose by
@@ -433,7 +433,7 @@ func (m *Model) updateGate() {
 	}
 	pooled := false
 	if mean, se, ok := m.testStat(&g.Test); ok && m.cfg.GatePooled && !g.Active {
-		pooled = mean-m.openBar(0)*se > 0
+		pooled = mean-m.cfg.GateZ*se > 0
 	}
 	for b := range g.Bands {
 		gb := &g.Bands[b]
@@ -472,16 +472,19 @@ func (m *Model) updateGate() {
 	}
 }
 
-// openBar is the opening bar, in standard errors, of a test looked at now
-// that has been testing since the tenant's age since (0: since the tenant
-// began): GateZ, or with Config.GateLookAlpha the always-valid bar
-// max(GateZ, lookZ(GateLookAlpha, k)), k = 1 + the whole windows from
-// since (at least 1) to the tenant's age. Looks are windows, not learner
-// passes: the passes of one window read the same evidence, and the tests
-// fade by windows (GateHalfLife), so a window is the unit in which a test
-// gathers new evidence. The count restarts when a band goes back to
-// testing (gateBand.Since); the test over all customers counts from the
-// tenant's first window.
+// openBar is the bar, in standard errors, that a band's own test must
+// clear to open it when looked at now, the band testing since the
+// tenant's age since (0: since the tenant began): GateZ, or with
+// Config.GateLookAlpha the always-valid bar max(GateZ, lookZ(GateLookAlpha,
+// k)), k = 1 + the whole windows from since (at least 1) to the tenant's
+// age. Looks are windows, not learner passes: the passes of one window
+// read the same evidence, and the tests fade by windows (GateHalfLife), so
+// a window is the unit in which a test gathers new evidence. The count
+// restarts when a band goes back to testing (gateBand.Since). The test
+// over all customers keeps GateZ: a band it opens goes back to testing as
+// soon as its own mean falls below 0 (GatePooled), so a lucky crossing
+// there does not hold a losing band open, where one of the band's own test
+// did (POLICY.md §7.51).
 func (m *Model) openBar(since float64) float64 {
 	a := m.cfg.GateLookAlpha
 	if a <= 0 {

@@ -715,23 +715,28 @@ func TestOpenBarCountsWindows(t *testing.T) {
 	}
 }
 
-// TestAlwaysValidBarHoldsALuckyBand: a band whose test reads 2.4 standard
-// errors above 0 opens at any age under GateZ alone; with GateLookAlpha it
-// opens at the tenant's first window but not at its second (bar 2.531),
-// neither on its own test nor on a test over all customers that reads the
-// same. A band that goes back to testing restarts its count: the window
-// after, its bar is the second look's. Fails if the bar ignores the looks
-// or GateLookAlpha changes the default's bar.
+// TestAlwaysValidBarHoldsALuckyBand: a band whose own test reads 2.4
+// standard errors above 0 opens at any age under GateZ alone; with
+// GateLookAlpha it opens at the tenant's first window but not at its
+// second (bar 2.531). The test over all customers keeps GateZ: at 2.4 it
+// still opens every band whose own mean is not below 0, as pooled
+// openings. A band that goes back to testing restarts its count: the
+// window after, its bar is the second look's. Fails if the own bar ignores
+// the looks, if the pooled bar takes them, or if GateLookAlpha 0 changes
+// the default's bar.
 func TestAlwaysValidBarHoldsALuckyBand(t *testing.T) {
 	for _, tc := range []struct {
-		name    string
-		alpha   float64
-		windows float64
-		want    []int
+		name        string
+		alpha       float64
+		windows     float64
+		pooledMean  float64
+		want        []int
+		wantPooled0 bool
 	}{
-		{"GateZ alone, second window", 0, 2, []int{GateOpen, GateOpen}},
-		{"always-valid, first window", lookAlpha2, 1, []int{GateOpen, GateOpen}},
-		{"always-valid, second window", lookAlpha2, 2, []int{GateTesting, GateTesting}},
+		{"GateZ alone, second window", 0, 2, 200, []int{GateOpen, GateTesting}, false},
+		{"always-valid, first window", lookAlpha2, 1, 200, []int{GateOpen, GateTesting}, false},
+		{"always-valid, second window", lookAlpha2, 2, 200, []int{GateTesting, GateTesting}, false},
+		{"always-valid, second window, pooled test at 2.4", lookAlpha2, 2, 400, []int{GateOpen, GateOpen}, true},
 	} {
 		cfg := DefaultConfig()
 		cfg.GateLookAlpha = tc.alpha
@@ -739,14 +744,17 @@ func TestAlwaysValidBarHoldsALuckyBand(t *testing.T) {
 		g := &m.guard
 		g.Windows = tc.windows
 		g.Bands = make([]gateBand, GateBands)
-		fillTest(&g.Test, 900, 400, 5000) // z ≈ 2.4 over all customers
-		fillTest(&g.Fast, 900, 400, 5000)
-		fillTest(&g.Bands[0].Test, 900, 400, 5000) // z ≈ 2.4: on its own
-		fillTest(&g.Bands[1].Test, 900, 200, 5000) // z ≈ 1.2: on the pooled test
+		fillTest(&g.Test, 900, tc.pooledMean, 5000) // z ≈ 1.2 or 2.4 over all customers
+		fillTest(&g.Fast, 900, tc.pooledMean, 5000)
+		fillTest(&g.Bands[0].Test, 900, 400, 5000) // z ≈ 2.4
+		fillTest(&g.Bands[1].Test, 900, 200, 5000) // z ≈ 1.2
 		m.updateGate()
 		got := []int{g.Bands[0].State, g.Bands[1].State}
 		if d := cmp.Diff(tc.want, got); d != "" {
 			t.Errorf("%s: band states (-want +got):\n%s", tc.name, d)
+		}
+		if g.Bands[0].Pooled != tc.wantPooled0 {
+			t.Errorf("%s: band 0 opened on the pooled test %v, want %v", tc.name, g.Bands[0].Pooled, tc.wantPooled0)
 		}
 	}
 

@@ -124,14 +124,16 @@ type Config struct {
 	// GateHalfLife: the tests' evidence fades with this half-life in
 	// reward windows.
 	GateHalfLife float64
-	// GateLookAlpha (0: off, the default; a probe, POLICY.md §7.51) makes
-	// the opening bars always-valid: at its k-th look a test opens only
-	// when its mean is above max(GateZ, lookZ(GateLookAlpha, k)) standard
+	// GateLookAlpha (0: off; POLICY.md §7.51) makes a band's own opening
+	// bar always-valid: at its k-th look a band's test opens it only when
+	// its mean is above max(GateZ, lookZ(GateLookAlpha, k)) standard
 	// errors, the bar of a one-sided error GateLookAlpha·6/(π²k²), so the
-	// chance that a test of choices that do not pay ever crosses one of its
-	// bars is at most GateLookAlpha (at most Φ(−GateZ) at the first look).
-	// Looks are counted in windows of the tenant's age (openBar), not
-	// learner passes: the passes of one window read the same faded data.
+	// chance that the test of choices that do not pay ever crosses one of
+	// its bars is at most GateLookAlpha (Φ(−GateZ) at the first look with
+	// Φ(−GateZ)·π²/6). Looks are windows of the tenant's age since the band
+	// last went back to testing (openBar), not learner passes: the passes
+	// of one window read the same faded data. The pooled opening keeps
+	// GateZ.
 	GateLookAlpha float64
 	// GateLeanAge (windows of the tenant's age; 0: never): from this age a
 	// testing band whose test leans against its choices (mean below 0,
