@@ -124,8 +124,8 @@ type Config struct {
 	// GateHalfLife: the tests' evidence fades with this half-life in
 	// reward windows.
 	GateHalfLife float64
-	// GateLookAlpha (0: off; POLICY.md §7.51) makes a band's own opening
-	// bar always-valid: at its k-th look a band's test opens it only when
+	// GateLookAlpha (0: off; by default Φ(−2)·π²/6, POLICY.md §7.51) makes
+	// a band's own opening bar always-valid: at its k-th look a band's test opens it only when
 	// its mean is above max(GateZ, lookZ(GateLookAlpha, k)) standard
 	// errors, the bar of a one-sided error GateLookAlpha·6/(π²k²), so the
 	// chance that the test of choices that do not pay ever crosses one of
@@ -214,7 +214,7 @@ func DefaultConfig() Config {
 		NoiseStart: 5000, NoisePseudo: 50,
 		ImportanceAlpha: 0,
 		GuardZ:          2, GuardReleaseZ: 1, GuardMinN: 100, GuardHalfLife: 1,
-		Gate: true, GateExplore: 0.05, GatePromise: 0.5, GateQ0: 0.5, GateN0: 12000, GateAgeMin: 4, GateAgeMax: 6, GatePow: 4, GateZ: 2, GateReleaseZ: -1, GateClosedDiv: 4, GateHalfLife: 3, GateLeanAge: 6, GateDownAge: 2, GateDownOpen: true, GatePooled: true, GateModelPromise: true, GateSendZ: 0.25, GateOpenSendZ: 0.1, TieTopTwo: true,
+		Gate: true, GateExplore: 0.05, GatePromise: 0.5, GateQ0: 0.5, GateN0: 12000, GateAgeMin: 4, GateAgeMax: 6, GatePow: 4, GateZ: 2, GateReleaseZ: -1, GateClosedDiv: 4, GateHalfLife: 3, GateLookAlpha: 0.0374224670668522, GateLeanAge: 6, GateDownAge: 2, GateDownOpen: true, GatePooled: true, GateModelPromise: true, GateSendZ: 0.25, GateOpenSendZ: 0.1, TieTopTwo: true,
 		TicketTarget: true, TicketPseudo: 64, DuelZ: 3,
 	}
 }
