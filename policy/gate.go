@@ -546,6 +546,11 @@ type GateBandStatus struct {
 	// tests, a customer whose choice the model is sure of gets more
 	// (choiceShare).
 	Sending float64 `json:"sending_share"`
+	// Bar is, while the band tests, how many standard errors above 0 its
+	// own test's mean must be to open it if looked at now (openBar: GateZ
+	// at the first look, rising with the windows it has tested); nil (absent
+	// in JSON) while it is open or closed.
+	Bar *float64 `json:"opening_bar_z,omitempty"`
 }
 
 // Open reports whether the gate is open for some band (false for a nil
@@ -586,6 +591,10 @@ func (m *Model) GateStatus() *GateStatus {
 		bs.State = gateStateName(gb.State)
 		bs.Diff, bs.SE, bs.N = testFigures(&gb.Test)
 		bs.Sending = m.gateQ(b)
+		if gb.State == GateTesting {
+			bar := m.openBar(gb.Since)
+			bs.Bar = &bar
+		}
 	}
 	return st
 }

@@ -782,3 +782,41 @@ func TestAlwaysValidBarHoldsALuckyBand(t *testing.T) {
 		t.Errorf("the band's count after a round trip starts at window %v, want 6", got)
 	}
 }
+
+// TestGateStatusShowsOpeningBar: admin tenant show's gate status gives a
+// testing band the bar its own test must clear at a look now (GateZ at the
+// first, rising with the windows it has tested, counted from its return to
+// testing) and none to an open or closed band.
+func TestGateStatusShowsOpeningBar(t *testing.T) {
+	cfg := DefaultConfig()
+	m := New(cfg)
+	g := &m.guard
+	g.Bands = make([]gateBand, GateBands)
+	g.Bands[1].State = GateOpen
+	g.Bands[2].State = GateClosed
+	g.Bands[3].Since = 3
+	bars := func() []*float64 {
+		var out []*float64
+		for _, b := range m.GateStatus().Bands {
+			out = append(out, b.Bar)
+		}
+		return out
+	}
+	z := func(k float64) *float64 { v := max(cfg.GateZ, lookZ(cfg.GateLookAlpha, k)); return &v }
+	for _, tc := range []struct {
+		windows float64
+		want    []*float64
+	}{
+		{1, []*float64{z(1), nil, nil, z(1)}},
+		{4, []*float64{z(4), nil, nil, z(2)}},
+		{12, []*float64{z(12), nil, nil, z(10)}},
+	} {
+		g.Windows = tc.windows
+		if d := cmp.Diff(tc.want, bars()); d != "" {
+			t.Errorf("window %v: opening bars (-want +got):\n%s", tc.windows, d)
+		}
+	}
+	if got := *z(1); got != cfg.GateZ {
+		t.Errorf("first look's bar %v, want GateZ %v", got, cfg.GateZ)
+	}
+}
