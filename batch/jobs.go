@@ -1171,44 +1171,30 @@ func (r *Runner) cleanup() {
 }
 
 // expire removes the result of j, a completed job past its retention
-// listed by cleanup, and saves j without it. Under resultMu it reads j's
-// record again and saves that one: a change saved since cleanup's read
-// (DropResult's) is kept, and a result already dropped is left alone.
-func (r *Runner) expire(listed *Job) error {
-	r.resultMu.Lock()
-	defer r.resultMu.Unlock()
-	j, err := r.Job(listed.Tenant, listed.ID)
-	if errors.Is(err, ErrNotFound) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	if j.Estado != api.EstadoCompletado || j.Result != listed.Result {
-		return nil
-	}
-	if err := r.fs.Remove(r.resultPath(j.Result)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return err
-	}
-	j.Result = ""
-	return r.save(j)
-}
+// listed by cleanup, and saves the job without it (removeResult).
+func (r *Runner) expire(listed *Job) error { return r.removeResult(listed, "") }
 
 // DropResult removes the result file of job j and saves the job without
 // one, reason in its error: the job then answers as after retention (no
 // resultado_url, a download 404). It is for a result file that cannot be
 // rewritten (RewriteResult failed on it), which must not keep a deleted
-// customer's lines either (contract §8). j is the caller's read of the job:
-// under resultMu the record is read again and that is what is saved, so a
-// result that retention expired (or another drop removed) since the read
-// is left as it is, nil, and no reason lands on an expired job. The file
-// goes first: a crash in between leaves a job whose file is missing, which
-// reads as gone too.
+// customer's lines either (contract §8).
 func (r *Runner) DropResult(j *Job, reason string) error {
 	if j.Result == "" {
 		return nil
 	}
-	r.resultMu.Lock() // not to be overwritten by cleanup's save (expire)
+	return r.removeResult(j, reason)
+}
+
+// removeResult removes the result file that j, the caller's read of a
+// completed job, names, and saves the job without one (reason, when not
+// "", in its error). Under resultMu the record is read again and that is
+// what is saved: a change saved since the caller's read is kept, and a
+// result that retention expired or a drop removed since is left as it is
+// (nil), so no reason lands on an expired job. The file goes first: a crash
+// in between leaves a job whose file is missing, which reads as gone too.
+func (r *Runner) removeResult(j *Job, reason string) error {
+	r.resultMu.Lock()
 	defer r.resultMu.Unlock()
 	cur, err := r.Job(j.Tenant, j.ID)
 	if errors.Is(err, ErrNotFound) {
@@ -1223,7 +1209,10 @@ func (r *Runner) DropResult(j *Job, reason string) error {
 	if err := r.fs.Remove(r.resultPath(cur.Result)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
-	cur.Result, cur.Error = "", reason
+	cur.Result = ""
+	if reason != "" {
+		cur.Error = reason
+	}
 	return r.save(cur)
 }
 
