@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -147,6 +148,13 @@ type sentRef struct {
 	confirmed bool // kept until judged: a replay of it is not a new send
 }
 
+// abuseGuard holds the escalation of every credential in memory, under
+// mu, which every authenticated request takes: nothing under it waits for
+// the disk. A change of a credential's level applies in memory at once
+// and queues its state in writes; the call that made it releases mu and
+// then stores the queue (flush), under writeMu, in the order the changes
+// were made, so the store ends with the state held in memory and never
+// an earlier one written over a later one. Lock order: writeMu, then mu.
 type abuseGuard struct {
 	cfg       AbuseConfig
 	db        *store.DB
@@ -155,7 +163,27 @@ type abuseGuard struct {
 	creds     map[string]*credUse
 	sent      map[string]sentRef        // tenant + "\x00" + decision_id, until confirmed or judged
 	lastSweep int64                     // minute (Unix seconds / 60) of the last sweep
+	writes    []abuseWrite              // under mu: changes not yet taken to the store, oldest first
+	writeMu   sync.Mutex                // held while storing writes taken from the queue
 	onStep    func(tenant, step string) // metrics; may be nil
+}
+
+// credFlag is what a write does to the credential's stored Suspended flag.
+type credFlag int
+
+const (
+	flagKept    credFlag = iota
+	flagSuspend          // set after the state, even when its write failed: the credential stays refused
+	flagLift             // cleared once the state is stored, not when its write failed
+)
+
+// abuseWrite is one change of a credential's escalation to store: a copy
+// of its state as the change left it, and what it does to the
+// credential's Suspended flag.
+type abuseWrite struct {
+	tenant string
+	state  AbuseState
+	flag   credFlag
 }
 
 // quarantineFunc moves a damaged record of tenant to quarantine and
@@ -232,6 +260,68 @@ func (g *abuseGuard) use(tenant, clientID string) *credUse {
 	return u
 }
 
+// queue records u's state as it now is, to be stored with flag by the
+// flush that follows; g.mu is held.
+func (g *abuseGuard) queue(u *credUse, flag credFlag) {
+	st := u.state
+	st.Steps = slices.Clone(st.Steps)
+	g.writes = append(g.writes, abuseWrite{tenant: u.tenant, state: st, flag: flag})
+}
+
+// unlock releases g.mu, which the caller took when n writes were queued,
+// and, if the caller queued more meanwhile, stores them (flush) before
+// returning.
+func (g *abuseGuard) unlock(n int) {
+	queued := len(g.writes) > n
+	g.mu.Unlock()
+	if queued {
+		g.flush()
+	}
+}
+
+// flush stores every queued write, in order; failures are logged. It
+// returns once the writes queued before the call are stored: by this call
+// or by the one holding writeMu, which took them. The caller must not
+// hold g.mu.
+func (g *abuseGuard) flush() {
+	g.writeMu.Lock()
+	defer g.writeMu.Unlock()
+	g.mu.Lock()
+	ws := g.writes
+	g.writes = nil
+	g.mu.Unlock()
+	if err := g.store(ws); err != nil {
+		g.log.Error().Err(err).Msg("abuse state")
+	}
+}
+
+// store makes the writes ws in order, logs the failures of all but the
+// last and returns the last one's (nil: stored). g.writeMu is held.
+func (g *abuseGuard) store(ws []abuseWrite) error {
+	var err error
+	for i, w := range ws {
+		if i > 0 && err != nil {
+			g.log.Error().Err(err).Msg("abuse state")
+		}
+		err = g.write(w)
+	}
+	return err
+}
+
+// write stores w's state with Sync and then sets the credential's
+// Suspended flag as w says.
+func (g *abuseGuard) write(w abuseWrite) error {
+	err := g.persist(w.tenant, &w.state)
+	if w.flag == flagKept || (w.flag == flagLift && err != nil) {
+		return err
+	}
+	suspend := w.flag == flagSuspend
+	if _, uerr := g.db.UpdateCredential(w.state.ClientID, func(c *store.Credential) error { c.Suspended = suspend; return nil }); uerr != nil {
+		err = errors.Join(err, fmt.Errorf("credential's suspended flag: %w", uerr))
+	}
+	return err
+}
+
 // level returns the credential's current level.
 func (g *abuseGuard) level(clientID string) int {
 	g.mu.Lock()
@@ -242,10 +332,11 @@ func (g *abuseGuard) level(clientID string) int {
 	return levelNormal
 }
 
-// observe counts one answered request and escalates at minute boundaries.
+// observe counts one answered request and escalates at minute boundaries;
+// the steps it took are stored when it returns.
 func (g *abuseGuard) observe(tenant, clientID string, status int, now time.Time) {
 	g.mu.Lock()
-	defer g.mu.Unlock()
+	defer g.unlock(len(g.writes))
 	u := g.use(tenant, clientID)
 	m := now.Unix() / 60
 	if u.minute != m {
@@ -263,15 +354,17 @@ func (g *abuseGuard) observe(tenant, clientID string, status int, now time.Time)
 
 // suspended reports whether the credential's escalation reached
 // suspension: the token endpoint and authentication refuse it on this as
-// on the credential's Suspended flag, which maybeStep sets after storing
-// the step and which a failed write could leave unset.
+// on the credential's Suspended flag, which is set after the step is
+// stored (the level in memory refuses at once, before that write) and
+// which a failed write could leave unset.
 func (g *abuseGuard) suspended(clientID string) bool { return g.level(clientID) >= levelSuspension }
 
 // signal reports an anomaly seen by a handler (e.g. a history reload; the
-// pipeline passes on call.anomaly).
+// pipeline passes on call.anomaly); a step it took is stored when it
+// returns.
 func (g *abuseGuard) signal(tenant, clientID, reason string, now time.Time) {
 	g.mu.Lock()
-	defer g.mu.Unlock()
+	defer g.unlock(len(g.writes))
 	u := g.use(tenant, clientID)
 	u.flag(reason)
 	g.maybeStep(u, now)
@@ -388,7 +481,9 @@ func (g *abuseGuard) closeMinute(u *credUse, now time.Time) {
 }
 
 // maybeStep takes one step up when anomalies are pending and the last step
-// is old enough; the step and its reason are stored with Sync.
+// is old enough: the level applies at once, and the step and its reason
+// are queued, to be stored with Sync once g.mu is released (unlock), and
+// at suspension the credential's Suspended flag after them.
 func (g *abuseGuard) maybeStep(u *credUse, now time.Time) {
 	if u.pending == "" || u.state.Level >= levelSuspension {
 		u.pending = ""
@@ -409,22 +504,20 @@ func (g *abuseGuard) maybeStep(u *credUse, now time.Time) {
 	if g.onStep != nil {
 		g.onStep(u.tenant, levelNames[u.state.Level])
 	}
-	if err := g.persist(u); err != nil {
-		g.log.Error().Err(err).Msg("abuse state")
-	}
+	flag := flagKept
 	if u.state.Level == levelSuspension {
-		if _, err := g.db.UpdateCredential(u.state.ClientID, func(c *store.Credential) error { c.Suspended = true; return nil }); err != nil {
-			g.log.Error().Err(err).Msg("suspend credential")
-		}
+		flag = flagSuspend
 	}
+	g.queue(u, flag)
 }
 
-func (g *abuseGuard) persist(u *credUse) error {
-	v, err := json.Marshal(&u.state)
+// persist stores a credential's state with Sync.
+func (g *abuseGuard) persist(tenant string, st *AbuseState) error {
+	v, err := json.Marshal(st)
 	if err != nil {
 		return err
 	}
-	return g.db.PutAbuseState(u.tenant, u.state.ClientID, v)
+	return g.db.PutAbuseState(tenant, st.ClientID, v)
 }
 
 // factor is the rate-limit multiplier of a level.
@@ -442,15 +535,20 @@ var ErrNoAbuseState = errors.New("server: credential has no escalation")
 // lifts a suspension. A credential still marked suspended whose escalation
 // state is gone (a damaged state set aside at start, so the guard holds it
 // at normal) is cleared as well: without that nothing could lift its
-// suspension. ErrNoAbuseState when there is nothing to clear.
+// suspension. ErrNoAbuseState when there is nothing to clear. It returns
+// once the clearance and the lifted flag are stored, in order with the
+// steps racing it: a step taken after the clearance is stored after it.
+// Requests meanwhile wait only for the guard's memory, not for the write.
 func (s *Server) ClearAbuse(clientID string, now time.Time) (*AbuseState, error) {
 	g := s.abuse
+	g.writeMu.Lock() // taken first: no flush takes the clearance from the queue
+	defer g.writeMu.Unlock()
 	g.mu.Lock()
-	defer g.mu.Unlock()
 	u := g.creds[clientID]
 	if u == nil || u.state.Level == levelNormal {
 		cred, ok := g.db.Credential(clientID)
 		if !ok || !cred.Suspended {
+			g.mu.Unlock()
 			return nil, ErrNoAbuseState
 		}
 		u = g.use(cred.Tenant, clientID)
@@ -458,13 +556,13 @@ func (s *Server) ClearAbuse(clientID string, now time.Time) (*AbuseState, error)
 	u.state.Level = levelNormal
 	u.state.Steps = append(u.state.Steps, AbuseStep{At: now.UTC(), Level: levelNames[levelNormal], Reason: "despejado por el operador"})
 	u.lastStep, u.pending = time.Time{}, ""
-	if err := g.persist(u); err != nil {
+	g.queue(u, flagLift)
+	ws, st := g.writes, g.writes[len(g.writes)-1].state
+	g.writes = nil
+	g.mu.Unlock()
+	if err := g.store(ws); err != nil { // the clearance is the last
 		return nil, err
 	}
-	if _, err := g.db.UpdateCredential(clientID, func(c *store.Credential) error { c.Suspended = false; return nil }); err != nil {
-		return nil, err
-	}
-	st := u.state
 	return &st, nil
 }
 

@@ -1,11 +1,15 @@
 package server
 
 import (
+	"errors"
 	"fmt"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/rs/zerolog"
 
 	"github.com/coupond/coupond/store"
@@ -39,6 +43,112 @@ func openStore(tb testing.TB, fs storefs.FS) *store.DB {
 		tb.Fatal(err)
 	}
 	return db
+}
+
+// TestAbuseWriteDoesNotBlockOtherCredentials: while a step's synced write
+// is in progress (held here at the WAL), another credential's requests
+// (observe, and level, which authentication asks on every request) go on,
+// and the stepped credential's new level already applies. The write used
+// to be made under the guard's lock, so every request of every tenant
+// waited for each fsync of a step (and for all of a minute's sweep).
+func TestAbuseWriteDoesNotBlockOtherCredentials(t *testing.T) {
+	var hold atomic.Bool
+	held, release := make(chan struct{}, 1), make(chan struct{})
+	g := newAbuseGuard(DefaultAbuseConfig(), openStore(t, walHook(func() {
+		if hold.Load() {
+			select {
+			case held <- struct{}{}:
+			default:
+			}
+			<-release
+		}
+	})), zerolog.Nop(), nil)
+	g.observe("acme", "quiet", 200, testStart)
+	hold.Store(true)
+	stepped := make(chan struct{})
+	go func() {
+		g.signal("acme", "flagged", "recarga: prueba", testStart)
+		close(stepped)
+	}()
+	select {
+	case <-held:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the step's write never reached the WAL")
+	}
+	other := make(chan string, 1)
+	go func() {
+		g.observe("acme", "quiet", 200, testStart.Add(time.Second))
+		other <- levelNames[g.level("quiet")] + " " + levelNames[g.level("flagged")]
+	}()
+	var got string
+	select {
+	case got = <-other:
+	case <-time.After(5 * time.Second):
+		got = "blocked behind the write"
+	}
+	hold.Store(false)
+	close(release)
+	<-stepped
+	if diff := cmp.Diff("normal aviso", got); diff != "" {
+		t.Errorf("levels of quiet and flagged while flagged's step is being written (-want +got):\n%s", diff)
+	}
+	g2 := newAbuseGuard(DefaultAbuseConfig(), g.db, zerolog.Nop(), nil)
+	if diff := cmp.Diff(g.creds["flagged"].state, g2.creds["flagged"].state); diff != "" {
+		t.Errorf("stored state once the write is done (-memory +stored):\n%s", diff)
+	}
+}
+
+// TestAbuseStepsAndClearsRaceStoreTheLast: steps (each stored with Sync)
+// and the operator's clears of one credential racing each other end with
+// the store holding the state the guard holds in memory (the last change,
+// never an earlier one written over it) and the credential's Suspended
+// flag matching its level; ClearAbuse returns after its change is stored.
+func TestAbuseStepsAndClearsRaceStoreTheLast(t *testing.T) {
+	var n atomic.Int64
+	h := newHarnessOn(t, walHook(func() {
+		if n.Add(1)%3 == 0 {
+			time.Sleep(50 * time.Microsecond) // widens the windows between writers
+		}
+	}))
+	h.tenant("acme", false, nil)
+	id, _ := h.credential("acme", "eventos:publicar")
+	g, step := h.srv.abuse, DefaultAbuseConfig().StepInterval
+	type stored struct {
+		State     AbuseState
+		Suspended bool
+	}
+	for round := range 10 {
+		var wg sync.WaitGroup
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			for i := range 30 {
+				g.signal("acme", id, "recarga: prueba", testStart.Add(time.Duration(round*30+i)*step))
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			for i := range 10 {
+				st, err := h.srv.ClearAbuse(id, testStart.Add(time.Duration(round*30+i)*step))
+				if err != nil && !errors.Is(err, ErrNoAbuseState) {
+					t.Errorf("ClearAbuse: %v", err)
+				}
+				if err == nil {
+					stored := newAbuseGuard(DefaultAbuseConfig(), h.db, zerolog.Nop(), nil).creds[id].state.Steps
+					if !cmp.Equal(st.Steps, stored[:min(len(stored), len(st.Steps))]) {
+						t.Errorf("ClearAbuse returned before its clearance was stored")
+					}
+				}
+			}
+		}()
+		wg.Wait()
+		c, _ := h.db.Credential(id)
+		g2 := newAbuseGuard(DefaultAbuseConfig(), h.db, zerolog.Nop(), nil)
+		mem := stored{g.creds[id].state, g.creds[id].state.Level == levelSuspension}
+		if diff := cmp.Diff(mem, stored{g2.creds[id].state, c.Suspended}); diff != "" {
+			t.Fatalf("round %d: stored state (-memory +stored):\n%s", round, diff)
+		}
+	}
 }
 
 // BenchmarkAbuseObserveDuringSweep times observe for a quiet credential
