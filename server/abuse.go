@@ -295,31 +295,47 @@ func (g *abuseGuard) flush() {
 	}
 }
 
-// store makes the writes ws in order, logs the failures of all but the
-// last and returns the last one's (nil: stored). g.writeMu is held.
+// store makes the writes ws: their states in one batch committed with
+// Sync (a sweep's steps cost one sync, not one each; a credential's later
+// state wins), then each one's Suspended flag, in order: set for a
+// suspension even when the states' write failed (the credential stays
+// refused), lifted only once they are stored. It returns the states'
+// error joined with the last flag's (nil: all stored) and logs the other
+// flags' failures. g.writeMu is held.
 func (g *abuseGuard) store(ws []abuseWrite) error {
-	var err error
-	for i, w := range ws {
-		if i > 0 && err != nil {
-			g.log.Error().Err(err).Msg("abuse state")
-		}
-		err = g.write(w)
+	if len(ws) == 0 {
+		return nil
 	}
-	return err
+	states := make([]store.AbuseStateWrite, 0, len(ws))
+	for _, w := range ws {
+		v, err := json.Marshal(&w.state)
+		if err != nil {
+			return err
+		}
+		states = append(states, store.AbuseStateWrite{Tenant: w.tenant, ClientID: w.state.ClientID, State: v})
+	}
+	serr := g.db.PutAbuseStates(states)
+	var ferr error
+	for i, w := range ws {
+		if i > 0 && ferr != nil {
+			g.log.Error().Err(ferr).Msg("abuse state")
+		}
+		ferr = g.setFlag(w, serr != nil)
+	}
+	return errors.Join(serr, ferr)
 }
 
-// write stores w's state with Sync and then sets the credential's
-// Suspended flag as w says.
-func (g *abuseGuard) write(w abuseWrite) error {
-	err := g.persist(w.tenant, &w.state)
-	if w.flag == flagKept || (w.flag == flagLift && err != nil) {
-		return err
+// setFlag sets the credential's Suspended flag as w says (failed: its
+// state's write failed) and returns the flag's error.
+func (g *abuseGuard) setFlag(w abuseWrite, failed bool) error {
+	if w.flag == flagKept || (w.flag == flagLift && failed) {
+		return nil
 	}
 	suspend := w.flag == flagSuspend
-	if _, uerr := g.db.UpdateCredential(w.state.ClientID, func(c *store.Credential) error { c.Suspended = suspend; return nil }); uerr != nil {
-		err = errors.Join(err, fmt.Errorf("credential's suspended flag: %w", uerr))
+	if _, err := g.db.UpdateCredential(w.state.ClientID, func(c *store.Credential) error { c.Suspended = suspend; return nil }); err != nil {
+		return fmt.Errorf("credential's suspended flag: %w", err)
 	}
-	return err
+	return nil
 }
 
 // level returns the credential's current level.
@@ -509,15 +525,6 @@ func (g *abuseGuard) maybeStep(u *credUse, now time.Time) {
 		flag = flagSuspend
 	}
 	g.queue(u, flag)
-}
-
-// persist stores a credential's state with Sync.
-func (g *abuseGuard) persist(tenant string, st *AbuseState) error {
-	v, err := json.Marshal(st)
-	if err != nil {
-		return err
-	}
-	return g.db.PutAbuseState(tenant, st.ClientID, v)
 }
 
 // factor is the rate-limit multiplier of a level.

@@ -20,6 +20,23 @@ func (db *DB) PutAbuseState(tenant, clientID string, state []byte) error {
 	return b.Commit()
 }
 
+// AbuseStateWrite is one client's abuse state for PutAbuseStates.
+type AbuseStateWrite struct {
+	Tenant, ClientID string
+	State            []byte
+}
+
+// PutAbuseStates writes the abuse states ws in one batch committed with
+// Sync: all of them or none; a client named twice keeps its later state.
+func (db *DB) PutAbuseStates(ws []AbuseStateWrite) error {
+	b := db.NewBatch()
+	defer b.Close()
+	for _, w := range ws {
+		b.Set(AbuseKey(w.Tenant, w.ClientID), w.State)
+	}
+	return b.Commit()
+}
+
 // ScanAbuseStates calls fn with the key and value of each abuse state of
 // tenant, both valid only during the call.
 func (db *DB) ScanAbuseStates(tenant string, fn func(key, state []byte) error) error {
