@@ -43,6 +43,18 @@ func (r Records) LoadDecision(tenant, nonce string) (*DecisionRecord, error) {
 	return r.e.loadDecision(tenant, nonce)
 }
 
+// DecodeDecision decodes the value stored at a decision's key (what
+// LoadDecision reads, for a caller that read many at once: store.GetMany).
+// An error means the record is damaged: the caller moves it to quarantine
+// (Quarantine, with the error as its cause), as LoadDecision does.
+func (Records) DecodeDecision(v []byte) (*DecisionRecord, error) {
+	var r DecisionRecord
+	if err := unmarshalRecord(v, &r); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
 // DecisionID is the public decision_id of the record with nonce.
 func (r Records) DecisionID(tenant, nonce string) string { return r.e.ids.issue(tenant, nonce) }
 
