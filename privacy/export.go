@@ -24,20 +24,16 @@ import (
 // Export gathers everything held about a customer and writes the access to
 // the access log (synced) before returning. An unknown customer gets empty
 // collections. It holds the whole document: ExportStream writes the same
-// one without holding the events.
+// one without holding the events, decisions or confirmations.
 func (s *Service) Export(tenant, clienteRef, clientID, trace string) (*client.ExportacionCliente, error) {
 	x, now, err := s.exportStart(tenant, clienteRef, clientID, trace)
 	if err != nil {
 		return nil, err
 	}
-	walk, err := s.exportEvents(tenant, clienteRef, func(ev *client.EventoExportado) error {
-		x.Eventos = append(x.Eventos, *ev)
-		return nil
+	err = s.exportWalk(tenant, clienteRef, now, x, exportSink{
+		event: appendTo(&x.Eventos), decision: appendTo(&x.Decisiones), confirmation: appendTo(&x.Confirmaciones),
 	})
 	if err != nil {
-		return nil, err
-	}
-	if err := s.exportRest(tenant, clienteRef, now, walk, x); err != nil {
 		return nil, err
 	}
 	return x, nil
@@ -48,9 +44,12 @@ func (s *Service) Export(tenant, clienteRef, clientID, trace string) (*client.Ex
 // is Export's; write then writes the document Export returns, as JSON
 // (the API's form, member for member and byte for byte what encoding
 // Export's answer gives, without a trailing newline), reading the
-// customer's events a chunk at a time: its memory does not grow with
-// them. An error from write comes after bytes were written: the output is
-// then incomplete and must be discarded (cut short, for an HTTP answer).
+// customer's events and decisions a chunk of index entries at a time and
+// writing each as it is read: its memory does not grow with them. The
+// confirmations come from a second walk of the decision index (every
+// decision is read twice; nothing is held between the walks). An error
+// from write comes after bytes were written: the output is then
+// incomplete and must be discarded (cut short, for an HTTP answer).
 func (s *Service) ExportStream(tenant, clienteRef, clientID, trace string) (write func(w io.Writer) error, err error) {
 	x, now, err := s.exportStart(tenant, clienteRef, clientID, trace)
 	if err != nil {
@@ -58,64 +57,100 @@ func (s *Service) ExportStream(tenant, clienteRef, clientID, trace string) (writ
 	}
 	return func(w io.Writer) error {
 		bw := bufio.NewWriterSize(w, 32<<10)
-		head, _, err := splitAtEvents(x)
-		if err != nil {
-			return err
-		}
-		if _, err := bw.Write(head); err != nil {
-			return err
-		}
-		first := true
-		walk, err := s.exportEvents(tenant, clienteRef, func(ev *client.EventoExportado) error {
-			b, err := jsonappend.Marshal(ev)
-			if err != nil {
+		err := s.exportWalk(tenant, clienteRef, now, x, exportSink{
+			event:        elements[client.EventoExportado](bw),
+			decision:     elements[client.DecisionExportada](bw),
+			confirmation: elements[client.ConfirmacionExportada](bw),
+			part: func(i int) error {
+				parts, err := splitAt(x, eventsMember, decisionsMember, confirmationsMember)
+				if err != nil {
+					return err
+				}
+				_, err = bw.Write(parts[i])
 				return err
-			}
-			if !first {
-				bw.WriteByte(',')
-			}
-			first = false
-			_, err = bw.Write(b)
-			return err
+			},
 		})
 		if err != nil {
-			return err
-		}
-		if err := s.exportRest(tenant, clienteRef, now, walk, x); err != nil {
-			return err
-		}
-		_, tail, err := splitAtEvents(x)
-		if err != nil {
-			return err
-		}
-		if _, err := bw.Write(tail); err != nil {
 			return err
 		}
 		return bw.Flush()
 	}, nil
 }
 
-// eventsMember is how the document's "eventos" member opens; nothing
-// before it can hold these bytes (a string's quotes are escaped).
-const eventsMember = `"eventos":[`
+// appendTo returns an emit that appends each value it is given to *list.
+func appendTo[T any](list *[]T) func(*T) error {
+	return func(v *T) error {
+		*list = append(*list, *v)
+		return nil
+	}
+}
 
-// splitAtEvents encodes x, whose Eventos must be empty, and returns what
-// comes up to the events ("eventos":[ included) and what comes after them
-// ("]" included): the document with the events written between the two.
-func splitAtEvents(x *client.ExportacionCliente) (head, tail []byte, err error) {
-	if len(x.Eventos) != 0 {
-		return nil, nil, errors.New("export: events held in the document to split")
+// elements returns an emit that writes each value it is given to bw as
+// JSON, after a comma but for the first: the elements of one array.
+func elements[T any](bw *bufio.Writer) func(*T) error {
+	first := true
+	return func(v *T) error {
+		b, err := jsonappend.Marshal(v)
+		if err != nil {
+			return err
+		}
+		if !first {
+			bw.WriteByte(',')
+		}
+		first = false
+		_, err = bw.Write(b)
+		return err
+	}
+}
+
+// The openings of the members ExportStream writes as it reads them, in
+// document order. Nothing before one can hold its bytes: a string's quotes
+// are escaped, and the only member between two of them, caracteristicas,
+// holds no array under these names (its free keys, the categories' names,
+// hold numbers).
+const (
+	eventsMember        = `"eventos":[`
+	decisionsMember     = `"decisiones":[`
+	confirmationsMember = `"confirmaciones":[`
+)
+
+// splitAt encodes x, whose streamed members (events, decisions,
+// confirmations) must be empty, and cuts it after the opening of each of
+// members (in document order; each is searched for after the previous):
+// len(members)+1 parts, the document being each part followed by the
+// elements of the member it opens ("]" starts the next part).
+func splitAt(x *client.ExportacionCliente, members ...string) ([][]byte, error) {
+	if len(x.Eventos)+len(x.Decisiones)+len(x.Confirmaciones) != 0 {
+		return nil, errors.New("export: records held in the document to split")
 	}
 	b, err := jsonappend.Marshal(x)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	i := bytes.Index(b, []byte(eventsMember))
-	if i < 0 {
-		return nil, nil, errors.New("export: the document has no events member")
+	parts := make([][]byte, 0, len(members)+1)
+	for _, m := range members {
+		i := bytes.Index(b, []byte(m))
+		if i < 0 {
+			return nil, fmt.Errorf("export: the document has no %s member", m)
+		}
+		i += len(m)
+		parts, b = append(parts, b[:i]), b[i:]
 	}
-	i += len(eventsMember)
-	return b[:i], b[i:], nil
+	return append(parts, b), nil
+}
+
+// exportSink receives the records the walk of a customer (exportWalk)
+// reads, each as it is read, in document order.
+type exportSink struct {
+	event        func(*client.EventoExportado) error
+	decision     func(*client.DecisionExportada) error
+	confirmation func(*client.ConfirmacionExportada) error
+	// part, when set, is called with i from 0 to 3 where the document's
+	// part i (splitAt's, at the three streamed members) is complete in x:
+	// before the events; between the events and the decisions (the
+	// features read); between the decisions and the confirmations; and at
+	// the end (the links and en_cuarentena set).
+	part func(i int) error
 }
 
 // exportStart reads the tenant's clock, writes the export's access-log
@@ -140,26 +175,47 @@ func (s *Service) exportStart(tenant, clienteRef, clientID, trace string) (*clie
 	return x, now, nil
 }
 
-// exportRest adds to x everything but the events (walk is what the events'
-// walk found): the features, decisions and confirmations, the coupons'
-// links and the count of the customer's damaged records.
-func (s *Service) exportRest(tenant, clienteRef string, now time.Time, walk *eventsWalk, x *client.ExportacionCliente) error {
+// exportWalk reads everything held about the customer in document order,
+// handing the events, decisions and confirmations to k and adding the
+// rest to x (the features, the coupons' links, and the count of the
+// customer's damaged records, moved to quarantine on the way).
+func (s *Service) exportWalk(tenant, clienteRef string, now time.Time, x *client.ExportacionCliente, k exportSink) error {
+	part := k.part
+	if part == nil {
+		part = func(int) error { return nil }
+	}
+	if err := part(0); err != nil {
+		return err
+	}
+	walk, err := s.exportEvents(tenant, clienteRef, k.event)
+	if err != nil {
+		return err
+	}
 	if err := s.exportFeatures(tenant, clienteRef, now, x); err != nil {
 		return err
 	}
-	dkeys, err := s.exportDecisions(tenant, clienteRef, x)
-	if err != nil {
+	if err := part(1); err != nil {
+		return err
+	}
+	if err := s.exportDecisions(tenant, clienteRef, walk, k.decision); err != nil {
+		return err
+	}
+	if err := part(2); err != nil {
+		return err
+	}
+	if err := s.exportConfirmations(tenant, clienteRef, walk, k.confirmation); err != nil {
 		return err
 	}
 	if err := s.exportLinks(tenant, clienteRef, walk.cupons, x); err != nil {
 		return err
 	}
-	// After every record was read (and a damaged one moved to quarantine).
-	if err := walk.addDamaged(s, tenant, clienteRef, dkeys); err != nil {
+	// After every record was read (and a damaged one moved to
+	// quarantine): those that name the customer.
+	if err := walk.addDamaged(s, tenant, clienteRef, nil); err != nil {
 		return err
 	}
 	x.EnCuarentena = len(walk.damaged)
-	return nil
+	return part(3)
 }
 
 // logExport writes the export's access-log entry and returns the
@@ -181,20 +237,6 @@ func (s *Service) logExport(tenant, clienteRef, clientID, trace string) (*Deleti
 	return del, s.logAccess(tenant, clienteRef, clientID, trace, "exportacion", del != nil)
 }
 
-// indexedIDs returns the ids a customer index (events or decisions) names
-// for ref.
-func (s *Service) indexedIDs(tenant string, idx customerIndex, ref string) ([]string, error) {
-	var ids []string
-	lo, hi := idx.span(tenant, ref)
-	err := s.db.Scan(lo, hi, func(k, _ []byte) error {
-		if _, _, id, ok := idx.parse(tenant, k); ok {
-			ids = append(ids, id)
-		}
-		return nil
-	})
-	return ids, err
-}
-
 // exportFeatures adds the customer's features to x (damaged ones go to
 // quarantine).
 func (s *Service) exportFeatures(tenant, clienteRef string, now time.Time, x *client.ExportacionCliente) error {
@@ -211,41 +253,6 @@ func (s *Service) exportFeatures(tenant, clienteRef string, now time.Time, x *cl
 		s.rec.Quarantine(tenant, s.rec.FeaturesKey(tenant, clienteRef), b, errors.New("features: do not decode"))
 	}
 	return nil
-}
-
-// exportDecisions adds the customer's decisions and confirmations to x and
-// returns the decision keys its index names.
-func (s *Service) exportDecisions(tenant, clienteRef string, x *client.ExportacionCliente) ([][]byte, error) {
-	nonces, err := s.indexedIDs(tenant, decisionIndex, clienteRef)
-	if err != nil {
-		return nil, err
-	}
-	var known [][]byte
-	for _, nonce := range nonces {
-		known = append(known, s.rec.DecisionKey(tenant, nonce))
-		r, err := s.rec.LoadDecision(tenant, nonce)
-		if errors.Is(err, engine.ErrNotFound) {
-			continue // deleted, or damaged: quarantined, counted by Export
-		}
-		if err != nil {
-			return nil, err
-		}
-		if r.ClienteRef != clienteRef {
-			continue
-		}
-		id := s.rec.DecisionID(tenant, nonce)
-		x.Decisiones = append(x.Decisiones, exportDecision(id, r))
-		if r.ConfirmadaEn != nil {
-			c := client.ConfirmacionExportada{DecisionID: id, EstadoEjecucion: r.Estado, AccionReal: r.AccionReal,
-				TsEjecucion: utcPtr(r.TsEjecucion), ConfirmadaEn: r.ConfirmadaEn.UTC()}
-			if r.MotivoRechazo != "" {
-				m := r.MotivoRechazo
-				c.MotivoRechazo = &m
-			}
-			x.Confirmaciones = append(x.Confirmaciones, c)
-		}
-	}
-	return known, nil
 }
 
 // exportDecision renders a decision record.

@@ -20,6 +20,14 @@ import (
 // defaultExportChunk is the index entries one chunk of an export reads.
 const defaultExportChunk = 1000
 
+// exportChunkSize is the index entries one chunk of an export reads.
+func (s *Service) exportChunkSize() int {
+	if s.exportChunk <= 0 {
+		return defaultExportChunk
+	}
+	return s.exportChunk
+}
+
 // eventsWalk is what the walk of a customer's events keeps for the rest of
 // the export.
 type eventsWalk struct {
@@ -43,10 +51,7 @@ func (w *eventsWalk) addDamaged(s *Service, tenant, ref string, keys [][]byte) e
 // exportEvents calls emit with each of the customer's events, in index
 // order (a damaged one goes to quarantine instead), a chunk at a time.
 func (s *Service) exportEvents(tenant, ref string, emit func(*client.EventoExportado) error) (*eventsWalk, error) {
-	n := s.exportChunk
-	if n <= 0 {
-		n = defaultExportChunk
-	}
+	n := s.exportChunkSize()
 	w := &eventsWalk{cupons: map[string]bool{}, damaged: map[string]bool{}}
 	lo, hi := store.CustomerEventSpan(tenant, ref)
 	for lo != nil {

@@ -50,8 +50,9 @@ type Service struct {
 	// eraseChunk is how many index entries of a customer's events one
 	// chunk of an erasure reads (erasechunk.go); 0 is defaultEraseChunk.
 	eraseChunk int
-	// exportChunk is how many index entries of a customer's events one
-	// chunk of an export reads (exportevents.go); 0 is defaultExportChunk.
+	// exportChunk is how many index entries of a customer's events or
+	// decisions one chunk of an export reads (exportevents.go,
+	// exportdecisions.go); 0 is defaultExportChunk.
 	exportChunk int
 
 	// beforeCommit, when set (tests), runs in eraseCustomer after the
@@ -65,8 +66,8 @@ type Service struct {
 	// error it returns stands for the purge's.
 	beforePurge func() error
 	// afterExportChunk, when set (tests), runs after each chunk of an
-	// export's events is handed on; an error it returns stands for a
-	// read's.
+	// export's events, decisions or confirmations is handed on; an error
+	// it returns stands for a read's.
 	afterExportChunk func() error
 	// beforeAccessLog, when set (tests), runs in Export between its read
 	// of the customer's deletion record and its access-log entry.
