@@ -50,9 +50,10 @@ func (s *Service) exportConfirmations(tenant, ref string, w *eventsWalk, emit fu
 // ref's decisions, in index order, a chunk of index entries at a time:
 // a decision gone or another customer's is skipped, a damaged one is moved
 // to quarantine instead. After each chunk it gives w.addDamaged, when
-// every is set, all the decision keys the chunk's entries name (a record
-// quarantined before the export counts too); otherwise those of the
-// records it moved to quarantine.
+// every is set, the decision keys of the chunk's entries whose record is
+// missing or damaged (a record quarantined before the export counts too);
+// otherwise those of the records it moved to quarantine. A chunk whose
+// records are all whole does not read the quarantine.
 func (s *Service) walkDecisions(tenant, ref string, w *eventsWalk, every bool,
 	emit func(id string, r *engine.DecisionRecord) error) error {
 	n := s.exportChunkSize()
@@ -82,15 +83,16 @@ func (s *Service) walkDecisions(tenant, ref string, w *eventsWalk, every bool,
 
 // exportDecisionChunk emits the decisions of up to n entries of ref's
 // decision index from lo (hi its end), in index order, and returns the
-// decision keys the entries name, those of them it moved to quarantine,
-// and where the next chunk starts (nil after the last).
+// decision keys the entries name whose record is missing or damaged, those
+// of them it moved to quarantine, and where the next chunk starts (nil
+// after the last).
 func (s *Service) exportDecisionChunk(tenant, ref string, lo, hi []byte, n int,
-	emit func(id string, r *engine.DecisionRecord) error) (keys, damaged [][]byte, next []byte, err error) {
+	emit func(id string, r *engine.DecisionRecord) error) (missing, damaged [][]byte, next []byte, err error) {
 	nonces, next, err := s.indexChunk(tenant, decisionIndex, lo, hi, n)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	keys = make([][]byte, len(nonces))
+	keys := make([][]byte, len(nonces))
 	for i, nonce := range nonces {
 		keys[i] = s.rec.DecisionKey(tenant, nonce)
 	}
@@ -112,17 +114,21 @@ func (s *Service) exportDecisionChunk(tenant, ref string, lo, hi []byte, n int,
 	for i, r := range recs {
 		if b, ok := bad[i]; ok {
 			s.rec.Quarantine(tenant, keys[i], b.v, b.cause) // as LoadDecision does; skipped
-			damaged = append(damaged, keys[i])
+			damaged, missing = append(damaged, keys[i]), append(missing, keys[i])
 			continue
 		}
-		if r == nil || r.ClienteRef != ref {
-			continue // gone (deleted, or quarantined before), or another customer's
+		if r == nil {
+			missing = append(missing, keys[i]) // deleted, or quarantined before
+			continue
+		}
+		if r.ClienteRef != ref {
+			continue // another customer's
 		}
 		if err := emit(s.rec.DecisionID(tenant, nonces[i]), r); err != nil {
 			return nil, nil, nil, err
 		}
 	}
-	return keys, damaged, next, nil
+	return missing, damaged, next, nil
 }
 
 // indexChunk reads up to n entries of a customer index (events or

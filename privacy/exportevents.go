@@ -85,8 +85,10 @@ func (s *Service) exportEventChunk(tenant, ref string, lo, hi []byte, n int, w *
 	}); err != nil {
 		return nil, err
 	}
+	var missing [][]byte // gone or damaged: perhaps in quarantine
 	for i, v := range vals {
 		if !found[i] {
+			missing = append(missing, keys[i])
 			continue
 		}
 		ev, ok := engine.Event{}, len(v) >= 32
@@ -95,6 +97,7 @@ func (s *Service) exportEventChunk(tenant, ref string, lo, hi []byte, n int, w *
 		}
 		if !ok {
 			s.rec.Quarantine(tenant, keys[i], v, errors.New("event record: does not decode"))
+			missing = append(missing, keys[i])
 			continue
 		}
 		if ev.ClienteRef != ref {
@@ -108,7 +111,10 @@ func (s *Service) exportEventChunk(tenant, ref string, lo, hi []byte, n int, w *
 			return nil, err
 		}
 	}
-	return next, w.addDamaged(s, tenant, ref, keys)
+	if len(missing) == 0 {
+		return next, nil
+	}
+	return next, w.addDamaged(s, tenant, ref, missing)
 }
 
 // eventIndexChunk reads up to n entries of ref's event index from lo (hi

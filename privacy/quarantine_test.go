@@ -1,6 +1,7 @@
 package privacy
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"testing"
@@ -558,5 +559,53 @@ func plant(t *testing.T, db *store.DB, key, v []byte) {
 	b.Set(key, v)
 	if err := b.Commit(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestExportCountsQuarantinedRecordsThatDoNotNameRef: records moved to
+// quarantine before the export whose damaged bytes no longer hold the
+// cliente_ref are still the customer's: their index entries name them, and
+// the export, which finds them missing from their tables, counts them.
+func TestExportCountsQuarantinedRecordsThatDoNotNameRef(t *testing.T) {
+	e, p, db, _ := newTest(t, 2)
+	const ana = "ana-00000001"
+	ingestFor(t, e, ana, "a", 3)
+	if _, err := e.Decide("acme", engine.Request{ClienteRef: ana, Canal: "push"}); err != nil {
+		t.Fatal(err)
+	}
+	var nonce string
+	lo, hi := store.CustomerDecisionSpan("acme", ana)
+	if err := db.Scan(lo, hi, func(k, _ []byte) error {
+		_, _, nonce, _ = store.ParseCustomerDecisionKey("acme", k)
+		return nil
+	}); err != nil || nonce == "" {
+		t.Fatalf("ana's decision index: %q %v", nonce, err)
+	}
+	var evKey []byte
+	lo, hi = store.CustomerEventSpan("acme", ana)
+	if err := db.Scan(lo, hi, func(k, _ []byte) error {
+		if _, _, id, ok := store.ParseCustomerEventKey("acme", k); ok && evKey == nil {
+			evKey = p.rec.EventKey("acme", id)
+		}
+		return nil
+	}); err != nil || evKey == nil {
+		t.Fatalf("ana's event index: %v", err)
+	}
+	b := db.NewBatch()
+	defer b.Close()
+	b.Set(p.rec.DecisionKey("acme", nonce), []byte("{\"roto"))
+	b.Set(evKey, bytes.Repeat([]byte{0xff}, 40))
+	if err := b.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := e.Quarantine.Check("", true); err != nil || st.Repaired != 2 {
+		t.Fatalf("check --repair: %+v %v", st, err)
+	}
+	x, err := p.Export("acme", ana, "ci", "trace")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(x.Eventos) != 2 || len(x.Decisiones) != 0 || x.EnCuarentena != 2 {
+		t.Errorf("export: %d events, %d decisions, %d quarantined; want 2, 0, 2", len(x.Eventos), len(x.Decisiones), x.EnCuarentena)
 	}
 }
