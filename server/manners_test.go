@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 
@@ -17,10 +18,12 @@ import (
 	"golang.org/x/oauth2/clientcredentials"
 )
 
-// TestTokenOAuthErrors: stock OAuth clients read the RFC 6749 "error" of
-// the token endpoint. golang.org/x/oauth2's clientcredentials is the judge:
-// a wrong secret is invalid_client (in both of its auth styles), a scope
-// the credential lacks is invalid_scope. The contract's fields stay.
+// TestTokenOAuthErrors: stock OAuth clients, which send the OAuth 2.0
+// form, read the RFC 6749 "error" of the token endpoint.
+// golang.org/x/oauth2's clientcredentials is the judge: a wrong secret is
+// invalid_client (in both of its auth styles), a scope the credential lacks
+// is invalid_scope. The contract's fields stay. A JSON request (the spec's
+// form) gets the spec's error bodies exactly (api-v1 "Error body").
 func TestTokenOAuthErrors(t *testing.T) {
 	h := newHarness(t)
 	h.tenant("acme", false, nil)
@@ -50,29 +53,47 @@ func TestTokenOAuthErrors(t *testing.T) {
 		}
 	}
 
-	// The raw bodies: the contract's fields and the OAuth ones.
+	// The raw bodies. The OAuth 2.0 form (what stock clients send) gets the
+	// contract's fields and the OAuth ones; the spec's JSON request gets the
+	// spec's bodies exactly: ErrorV1 and HTTPValidationError reject unknown
+	// properties, so neither carries error or error_description.
+	errorV1 := []string{"campo", "codigo", "detalle", "mensaje", "trace_id"}
+	withOAuth := []string{"campo", "codigo", "detalle", "error", "error_description", "mensaje", "trace_id"}
 	cases := []struct {
 		name, ct, body string
 		status         int
 		codigo, oauth  string
+		keys           []string
 	}{
-		{"bad secret", "application/json", `{"client_id":"` + id + `","client_secret":"x","grant_type":"client_credentials"}`, 401, "no_autenticado", "invalid_client"},
-		{"bad grant", "application/json", `{"client_id":"` + id + `","client_secret":"x","grant_type":"password"}`, 422, "", "unsupported_grant_type"},
-		{"bad grant form", "application/x-www-form-urlencoded", "grant_type=password&client_id=a&client_secret=b", 422, "", "unsupported_grant_type"},
-		{"repeated parameter form", "application/x-www-form-urlencoded", "grant_type=client_credentials&grant_type=password&client_id=" + id + "&client_secret=secret-" + id, 422, "", "invalid_request"},
-		{"missing field", "application/json", `{"grant_type":"client_credentials"}`, 422, "", "invalid_request"},
-		{"not json", "text/plain", `x`, 415, "esquema_invalido", "invalid_request"},
+		{"bad secret", "application/json", `{"client_id":"` + id + `","client_secret":"x","grant_type":"client_credentials"}`, 401, "no_autenticado", "", errorV1},
+		{"bad secret form", "application/x-www-form-urlencoded", "grant_type=client_credentials&client_id=" + id + "&client_secret=x", 401, "no_autenticado", "invalid_client", withOAuth},
+		{"scope lacking", "application/json", `{"client_id":"` + id + `","client_secret":"secret-` + id + `","grant_type":"client_credentials","scope":"webhooks:escribir"}`, 403, "sin_permiso", "", errorV1},
+		{"bad grant", "application/json", `{"client_id":"` + id + `","client_secret":"x","grant_type":"password"}`, 422, "", "", []string{"detail"}},
+		{"bad grant form", "application/x-www-form-urlencoded", "grant_type=password&client_id=a&client_secret=b", 422, "", "unsupported_grant_type", []string{"detail", "error", "error_description"}},
+		{"repeated parameter form", "application/x-www-form-urlencoded", "grant_type=client_credentials&grant_type=password&client_id=" + id + "&client_secret=secret-" + id, 422, "", "invalid_request", []string{"detail", "error", "error_description"}},
+		{"missing field", "application/json", `{"grant_type":"client_credentials"}`, 422, "", "", []string{"detail"}},
+		{"not json", "text/plain", `x`, 415, "esquema_invalido", "", errorV1},
 	}
 	for _, tc := range cases {
 		resp := h.raw("POST", "/v1/token", "", tc.body, "Content-Type", tc.ct)
-		data, _ := io.ReadAll(resp.Body)
+		var body map[string]any
+		json.NewDecoder(resp.Body).Decode(&body)
 		resp.Body.Close()
-		body := string(data)
-		if resp.StatusCode != tc.status || !strings.Contains(body, `"error":"`+tc.oauth+`"`) || !strings.Contains(body, `"error_description":`) {
-			t.Errorf("%s: %d %s; want %d with error %s", tc.name, resp.StatusCode, body, tc.status, tc.oauth)
+		var keys []string
+		for k := range body {
+			keys = append(keys, k)
 		}
-		if tc.codigo != "" && !strings.Contains(body, `"codigo":"`+tc.codigo+`"`) {
-			t.Errorf("%s: %s lacks codigo %s", tc.name, body, tc.codigo)
+		slices.Sort(keys)
+		got := []any{resp.StatusCode, keys, body["error"]}
+		want := []any{tc.status, tc.keys, nil}
+		if tc.oauth != "" {
+			want[2] = tc.oauth
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("%s: status, keys, error (-want +got):\n%s%v", tc.name, diff, body)
+		}
+		if tc.codigo != "" && body["codigo"] != tc.codigo {
+			t.Errorf("%s: %v lacks codigo %s", tc.name, body, tc.codigo)
 		}
 	}
 	// Other routes keep the contract's body alone.
@@ -140,11 +161,11 @@ func TestAcceptedHasLocation(t *testing.T) {
 
 // TestTokenUnreadableBasic: a token request whose HTTP Basic client
 // authentication cannot be read (not base64, no colon, an empty Basic, or
-// more than one Authorization header) is 401 invalid_client with
-// WWW-Authenticate: Basic, in both body forms: bad client credentials. It
-// was read as a request without Basic, a 422 naming client_id and
-// client_secret as missing from the body (form) or served from the body
-// (JSON).
+// more than one Authorization header) is 401 no_autenticado with
+// WWW-Authenticate: Basic in both body forms (invalid_client too for the
+// OAuth form): bad client credentials. It was read as a request without
+// Basic, a 422 naming client_id and client_secret as missing from the body
+// (form) or served from the body (JSON).
 func TestTokenUnreadableBasic(t *testing.T) {
 	h := newHarness(t)
 	h.tenant("acme", false, nil)
@@ -173,10 +194,13 @@ func TestTokenUnreadableBasic(t *testing.T) {
 				req += "Authorization: " + a + "\r\n"
 			}
 			resp, body := h.rawExchange(req+"\r\n"+tc.body, false)
-			got := []any{resp.StatusCode, body["error"], resp.Header.Get("WWW-Authenticate")}
-			want := []any{200, nil, ""}
+			got := []any{resp.StatusCode, body["codigo"], body["error"], resp.Header.Get("WWW-Authenticate")}
+			want := []any{200, nil, nil, ""}
 			if tc.status == 401 {
-				want = []any{401, "invalid_client", `Basic realm="coupond"`}
+				want = []any{401, "no_autenticado", nil, `Basic realm="coupond"`}
+				if tc.ct == formMediaType { // OAuth 2.0's error only for the OAuth form
+					want[2] = "invalid_client"
+				}
 			}
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("status, error, WWW-Authenticate (-want +got):\n%s\n%v", diff, body)

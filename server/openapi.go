@@ -95,7 +95,7 @@ type opDoc struct {
 	rateClass                 limitClass
 	rateKey                   string // what the rate limit is counted per
 	security                  []any  // public routes: the requirement, default []
-	oauthErrors               bool   // error bodies add RFC 6749 error and error_description (token endpoint)
+	oauthErrors               bool   // a form request's error bodies add RFC 6749 error and error_description (token endpoint)
 }
 
 // kindDocs says when each error kind is answered (errorTable gives status,
@@ -575,7 +575,7 @@ func oauthResponse(r obj, codes []oauthError) obj {
 	for _, c := range codes {
 		names = append(names, "`"+c.code+"`")
 	}
-	r["description"] = fmt.Sprint(r["description"], "\n\nOAuth 2.0 (RFC 6749 5.2): the body adds `error` (", strings.Join(names, " or "), ") and `error_description`.")
+	r["description"] = fmt.Sprint(r["description"], "\n\nOAuth 2.0 (RFC 6749 5.2): when the request is the OAuth 2.0 form (`application/x-www-form-urlencoded`), the body adds `error` (", strings.Join(names, " or "), ") and `error_description`; a JSON request's body has neither.")
 	return r
 }
 
@@ -599,7 +599,8 @@ func deepCopyValue(v any) any {
 }
 
 // oauthSchemas adds ErrorToken and HTTPValidationErrorToken: ErrorV1 and
-// HTTPValidationError with the RFC 6749 members the token endpoint adds.
+// HTTPValidationError with the RFC 6749 members the token endpoint adds to
+// a form request's errors (optional: a JSON request's errors lack them).
 func (g *docGen) oauthSchemas() {
 	add := func(name, base string, codes ...oauthError) {
 		m := deepCopy(g.schemas[base].(obj))
@@ -610,8 +611,7 @@ func (g *docGen) oauthSchemas() {
 		props := m["properties"].(obj)
 		props["error"] = obj{"type": "string", "enum": enum, "description": "OAuth 2.0 error code (RFC 6749 5.2), for stock OAuth clients."}
 		props["error_description"] = obj{"type": "string", "description": "Human-readable ASCII text of the error."}
-		m["required"] = append(m["required"].([]any), "error", "error_description")
-		m["description"] = fmt.Sprint("`", base, "` of the token endpoint, with the OAuth 2.0 members `error` and `error_description`.")
+		m["description"] = fmt.Sprint("`", base, "` of the token endpoint. A request in the OAuth 2.0 form (`application/x-www-form-urlencoded`, what stock OAuth clients send) gets the OAuth 2.0 members `error` and `error_description` too; any other request gets `", base, "` exactly, without them.")
 		g.schemas[name] = m
 	}
 	add("ErrorToken", "ErrorV1", oauthInvalidClient, oauthInvalidScope, oauthInvalidRequest)
@@ -747,7 +747,7 @@ func securitySchemes() obj {
 			"type":   "http",
 			"scheme": "basic",
 			"description": "Token endpoint only, form body: the client authenticated by HTTP Basic (client_id:client_secret, each form-urlencoded first, RFC 6749 2.3.1). " +
-				"A Basic header that cannot be read (not base64, no colon), or more than one Authorization header, is 401 `no_autenticado` (`invalid_client`), with either body form.",
+				"A Basic header that cannot be read (not base64, no colon), or more than one Authorization header, is 401 `no_autenticado` with either body form (with `invalid_client` for the form).",
 		},
 	}
 }
@@ -1237,7 +1237,8 @@ func operationDocs() map[string]opDoc {
 				"A wrong secret, an unknown client and a revoked credential give the same 401 (same status, headers and body but `X-Trace-Id`, `Date` and `trace_id`). "+
 				"The secret is checked first; only then is the credential's own rate limit (per `client_id`) charged, so knowing a client_id is not enough to lock it out. "+
 				"Failed requests are limited per source address (IPv6: per /64; behind the operator's reverse proxy, the client's address from `X-Forwarded-For`), %d a second with a burst of %d; an address over that budget gets 429 until it refills. "+
-				"HTTP Basic together with credentials in the body (a `client_secret`, or a `client_id` other than Basic's) is 400 (OAuth 2.0 `invalid_request`).", humanDuration(tokenTTL), int(classRates[classTokenFailure].perSecond), classRates[classTokenFailure].burst),
+				"HTTP Basic together with credentials in the body (a `client_secret`, or a `client_id` other than Basic's) is 400 (OAuth 2.0 `invalid_request`). "+
+				"Error bodies of a form request add RFC 6749's `error` and `error_description` for stock OAuth clients; those of a JSON request are `ErrorV1` and `HTTPValidationError` exactly.", humanDuration(tokenTTL), int(classRates[classTokenFailure].perSecond), classRates[classTokenFailure].burst),
 			body: obj{"required": true, "content": obj{
 				"application/json": obj{"schema": schemaRef("PeticionToken"),
 					"example": obj{"client_id": "ci_acme_crm", "client_secret": "cs_…", "grant_type": "client_credentials"}},

@@ -28,8 +28,29 @@ var dummyCredential = &store.Credential{SecretHash: store.HashSecret("coupond-no
 // handleToken is POST /v1/token: JSON as the spec says, or the standard
 // OAuth 2.0 form with the client in HTTP Basic or in form fields. Wrong
 // secret, unknown client and revoked credential give the same 401.
+// Errors of the form carry RFC 6749's error members for stock OAuth
+// clients; errors of any other request are the spec's ErrorV1 and
+// HTTPValidationError exactly, which reject unknown properties.
 func (s *Server) handleToken(c *call) error {
-	return withOAuthError(s.issueToken(c))
+	err := s.issueToken(c)
+	if mt, ok := tokenMediaType(c.r); ok && mt == formMediaType {
+		return withOAuthError(err)
+	}
+	return err
+}
+
+// formMediaType is the OAuth 2.0 token request's content type.
+const formMediaType = "application/x-www-form-urlencoded"
+
+// tokenMediaType is the media type of a token request's body: JSON when no
+// Content-Type is given; ok is false when one is given and does not parse.
+func tokenMediaType(r *http.Request) (mt string, ok bool) {
+	ct := r.Header.Get("Content-Type")
+	if ct == "" {
+		return "application/json", true
+	}
+	mt, _, err := mime.ParseMediaType(ct)
+	return mt, err == nil
 }
 
 // OAuth 2.0 error codes of the token endpoint (RFC 6749 section 5.2).
@@ -208,14 +229,11 @@ var tokenSchema = schema.Object(
 )
 
 func (s *Server) readTokenRequest(c *call) (*tokenRequest, error) {
-	mt := "application/json"
-	if ct := c.r.Header.Get("Content-Type"); ct != "" {
-		var err error
-		if mt, _, err = mime.ParseMediaType(ct); err != nil {
-			return nil, errKind(kindNotJSON)
-		}
+	mt, ok := tokenMediaType(c.r)
+	if !ok {
+		return nil, errKind(kindNotJSON)
 	}
-	if mt == "application/x-www-form-urlencoded" {
+	if mt == formMediaType {
 		return s.readTokenForm(c)
 	}
 	if err := readBody(c, smallBody); err != nil {
