@@ -189,8 +189,8 @@ type Catalogo struct {
 	Acciones []AccionCatalogo `json:"acciones"`
 }
 
-// AccionCatalogo is one coupon of the catalog. Absent Canales: every
-// channel; absent Categorias: the whole basket.
+// AccionCatalogo is one coupon of the catalog. Absent or empty Canales:
+// every channel; absent Categorias: the whole basket.
 type AccionCatalogo struct {
 	ID              int      `json:"id"`
 	Nombre          string   `json:"nombre"`

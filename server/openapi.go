@@ -822,7 +822,7 @@ func (g *docGen) requestSchemas() {
 	g.schemas["PeticionTokenForm"] = form
 
 	put("Catalogo", "The whole action catalog; PUT replaces it. `id` >= 1 and unique (0 is reserved for \"nothing\"); `tipo_cupon` is what `CUPON_RECIBIDO.clave` carries. "+
-		"`descuento_max_mxn` absent is 0 (no cap known); `canales` absent means every channel; `activa` absent is true. "+
+		"`descuento_max_mxn` absent is 0 (no cap known); `canales` absent or empty means every channel (to offer an action on no channel, set `activa` false); `activa` absent is true. "+
 		"`categorias` (optional, 1 to 64): the `COMPRA_CAT` `clave` values the coupon applies to (absent: the whole basket); a hint for learning which customers the coupon suits, never required. "+
 		"A new action starts without support and is explored until it has some.", catalogSchema)
 	put("Campana", "Campaign definition. `max_descuento_mxn` and `max_envios` absent: no cap. Sends (`accion` != 0) are counted against the budget first come, first served; "+
