@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
@@ -28,6 +29,7 @@ var profileKinds = map[string]string{
 // (the command line is forwarded there); only this client writes the file,
 // whole (atomicfile) and with mode 0600: a profile that fails or is
 // interrupted leaves whatever file was at --out as it was, never a part.
+// With --json it prints the kind, the file and its size on stdout.
 func pprofCmd(a *app) *cobra.Command {
 	var kind, outPath string
 	var seconds int
@@ -63,6 +65,13 @@ func pprofCmd(a *app) *cobra.Command {
 		}
 		if err := f.Commit(); err != nil {
 			return fmt.Errorf("--out: %w", err)
+		}
+		if jsonFlag(cmd) {
+			st, err := os.Stat(outPath)
+			if err != nil {
+				return fmt.Errorf("--out: %w", err)
+			}
+			return printJSON(cmd.OutOrStdout(), map[string]any{"kind": kind, "out": outPath, "bytes": st.Size()})
 		}
 		fmt.Fprintf(cmd.ErrOrStderr(), "%s profile written to %s; read it with: go tool pprof -top %s\n", kind, outPath, outPath)
 		return nil

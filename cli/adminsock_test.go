@@ -327,6 +327,40 @@ func TestPprofWritesWhole(t *testing.T) {
 	}
 }
 
+// TestPprofJSON: admin debug pprof --json prints one JSON value on stdout,
+// as every admin command does (it printed nothing there, only the line on
+// stderr), naming the kind, the file and its size; the profile still goes
+// to --out only.
+func TestPprofJSON(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	runIn(t, dir, "admin", "tenant", "create", "acme")
+	serveAdminOn(t, dir)
+	out := filepath.Join(t.TempDir(), "heap.pprof")
+	stdout, stderr, err := runCLI(t, "admin", "debug", "pprof", "--kind", "heap", "--out", out, "--data-dir", dir, "--json")
+	if err != nil {
+		t.Fatalf("pprof --json: %v\n%s", err, stderr)
+	}
+	st, err := os.Stat(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		Kind  string `json:"kind"`
+		Out   string `json:"out"`
+		Bytes int64  `json:"bytes"`
+	}
+	var got result
+	if err := json.Unmarshal([]byte(stdout), &got); err != nil {
+		t.Fatalf("stdout is not one JSON value: %v\n%q", err, stdout)
+	}
+	if diff := cmp.Diff(result{"heap", out, st.Size()}, got); diff != "" {
+		t.Errorf("pprof --json (-want +got):\n%s", diff)
+	}
+	if stderr != "" {
+		t.Errorf("stderr with --json: %q; want nothing", stderr)
+	}
+}
+
 // TestForwardAdminStuckServer: a server that accepts the admin connection
 // and never answers (stuck), whether it reads the request or not, makes
 // the forwarded command an error that names the socket and says what to
