@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"net/url"
 	"strings"
 	"time"
@@ -112,12 +113,36 @@ func consoleLoginCmd(a *app) *cobra.Command {
 		if jsonFlag(cmd) {
 			return printJSON(cmd.OutOrStdout(), map[string]any{"url": link, "expires_at": e.now().UTC().Add(console.LinkTTL)})
 		}
-		port := cmp.Or(pu.Port(), "8081")
-		fmt.Fprintf(cmd.OutOrStdout(), "%s\nOpen it within %s; it works once. On a VM, forward the port first: ssh -L %s:127.0.0.1:%s user@vm\n", link, console.LinkTTL, port, port)
+		fmt.Fprintf(cmd.OutOrStdout(), "%s\nOpen it within %s; it works once.", link, console.LinkTTL)
+		if fwd := sshForward(pu, e.svc.consoleURL); fwd != "" {
+			fmt.Fprintf(cmd.OutOrStdout(), " On a VM, forward the port first: ssh -L %s user@vm", fwd)
+		}
+		fmt.Fprintln(cmd.OutOrStdout())
 		return nil
 	})
 	cmd.Flags().StringVar(&base, "url", defaultConsoleURL, "the console's base URL as your browser reaches it (default: the running server's console address; env COUPOND_URL)")
 	return cmd
+}
+
+// sshForward is the -L argument that brings the console to link's address
+// on the operator's machine: link's port there, to the console's port on
+// the VM (the running server's, from serverURL; without a server, link's).
+// It is "" when link is not a loopback address, which a browser reaches
+// without a tunnel (a TLS proxy's name, say).
+func sshForward(link *url.URL, serverURL string) string {
+	host := link.Hostname()
+	if ip, err := netip.ParseAddr(host); host != "localhost" && (err != nil || !ip.IsLoopback()) {
+		return ""
+	}
+	local := cmp.Or(link.Port(), "80")
+	if link.Scheme == "https" {
+		local = cmp.Or(link.Port(), "443")
+	}
+	remote := local
+	if su, err := url.Parse(serverURL); serverURL != "" && err == nil && su.Port() != "" {
+		remote = su.Port()
+	}
+	return local + ":127.0.0.1:" + remote
 }
 
 // consoleLogoutCmd ends every console session and unused sign-in link.

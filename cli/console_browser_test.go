@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -16,6 +18,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/google/go-cmp/cmp"
 	"github.com/rs/zerolog"
 )
 
@@ -337,6 +340,53 @@ func TestConsoleLoginForwardsItsPort(t *testing.T) {
 	out := string(runIn(t, dir, "admin", "console", "login", "--url", "http://127.0.0.1:18081"))
 	if !strings.Contains(out, "ssh -L 18081:127.0.0.1:18081") {
 		t.Errorf("console login on port 18081 printed:\n%s\nwant the hint to forward 18081", out)
+	}
+}
+
+// TestConsoleLoginHintWithURL: with --url, the SSH hint forwards the port
+// of --url (where the browser goes) to the running server's console port
+// (where it listens); it printed the --url port on both sides, a forward to
+// a port nothing listens on. A --url that is not this machine's loopback
+// (a TLS proxy's name) is reached without a tunnel: no hint.
+func TestConsoleLoginHintWithURL(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	runIn(t, dir, "admin", "tenant", "create", "acme")
+	ctx, stop := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() {
+		served <- Run(ctx, []string{"serve", "--data-dir", dir, "--addr", "127.0.0.1:0", "--console-addr", "127.0.0.1:0", "--disk-reserve", "0"}, nil, io.Discard, io.Discard)
+	}()
+	t.Cleanup(func() {
+		stop()
+		if err := <-served; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	})
+	waitFor(t, 20*time.Second, "the admin socket", func() bool {
+		c, err := net.Dial("unix", filepath.Join(dir, adminSocket))
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	})
+	link := regexp.MustCompile(`http://127\.0\.0\.1:(\d+)/login`).FindStringSubmatch(string(runIn(t, dir, "admin", "console", "login")))
+	if link == nil {
+		t.Fatal("console login printed no link on the server's console address")
+	}
+	port := link[1]
+	tests := []struct {
+		url, want string
+	}{
+		{"http://localhost:9999", "ssh -L 9999:127.0.0.1:" + port + " user@vm"},
+		{"http://127.0.0.1:" + port, "ssh -L " + port + ":127.0.0.1:" + port + " user@vm"},
+		{"https://console.example", ""},
+	}
+	for _, tt := range tests {
+		out := string(runIn(t, dir, "admin", "console", "login", "--url", tt.url))
+		got := regexp.MustCompile(`ssh -L \S+ user@vm`).FindString(out)
+		if diff := cmp.Diff(tt.want, got); diff != "" {
+			t.Errorf("console login --url %s: SSH hint (-want +got):\n%s\n%s", tt.url, diff, out)
+		}
 	}
 }
 
