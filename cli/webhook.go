@@ -47,9 +47,12 @@ func webhookListenCmd() *cobra.Command {
 			if tolerance <= 0 {
 				return fmt.Errorf("--tolerance: want a positive duration such as 5m, got %s", tolerance)
 			}
+			if err := checkListenAddr("addr", addr); err != nil {
+				return err
+			}
 			ln, err := net.Listen("tcp", addr)
 			if err != nil {
-				return err
+				return fmt.Errorf("--addr %s: %w", addr, err)
 			}
 			ctx, cancel := context.WithCancel(cmd.Context())
 			defer cancel()
