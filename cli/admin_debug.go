@@ -49,6 +49,9 @@ func pprofCmd(a *app) *cobra.Command {
 		sock := filepath.Join(a.dataDir, adminSocket)
 		conn, err := net.DialTimeout("unix", sock, time.Second)
 		if err != nil {
+			if aerr := accessError(a.dataDir, err); aerr != nil {
+				return aerr // a server may run: this user cannot tell
+			}
 			return fmt.Errorf("no coupond serves %s: profiles come from a running server", sock)
 		}
 		conn.Close()

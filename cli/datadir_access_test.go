@@ -93,38 +93,55 @@ func TestDataDirAccessErrorReadsTheOwner(t *testing.T) {
 	}
 }
 
-// TestDataDirOfAnotherUser: an admin command run, as the binary, by a user
-// who cannot open the data dir (it belongs to root, mode 0700) says to run
-// it as root, naming the dir, instead of "data dir: open …: permission
-// denied".
-func TestDataDirOfAnotherUser(t *testing.T) {
+// binaryForNobody copies the coupond binary into a directory of its own,
+// which the user nobody can reach (the test's temporary directories are
+// 0700), removed when the test ends. It skips the test unless it runs as
+// root with setpriv.
+func binaryForNobody(t *testing.T) (bin, dir string) {
+	t.Helper()
 	requireRoot(t)
-	setpriv, err := exec.LookPath("setpriv")
-	if err != nil {
+	if _, err := exec.LookPath("setpriv"); err != nil {
 		t.Skip("setpriv not found: it runs the command as another user")
 	}
-	// The binary must be reachable by that user: a directory of its own,
-	// outside the test's 0700 temporary directories.
-	binDir, err := os.MkdirTemp("", "coupond-access-bin")
+	dir, err := os.MkdirTemp("", "coupond-access-bin")
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { os.RemoveAll(binDir) })
-	bin := filepath.Join(binDir, "coupond")
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	bin = filepath.Join(dir, "coupond")
 	if data, err := os.ReadFile(coupondBinary(t)); err != nil {
 		t.Fatal(err)
 	} else if err := os.WriteFile(bin, data, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Chmod(binDir, 0o755); err != nil {
+	if err := os.Chmod(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
+	return bin, dir
+}
+
+// runAsNobody runs bin with args as the user nobody, in bin's directory,
+// and returns its stdout and stderr together.
+func runAsNobody(t *testing.T, bin string, args ...string) ([]byte, error) {
+	t.Helper()
+	setpriv, err := exec.LookPath("setpriv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(setpriv, append([]string{"--reuid", "65534", "--regid", "65534", "--clear-groups", bin}, args...)...)
+	cmd.Dir = filepath.Dir(bin)
+	return cmd.CombinedOutput()
+}
+
+// TestDataDirOfAnotherUser: an admin command run, as the binary, by a user
+// who cannot open the data dir (it belongs to root, mode 0700) says to run
+// it as root, naming the dir, instead of "data dir: open …: permission
+// denied".
+func TestDataDirOfAnotherUser(t *testing.T) {
+	bin, binDir := binaryForNobody(t)
 	dir := filepath.Join(binDir, "data")
 	runIn(t, dir, "admin", "tenant", "create", "acme")
-	cmd := exec.Command(setpriv, "--reuid", "65534", "--regid", "65534", "--clear-groups",
-		bin, "admin", "tenant", "list", "--data-dir", dir)
-	cmd.Dir = binDir
-	out, err := cmd.CombinedOutput()
+	out, err := runAsNobody(t, bin, "admin", "tenant", "list", "--data-dir", dir)
 	want := "data dir " + dir + " belongs to root, and this user cannot open it: " +
 		"run the command as root, e.g. sudo -u root coupond admin … --data-dir " + dir
 	if err == nil || !strings.Contains(string(out), want) {
@@ -167,5 +184,22 @@ func TestDataDirServedByAnotherUser(t *testing.T) {
 		"run the command as " + other + ", e.g. sudo -u " + other + " coupond admin … --data-dir " + dir
 	if err == nil || err.Error() != want {
 		t.Errorf("admin tenant list beside another user's server: %v, want %q", err, want)
+	}
+}
+
+// TestPprofOfAnotherUsersServer: admin debug pprof run by a user who cannot
+// reach the running server's data dir says to run it as the server's user,
+// as the other admin commands do; it said "no coupond serves …/admin.sock",
+// beside a server that was running.
+func TestPprofOfAnotherUsersServer(t *testing.T) {
+	bin, binDir := binaryForNobody(t)
+	dir := filepath.Join(binDir, "data")
+	runIn(t, dir, "admin", "tenant", "create", "acme")
+	serveAdminOn(t, dir)
+	out, err := runAsNobody(t, bin, "admin", "debug", "pprof", "--kind", "heap", "--out", filepath.Join(binDir, "heap.pprof"), "--data-dir", dir)
+	want := "data dir " + dir + " belongs to root, and this user cannot open it: " +
+		"run the command as root, e.g. sudo -u root coupond admin … --data-dir " + dir
+	if err == nil || !strings.Contains(string(out), want) {
+		t.Errorf("admin debug pprof as another user: %v\n%s\nwant %q", err, out, want)
 	}
 }
