@@ -251,7 +251,7 @@ func jobSummary(j *batch.Job) string {
 	if j.Estado == api.EstadoFallido {
 		return fmt.Sprintf("failed%s: %s", took, j.Error)
 	}
-	s := fmt.Sprintf("completed%s: %d lines, %d sends", took, j.Procesados, j.Envios)
+	s := fmt.Sprintf("completed%s: %s, %s", took, plural(j.Procesados, "line"), plural(j.Envios, "send"))
 	if j.Error != "" {
 		s += " (" + j.Error + ")"
 	}

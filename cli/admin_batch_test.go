@@ -137,6 +137,8 @@ func TestBatchJobRealElapsed(t *testing.T) {
 		{"running", batch.Job{Estado: api.EstadoEnCurso, IniciadoEn: &tenantAt, RealIniciadoEn: realStart}, nil, ""},
 		{"stored without real times", batch.Job{Estado: api.EstadoCompletado, Procesados: 2, IniciadoEn: &tenantAt, CompletadoEn: &tenantAt},
 			nil, "completed: 2 lines, 0 sends"},
+		{"one line, one send", batch.Job{Estado: api.EstadoCompletado, Procesados: 1, Envios: 1, IniciadoEn: &tenantAt, CompletadoEn: &tenantAt,
+			RealIniciadoEn: realStart, RealCompletadoEn: realEnd}, secs(2.5), "completed in 2.5s: 1 line, 1 send"},
 	} {
 		if diff := cmp.Diff(tc.want, viewBatchJob(&tc.job).RealElapsed); diff != "" {
 			t.Errorf("%s: real_elapsed_s (-want +got):\n%s", tc.name, diff)
