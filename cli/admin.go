@@ -384,10 +384,11 @@ func (sf *tenantSetFlags) applyQuotas(f *pflag.FlagSet, s *store.Settings) error
 		s.QuotaEventsDay = sf.quotaEv
 	}
 	if f.Changed("optout-penalty-mxn") {
-		if !(sf.penalty >= 0 && sf.penalty <= 1e9) { // NaN too
-			return fmt.Errorf("--optout-penalty-mxn: want 0 to 1000000000")
+		cents := math.Round(sf.penalty * 100)
+		if !(sf.penalty >= 0 && sf.penalty <= 1e9) || math.Abs(sf.penalty*100-cents) > 1e-6 { // NaN too
+			return fmt.Errorf("--optout-penalty-mxn: want MXN from 0 to 1000000000 with at most two decimals, got %g", sf.penalty)
 		}
-		s.OptoutPenaltyCents = int64(sf.penalty*100 + 0.5)
+		s.OptoutPenaltyCents = int64(cents)
 	}
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -43,6 +44,7 @@ func TestTenantSetRejectsBadValues(t *testing.T) {
 	for _, args := range [][]string{
 		{"--control-share", "NaN"}, {"--control-share", "0.6"}, {"--control-share", "-0.1"},
 		{"--optout-penalty-mxn", "NaN"}, {"--optout-penalty-mxn", "-1"}, {"--optout-penalty-mxn", "+Inf"},
+		{"--optout-penalty-mxn", "1.234"}, {"--optout-penalty-mxn", "0.005"}, // more than cents: it was rounded silently
 		{"--reward-window", "366d"}, {"--reward-window", "100000d"}, {"--reward-window", "30m"},
 		{"--reward-grace", "366d"}, {"--reward-grace", "-1d"},
 		{"--control-kind", "todos"}, {"--paused", "maybe"}, {"--shadow", "yes"}, {"--quota-events-day", "-1"},
@@ -58,6 +60,13 @@ func TestTenantSetRejectsBadValues(t *testing.T) {
 	runIn(t, dir, "admin", "tenant", "set", "acme", "--reward-window", "365d", "--reward-grace", "0d", "--optout-penalty-mxn", "12.5")
 	if s := settings(); s["reward_window"] != "365d" || s["optout_penalty_mxn"] != 12.5 {
 		t.Errorf("the bounds themselves: %v", s)
+	}
+	for _, cents := range []string{"0.29", "1.01", "1000000000", "0"} { // none a float's 100× puts off a whole cent
+		runIn(t, dir, "admin", "tenant", "set", "acme", "--optout-penalty-mxn", cents)
+		want, err := strconv.ParseFloat(cents, 64)
+		if got := settings()["optout_penalty_mxn"]; err != nil || got != want {
+			t.Errorf("--optout-penalty-mxn %s: stored %v", cents, got)
+		}
 	}
 }
 
