@@ -130,6 +130,18 @@ func TestConsoleAuditLast(t *testing.T) {
 	}
 }
 
+// TestConsoleAuditUnknownTenant: --tenant naming no tenant is an error that
+// names it, as in every other admin command; it listed nothing and exited
+// 0, so a typo read as "no console action on this tenant".
+func TestConsoleAuditUnknownTenant(t *testing.T) {
+	dir := t.TempDir()
+	runIn(t, dir, "admin", "tenant", "create", "acme")
+	runIn(t, dir, "admin", "console", "audit", "--tenant", "acme")
+	if _, _, err := runCLI(t, "admin", "console", "audit", "--tenant", "acmee", "--data-dir", dir); err == nil || err.Error() != `no tenant "acmee"` {
+		t.Errorf("console audit --tenant acmee: %v; want no tenant \"acmee\"", err)
+	}
+}
+
 // TestExecuteRecovered: a command that panics inside serve's admin socket
 // ends with an error that says so, and the panic is logged with its stack.
 func TestExecuteRecovered(t *testing.T) {

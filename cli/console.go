@@ -177,6 +177,9 @@ func consoleAuditCmd(a *app) *cobra.Command {
 		if last < 1 {
 			return fmt.Errorf("--last: want at least 1, got %d", last)
 		}
+		if _, ok := e.db.Tenant(tenant); tenant != "" && !ok {
+			return fmt.Errorf("no tenant %q", tenant)
+		}
 		entries, err := console.Audit(e.db, tenant, last)
 		if err != nil {
 			return err
