@@ -62,12 +62,14 @@ func editJSON(t *testing.T, path string, edit func(m map[string]any)) {
 }
 
 // serveInProcess runs "coupond serve" on data until the test ends, and
-// waits for its admin socket.
-func serveInProcess(t *testing.T, data string) {
+// waits for its admin socket. extra flags override the defaults (no
+// console, any port).
+func serveInProcess(t *testing.T, data string, extra ...string) {
 	ctx, stop := context.WithCancel(context.Background())
 	served := make(chan error, 1)
+	args := append([]string{"serve", "--data-dir", data, "--addr", "127.0.0.1:0", "--console-addr", "", "--disk-reserve", "0"}, extra...)
 	go func() {
-		served <- Run(ctx, []string{"serve", "--data-dir", data, "--addr", "127.0.0.1:0", "--console-addr", "", "--disk-reserve", "0"}, nil, io.Discard, io.Discard)
+		served <- Run(ctx, args, nil, io.Discard, io.Discard)
 	}()
 	t.Cleanup(func() {
 		stop()

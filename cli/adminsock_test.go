@@ -262,6 +262,27 @@ func TestConsoleLoginWithoutConsole(t *testing.T) {
 	}
 }
 
+// TestConsoleLoginConsoleAddrTaken: when serve could not listen on its
+// --console-addr (the port was taken; the API serves without the console),
+// "admin console login" says so; it said the running server's
+// --console-addr was empty, sending the operator to a flag that was set.
+func TestConsoleLoginConsoleAddrTaken(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	runIn(t, dir, "admin", "tenant", "create", "acme")
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	addr := taken.Addr().String()
+	serveInProcess(t, dir, "--console-addr", addr)
+	r := runLine(t, "admin", "console", "login", "--data-dir", dir)
+	want := "the running server serves no console: --console-addr " + addr + " failed at its start (listen tcp " + addr + ": bind: address already in use)"
+	if r.Exit != 1 || !strings.Contains(r.Err, want) || strings.Contains(r.Err, "is empty") || strings.Contains(r.Out, "/login?t=") {
+		t.Errorf("console login beside a server whose console port was taken: %+v; want %q and no link", r, want)
+	}
+}
+
 // serveAdminOn opens the store in dir and answers its admin socket, as
 // serve does, until the test ends.
 func serveAdminOn(t *testing.T, dir string) {

@@ -45,13 +45,16 @@ func runAdminLine(live *env) func(ctx context.Context, args []string, out io.Wri
 // listener has the API's limits (server.HTTPConfig: the header and idle
 // timeouts, readTimeout for a whole request, 0 for the default, the header
 // cap, the write stall bound) and holds at most console.MaxConns
-// connections. It returns a stop function for shutdown.
+// connections. It returns a stop function for shutdown. A listener that
+// cannot be opened is an error, kept in e.svc.consoleErr for "admin
+// console login" to tell.
 func startConsole(addr string, behindTLS bool, readTimeout time.Duration, e *env) (stop func(context.Context), err error) {
 	if addr == "" {
 		return func(context.Context) {}, nil
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
+		e.svc.consoleErr = fmt.Errorf("--console-addr %s failed at its start (%w)", addr, err)
 		return nil, fmt.Errorf("--console-addr %s: %w", addr, err)
 	}
 	svc := e.svc
@@ -95,6 +98,9 @@ func consoleLoginCmd(a *app) *cobra.Command {
 		u := base
 		if !cmd.Flags().Changed("url") && e.svc.consoleURL != "" {
 			u = e.svc.consoleURL
+		}
+		if a.live != nil && e.svc.consoleErr != nil {
+			return fmt.Errorf("the running server serves no console: %v: free that port, or restart serve with another --console-addr, to sign in", e.svc.consoleErr)
 		}
 		if a.live != nil && e.svc.consoleURL == "" {
 			return fmt.Errorf("the running server serves no console (its --console-addr is empty): restart serve with --console-addr %s to sign in", strings.TrimPrefix(defaultConsoleURL, "http://"))

@@ -5,8 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -351,24 +349,7 @@ func TestConsoleLoginForwardsItsPort(t *testing.T) {
 func TestConsoleLoginHintWithURL(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "data")
 	runIn(t, dir, "admin", "tenant", "create", "acme")
-	ctx, stop := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() {
-		served <- Run(ctx, []string{"serve", "--data-dir", dir, "--addr", "127.0.0.1:0", "--console-addr", "127.0.0.1:0", "--disk-reserve", "0"}, nil, io.Discard, io.Discard)
-	}()
-	t.Cleanup(func() {
-		stop()
-		if err := <-served; err != nil {
-			t.Errorf("serve: %v", err)
-		}
-	})
-	waitFor(t, 20*time.Second, "the admin socket", func() bool {
-		c, err := net.Dial("unix", filepath.Join(dir, adminSocket))
-		if err == nil {
-			c.Close()
-		}
-		return err == nil
-	})
+	serveInProcess(t, dir, "--console-addr", "127.0.0.1:0")
 	link := regexp.MustCompile(`http://127\.0\.0\.1:(\d+)/login`).FindStringSubmatch(string(runIn(t, dir, "admin", "console", "login")))
 	if link == nil {
 		t.Fatal("console login printed no link on the server's console address")

@@ -30,6 +30,9 @@ type services struct {
 	ready    atomic.Bool
 	// consoleURL is the console's address when serve runs one.
 	consoleURL string
+	// consoleErr is why serve runs no console though --console-addr asked
+	// for one (its port was taken, say); nil otherwise.
+	consoleErr error
 }
 
 // serviceOptions are the serve flags the services need.
