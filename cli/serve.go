@@ -179,16 +179,19 @@ func serve(ctx context.Context, dataDir string, f serveFlags, logOut interface{ 
 	}
 	apiLn := ln // the socket itself, for a restart in place
 	httpSrv, ln := svc.api.HTTPServer(ln, server.HTTPConfig{ReadTimeout: f.readTimeout, MaxConns: f.maxConns})
-	admin, err := serveAdmin(ctx, filepath.Join(dataDir, adminSocket), e)
-	if err != nil {
-		ln.Close()
-		e.close()
-		return err
-	}
+	// The console first: "admin console login" over the admin socket reads
+	// what startConsole sets (its address, or why it has none).
 	stopConsole, err := startConsole(f.consoleAddr, f.consoleTLSProxy, f.readTimeout, e)
 	if err != nil { // the console is the operator's view: the API serves without it
 		log.Error().Err(err).Msg("console not served")
 		stopConsole = func(context.Context) {}
+	}
+	admin, err := serveAdmin(ctx, filepath.Join(dataDir, adminSocket), e)
+	if err != nil {
+		stopConsole(ctx)
+		ln.Close()
+		e.close()
+		return err
 	}
 	httpErr := make(chan error, 1)
 	go func() { httpErr <- httpSrv.Serve(ln) }()
