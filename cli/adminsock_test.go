@@ -445,6 +445,7 @@ func TestAdminWaitOf(t *testing.T) {
 		{[]string{"admin", "backup"}, longAdmin},
 		{[]string{"admin", "check"}, longAdmin},
 		{[]string{"admin", "evaluate"}, longAdmin},
+		{[]string{"admin", "shadow", "report"}, longAdmin},
 		{[]string{"admin", "clock", "advance"}, longAdmin},
 		{[]string{"admin", "batch", "watch"}, 24 * time.Hour},
 		{[]string{"admin", "debug", "pprof"}, 15 * time.Minute},

@@ -183,7 +183,7 @@ func (s *services) clockMoved(t *store.Tenant) {
 // extraAdminCmds are the admin commands beyond tenants, credentials and
 // clocks.
 func extraAdminCmds(a *app) []*cobra.Command {
-	shadow := groupCmd("shadow", "Shadow mode reports", shadowReportCmd(a))
+	shadow := groupCmd("shadow", "Shadow mode reports", withDeadline(shadowReportCmd(a), longAdmin)) // reads every shadow decision
 	// A watch lasts as long as its job (a large one runs for hours); a
 	// profile samples up to 10 minutes.
 	batch := groupCmd("batch", "Batch decision jobs: watch a job's progress", withDeadline(batchWatchCmd(a), 24*time.Hour))
