@@ -597,3 +597,94 @@ func TestWebhookPostponementLoggedOnce(t *testing.T) {
 		t.Errorf("postponement log lines over 5 passes (-want +got):\n%s", diff)
 	}
 }
+
+// TestDeleteDropsPendingDeliveries: DELETE /v1/webhooks drops the
+// deliveries still pending (the OpenAPI document says so). They used to
+// stay queued and go, when due, to whatever webhook was registered then:
+// a tenant that deleted its webhook and registered another got the old
+// jobs' notifications at the new destination. The case where the delete
+// falls inside a delivery pass (the pass listed the message before the
+// delete) is covered too: no attempt is made, none is queued again.
+func TestDeleteDropsPendingDeliveries(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		// deleteDuring: the webhook is deleted, and another registered,
+		// while the pass's first attempt is in flight, the second
+		// message listed by that pass.
+		deleteDuring bool
+	}{
+		{name: "between passes"},
+		{name: "during a pass", deleteDuring: true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newJobEnv(t, storefs.Mem(), "db", 2, -1)
+			w := NewWebhooks(e.db, NewDeliverer(DelivererConfig{AllowPrivate: true}), zerolog.Nop(), e.clock.Now, 1)
+			var newGot []string
+			var mu sync.Mutex
+			replacement := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+				mu.Lock()
+				newGot = append(newGot, r.Header.Get("webhook-id"))
+				mu.Unlock()
+				rw.WriteHeader(http.StatusNoContent)
+			}))
+			t.Cleanup(replacement.Close)
+			var oldHits atomic.Int32
+			old := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, _ *http.Request) {
+				if oldHits.Add(1) == 1 && tt.deleteDuring {
+					if err := w.Delete("acme"); err != nil {
+						t.Error(err)
+					}
+					if _, err := w.Register("acme", replacement.URL, []string{EventLoteCompletado}, jobsStart); err != nil {
+						t.Error(err)
+					}
+				}
+				rw.WriteHeader(http.StatusInternalServerError)
+			}))
+			t.Cleanup(old.Close)
+
+			if _, err := w.Register("acme", old.URL, []string{EventLoteCompletado}, jobsStart); err != nil {
+				t.Fatal(err)
+			}
+			done := jobsStart
+			for _, id := range []string{"lote_a", "lote_b"} {
+				if err := w.Enqueue(&Job{ID: id, Tenant: "acme", CampanaID: "camp", Estado: api.EstadoCompletado, CompletadoEn: &done}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			w.DeliverDue(t.Context()) // deleteDuring: deletes and registers after the first attempt
+			if !tt.deleteDuring {     // both failed: retries queued
+				if err := w.Delete("acme"); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := w.Register("acme", replacement.URL, []string{EventLoteCompletado}, jobsStart); err != nil {
+					t.Fatal(err)
+				}
+			}
+			attempts := 0
+			for range 12 {
+				e.clock.Advance(9 * time.Hour)
+				attempts += w.DeliverDue(t.Context())
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if len(newGot) != 0 || attempts != 0 {
+				t.Errorf("after DELETE: %d attempts, the new registration got %q; want none", attempts, newGot)
+			}
+			wantOld := int32(2)
+			if tt.deleteDuring {
+				wantOld = 1
+			}
+			if got := oldHits.Load(); got != wantOld {
+				t.Errorf("old destination hit %d times, want %d", got, wantOld)
+			}
+			lo, hi := store.WebhookQueueSpan("acme")
+			left := 0
+			if err := e.db.Scan(lo, hi, func(_, _ []byte) error { left++; return nil }); err != nil {
+				t.Fatal(err)
+			}
+			if left != 0 {
+				t.Errorf("%d messages left in the queue after DELETE, want 0", left)
+			}
+		})
+	}
+}

@@ -40,6 +40,10 @@ type Webhooks struct {
 	log      zerolog.Logger
 	now      func() time.Time
 	wake     waker
+	// qmu orders Delete with the recording of attempts (take): once Delete
+	// returns, no delivery pass records or makes an attempt of a message
+	// it dropped.
+	qmu sync.Mutex
 	// mu guards inflight, the tenants whose delivery pass is running: one
 	// pass per tenant at a time, so a message is never attempted twice at
 	// once, while a slow receiver holds up only its own tenant.
@@ -78,11 +82,16 @@ func (w *Webhooks) Register(tenant, url string, eventos []string, now time.Time)
 	return r, b.Commit()
 }
 
-// Delete removes the tenant's webhook; pending deliveries are dropped when due.
+// Delete removes the tenant's webhook and drops its pending deliveries, in
+// one commit: a webhook registered later gets none of them. An attempt
+// already in flight ends as it goes; its retry, if any, is dropped too.
 func (w *Webhooks) Delete(tenant string) error {
+	w.qmu.Lock()
+	defer w.qmu.Unlock()
 	b := w.db.NewBatch()
 	defer b.Close()
 	b.Delete(webhookKey(tenant))
+	b.DeleteRange(store.WebhookQueueSpan(tenant))
 	return b.Commit()
 }
 
@@ -232,25 +241,28 @@ func (w *Webhooks) due(tenant string) []dueItem {
 }
 
 // deliverDue makes one attempt for every message of due, tenant's due
-// messages, and returns how many it made. The caller holds the tenant's
-// claim.
+// messages, that is still queued, and returns how many it made. The
+// caller holds the tenant's claim.
 func (w *Webhooks) deliverDue(ctx context.Context, tenant string, due []dueItem) int {
-	reg, err := w.Registration(tenant)
-	if err != nil {
-		w.log.Error().Err(err).Str("tenant", tenant).Msg("webhook registration")
-		return 0
-	}
 	n := 0
 	for _, it := range due {
 		q := it.q
 		q.Attempt++
 		log := w.log.With().Str("tenant", tenant).Str("webhook_id", q.ID).Int("attempt", q.Attempt).Logger()
-		next, err := w.record(tenant, it.key, q)
+		reg, err := w.Registration(tenant)
+		if err != nil {
+			log.Error().Err(err).Msg("webhook registration")
+			break
+		}
+		next, present, err := w.take(tenant, it.key, q)
 		if err != nil {
 			// Nothing is attempted that the queue does not record: the
 			// message stays due for a later pass.
 			w.notePostponed(err, log)
 			break
+		}
+		if !present {
+			continue // dropped by Delete since the pass listed it
 		}
 		if w.postponed.CompareAndSwap(true, false) {
 			w.log.Info().Msg("webhook deliveries resumed: the queue records attempts again")
@@ -270,6 +282,23 @@ func (w *Webhooks) deliverDue(ctx context.Context, tenant string, due []dueItem)
 		}
 	}
 	return n
+}
+
+// take records attempt q.Attempt of the message at key (record). present
+// is false, and nothing is recorded, when the message is no longer at key:
+// Delete dropped it after the pass listed it. Under qmu, so that a Delete
+// either drops the message before this check or drops the retry recorded
+// here.
+func (w *Webhooks) take(tenant string, key []byte, q queued) (next []byte, present bool, err error) {
+	w.qmu.Lock()
+	defer w.qmu.Unlock()
+	if _, err := w.db.Get(key); errors.Is(err, store.ErrNotFound) {
+		return nil, false, nil
+	} else if err != nil {
+		return nil, false, err
+	}
+	next, err = w.record(tenant, key, q)
+	return next, err == nil, err
 }
 
 // notePostponed logs that the queue could not record an attempt (err),
