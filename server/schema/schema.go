@@ -567,7 +567,8 @@ func (s *URLSchema) check(c *checker, v Value) {
 	case err != nil:
 		reason = "invalid URL"
 		if ue, ok := err.(*url.Error); ok {
-			reason = ue.Err.Error()
+			// Some of net/url's reasons name the package: not for clients.
+			reason = strings.TrimPrefix(ue.Err.Error(), "net/url: ")
 		}
 	case u.Scheme == "":
 		reason = "relative URL without a base"

@@ -174,6 +174,10 @@ func TestValidate(t *testing.T) {
 		{"url_parsing bad", URL(), `"https://exa mple.com/"`, []Violation{
 			{Loc: []any{"body"}, Msg: "Input should be a valid URL, invalid character \" \" in host name", Type: "url_parsing",
 				Ctx: map[string]any{"error": "invalid character \" \" in host name"}, Input: "https://exa mple.com/"}}},
+		// net/url's own wording names the Go package: an internal detail.
+		{"url_parsing control character", URL(), `"https://example.com/\u0000"`, []Violation{
+			{Loc: []any{"body"}, Msg: "Input should be a valid URL, invalid control character in URL", Type: "url_parsing",
+				Ctx: map[string]any{"error": "invalid control character in URL"}, Input: "https://example.com/\x00"}}},
 		{"url_scheme", URL("https"), `"http://example.com"`, []Violation{
 			{Loc: []any{"body"}, Msg: "URL scheme should be 'https'", Type: "url_scheme",
 				Ctx: map[string]any{"expected_schemes": "'https'"}, Input: "http://example.com"}}},
