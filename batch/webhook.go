@@ -40,8 +40,15 @@ var (
 	ErrWebhookURL = errors.New("batch: webhook URL must be an absolute http or https URL")
 	// ErrWebhookDestination: the host does not resolve, or resolves to an
 	// address coupond does not send to (loopback, private, link-local,
-	// metadata, ...) (registration: 422 value_error).
+	// metadata, ...) (registration: 422 url_parsing, but for
+	// ErrWebhookUnresolved).
 	ErrWebhookDestination = errors.New("batch: webhook destination not allowed")
+	// ErrWebhookUnresolved: the host name does not resolve now, or resolves
+	// to no address. It wraps ErrWebhookDestination (nothing is sent to
+	// it), but registration accepts it: the name names no refused range,
+	// and may resolve by the time a job completes (each attempt checks
+	// again).
+	ErrWebhookUnresolved = fmt.Errorf("batch: webhook host does not resolve: %w", ErrWebhookDestination)
 	// ErrWebhookSecret: a secret not produced by NewWebhookSecret.
 	ErrWebhookSecret = errors.New("batch: webhook secret malformed")
 	// ErrWebhookRejected: the destination answered with a status other
@@ -117,7 +124,8 @@ func systemResolver(ctx context.Context, host string) ([]netip.Addr, error) {
 // (169.254.169.254, fd00:ec2::254), CGNAT 100.64/10, multicast, 192.0.0/24,
 // 198.18/15, 240/4 and broadcast, site-local fec0::/10, and IPv6 forms that
 // embed a refused IPv4 address (mapped, compatible, NAT64, 6to4), as well as
-// "localhost" names and names that resolve to nothing.
+// "localhost" names; a name that does not resolve, or resolves to nothing,
+// is ErrWebhookUnresolved (which wraps ErrWebhookDestination).
 //
 // A check at registration does not protect delivery by itself: a name can
 // resolve differently later (DNS rebinding). Deliverer checks again before
@@ -154,10 +162,10 @@ func CheckDestination(ctx context.Context, rawURL string, allowPrivate bool, res
 	}
 	addrs, err := resolve(ctx, host)
 	if err != nil {
-		return fmt.Errorf("batch: webhook host %s does not resolve (%v): %w", host, err, ErrWebhookDestination)
+		return fmt.Errorf("batch: webhook host %s (%v): %w", host, err, ErrWebhookUnresolved)
 	}
 	if len(addrs) == 0 {
-		return fmt.Errorf("batch: webhook host %s has no address: %w", host, ErrWebhookDestination)
+		return fmt.Errorf("batch: webhook host %s has no address: %w", host, ErrWebhookUnresolved)
 	}
 	for _, a := range addrs {
 		if why := refusedAddr(a); why != "" {

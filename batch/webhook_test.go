@@ -131,7 +131,7 @@ func TestCheckDestination(t *testing.T) {
 	tests := []struct {
 		url          string
 		allowPrivate bool
-		want         string // "ok", "url" or "destination"
+		want         string // "ok", "url", "destination" or "unresolved"
 	}{
 		{"https://hooks.example.com/coupond", false, "ok"},
 		{"http://hooks.example.com:8080/x?y=1", false, "ok"},
@@ -183,8 +183,8 @@ func TestCheckDestination(t *testing.T) {
 		{"http://internal.example.com/", false, "destination"},
 		{"http://mixed.example.com/", false, "destination"},
 		{"http://meta.example.com/", false, "destination"},
-		{"http://empty.example.com/", false, "destination"},
-		{"http://nxdomain.example.com/", false, "destination"},
+		{"http://empty.example.com/", false, "unresolved"},
+		{"http://nxdomain.example.com/", false, "unresolved"},
 
 		{"http://127.0.0.1:8080/hook", true, "ok"},
 		{"http://internal.example.com/", true, "ok"},
@@ -199,6 +199,8 @@ func TestCheckDestination(t *testing.T) {
 				got = "ok"
 			case errors.Is(err, ErrWebhookURL):
 				got = "url"
+			case errors.Is(err, ErrWebhookUnresolved) && errors.Is(err, ErrWebhookDestination):
+				got = "unresolved"
 			case errors.Is(err, ErrWebhookDestination):
 				got = "destination"
 			}

@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -256,14 +257,27 @@ var webhookSchema = schema.Object(
 	schema.Field("eventos", schema.Array(schema.String().Enum(batch.EventLoteCompletado)).Items(1, 10)).Required(),
 )
 
+// webhookResolveTimeout bounds the name resolution of a registration: a
+// name not resolved by then is registered as one that does not resolve.
+const webhookResolveTimeout = 5 * time.Second
+
+// handlePutWebhook registers the tenant's webhook. Unless the server
+// allows private destinations, a URL whose host is, or resolves to, an
+// address of the loopback, private, link-local or metadata ranges (and the
+// like: batch.CheckDestination) is 422 on body.url (contract §7). A name
+// that does not resolve now is registered: it names none of those, and
+// every delivery attempt checks the destination again.
 func (s *Server) handlePutWebhook(c *call) error {
 	v, err := decode(c.body, webhookSchema)
 	if err != nil {
 		return err
 	}
 	u := v.Field("url").String()
-	if err := batch.CheckDestination(c.r.Context(), u, s.WebhookAllowPrivate, nil); err != nil {
-		msg := "URL no admitida: destino privado, de loopback, link-local o de metadatos, o no resoluble"
+	ctx, cancel := context.WithTimeout(c.r.Context(), webhookResolveTimeout)
+	err = batch.CheckDestination(ctx, u, s.WebhookAllowPrivate, s.WebhookResolve)
+	cancel()
+	if err != nil && !errors.Is(err, batch.ErrWebhookUnresolved) {
+		msg := "URL no admitida: destino privado, de loopback, link-local o de metadatos"
 		if errors.Is(err, batch.ErrWebhookURL) { // what the schema lets through: a port out of range
 			msg = "Input should be a valid URL, invalid port number"
 		}

@@ -9,8 +9,10 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"net/url"
 	"os"
 	"slices"
@@ -1115,6 +1117,63 @@ func TestWebhookURLBadPort(t *testing.T) {
 			"msg": "Input should be a valid URL, invalid port number", "input": u}}}
 		if diff := cmp.Diff(want, b); st != 422 || diff != "" {
 			t.Errorf("PUT url %s: %d (-want +got):\n%s", u, st, diff)
+		}
+	}
+}
+
+// TestWebhookDestinationAtRegistration: without --webhook-allow-private,
+// PUT /v1/webhooks refuses a destination in the ranges the contract names
+// (loopback, private, link-local, metadata), directly or through the
+// addresses its name resolves to, with 422 on body.url (contract §7). A
+// name that does not resolve (yet, or from where coupond runs) is none of
+// those: it is registered, and every delivery attempt checks the
+// destination again. It was refused as "unresolvable", so registering a
+// public URL failed wherever coupond's DNS could not see it.
+func TestWebhookDestinationAtRegistration(t *testing.T) {
+	resolve := func(_ context.Context, host string) ([]netip.Addr, error) {
+		switch host {
+		case "hooks.example.com":
+			return []netip.Addr{netip.MustParseAddr("93.184.215.14")}, nil
+		case "internal.example.com":
+			return []netip.Addr{netip.MustParseAddr("10.1.2.3")}, nil
+		case "empty.example.com":
+			return nil, nil
+		}
+		return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
+	}
+	h := newHarnessWith(t, func(d *Deps) { d.WebhookAllowPrivate, d.WebhookResolve = false, resolve })
+	h.tenant("acme", true, nil)
+	tok := h.token("acme", allScopes...)
+	for _, tt := range []struct {
+		url  string
+		want int
+	}{
+		{"https://hooks.example.com/coupond", 200},
+		{"https://93.184.215.14/coupond", 200},
+		{"https://nxdomain.example.com/coupond", 200},
+		{"https://empty.example.com/coupond", 200},
+		{"http://127.0.0.1:9999/hook", 422},
+		{"http://localhost/hook", 422},
+		{"http://10.0.0.1/hook", 422},
+		{"http://169.254.169.254/latest", 422},
+		{"http://[::1]/hook", 422},
+		{"https://internal.example.com/hook", 422},
+	} {
+		st, b := h.do("PUT", "/v1/webhooks", tok, map[string]any{"url": tt.url, "eventos": []string{"lote.completado"}})
+		if st != tt.want {
+			t.Errorf("PUT url %s: %d %v, want %d", tt.url, st, b, tt.want)
+			continue
+		}
+		if st == 200 {
+			if diff := cmp.Diff(tt.url, b["url"]); diff != "" {
+				t.Errorf("PUT url %s: url (-want +got):\n%s", tt.url, diff)
+			}
+			continue
+		}
+		want := map[string]any{"detail": []any{map[string]any{"loc": []any{"body", "url"}, "type": "url_parsing",
+			"msg": "URL no admitida: destino privado, de loopback, link-local o de metadatos", "input": tt.url}}}
+		if diff := cmp.Diff(want, b); diff != "" {
+			t.Errorf("PUT url %s (-want +got):\n%s", tt.url, diff)
 		}
 	}
 }

@@ -44,6 +44,9 @@ type Deps struct {
 	Webhooks *batch.Webhooks
 	// WebhookAllowPrivate accepts webhook destinations in private ranges.
 	WebhookAllowPrivate bool
+	// WebhookResolve resolves a webhook's host at registration, to refuse
+	// names of private addresses; nil: the system resolver.
+	WebhookResolve batch.Resolver
 	// MetricsTenantLabel adds a tenant label to the business series of
 	// /metrics (one series per tenant: for installs with few tenants).
 	MetricsTenantLabel bool
