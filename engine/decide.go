@@ -439,7 +439,7 @@ func (e *Engine) decideNew(ts *tenantState, t *store.Tenant, now time.Time, req 
 	cands, reason := eligible(cat, req, cust, s.cands)
 	s.cands = cands
 	if req.NoSend && len(cands) > 1 {
-		cands, reason = cands[:1], "presupuesto de la campaña: se enviaron los cupones de mayor margen esperado"
+		cands, reason = cands[:1], "presupuesto de la campaña: su cupo de envíos se reservó a los clientes de mayor margen esperado"
 	}
 	sc := pm.score(cust, cands, t.Settings.OptoutPenaltyCents, &s.scores)
 	if len(pm.m.Cats) < policy.NumCats {
