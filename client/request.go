@@ -191,7 +191,9 @@ func (c *Client) callKeyed(ctx context.Context, method, path string, in, out any
 // ctx's deadline run out; it returns the last error. scale multiplies the
 // backoff. A wait that would pass the deadline ends the call at once; the
 // deadline is read once, on the Client's clock, so that the waits count
-// against it.
+// against it. A wait cut short by ctx returns ctx's error wrapped with the
+// last one, so that errors.Is(err, context.Canceled) holds for a call
+// canceled between attempts as during one.
 func (c *Client) retry(ctx context.Context, scale time.Duration, mode retryMode, attempt func() error) error {
 	end, _ := c.cfg.clock.deadline(ctx)
 	var err error
@@ -200,7 +202,13 @@ func (c *Client) retry(ctx context.Context, scale time.Duration, mode retryMode,
 			return nil
 		}
 		wait, ok := c.retryWait(ctx, err, n, scale, mode)
-		if !ok || n+1 == c.cfg.attempts || !c.cfg.clock.waitBefore(ctx, wait, end) {
+		if !ok || n+1 == c.cfg.attempts {
+			return err
+		}
+		if !c.cfg.clock.waitBefore(ctx, wait, end) {
+			if ctxErr := ctx.Err(); ctxErr != nil {
+				return fmt.Errorf("%w while waiting to retry after: %w", ctxErr, err)
+			}
 			return err
 		}
 	}

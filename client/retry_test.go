@@ -506,3 +506,58 @@ func TestBackgroundWaitsOnTheClientsClock(t *testing.T) {
 		})
 	}
 }
+
+// TestCanceledWhileWaitingToRetry: a call whose context is canceled while
+// it waits to retry (here the 60 s Retry-After of a paused tenant, which
+// fits in the call's deadline) returns an error that is context.Canceled
+// for errors.Is, as Decide's is, and still the last answer for errors.As.
+// It returned the 503 alone, so a caller shutting down read a canceled
+// call as the server's refusal.
+func TestCanceledWhileWaitingToRetry(t *testing.T) {
+	ts := newTestServer(t)
+	ts.setPaused(t, true)
+	// The Client's sleep cancels the call's context, as a caller shutting
+	// down during the wait would, and returns as a canceled wait does.
+	var cancelCall atomic.Pointer[context.CancelFunc]
+	sleep := func(ctx context.Context, d time.Duration) error {
+		if f := cancelCall.Load(); f != nil {
+			(*f)()
+		}
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	c := ts.newClient(t, ts.url, client.WithClock(nil, sleep))
+	tests := []struct {
+		name string
+		call func(ctx context.Context) error
+	}{
+		{"Catalog", func(ctx context.Context) error { _, err := c.Catalog(ctx); return err }},
+		{"PublishEvents", func(ctx context.Context) error {
+			_, err := c.PublishEvents(ctx, []client.Evento{{EventID: "ev-cancel-1", ClienteRef: "cli-00000001",
+				Ts: time.Now().UTC(), Tipo: client.Baja, Clave: "cuenta"}})
+			return err
+		}},
+		{"CreateBatch", func(ctx context.Context) error {
+			_, err := c.CreateBatch(ctx, client.PeticionLoteDecision{CampanaID: "c1", Clientes: []string{"cli-00000001"}})
+			return err
+		}},
+		{"BatchResults", func(ctx context.Context) error {
+			for _, err := range c.BatchResults(ctx, "lote_x") {
+				return err
+			}
+			return nil
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+			defer cancel()
+			cancelCall.Store(&cancel)
+			err := tt.call(ctx)
+			var apiErr *client.Error
+			if !errors.Is(err, context.Canceled) || !errors.As(err, &apiErr) || apiErr.Codigo != "inquilino_pausado" {
+				t.Fatalf("got %v, want context.Canceled wrapped with the 503 inquilino_pausado", err)
+			}
+		})
+	}
+}
