@@ -139,3 +139,69 @@ func TestEmptyPathIDRefused(t *testing.T) {
 		})
 	}
 }
+
+// TestAnswerNullIsNotAnAnswer: a 2xx whose body is JSON but not an object
+// (null from a stub or a gateway, a list) is an error saying the answer is
+// not the documented JSON, as any other such answer is. null decoded into
+// the zero value with no error: Confirm answered an empty
+// estado_ejecucion, PublishEvents counted nothing accepted and nothing
+// rejected, WaitBatch polled a job with no state until its deadline, and
+// BatchResults yielded an empty line.
+func TestAnswerNullIsNotAnAnswer(t *testing.T) {
+	for _, body := range []string{"null", " null\n", "[]", `"x"`, "7"} {
+		h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			if r.URL.Path == "/v1/token" {
+				fmt.Fprint(w, tokenJSON)
+				return
+			}
+			fmt.Fprint(w, body+"\n")
+		})
+		c := inMemoryClient(t, h, client.WithTimeout(2*time.Second), client.WithPollInterval(time.Millisecond),
+			client.WithRetries(1, 0, 0))
+		ctx := context.Background()
+		tests := []struct {
+			name string
+			call func() error
+		}{
+			{"Catalog", func() error { _, err := c.Catalog(ctx); return err }},
+			{"Campaign", func() error { _, err := c.Campaign(ctx, "c1"); return err }},
+			{"Confirm", func() error {
+				_, err := c.Confirm(ctx, "d-1", client.PeticionEjecucion{Ejecutada: true})
+				return err
+			}},
+			{"RecordFallback", func() error {
+				return c.RecordFallback(ctx, client.PeticionRespaldo{Canal: "push", ClienteRef: "cli-00000001"})
+			}},
+			{"DeleteWebhook", func() error { return c.DeleteWebhook(ctx) }},
+			{"ExportCustomer", func() error { _, err := c.ExportCustomer(ctx, "cli-00000001"); return err }},
+			{"PublishEvents", func() error {
+				_, err := c.PublishEvents(ctx, []client.Evento{{EventID: "e1", ClienteRef: "cli-00000001",
+					Ts: time.Now(), Tipo: client.Baja, Clave: "cuenta"}})
+				return err
+			}},
+			{"WaitBatch", func() error {
+				wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+				defer cancel()
+				_, err := c.WaitBatch(wctx, "lote_x", nil)
+				return err
+			}},
+			{"BatchResults", func() error {
+				for _, err := range c.BatchResults(ctx, "lote_x") {
+					return err
+				}
+				return nil
+			}},
+		}
+		for _, tt := range tests {
+			t.Run(fmt.Sprintf("%s/%q", tt.name, body), func(t *testing.T) {
+				err := tt.call()
+				var apiErr *client.Error
+				if err == nil || errors.As(err, &apiErr) || errors.Is(err, context.DeadlineExceeded) ||
+					!strings.Contains(err.Error(), "not the documented JSON") {
+					t.Fatalf("got %v, want an error saying the answer is not the documented JSON", err)
+				}
+			})
+		}
+	}
+}

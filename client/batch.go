@@ -3,7 +3,6 @@ package client
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -144,8 +143,8 @@ func decodeResultLines(body io.Reader, encoding string) iter.Seq2[*LineaResultad
 			data, err := br.ReadBytes('\n')
 			if len(data) > 0 {
 				line := new(LineaResultado)
-				if jerr := json.Unmarshal(data, line); jerr != nil {
-					yield(nil, fmt.Errorf("coupond: result file line %d: %w", n, jerr))
+				if jerr := unmarshalObject(data, line); jerr != nil {
+					yield(nil, fmt.Errorf("coupond: result file line %d is not the documented JSON: %w", n, jerr))
 					return
 				}
 				if !yield(line, nil) {

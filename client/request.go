@@ -122,10 +122,20 @@ func (c *Client) decodeAnswer(resp *http.Response, out any) error {
 	if out == nil {
 		return nil
 	}
-	if err := json.Unmarshal(buf.Bytes(), out); err != nil {
+	if err := unmarshalObject(buf.Bytes(), out); err != nil {
 		return fmt.Errorf("coupond: %s is not the documented JSON: %w", answerOf(resp), err)
 	}
 	return nil
+}
+
+// unmarshalObject decodes data, which must be a JSON object, into out.
+// Every answer of the API (and every line of a result file) is one; null,
+// which encoding/json reads into the zero value without a word, is not.
+func unmarshalObject(data []byte, out any) error {
+	if b := bytes.TrimLeft(data, " \t\r\n"); len(b) > 0 && b[0] != '{' {
+		return errors.New("want a JSON object")
+	}
+	return json.Unmarshal(data, out)
 }
 
 // answerOf names the request resp answers, for errors. A RoundTripper may
