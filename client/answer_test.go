@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -203,5 +205,59 @@ func TestAnswerNullIsNotAnAnswer(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestExportCustomerOfAnySize: the server streams a customer's export
+// whatever its length (a walk-in sales account holds millions of events),
+// and ExportCustomer reads it whole: past 64 MB too, where it failed with
+// "unexpected end of JSON input", the answer cut at the bound every other
+// answer has. A document cut short is still an error.
+func TestExportCustomerOfAnySize(t *testing.T) {
+	if raceEnabled && testing.Short() {
+		t.Skip("decoding 70 MB takes 25 s under the race detector, with one goroutine to watch")
+	}
+	const events, extra = 70, 1 << 20 // 70 MB of events
+	nota := strings.Repeat("x", extra)
+	event := `","cliente_ref":"cli-00000001","ts":"2026-11-30T00:00:00Z","tipo":"ALTA","clave":"tienda","valor":0,` +
+		`"decision_id":null,"extra":{"nota":"` + nota + `"}}`
+	var cut atomic.Bool
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		if r.URL.Path == "/v1/token" {
+			fmt.Fprint(w, tokenJSON)
+			return
+		}
+		fmt.Fprint(w, `{"cliente_ref":"cli-00000001","generado_en":"2026-12-01T00:00:00Z","eventos":[`)
+		for i := range events {
+			if i > 0 {
+				fmt.Fprint(w, ",")
+			}
+			fmt.Fprintf(w, `{"event_id":"e%d`, i)
+			io.WriteString(w, event)
+		}
+		if cut.Load() {
+			return // the server's storage failed after the status line
+		}
+		fmt.Fprint(w, `],"caracteristicas":{},"decisiones":[],"confirmaciones":[],"vinculos_cupon":[],"borrado":null,"en_cuarentena":0}`)
+	}))
+	t.Cleanup(srv.Close)
+	c, err := client.New(srv.URL, "ci_x", "sec", client.WithRetries(1, 0, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close(context.Background()) })
+
+	x, err := c.ExportCustomer(context.Background(), "cli-00000001")
+	if err != nil {
+		t.Fatalf("export of %d MB: %v", events*extra>>20, err)
+	}
+	if len(x.Eventos) != events || x.Eventos[events-1].Extra["nota"] != nota {
+		t.Fatalf("export has %d events, want %d whole", len(x.Eventos), events)
+	}
+	cut.Store(true)
+	if _, err := c.ExportCustomer(context.Background(), "cli-00000001"); err == nil ||
+		!strings.Contains(err.Error(), "not the documented JSON") {
+		t.Fatalf("export cut short: got %v, want an error saying so", err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -99,17 +100,33 @@ func drain(resp *http.Response) {
 	resp.Body.Close()
 }
 
+// maxAnswer bounds the 2xx answers read whole, but the customer export.
+const maxAnswer = 64 << 20
+
 // decodeAnswer reads a JSON answer into out (nil: discard), or the *Error
 // of a non-2xx status, and closes the body.
 func (c *Client) decodeAnswer(resp *http.Response, out any) error {
-	defer resp.Body.Close()
 	buf, _ := c.bufs.Get().(*bytes.Buffer)
 	if buf == nil {
 		buf = new(bytes.Buffer)
 	}
 	buf.Reset()
 	defer c.bufs.Put(buf)
-	limit := int64(64 << 20)
+	return c.decodeWith(resp, out, buf, maxAnswer)
+}
+
+// decodeUnbounded is decodeAnswer for a 2xx answer of any length (the
+// customer export, which the server streams whatever the customer's
+// history), read into a buffer of its own: a pooled one would keep the
+// largest export's memory alive.
+func (c *Client) decodeUnbounded(resp *http.Response, out any) error {
+	return c.decodeWith(resp, out, new(bytes.Buffer), math.MaxInt64)
+}
+
+// decodeWith is decodeAnswer reading into buf at most limit bytes of a
+// 2xx answer (maxErrorBody of any other).
+func (c *Client) decodeWith(resp *http.Response, out any, buf *bytes.Buffer, limit int64) error {
+	defer resp.Body.Close()
 	if resp.StatusCode/100 != 2 {
 		limit = maxErrorBody
 	}

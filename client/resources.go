@@ -81,13 +81,31 @@ func (c *Client) Catalog(ctx context.Context) (*CatalogoRespuesta, error) {
 
 // ExportCustomer returns everything the engine holds about a customer
 // (GET /v1/clientes/{cliente_ref}/exportacion). Each call is written to the
-// server's access log.
+// server's access log. The document has no bound on its length (a walk-in
+// sales account may hold millions of events) and is read whole into
+// memory; the Client's timeout (WithTimeout) bounds the call when ctx has
+// no deadline, so give a long history's ctx one. A document cut short is
+// an error.
 func (c *Client) ExportCustomer(ctx context.Context, clienteRef string) (*ExportacionCliente, error) {
 	ref, err := pathSegment("cliente_ref", clienteRef)
 	if err != nil {
 		return nil, err
 	}
-	return callFor[ExportacionCliente](ctx, c, http.MethodGet, "/v1/clientes/"+ref+"/exportacion", nil, retrySafe)
+	ctx, cancel := c.withTimeout(ctx)
+	defer cancel()
+	var out *ExportacionCliente
+	err = c.retry(ctx, 20, retrySafe, func() error {
+		resp, err := c.send(ctx, http.MethodGet, c.base+"/v1/clientes/"+ref+"/exportacion", nil, nil, nil)
+		if err != nil {
+			return err
+		}
+		out = new(ExportacionCliente)
+		return c.decodeUnbounded(resp, out)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // DeleteCustomer schedules the deletion of everything held about a customer
