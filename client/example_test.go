@@ -216,7 +216,9 @@ func ExampleClient_BatchResults() {
 		if err != nil {
 			log.Fatal(err)
 		}
-		_ = line.Accion // send line.Accion to line.ClienteRef, then Confirm line.DecisionID
+		// Send line.Accion to line.ClienteRef, then Confirm line.DecisionID
+		// (a customer's open decision, repeated, is confirmed once).
+		_ = line.Accion
 		n++
 	}
 	fmt.Println("lineas:", n)

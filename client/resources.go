@@ -13,10 +13,11 @@ import (
 // with MotivoRechazo if nothing was. Every engine decision needs one,
 // accion 0 included; fallback decisions (EnRespaldo) need none.
 //
-// A decision is confirmed once. Decide for a customer whose last decision's
-// reward window is still open returns that open decision (same DecisionID,
-// Accion 0, Propension 1): nothing new was decided, and confirming it again
-// is 409 ejecucion_ya_confirmada.
+// A decision is confirmed once. Decide, or a batch job's line
+// (BatchResults), for a customer whose last decision's reward window is
+// still open returns that open decision (same DecisionID, Accion 0,
+// Propension 1): nothing new was decided, and confirming it again is 409
+// ejecucion_ya_confirmada.
 //
 // It is retried on 429, 5xx and lost connections, every attempt of one
 // call with the same Idempotency-Key (coupond accepts it on this route
