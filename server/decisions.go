@@ -9,12 +9,14 @@ import (
 	"github.com/coupond/coupond/server/schema"
 )
 
+// decisionSchema is the online decision request (contract §4). The optional
+// members of contexto may also be null, read as absent.
 var decisionSchema = schema.Object(
 	schema.Field("cliente_ref", schema.ClienteRef()).Required(),
 	schema.Field("contexto", schema.Object(
 		schema.Field("canal", schema.String().Len(1, 256)).Required(),
-		schema.Field("campana_id", schema.ID().Len(1, 128)),
-		schema.Field("acciones_permitidas", schema.Array(schema.Int().Min(0)).Items(0, 1000)),
+		schema.Field("campana_id", schema.ID().Len(1, 128).Nullable()),
+		schema.Field("acciones_permitidas", schema.Array(schema.Int().Min(0)).Items(0, 1000).Nullable()),
 	)).Required(),
 )
 

@@ -675,3 +675,36 @@ func TestDiscountCapRefusesUnboundedCoupon(t *testing.T) {
 		}
 	}
 }
+
+// TestDecisionContextNulls: contexto's optional members campana_id and
+// acciones_permitidas may be sent as null, read as absent (no campaign,
+// every action of the catalog), as a client that serializes unset optional
+// members as null sends them; the API spec writes the optional members of
+// its other bodies as "X or null".
+func TestDecisionContextNulls(t *testing.T) {
+	h, _ := newCatalogHarness(t, 3, noControl)
+	explain := h.token("acme", "decisiones:pedir", "explicar:leer")
+	tests := []struct {
+		name string
+		ctx  map[string]any
+	}{
+		{"campana_id null", map[string]any{"canal": "push", "campana_id": nil}},
+		{"acciones_permitidas null", map[string]any{"canal": "push", "acciones_permitidas": nil}},
+		{"both null", map[string]any{"canal": "push", "campana_id": nil, "acciones_permitidas": nil}},
+	}
+	for i, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			st, d := h.do("POST", "/v1/decisiones", explain, decideBody(fmt.Sprintf("nulls-%04d", i), tc.ctx))
+			if st != 200 {
+				t.Fatalf("%d %v", st, d)
+			}
+			var got []float64
+			for _, r := range d["detalle"].(map[string]any)["acciones"].([]any) {
+				got = append(got, r.(map[string]any)["accion"].(float64))
+			}
+			if diff := cmp.Diff([]float64{0, 1, 2, 3}, got); diff != "" {
+				t.Errorf("eligible actions (-want +got): null must read as absent:\n%s", diff)
+			}
+		})
+	}
+}

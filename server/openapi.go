@@ -829,8 +829,8 @@ func (g *docGen) requestSchemas() {
 		"each send reserves the action's `descuento_max_mxn` against `max_descuento_mxn`, and a percentage coupon without `descuento_max_mxn` (no bound) is never sent under a campaign with `max_descuento_mxn`. A `rechazada` confirmation, or `caduca_en` passing unconfirmed, gives the send back.", campaignSchema)
 	dec := put("PeticionDecision", "Online decision request.", decisionSchema)
 	ctx := schemaProps(dec)["contexto"].(obj)
-	schemaProps(ctx)["acciones_permitidas"] = withDesc(schemaProps(ctx)["acciones_permitidas"].(obj), "Action ids executable now; the answer is one of them or 0 (0 is always allowed). Absent: every action of the catalog.")
-	schemaProps(ctx)["campana_id"] = withDesc(schemaProps(ctx)["campana_id"].(obj), "If a campaign with this id was defined, its budget applies.")
+	schemaProps(ctx)["acciones_permitidas"] = withDesc(schemaProps(ctx)["acciones_permitidas"].(obj), "Action ids executable now; the answer is one of them or 0 (0 is always allowed). Absent or null: every action of the catalog; an empty list: only 0.")
+	schemaProps(ctx)["campana_id"] = withDesc(schemaProps(ctx)["campana_id"].(obj), "If a campaign with this id was defined, its budget applies. Absent or null: no campaign.")
 	put("PeticionEjecucion", "Execution confirmation. `accion_real` only with `ejecutada` true (equal to the decided action: `ejecutada`; different: `modificada`); "+
 		"`motivo_rechazo` only with `ejecutada` false (`rechazada`). Breaking either rule is a value_error.", confirmSchema)
 	put("PeticionRespaldo", "Fallback record: the caller applied its own rule because the engine did not answer or was paused; stored with propensity 1. "+
