@@ -41,10 +41,12 @@ func (e *Engine) rebuildCustomerState(tenant, ref string, damaged []byte, cause 
 //     A decision whose record is damaged or gone is of unknown kind and
 //     read as one that opened a window: no coupon is sent while it would
 //     be open, and its id is the one given back.
-//   - Day is the UTC day of her latest decision but fallbacks, and Count
-//     the number of those on that day. That is a lower bound of the count
-//     the damaged state held: the requests answered with an open window's
-//     decision also counted toward the daily cap, and they left no record.
+//   - Day is the UTC day of her latest online decision (neither a fallback
+//     record nor a batch line, which take none of the daily cap), and
+//     Count the number of those on that day, the day of the open decision
+//     when one is open. That is a lower bound of the count the damaged
+//     state held: the requests answered with an open window's decision
+//     also counted toward the daily cap, and they left no record.
 func (e *Engine) customerStateFromDecisions(tenant, ref string) (customerState, error) {
 	type entry struct {
 		at    time.Time
@@ -62,26 +64,26 @@ func (e *Engine) customerStateFromDecisions(tenant, ref string) (customerState, 
 		return customerState{}, err
 	}
 	var cs customerState
+	var openDay string
 	for i := len(idx) - 1; i >= 0; i-- {
 		day := idx[i].at.UTC().Format(time.DateOnly)
-		if cs.OpenNonce != "" && day != cs.Day {
+		if cs.OpenNonce != "" && day != openDay {
 			break
 		}
 		counts, opens, at, err := e.decisionOpensWindow(tenant, ref, idx[i].nonce)
 		if err != nil {
 			return customerState{}, err
 		}
-		if !counts {
-			continue
-		}
-		if cs.Day == "" {
-			cs.Day = day
-		}
-		if day == cs.Day {
-			cs.Count++
+		if counts {
+			if cs.Day == "" {
+				cs.Day = day
+			}
+			if day == cs.Day {
+				cs.Count++
+			}
 		}
 		if opens && cs.OpenNonce == "" {
-			cs.OpenNonce, cs.OpenAt = idx[i].nonce, idx[i].at
+			cs.OpenNonce, cs.OpenAt, openDay = idx[i].nonce, idx[i].at, day
 			if !at.IsZero() {
 				cs.OpenAt = at
 			}
@@ -91,7 +93,8 @@ func (e *Engine) customerStateFromDecisions(tenant, ref string) (customerState, 
 }
 
 // decisionOpensWindow tells of ref's indexed decision nonce whether it
-// counted toward her daily cap (all but fallback records) and whether it
+// counted toward her daily cap (online decisions: neither fallback records
+// nor batch lines; a damaged or missing record is read as one that did) and whether it
 // opened a reward window still held (not voided), with its time when its
 // record loads (zero for a damaged or missing record, read as one that
 // opened a window).
@@ -105,5 +108,5 @@ func (e *Engine) decisionOpensWindow(tenant, ref, nonce string) (counts, opens b
 	case r.ClienteRef != ref || r.EnRespaldo:
 		return false, false, time.Time{}, nil
 	}
-	return true, !r.Anulada, r.At, nil
+	return r.JobID == "", !r.Anulada, r.At, nil
 }

@@ -20,7 +20,8 @@ import (
 // DecisionTTL is how long an execution confirmation is accepted.
 const DecisionTTL = 7 * 24 * time.Hour
 
-// DailyCap is the number of decision requests per customer per UTC day.
+// DailyCap is the number of online decision requests (POST /v1/decisiones)
+// per customer per UTC day; batch lines do not count toward it.
 const DailyCap = 3
 
 // IdempotencyTTL is how long a repeated Idempotency-Key returns the same
@@ -377,7 +378,9 @@ func (e *Engine) decideInto(ts *tenantState, t *store.Tenant, now time.Time, req
 	if !req.CapExempt && cs.Count >= DailyCap {
 		return nil, nil, dayLimit(ErrDailyCap, now)
 	}
-	cs.Count++
+	if req.JobID == "" { // the cap counts online requests; a batch line takes none of them
+		cs.Count++
+	}
 
 	var d *Decision
 	var rec *DecisionRecord

@@ -765,7 +765,7 @@ var scopeDocs = map[string]string{
 }
 
 var quotaDocs = map[string]obj{
-	quotaDecisions: {"name": quotaDecisions, "description": "Tenant daily quota of decisions (operator setting), per UTC day of the tenant clock; 429 with Retry-After up to the next UTC midnight. Also 3 decision requests per cliente_ref per day. Idempotent replays (same Idempotency-Key and body) count toward neither and are answered with the stored decision when either is used up."},
+	quotaDecisions: {"name": quotaDecisions, "description": "Tenant daily quota of decisions (operator setting), per UTC day of the tenant clock; 429 with Retry-After up to the next UTC midnight. Also 3 decision requests per cliente_ref per day (batch lines take none of them). Idempotent replays (same Idempotency-Key and body) count toward neither and are answered with the stored decision when either is used up."},
 	quotaEvents:    {"name": quotaEvents, "description": "Tenant daily quota of accepted events (operator setting), per UTC day of the tenant clock; 429 with Retry-After up to the next UTC midnight. Duplicates and rejected events do not count; a request whose new events do not all fit in what is left of the day is refused whole (nothing applied), so the quota is never passed. Past the quota, a request that only resends events accepted before (every one a duplicate) is still answered."},
 	quotaBatch:     {"name": quotaBatch, "description": "One batch job in progress per tenant and at most one created per hour of the tenant clock (failed jobs do not count); checked before the body is read; 429 with Retry-After. A repeat of a creation with the same Idempotency-Key and body does not count and is answered with the first job when the limit is used up."},
 }
@@ -1498,7 +1498,7 @@ func rateLimitsDoc() obj {
 		"token_fallidos": obj{"per_second": classRates[classTokenFailure].perSecond, "burst": classRates[classTokenFailure].burst, "per": "source address (IPv6: /64)",
 			"description": "Failed token requests; an address over the budget gets 429 without its secret being checked until the bucket refills."},
 		"estado":        "Bounded per-key state, least recently used evicted first; never reset as a whole. Made-up client_ids create no state.",
-		"por_cliente":   obj{"decisions_per_day": engine.DailyCap, "per": "cliente_ref, UTC day of the tenant clock"},
+		"por_cliente":   obj{"decisions_per_day": engine.DailyCap, "per": "cliente_ref, UTC day of the tenant clock; requests to POST /v1/decisiones (a batch line opens the customer's reward window but takes none of them)"},
 		"lotes":         quotaDocs[quotaBatch]["description"],
 		"retry_after":   "integer seconds, at least 1",
 		"anomalous_use": "Peaks of 10 times the usual rate, many errors or repeated reloads of history escalate, one step at a time: warning, brake (reduced rate limits), quarantine of new events (accepted and kept, applied when the operator releases them), suspension of the credential (401).",
