@@ -99,7 +99,7 @@ func (c *Client) Decide(ctx context.Context, req PeticionDecision, opts ...Decid
 		}
 		// The caller's deadline passed before the call: the engine was not
 		// asked, so the breaker hears nothing of it.
-		return c.fallback(&req, &o, fmt.Errorf("%w before the first attempt: %w", ErrBudgetExhausted, err))
+		return c.fallback(&req, &o, whyLate, fmt.Errorf("%w before the first attempt: %w", ErrBudgetExhausted, err))
 	}
 	clk := c.cfg.clock
 	start := clk.now()
@@ -111,7 +111,7 @@ func (c *Client) Decide(ctx context.Context, req PeticionDecision, opts ...Decid
 	}
 	allowed, probe := c.breaker.allow(start)
 	if !allowed {
-		return c.fallback(&req, &o, ErrBreakerOpen)
+		return c.fallback(&req, &o, whyBreaker, ErrBreakerOpen)
 	}
 	body := appendDecisionRequest(make([]byte, 0, 128), &req)
 	d, n, out, err := c.attempts(ctx, body, deadline)
@@ -128,13 +128,16 @@ func (c *Client) Decide(ctx context.Context, req PeticionDecision, opts ...Decid
 		return nil, err
 	case paused:
 		c.breaker.failure(probe, clk.now())
-		return c.fallback(&req, &o, err)
-	case limited:
+		return c.fallback(&req, &o, whyPaused, err)
+	}
+	why := whyLate
+	if out == limited {
 		c.breaker.release(probe) // limits are no sign of a sick engine
-	default:
+		why = whyLimited
+	} else {
 		c.breaker.failure(probe, clk.now())
 	}
-	return c.fallback(&req, &o, fmt.Errorf("%w after %d attempts in %v: %w", ErrBudgetExhausted, n,
+	return c.fallback(&req, &o, why, fmt.Errorf("%w after %d attempts in %v: %w", ErrBudgetExhausted, n,
 		clk.now().Sub(start).Round(time.Millisecond), err))
 }
 
@@ -228,8 +231,17 @@ func (c *Client) decideOnce(ctx context.Context, body []byte, s *decideScratch, 
 	return &s.d, nil
 }
 
-// fallback answers the fallback action, if any, and queues its record.
-func (c *Client) fallback(req *PeticionDecision, o *decideOptions, cause error) (*Decision, error) {
+// The reasons a fallback decision gives in its Motivo, after "respaldo: ".
+const (
+	whyLate    = "el motor no respondió a tiempo"
+	whyLimited = "el motor limitó las peticiones (429)"
+	whyPaused  = "el inquilino está pausado"
+	whyBreaker = "el motor falló varias veces seguidas (cortocircuito abierto)"
+)
+
+// fallback answers the fallback action, if any, and queues its record;
+// why (whyLate, ...) is the reason its Motivo gives.
+func (c *Client) fallback(req *PeticionDecision, o *decideOptions, why string, cause error) (*Decision, error) {
 	if !o.hasFallback {
 		return nil, fmt.Errorf("%w: %w", ErrNoFallback, cause)
 	}
@@ -237,7 +249,7 @@ func (c *Client) fallback(req *PeticionDecision, o *decideOptions, cause error) 
 	c.fallbacks.enqueue(PeticionRespaldo{Accion: o.fallback, Canal: req.Contexto.Canal, ClienteRef: req.ClienteRef,
 		CampanaID: req.Contexto.CampanaID})
 	return &Decision{Accion: o.fallback, Propension: 1, EnRespaldo: true,
-		Motivo: "respaldo: el motor no respondió a tiempo; se aplicó la acción de respaldo del cliente", Causa: cause}, nil
+		Motivo: "respaldo: " + why + "; se aplicó la acción de respaldo del cliente", Causa: cause}, nil
 }
 
 // newIdempotencyKey returns a fresh key for one logical decision: 128

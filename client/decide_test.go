@@ -125,25 +125,27 @@ func TestDecideFallbackWithinBudget(t *testing.T) {
 		attempts int           // requests that reach the proxy; 0: any
 		within   time.Duration // the fallback comes within this
 		cause    func(error) bool
-		decided  int // engine decisions the server holds afterwards
+		why      string // the Motivo's reason, after "respaldo: "
+		decided  int    // engine decisions the server holds afterwards
 	}{
 		{name: "slow answers", fault: onDecide(fault{forward: true, delay: time.Second}), attempts: 1, within: budget + 5*time.Millisecond,
 			cause: func(err error) bool {
 				return errors.Is(err, client.ErrBudgetExhausted) && errors.Is(err, context.DeadlineExceeded)
-			}, decided: 1},
+			}, why: "el motor no respondió a tiempo", decided: 1},
 		{name: "429 storm with Retry-After", fault: onDecide(fault{status: 429, codigo: "limite_excedido", retryAfter: 1}), attempts: 1,
 			within: budget / 2, cause: func(err error) bool {
 				var e *client.Error
 				return errors.As(err, &e) && e.Status == 429 && e.RetryAfter == time.Second
-			}},
+			}, why: "el motor limitó las peticiones (429)"},
 		{name: "tenant paused", paused: true, attempts: 1, within: budget / 2, cause: func(err error) bool {
 			var e *client.Error
 			return errors.As(err, &e) && e.Status == 503 && e.Codigo == "inquilino_pausado" && e.RetryAfter > 0
-		}},
+		}, why: "el inquilino está pausado"},
 		{name: "connection resets", fault: onDecide(fault{reset: true}), within: budget + 5*time.Millisecond,
-			cause: func(err error) bool { return errors.Is(err, client.ErrBudgetExhausted) }},
+			cause: func(err error) bool { return errors.Is(err, client.ErrBudgetExhausted) }, why: "el motor no respondió a tiempo"},
 		{name: "503 without Retry-After", fault: onDecide(fault{status: 503, codigo: "no_disponible"}),
-			within: budget + 5*time.Millisecond, cause: func(err error) bool { return errors.Is(err, client.ErrBudgetExhausted) }},
+			within: budget + 5*time.Millisecond, cause: func(err error) bool { return errors.Is(err, client.ErrBudgetExhausted) },
+			why: "el motor no respondió a tiempo"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -170,6 +172,9 @@ func TestDecideFallbackWithinBudget(t *testing.T) {
 				}
 				if !tt.cause(d.Causa) {
 					t.Errorf("cause %v is not what this fault gives", d.Causa)
+				}
+				if want := "respaldo: " + tt.why + "; se aplicó la acción de respaldo del cliente"; d.Motivo != want {
+					t.Errorf("motivo %q, want %q", d.Motivo, want)
 				}
 			}
 			if tt.attempts > 0 {
