@@ -131,6 +131,13 @@ var pendingFields = map[string]bool{
 	"AccionCatalogoRespuesta.categorias": true,
 }
 
+// nullAsAbsent are request fields the server reads the same null or
+// absent: the client, which only sends them, omits the zero value (omitempty)
+// and needs no pointer to say null.
+var nullAsAbsent = map[string]bool{
+	"PeticionDecision.contexto.campana_id": true,
+}
+
 type schemaComparer struct {
 	schemas map[string]map[string]any
 	errs    []string
@@ -340,7 +347,7 @@ func (c *schemaComparer) checkField(path string, f goField, required, null bool)
 	case !required && !f.optional:
 		c.errorf("%s: optional in the document, always sent by the client (add omitempty)", path)
 	}
-	if null && !nilable(f.typ) {
+	if null && !nilable(f.typ) && !(nullAsAbsent[path] && f.optional) {
 		c.errorf("%s: may be null, held as %v which cannot", path, f.typ)
 	}
 	if !null && f.typ.Kind() == reflect.Pointer && !f.optional {
