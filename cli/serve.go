@@ -179,16 +179,8 @@ func serve(ctx context.Context, dataDir string, f serveFlags, logOut interface{ 
 	}
 	apiLn := ln // the socket itself, for a restart in place
 	httpSrv, ln := svc.api.HTTPServer(ln, server.HTTPConfig{ReadTimeout: f.readTimeout, MaxConns: f.maxConns})
-	// The console first: "admin console login" over the admin socket reads
-	// what startConsole sets (its address, or why it has none).
-	stopConsole, err := startConsole(f.consoleAddr, f.consoleTLSProxy, f.readTimeout, e)
-	if err != nil { // the console is the operator's view: the API serves without it
-		log.Error().Err(err).Msg("console not served")
-		stopConsole = func(context.Context) {}
-	}
-	admin, err := serveAdmin(ctx, filepath.Join(dataDir, adminSocket), e)
+	admin, stopConsole, err := startOperatorSide(ctx, dataDir, f, e)
 	if err != nil {
-		stopConsole(ctx)
 		ln.Close()
 		e.close()
 		return err
@@ -218,6 +210,25 @@ func serve(ctx context.Context, dataDir string, f serveFlags, logOut interface{ 
 	}
 	log.Info().Msg("stopped")
 	return serveErr
+}
+
+// startOperatorSide starts the console (a failure is logged: the API
+// serves without the operator's view) and then the admin socket, in that
+// order: "admin console login" over the socket reads what startConsole sets
+// (its address, or why it has none). When the socket fails it stops the
+// console and returns the error.
+func startOperatorSide(ctx context.Context, dataDir string, f serveFlags, e *env) (admin *http.Server, stopConsole func(context.Context), err error) {
+	stopConsole, err = startConsole(f.consoleAddr, f.consoleTLSProxy, f.readTimeout, e)
+	if err != nil {
+		e.log.Error().Err(err).Msg("console not served")
+		stopConsole = func(context.Context) {}
+	}
+	admin, err = serveAdmin(ctx, filepath.Join(dataDir, adminSocket), e)
+	if err != nil {
+		stopConsole(ctx)
+		return nil, nil, err
+	}
+	return admin, stopConsole, nil
 }
 
 // settle checks serve's flags and fills the ones derived from others
