@@ -69,7 +69,8 @@ func newServices(_ context.Context, e *env, opt serviceOptions) (*services, erro
 		Signer: signer, Webhooks: hooks, ResumedAfterFullDisk: opt.resumedAfterFullDisk,
 	})
 	backups := privacy.NewBackups(e.dataDir, e.now, e.log)
-	priv := privacy.New(privacy.Config{DB: e.db, Engine: eng, Secrets: e.secrets, Now: e.now, Log: e.log, Ledger: backups.Ledger})
+	priv := privacy.New(privacy.Config{DB: e.db, Engine: eng, Secrets: e.secrets, Now: e.now, Log: e.log, Ledger: backups.Ledger,
+		HeldEvent: server.HeldEvent})
 	svc := &services{env: e, engine: eng, batch: runner, webhooks: hooks, privacy: priv, backups: backups}
 	svc.api = server.New(server.Deps{
 		Log: e.log, DB: e.db, Secrets: e.secrets, Now: e.now, Ready: svc.ready.Load,

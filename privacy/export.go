@@ -191,6 +191,9 @@ func (s *Service) exportWalk(tenant, clienteRef string, now time.Time, x *client
 	if err != nil {
 		return err
 	}
+	if err := s.exportHeldEvents(tenant, clienteRef, k.event); err != nil {
+		return err
+	}
 	if err := s.exportFeatures(tenant, clienteRef, now, x); err != nil {
 		return err
 	}

@@ -25,6 +25,12 @@ type Config struct {
 	// there does not refuse the request: the worker writes the entry
 	// before it removes anything, and retries until it can.
 	Ledger func(LedgerEntry) error
+	// HeldEvent, optional, converts an event held by the abuse guard's
+	// quarantine (its JSON as sent, checked when it arrived) as the
+	// quarantine's release does (server.HeldEvent); ok false for one the
+	// release would drop, an error for one that does not parse. Without
+	// it the export leaves held events out.
+	HeldEvent func(raw []byte) (ev engine.Event, ok bool, err error)
 }
 
 // Service carries out the customer data rights and the backups of one
@@ -38,6 +44,8 @@ type Service struct {
 	now     func() time.Time
 	log     zerolog.Logger
 	ledger  func(LedgerEntry) error
+	// heldEvent is Config.HeldEvent.
+	heldEvent func(raw []byte) (engine.Event, bool, error)
 
 	// deletionMu serialises worker passes; requestMu serialises deletion
 	// requests (so two requests for one customer queue one job) without
@@ -76,7 +84,8 @@ type Service struct {
 
 // New returns the Service of c.
 func New(c Config) *Service {
-	return &Service{db: c.DB, secrets: c.Secrets, rec: c.Engine.Records(), now: c.Now, log: c.Log, ledger: c.Ledger}
+	return &Service{db: c.DB, secrets: c.Secrets, rec: c.Engine.Records(), now: c.Now, log: c.Log, ledger: c.Ledger,
+		heldEvent: c.HeldEvent}
 }
 
 // CustomerHash is the keyed hash that stands for cliente_ref in deletion

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/coupond/coupond/privacy"
 	"github.com/coupond/coupond/store"
 )
@@ -225,5 +227,65 @@ func TestClienteEndpointsValidation(t *testing.T) {
 	}
 	if n, _ := h.srv.Privacy.PendingDeletions(); n != 1 {
 		t.Errorf("two DELETEs of one customer queued %d jobs, want 1", n)
+	}
+}
+
+// TestClienteExportHoldsHeldEvents: events of a credential at the abuse
+// guard's quarantine step are accepted ("aceptados") and kept, not yet
+// applied. The engine holds them, so the customer's export lists them
+// (contract §4: every event held for the customer), in the export's form
+// (UTC ts, null members left out), and not another customer's; after
+// the deletion neither the export nor the store has them.
+func TestClienteExportHoldsHeldEvents(t *testing.T) {
+	h, tok, id, g := newAbuseHarness(t)
+	rights := h.token("acme", "clientes:exportar", "clientes:borrar")
+	const ana, beto = "ana-00000001", "beto-0000002"
+	h.acceptEvents(tok, purchaseAt("ev-ana-1", ana, testStart.Add(-2*time.Hour)))
+	at := testStart
+	for range 3 {
+		g.signal("acme", id, "recarga: prueba", at)
+		at = at.Add(DefaultAbuseConfig().StepInterval)
+	}
+	if g.level(id) != levelCuarentena {
+		t.Fatalf("level %s, want cuarentena", levelNames[g.level(id)])
+	}
+	held := purchaseAt("ev-ana-2", ana, testStart)
+	held["ts"] = testStart.Add(-time.Hour).In(time.FixedZone("CST", -6*3600)).Format("2006-01-02 15:04-0700") // RFC 3339 as the API reads it
+	held["extra"].(map[string]any)["canal"] = nil
+	h.acceptEvents(tok, held, purchaseAt("ev-beto-1", beto, testStart.Add(-time.Hour)))
+	if n := h.srv.QuarantineCount("acme"); n != 1 {
+		t.Fatalf("quarantine holds %d requests, want 1", n)
+	}
+	exported := func(ref string) []any {
+		t.Helper()
+		st, x := h.do("GET", "/v1/clientes/"+ref+"/exportacion", rights, nil)
+		if st != 200 {
+			t.Fatalf("export %s: %d %v", ref, st, x)
+		}
+		return x["eventos"].([]any)
+	}
+	want := []any{
+		map[string]any{"event_id": "ev-ana-1", "cliente_ref": ana, "ts": testStart.Add(-2 * time.Hour).Format(time.RFC3339), "tipo": "COMPRA_CAT",
+			"clave": "abarrotes", "valor": 120.5, "decision_id": nil, "extra": map[string]any{"ticket_id": "t-ev-ana-1", "margen": 30.25, "tienda": "centro"}},
+		map[string]any{"event_id": "ev-ana-2", "cliente_ref": ana, "ts": testStart.Add(-time.Hour).Format(time.RFC3339), "tipo": "COMPRA_CAT",
+			"clave": "abarrotes", "valor": 120.5, "decision_id": nil, "extra": map[string]any{"ticket_id": "t-ev-ana-2", "margen": 30.25, "tienda": "centro"}},
+	}
+	if diff := cmp.Diff(want, exported(ana)); diff != "" {
+		t.Errorf("export with a held event (-want +got):\n%s", diff)
+	}
+	if got := exported(beto); len(got) != 1 || got[0].(map[string]any)["event_id"] != "ev-beto-1" {
+		t.Errorf("other customer's export: %v, want only ev-beto-1", got)
+	}
+	if st, body := h.do("DELETE", "/v1/clientes/"+ana, rights, nil); st != 202 {
+		t.Fatalf("delete: %d %v", st, body)
+	}
+	if st, err := h.srv.Privacy.ProcessDeletions(context.Background(), privacy.DeletionHooks{}); err != nil || st.Completed != 1 {
+		t.Fatalf("deletion pass: %+v %v", st, err)
+	}
+	if got := exported(ana); len(got) != 0 {
+		t.Errorf("export after deletion: %v, want no events", got)
+	}
+	if h.storeHolds([]byte(ana)) {
+		t.Error("the store still holds the deleted cliente_ref")
 	}
 }

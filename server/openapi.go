@@ -1368,7 +1368,7 @@ func customerDocs() map[string]opDoc {
 			status:     http.StatusAccepted, okDesc: "Scheduled.", okSchema: schemaRef("RegistroBorrado"), validates: true,
 			okHeaders: obj{"Location": obj{"required": true, "description": "Where to follow the deletion: the customer's export `/v1/clientes/{cliente_ref}/exportacion`, whose `borrado` goes from `programado` to `completado`.", "schema": obj{"type": "string", "format": "uri-reference"}}}},
 		"clientes_exportar": {tag: "clientes", summary: "Export a customer (right of access)",
-			description: "Everything the engine holds about the customer: events as received, derived features, decisions, confirmations, coupon links and the pending or completed deletion. Every call is written to the access log (`coupond admin access-log`). An unknown customer gets 200 with empty collections.",
+			description: "Everything the engine holds about the customer: events as received (those held by the abuse guard's quarantine, accepted but not yet applied, included, after the others), derived features, decisions, confirmations, coupon links and the pending or completed deletion. Every call is written to the access log (`coupond admin access-log`). An unknown customer gets 200 with empty collections.",
 			pathParams:  map[string]obj{"cliente_ref": {"schema": schema.JSONSchema(schema.ClienteRef()), "description": "The customer (422 at `path.cliente_ref` if it breaks the cliente_ref rules)."}},
 			okDesc:      "The export.", okSchema: schemaRef("ExportacionCliente"),
 			okHeaders: obj{"Cache-Control": obj{"schema": obj{"type": "string", "const": "no-store"}}}, validates: true},

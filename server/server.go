@@ -82,7 +82,7 @@ type Server struct {
 // New builds the server and its routes.
 func New(d Deps) *Server {
 	if d.Privacy == nil && d.Engine != nil {
-		d.Privacy = privacy.New(privacy.Config{DB: d.DB, Engine: d.Engine, Secrets: d.Secrets, Now: d.Now, Log: d.Log})
+		d.Privacy = privacy.New(privacy.Config{DB: d.DB, Engine: d.Engine, Secrets: d.Secrets, Now: d.Now, Log: d.Log, HeldEvent: HeldEvent})
 	}
 	s := &Server{
 		Deps:          d,
