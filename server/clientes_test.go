@@ -289,3 +289,41 @@ func TestClienteExportHoldsHeldEvents(t *testing.T) {
 		t.Error("the store still holds the deleted cliente_ref")
 	}
 }
+
+// TestClienteEventsAfterDeletion states what the README and the OpenAPI
+// document say of events sent for a customer after her deletion: they are
+// accepted as a new history (the erased event's event_id too, since its
+// record went with her), listed beside the completed deletion record, and
+// a new DELETE schedules their erasure.
+func TestClienteEventsAfterDeletion(t *testing.T) {
+	h, tok := newCatalogHarness(t, 2, func(s *store.Settings) { s.ControlShare = 0; s.RateLimits = false })
+	const ana = "ana-00000001"
+	ts := testStart.Add(-time.Hour)
+	h.acceptEvents(tok, purchaseAt("ev-ana-1", ana, ts))
+	erase := func() {
+		t.Helper()
+		if st, body := h.do("DELETE", "/v1/clientes/"+ana, tok, nil); st != 202 || body["estado"] != "programado" {
+			t.Fatalf("delete: %d %v", st, body)
+		}
+		if st, err := h.srv.Privacy.ProcessDeletions(context.Background(), privacy.DeletionHooks{}); err != nil || st.Completed != 1 {
+			t.Fatalf("deletion pass: %+v %v", st, err)
+		}
+	}
+	erase()
+	h.acceptEvents(tok, purchaseAt("ev-ana-1", ana, ts), purchaseAt("ev-ana-2", ana, ts))
+	_, x := h.do("GET", "/v1/clientes/"+ana+"/exportacion", tok, nil)
+	var ids []string
+	for _, ev := range x["eventos"].([]any) {
+		ids = append(ids, ev.(map[string]any)["event_id"].(string))
+	}
+	if diff := cmp.Diff([]string{"ev-ana-1", "ev-ana-2"}, ids); diff != "" {
+		t.Errorf("events after the deletion (-want +got):\n%s", diff)
+	}
+	if b, _ := x["borrado"].(map[string]any); b["estado"] != "completado" {
+		t.Errorf("borrado beside the new history: %v, want the completed record", x["borrado"])
+	}
+	erase()
+	if h.storeHolds([]byte(ana)) {
+		t.Error("the second deletion left the new history in the store")
+	}
+}

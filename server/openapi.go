@@ -1363,7 +1363,7 @@ func customerDocs() map[string]opDoc {
 	return map[string]opDoc{
 		"clientes_borrar": {tag: "clientes", summary: "Delete a customer (right to be forgotten)",
 			description: "Schedules the deletion and answers 202 with the deletion record; a job then removes everything in the data dir that names the customer (events, features, decisions, confirmations, attribution links, idempotency records, stored batch requests and result files; access-log entries are rewritten to a keyed hash) and moves the record to `completado`. " +
-				"Backups carry a deletion ledger re-applied on restore. Afterwards the export shows nothing but the deletion record. No body.",
+				"Backups carry a deletion ledger re-applied on restore. Afterwards the export shows nothing but the deletion record. Events sent for the customer later (an erased event's `event_id` too) are accepted as a new history, listed beside the completed record; a new DELETE erases them. No body.",
 			pathParams: map[string]obj{"cliente_ref": {"schema": schema.JSONSchema(schema.ClienteRef()), "description": "The customer (422 at `path.cliente_ref` if it breaks the cliente_ref rules)."}},
 			status:     http.StatusAccepted, okDesc: "Scheduled.", okSchema: schemaRef("RegistroBorrado"), validates: true,
 			okHeaders: obj{"Location": obj{"required": true, "description": "Where to follow the deletion: the customer's export `/v1/clientes/{cliente_ref}/exportacion`, whose `borrado` goes from `programado` to `completado`.", "schema": obj{"type": "string", "format": "uri-reference"}}}},
