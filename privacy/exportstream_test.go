@@ -74,38 +74,6 @@ func TestExportStreamsLongHistory(t *testing.T) {
 	}
 }
 
-// TestExportStreamErrorMidStream: a read that fails once the document is
-// under way is write's error, and what was written is not a JSON document
-// (the server cuts the answer there); a failure before any byte (an
-// unknown tenant) is ExportStream's own error.
-func TestExportStreamErrorMidStream(t *testing.T) {
-	e, p, _, _ := newTest(t, 2)
-	const hot = "MOSTRADOR0001"
-	ingestFor(t, e, hot, "h", 500)
-	p.exportChunk = 100
-	boom, chunks := errors.New("store: read failed"), 0
-	p.afterExportChunk = func() error {
-		if chunks++; chunks == 3 {
-			return boom
-		}
-		return nil
-	}
-	write, err := p.ExportStream("acme", hot, "ci", "trace")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var buf bytes.Buffer
-	if err := write(&buf); !errors.Is(err, boom) {
-		t.Errorf("write: %v, want %v", err, boom)
-	}
-	if buf.Len() == 0 || json.Valid(buf.Bytes()) {
-		t.Errorf("a failed export: %d bytes written, valid JSON %v; want part of a document", buf.Len(), json.Valid(buf.Bytes()))
-	}
-	if w, err := p.ExportStream("nadie", hot, "ci", "trace"); err == nil || w != nil {
-		t.Errorf("export of an unknown tenant: %v, want an error before writing", err)
-	}
-}
-
 // decideMany makes n decisions for ref (the reward window shut, so that
 // each request makes one) and confirms some: every third executed, every
 // fifth refused with a reason.
@@ -237,23 +205,27 @@ func TestExportStreamsManyDecisions(t *testing.T) {
 	}
 }
 
-// TestExportStreamErrorInDecisions: a read that fails during the walk of
-// the decisions, or of the confirmations, is write's error, and what was
-// written is the start of the document, cut short.
-func TestExportStreamErrorInDecisions(t *testing.T) {
+// TestExportStreamErrorMidStream: a read that fails during the walk of the
+// events, of the decisions or of the confirmations is write's error, and
+// what was written is the start of the document, cut short (the server cuts
+// the answer there); a failure before any byte (an unknown tenant) is
+// ExportStream's own error.
+func TestExportStreamErrorMidStream(t *testing.T) {
 	const hot = "MOSTRADOR0001"
 	for _, tc := range []struct {
 		name string
-		// failAt is the chunk whose end fails (450 decisions, 100 a chunk):
-		// 1 the events', 2-6 the decisions', 7-11 the confirmations'.
+		// failAt is the chunk whose end fails (250 events and 450
+		// decisions, 100 a chunk): 1-3 the events', 4-8 the decisions',
+		// 9-13 the confirmations'.
 		failAt int
 	}{
-		{"decisions", 3},
-		{"confirmations", 9},
+		{"events", 2},
+		{"decisions", 5},
+		{"confirmations", 11},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e, p, db, _ := newTest(t, 2)
-			ingestFor(t, e, hot, "h", 10)
+			ingestFor(t, e, hot, "h", 250)
 			decideMany(t, e, db, hot, 450)
 			p.exportChunk = 100
 			boom, chunks := errors.New("store: read failed"), 0
@@ -283,6 +255,9 @@ func TestExportStreamErrorInDecisions(t *testing.T) {
 			if got := buf.Bytes(); len(got) == 0 || len(got) >= len(doc) || !bytes.HasPrefix(doc, got) {
 				t.Errorf("a failed export wrote %d bytes of the %d of the document (its start: %v); want its start, cut short",
 					len(got), len(doc), bytes.HasPrefix(doc, got))
+			}
+			if w, err := p.ExportStream("nadie", hot, "ci", "trace"); err == nil || w != nil {
+				t.Errorf("export of an unknown tenant: %v, want an error before writing", err)
 			}
 		})
 	}
