@@ -88,16 +88,23 @@ func TestAbuseEscalationSteps(t *testing.T) {
 	}
 }
 
-func TestAbuseQuarantineAndBrake(t *testing.T) {
-	h, tok, id, g := newAbuseHarness(t)
+// stepToCuarentena signals three anomalies for credential id, one
+// StepInterval apart from testStart, and checks that it reached cuarentena.
+func stepToCuarentena(t *testing.T, g *abuseGuard, id string) {
+	t.Helper()
 	at := testStart
-	for i := 0; i < 3; i++ {
+	for range 3 {
 		g.signal("acme", id, "recarga: prueba", at)
 		at = at.Add(DefaultAbuseConfig().StepInterval)
 	}
 	if g.level(id) != levelCuarentena {
 		t.Fatalf("level %s, want cuarentena", levelNames[g.level(id)])
 	}
+}
+
+func TestAbuseQuarantineAndBrake(t *testing.T) {
+	h, tok, id, g := newAbuseHarness(t)
+	stepToCuarentena(t, g, id)
 	// Brake: the burst is cut to a quarter (40 → 10).
 	if g.factor(g.level(id)) != 0.25 {
 		t.Errorf("brake factor %v", g.factor(g.level(id)))
@@ -194,14 +201,7 @@ func TestQuarantinedBatchCountsDuplicates(t *testing.T) {
 	if st, body := h.do("POST", "/v1/eventos", tok, map[string]any{"eventos": []any{old}}); st != 200 || body["aceptados"] != 1.0 {
 		t.Fatalf("post before quarantine: %d %v", st, body)
 	}
-	at := testStart
-	for range 3 {
-		g.signal("acme", id, "recarga: prueba", at)
-		at = at.Add(DefaultAbuseConfig().StepInterval)
-	}
-	if g.level(id) != levelCuarentena {
-		t.Fatalf("level %s, want cuarentena", levelNames[g.level(id)])
-	}
+	stepToCuarentena(t, g, id)
 	a := purchase("q1", "cliente-01", testStart, 10, 3)
 	aChanged := purchase("q1", "cliente-01", testStart, 11, 3)
 	oldChanged := purchase("q0", "cliente-01", testStart, 8, 1)

@@ -241,14 +241,7 @@ func TestClienteExportHoldsHeldEvents(t *testing.T) {
 	rights := h.token("acme", "clientes:exportar", "clientes:borrar")
 	const ana, beto = "ana-00000001", "beto-0000002"
 	h.acceptEvents(tok, purchaseAt("ev-ana-1", ana, testStart.Add(-2*time.Hour)))
-	at := testStart
-	for range 3 {
-		g.signal("acme", id, "recarga: prueba", at)
-		at = at.Add(DefaultAbuseConfig().StepInterval)
-	}
-	if g.level(id) != levelCuarentena {
-		t.Fatalf("level %s, want cuarentena", levelNames[g.level(id)])
-	}
+	stepToCuarentena(t, g, id)
 	held := purchaseAt("ev-ana-2", ana, testStart)
 	held["ts"] = testStart.Add(-time.Hour).In(time.FixedZone("CST", -6*3600)).Format("2006-01-02 15:04-0700") // RFC 3339 as the API reads it
 	held["extra"].(map[string]any)["canal"] = nil
