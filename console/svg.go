@@ -69,10 +69,14 @@ func niceTop(maxV float64) float64 {
 	return 10 * p
 }
 
-func rows(pts []point) []point {
+// rows are the points a plot's numbers table lists: every point with a
+// value when zeros matter (a share: OK means it has a denominator, and 0 %
+// is data) or the plot has at most 12 points, else the non-zero ones (a
+// count's empty hours).
+func rows(pts []point, zeros bool) []point {
 	var out []point
 	for _, p := range pts {
-		if p.OK && p.Value != 0 || p.OK && len(pts) <= 12 {
+		if p.OK && (p.Value != 0 || zeros || len(pts) <= 12) {
 			out = append(out, p)
 		}
 	}
@@ -109,11 +113,13 @@ func barPlot(title string, pts []point, format string, top float64) plot {
 		}
 	}
 	b.WriteString(`</svg>`)
-	return plot{Title: title, SVG: template.HTML(b.String()), Rows: rows(pts), Fmt: format}
+	return plot{Title: title, SVG: template.HTML(b.String()), Rows: rows(pts, false), Fmt: format}
 }
 
 // linePlot draws points joined where consecutive points have values, with
-// a dashed reference line at ref (ref < 0: none).
+// a dashed reference line at ref (ref < 0: none). Its numbers list every
+// point with a value, 0 included: a line plots shares, whose points
+// without a denominator are the ones not OK.
 func linePlot(title string, pts []point, format string, top, ref float64) plot {
 	var b strings.Builder
 	fmt.Fprintf(&b, `<svg class="plot" viewBox="0 0 %.0f %.0f" role="img" aria-label="%s">`, plotW, plotH, html.EscapeString(title))
@@ -154,7 +160,7 @@ func linePlot(title string, pts []point, format string, top, ref float64) plot {
 		fmt.Fprintf(&b, `<circle class="%s" cx="%.1f" cy="%.1f" r="3"><title>%s: %s</title></circle>`, cls, xAt(i), yAt(p.Value), html.EscapeString(p.Label), html.EscapeString(fmt.Sprintf(format, p.Value)))
 	}
 	b.WriteString(`</svg>`)
-	return plot{Title: title, SVG: template.HTML(b.String()), Rows: rows(pts), Fmt: format}
+	return plot{Title: title, SVG: template.HTML(b.String()), Rows: rows(pts, true), Fmt: format}
 }
 
 // intervalPlot draws estimates with their 95 % intervals on one axis.

@@ -81,3 +81,29 @@ func TestIntervalPlotClipsLongNames(t *testing.T) {
 		t.Errorf("the hover text lacks the whole name:\n%s", got)
 	}
 }
+
+// TestLinePlotNumbersKeepZeroShares: a share plot's numbers list every
+// hour that has a share, 0 % included (5 decisions, none confirmed, is the
+// console's red alarm), and only hours without one are left out; a plot
+// of counts over many hours still lists only its non-zero hours.
+func TestLinePlotNumbersKeepZeroShares(t *testing.T) {
+	pts := make([]point, 48)
+	for i := range pts {
+		pts[i] = point{Label: "h" + strings.Repeat("i", i)}
+	}
+	pts[46] = point{Label: "zero", Value: 0, OK: true}
+	pts[47] = point{Label: "half", Value: 0.5, OK: true}
+	got := linePlot("t", pts, "%.2f", 1, 0.95).Rows
+	want := []point{pts[46], pts[47]}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("share plot numbers (-want +got):\n%s", diff)
+	}
+	counts := make([]point, 48)
+	for i := range counts {
+		counts[i] = point{Label: "c", OK: true}
+	}
+	counts[47] = point{Label: "five", Value: 5, OK: true}
+	if diff := cmp.Diff([]point{counts[47]}, barPlot("t", counts, "%.0f", 0).Rows); diff != "" {
+		t.Errorf("count plot numbers (-want +got):\n%s", diff)
+	}
+}
