@@ -40,3 +40,33 @@ func TestAuditLast(t *testing.T) {
 		}
 	}
 }
+
+// TestAuditLastAcrossTenants: without a tenant, the last entries are the
+// latest of every tenant's, oldest first, not the last tenant's by name.
+func TestAuditLastAcrossTenants(t *testing.T) {
+	db, err := store.Open("db", store.NewMemFS())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	t0 := time.Date(2026, 11, 2, 12, 0, 0, 0, time.UTC)
+	for i, e := range []struct {
+		tenant, action string
+		at             time.Duration
+	}{{"zeta", "pause", 0}, {"acme", "pause", time.Minute}, {"zeta", "resume", 2 * time.Minute}, {"acme", "resume", 3 * time.Minute}} {
+		if err := appendAudit(db, AuditEntry{At: t0.Add(e.at), Session: "s", Tenant: e.tenant, Action: e.action, Outcome: "ok"}, uint64(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	entries, err := Audit(db, "", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range entries {
+		got = append(got, e.Tenant+" "+e.Action)
+	}
+	if diff := cmp.Diff([]string{"zeta resume", "acme resume"}, got); diff != "" {
+		t.Errorf("last 2 of every tenant (-want +got):\n%s", diff)
+	}
+}

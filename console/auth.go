@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/coupond/coupond/store"
@@ -202,8 +203,8 @@ func appendAudit(db *store.DB, e AuditEntry, seq uint64) error {
 }
 
 // Audit returns the console audit entries of tenant (every tenant for ""),
-// oldest first within a tenant, at most the last last (none when last is 0
-// or less).
+// oldest first (by time across tenants, entries of one instant in key
+// order), at most the latest last of them (none when last is 0 or less).
 func Audit(db *store.DB, tenant string, last int) ([]AuditEntry, error) {
 	lo, hi := store.ConsoleAuditSpan(tenant)
 	var out []AuditEntry
@@ -217,6 +218,7 @@ func Audit(db *store.DB, tenant string, last int) ([]AuditEntry, error) {
 	if err != nil {
 		return nil, fmt.Errorf("console audit: %w", err)
 	}
+	slices.SortStableFunc(out, func(a, b AuditEntry) int { return a.At.Compare(b.At) })
 	if len(out) > last {
 		out = out[len(out)-max(last, 0):]
 	}
