@@ -157,8 +157,7 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // finish answers a handler's panic with the internal-error page (when
 // nothing of the answer has gone out) and logs every error answer with
-// its trace id. The path is logged without its query (a sign-in link's
-// token travels there), cut to 200 bytes.
+// its trace id and the page's route (routeOf), not its path.
 func (c *Console) finish(sw *server.StatusWriter, r *http.Request) {
 	if p := recover(); p != nil {
 		if p == http.ErrAbortHandler {
@@ -177,11 +176,21 @@ func (c *Console) finish(sw *server.StatusWriter, r *http.Request) {
 	if sw.Status() >= 500 {
 		ev = c.d.Log.Warn()
 	}
-	path := r.URL.Path
-	if len(path) > 200 {
-		path = path[:200]
+	ev.Str("method", r.Method).Str("route", routeOf(r)).Int("status", sw.Status()).Str("trace_id", traceOf(sw)).Msg("console answer")
+}
+
+// routeOf names the page r asked for by the mux pattern that matched it
+// ("/t/{tenant}", "/" for the tenants page), or not_found, never by its path: a path is what the
+// client typed and may carry a secret (a sign-in token) or anything else.
+func routeOf(r *http.Request) string {
+	_, route, _ := strings.Cut(r.Pattern, " ")
+	switch route {
+	case "", "/":
+		return "not_found"
+	case "/{$}":
+		return "/"
 	}
-	ev.Str("method", r.Method).Str("path", path).Int("status", sw.Status()).Str("trace_id", traceOf(sw)).Msg("console answer")
+	return route
 }
 
 // traceOf is the trace id ServeHTTP gave the answer being written to w.
