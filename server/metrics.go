@@ -92,12 +92,13 @@ func (m *metrics) observe(route string, status int, d time.Duration) {
 // for the operator: the records held in quarantine, all tenants (count
 // scans the quarantine tables at scrape time), the tenant and credential
 // records the store could not decode at open (unreadable,
-// store.DB.Unreadable: never moved to a tenant's quarantine) and the damaged files setAside lists,
+// store.DB.Unreadable: never moved to a tenant's quarantine) and the damaged files setAside lists
+// (backup registries, owed-deletion lines),
 // when not nil.
 func (m *metrics) addQuarantine(count func() (int, error), unreadable, setAside func() []string, seen func() int64) {
 	m.reg.MustRegister(
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "coupond_quarantined_records",
-			Help: "Damaged records held in quarantine, all tenants, tenant and credential records left unread at open, and damaged backup registries set aside (coupond admin check lists them)."},
+			Help: "Damaged records held in quarantine, all tenants, tenant and credential records left unread at open, and damaged backup registries and owed-deletion lines set aside (coupond admin check lists them)."},
 			func() float64 {
 				n, _ := count()
 				n += len(unreadable())

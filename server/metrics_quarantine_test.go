@@ -1,6 +1,7 @@
 package server
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -50,5 +51,27 @@ func TestQuarantinedRecordsCountsUnreadable(t *testing.T) {
 				t.Errorf("coupond_quarantined_records (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestQuarantinedRecordsHelpNamesWhatItCounts: the gauge's HELP names
+// every kind of record it counts, the owed-deletion lines set aside among
+// them (Config.SetAside lists them); it named the backup registries only.
+func TestQuarantinedRecordsHelpNamesWhatItCounts(t *testing.T) {
+	h := newHarness(t)
+	var help string
+	for _, l := range strings.Split(scrape(t, h), "\n") {
+		if s, ok := strings.CutPrefix(l, "# HELP coupond_quarantined_records "); ok {
+			help = s
+		}
+	}
+	var missing []string
+	for _, want := range []string{"quarantine", "tenant and credential records", "backup registries", "owed-deletion lines"} {
+		if !strings.Contains(help, want) {
+			missing = append(missing, want)
+		}
+	}
+	if diff := cmp.Diff([]string(nil), missing); diff != "" {
+		t.Errorf("HELP %q lacks (-want +got):\n%s", help, diff)
 	}
 }
