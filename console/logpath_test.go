@@ -4,7 +4,6 @@ import (
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/rs/zerolog"
@@ -41,14 +40,7 @@ func TestErrorAnswerLogsPageNotPath(t *testing.T) {
 				t.Fatal(err)
 			}
 			resp.Body.Close()
-			// The line is written once the answer has gone out.
-			var lines []map[string]any
-			for i := 0; i < 100 && len(lines) == 0; i++ {
-				if i > 0 {
-					time.Sleep(10 * time.Millisecond)
-				}
-				lines = traceLines(&log, resp.Header.Get("X-Trace-Id"))
-			}
+			lines := answerLines(&log, resp.Header.Get("X-Trace-Id"))
 			if len(lines) != 1 {
 				t.Fatalf("%d log lines for the answer, want 1\n%s", len(lines), log.String())
 			}

@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/rs/zerolog"
@@ -27,6 +28,23 @@ func traceLines(log *syncbuf.Buffer, id string) []map[string]any {
 		}
 	}
 	return out
+}
+
+// answerLines returns traceLines(log, id) once the answer's own line
+// ("console answer", which finish writes as the handler returns, as the
+// answer may already be on its way) is among them, waiting up to 5 s for it.
+func answerLines(log *syncbuf.Buffer, id string) []map[string]any {
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		lines := traceLines(log, id)
+		for _, l := range lines {
+			if l["message"] == "console answer" {
+				return lines
+			}
+		}
+		if time.Now().After(deadline) {
+			return lines
+		}
+	}
 }
 
 var traceRE = regexp.MustCompile(`<p class="muted" id="trace">Trace id <code>([0-9a-f]{16})</code>`)
@@ -108,7 +126,7 @@ func TestErrorAnswersCarryTraceID(t *testing.T) {
 			if resp.StatusCode != tt.status || m == nil || m[1] != id {
 				t.Fatalf("status %d, X-Trace-Id %q, page's trace id %v; want %d and the same id on the page\n%s", resp.StatusCode, id, m, tt.status, b)
 			}
-			logged := traceLines(&log, id)
+			logged := answerLines(&log, id)
 			if len(logged) == 0 {
 				t.Errorf("no log line with trace_id %s", id)
 			}
