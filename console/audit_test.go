@@ -6,17 +6,13 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/coupond/coupond/store"
+	"github.com/coupond/coupond/internal/storetest"
 )
 
 // TestAuditLast: Audit returns the latest entries, at most last of them,
 // and none (not a panic) for a last of 0 or less.
 func TestAuditLast(t *testing.T) {
-	db, err := store.Open("db", store.NewMemFS())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := storetest.Open(t)
 	t0 := time.Date(2026, 11, 2, 12, 0, 0, 0, time.UTC)
 	for i, action := range []string{"pause", "resume", "shadow"} {
 		if err := appendAudit(db, AuditEntry{At: t0.Add(time.Duration(i) * time.Minute), Session: "s", Tenant: "acme", Action: action, Outcome: "ok"}, uint64(i)); err != nil {
@@ -44,11 +40,7 @@ func TestAuditLast(t *testing.T) {
 // TestAuditLastAcrossTenants: without a tenant, the last entries are the
 // latest of every tenant's, oldest first, not the last tenant's by name.
 func TestAuditLastAcrossTenants(t *testing.T) {
-	db, err := store.Open("db", store.NewMemFS())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := storetest.Open(t)
 	t0 := time.Date(2026, 11, 2, 12, 0, 0, 0, time.UTC)
 	for i, e := range []struct {
 		tenant, action string
