@@ -636,6 +636,21 @@ func TestTenantTextIsBidiIsolated(t *testing.T) {
 	}
 }
 
+// TestWebhookPasswordMasked: a webhook registered with a password in its
+// URL (accepted before PUT /v1/webhooks refused them) shows it masked.
+func TestWebhookPasswordMasked(t *testing.T) {
+	h := newHarness(t)
+	if _, err := h.console.d.Webhooks.Register("acme", "https://hook:s3cr3t@hooks.example/in", []string{"lote.completado"}, h.clock.Now()); err != nil {
+		t.Fatal(err)
+	}
+	c := h.client()
+	h.signIn(c, h.link())
+	st, page := get(t, c, h.con.URL+"/t/acme")
+	if st != http.StatusOK || !strings.Contains(page, "https://hook:xxxxx@hooks.example/in") || strings.Contains(page, "s3cr3t") {
+		t.Errorf("tenant page: %d, want the webhook URL with its password masked\n%s", st, page)
+	}
+}
+
 // TestShadowTableUndefinedShares: the shadow report's shares without a
 // denominator (no coupon received yet, no decision compared with the
 // caller's rule) read n/a, as the page's other shares do, not 0.0 %.

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"net/url"
 	"slices"
 	"sort"
 	"strings"
@@ -283,6 +284,9 @@ func (c *Console) healthView(t *store.Tenant, h *hours) (healthView, error) {
 	}
 	if reg, err := c.d.Webhooks.Registration(t.ID); err == nil && reg != nil {
 		v.Webhook = reg.URL
+		if u, err := url.Parse(reg.URL); err == nil && u.User != nil { // registered before such URLs were refused
+			v.Webhook = u.Redacted()
+		}
 	}
 	w24, w7 := h.sumPrefix(engine.CountWebhookPfx, 24), h.sumPrefix(engine.CountWebhookPfx, confirmHours)
 	for _, k := range []string{"delivered", "failed", "given_up", "dropped"} {

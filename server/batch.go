@@ -266,13 +266,22 @@ const webhookResolveTimeout = 5 * time.Second
 // address of the loopback, private, link-local or metadata ranges (and the
 // like: batch.CheckDestination) is 422 on body.url (contract §7). A name
 // that does not resolve now is registered: it names none of those, and
-// every delivery attempt checks the destination again.
+// every delivery attempt checks the destination again. A URL with user
+// information (https://user:pass@host) is 422 too, its password masked in
+// the error's input.
 func (s *Server) handlePutWebhook(c *call) error {
 	v, err := decode(c.body, webhookSchema)
 	if err != nil {
 		return err
 	}
 	u := v.Field("url").String()
+	if pu, err := url.Parse(u); err == nil && pu.User != nil {
+		// The registration is stored, answered and shown in the console;
+		// a password in it would be a secret kept and echoed in clear.
+		// The deliveries are signed (webhook-signature) instead.
+		return &validationError{detail: []schema.Violation{{Loc: []any{"body", "url"}, Type: "url_parsing",
+			Msg: "URL no admitida: no debe llevar usuario ni contraseña; cada entrega va firmada con el secreto", Input: pu.Redacted()}}}
+	}
 	ctx, cancel := context.WithTimeout(c.r.Context(), webhookResolveTimeout)
 	err = batch.CheckDestination(ctx, u, s.WebhookAllowPrivate, s.WebhookResolve)
 	cancel()

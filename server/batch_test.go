@@ -1178,6 +1178,24 @@ func TestWebhookDestinationAtRegistration(t *testing.T) {
 	}
 }
 
+// TestWebhookURLWithCredentials: a URL carrying user information is 422 on
+// body.url, and the error's input masks the password: it was registered,
+// stored in clear and echoed in the answer and the console.
+func TestWebhookURLWithCredentials(t *testing.T) {
+	h, tok := batchHarness(t)
+	for _, tt := range []struct{ url, input string }{
+		{"https://hook:s3cr3t@example.com/in", "https://hook:xxxxx@example.com/in"},
+		{"https://hook@example.com/in", "https://hook@example.com/in"},
+	} {
+		st, b := h.do("PUT", "/v1/webhooks", tok, map[string]any{"url": tt.url, "eventos": []string{"lote.completado"}})
+		want := map[string]any{"detail": []any{map[string]any{"loc": []any{"body", "url"}, "type": "url_parsing",
+			"msg": "URL no admitida: no debe llevar usuario ni contraseña; cada entrega va firmada con el secreto", "input": tt.input}}}
+		if diff := cmp.Diff(want, b); st != 422 || diff != "" {
+			t.Errorf("PUT url %s: %d (-want +got):\n%s", tt.url, st, diff)
+		}
+	}
+}
+
 // TestBatchWebhookRetry: a receiver that fails the first attempt gets the
 // same message again after the backoff (within 10 seconds), also from a
 // restarted process: the retry queue is durable.

@@ -837,7 +837,7 @@ func (g *docGen) requestSchemas() {
 		"`accion` must be 0 or an action of the catalog (else 422 at `body.accion`).", fallbackSchema)
 	lote := put("PeticionLoteDecisionV1", "Batch request. Exactly one of `clientes` or `segmento` (else a value_error at `body`). The campaign must be defined (else a value_error at `body.campana_id`); its `canal` is the channel and its budget applies before any randomization.", batchSchema)
 	schemaProps(lote)["segmento"] = withDesc(nullableSchema(schemaRef("Segmento")), "Filter over customer features; see Segmento.")
-	put("PeticionWebhook", "Webhook registration; replaces the tenant's webhook. Destinations in loopback, private, link-local or metadata ranges, given as addresses or as names that resolve to them, are refused (422 `url_parsing` at `body.url`) unless the server runs with `--webhook-allow-private`. A name that does not resolve yet is accepted: every delivery attempt checks the destination again.", webhookSchema)
+	put("PeticionWebhook", "Webhook registration; replaces the tenant's webhook. Destinations in loopback, private, link-local or metadata ranges, given as addresses or as names that resolve to them, are refused (422 `url_parsing` at `body.url`) unless the server runs with `--webhook-allow-private`. A name that does not resolve yet is accepted: every delivery attempt checks the destination again. A URL with user information (`https://user:pass@host`) is refused too (422 `url_parsing` at `body.url`, the password masked in `input`): the signature authenticates each delivery.", webhookSchema)
 
 	// Events: the envelope, and one schema per tipo; an item that is not
 	// one of them is a per-event rejection, never a 422.
