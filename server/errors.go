@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/coupond/coupond/client"
 	"github.com/coupond/coupond/jsonappend"
@@ -216,10 +217,49 @@ var secretMembers = map[string]bool{"client_secret": true, "secreto": true, "acc
 // maxEcho is how many characters of a string a 422 echoes.
 const maxEcho = 256
 
+// secretMarkers begin the secrets coupond issues: client secrets, access
+// tokens (ct1. of older releases included) and webhook signing secrets.
+var secretMarkers = []string{"cs_", "ct1.", "ct2.", "whsec_"}
+
+// secretMarkerTail is how many base64 characters after a marker make a
+// string look like a secret (the shortest secret issued carries 43).
+const secretMarkerTail = 16
+
+// looksSecret reports whether s holds a secret coupond issued, by its
+// shape, whatever member carried it: a marker of secretMarkers followed by
+// at least secretMarkerTail characters of the base64 alphabets, so that
+// a misnamed client_secret ("clientSecret", "secret") or a token sent in
+// a body is not echoed either (contract section 8).
+func looksSecret(s string) bool {
+	for _, m := range secretMarkers {
+		for rest := s; ; {
+			i := strings.Index(rest, m)
+			if i < 0 {
+				break
+			}
+			rest = rest[i+len(m):]
+			n := 0
+			for n < len(rest) && n < secretMarkerTail && isBase64Char(rest[n]) {
+				n++
+			}
+			if n == secretMarkerTail {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// isBase64Char reports whether c belongs to base64 or base64url.
+func isBase64Char(c byte) bool {
+	return c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || strings.IndexByte("-_+/=", c) >= 0
+}
+
 // redactViolations returns vs (never nil) with the inputs of secret members
 // replaced by "***" and every echoed string, in loc, input or ctx (a
-// json_invalid's error names a duplicate key), cut to maxEcho characters.
-// vs is not modified.
+// json_invalid's error names a duplicate key), echoed as echoString does:
+// "***" when it looks like a secret, else cut to maxEcho characters. vs is
+// not modified.
 func redactViolations(vs []schema.Violation) []schema.Violation {
 	out := make([]schema.Violation, len(vs))
 	for i, v := range vs {
@@ -228,7 +268,7 @@ func redactViolations(vs []schema.Violation) []schema.Violation {
 		for j, e := range v.Loc {
 			if name, ok := e.(string); ok {
 				secret = secretMembers[name]
-				e = truncateRunes(name, maxEcho)
+				e = echoString(name)
 			} else {
 				secret = false
 			}
@@ -254,7 +294,7 @@ func redactViolations(vs []schema.Violation) []schema.Violation {
 func redactInput(x any) any {
 	switch x := x.(type) {
 	case string:
-		return truncateRunes(x, maxEcho)
+		return echoString(x)
 	case json.Number:
 		if len(x) > maxEcho {
 			return string(x[:maxEcho]) // a cut number is no longer one
@@ -267,13 +307,22 @@ func redactInput(x any) any {
 			} else {
 				e = redactInput(e)
 			}
-			out[truncateRunes(k, maxEcho)] = e
+			out[echoString(k)] = e
 		}
 		return out
 	case []any:
 		return mapItems(x, redactInput)
 	}
 	return x
+}
+
+// echoString is how a 422 echoes a string: "***" when it looks like a
+// secret (looksSecret), else its first maxEcho characters.
+func echoString(s string) string {
+	if looksSecret(s) {
+		return "***"
+	}
+	return truncateRunes(s, maxEcho)
 }
 
 // mapItems returns a new array of f applied to each item of x: the array

@@ -106,6 +106,55 @@ func TestValidationNeverEchoesSecrets(t *testing.T) {
 	}
 }
 
+// TestValidationNeverEchoesSecretValues: a 422 never echoes a client
+// secret, an access token or a webhook secret, whatever member carries it:
+// an integrator who misnames client_secret ("clientSecret", "secret") or
+// sends a token in a body gets "***" where the value would be echoed, in
+// input, in a nested input and in loc (a secret sent as a member name).
+func TestValidationNeverEchoesSecretValues(t *testing.T) {
+	h := newHarness(t)
+	h.tenant("acme", true, noControl)
+	tok := h.token("acme", allScopes...)
+	const clientSecret = "cs_W2CJbSjcsC1vXNWc2a5gtsteI0QRuGSxUZ7lzZVj0sU"
+	const webhookSecret = "whsec_Jwo9cxyZX3ApBrs3m38VAEe63kAwsp11L6MEzhTMPds="
+	for _, tc := range []struct {
+		name, path, token, secret string
+		body                      any
+	}{
+		{name: "token: client secret under clientSecret", path: "/v1/token", secret: clientSecret,
+			body: map[string]any{"client_id": "ci_abc", "clientSecret": clientSecret, "grant_type": "client_credentials"}},
+		{name: "token: client secret under secret, nested", path: "/v1/token", secret: clientSecret,
+			body: map[string]any{"client_id": "ci_abc", "client_secret": "x", "grant_type": "client_credentials", "auth": map[string]any{"secret": clientSecret}}},
+		{name: "token: client secret as a member name", path: "/v1/token", secret: clientSecret,
+			body: map[string]any{"client_id": "ci_abc", "client_secret": "x", "grant_type": "client_credentials", clientSecret: 1}},
+		{name: "token: client secret as grant_type", path: "/v1/token", secret: clientSecret,
+			body: map[string]any{"client_id": "ci_abc", "client_secret": "x", "grant_type": clientSecret}},
+		{name: "decision: access token under accessToken", path: "/v1/decisiones", token: tok, secret: tok,
+			body: map[string]any{"cliente_ref": "cliente-0001", "contexto": map[string]any{"canal": "push"}, "accessToken": "Bearer " + tok}},
+		{name: "webhook: signing secret under secret", path: "/v1/webhooks", token: tok, secret: webhookSecret,
+			body: map[string]any{"url": "https://example.com/h", "eventos": []string{"lote.completado"}, "secret": webhookSecret}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			method := "POST"
+			if tc.path == "/v1/webhooks" {
+				method = "PUT"
+			}
+			resp := h.raw(method, tc.path, tc.token, tc.body)
+			defer resp.Body.Close()
+			data, _ := io.ReadAll(resp.Body)
+			if resp.StatusCode != 422 {
+				t.Fatalf("got %d %s, want 422", resp.StatusCode, data)
+			}
+			if secret := tc.secret[len(tc.secret)-20:]; bytes.Contains(data, []byte(secret)) {
+				t.Errorf("422 echoes the secret: %s", data)
+			}
+			if !bytes.Contains(data, []byte(`"***"`)) {
+				t.Errorf("422 has no \"***\" where the secret was: %s", data)
+			}
+		})
+	}
+}
+
 // TestControlCharacters: free text refuses control characters other than
 // tab and newline, with a 422 or, inside POST /v1/eventos, a per-event
 // esquema_invalido.
