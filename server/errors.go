@@ -167,9 +167,9 @@ func (s *Server) writeError(w http.ResponseWriter, c *call, err error) {
 	switch ae.kind {
 	case kindUnauthenticated:
 		if ae.basic {
-			h.Set("WWW-Authenticate", `Basic realm="coupond"`)
+			h.Set("WWW-Authenticate", "Basic")
 		} else {
-			h.Set("WWW-Authenticate", `Bearer realm="coupond"`)
+			h.Set("WWW-Authenticate", "Bearer")
 		}
 	case kindRateLimited, kindPaused, kindStorageFull:
 		h.Set("Retry-After", strconv.Itoa(max(ae.retryAfter, 1)))

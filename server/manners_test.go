@@ -197,7 +197,7 @@ func TestTokenUnreadableBasic(t *testing.T) {
 			got := []any{resp.StatusCode, body["codigo"], body["error"], resp.Header.Get("WWW-Authenticate")}
 			want := []any{200, nil, nil, ""}
 			if tc.status == 401 {
-				want = []any{401, "no_autenticado", nil, `Basic realm="coupond"`}
+				want = []any{401, "no_autenticado", nil, "Basic"}
 				if tc.ct == formMediaType { // OAuth 2.0's error only for the OAuth form
 					want[2] = "invalid_client"
 				}

@@ -101,7 +101,7 @@ type opDoc struct {
 // kindDocs says when each error kind is answered (errorTable gives status,
 // codigo and message).
 var kindDocs = map[kind]string{
-	kindUnauthenticated:     "Token missing, invalid or expired; credential revoked, suspended or unknown. Every cause gives the same answer. Header `WWW-Authenticate: Bearer realm=\"coupond\"` (`Basic realm=\"coupond\"` from the token endpoint when the client used HTTP Basic).",
+	kindUnauthenticated:     "Token missing, invalid or expired; credential revoked, suspended or unknown. Every cause gives the same answer. Header `WWW-Authenticate: Bearer` (`Basic` from the token endpoint when the client used HTTP Basic).",
 	kindForbidden:           "The credential lacks the scope the route needs (see `x-scopes`).",
 	kindNotFound:            "Unknown, altered, invented or foreign id; any resource of another tenant. Also every unknown path or method.",
 	kindAlreadyConfirmed:    "The decision's execution was already confirmed.",
@@ -683,7 +683,7 @@ func openAPIHeaders() obj {
 			"schema":      obj{"type": "integer", "minimum": 1},
 		},
 		"WWW-Authenticate": obj{
-			"description": "`Bearer realm=\"coupond\"`; from the token endpoint `Basic realm=\"coupond\"` when the client authenticated with HTTP Basic.",
+			"description": "`Bearer`; from the token endpoint `Basic` when the client authenticated with HTTP Basic.",
 			"required":    true,
 			"schema":      obj{"type": "string"},
 		},
