@@ -95,6 +95,9 @@ func TestTokenOAuthErrors(t *testing.T) {
 		if tc.codigo != "" && body["codigo"] != tc.codigo {
 			t.Errorf("%s: %v lacks codigo %s", tc.name, body, tc.codigo)
 		}
+		if tc.status == 415 && body["mensaje"] != tokenNotJSON { // it named JSON alone
+			t.Errorf("%s: mensaje %q, want %q", tc.name, body["mensaje"], tokenNotJSON)
+		}
 	}
 	// Other routes keep the contract's body alone.
 	if resp := h.raw("GET", "/v1/catalogo-acciones", "", nil); true {

@@ -33,11 +33,17 @@ var dummyCredential = &store.Credential{SecretHash: store.HashSecret("coupond-no
 // HTTPValidationError exactly, which reject unknown properties.
 func (s *Server) handleToken(c *call) error {
 	err := s.issueToken(c)
+	if ae := (*apiError)(nil); errors.As(err, &ae) && ae.kind == kindNotJSON && ae.campo == "" {
+		ae.msg = tokenNotJSON // the form is accepted too
+	}
 	if mt, ok := tokenMediaType(c.r); ok && mt == formMediaType {
 		return withOAuthError(err)
 	}
 	return err
 }
+
+// tokenNotJSON is the mensaje of the token endpoint's 415.
+const tokenNotJSON = "el cuerpo debe ser JSON (Content-Type: application/json) o un formulario (application/x-www-form-urlencoded)"
 
 // formMediaType is the OAuth 2.0 token request's content type.
 const formMediaType = "application/x-www-form-urlencoded"
