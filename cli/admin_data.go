@@ -463,9 +463,21 @@ func restoreCmd(a *app) *cobra.Command {
 		if err != nil {
 			return err
 		}
+		// A data dir already there is held to serve's rules (contract
+		// section 8): one group or others can write is refused before the
+		// customers' data goes into it, and what the restore leaves there
+		// (the dir itself, maybe 0755) is made owner-only once it is done.
+		if info, err := os.Stat(a.dataDir); err == nil {
+			if err := refuseSharedDataDir(a.dataDir, info); err != nil {
+				return err
+			}
+		}
 		res, err := runRestore(cmd.Context(), a.dataDir, src, time.Now, progressWriter(cmd))
 		if err != nil {
 			return err
+		}
+		if err := prepareDataDir(a.dataDir); err != nil {
+			return fmt.Errorf("restored, but: %w", err)
 		}
 		res.TakenAt = res.TakenAt.UTC() // as the manifest has it: any zone
 		if jsonFlag(cmd) {

@@ -31,9 +31,8 @@ func prepareDataDir(dir string) error {
 	if !info.IsDir() {
 		return fmt.Errorf("data dir %s is not a directory", dir)
 	}
-	if info.Mode().Perm()&0o022 != 0 {
-		return fmt.Errorf("data dir %s is writable by group or others (mode %04o): refusing to use it; "+
-			"check that nobody else placed files in it, then run: chmod 700 %s", dir, info.Mode().Perm(), dir)
+	if err := refuseSharedDataDir(dir, info); err != nil {
+		return err
 	}
 	return filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -57,6 +56,17 @@ func prepareDataDir(dir string) error {
 		}
 		return nil
 	})
+}
+
+// refuseSharedDataDir refuses the data dir dir, whose info is given, when
+// group or others can write it: anyone who can write there can plant or
+// swap the store, the keys or the admin socket.
+func refuseSharedDataDir(dir string, info fs.FileInfo) error {
+	if info.Mode().Perm()&0o022 != 0 {
+		return fmt.Errorf("data dir %s is writable by group or others (mode %04o): refusing to use it; "+
+			"check that nobody else placed files in it, then run: chmod 700 %s", dir, info.Mode().Perm(), dir)
+	}
+	return nil
 }
 
 // chmodError is the error of a file in the data dir dir that cannot be

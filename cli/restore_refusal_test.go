@@ -313,3 +313,64 @@ func TestBackupThroughSymlinkRegistersRealDir(t *testing.T) {
 		t.Errorf("registered %+v; want the real directory %s", reg.Backups, realResolved)
 	}
 }
+
+// TestRestoreDataDirModes: admin restore holds a data dir that is already
+// there to the rules serve and every admin command hold it to (contract
+// section 8): one that group or others can write is refused before the
+// customers' data is written into it, changing nothing, and a wider mode
+// (0755) ends up owner-only. The restore wrote the store into a 0777 dir
+// (that serve then refused) and left a 0755 one readable by others.
+func TestRestoreDataDirModes(t *testing.T) {
+	pristine := backupWithEvents(t, 3)
+	for _, tc := range []struct {
+		name string
+		mode fs.FileMode
+		want string // "" for a restore that succeeds
+	}{
+		{"0755", 0o755, ""},
+		{"0700", 0o700, ""},
+		{"0777", 0o777, "is writable by group or others (mode 0777): refusing to use it"},
+		{"0770", 0o770, "is writable by group or others (mode 0770): refusing to use it"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dataDir := filepath.Join(t.TempDir(), "data")
+			if err := os.Mkdir(dataDir, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chmod(dataDir, tc.mode); err != nil {
+				t.Fatal(err)
+			}
+			_, _, err := runCLI(t, "admin", "restore", "--from", pristine, "--data-dir", dataDir)
+			if tc.want != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), dataDir) {
+					t.Fatalf("restore into a %04o dir: %v; want an error naming the dir and holding %q", tc.mode, err, tc.want)
+				}
+				if names, err := os.ReadDir(dataDir); err != nil || len(names) > 0 {
+					t.Errorf("the refused restore wrote into the data dir: %v (%v)", names, err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("restore into a %04o dir: %v", tc.mode, err)
+			}
+			wrong := map[string]fs.FileMode{}
+			filepath.WalkDir(dataDir, func(path string, d fs.DirEntry, err error) error {
+				if err != nil {
+					t.Fatal(err)
+				}
+				info, _ := d.Info()
+				want := fs.FileMode(0o600)
+				if d.IsDir() {
+					want = 0o700
+				}
+				if got := info.Mode().Perm(); got != want {
+					wrong[path] = got
+				}
+				return nil
+			})
+			if diff := cmp.Diff(map[string]fs.FileMode{}, wrong); diff != "" {
+				t.Errorf("paths not owner-only after the restore (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
