@@ -347,6 +347,49 @@ func TestInterruptedRestoreRefused(t *testing.T) {
 	}
 }
 
+// TestInterruptedRestoreAdvice: the refusal of a data dir a restore
+// stopped in says how to go back only with what is there. A restore into
+// a new data dir that stopped while copying leaves db.restoring and no
+// db.replaced (no store was replaced): the refusal told the operator to
+// move db.replaced back to db, a path that does not exist.
+func TestInterruptedRestoreAdvice(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		left     []string // directories the stopped restore left, no db
+		want     []string
+		notWants []string
+	}{
+		{"between the renames", []string{"db.replaced", "db.restoring"},
+			[]string{"run the same 'coupond admin restore --from BACKUP' again", "db.replaced back to db"}, nil},
+		{"copying into a new data dir", []string{"db.restoring", "results.restoring"},
+			[]string{"run the same 'coupond admin restore --from BACKUP' again", "replaced no store", "remove "},
+			[]string{"db.replaced"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			data := filepath.Join(t.TempDir(), "data")
+			for _, dir := range tc.left {
+				if err := os.MkdirAll(filepath.Join(data, dir), 0o700); err != nil {
+					t.Fatal(err)
+				}
+			}
+			_, _, err := runCLI(t, "admin", "tenant", "list", "--data-dir", data)
+			if err == nil {
+				t.Fatal("admin tenant list: nil error; want the data dir refused")
+			}
+			for _, want := range tc.want {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("refusal %q; want it to hold %q", err, want)
+				}
+			}
+			for _, notWant := range tc.notWants {
+				if strings.Contains(err.Error(), notWant) {
+					t.Errorf("refusal %q; want no %q (not there)", err, notWant)
+				}
+			}
+		})
+	}
+}
+
 // TestTenantCreateRefusesBadIDFirst: a tenant id that is not one is refused
 // naming the id and its form before the data dir is touched; the refusal
 // created a data dir (keys and an empty store) where none was.

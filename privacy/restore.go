@@ -383,7 +383,8 @@ func RecoverInterrupted(dataDir string) (removed []string, err error) {
 // checkInterrupted refuses a data dir a restore stopped in before its
 // store was in place: "db" is missing and a staging or replaced store is
 // there. Opened as it is, the missing store would be created empty and
-// the service would start with no data.
+// the service would start with no data. The error says how to go back
+// with what is there (goBack).
 func checkInterrupted(dataDir string) error {
 	if _, err := os.Stat(filepath.Join(dataDir, "db")); !errors.Is(err, fs.ErrNotExist) {
 		return nil
@@ -391,12 +392,25 @@ func checkInterrupted(dataDir string) error {
 	for _, left := range []string{restoringDir, replacedDir} {
 		if _, err := os.Stat(filepath.Join(dataDir, left)); err == nil {
 			return fmt.Errorf("data dir %s: a restore stopped before it finished (%s is there, db is not): run the same "+
-				"'coupond admin restore --from BACKUP' again; to keep the store as it was before that restore instead, "+
-				"move %s back to db and, if %s is there, move it back to results (removing the results there)",
-				dataDir, left, filepath.Join(dataDir, replacedDir), filepath.Join(dataDir, replacedResults))
+				"'coupond admin restore --from BACKUP' again; %s", dataDir, left, goBack(dataDir))
 		}
 	}
 	return nil
+}
+
+// goBack is the way back to the data dir as it was before a restore that
+// stopped with no db: the store it replaced moved back, or, when there is
+// none (a restore into a new data dir that stopped while copying, whose
+// db.replaced there is no telling the operator to move), its copy
+// removed.
+func goBack(dataDir string) string {
+	replaced := filepath.Join(dataDir, replacedDir)
+	if _, err := os.Stat(replaced); err == nil {
+		return fmt.Sprintf("to keep the store as it was before that restore instead, move %s back to db and, if %s is there, "+
+			"move it back to results (removing the results there)", replaced, filepath.Join(dataDir, replacedResults))
+	}
+	return fmt.Sprintf("it replaced no store (the data dir had none): to start with no data instead, remove %s",
+		filepath.Join(dataDir, restoringDir))
 }
 
 // liveResults is the results dir a restore copies: dataDir's "results", or
