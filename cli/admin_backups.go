@@ -20,9 +20,10 @@ import (
 // sorted by the time taken. A registry that cannot be used is reported
 // and its copy listed, exit 1, as "admin check" does.
 func backupsCmd(a *app) *cobra.Command {
+	var verify bool
 	cmd := a.envCmd("backups", "List the registered backups: taken, expiry (30-day retention), state, size, ledger and owed deletions", cobra.NoArgs,
 		func(cmd *cobra.Command, _ []string, e *env) error {
-			l := e.svc.backups.List()
+			l := e.svc.backups.List(verify)
 			registry := registryDamage(l.RegistryErr)
 			if jsonFlag(cmd) {
 				if err := printJSON(cmd.OutOrStdout(), backupsJSON(l, registry)); err != nil {
@@ -36,6 +37,7 @@ func backupsCmd(a *app) *cobra.Command {
 			}
 			return nil
 		})
+	cmd.Flags().BoolVar(&verify, "verify", false, "check every file of each backup against its manifest's checksum, as restore does (reads every file)")
 	cmd.AddCommand(backupsPruneCmd(a))
 	return cmd
 }

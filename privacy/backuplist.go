@@ -25,6 +25,7 @@ const (
 	BackupMissing         = "missing"          // its directory is not there (an unmounted disk?)
 	BackupDamagedManifest = "damaged-manifest" // its manifest cannot be read or does not decode
 	BackupPastRetention   = "past-retention"   // complete but past retention: Prune removes it
+	BackupDamaged         = "damaged"          // its store differs from its manifest (a file missing, cut short or, with verify, changed): restore refuses it
 )
 
 // BackupInfo is one registered backup as List reports it; its times are
@@ -58,10 +59,13 @@ type BackupList struct {
 }
 
 // List reports every backup the registry holds, those past retention
-// included, and changes nothing: a damaged registry is not rebuilt (the
+// included, and changes nothing. Each backup's store is checked against
+// its manifest by its files' total size and count; with verify, by each
+// file's checksum too, as restore does (it reads every file). It changes
+// nothing: a damaged registry is not rebuilt (the
 // next backup, deletion or Prune does it) nor are damaged lines of the
 // owed deletions set aside (admin check does it).
-func (bk *Backups) List() *BackupList {
+func (bk *Backups) List(verify bool) *BackupList {
 	bk.mu.Lock()
 	reg, regErr, fromCopy := bk.peekRegistry()
 	owed, owedErr := bk.peekOwed()
@@ -69,10 +73,10 @@ func (bk *Backups) List() *BackupList {
 	bk.mu.Unlock()
 	out := &BackupList{Backups: []BackupInfo{}, RegistryErr: regErr, FromCopy: fromCopy, OwedErr: owedErr}
 	for _, b := range reg.Backups {
-		out.Backups = append(out.Backups, bk.info(b, false, taking[b.Dir], owed))
+		out.Backups = append(out.Backups, bk.info(b, false, taking[b.Dir], verify, owed))
 	}
 	for _, b := range reg.Expired {
-		out.Backups = append(out.Backups, bk.info(b, true, false, owed))
+		out.Backups = append(out.Backups, bk.info(b, true, false, verify, owed))
 	}
 	sort.SliceStable(out.Backups, func(i, j int) bool {
 		a, b := out.Backups[i], out.Backups[j]
@@ -128,7 +132,7 @@ func pathless(err error) error {
 
 // info is List's report of the registered backup b (expired: one of
 // the registry's Expired; taking: a Take is writing it).
-func (bk *Backups) info(b backupEntry, expired, taking bool, owed []owedEntry) BackupInfo {
+func (bk *Backups) info(b backupEntry, expired, taking, verify bool, owed []owedEntry) BackupInfo {
 	inf := BackupInfo{Dir: b.Dir, TakenAt: b.TakenAt.UTC(), ExpiresAt: b.TakenAt.Add(BackupRetention).UTC()}
 	for _, o := range owed {
 		if o.Dir == b.Dir || (o.EveryBackup && !expired) {
@@ -145,7 +149,7 @@ func (bk *Backups) info(b backupEntry, expired, taking bool, owed []owedEntry) B
 	inf.Bytes, _ = dirSizeFiles(b.Dir)
 	entries, ledgerErr := countLedger(b.Dir)
 	inf.LedgerEntries = entries
-	inf.State, inf.Note = bk.state(b, expired, taking)
+	inf.State, inf.Note = bk.state(b, expired, taking, verify)
 	if ledgerErr != nil {
 		inf.Note = joinNotes(inf.Note, ledgerErr.Error())
 	}
@@ -153,12 +157,12 @@ func (bk *Backups) info(b backupEntry, expired, taking bool, owed []owedEntry) B
 }
 
 // state is the state of the backup b, whose directory is there, and what
-// is wrong with it.
-func (bk *Backups) state(b backupEntry, expired, taking bool) (state, note string) {
+// is wrong with it (verify: check each file's checksum).
+func (bk *Backups) state(b backupEntry, expired, taking, verify bool) (state, note string) {
 	if taking {
 		return BackupBeingTaken, ""
 	}
-	_, err := readManifestOf(b.Dir)
+	m, err := readManifestOf(b.Dir)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return BackupIncomplete, "no " + ManifestFile + ": a backup that stopped before its end (restore refuses it); remove it once looked at"
@@ -166,6 +170,13 @@ func (bk *Backups) state(b backupEntry, expired, taking bool) (state, note strin
 		return BackupDamagedManifest, err.Error() + " (restore refuses it)"
 	case expired || bk.pastRetention(b.TakenAt):
 		return BackupPastRetention, "past retention: 'admin backups prune' removes it"
+	}
+	damage, err := dbDamage(filepath.Join(b.Dir, "db"), m, verify)
+	switch {
+	case err != nil:
+		return BackupDamaged, "its db cannot be read: " + pathless(err).Error() + " (restore refuses it)"
+	case damage != "":
+		return BackupDamaged, damage + " (restore refuses it)"
 	}
 	return BackupComplete, ""
 }

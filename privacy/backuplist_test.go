@@ -98,7 +98,7 @@ func TestListReportsEachState(t *testing.T) {
 	bk.taking[dir("taking")] = true
 	before := snapshotDir(t, dataDir)
 
-	got := bk.List()
+	got := bk.List(false)
 	exp := func(at time.Time) time.Time { return at.Add(BackupRetention) }
 	want := &BackupList{Backups: []BackupInfo{
 		{Dir: dir("old-expired"), TakenAt: old.Add(-time.Hour), ExpiresAt: exp(old.Add(-time.Hour)), State: BackupPastRetention,
@@ -179,7 +179,7 @@ func TestListPastUnusableRegistry(t *testing.T) {
 			}
 			tc.damage(t, bk)
 			before := snapshotDir(t, dataDir)
-			got := bk.List()
+			got := bk.List(false)
 			if got.RegistryErr == nil || got.RegistryErr.Error() != tc.wantErr || got.FromCopy != tc.fromCopy {
 				t.Errorf("List: registry error %v from copy %v; want %q, %v", got.RegistryErr, got.FromCopy, tc.wantErr, tc.fromCopy)
 			}
@@ -434,7 +434,7 @@ func TestDeletionKeepsExpiredBackupForPrune(t *testing.T) {
 	}
 	want := []BackupInfo{{Dir: old, TakenAt: oldAt, ExpiresAt: oldAt.Add(BackupRetention), State: BackupPastRetention, Bytes: size,
 		Note: "past retention: 'admin backups prune' removes it"}}
-	if diff := cmp.Diff(want, bk.List().Backups); diff != "" {
+	if diff := cmp.Diff(want, bk.List(false).Backups); diff != "" {
 		t.Errorf("List after a deletion (-want +got):\n%s", diff)
 	}
 	if got, err := bk.Prune(false); err != nil || len(got) != 1 || got[0].Outcome != PruneRemoved {
@@ -504,5 +504,52 @@ func TestPruneLeavesSymlinkedBackup(t *testing.T) {
 	}
 	if reg, _ := bk.loadRegistry(); len(reg.Expired) != 1 {
 		t.Errorf("registry after Prune: %+v; want the link still registered", reg)
+	}
+}
+
+// TestListFindsDamagedStores: a backup whose store no longer matches its
+// manifest is listed damaged, as restore would refuse it: a file cut short
+// by its size, a flipped byte only with verify (which reads every file).
+// Both were listed complete, "restorable", because only the manifest's
+// presence was looked at.
+func TestListFindsDamagedStores(t *testing.T) {
+	const table = "000001.sst"
+	for _, tc := range []struct {
+		name, content string
+		verify        bool
+		state, note   string
+	}{
+		{"intact", "0123456789", true, BackupComplete, ""},
+		{"cut short", "01234", false, BackupDamaged, "its db holds 1 files, 5 bytes; its manifest lists 1 files, 10 bytes (restore refuses it)"},
+		{"flipped byte, no verify", "0123X56789", false, BackupComplete, ""},
+		{"flipped byte, verify", "0123X56789", true, BackupDamaged, "db/" + table + " does not match the checksum its manifest lists (restore refuses it)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dataDir, backup := t.TempDir(), filepath.Join(t.TempDir(), "b")
+			plantBackup(t, backup, t0, false, 0)
+			db := filepath.Join(backup, "db")
+			if err := os.MkdirAll(db, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			writeFile(t, filepath.Join(db, table), "0123456789")
+			sums, err := digests(db)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m, _ := json.Marshal(Manifest{Format: backupFormat, TakenAt: t0, ExpiresAt: t0.Add(BackupRetention), Bytes: 10, Files: 1, SHA256: sums})
+			writeFile(t, filepath.Join(backup, ManifestFile), string(m))
+			writeFile(t, filepath.Join(db, table), tc.content)
+			bk := NewBackups(dataDir, clock.NewFake(t0).Now, zerolog.Nop())
+			if err := bk.saveRegistry(&backupRegistry{Backups: []backupEntry{{Dir: backup, TakenAt: t0, Complete: true}}}); err != nil {
+				t.Fatal(err)
+			}
+			got := bk.List(tc.verify).Backups
+			if len(got) != 1 {
+				t.Fatalf("List: %d backups, want 1", len(got))
+			}
+			if diff := cmp.Diff([]string{tc.state, tc.note}, []string{got[0].State, got[0].Note}); diff != "" {
+				t.Errorf("state, note (-want +got):\n%s", diff)
+			}
+		})
 	}
 }

@@ -226,34 +226,46 @@ func (bk *Backups) readManifest(src string) (*Manifest, error) {
 // checksums (Manifest.SHA256) has each file checked; an older one only
 // the total size and count.
 func checkFiles(src string, m *Manifest) error {
-	db := filepath.Join(src, "db")
-	if size, files := dirSizeFiles(db); size != m.Bytes || files != m.Files {
-		return fmt.Errorf("%s is damaged: its db holds %d files, %d bytes; its manifest lists %d files, %d bytes (restore another backup)",
-			src, files, size, m.Files, m.Bytes)
-	}
-	if m.SHA256 == nil {
-		return nil
-	}
-	sums, err := digests(db)
+	damage, err := dbDamage(filepath.Join(src, "db"), m, true)
 	if err != nil {
 		return fmt.Errorf("backup %s cannot be read: %w", src, err)
 	}
-	names := make([]string, 0, len(m.SHA256)+len(sums))
+	if damage != "" {
+		return fmt.Errorf("%s is damaged: %s (restore another backup)", src, damage)
+	}
+	return nil
+}
+
+// dbDamage says how the backup store db differs from its manifest m ("" if
+// it does not): by its files' total size and count and, with sums, by each
+// file's checksum (when m has them). err: a file could not be read.
+func dbDamage(db string, m *Manifest, sums bool) (damage string, err error) {
+	if size, files := dirSizeFiles(db); size != m.Bytes || files != m.Files {
+		return fmt.Sprintf("its db holds %d files, %d bytes; its manifest lists %d files, %d bytes", files, size, m.Files, m.Bytes), nil
+	}
+	if !sums || m.SHA256 == nil {
+		return "", nil
+	}
+	got, err := digests(db)
+	if err != nil {
+		return "", err
+	}
+	names := make([]string, 0, len(m.SHA256)+len(got))
 	for name := range m.SHA256 {
 		names = append(names, name)
 	}
-	for name := range sums {
+	for name := range got {
 		if _, ok := m.SHA256[name]; !ok {
 			names = append(names, name)
 		}
 	}
 	sort.Strings(names)
 	for _, name := range names {
-		if sums[name] != m.SHA256[name] {
-			return fmt.Errorf("%s is damaged: db/%s does not match the checksum its manifest lists (restore another backup)", src, name)
+		if got[name] != m.SHA256[name] {
+			return fmt.Sprintf("db/%s does not match the checksum its manifest lists", name), nil
 		}
 	}
-	return nil
+	return "", nil
 }
 
 // checkTarget refuses a restore of src into dataDir when neither lies
