@@ -93,6 +93,33 @@ func (s *services) close() {
 	}
 }
 
+// quotaUsage adds to usage what tenant t took today (the UTC day of its
+// clock) of its daily quotas (quota_decisions_today, quota_events_today), and
+// returns a warning for each quota used up: the API answers 429
+// limite_excedido until the tenant's next midnight.
+func (s *services) quotaUsage(t *store.Tenant, usage map[string]any) (warnings []string, err error) {
+	now := t.Now(s.env.now())
+	for _, q := range []struct{ kind, key, name, route string }{
+		{engine.QuotaDecisions, "quota_decisions_today", "decision", "POST /v1/decisiones"},
+		{engine.QuotaEvents, "quota_events_today", "event", "POST /v1/eventos (new events)"},
+	} {
+		used, err := s.engine.Quotas.Used(t.ID, q.kind, now)
+		if err != nil {
+			return nil, fmt.Errorf("daily %s quota: %w", q.name, err)
+		}
+		usage[q.key] = used
+		limit := t.Settings.QuotaDecisionsDay
+		if q.kind == engine.QuotaEvents {
+			limit = t.Settings.QuotaEventsDay
+		}
+		if limit > 0 && used >= limit {
+			warnings = append(warnings, fmt.Sprintf("daily %s quota used up (%d of %d on %s, UTC day of the tenant clock): %s answers 429 limite_excedido until 00:00 UTC",
+				q.name, used, limit, now.UTC().Format(time.DateOnly), q.route))
+		}
+	}
+	return warnings, nil
+}
+
 // tenantStatus gathers usage, data quality and warnings for "tenant show".
 func (s *services) tenantStatus(t *store.Tenant) (usage, quality map[string]any, guard policy.GuardStatus, warnings []string, err error) {
 	creds := s.env.db.Credentials(t.ID)
@@ -111,6 +138,10 @@ func (s *services) tenantStatus(t *store.Tenant) (usage, quality map[string]any,
 		"credentials_active": active, "credentials_total": len(creds),
 		"policy_version": st.PoliticaVersion, "rewards_learned": st.RewardsLearned,
 		"catalog_version": st.CatalogVersion, "catalog_actions": st.CatalogActions,
+	}
+	quotaWarnings, err := s.quotaUsage(t, usage)
+	if err != nil {
+		return nil, nil, guard, nil, err
 	}
 	q := st.Quality
 	quality = map[string]any{
@@ -145,6 +176,7 @@ func (s *services) tenantStatus(t *store.Tenant) (usage, quality map[string]any,
 	if t.Settings.Paused {
 		warnings = append(warnings, "tenant paused: every API call answers 503 inquilino_pausado")
 	}
+	warnings = append(warnings, quotaWarnings...)
 	for _, st := range s.api.AbuseStates(t.ID) {
 		if st.Level > 0 {
 			last := st.Steps[len(st.Steps)-1]

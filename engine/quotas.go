@@ -131,6 +131,19 @@ func (q *Quotas) CheckQuota(t *store.Tenant, kind string, now time.Time) error {
 	return nil
 }
 
+// Used is how many units of kind tenant has taken on now's UTC day of
+// its clock (what the quota counts; replays, duplicates and refusals take
+// none), whatever its quota: the operator's view ("admin tenant show").
+func (q *Quotas) Used(tenant, kind string, now time.Time) (int64, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	c, err := q.get(quotaKey{tenant, kind, quotaDay(now)})
+	if err != nil {
+		return 0, err
+	}
+	return c.n, nil
+}
+
 // reserve takes n units of tenant t's daily quota of kind on now's day,
 // in one step with the check, so that concurrent callers never take more
 // than the quota: a DayLimitError (ErrQuota) when it has no room for all
