@@ -324,12 +324,15 @@ func TestTooLargeClosesConnection(t *testing.T) {
 	chunk := func(path string, n int) string { // one chunk over the limit, and the body never ends
 		return fmt.Sprintf("POST %s HTTP/1.1\r\nHost: x\r\n%sTransfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n", path, auth, n, strings.Repeat("a", n))
 	}
-	for _, tc := range []struct{ name, req string }{
-		{"events, declared", sized("/v1/eventos", eventsBody+1)},
-		{"events, chunked", chunk("/v1/eventos", eventsBody+1)},
-		{"decision, declared", sized("/v1/decisiones", smallBody+1)},
-		{"token, declared", sized("/v1/token", smallBody+1)},
-		{"token, chunked", chunk("/v1/token", smallBody+1)},
+	for _, tc := range []struct {
+		name, req string
+		limit     int // the route's limit, which the mensaje names
+	}{
+		{"events, declared", sized("/v1/eventos", eventsBody+1), eventsBody},
+		{"events, chunked", chunk("/v1/eventos", eventsBody+1), eventsBody},
+		{"decision, declared", sized("/v1/decisiones", smallBody+1), smallBody},
+		{"token, declared", sized("/v1/token", smallBody+1), smallBody},
+		{"token, chunked", chunk("/v1/token", smallBody+1), smallBody},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			conn, err := net.Dial("tcp", h.http.Listener.Addr().String())
@@ -344,8 +347,16 @@ func TestTooLargeClosesConnection(t *testing.T) {
 			if err != nil {
 				t.Fatalf("no answer while the body is still to come: %v", err)
 			}
+			var body struct{ Codigo, Mensaje string }
+			if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+				t.Errorf("413 body: %v", err)
+			}
 			io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
+			want := fmt.Sprintf("el cuerpo excede el tamaño máximo de %d bytes", tc.limit)
+			if diff := cmp.Diff(struct{ Codigo, Mensaje string }{"esquema_invalido", want}, body); diff != "" {
+				t.Errorf("413 body (-want +got):\n%s", diff)
+			}
 			conn.(*net.TCPConn).CloseWrite()
 			_, err = br.ReadByte()
 			if resp.StatusCode != http.StatusRequestEntityTooLarge || !resp.Close || err != io.EOF {

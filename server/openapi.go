@@ -107,7 +107,7 @@ var kindDocs = map[kind]string{
 	kindAlreadyConfirmed:    "The decision's execution was already confirmed.",
 	kindExpired:             "Confirmation after `caduca_en`.",
 	kindIdempotencyConflict: "Same `Idempotency-Key` with a different body (different content: bodies are compared as canonical JSON), or while the first request with that key is still running.",
-	kindTooLarge:            "Body over the route's size limit (see `x-max-body-bytes`).",
+	kindTooLarge:            "Body over the route's size limit (see `x-max-body-bytes`); `mensaje` names the limit in bytes.",
 	kindNotJSON:             "Body declared with a Content-Type other than `application/json` or `*+json` (an absent Content-Type is taken as JSON), or sent with a `Content-Encoding` other than `identity` (`campo` `Content-Encoding`: send bodies uncompressed).",
 	kindRateLimited:         "Rate limit (per credential, see `x-rate-limit`) or quota exceeded. Header `Retry-After` (integer seconds, at least 1).",
 	kindPaused:              "The operator paused the tenant. Header `Retry-After`.",

@@ -455,7 +455,7 @@ func readBody(c *call, max int64) error {
 		return err
 	}
 	if c.r.ContentLength > max {
-		return tooLarge(c)
+		return tooLarge(c, max)
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(c.w, c.r.Body, max))
 	if err != nil {
@@ -465,14 +465,15 @@ func readBody(c *call, max int64) error {
 	return nil
 }
 
-// tooLarge is the 413 of a body over its limit, declared or met while
-// reading. The connection is closed after the answer: the rest of the
-// body may still be on its way, and net/http would otherwise read up to
-// 256 KiB more of it (or wait for it until the read timeout) before
-// answering, to keep the connection.
-func tooLarge(c *call) error {
+// tooLarge is the 413 of a body over its limit of max bytes, declared or
+// met while reading; its mensaje names the limit, so that the caller knows
+// how far to cut the request. The connection is closed after the answer:
+// the rest of the body may still be on its way, and net/http would
+// otherwise read up to 256 KiB more of it (or wait for it until the read
+// timeout) before answering, to keep the connection.
+func tooLarge(c *call, max int64) error {
 	c.w.Header().Set("Connection", "close")
-	return errKind(kindTooLarge)
+	return &apiError{kind: kindTooLarge, msg: fmt.Sprintf("%s de %d bytes", errorTable[kindTooLarge].msg, max)}
 }
 
 // encodedBody refuses a request body sent with a Content-Encoding other
@@ -501,7 +502,7 @@ func encodedBody(r *http.Request) error {
 func bodyError(c *call, err error) error {
 	var mbe *http.MaxBytesError
 	if errors.As(err, &mbe) {
-		return tooLarge(c)
+		return tooLarge(c, mbe.Limit)
 	}
 	c.w.Header().Set("Connection", "close")
 	c.readTimedOut = errors.Is(err, os.ErrDeadlineExceeded)

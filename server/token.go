@@ -286,7 +286,7 @@ func (s *Server) readTokenForm(c *call) (*tokenRequest, error) {
 		return nil, err
 	}
 	if c.r.ContentLength > smallBody {
-		return nil, tooLarge(c)
+		return nil, tooLarge(c, smallBody)
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(c.w, c.r.Body, smallBody))
 	if err != nil {
