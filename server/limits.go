@@ -1,6 +1,7 @@
 package server
 
 import (
+	"fmt"
 	"math"
 	"sync"
 	"time"
@@ -154,4 +155,23 @@ func (l *limiter) exhausted(id string, class limitClass, now time.Time) (empty b
 	}
 	wait := (1 - tokens) / float64(b.Limit())
 	return true, max(1, int(math.Ceil(wait)))
+}
+
+// rateLimited is the 429 of a request over the bucket of class, at the
+// rate scaled by factor (the brake), to be retried after wait seconds. Its
+// mensaje names the limit the request met, so that a caller can tell it
+// from the daily limits, which name theirs.
+func rateLimited(class limitClass, factor float64, wait int) *apiError {
+	r := classRates[class]
+	rate, burst := r.perSecond*factor, max(1, int(float64(r.burst)*factor))
+	var msg string
+	switch class {
+	case classToken:
+		msg = "límite de solicitudes de token del client_id excedido (%g por segundo, ráfaga %d)"
+	case classTokenFailure:
+		msg = "límite de solicitudes de token fallidas desde esta dirección excedido (%g por segundo, ráfaga %d)"
+	default:
+		msg = "límite de peticiones de la credencial en esta ruta excedido (%g por segundo, ráfaga %d)"
+	}
+	return &apiError{kind: kindRateLimited, retryAfter: wait, msg: fmt.Sprintf(msg, rate, burst) + "; reintente tras Retry-After segundos"}
 }

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
@@ -10,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 // TestLimiterNoReset: 200k made-up ids do not reset the limit of a real
@@ -254,4 +257,67 @@ func TestTokenBasicAndBodyCredentials(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestRateLimitNamesItsLimit: a 429 of a rate limit says in its mensaje
+// which limit it met (the route's rate and burst, scaled under the brake;
+// the token endpoint's per client_id; failed token requests per address),
+// and its Retry-After lets the next request through.
+func TestRateLimitNamesItsLimit(t *testing.T) {
+	h, tok, _, g := newAbuseHarness(t)
+	braked := h.token("acme", "decisiones:pedir")
+	brakedID, _ := h.credential("acme", "decisiones:pedir")
+	stepToCuarentena(t, g, brakedID)
+	cid, secret := h.credential("acme", "eventos:publicar")
+	decision := map[string]any{"cliente_ref": "x", "contexto": map[string]any{}} // 422: the limit comes first
+	for _, tc := range []struct {
+		name string
+		call func() (int, map[string]any)
+		want string
+	}{
+		{"events", func() (int, map[string]any) {
+			return h.do("POST", "/v1/eventos", tok, map[string]any{"eventos": []any{}})
+		}, "límite de peticiones de la credencial en esta ruta excedido (20 por segundo, ráfaga 40); reintente tras Retry-After segundos"},
+		{"decisions, braked", func() (int, map[string]any) {
+			return h.do("POST", "/v1/decisiones", braked, decision)
+		}, "límite de peticiones de la credencial en esta ruta excedido (12.5 por segundo, ráfaga 25); reintente tras Retry-After segundos"},
+		{"token", func() (int, map[string]any) {
+			w := tokenCall(h, "198.51.100.1:5000", cid, secret)
+			return w.Code, decodeObject(t, w.Body.Bytes())
+		}, "límite de solicitudes de token del client_id excedido (10 por segundo, ráfaga 20); reintente tras Retry-After segundos"},
+		{"token failures", func() (int, map[string]any) {
+			w := tokenCall(h, "203.0.113.7:4000", cid, "wrong")
+			return w.Code, decodeObject(t, w.Body.Bytes())
+		}, "límite de solicitudes de token fallidas desde esta dirección excedido (1 por segundo, ráfaga 20); reintente tras Retry-After segundos"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var st int
+			var body map[string]any
+			for range 200 {
+				if st, body = tc.call(); st == http.StatusTooManyRequests {
+					break
+				}
+			}
+			type answer struct {
+				Status          int
+				Codigo, Mensaje any
+			}
+			if diff := cmp.Diff(answer{429, "limite_excedido", tc.want}, answer{st, body["codigo"], body["mensaje"]}); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+			h.clock.Advance(time.Second) // Retry-After: 1
+			if st, _ := tc.call(); st == http.StatusTooManyRequests {
+				t.Errorf("after Retry-After: still 429")
+			}
+		})
+	}
+}
+
+func decodeObject(t *testing.T, b []byte) map[string]any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatalf("%v: %s", err, b)
+	}
+	return m
 }

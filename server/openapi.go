@@ -109,7 +109,7 @@ var kindDocs = map[kind]string{
 	kindIdempotencyConflict: "Same `Idempotency-Key` with a different body (different content: bodies are compared as canonical JSON), or while the first request with that key is still running.",
 	kindTooLarge:            "Body over the route's size limit (see `x-max-body-bytes`); `mensaje` names the limit in bytes.",
 	kindNotJSON:             "Body declared with a Content-Type other than `application/json` or `*+json` (an absent Content-Type is taken as JSON), or sent with a `Content-Encoding` other than `identity` (`campo` `Content-Encoding`: send bodies uncompressed).",
-	kindRateLimited:         "Rate limit (per credential, see `x-rate-limit`) or quota exceeded. Header `Retry-After` (integer seconds, at least 1).",
+	kindRateLimited:         "Rate limit (per credential, see `x-rate-limit`) or quota exceeded; `mensaje` says which limit (a rate limit names its rate and burst). Header `Retry-After` (integer seconds, at least 1).",
 	kindPaused:              "The operator paused the tenant. Header `Retry-After`.",
 	kindInternal:            "Internal error. The body carries `trace_id` and never internal details.",
 	kindStorageFull:         "The data dir's file system is below its reserve of free space (`serve --disk-reserve`): writes are refused, reads, exports and deletions go on, and writes resume by themselves when space comes back. Header `Retry-After`.",

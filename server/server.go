@@ -376,7 +376,7 @@ func (s *Server) serve(rt route, c *call) error {
 		}
 		if factor > 0 {
 			if ok, wait := s.limits.allow(c.clientID, rt.class, c.start, factor); !ok {
-				return &apiError{kind: kindRateLimited, retryAfter: wait}
+				return rateLimited(rt.class, factor, wait)
 			}
 		}
 		if rt.quota != "" {

@@ -110,7 +110,7 @@ func (s *Server) issueToken(c *call) error {
 	// budget gets no further checks until the budget refills).
 	addr := s.clientAddress(c.r)
 	if empty, wait := s.tokenFailures.exhausted(addr, classTokenFailure, c.start); empty {
-		return &apiError{kind: kindRateLimited, retryAfter: wait}
+		return rateLimited(classTokenFailure, 1, wait)
 	}
 	cred, known := s.DB.Credential(req.clientID)
 	check := cred
@@ -123,7 +123,7 @@ func (s *Server) issueToken(c *call) error {
 		return &apiError{kind: kindUnauthenticated, basic: req.basic}
 	}
 	if ok, wait := s.limits.allow("token:"+cred.ClientID, classToken, c.start, 1); !ok {
-		return &apiError{kind: kindRateLimited, retryAfter: wait}
+		return rateLimited(classToken, 1, wait)
 	}
 	// A scope this release does not know (stored by a newer one, say) is
 	// not granted: the token carries the others, not a 500.
