@@ -61,6 +61,16 @@ import (
 // minute, or by the sweep that any request runs once a minute, so a flood
 // followed by silence is judged as well.
 //
+// Steps below suspension wear off: a credential that took no step for
+// CoolDown (so saw no anomaly for most of it: a pending one steps within
+// StepInterval) goes down one level, a step recorded with its reason, and
+// one more for each further CoolDown without one. A pattern that is normal
+// for a caller but reads as an anomaly each time, such as a nightly upload
+// at the rate limit after a quiet day (a peak every night: the usual rate
+// is an EWMA of the minutes it was active), then holds it at aviso instead
+// of walking it up a step a night to suspension. Suspension does not wear
+// off: the operator clears it.
+//
 // The operator clears a credential with "admin abuse clear CLIENT_ID".
 type AbuseConfig struct {
 	PeakFactor        float64
@@ -71,6 +81,7 @@ type AbuseConfig struct {
 	UnconfirmedMin    int
 	UnconfirmedSample int
 	StepInterval      time.Duration
+	CoolDown          time.Duration // without a step for this long, a level below suspension goes down one
 	BrakeFactor       float64
 }
 
@@ -78,7 +89,7 @@ type AbuseConfig struct {
 func DefaultAbuseConfig() AbuseConfig {
 	return AbuseConfig{PeakFactor: 10, MinPeak: 600, ErrorRatio: 0.5, MinRequests: 100,
 		UnconfirmedRatio: 0.9, UnconfirmedMin: 200, UnconfirmedSample: 2000,
-		StepInterval: 10 * time.Minute, BrakeFactor: 0.25}
+		StepInterval: 10 * time.Minute, CoolDown: 6 * time.Hour, BrakeFactor: 0.25}
 }
 
 // Abuse levels.
@@ -402,7 +413,44 @@ func (g *abuseGuard) sweep(now time.Time) {
 			g.judgeSends(u, now)
 			g.maybeStep(u, now)
 		}
+		g.coolDown(u, now)
 	}
+}
+
+// coolDown takes u down one level per CoolDown it spent without a step
+// (and without a pending anomaly), below suspension, as one recorded step
+// queued to be stored as the steps up are.
+func (g *abuseGuard) coolDown(u *credUse, now time.Time) {
+	lvl := u.state.Level
+	if lvl == levelNormal || lvl >= levelSuspension || u.pending != "" || g.cfg.CoolDown <= 0 || u.lastStep.IsZero() {
+		return
+	}
+	k := int(now.Sub(u.lastStep) / g.cfg.CoolDown)
+	if k < 1 {
+		return
+	}
+	u.state.Level = max(levelNormal, lvl-k)
+	u.lastStep = now
+	if u.state.Level == levelNormal {
+		u.lastStep = time.Time{} // as a clearance: the next anomaly steps at once
+	}
+	reason := fmt.Sprintf("sin anomalías en %g h", g.cfg.CoolDown.Hours())
+	u.state.Steps = appendStep(u.state.Steps, AbuseStep{At: now.UTC(), Level: levelNames[u.state.Level], Reason: reason})
+	g.log.Info().Str("tenant", u.tenant).Str("client_id", u.state.ClientID).Str("step", levelNames[u.state.Level]).Str("reason", reason).Msg("abuse step down")
+	g.queue(u, flagKept)
+}
+
+// maxSteps is how many steps a state keeps, the latest: a caller held at
+// aviso by a nightly pattern records two a day.
+const maxSteps = 100
+
+// appendStep appends s to steps, keeping the latest maxSteps.
+func appendStep(steps []AbuseStep, s AbuseStep) []AbuseStep {
+	steps = append(steps, s)
+	if len(steps) > maxSteps {
+		steps = slices.Clone(steps[len(steps)-maxSteps:])
+	}
+	return steps
 }
 
 // issued follows a coupon send that clientID got (a replay of a followed
@@ -512,7 +560,7 @@ func (g *abuseGuard) maybeStep(u *credUse, now time.Time) {
 	u.pending = ""
 	u.state.Level++
 	u.lastStep = now
-	u.state.Steps = append(u.state.Steps, AbuseStep{At: now.UTC(), Level: levelNames[u.state.Level], Reason: reason})
+	u.state.Steps = appendStep(u.state.Steps, AbuseStep{At: now.UTC(), Level: levelNames[u.state.Level], Reason: reason})
 	// The step goes in "step" (as in coupond_abuse_escalations_total): the
 	// log's own "level" is the line's severity, and a second "level" key
 	// made log tools read the line at level "aviso" or "suspension".
@@ -561,7 +609,7 @@ func (s *Server) ClearAbuse(clientID string, now time.Time) (*AbuseState, error)
 		u = g.use(cred.Tenant, clientID)
 	}
 	u.state.Level = levelNormal
-	u.state.Steps = append(u.state.Steps, AbuseStep{At: now.UTC(), Level: levelNames[levelNormal], Reason: "despejado por el operador"})
+	u.state.Steps = appendStep(u.state.Steps, AbuseStep{At: now.UTC(), Level: levelNames[levelNormal], Reason: "despejado por el operador"})
 	u.lastStep, u.pending = time.Time{}, ""
 	g.queue(u, flagLift)
 	ws, st := g.writes, g.writes[len(g.writes)-1].state

@@ -504,3 +504,81 @@ func TestAbusePendingHeldOnce(t *testing.T) {
 		t.Errorf("steps (-want +got):\n%s", diff)
 	}
 }
+
+// TestAbuseNightlyUploadStaysAtAviso: a caller quiet by day (a few
+// requests a minute) that uploads its events each night at the route's
+// rate limit reads as a peak every night. The steps wear off after
+// CoolDown without one, so five nights hold it at aviso; without that it
+// walked up a step a night, to quarantined events by the third and a
+// suspended credential by the fourth.
+func TestAbuseNightlyUploadStaysAtAviso(t *testing.T) {
+	_, _, id, g := newAbuseHarness(t)
+	at := testStart
+	minute := func(n int) {
+		for range n {
+			g.observe("acme", id, 200, at)
+		}
+		at = at.Add(time.Minute)
+	}
+	var nights []string
+	for range 5 {
+		for range 60 { // an active hour by day: 5 requests a minute
+			minute(5)
+		}
+		at = at.Add(12 * time.Hour) // quiet until the night
+		for range 20 {              // the upload: 20 requests a second
+			minute(1200)
+		}
+		minute(1) // closes the last upload minute
+		nights = append(nights, levelNames[g.level(id)])
+		at = at.Add(10 * time.Hour)
+	}
+	if diff := cmp.Diff([]string{"aviso", "aviso", "aviso", "aviso", "aviso"}, nights); diff != "" {
+		t.Errorf("level after each night (-want +got):\n%s", diff)
+	}
+}
+
+// TestAbuseCoolDown: a level below suspension goes down one per CoolDown
+// without a step, each recorded with its reason and kept across a
+// restart; a suspension stays until the operator clears it.
+func TestAbuseCoolDown(t *testing.T) {
+	h, _, id, g := newAbuseHarness(t)
+	stepToCuarentena(t, g, id)
+	cool := DefaultAbuseConfig().CoolDown
+	last := testStart.Add(2 * DefaultAbuseConfig().StepInterval) // the third step
+	g.observe("acme", id, 200, last.Add(cool-time.Minute))
+	if got := levelNames[g.level(id)]; got != "cuarentena" {
+		t.Fatalf("before CoolDown: %s, want cuarentena", got)
+	}
+	g.observe("acme", id, 200, last.Add(cool+time.Minute))
+	if got := levelNames[g.level(id)]; got != "freno" {
+		t.Fatalf("after CoolDown: %s, want freno", got)
+	}
+	g.observe("acme", id, 200, last.Add(3*cool+2*time.Minute)) // two more CoolDowns at once
+	st := h.srv.AbuseStates("acme")
+	if len(st) != 1 || st[0].Level != levelNormal {
+		t.Fatalf("after three CoolDowns: %+v, want normal", st)
+	}
+	steps := st[0].Steps[3:]
+	want := []AbuseStep{
+		{At: last.Add(cool + time.Minute).UTC(), Level: "freno", Reason: "sin anomalías en 6 h"},
+		{At: last.Add(3*cool + 2*time.Minute).UTC(), Level: "normal", Reason: "sin anomalías en 6 h"},
+	}
+	if diff := cmp.Diff(want, steps); diff != "" {
+		t.Errorf("recorded steps down (-want +got):\n%s", diff)
+	}
+	g2 := newAbuseGuard(DefaultAbuseConfig(), h.db, h.srv.log, nil)
+	if got := g2.creds[id].state; got.Level != levelNormal || len(got.Steps) != 5 {
+		t.Errorf("after reload: level %d, %d steps; want normal, 5", got.Level, len(got.Steps))
+	}
+
+	at := last.Add(4 * cool)
+	for range 4 {
+		g.signal("acme", id, "recarga: prueba", at)
+		at = at.Add(DefaultAbuseConfig().StepInterval)
+	}
+	g.observe("acme", id, 200, at.Add(10*cool))
+	if got := levelNames[g.level(id)]; got != "suspension" {
+		t.Errorf("a suspension after 10 CoolDowns: %s, want suspension (the operator clears it)", got)
+	}
+}
