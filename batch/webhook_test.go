@@ -690,3 +690,50 @@ func TestDeleteDropsPendingDeliveries(t *testing.T) {
 		})
 	}
 }
+
+// TestDamagedWebhookRecordsQuarantined: a queued message or a registration
+// that does not decode is moved to quarantine (contract §8), the message
+// counted dropped and the registration read as none, and the rest go on:
+// the damaged message was skipped at every pass, never reported, and a
+// damaged registration stopped every pass with an error.
+func TestDamagedWebhookRecordsQuarantined(t *testing.T) {
+	e := newJobEnv(t, storefs.Mem(), "db", 2, -1)
+	var got []string
+	rc := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		got = append(got, r.Header.Get("webhook-id"))
+		rw.WriteHeader(http.StatusNoContent)
+	}))
+	t.Cleanup(rc.Close)
+	w := NewWebhooks(e.db, NewDeliverer(DelivererConfig{AllowPrivate: true}), zerolog.Nop(), e.clock.Now, 1)
+	w.QuarantineInto(e.eng.Records().Quarantine)
+	if _, err := w.Register("acme", rc.URL, []string{EventLoteCompletado}, jobsStart); err != nil {
+		t.Fatal(err)
+	}
+	done := jobsStart
+	if err := w.Enqueue(&Job{ID: "lote_bueno", Tenant: "acme", CampanaID: "camp", Estado: api.EstadoCompletado, CompletadoEn: &done}); err != nil {
+		t.Fatal(err)
+	}
+	put := func(key []byte, v string) {
+		b := e.db.NewBatch()
+		defer b.Close()
+		b.Set(key, []byte(v))
+		if err := b.Commit(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put(store.WebhookDeliveryKey("acme", jobsStart.Add(-time.Second), "msg_roto"), `{"id": "msg_roto", "bo`)
+	if n := w.DeliverDue(t.Context()); n != 1 || len(got) != 1 {
+		t.Fatalf("first pass: %d attempts, delivered %q; want the sound message alone", n, got)
+	}
+	put(store.WebhookKey("acme"), `{"url": 7}`)
+	if reg, err := w.Registration("acme"); reg != nil || err != nil {
+		t.Errorf("damaged registration: %+v, %v; want none, no error", reg, err)
+	}
+	q, err := e.eng.Quarantine.Quarantined("acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(q) != 2 {
+		t.Errorf("quarantined %d records, want 2 (the message and the registration): %+v", len(q), q)
+	}
+}

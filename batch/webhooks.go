@@ -1,9 +1,11 @@
 package batch
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	mathrand "math/rand/v2"
 	"slices"
 	"sync"
@@ -52,6 +54,9 @@ type Webhooks struct {
 	slots    chan struct{} // bounds the tenant passes running at once
 	obs      Observer
 	counters *engine.Counters
+	// quarantine moves a record that does not decode out of the way
+	// (QuarantineInto); nil: it is only logged and skipped.
+	quarantine func(tenant string, key, v []byte, cause error) error
 	// postponed is set while the queue cannot record attempts (a full
 	// disk): the postponement is logged once, not on every pass.
 	postponed atomic.Bool
@@ -95,9 +100,42 @@ func (w *Webhooks) Delete(tenant string) error {
 	return b.Commit()
 }
 
-// Registration returns the tenant's webhook, or nil.
+// QuarantineInto makes the service hand the records it cannot decode (a
+// registration, a queued message) to fn, engine.Records.Quarantine, as
+// every reader of stored records does (contract section 8).
+func (w *Webhooks) QuarantineInto(fn func(tenant string, key, v []byte, cause error) error) {
+	w.quarantine = fn
+}
+
+// Registration returns the tenant's webhook, or nil. One that does not
+// decode is quarantined and read as none: the tenant registers again, and
+// its jobs complete meanwhile without a notification.
 func (w *Webhooks) Registration(tenant string) (*Registration, error) {
-	return store.LoadJSON[Registration](w.db, webhookKey(tenant))
+	key := webhookKey(tenant)
+	v, err := w.db.Get(key)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var r Registration
+	if err := json.Unmarshal(v, &r); err != nil {
+		w.damaged(tenant, key, v, fmt.Errorf("webhook registration: %w", err))
+		return nil, nil
+	}
+	return &r, nil
+}
+
+// damaged logs the record at key that does not decode and quarantines it.
+func (w *Webhooks) damaged(tenant string, key, v []byte, cause error) {
+	w.log.Warn().Str("tenant", tenant).Str("error", cause.Error()).Msg("damaged webhook record: quarantined and skipped")
+	if w.quarantine == nil {
+		return
+	}
+	if err := w.quarantine(tenant, key, v, cause); err != nil {
+		w.log.Error().Err(err).Str("tenant", tenant).Msg("quarantine of a damaged webhook record")
+	}
 }
 
 // Enqueue queues lote.completado for a completed job if the tenant has a
@@ -226,17 +264,30 @@ type dueItem struct {
 	q   queued
 }
 
-// due returns tenant's messages due now, oldest first.
+// due returns tenant's messages due now, oldest first. One that does not
+// decode is quarantined (counted dropped): it was skipped at every pass,
+// never reported.
 func (w *Webhooks) due(tenant string) []dueItem {
 	lo, hi := store.WebhookDueSpan(tenant, w.now())
 	var due []dueItem
+	type bad struct {
+		key, v []byte
+		err    error
+	}
+	var damaged []bad
 	w.db.Scan(lo, hi, func(k, v []byte) error {
 		var q queued
-		if json.Unmarshal(v, &q) == nil {
-			due = append(due, dueItem{append([]byte(nil), k...), q})
+		if err := json.Unmarshal(v, &q); err != nil {
+			damaged = append(damaged, bad{bytes.Clone(k), bytes.Clone(v), fmt.Errorf("queued webhook message: %w", err)})
+			return nil
 		}
+		due = append(due, dueItem{bytes.Clone(k), q})
 		return nil
 	})
+	for _, d := range damaged { // out of the scan: quarantine writes
+		w.damaged(tenant, d.key, d.v, d.err)
+		w.count(tenant, "dropped")
+	}
 	return due
 }
 

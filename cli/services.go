@@ -64,6 +64,7 @@ func newServices(_ context.Context, e *env, opt serviceOptions) (*services, erro
 	hooks := batch.NewWebhooks(e.db, batch.NewDeliverer(batch.DelivererConfig{AllowPrivate: opt.webhookAllowPrivate}),
 		e.log, e.now, uint64(e.now().UnixNano()))
 	hooks.CountInto(eng.Counters())
+	hooks.QuarantineInto(eng.Records().Quarantine)
 	runner := batch.NewRunner(batch.RunnerConfig{
 		DB: e.db, Engine: eng, Log: e.log, Dir: e.resultsPath(), Now: e.now,
 		Signer: signer, Webhooks: hooks, ResumedAfterFullDisk: opt.resumedAfterFullDisk,
