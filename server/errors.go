@@ -226,7 +226,8 @@ var secretMarkers = []string{"cs_", "ct1.", "ct2.", "whsec_"}
 const secretMarkerTail = 16
 
 // looksSecret reports whether s holds a secret coupond issued, by its
-// shape, whatever member carried it: a marker of secretMarkers followed by
+// shape, whatever member carried it: a marker of secretMarkers, not inside
+// a word, followed by
 // at least secretMarkerTail characters of the base64 alphabets, so that
 // a misnamed client_secret ("clientSecret", "secret") or a token sent in
 // a body is not echoed either (contract section 8).
@@ -237,7 +238,12 @@ func looksSecret(s string) bool {
 			if i < 0 {
 				break
 			}
+			// A marker inside a word ("docs_…", "metrics_…") begins none.
+			word := i > 0 && isAlnum(rest[i-1])
 			rest = rest[i+len(m):]
+			if word {
+				continue
+			}
 			n := 0
 			for n < len(rest) && n < secretMarkerTail && isBase64Char(rest[n]) {
 				n++
@@ -248,6 +254,11 @@ func looksSecret(s string) bool {
 		}
 	}
 	return false
+}
+
+// isAlnum reports whether c is an ASCII letter or digit.
+func isAlnum(c byte) bool {
+	return c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9'
 }
 
 // isBase64Char reports whether c belongs to base64 or base64url.

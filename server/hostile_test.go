@@ -155,6 +155,28 @@ func TestValidationNeverEchoesSecretValues(t *testing.T) {
 	}
 }
 
+// TestLooksSecret: a secret's marker counts at the start of a string or
+// after a non-alphanumeric character, not inside a word, so a value such
+// as a cliente_ref "docs_…" is echoed as sent.
+func TestLooksSecret(t *testing.T) {
+	for _, tc := range []struct {
+		s    string
+		want bool
+	}{
+		{"cs_W2CJbSjcsC1vXNWc2a5gtsteI0QRuGSxUZ7lzZVj0sU", true},
+		{"Bearer ct2.W2CJbSjcsC1vXNWc2a5gts", true},
+		{"x:whsec_Jwo9cxyZX3ApBrs3m38VAE", true},
+		{"docs_W2CJbSjcsC1vXNWc2a5gtsteI0", false},
+		{"metrics_W2CJbSjcsC1vXNWc2a5gtsteI0", false},
+		{"cs_short", false},
+		{"docs_x cs_W2CJbSjcsC1vXNWc2a5gts", true},
+	} {
+		if got := looksSecret(tc.s); got != tc.want {
+			t.Errorf("looksSecret(%q) = %v, want %v", tc.s, got, tc.want)
+		}
+	}
+}
+
 // TestControlCharacters: free text refuses control characters other than
 // tab and newline, with a 422 or, inside POST /v1/eventos, a per-event
 // esquema_invalido.
