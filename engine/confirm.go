@@ -166,6 +166,9 @@ func (k confirmCall) once(waitLearner bool) (string, error) {
 		return "", errRewardDue
 	}
 	c.applyTo(r, now)
+	if r.Estado == EstadoModificada {
+		r.CostoEnvioCents = sendCost(ts.catalog.Load(), *r.AccionReal)
+	}
 	released, sent, err := e.Campaigns.confirmedSends(ts, tenant, r)
 	if err != nil {
 		return "", err
@@ -183,6 +186,20 @@ func (k confirmCall) once(waitLearner bool) (string, error) {
 	}
 	e.counters.confirmed(tenant, r)
 	return r.Estado, nil
+}
+
+// sendCost is the sending cost in cents of action id of cat, as a
+// DecisionRecord keeps it: 0 for action 0, nil for an action cat does not
+// hold.
+func sendCost(cat *Catalog, id int) *int64 {
+	if id == 0 {
+		return new(int64)
+	}
+	if a := cat.Action(id); a != nil {
+		c := a.CostoEnvioCents // a copy: the catalog is shared
+		return &c
+	}
+	return nil
 }
 
 // applyTo records c in r, the pending decision it confirms, at now.

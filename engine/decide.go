@@ -522,6 +522,10 @@ func (e *Engine) fitBudget(ts *tenantState, tenant, campana string, sc *scored, 
 // into rec.
 func recordChoice(rec *DecisionRecord, cust *customer, sc *scored, probs []float64, idx, top int) {
 	rec.Accion = sc.cands[idx].id
+	rec.CostoEnvioCents = new(int64)
+	if a := sc.cands[idx].action; a != nil {
+		*rec.CostoEnvioCents = a.CostoEnvioCents
+	}
 	rec.Propension = probs[idx]
 	rec.Explorado = idx != top
 	if top >= 0 {

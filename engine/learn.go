@@ -612,7 +612,7 @@ func (e *Learner) logGuard(tenant string, ev policy.GuardEvent, g policy.GuardSt
 
 // reward is a decision's final reward in cents: the customer's purchase
 // margin in the reward window w, minus the sending cost of the action if
-// it was sent, minus the opt-out penalty if a BAJA comunicaciones fell in
+// it was sent (the cost it had then, DecisionRecord.CostoEnvioCents), minus the opt-out penalty if a BAJA comunicaciones fell in
 // it; and the window's outcome for the model's learning target
 // (policy.Model.Target).
 func (e *Learner) reward(t *store.Tenant, r *DecisionRecord, w windowSums) (int64, policy.Outcome) {
@@ -624,7 +624,11 @@ func (e *Learner) reward(t *store.Tenant, r *DecisionRecord, w windowSums) (int6
 	if r.Estado == EstadoModificada && r.AccionReal != nil {
 		sent = *r.AccionReal
 	}
-	if sent != 0 {
+	switch {
+	case sent == 0:
+	case r.CostoEnvioCents != nil: // the cost when it was sent
+		reward = featAdd(reward, -*r.CostoEnvioCents)
+	default: // an older record: the catalog in force
 		if cat := e.catalogOf(t.ID); cat != nil {
 			if a := cat.Action(sent); a != nil {
 				reward = featAdd(reward, -a.CostoEnvioCents)

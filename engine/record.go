@@ -63,6 +63,12 @@ type DecisionRecord struct {
 	// expiry); for a modificada one, accion_real's, which it counts instead
 	// (0 when accion_real is 0 or its campaign undefined).
 	BudgetCents int64 `json:"budget_cents,omitempty"`
+	// CostoEnvioCents is the sending cost of the coupon sent as the catalog
+	// had it when it was sent: the decided action's at decision time (0 for
+	// action 0), accion_real's at a modificada confirmation. The reward
+	// subtracts it, whatever the catalog says by then (a coupon left out or
+	// repriced since). Nil in older records: the reward reads the catalog.
+	CostoEnvioCents *int64 `json:"costo_envio_cents,omitempty"`
 
 	// Execution confirmation.
 	Estado        string     `json:"estado_ejecucion,omitempty"`

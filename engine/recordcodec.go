@@ -47,6 +47,7 @@ const (
 	// without it (an older record) Anulada is read from motivo_rechazo
 	// (legacyVoided).
 	flagVoidKnown byte = 32
+	flagCosto     byte = 64 // CostoEnvioCents follows Downs
 )
 
 // errRecord reports a damaged stored decision record.
@@ -99,6 +100,9 @@ func appendRecord(b []byte, r *DecisionRecord) []byte {
 	if len(r.Downs) > 0 {
 		f2 |= flagDowns
 	}
+	if r.CostoEnvioCents != nil {
+		f2 |= flagCosto
+	}
 	b = append(b, f, f2)
 	b = binAppendTime(b, r.CaducaEn)
 	b = binAppendString(b, r.Motivo)
@@ -134,6 +138,9 @@ func appendRecord(b []byte, r *DecisionRecord) []byte {
 	}
 	if len(r.Downs) > 0 {
 		b = appendFloats(b, r.Downs)
+	}
+	if r.CostoEnvioCents != nil {
+		b = binary.AppendVarint(b, *r.CostoEnvioCents)
 	}
 	return b
 }
@@ -297,6 +304,10 @@ func unmarshalRecord(b []byte, r *DecisionRecord) error {
 	}
 	if f2&flagDowns != 0 {
 		r.Downs = recordFloats(&d)
+	}
+	if f2&flagCosto != 0 {
+		v := d.varint()
+		r.CostoEnvioCents = &v
 	}
 	if !d.done() {
 		return errRecord
