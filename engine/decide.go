@@ -557,12 +557,23 @@ func choiceMotive(cat *Catalog, rec *DecisionRecord, reason string, chosen int) 
 	case reason != "" && chosen == 0:
 		return reason
 	case rec.Explorado:
-		return "exploración: " + cat.ActionName(chosen) + " elegida con probabilidad " + strconv.FormatFloat(rec.Propension, 'f', 3, 64)
+		return "exploración: " + cat.ActionName(chosen) + " elegida con probabilidad " + motiveProb(rec.Propension)
 	case chosen == 0:
 		return "la política espera más margen sin enviar cupón"
 	default:
 		return "mayor margen esperado: " + cat.ActionName(chosen)
 	}
+}
+
+// motiveProb writes a propensity for a motivo: three decimals, or three
+// significant digits below 0.001, so that a drawn action never reads as
+// drawn with probability 0.000.
+func motiveProb(p float64) string {
+	prec := 3
+	if p > 0 && p < 0.001 {
+		prec = 2 - int(math.Floor(math.Log10(p)))
+	}
+	return strconv.FormatFloat(p, 'f', prec, 64)
 }
 
 // spendBudget counts a send of action against camp's budget, in b. The
