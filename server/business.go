@@ -99,6 +99,7 @@ type guardReading struct {
 	policy           float64 // the policy's estimated value, MXN per decision
 	estimated        bool    // a reward was learned: policy is an estimate
 	vsBaseline       float64 // the smallest policy value minus a baseline's; 0 without any
+	vsBaselineZ      float64 // the smallest of those differences over its standard error; 0 without any
 }
 
 // Decision outcomes (label outcome of coupond_decisions_total).
@@ -325,6 +326,9 @@ func (s *Server) watchTenants() {
 		tenantGauge{name: "coupond_policy_value_vs_baseline", min: true,
 			help:  "The learned policy's estimated value minus its best baseline's (never-send or one action; doubly robust, MXN per decision, faded over about a window); 0 before any estimate; without the tenant label, the smallest.",
 			value: guard(func(g guardReading) float64 { return g.vsBaseline })},
+		tenantGauge{name: "coupond_policy_value_vs_baseline_z", min: true,
+			help:  "The smallest of the learned policy's estimated value minus a baseline's, in standard errors of that difference (below -2: a baseline earns more with confidence; a baseline seldom sent reads near 0 however large its difference); 0 before any estimate; without the tenant label, the smallest.",
+			value: guard(func(g guardReading) float64 { return g.vsBaselineZ })},
 		tenantGauge{name: "coupond_policy_gate_open",
 			help:  "1 while the tenant's send gate is open: the model's coupon choices beat never-send with confidence and are sent to all but the never-send share (0 while they are tested or the guard holds never-send); without the tenant label, the number of such tenants.",
 			value: guard(func(g guardReading) float64 { return boolGauge(g.gateOpen) })},
@@ -353,6 +357,9 @@ func (s *Server) readTenant(tenant string) tenantReading {
 	for i, b := range g.Baselines {
 		if i == 0 || b.Diff < r.guard.vsBaseline {
 			r.guard.vsBaseline = b.Diff
+		}
+		if b.SE != nil && *b.SE > 0 && b.Diff / *b.SE < r.guard.vsBaselineZ {
+			r.guard.vsBaselineZ = b.Diff / *b.SE
 		}
 	}
 	r.quarantined = s.QuarantineCount(tenant)

@@ -111,3 +111,27 @@ func grepLines(text, s string) string {
 	}
 	return strings.Join(out, "\n")
 }
+
+// TestPolicyValueVsBaselineZ: coupond_policy_value_vs_baseline_z, which the
+// example alert reads, is the smallest difference in its standard errors:
+// a baseline that earns more by a little with a wide error (a coupon seldom
+// sent) reads near 0, where the difference alone read below 0 and fired
+// the alert on noise; one that earns more with confidence reads below -2.
+func TestPolicyValueVsBaselineZ(t *testing.T) {
+	option := func(d, sd float64) map[string]any { // 4 decisions of mean d and SD sd (cents)
+		return map[string]any{"w": 4, "w2": 4, "v": 1000, "d": 4 * d, "d2": 4 * (d*d + sd*sd)}
+	}
+	h := newHarness(t)
+	h.tenant("acme", true, nil)
+	storeGuard(t, h, "acme", map[string]any{"options": map[string]any{"0": option(150, 100), "1": option(-200, 3000)}})
+	noisy := scrape(t, h)
+	h.tenant("beta", true, nil)
+	storeGuard(t, h, "beta", map[string]any{"options": map[string]any{"0": option(-200, 50)}})
+	sure := scrape(t, h)
+	got := []string{sample(noisy, "coupond_policy_value_vs_baseline"), sample(noisy, "coupond_policy_value_vs_baseline_z"),
+		sample(sure, "coupond_policy_value_vs_baseline_z")}
+	// −2 MXN over a standard error of 30/√3 MXN; over one of 0.5/√3 MXN.
+	if diff := cmp.Diff([]string{"-2", "-0.11547005383792516", "-6.92820323027551"}, got); diff != "" {
+		t.Errorf("vs_baseline, its z; the sure one's z (-want +got):\n%s", diff)
+	}
+}
