@@ -316,7 +316,9 @@ func (m *Model) distributionGate(sc []Score, probs []float64) int {
 		q := m.choiceShare(sc, top)
 		probs[top] = q * (1 - floor)
 		probs[zero] = (1 - q) * (1 - floor)
-		m.evenTies(sc, probs)
+		if w := m.evenTies(sc, probs); w >= 0 {
+			top = w // the duel's winner: the choice the record logs
+		}
 	}
 	m.exploreGate(sc, probs)
 	for i := range probs {

@@ -206,7 +206,9 @@ func (m *Model) Distribution(sc []Score, probs []float64) int {
 	}
 	probs[top] = 1 - floor - explore
 	if !guarded {
-		m.evenTies(sc, probs)
+		if w := m.evenTies(sc, probs); w >= 0 {
+			top = w
+		}
 	}
 	m.keepNever(sc, probs, 1-floor)
 	for i := range probs {
@@ -244,8 +246,11 @@ func (m *Model) keepNever(sc []Score, probs []float64, mass float64) {
 // (the tied coupon of highest effect) share it, as in top-two sampling
 // (Russo 2016): two equal coupons stay even, and where many coupons are
 // tied the lead's mass is not spread over those the estimate ranks below
-// both (POLICY.md §7.10).
-func (m *Model) evenTies(sc []Score, probs []float64) {
+// both (POLICY.md §7.10). When the pair's duel has settled the tie, its
+// winner takes the pair's mass and evenTies returns its index: the
+// policy's choice from then on (what the record logs, and what explorado
+// compares with); else -1.
+func (m *Model) evenTies(sc []Score, probs []float64) int {
 	lead := -1
 	for i := range sc {
 		if sc[i].ID != 0 && (lead < 0 || sc[i].Effect > sc[lead].Effect) {
@@ -253,7 +258,7 @@ func (m *Model) evenTies(sc []Score, probs []float64) {
 		}
 	}
 	if lead < 0 {
-		return
+		return -1
 	}
 	group, challenger := []int{lead}, -1
 	for i := range sc {
@@ -276,7 +281,7 @@ func (m *Model) evenTies(sc []Score, probs []float64) {
 			}
 			probs[win] += probs[lose]
 			probs[lose] = 0
-			return
+			return win
 		}
 		group = append(group, challenger)
 	}
@@ -287,6 +292,7 @@ func (m *Model) evenTies(sc []Score, probs []float64) {
 	for _, i := range group {
 		probs[i] = sum / float64(len(group))
 	}
+	return -1
 }
 
 // tied reports whether the data cannot tell coupons a and b apart: not on

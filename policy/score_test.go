@@ -55,9 +55,19 @@ func TestEvenTiesTopTwo(t *testing.T) {
 		sc := scores(tc.effects...)
 		probs := make([]float64, len(sc))
 		probs[0], probs[tc.lead] = 0.1, 0.9
-		m.evenTies(sc, probs)
+		got := m.evenTies(sc, probs)
 		if d := cmp.Diff(tc.want, probs, cmpopts.EquateApprox(0, 1e-12)); d != "" {
 			t.Errorf("%s: probabilities (-want +got):\n%s", tc.name, d)
+		}
+		// A settled duel names its winner, the new choice (the record
+		// logged the loser, with probability 0: explorado on the winner's
+		// sends, and the decisions out of the gate's test); else -1.
+		winner := -1
+		if tc.duel12 != nil {
+			winner = 1
+		}
+		if got != winner {
+			t.Errorf("%s: evenTies returned %d, want %d", tc.name, got, winner)
 		}
 	}
 	if !DefaultConfig().TieTopTwo || ZRuleConfig().TieTopTwo {
@@ -128,6 +138,38 @@ func TestDownsideBar(t *testing.T) {
 		}
 		if got := sc[m.Greedy(sc)].ID; got != tc.want {
 			t.Errorf("%s: choice %d, want %d", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestDistributionNamesTheDuelWinner: when the duel of two tied coupons
+// has settled, the distribution's choice is its winner, which holds the
+// pair's mass, not the coupon the estimate ranks first (now drawn only at
+// the floor): the record logs the winner as the choice, so its sends are
+// not marked explorado and stay in the gate's test.
+func TestDistributionNamesTheDuelWinner(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		duel *guardSum
+		want int // ID of the choice
+	}{
+		{"no duel yet", nil, 2},
+		{"duel won by the one ranked second", duelSum(-500, 2000, 400), 1},
+	} {
+		m := New(DefaultConfig())
+		if tc.duel != nil {
+			m.guard.Duels = map[string]*guardSum{"1-2": tc.duel}
+		}
+		sc := []Score{{ID: 0}, {ID: 1, Effect: 5000, own: 1e6}, {ID: 2, Effect: 5400, own: 1e6}}
+		probs := make([]float64, len(sc))
+		top := m.Distribution(sc, probs)
+		if got := sc[top].ID; got != tc.want {
+			t.Errorf("%s: choice %d, want %d (probabilities %v)", tc.name, got, tc.want, probs)
+		}
+		for i := range sc {
+			if i != top && i != 0 && probs[i] > probs[top] {
+				t.Errorf("%s: coupon %d drawn with %v, above the choice's %v", tc.name, sc[i].ID, probs[i], probs[top])
+			}
 		}
 	}
 }
