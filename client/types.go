@@ -270,9 +270,10 @@ type DecisionExportada struct {
 	Explorado             bool               `json:"explorado"`
 	EnControl             bool               `json:"en_control"`
 	EnRespaldo            bool               `json:"en_respaldo"`
+	EnSombra              bool               `json:"en_sombra"`
 	CaducaEn              time.Time          `json:"caduca_en"`
 	Motivo                string             `json:"motivo"`
-	EstadoEjecucion       string             `json:"estado_ejecucion"`
+	EstadoEjecucion       string             `json:"estado_ejecucion"` // pendiente until confirmed (for good once past the confirmation deadline), then ejecutada, modificada or rechazada
 	RecompensaMXN         *float64           `json:"recompensa_mxn,omitempty"`
 	CaracteristicasUsadas map[string]float64 `json:"caracteristicas_usadas,omitempty"`
 }

@@ -263,7 +263,7 @@ func exportDecision(id string, r *engine.DecisionRecord) client.DecisionExportad
 	d := client.DecisionExportada{
 		DecisionID: id, CreadaEn: r.At.UTC(), Canal: r.Canal, CampanaID: r.CampanaID, JobID: r.JobID,
 		Accion: r.Accion, Propension: r.Propension, PoliticaVersion: r.Version, Explorado: r.Explorado,
-		EnControl: r.EnControl, EnRespaldo: r.EnRespaldo, CaducaEn: r.CaducaEn.UTC(), Motivo: r.Motivo,
+		EnControl: r.EnControl, EnRespaldo: r.EnRespaldo, EnSombra: r.EnSombra, CaducaEn: r.CaducaEn.UTC(), Motivo: r.Motivo,
 		EstadoEjecucion: r.Estado,
 	}
 	if d.EstadoEjecucion == engine.EstadoPendiente {
