@@ -73,36 +73,7 @@ func appendRecord(b []byte, r *DecisionRecord) []byte {
 	b = binary.AppendVarint(b, int64(r.Accion))
 	b = binary.BigEndian.AppendUint64(b, math.Float64bits(r.Propension))
 	b = binAppendString(b, r.Version)
-	var f byte
-	for _, s := range []struct {
-		on   bool
-		flag byte
-	}{{r.Explorado, flagExplorado}, {r.EnControl, flagEnControl}, {r.EnRespaldo, flagEnRespaldo}, {r.EnSombra, flagEnSombra},
-		{r.AccionReal != nil, flagAccionReal}, {r.TsEjecucion != nil, flagTsEjecucion}, {r.ConfirmadaEn != nil, flagConfirmadaEn},
-		{r.Recompensa != nil, flagRecompensa}} {
-		if s.on {
-			f |= s.flag
-		}
-	}
-	f2 := flagVoidKnown
-	if r.Aprendida {
-		f2 |= flagAprendida
-	}
-	if r.Anulada {
-		f2 |= flagAnulada
-	}
-	if len(r.Shares) > 0 || len(r.Aff) > 0 {
-		f2 |= flagPolicyInputs
-	}
-	if r.Eleccion != nil {
-		f2 |= flagEleccion
-	}
-	if len(r.Downs) > 0 {
-		f2 |= flagDowns
-	}
-	if r.CostoEnvioCents != nil {
-		f2 |= flagCosto
-	}
+	f, f2 := recordFlags(r)
 	b = append(b, f, f2)
 	b = binAppendTime(b, r.CaducaEn)
 	b = binAppendString(b, r.Motivo)
@@ -143,6 +114,32 @@ func appendRecord(b []byte, r *DecisionRecord) []byte {
 		b = binary.AppendVarint(b, *r.CostoEnvioCents)
 	}
 	return b
+}
+
+// recordFlags are the two flag bytes of r's encoding: which booleans are
+// set and which optional fields follow.
+func recordFlags(r *DecisionRecord) (f, f2 byte) {
+	for _, s := range []struct {
+		on   bool
+		flag byte
+	}{{r.Explorado, flagExplorado}, {r.EnControl, flagEnControl}, {r.EnRespaldo, flagEnRespaldo}, {r.EnSombra, flagEnSombra},
+		{r.AccionReal != nil, flagAccionReal}, {r.TsEjecucion != nil, flagTsEjecucion}, {r.ConfirmadaEn != nil, flagConfirmadaEn},
+		{r.Recompensa != nil, flagRecompensa}} {
+		if s.on {
+			f |= s.flag
+		}
+	}
+	f2 = flagVoidKnown
+	for _, s := range []struct {
+		on   bool
+		flag byte
+	}{{r.Aprendida, flagAprendida}, {r.Anulada, flagAnulada}, {len(r.Shares) > 0 || len(r.Aff) > 0, flagPolicyInputs},
+		{r.Eleccion != nil, flagEleccion}, {len(r.Downs) > 0, flagDowns}, {r.CostoEnvioCents != nil, flagCosto}} {
+		if s.on {
+			f2 |= s.flag
+		}
+	}
+	return f, f2
 }
 
 const maxExactInt = 1 << 53
