@@ -130,6 +130,9 @@ func (s *Server) handleBatchStatus(c *call) error {
 	if err != nil {
 		return err
 	}
+	// A completed job's resultado_url downloads the result without a
+	// token until it expires: no cache keeps it.
+	c.w.Header().Set("Cache-Control", "no-store")
 	c.answer = answer{http.StatusOK, s.viewJob(j, c.start, c.scopes&scopeExplicar != 0)}
 	return nil
 }
@@ -300,6 +303,7 @@ func (s *Server) handlePutWebhook(c *call) error {
 	if err != nil {
 		return err
 	}
+	c.w.Header().Set("Cache-Control", "no-store") // the signing secret, shown once: no cache keeps it
 	c.answer = answer{http.StatusOK, map[string]any{"url": reg.URL, "eventos": reg.Eventos, "secreto": reg.Secreto, "creado_en": reg.CreadoEn}}
 	return nil
 }

@@ -257,6 +257,9 @@ func (s *Server) wrap(rt route) httprouter.Handle {
 		sw := &StatusWriter{ResponseWriter: w}
 		c := &call{w: sw, r: r, params: ps, route: rt.name, trace: NewTraceID(), start: s.Now()}
 		sw.Header().Set("X-Trace-Id", c.trace)
+		// Every answer is what its Content-Type says: no browser may sniff a
+		// JSON body that echoes tenant text into something it renders.
+		sw.Header().Set("X-Content-Type-Options", "nosniff")
 		defer func() {
 			cut := false
 			if p := recover(); p != nil {
