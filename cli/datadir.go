@@ -59,12 +59,22 @@ func prepareDataDir(dir string) error {
 }
 
 // refuseSharedDataDir refuses the data dir dir, whose info is given, when
-// group or others can write it: anyone who can write there can plant or
-// swap the store, the keys or the admin socket.
+// group or others can write it, or when root is asked to use a dir another
+// user owns (its owner can chmod it back at any time and plant symbolic
+// links that root's writes follow): anyone who can write there can plant
+// or swap the store, the keys or the admin socket. (Another user than root
+// cannot write in a 0700 dir of someone else's: accessError says whom to
+// run as.)
 func refuseSharedDataDir(dir string, info fs.FileInfo) error {
 	if info.Mode().Perm()&0o022 != 0 {
 		return fmt.Errorf("data dir %s is writable by group or others (mode %04o): refusing to use it; "+
 			"check that nobody else placed files in it, then run: chmod 700 %s", dir, info.Mode().Perm(), dir)
+	}
+	if uid, ok := fileOwner(info); ok && os.Getuid() == 0 && uid != 0 {
+		owner := userName(uid)
+		return fmt.Errorf("data dir %s belongs to %s, not to this user: refusing to use it (its owner can plant or swap "+
+			"the store, the keys or the admin socket); run the command as %s (sudo -u %s coupond … --data-dir %s)",
+			dir, owner, owner, owner, dir)
 	}
 	return nil
 }

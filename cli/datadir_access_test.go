@@ -203,3 +203,34 @@ func TestPprofOfAnotherUsersServer(t *testing.T) {
 		t.Errorf("admin debug pprof as another user: %v\n%s\nwant %q", err, out, want)
 	}
 }
+
+// TestPrepareDataDirRefusesAnotherUsersDir: root refuses a data dir another
+// user owns, even 0700 (root could write there): its owner can chmod it back
+// and plant or swap the store, the keys or the admin socket, or plant
+// symbolic links that root's writes follow.
+func TestPrepareDataDirRefusesAnotherUsersDir(t *testing.T) {
+	requireRoot(t)
+	for _, tc := range []struct {
+		name  string
+		owner int
+		want  string // "" for none; else the error's start
+	}{
+		{"own", os.Getuid(), ""},
+		{"another user's", nobody, "data dir DIR belongs to " + userName(nobody) + ", not to this user"},
+	} {
+		dir := filepath.Join(t.TempDir(), "data")
+		if err := os.Mkdir(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chown(dir, tc.owner, tc.owner); err != nil {
+			t.Fatal(err)
+		}
+		got := ""
+		if err := prepareDataDir(dir); err != nil {
+			got = strings.ReplaceAll(err.Error(), dir, "DIR")
+		}
+		if !strings.HasPrefix(got, tc.want) || (tc.want == "") != (got == "") {
+			t.Errorf("%s: error %q, want %q…", tc.name, got, tc.want)
+		}
+	}
+}
