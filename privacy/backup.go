@@ -929,6 +929,14 @@ func (bk *Backups) prepareDir(dir string) (created []string, err error) {
 	if names, err := os.ReadDir(dir); err == nil && len(names) > 0 {
 		return nil, fmt.Errorf("--out %s exists and is not empty", dir)
 	}
+	// A directory there already, another user's (or behind a symbolic
+	// link to one), would let its owner swap the backup's deletion ledger
+	// or keys before a restore.
+	if info, err := os.Stat(dir); err == nil {
+		if uid, ok := fileOwner(info); ok && uid != os.Getuid() {
+			return nil, fmt.Errorf("--out %s belongs to another user (uid %d), who could change the backup: give a directory this user owns, or a new one", dir, uid)
+		}
+	}
 	for d := dirAbs; ; d = filepath.Dir(d) {
 		if _, err := os.Lstat(d); !errors.Is(err, fs.ErrNotExist) || d == filepath.Dir(d) {
 			break

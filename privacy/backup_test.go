@@ -242,6 +242,40 @@ func TestBackupRefusedInsideDataDir(t *testing.T) {
 	}
 }
 
+// TestBackupRefusesAnotherUsersOut: an --out that exists and belongs to
+// another user, directly or behind a symbolic link, is refused: its owner
+// could swap the backup's deletion ledger or keys before a restore. One of
+// this user's, or a new one, is taken. (Root only: it chowns to nobody.)
+func TestBackupRefusesAnotherUsersOut(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("needs root to give a directory to another user")
+	}
+	const nobody = 65534
+	root := t.TempDir()
+	bk := NewBackups(filepath.Join(root, "data"), time.Now, zerolog.Nop())
+	theirs := filepath.Join(root, "theirs")
+	for _, d := range []string{theirs, filepath.Join(root, "mine")} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chown(theirs, nobody, nobody); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(theirs, filepath.Join(root, "link")); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name    string
+		refused bool
+	}{{"theirs", true}, {"link", true}, {"mine", false}, {"new", false}} {
+		_, err := bk.prepareDir(filepath.Join(root, tc.name))
+		if refused := err != nil && strings.Contains(err.Error(), "belongs to another user"); refused != tc.refused {
+			t.Errorf("--out %s: %v; want refused = %v", tc.name, err, tc.refused)
+		}
+	}
+}
+
 // TestLedgerPastDamagedRegistry: a backups.json that does not decode (cut
 // short, zeroed, overwritten) never stops a deletion (contract §8): it is
 // set aside, owner-only, and the backups it named, and those beside them
