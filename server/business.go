@@ -352,14 +352,19 @@ func (s *Server) readTenant(tenant string) tenantReading {
 	r.backlog, r.backlogErr = s.Engine.Learner.Backlog(tenant, backlogLimit)
 	g, err := s.Engine.Learner.Guard(tenant)
 	r.guard, r.guardErr = guardReading{active: g.Active, gateOpen: g.Gate.Open(), switches: g.Switches, policy: g.Policy, estimated: g.Rewards > 0}, err
-	// The smallest difference (0 without any): below 0, some baseline
-	// is estimated to earn more than the policy.
+	// The smallest difference and the smallest z (0 without any; above 0
+	// when the policy beats every baseline): below 0, some baseline is
+	// estimated to earn more than the policy.
+	zSeen := false
 	for i, b := range g.Baselines {
 		if i == 0 || b.Diff < r.guard.vsBaseline {
 			r.guard.vsBaseline = b.Diff
 		}
-		if b.SE != nil && *b.SE > 0 && b.Diff / *b.SE < r.guard.vsBaselineZ {
-			r.guard.vsBaselineZ = b.Diff / *b.SE
+		if b.SE == nil || *b.SE <= 0 {
+			continue
+		}
+		if z := b.Diff / *b.SE; !zSeen || z < r.guard.vsBaselineZ {
+			r.guard.vsBaselineZ, zSeen = z, true
 		}
 	}
 	r.quarantined = s.QuarantineCount(tenant)

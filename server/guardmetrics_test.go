@@ -135,3 +135,32 @@ func TestPolicyValueVsBaselineZ(t *testing.T) {
 		t.Errorf("vs_baseline, its z; the sure one's z (-want +got):\n%s", diff)
 	}
 }
+
+// TestPolicyValueVsBaselineZAbove: when the policy beats every baseline
+// the z reads the smallest margin, above 0 (as coupond_policy_value_vs_baseline
+// reads its difference), not a 0 that reads as "no estimate" or a tie.
+func TestPolicyValueVsBaselineZAbove(t *testing.T) {
+	option := func(d, sd float64) map[string]any { // 4 decisions of mean d and SD sd (cents)
+		return map[string]any{"w": 4, "w2": 4, "v": 1000, "d": 4 * d, "d2": 4 * (d*d + sd*sd)}
+	}
+	for _, tc := range []struct {
+		name    string
+		options map[string]any
+		want    []string
+	}{
+		// +1.5 MXN over a standard error of 1/√3 MXN; +3 over the same.
+		{"one baseline", map[string]any{"0": option(150, 100)}, []string{"1.5", "2.598076211353316"}},
+		{"the smaller z", map[string]any{"0": option(150, 100), "1": option(300, 100)}, []string{"1.5", "2.598076211353316"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t)
+			h.tenant("acme", true, nil)
+			storeGuard(t, h, "acme", map[string]any{"options": tc.options})
+			text := scrape(t, h)
+			got := []string{sample(text, "coupond_policy_value_vs_baseline"), sample(text, "coupond_policy_value_vs_baseline_z")}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("vs_baseline, its z (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
