@@ -18,7 +18,8 @@ import (
 
 // backupsCmd is "admin backups": every registered backup, one a line,
 // sorted by the time taken. A registry that cannot be used is reported
-// and its copy listed, exit 1, as "admin check" does.
+// and its copy listed, exit 1, as "admin check" does; a damaged backup
+// also makes it exit 1.
 func backupsCmd(a *app) *cobra.Command {
 	var verify bool
 	cmd := a.envCmd("backups", "List the registered backups: taken, expiry (30-day retention), state, size, ledger and owed deletions", cobra.NoArgs,
@@ -32,7 +33,7 @@ func backupsCmd(a *app) *cobra.Command {
 			} else if err := printBackups(cmd, l, registry); err != nil {
 				return err
 			}
-			if registry != nil || l.OwedErr != nil {
+			if registry != nil || l.OwedErr != nil || anyDamaged(l.Backups) {
 				return &ExitError{Code: 1}
 			}
 			return nil
@@ -40,6 +41,18 @@ func backupsCmd(a *app) *cobra.Command {
 	cmd.Flags().BoolVar(&verify, "verify", false, "check every file of each backup against its manifest's checksum, as restore does (reads every file)")
 	cmd.AddCommand(backupsPruneCmd(a))
 	return cmd
+}
+
+// anyDamaged reports whether a backup within retention is one restore
+// would refuse for its content (damaged, damaged-manifest): "admin backups"
+// then exits 1, so that a scheduled "admin backups --verify" can alert.
+func anyDamaged(bs []privacy.BackupInfo) bool {
+	for _, b := range bs {
+		if b.State == privacy.BackupDamaged || b.State == privacy.BackupDamagedManifest {
+			return true
+		}
+	}
+	return false
 }
 
 // backupsJSON is "admin backups --json": the backups, the registry's

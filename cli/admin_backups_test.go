@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
@@ -232,5 +233,53 @@ func TestAdminBackupsReportsUnusableRegistry(t *testing.T) {
 				t.Errorf("admin backups changed the data dir (-before +after):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestAdminBackupsDamagedExitsOne: a backup whose store file had a byte
+// flipped is complete by size and damaged with --verify, which exits 1,
+// so that a scheduled check can alert; one cut short is damaged, exit 1,
+// without it. The command exited 0 whatever it found.
+func TestAdminBackupsDamagedExitsOne(t *testing.T) {
+	_, data, backup := backedUpTenant(t)
+	var biggest string
+	filepath.WalkDir(filepath.Join(backup, "db"), func(path string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && (biggest == "" || fileSize(t, path) > fileSize(t, biggest)) {
+			biggest = path
+		}
+		return err
+	})
+	b, err := os.ReadFile(biggest)
+	if err != nil || len(b) == 0 {
+		t.Fatalf("read %s: %v", biggest, err)
+	}
+	state := func(args ...string) (string, int) {
+		out, _, err := runCLI(t, append([]string{"admin", "backups", "--json", "--data-dir", data}, args...)...)
+		var got struct{ Backups []privacy.BackupInfo }
+		if json.Unmarshal([]byte(out), &got) != nil || len(got.Backups) != 1 {
+			t.Fatalf("admin backups %v: %v\n%s", args, err, out)
+		}
+		return got.Backups[0].State, exitCode(err)
+	}
+	b[len(b)/2] ^= 0xff
+	writeBytes(t, biggest, b)
+	got := [][]any{}
+	for _, args := range [][]string{nil, {"--verify"}} {
+		s, code := state(args...)
+		got = append(got, []any{s, code})
+	}
+	writeBytes(t, biggest, b[:len(b)/2])
+	s, code := state()
+	got = append(got, []any{s, code})
+	want := [][]any{{privacy.BackupComplete, 0}, {privacy.BackupDamaged, 1}, {privacy.BackupDamaged, 1}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("flipped byte, then with --verify, then cut short: state, exit (-want +got):\n%s", diff)
+	}
+}
+
+func writeBytes(t *testing.T, path string, b []byte) {
+	t.Helper()
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
 	}
 }
