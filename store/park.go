@@ -102,12 +102,25 @@ func (q quietLogger) Fatalf(format string, args ...any) {
 
 // listener is the store's Pebble event listener: a flush or compaction
 // that failed for want of space stops as a fatal error does (Fatalf).
-// Pebble fills in the rest (its background errors go to Errorf).
+// Damaged bytes in a file (a checksum that fails) are logged, naming the
+// file, and the read that found them returns its error: Pebble's default
+// there is Fatalf, which parked the reading goroutine forever (a request or
+// admin check that never ended) and failed every later write. Pebble fills
+// in the rest (its background errors go to Errorf).
 func (q quietLogger) listener() *pebble.EventListener {
 	return &pebble.EventListener{
-		FlushEnd:      func(info pebble.FlushInfo) { q.shortOfSpace("flush", info.Err) },
-		CompactionEnd: func(info pebble.CompactionInfo) { q.shortOfSpace("compaction", info.Err) },
+		FlushEnd:       func(info pebble.FlushInfo) { q.shortOfSpace("flush", info.Err) },
+		CompactionEnd:  func(info pebble.CompactionInfo) { q.shortOfSpace("compaction", info.Err) },
+		DataCorruption: q.damaged,
 	}
+}
+
+// damaged logs a file of the store found damaged by its path alone (the
+// info's bounds and details quote keys, which name customers), throttled as
+// background errors are. It never blocks: Pebble calls it on read paths.
+func (q quietLogger) damaged(info pebble.DataCorruptionInfo) {
+	q.errs.report(time.Now(), fmt.Sprintf("store file %s is damaged (checksum mismatch): the reads that need it fail; "+
+		"stop coupond and restore the latest backup (coupond admin restore)", info.Path))
 }
 
 // shortOfSpace stops the background task op, as Fatalf does, when err is

@@ -1,0 +1,85 @@
+package store
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/rs/zerolog"
+)
+
+// TestDamagedTableFailsTheRead: a flipped byte in an sstable makes the scan
+// that reads it return an error and logs the file's name, without parking
+// the store. Pebble's default (Fatalf) parked the reader forever: admin
+// check hung and every later write was refused as "a write failed".
+func TestDamagedTableFailsTheRead(t *testing.T) {
+	fs := NewMemFS()
+	db, err := Open("db", fs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var buf bytes.Buffer
+	db.SetLog(zerolog.New(&buf))
+	for i := range 20000 {
+		if err := db.pdb.Set(fmt.Appendf(nil, "k%06d", i), bytes.Repeat([]byte{byte(i)}, 64), pebble.NoSync); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	sst := flipMiddleOfTable(t, fs, "db")
+	done := make(chan error, 1)
+	go func() { done <- db.Scan(nil, nil, func(_, _ []byte) error { return nil }) }()
+	select {
+	case err = <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("scan over a damaged sstable never returned")
+	}
+	if err == nil {
+		t.Error("scan over a damaged sstable: no error")
+	}
+	if db.space.isParked() {
+		t.Error("store parked after a damaged read")
+	}
+	if !strings.Contains(buf.String(), sst) || !strings.Contains(buf.String(), "restore") {
+		t.Errorf("log %q does not name %s and what to do", buf.String(), sst)
+	}
+}
+
+// flipMiddleOfTable inverts the byte in the middle of dir's only sstable
+// and returns its name.
+func flipMiddleOfTable(t *testing.T, fs vfs.FS, dir string) string {
+	t.Helper()
+	names, err := fs.List(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range names {
+		if !strings.HasSuffix(n, ".sst") {
+			continue
+		}
+		f, err := fs.OpenReadWrite(fs.PathJoin(dir, n), vfs.WriteCategoryUnspecified)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, _ := f.Stat()
+		b := make([]byte, 1)
+		if _, err := f.ReadAt(b, st.Size()/2); err != nil {
+			t.Fatal(err)
+		}
+		b[0] ^= 0xff
+		if _, err := f.WriteAt(b, st.Size()/2); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+		return n
+	}
+	t.Fatal("no sstable")
+	return ""
+}
