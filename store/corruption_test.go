@@ -83,3 +83,33 @@ func flipMiddleOfTable(t *testing.T, fs vfs.FS, dir string) string {
 	t.Fatal("no sstable")
 	return ""
 }
+
+// TestDamagedManifestOrOptionsRefusesWithAdvice: a store whose MANIFEST or
+// OPTIONS file is damaged does not open, and the error says to restore a
+// backup (it used to be Pebble's message alone, "invalid key=value syntax").
+func TestDamagedManifestOrOptionsRefusesWithAdvice(t *testing.T) {
+	for _, prefix := range []string{"MANIFEST-", "OPTIONS-"} {
+		fs := NewMemFS()
+		db, err := Open("db", fs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := db.pdb.Set([]byte("k"), []byte("v"), pebble.Sync); err != nil {
+			t.Fatal(err)
+		}
+		db.Close()
+		names, _ := fs.List("db")
+		for _, n := range names {
+			if strings.HasPrefix(n, prefix) {
+				f, _ := fs.OpenReadWrite(fs.PathJoin("db", n), vfs.WriteCategoryUnspecified)
+				st, _ := f.Stat()
+				f.WriteAt([]byte{0xff, 0xee, 0x00}, st.Size()/2)
+				f.Close()
+			}
+		}
+		_, err = Open("db", fs)
+		if err == nil || !strings.Contains(err.Error(), "restore the latest backup") {
+			t.Errorf("%s damaged: Open error %v, want one that says to restore the latest backup", prefix, err)
+		}
+	}
+}

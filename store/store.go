@@ -102,6 +102,9 @@ func Open(dir string, fs vfs.FS) (*DB, error) {
 	opts.EnsureDefaults()
 	var pdb *pebble.DB
 	err := recovering(sp, func() (err error) { pdb, err = pebble.Open(dir, opts); return err })
+	if pebble.IsCorruptionError(err) {
+		return nil, fmt.Errorf("store: open %s: a file of the store is damaged (%w); restore the latest backup (coupond admin restore)", dir, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("store: open %s: %w", dir, err)
 	}
