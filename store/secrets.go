@@ -28,11 +28,20 @@ type Secrets struct {
 const SecretsFile = "keys.json"
 
 // LoadSecrets reads the key file in dir, creating it with fresh random keys
-// if it does not exist.
+// if it does not exist and dir holds no store yet (a new data dir). Missing
+// beside a store (dir/db), it is an error rather than new keys: those would
+// void every token, decision id and signed URL issued, and the keyed hashes
+// of the customers that deletion records and backup ledgers hold, so a
+// restored backup could no longer erase a customer deleted since.
 func LoadSecrets(dir string) (*Secrets, error) {
 	path := filepath.Join(dir, SecretsFile)
 	data, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
+		if entries, err := os.ReadDir(filepath.Join(dir, "db")); err == nil && len(entries) > 0 {
+			return nil, fmt.Errorf("store: %s is missing while %s holds a store: put back the keys.json of the latest backup "+
+				"(the keys never change) or restore that backup (coupond admin restore); new keys would void every token and "+
+				"decision id issued and the customer hashes of deletion records", path, dir)
+		}
 		return createSecrets(dir, path)
 	}
 	if err != nil {
@@ -40,7 +49,8 @@ func LoadSecrets(dir string) (*Secrets, error) {
 	}
 	var s Secrets
 	if err := json.Unmarshal(data, &s); err != nil || len(s.Token) < 32 || len(s.Decision) < 32 || len(s.URL) < 32 || len(s.Hash) < 32 {
-		return nil, fmt.Errorf("store: %s is damaged", path)
+		return nil, fmt.Errorf("store: %s is damaged: put back the keys.json of the latest backup (the keys never change) "+
+			"or restore that backup (coupond admin restore)", path)
 	}
 	return &s, nil
 }
