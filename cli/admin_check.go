@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/coupond/coupond/batch"
 	"github.com/coupond/coupond/engine"
 	"github.com/coupond/coupond/privacy"
 )
@@ -19,7 +20,8 @@ import (
 // deletion, which rebuilds it) or an unreadable one (damaged_registry too:
 // the operator's to fix; deletions are owed to every backup meanwhile). It exits 1 when damaged records or a
 // damaged registry are left in place, 0 otherwise (a --repair run that
-// quarantined all it found exits 0).
+// quarantined all it found exits 0). It also reads every completed batch
+// job's result file whole and reports those missing or damaged (exit 1).
 func checkCmd(a *app) *cobra.Command {
 	var tenant string
 	var repair bool
@@ -43,7 +45,12 @@ func checkCmd(a *app) *cobra.Command {
 		}
 		aside := e.svc.backups.SetAside()
 		registry := registryDamage(e.svc.backups.CheckRegistry())
-		left := len(st.Damaged) - st.Repaired + len(unreadable) + len(aside)
+		// Result files a download would stop in (missing, damaged).
+		results, err := e.svc.batch.CheckResults(tenant)
+		if err != nil {
+			return err
+		}
+		left := len(st.Damaged) - st.Repaired + len(unreadable) + len(aside) + len(results)
 		if owedErr != nil {
 			left++
 		}
@@ -53,18 +60,11 @@ func checkCmd(a *app) *cobra.Command {
 		if jsonFlag(cmd) {
 			if err := printJSON(cmd.OutOrStdout(), map[string]any{"ok": left == 0, "tenants": st.Tenants, "records": st.Records,
 				"damaged": st.Damaged, "repaired": st.Repaired, "quarantined": st.Quarantined, "unreadable": unreadable,
-				"set_aside": aside, "damaged_registry": registry}); err != nil {
+				"set_aside": aside, "damaged_registry": registry, "damaged_results": nonNil(results)}); err != nil {
 				return err
 			}
 		} else {
-			printCheck(cmd.OutOrStdout(), st, repair)
-			for _, u := range unreadable {
-				fmt.Fprintf(cmd.OutOrStdout(), "  unreadable   %s (left out; restore it from a backup)\n", u)
-			}
-			for _, a := range aside {
-				fmt.Fprintf(cmd.OutOrStdout(), "  set aside    %s (%s; remove it once looked at)\n", a, setAsideWhat(a))
-			}
-			printRegistry(cmd.OutOrStdout(), registry)
+			printCheckText(cmd.OutOrStdout(), st, repair, unreadable, aside, registry, results)
 		}
 		if left > 0 {
 			return &ExitError{Code: 1}
@@ -74,6 +74,29 @@ func checkCmd(a *app) *cobra.Command {
 	cmd.Flags().StringVar(&tenant, "tenant", "", "only this tenant (default: every tenant)")
 	cmd.Flags().BoolVar(&repair, "repair", false, "move the damaged records to quarantine")
 	return cmd
+}
+
+// printCheckText is admin check's text report.
+func printCheckText(w io.Writer, st *engine.CheckStats, repair bool, unreadable, aside []string, registry *registryCheck, results []batch.ResultDamage) {
+	printCheck(w, st, repair)
+	for _, u := range unreadable {
+		fmt.Fprintf(w, "  unreadable   %s (left out; restore it from a backup)\n", u)
+	}
+	for _, a := range aside {
+		fmt.Fprintf(w, "  set aside    %s (%s; remove it once looked at)\n", a, setAsideWhat(a))
+	}
+	printRegistry(w, registry)
+	for _, r := range results {
+		fmt.Fprintf(w, "  damaged      %s job %s result file: %s; its download stops short: run the job again\n", r.Tenant, r.JobID, r.Reason)
+	}
+}
+
+// nonNil is s, or an empty slice for nil (a JSON list, never null).
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
 }
 
 // setAsideWhat says what the set-aside file name (privacy.Backups.SetAside)
