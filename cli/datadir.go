@@ -70,7 +70,7 @@ func refuseSharedDataDir(dir string, info fs.FileInfo) error {
 		return fmt.Errorf("data dir %s is writable by group or others (mode %04o): refusing to use it; "+
 			"check that nobody else placed files in it, then run: chmod 700 %s", dir, info.Mode().Perm(), dir)
 	}
-	if uid, ok := fileOwner(info); ok && os.Getuid() == 0 && uid != 0 {
+	if uid, ok := store.FileOwner(info); ok && os.Getuid() == 0 && uid != 0 {
 		owner := userName(uid)
 		return fmt.Errorf("data dir %s belongs to %s, not to this user: refusing to use it (its owner can plant or swap "+
 			"the store, the keys or the admin socket); run the command as %s (sudo -u %s coupond … --data-dir %s)",
@@ -134,7 +134,7 @@ func accessError(dir string, err error) error {
 		}
 		return &dataDirAccessError{dir: dir, path: dir, err: err} // a directory above it shuts this user out
 	}
-	uid, ok := fileOwner(info)
+	uid, ok := store.FileOwner(info)
 	if !ok || uid == os.Getuid() {
 		return nil // not a matter of ownership: the caller's error says more
 	}
@@ -149,7 +149,7 @@ func serverOwnerError(dir, sock string) error {
 	if err != nil {
 		return nil
 	}
-	uid, ok := fileOwner(info)
+	uid, ok := store.FileOwner(info)
 	if !ok || uid == os.Getuid() {
 		return nil
 	}

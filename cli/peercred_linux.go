@@ -4,9 +4,7 @@ package cli
 
 import (
 	"errors"
-	"io/fs"
 	"net"
-	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -44,13 +42,4 @@ func openFileLimit() (uint64, bool) {
 		return 0, false
 	}
 	return r.Cur, true
-}
-
-// fileOwner is the uid that owns the file info describes.
-func fileOwner(info fs.FileInfo) (uid int, ok bool) {
-	st, ok := info.Sys().(*syscall.Stat_t)
-	if !ok {
-		return 0, false
-	}
-	return int(st.Uid), true
 }

@@ -3,7 +3,6 @@
 package cli
 
 import (
-	"io/fs"
 	"net"
 )
 
@@ -13,6 +12,3 @@ func peerOf(net.Conn) (peer, error) { return peer{UID: -1, PID: -1}, nil }
 
 // openFileLimit is not known on this platform.
 func openFileLimit() (uint64, bool) { return 0, false }
-
-// fileOwner cannot tell a file's owner on this platform.
-func fileOwner(fs.FileInfo) (uid int, ok bool) { return 0, false }

@@ -933,7 +933,7 @@ func (bk *Backups) prepareDir(dir string) (created []string, err error) {
 	// link to one), would let its owner swap the backup's deletion ledger
 	// or keys before a restore.
 	if info, err := os.Stat(dir); err == nil {
-		if uid, ok := fileOwner(info); ok && uid != os.Getuid() {
+		if uid, ok := store.FileOwner(info); ok && uid != os.Getuid() {
 			return nil, fmt.Errorf("--out %s belongs to another user (uid %d), who could change the backup: give a directory this user owns, or a new one", dir, uid)
 		}
 	}

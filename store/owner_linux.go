@@ -1,13 +1,13 @@
-package privacy
+package store
 
 import (
 	"io/fs"
 	"syscall"
 )
 
-// fileOwner is the uid that owns the file of info (ok false when the
+// FileOwner is the uid that owns the file of info (ok false when the
 // platform does not say).
-func fileOwner(info fs.FileInfo) (uid int, ok bool) {
+func FileOwner(info fs.FileInfo) (uid int, ok bool) {
 	st, ok := info.Sys().(*syscall.Stat_t)
 	if !ok {
 		return 0, false
