@@ -41,13 +41,7 @@ func TestTenantShowQuotaUse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var show struct {
-		Usage    map[string]any `json:"usage"`
-		Warnings []string       `json:"warnings"`
-	}
-	if err := json.Unmarshal(runIn(t, dir, "admin", "tenant", "show", "acme", "--json"), &show); err != nil {
-		t.Fatal(err)
-	}
+	show := tenantShow(t, dir)
 	got := struct {
 		Decisions, Events any
 		Warnings          []string

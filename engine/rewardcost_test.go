@@ -62,15 +62,7 @@ func TestRewardCostIsTheCostWhenSent(t *testing.T) {
 				t.Fatal(err)
 			}
 			advance(t, db, 3*day)
-			for {
-				st, err := e.Learner.Learn("acme")
-				if err != nil {
-					t.Fatal(err)
-				}
-				if !st.Worked() {
-					break
-				}
-			}
+			learnAll(t, e)
 			r, err := e.DecisionByID("acme", d.DecisionID)
 			if err != nil {
 				t.Fatal(err)
