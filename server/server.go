@@ -468,15 +468,15 @@ func readBody(c *call, max int64) error {
 	return nil
 }
 
-// tooLarge is the 413 of a body over its limit of max bytes, declared or
+// tooLarge is the 413 of a body over its limit of limit bytes, declared or
 // met while reading; its mensaje names the limit, so that the caller knows
 // how far to cut the request. The connection is closed after the answer:
 // the rest of the body may still be on its way, and net/http would
 // otherwise read up to 256 KiB more of it (or wait for it until the read
 // timeout) before answering, to keep the connection.
-func tooLarge(c *call, max int64) error {
+func tooLarge(c *call, limit int64) error {
 	c.w.Header().Set("Connection", "close")
-	return &apiError{kind: kindTooLarge, msg: fmt.Sprintf("%s de %d bytes", errorTable[kindTooLarge].msg, max)}
+	return &apiError{kind: kindTooLarge, msg: fmt.Sprintf("%s de %d bytes", errorTable[kindTooLarge].msg, limit)}
 }
 
 // encodedBody refuses a request body sent with a Content-Encoding other
