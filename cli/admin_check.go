@@ -11,6 +11,7 @@ import (
 	"github.com/coupond/coupond/batch"
 	"github.com/coupond/coupond/engine"
 	"github.com/coupond/coupond/privacy"
+	"github.com/coupond/coupond/store"
 )
 
 // checkCmd is "admin check": decode every stored record with the decoders
@@ -21,7 +22,9 @@ import (
 // the operator's to fix; deletions are owed to every backup meanwhile). It exits 1 when damaged records or a
 // damaged registry are left in place, 0 otherwise (a --repair run that
 // quarantined all it found exits 0). It also reads every completed batch
-// job's result file whole and reports those missing or damaged (exit 1).
+// job's result file whole and reports those missing or damaged (exit 1),
+// and lists the store's notes of write-ahead logs found damaged at open
+// (damaged_logs; exit 1 until --repair acknowledges them).
 func checkCmd(a *app) *cobra.Command {
 	var tenant string
 	var repair bool
@@ -50,7 +53,14 @@ func checkCmd(a *app) *cobra.Command {
 		if err != nil {
 			return err
 		}
+		logs, err := logDamage(e.db, repair)
+		if err != nil {
+			return err
+		}
 		left := len(st.Damaged) - st.Repaired + len(unreadable) + len(aside) + len(results)
+		if !repair {
+			left += len(logs)
+		}
 		if owedErr != nil {
 			left++
 		}
@@ -60,11 +70,12 @@ func checkCmd(a *app) *cobra.Command {
 		if jsonFlag(cmd) {
 			if err := printJSON(cmd.OutOrStdout(), map[string]any{"ok": left == 0, "tenants": st.Tenants, "records": st.Records,
 				"damaged": st.Damaged, "repaired": st.Repaired, "quarantined": st.Quarantined, "unreadable": unreadable,
-				"set_aside": aside, "damaged_registry": registry, "damaged_results": nonNil(results)}); err != nil {
+				"set_aside": aside, "damaged_registry": registry, "damaged_results": nonNil(results), "damaged_logs": logs}); err != nil {
 				return err
 			}
 		} else {
 			printCheckText(cmd.OutOrStdout(), st, repair, unreadable, aside, registry, results)
+			printLogDamage(cmd.OutOrStdout(), logs, repair)
 		}
 		if left > 0 {
 			return &ExitError{Code: 1}
@@ -88,6 +99,26 @@ func printCheckText(w io.Writer, st *engine.CheckStats, repair bool, unreadable,
 	printRegistry(w, registry)
 	for _, r := range results {
 		fmt.Fprintf(w, "  damaged      %s job %s result file: %s; its download stops short: run the job again\n", r.Tenant, r.JobID, r.Reason)
+	}
+}
+
+// logDamage lists the store's notes of damaged write-ahead logs found at
+// open (store.LogDamage); repair clears them once listed.
+func logDamage(db *store.DB, repair bool) ([]store.LogDamage, error) {
+	logs, err := db.LogDamage()
+	if err == nil && repair && len(logs) > 0 {
+		err = db.ClearLogDamage()
+	}
+	return nonNil(logs), err
+}
+
+// printLogDamage prints admin check's lines about damaged logs.
+func printLogDamage(w io.Writer, logs []store.LogDamage, repair bool) {
+	for _, d := range logs {
+		fmt.Fprintf(w, "  damaged      %s; the writes before it are kept; events sent shortly before that time can be sent again (their event_id makes a resend safe)\n", d)
+	}
+	if len(logs) > 0 && !repair {
+		fmt.Fprintln(w, "run again with --repair to acknowledge the damaged logs")
 	}
 }
 

@@ -91,14 +91,15 @@ func (m *metrics) observe(route string, status int, d time.Duration) {
 // start). The gauge counts what admin check reports as damaged and left
 // for the operator: the records held in quarantine, all tenants (count
 // scans the quarantine tables at scrape time), the tenant and credential
-// records the store could not decode at open (unreadable,
-// store.DB.Unreadable: never moved to a tenant's quarantine) and the damaged files setAside lists
+// records the store could not decode at open and its notes of damaged
+// write-ahead logs (unreadable, unreadableAndLogs: never moved to a
+// tenant's quarantine) and the damaged files setAside lists
 // (backup registries, owed-deletion lines),
 // when not nil.
 func (m *metrics) addQuarantine(count func() (int, error), unreadable, setAside func() []string, seen func() int64) {
 	m.reg.MustRegister(
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "coupond_quarantined_records",
-			Help: "Damaged records held in quarantine, all tenants, tenant and credential records left unread at open, and damaged backup registries and owed-deletion lines set aside (coupond admin check lists them)."},
+			Help: "Damaged records held in quarantine, all tenants, tenant and credential records left unread at open, damaged store logs found at open, and damaged backup registries and owed-deletion lines set aside (coupond admin check lists them)."},
 			func() float64 {
 				n, _ := count()
 				n += len(unreadable())
@@ -110,6 +111,20 @@ func (m *metrics) addQuarantine(count func() (int, error), unreadable, setAside 
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "coupond_damaged_records_seen_total",
 			Help: "Damaged records met by readers since start; each is moved to quarantine."},
 			func() float64 { return float64(seen()) }))
+}
+
+// unreadableAndLogs lists what the store left for the operator at open:
+// the tenant and credential records it could not decode and its notes of
+// damaged write-ahead logs (store.LogDamage, until admin check --repair).
+func unreadableAndLogs(db *store.DB) func() []string {
+	return func() []string {
+		out := append([]string{}, db.Unreadable()...)
+		logs, _ := db.LogDamage()
+		for _, l := range logs {
+			out = append(out, l.File)
+		}
+		return out
+	}
 }
 
 // addBackupRegistry registers coupond_backup_registry_unreadable: 1 while

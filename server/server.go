@@ -93,7 +93,7 @@ func New(d Deps) *Server {
 	}
 	s.metrics = newMetrics(d.DB, d.MetricsTenantLabel)
 	if d.Engine != nil {
-		s.metrics.addQuarantine(d.Engine.Quarantine.QuarantinedRecords, d.DB.Unreadable, d.SetAside, d.Engine.Quarantine.DamagedSeen)
+		s.metrics.addQuarantine(d.Engine.Quarantine.QuarantinedRecords, unreadableAndLogs(d.DB), d.SetAside, d.Engine.Quarantine.DamagedSeen)
 	}
 	s.metrics.addDiskSpace(d.DB.Space)
 	s.metrics.addBackupRegistry(d.BackupRegistryUnusable)

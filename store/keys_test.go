@@ -293,6 +293,8 @@ func TestKeyPrefixesDoNotOverlap(t *testing.T) {
 		"console link":       string(spanLo(ConsoleLinkSpan())),
 		"console session":    string(spanLo(ConsoleSessionSpan())),
 		"console audit":      string(spanLo(ConsoleAuditSpan(""))),
+		"purge owed":         string(purgeOwedKey()),
+		"log damage":         string(spanLo(logDamageSpan())),
 	}
 	bytesSeen := map[byte]string{}
 	for _, tb := range tables {

@@ -46,6 +46,11 @@ type DB struct {
 	// unreadable describes the tenant and credential records Open could
 	// not decode (see loadCaches); fixed after Open.
 	unreadable []string
+	// foundLog is the damaged-log note this Open kept (logcheck.go).
+	foundLog *LogDamage
+	// lock is the directory lock taken before the log check and held
+	// until Close (Pebble's Close leaves a lock passed to Open held).
+	lock *pebble.Lock
 
 	space *space // free space and the reserve (space.go), shared with quietLogger
 	// lastMetrics is Metrics' last reading, its answer once a Pebble
@@ -100,8 +105,18 @@ func Open(dir string, fs vfs.FS) (*DB, error) {
 		opts.Levels[i].FilterType = pebble.TableFilter
 	}
 	opts.EnsureDefaults()
+	// The log is checked under the directory lock, so that no other
+	// process writes it meanwhile.
+	lock, damage, err := lockAndCheckLog(fs, dir)
+	if err != nil {
+		return nil, fmt.Errorf("store: open %s: %w", dir, err)
+	}
+	opts.Lock = lock
 	var pdb *pebble.DB
-	err := recovering(sp, func() (err error) { pdb, err = pebble.Open(dir, opts); return err })
+	err = recovering(sp, func() (err error) { pdb, err = pebble.Open(dir, opts); return err })
+	if err != nil {
+		lock.Close()
+	}
 	if pebble.IsCorruptionError(err) {
 		return nil, fmt.Errorf("store: open %s: a file of the store is damaged (%w); restore the latest backup (coupond admin restore)", dir, err)
 	}
@@ -109,12 +124,30 @@ func Open(dir string, fs vfs.FS) (*DB, error) {
 		return nil, fmt.Errorf("store: open %s: %w", dir, err)
 	}
 	db := &DB{pdb: pdb, pebbleErrs: errs, fs: fs, dir: dir, walPurging: purging, pacer: pacer, paced: onDisk, tenants: map[string]*Tenant{}, creds: map[string]*Credential{},
-		space: sp}
+		space: sp, lock: lock}
 	if err := db.loadCaches(); err != nil {
-		pdb.Close()
+		db.Close()
 		return nil, err
 	}
+	if damage != nil {
+		// Not kept (a full disk, say), the note is still logged by serve.
+		damage.Kept = db.keepLogDamage(damage) == nil
+		db.foundLog = damage
+	}
 	return db, nil
+}
+
+// lockAndCheckLog creates dir if needed, takes its lock and checks the
+// newest write-ahead log (checkNewestLog).
+func lockAndCheckLog(fs vfs.FS, dir string) (*pebble.Lock, *LogDamage, error) {
+	if err := fs.MkdirAll(dir, 0o700); err != nil {
+		return nil, nil, err
+	}
+	lock, err := pebble.LockDirectory(dir, fs)
+	if err != nil {
+		return nil, nil, err
+	}
+	return lock, checkNewestLog(fs, dir, time.Now()), nil
 }
 
 // Close flushes and closes the store. Once one of Pebble's goroutines is
@@ -126,7 +159,11 @@ func (db *DB) Close() error {
 	if db.space.isParked() {
 		return db.space.stoppedErr("close")
 	}
-	return db.pdb.Close()
+	err := db.pdb.Close()
+	if db.lock != nil {
+		err = errors.Join(err, db.lock.Close())
+	}
+	return err
 }
 
 // NewMemFS returns an empty in-memory file system for Open: the lab's

@@ -1,0 +1,252 @@
+package store
+
+// Damage inside the newest write-ahead log. Pebble replays the newest log
+// up to the first chunk it cannot read and takes that chunk for the torn
+// tail a crash leaves: when the damage sits in the middle of the log (a
+// flipped sector, a bad disk), every write after it is dropped without a
+// word. Before Pebble opens the store, checkNewestLog reads that log
+// itself: a damaged chunk followed by readable records of the same log is
+// damage, not a tail. Open then records a LogDamage note (the log, the
+// offset, how many writes after it Pebble will not replay): serve logs it,
+// admin check reports it until --repair acknowledges it, and /metrics
+// counts it. The writes are lost either way; the note makes the loss
+// known (Pebble keeps the readable prefix, as a crash there would have).
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+)
+
+// globalLogDamage holds LogDamage notes (0x01 'L' found-at time, as
+// UnixNano big-endian → JSON). They name no customer.
+const globalLogDamage byte = 'L'
+
+// LogDamage is the note Open keeps when the newest write-ahead log had
+// damage with readable records after it.
+type LogDamage struct {
+	File    string    `json:"file"`   // the log's name in the store dir, e.g. 000012.log
+	Offset  int64     `json:"offset"` // byte offset of the first damaged chunk
+	Lost    int       `json:"lost"`   // readable writes after the damage that were not replayed
+	FoundAt time.Time `json:"found_at"`
+	// Kept says the note is stored (admin check lists it); false when
+	// storing it failed, and then only serve's log says it.
+	Kept bool `json:"-"`
+}
+
+// String is the note as admin check and serve's log say it.
+func (d LogDamage) String() string {
+	return fmt.Sprintf("store log %s, damaged at byte %d (found %s): the write there and the %d after it were not replayed and are lost",
+		d.File, d.Offset, d.FoundAt.UTC().Format(time.RFC3339), d.Lost)
+}
+
+func logDamageKey(at time.Time) []byte {
+	return binary.BigEndian.AppendUint64([]byte{spaceGlobal, globalLogDamage}, uint64(at.UnixNano()))
+}
+
+func logDamageSpan() (lower, upper []byte) {
+	return []byte{spaceGlobal, globalLogDamage}, []byte{spaceGlobal, globalLogDamage + 1}
+}
+
+// LogDamage lists the notes of damaged logs found at open, oldest first,
+// until ClearLogDamage. A note that does not decode is listed by its key.
+func (db *DB) LogDamage() ([]LogDamage, error) {
+	lo, hi := logDamageSpan()
+	var out []LogDamage
+	err := db.Scan(lo, hi, func(k, v []byte) error {
+		var d LogDamage
+		if json.Unmarshal(v, &d) != nil {
+			d = LogDamage{File: fmt.Sprintf("(unreadable note %x)", k)}
+		}
+		out = append(out, d)
+		return nil
+	})
+	return out, err
+}
+
+// ClearLogDamage removes every log damage note (admin check --repair: the
+// operator has seen them).
+func (db *DB) ClearLogDamage() error {
+	lo, hi := logDamageSpan()
+	b := db.NewBatch()
+	defer b.Close()
+	if err := b.b.DeleteRange(lo, hi, nil); err != nil {
+		return err
+	}
+	return b.Commit()
+}
+
+// FoundLogDamage is the note this Open kept, nil when the newest log was
+// whole: serve logs it.
+func (db *DB) FoundLogDamage() *LogDamage { return db.foundLog }
+
+// keepLogDamage stores d (found before Pebble opened) with Sync.
+func (db *DB) keepLogDamage(d *LogDamage) error {
+	v, err := json.Marshal(d)
+	if err != nil {
+		return err
+	}
+	b := db.NewBatch()
+	defer b.Close()
+	b.Set(logDamageKey(d.FoundAt), v)
+	return b.Commit()
+}
+
+// checkNewestLog reads the newest write-ahead log in dir and returns a
+// note when a damaged chunk has readable records of the same log after it;
+// nil for a whole log, a torn tail, or no log. It reads only; errors
+// reading the directory or the file return nil too (Pebble's open then
+// meets them itself).
+func checkNewestLog(fs vfs.FS, dir string, now time.Time) *LogDamage {
+	name, num, ok := newestLog(fs, dir)
+	if !ok {
+		return nil
+	}
+	f, err := fs.Open(fs.PathJoin(dir, name))
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	at, lost := scanLog(f, uint32(num))
+	if at < 0 || lost == 0 {
+		return nil
+	}
+	return &LogDamage{File: name, Offset: at, Lost: lost, FoundAt: now}
+}
+
+// newestLog finds the write-ahead log with the highest number in dir.
+func newestLog(fs vfs.FS, dir string) (name string, num uint64, ok bool) {
+	names, err := fs.List(dir)
+	if err != nil {
+		return "", 0, false
+	}
+	for _, n := range names {
+		digits, isLog := strings.CutSuffix(n, ".log")
+		v, err := strconv.ParseUint(digits, 10, 64)
+		if !isLog || err != nil {
+			continue
+		}
+		if !ok || v > num {
+			name, num, ok = n, v, true
+		}
+	}
+	return name, num, ok
+}
+
+// The log's framing (Pebble's record package): 32 KiB blocks of chunks;
+// a chunk is checksum (4, masked CRC-32C of the bytes from the type on),
+// length (2), type (1), then, in the recyclable formats every Pebble log
+// writer uses, the log number (4) and, in the WAL-sync format, a synced
+// offset (8); then length bytes of payload. A record is one full chunk or
+// first, middle..., last. A block's tail too short for a header is zeros.
+const (
+	logBlockSize      = 32 << 10
+	logRecyclableHdr  = 11
+	logWALSyncHdr     = 19
+	logTypeRecyclable = 5 // full, first, middle, last: 5..8
+	logTypeWALSync    = 9 // full, first, middle, last: 9..12
+)
+
+var crc32c = crc32.MakeTable(crc32.Castagnoli)
+
+// scanLog walks the log's chunks. It returns the offset of the first chunk
+// it cannot read (-1 when none) and the number of records (full or first
+// chunks of log number num) readable after it. Zeros, chunks of an older
+// log (a recycled file's old bytes) and the end of the file close the log
+// without counting as damage unless readable records of num follow them.
+func scanLog(r io.ReaderAt, num uint32) (damageAt int64, lostAfter int) {
+	damageAt = -1
+	buf := make([]byte, logBlockSize)
+	for block := int64(0); ; block++ {
+		n, err := r.ReadAt(buf, block*logBlockSize)
+		if n == 0 {
+			return damageAt, lostAfter
+		}
+		for pos := 0; pos+logRecyclableHdr <= n; {
+			if n-pos < logWALSyncHdr && allZero(buf[pos:n]) {
+				break // a WAL-sync writer's padding
+			}
+			size, first, ok := readChunk(buf[pos:n], num)
+			if !ok {
+				if damageAt < 0 {
+					damageAt = block*logBlockSize + int64(pos)
+				}
+				pos = resync(buf[:n], pos, size, num)
+				continue
+			}
+			if first && damageAt >= 0 {
+				lostAfter++
+			}
+			pos += size
+		}
+		if err != nil && !errors.Is(err, io.EOF) {
+			return damageAt, lostAfter
+		}
+		if n < logBlockSize {
+			return damageAt, lostAfter
+		}
+	}
+}
+
+// resync finds where to read on in block b after the unreadable chunk at
+// pos: past it when its header gave its size and a readable chunk follows
+// (a damaged payload), else the next offset holding a readable chunk of
+// log num (a damaged header: its CRC and log number make a false match
+// unlikely), else the block's end.
+func resync(b []byte, pos, size int, num uint32) int {
+	if size > 0 && pos+size+logRecyclableHdr <= len(b) {
+		if _, _, ok := readChunk(b[pos+size:], num); ok {
+			return pos + size
+		}
+	}
+	for p := pos + 1; p+logRecyclableHdr <= len(b); p++ {
+		if _, _, ok := readChunk(b[p:], num); ok {
+			return p
+		}
+	}
+	return len(b)
+}
+
+// readChunk reads the chunk at the start of b: its size with header, whether
+// it starts a record, and whether it is a readable chunk of log num. A
+// chunk of log num whose payload fails its checksum is not readable but
+// has its size; a zeroed or otherwise unusable header has size 0.
+func readChunk(b []byte, num uint32) (size int, first, ok bool) {
+	typ := b[6]
+	hdr := 0
+	switch {
+	case typ >= logTypeRecyclable && typ < logTypeRecyclable+4:
+		hdr = logRecyclableHdr
+	case typ >= logTypeWALSync && typ < logTypeWALSync+4:
+		hdr = logWALSyncHdr
+	default:
+		return 0, false, false
+	}
+	length := int(binary.LittleEndian.Uint16(b[4:6]))
+	if hdr+length > len(b) || binary.LittleEndian.Uint32(b[7:11]) != num {
+		return 0, false, false
+	}
+	c := crc32.Checksum(b[6:hdr+length], crc32c)
+	if binary.LittleEndian.Uint32(b[0:4]) != (c>>15|c<<17)+0xa282ead8 {
+		return hdr + length, false, false
+	}
+	pos := (typ - logTypeRecyclable) % 4 // 0 full, 1 first, 2 middle, 3 last
+	return hdr + length, pos == 0 || pos == 1, true
+}
+
+func allZero(b []byte) bool {
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
+}
