@@ -154,6 +154,9 @@ type Runner struct {
 	// end could not be saved (endFailed, recoverJob), so that endStuck
 	// ends it for that reason, not errInternal, while the process lives.
 	unsaved map[string]string
+	// verified: result file path → the resultStamp VerifyResult last read
+	// it whole at.
+	verified sync.Map
 
 	// resultMu is held by whoever changes a completed job's result: its
 	// record's Result (cleanup, which reads the record again under it, and

@@ -2,8 +2,11 @@ package batch
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
+	"os"
+	"path/filepath"
 
 	"github.com/coupond/coupond/api"
 )
@@ -17,8 +20,8 @@ type ResultDamage struct {
 
 // CheckResults reads the result file of every completed job of tenant
 // (every tenant's when ""), decompressing it whole as a download does, and
-// returns those that cannot be read: missing, or damaged (their downloads
-// would answer 200 and stop mid-stream). A file removed by retention, or a
+// returns those that cannot be read: missing (their downloads answer 404),
+// or damaged (500: VerifyResult). A file removed by retention, or a
 // job that changed, while the check ran is not reported.
 func (r *Runner) CheckResults(tenant string) ([]ResultDamage, error) {
 	var out []ResultDamage
@@ -69,4 +72,32 @@ func readWhole(path string) string {
 func (r *Runner) stillHolds(j *Job) bool {
 	now, err := r.Job(j.Tenant, j.ID)
 	return err == nil && now != nil && now.Estado == api.EstadoCompletado && now.Result == j.Result
+}
+
+// resultStamp is a result file as it is on disk: a rewrite (a customer's
+// deletion) changes it.
+type resultStamp struct {
+	size, modNanos int64
+}
+
+// VerifyResult decompresses the result file at path whole, checksum
+// included, unless it did so already for the file as it is now (same
+// size and modification time): a download verified first answers an error
+// for a damaged file rather than a 200 it would cut short. A missing file
+// is an error that matches fs.ErrNotExist.
+func (r *Runner) VerifyResult(path string) error {
+	st, err := os.Stat(path)
+	if err != nil {
+		return err
+	}
+	stamp := resultStamp{st.Size(), st.ModTime().UnixNano()}
+	if v, ok := r.verified.Load(path); ok && v.(resultStamp) == stamp {
+		return nil
+	}
+	if reason := readWhole(path); reason != "" {
+		r.verified.Delete(path)
+		return fmt.Errorf("result file %s: %s", filepath.Base(path), reason)
+	}
+	r.verified.Store(path, stamp)
+	return nil
 }

@@ -162,22 +162,26 @@ func (s *Server) handleSignedDownload(c *call) error {
 	return s.sendResult(c, j, detalle)
 }
 
-// resultHead is how much of a decompressed result is read before the
-// status line goes out: a file damaged within it is answered 500.
-const resultHead = 64 << 10
-
 // sendResult streams a result file: the stored zstd bytes as they are to a
 // client that accepts zstd, decompressed on the fly otherwise. explain says
 // whether the caller may see detalle (scope explicar:leer): the lines of a
 // job made with that scope go to a caller without it decompressed and
 // without detalle, whatever Accept-Encoding asks (detalle is only for
 // credentials with the scope, as for an Idempotency-Key replay), one line
-// at a time. A file gone (retention) is 404; a damaged one 500, while
-// nothing has been sent.
+// at a time. A file gone (retention) is 404. The file is read whole before
+// the status line (once for the file as it is: batch.Runner.VerifyResult),
+// so that a damaged one is a 500 rather than a 200 cut short.
 func (s *Server) sendResult(c *call, j *batch.Job, explain bool) error {
 	path, ok := s.Batch.ResultFile(j)
 	if !ok {
 		return errKind(kindNotFound)
+	}
+	err := s.Batch.VerifyResult(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return errKind(kindNotFound)
+	}
+	if err != nil {
+		return fmt.Errorf("job %s: %w", j.ID, err)
 	}
 	res, err := batch.OpenResult(path)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -187,17 +191,16 @@ func (s *Server) sendResult(c *call, j *batch.Job, explain bool) error {
 		return err
 	}
 	defer res.Close()
-	// The result's headers go on the result only: an error answer (a
-	// file damaged in its first stretch) is the plain ErrorV1 answer.
+	// The result's headers go on the result only, not on an error answer.
 	h := c.w.Header()
-	resultHeaders := func() {
+	setResultHeaders := func() {
 		h.Set("Content-Type", batch.ResultContentType)
 		h.Set("Cache-Control", "no-store")
 		h.Set("Vary", "Accept-Encoding")
 	}
 	strip := j.Explain && !explain
 	if !strip && batch.AcceptsZstd(c.r.Header.Get("Accept-Encoding")) {
-		resultHeaders()
+		setResultHeaders()
 		h.Set("Content-Encoding", "zstd")
 		h.Set("Content-Length", strconv.FormatInt(res.Size(), 10))
 		c.w.WriteHeader(http.StatusOK)
@@ -211,24 +214,12 @@ func (s *Server) sendResult(c *call, j *batch.Job, explain bool) error {
 	if strip {
 		rd = batch.StripDetalleReader(rd)
 	}
-	// The first stretch (the whole of a small file, checksum included) is
-	// decoded before the status line, so that damage found there is an
-	// answer rather than a connection cut before any.
-	head := make([]byte, resultHead)
-	n, err := io.ReadFull(rd, head)
-	whole := err == io.EOF || err == io.ErrUnexpectedEOF
-	if err != nil && !whole {
-		return fmt.Errorf("result file of %s: %w", j.ID, err)
-	}
-	resultHeaders()
+	setResultHeaders()
 	c.w.WriteHeader(http.StatusOK)
-	if _, err := c.w.Write(head[:n]); err != nil || whole {
-		return ignoreClientGone(err)
-	}
 	src := &readErr{r: rd}
 	if _, err := io.Copy(c.w, src); err != nil && src.err != nil {
-		// The stored file is damaged: the status line went out, so the
-		// only way to tell the client is to cut the response short
+		// Damaged since it was verified: the status line went out, so
+		// the only way to tell the client is to cut the response short
 		// instead of ending it as if it were complete.
 		s.log.Error().Err(src.err).Str("job_id", j.ID).Str("trace_id", c.trace).Msg("result file unreadable")
 		panic(http.ErrAbortHandler)

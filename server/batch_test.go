@@ -827,12 +827,15 @@ func TestBatchZstd(t *testing.T) {
 }
 
 // TestBatchDamagedResultFile: a result file damaged on disk is answered
-// 500 error_interno (with its trace id) when the damage is found before
-// anything was sent. The decompressing download wrote the status line
-// first and then aborted, so the client saw the connection drop with no
-// answer at all; and an empty (0-byte) file, which no committed result is,
-// was sent as a complete result of no lines. A job without lines still
-// downloads as an empty 200.
+// 500 error_interno (with its trace id), whether the client takes zstd or
+// not and wherever the damage is: the file is read whole before the status
+// line. The decompressing download wrote the status line first and then
+// aborted, so the client saw the connection drop with no answer at all
+// (past its first 64 KiB, until the whole file was read first); a zstd
+// download sent the damaged bytes as a 200; and an empty (0-byte) file,
+// which no committed result is, was sent as a complete result of no lines.
+// A file downloaded whole once and damaged after is read again. A job
+// without lines still downloads as an empty 200.
 func TestBatchDamagedResultFile(t *testing.T) {
 	h, tok := batchHarness(t)
 	id := submit(h, tok, map[string]any{"campana_id": "camp", "segmento": map[string]any{"todos": true}})
@@ -843,19 +846,23 @@ func TestBatchDamagedResultFile(t *testing.T) {
 		}
 	}
 	for _, tc := range []struct {
-		name     string
-		damage   func([]byte) []byte
-		encoding []string // Accept-Encoding values answered 500
+		name   string
+		lines  int
+		damage func([]byte) []byte
 	}{
-		{"not zstd", func([]byte) []byte { return []byte("not a result file") }, []string{""}},
-		{"bit flipped", func(b []byte) []byte { b[len(b)/2] ^= 0xff; return b }, []string{""}},
-		{"checksum", func(b []byte) []byte { b[len(b)-2] ^= 0xff; return b }, []string{""}},
-		{"empty", func([]byte) []byte { return nil }, []string{"", "zstd"}},
+		{"not zstd", 40, func([]byte) []byte { return []byte("not a result file") }},
+		{"bit flipped", 40, func(b []byte) []byte { b[len(b)/2] ^= 0xff; return b }},
+		{"checksum", 40, func(b []byte) []byte { b[len(b)-2] ^= 0xff; return b }},
+		{"empty", 40, func([]byte) []byte { return nil }},
+		{"late in a large file", 2000, func(b []byte) []byte { b[len(b)*3/4] ^= 0xff; return b }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			advanceTenant(h, "acme", time.Hour)
-			id := submit(h, tok, map[string]any{"campana_id": "camp", "clientes": refs("danado", 40)})
+			id := submit(h, tok, map[string]any{"campana_id": "camp", "clientes": refs("danado", tc.lines)})
 			runJobs(h)
+			if st, _, _ := get(h, "/v1/lotes-decision/"+id+"/resultado", tok, "Accept-Encoding", "zstd"); st != 200 {
+				t.Fatalf("before the damage: %d, want 200", st)
+			}
 			j, err := h.batch.Job("acme", id)
 			if err != nil {
 				t.Fatal(err)
@@ -870,7 +877,7 @@ func TestBatchDamagedResultFile(t *testing.T) {
 			}
 			signed := status(h, tok, id)["resultado_url"].(string)
 			sp, sq := pathOf(t, signed)
-			for _, ae := range tc.encoding {
+			for _, ae := range []string{"", "zstd"} {
 				for _, target := range []struct{ path, tok string }{{"/v1/lotes-decision/" + id + "/resultado", tok}, {sp + "?" + sq, ""}} {
 					req, _ := http.NewRequest("GET", h.http.URL+target.path, nil)
 					if target.tok != "" {
