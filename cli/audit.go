@@ -195,9 +195,12 @@ func auditCmd(a *app) *cobra.Command {
 		if err := dataDirExists(a.dataDir); err != nil {
 			return err
 		}
-		entries, err := readAudit(filepath.Join(a.dataDir, auditFile))
+		entries, skipped, err := readAudit(filepath.Join(a.dataDir, auditFile))
 		if err != nil {
 			return err
+		}
+		if skipped > 0 {
+			fmt.Fprintf(cmd.ErrOrStderr(), "admin audit log: %s that cannot be read (torn by a crash, or damaged) not shown\n", plural(skipped, "line"))
 		}
 		if jsonFlag(cmd) {
 			return printJSON(cmd.OutOrStdout(), entries)
@@ -221,28 +224,30 @@ func auditCmd(a *app) *cobra.Command {
 }
 
 // readAudit reads the audit log; a missing one is empty. Lines that do not
-// parse (a line torn by a crash mid-write) are skipped.
-func readAudit(path string) ([]auditEntry, error) {
+// parse (a line torn by a crash mid-write, or damaged) are skipped and
+// counted.
+func readAudit(path string) (entries []auditEntry, skipped int, err error) {
 	f, err := os.Open(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return []auditEntry{}, nil
+		return []auditEntry{}, 0, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("admin audit log: %w", err)
+		return nil, 0, fmt.Errorf("admin audit log: %w", err)
 	}
 	defer f.Close()
-	entries := []auditEntry{}
+	entries = []auditEntry{}
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 64<<10), 4<<20)
 	for sc.Scan() {
 		var e auditEntry
 		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+			skipped++
 			continue
 		}
 		entries = append(entries, e)
 	}
 	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("admin audit log: %w", err)
+		return nil, 0, fmt.Errorf("admin audit log: %w", err)
 	}
-	return entries, nil
+	return entries, skipped, nil
 }

@@ -64,7 +64,7 @@ func TestAdminAuditOnFullDisk(t *testing.T) {
 		}
 		want = append(want, s.args)
 	}
-	entries, err := readAudit(path)
+	entries, _, err := readAudit(path)
 	if err != nil {
 		t.Fatal(err)
 	}

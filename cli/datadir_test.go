@@ -144,7 +144,7 @@ func TestAdminSocketPeerAndAudit(t *testing.T) {
 	if err := forwardAdmin(context.Background(), sock, adminWait{adminDial, defaultAdminTotal}, []string{"admin", "tenant", "show", "nadie"}, io.Discard, io.Discard); err == nil {
 		t.Fatal("tenant show of an unknown tenant succeeded")
 	}
-	entries, err := readAudit(filepath.Join(dir, auditFile))
+	entries, _, err := readAudit(filepath.Join(dir, auditFile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,7 +174,7 @@ func TestAdminSocketPeerAndAudit(t *testing.T) {
 	if err := forwardAdmin(context.Background(), sock2, adminWait{adminDial, defaultAdminTotal}, args, io.Discard, io.Discard); err == nil {
 		t.Fatal("a peer with another uid was served")
 	}
-	entries, _ = readAudit(filepath.Join(dir, auditFile))
+	entries, _, _ = readAudit(filepath.Join(dir, auditFile))
 	if last := entries[len(entries)-1]; last.Exit != -1 || last.UID != os.Getuid() || !strings.Contains(last.Error, "not the uid") {
 		t.Errorf("refusal audited as %+v", last)
 	}
@@ -315,12 +315,31 @@ func TestAuditEntryAfterTornLine(t *testing.T) {
 	if err := (&auditLog{path: path}).write(want); err != nil {
 		t.Fatal(err)
 	}
-	got, err := readAudit(path)
+	got, skipped, err := readAudit(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if diff := cmp.Diff([]auditEntry{want}, got); diff != "" {
 		t.Errorf("audit log after a torn line (-want +got):\n%s", diff)
+	}
+	if skipped != 0 {
+		t.Errorf("%d lines skipped, want 0: the torn line was cut off", skipped)
+	}
+}
+
+// TestAdminAuditCountsDamagedLines: admin audit shows the entries it can
+// read and says on stderr how many lines it could not; it skipped them in
+// silence.
+func TestAdminAuditCountsDamagedLines(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "data")
+	runIn(t, data, "admin", "tenant", "create", "acme")
+	good := `{"time":"2026-11-02T12:00:00Z","uid":1,"pid":2,"args":["tenant","list"],"exit":0}` + "\n"
+	if err := os.WriteFile(filepath.Join(data, auditFile), []byte(good+"{\"time\":\x00\xff garbage\n"+good), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, err := runCLI(t, "admin", "audit", "--data-dir", data)
+	if err != nil || strings.Count(out, "tenant list") != 2 || !strings.Contains(errOut, "1 line that cannot be read") {
+		t.Errorf("admin audit: %v\nstdout %q\nstderr %q\nwant both entries and the damaged line counted", err, out, errOut)
 	}
 }
 
