@@ -171,7 +171,7 @@ func serve(ctx context.Context, dataDir string, f serveFlags, logOut interface{ 
 		log.Error().Str("record", u).Msg("unreadable tenant or credential record left out: its requests are refused; restore it from a backup ('coupond admin check' lists it)")
 	}
 	if d := e.db.FoundLogDamage(); d != nil {
-		log.Error().Str("file", d.File).Int64("offset", d.Offset).Int("lost", d.Lost+1).Bool("noted", d.Kept).
+		log.Error().Str("file", d.File).Int64("offset", d.Offset).Int("lost", d.Lost).Bool("noted", d.Kept).
 			Msg("store log damaged: the writes after the damage were not replayed and are lost; those before it are kept ('coupond admin check' lists it until --repair)")
 	}
 	svc := e.svc

@@ -35,7 +35,7 @@ const globalLogDamage byte = 'L'
 type LogDamage struct {
 	File    string    `json:"file"`   // the log's name in the store dir, e.g. 000012.log
 	Offset  int64     `json:"offset"` // byte offset of the first damaged chunk
-	Lost    int       `json:"lost"`   // readable writes after the damage that were not replayed
+	Lost    int       `json:"lost"`   // writes not replayed, at least: the damaged one and the readable ones after it
 	FoundAt time.Time `json:"found_at"`
 	// Kept says the note is stored (admin check lists it); false when
 	// storing it failed, and then only serve's log says it.
@@ -44,7 +44,7 @@ type LogDamage struct {
 
 // String is the note as admin check and serve's log say it.
 func (d LogDamage) String() string {
-	return fmt.Sprintf("store log %s, damaged at byte %d (found %s): the write there and the %d after it were not replayed and are lost",
+	return fmt.Sprintf("store log %s, damaged at byte %d (found %s): at least %d writes from there on were not replayed and are lost",
 		d.File, d.Offset, d.FoundAt.UTC().Format(time.RFC3339), d.Lost)
 }
 
@@ -119,7 +119,7 @@ func checkNewestLog(fs vfs.FS, dir string, now time.Time) *LogDamage {
 	if at < 0 || lost == 0 {
 		return nil
 	}
-	return &LogDamage{File: name, Offset: at, Lost: lost, FoundAt: now}
+	return &LogDamage{File: name, Offset: at, Lost: lost + 1, FoundAt: now}
 }
 
 // newestLog finds the write-ahead log with the highest number in dir.

@@ -112,7 +112,7 @@ func TestDamagedLogIsReported(t *testing.T) {
 			}
 			d := notes[0]
 			// The lost writes: the damaged one and the readable ones after it.
-			if d.File != log || d.Offset > size/2 || d.Lost+1+n != 1000 || d.FoundAt.IsZero() {
+			if d.File != log || d.Offset > size/2 || d.Lost+n != 1000 || d.FoundAt.IsZero() {
 				t.Errorf("note %+v with %d keys kept of 1000", d, n)
 			}
 			if s := d.String(); !strings.Contains(s, log) || !strings.Contains(s, "lost") {
