@@ -134,11 +134,13 @@ func pathless(err error) error {
 // the registry's Expired; taking: a Take is writing it).
 func (bk *Backups) info(b backupEntry, expired, taking, verify bool, owed []owedEntry) BackupInfo {
 	inf := BackupInfo{Dir: b.Dir, TakenAt: b.TakenAt.UTC(), ExpiresAt: b.TakenAt.Add(BackupRetention).UTC()}
+	owedHere := map[ledgerDeletion]bool{}
 	for _, o := range owed {
 		if o.Dir == b.Dir || (o.EveryBackup && !expired) {
-			inf.OwedDeletions++
+			owedHere[ledgerDeletionOf(o.LedgerEntry)] = true
 		}
 	}
+	inf.OwedDeletions = len(owedHere)
 	if _, err := os.Stat(b.Dir); errors.Is(err, fs.ErrNotExist) {
 		inf.State, inf.Note = BackupMissing, "directory not there (disk unmounted?)"
 		if !expired {
@@ -197,8 +199,9 @@ func readManifestOf(dir string) (*Manifest, error) {
 }
 
 // countLedger counts the deletions of dir's ledger: its lines that
-// decode. Its error says the ledger cannot be read, or holds lines that
-// do not decode (a torn last line is not one: its deletion was not
+// decode, each deletion once (the request and the worker both write it).
+// Its error says the ledger cannot be read, or holds lines that do not
+// decode (a torn last line is not one: its deletion was not
 // acknowledged).
 func countLedger(dir string) (int, error) {
 	data, err := os.ReadFile(filepath.Join(dir, ledgerFile))
@@ -206,10 +209,28 @@ func countLedger(dir string) (int, error) {
 		return 0, fmt.Errorf("deletion ledger cannot be read: %w", pathless(err))
 	}
 	entries, damaged, _ := parseLedger(data)
-	if len(damaged) > 0 {
-		return len(entries), fmt.Errorf("deletion ledger: %d damaged lines (restore refuses it)", len(damaged))
+	seen := make(map[ledgerDeletion]bool, len(entries))
+	for _, l := range entries {
+		seen[ledgerDeletionOf(l)] = true
 	}
-	return len(entries), nil
+	if len(damaged) > 0 {
+		return len(seen), fmt.Errorf("deletion ledger: %d damaged lines (restore refuses it)", len(damaged))
+	}
+	return len(seen), nil
+}
+
+// ledgerDeletion names one deletion among ledger and owed lines: a deletion
+// is written to a ledger (or owed) at its request and again by the worker
+// before it erases anything, so a ledger holds it twice; the listing
+// counts deletions, not lines.
+type ledgerDeletion struct {
+	tenant, hash string
+	requestedAt  int64 // UnixNano
+}
+
+// ledgerDeletionOf is the ledgerDeletion of the ledger line l.
+func ledgerDeletionOf(l LedgerEntry) ledgerDeletion {
+	return ledgerDeletion{tenant: l.Tenant, hash: l.Hash, requestedAt: l.RequestedAt.UnixNano()}
 }
 
 // joinNotes joins two notes of a BackupInfo.

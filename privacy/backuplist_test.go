@@ -3,6 +3,7 @@ package privacy
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -18,16 +19,16 @@ import (
 )
 
 // plantBackup makes the backup dir as Take leaves it: a ledger of ledger
-// deletions and, with manifest, a manifest taken at takenAt (without it,
-// a backup that stopped). It returns the bytes of its files.
+// distinct deletions and, with manifest, a manifest taken at takenAt
+// (without it, a backup that stopped). It returns the bytes of its files.
 func plantBackup(t *testing.T, dir string, takenAt time.Time, manifest bool, ledger int) int64 {
 	t.Helper()
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
 	var lines []byte
-	for range ledger {
-		line, _ := json.Marshal(LedgerEntry{Tenant: "acme", Hash: "h", RequestedAt: takenAt, ClientID: "ci"})
+	for i := range ledger {
+		line, _ := json.Marshal(LedgerEntry{Tenant: "acme", Hash: fmt.Sprintf("h%d", i), RequestedAt: takenAt, ClientID: "ci"})
 		lines = append(append(lines, line...), '\n')
 	}
 	files := map[string][]byte{ledgerFile: lines}
@@ -44,13 +45,13 @@ func plantBackup(t *testing.T, dir string, takenAt time.Time, manifest bool, led
 	return size
 }
 
-// plantOwed writes backups-owed.jsonl with one deletion owed to each of
-// dirs ("" stands for every backup).
+// plantOwed writes backups-owed.jsonl with one deletion, each another,
+// owed to each of dirs ("" stands for every backup).
 func plantOwed(t *testing.T, dataDir string, dirs ...string) {
 	t.Helper()
 	var data []byte
-	for _, dir := range dirs {
-		line, _ := json.Marshal(owedEntry{Dir: dir, EveryBackup: dir == "", LedgerEntry: LedgerEntry{Tenant: "acme", Hash: "h", RequestedAt: t0, ClientID: "ci"}})
+	for i, dir := range dirs {
+		line, _ := json.Marshal(owedEntry{Dir: dir, EveryBackup: dir == "", LedgerEntry: LedgerEntry{Tenant: "acme", Hash: fmt.Sprintf("h%d", i), RequestedAt: t0, ClientID: "ci"}})
 		data = append(append(data, line...), '\n')
 	}
 	if err := os.WriteFile(filepath.Join(dataDir, owedFile), data, 0o600); err != nil {
@@ -121,6 +122,51 @@ func TestListReportsEachState(t *testing.T) {
 	}
 	if diff := cmp.Diff(before, snapshotDir(t, dataDir)); diff != "" {
 		t.Errorf("List changed the data dir (-before +after):\n%s", diff)
+	}
+}
+
+// TestListCountsEachDeletionOnce: a deletion is written to a backup's
+// ledger (or owed to it) at its request and again by the deletion worker,
+// so "admin backups" counts the ledger's and the owed deletions, not their
+// lines: one deletion showed as 2 in LEDGER and OWED.
+func TestListCountsEachDeletionOnce(t *testing.T) {
+	dataDir, root := t.TempDir(), t.TempDir()
+	here, gone := filepath.Join(root, "here"), filepath.Join(root, "gone")
+	plantBackup(t, here, t0.Add(-time.Hour), true, 0)
+	one := LedgerEntry{Tenant: "acme", Hash: "h1", RequestedAt: t0, ClientID: "ci"}
+	again := LedgerEntry{Tenant: "acme", Hash: "h1", RequestedAt: t0.Add(time.Hour), ClientID: "ci"} // erased again later
+	other := LedgerEntry{Tenant: "shop", Hash: "h1", RequestedAt: t0, ClientID: "ci"}
+	var ledger, owed []byte
+	for _, l := range []LedgerEntry{one, one, again, other, other} {
+		line, _ := json.Marshal(l)
+		ledger = append(append(ledger, line...), '\n')
+	}
+	for _, o := range []owedEntry{{Dir: gone, LedgerEntry: one}, {Dir: gone, LedgerEntry: one}, {EveryBackup: true, LedgerEntry: one}, {EveryBackup: true, LedgerEntry: again}} {
+		line, _ := json.Marshal(o)
+		owed = append(append(owed, line...), '\n')
+	}
+	if err := os.WriteFile(filepath.Join(here, ledgerFile), ledger, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dataDir, owedFile), owed, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	bk := NewBackups(dataDir, clock.NewFake(t0).Now, zerolog.Nop())
+	reg := &backupRegistry{Backups: []backupEntry{
+		{Dir: gone, TakenAt: t0.Add(-2 * time.Hour), Complete: true, Missing: true},
+		{Dir: here, TakenAt: t0.Add(-time.Hour), Complete: true},
+	}}
+	if err := bk.saveRegistry(reg); err != nil {
+		t.Fatal(err)
+	}
+	type counts struct{ Ledger, Owed int }
+	want := map[string]counts{gone: {0, 2}, here: {3, 2}}
+	got := map[string]counts{}
+	for _, b := range bk.List(false).Backups {
+		got[b.Dir] = counts{b.LedgerEntries, b.OwedDeletions}
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("ledger and owed deletions by backup (-want +got):\n%s", diff)
 	}
 }
 
