@@ -190,7 +190,7 @@ func runDeletionWorker(ctx context.Context, svc *services) {
 // ---- admin commands ----
 
 func dataCmds(a *app) []*cobra.Command {
-	return []*cobra.Command{accessLogCmd(a), deletionsCmd(a), withDeadline(backupCmd(a), longAdmin), backupsCmd(a), restoreCmd(a)}
+	return []*cobra.Command{accessLogCmd(a), deletionsCmd(a), withDeadline(backupCmd(a), longAdmin), withDeadline(backupsCmd(a), longAdmin), restoreCmd(a)}
 }
 
 type accessView struct {

@@ -443,6 +443,8 @@ func TestAdminWaitOf(t *testing.T) {
 	}{
 		{[]string{"admin", "tenant", "show"}, defaultAdminTotal},
 		{[]string{"admin", "backup"}, longAdmin},
+		{[]string{"admin", "backups"}, longAdmin}, // --verify reads every backup whole
+		{[]string{"admin", "backups", "prune"}, defaultAdminTotal},
 		{[]string{"admin", "check"}, longAdmin},
 		{[]string{"admin", "evaluate"}, longAdmin},
 		{[]string{"admin", "shadow", "report"}, longAdmin},

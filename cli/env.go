@@ -285,8 +285,9 @@ const adminDeadline = "admin-deadline"
 const defaultAdminTotal = 5 * time.Minute
 
 // longAdmin is the adminDeadline of the commands whose work grows with the
-// store (a backup, a check or an evaluation of every record, a shadow
-// report, a clock's move that folds every reward it closes).
+// store (a backup, a listing that verifies every backup, a check or an
+// evaluation of every record, a shadow report, a clock's move that folds
+// every reward it closes).
 const longAdmin = 6 * time.Hour
 
 // adminDial is adminWait.dial: the socket is local, a connect that takes
