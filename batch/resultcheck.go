@@ -15,8 +15,11 @@ import (
 type ResultDamage struct {
 	Tenant string `json:"tenant"`
 	JobID  string `json:"job_id"`
-	Reason string `json:"reason"` // "missing", or why it does not decompress
+	Reason string `json:"reason"` // ResultMissing, or why it does not decompress
 }
+
+// ResultMissing is the Reason of a ResultDamage whose file is not there.
+const ResultMissing = "missing"
 
 // CheckResults reads the result file of every completed job of tenant
 // (every tenant's when ""), decompressing it whole as a download does, and
@@ -51,7 +54,7 @@ func (r *Runner) CheckResults(tenant string) ([]ResultDamage, error) {
 func readWhole(path string) string {
 	res, err := OpenResult(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return "missing"
+		return ResultMissing
 	}
 	if err != nil {
 		return "cannot be read: " + err.Error()

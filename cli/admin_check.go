@@ -98,8 +98,18 @@ func printCheckText(w io.Writer, st *engine.CheckStats, repair bool, unreadable,
 	}
 	printRegistry(w, registry)
 	for _, r := range results {
-		fmt.Fprintf(w, "  damaged      %s job %s result file: %s; its download stops short: run the job again\n", r.Tenant, r.JobID, r.Reason)
+		fmt.Fprintf(w, "  damaged      %s job %s result file: %s; %s: run the job again\n", r.Tenant, r.JobID, r.Reason, resultDownload(r))
 	}
+}
+
+// resultDownload is what a download of the job of r answers: a download
+// reads the whole file before its status line, so a missing file is 404
+// and one that does not decompress 500, never an answer cut short.
+func resultDownload(r batch.ResultDamage) string {
+	if r.Reason == batch.ResultMissing {
+		return "its download answers 404 no_encontrado"
+	}
+	return "its download answers 500 error_interno"
 }
 
 // logDamage lists the store's notes of damaged write-ahead logs found at

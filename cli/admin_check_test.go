@@ -18,6 +18,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/rs/zerolog"
 
+	"github.com/coupond/coupond/batch"
+	"github.com/coupond/coupond/engine"
 	"github.com/coupond/coupond/store"
 )
 
@@ -406,5 +408,28 @@ func flipMiddleOfNewestLog(t *testing.T, dir string) {
 	}
 	if _, err := f.WriteAt(b, st.Size()/2); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestAdminCheckSaysWhatResultDownloadAnswers: a download reads the whole
+// result file before its status line, so admin check's line for a missing
+// or damaged one says the 404 or 500 the download answers; it said the
+// download "stops short", which never happens.
+func TestAdminCheckSaysWhatResultDownloadAnswers(t *testing.T) {
+	for _, tc := range []struct {
+		damage batch.ResultDamage
+		want   string
+	}{
+		{batch.ResultDamage{Tenant: "acme", JobID: "lote_a", Reason: batch.ResultMissing},
+			"  damaged      acme job lote_a result file: missing; its download answers 404 no_encontrado: run the job again"},
+		{batch.ResultDamage{Tenant: "acme", JobID: "lote_b", Reason: "does not decompress: corrupt input"},
+			"  damaged      acme job lote_b result file: does not decompress: corrupt input; its download answers 500 error_interno: run the job again"},
+	} {
+		var out bytes.Buffer
+		printCheckText(&out, &engine.CheckStats{Tenants: 1}, false, nil, nil, nil, []batch.ResultDamage{tc.damage})
+		lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+		if diff := cmp.Diff([]string{tc.want}, lines[1:]); diff != "" {
+			t.Errorf("%s (-want +got):\n%s", tc.damage.Reason, diff)
+		}
 	}
 }
