@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -105,6 +106,37 @@ func TestTokenOAuthErrors(t *testing.T) {
 		resp.Body.Close()
 		if strings.Contains(string(data), `"error"`) {
 			t.Errorf("a 401 outside /v1/token carries OAuth fields: %s", data)
+		}
+	}
+}
+
+// TestTokenFramingErrorShape: the token endpoint's 400 for a request with
+// both Content-Length and Transfer-Encoding, which the pipeline answers
+// before the handler runs, is shaped as the handler's errors are: ErrorV1
+// exactly for a JSON request (it rejects unknown properties), the OAuth 2.0
+// members too for the form.
+func TestTokenFramingErrorShape(t *testing.T) {
+	h := newHarness(t)
+	errorV1 := []string{"campo", "codigo", "detalle", "mensaje", "trace_id"}
+	withOAuth := []string{"campo", "codigo", "detalle", "error", "error_description", "mensaje", "trace_id"}
+	for _, tc := range []struct {
+		ct   string
+		keys []string
+	}{
+		{"application/json", errorV1},
+		{"", errorV1},
+		{"application/x-www-form-urlencoded", withOAuth},
+	} {
+		ct := ""
+		if tc.ct != "" {
+			ct = "Content-Type: " + tc.ct + "\r\n"
+		}
+		resp, body := h.rawExchange("POST /v1/token HTTP/1.1\r\nHost: x\r\n"+ct+
+			"Content-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", false)
+		keys := slices.Sorted(maps.Keys(body))
+		got := []any{resp.StatusCode, body["codigo"], keys}
+		if diff := cmp.Diff([]any{400, "esquema_invalido", tc.keys}, got); diff != "" {
+			t.Errorf("Content-Type %q: status, codigo, members (-want +got):\n%s", tc.ct, diff)
 		}
 	}
 }

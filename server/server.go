@@ -314,7 +314,7 @@ func (s *Server) wrap(rt route) httprouter.Handle {
 		}()
 		if smuggled(r) {
 			sw.Header().Set("Connection", "close")
-			s.writeError(sw, c, routeError(rt, errKind(kindBadRequest)))
+			s.writeError(sw, c, routeError(rt, r, errKind(kindBadRequest)))
 			return
 		}
 		if err := s.serve(rt, c); err != nil {
@@ -326,12 +326,12 @@ func (s *Server) wrap(rt route) httprouter.Handle {
 	}
 }
 
-// routeError is err as rt answers it when the pipeline refuses a request
-// before rt's handler runs: the token endpoint's errors carry the OAuth 2.0
-// members as its handler's do (withOAuthError).
-func routeError(rt route, err error) error {
+// routeError is err as rt answers it when the pipeline refuses request r
+// before rt's handler runs: the token endpoint's errors are shaped as its
+// handler's are (tokenError: the OAuth 2.0 members for the form only).
+func routeError(rt route, r *http.Request, err error) error {
 	if rt.name == "token" {
-		return withOAuthError(err)
+		return tokenError(r, err)
 	}
 	return err
 }

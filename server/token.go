@@ -36,7 +36,14 @@ func (s *Server) handleToken(c *call) error {
 	if ae := (*apiError)(nil); errors.As(err, &ae) && ae.kind == kindNotJSON && ae.campo == "" {
 		ae.msg = tokenNotJSON // the form is accepted too
 	}
-	if mt, ok := tokenMediaType(c.r); ok && mt == formMediaType {
+	return tokenError(c.r, err)
+}
+
+// tokenError is err as the token endpoint answers request r: with RFC
+// 6749's error members (withOAuthError) when r is the OAuth 2.0 form, and
+// unchanged, the spec's ErrorV1 or HTTPValidationError exactly, otherwise.
+func tokenError(r *http.Request, err error) error {
+	if mt, ok := tokenMediaType(r); ok && mt == formMediaType {
 		return withOAuthError(err)
 	}
 	return err
