@@ -489,7 +489,7 @@ func encodedBody(r *http.Request) error {
 		for _, coding := range strings.Split(v, ",") {
 			if coding = strings.TrimSpace(coding); coding != "" && !strings.EqualFold(coding, "identity") {
 				return &apiError{kind: kindNotJSON, campo: "Content-Encoding",
-					msg: "Content-Encoding no admitido: envíe el cuerpo JSON sin comprimir"}
+					msg: "Content-Encoding no admitido: envíe el cuerpo sin comprimir"}
 			}
 		}
 	}

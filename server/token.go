@@ -70,7 +70,7 @@ func tokenMediaType(r *http.Request) (mt string, ok bool) {
 var (
 	oauthInvalidClient   = oauthError{"invalid_client", "client authentication failed"}
 	oauthInvalidScope    = oauthError{"invalid_scope", "the credential lacks a requested scope"}
-	oauthInvalidRequest  = oauthError{"invalid_request", "the request is malformed; see detail"}
+	oauthInvalidRequest  = oauthError{"invalid_request", "the request is malformed: mensaje (detail in a 422) says how"}
 	oauthUnsupportedType = oauthError{"unsupported_grant_type", "grant_type must be client_credentials"}
 )
 
