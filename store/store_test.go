@@ -373,3 +373,76 @@ func TestOpenLoadsTenantAndCredentialCaches(t *testing.T) {
 		t.Errorf("credentials (-want +got):\n%s", diff)
 	}
 }
+
+// TestFailedOpenReleasesTheLock: Open takes the directory lock itself
+// (before its log check) and passes it to Pebble, whose Close and failed
+// Open leave such a lock held; a store Pebble refuses must still release
+// it, or the next Open, after the operator put the damaged file right,
+// fails as if another process held the store.
+func TestFailedOpenReleasesTheLock(t *testing.T) {
+	for _, prefix := range []string{"MANIFEST-", "OPTIONS-"} {
+		t.Run(prefix, func(t *testing.T) {
+			fs := vfs.NewMem()
+			db, err := Open("db", fs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			db.Close()
+			name, good := fileWithPrefix(t, fs, prefix)
+			damaged := bytes.Clone(good)
+			copy(damaged[len(damaged)/2:], []byte{0xff, 0xee, 0x00})
+			writeMemFile(t, fs, name, damaged)
+			if _, err := Open("db", fs); err == nil {
+				t.Fatal("Open of a damaged store succeeded")
+			}
+			writeMemFile(t, fs, name, good)
+			db, err = Open("db", fs)
+			if err != nil {
+				t.Fatalf("Open after the damaged file was put right: %v", err)
+			}
+			if err := db.Close(); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+}
+
+// fileWithPrefix returns the path and bytes of db's file named prefix*.
+func fileWithPrefix(t *testing.T, fs vfs.FS, prefix string) (string, []byte) {
+	t.Helper()
+	names, err := fs.List("db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range names {
+		if strings.HasPrefix(n, prefix) {
+			f, err := fs.Open(fs.PathJoin("db", n))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			st, _ := f.Stat()
+			b := make([]byte, st.Size())
+			if _, err := f.ReadAt(b, 0); err != nil {
+				t.Fatal(err)
+			}
+			return fs.PathJoin("db", n), b
+		}
+	}
+	t.Fatalf("no %s file", prefix)
+	return "", nil
+}
+
+func writeMemFile(t *testing.T, fs vfs.FS, path string, b []byte) {
+	t.Helper()
+	f, err := fs.Create(path, vfs.WriteCategoryUnspecified)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Write(b); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
