@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"os"
 	"path/filepath"
 
 	"github.com/coupond/coupond/api"
@@ -60,14 +59,22 @@ func readWhole(path string) string {
 		return "cannot be read: " + err.Error()
 	}
 	defer res.Close()
-	dec, err := res.Decompressed()
-	if err == nil {
-		_, err = io.Copy(io.Discard, dec)
-	}
-	if err != nil {
+	if err := res.decompressAll(); err != nil {
 		return "does not decompress: " + err.Error()
 	}
 	return ""
+}
+
+// decompressAll decompresses res from its start to its end, checksum
+// included, and frees its decoder.
+func (res *Result) decompressAll() error {
+	dec, err := resultDecoder(res.Compressed())
+	if err != nil {
+		return err
+	}
+	defer dec.Close()
+	_, err = io.Copy(io.Discard, dec)
+	return err
 }
 
 // stillHolds reports whether job j is still completed with the same result
@@ -83,23 +90,24 @@ type resultStamp struct {
 	size, modNanos int64
 }
 
-// VerifyResult decompresses the result file at path whole, checksum
-// included, unless it did so already for the file as it is now (same
-// size and modification time): a download verified first answers an error
-// for a damaged file rather than a 200 it would cut short. A missing file
-// is an error that matches fs.ErrNotExist.
-func (r *Runner) VerifyResult(path string) error {
-	st, err := os.Stat(path)
+// VerifyResult decompresses res, a result file OpenResult opened, to its
+// end, checksum included, unless it did so already for that path with the
+// file as res has it now (same size and modification time): a download
+// that verifies the file it opened and then sends it answers an error for
+// a damaged file rather than a 200 it would cut short, and a file removed
+// meanwhile is not its concern (res keeps it readable). Safe for
+// concurrent use; downloads of a file not yet verified each read it.
+func (r *Runner) VerifyResult(res *Result) error {
+	st, err := res.f.Stat()
 	if err != nil {
-		return err
+		return fmt.Errorf("batch: verify result: %w", err)
 	}
-	stamp := resultStamp{st.Size(), st.ModTime().UnixNano()}
+	path, stamp := res.f.Name(), resultStamp{st.Size(), st.ModTime().UnixNano()}
 	if v, ok := r.verified.Load(path); ok && v.(resultStamp) == stamp {
 		return nil
 	}
-	if reason := readWhole(path); reason != "" {
-		r.verified.Delete(path)
-		return fmt.Errorf("result file %s: %s", filepath.Base(path), reason)
+	if err := res.decompressAll(); err != nil {
+		return fmt.Errorf("result file %s: does not decompress: %w", filepath.Base(path), err)
 	}
 	r.verified.Store(path, stamp)
 	return nil

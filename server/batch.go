@@ -168,29 +168,26 @@ func (s *Server) handleSignedDownload(c *call) error {
 // job made with that scope go to a caller without it decompressed and
 // without detalle, whatever Accept-Encoding asks (detalle is only for
 // credentials with the scope, as for an Idempotency-Key replay), one line
-// at a time. A file gone (retention) is 404. The file is read whole before
-// the status line (once for the file as it is: batch.Runner.VerifyResult),
-// so that a damaged one is a 500 rather than a 200 cut short.
+// at a time. A file gone (retention) is 404. The file is opened once, and
+// what was opened is read whole before the status line (once for the file
+// as it is: batch.Runner.VerifyResult) and then sent, so that a damaged
+// one is a 500 rather than a 200 cut short.
 func (s *Server) sendResult(c *call, j *batch.Job, explain bool) error {
 	path, ok := s.Batch.ResultFile(j)
 	if !ok {
 		return errKind(kindNotFound)
-	}
-	err := s.Batch.VerifyResult(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return errKind(kindNotFound)
-	}
-	if err != nil {
-		return fmt.Errorf("job %s: %w", j.ID, err)
 	}
 	res, err := batch.OpenResult(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return errKind(kindNotFound)
 	}
 	if err != nil {
-		return err
+		return fmt.Errorf("job %s: %w", j.ID, err)
 	}
 	defer res.Close()
+	if err := s.Batch.VerifyResult(res); err != nil {
+		return fmt.Errorf("job %s: %w", j.ID, err)
+	}
 	// The result's headers go on the result only, not on an error answer.
 	h := c.w.Header()
 	setResultHeaders := func() {

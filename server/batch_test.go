@@ -909,6 +909,66 @@ func TestBatchDamagedResultFile(t *testing.T) {
 	}
 }
 
+// TestBatchResultRemovedDuringDownload: a result file that retention
+// removes while a download reads it is a 404 (or, opened in time, a whole
+// 200), never a 500. The download checked the file by its path and then
+// opened it again: a file there at the check and gone at the open was
+// answered 500 error_interno. It now opens the file once and verifies and
+// sends what it opened. The file is removed and put back (two versions,
+// so that each download reads it again) while downloads run: with the
+// check's window a few microseconds wide, 300 downloads met it every time.
+func TestBatchResultRemovedDuringDownload(t *testing.T) {
+	h, tok := batchHarness(t)
+	id := submit(h, tok, map[string]any{"campana_id": "camp", "clientes": refs("quitado", 20)})
+	runJobs(h)
+	j, err := h.batch.Job("acme", id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path, _ := h.batch.ResultFile(j)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	versions := []string{path + ".a", path + ".b"}
+	for i, v := range versions {
+		if err := os.WriteFile(v, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		at := time.Now().Add(time.Duration(i) * time.Hour)
+		if err := os.Chtimes(v, at, at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() { // retention removing the file, a restore putting it back
+		defer close(done)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			os.Remove(path)
+			os.Link(versions[i%2], path)
+		}
+	}()
+	got := map[int]int{}
+	for range 300 {
+		st, _, body := get(h, "/v1/lotes-decision/"+id+"/resultado", tok)
+		got[st]++
+		if st == 200 && len(lines(t, body)) != 20 {
+			t.Errorf("200 with %d lines, want 20", len(lines(t, body)))
+		}
+	}
+	close(stop)
+	<-done
+	if got[500] > 0 || got[200]+got[404] != 300 {
+		t.Errorf("statuses %v, want 200 and 404 only", got)
+	}
+}
+
 // TestBatchDroppedResultStatus: a completed job whose result file was
 // dropped (DropResult: a damaged file met by a customer's deletion)
 // answers as after retention: completado, no resultado_url, and no error,
