@@ -155,7 +155,7 @@ type Runner struct {
 	// ends it for that reason, not errInternal, while the process lives.
 	unsaved map[string]string
 	// verified: result file path → the resultStamp VerifyResult last read
-	// it whole at.
+	// it whole at; removeResult forgets the files it removes.
 	verified sync.Map
 
 	// resultMu is held by whoever changes a completed job's result: its
@@ -1212,6 +1212,7 @@ func (r *Runner) removeResult(j *Job, reason string) error {
 	if err := r.fs.Remove(r.resultPath(cur.Result)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
+	r.verified.Delete(r.resultPath(cur.Result))
 	cur.Result = ""
 	if reason != "" {
 		cur.Error = reason

@@ -65,3 +65,41 @@ func TestCheckResults(t *testing.T) {
 		})
 	}
 }
+
+// TestVerifiedResultsForgotten: VerifyResult remembers each file it read
+// whole, by path, for the life of the process; the entry of a file that
+// retention or a drop removes goes with it. It stayed: one more entry for
+// every downloaded result the process ever saw.
+func TestVerifiedResultsForgotten(t *testing.T) {
+	e := newJobEnv(t, storefs.Mem(), "db", 3, -1)
+	e.customers(t, 50)
+	j := e.submitAll(t)
+	e.r.RunPending(context.Background())
+	j, _ = e.r.Job("acme", j.ID)
+	path, ok := e.r.ResultFile(j)
+	if !ok {
+		t.Fatalf("job not completed: %+v", j)
+	}
+	res, err := OpenResult(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Close()
+	if err := e.r.VerifyResult(res); err != nil {
+		t.Fatal(err)
+	}
+	remembered := func() int {
+		n := 0
+		e.r.verified.Range(func(any, any) bool { n++; return true })
+		return n
+	}
+	if n := remembered(); n != 1 {
+		t.Fatalf("%d files remembered after a verification, want 1", n)
+	}
+	if err := e.r.DropResult(j, "test"); err != nil {
+		t.Fatal(err)
+	}
+	if n := remembered(); n != 0 {
+		t.Errorf("%d files remembered after the result was removed, want 0", n)
+	}
+}
