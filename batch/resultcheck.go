@@ -23,8 +23,9 @@ const ResultMissing = "missing"
 // CheckResults reads the result file of every completed job of tenant
 // (every tenant's when ""), decompressing it whole as a download does, and
 // returns those that cannot be read: missing (their downloads answer 404),
-// or damaged (500: VerifyResult). A file removed by retention, or a
-// job that changed, while the check ran is not reported.
+// or damaged (500: a damaged file is forgotten as verified, ForgetVerified,
+// so that its next download reads it again). A file removed by retention,
+// or a job that changed, while the check ran is not reported.
 func (r *Runner) CheckResults(tenant string) ([]ResultDamage, error) {
 	var out []ResultDamage
 	for _, t := range r.db.Tenants() {
@@ -40,7 +41,11 @@ func (r *Runner) CheckResults(tenant string) ([]ResultDamage, error) {
 			if !ok {
 				continue
 			}
-			if reason := readWhole(path); reason != "" && r.stillHolds(j) {
+			reason := readWhole(path)
+			if reason != "" {
+				r.verified.Delete(path) // ForgetVerified
+			}
+			if reason != "" && r.stillHolds(j) {
 				out = append(out, ResultDamage{Tenant: j.Tenant, JobID: j.ID, Reason: reason})
 			}
 		}
@@ -112,3 +117,10 @@ func (r *Runner) VerifyResult(res *Result) error {
 	r.verified.Store(path, stamp)
 	return nil
 }
+
+// ForgetVerified drops what VerifyResult remembers of res's file: a
+// download that found it damaged while sending it (damaged in place since
+// it was verified: its size and time unchanged) calls it so that the next
+// download reads the file whole again and answers 500, rather than a 200
+// cut short again and again.
+func (r *Runner) ForgetVerified(res *Result) { r.verified.Delete(res.f.Name()) }

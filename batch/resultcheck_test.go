@@ -103,3 +103,69 @@ func TestVerifiedResultsForgotten(t *testing.T) {
 		t.Errorf("%d files remembered after the result was removed, want 0", n)
 	}
 }
+
+// TestCheckResultsForgetsVerified: a result file verified by a download and
+// damaged in place since (its size and time unchanged: a bad sector) is
+// found by admin check, and then read again by the next download's
+// VerifyResult, which answers its error: admin check says the download
+// answers 500. The download trusted its earlier verification and sent a
+// 200 it cut short.
+func TestCheckResultsForgetsVerified(t *testing.T) {
+	e := newJobEnv(t, storefs.Mem(), "db", 3, -1)
+	e.customers(t, 400)
+	j := e.submitAll(t)
+	e.r.RunPending(context.Background())
+	j, _ = e.r.Job("acme", j.ID)
+	path, ok := e.r.ResultFile(j)
+	if !ok {
+		t.Fatalf("job not completed: %+v", j)
+	}
+	verify := func() error {
+		res, err := OpenResult(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Close()
+		return e.r.VerifyResult(res)
+	}
+	if err := verify(); err != nil {
+		t.Fatal(err)
+	}
+	damageInPlace(t, path)
+	if err := verify(); err != nil {
+		t.Logf("verified again before admin check: %v", err)
+		t.Fatal("the damaged file was read again: the test does not keep its stamp")
+	}
+	if got, err := e.r.CheckResults(""); err != nil || len(got) != 1 {
+		t.Fatalf("CheckResults: %v %+v, want the damaged file", err, got)
+	}
+	if err := verify(); err == nil {
+		t.Error("VerifyResult after admin check found the damage: nil, want its error")
+	}
+}
+
+// damageInPlace flips a byte in the middle of the file at path and puts its
+// modification time back, as a bad sector would leave it.
+func damageInPlace(t *testing.T, path string) {
+	t.Helper()
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := make([]byte, 1)
+	if _, err := f.ReadAt(b, st.Size()/2); err != nil {
+		t.Fatal(err)
+	}
+	b[0] ^= 0xff
+	if _, err := f.WriteAt(b, st.Size()/2); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if err := os.Chtimes(path, st.ModTime(), st.ModTime()); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -219,6 +219,7 @@ func (s *Server) sendResult(c *call, j *batch.Job, explain bool) error {
 		// the only way to tell the client is to cut the response short
 		// instead of ending it as if it were complete.
 		s.log.Error().Err(src.err).Str("job_id", j.ID).Str("trace_id", c.trace).Msg("result file unreadable")
+		s.Batch.ForgetVerified(res)
 		panic(http.ErrAbortHandler)
 	}
 	return nil

@@ -969,6 +969,64 @@ func TestBatchResultRemovedDuringDownload(t *testing.T) {
 	}
 }
 
+// TestBatchResultDamagedAfterVerification: a result file verified by one
+// download and damaged in place since (size and time unchanged, as a bad
+// sector leaves it) is cut short by the next download, which trusts the
+// verification and finds the damage while sending; the download after that
+// reads the file whole again and answers 500. Every later download was cut
+// short too: the verification was never forgotten.
+func TestBatchResultDamagedAfterVerification(t *testing.T) {
+	h, tok := batchHarness(t)
+	id := submit(h, tok, map[string]any{"campana_id": "camp", "clientes": refs("podrido", 2000)})
+	runJobs(h)
+	target := "/v1/lotes-decision/" + id + "/resultado"
+	if st, _, _ := get(h, target, tok); st != 200 {
+		t.Fatalf("before the damage: %d, want 200", st)
+	}
+	j, err := h.batch.Job("acme", id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path, _ := h.batch.ResultFile(j)
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _ := os.ReadFile(path)
+	data[len(data)*3/4] ^= 0xff
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt(data, 0); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if err := os.Chtimes(path, st.ModTime(), st.ModTime()); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for range 2 {
+		req, _ := http.NewRequest("GET", h.http.URL+target, nil)
+		req.Header.Set("Authorization", "Bearer "+tok)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			got = append(got, "no answer")
+			continue
+		}
+		_, err = io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			got = append(got, fmt.Sprintf("%d cut short", resp.StatusCode))
+			continue
+		}
+		got = append(got, strconv.Itoa(resp.StatusCode))
+	}
+	if diff := cmp.Diff([]string{"200 cut short", "500"}, got); diff != "" {
+		t.Errorf("downloads after the damage (-want +got):\n%s", diff)
+	}
+}
+
 // TestBatchDroppedResultStatus: a completed job whose result file was
 // dropped (DropResult: a damaged file met by a customer's deletion)
 // answers as after retention: completado, no resultado_url, and no error,
