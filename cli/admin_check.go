@@ -127,8 +127,11 @@ func printLogDamage(w io.Writer, logs []store.LogDamage, repair bool) {
 	for _, d := range logs {
 		fmt.Fprintf(w, "  damaged      %s; the writes before it are kept; events sent shortly before that time can be sent again (their event_id makes a resend safe)\n", d)
 	}
-	if len(logs) > 0 && !repair {
-		fmt.Fprintln(w, "run again with --repair to acknowledge the damaged logs")
+	switch {
+	case len(logs) > 0 && repair:
+		fmt.Fprintf(w, "%s acknowledged: no longer listed\n", plural(len(logs), "damaged log note"))
+	case len(logs) > 0:
+		fmt.Fprintln(w, "run again with --repair to acknowledge the damaged logs (they concern every tenant)")
 	}
 }
 
