@@ -119,7 +119,7 @@ func checkNewestLog(fs vfs.FS, dir string, now time.Time) *LogDamage {
 	if at < 0 || lost == 0 {
 		return nil
 	}
-	return &LogDamage{File: name, Offset: at, Lost: lost + 1, FoundAt: now}
+	return &LogDamage{File: name, Offset: at, Lost: lost, FoundAt: now}
 }
 
 // newestLog finds the write-ahead log with the highest number in dir.
@@ -146,9 +146,11 @@ func newestLog(fs vfs.FS, dir string) (name string, num uint64, ok bool) {
 // length (2), type (1), then, in the recyclable formats every Pebble log
 // writer uses, the log number (4) and, in the WAL-sync format, a synced
 // offset (8); then length bytes of payload. A record is one full chunk or
-// first, middle..., last. A block's tail too short for a header is zeros.
+// first, middle..., last. A block's tail too short for a header is zeros;
+// Pebble's reader still reads one of 7 bytes or more as a (legacy) header.
 const (
 	logBlockSize      = 32 << 10
+	logLegacyHdr      = 7
 	logRecyclableHdr  = 11
 	logWALSyncHdr     = 19
 	logTypeRecyclable = 5 // full, first, middle, last: 5..8
@@ -158,41 +160,73 @@ const (
 var crc32c = crc32.MakeTable(crc32.Castagnoli)
 
 // scanLog walks the log's chunks. It returns the offset of the first chunk
-// it cannot read (-1 when none) and the number of records (full or first
-// chunks of log number num) readable after it. Zeros, chunks of an older
-// log (a recycled file's old bytes) and the end of the file close the log
-// without counting as damage unless readable records of num follow them.
-func scanLog(r io.ReaderAt, num uint32) (damageAt int64, lostAfter int) {
-	damageAt = -1
+// (or block padding) Pebble cannot read, -1 when none, and the number of
+// writes Pebble will not replay when readable records of log number num
+// follow it: the damaged chunk's record, if the damage hit one, and the
+// records (full or first chunks) after it; 0 when none follow. Zeros,
+// chunks of an older log (a recycled file's old bytes) and the end of the
+// file close the log without counting as damage unless readable records of
+// num follow them.
+func scanLog(r io.ReaderAt, num uint32) (damageAt int64, lost int) {
+	s := logScan{num: num, damageAt: -1}
 	buf := make([]byte, logBlockSize)
 	for block := int64(0); ; block++ {
 		n, err := r.ReadAt(buf, block*logBlockSize)
-		if n == 0 {
-			return damageAt, lostAfter
+		if n > 0 {
+			s.block(buf[:n], block*logBlockSize)
 		}
-		for pos := 0; pos+logRecyclableHdr <= n; {
-			if n-pos < logWALSyncHdr && allZero(buf[pos:n]) {
-				break // a WAL-sync writer's padding
-			}
-			size, first, ok := readChunk(buf[pos:n], num)
-			if !ok {
-				if damageAt < 0 {
-					damageAt = block*logBlockSize + int64(pos)
-				}
-				pos = resync(buf[:n], pos, size, num)
-				continue
-			}
-			if first && damageAt >= 0 {
-				lostAfter++
-			}
-			pos += size
+		if n < logBlockSize || (err != nil && !errors.Is(err, io.EOF)) {
+			break
 		}
-		if err != nil && !errors.Is(err, io.EOF) {
-			return damageAt, lostAfter
+	}
+	if s.after == 0 {
+		return s.damageAt, 0
+	}
+	if s.inRecord {
+		return s.damageAt, s.after + 1
+	}
+	return s.damageAt, s.after
+}
+
+// logScan is scanLog's state from block to block.
+type logScan struct {
+	num      uint32
+	damageAt int64 // -1 until the first chunk or padding Pebble cannot read
+	inRecord bool  // the damage is in a chunk: its record is lost too
+	after    int   // records readable after the damage
+}
+
+// block walks the chunks of one block b, at offset off in the log.
+func (s *logScan) block(b []byte, off int64) {
+	pos := 0
+	for pos+logRecyclableHdr <= len(b) {
+		if len(b)-pos < logWALSyncHdr && allZero(b[pos:]) {
+			return // a WAL-sync writer's padding
 		}
-		if n < logBlockSize {
-			return damageAt, lostAfter
+		size, first, ok := readChunk(b[pos:], s.num)
+		if !ok {
+			s.damaged(off+int64(pos), true)
+			pos = resync(b, pos, size, s.num)
+			continue
 		}
+		if first && s.damageAt >= 0 {
+			s.after++
+		}
+		pos += size
+	}
+	// Pebble reads a tail of 7 to 10 bytes (a legacy header's size, not a
+	// recyclable one's) as a header unless its first 7 are zero, and stops
+	// the log there: padding, they hold no write.
+	if tail := b[pos:]; len(tail) >= logLegacyHdr && !allZero(tail[:logLegacyHdr]) {
+		s.damaged(off+int64(pos), false)
+	}
+}
+
+// damaged records damage at offset at, in a chunk or not, unless some was
+// met before.
+func (s *logScan) damaged(at int64, inChunk bool) {
+	if s.damageAt < 0 {
+		s.damageAt, s.inRecord = at, inChunk
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/google/go-cmp/cmp"
 )
 
 // writeLog opens a store on fs, commits n synced writes of 100 bytes and
@@ -239,5 +240,94 @@ func TestRecycledLogIsNotDamage(t *testing.T) {
 	}
 	if got := countKeys(t, db); got != n+1 || db.FoundLogDamage() != nil {
 		t.Errorf("reopened: %d keys (want %d), damage %v; newest log %s of %d bytes", got, n+1, db.FoundLogDamage(), name, st.Size())
+	}
+}
+
+// writePaddedLog opens a store on fs and commits synced writes so that
+// the log's first block ends in pad bytes of zero padding (the writer's
+// filler when fewer bytes are left than a chunk header needs), then 100
+// more writes, and closes it. It returns the log's name, the padding's
+// offset and the number of writes (keys) in the log.
+func writePaddedLog(t *testing.T, fs vfs.FS, pad int) (log string, at int64, keys int) {
+	t.Helper()
+	db, err := Open("db", fs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log, _, _ = newestLog(fs, "db")
+	size := func() int64 {
+		st, err := fs.Stat(fs.PathJoin("db", log))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.Size()
+	}
+	set := func(n int) {
+		if err := db.pdb.Set(fmt.Appendf(nil, "k%06d", keys), make([]byte, n), pebble.Sync); err != nil {
+			t.Fatal(err)
+		}
+		keys++
+	}
+	set(100)
+	// A Set's batch is 24 bytes and its value (3-byte length varint); its
+	// chunk adds an 11-byte header. The writer fills the block's rest.
+	at = logBlockSize - int64(pad)
+	set(int(at-size()) - logRecyclableHdr - 24)
+	if got := size(); got != logBlockSize {
+		t.Fatalf("the first block ends at %d, want %d", got, logBlockSize)
+	}
+	for range 100 {
+		set(100)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return log, at, keys
+}
+
+// TestDamagedBlockPadding: Pebble reads a block's zero padding as a
+// header when 7 to 10 bytes are left and stops the log at it unless
+// those 7 are zero: damage there drops every write after it, and Open
+// notes them, not one more (the padding held no write). A damaged byte Pebble does not read loses
+// nothing and is not noted.
+func TestDamagedBlockPadding(t *testing.T) {
+	tests := []struct {
+		name     string
+		pad, at  int // padding length; damaged byte in it
+		wantLost int // 0: no note
+	}{
+		{"8 bytes, first", 8, 0, 100},
+		{"8 bytes, header's last", 8, 6, 100},
+		{"8 bytes, beyond a legacy header", 8, 7, 0},
+		{"7 bytes", 7, 0, 100},
+		{"10 bytes", 10, 3, 100},
+		{"6 bytes", 6, 0, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fs := NewMemFS()
+			log, at, keys := writePaddedLog(t, fs, tt.pad)
+			overwrite(t, fs, log, at+int64(tt.at), []byte{0x5a})
+			db, err := Open("db", fs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			kept := countKeys(t, db)
+			var got LogDamage
+			if d := db.FoundLogDamage(); d != nil {
+				got = LogDamage{File: d.File, Offset: d.Offset, Lost: d.Lost}
+			}
+			want := LogDamage{}
+			if tt.wantLost > 0 {
+				want = LogDamage{File: log, Offset: at, Lost: tt.wantLost}
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("note (-want +got):\n%s", diff)
+			}
+			if kept+tt.wantLost != keys {
+				t.Errorf("%d of %d writes kept, %d noted lost", kept, keys, tt.wantLost)
+			}
+		})
 	}
 }
