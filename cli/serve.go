@@ -21,6 +21,7 @@ import (
 
 	"github.com/coupond/coupond/engine"
 	"github.com/coupond/coupond/server"
+	"github.com/coupond/coupond/store"
 )
 
 type serveFlags struct {
@@ -170,10 +171,7 @@ func serve(ctx context.Context, dataDir string, f serveFlags, logOut interface{ 
 	for _, u := range e.db.Unreadable() {
 		log.Error().Str("record", u).Msg("unreadable tenant or credential record left out: its requests are refused; restore it from a backup ('coupond admin check' lists it)")
 	}
-	if d := e.db.FoundLogDamage(); d != nil {
-		log.Error().Str("file", d.File).Int64("offset", d.Offset).Int("lost", d.Lost).Bool("noted", d.Kept).
-			Msg("store log damaged: the writes after the damage were not replayed and are lost; those before it are kept ('coupond admin check' lists it until --repair)")
-	}
+	logStoreLogDamage(log, e.db)
 	svc := e.svc
 	if ln == nil {
 		if ln, err = net.Listen("tcp", f.addr); err != nil {
@@ -436,4 +434,29 @@ func parsePrefixes(list string) ([]netip.Prefix, error) {
 		out = append(out, netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()))
 	}
 	return out, nil
+}
+
+// logStoreLogDamage logs the damaged store log this start's open found
+// (store.FoundLogDamage), then each note an earlier open kept that admin
+// check --repair has not acknowledged: an admin command run with the server
+// stopped opens the store first, keeps the note and says nothing, so
+// serve's log says it at every start until it is acknowledged.
+func logStoreLogDamage(log zerolog.Logger, db *store.DB) {
+	found := db.FoundLogDamage()
+	if found != nil {
+		log.Error().Str("file", found.File).Int64("offset", found.Offset).Int("lost", found.Lost).Bool("noted", found.Kept).
+			Msg("store log damaged: the writes after the damage were not replayed and are lost; those before it are kept ('coupond admin check' lists it until --repair)")
+	}
+	notes, err := db.LogDamage()
+	if err != nil {
+		log.Error().Err(err).Msg("store log damage notes unreadable ('coupond admin check' lists them)")
+		return
+	}
+	for _, d := range notes {
+		if found != nil && found.Kept && d.FoundAt.Equal(found.FoundAt) {
+			continue // this start's, logged above
+		}
+		log.Error().Str("file", d.File).Int64("offset", d.Offset).Int("lost", d.Lost).Time("found_at", d.FoundAt).
+			Msg("store log found damaged at an earlier open, not yet acknowledged: the writes after the damage were lost ('coupond admin check' lists it until --repair)")
+	}
 }
