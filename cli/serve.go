@@ -445,7 +445,7 @@ func logStoreLogDamage(log zerolog.Logger, db *store.DB) {
 	found := db.FoundLogDamage()
 	if found != nil {
 		log.Error().Str("file", found.File).Int64("offset", found.Offset).Int("lost", found.Lost).Bool("noted", found.Kept).
-			Msg("store log damaged: the writes after the damage were not replayed and are lost; those before it are kept ('coupond admin check' lists it until --repair)")
+			Msg("store log damaged: the writes after the damage were not replayed and are lost (after a power cut they may be writes never acknowledged); those before it are kept ('coupond admin check' lists it until --repair)")
 	}
 	notes, err := db.LogDamage()
 	if err != nil {

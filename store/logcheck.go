@@ -44,7 +44,7 @@ type LogDamage struct {
 
 // String is the note as admin check and serve's log say it.
 func (d LogDamage) String() string {
-	return fmt.Sprintf("store log %s, damaged at byte %d (found %s): at least %d writes from there on were not replayed and are lost",
+	return fmt.Sprintf("store log %s, damaged at byte %d (found %s): at least %d writes from there on were not replayed and are lost (after a power cut they may be writes never acknowledged)",
 		d.File, d.Offset, d.FoundAt.UTC().Format(time.RFC3339), d.Lost)
 }
 
