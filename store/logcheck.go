@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -175,7 +176,7 @@ func scanLog(r io.ReaderAt, num uint32) (damageAt int64, lost int) {
 		if n > 0 {
 			s.block(buf[:n], block*logBlockSize)
 		}
-		if n < logBlockSize || (err != nil && !errors.Is(err, io.EOF)) {
+		if s.ended || n < logBlockSize || (err != nil && !errors.Is(err, io.EOF)) {
 			break
 		}
 	}
@@ -194,6 +195,46 @@ type logScan struct {
 	damageAt int64 // -1 until the first chunk or padding Pebble cannot read
 	inRecord bool  // the damage is in a chunk: its record is lost too
 	after    int   // records readable after the damage
+	ended    bool  // the log's end-of-file trailer was met
+}
+
+// isEOFTrailer reports whether b starts with the trailer Pebble's writer
+// ends a log it closes with: a recyclable full-chunk header of no length
+// and no checksum naming the next log number.
+func isEOFTrailer(b []byte, num uint32) bool {
+	return len(b) >= logRecyclableHdr && binary.LittleEndian.Uint32(b[0:4]) == 0 && binary.LittleEndian.Uint16(b[4:6]) == 0 &&
+		b[6] == logTypeRecyclable && binary.LittleEndian.Uint32(b[7:11]) == num+1
+}
+
+// damagedLogs names the write-ahead logs of dir Pebble refuses or cuts
+// short: an older log with anything it cannot read before its end (Pebble
+// replays those strictly), the newest one with readable records after
+// damage. For the error of an Open that Pebble refused as corrupt.
+func damagedLogs(fs vfs.FS, dir string) []string {
+	newest, _, ok := newestLog(fs, dir)
+	names, err := fs.List(dir)
+	if !ok || err != nil {
+		return nil
+	}
+	sort.Strings(names)
+	var out []string
+	for _, n := range names {
+		digits, isLog := strings.CutSuffix(n, ".log")
+		num, err := strconv.ParseUint(digits, 10, 64)
+		if !isLog || err != nil {
+			continue
+		}
+		f, err := fs.Open(fs.PathJoin(dir, n))
+		if err != nil {
+			continue
+		}
+		at, lost := scanLog(f, uint32(num))
+		f.Close()
+		if at >= 0 && (n != newest || lost > 0) {
+			out = append(out, fmt.Sprintf("%s at byte %d", n, at))
+		}
+	}
+	return out
 }
 
 // block walks the chunks of one block b, at offset off in the log.
@@ -202,6 +243,10 @@ func (s *logScan) block(b []byte, off int64) {
 	for pos+logRecyclableHdr <= len(b) {
 		if len(b)-pos < logWALSyncHdr && allZero(b[pos:]) {
 			return // a WAL-sync writer's padding
+		}
+		if isEOFTrailer(b[pos:], s.num) {
+			s.ended = true // a log closed cleanly; what follows is older
+			return
 		}
 		size, first, ok := readChunk(b[pos:], s.num)
 		if !ok {

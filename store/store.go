@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -118,6 +119,9 @@ func Open(dir string, fs vfs.FS) (*DB, error) {
 		lock.Close()
 	}
 	if pebble.IsCorruptionError(err) {
+		if logs := damagedLogs(fs, dir); len(logs) > 0 {
+			err = fmt.Errorf("%w; damaged: %s", err, strings.Join(logs, ", "))
+		}
 		return nil, fmt.Errorf("store: open %s: a file of the store is damaged (%w); restore the latest backup (coupond admin restore)", dir, err)
 	}
 	if err != nil {
