@@ -130,9 +130,8 @@ func newestLog(fs vfs.FS, dir string) (name string, num uint64, ok bool) {
 		return "", 0, false
 	}
 	for _, n := range names {
-		digits, isLog := strings.CutSuffix(n, ".log")
-		v, err := strconv.ParseUint(digits, 10, 64)
-		if !isLog || err != nil {
+		v, isLog := logNumber(n)
+		if !isLog {
 			continue
 		}
 		if !ok || v > num {
@@ -140,6 +139,14 @@ func newestLog(fs vfs.FS, dir string) (name string, num uint64, ok bool) {
 		}
 	}
 	return name, num, ok
+}
+
+// logNumber is the number of the write-ahead log file named name
+// (NNNNNN.log); false for any other file.
+func logNumber(name string) (uint64, bool) {
+	digits, isLog := strings.CutSuffix(name, ".log")
+	v, err := strconv.ParseUint(digits, 10, 64)
+	return v, isLog && err == nil
 }
 
 // The log's framing (Pebble's record package): 32 KiB blocks of chunks;
@@ -219,9 +226,8 @@ func damagedLogs(fs vfs.FS, dir string) []string {
 	sort.Strings(names)
 	var out []string
 	for _, n := range names {
-		digits, isLog := strings.CutSuffix(n, ".log")
-		num, err := strconv.ParseUint(digits, 10, 64)
-		if !isLog || err != nil {
+		num, isLog := logNumber(n)
+		if !isLog {
 			continue
 		}
 		f, err := fs.Open(fs.PathJoin(dir, n))
