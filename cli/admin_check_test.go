@@ -348,14 +348,7 @@ func TestAdminCheckListsDamagedStoreLog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i := range 600 {
-		b := db.NewBatch()
-		b.SetQuotaCount("acme", "2026-12-05", fmt.Sprintf("k%04d", i), int64(i))
-		if err := b.Commit(); err != nil {
-			t.Fatal(err)
-		}
-		b.Close()
-	}
+	fillLog(t, db)
 	db.Close()
 	flipMiddleOfNewestLog(t, filepath.Join(data, "db"))
 
@@ -384,6 +377,20 @@ func TestAdminCheckListsDamagedStoreLog(t *testing.T) {
 	}
 	if out, _, err = runCLI(t, "admin", "check", "--data-dir", data); err != nil || strings.Contains(out, "store log ") {
 		t.Errorf("admin check after --repair: %v\n%s\nwant exit 0, no damaged log", err, out)
+	}
+}
+
+// fillLog commits 600 small synced writes to db, each a record of its
+// write-ahead log.
+func fillLog(t *testing.T, db *store.DB) {
+	t.Helper()
+	for i := range 600 {
+		b := db.NewBatch()
+		b.SetQuotaCount("acme", "2026-12-05", fmt.Sprintf("k%04d", i), int64(i))
+		if err := b.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		b.Close()
 	}
 }
 

@@ -3,7 +3,6 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -47,14 +46,7 @@ func TestServeLogsUnacknowledgedLogDamage(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var fs storefs.FS = storefs.Mem()
 			db := openLogDamageStore(t, fs)
-			for i := range 600 {
-				b := db.NewBatch()
-				b.SetQuotaCount("acme", "2026-12-05", fmt.Sprintf("k%04d", i), int64(i))
-				if err := b.Commit(); err != nil {
-					t.Fatal(err)
-				}
-				b.Close()
-			}
+			fillLog(t, db)
 			db.Close()
 			if tt.damage {
 				flipMiddleOfNewestMemLog(t, fs)
