@@ -53,12 +53,15 @@ func checkCmd(a *app) *cobra.Command {
 		if err != nil {
 			return err
 		}
-		logs, err := logDamage(e.db, repair)
+		// The log notes are the whole store's: --repair with --tenant
+		// leaves them.
+		ackLogs := repair && tenant == ""
+		logs, err := logDamage(e.db, ackLogs)
 		if err != nil {
 			return err
 		}
 		left := len(st.Damaged) - st.Repaired + len(unreadable) + len(aside) + len(results)
-		if !repair {
+		if !ackLogs {
 			left += len(logs)
 		}
 		if owedErr != nil {
@@ -75,7 +78,7 @@ func checkCmd(a *app) *cobra.Command {
 			}
 		} else {
 			printCheckText(cmd.OutOrStdout(), st, repair, unreadable, aside, registry, results)
-			printLogDamage(cmd.OutOrStdout(), logs, repair)
+			printLogDamage(cmd.OutOrStdout(), logs, ackLogs)
 		}
 		if left > 0 {
 			return &ExitError{Code: 1}
@@ -131,7 +134,7 @@ func printLogDamage(w io.Writer, logs []store.LogDamage, repair bool) {
 	case len(logs) > 0 && repair:
 		fmt.Fprintf(w, "%s acknowledged: no longer listed\n", plural(len(logs), "damaged log note"))
 	case len(logs) > 0:
-		fmt.Fprintln(w, "run again with --repair to acknowledge the damaged logs (they concern every tenant)")
+		fmt.Fprintln(w, "run again with --repair and no --tenant to acknowledge the damaged logs (they concern every tenant)")
 	}
 }
 

@@ -371,6 +371,10 @@ func TestAdminCheckListsDamagedStoreLog(t *testing.T) {
 	if !errors.As(err, &exit) || exit.Code != 1 || !strings.Contains(out, "damaged      store log ") {
 		t.Errorf("admin check: %v\n%s\nwant exit 1 and the damaged log listed", err, out)
 	}
+	// --tenant scopes the records' repair, not the store's log notes.
+	if _, _, err = runCLI(t, "admin", "check", "--repair", "--tenant", "acme", "--data-dir", data); !errors.As(err, &exit) || exit.Code != 1 {
+		t.Errorf("admin check --repair --tenant: %v, want exit 1: the damaged log still listed", err)
+	}
 	if out, _, err = runCLI(t, "admin", "check", "--repair", "--data-dir", data); err != nil || !strings.Contains(out, "store log ") ||
 		!strings.Contains(out, "1 damaged log note acknowledged") {
 		t.Errorf("admin check --repair: %v\n%s\nwant exit 0 and the damaged log listed", err, out)
