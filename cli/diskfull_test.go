@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/coupond/coupond/store"
 )
 
 // mountSmallFS mounts a tmpfs of size on a temporary dir, or skips the test
@@ -286,4 +288,52 @@ func writeUntilRefused(t *testing.T, write func(i int) (int, map[string]any)) ma
 	}
 	t.Fatal("no write refused on a full disk")
 	return nil
+}
+
+// TestFullDiskStartWaitsForAdminCommand: serve started below the reserve
+// waits for space without its admin socket, so an admin command run
+// meanwhile opens the data dir itself and holds its lock (the test holds
+// it, as such a command does). Space coming back while the command runs
+// must not stop serve ("data dir in use": it used to exit): it keeps
+// answering /healthz, /readyz says why, and it opens the store once the
+// command ends.
+func TestFullDiskStartWaitsForAdminCommand(t *testing.T) {
+	mnt := mountSmallFS(t, "400m")
+	dataDir := filepath.Join(mnt, "data")
+	const reserve = 200 << 20
+	in := startServer(t, dataDir, "--disk-reserve", "200MiB")
+	defer in.killIfRunning()
+	_, tok := setupDataTenant(t, in, "acme")
+	in.stop()
+
+	fillTo(t, mnt, "filler", reserve/2)
+	in.cmd = exec.Command(in.bin, "serve", "--data-dir", dataDir, "--addr", in.addr, "--console-addr", "", "--disk-reserve", "200MiB")
+	in.cmd.Stdout, in.cmd.Stderr = in.logs, in.logs
+	in.logs.Reset()
+	if err := in.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "/healthz while waiting for space", func() bool { return in.answers200("/healthz") })
+	lock, err := store.LockFile(filepath.Join(dataDir, "coupond.lock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(mnt, "filler")); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3 * time.Second) // serve reads the free space every second
+	st, _, b := in.do("GET", "/readyz", "", nil)
+	got := []any{in.answers200("/healthz"), st, strings.Contains(fmt.Sprint(b["motivo"]), "en uso")}
+	if diff := cmp.Diff([]any{true, 503, true}, got); diff != "" {
+		t.Errorf("space back while an admin command holds the data dir: /healthz 200, /readyz 503 naming the use (-want +got):\n%s\n%v", diff, b)
+	}
+	if err := lock.Close(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 15*time.Second, "the store to open once the admin command ended", func() bool { return in.answers200("/readyz") })
+	ev := map[string]any{"eventos": []any{purchaseEvent("e1", "ana-00000001", time.Now().UTC().Add(-time.Hour))}}
+	if st, _, b := in.do("POST", "/v1/eventos", tok, ev); st != 200 {
+		t.Errorf("write once the store opened: %d %v", st, b)
+	}
+	in.stop()
 }

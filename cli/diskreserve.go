@@ -6,15 +6,20 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"net"
 	"net/http"
 	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/rs/zerolog"
 
+	"github.com/coupond/coupond/privacy"
 	"github.com/coupond/coupond/server"
 	"github.com/coupond/coupond/store"
 )
@@ -89,17 +94,26 @@ const spacePoll = time.Second
 // polls until space comes back or ctx ends. It returns the reserve. ln,
 // when not nil, is the API's listener passed on by a restart in place:
 // the waiting server answers on a duplicate of it, and ln stays open.
-func waitForSpace(ctx context.Context, dataDir, spec, addr string, ln net.Listener, log zerolog.Logger) (uint64, error) {
+//
+// When it waited, it also returns the data dir's lock (privacy.LockDataDir),
+// prepared (prepareDataDir), for openEnvLocked: while serve waits it has no
+// admin socket, so an admin command (or a restore) opens the data dir
+// itself, and space coming back during it must not stop serve as "in use".
+// It then waits on, saying so, until the lock is free. lock is nil when
+// the disk had the reserve free at once: openEnv takes it, and a data dir
+// in use (another serve) is an error as before.
+func waitForSpace(ctx context.Context, dataDir, spec, addr string, ln net.Listener, log zerolog.Logger) (reserve uint64, lock io.Closer, err error) {
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
-		return 0, fmt.Errorf("data dir: %w", err)
+		return 0, nil, fmt.Errorf("data dir: %w", err)
 	}
 	reserve, avail, known, err := diskReserve(spec, dataDir)
 	if err != nil || !known || avail >= reserve {
-		return reserve, err
+		return reserve, nil, err
 	}
 	log.Error().Uint64("available_bytes", avail).Uint64("reserve_bytes", reserve).Str("data_dir", dataDir).
 		Msg("disk below the reserve: the store stays closed until space comes back (free space or lower --disk-reserve)")
-	srv, err := waitingServer(addr, ln, dataDir, reserve, log)
+	var inUse atomic.Bool
+	srv, err := waitingServer(addr, ln, dataDir, reserve, inUse.Load, log)
 	if err != nil {
 		log.Warn().Err(err).Msg("cannot answer /healthz while waiting for space")
 	}
@@ -115,19 +129,54 @@ func waitForSpace(ctx context.Context, dataDir, spec, addr string, ln net.Listen
 	for {
 		select {
 		case <-ctx.Done():
-			return 0, ctx.Err()
+			return 0, nil, ctx.Err()
 		case <-t.C:
 		}
 		if u, err := store.DiskUsage(nil, dataDir); err == nil && u.AvailBytes >= reserve {
-			log.Info().Uint64("available_bytes", u.AvailBytes).Msg("disk space is back: opening the store")
-			return reserve, nil
+			lock, err := lockWhenSpace(dataDir, u.AvailBytes, &inUse, log)
+			if lock != nil || err != nil {
+				return reserve, lock, err
+			}
 		}
 	}
 }
 
+// lockWhenSpace locks and then prepares (prepareDataDir) dataDir once the
+// disk has space again (avail bytes free). While another process holds the
+// lock (an admin command, a restore) it returns neither lock nor error,
+// logging that once and setting inUse (what /readyz says); any other
+// failure is an error.
+func lockWhenSpace(dataDir string, avail uint64, inUse *atomic.Bool, log zerolog.Logger) (io.Closer, error) {
+	lock, err := privacy.LockDataDir(dataDir)
+	if err == nil {
+		if err := prepareDataDir(dataDir); err != nil {
+			lock.Close()
+			return nil, err
+		}
+		log.Info().Uint64("available_bytes", avail).Msg("disk space is back: opening the store")
+		return lock, nil
+	}
+	if !lockHeld(err) {
+		return nil, orAccessError(dataDir, err)
+	}
+	if !inUse.Swap(true) {
+		log.Warn().Uint64("available_bytes", avail).
+			Msg("disk space is back, but the data dir is in use by another coupond (an admin command or a restore): the store opens once it ends")
+	}
+	return nil, nil
+}
+
+// lockHeld reports whether err, from privacy.LockDataDir, says that another
+// process holds the lock (fcntl's EAGAIN or EACCES), not that the lock
+// file cannot be opened.
+func lockHeld(err error) bool {
+	var pe *fs.PathError
+	return !errors.As(err, &pe) && (errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.EACCES))
+}
+
 // waitingServer serves waitingHandler on addr, or on a duplicate of
 // inherited when it is not nil, while serve waits for space.
-func waitingServer(addr string, inherited net.Listener, dataDir string, reserve uint64, log zerolog.Logger) (*http.Server, error) {
+func waitingServer(addr string, inherited net.Listener, dataDir string, reserve uint64, inUse func() bool, log zerolog.Logger) (*http.Server, error) {
 	var ln net.Listener
 	var err error
 	if inherited != nil {
@@ -145,7 +194,7 @@ func waitingServer(addr string, inherited net.Listener, dataDir string, reserve 
 		}
 		return u.AvailBytes
 	}
-	srv := &http.Server{ReadHeaderTimeout: 5 * time.Second, ErrorLog: server.HTTPErrorLog(log), Handler: waitingHandler(avail, reserve)}
+	srv := &http.Server{ReadHeaderTimeout: 5 * time.Second, ErrorLog: server.HTTPErrorLog(log), Handler: waitingHandler(avail, reserve, inUse)}
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			ln.Close()
@@ -156,8 +205,10 @@ func waitingServer(addr string, inherited net.Listener, dataDir string, reserve 
 
 // waitingHandler answers while serve waits for space: /healthz 200,
 // /metrics the disk series (writes refused: the disk alerts fire),
-// /readyz and every other path 503 almacenamiento_lleno.
-func waitingHandler(avail func() uint64, reserve uint64) http.Handler {
+// /readyz and every other path 503 almacenamiento_lleno, whose motivo says
+// why the store is closed: too little space, or (inUse) space back and
+// the data dir in use by another coupond.
+func waitingHandler(avail func() uint64, reserve uint64, inUse func() bool) http.Handler {
 	metrics := server.DiskSpaceMetrics(func() store.SpaceStatus {
 		return store.SpaceStatus{Reserve: reserve, Avail: avail(), Known: true, Low: true}
 	})
@@ -170,6 +221,9 @@ func waitingHandler(avail func() uint64, reserve uint64) http.Handler {
 		rand.Read(id[:])
 		trace := hex.EncodeToString(id[:])
 		motivo := fmt.Sprintf("espacio libre %d MiB por debajo de la reserva de %d MiB: el almacén sigue cerrado hasta que haya espacio", avail()>>20, reserve>>20)
+		if inUse() {
+			motivo = "hay espacio de nuevo, pero el directorio de datos está en uso por otro proceso de coupond (un comando admin o una restauración): el almacén se abre cuando termine"
+		}
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("X-Trace-Id", trace)
 		switch r.URL.Path {

@@ -186,7 +186,7 @@ func tenantFlag(cmd *cobra.Command, tenant *string) {
 // runs in it meanwhile. What a restore that stopped left there is dealt
 // with first (privacy.RecoverInterrupted): the data dir is refused, or the
 // copies of customers' data left are removed and logged.
-func openEnv(ctx context.Context, dataDir string, log zerolog.Logger, opt serviceOptions) (e *env, err error) {
+func openEnv(ctx context.Context, dataDir string, log zerolog.Logger, opt serviceOptions) (*env, error) {
 	if err := prepareDataDir(dataDir); err != nil {
 		return nil, err
 	}
@@ -194,6 +194,13 @@ func openEnv(ctx context.Context, dataDir string, log zerolog.Logger, opt servic
 	if err != nil {
 		return nil, orAccessError(dataDir, err)
 	}
+	return openEnvLocked(ctx, dataDir, lock, log, opt)
+}
+
+// openEnvLocked is openEnv for a caller that has prepared dataDir and
+// holds its lock (privacy.LockDataDir): the env keeps lock until close,
+// and closes it if the data dir does not open.
+func openEnvLocked(ctx context.Context, dataDir string, lock io.Closer, log zerolog.Logger, opt serviceOptions) (e *env, err error) {
 	defer func() {
 		if err != nil {
 			lock.Close()

@@ -114,7 +114,7 @@ func TestWaitingServerOnInherited(t *testing.T) {
 	}
 	defer ln.Close()
 	addr := ln.Addr().String()
-	srv, err := waitingServer(addr, ln, t.TempDir(), 1<<30, zerolog.Nop())
+	srv, err := waitingServer(addr, ln, t.TempDir(), 1<<30, func() bool { return false }, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}

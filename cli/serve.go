@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/netip"
@@ -151,7 +152,7 @@ func serve(ctx context.Context, dataDir string, f serveFlags, logOut interface{ 
 	warnBaseURL(log, f.addr, baseURLGiven)
 	tuneGC(log)
 	ln := inheritedListener(f.addr, log) // nil unless serve restarted itself in place
-	reserve, err := waitForSpace(ctx, dataDir, f.diskReserve, f.addr, ln, log)
+	reserve, lock, err := waitForSpace(ctx, dataDir, f.diskReserve, f.addr, ln, log)
 	if err != nil {
 		if ctx.Err() != nil {
 			log.Info().Msg("stopped while waiting for disk space")
@@ -160,7 +161,7 @@ func serve(ctx context.Context, dataDir string, f serveFlags, logOut interface{ 
 		return err
 	}
 	warnOpenFileLimit(log, f.maxConns)
-	e, err := openEnv(ctx, dataDir, log, serviceOptions{baseURL: f.baseURL, webhookAllowPrivate: f.webhookAllowPrivate, metricsTenantLabel: f.metricsTenantLabel,
+	e, err := openServeEnv(ctx, dataDir, lock, log, serviceOptions{baseURL: f.baseURL, webhookAllowPrivate: f.webhookAllowPrivate, metricsTenantLabel: f.metricsTenantLabel,
 		featuresCache: f.featuresCache, trustedProxies: f.proxies, resumedAfterFullDisk: resumedAfterFullDisk(log)})
 	if err != nil {
 		return err
@@ -368,6 +369,16 @@ func stopToResume(run *running, apiLn net.Listener, dataDir, addr string, log ze
 		return fmt.Errorf("restart in place: %w", err)
 	}
 	return &resumeInPlace{listener: file, addr: addr}
+}
+
+// openServeEnv opens the data dir for serve: with lock, the data dir's
+// lock that waitForSpace took after waiting for space (openEnvLocked), or
+// taking it (openEnv) when lock is nil.
+func openServeEnv(ctx context.Context, dataDir string, lock io.Closer, log zerolog.Logger, opt serviceOptions) (*env, error) {
+	if lock != nil {
+		return openEnvLocked(ctx, dataDir, lock, log, opt)
+	}
+	return openEnv(ctx, dataDir, log, opt)
 }
 
 // serveUntilStopped flushes the counters every 5 seconds until ctx ends or

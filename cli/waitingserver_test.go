@@ -16,7 +16,7 @@ import (
 // /healthz answers 200 and the API 503 as before.
 func TestWaitingServerMetrics(t *testing.T) {
 	avail := uint64(700 << 20)
-	srv := httptest.NewServer(waitingHandler(func() uint64 { return avail }, 1<<30))
+	srv := httptest.NewServer(waitingHandler(func() uint64 { return avail }, 1<<30, func() bool { return false }))
 	defer srv.Close()
 	get := func(path string) (int, string) {
 		resp, err := http.Get(srv.URL + path)
