@@ -128,7 +128,13 @@ func TestFullDisk(t *testing.T) {
 		st, _, _ := post(fmt.Sprintf("e3-%d", time.Now().UnixNano()))
 		return st == 200
 	})
+	time.Sleep(1500 * time.Millisecond) // serve notes the reserve every second
 	in.stop()
+	for _, line := range []string{"disk below the reserve: writes answer 503", "disk above the reserve again: writes resume"} {
+		if !strings.Contains(in.logs.String(), line) { // read once the process has ended
+			t.Errorf("not logged: %q", line)
+		}
+	}
 
 	// Restart on a full disk: no spin, no files, /healthz answers.
 	fillTo(t, mnt, "filler", reserve/2)

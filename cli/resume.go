@@ -69,6 +69,8 @@ type resumeWatch struct {
 	dataDir string
 	reserve uint64
 	log     zerolog.Logger
+	// below: the last reading noted (noteReserve) was below the reserve.
+	below bool
 }
 
 // due reports whether serve should restart in place now: the store failed
@@ -80,6 +82,7 @@ type resumeWatch struct {
 // then on.
 func (w *resumeWatch) due() bool {
 	sp := w.db.Space()
+	w.noteReserve(sp)
 	if !sp.Failed || !sp.NoSpace || !sp.Resumes {
 		return false
 	}
@@ -95,6 +98,24 @@ func (w *resumeWatch) due() bool {
 	w.log.Warn().Uint64("available_bytes", u.AvailBytes).
 		Msg("disk space is back after a write failed for want of it: restarting in place (same process, the port stays open) to resume writes")
 	return true
+}
+
+// noteReserve logs when the free space crosses the reserve, once each
+// way: below it writes answer 503 almacenamiento_lleno, and only these
+// lines say why in the log. A failed store (sp.Failed, which also reports
+// Low) is left to the failure's own lines: writes do not resume with the
+// space, but with the restart.
+func (w *resumeWatch) noteReserve(sp store.SpaceStatus) {
+	if sp.Failed || sp.Low == w.below {
+		return
+	}
+	w.below = sp.Low
+	if sp.Low {
+		w.log.Warn().Uint64("available_bytes", sp.Avail).Uint64("reserve_bytes", sp.Reserve).
+			Msg("disk below the reserve: writes answer 503 almacenamiento_lleno until space comes back; reads, exports, deletions and admin commands go on")
+		return
+	}
+	w.log.Info().Uint64("available_bytes", sp.Avail).Uint64("reserve_bytes", sp.Reserve).Msg("disk above the reserve again: writes resume")
 }
 
 // resumeNeed is the free space reopening the store in dbDir needs:

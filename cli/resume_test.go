@@ -244,3 +244,42 @@ func TestRunnableAs(t *testing.T) {
 		})
 	}
 }
+
+// TestNoteReserve: the log says when the free space crosses the reserve,
+// once each way (writes refused, writes resume), not at every reading, and
+// not for a failed store, whose writes do not resume with the space. Only
+// 503 lines without a reason said it before.
+func TestNoteReserve(t *testing.T) {
+	low := store.SpaceStatus{Reserve: 100, Avail: 40, Known: true, Low: true}
+	ok := store.SpaceStatus{Reserve: 100, Avail: 400, Known: true}
+	failed := store.SpaceStatus{Reserve: 100, Avail: 0, Known: true, Low: true, Failed: true, NoSpace: true}
+	below := `{"level":"warn","available_bytes":40,"reserve_bytes":100,"message":"disk below the reserve: writes answer 503 almacenamiento_lleno until space comes back; reads, exports, deletions and admin commands go on"}`
+	above := `{"level":"info","available_bytes":400,"reserve_bytes":100,"message":"disk above the reserve again: writes resume"}`
+	for _, tc := range []struct {
+		name     string
+		readings []store.SpaceStatus
+		want     []string
+	}{
+		{"above all along", []store.SpaceStatus{ok, ok}, nil},
+		{"below, then back", []store.SpaceStatus{ok, low, low, low, ok, ok}, []string{below, above}},
+		{"below at the first reading", []store.SpaceStatus{low, ok}, []string{below, above}},
+		{"twice", []store.SpaceStatus{low, ok, low, ok}, []string{below, above, below, above}},
+		{"failed store", []store.SpaceStatus{failed, failed}, nil},
+		{"below, then failed", []store.SpaceStatus{low, failed}, []string{below}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var buf strings.Builder
+			w := &resumeWatch{log: zerolog.New(&buf)}
+			for _, sp := range tc.readings {
+				w.noteReserve(sp)
+			}
+			got := strings.Split(strings.TrimSpace(buf.String()), "\n")
+			if buf.Len() == 0 {
+				got = nil
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("log lines (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
