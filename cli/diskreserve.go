@@ -90,7 +90,8 @@ const spacePoll = time.Second
 // waitForSpace runs before the store is opened: Pebble writes as it opens
 // (WAL replay, a new MANIFEST), and on a full disk it would fail or leave
 // empty files behind at every attempt. Below the reserve it logs why,
-// answers /healthz (200) and everything else (503) on addr meanwhile, and
+// answers /healthz (200) and everything else (503) on addr meanwhile, with
+// the API's connection limits (cfg: timeouts, --max-conns), and
 // polls until space comes back or ctx ends. It returns the reserve. ln,
 // when not nil, is the API's listener passed on by a restart in place:
 // the waiting server answers on a duplicate of it, and ln stays open.
@@ -102,7 +103,7 @@ const spacePoll = time.Second
 // It then waits on, saying so, until the lock is free. lock is nil when
 // the disk had the reserve free at once: openEnv takes it, and a data dir
 // in use (another serve) is an error as before.
-func waitForSpace(ctx context.Context, dataDir, spec, addr string, ln net.Listener, log zerolog.Logger) (reserve uint64, lock io.Closer, err error) {
+func waitForSpace(ctx context.Context, dataDir, spec, addr string, ln net.Listener, cfg server.HTTPConfig, log zerolog.Logger) (reserve uint64, lock io.Closer, err error) {
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
 		return 0, nil, fmt.Errorf("data dir: %w", err)
 	}
@@ -113,7 +114,7 @@ func waitForSpace(ctx context.Context, dataDir, spec, addr string, ln net.Listen
 	log.Error().Uint64("available_bytes", avail).Uint64("reserve_bytes", reserve).Str("data_dir", dataDir).
 		Msg("disk below the reserve: the store stays closed until space comes back (free space or lower --disk-reserve)")
 	var inUse atomic.Bool
-	srv, err := waitingServer(addr, ln, dataDir, reserve, inUse.Load, log)
+	srv, err := waitingServer(addr, ln, dataDir, reserve, inUse.Load, cfg, log)
 	if err != nil {
 		log.Warn().Err(err).Msg("cannot answer /healthz while waiting for space")
 	}
@@ -175,8 +176,10 @@ func lockHeld(err error) bool {
 }
 
 // waitingServer serves waitingHandler on addr, or on a duplicate of
-// inherited when it is not nil, while serve waits for space.
-func waitingServer(addr string, inherited net.Listener, dataDir string, reserve uint64, inUse func() bool, log zerolog.Logger) (*http.Server, error) {
+// inherited when it is not nil, while serve waits for space, with the
+// limits of cfg (server.HTTPServerFor): the API's timeouts, header cap and
+// cap on open connections hold while the disk is full too.
+func waitingServer(addr string, inherited net.Listener, dataDir string, reserve uint64, inUse func() bool, cfg server.HTTPConfig, log zerolog.Logger) (*http.Server, error) {
 	var ln net.Listener
 	var err error
 	if inherited != nil {
@@ -194,10 +197,10 @@ func waitingServer(addr string, inherited net.Listener, dataDir string, reserve 
 		}
 		return u.AvailBytes
 	}
-	srv := &http.Server{ReadHeaderTimeout: 5 * time.Second, ErrorLog: server.HTTPErrorLog(log), Handler: waitingHandler(avail, reserve, inUse)}
+	srv, limited := server.HTTPServerFor(waitingHandler(avail, reserve, inUse), ln, cfg, log)
 	go func() {
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			ln.Close()
+		if err := srv.Serve(limited); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			limited.Close()
 		}
 	}()
 	return srv, nil

@@ -14,6 +14,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/rs/zerolog"
+
+	"github.com/coupond/coupond/server"
 )
 
 // TestInheritedListener: the image a restart in place execs takes the
@@ -114,7 +116,7 @@ func TestWaitingServerOnInherited(t *testing.T) {
 	}
 	defer ln.Close()
 	addr := ln.Addr().String()
-	srv, err := waitingServer(addr, ln, t.TempDir(), 1<<30, func() bool { return false }, zerolog.Nop())
+	srv, err := waitingServer(addr, ln, t.TempDir(), 1<<30, func() bool { return false }, server.HTTPConfig{}, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}

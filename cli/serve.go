@@ -152,7 +152,8 @@ func serve(ctx context.Context, dataDir string, f serveFlags, logOut interface{ 
 	warnBaseURL(log, f.addr, baseURLGiven)
 	tuneGC(log)
 	ln := inheritedListener(f.addr, log) // nil unless serve restarted itself in place
-	reserve, lock, err := waitForSpace(ctx, dataDir, f.diskReserve, f.addr, ln, log)
+	httpCfg := server.HTTPConfig{ReadTimeout: f.readTimeout, MaxConns: f.maxConns}
+	reserve, lock, err := waitForSpace(ctx, dataDir, f.diskReserve, f.addr, ln, httpCfg, log)
 	if err != nil {
 		if ctx.Err() != nil {
 			log.Info().Msg("stopped while waiting for disk space")
@@ -181,7 +182,7 @@ func serve(ctx context.Context, dataDir string, f serveFlags, logOut interface{ 
 		}
 	}
 	apiLn := ln // the socket itself, for a restart in place
-	httpSrv, ln := svc.api.HTTPServer(ln, server.HTTPConfig{ReadTimeout: f.readTimeout, MaxConns: f.maxConns})
+	httpSrv, ln := svc.api.HTTPServer(ln, httpCfg)
 	admin, stopConsole, err := startOperatorSide(ctx, dataDir, f, e)
 	if err != nil {
 		ln.Close()

@@ -1,13 +1,19 @@
 package cli
 
 import (
+	"bufio"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/rs/zerolog"
+
+	"github.com/coupond/coupond/server"
 )
 
 // TestWaitingServerMetrics: while serve waits at start for the disk to
@@ -43,5 +49,58 @@ func TestWaitingServerMetrics(t *testing.T) {
 		if st, _ := get(path); st != want {
 			t.Errorf("%s: %d, want %d", path, st, want)
 		}
+	}
+}
+
+// TestWaitingServerLimits: the server that answers while serve waits for
+// space holds the API's connection limits (contract §8): past
+// --max-conns, a new client waits in the kernel's backlog until one
+// closes, and an idle keep-alive connection is closed. It had neither, so
+// clients' idle connections piled up with no bound while the disk was full.
+func TestWaitingServerLimits(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	addr := ln.Addr().String()
+	cfg := server.HTTPConfig{MaxConns: 2, IdleTimeout: 500 * time.Millisecond}
+	srv, err := waitingServer(addr, ln, t.TempDir(), 1<<30, func() bool { return false }, cfg, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	// healthz sends GET /healthz on c and reports whether 200 came back
+	// within wait.
+	healthz := func(c net.Conn, wait time.Duration) bool {
+		c.SetDeadline(time.Now().Add(wait))
+		if _, err := io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+			return false
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == 200
+	}
+	dial := func() net.Conn {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	var got []bool
+	for range 2 { // two idle keep-alive connections: the cap
+		got = append(got, healthz(dial(), 2*time.Second))
+	}
+	third := dial()
+	got = append(got, healthz(third, 200*time.Millisecond)) // past the cap: waits
+	// Once the idle ones are closed (IdleTimeout), the third is served.
+	got = append(got, healthz(dial(), 3*time.Second))
+	if diff := cmp.Diff([]bool{true, true, false, true}, got); diff != "" {
+		t.Errorf("answered within the wait: two under the cap, a third past it, a fourth once the idle ones closed (-want +got):\n%s", diff)
 	}
 }
