@@ -229,6 +229,7 @@ func waitingHandler(avail func() uint64, reserve uint64, inUse func() bool) http
 		}
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("X-Trace-Id", trace)
+		w.Header().Set("X-Content-Type-Options", "nosniff") // as every API answer
 		switch r.URL.Path {
 		case "/healthz":
 			w.WriteHeader(http.StatusOK)

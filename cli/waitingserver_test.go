@@ -30,6 +30,9 @@ func TestWaitingServerMetrics(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer resp.Body.Close()
+		if path != "/metrics" && resp.Header.Get("X-Content-Type-Options") != "nosniff" {
+			t.Errorf("%s: no X-Content-Type-Options: nosniff, which every API answer carries", path)
+		}
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(b)
 	}
