@@ -17,6 +17,7 @@ const (
 	globalCredential byte = 'C'
 	globalConsole    byte = 'O'
 	globalPurgeOwed  byte = 'P'
+	globalLogDamage  byte = 'L' // damaged-log notes (logcheck.go)
 )
 
 // Table bytes inside a tenant's key space (doc.go; registered in tables.go).

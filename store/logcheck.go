@@ -27,10 +27,6 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
-// globalLogDamage holds LogDamage notes (0x01 'L' found-at time, as
-// UnixNano big-endian → JSON). They name no customer.
-const globalLogDamage byte = 'L'
-
 // LogDamage is the note Open keeps when the newest write-ahead log had
 // damage with readable records after it.
 type LogDamage struct {
@@ -49,12 +45,13 @@ func (d LogDamage) String() string {
 		d.File, d.Offset, d.FoundAt.UTC().Format(time.RFC3339), d.Lost)
 }
 
-func logDamageKey(at time.Time) []byte {
-	return binary.BigEndian.AppendUint64([]byte{spaceGlobal, globalLogDamage}, uint64(at.UnixNano()))
-}
+// logDamageKey is the key of the note found at at: 0x01 'L' time → the
+// note as JSON. Notes name no customer.
+func logDamageKey(at time.Time) []byte { return appendTime([]byte{spaceGlobal, globalLogDamage}, at) }
 
 func logDamageSpan() (lower, upper []byte) {
-	return []byte{spaceGlobal, globalLogDamage}, []byte{spaceGlobal, globalLogDamage + 1}
+	p := []byte{spaceGlobal, globalLogDamage}
+	return p, prefixEnd(p)
 }
 
 // LogDamage lists the notes of damaged logs found at open, oldest first,
