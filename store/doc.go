@@ -29,7 +29,7 @@
 //	                                          the token, 'audit' tenant, time,
 //	                                          sequence
 //	0x01 'P'                                  purge owed mark (wal.go)
-//	0x01 'L' found-at time                     damaged-log note (logcheck.go)
+//	0x01 'L' found-at time                    damaged-log note (logcheck.go)
 //	0x02 tenant 0x00 <table> ...              tenant data, tables below
 //
 // Tables inside a tenant's key space (table byte, components → value; file):

@@ -104,28 +104,33 @@ func (db *DB) keepLogDamage(d *LogDamage) error {
 // reading the directory or the file return nil too (Pebble's open then
 // meets them itself).
 func checkNewestLog(fs vfs.FS, dir string, now time.Time) *LogDamage {
-	name, num, ok := newestLog(fs, dir)
+	names, _ := fs.List(dir)
+	name, num, ok := newestLog(names)
 	if !ok {
 		return nil
 	}
-	f, err := fs.Open(fs.PathJoin(dir, name))
-	if err != nil {
-		return nil
-	}
-	defer f.Close()
-	at, lost := scanLog(f, uint32(num))
-	if at < 0 || lost == 0 {
+	at, lost, ok := scanLogFile(fs, dir, name, num)
+	if !ok || at < 0 || lost == 0 {
 		return nil
 	}
 	return &LogDamage{File: name, Offset: at, Lost: lost, FoundAt: now}
 }
 
-// newestLog finds the write-ahead log with the highest number in dir.
-func newestLog(fs vfs.FS, dir string) (name string, num uint64, ok bool) {
-	names, err := fs.List(dir)
+// scanLogFile is scanLog of the log file name (number num) in dir; false
+// when it cannot be opened.
+func scanLogFile(fs vfs.FS, dir, name string, num uint64) (damageAt int64, lost int, ok bool) {
+	f, err := fs.Open(fs.PathJoin(dir, name))
 	if err != nil {
-		return "", 0, false
+		return 0, 0, false
 	}
+	defer f.Close()
+	damageAt, lost = scanLog(f, uint32(num))
+	return damageAt, lost, true
+}
+
+// newestLog finds the write-ahead log with the highest number among the
+// file names of a store dir.
+func newestLog(names []string) (name string, num uint64, ok bool) {
 	for _, n := range names {
 		v, isLog := logNumber(n)
 		if !isLog {
@@ -215,11 +220,8 @@ func isEOFTrailer(b []byte, num uint32) bool {
 // replays those strictly), the newest one with readable records after
 // damage. For the error of an Open that Pebble refused as corrupt.
 func damagedLogs(fs vfs.FS, dir string) []string {
-	newest, _, ok := newestLog(fs, dir)
-	names, err := fs.List(dir)
-	if !ok || err != nil {
-		return nil
-	}
+	names, _ := fs.List(dir)
+	newest, _, _ := newestLog(names)
 	sort.Strings(names)
 	var out []string
 	for _, n := range names {
@@ -227,13 +229,8 @@ func damagedLogs(fs vfs.FS, dir string) []string {
 		if !isLog {
 			continue
 		}
-		f, err := fs.Open(fs.PathJoin(dir, n))
-		if err != nil {
-			continue
-		}
-		at, lost := scanLog(f, uint32(num))
-		f.Close()
-		if at >= 0 && (n != newest || lost > 0) {
+		at, lost, ok := scanLogFile(fs, dir, n, num)
+		if ok && at >= 0 && (n != newest || lost > 0) {
 			out = append(out, fmt.Sprintf("%s at byte %d", n, at))
 		}
 	}

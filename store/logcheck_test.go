@@ -15,7 +15,7 @@ import (
 // writeLog opens a store on fs, commits n synced writes of 100 bytes and
 // closes it, leaving them in the newest log (Pebble's Close flushes
 // nothing); it returns that log's name and size.
-func writeLog(t *testing.T, fs vfs.FS, n int) (string, int64) {
+func writeLog(t testing.TB, fs vfs.FS, n int) (string, int64) {
 	t.Helper()
 	db, err := Open("db", fs)
 	if err != nil {
@@ -29,7 +29,7 @@ func writeLog(t *testing.T, fs vfs.FS, n int) (string, int64) {
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
-	name, _, ok := newestLog(fs, "db")
+	name, _, ok := newestLogIn(fs, "db")
 	if !ok {
 		t.Fatal("no log")
 	}
@@ -147,7 +147,7 @@ func TestScanLogRecycledTail(t *testing.T) {
 	data := make([]byte, size)
 	f.ReadAt(data, 0)
 	f.Close()
-	_, num, _ := newestLog(fs, "db")
+	_, num, _ := newestLogIn(fs, "db")
 	// Whole: whatever closes it (its end, an end-of-log trailer), nothing
 	// readable follows.
 	if _, lost := scanLog(strings.NewReader(string(data)), uint32(num)); lost != 0 {
@@ -164,7 +164,7 @@ func TestScanLogRecycledTail(t *testing.T) {
 // and a damage offset inside the file.
 func FuzzScanLog(f *testing.F) {
 	fs := NewMemFS()
-	log, size := writeLog(&testing.T{}, fs, 20)
+	log, size := writeLog(f, fs, 20)
 	data := make([]byte, size)
 	if g, err := fs.Open(fs.PathJoin("db", log)); err == nil {
 		g.ReadAt(data, 0)
@@ -218,7 +218,7 @@ func TestRecycledLogIsNotDamage(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.Close()
-	name, _, _ := newestLog(vfs.Default, dir)
+	name, _, _ := newestLogIn(vfs.Default, dir)
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -227,7 +227,7 @@ func TestRecycledLogIsNotDamage(t *testing.T) {
 		t.Fatal(err)
 	}
 	st, _ := f.Stat()
-	_, num, _ := newestLog(vfs.Default, dir)
+	_, num, _ := newestLogIn(vfs.Default, dir)
 	end, _ := scanLog(f, uint32(num))
 	f.Close()
 	t.Logf("newest log %s: %d bytes, its records end at %d", name, st.Size(), end)
@@ -254,7 +254,7 @@ func writePaddedLog(t *testing.T, fs vfs.FS, pad int) (log string, at int64, key
 	if err != nil {
 		t.Fatal(err)
 	}
-	log, _, _ = newestLog(fs, "db")
+	log, _, _ = newestLogIn(fs, "db")
 	size := func() int64 {
 		st, err := fs.Stat(fs.PathJoin("db", log))
 		if err != nil {
@@ -343,7 +343,7 @@ func TestDamagedOlderLogNamed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, num, _ := newestLog(fs, "db")
+	_, num, _ := newestLogIn(fs, "db")
 	if at, lost := scanLog(f, uint32(num)); lost != 0 || at >= 0 {
 		t.Errorf("whole log: damage at %d, %d lost", at, lost)
 	}
@@ -366,4 +366,10 @@ func TestDamagedOlderLogNamed(t *testing.T) {
 	if !strings.Contains(err.Error(), "damaged: "+log+" at byte ") || !strings.Contains(err.Error(), "restore the latest backup") {
 		t.Errorf("error %q does not name %s and say to restore", err, log)
 	}
+}
+
+// newestLogIn is newestLog over the files of dir.
+func newestLogIn(fs vfs.FS, dir string) (string, uint64, bool) {
+	names, _ := fs.List(dir)
+	return newestLog(names)
 }
