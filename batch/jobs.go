@@ -1212,7 +1212,7 @@ func (r *Runner) removeResult(j *Job, reason string) error {
 	if err := r.fs.Remove(r.resultPath(cur.Result)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
-	r.verified.Delete(r.resultPath(cur.Result))
+	r.forgetVerified(r.resultPath(cur.Result))
 	cur.Result = ""
 	if reason != "" {
 		cur.Error = reason

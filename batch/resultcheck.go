@@ -43,7 +43,7 @@ func (r *Runner) CheckResults(tenant string) ([]ResultDamage, error) {
 			}
 			reason := readWhole(path)
 			if reason != "" {
-				r.verified.Delete(path) // ForgetVerified
+				r.forgetVerified(path)
 			}
 			if reason != "" && r.stillHolds(j) {
 				out = append(out, ResultDamage{Tenant: j.Tenant, JobID: j.ID, Reason: reason})
@@ -123,4 +123,8 @@ func (r *Runner) VerifyResult(res *Result) error {
 // it was verified: its size and time unchanged) calls it so that the next
 // download reads the file whole again and answers 500, rather than a 200
 // cut short again and again.
-func (r *Runner) ForgetVerified(res *Result) { r.verified.Delete(res.f.Name()) }
+func (r *Runner) ForgetVerified(res *Result) { r.forgetVerified(res.f.Name()) }
+
+// forgetVerified drops what VerifyResult remembers of the file at path
+// (damaged, or removed: removeResult).
+func (r *Runner) forgetVerified(path string) { r.verified.Delete(path) }

@@ -71,15 +71,7 @@ func TestCheckResults(t *testing.T) {
 // retention or a drop removes goes with it. It stayed: one more entry for
 // every downloaded result the process ever saw.
 func TestVerifiedResultsForgotten(t *testing.T) {
-	e := newJobEnv(t, storefs.Mem(), "db", 3, -1)
-	e.customers(t, 50)
-	j := e.submitAll(t)
-	e.r.RunPending(context.Background())
-	j, _ = e.r.Job("acme", j.ID)
-	path, ok := e.r.ResultFile(j)
-	if !ok {
-		t.Fatalf("job not completed: %+v", j)
-	}
+	e, j, path := completedResult(t, 50)
 	res, err := OpenResult(path)
 	if err != nil {
 		t.Fatal(err)
@@ -111,15 +103,7 @@ func TestVerifiedResultsForgotten(t *testing.T) {
 // answers 500. The download trusted its earlier verification and sent a
 // 200 it cut short.
 func TestCheckResultsForgetsVerified(t *testing.T) {
-	e := newJobEnv(t, storefs.Mem(), "db", 3, -1)
-	e.customers(t, 400)
-	j := e.submitAll(t)
-	e.r.RunPending(context.Background())
-	j, _ = e.r.Job("acme", j.ID)
-	path, ok := e.r.ResultFile(j)
-	if !ok {
-		t.Fatalf("job not completed: %+v", j)
-	}
+	e, _, path := completedResult(t, 400)
 	verify := func() error {
 		res, err := OpenResult(path)
 		if err != nil {
@@ -168,4 +152,20 @@ func damageInPlace(t *testing.T, path string) {
 	if err := os.Chtimes(path, st.ModTime(), st.ModTime()); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// completedResult runs a job over all n customers (submitAll) to its end and returns its
+// environment, the job as stored and its result file's path.
+func completedResult(t *testing.T, n int) (*jobEnv, *Job, string) {
+	t.Helper()
+	e := newJobEnv(t, storefs.Mem(), "db", 3, -1)
+	e.customers(t, n)
+	j := e.submitAll(t)
+	e.r.RunPending(context.Background())
+	j, _ = e.r.Job("acme", j.ID)
+	path, ok := e.r.ResultFile(j)
+	if !ok {
+		t.Fatalf("job not completed: %+v", j)
+	}
+	return e, j, path
 }
