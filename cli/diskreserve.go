@@ -7,14 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"net"
 	"net/http"
 	"os"
 	"strconv"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -157,7 +155,7 @@ func lockWhenSpace(dataDir string, avail uint64, inUse *atomic.Bool, log zerolog
 		log.Info().Uint64("available_bytes", avail).Msg("disk space is back: opening the store")
 		return lock, nil
 	}
-	if !lockHeld(err) {
+	if !errors.Is(err, privacy.ErrDataDirInUse) {
 		return nil, orAccessError(dataDir, err)
 	}
 	if !inUse.Swap(true) {
@@ -165,14 +163,6 @@ func lockWhenSpace(dataDir string, avail uint64, inUse *atomic.Bool, log zerolog
 			Msg("disk space is back, but the data dir is in use by another coupond (an admin command or a restore): the store opens once it ends")
 	}
 	return nil, nil
-}
-
-// lockHeld reports whether err, from privacy.LockDataDir, says that another
-// process holds the lock (fcntl's EAGAIN or EACCES), not that the lock
-// file cannot be opened.
-func lockHeld(err error) bool {
-	var pe *fs.PathError
-	return !errors.As(err, &pe) && (errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.EACCES))
 }
 
 // waitingServer serves waitingHandler on addr, or on a duplicate of

@@ -1,6 +1,7 @@
 package privacy
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -24,14 +25,18 @@ func TestLockDataDirSaysWhy(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name, dir, want, not string
+		inUse                bool // errors.Is ErrDataDirInUse
 	}{
-		{"held by another holder", held, "is in use by another coupond", ""},
-		{"lock file cannot be opened", blocked, "cannot be used", "in use"},
+		{"held by another holder", held, "is in use by another coupond", "", true},
+		{"lock file cannot be opened", blocked, "cannot be used", "in use", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := LockDataDir(tc.dir)
 			if err == nil || !strings.Contains(err.Error(), tc.want) || (tc.not != "" && strings.Contains(err.Error(), tc.not)) {
 				t.Errorf("LockDataDir: %v; want an error holding %q and not %q", err, tc.want, tc.not)
+			}
+			if got := errors.Is(err, ErrDataDirInUse); got != tc.inUse {
+				t.Errorf("errors.Is(%v, ErrDataDirInUse) = %v, want %v", err, got, tc.inUse)
 			}
 		})
 	}

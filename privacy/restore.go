@@ -359,10 +359,27 @@ func LockDataDir(dataDir string) (io.Closer, error) {
 		return nil, fmt.Errorf("data dir %s cannot be used: %w", dataDir, err)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("data dir %s is in use by another coupond (serve, an admin command or a restore): %w", dataDir, err)
+		return nil, &inUseError{dataDir: dataDir, err: err}
 	}
 	return l, nil
 }
+
+// ErrDataDirInUse matches (errors.Is) LockDataDir's error when another
+// process holds the data dir's lock, as opposed to a lock file that cannot
+// be opened.
+var ErrDataDirInUse = errors.New("data dir in use by another coupond")
+
+// inUseError is LockDataDir's error for a lock another process holds.
+type inUseError struct {
+	dataDir string
+	err     error
+}
+
+func (e *inUseError) Error() string {
+	return fmt.Sprintf("data dir %s is in use by another coupond (serve, an admin command or a restore): %v", e.dataDir, e.err)
+}
+func (e *inUseError) Unwrap() error        { return e.err }
+func (e *inUseError) Is(target error) bool { return target == ErrDataDirInUse }
 
 // RecoverInterrupted looks at what a restore that stopped before it
 // finished (a crash, a kill) left in dataDir, whose lock (LockDataDir) the
