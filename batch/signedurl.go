@@ -18,11 +18,12 @@ import (
 // without a token (spec: GET /v1/lotes-decision/{job_id}, resultado_url).
 // A URL has the form
 //
-//	{baseURL}/v1/lotes-decision/{job_id}/descarga?t={tenant}&exp={unix seconds}&sig={signature}
+//	{baseURL}/v1/lotes-decision/{job_id}/descarga?t={tenant}&c={client_id}&g={generation}&exp={unix seconds}&sig={signature}
 //
 // where signature is the unpadded base64url HMAC-SHA256, under the
 // installation's URL key, of the method GET, the path
-// /v1/lotes-decision/{job_id}/descarga, the tenant, the job id and exp
+// /v1/lotes-decision/{job_id}/descarga, the tenant, the client id and secret
+// generation of the credential the URL was minted for, the job id and exp
 // (contract section 7), each field length-prefixed so that no two different
 // field lists share a signed message. The signature also says whether the
 // download may carry detalle: a URL minted for a credential without
@@ -30,7 +31,14 @@ import (
 // without detalle, as /resultado does for that credential. The path signed and verified is the
 // API path, without any path prefix that baseURL carries (a reverse proxy
 // in front of coupond strips it). The URL is valid while the current time
-// is before exp.
+// is before exp and, as the token it was minted with, while its credential
+// is active and that secret still accepted: the server checks the Grant's
+// credential at each download, so a revocation (or a rotation's grace
+// ending) ends the URLs minted for it too.
+//
+// URLs of the earlier form, without c and g (signed under the v1 contexts
+// and bound to no credential), still verify until their exp, which is at
+// most ResultURLTTL after the upgrade that stopped minting them.
 
 // ResultURLTTL is how long a signed result URL stays valid (spec: 60 minutes).
 const ResultURLTTL = 60 * time.Minute
@@ -45,12 +53,13 @@ var (
 const (
 	downloadPrefix = "/v1/lotes-decision/"
 	downloadSuffix = "/descarga"
-	urlSigContext  = "coupond/result-url/v1"
-	// urlSigNoDetalle signs a URL whose download leaves detalle out. The
-	// full grant keeps urlSigContext, so URLs signed before this existed
-	// verify as they did.
-	urlSigNoDetalle = "coupond/result-url/v1/sin-detalle"
-	maxSignedQuery  = 1024 // longer raw queries are refused before parsing
+	// The contexts a URL is signed under, one per grant: with detalle or
+	// without, bound to a credential (v2) or of the earlier form (v1).
+	urlSigContext      = "coupond/result-url/v2"
+	urlSigNoDetalle    = "coupond/result-url/v2/sin-detalle"
+	legacySigContext   = "coupond/result-url/v1"
+	legacySigNoDetalle = "coupond/result-url/v1/sin-detalle"
+	maxSignedQuery     = 1024 // longer raw queries are refused before parsing
 )
 
 // DownloadPath returns the path of the signed download of a job's result:
@@ -81,121 +90,185 @@ func NewURLSigner(key []byte, baseURL string) (*URLSigner, error) {
 	return &URLSigner{key: append([]byte(nil), key...), baseURL: strings.TrimRight(baseURL, "/")}, nil
 }
 
-// Sign returns the URL that downloads job jobID of tenant until exp, which is
-// truncated to whole seconds (report exp.Truncate(time.Second) as the expiry).
-// detalle says whether the download may carry the lines' detalle (the
-// credential the URL is minted for has explicar:leer); Verify reports it
-// back. tenant and jobID are expected to match the ID pattern; a jobID
-// holding '/' yields a URL that never verifies.
-func (s *URLSigner) Sign(tenant, jobID string, exp time.Time, detalle bool) string {
+// Grant is what a signed URL gives: job JobID of Tenant, minted for the
+// credential ClientID whose token had secret generation Gen, with the
+// lines' detalle when Detalle (the credential has explicar:leer). A Grant
+// that Verify returns with an empty ClientID is a URL of the earlier form,
+// bound to no credential.
+type Grant struct {
+	Tenant, JobID string
+	ClientID      string
+	Gen           uint32
+	Detalle       bool
+}
+
+// Sign returns the URL that grants g until exp, which is truncated to
+// whole seconds (report exp.Truncate(time.Second) as the expiry).
+// g.Tenant, g.JobID and g.ClientID are expected to match the ID pattern; a
+// JobID holding '/' yields a URL that never verifies.
+func (s *URLSigner) Sign(g Grant, exp time.Time) string {
 	e := exp.Unix()
-	sig := s.mac(sigContext(detalle), "GET", DownloadPath(jobID), tenant, jobID, e)
-	return s.baseURL + DownloadPath(url.PathEscape(jobID)) +
-		"?t=" + url.QueryEscape(tenant) +
+	gen := strconv.FormatUint(uint64(g.Gen), 10)
+	sig := s.mac(sigContext(g.Detalle, true), "GET", DownloadPath(g.JobID), g.Tenant, g.ClientID, gen, g.JobID, strconv.FormatInt(e, 10))
+	return s.baseURL + DownloadPath(url.PathEscape(g.JobID)) +
+		"?t=" + url.QueryEscape(g.Tenant) +
+		"&c=" + url.QueryEscape(g.ClientID) +
+		"&g=" + gen +
 		"&exp=" + strconv.FormatInt(e, 10) +
 		"&sig=" + base64.RawURLEncoding.EncodeToString(sig)
 }
 
-// Verify checks a request for a signed URL and returns the tenant and job it
-// grants. method is the request method (HEAD is checked as GET: it returns no
-// body), path the decoded request path (r.URL.Path) and rawQuery the query as
-// received (r.URL.RawQuery), which Verify parses itself: it must hold exactly
-// the keys t, exp and sig, once each, in any order, each value in the
-// canonical encoding Sign produces; anything else (a key changed, repeated,
-// added or missing, an empty pair, an alternative percent-encoding, a
-// padded signature, a non-canonical number) is ErrURLInvalid, as is a wrong
-// signature (compared in constant time). An authentic URL at or after exp is
-// ErrURLExpired. Errors wrap one of the two sentinels. detalle is what
-// Sign was given: whether the download may carry detalle.
-func (s *URLSigner) Verify(method, path, rawQuery string, now time.Time) (tenant, jobID string, detalle bool, err error) {
+// Verify checks a request for a signed URL and returns what it grants.
+// method is the request method (HEAD is checked as GET: it returns no
+// body), path the decoded request path (r.URL.Path) and rawQuery the query
+// as received (r.URL.RawQuery), which Verify parses itself: it must hold
+// exactly the keys t, c, g, exp and sig (or, a URL of the earlier form, t,
+// exp and sig), once each, in any order, each value in the canonical
+// encoding Sign produces; anything else (a key changed, repeated, added or
+// missing, an empty pair, an alternative percent-encoding, a padded
+// signature, a non-canonical number) is ErrURLInvalid, as is a wrong
+// signature (compared in constant time). An authentic URL at or after exp
+// is ErrURLExpired. Errors wrap one of the two sentinels. Verify does not
+// know credentials: the caller checks that the Grant's ClientID is still
+// active and accepts Gen.
+func (s *URLSigner) Verify(method, path, rawQuery string, now time.Time) (Grant, error) {
 	if method != "GET" && method != "HEAD" {
-		return "", "", false, fmt.Errorf("batch: signed URL: method not allowed: %w", ErrURLInvalid)
+		return Grant{}, fmt.Errorf("batch: signed URL: method not allowed: %w", ErrURLInvalid)
 	}
 	jobID, ok := strings.CutPrefix(path, downloadPrefix)
 	if ok {
 		jobID, ok = strings.CutSuffix(jobID, downloadSuffix)
 	}
 	if !ok || jobID == "" || strings.Contains(jobID, "/") {
-		return "", "", false, fmt.Errorf("batch: signed URL: bad path: %w", ErrURLInvalid)
+		return Grant{}, fmt.Errorf("batch: signed URL: bad path: %w", ErrURLInvalid)
+	}
+	q, err := parseSignedQuery(rawQuery)
+	if err != nil {
+		return Grant{}, err
+	}
+	g := Grant{Tenant: q.tenant, JobID: jobID, ClientID: q.client, Gen: q.gen}
+	fields := []string{"GET", path, q.tenant, q.client, q.rawGen, jobID, q.rawExp}
+	if !q.bound {
+		fields = []string{"GET", path, q.tenant, jobID, q.rawExp}
+	}
+	g.Detalle = hmac.Equal(q.sig[:], s.mac(sigContext(true, q.bound), fields...))
+	if !g.Detalle && !hmac.Equal(q.sig[:], s.mac(sigContext(false, q.bound), fields...)) {
+		return Grant{}, fmt.Errorf("batch: signed URL: bad signature: %w", ErrURLInvalid)
+	}
+	if !now.Before(time.Unix(q.exp, 0)) {
+		return Grant{}, ErrURLExpired
+	}
+	return g, nil
+}
+
+// signedQuery is a signed URL's query, parsed and checked for canonical
+// form; bound is false for a URL of the earlier form (no c and g).
+type signedQuery struct {
+	tenant, client string
+	gen            uint32
+	exp            int64
+	rawGen, rawExp string
+	sig            [sha256.Size]byte
+	bound          bool
+}
+
+// parseSignedQuery parses rawQuery as Verify describes; its errors wrap
+// ErrURLInvalid.
+func parseSignedQuery(rawQuery string) (signedQuery, error) {
+	var q signedQuery
+	bad := func(what string) (signedQuery, error) {
+		return signedQuery{}, fmt.Errorf("batch: signed URL: %s: %w", what, ErrURLInvalid)
 	}
 	if len(rawQuery) > maxSignedQuery {
-		return "", "", false, fmt.Errorf("batch: signed URL: query too long: %w", ErrURLInvalid)
+		return bad("query too long")
 	}
-	var rawT, rawExp, rawSig string
-	var seenT, seenExp, seenSig bool
+	vals := map[string]string{}
 	for rest := rawQuery; ; {
-		var pair string
-		var more bool
-		pair, rest, more = strings.Cut(rest, "&")
+		pair, tail, more := strings.Cut(rest, "&")
 		k, v, hasEq := strings.Cut(pair, "=")
 		if !hasEq {
-			return "", "", false, fmt.Errorf("batch: signed URL: malformed query: %w", ErrURLInvalid)
+			return bad("malformed query")
 		}
-		var seen *bool
 		switch k {
-		case "t":
-			seen, rawT = &seenT, v
-		case "exp":
-			seen, rawExp = &seenExp, v
-		case "sig":
-			seen, rawSig = &seenSig, v
+		case "t", "c", "g", "exp", "sig":
 		default:
-			return "", "", false, fmt.Errorf("batch: signed URL: unexpected parameter: %w", ErrURLInvalid)
+			return bad("unexpected parameter")
 		}
-		if *seen {
-			return "", "", false, fmt.Errorf("batch: signed URL: repeated parameter: %w", ErrURLInvalid)
+		if _, seen := vals[k]; seen {
+			return bad("repeated parameter")
 		}
-		*seen = true
-		if !more {
+		vals[k] = v
+		if rest = tail; !more {
 			break
 		}
 	}
-	if !seenT || !seenExp || !seenSig {
-		return "", "", false, fmt.Errorf("batch: signed URL: missing parameter: %w", ErrURLInvalid)
+	rawT, hasT := vals["t"]
+	rawC, hasC := vals["c"]
+	rawG, hasG := vals["g"]
+	rawExp, hasExp := vals["exp"]
+	rawSig, hasSig := vals["sig"]
+	if !hasT || !hasExp || !hasSig || hasC != hasG {
+		return bad("missing parameter")
 	}
-	tenant, err = url.QueryUnescape(rawT)
-	if err != nil || tenant == "" || url.QueryEscape(tenant) != rawT {
-		return "", "", false, fmt.Errorf("batch: signed URL: bad tenant: %w", ErrURLInvalid)
+	q.bound, q.rawGen, q.rawExp = hasC, rawG, rawExp
+	var ok bool
+	if q.tenant, ok = canonicalID(rawT); !ok {
+		return bad("bad tenant")
+	}
+	if q.bound {
+		if q.client, ok = canonicalID(rawC); !ok {
+			return bad("bad client")
+		}
+		gen, err := strconv.ParseUint(rawG, 10, 32)
+		if err != nil || strconv.FormatUint(gen, 10) != rawG {
+			return bad("bad generation")
+		}
+		q.gen = uint32(gen)
 	}
 	exp, err := strconv.ParseInt(rawExp, 10, 64)
 	if err != nil || exp <= 0 || strconv.FormatInt(exp, 10) != rawExp {
-		return "", "", false, fmt.Errorf("batch: signed URL: bad expiry: %w", ErrURLInvalid)
+		return bad("bad expiry")
 	}
-	var sig [sha256.Size]byte
-	if base64.RawURLEncoding.EncodedLen(len(sig)) != len(rawSig) {
-		return "", "", false, fmt.Errorf("batch: signed URL: bad signature: %w", ErrURLInvalid)
+	q.exp = exp
+	if base64.RawURLEncoding.EncodedLen(len(q.sig)) != len(rawSig) {
+		return bad("bad signature")
 	}
-	if n, err := base64.RawURLEncoding.Strict().Decode(sig[:], []byte(rawSig)); err != nil || n != len(sig) {
-		return "", "", false, fmt.Errorf("batch: signed URL: bad signature: %w", ErrURLInvalid)
+	if n, err := base64.RawURLEncoding.Strict().Decode(q.sig[:], []byte(rawSig)); err != nil || n != len(q.sig) {
+		return bad("bad signature")
 	}
-	full := hmac.Equal(sig[:], s.mac(sigContext(true), "GET", path, tenant, jobID, exp))
-	if !full && !hmac.Equal(sig[:], s.mac(sigContext(false), "GET", path, tenant, jobID, exp)) {
-		return "", "", false, fmt.Errorf("batch: signed URL: bad signature: %w", ErrURLInvalid)
-	}
-	if !now.Before(time.Unix(exp, 0)) {
-		return "", "", false, ErrURLExpired
-	}
-	return tenant, jobID, full, nil
+	return q, nil
 }
 
-// sigContext is the context string a URL is signed under: one per grant.
-func sigContext(detalle bool) string {
-	if detalle {
+// canonicalID decodes a query value that must be non-empty and in the
+// encoding url.QueryEscape gives it.
+func canonicalID(raw string) (string, bool) {
+	v, err := url.QueryUnescape(raw)
+	return v, err == nil && v != "" && url.QueryEscape(v) == raw
+}
+
+// sigContext is the context string a URL is signed under: one per grant
+// and form.
+func sigContext(detalle, bound bool) string {
+	switch {
+	case bound && detalle:
 		return urlSigContext
+	case bound:
+		return urlSigNoDetalle
+	case detalle:
+		return legacySigContext
+	default:
+		return legacySigNoDetalle
 	}
-	return urlSigNoDetalle
 }
 
 // mac is the URL signature: HMAC-SHA256 over the context string ctx (the
 // grant) and the length-prefixed fields.
-func (s *URLSigner) mac(ctx, method, path, tenant, jobID string, exp int64) []byte {
+func (s *URLSigner) mac(ctx string, fields ...string) []byte {
 	m := hmac.New(sha256.New, s.key)
 	writeField(m, ctx)
-	writeField(m, method)
-	writeField(m, path)
-	writeField(m, tenant)
-	writeField(m, jobID)
-	writeField(m, strconv.FormatInt(exp, 10))
+	for _, f := range fields {
+		writeField(m, f)
+	}
 	return m.Sum(nil)
 }
 

@@ -2,9 +2,11 @@ package batch
 
 import (
 	"bytes"
+	"encoding/base64"
 	"errors"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -24,6 +26,22 @@ func testSigner(t testing.TB) *URLSigner {
 		t.Fatal(err)
 	}
 	return s
+}
+
+// acme is the grant most tests sign: job lote_abc of tenant acme, for
+// credential ci_crm at secret generation 2, with detalle.
+var acme = Grant{Tenant: "acme", JobID: "lote_abc", ClientID: "ci_crm", Gen: 2, Detalle: true}
+
+// with returns g with another tenant and job.
+func with(g Grant, tenant, job string) Grant { g.Tenant, g.JobID = tenant, job; return g }
+
+// signLegacy signs g in the earlier form, without c and g and bound to no
+// credential, as a release before credential-bound URLs minted it.
+func signLegacy(s *URLSigner, g Grant, exp time.Time) string {
+	e := strconv.FormatInt(exp.Unix(), 10)
+	sig := s.mac(sigContext(g.Detalle, false), "GET", DownloadPath(g.JobID), g.Tenant, g.JobID, e)
+	return s.baseURL + DownloadPath(url.PathEscape(g.JobID)) + "?t=" + url.QueryEscape(g.Tenant) +
+		"&exp=" + e + "&sig=" + base64.RawURLEncoding.EncodeToString(sig)
 }
 
 // splitSigned returns the path and raw query of a signed URL.
@@ -53,7 +71,7 @@ func errKind(err error) string {
 func TestSignFormat(t *testing.T) {
 	s := testSigner(t)
 	exp := testNow.Add(ResultURLTTL).Add(300 * time.Millisecond) // sub-second part dropped
-	got := s.Sign("acme", "lote_abc", exp, true)
+	got := s.Sign(acme, exp)
 	u, err := url.Parse(got)
 	if err != nil {
 		t.Fatal(err)
@@ -61,7 +79,7 @@ func TestSignFormat(t *testing.T) {
 	type parts struct {
 		Scheme, Host, Path string
 		Keys               []string
-		T, Exp             string
+		T, C, G, Exp       string
 		SigLen             int
 	}
 	q := u.Query()
@@ -70,14 +88,14 @@ func TestSignFormat(t *testing.T) {
 		k, _, _ := strings.Cut(kv, "=")
 		keys = append(keys, k)
 	}
-	gotParts := parts{u.Scheme, u.Host, u.Path, keys, q.Get("t"), q.Get("exp"), len(q.Get("sig"))}
+	gotParts := parts{u.Scheme, u.Host, u.Path, keys, q.Get("t"), q.Get("c"), q.Get("g"), q.Get("exp"), len(q.Get("sig"))}
 	want := parts{"https", "coupond.example.com", "/v1/lotes-decision/lote_abc/descarga",
-		[]string{"t", "exp", "sig"}, "acme", "1772370000", 43}
+		[]string{"t", "c", "g", "exp", "sig"}, "acme", "ci_crm", "2", "1772370000", 43}
 	if diff := cmp.Diff(want, gotParts); diff != "" {
 		t.Errorf("Sign = %s; parts (-want +got):\n%s", got, diff)
 	}
 	// Deterministic: the same inputs sign the same URL.
-	if again := s.Sign("acme", "lote_abc", exp, true); again != got {
+	if again := s.Sign(acme, exp); again != got {
 		t.Errorf("Sign not deterministic: %s then %s", got, again)
 	}
 }
@@ -87,14 +105,14 @@ func TestSignKeepsBasePathPrefixOutOfSignature(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	raw := s.Sign("acme", "lote_1", testNow.Add(time.Hour), true)
+	raw := s.Sign(with(acme, "acme", "lote_1"), testNow.Add(time.Hour))
 	path, q := splitSigned(t, raw)
 	if want := "/coupond/v1/lotes-decision/lote_1/descarga"; path != want {
 		t.Fatalf("path = %s, want %s", path, want)
 	}
 	// Behind a proxy that strips /coupond, the server sees the API path.
-	tenant, job, _, err := s.Verify("GET", strings.TrimPrefix(path, "/coupond"), q, testNow)
-	if diff := cmp.Diff([]string{"acme", "lote_1", "ok"}, []string{tenant, job, errKind(err)}); diff != "" {
+	g, err := s.Verify("GET", strings.TrimPrefix(path, "/coupond"), q, testNow)
+	if diff := cmp.Diff([]string{"acme", "lote_1", "ok"}, []string{g.Tenant, g.JobID, errKind(err)}); diff != "" {
 		t.Errorf("Verify (-want +got):\n%s", diff)
 	}
 }
@@ -124,17 +142,24 @@ func TestNewURLSignerRefuses(t *testing.T) {
 func TestVerify(t *testing.T) {
 	s := testSigner(t)
 	exp := testNow.Add(ResultURLTTL)
-	path, q := splitSigned(t, s.Sign("acme", "lote_abc", exp, true))
-	otherTenantPath, otherTenantQ := splitSigned(t, s.Sign("globex", "lote_abc", exp, true))
-	otherJobPath, otherJobQ := splitSigned(t, s.Sign("acme", "lote_xyz", exp, true))
+	path, q := splitSigned(t, s.Sign(acme, exp))
+	otherTenantPath, otherTenantQ := splitSigned(t, s.Sign(with(acme, "globex", "lote_abc"), exp))
+	otherJobPath, otherJobQ := splitSigned(t, s.Sign(with(acme, "acme", "lote_xyz"), exp))
 	other, err := NewURLSigner(bytes.Repeat([]byte{8}, 32), "https://coupond.example.com")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, otherKeyQ := splitSigned(t, other.Sign("acme", "lote_abc", exp, true))
+	_, otherKeyQ := splitSigned(t, other.Sign(acme, exp))
+	otherClient, otherGen := acme, acme
+	otherClient.ClientID, otherGen.Gen = "ci_pos", 3
+	_, otherClientQ := splitSigned(t, s.Sign(otherClient, exp))
+	_, otherGenQ := splitSigned(t, s.Sign(otherGen, exp))
+	_, legacyQ := splitSigned(t, signLegacy(s, acme, exp))
 
-	params := strings.Split(q, "&") // t=…, exp=…, sig=…
-	tParam, expParam, sigParam := params[0], params[1], params[2]
+	join := func(p ...string) string { return strings.Join(p, "&") }
+	params := strings.Split(q, "&") // t=…, c=…, g=…, exp=…, sig=…
+	tParam, cParam, gParam, expParam, sigParam := params[0], params[1], params[2], params[3], params[4]
+	cg := join(cParam, gParam)
 	sig := strings.TrimPrefix(sigParam, "sig=")
 	flip := func(s string, i int) string { // a different character of the same alphabet
 		b := []byte(s)
@@ -154,10 +179,13 @@ func TestVerify(t *testing.T) {
 		t.Fatalf("no %s in %s", key, q)
 		return ""
 	}
-	join := func(p ...string) string { return strings.Join(p, "&") }
 
-	type result struct{ Tenant, Job, Err string }
-	ok := result{"acme", "lote_abc", "ok"}
+	type result struct {
+		Tenant, Job, Client string
+		Gen                 uint32
+		Err                 string
+	}
+	ok := result{"acme", "lote_abc", "ci_crm", 2, "ok"}
 	invalid := result{Err: "invalid"}
 	tests := []struct {
 		name         string
@@ -168,23 +196,39 @@ func TestVerify(t *testing.T) {
 	}{
 		{"valid", "GET", path, q, testNow, ok},
 		{"valid HEAD", "HEAD", path, q, testNow, ok},
-		{"valid reordered", "GET", path, join(sigParam, tParam, expParam), testNow, ok},
+		{"valid reordered", "GET", path, join(sigParam, gParam, tParam, expParam, cParam), testNow, ok},
 		{"valid last second", "GET", path, q, exp.Add(-time.Nanosecond), ok},
 
 		{"expired at exp", "GET", path, q, exp, result{Err: "expired"}},
 		{"expired later", "GET", path, q, exp.Add(24 * time.Hour), result{Err: "expired"}},
-		{"expired and tampered is invalid", "GET", path, join("t=globex", expParam, sigParam), exp.Add(time.Hour), invalid},
+		{"expired and tampered is invalid", "GET", path, join("t=globex", cg, expParam, sigParam), exp.Add(time.Hour), invalid},
 
 		{"method POST", "POST", path, q, testNow, invalid},
 		{"method lowercase get", "get", path, q, testNow, invalid},
 
 		{"other job in path", "GET", otherJobPath, q, testNow, invalid},
 		{"other job's signature", "GET", path, otherJobQ, testNow, invalid},
-		{"other job, its own URL", "GET", otherJobPath, otherJobQ, testNow, result{"acme", "lote_xyz", "ok"}},
-		{"other tenant in t", "GET", path, join("t=globex", expParam, sigParam), testNow, invalid},
-		{"other tenant's signature", "GET", path, join(tParam, expParam, pick(otherTenantQ, "sig")), testNow, invalid},
-		{"other tenant, its own URL", "GET", otherTenantPath, otherTenantQ, testNow, result{"globex", "lote_abc", "ok"}},
+		{"other job, its own URL", "GET", otherJobPath, otherJobQ, testNow, result{"acme", "lote_xyz", "ci_crm", 2, "ok"}},
+		{"other tenant in t", "GET", path, join("t=globex", cg, expParam, sigParam), testNow, invalid},
+		{"other tenant's signature", "GET", path, join(tParam, cg, expParam, pick(otherTenantQ, "sig")), testNow, invalid},
+		{"other tenant, its own URL", "GET", otherTenantPath, otherTenantQ, testNow, result{"globex", "lote_abc", "ci_crm", 2, "ok"}},
 		{"other key", "GET", path, otherKeyQ, testNow, invalid},
+		{"other client in c", "GET", path, join(tParam, "c=ci_pos", gParam, expParam, sigParam), testNow, invalid},
+		{"other client's signature", "GET", path, join(tParam, cg, expParam, pick(otherClientQ, "sig")), testNow, invalid},
+		{"other client, its own URL", "GET", path, otherClientQ, testNow, result{"acme", "lote_abc", "ci_pos", 2, "ok"}},
+		{"other generation in g", "GET", path, join(tParam, cParam, "g=3", expParam, sigParam), testNow, invalid},
+		{"other generation's signature", "GET", path, join(tParam, cg, expParam, pick(otherGenQ, "sig")), testNow, invalid},
+		{"other generation, its own URL", "GET", path, otherGenQ, testNow, result{"acme", "lote_abc", "ci_crm", 3, "ok"}},
+		{"g leading zero", "GET", path, join(tParam, cParam, "g=02", expParam, sigParam), testNow, invalid},
+		{"g over 32 bits", "GET", path, join(tParam, cParam, "g=4294967298", expParam, sigParam), testNow, invalid},
+		{"c empty", "GET", path, join(tParam, "c=", gParam, expParam, sigParam), testNow, invalid},
+		{"c duplicated", "GET", path, join(tParam, cg, cParam, expParam, sigParam), testNow, invalid},
+
+		{"earlier form", "GET", path, legacyQ, testNow, result{"acme", "lote_abc", "", 0, "ok"}},
+		{"earlier form expired", "GET", path, legacyQ, exp, result{Err: "expired"}},
+		{"earlier form's signature with c and g", "GET", path, join(tParam, cg, expParam, pick(legacyQ, "sig")), testNow, invalid},
+		{"signature with c and g, earlier form", "GET", path, join(tParam, expParam, sigParam), testNow, invalid},
+		{"earlier form, c added", "GET", path, join(legacyQ, cParam), testNow, invalid},
 
 		{"path prefix changed", "GET", "/v2/lotes-decision/lote_abc/descarga", q, testNow, invalid},
 		{"path suffix changed", "GET", "/v1/lotes-decision/lote_abc/resultado", q, testNow, invalid},
@@ -192,45 +236,48 @@ func TestVerify(t *testing.T) {
 		{"path trailing slash", "GET", path + "/", q, testNow, invalid},
 		{"path empty job", "GET", "/v1/lotes-decision//descarga", q, testNow, invalid},
 
-		{"t changed", "GET", path, join("t=acmf", expParam, sigParam), testNow, invalid},
-		{"t empty", "GET", path, join("t=", expParam, sigParam), testNow, invalid},
-		{"t percent-encoded", "GET", path, join("t=%61cme", expParam, sigParam), testNow, invalid},
-		{"exp extended", "GET", path, join(tParam, "exp=1772373601", sigParam), testNow, invalid},
-		{"exp leading zero", "GET", path, join(tParam, "exp=0"+strings.TrimPrefix(expParam, "exp="), sigParam), testNow, invalid},
-		{"exp plus sign", "GET", path, join(tParam, "exp=+"+strings.TrimPrefix(expParam, "exp="), sigParam), testNow, invalid},
-		{"exp not a number", "GET", path, join(tParam, "exp=soon", sigParam), testNow, invalid},
-		{"sig first char", "GET", path, join(tParam, expParam, "sig="+flip(sig, 0)), testNow, invalid},
-		{"sig last char", "GET", path, join(tParam, expParam, "sig="+flip(sig, len(sig)-1)), testNow, invalid},
-		{"sig padded", "GET", path, join(tParam, expParam, sigParam+"="), testNow, invalid},
-		{"sig truncated", "GET", path, join(tParam, expParam, sigParam[:len(sigParam)-1]), testNow, invalid},
-		{"sig std alphabet char", "GET", path, join(tParam, expParam, "sig=+"+sig[1:]), testNow, invalid},
-		{"sig percent-encoded char", "GET", path, join(tParam, expParam, "sig=%41"+sig[1:]), testNow, invalid},
+		{"t changed", "GET", path, join("t=acmf", cg, expParam, sigParam), testNow, invalid},
+		{"t empty", "GET", path, join("t=", cg, expParam, sigParam), testNow, invalid},
+		{"t percent-encoded", "GET", path, join("t=%61cme", cg, expParam, sigParam), testNow, invalid},
+		{"exp extended", "GET", path, join(tParam, cg, "exp=1772373601", sigParam), testNow, invalid},
+		{"exp leading zero", "GET", path, join(tParam, cg, "exp=0"+strings.TrimPrefix(expParam, "exp="), sigParam), testNow, invalid},
+		{"exp plus sign", "GET", path, join(tParam, cg, "exp=+"+strings.TrimPrefix(expParam, "exp="), sigParam), testNow, invalid},
+		{"exp not a number", "GET", path, join(tParam, cg, "exp=soon", sigParam), testNow, invalid},
+		{"sig first char", "GET", path, join(tParam, cg, expParam, "sig="+flip(sig, 0)), testNow, invalid},
+		{"sig last char", "GET", path, join(tParam, cg, expParam, "sig="+flip(sig, len(sig)-1)), testNow, invalid},
+		{"sig padded", "GET", path, join(tParam, cg, expParam, sigParam+"="), testNow, invalid},
+		{"sig truncated", "GET", path, join(tParam, cg, expParam, sigParam[:len(sigParam)-1]), testNow, invalid},
+		{"sig std alphabet char", "GET", path, join(tParam, cg, expParam, "sig=+"+sig[1:]), testNow, invalid},
+		{"sig percent-encoded char", "GET", path, join(tParam, cg, expParam, "sig=%41"+sig[1:]), testNow, invalid},
 
-		{"t duplicated", "GET", path, join(tParam, tParam, expParam, sigParam), testNow, invalid},
-		{"t duplicated other value", "GET", path, join(tParam, expParam, sigParam, "t=globex"), testNow, invalid},
-		{"exp duplicated", "GET", path, join(tParam, expParam, expParam, sigParam), testNow, invalid},
-		{"sig duplicated", "GET", path, join(tParam, expParam, sigParam, sigParam), testNow, invalid},
+		{"t duplicated", "GET", path, join(tParam, cg, tParam, expParam, sigParam), testNow, invalid},
+		{"t duplicated other value", "GET", path, join(tParam, cg, expParam, sigParam, "t=globex"), testNow, invalid},
+		{"exp duplicated", "GET", path, join(tParam, cg, expParam, expParam, sigParam), testNow, invalid},
+		{"sig duplicated", "GET", path, join(tParam, cg, expParam, sigParam, sigParam), testNow, invalid},
 
 		{"param added", "GET", path, join(q, "x=1"), testNow, invalid},
 		{"param added first", "GET", path, join("download=1", q), testNow, invalid},
 		{"key without value added", "GET", path, join(q, "x"), testNow, invalid},
 		{"empty pair at end", "GET", path, q + "&", testNow, invalid},
 		{"empty pair at start", "GET", path, "&" + q, testNow, invalid},
-		{"empty pair inside", "GET", path, join(tParam, "", expParam, sigParam), testNow, invalid},
-		{"key case changed", "GET", path, join("T="+strings.TrimPrefix(tParam, "t="), expParam, sigParam), testNow, invalid},
-		{"key percent-encoded", "GET", path, join("%74="+strings.TrimPrefix(tParam, "t="), expParam, sigParam), testNow, invalid},
-		{"semicolon separator", "GET", path, tParam + ";" + expParam + "&" + sigParam, testNow, invalid},
+		{"empty pair inside", "GET", path, join(tParam, cg, "", expParam, sigParam), testNow, invalid},
+		{"key case changed", "GET", path, join("T="+strings.TrimPrefix(tParam, "t="), cg, expParam, sigParam), testNow, invalid},
+		{"key percent-encoded", "GET", path, join("%74="+strings.TrimPrefix(tParam, "t="), cg, expParam, sigParam), testNow, invalid},
+		{"semicolon separator", "GET", path, tParam + ";" + cg + "&" + expParam + "&" + sigParam, testNow, invalid},
 
-		{"t removed", "GET", path, join(expParam, sigParam), testNow, invalid},
-		{"exp removed", "GET", path, join(tParam, sigParam), testNow, invalid},
-		{"sig removed", "GET", path, join(tParam, expParam), testNow, invalid},
+		{"t removed", "GET", path, join(cg, expParam, sigParam), testNow, invalid},
+		{"c removed", "GET", path, join(tParam, gParam, expParam, sigParam), testNow, invalid},
+		{"g removed", "GET", path, join(tParam, cParam, expParam, sigParam), testNow, invalid},
+		{"c and g removed", "GET", path, join(tParam, expParam, sigParam), testNow, invalid},
+		{"exp removed", "GET", path, join(tParam, cg, sigParam), testNow, invalid},
+		{"sig removed", "GET", path, join(tParam, cg, expParam), testNow, invalid},
 		{"query removed", "GET", path, "", testNow, invalid},
 		{"huge query", "GET", path, q + strings.Repeat("&x=1", 1000), testNow, invalid},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			tenant, job, _, err := s.Verify(tt.method, tt.path, tt.query, tt.now)
-			got := result{tenant, job, errKind(err)}
+			g, err := s.Verify(tt.method, tt.path, tt.query, tt.now)
+			got := result{g.Tenant, g.JobID, g.ClientID, g.Gen, errKind(err)}
 			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("Verify(%s %s?%s) = %+v (-want +got):\n%s", tt.method, tt.path, tt.query, got, diff)
 			}
@@ -242,39 +289,50 @@ func TestVerifyEscapedIDs(t *testing.T) {
 	// IDs with characters that need escaping in a query still round-trip,
 	// and the signed query is what the server receives.
 	s := testSigner(t)
-	raw := s.Sign("ac me+x:1", "lote:1", testNow.Add(time.Minute), true)
+	g := Grant{Tenant: "ac me+x:1", JobID: "lote:1", ClientID: "ci/1&c=2", Gen: 7}
+	raw := s.Sign(g, testNow.Add(time.Minute))
 	path, q := splitSigned(t, raw)
-	tenant, job, _, err := s.Verify("GET", path, q, testNow)
-	if diff := cmp.Diff([]string{"ac me+x:1", "lote:1", "ok"}, []string{tenant, job, errKind(err)}); diff != "" {
+	got, err := s.Verify("GET", path, q, testNow)
+	if diff := cmp.Diff([]any{g, "ok"}, []any{got, errKind(err)}); diff != "" {
 		t.Errorf("Verify(%s) (-want +got):\n%s", raw, diff)
 	}
 }
 
 // FuzzVerify checks that Verify never panics and accepts nothing but the
-// URLs it signed (their three parameters in any order, GET or HEAD).
+// URLs it signed (their five parameters in any order, GET or HEAD), in
+// either form.
 func FuzzVerify(f *testing.F) {
 	s := testSigner(f)
 	exp := testNow.Add(ResultURLTTL)
-	type signed struct{ tenant, job, path string }
+	type signed struct {
+		g    Grant
+		path string
+	}
 	valid := map[string]signed{} // sorted query pairs → what they grant
-	for _, c := range []struct{ tenant, job string }{{"acme", "lote_abc"}, {"globex", "lote_xyz"}} {
-		path, q := splitSigned(f, s.Sign(c.tenant, c.job, exp, true))
-		valid[sortedPairs(q)] = signed{c.tenant, c.job, path}
-		f.Add("GET", path, q)
-		f.Add("HEAD", path, q)
-		f.Add("GET", path, q+"&t="+c.tenant)
-		f.Add("GET", path, strings.Replace(q, "exp=", "exp=0", 1))
+	for _, g := range []Grant{acme, with(acme, "globex", "lote_xyz")} {
+		for _, raw := range []string{s.Sign(g, exp), signLegacy(s, g, exp)} {
+			path, q := splitSigned(f, raw)
+			want := g
+			if !strings.Contains(q, "c=") {
+				want.ClientID, want.Gen = "", 0
+			}
+			valid[sortedPairs(q)] = signed{want, path}
+			f.Add("GET", path, q)
+			f.Add("HEAD", path, q)
+			f.Add("GET", path, q+"&t="+g.Tenant)
+			f.Add("GET", path, strings.Replace(q, "exp=", "exp=0", 1))
+		}
 	}
 	f.Add("GET", "/v1/lotes-decision/lote_abc/descarga", "t=acme&exp=1&sig=")
 	f.Add("GET", "/", "")
 	f.Fuzz(func(t *testing.T, method, path, rawQuery string) {
-		tenant, job, _, err := s.Verify(method, path, rawQuery, testNow)
+		got, err := s.Verify(method, path, rawQuery, testNow)
 		if err != nil {
 			if !errors.Is(err, ErrURLInvalid) && !errors.Is(err, ErrURLExpired) {
 				t.Fatalf("Verify error %v wraps neither sentinel", err)
 			}
-			if tenant != "" || job != "" {
-				t.Fatalf("Verify returned %q, %q with error %v", tenant, job, err)
+			if got != (Grant{}) {
+				t.Fatalf("Verify returned %+v with error %v", got, err)
 			}
 			return
 		}
@@ -282,8 +340,8 @@ func FuzzVerify(f *testing.F) {
 		if !ok || want.path != path || (method != "GET" && method != "HEAD") {
 			t.Fatalf("Verify accepted a URL it did not sign: %s %s?%s", method, path, rawQuery)
 		}
-		if tenant != want.tenant || job != want.job {
-			t.Fatalf("Verify(%s?%s) = %q, %q, want %q, %q", path, rawQuery, tenant, job, want.tenant, want.job)
+		if got != want.g {
+			t.Fatalf("Verify(%s?%s) = %+v, want %+v", path, rawQuery, got, want.g)
 		}
 	})
 }
@@ -296,10 +354,10 @@ func sortedPairs(q string) string {
 
 func BenchmarkVerify(b *testing.B) {
 	s := testSigner(b)
-	path, q := splitSigned(b, s.Sign("acme", "lote_abc", testNow.Add(time.Hour), true))
+	path, q := splitSigned(b, s.Sign(acme, testNow.Add(time.Hour)))
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, _, _, err := s.Verify("GET", path, q, testNow); err != nil {
+		if _, err := s.Verify("GET", path, q, testNow); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -311,26 +369,52 @@ func BenchmarkVerify(b *testing.B) {
 func TestSignedURLGrant(t *testing.T) {
 	s := testSigner(t)
 	exp := testNow.Add(ResultURLTTL)
-	_, fullQ := splitSigned(t, s.Sign("acme", "lote_abc", exp, true))
-	path, plainQ := splitSigned(t, s.Sign("acme", "lote_abc", exp, false))
-	if fullQ == plainQ {
-		t.Fatalf("both grants sign the same URL: %s", plainQ)
+	plain := acme
+	plain.Detalle = false
+	_, fullQ := splitSigned(t, s.Sign(acme, exp))
+	path, plainQ := splitSigned(t, s.Sign(plain, exp))
+	_, legacyFullQ := splitSigned(t, signLegacy(s, acme, exp))
+	_, legacyPlainQ := splitSigned(t, signLegacy(s, plain, exp))
+	if fullQ == plainQ || legacyFullQ == legacyPlainQ {
+		t.Fatalf("both grants sign the same URL: %s, %s", plainQ, legacyPlainQ)
 	}
-	type got struct {
-		Tenant, Job string
-		Detalle     bool
-		Err         string
-	}
+	unbound := func(g Grant) Grant { g.ClientID, g.Gen = "", 0; return g }
 	for _, tt := range []struct {
 		name, query string
-		want        got
+		want        Grant
 	}{
-		{"with detalle", fullQ, got{"acme", "lote_abc", true, "ok"}},
-		{"without detalle", plainQ, got{"acme", "lote_abc", false, "ok"}},
+		{"with detalle", fullQ, acme},
+		{"without detalle", plainQ, plain},
+		{"earlier form with detalle", legacyFullQ, unbound(acme)},
+		{"earlier form without detalle", legacyPlainQ, unbound(plain)},
 	} {
-		tenant, job, detalle, err := s.Verify("GET", path, tt.query, testNow)
-		if diff := cmp.Diff(tt.want, got{tenant, job, detalle, errKind(err)}); diff != "" {
+		g, err := s.Verify("GET", path, tt.query, testNow)
+		if diff := cmp.Diff([]any{tt.want, "ok"}, []any{g, errKind(err)}); diff != "" {
 			t.Errorf("%s: Verify (-want +got):\n%s", tt.name, diff)
+		}
+	}
+}
+
+// TestVerifiesURLsOfTheEarlierForm: URLs an earlier release minted (these
+// two, with testURLKey, by the code before URLs named their credential)
+// still verify until their exp, with the grant they were signed for.
+func TestVerifiesURLsOfTheEarlierForm(t *testing.T) {
+	s := testSigner(t)
+	for _, tt := range []struct {
+		raw     string
+		detalle bool
+	}{
+		{"https://coupond.example.com/v1/lotes-decision/lote_abc/descarga?t=acme&exp=1772370000&sig=f8vc-CdhmYOcowxlVvyREDgKNap8wyimH03TSbUlhVs", true},
+		{"https://coupond.example.com/v1/lotes-decision/lote_abc/descarga?t=acme&exp=1772370000&sig=8Ip8oBKzaHJRk92Fm8lweaOQSec7p0pmsHFJddp8g64", false},
+	} {
+		path, q := splitSigned(t, tt.raw)
+		g, err := s.Verify("GET", path, q, testNow)
+		want := Grant{Tenant: "acme", JobID: "lote_abc", Detalle: tt.detalle}
+		if diff := cmp.Diff([]any{want, "ok"}, []any{g, errKind(err)}); diff != "" {
+			t.Errorf("Verify(%s) (-want +got):\n%s", tt.raw, diff)
+		}
+		if raw := signLegacy(s, want, testNow.Add(ResultURLTTL)); raw != tt.raw {
+			t.Errorf("signLegacy = %s, want %s", raw, tt.raw)
 		}
 	}
 }

@@ -35,20 +35,23 @@ func (s *Server) checkBatchSlot(c *call) error {
 	return nil
 }
 
-// viewJob is a job's status answer. error is a failed job's reason only
-// (contract §4): a completed job whose result was dropped (DropResult)
-// keeps its reason in the record, for the operator, and answers as after
-// retention. explain is the caller's explicar:leer: the resultado_url it
-// gets serves detalle only if it has the scope, as /resultado does.
-func (s *Server) viewJob(j *batch.Job, real time.Time, explain bool) client.EstadoLote {
+// viewJob is a job's status answer to call c. error is a failed job's
+// reason only (contract §4): a completed job whose result was dropped
+// (DropResult) keeps its reason in the record, for the operator, and
+// answers as after retention. The resultado_url it gets is bound to the
+// caller's credential and secret generation (it stops with the caller's
+// tokens) and serves detalle only if the caller has explicar:leer, as
+// /resultado does.
+func (s *Server) viewJob(c *call, j *batch.Job) client.EstadoLote {
 	v := client.EstadoLote{JobID: j.ID, Estado: j.Estado, CreadoEn: j.CreadoEn, CampanaID: j.CampanaID, Total: j.Total,
 		Procesados: j.Procesados, IniciadoEn: j.IniciadoEn, CompletadoEn: j.CompletadoEn}
 	if j.Estado == api.EstadoFallido {
 		v.Error = j.Error
 	}
 	if _, ok := s.Batch.ResultFile(j); ok {
-		exp := real.Add(batch.ResultURLTTL).Truncate(time.Second).UTC()
-		v.ResultadoURL = s.Batch.Signer.Sign(j.Tenant, j.ID, exp, explain)
+		exp := c.start.Add(batch.ResultURLTTL).Truncate(time.Second).UTC()
+		g := batch.Grant{Tenant: j.Tenant, JobID: j.ID, ClientID: c.clientID, Gen: c.secretGen, Detalle: c.scopes&scopeExplicar != 0}
+		v.ResultadoURL = s.Batch.Signer.Sign(g, exp)
 		v.ResultadoExpiraEn = &exp
 	}
 	return v
@@ -133,7 +136,7 @@ func (s *Server) handleBatchStatus(c *call) error {
 	// A completed job's resultado_url downloads the result without a
 	// token until it expires: no cache keeps it.
 	c.w.Header().Set("Cache-Control", "no-store")
-	c.answer = answer{http.StatusOK, s.viewJob(j, c.start, c.scopes&scopeExplicar != 0)}
+	c.answer = answer{http.StatusOK, s.viewJob(c, j)}
 	return nil
 }
 
@@ -146,20 +149,35 @@ func (s *Server) handleBatchResult(c *call) error {
 }
 
 // handleSignedDownload serves a signed result URL: no token; an altered,
-// expired or foreign URL answers 404 and leaks nothing. It serves what the
-// credential it was minted for may see: the lines as stored, without
-// detalle when that credential lacks explicar:leer (the signature says
-// which).
+// expired or foreign URL answers 404 and leaks nothing, and so does one
+// whose credential can no longer use the tokens it was minted with
+// (revoked, suspended, its secret rotated past the grace: grantHolds). It
+// serves what that credential may see: the lines as stored, without
+// detalle when it lacks explicar:leer (the signature says which).
 func (s *Server) handleSignedDownload(c *call) error {
-	tenant, jobID, detalle, err := s.Batch.Signer.Verify(c.r.Method, c.r.URL.Path, c.r.URL.RawQuery, c.start)
+	g, err := s.Batch.Signer.Verify(c.r.Method, c.r.URL.Path, c.r.URL.RawQuery, c.start)
+	if err != nil || !s.grantHolds(g, c.start) {
+		return errKind(kindNotFound)
+	}
+	j, err := s.Batch.Job(g.Tenant, g.JobID)
 	if err != nil {
 		return errKind(kindNotFound)
 	}
-	j, err := s.Batch.Job(tenant, jobID)
-	if err != nil {
-		return errKind(kindNotFound)
+	return s.sendResult(c, j, g.Detalle)
+}
+
+// grantHolds reports whether the credential a signed URL was minted for
+// would still be let in with the token it was minted with (authenticate's
+// checks): it exists, belongs to the URL's tenant, is active, not held at
+// the abuse guard's suspension, and still accepts that secret generation.
+// A URL of the earlier form names no credential and holds until its exp.
+func (s *Server) grantHolds(g batch.Grant, now time.Time) bool {
+	if g.ClientID == "" {
+		return true
 	}
-	return s.sendResult(c, j, detalle)
+	cred, ok := s.DB.Credential(g.ClientID)
+	return ok && cred.Tenant == g.Tenant && cred.Active() && cred.AcceptsGeneration(g.Gen, now) &&
+		s.abuse.level(cred.ClientID) < levelSuspension
 }
 
 // sendResult streams a result file: the stored zstd bytes as they are to a

@@ -648,6 +648,51 @@ func TestBatchRestart(t *testing.T) {
 // TestBatchSignedURL checks the signed result URL: it works without a
 // token, any alteration, expiry or another tenant's URL gives the same 404
 // with no data, and a new status query gives a new URL.
+// TestSignedURLEndsWithItsCredential: a resultado_url stops (404, as an
+// expired one) when the credential whose status query minted it could no
+// longer use that token: revoked, suspended, or its secret rotated and the
+// grace over; a URL minted for another credential of the tenant goes on.
+func TestSignedURLEndsWithItsCredential(t *testing.T) {
+	h, tok := batchHarness(t)
+	id := submit(h, tok, map[string]any{"campana_id": "camp", "clientes": refs("cred", 4)})
+	runJobs(h)
+	// Each scope set is its own credential (harness.credential).
+	mint := func(scopes ...string) (clientID, target string) {
+		clientID, _ = h.credential("acme", scopes...)
+		p, q := pathOf(t, status(h, h.token("acme", scopes...), id)["resultado_url"].(string))
+		return clientID, p + "?" + q
+	}
+	update := func(clientID string, fn func(c *store.Credential)) {
+		if _, err := h.db.UpdateCredential(clientID, func(c *store.Credential) error { fn(c); return nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	revoked, revokedURL := mint("decisiones:pedir")
+	suspended, suspendedURL := mint("decisiones:pedir", "eventos:publicar")
+	rotated, rotatedURL := mint("decisiones:pedir", "catalogo:escribir")
+	_, keptURL := mint("decisiones:pedir", "campanas:escribir")
+	for _, u := range []string{revokedURL, suspendedURL, rotatedURL, keptURL} {
+		if st, _, _ := get(h, u, ""); st != 200 {
+			t.Fatalf("fresh URL %s: %d, want 200", u, st)
+		}
+	}
+	update(revoked, func(c *store.Credential) { c.Revoked = true })
+	update(suspended, func(c *store.Credential) { c.Suspended = true })
+	rotateCredential(t, h, rotated, 10*time.Minute)
+	type answers struct{ Revoked, Suspended, Rotated, Kept int }
+	read := func() answers {
+		st := func(u string) int { s, _, _ := get(h, u, ""); return s }
+		return answers{st(revokedURL), st(suspendedURL), st(rotatedURL), st(keptURL)}
+	}
+	if diff := cmp.Diff(answers{404, 404, 200, 200}, read()); diff != "" {
+		t.Errorf("within the rotation's grace (-want +got):\n%s", diff)
+	}
+	h.clock.Advance(10 * time.Minute)
+	if diff := cmp.Diff(answers{404, 404, 404, 200}, read()); diff != "" {
+		t.Errorf("after the rotation's grace (-want +got):\n%s", diff)
+	}
+}
+
 func TestBatchSignedURL(t *testing.T) {
 	h, tok := batchHarness(t)
 	id := submit(h, tok, map[string]any{"campana_id": "camp", "clientes": refs("firmado", 8)})
@@ -685,23 +730,29 @@ func TestBatchSignedURL(t *testing.T) {
 		return string(b)
 	}
 	exp, _ := strconv.ParseInt(q.Get("exp"), 10, 64)
+	t1, cg := "t="+q.Get("t"), "&c="+q.Get("c")+"&g="+q.Get("g")
 	altered := map[string]string{
-		"sig changed":      "t=" + q.Get("t") + "&exp=" + q.Get("exp") + "&sig=" + flip(q.Get("sig")),
-		"exp later":        "t=" + q.Get("t") + "&exp=" + strconv.FormatInt(exp+3600, 10) + "&sig=" + q.Get("sig"),
-		"exp earlier":      "t=" + q.Get("t") + "&exp=" + strconv.FormatInt(exp-1, 10) + "&sig=" + q.Get("sig"),
-		"exp padded":       "t=" + q.Get("t") + "&exp=0" + q.Get("exp") + "&sig=" + q.Get("sig"),
-		"tenant changed":   "t=other&exp=" + q.Get("exp") + "&sig=" + q.Get("sig"),
-		"tenant repeated":  query + "&t=" + q.Get("t"),
-		"exp repeated":     query + "&exp=" + q.Get("exp"),
-		"sig repeated":     query + "&sig=" + q.Get("sig"),
-		"param added":      query + "&x=1",
-		"empty pair added": query + "&",
-		"sig missing":      "t=" + q.Get("t") + "&exp=" + q.Get("exp"),
-		"exp missing":      "t=" + q.Get("t") + "&sig=" + q.Get("sig"),
-		"tenant missing":   "exp=" + q.Get("exp") + "&sig=" + q.Get("sig"),
-		"no query":         "",
-		"sig padded":       "t=" + q.Get("t") + "&exp=" + q.Get("exp") + "&sig=" + q.Get("sig") + "=",
-		"sig percent":      "t=" + q.Get("t") + "&exp=" + q.Get("exp") + "&sig=" + url.QueryEscape(q.Get("sig")[:5]) + "%" + fmt.Sprintf("%02X", q.Get("sig")[5]) + q.Get("sig")[6:],
+		"sig changed":                   t1 + cg + "&exp=" + q.Get("exp") + "&sig=" + flip(q.Get("sig")),
+		"exp later":                     t1 + cg + "&exp=" + strconv.FormatInt(exp+3600, 10) + "&sig=" + q.Get("sig"),
+		"exp earlier":                   t1 + cg + "&exp=" + strconv.FormatInt(exp-1, 10) + "&sig=" + q.Get("sig"),
+		"exp padded":                    t1 + cg + "&exp=0" + q.Get("exp") + "&sig=" + q.Get("sig"),
+		"tenant changed":                "t=other" + cg + "&exp=" + q.Get("exp") + "&sig=" + q.Get("sig"),
+		"client changed":                t1 + "&c=ci_otro&g=" + q.Get("g") + "&exp=" + q.Get("exp") + "&sig=" + q.Get("sig"),
+		"generation changed":            t1 + "&c=" + q.Get("c") + "&g=1&exp=" + q.Get("exp") + "&sig=" + q.Get("sig"),
+		"tenant repeated":               query + "&t=" + q.Get("t"),
+		"client repeated":               query + "&c=" + q.Get("c"),
+		"exp repeated":                  query + "&exp=" + q.Get("exp"),
+		"sig repeated":                  query + "&sig=" + q.Get("sig"),
+		"param added":                   query + "&x=1",
+		"empty pair added":              query + "&",
+		"sig missing":                   t1 + cg + "&exp=" + q.Get("exp"),
+		"exp missing":                   t1 + cg + "&sig=" + q.Get("sig"),
+		"tenant missing":                cg[1:] + "&exp=" + q.Get("exp") + "&sig=" + q.Get("sig"),
+		"client missing":                t1 + "&exp=" + q.Get("exp") + "&sig=" + q.Get("sig") + "&g=" + q.Get("g"),
+		"client and generation missing": t1 + "&exp=" + q.Get("exp") + "&sig=" + q.Get("sig"),
+		"no query":                      "",
+		"sig padded":                    t1 + cg + "&exp=" + q.Get("exp") + "&sig=" + q.Get("sig") + "=",
+		"sig percent":                   t1 + cg + "&exp=" + q.Get("exp") + "&sig=" + url.QueryEscape(q.Get("sig")[:5]) + "%" + fmt.Sprintf("%02X", q.Get("sig")[5]) + q.Get("sig")[6:],
 	}
 	_, _, notFound := get(h, "/v1/no-existe", "")
 	notFoundShape := errorShape(t, notFound)
@@ -729,9 +780,11 @@ func TestBatchSignedURL(t *testing.T) {
 	// Another job's path with this signature.
 	check("job changed", strings.Replace(path, id, "lote_otro", 1), query)
 
-	// Another tenant's URL for this job: authentic signature, but the job is not the tenant's.
+	// Another tenant's URL for this job, minted for that tenant's own active
+	// credential: authentic signature, but the job is not the tenant's.
 	h.tenant("other", true, batchTenant)
-	foreign := h.batch.Signer.Sign("other", id, h.clock.Now().Add(time.Hour), true)
+	otherID, _ := h.credential("other", allScopes...)
+	foreign := h.batch.Signer.Sign(batch.Grant{Tenant: "other", JobID: id, ClientID: otherID, Detalle: true}, h.clock.Now().Add(time.Hour))
 	fp, fq := pathOf(t, foreign)
 	check("other tenant", fp, fq)
 

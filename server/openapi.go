@@ -994,7 +994,7 @@ var responseFieldDocs = map[string]string{
 	"EstadoLote":                               "A batch job's state.",
 	"EstadoLote.total":                         "Customers the job covers (known once it runs).",
 	"EstadoLote.procesados":                    "Decisions written so far (the result file's lines when completed).",
-	"EstadoLote.resultado_url":                 "Only when completed and the result is kept (7 days after completion): a signed URL valid 60 minutes that downloads the result without a token. It is a secret. A new status query gives a new URL.",
+	"EstadoLote.resultado_url":                 "Only when completed and the result is kept (7 days after completion): a signed URL valid 60 minutes that downloads the result without a token, while the credential that asked for it stays active (x-signed-result-url). It is a secret. A new status query gives a new URL.",
 	"EstadoLote.resultado_expira_en":           "Expiry of `resultado_url`.",
 	"EstadoLote.error":                         "Only when `fallido`: why.",
 	"CatalogoRespuesta":                        "The catalog as stored, with its version (0 before any PUT).",
@@ -1485,10 +1485,10 @@ Each object holds exactly one operator and a comparison exactly one feature; an 
 
 func signedURLDoc() obj {
 	return obj{
-		"format":      "{base_url}/v1/lotes-decision/{job_id}/descarga?t={tenant}&exp={unix seconds}&sig={signature}",
-		"signature":   "unpadded base64url HMAC-SHA256, under the installation's URL key, of the method GET, the path /v1/lotes-decision/{job_id}/descarga, the tenant, the job id and exp, each length-prefixed",
+		"format":      "{base_url}/v1/lotes-decision/{job_id}/descarga?t={tenant}&c={client_id}&g={secret generation}&exp={unix seconds}&sig={signature}",
+		"signature":   "unpadded base64url HMAC-SHA256, under the installation's URL key, of the method GET, the path /v1/lotes-decision/{job_id}/descarga, the tenant, the client id and secret generation of the credential whose status query minted the URL, the job id and exp, each length-prefixed",
 		"ttl_seconds": int(batch.ResultURLTTL.Seconds()),
-		"rules":       "Valid while the current (real) time is before exp. The query must hold exactly t, exp and sig, once each, in the encoding the server produced; anything else is 404. A new status query gives a new URL.",
+		"rules":       "Valid while the current (real) time is before exp and the credential that minted it could still use the token it was minted with: a revocation, a suspension or the end of a rotation's grace ends its URLs too (404). The query must hold exactly t, c, g, exp and sig, once each, in the encoding the server produced; anything else is 404. A new status query gives a new URL.",
 	}
 }
 

@@ -168,8 +168,11 @@ type call struct {
 
 	// Set by authentication.
 	clientID string
-	scopes   scope
-	tenant   *store.Tenant
+	// secretGen is the generation of the secret the token was obtained
+	// with (store.Credential.SecretGen).
+	secretGen uint32
+	scopes    scope
+	tenant    *store.Tenant
 	// abuseLevel is the credential's abuse escalation step when the
 	// request arrived (abuseGuard.level), read once for its checks.
 	abuseLevel int
@@ -440,7 +443,7 @@ func (s *Server) authenticate(c *call) error {
 	if !ok {
 		return errKind(kindUnauthenticated)
 	}
-	c.clientID, c.scopes, c.tenant, c.abuseLevel = cred.ClientID, scopes, t, level
+	c.clientID, c.secretGen, c.scopes, c.tenant, c.abuseLevel = cred.ClientID, gen, scopes, t, level
 	return nil
 }
 
