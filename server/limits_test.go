@@ -192,11 +192,48 @@ func TestTokenNoLockOutBehindProxy(t *testing.T) {
 	for range classRates[classTokenFailure].burst + 5 {
 		viaProxy("203.0.113.7", "wrong-secret")
 	}
-	if code := viaProxy("203.0.113.7", secret); code != http.StatusTooManyRequests {
+	if code := viaProxy("203.0.113.7", "wrong-secret"); code != http.StatusTooManyRequests {
 		t.Errorf("the guessing client, past its failures: %d, want 429", code)
+	}
+	if code := viaProxy("198.51.100.1", "wrong-secret"); code != http.StatusUnauthorized {
+		t.Errorf("another client through the same proxy, a wrong secret: %d, want 401", code)
 	}
 	if code := viaProxy("198.51.100.1", secret); code != http.StatusOK {
 		t.Errorf("another client through the same proxy: %d, want 200", code)
+	}
+}
+
+// TestTokenNoLockOutFromTheSameAddress: a client that keeps failing (a
+// secret left behind by a rotation) does not lock out a valid client at
+// the same address (a NAT, the same host): its failures past the budget
+// get 429, the valid client's right secret a token, every time.
+func TestTokenNoLockOutFromTheSameAddress(t *testing.T) {
+	h := newHarness(t)
+	h.tenant("acme", true, nil)
+	stale, _ := h.credential("acme", "eventos:publicar")
+	id, secret := h.credential("acme", "decisiones:pedir")
+	type answers struct{ Stale, Valid int }
+	var got []answers
+	for i := range classRates[classTokenFailure].burst + 10 {
+		a := answers{Stale: tokenCall(h, "192.0.2.50:1000", stale, "rotated-away").Code}
+		if i%5 == 4 { // the valid client asks now and then (its own limit is per credential)
+			a.Valid = tokenCall(h, "192.0.2.50:2000", id, secret).Code
+		}
+		got = append(got, a)
+	}
+	var want []answers
+	for i := range classRates[classTokenFailure].burst + 10 {
+		a := answers{Stale: http.StatusUnauthorized}
+		if i >= classRates[classTokenFailure].burst {
+			a.Stale = http.StatusTooManyRequests
+		}
+		if i%5 == 4 {
+			a.Valid = http.StatusOK
+		}
+		want = append(want, a)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("answers at one address (-want +got):\n%s", diff)
 	}
 }
 

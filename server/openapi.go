@@ -1238,7 +1238,7 @@ func operationDocs() map[string]opDoc {
 			description: fmt.Sprintf("OAuth 2.0 client credentials, as JSON or as the standard form (client in HTTP Basic or in form fields). The token lives %s; `scope` is the credential's scopes joined by spaces. "+
 				"A wrong secret, an unknown client and a revoked credential give the same 401 (same status, headers and body but `X-Trace-Id`, `Date` and `trace_id`). "+
 				"The secret is checked first; only then is the credential's own rate limit (per `client_id`) charged, so knowing a client_id is not enough to lock it out. "+
-				"Failed requests are limited per source address (IPv6: per /64; behind the operator's reverse proxy, the client's address from `X-Forwarded-For`), %d a second with a burst of %d; an address over that budget gets 429 until it refills. "+
+				"Failed requests are limited per source address (IPv6: per /64; behind the operator's reverse proxy, the client's address from `X-Forwarded-For`), %d a second with a burst of %d; an address over that budget gets 429 for its failed attempts until it refills, while a right secret of an active credential still gets its token (a client left failing does not lock out the others at its address). "+
 				"HTTP Basic together with credentials in the body (a `client_secret`, or a `client_id` other than Basic's) is 400 (OAuth 2.0 `invalid_request`). "+
 				"Error bodies of a form request add RFC 6749's `error` and `error_description` for stock OAuth clients; those of a JSON request are `ErrorV1` and `HTTPValidationError` exactly.", humanDuration(tokenTTL), int(classRates[classTokenFailure].perSecond), classRates[classTokenFailure].burst),
 			body: obj{"required": true, "content": obj{
@@ -1500,7 +1500,7 @@ func rateLimitsDoc() obj {
 		"otros":      obj{"per_second": classRates[classOther].perSecond, "burst": classRates[classOther].burst, "per": "credential"},
 		"token":      obj{"per_second": classRates[classToken].perSecond, "burst": classRates[classToken].burst, "per": "client_id", "charged": "only after the secret matched"},
 		"token_fallidos": obj{"per_second": classRates[classTokenFailure].perSecond, "burst": classRates[classTokenFailure].burst, "per": "source address (IPv6: /64)",
-			"description": "Failed token requests; an address over the budget gets 429 without its secret being checked until the bucket refills."},
+			"description": "Failed token requests; an address over the budget gets 429 for each failed attempt until the bucket refills. A right secret of an active credential is never refused by this budget."},
 		"estado":        "Bounded per-key state, least recently used evicted first; never reset as a whole. Made-up client_ids create no state.",
 		"por_cliente":   obj{"decisions_per_day": engine.DailyCap, "per": "cliente_ref, UTC day of the tenant clock; requests to POST /v1/decisiones (a batch line opens the customer's reward window but takes none of them)"},
 		"lotes":         quotaDocs[quotaBatch]["description"],

@@ -111,14 +111,16 @@ func (s *Server) issueToken(c *call) error {
 	if err != nil {
 		return err
 	}
-	// The secret is checked before any per-credential limit is charged, so
-	// that nobody who only knows a client_id can lock it out; failures are
-	// limited per source address instead (an address over its failure
-	// budget gets no further checks until the budget refills).
+	// The secret is checked before any limit is charged, so that nobody
+	// who only knows a client_id can lock it out. Failures are limited per
+	// source address instead: an address over its failure budget gets 429
+	// for every failed attempt until the budget refills, but a right secret
+	// of an active credential is never refused by it, so that a client
+	// failing over and over (one left with a rotated secret, say) does not
+	// lock out the valid clients that share its address (a NAT, the same
+	// host). Secrets carry 256 bits: the budget slows nobody's guessing in
+	// a way that matters, it bounds the failures' work and log lines.
 	addr := s.clientAddress(c.r)
-	if empty, wait := s.tokenFailures.exhausted(addr, classTokenFailure, c.start); empty {
-		return rateLimited(classTokenFailure, 1, wait)
-	}
 	cred, known := s.DB.Credential(req.clientID)
 	check := cred
 	if !known {
@@ -126,6 +128,9 @@ func (s *Server) issueToken(c *call) error {
 	}
 	gen, match := check.SecretMatches(req.secret, c.start)
 	if !known || !match || !cred.Active() || s.abuse.suspended(cred.ClientID) {
+		if empty, wait := s.tokenFailures.exhausted(addr, classTokenFailure, c.start); empty {
+			return rateLimited(classTokenFailure, 1, wait)
+		}
 		s.tokenFailures.allow(addr, classTokenFailure, c.start, 1)
 		return &apiError{kind: kindUnauthenticated, basic: req.basic}
 	}
