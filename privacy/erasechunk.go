@@ -67,7 +67,7 @@ func (s *Service) eraseEventChunk(tenant, ref string, job *queuedDeletion, lo, h
 		return nil, nil, err
 	}
 	defer unlock()
-	idx, evKeys, next, err := s.eventIndexChunk(tenant, ref, lo, hi, n)
+	idx, evKeys, next, err := s.eventIndexChunk(s.db, tenant, ref, lo, hi, n)
 	if err != nil || len(idx) == 0 {
 		return nil, nil, err
 	}

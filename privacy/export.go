@@ -47,7 +47,8 @@ func (s *Service) Export(tenant, clienteRef, clientID, trace string) (*client.Ex
 // customer's events and decisions a chunk of index entries at a time and
 // writing each as it is read: its memory does not grow with them. The
 // confirmations come from a second walk of the decision index (every
-// decision is read twice; nothing is held between the walks). An error
+// decision is read twice; nothing is held between the walks) in the same
+// snapshot of the store (exportWalk). An error
 // from write comes after bytes were written: the output is then
 // incomplete and must be discarded (cut short, for an HTTP answer).
 func (s *Service) ExportStream(tenant, clienteRef, clientID, trace string) (write func(w io.Writer) error, err error) {
@@ -178,8 +179,15 @@ func (s *Service) exportStart(tenant, clienteRef, clientID, trace string) (*clie
 // exportWalk reads everything held about the customer in document order,
 // handing the events, decisions and confirmations to k and adding the
 // rest to x (the features, the coupons' links, and the count of the
-// customer's damaged records, moved to quarantine on the way).
+// customer's damaged records, moved to quarantine on the way). It reads
+// one snapshot of the store, so the document is the customer's data as of
+// one moment, however long the walk (a streamed export to a slow client)
+// and whatever is written meanwhile: no confirmation of a decision the
+// document does not list, no decision whose state the confirmations
+// contradict.
 func (s *Service) exportWalk(tenant, clienteRef string, now time.Time, x *client.ExportacionCliente, k exportSink) error {
+	snap := s.db.NewSnapshot()
+	defer snap.Close()
 	part := k.part
 	if part == nil {
 		part = func(int) error { return nil }
@@ -187,29 +195,29 @@ func (s *Service) exportWalk(tenant, clienteRef string, now time.Time, x *client
 	if err := part(0); err != nil {
 		return err
 	}
-	walk, err := s.exportEvents(tenant, clienteRef, k.event)
+	walk, err := s.exportEvents(snap, tenant, clienteRef, k.event)
 	if err != nil {
 		return err
 	}
-	if err := s.exportHeldEvents(tenant, clienteRef, k.event); err != nil {
+	if err := s.exportHeldEvents(snap, tenant, clienteRef, k.event); err != nil {
 		return err
 	}
-	if err := s.exportFeatures(tenant, clienteRef, now, x); err != nil {
+	if err := s.exportFeatures(snap, tenant, clienteRef, now, x); err != nil {
 		return err
 	}
 	if err := part(1); err != nil {
 		return err
 	}
-	if err := s.exportDecisions(tenant, clienteRef, walk, k.decision); err != nil {
+	if err := s.exportDecisions(snap, tenant, clienteRef, walk, k.decision); err != nil {
 		return err
 	}
 	if err := part(2); err != nil {
 		return err
 	}
-	if err := s.exportConfirmations(tenant, clienteRef, walk, k.confirmation); err != nil {
+	if err := s.exportConfirmations(snap, tenant, clienteRef, walk, k.confirmation); err != nil {
 		return err
 	}
-	if err := s.exportLinks(tenant, clienteRef, walk.cupons, x); err != nil {
+	if err := s.exportLinks(snap, tenant, clienteRef, walk.cupons, x); err != nil {
 		return err
 	}
 	// After every record was read (and a damaged one moved to
@@ -242,8 +250,8 @@ func (s *Service) logExport(tenant, clienteRef, clientID, trace string) (*Deleti
 
 // exportFeatures adds the customer's features to x (damaged ones go to
 // quarantine).
-func (s *Service) exportFeatures(tenant, clienteRef string, now time.Time, x *client.ExportacionCliente) error {
-	b, err := s.db.Get(s.rec.FeaturesKey(tenant, clienteRef))
+func (s *Service) exportFeatures(r store.Reader, tenant, clienteRef string, now time.Time, x *client.ExportacionCliente) error {
+	b, err := r.Get(s.rec.FeaturesKey(tenant, clienteRef))
 	if errors.Is(err, store.ErrNotFound) {
 		return nil
 	}
@@ -285,7 +293,7 @@ func exportDecision(id string, r *engine.DecisionRecord) client.DecisionExportad
 // exportLinks adds the attribution links of the customer's coupons to x,
 // in coupon order; a link that does not decode is moved to quarantine and
 // left out.
-func (s *Service) exportLinks(tenant, clienteRef string, cupons map[string]bool, x *client.ExportacionCliente) error {
+func (s *Service) exportLinks(r store.Reader, tenant, clienteRef string, cupons map[string]bool, x *client.ExportacionCliente) error {
 	ordered := make([]string, 0, len(cupons))
 	for c := range cupons {
 		ordered = append(ordered, c)
@@ -293,7 +301,7 @@ func (s *Service) exportLinks(tenant, clienteRef string, cupons map[string]bool,
 	sort.Strings(ordered)
 	for _, cupon := range ordered {
 		key := s.rec.AttributionKey(tenant, cupon)
-		v, err := s.db.Get(key)
+		v, err := r.Get(key)
 		if errors.Is(err, store.ErrNotFound) {
 			continue
 		}

@@ -20,9 +20,9 @@ import (
 // exportDecisions calls emit with each of ref's decisions, in index order,
 // a chunk at a time, and adds to w the damaged records among those the
 // index names (for en_cuarentena).
-func (s *Service) exportDecisions(tenant, ref string, w *eventsWalk, emit func(*client.DecisionExportada) error) error {
-	return s.walkDecisions(tenant, ref, w, true, func(id string, r *engine.DecisionRecord) error {
-		d := exportDecision(id, r)
+func (s *Service) exportDecisions(r store.Reader, tenant, ref string, w *eventsWalk, emit func(*client.DecisionExportada) error) error {
+	return s.walkDecisions(r, tenant, ref, w, true, func(id string, rec *engine.DecisionRecord) error {
+		d := exportDecision(id, rec)
 		return emit(&d)
 	})
 }
@@ -31,15 +31,15 @@ func (s *Service) exportDecisions(tenant, ref string, w *eventsWalk, emit func(*
 // confirmed decisions, in index order: a second walk of the decision index,
 // which adds to w only the records it moves to quarantine itself (the
 // first walk gave w the index's keys).
-func (s *Service) exportConfirmations(tenant, ref string, w *eventsWalk, emit func(*client.ConfirmacionExportada) error) error {
-	return s.walkDecisions(tenant, ref, w, false, func(id string, r *engine.DecisionRecord) error {
-		if r.ConfirmadaEn == nil {
+func (s *Service) exportConfirmations(r store.Reader, tenant, ref string, w *eventsWalk, emit func(*client.ConfirmacionExportada) error) error {
+	return s.walkDecisions(r, tenant, ref, w, false, func(id string, rec *engine.DecisionRecord) error {
+		if rec.ConfirmadaEn == nil {
 			return nil
 		}
-		c := client.ConfirmacionExportada{DecisionID: id, EstadoEjecucion: r.Estado, AccionReal: r.AccionReal,
-			TsEjecucion: utcPtr(r.TsEjecucion), ConfirmadaEn: r.ConfirmadaEn.UTC()}
-		if r.MotivoRechazo != "" {
-			m := r.MotivoRechazo
+		c := client.ConfirmacionExportada{DecisionID: id, EstadoEjecucion: rec.Estado, AccionReal: rec.AccionReal,
+			TsEjecucion: utcPtr(rec.TsEjecucion), ConfirmadaEn: rec.ConfirmadaEn.UTC()}
+		if rec.MotivoRechazo != "" {
+			m := rec.MotivoRechazo
 			c.MotivoRechazo = &m
 		}
 		return emit(&c)
@@ -54,12 +54,12 @@ func (s *Service) exportConfirmations(tenant, ref string, w *eventsWalk, emit fu
 // missing or damaged (a record quarantined before the export counts too);
 // otherwise those of the records it moved to quarantine. A chunk whose
 // records are all whole does not read the quarantine.
-func (s *Service) walkDecisions(tenant, ref string, w *eventsWalk, every bool,
+func (s *Service) walkDecisions(r store.Reader, tenant, ref string, w *eventsWalk, every bool,
 	emit func(id string, r *engine.DecisionRecord) error) error {
 	n := s.exportChunkSize()
 	lo, hi := store.CustomerDecisionSpan(tenant, ref)
 	for lo != nil {
-		keys, damaged, next, err := s.exportDecisionChunk(tenant, ref, lo, hi, n, emit)
+		keys, damaged, next, err := s.exportDecisionChunk(r, tenant, ref, lo, hi, n, emit)
 		if err != nil {
 			return err
 		}
@@ -86,9 +86,9 @@ func (s *Service) walkDecisions(tenant, ref string, w *eventsWalk, every bool,
 // decision keys the entries name whose record is missing or damaged, those
 // of them it moved to quarantine, and where the next chunk starts (nil
 // after the last).
-func (s *Service) exportDecisionChunk(tenant, ref string, lo, hi []byte, n int,
+func (s *Service) exportDecisionChunk(rd store.Reader, tenant, ref string, lo, hi []byte, n int,
 	emit func(id string, r *engine.DecisionRecord) error) (missing, damaged [][]byte, next []byte, err error) {
-	nonces, next, err := s.indexChunk(tenant, decisionIndex, lo, hi, n)
+	nonces, next, err := s.indexChunk(rd, tenant, decisionIndex, lo, hi, n)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -101,7 +101,7 @@ func (s *Service) exportDecisionChunk(tenant, ref string, lo, hi []byte, n int,
 		cause error
 	}
 	recs, bad := make([]*engine.DecisionRecord, len(keys)), map[int]broken{}
-	if err := s.db.GetMany(keys, func(i int, v []byte) error {
+	if err := rd.GetMany(keys, func(i int, v []byte) error {
 		r, err := s.rec.DecodeDecision(v)
 		if err != nil {
 			bad[i] = broken{bytes.Clone(v), err}
@@ -135,8 +135,8 @@ func (s *Service) exportDecisionChunk(tenant, ref string, lo, hi []byte, n int,
 // decisions) from lo, up to hi (the end of idx.span's span of one
 // customer): the ids they name, and where the next chunk starts (nil after
 // the last).
-func (s *Service) indexChunk(tenant string, idx customerIndex, lo, hi []byte, n int) (ids []string, next []byte, err error) {
-	err = s.db.Scan(lo, hi, func(k, _ []byte) error {
+func (s *Service) indexChunk(r store.Reader, tenant string, idx customerIndex, lo, hi []byte, n int) (ids []string, next []byte, err error) {
+	err = r.Scan(lo, hi, func(k, _ []byte) error {
 		if _, _, id, ok := idx.parse(tenant, k); ok {
 			ids = append(ids, id)
 		}

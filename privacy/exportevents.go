@@ -50,12 +50,12 @@ func (w *eventsWalk) addDamaged(s *Service, tenant, ref string, keys [][]byte) e
 
 // exportEvents calls emit with each of the customer's events, in index
 // order (a damaged one goes to quarantine instead), a chunk at a time.
-func (s *Service) exportEvents(tenant, ref string, emit func(*client.EventoExportado) error) (*eventsWalk, error) {
+func (s *Service) exportEvents(r store.Reader, tenant, ref string, emit func(*client.EventoExportado) error) (*eventsWalk, error) {
 	n := s.exportChunkSize()
 	w := &eventsWalk{cupons: map[string]bool{}, damaged: map[string]bool{}}
 	lo, hi := store.CustomerEventSpan(tenant, ref)
 	for lo != nil {
-		next, err := s.exportEventChunk(tenant, ref, lo, hi, n, w, emit)
+		next, err := s.exportEventChunk(r, tenant, ref, lo, hi, n, w, emit)
 		if err != nil {
 			return nil, err
 		}
@@ -72,14 +72,14 @@ func (s *Service) exportEvents(tenant, ref string, emit func(*client.EventoExpor
 // exportEventChunk emits the events of up to n index entries of ref from
 // lo, adds what they name to w, and returns where the next chunk starts
 // (nil after the last).
-func (s *Service) exportEventChunk(tenant, ref string, lo, hi []byte, n int, w *eventsWalk,
+func (s *Service) exportEventChunk(r store.Reader, tenant, ref string, lo, hi []byte, n int, w *eventsWalk,
 	emit func(*client.EventoExportado) error) ([]byte, error) {
-	_, keys, next, err := s.eventIndexChunk(tenant, ref, lo, hi, n)
+	_, keys, next, err := s.eventIndexChunk(r, tenant, ref, lo, hi, n)
 	if err != nil {
 		return nil, err
 	}
 	vals, found := make([][]byte, len(keys)), make([]bool, len(keys))
-	if err := s.db.GetMany(keys, func(i int, v []byte) error {
+	if err := r.GetMany(keys, func(i int, v []byte) error {
 		vals[i], found[i] = bytes.Clone(v), true
 		return nil
 	}); err != nil {
@@ -119,10 +119,10 @@ func (s *Service) exportEventChunk(tenant, ref string, lo, hi []byte, n int, w *
 
 // eventIndexChunk reads up to n entries of ref's event index from lo (hi
 // its end): their keys, the keys of the events they name, and where the
-// next chunk starts (nil after the last). Exports and erasures walk a
-// long history this way.
-func (s *Service) eventIndexChunk(tenant, ref string, lo, hi []byte, n int) (idx, evKeys [][]byte, next []byte, err error) {
-	err = s.db.Scan(lo, hi, func(k, _ []byte) error {
+// next chunk starts (nil after the last), as r holds them. Exports and
+// erasures walk a long history this way.
+func (s *Service) eventIndexChunk(r store.Reader, tenant, ref string, lo, hi []byte, n int) (idx, evKeys [][]byte, next []byte, err error) {
+	err = r.Scan(lo, hi, func(k, _ []byte) error {
 		if _, _, id, ok := store.ParseCustomerEventKey(tenant, k); ok {
 			idx, evKeys = append(idx, bytes.Clone(k)), append(evKeys, s.rec.EventKey(tenant, id))
 		}

@@ -21,13 +21,13 @@ import (
 // oldest request first, a held batch at a time. A batch that does not
 // decode goes to quarantine (its bytes name the customer: en_cuarentena
 // counts it).
-func (s *Service) exportHeldEvents(tenant, ref string, emit func(*client.EventoExportado) error) error {
+func (s *Service) exportHeldEvents(r store.Reader, tenant, ref string, emit func(*client.EventoExportado) error) error {
 	if s.heldEvent == nil {
 		return nil
 	}
 	var keys [][]byte // the batches that may hold the customer's events
 	lo, hi := store.QuarantineSpan(tenant)
-	if err := s.db.Scan(lo, hi, func(k, v []byte) error {
+	if err := r.Scan(lo, hi, func(k, v []byte) error {
 		if bytes.Contains(v, []byte(ref)) {
 			keys = append(keys, bytes.Clone(k))
 		}
@@ -36,7 +36,7 @@ func (s *Service) exportHeldEvents(tenant, ref string, emit func(*client.EventoE
 		return err
 	}
 	for _, k := range keys {
-		v, err := s.db.Get(k)
+		v, err := r.Get(k)
 		if errors.Is(err, store.ErrNotFound) {
 			continue // released or erased meanwhile
 		}

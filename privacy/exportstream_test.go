@@ -107,7 +107,7 @@ func decideMany(tb testing.TB, e *engine.Engine, db *store.DB, ref string, n int
 func damageDecision(tb testing.TB, p *Service, db *store.DB, ref string, i int) []byte {
 	tb.Helper()
 	lo, hi := store.CustomerDecisionSpan("acme", ref)
-	nonces, _, err := p.indexChunk("acme", decisionIndex, lo, hi, i+1)
+	nonces, _, err := p.indexChunk(p.db, "acme", decisionIndex, lo, hi, i+1)
 	if err != nil || len(nonces) != i+1 {
 		tb.Fatalf("decision index of %s: %d entries, %v", ref, len(nonces), err)
 	}
@@ -318,5 +318,78 @@ func TestExportStreamDecisionsHeapFlat(t *testing.T) {
 	if grew := int64(peaks[large]) - int64(peaks[small]); grew > 2<<20 {
 		t.Errorf("the export of %d decisions took %.1f MB more heap than that of %d; want at most 2 MB more",
 			large, float64(grew)/(1<<20), small)
+	}
+}
+
+// TestExportIsOneMoment: what is written about the customer while the
+// export walks (an event, a decision and a confirmation after every chunk)
+// is not in the document: it is the customer's data as of the walk's
+// start, the same as an export taken just before, and its confirmations
+// agree with its decisions.
+func TestExportIsOneMoment(t *testing.T) {
+	e, p, db, _ := newTest(t, 2)
+	const hot = "MOSTRADOR0001"
+	ingestFor(t, e, hot, "h", 5)
+	decideMany(t, e, db, hot, 8)
+	before, err := p.Export("acme", hot, "ci", "trace")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pending []string
+	for _, d := range before.Decisiones {
+		if d.EstadoEjecucion == "pendiente" {
+			pending = append(pending, d.DecisionID)
+		}
+	}
+	if len(pending) < 3 {
+		t.Fatalf("%d pending decisions to confirm during the export, want 3 or more", len(pending))
+	}
+	p.exportChunk = 2
+	writes := 0
+	p.afterExportChunk = func() error {
+		writes++
+		ingestFor(t, e, hot, fmt.Sprintf("late%d", writes), 1)
+		if _, err := e.Decide("acme", engine.Request{ClienteRef: hot, Canal: "push", CapExempt: true}); err != nil {
+			return err
+		}
+		if len(pending) > 0 {
+			if _, err := e.Confirm("acme", pending[0], engine.Confirmation{Ejecutada: true}); err != nil {
+				return err
+			}
+			pending = pending[1:]
+		}
+		return nil
+	}
+	defer func() { p.afterExportChunk = nil }()
+	var got client.ExportacionCliente
+	if err := json.Unmarshal(streamExport(t, p, hot), &got); err != nil {
+		t.Fatal(err)
+	}
+	if writes < 3 {
+		t.Fatalf("%d chunks written between, want 3 or more", writes)
+	}
+	type moment struct {
+		Events, Decisions, Confirmations []string
+	}
+	of := func(x *client.ExportacionCliente) moment {
+		var m moment
+		for _, ev := range x.Eventos {
+			m.Events = append(m.Events, ev.EventID)
+		}
+		confirmed := map[string]bool{}
+		for _, c := range x.Confirmaciones {
+			m.Confirmations = append(m.Confirmations, c.DecisionID+" "+c.EstadoEjecucion)
+			confirmed[c.DecisionID] = true
+		}
+		for _, d := range x.Decisiones {
+			m.Decisions = append(m.Decisions, d.DecisionID+" "+d.EstadoEjecucion)
+			if (d.EstadoEjecucion != "pendiente") != confirmed[d.DecisionID] {
+				t.Errorf("decision %s is %s, confirmed in the document: %v", d.DecisionID, d.EstadoEjecucion, confirmed[d.DecisionID])
+			}
+		}
+		return m
+	}
+	if diff := cmp.Diff(of(before), of(&got)); diff != "" {
+		t.Errorf("the export walked while the customer's data changed (-as before it +streamed):\n%s", diff)
 	}
 }

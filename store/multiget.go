@@ -16,6 +16,18 @@ import (
 // keys and its value; value is valid only during the call. keys is not
 // modified. A non-nil error from fn stops GetMany and is returned.
 func (db *DB) GetMany(keys [][]byte, fn func(i int, value []byte) error) error {
+	return getMany(db.pdb, keys, fn)
+}
+
+// GetMany is DB.GetMany over the snapshot.
+func (s *Snapshot) GetMany(keys [][]byte, fn func(i int, value []byte) error) error {
+	if s.s == nil {
+		return s.db.GetMany(keys, fn)
+	}
+	return getMany(s.s, keys, fn)
+}
+
+func getMany(r iterable, keys [][]byte, fn func(i int, value []byte) error) error {
 	if len(keys) == 0 {
 		return nil
 	}
@@ -26,7 +38,7 @@ func (db *DB) GetMany(keys [][]byte, fn func(i int, value []byte) error) error {
 	slices.SortFunc(order, func(a, b int) int { return bytes.Compare(keys[a], keys[b]) })
 	last := keys[order[len(order)-1]]
 	upper := append(append(make([]byte, 0, len(last)+1), last...), 0)
-	it, err := db.pdb.NewIter(&pebble.IterOptions{LowerBound: keys[order[0]], UpperBound: upper})
+	it, err := r.NewIter(&pebble.IterOptions{LowerBound: keys[order[0]], UpperBound: upper})
 	if err != nil {
 		return fmt.Errorf("store: iter: %w", err)
 	}

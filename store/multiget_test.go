@@ -67,3 +67,59 @@ func TestScanManyMatchesScans(t *testing.T) {
 		t.Errorf("only %d hits: the spans do not exercise the scan", len(want))
 	}
 }
+
+// TestSnapshotReads: a Snapshot's Get, GetMany and Scan read the store as
+// of the snapshot (a key written, changed or deleted later reads as it
+// was), and the DB, a Reader too, reads it as it is.
+func TestSnapshotReads(t *testing.T) {
+	db, _ := openMem(t)
+	set := func(kv ...string) {
+		b := db.NewBatch()
+		defer b.Close()
+		for i := 0; i < len(kv); i += 2 {
+			if kv[i+1] == "" {
+				b.Delete([]byte(kv[i]))
+			} else {
+				b.Set([]byte(kv[i]), []byte(kv[i+1]))
+			}
+		}
+		if err := b.Commit(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	set("a", "1", "b", "2", "c", "3")
+	snap := db.NewSnapshot()
+	defer snap.Close()
+	set("a", "", "b", "20", "d", "4")
+	read := func(r Reader) []string {
+		var out []string
+		for _, k := range []string{"a", "b", "d"} {
+			v, err := r.Get([]byte(k))
+			out = append(out, fmt.Sprintf("get %s=%s %v", k, v, err))
+		}
+		keys := [][]byte{[]byte("d"), []byte("a"), []byte("b")}
+		if err := r.GetMany(keys, func(i int, v []byte) error {
+			out = append(out, fmt.Sprintf("many %s=%s", keys[i], v))
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Scan([]byte("a"), []byte("z"), func(k, v []byte) error {
+			out = append(out, fmt.Sprintf("scan %s=%s", k, v))
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	want := []string{"get a=1 <nil>", "get b=2 <nil>", "get d= store: not found",
+		"many a=1", "many b=2", "scan a=1", "scan b=2", "scan c=3"}
+	if diff := cmp.Diff(want, read(snap)); diff != "" {
+		t.Errorf("snapshot (-want +got):\n%s", diff)
+	}
+	want = []string{"get a= store: not found", "get b=20 <nil>", "get d=4 <nil>",
+		"many b=20", "many d=4", "scan b=20", "scan c=3", "scan d=4"}
+	if diff := cmp.Diff(want, read(db)); diff != "" {
+		t.Errorf("live store (-want +got):\n%s", diff)
+	}
+}

@@ -195,8 +195,26 @@ func (db *DB) flushMemtable() error {
 }
 
 // Get returns a copy of the value at key, or ErrNotFound.
-func (db *DB) Get(key []byte) ([]byte, error) {
-	v, closer, err := db.pdb.Get(key)
+func (db *DB) Get(key []byte) ([]byte, error) { return get(db.pdb, key) }
+
+// Get is DB.Get over the snapshot.
+func (s *Snapshot) Get(key []byte) ([]byte, error) {
+	if s.s == nil {
+		return s.db.Get(key)
+	}
+	return get(s.s, key)
+}
+
+// Reader is what a consistent read needs, met by the DB (the live store)
+// and by a Snapshot (the store as of one moment).
+type Reader interface {
+	Get(key []byte) ([]byte, error)
+	GetMany(keys [][]byte, fn func(i int, value []byte) error) error
+	Scan(lower, upper []byte, fn func(key, value []byte) error) error
+}
+
+func get(r pebble.Reader, key []byte) ([]byte, error) {
+	v, closer, err := r.Get(key)
 	if errors.Is(err, pebble.ErrNotFound) {
 		return nil, ErrNotFound
 	}
