@@ -472,7 +472,7 @@ func restoreCmd(a *app) *cobra.Command {
 				return err
 			}
 		}
-		res, err := runRestore(cmd.Context(), a.dataDir, src, time.Now, progressWriter(cmd))
+		res, err := runRestore(cmd.Context(), a.dataDir, src, a.now, progressWriter(cmd))
 		if err != nil {
 			return err
 		}

@@ -84,7 +84,7 @@ func (a *app) withEnv(cmd *cobra.Command, fn func(e *env) error) error {
 			return err
 		}
 	}
-	e, err := openEnv(cmd.Context(), a.dataDir, zerolog.Nop(), serviceOptions{})
+	e, err := openEnv(cmd.Context(), a.dataDir, zerolog.Nop(), serviceOptions{now: a.now})
 	if err != nil {
 		return err
 	}
@@ -222,7 +222,11 @@ func openEnvLocked(ctx context.Context, dataDir string, lock io.Closer, log zero
 		return nil, orAccessError(dataDir, storeOpenError(err, dataDir))
 	}
 	db.SetLog(log)
-	e = &env{db: db, secrets: secrets, now: time.Now, log: log, dataDir: dataDir, lock: lock}
+	now := opt.now
+	if now == nil {
+		now = time.Now
+	}
+	e = &env{db: db, secrets: secrets, now: now, log: log, dataDir: dataDir, lock: lock}
 	svc, err := newServices(ctx, e, opt)
 	if err != nil {
 		db.Close()

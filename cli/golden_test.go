@@ -5,6 +5,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/coupond/coupond/internal/golden"
 )
@@ -13,9 +14,15 @@ import (
 // fails the test on an error.
 func runIn(t *testing.T, dataDir string, args ...string) []byte {
 	t.Helper()
+	return runInAt(t, time.Now, dataDir, args...)
+}
+
+// runInAt is runIn with now the clock of the services it opens on dataDir.
+func runInAt(t *testing.T, now func() time.Time, dataDir string, args ...string) []byte {
+	t.Helper()
 	var out, errOut bytes.Buffer
 	full := append(append([]string(nil), args...), "--data-dir", dataDir)
-	if err := Run(context.Background(), full, strings.NewReader(""), &out, &errOut); err != nil {
+	if err := run(context.Background(), now, full, strings.NewReader(""), &out, &errOut); err != nil {
 		t.Fatalf("coupond %s: %v\n%s", strings.Join(args, " "), err, errOut.String())
 	}
 	return out.Bytes()

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -31,7 +32,14 @@ func (e *ExitError) Error() string { return fmt.Sprintf("exit status %d", e.Code
 // and writing stdout and stderr. It is what main calls; tests call it in
 // process.
 func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	a := &app{args: args}
+	return run(ctx, time.Now, args, stdin, stdout, stderr)
+}
+
+// run is Run with the clock the data dir's services read (the engine's,
+// the batch runner's, the deletion worker's: app.now): tests that open a
+// data dir made on another day run it at that day.
+func run(ctx context.Context, now func() time.Time, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	a := &app{args: args, now: now}
 	root := newRoot(a)
 	root.SetArgs(args)
 	root.SetIn(stdin)
@@ -67,6 +75,9 @@ func (a *app) envSource(err error) error {
 type app struct {
 	args    []string
 	dataDir string
+	// now is the clock of the services opened on the data dir (Run:
+	// time.Now).
+	now func() time.Time
 	// live is set when the commands run inside "serve" on behalf of an admin
 	// client connected to the admin socket: they then act on the running
 	// process's store instead of opening it.

@@ -26,6 +26,8 @@ import (
 )
 
 type serveFlags struct {
+	// now is the services' clock (app.now), not a flag.
+	now                                func() time.Time
 	addr, baseURL, logLevel, logFormat string
 	webhookAllowPrivate                bool
 	metricsTenantLabel                 bool
@@ -44,6 +46,7 @@ type serveFlags struct {
 func newServeCmd(a *app) *cobra.Command {
 	var f serveFlags
 	cmd := leafCmd("serve", "Run the HTTP API, batch worker, learner and deletion worker", func(cmd *cobra.Command) error {
+		f.now = a.now
 		return serveResuming(cmd.Context(), a.dataDir, f, cmd.ErrOrStderr())
 	})
 	fl := cmd.Flags()
@@ -163,7 +166,7 @@ func serve(ctx context.Context, dataDir string, f serveFlags, logOut interface{ 
 	}
 	warnOpenFileLimit(log, f.maxConns)
 	e, err := openServeEnv(ctx, dataDir, lock, log, serviceOptions{baseURL: f.baseURL, webhookAllowPrivate: f.webhookAllowPrivate, metricsTenantLabel: f.metricsTenantLabel,
-		featuresCache: f.featuresCache, trustedProxies: f.proxies, resumedAfterFullDisk: resumedAfterFullDisk(log)})
+		featuresCache: f.featuresCache, trustedProxies: f.proxies, resumedAfterFullDisk: resumedAfterFullDisk(log), now: f.now})
 	if err != nil {
 		return err
 	}

@@ -50,6 +50,8 @@ type serviceOptions struct {
 	// serve restarted itself in place after a write failed for want of
 	// space (resumedEnv).
 	resumedAfterFullDisk bool
+	// now is the env's clock (nil: time.Now).
+	now func() time.Time
 }
 
 func newServices(_ context.Context, e *env, opt serviceOptions) (*services, error) {

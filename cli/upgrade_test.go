@@ -31,7 +31,8 @@ import (
 // stored format that older records no longer decode under fails here.
 func TestOpensDataDirOfAnEarlierRelease(t *testing.T) {
 	dir := copyDataDir(t, golden.Path("upgrade/5a91376"))
-	in := openEarlierRelease(t, dir, 500)
+	now := releaseDay(time.Date(2026, 12, 3, 12, 20, 0, 0, time.UTC)) // its batch job's creation
+	in := openEarlierRelease(t, now, dir, 500)
 
 	tok := in.token(credJSON{ClientID: "ci_N4SR_SgbI4oa3H3Dt7Ze", ClientSecret: "cs_zD4dYYOXqtRtnjctQu35iYMZUcYIjFrPqcXgfQOJi6k"})
 	st, _, d := in.do("POST", "/v1/decisiones", tok, map[string]any{"cliente_ref": "cli-00003", "contexto": map[string]any{"canal": "push"}})
@@ -56,7 +57,7 @@ func TestOpensDataDirOfAnEarlierRelease(t *testing.T) {
 	var ev struct {
 		Records int `json:"records"`
 	}
-	if err := json.Unmarshal(runIn(t, dir, "admin", "evaluate", "--tenant", "acme", "--json"), &ev); err != nil || ev.Records == 0 {
+	if err := json.Unmarshal(runInAt(t, now, dir, "admin", "evaluate", "--tenant", "acme", "--json"), &ev); err != nil || ev.Records == 0 {
 		t.Errorf("admin evaluate over the earlier release's log: %+v, %v", ev, err)
 	}
 	// Its model is of an earlier format: the tenant learns again from the
@@ -64,24 +65,34 @@ func TestOpensDataDirOfAnEarlierRelease(t *testing.T) {
 	var show struct {
 		Warnings []string `json:"warnings"`
 	}
-	if err := json.Unmarshal(runIn(t, dir, "admin", "tenant", "show", "acme", "--json"), &show); err != nil ||
+	if err := json.Unmarshal(runInAt(t, now, dir, "admin", "tenant", "show", "acme", "--json"), &show); err != nil ||
 		!slices.ContainsFunc(show.Warnings, func(w string) bool { return strings.Contains(w, "stored model is of an earlier format") }) {
 		t.Errorf("tenant show's warnings after the upgrade: %q, %v", show.Warnings, err)
 	}
 }
 
+// releaseDay is the clock a test runs an earlier release's data dir on:
+// it starts an hour after made, when the data dir was made, and runs at the
+// real rate, so that what the data dir holds for a limited real time (a
+// batch job's result file, 7 days) is there whatever day the test runs.
+func releaseDay(made time.Time) func() time.Time {
+	start := time.Now()
+	return func() time.Time { return made.Add(time.Hour + time.Since(start)) }
+}
+
 // openEarlierRelease checks that "admin check" finds at least minRecords
 // records in the data dir of an earlier release, none of them damaged,
-// and serves it (in process, no console) until the test ends; then it
-// checks that the server logged no error and quarantined nothing.
-func openEarlierRelease(t *testing.T, dir string, minRecords int) *instance {
+// and serves it (in process, no console, its services on the clock now)
+// until the test ends; then it checks that the server logged no error and
+// quarantined nothing.
+func openEarlierRelease(t *testing.T, now func() time.Time, dir string, minRecords int) *instance {
 	t.Helper()
 	var check struct {
 		OK      bool  `json:"ok"`
 		Records int   `json:"records"`
 		Damaged []any `json:"damaged"`
 	}
-	if err := json.Unmarshal(runIn(t, dir, "admin", "check", "--json"), &check); err != nil {
+	if err := json.Unmarshal(runInAt(t, now, dir, "admin", "check", "--json"), &check); err != nil {
 		t.Fatal(err)
 	}
 	if !check.OK || check.Records < minRecords || len(check.Damaged) != 0 {
@@ -93,7 +104,7 @@ func openEarlierRelease(t *testing.T, dir string, minRecords int) *instance {
 	logs := &syncbuf.Buffer{} // serve writes it while the test reads it
 	served := make(chan error, 1)
 	go func() {
-		served <- Run(ctx, []string{"serve", "--data-dir", dir, "--addr", in.addr, "--console-addr", ""}, nil, io.Discard, logs)
+		served <- run(ctx, now, []string{"serve", "--data-dir", dir, "--addr", in.addr, "--console-addr", ""}, nil, io.Discard, logs)
 	}()
 	t.Cleanup(func() {
 		cancel()
@@ -173,9 +184,10 @@ func TestOpensDataDirOfRelease8407ba5(t *testing.T) {
 	root := copyDataDir(t, golden.Path("upgrade/8407ba5"))
 	dir, backup := filepath.Join(root, "data"), filepath.Join(root, "backup")
 	pointRegistryAt(t, dir, backup)
-	before := tenantUsage(t, dir, "acme")
-	checkOldGuard(t, dir, filepath.Join(root, "show-acme.json"))
-	in := openEarlierRelease(t, dir, 1000)
+	now := releaseDay(time.Date(2026, 12, 5, 11, 12, 44, 0, time.UTC)) // its batch job's creation
+	before := tenantUsage(t, now, dir, "acme")
+	checkOldGuard(t, now, dir, filepath.Join(root, "show-acme.json"))
+	in := openEarlierRelease(t, now, dir, 1000)
 	creds := map[string]credJSON{}
 	for _, c := range readCreds(t, filepath.Join(root, "crm.json")) {
 		creds[c.Tenant] = c
@@ -187,7 +199,7 @@ func TestOpensDataDirOfRelease8407ba5(t *testing.T) {
 		t.Errorf("acme's quota use of its day: %+v, want the 20 decisions and 76 events of that day", before)
 	}
 	checkOldDecisions(t, in, acme, tienda)
-	checkOldModelLearns(t, in, before)
+	checkOldModelLearns(t, now, in, before)
 
 	resp := apitest.Do(t, "GET", in.url("/v1/clientes/cli-00012/exportacion"), acme, nil)
 	export, _ := io.ReadAll(resp.Body)
@@ -208,7 +220,7 @@ func TestOpensDataDirOfRelease8407ba5(t *testing.T) {
 	var audit []struct {
 		Tenant, Action, Outcome string
 	}
-	if err := json.Unmarshal(runIn(t, dir, "admin", "console", "audit", "--json"), &audit); err != nil ||
+	if err := json.Unmarshal(runInAt(t, now, dir, "admin", "console", "audit", "--json"), &audit); err != nil ||
 		len(audit) != 1 || audit[0].Tenant != "tienda" || audit[0].Action != "shadow-on" || audit[0].Outcome != "ok" {
 		t.Errorf("the console's audit of the earlier release: %+v, %v", audit, err)
 	}
@@ -217,7 +229,7 @@ func TestOpensDataDirOfRelease8407ba5(t *testing.T) {
 		Confirmed int `json:"confirmed"`
 		Damaged   int `json:"damaged_records"`
 	}
-	if err := json.Unmarshal(runIn(t, dir, "admin", "shadow", "report", "--tenant", "tienda", "--json"), &shadow); err != nil ||
+	if err := json.Unmarshal(runInAt(t, now, dir, "admin", "shadow", "report", "--tenant", "tienda", "--json"), &shadow); err != nil ||
 		shadow.Decisions != 21 || shadow.Confirmed != 20 || shadow.Damaged != 0 { // the 20 of that release, and one of this test
 		t.Errorf("shadow report of the earlier release's decisions: %+v, %v", shadow, err)
 	}
@@ -227,11 +239,11 @@ func TestOpensDataDirOfRelease8407ba5(t *testing.T) {
 			Steps []any  `json:"steps"`
 		} `json:"credentials"`
 	}
-	if err := json.Unmarshal(runIn(t, dir, "admin", "abuse", "show", "--tenant", "acme", "--json"), &abuse); err != nil ||
+	if err := json.Unmarshal(runInAt(t, now, dir, "admin", "abuse", "show", "--tenant", "acme", "--json"), &abuse); err != nil ||
 		len(abuse.Credentials) != 1 || abuse.Credentials[0].Level != "aviso" || len(abuse.Credentials[0].Steps) != 1 {
 		t.Errorf("the abuse step the earlier release recorded: %+v, %v", abuse, err)
 	}
-	checkOldBackup(t, dir, backup)
+	checkOldBackup(t, now, dir, backup)
 }
 
 // pointRegistryAt points every backup of the data dir's registry at
@@ -285,13 +297,13 @@ type oldUsage struct {
 	Warnings       []string `json:"-"`
 }
 
-func tenantUsage(t *testing.T, dir, tenant string) oldUsage {
+func tenantUsage(t *testing.T, now func() time.Time, dir, tenant string) oldUsage {
 	t.Helper()
 	var show struct {
 		Usage    oldUsage `json:"usage"`
 		Warnings []string `json:"warnings"`
 	}
-	if err := json.Unmarshal(runIn(t, dir, "admin", "tenant", "show", tenant, "--json"), &show); err != nil {
+	if err := json.Unmarshal(runInAt(t, now, dir, "admin", "tenant", "show", tenant, "--json"), &show); err != nil {
 		t.Fatal(err)
 	}
 	show.Usage.Warnings = show.Warnings
@@ -347,15 +359,15 @@ func checkOldDecisions(t *testing.T, in *instance, acme, tienda string) {
 // the clock closes the reward windows of its last decisions: it learns
 // rewards on top of the ones it had (a model started afresh would count
 // the new ones alone, fewer).
-func checkOldModelLearns(t *testing.T, in *instance, before oldUsage) {
+func checkOldModelLearns(t *testing.T, now func() time.Time, in *instance, before oldUsage) {
 	t.Helper()
-	if now := tenantUsage(t, in.dataDir, "acme"); now.PolicyVersion != before.PolicyVersion {
-		t.Fatalf("serve's model of acme: %+v, want the stored %s", now, before.PolicyVersion)
+	if got := tenantUsage(t, now, in.dataDir, "acme"); got.PolicyVersion != before.PolicyVersion {
+		t.Fatalf("serve's model of acme: %+v, want the stored %s", got, before.PolicyVersion)
 	}
-	runIn(t, in.dataDir, "admin", "clock", "advance", "--tenant", "acme", "--by", "31d")
+	runInAt(t, now, in.dataDir, "admin", "clock", "advance", "--tenant", "acme", "--by", "31d")
 	var after oldUsage
 	waitFor(t, 30*time.Second, "the learner to fold the rewards of the earlier release's last decisions", func() bool {
-		after = tenantUsage(t, in.dataDir, "acme")
+		after = tenantUsage(t, now, in.dataDir, "acme")
 		return after.PolicyVersion != before.PolicyVersion
 	})
 	if after.RewardsLearned <= before.RewardsLearned || !slices.Equal(after.Warnings, before.Warnings) {
@@ -401,7 +413,7 @@ type guardView struct {
 // checkOldGuard: the stored model's guard and send gate, with the tests
 // the earlier release's learner filled, read as that release read them
 // (oldShow: its "admin tenant show acme --json").
-func checkOldGuard(t *testing.T, dir, oldShow string) {
+func checkOldGuard(t *testing.T, now func() time.Time, dir, oldShow string) {
 	t.Helper()
 	data, err := os.ReadFile(oldShow)
 	if err != nil {
@@ -414,7 +426,7 @@ func checkOldGuard(t *testing.T, dir, oldShow string) {
 	if want.Guard.Gate.N == 0 || want.Usage.RewardsLearned == 0 {
 		t.Fatalf("%s: the earlier release's model has no rewards or no gate test to compare", oldShow)
 	}
-	if err := json.Unmarshal(runIn(t, dir, "admin", "tenant", "show", "acme", "--json"), &got); err != nil {
+	if err := json.Unmarshal(runInAt(t, now, dir, "admin", "tenant", "show", "acme", "--json"), &got); err != nil {
 		t.Fatal(err)
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
@@ -424,24 +436,20 @@ func checkOldGuard(t *testing.T, dir, oldShow string) {
 
 // checkOldBackup: the earlier release's backup (its ledger holds the
 // deletion of cli-00011, after it) lists and verifies, and restores into a
-// fresh data dir with both deletions applied. Restore runs with a clock
+// fresh data dir with both deletions applied, on the release's day (now),
 // within the backup's retention (30 days from when make-8407ba5.sh took
-// it); past it the listing says past-retention.
-func checkOldBackup(t *testing.T, dir, backup string) {
+// it).
+func checkOldBackup(t *testing.T, now func() time.Time, dir, backup string) {
 	t.Helper()
 	var list struct {
 		Backups []privacy.BackupInfo `json:"backups"`
 	}
-	if err := json.Unmarshal(runIn(t, dir, "admin", "backups", "--verify", "--json"), &list); err != nil || len(list.Backups) != 1 {
+	if err := json.Unmarshal(runInAt(t, now, dir, "admin", "backups", "--verify", "--json"), &list); err != nil || len(list.Backups) != 1 {
 		t.Fatalf("admin backups of the earlier release: %+v, %v", list, err)
 	}
 	b := list.Backups[0]
-	want := privacy.BackupComplete
-	if time.Now().After(b.ExpiresAt) {
-		want = privacy.BackupPastRetention
-	}
-	if b.Dir != backup || b.State != want || b.LedgerEntries != 1 || b.OwedDeletions != 0 {
-		t.Errorf("the earlier release's backup: %+v, want %s with its ledger's deletion", b, want)
+	if b.Dir != backup || b.State != privacy.BackupComplete || b.LedgerEntries != 1 || b.OwedDeletions != 0 {
+		t.Errorf("the earlier release's backup: %+v, want %s with its ledger's deletion", b, privacy.BackupComplete)
 	}
 	target := filepath.Join(t.TempDir(), "restored")
 	within := func() time.Time { return b.TakenAt.Add(time.Hour) }
@@ -453,7 +461,7 @@ func checkOldBackup(t *testing.T, dir, backup string) {
 		OK      bool `json:"ok"`
 		Records int  `json:"records"`
 	}
-	if err := json.Unmarshal(runIn(t, target, "admin", "check", "--json"), &check); err != nil || !check.OK || check.Records < 1000 {
+	if err := json.Unmarshal(runInAt(t, now, target, "admin", "check", "--json"), &check); err != nil || !check.OK || check.Records < 1000 {
 		t.Errorf("admin check of the restored store: %+v, %v", check, err)
 	}
 	var dels struct {
@@ -461,7 +469,7 @@ func checkOldBackup(t *testing.T, dir, backup string) {
 			State string `json:"state"`
 		} `json:"deletions"`
 	}
-	if err := json.Unmarshal(runIn(t, target, "admin", "deletions", "--tenant", "acme", "--json"), &dels); err != nil ||
+	if err := json.Unmarshal(runInAt(t, now, target, "admin", "deletions", "--tenant", "acme", "--json"), &dels); err != nil ||
 		len(dels.Deletions) != 2 || dels.Deletions[0].State != "completado" || dels.Deletions[1].State != "completado" {
 		t.Errorf("deletions of the restored store: %+v, %v", dels, err)
 	}
