@@ -645,9 +645,6 @@ func TestBatchRestart(t *testing.T) {
 	}
 }
 
-// TestBatchSignedURL checks the signed result URL: it works without a
-// token, any alteration, expiry or another tenant's URL gives the same 404
-// with no data, and a new status query gives a new URL.
 // TestSignedURLEndsWithItsCredential: a resultado_url stops (404, as an
 // expired one) when the credential whose status query minted it could no
 // longer use that token: revoked, suspended, or its secret rotated and the
@@ -693,6 +690,44 @@ func TestSignedURLEndsWithItsCredential(t *testing.T) {
 	}
 }
 
+// TestSignedURLQueryIsDocumented: the query parameters of the
+// lotes_descarga operation in the served document are exactly those of the
+// resultado_url a status query gives, each required: a client (or a
+// generated one) that rebuilds the URL from the document keeps every one.
+func TestSignedURLQueryIsDocumented(t *testing.T) {
+	h, tok := batchHarness(t)
+	id := submit(h, tok, map[string]any{"campana_id": "camp", "clientes": refs("doc", 2)})
+	runJobs(h)
+	_, rawQuery := pathOf(t, status(h, tok, id)["resultado_url"].(string))
+	q, err := url.ParseQuery(rawQuery)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var minted, documented []string
+	for k := range q {
+		minted = append(minted, k+" required")
+	}
+	for _, v := range operationOf(loadOpenAPI(t), "GET", "/v1/lotes-decision/:job_id/descarga")["parameters"].([]any) {
+		p := asObj(v)
+		if p["in"] != "query" {
+			continue
+		}
+		need := "optional"
+		if p["required"] == true {
+			need = "required"
+		}
+		documented = append(documented, fmt.Sprintf("%v %s", p["name"], need))
+	}
+	slices.Sort(minted)
+	slices.Sort(documented)
+	if diff := cmp.Diff(minted, documented); diff != "" {
+		t.Errorf("query parameters of a minted resultado_url (-) and of lotes_descarga in the document (+):\n%s", diff)
+	}
+}
+
+// TestBatchSignedURL checks the signed result URL: it works without a
+// token, any alteration, expiry or another tenant's URL gives the same 404
+// with no data, and a new status query gives a new URL.
 func TestBatchSignedURL(t *testing.T) {
 	h, tok := batchHarness(t)
 	id := submit(h, tok, map[string]any{"campana_id": "camp", "clientes": refs("firmado", 8)})

@@ -1349,10 +1349,12 @@ func batchDocs() map[string]opDoc {
 			okDesc:      "The result file.", okContent: resultContent, okHeaders: resultHeaders, errors: []kind{kindNotFound},
 			validates: true}, // spec: the batch result documents 422
 		"lotes_descarga": {tag: "lotes", summary: "Download a batch result by its signed URL",
-			description: "The `resultado_url` of a completed job: no token (it is a secret, do not share it). Any parameter changed, repeated, added or missing, an expired URL, or a result no longer kept: 404 `no_encontrado`, never data. See `x-signed-result-url`. It follows the scope of the credential whose status query gave the URL: the lines as stored, `detalle` included when the job was created with `explicar:leer` and that credential has it; without `explicar:leer`, the same lines without `detalle` (decompressed, whatever Accept-Encoding asks).",
+			description: "The `resultado_url` of a completed job: no token (it is a secret, do not share it). Any parameter changed, repeated, added or missing, an expired URL, a URL whose credential was revoked or suspended or whose secret's rotation grace ended, or a result no longer kept: 404 `no_encontrado`, never data. See `x-signed-result-url`. It follows the scope of the credential whose status query gave the URL: the lines as stored, `detalle` included when the job was created with `explicar:leer` and that credential has it; without `explicar:leer`, the same lines without `detalle` (decompressed, whatever Accept-Encoding asks).",
 			pathParams:  map[string]obj{"job_id": jobID},
 			params: []any{
 				obj{"name": "t", "in": "query", "required": true, "description": "Tenant.", "schema": obj{"type": "string"}},
+				obj{"name": "c", "in": "query", "required": true, "description": "Client id of the credential whose status query gave the URL: the URL ends with that credential's tokens.", "schema": obj{"type": "string"}},
+				obj{"name": "g", "in": "query", "required": true, "description": "Secret generation of the token that status query used (0 before any rotation).", "schema": obj{"type": "integer", "minimum": 0}},
 				obj{"name": "exp", "in": "query", "required": true, "description": "Expiry, unix seconds.", "schema": obj{"type": "integer"}},
 				obj{"name": "sig", "in": "query", "required": true, "description": "Signature: unpadded base64url HMAC-SHA256.", "schema": obj{"type": "string", "pattern": "^[A-Za-z0-9_-]{43}$"}},
 				acceptEncoding,
@@ -1488,7 +1490,7 @@ func signedURLDoc() obj {
 		"format":      "{base_url}/v1/lotes-decision/{job_id}/descarga?t={tenant}&c={client_id}&g={secret generation}&exp={unix seconds}&sig={signature}",
 		"signature":   "unpadded base64url HMAC-SHA256, under the installation's URL key, of the method GET, the path /v1/lotes-decision/{job_id}/descarga, the tenant, the client id and secret generation of the credential whose status query minted the URL, the job id and exp, each length-prefixed",
 		"ttl_seconds": int(batch.ResultURLTTL.Seconds()),
-		"rules":       "Valid while the current (real) time is before exp and the credential that minted it could still use the token it was minted with: a revocation, a suspension or the end of a rotation's grace ends its URLs too (404). The query must hold exactly t, c, g, exp and sig, once each, in the encoding the server produced; anything else is 404. A new status query gives a new URL.",
+		"rules":       "Valid while the current (real) time is before exp and the credential that minted it could still use the token it was minted with: a revocation, a suspension or the end of a rotation's grace ends its URLs too (404). The query must hold exactly t, c, g, exp and sig, once each, in the encoding the server produced; anything else is 404. A new status query gives a new URL. URLs an earlier release minted (t, exp and sig only, bound to no credential) work until their exp.",
 	}
 }
 
