@@ -30,6 +30,7 @@ type harness struct {
 	srv     *Server
 	http    *httptest.Server
 	secrets *store.Secrets
+	closed  bool // the store was closed before the test's end (a restart)
 }
 
 var testStart = time.Date(2026, 11, 2, 12, 0, 0, 0, time.UTC)
@@ -88,12 +89,19 @@ func newHarnessWrapped(t *testing.T, fn func(*Deps), wrap func(http.Handler) htt
 // (nil: none).
 func newHarnessFull(t *testing.T, fs storefs.FS, log zerolog.Logger, cfg HTTPConfig, fn func(*Deps), wrap func(http.Handler) http.Handler) *harness {
 	t.Helper()
+	return newHarnessSeeded(t, fs, 42, log, cfg, fn, wrap)
+}
+
+// newHarnessSeeded is newHarnessFull with the engine's seed (a restarted
+// process draws a new one; the other constructors fix it at 42).
+func newHarnessSeeded(t *testing.T, fs storefs.FS, seed uint64, log zerolog.Logger, cfg HTTPConfig, fn func(*Deps), wrap func(http.Handler) http.Handler) *harness {
+	t.Helper()
 	db, err := store.Open("db", fs)
 	if err != nil {
 		t.Fatal(err)
 	}
 	h := &harness{t: t, db: db, clock: clock.NewFake(testStart), secrets: store.TestSecrets()}
-	h.engine = engine.New(engine.Config{DB: db, Secrets: h.secrets, Log: log, Now: h.clock.Now, Seed: 42})
+	h.engine = engine.New(engine.Config{DB: db, Secrets: h.secrets, Log: log, Now: h.clock.Now, Seed: seed})
 	h.http = httptest.NewUnstartedServer(nil)
 	signer, err := batch.NewURLSigner(h.secrets.URL, "http://"+h.http.Listener.Addr().String())
 	if err != nil {
@@ -115,7 +123,9 @@ func newHarnessFull(t *testing.T, fs storefs.FS, log zerolog.Logger, cfg HTTPCon
 	h.http.Start()
 	t.Cleanup(func() {
 		h.http.Close()
-		db.Close()
+		if !h.closed {
+			db.Close()
+		}
 	})
 	return h
 }

@@ -1,0 +1,192 @@
+package server
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// The export and the isolation probes of TestAPIModel.
+
+// exportView is what the model compares of an export: per event its id,
+// tipo, clave and ts; per decision its id, accion, caduca_en and
+// estado_ejecucion; per confirmation its id and estado; the deletion's
+// estado.
+type exportView struct {
+	Events        []string
+	Decisions     []string
+	Confirmations []string
+	Borrado       string
+}
+
+// export reads ref's export as tenant tn and compares it with the model.
+func (r *modelRun) export(tn, ref string) {
+	r.t.Helper()
+	mt := r.m[tn]
+	r.note("export %s %s", tn, ref)
+	a := r.call(tn, "GET", "/v1/clientes/"+ref+"/exportacion", nil)
+	if a.status != 200 || a.body["cliente_ref"] != ref {
+		r.fail("export: %d %v", a.status, a.body)
+	}
+	want := mt.exportWant(ref)
+	if d := cmp.Diff(want, exportGot(a.body)); d != "" {
+		r.fail("export %s %s (-model +server):\n%s", tn, ref, d)
+	}
+	for _, d := range want.Decisions {
+		if !strings.HasSuffix(d, " -") && !strings.HasPrefix(d, "respaldo") {
+			r.seen["exported decision with its reward"]++
+		}
+	}
+	feats, _ := a.body["caracteristicas"].(map[string]any)
+	links, _ := a.body["vinculos_cupon"].([]any)
+	if mt.holdsNothing(ref) && (len(feats) != 0 || len(links) != 0) {
+		r.fail("export %s %s: the model holds nothing, the export holds features %v, links %v", tn, ref, feats, links)
+	}
+}
+
+// holdsNothing reports whether the model holds no event and no decision of ref.
+func (mt *modelTenant) holdsNothing(ref string) bool {
+	for _, ev := range mt.events {
+		if ev.ref == ref {
+			return false
+		}
+	}
+	for _, d := range mt.decisions {
+		if d.ref == ref {
+			return false
+		}
+	}
+	return true
+}
+
+func (mt *modelTenant) exportWant(ref string) exportView {
+	v := exportView{Borrado: mt.deletion[ref]}
+	for id, ev := range mt.events {
+		if ev.ref == ref {
+			b := ev.body
+			ts, _ := time.Parse(time.RFC3339, b["ts"].(string))
+			v.Events = append(v.Events, fmt.Sprintf("%s %s %s %s", id, b["tipo"], b["clave"], ts.UTC().Format(time.RFC3339)))
+		}
+	}
+	for id, d := range mt.decisions {
+		if d.ref == ref {
+			reward := "-"
+			if d.reward != nil {
+				reward = fmt.Sprintf("%.2f", float64(*d.reward)/100)
+			}
+			v.Decisions = append(v.Decisions, fmt.Sprintf("%s %d %s %s %s", id, d.accion, d.caducaEn.Format(time.RFC3339), d.estado, reward))
+			if d.conf != nil {
+				v.Confirmations = append(v.Confirmations, fmt.Sprintf("%s %s", id, d.conf.estado))
+			}
+		}
+	}
+	for _, f := range mt.fallbacks {
+		if f.ref == ref {
+			v.Decisions = append(v.Decisions, fmt.Sprintf("respaldo %d ejecutada", f.accion))
+		}
+	}
+	sort.Strings(v.Events)
+	sort.Strings(v.Decisions)
+	sort.Strings(v.Confirmations)
+	return v
+}
+
+func exportGot(x map[string]any) exportView {
+	var v exportView
+	if b, ok := x["borrado"].(map[string]any); ok {
+		v.Borrado, _ = b["estado"].(string)
+	}
+	for _, e := range list(x["eventos"]) {
+		v.Events = append(v.Events, fmt.Sprintf("%s %s %s %s", e["event_id"], e["tipo"], e["clave"], e["ts"]))
+	}
+	for _, d := range list(x["decisiones"]) {
+		if d["en_respaldo"] == true {
+			v.Decisions = append(v.Decisions, fmt.Sprintf("respaldo %v %s", d["accion"], d["estado_ejecucion"]))
+			continue
+		}
+		reward := "-"
+		if x, ok := d["recompensa_mxn"].(float64); ok {
+			reward = fmt.Sprintf("%.2f", x)
+		}
+		v.Decisions = append(v.Decisions, fmt.Sprintf("%s %v %s %s %s", d["decision_id"], d["accion"], d["caduca_en"], d["estado_ejecucion"], reward))
+	}
+	for _, c := range list(x["confirmaciones"]) {
+		v.Confirmations = append(v.Confirmations, fmt.Sprintf("%s %s", c["decision_id"], c["estado_ejecucion"]))
+	}
+	sort.Strings(v.Events)
+	sort.Strings(v.Decisions)
+	sort.Strings(v.Confirmations)
+	return v
+}
+
+// list is v as a list of objects.
+func list(v any) []map[string]any {
+	items, _ := v.([]any)
+	out := make([]map[string]any, 0, len(items))
+	for _, it := range items {
+		m, _ := it.(map[string]any)
+		out = append(out, m)
+	}
+	return out
+}
+
+// other is the tenant that is not mt.
+func (r *modelRun) other(mt *modelTenant) *modelTenant {
+	for _, tn := range modelTenants {
+		if tn != mt.id {
+			return r.m[tn]
+		}
+	}
+	panic("one tenant")
+}
+
+// probe checks tenant isolation and the answers of unknown resources: the
+// other tenant's export of mt's customers, its confirmation of mt's
+// decisions, campaigns defined by one tenant read by the other, an unknown
+// path.
+func (r *modelRun) probe(mt *modelTenant) {
+	r.t.Helper()
+	o := r.other(mt)
+	switch r.pick(4) {
+	case 0:
+		r.export(o.id, mt.refs[r.pick(len(mt.refs))])
+	case 1:
+		if len(mt.order) == 0 {
+			return
+		}
+		id := mt.order[r.pick(len(mt.order))]
+		r.note("confirm %s as %s", id, o.id)
+		a := r.call(o.id, "POST", "/v1/decisiones/"+id+"/ejecucion", map[string]any{"ejecutada": true})
+		r.expectError("another tenant's decision", a, 404, "no_encontrado")
+	case 2:
+		r.campaign(mt, o)
+	default:
+		r.note("unknown path %s", mt.id)
+		a := r.call(mt.id, "GET", "/v1/desconocido", nil)
+		r.expectError("unknown path", a, 404, "no_encontrado")
+	}
+}
+
+// campaign defines a campaign in mt (or reads one there) and reads it as o.
+func (r *modelRun) campaign(mt, o *modelTenant) {
+	r.t.Helper()
+	id := []string{"camp-1", "camp-2"}[r.pick(2)]
+	if r.pick(2) == 0 {
+		r.note("campaign put %s %s", mt.id, id)
+		a := r.call(mt.id, "PUT", "/v1/campanas/"+id, map[string]any{"canal": "push", "descripcion": "prueba " + id, "max_envios": 10})
+		if a.status != 200 || a.body["campana_id"] != id || a.body["canal"] != "push" {
+			r.fail("campaign put: %d %v", a.status, a.body)
+		}
+		mt.campaigns[id] = true
+	}
+	r.note("campaign get %s %s", o.id, id)
+	a := r.call(o.id, "GET", "/v1/campanas/"+id, nil)
+	if !o.campaigns[id] {
+		r.expectError("a campaign the tenant never defined", a, 404, "no_encontrado")
+	} else if a.status != 200 || a.body["campana_id"] != id || a.body["descripcion"] != "prueba "+id {
+		r.fail("campaign get: %d %v", a.status, a.body)
+	}
+}
