@@ -69,12 +69,16 @@ type confirmAnswer struct {
 func (e *Engine) Confirm(tenant, id string, c Confirmation) (string, error) {
 	nonce, ok := e.ids.parse(tenant, id)
 	if ok && c.Idempotency.Keyed() {
+		// A stored answer needs no claim (see Decide).
+		if estado, err := e.confirmedWith(tenant, c, false); estado != "" || err != nil {
+			return estado, err
+		}
 		release, err := e.flights.claimKey(tenant, c.Idempotency.Key)
 		if err != nil {
 			return "", err
 		}
 		defer release()
-		if estado, err := e.confirmedWith(tenant, c); estado != "" || err != nil {
+		if estado, err := e.confirmedWith(tenant, c, true); estado != "" || err != nil {
 			return estado, err
 		}
 	}
@@ -254,20 +258,21 @@ func (c *Campaigns) confirmedSends(ts *tenantState, tenant string, r *DecisionRe
 // confirmedWith returns the estado stored for c's Idempotency-Key within
 // IdempotencyTTL: "" when the key is new, expired or its record damaged
 // (moved to quarantine, see idemRecord), ErrIdempotencyConflict when it
-// answered another request.
-func (e *core) confirmedWith(tenant string, c Confirmation) (string, error) {
+// answered another request. claimed says whether the caller holds the
+// key (see idemLookup: without it a damaged record is left as it is).
+func (e *core) confirmedWith(tenant string, c Confirmation, claimed bool) (string, error) {
 	_, now, err := e.tenantNow(tenant)
 	if err != nil {
 		return "", err
 	}
-	rec, _, err := e.idemRecord(tenant, now, c.Idempotency)
+	rec, _, err := e.idemLookup(tenant, now, c.Idempotency, claimed)
 	if rec == nil || err != nil {
 		return "", err
 	}
 	var a confirmAnswer
 	if err := json.Unmarshal(rec.Answer, &a); err != nil || !confirmedEstado(a.Estado) {
 		key := store.IdempotencyKey(tenant, c.Idempotency.Key)
-		if raw, err := e.db.Get(key); err == nil {
+		if raw, err := e.db.Get(key); err == nil && claimed {
 			e.quarantine(tenant, key, raw, fmt.Errorf("idempotency record: answer: estado_ejecucion %q", a.Estado))
 		}
 		return "", nil
@@ -468,12 +473,16 @@ func (e *Engine) Fallback(tenant string, in FallbackInput) error {
 	}
 	var idem []byte
 	if in.Idempotency.Keyed() {
+		// A stored record needs no claim (see Decide).
+		if stored, err := e.replayed(tenant, now, in.Idempotency, false); stored || err != nil {
+			return err
+		}
 		release, err := e.flights.claimKey(tenant, in.Idempotency.Key)
 		if err != nil {
 			return err
 		}
 		defer release()
-		stored, err := e.replayed(tenant, now, in.Idempotency)
+		stored, err := e.replayed(tenant, now, in.Idempotency, true)
 		if stored || err != nil {
 			return err
 		}

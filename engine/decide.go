@@ -177,12 +177,20 @@ func (e *Engine) Decide(tenant string, req Request) (*Decision, error) {
 		return nil, err
 	}
 	if req.Idempotency.Keyed() {
+		// A stored answer is sent again without claiming the key, so a
+		// retry beside another retry is a replay, not a 409 (contract §2:
+		// that is for another body or a first request still running). A
+		// key without one is claimed, then looked up again: its first
+		// request may have ended in between.
+		if d, err := e.replay(t.ID, now, req, false); d != nil || err != nil {
+			return d, err
+		}
 		release, err := e.flights.claimKey(t.ID, req.Idempotency.Key)
 		if err != nil {
 			return nil, err
 		}
 		defer release()
-		d, err := e.replay(t.ID, now, req)
+		d, err := e.replay(t.ID, now, req, true)
 		if d != nil || err != nil {
 			return d, err
 		}
@@ -297,9 +305,10 @@ func (e *Engine) decideAndCommit(ts *tenantState, t *store.Tenant, now time.Time
 // customer's daily cap, as any answer that is not a replay). A conflict
 // cannot be told from a damaged record, and refusing the key would not
 // last: once quarantined, the key is new. The stored answer's detalle is
-// left out for a request without req.Explain.
-func (e *Engine) replay(tenant string, now time.Time, req Request) (*Decision, error) {
-	rec, d, err := e.idemRecord(tenant, now, req.Idempotency)
+// left out for a request without req.Explain. claimed says whether the
+// request holds its key (see idemLookup).
+func (e *Engine) replay(tenant string, now time.Time, req Request, claimed bool) (*Decision, error) {
+	rec, d, err := e.idemLookup(tenant, now, req.Idempotency, claimed)
 	if rec == nil || err != nil {
 		return nil, err
 	}
@@ -314,8 +323,16 @@ func (e *Engine) replay(tenant string, now time.Time, req Request) (*Decision, e
 // idemRecord reads tenant's record of id's Idempotency-Key: nil when the
 // key is new, expired (IdempotencyTTL by now) or its record damaged (moved
 // to quarantine, see replay); ErrIdempotencyConflict when it answered
-// another body (Idempotency.sameBody).
+// another body (Idempotency.sameBody). The caller holds the key's claim.
 func (e *core) idemRecord(tenant string, now time.Time, id Idempotency) (*idemRecord, *Decision, error) {
+	return e.idemLookup(tenant, now, id, true)
+}
+
+// idemLookup is idemRecord for a caller that holds the key's claim
+// (claimed) or not: a lookup without the claim finds replays and
+// conflicts only, and leaves a damaged record as it is (nil, nil), for the
+// claimed lookup that follows to move to quarantine, once.
+func (e *core) idemLookup(tenant string, now time.Time, id Idempotency, claimed bool) (*idemRecord, *Decision, error) {
 	raw, err := e.db.Idempotency(tenant, id.Key)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, nil, nil
@@ -325,7 +342,9 @@ func (e *core) idemRecord(tenant string, now time.Time, id Idempotency) (*idemRe
 	}
 	rec, d, err := decodeIdem(raw)
 	if err != nil {
-		e.quarantine(tenant, store.IdempotencyKey(tenant, id.Key), raw, err)
+		if claimed {
+			e.quarantine(tenant, store.IdempotencyKey(tenant, id.Key), raw, err)
+		}
 		return nil, nil, nil
 	}
 	if now.Sub(rec.At) >= IdempotencyTTL {
@@ -338,9 +357,10 @@ func (e *core) idemRecord(tenant string, now time.Time, id Idempotency) (*idemRe
 }
 
 // replayed reports whether a fallback request of identity id was stored
-// within IdempotencyTTL (ErrIdempotencyConflict for another body).
-func (e *core) replayed(tenant string, now time.Time, id Idempotency) (bool, error) {
-	rec, _, err := e.idemRecord(tenant, now, id)
+// within IdempotencyTTL (ErrIdempotencyConflict for another body); claimed
+// as for idemLookup.
+func (e *core) replayed(tenant string, now time.Time, id Idempotency, claimed bool) (bool, error) {
+	rec, _, err := e.idemLookup(tenant, now, id, claimed)
 	return rec != nil, err
 }
 

@@ -78,3 +78,57 @@ func TestIdempotencyRecordBytes(t *testing.T) {
 		}
 	}
 }
+
+// TestReplayBesideAnotherRetry: a keyed repeat of an answered request is
+// answered with the stored answer even while another request with the key
+// runs (a retry beside another retry), for a decision, a confirmation and
+// a fallback record: 409 idempotencia_conflicto is for another body or a
+// key whose first request still runs (contract §2). A key not yet
+// answered, held by a request, stays ErrIdempotencyInFlight.
+func TestReplayBesideAnotherRetry(t *testing.T) {
+	e, _ := newTestEngine(t, 2, nil)
+	dec := func(key string) Request {
+		return Request{ClienteRef: "idem-ana", Canal: "push", Idempotency: Idempotency{Key: key, BodyHash: HashBody([]byte("d"))}}
+	}
+	first, err := e.Decide("acme", dec("k-dec"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	conf := Confirmation{Ejecutada: true, Idempotency: Idempotency{Key: "k-conf", BodyHash: HashConfirmBody(first.DecisionID, []byte("c"))}}
+	if _, err := e.Confirm("acme", first.DecisionID, conf); err != nil {
+		t.Fatal(err)
+	}
+	fb := FallbackInput{Accion: 1, Canal: "push", ClienteRef: "idem-bea", Idempotency: Idempotency{Key: "k-fb", BodyHash: HashFallbackBody([]byte("f"))}}
+	if err := e.Fallback("acme", fb); err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"k-dec", "k-conf", "k-fb", "k-new"} {
+		release, err := e.flights.claimKey("acme", key) // another retry runs
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer release()
+	}
+	type result struct {
+		Answer string
+		Err    error
+	}
+	got := map[string]result{}
+	if d, err := e.Decide("acme", dec("k-dec")); err != nil {
+		got["decision"] = result{Err: err}
+	} else {
+		got["decision"] = result{Answer: d.DecisionID}
+	}
+	estado, err := e.Confirm("acme", first.DecisionID, conf)
+	got["confirmation"] = result{estado, err}
+	got["fallback"] = result{Err: e.Fallback("acme", fb)}
+	_, err = e.Decide("acme", dec("k-new"))
+	got["new key"] = result{Err: err}
+	want := map[string]result{
+		"decision": {Answer: first.DecisionID}, "confirmation": {Answer: EstadoEjecutada}, "fallback": {},
+		"new key": {Err: ErrIdempotencyInFlight},
+	}
+	if diff := cmp.Diff(want, got, cmp.Comparer(func(a, b error) bool { return errors.Is(a, b) })); diff != "" {
+		t.Errorf("keyed requests while their key is held (-want +got):\n%s", diff)
+	}
+}

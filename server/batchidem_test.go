@@ -115,9 +115,28 @@ func TestKeyInFlightPastLimit(t *testing.T) {
 			if st != tc.ok {
 				t.Fatalf("first: %d %v", st, first)
 			}
-			// The first request still holds its key (its answer not yet
-			// sent): claimed at a time its record has expired by.
-			claim, err := h.engine.KeyClaims.Claim("acme", h.clock.Now().AddDate(0, 0, 2), engine.Idempotency{Key: "k1"})
+			// The first request still runs: it holds its key and its
+			// answer is not stored yet (a stored answer is a replay even
+			// while the key is held). Its record is set aside until the
+			// first request "ends".
+			stored, err := h.db.Idempotency("acme", "k1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			setRecord := func(rec []byte) {
+				b := h.db.NewBatch()
+				defer b.Close()
+				if rec == nil {
+					b.Delete(store.IdempotencyKey("acme", "k1"))
+				} else {
+					b.SetIdempotency("acme", "k1", rec)
+				}
+				if err := b.Commit(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			setRecord(nil)
+			claim, err := h.engine.KeyClaims.Claim("acme", h.clock.Now(), engine.Idempotency{Key: "k1"})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -130,6 +149,7 @@ func TestKeyInFlightPastLimit(t *testing.T) {
 				st, body := post(hdr...)
 				got = append(got, answer{st, body["codigo"]})
 			}
+			setRecord(stored)
 			claim.Release()
 			st, again := post(key...)
 			got = append(got, answer{st, nil})
