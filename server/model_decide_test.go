@@ -71,6 +71,13 @@ func (r *modelRun) decide(mt *modelTenant) {
 		r.expectError("invalid decision request", a, 422, "")
 		return
 	}
+	r.expectDecide(mt, body, key, a)
+}
+
+// expectDecide checks the answer a of a valid decision request (body,
+// Idempotency-Key key) and applies it to the model.
+func (r *modelRun) expectDecide(mt *modelTenant, body map[string]any, key string, a modelAnswer) {
+	r.t.Helper()
 	ref := body["cliente_ref"].(string)
 	ident := "decisiones\x00" + canon(body)
 	if rec := mt.liveKey(key); rec != nil {
@@ -95,7 +102,7 @@ func (r *modelRun) decide(mt *modelTenant) {
 	r.checkDecisionShape(a.body)
 	id := a.body["decision_id"].(string)
 	if open := mt.openWindow(ref); open != nil {
-		if id != open.id || a.body["accion"] != 0.0 || a.body["propension"] != 1.0 {
+		if id != open.id || a.body["accion"] != 0.0 || a.body["propension"] != 1.0 || !windowAnswer(a.body) {
 			r.fail("decision inside the open window of %s: %v", open.id, a.body)
 		}
 		r.seen["decision in an open window"]++

@@ -19,6 +19,7 @@ type exportView struct {
 	Events        []string
 	Decisions     []string
 	Confirmations []string
+	Links         []string
 	Borrado       string
 }
 
@@ -83,6 +84,7 @@ func (mt *modelTenant) exportWant(ref string) exportView {
 			}
 		}
 	}
+	v.Links = mt.links(ref)
 	for _, f := range mt.fallbacks {
 		if f.ref == ref {
 			v.Decisions = append(v.Decisions, fmt.Sprintf("respaldo %d ejecutada", f.accion))
@@ -116,10 +118,53 @@ func exportGot(x map[string]any) exportView {
 	for _, c := range list(x["confirmaciones"]) {
 		v.Confirmations = append(v.Confirmations, fmt.Sprintf("%s %s", c["decision_id"], c["estado_ejecucion"]))
 	}
+	for _, l := range list(x["vinculos_cupon"]) {
+		d, _ := l["decision_id"].(string)
+		v.Links = append(v.Links, fmt.Sprintf("%s %s %v %v %v", l["cupon_emitido_id"], d, l["recibido"], l["redimido"], l["caducado"]))
+	}
 	sort.Strings(v.Events)
 	sort.Strings(v.Decisions)
 	sort.Strings(v.Confirmations)
+	sort.Strings(v.Links)
 	return v
+}
+
+// links are the coupon links of ref's accepted coupon events: one per
+// cupon_emitido_id, with the decision_id of its CUPON_RECIBIDO and which
+// of the three events came.
+func (mt *modelTenant) links(ref string) []string {
+	type link struct {
+		decision                     string
+		recibido, redimido, caducado bool
+	}
+	byID := map[string]*link{}
+	for _, ev := range mt.events {
+		extra, _ := ev.body["extra"].(map[string]any)
+		id, _ := extra["cupon_emitido_id"].(string)
+		if ev.ref != ref || id == "" {
+			continue
+		}
+		l := byID[id]
+		if l == nil {
+			l = &link{}
+			byID[id] = l
+		}
+		switch ev.body["tipo"] {
+		case "CUPON_RECIBIDO":
+			l.recibido = true
+			l.decision, _ = ev.body["decision_id"].(string)
+		case "CUPON_REDIMIDO":
+			l.redimido = true
+		case "CUPON_CADUCADO":
+			l.caducado = true
+		}
+	}
+	var out []string
+	for _, id := range sortedKeys(byID) {
+		l := byID[id]
+		out = append(out, fmt.Sprintf("%s %s %v %v %v", id, l.decision, l.recibido, l.redimido, l.caducado))
+	}
+	return out
 }
 
 // list is v as a list of objects.

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"fmt"
 	"slices"
 	"time"
 
@@ -23,36 +22,67 @@ type modelRejection struct {
 // slightly invalid items.
 func (r *modelRun) events(mt *modelTenant) {
 	r.t.Helper()
+	items := r.eventBatch(mt)
+	r.note("eventos %s %s", mt.id, canon(items))
+	p := mt.planEvents(items)
+	a := r.call(mt.id, "POST", "/v1/eventos", map[string]any{"eventos": items})
+	n := r.checkEvents(p, a)
+	if n != p.aceptados {
+		r.fail("eventos: aceptados %d, want %d (%v)", n, p.aceptados, a.body)
+	}
+	r.applyEvents(mt, p)
+}
+
+// eventBatch is a batch of 1 to 5 items (eventItem).
+func (r *modelRun) eventBatch(mt *modelTenant) []map[string]any {
 	n := 1 + r.pick(5)
 	items := make([]map[string]any, 0, n)
 	for range n {
 		items = append(items, r.eventItem(mt, items))
 	}
-	r.note("eventos %s %s", mt.id, canon(items))
-	pending := map[string]modelEvent{}
-	var wantRej []modelRejection
-	aceptados, duplicados := 0, 0
+	return items
+}
+
+// eventPlan is what the model expects of a batch of events.
+type eventPlan struct {
+	aceptados, duplicados int
+	rejected              []modelRejection
+	pending               map[string]modelEvent // the events it accepts
+}
+
+// planEvents is the model's expectation of items: each item's defects
+// first, then its event_id against the accepted events and the items
+// before it.
+func (mt *modelTenant) planEvents(items []map[string]any) eventPlan {
+	p := eventPlan{pending: map[string]modelEvent{}}
 	for i, ev := range items {
 		id, _ := ev["event_id"].(string)
 		if c := mt.eventDefect(ev); c != "" {
-			wantRej = append(wantRej, modelRejection{i, id, c})
+			p.rejected = append(p.rejected, modelRejection{i, id, c})
 			continue
 		}
-		prev, ok := pending[id]
+		prev, ok := p.pending[id]
 		if !ok {
 			prev, ok = mt.events[id]
 		}
 		switch {
-		case ok && canon(prev.body) == canon(ev):
-			duplicados++
+		case ok && sameEvent(prev.body, ev):
+			p.duplicados++
 		case ok:
-			wantRej = append(wantRej, modelRejection{i, id, "duplicado"})
+			p.rejected = append(p.rejected, modelRejection{i, id, "duplicado"})
 		default:
-			aceptados++
-			pending[id] = modelEvent{ref: ev["cliente_ref"].(string), body: ev}
+			p.aceptados++
+			p.pending[id] = modelEvent{ref: ev["cliente_ref"].(string), body: ev}
 		}
 	}
-	a := r.call(mt.id, "POST", "/v1/eventos", map[string]any{"eventos": items})
+	return p
+}
+
+// checkEvents checks answer a to a batch planned as p, but for how its
+// new events split between aceptados and duplicados (a batch sent twice
+// at once accepts each event in one of them), and returns its aceptados.
+func (r *modelRun) checkEvents(p eventPlan, a modelAnswer) int {
+	r.t.Helper()
 	if a.status != 200 {
 		r.fail("eventos: %d %v", a.status, a.body)
 	}
@@ -63,19 +93,25 @@ func (r *modelRun) events(mt *modelTenant) {
 		id, _ := m["event_id"].(string)
 		gotRej = append(gotRej, modelRejection{int(m["indice"].(float64)), id, m["codigo"].(string)})
 	}
-	got := fmt.Sprint(a.body["aceptados"], a.body["duplicados"])
-	if want := fmt.Sprint(float64(aceptados), float64(duplicados)); got != want {
-		r.fail("eventos: aceptados, duplicados %s, want %s (%v)", got, want, a.body)
+	acc, _ := a.body["aceptados"].(float64)
+	dup, _ := a.body["duplicados"].(float64)
+	if int(acc+dup) != p.aceptados+p.duplicados || int(dup) < p.duplicados {
+		r.fail("eventos: aceptados %v, duplicados %v, want %d and %d", acc, dup, p.aceptados, p.duplicados)
 	}
-	if d := cmp.Diff(wantRej, gotRej); d != "" {
+	if d := cmp.Diff(p.rejected, gotRej); d != "" {
 		r.fail("eventos: rechazados (-want +got):\n%s", d)
 	}
-	for id, ev := range pending {
+	return int(acc)
+}
+
+// applyEvents records the events p accepts.
+func (r *modelRun) applyEvents(mt *modelTenant, p eventPlan) {
+	for id, ev := range p.pending {
 		mt.events[id] = ev
 	}
-	r.seen["events accepted"] += aceptados
-	r.seen["events duplicated"] += duplicados
-	for _, x := range wantRej {
+	r.seen["events accepted"] += p.aceptados
+	r.seen["events duplicated"] += p.duplicados
+	for _, x := range p.rejected {
 		r.seen["events rejected "+x.Codigo]++
 	}
 }
@@ -85,8 +121,11 @@ func (r *modelRun) eventItem(mt *modelTenant, before []map[string]any) map[strin
 	switch n := r.pick(20); {
 	case n < 3 && len(mt.events) > 0: // resend of an accepted event
 		ev := mt.events[r.pickKey(mt.events)].body
-		if r.pick(2) == 0 {
+		switch r.pick(3) {
+		case 0:
 			return ev
+		case 1:
+			return respelled(ev)
 		}
 		return altered(ev)
 	case n < 5 && len(before) > 0: // repeat inside the batch
@@ -125,6 +164,38 @@ func altered(ev map[string]any) map[string]any {
 	return out
 }
 
+// respelled is ev with its ts written in another zone: the same instant,
+// so the same content.
+func respelled(ev map[string]any) map[string]any {
+	out := map[string]any{}
+	for k, v := range ev {
+		out[k] = v
+	}
+	ts, _ := time.Parse(time.RFC3339, ev["ts"].(string))
+	out["ts"] = ts.In(time.FixedZone("", 5*3600+1800)).Format(time.RFC3339)
+	return out
+}
+
+// sameEvent reports whether a and b are the same content: the same
+// members and values, ts compared as instants.
+func sameEvent(a, b map[string]any) bool {
+	return canon(utcTS(a)) == canon(utcTS(b))
+}
+
+// utcTS is ev with its ts in UTC.
+func utcTS(ev map[string]any) map[string]any {
+	out := map[string]any{}
+	for k, v := range ev {
+		out[k] = v
+	}
+	if s, ok := ev["ts"].(string); ok {
+		if ts, err := time.Parse(time.RFC3339, s); err == nil {
+			out["ts"] = ts.UTC().Format(time.RFC3339)
+		}
+	}
+	return out
+}
+
 // validEvent is a fresh event of a random type for ref.
 func (r *modelRun) validEvent(mt *modelTenant, ref string) map[string]any {
 	ts := mt.now.Add(-time.Duration(r.pick(2000)) * time.Hour)
@@ -132,7 +203,14 @@ func (r *modelRun) validEvent(mt *modelTenant, ref string) map[string]any {
 		ts = ts.In(time.FixedZone("", -6*3600))
 	}
 	ev := map[string]any{"event_id": r.fresh("ev"), "cliente_ref": ref, "ts": ts.Format(time.RFC3339)}
-	switch r.pick(4) {
+	switch r.pick(5) {
+	case 4:
+		ev["tipo"], ev["clave"], ev["valor"] = "CUPON_REDIMIDO", "TA", float64(r.pick(500))/100
+		ev["extra"] = map[string]any{"cupon_emitido_id": r.couponOf(mt, ref), "ticket_id": r.fresh("t")}
+		if r.pick(3) == 0 {
+			ev["tipo"], ev["valor"] = "CUPON_CADUCADO", 0.0
+			delete(ev["extra"].(map[string]any), "ticket_id")
+		}
 	case 0:
 		ev["tipo"], ev["clave"] = "ALTA", "web"
 	case 1:
@@ -148,6 +226,21 @@ func (r *modelRun) validEvent(mt *modelTenant, ref string) map[string]any {
 		ev["extra"] = map[string]any{"ticket_id": r.fresh("t"), "margen": float64(r.pick(3000)-500) / 100}
 	}
 	return ev
+}
+
+// couponOf is the cupon_emitido_id of a coupon ref received (an
+// accepted CUPON_RECIBIDO), or of one never received.
+func (r *modelRun) couponOf(mt *modelTenant, ref string) string {
+	var ids []string
+	for _, id := range sortedKeys(mt.events) {
+		if ev := mt.events[id]; ev.ref == ref && ev.body["tipo"] == "CUPON_RECIBIDO" {
+			ids = append(ids, ev.body["extra"].(map[string]any)["cupon_emitido_id"].(string))
+		}
+	}
+	if len(ids) == 0 || r.pick(4) == 0 {
+		return r.fresh("cup")
+	}
+	return ids[r.pick(len(ids))]
 }
 
 // someDecision is the id of one of ref's decisions, or "".

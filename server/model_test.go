@@ -259,6 +259,8 @@ func (r *modelRun) step(i int) {
 		r.restart()
 	case n < 97:
 		r.learn(mt)
+	case n < 99:
+		r.burst(mt)
 	default:
 		r.probe(mt)
 	}
@@ -278,7 +280,14 @@ func (r *modelRun) call(tenant, method, path string, body any, hdr ...string) mo
 	r.t.Helper()
 	resp := r.h.raw(method, path, r.tokens[tenant], body, hdr...)
 	a := modelAnswer{status: resp.StatusCode, header: resp.Header, body: apitest.Object(r.t, resp)}
-	trace := resp.Header.Get("X-Trace-Id")
+	r.checkAnswer(method, path, a)
+	return a
+}
+
+// checkAnswer checks what every answer must be (see call).
+func (r *modelRun) checkAnswer(method, path string, a modelAnswer) {
+	r.t.Helper()
+	trace := a.header.Get("X-Trace-Id")
 	switch {
 	case a.status >= 500:
 		r.fail("%s %s: %d %v", method, path, a.status, a.body)
@@ -289,7 +298,6 @@ func (r *modelRun) call(tenant, method, path string, body any, hdr ...string) mo
 	case a.status >= 400:
 		r.checkError(method, path, a, trace)
 	}
-	return a
 }
 
 // modelErrorCodes is the closed set of codes by HTTP status (contract §2).
