@@ -2,7 +2,9 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"sort"
@@ -10,6 +12,7 @@ import (
 	"sync"
 
 	"github.com/coupond/coupond/internal/apitest"
+	"github.com/coupond/coupond/privacy"
 )
 
 // Requests of TestAPIModel sent at once: the same keyed decision, the
@@ -74,7 +77,9 @@ func (r *modelRun) send(tenant string, q modelReq) (modelAnswer, error) {
 // burst sends one kind of request several times at once.
 func (r *modelRun) burst(mt *modelTenant) {
 	r.t.Helper()
-	switch r.pick(3) {
+	switch r.pick(4) {
+	case 3:
+		r.burstErase()
 	case 0:
 		r.burstDecide(mt)
 	case 1:
@@ -204,4 +209,107 @@ func (r *modelRun) burstConfirm(mt *modelTenant) {
 func windowAnswer(d map[string]any) bool {
 	m, _ := d["motivo"].(string)
 	return strings.Contains(m, "ventana de recompensa")
+}
+
+// burstErase deletes one of acme's customers and runs the deletion pass
+// while a batch of the customer's events and a decision for them arrive.
+// Either may come before the erasure (and be erased) or after (and stay),
+// but a batch stays or goes whole, and whatever stays is exported as the
+// model then holds it (features and links included: checked by export).
+func (r *modelRun) burstErase() {
+	r.t.Helper()
+	mt := r.m["acme"] // no daily cap: the decision is always answered
+	ref := r.ref(mt)
+	r.deleteCliente(mt, ref)
+	items := []map[string]any{r.validEvent(mt, ref), r.validEvent(mt, ref)}
+	body := map[string]any{"cliente_ref": ref, "contexto": map[string]any{"canal": "push"}}
+	r.note("burst: deletion pass, eventos %s %s, decide %s", mt.id, canon(items), canon(body))
+	p := mt.planEvents(items)
+	want := r.scheduled()
+	pass := make(chan error, 1)
+	go func() {
+		stats, err := r.h.srv.Privacy.ProcessDeletions(context.Background(), privacy.DeletionHooks{})
+		if err == nil && (stats.Completed != want || stats.Failed != 0) {
+			err = fmt.Errorf("%+v, want %d completed", stats, want)
+		}
+		pass <- err
+	}()
+	answers := r.sendAll(mt.id, []modelReq{{"/v1/eventos", map[string]any{"eventos": items}, nil}, {"/v1/decisiones", body, nil}})
+	if err := <-pass; err != nil {
+		r.fail("deletion pass: %v", err)
+	}
+	if n := r.checkEvents(p, answers[0]); n != p.aceptados {
+		r.fail("eventos: %d accepted, want %d", n, p.aceptados)
+	}
+	d := answers[1]
+	if d.status != 200 {
+		r.fail("decide: %d %v", d.status, d.body)
+	}
+	r.eraseScheduled()
+	r.settleErase(mt, ref, p, d.body)
+	r.export(mt.id, ref)
+}
+
+// settleErase reads ref's export after burstErase and takes into the
+// model what of the burst stayed: the batch's events (all or none) and a
+// new decision.
+func (r *modelRun) settleErase(mt *modelTenant, ref string, p eventPlan, d map[string]any) {
+	r.t.Helper()
+	a := r.call(mt.id, "GET", "/v1/clientes/"+ref+"/exportacion", nil)
+	held := map[string]bool{}
+	for _, e := range list(a.body["eventos"]) {
+		held[e["event_id"].(string)] = true
+	}
+	for _, e := range list(a.body["decisiones"]) {
+		held[e["decision_id"].(string)] = true
+	}
+	stayed := 0
+	for id := range p.pending {
+		if held[id] {
+			stayed++
+		}
+	}
+	switch stayed {
+	case len(p.pending):
+		r.applyEvents(mt, p)
+		r.seen["burst erase: events after the erasure"]++
+	case 0:
+		r.seen["burst erase: events erased"]++
+	default:
+		r.fail("burst erase: %d of the batch's %d events stayed", stayed, len(p.pending))
+	}
+	if id := d["decision_id"].(string); held[id] {
+		if windowAnswer(d) {
+			r.fail("burst erase: the export holds %s, the answer of a window the erasure closed", id)
+		}
+		r.newDecision(mt, ref, map[string]any{"contexto": map[string]any{}}, d)
+		r.seen["burst erase: decision after the erasure"]++
+	}
+}
+
+// scheduled counts the deletions of both tenants still programado.
+func (r *modelRun) scheduled() int {
+	n := 0
+	for _, tn := range modelTenants {
+		for _, st := range r.m[tn].deletion {
+			if st == privacy.DeletionScheduled {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// eraseScheduled applies a deletion pass to the model: every programado
+// customer's data is erased and the deletion completado.
+func (r *modelRun) eraseScheduled() {
+	for _, tn := range modelTenants {
+		mt := r.m[tn]
+		for ref, st := range mt.deletion {
+			if st == privacy.DeletionScheduled {
+				mt.erase(ref)
+				mt.deletion[ref] = privacy.DeletionCompleted
+			}
+		}
+	}
 }

@@ -368,27 +368,12 @@ func (r *modelRun) advance(mt *modelTenant) {
 func (r *modelRun) deletionPass() {
 	r.t.Helper()
 	r.note("deletion pass")
-	want := 0
-	for _, tn := range modelTenants {
-		for _, st := range r.m[tn].deletion {
-			if st == privacy.DeletionScheduled {
-				want++
-			}
-		}
-	}
+	want := r.scheduled()
 	stats, err := r.h.srv.Privacy.ProcessDeletions(context.Background(), privacy.DeletionHooks{})
 	if err != nil || stats.Completed != want || stats.Failed != 0 {
 		r.fail("deletion pass: %+v %v, want %d completed", stats, err, want)
 	}
-	for _, tn := range modelTenants {
-		mt := r.m[tn]
-		for ref, st := range mt.deletion {
-			if st == privacy.DeletionScheduled {
-				mt.erase(ref)
-				mt.deletion[ref] = privacy.DeletionCompleted
-			}
-		}
-	}
+	r.eraseScheduled()
 }
 
 // erase drops from the model everything that names ref.
