@@ -3,6 +3,7 @@ package server
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
@@ -94,6 +95,10 @@ func (r *modelRun) expectDecide(mt *modelTenant, body map[string]any, key string
 	day := ref + "\x00" + mt.now.Format(time.DateOnly)
 	if mt.capped && mt.dayCount[day] >= modelDayCap {
 		r.expectError("decision past the daily cap", a, 429, "limite_excedido")
+		midnight := mt.now.UTC().Truncate(24 * time.Hour).Add(24 * time.Hour)
+		if ra, _ := strconv.Atoi(a.header.Get("Retry-After")); time.Duration(ra-1)*time.Second >= midnight.Sub(mt.now) {
+			r.fail("daily cap: Retry-After %d past the next UTC midnight (%s away)", ra, midnight.Sub(mt.now))
+		}
 		return
 	}
 	if a.status != 200 {

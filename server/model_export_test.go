@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/coupond/coupond/store"
 )
 
 // The export and the isolation probes of TestAPIModel.
@@ -195,7 +197,11 @@ func (r *modelRun) other(mt *modelTenant) *modelTenant {
 func (r *modelRun) probe(mt *modelTenant) {
 	r.t.Helper()
 	o := r.other(mt)
-	switch r.pick(4) {
+	switch r.pick(6) {
+	case 4:
+		r.pausedProbe(mt)
+	case 5:
+		r.scopeProbe(mt)
 	case 0:
 		r.export(o.id, mt.refs[r.pick(len(mt.refs))])
 	case 1:
@@ -234,4 +240,56 @@ func (r *modelRun) campaign(mt, o *modelTenant) {
 	} else if a.status != 200 || a.body["campana_id"] != id || a.body["descripcion"] != "prueba "+id {
 		r.fail("campaign get: %d %v", a.status, a.body)
 	}
+}
+
+// probeRequest is a random request of mt that would change or read its
+// data: a decision, events, a confirmation, a deletion, an export.
+func (r *modelRun) probeRequest(mt *modelTenant) (method, path string, body any) {
+	ref := r.ref(mt)
+	switch r.pick(5) {
+	case 0:
+		return "POST", "/v1/decisiones", map[string]any{"cliente_ref": ref, "contexto": map[string]any{"canal": "push"}}
+	case 1:
+		return "POST", "/v1/eventos", map[string]any{"eventos": []any{r.validEvent(mt, ref)}}
+	case 2:
+		if len(mt.order) > 0 {
+			return "POST", "/v1/decisiones/" + mt.order[r.pick(len(mt.order))] + "/ejecucion", map[string]any{"ejecutada": true}
+		}
+		return "GET", "/v1/catalogo-acciones", nil
+	case 3:
+		return "DELETE", "/v1/clientes/" + ref, nil
+	}
+	return "GET", "/v1/clientes/" + ref + "/exportacion", nil
+}
+
+// pausedProbe pauses mt ("admin tenant set --paused true"), sends one
+// request, which must be 503 inquilino_pausado with Retry-After and change
+// nothing (later steps would see a change), and resumes it.
+func (r *modelRun) pausedProbe(mt *modelTenant) {
+	r.t.Helper()
+	method, path, body := r.probeRequest(mt)
+	r.note("paused %s: %s %s %s", mt.id, method, path, canon(body))
+	setPaused := func(on bool) {
+		if _, err := r.h.db.UpdateTenant(mt.id, func(t *store.Tenant) error { t.Settings.Paused = on; return nil }); err != nil {
+			r.fail("pause: %v", err)
+		}
+		r.paused = on
+	}
+	setPaused(true)
+	a := r.call(mt.id, method, path, body)
+	setPaused(false)
+	r.expectError("request of a paused tenant", a, 503, "inquilino_pausado")
+}
+
+// scopeProbe sends a request with a credential that has only
+// eventos:publicar: 403 sin_permiso but for events, and nothing changes.
+func (r *modelRun) scopeProbe(mt *modelTenant) {
+	r.t.Helper()
+	method, path, body := r.probeRequest(mt)
+	if path == "/v1/eventos" {
+		return
+	}
+	r.note("scope eventos:publicar %s: %s %s %s", mt.id, method, path, canon(body))
+	a := r.call(mt.id+"/eventos", method, path, body)
+	r.expectError("request without its scope", a, 403, "sin_permiso")
 }

@@ -82,6 +82,7 @@ type modelRun struct {
 	log      []string
 	seq      int            // counter for fresh ids
 	seen     map[string]int // answers by what was expected of them (logged with -v)
+	paused   bool           // a tenant is paused: 503 is its answer
 }
 
 // modelTenant is what the model holds for one tenant.
@@ -200,6 +201,7 @@ func (r *modelRun) issueTokens() {
 	r.tokens = map[string]string{}
 	for _, tn := range modelTenants {
 		r.tokens[tn] = r.h.token(tn, allScopes...)
+		r.tokens[tn+"/eventos"] = r.h.token(tn, "eventos:publicar") // a credential with one scope
 	}
 	r.issued = r.h.clock.Now()
 }
@@ -289,7 +291,7 @@ func (r *modelRun) checkAnswer(method, path string, a modelAnswer) {
 	r.t.Helper()
 	trace := a.header.Get("X-Trace-Id")
 	switch {
-	case a.status >= 500:
+	case a.status >= 500 && !(a.status == 503 && r.paused):
 		r.fail("%s %s: %d %v", method, path, a.status, a.body)
 	case trace == "":
 		r.fail("%s %s: no X-Trace-Id", method, path)
@@ -304,7 +306,7 @@ func (r *modelRun) checkAnswer(method, path string, a modelAnswer) {
 var modelErrorCodes = map[int][]string{
 	401: {"no_autenticado"}, 403: {"sin_permiso"}, 404: {"no_encontrado"},
 	409: {"ejecucion_ya_confirmada", "decision_caducada", "idempotencia_conflicto"},
-	413: {"esquema_invalido"}, 415: {"esquema_invalido"}, 429: {"limite_excedido"},
+	413: {"esquema_invalido"}, 415: {"esquema_invalido"}, 429: {"limite_excedido"}, 503: {"inquilino_pausado"},
 }
 
 func (r *modelRun) checkError(method, path string, a modelAnswer, trace string) {
@@ -319,9 +321,9 @@ func (r *modelRun) checkError(method, path string, a modelAnswer, trace string) 
 			r.fail("%s %s: error body member %q: %v", method, path, k, a.body)
 		}
 	}
-	if a.status == 429 {
+	if a.status == 429 || a.status == 503 {
 		if s, err := strconv.Atoi(a.header.Get("Retry-After")); err != nil || s < 1 {
-			r.fail("%s %s: 429 Retry-After %q", method, path, a.header.Get("Retry-After"))
+			r.fail("%s %s: %d Retry-After %q", method, path, a.status, a.header.Get("Retry-After"))
 		}
 	}
 }
