@@ -199,16 +199,21 @@ func (r *modelRun) confirmTarget(mt *modelTenant) string {
 // confirmBody is a random confirmation body and, for a bad one, where
 // it fails: "schema" (422 before anything else) or "check" (422 of the
 // members together, after a keyed replay's lookup).
-func (r *modelRun) confirmBody() (body map[string]any, invalid string) {
+func (r *modelRun) confirmBody(mt *modelTenant) (body map[string]any, invalid string) {
 	switch r.pick(9) {
-	case 0, 1, 2:
+	case 0, 1:
 		return map[string]any{"ejecutada": true}, ""
+	case 2:
+		at := mt.now.Add(-time.Duration(r.pick(48)) * time.Hour).In(time.FixedZone("", -3*3600))
+		return map[string]any{"ejecutada": true, "ts_ejecucion": at.Format(time.RFC3339)}, ""
 	case 3, 4:
 		return map[string]any{"ejecutada": true, "accion_real": r.pick(4)}, ""
 	case 5, 6:
 		return map[string]any{"ejecutada": false, "motivo_rechazo": "sin stock"}, ""
 	case 7:
-		return []map[string]any{{"ejecutada": false, "accion_real": 1}, {"ejecutada": true, "motivo_rechazo": "x"}}[r.pick(2)], "check"
+		ahead := mt.now.Add(time.Hour).Format(time.RFC3339) // ts_ejecucion past the tenant clock + 5 min
+		return []map[string]any{{"ejecutada": false, "accion_real": 1}, {"ejecutada": true, "motivo_rechazo": "x"},
+			{"ejecutada": true, "ts_ejecucion": ahead}}[r.pick(3)], "check"
 	default:
 		return []map[string]any{{"ejecutada": "si"}, {"ejecutada": true, "otro": 1}}[r.pick(2)], "schema"
 	}
@@ -221,7 +226,7 @@ func (r *modelRun) confirmBody() (body map[string]any, invalid string) {
 func (r *modelRun) confirm(mt *modelTenant) {
 	r.t.Helper()
 	id := r.confirmTarget(mt)
-	body, invalid := r.confirmBody()
+	body, invalid := r.confirmBody(mt)
 	key := ""
 	if r.pick(3) == 0 {
 		key = modelKeys[r.pick(len(modelKeys))]
@@ -269,7 +274,11 @@ func (r *modelRun) confirm(mt *modelTenant) {
 // confirmed checks a first confirmation's answer and records it.
 func (r *modelRun) confirmed(mt *modelTenant, d *modelDecision, body map[string]any, key, ident string, a modelAnswer) {
 	r.t.Helper()
-	c := &modelConf{estado: "ejecutada"}
+	c := &modelConf{estado: "ejecutada", at: mt.now}
+	if s, ok := body["ts_ejecucion"].(string); ok {
+		ts, _ := time.Parse(time.RFC3339, s)
+		c.ts = ts.UTC().Format(time.RFC3339)
+	}
 	if body["ejecutada"] == false {
 		m := body["motivo_rechazo"].(string)
 		c.estado, c.motivo = "rechazada", &m

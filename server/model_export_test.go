@@ -31,7 +31,7 @@ func (r *modelRun) export(tn, ref string) {
 	mt := r.m[tn]
 	r.note("export %s %s", tn, ref)
 	a := r.call(tn, "GET", "/v1/clientes/"+ref+"/exportacion", nil)
-	if a.status != 200 || a.body["cliente_ref"] != ref {
+	if a.status != 200 || a.body["cliente_ref"] != ref || a.body["generado_en"] != mt.now.Format(time.RFC3339) {
 		r.fail("export: %d %v", a.status, a.body)
 	}
 	want := mt.exportWant(ref)
@@ -71,7 +71,11 @@ func (mt *modelTenant) exportWant(ref string) exportView {
 		if ev.ref == ref {
 			b := ev.body
 			ts, _ := time.Parse(time.RFC3339, b["ts"].(string))
-			v.Events = append(v.Events, fmt.Sprintf("%s %s %s %s", id, b["tipo"], b["clave"], ts.UTC().Format(time.RFC3339)))
+			extra, _ := b["extra"].(map[string]any)
+			valor, _ := b["valor"].(float64)
+			d, _ := b["decision_id"].(string)
+			v.Events = append(v.Events, fmt.Sprintf("%s %s %s %s %s %v %s %s", id, b["tipo"], b["clave"], ts.UTC().Format(time.RFC3339),
+				ref, valor, d, canon(utcExtra(extra))))
 		}
 	}
 	for id, d := range mt.decisions {
@@ -81,8 +85,15 @@ func (mt *modelTenant) exportWant(ref string) exportView {
 				reward = fmt.Sprintf("%.2f", float64(*d.reward)/100)
 			}
 			v.Decisions = append(v.Decisions, fmt.Sprintf("%s %d %s %s %s", id, d.accion, d.caducaEn.Format(time.RFC3339), d.estado, reward))
-			if d.conf != nil {
-				v.Confirmations = append(v.Confirmations, fmt.Sprintf("%s %s", id, d.conf.estado))
+			if c := d.conf; c != nil {
+				ar, motivo := "-", "-"
+				if c.accionReal != nil {
+					ar = fmt.Sprint(*c.accionReal)
+				}
+				if c.motivo != nil {
+					motivo = *c.motivo
+				}
+				v.Confirmations = append(v.Confirmations, fmt.Sprintf("%s %s %s %s %s %s", id, c.estado, ar, motivo, c.at.Format(time.RFC3339), c.ts))
 			}
 		}
 	}
@@ -104,7 +115,10 @@ func exportGot(x map[string]any) exportView {
 		v.Borrado, _ = b["estado"].(string)
 	}
 	for _, e := range list(x["eventos"]) {
-		v.Events = append(v.Events, fmt.Sprintf("%s %s %s %s", e["event_id"], e["tipo"], e["clave"], e["ts"]))
+		d, _ := e["decision_id"].(string)
+		extra, _ := e["extra"].(map[string]any)
+		v.Events = append(v.Events, fmt.Sprintf("%s %s %s %s %s %v %s %s", e["event_id"], e["tipo"], e["clave"], e["ts"],
+			e["cliente_ref"], e["valor"], d, canon(utcExtra(extra))))
 	}
 	for _, d := range list(x["decisiones"]) {
 		if d["en_respaldo"] == true {
@@ -118,7 +132,15 @@ func exportGot(x map[string]any) exportView {
 		v.Decisions = append(v.Decisions, fmt.Sprintf("%s %v %s %s %s", d["decision_id"], d["accion"], d["caduca_en"], d["estado_ejecucion"], reward))
 	}
 	for _, c := range list(x["confirmaciones"]) {
-		v.Confirmations = append(v.Confirmations, fmt.Sprintf("%s %s", c["decision_id"], c["estado_ejecucion"]))
+		ar, motivo := "-", "-"
+		if n, ok := c["accion_real"].(float64); ok {
+			ar = fmt.Sprint(n)
+		}
+		if m, ok := c["motivo_rechazo"].(string); ok {
+			motivo = m
+		}
+		ts, _ := c["ts_ejecucion"].(string)
+		v.Confirmations = append(v.Confirmations, fmt.Sprintf("%s %s %s %s %s %s", c["decision_id"], c["estado_ejecucion"], ar, motivo, c["confirmada_en"], ts))
 	}
 	for _, l := range list(x["vinculos_cupon"]) {
 		d, _ := l["decision_id"].(string)
@@ -292,4 +314,19 @@ func (r *modelRun) scopeProbe(mt *modelTenant) {
 	r.note("scope eventos:publicar %s: %s %s %s", mt.id, method, path, canon(body))
 	a := r.call(mt.id+"/eventos", method, path, body)
 	r.expectError("request without its scope", a, 403, "sin_permiso")
+}
+
+// utcExtra is an event's extra with its caducidad in UTC (stored and
+// exported in UTC, spec).
+func utcExtra(extra map[string]any) map[string]any {
+	out := map[string]any{}
+	for k, v := range extra {
+		out[k] = v
+	}
+	if s, ok := extra["caducidad"].(string); ok {
+		if ts, err := time.Parse(time.RFC3339, s); err == nil {
+			out["caducidad"] = ts.UTC().Format(time.RFC3339)
+		}
+	}
+	return out
 }

@@ -217,7 +217,7 @@ func (r *modelRun) validEvent(mt *modelTenant, ref string) map[string]any {
 		ev["tipo"], ev["clave"] = "BAJA", []string{"comunicaciones", "cuenta"}[r.pick(2)]
 	case 2:
 		ev["tipo"], ev["clave"] = "CUPON_RECIBIDO", "TA"
-		ev["extra"] = map[string]any{"cupon_emitido_id": r.fresh("cup"), "caducidad": mt.now.Add(240 * time.Hour).Format(time.RFC3339)}
+		ev["extra"] = map[string]any{"cupon_emitido_id": r.fresh("cup"), "caducidad": mt.now.Add(240 * time.Hour).In(ts.Location()).Format(time.RFC3339)}
 		if d := r.someDecision(mt, ref); d != "" {
 			ev["decision_id"] = d
 		}

@@ -130,6 +130,8 @@ type modelFallback struct {
 }
 
 type modelConf struct {
+	at         time.Time // confirmada_en, the tenant clock
+	ts         string    // ts_ejecucion in UTC, "" for none
 	estado     string
 	accionReal *int
 	motivo     *string
