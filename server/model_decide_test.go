@@ -163,8 +163,8 @@ func (r *modelRun) newDecision(mt *modelTenant, ref string, req, d map[string]an
 	if allowed, ok := ctx["acciones_permitidas"].([]int); ok && accion != 0 && !slices.Contains(allowed, accion) {
 		r.fail("accion %d not in acciones_permitidas %v", accion, allowed)
 	}
-	if accion != 0 && !slices.Contains(mt.catalog, accion) {
-		r.fail("accion %d not in the catalog %v", accion, mt.catalog)
+	if accion != 0 && !mt.eligible[accion] {
+		r.fail("accion %d not an active action for push in the catalog %v (eligible %v)", accion, mt.catalog, mt.eligible)
 	}
 	camp, _ := ctx["campana_id"].(string)
 	if sent := mt.sends(camp); camp != "" && sent >= budgetSends {
@@ -303,17 +303,30 @@ func (r *modelRun) confirmed(mt *modelTenant, d *modelDecision, body map[string]
 func (r *modelRun) putCatalog(tn string, n int) {
 	r.t.Helper()
 	var acciones []map[string]any
+	eligible := map[int]bool{}
 	for i := 1; i <= n; i++ {
-		acciones = append(acciones, map[string]any{"id": i, "nombre": fmt.Sprintf("cupon%d", i), "tipo_cupon": fmt.Sprintf("T%d", i),
-			"costo_envio_mxn": 0.5, "descuento_max_mxn": float64(10 * i), "descuento_pct": 10, "activa": true})
+		a := map[string]any{"id": i, "nombre": fmt.Sprintf("cupon%d", i), "tipo_cupon": fmt.Sprintf("T%d", i),
+			"costo_envio_mxn": 0.5, "descuento_max_mxn": float64(10 * i), "descuento_pct": 10, "activa": true}
+		switch r.pick(6) {
+		case 0:
+			a["activa"] = false
+		case 1:
+			a["canales"] = []string{"sms"}
+		case 2:
+			a["canales"] = []string{"sms", "push"}
+		}
+		canales, ok := a["canales"].([]string)
+		eligible[i] = a["activa"] == true && (!ok || slices.Contains(canales, "push"))
+		acciones = append(acciones, a)
 	}
-	r.note("catalog %s %d actions", tn, n)
+	r.note("catalog %s %s", tn, canon(acciones))
 	a := r.call(tn, "PUT", "/v1/catalogo-acciones", map[string]any{"acciones": acciones})
 	mt := r.m[tn]
 	if a.status != 200 || a.body["version"] != float64(mt.version+1) {
 		r.fail("catalog put: %d %v, want version %d", a.status, a.body, mt.version+1)
 	}
 	mt.version++
+	mt.eligible = eligible
 	mt.catalog = mt.catalog[:0]
 	for i := 1; i <= n; i++ {
 		mt.catalog = append(mt.catalog, i)

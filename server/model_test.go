@@ -100,6 +100,7 @@ type modelTenant struct {
 	keys      map[string]*modelKey
 	deletion  map[string]string // cliente_ref → programado | completado
 	catalog   []int             // action ids of the catalog
+	eligible  map[int]bool      // the actions a push decision may choose
 	version   int64
 	campaigns map[string]bool
 	fallbacks []modelFallback
