@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/coupond/coupond/store"
 )
 
 // Decisions and confirmations of TestAPIModel.
@@ -104,7 +106,7 @@ func (r *modelRun) expectDecide(mt *modelTenant, body map[string]any, key string
 	if a.status != 200 {
 		r.fail("decide: %d %v", a.status, a.body)
 	}
-	r.checkDecisionShape(a.body)
+	r.checkDecisionShape(mt, a.body)
 	id := a.body["decision_id"].(string)
 	if open := mt.openWindow(ref); open != nil {
 		if id != open.id || a.body["accion"] != 0.0 || a.body["propension"] != 1.0 || !windowAnswer(a.body) {
@@ -139,15 +141,31 @@ func (mt *modelTenant) openWindow(ref string) *modelDecision {
 	return d
 }
 
-func (r *modelRun) checkDecisionShape(d map[string]any) {
+// checkDecisionShape checks decision d's members: decisionMembers, and
+// en_sombra true while mt is in shadow mode.
+func (r *modelRun) checkDecisionShape(mt *modelTenant, d map[string]any) {
 	r.t.Helper()
 	var got []string
 	for k := range d {
 		got = append(got, k)
 	}
 	slices.Sort(got)
-	if !slices.Equal(got, decisionMembers) {
-		r.fail("decision members %v, want %v", got, decisionMembers)
+	want := decisionMembers
+	if mt.shadow {
+		want = slices.Sorted(slices.Values(append([]string{"en_sombra"}, decisionMembers...)))
+	}
+	if !slices.Equal(got, want) || (mt.shadow && d["en_sombra"] != true) {
+		r.fail("decision members %v (en_sombra %v), want %v", got, d["en_sombra"], want)
+	}
+}
+
+// shadow switches mt's shadow mode ("admin tenant set --shadow").
+func (r *modelRun) shadow(mt *modelTenant) {
+	r.t.Helper()
+	mt.shadow = !mt.shadow
+	r.note("shadow %s %v", mt.id, mt.shadow)
+	if _, err := r.h.db.UpdateTenant(mt.id, func(t *store.Tenant) error { t.Settings.Shadow = mt.shadow; return nil }); err != nil {
+		r.fail("shadow: %v", err)
 	}
 }
 
@@ -179,7 +197,7 @@ func (r *modelRun) newDecision(mt *modelTenant, ref string, req, d map[string]an
 	if p := d["propension"].(float64); p <= 0 || p > 1 {
 		r.fail("propension %v", p)
 	}
-	mt.decisions[id] = &modelDecision{id: id, ref: ref, at: mt.now, caducaEn: mt.now.Add(modelTTL), accion: accion, estado: "pendiente", campaign: camp}
+	mt.decisions[id] = &modelDecision{id: id, ref: ref, at: mt.now, caducaEn: mt.now.Add(modelTTL), accion: accion, estado: "pendiente", campaign: camp, sombra: mt.shadow}
 	mt.order = append(mt.order, id)
 	mt.window[ref] = id
 }

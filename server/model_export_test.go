@@ -84,7 +84,7 @@ func (mt *modelTenant) exportWant(ref string) exportView {
 			if d.reward != nil {
 				reward = fmt.Sprintf("%.2f", float64(*d.reward)/100)
 			}
-			v.Decisions = append(v.Decisions, fmt.Sprintf("%s %d %s %s %s", id, d.accion, d.caducaEn.Format(time.RFC3339), d.estado, reward))
+			v.Decisions = append(v.Decisions, fmt.Sprintf("%s %d %s %s %s %v", id, d.accion, d.caducaEn.Format(time.RFC3339), d.estado, reward, d.sombra))
 			if c := d.conf; c != nil {
 				ar, motivo := "-", "-"
 				if c.accionReal != nil {
@@ -129,7 +129,7 @@ func exportGot(x map[string]any) exportView {
 		if x, ok := d["recompensa_mxn"].(float64); ok {
 			reward = fmt.Sprintf("%.2f", x)
 		}
-		v.Decisions = append(v.Decisions, fmt.Sprintf("%s %v %s %s %s", d["decision_id"], d["accion"], d["caduca_en"], d["estado_ejecucion"], reward))
+		v.Decisions = append(v.Decisions, fmt.Sprintf("%s %v %s %s %s %v", d["decision_id"], d["accion"], d["caduca_en"], d["estado_ejecucion"], reward, d["en_sombra"]))
 	}
 	for _, c := range list(x["confirmaciones"]) {
 		ar, motivo := "-", "-"

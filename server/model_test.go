@@ -90,6 +90,7 @@ type modelTenant struct {
 	id        string
 	now       time.Time
 	capped    bool // the per-customer daily cap applies
+	shadow    bool // shadow mode
 	refs      []string
 	events    map[string]modelEvent // accepted events by event_id
 	decisions map[string]*modelDecision
@@ -121,6 +122,7 @@ type modelDecision struct {
 	conf     *modelConf
 	campaign string
 	reward   *int64 // cents, made final by a learner pass
+	sombra   bool   // made in shadow mode
 }
 
 // modelFallback is a fallback record (POST /v1/decisiones/respaldo); the
@@ -250,8 +252,10 @@ func (r *modelRun) step(i int) {
 		r.fallback(mt)
 	case n < 68:
 		r.confirm(mt)
-	case n < 76:
+	case n < 75:
 		r.advance(mt)
+	case n < 76:
+		r.shadow(mt)
 	case n < 81:
 		r.deleteCliente(mt, r.ref(mt))
 	case n < 84:
