@@ -44,6 +44,8 @@ func (r *modelRun) decideRequest(mt *modelTenant) (body map[string]any, key stri
 	}
 	body = map[string]any{"cliente_ref": r.ref(mt), "contexto": ctx}
 	switch r.pick(12) {
+	case 2:
+		body["cliente_ref"], invalid = phoneRef, true
 	case 0:
 		body["cliente_ref"], invalid = "corto", true
 	case 1:

@@ -15,6 +15,7 @@ type modelRejection struct {
 	Indice  int
 	EventID string
 	Codigo  string
+	Campo   string
 }
 
 // events publishes a batch of 1 to 5 items: fresh events, resends of
@@ -57,8 +58,8 @@ func (mt *modelTenant) planEvents(items []map[string]any) eventPlan {
 	p := eventPlan{pending: map[string]modelEvent{}}
 	for i, ev := range items {
 		id, _ := ev["event_id"].(string)
-		if c := mt.eventDefect(ev); c != "" {
-			p.rejected = append(p.rejected, modelRejection{i, id, c})
+		if c, campo := mt.eventDefect(ev); c != "" {
+			p.rejected = append(p.rejected, modelRejection{i, id, c, campo})
 			continue
 		}
 		prev, ok := p.pending[id]
@@ -69,7 +70,7 @@ func (mt *modelTenant) planEvents(items []map[string]any) eventPlan {
 		case ok && sameEvent(prev.body, ev):
 			p.duplicados++
 		case ok:
-			p.rejected = append(p.rejected, modelRejection{i, id, "duplicado"})
+			p.rejected = append(p.rejected, modelRejection{i, id, "duplicado", "event_id"})
 		default:
 			p.aceptados++
 			p.pending[id] = modelEvent{ref: ev["cliente_ref"].(string), body: ev}
@@ -91,7 +92,8 @@ func (r *modelRun) checkEvents(p eventPlan, a modelAnswer) int {
 	for _, x := range rej {
 		m := x.(map[string]any)
 		id, _ := m["event_id"].(string)
-		gotRej = append(gotRej, modelRejection{int(m["indice"].(float64)), id, m["codigo"].(string)})
+		campo, _ := m["campo"].(string)
+		gotRej = append(gotRej, modelRejection{int(m["indice"].(float64)), id, m["codigo"].(string), campo})
 	}
 	acc, _ := a.body["aceptados"].(float64)
 	dup, _ := a.body["duplicados"].(float64)
@@ -260,7 +262,12 @@ func (r *modelRun) someDecision(mt *modelTenant, ref string) string {
 // invalidEvent is an event with one defect (eventDefect names it).
 func (r *modelRun) invalidEvent(mt *modelTenant) map[string]any {
 	ev := r.validEvent(mt, r.ref(mt))
-	switch r.pick(5) {
+	switch r.pick(7) {
+	case 5:
+		ev["cliente_ref"] = phoneRef
+	case 6:
+		ev["tipo"], ev["clave"], ev["valor"] = "COMPRA_CAT", "abarrotes", 1.5
+		ev["extra"] = map[string]any{"ticket_id": r.fresh("t"), "margen": 1.005}
 	case 0:
 		ev["sobrante"] = 1
 	case 1:
@@ -273,6 +280,7 @@ func (r *modelRun) invalidEvent(mt *modelTenant) map[string]any {
 	default: // a decision_id of the other tenant, or none at all
 		ev["tipo"], ev["clave"], ev["decision_id"] = "ALTA", "web", r.foreignDecision(mt)
 		delete(ev, "extra")
+		delete(ev, "valor")
 	}
 	return ev
 }
@@ -306,25 +314,35 @@ func alterID(id string) string {
 // eventDefect is the modelRejection code the model expects for ev's own
 // content, "" for a well-formed event within the tenant's ts range and
 // with no foreign decision_id.
-func (mt *modelTenant) eventDefect(ev map[string]any) string {
+func (mt *modelTenant) eventDefect(ev map[string]any) (codigo, campo string) {
 	if _, ok := ev["sobrante"]; ok {
-		return "campo_desconocido"
+		return "campo_desconocido", "sobrante"
 	}
 	if _, ok := ev["clave"]; !ok {
-		return "esquema_invalido"
+		return "esquema_invalido", "clave"
+	}
+	if ev["cliente_ref"] == phoneRef {
+		return "esquema_invalido", "cliente_ref"
 	}
 	if ev["valor"] == 1.234 {
-		return "esquema_invalido"
+		return "esquema_invalido", "valor"
+	}
+	if extra, _ := ev["extra"].(map[string]any); extra["margen"] == 1.005 {
+		return "esquema_invalido", "extra.margen"
 	}
 	ts, _ := time.Parse(time.RFC3339, ev["ts"].(string))
 	if ts.After(mt.now.Add(tsAhead)) || ts.Before(mt.now.Add(-tsBehind)) {
-		return "ts_fuera_de_rango"
+		return "ts_fuera_de_rango", "ts"
 	}
 	if d, ok := ev["decision_id"].(string); ok && !mt.signed(d) {
-		return "esquema_invalido"
+		return "esquema_invalido", "decision_id"
 	}
-	return ""
+	return "", ""
 }
+
+// phoneRef is a cliente_ref that looks like a telephone number (contract
+// §4: rejected).
+const phoneRef = "55-1234-5678"
 
 // signed reports whether id is one of mt's decision ids, erased ones
 // included (a decision id stays signed after the decision is erased).
