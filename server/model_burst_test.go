@@ -83,7 +83,7 @@ func (r *modelRun) burst(mt *modelTenant) {
 	case 0:
 		r.burstDecide(mt)
 	case 1:
-		r.burstEvents(mt)
+		r.burstEvents(r.m["acme"]) // no quota: which copy meets a quota is a race
 	default:
 		r.burstConfirm(mt)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/coupond/coupond/engine"
 	"github.com/coupond/coupond/store"
 )
 
@@ -73,6 +74,10 @@ func (r *modelRun) decide(mt *modelTenant) {
 	}
 	a := r.call(mt.id, "POST", "/v1/decisiones", body, hdr...)
 	if invalid {
+		if mt.quotaLeft(engine.QuotaDecisions) == 0 { // the quota's 429 comes before the 422 (contract §7)
+			r.expectError("invalid decision request past the quota", a, 429, "limite_excedido")
+			return
+		}
 		r.expectError("invalid decision request", a, 422, "")
 		return
 	}
@@ -85,15 +90,19 @@ func (r *modelRun) expectDecide(mt *modelTenant, body map[string]any, key string
 	r.t.Helper()
 	ref := body["cliente_ref"].(string)
 	ident := "decisiones\x00" + canon(body)
-	if rec := mt.liveKey(key); rec != nil {
-		if rec.ident != ident {
-			r.expectError("decision with a reused key", a, 409, "idempotencia_conflicto")
-			return
-		}
+	rec := mt.liveKey(key)
+	switch {
+	case rec != nil && rec.ident == ident: // answered whatever the quota and cap
 		if a.status != 200 || !cmp.Equal(a.body, rec.answer) {
 			r.fail("keyed replay: %d %v, want 200 %v", a.status, a.body, rec.answer)
 		}
 		r.seen["decision replayed"]++
+		return
+	case mt.quotaLeft(engine.QuotaDecisions) == 0:
+		r.expectError("decision past the tenant's daily quota", a, 429, "limite_excedido")
+		return
+	case rec != nil:
+		r.expectError("decision with a reused key", a, 409, "idempotencia_conflicto")
 		return
 	}
 	day := ref + "\x00" + mt.now.Format(time.DateOnly)
@@ -120,6 +129,7 @@ func (r *modelRun) expectDecide(mt *modelTenant, body map[string]any, key string
 		r.seen["new decision"]++
 	}
 	mt.dayCount[day]++
+	mt.quotaUsed[mt.quotaDay(engine.QuotaDecisions)]++
 	if key != "" {
 		mt.keys[key] = &modelKey{ident: ident, route: "decisiones", req: body, ref: ref, at: mt.now, answer: a.body}
 	}
@@ -470,4 +480,25 @@ func (r *modelRun) fallback(mt *modelTenant) {
 	if key != "" {
 		mt.keys[key] = &modelKey{ident: ident, route: "respaldo", req: body, ref: ref, at: mt.now, answer: a.body}
 	}
+}
+
+// The daily quotas of beta (operator settings; acme has none).
+const (
+	betaQuotaDecisions = 8
+	betaQuotaEvents    = 30
+)
+
+// quotaDay names the count of kind for the tenant clock's UTC day.
+func (mt *modelTenant) quotaDay(kind string) string {
+	return kind + "\x00" + mt.now.UTC().Format(time.DateOnly)
+}
+
+// quotaLeft is what the tenant's daily quota of kind has left today; -1
+// for no quota.
+func (mt *modelTenant) quotaLeft(kind string) int {
+	q := mt.quota[kind]
+	if q == 0 {
+		return -1
+	}
+	return max(q-mt.quotaUsed[mt.quotaDay(kind)], 0)
 }

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/coupond/coupond/engine"
 )
 
 // The operations of TestAPIModel (model_test.go), each with what the model
@@ -27,6 +29,14 @@ func (r *modelRun) events(mt *modelTenant) {
 	r.note("eventos %s %s", mt.id, canon(items))
 	p := mt.planEvents(items)
 	a := r.call(mt.id, "POST", "/v1/eventos", map[string]any{"eventos": items})
+	left := mt.quotaLeft(engine.QuotaEvents)
+	// New events past the quota refuse the request whole; past it, only a
+	// resend of accepted events is answered (contract §7: 429 before the
+	// rejections).
+	if left >= 0 && (p.aceptados > left || left == 0 && len(p.rejected) > 0) {
+		r.expectError("events past the tenant's daily quota", a, 429, "limite_excedido")
+		return
+	}
 	n := r.checkEvents(p, a)
 	if n != p.aceptados {
 		r.fail("eventos: aceptados %d, want %d (%v)", n, p.aceptados, a.body)
@@ -111,6 +121,7 @@ func (r *modelRun) applyEvents(mt *modelTenant, p eventPlan) {
 	for id, ev := range p.pending {
 		mt.events[id] = ev
 	}
+	mt.quotaUsed[mt.quotaDay(engine.QuotaEvents)] += p.aceptados
 	r.seen["events accepted"] += p.aceptados
 	r.seen["events duplicated"] += p.duplicados
 	for _, x := range p.rejected {

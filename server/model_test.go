@@ -18,6 +18,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/rs/zerolog"
 
+	"github.com/coupond/coupond/engine"
 	"github.com/coupond/coupond/internal/apitest"
 	"github.com/coupond/coupond/privacy"
 	"github.com/coupond/coupond/store"
@@ -89,8 +90,10 @@ type modelRun struct {
 type modelTenant struct {
 	id        string
 	now       time.Time
-	capped    bool // the per-customer daily cap applies
-	shadow    bool // shadow mode
+	capped    bool           // the per-customer daily cap applies
+	shadow    bool           // shadow mode
+	quota     map[string]int // daily quota by kind (engine.QuotaDecisions, engine.QuotaEvents); 0: none
+	quotaUsed map[string]int // used by quotaDay
 	refs      []string
 	events    map[string]modelEvent // accepted events by event_id
 	decisions map[string]*modelDecision
@@ -180,7 +183,14 @@ func newModelRun(t *testing.T, seed uint64) *modelRun {
 	r := &modelRun{t: t, h: h, fs: fs, rnd: rand.New(rand.NewPCG(seed, 0x5eed)), seed: seed, m: map[string]*modelTenant{}, seen: map[string]int{}}
 	for i, tn := range modelTenants {
 		capped := i == 1
-		h.tenant(tn, true, func(s *store.Settings) { s.RateLimits = capped })
+		quota := map[string]int{}
+		if capped {
+			quota = map[string]int{engine.QuotaDecisions: betaQuotaDecisions, engine.QuotaEvents: betaQuotaEvents}
+		}
+		h.tenant(tn, true, func(s *store.Settings) {
+			s.RateLimits = capped
+			s.QuotaDecisionsDay, s.QuotaEventsDay = int64(quota[engine.QuotaDecisions]), int64(quota[engine.QuotaEvents])
+		})
 		r.m[tn] = &modelTenant{
 			id: tn, now: testStart, capped: capped,
 			// "shared-0001" exists in both tenants: its data must never cross.
@@ -192,6 +202,8 @@ func newModelRun(t *testing.T, seed uint64) *modelRun {
 			keys:      map[string]*modelKey{},
 			deletion:  map[string]string{},
 			campaigns: map[string]bool{},
+			quota:     quota,
+			quotaUsed: map[string]int{},
 		}
 	}
 	r.issueTokens()
@@ -452,6 +464,9 @@ func (r *modelRun) restart() {
 	r.note("restart")
 	old := r.h
 	old.http.Close()
+	if err := old.srv.Flush(); err != nil { // as serve does when it stops
+		r.fail("flush: %v", err)
+	}
 	if err := old.db.Close(); err != nil {
 		r.fail("close: %v", err)
 	}
