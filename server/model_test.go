@@ -278,8 +278,10 @@ func (r *modelRun) step(i int) {
 		r.catalogStep(mt)
 	case n < 95:
 		r.restart()
-	case n < 97:
+	case n < 96:
 		r.learn(mt)
+	case n < 97:
+		r.prune(mt)
 	case n < 99:
 		r.burst(mt)
 	default:
@@ -536,4 +538,24 @@ func (mt *modelTenant) windowReward(d *modelDecision) int64 {
 		cents -= modelOptoutCents
 	}
 	return cents
+}
+
+// prune deletes mt's expired Idempotency-Key records (the learner loop's
+// PruneIdempotency): those the model holds past their retention, no more.
+func (r *modelRun) prune(mt *modelTenant) {
+	r.t.Helper()
+	r.note("prune keys %s", mt.id)
+	var want []string
+	for _, k := range sortedKeys(mt.keys) {
+		if mt.liveKey(k) == nil {
+			want = append(want, k)
+		}
+	}
+	n, err := r.h.engine.PruneIdempotency(mt.id)
+	if err != nil || n != len(want) {
+		r.fail("prune: %d %v, want %d (%v)", n, err, len(want), want)
+	}
+	for _, k := range want {
+		delete(mt.keys, k)
+	}
 }
