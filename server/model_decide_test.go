@@ -145,9 +145,12 @@ func (mt *modelTenant) liveKey(key string) *modelKey {
 }
 
 // openWindow is ref's decision whose reward window is open, or nil.
-func (mt *modelTenant) openWindow(ref string) *modelDecision {
+func (mt *modelTenant) openWindow(ref string) *modelDecision { return mt.openWindowAt(ref, mt.now) }
+
+// openWindowAt is openWindow at time at.
+func (mt *modelTenant) openWindowAt(ref string, at time.Time) *modelDecision {
 	d := mt.decisions[mt.window[ref]]
-	if d == nil || !mt.now.Before(d.at.Add(modelWindow)) {
+	if d == nil || !at.Before(d.at.Add(modelWindow)) {
 		return nil
 	}
 	return d

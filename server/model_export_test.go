@@ -84,7 +84,7 @@ func (mt *modelTenant) exportWant(ref string) exportView {
 			if d.reward != nil {
 				reward = fmt.Sprintf("%.2f", float64(*d.reward)/100)
 			}
-			v.Decisions = append(v.Decisions, fmt.Sprintf("%s %d %s %s %s %v", id, d.accion, d.caducaEn.Format(time.RFC3339), d.estado, reward, d.sombra))
+			v.Decisions = append(v.Decisions, fmt.Sprintf("%s %d %s %s %s %v", id, d.accion, d.caducaEn.Format(time.RFC3339Nano), d.estado, reward, d.sombra))
 			if c := d.conf; c != nil {
 				ar, motivo := "-", "-"
 				if c.accionReal != nil {

@@ -94,6 +94,7 @@ type modelTenant struct {
 	shadow    bool           // shadow mode
 	quota     map[string]int // daily quota by kind (engine.QuotaDecisions, engine.QuotaEvents); 0: none
 	quotaUsed map[string]int // used by quotaDay
+	batchAt   *time.Time     // when the last batch job was created
 	refs      []string
 	events    map[string]modelEvent // accepted events by event_id
 	decisions map[string]*modelDecision
@@ -282,6 +283,8 @@ func (r *modelRun) step(i int) {
 		r.learn(mt)
 	case n < 97:
 		r.prune(mt)
+	case n < 98:
+		r.batchJob()
 	case n < 99:
 		r.burst(mt)
 	default:
