@@ -25,9 +25,11 @@ package server
 //     together (decode.go → server/schema: decode.go, parse.go, schema.go;
 //     422 with every field), then an engine.Request.
 //  5. engine/decide.go, Engine.Decide: tenant state and clock → for an
-//     Idempotency-Key, the in-flight guard and replay (store/idempotency.go:
-//     the stored answer replayed whatever the day's quota and cap, or 409
-//     on another body) → otherwise decideCounted: one unit of the tenant's
+//     Idempotency-Key, the replay (store/idempotency.go: the stored answer
+//     replayed whatever the day's quota and cap, or 409 on another body),
+//     looked up before the in-flight guard and again under it (a retry
+//     beside another retry is a replay; only a key not answered yet is
+//     409 while its first request runs) → otherwise decideCounted: one unit of the tenant's
 //     daily quota of decisions reserved, checked and counted in one step
 //     (engine/quotas.go; a request checkQuota let in whose unit a
 //     concurrent one took is 429 here), given back when the request then
