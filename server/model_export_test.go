@@ -250,17 +250,36 @@ func (r *modelRun) campaign(mt, o *modelTenant) {
 	if r.pick(2) == 0 {
 		r.note("campaign put %s %s", mt.id, id)
 		a := r.call(mt.id, "PUT", "/v1/campanas/"+id, map[string]any{"canal": "push", "descripcion": "prueba " + id, "max_envios": 10})
-		if a.status != 200 || a.body["campana_id"] != id || a.body["canal"] != "push" {
-			r.fail("campaign put: %d %v", a.status, a.body)
+		c, ok := mt.campaigns[id]
+		if !ok {
+			c.creado = mt.now.Format(time.RFC3339)
 		}
-		mt.campaigns[id] = true
+		c.actualizado = mt.now.Format(time.RFC3339)
+		mt.campaigns[id] = c
+		r.checkCampaign(mt, id, a)
 	}
 	r.note("campaign get %s %s", o.id, id)
 	a := r.call(o.id, "GET", "/v1/campanas/"+id, nil)
-	if !o.campaigns[id] {
+	if _, ok := o.campaigns[id]; !ok {
 		r.expectError("a campaign the tenant never defined", a, 404, "no_encontrado")
-	} else if a.status != 200 || a.body["campana_id"] != id || a.body["descripcion"] != "prueba "+id {
-		r.fail("campaign get: %d %v", a.status, a.body)
+		return
+	}
+	r.checkCampaign(o, id, a)
+}
+
+// checkCampaign checks answer a of campaign id of mt: the stored campaign
+// with its creation time and its last update (the tenant clock).
+func (r *modelRun) checkCampaign(mt *modelTenant, id string, a modelAnswer) {
+	r.t.Helper()
+	c := mt.campaigns[id]
+	want := map[string]any{"campana_id": id, "canal": "push", "descripcion": "prueba " + id, "max_envios": 10.0,
+		"creado_en": c.creado, "actualizado_en": c.actualizado}
+	got := map[string]any{}
+	for k := range want {
+		got[k] = a.body[k]
+	}
+	if a.status != 200 || !cmp.Equal(got, want) {
+		r.fail("campaign %s of %s: %d %v, want %v", id, mt.id, a.status, a.body, want)
 	}
 }
 

@@ -107,7 +107,7 @@ type modelTenant struct {
 	catalog   []int             // action ids of the catalog
 	eligible  map[int]bool      // the actions a push decision may choose
 	version   int64
-	campaigns map[string]bool
+	campaigns map[string]modelCampaign
 	fallbacks []modelFallback
 }
 
@@ -128,6 +128,10 @@ type modelDecision struct {
 	reward   *int64 // cents, made final by a learner pass
 	sombra   bool   // made in shadow mode
 }
+
+// modelCampaign is a campaign the probes define: its creado_en and
+// actualizado_en (RFC 3339, the tenant clock).
+type modelCampaign struct{ creado, actualizado string }
 
 // modelFallback is a fallback record (POST /v1/decisiones/respaldo); the
 // export shows it ejecutada (the caller applied its rule).
@@ -202,7 +206,7 @@ func newModelRun(t *testing.T, seed uint64) *modelRun {
 			dayCount:  map[string]int{},
 			keys:      map[string]*modelKey{},
 			deletion:  map[string]string{},
-			campaigns: map[string]bool{},
+			campaigns: map[string]modelCampaign{},
 			quota:     quota,
 			quotaUsed: map[string]int{},
 		}
