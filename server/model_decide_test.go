@@ -16,10 +16,9 @@ import (
 
 // Contract constants the model applies.
 const (
-	modelTTL    = 7 * 24 * time.Hour  // caduca_en
-	modelWindow = 28 * 24 * time.Hour // default reward window
-	modelIdem   = 24 * time.Hour      // Idempotency-Key retention
-	modelDayCap = 3                   // decisions per cliente_ref per day
+	modelTTL    = 7 * 24 * time.Hour // caduca_en
+	modelIdem   = 24 * time.Hour     // Idempotency-Key retention
+	modelDayCap = 3                  // decisions per cliente_ref per day
 )
 
 // decisionMembers are the members of a decision answer (shadow mode off,
@@ -150,7 +149,7 @@ func (mt *modelTenant) openWindow(ref string) *modelDecision { return mt.openWin
 // openWindowAt is openWindow at time at.
 func (mt *modelTenant) openWindowAt(ref string, at time.Time) *modelDecision {
 	d := mt.decisions[mt.window[ref]]
-	if d == nil || !at.Before(d.at.Add(modelWindow)) {
+	if d == nil || !at.Before(d.at.Add(mt.rewardWindow)) {
 		return nil
 	}
 	return d
@@ -326,6 +325,9 @@ func (r *modelRun) confirmed(mt *modelTenant, d *modelDecision, body map[string]
 		r.fail("confirmation: %d %v, want 200 %v", a.status, a.body, want)
 	}
 	d.conf, d.estado = c, c.estado
+	if d.reward != nil {
+		r.seen["confirmation after the reward was final"]++
+	}
 	r.seen["confirmation "+c.estado]++
 	if key != "" {
 		mt.keys[key] = &modelKey{ident: ident, route: "ejecucion", id: d.id, req: body, ref: d.ref, at: mt.now, answer: a.body}

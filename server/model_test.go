@@ -95,20 +95,24 @@ type modelTenant struct {
 	quota     map[string]int // daily quota by kind (engine.QuotaDecisions, engine.QuotaEvents); 0: none
 	quotaUsed map[string]int // used by quotaDay
 	batchAt   *time.Time     // when the last batch job was created
-	refs      []string
-	events    map[string]modelEvent // accepted events by event_id
-	decisions map[string]*modelDecision
-	order     []string          // decision ids in creation order
-	erasedIDs []string          // ids of decisions a deletion erased
-	window    map[string]string // cliente_ref → last decision id
-	dayCount  map[string]int    // cliente_ref NUL day → decisions answered
-	keys      map[string]*modelKey
-	deletion  map[string]string // cliente_ref → programado | completado
-	catalog   []int             // action ids of the catalog
-	eligible  map[int]bool      // the actions a push decision may choose
-	version   int64
-	campaigns map[string]modelCampaign
-	fallbacks []modelFallback
+	// The reward window and its grace: acme has the defaults (28 and 2
+	// days), beta a window shorter than the confirmation deadline, so
+	// that rewards become final while decisions can still be confirmed.
+	rewardWindow, rewardGrace time.Duration
+	refs                      []string
+	events                    map[string]modelEvent // accepted events by event_id
+	decisions                 map[string]*modelDecision
+	order                     []string          // decision ids in creation order
+	erasedIDs                 []string          // ids of decisions a deletion erased
+	window                    map[string]string // cliente_ref → last decision id
+	dayCount                  map[string]int    // cliente_ref NUL day → decisions answered
+	keys                      map[string]*modelKey
+	deletion                  map[string]string // cliente_ref → programado | completado
+	catalog                   []int             // action ids of the catalog
+	eligible                  map[int]bool      // the actions a push decision may choose
+	version                   int64
+	campaigns                 map[string]modelCampaign
+	fallbacks                 []modelFallback
 }
 
 type modelEvent struct {
@@ -192,23 +196,29 @@ func newModelRun(t *testing.T, seed uint64) *modelRun {
 		if capped {
 			quota = map[string]int{engine.QuotaDecisions: betaQuotaDecisions, engine.QuotaEvents: betaQuotaEvents}
 		}
+		window, grace := 28*24*time.Hour, 2*24*time.Hour
+		if capped {
+			window, grace = 3*24*time.Hour, 24*time.Hour
+		}
 		h.tenant(tn, true, func(s *store.Settings) {
 			s.RateLimits = capped
+			s.RewardWindow, s.RewardGrace = window, grace
 			s.QuotaDecisionsDay, s.QuotaEventsDay = int64(quota[engine.QuotaDecisions]), int64(quota[engine.QuotaEvents])
 		})
 		r.m[tn] = &modelTenant{
 			id: tn, now: testStart, capped: capped,
 			// "shared-0001" exists in both tenants: its data must never cross.
-			refs:      []string{tn + "-cli-0001", tn + "-cli-0002", tn + "-cli-0003", "shared-0001"},
-			events:    map[string]modelEvent{},
-			decisions: map[string]*modelDecision{},
-			window:    map[string]string{},
-			dayCount:  map[string]int{},
-			keys:      map[string]*modelKey{},
-			deletion:  map[string]string{},
-			campaigns: map[string]modelCampaign{},
-			quota:     quota,
-			quotaUsed: map[string]int{},
+			refs:         []string{tn + "-cli-0001", tn + "-cli-0002", tn + "-cli-0003", "shared-0001"},
+			events:       map[string]modelEvent{},
+			decisions:    map[string]*modelDecision{},
+			window:       map[string]string{},
+			dayCount:     map[string]int{},
+			keys:         map[string]*modelKey{},
+			deletion:     map[string]string{},
+			campaigns:    map[string]modelCampaign{},
+			quota:        quota,
+			quotaUsed:    map[string]int{},
+			rewardWindow: window, rewardGrace: grace,
 		}
 	}
 	r.issueTokens()
@@ -381,11 +391,12 @@ func (r *modelRun) expectError(what string, a modelAnswer, status int, codigo st
 }
 
 // advance moves a tenant's sandbox clock ("admin clock advance"). The
-// steps include the contract's boundaries: 7 days (caduca_en) and 28
-// days (reward window) exactly.
+// steps include the contract's boundaries: 7 days (caduca_en), 28 days
+// (acme's reward window), 3 and 4 days (beta's window, and its grace).
 func (r *modelRun) advance(mt *modelTenant) {
 	r.t.Helper()
-	by := []time.Duration{time.Minute, time.Hour, 6 * time.Hour, 24 * time.Hour, 7 * 24 * time.Hour, 28 * 24 * time.Hour, 13 * time.Hour}[r.pick(7)]
+	by := []time.Duration{time.Minute, time.Hour, 6 * time.Hour, 24 * time.Hour, 7 * 24 * time.Hour, 28 * 24 * time.Hour, 13 * time.Hour,
+		3 * 24 * time.Hour, 4 * 24 * time.Hour}[r.pick(9)]
 	r.note("advance %s by %s", mt.id, by)
 	if _, err := r.h.db.UpdateTenant(mt.id, func(t *store.Tenant) error { t.ClockNow = t.ClockNow.Add(by); return nil }); err != nil {
 		r.fail("advance: %v", err)
@@ -491,7 +502,6 @@ func (r *modelRun) restart() {
 
 // Reward constants of the model's tenants and catalogs (contract §5).
 const (
-	modelGrace       = 2 * 24 * time.Hour
 	modelSendCents   = 50   // costo_envio_mxn of every action of putCatalog
 	modelOptoutCents = 5000 // the default opt-out penalty
 )
@@ -507,7 +517,7 @@ func (r *modelRun) learn(mt *modelTenant) {
 		r.fail("learn: %v", err)
 	}
 	for _, d := range mt.decisions {
-		if d.reward == nil && !mt.now.Before(d.at.Add(modelWindow+modelGrace)) {
+		if d.reward == nil && !mt.now.Before(d.at.Add(mt.rewardWindow+mt.rewardGrace)) {
 			w := mt.windowReward(d)
 			d.reward = &w
 		}
@@ -521,7 +531,7 @@ func (mt *modelTenant) windowReward(d *modelDecision) int64 {
 	for _, ev := range mt.events {
 		b := ev.body
 		ts, _ := time.Parse(time.RFC3339, b["ts"].(string))
-		if ev.ref != d.ref || ts.Before(d.at) || !ts.Before(d.at.Add(modelWindow)) {
+		if ev.ref != d.ref || ts.Before(d.at) || !ts.Before(d.at.Add(mt.rewardWindow)) {
 			continue
 		}
 		switch b["tipo"] {
