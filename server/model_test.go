@@ -36,7 +36,9 @@ import (
 // -model.seed=N -model.seeds=1 (and the same -model.steps).
 //
 // Flags: -model.steps (default 300 with -short, 1500 without),
-// -model.seeds (default 1), -model.seed (first seed, default 1).
+// -model.seeds (default 1), -model.seed (first seed, default 1),
+// -model.burst (percent of extra steps that send requests at once; with
+// -race, for races).
 func TestAPIModel(t *testing.T) {
 	steps := *modelSteps
 	if steps == 0 {
@@ -56,6 +58,7 @@ var (
 	modelSteps = flag.Int("model.steps", 0, "steps of TestAPIModel per seed (0: 300 with -short, else 1500)")
 	modelSeeds = flag.Int("model.seeds", 1, "number of seeds TestAPIModel runs")
 	modelSeed  = flag.Uint64("model.seed", 1, "first seed of TestAPIModel")
+	modelBurst = flag.Int("model.burst", 0, "percent of TestAPIModel's steps that send requests at once, beyond the usual 2")
 )
 
 // The model's tenants: "acme" runs without rate limits (no per-customer
@@ -270,6 +273,10 @@ func (r *modelRun) ref(mt *modelTenant) string {
 func (r *modelRun) step(i int) {
 	r.t.Helper()
 	mt := r.tenant()
+	if *modelBurst > 0 && r.pick(100) < *modelBurst {
+		r.burst(mt)
+		return
+	}
 	switch n := r.pick(100); {
 	case n < 25:
 		r.events(mt)
