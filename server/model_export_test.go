@@ -2,12 +2,14 @@ package server
 
 import (
 	"fmt"
+	"net/http"
 	"sort"
 	"strings"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/coupond/coupond/internal/apitest"
 	"github.com/coupond/coupond/store"
 )
 
@@ -219,7 +221,9 @@ func (r *modelRun) other(mt *modelTenant) *modelTenant {
 func (r *modelRun) probe(mt *modelTenant) {
 	r.t.Helper()
 	o := r.other(mt)
-	switch r.pick(6) {
+	switch r.pick(7) {
+	case 6:
+		r.malformed()
 	case 4:
 		r.pausedProbe(mt)
 	case 5:
@@ -348,4 +352,54 @@ func utcExtra(extra map[string]any) map[string]any {
 		}
 	}
 	return out
+}
+
+// malformed sends acme a request the pipeline refuses before any handler
+// rule (contract §2 and §7): a body that is not JSON (415), one over the
+// size limit (413), broken JSON (422), an envelope of 1,001 events (422),
+// a repeated Idempotency-Key (422). Nothing changes (later steps would
+// see it).
+func (r *modelRun) malformed() {
+	r.t.Helper()
+	ref := r.ref(r.m["acme"])
+	decide := `{"cliente_ref":"` + ref + `","contexto":{"canal":"push"}}`
+	var status int
+	var codigo string
+	var a modelAnswer
+	switch r.pick(5) {
+	case 0:
+		r.note("malformed: decision as text/plain")
+		a = r.call("acme", "POST", "/v1/decisiones", decide, "Content-Type", "text/plain")
+		status, codigo = 415, "esquema_invalido"
+	case 1:
+		r.note("malformed: 2 MB of events")
+		a = r.call("acme", "POST", "/v1/eventos", `{"eventos":["`+strings.Repeat("x", 2<<20)+`"]}`)
+		status, codigo = 413, "esquema_invalido"
+	case 2:
+		r.note("malformed: broken JSON decision")
+		a = r.call("acme", "POST", "/v1/decisiones", decide[:len(decide)-1])
+		status = 422
+	case 3:
+		r.note("malformed: 1001 events")
+		evs := make([]any, 1001)
+		for i := range evs {
+			evs[i] = r.validEvent(r.m["acme"], ref)
+		}
+		a = r.call("acme", "POST", "/v1/eventos", map[string]any{"eventos": evs})
+		status = 422
+	default:
+		r.note("malformed: two Idempotency-Key headers")
+		req, _ := http.NewRequest("POST", r.h.http.URL+"/v1/decisiones", strings.NewReader(decide))
+		apitest.SetHeaders(req, true, r.tokens["acme"])
+		req.Header.Add("Idempotency-Key", "k-1")
+		req.Header.Add("Idempotency-Key", "k-2")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			r.fail("decision with two keys: %v", err)
+		}
+		a = modelAnswer{status: resp.StatusCode, header: resp.Header, body: apitest.Object(r.t, resp)}
+		r.checkAnswer("POST", "/v1/decisiones", a)
+		status = 422
+	}
+	r.expectError("malformed request", a, status, codigo)
 }
