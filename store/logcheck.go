@@ -98,6 +98,72 @@ func (db *DB) keepLogDamage(d *LogDamage) error {
 	return b.Commit()
 }
 
+// pendingLogNote is the file in the store dir that holds a note from the
+// check before Pebble opens until the note is committed in the store:
+// Pebble's open replays the damaged log and may then drop it, so a crash
+// in between would lose the note with the log. Pebble ignores the files of
+// its directory it does not know.
+const pendingLogNote = "coupond-log-damage.json"
+
+// writePendingNote writes d to dir's pending note file and syncs it and
+// the directory; an error leaves the note to the store's commit alone.
+func writePendingNote(fs vfs.FS, dir string, d *LogDamage) error {
+	v, err := json.Marshal(d)
+	if err != nil {
+		return err
+	}
+	tmp, final := fs.PathJoin(dir, pendingLogNote+".tmp"), fs.PathJoin(dir, pendingLogNote)
+	f, err := fs.Create(tmp, vfs.WriteCategoryUnspecified)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(v)
+	err = errors.Join(err, f.Sync(), f.Close())
+	if err == nil {
+		err = fs.Rename(tmp, final)
+	}
+	if err != nil {
+		return errors.Join(err, fs.Remove(tmp))
+	}
+	d2, err := fs.OpenDir(dir)
+	if err != nil {
+		return err
+	}
+	return errors.Join(d2.Sync(), d2.Close())
+}
+
+// readPendingNote reads dir's pending note file: nil when there is none
+// or it does not decode.
+func readPendingNote(fs vfs.FS, dir string) *LogDamage {
+	f, err := fs.Open(fs.PathJoin(dir, pendingLogNote))
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	v, err := io.ReadAll(io.LimitReader(f, 1<<16))
+	var d LogDamage
+	if err != nil || json.Unmarshal(v, &d) != nil || d.File == "" {
+		return nil
+	}
+	return &d
+}
+
+// findLogDamage is the note an open keeps: the damage checkNewestLog
+// finds, written to the pending note file before Pebble opens, or else the
+// pending note an earlier open left when it stopped before committing it
+// (that one too when the damage found is the same, still there).
+func findLogDamage(fs vfs.FS, dir string, now time.Time) *LogDamage {
+	pending := readPendingNote(fs, dir)
+	found := checkNewestLog(fs, dir, now)
+	if found == nil || pending != nil && pending.File == found.File && pending.Offset == found.Offset {
+		return pending
+	}
+	// Not written (a full disk, say), the note is still committed below
+	// if it can be, and logged by serve.
+	_ = writePendingNote(fs, dir, found)
+	return found
+}
+
 // checkNewestLog reads the newest write-ahead log in dir and returns a
 // note when a damaged chunk has readable records of the same log after it;
 // nil for a whole log, a torn tail, or no log. It reads only; errors

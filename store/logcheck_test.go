@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -111,6 +112,9 @@ func TestDamagedLogIsReported(t *testing.T) {
 			if len(notes) != 1 || db.FoundLogDamage() == nil {
 				t.Fatalf("notes %v, found %v; want one", notes, db.FoundLogDamage())
 			}
+			if _, err := fs.Stat(fs.PathJoin("db", pendingLogNote)); err == nil {
+				t.Errorf("the pending note file is left once the note is kept")
+			}
 			d := notes[0]
 			// The lost writes: the damaged one and the readable ones after it.
 			if d.File != log || d.Offset > size/2 || d.Lost+n != 1000 || d.FoundAt.IsZero() {
@@ -136,6 +140,65 @@ func TestDamagedLogIsReported(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestPendingLogNote: a note an open found and wrote to the pending file
+// but did not commit (it stopped in between, after Pebble's open dropped
+// the damaged log) is kept by the next open, which removes the file; found
+// again in a log still damaged, it is one note, with its first time.
+func TestPendingLogNote(t *testing.T) {
+	first := time.Date(2026, 12, 5, 8, 0, 0, 0, time.UTC)
+	open := func(t *testing.T, fs vfs.FS) ([]LogDamage, *LogDamage) {
+		t.Helper()
+		db, err := Open("db", fs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		notes, err := db.LogDamage()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := fs.Stat(fs.PathJoin("db", pendingLogNote)); err == nil {
+			t.Errorf("the pending note file is left once the note is kept")
+		}
+		return notes, db.FoundLogDamage()
+	}
+	strip := func(d LogDamage) LogDamage { d.Kept = false; return d }
+
+	t.Run("log gone", func(t *testing.T) {
+		fs := NewMemFS()
+		writeLog(t, fs, 10) // a whole log: the damaged one is gone
+		note := LogDamage{File: "000002.log", Offset: 4096, Lost: 7, FoundAt: first}
+		if err := writePendingNote(fs, "db", &note); err != nil {
+			t.Fatal(err)
+		}
+		notes, found := open(t, fs)
+		if found == nil || !found.Kept || cmp.Diff([]LogDamage{note}, notes) != "" || strip(*found) != note {
+			t.Errorf("notes %+v, found %+v; want the pending one, %+v", notes, found, note)
+		}
+		if notes, found = open(t, fs); found != nil || cmp.Diff([]LogDamage{note}, notes) != "" {
+			t.Errorf("reopened: notes %+v, found %+v; want the one note, found nothing", notes, found)
+		}
+	})
+	t.Run("log still damaged", func(t *testing.T) {
+		fs := NewMemFS()
+		log, size := writeLog(t, fs, 1000)
+		overwrite(t, fs, log, size/2, []byte{0xff, 0xee, 0x00})
+		lock, err := pebble.LockDirectory("db", fs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pending := findLogDamage(fs, "db", first) // the open that stopped
+		lock.Close()
+		if pending == nil || readPendingNote(fs, "db") == nil {
+			t.Fatalf("found %+v, pending file %+v; want the damage written down", pending, readPendingNote(fs, "db"))
+		}
+		notes, found := open(t, fs)
+		if found == nil || cmp.Diff([]LogDamage{*pending}, notes) != "" {
+			t.Errorf("notes %+v, found %+v; want one, %+v", notes, found, *pending)
+		}
+	})
 }
 
 // TestScanLogRecycledTail: a recycled log keeps an older log's bytes after

@@ -134,15 +134,19 @@ func Open(dir string, fs vfs.FS) (*DB, error) {
 		return nil, err
 	}
 	if damage != nil {
-		// Not kept (a full disk, say), the note is still logged by serve.
+		// Not kept (a full disk, say), the note is still logged by serve,
+		// and the pending file keeps it for the next open.
 		damage.Kept = db.keepLogDamage(damage) == nil
+		if damage.Kept {
+			_ = fs.Remove(fs.PathJoin(dir, pendingLogNote))
+		}
 		db.foundLog = damage
 	}
 	return db, nil
 }
 
 // lockAndCheckLog creates dir if needed, takes its lock and checks the
-// newest write-ahead log (checkNewestLog).
+// newest write-ahead log (findLogDamage).
 func lockAndCheckLog(fs vfs.FS, dir string) (*pebble.Lock, *LogDamage, error) {
 	if err := fs.MkdirAll(dir, 0o700); err != nil {
 		return nil, nil, err
@@ -151,7 +155,7 @@ func lockAndCheckLog(fs vfs.FS, dir string) (*pebble.Lock, *LogDamage, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	return lock, checkNewestLog(fs, dir, time.Now()), nil
+	return lock, findLogDamage(fs, dir, time.Now()), nil
 }
 
 // Close flushes and closes the store. Once one of Pebble's goroutines is
