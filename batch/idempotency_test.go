@@ -25,9 +25,10 @@ func keyed(key, body string, refs ...string) Submission {
 
 // TestSubmitIdempotencyKey: a keyed batch creation repeated with the same
 // body within 24 h of the tenant clock returns the first job and creates
-// nothing, past the one-job-per-hour limit too; another body, or a key
-// held by a request still running (of any route), is
-// ErrIdempotencyConflict; after 24 h the key is new again.
+// nothing, past the one-job-per-hour limit too, and also while another
+// retry of it holds the key; another body, or a key whose first request
+// is still running (of any route), is ErrIdempotencyConflict; after 24 h
+// the key is new again.
 func TestSubmitIdempotencyKey(t *testing.T) {
 	tests := []struct {
 		name    string
@@ -41,7 +42,8 @@ func TestSubmitIdempotencyKey(t *testing.T) {
 		{name: "replay", advance: 10 * time.Minute, second: keyed("k1", "cuerpo", "c-1"), same: true, jobs: 1},
 		{name: "replay near the end of retention", advance: 24*time.Hour - time.Second, second: keyed("k1", "cuerpo", "c-1"), same: true, jobs: 1},
 		{name: "other body", advance: 10 * time.Minute, second: keyed("k1", "otro", "c-2"), wantErr: engine.ErrIdempotencyConflict, jobs: 1},
-		{name: "in flight", advance: 10 * time.Minute, hold: true, second: keyed("k1", "cuerpo", "c-1"), wantErr: engine.ErrIdempotencyConflict, jobs: 1},
+		{name: "first request in flight", advance: 2 * time.Hour, hold: true, second: keyed("k3", "cuerpo", "c-1"), wantErr: engine.ErrIdempotencyConflict, jobs: 1},
+		{name: "replay beside another retry", advance: 10 * time.Minute, hold: true, second: keyed("k1", "cuerpo", "c-1"), same: true, jobs: 1},
 		{name: "other key within the hour", advance: 10 * time.Minute, second: keyed("k2", "cuerpo", "c-1"), wantErr: ErrBusy, jobs: 1},
 		{name: "expired key", advance: 24 * time.Hour, second: keyed("k1", "cuerpo", "c-1"), jobs: 2},
 	}

@@ -248,6 +248,15 @@ func (r *Runner) Submit(tenant string, s Submission) (*Job, error) {
 		return nil, fmt.Errorf("batch: tenant %q: %w", tenant, ErrNotFound)
 	}
 	now := t.Now(r.now())
+	// A stored answer needs no claim: a retry beside another retry is a
+	// replay (KeyClaims.Stored); a damaged one is left to the claim.
+	if ans, err := r.eng.KeyClaims.Stored(tenant, now, s.Idempotency); err != nil {
+		return nil, err
+	} else if ans != nil {
+		if j, err := replayedJob(ans); err == nil {
+			return j, nil
+		}
+	}
 	claim, err := r.eng.KeyClaims.Claim(tenant, now, s.Idempotency)
 	if err != nil {
 		return nil, err

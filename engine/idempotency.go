@@ -119,6 +119,25 @@ func (k *KeyClaims) Claim(tenant string, now time.Time, id Idempotency) (*KeyCla
 	return c, nil
 }
 
+// Stored is the answer stored for tenant's Idempotency-Key of id within
+// IdempotencyTTL by now, looked up without claiming the key, so that a
+// retry of an answered request beside another retry of it is a replay, not
+// a conflict (contract §2 keeps that for another body or a first request
+// still running; Decide does the same): nil when the key has no readable
+// record (new, expired or damaged: Claim then claims it and deals with
+// them), ErrIdempotencyConflict when the record answered another body.
+// An unkeyed id has none.
+func (k *KeyClaims) Stored(tenant string, now time.Time, id Idempotency) (json.RawMessage, error) {
+	if !id.Keyed() {
+		return nil, nil
+	}
+	rec, _, err := k.core.idemLookup(tenant, now, id, false)
+	if rec == nil || err != nil {
+		return nil, err
+	}
+	return rec.Answer, nil
+}
+
 // Answer is the answer stored for the claimed key: the first request's,
 // to be sent again as it is; nil when the request is not a replay.
 func (c *KeyClaim) Answer() json.RawMessage { return c.answer }
