@@ -30,7 +30,10 @@ package privacy
 //     to retry later (a batch job of the tenant is queued or running);
 //  4. flushes the memtable and compacts every key range the pass touched
 //     (once per pass, however many customers it deleted), so the bytes are
-//     rewritten out of the sstables, not only shadowed by tombstones;
+//     rewritten out of the sstables, not only shadowed by tombstones; first
+//     it waits, a bounded time, for the snapshots open at the erasures'
+//     commit to close (a streamed export holds one, and Pebble keeps what a
+//     snapshot sees), else it leaves the jobs to the next pass;
 //  5. marks the records completado and removes the queue entries, and
 //     compacts the queue range too;
 //  6. purges the write-ahead logs and MANIFESTs written before, which may
@@ -446,7 +449,14 @@ func (p *tenantPass) run(ctx context.Context, hooks DeletionHooks) error {
 		}
 	}
 	// Phase 2: one compaction for the pass, then the records say
-	// completado and the queue entries go (and are compacted away).
+	// completado and the queue entries go (and are compacted away); not
+	// while a snapshot older than the erasures is open (olderReadsDone).
+	if len(ready) > 0 && !p.s.olderReadsDone(ctx) {
+		p.st.Pending += len(ready)
+		p.s.log.Info().Str("tenant", p.tenant).Int("deletions", len(ready)).
+			Msg("deletions erased but left to the next pass: a read of the store older than them (a streamed export) is still open")
+		return nil
+	}
 	if err := p.s.compactKeys(ctx, touched); err != nil {
 		err = inStep(noteCompact, err)
 		for _, r := range ready {
@@ -734,3 +744,33 @@ func (s *Service) putJob(key []byte, job *deletionJob) error {
 
 // eraseCustomer removes from the store everything that names the customer
 // (see the file comment) in one synced batch and returns the keys it
+
+// defaultSnapshotWait is how long a deletion pass waits, at most, for the
+// snapshots open when its erasures committed to close (olderReadsDone).
+const defaultSnapshotWait = 10 * time.Second
+
+// olderReadsDone waits until every snapshot of the store open now (a
+// customer's export, streamed to a client that may read slowly, holds one)
+// is closed, and reports whether they all were within the Service's
+// snapshot wait and before ctx ended. Pebble keeps in its files every
+// value an open snapshot sees, through flushes and compactions: a deletion
+// is completado only once those the erasures deleted are compacted away,
+// so a pass calls it after its erasures commit, before compacting.
+func (s *Service) olderReadsDone(ctx context.Context) bool {
+	wait := s.snapshotWait
+	if wait <= 0 {
+		wait = defaultSnapshotWait
+	}
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	for _, closed := range s.db.OpenSnapshots() {
+		select {
+		case <-closed:
+		case <-timer.C:
+			return false
+		case <-ctx.Done():
+			return false
+		}
+	}
+	return true
+}

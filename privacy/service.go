@@ -62,6 +62,10 @@ type Service struct {
 	// decisions one chunk of an export reads (exportevents.go,
 	// exportdecisions.go); 0 is defaultExportChunk.
 	exportChunk int
+	// snapshotWait is how long a deletion pass waits for the snapshots
+	// older than its erasures to close (olderReadsDone); 0 is
+	// defaultSnapshotWait.
+	snapshotWait time.Duration
 
 	// beforeCommit, when set (tests), runs in eraseCustomer after the
 	// erasers, under the customer's locks, before the erasure commits.

@@ -123,3 +123,35 @@ func TestSnapshotReads(t *testing.T) {
 		t.Errorf("live store (-want +got):\n%s", diff)
 	}
 }
+
+// TestOpenSnapshots: OpenSnapshots has a channel for each snapshot open at
+// the call, closed when that snapshot is, and none for one opened after;
+// a second Close does nothing.
+func TestOpenSnapshots(t *testing.T) {
+	db, _ := openMem(t)
+	a, b := db.NewSnapshot(), db.NewSnapshot()
+	open := db.OpenSnapshots()
+	later := db.NewSnapshot()
+	defer later.Close()
+	closed := func() (n int) {
+		for _, c := range open {
+			select {
+			case <-c:
+				n++
+			default:
+			}
+		}
+		return n
+	}
+	if len(open) != 2 || closed() != 0 {
+		t.Fatalf("%d open snapshots, %d of them closed; want 2, none", len(open), closed())
+	}
+	for i, s := range []*Snapshot{a, a, b} {
+		if err := s.Close(); err != nil {
+			t.Fatalf("Close %d: %v", i, err)
+		}
+	}
+	if closed() != 2 || len(db.OpenSnapshots()) != 1 {
+		t.Errorf("after closing both: %d of them closed, %d open; want 2, 1 (the later one)", closed(), len(db.OpenSnapshots()))
+	}
+}

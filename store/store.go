@@ -54,6 +54,8 @@ type DB struct {
 	lock *pebble.Lock
 
 	space *space // free space and the reserve (space.go), shared with quietLogger
+	// snaps are the Pebble snapshots open now (OpenSnapshots).
+	snaps openSnapshots
 	// lastMetrics is Metrics' last reading, its answer once a Pebble
 	// goroutine is parked (park.go).
 	lastMetrics atomic.Pointer[Metrics]
@@ -447,17 +449,26 @@ func (b *Batch) Close() { _ = b.b.Close() }
 type Snapshot struct {
 	s  *pebble.Snapshot // nil: a view of the live store (parked)
 	db *DB
+	// closed is closed by Close (OpenSnapshots); nil with s.
+	closed chan struct{}
+	once   sync.Once
 }
 
 // NewSnapshot takes a consistent read view; Close it when done. Once one
 // of Pebble's goroutines is parked (park.go), which may hold the mutex a
 // Pebble snapshot takes, it reads the live store instead: writes are
 // stopped then, so that view stands still as well.
+//
+// While it is open, Pebble keeps every value it sees in the store's files,
+// through flushes and compactions, deleted or overwritten since or not: an
+// erasure that needs the bytes gone waits for it (OpenSnapshots).
 func (db *DB) NewSnapshot() *Snapshot {
 	if db.space.isParked() {
 		return &Snapshot{db: db}
 	}
-	return &Snapshot{s: db.pdb.NewSnapshot(), db: db}
+	s := &Snapshot{s: db.pdb.NewSnapshot(), db: db, closed: make(chan struct{})}
+	db.snaps.add(s.closed)
+	return s
 }
 
 // Scan is DB.Scan over the snapshot.
@@ -469,12 +480,59 @@ func (s *Snapshot) Scan(lower, upper []byte, fn func(key, value []byte) error) e
 }
 
 // Close releases the snapshot; once a Pebble goroutine is parked it leaves
-// it to the process's end (Pebble's Close of it takes the mutex).
+// it to the process's end (Pebble's Close of it takes the mutex), though
+// OpenSnapshots no longer counts it. A second Close does nothing.
 func (s *Snapshot) Close() error {
-	if s.s == nil || s.db.space.isParked() {
+	if s.s == nil {
 		return nil
 	}
-	return s.s.Close()
+	var err error
+	s.once.Do(func() {
+		if !s.db.space.isParked() {
+			err = s.s.Close()
+		}
+		s.db.snaps.remove(s.closed)
+		close(s.closed)
+	})
+	return err
+}
+
+// OpenSnapshots returns, for each snapshot open now, a channel closed when
+// it is closed. Once all are, no snapshot sees what was deleted before the
+// call: a flush and a compaction after that rewrite the deleted values out
+// of the store's files.
+func (db *DB) OpenSnapshots() []<-chan struct{} { return db.snaps.list() }
+
+// openSnapshots is the set of open snapshots, by the channel each closes
+// when it is closed.
+type openSnapshots struct {
+	mu   sync.Mutex
+	open map[chan struct{}]bool
+}
+
+func (o *openSnapshots) add(c chan struct{}) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.open == nil {
+		o.open = map[chan struct{}]bool{}
+	}
+	o.open[c] = true
+}
+
+func (o *openSnapshots) remove(c chan struct{}) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	delete(o.open, c)
+}
+
+func (o *openSnapshots) list() []<-chan struct{} {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	out := make([]<-chan struct{}, 0, len(o.open))
+	for c := range o.open {
+		out = append(out, c)
+	}
+	return out
 }
 
 // Compact compacts [lower, upper) so deleted data is physically removed from
