@@ -309,12 +309,16 @@ type running struct {
 // stop shuts the API, the admin socket and the console down, each within
 // bound, then stops the background loops, waiting for them at most bound
 // when boundLoops (a loop can wait on a failed store forever) and as long
-// as they take otherwise.
+// as they take otherwise. The API's answers still going at bound (a
+// customer's export streamed to a slow client, which holds a snapshot of
+// the store) have their connections closed: they end at their next write,
+// before the store is closed.
 func (r *running) stop(bound time.Duration, boundLoops bool, log zerolog.Logger) {
 	ctx, cancel := context.WithTimeout(context.Background(), bound)
 	defer cancel()
 	if err := r.http.Shutdown(ctx); err != nil {
-		log.Warn().Err(err).Msg("http shutdown")
+		log.Warn().Err(err).Msg("http shutdown: answers still going are cut short")
+		r.http.Close()
 	}
 	r.admin.Shutdown(ctx)
 	r.stopConsole(ctx)

@@ -752,25 +752,14 @@ const defaultSnapshotWait = 10 * time.Second
 // olderReadsDone waits until every snapshot of the store open now (a
 // customer's export, streamed to a client that may read slowly, holds one)
 // is closed, and reports whether they all were within the Service's
-// snapshot wait and before ctx ended. Pebble keeps in its files every
-// value an open snapshot sees, through flushes and compactions: a deletion
-// is completado only once those the erasures deleted are compacted away,
-// so a pass calls it after its erasures commit, before compacting.
+// snapshot wait and before ctx ended (store.DB.AwaitSnapshots). A deletion
+// is completado only once what its erasures deleted is compacted away,
+// which no compaction does while a snapshot older than them is open: a
+// pass calls it after its erasures commit, before compacting.
 func (s *Service) olderReadsDone(ctx context.Context) bool {
 	wait := s.snapshotWait
 	if wait <= 0 {
 		wait = defaultSnapshotWait
 	}
-	timer := time.NewTimer(wait)
-	defer timer.Stop()
-	for _, closed := range s.db.OpenSnapshots() {
-		select {
-		case <-closed:
-		case <-timer.C:
-			return false
-		case <-ctx.Done():
-			return false
-		}
-	}
-	return true
+	return s.db.AwaitSnapshots(ctx, wait)
 }

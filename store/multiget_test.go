@@ -1,9 +1,12 @@
 package store
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -124,34 +127,55 @@ func TestSnapshotReads(t *testing.T) {
 	}
 }
 
-// TestOpenSnapshots: OpenSnapshots has a channel for each snapshot open at
-// the call, closed when that snapshot is, and none for one opened after;
-// a second Close does nothing.
-func TestOpenSnapshots(t *testing.T) {
+// TestAwaitSnapshots: AwaitSnapshots waits for the open snapshots to be
+// closed (false when one outlives the wait), and a second Close of one
+// does nothing.
+func TestAwaitSnapshots(t *testing.T) {
 	db, _ := openMem(t)
 	a, b := db.NewSnapshot(), db.NewSnapshot()
-	open := db.OpenSnapshots()
-	later := db.NewSnapshot()
-	defer later.Close()
-	closed := func() (n int) {
-		for _, c := range open {
-			select {
-			case <-c:
-				n++
-			default:
+	await := func(wait time.Duration) bool { return db.AwaitSnapshots(context.Background(), wait) }
+	got := []bool{await(20 * time.Millisecond)}
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	got = append(got, await(20*time.Millisecond))
+	go func() { time.Sleep(20 * time.Millisecond); b.Close() }()
+	got = append(got, await(10*time.Second))
+	if err := a.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	got = append(got, await(time.Millisecond))
+	if diff := cmp.Diff([]bool{false, false, true, true}, got); diff != "" {
+		t.Errorf("AwaitSnapshots with two, one, one closed meanwhile, none open (-want +got):\n%s", diff)
+	}
+}
+
+// TestCloseAwaitsSnapshots: Close waits for a reader to close its snapshot
+// (an export ending its walk once its connection is closed) instead of
+// closing the store under it, which Pebble reports as a leak, the reader's
+// next read panicking.
+func TestCloseAwaitsSnapshots(t *testing.T) {
+	db, err := Open("db", NewMemFS())
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap := db.NewSnapshot()
+	read := make(chan error, 1)
+	go func() {
+		defer func() {
+			if p := recover(); p != nil {
+				read <- fmt.Errorf("panic: %v", p)
 			}
-		}
-		return n
+		}()
+		time.Sleep(50 * time.Millisecond)
+		_, err := snap.Get([]byte("k"))
+		snap.Close()
+		read <- err
+	}()
+	if err := db.Close(); err != nil {
+		t.Errorf("Close with a snapshot closed 50ms later: %v", err)
 	}
-	if len(open) != 2 || closed() != 0 {
-		t.Fatalf("%d open snapshots, %d of them closed; want 2, none", len(open), closed())
-	}
-	for i, s := range []*Snapshot{a, a, b} {
-		if err := s.Close(); err != nil {
-			t.Fatalf("Close %d: %v", i, err)
-		}
-	}
-	if closed() != 2 || len(db.OpenSnapshots()) != 1 {
-		t.Errorf("after closing both: %d of them closed, %d open; want 2, 1 (the later one)", closed(), len(db.OpenSnapshots()))
+	if err := <-read; !errors.Is(err, ErrNotFound) {
+		t.Errorf("the reader's last read: %v, want ErrNotFound", err)
 	}
 }

@@ -54,7 +54,7 @@ type DB struct {
 	lock *pebble.Lock
 
 	space *space // free space and the reserve (space.go), shared with quietLogger
-	// snaps are the Pebble snapshots open now (OpenSnapshots).
+	// snaps are the Pebble snapshots open now (AwaitSnapshots).
 	snaps openSnapshots
 	// lastMetrics is Metrics' last reading, its answer once a Pebble
 	// goroutine is parked (park.go).
@@ -160,7 +160,11 @@ func lockAndCheckLog(fs vfs.FS, dir string) (*pebble.Lock, *LogDamage, error) {
 	return lock, findLogDamage(fs, dir, time.Now()), nil
 }
 
-// Close flushes and closes the store. Once one of Pebble's goroutines is
+// Close flushes and closes the store. It first waits, up to
+// closeSnapshotWait, for the snapshots still open to be closed (a reader
+// ending its walk, such as an export whose connection was closed): Pebble
+// reports one still open at its Close as leaked, and its reads after that
+// panic. Once one of Pebble's goroutines is
 // parked (park.go) it closes nothing and returns ErrFailed at once: Pebble's
 // Close would wait for that goroutine forever. The process must then end
 // (or restart itself in place) without it; every acknowledged write is on
@@ -169,6 +173,7 @@ func (db *DB) Close() error {
 	if db.space.isParked() {
 		return db.space.stoppedErr("close")
 	}
+	db.AwaitSnapshots(context.Background(), closeSnapshotWait)
 	err := db.pdb.Close()
 	if db.lock != nil {
 		err = errors.Join(err, db.lock.Close())
@@ -449,7 +454,7 @@ func (b *Batch) Close() { _ = b.b.Close() }
 type Snapshot struct {
 	s  *pebble.Snapshot // nil: a view of the live store (parked)
 	db *DB
-	// closed is closed by Close (OpenSnapshots); nil with s.
+	// closed is closed by Close (AwaitSnapshots); nil without s.
 	closed chan struct{}
 	once   sync.Once
 }
@@ -461,7 +466,7 @@ type Snapshot struct {
 //
 // While it is open, Pebble keeps every value it sees in the store's files,
 // through flushes and compactions, deleted or overwritten since or not: an
-// erasure that needs the bytes gone waits for it (OpenSnapshots).
+// erasure that needs the bytes gone waits for it (AwaitSnapshots).
 func (db *DB) NewSnapshot() *Snapshot {
 	if db.space.isParked() {
 		return &Snapshot{db: db}
@@ -481,7 +486,7 @@ func (s *Snapshot) Scan(lower, upper []byte, fn func(key, value []byte) error) e
 
 // Close releases the snapshot; once a Pebble goroutine is parked it leaves
 // it to the process's end (Pebble's Close of it takes the mutex), though
-// OpenSnapshots no longer counts it. A second Close does nothing.
+// AwaitSnapshots no longer waits for it. A second Close does nothing.
 func (s *Snapshot) Close() error {
 	if s.s == nil {
 		return nil
@@ -497,11 +502,30 @@ func (s *Snapshot) Close() error {
 	return err
 }
 
-// OpenSnapshots returns, for each snapshot open now, a channel closed when
-// it is closed. Once all are, no snapshot sees what was deleted before the
-// call: a flush and a compaction after that rewrite the deleted values out
-// of the store's files.
-func (db *DB) OpenSnapshots() []<-chan struct{} { return db.snaps.list() }
+// closeSnapshotWait is how long Close waits for the snapshots still open
+// to close (a reader ending its walk) before it closes the store anyway.
+const closeSnapshotWait = 5 * time.Second
+
+// AwaitSnapshots waits until every snapshot open at the call is closed,
+// and reports whether they all were within wait and before ctx ended.
+// Pebble keeps in the store's files every value an open snapshot sees,
+// through flushes and compactions: once they are closed, no snapshot sees
+// what was deleted before the call, and a flush and a compaction after it
+// rewrite the deleted values out of the files.
+func (db *DB) AwaitSnapshots(ctx context.Context, wait time.Duration) bool {
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	for _, closed := range db.snaps.list() {
+		select {
+		case <-closed:
+		case <-timer.C:
+			return false
+		case <-ctx.Done():
+			return false
+		}
+	}
+	return true
+}
 
 // openSnapshots is the set of open snapshots, by the channel each closes
 // when it is closed.
