@@ -168,7 +168,8 @@ func (s *Server) handleSignedDownload(c *call) error {
 
 // grantHolds reports whether the credential a signed URL was minted for
 // would still be let in with the token it was minted with (authenticate's
-// checks): it exists, belongs to the URL's tenant, is active, not held at
+// checks but the token's own expiry: the URL lives ResultURLTTL, longer
+// than the token): it exists, belongs to the URL's tenant, is active, not held at
 // the abuse guard's suspension, and still accepts that secret generation.
 // A URL of the earlier form names no credential and holds until its exp.
 func (s *Server) grantHolds(g batch.Grant, now time.Time) bool {

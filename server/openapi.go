@@ -1490,7 +1490,7 @@ func signedURLDoc() obj {
 		"format":      "{base_url}/v1/lotes-decision/{job_id}/descarga?t={tenant}&c={client_id}&g={secret generation}&exp={unix seconds}&sig={signature}",
 		"signature":   "unpadded base64url HMAC-SHA256, under the installation's URL key, of the method GET, the path /v1/lotes-decision/{job_id}/descarga, the tenant, the client id and secret generation of the credential whose status query minted the URL, the job id and exp, each length-prefixed",
 		"ttl_seconds": int(batch.ResultURLTTL.Seconds()),
-		"rules":       "Valid while the current (real) time is before exp and the credential that minted it could still use the token it was minted with: a revocation, a suspension or the end of a rotation's grace ends its URLs too (404). The query must hold exactly t, c, g, exp and sig, once each, in the encoding the server produced; anything else is 404. A new status query gives a new URL. URLs an earlier release minted (t, exp and sig only, bound to no credential) work until their exp.",
+		"rules":       "Valid while the current (real) time is before exp (an hour, whatever the life of the token it was minted with) and the credential that minted it stays active with that token's secret still accepted: a revocation, a suspension or the end of a rotation's grace ends its URLs too (404). The query must hold exactly t, c, g, exp and sig, once each, in the encoding the server produced; anything else is 404. A new status query gives a new URL. URLs an earlier release minted (t, exp and sig only, bound to no credential) work until their exp.",
 	}
 }
 
