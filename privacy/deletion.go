@@ -326,13 +326,16 @@ func (s *Service) ProcessDeletions(ctx context.Context, hooks DeletionHooks) (De
 	if sweep {
 		s.lastSweep = s.now()
 	}
+	// One wait for older snapshots per pass, however many tenants it
+	// serves (olderReadsDone).
+	readsBy := time.Now().Add(s.snapshotWaitOrDefault())
 	for _, t := range s.db.Tenants() {
 		if sweep {
 			if err := s.requeueStranded(t.ID); err != nil && firstErr == nil {
 				firstErr = err
 			}
 		}
-		p := &tenantPass{s: s, tenant: t.ID, st: &st, firstErr: &firstErr}
+		p := &tenantPass{s: s, tenant: t.ID, st: &st, firstErr: &firstErr, readsBy: readsBy}
 		if err := p.run(ctx, hooks); err != nil {
 			return st, err
 		}
@@ -406,6 +409,9 @@ type tenantPass struct {
 	tenant   string
 	st       *DeletionStats
 	firstErr *error
+	// readsBy is when the pass stops waiting for the snapshots older than
+	// its erasures (olderReadsDone).
+	readsBy time.Time
 }
 
 type queuedDeletion struct {
@@ -451,7 +457,7 @@ func (p *tenantPass) run(ctx context.Context, hooks DeletionHooks) error {
 	// Phase 2: one compaction for the pass, then the records say
 	// completado and the queue entries go (and are compacted away); not
 	// while a snapshot older than the erasures is open (olderReadsDone).
-	if len(ready) > 0 && !p.s.olderReadsDone(ctx) {
+	if len(ready) > 0 && !p.s.olderReadsDone(ctx, p.readsBy) {
 		p.st.Pending += len(ready)
 		p.s.log.Info().Str("tenant", p.tenant).Int("deletions", len(ready)).
 			Msg("deletions erased but left to the next pass: a read of the store older than them (a streamed export) is still open")
@@ -749,17 +755,22 @@ func (s *Service) putJob(key []byte, job *deletionJob) error {
 // snapshots open when its erasures committed to close (olderReadsDone).
 const defaultSnapshotWait = 10 * time.Second
 
+// snapshotWaitOrDefault is how long a deletion pass waits, at most, for
+// the snapshots older than its erasures to close.
+func (s *Service) snapshotWaitOrDefault() time.Duration {
+	if s.snapshotWait <= 0 {
+		return defaultSnapshotWait
+	}
+	return s.snapshotWait
+}
+
 // olderReadsDone waits until every snapshot of the store open now (a
 // customer's export, streamed to a client that may read slowly, holds one)
-// is closed, and reports whether they all were within the Service's
-// snapshot wait and before ctx ended (store.DB.AwaitSnapshots). A deletion
-// is completado only once what its erasures deleted is compacted away,
-// which no compaction does while a snapshot older than them is open: a
-// pass calls it after its erasures commit, before compacting.
-func (s *Service) olderReadsDone(ctx context.Context) bool {
-	wait := s.snapshotWait
-	if wait <= 0 {
-		wait = defaultSnapshotWait
-	}
-	return s.db.AwaitSnapshots(ctx, wait)
+// is closed, and reports whether they all were by the real time by and
+// before ctx ended (store.DB.AwaitSnapshots). A deletion is completado
+// only once what its erasures deleted is compacted away, which no
+// compaction does while a snapshot older than them is open: a pass calls
+// it after its erasures commit, before compacting.
+func (s *Service) olderReadsDone(ctx context.Context, by time.Time) bool {
+	return s.db.AwaitSnapshots(ctx, time.Until(by))
 }

@@ -507,7 +507,8 @@ func (s *Snapshot) Close() error {
 const closeSnapshotWait = 5 * time.Second
 
 // AwaitSnapshots waits until every snapshot open at the call is closed,
-// and reports whether they all were within wait and before ctx ended.
+// and reports whether they all were within wait (none when wait is 0 or
+// less: it only looks) and before ctx ended.
 // Pebble keeps in the store's files every value an open snapshot sees,
 // through flushes and compactions: once they are closed, no snapshot sees
 // what was deleted before the call, and a flush and a compaction after it
@@ -516,6 +517,11 @@ func (db *DB) AwaitSnapshots(ctx context.Context, wait time.Duration) bool {
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
 	for _, closed := range db.snaps.list() {
+		select {
+		case <-closed:
+			continue
+		default:
+		}
 		select {
 		case <-closed:
 		case <-timer.C:
