@@ -135,16 +135,22 @@ func Open(dir string, fs vfs.FS) (*DB, error) {
 		db.Close()
 		return nil, err
 	}
-	if damage != nil {
-		// Not kept (a full disk, say), the note is still logged by serve,
-		// and the pending file keeps it for the next open.
-		damage.Kept = db.keepLogDamage(damage) == nil
-		if damage.Kept {
-			_ = fs.Remove(fs.PathJoin(dir, pendingLogNote))
-		}
-		db.foundLog = damage
-	}
+	db.keepFound(damage)
 	return db, nil
+}
+
+// keepFound commits the note of the damaged log found at open (nil: none)
+// and removes its pending file. Not kept (a full disk, say), the note is
+// still logged by serve, and the pending file keeps it for the next open.
+func (db *DB) keepFound(damage *LogDamage) {
+	if damage == nil {
+		return
+	}
+	damage.Kept = db.keepLogDamage(damage) == nil
+	if damage.Kept {
+		_ = db.fs.Remove(db.fs.PathJoin(db.dir, pendingLogNote))
+	}
+	db.foundLog = damage
 }
 
 // lockAndCheckLog creates dir if needed, takes its lock and checks the
