@@ -461,7 +461,7 @@ func (p *tenantPass) run(ctx context.Context, hooks DeletionHooks) error {
 		p.st.Pending += len(ready)
 		p.s.log.Info().Str("tenant", p.tenant).Int("deletions", len(ready)).
 			Msg("deletions erased but left to the next pass: a read of the store older than them (a streamed export) is still open")
-		return nil
+		return p.keepTouched(ready, touched)
 	}
 	if err := p.s.compactKeys(ctx, touched); err != nil {
 		err = inStep(noteCompact, err)
@@ -474,6 +474,25 @@ func (p *tenantPass) run(ctx context.Context, hooks DeletionHooks) error {
 		return nil
 	}
 	return p.complete(ctx, ready)
+}
+
+// keepTouched adds the bounds, per table, of the keys this pass erased
+// (touched) to the queue entry of each deletion it leaves to a later pass
+// (Chunked): that pass's erasure finds nothing left to delete, and must
+// still compact what this one deleted, or the bytes would stay in the
+// store's files of tables it did not touch again.
+func (p *tenantPass) keepTouched(ready []readyDeletion, touched [][]byte) error {
+	for _, r := range ready {
+		var job deletionJob
+		if err := p.s.db.GetJSON(r.qkey, &job); err != nil {
+			return err
+		}
+		job.Chunked = tableBounds(append(job.Chunked, touched...))
+		if err := p.s.putJob(r.qkey, &job); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // queued reads up to deletionBatch jobs of the tenant's queue.
@@ -747,9 +766,6 @@ func (s *Service) putJob(key []byte, job *deletionJob) error {
 	}
 	return b.Commit()
 }
-
-// eraseCustomer removes from the store everything that names the customer
-// (see the file comment) in one synced batch and returns the keys it
 
 // defaultSnapshotWait is how long a deletion pass waits, at most, for the
 // snapshots open when its erasures committed to close (olderReadsDone).

@@ -2,8 +2,10 @@ package privacy
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"testing"
 	"time"
 
@@ -100,5 +102,50 @@ func holdExport(t *testing.T, p *Service, ref string) (release func()) {
 		if err := <-exported; err != nil {
 			t.Error(err)
 		}
+	}
+}
+
+// TestErasureLeftPendingKeepsItsBounds: a deletion left to a later pass
+// keeps in its queue entry the bounds of every table its erasure deleted
+// from (its decisions' among them): the later pass's erasure, finding
+// nothing left, would not give them to its compaction, and on a store
+// whose files are narrow the bytes would stay.
+func TestErasureLeftPendingKeepsItsBounds(t *testing.T) {
+	e, p, db, _ := newTest(t, 1)
+	const ref = "Wq83keepZk"
+	ingestFor(t, e, ref, "k", 3)
+	decideMany(t, e, db, ref, 3)
+	ingestFor(t, e, "mas-00000000", "m", 2)
+	lo, hi := store.CustomerDecisionSpan("acme", ref)
+	nonces, _, err := p.indexChunk(db, "acme", decisionIndex, lo, hi, 1)
+	if err != nil || len(nonces) != 1 {
+		t.Fatalf("decision index: %v, %v", nonces, err)
+	}
+	decisions := string(tableOf(p.rec.DecisionKey("acme", nonces[0])))
+	if _, err := p.RequestDeletion("acme", ref, "ci"); err != nil {
+		t.Fatal(err)
+	}
+	release := holdExport(t, p, "mas-00000000")
+	defer release()
+	p.snapshotWait = 10 * time.Millisecond
+	if st, err := p.ProcessDeletions(context.Background(), DeletionHooks{}); err != nil || st.Pending != 1 {
+		t.Fatalf("a pass during the export: %+v, %v, want it pending", st, err)
+	}
+	qlo, qhi := store.DeletionQueueSpan("acme")
+	var tables []string
+	if err := db.Scan(qlo, qhi, func(_, v []byte) error {
+		var j deletionJob
+		if err := json.Unmarshal(v, &j); err != nil {
+			return err
+		}
+		for _, b := range j.Chunked {
+			tables = append(tables, string(tableOf(b)))
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(tables, decisions) {
+		t.Errorf("the pending deletion's bounds cover the tables %q, not the decisions' %q", tables, decisions)
 	}
 }
