@@ -38,7 +38,7 @@ func (s *Service) exportHeldEvents(r store.Reader, tenant, ref string, emit func
 	for _, k := range keys {
 		v, err := r.Get(k)
 		if errors.Is(err, store.ErrNotFound) {
-			continue // released or erased meanwhile
+			continue // released or erased since the scan (r the live store; a snapshot does not change)
 		}
 		if err != nil {
 			return err
