@@ -170,9 +170,9 @@ func lockAndCheckLog(fs vfs.FS, dir string) (*pebble.Lock, *LogDamage, error) {
 // closeSnapshotWait, for the snapshots still open to be closed (a reader
 // ending its walk, such as an export whose connection was closed): Pebble
 // reports one still open at its Close as leaked, and its reads after that
-// panic. Once one of Pebble's goroutines is
-// parked (park.go) it closes nothing and returns ErrFailed at once: Pebble's
-// Close would wait for that goroutine forever. The process must then end
+// panic. Once one of Pebble's goroutines is parked (park.go) it closes
+// nothing and returns ErrFailed at once: Pebble's Close would wait for that
+// goroutine forever. The process must then end
 // (or restart itself in place) without it; every acknowledged write is on
 // disk already.
 func (db *DB) Close() error {
