@@ -39,9 +39,10 @@ func (s *Server) checkBatchSlot(c *call) error {
 // reason only (contract §4): a completed job whose result was dropped
 // (DropResult) keeps its reason in the record, for the operator, and
 // answers as after retention. The resultado_url it gets is bound to the
-// caller's credential and secret generation (it stops with the caller's
-// tokens) and serves detalle only if the caller has explicar:leer, as
-// /resultado does.
+// caller's credential and secret generation (it ends when that credential
+// is revoked or suspended or that secret no longer accepted: grantHolds)
+// and serves detalle only if the caller has explicar:leer, as /resultado
+// does.
 func (s *Server) viewJob(c *call, j *batch.Job) client.EstadoLote {
 	v := client.EstadoLote{JobID: j.ID, Estado: j.Estado, CreadoEn: j.CreadoEn, CampanaID: j.CampanaID, Total: j.Total,
 		Procesados: j.Procesados, IniciadoEn: j.IniciadoEn, CompletadoEn: j.CompletadoEn}
@@ -169,8 +170,9 @@ func (s *Server) handleSignedDownload(c *call) error {
 // grantHolds reports whether the credential a signed URL was minted for
 // would still be let in with the token it was minted with (authenticate's
 // checks but the token's own expiry: the URL lives ResultURLTTL, longer
-// than the token): it exists, belongs to the URL's tenant, is active, not held at
-// the abuse guard's suspension, and still accepts that secret generation.
+// than the token): it exists, belongs to the URL's tenant, is active, is
+// not held at the abuse guard's suspension, and still accepts that secret
+// generation.
 // A URL of the earlier form names no credential and holds until its exp.
 func (s *Server) grantHolds(g batch.Grant, now time.Time) bool {
 	if g.ClientID == "" {
