@@ -63,8 +63,10 @@ func TestErasureWaitsOncePerPass(t *testing.T) {
 	if err != nil || st.Pending != tenants {
 		t.Errorf("the pass: %+v, %v; want %d pending", st, err, tenants)
 	}
-	if took >= 2*wait {
-		t.Errorf("the pass took %s with a snapshot held, want less than twice its wait of %s", took, wait)
+	// A wait per tenant takes tenants × wait at least; one wait leaves the
+	// rest of that as slack for a loaded machine.
+	if limit := time.Duration(tenants-1) * wait; took >= limit {
+		t.Errorf("the pass took %s with a snapshot held, want less than %s (one wait of %s, not one per tenant)", took, limit, wait)
 	}
 }
 
