@@ -165,6 +165,7 @@ func (l *limitListener) Accept() (net.Conn, error) {
 		<-l.sem
 		return nil, err
 	}
+	boundUnsent(c)
 	fc := &framingConn{Conn: c, release: func() { <-l.sem }, writeStall: l.writeStall, now: l.now, canned: l.canned, plain: l.plain}
 	fc.info.bad.Store(-1)
 	if l.plain {
@@ -267,12 +268,15 @@ func (c *framingConn) Read(p []byte) (int, error) {
 }
 
 // writeChunk is the most Write hands the connection under one deadline.
-const writeChunk = 64 << 10
+const writeChunk = 16 << 10
 
 // Write writes b in chunks of at most writeChunk, each of which must be
 // taken by the client within writeStall: a client that stops reading fails
 // the write (and net/http closes the connection) instead of holding it for
-// ever, while a slow one that keeps reading gets any length of answer.
+// ever, while a slow one that keeps reading gets any length of answer
+// (boundUnsent keeps the kernel from holding a write back until megabytes
+// have drained; over loopback one reading 8 KB/s is served, 4 KB/s is cut:
+// the receiver's window then opens too rarely).
 // net/http sets no write deadline of its own (the server has no
 // WriteTimeout), so these are the only ones.
 //
