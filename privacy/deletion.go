@@ -468,7 +468,9 @@ func (p *tenantPass) run(ctx context.Context, hooks DeletionHooks) error {
 		for _, r := range ready {
 			p.fail(r.hash, err)
 		}
-		return nil
+		// Erased already: a later pass finds little left to erase, so the
+		// entries keep what to compact, as those left pending do.
+		return p.keepTouched(ready, touched)
 	}
 	if len(ready) == 0 {
 		return nil

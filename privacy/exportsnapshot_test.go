@@ -151,3 +151,50 @@ func TestErasureLeftPendingKeepsItsBounds(t *testing.T) {
 		t.Errorf("the pending deletion's bounds cover the tables %q, not the decisions' %q", tables, decisions)
 	}
 }
+
+// TestErasureWhoseCompactionFailedKeepsItsBounds: a pass that erased a
+// customer and then failed to compact (serve's shutdown cancels it there)
+// leaves the job for a later pass, whose erasure finds nothing left in most
+// tables: the queue entry keeps the bounds of what was erased, as one left
+// pending does, so that pass still compacts the decisions' bytes away.
+func TestErasureWhoseCompactionFailedKeepsItsBounds(t *testing.T) {
+	e, p, db, _ := newTest(t, 1)
+	const ref = "Wq83failZk"
+	ingestFor(t, e, ref, "k", 3)
+	decideMany(t, e, db, ref, 3)
+	lo, hi := store.CustomerDecisionSpan("acme", ref)
+	nonces, _, err := p.indexChunk(db, "acme", decisionIndex, lo, hi, 1)
+	if err != nil || len(nonces) != 1 {
+		t.Fatalf("decision index: %v, %v", nonces, err)
+	}
+	decisions := string(tableOf(p.rec.DecisionKey("acme", nonces[0])))
+	if _, err := p.RequestDeletion("acme", ref, "ci"); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	hooks := DeletionHooks{External: func(string, string) ([][]byte, bool, error) {
+		cancel() // the shutdown comes once the data is erased
+		return nil, false, nil
+	}}
+	if st, _ := p.ProcessDeletions(ctx, hooks); st.Failed != 1 {
+		t.Fatalf("a pass cancelled before its compaction: %+v, want it failed", st)
+	}
+	qlo, qhi := store.DeletionQueueSpan("acme")
+	var tables []string
+	if err := db.Scan(qlo, qhi, func(_, v []byte) error {
+		var j deletionJob
+		if err := json.Unmarshal(v, &j); err != nil {
+			return err
+		}
+		for _, b := range j.Chunked {
+			tables = append(tables, string(tableOf(b)))
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(tables, decisions) {
+		t.Errorf("the failed deletion's bounds cover the tables %q, not the decisions' %q", tables, decisions)
+	}
+}
