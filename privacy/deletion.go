@@ -430,7 +430,7 @@ func (p *tenantPass) run(ctx context.Context, hooks DeletionHooks) error {
 	}
 	// Phase 1: each job's data goes (one synced batch per customer).
 	var touched [][]byte
-	var ready []readyDeletion
+	var ready, waiting []readyDeletion // erased: to complete; to retry after a batch job
 	for _, q := range jobs {
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -450,6 +450,7 @@ func (p *tenantPass) run(ctx context.Context, hooks DeletionHooks) error {
 			p.fail(q.job.Hash, inStep(noteErase, err))
 		case r == nil:
 			p.st.Pending++
+			waiting = append(waiting, readyDeletion{qkey: q.key, hash: q.job.Hash})
 		default:
 			ready = append(ready, *r)
 		}
@@ -469,8 +470,9 @@ func (p *tenantPass) run(ctx context.Context, hooks DeletionHooks) error {
 			p.fail(r.hash, err)
 		}
 		// Erased already: a later pass finds little left to erase, so the
-		// entries keep what to compact, as those left pending do.
-		return p.keepTouched(ready, touched)
+		// entries keep what to compact, as those left pending do (and
+		// those erased that wait for a batch job).
+		return p.keepTouched(append(ready, waiting...), touched)
 	}
 	if len(ready) == 0 {
 		return nil

@@ -133,21 +133,7 @@ func TestErasureLeftPendingKeepsItsBounds(t *testing.T) {
 	if st, err := p.ProcessDeletions(context.Background(), DeletionHooks{}); err != nil || st.Pending != 1 {
 		t.Fatalf("a pass during the export: %+v, %v, want it pending", st, err)
 	}
-	qlo, qhi := store.DeletionQueueSpan("acme")
-	var tables []string
-	if err := db.Scan(qlo, qhi, func(_, v []byte) error {
-		var j deletionJob
-		if err := json.Unmarshal(v, &j); err != nil {
-			return err
-		}
-		for _, b := range j.Chunked {
-			tables = append(tables, string(tableOf(b)))
-		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	if !slices.Contains(tables, decisions) {
+	if tables := chunkedTables(t, db); !slices.Contains(tables, decisions) {
 		t.Errorf("the pending deletion's bounds cover the tables %q, not the decisions' %q", tables, decisions)
 	}
 }
@@ -158,28 +144,49 @@ func TestErasureLeftPendingKeepsItsBounds(t *testing.T) {
 // tables: the queue entry keeps the bounds of what was erased, as one left
 // pending does, so that pass still compacts the decisions' bytes away.
 func TestErasureWhoseCompactionFailedKeepsItsBounds(t *testing.T) {
-	e, p, db, _ := newTest(t, 1)
-	const ref = "Wq83failZk"
-	ingestFor(t, e, ref, "k", 3)
-	decideMany(t, e, db, ref, 3)
-	lo, hi := store.CustomerDecisionSpan("acme", ref)
-	nonces, _, err := p.indexChunk(db, "acme", decisionIndex, lo, hi, 1)
-	if err != nil || len(nonces) != 1 {
-		t.Fatalf("decision index: %v, %v", nonces, err)
+	for _, tc := range []struct {
+		name string
+		wait bool // the deletion waits for a batch job after its erasure
+	}{{"to complete", false}, {"waiting for a batch job", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			e, p, db, _ := newTest(t, 1)
+			const ref = "Wq83failZk"
+			ingestFor(t, e, ref, "k", 3)
+			decideMany(t, e, db, ref, 3)
+			lo, hi := store.CustomerDecisionSpan("acme", ref)
+			nonces, _, err := p.indexChunk(db, "acme", decisionIndex, lo, hi, 1)
+			if err != nil || len(nonces) != 1 {
+				t.Fatalf("decision index: %v, %v", nonces, err)
+			}
+			decisions := string(tableOf(p.rec.DecisionKey("acme", nonces[0])))
+			if _, err := p.RequestDeletion("acme", ref, "ci"); err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			hooks := DeletionHooks{External: func(string, string) ([][]byte, bool, error) {
+				cancel() // the shutdown comes once the data is erased
+				return nil, tc.wait, nil
+			}}
+			st, _ := p.ProcessDeletions(ctx, hooks)
+			want := DeletionStats{Failed: 1}
+			if tc.wait {
+				want = DeletionStats{Pending: 1}
+			}
+			if st.Failed != want.Failed || st.Pending != want.Pending {
+				t.Fatalf("a pass cancelled before its compaction: %+v, want %+v", st, want)
+			}
+			if tables := chunkedTables(t, db); !slices.Contains(tables, decisions) {
+				t.Errorf("the deletion's bounds cover the tables %q, not the decisions' %q", tables, decisions)
+			}
+		})
 	}
-	decisions := string(tableOf(p.rec.DecisionKey("acme", nonces[0])))
-	if _, err := p.RequestDeletion("acme", ref, "ci"); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	hooks := DeletionHooks{External: func(string, string) ([][]byte, bool, error) {
-		cancel() // the shutdown comes once the data is erased
-		return nil, false, nil
-	}}
-	if st, _ := p.ProcessDeletions(ctx, hooks); st.Failed != 1 {
-		t.Fatalf("a pass cancelled before its compaction: %+v, want it failed", st)
-	}
+}
+
+// chunkedTables lists the tables of the bounds (Chunked) the entries of
+// acme's deletion queue keep.
+func chunkedTables(t *testing.T, db *store.DB) []string {
+	t.Helper()
 	qlo, qhi := store.DeletionQueueSpan("acme")
 	var tables []string
 	if err := db.Scan(qlo, qhi, func(_, v []byte) error {
@@ -194,7 +201,5 @@ func TestErasureWhoseCompactionFailedKeepsItsBounds(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Contains(tables, decisions) {
-		t.Errorf("the failed deletion's bounds cover the tables %q, not the decisions' %q", tables, decisions)
-	}
+	return tables
 }
