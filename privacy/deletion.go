@@ -465,10 +465,7 @@ func (p *tenantPass) run(ctx context.Context, hooks DeletionHooks) error {
 		return p.keepTouched(ready, touched)
 	}
 	if err := p.s.compactKeys(ctx, touched); err != nil {
-		err = inStep(noteCompact, err)
-		for _, r := range ready {
-			p.fail(r.hash, err)
-		}
+		p.compactionFailed(ctx, ready, err)
 		// Erased already: a later pass finds little left to erase, so the
 		// entries keep what to compact, as those left pending do (and
 		// those erased that wait for a batch job).
@@ -478,6 +475,23 @@ func (p *tenantPass) run(ctx context.Context, hooks DeletionHooks) error {
 		return nil
 	}
 	return p.complete(ctx, ready)
+}
+
+// compactionFailed counts the erased deletions whose pass's compaction
+// failed with err: failed (logged as errors, noted on their records), or,
+// when ctx ended (serve's shutdown stopped the pass), pending, with one
+// info line: the pass after the restart completes them.
+func (p *tenantPass) compactionFailed(ctx context.Context, ready []readyDeletion, err error) {
+	if ctx.Err() != nil {
+		p.st.Pending += len(ready)
+		p.s.log.Info().Str("tenant", p.tenant).Int("deletions", len(ready)).
+			Msg("deletion pass stopped before its compaction: the erased deletions are completed by a later pass")
+		return
+	}
+	err = inStep(noteCompact, err)
+	for _, r := range ready {
+		p.fail(r.hash, err)
+	}
 }
 
 // keepTouched adds the bounds, per table, of the keys this pass erased
