@@ -859,18 +859,25 @@ func errorShape(t *testing.T, body []byte) map[string]any {
 
 // TestBatchZstd checks content negotiation: with Accept-Encoding zstd the
 // stored bytes go out as they are, otherwise plain JSON Lines.
-func TestBatchZstd(t *testing.T) {
-	h, tok := batchHarness(t)
-	id := submit(h, tok, map[string]any{"campana_id": "camp", "clientes": refs("zstd", 300)})
-	runJobs(h)
+// resultPath is the path of acme's completed job id's result file.
+func resultPath(t *testing.T, h *harness, id string) string {
+	t.Helper()
 	j, err := h.batch.Job("acme", id)
 	if err != nil {
 		t.Fatal(err)
 	}
 	path, ok := h.batch.ResultFile(j)
 	if !ok {
-		t.Fatal("no result file")
+		t.Fatalf("job %s has no result file", id)
 	}
+	return path
+}
+
+func TestBatchZstd(t *testing.T) {
+	h, tok := batchHarness(t)
+	id := submit(h, tok, map[string]any{"campana_id": "camp", "clientes": refs("zstd", 300)})
+	runJobs(h)
+	path := resultPath(t, h, id)
 	stored, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -951,11 +958,7 @@ func TestBatchDamagedResultFile(t *testing.T) {
 			if st, _, _ := get(h, "/v1/lotes-decision/"+id+"/resultado", tok, "Accept-Encoding", "zstd"); st != 200 {
 				t.Fatalf("before the damage: %d, want 200", st)
 			}
-			j, err := h.batch.Job("acme", id)
-			if err != nil {
-				t.Fatal(err)
-			}
-			path, _ := h.batch.ResultFile(j)
+			path := resultPath(t, h, id)
 			data, err := os.ReadFile(path)
 			if err != nil {
 				t.Fatal(err)
@@ -1009,11 +1012,7 @@ func TestBatchResultRemovedDuringDownload(t *testing.T) {
 	h, tok := batchHarness(t)
 	id := submit(h, tok, map[string]any{"campana_id": "camp", "clientes": refs("quitado", 20)})
 	runJobs(h)
-	j, err := h.batch.Job("acme", id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	path, _ := h.batch.ResultFile(j)
+	path := resultPath(t, h, id)
 	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -1071,11 +1070,7 @@ func TestBatchResultDamagedAfterVerification(t *testing.T) {
 	if st, _, _ := get(h, target, tok); st != 200 {
 		t.Fatalf("before the damage: %d, want 200", st)
 	}
-	j, err := h.batch.Job("acme", id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	path, _ := h.batch.ResultFile(j)
+	path := resultPath(t, h, id)
 	st, err := os.Stat(path)
 	if err != nil {
 		t.Fatal(err)
@@ -1152,8 +1147,7 @@ func TestBatchRetention(t *testing.T) {
 	h, tok := batchHarness(t)
 	id := submit(h, tok, map[string]any{"campana_id": "camp", "clientes": refs("ret", 3)})
 	runJobs(h)
-	j, _ := h.batch.Job("acme", id)
-	path, _ := h.batch.ResultFile(j)
+	path := resultPath(t, h, id)
 	signed := status(h, tok, id)["resultado_url"].(string)
 
 	h.clock.Advance(batch.ResultRetention - time.Minute)
