@@ -113,20 +113,7 @@ func holdExport(t *testing.T, p *Service, ref string) (release func()) {
 // nothing left, would not give them to its compaction, and on a store
 // whose files are narrow the bytes would stay.
 func TestErasureLeftPendingKeepsItsBounds(t *testing.T) {
-	e, p, db, _ := newTest(t, 1)
-	const ref = "Wq83keepZk"
-	ingestFor(t, e, ref, "k", 3)
-	decideMany(t, e, db, ref, 3)
-	ingestFor(t, e, "mas-00000000", "m", 2)
-	lo, hi := store.CustomerDecisionSpan("acme", ref)
-	nonces, _, err := p.indexChunk(db, "acme", decisionIndex, lo, hi, 1)
-	if err != nil || len(nonces) != 1 {
-		t.Fatalf("decision index: %v, %v", nonces, err)
-	}
-	decisions := string(tableOf(p.rec.DecisionKey("acme", nonces[0])))
-	if _, err := p.RequestDeletion("acme", ref, "ci"); err != nil {
-		t.Fatal(err)
-	}
+	p, db, decisions := deletionRequested(t, "Wq83keepZk")
 	release := holdExport(t, p, "mas-00000000")
 	defer release()
 	p.snapshotWait = 10 * time.Millisecond
@@ -151,19 +138,8 @@ func TestErasureWhoseCompactionFailedKeepsItsBounds(t *testing.T) {
 		wait bool // the deletion waits for a batch job after its erasure
 	}{{"to complete", false}, {"waiting for a batch job", true}} {
 		t.Run(tc.name, func(t *testing.T) {
-			e, p, db, _ := newTest(t, 1)
 			const ref = "Wq83failZk"
-			ingestFor(t, e, ref, "k", 3)
-			decideMany(t, e, db, ref, 3)
-			lo, hi := store.CustomerDecisionSpan("acme", ref)
-			nonces, _, err := p.indexChunk(db, "acme", decisionIndex, lo, hi, 1)
-			if err != nil || len(nonces) != 1 {
-				t.Fatalf("decision index: %v, %v", nonces, err)
-			}
-			decisions := string(tableOf(p.rec.DecisionKey("acme", nonces[0])))
-			if _, err := p.RequestDeletion("acme", ref, "ci"); err != nil {
-				t.Fatal(err)
-			}
+			p, db, decisions := deletionRequested(t, ref)
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			hooks := DeletionHooks{External: func(string, string) ([][]byte, bool, error) {
@@ -182,6 +158,26 @@ func TestErasureWhoseCompactionFailedKeepsItsBounds(t *testing.T) {
 			}
 		})
 	}
+}
+
+// deletionRequested makes customer ref (3 events, 3 decisions) and a
+// neighbour with 2 events, and requests ref's deletion; it returns the
+// service, its store and the table of ref's decision records.
+func deletionRequested(t *testing.T, ref string) (*Service, *store.DB, string) {
+	t.Helper()
+	e, p, db, _ := newTest(t, 1)
+	ingestFor(t, e, ref, "k", 3)
+	decideMany(t, e, db, ref, 3)
+	ingestFor(t, e, "mas-00000000", "m", 2)
+	lo, hi := store.CustomerDecisionSpan("acme", ref)
+	nonces, _, err := p.indexChunk(db, "acme", decisionIndex, lo, hi, 1)
+	if err != nil || len(nonces) != 1 {
+		t.Fatalf("decision index: %v, %v", nonces, err)
+	}
+	if _, err := p.RequestDeletion("acme", ref, "ci"); err != nil {
+		t.Fatal(err)
+	}
+	return p, db, string(tableOf(p.rec.DecisionKey("acme", nonces[0])))
 }
 
 // chunkedTables lists the tables of the bounds (Chunked) the entries of
