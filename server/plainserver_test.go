@@ -45,25 +45,8 @@ func TestHTTPServerForHasTheAPILimits(t *testing.T) {
 // answer is cut off after the write stall timeout rather than holding the
 // handler for ever.
 func TestHTTPServerForAnswers(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	writeErr := make(chan error, 1)
-	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		chunk := []byte(strings.Repeat("x", 64<<10))
-		for range 1 << 10 { // 64 MiB: far more than the socket buffers hold
-			if _, err := w.Write(chunk); err != nil {
-				writeErr <- err
-				return
-			}
-		}
-		writeErr <- nil
-	})
-	srv, wrapped := HTTPServerFor(h, ln, HTTPConfig{WriteStallTimeout: 200 * time.Millisecond}, zerolog.Nop())
-	go srv.Serve(wrapped)
-	defer srv.Close()
-
+	// 64 MiB: far more than the socket buffers hold.
+	ln, writeErr := serveLongAnswer(t, 64<<10, 1<<10, 200*time.Millisecond)
 	c, err := net.Dial("tcp", ln.Addr().String())
 	if err != nil {
 		t.Fatal(err)
@@ -94,4 +77,31 @@ func TestHTTPServerForAnswers(t *testing.T) {
 	case <-time.After(10 * time.Second): // a bound for the failure, not a timing assertion
 		t.Error("a client that stopped reading held the handler for 10 s; want it cut after 200 ms")
 	}
+}
+
+// serveLongAnswer serves, on a listener of HTTPServerFor with the write
+// stall bound stall, an answer of n chunks of size bytes to every request,
+// until the test ends; each handler's end (nil when it wrote everything)
+// goes to writeErr.
+func serveLongAnswer(t *testing.T, size, n int, stall time.Duration) (ln net.Listener, writeErr <-chan error) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ends := make(chan error, 1)
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		chunk := []byte(strings.Repeat("x", size))
+		for range n {
+			if _, err := w.Write(chunk); err != nil {
+				ends <- err
+				return
+			}
+		}
+		ends <- nil
+	})
+	srv, wrapped := HTTPServerFor(h, ln, HTTPConfig{WriteStallTimeout: stall}, zerolog.Nop())
+	go srv.Serve(wrapped)
+	t.Cleanup(func() { srv.Close() })
+	return ln, ends
 }

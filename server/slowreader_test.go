@@ -5,11 +5,8 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"strings"
 	"testing"
 	"time"
-
-	"github.com/rs/zerolog"
 )
 
 // TestSlowReaderKeepsItsAnswer: a client that keeps reading, slowly, is
@@ -23,25 +20,8 @@ func TestSlowReaderKeepsItsAnswer(t *testing.T) {
 	if testing.Short() {
 		t.Skip("reads 6 MiB at 1 MiB/s")
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	const size = 6 << 20
-	writeErr := make(chan error, 1)
-	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		chunk := []byte(strings.Repeat("x", 4<<10))
-		for range size / len(chunk) {
-			if _, err := w.Write(chunk); err != nil {
-				writeErr <- err
-				return
-			}
-		}
-		writeErr <- nil
-	})
-	srv, wrapped := HTTPServerFor(h, ln, HTTPConfig{WriteStallTimeout: 500 * time.Millisecond}, zerolog.Nop())
-	go srv.Serve(wrapped)
-	defer srv.Close()
+	ln, writeErr := serveLongAnswer(t, 4<<10, size/(4<<10), 500*time.Millisecond)
 
 	c, err := net.Dial("tcp", ln.Addr().String())
 	if err != nil {
