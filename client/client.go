@@ -382,12 +382,17 @@ func userAgent(suffix string) string {
 }
 
 // Warm fetches a token now, so that the first Decide does not spend its
-// budget on it. Calling it is optional.
+// budget on it. Calling it is optional. A fetch that failed for a cause a
+// retry can fix (a lost connection, 429 or 5xx of the token endpoint) is
+// retried as every call retries it, within ctx's deadline or WithTimeout;
+// a refused credential (401 no_autenticado) is returned at once.
 func (c *Client) Warm(ctx context.Context) error {
 	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
-	_, err := c.tokens.get(ctx)
-	return err
+	return c.retry(ctx, 20, retrySafe, func() error {
+		_, err := c.tokens.get(ctx)
+		return err
+	})
 }
 
 // Close stops the fallback sender after it has sent what is queued, or

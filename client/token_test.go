@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/coupond/coupond/client"
 )
 
@@ -372,5 +374,49 @@ func TestNoTokenFetchAfterClose(t *testing.T) {
 	}
 	if n := tokens.Load(); n != 1 {
 		t.Errorf("%d token requests, want the one before Close", n)
+	}
+}
+
+// TestWarmRetriesFailedTokenFetch: Warm retries a token fetch that failed
+// for a transient cause (a lost connection, 429 or 5xx of the token
+// endpoint) as every other call does, and returns a refused credential at
+// once. Before, one blip of the token endpoint at start-up failed Warm,
+// while the package documentation says every call retries it.
+func TestWarmRetriesFailedTokenFetch(t *testing.T) {
+	tests := []struct {
+		name       string
+		fails      int64 // token requests that fail before the others succeed
+		status     int   // of a failing token request; 0: a lost connection
+		wantStatus int   // of the *Error returned; 0: none
+		wantTokens int64
+	}{
+		{"ok", 0, 0, 0, 1},
+		{"503 once", 1, 503, 0, 2},
+		{"429 twice", 2, 429, 0, 3},
+		{"connection lost once", 1, 0, 0, 2},
+		{"500 on every attempt", 100, 500, 500, 4},
+		{"credential refused", 100, 401, 401, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var tokens atomic.Int64
+			h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "application/json")
+				fmt.Fprint(w, tokenJSON)
+			})
+			hc := &http.Client{Transport: flakyTokens{h: h, fails: tt.fails, status: tt.status, tokens: &tokens}}
+			c := inMemoryClient(t, h, client.WithHTTPClient(hc), client.WithRetries(4, time.Millisecond, time.Millisecond))
+			err := c.Warm(context.Background())
+			var apiErr *client.Error
+			gotStatus := 0
+			if errors.As(err, &apiErr) {
+				gotStatus = apiErr.Status
+			} else if err != nil {
+				t.Fatalf("Warm: %v, want nil or an *Error", err)
+			}
+			if diff := cmp.Diff([2]int64{int64(tt.wantStatus), tt.wantTokens}, [2]int64{int64(gotStatus), tokens.Load()}); diff != "" {
+				t.Errorf("Warm: %v; [status, token requests] (-want +got):\n%s", err, diff)
+			}
+		})
 	}
 }
