@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/coupond/coupond/client"
 )
 
@@ -259,5 +261,61 @@ func TestExportCustomerOfAnySize(t *testing.T) {
 	if _, err := c.ExportCustomer(context.Background(), "cli-00000001"); err == nil ||
 		!strings.Contains(err.Error(), "not the documented JSON") {
 		t.Fatalf("export cut short: got %v, want an error saying so", err)
+	}
+}
+
+// TestFallbackQueueRetriesAnswerNotJSON: a 2xx to a queued fallback
+// record whose body is not the API's answer (a proxy's or captive
+// portal's page) is a failed delivery, retried with the same
+// Idempotency-Key until the API accepts it, as RecordFallback treats it.
+// Before, the queue discarded the body and counted the record in
+// FallbackSent though the server never stored it.
+func TestFallbackQueueRetriesAnswerNotJSON(t *testing.T) {
+	tests := []struct {
+		name      string
+		portal    int64 // fallback deliveries answered 200 with an HTML page first
+		wantSends int64 // fallback deliveries in all
+	}{
+		{"accepted at once", 0, 1},
+		{"portal page once", 1, 2},
+		{"portal page three times", 3, 4},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var sends atomic.Int64
+			var keys keySet
+			h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				switch r.URL.Path {
+				case "/v1/token":
+					w.Header().Set("Content-Type", "application/json")
+					fmt.Fprint(w, tokenJSON)
+				case "/v1/decisiones/respaldo":
+					keys.add(r.Header.Values("Idempotency-Key"))
+					if sends.Add(1) <= tt.portal {
+						w.Header().Set("Content-Type", "text/html")
+						fmt.Fprint(w, "<html>portal</html>")
+						return
+					}
+					w.Header().Set("Content-Type", "application/json")
+					fmt.Fprint(w, `{}`)
+				default:
+					w.Header().Set("Content-Type", "application/json")
+					w.WriteHeader(http.StatusServiceUnavailable)
+					fmt.Fprint(w, `{"codigo":"no_disponible","mensaje":"m","campo":null,"detalle":null,"trace_id":"t"}`)
+				}
+			})
+			c := inMemoryClient(t, h, client.WithFallback(0), client.WithBreaker(0, time.Second),
+				client.WithRetries(1, 0, 0), client.WithFallbackRetry(time.Millisecond, time.Millisecond))
+			d, err := c.Decide(context.Background(), decisionRequest(newRef()))
+			if err != nil || !d.EnRespaldo {
+				t.Fatalf("Decide: %+v, %v; want the fallback", d, err)
+			}
+			waitFor(t, 5*time.Second, func() bool { return c.Stats().FallbackPending == 0 })
+			st := c.Stats()
+			got := []int64{sends.Load(), st.FallbackSent, st.FallbackRejected, int64(keys.count())}
+			if diff := cmp.Diff([]int64{tt.wantSends, 1, 0, 1}, got); diff != "" {
+				t.Errorf("[deliveries, sent, rejected, keys] (-want +got):\n%s", diff)
+			}
+		})
 	}
 }

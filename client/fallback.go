@@ -76,14 +76,16 @@ func (q *fallbackQueue) run() {
 
 // deliver sends r until it is accepted, refused for good, or the queue's
 // context ends (then it counts as dropped). Every attempt carries the same
-// Idempotency-Key: one whose answer was lost is stored once.
+// Idempotency-Key: one whose answer was lost is stored once. Accepted
+// means the API's answer: a 2xx whose body is not its JSON object (a
+// proxy's page) is a failed attempt, as it is for RecordFallback.
 func (q *fallbackQueue) deliver(r PeticionRespaldo) {
 	defer q.pending.Add(-1)
 	cfg := &q.c.cfg
 	key := []string{newIdempotencyKey()}
 	for n := 0; ; n++ {
 		ctx, cancel := context.WithTimeout(q.ctx, 10*time.Second)
-		err := q.c.callKeyed(ctx, http.MethodPost, "/v1/decisiones/respaldo", &r, nil, retryRefused, key)
+		err := q.c.callKeyed(ctx, http.MethodPost, "/v1/decisiones/respaldo", &r, &objetoVacio{}, retryRefused, key)
 		cancel()
 		var apiErr *Error
 		switch {
