@@ -71,8 +71,10 @@ func (c *Client) WaitBatch(ctx context.Context, jobID string, progress func(Esta
 // BatchResults streams the decisions of a completed job
 // (GET /v1/lotes-decision/{job_id}/resultado), one LineaResultado per
 // iteration. It asks for the file as stored (Accept-Encoding: zstd) and
-// decompresses it here, so fewer bytes cross the network. Iteration stops at the first error, which is yielded; breaking out
-// of the loop closes the download.
+// decompresses it here, so fewer bytes cross the network. Iteration stops
+// at the first error, which is yielded; breaking out of the loop closes the
+// download. A download that breaks off yields its read error (such as
+// context.Canceled, for errors.Is) after the whole lines before it.
 //
 //	for line, err := range c.BatchResults(ctx, jobID) {
 //		if err != nil { … }
@@ -141,6 +143,13 @@ func decodeResultLines(body io.Reader, encoding string) iter.Seq2[*LineaResultad
 		br := bufio.NewReaderSize(r, 64<<10)
 		for n := 1; ; n++ {
 			data, err := br.ReadBytes('\n')
+			if err != nil && err != io.EOF {
+				// The download broke off (ctx canceled, connection lost):
+				// what came before the error is a piece of a line, and
+				// the error, not that piece, is why the loop ends.
+				yield(nil, fmt.Errorf("coupond: result file after line %d: %w", n-1, err))
+				return
+			}
 			if len(data) > 0 {
 				line := new(LineaResultado)
 				if jerr := unmarshalObject(data, line); jerr != nil {
@@ -152,10 +161,6 @@ func decodeResultLines(body io.Reader, encoding string) iter.Seq2[*LineaResultad
 				}
 			}
 			if err == io.EOF {
-				return
-			}
-			if err != nil {
-				yield(nil, fmt.Errorf("coupond: result file after line %d: %w", n-1, err))
 				return
 			}
 		}

@@ -14,6 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+	"github.com/klauspost/compress/zstd"
+
 	"github.com/coupond/coupond/batch"
 	"github.com/coupond/coupond/client"
 )
@@ -207,6 +210,104 @@ func TestBatchResultsUnexpectedStatus(t *testing.T) {
 			}
 			if len(errs) != 1 || errs[0] == nil {
 				t.Fatalf("got errors %v, want one", errs)
+			}
+		})
+	}
+}
+
+// cutBody yields data, then err where the stream would end.
+type cutBody struct {
+	r   io.Reader
+	err error
+}
+
+func (b *cutBody) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	if err == io.EOF {
+		return n, b.err
+	}
+	return n, err
+}
+
+// resultTransport answers tokens, and every other request with a 200
+// result file of body() sent with Content-Encoding encoding.
+type resultTransport struct {
+	encoding string
+	body     func() io.Reader
+}
+
+func (t resultTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.URL.Path == "/v1/token" {
+		return handlerTransport{http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprint(w, tokenJSON)
+		})}.RoundTrip(r)
+	}
+	h := http.Header{"Content-Type": {"application/x-ndjson"}}
+	if t.encoding != "" {
+		h.Set("Content-Encoding", t.encoding)
+	}
+	return &http.Response{StatusCode: http.StatusOK, Header: h, Body: io.NopCloser(t.body()), Request: r}, nil
+}
+
+// TestBatchResultsDownloadCutShort: a download that ends in a read error
+// (the caller's context canceled, the connection lost) yields that error,
+// for errors.Is, after the whole lines read before it, whatever the
+// encoding. Before, the piece of line read before the error was parsed
+// first and the loop got "line n is not the documented JSON", which reads
+// as a damaged file: a caller that canceled could not tell. A last line
+// without its newline, followed by the file's end, is still a line.
+func TestBatchResultsDownloadCutShort(t *testing.T) {
+	const lines = `{"cliente_ref":"c1","decision_id":"d1"}` + "\n" + `{"cliente_ref":"c2","decision_id":"d2"}` + "\n"
+	const partial = `{"cliente_ref":"c3","deci`
+	zstdOf := func(s string) []byte {
+		enc, err := zstd.NewWriter(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer enc.Close()
+		return enc.EncodeAll([]byte(s), nil)
+	}
+	tests := []struct {
+		name     string
+		encoding string
+		body     []byte
+		err      error // ending the body; io.EOF: a whole file
+		want     []string
+		wantErr  error // nil: no error
+	}{
+		{"identity canceled", "", []byte(lines + partial), context.Canceled, []string{"c1", "c2"}, context.Canceled},
+		{"identity connection lost", "", []byte(lines + partial), io.ErrUnexpectedEOF, []string{"c1", "c2"}, io.ErrUnexpectedEOF},
+		{"identity cut at a newline", "", []byte(lines), context.Canceled, []string{"c1", "c2"}, context.Canceled},
+		{"identity last line without newline", "", []byte(lines + `{"cliente_ref":"c3","decision_id":"d3"}`), io.EOF, []string{"c1", "c2", "c3"}, nil},
+		{"zstd canceled", "zstd", zstdOf(lines + partial + `sion_id":"d3"}` + "\n"), context.Canceled, nil, context.Canceled},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			body := tt.body
+			if tt.encoding == "zstd" {
+				body = body[:len(body)-8] // the frame cut short
+			}
+			rt := resultTransport{encoding: tt.encoding, body: func() io.Reader { return &cutBody{bytes.NewReader(body), tt.err} }}
+			c, err := client.New("http://coupond.invalid", "ci_x", "sec", client.WithHTTPClient(&http.Client{Transport: rt}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close(context.Background())
+			var got []string
+			var gotErr error
+			for line, err := range c.BatchResults(context.Background(), "job-1") {
+				if err != nil {
+					gotErr = err
+					break
+				}
+				got = append(got, line.ClienteRef)
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("lines (-want +got):\n%s", diff)
+			}
+			if tt.wantErr == nil && gotErr != nil || tt.wantErr != nil && !errors.Is(gotErr, tt.wantErr) {
+				t.Errorf("error %v, want %v", gotErr, tt.wantErr)
 			}
 		})
 	}
