@@ -99,7 +99,7 @@ func (c *Client) Decide(ctx context.Context, req PeticionDecision, opts ...Decid
 		}
 		// The caller's deadline passed before the call: the engine was not
 		// asked, so the breaker hears nothing of it.
-		return c.fallback(&req, &o, whyLate, fmt.Errorf("%w before the first attempt: %w", ErrBudgetExhausted, err))
+		return c.fallback(&req, &o, "", whyLate, fmt.Errorf("%w before the first attempt: %w", ErrBudgetExhausted, err))
 	}
 	clk := c.cfg.clock
 	start := clk.now()
@@ -111,10 +111,13 @@ func (c *Client) Decide(ctx context.Context, req PeticionDecision, opts ...Decid
 	}
 	allowed, probe := c.breaker.allow(start)
 	if !allowed {
-		return c.fallback(&req, &o, whyBreaker, ErrBreakerOpen)
+		return c.fallback(&req, &o, "", whyBreaker, ErrBreakerOpen)
 	}
 	body := appendDecisionRequest(make([]byte, 0, 128), &req)
-	d, n, out, err := c.attempts(ctx, body, deadline)
+	// One allocation holds the answer and the Idempotency-Key header value.
+	s := new(decideScratch)
+	s.key[0] = newIdempotencyKey()
+	d, n, out, err := c.attempts(ctx, body, s, deadline)
 	switch out {
 	case decided:
 		c.breaker.success(probe)
@@ -128,7 +131,7 @@ func (c *Client) Decide(ctx context.Context, req PeticionDecision, opts ...Decid
 		return nil, err
 	case paused:
 		c.breaker.failure(probe, clk.now())
-		return c.fallback(&req, &o, whyPaused, err)
+		return c.fallback(&req, &o, s.key[0], whyPaused, err)
 	}
 	why := whyLate
 	if out == limited {
@@ -137,7 +140,7 @@ func (c *Client) Decide(ctx context.Context, req PeticionDecision, opts ...Decid
 	} else {
 		c.breaker.failure(probe, clk.now())
 	}
-	return c.fallback(&req, &o, why, fmt.Errorf("%w after %d attempts in %v: %w", ErrBudgetExhausted, n,
+	return c.fallback(&req, &o, s.key[0], why, fmt.Errorf("%w after %d attempts in %v: %w", ErrBudgetExhausted, n,
 		clk.now().Sub(start).Round(time.Millisecond), err))
 }
 
@@ -156,12 +159,9 @@ const (
 
 // attempts makes the attempts of one decision, all with one
 // Idempotency-Key, until one succeeds, fails for good, or the attempts or
-// the time up to deadline run out. It returns the decision or the last
-// error, and how many attempts it made.
-func (c *Client) attempts(ctx context.Context, body []byte, deadline time.Time) (*Decision, int, outcome, error) {
-	// One allocation holds the answer and the Idempotency-Key header value.
-	s := new(decideScratch)
-	s.key[0] = newIdempotencyKey()
+// the time up to deadline run out, with s's key. It returns the decision or
+// the last error, and how many attempts it made.
+func (c *Client) attempts(ctx context.Context, body []byte, s *decideScratch, deadline time.Time) (*Decision, int, outcome, error) {
 	for n := 0; ; n++ {
 		if n > 0 {
 			c.retries.Add(1)
@@ -240,14 +240,16 @@ const (
 )
 
 // fallback answers the fallback action, if any, and queues its record;
-// why (whyLate, ...) is the reason its Motivo gives.
-func (c *Client) fallback(req *PeticionDecision, o *decideOptions, why string, cause error) (*Decision, error) {
+// why (whyLate, ...) is the reason its Motivo gives, replaces the
+// Idempotency-Key of the attempts made ("" when none was sent): a
+// decision they made whose answer was lost is voided by the record.
+func (c *Client) fallback(req *PeticionDecision, o *decideOptions, replaces, why string, cause error) (*Decision, error) {
 	if !o.hasFallback {
 		return nil, fmt.Errorf("%w: %w", ErrNoFallback, cause)
 	}
 	c.respaldos.Add(1)
-	c.fallbacks.enqueue(PeticionRespaldo{Accion: o.fallback, Canal: req.Contexto.Canal, ClienteRef: req.ClienteRef,
-		CampanaID: req.Contexto.CampanaID})
+	c.fallbacks.enqueue(queuedFallback{replaces: replaces, body: PeticionRespaldo{Accion: o.fallback,
+		Canal: req.Contexto.Canal, ClienteRef: req.ClienteRef, CampanaID: req.Contexto.CampanaID}})
 	return &Decision{Accion: o.fallback, Propension: 1, EnRespaldo: true,
 		Motivo: "respaldo: " + why + "; se aplicó la acción de respaldo del cliente", Causa: cause}, nil
 }

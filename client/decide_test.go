@@ -791,3 +791,41 @@ func TestConfirmAfterLostAnswer(t *testing.T) {
 	}
 	proxy.set(nil)
 }
+
+// TestFallbackReplacesLostDecision: when coupond decided but no answer
+// reached the client (every attempt's answer replaced by a 502 after the
+// server stored the decision), the fallback record Decide queues names
+// the attempts' Idempotency-Key, and the server voids the lost decision:
+// the export shows it rechazada (with the confirmation's motivo_rechazo)
+// beside the fallback record, and the customer's next Decide is a new
+// decision, not the lost one given back for its reward window.
+func TestFallbackReplacesLostDecision(t *testing.T) {
+	ts := newTestServer(t)
+	proxy := newFaultProxy(t, ts.api)
+	c := ts.newClient(t, proxy.http.URL, client.WithFallback(0), client.WithBudget(300*time.Millisecond),
+		client.WithBreaker(0, time.Second), client.WithFallbackRetry(10*time.Millisecond, 50*time.Millisecond))
+	installCatalog(t, c, 3)
+	proxy.set(func(r *http.Request, _ int) fault {
+		if r.URL.Path == "/v1/decisiones" {
+			return fault{status: 502, codigo: "bad_gateway", forward: true}
+		}
+		return fault{}
+	})
+	ref := newRef()
+	if d, err := c.Decide(context.Background(), decisionRequest(ref)); err != nil || !d.EnRespaldo {
+		t.Fatalf("Decide: %+v, %v; want the fallback", d, err)
+	}
+	proxy.set(nil)
+	waitFor(t, 5*time.Second, func() bool { return c.Stats().FallbackPending == 0 })
+	lost, fbs := decisionsOf(t, c, ref)
+	if len(lost) != 1 || len(fbs) != 1 {
+		t.Fatalf("server holds %d decisions and %d fallback records, want 1 and 1", len(lost), len(fbs))
+	}
+	if lost[0].EstadoEjecucion != "rechazada" {
+		t.Errorf("lost decision %s, want rechazada", lost[0].EstadoEjecucion)
+	}
+	next, err := c.Decide(context.Background(), decisionRequest(ref))
+	if err != nil || next.EnRespaldo || next.DecisionID == lost[0].DecisionID {
+		t.Errorf("next Decide: %+v, %v; want a new decision, not %s", next, err, lost[0].DecisionID)
+	}
+}

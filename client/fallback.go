@@ -17,7 +17,7 @@ import (
 // and counted, so Decide never blocks on it.
 type fallbackQueue struct {
 	c  *Client
-	ch chan PeticionRespaldo
+	ch chan queuedFallback
 
 	mu     sync.Mutex // guards closed against enqueue after close
 	closed bool
@@ -31,13 +31,22 @@ type fallbackQueue struct {
 
 func newFallbackQueue(c *Client, size int) *fallbackQueue {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &fallbackQueue{c: c, ch: make(chan PeticionRespaldo, size), drain: make(chan struct{}),
+	return &fallbackQueue{c: c, ch: make(chan queuedFallback, size), drain: make(chan struct{}),
 		ctx: ctx, cancel: cancel, done: make(chan struct{})}
+}
+
+// queuedFallback is a fallback record waiting to be sent: its body and,
+// when Decide's attempts reached the server, their Idempotency-Key, sent
+// as Replaces-Idempotency-Key so that a decision coupond made but whose
+// answer never arrived is voided by the record that takes its place.
+type queuedFallback struct {
+	body     PeticionRespaldo
+	replaces string
 }
 
 // enqueue queues r without blocking; a full queue or a closed client drops
 // it.
-func (q *fallbackQueue) enqueue(r PeticionRespaldo) {
+func (q *fallbackQueue) enqueue(r queuedFallback) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.closed {
@@ -79,13 +88,17 @@ func (q *fallbackQueue) run() {
 // Idempotency-Key: one whose answer was lost is stored once. Accepted
 // means the API's answer: a 2xx whose body is not its JSON object (a
 // proxy's page) is a failed attempt, as it is for RecordFallback.
-func (q *fallbackQueue) deliver(r PeticionRespaldo) {
+func (q *fallbackQueue) deliver(r queuedFallback) {
 	defer q.pending.Add(-1)
 	cfg := &q.c.cfg
 	key := []string{newIdempotencyKey()}
+	var hdr http.Header
+	if r.replaces != "" {
+		hdr = http.Header{"Replaces-Idempotency-Key": {r.replaces}}
+	}
 	for n := 0; ; n++ {
 		ctx, cancel := context.WithTimeout(q.ctx, 10*time.Second)
-		err := q.c.callKeyed(ctx, http.MethodPost, "/v1/decisiones/respaldo", &r, &objetoVacio{}, retryRefused, key)
+		err := q.c.callWith(ctx, http.MethodPost, "/v1/decisiones/respaldo", &r.body, &objetoVacio{}, retryRefused, key, hdr)
 		cancel()
 		var apiErr *Error
 		switch {

@@ -196,6 +196,11 @@ func (c *Client) call(ctx context.Context, method, path string, in, out any, mod
 // callKeyed is call with an Idempotency-Key header (idemKey: its one
 // value; nil: none), the same on every attempt.
 func (c *Client) callKeyed(ctx context.Context, method, path string, in, out any, mode retryMode, idemKey []string) error {
+	return c.callWith(ctx, method, path, in, out, mode, idemKey, nil)
+}
+
+// callWith is callKeyed with more headers, hdr, on every attempt.
+func (c *Client) callWith(ctx context.Context, method, path string, in, out any, mode retryMode, idemKey []string, hdr http.Header) error {
 	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
 	var body []byte
@@ -206,7 +211,7 @@ func (c *Client) callKeyed(ctx context.Context, method, path string, in, out any
 		}
 	}
 	return c.retry(ctx, 20, mode, func() error {
-		resp, err := c.send(ctx, method, c.base+path, body, idemKey, nil)
+		resp, err := c.send(ctx, method, c.base+path, body, idemKey, hdr)
 		if err != nil {
 			return err
 		}

@@ -437,6 +437,12 @@ type FallbackInput struct {
 	// the same body (HashFallbackBody) store nothing more, and one with
 	// another body ErrIdempotencyConflict.
 	Idempotency Idempotency
+	// Replaces, when set, is the Idempotency-Key of the decision request
+	// whose answer never reached the caller and whose place this record
+	// takes: that request's decision, if it is still pendiente, is voided
+	// in the record's commit (fallbackCall). A key that answered
+	// nothing this record can replace is no error.
+	Replaces string
 }
 
 // HashFallbackBody is the identity of a fallback request's body for
@@ -455,7 +461,9 @@ func HashFallbackBody(b []byte) [32]byte {
 var ErrUnknownAction = errors.New("engine: action not in the catalog")
 
 // Fallback stores a fallback record with propensity 1 and en_respaldo true.
-// It is kept for evaluation and does not open a reward window. A send
+// It is kept for evaluation and does not open a reward window; with
+// in.Replaces it voids the decision whose answer it replaces (see
+// fallbackCall.replaced), in the same commit. A send
 // (accion ≠ 0) for a defined campaign is counted against its budget in the
 // same commit (fallbackSend), past the caps too. With an Idempotency-Key
 // the record and the key's record are committed together, and a repeat of
@@ -499,34 +507,7 @@ func (e *Engine) Fallback(tenant string, in FallbackInput) error {
 			return ErrUnknownAction
 		}
 	}
-	nonce, err := e.freshNonce(ts, t, now)
-	if err != nil {
-		return err
-	}
-	r := &DecisionRecord{
-		Nonce: nonce, ClienteRef: in.ClienteRef, At: now, Canal: in.Canal, CampanaID: in.CampanaID,
-		Accion: in.Accion, Propension: 1, Version: "respaldo", EnRespaldo: true, CaducaEn: now,
-		Motivo: "registro de respaldo: regla del cliente aplicada", Estado: EstadoEjecutada,
-	}
-	if act != nil && in.CampanaID != "" { // counts a send: after a batch chunk's commit
-		ts.budgetGate.RLock()
-		defer ts.budgetGate.RUnlock()
-	}
-	sent, err := e.Campaigns.fallbackSend(tenant, r, act)
-	if err != nil {
-		return err
-	}
-	b := e.db.NewBatch()
-	defer b.Close()
-	putDecision(b, tenant, r, nil)
-	if idem != nil {
-		b.SetIdempotency(tenant, in.Idempotency.Key, idem)
-	}
-	if err := e.Campaigns.commitCounts(ts, tenant, b, nil, nil, sent); err != nil {
-		return err
-	}
-	e.counters.Add(tenant, now, CountFallbacks, 1)
-	return nil
+	return fallbackCall{e: e, ts: ts, t: t, now: now, in: in}.store(act, idem)
 }
 
 // fallbackSend is the send r, a fallback record of action act (nil: 0),

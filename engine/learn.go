@@ -38,6 +38,7 @@ type LearnStats struct {
 	Folded      int // rewards folded into the model
 	Unconfirmed int // closed without confirmation: left out
 	Modified    int // modificada: left out
+	Replaced    int // replaced by a fallback record (its answer was lost): left out
 	Control     int // control group: reward recorded, not learned
 	Released    int // expired unconfirmed sends whose budget went back
 	Damaged     int // decision records that did not decode: quarantined, skipped
@@ -51,7 +52,7 @@ type LearnStats struct {
 // anything (Damaged does not count): callers that run the learner until
 // nothing is due stop at the first pass that did not work.
 func (s LearnStats) Worked() bool {
-	return s.Folded+s.Unconfirmed+s.Modified+s.Control+s.Released+s.Requeued != 0
+	return s.Folded+s.Unconfirmed+s.Modified+s.Replaced+s.Control+s.Released+s.Requeued != 0
 }
 
 // learnBatch bounds the work of one pass so a backlog does not hold the
@@ -416,6 +417,8 @@ func (p *learnPass) apply(b *store.Batch, w dueEntry, ld dueLoad) error {
 	switch {
 	case r.Estado == EstadoModificada:
 		st.Modified++
+	case replacedByFallback(r): // the fallback record says what was done
+		st.Replaced++
 	case r.EnControl:
 		st.Control++
 	default:

@@ -33,18 +33,27 @@ var idemKeySchema = schema.String().Len(1, 255).Pattern(`^[\x20-\x7E]+$`, func(k
 
 // idempotencyKey validates the Idempotency-Key header with idemKeySchema;
 // a repeated header is a value_error.
-func idempotencyKey(c *call) (string, error) {
-	vals := c.r.Header.Values("Idempotency-Key")
+func idempotencyKey(c *call) (string, error) { return keyHeader(c, "Idempotency-Key") }
+
+// replacesHeader names, on a fallback record, the Idempotency-Key of the
+// decision request whose answer never arrived and whose place the record
+// takes (engine.FallbackInput.Replaces); beyond the spec.
+const replacesHeader = "Replaces-Idempotency-Key"
+
+// keyHeader validates header name, a key, with idemKeySchema: "" when it
+// is absent; a repeated header is a value_error.
+func keyHeader(c *call, name string) (string, error) {
+	vals := c.r.Header.Values(name)
 	if len(vals) == 0 {
 		return "", nil
 	}
 	k := vals[0]
 	if len(vals) > 1 {
 		return "", &validationError{detail: []schema.Violation{
-			schema.ValueError([]any{"header", "Idempotency-Key"}, "Idempotency-Key debe enviarse una sola vez", k),
+			schema.ValueError([]any{"header", name}, name+" debe enviarse una sola vez", k),
 		}}
 	}
-	if bad := idemKeySchema.ValidateText(k, "header", "Idempotency-Key"); len(bad) > 0 {
+	if bad := idemKeySchema.ValidateText(k, "header", name); len(bad) > 0 {
 		return "", &validationError{detail: bad}
 	}
 	return k, nil
@@ -227,15 +236,24 @@ var fallbackSchema = schema.Object(
 // handleFallback records a fallback decision. Beyond the spec it accepts
 // an Idempotency-Key, as POST /v1/decisiones does: the client library
 // retries a record whose answer was lost, and a repeat with the key stores
-// nothing more.
+// nothing more. Also beyond the spec, Replaces-Idempotency-Key names the
+// decision request whose answer never arrived: its decision, still
+// unconfirmed, is voided (engine.FallbackInput.Replaces).
 func (s *Server) handleFallback(c *call) error {
-	key, v, err := decodeWith(c, idempotencyKey, fallbackSchema)
+	var replaces string
+	key, v, err := decodeWith(c, func(c *call) (string, error) {
+		k, kerr := idempotencyKey(c)
+		r, rerr := keyHeader(c, replacesHeader)
+		replaces = r
+		return k, joinValidation(kerr, rerr)
+	}, fallbackSchema)
 	if err != nil {
 		return err
 	}
 	in := engine.FallbackInput{
 		Accion: int(v.Field("accion").Int()), Canal: v.Field("canal").String(),
 		ClienteRef: v.Field("cliente_ref").String(), CampanaID: v.Field("campana_id").String(),
+		Replaces: replaces,
 	}
 	if key != "" {
 		in.Idempotency = engine.Idempotency{Key: key, BodyHash: engine.HashFallbackBody(v.JSON()), RawBodyHash: engine.HashFallbackBody(c.body)}

@@ -517,6 +517,9 @@ func TestViolationsListedAtOnce(t *testing.T) {
 	}{
 		{"decision: header and body", "POST", "/v1/decisiones", map[string]any{"contexto": map[string]any{"canal": "push"}},
 			[]string{"Idempotency-Key", strings.Repeat("k", 256)}, []string{"[header Idempotency-Key]", "[body cliente_ref]"}},
+		{"fallback: both keys and body", "POST", "/v1/decisiones/respaldo", map[string]any{"accion": 0, "canal": "push"},
+			[]string{"Idempotency-Key", "", "Replaces-Idempotency-Key", strings.Repeat("k", 256)},
+			[]string{"[header Idempotency-Key]", "[header Replaces-Idempotency-Key]", "[body cliente_ref]"}},
 		{"campaign: path and body", "PUT", "/v1/campanas/-mal", map[string]any{"canal": "push", "descripcion": "navidad", "max_envios": -1},
 			nil, []string{"[path campana_id]", "[body max_envios]"}},
 	}
@@ -706,5 +709,42 @@ func TestDecisionContextNulls(t *testing.T) {
 				t.Errorf("eligible actions (-want +got): null must read as absent:\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestFallbackReplacesLostDecision: a fallback record whose
+// Replaces-Idempotency-Key names the decision request whose answer was
+// lost voids that decision: the customer's next request is a new
+// decision, and a late confirmation of the lost one is 409
+// ejecucion_ya_confirmada. Without the header the lost decision holds the
+// reward window (the next request gets it back).
+func TestFallbackReplacesLostDecision(t *testing.T) {
+	h, _ := newCatalogHarness(t, 2, noControl)
+	tok := h.token("acme", "decisiones:pedir", "decisiones:confirmar")
+	for _, tc := range []struct {
+		name, ref string
+		replace   bool // the fallback names the lost request's key
+	}{
+		{"with the header", "replaced-001", true},
+		{"without", "replaced-002", false},
+	} {
+		ref := tc.ref
+		_, lost := h.do("POST", "/v1/decisiones", tok, decideBody(ref, nil), "Idempotency-Key", "lost-"+ref)
+		var hdr []string
+		if tc.replace {
+			hdr = []string{"Replaces-Idempotency-Key", "lost-" + ref}
+		}
+		fb := map[string]any{"accion": 0, "canal": "push", "cliente_ref": ref}
+		if st, b := h.do("POST", "/v1/decisiones/respaldo", tok, fb, hdr...); st != 200 {
+			t.Fatalf("%s: fallback %d %v", tc.name, st, b)
+		}
+		_, next := h.do("POST", "/v1/decisiones", tok, decideBody(ref, nil))
+		if got := next["decision_id"] == lost["decision_id"]; got == tc.replace {
+			t.Errorf("%s: next request answered with the lost decision %v, want %v", tc.name, got, !tc.replace)
+		}
+		st, b := h.do("POST", "/v1/decisiones/"+lost["decision_id"].(string)+"/ejecucion", tok, map[string]any{"ejecutada": true})
+		if want := map[bool]int{false: 200, true: 409}[tc.replace]; st != want {
+			t.Errorf("%s: confirming the lost decision: %d %v, want %d", tc.name, st, b, want)
+		}
 	}
 }

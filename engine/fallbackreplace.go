@@ -1,0 +1,195 @@
+package engine
+
+import (
+	"errors"
+	"time"
+
+	"github.com/coupond/coupond/store"
+)
+
+// A decision whose answer never reached its caller (the caller's budget
+// ran out while coupond was deciding, the connection broke after the
+// commit) is stored like any other: it holds its customer's reward window
+// for weeks and waits for a confirmation nobody can send, while the
+// caller applies its own rule and records it with a fallback record. A
+// fallback record that names the Idempotency-Key of that decision request
+// (FallbackInput.Replaces) voids it in the record's own commit, as VoidJob
+// voids a failed job's decisions: rechazada with motivoRespaldo and
+// Anulada, its send given back to the campaign budget, its reward window
+// closed, left out of learning and evaluation (the fallback record says
+// what was done).
+
+// motivoRespaldo is the motivo_rechazo of a decision a fallback record
+// replaced (DecisionRecord.Anulada marks it too).
+const motivoRespaldo = "sustituida por un registro de respaldo: la respuesta no llegó al cliente"
+
+// replacedByFallback reports whether r is a decision a fallback record
+// replaced: never delivered, and not what was done, so not learned from.
+func replacedByFallback(r *DecisionRecord) bool {
+	return r.Anulada && r.MotivoRechazo == motivoRespaldo
+}
+
+// replacedWait bounds how long a fallback record waits for the decision
+// request it replaces while that request is still being answered.
+const replacedWait = 2 * time.Second
+
+// fallbackCall stores one fallback record, in, for tenant t at now (the
+// tenant clock), once Engine.Fallback has made its checks.
+type fallbackCall struct {
+	e   *Engine
+	ts  *tenantState
+	t   *store.Tenant
+	now time.Time
+	in  FallbackInput
+}
+
+// store builds the record (action act, nil for 0) and commits it with
+// idem (its Idempotency-Key's record, nil without one), its send (see
+// fallbackSend) and, with in.Replaces, the void of the decision it
+// replaces (replaced).
+func (f fallbackCall) store(act *Action, idem []byte) error {
+	e, ts, tenant, in := f.e, f.ts, f.t.ID, f.in
+	nonce, err := e.freshNonce(ts, f.t, f.now)
+	if err != nil {
+		return err
+	}
+	r := &DecisionRecord{
+		Nonce: nonce, ClienteRef: in.ClienteRef, At: f.now, Canal: in.Canal, CampanaID: in.CampanaID,
+		Accion: in.Accion, Propension: 1, Version: "respaldo", EnRespaldo: true, CaducaEn: f.now,
+		Motivo: "registro de respaldo: regla del cliente aplicada", Estado: EstadoEjecutada,
+	}
+	replacing := false
+	if in.Replaces != "" {
+		var release func()
+		if release, replacing = f.claim(); replacing {
+			defer release()
+		}
+	}
+	if (act != nil || replacing) && in.CampanaID != "" { // counts or gives back a send: after a batch chunk's commit
+		ts.budgetGate.RLock()
+		defer ts.budgetGate.RUnlock()
+	}
+	sent, err := e.Campaigns.fallbackSend(tenant, r, act)
+	if err != nil {
+		return err
+	}
+	b := e.db.NewBatch()
+	defer b.Close()
+	putDecision(b, tenant, r, nil)
+	if idem != nil {
+		b.SetIdempotency(tenant, in.Idempotency.Key, idem)
+	}
+	var voided *DecisionRecord
+	released := Releases{}
+	if replacing {
+		lock := ts.custLock(e.seed, in.ClienteRef)
+		lock.Lock()
+		defer lock.Unlock()
+		if voided, err = f.replaced(); voided != nil && err == nil {
+			released, err = f.void(voided, b)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if err := e.Campaigns.commitCounts(ts, tenant, b, nil, released, sent); err != nil {
+		return err
+	}
+	e.counters.Add(tenant, f.now, CountFallbacks, 1)
+	if voided != nil {
+		e.counters.confirmed(tenant, voided)
+	}
+	return nil
+}
+
+// claim holds in.Replaces, the Idempotency-Key of the decision request the
+// record replaces, so that no attempt of that request commits between the
+// read of its answer and the record's commit. A request still running is
+// waited for up to replacedWait; past that (or for the record's own key)
+// nothing is held and ok is false: the record is stored and replaces
+// nothing.
+func (f fallbackCall) claim() (release func(), ok bool) {
+	if f.in.Idempotency.Keyed() && f.in.Idempotency.Key == f.in.Replaces {
+		return nil, false
+	}
+	deadline := time.Now().Add(replacedWait)
+	for {
+		release, err := f.e.flights.claimKey(f.t.ID, f.in.Replaces)
+		if err == nil {
+			return release, true
+		}
+		if !time.Now().Before(deadline) {
+			return nil, false
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// replaced returns the decision the record replaces: the new decision the
+// request of Idempotency-Key in.Replaces was answered with within
+// IdempotencyTTL (not an open window's earlier decision given back),
+// online, for in's customer and campaign, still pendiente and whose
+// reward is not yet due (by the tenant's settings and by the learner's
+// view). nil when there is none: the key is unknown, expired, damaged or
+// another route's, or the decision was confirmed, voided or is another's.
+// The caller holds the key (claim) and the customer's lock.
+func (f fallbackCall) replaced() (*DecisionRecord, error) {
+	e, tenant, in := f.e, f.t.ID, f.in
+	raw, err := e.db.Get(store.IdempotencyKey(tenant, in.Replaces))
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	rec, d, err := decodeIdem(raw)
+	if err != nil || f.now.Sub(rec.At) >= IdempotencyTTL || rec.ClienteRef != in.ClienteRef {
+		return nil, nil // a damaged record is its own key's to quarantine
+	}
+	nonce, ok := e.ids.parse(tenant, d.DecisionID)
+	if !ok {
+		return nil, nil // another route's answer
+	}
+	r, err := e.loadDecision(tenant, nonce)
+	if errors.Is(err, ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	s := f.t.Settings
+	switch {
+	case r.ClienteRef != in.ClienteRef, r.CampanaID != in.CampanaID, r.JobID != "", r.EnRespaldo,
+		r.Estado != EstadoPendiente:
+		return nil, nil
+	case !r.At.Equal(rec.At) || d.Accion != r.Accion || d.Motivo != r.Motivo:
+		return nil, nil // the answer gave back an open window's decision
+	case !f.now.Before(r.At.Add(s.RewardWindow + s.RewardGrace)), f.ts.learnView.Load().due(r.At):
+		return nil, nil // a learner pass may hold it; its window no longer holds anyone
+	}
+	return r, nil
+}
+
+// void writes to b the void of r, the decision the record replaces, and
+// returns the send it gives back. The caller holds r's customer lock and,
+// for a campaign, the budget gate.
+func (f fallbackCall) void(r *DecisionRecord, b *store.Batch) (Releases, error) {
+	e, tenant := f.e, f.t.ID
+	r.Estado, r.MotivoRechazo, r.Anulada = EstadoRechazada, motivoRespaldo, true
+	at := f.now
+	r.ConfirmadaEn = &at
+	released, _, err := e.Campaigns.confirmedSends(f.ts, tenant, r)
+	if err != nil {
+		return nil, err
+	}
+	putRecord(b, tenant, r)
+	cs, err := e.loadCustomerState(tenant, r.ClienteRef, true)
+	if err != nil {
+		return nil, err
+	}
+	if cs.OpenNonce == r.Nonce {
+		cs.OpenNonce, cs.OpenAt = "", time.Time{}
+		b.Set(customerStateKey(tenant, r.ClienteRef), marshalCustomerState(&cs))
+	}
+	return released, nil
+}

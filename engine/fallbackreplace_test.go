@@ -1,0 +1,111 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// lostSend decides customers "lost-NNNN" for campaign "c1" (put with 10
+// sends), each request under Idempotency-Key "k-NNNN", until one gets a
+// coupon: the decision whose answer, in the tests below, never reached its
+// caller. It returns the customer, the key and the decision.
+func lostSend(t *testing.T, e *Engine) (ref, key string, d *Decision) {
+	t.Helper()
+	maxEnvios := int64(10)
+	if _, err := e.Campaigns.PutCampaign("acme", Campaign{ID: "c1", Canal: "push", Descripcion: "d", MaxEnvios: &maxEnvios}, t0); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 500; i++ {
+		ref, key = fmt.Sprintf("lost-%04d", i), fmt.Sprintf("k-%04d", i)
+		d, err := e.Decide("acme", Request{ClienteRef: ref, Canal: "push", CampanaID: "c1",
+			Idempotency: Idempotency{Key: key, BodyHash: HashBody([]byte(ref))}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Accion != 0 {
+			return ref, key, d
+		}
+	}
+	t.Fatal("no send in 500 decisions: change the refs")
+	return "", "", nil
+}
+
+// TestFallbackReplacesLostDecision: a fallback record naming the
+// Idempotency-Key of the decision request whose answer was lost voids that
+// decision (rechazada, anulada, its send given back, its reward window
+// closed, not learned), and only that one: not without the header, not a
+// decision confirmed since, not another campaign's record, not the open
+// window's decision a later request was answered with. Without the
+// mechanism the customer's next request got the lost decision back for
+// the whole reward window and its budget stayed spent until it expired.
+func TestFallbackReplacesLostDecision(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		before func(e *Engine, ref, key string, d *Decision) (replaces string)
+		campai string
+		voided bool
+	}{
+		{"replaces the lost decision", func(_ *Engine, _, key string, _ *Decision) string { return key }, "c1", true},
+		{"no header", func(*Engine, string, string, *Decision) string { return "" }, "c1", false},
+		{"unknown key", func(*Engine, string, string, *Decision) string { return "k-unknown" }, "c1", false},
+		{"another campaign", func(_ *Engine, _, key string, _ *Decision) string { return key }, "", false},
+		{"confirmed since", func(e *Engine, _, key string, d *Decision) string {
+			if _, err := e.Confirm("acme", d.DecisionID, Confirmation{Ejecutada: true}); err != nil {
+				t.Fatal(err)
+			}
+			return key
+		}, "c1", false},
+		{"a later request answered with the open window", func(e *Engine, ref, _ string, d *Decision) string {
+			again, err := e.Decide("acme", Request{ClienteRef: ref, Canal: "push", CampanaID: "c1",
+				Idempotency: Idempotency{Key: "k-again", BodyHash: HashBody([]byte("again"))}})
+			if err != nil || again.DecisionID != d.DecisionID {
+				t.Fatalf("second request: %v %v, want the open window's decision", again, err)
+			}
+			return "k-again"
+		}, "c1", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e, db := newTestEngine(t, 1, nil)
+			ref, key, d := lostSend(t, e)
+			in := FallbackInput{Accion: 0, Canal: "push", ClienteRef: ref, CampanaID: tc.campai, Replaces: tc.before(e, ref, key, d)}
+			if err := e.Fallback("acme", in); err != nil {
+				t.Fatal(err)
+			}
+			nonce, _ := e.ids.parse("acme", d.DecisionID)
+			r, err := e.loadDecision("acme", nonce)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := replacedByFallback(r); got != tc.voided {
+				t.Errorf("voided %v (estado %s, motivo %q), want %v", got, r.Estado, r.MotivoRechazo, tc.voided)
+			}
+			if want := map[bool]int64{true: 0, false: 1}[tc.voided && tc.campai != ""]; storedBudget(t, db).Envios != want {
+				t.Errorf("campaign sends %d after the fallback, want %d", storedBudget(t, db).Envios, want)
+			}
+			next, err := e.Decide("acme", Request{ClienteRef: ref, Canal: "push", CampanaID: "c1"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if windowHeld := next.DecisionID == d.DecisionID; windowHeld == tc.voided {
+				t.Errorf("next request answered with the lost decision: %v, want %v", windowHeld, !tc.voided)
+			}
+			if !tc.voided {
+				return
+			}
+			if _, err := e.Confirm("acme", d.DecisionID, Confirmation{Ejecutada: true}); !errors.Is(err, ErrAlreadyConfirmed) {
+				t.Errorf("confirming the replaced decision: %v, want ErrAlreadyConfirmed", err)
+			}
+			advance(t, db, 40*24*3600e9)
+			st, err := e.Learner.Learn("acme")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(1, st.Replaced); diff != "" {
+				t.Errorf("rewards left out as replaced (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
