@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -98,7 +99,7 @@ func TestFallbackReplacesLostDecision(t *testing.T) {
 			if _, err := e.Confirm("acme", d.DecisionID, Confirmation{Ejecutada: true}); !errors.Is(err, ErrAlreadyConfirmed) {
 				t.Errorf("confirming the replaced decision: %v, want ErrAlreadyConfirmed", err)
 			}
-			advance(t, db, 40*24*3600e9)
+			advance(t, db, 40*24*time.Hour)
 			st, err := e.Learner.Learn("acme")
 			if err != nil {
 				t.Fatal(err)
@@ -107,5 +108,32 @@ func TestFallbackReplacesLostDecision(t *testing.T) {
 				t.Errorf("rewards left out as replaced (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestFallbackWaitsForTheRequestItReplaces: a fallback record that
+// arrives while an attempt of the request it replaces still holds the key
+// (the request still being answered) waits for it, then voids the
+// decision; without the wait the record found the key busy and voided
+// nothing.
+func TestFallbackWaitsForTheRequestItReplaces(t *testing.T) {
+	e, _ := newTestEngine(t, 1, nil)
+	ref, key, d := lostSend(t, e)
+	release, err := e.flights.claimKey("acme", key) // an attempt in flight
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		done <- e.Fallback("acme", FallbackInput{Canal: "push", ClienteRef: ref, CampanaID: "c1", Replaces: key})
+	}()
+	time.Sleep(50 * time.Millisecond)
+	release()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	nonce, _ := e.ids.parse("acme", d.DecisionID)
+	if r, err := e.loadDecision("acme", nonce); err != nil || !replacedByFallback(r) {
+		t.Errorf("after the attempt ended: %+v %v, want the decision replaced", r, err)
 	}
 }
