@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/coupond/coupond/batch"
 	"github.com/coupond/coupond/internal/golden"
 )
@@ -61,10 +63,12 @@ func TestREADMEFlags(t *testing.T) {
 
 // walkthroughBlock is a shell block of the README's walkthrough and the
 // answer blocks (```json, and the lines of ```text blocks that start with
-// "{") that directly follow it.
+// "{") that directly follow it, with the names of the HTTP headers those
+// ```text blocks show (httpHeaderNames).
 type walkthroughBlock struct {
 	script  string
 	answers []string
+	headers []string
 }
 
 // walkthrough extracts the ```sh blocks between the walkthrough markers,
@@ -92,6 +96,7 @@ func walkthrough(t *testing.T, readme string) []walkthroughBlock {
 			case lang == "text" && adjacent && len(blocks) > 0:
 				b := &blocks[len(blocks)-1]
 				b.answers = append(b.answers, jsonLines(cur.String()))
+				b.headers = append(b.headers, httpHeaderNames(cur.String())...)
 			}
 			cur = nil
 		case cur != nil:
@@ -196,8 +201,14 @@ func TestREADMEWalkthrough(t *testing.T) {
 	}
 
 	// The answers shown in the README have the keys, nested ones included,
-	// of what the blocks print.
+	// of what the blocks print, and the HTTP headers it shows are those the
+	// blocks print.
 	for i, b := range blocks {
+		if len(b.headers) > 0 {
+			if diff := cmp.Diff(b.headers, httpHeaderNames(outputs[i])); diff != "" {
+				t.Errorf("block %d: the HTTP headers the README shows differ from those printed (-README +printed):\n%s", i, diff)
+			}
+		}
 		for _, ans := range b.answers {
 			for _, line := range strings.Split(strings.TrimSpace(ans), "\n") {
 				if line == "" {
@@ -234,6 +245,29 @@ func laterDate(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return dir
+}
+
+// httpHeaderNames returns the names of the header lines that follow each
+// "HTTP/" status line of text, up to the next blank line, sorted, without
+// repeats: what a README block of curl -si output shows.
+func httpHeaderNames(text string) []string {
+	var names []string
+	in := false
+	for _, l := range strings.Split(text, "\n") {
+		l = strings.TrimRight(l, "\r")
+		switch {
+		case strings.HasPrefix(l, "HTTP/"):
+			in = true
+		case l == "" || strings.HasPrefix(l, "{"):
+			in = false
+		case in:
+			if name, _, ok := strings.Cut(l, ":"); ok {
+				names = append(names, name)
+			}
+		}
+	}
+	slices.Sort(names)
+	return slices.Compact(names)
 }
 
 // jsonLines returns the lines of a text block that start with "{".
