@@ -99,6 +99,13 @@ func (e *apiError) Error() string { return errorTable[e.kind].codigo }
 
 func errKind(k kind) *apiError { return &apiError{kind: k} }
 
+// errMissingScope is the 403 sin_permiso of a route that needs scope: its
+// mensaje names the scope, so that the integrator knows what to ask the
+// operator to add to the credential.
+func errMissingScope(need scope) *apiError {
+	return &apiError{kind: kindForbidden, msg: errorTable[kindForbidden].msg + ": " + need.String()}
+}
+
 // validationError is answered with 422 HTTPValidationError.
 type validationError struct {
 	detail []schema.Violation

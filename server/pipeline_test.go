@@ -335,3 +335,31 @@ func TestOldFormatTokenRefused(t *testing.T) {
 		t.Errorf("old-format token: %d %v, want 401 no_autenticado", st, b)
 	}
 }
+
+// TestForbiddenNamesScope: a 403 sin_permiso names, in its mensaje, the
+// scope the route needs, so that the integrator knows what to ask the
+// operator for (it said only "no tiene el permiso necesario").
+func TestForbiddenNamesScope(t *testing.T) {
+	h := newHarness(t)
+	h.tenant("acme", true, nil)
+	tok := h.token("acme", "webhooks:escribir")
+	for _, tc := range []struct {
+		method, path string
+		body         any
+		want         string
+	}{
+		{"POST", "/v1/decisiones", map[string]any{}, "la credencial no tiene el permiso necesario: decisiones:pedir"},
+		{"POST", "/v1/eventos", map[string]any{}, "la credencial no tiene el permiso necesario: eventos:publicar"},
+		{"POST", "/v1/decisiones/d.x.y/ejecucion", map[string]any{}, "la credencial no tiene el permiso necesario: decisiones:confirmar"},
+		{"DELETE", "/v1/clientes/c-00000001", nil, "la credencial no tiene el permiso necesario: clientes:borrar"},
+		{"GET", "/v1/clientes/c-00000001/exportacion", nil, "la credencial no tiene el permiso necesario: clientes:exportar"},
+		{"PUT", "/v1/catalogo-acciones", map[string]any{}, "la credencial no tiene el permiso necesario: catalogo:escribir"},
+	} {
+		st, b := h.do(tc.method, tc.path, tok, tc.body)
+		got := map[string]any{"status": st, "codigo": b["codigo"], "mensaje": b["mensaje"]}
+		want := map[string]any{"status": 403, "codigo": "sin_permiso", "mensaje": tc.want}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("%s %s (-want +got):\n%s", tc.method, tc.path, diff)
+		}
+	}
+}

@@ -368,7 +368,7 @@ func (s *Server) serve(rt route, c *call) error {
 			return err
 		}
 		if rt.scope != 0 && c.scopes&rt.scope == 0 {
-			return errKind(kindForbidden)
+			return errMissingScope(rt.scope)
 		}
 		if c.tenant.Settings.Paused {
 			return &apiError{kind: kindPaused, retryAfter: 60}
