@@ -80,14 +80,25 @@ func NewURLSigner(key []byte, baseURL string) (*URLSigner, error) {
 	if len(key) < 32 {
 		return nil, errors.New("batch: URL signing key shorter than 32 bytes")
 	}
-	u, err := url.Parse(baseURL)
-	if err != nil {
+	if err := CheckBaseURL(baseURL); err != nil {
 		return nil, fmt.Errorf("batch: base URL: %w", err)
 	}
-	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
-		return nil, fmt.Errorf("batch: base URL %q must be http(s)://host[:port][/prefix]", baseURL)
-	}
 	return &URLSigner{key: append([]byte(nil), key...), baseURL: strings.TrimRight(baseURL, "/")}, nil
+}
+
+// CheckBaseURL returns an error, fit to follow the name of the setting that
+// gave baseURL (a password in it masked), unless it is an absolute http or
+// https URL with a host and without user, query or fragment: the base of
+// signed result URLs.
+func CheckBaseURL(baseURL string) error {
+	u, err := url.Parse(baseURL)
+	switch {
+	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "":
+		return fmt.Errorf("want http(s)://host[:port][/prefix] such as https://coupons.example.com, got %q", baseURL)
+	case u.User != nil:
+		return fmt.Errorf("want http(s)://host[:port][/prefix] without a user or password, got %q", u.Redacted())
+	}
+	return nil
 }
 
 // Grant is what a signed URL gives: job JobID of Tenant, minted for the

@@ -210,6 +210,8 @@ func TestServeHTTPFlags(t *testing.T) {
 		{args: []string{"--addr", "127.0.0.1:-1"}, want: `--addr: want host:port`},
 		{args: []string{"--addr", "127.0.0.1:65536"}, want: `--addr: want host:port`},
 		{args: []string{"--console-addr", "8081"}, want: `--console-addr: want host:port such as 127.0.0.1:8080, got "8081"`},
+		{args: []string{"--base-url", "coupons.example.com"}, want: `--base-url: want http(s)://host[:port][/prefix] such as https://coupons.example.com, got "coupons.example.com"`},
+		{args: []string{"--base-url", "https://u:secret@coupons.example.com"}, want: `--base-url: want http(s)://host[:port][/prefix] without a user or password, got "https://u:xxxxx@coupons.example.com"`},
 		{env: "COUPOND_READ_TIMEOUT", want: "--read-timeout must be positive"}, // last: it stays set
 	} {
 		dir := filepath.Join(t.TempDir(), "data")

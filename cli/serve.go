@@ -20,6 +20,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
 
+	"github.com/coupond/coupond/batch"
 	"github.com/coupond/coupond/engine"
 	"github.com/coupond/coupond/server"
 	"github.com/coupond/coupond/store"
@@ -261,6 +262,8 @@ func (f *serveFlags) settle(dataDir string) error {
 	}
 	if f.baseURL == "" {
 		f.baseURL = "http://" + f.addr
+	} else if err := batch.CheckBaseURL(f.baseURL); err != nil {
+		return fmt.Errorf("--base-url: %w", err)
 	}
 	proxies, err := parsePrefixes(f.trustedProxies)
 	if err != nil {
