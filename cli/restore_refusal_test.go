@@ -114,6 +114,9 @@ func TestRestoreRefusesChangedBackup(t *testing.T) {
 			}
 			return bk
 		}, "is not a complete backup: it has no manifest.json"},
+		{"--from does not exist", func(t *testing.T, bk string) string {
+			return filepath.Join(bk, "typo")
+		}, "/typo does not exist: give --from a backup directory made by admin backup (admin backups lists them)"},
 		{"--from is a file", func(t *testing.T, bk string) string {
 			return filepath.Join(bk, "keys.json")
 		}, "is not a complete backup: it has no manifest.json"},

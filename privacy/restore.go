@@ -196,6 +196,9 @@ func stage(ctx context.Context, dataDir, src string, secrets *store.Secrets, led
 // retention and one whose db no longer matches its manifest (checkFiles).
 func (bk *Backups) readManifest(src string) (*Manifest, error) {
 	var m Manifest
+	if _, err := os.Lstat(src); errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%s does not exist: give --from a backup directory made by admin backup (admin backups lists them)", src)
+	}
 	data, err := os.ReadFile(filepath.Join(src, ManifestFile))
 	switch {
 	case errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR):
