@@ -243,3 +243,34 @@ func TestTokenUnreadableBasic(t *testing.T) {
 		})
 	}
 }
+
+// TestTokenFormDescribesViolations: a token request in the OAuth 2.0 form
+// that fails validation says in error_description, which stock OAuth
+// clients report (they do not read detail), which parameter is at fault
+// and how; it said "mensaje (detail in a 422) says how", and a 422 has no
+// mensaje.
+func TestTokenFormDescribesViolations(t *testing.T) {
+	h := newHarness(t)
+	for _, tc := range []struct {
+		body string
+		want map[string]any
+	}{
+		{"grant_type=client_credentials", map[string]any{"error": "invalid_request",
+			"error_description": "the request is malformed: client_id: Field required; client_secret: Field required"}},
+		{"grant_type=client_credentials&grant_type=client_credentials&client_id=a&client_secret=b", map[string]any{"error": "invalid_request",
+			"error_description": "the request is malformed: grant_type: Value error, parametro repetido"}},
+		{"grant_type=password&client_id=a&client_secret=b", map[string]any{"error": "unsupported_grant_type",
+			"error_description": "grant_type must be client_credentials"}},
+	} {
+		resp := h.raw("POST", "/v1/token", "", tc.body, "Content-Type", "application/x-www-form-urlencoded")
+		var body map[string]any
+		if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		got := map[string]any{"error": body["error"], "error_description": body["error_description"]}
+		if diff := cmp.Diff(tc.want, got); diff != "" {
+			t.Errorf("%s: (-want +got):\n%s", tc.body, diff)
+		}
+	}
+}

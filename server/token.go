@@ -2,6 +2,7 @@ package server
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"mime"
 	"net"
@@ -85,7 +86,7 @@ func withOAuthError(err error) error {
 	switch {
 	case err == nil:
 	case errors.As(err, &ve):
-		ve.oauth = oauthInvalidRequest
+		ve.oauth = oauthError{oauthInvalidRequest.code, violationsDescription(ve.detail)}
 		if len(ve.detail) > 0 && !slices.ContainsFunc(ve.detail, func(v schema.Violation) bool {
 			return len(v.Loc) != 2 || v.Loc[1] != "grant_type" || v.Type == "missing" || v.Type == "value_error"
 		}) {
@@ -103,6 +104,45 @@ func withOAuthError(err error) error {
 	}
 	return err
 }
+
+// violationsDescription is the error_description of a token request's 422:
+// each parameter at fault and what is wrong with it, since stock OAuth
+// clients report that member and not detail. It keeps to the characters
+// RFC 6749 allows there (printable ASCII but '"' and '\\': a Spanish letter
+// loses its accent, any other character is one '?') and to 512 bytes.
+func violationsDescription(detail []schema.Violation) string {
+	var b strings.Builder
+	b.WriteString("the request is malformed")
+	for i, v := range detail {
+		sep := "; "
+		if i == 0 {
+			sep = ": "
+		}
+		name := "body"
+		if len(v.Loc) > 0 {
+			name = fmt.Sprint(v.Loc[len(v.Loc)-1])
+		}
+		b.WriteString(sep + name + ": " + v.Msg)
+	}
+	out := strings.Map(func(r rune) rune {
+		if a, ok := unaccented[r]; ok {
+			return a
+		}
+		if r < 0x20 || r > 0x7e || r == '"' || r == '\\' {
+			return '?'
+		}
+		return r
+	}, b.String())
+	if len(out) > 512 {
+		out = out[:509] + "..."
+	}
+	return out
+}
+
+// unaccented are the letters of Spanish messages that violationsDescription
+// writes without their accent rather than as '?'.
+var unaccented = map[rune]rune{'á': 'a', 'é': 'e', 'í': 'i', 'ó': 'o', 'ú': 'u', 'ü': 'u', 'ñ': 'n',
+	'Á': 'A', 'É': 'E', 'Í': 'I', 'Ó': 'O', 'Ú': 'U', 'Ü': 'U', 'Ñ': 'N'}
 
 func (s *Server) issueToken(c *call) error {
 	c.w.Header().Set("Cache-Control", "no-store")
