@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -95,6 +96,9 @@ func argNames(use string) []string {
 
 // flagError adds the closest flag name to cobra's unknown-flag errors.
 func flagError(cmd *cobra.Command, err error) error {
+	if plain := valueError(err); plain != err {
+		return fmt.Errorf("%w\n\nRun '%s --help' for usage", plain, cmd.CommandPath())
+	}
 	msg := err.Error()
 	name, ok := strings.CutPrefix(msg, "unknown flag: --")
 	if !ok {
@@ -110,6 +114,30 @@ func flagError(cmd *cobra.Command, err error) error {
 		return fmt.Errorf("%w\n\nDid you mean this?\n\t--%s", err, best)
 	}
 	return fmt.Errorf("%w\n\nRun '%s --help' for usage", err, cmd.CommandPath())
+}
+
+// valueWant is what valueError says a flag of each pflag value type wants.
+var valueWant = map[string]string{
+	"bool": "true or false", "int": "a whole number", "int64": "a whole number", "uint": "a whole number",
+	"uint64": "a whole number", "float64": "a number",
+}
+
+// valueError rewrites pflag's refusal of a value that does not parse as its
+// flag's type ("invalid argument \"yes\" for \"--json\" flag:
+// strconv.ParseBool: parsing \"yes\": invalid syntax") in the words of
+// coupond's own flag checks, naming the flag first so that envSource can add
+// the variable it came from: --json: want true or false, got "yes". Any
+// other error is returned as it is.
+func valueError(err error) error {
+	var ive *pflag.InvalidValueError
+	if !errors.As(err, &ive) {
+		return err
+	}
+	want, ok := valueWant[ive.GetFlag().Value.Type()]
+	if !ok {
+		return err
+	}
+	return fmt.Errorf("--%s: want %s, got %q", ive.GetFlag().Name, want, ive.GetValue())
 }
 
 // editDistance is the Levenshtein distance of a and b (flag names: short).

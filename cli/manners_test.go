@@ -43,6 +43,12 @@ func TestUnknownCommandsAndFlags(t *testing.T) {
 			t.Errorf("%v: exit %d, %v; want non-zero suggesting %s", tt.args, ExitCode(err), err, tt.suggest)
 		}
 	}
+	// A value that does not parse as its flag's type is refused in the
+	// words of coupond's own checks, not strconv's.
+	_, _, err := runCLI(t, "admin", "tenant", "list", "--json=yes", "--data-dir", dir)
+	if want := "--json: want true or false, got \"yes\"\n\nRun 'coupond admin tenant list --help' for usage"; err == nil || err.Error() != want {
+		t.Errorf("admin tenant list --json=yes: %v; want %q", err, want)
+	}
 	// A group without a subcommand prints its help and succeeds.
 	out, _, err := runCLI(t, "admin", "tenant")
 	if err != nil || !strings.Contains(out, "Available Commands") {
@@ -209,6 +215,12 @@ func TestEnvErrorsNameVariable(t *testing.T) {
 			`--by: want a positive duration such as 36h or 7d, got "-1h" (--by came from COUPOND_BY)`},
 		{"COUPOND_CONTROL_SHARE", "2", []string{"admin", "tenant", "set", "sb", "--control-share", "0.7"},
 			`--control-share: want 0 to 0.5, got 0.7`},
+		// A value that does not parse as the flag's type: pflag's words
+		// ("strconv.ParseBool: parsing …: invalid syntax") were Go's.
+		{"COUPOND_SECONDS", "ten", []string{"admin", "debug", "pprof", "--out", "x.pprof"},
+			`--seconds: want a whole number, got "ten" (--seconds came from COUPOND_SECONDS)`},
+		{"COUPOND_JSON", "yes", []string{"admin", "tenant", "list"}, // last: it stays set, and every command has --json
+			`--json: want true or false, got "yes" (--json came from COUPOND_JSON)`},
 	} {
 		t.Setenv(tc.env, tc.value)
 		_, _, err := runCLI(t, append(tc.args, "--data-dir", dir)...)

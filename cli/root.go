@@ -155,7 +155,10 @@ func applyEnv(fs *pflag.FlagSet) ([]string, error) {
 		name := envVar(f.Name)
 		if v, ok := os.LookupEnv(name); ok {
 			if e := fs.Set(f.Name, v); e != nil {
-				err = fmt.Errorf("%s: %w", name, e)
+				err = valueError(e)
+				if err == e {
+					err = fmt.Errorf("%s: %w", name, e)
+				}
 			}
 			set = append(set, "--"+f.Name+"="+v)
 		}
