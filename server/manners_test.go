@@ -15,8 +15,11 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/rs/zerolog"
 	"golang.org/x/oauth2"
 	"golang.org/x/oauth2/clientcredentials"
+
+	"github.com/coupond/coupond/internal/syncbuf"
 )
 
 // TestTokenOAuthErrors: stock OAuth clients, which send the OAuth 2.0
@@ -271,6 +274,33 @@ func TestTokenFormDescribesViolations(t *testing.T) {
 		got := map[string]any{"error": body["error"], "error_description": body["error_description"]}
 		if diff := cmp.Diff(tc.want, got); diff != "" {
 			t.Errorf("%s: (-want +got):\n%s", tc.body, diff)
+		}
+	}
+}
+
+// TestTokenRequestLogNamesCredential: the access log line of a token
+// request that got a token names its tenant and client_id, as the lines of
+// calls made with a token do, so that the operator can tell which system
+// asks for tokens; a refused one names neither (its client_id is only what
+// the caller claimed).
+func TestTokenRequestLogNamesCredential(t *testing.T) {
+	var logs syncbuf.Buffer
+	h := newHarnessHTTP(t, zerolog.New(&logs), HTTPConfig{}, nil)
+	h.tenant("acme", true, nil)
+	id, secret := h.credential("acme", "eventos:publicar")
+	for _, tc := range []struct {
+		secret string
+		want   map[string]any
+	}{
+		{secret, map[string]any{"status": float64(200), "tenant": "acme", "client_id": id}},
+		{"wrong", map[string]any{"status": float64(401), "tenant": nil, "client_id": nil}},
+	} {
+		resp := h.raw("POST", "/v1/token", "", map[string]any{"client_id": id, "client_secret": tc.secret, "grant_type": "client_credentials"})
+		resp.Body.Close()
+		line := waitRequestLine(t, &logs, resp.Header.Get("X-Trace-Id"))
+		got := map[string]any{"status": line["status"], "tenant": line["tenant"], "client_id": line["client_id"]}
+		if diff := cmp.Diff(tc.want, got); diff != "" {
+			t.Errorf("secret %q: the token request's log line (-want +got):\n%s", tc.secret, diff)
 		}
 	}
 }

@@ -168,6 +168,11 @@ type call struct {
 
 	// Set by authentication.
 	clientID string
+	// tokenFor is the credential a token was issued to (POST /v1/token
+	// answered 200): the request's log line names it and its tenant, as it
+	// does for a call authenticated with a bearer token, without the abuse
+	// guard's weighing of those calls.
+	tokenFor *store.Credential
 	// secretGen is the generation of the secret the token was obtained
 	// with (store.Credential.SecretGen).
 	secretGen uint32
@@ -309,6 +314,9 @@ func (s *Server) wrap(rt route) httprouter.Handle {
 						s.abuse.confirmed(c.tenant.ID, c.confirmed)
 					}
 				}
+			}
+			if c.tokenFor != nil {
+				ev = ev.Str("tenant", c.tokenFor.Tenant).Str("client_id", c.tokenFor.ClientID)
 			}
 			ev.Msg("request")
 			if cut {

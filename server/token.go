@@ -194,6 +194,7 @@ func (s *Server) issueToken(c *call) error {
 	}
 	s.DB.TouchCredential(cred.ClientID, c.start)
 	tok := s.tokens.issue(cred.ClientID, granted, gen, c.start.Add(tokenTTL))
+	c.tokenFor = cred
 	c.answer = answer{http.StatusOK, map[string]any{
 		"access_token": tok,
 		"expires_in":   int(tokenTTL.Seconds()),
