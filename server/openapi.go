@@ -565,6 +565,9 @@ func oauthResponse(r obj, codes []oauthError) obj {
 	add := func(ex any) {
 		if m := asObjDoc(ex); m != nil {
 			m["error"], m["error_description"] = codes[0].code, codes[0].description
+			if d, ok := exampleDescription(m["detail"]); ok && codes[0].code == oauthInvalidRequest.code {
+				m["error_description"] = d // as withOAuthError describes a 422's violations
+			}
 		}
 	}
 	add(mt["example"])
@@ -577,6 +580,21 @@ func oauthResponse(r obj, codes []oauthError) obj {
 	}
 	r["description"] = fmt.Sprint(r["description"], "\n\nOAuth 2.0 (RFC 6749 5.2): when the request is the OAuth 2.0 form (`application/x-www-form-urlencoded`), the body adds `error` (", strings.Join(names, " or "), ") and `error_description`; a JSON request's body has neither.")
 	return r
+}
+
+// exampleDescription is the error_description the token endpoint sends
+// with a 422 whose detail is the example's detail (violationsDescription);
+// ok is false when detail is not a list of violations.
+func exampleDescription(detail any) (string, bool) {
+	if detail == nil {
+		return "", false
+	}
+	data, err := json.Marshal(detail)
+	var v []schema.Violation
+	if err != nil || json.Unmarshal(data, &v) != nil || len(v) == 0 {
+		return "", false
+	}
+	return violationsDescription(v), true
 }
 
 // deepCopy copies a document subtree of obj, []any and scalars.
