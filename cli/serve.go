@@ -31,6 +31,7 @@ type serveFlags struct {
 	now                                func() time.Time
 	addr, baseURL, logLevel, logFormat string
 	webhookAllowPrivate                bool
+	holdWebhooks                       bool
 	metricsTenantLabel                 bool
 	featuresCacheMiB                   int
 	jsonLogs                           bool
@@ -59,6 +60,7 @@ func newServeCmd(a *app) *cobra.Command {
 	fl.StringVar(&f.consoleAddr, "console-addr", "127.0.0.1:8081", "operator console listen address, empty for none (env COUPOND_CONSOLE_ADDR); sign in with 'admin console login'")
 	fl.BoolVar(&f.consoleTLSProxy, "console-tls-proxy", false, "the console is reached through a proxy that terminates TLS: mark its session cookie Secure and send Strict-Transport-Security (env COUPOND_CONSOLE_TLS_PROXY)")
 	fl.BoolVar(&f.webhookAllowPrivate, "webhook-allow-private", false, "allow webhook destinations in loopback and private ranges (tests, single-network installs)")
+	fl.BoolVar(&f.holdWebhooks, "hold-webhooks", false, "deliver no webhook: deliveries stay queued, to go out when serve runs without it (a restore drill; env COUPOND_HOLD_WEBHOOKS)")
 	fl.BoolVar(&f.metricsTenantLabel, "metrics-tenant-label", false, "add a tenant label to the business series of /metrics (one series per tenant: few tenants only)")
 	fl.IntVar(&f.featuresCacheMiB, "features-cache-mib", engine.DefaultFeaturesCache>>20, "per tenant, MiB of customers' features records that ingestion keeps in memory after committing them (faster events; 0 keeps none): lower it when many tenants ingest")
 	fl.StringVar(&f.diskReserve, "disk-reserve", "auto", "free space kept on the data dir's disk: below it writes answer 503 almacenamiento_lleno (auto: the larger of 1GiB and 5% of the disk; sizes like 512MiB, 2GiB; 0 disables; env COUPOND_DISK_RESERVE)")
@@ -197,7 +199,10 @@ func serve(ctx context.Context, dataDir string, f serveFlags, logOut interface{ 
 	go func() { httpErr <- httpSrv.Serve(ln) }()
 	log.Info().Str("addr", ln.Addr().String()).Str("data_dir", dataDir).Str("version", version).Msg("serving")
 
-	run := &running{http: httpSrv, admin: admin, stopConsole: stopConsole, stopLoops: startServiceLoops(svc, log)}
+	if f.holdWebhooks {
+		log.Warn().Msg("webhook deliveries are held (--hold-webhooks): they stay queued until serve runs without it")
+	}
+	run := &running{http: httpSrv, admin: admin, stopConsole: stopConsole, stopLoops: startServiceLoops(svc, f.holdWebhooks, log)}
 	svc.ready.Store(true)
 	watch := &resumeWatch{db: e.db, dataDir: dataDir, reserve: reserve, log: log}
 	resume, serveErr := serveUntilStopped(ctx, httpErr, svc, watch.due, log)
@@ -343,20 +348,24 @@ func warnOpenFileLimit(log zerolog.Logger, maxConns int) {
 // background loops: the batch runner, webhook deliveries, the learner, the
 // deletion worker and the delivery of deletions owed to backups, each on
 // its own low-priority thread (engine.LowPriority: the kernel runs
-// decisions first). stop ends them and waits for them.
-func startServiceLoops(svc *services, log zerolog.Logger) (stop func()) {
+// decisions first); holdWebhooks leaves out the deliveries (they stay
+// queued). stop ends them and waits for them.
+func startServiceLoops(svc *services, holdWebhooks bool, log zerolog.Logger) (stop func()) {
 	if err := svc.batch.Recover(); err != nil {
 		log.Error().Err(err).Msg("batch recovery")
 	}
 	bg, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	for _, run := range []func(context.Context){
+	loops := []func(context.Context){
 		svc.batch.Run,
-		svc.webhooks.Run,
 		func(ctx context.Context) { svc.engine.Learner.RunLearner(ctx, time.Second) },
 		func(ctx context.Context) { runDeletionWorker(ctx, svc) },
 		func(ctx context.Context) { svc.backups.RunOwed(ctx, owedInterval) },
-	} {
+	}
+	if !holdWebhooks {
+		loops = append(loops, svc.webhooks.Run)
+	}
+	for _, run := range loops {
 		wg.Add(1)
 		go func() { defer wg.Done(); engine.LowPriority(); run(bg) }()
 	}
