@@ -561,6 +561,12 @@ func oauthResponse(r obj, codes []oauthError) obj {
 		mt["schema"] = schemaRef("ErrorToken")
 	case "#/components/schemas/HTTPValidationError":
 		mt["schema"] = schemaRef("HTTPValidationErrorToken")
+		// The token request's own fields, as a form with grant_type only
+		// is answered; the shared example is a decision request's.
+		mt["example"] = obj{"detail": []any{
+			obj{"loc": []any{"body", "client_id"}, "msg": "Field required", "type": "missing"},
+			obj{"loc": []any{"body", "client_secret"}, "msg": "Field required", "type": "missing"},
+		}}
 	}
 	add := func(ex any) {
 		if m := asObjDoc(ex); m != nil {

@@ -21,6 +21,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/coupond/coupond/api"
 	"github.com/coupond/coupond/batch"
 	"github.com/coupond/coupond/engine"
@@ -986,6 +988,12 @@ func TestOpenAPIResponsesMatchHandlers(t *testing.T) {
 		t.Errorf("token form with a 1190-character scope: %d %v, want 422 at scope", st, b)
 	}
 	cf.check("POST", "/v1/token", "", "x", "Content-Type", "text/plain")
+	// The token endpoint's documented 422 example is its answer to a form
+	// holding grant_type only (it once showed a decision request's fields).
+	want := doc["paths"].(obj)["/v1/token"].(obj)["post"].(obj)["responses"].(obj)["422"].(obj)["content"].(obj)["application/json"].(obj)["example"]
+	if _, b, _ := cf.check("POST", "/v1/token", "", "grant_type=client_credentials", "Content-Type", "application/x-www-form-urlencoded"); cmp.Diff(want, any(b)) != "" {
+		t.Errorf("token form with grant_type only (-documented +got):\n%s", cmp.Diff(want, any(b)))
+	}
 
 	// Catalog and campaign.
 	if st, b, _ := cf.check("GET", "/v1/catalogo-acciones", tok, nil); st != 200 || fmt.Sprint(b["version"]) != "0" {
