@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"io"
 	"iter"
+	"net"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/klauspost/compress/zstd"
 )
@@ -47,11 +49,23 @@ var ErrBatchFailed = errors.New("coupond: batch job failed")
 // returns the last state; a failed job also returns an error wrapping
 // ErrBatchFailed with the job's error. ctx bounds the wait (the Client's
 // default timeout does not apply to the whole wait, only to each poll).
+// A poll that failed for a cause the server's return can end (a lost or
+// refused connection, 429 or 5xx: a server restarting, a paused tenant)
+// is made again after the interval, or its Retry-After if longer, until
+// ctx ends; the error then wraps ctx's and the last poll's. Any other
+// failed poll (404, an answer that is not the API's) is returned at once.
 func (c *Client) WaitBatch(ctx context.Context, jobID string, progress func(EstadoLote)) (*EstadoLote, error) {
 	for {
 		st, err := c.Batch(ctx, jobID)
 		if err != nil {
-			return nil, err
+			wait, ok := pollAgain(ctx, err)
+			if !ok {
+				return nil, err
+			}
+			if !c.cfg.clock.wait(ctx, max(c.cfg.pollInterval, wait)) {
+				return nil, fmt.Errorf("%w; the last poll: %w", ctx.Err(), err)
+			}
+			continue
 		}
 		if progress != nil {
 			progress(*st)
@@ -66,6 +80,20 @@ func (c *Client) WaitBatch(ctx context.Context, jobID string, progress func(Esta
 			return st, ctx.Err()
 		}
 	}
+}
+
+// pollAgain tells WaitBatch whether to poll again after err, a failed
+// poll (see WaitBatch), and the Retry-After to wait at least.
+func pollAgain(ctx context.Context, err error) (wait time.Duration, ok bool) {
+	var apiErr *Error
+	var netErr net.Error
+	switch {
+	case ctx.Err() != nil, errors.Is(err, ErrClosed):
+		return 0, false
+	case errors.As(err, &apiErr):
+		return apiErr.RetryAfter, apiErr.retryable()
+	}
+	return 0, errors.As(err, &netErr)
 }
 
 // BatchResults streams the decisions of a completed job
