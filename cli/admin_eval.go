@@ -6,8 +6,10 @@ import (
 	"maps"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/spf13/cobra"
@@ -120,12 +122,25 @@ func printEstimates(w io.Writer, policies []engine.PolicyValue) {
 		}{{"IPS", p.IPS}, {"SNIPS", p.SNIPS}, {"DR", p.DR}} {
 			name, ess, mw := "", "", ""
 			if i == 0 {
-				name, ess, mw = p.Policy, cell("%.0f", p.ESS), cell("%.1f", p.MaxWeight)
+				name, ess, mw = printableName(p.Policy), cell("%.0f", p.ESS), cell("%.1f", p.MaxWeight)
 			}
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", name, ess, mw, e.name, cell("%.2f", cents(e.est.Value)), intervalOf(e.est))
 		}
 	}
 	tw.Flush()
+}
+
+// printableName returns s as it is when every rune of it prints as itself,
+// else quoted with Go escapes (strconv.QuoteToGraphic). A policy's name
+// carries the tenant's catalog nombre, free text that may hold a newline or
+// a tab (the API accepts both) and format characters such as a
+// right-to-left override: printed raw, they would break the table's rows
+// and columns and could make tenant text pass for lines of the report.
+func printableName(s string) string {
+	if strings.IndexFunc(s, func(r rune) bool { return !unicode.IsGraphic(r) }) < 0 {
+		return s
+	}
+	return strconv.QuoteToGraphic(s)
 }
 
 // printGuard prints the policy guard's state and its running doubly robust

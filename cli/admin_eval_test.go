@@ -438,3 +438,33 @@ func TestWrapText(t *testing.T) {
 		}
 	}
 }
+
+// TestPrintEstimatesTenantText: a catalog nombre is the tenant's free text
+// (a newline and a tab are accepted by the API, a right-to-left override too)
+// and reaches admin evaluate's table inside a policy's name; it is printed
+// quoted with escapes, one row per estimator as for any other name, so that
+// it can neither break the table nor pass for lines of the report.
+func TestPrintEstimatesTenantText(t *testing.T) {
+	est := ope.Estimate{Value: 1.5, Lo: 1, Hi: 2}
+	var policies []engine.PolicyValue
+	for _, name := range []string{"always_1_10% en abarrotes é", "always_2_dos\nnever_send\t27", "always_3_\u202eabc"} {
+		policies = append(policies, engine.PolicyValue{Policy: name, ESS: 27, MaxWeight: 1, IPS: est, SNIPS: est, DR: est})
+	}
+	var b strings.Builder
+	printEstimates(&b, policies)
+	want := `estimates in MXN of reward per decision over the reward window:
+POLICY                          ESS  MAX WEIGHT  ESTIMATOR  VALUE  95% INTERVAL
+always_1_10% en abarrotes é     27   1.0         IPS        1.50   [1.00, 2.00]
+                                                 SNIPS      1.50   [1.00, 2.00]
+                                                 DR         1.50   [1.00, 2.00]
+"always_2_dos\nnever_send\t27"  27   1.0         IPS        1.50   [1.00, 2.00]
+                                                 SNIPS      1.50   [1.00, 2.00]
+                                                 DR         1.50   [1.00, 2.00]
+"always_3_\u202eabc"            27   1.0         IPS        1.50   [1.00, 2.00]
+                                                 SNIPS      1.50   [1.00, 2.00]
+                                                 DR         1.50   [1.00, 2.00]
+`
+	if diff := cmp.Diff(want, b.String()); diff != "" {
+		t.Errorf("printEstimates (-want +got):\n%s", diff)
+	}
+}
