@@ -85,8 +85,17 @@ func (f fallbackCall) store(act *Action, idem []byte) error {
 		lock := ts.custLock(e.seed, in.ClienteRef)
 		lock.Lock()
 		defer lock.Unlock()
-		if voided, err = f.replaced(); voided != nil && err == nil {
-			released, err = f.void(voided, b)
+		// The tenant clock and settings read again under the lock, as
+		// Confirm does: f's were read before the claim's wait, and a
+		// learner pass that started and ended since may have made the
+		// reward final.
+		var t *store.Tenant
+		var now time.Time
+		if t, now, err = e.tenantNow(tenant); err == nil {
+			voided, err = f.replaced(t, now)
+		}
+		if voided != nil && err == nil {
+			released, err = f.void(voided, b, now)
 		}
 		if err != nil {
 			return err
@@ -132,8 +141,9 @@ func (f fallbackCall) claim() (release func(), ok bool) {
 // reward is not yet due (by the tenant's settings and by the learner's
 // view). nil when there is none: the key is unknown, expired, damaged or
 // another route's, or the decision was confirmed, voided or is another's.
-// The caller holds the key (claim) and the customer's lock.
-func (f fallbackCall) replaced() (*DecisionRecord, error) {
+// The caller holds the key (claim) and the customer's lock, under which
+// it read t, the tenant, and now, its clock.
+func (f fallbackCall) replaced(t *store.Tenant, now time.Time) (*DecisionRecord, error) {
 	e, tenant, in := f.e, f.t.ID, f.in
 	raw, err := e.db.Get(store.IdempotencyKey(tenant, in.Replaces))
 	if errors.Is(err, store.ErrNotFound) {
@@ -143,7 +153,7 @@ func (f fallbackCall) replaced() (*DecisionRecord, error) {
 		return nil, err
 	}
 	rec, d, err := decodeIdem(raw)
-	if err != nil || f.now.Sub(rec.At) >= IdempotencyTTL || rec.ClienteRef != in.ClienteRef {
+	if err != nil || now.Sub(rec.At) >= IdempotencyTTL || rec.ClienteRef != in.ClienteRef {
 		return nil, nil // a damaged record is its own key's to quarantine
 	}
 	nonce, ok := e.ids.parse(tenant, d.DecisionID)
@@ -157,26 +167,26 @@ func (f fallbackCall) replaced() (*DecisionRecord, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := f.t.Settings
+	s := t.Settings
 	switch {
 	case r.ClienteRef != in.ClienteRef, r.CampanaID != in.CampanaID, r.JobID != "", r.EnRespaldo,
 		r.Estado != EstadoPendiente:
 		return nil, nil
 	case !r.At.Equal(rec.At) || d.Accion != r.Accion || d.Motivo != r.Motivo:
 		return nil, nil // the answer gave back an open window's decision
-	case !f.now.Before(r.At.Add(s.RewardWindow + s.RewardGrace)), f.ts.learnView.Load().due(r.At):
+	case !now.Before(r.At.Add(s.RewardWindow + s.RewardGrace)), f.ts.learnView.Load().due(r.At):
 		return nil, nil // a learner pass may hold it; its window no longer holds anyone
 	}
 	return r, nil
 }
 
-// void writes to b the void of r, the decision the record replaces, and
-// returns the send it gives back. The caller holds r's customer lock and,
-// for a campaign, the budget gate.
-func (f fallbackCall) void(r *DecisionRecord, b *store.Batch) (Releases, error) {
+// void writes to b the void of r, the decision the record replaces, at
+// now, and returns the send it gives back. The caller holds r's customer
+// lock and, for a campaign, the budget gate.
+func (f fallbackCall) void(r *DecisionRecord, b *store.Batch, now time.Time) (Releases, error) {
 	e, tenant := f.e, f.t.ID
 	r.Estado, r.MotivoRechazo, r.Anulada = EstadoRechazada, motivoRespaldo, true
-	at := f.now
+	at := now
 	r.ConfirmadaEn = &at
 	released, _, err := e.Campaigns.confirmedSends(f.ts, tenant, r)
 	if err != nil {

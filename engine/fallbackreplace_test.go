@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coupond/coupond/store"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -135,5 +136,54 @@ func TestFallbackWaitsForTheRequestItReplaces(t *testing.T) {
 	nonce, _ := e.ids.parse("acme", d.DecisionID)
 	if r, err := e.loadDecision("acme", nonce); err != nil || !replacedByFallback(r) {
 		t.Errorf("after the attempt ended: %+v %v, want the decision replaced", r, err)
+	}
+}
+
+// TestFallbackJudgesTheReplacedDecisionByTheClockUnderTheLock: a fallback
+// record that waits for the attempt of the request it replaces read the
+// tenant clock before the wait; a learner pass that meanwhile found the
+// decision's reward due closed it as unconfirmed. The record must judge
+// the decision by the clock it reads under the customer's lock, as a
+// confirmation does, and leave a reward made final alone; by the clock
+// read before the wait it voided a decision the learner had closed.
+func TestFallbackJudgesTheReplacedDecisionByTheClockUnderTheLock(t *testing.T) {
+	e, db := newTestEngine(t, 1, func(s *store.Settings) { s.RewardWindow, s.RewardGrace = time.Hour, 0 })
+	ref, key, d := lostSend(t, e)
+	release, err := e.flights.claimKey("acme", key) // an attempt in flight
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		done <- e.Fallback("acme", FallbackInput{Canal: "push", ClienteRef: ref, CampanaID: "c1", Replaces: key,
+			Idempotency: Idempotency{Key: "fb-1", BodyHash: HashFallbackBody([]byte(ref))}})
+	}()
+	// The record holds its own key once it has read the clock.
+	for held := false; !held; {
+		e.flights.mu.Lock()
+		_, held = e.flights.m["acme\x00fb-1"]
+		e.flights.mu.Unlock()
+		time.Sleep(time.Millisecond)
+	}
+	advance(t, db, 2*time.Hour)
+	st, err := e.Learner.Learn("acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Unconfirmed == 0 {
+		t.Fatalf("learner pass %+v: want the lost decision closed unconfirmed", st)
+	}
+	release()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	nonce, _ := e.ids.parse("acme", d.DecisionID)
+	r, err := e.loadDecision("acme", nonce)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if replacedByFallback(r) || r.Estado != EstadoPendiente || r.Recompensa == nil {
+		t.Errorf("decision after the pass and the record: estado %s, motivo %q, recompensa %v; want pendiente, not replaced, its reward final",
+			r.Estado, r.MotivoRechazo, r.Recompensa)
 	}
 }
