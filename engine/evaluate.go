@@ -203,6 +203,8 @@ func evalExclusion(r *DecisionRecord) string {
 		return "fallback"
 	case r.EnSombra: // the caller applied its own rule: the propensity is not of what was done
 		return "shadow"
+	case replacedByFallback(r): // never delivered: the fallback record that replaced it says what was done
+		return "replaced"
 	case r.Anulada: // never delivered: not the control group's, nor the policy's, outcome
 		return "voided_batch"
 	case r.Recompensa == nil:

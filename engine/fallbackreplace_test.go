@@ -187,3 +187,32 @@ func TestFallbackJudgesTheReplacedDecisionByTheClockUnderTheLock(t *testing.T) {
 			r.Estado, r.MotivoRechazo, r.Recompensa)
 	}
 }
+
+// TestEvaluateNamesReplacedDecisions: admin evaluate counts a decision a
+// fallback record replaced among those left out as "replaced"; it was
+// counted as "voided_batch", a batch job's void, for an online decision.
+func TestEvaluateNamesReplacedDecisions(t *testing.T) {
+	e, db := newTestEngine(t, 1, nil)
+	ref, key, _ := lostSend(t, e)
+	if err := e.Fallback("acme", FallbackInput{Canal: "push", ClienteRef: ref, CampanaID: "c1", Replaces: key}); err != nil {
+		t.Fatal(err)
+	}
+	advance(t, db, 40*24*time.Hour)
+	for {
+		st, err := e.Learner.Learn("acme")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !st.Worked() {
+			break
+		}
+	}
+	ev, err := e.Evaluator.Evaluate("acme", EvalOptions{Replicates: 10, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int{"replaced": ev.Excluded["replaced"], "voided_batch": ev.Excluded["voided_batch"]}
+	if diff := cmp.Diff(map[string]int{"replaced": 1, "voided_batch": 0}, got); diff != "" {
+		t.Errorf("left out (-want +got):\n%s\nall: %v", diff, ev.Excluded)
+	}
+}

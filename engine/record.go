@@ -77,9 +77,10 @@ type DecisionRecord struct {
 	TsEjecucion   *time.Time `json:"ts_ejecucion,omitempty"`
 	ConfirmadaEn  *time.Time `json:"confirmada_en,omitempty"`
 	// Anulada marks a decision of a failed batch job that VoidJob made
-	// rechazada: it never reached the caller, and its customer's reward
-	// window was released, so a later decision's window overlaps its own.
-	// The reports leave it out (Evaluate, Shadow). A caller's rejection,
+	// rechazada, or one a fallback record replaced (replacedByFallback):
+	// it never reached the caller, and its customer's reward window was
+	// released, so a later decision's window overlaps its own. The reports
+	// leave it out (Evaluate, Shadow). A caller's rejection,
 	// whatever its motivo_rechazo, is never one. Records written before
 	// the field are read with it from VoidJob's motivo_rechazo
 	// (legacyVoided).
