@@ -440,8 +440,10 @@ type FallbackInput struct {
 	// Replaces, when set, is the Idempotency-Key of the decision request
 	// whose answer never reached the caller and whose place this record
 	// takes: that request's decision, if it is still pendiente, is voided
-	// in the record's commit (fallbackCall). A key that answered
-	// nothing this record can replace is no error.
+	// in the record's commit (fallbackCall), and the key spent when it
+	// voided one or answered nothing yet (a later request with it is
+	// ErrIdempotencyConflict). A key that answered nothing this record
+	// can replace is no error.
 	Replaces string
 }
 

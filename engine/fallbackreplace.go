@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"crypto/sha256"
+	"encoding/json"
 	"errors"
 	"time"
 
@@ -17,7 +19,10 @@ import (
 // voids a failed job's decisions: rechazada with motivoRespaldo and
 // Anulada, its send given back to the campaign budget, its reward window
 // closed, left out of learning and evaluation (the fallback record says
-// what was done).
+// what was done). The key is then spent (spentKeyRecord), also when it
+// answered nothing yet: an attempt of the lost request still on its way
+// (its body not yet read when the record came) would otherwise decide
+// afterwards, and its decision hold the window the record freed.
 
 // motivoRespaldo is the motivo_rechazo of a decision a fallback record
 // replaced (DecisionRecord.Anulada marks it too).
@@ -46,7 +51,7 @@ type fallbackCall struct {
 // store builds the record (action act, nil for 0) and commits it with
 // idem (its Idempotency-Key's record, nil without one), its send (see
 // fallbackSend) and, with in.Replaces, the void of the decision it
-// replaces (replaced).
+// replaces and the spent key (replace).
 func (f fallbackCall) store(act *Action, idem []byte) error {
 	e, ts, tenant, in := f.e, f.ts, f.t.ID, f.in
 	nonce, err := e.freshNonce(ts, f.t, f.now)
@@ -85,19 +90,7 @@ func (f fallbackCall) store(act *Action, idem []byte) error {
 		lock := ts.custLock(e.seed, in.ClienteRef)
 		lock.Lock()
 		defer lock.Unlock()
-		// The tenant clock and settings read again under the lock, as
-		// Confirm does: f's were read before the claim's wait, and a
-		// learner pass that started and ended since may have made the
-		// reward final.
-		var t *store.Tenant
-		var now time.Time
-		if t, now, err = e.tenantNow(tenant); err == nil {
-			voided, err = f.replaced(t, now)
-		}
-		if voided != nil && err == nil {
-			released, err = f.void(voided, b, now)
-		}
-		if err != nil {
+		if voided, released, err = f.replace(b); err != nil {
 			return err
 		}
 	}
@@ -134,6 +127,57 @@ func (f fallbackCall) claim() (release func(), ok bool) {
 	}
 }
 
+// replace writes to b the void of the decision the record replaces, if
+// any (replaced, void), and, when it voided one or the key answered
+// nothing yet, spends the key (spentKeyRecord): an attempt of the lost
+// request that reaches coupond after the record, its body still on the
+// way when the record came, then decides nothing. It returns the decision
+// voided (nil: none) and the send it gives back. The caller holds the key
+// (claim), the customer's lock until b is committed and, for a campaign,
+// the budget gate.
+func (f fallbackCall) replace(b *store.Batch) (*DecisionRecord, Releases, error) {
+	// The tenant clock and settings read again under the lock, as Confirm
+	// does: f's were read before the claim's wait, and a learner pass that
+	// started and ended since may have made the reward final.
+	t, now, err := f.e.tenantNow(f.t.ID)
+	if err != nil {
+		return nil, nil, err
+	}
+	r, unanswered, err := f.replaced(t, now)
+	if err != nil {
+		return nil, nil, err
+	}
+	released := Releases{}
+	if r != nil {
+		if released, err = f.void(r, b, now); err != nil {
+			return nil, nil, err
+		}
+	}
+	if r != nil || unanswered {
+		spent, err := spentKeyRecord(f.in.Replaces, now, f.in.ClienteRef)
+		if err != nil {
+			return nil, nil, err
+		}
+		b.SetIdempotency(f.t.ID, f.in.Replaces, spent)
+	}
+	return r, released, nil
+}
+
+// spentKeyRecord is the idempotency record a fallback record leaves under
+// key, the key of the decision request it replaces, at now for customer
+// clienteRef: its body hash is no route's (Idempotency), so every request
+// with the key within IdempotencyTTL is ErrIdempotencyConflict (409
+// idempotencia_conflicto) and decides nothing, and a repeat of the lost
+// request no longer replays the decision voided.
+func spentKeyRecord(key string, now time.Time, clienteRef string) ([]byte, error) {
+	h := sha256.New()
+	h.Write([]byte("sustituida\x00"))
+	h.Write([]byte(key))
+	id := Idempotency{Key: key}
+	h.Sum(id.BodyHash[:0])
+	return id.record(now, json.RawMessage("{}"), clienteRef)
+}
+
 // replaced returns the decision the record replaces: the new decision the
 // request of Idempotency-Key in.Replaces was answered with within
 // IdempotencyTTL (not an open window's earlier decision given back),
@@ -141,43 +185,49 @@ func (f fallbackCall) claim() (release func(), ok bool) {
 // reward is not yet due (by the tenant's settings and by the learner's
 // view). nil when there is none: the key is unknown, expired, damaged or
 // another route's, or the decision was confirmed, voided or is another's.
-// The caller holds the key (claim) and the customer's lock, under which
-// it read t, the tenant, and now, its clock.
-func (f fallbackCall) replaced(t *store.Tenant, now time.Time) (*DecisionRecord, error) {
+// unanswered reports that the key holds no answer within IdempotencyTTL
+// (unknown or expired). The caller holds the key (claim) and the
+// customer's lock, under which it read t, the tenant, and now, its clock.
+func (f fallbackCall) replaced(t *store.Tenant, now time.Time) (r *DecisionRecord, unanswered bool, err error) {
 	e, tenant, in := f.e, f.t.ID, f.in
 	raw, err := e.db.Get(store.IdempotencyKey(tenant, in.Replaces))
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, nil
+		return nil, true, nil
 	}
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	rec, d, err := decodeIdem(raw)
-	if err != nil || now.Sub(rec.At) >= IdempotencyTTL || rec.ClienteRef != in.ClienteRef {
-		return nil, nil // a damaged record is its own key's to quarantine
+	if err != nil {
+		return nil, false, nil // a damaged record is its own key's to quarantine
+	}
+	if now.Sub(rec.At) >= IdempotencyTTL {
+		return nil, true, nil
+	}
+	if rec.ClienteRef != in.ClienteRef {
+		return nil, false, nil
 	}
 	nonce, ok := e.ids.parse(tenant, d.DecisionID)
 	if !ok {
-		return nil, nil // another route's answer
+		return nil, false, nil // another route's answer
 	}
-	r, err := e.loadDecision(tenant, nonce)
-	if errors.Is(err, ErrNotFound) {
-		return nil, nil
+	if r, err = e.loadDecision(tenant, nonce); errors.Is(err, ErrNotFound) {
+		return nil, false, nil
 	}
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	s := t.Settings
 	switch {
 	case r.ClienteRef != in.ClienteRef, r.CampanaID != in.CampanaID, r.JobID != "", r.EnRespaldo,
 		r.Estado != EstadoPendiente:
-		return nil, nil
+		return nil, false, nil
 	case !r.At.Equal(rec.At) || d.Accion != r.Accion || d.Motivo != r.Motivo:
-		return nil, nil // the answer gave back an open window's decision
+		return nil, false, nil // the answer gave back an open window's decision
 	case !now.Before(r.At.Add(s.RewardWindow + s.RewardGrace)), f.ts.learnView.Load().due(r.At):
-		return nil, nil // a learner pass may hold it; its window no longer holds anyone
+		return nil, false, nil // a learner pass may hold it; its window no longer holds anyone
 	}
-	return r, nil
+	return r, false, nil
 }
 
 // void writes to b the void of r, the decision the record replaces, at

@@ -216,3 +216,59 @@ func TestEvaluateNamesReplacedDecisions(t *testing.T) {
 		t.Errorf("left out (-want +got):\n%s\nall: %v", diff, ev.Excluded)
 	}
 }
+
+// TestFallbackSpendsTheReplacedKey: once a fallback record names the key
+// of the request whose answer was lost, an attempt of that request that
+// reaches the engine afterwards (its body was still on the way) decides
+// nothing: ErrIdempotencyConflict, whether the record voided the decision
+// (the attempt replayed the voided decision's coupon) or the key had
+// answered nothing yet (the attempt made a new decision that held the
+// customer's window for weeks, the very thing the record is for). A key
+// whose decision the record leaves alone (confirmed since) keeps its
+// answer.
+func TestFallbackSpendsTheReplacedKey(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		confirm bool // the lost decision is confirmed before the record
+		unknown bool // the record names a key the engine has not answered yet
+		wantErr error
+		voided  bool // the lost decision ends replaced
+		open    bool // the customer's reward window stays open
+	}{
+		{name: "voided", wantErr: ErrIdempotencyConflict, voided: true},
+		{name: "answered nothing yet", unknown: true, wantErr: ErrIdempotencyConflict},
+		{name: "confirmed since", confirm: true, open: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e, _ := newTestEngine(t, 1, nil)
+			ref, key, d := lostSend(t, e)
+			if tc.confirm {
+				if _, err := e.Confirm("acme", d.DecisionID, Confirmation{Ejecutada: true}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if tc.unknown {
+				ref, key = "late-0001", "k-late"
+			}
+			if err := e.Fallback("acme", FallbackInput{Canal: "push", ClienteRef: ref, CampanaID: "c1", Replaces: key}); err != nil {
+				t.Fatal(err)
+			}
+			late, err := e.Decide("acme", Request{ClienteRef: ref, Canal: "push", CampanaID: "c1",
+				Idempotency: Idempotency{Key: key, BodyHash: HashBody([]byte(ref))}})
+			if !errors.Is(err, tc.wantErr) {
+				t.Fatalf("late attempt: %+v, %v; want %v", late, err, tc.wantErr)
+			}
+			if err == nil && late.DecisionID != d.DecisionID {
+				t.Errorf("late attempt answered %s, want the replay of %s", late.DecisionID, d.DecisionID)
+			}
+			nonce, _ := e.ids.parse("acme", d.DecisionID)
+			if r, err := e.loadDecision("acme", nonce); err != nil || replacedByFallback(r) != tc.voided {
+				t.Errorf("lost decision: %+v, %v; want replaced %v", r, err, tc.voided)
+			}
+			cs, err := e.loadCustomerState("acme", ref, false)
+			if err != nil || (cs.OpenNonce != "") != tc.open {
+				t.Errorf("customer %s: open window %q, %v; want one: %v", ref, cs.OpenNonce, err, tc.open)
+			}
+		})
+	}
+}
