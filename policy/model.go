@@ -74,6 +74,13 @@ type Config struct {
 	// NoiseStart (cents) and NoisePseudo: the prior of the residual
 	// variance v before data.
 	NoiseStart, NoisePseudo float64
+	// ResidualClip, when above 0, bounds each folded reward's residual
+	// against the current fit to ResidualClip standard deviations of the
+	// residual noise (√v), as a Huber loss does: one absurd amount (a
+	// margin of a billion pesos typed into one ticket line) moves the
+	// model by at most that, instead of taking over every estimate. v
+	// itself is tallied from the bounded residuals.
+	ResidualClip float64
 	// ImportanceAlpha flattens importance weights: (1/(k·p))^α.
 	ImportanceAlpha float64
 	// Guard: GuardZ standard errors of evidence to switch, at least
@@ -216,6 +223,7 @@ func DefaultConfig() Config {
 		GuardZ:          2, GuardReleaseZ: 1, GuardMinN: 100, GuardHalfLife: 1,
 		Gate: true, GateExplore: 0.05, GatePromise: 0.5, GateQ0: 0.5, GateN0: 12000, GateAgeMin: 4, GateAgeMax: 6, GatePow: 4, GateZ: 2, GateReleaseZ: -1, GateClosedDiv: 4, GateHalfLife: 3, GateLookAlpha: 0.0374224670668522, GateLeanAge: 6, GateDownAge: 2, GateDownOpen: true, GatePooled: true, GateModelPromise: true, GateSendZ: 0.25, GateOpenSendZ: 0.1, TieTopTwo: true,
 		TicketTarget: true, TicketPseudo: 64, DuelZ: 3,
+		ResidualClip: 50,
 	}
 }
 
@@ -367,6 +375,10 @@ func (m *Model) Fold(c *Customer, a *Arm, reward, w float64) {
 	}
 	e := y - pred
 	v := m.noise()
+	if h := m.cfg.ResidualClip * math.Sqrt(v); h > 0 && math.Abs(e) > h {
+		e = math.Copysign(h, e)
+		y = pred + e
+	}
 	m.resN++
 	m.resSS += e * e
 	meat := w * w * (e*e + v) / 2

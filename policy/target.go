@@ -51,11 +51,18 @@ func (m *Model) Target(o Outcome) float64 {
 
 // TallyTickets adds a window's tickets and gross margin to the tenant's
 // margin per ticket (TicketMean). Windows that are not Full add nothing.
+// With Config.ResidualClip, once TicketMean is known a window's margin per
+// ticket counts at most ResidualClip times it, so that one absurd amount
+// cannot set every customer's margin per ticket.
 func (m *Model) TallyTickets(o Outcome) {
-	if !o.Full || o.Tickets <= 0 || math.IsNaN(o.MarginCents+o.DiscountCents) || math.IsInf(o.MarginCents+o.DiscountCents, 0) {
+	gross := o.MarginCents + o.DiscountCents
+	if !o.Full || o.Tickets <= 0 || math.IsNaN(gross) || math.IsInf(gross, 0) {
 		return
 	}
-	m.ticketGross += o.MarginCents + o.DiscountCents
+	if mean, ok := m.TicketMean(); ok && m.cfg.ResidualClip > 0 {
+		gross = math.Min(gross, m.cfg.ResidualClip*mean*float64(o.Tickets))
+	}
+	m.ticketGross += gross
 	m.tickets += float64(o.Tickets)
 }
 

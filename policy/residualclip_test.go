@@ -1,0 +1,71 @@
+package policy
+
+import (
+	"math"
+	"testing"
+)
+
+// TestResidualClipBoundsOneAbsurdReward: one reward of minus a billion
+// pesos (a margin typed wrong into one ticket line) among 600 ordinary
+// ones moves every customer's expected reward by a few pesos with the
+// default ResidualClip, and by over a million without it: the model's
+// baseline is a mean, and one absurd amount took it over.
+func TestResidualClipBoundsOneAbsurdReward(t *testing.T) {
+	w := newWorld(5, 600, []simAction{
+		{id: 1, cat: 0, costCents: 1000, prior: func(*simCust) float64 { return 500 }, lift: func(*simCust) float64 { return 0.05 }},
+	})
+	shift := func(clip float64) float64 {
+		mus := [2]float64{}
+		for k, absurd := range []bool{false, true} {
+			cfg := DefaultConfig()
+			cfg.ResidualClip = clip
+			m := New(cfg)
+			for i, sc := range w.custs {
+				arms := w.arms(sc)
+				a := &arms[i%len(arms)]
+				r := w.draw(sc, a.ID)
+				if absurd && i == 300 {
+					r = -1e11 // cents
+				}
+				m.Fold(&sc.c, a, r, 1)
+			}
+			m.Refit()
+			sc := w.custs[0]
+			arms := w.arms(sc)
+			out := make([]Score, len(arms))
+			m.Score(&sc.c, arms, out)
+			mus[k] = out[0].Mu
+		}
+		return math.Abs(mus[1]-mus[0]) / 100 // pesos
+	}
+	if got := shift(DefaultConfig().ResidualClip); got > 20 {
+		t.Errorf("default ResidualClip: one absurd reward moved a customer's μ by %.1f pesos, want under 20", got)
+	}
+	if got := shift(0); got < 1000 {
+		t.Errorf("without ResidualClip: one absurd reward moved μ by %.0f pesos; the test no longer shows the harm", got)
+	}
+}
+
+// TestResidualClipBoundsTicketMean: with ResidualClip, one window whose
+// gross margin is absurd counts towards the tenant's margin per ticket
+// (TicketMean, which every customer's target leans on) as at most
+// ResidualClip times the mean so far; without it, it sets the mean.
+func TestResidualClipBoundsTicketMean(t *testing.T) {
+	for _, tc := range []struct {
+		clip, want float64 // want: TicketMean after the absurd window (cents)
+	}{
+		{50, (100*1000 + 50*1000) / 101.0},
+		{0, (100*1000 + 1e11) / 101.0},
+	} {
+		cfg := DefaultConfig()
+		cfg.ResidualClip = tc.clip
+		m := New(cfg)
+		for i := 0; i < 100; i++ {
+			m.TallyTickets(Outcome{Full: true, Tickets: 1, MarginCents: 1000})
+		}
+		m.TallyTickets(Outcome{Full: true, Tickets: 1, MarginCents: 1e11})
+		if got, _ := m.TicketMean(); math.Abs(got-tc.want) > 1e-6*tc.want {
+			t.Errorf("ResidualClip %v: TicketMean %.2f, want %.2f", tc.clip, got, tc.want)
+		}
+	}
+}
