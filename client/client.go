@@ -64,7 +64,8 @@
 //     included, such as 401 no_autenticado for a wrong secret), with its
 //     Status, Codigo, Campo, TraceID, the 422 items and Retry-After.
 //   - ErrNoFallback: Decide had no fallback action for an engine that did
-//     not answer; the error also wraps the cause below.
+//     not answer; the error also wraps the cause below (pass it to
+//     RecordFallback with Replacing).
 //   - ErrBudgetExhausted, ErrBreakerOpen, or an *Error of 503
 //     inquilino_pausado: why Decide answered the fallback, in
 //     Decision.Causa (or wrapped with ErrNoFallback).

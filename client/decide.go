@@ -71,7 +71,8 @@ func Budget(d time.Duration) DecideOption { return func(o *decideOptions) { o.bu
 // no confirmation, and its CUPON_RECIBIDO event carries no decision_id.
 // Without a fallback action, these cases return an error wrapping
 // ErrNoFallback and the cause; record what the caller did instead with
-// RecordFallback.
+// RecordFallback and Replacing(err), so that a decision coupond made whose
+// answer never arrived is voided, as the queued record does.
 //
 // A 2xx answer that is not JSON or has no decision_id counts as a failed
 // attempt (retried, then the fallback or an error saying so), never as a
@@ -245,13 +246,45 @@ const (
 // decision they made whose answer was lost is voided by the record.
 func (c *Client) fallback(req *PeticionDecision, o *decideOptions, replaces, why string, cause error) (*Decision, error) {
 	if !o.hasFallback {
-		return nil, fmt.Errorf("%w: %w", ErrNoFallback, cause)
+		return nil, &noFallbackError{cause: cause, replaces: replaces}
 	}
 	c.respaldos.Add(1)
 	c.fallbacks.enqueue(queuedFallback{replaces: replaces, body: PeticionRespaldo{Accion: o.fallback,
 		Canal: req.Contexto.Canal, ClienteRef: req.ClienteRef, CampanaID: req.Contexto.CampanaID}})
 	return &Decision{Accion: o.fallback, Propension: 1, EnRespaldo: true,
 		Motivo: "respaldo: " + why + "; se aplicó la acción de respaldo del cliente", Causa: cause}, nil
+}
+
+// noFallbackError is Decide's error without a fallback action: it wraps
+// ErrNoFallback and the cause, and carries the Idempotency-Key of the
+// attempts made ("" when none was sent) for Replacing.
+type noFallbackError struct {
+	cause    error
+	replaces string
+}
+
+func (e *noFallbackError) Error() string   { return ErrNoFallback.Error() + ": " + e.cause.Error() }
+func (e *noFallbackError) Unwrap() []error { return []error{ErrNoFallback, e.cause} }
+
+// RecordOption changes one RecordFallback call.
+type RecordOption func(*recordOptions)
+
+type recordOptions struct{ replaces string }
+
+// Replacing makes the record take the place of the decision request whose
+// Decide returned err (an error wrapping ErrNoFallback): the record names
+// that request's Idempotency-Key (Replaces-Idempotency-Key), so a decision
+// coupond made whose answer never arrived is voided (rechazada, its send
+// given back, its reward window closed) instead of holding the customer
+// for weeks. Any other err, or one of a Decide whose attempts never left
+// (breaker open, deadline passed), changes nothing.
+func Replacing(err error) RecordOption {
+	var nf *noFallbackError
+	key := ""
+	if errors.As(err, &nf) {
+		key = nf.replaces
+	}
+	return func(o *recordOptions) { o.replaces = key }
 }
 
 // newIdempotencyKey returns a fresh key for one logical decision: 128

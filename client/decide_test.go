@@ -829,3 +829,43 @@ func TestFallbackReplacesLostDecision(t *testing.T) {
 		t.Errorf("next Decide: %+v, %v; want a new decision, not %s", next, err, lost[0].DecisionID)
 	}
 }
+
+// TestRecordFallbackReplacingLostDecision: without a fallback action, the
+// caller records its own rule with RecordFallback and Replacing(err) of
+// Decide's error, and the lost decision is voided as with Decide's own
+// queue; without Replacing it keeps the customer's reward window.
+func TestRecordFallbackReplacingLostDecision(t *testing.T) {
+	ts := newTestServer(t)
+	proxy := newFaultProxy(t, ts.api)
+	c := ts.newClient(t, proxy.http.URL, client.WithBudget(300*time.Millisecond), client.WithBreaker(0, time.Second))
+	installCatalog(t, c, 3)
+	ctx := context.Background()
+	for _, replacing := range []bool{true, false} {
+		proxy.set(func(r *http.Request, _ int) fault {
+			if r.URL.Path == "/v1/decisiones" {
+				return fault{status: 502, codigo: "bad_gateway", forward: true}
+			}
+			return fault{}
+		})
+		ref := newRef()
+		_, err := c.Decide(ctx, decisionRequest(ref))
+		if !errors.Is(err, client.ErrNoFallback) || !errors.Is(err, client.ErrBudgetExhausted) {
+			t.Fatalf("Decide: %v; want ErrNoFallback wrapping ErrBudgetExhausted", err)
+		}
+		proxy.set(nil)
+		var opts []client.RecordOption
+		if replacing {
+			opts = append(opts, client.Replacing(err))
+		}
+		if err := c.RecordFallback(ctx, client.PeticionRespaldo{Canal: "push", ClienteRef: ref}, opts...); err != nil {
+			t.Fatal(err)
+		}
+		lost, _ := decisionsOf(t, c, ref)
+		if len(lost) != 1 {
+			t.Fatalf("replacing %v: %d engine decisions, want 1", replacing, len(lost))
+		}
+		if voided := lost[0].EstadoEjecucion == "rechazada"; voided != replacing {
+			t.Errorf("replacing %v: lost decision %s", replacing, lost[0].EstadoEjecucion)
+		}
+	}
+}

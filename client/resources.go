@@ -43,12 +43,20 @@ func (c *Client) Confirm(ctx context.Context, decisionID string, p PeticionEjecu
 // (POST /v1/decisiones/respaldo; stored with propensity 1, no
 // confirmation needed). Decide records its own fallback decisions; call
 // this when the caller applied its rule without one, such as after Decide
-// returned ErrNoFallback or a batch job failed. Every attempt of one call
-// carries the same Idempotency-Key, so it is retried as Decide is (429,
-// 5xx, lost connections) and stores one record; a second call records a
-// second decision.
-func (c *Client) RecordFallback(ctx context.Context, p PeticionRespaldo) error {
-	return c.callKeyed(ctx, http.MethodPost, "/v1/decisiones/respaldo", &p, &objetoVacio{}, retrySafe, []string{newIdempotencyKey()})
+// returned ErrNoFallback (then pass Replacing(err)) or a batch job failed.
+// Every attempt of one call carries the same Idempotency-Key, so it is
+// retried as Decide is (429, 5xx, lost connections) and stores one record;
+// a second call records a second decision.
+func (c *Client) RecordFallback(ctx context.Context, p PeticionRespaldo, opts ...RecordOption) error {
+	var o recordOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	var hdr http.Header
+	if o.replaces != "" {
+		hdr = http.Header{"Replaces-Idempotency-Key": {o.replaces}}
+	}
+	return c.callWith(ctx, http.MethodPost, "/v1/decisiones/respaldo", &p, &objetoVacio{}, retrySafe, []string{newIdempotencyKey()}, hdr)
 }
 
 // PutCampaign defines or replaces a campaign (PUT /v1/campanas/{campana_id}).
