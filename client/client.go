@@ -382,6 +382,20 @@ func userAgent(suffix string) string {
 	return ua
 }
 
+// SetSecret makes the Client ask for its tokens with secret from now on,
+// so that a long-running process takes a rotated secret (coupond admin
+// credential rotate) without a restart: set it within the rotation's
+// grace. The token in use stays until it is renewed or refused; a fetch
+// already under way finishes with the secret it started with. An empty
+// secret is refused.
+func (c *Client) SetSecret(secret string) error {
+	if secret == "" {
+		return errors.New("coupond: SetSecret: the secret is empty")
+	}
+	c.tokens.setSecret(secret)
+	return nil
+}
+
 // Warm fetches a token now, so that the first Decide does not spend its
 // budget on it. Calling it is optional. A fetch that failed for a cause a
 // retry can fix (a lost connection, 429 or 5xx of the token endpoint) is

@@ -33,7 +33,7 @@ type tokenCache struct {
 	bg         *sync.WaitGroup
 	now        func() time.Time // the Client's clock
 
-	mu      sync.Mutex
+	mu      sync.Mutex  // guards conf's secret (setSecret), pending and closed
 	pending *tokenFetch // the fetch under way, if any
 	closed  bool        // set by close: no fetch starts after it
 }
@@ -157,7 +157,10 @@ func renewalPause(err error) time.Duration {
 // clock.
 func (t *tokenCache) fetch(ctx context.Context) (*bearer, error) {
 	start := t.now()
-	tok, err := t.conf.Token(context.WithValue(ctx, oauth2.HTTPClient, t.hc))
+	t.mu.Lock()
+	conf := t.conf // setSecret may change it meanwhile
+	t.mu.Unlock()
+	tok, err := conf.Token(context.WithValue(ctx, oauth2.HTTPClient, t.hc))
 	if err != nil {
 		return nil, tokenError(err, t.now())
 	}
@@ -168,6 +171,15 @@ func (t *tokenCache) fetch(ctx context.Context) (*bearer, error) {
 	b := &bearer{header: h, value: []string{h}, expiry: expiry, refreshAt: expiry.Add(-min(2*time.Minute, life/4))}
 	t.cur.Store(b)
 	return b, nil
+}
+
+// setSecret makes the fetches that start from now on ask with secret, at
+// once: a pause after a failed renewal (renewAfter) ends.
+func (t *tokenCache) setSecret(secret string) {
+	t.mu.Lock()
+	t.conf.ClientSecret = secret
+	t.mu.Unlock()
+	t.renewAfter.Store(0)
 }
 
 // tokenLife is how long tok is valid from its request: its expires_in, or

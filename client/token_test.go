@@ -420,3 +420,50 @@ func TestWarmRetriesFailedTokenFetch(t *testing.T) {
 		})
 	}
 }
+
+// TestSetSecretTakesARotatedSecret: after the operator rotated the
+// credential's secret and the old one stopped being accepted, calls fail
+// with 401 until SetSecret gives the Client the new secret; then the next
+// call fetches a token with it and goes through, without a new Client.
+func TestSetSecretTakesARotatedSecret(t *testing.T) {
+	var accepted atomic.Value
+	accepted.Store("sec") // inMemoryClient's
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		want := accepted.Load().(string)
+		if r.URL.Path == "/v1/token" {
+			if _, secret, _ := r.BasicAuth(); secret != want {
+				w.WriteHeader(http.StatusUnauthorized)
+				fmt.Fprint(w, `{"codigo":"no_autenticado","mensaje":"m","campo":null,"detalle":null,"trace_id":"t","error":"invalid_client"}`)
+				return
+			}
+			fmt.Fprintf(w, `{"access_token":"tok-%s","expires_in":900,"scope":"x","token_type":"Bearer"}`, want)
+			return
+		}
+		if r.Header.Get("Authorization") != "Bearer tok-"+want {
+			w.WriteHeader(http.StatusUnauthorized)
+			fmt.Fprint(w, `{"codigo":"no_autenticado","mensaje":"m","campo":null,"detalle":null,"trace_id":"t"}`)
+			return
+		}
+		fmt.Fprint(w, `{}`)
+	})
+	c := inMemoryClient(t, h, client.WithRetries(1, 0, 0))
+	ctx := context.Background()
+	if err := c.DeleteWebhook(ctx); err != nil {
+		t.Fatalf("with the secret in force: %v", err)
+	}
+	accepted.Store("new") // rotated, grace over
+	var apiErr *client.Error
+	if err := c.DeleteWebhook(ctx); !errors.As(err, &apiErr) || apiErr.Status != http.StatusUnauthorized {
+		t.Fatalf("after the rotation: %v, want 401", err)
+	}
+	if err := c.SetSecret(""); err == nil {
+		t.Error("SetSecret(\"\"): nil, want an error")
+	}
+	if err := c.SetSecret("new"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.DeleteWebhook(ctx); err != nil {
+		t.Errorf("after SetSecret: %v", err)
+	}
+}
