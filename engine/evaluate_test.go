@@ -179,15 +179,7 @@ func TestCallerRejectionInVoidWordsIsNoVoid(t *testing.T) {
 		t.Fatal(err)
 	}
 	advance(t, db, 40*24*time.Hour)
-	for {
-		st, err := e.Learner.Learn("acme")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !st.Worked() {
-			break
-		}
-	}
+	learnAll(t, e)
 	ev, err := e.Evaluator.Evaluate("acme", EvalOptions{Replicates: 10, Seed: 1})
 	if err != nil {
 		t.Fatal(err)

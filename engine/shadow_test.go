@@ -94,15 +94,7 @@ func voidedJobSetup(t *testing.T, fn func(*store.Settings)) *Engine {
 		t.Fatalf("VoidJob = %d, %v; want 4", n, err)
 	}
 	advance(t, db, 40*24*time.Hour)
-	for {
-		st, err := e.Learner.Learn("acme")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !st.Worked() {
-			break
-		}
-	}
+	learnAll(t, e)
 	return e
 }
 
