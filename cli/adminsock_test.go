@@ -461,3 +461,19 @@ func TestAdminWaitOf(t *testing.T) {
 		}
 	}
 }
+
+// TestConsoleLoginWithoutServer: with no serve running on the data dir,
+// "admin console login" still prints the link (serve may be started next)
+// and says on stderr that nothing serves it yet; it printed the link alone,
+// which then failed in the browser with no hint why.
+func TestConsoleLoginWithoutServer(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	if r := runLine(t, "admin", "tenant", "create", "acme", "--data-dir", dir); r.Exit != 0 {
+		t.Fatalf("tenant create: %+v", r)
+	}
+	var out, errOut bytes.Buffer
+	err := Run(context.Background(), []string{"admin", "console", "login", "--data-dir", dir}, strings.NewReader(""), &out, &errOut)
+	if err != nil || !strings.Contains(out.String(), "/login?t=") || !strings.Contains(errOut.String(), "No coupond serve is running") {
+		t.Errorf("console login without a server: %v, out %q, err %q; want the link and a note that no serve runs", err, out.String(), errOut.String())
+	}
+}

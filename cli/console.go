@@ -124,6 +124,9 @@ func consoleLoginCmd(a *app) *cobra.Command {
 			fmt.Fprintf(cmd.OutOrStdout(), " On a VM, forward the port first: ssh -L %s user@vm", fwd)
 		}
 		fmt.Fprintln(cmd.OutOrStdout())
+		if a.live == nil {
+			fmt.Fprintf(cmd.ErrOrStderr(), "No coupond serve is running on this data dir: the link works once one runs, within %s.\n", console.LinkTTL)
+		}
 		return nil
 	})
 	cmd.Flags().StringVar(&base, "url", defaultConsoleURL, "the console's base URL as your browser reaches it (default: the running server's console address; env COUPOND_URL)")
