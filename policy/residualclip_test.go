@@ -47,15 +47,19 @@ func TestResidualClipBoundsOneAbsurdReward(t *testing.T) {
 }
 
 // TestResidualClipBoundsTicketMean: with ResidualClip, one window whose
-// gross margin is absurd counts towards the tenant's margin per ticket
-// (TicketMean, which every customer's target leans on) as at most
-// ResidualClip times the mean so far; without it, it sets the mean.
+// gross margin is absurd, a gain or a loss, counts towards the tenant's
+// margin per ticket (TicketMean, which every customer's target leans on)
+// as at most ResidualClip times the mean so far; without it, it sets the
+// mean, or (a loss) leaves the tenant without one.
 func TestResidualClipBoundsTicketMean(t *testing.T) {
 	for _, tc := range []struct {
-		clip, want float64 // want: TicketMean after the absurd window (cents)
+		clip, margin float64 // margin: the absurd window's (cents)
+		want         float64 // TicketMean after it (cents); 0: none
 	}{
-		{50, (100*1000 + 50*1000) / 101.0},
-		{0, (100*1000 + 1e11) / 101.0},
+		{50, 1e11, (100*1000 + 50*1000) / 101.0},
+		{0, 1e11, (100*1000 + 1e11) / 101.0},
+		{50, -1e11, (100*1000 - 50*1000) / 101.0},
+		{0, -1e11, 0},
 	} {
 		cfg := DefaultConfig()
 		cfg.ResidualClip = tc.clip
@@ -63,9 +67,13 @@ func TestResidualClipBoundsTicketMean(t *testing.T) {
 		for i := 0; i < 100; i++ {
 			m.TallyTickets(Outcome{Full: true, Tickets: 1, MarginCents: 1000})
 		}
-		m.TallyTickets(Outcome{Full: true, Tickets: 1, MarginCents: 1e11})
-		if got, _ := m.TicketMean(); math.Abs(got-tc.want) > 1e-6*tc.want {
-			t.Errorf("ResidualClip %v: TicketMean %.2f, want %.2f", tc.clip, got, tc.want)
+		m.TallyTickets(Outcome{Full: true, Tickets: 1, MarginCents: tc.margin})
+		got, ok := m.TicketMean()
+		if !ok {
+			got = 0
+		}
+		if math.Abs(got-tc.want) > 1e-6*tc.want {
+			t.Errorf("ResidualClip %v, margin %g: TicketMean %.2f, want %.2f", tc.clip, tc.margin, got, tc.want)
 		}
 	}
 }

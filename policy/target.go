@@ -52,15 +52,18 @@ func (m *Model) Target(o Outcome) float64 {
 // TallyTickets adds a window's tickets and gross margin to the tenant's
 // margin per ticket (TicketMean). Windows that are not Full add nothing.
 // With Config.ResidualClip, once TicketMean is known a window's margin per
-// ticket counts at most ResidualClip times it, so that one absurd amount
-// cannot set every customer's margin per ticket.
+// ticket counts at most ResidualClip times it either way (a loss of more
+// than that counts as that loss), so that one absurd amount, of either
+// sign, cannot set every customer's margin per ticket: a negative one
+// would turn TicketMean off, and the bound with it, for good.
 func (m *Model) TallyTickets(o Outcome) {
 	gross := o.MarginCents + o.DiscountCents
 	if !o.Full || o.Tickets <= 0 || math.IsNaN(gross) || math.IsInf(gross, 0) {
 		return
 	}
 	if mean, ok := m.TicketMean(); ok && m.cfg.ResidualClip > 0 {
-		gross = math.Min(gross, m.cfg.ResidualClip*mean*float64(o.Tickets))
+		h := m.cfg.ResidualClip * mean * float64(o.Tickets)
+		gross = math.Max(-h, math.Min(gross, h))
 	}
 	m.ticketGross += gross
 	m.tickets += float64(o.Tickets)
