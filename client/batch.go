@@ -9,6 +9,7 @@ import (
 	"iter"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -86,14 +87,31 @@ func (c *Client) WaitBatch(ctx context.Context, jobID string, progress func(Esta
 // poll (see WaitBatch), and the Retry-After to wait at least.
 func pollAgain(ctx context.Context, err error) (wait time.Duration, ok bool) {
 	var apiErr *Error
-	var netErr net.Error
 	switch {
 	case ctx.Err() != nil, errors.Is(err, ErrClosed):
 		return 0, false
 	case errors.As(err, &apiErr):
 		return apiErr.RetryAfter, apiErr.retryable()
 	}
-	return 0, errors.As(err, &netErr)
+	return 0, connectionLost(err)
+}
+
+// connectionLost reports whether err is a failure of the network a
+// server's return can end: a refused, reset or closed connection, a
+// timeout, a name not resolved. net/http wraps every failure of a request
+// in a *url.Error, itself a net.Error, so the cause inside it is what
+// counts: a certificate the Client does not trust, a plain HTTP answer to
+// HTTPS or a redirect refused is no outage and would fail every poll.
+func connectionLost(err error) bool {
+	var netErr net.Error
+	if !errors.As(err, &netErr) {
+		return false
+	}
+	var urlErr *url.Error
+	if !errors.As(err, &urlErr) {
+		return true
+	}
+	return errors.As(urlErr.Err, &netErr) || errors.Is(urlErr.Err, io.EOF) || errors.Is(urlErr.Err, io.ErrUnexpectedEOF)
 }
 
 // BatchResults streams the decisions of a completed job

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"log"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -85,5 +87,28 @@ func TestWaitBatchRidesOutAnOutage(t *testing.T) {
 				t.Errorf("WaitBatch past the deadline: %v; want ctx's error and the last poll's", err)
 			}
 		})
+	}
+}
+
+// TestWaitBatchReturnsAFailureNoRestartEnds: a poll that failed because
+// the Client does not trust the server's certificate returns at once, as
+// a 404 does: no server's return ends it. WaitBatch polled such a failure
+// again until ctx ended, which, for a wait without a deadline, is never.
+func TestWaitBatchReturnsAFailureNoRestartEnds(t *testing.T) {
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		t.Errorf("a request got through: %s", r.URL.Path)
+	}))
+	defer srv.Close()
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // the handshakes the client breaks off
+	c, err := client.New(srv.URL, "ci_x", "sec", client.WithPollInterval(time.Millisecond), client.WithRetries(1, 0, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, err = c.WaitBatch(ctx, "job-1", nil)
+	if err == nil || ctx.Err() != nil || !strings.Contains(err.Error(), "certificate") {
+		t.Errorf("WaitBatch against an untrusted certificate: %v (ctx: %v); want the certificate's error at once", err, ctx.Err())
 	}
 }
