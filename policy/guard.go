@@ -202,11 +202,20 @@ type GuardSample struct {
 
 // Observe adds one logged decision to the guard's evidence. It reads the
 // model's current fit for π's choice, so call it before Refit when folding
-// the same rewards.
+// the same rewards. With Config.ResidualClip the reward counts at most
+// ResidualClip standard deviations of the residual noise (√v) from the
+// logged action's QHat, as Fold bounds it: one absurd amount would
+// otherwise hold every test of the guard and the gate near z = ±1, its
+// own share of their variance, for as long as it takes to fade.
 func (m *Model) Observe(s *GuardSample) {
 	k := len(s.Arms)
 	if k == 0 || len(s.Probs) != k || len(s.QHat) != k || s.Logged < 0 || s.Logged >= k || !(s.Probs[s.Logged] > 0) {
 		return
+	}
+	if h := m.cfg.ResidualClip * math.Sqrt(m.noise()); h > 0 && math.Abs(s.Reward-s.QHat[s.Logged]) > h {
+		bounded := *s
+		bounded.Reward = s.QHat[s.Logged] + math.Copysign(h, s.Reward-s.QHat[s.Logged])
+		s = &bounded
 	}
 	if cap(m.observed) < k {
 		m.observed = make([]Score, k)

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"math"
+	"slices"
 	"testing"
 )
 
@@ -75,5 +76,42 @@ func TestResidualClipBoundsTicketMean(t *testing.T) {
 		if math.Abs(got-tc.want) > 1e-6*tc.want {
 			t.Errorf("ResidualClip %v, margin %g: TicketMean %.2f, want %.2f", tc.clip, tc.margin, got, tc.want)
 		}
+	}
+}
+
+// TestResidualClipBoundsGuardEvidence: in a world where the coupon pays
+// and the gate is open, one logged decision with a reward of minus a
+// billion pesos moves the gate's test and the guard's value of the policy
+// by a few pesos with the default ResidualClip. Observe did not bound it:
+// the test's difference fell from about +70 MXN to about −200,000 MXN,
+// one standard error below zero, and the gate sent to half the customers
+// instead of nine in ten for over a dozen windows.
+func TestResidualClipBoundsGuardEvidence(t *testing.T) {
+	act := simAction{id: 1, cat: -1, costCents: 1000,
+		prior: func(*simCust) float64 { return 2000 },
+		lift:  func(*simCust) float64 { return 0.2 }}
+	w := newWorld(21, 3000, []simAction{act})
+	m := New(DefaultConfig())
+	for i := 1; i <= 2; i++ {
+		w.runWindow(m, week(i))
+	}
+	before := m.GuardStatus()
+	if !before.Gate.Open() {
+		t.Fatalf("gate %+v, want it open before the absurd reward", *before.Gate)
+	}
+	sc := w.custs[0]
+	arms, scores, probs := w.decide(m, sc)
+	q := make([]float64, len(arms))
+	for i := range scores {
+		q[i] = scores[i].Mu
+	}
+	logged := slices.IndexFunc(arms, func(a Arm) bool { return a.ID == act.id })
+	m.Observe(&GuardSample{Customer: sc.c, Arms: arms, Probs: probs, QHat: q, Logged: logged, Reward: -1e11, Options: []int{0, act.id}})
+	after := m.GuardStatus()
+	if d := math.Abs(after.Gate.Diff - before.Gate.Diff); d > 20 {
+		t.Errorf("one absurd reward moved the gate's test by %.0f MXN (%.1f → %.1f), want under 20", d, before.Gate.Diff, after.Gate.Diff)
+	}
+	if d := math.Abs(after.Policy - before.Policy); d > 20 {
+		t.Errorf("one absurd reward moved the guard's policy value by %.0f MXN (%.1f → %.1f), want under 20", d, before.Policy, after.Policy)
 	}
 }
