@@ -78,8 +78,11 @@ type Config struct {
 	// against the current fit to ResidualClip standard deviations of the
 	// residual noise (√v), as a Huber loss does: one absurd amount (a
 	// margin of a billion pesos typed into one ticket line) moves the
-	// model by at most that, instead of taking over every estimate. v
-	// itself is tallied from the bounded residuals.
+	// model by at most that, instead of taking over every estimate. A
+	// bounded residual adds v itself to v's tally, not its bounded square:
+	// a stream of absurd amounts leaves v, and so the bound, where it was,
+	// where adding (ResidualClip·√v)² multiplied v by about eight each
+	// time and let the stream through.
 	ResidualClip float64
 	// ImportanceAlpha flattens importance weights: (1/(k·p))^α.
 	ImportanceAlpha float64
@@ -375,12 +378,14 @@ func (m *Model) Fold(c *Customer, a *Arm, reward, w float64) {
 	}
 	e := y - pred
 	v := m.noise()
+	sq := e * e // e's share of v
 	if h := m.cfg.ResidualClip * math.Sqrt(v); h > 0 && math.Abs(e) > h {
 		e = math.Copysign(h, e)
 		y = pred + e
+		sq = v
 	}
 	m.resN++
-	m.resSS += e * e
+	m.resSS += sq
 	meat := w * w * (e*e + v) / 2
 	rankOne(m.phi, x[:], x[:], w)
 	addTo(m.bPhi, x[:], w*y)
