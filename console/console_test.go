@@ -27,6 +27,7 @@ import (
 	"github.com/coupond/coupond/engine"
 	"github.com/coupond/coupond/engine/ope"
 	"github.com/coupond/coupond/internal/syncbuf"
+	"github.com/coupond/coupond/privacy"
 	"github.com/coupond/coupond/server"
 	"github.com/coupond/coupond/store"
 )
@@ -683,5 +684,47 @@ func TestShadowTableUndefinedShares(t *testing.T) {
 		if got[k] != v {
 			t.Errorf("shadow row %q = %q, want %q", k, got[k], v)
 		}
+	}
+}
+
+// TestPendingDeletionShowsRequestTime: a pending deletion's "requested"
+// is its record's solicitado_en, as "admin deletions" prints it (the
+// tenant's clock for a sandbox tenant, the original request for one
+// re-applied from a backup's ledger), not the real time at which its queue
+// entry was written.
+func TestPendingDeletionShowsRequestTime(t *testing.T) {
+	h := newHarness(t)
+	tenantNow := time.Date(2027, 3, 4, 5, 6, 7, 0, time.UTC)
+	if err := h.db.CreateTenant(&store.Tenant{ID: "sb", CreatedAt: h.clock.Now(), Sandbox: true, ClockNow: tenantNow, Settings: store.DefaultSettings()}); err != nil {
+		t.Fatal(err)
+	}
+	priv := privacy.New(privacy.Config{DB: h.db, Engine: h.eng, Secrets: store.TestSecrets(), Now: h.clock.Now, Log: zerolog.Nop()})
+	restored := time.Date(2026, 10, 1, 9, 0, 0, 0, time.UTC) // a request older than the restore that re-applies it
+	for _, tc := range []struct {
+		name, tenant string
+		schedule     func() (*privacy.DeletionRecord, error)
+		want         time.Time
+	}{
+		{"sandbox tenant", "sb", func() (*privacy.DeletionRecord, error) { return priv.RequestDeletion("sb", "cliente-0001", "ci_x") }, tenantNow},
+		{"from a backup's ledger", "acme", func() (*privacy.DeletionRecord, error) {
+			return priv.ScheduleDeletionByHash("acme", strings.Repeat("ab", 20), restored, "ci_x")
+		}, restored},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec, err := tc.schedule()
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := h.client()
+			h.signIn(c, h.link())
+			_, page := get(t, c, h.con.URL+"/t/"+tc.tenant)
+			row := regexp.MustCompile(`<tr><td><code>` + rec.Hash + `</code></td><td>([^<]*)</td>`).FindStringSubmatch(page)
+			if row == nil {
+				t.Fatalf("no pending deletion row for %s in:\n%s", rec.Hash, page)
+			}
+			if diff := cmp.Diff(tc.want.Format("2006-01-02 15:04:05Z"), row[1]); diff != "" {
+				t.Errorf("requested (-want +got):\n%s", diff)
+			}
+		})
 	}
 }

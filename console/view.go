@@ -339,7 +339,12 @@ func (c *Console) jobs(tenant string, n int) ([]jobView, error) {
 }
 
 // pendingDeletions returns up to n queued deletion jobs with their records
-// (keyed hashes only, never cliente_ref).
+// (keyed hashes only, never cliente_ref). A job's RequestedAt is its
+// record's solicitado_en, as "admin deletions" shows it: the time of the
+// request on the tenant's clock, which the queue's key (the real clock at
+// scheduling, for the worker's order) is not for a sandbox tenant, nor for
+// a deletion re-applied from a backup's ledger; the key's time stands in
+// only when the record is missing.
 func (c *Console) pendingDeletions(tenant string, n int) ([]deletionView, bool, error) {
 	var out []deletionView
 	more := false
@@ -357,6 +362,9 @@ func (c *Console) pendingDeletions(tenant string, n int) ([]deletionView, bool, 
 		_ = c.d.DB.GetJSON(store.DeletionKey(tenant, hash), &dv.Record)
 		if dv.Record.Hash == "" {
 			dv.Record.Hash = hash
+		}
+		if !dv.Record.SolicitadoEn.IsZero() {
+			dv.RequestedAt = dv.Record.SolicitadoEn
 		}
 		out = append(out, dv)
 		return nil
