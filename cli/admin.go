@@ -68,7 +68,9 @@ type settingsView struct {
 	RateLimits        bool    `json:"rate_limits"`
 }
 
-func viewTenant(e *env, t *store.Tenant, detail bool) (tenantView, error) {
+// viewTenant is tenant t's settings, usage, data quality, guard and open
+// warnings.
+func viewTenant(e *env, t *store.Tenant) (tenantView, error) {
 	s := t.Settings
 	v := tenantView{
 		Tenant: t.ID, Sandbox: t.Sandbox, CreatedAt: t.CreatedAt, Now: t.Now(e.now()),
@@ -77,15 +79,12 @@ func viewTenant(e *env, t *store.Tenant, detail bool) (tenantView, error) {
 			ControlShare: s.ControlShare, ControlKind: s.ControlKind, QuotaDecisionsDay: s.QuotaDecisionsDay,
 			QuotaEventsDay: s.QuotaEventsDay, OptoutPenaltyMXN: float64(s.OptoutPenaltyCents) / 100, RateLimits: s.RateLimits,
 		},
-		Warnings: []string{},
 	}
-	if detail {
-		usage, quality, guard, warnings, err := e.svc.tenantStatus(t)
-		if err != nil {
-			return v, err
-		}
-		v.Usage, v.Quality, v.Guard, v.Warnings = usage, quality, &guard, warnings
+	usage, quality, guard, warnings, err := e.svc.tenantStatus(t)
+	if err != nil {
+		return v, err
 	}
+	v.Usage, v.Quality, v.Guard, v.Warnings = usage, quality, &guard, warnings
 	return v, nil
 }
 
@@ -130,7 +129,7 @@ func tenantListCmd(a *app) *cobra.Command {
 	return a.envCmd("list", "List tenants with their state", cobra.NoArgs, func(cmd *cobra.Command, _ []string, e *env) error {
 		views := []tenantView{}
 		for _, t := range e.db.Tenants() {
-			v, err := viewTenant(e, t, true)
+			v, err := viewTenant(e, t)
 			if err != nil {
 				return err
 			}
@@ -156,16 +155,16 @@ func tenantShowCmd(a *app) *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.withTenant(cmd, args[0], func(e *env, t *store.Tenant) error {
-				return showTenant(cmd, e, t, true)
+				return showTenant(cmd, e, t)
 			})
 		},
 	}
 }
 
-// showTenant prints tenant t as "tenant show" does; detail adds usage,
-// data quality, the guard and warnings (viewTenant).
-func showTenant(cmd *cobra.Command, e *env, t *store.Tenant, detail bool) error {
-	v, err := viewTenant(e, t, detail)
+// showTenant prints tenant t as "tenant show" does: settings, usage, data
+// quality, the guard and the open warnings (viewTenant).
+func showTenant(cmd *cobra.Command, e *env, t *store.Tenant) error {
+	v, err := viewTenant(e, t)
 	if err != nil {
 		return err
 	}
@@ -224,7 +223,11 @@ func tenantSetCmd(a *app) *cobra.Command {
 		if !t.Settings.Paused && e.svc != nil {
 			e.svc.batch.Wake() // the jobs held while it was paused
 		}
-		return showTenant(cmd, e, t, false)
+		// The tenant as "tenant show" prints it, warnings included: without
+		// them the answer to "--paused true" read "warnings: none" (and
+		// "warnings":[]) for a tenant that now has one, and the console's
+		// actions show this output.
+		return showTenant(cmd, e, t)
 	})
 	sf.register(cmd.Flags())
 	cmd.PreRunE = func(cmd *cobra.Command, _ []string) error { return anySetting(cmd.LocalNonPersistentFlags()) }

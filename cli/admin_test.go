@@ -466,6 +466,33 @@ func TestTenantSetWithoutSettings(t *testing.T) {
 	runIn(t, dir, "admin", "tenant", "set", "acme", "--shadow", "on")
 }
 
+// TestTenantSetShowsWarnings: admin tenant set answers with the tenant as
+// tenant show prints it, its open warnings included. It printed
+// "warnings: none" (and "warnings":[]) for a tenant it had just paused,
+// and the console's pause action shows this output as its result.
+func TestTenantSetShowsWarnings(t *testing.T) {
+	dir := t.TempDir()
+	runIn(t, dir, "admin", "tenant", "create", "acme")
+	const paused = "tenant paused: every API call answers 503 inquilino_pausado"
+	text := string(runIn(t, dir, "admin", "tenant", "set", "acme", "--paused", "true"))
+	if !strings.Contains(text, "warnings:\n  - "+paused) || strings.Contains(text, "warnings: none") {
+		t.Errorf("tenant set --paused true printed:\n%s\nwant its warning %q", text, paused)
+	}
+	var v struct {
+		Warnings []string `json:"warnings"`
+	}
+	if err := json.Unmarshal(runIn(t, dir, "admin", "tenant", "set", "acme", "--shadow", "on", "--json"), &v); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{paused}, v.Warnings); diff != "" {
+		t.Errorf("tenant set --json warnings (-want +got):\n%s", diff)
+	}
+	shown := string(runIn(t, dir, "admin", "tenant", "show", "acme"))
+	if set := string(runIn(t, dir, "admin", "tenant", "set", "acme", "--shadow", "on")); !strings.HasSuffix(set, shown[strings.Index(shown, "warnings:"):]) {
+		t.Errorf("tenant set's warnings differ from tenant show's:\n%s\n---\n%s", set, shown)
+	}
+}
+
 // TestRestoreLeftoversRemovedAtOpen: a restore that stopped (a crash, a
 // kill) with the data dir's store in place leaves staging or replaced
 // copies of stores and results that hold customers' data, maybe of
