@@ -77,7 +77,7 @@ func (mt *modelTenant) exportWant(ref string) exportView {
 			valor, _ := b["valor"].(float64)
 			d, _ := b["decision_id"].(string)
 			v.Events = append(v.Events, fmt.Sprintf("%s %s %s %s %s %v %s %s", id, b["tipo"], b["clave"], ts.UTC().Format(time.RFC3339),
-				ref, valor, d, canon(utcExtra(extra))))
+				ref, valor, d, canon(inUTC(extra, "caducidad"))))
 		}
 	}
 	for id, d := range mt.decisions {
@@ -120,7 +120,7 @@ func exportGot(x map[string]any) exportView {
 		d, _ := e["decision_id"].(string)
 		extra, _ := e["extra"].(map[string]any)
 		v.Events = append(v.Events, fmt.Sprintf("%s %s %s %s %s %v %s %s", e["event_id"], e["tipo"], e["clave"], e["ts"],
-			e["cliente_ref"], e["valor"], d, canon(utcExtra(extra))))
+			e["cliente_ref"], e["valor"], d, canon(inUTC(extra, "caducidad"))))
 	}
 	for _, d := range list(x["decisiones"]) {
 		if d["en_respaldo"] == true {
@@ -337,21 +337,6 @@ func (r *modelRun) scopeProbe(mt *modelTenant) {
 	r.note("scope eventos:publicar %s: %s %s %s", mt.id, method, path, canon(body))
 	a := r.call(mt.id+"/eventos", method, path, body)
 	r.expectError("request without its scope", a, 403, "sin_permiso")
-}
-
-// utcExtra is an event's extra with its caducidad in UTC (stored and
-// exported in UTC, spec).
-func utcExtra(extra map[string]any) map[string]any {
-	out := map[string]any{}
-	for k, v := range extra {
-		out[k] = v
-	}
-	if s, ok := extra["caducidad"].(string); ok {
-		if ts, err := time.Parse(time.RFC3339, s); err == nil {
-			out["caducidad"] = ts.UTC().Format(time.RFC3339)
-		}
-	}
-	return out
 }
 
 // malformed sends acme a request the pipeline refuses before any handler

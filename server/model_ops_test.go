@@ -192,18 +192,19 @@ func respelled(ev map[string]any) map[string]any {
 // sameEvent reports whether a and b are the same content: the same
 // members and values, ts compared as instants.
 func sameEvent(a, b map[string]any) bool {
-	return canon(utcTS(a)) == canon(utcTS(b))
+	return canon(inUTC(a, "ts")) == canon(inUTC(b, "ts"))
 }
 
-// utcTS is ev with its ts in UTC.
-func utcTS(ev map[string]any) map[string]any {
+// inUTC is a copy of m in which member key, when an RFC 3339 time, is in
+// UTC (times are stored and exported in UTC, spec).
+func inUTC(m map[string]any, key string) map[string]any {
 	out := map[string]any{}
-	for k, v := range ev {
+	for k, v := range m {
 		out[k] = v
 	}
-	if s, ok := ev["ts"].(string); ok {
+	if s, ok := m[key].(string); ok {
 		if ts, err := time.Parse(time.RFC3339, s); err == nil {
-			out["ts"] = ts.UTC().Format(time.RFC3339)
+			out[key] = ts.UTC().Format(time.RFC3339)
 		}
 	}
 	return out
