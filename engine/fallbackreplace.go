@@ -190,7 +190,7 @@ func spentKeyRecord(key string, now time.Time, clienteRef string) ([]byte, error
 // customer's lock, under which it read t, the tenant, and now, its clock.
 func (f fallbackCall) replaced(t *store.Tenant, now time.Time) (r *DecisionRecord, unanswered bool, err error) {
 	e, tenant, in := f.e, f.t.ID, f.in
-	raw, err := e.db.Get(store.IdempotencyKey(tenant, in.Replaces))
+	raw, err := e.db.Idempotency(tenant, in.Replaces)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, true, nil
 	}

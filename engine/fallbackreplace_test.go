@@ -112,6 +112,20 @@ func TestFallbackReplacesLostDecision(t *testing.T) {
 	}
 }
 
+// fallbackBehindAttempt holds in.Replaces as an attempt of the lost request
+// still being answered would, then sends the fallback record in on its own
+// goroutine: release ends the attempt, done gives Fallback's error.
+func fallbackBehindAttempt(t *testing.T, e *Engine, in FallbackInput) (release func(), done <-chan error) {
+	t.Helper()
+	release, err := e.flights.claimKey("acme", in.Replaces)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch := make(chan error, 1)
+	go func() { ch <- e.Fallback("acme", in) }()
+	return release, ch
+}
+
 // TestFallbackWaitsForTheRequestItReplaces: a fallback record that
 // arrives while an attempt of the request it replaces still holds the key
 // (the request still being answered) waits for it, then voids the
@@ -120,14 +134,7 @@ func TestFallbackReplacesLostDecision(t *testing.T) {
 func TestFallbackWaitsForTheRequestItReplaces(t *testing.T) {
 	e, _ := newTestEngine(t, 1, nil)
 	ref, key, d := lostSend(t, e)
-	release, err := e.flights.claimKey("acme", key) // an attempt in flight
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() {
-		done <- e.Fallback("acme", FallbackInput{Canal: "push", ClienteRef: ref, CampanaID: "c1", Replaces: key})
-	}()
+	release, done := fallbackBehindAttempt(t, e, FallbackInput{Canal: "push", ClienteRef: ref, CampanaID: "c1", Replaces: key})
 	time.Sleep(50 * time.Millisecond)
 	release()
 	if err := <-done; err != nil {
@@ -149,15 +156,8 @@ func TestFallbackWaitsForTheRequestItReplaces(t *testing.T) {
 func TestFallbackJudgesTheReplacedDecisionByTheClockUnderTheLock(t *testing.T) {
 	e, db := newTestEngine(t, 1, func(s *store.Settings) { s.RewardWindow, s.RewardGrace = time.Hour, 0 })
 	ref, key, d := lostSend(t, e)
-	release, err := e.flights.claimKey("acme", key) // an attempt in flight
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() {
-		done <- e.Fallback("acme", FallbackInput{Canal: "push", ClienteRef: ref, CampanaID: "c1", Replaces: key,
-			Idempotency: Idempotency{Key: "fb-1", BodyHash: HashFallbackBody([]byte(ref))}})
-	}()
+	release, done := fallbackBehindAttempt(t, e, FallbackInput{Canal: "push", ClienteRef: ref, CampanaID: "c1", Replaces: key,
+		Idempotency: Idempotency{Key: "fb-1", BodyHash: HashFallbackBody([]byte(ref))}})
 	// The record holds its own key once it has read the clock.
 	for held := false; !held; {
 		e.flights.mu.Lock()
