@@ -44,6 +44,15 @@ type queuedFallback struct {
 	replaces string
 }
 
+// replacesHeader is the header of a fallback record that takes the place
+// of the decision request of Idempotency-Key key (nil for "": none).
+func replacesHeader(key string) http.Header {
+	if key == "" {
+		return nil
+	}
+	return http.Header{"Replaces-Idempotency-Key": {key}}
+}
+
 // enqueue queues r without blocking; a full queue or a closed client drops
 // it.
 func (q *fallbackQueue) enqueue(r queuedFallback) {
@@ -92,10 +101,7 @@ func (q *fallbackQueue) deliver(r queuedFallback) {
 	defer q.pending.Add(-1)
 	cfg := &q.c.cfg
 	key := []string{newIdempotencyKey()}
-	var hdr http.Header
-	if r.replaces != "" {
-		hdr = http.Header{"Replaces-Idempotency-Key": {r.replaces}}
-	}
+	hdr := replacesHeader(r.replaces)
 	for n := 0; ; n++ {
 		ctx, cancel := context.WithTimeout(q.ctx, 10*time.Second)
 		err := q.c.callWith(ctx, http.MethodPost, "/v1/decisiones/respaldo", &r.body, &objetoVacio{}, retryRefused, key, hdr)

@@ -52,11 +52,8 @@ func (c *Client) RecordFallback(ctx context.Context, p PeticionRespaldo, opts ..
 	for _, opt := range opts {
 		opt(&o)
 	}
-	var hdr http.Header
-	if o.replaces != "" {
-		hdr = http.Header{"Replaces-Idempotency-Key": {o.replaces}}
-	}
-	return c.callWith(ctx, http.MethodPost, "/v1/decisiones/respaldo", &p, &objetoVacio{}, retrySafe, []string{newIdempotencyKey()}, hdr)
+	return c.callWith(ctx, http.MethodPost, "/v1/decisiones/respaldo", &p, &objetoVacio{}, retrySafe,
+		[]string{newIdempotencyKey()}, replacesHeader(o.replaces))
 }
 
 // PutCampaign defines or replaces a campaign (PUT /v1/campanas/{campana_id}).
