@@ -212,9 +212,9 @@ func (m *Model) Observe(s *GuardSample) {
 	if k == 0 || len(s.Probs) != k || len(s.QHat) != k || s.Logged < 0 || s.Logged >= k || !(s.Probs[s.Logged] > 0) {
 		return
 	}
-	if h := m.cfg.ResidualClip * math.Sqrt(m.noise()); h > 0 && math.Abs(s.Reward-s.QHat[s.Logged]) > h {
+	if e, ok := m.boundResidual(s.Reward-s.QHat[s.Logged], m.noise()); ok {
 		bounded := *s
-		bounded.Reward = s.QHat[s.Logged] + math.Copysign(h, s.Reward-s.QHat[s.Logged])
+		bounded.Reward = s.QHat[s.Logged] + e
 		s = &bounded
 	}
 	if cap(m.observed) < k {

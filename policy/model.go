@@ -338,6 +338,17 @@ func (m *Model) noise() float64 {
 	return (m.resSS + m.cfg.NoisePseudo*s*s) / (m.resN + m.cfg.NoisePseudo)
 }
 
+// boundResidual is residual e bounded to ResidualClip standard deviations
+// of the residual noise v; ok is false when e is within the bound (or the
+// bound is off) and e stands as it is.
+func (m *Model) boundResidual(e, v float64) (float64, bool) {
+	h := m.cfg.ResidualClip * math.Sqrt(v)
+	if !(h > 0 && math.Abs(e) > h) {
+		return e, false
+	}
+	return math.Copysign(h, e), true
+}
+
 // Weight is the importance weight of a reward whose action was drawn with
 // probability p among k eligible actions: (1/(k·p))^α, so a draw as likely
 // as under uniform logging weighs 1. No logged distribution weighs 1.
@@ -379,10 +390,8 @@ func (m *Model) Fold(c *Customer, a *Arm, reward, w float64) {
 	e := y - pred
 	v := m.noise()
 	sq := e * e // e's share of v
-	if h := m.cfg.ResidualClip * math.Sqrt(v); h > 0 && math.Abs(e) > h {
-		e = math.Copysign(h, e)
-		y = pred + e
-		sq = v
+	if b, ok := m.boundResidual(e, v); ok {
+		e, y, sq = b, pred+b, v
 	}
 	m.resN++
 	m.resSS += sq
