@@ -153,6 +153,12 @@ func CheckDestination(ctx context.Context, rawURL string, allowPrivate bool, res
 		}
 		return nil
 	}
+	if a, ok := shorthandIPv4(host); ok {
+		if why := refusedAddr(a); why != "" {
+			return fmt.Errorf("batch: webhook host %s is %s, a shorthand of %s: %w", host, why, a, ErrWebhookDestination)
+		}
+		return nil
+	}
 	lower := strings.ToLower(strings.TrimSuffix(host, "."))
 	if lower == "localhost" || strings.HasSuffix(lower, ".localhost") {
 		return fmt.Errorf("batch: webhook host %s is loopback: %w", host, ErrWebhookDestination)
@@ -173,6 +179,47 @@ func CheckDestination(ctx context.Context, rawURL string, allowPrivate bool, res
 		}
 	}
 	return nil
+}
+
+// shorthandIPv4 reads host as the C library's inet_aton does: one to four
+// parts separated by dots, each decimal, octal (a leading 0) or hex (0x),
+// the last part filling the bytes the others leave ("127.1" is 127.0.0.1,
+// "0x7f000001" and "2130706433" are too). netip.ParseAddr takes only the
+// dotted quad, but a resolver built on getaddrinfo connects to these forms,
+// so registration judges the address they stand for. ok is false when host
+// is not such a form (a name, or a number out of range).
+func shorthandIPv4(host string) (a netip.Addr, ok bool) {
+	parts := strings.Split(host, ".")
+	if len(parts) > 4 {
+		return netip.Addr{}, false
+	}
+	vals := make([]uint64, len(parts))
+	for i, p := range parts {
+		base, digits := 10, p
+		switch {
+		case len(p) > 2 && (p[:2] == "0x" || p[:2] == "0X"):
+			base, digits = 16, p[2:]
+		case len(p) > 1 && p[0] == '0':
+			base, digits = 8, p[1:]
+		}
+		v, err := strconv.ParseUint(digits, base, 32)
+		if err != nil || digits == "" || digits[0] == '+' {
+			return netip.Addr{}, false
+		}
+		vals[i] = v
+	}
+	last := len(vals) - 1
+	if vals[last] >= 1<<(8*(4-last)) {
+		return netip.Addr{}, false
+	}
+	n := vals[last]
+	for i, v := range vals[:last] {
+		if v > 255 {
+			return netip.Addr{}, false
+		}
+		n |= v << (8 * (3 - i))
+	}
+	return netip.AddrFrom4([4]byte{byte(n >> 24), byte(n >> 16), byte(n >> 8), byte(n)}), true
 }
 
 // refusedAddr says why a webhook may not go to a, or "" if it may.

@@ -180,6 +180,18 @@ func TestCheckDestination(t *testing.T) {
 		{"http://[64:ff9b::a00:1]/", false, "destination"},    // NAT64 of 10.0.0.1
 		{"http://[2002:a9fe:a9fe::1]/", false, "destination"}, // 6to4 of 169.254.169.254
 		{"http://[fec0::1]/", false, "destination"},
+		{"http://127.1/", false, "destination"},         // inet_aton shorthands
+		{"http://0x7f000001/", false, "destination"},    // of 127.0.0.1
+		{"http://2130706433/", false, "destination"},    // a getaddrinfo resolver
+		{"http://0177.0.0.1/", false, "destination"},    // connects to
+		{"http://10.1/", false, "destination"},          // 10.0.0.1
+		{"http://169.254.43518/", false, "destination"}, // 169.254.169.254
+		{"http://0xA9FEA9FE/", false, "destination"},    // 169.254.169.254
+		{"http://0/", false, "destination"},             // 0.0.0.0
+		{"http://1572395042/", false, "ok"},             // 93.184.215.34
+		{"http://4294967296/", false, "unresolved"},     // past 32 bits: a name
+		{"http://1.2.3.4.5/", false, "unresolved"},      // five parts: a name
+		{"http://08.0.0.1/", false, "unresolved"},       // not octal: a name
 		{"http://internal.example.com/", false, "destination"},
 		{"http://mixed.example.com/", false, "destination"},
 		{"http://meta.example.com/", false, "destination"},

@@ -1364,6 +1364,8 @@ func TestWebhookDestinationAtRegistration(t *testing.T) {
 		{"http://10.0.0.1/hook", 422},
 		{"http://169.254.169.254/latest", 422},
 		{"http://[::1]/hook", 422},
+		{"http://127.1/hook", 422},
+		{"http://0x7f000001/hook", 422},
 		{"https://internal.example.com/hook", 422},
 	} {
 		st, b := h.do("PUT", "/v1/webhooks", tok, map[string]any{"url": tt.url, "eventos": []string{"lote.completado"}})
