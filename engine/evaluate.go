@@ -312,6 +312,26 @@ func (run *evalRun) result() *Evaluation {
 	return ev
 }
 
+// PolicyProbs returns the current policy's distribution over a logged
+// decision's candidates (cands[i] drawn with probs[i]): the current model
+// rescoring the inputs the decision recorded, as Evaluate's
+// current_policy and Shadow's engine value weigh the decision. It changes
+// nothing. A simulation that knows each action's true value
+// (engine/lab's proof) computes from it the truth those estimates aim at.
+func (e *Evaluator) PolicyProbs(tenant string, r *DecisionRecord) (cands []int, probs []float64, err error) {
+	ts, err := e.state(tenant)
+	if err != nil {
+		return nil, nil, err
+	}
+	pm := ts.model.Load()
+	sc := pm.scoreRecord(r)
+	probs, _ = pm.distribution(sc)
+	for _, c := range sc.cands {
+		cands = append(cands, c.id)
+	}
+	return cands, probs, nil
+}
+
 // welford keeps a running mean and variance.
 type welford struct {
 	n        int
