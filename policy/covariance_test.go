@@ -106,6 +106,32 @@ func TestCovarianceMatchesDenseSandwich(t *testing.T) {
 			t.Errorf("arm %d: Width %g", s.ID, s.Width)
 		}
 	}
+	// An EffectSum over many customers' effects: gᵀ·Cov·g with g the
+	// sum of the weighted gradients (the customers share the errors).
+	var es EffectSum
+	g := make([]float64, n)
+	for i, sc := range w.custs[:40] {
+		arms := w.arms(sc)
+		scores := make([]Score, len(arms))
+		m.Score(&sc.c, arms, scores)
+		for j := range scores {
+			s := &scores[j]
+			if s.ID == 0 {
+				continue
+			}
+			cf := float64(i%5)/4 - 0.3*float64(j)
+			es.Add(s, cf)
+			k := slices.Index(ids, s.ID)
+			for q := range s.sh {
+				g[phiShared+q] += cf * s.sh[q]
+			}
+			for q := range s.psi {
+				g[D+k*E+q] += cf * s.psi[q]
+			}
+		}
+	}
+	se := m.SE(&es)
+	near("EffectSum SE²", se*se, quad(cov, g, n))
 	c := m.cross[[2]int{ids[0], ids[1]}]
 	for i := 0; i < E; i++ {
 		for j := 0; j < E; j++ {

@@ -20,7 +20,7 @@ type Score struct {
 	// lose the scenario lines (POLICY.md §7.12).
 	Width float64
 
-	psi    [dimEffect]float64 // the pair's features, for covariances
+	psi    [dimEffect]float64 // the pair's features, for covariances (EffectSum too)
 	fitted bool               // the action has data: own is from its fit
 	own    float64            // variance of the action's own part of Effect
 	sh     [nShared]float64   // the pooled effect's terms
@@ -45,6 +45,7 @@ func (m *Model) Score(c *Customer, arms []Arm, out []Score) {
 		*sc = Score{ID: a.ID, Mu: base, band: band, down: a.Downside}
 		if a.ID != 0 {
 			effectArm(c, a, &psi)
+			sc.psi = psi
 			for k, j := range [nShared]int{0, psiPrior, 2, 7, 5, 10, 11, 12} {
 				sc.sh[k] = psi[j]
 			}
@@ -52,7 +53,7 @@ func (m *Model) Score(c *Customer, arms []Arm, out []Score) {
 			if st := m.arms[a.ID]; st != nil && st.delta != nil {
 				eff += dot(st.delta, psi[:])
 				sc.own = quad(st.cov, psi[:], dimEffect)
-				sc.psi, sc.fitted = psi, true
+				sc.fitted = true
 			} else {
 				sc.own = m.priorVar(&psi)
 			}
