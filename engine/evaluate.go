@@ -374,7 +374,7 @@ type ShadowReport struct {
 	RewardsFinal    int           `json:"rewards_final"`
 	CallerRule      MeasuredValue `json:"caller_rule_value_mxn"`
 	Engine          MeasuredValue `json:"engine_value_mxn"`
-	Lift            MeasuredValue `json:"engine_minus_caller_mxn"`   // Engine − CallerRule, paired: the verdict needs its interval above 0
+	Lift            MeasuredValue `json:"engine_minus_caller_mxn"`   // the model's lift over the rule, with its error (Shadow): the verdict needs its interval above 0
 	Damaged         int           `json:"damaged_records,omitempty"` // decision records that did not decode: skipped
 	Ready           bool          `json:"ready"`
 	Verdict         string        `json:"verdict"`
@@ -389,10 +389,15 @@ const MinShadowRewards = 200
 // decision_id (at least 95 %), the agreement between the engine's action
 // and accion_real, and the value of the engine's policy against the caller's
 // rule. The caller's rule is measured (mean final reward of what was
-// done); the engine's value is the reward model's estimate of its policy on
-// the same customers (direct method: the caller's rule has no logged
-// propensities, so importance weighting is not possible), with bootstrap-free
-// normal intervals over customers.
+// done). The lift (engine − rule) is the reward model's estimate, customer
+// by customer, of what the policy's distribution earns beyond the action
+// done (direct method: the caller's rule has no logged propensities, so
+// importance weighting is not possible, and where the policy departs from
+// a deterministic rule no reward ever measured it); its normal 95 %
+// interval joins the spread over customers and the model's own standard
+// error of the effects it reads, which the customers share (EffectSum):
+// more decisions of the same kind do not shrink it. The engine's value is
+// the rule's plus the lift.
 func (e *Evaluator) Shadow(tenant string) (*ShadowReport, error) {
 	ts, err := e.state(tenant)
 	if err != nil {
@@ -415,11 +420,12 @@ func (e *Evaluator) Shadow(tenant string) (*ShadowReport, error) {
 
 // shadowTally folds the shadow decisions of the log into a ShadowReport.
 type shadowTally struct {
-	rep             *ShadowReport
-	pm              *publishedModel
-	caller, engineV welford
-	lift            welford // engine − caller, per decision
-	agree           int
+	rep     *ShadowReport
+	pm      *publishedModel
+	caller  welford
+	lift    welford          // engine − caller, per decision: the model's difference
+	effects policy.EffectSum // the effects the lift reads, for its standard error (modelLift)
+	agree   int
 }
 
 // add counts one stored decision record.
@@ -452,15 +458,41 @@ func (t *shadowTally) add(v []byte) {
 		return
 	}
 	rep.RewardsFinal++
-	t.caller.add(float64(*r.Recompensa) / 100)
+	reward := float64(*r.Recompensa) / 100
+	t.caller.add(reward)
 	sc := t.pm.scoreRecord(&r)
 	probs, _ := t.pm.distribution(sc)
-	val := 0.0
+	t.lift.add(t.modelLift(sc, probs, done, reward))
+}
+
+// modelLift is the model's estimate (MXN) of what the policy's
+// distribution probs over sc's candidates earns beyond action done, the
+// caller's, for one customer: Σ_a (probs[a] − [a = done])·μ_a, in which
+// the customer's level cancels out, so only the coupons' effects are
+// read. It adds those effects with their coefficients to t.effects, for
+// the standard error the model's own uncertainty gives the mean. When done
+// is not among the candidates (the caller sent what the engine could not)
+// the policy's expected value is set against the measured reward instead.
+func (t *shadowTally) modelLift(sc *scored, probs []float64, done int, reward float64) float64 {
+	di := -1
 	for i, c := range sc.cands {
-		val += probs[i] * c.mu / 100
+		if c.id == done {
+			di = i
+		}
 	}
-	t.engineV.add(val)
-	t.lift.add(val - float64(*r.Recompensa)/100)
+	d := 0.0
+	if di < 0 {
+		d = -reward
+	}
+	for i, c := range sc.cands {
+		coef := probs[i]
+		if i == di {
+			coef--
+		}
+		d += coef * c.mu / 100
+		t.effects.Add(&sc.scores[i], coef)
+	}
+	return d
 }
 
 // finish sets the report's shares and values from the counts.
@@ -469,7 +501,27 @@ func (t *shadowTally) finish() {
 	rep.ConfirmedShare = share(int64(rep.Confirmed), int64(rep.Decisions))
 	rep.LabelledShare = share(rep.CouponsLabelled, rep.CouponsReceived)
 	rep.Agreement = share(int64(t.agree), int64(rep.Compared))
-	rep.CallerRule, rep.Engine, rep.Lift = t.caller.value(), t.engineV.value(), t.lift.value()
+	rep.CallerRule, rep.Lift = t.caller.value(), t.lift.value()
+	if n := t.lift.n; n >= 2 {
+		// The model's error is shared by like customers (the same
+		// coefficients): it does not average out over the decisions as
+		// their spread does. Its standard error joins the spread's.
+		model := t.pm.m.SE(&t.effects) / 100 / float64(n)
+		rep.Lift.Lo, rep.Lift.Hi = widen(rep.Lift, model)
+	}
+	// The engine's value: the rule's measured value plus the model's lift,
+	// the two errors joined.
+	c := rep.CallerRule
+	rep.Engine = MeasuredValue{N: c.N, Mean: c.Mean + rep.Lift.Mean, Lo: c.Mean + rep.Lift.Lo, Hi: c.Mean + rep.Lift.Hi}
+	rep.Engine.Lo, rep.Engine.Hi = widen(rep.Engine, (c.Hi-c.Lo)/2/1.96)
+}
+
+// widen returns v's 95 % interval with another independent error of
+// standard error se joined to it in quadrature.
+func widen(v MeasuredValue, se float64) (lo, hi float64) {
+	half := (v.Hi - v.Lo) / 2
+	half = math.Sqrt(half*half + 1.96*1.96*se*se)
+	return v.Mean - half, v.Mean + half
 }
 
 // share is n/of, or NaN when of is 0 (a share of nothing).

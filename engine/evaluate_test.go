@@ -47,39 +47,67 @@ func TestEvaluateLeavesOutShadowDecisions(t *testing.T) {
 	}
 }
 
-// TestShadowVerdictNeedsALeadBeyondNoise: the engine's estimate is 0.01 MXN
-// above the caller's rule on 250 decisions whose rewards spread ±50 MXN.
-// The lead is noise: the verdict must not say "ready to leave shadow mode".
-func TestShadowVerdictNeedsALeadBeyondNoise(t *testing.T) {
+// shadowLift tallies n shadow decisions of one customer profile for whom
+// the caller's rule sent nothing (accion_real 0) and the engine, on its
+// economic prior, would send coupon 1 (its effect never measured), with
+// rewards spread ±50 MXN around the model's never-send value; it returns
+// the report and the engine's probability and standard error (MXN) of
+// coupon 1's effect for that customer.
+func shadowLift(t *testing.T, n int) (rep *ShadowReport, p1, sigma1 float64) {
+	t.Helper()
 	e, _ := newTestEngine(t, 2, nil)
 	ts, err := e.state("acme")
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep := &ShadowReport{CouponsReceived: 100, CouponsLabelled: 100, Reasons: []string{}}
+	rep = &ShadowReport{CouponsReceived: 100, CouponsLabelled: 100, Reasons: []string{}}
 	tally := &shadowTally{rep: rep, pm: ts.model.Load()}
 	x := make([]float64, VectorDim)
-	for i := 0; i < 250; i++ {
+	none := 0
+	for i := 0; i < n; i++ {
 		r := &DecisionRecord{Nonce: fmt.Sprintf("n%011d", i), ClienteRef: fmt.Sprintf("c%07d", i), At: t0, Accion: 1, Propension: 0.5,
-			X: x, Candidates: []int{0, 1}, Probs: []float64{0.5, 0.5}, Priors: []float64{1000, 2000},
-			Estado: EstadoEjecutada, EnSombra: true}
+			X: x, Candidates: []int{0, 1}, Probs: []float64{0.5, 0.5}, Priors: []float64{1000, 4000},
+			Estado: EstadoModificada, AccionReal: &none, EnSombra: true}
 		sc := tally.pm.scoreRecord(r)
 		probs, _ := tally.pm.distribution(sc)
-		val := 0.0
-		for j, c := range sc.cands {
-			val += probs[j] * c.mu
-		}
-		reward := int64(math.Round(val)) - 1 + 5000*int64(1-2*(i%2)) // engine − caller = 0.01 MXN on average
+		p1, sigma1 = probs[1], sc.sigma(1)/100
+		reward := int64(math.Round(sc.cands[0].mu)) + 5000*int64(1-2*(i%2))
 		r.Recompensa = &reward
 		tally.add(marshalRecord(r))
 	}
 	tally.finish()
 	rep.judge()
-	if rep.RewardsFinal != 250 || !(rep.Engine.Mean > rep.CallerRule.Mean) {
-		t.Fatalf("setup: %d rewards, engine %v, caller %v", rep.RewardsFinal, rep.Engine.Mean, rep.CallerRule.Mean)
+	if rep.RewardsFinal != n || !(rep.Lift.Mean > 0) || !(p1 > 0) {
+		t.Fatalf("setup: %d rewards, lift %+v, P(coupon 1) %v", rep.RewardsFinal, rep.Lift, p1)
 	}
-	if rep.Ready {
-		t.Errorf("ready on a lead of %.4f MXN with rewards spread ±50 MXN: %s", rep.Engine.Mean-rep.CallerRule.Mean, rep.Verdict)
+	return rep, p1, sigma1
+}
+
+// TestShadowLiftCarriesTheModelsError: in shadow mode the caller's rule
+// decides, so the engine's value where it departs from the rule is its
+// model's estimate, never measured; here coupon 1's effect is the
+// economic prior's. That estimate's error is the same for every customer
+// like these: the lift's interval must hold at least P(coupon 1) times
+// its standard error on either side however many decisions there are,
+// and must not shrink with them as the rewards' noise does; a lead
+// inside it is no proof (not ready).
+func TestShadowLiftCarriesTheModelsError(t *testing.T) {
+	few, p1, sigma1 := shadowLift(t, 250)
+	many, _, _ := shadowLift(t, 25000)
+	for _, rep := range []*ShadowReport{few, many} {
+		half := (rep.Lift.Hi - rep.Lift.Lo) / 2
+		if want := 1.96 * p1 * sigma1; !(half >= want*(1-1e-9)) {
+			t.Errorf("%d decisions: lift %.2f ± %.2f MXN; the model's error alone is ± %.2f", rep.RewardsFinal, rep.Lift.Mean, half, want)
+		}
+		if rep.Ready != (rep.Lift.Lo > 0) {
+			t.Errorf("%d decisions: ready %v with the lift's interval [%.2f, %.2f]", rep.RewardsFinal, rep.Ready, rep.Lift.Lo, rep.Lift.Hi)
+		}
+	}
+	if a, b := few.Lift.Hi-few.Lift.Lo, many.Lift.Hi-many.Lift.Lo; b < 0.9*a {
+		t.Errorf("the lift's interval shrank from %.2f to %.2f MXN with 100 times the decisions: the model's error does not average out", a, b)
+	}
+	if many.Ready {
+		t.Errorf("ready on the prior's estimate: %s", many.Verdict)
 	}
 }
 

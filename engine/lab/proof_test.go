@@ -188,6 +188,15 @@ func TestProofSeeds(t *testing.T) {
 	t.Logf("shadow verdict: ready in %d of %d worlds; the engine truly beats the rule in %d; false go-live %d of %d worlds where it does not",
 		ready, len(seeds), truthBeats, falseGo, len(seeds)-truthBeats)
 	t.Logf("shadow lift's interval above 0 in %d of %d worlds; false (truth <= 0) in %d of %d", liftReady, len(seeds), liftFalseGo, len(seeds)-truthBeats)
+	// The shadow lift's 95 % interval must hold the true lift about as
+	// often as it says, and clear 0 when the engine does not beat the rule
+	// in at most a tenth of those worlds.
+	if c := tallies["shadow engine_minus_caller"]; c != nil && float64(c.covered) < 0.85*float64(c.n) {
+		t.Errorf("the shadow lift's 95%% interval held the truth in %d of %d worlds", c.covered, c.n)
+	}
+	if liftFalseGo > (len(seeds)-truthBeats)/10 {
+		t.Errorf("false go-live: the lift's interval cleared 0 in %d of the %d worlds where the engine does not beat the rule", liftFalseGo, len(seeds)-truthBeats)
+	}
 }
 
 func b2i(b bool) int {
