@@ -214,7 +214,7 @@ func tenantSetCmd(a *app) *cobra.Command {
 	var sf tenantSetFlags
 	cmd := a.envCmd("set ID", "Change the settings the operator owns", cobra.ExactArgs(1), func(cmd *cobra.Command, args []string, e *env) error {
 		t, err := e.updateTenant(args[0], func(t *store.Tenant) error {
-			return sf.apply(cmd.Flags(), t)
+			return sf.apply(cmd.Flags(), t, e.now())
 		})
 		if err != nil {
 			return err
@@ -296,8 +296,8 @@ const keepsSetting = "keeps-setting"
 
 // apply checks each flag given in f and sets its setting on t; the first
 // bad value is the error, naming its flag.
-func (sf *tenantSetFlags) apply(f *pflag.FlagSet, t *store.Tenant) error {
-	if err := sf.applySwitches(f, t); err != nil {
+func (sf *tenantSetFlags) apply(f *pflag.FlagSet, t *store.Tenant, now time.Time) error {
+	if err := sf.applySwitches(f, t, now); err != nil {
 		return err
 	}
 	if err := sf.applyRewards(f, &t.Settings); err != nil {
@@ -306,13 +306,17 @@ func (sf *tenantSetFlags) apply(f *pflag.FlagSet, t *store.Tenant) error {
 	return sf.applyQuotas(f, &t.Settings)
 }
 
-// applySwitches sets shadow mode, pause and rate limits.
-func (sf *tenantSetFlags) applySwitches(f *pflag.FlagSet, t *store.Tenant) error {
+// applySwitches sets shadow mode, pause and rate limits. Switching shadow
+// mode on (from off) records when, on the tenant's clock at now.
+func (sf *tenantSetFlags) applySwitches(f *pflag.FlagSet, t *store.Tenant, now time.Time) error {
 	s := &t.Settings
 	if f.Changed("shadow") {
 		v, err := parseOnOff("shadow", sf.shadow)
 		if err != nil {
 			return err
+		}
+		if v && !s.Shadow {
+			s.ShadowSince = t.Now(now)
 		}
 		s.Shadow = v
 	}

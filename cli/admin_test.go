@@ -645,3 +645,40 @@ func TestBackupOutErrorNamesFlag(t *testing.T) {
 		}
 	}
 }
+
+// TestTenantSetShadowOnRecordsWhen: switching shadow mode on records the
+// tenant's time (Settings.ShadowSince), from which the shadow report counts
+// the coupons that should carry a decision_id; --shadow on while on keeps
+// it, and on again after off moves it.
+func TestTenantSetShadowOnRecordsWhen(t *testing.T) {
+	dir := t.TempDir()
+	runIn(t, dir, "admin", "tenant", "create", "sb", "--sandbox")
+	// read returns the tenant's ShadowSince and its clock.
+	read := func() (since, clock time.Time) {
+		t.Helper()
+		db, err := store.Open(filepath.Join(dir, "db"), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		tn, _ := db.Tenant("sb")
+		return tn.Settings.ShadowSince, tn.ClockNow
+	}
+	runIn(t, dir, "admin", "clock", "advance", "--tenant", "sb", "--by", "3d")
+	runIn(t, dir, "admin", "tenant", "set", "sb", "--shadow", "on")
+	first, clock := read()
+	if !first.Equal(clock) || first.IsZero() {
+		t.Fatalf("shadow on: since %v, want the tenant's clock %v", first, clock)
+	}
+	runIn(t, dir, "admin", "clock", "advance", "--tenant", "sb", "--by", "1d")
+	runIn(t, dir, "admin", "tenant", "set", "sb", "--shadow", "on")
+	if got, _ := read(); !got.Equal(first) {
+		t.Errorf("shadow on while on: since %v, want %v kept", got, first)
+	}
+	runIn(t, dir, "admin", "tenant", "set", "sb", "--shadow", "off")
+	runIn(t, dir, "admin", "clock", "advance", "--tenant", "sb", "--by", "1d")
+	runIn(t, dir, "admin", "tenant", "set", "sb", "--shadow", "on")
+	if got, clock := read(); !got.Equal(clock) || got.Equal(first) {
+		t.Errorf("shadow on again: since %v, want %v", got, clock)
+	}
+}

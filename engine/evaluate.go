@@ -407,7 +407,10 @@ func (e *Evaluator) Shadow(tenant string) (*ShadowReport, error) {
 	if err != nil {
 		return nil, err
 	}
-	rep := &ShadowReport{Tenant: tenant, CouponsReceived: q.CuponesRecibidos, CouponsLabelled: q.CuponesRecibidos - q.CuponesSinDecision, Reasons: []string{}}
+	rep := &ShadowReport{Tenant: tenant, Reasons: []string{}}
+	if t, ok := e.db.Tenant(tenant); ok && q.SombraDesde.Equal(t.Settings.ShadowSince) {
+		rep.CouponsReceived, rep.CouponsLabelled = q.CuponesSombra, q.CuponesSombra-q.CuponesSombraSinDecision
+	}
 	t := &shadowTally{rep: rep, pm: ts.model.Load()}
 	lo, hi := store.DecisionSpan(tenant)
 	if err := e.db.Scan(lo, hi, func(_, v []byte) error { t.add(v); return nil }); err != nil {

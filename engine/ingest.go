@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/coupond/coupond/api"
 	"github.com/coupond/coupond/store"
@@ -51,15 +52,48 @@ type Quality struct {
 	MargenesNegativos           int64 `json:"margenes_negativos"`
 	EventosFueraDeOrden         int64 `json:"eventos_fuera_de_orden"`
 	EventosTrasCierre           int64 `json:"eventos_tras_cierre_de_cuenta"`
+	// The coupons received in shadow mode: CUPON_RECIBIDO events ingested
+	// while the tenant is in shadow mode whose ts is from SombraDesde on,
+	// the tenant's ShadowSince; they count from zero again when shadow mode
+	// is switched on anew. A history of coupons sent before coupond (no
+	// decision_id) is not among them: the shadow report's labelling share
+	// reads these.
+	CuponesSombra            int64     `json:"cupones_recibidos_en_sombra"`
+	CuponesSombraSinDecision int64     `json:"cupones_en_sombra_sin_decision_id"`
+	SombraDesde              time.Time `json:"sombra_desde,omitzero"`
+}
+
+// shadowPeriod is a tenant's shadow mode as ingestion counts coupons in
+// it: on, and since when (store.Settings.ShadowSince).
+type shadowPeriod struct {
+	on    bool
+	since time.Time
+}
+
+// shadowPeriodOf reads tenant's shadow mode; off for an unknown tenant.
+func shadowPeriodOf(db *store.DB, tenant string) shadowPeriod {
+	t, ok := db.Tenant(tenant)
+	if !ok {
+		return shadowPeriod{}
+	}
+	return shadowPeriod{on: t.Settings.Shadow, since: t.Settings.ShadowSince}
+}
+
+// enter starts q's shadow counts afresh when sh is a shadow period other
+// than the one they count.
+func (q *Quality) enter(sh shadowPeriod) {
+	if sh.on && !q.SombraDesde.Equal(sh.since) {
+		q.CuponesSombra, q.CuponesSombraSinDecision, q.SombraDesde = 0, 0, sh.since
+	}
 }
 
 // foldEvent adds one accepted event's customer index entry to index and
 // applies the event to its customer's features, its coupon's attribution
 // link and the quality counters.
-func foldEvent(tenant string, it *IngestEvent, feats map[string]*Features, attrs map[string]*attribution, q *Quality, index *[]keyedWrite) {
+func foldEvent(tenant string, it *IngestEvent, sh shadowPeriod, feats map[string]*Features, attrs map[string]*attribution, q *Quality, index *[]keyedWrite) {
 	ev := &it.Event
 	flags := feats[ev.ClienteRef].Apply(ev)
-	q.count(ev, flags)
+	q.count(ev, flags, sh)
 	if ev.CuponEmitidoID != "" {
 		attrs[ev.CuponEmitidoID].apply(ev, q)
 	}
@@ -224,8 +258,10 @@ func (e *Ingester) foldAccepted(b *store.Batch, tenant string, events []IngestEv
 		return nil, nil, nil, err
 	}
 	index := make([]keyedWrite, 0, len(accepted))
+	sh := shadowPeriodOf(e.db, tenant)
+	q.enter(sh)
 	for _, k := range accepted {
-		foldEvent(tenant, &events[k], feats, attrs, q, &index)
+		foldEvent(tenant, &events[k], sh, feats, attrs, q, &index)
 	}
 	buf := writeEvents(b, events, accepted, keys, nil)
 	slices.SortFunc(index, func(x, y keyedWrite) int { return bytes.Compare(x.key, y.key) })
@@ -380,13 +416,19 @@ func (e *Ingester) loadIngestState(tenant string, events []IngestEvent, accepted
 	return feats, attrs, nil
 }
 
-func (q *Quality) count(ev *Event, flags DataFlags) {
+func (q *Quality) count(ev *Event, flags DataFlags, sh shadowPeriod) {
 	q.Eventos++
 	switch ev.Tipo {
 	case CuponRecibido:
 		q.CuponesRecibidos++
 		if ev.DecisionID == "" {
 			q.CuponesSinDecision++
+		}
+		if sh.on && !ev.TS.Before(sh.since) {
+			q.CuponesSombra++
+			if ev.DecisionID == "" {
+				q.CuponesSombraSinDecision++
+			}
 		}
 	case CuponRedimido:
 		q.Redenciones++

@@ -114,3 +114,76 @@ func TestShadowReportLeavesOutVoidedBatchDecisions(t *testing.T) {
 		t.Errorf("decisions, confirmed, compared, final rewards (-want +got):\n%s", diff)
 	}
 }
+
+// TestShadowLabellingCountsCouponsSinceShadowOn: the shadow report's
+// coupon-labelling share reads the coupons received from the moment shadow
+// mode was switched on (Settings.ShadowSince), so a history of coupons sent
+// before coupond (no decision_id), uploaded before or during shadow mode,
+// does not hold the verdict back for good; switched on anew, it counts
+// afresh. Without the shadow counters the share is 1 of 4.
+func TestShadowLabellingCountsCouponsSinceShadowOn(t *testing.T) {
+	e, db := newTestEngine(t, 1, nil)
+	n := 0
+	coupon := func(ts time.Time, decisionID string) IngestEvent {
+		n++
+		ev := Event{ID: fmt.Sprintf("ev-%d", n), ClienteRef: "c1", TS: ts, Tipo: CuponRecibido, Clave: "cupon1",
+			CuponEmitidoID: fmt.Sprintf("cup-%d", n), DecisionID: decisionID, Caducidad: ts.Add(7 * 24 * time.Hour)}
+		return IngestEvent{Event: ev, Canonical: []byte(ev.ID)}
+	}
+	ingest := func(evs ...IngestEvent) {
+		t.Helper()
+		if res, err := e.Ingester.Ingest("acme", evs); err != nil || res.Aceptados != len(evs) {
+			t.Fatalf("ingest: %+v %v", res, err)
+		}
+	}
+	shadowOn := func(on bool) {
+		t.Helper()
+		if _, err := db.UpdateTenant("acme", func(tn *store.Tenant) error {
+			if on && !tn.Settings.Shadow {
+				tn.Settings.ShadowSince = tn.ClockNow
+			}
+			tn.Settings.Shadow = on
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	labelled := func() [2]int64 {
+		t.Helper()
+		rep, err := e.Evaluator.Shadow("acme")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return [2]int64{rep.CouponsLabelled, rep.CouponsReceived}
+	}
+	d, err := e.Decide("acme", Request{ClienteRef: "c1", Canal: "push"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ingest(coupon(t0.Add(-30*24*time.Hour), ""), coupon(t0.Add(-20*24*time.Hour), "")) // the history, before
+	advance(t, db, time.Hour)
+	shadowOn(true)
+	if diff := cmp.Diff([2]int64{0, 0}, labelled()); diff != "" {
+		t.Errorf("before any coupon in shadow mode (-want +got):\n%s", diff)
+	}
+	since := t0.Add(time.Hour)
+	ingest(coupon(since, d.DecisionID), coupon(t0.Add(-10*24*time.Hour), "")) // one sent now, one more of the history
+	if diff := cmp.Diff([2]int64{1, 1}, labelled()); diff != "" {
+		t.Errorf("a labelled coupon and an old unlabelled one (-want +got):\n%s", diff)
+	}
+	ingest(coupon(since.Add(time.Minute), ""))
+	if diff := cmp.Diff([2]int64{1, 2}, labelled()); diff != "" {
+		t.Errorf("an unlabelled coupon sent in shadow mode counts (-want +got):\n%s", diff)
+	}
+	shadowOn(false)
+	ingest(coupon(since.Add(2*time.Minute), ""))
+	advance(t, db, time.Hour)
+	shadowOn(true)
+	if diff := cmp.Diff([2]int64{0, 0}, labelled()); diff != "" {
+		t.Errorf("switched on anew (-want +got):\n%s", diff)
+	}
+	ingest(coupon(since.Add(time.Hour), d.DecisionID))
+	if diff := cmp.Diff([2]int64{1, 1}, labelled()); diff != "" {
+		t.Errorf("the new period's first coupon (-want +got):\n%s", diff)
+	}
+}

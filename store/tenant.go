@@ -23,7 +23,11 @@ type Tenant struct {
 
 // Settings are the tenant settings the operator owns ("admin tenant set").
 type Settings struct {
-	Shadow             bool          `json:"shadow"`
+	Shadow bool `json:"shadow"`
+	// ShadowSince is the tenant's time when Shadow was last switched on
+	// (zero for a tenant switched on before it was recorded): the shadow
+	// report's coupon-labelling share counts the coupons received from then.
+	ShadowSince        time.Time     `json:"shadow_since,omitzero"`
 	Paused             bool          `json:"paused"`
 	RewardWindow       time.Duration `json:"reward_window"`
 	RewardGrace        time.Duration `json:"reward_grace"`

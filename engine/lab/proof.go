@@ -119,7 +119,7 @@ func RunProof(ctx context.Context, fam Family, rule *ProofRule) (*ProofReport, e
 	}
 	defer r.db.Close()
 	if rule != nil {
-		if _, err := r.db.UpdateTenant(labTenant, func(t *store.Tenant) error { t.Settings.Shadow = true; return nil }); err != nil {
+		if _, err := r.db.UpdateTenant(labTenant, func(t *store.Tenant) error { t.Settings.Shadow, t.Settings.ShadowSince = true, t.ClockNow; return nil }); err != nil {
 			return nil, err
 		}
 	}

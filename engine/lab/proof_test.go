@@ -165,7 +165,7 @@ func TestProofSeeds(t *testing.T) {
 			ready++
 		}
 		// The lift's own test, apart from the verdict's other conditions
-		// (the lab's history holds coupons without decision_id).
+		// (200 final rewards, the confirmation and labelling shares).
 		if s.Lift.Lo > 0 {
 			liftReady++
 		}
