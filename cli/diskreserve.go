@@ -66,9 +66,9 @@ func diskReserve(spec, dir string) (reserve, avail uint64, known bool, err error
 }
 
 // smallReserve is the least reserve that covers what the store writes
-// without asking: a new write-ahead log preallocates about 70 MB (1.1 times
-// the memtable), and a flush or compaction that then finds the disk full
-// stops the store until a restart.
+// without asking: a memtable flush writes up to 64 MB of tables and a
+// compaction its output before it frees its inputs, and a flush or
+// compaction that finds the disk full stops the store until a restart.
 const smallReserve = 128 << 20
 
 // logReserve logs the disk reserve, with a warning when it is set (not 0)
@@ -77,7 +77,7 @@ func logReserve(log zerolog.Logger, reserve uint64) {
 	log.Info().Uint64("disk_reserve_bytes", reserve).Msg("disk reserve")
 	if reserve > 0 && reserve < smallReserve {
 		log.Warn().Uint64("disk_reserve_bytes", reserve).Uint64("advised_bytes", smallReserve).
-			Msg("disk reserve under 128 MiB: a new write-ahead log preallocates about 70 MB, so a disk filling up can stop the store before writes answer 503 almacenamiento_lleno; raise --disk-reserve")
+			Msg("disk reserve under 128 MiB: a memtable flush writes up to 64 MB, so a disk filling up can stop the store before writes answer 503 almacenamiento_lleno; raise --disk-reserve")
 	}
 }
 

@@ -26,8 +26,8 @@ func TestParseSize(t *testing.T) {
 	}
 }
 
-// TestLogReserveWarnsWhenSmall: a reserve set under what a new write-ahead log
-// preallocates is logged as a warning; none (0) and enough are not.
+// TestLogReserveWarnsWhenSmall: a reserve set under what the store writes
+// without asking (a flush) is logged as a warning; none (0) and enough are not.
 func TestLogReserveWarnsWhenSmall(t *testing.T) {
 	for _, tc := range []struct {
 		reserve uint64

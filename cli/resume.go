@@ -120,11 +120,11 @@ func (w *resumeWatch) noteReserve(sp store.SpaceStatus) {
 
 // resumeNeed is the free space reopening the store in dbDir needs:
 // replaying its write-ahead logs writes their content out as tables and a
-// new MANIFEST, so the logs' and MANIFESTs' sizes (their length, not the
-// space Pebble preallocated for them, about 70 MB a log, which the reopen
-// reuses or frees), plus resumeMargin. Not a flat bound such as 64 MiB:
-// on a small disk the store's own preallocated logs can keep the free
-// space below it for good.
+// new MANIFEST, so the logs' and MANIFESTs' sizes (their length; the
+// store preallocates no log, and logs an earlier release preallocated
+// hold more, which the reopen reuses or frees), plus resumeMargin. Not a
+// flat bound such as 64 MiB: on a small disk such logs could keep the
+// free space below it for good.
 func resumeNeed(dbDir string) uint64 {
 	need := uint64(resumeMargin)
 	ents, _ := os.ReadDir(dbDir)
