@@ -149,7 +149,7 @@ func (g *Guard) valid() bool {
 		ok = ok && (s == nil || s.valid())
 	}
 	for _, b := range g.Bands {
-		ok = ok && b.State >= GateTesting && b.State <= GateClosed && b.Promise >= 0 && b.Promise <= 1 && b.Since >= 0 && b.Test.valid() && b.Fast.valid()
+		ok = ok && b.State >= GateTesting && b.State <= GateClosed && b.Promise >= 0 && b.Promise <= 1 && b.Since >= 0 && b.Looked >= 0 && b.Looked <= g.Windows && b.Test.valid() && b.Fast.valid()
 	}
 	return ok
 }

@@ -74,6 +74,10 @@ type gateBand struct {
 	// counted (openBar); 0 while it has tested since the tenant began.
 	// Kept only with Config.GateLookAlpha.
 	Since float64 `json:"since,omitempty"`
+	// Looked is the tenant's age (Guard.Windows) at the band's last look
+	// at the opening bars (0: none yet): a band is looked at, and may
+	// open, once a window (opensNow).
+	Looked float64 `json:"looked,omitempty"`
 }
 
 // GateBands is the number of frequency bands the gate judges apart.
@@ -460,8 +464,9 @@ func (m *Model) updateGate() {
 		if gb.State == GateOpen && gb.Pooled && mean < 0 {
 			gb.State = GateTesting // the condition it opened on no longer holds
 		}
+		look := gb.State == GateTesting && was == GateTesting && m.opensNow(gb)
 		own := ok && mean-m.openBar(gb.Since)*se > 0
-		if gb.State == GateTesting && was == GateTesting && (own || pooled && mean >= 0) {
+		if look && (own || pooled && mean >= 0) {
 			gb.State = GateOpen
 			gb.Pooled = !own
 		}
@@ -474,14 +479,33 @@ func (m *Model) updateGate() {
 	}
 }
 
+// opensNow reports whether a testing band is looked at in this update,
+// and records the look: once a window of the tenant's age (Guard.Windows),
+// at the first update a whole window after the last look. The learner
+// updates the gate at every pass that folds rewards: in process a window's
+// rewards fold in one pass, but a live tenant's come due a few at a time,
+// a pass a second, and a sandbox tenant's whole window folds in passes of
+// learnBatchOnline while decisions are answered. Each such pass looked at
+// growing evidence against the same bar, so a test of no effect crossed
+// it more often than the bar's error allows (openBar counts looks by
+// windows); once a window, it is the bar's own count. Only opening waits
+// for the look: harm is judged at every update.
+func (m *Model) opensNow(gb *gateBand) bool {
+	if w := m.guard.Windows; gb.Looked == 0 || w-gb.Looked >= 1-1e-9 {
+		gb.Looked = w
+		return true
+	}
+	return false
+}
+
 // openBar is the bar, in standard errors, that a band's own test must
 // clear to open it when looked at now, the band testing since the
 // tenant's age since (0: since the tenant began): GateZ, or with
 // Config.GateLookAlpha the always-valid bar max(GateZ, lookZ(GateLookAlpha,
 // k)), k = 1 + the whole windows from since (at least 1) to the tenant's
-// age. Looks are windows, not learner passes: the passes of one window
-// read the same evidence, and the tests fade by windows (GateHalfLife), so
-// a window is the unit in which a test gathers new evidence. The count
+// age. Looks are windows, not learner passes (opensNow takes one a
+// window): the tests fade by windows (GateHalfLife), so a window is the
+// unit in which a test gathers new evidence. The count
 // restarts when a band goes back to testing (gateBand.Since). The test
 // over all customers keeps GateZ: a band it opens goes back to testing as
 // soon as its own mean falls below 0 (GatePooled), so a lucky crossing

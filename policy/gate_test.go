@@ -820,3 +820,39 @@ func TestGateStatusShowsOpeningBar(t *testing.T) {
 		t.Errorf("first look's bar %v, want GateZ %v", got, cfg.GateZ)
 	}
 }
+
+// TestGateLooksOncePerWindow: a testing band is looked at, and may open,
+// once a window of the tenant's age, however many learner passes update
+// the gate in it. A band whose test is below its bar at the window's
+// first update stays testing through later updates of the same window
+// that find it above (a live tenant's rewards fold a few at a time, a
+// pass a second), and opens at the next window's first update. The look
+// survives a round trip. Fails if every update is a look.
+func TestGateLooksOncePerWindow(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.GatePooled = false
+	m := New(cfg)
+	g := &m.guard
+	g.Windows = 1
+	g.Bands = make([]gateBand, GateBands)
+	fillTest(&g.Bands[0].Test, 900, 100, 5000) // z ≈ 0.6: below the bar
+	m.updateGate()
+	if g.Bands[0].State != GateTesting || g.Bands[0].Looked != 1 {
+		t.Fatalf("first look: %+v, want testing, looked at window 1", g.Bands[0])
+	}
+	for _, w := range []float64{1.2, 1.5, 1.99} {
+		g.Windows = w
+		fillTest(&g.Bands[0].Test, 900, 600, 5000) // z ≈ 3.6: above any early bar
+		m.updateGate()
+		if g.Bands[0].State != GateTesting {
+			t.Fatalf("an update at age %v, within the window of the last look: state %d, want testing", w, g.Bands[0].State)
+		}
+	}
+	m = roundTrip(t, m, cfg)
+	g = &m.guard
+	g.Windows = 2
+	m.updateGate()
+	if g.Bands[0].State != GateOpen || g.Bands[0].Looked != 2 {
+		t.Errorf("the next window's first update: %+v, want open, looked at window 2", g.Bands[0])
+	}
+}
