@@ -8,34 +8,33 @@ import (
 
 	"github.com/coupond/coupond/clock"
 	"github.com/coupond/coupond/engine"
-	policypkg "github.com/coupond/coupond/policy"
 	"github.com/coupond/coupond/store"
 )
 
+// openedLab is the store, clock and engine of one in-process lab run.
+type openedLab struct {
+	db  *store.DB
+	clk *clock.Fake
+	eng *engine.Engine
+}
+
 // openLab opens the store of one lab run on store.NewMemFS (so runs may go
-// concurrently) with the lab's one sandbox tenant: the lab's reward window,
-// no grace, no rate limits, the lab's opt-out penalty and controlShare. It
-// returns the store, the lab's clock (see advance) and an engine on both
-// with seed seed+1 and policy (nil: the default). The tenant's clock and
-// the lab's start together, at a Monday 09:00 UTC: clk.Now() is the run's
-// start. The caller closes db; on an error nothing is left open.
-func openLab(controlShare float64, seed uint64, policy *policypkg.Config) (*store.DB, *clock.Fake, *engine.Engine, error) {
+// concurrently) with s's tenant, the lab's clock (see advance) and an
+// engine on both with s's seed and policy (nil: the default). The tenant's
+// clock and the lab's start together: clk.Now() is the run's start. The
+// caller closes db; on an error nothing is left open.
+func openLab(s BenchSetup) (*openedLab, error) {
 	db, err := store.Open("lab", store.NewMemFS())
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, err
 	}
-	start := time.Date(2026, 1, 5, 9, 0, 0, 0, time.UTC)
-	s := store.DefaultSettings()
-	s.RewardWindow, s.RewardGrace = window, 0
-	s.ControlShare, s.RateLimits = controlShare, false
-	s.OptoutPenaltyCents = penaltyMXN * 100
-	if err := db.CreateTenant(&store.Tenant{ID: labTenant, CreatedAt: start, Sandbox: true, ClockNow: start, Settings: s}); err != nil {
+	if err := db.CreateTenant(s.Tenant); err != nil {
 		db.Close()
-		return nil, nil, nil, err
+		return nil, err
 	}
-	clk := clock.NewFake(start)
-	eng := engine.New(engine.Config{DB: db, Secrets: store.TestSecrets(), Log: zerolog.Nop(), Now: clk.Now, Seed: seed + 1, Policy: policy})
-	return db, clk, eng, nil
+	clk := clock.NewFake(s.Tenant.ClockNow)
+	eng := engine.New(engine.Config{DB: db, Secrets: store.TestSecrets(), Log: zerolog.Nop(), Now: clk.Now, Seed: s.Seed, Policy: s.Policy})
+	return &openedLab{db: db, clk: clk, eng: eng}, nil
 }
 
 // advance moves the tenant's sandbox clock and the lab's clock by d.
@@ -55,14 +54,14 @@ func advance(db *store.DB, clk *clock.Fake, d time.Duration) error {
 	return err
 }
 
-// advanceAndLearn moves the lab clock one window and runs the engine's
-// learner until a pass finds nothing due.
-func advanceAndLearn(db *store.DB, clk *clock.Fake, eng *engine.Engine) error {
-	if err := advance(db, clk, window); err != nil {
+// advanceAndLearn moves the lab clock d and runs the engine's learner
+// until a pass finds nothing due.
+func advanceAndLearn(l *openedLab, d time.Duration) error {
+	if err := advance(l.db, l.clk, d); err != nil {
 		return err
 	}
 	for {
-		st, err := eng.Learner.Learn(labTenant)
+		st, err := l.eng.Learner.Learn(labTenant)
 		if err != nil {
 			return err
 		}

@@ -1,6 +1,7 @@
 package lab
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"reflect"
@@ -16,10 +17,8 @@ const (
 )
 
 // eventWriter turns a customer's sampled windows into the events a
-// retailer would publish and ingests them through engine.Ingest, the path
-// the API's event endpoint takes.
+// retailer would publish, and queues them for the Target.
 type eventWriter struct {
-	eng *engine.Engine
 	w   *mworld
 	seq int
 	buf []engine.IngestEvent
@@ -102,24 +101,19 @@ func (ew *eventWriter) windowEvents(c *wCustomer, k int, o purchase, now time.Ti
 	return evs
 }
 
-// flush ingests the buffered events.
-func (ew *eventWriter) flush() error {
-	for len(ew.buf) > 0 {
-		n := min(len(ew.buf), 2000)
-		if _, err := ew.eng.Ingester.Ingest(labTenant, ew.buf[:n]); err != nil {
-			return err
-		}
-		ew.buf = ew.buf[n:]
-	}
-	ew.buf = ew.buf[:0]
-	return nil
+// take returns the queued events and empties the queue.
+func (ew *eventWriter) take() []engine.IngestEvent {
+	evs := ew.buf
+	ew.buf = nil
+	return evs
 }
 
-// history writes historyWeeks of past windows before start: purchases at
-// each customer's own rate, old campaigns' coupons to historyCouponPct of
-// customers each week (redeemed as each customer does, moving nobody: the
-// history does not show who responds), no opt-outs. It sets redeemSeen.
-func (ew *eventWriter) history(start time.Time, rng *rand.Rand) error {
+// history publishes through t historyWeeks of past windows before start:
+// purchases at each customer's own rate, old campaigns' coupons to
+// historyCouponPct of customers each week (redeemed as each customer does,
+// moving nobody: the history does not show who responds), no opt-outs. It
+// sets redeemSeen.
+func (ew *eventWriter) history(ctx context.Context, t Target, start time.Time, rng *rand.Rand) error {
 	w := ew.w
 	for _, c := range w.custs {
 		seen, buyWeek := 0, 0 // buyWeek: the week given a purchase (Family.PastBuyers)
@@ -145,12 +139,12 @@ func (ew *eventWriter) history(start time.Time, rng *rand.Rand) error {
 		}
 		c.redeemSeen = seen >= 2
 		if len(ew.buf) >= 20000 {
-			if err := ew.flush(); err != nil {
+			if err := t.Publish(ctx, ew.take()); err != nil {
 				return err
 			}
 		}
 	}
-	return ew.flush()
+	return t.Publish(ctx, ew.take())
 }
 
 // engineAction is coupon k as a catalog action.
@@ -177,12 +171,11 @@ func setCategorias(a *engine.Action, cats []string) bool {
 	return true
 }
 
-// installCatalog replaces the catalog with the active coupons.
-func (w *mworld) installCatalog(eng *engine.Engine, now time.Time) error {
+// installCatalog replaces t's catalog with the active coupons.
+func (w *mworld) installCatalog(ctx context.Context, t Target) error {
 	acts := make([]engine.Action, w.active)
 	for k := range acts {
 		acts[k] = w.engineAction(k)
 	}
-	_, err := eng.Campaigns.ReplaceCatalog(labTenant, acts, now)
-	return err
+	return t.ReplaceCatalog(ctx, acts)
 }

@@ -312,10 +312,11 @@ type singleRun struct {
 // newSingleRun opens the run's store, tenant and engine, installs the
 // catalog and draws the customers and their 12 weeks of history.
 func newSingleRun(cfg Config) (*singleRun, error) {
-	db, clk, eng, err := openLab(0, cfg.Seed, nil)
+	l, err := openLab(BenchSetup{Tenant: labTenantSetup(0), Seed: cfg.Seed + 1})
 	if err != nil {
 		return nil, err
 	}
+	db, clk, eng := l.db, l.clk, l.eng
 	start := clk.Now()
 	rng := rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0xc0ffee))
 	// The baselines draw from their own stream, so that a change in what
@@ -494,7 +495,7 @@ func (s *singleRun) closeWindow(events []engine.IngestEvent) error {
 	if err := s.sim.ingest(events); err != nil {
 		return err
 	}
-	return advanceAndLearn(s.db, s.clk, s.eng)
+	return advanceAndLearn(&openedLab{db: s.db, clk: s.clk, eng: s.eng}, window)
 }
 
 // captures sets the report's captures over the last third of the weeks.

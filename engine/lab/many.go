@@ -28,6 +28,8 @@ type WorldsConfig struct {
 	// world (and greedy's, which is the engine's model); nil is
 	// policy.DefaultConfig().
 	Policy *policypkg.Config
+	// Open opens each world's engine under test (nil: InProcess).
+	Open Opener
 }
 
 // RunWorlds runs cfg's worlds, each on its own in-memory store and
@@ -46,7 +48,7 @@ func RunWorlds(ctx context.Context, cfg WorldsConfig, done func(*WorldReport)) (
 				fam := DrawFamily(cfg.Base + uint64(i))
 				fam.Resize(cfg.Customers, cfg.Weeks)
 				fam.policy = cfg.Policy
-				reps[i], errs[i] = RunWorld(ctx, fam)
+				reps[i], errs[i] = RunWorldOn(ctx, fam, cfg.Open)
 				if errs[i] == nil && done != nil {
 					done(reps[i])
 				}

@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/coupond/coupond/clock"
 	"github.com/coupond/coupond/engine"
 	pol "github.com/coupond/coupond/policy"
 	"github.com/coupond/coupond/store"
@@ -61,6 +60,12 @@ type WorldWeek struct {
 	// GateChecks set the gate's tests at the week's end beside the truth
 	// of the choices they tested (GateCheck).
 	GateChecks []GateCheck `json:"gate_checks,omitempty"`
+	// LearnerLag counts the week's decisions answered while rewards of
+	// the week before, come due when the clock moved, were not yet folded
+	// into the model (engine.Learner.Backlog); counting stops at the first
+	// decision that finds none. In process it is 0: the learner runs to the
+	// end before the week starts (Target.CloseWindow).
+	LearnerLag int `json:"learner_lag_decisions"`
 }
 
 // CouponWeek is one coupon's week in the engine's eyes and in truth.
@@ -192,18 +197,21 @@ type sampled struct {
 
 // run is the state of one many-worlds run.
 type run struct {
-	fam   *Family
-	w     *mworld
-	db    *store.DB
-	eng   *engine.Engine
-	clk   *clock.Fake
-	ew    *eventWriter
-	wrng  *rand.Rand // the engine's world: its outcomes become events
-	acts  []engine.Action
-	out   []bool // opted out in the engine's world
-	pols  map[string]*policy
-	obs   *obsOracle // the observable oracle's choices
-	learn map[string]learner
+	ctx context.Context
+	fam *Family
+	w   *mworld
+	// target is the engine under test, which the world drives; db and eng
+	// are its store and engine, which the world's measurements read.
+	target Target
+	db     *store.DB
+	eng    *engine.Engine
+	ew     *eventWriter
+	wrng   *rand.Rand // the engine's world: its outcomes become events
+	acts   []engine.Action
+	out    []bool // opted out in the engine's world
+	pols   map[string]*policy
+	obs    *obsOracle // the observable oracle's choices
+	learn  map[string]learner
 	// single[k+1][i] is the probability that customer i has not opted out
 	// under "always send k" (k = -1: nothing).
 	single [][]float64
@@ -213,46 +221,58 @@ type run struct {
 	gate       *gateTruth // the truth of the engine's gate tests
 }
 
-// RunWorld runs the engine and the compared policies on one world. Each
-// world has its own store on store.NewMemFS, so worlds may run concurrently.
+// RunWorld runs the engine in process (InProcess) and the compared
+// policies on one world. Each world has its own store on store.NewMemFS,
+// so worlds may run concurrently.
 func RunWorld(ctx context.Context, fam Family) (*WorldReport, error) {
+	return RunWorldOn(ctx, fam, InProcess)
+}
+
+// RunWorldOn is RunWorld with the engine under test on the bench open
+// opens (nil: InProcess).
+func RunWorldOn(ctx context.Context, fam Family, open Opener) (*WorldReport, error) {
 	if err := fam.validate(); err != nil {
 		return nil, err
 	}
-	r, err := newRun(&fam)
+	if open == nil {
+		open = InProcess
+	}
+	b, err := open(ctx, BenchSetup{Tenant: labTenantSetup(fam.ControlShare), Seed: fam.Seed + 1, Policy: fam.policy})
 	if err != nil {
 		return nil, err
 	}
-	defer r.db.Close()
+	defer b.Close()
+	r, err := newRun(ctx, &fam, b)
+	if err != nil {
+		return nil, err
+	}
 	if err := eachWeek(ctx, fam.Weeks, r.week); err != nil {
 		return nil, err
 	}
 	return r.report(), nil
 }
 
-// newRun opens the world's store and tenant, draws its customers and
-// publishes their history.
-func newRun(fam *Family) (*run, error) {
-	db, clk, eng, err := openLab(fam.ControlShare, fam.Seed, fam.policy)
+// newRun draws the world's customers on bench b and publishes their
+// history and the catalog.
+func newRun(ctx context.Context, fam *Family, b *Bench) (*run, error) {
+	db, eng := b.DB, b.Engine
+	_, start, err := tenantNow(db)
 	if err != nil {
 		return nil, err
 	}
-	start := clk.Now()
 	seed := fam.Seed
 	w := newWorld(fam, rand.New(rand.NewPCG(seed, 1)))
 	pc := pol.DefaultConfig()
 	if fam.policy != nil {
 		pc = *fam.policy
 	}
-	r := &run{fam: fam, w: w, db: db, eng: eng, clk: clk, wrng: rand.New(rand.NewPCG(seed, 2)), out: make([]bool, fam.Customers),
+	r := &run{ctx: ctx, fam: fam, w: w, target: b.Target, db: db, eng: eng, wrng: rand.New(rand.NewPCG(seed, 2)), out: make([]bool, fam.Customers),
 		gate: newGateTruth(pc)}
-	r.ew = &eventWriter{eng: eng, w: w}
-	if err := r.ew.history(start, rand.New(rand.NewPCG(seed, 3))); err != nil {
-		db.Close()
+	r.ew = &eventWriter{w: w}
+	if err := r.ew.history(ctx, r.target, start, rand.New(rand.NewPCG(seed, 3))); err != nil {
 		return nil, err
 	}
-	if err := w.installCatalog(eng, start); err != nil {
-		db.Close()
+	if err := w.installCatalog(ctx, r.target); err != nil {
 		return nil, err
 	}
 	n := fam.Customers
@@ -265,7 +285,6 @@ func newRun(fam *Family) (*run, error) {
 		p.feats = make([]engine.Features, n)
 		for i, c := range w.custs {
 			if p.feats[i], err = eng.CustomerFeatures(labTenant, c.ref); err != nil {
-				db.Close()
 				return nil, err
 			}
 		}
@@ -300,7 +319,11 @@ func (r *run) week(week int) error {
 	r.obs.choose(w, r.pols["observable"].sent)
 	row := WorldWeek{Week: week, EngineSends: make([]int, w.active), Coupons: make([]CouponWeek, w.active)}
 	var rare, rareSent, obsRareSent int
+	lag := lagCounter{eng: r.eng}
 	for i, c := range w.custs {
+		if err := lag.beforeDecision(&row); err != nil {
+			return err
+		}
 		k, err := r.engineStep(i, now, &row)
 		if err != nil {
 			return err
@@ -337,13 +360,38 @@ func (r *run) week(week int) error {
 	return nil
 }
 
+// lagCounter counts a week's decisions answered while rewards that had
+// come due were not yet folded (WorldWeek.LearnerLag).
+type lagCounter struct {
+	eng    *engine.Engine
+	folded bool // the learner has caught up once this week: stop looking
+}
+
+// beforeDecision adds one to row.LearnerLag when, as a decision is about
+// to be asked, the learner's queue still holds a reward come due.
+func (l *lagCounter) beforeDecision(row *WorldWeek) error {
+	if l.folded {
+		return nil
+	}
+	bl, err := l.eng.Learner.Backlog(labTenant, 1)
+	if err != nil {
+		return err
+	}
+	if bl.Pending == 0 {
+		l.folded = true
+		return nil
+	}
+	row.LearnerLag++
+	return nil
+}
+
 // startWeek brings in the new coupon and the drift when their week comes
 // and lists the week's catalog.
 func (r *run) startWeek(week int, now time.Time) error {
 	w := r.w
 	if r.fam.NewCoupon != nil && week == r.fam.NewCouponWeek {
 		w.active++
-		if err := w.installCatalog(r.eng, now); err != nil {
+		if err := w.installCatalog(r.ctx, r.target); err != nil {
 			return err
 		}
 	}
@@ -385,7 +433,7 @@ func (row *WorldWeek) perDecision(n int) {
 // engine's world and queues its events. It returns the delivered action.
 func (r *run) engineStep(i int, now time.Time, row *WorldWeek) (int, error) {
 	c := r.w.custs[i]
-	d, err := r.eng.Decide(labTenant, engine.Request{ClienteRef: c.ref, Canal: "push", CapExempt: true, Explain: true})
+	d, err := r.target.Decide(r.ctx, c.ref)
 	if err != nil {
 		return 0, err
 	}
@@ -396,7 +444,7 @@ func (r *run) engineStep(i int, now time.Time, row *WorldWeek) (int, error) {
 		conf = engine.Confirmation{Ejecutada: false, MotivoRechazo: "envío fallido"}
 		k = -1
 	}
-	if _, err := r.eng.Confirm(labTenant, d.DecisionID, conf); err != nil {
+	if err := r.target.Confirm(r.ctx, d.DecisionID, conf); err != nil {
 		return 0, err
 	}
 	if conf.Ejecutada {
@@ -545,14 +593,11 @@ func (r *run) singles() []float64 {
 	return out
 }
 
-// closeWindow ingests the week's events, moves the clock one window, runs
-// the engine's learner until it has folded everything due and folds the
-// other learners.
+// closeWindow hands the week's events to the target, which moves the
+// clock one window (in process, running the engine's learner until it has
+// folded everything due), and folds the other learners.
 func (r *run) closeWindow(row *WorldWeek) error {
-	if err := r.ew.flush(); err != nil {
-		return err
-	}
-	if err := advanceAndLearn(r.db, r.clk, r.eng); err != nil {
+	if err := r.target.CloseWindow(r.ctx, r.ew.take(), window); err != nil {
 		return err
 	}
 	for _, l := range r.learn {
