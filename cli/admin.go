@@ -462,12 +462,8 @@ func credCreateCmd(a *app) *cobra.Command {
 			return err
 		}
 		return a.withTenant(cmd, tenant, func(e *env, _ *store.Tenant) error {
-			secret := "cs_" + randomToken(32)
-			c := &store.Credential{
-				ClientID: "ci_" + randomToken(15), Tenant: tenant, Name: name, Scopes: list,
-				SecretHash: store.HashSecret(secret), CreatedAt: e.now().UTC(),
-			}
-			if err := e.db.CreateCredential(c); err != nil {
+			c, secret, err := e.createCredential(tenant, name, list)
+			if err != nil {
 				return err
 			}
 			e.log.Info().Str("tenant", tenant).Str("client_id", c.ClientID).Strs("scopes", list).Msg("credential created")
@@ -485,6 +481,17 @@ func credCreateCmd(a *app) *cobra.Command {
 	cmd.MarkFlagRequired("name")
 	cmd.MarkFlagRequired("scopes")
 	return cmd
+}
+
+// createCredential stores a new credential of tenant with name and scopes
+// and returns it with its secret, which only its hash keeps.
+func (e *env) createCredential(tenant, name string, scopes []string) (*store.Credential, string, error) {
+	secret := "cs_" + randomToken(32)
+	c := &store.Credential{
+		ClientID: "ci_" + randomToken(15), Tenant: tenant, Name: name, Scopes: scopes,
+		SecretHash: store.HashSecret(secret), CreatedAt: e.now().UTC(),
+	}
+	return c, secret, e.db.CreateCredential(c)
 }
 
 // checkCredentialName checks --name: 1 to 128 characters of UTF-8 text,
@@ -665,6 +672,29 @@ func printClock(cmd *cobra.Command, t *store.Tenant) error {
 // of up to a year each, retention) must stay within RFC 3339's year 9999.
 func lastSandboxClock() time.Time { return time.Date(9990, 1, 1, 0, 0, 0, 0, time.UTC) }
 
+// advanceClock moves sandbox tenant id's clock d forward and returns once
+// the learner has folded the rewards the move closed (services.clockMoved):
+// "admin clock advance", which runs it inside serve when a server runs.
+func (e *env) advanceClock(id string, d time.Duration) (*store.Tenant, error) {
+	t, err := e.updateTenant(id, func(t *store.Tenant) error {
+		if !t.Sandbox {
+			return fmt.Errorf("tenant %q is not a sandbox tenant: its clock is real time", id)
+		}
+		next := t.ClockNow.Add(d)
+		if next.After(lastSandboxClock()) {
+			return fmt.Errorf("--by: the clock would pass %s, the latest a sandbox clock may show (coupond's times run up to two years ahead of it and stay within year 9999)",
+				lastSandboxClock().Format(time.DateOnly))
+		}
+		t.ClockNow = next
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	e.svc.clockMoved(t)
+	return t, nil
+}
+
 func clockAdvanceCmd(a *app) *cobra.Command {
 	var tenant, by string
 	cmd := leafCmd("advance --tenant ID --by DURATION", "Move a sandbox tenant's clock forward (36h, 7d)", func(cmd *cobra.Command) error {
@@ -676,22 +706,10 @@ func clockAdvanceCmd(a *app) *cobra.Command {
 			return fmt.Errorf("--by: want a positive duration such as 36h or 7d, got %q", by)
 		}
 		return a.withEnv(cmd, func(e *env) error {
-			t, err := e.updateTenant(tenant, func(t *store.Tenant) error {
-				if !t.Sandbox {
-					return fmt.Errorf("tenant %q is not a sandbox tenant: its clock is real time", tenant)
-				}
-				next := t.ClockNow.Add(d)
-				if next.After(lastSandboxClock()) {
-					return fmt.Errorf("--by: the clock would pass %s, the latest a sandbox clock may show (coupond's times run up to two years ahead of it and stay within year 9999)",
-						lastSandboxClock().Format(time.DateOnly))
-				}
-				t.ClockNow = next
-				return nil
-			})
+			t, err := e.advanceClock(tenant, d)
 			if err != nil {
 				return err
 			}
-			e.svc.clockMoved(t)
 			return printClock(cmd, t)
 		})
 	})

@@ -39,6 +39,12 @@ oracle and the observable oracle. It prints each world's captures over the last 
 summary. Seeds: --seeds report (1001..1000+N, the default: nobody tunes on them) or --seeds tune
 (1..N, for tuning); --seed S starts at S instead. Two worlds run at a time (--parallel).
 --customers and --weeks, when given, replace each world's drawn sizes (quick looks only).
+--over-http drives each world's engine as a retailer would, through the HTTP API with the Go
+client: a coupond server of its own per world in this process (serve's wiring on a data dir
+in the system's temporary directory, its learner loop on the real clock), the week's events
+published as the API accepts them and the sandbox clock moved as admin clock advance moves a
+running server's. The world's measurements still read the server's store. Compare its --json
+with the in-process run's with coupond lab compare.
 coupond lab compare A.json B.json compares two such runs (--json) world by world.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return lf.run(cmd) },
@@ -55,6 +61,7 @@ coupond lab compare A.json B.json compares two such runs (--json) world by world
 	f.StringVar(&lf.mw.seeds, "seeds", "report", "with --worlds: report (seeds 1001..) or tune (seeds 1..)")
 	f.IntVar(&lf.mw.parallel, "parallel", 2, "with --worlds: worlds run at a time")
 	f.StringArrayVar(&lf.mw.set, "set", nil, "with --worlds: change constants of the engine's policy configuration, as Field=value[,Field=value…] (policy.Config's field names, e.g. NeverShare=0.2,GateZ=1.5; the flag may be repeated, and every change applies, in order): to probe a constant on many worlds without editing code")
+	f.BoolVar(&lf.mw.overHTTP, "over-http", false, "with --worlds: drive each world's engine through the HTTP API (a coupond server of its own in this process, its learner loop on the real clock, the clock moved as admin clock advance moves it) instead of in process")
 	f.StringVar(&lf.mw.model, "model", "regression", "with --worlds: the engine's model, regression (the default: the regression's choices behind the send gate) or zrule (the per-customer send rule before the gate; policy/POLICY.md 7.7)")
 	cmd.AddCommand(newLabCompareCmd())
 	return cmd
@@ -78,8 +85,8 @@ func (lf *labFlags) run(cmd *cobra.Command) error {
 	switch {
 	case lf.mw.worlds > 0:
 		return lf.runWorlds(cmd)
-	case cmd.Flags().Changed("model"), cmd.Flags().Changed("set"):
-		return fmt.Errorf("--model and --set apply to the many worlds: use them with --worlds")
+	case cmd.Flags().Changed("model"), cmd.Flags().Changed("set"), cmd.Flags().Changed("over-http"):
+		return fmt.Errorf("--model, --set and --over-http apply to the many worlds: use them with --worlds")
 	case lf.runs > 1:
 		return lf.runSeeds(cmd)
 	}

@@ -31,6 +31,8 @@ type manyWorldsFlags struct {
 	// set changes fields of the model's configuration (setPolicyFields),
 	// one --set flag each.
 	set []string
+	// overHTTP drives each world's engine over HTTP (httpOpener).
+	overHTTP bool
 }
 
 // policyConfig is the engine's policy configuration that --model and
@@ -50,6 +52,7 @@ func (mw *manyWorldsFlags) policyConfig() (policy.Config, error) {
 // worldsOutput is --worlds --json's document.
 type worldsOutput struct {
 	SeedBase uint64             `json:"seed_base"`
+	OverHTTP bool               `json:"over_http,omitempty"`
 	Worlds   []*lab.WorldReport `json:"worlds"`
 	Summary  lab.WorldsSummary  `json:"summary"`
 }
@@ -75,6 +78,9 @@ func runManyWorlds(cmd *cobra.Command, mw manyWorldsFlags, asJSON bool) error {
 		return err
 	}
 	cfg.Policy = &pc
+	if mw.overHTTP {
+		cfg.Open = httpOpener(cmd.ErrOrStderr())
+	}
 	reps, err := lab.RunWorlds(cmd.Context(), cfg, func(r *lab.WorldReport) {
 		mu.Lock()
 		defer mu.Unlock()
@@ -84,7 +90,7 @@ func runManyWorlds(cmd *cobra.Command, mw manyWorldsFlags, asJSON bool) error {
 	if err != nil {
 		return err
 	}
-	out := worldsOutput{SeedBase: base, Worlds: reps, Summary: lab.Summarize(reps)}
+	out := worldsOutput{SeedBase: base, OverHTTP: mw.overHTTP, Worlds: reps, Summary: lab.Summarize(reps)}
 	if asJSON {
 		return printJSON(cmd.OutOrStdout(), jsonSafe(out))
 	}
@@ -97,8 +103,12 @@ func printWorlds(w io.Writer, out worldsOutput) error {
 	if len(out.Worlds) > 0 {
 		weeks = out.Worlds[0].Family.Weeks
 	}
-	fmt.Fprintf(w, "coupond lab --worlds %d, seeds %d..%d: uplift capture over the last third of %d weeks\n",
-		len(out.Worlds), out.SeedBase, out.SeedBase+uint64(len(out.Worlds))-1, weeks)
+	way := ""
+	if out.OverHTTP {
+		way = " over HTTP"
+	}
+	fmt.Fprintf(w, "coupond lab --worlds %d%s, seeds %d..%d: uplift capture over the last third of %d weeks\n",
+		len(out.Worlds), way, out.SeedBase, out.SeedBase+uint64(len(out.Worlds))-1, weeks)
 	fmt.Fprintln(w, "capture = (policy - never) / (oracle - never); OBS: against the observable oracle (- where it gains < 2 %);")
 	fmt.Fprintln(w, "GAIN = (policy - never) / never; flat: oracle gain < 2 %, where a capture is noise and the rule is gain >= -2 %")
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
@@ -138,7 +148,24 @@ func printWorlds(w io.Writer, out worldsOutput) error {
 		signed(e.Bias, 2), e.Coupons, e.Paying, signed(e.PayingTrue, 2), signed(e.PayingModel, 2))
 	fmt.Fprintf(w, "separable worlds where the engine is not above never-send: %d; in %d of them the true effect of the model's choices, over the gate's own standard error, never cleared the opening bar in any week or band: no test of those choices could have opened\n",
 		s.SeparableStuck, s.StuckUnopenable)
+	if out.OverHTTP {
+		printLearnerLag(w, out.Worlds)
+	}
 	return nil
+}
+
+// printLearnerLag prints, over HTTP, how many decisions were answered
+// while rewards come due at a clock move were not yet folded
+// (WorldWeek.LearnerLag), over all worlds and at most in one week.
+func printLearnerLag(w io.Writer, reps []*lab.WorldReport) {
+	total, worst, decisions := 0, 0, 0
+	for _, r := range reps {
+		for _, wk := range r.Weeks {
+			total, worst, decisions = total+wk.LearnerLag, max(worst, wk.LearnerLag), decisions+r.Family.Customers
+		}
+	}
+	fmt.Fprintf(w, "learner lag: %d of %d decisions answered before the rewards the clock's move made due were folded (at most %d in one week)\n",
+		total, decisions, worst)
 }
 
 func f3(x float64) string {

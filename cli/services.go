@@ -52,13 +52,20 @@ type serviceOptions struct {
 	resumedAfterFullDisk bool
 	// now is the env's clock (nil: time.Now).
 	now func() time.Time
+	// seed and policy are engine.Config's Seed and Policy (0 and nil: a
+	// random seed and the default policy); only the lab's servers
+	// (coupond lab --over-http) set them, so that a world's engine over
+	// HTTP draws as the in-process one does.
+	seed   uint64
+	policy *policy.Config
 }
 
 func newServices(_ context.Context, e *env, opt serviceOptions) (*services, error) {
 	if opt.baseURL == "" {
 		opt.baseURL = "http://127.0.0.1:8080"
 	}
-	eng := engine.New(engine.Config{DB: e.db, Secrets: e.secrets, Log: e.log, Now: e.now, FeaturesCache: opt.featuresCache})
+	eng := engine.New(engine.Config{DB: e.db, Secrets: e.secrets, Log: e.log, Now: e.now, FeaturesCache: opt.featuresCache,
+		Seed: opt.seed, Policy: opt.policy})
 	signer, err := batch.NewURLSigner(e.secrets.URL, opt.baseURL)
 	if err != nil {
 		return nil, fmt.Errorf("--base-url: %w", err)
