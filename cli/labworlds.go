@@ -52,7 +52,7 @@ func (mw *manyWorldsFlags) policyConfig() (policy.Config, error) {
 // worldsOutput is --worlds --json's document.
 type worldsOutput struct {
 	SeedBase uint64             `json:"seed_base"`
-	OverHTTP bool               `json:"over_http,omitempty"`
+	OverHTTP bool               `json:"over_http"`
 	Worlds   []*lab.WorldReport `json:"worlds"`
 	Summary  lab.WorldsSummary  `json:"summary"`
 }
