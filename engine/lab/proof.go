@@ -113,11 +113,15 @@ func RunProof(ctx context.Context, fam Family, rule *ProofRule) (*ProofReport, e
 	if err := fam.validate(); err != nil {
 		return nil, err
 	}
-	r, err := newRun(&fam)
+	b, err := InProcess(ctx, BenchSetup{Tenant: labTenantSetup(fam.ControlShare), Seed: fam.Seed + 1, Policy: fam.policy})
 	if err != nil {
 		return nil, err
 	}
-	defer r.db.Close()
+	defer b.Close()
+	r, err := newRun(ctx, &fam, b)
+	if err != nil {
+		return nil, err
+	}
 	if rule != nil {
 		if _, err := r.db.UpdateTenant(labTenant, func(t *store.Tenant) error { t.Settings.Shadow, t.Settings.ShadowSince = true, t.ClockNow; return nil }); err != nil {
 			return nil, err
@@ -151,16 +155,13 @@ func (p *proofRun) week(week int) error {
 			return err
 		}
 	}
-	if err := p.ew.flush(); err != nil {
-		return err
-	}
-	return advanceAndLearn(p.db, p.clk, p.eng)
+	return p.target.CloseWindow(p.ctx, p.ew.take(), window)
 }
 
 // decide decides customer i, confirms what was done and draws its window.
 func (p *proofRun) decide(i int, now time.Time) error {
 	w, c := p.w, p.w.custs[i]
-	d, err := p.eng.Decide(labTenant, engine.Request{ClienteRef: c.ref, Canal: "push", CapExempt: true})
+	d, err := p.target.Decide(p.ctx, c.ref)
 	if err != nil {
 		return err
 	}
@@ -183,7 +184,7 @@ func (p *proofRun) decide(i int, now time.Time) error {
 	case k >= 0 && p.wrng.Float64() < p.fam.RejectShare:
 		conf, k = engine.Confirmation{Ejecutada: false, MotivoRechazo: "envío fallido"}, -1
 	}
-	if _, err := p.eng.Confirm(labTenant, d.DecisionID, conf); err != nil {
+	if err := p.target.Confirm(p.ctx, d.DecisionID, conf); err != nil {
 		return err
 	}
 	if k >= 0 {
