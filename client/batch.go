@@ -60,6 +60,10 @@ func (c *Client) WaitBatch(ctx context.Context, jobID string, progress func(Esta
 		st, err := c.Batch(ctx, jobID)
 		if err != nil {
 			wait, ok := pollAgain(ctx, err)
+			if ctxErr := ctx.Err(); !ok && ctxErr != nil && !errors.Is(err, ctxErr) {
+				// ctx ended while the poll failed for another cause.
+				return nil, fmt.Errorf("%w; the last poll: %w", ctxErr, err)
+			}
 			if !ok {
 				return nil, err
 			}

@@ -37,6 +37,9 @@ func (o *outageTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	switch step {
 	case "refused":
 		return nil, &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
+	case "refused at the deadline": // a poll still failing when ctx ends
+		<-r.Context().Done()
+		return nil, &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
 	case "503", "429", "404":
 		rec.WriteHeader(map[string]int{"503": 503, "429": 429, "404": 404}[step])
 		fmt.Fprint(rec, `{"codigo":"x","mensaje":"m","campo":null,"detalle":null,"trace_id":"t"}`)
@@ -63,6 +66,7 @@ func TestWaitBatchRidesOutAnOutage(t *testing.T) {
 		{"a restart", []string{"en_curso", "refused", "refused", "503", "429", "completado"}, 6, ""},
 		{"an unknown job", []string{"404", "completado"}, 1, "404"},
 		{"an outage past the deadline", []string{"en_curso", "refused"}, 0, "context deadline exceeded"},
+		{"a poll failing as the deadline passes", []string{"en_curso", "refused at the deadline"}, 2, "context deadline exceeded"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tr := &outageTransport{steps: tc.steps}
