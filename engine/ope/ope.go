@@ -511,8 +511,9 @@ func (e *Evaluator) estimate(st stat, t []float64) Estimate {
 
 // tQuantile is the p quantile of Student's t with df degrees of freedom,
 // by the Cornish–Fisher expansion about the normal quantile (Abramowitz &
-// Stegun 26.7.5, four terms): within 10⁻⁴ of the exact value at the
-// 0.975 quantile for df ≥ priorRecords, the least moderate gives.
+// Stegun 26.7.5, four terms): within 10⁻⁵ of the exact value for p from
+// 0.005 to 0.995 and df ≥ priorRecords, the least moderate gives
+// (TestTQuantile).
 func tQuantile(p, df float64) float64 {
 	z := math.Sqrt2 * math.Erfinv(2*p-1)
 	z2 := z * z
