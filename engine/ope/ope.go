@@ -219,8 +219,8 @@ type sums struct {
 }
 
 // terms are one record's contributions to each of the sums (c's is 1),
-// squares and products computed once rather than once per replicate; l is
-// the DR term − r and e the residual r − q̂.
+// squares and products computed once rather than once per replicate: l is
+// the DR term − r, e2 the squared residual (r − q̂)² and w2e2 that times w².
 type terms struct{ w, wr, dr, r, l, wr2, dr2, r2, l2, w2, w2r, e2, w2e2 float64 }
 
 // NewEvaluator returns an empty evaluator.
@@ -344,11 +344,11 @@ func (e *Evaluator) flush() {
 }
 
 // priorRecords is d₀, how many records' worth of evidence the log-wide
-// spread carries in a moderated variance (moderate; intervals.md). Tuned on the
-// lab's proof seeds 48001–48020: at 5 or 10 the intervals of coupons with
-// an effective sample size of 30 to 100 still missed their truth one time
-// in five to eight; from 30 on, the current policy's lost coverage as the
-// prior trimmed its bootstrap-t side.
+// spread carries in a moderated variance (moderate; intervals.md). Tuned
+// on the lab's proof seeds 48001–48020: at 5 or 10 the intervals of
+// coupons with an effective sample size of 30 to 100 still missed their
+// truth one time in five to eight; from 30 on, the current policy's lost
+// coverage as the prior trimmed its bootstrap-t side.
 const priorRecords = 20
 
 // stat computes one estimator from a set of sums: its value (ok false when
