@@ -464,7 +464,7 @@ func (m *Model) updateGate() {
 		if gb.State == GateOpen && gb.Pooled && mean < 0 {
 			gb.State = GateTesting // the condition it opened on no longer holds
 		}
-		look := gb.State == GateTesting && was == GateTesting && m.opensNow(gb)
+		look := gb.State == GateTesting && was == GateTesting && (ok || pooled) && m.opensNow(gb)
 		own := ok && mean-m.openBar(gb.Since)*se > 0
 		if look && (own || pooled && mean >= 0) {
 			gb.State = GateOpen
@@ -489,7 +489,10 @@ func (m *Model) updateGate() {
 // growing evidence against the same bar, so a test of no effect crossed
 // it more often than the bar's error allows (openBar counts looks by
 // windows); once a window, it is the bar's own count. Only opening waits
-// for the look: harm is judged at every update.
+// for the look: harm is judged at every update. An update with no test
+// that could open the band (its own without GuardMinN effective
+// decisions, the pooled one not passed) is no look and spends none, so
+// evidence enough later in the window is looked at then.
 func (m *Model) opensNow(gb *gateBand) bool {
 	if w := m.guard.Windows; gb.Looked == 0 || w-gb.Looked >= 1-1e-9 {
 		gb.Looked = w

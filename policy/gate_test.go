@@ -856,3 +856,28 @@ func TestGateLooksOncePerWindow(t *testing.T) {
 		t.Errorf("the next window's first update: %+v, want open, looked at window 2", g.Bands[0])
 	}
 }
+
+// TestGateLookNeedsATest: an update with no test that could open a band
+// (its own with fewer than GuardMinN effective decisions, the pooled one
+// not passed) is no look: it spends none, and evidence that clears the
+// bar later in the same window opens the band then, not a window later.
+// Fails if such an update spends the window's look.
+func TestGateLookNeedsATest(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.GatePooled = false
+	m := New(cfg)
+	g := &m.guard
+	g.Windows = 1
+	g.Bands = make([]gateBand, GateBands)
+	fillTest(&g.Bands[0].Test, int(cfg.GuardMinN)/2, 600, 5000) // too few to judge
+	m.updateGate()
+	if g.Bands[0].State != GateTesting || g.Bands[0].Looked != 0 {
+		t.Fatalf("an update without a test: %+v, want testing, not looked at", g.Bands[0])
+	}
+	g.Windows = 1.5
+	fillTest(&g.Bands[0].Test, 900, 600, 5000) // z ≈ 3.6
+	m.updateGate()
+	if g.Bands[0].State != GateOpen || g.Bands[0].Looked != 1.5 {
+		t.Errorf("the first update with a test: %+v, want open, looked at 1.5", g.Bands[0])
+	}
+}
