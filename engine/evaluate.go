@@ -408,8 +408,16 @@ func (e *Evaluator) Shadow(tenant string) (*ShadowReport, error) {
 		return nil, err
 	}
 	rep := &ShadowReport{Tenant: tenant, Reasons: []string{}}
-	if t, ok := e.db.Tenant(tenant); ok && q.SombraDesde.Equal(t.Settings.ShadowSince) {
-		rep.CouponsReceived, rep.CouponsLabelled = q.CuponesSombra, q.CuponesSombra-q.CuponesSombraSinDecision
+	if t, ok := e.db.Tenant(tenant); ok {
+		switch since := t.Settings.ShadowSince; {
+		case since.IsZero():
+			// Never switched on since the switch's time is recorded: no
+			// shadow period to count from (its coupons ingested before were
+			// never counted in it), so all coupons received, as before.
+			rep.CouponsReceived, rep.CouponsLabelled = q.CuponesRecibidos, q.CuponesRecibidos-q.CuponesSinDecision
+		case q.SombraDesde.Equal(since):
+			rep.CouponsReceived, rep.CouponsLabelled = q.CuponesSombra, q.CuponesSombra-q.CuponesSombraSinDecision
+		}
 	}
 	t := &shadowTally{rep: rep, pm: ts.model.Load()}
 	lo, hi := store.DecisionSpan(tenant)

@@ -187,3 +187,38 @@ func TestShadowLabellingCountsCouponsSinceShadowOn(t *testing.T) {
 		t.Errorf("the new period's first coupon (-want +got):\n%s", diff)
 	}
 }
+
+// TestShadowLabellingOfATenantSwitchedOnBefore: a tenant switched on in
+// shadow mode before the switch's time was recorded (Settings.ShadowSince
+// zero) has coupons its quality record never counted in a shadow period:
+// the report reads all the coupons received, as it did then, not "no
+// coupon reported received yet" until new ones come. Fails if it reads
+// the shadow counters.
+func TestShadowLabellingOfATenantSwitchedOnBefore(t *testing.T) {
+	e, db := newTestEngine(t, 1, nil)
+	d, err := e.Decide("acme", Request{ClienteRef: "c1", Canal: "push"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var evs []IngestEvent
+	for i, id := range []string{d.DecisionID, d.DecisionID, ""} {
+		ev := Event{ID: fmt.Sprintf("ev-%d", i), ClienteRef: "c1", TS: t0, Tipo: CuponRecibido, Clave: "cupon1",
+			CuponEmitidoID: fmt.Sprintf("cup-%d", i), DecisionID: id, Caducidad: t0.Add(7 * 24 * time.Hour)}
+		evs = append(evs, IngestEvent{Event: ev, Canonical: []byte(ev.ID)})
+	}
+	// Ingested while the release before kept no shadow counters: as a
+	// tenant whose switch has no time, ingested with shadow off.
+	if res, err := e.Ingester.Ingest("acme", evs); err != nil || res.Aceptados != len(evs) {
+		t.Fatalf("ingest: %+v %v", res, err)
+	}
+	if _, err := db.UpdateTenant("acme", func(tn *store.Tenant) error { tn.Settings.Shadow = true; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := e.Evaluator.Shadow("acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([2]int64{2, 3}, [2]int64{rep.CouponsLabelled, rep.CouponsReceived}); diff != "" {
+		t.Errorf("labelled, received (-want +got):\n%s", diff)
+	}
+}
