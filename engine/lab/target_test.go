@@ -2,6 +2,8 @@ package lab
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -74,5 +76,27 @@ func TestLearnerLag(t *testing.T) {
 	}
 	if d := cmp.Diff(decided{a.Weeks[0].Engine, a.Weeks[0].EngineSends}, decided{b.Weeks[0].Engine, b.Weeks[0].EngineSends}); d != "" {
 		t.Errorf("week 1's decisions differ though no fold came before them (-in process +late):\n%s", d)
+	}
+}
+
+// TestRunWorldOnReportsCloseError: a bench that fails to close (over
+// HTTP, a server that did not shut down) makes the world an error, not a
+// report as if all went well. Fails if Close's error is dropped.
+func TestRunWorldOnReportsCloseError(t *testing.T) {
+	failing := func(ctx context.Context, s BenchSetup) (*Bench, error) {
+		b, err := InProcess(ctx, s)
+		if err != nil {
+			return nil, err
+		}
+		closeDB := b.Close
+		b.Close = func() error {
+			closeDB()
+			return errors.New("shutdown timed out")
+		}
+		return b, nil
+	}
+	rep, err := RunWorldOn(context.Background(), smallFamily(1002, 30, 1), failing)
+	if err == nil || !strings.Contains(err.Error(), "shutdown timed out") || rep != nil {
+		t.Errorf("RunWorldOn = %v, %v; want no report and the close error", rep != nil, err)
 	}
 }

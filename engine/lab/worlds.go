@@ -229,8 +229,10 @@ func RunWorld(ctx context.Context, fam Family) (*WorldReport, error) {
 }
 
 // RunWorldOn is RunWorld with the engine under test on the bench open
-// opens (nil: InProcess).
-func RunWorldOn(ctx context.Context, fam Family, open Opener) (*WorldReport, error) {
+// opens (nil: InProcess). A bench that fails to close (over HTTP: a
+// server that did not shut down, a store that did not close) is an error
+// too.
+func RunWorldOn(ctx context.Context, fam Family, open Opener) (rep *WorldReport, err error) {
 	if err := fam.validate(); err != nil {
 		return nil, err
 	}
@@ -241,7 +243,11 @@ func RunWorldOn(ctx context.Context, fam Family, open Opener) (*WorldReport, err
 	if err != nil {
 		return nil, err
 	}
-	defer b.Close()
+	defer func() {
+		if cerr := b.Close(); cerr != nil && err == nil {
+			rep, err = nil, fmt.Errorf("lab: closing the world's bench: %w", cerr)
+		}
+	}()
 	r, err := newRun(ctx, &fam, b)
 	if err != nil {
 		return nil, err
