@@ -483,7 +483,10 @@ func (t *shadowTally) add(v []byte) {
 // read. It adds those effects with their coefficients to t.effects, for
 // the standard error the model's own uncertainty gives the mean. When done
 // is not among the candidates (the caller sent what the engine could not)
-// the policy's expected value is set against the measured reward instead.
+// the policy's expected value is set against the measured reward instead:
+// the customer's level is then read too, and its error, which the model
+// keeps no covariance for, is not in the standard error (only the
+// effects' are).
 func (t *shadowTally) modelLift(sc *scored, probs []float64, done int, reward float64) float64 {
 	di := -1
 	for i, c := range sc.cands {
