@@ -179,6 +179,12 @@ func TestREADMEWalkthrough(t *testing.T) {
 	if !shadowRewardsRE.MatchString(s) {
 		t.Errorf("the walkthrough's output lacks the shadow verdict's count (%s)", shadowRewardsRE)
 	}
+	// The README's shadow report, but for its clock and drawn lines.
+	for _, line := range shadowReportLines(t, string(data)) {
+		if !strings.Contains(s, "\n"+line+"\n") {
+			t.Errorf("the README's shadow report shows %q; the walkthrough printed no such line", line)
+		}
+	}
 	// The batch's decisions are drawn: any number of its 3 lines may send.
 	if !batchDoneRE.MatchString(s) {
 		t.Errorf("the walkthrough's output lacks the batch's last line (%s)", batchDoneRE)
@@ -284,6 +290,31 @@ func jsonLines(text string) string {
 // walkthroughEpilogue stops what the walkthrough left running if it failed
 // half-way (the last block stops the server itself).
 const walkthroughEpilogue = "\nkill $(jobs -p) 2>/dev/null || true\n"
+
+// shadowReportLines returns the lines of the README's shown shadow report
+// (the text block from "tenant acme: 1 shadow decision") that no draw
+// changes, its reasons included: without the clock line before it, the
+// values and the count of final rewards (the decision may fall in the control group,
+// shadowRewardsRE).
+func shadowReportLines(t *testing.T, readme string) []string {
+	t.Helper()
+	_, block, ok := strings.Cut(readme, "\ntenant acme: 1 shadow decision\n")
+	block, _, closed := strings.Cut(block, "\n```")
+	if !ok || !closed {
+		t.Fatal("README: no shown shadow report (a text block with \"tenant acme: 1 shadow decision\")")
+	}
+	var lines []string
+	for _, l := range strings.Split(block, "\n") {
+		drawn := strings.HasPrefix(l, "  ") && !strings.HasPrefix(l, "  - ") // the values
+		if !strings.Contains(l, "final reward") && !drawn {
+			lines = append(lines, l)
+		}
+	}
+	if len(lines) < 4 {
+		t.Fatalf("README's shadow report: %d lines no draw changes, want at least 4: %q", len(lines), lines)
+	}
+	return lines
+}
 
 // shadowRewardsRE is the shadow verdict's count of its one decision.
 var shadowRewardsRE = regexp.MustCompile(`\n  - (1 final reward|0 final rewards) \(needs`)
