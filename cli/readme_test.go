@@ -179,12 +179,7 @@ func TestREADMEWalkthrough(t *testing.T) {
 	if !shadowRewardsRE.MatchString(s) {
 		t.Errorf("the walkthrough's output lacks the shadow verdict's count (%s)", shadowRewardsRE)
 	}
-	// The README's shadow report, but for its clock and drawn lines.
-	for _, line := range shadowReportLines(t, string(data)) {
-		if !strings.Contains(s, "\n"+line+"\n") {
-			t.Errorf("the README's shadow report shows %q; the walkthrough printed no such line", line)
-		}
-	}
+	checkShadowReport(t, string(data), s)
 	// The batch's decisions are drawn: any number of its 3 lines may send.
 	if !batchDoneRE.MatchString(s) {
 		t.Errorf("the walkthrough's output lacks the batch's last line (%s)", batchDoneRE)
@@ -290,6 +285,18 @@ func jsonLines(text string) string {
 // walkthroughEpilogue stops what the walkthrough left running if it failed
 // half-way (the last block stops the server itself).
 const walkthroughEpilogue = "\nkill $(jobs -p) 2>/dev/null || true\n"
+
+// checkShadowReport checks that the walkthrough's output out printed the
+// lines of the README's shown shadow report that no draw changes
+// (shadowReportLines).
+func checkShadowReport(t *testing.T, readme, out string) {
+	t.Helper()
+	for _, line := range shadowReportLines(t, readme) {
+		if !strings.Contains(out, "\n"+line+"\n") {
+			t.Errorf("the README's shadow report shows %q; the walkthrough printed no such line", line)
+		}
+	}
+}
 
 // shadowReportLines returns the lines of the README's shown shadow report
 // (the text block from "tenant acme: 1 shadow decision") that no draw

@@ -108,6 +108,23 @@ func TestCovarianceMatchesDenseSandwich(t *testing.T) {
 	}
 	// An EffectSum over many customers' effects: gᵀ·Cov·g with g the
 	// sum of the weighted gradients (the customers share the errors).
+	es, g := effectSumOf(m, w, ids, n)
+	se := m.SE(&es)
+	near("EffectSum SE²", se*se, quad(cov, g, n))
+	c := m.cross[[2]int{ids[0], ids[1]}]
+	for i := 0; i < E; i++ {
+		for j := 0; j < E; j++ {
+			near("Cov(δ₁, δ₂)", c[i*E+j], at(D+i, D+E+j))
+		}
+	}
+}
+
+// effectSumOf adds the effects of w's first 40 customers with varied
+// coefficients to an EffectSum and returns it with the gradient of that
+// sum over the n coefficients of the dense system (the pooled block at
+// phiShared, action ids[k]'s at dimBase+k·dimEffect).
+func effectSumOf(m *Model, w *world, ids []int, n int) (EffectSum, []float64) {
+	const D, E = dimBase, dimEffect
 	var es EffectSum
 	g := make([]float64, n)
 	for i, sc := range w.custs[:40] {
@@ -130,14 +147,7 @@ func TestCovarianceMatchesDenseSandwich(t *testing.T) {
 			}
 		}
 	}
-	se := m.SE(&es)
-	near("EffectSum SE²", se*se, quad(cov, g, n))
-	c := m.cross[[2]int{ids[0], ids[1]}]
-	for i := 0; i < E; i++ {
-		for j := 0; j < E; j++ {
-			near("Cov(δ₁, δ₂)", c[i*E+j], at(D+i, D+E+j))
-		}
-	}
+	return es, g
 }
 
 // TestSigmaIsOfTheOrderOfTheData: one coupon with the same lift for every

@@ -135,30 +135,7 @@ func TestProofSeeds(t *testing.T) {
 	var ready, falseGo, truthBeats, liftReady, liftFalseGo int
 	for i := range seeds {
 		l, s := live[i], shadow[i]
-		t.Logf("seed %d %s", l.Seed, l.Summary)
-		t.Logf("  live: %d records (engine %d); logged %.2f vs truth %.2f", l.Records, l.RecordsEngine, l.Logged.Value, l.Logged.Truth)
-		t.Logf("  sends: measured − truth %+.2f ± %.2f over %.0f", l.SendDiff.Value, l.SendDiff.SE, l.SendDiff.ESS)
-		if l.Misattributed > 0 {
-			t.Logf("  %d decisions' rewards differ from the lab's windows: %q", l.Misattributed, l.Examples)
-		}
-		tally("logged behaviour (measured)", l.Logged)
-		for _, e := range l.Sent {
-			t.Logf("    %-28s truth %8.2f  measured %8.2f ± %.2f (n %.0f)", e.Policy, e.Truth, e.Value, e.SE, e.ESS)
-			kind := "sent coupon (measured)"
-			if e.Policy == "sent_0" {
-				kind = "sent nothing (measured)"
-			}
-			tally(kind, e)
-		}
-		for j := range l.DR {
-			kind := l.DR[j].Policy
-			if j >= 2 {
-				kind = "always_k"
-			}
-			t.Logf("    %-28s truth %8.2f  DR %8.2f [%8.2f, %8.2f]  IPS %8.2f  ess %.0f", l.DR[j].Policy, l.DR[j].Truth, l.DR[j].Value, l.DR[j].Lo, l.DR[j].Hi, l.IPS[j].Value, l.DR[j].ESS)
-			tally("DR "+kind, l.DR[j])
-			tally("IPS "+kind, l.IPS[j])
-		}
+		logLive(t, l, tally)
 		t.Logf("  shadow (%s): %d records (engine %d), agreement %.2f, ready %v %q", s.Rule, s.Records, s.RecordsEngine, s.Agreement, s.Ready, s.Reasons)
 		for _, e := range []*ProofEstimate{s.CallerRule, s.EngineValue, s.Lift} {
 			t.Logf("    %-28s truth %8.2f  est %8.2f [%8.2f, %8.2f]", e.Policy, e.Truth, e.Value, e.Lo, e.Hi)
@@ -199,6 +176,36 @@ func TestProofSeeds(t *testing.T) {
 	}
 	if liftFalseGo > (len(seeds)-truthBeats)/10 {
 		t.Errorf("false go-live: the lift's interval cleared 0 in %d of the %d worlds where the engine does not beat the rule", liftFalseGo, len(seeds)-truthBeats)
+	}
+}
+
+// logLive logs a world's live proof l, estimate by estimate, and adds
+// each to its kind's tally.
+func logLive(t *testing.T, l *ProofReport, tally func(key string, e ProofEstimate)) {
+	t.Helper()
+	t.Logf("seed %d %s", l.Seed, l.Summary)
+	t.Logf("  live: %d records (engine %d); logged %.2f vs truth %.2f", l.Records, l.RecordsEngine, l.Logged.Value, l.Logged.Truth)
+	t.Logf("  sends: measured − truth %+.2f ± %.2f over %.0f", l.SendDiff.Value, l.SendDiff.SE, l.SendDiff.ESS)
+	if l.Misattributed > 0 {
+		t.Logf("  %d decisions' rewards differ from the lab's windows: %q", l.Misattributed, l.Examples)
+	}
+	tally("logged behaviour (measured)", l.Logged)
+	for _, e := range l.Sent {
+		t.Logf("    %-28s truth %8.2f  measured %8.2f ± %.2f (n %.0f)", e.Policy, e.Truth, e.Value, e.SE, e.ESS)
+		kind := "sent coupon (measured)"
+		if e.Policy == "sent_0" {
+			kind = "sent nothing (measured)"
+		}
+		tally(kind, e)
+	}
+	for j := range l.DR {
+		kind := l.DR[j].Policy
+		if j >= 2 {
+			kind = "always_k"
+		}
+		t.Logf("    %-28s truth %8.2f  DR %8.2f [%8.2f, %8.2f]  IPS %8.2f  ess %.0f", l.DR[j].Policy, l.DR[j].Truth, l.DR[j].Value, l.DR[j].Lo, l.DR[j].Hi, l.IPS[j].Value, l.DR[j].ESS)
+		tally("DR "+kind, l.DR[j])
+		tally("IPS "+kind, l.IPS[j])
 	}
 }
 
