@@ -77,10 +77,10 @@ func dbFiles(t *testing.T, dir string) map[string]int64 {
 // restart on a full disk neither spins nor writes files, answers /healthz
 // meanwhile and opens the store once space comes back.
 func TestFullDisk(t *testing.T) {
-	// The reserve is larger than a write-ahead log's preallocation (about
-	// 70 MB), as the default's 1 GiB is: a new log preallocated in less
-	// free space than that takes it all for a moment, and a background
-	// write meeting that (a compaction's MANIFEST) stops the store.
+	// The reserve is larger than what the store writes without asking (a
+	// memtable flush's tables, up to 64 MB; smallReserve), as the
+	// default's 1 GiB is: such a write that finds the disk full stops the
+	// store.
 	mnt := mountSmallFS(t, "400m")
 	dataDir := filepath.Join(mnt, "data")
 	const reserve = 200 << 20
@@ -207,8 +207,9 @@ func procCPU(t *testing.T, pid int) float64 {
 // refuse writes until an operator restarted it), and every event
 // acknowledged before is exported.
 func TestFullDiskResumesInPlace(t *testing.T) {
-	// 128 MiB: the store's preallocated write-ahead log (about 70 MB)
-	// leaves less than 64 MiB free, which serve once waited for in vain.
+	// 128 MiB: small, as the disks on which a release that preallocated
+	// its write-ahead logs (about 70 MB each) left less than the 64 MiB
+	// serve once waited for in vain.
 	mnt := mountSmallFS(t, "128m")
 	dataDir := filepath.Join(mnt, "data")
 	in := startServer(t, dataDir, "--disk-reserve", "0")
