@@ -84,7 +84,7 @@ func (e *Learner) Learn(tenant string) (LearnStats, error) {
 	ts.learnView.Store(&learnView{now: now, span: t.Settings.RewardWindow + t.Settings.RewardGrace})
 	defer ts.learnView.Store(nil)
 
-	work, err := e.dueEntries(ts, tenant, now)
+	work, more, err := e.dueEntries(ts, tenant, now)
 	if err != nil || len(work) == 0 {
 		return st, err
 	}
@@ -94,7 +94,7 @@ func (e *Learner) Learn(tenant string) (LearnStats, error) {
 	}
 	cat := ts.catalog.Load()
 	p := &learnPass{e: e, ts: ts, t: t, now: now, tenant: tenant, st: &st, next: ts.model.Load().clone(), options: []int{0}, released: Releases{},
-		discountsKnown: q.Redenciones > 0 || !cat.HasDiscounts()}
+		discountsKnown: q.Redenciones > 0 || !cat.HasDiscounts(), more: more}
 	p.next.m.Fade(now, t.Settings.RewardWindow)
 	for _, a := range cat.Acciones {
 		p.options = append(p.options, a.ID)
@@ -168,7 +168,9 @@ type dueEntry struct {
 }
 
 // dueEntries reads the tenant's queue entries due at now: at most one
-// pass's worth, fewer while online decisions are being answered. An
+// pass's worth, fewer while online decisions are being answered; more
+// reports that it left some due ahead of where it started (it reads one
+// entry past the pass's worth to know). An
 // expiry entry is due only once now is after its caduca_en: until then
 // Confirm accepts the decision, and a release then would give back a send
 // that is still confirmed (ejecutada) or released again (rechazada).
@@ -180,23 +182,23 @@ type dueEntry struct {
 // finds nothing there scans from lo, so a key written behind the cursor
 // (the tenant clock set back, a restore) waits at most until the queue
 // ahead is done.
-func (e *Learner) dueEntries(ts *tenantState, tenant string, now time.Time) ([]dueEntry, error) {
+func (e *Learner) dueEntries(ts *tenantState, tenant string, now time.Time) (work []dueEntry, more bool, err error) {
 	lo, hi := store.RewardQueueDueSpan(tenant, now)
 	limit := learnBatch
 	if e.onlineSince(e.now()) < onlineWindow {
 		limit = learnBatchOnline
 	}
-	var work []dueEntry
 	scan := func(from []byte) error {
 		return e.db.Scan(from, hi, func(k, _ []byte) error {
 			due, kind, nonce, ok := store.ParseRewardQueueKey(tenant, k)
 			if !ok || kind == queueExpiry && !now.After(due) {
 				return nil // an expiry at now: the send can still be confirmed (Confirm)
 			}
-			work = append(work, dueEntry{key: append([]byte(nil), k...), kind: kind, nonce: nonce})
 			if len(work) >= limit {
+				more = true
 				return store.ErrStop
 			}
+			work = append(work, dueEntry{key: append([]byte(nil), k...), kind: kind, nonce: nonce})
 			return nil
 		})
 	}
@@ -205,15 +207,15 @@ func (e *Learner) dueEntries(ts *tenantState, tenant string, now time.Time) ([]d
 		from = c
 	}
 	if err := scan(from); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if len(work) == 0 && !bytes.Equal(from, lo) {
 		ts.learnCursor = nil
 		if err := scan(lo); err != nil {
-			return nil, err
+			return nil, false, err
 		}
 	}
-	return work, nil
+	return work, more, nil
 }
 
 // learnPass is one Learn over a tenant's due entries: the model being
@@ -238,6 +240,10 @@ type learnPass struct {
 	// known; until then the model learns from the reward itself (its
 	// margins are net of discounts it cannot see).
 	discountsKnown bool
+	// more: entries due now are left for the next pass (dueEntries): the
+	// gate holds its look until the pass that folds the last of them
+	// (policy.Model.UpdateGuard's backlog).
+	more bool
 }
 
 // learnLoadChunk is the number of due entries a pass reads at a time
@@ -522,7 +528,7 @@ func (p *learnPass) refit(b *store.Batch, now time.Time) (policy.GuardEvent, err
 	}
 	next.m.Refit()
 	p.gateWas = next.m.GateState()
-	guard := next.m.UpdateGuard()
+	guard := next.m.UpdateGuard(p.more)
 	next.publishVersion(now)
 	gen, err := saveModel(b, p.tenant, &p.ts.models, next)
 	p.gen = gen

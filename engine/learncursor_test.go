@@ -4,6 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/coupond/coupond/store"
 )
 
@@ -63,5 +65,52 @@ func TestLearnCursor(t *testing.T) {
 	}
 	if !st.Worked() {
 		t.Fatalf("the reward behind the cursor was not learned: %+v", st)
+	}
+}
+
+// TestDueEntriesSaysWhatItLeaves: a pass cut short while online decisions
+// are answered says that entries due now are left (so the gate holds its
+// look for the pass that folds them: policy.Model.UpdateGuard); the pass
+// that takes the last of them says none are, also when they fill it
+// exactly. Fails if a pass's "more" is wrong either way.
+func TestDueEntriesSaysWhatItLeaves(t *testing.T) {
+	for _, tc := range []struct {
+		n    int
+		want []bool // per pass, until one finds nothing
+	}{
+		{2*learnBatchOnline + 1, []bool{true, true, false}},
+		{learnBatchOnline, []bool{false}},
+	} {
+		e, db := newTestEngine(t, 3, func(s *store.Settings) { s.RewardWindow = 24 * time.Hour; s.RewardGrace = 0 })
+		rewardBacklog(t, e, db, tc.n)
+		var got []bool
+		for {
+			e.markOnline()
+			ts, err := e.state("acme")
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, now, err := e.tenantNow("acme")
+			if err != nil {
+				t.Fatal(err)
+			}
+			ts.learnMu.Lock()
+			work, more, err := e.Learner.dueEntries(ts, "acme", now)
+			ts.learnMu.Unlock()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(work) == 0 {
+				break
+			}
+			got = append(got, more)
+			e.markOnline()
+			if _, err := e.Learner.Learn("acme"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if diff := cmp.Diff(tc.want, got); diff != "" {
+			t.Errorf("%d due: entries left per pass (-want +got):\n%s", tc.n, diff)
+		}
 	}
 }

@@ -424,8 +424,9 @@ func (m *Model) choiceGroup(s *GuardSample, zero int) func(int) bool {
 // (−GateReleaseZ) standard errors below 0) or, for a band opened on the
 // pooled test, when its own mean falls below 0; testing or open → closed when
 // they lose by GuardZ; closed → testing when they no longer lose by
-// GuardReleaseZ.
-func (m *Model) updateGate() {
+// GuardReleaseZ. With hold no testing band is looked at (UpdateGuard's
+// backlog).
+func (m *Model) updateGate(hold bool) {
 	g := &m.guard
 	if mean, se, ok := m.testStat(&g.Fast); ok {
 		switch {
@@ -464,7 +465,7 @@ func (m *Model) updateGate() {
 		if gb.State == GateOpen && gb.Pooled && mean < 0 {
 			gb.State = GateTesting // the condition it opened on no longer holds
 		}
-		look := gb.State == GateTesting && was == GateTesting && (ok || pooled) && m.opensNow(gb)
+		look := gb.State == GateTesting && was == GateTesting && (ok || pooled) && !hold && m.opensNow(gb)
 		own := ok && mean-m.openBar(gb.Since)*se > 0
 		if look && (own || pooled && mean >= 0) {
 			gb.State = GateOpen

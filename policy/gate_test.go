@@ -280,7 +280,7 @@ func TestGateOpensBandsOnThePooledTest(t *testing.T) {
 		fillTest(&g.Bands[1].Fast, 500, -100, 5000)
 		fillTest(&g.Bands[2].Test, 50, 300, 5000)  // under GuardMinN, mean above 0
 		fillTest(&g.Bands[3].Test, 50, -300, 5000) // under GuardMinN, mean below 0
-		m.updateGate()
+		m.updateGate(false)
 		var got []string
 		for _, b := range m.GateStatus().Bands {
 			got = append(got, b.State)
@@ -309,7 +309,7 @@ func TestPooledBandClosesOnItsOwnMean(t *testing.T) {
 	fillTest(&g.Fast, 2000, 300, 5000)
 	fillTest(&g.Bands[0].Test, 900, 300, 5000) // z ≈ 1.8: opens on the pooled test
 	fillTest(&g.Bands[1].Test, 900, 600, 5000) // z ≈ 3.6: opens on its own
-	m.updateGate()
+	m.updateGate(false)
 	if g.Bands[0].State != GateOpen || !g.Bands[0].Pooled || g.Bands[1].State != GateOpen || g.Bands[1].Pooled {
 		t.Fatalf("after opening: bands %+v, want 0 open (pooled) and 1 open (own)", g.Bands[:2])
 	}
@@ -319,7 +319,7 @@ func TestPooledBandClosesOnItsOwnMean(t *testing.T) {
 		fillTest(&g.Bands[b].Test, 900, -20, 5000)
 		fillTest(&g.Bands[b].Fast, 900, -20, 5000)
 	}
-	m.updateGate()
+	m.updateGate(false)
 	got := []int{g.Bands[0].State, g.Bands[1].State}
 	if d := cmp.Diff([]int{GateTesting, GateOpen}, got); d != "" {
 		t.Errorf("band states after the means fell below 0 (-want +got):\n%s", d)
@@ -748,7 +748,7 @@ func TestAlwaysValidBarHoldsALuckyBand(t *testing.T) {
 		fillTest(&g.Fast, 900, tc.pooledMean, 5000)
 		fillTest(&g.Bands[0].Test, 900, 400, 5000) // z ≈ 2.4
 		fillTest(&g.Bands[1].Test, 900, 200, 5000) // z ≈ 1.2
-		m.updateGate()
+		m.updateGate(false)
 		got := []int{g.Bands[0].State, g.Bands[1].State}
 		if d := cmp.Diff(tc.want, got); d != "" {
 			t.Errorf("%s: band states (-want +got):\n%s", tc.name, d)
@@ -766,14 +766,14 @@ func TestAlwaysValidBarHoldsALuckyBand(t *testing.T) {
 	g.Bands = make([]gateBand, GateBands)
 	g.Bands[0].State = GateOpen
 	fillTest(&g.Bands[0].Fast, 900, -250, 5000) // z ≈ −1.5: recent evidence of loss, back to testing
-	m.updateGate()
+	m.updateGate(false)
 	if g.Bands[0].State != GateTesting || g.Bands[0].Since != 6 {
 		t.Fatalf("a band sent back at window 6: %+v, want testing since 6", g.Bands[0])
 	}
 	g.Windows = 7
 	fillTest(&g.Bands[0].Fast, 900, 0, 5000)
 	fillTest(&g.Bands[0].Test, 900, 400, 5000) // z ≈ 2.4 at its second look
-	m.updateGate()
+	m.updateGate(false)
 	if g.Bands[0].State != GateTesting {
 		t.Errorf("a band at z 2.4 on its second look since it went back to testing: state %d, want testing", g.Bands[0].State)
 	}
@@ -836,14 +836,14 @@ func TestGateLooksOncePerWindow(t *testing.T) {
 	g.Windows = 1
 	g.Bands = make([]gateBand, GateBands)
 	fillTest(&g.Bands[0].Test, 900, 100, 5000) // z ≈ 0.6: below the bar
-	m.updateGate()
+	m.updateGate(false)
 	if g.Bands[0].State != GateTesting || g.Bands[0].Looked != 1 {
 		t.Fatalf("first look: %+v, want testing, looked at window 1", g.Bands[0])
 	}
 	for _, w := range []float64{1.2, 1.5, 1.99} {
 		g.Windows = w
 		fillTest(&g.Bands[0].Test, 900, 600, 5000) // z ≈ 3.6: above any early bar
-		m.updateGate()
+		m.updateGate(false)
 		if g.Bands[0].State != GateTesting {
 			t.Fatalf("an update at age %v, within the window of the last look: state %d, want testing", w, g.Bands[0].State)
 		}
@@ -851,7 +851,7 @@ func TestGateLooksOncePerWindow(t *testing.T) {
 	m = roundTrip(t, m, cfg)
 	g = &m.guard
 	g.Windows = 2
-	m.updateGate()
+	m.updateGate(false)
 	if g.Bands[0].State != GateOpen || g.Bands[0].Looked != 2 {
 		t.Errorf("the next window's first update: %+v, want open, looked at window 2", g.Bands[0])
 	}
@@ -870,14 +870,44 @@ func TestGateLookNeedsATest(t *testing.T) {
 	g.Windows = 1
 	g.Bands = make([]gateBand, GateBands)
 	fillTest(&g.Bands[0].Test, int(cfg.GuardMinN)/2, 600, 5000) // too few to judge
-	m.updateGate()
+	m.updateGate(false)
 	if g.Bands[0].State != GateTesting || g.Bands[0].Looked != 0 {
 		t.Fatalf("an update without a test: %+v, want testing, not looked at", g.Bands[0])
 	}
 	g.Windows = 1.5
 	fillTest(&g.Bands[0].Test, 900, 600, 5000) // z ≈ 3.6
-	m.updateGate()
+	m.updateGate(false)
 	if g.Bands[0].State != GateOpen || g.Bands[0].Looked != 1.5 {
 		t.Errorf("the first update with a test: %+v, want open, looked at 1.5", g.Bands[0])
+	}
+}
+
+// TestGateHoldsItsLookThroughABacklog: a learner pass cut short (entries
+// due now left for the next pass: a sandbox clock moved a window, a
+// backlog after downtime) is no look, so the window's look reads all its
+// rewards, not the first pass's share: over HTTP the lab's 2,000 rewards
+// of a window fold in passes of 500 while decisions are answered, and the
+// look at the first pass opened bands in world 47004 that the whole
+// window left testing (and left testing in 47001 bands it opened). Harm
+// is still judged. Fails if a held update looks.
+func TestGateHoldsItsLookThroughABacklog(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.GatePooled = false
+	m := New(cfg)
+	g := &m.guard
+	g.Windows = 1
+	g.Bands = make([]gateBand, GateBands)
+	fillTest(&g.Bands[0].Test, 900, 600, 5000) // z ≈ 3.6: above the first look's bar
+	fillTest(&g.Bands[1].Fast, 900, -600, 5000)
+	m.updateGate(true)
+	if g.Bands[0].State != GateTesting || g.Bands[0].Looked != 0 {
+		t.Fatalf("a pass that leaves a backlog: %+v, want testing, not looked at", g.Bands[0])
+	}
+	if g.Bands[1].State != GateClosed {
+		t.Errorf("harm in a pass that leaves a backlog: band 1 %d, want closed", g.Bands[1].State)
+	}
+	m.updateGate(false)
+	if g.Bands[0].State != GateOpen || g.Bands[0].Looked != 1 {
+		t.Errorf("the pass that folds the rest: %+v, want open, looked at window 1", g.Bands[0])
 	}
 }

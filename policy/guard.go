@@ -316,11 +316,16 @@ const (
 // GuardMinN effective rewards), and, for a single action (only with
 // Config.GuardSingleActions), when it also beats never-send by GuardZ
 // standard errors; the most confident one (lowest bound) is exploited. An active guard is released when π is no longer below its
-// baseline by GuardReleaseZ standard errors.
-func (m *Model) UpdateGuard() GuardEvent {
+// baseline by GuardReleaseZ standard errors. backlog says the learner
+// pass that calls it leaves entries due now (it was cut short, the next
+// pass folds the rest): the gate then judges harm as at every update but
+// holds its look at the opening bars (opensNow) for the pass that folds
+// the last of them, so that a window's one look reads the window's
+// rewards whole, not the first pass's share of them.
+func (m *Model) UpdateGuard(backlog bool) GuardEvent {
 	if m.cfg.Gate {
 		was := m.guard.Active
-		m.updateGate()
+		m.updateGate(backlog)
 		switch {
 		case !was && m.guard.Active:
 			return GuardActivated

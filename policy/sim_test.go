@@ -214,7 +214,7 @@ func (w *world) runWindow(m *Model, now time.Time) windowStats {
 		m.Fold(&l.sc.c, &l.arms[l.idx], l.reward, m.Weight(l.probs[l.idx], len(l.arms)))
 	}
 	m.Refit()
-	st.event = m.UpdateGuard()
+	st.event = m.UpdateGuard(false)
 	n := float64(len(w.custs))
 	for k := range st.sent {
 		st.sent[k] /= n
