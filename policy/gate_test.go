@@ -821,6 +821,18 @@ func TestGateStatusShowsOpeningBar(t *testing.T) {
 	}
 }
 
+// lookModel is a model of age 1 window with its gate bands testing and
+// no pooled opening, for the tests of a band's look (opensNow).
+func lookModel() (*Model, *Guard) {
+	cfg := DefaultConfig()
+	cfg.GatePooled = false
+	m := New(cfg)
+	g := &m.guard
+	g.Windows = 1
+	g.Bands = make([]gateBand, GateBands)
+	return m, g
+}
+
 // TestGateLooksOncePerWindow: a testing band is looked at, and may open,
 // once a window of the tenant's age, however many learner passes update
 // the gate in it. A band whose test is below its bar at the window's
@@ -829,12 +841,7 @@ func TestGateStatusShowsOpeningBar(t *testing.T) {
 // pass a second), and opens at the next window's first update. The look
 // survives a round trip. Fails if every update is a look.
 func TestGateLooksOncePerWindow(t *testing.T) {
-	cfg := DefaultConfig()
-	cfg.GatePooled = false
-	m := New(cfg)
-	g := &m.guard
-	g.Windows = 1
-	g.Bands = make([]gateBand, GateBands)
+	m, g := lookModel()
 	fillTest(&g.Bands[0].Test, 900, 100, 5000) // z ≈ 0.6: below the bar
 	m.updateGate(false)
 	if g.Bands[0].State != GateTesting || g.Bands[0].Looked != 1 {
@@ -848,7 +855,7 @@ func TestGateLooksOncePerWindow(t *testing.T) {
 			t.Fatalf("an update at age %v, within the window of the last look: state %d, want testing", w, g.Bands[0].State)
 		}
 	}
-	m = roundTrip(t, m, cfg)
+	m = roundTrip(t, m, m.cfg)
 	g = &m.guard
 	g.Windows = 2
 	m.updateGate(false)
@@ -863,13 +870,8 @@ func TestGateLooksOncePerWindow(t *testing.T) {
 // bar later in the same window opens the band then, not a window later.
 // Fails if such an update spends the window's look.
 func TestGateLookNeedsATest(t *testing.T) {
-	cfg := DefaultConfig()
-	cfg.GatePooled = false
-	m := New(cfg)
-	g := &m.guard
-	g.Windows = 1
-	g.Bands = make([]gateBand, GateBands)
-	fillTest(&g.Bands[0].Test, int(cfg.GuardMinN)/2, 600, 5000) // too few to judge
+	m, g := lookModel()
+	fillTest(&g.Bands[0].Test, int(m.cfg.GuardMinN)/2, 600, 5000) // too few to judge
 	m.updateGate(false)
 	if g.Bands[0].State != GateTesting || g.Bands[0].Looked != 0 {
 		t.Fatalf("an update without a test: %+v, want testing, not looked at", g.Bands[0])
@@ -891,12 +893,7 @@ func TestGateLookNeedsATest(t *testing.T) {
 // window left testing (and left testing in 47001 bands it opened). Harm
 // is still judged. Fails if a held update looks.
 func TestGateHoldsItsLookThroughABacklog(t *testing.T) {
-	cfg := DefaultConfig()
-	cfg.GatePooled = false
-	m := New(cfg)
-	g := &m.guard
-	g.Windows = 1
-	g.Bands = make([]gateBand, GateBands)
+	m, g := lookModel()
 	fillTest(&g.Bands[0].Test, 900, 600, 5000) // z ≈ 3.6: above the first look's bar
 	fillTest(&g.Bands[1].Fast, 900, -600, 5000)
 	m.updateGate(true)
