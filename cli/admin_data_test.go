@@ -1406,3 +1406,64 @@ func TestAccessLogFilters(t *testing.T) {
 		})
 	}
 }
+
+// TestLabellingWarningLeavesOutHistory: "admin tenant show" warns when
+// over 5 % of the coupons received carry no decision_id, counting those
+// whose ts is from the tenant's creation on: a history of 30 coupons from
+// before (no decision_id, coupond never decided them) raised the warning
+// for good beside 20 labelled ones; 5 unlabelled coupons sent since do.
+func TestLabellingWarningLeavesOutHistory(t *testing.T) {
+	e, now := sandboxEnv(t, t.TempDir())
+	defer e.close()
+	eng := e.svc.engine
+	if _, err := eng.Campaigns.ReplaceCatalog("acme", []engine.Action{{ID: 1, Nombre: "diez", TipoCupon: "T10", CostoEnvioCents: 50,
+		DescuentoMaxCents: 1000, DescuentoPct: 10, Activa: true}}, now); err != nil {
+		t.Fatal(err)
+	}
+	var evs []engine.IngestEvent
+	n := 0
+	coupon := func(ref string, ts time.Time, decisionID string) {
+		n++
+		ev := engine.Event{ID: fmt.Sprintf("ev-%d", n), ClienteRef: ref, TS: ts, Tipo: engine.CuponRecibido, Clave: "diez",
+			CuponEmitidoID: fmt.Sprintf("cup-%d", n), DecisionID: decisionID, Caducidad: ts.Add(7 * 24 * time.Hour)}
+		evs = append(evs, engine.IngestEvent{Index: len(evs), Event: ev, Canonical: []byte(ev.ID)})
+	}
+	for i := range 30 {
+		coupon(fmt.Sprintf("h%d", i), now.Add(-30*24*time.Hour), "")
+	}
+	for i := range 20 {
+		ref := fmt.Sprintf("c%d", i)
+		d, err := eng.Decide("acme", engine.Request{ClienteRef: ref, Canal: "push"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		coupon(ref, now, d.DecisionID)
+	}
+	warned := func() bool {
+		t.Helper()
+		if res, err := eng.Ingester.Ingest("acme", evs); err != nil || len(res.Rechazados) > 0 {
+			t.Fatalf("ingest: %+v, %v", res, err)
+		}
+		tn, _ := e.db.Tenant("acme")
+		_, _, _, warnings, err := e.svc.tenantStatus(tn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range warnings {
+			if strings.Contains(w, "carry no decision_id") {
+				return true
+			}
+		}
+		return false
+	}
+	if warned() {
+		t.Error("30 coupons from before the tenant and 20 labelled since: warned")
+	}
+	evs = nil
+	for i := range 5 {
+		coupon(fmt.Sprintf("u%d", i), now, "")
+	}
+	if !warned() {
+		t.Error("5 unlabelled coupons of 25 since the tenant's creation: no warning")
+	}
+}

@@ -156,15 +156,16 @@ func (s *services) tenantStatus(t *store.Tenant) (usage, quality map[string]any,
 	q := st.Quality
 	quality = map[string]any{
 		"events_accepted": q.Eventos, "coupons_received": q.CuponesRecibidos,
-		"coupons_received_without_decision_id": q.CuponesSinDecision, "redemptions": q.Redenciones,
+		"coupons_received_without_decision_id": q.CuponesSinDecision, "coupons_received_since_creation": q.CuponesDesdeAlta,
+		"coupons_received_since_creation_without_decision_id": q.CuponesDesdeAltaSinDecision, "redemptions": q.Redenciones,
 		"redemptions_of_unknown_coupons": q.RedencionesCuponDesconocido, "tickets_vat_suspect": q.TicketsIVASospechoso,
 		"negative_margins": q.MargenesNegativos, "out_of_order_events": q.EventosFueraDeOrden,
 		"events_after_account_closure": q.EventosTrasCierre,
 	}
 	warnings = []string{}
-	if q.CuponesRecibidos >= 20 && float64(q.CuponesSinDecision) > 0.05*float64(q.CuponesRecibidos) {
-		warnings = append(warnings, fmt.Sprintf("%.1f%% of CUPON_RECIBIDO events carry no decision_id (spec: at least 95%% must)",
-			100*float64(q.CuponesSinDecision)/float64(q.CuponesRecibidos)))
+	if labelled, n := q.Labelled(); n >= 20 && float64(n-labelled) > 0.05*float64(n) {
+		warnings = append(warnings, fmt.Sprintf("%.1f%% of CUPON_RECIBIDO events since the tenant's creation carry no decision_id (spec: at least 95%% must)",
+			100*float64(n-labelled)/float64(n)))
 	}
 	if q.TicketsIVASospechoso > 0 {
 		warnings = append(warnings, fmt.Sprintf("%d tickets look VAT-inclusive against extra.ticket_total: amounts must be without VAT", q.TicketsIVASospechoso))

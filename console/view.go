@@ -97,6 +97,13 @@ func (s share) String() string {
 // Low reports whether the share is defined and at or under the spec's 95 %.
 func (s share) Low() bool { return s.Defined() && s.Value() <= minShare }
 
+// labelledShare is the share of the coupons received since the tenant's
+// creation that carry a decision_id (engine.Quality.Labelled).
+func labelledShare(q *engine.Quality) share {
+	n, of := q.Labelled()
+	return share{n, of}
+}
+
 // tenantRow is one line of the tenants page.
 type tenantRow struct {
 	ID        string
@@ -136,7 +143,7 @@ func (c *Console) tenantRow(t *store.Tenant, h *hours) (tenantRow, error) {
 		ID: t.ID, Status: statusWords(t), Paused: t.Settings.Paused,
 		Decisions: h.sum(engine.CountDecisions, 24), Events: h.sum(engine.CountEvents, 24),
 		Confirmed: share{h.sum(engine.CountConfirmed, confirmHours), h.sum(engine.CountDecisions, confirmHours)},
-		Labelled:  share{q.CuponesRecibidos - q.CuponesSinDecision, q.CuponesRecibidos},
+		Labelled:  labelledShare(q),
 		Warnings:  warnings,
 	}, nil
 }

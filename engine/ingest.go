@@ -61,13 +61,26 @@ type Quality struct {
 	CuponesSombra            int64     `json:"cupones_recibidos_en_sombra"`
 	CuponesSombraSinDecision int64     `json:"cupones_en_sombra_sin_decision_id"`
 	SombraDesde              time.Time `json:"sombra_desde,omitzero"`
+	// The coupons received whose ts is from the tenant's creation on
+	// (counted since this release): a history of coupons sent before the
+	// tenant existed cannot carry a decision_id, so the labelling warning
+	// of "admin tenant show" and the console's share read these.
+	CuponesDesdeAlta            int64 `json:"cupones_recibidos_desde_alta"`
+	CuponesDesdeAltaSinDecision int64 `json:"cupones_desde_alta_sin_decision_id"`
+}
+
+// Labelled returns the coupons received from the tenant's creation on
+// that carry a decision_id, and all of them.
+func (q *Quality) Labelled() (labelled, received int64) {
+	return q.CuponesDesdeAlta - q.CuponesDesdeAltaSinDecision, q.CuponesDesdeAlta
 }
 
 // shadowPeriod is a tenant's shadow mode as ingestion counts coupons in
-// it: on, and since when (store.Settings.ShadowSince).
+// it: on, and since when (store.Settings.ShadowSince); and the tenant's
+// creation, from which coupons count as the tenant's own.
 type shadowPeriod struct {
-	on    bool
-	since time.Time
+	on             bool
+	since, created time.Time
 }
 
 // shadowPeriodOf reads tenant's shadow mode; off for an unknown tenant.
@@ -76,7 +89,7 @@ func shadowPeriodOf(db *store.DB, tenant string) shadowPeriod {
 	if !ok {
 		return shadowPeriod{}
 	}
-	return shadowPeriod{on: t.Settings.Shadow, since: t.Settings.ShadowSince}
+	return shadowPeriod{on: t.Settings.Shadow, since: t.Settings.ShadowSince, created: t.CreatedAt}
 }
 
 // enter starts q's shadow counts afresh when sh is a shadow period other
@@ -428,6 +441,12 @@ func (q *Quality) count(ev *Event, flags DataFlags, sh shadowPeriod) {
 			q.CuponesSombra++
 			if ev.DecisionID == "" {
 				q.CuponesSombraSinDecision++
+			}
+		}
+		if !sh.created.IsZero() && !ev.TS.Before(sh.created) {
+			q.CuponesDesdeAlta++
+			if ev.DecisionID == "" {
+				q.CuponesDesdeAltaSinDecision++
 			}
 		}
 	case CuponRedimido:

@@ -222,3 +222,36 @@ func TestShadowLabellingOfATenantSwitchedOnBefore(t *testing.T) {
 		t.Errorf("labelled, received (-want +got):\n%s", diff)
 	}
 }
+
+// TestLabellingCountsCouponsSinceCreation: the labelling share of "admin
+// tenant show" and the console (Quality.Labelled) counts the coupons whose
+// ts is from the tenant's creation on: a history of coupons from before
+// (no decision_id, as coupond never decided them) is left out. Without it
+// the share is 1 of 3.
+func TestLabellingCountsCouponsSinceCreation(t *testing.T) {
+	e, _ := newTestEngine(t, 1, nil)
+	d, err := e.Decide("acme", Request{ClienteRef: "c1", Canal: "push"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var evs []IngestEvent
+	for i, c := range []struct {
+		ts time.Time
+		id string
+	}{{t0.Add(-40 * 24 * time.Hour), ""}, {t0.Add(-time.Hour), ""}, {t0, d.DecisionID}} {
+		ev := Event{ID: fmt.Sprintf("ev-%d", i), ClienteRef: "c1", TS: c.ts, Tipo: CuponRecibido, Clave: "cupon1",
+			CuponEmitidoID: fmt.Sprintf("cup-%d", i), DecisionID: c.id, Caducidad: c.ts.Add(7 * 24 * time.Hour)}
+		evs = append(evs, IngestEvent{Event: ev, Canonical: []byte(ev.ID)})
+	}
+	if _, err := e.Ingester.Ingest("acme", evs); err != nil {
+		t.Fatal(err)
+	}
+	q, err := e.Ingester.Quality("acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, of := q.Labelled()
+	if diff := cmp.Diff([2]int64{1, 1}, [2]int64{n, of}); diff != "" {
+		t.Errorf("labelled of received since creation (-want +got):\n%s", diff)
+	}
+}
