@@ -156,8 +156,8 @@ func (s *services) tenantStatus(t *store.Tenant) (usage, quality map[string]any,
 	q := st.Quality
 	quality = map[string]any{
 		"events_accepted": q.Eventos, "coupons_received": q.CuponesRecibidos,
-		"coupons_received_without_decision_id": q.CuponesSinDecision, "coupons_received_since_creation": q.CuponesDesdeAlta,
-		"coupons_received_since_creation_without_decision_id": q.CuponesDesdeAltaSinDecision, "redemptions": q.Redenciones,
+		"coupons_received_without_decision_id": q.CuponesSinDecision, "coupons_since_creation": q.CuponesDesdeAlta,
+		"coupons_since_creation_unlabelled": q.CuponesDesdeAltaSinDecision, "redemptions": q.Redenciones,
 		"redemptions_of_unknown_coupons": q.RedencionesCuponDesconocido, "tickets_vat_suspect": q.TicketsIVASospechoso,
 		"negative_margins": q.MargenesNegativos, "out_of_order_events": q.EventosFueraDeOrden,
 		"events_after_account_closure": q.EventosTrasCierre,
