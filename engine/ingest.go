@@ -75,26 +75,26 @@ func (q *Quality) Labelled() (labelled, received int64) {
 	return q.CuponesDesdeAlta - q.CuponesDesdeAltaSinDecision, q.CuponesDesdeAlta
 }
 
-// shadowPeriod is a tenant's shadow mode as ingestion counts coupons in
-// it: on, and since when (store.Settings.ShadowSince); and the tenant's
-// creation, from which coupons count as the tenant's own.
-type shadowPeriod struct {
+// couponPeriods are the periods ingestion counts coupons in apart: the
+// tenant's shadow mode, on and since when (store.Settings.ShadowSince), and
+// the tenant's life, from its creation.
+type couponPeriods struct {
 	on             bool
 	since, created time.Time
 }
 
-// shadowPeriodOf reads tenant's shadow mode; off for an unknown tenant.
-func shadowPeriodOf(db *store.DB, tenant string) shadowPeriod {
+// couponPeriodsOf reads tenant's periods; none for an unknown tenant.
+func couponPeriodsOf(db *store.DB, tenant string) couponPeriods {
 	t, ok := db.Tenant(tenant)
 	if !ok {
-		return shadowPeriod{}
+		return couponPeriods{}
 	}
-	return shadowPeriod{on: t.Settings.Shadow, since: t.Settings.ShadowSince, created: t.CreatedAt}
+	return couponPeriods{on: t.Settings.Shadow, since: t.Settings.ShadowSince, created: t.CreatedAt}
 }
 
 // enter starts q's shadow counts afresh when sh is a shadow period other
 // than the one they count.
-func (q *Quality) enter(sh shadowPeriod) {
+func (q *Quality) enter(sh couponPeriods) {
 	if sh.on && !q.SombraDesde.Equal(sh.since) {
 		q.CuponesSombra, q.CuponesSombraSinDecision, q.SombraDesde = 0, 0, sh.since
 	}
@@ -103,7 +103,7 @@ func (q *Quality) enter(sh shadowPeriod) {
 // foldEvent adds one accepted event's customer index entry to index and
 // applies the event to its customer's features, its coupon's attribution
 // link and the quality counters.
-func foldEvent(tenant string, it *IngestEvent, sh shadowPeriod, feats map[string]*Features, attrs map[string]*attribution, q *Quality, index *[]keyedWrite) {
+func foldEvent(tenant string, it *IngestEvent, sh couponPeriods, feats map[string]*Features, attrs map[string]*attribution, q *Quality, index *[]keyedWrite) {
 	ev := &it.Event
 	flags := feats[ev.ClienteRef].Apply(ev)
 	q.count(ev, flags, sh)
@@ -271,7 +271,7 @@ func (e *Ingester) foldAccepted(b *store.Batch, tenant string, events []IngestEv
 		return nil, nil, nil, err
 	}
 	index := make([]keyedWrite, 0, len(accepted))
-	sh := shadowPeriodOf(e.db, tenant)
+	sh := couponPeriodsOf(e.db, tenant)
 	q.enter(sh)
 	for _, k := range accepted {
 		foldEvent(tenant, &events[k], sh, feats, attrs, q, &index)
@@ -429,7 +429,7 @@ func (e *Ingester) loadIngestState(tenant string, events []IngestEvent, accepted
 	return feats, attrs, nil
 }
 
-func (q *Quality) count(ev *Event, flags DataFlags, sh shadowPeriod) {
+func (q *Quality) count(ev *Event, flags DataFlags, sh couponPeriods) {
 	q.Eventos++
 	switch ev.Tipo {
 	case CuponRecibido:
