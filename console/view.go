@@ -112,7 +112,7 @@ type tenantRow struct {
 	Decisions int64 // last 24 h
 	Events    int64 // last 24 h
 	Confirmed share // decisions of the last 7 days confirmed
-	Labelled  share // coupons received with a decision_id (all time)
+	Labelled  share // coupons received with a decision_id, since the tenant's creation
 	Warnings  []string
 }
 
@@ -263,6 +263,23 @@ type deletionView struct {
 	Record      privacy.DeletionRecord
 }
 
+// qualityCounts lists q's counters by their JSON names, in name order. A
+// member that is not a count (sombra_desde, the shadow period's start) is
+// left out rather than shown as 0.
+func qualityCounts(q *engine.Quality) []codeCount {
+	raw, _ := json.Marshal(q)
+	var members map[string]json.RawMessage
+	_ = json.Unmarshal(raw, &members)
+	var out []codeCount
+	for _, k := range slices.Sorted(maps.Keys(members)) {
+		var n int64
+		if json.Unmarshal(members[k], &n) == nil {
+			out = append(out, codeCount{Name: k, N7: n, OnlyNumber: true})
+		}
+	}
+	return out
+}
+
 func (c *Console) healthView(t *store.Tenant, h *hours) (healthView, error) {
 	var v healthView
 	e24, e7 := h.sumPrefix(engine.CountErrorPfx, 24), h.sumPrefix(engine.CountErrorPfx, confirmHours)
@@ -274,12 +291,7 @@ func (c *Console) healthView(t *store.Tenant, h *hours) (healthView, error) {
 	if err != nil {
 		return v, err
 	}
-	var qm map[string]int64
-	raw, _ := json.Marshal(q)
-	_ = json.Unmarshal(raw, &qm)
-	for _, k := range slices.Sorted(maps.Keys(qm)) {
-		v.Quality = append(v.Quality, codeCount{Name: k, N7: qm[k], OnlyNumber: true})
-	}
+	v.Quality = qualityCounts(q)
 	v.Abuse = c.d.API.AbuseStates(t.ID)
 	sort.Slice(v.Abuse, func(i, j int) bool { return v.Abuse[i].ClientID < v.Abuse[j].ClientID })
 	v.Quarantined = c.d.API.QuarantineCount(t.ID)
