@@ -701,10 +701,7 @@ func TestDeletionPastDamagedResultFile(t *testing.T) {
 			e, now := sandboxEnv(t, t.TempDir())
 			defer e.close()
 			eng := e.svc.engine
-			if _, err := eng.Campaigns.ReplaceCatalog("acme", []engine.Action{{ID: 1, Nombre: "diez", TipoCupon: "T10", CostoEnvioCents: 50,
-				DescuentoMaxCents: 1000, DescuentoPct: 10, Activa: true}}, now); err != nil {
-				t.Fatal(err)
-			}
+			diezCatalog(t, eng, now)
 			if _, err := eng.Campaigns.PutCampaign("acme", engine.Campaign{ID: "camp1", Canal: "push", Descripcion: "d"}, now); err != nil {
 				t.Fatal(err)
 			}
@@ -832,6 +829,16 @@ func sandboxEnv(t *testing.T, dir string) (*env, time.Time) {
 		t.Fatal(err)
 	}
 	return e, now
+}
+
+// diezCatalog gives tenant acme a catalog of one coupon, "diez" (id 1, 10 %
+// up to 10 MXN, 0.50 MXN a send).
+func diezCatalog(t *testing.T, eng *engine.Engine, now time.Time) {
+	t.Helper()
+	if _, err := eng.Campaigns.ReplaceCatalog("acme", []engine.Action{{ID: 1, Nombre: "diez", TipoCupon: "T10", CostoEnvioCents: 50,
+		DescuentoMaxCents: 1000, DescuentoPct: 10, Activa: true}}, now); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // TestRemoveStaleResultsSparesLaterFiles: a deletion removes the temporary
@@ -990,10 +997,7 @@ func TestFailedRestoreLeavesDataDir(t *testing.T) {
 			dataDir, bk := t.TempDir(), filepath.Join(t.TempDir(), "bk")
 			e, now := sandboxEnv(t, dataDir)
 			eng := e.svc.engine
-			if _, err := eng.Campaigns.ReplaceCatalog("acme", []engine.Action{{ID: 1, Nombre: "diez", TipoCupon: "T10", CostoEnvioCents: 50,
-				DescuentoMaxCents: 1000, DescuentoPct: 10, Activa: true}}, now); err != nil {
-				t.Fatal(err)
-			}
+			diezCatalog(t, eng, now)
 			if _, err := eng.Campaigns.PutCampaign("acme", engine.Campaign{ID: "camp1", Canal: "push", Descripcion: "d"}, now); err != nil {
 				t.Fatal(err)
 			}
@@ -1416,10 +1420,7 @@ func TestLabellingWarningLeavesOutHistory(t *testing.T) {
 	e, now := sandboxEnv(t, t.TempDir())
 	defer e.close()
 	eng := e.svc.engine
-	if _, err := eng.Campaigns.ReplaceCatalog("acme", []engine.Action{{ID: 1, Nombre: "diez", TipoCupon: "T10", CostoEnvioCents: 50,
-		DescuentoMaxCents: 1000, DescuentoPct: 10, Activa: true}}, now); err != nil {
-		t.Fatal(err)
-	}
+	diezCatalog(t, eng, now)
 	var evs []engine.IngestEvent
 	n := 0
 	coupon := func(ref string, ts time.Time, decisionID string) {

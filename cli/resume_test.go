@@ -70,10 +70,7 @@ func interruptedJob(t *testing.T, dir string) string {
 	t.Helper()
 	e, now := sandboxEnv(t, dir)
 	defer e.close()
-	if _, err := e.svc.engine.Campaigns.ReplaceCatalog("acme", []engine.Action{{ID: 1, Nombre: "diez", TipoCupon: "T10", CostoEnvioCents: 50,
-		DescuentoMaxCents: 1000, DescuentoPct: 10, Activa: true}}, now); err != nil {
-		t.Fatal(err)
-	}
+	diezCatalog(t, e.svc.engine, now)
 	if _, err := e.svc.engine.Campaigns.PutCampaign("acme", engine.Campaign{ID: "camp1", Canal: "push", Descripcion: "d"}, now); err != nil {
 		t.Fatal(err)
 	}

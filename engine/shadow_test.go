@@ -115,6 +115,14 @@ func TestShadowReportLeavesOutVoidedBatchDecisions(t *testing.T) {
 	}
 }
 
+// receivedCoupon is the n-th CUPON_RECIBIDO of customer c1 in these tests:
+// coupon cupon1 received at ts, labelled with decisionID ("" for none).
+func receivedCoupon(n int, ts time.Time, decisionID string) IngestEvent {
+	ev := Event{ID: fmt.Sprintf("ev-%d", n), ClienteRef: "c1", TS: ts, Tipo: CuponRecibido, Clave: "cupon1",
+		CuponEmitidoID: fmt.Sprintf("cup-%d", n), DecisionID: decisionID, Caducidad: ts.Add(7 * 24 * time.Hour)}
+	return IngestEvent{Event: ev, Canonical: []byte(ev.ID)}
+}
+
 // TestShadowLabellingCountsCouponsSinceShadowOn: the shadow report's
 // coupon-labelling share reads the coupons received from the moment shadow
 // mode was switched on (Settings.ShadowSince), so a history of coupons sent
@@ -126,9 +134,7 @@ func TestShadowLabellingCountsCouponsSinceShadowOn(t *testing.T) {
 	n := 0
 	coupon := func(ts time.Time, decisionID string) IngestEvent {
 		n++
-		ev := Event{ID: fmt.Sprintf("ev-%d", n), ClienteRef: "c1", TS: ts, Tipo: CuponRecibido, Clave: "cupon1",
-			CuponEmitidoID: fmt.Sprintf("cup-%d", n), DecisionID: decisionID, Caducidad: ts.Add(7 * 24 * time.Hour)}
-		return IngestEvent{Event: ev, Canonical: []byte(ev.ID)}
+		return receivedCoupon(n, ts, decisionID)
 	}
 	ingest := func(evs ...IngestEvent) {
 		t.Helper()
@@ -202,9 +208,7 @@ func TestShadowLabellingOfATenantSwitchedOnBefore(t *testing.T) {
 	}
 	var evs []IngestEvent
 	for i, id := range []string{d.DecisionID, d.DecisionID, ""} {
-		ev := Event{ID: fmt.Sprintf("ev-%d", i), ClienteRef: "c1", TS: t0, Tipo: CuponRecibido, Clave: "cupon1",
-			CuponEmitidoID: fmt.Sprintf("cup-%d", i), DecisionID: id, Caducidad: t0.Add(7 * 24 * time.Hour)}
-		evs = append(evs, IngestEvent{Event: ev, Canonical: []byte(ev.ID)})
+		evs = append(evs, receivedCoupon(i, t0, id))
 	}
 	// Ingested while the release before kept no shadow counters: as a
 	// tenant whose switch has no time, ingested with shadow off.
@@ -239,9 +243,7 @@ func TestLabellingCountsCouponsSinceCreation(t *testing.T) {
 		ts time.Time
 		id string
 	}{{t0.Add(-40 * 24 * time.Hour), ""}, {t0.Add(-time.Hour), ""}, {t0, d.DecisionID}} {
-		ev := Event{ID: fmt.Sprintf("ev-%d", i), ClienteRef: "c1", TS: c.ts, Tipo: CuponRecibido, Clave: "cupon1",
-			CuponEmitidoID: fmt.Sprintf("cup-%d", i), DecisionID: c.id, Caducidad: c.ts.Add(7 * 24 * time.Hour)}
-		evs = append(evs, IngestEvent{Event: ev, Canonical: []byte(ev.ID)})
+		evs = append(evs, receivedCoupon(i, c.ts, c.id))
 	}
 	if _, err := e.Ingester.Ingest("acme", evs); err != nil {
 		t.Fatal(err)
