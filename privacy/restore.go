@@ -49,8 +49,10 @@ type RestoreResult struct {
 // not completed and every one the store being replaced records that the
 // backup had not completed (a deletion acknowledged after the backup whose
 // worker had not run, or could not write the ledger) is applied there to
-// completado, and only then is src registered (so the restored store feeds
-// its ledger from its first request) and are the staging store and results
+// completado, the credentials revoked or rotated since in the store being
+// replaced are revoked or rotated there too (carryCredentials), and only
+// then is src registered (so the restored store feeds its ledger from its
+// first request) and are the staging store and results
 // swapped in (and the keys written, when the data dir had none). Until that
 // swap nothing of the data dir is changed: a restore that fails or stops
 // before it leaves the store, results and keys as they were, and the
@@ -98,11 +100,11 @@ func (bk *Backups) Restore(ctx context.Context, src string, open OpenStaging, pr
 	if err != nil {
 		return nil, err
 	}
-	live, liveState, err := liveDeletions(dataDir, progress)
+	live, creds, liveState, err := liveDeletions(dataDir, progress)
 	if err != nil {
 		return nil, err
 	}
-	n, err := stage(ctx, dataDir, src, secrets, ledger, live, open, progress)
+	n, err := stage(ctx, dataDir, src, secrets, ledger, live, creds, open, progress)
 	if err != nil {
 		removeStaging(dataDir)
 		return nil, err
@@ -165,10 +167,11 @@ func removeStaging(dataDir string) {
 }
 
 // stage builds the staging store (a copy of src's) and the staging results
-// (a copy of the live ones) in dataDir and re-applies the deletions there.
-// It returns how many customers' deletions it applied.
+// (a copy of the live ones) in dataDir and re-applies there the deletions and
+// the credentials' revocations and rotations (creds: carryCredentials). It
+// returns how many customers' deletions it applied.
 func stage(ctx context.Context, dataDir, src string, secrets *store.Secrets, ledger []LedgerEntry, live []liveDeletion,
-	open OpenStaging, progress io.Writer) (int, error) {
+	creds []*store.Credential, open OpenStaging, progress io.Writer) (int, error) {
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
 		return 0, err
 	}
@@ -186,6 +189,9 @@ func stage(ctx context.Context, dataDir, src string, secrets *store.Secrets, led
 	}
 	n, err := reapplyDeletions(ctx, staging, results, secrets, ledger, live, open, progress)
 	if err != nil {
+		return 0, err
+	}
+	if err := carryCredentials(staging, creds, progress); err != nil {
 		return 0, err
 	}
 	return n, rotateManifest(staging)
@@ -581,29 +587,31 @@ type liveDeletion struct {
 	rec    DeletionRecord
 }
 
-// liveDeletions reads the deletion records of the store a restore is about
-// to replace: dataDir's "db", or the "db.replaced" that a restore stopped
-// between its two renames left. That store may be missing or damaged (often
-// why one restores): progress and state say what could and could not be
-// read, and only a store in use by another process is an error. A record
-// that does not decode stands, as everywhere, for a deletion still to do.
-func liveDeletions(dataDir string, progress io.Writer) (out []liveDeletion, state string, err error) {
+// liveDeletions reads the deletion records and the credentials of the store
+// a restore is about to replace: dataDir's "db", or the "db.replaced" that a
+// restore stopped between its two renames left. That store may be missing
+// or damaged (often why one restores): progress and state say what could
+// and could not be read, and only a store in use by another process is an
+// error. A record that does not decode stands, as everywhere, for a
+// deletion still to do.
+func liveDeletions(dataDir string, progress io.Writer) (out []liveDeletion, creds []*store.Credential, state string, err error) {
 	dir := filepath.Join(dataDir, "db")
 	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
 		dir = filepath.Join(dataDir, replacedDir)
 	}
 	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
 		fmt.Fprintf(progress, "restore: no store in %s to read deletions from: the backup's own and its ledger's are re-applied\n", dataDir)
-		return nil, "none", nil
+		return nil, nil, "none", nil
 	}
 	db, err := store.Open(dir, nil)
 	if errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.EACCES) {
-		return nil, "", fmt.Errorf("the store in %s is in use (is coupond serve running?): %w", dir, err)
+		return nil, nil, "", fmt.Errorf("the store in %s is in use (is coupond serve running?): %w", dir, err)
 	}
 	if err != nil {
 		fmt.Fprintf(progress, "restore: WARNING: the store being replaced (%s) does not open (%v): deletions acknowledged there "+
-			"since the backup are not read; the backup's own and its ledger's (written at each request) are re-applied\n", dir, err)
-		return nil, "does not open", nil
+			"since the backup are not read; the backup's own and its ledger's (written at each request) are re-applied. "+
+			"Credentials revoked or rotated since the backup are not read either: revoke or rotate them again\n", dir, err)
+		return nil, nil, "does not open", nil
 	}
 	defer db.Close()
 	state = "read"
@@ -628,7 +636,54 @@ func liveDeletions(dataDir string, progress io.Writer) (out []liveDeletion, stat
 		}
 	}
 	fmt.Fprintf(progress, "restore: %d deletion records read from the store being replaced (%s)\n", len(out), dir)
-	return out, state, nil
+	return out, db.Credentials(""), state, nil
+}
+
+// carryCredentials applies to the staging store's credentials the
+// revocations and rotations that creds, those of the store being replaced,
+// record since the backup was taken: a credential revoked there stays
+// revoked, and one rotated later there keeps only the secrets it has there,
+// so that a restore never brings back a secret the operator cut (a leaked
+// one). Credentials the backup does not hold are left out, as is anything
+// else of a credential (its abuse suspension is the abuse guard's).
+func carryCredentials(staging string, creds []*store.Credential, progress io.Writer) error {
+	if len(creds) == 0 {
+		return nil
+	}
+	db, err := store.Open(staging, nil)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	n := 0
+	for _, live := range creds {
+		c, ok := db.Credential(live.ClientID)
+		if !ok || c.Tenant != live.Tenant || !laterCredential(c, live) {
+			continue
+		}
+		_, err := db.UpdateCredential(live.ClientID, func(c *store.Credential) error {
+			if live.Revoked && !c.Revoked {
+				c.Revoked, c.RevokedAt = true, live.RevokedAt
+			}
+			if live.RotatedAt.After(c.RotatedAt) {
+				c.SecretHash, c.PrevSecretHash, c.PrevUntil = live.SecretHash, live.PrevSecretHash, live.PrevUntil
+				c.RotatedAt, c.SecretGen = live.RotatedAt, live.SecretGen
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("credential %s: %w", live.ClientID, err)
+		}
+		n++
+	}
+	fmt.Fprintf(progress, "restore: %d credentials keep the revocation or rotation the store being replaced records\n", n)
+	return nil
+}
+
+// laterCredential reports whether live, a credential of the store being
+// replaced, was revoked or rotated after c, the backup's record of it.
+func laterCredential(c, live *store.Credential) bool {
+	return live.Revoked && !c.Revoked || live.RotatedAt.After(c.RotatedAt)
 }
 
 // reapplyDeletions opens the staging store (with the staging results),
