@@ -191,7 +191,7 @@ func stage(ctx context.Context, dataDir, src string, secrets *store.Secrets, led
 	if err != nil {
 		return 0, err
 	}
-	if err := carryCredentials(staging, creds, progress); err != nil {
+	if err := keepRevocations(staging, creds, progress); err != nil {
 		return 0, err
 	}
 	return n, rotateManifest(staging)
@@ -639,22 +639,40 @@ func liveDeletions(dataDir string, progress io.Writer) (out []liveDeletion, cred
 	return out, db.Credentials(""), state, nil
 }
 
-// carryCredentials applies to the staging store's credentials the
-// revocations and rotations that creds, those of the store being replaced,
-// record since the backup was taken: a credential revoked there stays
-// revoked, and one rotated later there keeps only the secrets it has there,
-// so that a restore never brings back a secret the operator cut (a leaked
-// one). Credentials the backup does not hold are left out, as is anything
-// else of a credential (its abuse suspension is the abuse guard's).
-func carryCredentials(staging string, creds []*store.Credential, progress io.Writer) error {
-	if len(creds) == 0 {
-		return nil
-	}
+// keepRevocations makes sure the staging store gives back no access the
+// operator cut since the backup was taken: it revokes and rotates its
+// credentials as creds, those of the store being replaced, are
+// (carryCredentials), and ends every console session and sign-in link the
+// backup holds (one signed out since, "admin console logout --all", would
+// otherwise sign in again; the operator signs in anew after a restore).
+func keepRevocations(staging string, creds []*store.Credential, progress io.Writer) error {
 	db, err := store.Open(staging, nil)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
+	if err := carryCredentials(db, creds, progress); err != nil {
+		return err
+	}
+	b := db.NewBatch()
+	defer b.Close()
+	b.DeleteRange(store.ConsoleSessionSpan())
+	b.DeleteRange(store.ConsoleLinkSpan())
+	if err := b.Commit(); err != nil {
+		return fmt.Errorf("ending console sessions: %w", err)
+	}
+	fmt.Fprintf(progress, "restore: console sessions and sign-in links of the backup ended: sign in again (coupond admin console login)\n")
+	return nil
+}
+
+// carryCredentials applies to db's credentials the revocations and
+// rotations that creds, those of the store being replaced, record since the
+// backup was taken: a credential revoked there stays revoked, and one
+// rotated later there keeps only the secrets it has there, so that a
+// restore never brings back a secret the operator cut (a leaked one).
+// Credentials the backup does not hold are left out, as is anything else of
+// a credential (its abuse suspension is the abuse guard's).
+func carryCredentials(db *store.DB, creds []*store.Credential, progress io.Writer) error {
 	n := 0
 	for _, live := range creds {
 		c, ok := db.Credential(live.ClientID)

@@ -3,12 +3,18 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/rs/zerolog"
+
+	"github.com/coupond/coupond/console"
 )
 
 // TestRestoreKeepsLaterRevocationsAndRotations: a credential revoked, or
@@ -69,5 +75,57 @@ func TestRestoreKeepsLaterRevocationsAndRotations(t *testing.T) {
 				t.Errorf("credential after the restore (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestRestoreEndsConsoleSessions: a restore ends every console session and
+// sign-in link the backup holds. Without it, a session signed out since the
+// backup was taken ("admin console logout --all", after a laptop was lost)
+// signed in again by the restore, on the same data dir or a new machine.
+func TestRestoreEndsConsoleSessions(t *testing.T) {
+	dataDir, bk := t.TempDir(), filepath.Join(t.TempDir(), "bk")
+	e, err := openEnv(context.Background(), dataDir, zerolog.Nop(), serviceOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	signIn := func(e *env, link string) *httptest.ResponseRecorder {
+		w := httptest.NewRecorder()
+		r := httptest.NewRequest(http.MethodPost, "/login", strings.NewReader(url.Values{"t": {link}}.Encode()))
+		r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		console.New(console.Deps{DB: e.db, Now: time.Now, Log: zerolog.Nop()}).ServeHTTP(w, r)
+		return w
+	}
+	first, err := console.NewLink(e.db, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cookies := signIn(e, first).Result().Cookies()
+	if len(cookies) == 0 {
+		t.Fatal("the sign-in before the backup set no cookie")
+	}
+	unused, err := console.NewLink(e.db, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.close()
+	runIn(t, dataDir, "admin", "backup", "--out", bk)
+	runIn(t, dataDir, "admin", "console", "logout", "--all")
+	runIn(t, dataDir, "admin", "restore", "--from", bk)
+
+	e, err = openEnv(context.Background(), dataDir, zerolog.Nop(), serviceOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.close()
+	w := httptest.NewRecorder()
+	r := httptest.NewRequest(http.MethodGet, "/no-such-page", nil) // 404 with a session, 401 without
+	for _, c := range cookies {
+		r.AddCookie(c)
+	}
+	console.New(console.Deps{DB: e.db, Now: time.Now, Log: zerolog.Nop()}).ServeHTTP(w, r)
+	got := map[string]int{"session signed out before the restore": w.Code, "sign-in link of before the backup": signIn(e, unused).Code}
+	want := map[string]int{"session signed out before the restore": http.StatusUnauthorized, "sign-in link of before the backup": http.StatusUnauthorized}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("console after the restore (-want +got):\n%s", diff)
 	}
 }
