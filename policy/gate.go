@@ -35,7 +35,8 @@ import (
 //     choices tests at the share times 2Φ(z) (leanShare);
 //   - open, once its choices beat never-send by GateZ standard errors, or
 //     the choices over all customers do and the band's own mean is not
-//     below 0 (Config.GatePooled; such a band goes back to testing when
+//     below 0 (Config.GatePooled; with Config.GatePooledOwn only once the
+//     band's own test can be judged; such a band goes back to testing when
 //     its own mean falls below 0): 1 − NeverShare (never-send's share
 //     keeps the test going); with Config.GateLookAlpha the band's own
 //     bar rises with the windows it has been looked at (openBar);
@@ -420,7 +421,9 @@ func (m *Model) choiceGroup(s *GuardSample, zero int) func(int) bool {
 // when they no longer lose by GuardReleaseZ. Each frequency band: testing
 // → open when its choices beat never-send by GateZ standard errors, or
 // those over all customers do and its own mean is not below 0
-// (GatePooled; with GateLookAlpha the band's own bar is openBar's); open → testing when recent evidence says they lose (mean +
+// (GatePooled; with GatePooledOwn only once its own test can be judged;
+// with GateLookAlpha the band's own bar is openBar's); open → testing
+// when recent evidence says they lose (mean +
 // (−GateReleaseZ) standard errors below 0) or, for a band opened on the
 // pooled test, when its own mean falls below 0; testing or open → closed when
 // they lose by GuardZ; closed → testing when they no longer lose by
@@ -467,7 +470,7 @@ func (m *Model) updateGate(hold bool) {
 		}
 		look := gb.State == GateTesting && was == GateTesting && (ok || pooled) && !hold && m.opensNow(gb)
 		own := ok && mean-m.openBar(gb.Since)*se > 0
-		if look && (own || pooled && mean >= 0) {
+		if look && (own || pooled && mean >= 0 && (ok || !m.cfg.GatePooledOwn)) {
 			gb.State = GateOpen
 			gb.Pooled = !own
 		}

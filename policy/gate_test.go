@@ -261,14 +261,25 @@ func fillTest(s *guardSum, n int, mean, spread float64) {
 // TestGateOpensBandsOnThePooledTest: the test over all customers clears
 // the opening bar while no band's own test does. Every testing band whose
 // own evidence does not say its choices lose opens (one with a positive
-// mean, one with too little evidence and a mean above 0); a band whose
-// choices lose on average keeps testing, with enough evidence or not.
-// Without Config.GatePooled none opens: the test fails if the pooled test
-// is ignored, or if it overrides a band's own negative evidence.
+// mean; one with too little evidence and a mean above 0 only without
+// Config.GatePooledOwn); a band whose choices lose on average keeps
+// testing, with enough evidence or not. Without Config.GatePooled none
+// opens: the test fails if the pooled test is ignored, if it overrides a
+// band's own negative evidence, or if it opens a band with no evidence of
+// its own under GatePooledOwn.
 func TestGateOpensBandsOnThePooledTest(t *testing.T) {
-	for _, pooled := range []bool{true, false} {
+	open, testing := GateOpenState, GateTestingState
+	tests := []struct {
+		pooled, own bool
+		want        []string
+	}{
+		{true, true, []string{open, testing, testing, testing}},
+		{true, false, []string{open, testing, open, testing}},
+		{false, false, []string{testing, testing, testing, testing}},
+	}
+	for _, tc := range tests {
 		cfg := DefaultConfig()
-		cfg.GatePooled = pooled
+		cfg.GatePooled, cfg.GatePooledOwn = tc.pooled, tc.own
 		m := New(cfg)
 		g := &m.guard
 		g.Bands = make([]gateBand, GateBands)
@@ -285,12 +296,8 @@ func TestGateOpensBandsOnThePooledTest(t *testing.T) {
 		for _, b := range m.GateStatus().Bands {
 			got = append(got, b.State)
 		}
-		want := []string{GateOpenState, GateTestingState, GateOpenState, GateTestingState}
-		if !pooled {
-			want = []string{GateTestingState, GateTestingState, GateTestingState, GateTestingState}
-		}
-		if d := cmp.Diff(want, got); d != "" {
-			t.Errorf("GatePooled %v: band states (-want +got):\n%s", pooled, d)
+		if d := cmp.Diff(tc.want, got); d != "" {
+			t.Errorf("GatePooled %v, GatePooledOwn %v: band states (-want +got):\n%s", tc.pooled, tc.own, d)
 		}
 	}
 }

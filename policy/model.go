@@ -191,6 +191,13 @@ type Config struct {
 	// band too small to prove itself alone follows the tenant's evidence
 	// (its own fast test still sends it back to testing if it loses).
 	GatePooled bool
+	// GatePooledOwn: a band opens on the pooled test only once its own
+	// test can be judged (GuardMinN effective decisions): a band without
+	// evidence of its own (its customers' choice has been never-send, so
+	// its test holds nothing) keeps testing, so the model's sends there
+	// stay at the testing share until its own test can say whether they
+	// pay (POLICY.md §7.61).
+	GatePooledOwn bool
 	// GateExplore: coupons outside the choice that might beat never-send
 	// are tried with GateExplore·(testing share/GateQ0)² of the mass, so a
 	// coupon the prior undervalues is learned while the tenant is young.
@@ -224,7 +231,7 @@ func DefaultConfig() Config {
 		NoiseStart: 5000, NoisePseudo: 50,
 		ImportanceAlpha: 0,
 		GuardZ:          2, GuardReleaseZ: 1, GuardMinN: 100, GuardHalfLife: 1,
-		Gate: true, GateExplore: 0.05, GatePromise: 0.5, GateQ0: 0.5, GateN0: 12000, GateAgeMin: 4, GateAgeMax: 6, GatePow: 4, GateZ: 2, GateReleaseZ: -1, GateClosedDiv: 4, GateHalfLife: 3, GateLookAlpha: 0.0374224670668522, GateLeanAge: 6, GateDownAge: 2, GateDownOpen: true, GatePooled: true, GateModelPromise: true, GateSendZ: 0.25, GateOpenSendZ: 0.1, TieTopTwo: true,
+		Gate: true, GateExplore: 0.05, GatePromise: 0.5, GateQ0: 0.5, GateN0: 12000, GateAgeMin: 4, GateAgeMax: 6, GatePow: 4, GateZ: 2, GateReleaseZ: -1, GateClosedDiv: 4, GateHalfLife: 3, GateLookAlpha: 0.0374224670668522, GateLeanAge: 6, GateDownAge: 2, GateDownOpen: true, GatePooled: true, GatePooledOwn: true, GateModelPromise: true, GateSendZ: 0.25, GateOpenSendZ: 0.1, TieTopTwo: true,
 		TicketTarget: true, TicketPseudo: 64, DuelZ: 3,
 		ResidualClip: 50,
 	}
