@@ -985,9 +985,12 @@ func (r *Runner) runSafe(ctx context.Context, j *Job, log zerolog.Logger) (err e
 //
 // A first pass (segment jobs, and any job whose campaign caps sends) lists
 // the segment's customers and computes each customer's expected gain of a
-// send. The budget cut comes before any randomisation: the customers with
-// the highest gains keep their sends, the rest are decided with 0 as the
-// only choice. The second pass decides every customer with the shared
+// send and the probability that its decision sends. The budget cut comes
+// before any randomisation: the customers with the highest gains keep
+// their sends, as many as their expected sends fill the budget (KeepTop),
+// the rest are decided with 0 as the only choice; each send is still
+// counted against the budget when decided, so the cap holds whatever the
+// draws. The second pass decides every customer with the shared
 // decider and streams the lines through zstd to a temporary file that is
 // synced and renamed when complete.
 func (r *Runner) run(ctx context.Context, j *Job, log zerolog.Logger) error {
@@ -1019,15 +1022,16 @@ func (r *Runner) run(ctx context.Context, j *Job, log zerolog.Logger) error {
 // scan is the first pass of a job. A segment job lists its customers in
 // refs (and counts them in j.Total). When a send budget limits the job,
 // keep says which customers in job order may be sent something: those with
-// the highest expected gain.
+// the highest expected gain, as many as their expected sends fill the
+// budget.
 func (r *Runner) scan(ctx context.Context, j *Job, bd *engine.BatchDecider) (refs []string, keep []bool, limited bool, err error) {
 	remaining, limited := bd.SendBudget()
-	var gains []float64 // per customer in job order; NaN: cannot send
-	addGain := func(g float64, ok bool) {
-		if !ok {
-			g = math.NaN()
+	var gains, psend []float64 // per customer in job order; gain NaN: cannot send
+	addGain := func(g engine.Gain) {
+		if !g.OK {
+			g.Cents = math.NaN()
 		}
-		gains = append(gains, g)
+		gains, psend = append(gains, g.Cents), append(psend, g.PSend)
 	}
 	switch {
 	case j.Segmento != nil:
@@ -1035,10 +1039,10 @@ func (r *Runner) scan(ctx context.Context, j *Job, bd *engine.BatchDecider) (ref
 		if err != nil {
 			return nil, nil, false, err
 		}
-		if err := bd.ScanSegment(seg, limited, func(ref string, g float64, ok bool) error {
+		if err := bd.ScanSegment(seg, limited, func(ref string, g engine.Gain) error {
 			refs = append(refs, ref)
 			if limited {
-				addGain(g, ok)
+				addGain(g)
 			}
 			return ctx.Err()
 		}); err != nil {
@@ -1051,8 +1055,8 @@ func (r *Runner) scan(ctx context.Context, j *Job, bd *engine.BatchDecider) (ref
 		r.setProgress(j, 0, true)
 	case limited:
 		next, nextErr := r.clientes(j)
-		if err := bd.ScanList(next, true, func(_ string, g float64, ok bool) error {
-			addGain(g, ok)
+		if err := bd.ScanList(next, true, func(_ string, g engine.Gain) error {
+			addGain(g)
 			return ctx.Err()
 		}); err != nil {
 			return nil, nil, false, err
@@ -1062,7 +1066,7 @@ func (r *Runner) scan(ctx context.Context, j *Job, bd *engine.BatchDecider) (ref
 		}
 	}
 	if limited {
-		keep = KeepTop(gains, remaining)
+		keep = KeepTop(gains, psend, remaining)
 	}
 	return refs, keep, limited, nil
 }
@@ -1133,9 +1137,14 @@ func (r *Runner) writeResult(ctx context.Context, j *Job, bd *engine.BatchDecide
 const progressStep = 1000
 
 // KeepTop returns which entries of gains keep their sends under a budget of
-// k sends: the k highest gains, ties broken by position (earlier first).
-// NaN marks a customer who cannot receive a send; it never keeps one.
-func KeepTop(gains []float64, k int64) []bool {
+// k sends: the highest gains (ties broken by position, earlier first), as
+// many as it takes for their send probabilities psend to add up to k, so
+// that the sends the kept customers' decisions are expected to draw fill
+// the budget (with every psend 1, the k highest). Keeping only k customers
+// would leave most of a budget unspent where the policy sends to a
+// fraction of them (while it tests, to about half). NaN marks a customer
+// who cannot receive a send; it never keeps one.
+func KeepTop(gains, psend []float64, k int64) []bool {
 	keep := make([]bool, len(gains))
 	idx := make([]int32, 0, len(gains))
 	for i, g := range gains {
@@ -1143,12 +1152,14 @@ func KeepTop(gains []float64, k int64) []bool {
 			idx = append(idx, int32(i))
 		}
 	}
-	if int64(len(idx)) > k {
-		slices.SortStableFunc(idx, func(a, b int32) int { return cmp.Compare(gains[b], gains[a]) })
-		idx = idx[:k]
-	}
+	slices.SortStableFunc(idx, func(a, b int32) int { return cmp.Compare(gains[b], gains[a]) })
+	expected := 0.0
 	for _, i := range idx {
+		if expected >= float64(k) {
+			break
+		}
 		keep[i] = true
+		expected += psend[i]
 	}
 	return keep
 }

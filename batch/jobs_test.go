@@ -171,23 +171,33 @@ func readLines(tb testing.TB, r *Runner, j *Job) [][]byte {
 	return out
 }
 
+// TestKeepTop: the cut keeps the highest gains until their send
+// probabilities add up to the budget: with sure sends the k highest, with
+// decisions that send half the time about twice as many.
 func TestKeepTop(t *testing.T) {
 	nan := math.NaN()
+	ones := func(n int) []float64 { return slices.Repeat([]float64{1}, n) }
 	cases := []struct {
-		gains []float64
-		k     int64
-		want  []bool
+		gains, psend []float64
+		k            int64
+		want         []bool
 	}{
-		{[]float64{1, 5, 3, nan, 4}, 2, []bool{false, true, false, false, true}},
-		{[]float64{1, 5, 3, nan, 4}, 10, []bool{true, true, true, false, true}},
-		{[]float64{1, 5, 3, nan, 4}, 0, []bool{false, false, false, false, false}},
-		{[]float64{2, 2, 2, 2}, 2, []bool{true, true, false, false}}, // ties: earlier first
-		{[]float64{-3, -1, nan, -2}, 1, []bool{false, true, false, false}},
-		{nil, 3, []bool{}},
+		{[]float64{1, 5, 3, nan, 4}, ones(5), 2, []bool{false, true, false, false, true}},
+		{[]float64{1, 5, 3, nan, 4}, ones(5), 10, []bool{true, true, true, false, true}},
+		{[]float64{1, 5, 3, nan, 4}, ones(5), 0, []bool{false, false, false, false, false}},
+		{[]float64{2, 2, 2, 2}, ones(4), 2, []bool{true, true, false, false}}, // ties: earlier first
+		{[]float64{-3, -1, nan, -2}, ones(4), 1, []bool{false, true, false, false}},
+		{nil, nil, 3, []bool{}},
+		// Decisions that send half the time: four customers fill two sends.
+		{[]float64{1, 5, 3, 2, 4, 6}, []float64{0.5, 0.5, 0.5, 0.5, 0.5, 0.5}, 2, []bool{false, true, true, false, true, true}},
+		// The one that crosses the budget is kept: 0.9 + 0.3 + 0.9 ≥ 2.
+		{[]float64{9, 8, 7, 6}, []float64{0.9, 0.3, 0.9, 1}, 2, []bool{true, true, true, false}},
+		// A customer whose decision never sends adds nothing.
+		{[]float64{9, 8, 7}, []float64{0, 0, 1}, 1, []bool{true, true, true}},
 	}
 	for _, c := range cases {
-		if got := KeepTop(c.gains, c.k); !slices.Equal(got, c.want) {
-			t.Errorf("KeepTop(%v, %d) = %v, want %v", c.gains, c.k, got, c.want)
+		if got := KeepTop(c.gains, c.psend, c.k); !slices.Equal(got, c.want) {
+			t.Errorf("KeepTop(%v, %v, %d) = %v, want %v", c.gains, c.psend, c.k, got, c.want)
 		}
 	}
 }
@@ -496,23 +506,23 @@ func TestScanSegmentMatchesSendGain(t *testing.T) {
 	// sameGain records a scanned customer and checks that the scan's gain
 	// is what SendGain reads.
 	var got []string
-	sameGain := func(label, ref string, g float64, ok bool) error {
+	sameGain := func(label, ref string, g engine.Gain) error {
 		got = append(got, ref)
-		wg, wok, err := bd.SendGain(ref)
+		wg, err := bd.SendGain(ref)
 		if err != nil {
 			return err
 		}
-		if g != wg || ok != wok {
-			t.Errorf("%s%s: scan gain %v %v, SendGain %v %v", label, ref, g, ok, wg, wok)
+		if d := cmp.Diff(wg, g); d != "" {
+			t.Errorf("%s%s: scan gain against SendGain's (-SendGain +scan):\n%s", label, ref, d)
 		}
 		return nil
 	}
 	open := 0
-	err = bd.ScanSegment(seg, true, func(ref string, g float64, ok bool) error {
-		if !ok {
+	err = bd.ScanSegment(seg, true, func(ref string, g engine.Gain) error {
+		if !g.OK {
 			open++
 		}
-		return sameGain("", ref, g, ok)
+		return sameGain("", ref, g)
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -540,8 +550,8 @@ func TestScanSegmentMatchesSendGain(t *testing.T) {
 		}
 	}
 	got = got[:0]
-	err = bd.ScanList(next(), true, func(ref string, g float64, ok bool) error {
-		return sameGain("list ", ref, g, ok)
+	err = bd.ScanList(next(), true, func(ref string, g engine.Gain) error {
+		return sameGain("list ", ref, g)
 	})
 	if err != nil || !slices.Equal(got, list) {
 		t.Errorf("ScanList: %v %v, want every listed customer in list order", got, err)
@@ -549,7 +559,7 @@ func TestScanSegmentMatchesSendGain(t *testing.T) {
 	// A segment filter and an early stop.
 	seg, _ = engine.ParseSegmentJSON([]byte(`{">=":{"frecuencia_90d":3}}`))
 	stopAt, calls := errors.New("enough"), 0
-	err = bd.ScanSegment(seg, false, func(ref string, g float64, ok bool) error {
+	err = bd.ScanSegment(seg, false, func(ref string, _ engine.Gain) error {
 		calls++
 		f, _ := e.eng.CustomerFeatures("acme", ref)
 		if v, _ := f.Get("frecuencia_90d", jobsStart); v < 3 {

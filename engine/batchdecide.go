@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -126,50 +127,65 @@ func (bd *BatchDecider) SendBudget() (remaining int64, limited bool) {
 	return remaining, true
 }
 
-// SendGain is the expected margin a send adds for the customer: the best
-// eligible action's μ minus μ of sending nothing (cents over the reward
-// window), as the decision would compute them. ok is false when the
-// customer cannot receive a send in this job whatever the budget: in the
-// control group, with a reward window open, or with no eligible action
-// (account closed, opted out of the channel, empty catalog). The budget cut
-// of a batch keeps the sends of the customers with the highest gains.
-func (bd *BatchDecider) SendGain(clienteRef string) (gain float64, ok bool, err error) {
+// Gain is what a send would bring one customer of a job, as the decision
+// would compute it (SendGain).
+type Gain struct {
+	// Cents is the expected margin a send adds: the best eligible action's
+	// μ minus μ of sending nothing (cents over the reward window).
+	Cents float64
+	// PSend is the probability that the customer's decision sends
+	// something: 1 − the policy's probability of never-send over the same
+	// candidates (exploration included).
+	PSend float64
+	// OK is false when the customer cannot receive a send in this job
+	// whatever the budget: in the control group, with a reward window
+	// open, or with no eligible action (account closed, opted out of the
+	// channel, empty catalog); Cents and PSend are 0 then.
+	OK bool
+}
+
+// SendGain is what a send would bring the customer. The budget cut of a
+// batch keeps the customers with the highest gains, as many as their
+// expected sends (PSend) fill the budget.
+func (bd *BatchDecider) SendGain(clienteRef string) (Gain, error) {
 	t := bd.t
 	cs, err := bd.e.loadCustomerState(t.ID, clienteRef, false)
 	if err != nil {
-		return 0, false, err
+		return Gain{}, err
 	}
 	f, err := bd.e.loadFeatures(t.ID, clienteRef)
 	if err != nil {
-		return 0, false, err
+		return Gain{}, err
 	}
-	g, ok := bd.gain(clienteRef, &f, &cs, &bd.scratch)
-	return g, ok, nil
+	return bd.gain(clienteRef, &f, &cs, &bd.scratch), nil
 }
 
-// gainScratch is gain's scratch memory: the candidates and their scores.
+// gainScratch is gain's scratch memory: the candidates, their scores and
+// the policy's distribution over them.
 type gainScratch struct {
 	cands  []candidate
 	scores scoreBuf
+	probs  []float64
 }
 
 // gain is SendGain for a customer whose features and state are read. It is
 // safe for concurrent use with distinct scratch.
-func (bd *BatchDecider) gain(clienteRef string, f *Features, cs *customerState, scratch *gainScratch) (float64, bool) {
+func (bd *BatchDecider) gain(clienteRef string, f *Features, cs *customerState, scratch *gainScratch) Gain {
 	t := bd.t
 	if cs.OpenNonce != "" && bd.now.Before(cs.OpenAt.Add(t.Settings.RewardWindow)) {
-		return 0, false
+		return Gain{}
 	}
 	if inControl(bd.e.secrets, t.ID, clienteRef, t.Settings.ControlShare) {
-		return 0, false
+		return Gain{}
 	}
 	cust := newCustomer(*f, bd.now, t.Settings.RewardWindow)
 	cs2, _ := eligibleInto(scratch.cands[:0], bd.ts.catalog.Load(), bd.campaign.Canal, cust)
 	scratch.cands = cs2
 	if len(cs2) < 2 {
-		return 0, false
+		return Gain{}
 	}
-	sc := bd.ts.model.Load().score(cust, cs2, t.Settings.OptoutPenaltyCents, &scratch.scores)
+	pm := bd.ts.model.Load()
+	sc := pm.score(cust, cs2, t.Settings.OptoutPenaltyCents, &scratch.scores)
 	best, zero := math.Inf(-1), 0.0
 	for _, c := range sc.cands {
 		if c.id == 0 {
@@ -178,7 +194,15 @@ func (bd *BatchDecider) gain(clienteRef string, f *Features, cs *customerState, 
 			best = c.mu
 		}
 	}
-	return best - zero, true
+	scratch.probs = slices.Grow(scratch.probs[:0], len(sc.cands))[:len(sc.cands)]
+	pm.m.Distribution(sc.scores, scratch.probs)
+	never := 0.0
+	for i, c := range sc.cands {
+		if c.id == 0 {
+			never = scratch.probs[i]
+		}
+	}
+	return Gain{Cents: best - zero, PSend: min(1, max(0, 1-never)), OK: true}
 }
 
 // eligibleInto is eligible for a batch (every action of the catalog on the
@@ -205,7 +229,7 @@ func eligibleInto(cands []candidate, cat *Catalog, canal string, cust *customer)
 // point reads); blocks of records are decoded, matched and scored by one
 // worker per CPU; fn sees them in order on the calling goroutine. An error
 // from fn stops the scan and is returned.
-func (bd *BatchDecider) ScanSegment(seg *Segment, withGain bool, fn func(clienteRef string, gain float64, ok bool) error) error {
+func (bd *BatchDecider) ScanSegment(seg *Segment, withGain bool, fn func(clienteRef string, g Gain) error) error {
 	return bd.scan(seg, withGain, nil, fn)
 }
 
@@ -213,11 +237,11 @@ func (bd *BatchDecider) ScanSegment(seg *Segment, withGain bool, fn func(cliente
 // returns false at the end): every listed customer, with history or not,
 // in the list's order. The reads are seeks that cost little when the list
 // is in ascending cliente_ref order.
-func (bd *BatchDecider) ScanList(next func() (string, bool), withGain bool, fn func(clienteRef string, gain float64, ok bool) error) error {
+func (bd *BatchDecider) ScanList(next func() (string, bool), withGain bool, fn func(clienteRef string, g Gain) error) error {
 	return bd.scan(nil, withGain, next, fn)
 }
 
-func (bd *BatchDecider) scan(seg *Segment, withGain bool, list func() (string, bool), fn func(clienteRef string, gain float64, ok bool) error) error {
+func (bd *BatchDecider) scan(seg *Segment, withGain bool, list func() (string, bool), fn func(clienteRef string, g Gain) error) error {
 	// One scoring worker per core, each on a low-priority thread; the
 	// cores, not GOMAXPROCS, which serve sets above them.
 	workers := max(1, runtime.NumCPU())
@@ -257,7 +281,7 @@ func (bd *BatchDecider) scan(seg *Segment, withGain bool, list func() (string, b
 			for i := range blk.items {
 				it := &blk.items[i]
 				if it.match {
-					if err := fn(it.ref, it.gain, it.ok); err != nil {
+					if err := fn(it.ref, it.gain); err != nil {
 						fnErr = err
 						stop.Store(true)
 						break
@@ -288,8 +312,8 @@ type scanBlock struct {
 type scanItem struct {
 	ref        string
 	val, state [2]int // spans of buf; [0] < 0: no record
-	match, ok  bool
-	gain       float64
+	match      bool
+	gain       Gain
 }
 
 const scanBlockSize = 512
@@ -440,7 +464,7 @@ func (sc *blockScanner) state(ref []byte, seek bool) (v []byte, found bool, err 
 func (bd *BatchDecider) scoreBlock(blk *scanBlock, seg *Segment, withGain bool, f *Features, scratch *gainScratch) {
 	for i := range blk.items {
 		it := &blk.items[i]
-		it.match, it.ok, it.gain = false, false, 0
+		it.match, it.gain = false, Gain{}
 		if it.val[0] < 0 {
 			if seg != nil {
 				continue
@@ -474,7 +498,7 @@ func (bd *BatchDecider) scoreBlock(blk *scanBlock, seg *Segment, withGain bool, 
 				continue // damaged: as above
 			}
 		}
-		it.gain, it.ok = bd.gain(it.ref, f, &cs, scratch)
+		it.gain = bd.gain(it.ref, f, &cs, scratch)
 	}
 }
 

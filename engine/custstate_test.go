@@ -187,8 +187,8 @@ func TestSendGainReadsDamagedStateRebuilt(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer bd.Close()
-	if _, ok, err := bd.SendGain(ana); ok || err != nil {
-		t.Errorf("SendGain: ok %v, err %v; want no send (window open)", ok, err)
+	if g, err := bd.SendGain(ana); g.OK || err != nil {
+		t.Errorf("SendGain: ok %v, err %v; want no send (window open)", g.OK, err)
 	}
 	if raw, err := db.Get(customerStateKey("acme", ana)); err != nil || string(raw) != "\xee" {
 		t.Errorf("state after SendGain: %q %v; want the damaged record left in place", raw, err)

@@ -464,7 +464,10 @@ func TestBatchResultLines(t *testing.T) {
 }
 
 // TestBatchBudgetCut checks max_envios: never more sends than the budget,
-// and the sends go to the customers with the highest expected gain.
+// and the sends go to the customers with the highest expected gain: the
+// cut keeps them, highest first, until their decisions' send
+// probabilities add up to the budget (batch.KeepTop), and names the budget
+// in the motive of every other eligible customer.
 func TestBatchBudgetCut(t *testing.T) {
 	h, tok := batchHarness(t)
 	const k = 6
@@ -499,14 +502,14 @@ func TestBatchBudgetCut(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gains := map[string]float64{}
-	var eligible []float64
+	gains := map[string]engine.Gain{}
+	var eligible []engine.Gain
 	for _, r := range clientes {
-		g, ok, err := bd.SendGain(r)
+		g, err := bd.SendGain(r)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if ok {
+		if g.OK {
 			gains[r] = g
 			eligible = append(eligible, g)
 		}
@@ -515,29 +518,40 @@ func TestBatchBudgetCut(t *testing.T) {
 	if _, ok := gains[clientes[0]]; ok {
 		t.Errorf("opted-out customer counted as able to receive a send")
 	}
-	sort.Sort(sort.Reverse(sort.Float64Slice(eligible)))
-	if eligible[0] <= 0 || eligible[k-1] == eligible[k] {
-		t.Fatalf("gains do not separate the top %d: %v", k, eligible)
+	sort.SliceStable(eligible, func(i, j int) bool { return eligible[i].Cents > eligible[j].Cents })
+	kept, expected := 0, 0.0
+	for kept < len(eligible) && expected < k {
+		expected += eligible[kept].PSend
+		kept++
 	}
-	kth := eligible[k-1]
+	if kept <= k || kept == len(eligible) || eligible[kept-1].Cents == eligible[kept].Cents {
+		t.Fatalf("the cut does not test the rule: keeps %d of %d for %d sends (gains %v)", kept, len(eligible), k, eligible)
+	}
+	last := eligible[kept-1].Cents
 
 	runJobs(h)
 	ls := result(h, tok, id)
 	if len(ls) != len(clientes) {
 		t.Fatalf("%d lines, want %d", len(ls), len(clientes))
 	}
-	sends := 0
+	sends, cut := 0, 0
 	for _, l := range ls {
 		ref := l["cliente_ref"].(string)
-		if l["accion"].(float64) == 0 {
-			if g, ok := gains[ref]; ok && g < kth && !strings.Contains(l["motivo"].(string), "presupuesto") {
-				t.Errorf("customer %s outside the cut: motivo %q does not name the budget", ref, l["motivo"])
+		g, ok := gains[ref]
+		outside := ok && g.Cents < last
+		if outside {
+			cut++
+			if l["accion"].(float64) != 0 || !strings.Contains(l["motivo"].(string), "reservó a los clientes de mayor margen") {
+				t.Errorf("customer %s outside the cut: accion %v, motivo %q does not name the cut", ref, l["accion"], l["motivo"])
 			}
-			continue
+		} else if ok && strings.Contains(l["motivo"].(string), "reservó a los clientes de mayor margen") {
+			t.Errorf("customer %s inside the cut (gain %v) decided as cut: %q", ref, g.Cents, l["motivo"])
 		}
-		sends++
-		if g, ok := gains[ref]; !ok || g < kth {
-			t.Errorf("customer %s got a send with gain %v (ok %v) below the %d-th highest %v", ref, g, ok, k, kth)
+		if l["accion"].(float64) != 0 {
+			sends++
+			if !ok || g.Cents < last {
+				t.Errorf("customer %s got a send with gain %v (ok %v) below the cut's last %v", ref, g.Cents, ok, last)
+			}
 		}
 	}
 	if sends > k {
@@ -546,7 +560,10 @@ func TestBatchBudgetCut(t *testing.T) {
 	if sends == 0 {
 		t.Errorf("no sends at all: the top customers expect a positive gain")
 	}
-	t.Logf("%d sends of budget %d; gains top %v", sends, k, eligible[:k+1])
+	if cut != len(eligible)-kept {
+		t.Errorf("%d eligible customers cut, want %d", cut, len(eligible)-kept)
+	}
+	t.Logf("%d sends of budget %d; %d of %d eligible kept (expected sends %.2f)", sends, k, kept, len(eligible), expected)
 
 	// The budget is spent across jobs: a second job can only use what is left.
 	advanceTenant(h, "acme", time.Hour)
