@@ -3,10 +3,12 @@
 package cli
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -475,5 +477,42 @@ func TestConsoleLoginWithoutServer(t *testing.T) {
 	err := Run(context.Background(), []string{"admin", "console", "login", "--data-dir", dir}, strings.NewReader(""), &out, &errOut)
 	if err != nil || !strings.Contains(out.String(), "/login?t=") || !strings.Contains(errOut.String(), "No coupond serve is running") {
 		t.Errorf("console login without a server: %v, out %q, err %q; want the link and a note that no serve runs", err, out.String(), errOut.String())
+	}
+}
+
+// TestAdminServerGoneMidCommand: a server that stops (killed, restarted in
+// place) while a forwarded command streams its answer leaves the client an
+// error that says so and that the command may have run; it said only
+// "admin socket: unexpected EOF" ("admin batch watch" across a kill -9).
+func TestAdminServerGoneMidCommand(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), adminSocket)
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() { // one answer: a frame of stdout, then the connection drops
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		req, err := http.ReadRequest(bufio.NewReader(c))
+		if err != nil {
+			return
+		}
+		io.Copy(io.Discard, req.Body)
+		frame := append([]byte{streamOut, 0, 0, 0, 5}, "hello"...)
+		fmt.Fprintf(c, "HTTP/1.1 200 OK\r\n%s: 1\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n", adminFramed, len(frame), frame)
+	}()
+	var out, errOut bytes.Buffer
+	err = forwardAdmin(t.Context(), sock, adminWait{dial: time.Second, total: time.Minute}, []string{"admin", "batch", "watch"}, &out, &errOut)
+	if out.String() != "hello" {
+		t.Errorf("stdout before the drop: %q, want %q", out.String(), "hello")
+	}
+	for _, want := range []string{sock, "closed the connection before the command ended", "may have run"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error %v; want one that says %q", err, want)
+		}
 	}
 }

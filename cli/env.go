@@ -327,7 +327,8 @@ func adminWaitOf(cmd *cobra.Command) adminWait {
 // forwardAdmin sends the command line to the server's admin socket, copies
 // the command's stdout to out and its stderr to errOut as they stream, and
 // returns the remote command's outcome. A connect or an answer that takes
-// longer than wait allows is an error naming the socket and what to do.
+// longer than wait allows is an error naming the socket and what to do, and
+// so is an answer cut short (the server stopped while the command ran).
 func forwardAdmin(ctx context.Context, sock string, wait adminWait, args []string, out, errOut io.Writer) error {
 	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, wait.total)
@@ -367,6 +368,10 @@ func forwardAdminCtx(ctx context.Context, sock string, dial time.Duration, args 
 		copyOut = func() error { return unframe(resp.Body, out, errOut) }
 	}
 	if err := copyOut(); err != nil {
+		if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) {
+			return fmt.Errorf("admin socket %s: the server closed the connection before the command ended: it stopped "+
+				"or restarted (see serve's log); the command may have run: check before repeating it: %w", sock, err)
+		}
 		return fmt.Errorf("admin socket: %w", err)
 	}
 	code, _ := strconv.Atoi(resp.Trailer.Get("X-Exit-Code"))
