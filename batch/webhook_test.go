@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -747,5 +748,66 @@ func TestDamagedWebhookRecordsQuarantined(t *testing.T) {
 	}
 	if len(q) != 2 {
 		t.Errorf("quarantined %d records, want 2 (the message and the registration): %+v", len(q), q)
+	}
+}
+
+// TestWebhookGivenUpAfterLastAttempt: a receiver that always fails gets
+// WebhookAttempts attempts of one message through the durable queue, the
+// first retry within 10 s (contract §7) and the last more than 24 hours
+// after the first (contract §4); the last is counted given up and the
+// message leaves the queue, so later passes attempt nothing.
+func TestWebhookGivenUpAfterLastAttempt(t *testing.T) {
+	e := newJobEnv(t, storefs.Mem(), "db", 2, -1)
+	w := NewWebhooks(e.db, NewDeliverer(DelivererConfig{AllowPrivate: true}), zerolog.Nop(), e.clock.Now, 7)
+	var mu sync.Mutex
+	var at []time.Time // the fake clock at each attempt
+	var outcomes []string
+	w.Observe(Observer{WebhookAttempt: func(_, outcome string) {
+		mu.Lock()
+		outcomes = append(outcomes, outcome)
+		mu.Unlock()
+	}})
+	hs := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, _ *http.Request) {
+		mu.Lock()
+		at = append(at, e.clock.Now())
+		mu.Unlock()
+		rw.WriteHeader(http.StatusInternalServerError)
+	}))
+	t.Cleanup(hs.Close)
+	if _, err := w.Register("acme", hs.URL, []string{EventLoteCompletado}, jobsStart); err != nil {
+		t.Fatal(err)
+	}
+	done := jobsStart
+	if err := w.Enqueue(&Job{ID: "lote_a", Tenant: "acme", CampanaID: "camp", Estado: api.EstadoCompletado, CompletadoEn: &done}); err != nil {
+		t.Fatal(err)
+	}
+	for step := range 60 * 45 { // 45 hours: past the longest schedule (38h03m)
+		w.DeliverDue(t.Context())
+		if step < 60 {
+			e.clock.Advance(time.Second)
+		} else {
+			e.clock.Advance(time.Minute)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	want := slices.Repeat([]string{WebhookRetry}, WebhookAttempts-1)
+	want = append(want, WebhookGivenUp)
+	if diff := cmp.Diff(want, outcomes); diff != "" {
+		t.Fatalf("outcomes (-want +got):\n%s", diff)
+	}
+	if first := at[1].Sub(at[0]); first > 10*time.Second {
+		t.Errorf("first retry %s after the first attempt, want within 10s", first)
+	}
+	if span := at[len(at)-1].Sub(at[0]); span < 24*time.Hour {
+		t.Errorf("attempts span %s, want more than 24h", span)
+	}
+	lo, hi := store.WebhookQueueSpan("acme")
+	left := 0
+	if err := e.db.Scan(lo, hi, func(_, _ []byte) error { left++; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if left != 0 {
+		t.Errorf("%d messages left in the queue after giving up, want 0", left)
 	}
 }
