@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/coupond/coupond/privacy"
 	"github.com/coupond/coupond/store"
 )
 
@@ -34,6 +35,9 @@ func prepareDataDir(dir string) error {
 	if err := refuseSharedDataDir(dir, info); err != nil {
 		return err
 	}
+	if err := refuseForeignDir(dir); err != nil {
+		return err
+	}
 	return filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return dataDirError(dir, err)
@@ -56,6 +60,33 @@ func prepareDataDir(dir string) error {
 		}
 		return nil
 	})
+}
+
+// refuseForeignDir refuses dir, changing nothing, when it holds no coupond
+// data (privacy.HoldsCoupondData) but holds something other than regular
+// files: a directory (a file system's empty lost+found aside), a symbolic
+// link, a socket. That is a mistyped --data-dir such as /, a home or /etc,
+// whose whole tree prepareDataDir's tightening would otherwise make
+// owner-only (0600 files lose their execute bits) before the store was
+// written into it. A new data dir is missing, empty, or holds only the
+// files its operator put there first (the README's serve.log).
+func refuseForeignDir(dir string) error {
+	if privacy.HoldsCoupondData(dir) {
+		return nil
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return dataDirError(dir, err)
+	}
+	for _, d := range entries {
+		if d.Type().IsRegular() || (d.Name() == "lost+found" && d.IsDir()) {
+			continue
+		}
+		return fmt.Errorf("--data-dir %s is not a coupond data dir (no db, no keys.json) and holds %s, which a data dir does not: "+
+			"refusing to use it, nothing changed; give --data-dir (or COUPOND_DATA_DIR) the server's data dir, or a missing or empty directory",
+			dir, filepath.Join(dir, d.Name()))
+	}
+	return nil
 }
 
 // refuseSharedDataDir refuses the data dir dir, whose info is given, when

@@ -392,3 +392,114 @@ func TestChmodErrorSaysWhoOwnsIt(t *testing.T) {
 		}
 	}
 }
+
+// TestRefusesForeignDataDir: a --data-dir that holds no coupond data but
+// holds a directory or a symbolic link (a mistyped path such as /, a home
+// or /etc) is refused by serve and every admin command before anything in
+// it changes: no mode tightened (an executable kept its execute bits, a
+// 0755 directory stayed 0755), no store, keys or lock written. A new data
+// dir that holds only files its operator put there (the README's
+// serve.log) or a file system's lost+found is used.
+func TestRefusesForeignDataDir(t *testing.T) {
+	tests := []struct {
+		name   string
+		make   func(t *testing.T, dir string) // fills dir (0755)
+		refuse bool
+	}{
+		{"a tree with an executable", func(t *testing.T, dir string) {
+			mustMkdir(t, filepath.Join(dir, "bin"), 0o755)
+			mustWrite(t, filepath.Join(dir, "bin", "tool"), 0o755)
+		}, true},
+		{"a symbolic link", func(t *testing.T, dir string) {
+			if err := os.Symlink("/", filepath.Join(dir, "root")); err != nil {
+				t.Fatal(err)
+			}
+		}, true},
+		{"an empty dir", func(*testing.T, string) {}, false},
+		{"the operator's serve.log", func(t *testing.T, dir string) { mustWrite(t, filepath.Join(dir, "serve.log"), 0o644) }, false},
+		{"a file system's lost+found", func(t *testing.T, dir string) { mustMkdir(t, filepath.Join(dir, "lost+found"), 0o700) }, false},
+	}
+	cmds := [][]string{
+		{"admin", "tenant", "create", "acme"},
+		{"admin", "tenant", "list"},
+		{"serve", "--addr", "127.0.0.1:0", "--console-addr", ""},
+	}
+	for _, tc := range tests {
+		for _, args := range cmds[:len(cmds)-1] {
+			t.Run(tc.name+"/"+strings.Join(args, " "), func(t *testing.T) {
+				dir := filepath.Join(t.TempDir(), "data")
+				mustMkdir(t, dir, 0o755)
+				tc.make(t, dir)
+				before := modes(t, dir)
+				_, _, err := runCLI(t, append(args, "--data-dir", dir)...)
+				if !tc.refuse {
+					if err != nil {
+						t.Fatalf("%v: %v, want the dir used", args, err)
+					}
+					return
+				}
+				if err == nil || !strings.Contains(err.Error(), "--data-dir "+dir+" is not a coupond data dir") {
+					t.Fatalf("%v: %v, want a refusal naming --data-dir", args, err)
+				}
+				if diff := cmp.Diff(before, modes(t, dir)); diff != "" {
+					t.Errorf("%v changed the refused dir (-before +after):\n%s", args, diff)
+				}
+			})
+		}
+	}
+	// serve: refused before it opens anything (it would listen otherwise).
+	dir := filepath.Join(t.TempDir(), "data")
+	mustMkdir(t, dir, 0o755)
+	tests[0].make(t, dir)
+	before := modes(t, dir)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err := Run(ctx, append(cmds[2], "--data-dir", dir), nil, io.Discard, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "is not a coupond data dir") {
+		t.Errorf("serve: %v, want a refusal", err)
+	}
+	if diff := cmp.Diff(before, modes(t, dir)); diff != "" {
+		t.Errorf("serve changed the refused dir (-before +after):\n%s", diff)
+	}
+}
+
+// modes maps every path under dir to its mode (type and permissions).
+func modes(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	m := map[string]string{}
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		m[path] = info.Mode().String()
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func mustMkdir(t *testing.T, dir string, mode os.FileMode) {
+	t.Helper()
+	if err := os.Mkdir(dir, mode); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, mode); err != nil { // whatever the umask
+		t.Fatal(err)
+	}
+}
+
+func mustWrite(t *testing.T, path string, mode os.FileMode) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte("#!/bin/sh\n"), mode); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(path, mode); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -294,13 +294,23 @@ func checkTarget(dataDir, src string) error {
 	if err != nil {
 		return fmt.Errorf("--data-dir %s: %w", dataDir, err)
 	}
-	// The names that mark a coupond data dir (or one a restore ran in).
-	for _, name := range []string{"db", restoringDir, replacedDir, store.SecretsFile, lockFile, backupsFile, registryCopy, "results"} {
-		if _, err := os.Lstat(filepath.Join(dataDir, name)); err == nil {
-			return nil
-		}
+	if HoldsCoupondData(dataDir) {
+		return nil
 	}
 	return fmt.Errorf("--data-dir %s is not empty and is not a coupond data dir (no db, no keys.json): restore into an empty or missing directory, or into the data dir to replace", dataDir)
+}
+
+// HoldsCoupondData reports whether dir holds one of the names that mark a
+// coupond data dir (or one a restore ran in): its store, its keys, its
+// lock, its backup list or its batch results. A directory that holds none
+// of them is not a data dir, whatever else it holds.
+func HoldsCoupondData(dir string) bool {
+	for _, name := range []string{"db", restoringDir, replacedDir, store.SecretsFile, lockFile, backupsFile, registryCopy, "results"} {
+		if _, err := os.Lstat(filepath.Join(dir, name)); err == nil {
+			return true
+		}
+	}
+	return false
 }
 
 // within reports whether path is dir or lies inside it.
