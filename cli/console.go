@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/netip"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -106,9 +107,9 @@ func consoleLoginCmd(a *app) *cobra.Command {
 			return fmt.Errorf("the running server serves no console (its --console-addr is empty): restart serve with --console-addr %s to sign in", strings.TrimPrefix(defaultConsoleURL, "http://"))
 		}
 		u = strings.TrimSuffix(u, "/")
-		pu, err := url.Parse(u)
-		if err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" {
-			return fmt.Errorf("--url %q: want the console's http or https base URL such as %s", u, defaultConsoleURL)
+		pu, err := parseConsoleURL(u)
+		if err != nil {
+			return err
 		}
 		tok, err := console.NewLink(e.db, e.now())
 		if err != nil {
@@ -131,6 +132,30 @@ func consoleLoginCmd(a *app) *cobra.Command {
 	})
 	cmd.Flags().StringVar(&base, "url", defaultConsoleURL, "the console's base URL as your browser reaches it (default: the running server's console address; env COUPOND_URL)")
 	return cmd
+}
+
+// parseConsoleURL parses u, the console's base URL of "admin console
+// login": http or https with a host, a port (if any) from 1 to 65535, and
+// no user, query or fragment, which the link's "/login?t=TOKEN" appended
+// to it would land in (a "#x" base put the token in the fragment: a link
+// that could never sign in). The error names --url.
+func parseConsoleURL(u string) (*url.URL, error) {
+	bad := func(why string) error {
+		return fmt.Errorf("--url %q: want the console's http or https base URL such as %s%s", u, defaultConsoleURL, why)
+	}
+	pu, err := url.Parse(u)
+	if err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" {
+		return nil, bad("")
+	}
+	if pu.User != nil || pu.RawQuery != "" || pu.ForceQuery || strings.Contains(u, "#") {
+		return nil, bad(", without user, query or fragment")
+	}
+	if p := pu.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return nil, bad(", with a port from 1 to 65535")
+		}
+	}
+	return pu, nil
 }
 
 // sshForward is the -L argument that brings the console to link's address

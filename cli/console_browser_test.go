@@ -372,12 +372,15 @@ func TestConsoleLoginHintWithURL(t *testing.T) {
 }
 
 // TestConsoleLoginURL: --url must be the console's http or https base URL
-// (else an error naming --url, and no link is issued); a trailing slash
-// does not double the link's.
+// (else an error naming --url, and no link is issued): no user, query or
+// fragment, which the appended "/login?t=TOKEN" would land in, and a port
+// a browser can reach; a trailing slash does not double the link's.
 func TestConsoleLoginURL(t *testing.T) {
 	dir := t.TempDir()
 	runIn(t, dir, "admin", "tenant", "create", "acme")
-	for _, bad := range []string{"localhost:8081", "ftp://127.0.0.1:8081", "http://", "127.0.0.1:8081"} {
+	for _, bad := range []string{"localhost:8081", "ftp://127.0.0.1:8081", "http://", "127.0.0.1:8081",
+		"http://127.0.0.1:8081/#x", "http://127.0.0.1:8081#", "http://127.0.0.1:8081/?a=1", "http://127.0.0.1:8081?",
+		"http://user:pw@127.0.0.1:8081", "https://[::1]:99999", "http://127.0.0.1:0"} {
 		if _, _, err := runCLI(t, "admin", "console", "login", "--url", bad, "--data-dir", dir); err == nil || !strings.Contains(err.Error(), "--url") {
 			t.Errorf("--url %q: err %v, want one naming --url", bad, err)
 		}
