@@ -17,6 +17,7 @@ import (
 	"github.com/coupond/coupond/engine"
 	"github.com/coupond/coupond/engine/ope"
 	"github.com/coupond/coupond/policy"
+	"github.com/coupond/coupond/server/schema"
 	"github.com/coupond/coupond/store"
 )
 
@@ -39,7 +40,14 @@ func evaluateCmd(a *app) *cobra.Command {
 	})
 	cmd.Flags().StringVar(&campana, "campana", "", "only decisions of this campaign")
 	cmd.Flags().IntVar(&replicates, "replicates", 100, "bootstrap replicates, 2 to 100000")
-	cmd.PreRunE = func(*cobra.Command, []string) error {
+	cmd.PreRunE = func(cmd *cobra.Command, _ []string) error {
+		// A campana_id is of the API's ID pattern: any other value names
+		// no campaign's decisions (it read "records 0" as if the campaign
+		// had none), and a newline or escape in it was printed raw into the
+		// report's header.
+		if cmd.Flags().Changed("campana") && !schema.ValidID(campana) {
+			return fmt.Errorf("--campana: want a campana_id, 1 to 128 characters of A-Z a-z 0-9 _ . : - starting with a letter or digit, got %q", campana)
+		}
 		if err := checkAtLeast(flagMin{"replicates", replicates, 2}); err != nil {
 			return err
 		}

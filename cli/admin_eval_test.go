@@ -96,6 +96,41 @@ func TestEvaluateReplicatesBounded(t *testing.T) {
 	runIn(t, dir, "admin", "evaluate", "--tenant", "acme", "--replicates", "2")
 }
 
+// TestEvaluateCampanaIsAnID: --campana takes a campana_id (the API's ID
+// pattern), else an error naming the flag before any store is opened; it
+// accepted any text, read "records 0" for a value no decision can carry,
+// and printed a newline in it raw into the report's header.
+func TestEvaluateCampanaIsAnID(t *testing.T) {
+	dir := t.TempDir()
+	runIn(t, dir, "admin", "tenant", "create", "acme")
+	tests := []struct {
+		campana string
+		ok      bool
+	}{
+		{"navidad-2026", true},
+		{"a.b:c_d-1", true},
+		{strings.Repeat("c", 128), true},
+		{"", false},
+		{"../x", false},
+		{"-x", false},
+		{"a\nb", false},
+		{"a\nrecords 99", false},
+		{"ñandú", false},
+		{strings.Repeat("c", 129), false},
+	}
+	for _, tc := range tests {
+		out, _, err := runCLI(t, "admin", "evaluate", "--tenant", "acme", "--campana="+tc.campana, "--data-dir", dir)
+		switch {
+		case tc.ok && err != nil:
+			t.Errorf("evaluate --campana %q: %v", tc.campana, err)
+		case tc.ok && !strings.Contains(out, "campana "+tc.campana+" "):
+			t.Errorf("evaluate --campana %q: header does not name it:\n%s", tc.campana, out)
+		case !tc.ok && (err == nil || !strings.Contains(err.Error(), "--campana")):
+			t.Errorf("evaluate --campana %q: %v, want an error naming --campana", tc.campana, err)
+		}
+	}
+}
+
 // TestShadowReportSaysWhatItSkipped: a decision record that does not
 // decode is skipped by the shadow report and counted; the text report says
 // so, as admin evaluate's "left out" does, instead of reporting on fewer
