@@ -495,14 +495,16 @@ func (e *env) createCredential(tenant, name string, scopes []string) (*store.Cre
 }
 
 // checkCredentialName checks --name: 1 to 128 characters of UTF-8 text,
-// not all blank, without control characters (listings print it to a
-// terminal and into a tab-separated table).
+// not all blank, without control characters or bidirectional controls
+// (listings print it to a terminal and into a tab-separated table, where a
+// right-to-left override reorders the rest of the row).
 func checkCredentialName(name string) error {
 	if n := utf8.RuneCountInString(name); n == 0 || n > 128 || strings.TrimSpace(name) == "" {
 		return fmt.Errorf("--name: want 1 to 128 characters, not all blank")
 	}
-	if !utf8.ValidString(name) || strings.ContainsFunc(name, unicode.IsControl) {
-		return fmt.Errorf("--name: want text without control characters (tab, newline, escape) and in UTF-8, got %q", name)
+	control := func(r rune) bool { return unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r) }
+	if !utf8.ValidString(name) || strings.ContainsFunc(name, control) {
+		return fmt.Errorf("--name: want text without control characters (tab, newline, escape, bidirectional overrides) and in UTF-8, got %q", name)
 	}
 	return nil
 }

@@ -430,10 +430,13 @@ func TestAuditRefusesMissingDataDir(t *testing.T) {
 // written raw to the operator's terminal by credential list, where they
 // recolour or forge lines of the table; invalid UTF-8 too. The length
 // counted bytes, so 100 accented letters were refused as too long.
+// Bidirectional controls (a right-to-left override, an isolate) passed:
+// printed, they reorder the rest of the listing's row.
 func TestCredentialNameIsText(t *testing.T) {
 	dir := t.TempDir()
 	runIn(t, dir, "admin", "tenant", "create", "acme")
-	for _, name := range []string{"", "  ", "crm\x1b[31m", "crm\nci_fake  admin  active", "a\tb", "a\x00b", "a\x7fb", "caf\xe9", strings.Repeat("ñ", 129)} {
+	for _, name := range []string{"", "  ", "crm\x1b[31m", "crm\nci_fake  admin  active", "a\tb", "a\x00b", "a\x7fb", "caf\xe9", strings.Repeat("ñ", 129),
+		"crm\u202eevitca", "crm\u2067x", "a\u200fb"} {
 		_, _, err := runCLI(t, "admin", "credential", "create", "--tenant", "acme", "--name", name, "--scopes", "eventos:publicar", "--data-dir", dir)
 		if err == nil || !strings.Contains(err.Error(), "--name") {
 			t.Errorf("credential create --name %q: %v; want an error naming --name", name, err)
