@@ -87,7 +87,23 @@ func checkCmd(a *app) *cobra.Command {
 	})
 	cmd.Flags().StringVar(&tenant, "tenant", "", "only this tenant (default: every tenant)")
 	cmd.Flags().BoolVar(&repair, "repair", false, "move the damaged records to quarantine")
+	cmd.PreRunE = refuseEmptyTenant(&tenant)
 	return cmd
+}
+
+// refuseEmptyTenant is the PreRunE of a command whose --tenant is optional
+// (without it: every tenant): a --tenant given empty, as a shell variable
+// that expanded to nothing gives it, is an error naming the flag. It ran
+// the command over every tenant, and "check --repair --tenant \"$T\""
+// then also acknowledged the whole store's damaged logs, which only a
+// repair without --tenant does.
+func refuseEmptyTenant(tenant *string) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, _ []string) error {
+		if cmd.Flags().Changed("tenant") && *tenant == "" {
+			return fmt.Errorf("--tenant: want a tenant id, got an empty value (leave --tenant out for every tenant)")
+		}
+		return nil
+	}
 }
 
 // printCheckText is admin check's text report.

@@ -445,3 +445,33 @@ func TestAdminCheckSaysWhatResultDownloadAnswers(t *testing.T) {
 		}
 	}
 }
+
+// TestOptionalTenantNotEmpty: a --tenant given empty (a shell variable
+// that expanded to nothing) to a command whose --tenant is optional is an
+// error naming the flag; it ran over every tenant, and check --repair
+// then acknowledged the whole store's damaged logs. Without --tenant the
+// command runs over every tenant as before.
+func TestOptionalTenantNotEmpty(t *testing.T) {
+	dir := t.TempDir()
+	runIn(t, dir, "admin", "tenant", "create", "acme")
+	tests := []struct {
+		args    []string
+		wantErr bool
+	}{
+		{[]string{"admin", "check", "--repair", "--tenant", ""}, true},
+		{[]string{"admin", "check", "--tenant="}, true},
+		{[]string{"admin", "console", "audit", "--tenant", ""}, true},
+		{[]string{"admin", "check", "--repair"}, false},
+		{[]string{"admin", "check", "--tenant", "acme"}, false},
+		{[]string{"admin", "console", "audit"}, false},
+	}
+	for _, tc := range tests {
+		_, _, err := runCLI(t, append(tc.args, "--data-dir", dir)...)
+		switch {
+		case tc.wantErr && (err == nil || !strings.Contains(err.Error(), "--tenant")):
+			t.Errorf("%q: %v, want an error naming --tenant", tc.args, err)
+		case !tc.wantErr && err != nil:
+			t.Errorf("%q: %v", tc.args, err)
+		}
+	}
+}

@@ -227,6 +227,7 @@ func consoleAuditCmd(a *app) *cobra.Command {
 	})
 	cmd.Flags().StringVar(&tenant, "tenant", "", "only this tenant's entries")
 	cmd.Flags().IntVar(&last, "last", 1000, "at most this many entries (the latest)")
+	cmd.PreRunE = refuseEmptyTenant(&tenant)
 	return cmd
 }
 
