@@ -411,14 +411,17 @@ func parseOnOff(flag, v string) (bool, error) {
 }
 
 // parseDays parses a Go duration that may also use d for days ("7d",
-// "1d12h", "36h"). A duration beyond time.Duration's range (about 292
-// years) is an error that says so, not a wrapped-around value.
+// "1d12h", "36h"): the days a decimal number ("1.5d", "-1d"), then no sign
+// ("1d-1h" read as 23h, and "1_0d", "0x1p3d" or "1e1d" as 10, 8 and 10
+// days, strconv.ParseFloat's syntaxes). A duration beyond time.Duration's
+// range (about 292 years) is an error that says so, not a wrapped-around
+// value.
 func parseDays(s string) (time.Duration, error) {
 	in := s
 	var total time.Duration
 	if i := strings.IndexByte(s, 'd'); i >= 0 {
 		days, err := strconv.ParseFloat(s[:i], 64)
-		if err != nil || math.IsNaN(days) || math.IsInf(days, 0) {
+		if err != nil || !decimalNumber(s[:i]) || strings.HasPrefix(s[i+1:], "-") || strings.HasPrefix(s[i+1:], "+") {
 			return 0, fmt.Errorf("bad duration %q", in)
 		}
 		if math.Abs(days) > maxDays {
@@ -439,6 +442,15 @@ func parseDays(s string) (time.Duration, error) {
 		return 0, fmt.Errorf("duration %q is too long (at most %d days)", in, int(maxDays))
 	}
 	return sum, nil
+}
+
+// decimalNumber reports whether s is digits with an optional leading '-'
+// and an optional fraction: "7", "1.5", "-1".
+func decimalNumber(s string) bool {
+	s = strings.TrimPrefix(s, "-")
+	whole, frac, _ := strings.Cut(s, ".")
+	digits := func(x string) bool { return !strings.ContainsFunc(x, func(r rune) bool { return r < '0' || r > '9' }) }
+	return whole != "" && digits(whole) && digits(frac)
 }
 
 // maxDays is the most days a time.Duration holds, whole days only.

@@ -575,6 +575,16 @@ func TestParseDaysRange(t *testing.T) {
 		{"NaNd", 0, `bad duration "NaNd"`},
 		{"Infd", 0, `bad duration "Infd"`},
 		{"1dx", 0, `bad duration "1dx"`},
+		{"1.5d", 36 * time.Hour, ""},
+		{"-1d", -24 * time.Hour, ""},
+		{"1d-1h", 0, `bad duration "1d-1h"`},
+		{"1d+1h", 0, `bad duration "1d+1h"`},
+		{"+7d", 0, `bad duration "+7d"`},
+		{"1_0d", 0, `bad duration "1_0d"`},
+		{"0x1p3d", 0, `bad duration "0x1p3d"`},
+		{"1e1d", 0, `bad duration "1e1d"`},
+		{".5d", 0, `bad duration ".5d"`},
+		{"d", 0, `bad duration "d"`},
 	} {
 		got, err := parseDays(tc.in)
 		if tc.wantErr != "" {
