@@ -46,6 +46,12 @@ func pprofCmd(a *app) *cobra.Command {
 		if outPath == "" {
 			return fmt.Errorf("--out: required")
 		}
+		// A directory would be found only at the end, after the sampling,
+		// as "rename DIR.tmp DIR: file exists", the profile first written
+		// beside it in its parent.
+		if st, err := os.Stat(outPath); err == nil && st.IsDir() {
+			return fmt.Errorf("--out %s is a directory: give the file to write the profile to", outPath)
+		}
 		sock := filepath.Join(a.dataDir, adminSocket)
 		conn, err := net.DialTimeout("unix", sock, time.Second)
 		if err != nil {

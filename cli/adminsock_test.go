@@ -350,6 +350,33 @@ func TestPprofWritesWhole(t *testing.T) {
 	}
 }
 
+// TestPprofOutDirectory: an --out that is a directory is an error naming
+// --out before any sampling, and nothing is written beside it; it sampled
+// first and then failed with "rename DIR.tmp DIR: file exists".
+func TestPprofOutDirectory(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	runIn(t, dir, "admin", "tenant", "create", "acme")
+	serveAdminOn(t, dir)
+	parent := t.TempDir()
+	for _, out := range []string{parent, filepath.Join(parent, "full")} {
+		if out != parent {
+			if err := os.Mkdir(out, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(out, "x"), nil, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		_, _, err := runCLI(t, "admin", "debug", "pprof", "--kind", "heap", "--out", out, "--data-dir", dir)
+		if err == nil || !strings.Contains(err.Error(), "--out "+out+" is a directory") {
+			t.Errorf("pprof --out %s: %v, want an error saying --out is a directory", out, err)
+		}
+		if _, err := os.Stat(out + ".tmp"); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("pprof --out %s left %s.tmp: %v", out, out, err)
+		}
+	}
+}
+
 // TestPprofJSON: admin debug pprof --json prints one JSON value on stdout,
 // as every admin command does (it printed nothing there, only the line on
 // stderr), naming the kind, the file and its size; the profile still goes
