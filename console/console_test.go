@@ -652,6 +652,21 @@ func TestWebhookPasswordMasked(t *testing.T) {
 	}
 }
 
+// TestWebhookQueryValuesMasked: a receiver's token in the webhook URL's
+// query is masked on the tenant page, its name kept.
+func TestWebhookQueryValuesMasked(t *testing.T) {
+	h := newHarness(t)
+	if _, err := h.console.d.Webhooks.Register("acme", "https://hooks.example/in?token=s3cr3t&canal=crm", []string{"lote.completado"}, h.clock.Now()); err != nil {
+		t.Fatal(err)
+	}
+	c := h.client()
+	h.signIn(c, h.link())
+	st, page := get(t, c, h.con.URL+"/t/acme")
+	if st != http.StatusOK || !strings.Contains(page, "https://hooks.example/in?canal=xxxxx&amp;token=xxxxx") || strings.Contains(page, "s3cr3t") {
+		t.Errorf("tenant page: %d, want the webhook URL with its query values masked\n%s", st, page)
+	}
+}
+
 // TestShadowTableUndefinedShares: the shadow report's shares without a
 // denominator (no coupon received yet, no decision compared with the
 // caller's rule) read n/a, as the page's other shares do, not 0.0 %.

@@ -302,10 +302,7 @@ func (c *Console) healthView(t *store.Tenant, h *hours) (healthView, error) {
 		return v, err
 	}
 	if reg, err := c.d.Webhooks.Registration(t.ID); err == nil && reg != nil {
-		v.Webhook = reg.URL
-		if u, err := url.Parse(reg.URL); err == nil && u.User != nil { // registered before such URLs were refused
-			v.Webhook = u.Redacted()
-		}
+		v.Webhook = maskedURL(reg.URL)
 	}
 	w24, w7 := h.sumPrefix(engine.CountWebhookPfx, 24), h.sumPrefix(engine.CountWebhookPfx, confirmHours)
 	for _, k := range []string{"delivered", "failed", "given_up", "dropped"} {
@@ -389,4 +386,28 @@ func (c *Console) pendingDeletions(tenant string, n int) ([]deletionView, bool, 
 		return nil
 	})
 	return out, more, err
+}
+
+// maskedURL is a webhook URL as the console shows it: a password (accepted
+// before PUT /v1/webhooks refused them) as xxxxx, and the query's values as
+// xxxxx, names kept, since a receiver's own token often travels there
+// ("?token=…"); the console's operators need to know where deliveries go,
+// not the receiver's credentials. A URL that does not parse is shown as
+// registered.
+func maskedURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return raw
+	}
+	if u.RawQuery != "" {
+		q := u.Query()
+		for k, vs := range q {
+			for i := range vs {
+				vs[i] = "xxxxx"
+			}
+			q[k] = vs
+		}
+		u.RawQuery = q.Encode()
+	}
+	return u.Redacted()
 }
