@@ -468,9 +468,12 @@ func (m *Model) updateGate(hold bool) {
 		if gb.State == GateOpen && gb.Pooled && mean < 0 {
 			gb.State = GateTesting // the condition it opened on no longer holds
 		}
-		look := gb.State == GateTesting && was == GateTesting && (ok || pooled) && !hold && m.opensNow(gb)
+		// Only a test that could open the band makes a look (opensNow):
+		// under GatePooledOwn the pooled test needs the band's own.
+		canOpen := ok || pooled && !m.cfg.GatePooledOwn
+		look := gb.State == GateTesting && was == GateTesting && canOpen && !hold && m.opensNow(gb)
 		own := ok && mean-m.openBar(gb.Since)*se > 0
-		if look && (own || pooled && mean >= 0 && (ok || !m.cfg.GatePooledOwn)) {
+		if look && (own || pooled && mean >= 0) {
 			gb.State = GateOpen
 			gb.Pooled = !own
 		}

@@ -915,3 +915,28 @@ func TestGateHoldsItsLookThroughABacklog(t *testing.T) {
 		t.Errorf("the pass that folds the rest: %+v, want open, looked at window 1", g.Bands[0])
 	}
 }
+
+// TestGatePooledLookNeedsOwnEvidence: under Config.GatePooledOwn the
+// pooled test alone cannot open a band, so an update where the band's own
+// test has too few decisions to be judged is no look (as in
+// TestGateLookNeedsATest), even while the pooled test passes: once the
+// band's own evidence can be judged later in the same window, the pooled
+// test opens it then, not a window later. Fails if the pooled test spends
+// the window's look of a band it could not open.
+func TestGatePooledLookNeedsOwnEvidence(t *testing.T) {
+	m, g := lookModel()
+	m.cfg.GatePooled, m.cfg.GatePooledOwn = true, true
+	fillTest(&g.Test, 2000, 300, 5000) // z ≈ 2.7: the pooled test passes
+	fillTest(&g.Fast, 2000, 300, 5000)
+	fillTest(&g.Bands[0].Test, int(m.cfg.GuardMinN)/2, 300, 5000) // too few to judge
+	m.updateGate(false)
+	if g.Bands[0].State != GateTesting || g.Bands[0].Looked != 0 {
+		t.Fatalf("an update without the band's own test: %+v, want testing, not looked at", g.Bands[0])
+	}
+	g.Windows = 1.5
+	fillTest(&g.Bands[0].Test, 900, 300, 5000) // z ≈ 1.8: judged, not on its own
+	m.updateGate(false)
+	if g.Bands[0].State != GateOpen || !g.Bands[0].Pooled || g.Bands[0].Looked != 1.5 {
+		t.Errorf("the first update with the band's own test: %+v, want open on the pooled test, looked at 1.5", g.Bands[0])
+	}
+}
