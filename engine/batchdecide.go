@@ -47,6 +47,9 @@ type BatchDecider struct {
 	now      time.Time
 	seq      int64
 	campaign *Campaign
+	// start is the campaign's budget when the job began (a copy): gain
+	// counts the coupons it affords, as fitBudget does at decision time.
+	start    budget
 	jobID    string
 	b        *store.Batch
 	pending  int
@@ -88,7 +91,13 @@ func (e *Engine) NewBatchDecider(tenant, jobID, campana string) (*BatchDecider, 
 	if err != nil {
 		return nil, err
 	}
-	return &BatchDecider{e: e, ts: ts, t: t, now: now, campaign: camp, jobID: jobID, b: e.db.NewBatch(), pace: e.NewBackgroundPacer(1)}, nil
+	bd := &BatchDecider{e: e, ts: ts, t: t, now: now, campaign: camp, jobID: jobID, b: e.db.NewBatch(), pace: e.NewBackgroundPacer(1)}
+	ts.budgetMu.Lock()
+	if bu, err := e.Campaigns.budgetLocked(ts, tenant, camp.ID); err == nil {
+		bd.start = *bu // else none spent: SendBudget reads the error as no budget left
+	}
+	ts.budgetMu.Unlock()
+	return bd, nil
 }
 
 // Now is the decision time of the job's first line.
@@ -140,13 +149,16 @@ type Gain struct {
 	// OK is false when the customer cannot receive a send in this job
 	// whatever the budget: in the control group, with a reward window
 	// open, or with no eligible action (account closed, opted out of the
-	// channel, empty catalog); Cents and PSend are 0 then.
+	// channel, empty catalog, none the budget affords); Cents and PSend
+	// are 0 then.
 	OK bool
 }
 
-// SendGain is what a send would bring the customer. The budget cut of a
-// batch keeps the customers with the highest gains, as many as their
-// expected sends (PSend) fill the budget.
+// SendGain is what a send would bring the customer, among the coupons the
+// campaign's budget affords at the job's start (fitBudget: under
+// max_descuento_mxn never a percentage coupon without descuento_max_mxn).
+// The budget cut of a batch keeps the customers with the highest gains, as
+// many as their expected sends (PSend) fill the budget.
 func (bd *BatchDecider) SendGain(clienteRef string) (Gain, error) {
 	t := bd.t
 	cs, err := bd.e.loadCustomerState(t.ID, clienteRef, false)
@@ -179,7 +191,7 @@ func (bd *BatchDecider) gain(clienteRef string, f *Features, cs *customerState, 
 		return Gain{}
 	}
 	cust := newCustomer(*f, bd.now, t.Settings.RewardWindow)
-	cs2, _ := eligibleInto(scratch.cands[:0], bd.ts.catalog.Load(), bd.campaign.Canal, cust)
+	cs2, _ := eligibleInto(scratch.cands[:0], bd.ts.catalog.Load(), bd.campaign, &bd.start, cust)
 	scratch.cands = cs2
 	if len(cs2) < 2 {
 		return Gain{}
@@ -205,16 +217,17 @@ func (bd *BatchDecider) gain(clienteRef string, f *Features, cs *customerState, 
 	return Gain{Cents: best - zero, PSend: min(1, max(0, 1-never)), OK: true}
 }
 
-// eligibleInto is eligible for a batch (every action of the catalog on the
-// channel), appending to cands.
-func eligibleInto(cands []candidate, cat *Catalog, canal string, cust *customer) ([]candidate, bool) {
+// eligibleInto is eligible for a batch of campaign camp (every action of
+// the catalog on its channel) with fitBudget's cut at budget bu, appending
+// to cands.
+func eligibleInto(cands []candidate, cat *Catalog, camp *Campaign, bu *budget, cust *customer) ([]candidate, bool) {
 	cands = append(cands, candidate{id: 0})
-	if cust.closed || cust.optedOut(canal) {
+	if cust.closed || cust.optedOut(camp.Canal) {
 		return cands, false
 	}
 	for i := range cat.Acciones {
 		a := &cat.Acciones[i]
-		if a.Activa && a.AllowsChannel(canal) {
+		if a.Activa && a.AllowsChannel(camp.Canal) && camp.affordable(bu, a) {
 			cands = append(cands, candidate{id: a.ID, action: a})
 		}
 	}
