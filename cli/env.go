@@ -471,6 +471,11 @@ func serveAdminAudit(ctx context.Context, sock string, live *env, audit *auditLo
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		out, errOut := adminOutputs(w, req.Streams)
 		w.WriteHeader(http.StatusOK)
+		// The header goes now, not with the command's first output: a
+		// server that stops before that output then leaves its client an
+		// answer cut short (forwardAdmin says the command may have run),
+		// not a bare EOF.
+		w.(http.Flusher).Flush()
 		root.SetArgs(req.Args)
 		root.SetOut(out)
 		root.SetErr(errOut)
