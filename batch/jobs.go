@@ -1142,8 +1142,9 @@ const progressStep = 1000
 // that the sends the kept customers' decisions are expected to draw fill
 // the budget (with every psend 1, the k highest). Keeping only k customers
 // would leave most of a budget unspent where the policy sends to a
-// fraction of them (while it tests, to about half). NaN marks a customer
-// who cannot receive a send; it never keeps one.
+// fraction of them (while it tests, to about half). A psend that is not a
+// probability (NaN, outside [0, 1]) counts as 1. A NaN gain marks a
+// customer who cannot receive a send; it never keeps one.
 func KeepTop(gains, psend []float64, k int64) []bool {
 	keep := make([]bool, len(gains))
 	idx := make([]int32, 0, len(gains))
@@ -1159,7 +1160,11 @@ func KeepTop(gains, psend []float64, k int64) []bool {
 			break
 		}
 		keep[i] = true
-		expected += psend[i]
+		if p := psend[i]; p >= 0 && p <= 1 {
+			expected += p
+		} else {
+			expected++ // not a probability (NaN): a sure send, not one that keeps every customer after it
+		}
 	}
 	return keep
 }

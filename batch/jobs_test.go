@@ -194,6 +194,11 @@ func TestKeepTop(t *testing.T) {
 		{[]float64{9, 8, 7, 6}, []float64{0.9, 0.3, 0.9, 1}, 2, []bool{true, true, true, false}},
 		// A customer whose decision never sends adds nothing.
 		{[]float64{9, 8, 7}, []float64{0, 0, 1}, 1, []bool{true, true, true}},
+		// A probability that is not one (NaN, out of [0, 1]) counts as a
+		// sure send (at most 1): it does not keep every customer after it.
+		{[]float64{9, 8, 7, 6}, []float64{nan, 1, 1, 1}, 2, []bool{true, true, false, false}},
+		{[]float64{9, 8, 7, 6}, []float64{-1, 1, 1, 1}, 2, []bool{true, true, false, false}},
+		{[]float64{9, 8, 7, 6}, []float64{5, 1, 1, 1}, 2, []bool{true, true, false, false}},
 	}
 	for _, c := range cases {
 		if got := KeepTop(c.gains, c.psend, c.k); !slices.Equal(got, c.want) {
