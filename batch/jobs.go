@@ -1026,12 +1026,16 @@ func (r *Runner) run(ctx context.Context, j *Job, log zerolog.Logger) error {
 // budget.
 func (r *Runner) scan(ctx context.Context, j *Job, bd *engine.BatchDecider) (refs []string, keep []bool, limited bool, err error) {
 	remaining, limited := bd.SendBudget()
-	var gains, psend []float64 // per customer in job order; gain NaN: cannot send
+	cents, capped := bd.DiscountBudget()
+	if !capped {
+		cents = -1
+	}
+	var gains, psend, cost []float64 // per customer in job order; gain NaN: cannot send
 	addGain := func(g engine.Gain) {
 		if !g.OK {
 			g.Cents = math.NaN()
 		}
-		gains, psend = append(gains, g.Cents), append(psend, g.PSend)
+		gains, psend, cost = append(gains, g.Cents), append(psend, g.PSend), append(cost, g.CostCents)
 	}
 	switch {
 	case j.Segmento != nil:
@@ -1066,7 +1070,7 @@ func (r *Runner) scan(ctx context.Context, j *Job, bd *engine.BatchDecider) (ref
 		}
 	}
 	if limited {
-		keep = KeepTop(gains, psend, remaining)
+		keep = KeepTop(gains, psend, cost, remaining, cents)
 	}
 	return refs, keep, limited, nil
 }
@@ -1137,15 +1141,18 @@ func (r *Runner) writeResult(ctx context.Context, j *Job, bd *engine.BatchDecide
 const progressStep = 1000
 
 // KeepTop returns which entries of gains keep their sends under a budget of
-// k sends: the highest gains (ties broken by position, earlier first), as
-// many as it takes for their send probabilities psend to add up to k, so
-// that the sends the kept customers' decisions are expected to draw fill
-// the budget (with every psend 1, the k highest). Keeping only k customers
+// k sends and, when cents is not negative, cents of discount: the highest
+// gains (ties broken by position, earlier first), as many as it takes for
+// their send probabilities psend to add up to k or their expected
+// discounts cost to cents, whichever comes first, so that what the kept
+// customers' decisions are expected to draw fills the budget (with every
+// psend 1 and no discount cap, the k highest). Keeping only k customers
 // would leave most of a budget unspent where the policy sends to a
 // fraction of them (while it tests, to about half). A psend that is not a
-// probability (NaN, outside [0, 1]) counts as 1. A NaN gain marks a
-// customer who cannot receive a send; it never keeps one.
-func KeepTop(gains, psend []float64, k int64) []bool {
+// probability (NaN, outside [0, 1]) counts as 1, a cost that is not a
+// finite non-negative amount as 0. A NaN gain marks a customer who cannot
+// receive a send; it never keeps one.
+func KeepTop(gains, psend, cost []float64, k, cents int64) []bool {
 	keep := make([]bool, len(gains))
 	idx := make([]int32, 0, len(gains))
 	for i, g := range gains {
@@ -1154,16 +1161,19 @@ func KeepTop(gains, psend []float64, k int64) []bool {
 		}
 	}
 	slices.SortStableFunc(idx, func(a, b int32) int { return cmp.Compare(gains[b], gains[a]) })
-	expected := 0.0
+	sends, spent := 0.0, 0.0
 	for _, i := range idx {
-		if expected >= float64(k) {
+		if sends >= float64(k) || cents >= 0 && spent >= float64(cents) {
 			break
 		}
 		keep[i] = true
 		if p := psend[i]; p >= 0 && p <= 1 {
-			expected += p
+			sends += p
 		} else {
-			expected++ // not a probability (NaN): a sure send, not one that keeps every customer after it
+			sends++ // not a probability (NaN): a sure send, not one that keeps every customer after it
+		}
+		if c := cost[i]; c >= 0 && !math.IsInf(c, 0) {
+			spent += c
 		}
 	}
 	return keep

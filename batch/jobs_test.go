@@ -172,37 +172,48 @@ func readLines(tb testing.TB, r *Runner, j *Job) [][]byte {
 }
 
 // TestKeepTop: the cut keeps the highest gains until their send
-// probabilities add up to the budget: with sure sends the k highest, with
-// decisions that send half the time about twice as many.
+// probabilities add up to the sends the budget affords, or their expected
+// discounts to its cents, whichever comes first: with sure sends and no
+// discount cap the k highest, with decisions that send half the time
+// about twice as many.
 func TestKeepTop(t *testing.T) {
 	nan := math.NaN()
 	ones := func(n int) []float64 { return slices.Repeat([]float64{1}, n) }
+	zeros := func(n int) []float64 { return make([]float64, n) }
 	cases := []struct {
-		gains, psend []float64
-		k            int64
-		want         []bool
+		gains, psend, cost []float64
+		k, cents           int64
+		want               []bool
 	}{
-		{[]float64{1, 5, 3, nan, 4}, ones(5), 2, []bool{false, true, false, false, true}},
-		{[]float64{1, 5, 3, nan, 4}, ones(5), 10, []bool{true, true, true, false, true}},
-		{[]float64{1, 5, 3, nan, 4}, ones(5), 0, []bool{false, false, false, false, false}},
-		{[]float64{2, 2, 2, 2}, ones(4), 2, []bool{true, true, false, false}}, // ties: earlier first
-		{[]float64{-3, -1, nan, -2}, ones(4), 1, []bool{false, true, false, false}},
-		{nil, nil, 3, []bool{}},
+		{[]float64{1, 5, 3, nan, 4}, ones(5), zeros(5), 2, -1, []bool{false, true, false, false, true}},
+		{[]float64{1, 5, 3, nan, 4}, ones(5), zeros(5), 10, -1, []bool{true, true, true, false, true}},
+		{[]float64{1, 5, 3, nan, 4}, ones(5), zeros(5), 0, -1, []bool{false, false, false, false, false}},
+		{[]float64{2, 2, 2, 2}, ones(4), zeros(4), 2, -1, []bool{true, true, false, false}}, // ties: earlier first
+		{[]float64{-3, -1, nan, -2}, ones(4), zeros(4), 1, -1, []bool{false, true, false, false}},
+		{nil, nil, nil, 3, -1, []bool{}},
 		// Decisions that send half the time: four customers fill two sends.
-		{[]float64{1, 5, 3, 2, 4, 6}, []float64{0.5, 0.5, 0.5, 0.5, 0.5, 0.5}, 2, []bool{false, true, true, false, true, true}},
+		{[]float64{1, 5, 3, 2, 4, 6}, []float64{0.5, 0.5, 0.5, 0.5, 0.5, 0.5}, zeros(6), 2, -1, []bool{false, true, true, false, true, true}},
 		// The one that crosses the budget is kept: 0.9 + 0.3 + 0.9 ≥ 2.
-		{[]float64{9, 8, 7, 6}, []float64{0.9, 0.3, 0.9, 1}, 2, []bool{true, true, true, false}},
+		{[]float64{9, 8, 7, 6}, []float64{0.9, 0.3, 0.9, 1}, zeros(4), 2, -1, []bool{true, true, true, false}},
 		// A customer whose decision never sends adds nothing.
-		{[]float64{9, 8, 7}, []float64{0, 0, 1}, 1, []bool{true, true, true}},
+		{[]float64{9, 8, 7}, []float64{0, 0, 1}, zeros(3), 1, -1, []bool{true, true, true}},
 		// A probability that is not one (NaN, out of [0, 1]) counts as a
 		// sure send (at most 1): it does not keep every customer after it.
-		{[]float64{9, 8, 7, 6}, []float64{nan, 1, 1, 1}, 2, []bool{true, true, false, false}},
-		{[]float64{9, 8, 7, 6}, []float64{-1, 1, 1, 1}, 2, []bool{true, true, false, false}},
-		{[]float64{9, 8, 7, 6}, []float64{5, 1, 1, 1}, 2, []bool{true, true, false, false}},
+		{[]float64{9, 8, 7, 6}, []float64{nan, 1, 1, 1}, zeros(4), 2, -1, []bool{true, true, false, false}},
+		{[]float64{9, 8, 7, 6}, []float64{-1, 1, 1, 1}, zeros(4), 2, -1, []bool{true, true, false, false}},
+		{[]float64{9, 8, 7, 6}, []float64{5, 1, 1, 1}, zeros(4), 2, -1, []bool{true, true, false, false}},
+		// A discount cap of 3,000 cents: customers expected to reserve
+		// 1,000 each fill it at three though the sends would allow five;
+		// with cheaper expected discounts the sends bind first.
+		{[]float64{9, 8, 7, 6, 5, 4}, ones(6), []float64{1000, 1000, 1000, 1000, 1000, 1000}, 5, 3000, []bool{true, true, true, false, false, false}},
+		{[]float64{9, 8, 7, 6, 5, 4}, ones(6), []float64{100, 100, 100, 100, 100, 100}, 2, 3000, []bool{true, true, false, false, false, false}},
+		// A spent discount budget keeps nobody; a cost that is no amount adds nothing.
+		{[]float64{9, 8}, ones(2), []float64{10, 10}, 5, 0, []bool{false, false}},
+		{[]float64{9, 8, 7}, ones(3), []float64{nan, math.Inf(1), 500}, 5, 500, []bool{true, true, true}},
 	}
 	for _, c := range cases {
-		if got := KeepTop(c.gains, c.psend, c.k); !slices.Equal(got, c.want) {
-			t.Errorf("KeepTop(%v, %v, %d) = %v, want %v", c.gains, c.psend, c.k, got, c.want)
+		if got := KeepTop(c.gains, c.psend, c.cost, c.k, c.cents); !slices.Equal(got, c.want) {
+			t.Errorf("KeepTop(%v, %v, %v, %d, %d) = %v, want %v", c.gains, c.psend, c.cost, c.k, c.cents, got, c.want)
 		}
 	}
 }
@@ -1256,4 +1267,83 @@ func TestJobRecordsRealStartAndEnd(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" || !e.clock.Now().After(jobsStart) {
 		t.Errorf("%s job's times (-want +got):\n%s", j.Estado, diff)
 	}
+}
+
+// TestDiscountCapCutKeepsByExpectedCost: under max_descuento_mxn alone the
+// cut keeps the highest gains until the discounts their decisions are
+// expected to reserve (engine.Gain.CostCents) add up to the cap; counting
+// sends at the cheapest coupon instead kept customers the cap could not pay
+// for, who then took the cap in job order. The reserved discounts never
+// pass the cap.
+func TestDiscountCapCutKeepsByExpectedCost(t *testing.T) {
+	e := newJobEnv(t, nil, filepath.Join(t.TempDir(), "db"), 4, -1) // coupons of 7.50 to 15.00 MXN
+	const capCents = 20_000
+	c := int64(capCents)
+	if _, err := e.eng.Campaigns.PutCampaign("acme", engine.Campaign{ID: "tope", Canal: "push", Descripcion: "x", MaxDescuentoCents: &c}, jobsStart); err != nil {
+		t.Fatal(err)
+	}
+	const n = 400
+	e.customers(t, n)
+	bd, err := e.eng.NewBatchDecider("acme", "probe", "tope")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var eligible []engine.Gain
+	for i := range n {
+		g, err := bd.SendGain(fmt.Sprintf("cliente-%07d", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if g.OK {
+			eligible = append(eligible, g)
+		}
+	}
+	bd.Close()
+	slices.SortStableFunc(eligible, func(a, b engine.Gain) int {
+		switch {
+		case a.Cents > b.Cents:
+			return -1
+		case a.Cents < b.Cents:
+			return 1
+		}
+		return 0
+	})
+	kept, cost, sends := 0, 0.0, 0.0
+	for kept < len(eligible) && cost < capCents {
+		cost, sends = cost+eligible[kept].CostCents, sends+eligible[kept].PSend
+		kept++
+	}
+	if kept == len(eligible) || sends >= capCents/750 {
+		t.Fatalf("the cap does not test the rule: %d of %d kept, expected sends %.1f", kept, len(eligible), sends)
+	}
+	seg, _ := engine.ParseSegmentJSON([]byte(`{"todos":true}`))
+	j, err := e.r.Submit("acme", Submission{CampanaID: "tope", Segmento: seg, SegmentoRaw: json.RawMessage(`{"todos":true}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.r.RunPending(context.Background())
+	j, _ = e.r.Job("acme", j.ID)
+	cut, reserved := 0, int64(0)
+	for _, l := range readLines(t, e.r, j) {
+		var d struct {
+			Accion int    `json:"accion"`
+			Motivo string `json:"motivo"`
+		}
+		if err := json.Unmarshal(l, &d); err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(d.Motivo, "reservó a los clientes de mayor margen") {
+			cut++
+		}
+		if d.Accion != 0 {
+			reserved += int64(500 + 250*d.Accion)
+		}
+	}
+	if reserved > capCents {
+		t.Errorf("%d cents of discount reserved, cap %d", reserved, capCents)
+	}
+	if cut != len(eligible)-kept {
+		t.Errorf("%d customers cut, want %d (of %d eligible, %d kept by expected discount)", cut, len(eligible)-kept, len(eligible), kept)
+	}
+	t.Logf("%d of %d eligible kept (expected discount %.0f cents, sends %.1f); %d cents reserved of %d", kept, len(eligible), cost, sends, reserved, capCents)
 }

@@ -136,6 +136,22 @@ func (bd *BatchDecider) SendBudget() (remaining int64, limited bool) {
 	return remaining, true
 }
 
+// DiscountBudget is how much discount (cents of descuento_max_mxn) the
+// campaign can still reserve; capped is false without max_descuento_mxn.
+func (bd *BatchDecider) DiscountBudget() (cents int64, capped bool) {
+	c := bd.campaign
+	if c.MaxDescuentoCents == nil {
+		return 0, false
+	}
+	bd.ts.budgetMu.Lock()
+	defer bd.ts.budgetMu.Unlock()
+	bu, err := bd.e.Campaigns.budgetLocked(bd.ts, bd.t.ID, c.ID)
+	if err != nil {
+		return 0, true
+	}
+	return max(0, *c.MaxDescuentoCents-bu.DescuentoCents), true
+}
+
 // Gain is what a send would bring one customer of a job, as the decision
 // would compute it (SendGain).
 type Gain struct {
@@ -146,6 +162,10 @@ type Gain struct {
 	// something: 1 − the policy's probability of never-send over the same
 	// candidates (exploration included).
 	PSend float64
+	// CostCents is the discount the decision is expected to reserve: the
+	// sum over coupons of their probability times their descuento_max_mxn
+	// (cents), what a send counts against max_descuento_mxn.
+	CostCents float64
 	// OK is false when the customer cannot receive a send in this job
 	// whatever the budget: in the control group, with a reward window
 	// open, or with no eligible action (account closed, opted out of the
@@ -208,13 +228,15 @@ func (bd *BatchDecider) gain(clienteRef string, f *Features, cs *customerState, 
 	}
 	scratch.probs = slices.Grow(scratch.probs[:0], len(sc.cands))[:len(sc.cands)]
 	pm.m.Distribution(sc.scores, scratch.probs)
-	never := 0.0
+	never, cost := 0.0, 0.0
 	for i, c := range sc.cands {
 		if c.id == 0 {
 			never = scratch.probs[i]
+		} else {
+			cost += scratch.probs[i] * float64(c.action.DescuentoMaxCents)
 		}
 	}
-	return Gain{Cents: best - zero, PSend: min(1, max(0, 1-never)), OK: true}
+	return Gain{Cents: best - zero, PSend: min(1, max(0, 1-never)), CostCents: cost, OK: true}
 }
 
 // eligibleInto is eligible for a batch of campaign camp (every action of
