@@ -465,8 +465,11 @@ func (m *Model) updateGate(hold bool) {
 		if ok {
 			gb.Promise = m.promise(mean / se)
 		}
-		if gb.State == GateOpen && gb.Pooled && mean < 0 {
-			gb.State = GateTesting // the condition it opened on no longer holds
+		if gb.State == GateOpen && gb.Pooled && (mean < 0 || m.cfg.GatePooledOwn && !ok) {
+			// The condition it opened on no longer holds; under GatePooledOwn
+			// that includes its own test being judged (a band opened without
+			// it by an older release, or whose evidence faded).
+			gb.State = GateTesting
 		}
 		// Only a test that could open the band makes a look (opensNow):
 		// under GatePooledOwn the pooled test needs the band's own.

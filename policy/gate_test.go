@@ -336,6 +336,31 @@ func TestPooledBandClosesOnItsOwnMean(t *testing.T) {
 	}
 }
 
+// TestPooledBandWithoutOwnEvidenceGoesBackToTesting: a band open on the
+// pooled test whose own test cannot be judged (a model stored by a release
+// before GatePooledOwn, which opened bands without evidence of their own)
+// goes back to testing under GatePooledOwn, and stays open without it.
+func TestPooledBandWithoutOwnEvidenceGoesBackToTesting(t *testing.T) {
+	for _, own := range []bool{true, false} {
+		cfg := DefaultConfig()
+		cfg.GatePooledOwn = own
+		m := New(cfg)
+		g := &m.guard
+		g.Bands = make([]gateBand, GateBands)
+		fillTest(&g.Test, 2000, 300, 5000) // the pooled test still passes
+		fillTest(&g.Fast, 2000, 300, 5000)
+		g.Bands[0].State, g.Bands[0].Pooled = GateOpen, true // no evidence of its own
+		m.updateGate(false)
+		want := GateOpen
+		if own {
+			want = GateTesting
+		}
+		if got := g.Bands[0].State; got != want {
+			t.Errorf("GatePooledOwn %v: band state %d, want %d", own, got, want)
+		}
+	}
+}
+
 // TestChoiceGroupReadsTheLoggedChoice: the gate's test counts as the
 // choice the arms the decision logged as its choice (and the coupons drawn
 // with the same probability, its ties), not a coupon exploration drew; a
