@@ -24,6 +24,10 @@ func strictGroups(cmd *cobra.Command) {
 	}
 	cmd.Args = cobra.ArbitraryArgs
 	cmd.SuggestionsMinimumDistance = 2 // cobra sets it on the root only
+	if cmd.Annotations == nil {
+		cmd.Annotations = map[string]string{}
+	}
+	cmd.Annotations[groupAnnotation] = "true"
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		if len(args) == 0 {
 			return cmd.Help()
@@ -31,6 +35,11 @@ func strictGroups(cmd *cobra.Command) {
 		return unknownCommand(cmd, args[0])
 	}
 }
+
+// groupAnnotation marks the commands strictGroups made refuse an unknown
+// subcommand, so that flagError can tell a mistyped subcommand from a
+// mistyped flag.
+const groupAnnotation = "coupond-group"
 
 // unknownCommand is the error for an unknown subcommand of cmd, with
 // cobra's suggestions.
@@ -94,8 +103,16 @@ func argNames(use string) []string {
 	return names
 }
 
-// flagError adds the closest flag name to cobra's unknown-flag errors.
+// flagError adds the closest flag name to cobra's unknown-flag errors. On a
+// group given an argument before the flag, the argument is a mistyped
+// subcommand ("admin evalute --tenant acme"): cobra, which parses the
+// group's flags before it looks at the argument, said "unknown flag:
+// --tenant", blaming the flag the subcommand meant would have taken; the
+// error then names the subcommand, with suggestions.
 func flagError(cmd *cobra.Command, err error) error {
+	if args := cmd.Flags().Args(); cmd.Annotations[groupAnnotation] != "" && len(args) > 0 {
+		return unknownCommand(cmd, args[0])
+	}
 	if plain := valueError(err); plain != err {
 		return fmt.Errorf("%w\n\nRun '%s --help' for usage", plain, cmd.CommandPath())
 	}

@@ -29,18 +29,25 @@ func TestUnknownCommandsAndFlags(t *testing.T) {
 	dir := t.TempDir()
 	tests := []struct {
 		args    []string
+		unknown string // what the error says is unknown: "command" or "flag"
 		suggest string
 	}{
-		{[]string{"admin", "tenant", "lst"}, "list"},
-		{[]string{"admin", "tenat"}, "tenant"},
-		{[]string{"serv"}, "serve"},
-		{[]string{"admin", "tenant", "list", "--jsn"}, "--json"},
-		{[]string{"serve", "--adr", "x"}, "--addr"},
+		{[]string{"admin", "tenant", "lst"}, "command", "list"},
+		{[]string{"admin", "tenat"}, "command", "tenant"},
+		{[]string{"serv"}, "command", "serve"},
+		{[]string{"admin", "tenant", "list", "--jsn"}, "flag", "--json"},
+		{[]string{"serve", "--adr", "x"}, "flag", "--addr"},
+		// A mistyped subcommand followed by its flags is the subcommand's
+		// mistake, not the flag's.
+		{[]string{"admin", "evalute", "--tenant", "acme"}, "command", "evaluate"},
+		{[]string{"admin", "tenant", "creat", "acme", "--sandbox"}, "command", "create"},
+		{[]string{"srve", "--addr", "127.0.0.1:18080"}, "command", "serve"},
 	}
 	for _, tt := range tests {
 		_, _, err := runCLI(t, append(tt.args, "--data-dir", dir)...)
-		if ExitCode(err) == 0 || !strings.Contains(err.Error(), "Did you mean this?") || !strings.Contains(err.Error(), tt.suggest) {
-			t.Errorf("%v: exit %d, %v; want non-zero suggesting %s", tt.args, ExitCode(err), err, tt.suggest)
+		if ExitCode(err) == 0 || !strings.Contains(err.Error(), "unknown "+tt.unknown) ||
+			!strings.Contains(err.Error(), "Did you mean this?") || !strings.Contains(err.Error(), tt.suggest) {
+			t.Errorf("%v: exit %d, %v; want non-zero, unknown %s, suggesting %s", tt.args, ExitCode(err), err, tt.unknown, tt.suggest)
 		}
 	}
 	// A value that does not parse as its flag's type is refused in the
