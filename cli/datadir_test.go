@@ -289,6 +289,47 @@ func TestAdminRefusesMissingDataDir(t *testing.T) {
 	}
 }
 
+// TestAdminRefusesDirWithoutCoupondData: an admin command pointed at a
+// directory that exists but holds no coupond data (empty, or holding only
+// the operator's own files) fails naming it and changes nothing. It made
+// the directory 0700 and its files 0600, wrote a new store and keys into
+// it and answered as if it were the server's data dir ("0 tenants"; admin
+// check exit 0). "admin tenant create" may still start a data dir there.
+func TestAdminRefusesDirWithoutCoupondData(t *testing.T) {
+	empty := t.TempDir()
+	withFile := t.TempDir()
+	if err := os.WriteFile(filepath.Join(withFile, "notes.txt"), []byte("mine"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, dir := range []string{empty, withFile} {
+		if err := os.Chmod(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		before := modes(t, dir)
+		for _, args := range [][]string{
+			{"admin", "tenant", "list"},
+			{"admin", "check"},
+			{"admin", "evaluate", "--tenant", "acme"},
+			{"admin", "audit"},
+			{"admin", "console", "login"},
+		} {
+			out, _, err := runCLI(t, append(args, "--data-dir", dir)...)
+			if err == nil || !strings.Contains(err.Error(), dir+" holds no coupond data") || !strings.Contains(err.Error(), "--data-dir") || out != "" {
+				t.Errorf("%v on %s: %v, stdout %q; want an error naming the dir and --data-dir", args, dir, err, out)
+			}
+			if diff := cmp.Diff(before, modes(t, dir)); diff != "" {
+				t.Errorf("%v changed %s (-before +after):\n%s", args, dir, diff)
+			}
+		}
+	}
+	if _, _, err := runCLI(t, "admin", "tenant", "create", "acme", "--data-dir", empty); err != nil {
+		t.Fatalf("tenant create in an empty dir: %v", err)
+	}
+	if out, _, err := runCLI(t, "admin", "tenant", "list", "--data-dir", empty); err != nil || !strings.Contains(out, "acme") {
+		t.Errorf("tenant list after create: %q, %v", out, err)
+	}
+}
+
 // TestServeRefusesDataDirTooLongForSocket: a data dir whose admin socket
 // path a unix socket cannot hold is refused before anything is created,
 // naming the flag, instead of "bind: invalid argument" after the store
@@ -432,14 +473,21 @@ func TestRefusesForeignDataDir(t *testing.T) {
 				tc.make(t, dir)
 				before := modes(t, dir)
 				_, _, err := runCLI(t, append(args, "--data-dir", dir)...)
-				if !tc.refuse {
+				creates := args[1] == "tenant" && args[2] == "create"
+				switch {
+				case creates && !tc.refuse:
 					if err != nil {
 						t.Fatalf("%v: %v, want the dir used", args, err)
 					}
 					return
-				}
-				if err == nil || !strings.Contains(err.Error(), "--data-dir "+dir+" is not a coupond data dir") {
-					t.Fatalf("%v: %v, want a refusal naming --data-dir", args, err)
+				case creates:
+					if err == nil || !strings.Contains(err.Error(), "--data-dir "+dir+" is not a coupond data dir") {
+						t.Fatalf("%v: %v, want a refusal naming --data-dir", args, err)
+					}
+				default: // a command that starts no data dir refuses every one of them
+					if err == nil || !strings.Contains(err.Error(), "data dir "+dir+" holds no coupond data") {
+						t.Fatalf("%v: %v, want a refusal naming the dir", args, err)
+					}
 				}
 				if diff := cmp.Diff(before, modes(t, dir)); diff != "" {
 					t.Errorf("%v changed the refused dir (-before +after):\n%s", args, diff)

@@ -94,11 +94,24 @@ func (a *app) withEnv(cmd *cobra.Command, fn func(e *env) error) error {
 
 // dataDirExists returns the error of an admin command pointed at a data
 // dir that does not exist (a mistyped --data-dir, a shell without
-// COUPOND_DATA_DIR).
+// COUPOND_DATA_DIR), or at a directory that holds no coupond data
+// (privacy.HoldsCoupondData: an empty one, or one of the operator's own
+// holding only files). The command would have made such a directory
+// owner-only, its files 0600, and written a new, empty store into it,
+// then answered "0 tenants" (admin check: "0 records checked", exit 0) as
+// if it were the server's data dir. It changes nothing.
 func dataDirExists(dir string) error {
-	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+	info, err := os.Stat(dir)
+	if errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("data dir %s does not exist: pass the server's with --data-dir or COUPOND_DATA_DIR "+
 			"(only serve, admin tenant create and admin restore create one)", dir)
+	}
+	if err != nil || !info.IsDir() {
+		return nil // the store's opening says what is wrong, and whom to run as
+	}
+	if _, err := os.ReadDir(dir); err == nil && !privacy.HoldsCoupondData(dir) {
+		return fmt.Errorf("data dir %s holds no coupond data (no db, no keys.json), nothing changed: pass the server's with --data-dir "+
+			"or COUPOND_DATA_DIR (only serve, admin tenant create and admin restore start one)", dir)
 	}
 	return nil
 }

@@ -122,7 +122,7 @@ func newRoot(a *app) *cobra.Command {
 			return checkDataDirFlag(cmd, a.dataDir)
 		},
 	}
-	root.PersistentFlags().StringVar(&a.dataDir, "data-dir", "./coupond-data", "data directory (env COUPOND_DATA_DIR); serve, admin tenant create and admin restore create a missing one, other admin commands refuse it")
+	root.PersistentFlags().StringVar(&a.dataDir, "data-dir", "./coupond-data", "data directory (env COUPOND_DATA_DIR); serve, admin tenant create and admin restore create a missing one, other admin commands refuse one that is missing or holds no coupond data")
 	root.AddCommand(newServeCmd(a), newAdminCmd(a), newVersionCmd(), newLabCmd(), newBenchCmd(), newWebhookCmd(), newDocsCmd())
 	root.SetFlagErrorFunc(flagError)
 	strictGroups(root)
