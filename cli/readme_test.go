@@ -179,6 +179,9 @@ func TestREADMEWalkthrough(t *testing.T) {
 	if !shadowRewardsRE.MatchString(s) {
 		t.Errorf("the walkthrough's output lacks the shadow verdict's count (%s)", shadowRewardsRE)
 	}
+	if !shadowAgreementRE.MatchString(s) {
+		t.Errorf("the walkthrough's output lacks the shadow report's agreement (%s)", shadowAgreementRE)
+	}
 	checkShadowReport(t, string(data), s)
 	// The batch's decisions are drawn: any number of its 3 lines may send.
 	if !batchDoneRE.MatchString(s) {
@@ -301,8 +304,9 @@ func checkShadowReport(t *testing.T, readme, out string) {
 // shadowReportLines returns the lines of the README's shown shadow report
 // (the text block from "tenant acme: 1 shadow decision") that no draw
 // changes, its reasons included: without the clock line before it, the
-// values and the count of final rewards (the decision may fall in the control group,
-// shadowRewardsRE).
+// values, the count of final rewards (the decision may fall in the control group,
+// shadowRewardsRE) and the agreement (the suggestion may explore a coupon
+// where the caller's rule sent nothing, shadowAgreementRE).
 func shadowReportLines(t *testing.T, readme string) []string {
 	t.Helper()
 	_, block, ok := strings.Cut(readme, "\ntenant acme: 1 shadow decision\n")
@@ -312,7 +316,8 @@ func shadowReportLines(t *testing.T, readme string) []string {
 	}
 	var lines []string
 	for _, l := range strings.Split(block, "\n") {
-		drawn := strings.HasPrefix(l, "  ") && !strings.HasPrefix(l, "  - ") // the values
+		drawn := strings.HasPrefix(l, "  ") && !strings.HasPrefix(l, "  - ") || // the values
+			strings.HasPrefix(l, "agreement engine/caller:")
 		if !strings.Contains(l, "final reward") && !drawn {
 			lines = append(lines, l)
 		}
@@ -322,6 +327,39 @@ func shadowReportLines(t *testing.T, readme string) []string {
 	}
 	return lines
 }
+
+// TestShadowReportDraws: the walkthrough's check of its shadow report
+// takes the agreement line as drawn. It compared it with the README's
+// "100.0%", and so failed whenever the suggestion explored a coupon (about
+// 1 run in 20): the report then reads 0.0%.
+func TestShadowReportDraws(t *testing.T) {
+	readme, err := os.ReadFile(readmePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range shadowReportLines(t, string(readme)) {
+		if strings.HasPrefix(l, "agreement") {
+			t.Errorf("shadowReportLines keeps the drawn line %q", l)
+		}
+	}
+	for _, tt := range []struct {
+		line string
+		want bool
+	}{
+		{"agreement engine/caller:  100.0%  (1 compared)", true},
+		{"agreement engine/caller:    0.0%  (1 compared)", true},
+		{"agreement engine/caller:    n/a  (0 compared)", false},
+	} {
+		if got := shadowAgreementRE.MatchString("\n" + tt.line + "\n"); got != tt.want {
+			t.Errorf("shadowAgreementRE on %q: %v, want %v", tt.line, got, tt.want)
+		}
+	}
+}
+
+// shadowAgreementRE is the shadow report's agreement over its one
+// decision: the suggestion is drawn (about 1 in 20 explores a coupon), and
+// the caller's rule sent nothing.
+var shadowAgreementRE = regexp.MustCompile(`\nagreement engine/caller: +(100\.0|0\.0)%  \(1 compared\)\n`)
 
 // shadowRewardsRE is the shadow verdict's count of its one decision.
 var shadowRewardsRE = regexp.MustCompile(`\n  - (1 final reward|0 final rewards) \(needs`)
