@@ -704,7 +704,11 @@ func carryCredentials(db *store.DB, creds []*store.Credential, progress io.Write
 		}
 		n++
 	}
-	fmt.Fprintf(progress, "restore: %d credentials keep the revocation or rotation the store being replaced records\n", n)
+	what := "credentials keep"
+	if n == 1 {
+		what = "credential keeps"
+	}
+	fmt.Fprintf(progress, "restore: %d %s the revocation or rotation the store being replaced records\n", n, what)
 	return nil
 }
 
