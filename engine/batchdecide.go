@@ -169,8 +169,8 @@ type Gain struct {
 	// OK is false when the customer cannot receive a send in this job
 	// whatever the budget: in the control group, with a reward window
 	// open, or with no eligible action (account closed, opted out of the
-	// channel, empty catalog, none the budget affords); Cents and PSend
-	// are 0 then.
+	// channel, empty catalog, none the budget affords); Cents, PSend and
+	// CostCents are 0 then.
 	OK bool
 }
 
@@ -178,7 +178,8 @@ type Gain struct {
 // campaign's budget affords at the job's start (fitBudget: under
 // max_descuento_mxn never a percentage coupon without descuento_max_mxn).
 // The budget cut of a batch keeps the customers with the highest gains, as
-// many as their expected sends (PSend) fill the budget.
+// many as their expected sends (PSend) or discounts (CostCents) fill the
+// budget (batch.KeepTop).
 func (bd *BatchDecider) SendGain(clienteRef string) (Gain, error) {
 	t := bd.t
 	cs, err := bd.e.loadCustomerState(t.ID, clienteRef, false)
