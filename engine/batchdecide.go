@@ -92,11 +92,7 @@ func (e *Engine) NewBatchDecider(tenant, jobID, campana string) (*BatchDecider, 
 		return nil, err
 	}
 	bd := &BatchDecider{e: e, ts: ts, t: t, now: now, campaign: camp, jobID: jobID, b: e.db.NewBatch(), pace: e.NewBackgroundPacer(1)}
-	ts.budgetMu.Lock()
-	if bu, err := e.Campaigns.budgetLocked(ts, tenant, camp.ID); err == nil {
-		bd.start = *bu // else none spent: SendBudget reads the error as no budget left
-	}
-	ts.budgetMu.Unlock()
+	bd.start, _ = bd.budgetNow() // unread: none spent here, and SendBudget reads no budget left
 	return bd, nil
 }
 
@@ -110,10 +106,8 @@ func (bd *BatchDecider) SendBudget() (remaining int64, limited bool) {
 	if c.MaxEnvios == nil && c.MaxDescuentoCents == nil {
 		return 0, false
 	}
-	bd.ts.budgetMu.Lock()
-	defer bd.ts.budgetMu.Unlock()
-	bu, err := bd.e.Campaigns.budgetLocked(bd.ts, bd.t.ID, c.ID)
-	if err != nil {
+	bu, ok := bd.budgetNow()
+	if !ok {
 		return 0, true
 	}
 	remaining = 1 << 62
@@ -143,13 +137,23 @@ func (bd *BatchDecider) DiscountBudget() (cents int64, capped bool) {
 	if c.MaxDescuentoCents == nil {
 		return 0, false
 	}
-	bd.ts.budgetMu.Lock()
-	defer bd.ts.budgetMu.Unlock()
-	bu, err := bd.e.Campaigns.budgetLocked(bd.ts, bd.t.ID, c.ID)
-	if err != nil {
+	bu, ok := bd.budgetNow()
+	if !ok {
 		return 0, true
 	}
 	return max(0, *c.MaxDescuentoCents-bu.DescuentoCents), true
+}
+
+// budgetNow is a copy of the campaign's budget as it stands; ok is false
+// when it cannot be read (a damaged record counts as spent).
+func (bd *BatchDecider) budgetNow() (budget, bool) {
+	bd.ts.budgetMu.Lock()
+	defer bd.ts.budgetMu.Unlock()
+	bu, err := bd.e.Campaigns.budgetLocked(bd.ts, bd.t.ID, bd.campaign.ID)
+	if err != nil {
+		return budget{}, false
+	}
+	return *bu, true
 }
 
 // Gain is what a send would bring one customer of a job, as the decision
