@@ -20,6 +20,11 @@ import (
 // polls as fast as it can, a core spent on a progress line.
 const minWatchInterval = 100 * time.Millisecond
 
+// maxWatchInterval is the longest --interval of batch watch: a watch ends
+// at its deadline, and a longer one (2562047h was accepted) polled once
+// before it and showed no progress at all.
+const maxWatchInterval = time.Hour
+
 func batchWatchCmd(a *app) *cobra.Command {
 	var tenant, progress string
 	var interval time.Duration
@@ -38,8 +43,8 @@ func batchWatchCmd(a *app) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if interval < minWatchInterval {
-				return fmt.Errorf("--interval: want at least %s, got %s", minWatchInterval, interval)
+			if interval < minWatchInterval || interval > maxWatchInterval {
+				return fmt.Errorf("--interval: want %s to %s, got %s", minWatchInterval, maxWatchInterval, interval)
 			}
 			return a.withTenant(cmd, tenant, func(e *env, _ *store.Tenant) error {
 				runner := e.svc.batch
@@ -71,7 +76,7 @@ func batchWatchCmd(a *app) *cobra.Command {
 		},
 	}
 	tenantFlag(cmd, &tenant)
-	cmd.Flags().DurationVar(&interval, "interval", 500*time.Millisecond, "how often to poll the job (at least 100ms)")
+	cmd.Flags().DurationVar(&interval, "interval", 500*time.Millisecond, "how often to poll the job (100ms to 1h)")
 	cmd.Flags().StringVar(&progress, "progress", "auto", "progress display: auto, tty, plain or off")
 	return cmd
 }

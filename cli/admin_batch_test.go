@@ -158,7 +158,8 @@ func TestBatchJobRealElapsed(t *testing.T) {
 
 // TestWatchIntervalFloor: batch watch refuses an --interval under 100ms
 // naming the flag (1ns was accepted and polled the store as fast as it
-// could); 100ms itself is accepted.
+// could), or over an hour (2562047h was accepted and polled once before
+// the watch's deadline); 100ms and 1h themselves are accepted.
 func TestWatchIntervalFloor(t *testing.T) {
 	dir := t.TempDir()
 	job := completedJob(t, dir)
@@ -166,10 +167,13 @@ func TestWatchIntervalFloor(t *testing.T) {
 		interval string
 		want     string // error text; "" for success
 	}{
-		{"1ns", "--interval: want at least 100ms, got 1ns"},
-		{"99ms", "--interval: want at least 100ms, got 99ms"},
-		{"-1s", "--interval: want at least 100ms, got -1s"},
+		{"1ns", "--interval: want 100ms to 1h0m0s, got 1ns"},
+		{"99ms", "--interval: want 100ms to 1h0m0s, got 99ms"},
+		{"-1s", "--interval: want 100ms to 1h0m0s, got -1s"},
+		{"1h0m1s", "--interval: want 100ms to 1h0m0s, got 1h0m1s"},
+		{"2562047h", "--interval: want 100ms to 1h0m0s, got 2562047h0m0s"},
 		{"100ms", ""},
+		{"1h", ""},
 	} {
 		_, stderr, err := runCLI(t, "admin", "batch", "watch", "--tenant", "acme", "--progress", "off", "--interval", tc.interval, job, "--data-dir", dir)
 		got := ""
