@@ -211,8 +211,10 @@ func TestConcurrentBackupsIntoOneDir(t *testing.T) {
 // TestRestoreRefusesTarget: a restore refuses, changing nothing, a data
 // dir that holds other files and no coupond data (a mistyped path: the
 // restore wrote db, keys and registry beside them), and one that is the
-// backup or lies inside it (the restore replaced the backup's own store).
-// A data dir with coupond's files in it is replaced, others' files kept.
+// backup or lies inside it (the restore replaced the backup's own store),
+// and one it cannot create names --data-dir (it said only "mkdir …: not a
+// directory"). A data dir with coupond's files in it is replaced, others'
+// files kept.
 func TestRestoreRefusesTarget(t *testing.T) {
 	pristine := backupWithEvents(t, 3)
 	for _, tc := range []struct {
@@ -228,6 +230,12 @@ func TestRestoreRefusesTarget(t *testing.T) {
 			return dir
 		}, "is not empty and is not a coupond data dir"},
 		{"the backup itself", func(t *testing.T, bk string) string { return bk }, "lie one inside the other"},
+		{"one that cannot be made", func(t *testing.T, _ string) string {
+			if _, err := os.Stat("/proc/self"); err != nil {
+				t.Skip("no /proc: no directory that even root cannot make")
+			}
+			return "/proc/coupond-no-such-dir/data" // missing, and no mkdir succeeds in /proc
+		}, "--data-dir /proc/coupond-no-such-dir/data: cannot create it"},
 		{"inside the backup", func(t *testing.T, bk string) string { return filepath.Join(bk, "data") }, "lie one inside the other"},
 		{"a data dir with the operator's log beside it", func(t *testing.T, _ string) string {
 			dir := t.TempDir()

@@ -72,7 +72,7 @@ func (bk *Backups) Restore(ctx context.Context, src string, open OpenStaging, pr
 	}
 	_, statErr := os.Lstat(dataDir)
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("--data-dir %s: cannot create it: %w", dataDir, err)
 	}
 	lock, err := LockDataDir(dataDir)
 	if err != nil {
