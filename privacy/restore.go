@@ -100,7 +100,7 @@ func (bk *Backups) Restore(ctx context.Context, src string, open OpenStaging, pr
 	if err != nil {
 		return nil, err
 	}
-	live, creds, liveState, err := liveDeletions(dataDir, progress)
+	live, creds, liveState, err := readReplaced(dataDir, progress)
 	if err != nil {
 		return nil, err
 	}
@@ -187,14 +187,28 @@ func stage(ctx context.Context, dataDir, src string, secrets *store.Secrets, led
 	if err != nil {
 		return 0, err
 	}
-	n, err := reapplyDeletions(ctx, staging, results, secrets, ledger, live, open, progress)
+	n, err := amendStaging(ctx, staging, results, secrets, ledger, live, creds, open, progress)
 	if err != nil {
 		return 0, err
 	}
-	if err := keepRevocations(staging, creds, progress); err != nil {
+	return n, rotateManifest(staging)
+}
+
+// amendStaging opens the staging store once and re-applies there the
+// deletions (reapplyDeletions) and the revocations and rotations
+// (keepRevocations); it returns how many customers' deletions it applied.
+func amendStaging(ctx context.Context, staging, results string, secrets *store.Secrets, ledger []LedgerEntry, live []liveDeletion,
+	creds []*store.Credential, open OpenStaging, progress io.Writer) (int, error) {
+	db, err := store.Open(staging, nil)
+	if err != nil {
 		return 0, err
 	}
-	return n, rotateManifest(staging)
+	defer db.Close()
+	n, err := reapplyDeletions(ctx, db, results, secrets, ledger, live, open, progress)
+	if err != nil {
+		return 0, err
+	}
+	return n, keepRevocations(db, creds, progress)
 }
 
 // readManifest reads src's manifest and refuses, before anything is
@@ -597,14 +611,14 @@ type liveDeletion struct {
 	rec    DeletionRecord
 }
 
-// liveDeletions reads the deletion records and the credentials of the store
+// readReplaced reads the deletion records and the credentials of the store
 // a restore is about to replace: dataDir's "db", or the "db.replaced" that a
 // restore stopped between its two renames left. That store may be missing
 // or damaged (often why one restores): progress and state say what could
 // and could not be read, and only a store in use by another process is an
 // error. A record that does not decode stands, as everywhere, for a
 // deletion still to do.
-func liveDeletions(dataDir string, progress io.Writer) (out []liveDeletion, creds []*store.Credential, state string, err error) {
+func readReplaced(dataDir string, progress io.Writer) (out []liveDeletion, creds []*store.Credential, state string, err error) {
 	dir := filepath.Join(dataDir, "db")
 	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
 		dir = filepath.Join(dataDir, replacedDir)
@@ -655,12 +669,7 @@ func liveDeletions(dataDir string, progress io.Writer) (out []liveDeletion, cred
 // (carryCredentials), and ends every console session and sign-in link the
 // backup holds (one signed out since, "admin console logout --all", would
 // otherwise sign in again; the operator signs in anew after a restore).
-func keepRevocations(staging string, creds []*store.Credential, progress io.Writer) error {
-	db, err := store.Open(staging, nil)
-	if err != nil {
-		return err
-	}
-	defer db.Close()
+func keepRevocations(db *store.DB, creds []*store.Credential, progress io.Writer) error {
 	if err := carryCredentials(db, creds, progress); err != nil {
 		return err
 	}
@@ -718,16 +727,11 @@ func laterCredential(c, live *store.Credential) bool {
 	return live.Revoked && !c.Revoked || live.RotatedAt.After(c.RotatedAt)
 }
 
-// reapplyDeletions opens the staging store (with the staging results),
+// reapplyDeletions serves db, the staging store, (with the staging results),
 // schedules the deletions toReapply finds, and runs them to completado. It
 // returns how many customers' deletions it applied.
-func reapplyDeletions(ctx context.Context, staging, results string, secrets *store.Secrets, ledger []LedgerEntry, live []liveDeletion,
+func reapplyDeletions(ctx context.Context, db *store.DB, results string, secrets *store.Secrets, ledger []LedgerEntry, live []liveDeletion,
 	open OpenStaging, progress io.Writer) (int, error) {
-	db, err := store.Open(staging, nil)
-	if err != nil {
-		return 0, err
-	}
-	defer db.Close()
 	svc, hooks, err := open(ctx, db, secrets, results)
 	if err != nil {
 		return 0, err
