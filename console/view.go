@@ -401,11 +401,10 @@ func maskedURL(raw string) string {
 	}
 	if u.RawQuery != "" {
 		q := u.Query()
-		for k, vs := range q {
+		for _, vs := range q {
 			for i := range vs {
 				vs[i] = "xxxxx"
 			}
-			q[k] = vs
 		}
 		u.RawQuery = q.Encode()
 	}
