@@ -514,7 +514,14 @@ func TestRefusesForeignDataDir(t *testing.T) {
 // modes maps every path under dir to its mode (type and permissions).
 func modes(t *testing.T, dir string) map[string]string {
 	t.Helper()
-	m := map[string]string{}
+	return pathsTo(t, dir, func(i fs.FileInfo) string { return i.Mode().String() })
+}
+
+// pathsTo maps every path under dir (dir included) to what of reads in its
+// file info.
+func pathsTo[T any](t *testing.T, dir string, of func(fs.FileInfo) T) map[string]T {
+	t.Helper()
+	m := map[string]T{}
 	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -523,7 +530,7 @@ func modes(t *testing.T, dir string) map[string]string {
 		if err != nil {
 			return err
 		}
-		m[path] = info.Mode().String()
+		m[path] = of(info)
 		return nil
 	})
 	if err != nil {

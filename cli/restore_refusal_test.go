@@ -275,22 +275,7 @@ func TestRestoreRefusesTarget(t *testing.T) {
 // treeOf lists the paths under dir with their sizes.
 func treeOf(t *testing.T, dir string) map[string]int64 {
 	t.Helper()
-	out := map[string]int64{}
-	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		out[path] = info.Size()
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
+	return pathsTo(t, dir, func(i fs.FileInfo) int64 { return i.Size() })
 }
 
 // TestBackupThroughSymlinkRegistersRealDir: a backup whose --out is a
