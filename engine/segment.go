@@ -104,6 +104,9 @@ type SegmentViolation struct {
 	Feature string
 	// Input is the offending value as it was given.
 	Input any
+	// Ctx is pydantic v2's ctx of Type, when it has one (too_short:
+	// field_type, min_length, actual_length); nil otherwise.
+	Ctx map[string]any
 }
 
 // Path is Loc joined by dots, e.g. "segmento.y.1.<=".
@@ -244,8 +247,13 @@ type segParser struct {
 }
 
 func (p *segParser) add(loc []any, typ, msg, feature string, input any) {
+	p.addV(SegmentViolation{Loc: loc, Type: typ, Msg: msg, Feature: feature, Input: input})
+}
+
+// addV records v unless segMaxViolations are recorded already.
+func (p *segParser) addV(v SegmentViolation) {
 	if len(p.errs) < segMaxViolations {
-		p.errs = append(p.errs, SegmentViolation{Loc: loc, Type: typ, Msg: msg, Feature: feature, Input: input})
+		p.errs = append(p.errs, v)
 	}
 }
 
@@ -299,7 +307,8 @@ func (p *segParser) node(v any, loc []any, depth int) segNode {
 				return segNode{}
 			}
 			if len(items) == 0 {
-				p.add(kloc, "too_short", "List should have at least 1 item after validation, not 0", "", arg)
+				p.addV(SegmentViolation{Loc: kloc, Type: "too_short", Msg: "List should have at least 1 item after validation, not 0",
+					Input: arg, Ctx: map[string]any{"field_type": "List", "min_length": 1, "actual_length": 0}})
 				return segNode{}
 			}
 			n := segNode{op: segAnd, kids: make([]segNode, 0, len(items))}

@@ -92,7 +92,7 @@ func (s *Server) handleBatchCreate(c *call) error {
 						bad = append(bad, schema.ValueError(loc, sv.Msg, sv.Input))
 						continue
 					}
-					bad = append(bad, schema.Violation{Loc: loc, Msg: sv.Msg, Type: sv.Type, Input: sv.Input})
+					bad = append(bad, schema.Violation{Loc: loc, Msg: sv.Msg, Type: sv.Type, Input: sv.Input, Ctx: sv.Ctx})
 				}
 				return &validationError{detail: bad}
 			}
@@ -274,6 +274,14 @@ var webhookSchema = schema.Object(
 // name not resolved by then is registered as one that does not resolve.
 const webhookResolveTimeout = 5 * time.Second
 
+// webhookURLRefused is the 422 on body.url of a webhook destination the
+// schema lets through but registration refuses: url_parsing with its
+// reason in ctx.error, as pydantic gives every url_parsing.
+func webhookURLRefused(reason string, input any) error {
+	return &validationError{detail: []schema.Violation{{Loc: []any{"body", "url"}, Type: "url_parsing",
+		Msg: "URL no admitida: " + reason, Input: input, Ctx: map[string]any{"error": reason}}}}
+}
+
 // handlePutWebhook registers the tenant's webhook. Unless the server
 // allows private destinations, a URL whose host is, or resolves to, an
 // address of the loopback, private, link-local or metadata ranges (and the
@@ -292,18 +300,18 @@ func (s *Server) handlePutWebhook(c *call) error {
 		// The registration is stored, answered and shown in the console;
 		// a password in it would be a secret kept and echoed in clear.
 		// The deliveries are signed (webhook-signature) instead.
-		return &validationError{detail: []schema.Violation{{Loc: []any{"body", "url"}, Type: "url_parsing",
-			Msg: "URL no admitida: no debe llevar usuario ni contraseña; cada entrega va firmada con el secreto", Input: pu.Redacted()}}}
+		return webhookURLRefused("no debe llevar usuario ni contraseña; cada entrega va firmada con el secreto", pu.Redacted())
 	}
 	ctx, cancel := context.WithTimeout(c.r.Context(), webhookResolveTimeout)
 	err = batch.CheckDestination(ctx, u, s.WebhookAllowPrivate, s.WebhookResolve)
 	cancel()
 	if err != nil && !errors.Is(err, batch.ErrWebhookUnresolved) {
-		msg := "URL no admitida: destino privado, de loopback, link-local o de metadatos"
 		if errors.Is(err, batch.ErrWebhookURL) { // what the schema lets through: a port out of range
-			msg = "Input should be a valid URL, invalid port number"
+			const reason = "invalid port number"
+			return &validationError{detail: []schema.Violation{{Loc: []any{"body", "url"}, Type: "url_parsing",
+				Msg: "Input should be a valid URL, " + reason, Input: u, Ctx: map[string]any{"error": reason}}}}
 		}
-		return &validationError{detail: []schema.Violation{{Loc: []any{"body", "url"}, Type: "url_parsing", Msg: msg, Input: u}}}
+		return webhookURLRefused("destino privado, de loopback, link-local o de metadatos", u)
 	}
 	var eventos []string
 	for _, it := range v.Field("eventos").Items() {

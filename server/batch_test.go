@@ -1329,6 +1329,29 @@ func TestSegmentValueErrorsWorded(t *testing.T) {
 	}
 }
 
+// TestSegmentTooShortCtx: an empty "y" or "o" of a segment is too_short
+// with pydantic v2's ctx (field_type, min_length, actual_length), as every
+// other too_short of the API and the OpenAPI document's
+// x-validation-error-types say; the segment's came without ctx.
+func TestSegmentTooShortCtx(t *testing.T) {
+	h, tok := batchHarness(t)
+	for _, tt := range []struct {
+		seg any
+		loc []any
+	}{
+		{map[string]any{"y": []any{}}, []any{"body", "segmento", "y"}},
+		{map[string]any{"no": map[string]any{"o": []any{}}}, []any{"body", "segmento", "no", "o"}},
+	} {
+		st, b := h.do("POST", "/v1/lotes-decision", tok, map[string]any{"campana_id": "camp", "segmento": tt.seg})
+		want := map[string]any{"detail": []any{map[string]any{"loc": tt.loc, "type": "too_short",
+			"msg": "List should have at least 1 item after validation, not 0", "input": []any{},
+			"ctx": map[string]any{"field_type": "List", "min_length": float64(1), "actual_length": float64(0)}}}}
+		if diff := cmp.Diff(want, b); st != 422 || diff != "" {
+			t.Errorf("segmento %v: %d (-want +got):\n%s", tt.seg, st, diff)
+		}
+	}
+}
+
 // TestWebhookURLBadPort: a URL whose port is out of range is 422 on
 // body.url saying so. It was told "private, loopback, link-local or
 // metadata destination, or unresolvable", even with private destinations
@@ -1338,7 +1361,7 @@ func TestWebhookURLBadPort(t *testing.T) {
 	for _, u := range []string{"http://127.0.0.1:0/hook", "http://127.0.0.1:65536/hook", "https://hooks.example.com:99999/x"} {
 		st, b := h.do("PUT", "/v1/webhooks", tok, map[string]any{"url": u, "eventos": []string{"lote.completado"}})
 		want := map[string]any{"detail": []any{map[string]any{"loc": []any{"body", "url"}, "type": "url_parsing",
-			"msg": "Input should be a valid URL, invalid port number", "input": u}}}
+			"msg": "Input should be a valid URL, invalid port number", "input": u, "ctx": map[string]any{"error": "invalid port number"}}}}
 		if diff := cmp.Diff(want, b); st != 422 || diff != "" {
 			t.Errorf("PUT url %s: %d (-want +got):\n%s", u, st, diff)
 		}
@@ -1397,7 +1420,8 @@ func TestWebhookDestinationAtRegistration(t *testing.T) {
 			continue
 		}
 		want := map[string]any{"detail": []any{map[string]any{"loc": []any{"body", "url"}, "type": "url_parsing",
-			"msg": "URL no admitida: destino privado, de loopback, link-local o de metadatos", "input": tt.url}}}
+			"msg": "URL no admitida: destino privado, de loopback, link-local o de metadatos", "input": tt.url,
+			"ctx": map[string]any{"error": "destino privado, de loopback, link-local o de metadatos"}}}}
 		if diff := cmp.Diff(want, b); diff != "" {
 			t.Errorf("PUT url %s (-want +got):\n%s", tt.url, diff)
 		}
@@ -1415,7 +1439,8 @@ func TestWebhookURLWithCredentials(t *testing.T) {
 	} {
 		st, b := h.do("PUT", "/v1/webhooks", tok, map[string]any{"url": tt.url, "eventos": []string{"lote.completado"}})
 		want := map[string]any{"detail": []any{map[string]any{"loc": []any{"body", "url"}, "type": "url_parsing",
-			"msg": "URL no admitida: no debe llevar usuario ni contraseña; cada entrega va firmada con el secreto", "input": tt.input}}}
+			"msg": "URL no admitida: no debe llevar usuario ni contraseña; cada entrega va firmada con el secreto", "input": tt.input,
+			"ctx": map[string]any{"error": "no debe llevar usuario ni contraseña; cada entrega va firmada con el secreto"}}}}
 		if diff := cmp.Diff(want, b); st != 422 || diff != "" {
 			t.Errorf("PUT url %s: %d (-want +got):\n%s", tt.url, st, diff)
 		}

@@ -226,7 +226,7 @@ func ErrorTypes() []ErrorType {
 		{"timezone_aware", "a timestamp without its zone"},
 		{"url_type", "a URL string was expected"},
 		{"url_too_long", "a URL longer than 2083 characters"},
-		{"url_parsing", "not an absolute URL with a host (also: a webhook destination that is refused)"},
+		{"url_parsing", "not an absolute URL with a host (also: a webhook destination that is refused); ctx.error"},
 		{"url_scheme", "a URL scheme not allowed; ctx.expected_schemes"},
 		{"value_error", "any other rule, explained in msg after \"Value error, \": money with more than two decimals, a cliente_ref that looks like a telephone number, cross-field rules, unknown catalog action or campaign, segment grammar"},
 	}
