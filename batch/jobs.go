@@ -355,12 +355,19 @@ func (r *Runner) commitJob(j *Job, clientes []string, claim *engine.KeyClaim) er
 
 // busy reports whether jobs leave room for a new one at now (tenant clock):
 // none queued or running, none but failed ones created in the last hour.
+// The wait is until the hour of the latest such job is over, and at least
+// a minute while one is queued or running: a job in progress that
+// completes still holds the tenant's hour (only a failed one gives it
+// back), so a Retry-After of a minute sent the client back to a 429 for
+// the rest of that hour.
 func busy(jobs []*Job, now time.Time) (time.Duration, bool) {
 	var wait time.Duration
 	for _, j := range jobs {
-		if j.Estado == api.EstadoEnCola || j.Estado == api.EstadoEnCurso {
+		inProgress := j.Estado == api.EstadoEnCola || j.Estado == api.EstadoEnCurso
+		if inProgress {
 			wait = max(wait, time.Minute)
-		} else if j.Estado != api.EstadoFallido && now.Sub(j.CreadoEn) < time.Hour {
+		}
+		if (inProgress || j.Estado != api.EstadoFallido) && now.Sub(j.CreadoEn) < time.Hour {
 			wait = max(wait, j.CreadoEn.Add(time.Hour).Sub(now))
 		}
 	}

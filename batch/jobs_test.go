@@ -1347,3 +1347,35 @@ func TestDiscountCapCutKeepsByExpectedCost(t *testing.T) {
 	}
 	t.Logf("%d of %d eligible kept (expected discount %.0f cents, sends %.1f); %d cents reserved of %d", kept, len(eligible), cost, sends, reserved, capCents)
 }
+
+// TestBusyWait: the wait busy gives (the Retry-After of a refused batch
+// creation) lasts until the tenant's hour is over, also while the job that
+// holds it is queued or running; at least a minute while a job is in
+// progress (it may run past its hour); a failed job holds nothing.
+func TestBusyWait(t *testing.T) {
+	now := time.Date(2026, 11, 2, 12, 0, 0, 0, time.UTC)
+	job := func(estado string, age time.Duration) *Job {
+		return &Job{Estado: estado, CreadoEn: now.Add(-age)}
+	}
+	for _, tt := range []struct {
+		name string
+		jobs []*Job
+		wait time.Duration
+		busy bool
+	}{
+		{"none", nil, time.Second, false},
+		{"queued just now", []*Job{job(api.EstadoEnCola, 0)}, time.Hour, true},
+		{"running for 20 min", []*Job{job(api.EstadoEnCurso, 20*time.Minute)}, 40 * time.Minute, true},
+		{"running for 59m30s", []*Job{job(api.EstadoEnCurso, 59*time.Minute+30*time.Second)}, time.Minute, true},
+		{"running for 2 h", []*Job{job(api.EstadoEnCurso, 2*time.Hour)}, time.Minute, true},
+		{"completed 59 min ago", []*Job{job(api.EstadoCompletado, 59*time.Minute)}, time.Minute, true},
+		{"completed 1 h ago", []*Job{job(api.EstadoCompletado, time.Hour)}, time.Second, false},
+		{"failed just now", []*Job{job(api.EstadoFallido, 0)}, time.Second, false},
+		{"failed, then queued", []*Job{job(api.EstadoFallido, 10*time.Minute), job(api.EstadoEnCola, 5*time.Minute)}, 55 * time.Minute, true},
+	} {
+		wait, busy := busy(tt.jobs, now)
+		if diff := cmp.Diff([]any{tt.wait, tt.busy}, []any{wait, busy}); diff != "" {
+			t.Errorf("%s: (wait, busy) (-want +got):\n%s", tt.name, diff)
+		}
+	}
+}

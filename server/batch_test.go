@@ -177,11 +177,12 @@ func TestBatchStateMachine(t *testing.T) {
 		t.Errorf("queued status (-want +got):\n%s", diff)
 	}
 
-	// A second job while one is queued: 429 with Retry-After.
+	// A second job while one is queued: 429 with Retry-After up to the
+	// hour of the queued one, which holds it once completed (it said 60).
 	resp := h.raw("POST", "/v1/lotes-decision", tok, map[string]any{"campana_id": "camp", "clientes": clientes})
 	resp.Body.Close()
-	if resp.StatusCode != 429 || resp.Header.Get("Retry-After") == "" {
-		t.Errorf("second job while queued: %d Retry-After %q, want 429 with Retry-After", resp.StatusCode, resp.Header.Get("Retry-After"))
+	if resp.StatusCode != 429 || resp.Header.Get("Retry-After") != "3600" {
+		t.Errorf("second job while queued: %d Retry-After %q, want 429 with 3600", resp.StatusCode, resp.Header.Get("Retry-After"))
 	}
 
 	// While running: en_curso with progress, and a second job is refused.
@@ -193,8 +194,8 @@ func TestBatchStateMachine(t *testing.T) {
 		running = append(running, status(h, tok, id))
 		resp := h.raw("POST", "/v1/lotes-decision", tok, map[string]any{"campana_id": "camp", "clientes": clientes})
 		resp.Body.Close()
-		if ra, _ := strconv.Atoi(resp.Header.Get("Retry-After")); resp.StatusCode != 429 || ra < 1 {
-			t.Errorf("second job while running: %d Retry-After %q, want 429 with Retry-After >= 1", resp.StatusCode, resp.Header.Get("Retry-After"))
+		if resp.StatusCode != 429 || resp.Header.Get("Retry-After") != "3600" {
+			t.Errorf("second job while running: %d Retry-After %q, want 429 with 3600", resp.StatusCode, resp.Header.Get("Retry-After"))
 		}
 	})
 	if n := runJobs(h); n != 1 {
