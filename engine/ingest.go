@@ -26,6 +26,12 @@ type IngestEvent struct {
 	// stored its hash: an event they stored with it is the same content
 	// too. The abuse quarantine holds it, so nothing is lost while held.
 	AsWritten []byte
+	// Alike, when not nil, is Canonical with a valor of 0 left out, or
+	// added where absent: the same event, for a tipo whose valor is
+	// optional and stored as 0 when absent (CUPON_RECIBIDO, CUPON_CADUCADO,
+	// BAJA, ALTA), which one delivery may send and another omit. A stored
+	// event whose content is Alike's is the same content too.
+	Alike []byte
 
 	sum [32]byte // SHA-256 of Canonical, set by Ingest
 }
@@ -364,10 +370,11 @@ func (e *Ingester) admitEvents(tenant string, events []IngestEvent, t *ingestTur
 }
 
 // sameContent reports whether prev, the content hash of an event stored or
-// pending with it's event_id, is it's content: its Canonical's, or its
-// AsWritten's (stored by an earlier release).
+// pending with it's event_id, is it's content: its Canonical's, its
+// Alike's, or its AsWritten's (stored by an earlier release).
 func (it *IngestEvent) sameContent(prev [32]byte) bool {
-	return prev == it.sum || it.AsWritten != nil && prev == sha256.Sum256(it.AsWritten)
+	return prev == it.sum || it.Alike != nil && prev == sha256.Sum256(it.Alike) ||
+		it.AsWritten != nil && prev == sha256.Sum256(it.AsWritten)
 }
 
 // unsignedDecisionID rejects an event whose decision_id is not a decision

@@ -229,6 +229,12 @@ func (k *eventChecker) check(i int, v schema.Value) (engine.IngestEvent, *engine
 	start := len(k.canon)
 	k.canon = appendContent(k.canon, v)
 	it := engine.IngestEvent{Index: i, Event: ev, Canonical: k.canon[start:len(k.canon):len(k.canon)]}
+	if zeroByDefault[ev.Tipo] && ev.ValorCents == 0 {
+		start = len(k.canon)
+		if k.canon = appendAlike(k.canon, it.Canonical, v.Field("valor")); len(k.canon) > start {
+			it.Alike = k.canon[start:len(k.canon):len(k.canon)]
+		}
+	}
 	if sameAsWritten(v) {
 		return it, nil
 	}
@@ -239,6 +245,27 @@ func (k *eventChecker) check(i int, v schema.Value) (engine.IngestEvent, *engine
 		it.AsWritten = k.canon[start:len(k.canon):len(k.canon)]
 	}
 	return it, nil
+}
+
+// zeroByDefault are the tipos whose valor is optional and, absent, stored
+// as 0: an event of theirs sent with "valor": 0 and the same event without
+// valor are one content (IngestEvent.Alike).
+var zeroByDefault = map[engine.EventType]bool{engine.CuponRecibido: true, engine.CuponCaducado: true, engine.Baja: true, engine.Alta: true}
+
+// appendAlike appends to dst the canonical JSON canon of an event whose
+// valor (the member val) is 0 or absent, with that valor left out if
+// present and "valor":0 added if absent. valor is canon's last member
+// (appendContent sorts the names, and no event member sorts after it).
+func appendAlike(dst, canon []byte, val schema.Value) []byte {
+	const member = `,"valor":`
+	if val.Present() && !val.IsNull() {
+		i := bytes.LastIndex(canon, []byte(member))
+		if i < 0 {
+			return dst // not so written: no other form
+		}
+		return append(append(dst, canon[:i]...), '}')
+	}
+	return append(append(append(dst, canon[:len(canon)-1]...), member...), "0}"...)
 }
 
 // sameAsWritten reports, without writing either, that appendContent and

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/coupond/coupond/store"
 )
 
 func purchase(id, ref string, ts time.Time, valor, margen float64) map[string]any {
@@ -213,16 +215,20 @@ func TestAttributionAnyOrder(t *testing.T) {
 // TestEventSameContentWrittenAnotherWay: a resent event whose content is
 // the same, written another way (the same instant in another offset or
 // precision, a nullable field null instead of absent, members in another
-// order, 10.50 for 10.5), counts in duplicados; other content is
-// rejected with duplicado.
+// order, 10.50 for 10.5, "valor": 0 for a valor absent where absent is 0),
+// counts in duplicados; other content is rejected with duplicado.
 func TestEventSameContentWrittenAnotherWay(t *testing.T) {
 	h := newHarness(t)
-	h.tenant("acme", true, nil)
+	h.tenant("acme", true, func(s *store.Settings) { s.RateLimits = false }) // three requests a case
 	tok := h.token("acme", allScopes...)
 	const ts = "2026-11-02T11:00:00Z"
 	purchase := `{"event_id":"%s","cliente_ref":"cliente-01","ts":"` + ts + `","tipo":"COMPRA_CAT","clave":"abarrotes","valor":10.5,"extra":{"ticket_id":"t1","margen":2}}`
 	coupon := `{"event_id":"%s","cliente_ref":"cliente-01","ts":"` + ts + `","tipo":"CUPON_RECIBIDO","clave":"TA","extra":{"cupon_emitido_id":"cup-1","caducidad":"2026-12-01T00:00:00Z"}}`
 	alta := `{"event_id":"%s","cliente_ref":"cliente-01","ts":"` + ts + `","tipo":"ALTA","clave":"web"}`
+	expired := `{"event_id":"%s","cliente_ref":"cliente-01","ts":"` + ts + `","tipo":"CUPON_CADUCADO","clave":"TA","extra":{"cupon_emitido_id":"cup-1"}}`
+	withValor := func(ev, valor string) string {
+		return strings.Replace(ev, `","tipo"`, `","valor":`+valor+`,"tipo"`, 1)
+	}
 	tests := []struct {
 		name          string
 		first, second string
@@ -237,6 +243,12 @@ func TestEventSameContentWrittenAnotherWay(t *testing.T) {
 		{"members reordered, 10.50", purchase, `{"extra":{"margen":2.00,"ticket_id":"t1"},"valor":10.50,"clave":"abarrotes","tipo":"COMPRA_CAT","ts":"` + ts + `","cliente_ref":"cliente-01","event_id":"%s"}`, true},
 		{"optional extra empty", alta, strings.Replace(alta, `"clave":"web"`, `"clave":"web","extra":{}`, 1), true},
 		{"optional extra of nulls", alta, strings.Replace(alta, `"clave":"web"`, `"clave":"web","extra":{"segmento":null}`, 1), true},
+		{"valor 0 where absent is 0", alta, withValor(alta, "0"), true},
+		{"valor absent where 0 was sent", withValor(alta, "0.00"), alta, true},
+		{"coupon valor 0", coupon, withValor(coupon, "0"), true},
+		{"coupon valor absent after -0", withValor(coupon, "-0"), coupon, true},
+		{"expiry valor 0 and a null decision_id", expired, strings.Replace(withValor(expired, "0.0"), `"tipo"`, `"decision_id":null,"tipo"`, 1), true},
+		{"coupon valor 5 where absent", coupon, withValor(coupon, "5"), false},
 		{"another instant", purchase, strings.Replace(purchase, ts, "2026-11-02T11:00:01Z", 1), false},
 		{"another valor", purchase, strings.Replace(purchase, "10.5", "10.51", 1), false},
 		{"tienda set", purchase, strings.Replace(purchase, `"margen":2`, `"margen":2,"tienda":"t"`, 1), false},

@@ -1008,7 +1008,7 @@ var responseFieldDocs = map[string]string{
 	"DetalleAccion.probabilidad":               "Probability of drawing this action.",
 	"RespuestaEventos":                         "`aceptados` + `duplicados` + the number of `rechazados` is the number of events sent.",
 	"RespuestaEventos.aceptados":               "Events stored now.",
-	"RespuestaEventos.duplicados":              "Events whose `event_id` was already processed with the same content (canonical JSON: key order, number spelling, a null member instead of an absent one and the offset of `ts` and `extra.caducidad` do not matter).",
+	"RespuestaEventos.duplicados":              "Events whose `event_id` was already processed with the same content (canonical JSON: key order, number spelling, a null member instead of an absent one, `valor` 0 instead of absent where absent is 0 (`CUPON_RECIBIDO`, `CUPON_CADUCADO`, `BAJA`, `ALTA`) and the offset of `ts` and `extra.caducidad` do not matter).",
 	"RespuestaEventos.rechazados":              "Rejected events, ordered by `indice`.",
 	"Rechazo.indice":                           "Position of the event in `eventos` (0-based).",
 	"Rechazo.event_id":                         "The event's `event_id` as sent; null when absent or not a string.",
