@@ -229,7 +229,7 @@ func (k *eventChecker) check(i int, v schema.Value) (engine.IngestEvent, *engine
 	start := len(k.canon)
 	k.canon = appendContent(k.canon, v)
 	it := engine.IngestEvent{Index: i, Event: ev, Canonical: k.canon[start:len(k.canon):len(k.canon)]}
-	if zeroByDefault[ev.Tipo] && ev.ValorCents == 0 {
+	if zeroByDefault(ev.Tipo) && ev.ValorCents == 0 {
 		start = len(k.canon)
 		if k.canon = appendAlike(k.canon, it.Canonical, v.Field("valor")); len(k.canon) > start {
 			it.Alike = k.canon[start:len(k.canon):len(k.canon)]
@@ -247,10 +247,16 @@ func (k *eventChecker) check(i int, v schema.Value) (engine.IngestEvent, *engine
 	return it, nil
 }
 
-// zeroByDefault are the tipos whose valor is optional and, absent, stored
-// as 0: an event of theirs sent with "valor": 0 and the same event without
-// valor are one content (IngestEvent.Alike).
-var zeroByDefault = map[engine.EventType]bool{engine.CuponRecibido: true, engine.CuponCaducado: true, engine.Baja: true, engine.Alta: true}
+// zeroByDefault reports whether t's valor is optional and, absent, stored
+// as 0: an event of its tipo sent with "valor": 0 and the same event
+// without valor are one content (IngestEvent.Alike).
+func zeroByDefault(t engine.EventType) bool {
+	switch t {
+	case engine.CuponRecibido, engine.CuponCaducado, engine.Baja, engine.Alta:
+		return true
+	}
+	return false
+}
 
 // appendAlike appends to dst the canonical JSON canon of an event whose
 // valor (the member val) is 0 or absent, with that valor left out if
