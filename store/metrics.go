@@ -1,6 +1,7 @@
 package store
 
 import (
+	"github.com/cockroachdb/pebble/v2"
 	dto "github.com/prometheus/client_model/go"
 )
 
@@ -10,6 +11,7 @@ type Metrics struct {
 	ReadAmp               int    // read amplification of the LSM
 	CompactionDebt        uint64 // estimated compaction debt, bytes
 	Compactions           int64  // compactions run
+	CompactedBytes        uint64 // bytes of tables compactions wrote since the store opened
 	CompactionsInProgress int64
 	MemtableBytes         uint64
 	WALBytes              uint64 // live WAL size
@@ -41,6 +43,7 @@ func (db *DB) readMetrics() Metrics {
 		ReadAmp:               m.ReadAmp(),
 		CompactionDebt:        m.Compact.EstimatedDebt,
 		Compactions:           m.Compact.Count,
+		CompactedBytes:        compactedBytes(m),
 		CompactionsInProgress: m.Compact.NumInProgress,
 		MemtableBytes:         m.MemTable.Size,
 		WALBytes:              m.WAL.Size,
@@ -53,6 +56,16 @@ func (db *DB) readMetrics() Metrics {
 		}
 	}
 	return out
+}
+
+// compactedBytes sums, over the levels, the bytes of tables compactions
+// wrote.
+func compactedBytes(m *pebble.Metrics) uint64 {
+	var n uint64
+	for _, l := range m.Levels {
+		n += l.TableBytesCompacted
+	}
+	return n
 }
 
 // DiskSpaceUsage is the disk space used by the store, in bytes.
