@@ -429,7 +429,7 @@ func (p *tenantPass) run(ctx context.Context, hooks DeletionHooks) error {
 		return err
 	}
 	// Phase 1: each job's data goes (one synced batch per customer).
-	var touched [][]byte
+	var touched toCompact
 	var ready, waiting []readyDeletion // erased: to complete; to retry after a batch job
 	for _, q := range jobs {
 		if ctx.Err() != nil {
@@ -444,7 +444,7 @@ func (p *tenantPass) run(ctx context.Context, hooks DeletionHooks) error {
 			ref = found[q.job.Hash]
 		}
 		r, keys, err := p.s.applyDeletion(p.tenant, q.key, q.job, ref, hooks)
-		touched = append(touched, keys...)
+		touched.add(keys)
 		switch {
 		case err != nil:
 			p.fail(q.job.Hash, inStep(noteErase, err))
@@ -499,13 +499,13 @@ func (p *tenantPass) compactionFailed(ctx context.Context, ready []readyDeletion
 // (Chunked): that pass's erasure finds nothing left to delete, and must
 // still compact what this one deleted, or the bytes would stay in the
 // store's files of tables it did not touch again.
-func (p *tenantPass) keepTouched(ready []readyDeletion, touched [][]byte) error {
+func (p *tenantPass) keepTouched(ready []readyDeletion, touched toCompact) error {
 	for _, r := range ready {
 		var job deletionJob
 		if err := p.s.db.GetJSON(r.qkey, &job); err != nil {
 			return err
 		}
-		job.Chunked = tableBounds(append(job.Chunked, touched...))
+		job.Chunked = tableBounds(append(job.Chunked, touched.asBounds()...))
 		if err := p.s.putJob(r.qkey, &job); err != nil {
 			return err
 		}
@@ -578,7 +578,7 @@ func (p *tenantPass) complete(ctx context.Context, ready []readyDeletion) error 
 		return nil
 	}
 	if err == nil {
-		err = inStep(noteCompact, p.s.compactKeys(ctx, qkeys))
+		err = inStep(noteCompact, p.s.compactKeys(ctx, toCompact{points: qkeys}))
 	}
 	if err == nil && p.s.beforePurge != nil {
 		err = inStep(notePurge, p.s.beforePurge())
@@ -714,14 +714,14 @@ func (s *Service) noteDeletion(tenant, hash string, fn func(r *DeletionRecord)) 
 }
 
 // applyDeletion applies one job up to (not including) compaction: the
-// ledger, the store data, the external data. It returns the keys it touched
-// and, when the job can be completed after compaction, a readyDeletion; nil
+// ledger, the store data, the external data. It returns what to compact
+// (the keys it touched, an earlier pass's chunks as bounds) and, when the job can be completed after compaction, a readyDeletion; nil
 // when it must wait. ref is "" when the customer (known by hash) holds
 // nothing.
-func (s *Service) applyDeletion(tenant string, qkey []byte, job deletionJob, ref string, hooks DeletionHooks) (*readyDeletion, [][]byte, error) {
+func (s *Service) applyDeletion(tenant string, qkey []byte, job deletionJob, ref string, hooks DeletionHooks) (*readyDeletion, toCompact, error) {
 	rec, err := s.deletionByHash(tenant, job.Hash)
 	if err != nil {
-		return nil, nil, err
+		return nil, toCompact{}, err
 	}
 	if rec == nil { // the record is written with the job; rebuild a lost one
 		rec = &DeletionRecord{Hash: job.Hash, Estado: DeletionScheduled}
@@ -731,11 +731,11 @@ func (s *Service) applyDeletion(tenant string, qkey []byte, job deletionJob, ref
 	}
 	if !job.Ledgered && hooks.Ledger != nil {
 		if err := hooks.Ledger(LedgerEntry{Tenant: tenant, Hash: job.Hash, RequestedAt: rec.SolicitadoEn, ClientID: rec.ClientID}); err != nil {
-			return nil, nil, inStep(noteLedger, fmt.Errorf("backup ledger: %w", err))
+			return nil, toCompact{}, inStep(noteLedger, fmt.Errorf("backup ledger: %w", err))
 		}
 		job.Ledgered = true
 		if err := s.putJob(qkey, &job); err != nil {
-			return nil, nil, err
+			return nil, toCompact{}, err
 		}
 	}
 	if ref != "" && job.ClienteRef == "" {
@@ -744,20 +744,21 @@ func (s *Service) applyDeletion(tenant string, qkey []byte, job deletionJob, ref
 		// the queue entry, as for a request.
 		job.ClienteRef = ref
 		if err := s.putJob(qkey, &job); err != nil {
-			return nil, nil, err
+			return nil, toCompact{}, err
 		}
 	}
-	touched := slices.Clone(job.Chunked) // an earlier pass's chunks
+	touched := toCompact{bounds: slices.Clone(job.Chunked)} // an earlier pass's chunks
 	if ref != "" {
 		q := &queuedDeletion{key: qkey, job: job}
 		erased, err := s.eraseCustomer(tenant, ref, job.Hash, q)
-		job, touched = q.job, append(touched, erased...)
+		job = q.job
+		touched.add(erased)
 		if err != nil {
 			return nil, touched, err
 		}
 		if hooks.External != nil {
 			changed, wait, err := hooks.External(tenant, ref)
-			touched = append(touched, changed...)
+			touched.points = append(touched.points, changed...)
 			if err != nil {
 				return nil, touched, inStep(noteBatch, fmt.Errorf("batch data: %w", err))
 			}

@@ -46,11 +46,12 @@ func (x *erasure) set(k []byte, v any) error {
 // eraseCustomer removes from the store everything that names the customer
 // (see the file comment of deletion.go): first her plain events, in chunks
 // (eraseEventChunks), then the rest in one synced batch, under the
-// engine's locks for the customer; it returns the keys it deleted or
-// rewrote (of the chunks, their bounds), those of a failed erasure too.
+// engine's locks for the customer; it returns what to compact: the keys it
+// deleted or rewrote (of a customer's many chunks, their bounds), those of
+// a failed erasure too.
 // job, when not nil, is the deletion's queue entry (see erasechunk.go).
 // Each table has its eraser below, run in this order.
-func (s *Service) eraseCustomer(tenant, ref, hash string, job *queuedDeletion) ([][]byte, error) {
+func (s *Service) eraseCustomer(tenant, ref, hash string, job *queuedDeletion) (toCompact, error) {
 	chunked, err := s.eraseEventChunks(tenant, ref, job)
 	if err != nil {
 		return chunked, err
@@ -62,7 +63,7 @@ func (s *Service) eraseCustomer(tenant, ref, hash string, job *queuedDeletion) (
 	defer unlock()
 	t, ok := s.db.Tenant(tenant)
 	if !ok {
-		return nil, fmt.Errorf("%w: %q", engine.ErrNoTenant, tenant)
+		return toCompact{}, fmt.Errorf("%w: %q", engine.ErrNoTenant, tenant)
 	}
 	b := s.db.NewBatch()
 	defer b.Close()
@@ -73,7 +74,7 @@ func (s *Service) eraseCustomer(tenant, ref, hash string, job *queuedDeletion) (
 		x.idempotency, x.daily, x.quarantinedEvents, x.accessLog, x.damaged,
 	} {
 		if err := erase(); err != nil {
-			return nil, err
+			return toCompact{}, err
 		}
 	}
 	if s.beforeCommit != nil {
@@ -82,7 +83,8 @@ func (s *Service) eraseCustomer(tenant, ref, hash string, job *queuedDeletion) (
 	if err := s.rec.CommitErasure(tenant, b, x.released); err != nil {
 		return chunked, err
 	}
-	return append(x.keys, chunked...), nil
+	chunked.points = append(chunked.points, x.keys...)
+	return chunked, nil
 }
 
 // indexed deletes the entries of a customer index (events or decisions)
@@ -399,10 +401,36 @@ func tableOf(k []byte) []byte {
 	return k[:i+2]
 }
 
-// compactKeys flushes the memtable and compacts, per table, the span from
-// the smallest to the largest of keys, so deleted and overwritten values
-// are rewritten out of the sstables.
-func (s *Service) compactKeys(ctx context.Context, keys [][]byte) error {
+// toCompact is what a deletion pass compacts so that the bytes it deleted
+// or overwrote leave the store's files: points, the keys themselves (only
+// the sstables that hold one are rewritten, store.CompactPoints), and
+// bounds, per table the smallest and largest of keys known only by their
+// range (an earlier pass's chunks, deletionJob.Chunked; the chunks of a
+// customer with more than maxPointKeys plain events), everything between
+// which is compacted.
+type toCompact struct {
+	points, bounds [][]byte
+}
+
+func (c *toCompact) add(o toCompact) {
+	c.points = append(c.points, o.points...)
+	c.bounds = append(c.bounds, o.bounds...)
+}
+
+// asBounds is c as bounds alone, what a deletion's queue entry keeps
+// (deletionJob.Chunked) for a later pass.
+func (c toCompact) asBounds() [][]byte {
+	return tableBounds(append(slices.Clone(c.bounds), c.points...))
+}
+
+// compactKeys flushes the memtable and compacts c: its points, and per
+// table the span from the smallest to the largest of its bounds, so
+// deleted and overwritten values are rewritten out of the sstables.
+func (s *Service) compactKeys(ctx context.Context, c toCompact) error {
+	if err := s.db.CompactPoints(ctx, c.points); err != nil {
+		return err
+	}
+	keys := c.bounds
 	if len(keys) == 0 {
 		return nil
 	}

@@ -33,24 +33,33 @@ import (
 // defaultEraseChunk is the index entries one chunk reads.
 const defaultEraseChunk = 10000
 
+// maxPointKeys bounds the keys an erasure's chunks return one by one for
+// compaction (toCompact.points, a few tens of bytes each); past it they
+// are returned as their bounds per table, whose whole span is compacted:
+// a walk-in account's millions of events, spread over the events table.
+const maxPointKeys = 100000
+
 // eraseEventChunks erases ref's plain events and their index entries, a
-// chunk at a time, and returns the bounds of the keys it deleted per table
-// (what compactKeys needs).
+// chunk at a time, and returns what compactKeys needs: the keys it deleted,
+// or their bounds per table past maxPointKeys.
 // job, when not nil, is the deletion's queue entry, whose Chunked each
 // chunk's batch widens.
-func (s *Service) eraseEventChunks(tenant, ref string, job *queuedDeletion) ([][]byte, error) {
+func (s *Service) eraseEventChunks(tenant, ref string, job *queuedDeletion) (toCompact, error) {
 	n := s.eraseChunk
 	if n <= 0 {
 		n = defaultEraseChunk
 	}
-	var touched [][]byte
+	var touched toCompact
 	lo, hi := store.CustomerEventSpan(tenant, ref)
 	for lo != nil {
-		next, bounds, err := s.eraseEventChunk(tenant, ref, job, lo, hi, n)
+		next, keys, err := s.eraseEventChunk(tenant, ref, job, lo, hi, n)
+		touched.points, lo = append(touched.points, keys...), next
+		if len(touched.points) > maxPointKeys {
+			touched = toCompact{bounds: touched.asBounds()}
+		}
 		if err != nil {
 			return touched, err
 		}
-		touched, lo = append(touched, bounds...), next
 		if s.afterChunk != nil {
 			s.afterChunk()
 		}
@@ -60,8 +69,8 @@ func (s *Service) eraseEventChunks(tenant, ref string, job *queuedDeletion) ([][
 
 // eraseEventChunk erases the plain events among the (at most n) index
 // entries of ref from lo, and returns where the next chunk starts (nil
-// after the last) and the bounds of the keys it deleted.
-func (s *Service) eraseEventChunk(tenant, ref string, job *queuedDeletion, lo, hi []byte, n int) (next []byte, bounds [][]byte, err error) {
+// after the last) and the keys it deleted.
+func (s *Service) eraseEventChunk(tenant, ref string, job *queuedDeletion, lo, hi []byte, n int) (next []byte, deleted [][]byte, err error) {
 	unlock, err := s.rec.LockCustomer(tenant, ref)
 	if err != nil {
 		return nil, nil, err
@@ -82,18 +91,17 @@ func (s *Service) eraseEventChunk(tenant, ref string, job *queuedDeletion, lo, h
 	if err != nil {
 		return nil, nil, err
 	}
-	return next, bounds, s.commitChunk(tenant, ref, job, idx, evKeys, plain, &bounds)
+	return next, deleted, s.commitChunk(tenant, ref, job, idx, evKeys, plain, &deleted)
 }
 
 // commitChunk deletes, in one synced batch, the plain events of a chunk,
-// their index entries and their quarantined copies, and adds to bounds the
-// smallest and largest keys it deleted of each table (and to job's
-// Chunked, written in the batch).
-func (s *Service) commitChunk(tenant, ref string, job *queuedDeletion, idx, evKeys [][]byte, plain []bool, bounds *[][]byte) error {
+// their index entries and their quarantined copies, adds the keys it
+// deleted to deleted and their smallest and largest of each table to job's
+// Chunked, written in the batch.
+func (s *Service) commitChunk(tenant, ref string, job *queuedDeletion, idx, evKeys [][]byte, plain []bool, deleted *[][]byte) error {
 	b := s.db.NewBatch()
 	defer b.Close()
-	var gone [][]byte
-	var evLo, evHi []byte
+	var gone, keys [][]byte
 	for i, k := range evKeys {
 		if !plain[i] {
 			continue
@@ -101,27 +109,22 @@ func (s *Service) commitChunk(tenant, ref string, job *queuedDeletion, idx, evKe
 		b.Delete(k)
 		b.Delete(idx[i])
 		gone = append(gone, k)
-		if evLo == nil || bytes.Compare(k, evLo) < 0 {
-			evLo = k
-		}
-		if evHi == nil || bytes.Compare(k, evHi) > 0 {
-			evHi = k
-		}
+		keys = append(keys, k, idx[i])
 	}
 	if len(gone) == 0 {
 		return nil
 	}
-	*bounds = append(*bounds, evLo, evHi, idx[0], idx[len(idx)-1])
 	qkeys, err := s.rec.CustomerDamaged(tenant, ref, gone)
 	if err != nil {
 		return err
 	}
 	for _, k := range qkeys {
 		b.Delete(k)
-		*bounds = append(*bounds, k)
+		keys = append(keys, k)
 	}
+	*deleted = append(*deleted, keys...)
 	if job != nil {
-		job.job.Chunked = tableBounds(append(job.job.Chunked, *bounds...))
+		job.job.Chunked = tableBounds(append(job.job.Chunked, keys...))
 		if err := b.SetJSON(job.key, &job.job); err != nil {
 			return err
 		}
