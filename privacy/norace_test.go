@@ -1,0 +1,5 @@
+//go:build !race
+
+package privacy
+
+const raceEnabled = false
