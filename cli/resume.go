@@ -313,18 +313,25 @@ type running struct {
 // customer's export streamed to a slow client, which holds a snapshot of
 // the store) have their connections closed: they end at their next write,
 // before the store is closed.
-func (r *running) stop(bound time.Duration, boundLoops bool, log zerolog.Logger) {
+//
+// adminLeft reports admin commands still running at bound (an "admin
+// check" or "admin backup" reading the whole store, which the end of
+// serve's context does not stop): they go on reading and writing the
+// store, so the caller must not close it under them (Pebble's Close then
+// panics on their open iterators, and their next reads dereference what
+// it freed).
+func (r *running) stop(bound time.Duration, boundLoops bool, log zerolog.Logger) (adminLeft bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), bound)
 	defer cancel()
 	if err := r.http.Shutdown(ctx); err != nil {
 		log.Warn().Err(err).Msg("http shutdown: answers still going are cut short")
 		r.http.Close()
 	}
-	r.admin.Shutdown(ctx)
+	adminLeft = r.admin.Shutdown(ctx) != nil
 	r.stopConsole(ctx)
 	if !boundLoops {
 		r.stopLoops()
-		return
+		return adminLeft
 	}
 	done := make(chan struct{})
 	go func() { r.stopLoops(); close(done) }()
@@ -333,4 +340,5 @@ func (r *running) stop(bound time.Duration, boundLoops bool, log zerolog.Logger)
 	case <-time.After(bound):
 		log.Warn().Msg("background loops still waiting on the failed store: left behind")
 	}
+	return adminLeft
 }

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -28,7 +29,10 @@ import (
 
 type serveFlags struct {
 	// now is the services' clock (app.now), not a flag.
-	now                                func() time.Time
+	now func() time.Time
+	// stopBound bounds each step of the shutdown (serveStopBound when 0),
+	// not a flag: tests shorten it.
+	stopBound                          time.Duration
 	addr, baseURL, logLevel, logFormat string
 	webhookAllowPrivate                bool
 	holdWebhooks                       bool
@@ -211,19 +215,43 @@ func serve(ctx context.Context, dataDir string, f serveFlags, logOut interface{ 
 	if resume {
 		return stopToResume(run, apiLn, dataDir, f.addr, log)
 	}
+	if err := stopServing(run, e, dataDir, cmp.Or(f.stopBound, serveStopBound), log); err != nil {
+		return err
+	}
+	return serveErr
+}
+
+// stopServing stops what serve runs (running.stop, each step within
+// bound), flushes the counters and closes the store, but for an admin
+// command still running at bound: the store is then left open to it, for
+// the process's exit to end, since closing it under the command's reads
+// panics (see running.stop).
+func stopServing(run *running, e *env, dataDir string, bound time.Duration, log zerolog.Logger) error {
 	// A failed store (a full disk, an I/O error) can keep a loop waiting.
-	run.stop(20*time.Second, e.db.Space().Failed, log)
+	adminLeft := run.stop(bound, e.db.Space().Failed, log)
 	_ = os.Remove(filepath.Join(dataDir, adminSocket))
-	if err := svc.api.Flush(); err != nil {
+	if err := e.svc.api.Flush(); err != nil {
 		log.Error().Err(err).Msg("flush counters")
+	}
+	if adminLeft {
+		e.svc.close()
+		log.Error().Msg("admin commands still running at the end of the shutdown: the store is left open to them and closed by the process's exit, " +
+			"not flushed (every acknowledged write is on disk: the next start replays the write-ahead log)")
+		log.Info().Msg("stopped")
+		return nil
 	}
 	if err := e.close(); err != nil {
 		log.Error().Err(err).Msg("close store")
 		return err
 	}
 	log.Info().Msg("stopped")
-	return serveErr
+	return nil
 }
+
+// serveStopBound bounds each step of serve's shutdown (the API's answers,
+// the admin commands, the console, the background loops): within
+// deploy/coupond.service's TimeoutStopSec of 40 s.
+const serveStopBound = 20 * time.Second
 
 // startOperatorSide starts the console (a failure is logged: the API
 // serves without the operator's view) and then the admin socket, in that
