@@ -46,12 +46,13 @@ func runAdminLine(live *env) func(ctx context.Context, args []string, out io.Wri
 // listener has the API's limits (server.HTTPConfig: the header and idle
 // timeouts, readTimeout for a whole request, 0 for the default, the header
 // cap, the write stall bound) and holds at most console.MaxConns
-// connections. It returns a stop function for shutdown. A listener that
+// connections. It returns a stop function for shutdown, whose error says
+// that requests were still running at its context's end. A listener that
 // cannot be opened is an error, kept in e.svc.consoleErr for "admin
 // console login" to tell.
-func startConsole(addr string, behindTLS bool, readTimeout time.Duration, e *env) (stop func(context.Context), err error) {
+func startConsole(addr string, behindTLS bool, readTimeout time.Duration, e *env) (stop func(context.Context) error, err error) {
 	if addr == "" {
-		return func(context.Context) {}, nil
+		return func(context.Context) error { return nil }, nil
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -81,9 +82,10 @@ func startConsole(addr string, behindTLS bool, readTimeout time.Duration, e *env
 	if ta, ok := ln.Addr().(*net.TCPAddr); ok && !ta.IP.IsLoopback() {
 		e.log.Warn().Str("addr", ln.Addr().String()).Msg("console reachable beyond this host without TLS: prefer 127.0.0.1 and an SSH tunnel")
 	}
-	return func(ctx context.Context) {
-		srv.Shutdown(ctx)
+	return func(ctx context.Context) error {
+		err := srv.Shutdown(ctx)
 		con.Close()
+		return err
 	}, nil
 }
 

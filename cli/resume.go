@@ -302,7 +302,7 @@ func listenerFile(ln net.Listener) (*os.File, error) {
 type running struct {
 	http        *http.Server
 	admin       *http.Server
-	stopConsole func(context.Context)
+	stopConsole func(context.Context) error // an error: requests still running
 	stopLoops   func()
 }
 
@@ -314,12 +314,12 @@ type running struct {
 // the store) have their connections closed: they end at their next write,
 // before the store is closed.
 //
-// adminLeft reports admin commands still running at bound (an "admin
-// check" or "admin backup" reading the whole store, which the end of
-// serve's context does not stop): they go on reading and writing the
-// store, so the caller must not close it under them (Pebble's Close then
-// panics on their open iterators, and their next reads dereference what
-// it freed).
+// adminLeft reports admin commands (through the socket or the console)
+// or console pages still running at bound (an "admin check" or "admin
+// backup" reading the whole store, which the end of serve's context does
+// not stop): they go on reading and writing the store, so the caller must
+// not close it under them (Pebble's Close then panics on their open
+// iterators, and their next reads dereference what it freed).
 func (r *running) stop(bound time.Duration, boundLoops bool, log zerolog.Logger) (adminLeft bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), bound)
 	defer cancel()
@@ -328,7 +328,9 @@ func (r *running) stop(bound time.Duration, boundLoops bool, log zerolog.Logger)
 		r.http.Close()
 	}
 	adminLeft = r.admin.Shutdown(ctx) != nil
-	r.stopConsole(ctx)
+	if r.stopConsole(ctx) != nil {
+		adminLeft = true
+	}
 	if !boundLoops {
 		r.stopLoops()
 		return adminLeft

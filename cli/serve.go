@@ -258,11 +258,11 @@ const serveStopBound = 20 * time.Second
 // order: "admin console login" over the socket reads what startConsole sets
 // (its address, or why it has none). When the socket fails it stops the
 // console and returns the error.
-func startOperatorSide(ctx context.Context, dataDir string, f serveFlags, e *env) (admin *http.Server, stopConsole func(context.Context), err error) {
+func startOperatorSide(ctx context.Context, dataDir string, f serveFlags, e *env) (admin *http.Server, stopConsole func(context.Context) error, err error) {
 	stopConsole, err = startConsole(f.consoleAddr, f.consoleTLSProxy, f.readTimeout, e)
 	if err != nil {
 		e.log.Error().Err(err).Msg("console not served")
-		stopConsole = func(context.Context) {}
+		stopConsole = func(context.Context) error { return nil }
 	}
 	admin, err = serveAdmin(ctx, filepath.Join(dataDir, adminSocket), e)
 	if err != nil {

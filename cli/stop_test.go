@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/rs/zerolog"
 )
 
@@ -45,11 +46,58 @@ func TestStopCutsAnswersStillGoing(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-writing
-	run := &running{http: srv, admin: &http.Server{}, stopConsole: func(context.Context) {}, stopLoops: func() {}}
+	run := &running{http: srv, admin: &http.Server{}, stopConsole: func(context.Context) error { return nil }, stopLoops: func() {}}
 	run.stop(100*time.Millisecond, false, zerolog.Nop())
 	select {
 	case <-ended:
 	case <-time.After(5 * time.Second):
 		t.Fatal("the answer still going at stop's bound goes on writing after stop returned")
+	}
+}
+
+// TestStopReportsAdminLeft: running.stop reports requests of the operator's
+// side still running at its bound, an admin command on the socket or a
+// console request (a console action runs an admin command), so that serve
+// leaves the store open to them; none are reported when they ended.
+func TestStopReportsAdminLeft(t *testing.T) {
+	tests := []struct {
+		name                   string
+		adminBusy, consoleBusy bool
+		wantAdminLeft          bool
+	}{
+		{"none", false, false, false},
+		{"admin command", true, false, true},
+		{"console request", false, true, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			started, release := make(chan struct{}), make(chan struct{})
+			defer close(release)
+			admin := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				close(started)
+				<-release
+			})}
+			go admin.Serve(ln)
+			if tt.adminBusy {
+				go http.Get("http://" + ln.Addr().String())
+				<-started
+			}
+			console := func(ctx context.Context) error {
+				if tt.consoleBusy {
+					<-ctx.Done()
+					return ctx.Err()
+				}
+				return nil
+			}
+			run := &running{http: &http.Server{}, admin: admin, stopConsole: console, stopLoops: func() {}}
+			got := run.stop(100*time.Millisecond, false, zerolog.Nop())
+			if diff := cmp.Diff(tt.wantAdminLeft, got); diff != "" {
+				t.Errorf("adminLeft (-want +got):\n%s", diff)
+			}
+		})
 	}
 }
