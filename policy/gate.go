@@ -340,7 +340,8 @@ func (m *Model) distributionGate(sc []Score, probs []float64) int {
 // model's never-send μ at decision time (an adjustment that removes what
 // the customer would buy anyway without biasing the difference: both arms
 // share it). The test is the mean of these differences weighted by the
-// choice's probability (POLICY.md §7.13).
+// choice's probability (POLICY.md §7.13); under Config.GateControlWeight
+// the benefit tests weigh the smaller of it and never-send's (§7.62).
 func (m *Model) observeGate(s *GuardSample, zero int) {
 	in := m.choiceGroup(s, zero)
 	var mass float64
@@ -357,20 +358,31 @@ func (m *Model) observeGate(s *GuardSample, zero int) {
 	// tested at share q carries about q of a sure one's information, so this
 	// is the inverse-variance combination of decisions tested at different
 	// shares; with equal weights the 1/q of the late, rarely tested
-	// decisions would swamp the test while the share falls.
-	add := func(t *guardSum) {
+	// decisions would swamp the test while the share falls. Under
+	// GateControlWeight the benefit tests weigh the rarer arm's probability
+	// instead (a decision that could not have logged never-send tells
+	// nothing of the difference); the harm tests (Fast) keep mass, so an
+	// open band's recent losses are seen as soon as before.
+	w := mass
+	if m.cfg.GateControlWeight {
+		w = min(mass, s.Probs[zero])
+	}
+	add := func(t *guardSum, w float64) {
+		if w <= 0 {
+			return
+		}
 		switch l := s.Logged; {
 		case l == zero:
-			t.addArm(res, s.Probs[zero], -1, mass)
+			t.addArm(res, s.Probs[zero], -1, w)
 		case in(l):
-			t.addArm(res, mass, 1, mass)
+			t.addArm(res, mass, 1, w)
 		default:
-			t.addWeighted(0, mass)
+			t.addWeighted(0, w)
 		}
 	}
 	g := &m.guard
-	add(&g.Test)
-	add(&g.Fast)
+	add(&g.Test, w)
+	add(&g.Fast, mass)
 	if len(g.Bands) != GateBands {
 		g.Bands = make([]gateBand, GateBands)
 	}
@@ -378,8 +390,8 @@ func (m *Model) observeGate(s *GuardSample, zero int) {
 		m.observeDuel(s, in, res)
 	}
 	gb := &g.Bands[bandOf(&s.Customer)]
-	add(&gb.Test)
-	add(&gb.Fast)
+	add(&gb.Test, w)
+	add(&gb.Fast, mass)
 }
 
 // choiceGroup returns which arms of a logged decision were its choice (a

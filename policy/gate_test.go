@@ -449,6 +449,42 @@ func TestGateTestWeighsDecisionsByTheirShare(t *testing.T) {
 	}
 }
 
+// TestGateTestWeighsOpenDecisionsByTheirControl: an open band sends its
+// choice to 0.9 of its decisions and keeps 0.1 as control, so each tells
+// as little of the difference as one tested at 0.1. Weighed by the
+// choice's share (0.9) its first open weeks swamp the weeks it tested
+// in, and the test's error grows as evidence is added (POLICY.md §7.62).
+// Fails without GateControlWeight.
+func TestGateTestWeighsOpenDecisionsByTheirControl(t *testing.T) {
+	for _, on := range []bool{false, true} {
+		cfg := DefaultConfig()
+		cfg.GateControlWeight = on
+		m := New(cfg)
+		rng := rand.New(rand.NewPCG(5, 6))
+		arms := []Arm{{ID: 0}, {ID: 1}}
+		var info float64
+		for i := range 6000 {
+			q := 0.3
+			if i >= 3000 {
+				q = 0.9
+			}
+			info += q * (1 - q)
+			s := GuardSample{Arms: arms, Probs: []float64{1 - q, q}, QHat: []float64{0, 0}, Choice: 1, ChoiceKnown: true}
+			s.Reward = 1000 * rng.NormFloat64()
+			if rng.Float64() < q {
+				s.Logged, s.Reward = 1, s.Reward+100
+			}
+			m.observeGate(&s, 0)
+		}
+		mean, se, ok := m.testStat(&m.guard.Test)
+		bound := 1000 / math.Sqrt(info)
+		t.Logf("GateControlWeight %v: test %.0f ± %.0f cents; inverse-variance bound %.0f", on, mean, se, bound)
+		if within := ok && se <= 1.25*bound; within != on {
+			t.Errorf("GateControlWeight %v: standard error %.0f cents within 1.25 times the bound %.0f: %v, want %v", on, se, bound, within, on)
+		}
+	}
+}
+
 // TestCloneKeepsItsOwnGate: the engine publishes a model and learns on a
 // clone of it while decisions read the published one, so a clone's
 // learning must not reach the original's gate (its band tests once shared

@@ -198,6 +198,15 @@ type Config struct {
 	// stay at the testing share until its own test can say whether they
 	// pay (POLICY.md §7.61).
 	GatePooledOwn bool
+	// GateControlWeight: a decision weighs the gate's benefit tests (the
+	// ones that open a band and keep a pooled opening) by the smaller of
+	// its choice's probability and never-send's, not by the choice's
+	// alone: the difference it measures is as uncertain as its rarer arm,
+	// so an open band's decisions (choice 0.9, control 0.1) count as ones
+	// tested at 0.1, not as nine of them, and its first open weeks no
+	// longer swamp the evidence it opened on. The harm tests keep the
+	// choice's probability (POLICY.md §7.62).
+	GateControlWeight bool
 	// GateExplore: coupons outside the choice that might beat never-send
 	// are tried with GateExplore·(testing share/GateQ0)² of the mass, so a
 	// coupon the prior undervalues is learned while the tenant is young.
@@ -231,7 +240,7 @@ func DefaultConfig() Config {
 		NoiseStart: 5000, NoisePseudo: 50,
 		ImportanceAlpha: 0,
 		GuardZ:          2, GuardReleaseZ: 1, GuardMinN: 100, GuardHalfLife: 1,
-		Gate: true, GateExplore: 0.05, GatePromise: 0.5, GateQ0: 0.5, GateN0: 12000, GateAgeMin: 4, GateAgeMax: 6, GatePow: 4, GateZ: 2, GateReleaseZ: -1, GateClosedDiv: 4, GateHalfLife: 3, GateLookAlpha: 0.0374224670668522, GateLeanAge: 6, GateDownAge: 2, GateDownOpen: true, GatePooled: true, GatePooledOwn: true, GateModelPromise: true, GateSendZ: 0.25, GateOpenSendZ: 0.1, TieTopTwo: true,
+		Gate: true, GateExplore: 0.05, GatePromise: 0.5, GateQ0: 0.5, GateN0: 12000, GateAgeMin: 4, GateAgeMax: 6, GatePow: 4, GateZ: 2, GateReleaseZ: -1, GateClosedDiv: 4, GateHalfLife: 3, GateLookAlpha: 0.0374224670668522, GateLeanAge: 6, GateDownAge: 2, GateDownOpen: true, GatePooled: true, GatePooledOwn: true, GateControlWeight: true, GateModelPromise: true, GateSendZ: 0.25, GateOpenSendZ: 0.1, TieTopTwo: true,
 		TicketTarget: true, TicketPseudo: 64, DuelZ: 3,
 		ResidualClip: 50,
 	}
