@@ -106,6 +106,12 @@ type deletionJob struct {
 	// chunks deleted (erasechunk.go): a pass resumed after a crash still
 	// compacts them.
 	Chunked [][]byte `json:"chunked,omitempty"`
+	// Erased holds the keys the erasure's batch deleted or overwrote,
+	// written in that batch (eraseCustomer): a pass resumed after a crash
+	// between the erasure and its compaction finds nothing left to erase,
+	// and still compacts them. Past maxJobPoints keys they are kept as
+	// their bounds per table, in Chunked, instead.
+	Erased [][]byte `json:"erased,omitempty"`
 }
 
 // LedgerEntry is one line of a backup's deletion ledger: keyed hashes only.
@@ -747,7 +753,8 @@ func (s *Service) applyDeletion(tenant string, qkey []byte, job deletionJob, ref
 			return nil, toCompact{}, err
 		}
 	}
-	touched := toCompact{bounds: slices.Clone(job.Chunked)} // an earlier pass's chunks
+	// What an earlier pass erased and may not have compacted.
+	touched := toCompact{bounds: slices.Clone(job.Chunked), points: slices.Clone(job.Erased)}
 	if ref != "" {
 		q := &queuedDeletion{key: qkey, job: job}
 		erased, err := s.eraseCustomer(tenant, ref, job.Hash, q)

@@ -77,6 +77,11 @@ func (s *Service) eraseCustomer(tenant, ref, hash string, job *queuedDeletion) (
 			return toCompact{}, err
 		}
 	}
+	if job != nil {
+		if err := keepErased(b, job, x.keys); err != nil {
+			return chunked, err
+		}
+	}
 	if s.beforeCommit != nil {
 		s.beforeCommit()
 	}
@@ -85,6 +90,25 @@ func (s *Service) eraseCustomer(tenant, ref, hash string, job *queuedDeletion) (
 	}
 	chunked.points = append(chunked.points, x.keys...)
 	return chunked, nil
+}
+
+// maxJobPoints bounds the keys a deletion's queue entry keeps one by one
+// (deletionJob.Erased, a few tens of bytes each); past it they are kept as
+// their bounds per table (deletionJob.Chunked), whose whole span a resumed
+// pass compacts.
+const maxJobPoints = 4096
+
+// keepErased adds keys, which the erasure's batch b deletes or overwrites,
+// to job's queue entry, written in b: the erasure and the record of what
+// it erased commit together, so a pass resumed after a crash before the
+// compaction still compacts them (deletionJob.Erased).
+func keepErased(b *store.Batch, job *queuedDeletion, keys [][]byte) error {
+	j := &job.job
+	j.Erased = append(j.Erased, keys...)
+	if len(j.Erased) > maxJobPoints {
+		j.Chunked, j.Erased = tableBounds(append(j.Chunked, j.Erased...)), nil
+	}
+	return b.SetJSON(job.key, j)
 }
 
 // indexed deletes the entries of a customer index (events or decisions)

@@ -1,0 +1,162 @@
+package privacy
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/coupond/coupond/engine"
+	"github.com/coupond/coupond/internal/storetest"
+	"github.com/coupond/coupond/store"
+	"github.com/coupond/coupond/store/storefs"
+)
+
+// TestDeletionCompactsWhatACrashedPassErased: a crash after an erasure's
+// batch committed and before the pass compacted leaves the deletion
+// programado; the pass after the restart finds nothing left to erase of
+// the customer's decision and idempotency record, so unless the erasure's
+// batch kept its keys with the job (deletionJob.Erased), it compacts only
+// what it erases again (the features, the customer state) and reports
+// completado while a table of the store's bottom level still holds the
+// decision. The store is large enough (160 MiB of others' decisions) for
+// its base level to lie above the bottom one: the tombstones then stop at
+// the base level, away from the tables compacted.
+func TestDeletionCompactsWhatACrashedPassErased(t *testing.T) {
+	if testing.Short() || raceEnabled {
+		t.Skip("loads 160 MiB, and needs the store's shape after months of writes")
+	}
+	const canary = "Wq83lostZk"
+	mem := storefs.CrashableMem()
+	db, err := store.Open("db", mem)
+	if err != nil {
+		t.Fatal(err)
+	}
+	storetest.Sandbox(t, db, "acme", t0, store.DefaultSettings())
+	now := func() time.Time { return t0 }
+	e := engine.New(engine.Config{DB: db, Secrets: store.TestSecrets(), Log: zerolog.Nop(), Now: now, Seed: 1})
+	p := newService(e, db, now)
+	ingestFor(t, e, canary, "zz-"+canary, 2)
+	if _, err := e.Decide("acme", engine.Request{ClienteRef: canary, Canal: "push", Idempotency: engine.Idempotency{Key: "idem-" + canary}}); err != nil {
+		t.Fatal(err)
+	}
+	// Others' decisions, before and after the canary's in key order: a
+	// first load compacted to the bottom level with the canary's, a
+	// second one in the levels above, as months of writes leave a store.
+	rng := rand.NewChaCha8([32]byte{2})
+	loadDecisions(t, db, rng, 160<<20)
+	if err := db.Compact(t.Context(), []byte{0}, []byte{0xff}); err != nil {
+		t.Fatal(err)
+	}
+	loadDecisions(t, db, rng, 64<<20)
+	if err := db.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	for start := time.Now(); db.Metrics().CompactionsInProgress > 0 && time.Since(start) < time.Minute; {
+		time.Sleep(50 * time.Millisecond) // the compactions the load started
+	}
+	if _, err := p.RequestDeletion("acme", canary, "ci"); err != nil {
+		t.Fatal(err)
+	}
+	var crashed *storefs.MemFS
+	crash := DeletionHooks{External: func(string, string) ([][]byte, bool, error) {
+		if crashed == nil { // the erasure has committed, the compaction is to come
+			crashed = mem.CrashClone(storefs.CrashCloneCfg{})
+		}
+		return nil, false, nil
+	}}
+	if _, err := p.ProcessDeletions(context.Background(), crash); err != nil || crashed == nil {
+		t.Fatalf("first pass: %v, crash clone taken %v", err, crashed != nil)
+	}
+	db.Close()
+	if len(memFilesHolding(t, crashed, "db", []byte(canary))) == 0 {
+		t.Fatal("no file holds the canary at the crash: the test does not exercise the compaction")
+	}
+	_, p2 := reopenService(t, crashed)
+	if st, err := p2.ProcessDeletions(context.Background(), DeletionHooks{}); err != nil || st.Completed != 1 {
+		t.Fatalf("pass after the crash: %+v %v", st, err)
+	}
+	checkNoFileHolds(t, crashed, "db", []byte(canary))
+}
+
+// loadDecisions writes bytes of incompressible decision records under
+// random nonces to db.
+func loadDecisions(t *testing.T, db *store.DB, rng *rand.ChaCha8, bytes int) {
+	t.Helper()
+	const size, perBatch = 1024, 1024
+	for i := 0; i < bytes; i += size * perBatch {
+		b := db.NewBatch()
+		for range perBatch {
+			var nonce [15]byte
+			_, _ = rng.Read(nonce[:])
+			v := make([]byte, size)
+			_, _ = rng.Read(v)
+			b.Set(store.DecisionKey("acme", base64.RawURLEncoding.EncodeToString(nonce[:])), v)
+		}
+		if err := b.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		b.Close()
+	}
+}
+
+// TestErasureKeepsItsKeysWithTheJob is the short form of the test above: a
+// crash after the erasure's batch committed, before the pass compacted,
+// leaves in the deletion's queue entry the keys that batch deleted, the
+// customer's decision among them, for the pass after the restart.
+func TestErasureKeepsItsKeysWithTheJob(t *testing.T) {
+	const canary = "Qm27keptZk"
+	mem := storefs.CrashableMem()
+	db, err := store.Open("db", mem)
+	if err != nil {
+		t.Fatal(err)
+	}
+	storetest.Sandbox(t, db, "acme", t0, store.DefaultSettings())
+	now := func() time.Time { return t0 }
+	e := engine.New(engine.Config{DB: db, Secrets: store.TestSecrets(), Log: zerolog.Nop(), Now: now, Seed: 1})
+	p := newService(e, db, now)
+	ingestFor(t, e, canary, "zz-"+canary, 2)
+	if _, err := e.Decide("acme", engine.Request{ClienteRef: canary, Canal: "push"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.RequestDeletion("acme", canary, "ci"); err != nil {
+		t.Fatal(err)
+	}
+	var crashed *storefs.MemFS
+	crash := DeletionHooks{External: func(string, string) ([][]byte, bool, error) {
+		if crashed == nil {
+			crashed = mem.CrashClone(storefs.CrashCloneCfg{})
+		}
+		return nil, false, nil
+	}}
+	if _, err := p.ProcessDeletions(context.Background(), crash); err != nil || crashed == nil {
+		t.Fatalf("first pass: %v, crash clone taken %v", err, crashed != nil)
+	}
+	db.Close()
+	db2, _ := reopenService(t, crashed)
+	var jobs []deletionJob
+	lo, hi := store.DeletionQueueSpan("acme")
+	err = db2.Scan(lo, hi, func(_, v []byte) error {
+		var j deletionJob
+		jobs = append(jobs, j)
+		return json.Unmarshal(v, &jobs[len(jobs)-1])
+	})
+	if err != nil || len(jobs) != 1 {
+		t.Fatalf("queue after the crash: %d entries, %v", len(jobs), err)
+	}
+	dlo, dhi := store.DecisionSpan("acme")
+	decisions := 0
+	for _, k := range jobs[0].Erased {
+		if bytes.Compare(k, dlo) >= 0 && bytes.Compare(k, dhi) < 0 {
+			decisions++
+		}
+	}
+	if decisions != 1 {
+		t.Errorf("the queue entry keeps %d decision keys of the %d keys erased, want the customer's 1", decisions, len(jobs[0].Erased))
+	}
+}
