@@ -297,6 +297,12 @@ func (e *Evaluator) Add(r Record) error {
 // replicate j is a Poisson(1) draw from the 32-bit half j%2 of SplitMix64's
 // output number i·⌈R/2⌉ + j/2 from the seed's state, so the counts do not
 // depend on how records were grouped into blocks.
+//
+// The sums are written out field by field here and in Add on purpose: a
+// shared (*sums).add(k, *terms) is past the inliner's budget and keeps the
+// block's sums in memory, not registers, and made BenchmarkEvaluate1M 16 %
+// slower (1.19 s → 1.38 s a run). Adding a sum means adding it to terms,
+// sums, Record.terms, Add and both lists below.
 func (e *Evaluator) flush() {
 	if len(e.block) == 0 {
 		return
