@@ -40,11 +40,12 @@ const owedInterval = privacy.DefaultOwedEvery
 // ---- batch data ----
 
 // batchScrubber removes a customer from the tenant's batch data: the lines
-// of retained result files and the stored request chunks. A job queued or
+// of retained result files (rewritten here) and the stored request chunks
+// (rewritten in the deletion's batch, which it commits). A job queued or
 // running makes the deletion wait (pending), except offline (restore),
 // where no job runs and queued jobs are scrubbed too.
-func batchScrubber(svc *services, offline bool) func(tenant, ref string) ([][]byte, bool, error) {
-	return func(tenant, ref string) ([][]byte, bool, error) {
+func batchScrubber(svc *services, offline bool) func(tenant, ref string, b *store.Batch) ([][]byte, bool, error) {
+	return func(tenant, ref string, b *store.Batch) ([][]byte, bool, error) {
 		db := svc.env.db
 		resultsDir := filepath.Join(svc.env.resultsPath(), tenant)
 		temps := tempResults(resultsDir)    // before the jobs: see removeStaleResults
@@ -55,8 +56,6 @@ func batchScrubber(svc *services, offline bool) func(tenant, ref string) ([][]by
 		pending := false
 		busy := map[string]bool{}
 		var changed [][]byte
-		b := db.NewBatch()
-		defer b.Close()
 		needle := []byte(`"cliente_ref":"` + ref + `"`)
 		for _, j := range jobs {
 			if (j.Estado == api.EstadoEnCola || j.Estado == api.EstadoEnCurso) && !offline {
@@ -69,11 +68,6 @@ func batchScrubber(svc *services, offline bool) func(tenant, ref string) ([][]by
 			}
 			changed = append(changed, keys...)
 			if err := scrubResult(svc, j, needle); err != nil {
-				return nil, false, err
-			}
-		}
-		if !b.Empty() {
-			if err := b.Commit(); err != nil {
 				return nil, false, err
 			}
 		}

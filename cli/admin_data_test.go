@@ -988,7 +988,7 @@ func TestFailedRestoreLeavesDataDir(t *testing.T) {
 		{"a deletion cannot be re-applied", func(open privacy.OpenStaging) privacy.OpenStaging {
 			return func(ctx context.Context, db *store.DB, s *store.Secrets, results string) (*privacy.Service, privacy.DeletionHooks, error) {
 				svc, hooks, err := open(ctx, db, s, results)
-				hooks.External = func(string, string) ([][]byte, bool, error) { return nil, false, errDisk }
+				hooks.External = func(string, string, *store.Batch) ([][]byte, bool, error) { return nil, false, errDisk }
 				return svc, hooks, err
 			}
 		}},

@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -64,7 +65,7 @@ func TestDeletionCompactsWhatACrashedPassErased(t *testing.T) {
 		t.Fatal(err)
 	}
 	var crashed *storefs.MemFS
-	crash := DeletionHooks{External: func(string, string) ([][]byte, bool, error) {
+	crash := DeletionHooks{External: func(string, string, *store.Batch) ([][]byte, bool, error) {
 		if crashed == nil { // the erasure has committed, the compaction is to come
 			crashed = mem.CrashClone(storefs.CrashCloneCfg{})
 		}
@@ -128,7 +129,7 @@ func TestErasureKeepsItsKeysWithTheJob(t *testing.T) {
 		t.Fatal(err)
 	}
 	var crashed *storefs.MemFS
-	crash := DeletionHooks{External: func(string, string) ([][]byte, bool, error) {
+	crash := DeletionHooks{External: func(string, string, *store.Batch) ([][]byte, bool, error) {
 		if crashed == nil {
 			crashed = mem.CrashClone(storefs.CrashCloneCfg{})
 		}
@@ -139,24 +140,61 @@ func TestErasureKeepsItsKeysWithTheJob(t *testing.T) {
 	}
 	db.Close()
 	db2, _ := reopenService(t, crashed)
-	var jobs []deletionJob
-	lo, hi := store.DeletionQueueSpan("acme")
-	err = db2.Scan(lo, hi, func(_, v []byte) error {
-		var j deletionJob
-		jobs = append(jobs, j)
-		return json.Unmarshal(v, &jobs[len(jobs)-1])
-	})
-	if err != nil || len(jobs) != 1 {
-		t.Fatalf("queue after the crash: %d entries, %v", len(jobs), err)
-	}
+	job := onlyQueued(t, db2)
 	dlo, dhi := store.DecisionSpan("acme")
 	decisions := 0
-	for _, k := range jobs[0].Erased {
+	for _, k := range job.Erased {
 		if bytes.Compare(k, dlo) >= 0 && bytes.Compare(k, dhi) < 0 {
 			decisions++
 		}
 	}
 	if decisions != 1 {
-		t.Errorf("the queue entry keeps %d decision keys of the %d keys erased, want the customer's 1", decisions, len(jobs[0].Erased))
+		t.Errorf("the queue entry keeps %d decision keys of the %d keys erased, want the customer's 1", decisions, len(job.Erased))
+	}
+}
+
+// onlyQueued returns the one entry of acme's deletion queue.
+func onlyQueued(t *testing.T, db *store.DB) deletionJob {
+	t.Helper()
+	var jobs []deletionJob
+	lo, hi := store.DeletionQueueSpan("acme")
+	err := db.Scan(lo, hi, func(_, v []byte) error {
+		var j deletionJob
+		jobs = append(jobs, j)
+		return json.Unmarshal(v, &jobs[len(jobs)-1])
+	})
+	if err != nil || len(jobs) != 1 {
+		t.Fatalf("deletion queue: %d entries, %v; want 1", len(jobs), err)
+	}
+	return jobs[0]
+}
+
+// TestExternalChangesKeptWithTheJob: what the External hook changes in
+// the store (a batch job's request chunk) commits with the queue entry
+// that keeps its key for the compaction, and with the entry's retry time
+// when part of the batch data must wait: a crash before the compaction
+// cannot lose the key, as the chunk no longer holds the customer for a
+// later pass to find.
+func TestExternalChangesKeptWithTheJob(t *testing.T) {
+	const ref = "Zk41chunkQ"
+	e, p, db, _ := newTest(t, 1)
+	ingestFor(t, e, ref, "c", 2)
+	if _, err := p.RequestDeletion("acme", ref, "ci"); err != nil {
+		t.Fatal(err)
+	}
+	chunk := store.JobChunkKey("acme", "lote-1", 0)
+	hooks := DeletionHooks{External: func(_, _ string, b *store.Batch) ([][]byte, bool, error) {
+		b.Set(chunk, []byte(`["otro"]`))  // the customer's line gone
+		return [][]byte{chunk}, true, nil // another job still runs
+	}}
+	if st, err := p.ProcessDeletions(context.Background(), hooks); err != nil || st.Pending != 1 {
+		t.Fatalf("pass: %+v %v; want 1 pending", st, err)
+	}
+	if v, err := db.Get(chunk); err != nil || string(v) != `["otro"]` {
+		t.Errorf("the hook's change: %q %v; want it committed", v, err)
+	}
+	job := onlyQueued(t, db)
+	if !slices.ContainsFunc(job.Erased, func(k []byte) bool { return bytes.Equal(k, chunk) }) || job.RetryAt.IsZero() {
+		t.Errorf("queue entry after the pass: erased %q, retry at %v; want the chunk's key and a retry time", job.Erased, job.RetryAt)
 	}
 }

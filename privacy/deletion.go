@@ -130,11 +130,15 @@ type DeletionHooks struct {
 	// error leaves the job queued.
 	Ledger func(LedgerEntry) error
 	// External removes the customer from data the engine does not own
-	// (batch result files, stored batch requests). It returns the store keys
-	// it rewrote (to be compacted) and pending true when part of the data
-	// cannot be touched now (a batch job is queued or running): the job is
-	// then retried later, from the start.
-	External func(tenant, clienteRef string) (changed [][]byte, pending bool, err error)
+	// (batch result files, stored batch requests). It rewrites its files
+	// itself and adds its store changes to b, without committing it; it
+	// returns the store keys it changed (to be compacted) and pending true
+	// when part of the data cannot be touched now (a batch job is queued
+	// or running): the job is then retried later, from the start. The
+	// deletion commits b (synced) with the changed keys in its queue entry
+	// (deletionJob.Erased), so a pass resumed after a crash before the
+	// compaction still compacts them.
+	External func(tenant, clienteRef string, b *store.Batch) (changed [][]byte, pending bool, err error)
 }
 
 // DeletionStats counts what one worker pass did.
@@ -764,16 +768,14 @@ func (s *Service) applyDeletion(tenant string, qkey []byte, job deletionJob, ref
 			return nil, touched, err
 		}
 		if hooks.External != nil {
-			changed, wait, err := hooks.External(tenant, ref)
+			q := &queuedDeletion{key: qkey, job: job}
+			changed, wait, err := s.external(tenant, ref, q, hooks.External)
+			job = q.job
 			touched.points = append(touched.points, changed...)
 			if err != nil {
 				return nil, touched, inStep(noteBatch, fmt.Errorf("batch data: %w", err))
 			}
 			if wait {
-				job.RetryAt = s.now().Add(deletionRetry)
-				if err := s.putJob(qkey, &job); err != nil {
-					return nil, touched, err
-				}
 				s.noteDeletion(tenant, job.Hash, func(r *DeletionRecord) {
 					r.Espera = "un lote de decisiones del inquilino está en cola o en curso; se reintenta al terminar"
 				})
@@ -782,6 +784,29 @@ func (s *Service) applyDeletion(tenant string, qkey []byte, job deletionJob, ref
 		}
 	}
 	return &readyDeletion{qkey: qkey, hash: job.Hash, rec: rec}, touched, nil
+}
+
+// external runs the External hook for ref and commits, in one synced
+// batch, the store changes it made, the keys it changed kept in the queue
+// entry q (keepErased) and, when it says part of the data must wait, the
+// entry's retry time. It returns the keys changed and whether to wait.
+func (s *Service) external(tenant, ref string, q *queuedDeletion, hook func(string, string, *store.Batch) ([][]byte, bool, error)) ([][]byte, bool, error) {
+	b := s.db.NewBatch()
+	defer b.Close()
+	changed, wait, err := hook(tenant, ref, b)
+	if err != nil {
+		return nil, false, err
+	}
+	if len(changed) == 0 && !wait && b.Empty() {
+		return nil, false, nil
+	}
+	if wait {
+		q.job.RetryAt = s.now().Add(deletionRetry)
+	}
+	if err := keepErased(b, q, changed); err != nil {
+		return nil, false, err
+	}
+	return changed, wait, b.Commit()
 }
 
 func (s *Service) putJob(key []byte, job *deletionJob) error {

@@ -83,7 +83,7 @@ func TestDeletionHooksAndRetry(t *testing.T) {
 			ledger = append(ledger, l)
 			return nil
 		},
-		External: func(tenant, ref string) ([][]byte, bool, error) {
+		External: func(tenant, ref string, _ *store.Batch) ([][]byte, bool, error) {
 			externalCalls++
 			if tenant != "acme" || ref != "dora-00000001" {
 				t.Errorf("external hook for %s/%s", tenant, ref)
@@ -214,7 +214,7 @@ func TestDeletionByHashWaitsWithItsCustomer(t *testing.T) {
 		t.Fatal(err)
 	}
 	var reached []string
-	hooks := DeletionHooks{External: func(_, ref string) ([][]byte, bool, error) {
+	hooks := DeletionHooks{External: func(_, ref string, _ *store.Batch) ([][]byte, bool, error) {
 		reached = append(reached, ref)
 		return nil, len(reached) == 1, nil // a batch job runs during the first pass
 	}}
@@ -654,7 +654,7 @@ func TestDeletionFailureNoteHidesTheError(t *testing.T) {
 		want  string
 	}{
 		{"ledger", DeletionHooks{Ledger: func(LedgerEntry) error { return boom }}, noteLedger},
-		{"batch data", DeletionHooks{External: func(string, string) ([][]byte, bool, error) { return nil, false, boom }}, noteBatch},
+		{"batch data", DeletionHooks{External: func(string, string, *store.Batch) ([][]byte, bool, error) { return nil, false, boom }}, noteBatch},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e, p, _, _ := newTest(t, 1)
@@ -710,7 +710,7 @@ func TestDeletionAskedAgainMidPass(t *testing.T) {
 		t.Fatal(err)
 	}
 	again := true
-	hooks := DeletionHooks{External: func(_, ref string) ([][]byte, bool, error) {
+	hooks := DeletionHooks{External: func(_, ref string, _ *store.Batch) ([][]byte, bool, error) {
 		if again { // after the erasure, before completado
 			again = false
 			ingestFor(t, e, ref, "late", 1)

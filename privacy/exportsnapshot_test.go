@@ -142,7 +142,7 @@ func TestErasureWhoseCompactionFailedKeepsItsBounds(t *testing.T) {
 			p, db, decisions := deletionRequested(t, ref)
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			hooks := DeletionHooks{External: func(string, string) ([][]byte, bool, error) {
+			hooks := DeletionHooks{External: func(string, string, *store.Batch) ([][]byte, bool, error) {
 				cancel() // the shutdown comes once the data is erased
 				return nil, tc.wait, nil
 			}}
