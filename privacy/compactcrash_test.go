@@ -25,14 +25,54 @@ import (
 // batch kept its keys with the job (deletionJob.Erased), it compacts only
 // what it erases again (the features, the customer state) and reports
 // completado while a table of the store's bottom level still holds the
-// decision. The store is large enough (160 MiB of others' decisions) for
-// its base level to lie above the bottom one: the tombstones then stop at
-// the base level, away from the tables compacted.
+// decision.
 func TestDeletionCompactsWhatACrashedPassErased(t *testing.T) {
+	const canary = "Wq83lostZk"
+	mem, db, p := deepCanary(t, canary)
+	var crashed *storefs.MemFS
+	crash := DeletionHooks{External: func(string, string, *store.Batch) ([][]byte, bool, error) {
+		if crashed == nil { // the erasure has committed, the compaction is to come
+			crashed = mem.CrashClone(storefs.CrashCloneCfg{})
+		}
+		return nil, false, nil
+	}}
+	if _, err := p.ProcessDeletions(context.Background(), crash); err != nil || crashed == nil {
+		t.Fatalf("first pass: %v, crash clone taken %v", err, crashed != nil)
+	}
+	db.Close()
+	resumeAfterCrash(t, crashed, canary, 1)
+}
+
+// TestDeletionCompactsItsQueueEntryAfterACrash: a crash after the batch
+// that marks a deletion completado and deletes its queue entry, before the
+// pass compacted the entry, leaves the entry's old value, which names the
+// customer, in a table of the store's bottom level; no job is queued any
+// more, so unless the purge the batch marked owed names the entry
+// (store.Batch.OwePurge), the pass after the restart purges the logs and
+// never compacts it.
+func TestDeletionCompactsItsQueueEntryAfterACrash(t *testing.T) {
+	const canary = "Wq83entryZk"
+	mem, db, p := deepCanary(t, canary)
+	var crashed *storefs.MemFS
+	p.beforePurge = func() error { crashed = mem.CrashClone(storefs.CrashCloneCfg{}); return nil }
+	if st, err := p.ProcessDeletions(context.Background(), DeletionHooks{}); err != nil || st.Completed != 1 || crashed == nil {
+		t.Fatalf("first pass: %+v %v, crash clone taken %v", st, err, crashed != nil)
+	}
+	db.Close()
+	resumeAfterCrash(t, crashed, canary, 0)
+}
+
+// deepCanary opens a store on a crashable in-memory filesystem in the shape
+// months of writes leave (160 MiB of others' decisions compacted to the
+// bottom level with the canary's data and its deletion's queue entry, 64
+// MiB more in the levels above: the base level lies above the bottom one,
+// so tombstones stop there, away from the tables a deletion compacts), and
+// returns it with the canary's deletion requested.
+func deepCanary(t *testing.T, canary string) (*storefs.MemFS, *store.DB, *Service) {
+	t.Helper()
 	if testing.Short() || raceEnabled {
 		t.Skip("loads 160 MiB, and needs the store's shape after months of writes")
 	}
-	const canary = "Wq83lostZk"
 	mem := storefs.CrashableMem()
 	db, err := store.Open("db", mem)
 	if err != nil {
@@ -46,9 +86,9 @@ func TestDeletionCompactsWhatACrashedPassErased(t *testing.T) {
 	if _, err := e.Decide("acme", engine.Request{ClienteRef: canary, Canal: "push", Idempotency: engine.Idempotency{Key: "idem-" + canary}}); err != nil {
 		t.Fatal(err)
 	}
-	// Others' decisions, before and after the canary's in key order: a
-	// first load compacted to the bottom level with the canary's, a
-	// second one in the levels above, as months of writes leave a store.
+	if _, err := p.RequestDeletion("acme", canary, "ci"); err != nil {
+		t.Fatal(err)
+	}
 	rng := rand.NewChaCha8([32]byte{2})
 	loadDecisions(t, db, rng, 160<<20)
 	if err := db.Compact(t.Context(), []byte{0}, []byte{0xff}); err != nil {
@@ -61,26 +101,19 @@ func TestDeletionCompactsWhatACrashedPassErased(t *testing.T) {
 	for start := time.Now(); db.Metrics().CompactionsInProgress > 0 && time.Since(start) < time.Minute; {
 		time.Sleep(50 * time.Millisecond) // the compactions the load started
 	}
-	if _, err := p.RequestDeletion("acme", canary, "ci"); err != nil {
-		t.Fatal(err)
-	}
-	var crashed *storefs.MemFS
-	crash := DeletionHooks{External: func(string, string, *store.Batch) ([][]byte, bool, error) {
-		if crashed == nil { // the erasure has committed, the compaction is to come
-			crashed = mem.CrashClone(storefs.CrashCloneCfg{})
-		}
-		return nil, false, nil
-	}}
-	if _, err := p.ProcessDeletions(context.Background(), crash); err != nil || crashed == nil {
-		t.Fatalf("first pass: %v, crash clone taken %v", err, crashed != nil)
-	}
-	db.Close()
+	return mem, db, p
+}
+
+// resumeAfterCrash opens the store crashed at, makes a deletion pass that
+// completes want deletions, and checks that no file then holds canary.
+func resumeAfterCrash(t *testing.T, crashed *storefs.MemFS, canary string, want int) {
+	t.Helper()
 	if len(memFilesHolding(t, crashed, "db", []byte(canary))) == 0 {
 		t.Fatal("no file holds the canary at the crash: the test does not exercise the compaction")
 	}
-	_, p2 := reopenService(t, crashed)
-	if st, err := p2.ProcessDeletions(context.Background(), DeletionHooks{}); err != nil || st.Completed != 1 {
-		t.Fatalf("pass after the crash: %+v %v", st, err)
+	_, p := reopenService(t, crashed)
+	if st, err := p.ProcessDeletions(context.Background(), DeletionHooks{}); err != nil || st.Completed != want {
+		t.Fatalf("pass after the crash: %+v %v; want %d completed", st, err, want)
 	}
 	checkNoFileHolds(t, crashed, "db", []byte(canary))
 }

@@ -328,7 +328,7 @@ func (s *Service) ProcessDeletions(ctx context.Context, hooks DeletionHooks) (De
 	defer s.deletionMu.Unlock()
 	var st DeletionStats
 	var firstErr error
-	if err := s.db.PurgeOwed(); err != nil { // a pass's purge cut short (complete)
+	if err := s.db.PurgeOwed(ctx); err != nil { // a pass's purge cut short (complete)
 		s.log.Error().Err(err).Msg("purge of write-ahead logs owed by completed deletions; retried on the next pass")
 		firstErr = err
 	}
@@ -583,22 +583,21 @@ func (p *tenantPass) fail(hash string, err error) {
 // complete marks the ready jobs completado, removes their queue entries and
 // rotates the write-ahead logs and manifests that still name the customers.
 func (p *tenantPass) complete(ctx context.Context, ready []readyDeletion) error {
-	ready, qkeys, err := p.markCompleted(ready)
+	ready, err := p.markCompleted(ready)
 	if err == nil && len(ready) == 0 {
 		return nil
-	}
-	if err == nil {
-		err = inStep(noteCompact, p.s.compactKeys(ctx, toCompact{points: qkeys}))
 	}
 	if err == nil && p.s.beforePurge != nil {
 		err = inStep(notePurge, p.s.beforePurge())
 	}
 	if err == nil {
-		// Tombstones and old records in write-ahead logs still name the
-		// customers: rotate them away before reporting completado. The
-		// batch marked the purge owed, so a purge cut short by a crash or
-		// an error is redone by the next pass (ProcessDeletions).
-		err = inStep(notePurge, p.s.db.PurgeOwed())
+		// The queue entries' old values and, in write-ahead logs,
+		// tombstones and old records still name the customers: compact
+		// the entries and rotate the logs away before reporting
+		// completado. The batch marked the purge owed, naming the
+		// entries, so a purge cut short by a crash or an error is redone
+		// by the next pass (ProcessDeletions).
+		err = inStep(notePurge, p.s.db.PurgeOwed(ctx))
 	}
 	if err != nil {
 		for _, r := range ready {
@@ -614,17 +613,18 @@ func (p *tenantPass) complete(ctx context.Context, ready []readyDeletion) error 
 }
 
 // markCompleted commits, in one batch, completado on the records of the
-// ready jobs and the removal of their queue entries, and returns the jobs
-// and queue keys it committed (on an error, the jobs it meant to commit).
+// ready jobs, the removal of their queue entries and the purge they owe
+// (store.Batch.OwePurge, naming the entries), and returns the jobs it
+// committed (on an error, the jobs it meant to commit).
 // A job whose customer was asked to be deleted again since its record was
 // read (Repeticiones moved: data may have arrived after the erasure and
 // before that request) is left programado and queued, and redone by the
 // next pass. It holds requestMu, so no request falls between that check
 // and the commit.
-func (p *tenantPass) markCompleted(ready []readyDeletion) ([]readyDeletion, [][]byte, error) {
+func (p *tenantPass) markCompleted(ready []readyDeletion) ([]readyDeletion, error) {
 	now, err := p.s.rec.TenantNow(p.tenant)
 	if err != nil {
-		return ready, nil, inStep(noteComplete, err)
+		return ready, inStep(noteComplete, err)
 	}
 	p.s.requestMu.Lock()
 	defer p.s.requestMu.Unlock()
@@ -635,7 +635,7 @@ func (p *tenantPass) markCompleted(ready []readyDeletion) ([]readyDeletion, [][]
 	for _, r := range ready {
 		cur, err := p.s.deletionByHash(p.tenant, r.hash)
 		if err != nil {
-			return ready, nil, inStep(noteComplete, err)
+			return ready, inStep(noteComplete, err)
 		}
 		if cur != nil && cur.Repeticiones != r.rec.Repeticiones {
 			p.st.Pending++ // asked again meanwhile: the next pass redoes it
@@ -643,18 +643,18 @@ func (p *tenantPass) markCompleted(ready []readyDeletion) ([]readyDeletion, [][]
 		}
 		r.rec.Estado, r.rec.CompletadoEn, r.rec.Espera, r.rec.UltimoError, r.rec.UltimoErrorID = DeletionCompleted, &now, "", "", ""
 		if err := b.SetJSON(deletionKey(p.tenant, r.hash), r.rec); err != nil {
-			return ready, nil, inStep(noteComplete, err)
+			return ready, inStep(noteComplete, err)
 		}
 		b.Delete(r.qkey)
 		done, qkeys = append(done, r), append(qkeys, r.qkey)
 	}
 	if len(done) > 0 {
-		b.OwePurge()
+		b.OwePurge(qkeys)
 		if err := b.Commit(); err != nil {
-			return done, nil, inStep(noteComplete, err)
+			return done, inStep(noteComplete, err)
 		}
 	}
-	return done, qkeys, nil
+	return done, nil
 }
 
 // Notes a deletion record shows for the step of a job that failed

@@ -293,7 +293,7 @@ func TestKeyPrefixesDoNotOverlap(t *testing.T) {
 		"console link":       string(spanLo(ConsoleLinkSpan())),
 		"console session":    string(spanLo(ConsoleSessionSpan())),
 		"console audit":      string(spanLo(ConsoleAuditSpan(""))),
-		"purge owed":         string(purgeOwedKey()),
+		"purge owed":         string(purgeOwedKey(nil)),
 		"log damage":         string(spanLo(logDamageSpan())),
 	}
 	bytesSeen := map[byte]string{}

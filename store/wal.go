@@ -1,7 +1,9 @@
 package store
 
 import (
+	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 
@@ -70,25 +72,57 @@ type noPrealloc struct{ vfs.File }
 // Preallocate reserves nothing.
 func (noPrealloc) Preallocate(offset, length int64) error { return nil }
 
-// purgeOwedKey is the global mark that a deletion has completed and the
-// purge of the logs and MANIFESTs written before it (PurgeOwed) has not
-// finished since. It holds no customer data.
-func purgeOwedKey() []byte { return []byte{spaceGlobal, globalPurgeOwed} }
+// purgeOwedKey is a mark that a deletion has completed and the purge it
+// owes (PurgeOwed) has not finished since: the global mark followed by one
+// key to compact first, the completed deletion's queue entry (its key
+// holds keyed hashes, no customer data; its value, deleted with the mark's
+// batch, named the customer). A mark of an older version has no key.
+func purgeOwedKey(compact []byte) []byte {
+	return append([]byte{spaceGlobal, globalPurgeOwed}, compact...)
+}
 
-// OwePurge marks, in the batch that marks deletions completado, that the
-// logs and MANIFESTs still holding the erased bytes must be purged. Written
-// with completado, the mark outlives a crash or a failed purge between the
-// two, when no queued job would ask for the purge again.
-func (b *Batch) OwePurge() { b.Set(purgeOwedKey(), []byte{1}) }
+// purgeOwedSpan bounds the purge marks.
+func purgeOwedSpan() (lower, upper []byte) {
+	return []byte{spaceGlobal, globalPurgeOwed}, []byte{spaceGlobal, globalPurgeOwed + 1}
+}
 
-// PurgeOwed purges the write-ahead logs (PurgeWAL) and MANIFESTs
-// (PurgeManifest) if a batch marked the purge owed (OwePurge), then clears
-// the mark; it does nothing when none is set. The mark stays if the purge
-// fails, so a later call redoes it. Callers serialise their calls.
-func (db *DB) PurgeOwed() error {
-	owed, err := db.Has(purgeOwedKey())
-	if err != nil || !owed {
+// OwePurge marks, in the batch that marks deletions completado and deletes
+// their queue entries (compact, their keys), that those entries must be
+// compacted out of the sstables and the logs and MANIFESTs still holding
+// the erased bytes purged. Written with completado, the marks outlive a
+// crash or a failed purge between the two, when no queued job would ask
+// for them again.
+func (b *Batch) OwePurge(compact [][]byte) {
+	if len(compact) == 0 {
+		b.Set(purgeOwedKey(nil), []byte{1})
+	}
+	for _, k := range compact {
+		b.Set(purgeOwedKey(k), []byte{1})
+	}
+}
+
+// PurgeOwed, if a batch marked a purge owed (OwePurge), compacts the keys
+// the marks name (CompactPoints), purges the write-ahead logs (PurgeWAL)
+// and MANIFESTs (PurgeManifest), then clears the marks it read; it does
+// nothing when none is set. The marks stay if a step fails, so a later
+// call redoes it. Callers serialise their calls.
+func (db *DB) PurgeOwed(ctx context.Context) error {
+	var marks, compact [][]byte
+	lo, hi := purgeOwedSpan()
+	err := db.Scan(lo, hi, func(k, _ []byte) error {
+		marks = append(marks, slices.Clone(k))
+		if len(k) > len(lo) {
+			compact = append(compact, slices.Clone(k[len(lo):]))
+		}
+		return nil
+	})
+	if err != nil || len(marks) == 0 {
 		return err
+	}
+	if len(compact) > 0 {
+		if err := db.CompactPoints(ctx, compact); err != nil {
+			return err
+		}
 	}
 	if err := db.PurgeWAL(); err != nil {
 		return err
@@ -98,7 +132,9 @@ func (db *DB) PurgeOwed() error {
 	}
 	b := db.NewBatch()
 	defer b.Close()
-	b.Delete(purgeOwedKey())
+	for _, k := range marks {
+		b.Delete(k)
+	}
 	return b.Commit()
 }
 
