@@ -181,7 +181,7 @@ func (m *metrics) handler() http.Handler {
 }
 
 // storeCollector exports the store's health: disk use, read amplification,
-// compaction debt and activity, memtable and WAL sizes.
+// compaction debt and activity, memtable and WAL sizes, write stalls.
 type storeCollector struct{ db *store.DB }
 
 var (
@@ -196,10 +196,14 @@ var (
 	// share one WAL fsync (group commit). Fsyncs against requests answered
 	// shows how much they share.
 	descFsyncs = prometheus.NewDesc("coupond_store_wal_fsyncs_total", "WAL fsyncs since the store opened.", nil, nil)
+	// A write stall stops every commit, so every write route, until a
+	// flush or an L0 compaction catches up.
+	descStalls    = prometheus.NewDesc("coupond_store_write_stalls_total", "Write stalls (every commit stopped) since the store opened.", nil, nil)
+	descStallTime = prometheus.NewDesc("coupond_store_write_stall_seconds_total", "Time commits were stopped by write stalls since the store opened.", nil, nil)
 )
 
 func (storeCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descDisk, descReadAmp, descDebt, descCompacts, descCompacting, descMemtable, descWAL, descFsyncs} {
+	for _, d := range []*prometheus.Desc{descDisk, descReadAmp, descDebt, descCompacts, descCompacting, descMemtable, descWAL, descFsyncs, descStalls, descStallTime} {
 		ch <- d
 	}
 }
@@ -222,4 +226,6 @@ func (c storeCollector) Collect(ch chan<- prometheus.Metric) {
 	if m.WALFsyncs >= 0 {
 		g(descFsyncs, prometheus.CounterValue, float64(m.WALFsyncs))
 	}
+	g(descStalls, prometheus.CounterValue, float64(m.WriteStalls))
+	g(descStallTime, prometheus.CounterValue, m.WriteStallTime.Seconds())
 }

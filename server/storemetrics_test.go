@@ -10,7 +10,7 @@ func TestStoreMetricsExported(t *testing.T) {
 	for _, series := range []string{
 		"coupond_store_disk_bytes", "coupond_store_read_amplification", "coupond_store_compaction_debt_bytes",
 		"coupond_store_compactions_total", "coupond_store_compactions_in_progress", "coupond_store_memtable_bytes",
-		"coupond_store_wal_bytes",
+		"coupond_store_wal_bytes", "coupond_store_write_stalls_total", "coupond_store_write_stall_seconds_total",
 	} {
 		if sample(text, series) == "" {
 			t.Errorf("/metrics: no %s", series)

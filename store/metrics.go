@@ -1,6 +1,8 @@
 package store
 
 import (
+	"time"
+
 	"github.com/cockroachdb/pebble/v2"
 	dto "github.com/prometheus/client_model/go"
 )
@@ -18,6 +20,11 @@ type Metrics struct {
 	// WALFsyncs counts WAL fsyncs since the store opened (every acknowledged
 	// write is synced; concurrent commits share one fsync); -1 when unknown.
 	WALFsyncs int64
+	// WriteStalls counts the times since the store opened that Pebble
+	// stopped every commit until a flush or an L0 compaction caught up;
+	// WriteStallTime is how long they lasted in all.
+	WriteStalls    int64
+	WriteStallTime time.Duration
 }
 
 // Metrics returns a snapshot of the store's health. Once one of Pebble's
@@ -49,6 +56,7 @@ func (db *DB) readMetrics() Metrics {
 		WALBytes:              m.WAL.Size,
 		WALFsyncs:             -1,
 	}
+	out.WriteStalls, out.WriteStallTime = db.stalls.total()
 	if h := m.LogWriter.FsyncLatency; h != nil {
 		var pb dto.Metric
 		if h.Write(&pb) == nil && pb.Histogram != nil {

@@ -109,9 +109,11 @@ func (q quietLogger) Fatalf(format string, args ...any) {
 // in the rest (its background errors go to Errorf).
 func (q quietLogger) listener() *pebble.EventListener {
 	return &pebble.EventListener{
-		FlushEnd:       func(info pebble.FlushInfo) { q.shortOfSpace("flush", info.Err) },
-		CompactionEnd:  func(info pebble.CompactionInfo) { q.shortOfSpace("compaction", info.Err) },
-		DataCorruption: q.damaged,
+		FlushEnd:        func(info pebble.FlushInfo) { q.shortOfSpace("flush", info.Err) },
+		CompactionEnd:   func(info pebble.CompactionInfo) { q.shortOfSpace("compaction", info.Err) },
+		DataCorruption:  q.damaged,
+		WriteStallBegin: q.stalls.begin,
+		WriteStallEnd:   q.stalls.end,
 	}
 }
 

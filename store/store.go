@@ -59,6 +59,7 @@ type DB struct {
 	// lastMetrics is Metrics' last reading, its answer once a Pebble
 	// goroutine is parked (park.go).
 	lastMetrics atomic.Pointer[Metrics]
+	stalls      *writeStalls // Pebble's write stalls (Metrics)
 }
 
 // Open opens (creating if needed) the store in dir. fs nil means the real
@@ -92,7 +93,8 @@ func Open(dir string, fs vfs.FS) (*DB, error) {
 	// a deleted customer.
 	errs := &pebbleErrors{log: zerolog.Nop()}
 	sp := newSpace()
-	logger := quietLogger{errs: errs, space: sp}
+	stalls := new(writeStalls)
+	logger := quietLogger{errs: errs, space: sp, stalls: stalls}
 	opts := &pebble.Options{FS: fs, Logger: logger, CacheSize: 192 << 20, MemTableSize: 64 << 20, MaxManifestFileSize: 1,
 		EventListener: logger.listener()}
 	// No read-triggered compactions: an iterator that sampled reads takes
@@ -130,7 +132,7 @@ func Open(dir string, fs vfs.FS) (*DB, error) {
 		return nil, fmt.Errorf("store: open %s: %w", dir, err)
 	}
 	db := &DB{pdb: pdb, pebbleErrs: errs, fs: fs, dir: dir, walPurging: purging, pacer: pacer, paced: onDisk, tenants: map[string]*Tenant{}, creds: map[string]*Credential{},
-		space: sp, lock: lock}
+		space: sp, lock: lock, stalls: stalls}
 	if err := db.loadCaches(); err != nil {
 		db.Close()
 		return nil, err
@@ -690,8 +692,9 @@ func sortedKeys[V any](m map[string]V) []string {
 // count of those left out, and its fatal errors fail the store (Fatalf,
 // park.go).
 type quietLogger struct {
-	errs  *pebbleErrors
-	space *space
+	errs   *pebbleErrors
+	space  *space
+	stalls *writeStalls // counted by the listener
 }
 
 func (quietLogger) Infof(string, ...any) {}
