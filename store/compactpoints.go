@@ -46,7 +46,7 @@ func (db *DB) CompactPoints(ctx context.Context, keys [][]byte) error {
 	}
 	for _, s := range pointSpans(keys, tables) {
 		upper := append(slices.Clone(s.hi), 0) // s.hi inclusive
-		err := db.unlessParked("compact", func() error { return db.pdb.Compact(ctx, s.lo, upper, false) })
+		err := db.unlessParked("compact", func() error { return db.pacedCompact(ctx, s.lo, upper) })
 		if err != nil {
 			return fmt.Errorf("store: compact: %w", err)
 		}

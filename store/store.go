@@ -60,7 +60,13 @@ type DB struct {
 	// goroutine is parked (park.go).
 	lastMetrics atomic.Pointer[Metrics]
 	stalls      *writeStalls // Pebble's write stalls (Metrics)
+	// flushMu serialises the store's forced flushes and their pacing
+	// (flushpace.go).
+	flushMu sync.Mutex
 }
+
+// memTableSize is the store's memtable size (Open explains it).
+const memTableSize = 64 << 20
 
 // Open opens (creating if needed) the store in dir. fs nil means the real
 // filesystem, with every file and directory the store creates owner-only
@@ -95,7 +101,7 @@ func Open(dir string, fs vfs.FS) (*DB, error) {
 	sp := newSpace()
 	stalls := new(writeStalls)
 	logger := quietLogger{errs: errs, space: sp, stalls: stalls}
-	opts := &pebble.Options{FS: fs, Logger: logger, CacheSize: 192 << 20, MemTableSize: 64 << 20, MaxManifestFileSize: 1,
+	opts := &pebble.Options{FS: fs, Logger: logger, CacheSize: 192 << 20, MemTableSize: memTableSize, MaxManifestFileSize: 1,
 		EventListener: logger.listener()}
 	// No read-triggered compactions: an iterator that sampled reads takes
 	// Pebble's mutex as it closes, and a goroutine parked on a full disk
@@ -203,10 +209,11 @@ func (db *DB) Flush() error {
 	return db.flushMemtable()
 }
 
-// flushMemtable is Pebble's Flush, which returns ErrFailed (see stoppedErr)
-// instead of waiting forever when the flush's goroutine parks (park.go).
+// flushMemtable is Pebble's Flush, paced so as to stall no commit
+// (flushpace.go), which returns ErrFailed (see stoppedErr) instead of
+// waiting forever when the flush's goroutine parks (park.go).
 func (db *DB) flushMemtable() error {
-	err := db.unlessParked("flush", db.pdb.Flush)
+	err := db.unlessParked("flush", db.pacedFlush)
 	if err != nil {
 		return fmt.Errorf("store: flush: %w", err)
 	}
@@ -583,7 +590,7 @@ func (db *DB) Compact(ctx context.Context, lower, upper []byte) error {
 	if err := db.flushMemtable(); err != nil {
 		return err
 	}
-	err := db.unlessParked("compact", func() error { return db.pdb.Compact(ctx, lower, upper, false) })
+	err := db.unlessParked("compact", func() error { return db.pacedCompact(ctx, lower, upper) })
 	if err != nil {
 		return fmt.Errorf("store: compact: %w", err)
 	}
