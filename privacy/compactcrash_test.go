@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/rs/zerolog"
 
 	"github.com/coupond/coupond/engine"
@@ -229,5 +230,45 @@ func TestExternalChangesKeptWithTheJob(t *testing.T) {
 	job := onlyQueued(t, db)
 	if !slices.ContainsFunc(job.Erased, func(k []byte) bool { return bytes.Equal(k, chunk) }) || job.RetryAt.IsZero() {
 		t.Errorf("queue entry after the pass: erased %q, retry at %v; want the chunk's key and a retry time", job.Erased, job.RetryAt)
+	}
+}
+
+// TestWaitingDeletionKeepsEachErasedKeyOnce: a deletion that waits for a
+// batch job is retried every deletionRetry, and each retry's erasure
+// deletes the customer's features and state keys again; its queue entry
+// must keep each key once, or a batch job running for hours grows it past
+// maxJobPoints (2,048 retries, under 9 hours), and the entry's keys turn
+// into bounds per table, whose whole spans (a customer's decisions and
+// events spread over their tables) every later retry compacts.
+func TestWaitingDeletionKeepsEachErasedKeyOnce(t *testing.T) {
+	const ref = "Zk52waitQ"
+	e, p, db, clk := newTest(t, 1)
+	ingestFor(t, e, ref, "w", 2)
+	if _, err := e.Decide("acme", engine.Request{ClienteRef: ref, Canal: "push"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.RequestDeletion("acme", ref, "ci"); err != nil {
+		t.Fatal(err)
+	}
+	busy := DeletionHooks{External: func(string, string, *store.Batch) ([][]byte, bool, error) {
+		return nil, true, nil // a batch job of the tenant still runs
+	}}
+	var first []string
+	for retry := range 3 {
+		if st, err := p.ProcessDeletions(context.Background(), busy); err != nil || st.Pending != 1 {
+			t.Fatalf("retry %d: %+v %v; want 1 pending", retry, st, err)
+		}
+		clk.Advance(deletionRetry)
+		var keys []string
+		for _, k := range onlyQueued(t, db).Erased {
+			keys = append(keys, string(k))
+		}
+		if retry == 0 {
+			first = keys
+			continue
+		}
+		if diff := cmp.Diff(first, keys); diff != "" {
+			t.Fatalf("erased keys kept after retry %d, against the first pass's (-first +now):\n%s", retry, diff)
+		}
 	}
 }

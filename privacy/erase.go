@@ -101,10 +101,14 @@ const maxJobPoints = 4096
 // keepErased adds keys, which the erasure's batch b deletes or overwrites,
 // to job's queue entry, written in b: the erasure and the record of what
 // it erased commit together, so a pass resumed after a crash before the
-// compaction still compacts them (deletionJob.Erased).
+// compaction still compacts them (deletionJob.Erased). Each key is kept
+// once: every retry of a deletion that waits for a batch job deletes the
+// customer's features and state keys again.
 func keepErased(b *store.Batch, job *queuedDeletion, keys [][]byte) error {
 	j := &job.job
 	j.Erased = append(j.Erased, keys...)
+	slices.SortFunc(j.Erased, bytes.Compare)
+	j.Erased = slices.CompactFunc(j.Erased, bytes.Equal)
 	if len(j.Erased) > maxJobPoints {
 		j.Chunked, j.Erased = tableBounds(append(j.Chunked, j.Erased...)), nil
 	}
