@@ -29,7 +29,7 @@ import (
 // decision.
 func TestDeletionCompactsWhatACrashedPassErased(t *testing.T) {
 	const canary = "Wq83lostZk"
-	mem, db, p := deepCanary(t, canary)
+	mem, db, p := deepCanary(t, canary, nil)
 	var crashed *storefs.MemFS
 	crash := DeletionHooks{External: func(string, string, *store.Batch) ([][]byte, bool, error) {
 		if crashed == nil { // the erasure has committed, the compaction is to come
@@ -53,7 +53,7 @@ func TestDeletionCompactsWhatACrashedPassErased(t *testing.T) {
 // never compacts it.
 func TestDeletionCompactsItsQueueEntryAfterACrash(t *testing.T) {
 	const canary = "Wq83entryZk"
-	mem, db, p := deepCanary(t, canary)
+	mem, db, p := deepCanary(t, canary, nil)
 	var crashed *storefs.MemFS
 	p.beforePurge = func() error { crashed = mem.CrashClone(storefs.CrashCloneCfg{}); return nil }
 	if st, err := p.ProcessDeletions(context.Background(), DeletionHooks{}); err != nil || st.Completed != 1 || crashed == nil {
@@ -68,8 +68,9 @@ func TestDeletionCompactsItsQueueEntryAfterACrash(t *testing.T) {
 // bottom level with the canary's data and its deletion's queue entry, 64
 // MiB more in the levels above: the base level lies above the bottom one,
 // so tombstones stop there, away from the tables a deletion compacts), and
-// returns it with the canary's deletion requested.
-func deepCanary(t *testing.T, canary string) (*storefs.MemFS, *store.DB, *Service) {
+// returns it with the canary's deletion requested. damage, when not nil,
+// alters the canary's records before the load.
+func deepCanary(t *testing.T, canary string, damage func(*store.DB)) (*storefs.MemFS, *store.DB, *Service) {
 	t.Helper()
 	if testing.Short() || raceEnabled {
 		t.Skip("loads 160 MiB, and needs the store's shape after months of writes")
@@ -90,6 +91,9 @@ func deepCanary(t *testing.T, canary string) (*storefs.MemFS, *store.DB, *Servic
 	if _, err := p.RequestDeletion("acme", canary, "ci"); err != nil {
 		t.Fatal(err)
 	}
+	if damage != nil {
+		damage(db)
+	}
 	rng := rand.NewChaCha8([32]byte{2})
 	loadDecisions(t, db, rng, 160<<20)
 	if err := db.Compact(t.Context(), []byte{0}, []byte{0xff}); err != nil {
@@ -103,6 +107,35 @@ func deepCanary(t *testing.T, canary string) (*storefs.MemFS, *store.DB, *Servic
 		time.Sleep(50 * time.Millisecond) // the compactions the load started
 	}
 	return mem, db, p
+}
+
+// TestDeletionCompactsTheDamagedDecisionItQuarantines: the erasure reads
+// the customer's decision record, finds it damaged and moves it to
+// quarantine (engine.Records.LoadDecision), which deletes the record's key
+// in a batch of its own; the erasure deletes the quarantined copy, and
+// unless it compacts the record's own key too, a table of the store's
+// bottom level still holds the damaged record's bytes, which name the
+// customer, once the deletion is completado.
+func TestDeletionCompactsTheDamagedDecisionItQuarantines(t *testing.T) {
+	const canary = "Wq83damagedZk"
+	mem, db, p := deepCanary(t, canary, func(db *store.DB) {
+		lo, hi := store.DecisionSpan("acme")
+		var keys [][]byte
+		if err := db.Scan(lo, hi, func(k, _ []byte) error { keys = append(keys, slices.Clone(k)); return nil }); err != nil || len(keys) != 1 {
+			t.Fatalf("the canary's decisions: %d, %v; want 1", len(keys), err)
+		}
+		b := db.NewBatch()
+		defer b.Close()
+		b.Set(keys[0], []byte(`{"cliente_ref":"`+canary+`", damaged`))
+		if err := b.Commit(); err != nil {
+			t.Fatal(err)
+		}
+	})
+	defer db.Close()
+	if st, err := p.ProcessDeletions(context.Background(), DeletionHooks{}); err != nil || st.Completed != 1 {
+		t.Fatalf("pass: %+v %v; want 1 completed", st, err)
+	}
+	checkNoFileHolds(t, mem, "db", []byte(canary))
 }
 
 // resumeAfterCrash opens the store crashed at, makes a deletion pass that

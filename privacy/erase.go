@@ -13,10 +13,11 @@ import (
 	"github.com/coupond/coupond/store"
 )
 
-// erasure is one customer's deletion in progress: one batch, the keys it
-// deleted or rewrote, and what the table erasers learn on the way (the
-// customer's coupons and decision ids, the records found through its
-// indexes, whether one of its events was damaged).
+// erasure is one customer's deletion in progress: one batch, the keys to
+// compact (those it deleted or rewrote, and those its quarantined records
+// were stored at: see damaged), and what the table erasers learn on the
+// way (the customer's coupons and decision ids, the records found through
+// its indexes, whether one of its events was damaged).
 type erasure struct {
 	s                 *Service
 	tenant, ref, hash string
@@ -385,7 +386,10 @@ func (x *erasure) accessLog() error {
 
 // damaged erases the quarantined records of the customer (contract §8:
 // deletion reaches every record that names the customer, damaged ones
-// included).
+// included), and compacts the keys they were stored at as well: moving a
+// record to quarantine deleted it there, in a batch of its own (during
+// this erasure, when a reader such as LoadDecision met it, or earlier),
+// and nothing else rewrites its bytes out of the sstables.
 func (x *erasure) damaged() error {
 	known := append(x.known, x.s.rec.FeaturesKey(x.tenant, x.ref), x.s.rec.CustomerStateKey(x.tenant, x.ref))
 	qkeys, err := x.s.rec.CustomerDamaged(x.tenant, x.ref, known)
@@ -394,6 +398,9 @@ func (x *erasure) damaged() error {
 	}
 	for _, k := range qkeys {
 		x.del(k)
+		if orig := store.DamagedOriginal(x.tenant, k); orig != nil {
+			x.keys = append(x.keys, orig) // to compact, not deleted here: it may hold a newer record
+		}
 	}
 	return nil
 }
