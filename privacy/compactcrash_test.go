@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/rs/zerolog"
 
+	"github.com/coupond/coupond/clock"
 	"github.com/coupond/coupond/engine"
 	"github.com/coupond/coupond/internal/storetest"
 	"github.com/coupond/coupond/store"
@@ -250,6 +251,10 @@ func TestExternalChangesKeptWithTheJob(t *testing.T) {
 		t.Fatal(err)
 	}
 	chunk := store.JobChunkKey("acme", "lote-1", 0)
+	// A read open (an export streaming): the pass's compaction cannot
+	// rewrite what the entry keeps out of the files, so it keeps it.
+	snap := db.NewSnapshot()
+	defer snap.Close()
 	hooks := DeletionHooks{External: func(_, _ string, b *store.Batch) ([][]byte, bool, error) {
 		b.Set(chunk, []byte(`["otro"]`))  // the customer's line gone
 		return [][]byte{chunk}, true, nil // another job still runs
@@ -268,27 +273,21 @@ func TestExternalChangesKeptWithTheJob(t *testing.T) {
 
 // TestWaitingDeletionKeepsEachErasedKeyOnce: a deletion that waits for a
 // batch job is retried every deletionRetry, and each retry's erasure
-// deletes the customer's features and state keys again; its queue entry
+// deletes the customer's features and state keys again; while a read
+// older than the erasures stays open (an export streaming), so that no
+// pass can forget what its compaction did not rewrite, its queue entry
 // must keep each key once, or a batch job running for hours grows it past
 // maxJobPoints (2,048 retries, under 9 hours), and the entry's keys turn
 // into bounds per table, whose whole spans (a customer's decisions and
 // events spread over their tables) every later retry compacts.
 func TestWaitingDeletionKeepsEachErasedKeyOnce(t *testing.T) {
 	const ref = "Zk52waitQ"
-	e, p, db, clk := newTest(t, 1)
-	ingestFor(t, e, ref, "w", 2)
-	if _, err := e.Decide("acme", engine.Request{ClienteRef: ref, Canal: "push"}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := p.RequestDeletion("acme", ref, "ci"); err != nil {
-		t.Fatal(err)
-	}
-	busy := DeletionHooks{External: func(string, string, *store.Batch) ([][]byte, bool, error) {
-		return nil, true, nil // a batch job of the tenant still runs
-	}}
+	p, db, clk := waitingDeletion(t, ref)
+	snap := db.NewSnapshot()
+	defer snap.Close()
 	var first []string
 	for retry := range 3 {
-		if st, err := p.ProcessDeletions(context.Background(), busy); err != nil || st.Pending != 1 {
+		if st, err := p.ProcessDeletions(context.Background(), batchJobRuns()); err != nil || st.Pending != 1 {
 			t.Fatalf("retry %d: %+v %v; want 1 pending", retry, st, err)
 		}
 		clk.Advance(deletionRetry)
@@ -304,4 +303,51 @@ func TestWaitingDeletionKeepsEachErasedKeyOnce(t *testing.T) {
 			t.Fatalf("erased keys kept after retry %d, against the first pass's (-first +now):\n%s", retry, diff)
 		}
 	}
+	if len(first) == 0 {
+		t.Fatal("the entry keeps no key: the test does not exercise the retries")
+	}
+}
+
+// TestWaitingDeletionForgetsWhatItsPassCompacted: once a pass has
+// compacted, with no read open, what a waiting deletion erased and what
+// its queue entry kept to compact, the entry keeps nothing more: each
+// retry while the batch job runs would compact it all again (a customer's
+// keys past maxJobPoints, kept as bounds per table, whole spans of the
+// decisions and events tables every deletionRetry).
+func TestWaitingDeletionForgetsWhatItsPassCompacted(t *testing.T) {
+	const ref = "Zk53waitQ"
+	p, db, clk := waitingDeletion(t, ref)
+	for retry := range 2 {
+		if st, err := p.ProcessDeletions(context.Background(), batchJobRuns()); err != nil || st.Pending != 1 {
+			t.Fatalf("retry %d: %+v %v; want 1 pending", retry, st, err)
+		}
+		clk.Advance(deletionRetry)
+		if job := onlyQueued(t, db); len(job.Erased) != 0 || len(job.Chunked) != 0 || job.RetryAt.IsZero() {
+			t.Fatalf("queue entry after retry %d: %d keys, %d bounds, retry at %v; want none, none, a retry time",
+				retry, len(job.Erased), len(job.Chunked), job.RetryAt)
+		}
+	}
+}
+
+// batchJobRuns is the deletion hooks while a batch job of the tenant runs:
+// the batch data waits.
+func batchJobRuns() DeletionHooks {
+	return DeletionHooks{External: func(string, string, *store.Batch) ([][]byte, bool, error) {
+		return nil, true, nil
+	}}
+}
+
+// waitingDeletion is a store where ref has events and a decision and her
+// deletion is requested.
+func waitingDeletion(t *testing.T, ref string) (*Service, *store.DB, *clock.Fake) {
+	t.Helper()
+	e, p, db, clk := newTest(t, 1)
+	ingestFor(t, e, ref, "w"+ref, 2)
+	if _, err := e.Decide("acme", engine.Request{ClienteRef: ref, Canal: "push"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.RequestDeletion("acme", ref, "ci"); err != nil {
+		t.Fatal(err)
+	}
+	return p, db, clk
 }

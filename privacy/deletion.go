@@ -110,7 +110,9 @@ type deletionJob struct {
 	// written in that batch (eraseCustomer): a pass resumed after a crash
 	// between the erasure and its compaction finds nothing left to erase,
 	// and still compacts them. Past maxJobPoints keys they are kept as
-	// their bounds per table, in Chunked, instead.
+	// their bounds per table, in Chunked, instead. A pass that compacted
+	// both with no read open empties them for a deletion it leaves
+	// waiting for a batch job (forgetCompacted).
 	Erased [][]byte `json:"erased,omitempty"`
 }
 
@@ -474,6 +476,10 @@ func (p *tenantPass) run(ctx context.Context, hooks DeletionHooks) error {
 			Msg("deletions erased but left to the next pass: a read of the store older than them (a streamed export) is still open")
 		return p.keepTouched(ready, touched)
 	}
+	// With no snapshot open (ready ones waited for those older than the
+	// erasures), the compaction rewrites out of the files everything the
+	// pass and the entries it read hold to compact.
+	clean := len(ready) > 0 || p.s.db.AwaitSnapshots(ctx, 0)
 	if err := p.s.compactKeys(ctx, touched); err != nil {
 		p.compactionFailed(ctx, ready, err)
 		// Erased already: a later pass finds little left to erase, so the
@@ -481,10 +487,36 @@ func (p *tenantPass) run(ctx context.Context, hooks DeletionHooks) error {
 		// those erased that wait for a batch job).
 		return p.keepTouched(append(ready, waiting...), touched)
 	}
+	if clean {
+		p.forgetCompacted(waiting)
+	}
 	if len(ready) == 0 {
 		return nil
 	}
 	return p.complete(ctx, ready)
+}
+
+// forgetCompacted empties what the queue entries of the deletions left
+// waiting for a batch job keep to compact (Erased, Chunked), once the
+// pass has compacted it with no snapshot open: each retry, every
+// deletionRetry while the batch job runs, would compact it all again, and
+// a customer's keys past maxJobPoints, kept as their bounds per table,
+// whole spans of the decisions and events tables. It is best effort: an
+// entry it cannot rewrite keeps what it held, compacted again by the next
+// retry.
+func (p *tenantPass) forgetCompacted(waiting []readyDeletion) {
+	for _, r := range waiting {
+		var job deletionJob
+		err := p.s.db.GetJSON(r.qkey, &job)
+		if err == nil && (len(job.Erased) > 0 || len(job.Chunked) > 0) {
+			job.Erased, job.Chunked = nil, nil
+			err = p.s.putJob(r.qkey, &job)
+		}
+		if err != nil {
+			p.s.log.Warn().Err(err).Str("tenant", p.tenant).Str("cliente_hash", r.hash).
+				Msg("a waiting deletion's keys to compact, compacted by this pass, are kept: the next retry compacts them again")
+		}
+	}
 }
 
 // compactionFailed counts the erased deletions whose pass's compaction
