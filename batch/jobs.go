@@ -865,7 +865,11 @@ func (r *Runner) endStuck() bool {
 }
 
 // finish stores a job that ended, drops its stored request and, for a
-// completed job, queues its webhook, all in one synced commit.
+// completed job, queues its webhook, all in one synced commit. The
+// request's chunks name its customers: the commit also marks their keys
+// owed a compaction and a purge of the logs (store.Batch.OwePurge), which
+// the deletion worker does first on its next pass, since a customer of
+// the job deleted later finds no chunk left to scrub.
 func (r *Runner) finish(j *Job) error {
 	b := r.db.NewBatch()
 	defer b.Close()
@@ -874,6 +878,11 @@ func (r *Runner) finish(j *Job) error {
 	}
 	if j.Chunks > 0 {
 		b.DeleteRange(store.JobChunksSpan(j.Tenant, j.ID))
+		chunks := make([][]byte, j.Chunks)
+		for i := range chunks {
+			chunks[i] = store.JobChunkKey(j.Tenant, j.ID, i)
+		}
+		b.OwePurge(chunks)
 	}
 	queued := false
 	if j.Estado == api.EstadoCompletado && r.hooks != nil {

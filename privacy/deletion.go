@@ -321,7 +321,8 @@ func (s *Service) RunDeletions(ctx context.Context, interval time.Duration, hook
 // ProcessDeletions runs one pass of the deletion worker over every tenant:
 // each queued job whose retry time has come is applied (see the file
 // comment). Jobs that fail or wait stay queued. Each pass first finishes
-// the purge of write-ahead logs and MANIFESTs that completed deletions still
+// the compaction and the purge of write-ahead logs and MANIFESTs that
+// completed deletions and finished batch jobs (their request chunks) still
 // owe (store.DB.PurgeOwed). The first pass, and one
 // every deletionSweep after, first queues again the deletions stranded
 // without a queue entry (requeueStranded).
@@ -330,8 +331,8 @@ func (s *Service) ProcessDeletions(ctx context.Context, hooks DeletionHooks) (De
 	defer s.deletionMu.Unlock()
 	var st DeletionStats
 	var firstErr error
-	if err := s.db.PurgeOwed(ctx); err != nil { // a pass's purge cut short (complete)
-		s.log.Error().Err(err).Msg("purge of write-ahead logs owed by completed deletions; retried on the next pass")
+	if err := s.db.PurgeOwed(ctx); err != nil { // a pass's purge cut short (complete), a batch job's request dropped
+		s.log.Error().Err(err).Msg("purge of write-ahead logs owed by completed deletions or finished batch jobs; retried on the next pass")
 		firstErr = err
 	}
 	sweep := s.lastSweep.IsZero() || s.now().Sub(s.lastSweep) >= deletionSweep

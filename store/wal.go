@@ -72,11 +72,12 @@ type noPrealloc struct{ vfs.File }
 // Preallocate reserves nothing.
 func (noPrealloc) Preallocate(offset, length int64) error { return nil }
 
-// purgeOwedKey is a mark that a deletion has completed and the purge it
+// purgeOwedKey is a mark that a batch deleted records naming customers
+// (a deletion completed, a batch job's request dropped) and the purge it
 // owes (PurgeOwed) has not finished since: the global mark followed by one
-// key to compact first, the completed deletion's queue entry (its key
-// holds keyed hashes, no customer data; its value, deleted with the mark's
-// batch, named the customer). A mark of an older version has no key.
+// key to compact first (a completed deletion's queue entry, a request
+// chunk: keys that hold no customer data, whose values, deleted with the
+// mark's batch, named customers). A mark of an older version has no key.
 func purgeOwedKey(compact []byte) []byte {
 	return append([]byte{spaceGlobal, globalPurgeOwed}, compact...)
 }
@@ -86,12 +87,13 @@ func purgeOwedSpan() (lower, upper []byte) {
 	return []byte{spaceGlobal, globalPurgeOwed}, []byte{spaceGlobal, globalPurgeOwed + 1}
 }
 
-// OwePurge marks, in the batch that marks deletions completado and deletes
-// their queue entries (compact, their keys), that those entries must be
-// compacted out of the sstables and the logs and MANIFESTs still holding
-// the erased bytes purged. Written with completado, the marks outlive a
-// crash or a failed purge between the two, when no queued job would ask
-// for them again.
+// OwePurge marks, in a batch that deletes records naming customers (the
+// batch that marks deletions completado and deletes their queue entries;
+// the one that drops a finished batch job's request chunks), that those
+// records (compact, their keys) must be compacted out of the sstables and
+// the logs and MANIFESTs still holding their bytes purged. Written with
+// the deletion, the marks outlive a crash or a failed purge between the
+// two, when nothing else would ask for them again.
 func (b *Batch) OwePurge(compact [][]byte) {
 	if len(compact) == 0 {
 		b.Set(purgeOwedKey(nil), []byte{1})

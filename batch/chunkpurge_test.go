@@ -1,0 +1,68 @@
+package batch
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"testing"
+
+	"github.com/coupond/coupond/api"
+	"github.com/coupond/coupond/store/storefs"
+)
+
+// TestFinishedJobChunksCompactedByTheOwedPurge: a job's stored request
+// chunks name its customers; finish deletes them by range, and unless its
+// batch marks their keys for the purge the deletion worker does first on
+// each pass (store.DB.PurgeOwed), nothing compacts them: a customer of the
+// job deleted later finds no chunk to scrub, and her cliente_ref stays in
+// the store's files after her deletion is completado.
+func TestFinishedJobChunksCompactedByTheOwedPurge(t *testing.T) {
+	mem := storefs.Mem()
+	e := newJobEnv(t, mem, "db", 2, -1)
+	e.customers(t, 2)
+	chunk := []byte(`"Qa7xLm2Pz","Wv4bHn8Ty"`) // the chunk's bytes alone
+	j, err := e.r.Submit("acme", Submission{CampanaID: "camp", Clientes: []string{"Wv4bHn8Ty", "Qa7xLm2Pz"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.db.Flush(); err != nil { // the chunk in a table, as a busy store leaves it
+		t.Fatal(err)
+	}
+	if len(filesHolding(t, mem, chunk)) == 0 {
+		t.Fatal("no file holds the chunk before the job runs: the test does not exercise the purge")
+	}
+	if n := e.r.RunPending(context.Background()); n != 1 {
+		t.Fatalf("RunPending ran %d jobs, want 1", n)
+	}
+	if got, err := e.r.Job("acme", j.ID); err != nil || got.Estado != api.EstadoCompletado {
+		t.Fatalf("job: %+v %v, want completado", got, err)
+	}
+	if err := e.db.PurgeOwed(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if left := filesHolding(t, mem, chunk); len(left) > 0 {
+		t.Errorf("files still holding the finished job's request chunk: %v", left)
+	}
+}
+
+// filesHolding lists the files of the store's dir "db" in fs that hold b.
+func filesHolding(t *testing.T, fs storefs.FS, b []byte) []string {
+	t.Helper()
+	names, err := fs.List("db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, n := range names {
+		f, err := fs.Open(fs.PathJoin("db", n))
+		if err != nil {
+			continue // removed since the listing
+		}
+		raw, err := io.ReadAll(f)
+		f.Close()
+		if err == nil && bytes.Contains(raw, b) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
