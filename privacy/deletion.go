@@ -475,18 +475,17 @@ func (p *tenantPass) run(ctx context.Context, hooks DeletionHooks) error {
 		p.st.Pending += len(ready)
 		p.s.log.Info().Str("tenant", p.tenant).Int("deletions", len(ready)).
 			Msg("deletions erased but left to the next pass: a read of the store older than them (a streamed export) is still open")
-		return p.keepTouched(ready, touched)
+		return nil // their queue entries keep what they erased (Erased, Chunked)
 	}
 	// With no snapshot open (ready ones waited for those older than the
 	// erasures), the compaction rewrites out of the files everything the
 	// pass and the entries it read hold to compact.
 	clean := len(ready) > 0 || p.s.db.AwaitSnapshots(ctx, 0)
 	if err := p.s.compactKeys(ctx, touched); err != nil {
+		// Erased already: a later pass finds little left to erase, and
+		// compacts what the queue entries keep (Erased, Chunked).
 		p.compactionFailed(ctx, ready, err)
-		// Erased already: a later pass finds little left to erase, so the
-		// entries keep what to compact, as those left pending do (and
-		// those erased that wait for a batch job).
-		return p.keepTouched(append(ready, waiting...), touched)
+		return nil
 	}
 	if clean {
 		p.forgetCompacted(waiting)
@@ -535,25 +534,6 @@ func (p *tenantPass) compactionFailed(ctx context.Context, ready []readyDeletion
 	for _, r := range ready {
 		p.fail(r.hash, err)
 	}
-}
-
-// keepTouched adds the bounds, per table, of the keys this pass erased
-// (touched) to the queue entry of each deletion it leaves to a later pass
-// (Chunked): that pass's erasure finds nothing left to delete, and must
-// still compact what this one deleted, or the bytes would stay in the
-// store's files of tables it did not touch again.
-func (p *tenantPass) keepTouched(ready []readyDeletion, touched toCompact) error {
-	for _, r := range ready {
-		var job deletionJob
-		if err := p.s.db.GetJSON(r.qkey, &job); err != nil {
-			return err
-		}
-		job.Chunked = tableBounds(append(job.Chunked, touched.asBounds()...))
-		if err := p.s.putJob(r.qkey, &job); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // queued reads up to deletionBatch jobs of the tenant's queue.

@@ -180,8 +180,8 @@ func deletionRequested(t *testing.T, ref string) (*Service, *store.DB, string) {
 	return p, db, string(tableOf(p.rec.DecisionKey("acme", nonces[0])))
 }
 
-// chunkedTables lists the tables of the bounds (Chunked) the entries of
-// acme's deletion queue keep.
+// chunkedTables lists the tables of the keys and bounds (Erased, Chunked)
+// the entries of acme's deletion queue keep to compact.
 func chunkedTables(t *testing.T, db *store.DB) []string {
 	t.Helper()
 	qlo, qhi := store.DeletionQueueSpan("acme")
@@ -191,7 +191,7 @@ func chunkedTables(t *testing.T, db *store.DB) []string {
 		if err := json.Unmarshal(v, &j); err != nil {
 			return err
 		}
-		for _, b := range j.Chunked {
+		for _, b := range append(j.Chunked, j.Erased...) {
 			tables = append(tables, string(tableOf(b)))
 		}
 		return nil
