@@ -351,3 +351,25 @@ func waitingDeletion(t *testing.T, ref string) (*Service, *store.DB, *clock.Fake
 	}
 	return p, db, clk
 }
+
+// TestPurgeStoppedByShutdownIsNoFailure: serve's shutdown cancelling a
+// pass during the purge a completed deletion owes leaves the deletion
+// completado with no failure noted on its record (the next pass purges
+// first: TestDeletionCompactsItsQueueEntryAfterACrash).
+func TestPurgeStoppedByShutdownIsNoFailure(t *testing.T) {
+	const ref = "Zk52stopQ"
+	e, p, _, _ := newTest(t, 1)
+	ingestFor(t, e, ref, "s", 2)
+	if _, err := p.RequestDeletion("acme", ref, "ci"); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	p.beforePurge = func() error { cancel(); return ctx.Err() } // the shutdown, as the purge starts
+	if st, err := p.ProcessDeletions(ctx, DeletionHooks{}); err != nil || st.Failed != 0 || st.Pending != 1 {
+		t.Fatalf("a pass stopped in its purge: %+v %v; want one pending, none failed", st, err)
+	}
+	rec, err := p.Deletion("acme", ref)
+	if err != nil || rec == nil || rec.Estado != DeletionCompleted || rec.Intentos != 0 || rec.UltimoError != "" {
+		t.Errorf("the deletion's record: %+v %v; want completado with no failure noted", rec, err)
+	}
+}

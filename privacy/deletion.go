@@ -600,6 +600,7 @@ func (p *tenantPass) complete(ctx context.Context, ready []readyDeletion) error 
 	if err == nil && len(ready) == 0 {
 		return nil
 	}
+	marked := err == nil
 	if err == nil && p.s.beforePurge != nil {
 		err = inStep(notePurge, p.s.beforePurge())
 	}
@@ -611,6 +612,14 @@ func (p *tenantPass) complete(ctx context.Context, ready []readyDeletion) error 
 		// entries, so a purge cut short by a crash or an error is redone
 		// by the next pass (ProcessDeletions).
 		err = inStep(notePurge, p.s.db.PurgeOwed(ctx))
+	}
+	if err != nil && marked && ctx.Err() != nil {
+		// Serve's shutdown stopped the purge: completado is committed and
+		// the purge owed, redone first by the pass after the restart.
+		p.st.Pending += len(ready)
+		p.s.log.Info().Str("tenant", p.tenant).Int("deletions", len(ready)).
+			Msg("deletion pass stopped during its purge: the purge owed is redone by the next pass")
+		return nil
 	}
 	if err != nil {
 		for _, r := range ready {
