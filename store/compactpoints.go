@@ -31,7 +31,7 @@ func (db *DB) CompactPoints(ctx context.Context, keys [][]byte) error {
 	if err := db.walWritable("compact"); err != nil {
 		return err
 	}
-	if err := db.flushMemtable(); err != nil {
+	if err := db.flushMemtable(ctx); err != nil {
 		return err
 	}
 	levels, err := db.pdb.SSTables()

@@ -3,6 +3,7 @@
 package store
 
 import (
+	"context"
 	"errors"
 	"io/fs"
 	"os"
@@ -36,7 +37,7 @@ func TestStoreFilesOwnerOnly(t *testing.T) {
 	if err := db.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	if err := db.PurgeWAL(); err != nil { // recycles and creates logs
+	if err := db.PurgeWAL(context.Background()); err != nil { // recycles and creates logs
 		t.Fatal(err)
 	}
 	if err := db.Checkpoint(filepath.Join(parent, "backup", "db")); err != nil {

@@ -26,7 +26,9 @@ import (
 // and L0 has fewer than flushPaceL0 sublevels; forced flushes are
 // serialised (DB.flushMu) so that two of them never pass the same check.
 // The wait ends after flushPaceMax at the latest: the flush then goes
-// ahead and Pebble stalls as it would have.
+// ahead and Pebble stalls as it would have. A flush or compaction whose
+// ctx ends during the wait (the deletion worker's, at serve's shutdown)
+// does nothing and returns ctx's error.
 
 // flushPaceL0 is the number of L0 sublevels at which a forced flush waits
 // for an L0 compaction: half Pebble's stop threshold, so that the flush's
@@ -49,35 +51,44 @@ func flushCalm(m *pebble.Metrics) bool {
 }
 
 // awaitFlushCalm waits until flushCalm, flushPaceMax at the longest, or
-// until a Pebble goroutine parks (park.go) or ctx ends. The caller holds
-// flushMu.
-func (db *DB) awaitFlushCalm(ctx context.Context) {
+// until a Pebble goroutine parks (park.go). It returns ctx's error, at
+// once, when ctx ends first. The caller holds flushMu.
+func (db *DB) awaitFlushCalm(ctx context.Context) error {
 	deadline := time.Now().Add(flushPaceMax)
 	for !db.space.isParked() && !flushCalm(db.pdb.Metrics()) && time.Now().Before(deadline) {
 		select {
 		case <-ctx.Done():
-			return
+			return ctx.Err()
 		case <-time.After(flushPacePoll):
 		}
 	}
+	return ctx.Err()
 }
 
 // pacedFlush is Pebble's Flush once awaitFlushCalm returns, serialised
-// with the store's other forced flushes.
-func (db *DB) pacedFlush() error {
+// with the store's other forced flushes. When ctx ends first it flushes
+// nothing and returns ctx's error: serve's shutdown (which waits for the
+// deletion worker) does not wait for a purge's flushes, up to
+// flushPaceMax each.
+func (db *DB) pacedFlush(ctx context.Context) error {
 	db.flushMu.Lock()
 	defer db.flushMu.Unlock()
-	db.awaitFlushCalm(context.Background())
+	if err := db.awaitFlushCalm(ctx); err != nil {
+		return err
+	}
 	return db.pdb.Flush()
 }
 
 // pacedCompact is Pebble's Compact of [lower, upper) once awaitFlushCalm
 // returns: Pebble's Compact first forces a flush of the memtables holding
 // keys of the span, under load most often the mutable one. Once ctx ends it
-// waits no more.
+// waits no more and returns ctx's error.
 func (db *DB) pacedCompact(ctx context.Context, lower, upper []byte) error {
 	db.flushMu.Lock()
-	db.awaitFlushCalm(ctx)
+	err := db.awaitFlushCalm(ctx)
 	db.flushMu.Unlock()
+	if err != nil {
+		return err
+	}
 	return db.pdb.Compact(ctx, lower, upper, false)
 }

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sync"
@@ -171,10 +172,10 @@ func TestDeletionEndUnderLoadStallsNoCommit(t *testing.T) {
 	start := time.Now()
 	err = db.CompactPoints(context.Background(), [][]byte{eventKeyAt(r), eventKeyAt(r), eventKeyAt(r)})
 	if err == nil {
-		err = db.PurgeWAL()
+		err = db.PurgeWAL(context.Background())
 	}
 	if err == nil {
-		err = db.PurgeManifest()
+		err = db.PurgeManifest(context.Background())
 	}
 	if err != nil {
 		t.Fatal(err)
@@ -213,5 +214,65 @@ func TestFlushAfterOpenWaitsForNoFlush(t *testing.T) {
 	}
 	if took := time.Since(start); took > 10*time.Second {
 		t.Errorf("Flush took %v with no flush under way, want at most 10s", took)
+	}
+}
+
+// TestPurgeOwedStopsPacingOnceCtxEnds: serve's shutdown cancels the
+// deletion worker and waits for it (serveStopBound, systemd's
+// TimeoutStopSec). A purge's paced flushes waited for a calm store under
+// context.Background, up to flushPaceMax each, with L0 still full once
+// the load had stopped, whatever the pass's ctx said.
+func TestPurgeOwedStopsPacingOnceCtxEnds(t *testing.T) {
+	if testing.Short() {
+		t.Skip("writes 8 MiB and holds L0 full behind a slow compaction")
+	}
+	fs := &slowCompactions{FS: vfs.NewMem(), bytesPerSec: 256 << 10}
+	db, err := Open("db", fs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { fs.slow.Store(false); db.Close() })
+	fillStore(t, db, 8)
+	if err := db.Compact(context.Background(), []byte{0}, []byte{0xff}); err != nil {
+		t.Fatal(err)
+	}
+	fs.slow.Store(true)
+	lo, hi := key("acme", tableEvent, "a"), key("acme", tableEvent, "z")
+	for i := 0; db.pdb.Metrics().Levels[0].Sublevels < flushPaceL0; i++ {
+		if i == 4*flushPaceL0 {
+			t.Fatalf("L0 has %d sublevels after %d flushes, want %d", db.pdb.Metrics().Levels[0].Sublevels, i, flushPaceL0)
+		}
+		b := db.NewBatch()
+		b.Set(lo, []byte{byte(i)})
+		b.Set(hi, []byte{byte(i)})
+		if err := b.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		b.Close()
+		if err := db.pdb.Flush(); err != nil { // unpaced: a sublevel each
+			t.Fatal(err)
+		}
+	}
+	b := db.NewBatch()
+	b.OwePurge(nil)
+	if err := b.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // the shutdown
+	start := time.Now()
+	err = db.PurgeOwed(ctx)
+	took := time.Since(start)
+	if !errors.Is(err, context.Canceled) || took > 2*time.Second {
+		t.Errorf("PurgeOwed with its ctx ended, L0 full: %v after %v; want context.Canceled within 2s", err, took.Round(time.Millisecond))
+	}
+	marks := 0
+	mlo, mhi := purgeOwedSpan()
+	if err := db.Scan(mlo, mhi, func(_, _ []byte) error { marks++; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if marks != 1 {
+		t.Errorf("%d purge marks left, want the one the stopped purge owes", marks)
 	}
 }

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -84,8 +85,8 @@ func TestMaintenanceAfterWALFailure(t *testing.T) {
 		{"flush", func(db *DB) error { return db.Flush() }},
 		{"compact", func(db *DB) error { return db.Compact(t.Context(), []byte{0}, []byte{0xff}) }},
 		{"checkpoint", func(db *DB) error { return db.Checkpoint("cp") }},
-		{"purge wal", func(db *DB) error { return db.PurgeWAL() }},
-		{"purge manifest", func(db *DB) error { return db.PurgeManifest() }},
+		{"purge wal", func(db *DB) error { return db.PurgeWAL(context.Background()) }},
+		{"purge manifest", func(db *DB) error { return db.PurgeManifest(context.Background()) }},
 	}
 	for _, op := range ops {
 		t.Run(op.name, func(t *testing.T) {

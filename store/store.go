@@ -206,14 +206,15 @@ func (db *DB) Flush() error {
 	if err := db.walWritable("flush"); err != nil {
 		return err
 	}
-	return db.flushMemtable()
+	return db.flushMemtable(context.Background())
 }
 
 // flushMemtable is Pebble's Flush, paced so as to stall no commit
 // (flushpace.go), which returns ErrFailed (see stoppedErr) instead of
-// waiting forever when the flush's goroutine parks (park.go).
-func (db *DB) flushMemtable() error {
-	err := db.unlessParked("flush", db.pacedFlush)
+// waiting forever when the flush's goroutine parks (park.go), and ctx's
+// error, flushing nothing, when ctx ends during the pacing.
+func (db *DB) flushMemtable(ctx context.Context) error {
+	err := db.unlessParked("flush", func() error { return db.pacedFlush(ctx) })
 	if err != nil {
 		return fmt.Errorf("store: flush: %w", err)
 	}
@@ -587,7 +588,7 @@ func (db *DB) Compact(ctx context.Context, lower, upper []byte) error {
 	if err := db.walWritable("compact"); err != nil {
 		return err
 	}
-	if err := db.flushMemtable(); err != nil {
+	if err := db.flushMemtable(ctx); err != nil {
 		return err
 	}
 	err := db.unlessParked("compact", func() error { return db.pacedCompact(ctx, lower, upper) })

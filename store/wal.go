@@ -126,10 +126,10 @@ func (db *DB) PurgeOwed(ctx context.Context) error {
 			return err
 		}
 	}
-	if err := db.PurgeWAL(); err != nil {
+	if err := db.PurgeWAL(ctx); err != nil {
 		return err
 	}
-	if err := db.PurgeManifest(); err != nil {
+	if err := db.PurgeManifest(ctx); err != nil {
 		return err
 	}
 	b := db.NewBatch()
@@ -150,12 +150,13 @@ const walRotations = 5
 // disk: it flushes the memtable (so the data lives only in sstables) and
 // rotates the WAL past every recyclable log. Deletion calls it after
 // compacting what it removed, so tombstones and old records that name a
-// deleted customer leave no bytes behind in logs either.
-func (db *DB) PurgeWAL() error {
+// deleted customer leave no bytes behind in logs either. Once ctx ends it
+// stops, with ctx's error, at its next paced flush (flushpace.go).
+func (db *DB) PurgeWAL(ctx context.Context) error {
 	db.walPurging.Add(1)
 	defer db.walPurging.Add(-1)
 	for i := 0; i < walRotations; i++ {
-		if err := db.writeAndFlush(byte(i)); err != nil {
+		if err := db.writeAndFlush(ctx, byte(i)); err != nil {
 			return err
 		}
 	}
@@ -164,7 +165,7 @@ func (db *DB) PurgeWAL() error {
 
 // writeAndFlush commits one small global key (spaceGlobal 'W', value v)
 // and flushes the memtable: one round of PurgeWAL and PurgeManifest.
-func (db *DB) writeAndFlush(v byte) error {
+func (db *DB) writeAndFlush(ctx context.Context, v byte) error {
 	b := db.NewBatch()
 	b.Set([]byte{spaceGlobal, 'W'}, []byte{v})
 	err := b.Commit()
@@ -172,7 +173,7 @@ func (db *DB) writeAndFlush(v byte) error {
 	if err != nil {
 		return err
 	}
-	return db.flushMemtable()
+	return db.flushMemtable(ctx)
 }
 
 // PurgeManifest makes sure no MANIFEST written before the call stays on
@@ -181,8 +182,8 @@ func (db *DB) writeAndFlush(v byte) error {
 // previous one, and (with MaxManifestFileSize tiny) starts a new one when
 // the edits since the last one touch more files than the store holds. Each
 // round writes one key and flushes (one edit, one file); it stops when every
-// MANIFEST of before the call is gone.
-func (db *DB) PurgeManifest() error {
+// MANIFEST of before the call is gone, or, with ctx's error, once ctx ends.
+func (db *DB) PurgeManifest(ctx context.Context) error {
 	old := map[string]bool{}
 	ents, err := db.fs.List(db.dir)
 	if err != nil {
@@ -194,7 +195,7 @@ func (db *DB) PurgeManifest() error {
 		}
 	}
 	for i := 0; i < 100000; i++ {
-		if err := db.writeAndFlush(byte(i)); err != nil {
+		if err := db.writeAndFlush(ctx, byte(i)); err != nil {
 			return err
 		}
 		ents, err := db.fs.List(db.dir)
