@@ -323,7 +323,8 @@ func (s *Service) RunDeletions(ctx context.Context, interval time.Duration, hook
 // comment). Jobs that fail or wait stay queued. Each pass first finishes
 // the compaction and the purge of write-ahead logs and MANIFESTs that
 // completed deletions and finished batch jobs (their request chunks) still
-// owe (store.DB.PurgeOwed). The first pass, and one
+// owe (store.DB.PurgeOwed), when no read of the store is open. The first
+// pass, and one
 // every deletionSweep after, first queues again the deletions stranded
 // without a queue entry (requeueStranded).
 func (s *Service) ProcessDeletions(ctx context.Context, hooks DeletionHooks) (DeletionStats, error) {
@@ -331,9 +332,14 @@ func (s *Service) ProcessDeletions(ctx context.Context, hooks DeletionHooks) (De
 	defer s.deletionMu.Unlock()
 	var st DeletionStats
 	var firstErr error
-	if err := s.db.PurgeOwed(ctx); err != nil { // a pass's purge cut short (complete), a batch job's request dropped
-		s.log.Error().Err(err).Msg("purge of write-ahead logs owed by completed deletions or finished batch jobs; retried on the next pass")
-		firstErr = err
+	// Not while a read of the store is open: the purge would keep its
+	// marks (it may be older than them), and redo its compaction and its
+	// dozen flushes on every pass until the read closed.
+	if s.db.AwaitSnapshots(ctx, 0) {
+		if err := s.db.PurgeOwed(ctx); err != nil { // a pass's purge cut short (complete), a batch job's request dropped
+			s.log.Error().Err(err).Msg("purge of write-ahead logs owed by completed deletions or finished batch jobs; retried on the next pass")
+			firstErr = err
+		}
 	}
 	sweep := s.lastSweep.IsZero() || s.now().Sub(s.lastSweep) >= deletionSweep
 	if sweep {

@@ -107,7 +107,11 @@ func (b *Batch) OwePurge(compact [][]byte) {
 // the marks name (CompactPoints), purges the write-ahead logs (PurgeWAL)
 // and MANIFESTs (PurgeManifest), then clears the marks it read; it does
 // nothing when none is set. The marks stay if a step fails, so a later
-// call redoes it. Callers serialise their calls.
+// call redoes it. They also stay when a snapshot was open as the
+// compaction began (AwaitSnapshots): one older than a mark's batch (a
+// streamed export, an evaluation) keeps the values the batch deleted
+// through the compaction; a call with none open compacts them. Callers
+// serialise their calls.
 func (db *DB) PurgeOwed(ctx context.Context) error {
 	var marks, compact [][]byte
 	lo, hi := purgeOwedSpan()
@@ -121,6 +125,9 @@ func (db *DB) PurgeOwed(ctx context.Context) error {
 	if err != nil || len(marks) == 0 {
 		return err
 	}
+	// Looked at after the scan: a snapshot opened later is newer than
+	// every mark read.
+	pinned := len(compact) > 0 && !db.AwaitSnapshots(ctx, 0)
 	if len(compact) > 0 {
 		if err := db.CompactPoints(ctx, compact); err != nil {
 			return err
@@ -131,6 +138,9 @@ func (db *DB) PurgeOwed(ctx context.Context) error {
 	}
 	if err := db.PurgeManifest(ctx); err != nil {
 		return err
+	}
+	if pinned {
+		return nil
 	}
 	b := db.NewBatch()
 	defer b.Close()
