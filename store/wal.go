@@ -106,38 +106,36 @@ func (b *Batch) OwePurge(compact [][]byte) {
 // PurgeOwed, if a batch marked a purge owed (OwePurge), compacts the keys
 // the marks name (CompactPoints), purges the write-ahead logs (PurgeWAL)
 // and MANIFESTs (PurgeManifest), then clears the marks it read; it does
-// nothing when none is set. The marks stay if a step fails, so a later
-// call redoes it. They also stay when a snapshot was open as the
-// compaction began (AwaitSnapshots): one older than a mark's batch (a
-// streamed export, an evaluation) keeps the values the batch deleted
-// through the compaction; a call with none open compacts them. Callers
-// serialise their calls.
+// nothing when none is set. Marks that name a finished job's request
+// chunks alone owe the compaction alone (owedMarks). The marks stay if a
+// step fails, so a later call redoes it. While a snapshot is open (one
+// older than a mark's batch, a streamed export or an evaluation, keeps
+// the values the batch deleted through a compaction) it compacts nothing
+// and the marks stay, for a call with none open. Callers serialise their
+// calls.
 func (db *DB) PurgeOwed(ctx context.Context) error {
-	var marks, compact [][]byte
-	lo, hi := purgeOwedSpan()
-	err := db.Scan(lo, hi, func(k, _ []byte) error {
-		marks = append(marks, slices.Clone(k))
-		if len(k) > len(lo) {
-			compact = append(compact, slices.Clone(k[len(lo):]))
-		}
-		return nil
-	})
+	marks, compact, purgeLogs, err := db.owedMarks()
 	if err != nil || len(marks) == 0 {
 		return err
 	}
 	// Looked at after the scan: a snapshot opened later is newer than
-	// every mark read.
+	// every mark read. One open would keep the deleted values through the
+	// compaction, in a bottom-level table with their tombstones, which no
+	// later compaction of the keys rewrites (Pebble's Compact stops above
+	// the bottom level): the compaction waits for a call with none open.
 	pinned := len(compact) > 0 && !db.AwaitSnapshots(ctx, 0)
-	if len(compact) > 0 {
+	if len(compact) > 0 && !pinned {
 		if err := db.CompactPoints(ctx, compact); err != nil {
 			return err
 		}
 	}
-	if err := db.PurgeWAL(ctx); err != nil {
-		return err
-	}
-	if err := db.PurgeManifest(ctx); err != nil {
-		return err
+	if purgeLogs {
+		if err := db.PurgeWAL(ctx); err != nil {
+			return err
+		}
+		if err := db.PurgeManifest(ctx); err != nil {
+			return err
+		}
 	}
 	if pinned {
 		return nil
@@ -148,6 +146,28 @@ func (db *DB) PurgeOwed(ctx context.Context) error {
 		b.Delete(k)
 	}
 	return b.Commit()
+}
+
+// owedMarks reads the purge marks (OwePurge): their keys, the keys they
+// name to compact, and whether one owes the purge of the logs and
+// MANIFESTs, every mark but a finished job's request chunk's. A chunk's
+// key names no customer, and the bytes of its values in the logs go with
+// the purge of the next deletion to complete (PurgeWAL leaves no log
+// written before it), a deletion of one of the job's customers included:
+// the purge of its logs after every finished job cost a dozen forced
+// flushes and the compactions they bring, a pass in two while jobs finish.
+func (db *DB) owedMarks() (marks, compact [][]byte, purgeLogs bool, err error) {
+	lo, hi := purgeOwedSpan()
+	err = db.Scan(lo, hi, func(k, _ []byte) error {
+		marks = append(marks, slices.Clone(k))
+		named := k[len(lo):]
+		if len(named) > 0 {
+			compact = append(compact, slices.Clone(named))
+		}
+		purgeLogs = purgeLogs || !isJobChunkKey(named)
+		return nil
+	})
+	return marks, compact, purgeLogs, err
 }
 
 // walRotations is how many WAL rotations PurgeWAL makes: more than the
