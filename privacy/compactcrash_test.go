@@ -5,8 +5,10 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -371,5 +373,16 @@ func TestPurgeStoppedByShutdownIsNoFailure(t *testing.T) {
 	rec, err := p.Deletion("acme", ref)
 	if err != nil || rec == nil || rec.Estado != DeletionCompleted || rec.Intentos != 0 || rec.UltimoError != "" {
 		t.Errorf("the deletion's record: %+v %v; want completado with no failure noted", rec, err)
+	}
+	// The next pass, stopped too as it starts the purge owed: no error
+	// logged, the purge left to the pass after the restart.
+	var logged bytes.Buffer
+	p.log = zerolog.New(&logged)
+	p.beforePurge = nil
+	if _, err := p.ProcessDeletions(ctx, DeletionHooks{}); !errors.Is(err, context.Canceled) {
+		t.Errorf("a pass whose context has ended: %v, want %v", err, context.Canceled)
+	}
+	if strings.Contains(logged.String(), `"level":"error"`) {
+		t.Errorf("a pass stopped by the shutdown logged an error: %s", logged.String())
 	}
 }

@@ -336,7 +336,11 @@ func (s *Service) ProcessDeletions(ctx context.Context, hooks DeletionHooks) (De
 	// marks (it may be older than them), and redo its compaction and its
 	// dozen flushes on every pass until the read closed.
 	if s.db.AwaitSnapshots(ctx, 0) {
-		if err := s.db.PurgeOwed(ctx); err != nil { // a pass's purge cut short (complete), a batch job's request dropped
+		err := s.db.PurgeOwed(ctx) // a pass's purge cut short (complete), a batch job's request dropped
+		if err != nil && ctx.Err() != nil {
+			return st, ctx.Err() // serve's shutdown: the marks stay for the pass after the restart
+		}
+		if err != nil {
 			s.log.Error().Err(err).Msg("purge of write-ahead logs owed by completed deletions or finished batch jobs; retried on the next pass")
 			firstErr = err
 		}
