@@ -1,14 +1,13 @@
 package batch
 
 import (
-	"bytes"
 	"context"
-	"io"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/coupond/coupond/api"
+	"github.com/coupond/coupond/internal/storetest"
 	"github.com/coupond/coupond/store/storefs"
 )
 
@@ -30,7 +29,7 @@ func TestFinishedJobChunksCompactedByTheOwedPurge(t *testing.T) {
 	if err := e.db.Flush(); err != nil { // the chunk in a table, as a busy store leaves it
 		t.Fatal(err)
 	}
-	if len(filesHolding(t, mem, chunk)) == 0 {
+	if len(storetest.FilesHolding(t, mem, "db", chunk)) == 0 {
 		t.Fatal("no file holds the chunk before the job runs: the test does not exercise the purge")
 	}
 	if n := e.r.RunPending(context.Background()); n != 1 {
@@ -56,7 +55,7 @@ func TestFinishedJobChunksCompactedByTheOwedPurge(t *testing.T) {
 	if err := e.db.PurgeWAL(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if left := filesHolding(t, mem, chunk); len(left) > 0 {
+	if left := storetest.FilesHolding(t, mem, "db", chunk); len(left) > 0 {
 		t.Errorf("files still holding the finished job's request chunk after a deletion's purge of the logs: %v", left)
 	}
 }
@@ -65,30 +64,8 @@ func TestFinishedJobChunksCompactedByTheOwedPurge(t *testing.T) {
 func tablesHolding(t *testing.T, fs storefs.FS, b []byte) []string {
 	t.Helper()
 	var out []string
-	for _, n := range filesHolding(t, fs, b) {
+	for _, n := range storetest.FilesHolding(t, fs, "db", b) {
 		if strings.HasSuffix(n, ".sst") {
-			out = append(out, n)
-		}
-	}
-	return out
-}
-
-// filesHolding lists the files of the store's dir "db" in fs that hold b.
-func filesHolding(t *testing.T, fs storefs.FS, b []byte) []string {
-	t.Helper()
-	names, err := fs.List("db")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []string
-	for _, n := range names {
-		f, err := fs.Open(fs.PathJoin("db", n))
-		if err != nil {
-			continue // removed since the listing
-		}
-		raw, err := io.ReadAll(f)
-		f.Close()
-		if err == nil && bytes.Contains(raw, b) {
 			out = append(out, n)
 		}
 	}

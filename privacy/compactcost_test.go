@@ -1,10 +1,8 @@
 package privacy
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -74,34 +72,5 @@ func TestDeletionCompactsOnlyTheCustomersTables(t *testing.T) {
 	if written := db.Metrics().CompactedBytes - before; written > n*size/2 {
 		t.Errorf("deleting a customer of 2 events wrote %d bytes of tables, want at most half of the store's %d", written, n*size)
 	}
-	var left []string
-	for start := time.Now(); time.Since(start) < 2*time.Second; time.Sleep(50 * time.Millisecond) {
-		left = memFilesHolding(t, fs, "db", []byte("cliente-gone"))
-		if len(left) == 0 {
-			return // Pebble removes obsolete files in the background
-		}
-	}
-	t.Errorf("files still holding the deleted cliente_ref: %v", left)
-}
-
-// memFilesHolding lists the files of dir in fs whose bytes contain b.
-func memFilesHolding(t *testing.T, fs *storefs.MemFS, dir string, b []byte) []string {
-	t.Helper()
-	names, err := fs.List(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []string
-	for _, name := range names {
-		f, err := fs.Open(fs.PathJoin(dir, name))
-		if err != nil {
-			continue // removed since the listing
-		}
-		data, err := io.ReadAll(f)
-		f.Close()
-		if err == nil && bytes.Contains(data, b) {
-			out = append(out, name)
-		}
-	}
-	return out
+	checkNoFileHolds(t, fs, "db", []byte("cliente-gone"))
 }

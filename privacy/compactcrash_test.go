@@ -33,16 +33,7 @@ import (
 func TestDeletionCompactsWhatACrashedPassErased(t *testing.T) {
 	const canary = "Wq83lostZk"
 	mem, db, p := deepCanary(t, canary, nil)
-	var crashed *storefs.MemFS
-	crash := DeletionHooks{External: func(string, string, *store.Batch) ([][]byte, bool, error) {
-		if crashed == nil { // the erasure has committed, the compaction is to come
-			crashed = mem.CrashClone(storefs.CrashCloneCfg{})
-		}
-		return nil, false, nil
-	}}
-	if _, err := p.ProcessDeletions(context.Background(), crash); err != nil || crashed == nil {
-		t.Fatalf("first pass: %v, crash clone taken %v", err, crashed != nil)
-	}
+	crashed := crashAfterErasure(t, mem, p)
 	db.Close()
 	resumeAfterCrash(t, crashed, canary, 1)
 }
@@ -66,6 +57,56 @@ func TestDeletionCompactsItsQueueEntryAfterACrash(t *testing.T) {
 	resumeAfterCrash(t, crashed, canary, 0)
 }
 
+// openCrashable opens a store on a crashable in-memory filesystem with
+// the sandbox tenant acme, and its engine and service; the caller closes
+// the store (a crash test closes it once it has taken its clone).
+func openCrashable(t *testing.T) (*storefs.MemFS, *store.DB, *engine.Engine, *Service) {
+	t.Helper()
+	mem := storefs.CrashableMem()
+	db, err := store.Open("db", mem)
+	if err != nil {
+		t.Fatal(err)
+	}
+	storetest.Sandbox(t, db, "acme", t0, store.DefaultSettings())
+	now := func() time.Time { return t0 }
+	e := engine.New(engine.Config{DB: db, Secrets: store.TestSecrets(), Log: zerolog.Nop(), Now: now, Seed: 1})
+	return mem, db, e, newService(e, db, now)
+}
+
+// canaryToDelete opens a crashable store (openCrashable) with customer
+// canary (2 purchases, a decision with an idempotency key), and requests
+// canary's deletion.
+func canaryToDelete(t *testing.T, canary string) (*storefs.MemFS, *store.DB, *Service) {
+	t.Helper()
+	mem, db, e, p := openCrashable(t)
+	ingestFor(t, e, canary, "zz-"+canary, 2)
+	if _, err := e.Decide("acme", engine.Request{ClienteRef: canary, Canal: "push", Idempotency: engine.Idempotency{Key: "idem-" + canary}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.RequestDeletion("acme", canary, "ci"); err != nil {
+		t.Fatal(err)
+	}
+	return mem, db, p
+}
+
+// crashAfterErasure makes a deletion pass of p and returns a crash clone
+// of mem taken once the erasure has committed, before the pass compacts
+// (its External hook).
+func crashAfterErasure(t *testing.T, mem *storefs.MemFS, p *Service) *storefs.MemFS {
+	t.Helper()
+	var crashed *storefs.MemFS
+	crash := DeletionHooks{External: func(string, string, *store.Batch) ([][]byte, bool, error) {
+		if crashed == nil { // the erasure has committed, the compaction is to come
+			crashed = mem.CrashClone(storefs.CrashCloneCfg{})
+		}
+		return nil, false, nil
+	}}
+	if _, err := p.ProcessDeletions(context.Background(), crash); err != nil || crashed == nil {
+		t.Fatalf("first pass: %v, crash clone taken %v", err, crashed != nil)
+	}
+	return crashed
+}
+
 // deepCanary opens a store on a crashable in-memory filesystem in the shape
 // months of writes leave (160 MiB of others' decisions compacted to the
 // bottom level with the canary's data and its deletion's queue entry, 64
@@ -78,22 +119,7 @@ func deepCanary(t *testing.T, canary string, damage func(*store.DB)) (*storefs.M
 	if testing.Short() || raceEnabled {
 		t.Skip("loads 160 MiB, and needs the store's shape after months of writes")
 	}
-	mem := storefs.CrashableMem()
-	db, err := store.Open("db", mem)
-	if err != nil {
-		t.Fatal(err)
-	}
-	storetest.Sandbox(t, db, "acme", t0, store.DefaultSettings())
-	now := func() time.Time { return t0 }
-	e := engine.New(engine.Config{DB: db, Secrets: store.TestSecrets(), Log: zerolog.Nop(), Now: now, Seed: 1})
-	p := newService(e, db, now)
-	ingestFor(t, e, canary, "zz-"+canary, 2)
-	if _, err := e.Decide("acme", engine.Request{ClienteRef: canary, Canal: "push", Idempotency: engine.Idempotency{Key: "idem-" + canary}}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := p.RequestDeletion("acme", canary, "ci"); err != nil {
-		t.Fatal(err)
-	}
+	mem, db, p := canaryToDelete(t, canary)
 	if damage != nil {
 		damage(db)
 	}
@@ -145,7 +171,7 @@ func TestDeletionCompactsTheDamagedDecisionItQuarantines(t *testing.T) {
 // completes want deletions, and checks that no file then holds canary.
 func resumeAfterCrash(t *testing.T, crashed *storefs.MemFS, canary string, want int) {
 	t.Helper()
-	if len(memFilesHolding(t, crashed, "db", []byte(canary))) == 0 {
+	if len(storetest.FilesHolding(t, crashed, "db", []byte(canary))) == 0 {
 		t.Fatal("no file holds the canary at the crash: the test does not exercise the compaction")
 	}
 	_, p := reopenService(t, crashed)
@@ -182,32 +208,8 @@ func loadDecisions(t *testing.T, db *store.DB, rng *rand.ChaCha8, bytes int) {
 // customer's decision among them, for the pass after the restart.
 func TestErasureKeepsItsKeysWithTheJob(t *testing.T) {
 	const canary = "Qm27keptZk"
-	mem := storefs.CrashableMem()
-	db, err := store.Open("db", mem)
-	if err != nil {
-		t.Fatal(err)
-	}
-	storetest.Sandbox(t, db, "acme", t0, store.DefaultSettings())
-	now := func() time.Time { return t0 }
-	e := engine.New(engine.Config{DB: db, Secrets: store.TestSecrets(), Log: zerolog.Nop(), Now: now, Seed: 1})
-	p := newService(e, db, now)
-	ingestFor(t, e, canary, "zz-"+canary, 2)
-	if _, err := e.Decide("acme", engine.Request{ClienteRef: canary, Canal: "push"}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := p.RequestDeletion("acme", canary, "ci"); err != nil {
-		t.Fatal(err)
-	}
-	var crashed *storefs.MemFS
-	crash := DeletionHooks{External: func(string, string, *store.Batch) ([][]byte, bool, error) {
-		if crashed == nil {
-			crashed = mem.CrashClone(storefs.CrashCloneCfg{})
-		}
-		return nil, false, nil
-	}}
-	if _, err := p.ProcessDeletions(context.Background(), crash); err != nil || crashed == nil {
-		t.Fatalf("first pass: %v, crash clone taken %v", err, crashed != nil)
-	}
+	mem, db, p := canaryToDelete(t, canary)
+	crashed := crashAfterErasure(t, mem, p)
 	db.Close()
 	db2, _ := reopenService(t, crashed)
 	job := onlyQueued(t, db2)

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"strings"
 	"testing"
@@ -536,16 +535,8 @@ func TestErasureBudgetStoredInCommitOrder(t *testing.T) {
 // deletion of canary requested.
 func newPurgeTest(t *testing.T, canary string) (*storefs.MemFS, *store.DB, *Service) {
 	t.Helper()
-	mem := storefs.CrashableMem()
-	db, err := store.Open("db", mem)
-	if err != nil {
-		t.Fatal(err)
-	}
+	mem, db, e, p := openCrashable(t)
 	t.Cleanup(func() { db.Close() })
-	storetest.Sandbox(t, db, "acme", t0, store.DefaultSettings())
-	now := func() time.Time { return t0 }
-	e := engine.New(engine.Config{DB: db, Secrets: store.TestSecrets(), Log: zerolog.Nop(), Now: now, Seed: 1})
-	p := newService(e, db, now)
 	ingestFor(t, e, canary, "zz-"+canary, 5)
 	for i := 0; i < 3; i++ {
 		if err := db.Flush(); err != nil {
@@ -565,7 +556,7 @@ func checkNoFileHolds(t *testing.T, fs storefs.FS, dir string, b []byte) {
 	t.Helper()
 	var left []string
 	for start := time.Now(); time.Since(start) < 2*time.Second; time.Sleep(50 * time.Millisecond) {
-		if left = filesHolding(t, fs, dir, b); len(left) == 0 {
+		if left = storetest.FilesHolding(t, fs, dir, b); len(left) == 0 {
 			return
 		}
 	}
@@ -584,7 +575,7 @@ func TestDeletionPurgeRedoneAfterFailure(t *testing.T) {
 	if st, err := p.ProcessDeletions(context.Background(), DeletionHooks{}); err == nil || st.Failed != 1 {
 		t.Fatalf("first pass: %+v %v, want the injected purge failure", st, err)
 	}
-	if len(filesHolding(t, mem, "db", []byte(canary))) == 0 {
+	if len(storetest.FilesHolding(t, mem, "db", []byte(canary))) == 0 {
 		t.Fatal("no file holds the canary after the failed purge: the test does not exercise the retry")
 	}
 	p.beforePurge = nil
@@ -607,7 +598,7 @@ func TestDeletionPurgeRedoneAfterCrash(t *testing.T) {
 	if st, err := p.ProcessDeletions(context.Background(), DeletionHooks{}); err != nil || st.Completed != 1 || crashed == nil {
 		t.Fatalf("first pass: %+v %v, crash clone taken %v", st, err, crashed != nil)
 	}
-	if len(filesHolding(t, crashed, "db", []byte(canary))) == 0 {
+	if len(storetest.FilesHolding(t, crashed, "db", []byte(canary))) == 0 {
 		t.Fatal("no file holds the canary at the crash: the test does not exercise the purge")
 	}
 	_, p2 := reopenService(t, crashed)
@@ -618,28 +609,6 @@ func TestDeletionPurgeRedoneAfterCrash(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkNoFileHolds(t, crashed, "db", []byte(canary))
-}
-
-// filesHolding lists the files of dir on fs whose raw bytes contain b.
-func filesHolding(t *testing.T, fs storefs.FS, dir string, b []byte) []string {
-	t.Helper()
-	names, err := fs.List(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []string
-	for _, n := range names {
-		f, err := fs.Open(fs.PathJoin(dir, n))
-		if err != nil {
-			continue // removed since the listing
-		}
-		raw, err := io.ReadAll(f)
-		f.Close()
-		if err == nil && bytes.Contains(raw, b) {
-			out = append(out, n)
-		}
-	}
-	return out
 }
 
 // TestDeletionFailureNoteHidesTheError: a failed deletion job's record

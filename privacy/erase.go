@@ -452,8 +452,8 @@ func (c *toCompact) add(o toCompact) {
 	c.bounds = append(c.bounds, o.bounds...)
 }
 
-// asBounds is c as bounds alone, what a deletion's queue entry keeps
-// (deletionJob.Chunked) for a later pass.
+// asBounds is c as bounds alone, per table its smallest and largest key
+// (tableBounds): what an erasure's chunks return past maxPointKeys.
 func (c toCompact) asBounds() [][]byte {
 	return tableBounds(append(slices.Clone(c.bounds), c.points...))
 }

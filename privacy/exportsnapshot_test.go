@@ -26,7 +26,7 @@ func TestErasureWaitsForOlderExports(t *testing.T) {
 	release := holdExport(t, p, "mas-00000000")
 	p.snapshotWait = 50 * time.Millisecond
 	st, err := p.ProcessDeletions(context.Background(), DeletionHooks{})
-	if held := filesHolding(t, mem, "db", []byte(canary)); err != nil || st.Completed != 0 || st.Pending != 1 {
+	if held := storetest.FilesHolding(t, mem, "db", []byte(canary)); err != nil || st.Completed != 0 || st.Pending != 1 {
 		t.Errorf("a pass during the export: %+v, %v (files holding the erased customer: %v), want it pending", st, err, held)
 	}
 	release()

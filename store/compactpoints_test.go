@@ -68,9 +68,8 @@ func TestCompactPointsRewritesOnlyTheTablesOfItsKeys(t *testing.T) {
 	}
 }
 
-// filesHolding lists the live sstables of db (in dir of fs) whose bytes
-// contain s; the obsolete ones Pebble has yet to remove are not read.
-func filesHolding(t *testing.T, db *DB, fs vfs.FS, dir, s string) []string {
+// liveTables lists the file names of db's live sstables, every level.
+func liveTables(t *testing.T, db *DB) []string {
 	t.Helper()
 	levels, err := db.pdb.SSTables()
 	if err != nil {
@@ -79,23 +78,33 @@ func filesHolding(t *testing.T, db *DB, fs vfs.FS, dir, s string) []string {
 	var out []string
 	for _, level := range levels {
 		for _, info := range level {
-			name := fmt.Sprintf("%s.sst", info.BackingSSTNum)
-			f, err := fs.Open(fs.PathJoin(dir, name))
-			if errors.Is(err, os.ErrNotExist) {
-				continue // compacted away since the listing: its bytes are gone
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			var buf bytes.Buffer
-			_, err = buf.ReadFrom(f)
-			f.Close()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if bytes.Contains(buf.Bytes(), []byte(s)) {
-				out = append(out, name)
-			}
+			out = append(out, fmt.Sprintf("%s.sst", info.BackingSSTNum))
+		}
+	}
+	return out
+}
+
+// filesHolding lists the live sstables of db (in dir of fs) whose bytes
+// contain s; the obsolete ones Pebble has yet to remove are not read.
+func filesHolding(t *testing.T, db *DB, fs vfs.FS, dir, s string) []string {
+	t.Helper()
+	var out []string
+	for _, name := range liveTables(t, db) {
+		f, err := fs.Open(fs.PathJoin(dir, name))
+		if errors.Is(err, os.ErrNotExist) {
+			continue // compacted away since the listing: its bytes are gone
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		var buf bytes.Buffer
+		_, err = buf.ReadFrom(f)
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bytes.Contains(buf.Bytes(), []byte(s)) {
+			out = append(out, name)
 		}
 	}
 	return out

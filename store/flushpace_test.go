@@ -24,6 +24,25 @@ type slowCompactions struct {
 	bytesPerSec int
 }
 
+// openSlowCompactions opens a store on an in-memory slowCompactions of
+// bytesPerSec, fills it with mib MiB compacted below L0 at memory speed,
+// and then slows its compactions.
+func openSlowCompactions(t *testing.T, bytesPerSec, mib int) *DB {
+	t.Helper()
+	fs := &slowCompactions{FS: vfs.NewMem(), bytesPerSec: bytesPerSec}
+	db, err := Open("db", fs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { fs.slow.Store(false); db.Close() })
+	fillStore(t, db, mib)
+	if err := db.Compact(context.Background(), []byte{0}, []byte{0xff}); err != nil {
+		t.Fatal(err)
+	}
+	fs.slow.Store(true)
+	return db
+}
+
 func (fs *slowCompactions) Create(name string, category vfs.DiskWriteCategory) (vfs.File, error) {
 	f, err := fs.FS.Create(name, category)
 	if err != nil || category != "pebble-compaction" {
@@ -151,26 +170,16 @@ func TestDeletionEndUnderLoadStallsNoCommit(t *testing.T) {
 	if testing.Short() || raceEnabled {
 		t.Skip("10 s of load, and the race detector's slower pace changes the store's shape")
 	}
-	fs := &slowCompactions{FS: vfs.NewMem(), bytesPerSec: 16 << 20}
-	db, err := Open("db", fs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { fs.slow.Store(false); db.Close() })
 	setup := time.Now()
-	fillStore(t, db, 24) // tables below L0, which an L0 compaction rewrites
-	if err := db.Compact(context.Background(), []byte{0}, []byte{0xff}); err != nil {
-		t.Fatal(err)
-	}
+	db := openSlowCompactions(t, 16<<20, 24) // tables below L0, which an L0 compaction rewrites
 	t.Logf("setup %v", time.Since(setup))
-	fs.slow.Store(true)
 	load := startLoad(db, 4, time.Millisecond)
 	time.Sleep(time.Second)
 	before := db.Metrics()
 	load.longest.Store(0)
 	r := rand.New(rand.NewPCG(5, 5))
 	start := time.Now()
-	err = db.CompactPoints(context.Background(), [][]byte{eventKeyAt(r), eventKeyAt(r), eventKeyAt(r)})
+	err := db.CompactPoints(context.Background(), [][]byte{eventKeyAt(r), eventKeyAt(r), eventKeyAt(r)})
 	if err == nil {
 		err = db.PurgeWAL(context.Background())
 	}
@@ -226,17 +235,7 @@ func TestPurgeOwedStopsPacingOnceCtxEnds(t *testing.T) {
 	if testing.Short() {
 		t.Skip("writes 8 MiB and holds L0 full behind a slow compaction")
 	}
-	fs := &slowCompactions{FS: vfs.NewMem(), bytesPerSec: 256 << 10}
-	db, err := Open("db", fs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { fs.slow.Store(false); db.Close() })
-	fillStore(t, db, 8)
-	if err := db.Compact(context.Background(), []byte{0}, []byte{0xff}); err != nil {
-		t.Fatal(err)
-	}
-	fs.slow.Store(true)
+	db := openSlowCompactions(t, 256<<10, 8)
 	lo, hi := key("acme", tableEvent, "a"), key("acme", tableEvent, "z")
 	for i := 0; db.pdb.Metrics().Levels[0].Sublevels < flushPaceL0; i++ {
 		if i == 4*flushPaceL0 {
@@ -262,7 +261,7 @@ func TestPurgeOwedStopsPacingOnceCtxEnds(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel() // the shutdown
 	start := time.Now()
-	err = db.PurgeOwed(ctx)
+	err := db.PurgeOwed(ctx)
 	took := time.Since(start)
 	if !errors.Is(err, context.Canceled) || took > 2*time.Second {
 		t.Errorf("PurgeOwed with its ctx ended, L0 full: %v after %v; want context.Canceled within 2s", err, took.Round(time.Millisecond))

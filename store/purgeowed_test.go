@@ -114,17 +114,10 @@ func TestPurgeOwedKeepsTheMarksAnOlderReadPins(t *testing.T) {
 // raw bytes need not show a value it compressed.
 func tablesHolding(t *testing.T, db *DB, fs vfs.FS, k []byte) []string {
 	t.Helper()
-	levels, err := db.pdb.SSTables()
-	if err != nil {
-		t.Fatal(err)
-	}
 	var out []string
-	for _, level := range levels {
-		for _, info := range level {
-			name := info.BackingSSTNum.String() + ".sst"
-			if tableHolds(t, fs, fs.PathJoin("db", name), k) {
-				out = append(out, name)
-			}
+	for _, name := range liveTables(t, db) {
+		if tableHolds(t, fs, fs.PathJoin("db", name), k) {
+			out = append(out, name)
 		}
 	}
 	return out

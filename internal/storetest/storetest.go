@@ -1,14 +1,18 @@
 // Package storetest opens the stores the tests of the packages above store
 // run on: real Pebble over an in-memory file system, with a sandbox tenant
 // when they need one. Tests only: nothing in the product imports it. It
-// imports store alone, so that engine's own tests can use it too.
+// imports store (and its storefs) alone, so that engine's own tests can
+// use it too.
 package storetest
 
 import (
+	"bytes"
+	"io"
 	"testing"
 	"time"
 
 	"github.com/coupond/coupond/store"
+	"github.com/coupond/coupond/store/storefs"
 )
 
 // Open opens a store over a fresh in-memory file system and closes it when
@@ -30,4 +34,28 @@ func Sandbox(tb testing.TB, db *store.DB, id string, at time.Time, s store.Setti
 	if err := db.CreateTenant(&store.Tenant{ID: id, CreatedAt: at, Sandbox: true, ClockNow: at, Settings: s}); err != nil {
 		tb.Fatal(err)
 	}
+}
+
+// FilesHolding lists the files of dir on fs whose raw bytes contain b: what
+// a store's directory still holds of an erased value (a file removed since
+// the listing is skipped).
+func FilesHolding(tb testing.TB, fs storefs.FS, dir string, b []byte) []string {
+	tb.Helper()
+	names, err := fs.List(dir)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var out []string
+	for _, n := range names {
+		f, err := fs.Open(fs.PathJoin(dir, n))
+		if err != nil {
+			continue // removed since the listing
+		}
+		raw, err := io.ReadAll(f)
+		f.Close()
+		if err == nil && bytes.Contains(raw, b) {
+			out = append(out, n)
+		}
+	}
+	return out
 }
