@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -49,6 +50,53 @@ func TestDamagedTableFailsTheRead(t *testing.T) {
 	}
 	if !strings.Contains(buf.String(), sst) || !strings.Contains(buf.String(), "restore") {
 		t.Errorf("log %q does not name %s and what to do", buf.String(), sst)
+	}
+	checkNamesDamage(t, err, sst)
+}
+
+// TestDamagedTableOfTenantsRefusesOpenWithAdvice: a flipped byte in the
+// table file that holds the tenants stops Open (serve and every admin
+// command) with an error that names the file and says to restore, not
+// Pebble's "file 000005: block 0/308: crc32c checksum mismatch" followed by
+// a line "<corruption detail carrier>".
+func TestDamagedTableOfTenantsRefusesOpenWithAdvice(t *testing.T) {
+	fs := NewMemFS()
+	db, err := Open("db", fs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 200 {
+		if err := db.CreateTenant(&Tenant{ID: fmt.Sprintf("t%03d", i), CreatedAt: time.Unix(0, 0)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	sst := flipMiddleOfTable(t, fs, "db")
+	db, err = Open("db", fs)
+	if err == nil {
+		db.Close()
+		t.Fatal("Open over a damaged table of tenants: no error")
+	}
+	checkNamesDamage(t, err, sst)
+}
+
+// checkNamesDamage fails t unless err is a *DamagedFileError naming the
+// table file sst, whose message says to restore and holds none of
+// Pebble's inner lines.
+func checkNamesDamage(t *testing.T, err error, sst string) {
+	t.Helper()
+	var dmg *DamagedFileError
+	if !errors.As(err, &dmg) || !strings.HasSuffix(dmg.Path, sst) {
+		t.Errorf("error %q: want a DamagedFileError naming %s", err, sst)
+	}
+	msg := err.Error()
+	if !strings.Contains(msg, sst) || !strings.Contains(msg, "restore the latest backup") || strings.Contains(msg, "\n") {
+		t.Errorf("error %q: want one line naming %s and saying to restore the latest backup", msg, sst)
 	}
 }
 

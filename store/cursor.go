@@ -59,10 +59,13 @@ func (c *RefCursor) Ref() []byte {
 }
 
 // Value returns the current record's value; valid until the cursor moves.
-func (c *RefCursor) Value() ([]byte, error) { return c.it.ValueAndErr() }
+func (c *RefCursor) Value() ([]byte, error) {
+	v, err := c.it.ValueAndErr()
+	return v, namingDamage(err)
+}
 
 // Err returns the error the cursor met, if any.
-func (c *RefCursor) Err() error { return c.it.Error() }
+func (c *RefCursor) Err() error { return namingDamage(c.it.Error()) }
 
 // Close releases the cursor.
-func (c *RefCursor) Close() error { return c.it.Close() }
+func (c *RefCursor) Close() error { return namingDamage(c.it.Close()) }

@@ -27,5 +27,5 @@ func (db *DB) DistinctFirst(lo, hi []byte, fn func(part []byte)) error {
 		next := append(append([]byte(nil), lo...), rest[:i+1]...)
 		valid = it.SeekGE(prefixEnd(next))
 	}
-	return it.Close()
+	return namingDamage(it.Close())
 }

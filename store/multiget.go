@@ -55,7 +55,7 @@ func getMany(r iterable, keys [][]byte, fn func(i int, value []byte) error) erro
 		v, err := it.ValueAndErr()
 		if err != nil {
 			it.Close()
-			return fmt.Errorf("store: value: %w", err)
+			return fmt.Errorf("store: value: %w", namingDamage(err))
 		}
 		if err := fn(i, v); err != nil {
 			it.Close()
@@ -63,7 +63,7 @@ func getMany(r iterable, keys [][]byte, fn func(i int, value []byte) error) erro
 		}
 	}
 	if err := it.Close(); err != nil {
-		return fmt.Errorf("store: iter: %w", err)
+		return fmt.Errorf("store: iter: %w", namingDamage(err))
 	}
 	return nil
 }
@@ -104,7 +104,7 @@ func (db *DB) ScanMany(spans []Span, fn func(i int, key, value []byte) error) er
 			v, err := it.ValueAndErr()
 			if err != nil {
 				it.Close()
-				return fmt.Errorf("store: value: %w", err)
+				return fmt.Errorf("store: value: %w", namingDamage(err))
 			}
 			if err := fn(i, it.Key(), v); err != nil {
 				it.Close()
@@ -113,7 +113,7 @@ func (db *DB) ScanMany(spans []Span, fn func(i int, key, value []byte) error) er
 		}
 	}
 	if err := it.Close(); err != nil {
-		return fmt.Errorf("store: iter: %w", err)
+		return fmt.Errorf("store: iter: %w", namingDamage(err))
 	}
 	return nil
 }

@@ -141,7 +141,7 @@ func Open(dir string, fs vfs.FS) (*DB, error) {
 		space: sp, lock: lock, stalls: stalls}
 	if err := db.loadCaches(); err != nil {
 		db.Close()
-		return nil, err
+		return nil, fmt.Errorf("store: open %s: %w", dir, err)
 	}
 	db.keepFound(damage)
 	return db, nil
@@ -246,7 +246,7 @@ func get(r pebble.Reader, key []byte) ([]byte, error) {
 		return nil, ErrNotFound
 	}
 	if err != nil {
-		return nil, fmt.Errorf("store: get: %w", err)
+		return nil, fmt.Errorf("store: get: %w", namingDamage(err))
 	}
 	out := append([]byte(nil), v...)
 	closer.Close()
@@ -286,7 +286,7 @@ func (db *DB) Has(key []byte) (bool, error) {
 		return false, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("store: get: %w", err)
+		return false, fmt.Errorf("store: get: %w", namingDamage(err))
 	}
 	closer.Close()
 	return true, nil
@@ -362,7 +362,7 @@ func scan(r iterable, lower, upper []byte, fn func(key, value []byte) error) err
 		v, err := it.ValueAndErr()
 		if err != nil {
 			it.Close()
-			return fmt.Errorf("store: value: %w", err)
+			return fmt.Errorf("store: value: %w", namingDamage(err))
 		}
 		if err := fn(it.Key(), v); err != nil {
 			it.Close()
@@ -372,7 +372,7 @@ func scan(r iterable, lower, upper []byte, fn func(key, value []byte) error) err
 			return err
 		}
 	}
-	return it.Close()
+	return namingDamage(it.Close())
 }
 
 // Batch is a set of writes committed atomically.
