@@ -94,6 +94,21 @@ func TestRestoreRefusesChangedBackup(t *testing.T) {
 			flipByte(t, paths[0])
 			return bk
 		}, "is damaged: db/OPTIONS-"},
+		// Still decodes: restored, it gave the installation other keys
+		// (tokens, decision ids and customer hashes void).
+		{"a letter of keys.json changed", func(t *testing.T, bk string) string {
+			path := filepath.Join(bk, "keys.json")
+			data, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			i := strings.Index(string(data), `"hash":"`) + len(`"hash":"`) + 4
+			data[i] = map[bool]byte{true: 'B', false: 'A'}[data[i] == 'A']
+			if err := os.WriteFile(path, data, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			return bk
+		}, "is damaged: keys.json does not match the checksum its manifest lists"},
 		{"a file added", func(t *testing.T, bk string) string {
 			if err := os.WriteFile(filepath.Join(bk, "db", "000999.log"), nil, 0o600); err != nil {
 				t.Fatal(err)

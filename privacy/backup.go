@@ -817,6 +817,13 @@ type Manifest struct {
 	// by the store can silently end early, dropping acknowledged writes).
 	// Backups made before it have none and are checked by size and count.
 	SHA256 map[string]string `json:"sha256,omitempty"`
+	// KeysSHA256 is the hex SHA-256 of the backup's keys.json: a byte
+	// changed there that still decodes would restore other keys (every
+	// token, decision id and customer hash void, the deletions the ledger
+	// names by hash left undone), and one restored beside the installation's
+	// own keys was refused as "another installation". Backups made before it
+	// have none.
+	KeysSHA256 string `json:"keys_sha256,omitempty"`
 }
 
 // Take takes a backup of db into dir (see the file comment): dir must lie
@@ -1008,7 +1015,8 @@ func (bk *Backups) copyInto(db *store.DB, dir string, takenAt time.Time, version
 		return nil, err
 	}
 	m := &Manifest{Format: backupFormat, TakenAt: takenAt, CompletedAt: bk.now().UTC(), ExpiresAt: takenAt.Add(BackupRetention),
-		RetentionDays: int(BackupRetention / (24 * time.Hour)), Version: version, Bytes: size, Files: files, Tenants: []string{}, SHA256: sums}
+		RetentionDays: int(BackupRetention / (24 * time.Hour)), Version: version, Bytes: size, Files: files, Tenants: []string{}, SHA256: sums,
+		KeysSHA256: bytesDigest(keys)}
 	for _, t := range db.Tenants() {
 		m.Tenants = append(m.Tenants, t.ID)
 	}
@@ -1099,6 +1107,12 @@ func digests(dir string) (map[string]string, error) {
 		return err
 	})
 	return sums, err
+}
+
+// bytesDigest is the hex SHA-256 of b.
+func bytesDigest(b []byte) string {
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
 }
 
 // fileDigest is the hex SHA-256 of the file at path.

@@ -173,10 +173,10 @@ func (bk *Backups) state(b backupEntry, expired, taking, verify bool) (state, no
 	case expired || bk.pastRetention(b.TakenAt):
 		return BackupPastRetention, "past retention: 'admin backups prune' removes it"
 	}
-	damage, err := dbDamage(filepath.Join(b.Dir, "db"), m, verify)
+	damage, err := backupDamage(b.Dir, m, verify)
 	switch {
 	case err != nil:
-		return BackupDamaged, "its db cannot be read: " + pathless(err).Error() + " (restore refuses it)"
+		return BackupDamaged, "its files cannot be read: " + pathless(err).Error() + " (restore refuses it)"
 	case damage != "":
 		return BackupDamaged, damage + " (restore refuses it)"
 	}

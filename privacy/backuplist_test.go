@@ -557,18 +557,19 @@ func TestPruneLeavesSymlinkedBackup(t *testing.T) {
 // manifest is listed damaged, as restore would refuse it: a file cut short
 // by its size, a flipped byte only with verify (which reads every file).
 // Both were listed complete, "restorable", because only the manifest's
-// presence was looked at.
+// presence was looked at. So was, even with verify, a changed keys.json.
 func TestListFindsDamagedStores(t *testing.T) {
-	const table = "000001.sst"
+	const table, keys = "000001.sst", `{"hash":"AAAA"}`
 	for _, tc := range []struct {
-		name, content string
-		verify        bool
-		state, note   string
+		name, content, keys string
+		verify              bool
+		state, note         string
 	}{
-		{"intact", "0123456789", true, BackupComplete, ""},
-		{"cut short", "01234", false, BackupDamaged, "its db holds 1 files, 5 bytes; its manifest lists 1 files, 10 bytes (restore refuses it)"},
-		{"flipped byte, no verify", "0123X56789", false, BackupComplete, ""},
-		{"flipped byte, verify", "0123X56789", true, BackupDamaged, "db/" + table + " does not match the checksum its manifest lists (restore refuses it)"},
+		{"intact", "0123456789", keys, true, BackupComplete, ""},
+		{"cut short", "01234", keys, false, BackupDamaged, "its db holds 1 files, 5 bytes; its manifest lists 1 files, 10 bytes (restore refuses it)"},
+		{"flipped byte, no verify", "0123X56789", keys, false, BackupComplete, ""},
+		{"flipped byte, verify", "0123X56789", keys, true, BackupDamaged, "db/" + table + " does not match the checksum its manifest lists (restore refuses it)"},
+		{"keys changed, verify", "0123456789", `{"hash":"AAAB"}`, true, BackupDamaged, "keys.json does not match the checksum its manifest lists (restore refuses it)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dataDir, backup := t.TempDir(), filepath.Join(t.TempDir(), "b")
@@ -582,9 +583,11 @@ func TestListFindsDamagedStores(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			m, _ := json.Marshal(Manifest{Format: backupFormat, TakenAt: t0, ExpiresAt: t0.Add(BackupRetention), Bytes: 10, Files: 1, SHA256: sums})
+			m, _ := json.Marshal(Manifest{Format: backupFormat, TakenAt: t0, ExpiresAt: t0.Add(BackupRetention), Bytes: 10, Files: 1, SHA256: sums,
+				KeysSHA256: bytesDigest([]byte(keys))})
 			writeFile(t, filepath.Join(backup, ManifestFile), string(m))
 			writeFile(t, filepath.Join(db, table), tc.content)
+			writeFile(t, filepath.Join(backup, "keys.json"), tc.keys)
 			bk := NewBackups(dataDir, clock.NewFake(t0).Now, zerolog.Nop())
 			if err := bk.saveRegistry(&backupRegistry{Backups: []backupEntry{{Dir: backup, TakenAt: t0, Complete: true}}}); err != nil {
 				t.Fatal(err)

@@ -249,7 +249,7 @@ func (bk *Backups) readManifest(src string) (*Manifest, error) {
 // checksums (Manifest.SHA256) has each file checked; an older one only
 // the total size and count.
 func checkFiles(src string, m *Manifest) error {
-	damage, err := dbDamage(filepath.Join(src, "db"), m, true)
+	damage, err := backupDamage(src, m, true)
 	if err != nil {
 		return fmt.Errorf("backup %s cannot be read: %w", src, err)
 	}
@@ -257,6 +257,24 @@ func checkFiles(src string, m *Manifest) error {
 		return fmt.Errorf("%s is damaged: %s (restore another backup)", src, damage)
 	}
 	return nil
+}
+
+// backupDamage says how the backup in dir differs from its manifest m
+// ("" if it does not): its db (dbDamage) and, with sums, its keys.json
+// (when m has their checksum). err: a file could not be read.
+func backupDamage(dir string, m *Manifest, sums bool) (damage string, err error) {
+	damage, err = dbDamage(filepath.Join(dir, "db"), m, sums)
+	if damage != "" || err != nil || !sums || m.KeysSHA256 == "" {
+		return damage, err
+	}
+	got, err := fileDigest(filepath.Join(dir, store.SecretsFile))
+	if err != nil {
+		return "", err
+	}
+	if got != m.KeysSHA256 {
+		return store.SecretsFile + " does not match the checksum its manifest lists", nil
+	}
+	return "", nil
 }
 
 // dbDamage says how the backup store db differs from its manifest m ("" if
