@@ -71,6 +71,8 @@ type resumeWatch struct {
 	log     zerolog.Logger
 	// below: the last reading noted (noteReserve) was below the reserve.
 	below bool
+	// failed: a reading noted the store failed (logged once).
+	failed bool
 }
 
 // due reports whether serve should restart in place now: the store failed
@@ -103,9 +105,22 @@ func (w *resumeWatch) due() bool {
 // noteReserve logs when the free space crosses the reserve, once each
 // way: below it writes answer 503 almacenamiento_lleno, and only these
 // lines say why in the log. A failed store (sp.Failed, which also reports
-// Low) is left to the failure's own lines: writes do not resume with the
-// space, but with the restart.
+// Low) is logged once, as an error, and no more crossings: writes do not
+// resume with the space, but with the restart. The write that failed it may
+// have been an admin command's or a background loop's, which left no line
+// that said so (the API's refusals are each a warning).
 func (w *resumeWatch) noteReserve(sp store.SpaceStatus) {
+	if sp.Failed && !w.failed {
+		w.failed = true
+		ev := w.log.Error().Bool("no_space", sp.NoSpace)
+		switch {
+		case sp.RestartNeeded():
+			ev.Msg("a write failed inside the store: every write is refused (503 almacenamiento_lleno) until coupond is restarted")
+		default:
+			ev.Msg("a write failed inside the store for want of space: every write is refused (503 almacenamiento_lleno); " +
+				"serve restarts itself in place once the disk has the reserve free again: free space")
+		}
+	}
 	if sp.Failed || sp.Low == w.below {
 		return
 	}

@@ -244,12 +244,17 @@ func TestRunnableAs(t *testing.T) {
 
 // TestNoteReserve: the log says when the free space crosses the reserve,
 // once each way (writes refused, writes resume), not at every reading, and
-// not for a failed store, whose writes do not resume with the space. Only
-// 503 lines without a reason said it before.
+// not for a failed store, whose writes do not resume with the space: that
+// one's failure is an error line, once. Only 503 lines without a reason
+// said it before, and nothing the failure of a store by an admin command's
+// write.
 func TestNoteReserve(t *testing.T) {
 	low := store.SpaceStatus{Reserve: 100, Avail: 40, Known: true, Low: true}
 	ok := store.SpaceStatus{Reserve: 100, Avail: 400, Known: true}
-	failed := store.SpaceStatus{Reserve: 100, Avail: 0, Known: true, Low: true, Failed: true, NoSpace: true}
+	failed := store.SpaceStatus{Reserve: 100, Avail: 0, Known: true, Low: true, Failed: true, NoSpace: true, Resumes: true}
+	failedIO := store.SpaceStatus{Reserve: 100, Avail: 400, Known: true, Low: true, Failed: true, Resumes: true}
+	failedLine := `{"level":"error","no_space":true,"message":"a write failed inside the store for want of space: every write is refused (503 almacenamiento_lleno); serve restarts itself in place once the disk has the reserve free again: free space"}`
+	failedIOLine := `{"level":"error","no_space":false,"message":"a write failed inside the store: every write is refused (503 almacenamiento_lleno) until coupond is restarted"}`
 	below := `{"level":"warn","available_bytes":40,"reserve_bytes":100,"message":"disk below the reserve: writes answer 503 almacenamiento_lleno until space comes back; reads, exports, deletions and admin commands go on"}`
 	above := `{"level":"info","available_bytes":400,"reserve_bytes":100,"message":"disk above the reserve again: writes resume"}`
 	for _, tc := range []struct {
@@ -261,8 +266,9 @@ func TestNoteReserve(t *testing.T) {
 		{"below, then back", []store.SpaceStatus{ok, low, low, low, ok, ok}, []string{below, above}},
 		{"below at the first reading", []store.SpaceStatus{low, ok}, []string{below, above}},
 		{"twice", []store.SpaceStatus{low, ok, low, ok}, []string{below, above, below, above}},
-		{"failed store", []store.SpaceStatus{failed, failed}, nil},
-		{"below, then failed", []store.SpaceStatus{low, failed}, []string{below}},
+		{"failed store", []store.SpaceStatus{failed, failed}, []string{failedLine}},
+		{"below, then failed", []store.SpaceStatus{low, failed, failed}, []string{below, failedLine}},
+		{"failed by an I/O error", []store.SpaceStatus{ok, failedIO, failedIO}, []string{failedIOLine}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var buf strings.Builder
