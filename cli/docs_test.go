@@ -112,3 +112,24 @@ func TestServiceUnitLeavesSettingsToEnv(t *testing.T) {
 		t.Error("the unit reads no /etc/coupond/env")
 	}
 }
+
+// TestBackupUnitNeverStartsServe: the backup timer's unit needs serve
+// running (Requisite) but never starts it. With Requires it did: a timer
+// firing while the operator had stopped the service for a restore or an
+// upgrade started serve on the data dir in the middle of it.
+func TestBackupUnitNeverStartsServe(t *testing.T) {
+	data, err := os.ReadFile("../deploy/coupond-backup.service")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var deps []string
+	for _, line := range strings.Split(string(data), "\n") {
+		key, value, ok := strings.Cut(strings.TrimSpace(line), "=")
+		if ok && strings.Contains(value, "coupond.service") {
+			deps = append(deps, key)
+		}
+	}
+	if diff := cmp.Diff([]string{"Requisite", "After"}, deps); diff != "" {
+		t.Errorf("the backup unit's dependencies on coupond.service (-want +got):\n%s", diff)
+	}
+}
