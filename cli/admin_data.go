@@ -438,7 +438,19 @@ func progressWriter(cmd *cobra.Command) io.Writer {
 
 // runBackup takes a backup of the open store into dir.
 func runBackup(ctx context.Context, e *env, dir string, progress io.Writer) (*privacy.Manifest, error) {
+	flushForBackup(e, progress)
 	return e.svc.backups.Take(ctx, e.db, dir, version, progress)
+}
+
+// flushForBackup writes the counts kept in memory (the day's quota use,
+// the credentials' last use, the console's counters; serve flushes them
+// every 5 seconds) so that a backup holds them as of its start: restored,
+// a tenant had the quota it used in those seconds back. A failure is
+// printed and the backup goes on, with the counts last flushed.
+func flushForBackup(e *env, progress io.Writer) {
+	if err := errors.Join(e.svc.api.Flush(), e.svc.engine.Counters().Flush()); err != nil {
+		fmt.Fprintf(progress, "backup: counters kept in memory not written first (the backup has them as last flushed): %v\n", err)
+	}
 }
 
 func restoreCmd(a *app) *cobra.Command {

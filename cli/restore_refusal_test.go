@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/rs/zerolog"
 
 	"github.com/coupond/coupond/engine"
 )
@@ -383,5 +384,37 @@ func TestRestoreDataDirModes(t *testing.T) {
 				t.Errorf("paths not owner-only after the restore (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestBackupHoldsTheDaysCounts: a backup holds the day's quota use and the
+// console's counters as they are in memory when it is taken, not as last
+// flushed (every 5 seconds): a restored tenant had its quota's use of
+// those seconds back.
+func TestBackupHoldsTheDaysCounts(t *testing.T) {
+	dataDir, bk := t.TempDir(), filepath.Join(t.TempDir(), "bk")
+	e, now := sandboxEnv(t, dataDir)
+	diezCatalog(t, e.svc.engine, now)
+	for i := range 3 {
+		if _, err := e.svc.engine.Decide("acme", engine.Request{ClienteRef: fmt.Sprintf("cliente-%04d", i), Canal: "push"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := runBackup(context.Background(), e, bk, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	e.close()
+	restored := filepath.Join(t.TempDir(), "restored")
+	if _, err := runRestore(context.Background(), restored, bk, time.Now, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	r, err := openEnv(context.Background(), restored, zerolog.Nop(), serviceOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.close()
+	used, err := r.svc.engine.Quotas.Used("acme", engine.QuotaDecisions, now)
+	if err != nil || used != 3 {
+		t.Errorf("restored decisions quota use: %d, %v; want 3", used, err)
 	}
 }
