@@ -29,7 +29,7 @@ func checkCmd(a *app) *cobra.Command {
 	var tenant string
 	var repair bool
 	cmd := a.envCmd("check [--tenant ID] [--repair]", "Decode every stored record and report damaged ones; --repair moves them to quarantine", cobra.NoArgs, func(cmd *cobra.Command, _ []string, e *env) error {
-		st, err := e.svc.engine.Quarantine.Check(tenant, repair)
+		st, err := e.svc.engine.Quarantine.Check(cmd.Context(), tenant, repair)
 		if errors.Is(err, engine.ErrNoTenant) {
 			return fmt.Errorf("no tenant %q", tenant)
 		}

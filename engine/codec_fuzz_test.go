@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"errors"
 	"math"
 	"testing"
@@ -127,7 +128,7 @@ func TestWritersRefuseUnstorableTimes(t *testing.T) {
 	if _, err := e.Confirm("acme", d.DecisionID, Confirmation{Ejecutada: true, TsEjecucion: &year0}); !errors.Is(err, ErrUnstorableTime) {
 		t.Fatalf("confirm with a year-0 ts_ejecucion: %v", err)
 	}
-	if st, err := e.Quarantine.Check("acme", false); err != nil || len(st.Damaged) != 0 {
+	if st, err := e.Quarantine.Check(context.Background(), "acme", false); err != nil || len(st.Damaged) != 0 {
 		t.Fatalf("check: %+v %v", st, err)
 	}
 }

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -85,7 +86,7 @@ func TestDamagedIdempotencyRecord(t *testing.T) {
 			}
 
 			damage(t, db, store.IdempotencyKey("acme", "k-2"), tc.stored)
-			if st, err := e.Quarantine.Check("acme", false); err != nil || len(st.Damaged) != 1 {
+			if st, err := e.Quarantine.Check(context.Background(), "acme", false); err != nil || len(st.Damaged) != 1 {
 				t.Fatalf("admin check: %+v %v, want the record of k-2", st, err)
 			}
 			if _, err := e.PruneIdempotency("acme"); err != nil {
@@ -162,7 +163,7 @@ func TestDamagedBudgetRecord(t *testing.T) {
 			ids := campaignSends(t, e, 3, 1)
 			damage(t, db, store.BudgetKey("acme", "c1"), `{"envios":`)
 			if repair {
-				if st, err := e.Quarantine.Check("acme", true); err != nil || st.Repaired != 1 {
+				if st, err := e.Quarantine.Check(context.Background(), "acme", true); err != nil || st.Repaired != 1 {
 					t.Fatalf("check --repair: %+v %v", st, err)
 				}
 			}
@@ -237,7 +238,7 @@ func TestDamagedQualityAndAttribution(t *testing.T) {
 			}
 			ingestAll(t, e, coupon("dmg-ev-1", CuponRecibido))
 			damage(t, db, tc.key, tc.value)
-			if st, err := e.Quarantine.Check("acme", false); err != nil || len(st.Damaged) != 1 {
+			if st, err := e.Quarantine.Check(context.Background(), "acme", false); err != nil || len(st.Damaged) != 1 {
 				t.Errorf("admin check: %+v %v, want the damaged %s record", st, err, tc.table)
 			}
 			e = restart(db) // nothing of the old engine's caches
@@ -267,7 +268,7 @@ func TestDamagedQualityAndAttribution(t *testing.T) {
 func TestDamagedCatalog(t *testing.T) {
 	e, db := newTestEngine(t, 1, nil)
 	damage(t, db, store.CatalogKey("acme"), `{"acciones":"all of them"}`)
-	if st, err := e.Quarantine.Check("acme", false); err != nil || len(st.Damaged) != 1 {
+	if st, err := e.Quarantine.Check(context.Background(), "acme", false); err != nil || len(st.Damaged) != 1 {
 		t.Errorf("admin check: %+v %v, want the damaged catalog record", st, err)
 	}
 	e = restart(db)

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -89,7 +90,7 @@ func TestCheckRepairRebuildsFeatures(t *testing.T) {
 		t.Fatalf("ingest: %+v %v", res, err)
 	}
 	damage(t, db, store.FeaturesKey("acme", ana), "\xff\x01\x02")
-	st, err := e.Quarantine.Check("acme", true)
+	st, err := e.Quarantine.Check(context.Background(), "acme", true)
 	if err != nil || st.Repaired != 1 {
 		t.Fatalf("check --repair: %+v %v; want 1 repaired", st, err)
 	}

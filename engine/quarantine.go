@@ -17,6 +17,7 @@ package engine
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -172,8 +173,9 @@ type CheckStats struct {
 // repair it moves them to quarantine (a feature record is replaced by the
 // features rebuilt from the customer's events, repairFeatures), each only
 // if it still holds what the snapshot held (moveDamaged). Records are read
-// from a consistent snapshot.
-func (e *Quarantine) Check(tenant string, repair bool) (*CheckStats, error) {
+// from a consistent snapshot. It stops with ctx's error once ctx ends (the
+// admin client went away, serve stops), within checkEvery records.
+func (e *Quarantine) Check(ctx context.Context, tenant string, repair bool) (*CheckStats, error) {
 	st := &CheckStats{Damaged: []DamagedRecord{}, Quarantined: []DamagedRecord{}}
 	var tenants []string
 	if tenant != "" {
@@ -203,6 +205,9 @@ func (e *Quarantine) Check(tenant string, repair bool) (*CheckStats, error) {
 				return nil
 			}
 			st.Records++
+			if st.Records%checkEvery == 0 && ctx.Err() != nil {
+				return ctx.Err()
+			}
 			if err := checkStored(id, k, v); err != nil {
 				st.Damaged = append(st.Damaged, DamagedRecord{Tenant: id, Table: tableName(k, id), Key: keyText(k, id), Error: err.Error(), Bytes: len(v)})
 				found = append(found, bad{bytes.Clone(k), bytes.Clone(v)})
@@ -236,6 +241,9 @@ func (e *Quarantine) Check(tenant string, repair bool) (*CheckStats, error) {
 	}
 	return st, nil
 }
+
+// checkEvery is how many records Check reads between looks at its ctx.
+const checkEvery = 4096
 
 // checkStored decodes the value v stored at key of tenant with the decoder
 // its table's readers use; nil when it decodes. Tables whose values are

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -79,7 +80,7 @@ func TestCheckRepairThenReadersComplete(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	st, err := e.Quarantine.Check("acme", false)
+	st, err := e.Quarantine.Check(context.Background(), "acme", false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,10 +94,10 @@ func TestCheckRepairThenReadersComplete(t *testing.T) {
 	if !tables["decision"] || !tables["event"] {
 		t.Errorf("check found %+v, want a decision and an event", st.Damaged)
 	}
-	if st, err = e.Quarantine.Check("", true); err != nil || st.Repaired != 2 {
+	if st, err = e.Quarantine.Check(context.Background(), "", true); err != nil || st.Repaired != 2 {
 		t.Fatalf("check --repair: %+v %v", st, err)
 	}
-	if st, err = e.Quarantine.Check("acme", false); err != nil || len(st.Damaged) != 0 || len(st.Quarantined) != 2 {
+	if st, err = e.Quarantine.Check(context.Background(), "acme", false); err != nil || len(st.Damaged) != 0 || len(st.Quarantined) != 2 {
 		t.Fatalf("check after repair: %+v %v", st, err)
 	}
 	if n, err := e.Quarantine.QuarantinedRecords(); err != nil || n != 2 {
@@ -162,7 +163,7 @@ func TestCheckRepairKeepsRecordsRewritten(t *testing.T) {
 			}
 			damage(t, db, tc.key, `{"broken":`)
 			e.Quarantine.afterScan = func() { tc.rewrite(t, e) }
-			st, err := e.Quarantine.Check("acme", true)
+			st, err := e.Quarantine.Check(context.Background(), "acme", true)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -350,5 +351,26 @@ func TestIdentifiers(t *testing.T) {
 				t.Errorf("%s: identifier %q is not of a cliente_ref's length", tt.name, s)
 			}
 		}
+	}
+}
+
+// TestCheckStopsWithItsContext: admin check stops once its ctx ends (the
+// admin client interrupted, serve stopping) instead of reading the whole
+// store: it ran to its end, so that an interrupted check was logged as
+// exiting 0 and one running at serve's shutdown kept the store open.
+func TestCheckStopsWithItsContext(t *testing.T) {
+	e, _ := newTestEngine(t, 2, nil)
+	ingestFor(t, e, "ana-00000001", "a", 3*checkEvery)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	st, err := e.Quarantine.Check(ctx, "acme", false)
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("check with its ctx ended: error %v, want context.Canceled", err)
+	}
+	if st != nil && st.Records > checkEvery {
+		t.Errorf("check with its ctx ended read %d records, want at most %d", st.Records, checkEvery)
+	}
+	if st, err := e.Quarantine.Check(context.Background(), "acme", false); err != nil || st.Records < 3*checkEvery {
+		t.Errorf("check: %v, %d records; want every record", err, st.Records)
 	}
 }

@@ -81,7 +81,7 @@ func TestExportAndDeletionAfterRepair(t *testing.T) {
 	ingestFor(t, e, ana, "a", 3)
 	ingestFor(t, e, beto, "b", 3)
 	plantBroken(t, e, p, db, ana)
-	if st, err := e.Quarantine.Check("", true); err != nil || st.Repaired != 2 {
+	if st, err := e.Quarantine.Check(context.Background(), "", true); err != nil || st.Repaired != 2 {
 		t.Fatalf("check --repair: %+v %v", st, err)
 	}
 	x, err := p.Export("acme", ana, "ci", "trace")
@@ -321,7 +321,7 @@ func TestDeletionStrandedByRepair(t *testing.T) {
 				t.Fatal(err)
 			}
 			b.Close()
-			if st, err := e.Quarantine.Check("", true); err != nil || st.Repaired != len(keys) {
+			if st, err := e.Quarantine.Check(context.Background(), "", true); err != nil || st.Repaired != len(keys) {
 				t.Fatalf("check --repair: %+v %v", st, err)
 			}
 			st, err := p.ProcessDeletions(context.Background(), DeletionHooks{})
@@ -493,7 +493,7 @@ func TestQuarantineOfAnotherCustomerWhoseRefHoldsIt(t *testing.T) {
 	const ana, mariana = "ana-0001", "mariana-0001"
 	ingestFor(t, e, ana, "a", 2)
 	plantBroken(t, e, p, db, mariana)
-	if st, err := e.Quarantine.Check("", true); err != nil || st.Repaired != 2 {
+	if st, err := e.Quarantine.Check(context.Background(), "", true); err != nil || st.Repaired != 2 {
 		t.Fatalf("check --repair: %+v %v", st, err)
 	}
 	x, err := p.Export("acme", ana, "ci", "trace")
@@ -598,7 +598,7 @@ func TestExportCountsQuarantinedRecordsThatDoNotNameRef(t *testing.T) {
 	if err := b.Commit(); err != nil {
 		t.Fatal(err)
 	}
-	if st, err := e.Quarantine.Check("", true); err != nil || st.Repaired != 2 {
+	if st, err := e.Quarantine.Check(context.Background(), "", true); err != nil || st.Repaired != 2 {
 		t.Fatalf("check --repair: %+v %v", st, err)
 	}
 	x, err := p.Export("acme", ana, "ci", "trace")

@@ -156,7 +156,7 @@ func TestENOSPCInjected(t *testing.T) {
 			t.Errorf("acknowledged event %s lost: %v", id, err)
 		}
 	}
-	if st, err := e.Quarantine.Check("acme", false); err != nil || len(st.Damaged) != 0 {
+	if st, err := e.Quarantine.Check(context.Background(), "acme", false); err != nil || len(st.Damaged) != 0 {
 		t.Errorf("check after restart: %+v %v", st, err)
 	}
 	t.Logf("statuses %v, %d acknowledged", statuses, len(acked))
