@@ -418,3 +418,40 @@ func TestBackupHoldsTheDaysCounts(t *testing.T) {
 		t.Errorf("restored decisions quota use: %d, %v; want 3", used, err)
 	}
 }
+
+// TestRestoreGarbledKeysOfOlderBackup: the keys.json of a backup made
+// before manifests held its checksum, garbled, is reported as the backup's
+// damage, restored into the installation's own data dir or a new one. It
+// was "comes from another installation" beside the data dir's keys, and in
+// a new one the store's advice to restore that very backup.
+func TestRestoreGarbledKeysOfOlderBackup(t *testing.T) {
+	dataDir, pristine := t.TempDir(), filepath.Join(t.TempDir(), "bk")
+	e, _ := sandboxEnv(t, dataDir)
+	if _, err := runBackup(context.Background(), e, pristine, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	e.close()
+	for _, target := range []struct{ name, dir string }{{"its data dir", dataDir}, {"a new data dir", filepath.Join(t.TempDir(), "new")}} {
+		t.Run(target.name, func(t *testing.T) {
+			bk := copyDataDir(t, pristine)
+			path := filepath.Join(bk, "manifest.json")
+			var m map[string]any
+			data, _ := os.ReadFile(path)
+			if err := json.Unmarshal(data, &m); err != nil {
+				t.Fatal(err)
+			}
+			delete(m, "keys_sha256")
+			data, _ = json.Marshal(m)
+			if err := os.WriteFile(path, data, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(bk, "keys.json"), []byte(`{"token":"garbled`), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			_, err := runRestore(context.Background(), target.dir, bk, time.Now, io.Discard)
+			if want := "is damaged: its keys.json does not decode (restore another backup)"; err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("restore: %v; want an error holding %q", err, want)
+			}
+		})
+	}
+}

@@ -358,6 +358,13 @@ func backupKeys(dataDir, src string) (*store.Secrets, error) {
 	if err != nil {
 		return nil, fmt.Errorf("backup keys: %w", err)
 	}
+	// Decoded first: damaged keys of a backup whose manifest has no
+	// checksum of them were "another installation's" beside the data dir's,
+	// and elsewhere the store's advice to restore that very backup.
+	secrets, err := store.LoadSecrets(src)
+	if err != nil {
+		return nil, fmt.Errorf("%s is damaged: its %s does not decode (restore another backup)", src, store.SecretsFile)
+	}
 	cur, err := os.ReadFile(filepath.Join(dataDir, store.SecretsFile))
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
@@ -366,7 +373,7 @@ func backupKeys(dataDir, src string) (*store.Secrets, error) {
 	case !bytes.Equal(bytes.TrimSpace(cur), bytes.TrimSpace(keys)):
 		return nil, fmt.Errorf("the backup's keys.json differs from %s: it comes from another installation", filepath.Join(dataDir, store.SecretsFile))
 	}
-	return store.LoadSecrets(src)
+	return secrets, nil
 }
 
 // installKeys puts the backup's keys.json into dataDir when it has none
