@@ -77,9 +77,10 @@
 //     deadline (or WithTimeout) passed while a request or a token fetch was
 //     under way. A call canceled while it waited to retry returns
 //     context.Canceled wrapped with the last failure (an *Error for
-//     errors.As, such as the 503 it was waiting out). Decide returns
-//     context.Canceled as it is, and answers the fallback when its time
-//     runs out.
+//     errors.As, such as the 503 it was waiting out). Decide canceled
+//     returns an error wrapping context.Canceled, to pass to
+//     RecordFallback with Replacing (see Decide), and answers the
+//     fallback when its time runs out.
 //
 // Other errors are failures of the network (such as *url.Error), an answer
 // that is not the documented JSON, or bad arguments (an empty id, an option

@@ -81,9 +81,14 @@ func Budget(d time.Duration) DecideOption { return func(o *decideOptions) { o.bu
 // Answers a retry cannot fix (401, 403, 404, 409, 422, …) return an *Error
 // and no Decision. After Close, a call that needs a new token returns an
 // error wrapping ErrClosed and no fallback. If ctx is canceled Decide
-// returns ctx's error; a deadline of ctx sooner than the budget is the
-// budget (one already passed gives the fallback at once, and counts as no
-// failure of the engine for the breaker). A per-call option out of range
+// returns an error wrapping ctx's (errors.Is(err, context.Canceled)), no
+// fallback and no record: an attempt may have reached coupond, whose
+// decision, its answer lost, would hold the customer's reward window, so
+// record what the caller did instead (accion 0 if nothing) with
+// RecordFallback and Replacing(err), which voids it. A deadline of ctx
+// sooner than the budget is the budget (one already passed gives the
+// fallback at once, and counts as no failure of the engine for the
+// breaker). A per-call option out of range
 // (Budget not positive, FallbackAction negative) is an error naming it,
 // with no attempt and no fallback.
 func (c *Client) Decide(ctx context.Context, req PeticionDecision, opts ...DecideOption) (*Decision, error) {
@@ -127,7 +132,12 @@ func (c *Client) Decide(ctx context.Context, req PeticionDecision, opts ...Decid
 	case refused:
 		c.breaker.success(probe) // the engine answered
 		return nil, err
-	case canceled, closed:
+	case canceled:
+		c.breaker.release(probe)
+		// An attempt may have reached coupond, whose decision then holds
+		// the customer's reward window: Replacing(err) can void it.
+		return nil, &canceledError{cause: err, attempts: n, replaces: s.key[0]}
+	case closed:
 		c.breaker.release(probe)
 		return nil, err
 	case paused:
@@ -263,8 +273,26 @@ type noFallbackError struct {
 	replaces string
 }
 
-func (e *noFallbackError) Error() string   { return ErrNoFallback.Error() + ": " + e.cause.Error() }
-func (e *noFallbackError) Unwrap() []error { return []error{ErrNoFallback, e.cause} }
+func (e *noFallbackError) Error() string       { return ErrNoFallback.Error() + ": " + e.cause.Error() }
+func (e *noFallbackError) Unwrap() []error     { return []error{ErrNoFallback, e.cause} }
+func (e *noFallbackError) replacedKey() string { return e.replaces }
+
+// canceledError is Decide's error when the caller canceled ctx after the
+// attempts began: it wraps ctx's error (errors.Is(err, context.Canceled))
+// and carries their Idempotency-Key for Replacing, since an attempt that
+// reached coupond may have made a decision whose answer never arrived.
+type canceledError struct {
+	cause    error
+	attempts int
+	replaces string
+}
+
+func (e *canceledError) Error() string {
+	return fmt.Sprintf("coupond: decision canceled after %d attempts (pass this error to RecordFallback with Replacing): %v",
+		e.attempts, e.cause)
+}
+func (e *canceledError) Unwrap() error       { return e.cause }
+func (e *canceledError) replacedKey() string { return e.replaces }
 
 // RecordOption changes one RecordFallback call.
 type RecordOption func(*recordOptions)
@@ -272,17 +300,19 @@ type RecordOption func(*recordOptions)
 type recordOptions struct{ replaces string }
 
 // Replacing makes the record take the place of the decision request whose
-// Decide returned err (an error wrapping ErrNoFallback): the record names
-// that request's Idempotency-Key (Replaces-Idempotency-Key), so a decision
+// Decide returned err (an error wrapping ErrNoFallback, or one wrapping
+// context.Canceled after its attempts began): the record names that
+// request's Idempotency-Key (Replaces-Idempotency-Key), so a decision
 // coupond made whose answer never arrived is voided (rechazada, its send
 // given back, its reward window closed) instead of holding the customer
 // for weeks. Any other err, or one of a Decide whose attempts never left
-// (breaker open, deadline passed), changes nothing.
+// (breaker open, deadline passed, ctx canceled before the call), changes
+// nothing.
 func Replacing(err error) RecordOption {
-	var nf *noFallbackError
+	var r interface{ replacedKey() string }
 	key := ""
-	if errors.As(err, &nf) {
-		key = nf.replaces
+	if errors.As(err, &r) {
+		key = r.replacedKey()
 	}
 	return func(o *recordOptions) { o.replaces = key }
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -867,5 +868,72 @@ func TestRecordFallbackReplacingLostDecision(t *testing.T) {
 		if voided := lost[0].EstadoEjecucion == "rechazada"; voided != replacing {
 			t.Errorf("replacing %v: lost decision %s", replacing, lost[0].EstadoEjecucion)
 		}
+	}
+}
+
+// TestCanceledDecideReplaceable: a caller that cancels Decide after its
+// request reached coupond gets context.Canceled (errors.Is), and the
+// decision coupond made, whose answer never arrived, would hold the
+// customer's reward window for weeks. Replacing(err) names the request's
+// Idempotency-Key, so RecordFallback of what the caller did (nothing,
+// accion 0) voids that decision and the customer's next Decide is a new
+// one; without Replacing the lost decision stays pendiente.
+func TestCanceledDecideReplaceable(t *testing.T) {
+	ts := newTestServer(t)
+	var mu sync.Mutex
+	var cancelDecide context.CancelFunc
+	// Cancel the caller once coupond has made the decision; the proxy then
+	// holds its answer until the caller has gone.
+	decided := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ts.api.ServeHTTP(w, r)
+		if r.URL.Path == "/v1/decisiones" {
+			mu.Lock()
+			cancelDecide()
+			mu.Unlock()
+		}
+	})
+	proxy := newFaultProxy(t, decided)
+	proxy.set(func(r *http.Request, _ int) fault {
+		if r.URL.Path == "/v1/decisiones" {
+			return fault{delay: 10 * time.Second}
+		}
+		return fault{}
+	})
+	c := ts.newClient(t, proxy.http.URL, client.WithFallback(0), client.WithBudget(5*time.Second))
+	installCatalog(t, c, 3)
+	for _, tt := range []struct {
+		replacing bool
+		want      string // the lost decision's estado_ejecucion
+	}{
+		{replacing: true, want: "rechazada"},
+		{replacing: false, want: "pendiente"},
+	} {
+		ref := newRef()
+		ctx, cancel := context.WithCancel(context.Background())
+		mu.Lock()
+		cancelDecide = cancel
+		mu.Unlock()
+		d, err := c.Decide(ctx, decisionRequest(ref))
+		cancel()
+		if d != nil || !errors.Is(err, context.Canceled) {
+			t.Fatalf("Decide: %+v, %v; want context.Canceled", d, err)
+		}
+		var opts []client.RecordOption
+		if tt.replacing {
+			opts = append(opts, client.Replacing(err))
+		}
+		if err := c.RecordFallback(context.Background(), client.PeticionRespaldo{Canal: "push", ClienteRef: ref}, opts...); err != nil {
+			t.Fatal(err)
+		}
+		lost, fbs := decisionsOf(t, c, ref)
+		if len(lost) != 1 || len(fbs) != 1 {
+			t.Fatalf("replacing %v: %d engine decisions and %d fallback records, want 1 and 1", tt.replacing, len(lost), len(fbs))
+		}
+		if diff := cmp.Diff(tt.want, lost[0].EstadoEjecucion); diff != "" {
+			t.Errorf("replacing %v: the lost decision's estado (-want +got):\n%s", tt.replacing, diff)
+		}
+	}
+	if st := c.Stats(); st.Fallbacks != 0 || st.FallbackQueued != 0 {
+		t.Errorf("stats %+v, want no fallback of Decide's own", st)
 	}
 }
