@@ -518,7 +518,7 @@ func TestREADMEClientSnippet(t *testing.T) {
 		t.Fatal("README.md has no Go block calling client.New")
 	}
 	body := regexp.MustCompile(`(?m)^import .*\n`).ReplaceAllString(snippet, "")
-	prog := "package main\n\nimport (\n\t\"context\"\n\t\"log\"\n\t\"time\"\n\n\t\"github.com/coupond/coupond/client\"\n)\n\n" +
+	prog := "package main\n\nimport (\n\t\"context\"\n\t\"errors\"\n\t\"fmt\"\n\t\"log\"\n\t\"time\"\n\n\t\"github.com/coupond/coupond/client\"\n)\n\n" +
 		"func send(int) error { return nil }\n\n" +
 		"func run(ctx context.Context, clientID, clientSecret string) error {\n" + body + "\treturn err\n}\n\n" +
 		"func main() { _ = run(context.Background(), \"id\", \"secret\") }\n"

@@ -17,7 +17,9 @@ import (
 // come from your configuration.
 
 // A complete online flow: decide, send the coupon or not, publish the
-// CUPON_RECIBIDO event with the decision_id, confirm the execution.
+// CUPON_RECIBIDO event with the decision_id, confirm the execution. The
+// customer's second visit, while the first decision's reward window is
+// open, gets that decision back (accion 0), already confirmed.
 func Example() {
 	srv, stop := exampleServer()
 	defer stop()
@@ -36,38 +38,53 @@ func Example() {
 	}()
 	ctx := context.Background()
 
-	d, err := c.Decide(ctx, client.PeticionDecision{
-		ClienteRef: "c9f1a2b3d4e5",
-		Contexto:   client.Contexto{Canal: "push", AccionesPermitidas: []int{1, 2, 3}},
-	})
-	if err != nil {
-		log.Fatal(err) // a request the API refuses (422, 401, 403, …)
-	}
-	if d.EnRespaldo {
-		// The engine did not answer: apply d.Accion (the fallback); the
-		// library records it. Nothing to confirm.
-		fmt.Println("fallback:", d.Accion, d.Causa)
-		return
-	}
-	if d.Accion != 0 {
-		// Send the coupon d.Accion through your channel, then tell coupond.
-		now := time.Now().UTC()
-		_, err := c.PublishEvents(ctx, []client.Evento{{
-			EventID: "recibido-" + d.DecisionID, ClienteRef: "c9f1a2b3d4e5", Ts: now,
-			DecisionID: &d.DecisionID, Tipo: client.CuponRecibido, Clave: fmt.Sprintf("T%d", d.Accion),
-			Extra: &client.ExtraCuponRecibido{CuponEmitidoID: "cupon-" + d.DecisionID, Caducidad: now.Add(30 * 24 * time.Hour)},
-		}})
+	for visit := 1; visit <= 2; visit++ {
+		d, err := c.Decide(ctx, client.PeticionDecision{
+			ClienteRef: "c9f1a2b3d4e5",
+			Contexto:   client.Contexto{Canal: "push", AccionesPermitidas: []int{1, 2, 3}},
+		})
 		if err != nil {
+			log.Fatal(err) // a request the API refuses (422, 401, 403, …)
+		}
+		if d.EnRespaldo {
+			// The engine did not answer: apply d.Accion (the fallback); the
+			// library records it. Nothing to confirm.
+			fmt.Println("fallback:", d.Accion, d.Causa)
+			return
+		}
+		if d.Accion != 0 {
+			// Send the coupon d.Accion through your channel, then tell coupond.
+			now := time.Now().UTC()
+			r, err := c.PublishEvents(ctx, []client.Evento{{
+				EventID: "recibido-" + d.DecisionID, ClienteRef: "c9f1a2b3d4e5", Ts: now,
+				DecisionID: &d.DecisionID, Tipo: client.CuponRecibido, Clave: fmt.Sprintf("T%d", d.Accion),
+				Extra: &client.ExtraCuponRecibido{CuponEmitidoID: "cupon-" + d.DecisionID, Caducidad: now.Add(30 * 24 * time.Hour)},
+			}})
+			if err != nil {
+				log.Fatal(err)
+			}
+			if len(r.Rechazados) > 0 { // refused events come in the answer, not as an error
+				log.Fatalf("event refused: %+v", r.Rechazados[0])
+			}
+		}
+		// Confirm every engine decision, accion 0 included. While its
+		// reward window is open, a customer's decision comes back (same
+		// DecisionID, accion 0): confirmed already, it answers 409
+		// ejecucion_ya_confirmada, and there is nothing more to do.
+		conf, err := c.Confirm(ctx, d.DecisionID, client.PeticionEjecucion{Ejecutada: true})
+		var apiErr *client.Error
+		switch {
+		case errors.As(err, &apiErr) && apiErr.Codigo == "ejecucion_ya_confirmada":
+			fmt.Printf("visit %d: confirmed before (accion %d)\n", visit, d.Accion)
+		case err != nil:
 			log.Fatal(err)
+		default:
+			fmt.Printf("visit %d: %s\n", visit, conf.EstadoEjecucion)
 		}
 	}
-	// Confirm every engine decision, accion 0 included.
-	conf, err := c.Confirm(ctx, d.DecisionID, client.PeticionEjecucion{Ejecutada: true})
-	if err != nil {
-		log.Fatal(err)
-	}
-	fmt.Println("confirmada:", conf.EstadoEjecucion)
-	// Output: confirmada: ejecutada
+	// Output:
+	// visit 1: ejecutada
+	// visit 2: confirmed before (accion 0)
 }
 
 // When the engine cannot answer within the budget, Decide returns the
@@ -121,15 +138,17 @@ func ExampleClient_RecordFallback() {
 	case errors.Is(err, client.ErrNoFallback):
 		fmt.Println("no answer in time:", errors.Is(err, client.ErrBudgetExhausted))
 		accion := 1 // what your own rule decided, and applied
+		// Replacing(err): a decision coupond made whose answer was lost
+		// is voided, instead of holding the customer's reward window.
 		if err := c.RecordFallback(ctx, client.PeticionRespaldo{Accion: accion, Canal: req.Contexto.Canal,
-			ClienteRef: req.ClienteRef}); err != nil {
+			ClienteRef: req.ClienteRef}, client.Replacing(err)); err != nil {
 			log.Fatal(err)
 		}
 		fmt.Println("recorded accion", accion)
 	case errors.As(err, &apiErr):
 		log.Fatal(apiErr) // the API refused the request: fix the call
 	case err != nil:
-		log.Fatal(err) // ctx canceled, or the Client closed
+		log.Fatal(err) // ctx canceled (record what you did, with Replacing(err)), or the Client closed
 	default:
 		fmt.Println("the engine decided", d.Accion)
 	}
