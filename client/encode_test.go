@@ -2,6 +2,8 @@ package client
 
 import (
 	"bytes"
+	"math"
+	"strconv"
 	"testing"
 
 	"github.com/coupond/coupond/jsonappend"
@@ -30,4 +32,30 @@ func FuzzAppendDecisionRequest(f *testing.F) {
 			t.Fatalf("got  %s\nwant %s", got, want)
 		}
 	})
+}
+
+// TestCents: float64 noise around a whole cent is dropped, anything else
+// is kept for the server to judge.
+func TestCents(t *testing.T) {
+	var a, b = 0.1, 0.2 // variables: constant arithmetic would be exact
+	tests := []struct {
+		in   float64
+		want string // as sent
+	}{
+		{a + b, "0.3"},
+		{-(a + b), "-0.3"},
+		{19.99 * float64(len("abc")), "59.97"},
+		{0.305, "0.305"},
+		{0.001, "0.001"},
+		{1234567.125, "1.234567125e+06"},
+		{1e300, "1e+300"},
+		{math.Inf(1), "+Inf"},
+		{math.NaN(), "NaN"},
+		{0, "0"},
+	}
+	for _, tt := range tests {
+		if got := strconv.FormatFloat(cents(tt.in), 'g', -1, 64); got != tt.want {
+			t.Errorf("cents(%v) = %s, want %s", tt.in, got, tt.want)
+		}
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"math"
 	"net/http"
 	"slices"
 
@@ -21,7 +22,9 @@ const (
 // requests as the limits allow (at most 1,000 events and 1 MB each), one
 // after the other, and adds up their answers: Rechazados carry each event's
 // index in events. An event that alone exceeds 1 MB is rejected here
-// (esquema_invalido) without being sent.
+// (esquema_invalido) without being sent. Money within float64 rounding
+// noise of whole cents is sent as those cents (see inCents); a real
+// fraction of a cent is sent as it is, and refused.
 //
 // Sending is safe to repeat: the server processes each event_id once, so
 // events sent twice count in Duplicados and are stored once. Each request
@@ -96,7 +99,7 @@ func splitEvents(events []Evento) (chunks []eventChunk, tooBig []Rechazo, err er
 		buf.Reset()
 	}
 	for i := range events {
-		data, err := jsonappend.Marshal(&events[i])
+		data, err := jsonappend.Marshal(inCents(&events[i]))
 		if err != nil {
 			return nil, nil, fmt.Errorf("coupond: encoding event %d: %w", i, err)
 		}
@@ -123,4 +126,42 @@ func splitEvents(events []Evento) (chunks []eventChunk, tooBig []Rechazo, err er
 
 func sortRechazos(r []Rechazo) {
 	slices.SortStableFunc(r, func(a, b Rechazo) int { return cmp.Compare(a.Indice, b.Indice) })
+}
+
+// inCents returns e, or a copy of it whose money (valor, and the
+// margen and ticket_total of a COMPRA_CAT) is sent as whole cents when it
+// is that but for float64 rounding noise: a sum of prices such as
+// 0.1+0.2, 0.30000000000000004, which the API would refuse as more than
+// two decimals, goes as 0.3. The caller's event is not changed.
+func inCents(e *Evento) *Evento {
+	cp := *e
+	if e.Valor != nil {
+		cp.Valor = Ptr(cents(*e.Valor))
+	}
+	if x, ok := e.Extra.(*ExtraCompraCat); ok && x != nil {
+		xc := *x
+		xc.Margen = cents(x.Margen)
+		if x.TicketTotal != nil {
+			xc.TicketTotal = Ptr(cents(*x.TicketTotal))
+		}
+		cp.Extra = &xc
+	}
+	return &cp
+}
+
+// centsNoise is how far, in cents, an amount may be from a whole cent and
+// still count as that cent: float64 sums of prices are off by far less,
+// and a real third decimal (0.1 cent or more) by far more.
+const centsNoise = 1e-6
+
+// cents returns x as the float64 nearest its whole cents when x is within
+// centsNoise of them (and below 2⁵³ cents, where float64 holds them
+// exactly); else, a real fraction of a cent, NaN or infinite, x itself.
+func cents(x float64) float64 {
+	c := x * 100
+	r := math.Round(c)
+	if !(math.Abs(c-r) <= centsNoise) || math.Abs(r) >= 1<<53 {
+		return x
+	}
+	return r / 100
 }

@@ -191,3 +191,69 @@ func TestPublishEventsTimeoutPerRequest(t *testing.T) {
 		t.Errorf("%d aceptados, want 5000", got.Aceptados)
 	}
 }
+
+// sum adds xs at run time, as a caller's code adds prices: 0.1+0.2 is
+// 0.30000000000000004 in float64, more than the two decimals the API
+// takes.
+func sum(xs ...float64) float64 {
+	var s float64
+	for _, x := range xs {
+		s += x
+	}
+	return s
+}
+
+// TestPublishEventsMoneyInCents: an amount meant in cents but carrying
+// float64 rounding noise (a sum of prices) is sent as those cents and
+// stored, as the caller's own value unchanged; one with a real third
+// decimal is sent as it is and refused. Without the rounding, a sum of
+// two or more prices is refused about one time in four.
+func TestPublishEventsMoneyInCents(t *testing.T) {
+	ts := newTestServer(t)
+	c := ts.newClient(t, ts.url)
+	ctx := context.Background()
+	tests := []struct {
+		name                string
+		valor, margen, tot  float64
+		wantValor, wantMarg float64 // as stored; 0 when refused
+		refused             string  // the campo refused, if any
+	}{
+		{name: "noise", valor: sum(0.1, 0.2), margen: sum(1.1, 2.2), tot: sum(412.5, 88.1, 0.2),
+			wantValor: 0.3, wantMarg: 3.3},
+		{name: "third decimal", valor: 0.305, margen: 1, tot: 1, refused: "valor"},
+		{name: "exact", valor: 59.97, margen: 0.05, tot: 1e6, wantValor: 59.97, wantMarg: 0.05},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ref := fmt.Sprintf("money-%d-%s", i, newRef())
+			valor, extra := tt.valor, &client.ExtraCompraCat{TicketID: "t1", Margen: tt.margen, TicketTotal: client.Ptr(tt.tot)}
+			ev := client.Evento{EventID: ref + "-e", ClienteRef: ref, Ts: time.Now().Add(-time.Minute).UTC(), Tipo: client.CompraCat,
+				Clave: "cat", Valor: &valor, Extra: extra}
+			ans, err := c.PublishEvents(ctx, []client.Evento{ev})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if valor != tt.valor || extra.Margen != tt.margen || *extra.TicketTotal != tt.tot {
+				t.Errorf("the caller's event changed: %v %+v", valor, extra)
+			}
+			var refused string
+			if len(ans.Rechazados) > 0 {
+				refused = *ans.Rechazados[0].Campo
+			}
+			if diff := cmp.Diff(tt.refused, refused); diff != "" {
+				t.Fatalf("refused campo (-want +got):\n%s\n%+v", diff, ans.Rechazados)
+			}
+			if tt.refused != "" {
+				return
+			}
+			x, err := c.ExportCustomer(ctx, ref)
+			if err != nil || len(x.Eventos) != 1 {
+				t.Fatalf("export: %+v, %v", x, err)
+			}
+			got := []float64{x.Eventos[0].Valor, x.Eventos[0].Extra["margen"].(float64)}
+			if diff := cmp.Diff([]float64{tt.wantValor, tt.wantMarg}, got); diff != "" {
+				t.Errorf("stored valor and margen (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

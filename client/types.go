@@ -17,7 +17,10 @@ import (
 // api's, their one definition.
 //
 // Money is MXN without VAT as a float64 with at most two decimals; the
-// server refuses more. Times are sent as RFC 3339 and come back in UTC.
+// server refuses more. PublishEvents sends an event's money (valor,
+// margen, ticket_total) that is whole cents but for float64 rounding
+// noise as those cents: a sum of prices such as 0.1+0.2 goes as 0.3, not
+// 0.30000000000000004. Times are sent as RFC 3339 and come back in UTC.
 
 // Ptr returns a pointer to v, for the optional fields of requests whose
 // zero value means something (Ptr(0.0), Ptr(false)).
