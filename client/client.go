@@ -286,14 +286,15 @@ func (c *config) check() error {
 }
 
 // New returns a Client for the API at baseURL (such as
-// "https://coupond.example.com"; the /v1 paths are added) with the
-// credential clientID and clientSecret. It starts the goroutine that sends
+// "https://coupond.example.com" or "https://gw.example.com/coupond"; the
+// /v1 paths are added, so it has no user, password, query or fragment)
+// with the credential clientID and clientSecret. It starts the goroutine that sends
 // fallback records; Close stops it. New does not call the server: a first
 // token is fetched by the first call (or by Warm).
 func New(baseURL, clientID, clientSecret string, opts ...Option) (*Client, error) {
-	u, err := url.Parse(baseURL)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("coupond: base URL %q must be an absolute http or https URL", baseURL)
+	u, err := checkBaseURL(baseURL)
+	if err != nil {
+		return nil, err
 	}
 	if clientID == "" || clientSecret == "" {
 		return nil, errors.New("coupond: clientID and clientSecret are required")
@@ -322,6 +323,30 @@ func New(baseURL, clientID, clientSecret string, opts ...Option) (*Client, error
 		c.fallbacks.run()
 	}()
 	return c, nil
+}
+
+// checkBaseURL parses baseURL, which must be an absolute http or https
+// URL with a host and without a user, password, query or fragment (the
+// /v1 paths are appended to it, and the credential goes in headers). Its
+// errors never show a password: one that does not parse is not quoted.
+func checkBaseURL(baseURL string) (*url.URL, error) {
+	u, err := url.Parse(baseURL)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err // without the URL
+		}
+		return nil, fmt.Errorf("coupond: base URL must be an absolute http or https URL: %w", err)
+	}
+	switch {
+	case u.Scheme != "http" && u.Scheme != "https" || u.Host == "":
+		return nil, fmt.Errorf("coupond: base URL %q must be an absolute http or https URL", u.Redacted())
+	case u.User != nil:
+		return nil, fmt.Errorf("coupond: base URL %q must be without a user or password", u.Redacted())
+	case u.RawQuery != "" || u.ForceQuery || u.Fragment != "":
+		return nil, fmt.Errorf("coupond: base URL %q must be without a query or fragment", u.Redacted())
+	}
+	return u, nil
 }
 
 // noRedirects returns the http.Client the Client sends through: a shallow

@@ -124,7 +124,8 @@ func TestTokenCachedAndRenewedEarly(t *testing.T) {
 }
 
 // TestNewRejectsBadConfig: configuration errors come from New, naming
-// what is wrong (the URL, the credential, or the option).
+// what is wrong (the URL, the credential, or the option), never showing
+// a password in the URL.
 func TestNewRejectsBadConfig(t *testing.T) {
 	for _, tt := range []struct {
 		url, id, secret string
@@ -133,6 +134,11 @@ func TestNewRejectsBadConfig(t *testing.T) {
 	}{
 		{"ftp://x", "a", "b", nil, "base URL"},
 		{"coupond.example.com", "a", "b", nil, "base URL"},
+		{"https://u:hunter2@x", "a", "b", nil, "without a user or password"},
+		{"htps://u:hunter2@x", "a", "b", nil, "base URL"},
+		{"http://u:hunter2@[::1", "a", "b", nil, "base URL"},
+		{"https://x/?tenant=acme", "a", "b", nil, "without a query or fragment"},
+		{"https://x/#v1", "a", "b", nil, "without a query or fragment"},
 		{"http://x", "", "b", nil, "clientID and clientSecret"},
 		{"http://x", "a", "b", []client.Option{client.WithBudget(0)}, "WithBudget"},
 		{"http://x", "a", "b", []client.Option{client.WithAttemptTimeout(-time.Second)}, "WithAttemptTimeout"},
@@ -151,6 +157,8 @@ func TestNewRejectsBadConfig(t *testing.T) {
 			t.Errorf("New(%q, %q, %q) with %s accepted", tt.url, tt.id, tt.secret, tt.want)
 		} else if !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("New error %q does not name %s", err, tt.want)
+		} else if strings.Contains(err.Error(), "hunter2") {
+			t.Errorf("New error %q shows the URL's password", err)
 		}
 	}
 }
