@@ -174,7 +174,10 @@ func WithRetries(attempts int, base, max time.Duration) Option {
 // WithFallback sets the action Decide returns when the engine does not
 // answer (0 sends nothing, others are catalog ids); a call's FallbackAction
 // overrides it. Without a
-// fallback, such calls return an error wrapping ErrNoFallback.
+// fallback, such calls return an error wrapping ErrNoFallback. Recording
+// a fallback takes the scope decisiones:confirmar besides Decide's
+// decisiones:pedir: without it every record is refused (403), counted in
+// Stats().FallbackRejected, and a lost decision it replaces stays.
 func WithFallback(accion int) Option {
 	return func(c *config) { c.fallback, c.hasFallback = accion, true }
 }
@@ -477,7 +480,7 @@ type Stats struct {
 
 	FallbackQueued   int64 // fallback records put in the queue
 	FallbackSent     int64 // fallback records the server accepted
-	FallbackRejected int64 // fallback records the server refused with a 4xx a retry cannot fix (such as an action not in the catalog)
+	FallbackRejected int64 // fallback records the server refused with a 4xx a retry cannot fix (such as an action not in the catalog, or 403 for a credential without decisiones:confirmar)
 	FallbackDropped  int64 // fallback records never sent: the queue was full, or still queued at Close
 	FallbackPending  int64 // fallback records waiting now
 }
