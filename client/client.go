@@ -203,7 +203,7 @@ func WithBreaker(fails int, wait time.Duration) Option {
 	return func(c *config) { c.breakerFails, c.breakerWait = fails, wait }
 }
 
-// WithTimeout bounds calls other than Decide whose context has no deadline
+// WithTimeout bounds calls other than Decide (Close too) whose context has no deadline
 // (default 30 s), retries included; for PublishEvents and WaitBatch it
 // bounds each request, not the whole call. It does not bound BatchResults,
 // a download of any length: give its context a deadline.
@@ -440,7 +440,9 @@ func (c *Client) Warm(ctx context.Context) error {
 }
 
 // Close stops the fallback sender after it has sent what is queued, or
-// when ctx ends; records still queued then are counted in
+// when ctx ends (when ctx has no deadline, after WithTimeout, 30 s by
+// default, as for the other calls: a server that is down cannot hold a
+// shutdown); records still queued then are counted in
 // Stats().FallbackDropped and ctx's error is returned. Then the Client
 // fetches no more tokens; a token fetch under way is waited for until ctx
 // ends. Calls after Close go on with the token the Client holds (Decide's
@@ -449,6 +451,8 @@ func (c *Client) Warm(ctx context.Context) error {
 // the idle connections of the Client's own transport; a transport passed
 // with WithHTTPClient may be shared, and is left alone.
 func (c *Client) Close(ctx context.Context) error {
+	ctx, cancel := c.withTimeout(ctx)
+	defer cancel()
 	var err error
 	c.closeOnce.Do(func() {
 		err = c.fallbacks.close(ctx) // its records may need a token

@@ -2,6 +2,7 @@ package client_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -99,5 +100,36 @@ func TestCloseLeavesCallersTransport(t *testing.T) {
 				t.Errorf("Close (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestCloseWithoutDeadlineEnds: Close with a context without a deadline,
+// as in "defer c.Close(context.Background())", while coupond is down and a
+// fallback record is queued, ends after WithTimeout as every other call
+// does, the record counted as dropped. Before, it retried the record until
+// coupond came back: a process could not shut down.
+func TestCloseWithoutDeadlineEnds(t *testing.T) {
+	const down = "http://127.0.0.1:0" // nothing listens on port 0: every dial is refused
+	c, err := client.New(down, "ci_x", "cs_x", client.WithFallback(0), client.WithTimeout(300*time.Millisecond),
+		client.WithFallbackRetry(10*time.Millisecond, 50*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, err := c.Decide(context.Background(), client.PeticionDecision{ClienteRef: "c-close-0001", Contexto: client.Contexto{Canal: "push"}}); err != nil || !d.EnRespaldo {
+		t.Fatalf("Decide: %+v, %v; want the fallback", d, err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- c.Close(context.Background()) }()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("Close: %v, want context.DeadlineExceeded", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close(context.Background()) still waiting after 10 s with coupond down")
+	}
+	st := c.Stats()
+	if diff := cmp.Diff([2]int64{1, 0}, [2]int64{st.FallbackDropped, st.FallbackPending}); diff != "" {
+		t.Errorf("fallback records [dropped, pending] (-want +got):\n%s", diff)
 	}
 }
