@@ -60,7 +60,10 @@ func Budget(d time.Duration) DecideOption { return func(o *decideOptions) { o.bu
 // jitter inside the budget: 5xx, 409 idempotencia_conflicto (an earlier
 // attempt is still running), lost connections and timeouts of one attempt;
 // and 429 when its Retry-After fits in what is left of the budget (else it
-// stops at once instead of sleeping past the budget).
+// stops at once instead of sleeping past the budget). The 429 of one
+// customer's daily cap (3 decision requests per cliente_ref a day, Campo
+// "cliente_ref") is neither retried nor a fallback: it returns the *Error,
+// since the engine has decided for that customer today (send nothing).
 //
 // When the attempts or the budget run out, the tenant is paused (503
 // inquilino_pausado) or the breaker is open (WithBreaker), Decide returns a
@@ -193,7 +196,7 @@ func (c *Client) attempts(ctx context.Context, body []byte, s *decideScratch, de
 			switch {
 			case apiErr.paused():
 				return nil, n + 1, paused, err
-			case !apiErr.retryable():
+			case !apiErr.retryable() || apiErr.customerCapped():
 				return nil, n + 1, refused, err
 			}
 			wait = max(wait, apiErr.RetryAfter)

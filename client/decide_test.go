@@ -18,6 +18,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/coupond/coupond/client"
+	"github.com/coupond/coupond/store"
 )
 
 var refSeq atomic.Int64
@@ -935,5 +936,40 @@ func TestCanceledDecideReplaceable(t *testing.T) {
 	}
 	if st := c.Stats(); st.Fallbacks != 0 || st.FallbackQueued != 0 {
 		t.Errorf("stats %+v, want no fallback of Decide's own", st)
+	}
+}
+
+// TestDecideCustomerCapIsNoFallback: the fourth decision request for one
+// customer in a day is the 429 of the customer's cap, which names
+// cliente_ref; Decide returns it as an *Error, with no fallback decision and
+// no fallback record, where a 429 of the credential's rate gives the
+// fallback (TestDecideFallbackWithinBudget): the caller's own rule would
+// send a coupon to a customer the engine has already decided for today.
+func TestDecideCustomerCapIsNoFallback(t *testing.T) {
+	ts := newTestServer(t)
+	if _, err := ts.db.UpdateTenant(ts.tenant, func(tn *store.Tenant) error {
+		tn.Settings.RateLimits = true // the cap, as on a tenant that is not a sandbox's
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	c := ts.newClient(t, ts.url, client.WithFallback(2))
+	installCatalog(t, c, 3)
+	ref := newRef()
+	for i := 0; i < 3; i++ {
+		if _, err := c.Decide(context.Background(), decisionRequest(ref), client.Budget(5*time.Second)); err != nil {
+			t.Fatalf("decision %d: %v", i+1, err)
+		}
+	}
+	d, err := c.Decide(context.Background(), decisionRequest(ref), client.Budget(5*time.Second))
+	var e *client.Error
+	if !errors.As(err, &e) || e.Status != 429 || e.Campo != "cliente_ref" || e.RetryAfter <= 0 {
+		t.Fatalf("fourth decision: %+v, %v; want the 429 of the customer's cap naming cliente_ref, with Retry-After", d, err)
+	}
+	if d != nil {
+		t.Errorf("fourth decision returned %+v with its error, want none", d)
+	}
+	if st := c.Stats(); st.FallbackQueued != 0 || st.Fallbacks != 0 {
+		t.Errorf("stats %+v: a fallback was given or queued for the customer's cap", st)
 	}
 }

@@ -109,6 +109,14 @@ func (e *Error) retryable() bool {
 		e.Status == http.StatusConflict && e.Codigo == "idempotencia_conflicto"
 }
 
+// customerCapped reports whether e is the 429 of one customer's daily cap
+// (3 decision requests per cliente_ref per day; the server names the
+// field): neither waiting nor the caller's own rule is what that customer
+// needs, since the engine has already decided for them today.
+func (e *Error) customerCapped() bool {
+	return e.Status == http.StatusTooManyRequests && e.Campo == "cliente_ref"
+}
+
 // paused reports whether the operator paused the tenant.
 func (e *Error) paused() bool { return e.Codigo == "inquilino_pausado" }
 

@@ -102,7 +102,10 @@ func decideError(err error) error {
 	case errors.Is(err, engine.ErrQuota): // taken by a concurrent request since checkQuota
 		return quotaError(err)
 	case errors.As(err, &capped):
-		return &apiError{kind: kindRateLimited, retryAfter: capped.RetryAfter,
+		// campo names cliente_ref: this customer's cap, not the
+		// credential's rate, so a client knows waiting or its own rule
+		// would only send to a customer the engine already decided for.
+		return &apiError{kind: kindRateLimited, retryAfter: capped.RetryAfter, campo: "cliente_ref",
 			msg: "límite de 3 decisiones por cliente_ref por día alcanzado"}
 	case errors.Is(err, engine.ErrIdempotencyConflict):
 		return idemConflict(err)

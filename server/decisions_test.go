@@ -20,6 +20,7 @@ func TestDecideErrorDayLimits(t *testing.T) {
 	type got struct {
 		Kind       kind
 		Msg        string
+		Campo      string
 		RetryAfter int
 	}
 	for _, tc := range []struct {
@@ -27,15 +28,15 @@ func TestDecideErrorDayLimits(t *testing.T) {
 		err  error
 		want got
 	}{
-		{"tenant quota", &engine.DayLimitError{Err: engine.ErrQuota, RetryAfter: 7}, got{kindRateLimited, "cuota diaria del inquilino agotada", 7}},
-		{"customer cap", &engine.DayLimitError{Err: engine.ErrDailyCap, RetryAfter: 9}, got{kindRateLimited, "límite de 3 decisiones por cliente_ref por día alcanzado", 9}},
+		{"tenant quota", &engine.DayLimitError{Err: engine.ErrQuota, RetryAfter: 7}, got{kindRateLimited, "cuota diaria del inquilino agotada", "", 7}},
+		{"customer cap", &engine.DayLimitError{Err: engine.ErrDailyCap, RetryAfter: 9}, got{kindRateLimited, "límite de 3 decisiones por cliente_ref por día alcanzado", "cliente_ref", 9}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ae, ok := decideError(tc.err).(*apiError)
 			if !ok {
 				t.Fatalf("decideError(%v) = %v, want an apiError", tc.err, decideError(tc.err))
 			}
-			if diff := cmp.Diff(tc.want, got{ae.kind, ae.msg, ae.retryAfter}); diff != "" {
+			if diff := cmp.Diff(tc.want, got{ae.kind, ae.msg, ae.campo, ae.retryAfter}); diff != "" {
 				t.Errorf("(-want +got):\n%s", diff)
 			}
 		})
