@@ -93,10 +93,13 @@ func NewURLSigner(key []byte, baseURL string) (*URLSigner, error) {
 func CheckBaseURL(baseURL string) error {
 	u, err := url.Parse(baseURL)
 	switch {
-	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "":
-		return fmt.Errorf("want http(s)://host[:port][/prefix] such as https://coupons.example.com, got %q", baseURL)
+	case err != nil:
+		// Not quoted: a URL that does not parse may still hold a password.
+		return errors.New("want http(s)://host[:port][/prefix] such as https://coupons.example.com; the value given does not parse as a URL")
 	case u.User != nil:
 		return fmt.Errorf("want http(s)://host[:port][/prefix] without a user or password, got %q", u.Redacted())
+	case (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "":
+		return fmt.Errorf("want http(s)://host[:port][/prefix] such as https://coupons.example.com, got %q", u.Redacted())
 	}
 	return nil
 }

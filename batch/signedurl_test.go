@@ -418,3 +418,30 @@ func TestVerifiesURLsOfTheEarlierForm(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckBaseURLNeverShowsAPassword: serve's --base-url is refused with a
+// message that never holds the password of a URL that carries one, whether
+// the URL parses or not, and a good one passes.
+func TestCheckBaseURLNeverShowsAPassword(t *testing.T) {
+	for _, tc := range []struct {
+		in string
+		ok bool
+	}{
+		{"https://coupons.example.com", true},
+		{"http://127.0.0.1:8080/coupond", true},
+		{"https://u:hunter2@coupons.example.com", false},
+		{"htps://u:hunter2@coupons.example.com", false},
+		{"https://u:hunter2@coupons.example.com/?q=1", false},
+		{"https://u:hunter2@[::1", false},
+		{"https://u:hunter2@host/%zz", false},
+		{"https://coupons.example.com/#frag", false},
+	} {
+		err := CheckBaseURL(tc.in)
+		if (err == nil) != tc.ok {
+			t.Errorf("CheckBaseURL(%q) = %v, want ok %v", tc.in, err, tc.ok)
+		}
+		if err != nil && strings.Contains(err.Error(), "hunter2") {
+			t.Errorf("CheckBaseURL(%q) = %q: shows the password", tc.in, err)
+		}
+	}
+}
