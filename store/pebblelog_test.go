@@ -20,7 +20,7 @@ func TestPebbleErrorsLoggedThrottled(t *testing.T) {
 	var buf bytes.Buffer
 	errs := &pebbleErrors{log: zerolog.Nop()}
 	db := &DB{pebbleErrs: errs}
-	q := quietLogger{errs: errs, space: newSpace()}
+	q := quietLogger{errs: errs, space: newSpace("db")}
 	q.Errorf("before SetLog: %s", "dropped")
 	db.SetLog(zerolog.New(&buf))
 	t0 := time.Now().Add(time.Hour)

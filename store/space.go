@@ -39,7 +39,7 @@ var ErrFull = errors.New("store: storage full")
 // cannot recover from in process: writes are refused until the process
 // restarts (serve restarts itself once space is back when the disk was
 // full; any other I/O error needs the operator).
-var ErrFailed = errors.New("store: writes stopped after a failed write; they resume when coupond restarts (serve restarts itself once the disk has space again if it was full)")
+var ErrFailed = errors.New("store: writes stopped after a failed write")
 
 // spaceRecheck is how long a free-space reading is trusted.
 const spaceRecheck = 250 * time.Millisecond
@@ -61,9 +61,15 @@ type space struct {
 	// parked for good (park.go): it may hold Pebble's mutex.
 	parked   chan struct{}
 	parkOnce sync.Once
+	// dir is the store's directory, which the errors of writes name.
+	dir string
+	// cause is what the file system said of the write that failed the
+	// store (failureCause), set once with failed.
+	cause atomic.Pointer[string]
 }
 
-func newSpace() *space { return &space{parked: make(chan struct{})} }
+// newSpace is the free-space state of the store in dir.
+func newSpace(dir string) *space { return &space{parked: make(chan struct{}), dir: dir} }
 
 // SpaceStatus is what the store knows of its file system's free space.
 type SpaceStatus struct {
@@ -164,27 +170,30 @@ func isNoSpace(v any) bool {
 }
 
 // commitFailure converts what a failed Pebble commit gave (an error, or the
-// value of a recovered Fatalf panic) to the error Commit returns.
+// value of a recovered Fatalf panic) to the error Commit returns: a
+// *WriteError for the disk's lack of space or a failure that stops writes.
 func (s *space) commitFailure(err error, fatal *pebbleFatal) error {
 	if fatal != nil {
-		if s.fail(fatal.args) {
-			return fmt.Errorf("store: commit: %w (%w): %s", ErrFull, ErrFailed, fatal.msg)
-		}
-		return fmt.Errorf("store: commit: %w: %s", ErrFailed, fatal.msg)
+		full := s.fail(fatal.args)
+		return &WriteError{Op: "commit", Dir: s.dir, full: full, stopped: true, cause: s.failureText(), err: firstError(fatal.args)}
 	}
 	if isNoSpace(err) {
 		s.low.Store(true) // until the next reading says otherwise
-		return fmt.Errorf("store: commit: %w: %w", ErrFull, err)
+		return &WriteError{Op: "commit", Dir: s.dir, full: true, cause: failureCause(err), err: err}
 	}
 	return fmt.Errorf("store: commit: %w", err)
 }
 
 // fail marks the store failed (writes stop), for want of space when one of
 // args (what Pebble's fatal error carried) is ENOSPC or EDQUOT; it reports
-// whether it was.
+// whether it was. The first failure's cause is kept (failureText).
 func (s *space) fail(args []any) (noSpace bool) {
 	for _, a := range args {
 		noSpace = noSpace || isNoSpace(a)
+	}
+	if err := firstError(args); err != nil {
+		cause := failureCause(err)
+		s.cause.CompareAndSwap(nil, &cause)
 	}
 	if noSpace {
 		s.noSpace.Store(true) // before failed: a reader of failed sees why
@@ -194,15 +203,82 @@ func (s *space) fail(args []any) (noSpace bool) {
 	return noSpace
 }
 
+// failureText is the cause of the failure that stopped writes ("" when
+// unknown).
+func (s *space) failureText() string {
+	if c := s.cause.Load(); c != nil {
+		return *c
+	}
+	return ""
+}
+
+// firstError is the first error among args, nil when none is.
+func firstError(args []any) error {
+	for _, a := range args {
+		if err, ok := a.(error); ok {
+			return err
+		}
+	}
+	return nil
+}
+
+// failureCause is what the file system said of a failed write: the
+// errno's text ("no space left on device") when err carries one, else
+// err's text. Pebble's errors repeat its name and the file's path, which
+// the store's errors name once (WriteError.Dir).
+func failureCause(err error) string {
+	var errno syscall.Errno
+	if errors.As(err, &errno) {
+		return errno.Error()
+	}
+	return err.Error()
+}
+
 // stoppedErr is the error of an operation op refused or abandoned on a
 // failed store: ErrFailed, with ErrFull when the disk's lack of space
 // caused it.
 func (s *space) stoppedErr(op string) error {
-	if s.noSpace.Load() {
-		return fmt.Errorf("store: %s: %w (%w)", op, ErrFull, ErrFailed)
-	}
-	return fmt.Errorf("store: %s: %w", op, ErrFailed)
+	return &WriteError{Op: op, Dir: s.dir, full: s.noSpace.Load(), stopped: true, cause: s.failureText()}
 }
+
+// WriteError is the error of a store operation refused or abandoned for
+// want of space (errors.Is ErrFull) or because an earlier write failed
+// and writes are stopped (errors.Is ErrFailed). Its text says it once:
+// what happened, to which store directory, the file system's cause, and
+// what the operator does about it. It unwraps to the file system's error
+// when it has it (errors.Is syscall.ENOSPC).
+type WriteError struct {
+	Op  string // "commit", "flush", "checkpoint", ...
+	Dir string // the store's directory (<data-dir>/db)
+	// full: the disk's lack of space; stopped: writes are stopped until
+	// the process restarts.
+	full, stopped bool
+	cause         string // failureCause of the failed write; "" when unknown
+	err           error
+}
+
+func (e *WriteError) Error() string {
+	what, todo := "a write failed", "writes are stopped until coupond restarts: look for the disk's errors (dmesg), then restart coupond"
+	switch {
+	case e.full && e.stopped:
+		what, todo = "disk full", "writes are stopped until coupond restarts: free space on that file system (serve restarts itself once there is; run an admin command again then)"
+	case e.full:
+		what, todo = "disk full", "nothing was written: free space on that file system, then try again"
+	}
+	msg := fmt.Sprintf("store: %s: %s at %s", e.Op, what, e.Dir)
+	if e.cause != "" {
+		msg += " (" + e.cause + ")"
+	}
+	return msg + ": " + todo
+}
+
+// Is reports whether target is ErrFull (the disk's lack of space) or
+// ErrFailed (writes stopped) and e is one.
+func (e *WriteError) Is(target error) bool {
+	return (target == ErrFull && e.full) || (target == ErrFailed && e.stopped)
+}
+
+func (e *WriteError) Unwrap() error { return e.err }
 
 // pebbleFatal is the panic value of quietLogger.Fatalf.
 type pebbleFatal struct {

@@ -257,3 +257,40 @@ func parkedView(t *testing.T, db *DB) parkedObservation {
 		return parkedObservation{}
 	}
 }
+
+// TestFullDiskErrorSaysItOnce: the error of a write refused for want of
+// space says once what happened, to which store and what to do, and is
+// still ErrFull and ErrFailed. It read "store: commit: store: storage full
+// (store: writes stopped …): pebble: pebble: fatal commit error:
+// db/000002.log: no space left on device", which an admin command printed
+// as it was.
+func TestFullDiskErrorSaysItOnce(t *testing.T) {
+	db, faults := walFaults(t)
+	commit := func(v string) error {
+		b := db.NewBatch()
+		defer b.Close()
+		b.Set([]byte("k"), []byte(v))
+		return b.Commit()
+	}
+	if err := commit("1"); err != nil {
+		t.Fatal(err)
+	}
+	faults.On()
+	type seen struct {
+		Full, Failed, ENOSPC bool
+		Text                 string
+	}
+	const stopped = "disk full at db (no space left on device): writes are stopped until coupond restarts: free space on that file system (serve restarts itself once there is; run an admin command again then)"
+	want := []seen{
+		{true, true, true, "store: commit: " + stopped},
+		{true, true, false, "store: commit: " + stopped},
+		{true, true, false, "store: flush: " + stopped},
+	}
+	var got []seen
+	for _, err := range []error{commit("2"), commit("3"), db.Flush()} {
+		got = append(got, seen{errors.Is(err, ErrFull), errors.Is(err, ErrFailed), errors.Is(err, syscall.ENOSPC), err.Error()})
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("errors of a full disk (-want +got):\n%s", diff)
+	}
+}

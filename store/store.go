@@ -98,7 +98,7 @@ func Open(dir string, fs vfs.FS) (*DB, error) {
 	// rest, because the manifest records sstable boundary keys that can name
 	// a deleted customer.
 	errs := &pebbleErrors{log: zerolog.Nop()}
-	sp := newSpace()
+	sp := newSpace(dir)
 	stalls := new(writeStalls)
 	logger := quietLogger{errs: errs, space: sp, stalls: stalls}
 	opts := &pebble.Options{FS: fs, Logger: logger, CacheSize: 192 << 20, MemTableSize: memTableSize, MaxManifestFileSize: 1,
