@@ -18,8 +18,9 @@ import (
 
 // backupsCmd is "admin backups": every registered backup, one a line,
 // sorted by the time taken. A registry that cannot be used is reported
-// and its copy listed, exit 1, as "admin check" does; a damaged backup
-// also makes it exit 1.
+// and its copy listed, exit 1, as "admin check" does; a backup that
+// restore refuses and only the operator can clear (needsOperator) also
+// makes it exit 1, with or without --verify.
 func backupsCmd(a *app) *cobra.Command {
 	var verify bool
 	cmd := a.envCmd("backups", "List the registered backups: taken, expiry (30-day retention), state, size, ledger and owed deletions", cobra.NoArgs,
@@ -33,22 +34,31 @@ func backupsCmd(a *app) *cobra.Command {
 			} else if err := printBackups(cmd, l, registry); err != nil {
 				return err
 			}
-			if registry != nil || l.OwedErr != nil || anyDamaged(l.Backups) {
+			if registry != nil || l.OwedErr != nil || needsOperator(l.Backups) {
 				return &ExitError{Code: 1}
 			}
 			return nil
 		})
+	cmd.Long = "List the registered backups: taken, expiry (30-day retention), state, size, ledger and owed deletions.\n\n" +
+		"Exits 1 when a listed backup is damaged, damaged-manifest or incomplete (one restore refuses and that stays until " +
+		"you look at it and remove it: 'admin backups prune' leaves such a backup too, exit 1), or when the registry or the " +
+		"owed deletions cannot be read; 0 otherwise (complete, being-taken, missing, past-retention). So a scheduled " +
+		"'admin backups --verify' alerts on any backup that could not be restored."
 	cmd.Flags().BoolVar(&verify, "verify", false, "check every file of each backup against its manifest's checksum, as restore does (reads every file)")
 	cmd.AddCommand(backupsPruneCmd(a))
 	return cmd
 }
 
-// anyDamaged reports whether a backup within retention is one restore
-// would refuse for its content (damaged, damaged-manifest): "admin backups"
-// then exits 1, so that a scheduled "admin backups --verify" can alert.
-func anyDamaged(bs []privacy.BackupInfo) bool {
+// needsOperator reports whether a listed backup is one restore refuses
+// and that stays so until the operator removes it: damaged,
+// damaged-manifest, or incomplete (a backup that stopped, which "admin
+// backups prune" leaves, exit 1, once past retention). "admin backups"
+// then exits 1, so that a scheduled "admin backups --verify" can alert;
+// it exited 0 for an incomplete one while prune exited 1 for it.
+func needsOperator(bs []privacy.BackupInfo) bool {
 	for _, b := range bs {
-		if b.State == privacy.BackupDamaged || b.State == privacy.BackupDamagedManifest {
+		switch b.State {
+		case privacy.BackupDamaged, privacy.BackupDamagedManifest, privacy.BackupIncomplete:
 			return true
 		}
 	}

@@ -123,8 +123,8 @@ func TestAdminBackupsListAndPrune(t *testing.T) {
 			list := func() []row {
 				out, _, err := runCLI(t, "admin", "backups", "--json", "--data-dir", data)
 				var got struct{ Backups []privacy.BackupInfo }
-				if err != nil || json.Unmarshal([]byte(out), &got) != nil {
-					t.Fatalf("admin backups --json: %v\n%s", err, out)
+				if exitCode(err) != 1 || json.Unmarshal([]byte(out), &got) != nil {
+					t.Fatalf("admin backups --json: %v\n%s; want exit 1 (an incomplete backup listed)", err, out)
 				}
 				var rows []row
 				for _, b := range got.Backups {
@@ -239,7 +239,9 @@ func TestAdminBackupsReportsUnusableRegistry(t *testing.T) {
 // TestAdminBackupsDamagedExitsOne: a backup whose store file had a byte
 // flipped is complete by size and damaged with --verify, which exits 1,
 // so that a scheduled check can alert; one cut short is damaged, exit 1,
-// without it. The command exited 0 whatever it found.
+// without it. The command exited 0 whatever it found. One without its
+// manifest (a backup that stopped) is incomplete, exit 1 with or without
+// --verify, as "admin backups prune" exits 1 leaving one: it exited 0.
 func TestAdminBackupsDamagedExitsOne(t *testing.T) {
 	_, data, backup := backedUpTenant(t)
 	var biggest string
@@ -271,9 +273,15 @@ func TestAdminBackupsDamagedExitsOne(t *testing.T) {
 	writeBytes(t, biggest, b[:len(b)/2])
 	s, code := state()
 	got = append(got, []any{s, code})
-	want := [][]any{{privacy.BackupComplete, 0}, {privacy.BackupDamaged, 1}, {privacy.BackupDamaged, 1}}
+	ageBackup(t, data, backup, time.Now().UTC(), false)
+	for _, args := range [][]string{nil, {"--verify"}} {
+		s, code := state(args...)
+		got = append(got, []any{s, code})
+	}
+	want := [][]any{{privacy.BackupComplete, 0}, {privacy.BackupDamaged, 1}, {privacy.BackupDamaged, 1},
+		{privacy.BackupIncomplete, 1}, {privacy.BackupIncomplete, 1}}
 	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("flipped byte, then with --verify, then cut short: state, exit (-want +got):\n%s", diff)
+		t.Errorf("flipped byte, then with --verify, then cut short, then no manifest, then with --verify: state, exit (-want +got):\n%s", diff)
 	}
 }
 
