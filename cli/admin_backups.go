@@ -25,7 +25,10 @@ func backupsCmd(a *app) *cobra.Command {
 	var verify bool
 	cmd := a.envCmd("backups", "List the registered backups: taken, expiry (30-day retention), state, size, ledger and owed deletions", cobra.NoArgs,
 		func(cmd *cobra.Command, _ []string, e *env) error {
-			l := e.svc.backups.List(verify)
+			l, err := e.svc.backups.List(cmd.Context(), verify)
+			if err != nil {
+				return err
+			}
 			registry := registryDamage(l.RegistryErr)
 			if jsonFlag(cmd) {
 				if err := printJSON(cmd.OutOrStdout(), backupsJSON(l, registry)); err != nil {

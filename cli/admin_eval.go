@@ -29,7 +29,7 @@ func evaluateCmd(a *app) *cobra.Command {
 	var replicates int
 	var seed uint64
 	cmd := a.tenantCmd("evaluate --tenant ID [--campana ID]", "Off-policy estimates (IPS, SNIPS, DR with 95% intervals) of the current policy, never-send, each action and the logged behaviour", func(cmd *cobra.Command, e *env, t *store.Tenant) error {
-		ev, err := e.svc.engine.Evaluator.Evaluate(t.ID, engine.EvalOptions{Campana: campana, Replicates: replicates, Seed: seed})
+		ev, err := e.svc.engine.Evaluator.Evaluate(cmd.Context(), t.ID, engine.EvalOptions{Campana: campana, Replicates: replicates, Seed: seed})
 		if err != nil {
 			return err
 		}

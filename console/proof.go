@@ -1,6 +1,7 @@
 package console
 
 import (
+	"context"
 	"fmt"
 	"html/template"
 	"math"
@@ -86,7 +87,7 @@ func (c *Console) computeProof(tenant string) {
 	defer func() { <-pc.sem }()
 	start := c.d.Now()
 	res := proofResult{}
-	ev, err := c.d.Engine.Evaluator.Evaluate(tenant, engine.EvalOptions{Replicates: 100, Seed: 1}) // admin evaluate's defaults
+	ev, err := c.d.Engine.Evaluator.Evaluate(context.Background(), tenant, engine.EvalOptions{Replicates: 100, Seed: 1}) // admin evaluate's defaults
 	if err == nil {
 		res.Eval = ev
 		res.Shadow, err = c.d.Engine.Evaluator.Shadow(tenant)

@@ -402,7 +402,7 @@ func BenchmarkEvaluate1M(b *testing.B) {
 	batch.Close()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		ev, err := e.Evaluator.Evaluate("acme", EvalOptions{Seed: 1})
+		ev, err := e.Evaluator.Evaluate(context.Background(), "acme", EvalOptions{Seed: 1})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -436,7 +436,7 @@ func TestEvaluateRecoversSingleActionValues(t *testing.T) {
 	if err := b.Commit(); err != nil {
 		t.Fatal(err)
 	}
-	ev, err := e.Evaluator.Evaluate("acme", EvalOptions{Seed: 3})
+	ev, err := e.Evaluator.Evaluate(context.Background(), "acme", EvalOptions{Seed: 3})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"math"
 	"sort"
@@ -61,8 +62,10 @@ type EvalOptions struct {
 // of the current policy, of "never send", of each single action and of the
 // logged behaviour, with IPS, SNIPS and DR and 95 % bootstrap intervals;
 // the control group's measured value is reported beside them. Rewards are
-// in MXN over the reward window.
-func (e *Evaluator) Evaluate(tenant string, opt EvalOptions) (*Evaluation, error) {
+// in MXN over the reward window. It stops with ctx's error once ctx ends
+// (the admin client went away, serve stops): before it starts, then
+// within evalChunkSize records.
+func (e *Evaluator) Evaluate(ctx context.Context, tenant string, opt EvalOptions) (*Evaluation, error) {
 	ts, err := e.state(tenant)
 	if err != nil {
 		return nil, err
@@ -71,10 +74,13 @@ func (e *Evaluator) Evaluate(tenant string, opt EvalOptions) (*Evaluation, error
 	if err != nil {
 		return nil, err
 	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	snap := e.db.NewSnapshot()
 	defer snap.Close()
 	lo, hi := store.DecisionSpan(tenant)
-	if err := run.pipeline(snap, lo, hi); err != nil {
+	if err := run.pipeline(ctx, snap, lo, hi); err != nil {
 		return nil, err
 	}
 	return run.result(), nil
@@ -125,11 +131,15 @@ type evalChunk struct {
 	done chan struct{}
 }
 
+// evalChunkSize is how many records a chunk of Evaluate's pipeline holds;
+// Evaluate looks at its ctx once a chunk.
+const evalChunkSize = 2000
+
 // pipeline reads the log in [lo, hi) of snap in chunks; two workers decode
 // and rescore chunks in parallel and one goroutine folds them into the
 // bootstrap evaluators in log order, so the result depends only on the
-// seed.
-func (run *evalRun) pipeline(snap *store.Snapshot, lo, hi []byte) error {
+// seed. It stops reading with ctx's error once ctx ends.
+func (run *evalRun) pipeline(ctx context.Context, snap *store.Snapshot, lo, hi []byte) error {
 	work := make(chan *evalChunk, 8)
 	ordered := make(chan *evalChunk, 8)
 	for w := 0; w < 2; w++ {
@@ -149,8 +159,9 @@ func (run *evalRun) pipeline(snap *store.Snapshot, lo, hi []byte) error {
 	}
 	err := snap.Scan(lo, hi, func(_, v []byte) error {
 		cur.raw = append(cur.raw, append([]byte(nil), v...))
-		if len(cur.raw) == 2000 {
+		if len(cur.raw) == evalChunkSize {
 			send()
+			return ctx.Err()
 		}
 		return nil
 	})

@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"math"
 	"testing"
@@ -35,7 +37,7 @@ func TestEvaluateLeavesOutShadowDecisions(t *testing.T) {
 	if err := b.Commit(); err != nil {
 		t.Fatal(err)
 	}
-	ev, err := e.Evaluator.Evaluate("acme", EvalOptions{Replicates: 10, Seed: 1})
+	ev, err := e.Evaluator.Evaluate(context.Background(), "acme", EvalOptions{Replicates: 10, Seed: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +141,7 @@ func TestEvaluateSkipsARecordWithAnImpossiblePropensity(t *testing.T) {
 			if err := b.Commit(); err != nil {
 				t.Fatal(err)
 			}
-			ev, err := e.Evaluator.Evaluate("acme", EvalOptions{Replicates: 10, Seed: 1})
+			ev, err := e.Evaluator.Evaluate(context.Background(), "acme", EvalOptions{Replicates: 10, Seed: 1})
 			if err != nil {
 				t.Fatalf("one record with propensity %v stopped the evaluation: %v", p, err)
 			}
@@ -169,7 +171,7 @@ func TestEvaluateSkipsARecordWithAnImpossiblePropensity(t *testing.T) {
 // as left out.
 func TestEvaluateLeavesOutVoidedControlDecisions(t *testing.T) {
 	e := voidedJobSetup(t, func(s *store.Settings) { s.ControlShare = 1 })
-	ev, err := e.Evaluator.Evaluate("acme", EvalOptions{Replicates: 10, Seed: 1})
+	ev, err := e.Evaluator.Evaluate(context.Background(), "acme", EvalOptions{Replicates: 10, Seed: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,11 +210,39 @@ func TestCallerRejectionInVoidWordsIsNoVoid(t *testing.T) {
 	}
 	advance(t, db, 40*24*time.Hour)
 	learnAll(t, e)
-	ev, err := e.Evaluator.Evaluate("acme", EvalOptions{Replicates: 10, Seed: 1})
+	ev, err := e.Evaluator.Evaluate(context.Background(), "acme", EvalOptions{Replicates: 10, Seed: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if diff := cmp.Diff(map[string]int{"rechazada": 1}, ev.Excluded); diff != "" {
 		t.Errorf("excluded (-want +got):\n%s", diff)
+	}
+}
+
+// TestEvaluateStopsWithItsContext: admin evaluate stops once its ctx ends
+// (the admin client interrupted, serve stopping) instead of reading the
+// whole decision log: run inside serve, an interrupted evaluation went on
+// to its end, audited as exit 0.
+func TestEvaluateStopsWithItsContext(t *testing.T) {
+	e, _ := newTestEngine(t, 2, nil)
+	x := make([]float64, VectorDim)
+	b := e.db.NewBatch()
+	const n = 3 * evalChunkSize
+	for i := range n {
+		reward := int64(1000)
+		putDecision(b, "acme", &DecisionRecord{Nonce: fmt.Sprintf("n%011d", i), ClienteRef: fmt.Sprintf("c%07d", i), At: t0, Accion: i % 3,
+			Propension: 1.0 / 3, X: x, Candidates: []int{0, 1, 2}, Probs: []float64{1. / 3, 1. / 3, 1. / 3}, Priors: []float64{0, 0, 0},
+			Estado: EstadoEjecutada, Recompensa: &reward}, nil)
+	}
+	if err := b.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if ev, err := e.Evaluator.Evaluate(ctx, "acme", EvalOptions{Replicates: 10, Seed: 1}); !errors.Is(err, context.Canceled) {
+		t.Errorf("evaluate with its ctx ended: %v (records %v), want context.Canceled", err, ev != nil && ev.Records > 0)
+	}
+	if ev, err := e.Evaluator.Evaluate(context.Background(), "acme", EvalOptions{Replicates: 10, Seed: 1}); err != nil || ev.Records != n {
+		t.Errorf("evaluate: %v; want all %d records", err, n)
 	}
 }

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"testing"
@@ -199,7 +200,7 @@ func TestEvaluateNamesReplacedDecisions(t *testing.T) {
 	}
 	advance(t, db, 40*24*time.Hour)
 	learnAll(t, e)
-	ev, err := e.Evaluator.Evaluate("acme", EvalOptions{Replicates: 10, Seed: 1})
+	ev, err := e.Evaluator.Evaluate(context.Background(), "acme", EvalOptions{Replicates: 10, Seed: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

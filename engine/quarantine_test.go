@@ -109,7 +109,7 @@ func TestCheckRepairThenReadersComplete(t *testing.T) {
 	if err != nil || ls.Unconfirmed != 1 {
 		t.Fatalf("learner after repair: %+v %v (want beto's decision closed)", ls, err)
 	}
-	if _, err := e.Evaluator.Evaluate("acme", EvalOptions{Replicates: 10}); err != nil {
+	if _, err := e.Evaluator.Evaluate(context.Background(), "acme", EvalOptions{Replicates: 10}); err != nil {
 		t.Fatalf("evaluate: %v", err)
 	}
 	if _, err := e.Evaluator.Shadow("acme"); err != nil {
@@ -223,7 +223,7 @@ func TestReadersQuarantineOnTheirOwn(t *testing.T) {
 	ingestFor(t, e, ana, "a", 2)
 	plantBroken(t, e, db, ana)
 
-	if _, err := e.Evaluator.Evaluate("acme", EvalOptions{Replicates: 10}); err != nil {
+	if _, err := e.Evaluator.Evaluate(context.Background(), "acme", EvalOptions{Replicates: 10}); err != nil {
 		t.Fatalf("evaluate before the learner: %v", err)
 	}
 	advance(t, db, 40*24*time.Hour)

@@ -829,8 +829,13 @@ type Manifest struct {
 // Take takes a backup of db into dir (see the file comment): dir must lie
 // outside the data dir and be missing or empty. A backup that fails
 // removes what it made and no more (discard): dir and its parents when it
-// created them, else only the files it wrote into the operator's dir.
-func (bk *Backups) Take(_ context.Context, db *store.DB, dir, version string, progress io.Writer) (*Manifest, error) {
+// created them, else only the files it wrote into the operator's dir. So
+// does one whose ctx ends (the admin client interrupted, serve stops)
+// before its manifest is written, returning ctx's error: between its
+// steps and between two files it checksums (the checkpoint itself runs to
+// its end). Once the manifest is written the backup is complete and Take
+// finishes it.
+func (bk *Backups) Take(ctx context.Context, db *store.DB, dir, version string, progress io.Writer) (*Manifest, error) {
 	// Registered by its real path: a symbolic link's own path would leave
 	// prune, listing and sizes with the link instead of the backup.
 	dir = resolvedPath(dir)
@@ -862,7 +867,7 @@ func (bk *Backups) Take(_ context.Context, db *store.DB, dir, version string, pr
 		bk.discard(dir, created, true)
 		return nil, err
 	}
-	m, err := bk.copyInto(db, dir, takenAt, version, progress)
+	m, err := bk.copyInto(ctx, db, dir, takenAt, version, progress)
 	if err != nil {
 		bk.discard(dir, created, true)
 		return nil, err
@@ -993,9 +998,16 @@ func (bk *Backups) updateRegistry(fn func(reg *backupRegistry) bool) error {
 }
 
 // copyInto takes the checkpoint into dir/db, copies the keys and writes the
-// manifest, last.
-func (bk *Backups) copyInto(db *store.DB, dir string, takenAt time.Time, version string, progress io.Writer) (*Manifest, error) {
+// manifest, last; it stops with ctx's error, before the manifest, once ctx
+// ends.
+func (bk *Backups) copyInto(ctx context.Context, db *store.DB, dir string, takenAt time.Time, version string, progress io.Writer) (*Manifest, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	if err := checkpoint(db, filepath.Join(dir, "db"), progress); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	size, files := dirSizeFiles(filepath.Join(dir, "db"))
@@ -1010,7 +1022,7 @@ func (bk *Backups) copyInto(db *store.DB, dir string, takenAt time.Time, version
 	if err := syncTree(filepath.Join(dir, "db")); err != nil {
 		return nil, err
 	}
-	sums, err := digests(filepath.Join(dir, "db"))
+	sums, err := digests(ctx, filepath.Join(dir, "db"))
 	if err != nil {
 		return nil, err
 	}
@@ -1021,6 +1033,9 @@ func (bk *Backups) copyInto(db *store.DB, dir string, takenAt time.Time, version
 		m.Tenants = append(m.Tenants, t.ID)
 	}
 	data, _ := json.MarshalIndent(m, "", "  ")
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	if err := atomicfile.WriteBytes(filepath.Join(dir, ManifestFile), 0o600, data); err != nil {
 		return nil, err
 	}
@@ -1091,11 +1106,15 @@ func dirSizeFiles(dir string) (size int64, files int) {
 }
 
 // digests returns the hex SHA-256 of every regular file under dir, by its
-// slash-separated path relative to dir (Manifest.SHA256).
-func digests(dir string) (map[string]string, error) {
+// slash-separated path relative to dir (Manifest.SHA256). It stops with
+// ctx's error, before the next file, once ctx ends.
+func digests(ctx context.Context, dir string) (map[string]string, error) {
 	sums := map[string]string{}
 	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
+			return err
+		}
+		if err := ctx.Err(); err != nil {
 			return err
 		}
 		rel, err := filepath.Rel(dir, path)

@@ -2,6 +2,7 @@ package privacy
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -18,6 +19,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/coupond/coupond/clock"
+	"github.com/coupond/coupond/store"
 )
 
 func TestLedgerReachesRegisteredBackups(t *testing.T) {
@@ -657,6 +659,72 @@ func TestOwedLedgerPastDamagedLines(t *testing.T) {
 			got, err := readLedger(filepath.Join(gone, ledgerFile))
 			if diff := cmp.Diff(want, got); err != nil || diff != "" {
 				t.Errorf("ledger of the backup back (-want +got): %v\n%s", err, diff)
+			}
+		})
+	}
+}
+
+// progressFunc is a progress writer that calls fn at its first write.
+type progressFunc struct {
+	fn   func()
+	done bool
+}
+
+func (p *progressFunc) Write(b []byte) (int, error) {
+	if !p.done {
+		p.done = true
+		p.fn()
+	}
+	return len(b), nil
+}
+
+// TestTakeStopsWithItsContext: a backup whose ctx ends (the admin client
+// interrupted, serve stopping) before its manifest is written stops with
+// ctx's error and removes what it made, as a failed one does: nothing is
+// left registered or listed, and --out is gone. It went on to its end
+// inside serve, and an interrupted "admin backups --verify" read every
+// backup whole; List stops too.
+func TestTakeStopsWithItsContext(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		cancel func(cancel func()) io.Writer // the progress writer; it may end ctx
+	}{
+		{"ended before", func(cancel func()) io.Writer { cancel(); return io.Discard }},
+		{"ended during the checkpoint", func(cancel func()) io.Writer { return &progressFunc{fn: cancel} }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, _, _, clk := newTest(t, 1)
+			dataDir := t.TempDir()
+			// On disk: a checkpoint is written by the store's file system.
+			db, err := store.Open(filepath.Join(dataDir, "db"), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			if err := os.WriteFile(filepath.Join(dataDir, store.SecretsFile), []byte(`{"keys":1}`), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			out := filepath.Join(t.TempDir(), "b1")
+			bk := NewBackups(dataDir, clk.Now, zerolog.Nop())
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			if _, err := bk.Take(ctx, db, out, "test", tc.cancel(cancel)); !errors.Is(err, context.Canceled) {
+				t.Errorf("backup with its ctx ended: %v, want context.Canceled", err)
+			}
+			if _, err := os.Stat(out); !errors.Is(err, fs.ErrNotExist) {
+				t.Errorf("--out after an interrupted backup: %v, want it gone", err)
+			}
+			if l := listed(t, bk, false); len(l.Backups) != 0 {
+				t.Errorf("backups after an interrupted one: %+v, want none", l.Backups)
+			}
+			if _, err := bk.Take(t.Context(), db, out, "test", io.Discard); err != nil {
+				t.Fatalf("backup: %v", err)
+			}
+			if _, err := bk.List(ctx, true); !errors.Is(err, context.Canceled) {
+				t.Errorf("list --verify with its ctx ended: %v, want context.Canceled", err)
+			}
+			if l := listed(t, bk, true); len(l.Backups) != 1 || l.Backups[0].State != BackupComplete {
+				t.Errorf("backups: %+v, want the one complete", l.Backups)
 			}
 		})
 	}

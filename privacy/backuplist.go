@@ -5,6 +5,7 @@ package privacy
 // registry and the ledgers they read.
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -64,25 +65,28 @@ type BackupList struct {
 // file's checksum too, as restore does (it reads every file). It changes
 // nothing: a damaged registry is not rebuilt (the
 // next backup, deletion or Prune does it) nor are damaged lines of the
-// owed deletions set aside (admin check does it).
-func (bk *Backups) List(verify bool) *BackupList {
+// owed deletions set aside (admin check does it). It stops with ctx's
+// error once ctx ends (the admin client interrupted, serve stops): between
+// two backups, and with verify between two files it checksums.
+func (bk *Backups) List(ctx context.Context, verify bool) (*BackupList, error) {
 	bk.mu.Lock()
 	reg, regErr, fromCopy := bk.peekRegistry()
 	owed, owedErr := bk.peekOwed()
 	taking := maps.Clone(bk.taking)
 	bk.mu.Unlock()
 	out := &BackupList{Backups: []BackupInfo{}, RegistryErr: regErr, FromCopy: fromCopy, OwedErr: owedErr}
-	for _, b := range reg.Backups {
-		out.Backups = append(out.Backups, bk.info(b, false, taking[b.Dir], verify, owed))
-	}
-	for _, b := range reg.Expired {
-		out.Backups = append(out.Backups, bk.info(b, true, false, verify, owed))
+	for i, b := range slices.Concat(reg.Backups, reg.Expired) {
+		expired := i >= len(reg.Backups)
+		out.Backups = append(out.Backups, bk.info(ctx, b, expired, taking[b.Dir] && !expired, verify, owed))
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
 	}
 	sort.SliceStable(out.Backups, func(i, j int) bool {
 		a, b := out.Backups[i], out.Backups[j]
 		return a.TakenAt.Before(b.TakenAt) || (a.TakenAt.Equal(b.TakenAt) && a.Dir < b.Dir)
 	})
-	return out
+	return out, nil
 }
 
 // peekRegistry reads backups.json, under mu, changing nothing; when it
@@ -132,7 +136,7 @@ func pathless(err error) error {
 
 // info is List's report of the registered backup b (expired: one of
 // the registry's Expired; taking: a Take is writing it).
-func (bk *Backups) info(b backupEntry, expired, taking, verify bool, owed []owedEntry) BackupInfo {
+func (bk *Backups) info(ctx context.Context, b backupEntry, expired, taking, verify bool, owed []owedEntry) BackupInfo {
 	inf := BackupInfo{Dir: b.Dir, TakenAt: b.TakenAt.UTC(), ExpiresAt: b.TakenAt.Add(BackupRetention).UTC()}
 	owedHere := map[ledgerDeletion]bool{}
 	for _, o := range owed {
@@ -151,7 +155,7 @@ func (bk *Backups) info(b backupEntry, expired, taking, verify bool, owed []owed
 	inf.Bytes, _ = dirSizeFiles(b.Dir)
 	entries, ledgerErr := countLedger(b.Dir)
 	inf.LedgerEntries = entries
-	inf.State, inf.Note = bk.state(b, expired, taking, verify)
+	inf.State, inf.Note = bk.state(ctx, b, expired, taking, verify)
 	if ledgerErr != nil {
 		inf.Note = joinNotes(inf.Note, ledgerErr.Error())
 	}
@@ -160,7 +164,7 @@ func (bk *Backups) info(b backupEntry, expired, taking, verify bool, owed []owed
 
 // state is the state of the backup b, whose directory is there, and what
 // is wrong with it (verify: check each file's checksum).
-func (bk *Backups) state(b backupEntry, expired, taking, verify bool) (state, note string) {
+func (bk *Backups) state(ctx context.Context, b backupEntry, expired, taking, verify bool) (state, note string) {
 	if taking {
 		return BackupBeingTaken, ""
 	}
@@ -173,7 +177,7 @@ func (bk *Backups) state(b backupEntry, expired, taking, verify bool) (state, no
 	case expired || bk.pastRetention(b.TakenAt):
 		return BackupPastRetention, "past retention: 'admin backups prune' removes it"
 	}
-	damage, err := backupDamage(b.Dir, m, verify)
+	damage, err := backupDamage(ctx, b.Dir, m, verify)
 	switch {
 	case err != nil:
 		return BackupDamaged, "its files cannot be read: " + pathless(err).Error() + " (restore refuses it)"

@@ -1,6 +1,7 @@
 package privacy
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -99,7 +100,7 @@ func TestListReportsEachState(t *testing.T) {
 	bk.taking[dir("taking")] = true
 	before := snapshotDir(t, dataDir)
 
-	got := bk.List(false)
+	got := listed(t, bk, false)
 	exp := func(at time.Time) time.Time { return at.Add(BackupRetention) }
 	want := &BackupList{Backups: []BackupInfo{
 		{Dir: dir("old-expired"), TakenAt: old.Add(-time.Hour), ExpiresAt: exp(old.Add(-time.Hour)), State: BackupPastRetention,
@@ -162,7 +163,7 @@ func TestListCountsEachDeletionOnce(t *testing.T) {
 	type counts struct{ Ledger, Owed int }
 	want := map[string]counts{gone: {0, 2}, here: {3, 2}}
 	got := map[string]counts{}
-	for _, b := range bk.List(false).Backups {
+	for _, b := range listed(t, bk, false).Backups {
 		got[b.Dir] = counts{b.LedgerEntries, b.OwedDeletions}
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
@@ -225,7 +226,7 @@ func TestListPastUnusableRegistry(t *testing.T) {
 			}
 			tc.damage(t, bk)
 			before := snapshotDir(t, dataDir)
-			got := bk.List(false)
+			got := listed(t, bk, false)
 			if got.RegistryErr == nil || got.RegistryErr.Error() != tc.wantErr || got.FromCopy != tc.fromCopy {
 				t.Errorf("List: registry error %v from copy %v; want %q, %v", got.RegistryErr, got.FromCopy, tc.wantErr, tc.fromCopy)
 			}
@@ -480,7 +481,7 @@ func TestDeletionKeepsExpiredBackupForPrune(t *testing.T) {
 	}
 	want := []BackupInfo{{Dir: old, TakenAt: oldAt, ExpiresAt: oldAt.Add(BackupRetention), State: BackupPastRetention, Bytes: size,
 		Note: "past retention: 'admin backups prune' removes it"}}
-	if diff := cmp.Diff(want, bk.List(false).Backups); diff != "" {
+	if diff := cmp.Diff(want, listed(t, bk, false).Backups); diff != "" {
 		t.Errorf("List after a deletion (-want +got):\n%s", diff)
 	}
 	if got, err := bk.Prune(false); err != nil || len(got) != 1 || got[0].Outcome != PruneRemoved {
@@ -579,7 +580,7 @@ func TestListFindsDamagedStores(t *testing.T) {
 				t.Fatal(err)
 			}
 			writeFile(t, filepath.Join(db, table), "0123456789")
-			sums, err := digests(db)
+			sums, err := digests(context.Background(), db)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -592,7 +593,7 @@ func TestListFindsDamagedStores(t *testing.T) {
 			if err := bk.saveRegistry(&backupRegistry{Backups: []backupEntry{{Dir: backup, TakenAt: t0, Complete: true}}}); err != nil {
 				t.Fatal(err)
 			}
-			got := bk.List(tc.verify).Backups
+			got := listed(t, bk, tc.verify).Backups
 			if len(got) != 1 {
 				t.Fatalf("List: %d backups, want 1", len(got))
 			}
@@ -601,4 +602,14 @@ func TestListFindsDamagedStores(t *testing.T) {
 			}
 		})
 	}
+}
+
+// listed is bk.List with a ctx that does not end.
+func listed(tb testing.TB, bk *Backups, verify bool) *BackupList {
+	tb.Helper()
+	l, err := bk.List(context.Background(), verify)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return l
 }

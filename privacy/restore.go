@@ -63,7 +63,7 @@ type RestoreResult struct {
 // progress says what was read.
 func (bk *Backups) Restore(ctx context.Context, src string, open OpenStaging, progress io.Writer) (_ *RestoreResult, err error) {
 	dataDir := bk.dataDir
-	m, err := bk.readManifest(src)
+	m, err := bk.readManifest(ctx, src)
 	if err != nil {
 		return nil, err
 	}
@@ -214,7 +214,7 @@ func amendStaging(ctx context.Context, staging, results string, secrets *store.S
 // readManifest reads src's manifest and refuses, before anything is
 // touched, an incomplete backup, one made by a newer coupond, one past
 // retention and one whose db no longer matches its manifest (checkFiles).
-func (bk *Backups) readManifest(src string) (*Manifest, error) {
+func (bk *Backups) readManifest(ctx context.Context, src string) (*Manifest, error) {
 	var m Manifest
 	if _, err := os.Lstat(src); errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("%s does not exist: give --from a backup directory made by admin backup (admin backups lists them)", src)
@@ -237,7 +237,7 @@ func (bk *Backups) readManifest(src string) (*Manifest, error) {
 		return nil, fmt.Errorf("backup taken %s is past the %d-day retention: it no longer receives customer deletions, so it cannot be restored",
 			m.TakenAt.Format(time.RFC3339), int(BackupRetention/(24*time.Hour)))
 	}
-	if err := checkFiles(src, &m); err != nil {
+	if err := checkFiles(ctx, src, &m); err != nil {
 		return nil, err
 	}
 	return &m, nil
@@ -248,8 +248,8 @@ func (bk *Backups) readManifest(src string) (*Manifest, error) {
 // added, cut short or changed since is a damaged copy. A manifest with
 // checksums (Manifest.SHA256) has each file checked; an older one only
 // the total size and count.
-func checkFiles(src string, m *Manifest) error {
-	damage, err := backupDamage(src, m, true)
+func checkFiles(ctx context.Context, src string, m *Manifest) error {
+	damage, err := backupDamage(ctx, src, m, true)
 	if err != nil {
 		return fmt.Errorf("backup %s cannot be read: %w", src, err)
 	}
@@ -261,9 +261,10 @@ func checkFiles(src string, m *Manifest) error {
 
 // backupDamage says how the backup in dir differs from its manifest m
 // ("" if it does not): its db (dbDamage) and, with sums, its keys.json
-// (when m has their checksum). err: a file could not be read.
-func backupDamage(dir string, m *Manifest, sums bool) (damage string, err error) {
-	damage, err = dbDamage(filepath.Join(dir, "db"), m, sums)
+// (when m has their checksum). err: a file could not be read, or ctx
+// ended while the files were read (their checksums, between two files).
+func backupDamage(ctx context.Context, dir string, m *Manifest, sums bool) (damage string, err error) {
+	damage, err = dbDamage(ctx, filepath.Join(dir, "db"), m, sums)
 	if damage != "" || err != nil || !sums || m.KeysSHA256 == "" {
 		return damage, err
 	}
@@ -280,14 +281,14 @@ func backupDamage(dir string, m *Manifest, sums bool) (damage string, err error)
 // dbDamage says how the backup store db differs from its manifest m ("" if
 // it does not): by its files' total size and count and, with sums, by each
 // file's checksum (when m has them). err: a file could not be read.
-func dbDamage(db string, m *Manifest, sums bool) (damage string, err error) {
+func dbDamage(ctx context.Context, db string, m *Manifest, sums bool) (damage string, err error) {
 	if size, files := dirSizeFiles(db); size != m.Bytes || files != m.Files {
 		return fmt.Sprintf("its db holds %d files, %d bytes; its manifest lists %d files, %d bytes", files, size, m.Files, m.Bytes), nil
 	}
 	if !sums || m.SHA256 == nil {
 		return "", nil
 	}
-	got, err := digests(db)
+	got, err := digests(ctx, db)
 	if err != nil {
 		return "", err
 	}

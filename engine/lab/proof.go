@@ -221,7 +221,7 @@ func (p *proofRun) policyTruth(rec *engine.DecisionRecord, t proofTruth) (float6
 // beside the truth over the records it reads: executed as drawn, outside
 // the control group, reward final.
 func (p *proofRun) evaluate(rep *ProofReport) error {
-	ev, err := p.eng.Evaluator.Evaluate(labTenant, engine.EvalOptions{Replicates: 200, Seed: p.fam.Seed})
+	ev, err := p.eng.Evaluator.Evaluate(p.ctx, labTenant, engine.EvalOptions{Replicates: 200, Seed: p.fam.Seed})
 	if err != nil {
 		return err
 	}
