@@ -22,20 +22,7 @@ import (
 // files an older release or another tool left readable, stop being readable
 // by other users. Symbolic links are not followed.
 func prepareDataDir(dir string) error {
-	if err := os.MkdirAll(dir, store.DirMode); err != nil {
-		return dataDirError(dir, err)
-	}
-	info, err := os.Stat(dir)
-	if err != nil {
-		return dataDirError(dir, err)
-	}
-	if !info.IsDir() {
-		return fmt.Errorf("data dir %s is not a directory", dir)
-	}
-	if err := refuseSharedDataDir(dir, info); err != nil {
-		return err
-	}
-	if err := refuseForeignDir(dir); err != nil {
+	if err := checkDataDir(dir); err != nil {
 		return err
 	}
 	return filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
@@ -60,6 +47,29 @@ func prepareDataDir(dir string) error {
 		}
 		return nil
 	})
+}
+
+// checkDataDir is prepareDataDir without the tightening of what dir
+// holds: it creates dir 0700 when missing and refuses one that group or
+// others can write, or that is no coupond data dir (refuseForeignDir),
+// changing nothing there. It reads dir's entries, not its tree: serve runs
+// it before it takes the data dir's lock (waitForLock), which creates the
+// lock file, and perhaps waits for a restore changing that tree.
+func checkDataDir(dir string) error {
+	if err := os.MkdirAll(dir, store.DirMode); err != nil {
+		return dataDirError(dir, err)
+	}
+	info, err := os.Stat(dir)
+	if err != nil {
+		return dataDirError(dir, err)
+	}
+	if !info.IsDir() {
+		return fmt.Errorf("data dir %s is not a directory", dir)
+	}
+	if err := refuseSharedDataDir(dir, info); err != nil {
+		return err
+	}
+	return refuseForeignDir(dir)
 }
 
 // refuseForeignDir refuses dir, changing nothing, when it holds no coupond

@@ -175,6 +175,10 @@ func serve(ctx context.Context, dataDir string, f serveFlags, logOut interface{ 
 	e, err := openServeEnv(ctx, dataDir, lock, log, serviceOptions{baseURL: f.baseURL, webhookAllowPrivate: f.webhookAllowPrivate, metricsTenantLabel: f.metricsTenantLabel,
 		featuresCache: f.featuresCache, trustedProxies: f.proxies, resumedAfterFullDisk: resumedAfterFullDisk(log), now: f.now})
 	if err != nil {
+		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+			log.Info().Msg("stopped while waiting for the data dir")
+			return nil
+		}
 		return err
 	}
 	e.db.SetReserve(reserve)
@@ -416,13 +420,17 @@ func stopToResume(run *running, apiLn net.Listener, dataDir, addr string, log ze
 }
 
 // openServeEnv opens the data dir for serve: with lock, the data dir's
-// lock that waitForSpace took after waiting for space (openEnvLocked), or
-// taking it (openEnv) when lock is nil.
+// lock that waitForSpace took after waiting for space, or, when lock is
+// nil, the one waitForLock takes, waiting out an admin command or a
+// restore that holds it (ctx's error if ctx ends meanwhile).
 func openServeEnv(ctx context.Context, dataDir string, lock io.Closer, log zerolog.Logger, opt serviceOptions) (*env, error) {
-	if lock != nil {
-		return openEnvLocked(ctx, dataDir, lock, log, opt)
+	if lock == nil {
+		var err error
+		if lock, err = waitForLock(ctx, dataDir, log); err != nil {
+			return nil, err
+		}
 	}
-	return openEnv(ctx, dataDir, log, opt)
+	return openEnvLocked(ctx, dataDir, lock, log, opt)
 }
 
 // serveUntilStopped flushes the counters every 5 seconds until ctx ends or

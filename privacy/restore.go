@@ -406,6 +406,10 @@ const (
 // and nothing takes a running restore's staging copies for leftovers.
 const lockFile = "coupond.lock"
 
+// DataDirLockFile is the name, in the data dir, of the file LockDataDir
+// locks: serve reads from it who holds the lock.
+const DataDirLockFile = lockFile
+
 // LockDataDir locks dataDir (lockFile) until the returned Closer is
 // closed. It fails, naming the dir, while another process (serve, an admin
 // command, a restore) or another holder in this one has it locked, and,
