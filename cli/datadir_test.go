@@ -495,19 +495,23 @@ func TestRefusesForeignDataDir(t *testing.T) {
 			})
 		}
 	}
-	// serve: refused before it opens anything (it would listen otherwise).
-	dir := filepath.Join(t.TempDir(), "data")
-	mustMkdir(t, dir, 0o755)
-	tests[0].make(t, dir)
-	before := modes(t, dir)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	err := Run(ctx, append(cmds[2], "--data-dir", dir), nil, io.Discard, io.Discard)
-	if err == nil || !strings.Contains(err.Error(), "is not a coupond data dir") {
-		t.Errorf("serve: %v, want a refusal", err)
-	}
-	if diff := cmp.Diff(before, modes(t, dir)); diff != "" {
-		t.Errorf("serve changed the refused dir (-before +after):\n%s", diff)
+	// serve: refused before it opens anything (it would listen otherwise),
+	// and so when the disk is below its reserve (a reserve larger than any
+	// disk), before it waits for space and takes the lock.
+	for _, extra := range [][]string{nil, {"--disk-reserve", "1000000TiB"}} {
+		dir := filepath.Join(t.TempDir(), "data")
+		mustMkdir(t, dir, 0o755)
+		tests[0].make(t, dir)
+		before := modes(t, dir)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err := Run(ctx, append(append(cmds[2], "--data-dir", dir), extra...), nil, io.Discard, io.Discard)
+		cancel()
+		if err == nil || !strings.Contains(err.Error(), "is not a coupond data dir") {
+			t.Errorf("serve %v: %v, want a refusal", extra, err)
+		}
+		if diff := cmp.Diff(before, modes(t, dir)); diff != "" {
+			t.Errorf("serve %v changed the refused dir (-before +after):\n%s", extra, diff)
+		}
 	}
 }
 

@@ -9,7 +9,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -102,8 +101,10 @@ const spacePoll = time.Second
 // the disk had the reserve free at once: openEnv takes it, and a data dir
 // in use (another serve) is an error as before.
 func waitForSpace(ctx context.Context, dataDir, spec, addr string, ln net.Listener, cfg server.HTTPConfig, log zerolog.Logger) (reserve uint64, lock io.Closer, err error) {
-	if err := os.MkdirAll(dataDir, 0o700); err != nil {
-		return 0, nil, fmt.Errorf("data dir: %w", err)
+	// Refused first, as waitForLock does: the lock file lockWhenSpace
+	// creates would make a mistyped directory look like a data dir.
+	if err := checkDataDir(dataDir); err != nil {
+		return 0, nil, err
 	}
 	reserve, avail, known, err := diskReserve(spec, dataDir)
 	if err != nil || !known || avail >= reserve {
