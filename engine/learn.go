@@ -39,6 +39,7 @@ type LearnStats struct {
 	Unconfirmed int // closed without confirmation: left out
 	Modified    int // modificada: left out
 	Replaced    int // replaced by a fallback record (its answer was lost): left out
+	Voided      int // a batch decision of a job that failed (VoidJob), never delivered: left out
 	Control     int // control group: reward recorded, not learned
 	Released    int // expired unconfirmed sends whose budget went back
 	Damaged     int // decision records that did not decode: quarantined, skipped
@@ -52,7 +53,7 @@ type LearnStats struct {
 // anything (Damaged does not count): callers that run the learner until
 // nothing is due stop at the first pass that did not work.
 func (s LearnStats) Worked() bool {
-	return s.Folded+s.Unconfirmed+s.Modified+s.Replaced+s.Control+s.Released+s.Requeued != 0
+	return s.Folded+s.Unconfirmed+s.Modified+s.Replaced+s.Voided+s.Control+s.Released+s.Requeued != 0
 }
 
 // learnBatch bounds the work of one pass so a backlog does not hold the
@@ -425,6 +426,13 @@ func (p *learnPass) apply(b *store.Batch, w dueEntry, ld dueLoad) error {
 		st.Modified++
 	case replacedByFallback(r): // the fallback record says what was done
 		st.Replaced++
+	case r.Anulada:
+		// A failed batch job's decision (VoidJob): its result never
+		// reached the caller, so nothing was done on it, and its customer,
+		// freed at once, is decided again (the job's rerun), whose coupon
+		// falls in this window. As rechazada it taught "nothing sent"
+		// with that coupon's purchases; the evaluation leaves it out too.
+		st.Voided++
 	case r.EnControl:
 		st.Control++
 	default:

@@ -125,7 +125,7 @@ func newBusiness(reg *prometheus.Registry, tenantLabel bool) *business {
 		"source", "action", "outcome")
 	b.folded = counter("coupond_rewards_folded_total", "Final rewards the learner folded into a model.")
 	b.notLearned = counter("coupond_rewards_not_learned_total",
-		"Final rewards the learner closed without learning, by reason (unconfirmed, modified, replaced: a decision a fallback record replaced, control).", "reason")
+		"Final rewards the learner closed without learning, by reason (unconfirmed, modified, replaced: a decision a fallback record replaced, voided: a batch decision of a job that failed, control).", "reason")
 	b.batchJobs = counter("coupond_batch_jobs_total", "Batch jobs ended, by estado (completado, fallido).", "estado")
 	b.batchLines = counter("coupond_batch_lines_total", "Lines decided by batch jobs (one per customer).")
 	b.webhooks = counter("coupond_webhook_deliveries_total",
@@ -138,7 +138,7 @@ func newBusiness(reg *prometheus.Registry, tenantLabel bool) *business {
 		// see a series before the first event.
 		b.folded.WithLabelValues()
 		b.batchLines.WithLabelValues()
-		for _, r := range []string{"unconfirmed", "modified", "replaced", "control"} {
+		for _, r := range []string{"unconfirmed", "modified", "replaced", "voided", "control"} {
 			b.notLearned.WithLabelValues(r)
 		}
 		for _, e := range []string{api.EstadoCompletado, api.EstadoFallido} {
@@ -226,7 +226,7 @@ func (b *business) learned(tenant string, st engine.LearnStats) {
 	if st.Folded > 0 {
 		b.with(b.folded, tenant).Add(float64(st.Folded))
 	}
-	for reason, n := range map[string]int{"unconfirmed": st.Unconfirmed, "modified": st.Modified, "replaced": st.Replaced, "control": st.Control} {
+	for reason, n := range map[string]int{"unconfirmed": st.Unconfirmed, "modified": st.Modified, "replaced": st.Replaced, "voided": st.Voided, "control": st.Control} {
 		if n > 0 {
 			b.with(b.notLearned, tenant, reason).Add(float64(n))
 		}
