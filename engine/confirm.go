@@ -180,6 +180,12 @@ func (k confirmCall) once(waitLearner bool) (string, error) {
 	b := e.db.NewBatch()
 	defer b.Close()
 	putRecord(b, tenant, r)
+	if r.Recompensa != nil {
+		// A learner pass closed the reward unconfirmed (a reward window
+		// and grace shorter than DecisionTTL) and deleted its entry: queued
+		// again, the next pass learns it with this confirmation.
+		b.Set(queueKey(tenant, r.At.Add(t.Settings.RewardWindow+t.Settings.RewardGrace), queueReward_, nonce), nil)
+	}
 	if c.Idempotency.Keyed() {
 		if err := putConfirmIdem(b, tenant, id, now, r, c); err != nil {
 			return "", err

@@ -197,6 +197,15 @@ func TestRewardAudit(t *testing.T) {
 				{at: auditDay, fn: setWindow(7*auditDay, 5*auditDay)},
 				{at: 11 * auditDay, evs: []Event{auditCompra("p1", 6*auditDay, "t1", 2500)}}},
 			margin: 2500, cost: true, learned: true},
+		{name: "confirmed after a short window's reward was final", settings: func(s *store.Settings) { s.RewardWindow, s.RewardGrace = 2*auditDay, 0 },
+			steps: []auditStep{
+				{at: auditDay, evs: []Event{auditCompra("p1", auditDay, "t1", 2500)}},
+				{at: 3 * auditDay, fn: func(t *testing.T, a *auditRun) {
+					if _, err := a.e.Confirm("acme", a.d.DecisionID, Confirmation{Ejecutada: true}); err != nil {
+						t.Fatal(err)
+					}
+				}}},
+			margin: 2500, cost: true, learned: true},
 		{name: "batch decision of a job that failed", kind: kindVoided,
 			steps:  []auditStep{{at: auditDay, evs: []Event{auditCompra("p1", auditDay, "t1", 2500)}}},
 			margin: 2500},
