@@ -206,6 +206,20 @@ func TestRewardAudit(t *testing.T) {
 					}
 				}}},
 			margin: 2500, cost: true, learned: true},
+		{name: "rejected after a short window's reward was final", settings: func(s *store.Settings) { s.RewardWindow, s.RewardGrace = 2*auditDay, 0 },
+			steps: []auditStep{
+				{at: auditDay, evs: []Event{auditCompra("p1", auditDay, "t1", 2500)}},
+				{at: 3 * auditDay, fn: func(t *testing.T, a *auditRun) {
+					if _, err := a.e.Confirm("acme", a.d.DecisionID, Confirmation{MotivoRechazo: "no"}); err != nil {
+						t.Fatal(err)
+					}
+				}}},
+			margin: 2500, learned: true},
+		{name: "control group, regla_actual sent a coupon", kind: kindControl,
+			settings: func(s *store.Settings) { s.ControlShare, s.ControlKind = 1, "regla_actual" },
+			confirm:  &Confirmation{Ejecutada: true, AccionReal: &one},
+			steps:    []auditStep{{at: auditDay, evs: []Event{auditCompra("p1", auditDay, "t1", 2500)}}},
+			margin:   2500, cost: true},
 		{name: "batch decision of a job that failed", kind: kindVoided,
 			steps:  []auditStep{{at: auditDay, evs: []Event{auditCompra("p1", auditDay, "t1", 2500)}}},
 			margin: 2500},
