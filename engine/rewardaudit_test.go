@@ -182,6 +182,19 @@ func TestRewardAudit(t *testing.T) {
 				}},
 				{at: 3 * auditDay, evs: []Event{auditCompra("p2", 3*auditDay, "t2", 400)}}},
 			margin: 2900, cost: true, learned: true},
+		{name: "next decision exactly at the window's end", confirm: ejecutada,
+			steps: []auditStep{{at: 7 * auditDay, fn: func(t *testing.T, a *auditRun) {
+				next, err := a.e.Decide("acme", Request{ClienteRef: a.ref, Canal: "push", CampanaID: "c1"})
+				if err != nil || next.DecisionID == a.d.DecisionID {
+					t.Fatalf("request 7 days after: %+v %v, want a new decision", next, err)
+				}
+				ev := auditCompra("p1", 7*auditDay, "t1", 2500) // the next decision's, not this one's
+				ev.ClienteRef = a.ref
+				ev2 := auditCompra("p2", 7*auditDay-time.Second, "t2", 300)
+				ev2.ClienteRef = a.ref
+				ingestAll(t, a.e, IngestEvent{Event: ev, Canonical: []byte(ev.ID)}, IngestEvent{Index: 1, Event: ev2, Canonical: []byte(ev2.ID)})
+			}}},
+			margin: 300, cost: true, learned: true},
 		{name: "window shortened mid-way", confirm: ejecutada,
 			steps: []auditStep{
 				{at: auditDay, fn: setWindow(3*auditDay, 2*auditDay)},
