@@ -19,8 +19,8 @@ import (
 	"github.com/rs/zerolog"
 )
 
-// TestLongAdminCommandsStopWithTheirContext: admin evaluate, backup and
-// backups --verify run inside serve stop once their context ends (here
+// TestLongAdminCommandsStopWithTheirContext: admin evaluate, backup,
+// backups --verify and shadow report run inside serve stop once their context ends (here
 // serve's, ended before they start; the admin client's Ctrl-C ends it
 // too), as admin check does: each is audited as exit 1 "context canceled"
 // and the backup leaves no directory and nothing listed. They ran to their
@@ -44,6 +44,7 @@ func TestLongAdminCommandsStopWithTheirContext(t *testing.T) {
 		{"admin", "evaluate", "--tenant", "acme"},
 		{"admin", "backup", "--out", out},
 		{"admin", "backups", "--verify"},
+		{"admin", "shadow", "report", "--tenant", "acme"},
 	}
 	type outcome struct {
 		Command   string

@@ -216,7 +216,7 @@ func measured(m engine.MeasuredValue) string {
 
 func shadowReportCmd(a *app) *cobra.Command {
 	return a.tenantCmd("report --tenant ID", "Confirmation and labelling shares, agreement, and engine vs caller rule, with a verdict", func(cmd *cobra.Command, e *env, t *store.Tenant) error {
-		rep, err := e.svc.engine.Evaluator.Shadow(t.ID)
+		rep, err := e.svc.engine.Evaluator.Shadow(cmd.Context(), t.ID)
 		if err != nil {
 			return err
 		}

@@ -90,7 +90,7 @@ func (c *Console) computeProof(tenant string) {
 	ev, err := c.d.Engine.Evaluator.Evaluate(context.Background(), tenant, engine.EvalOptions{Replicates: 100, Seed: 1}) // admin evaluate's defaults
 	if err == nil {
 		res.Eval = ev
-		res.Shadow, err = c.d.Engine.Evaluator.Shadow(tenant)
+		res.Shadow, err = c.d.Engine.Evaluator.Shadow(context.Background(), tenant)
 	}
 	if err != nil {
 		c.d.Log.Error().Err(err).Str("tenant", tenant).Msg("console proof")

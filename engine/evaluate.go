@@ -408,8 +408,13 @@ const MinShadowRewards = 200
 // interval joins the spread over customers and the model's own standard
 // error of the effects it reads, which the customers share (EffectSum):
 // more decisions of the same kind do not shrink it. The engine's value is
-// the rule's plus the lift.
-func (e *Evaluator) Shadow(tenant string) (*ShadowReport, error) {
+// the rule's plus the lift. It stops with ctx's error once ctx ends (the
+// admin client went away, serve stops): before it starts, then within
+// evalChunkSize records, as Evaluate does.
+func (e *Evaluator) Shadow(ctx context.Context, tenant string) (*ShadowReport, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	ts, err := e.state(tenant)
 	if err != nil {
 		return nil, err
@@ -432,7 +437,14 @@ func (e *Evaluator) Shadow(tenant string) (*ShadowReport, error) {
 	}
 	t := &shadowTally{rep: rep, pm: ts.model.Load()}
 	lo, hi := store.DecisionSpan(tenant)
-	if err := e.db.Scan(lo, hi, func(_, v []byte) error { t.add(v); return nil }); err != nil {
+	n := 0
+	if err := e.db.Scan(lo, hi, func(_, v []byte) error {
+		t.add(v)
+		if n++; n%evalChunkSize == 0 {
+			return ctx.Err()
+		}
+		return nil
+	}); err != nil {
 		return nil, err
 	}
 	t.finish()

@@ -112,7 +112,7 @@ func TestCheckRepairThenReadersComplete(t *testing.T) {
 	if _, err := e.Evaluator.Evaluate(context.Background(), "acme", EvalOptions{Replicates: 10}); err != nil {
 		t.Fatalf("evaluate: %v", err)
 	}
-	if _, err := e.Evaluator.Shadow("acme"); err != nil {
+	if _, err := e.Evaluator.Shadow(context.Background(), "acme"); err != nil {
 		t.Fatalf("shadow: %v", err)
 	}
 	// The customer's export and deletion over these records: package

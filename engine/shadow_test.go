@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -105,7 +106,7 @@ func voidedJobSetup(t *testing.T, fn func(*store.Settings)) *Engine {
 // to them.
 func TestShadowReportLeavesOutVoidedBatchDecisions(t *testing.T) {
 	e := voidedJobSetup(t, func(s *store.Settings) { s.Shadow = true })
-	rep, err := e.Evaluator.Shadow("acme")
+	rep, err := e.Evaluator.Shadow(context.Background(), "acme")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +157,7 @@ func TestShadowLabellingCountsCouponsSinceShadowOn(t *testing.T) {
 	}
 	labelled := func() [2]int64 {
 		t.Helper()
-		rep, err := e.Evaluator.Shadow("acme")
+		rep, err := e.Evaluator.Shadow(context.Background(), "acme")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -218,7 +219,7 @@ func TestShadowLabellingOfATenantSwitchedOnBefore(t *testing.T) {
 	if _, err := db.UpdateTenant("acme", func(tn *store.Tenant) error { tn.Settings.Shadow = true; return nil }); err != nil {
 		t.Fatal(err)
 	}
-	rep, err := e.Evaluator.Shadow("acme")
+	rep, err := e.Evaluator.Shadow(context.Background(), "acme")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -336,7 +336,7 @@ func (a *attribution) report(rep *ProofReport) {
 // values beside the truth over the decisions it compares: confirmed,
 // reward final, outside the control group.
 func (p *proofRun) shadow(rep *ProofReport) error {
-	sr, err := p.eng.Evaluator.Shadow(labTenant)
+	sr, err := p.eng.Evaluator.Shadow(p.ctx, labTenant)
 	if err != nil {
 		return err
 	}
