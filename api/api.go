@@ -10,7 +10,10 @@
 // store keeps (RegistroWebhook), the stored records.
 package api
 
-import "time"
+import (
+	"strings"
+	"time"
+)
 
 // Decision is the answer of POST /v1/decisiones and, with cliente_ref, one
 // line of a batch result: the engine writes it (engine.Decision, this body
@@ -43,6 +46,21 @@ type Decision struct {
 // probability with which each was drawn.
 type Detalle struct {
 	Acciones []DetalleAccion `json:"acciones"`
+}
+
+// MotivoVentanaAbierta begins the Motivo of the answer to a decision
+// request for a customer whose reward window is open (contract: accion 0,
+// propension 1, the open decision's decision_id; nothing new is decided).
+const MotivoVentanaAbierta = "ventana de recompensa abierta hasta "
+
+// VentanaAbierta reports whether d is the answer for a customer whose
+// reward window is open: the open decision's DecisionID with accion 0 and
+// nothing new decided. It needs no confirmation: the open decision is
+// confirmed by its own answer's, and confirming this one (ejecutada) would
+// confirm the open decision's coupon, even when its own answer's
+// confirmation (ejecutada false, say) was still to come.
+func (d *Decision) VentanaAbierta() bool {
+	return strings.HasPrefix(d.Motivo, MotivoVentanaAbierta)
 }
 
 // DetalleAccion is one action in Detalle.

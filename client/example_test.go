@@ -19,7 +19,8 @@ import (
 // A complete online flow: decide, send the coupon or not, publish the
 // CUPON_RECIBIDO event with the decision_id, confirm the execution. The
 // customer's second visit, while the first decision's reward window is
-// open, gets that decision back (accion 0), already confirmed.
+// open, gets that decision back (accion 0, VentanaAbierta): nothing to
+// confirm.
 func Example() {
 	srv, stop := exampleServer()
 	defer stop()
@@ -46,6 +47,14 @@ func Example() {
 		if err != nil {
 			log.Fatal(err) // a request the API refuses (422, 401, 403, …)
 		}
+		if d.VentanaAbierta() {
+			// The customer's reward window is open: d is that decision
+			// again (same DecisionID, accion 0), confirmed by its own
+			// answer's confirmation. Confirming d would confirm that
+			// decision's coupon.
+			fmt.Printf("visit %d: window open, nothing new (accion %d)\n", visit, d.Accion)
+			continue
+		}
 		if d.EnRespaldo {
 			// The engine did not answer: apply d.Accion (the fallback); the
 			// library records it. Nothing to confirm.
@@ -67,10 +76,9 @@ func Example() {
 				log.Fatalf("event refused: %+v", r.Rechazados[0])
 			}
 		}
-		// Confirm every engine decision, accion 0 included. While its
-		// reward window is open, a customer's decision comes back (same
-		// DecisionID, accion 0): confirmed already, it answers 409
-		// ejecucion_ya_confirmada, and there is nothing more to do.
+		// Confirm every new engine decision, accion 0 included. A repeat
+		// of a confirmation whose answer was lost answers 409
+		// ejecucion_ya_confirmada: there is nothing more to do.
 		conf, err := c.Confirm(ctx, d.DecisionID, client.PeticionEjecucion{Ejecutada: true})
 		var apiErr *client.Error
 		switch {
@@ -84,7 +92,7 @@ func Example() {
 	}
 	// Output:
 	// visit 1: ejecutada
-	// visit 2: confirmed before (accion 0)
+	// visit 2: window open, nothing new (accion 0)
 }
 
 // When the engine cannot answer within the budget, Decide returns the

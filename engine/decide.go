@@ -409,7 +409,7 @@ func (e *Engine) decideInto(ts *tenantState, t *store.Tenant, now time.Time, req
 		d = &Decision{
 			DecisionID: e.ids.issue(tenant, cs.OpenNonce), Accion: 0, AccionNombre: "nada", Propension: 1,
 			PoliticaVersion: ts.model.Load().version, CaducaEn: cs.OpenAt.Add(DecisionTTL),
-			Motivo: fmt.Sprintf("ventana de recompensa abierta hasta %s: no se crea una nueva decisión", cs.OpenAt.Add(t.Settings.RewardWindow).Format(time.RFC3339)),
+			Motivo: api.MotivoVentanaAbierta + cs.OpenAt.Add(t.Settings.RewardWindow).Format(time.RFC3339) + ": no se crea una nueva decisión",
 		}
 		if req.Explain { // 0 is the only action an open window allows (contract: 0 always listed)
 			d.Detalle = &Detalle{Acciones: []DetalleAccion{{Accion: 0, Probabilidad: 1}}}
