@@ -1318,7 +1318,7 @@ func catalogDocs() map[string]opDoc {
 func decisionDocs() map[string]opDoc {
 	return map[string]opDoc{
 		"decisiones": {tag: "decisiones", summary: "Request an online decision",
-			description: "Target answer time under 100 ms. If the customer has an open reward window (default 28 days) the answer is `accion` 0, `propension` 1 and the `decision_id` of that open decision; no new decision is created. " +
+			description: "Target answer time under 100 ms. If the customer has an open reward window (default 28 days) the answer is `accion` 0, `propension` 1 and the `decision_id` of that open decision, with a `motivo` that begins `ventana de recompensa abierta hasta ` and says until when; no new decision is created, and that answer needs no confirmation (a confirmation of it would confirm the open decision). " +
 				"If `contexto.campana_id` names a defined campaign its budget applies (spent: `accion` 0). At most 3 requests per `cliente_ref` per UTC day of the tenant clock (429 with Retry-After up to midnight and `campo` `cliente_ref`, which tells it from a rate limit or quota: the engine has decided for that customer today; idempotent replays do not count).",
 			params: []any{obj{"name": "Idempotency-Key", "in": "header", "required": false,
 				"description": "1 to 255 printable ASCII characters. Repeating the request with the same key within 24 hours returns the same decision; the same key with another body, or while the first is running, or once a fallback record named it in `Replaces-Idempotency-Key` and voided its decision or found it unanswered (`POST /v1/decisiones/respaldo`), is 409 `idempotencia_conflicto`. A bad key is 422 at `header.Idempotency-Key`.",
