@@ -17,6 +17,7 @@ import (
 
 	"github.com/coupond/coupond/console"
 	"github.com/coupond/coupond/policy"
+	"github.com/coupond/coupond/privacy"
 	"github.com/coupond/coupond/server"
 	"github.com/coupond/coupond/store"
 )
@@ -63,6 +64,7 @@ func startConsole(addr string, behindTLS bool, readTimeout time.Duration, e *env
 	con := console.New(console.Deps{
 		Log: e.log, DB: e.db, Engine: svc.engine, API: svc.api, Batch: svc.batch, Webhooks: svc.webhooks, Now: e.now,
 		Admin: runAdminLine(e), Secure: behindTLS,
+		Backups: func(ctx context.Context) (*privacy.BackupList, error) { return svc.backups.List(ctx, false) },
 		Warnings: func(t *store.Tenant) ([]string, error) {
 			_, _, _, w, err := svc.tenantStatus(t)
 			return w, err

@@ -34,6 +34,7 @@ import (
 
 	"github.com/coupond/coupond/batch"
 	"github.com/coupond/coupond/engine"
+	"github.com/coupond/coupond/privacy"
 	"github.com/coupond/coupond/server"
 	"github.com/coupond/coupond/store"
 )
@@ -57,6 +58,12 @@ type Deps struct {
 	// Guard is the engine's baseline guard state of a tenant, when the
 	// engine has one (optional).
 	Guard func(tenant string) (GuardState, bool)
+	// Backups lists the registered backups as "admin backups" does
+	// (without --verify), for the tenants page (optional: nil shows no
+	// backup line).
+	Backups func(ctx context.Context) (*privacy.BackupList, error)
+	// Space is the store's free-space state (optional: nil reads DB.Space).
+	Space func() store.SpaceStatus
 	// Secure marks the session cookie Secure, and sends
 	// Strict-Transport-Security, even when the request did not arrive over
 	// TLS (TLS terminated in front of the console).
@@ -333,16 +340,18 @@ func (c *Console) endedCookie(r *http.Request) *http.Cookie {
 }
 
 type tenantsPage struct {
-	CSRF string
-	Now  time.Time
-	Rows []tenantRow
+	CSRF   string
+	Now    time.Time
+	System []systemLine
+	Rows   []tenantRow
 }
 
-// handleTenants lists every tenant. A tenant whose state cannot be read is
+// handleTenants shows what concerns every tenant (systemView), then lists
+// every tenant. A tenant whose state cannot be read is
 // listed with a warning that names the answer's trace id (its log line
 // has the cause), never the cause itself.
-func (c *Console) handleTenants(w http.ResponseWriter, _ *http.Request, s *Session) {
-	p := tenantsPage{CSRF: s.csrfToken(), Now: c.d.Now().UTC(), Rows: []tenantRow{}}
+func (c *Console) handleTenants(w http.ResponseWriter, r *http.Request, s *Session) {
+	p := tenantsPage{CSRF: s.csrfToken(), Now: c.d.Now().UTC(), System: c.systemView(r.Context(), traceOf(w)), Rows: []tenantRow{}}
 	for _, t := range c.d.DB.Tenants() {
 		h, err := c.loadHours(t)
 		if err != nil {

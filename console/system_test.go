@@ -1,0 +1,123 @@
+package console
+
+import (
+	"context"
+	"errors"
+	"net/http/httptest"
+	"regexp"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/coupond/coupond/privacy"
+	"github.com/coupond/coupond/store"
+)
+
+// systemRowRE finds the lines of the tenants page's system card: name,
+// red or not, text.
+var systemRowRE = regexp.MustCompile(`<tr class="(row-red)?" data-line="([^"]+)"><th scope="row" class="nowrap">[^<]*</th><td>([^<]*)</td></tr>`)
+
+// traceIDRE finds a trace id named in a text.
+var traceIDRE = regexp.MustCompile(`trace_id [0-9a-f]{16}`)
+
+type shownLine struct {
+	Name, Text string
+	Red        bool
+}
+
+// TestTenantsPageShowsDiskAndBackups reads the tenants page's first card:
+// the disk against its reserve, the latest backup's age and what restore
+// would refuse, and the damaged records, each red when it needs the
+// operator. Before it, the console showed none of them: an operator saw a
+// healthy tenant list while the API refused every write, or with no
+// backup taken for a week.
+func TestTenantsPageShowsDiskAndBackups(t *testing.T) {
+	h := newHarness(t)
+	now := h.clock.Now()
+	ok := store.SpaceStatus{Known: true, Avail: 50 << 30, Total: 100 << 30, Reserve: 5 << 30}
+	complete := func(ago time.Duration) privacy.BackupInfo {
+		return privacy.BackupInfo{Dir: "/b", TakenAt: now.Add(-ago), State: privacy.BackupComplete}
+	}
+	for _, tc := range []struct {
+		name    string
+		space   store.SpaceStatus
+		backups *privacy.BackupList
+		listErr error
+		damaged bool // a record held in quarantine (the last case: it stays)
+		want    []shownLine
+	}{{
+		name: "healthy", space: ok,
+		backups: &privacy.BackupList{Backups: []privacy.BackupInfo{complete(30 * time.Hour), complete(3*time.Hour + 12*time.Minute)}},
+		want: []shownLine{
+			{"disk", "50.0 GiB free of 100.0 GiB; the API refuses writes below 5.0 GiB", false},
+			{"backups", "latest complete backup taken 2026-11-02 08:48:00Z (3 h 12 min ago), 2 registered", false},
+			{"damaged records", "none held in quarantine", false},
+		},
+	}, {
+		name:    "below the reserve, no backup",
+		space:   store.SpaceStatus{Known: true, Low: true, Avail: 1 << 29, Total: 100 << 30, Reserve: 5 << 30},
+		backups: &privacy.BackupList{Backups: []privacy.BackupInfo{}},
+		want: []shownLine{
+			{"disk", "0.5 GiB free, below the reserve of 5.0 GiB: the API refuses writes (503 almacenamiento_lleno)", true},
+			{"backups", "no complete backup: take one with &#39;coupond admin backup --out DIR&#39;", true},
+			{"damaged records", "none held in quarantine", false},
+		},
+	}, {
+		name:  "store failed, old and damaged backups",
+		space: store.SpaceStatus{Known: true, Failed: true},
+		backups: &privacy.BackupList{Backups: []privacy.BackupInfo{complete(50 * time.Hour), {Dir: "/c", TakenAt: now.Add(-time.Hour), State: privacy.BackupIncomplete}},
+			RegistryErr: errors.New("backups.json: damaged")},
+		want: []shownLine{
+			{"disk", "writes stopped: a write failed inside the store; restart coupond (the server log says why)", true},
+			{"backups", "latest complete backup taken 2026-10-31 10:00:00Z (2 days 2 h ago), 2 registered; 1 that restore refuses: see &#39;coupond admin backups&#39;; the backup registry cannot be used: run &#39;coupond admin check&#39;", true},
+			{"damaged records", "none held in quarantine", false},
+		},
+	}, {
+		name: "backups unreadable", space: ok, listErr: errors.New("boom"),
+		want: []shownLine{
+			{"disk", "50.0 GiB free of 100.0 GiB; the API refuses writes below 5.0 GiB", false},
+			{"backups", "cannot list the backups: the server log says why (trace_id TRACE); see &#39;coupond admin backups&#39;", true},
+			{"damaged records", "none held in quarantine", false},
+		},
+	}, {
+		name: "a damaged record", space: ok, damaged: true,
+		backups: &privacy.BackupList{Backups: []privacy.BackupInfo{complete(time.Minute)}},
+		want: []shownLine{
+			{"disk", "50.0 GiB free of 100.0 GiB; the API refuses writes below 5.0 GiB", false},
+			{"backups", "latest complete backup taken 2026-11-02 11:59:00Z (1 min ago), 1 registered", false},
+			{"damaged records", "1 held in quarantine or left unread: &#39;coupond admin check&#39; lists them", true},
+		},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.damaged {
+				b := h.db.NewBatch()
+				b.Set(store.DamagedKey("acme", store.DeletionKey("acme", "00ff")), []byte("not json"))
+				if err := b.Commit(); err != nil {
+					t.Fatal(err)
+				}
+				b.Close()
+			}
+			d := h.console.d
+			d.Space = func() store.SpaceStatus { return tc.space }
+			d.Backups = func(context.Context) (*privacy.BackupList, error) { return tc.backups, tc.listErr }
+			con := New(d)
+			defer con.Close()
+			srv := httptest.NewServer(con)
+			defer srv.Close()
+			c := h.client()
+			h.signIn(c, h.link()) // the cookie is the host's, whatever the port: it reaches srv too
+			st, body := get(t, c, srv.URL+"/")
+			if st != 200 {
+				t.Fatalf("tenants page: %d\n%s", st, body)
+			}
+			var got []shownLine
+			for _, m := range systemRowRE.FindAllStringSubmatch(body, -1) {
+				got = append(got, shownLine{Name: m[2], Text: traceIDRE.ReplaceAllString(m[3], "trace_id TRACE"), Red: m[1] != ""})
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("system card (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
