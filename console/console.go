@@ -15,6 +15,7 @@ package console
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	_ "embed"
@@ -25,6 +26,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -343,11 +345,15 @@ type tenantsPage struct {
 	CSRF   string
 	Now    time.Time
 	System []systemLine
-	Rows   []tenantRow
+	// Rows are the tenants that need the operator first (tenantRow.rank),
+	// by ID within each rank; Attention counts those.
+	Rows      []tenantRow
+	Attention int
 }
 
 // handleTenants shows what concerns every tenant (systemView), then lists
-// every tenant. A tenant whose state cannot be read is
+// every tenant, those that need the operator first: among hundreds, a red
+// row sorted by its ID could sit pages below the fold. A tenant whose state cannot be read is
 // listed with a warning that names the answer's trace id (its log line
 // has the cause), never the cause itself.
 func (c *Console) handleTenants(w http.ResponseWriter, r *http.Request, s *Session) {
@@ -365,6 +371,12 @@ func (c *Console) handleTenants(w http.ResponseWriter, r *http.Request, s *Sessi
 				Warnings: []string{"the console cannot read this tenant's state: the server log says why (trace_id " + traceOf(w) + "); see also 'coupond admin check'"}}
 		}
 		p.Rows = append(p.Rows, row)
+	}
+	slices.SortStableFunc(p.Rows, func(a, b tenantRow) int { return cmp.Compare(a.rank(), b.rank()) })
+	for _, row := range p.Rows {
+		if row.rank() < 2 {
+			p.Attention++
+		}
 	}
 	c.page(w, http.StatusOK, "tenants", p)
 }

@@ -5,11 +5,13 @@ import (
 	"errors"
 	"net/http/httptest"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/coupond/coupond/engine"
 	"github.com/coupond/coupond/privacy"
 	"github.com/coupond/coupond/store"
 )
@@ -119,5 +121,43 @@ func TestTenantsPageShowsDiskAndBackups(t *testing.T) {
 				t.Errorf("system card (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestTenantsNeedingTheOperatorFirst: the tenants page lists the red rows
+// (confirmations at or under 95 %), then the yellow ones (open warnings),
+// then the rest, by ID within each, and says how many need attention.
+// It listed them by ID only: among hundreds of tenants a red row could sit
+// far below the fold.
+func TestTenantsNeedingTheOperatorFirst(t *testing.T) {
+	h := newHarness(t)
+	for _, id := range []string{"beta", "delta", "gamma", "zeta"} {
+		if err := h.db.CreateTenant(&store.Tenant{ID: id, CreatedAt: h.clock.Now(), Settings: store.DefaultSettings()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cnt := h.eng.Counters()
+	for id, confirmed := range map[string]int64{"zeta": 50, "delta": 99, "beta": 100} { // of 100 decisions
+		cnt.Add(id, h.clock.Now(), engine.CountDecisions, 100)
+		cnt.Add(id, h.clock.Now(), engine.CountConfirmed, confirmed)
+	}
+	h.console.d.Warnings = func(t *store.Tenant) ([]string, error) {
+		if t.ID == "gamma" || t.ID == "zeta" {
+			return []string{"a warning"}, nil
+		}
+		return nil, nil
+	}
+	c := h.client()
+	h.signIn(c, h.link())
+	_, page := get(t, c, h.con.URL+"/")
+	var got []string
+	for _, m := range regexp.MustCompile(`data-tenant="([^"]+)"`).FindAllStringSubmatch(page, -1) {
+		got = append(got, m[1])
+	}
+	if diff := cmp.Diff([]string{"zeta", "gamma", "acme", "beta", "delta"}, got); diff != "" {
+		t.Errorf("tenants' order (-want +got):\n%s", diff)
+	}
+	if !strings.Contains(page, `<span id="attention" class="bad">2 of 5 tenants in red or yellow, listed first</span>`) {
+		t.Errorf("the page does not say how many tenants need attention")
 	}
 }

@@ -116,6 +116,18 @@ type tenantRow struct {
 	Warnings  []string
 }
 
+// rank orders the tenants page: 0 for a red row (confirmations at or
+// under 95 %), 1 for a yellow one (open warnings), 2 for the rest.
+func (r tenantRow) rank() int {
+	switch {
+	case r.Confirmed.Low():
+		return 0
+	case len(r.Warnings) > 0:
+		return 1
+	}
+	return 2
+}
+
 func statusWords(t *store.Tenant) []string {
 	st := []string{"active"}
 	if t.Settings.Paused {
