@@ -3,7 +3,9 @@ package console
 import (
 	"context"
 	"errors"
+	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"regexp"
 	"strings"
 	"testing"
@@ -159,5 +161,25 @@ func TestTenantsNeedingTheOperatorFirst(t *testing.T) {
 	}
 	if !strings.Contains(page, `<span id="attention" class="bad">2 of 5 tenants in red or yellow, listed first</span>`) {
 		t.Errorf("the page does not say how many tenants need attention")
+	}
+}
+
+// TestSignOutFromTheTenantPage: a tenant page has the sign-out button the
+// tenants page has, and it ends the session. Only the tenants page had
+// one: an operator on a tenant page had to go back to sign out.
+func TestSignOutFromTheTenantPage(t *testing.T) {
+	h := newHarness(t)
+	c := h.client()
+	h.signIn(c, h.link())
+	_, page := get(t, c, h.con.URL+"/t/acme")
+	form := regexp.MustCompile(`<form method="post" action="/logout"><input type="hidden" name="csrf" value="([^"]+)">`).FindStringSubmatch(page)
+	if form == nil {
+		t.Fatal("the tenant page has no sign-out form")
+	}
+	if st, _ := post(t, c, h.con.URL+"/logout", url.Values{"csrf": {form[1]}}); st != http.StatusOK {
+		t.Fatalf("sign out: %d", st)
+	}
+	if st, _ := get(t, c, h.con.URL+"/t/acme"); st != http.StatusUnauthorized {
+		t.Errorf("tenant page after signing out: %d, want 401", st)
 	}
 }
