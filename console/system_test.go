@@ -183,3 +183,23 @@ func TestSignOutFromTheTenantPage(t *testing.T) {
 		t.Errorf("tenant page after signing out: %d, want 401", st)
 	}
 }
+
+// TestPlotHoursNameTheirZone: the plots' hours (axis ends and their
+// "numbers") say they are UTC, as every other time of the console does
+// (2026-11-02 12:00:00Z). They read "11-02 12:00", which an operator in
+// Mexico City reads as local time, six hours off.
+func TestPlotHoursNameTheirZone(t *testing.T) {
+	h := newHarness(t)
+	h.eng.Counters().Add("acme", h.clock.Now(), engine.CountDecisions, 7)
+	c := h.client()
+	h.signIn(c, h.link())
+	_, page := get(t, c, h.con.URL+"/t/acme")
+	for _, want := range []string{`<tr><td>11-02 12:00Z</td>`, `>10-31 13:00Z</text>`, `>11-02 12:00Z</text>`} {
+		if !strings.Contains(page, want) {
+			t.Errorf("tenant page lacks %q", want)
+		}
+	}
+	if m := regexp.MustCompile(`\d\d-\d\d \d\d:00[^Z:]`).FindString(page); m != "" {
+		t.Errorf("tenant page shows an hour without its zone: %q", m)
+	}
+}

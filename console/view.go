@@ -238,7 +238,7 @@ func (h *hours) series(n int, f func(map[string]int64) (float64, bool)) []point 
 	pts := make([]point, 0, n)
 	for i := len(h.h) - n; i < len(h.h); i++ {
 		v, ok := f(h.h[i])
-		pts = append(pts, point{Label: h.hourStart(i).Format("01-02 15:00"), Value: v, OK: ok})
+		pts = append(pts, point{Label: h.hourStart(i).Format("01-02 15:00Z"), Value: v, OK: ok})
 	}
 	return pts
 }
