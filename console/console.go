@@ -81,6 +81,7 @@ type Console struct {
 	// session, else 404.
 	notFound http.Handler
 	proofs   *proofCache
+	backups  *backupLister
 	// crossOrigin refuses a POST another site's page sends (by the
 	// browser's Sec-Fetch-Site or Origin): the sign-in form carries no
 	// CSRF token, and the signed-in forms get a second guard.
@@ -93,7 +94,7 @@ type Console struct {
 func New(d Deps) *Console {
 	c := &Console{
 		d:   d,
-		mux: http.NewServeMux(), proofs: newProofCache(), crossOrigin: http.NewCrossOriginProtection(),
+		mux: http.NewServeMux(), proofs: newProofCache(), backups: &backupLister{wait: backupWait}, crossOrigin: http.NewCrossOriginProtection(),
 	}
 	c.seq.Store(uint64(d.Now().UnixNano()))
 	c.routes()

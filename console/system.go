@@ -2,7 +2,9 @@ package console
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/coupond/coupond/privacy"
@@ -29,8 +31,11 @@ type systemLine struct {
 func (c *Console) systemView(ctx context.Context, trace string) []systemLine {
 	lines := []systemLine{diskLine(c.space())}
 	if c.d.Backups != nil {
-		l, err := c.d.Backups(ctx)
-		if err != nil {
+		l, err := c.backups.list(ctx, c.d.Backups)
+		if errors.Is(err, errBackupsSlow) {
+			lines = append(lines, systemLine{Name: "backups", Alert: true,
+				Text: fmt.Sprintf("still being listed after %s: a backup directory's disk answers slowly (an unmounted or stalled mount?); see 'coupond admin backups'", c.backups.wait)})
+		} else if err != nil {
 			c.d.Log.Error().Err(err).Str("trace_id", trace).Msg("console: backups")
 			lines = append(lines, systemLine{Name: "backups", Alert: true,
 				Text: "cannot list the backups: the server log says why (trace_id " + trace + "); see 'coupond admin backups'"})
@@ -51,6 +56,57 @@ func (c *Console) systemView(ctx context.Context, trace string) []systemLine {
 			Text: fmt.Sprintf("%d held in quarantine or left unread: 'coupond admin check' lists them", n)}
 	}
 	return append(lines, line)
+}
+
+// backupWait is how long the tenants page waits for the backups' listing.
+const backupWait = 2 * time.Second
+
+// errBackupsSlow is backupLister.list's answer when the listing did not end
+// within its wait.
+var errBackupsSlow = errors.New("console: the backups' listing is slow")
+
+// backupLister runs Deps.Backups for the tenants page, one listing at a
+// time, and waits for it at most wait: listing stats every backup's files,
+// and one on a stalled disk (a hung network mount) must hold neither the
+// landing page nor a goroutine per page view. A listing that outlives its
+// wait goes on; the next view waits for it again, then lists anew.
+type backupLister struct {
+	wait time.Duration
+	mu   sync.Mutex
+	done chan struct{} // closed when the running listing ends; nil when none runs
+	last *privacy.BackupList
+	err  error
+}
+
+// list returns a listing that ends within the wait (a running one's, or a
+// new one's), errBackupsSlow when none did, or ctx's error.
+func (b *backupLister) list(ctx context.Context, backups func(context.Context) (*privacy.BackupList, error)) (*privacy.BackupList, error) {
+	b.mu.Lock()
+	done := b.done
+	if done == nil {
+		done = make(chan struct{})
+		b.done = done
+		go func() {
+			l, err := backups(context.Background()) // not the page's: it may outlive the page
+			b.mu.Lock()
+			b.last, b.err, b.done = l, err, nil
+			b.mu.Unlock()
+			close(done)
+		}()
+	}
+	b.mu.Unlock()
+	t := time.NewTimer(b.wait)
+	defer t.Stop()
+	select {
+	case <-done:
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return b.last, b.err
+	case <-t.C:
+		return nil, errBackupsSlow
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 }
 
 // space is the store's free-space state (Deps.Space when set).

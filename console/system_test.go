@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -201,5 +202,57 @@ func TestPlotHoursNameTheirZone(t *testing.T) {
 	}
 	if m := regexp.MustCompile(`\d\d-\d\d \d\d:00[^Z:]`).FindString(page); m != "" {
 		t.Errorf("tenant page shows an hour without its zone: %q", m)
+	}
+}
+
+// TestSlowBackupListingHoldsNoPage: a backup directory on a stalled disk
+// keeps the backups' listing from ending. The tenants page answers after
+// the listing's wait, saying so, and starts no second listing while the
+// first runs; once it ends, the page shows it. The page waited for it
+// however long it took.
+func TestSlowBackupListingHoldsNoPage(t *testing.T) {
+	h := newHarness(t)
+	d := h.console.d
+	release, calls := make(chan struct{}), make(chan struct{}, 10)
+	d.Backups = func(context.Context) (*privacy.BackupList, error) {
+		calls <- struct{}{}
+		<-release
+		return &privacy.BackupList{Backups: []privacy.BackupInfo{}}, nil
+	}
+	con := New(d)
+	defer con.Close()
+	con.backups.wait = 200 * time.Millisecond
+	srv := httptest.NewServer(con)
+	defer srv.Close()
+	var once sync.Once
+	end := func() { once.Do(func() { close(release) }) }
+	defer end() // before srv.Close, which waits for a page held by the listing
+	c := h.client()
+	h.signIn(c, h.link())
+	c.Timeout = 5 * time.Second
+	backupsLine := func() string {
+		start := time.Now()
+		st, body := get(t, c, srv.URL+"/")
+		if took := time.Since(start); st != 200 || took > 5*time.Second {
+			t.Fatalf("tenants page: %d after %s", st, took)
+		}
+		for _, m := range systemRowRE.FindAllStringSubmatch(body, -1) {
+			if m[2] == "backups" {
+				return m[3]
+			}
+		}
+		return ""
+	}
+	for range 2 {
+		if got, want := backupsLine(), "still being listed after 200ms: a backup directory&#39;s disk answers slowly (an unmounted or stalled mount?); see &#39;coupond admin backups&#39;"; got != want {
+			t.Errorf("backups line while the listing hangs: %q, want %q", got, want)
+		}
+	}
+	if n := len(calls); n != 1 {
+		t.Errorf("%d listings started, want 1 while the first runs", n)
+	}
+	end()
+	if got, want := backupsLine(), "no complete backup: take one with &#39;coupond admin backup --out DIR&#39;"; got != want {
+		t.Errorf("backups line once the listing ended: %q, want %q", got, want)
 	}
 }
