@@ -154,13 +154,9 @@ func (s *services) tenantStatus(t *store.Tenant) (usage, quality map[string]any,
 		return nil, nil, guard, nil, err
 	}
 	q := st.Quality
-	quality = map[string]any{
-		"events_accepted": q.Eventos, "coupons_received": q.CuponesRecibidos,
-		"coupons_received_without_decision_id": q.CuponesSinDecision, "coupons_since_creation": q.CuponesDesdeAlta,
-		"coupons_since_creation_unlabelled": q.CuponesDesdeAltaSinDecision, "redemptions": q.Redenciones,
-		"redemptions_of_unknown_coupons": q.RedencionesCuponDesconocido, "tickets_vat_suspect": q.TicketsIVASospechoso,
-		"negative_margins": q.MargenesNegativos, "out_of_order_events": q.EventosFueraDeOrden,
-		"events_after_account_closure": q.EventosTrasCierre,
+	quality = map[string]any{}
+	for name, n := range q.Counts() {
+		quality[name] = n
 	}
 	warnings = []string{}
 	if labelled, n := q.Labelled(); n >= 20 && float64(n-labelled) > 0.05*float64(n) {

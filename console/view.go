@@ -275,19 +275,13 @@ type deletionView struct {
 	Record      privacy.DeletionRecord
 }
 
-// qualityCounts lists q's counters by their JSON names, in name order. A
-// member that is not a count (sombra_desde, the shadow period's start) is
-// left out rather than shown as 0.
+// qualityCounts lists q's counters as "admin tenant show" names them
+// (engine.Quality.Counts), in name order.
 func qualityCounts(q *engine.Quality) []codeCount {
-	raw, _ := json.Marshal(q)
-	var members map[string]json.RawMessage
-	_ = json.Unmarshal(raw, &members)
+	counts := q.Counts()
 	var out []codeCount
-	for _, k := range slices.Sorted(maps.Keys(members)) {
-		var n int64
-		if json.Unmarshal(members[k], &n) == nil {
-			out = append(out, codeCount{Name: k, N7: n, OnlyNumber: true})
-		}
+	for _, k := range slices.Sorted(maps.Keys(counts)) {
+		out = append(out, codeCount{Name: k, N7: counts[k], OnlyNumber: true})
 	}
 	return out
 }

@@ -75,6 +75,21 @@ type Quality struct {
 	CuponesDesdeAltaSinDecision int64 `json:"cupones_desde_alta_sin_decision_id"`
 }
 
+// Counts are q's counters under the names "admin tenant show" prints in its
+// data quality section (--json: data_quality) and the console's tenant page
+// shows: one list, so the two read alike. The coupons counted in shadow
+// mode are the shadow report's, not among them.
+func (q *Quality) Counts() map[string]int64 {
+	return map[string]int64{
+		"events_accepted": q.Eventos, "coupons_received": q.CuponesRecibidos,
+		"coupons_received_without_decision_id": q.CuponesSinDecision, "coupons_since_creation": q.CuponesDesdeAlta,
+		"coupons_since_creation_unlabelled": q.CuponesDesdeAltaSinDecision, "redemptions": q.Redenciones,
+		"redemptions_of_unknown_coupons": q.RedencionesCuponDesconocido, "tickets_vat_suspect": q.TicketsIVASospechoso,
+		"negative_margins": q.MargenesNegativos, "out_of_order_events": q.EventosFueraDeOrden,
+		"events_after_account_closure": q.EventosTrasCierre,
+	}
+}
+
 // Labelled returns the coupons received from the tenant's creation on
 // that carry a decision_id, and all of them.
 func (q *Quality) Labelled() (labelled, received int64) {
