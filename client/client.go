@@ -439,7 +439,9 @@ func (c *Client) Warm(ctx context.Context) error {
 	})
 }
 
-// Close stops the fallback sender after it has sent what is queued, or
+// Close stops the fallback sender after it has sent what is queued (a
+// record waiting to be retried, such as one a paused tenant refused, is
+// tried again at once), or
 // when ctx ends (when ctx has no deadline, after WithTimeout, 30 s by
 // default, as for the other calls: a server that is down cannot hold a
 // shutdown); records still queued then are counted in

@@ -133,3 +133,35 @@ func TestCloseWithoutDeadlineEnds(t *testing.T) {
 		t.Errorf("fallback records [dropped, pending] (-want +got):\n%s", diff)
 	}
 }
+
+// TestCloseSendsAWaitingRecordAtOnce: a fallback record that waits out a
+// paused tenant's Retry-After (60 s, capped at WithFallbackRetry's max) is
+// tried again as soon as Close begins, so a Close after the tenant was
+// resumed sends it at once. Before, Close waited the whole backoff (30 s
+// by default) and, with a shorter deadline, dropped the record.
+func TestCloseSendsAWaitingRecordAtOnce(t *testing.T) {
+	ts := newTestServer(t)
+	proxy := newFaultProxy(t, ts.api) // forwards, and counts the requests
+	c := ts.newClient(t, proxy.http.URL, client.WithFallback(0), client.WithFallbackRetry(time.Second, 30*time.Second))
+	if err := c.Warm(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ts.setPaused(t, true)
+	if d, err := c.Decide(context.Background(), decisionRequest(newRef())); err != nil || !d.EnRespaldo {
+		t.Fatalf("Decide on a paused tenant: %+v, %v; want the fallback", d, err)
+	}
+	// The record's first delivery meets the pause (503, Retry-After 60 s):
+	// it waits 30 s.
+	waitFor(t, 5*time.Second, func() bool { return proxy.requests("/v1/decisiones/respaldo") >= 1 })
+	time.Sleep(50 * time.Millisecond)
+	ts.setPaused(t, false)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	start := time.Now()
+	err := c.Close(ctx)
+	took := time.Since(start)
+	st := c.Stats()
+	if err != nil || st.FallbackSent != 1 || st.FallbackDropped != 0 || took > 3*time.Second {
+		t.Errorf("Close after the resume: %v in %v, sent %d, dropped %d; want the record sent at once", err, took.Round(time.Millisecond), st.FallbackSent, st.FallbackDropped)
+	}
+}

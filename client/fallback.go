@@ -27,6 +27,8 @@ type fallbackQueue struct {
 	done   chan struct{}
 
 	queued, sent, rejected, dropped, pending atomic.Int64
+	// early: the wait under way when close began was cut short (waitRetry).
+	early atomic.Bool
 }
 
 func newFallbackQueue(c *Client, size int) *fallbackQueue {
@@ -123,11 +125,41 @@ func (q *fallbackQueue) deliver(r queuedFallback) {
 		if apiErr != nil {
 			retryAfter = apiErr.RetryAfter
 		}
-		if !cfg.clock.wait(q.ctx, fallbackWait(cfg, n, retryAfter)) {
+		if !q.waitRetry(fallbackWait(cfg, n, retryAfter)) {
 			q.dropped.Add(1)
 			return
 		}
 	}
+}
+
+// waitRetry waits d before the next delivery attempt and reports false if
+// the queue's context ended first. The first wait under way when close
+// begins (or the first after it) ends then: Close means "send them now",
+// and a record waiting out a paused tenant's Retry-After (up to
+// WithFallbackRetry's max, 30 s) after the tenant was resumed held Close
+// that long, or past its deadline, dropping it. Later waits are whole, so
+// a server still down is not retried in a loop.
+func (q *fallbackQueue) waitRetry(d time.Duration) bool {
+	if q.early.Load() {
+		return q.c.cfg.clock.wait(q.ctx, d)
+	}
+	wctx, cancel := context.WithCancel(q.ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-q.drain:
+			cancel()
+		case <-wctx.Done():
+		}
+	}()
+	if q.c.cfg.clock.wait(wctx, d) {
+		return true
+	}
+	if q.ctx.Err() != nil {
+		return false
+	}
+	q.early.Store(true) // close began: try again now, once
+	return true
 }
 
 // fallbackWait is the wait after delivery n of a record failed: full
