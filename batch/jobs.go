@@ -746,9 +746,12 @@ func (r *Runner) process(ctx context.Context, j *Job) bool {
 	}
 	if runErr != nil {
 		reason := publicError(runErr)
-		if reason == errDiskFull {
+		switch reason {
+		case errDiskFull:
 			log.Warn().Err(runErr).Msg("batch job met a full disk: its decisions are voided and it runs again once there is space")
-		} else {
+		case errStop: // a routine stop or restart, no fault to alert on
+			log.Warn().Err(runErr).Msg("batch job stopped by the service's shutdown: it ends fallido, its decisions voided; the caller sends it again")
+		default:
 			log.Error().Err(runErr).Msg("batch job failed")
 		}
 		j.Result, j.RealCompletadoEn = "", r.now().UTC() // the run's end, however late its decisions are voided

@@ -1379,3 +1379,30 @@ func TestBusyWait(t *testing.T) {
 		}
 	}
 }
+
+// TestJobStoppedByShutdownLogsNoError: a job cut short by serve's shutdown
+// (its context ended) ends fallido with the stop's reason and logs a
+// warning, not an error: a routine restart during a campaign raised an
+// error-level line an operator's alerting would page on.
+func TestJobStoppedByShutdownLogsNoError(t *testing.T) {
+	e := newJobEnv(t, storefs.Mem(), "db", 2, -1)
+	j, err := e.r.Submit("acme", Submission{CampanaID: "camp", Clientes: refsN("parada", 2000)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	r := NewRunner(RunnerConfig{DB: e.db, Engine: e.eng, Log: zerolog.New(&logs), Dir: e.dir, Now: e.clock.Now, Signer: e.r.Signer})
+	ctx, cancel := context.WithCancel(context.Background())
+	r.OnProgress(1, func(Job) { cancel() }) // the shutdown comes once the job runs
+	r.RunPending(ctx)
+	got, err := r.Job("acme", j.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Estado != api.EstadoFallido || got.Error != errStop {
+		t.Fatalf("job %s %q, want fallido %q", got.Estado, got.Error, errStop)
+	}
+	if strings.Contains(logs.String(), `"level":"error"`) || !strings.Contains(logs.String(), "stopped by the service's shutdown") {
+		t.Errorf("logs of a job stopped by shutdown:\n%s\nwant a warning and no error line", logs.String())
+	}
+}
