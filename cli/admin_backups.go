@@ -9,6 +9,7 @@ package cli
 import (
 	"fmt"
 	"io"
+	"slices"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -53,19 +54,12 @@ func backupsCmd(a *app) *cobra.Command {
 }
 
 // needsOperator reports whether a listed backup is one restore refuses
-// and that stays so until the operator removes it: damaged,
-// damaged-manifest, or incomplete (a backup that stopped, which "admin
-// backups prune" leaves, exit 1, once past retention). "admin backups"
-// then exits 1, so that a scheduled "admin backups --verify" can alert;
-// it exited 0 for an incomplete one while prune exited 1 for it.
+// and that stays so until the operator removes it
+// (privacy.BackupInfo.NeedsOperator): "admin backups" then exits 1, so
+// that a scheduled "admin backups --verify" can alert; it exited 0 for an
+// incomplete one while prune exited 1 for it.
 func needsOperator(bs []privacy.BackupInfo) bool {
-	for _, b := range bs {
-		switch b.State {
-		case privacy.BackupDamaged, privacy.BackupDamagedManifest, privacy.BackupIncomplete:
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(bs, privacy.BackupInfo.NeedsOperator)
 }
 
 // backupsJSON is "admin backups --json": the backups, the registry's

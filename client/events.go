@@ -128,7 +128,7 @@ func sortRechazos(r []Rechazo) {
 	slices.SortStableFunc(r, func(a, b Rechazo) int { return cmp.Compare(a.Indice, b.Indice) })
 }
 
-// inCents returns e, or a copy of it whose money (valor, and the
+// inCents returns a copy of e whose money (valor, and the
 // margen and ticket_total of a COMPRA_CAT) is sent as whole cents when it
 // is that but for float64 rounding noise: a sum of prices such as
 // 0.1+0.2, 0.30000000000000004, which the API would refuse as more than

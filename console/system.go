@@ -146,10 +146,10 @@ func backupLine(l *privacy.BackupList, now time.Time) systemLine {
 	var latest *privacy.BackupInfo
 	refused := 0
 	for i, b := range l.Backups {
-		switch b.State {
-		case privacy.BackupComplete:
+		switch {
+		case b.State == privacy.BackupComplete:
 			latest = &l.Backups[i] // Backups are sorted by TakenAt
-		case privacy.BackupDamaged, privacy.BackupDamagedManifest, privacy.BackupIncomplete:
+		case b.NeedsOperator():
 			refused++
 		}
 	}

@@ -45,6 +45,18 @@ type BackupInfo struct {
 	Note          string `json:"note,omitempty"` // what is wrong, for the states that are not complete
 }
 
+// NeedsOperator reports whether restore refuses b and it stays so until
+// the operator looks at it and removes it: damaged, damaged-manifest or
+// incomplete (a backup that stopped; Prune leaves it too). "admin backups"
+// exits 1 for one and the console shows it in red.
+func (b BackupInfo) NeedsOperator() bool {
+	switch b.State {
+	case BackupDamaged, BackupDamagedManifest, BackupIncomplete:
+		return true
+	}
+	return false
+}
+
 // BackupList is List's answer.
 type BackupList struct {
 	// Backups are sorted by TakenAt, then Dir; never nil.
