@@ -367,9 +367,7 @@ func (c *Console) handleTenants(w http.ResponseWriter, r *http.Request, s *Sessi
 		}
 		row, err := c.tenantRow(t, h)
 		if err != nil { // one tenant's unreadable state must not hide the others
-			c.d.Log.Error().Err(err).Str("tenant", t.ID).Str("trace_id", traceOf(w)).Msg("console")
-			row = tenantRow{ID: t.ID, Status: statusWords(t), Paused: t.Settings.Paused,
-				Warnings: []string{"the console cannot read this tenant's state: the server log says why (trace_id " + traceOf(w) + "); see also 'coupond admin check'"}}
+			row = unreadableRow(t, c.unreadable(w, t.ID, "row", err))
 		}
 		p.Rows = append(p.Rows, row)
 	}
@@ -391,35 +389,56 @@ type tenantPage struct {
 	Proof  proofView
 	Health healthView
 	Audit  []AuditEntry
+	// LoopErr, HealthErr and AuditErr say that a section could not be read
+	// (unreadable's note); the section shows the note instead.
+	LoopErr, HealthErr, AuditErr string
 }
 
+// handleTenant shows one tenant. Each part of the page is read on its own:
+// a part that cannot be read (a store read error) shows a note naming the
+// answer's trace id in its place, and the rest, the actions among them,
+// still shows, so an operator on a bad day can still pause the tenant here.
 func (c *Console) handleTenant(w http.ResponseWriter, r *http.Request, s *Session) {
 	t, ok := c.d.DB.Tenant(r.PathValue("tenant"))
 	if !ok {
 		c.page(w, http.StatusNotFound, "message", msgPage{Title: "Not found", Text: "No such tenant.", Back: "/"})
 		return
 	}
-	p := tenantPage{CSRF: s.csrfToken(), Tenant: t}
-	h, err := c.loadHours(t)
-	if err == nil {
-		p.Now = h.now
-		p.Row, err = c.tenantRow(t, h)
+	p := tenantPage{CSRF: s.csrfToken(), Tenant: t, Now: t.Now(c.d.Now())}
+	if h, err := c.loadHours(t); err != nil {
+		note := c.unreadable(w, t.ID, "hours", err)
+		p.Row, p.LoopErr, p.HealthErr = unreadableRow(t, note), note, note
+	} else {
+		if p.Row, err = c.tenantRow(t, h); err != nil {
+			p.Row = unreadableRow(t, c.unreadable(w, t.ID, "row", err))
+		}
+		if p.Loop, err = c.loopView(t, h); err != nil {
+			p.LoopErr = c.unreadable(w, t.ID, "loop", err)
+		}
+		if p.Health, err = c.healthView(t, h); err != nil {
+			p.HealthErr = c.unreadable(w, t.ID, "health", err)
+		}
 	}
-	if err == nil {
-		p.Loop, err = c.loopView(t, h)
-	}
-	if err == nil {
-		p.Health, err = c.healthView(t, h)
-	}
-	if err == nil {
-		p.Audit, err = Audit(c.d.DB, t.ID, 10)
-	}
-	if err != nil {
-		c.internal(w, err)
-		return
+	var err error
+	if p.Audit, err = Audit(c.d.DB, t.ID, 10); err != nil {
+		p.AuditErr = c.unreadable(w, t.ID, "audit", err)
 	}
 	p.Proof = c.proofView(t.ID, t.Settings.Shadow)
 	c.page(w, http.StatusOK, "tenant", p)
+}
+
+// unreadable logs err, a part of tenant's page (or its row) that could not
+// be read, with the answer's trace id, and returns the note the page shows
+// in its place: the trace id, never the error itself.
+func (c *Console) unreadable(w http.ResponseWriter, tenant, part string, err error) string {
+	c.d.Log.Error().Err(err).Str("tenant", tenant).Str("part", part).Str("trace_id", traceOf(w)).Msg("console")
+	return "the console cannot read this tenant's state: the server log says why (trace_id " + traceOf(w) + "); see also 'coupond admin check'"
+}
+
+// unreadableRow is tenant t's row when its state cannot be read: its
+// settings and the note as its one warning.
+func unreadableRow(t *store.Tenant, note string) tenantRow {
+	return tenantRow{ID: t.ID, Status: statusWords(t), Paused: t.Settings.Paused, Warnings: []string{note}}
 }
 
 func (c *Console) handleRecompute(w http.ResponseWriter, r *http.Request, _ *Session) {

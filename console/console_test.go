@@ -468,6 +468,43 @@ func TestTenantsPagePastUnreadableTenant(t *testing.T) {
 	}
 }
 
+// TestTenantPagePastUnreadablePart: a part of a tenant's page that the
+// console cannot read (here the tenant's warnings, a store read error)
+// shows a note naming the answer's trace id, and the rest of the page, its
+// actions among them, still shows: an operator on a bad day can still
+// pause the tenant from the console.
+func TestTenantPagePastUnreadablePart(t *testing.T) {
+	h := newHarness(t)
+	h.console.d.Warnings = func(*store.Tenant) ([]string, error) {
+		return nil, errors.New("store: read: input/output error")
+	}
+	var log syncbuf.Buffer
+	h.console.d.Log = zerolog.New(&log)
+	c := h.client()
+	h.signIn(c, h.link())
+	resp, err := c.Get(h.con.URL + "/t/acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	st, page, trace := resp.StatusCode, string(b), resp.Header.Get("X-Trace-Id")
+	if st != http.StatusOK {
+		t.Fatalf("tenant page: %d, want 200\n%s", st, page)
+	}
+	for _, want := range []string{"cannot read this tenant", "trace_id " + trace, `id="act-pause"`, `id="fig-decisions"`, `id="errors"`, `id="audit"`} {
+		if !strings.Contains(page, want) {
+			t.Errorf("tenant page lacks %q", want)
+		}
+	}
+	if strings.Contains(page, "input/output error") {
+		t.Errorf("tenant page shows the store's error itself")
+	}
+	if l := traceLines(&log, trace); len(l) != 1 || l[0]["error"] != "store: read: input/output error" || l[0]["part"] != "row" {
+		t.Errorf("log lines with the page's trace id: %v; want the row's error", l)
+	}
+}
+
 func TestExpiredSessionsAndLinksPurged(t *testing.T) {
 	h := newHarness(t)
 	h.signIn(h.client(), h.link())
