@@ -1032,7 +1032,7 @@ var responseFieldDocs = map[string]string{
 	"ExportacionCliente.en_cuarentena":         "Records held about the customer that could not be read back (damaged, e.g. written by an older release): kept in quarantine, never exported, erased by the customer's deletion. Normally 0.",
 	"DecisionExportada.recompensa_mxn":         "Final reward, once the reward window and its grace have passed.",
 	"DecisionExportada.en_sombra":              "True when the decision was made in shadow mode: a suggestion; the caller applied its own rule and confirmed what it did.",
-	"DecisionExportada.estado_ejecucion":       "`pendiente` while the decision is not confirmed (and for good once the confirmation deadline, 7 days after `caduca_en`, has passed: later confirmations are 409 `decision_caducada`); then `ejecutada`, `modificada` or `rechazada`, as the confirmation answered.",
+	"DecisionExportada.estado_ejecucion":       "`pendiente` while the decision is not confirmed (and for good once its confirmation deadline, `caduca_en`, has passed: later confirmations are 409 `decision_caducada`); then `ejecutada`, `modificada` or `rechazada`, as the confirmation answered.",
 	"DecisionExportada.caracteristicas_usadas": "The feature vector the decision was made with.",
 	"ErrorV1":                                  "Error body of every 4xx and 5xx except 422. Never reveals internal details.",
 	"ErrorV1.codigo":                           "One of the closed set of error codes (see `x-error-codes`).",

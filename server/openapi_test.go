@@ -1180,3 +1180,34 @@ func TestOpenAPIValidator(t *testing.T) {
 		}
 	}
 }
+
+// TestOpenAPIConfirmationDeadline checks that no description of the served
+// document puts the confirmation deadline after `caduca_en`: caduca_en is
+// the deadline itself (contract §4, the spec's "within 7 days of caduca_en"
+// being a slip), and Confirm answers 409 decision_caducada once it has
+// passed, so a description that gives 7 more days tells an integrator that
+// a confirmation the engine refuses is still accepted.
+func TestOpenAPIConfirmationDeadline(t *testing.T) {
+	after := regexp.MustCompile("(?i)days? after `?caduca_en")
+	var bad []string
+	var walk func(v any, at string)
+	walk = func(v any, at string) {
+		switch v := v.(type) {
+		case obj:
+			for k, x := range v {
+				if s, ok := x.(string); ok && k == "description" && after.MatchString(s) {
+					bad = append(bad, at+": "+s)
+				}
+				walk(x, at+"/"+k)
+			}
+		case []any:
+			for i, x := range v {
+				walk(x, fmt.Sprintf("%s/%d", at, i))
+			}
+		}
+	}
+	walk(loadOpenAPI(t), "#")
+	if len(bad) > 0 {
+		t.Errorf("descriptions that put the confirmation deadline after caduca_en:\n%s", strings.Join(bad, "\n"))
+	}
+}
