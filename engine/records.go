@@ -64,6 +64,12 @@ func (r Records) Quarantine(tenant string, key, v []byte, cause error) error {
 	return r.e.quarantine(tenant, key, v, cause)
 }
 
+// NamesRef reports whether the bytes b, a record that may not decode, name
+// ref as a whole identifier, not inside a longer one (ana-0000001 is not
+// named by ana-00000012): the test by which CustomerDamaged picks the
+// quarantine's records, for the damaged records privacy erases elsewhere.
+func (Records) NamesRef(b []byte, ref string) bool { return namesRef(b, ref) }
+
 // CustomerDamaged returns the keys of the quarantine entries that name ref
 // as a whole identifier (not inside a longer one) or whose original key is
 // one of keys.

@@ -160,9 +160,10 @@ func (x *erasure) events() error {
 		}
 		if !ok {
 			// Damaged: its customer's index names it; it goes if its
-			// bytes name the customer too. Its coupon cannot be read, so
-			// the attribution links are searched by customer.
-			if bytes.Contains(v, []byte(x.ref)) {
+			// bytes name the customer too (as a whole: not a longer
+			// cliente_ref that starts with hers). Its coupon cannot be
+			// read, so the attribution links are searched by customer.
+			if x.s.rec.NamesRef(v, x.ref) {
 				x.del(k)
 			}
 			x.damagedEvents = true
@@ -291,7 +292,7 @@ func (x *erasure) quarantinedEvents() error {
 	var drops [][]byte
 	lo, hi := store.QuarantineSpan(x.tenant)
 	if err := x.s.db.Scan(lo, hi, func(k, v []byte) error {
-		if !bytes.Contains(v, []byte(x.ref)) {
+		if !x.s.rec.NamesRef(v, x.ref) { // a damaged batch goes whole: only one that names her
 			return nil
 		}
 		k = append([]byte(nil), k...)
@@ -359,7 +360,7 @@ func (x *erasure) accessLog() error {
 	var logRewrites []rewriteEntry
 	lo, hi := store.AccessLogSpan(x.tenant)
 	if err := x.s.db.Scan(lo, hi, func(k, v []byte) error {
-		if !bytes.Contains(v, []byte(x.ref)) {
+		if !x.s.rec.NamesRef(v, x.ref) { // a damaged entry goes: only one that names her
 			return nil
 		}
 		var a AccessEntry
