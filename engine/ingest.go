@@ -365,10 +365,7 @@ func (e *Ingester) admitEvents(tenant string, events []IngestEvent, t *ingestTur
 			if it.sameContent(prev) {
 				res.Duplicados++
 			} else {
-				id := ev.ID
-				campo := "event_id"
-				res.Rechazados = append(res.Rechazados, Rejection{Indice: it.Index, EventID: &id, Codigo: "duplicado", Campo: &campo,
-					Mensaje: "event_id ya procesado con otro contenido; se conserva el primero"})
+				res.Rechazados = append(res.Rechazados, rejectDuplicado(it))
 			}
 			continue
 		}
@@ -382,6 +379,15 @@ func (e *Ingester) admitEvents(tenant string, events []IngestEvent, t *ingestTur
 		accepted = append(accepted, i)
 	}
 	return accepted, keys, nil
+}
+
+// rejectDuplicado is the rejection of it, whose event_id was processed
+// (or held) with other content.
+func rejectDuplicado(it *IngestEvent) Rejection {
+	id := it.Event.ID
+	campo := "event_id"
+	return Rejection{Indice: it.Index, EventID: &id, Codigo: "duplicado", Campo: &campo,
+		Mensaje: "event_id ya procesado con otro contenido; se conserva el primero"}
 }
 
 // sameContent reports whether prev, the content hash of an event stored or

@@ -287,6 +287,10 @@ func checkStored(tenant string, key, v []byte) error {
 		return decodesAs[Quality](v)
 	case store.KindQuarantine:
 		return decodesAs[store.HeldBatch](v)
+	case store.KindHeldEvent:
+		if len(v) <= 32 {
+			return errors.New("held event index entry: too short")
+		}
 	case store.KindCatalog:
 		return decodesAs[Catalog](v)
 	case store.KindJob, store.KindJobChunk, store.KindWebhook, store.KindWebhookQueue, store.KindDeletion,

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/coupond/coupond/store"
@@ -57,6 +58,8 @@ func (e *Ingester) Receive(tenant string, events []IngestEvent, d Delivery) (Ing
 	for i := range events {
 		events[i].sum = sha256.Sum256(events[i].Canonical)
 	}
+	ts.heldMu.Lock() // held batches change only under it (releaseBatch, erasure)
+	defer ts.heldMu.Unlock()
 	var res IngestResult
 	t := &ts.ingestMu
 	t.mu.Lock()
@@ -68,21 +71,61 @@ func (e *Ingester) Receive(tenant string, events []IngestEvent, d Delivery) (Ing
 		err = t.awaitApplied()
 	}
 	t.mu.Unlock()
+	if err == nil {
+		accepted, err = e.admitHeld(tenant, events, accepted, &res)
+	}
 	if err != nil {
 		return IngestResult{}, err
 	}
 	h := store.HeldBatch{ClientID: d.ClientID}
+	index := make([]store.HeldEvent, 0, len(accepted))
 	for _, i := range accepted {
 		held := events[i].Canonical
 		if events[i].AsWritten != nil {
 			held = events[i].AsWritten // all that was sent: checked again on release
 		}
 		h.Events = append(h.Events, held)
+		index = append(index, store.HeldEvent{ID: events[i].Event.ID, Sum: events[i].sum})
 	}
 	if res.Aceptados = len(h.Events); res.Aceptados == 0 {
 		return res, nil
 	}
-	return res, e.db.HoldBatch(tenant, d.At, d.Trace, &h)
+	return res, e.db.HoldBatch(tenant, d.At, d.Trace, &h, index)
+}
+
+// admitHeld returns accepted (admitEvents' new events of a held request)
+// without those whose event_id a batch still held holds: as for a stored
+// event, the same content counts in res as a duplicate and other content
+// is rejected as "duplicado". Without it a resend of held events was
+// answered as accepted and held again, and an event_id resent with other
+// content was answered as accepted and then dropped at the release. Under
+// the tenant's heldMu.
+func (e *Ingester) admitHeld(tenant string, events []IngestEvent, accepted []int, res *IngestResult) ([]int, error) {
+	ids := make([]string, len(accepted))
+	for k, i := range accepted {
+		ids[k] = events[i].Event.ID
+	}
+	held := map[int][32]byte{}
+	if err := e.db.HeldSums(tenant, ids, func(k int, sum [32]byte) { held[k] = sum }); err != nil {
+		return nil, err
+	}
+	if len(held) == 0 {
+		return accepted, nil
+	}
+	kept := make([]int, 0, len(accepted)-len(held))
+	for k, i := range accepted {
+		prev, ok := held[k]
+		switch {
+		case !ok:
+			kept = append(kept, i)
+		case events[i].sameContent(prev):
+			res.Duplicados++
+		default:
+			res.Rechazados = append(res.Rechazados, rejectDuplicado(&events[i]))
+		}
+	}
+	slices.SortStableFunc(res.Rechazados, func(a, b Rejection) int { return a.Indice - b.Indice })
+	return kept, nil
 }
 
 // eventUnits is the tenant's daily quota of events as a request of
@@ -205,6 +248,7 @@ func checkHeld(raw []byte, check func(raw []byte, index int) (IngestEvent, bool,
 // applyHeld ingests the checked events of the held batch at key and
 // deletes it; under the tenant's heldMu.
 func (e *Ingester) applyHeld(tenant string, now time.Time, key []byte, all []IngestEvent) (accepted, duplicates int, err error) {
+	released := all
 	for len(all) > 0 {
 		n := min(len(all), 1000)
 		res, err := e.Ingest(tenant, all[:n])
@@ -218,6 +262,9 @@ func (e *Ingester) applyHeld(tenant string, now time.Time, key []byte, all []Ing
 	b := e.db.NewBatch()
 	defer b.Close()
 	b.DeleteHeld(key)
+	for _, ev := range released {
+		b.DeleteHeldEvent(tenant, ev.Event.ID) // stored now: the event table answers for it
+	}
 	return accepted, duplicates, b.Commit()
 }
 

@@ -122,3 +122,59 @@ func TestHeldDuplicateWaitsForItsOriginal(t *testing.T) {
 		t.Errorf("after a crash right after the held request's answer: event stored %v (%v), want it stored: it was answered as a duplicate", ok, err)
 	}
 }
+
+// TestHeldResendIsDuplicate: while a client's events are held by the abuse
+// quarantine, an event_id it sends again is answered as any resend is: the
+// same content counts in duplicados and is not held twice, other content
+// is rejected as duplicado (the event held first stands, as the release
+// then applies). They were answered as accepted and held again, and the
+// release dropped the other content without a word.
+func TestHeldResendIsDuplicate(t *testing.T) {
+	e, _ := newTestEngine(t, 1, nil)
+	event := func(i int, content string) IngestEvent {
+		ev := cachePurchase("held-ana-01", 1)
+		ev.Index, ev.Canonical = i, []byte(`{"c":"`+content+`"}`)
+		return ev
+	}
+	other := cachePurchase("held-ana-01", 2)
+	other.Canonical = []byte(`{"c":"other event"}`)
+	dup := rejectDuplicado(&IngestEvent{Event: Event{ID: "held-ana-01-ev1"}})
+	dupAt1 := dup
+	dupAt1.Indice = 1
+	for i, tt := range []struct {
+		name     string
+		events   []IngestEvent
+		want     IngestResult
+		wantHeld int
+	}{
+		{"first", []IngestEvent{event(0, "a")}, IngestResult{Aceptados: 1}, 1},
+		{"same again", []IngestEvent{event(0, "a")}, IngestResult{Duplicados: 1}, 1},
+		{"other content", []IngestEvent{event(0, "b")}, IngestResult{Rechazados: []Rejection{dup}}, 1},
+		{"with a new event", []IngestEvent{other, event(1, "b")}, IngestResult{Aceptados: 1, Rechazados: []Rejection{dupAt1}}, 2},
+	} {
+		d := Delivery{ClientID: "c1", Trace: fmt.Sprintf("tr-%d", i), At: t0.Add(time.Duration(i) * time.Second), Now: t0, Hold: true}
+		res, err := e.Ingester.Receive("acme", tt.events, d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(tt.want, res); diff != "" {
+			t.Errorf("%s (-want +got):\n%s", tt.name, diff)
+		}
+		if n := e.Ingester.HeldCount("acme"); n != tt.wantHeld {
+			t.Errorf("%s: %d batches held, want %d", tt.name, n, tt.wantHeld)
+		}
+	}
+	byContent := map[string]IngestEvent{`{"c":"a"}`: event(0, "a"), `{"c":"other event"}`: other}
+	check := func(raw []byte, i int) (IngestEvent, bool, error) {
+		ev, ok := byContent[string(raw)]
+		ev.Index = i
+		return ev, ok, nil
+	}
+	if acc, dups, err := e.Ingester.ReleaseHeld("acme", t0, check); err != nil || acc != 2 || dups != 0 {
+		t.Fatalf("release: accepted %d, duplicates %d, %v; want 2, 0", acc, dups, err)
+	}
+	res, err := e.Ingester.Receive("acme", []IngestEvent{event(0, "a")}, Delivery{ClientID: "c1", Trace: "tr-after", At: t0, Now: t0, Hold: true})
+	if err != nil || res.Duplicados != 1 {
+		t.Errorf("resend after the release: %+v %v, want one duplicate", res, err)
+	}
+}

@@ -281,8 +281,11 @@ func (x *erasure) daily() error {
 }
 
 // quarantinedEvents removes the customer's events from the quarantined
-// event batches (store.QuarantineSpan): a batch left empty goes, another is
-// rewritten without them.
+// event batches (store.QuarantineSpan), and their entries from the
+// held-event index, so that an erased event's event_id is new again: a
+// batch left empty goes, another is rewritten without them. (A damaged
+// batch goes whole; its index entries name a batch no longer held, which
+// holds nothing: store.DB.HeldSums.)
 func (x *erasure) quarantinedEvents() error {
 	type rewrite struct {
 		key []byte
@@ -301,9 +304,12 @@ func (x *erasure) quarantinedEvents() error {
 			drops = append(drops, k) // damaged, and its bytes name the customer
 			return nil
 		}
-		kept, changed, err := withoutCustomer(q["eventos"], x.ref)
+		kept, removed, changed, err := withoutCustomer(q["eventos"], x.ref)
 		if err != nil || !changed {
 			return err
+		}
+		for _, id := range removed {
+			x.del(store.HeldEventKey(x.tenant, id))
 		}
 		if kept == nil {
 			drops = append(drops, k)
@@ -326,32 +332,35 @@ func (x *erasure) quarantinedEvents() error {
 	return nil
 }
 
-// withoutCustomer returns the JSON array evs without the events of ref:
-// changed false when none was, kept nil when none is left. An array that
-// does not decode (damaged; its batch names ref) is none left.
-func withoutCustomer(raw json.RawMessage, ref string) (kept json.RawMessage, changed bool, err error) {
+// withoutCustomer returns the JSON array evs without the events of ref,
+// and the event_ids of those it took out: changed false when none was,
+// kept nil when none is left. An array that does not decode (damaged; its
+// batch names ref) is none left.
+func withoutCustomer(raw json.RawMessage, ref string) (kept json.RawMessage, removed []string, changed bool, err error) {
 	var evs []json.RawMessage
 	if json.Unmarshal(raw, &evs) != nil {
-		return nil, true, nil
+		return nil, nil, true, nil
 	}
 	left := evs[:0:0]
 	for _, ev := range evs {
 		var one struct {
+			EventID    string `json:"event_id"`
 			ClienteRef string `json:"cliente_ref"`
 		}
 		if json.Unmarshal(ev, &one) == nil && one.ClienteRef == ref {
+			removed = append(removed, one.EventID)
 			continue
 		}
 		left = append(left, ev)
 	}
 	if len(left) == len(evs) {
-		return nil, false, nil
+		return nil, nil, false, nil
 	}
 	if len(left) == 0 {
-		return nil, true, nil
+		return nil, removed, true, nil
 	}
 	enc, err := json.Marshal(left)
-	return enc, true, err
+	return enc, removed, true, err
 }
 
 // accessLog rewrites the access-log entries that name the customer: the

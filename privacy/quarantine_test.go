@@ -609,3 +609,32 @@ func TestExportCountsQuarantinedRecordsThatDoNotNameRef(t *testing.T) {
 		t.Errorf("export: %d events, %d decisions, %d quarantined; want 2, 0, 2", len(x.Eventos), len(x.Decisiones), x.EnCuarentena)
 	}
 }
+
+// TestErasedHeldEventIsNewAgain: the erasure of a customer whose events are
+// held by the abuse quarantine takes them out of the held-event index too,
+// so an erased event's event_id sent again is accepted as new (README: a
+// new history), while another customer's held event sent again is still
+// a duplicate.
+func TestErasedHeldEventIsNewAgain(t *testing.T) {
+	const ana, beto = "ana-00000001", "beto-0000002"
+	e, p, _, _ := newTest(t, 1)
+	held := func(i int, ref string) engine.IngestEvent {
+		ev := engine.Event{ID: fmt.Sprintf("held-%d", i), ClienteRef: ref, TS: t0.Add(-time.Hour), Tipo: engine.CompraCat,
+			Clave: "abarrotes", ValorCents: 1000, TicketID: fmt.Sprintf("t-held-%d", i), MargenCents: 100}
+		raw := fmt.Sprintf(`{"event_id":%q,"cliente_ref":%q}`, ev.ID, ref)
+		return engine.IngestEvent{Index: i, Event: ev, Canonical: []byte(raw)}
+	}
+	d := engine.Delivery{ClientID: "c1", Trace: "tr-1", At: t0, Now: t0, Hold: true}
+	if res, err := e.Ingester.Receive("acme", []engine.IngestEvent{held(0, ana), held(1, beto)}, d); err != nil || res.Aceptados != 2 {
+		t.Fatalf("hold: %+v %v", res, err)
+	}
+	deleteAll(t, p, ana)
+	d.Trace, d.At = "tr-2", t0.Add(time.Second)
+	res, err := e.Ingester.Receive("acme", []engine.IngestEvent{held(0, ana), held(1, beto)}, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(engine.IngestResult{Aceptados: 1, Duplicados: 1}, res); diff != "" {
+		t.Errorf("resend after ana's erasure (-want +got):\n%s", diff)
+	}
+}

@@ -57,6 +57,7 @@
 //	'Q' (single key) → data-quality counters                     quality.go
 //	'A' client_id → abuse state                                  abuse.go
 //	'z' time, trace id → quarantined event batch                 quarantine.go
+//	'h' hash of event_id → held event's content hash, batch key  quarantine.go
 //	'M' "cust", cliente_ref → customer decision state            meta.go
 //	'M' "hourly", hour → tenant counters of one hour             meta.go
 //	'U' original key from its table byte on → damaged record     damaged.go

@@ -45,6 +45,7 @@ const (
 	tableQuality        byte = 'Q'
 	tableAbuse          byte = 'A'
 	tableQuarantine     byte = 'z'
+	tableHeldEvent      byte = 'h'
 	tableMeta           byte = 'M'
 	tableDamaged        byte = 'U'
 )

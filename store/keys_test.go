@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"strings"
 	"testing"
 	"time"
@@ -81,6 +82,8 @@ func keyCases() []keyCase {
 		{"abuse span", spanLo(AbuseSpan("acme")), key("acme", tableAbuse), ""},
 		{"quarantine", QuarantineKey("acme", gt0, "tr-1"), key("acme", tableQuarantine, gt0, "tr-1"), ""},
 		{"quarantine span", spanLo(QuarantineSpan("acme")), key("acme", tableQuarantine), ""},
+		{"held event", HeldEventKey("acme", "ev-1"), key("acme", tableHeldEvent, heldEventHash("ev-1")), ""},
+		{"held event span", spanLo(HeldEventSpan("acme")), key("acme", tableHeldEvent), ""},
 		{"customer state", CustomerStateKey("acme", "ana"), key("acme", tableMeta, "cust", "ana"), ""},
 		{"customer state span", spanLo(CustomerStateSpan("acme")), key("acme", tableMeta, "cust"), ""},
 		{"hourly", HourlyKey("acme", 493_000), key("acme", tableMeta, "hourly", int64(493_000)), ""},
@@ -154,6 +157,8 @@ var goldenKeys = map[string]string{
 	"abuse span":               "\x02acme\x00A",
 	"quarantine":               "\x02acme\x00z\x98\x99\x8b\x01\x85\x9e\xb6\btr-1\x00",
 	"quarantine span":          "\x02acme\x00z",
+	"held event":               "\x02acme\x00h\xe8\xbd\x59\xa7\x1e\x7e\x46\x7b\xb6\x6d\x5c\x98\x31\x4e\x26\xf7",
+	"held event span":          "\x02acme\x00h",
 	"customer state":           "\x02acme\x00Mcust\x00ana\x00",
 	"customer state span":      "\x02acme\x00Mcust\x00",
 	"hourly":                   "\x02acme\x00Mhourly\x00\x80\x00\x00\x00\x00\a\x85\xc8",
@@ -317,7 +322,7 @@ func TestKeyPrefixesDoNotOverlap(t *testing.T) {
 	for _, b := range []byte{tableEvent, tableCustomerEvent, tableFeatures, tableDecision, tableCustomerDecide,
 		tableAttribution, tableIdempotency, tableCatalog, tableCampaign, tableBudget, tableModel, tableRewardQueue,
 		tableJob, tableJobClients, tableWebhook, tableWebhookQueue, tableDaily, tableDeletion, tableDeletionQueue,
-		tableAccessLog, tableQuality, tableAbuse, tableQuarantine, tableMeta, tableDamaged} {
+		tableAccessLog, tableQuality, tableAbuse, tableQuarantine, tableHeldEvent, tableMeta, tableDamaged} {
 		if _, ok := bytesSeen[b]; !ok {
 			t.Errorf("table byte %q not registered in tables", b)
 		}
@@ -405,4 +410,11 @@ func TestDescribeKey(t *testing.T) {
 			t.Errorf("DescribeKey(%q) = %q, %q; want %q, %q", tt.key, table, text, tt.table, tt.text)
 		}
 	}
+}
+
+// heldEventHash is the part of a held-event index key after its table
+// byte: the first 16 bytes of the event_id's SHA-256.
+func heldEventHash(id string) []byte {
+	h := sha256.Sum256([]byte(id))
+	return h[:16]
 }

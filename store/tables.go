@@ -37,6 +37,7 @@ const (
 	KindCustomerState
 	KindHourly
 	KindDamaged
+	KindHeldEvent
 )
 
 // table is one registered tenant table: its byte, its kind and the name
@@ -74,6 +75,7 @@ var tables = []table{
 	{tableQuality, KindQuality, "quality"},
 	{tableAbuse, KindAbuse, "abuse"},
 	{tableQuarantine, KindQuarantine, "event_quarantine"},
+	{tableHeldEvent, KindHeldEvent, "held_event"},
 	{tableMeta, KindMeta, "meta"},
 	{tableDamaged, KindDamaged, ""},
 }
