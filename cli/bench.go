@@ -235,8 +235,9 @@ func postEventLoad(ctx context.Context, t *benchTarget, f *benchFlags, conc, bat
 	defer cancel()
 	cpu0, gen0 := readCPU(t.pid), readCPU(os.Getpid())
 	start := time.Now()
+	run := strconv.FormatInt(start.UnixNano(), 36)
 	inParallel(conc, func(w int) {
-		tmpls := eventTemplates(f.seed, w, batch, f.customers)
+		tmpls := eventTemplates(f.seed, run, w, batch, f.customers)
 		for seq := 0; ctx.Err() == nil; seq++ {
 			body := fillSeq(tmpls[seq%len(tmpls)], seq)
 			t0 := time.Now()
@@ -271,12 +272,16 @@ var benchCategories = []string{"abarrotes", "bebidas", "limpieza", "lacteos", "p
 // eventTemplates are a worker's request bodies, made before the clock
 // starts so that the generator spends its time sending: eight batches whose
 // ticket and event ids hold a placeholder that fillSeq replaces with the
-// request's sequence number (every request's ids are new).
-func eventTemplates(seed uint64, worker, n, customers int) [][]byte {
+// request's sequence number (every request's ids are new). The ids start
+// with run, a tag of the bench run: without it a second run against the
+// same tenant, or two runs at once (two publishers), sent the first one's
+// event_ids with other content, refused as duplicado and left out of the
+// accepted events/s.
+func eventTemplates(seed uint64, run string, worker, n, customers int) [][]byte {
 	rng := rand.New(rand.NewPCG(seed, uint64(worker)))
 	out := make([][]byte, 8)
 	for i := range out {
-		out[i] = eventBatch(rng, worker, seqPlaceholder, n, customers)
+		out[i] = eventBatch(rng, run, worker, seqPlaceholder, n, customers)
 	}
 	return out
 }
@@ -294,12 +299,12 @@ func fillSeq(tmpl []byte, seq int) []byte {
 
 // eventBatch builds one request of realistic events: purchases per
 // category of a ticket, coupons received and redeemed.
-func eventBatch(rng *rand.Rand, worker, seq, n, customers int) []byte {
+func eventBatch(rng *rand.Rand, run string, worker, seq, n, customers int) []byte {
 	now := time.Now().UTC()
 	evs := make([]map[string]any, 0, n)
 	for len(evs) < n {
 		ref := fmt.Sprintf("bench-cliente-%07d", rng.IntN(customers))
-		ticket := fmt.Sprintf("w%d-s%d-t%d", worker, seq, len(evs))
+		ticket := fmt.Sprintf("%s-w%d-s%d-t%d", run, worker, seq, len(evs))
 		ts := now.Add(-time.Duration(rng.IntN(90*24)) * time.Hour).Format(time.RFC3339)
 		for k := 0; k < 1+rng.IntN(3) && len(evs) < n; k++ {
 			valor := float64(1000+rng.IntN(100000)) / 100

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -373,5 +374,49 @@ func TestBenchInterruptedIsAnError(t *testing.T) {
 				t.Errorf("bench %v interrupted: %v after %v, want an error at once", args[1], err, time.Since(start))
 			}
 		})
+	}
+}
+
+// TestBenchEventsRunsSendNewIDs: a second bench events run against the
+// same tenant (or one beside another: two publishers) sends event_ids of
+// its own, so every event it sends is accepted. The runs sent the same
+// ids with other content (ts), which the server refuses as duplicado:
+// the second run reported almost no accepted events.
+func TestBenchEventsRunsSendNewIDs(t *testing.T) {
+	var mu sync.Mutex
+	seen := map[string]bool{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v1/token" {
+			fmt.Fprint(w, `{"access_token":"tok","expires_in":900}`)
+			return
+		}
+		var req struct {
+			Eventos []struct {
+				EventID string `json:"event_id"`
+			} `json:"eventos"`
+		}
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+			http.Error(w, err.Error(), 400)
+			return
+		}
+		mu.Lock()
+		n := 0
+		for _, ev := range req.Eventos {
+			if !seen[ev.EventID] {
+				seen[ev.EventID] = true
+				n++
+			}
+		}
+		mu.Unlock()
+		fmt.Fprintf(w, `{"aceptados":%d,"duplicados":0,"rechazados":[]}`, n)
+	}))
+	defer srv.Close()
+	f := &benchFlags{url: srv.URL, clientID: "c", secret: "s", duration: 100 * time.Millisecond, customers: 10, seed: 1}
+	for run := range 2 {
+		target := &benchTarget{client: newBenchClient(f, 1)}
+		sum, _ := postEventLoad(context.Background(), target, f, 1, 10, io.Discard)
+		if sum["requests"].(int64) == 0 || sum["accepted"] != 10*sum["requests"].(int64) {
+			t.Errorf("run %d: %d requests of 10 events, %d accepted; want all accepted", run+1, sum["requests"], sum["accepted"])
+		}
 	}
 }

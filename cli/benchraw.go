@@ -64,7 +64,7 @@ func benchRawPebbleCmd() *cobra.Command {
 	cmd := internalCmd("raw-pebble", "Raw Pebble Sync baseline of bench events (internal)", func(cmd *cobra.Command) error {
 		pools := make([][][]store.RawRecord, conc)
 		for w := range pools {
-			for seq, tmpl := range eventTemplates(seed, w, batch, customers) {
+			for seq, tmpl := range eventTemplates(seed, "raw", w, batch, customers) {
 				var req struct {
 					Eventos []json.RawMessage `json:"eventos"`
 				}
