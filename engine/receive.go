@@ -34,8 +34,11 @@ type Delivery struct {
 // up. When d.Hold the events are held in the abuse quarantine instead:
 // the events Ingest would admit (admitEvents: a good decision_id or none,
 // an event_id new to the tenant and to the request, else a duplicate or a
-// rejection as Ingest answers) are held and count as aceptados, and held
-// events never count against the quota.
+// rejection as Ingest answers) and that no batch still held holds (else a
+// duplicate or a duplicado, admitHeld) are held and count as aceptados,
+// and held events never count against the quota. Batches held by a
+// release without the held-event index have no entries in it: a resend of
+// their events is held again, and their release counts it a duplicate.
 func (e *Ingester) Receive(tenant string, events []IngestEvent, d Delivery) (IngestResult, error) {
 	if !d.Hold || len(events) == 0 {
 		t, ok := e.db.Tenant(tenant)

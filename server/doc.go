@@ -55,7 +55,8 @@ package server
 // goes on in events.go: the abuse step of the client, then validation per
 // event (rejected events are listed, not fatal) → engine/receive.go,
 // Ingester.Receive, the one call: for a client at the abuse guard's
-// quarantine step the events are held (store/quarantine.go, HoldBatch);
+// quarantine step the events are held (store/quarantine.go, HoldBatch, with
+// the held-event index that answers a resend of a held event as a duplicate);
 // otherwise engine/ingest.go, Ingest (decision_id signature, idempotent per
 // event_id; the accepted events taken from the daily quota of events in
 // one step with its check, ErrQuota and 429 for a request they do not fit,
