@@ -18,6 +18,8 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/google/go-cmp/cmp"
 	"github.com/rs/zerolog"
+
+	"github.com/coupond/coupond/server"
 )
 
 // browserPath finds a Chromium to drive; "" when none is installed.
@@ -91,7 +93,8 @@ func TestConsoleInBrowser(t *testing.T) {
 	}
 
 	// A tenant with traffic: 10 decisions, 8 confirmed; 500 events sent
-	// twice, which the abuse guard reads as a history reload (aviso).
+	// once and then again until a minute holds MinReload duplicates, which
+	// the abuse guard reads as a history reload (aviso).
 	admin("tenant", "create", "acme")
 	var cred struct{ ClientID, ClientSecret string }
 	json.Unmarshal([]byte(strings.NewReplacer("client_id", "ClientID", "client_secret", "ClientSecret").Replace(
@@ -117,8 +120,16 @@ func TestConsoleInBrowser(t *testing.T) {
 		events = append(events, map[string]any{"event_id": fmt.Sprintf("ev%04d", i), "cliente_ref": fmt.Sprintf("cliente%04d", i%50), "ts": ts,
 			"tipo": "COMPRA_CAT", "clave": "abarrotes", "valor": 120.5, "extra": map[string]any{"ticket_id": fmt.Sprintf("tk%04d", i), "margen": 30.25}})
 	}
-	for range 2 {
-		if st, body := c.do("POST", "/v1/eventos", map[string]any{"eventos": events}); st != 200 {
+	for sent := 0; !strings.Contains(admin("abuse", "show", "--tenant", "acme"), "aviso"); {
+		if sent > 3*server.DefaultAbuseConfig().MinReload/len(events) { // a minute holds MinReload duplicates well before
+			t.Fatalf("no aviso after %d requests of %d events", sent, len(events))
+		}
+		switch st, body := c.do("POST", "/v1/eventos", map[string]any{"eventos": events}); st {
+		case 200:
+			sent++
+		case 429: // the credential's rate: a second refills it
+			time.Sleep(time.Second)
+		default:
 			t.Fatalf("eventos: %d %v", st, body)
 		}
 	}

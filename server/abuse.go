@@ -43,7 +43,13 @@ import (
 //	          its usual rate gets three of four requests refused, so
 //	          counting them would walk it up to suspension by itself
 //	          (a flood shows as a pico, refused requests included)
-//	recarga   a request of events that were almost all duplicates (history reloaded)
+//	recarga   history reloaded: at least MinReload events already processed,
+//	          sent in one minute in requests of at least 500 events almost
+//	          all duplicates (reload). One such request is not a reload: the
+//	          client library's documented recovery (PublishEvents) sends the
+//	          same slice again, and a retry whose first answer was lost is
+//	          all duplicates; each walked a client one step toward the
+//	          quarantine of its events.
 //
 // and, per UTC day of real time, judged once the day's last decision can
 // no longer be confirmed (its caduca_en, engine.DecisionTTL, has passed;
@@ -75,6 +81,7 @@ import (
 type AbuseConfig struct {
 	PeakFactor        float64
 	MinPeak           int
+	MinReload         int // duplicate events in a minute that make a reload (recarga)
 	ErrorRatio        float64
 	MinRequests       int
 	UnconfirmedRatio  float64
@@ -87,7 +94,7 @@ type AbuseConfig struct {
 
 // DefaultAbuseConfig are the documented thresholds.
 func DefaultAbuseConfig() AbuseConfig {
-	return AbuseConfig{PeakFactor: 10, MinPeak: 600, ErrorRatio: 0.5, MinRequests: 100,
+	return AbuseConfig{PeakFactor: 10, MinPeak: 600, MinReload: 10_000, ErrorRatio: 0.5, MinRequests: 100,
 		UnconfirmedRatio: 0.9, UnconfirmedMin: 200, UnconfirmedSample: 2000,
 		StepInterval: 10 * time.Minute, CoolDown: 6 * time.Hour, BrakeFactor: 0.25}
 }
@@ -130,10 +137,14 @@ type credUse struct {
 	// pending is the first anomaly seen since the last step, the reason
 	// the next step records ("": none); later ones before that step add
 	// nothing (a flood of them held one string each until the step).
-	pending  string
-	state    AbuseState
-	lastStep time.Time
-	sends    []sendDay // oldest first
+	pending string
+	// reloaded is the duplicate events of mostly-duplicate requests in
+	// minute reloadMinute (reload).
+	reloaded     int
+	reloadMinute int64
+	state        AbuseState
+	lastStep     time.Time
+	sends        []sendDay // oldest first
 }
 
 // flag records the anomaly reason unless one is pending already (pending).
@@ -386,15 +397,33 @@ func (g *abuseGuard) observe(tenant, clientID string, status int, now time.Time)
 // which a failed write could leave unset.
 func (g *abuseGuard) suspended(clientID string) bool { return g.level(clientID) >= levelSuspension }
 
-// signal reports an anomaly seen by a handler (e.g. a history reload; the
-// pipeline passes on call.anomaly); a step it took is stored when it
-// returns.
+// signal reports an anomaly of the credential (a history reload: reload);
+// a step it took is stored when it returns.
 func (g *abuseGuard) signal(tenant, clientID, reason string, now time.Time) {
 	g.mu.Lock()
 	defer g.unlock(len(g.writes))
 	u := g.use(tenant, clientID)
 	u.flag(reason)
 	g.maybeStep(u, now)
+}
+
+// reload counts dups, the duplicate events of one request that was almost
+// all duplicates, in the credential's minute of real time; the request
+// that brings the minute's count to MinReload signals a history reload
+// (recarga). A step it took is stored when it returns.
+func (g *abuseGuard) reload(tenant, clientID string, dups int, now time.Time) {
+	g.mu.Lock()
+	u := g.use(tenant, clientID)
+	if m := now.Unix() / 60; u.reloadMinute != m {
+		u.reloadMinute, u.reloaded = m, 0
+	}
+	before := u.reloaded
+	u.reloaded += dups
+	n := u.reloaded
+	g.mu.Unlock()
+	if before < g.cfg.MinReload && n >= g.cfg.MinReload {
+		g.signal(tenant, clientID, fmt.Sprintf("recarga: %d eventos ya procesados en un minuto", n), now)
+	}
 }
 
 // sweep closes every credential's minute that ended before now's (a flood

@@ -582,3 +582,40 @@ func TestAbuseCoolDown(t *testing.T) {
 		t.Errorf("a suspension after 10 CoolDowns: %s, want suspension (the operator clears it)", got)
 	}
 }
+
+// TestAbuseReloadIsMoreThanAResend: resending a slice of events whose
+// requests were answered (the client library's documented recovery after
+// a failed request, or a retry whose answer was lost) is no history
+// reload: the credential stays normal. Each request of 500 or more events
+// almost all duplicates was one, a step toward the quarantine of the
+// client's events. Requests that bring a minute's duplicates to
+// MinReload are one: aviso.
+func TestAbuseReloadIsMoreThanAResend(t *testing.T) {
+	h, tok, id, g := newAbuseHarness(t)
+	evs := make([]map[string]any, 1000)
+	for i := range evs {
+		evs[i] = map[string]any{"event_id": fmt.Sprintf("recarga-%d", i), "cliente_ref": "cliente-0001", "ts": testStart.Format(time.RFC3339),
+			"tipo": "COMPRA_CAT", "clave": "abarrotes", "valor": 1, "extra": map[string]any{"ticket_id": fmt.Sprintf("t-%d", i), "margen": 1}}
+	}
+	body := map[string]any{"eventos": evs}
+	post := func(wantDups float64) {
+		t.Helper()
+		st, res := h.do("POST", "/v1/eventos", tok, body)
+		if st != 200 || res["duplicados"] != wantDups {
+			t.Fatalf("POST /v1/eventos: %d %v, want 200 with %v duplicates", st, res, wantDups)
+		}
+	}
+	post(0)
+	for range 3 { // the slice sent again, three times
+		post(1000)
+	}
+	if lv := g.level(id); lv != levelNormal {
+		t.Fatalf("after 3 resends of 1,000 events: level %s, want normal", levelNames[lv])
+	}
+	for range DefaultAbuseConfig().MinReload/1000 - 3 {
+		post(1000)
+	}
+	if lv := g.level(id); lv != levelAviso {
+		t.Fatalf("after %d duplicate events in a minute: level %s, want aviso", DefaultAbuseConfig().MinReload, levelNames[lv])
+	}
+}

@@ -8,7 +8,7 @@ package server
 //     decisiones, quota decisions, maxBody smallBody, h: handleDecide}.
 //  2. server.go, wrap: a call with a trace id (X-Trace-Id), panic recovery;
 //     on the way out the route's latency metric, the access log line and
-//     the abuse guard's observation of the status (and of call.anomaly).
+//     the abuse guard's observation of the status (and of call.reloaded).
 //  3. server.go, serve, in the order of contract section 7:
 //     authenticate (bearer token HMAC, credential active, tenant; 401) →
 //     scope (403) → tenant paused (503) → disk reserve refuses writes (503
@@ -63,4 +63,4 @@ package server
 // nothing applied; event, customer index, features, attribution links and
 // quality counters in one synced batch), then the console counters →
 // call.answer with the counts; a history reload is noted
-// in call.anomaly for the abuse guard, which hears it in wrap.
+// in call.reloaded for the abuse guard, which hears it in wrap.

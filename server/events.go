@@ -135,7 +135,7 @@ func (s *Server) handleEvents(c *call) error {
 		return quotaError(err) // new events past the quota: 429, nothing applied
 	}
 	if n := len(good); n >= 500 && res.Duplicados*10 >= n*9 {
-		c.anomaly = fmt.Sprintf("recarga: %d de %d eventos ya estaban procesados", res.Duplicados, n)
+		c.reloaded = res.Duplicados // the abuse guard adds up a minute's (abuseGuard.reload)
 	}
 	rejected = mergeRejections(rejected, res.Rechazados)
 	if c.overQuota != nil && res.Aceptados == 0 && len(rejected) > 0 {

@@ -188,9 +188,10 @@ type call struct {
 	// answer is the handler's JSON answer, which the pipeline writes when
 	// the handler returns nil (a handler that streams writes w itself).
 	answer answer
-	// anomaly is what the handler saw that the abuse guard weighs (a
-	// history reload); the pipeline reports it with the request's status.
-	anomaly string
+	// reloaded is the duplicate events of a request of events that were
+	// almost all duplicates, which the abuse guard adds up (reload); the
+	// pipeline reports it with the request's status.
+	reloaded int
 	// sent is the decision id of an answered coupon send, confirmed the id
 	// of a decision confirmed: the abuse guard's unconfirmed trigger.
 	sent, confirmed string
@@ -303,8 +304,8 @@ func (s *Server) wrap(rt route) httprouter.Handle {
 			if c.tenant != nil {
 				ev = ev.Str("tenant", c.tenant.ID).Str("client_id", c.clientID)
 				if c.tenant.Settings.RateLimits || !c.tenant.Sandbox {
-					if c.anomaly != "" {
-						s.abuse.signal(c.tenant.ID, c.clientID, c.anomaly, c.start)
+					if c.reloaded > 0 {
+						s.abuse.reload(c.tenant.ID, c.clientID, c.reloaded, c.start)
 					}
 					s.abuse.observe(c.tenant.ID, c.clientID, status, c.start)
 					if c.sent != "" {
