@@ -31,6 +31,11 @@ const (
 // is retried on 429, 5xx and lost connections. If a request still fails,
 // PublishEvents returns the totals of the requests that succeeded and the
 // error; sending the same slice again completes it without duplicates.
+// The error names the first event of the failed request ("publishing
+// events i to j"): every event before it was answered, so sending
+// events[i:] completes it too and sends less again (the server counts
+// 2,000 already-processed events resent in a minute as a history reload, a
+// warning on the credential).
 // When ctx has no deadline, the Client's timeout (WithTimeout) bounds each
 // request, retries included, not the whole slice.
 func (c *Client) PublishEvents(ctx context.Context, events []Evento) (*RespuestaEventos, error) {

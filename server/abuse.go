@@ -81,7 +81,7 @@ import (
 type AbuseConfig struct {
 	PeakFactor        float64
 	MinPeak           int
-	MinReload         int // duplicate events in a minute that make a reload (recarga)
+	MinReload         int // duplicate events in a minute that make a reload (recarga): 2,000, twice the most one request holds
 	ErrorRatio        float64
 	MinRequests       int
 	UnconfirmedRatio  float64
@@ -94,7 +94,7 @@ type AbuseConfig struct {
 
 // DefaultAbuseConfig are the documented thresholds.
 func DefaultAbuseConfig() AbuseConfig {
-	return AbuseConfig{PeakFactor: 10, MinPeak: 600, MinReload: 10_000, ErrorRatio: 0.5, MinRequests: 100,
+	return AbuseConfig{PeakFactor: 10, MinPeak: 600, MinReload: 2_000, ErrorRatio: 0.5, MinRequests: 100,
 		UnconfirmedRatio: 0.9, UnconfirmedMin: 200, UnconfirmedSample: 2000,
 		StepInterval: 10 * time.Minute, CoolDown: 6 * time.Hour, BrakeFactor: 0.25}
 }
