@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"io"
 	"maps"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -427,6 +429,62 @@ func TestIdempotencyKeyCanonicalBody(t *testing.T) {
 				}
 			} else if a2["codigo"] != "idempotencia_conflicto" {
 				t.Errorf("repeat: %v, want idempotencia_conflicto", a2)
+			}
+		})
+	}
+}
+
+// TestValidationListIsBounded: a 422 lists at most schema.MaxViolations
+// violations, then one value_error at the root that counts them all, so a
+// body of many bad items cannot draw an answer many times its size (a 2 MB
+// batch of one-character cliente_ref drew 72 MB).
+func TestValidationListIsBounded(t *testing.T) {
+	h := newHarness(t)
+	h.tenant("acme", true, noControl)
+	tok := h.token("acme", allScopes...)
+	refs := func(n int) []string { return slices.Repeat([]string{"x"}, n) }
+	negatives := func(n int) []int { return slices.Repeat([]int{-1}, n) }
+	for _, tc := range []struct {
+		name, method, path string
+		body               any
+		listed, found      int // found 0: no trailing count
+		first              []any
+	}{
+		{"batch of 20,000 short cliente_ref", "POST", "/v1/lotes-decision",
+			map[string]any{"campana_id": "c1", "clientes": refs(20_000)}, 100, 20_000, []any{"body", "clientes", float64(0)}},
+		{"batch of 101 short cliente_ref", "POST", "/v1/lotes-decision",
+			map[string]any{"campana_id": "c1", "clientes": refs(101)}, 100, 101, []any{"body", "clientes", float64(0)}},
+		{"batch of exactly 100 short cliente_ref", "POST", "/v1/lotes-decision",
+			map[string]any{"campana_id": "c1", "clientes": refs(100)}, 100, 0, []any{"body", "clientes", float64(0)}},
+		{"decision with 1,000 negative acciones_permitidas", "POST", "/v1/decisiones",
+			decideBody("bounded-0001", map[string]any{"canal": "push", "acciones_permitidas": negatives(1000)}), 100, 1000,
+			[]any{"body", "contexto", "acciones_permitidas", float64(0)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st, body := h.do(tc.method, tc.path, tok, tc.body)
+			if st != 422 {
+				t.Fatalf("status %d %v, want 422", st, body)
+			}
+			detail := body["detail"].([]any)
+			want := tc.listed
+			if tc.found > 0 {
+				want++
+			}
+			if len(detail) != want {
+				t.Fatalf("%d items, want %d", len(detail), want)
+			}
+			if diff := cmp.Diff(tc.first, detail[0].(map[string]any)["loc"]); diff != "" {
+				t.Errorf("first item's loc (-want +got):\n%s", diff)
+			}
+			if tc.found == 0 {
+				return
+			}
+			got := detail[len(detail)-1].(map[string]any)
+			wantLast := map[string]any{"loc": []any{"body"}, "type": "value_error",
+				"msg": "Value error, se listan los primeros 100 de " + strconv.Itoa(tc.found) + " errores",
+				"ctx": map[string]any{"max_errors": float64(100), "errors": float64(tc.found)}}
+			if diff := cmp.Diff(wantLast, got); diff != "" {
+				t.Errorf("last item (-want +got):\n%s", diff)
 			}
 		})
 	}

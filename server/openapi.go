@@ -683,7 +683,8 @@ func errorResponses() obj {
 		out[kindName(k)] = errorResponse([]kind{k})
 	}
 	out["validacion_422"] = obj{
-		"description": "Validation failed (HTTPValidationError): every violation found is listed, not only the first. " +
+		"description": "Validation failed (HTTPValidationError): every violation found is listed, not only the first, up to " + strconv.Itoa(schema.MaxViolations) +
+			" per part of the request; past that, one last `value_error` at the part's root (`loc` `[\"body\"]`) counts them (`ctx` `max_errors`, `errors`). " +
 			"`loc` starts with `body`, `path`, `query` or `header`; `type` uses pydantic v2's vocabulary (see `x-validation-error-types`).",
 		"headers": obj{"X-Trace-Id": headerRef("X-Trace-Id")},
 		"content": obj{"application/json": obj{"schema": schemaRef("HTTPValidationError"), "example": obj{"detail": []any{
@@ -1569,7 +1570,7 @@ Flow: publish events (POST /v1/eventos); request decisions online (POST /v1/deci
 
 ## Conventions
 
-- Bodies are JSON (Content-Type application/json or *+json; none given is taken as JSON; anything else is 415). Strict: unknown members (names are case-sensitive), duplicate keys, trailing data and nesting deeper than 64 are refused, every violation listed at once in a 422 HTTPValidationError whose ` + "`type`" + ` uses pydantic v2's vocabulary (x-validation-error-types).
+- Bodies are JSON (Content-Type application/json or *+json; none given is taken as JSON; anything else is 415). Strict: unknown members (names are case-sensitive), duplicate keys, trailing data and nesting deeper than 64 are refused, every violation listed at once (up to ` + strconv.Itoa(schema.MaxViolations) + `, then one value_error counting them) in a 422 HTTPValidationError whose ` + "`type`" + ` uses pydantic v2's vocabulary (x-validation-error-types).
 - Money is MXN without VAT, a JSON number with at most two decimals, kept as integer cents. Timestamps are ISO-8601 with their zone and are returned in UTC with the suffix Z.
 - ID pattern: ^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$. A cliente_ref (8 to 128 characters) is a salted hash; values that look like telephone numbers or e-mail addresses are refused.
 - Success is 200 except 202 for POST /v1/lotes-decision and DELETE /v1/clientes/{cliente_ref}. Every 4xx and 5xx has the ErrorV1 body except 422 (HTTPValidationError); the set of codigos is closed (x-error-codes). Unknown path or method: 404 no_encontrado. Every response carries X-Trace-Id.
