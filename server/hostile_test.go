@@ -489,3 +489,53 @@ func TestValidationListIsBounded(t *testing.T) {
 		})
 	}
 }
+
+// TestValidationEchoIsBounded: a 422 echoes at most schema.MaxEchoValues
+// values of an array or object input (the first, in document order), so a
+// list one item too long or an unknown member holding a large array is not
+// sent back whole (a 65 MB batch of 500,001 cliente_ref was).
+func TestValidationEchoIsBounded(t *testing.T) {
+	h := newHarness(t)
+	h.tenant("acme", true, noControl)
+	tok := h.token("acme", allScopes...)
+	ints := func(n int) []any {
+		out := make([]any, n)
+		for i := range out {
+			out[i] = float64(i)
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name, method, path string
+		body               any
+		loc                []any
+		input              any
+	}{
+		{"acciones_permitidas one too long", "POST", "/v1/decisiones",
+			decideBody("bounded-0001", map[string]any{"canal": "push", "acciones_permitidas": ints(1001)}),
+			[]any{"body", "contexto", "acciones_permitidas"}, ints(31)},
+		{"unknown member holding a long array", "PUT", "/v1/campanas/c1",
+			map[string]any{"canal": "push", "descripcion": "d", "extra": ints(5000)},
+			[]any{"body", "extra"}, ints(31)},
+		{"unknown member holding nested arrays", "PUT", "/v1/campanas/c1",
+			map[string]any{"canal": "push", "descripcion": "d", "extra": []any{ints(40), ints(40)}},
+			[]any{"body", "extra"}, []any{ints(30)}},
+		{"short array echoed whole", "PUT", "/v1/campanas/c1",
+			map[string]any{"canal": "push", "descripcion": "d", "extra": ints(31)},
+			[]any{"body", "extra"}, ints(31)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st, body := h.do(tc.method, tc.path, tok, tc.body)
+			if st != 422 {
+				t.Fatalf("status %d %v, want 422", st, body)
+			}
+			got := body["detail"].([]any)[0].(map[string]any)
+			if diff := cmp.Diff(tc.loc, got["loc"]); diff != "" {
+				t.Errorf("loc (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.input, got["input"]); diff != "" {
+				t.Errorf("input (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

@@ -126,7 +126,7 @@ func (c *checker) add(v Value, typ, msg string, ctx map[string]any) {
 	case KindNull:
 		input = JSONNull{}
 	default:
-		input = v.Any()
+		input = v.echo()
 	}
 	c.out = append(c.out, Violation{Loc: c.loc(), Msg: msg, Type: typ, Ctx: ctx, Input: input})
 }

@@ -13,7 +13,8 @@ import (
 // (int). Type uses pydantic v2's vocabulary; Msg is pydantic's English
 // wording, or "Value error, " followed by a rule's own message for
 // value_error. A JSON null input is JSONNull{}; a nil Input (the "missing"
-// type) is left out.
+// type) is left out; an array or object input is cut to MaxEchoValues
+// values.
 type Violation = api.ValidationItem
 
 // JSONNull is the Input of a violation whose offending input was a JSON
