@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"maps"
+	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -16,6 +17,8 @@ import (
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/coupond/coupond/batch"
+	"github.com/coupond/coupond/internal/apitest"
+	"github.com/coupond/coupond/store"
 )
 
 // TestUnknownAccionReal: an accion_real that is neither 0 nor in the
@@ -537,5 +540,69 @@ func TestValidationEchoIsBounded(t *testing.T) {
 				t.Errorf("input (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestBatchCreationOneBodyAtATime: while one batch creation of a tenant is
+// being read, another of that tenant is 429 with Retry-After before its
+// body is read (bodies of up to 96 MB multiplied the memory); other tenants
+// are not held, and the turn comes back when the first is answered.
+func TestBatchCreationOneBodyAtATime(t *testing.T) {
+	h := newHarness(t)
+	noLimits := func(s *store.Settings) { s.ControlShare, s.RateLimits = 0, false }
+	h.tenant("acme", true, noLimits)
+	h.tenant("beta", true, noLimits)
+	tok, tokBeta := h.token("acme", allScopes...), h.token("beta", allScopes...)
+	body := map[string]any{"campana_id": "c1", "clientes": []string{"cliente-0001"}}
+
+	pr, pw := io.Pipe()
+	t.Cleanup(func() { pw.Close() })
+	req, err := http.NewRequest("POST", h.http.URL+"/v1/lotes-decision", pr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+tok)
+	req.Header.Set("Content-Type", "application/json")
+	first := make(chan int, 1)
+	go func() {
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			first <- 0
+			return
+		}
+		resp.Body.Close()
+		first <- resp.StatusCode
+	}()
+	if _, err := pw.Write([]byte(`{"campana_id":"c1","clientes":[`)); err != nil {
+		t.Fatal(err)
+	}
+	// The first request holds the turn once the server reads its body.
+	var st int
+	var got map[string]any
+	for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		resp := h.raw("POST", "/v1/lotes-decision", tok, body)
+		got = apitest.Object(t, resp)
+		if st = resp.StatusCode; st == 429 {
+			if ra := resp.Header.Get("Retry-After"); ra != "1" {
+				t.Errorf("Retry-After %q, want 1", ra)
+			}
+			break
+		}
+	}
+	if msg, _ := got["mensaje"].(string); st != 429 || !strings.HasPrefix(msg, "otra creación de lote del inquilino") {
+		t.Fatalf("second creation while the first is read: %d %v, want 429 for the batch being read", st, got)
+	}
+	if st, got := h.do("POST", "/v1/lotes-decision", tokBeta, body); st == 429 {
+		t.Errorf("another tenant meanwhile: %d %v, want no 429", st, got)
+	}
+	if _, err := pw.Write([]byte(`"cliente-0001"]}`)); err != nil {
+		t.Fatal(err)
+	}
+	pw.Close()
+	if st := <-first; st != 422 { // campaign c1 is not defined
+		t.Errorf("first creation: %d, want 422", st)
+	}
+	if st, got := h.do("POST", "/v1/lotes-decision", tok, body); st != 422 {
+		t.Errorf("after the first was answered: %d %v, want 422 (campaign not defined)", st, got)
 	}
 }

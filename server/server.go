@@ -77,6 +77,8 @@ type Server struct {
 	metrics       *metrics
 	abuse         *abuseGuard
 	router        *httprouter.Router
+	// batchReads: one batch creation per tenant read at a time.
+	batchReads bodyReads
 }
 
 // New builds the server and its routes.
@@ -402,6 +404,13 @@ func (s *Server) serve(rt route, c *call) error {
 				c.overQuota = err
 			}
 		}
+	}
+	if rt.quota == quotaBatch {
+		release, ok := s.batchReads.acquire(c.tenant.ID)
+		if !ok {
+			return errBatchReading()
+		}
+		defer release()
 	}
 	if rt.maxBody > 0 {
 		if err := readBody(c, rt.maxBody); err != nil {
