@@ -102,10 +102,15 @@ const tokenTTL = 15 * time.Minute
 type tokens struct {
 	key  []byte
 	pool sync.Pool // of hash.Hash
+	// strict decodes base64url refusing nonzero padding bits: the lenient
+	// decoder took three other spellings of a token's last character
+	// (and of its payload's) as the same token, so an altered token
+	// still authenticated.
+	strict *base64.Encoding
 }
 
 func newTokens(key []byte) *tokens {
-	t := &tokens{key: key}
+	t := &tokens{key: key, strict: base64.RawURLEncoding.Strict()}
 	t.pool.New = func() any { return hmac.New(sha256.New, t.key) }
 	return t
 }
@@ -151,7 +156,7 @@ func (t *tokens) verify(tok string, now time.Time, buf *[160]byte) (clientID []b
 	}
 	var src [256]byte
 	var mbuf [34]byte
-	enc := base64.RawURLEncoding
+	enc := t.strict
 	n, err := enc.Decode(buf[:], append(src[:0], rest[:dot]...))
 	if err != nil || n <= tokenHead {
 		return nil, 0, 0, false

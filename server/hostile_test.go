@@ -606,3 +606,33 @@ func TestBatchCreationOneBodyAtATime(t *testing.T) {
 		t.Errorf("after the first was answered: %d %v, want 422 (campaign not defined)", st, got)
 	}
 }
+
+// TestTokenOneCharacterAltered: an access token with any one character of
+// either base64url part's end replaced is refused (401), including the
+// spellings that differ only in padding bits, which decode to the same
+// bytes unless the decoder is strict.
+func TestTokenOneCharacterAltered(t *testing.T) {
+	h := newHarness(t)
+	h.tenant("acme", true, noControl)
+	tok := h.token("acme", allScopes...)
+	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+	dot := strings.LastIndexByte(tok, '.')
+	var accepted []string
+	for _, pos := range []int{dot - 1, len(tok) - 1} {
+		for _, r := range alphabet {
+			if byte(r) == tok[pos] {
+				continue
+			}
+			altered := tok[:pos] + string(r) + tok[pos+1:]
+			if st, _ := h.do("GET", "/v1/catalogo-acciones", altered, nil); st != 401 {
+				accepted = append(accepted, altered[pos-3:pos+1])
+			}
+		}
+	}
+	if diff := cmp.Diff([]string(nil), accepted); diff != "" {
+		t.Errorf("altered tokens accepted (their last 4 characters, -want +got):\n%s", diff)
+	}
+	if st, body := h.do("GET", "/v1/catalogo-acciones", tok, nil); st != 200 {
+		t.Errorf("the token itself: %d %v", st, body)
+	}
+}
