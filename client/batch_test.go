@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -148,6 +149,11 @@ func TestVerifyWebhook(t *testing.T) {
 	}
 	good := batch.SignWebhook(key, "msg_1", now, body)
 	other := "v1," + base64.StdEncoding.EncodeToString(make([]byte, 32))
+	// twin spells good's signature with other padding bits in its last
+	// character before "=": the same bytes to a lenient decoder.
+	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+	last := len(good) - 2
+	twin := good[:last] + string(alphabet[strings.IndexByte(alphabet, good[last])^1]) + good[last+1:]
 	tests := []struct {
 		name   string
 		secret string
@@ -164,6 +170,7 @@ func TestVerifyWebhook(t *testing.T) {
 		{"other secret", batch.NewWebhookSecret(), headers("msg_1", now, good), body, client.ErrWebhookSignature},
 		{"timestamp 6 minutes old", secret, headers("msg_1", now.Add(-6*time.Minute), batch.SignWebhook(key, "msg_1", now.Add(-6*time.Minute), body)), body, client.ErrWebhookTimestamp},
 		{"timestamp 6 minutes ahead", secret, headers("msg_1", now.Add(6*time.Minute), batch.SignWebhook(key, "msg_1", now.Add(6*time.Minute), body)), body, client.ErrWebhookTimestamp},
+		{"signature altered in its padding bits", secret, headers("msg_1", now, twin), body, client.ErrWebhookSignature},
 		{"v2 signature only", secret, headers("msg_1", now, "v2,"+good[3:]), body, client.ErrWebhookSignature},
 		{"no signature", secret, headers("msg_1", now, ""), body, client.ErrWebhookHeaders},
 		{"secret not base64", "whsec_***", headers("msg_1", now, good), body, client.ErrWebhookSecret},

@@ -50,7 +50,8 @@ func VerifyWebhook(secret string, header http.Header, body []byte, now time.Time
 // signature, whatever its payload: it accepts when one of the v1
 // signatures in webhook-signature (space separated) is the base64
 // HMAC-SHA256 of "id.timestamp.body" under secret's key, compared in
-// constant time, and webhook-timestamp is within tolerance of now. The
+// constant time (decoded strictly: a signature spelled with other padding
+// bits in its last character is another signature, refused), and webhook-timestamp is within tolerance of now. The
 // errors wrap ErrWebhookSecret, ErrWebhookHeaders, ErrWebhookTimestamp or
 // ErrWebhookSignature.
 func VerifyWebhookSignature(secret string, header http.Header, body []byte, now time.Time, tolerance time.Duration) error {
@@ -75,7 +76,7 @@ func VerifyWebhookSignature(secret string, header http.Header, body []byte, now 
 		if !found || v != "v1" {
 			continue
 		}
-		if got, err := base64.StdEncoding.DecodeString(sig); err == nil && hmac.Equal(got, want) {
+		if got, err := base64.StdEncoding.Strict().DecodeString(sig); err == nil && hmac.Equal(got, want) {
 			return nil
 		}
 	}
