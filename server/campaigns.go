@@ -9,11 +9,14 @@ import (
 	"github.com/coupond/coupond/server/schema"
 )
 
+// campaignSchema: the caps are optional and null is no cap as well, as
+// the answer shows it, so a campaign read back can be sent again with its
+// caps as they came (a null was 422).
 var campaignSchema = schema.Object(
 	schema.Field("canal", schema.String().Len(1, 256)).Required(),
 	schema.Field("descripcion", schema.String().Len(1, 256)).Required(),
-	schema.Field("max_descuento_mxn", schema.Money().Range(0, 100_000_000_000)),
-	schema.Field("max_envios", schema.Int().Min(0)),
+	schema.Field("max_descuento_mxn", schema.Money().Range(0, 100_000_000_000).Nullable()),
+	schema.Field("max_envios", schema.Int().Min(0).Nullable()),
 )
 
 // viewCampaign is the campaign as the API shows it (money in MXN).

@@ -44,3 +44,40 @@ func TestCampaignPathValidation(t *testing.T) {
 		}
 	}
 }
+
+// TestCampaignNullCaps: a null cap is no cap, as absent, since the answer
+// shows a missing cap as null: a campaign's caps read back can be sent
+// again as they came, and a null removes a cap set before.
+func TestCampaignNullCaps(t *testing.T) {
+	h := newHarness(t)
+	h.tenant("acme", true, noControl)
+	tok := h.token("acme", allScopes...)
+	caps := func(m map[string]any) map[string]any {
+		return map[string]any{"max_descuento_mxn": m["max_descuento_mxn"], "max_envios": m["max_envios"]}
+	}
+	for _, tc := range []struct {
+		name string
+		body map[string]any
+		want map[string]any
+	}{
+		{"caps set", map[string]any{"canal": "push", "descripcion": "d", "max_descuento_mxn": 150.5, "max_envios": 10},
+			map[string]any{"max_descuento_mxn": 150.5, "max_envios": float64(10)}},
+		{"caps null", map[string]any{"canal": "push", "descripcion": "d", "max_descuento_mxn": nil, "max_envios": nil},
+			map[string]any{"max_descuento_mxn": nil, "max_envios": nil}},
+		{"one cap null", map[string]any{"canal": "push", "descripcion": "d", "max_descuento_mxn": nil, "max_envios": 3},
+			map[string]any{"max_descuento_mxn": nil, "max_envios": float64(3)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st, got := h.do("PUT", "/v1/campanas/c1", tok, tc.body)
+			if st != 200 {
+				t.Fatalf("PUT: %d %v", st, got)
+			}
+			if diff := cmp.Diff(tc.want, caps(got)); diff != "" {
+				t.Errorf("PUT answer's caps (-want +got):\n%s", diff)
+			}
+			if _, got = h.do("GET", "/v1/campanas/c1", tok, nil); cmp.Diff(tc.want, caps(got)) != "" {
+				t.Errorf("GET caps %v, want %v", caps(got), tc.want)
+			}
+		})
+	}
+}

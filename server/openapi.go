@@ -850,7 +850,7 @@ func (g *docGen) requestSchemas() {
 		"`descuento_max_mxn` absent is 0 (no cap known); `canales` absent or empty means every channel (to offer an action on no channel, set `activa` false); `activa` absent is true. "+
 		"`categorias` (optional, 1 to 64): the `COMPRA_CAT` `clave` values the coupon applies to (absent: the whole basket); a hint for learning which customers the coupon suits, never required. "+
 		"A new action starts without support and is explored until it has some.", catalogSchema)
-	put("Campana", "Campaign definition. `max_descuento_mxn` and `max_envios` absent: no cap. Sends (`accion` != 0) are counted against the budget first come, first served; "+
+	put("Campana", "Campaign definition. `max_descuento_mxn` and `max_envios` absent or null: no cap (the answer shows a missing cap as null, so a campaign read back can be sent again with its caps as they came). Sends (`accion` != 0) are counted against the budget first come, first served; "+
 		"each send reserves the action's `descuento_max_mxn` against `max_descuento_mxn`, and a percentage coupon without `descuento_max_mxn` (no bound) is never sent under a campaign with `max_descuento_mxn`. A `rechazada` confirmation, or `caduca_en` passing unconfirmed, gives the send back.", campaignSchema)
 	dec := put("PeticionDecision", "Online decision request.", decisionSchema)
 	ctx := schemaProps(dec)["contexto"].(obj)
