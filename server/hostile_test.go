@@ -576,18 +576,25 @@ func TestBatchCreationOneBodyAtATime(t *testing.T) {
 	if _, err := pw.Write([]byte(`{"campana_id":"c1","clientes":[`)); err != nil {
 		t.Fatal(err)
 	}
-	// The first request holds the turn once the server reads its body.
-	var st int
-	var got map[string]any
-	for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		resp := h.raw("POST", "/v1/lotes-decision", tok, body)
-		got = apitest.Object(t, resp)
-		if st = resp.StatusCode; st == 429 {
-			if ra := resp.Header.Get("Retry-After"); ra != "1" {
-				t.Errorf("Retry-After %q, want 1", ra)
-			}
-			break
+	// The first request holds the turn once the server reads its body; the
+	// second is sent only then (sent sooner, it could take the turn itself
+	// and the first would be the one refused).
+	held := func() bool {
+		r := &h.srv.batchReads
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return r.held["acme"]
+	}
+	for deadline := time.Now().Add(10 * time.Second); !held(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the first creation never took its turn")
 		}
+	}
+	resp := h.raw("POST", "/v1/lotes-decision", tok, body)
+	got := apitest.Object(t, resp)
+	st := resp.StatusCode
+	if ra := resp.Header.Get("Retry-After"); st == 429 && ra != "1" {
+		t.Errorf("Retry-After %q, want 1", ra)
 	}
 	if msg, _ := got["mensaje"].(string); st != 429 || !strings.HasPrefix(msg, "otra creación de lote del inquilino") {
 		t.Fatalf("second creation while the first is read: %d %v, want 429 for the batch being read", st, got)
