@@ -96,11 +96,15 @@ type evalRun struct {
 	evals           []*ope.Evaluator
 	ev              *Evaluation
 	logged, control welford
+	// sent counts, per action id, the evaluated records that logged it
+	// done: an "always id" target no record did has no estimate (result).
+	sent map[int]int
 }
 
 func newEvalRun(tenant string, opt EvalOptions, pm *publishedModel, cat *Catalog) (*evalRun, error) {
 	run := &evalRun{opt: opt, pm: pm, names: []string{"current_policy", "never_send"}, actionIDs: []int{},
-		ev: &Evaluation{Tenant: tenant, Campana: opt.Campana, PoliticaVersion: pm.version, Excluded: map[string]int{}, Guard: pm.m.GuardStatus()}}
+		ev:   &Evaluation{Tenant: tenant, Campana: opt.Campana, PoliticaVersion: pm.version, Excluded: map[string]int{}, Guard: pm.m.GuardStatus()},
+		sent: map[int]int{}}
 	for _, a := range cat.Acciones {
 		run.actionIDs = append(run.actionIDs, a.ID)
 		run.names = append(run.names, fmt.Sprintf("always_%d_%s", a.ID, a.Nombre))
@@ -197,6 +201,9 @@ func (run *evalRun) fold(ordered <-chan *evalChunk) error {
 		}
 		for _, x := range c.st.control {
 			run.control.add(x)
+		}
+		for id, n := range c.st.sent {
+			run.sent[id] += n
 		}
 	}
 	return first
@@ -308,19 +315,41 @@ func (run *evalRun) scoreOne(c *evalChunk, r *DecisionRecord, mu []float64) []fl
 		}
 	}
 	c.st.logged = append(c.st.logged, reward)
+	if c.st.sent == nil {
+		c.st.sent = map[int]int{}
+	}
+	c.st.sent[r.Accion]++
 	return mu
 }
 
-// result is the evaluation, once the log is folded.
+// result is the evaluation, once the log is folded. An "always id"
+// target whose coupon no evaluated record logged done (a new coupon, one
+// never sent in the campaign) has no estimate, as ope gives a target with
+// no support: its records read the same as never-send's (where id is not
+// a candidate "always id" sends nothing), whose value under the coupon's
+// name would pass for what the coupon earns.
 func (run *evalRun) result() *Evaluation {
 	ev := run.ev
 	for j, name := range run.names {
 		res := run.evals[j].Result()
+		if j >= 2 && run.sent[run.actionIDs[j-2]] == 0 {
+			res = noSupport(res)
+		}
 		ev.Policies = append(ev.Policies, PolicyValue{Policy: name, IPS: res.IPS, SNIPS: res.SNIPS, DR: res.DR,
 			ESS: res.ESS, MaxWeight: res.MaxWeight, MeanWeight: res.MeanWeight})
 	}
 	ev.Logged, ev.Control = run.logged.value(), run.control.value()
 	return ev
+}
+
+// noSupport is res without estimates: IPS, SNIPS and DR are NaN and the
+// effective sample size is 0, as ope.Result reads a target the log never
+// took.
+func noSupport(res ope.Result) ope.Result {
+	nan := math.NaN()
+	none := ope.Estimate{Value: nan, Lo: nan, Hi: nan, StdErr: nan}
+	res.IPS, res.SNIPS, res.DR, res.DRLift, res.ESS = none, none, none, none, 0
+	return res
 }
 
 // PolicyProbs returns the current policy's distribution over a logged
@@ -622,6 +651,7 @@ func (rep *ShadowReport) judge() {
 type chunkStats struct {
 	excl            map[string]int
 	logged, control []float64
+	sent            map[int]int // evaluated records by action done
 }
 
 func (c *chunkStats) excluded(why string) {

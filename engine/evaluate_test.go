@@ -246,3 +246,46 @@ func TestEvaluateStopsWithItsContext(t *testing.T) {
 		t.Errorf("evaluate: %v; want all %d records", err, n)
 	}
 }
+
+// TestEvaluateGivesNoEstimateForACouponNeverSent: a coupon added to the
+// catalog after the decisions (3), or a candidate the log never shows sent
+// (2), has no estimate (n/a, effective sample size 0), as the README
+// says: "always id" sends nothing where id is not a candidate, so its
+// records were never-send's, and their value under the coupon's name
+// (which the console may call the best single coupon) passed for what the
+// coupon earns. The coupons sent keep their estimates.
+func TestEvaluateGivesNoEstimateForACouponNeverSent(t *testing.T) {
+	e, _ := newTestEngine(t, 3, nil)
+	x := make([]float64, VectorDim)
+	b := e.db.NewBatch()
+	for i := 0; i < 40; i++ {
+		reward := int64(1000 + 100*(i%7))
+		r := &DecisionRecord{Nonce: fmt.Sprintf("n%011d", i), ClienteRef: fmt.Sprintf("c%07d", i), At: t0, Accion: []int{0, 1}[i%2], Propension: 0.5,
+			X: x, Candidates: []int{0, 1}, Probs: []float64{0.5, 0.5}, Priors: []float64{0, 0}, Estado: EstadoEjecutada, Recompensa: &reward}
+		if i%4 == 0 { // coupon 2 a candidate, never drawn
+			r.Candidates, r.Probs, r.Priors = []int{0, 1, 2}, []float64{0.5, 0.5, 0}, []float64{0, 0, 0}
+		}
+		putDecision(b, "acme", r, nil)
+	}
+	if err := b.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	ev, err := e.Evaluator.Evaluate(context.Background(), "acme", EvalOptions{Replicates: 10, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, p := range ev.Policies {
+		got[p.Policy] = fmt.Sprintf("ESS %.0f, DR %v, IPS %v, SNIPS %v", p.ESS, !math.IsNaN(p.DR.Value), !math.IsNaN(p.IPS.Value), !math.IsNaN(p.SNIPS.Value))
+	}
+	want := map[string]string{
+		"current_policy":  got["current_policy"],
+		"never_send":      "ESS 20, DR true, IPS true, SNIPS true",
+		"always_1_cupon1": "ESS 20, DR true, IPS true, SNIPS true",
+		"always_2_cupon2": "ESS 0, DR false, IPS false, SNIPS false",
+		"always_3_cupon3": "ESS 0, DR false, IPS false, SNIPS false",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("estimates (-want +got):\n%s", diff)
+	}
+}
