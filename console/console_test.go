@@ -780,3 +780,41 @@ func TestPendingDeletionShowsRequestTime(t *testing.T) {
 		})
 	}
 }
+
+// TestBestSingleByLowerBound: the proof's "best single" row is the coupon
+// whose interval's lower end is highest, not the largest estimate, which
+// is mostly a seldom-sent coupon's noise (the winner's curse); a coupon
+// with an estimate but no interval ranks below those with one.
+func TestBestSingleByLowerBound(t *testing.T) {
+	nan := math.NaN()
+	for _, tc := range []struct {
+		name     string
+		policies []engine.PolicyValue
+		want     string
+	}{
+		{"wide high estimate", []engine.PolicyValue{
+			{Policy: "always_1_noisy", DR: ope.Estimate{Value: 40, Lo: -20, Hi: 100}},
+			{Policy: "always_2_steady", DR: ope.Estimate{Value: 12, Lo: 10, Hi: 14}},
+		}, "best single: 2_steady"},
+		{"no interval ranks last", []engine.PolicyValue{
+			{Policy: "always_1_one", DR: ope.Estimate{Value: 90, Lo: nan, Hi: nan}},
+			{Policy: "always_2_low", DR: ope.Estimate{Value: 1, Lo: -5, Hi: 7}},
+		}, "best single: 2_low"},
+		{"only without interval", []engine.PolicyValue{
+			{Policy: "always_1_a", DR: ope.Estimate{Value: 3, Lo: nan, Hi: nan}},
+			{Policy: "always_2_b", DR: ope.Estimate{Value: 5, Lo: nan, Hi: nan}},
+			{Policy: "always_3_never_sent", DR: ope.Estimate{Value: nan, Lo: nan, Hi: nan}},
+		}, "best single: 2_b"},
+	} {
+		rows, _, _ := evalRows(&engine.Evaluation{Records: 50, Policies: tc.policies})
+		var got []string
+		for _, r := range rows {
+			if strings.HasPrefix(r.Name, "best single") {
+				got = append(got, r.Name)
+			}
+		}
+		if diff := cmp.Diff([]string{tc.want}, got); diff != "" {
+			t.Errorf("%s: best single (-want +got):\n%s", tc.name, diff)
+		}
+	}
+}

