@@ -362,7 +362,7 @@ func TestShadowReportDraws(t *testing.T) {
 var shadowAgreementRE = regexp.MustCompile(`\nagreement engine/caller: +(100\.0|0\.0)%  \(1 compared\)\n`)
 
 // shadowRewardsRE is the shadow verdict's count of its one decision.
-var shadowRewardsRE = regexp.MustCompile(`\n  - (1 final reward|0 final rewards) \(needs`)
+var shadowRewardsRE = regexp.MustCompile(`\n  - (1 confirmed decision with its final reward|0 confirmed decisions with their final reward) \(needs`)
 
 // batchDoneRE is batch watch's last line for the walkthrough's 3-line job;
 // its decisions are drawn, so 0 to 3 may send ("1 send", singular).

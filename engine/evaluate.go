@@ -629,9 +629,12 @@ func (rep *ShadowReport) judge() {
 		fail("only %.1f%% of coupons carry a decision_id (needs at least 95%%)", 100*rep.LabelledShare)
 	}
 	if rep.RewardsFinal < MinShadowRewards {
-		noun := "final rewards"
+		// Confirmed: the rewards of unconfirmed decisions become final too
+		// (a caller that confirms nothing has them all), but say nothing
+		// of what its rule did.
+		noun := "confirmed decisions with their final reward"
 		if rep.RewardsFinal == 1 {
-			noun = "final reward"
+			noun = "confirmed decision with its final reward"
 		}
 		fail("%d %s (needs at least %d for a comparison)", rep.RewardsFinal, noun, MinShadowRewards)
 	} else if !(rep.Lift.Lo > 0) { // a lead within the noise is no proof

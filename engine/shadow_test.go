@@ -20,17 +20,17 @@ func TestShadowVerdictReasons(t *testing.T) {
 		want []string
 	}{
 		{"nothing yet", ShadowReport{}, []string{
-			"0 final rewards (needs at least 200 for a comparison)",
+			"0 confirmed decisions with their final reward (needs at least 200 for a comparison)",
 			"no coupon reported received yet (CUPON_RECIBIDO events, each with its decision_id)",
 			"no shadow decisions yet",
 		}},
 		{"unconfirmed and unlabelled", ShadowReport{Decisions: 10, Confirmed: 5, CouponsReceived: 4, CouponsLabelled: 1, RewardsFinal: 10}, []string{
-			"10 final rewards (needs at least 200 for a comparison)",
+			"10 confirmed decisions with their final reward (needs at least 200 for a comparison)",
 			"only 25.0% of coupons carry a decision_id (needs at least 95%)",
 			"only 50.0% of decisions confirmed (needs at least 95%)",
 		}},
 		{"one final reward", ShadowReport{Decisions: 1, Confirmed: 1, CouponsReceived: 1, CouponsLabelled: 1, RewardsFinal: 1}, []string{
-			"1 final reward (needs at least 200 for a comparison)",
+			"1 confirmed decision with its final reward (needs at least 200 for a comparison)",
 		}},
 		{"ready", ShadowReport{Decisions: 300, Confirmed: 300, CouponsReceived: 100, CouponsLabelled: 100, RewardsFinal: 250,
 			CallerRule: MeasuredValue{Mean: 1}, Engine: MeasuredValue{Mean: 2}, Lift: MeasuredValue{Mean: 1, Lo: 0.5, Hi: 1.5}}, nil},
