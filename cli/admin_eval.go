@@ -107,6 +107,11 @@ func printEvaluation(w io.Writer, ev *engine.Evaluation) error {
 	}
 	if ev.Records == 0 {
 		fmt.Fprintln(w, "no decision to evaluate yet: none is confirmed ejecutada with its reward final outside the control group")
+		if ev.Excluded["shadow"] > 0 {
+			// A tenant in shadow mode has none: its caller applied its own
+			// rule, which admin shadow report compares.
+			fmt.Fprintln(w, "(shadow decisions are left out: admin shadow report compares them with your rule)")
+		}
 	} else {
 		printEstimates(w, ev.Policies)
 	}

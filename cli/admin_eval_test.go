@@ -397,6 +397,31 @@ send gate: probando  no decision tested against never-send yet
 	}
 }
 
+// TestEvaluationOfAShadowTenantPointsToTheShadowReport: a tenant with
+// only shadow decisions has nothing to evaluate; admin evaluate says
+// where they are compared instead of leaving "none is confirmed
+// ejecutada" (they all may be) unexplained.
+func TestEvaluationOfAShadowTenantPointsToTheShadowReport(t *testing.T) {
+	nan := math.NaN()
+	none := ope.Estimate{Value: nan, Lo: nan, Hi: nan, StdErr: nan}
+	ev := &engine.Evaluation{Tenant: "acme", PoliticaVersion: "v0-prior", Excluded: map[string]int{"shadow": 400},
+		Policies: []engine.PolicyValue{{Policy: "current_policy", IPS: none, SNIPS: none, DR: none, ESS: nan, MaxWeight: nan}},
+		Logged:   engine.MeasuredValue{Mean: nan, Lo: nan, Hi: nan}, Control: engine.MeasuredValue{Mean: nan, Lo: nan, Hi: nan}}
+	var b strings.Builder
+	if err := printEvaluation(&b, ev); err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Split(b.String(), "\n")[2:5]
+	want := []string{
+		"left out: shadow 400",
+		"no decision to evaluate yet: none is confirmed ejecutada with its reward final outside the control group",
+		"(shadow decisions are left out: admin shadow report compares them with your rule)",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("printEvaluation (-want +got):\n%s", diff)
+	}
+}
+
 // TestShadowTextFitsHundredColumns: admin shadow report's text stays within
 // 100 columns with five-digit amounts and a reason that is long: the value
 // line ran to about 105 columns and the reasons to 130.
