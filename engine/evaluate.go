@@ -24,7 +24,8 @@ type PolicyValue struct {
 	MeanWeight float64      `json:"mean_weight"`
 }
 
-// MeasuredValue is an on-policy mean with a normal 95 % interval.
+// MeasuredValue is an on-policy mean with a normal 95 % interval (the
+// control group's counts each customer as one draw: clusterMean).
 type MeasuredValue struct {
 	N    int     `json:"n"`
 	Mean float64 `json:"mean"`
@@ -89,13 +90,14 @@ func (e *Evaluator) Evaluate(ctx context.Context, tenant string, opt EvalOptions
 // evalRun is one Evaluate: the target policies' bootstrap evaluators and
 // the on-policy means, fed from the decision log.
 type evalRun struct {
-	opt             EvalOptions
-	pm              *publishedModel
-	names           []string // target policies, in evals order
-	actionIDs       []int    // the "always id" targets, from names[2] on
-	evals           []*ope.Evaluator
-	ev              *Evaluation
-	logged, control welford
+	opt       EvalOptions
+	pm        *publishedModel
+	names     []string // target policies, in evals order
+	actionIDs []int    // the "always id" targets, from names[2] on
+	evals     []*ope.Evaluator
+	ev        *Evaluation
+	logged    welford
+	control   clusterMean
 	// sent counts, per action id, the evaluated records that logged it
 	// done: an "always id" target no record did has no estimate (result).
 	sent map[int]int
@@ -200,7 +202,7 @@ func (run *evalRun) fold(ordered <-chan *evalChunk) error {
 			run.ev.Records++
 		}
 		for _, x := range c.st.control {
-			run.control.add(x)
+			run.control.add(x.ref, x.reward)
 		}
 		for id, n := range c.st.sent {
 			run.sent[id] += n
@@ -260,7 +262,7 @@ func (run *evalRun) score(c *evalChunk) {
 		case "":
 			mu = run.scoreOne(c, &r, mu[:0])
 		case evalControl:
-			c.st.control = append(c.st.control, float64(*r.Recompensa)/100)
+			c.st.control = append(c.st.control, controlReward{r.ClienteRef, float64(*r.Recompensa) / 100})
 		default:
 			c.st.excluded(why)
 		}
@@ -394,6 +396,63 @@ func (w *welford) value() MeasuredValue {
 	if w.n == 0 {
 		v.Mean = math.NaN()
 	}
+	return v
+}
+
+// controlReward is a closed control-group decision's reward (MXN) and
+// its customer.
+type controlReward struct {
+	ref    string
+	reward float64
+}
+
+// clusterMean is the mean of rewards drawn by customer, with the
+// cluster-robust (by customer) standard error. The control group is a
+// stable set of customers (a keyed hash of cliente_ref), each decided
+// again once her reward window closes, and its value is read against the
+// policy's over the other customers: who fell in the group is part of the
+// error, which decisions of the same customer do not average out. With
+// one decision per customer it is welford's.
+type clusterMean struct {
+	n     int
+	sum   float64
+	byRef map[string]*welford // each customer's count and sum (n, n·mean)
+}
+
+func (c *clusterMean) add(ref string, x float64) {
+	if c.byRef == nil {
+		c.byRef = map[string]*welford{}
+	}
+	w := c.byRef[ref]
+	if w == nil {
+		w = &welford{}
+		c.byRef[ref] = w
+	}
+	w.add(x)
+	c.n++
+	c.sum += x
+}
+
+// value is the mean with its 95 % interval: the variance of the ratio
+// estimator Σy/Σn over G customers, G/(G−1)·Σ_g (Y_g − mean·n_g)² / N²
+// (no interval with fewer than two customers).
+func (c *clusterMean) value() MeasuredValue {
+	v := MeasuredValue{N: c.n, Mean: math.NaN(), Lo: math.NaN(), Hi: math.NaN()}
+	if c.n == 0 {
+		return v
+	}
+	v.Mean = c.sum / float64(c.n)
+	g := float64(len(c.byRef))
+	if g < 2 {
+		return v
+	}
+	ss := 0.0
+	for _, w := range c.byRef {
+		d := float64(w.n) * (w.mean - v.Mean)
+		ss += d * d
+	}
+	se := math.Sqrt(g/(g-1)*ss) / float64(c.n)
+	v.Lo, v.Hi = v.Mean-1.96*se, v.Mean+1.96*se
 	return v
 }
 
@@ -652,9 +711,10 @@ func (rep *ShadowReport) judge() {
 
 // chunkStats is what a chunk of the log adds besides evaluator records.
 type chunkStats struct {
-	excl            map[string]int
-	logged, control []float64
-	sent            map[int]int // evaluated records by action done
+	excl    map[string]int
+	logged  []float64
+	control []controlReward
+	sent    map[int]int // evaluated records by action done
 }
 
 func (c *chunkStats) excluded(why string) {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/coupond/coupond/store"
 )
@@ -287,5 +288,35 @@ func TestEvaluateGivesNoEstimateForACouponNeverSent(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("estimates (-want +got):\n%s", diff)
+	}
+}
+
+// TestControlGroupIntervalCountsCustomers: the control group is a stable
+// set of customers decided again each reward window, read against the
+// policy's value over the other customers, so its interval counts each
+// customer as one draw. Ten customers worth 0, 10, … 90 MXN, five
+// decisions each with the same reward: the mean is 45 and the
+// cluster-robust standard error √(10/9·25·8250)/50 = 9.57 (a half-width
+// of 18.77); over the 50 decisions as if independent it was 4.10 (8.04).
+func TestControlGroupIntervalCountsCustomers(t *testing.T) {
+	e, _ := newTestEngine(t, 2, nil)
+	b := e.db.NewBatch()
+	for i := 0; i < 50; i++ {
+		reward := int64(1000 * (i % 10))
+		r := &DecisionRecord{Nonce: fmt.Sprintf("n%011d", i), ClienteRef: fmt.Sprintf("c%07d", i%10), At: t0.Add(time.Duration(i/10) * 31 * 24 * time.Hour),
+			Propension: 1, EnControl: true, Estado: EstadoPendiente, Recompensa: &reward}
+		putDecision(b, "acme", r, nil)
+	}
+	if err := b.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	ev, err := e.Evaluator.Evaluate(context.Background(), "acme", EvalOptions{Replicates: 10, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	half := 1.96 * math.Sqrt(10.0/9*25*8250) / 50
+	want := MeasuredValue{N: 50, Mean: 45, Lo: 45 - half, Hi: 45 + half}
+	if diff := cmp.Diff(want, ev.Control, cmpopts.EquateApprox(0, 1e-9)); diff != "" {
+		t.Errorf("control group (-want +got):\n%s", diff)
 	}
 }
