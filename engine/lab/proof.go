@@ -53,6 +53,12 @@ type ProofReport struct {
 	DR     []ProofEstimate `json:"dr,omitempty"`
 	IPS    []ProofEstimate `json:"ips,omitempty"`
 	Logged ProofEstimate   `json:"logged"`
+	// Control is Evaluate's control group (measured, with its interval)
+	// beside the truth it is read against: never-send over the decisions
+	// the estimates read (the other customers); ControlOwn is the same
+	// measurement beside the truth of its own decisions (never-send, the
+	// control kind nada). Without a control group, N is 0 (ESS).
+	Control, ControlOwn ProofEstimate
 	// Sent is, per action done, the measured mean reward of the
 	// decisions that did it beside their truth: the reward attribution
 	// checked action by action (Value the measured mean, SE its error).
@@ -231,15 +237,19 @@ func (p *proofRun) evaluate(rep *ProofReport) error {
 	}
 	truth := make([]float64, len(targets))
 	a := newAttribution()
+	var control welfordTruth
 	for _, id := range p.ids {
 		rec, err := p.eng.DecisionByID(labTenant, id)
 		if err != nil {
 			return err
 		}
+		t := p.truths[id]
+		if rec.EnControl && rec.Recompensa != nil && !rec.Anulada {
+			control.add(float64(*rec.Recompensa)/100, t.vals[0])
+		}
 		if rec.Estado != engine.EstadoEjecutada || rec.EnControl || rec.Recompensa == nil {
 			continue
 		}
-		t := p.truths[id]
 		rep.Records++
 		a.add(rec, t)
 		for j, f := range targets {
@@ -255,6 +265,14 @@ func (p *proofRun) evaluate(rep *ProofReport) error {
 	rep.Logged = ProofEstimate{Policy: "logged_behaviour", Truth: a.logged.truth / n, Value: ev.Logged.Mean, Lo: ev.Logged.Lo, Hi: ev.Logged.Hi,
 		SE: (ev.Logged.Hi - ev.Logged.Lo) / (2 * 1.96)}
 	a.report(rep)
+	c := ev.Control
+	rep.ControlOwn = ProofEstimate{Policy: "control_group", Truth: control.truth / control.n, Value: c.Mean, Lo: c.Lo, Hi: c.Hi, SE: (c.Hi - c.Lo) / (2 * 1.96), ESS: float64(c.N)}
+	rep.Control = rep.ControlOwn
+	for j, pv := range ev.Policies {
+		if pv.Policy == "never_send" {
+			rep.Control.Truth = truth[j] / n
+		}
+	}
 	for j, pv := range ev.Policies {
 		rep.DR = append(rep.DR, ProofEstimate{Policy: pv.Policy, Truth: truth[j] / n, Value: pv.DR.Value, Lo: pv.DR.Lo, Hi: pv.DR.Hi, SE: pv.DR.StdErr, ESS: pv.ESS})
 		rep.IPS = append(rep.IPS, ProofEstimate{Policy: pv.Policy, Truth: truth[j] / n, Value: pv.IPS.Value, Lo: pv.IPS.Lo, Hi: pv.IPS.Hi, SE: pv.IPS.StdErr, ESS: pv.ESS})
