@@ -498,7 +498,8 @@ const MinShadowRewards = 200
 // more decisions of the same kind do not shrink it. The engine's value is
 // the rule's plus the lift. It stops with ctx's error once ctx ends (the
 // admin client went away, serve stops): before it starts, then within
-// evalChunkSize records, as Evaluate does.
+// evalChunkSize records, as Evaluate does. For a tenant in shadow mode
+// no more, the verdict says so first.
 func (e *Evaluator) Shadow(ctx context.Context, tenant string) (*ShadowReport, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -512,7 +513,9 @@ func (e *Evaluator) Shadow(ctx context.Context, tenant string) (*ShadowReport, e
 		return nil, err
 	}
 	rep := &ShadowReport{Tenant: tenant, Reasons: []string{}}
+	off := false // switched off since: the tenant is live
 	if t, ok := e.db.Tenant(tenant); ok {
+		off = !t.Settings.Shadow
 		switch since := t.Settings.ShadowSince; {
 		case since.IsZero():
 			// Never switched on since the switch's time is recorded: no
@@ -537,6 +540,12 @@ func (e *Evaluator) Shadow(ctx context.Context, tenant string) (*ShadowReport, e
 	}
 	t.finish()
 	rep.judge()
+	if off && rep.Decisions > 0 {
+		// Its verdict was about leaving shadow mode, which the tenant did;
+		// the engine's values re-read those decisions with the model
+		// learned since, so they move after go-live.
+		rep.Verdict = "shadow mode is off; its decisions read with the current model: " + rep.Verdict
+	}
 	return rep, nil
 }
 

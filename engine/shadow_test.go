@@ -258,3 +258,35 @@ func TestLabellingCountsCouponsSinceCreation(t *testing.T) {
 		t.Errorf("labelled of received since creation (-want +got):\n%s", diff)
 	}
 }
+
+// TestShadowVerdictOfATenantSwitchedOff: once the tenant has left shadow
+// mode, the report on its shadow decisions says so before the verdict
+// ("not ready to leave shadow mode" read as if it were still in it, while
+// its engine values moved with the model learned live: the proof audit
+// saw the engine's lead go from -0.75 to +1.79 MXN after going live).
+func TestShadowVerdictOfATenantSwitchedOff(t *testing.T) {
+	e, db := newTestEngine(t, 2, func(s *store.Settings) { s.Shadow = true })
+	d, err := e.Decide("acme", Request{ClienteRef: "c0000001", Canal: "push"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	none := 0
+	if _, err := e.Confirm("acme", d.DecisionID, Confirmation{Ejecutada: true, AccionReal: &none}); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, shadow := range []bool{true, false} {
+		if _, err := db.UpdateTenant("acme", func(t *store.Tenant) error { t.Settings.Shadow = shadow; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		rep, err := e.Evaluator.Shadow(context.Background(), "acme")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, rep.Verdict)
+	}
+	want := []string{"not ready to leave shadow mode", "shadow mode is off; its decisions read with the current model: not ready to leave shadow mode"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("verdicts, shadow on then off (-want +got):\n%s", diff)
+	}
+}
