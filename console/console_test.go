@@ -424,6 +424,28 @@ func TestProofInBackground(t *testing.T) {
 	}
 }
 
+// logTo sends the console's log to a buffer the test reads.
+func (h *harness) logTo() *syncbuf.Buffer {
+	var log syncbuf.Buffer
+	h.console.d.Log = zerolog.New(&log)
+	return &log
+}
+
+// signedInGet signs a new client in and gets path: the answer's status,
+// page and trace id.
+func (h *harness) signedInGet(path string) (status int, page, trace string) {
+	h.t.Helper()
+	c := h.client()
+	h.signIn(c, h.link())
+	resp, err := c.Get(h.con.URL + path)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode, string(b), resp.Header.Get("X-Trace-Id")
+}
+
 // TestTenantsPagePastUnreadableTenant: a tenant whose state the console
 // cannot read (here a store read error) is listed with a warning that
 // names the trace id of its log line, not the error itself; the other
@@ -441,17 +463,8 @@ func TestTenantsPagePastUnreadableTenant(t *testing.T) {
 		}
 		return nil, nil
 	}
-	var log syncbuf.Buffer
-	h.console.d.Log = zerolog.New(&log)
-	c := h.client()
-	h.signIn(c, h.link())
-	resp, err := c.Get(h.con.URL + "/")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	st, page, trace := resp.StatusCode, string(b), resp.Header.Get("X-Trace-Id")
+	log := h.logTo()
+	st, page, trace := h.signedInGet("/")
 	if st != http.StatusOK {
 		t.Fatalf("tenants page: %d, want 200\n%s", st, page)
 	}
@@ -463,7 +476,7 @@ func TestTenantsPagePastUnreadableTenant(t *testing.T) {
 	if strings.Contains(page, "input/output error") {
 		t.Errorf("tenants page shows the store's error itself")
 	}
-	if l := traceLines(&log, trace); len(l) != 1 || l[0]["error"] != "store: read: input/output error" || l[0]["tenant"] != "acme" {
+	if l := traceLines(log, trace); len(l) != 1 || l[0]["error"] != "store: read: input/output error" || l[0]["tenant"] != "acme" {
 		t.Errorf("log lines with the page's trace id: %v; want the error of tenant acme", l)
 	}
 }
@@ -478,17 +491,8 @@ func TestTenantPagePastUnreadablePart(t *testing.T) {
 	h.console.d.Warnings = func(*store.Tenant) ([]string, error) {
 		return nil, errors.New("store: read: input/output error")
 	}
-	var log syncbuf.Buffer
-	h.console.d.Log = zerolog.New(&log)
-	c := h.client()
-	h.signIn(c, h.link())
-	resp, err := c.Get(h.con.URL + "/t/acme")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	st, page, trace := resp.StatusCode, string(b), resp.Header.Get("X-Trace-Id")
+	log := h.logTo()
+	st, page, trace := h.signedInGet("/t/acme")
 	if st != http.StatusOK {
 		t.Fatalf("tenant page: %d, want 200\n%s", st, page)
 	}
@@ -500,7 +504,7 @@ func TestTenantPagePastUnreadablePart(t *testing.T) {
 	if strings.Contains(page, "input/output error") {
 		t.Errorf("tenant page shows the store's error itself")
 	}
-	if l := traceLines(&log, trace); len(l) != 1 || l[0]["error"] != "store: read: input/output error" || l[0]["part"] != "row" {
+	if l := traceLines(log, trace); len(l) != 1 || l[0]["error"] != "store: read: input/output error" || l[0]["part"] != "row" {
 		t.Errorf("log lines with the page's trace id: %v; want the row's error", l)
 	}
 }
