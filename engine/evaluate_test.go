@@ -20,20 +20,13 @@ import (
 // probability of what was done, and importance weighting it would bias
 // every estimate. Shadow decisions are counted as left out, and the logged
 // behaviour is measured without them.
-func TestEvaluateLeavesOutShadowDecisions(t *testing.T) {
-	e, _ := newTestEngine(t, 2, nil)
-	x := make([]float64, VectorDim)
+// evaluateRecords stores n decision records of tenant acme, record(i)
+// each, and evaluates acme's log (10 replicates, seed 1).
+func evaluateRecords(t *testing.T, e *Engine, n int, record func(i int) *DecisionRecord) *Evaluation {
+	t.Helper()
 	b := e.db.NewBatch()
-	for i := 0; i < 30; i++ {
-		reward := int64(1000) // 10 MXN
-		r := &DecisionRecord{Nonce: fmt.Sprintf("n%011d", i), ClienteRef: fmt.Sprintf("c%07d", i), At: t0, Accion: i % 3, Propension: 1.0 / 3,
-			X: x, Candidates: []int{0, 1, 2}, Probs: []float64{1. / 3, 1. / 3, 1. / 3}, Priors: []float64{0, 0, 0},
-			Estado: EstadoEjecutada, Recompensa: &reward}
-		if i >= 20 {
-			r.EnSombra = true
-			*r.Recompensa = 9000 // 90 MXN
-		}
-		putDecision(b, "acme", r, nil)
+	for i := 0; i < n; i++ {
+		putDecision(b, "acme", record(i), nil)
 	}
 	if err := b.Commit(); err != nil {
 		t.Fatal(err)
@@ -42,6 +35,23 @@ func TestEvaluateLeavesOutShadowDecisions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return ev
+}
+
+func TestEvaluateLeavesOutShadowDecisions(t *testing.T) {
+	e, _ := newTestEngine(t, 2, nil)
+	x := make([]float64, VectorDim)
+	ev := evaluateRecords(t, e, 30, func(i int) *DecisionRecord {
+		reward := int64(1000) // 10 MXN
+		r := &DecisionRecord{Nonce: fmt.Sprintf("n%011d", i), ClienteRef: fmt.Sprintf("c%07d", i), At: t0, Accion: i % 3, Propension: 1.0 / 3,
+			X: x, Candidates: []int{0, 1, 2}, Probs: []float64{1. / 3, 1. / 3, 1. / 3}, Priors: []float64{0, 0, 0},
+			Estado: EstadoEjecutada, Recompensa: &reward}
+		if i >= 20 {
+			r.EnSombra = true
+			*r.Recompensa = 9000 // 90 MXN
+		}
+		return r
+	})
 	if diff := cmp.Diff(map[string]int{"shadow": 10}, ev.Excluded); diff != "" {
 		t.Errorf("excluded (-want +got):\n%s", diff)
 	}
@@ -258,23 +268,15 @@ func TestEvaluateStopsWithItsContext(t *testing.T) {
 func TestEvaluateGivesNoEstimateForACouponNeverSent(t *testing.T) {
 	e, _ := newTestEngine(t, 3, nil)
 	x := make([]float64, VectorDim)
-	b := e.db.NewBatch()
-	for i := 0; i < 40; i++ {
+	ev := evaluateRecords(t, e, 40, func(i int) *DecisionRecord {
 		reward := int64(1000 + 100*(i%7))
 		r := &DecisionRecord{Nonce: fmt.Sprintf("n%011d", i), ClienteRef: fmt.Sprintf("c%07d", i), At: t0, Accion: []int{0, 1}[i%2], Propension: 0.5,
 			X: x, Candidates: []int{0, 1}, Probs: []float64{0.5, 0.5}, Priors: []float64{0, 0}, Estado: EstadoEjecutada, Recompensa: &reward}
 		if i%4 == 0 { // coupon 2 a candidate, never drawn
 			r.Candidates, r.Probs, r.Priors = []int{0, 1, 2}, []float64{0.5, 0.5, 0}, []float64{0, 0, 0}
 		}
-		putDecision(b, "acme", r, nil)
-	}
-	if err := b.Commit(); err != nil {
-		t.Fatal(err)
-	}
-	ev, err := e.Evaluator.Evaluate(context.Background(), "acme", EvalOptions{Replicates: 10, Seed: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
+		return r
+	})
 	got := map[string]string{}
 	for _, p := range ev.Policies {
 		got[p.Policy] = fmt.Sprintf("ESS %.0f, DR %v, IPS %v, SNIPS %v", p.ESS, !math.IsNaN(p.DR.Value), !math.IsNaN(p.IPS.Value), !math.IsNaN(p.SNIPS.Value))
@@ -300,20 +302,11 @@ func TestEvaluateGivesNoEstimateForACouponNeverSent(t *testing.T) {
 // of 18.77); over the 50 decisions as if independent it was 4.10 (8.04).
 func TestControlGroupIntervalCountsCustomers(t *testing.T) {
 	e, _ := newTestEngine(t, 2, nil)
-	b := e.db.NewBatch()
-	for i := 0; i < 50; i++ {
+	ev := evaluateRecords(t, e, 50, func(i int) *DecisionRecord {
 		reward := int64(1000 * (i % 10))
-		r := &DecisionRecord{Nonce: fmt.Sprintf("n%011d", i), ClienteRef: fmt.Sprintf("c%07d", i%10), At: t0.Add(time.Duration(i/10) * 31 * 24 * time.Hour),
+		return &DecisionRecord{Nonce: fmt.Sprintf("n%011d", i), ClienteRef: fmt.Sprintf("c%07d", i%10), At: t0.Add(time.Duration(i/10) * 31 * 24 * time.Hour),
 			Propension: 1, EnControl: true, Estado: EstadoPendiente, Recompensa: &reward}
-		putDecision(b, "acme", r, nil)
-	}
-	if err := b.Commit(); err != nil {
-		t.Fatal(err)
-	}
-	ev, err := e.Evaluator.Evaluate(context.Background(), "acme", EvalOptions{Replicates: 10, Seed: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	})
 	half := 1.96 * math.Sqrt(10.0/9*25*8250) / 50
 	want := MeasuredValue{N: 50, Mean: 45, Lo: 45 - half, Hi: 45 + half}
 	if diff := cmp.Diff(want, ev.Control, cmpopts.EquateApprox(0, 1e-9)); diff != "" {
