@@ -164,7 +164,7 @@ func printGuard(w io.Writer, g policy.GuardStatus) {
 	if g.Active {
 		state = fmt.Sprintf("ACTIVE: exploiting baseline %d (0 = never send)", g.Baseline)
 	}
-	value := "no estimate yet (no reward learned)"
+	value := "no estimate yet (no reward of a live decision folded; shadow decisions teach the model, not the guard)"
 	if g.Rewards > 0 {
 		value = fmt.Sprintf("%.2f MXN over %.0f effective rewards", cents(g.Policy), g.Rewards)
 	}

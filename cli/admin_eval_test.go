@@ -387,7 +387,7 @@ no decision to evaluate yet: none is confirmed ejecutada with its reward final o
 logged behaviour (measured): n/a  n=0
 control group (measured):    n/a  n=0
 policy guard: inactive  switches 0
-  learned policy: no estimate yet (no reward learned)
+  learned policy: no estimate yet (no reward of a live decision folded; shadow decisions teach the model, not the guard)
 send gate: probando  no decision tested against never-send yet
   BAND  TICKETS A YEAR  STATE     SENDS  CHOICE − NEVER-SEND (MXN)  SE  EFFECTIVE DECISIONS
   0     0-1             probando  50 %   none tested yet

@@ -28,7 +28,7 @@ func TestGuardState(t *testing.T) {
 				Detail: "the learned policy is estimated at 8.00 MXN per decision over 40 effective rewards; 1 switch(es)", Alert: true}},
 		{"single action", policy.GuardStatus{Active: true, Baseline: 3, Switches: 2, Baselines: []policy.BaselineStatus{{Accion: 3, Value: 5, Diff: -1, SE: new(0.4)}}},
 			console.GuardState{State: "active, exploiting always action 3",
-				Detail: "the learned policy has no estimate yet (no reward learned); 2 switch(es); always action 3 5.00 MXN (policy -1.00 ± 0.40)", Alert: true}},
+				Detail: "the learned policy has no estimate yet (no reward of a live decision folded; shadow decisions teach the model, not the guard); 2 switch(es); always action 3 5.00 MXN (policy -1.00 ± 0.40)", Alert: true}},
 		{"a baseline's standard error not estimated yet", policy.GuardStatus{Policy: 4, Rewards: 1, Baselines: []policy.BaselineStatus{{Accion: 0, Value: 3}}},
 			console.GuardState{State: "off, the learned policy decides",
 				Detail: "the learned policy is estimated at 4.00 MXN per decision over 1 effective rewards; 0 switch(es); never-send 3.00 MXN (policy +0.00 ± n/a)"}},
@@ -38,7 +38,7 @@ func TestGuardState(t *testing.T) {
 				Detail: "the learned policy is estimated at 9.00 MXN per decision over 500 effective rewards; 0 switch(es); send gate abierta: choice − never-send +3.00 MXN (SE 1.20); 0-1 tickets a year probando, 5 % of choices sent; 2-7 tickets a year abierta, 90 % of choices sent"}},
 		{"gate testing", policy.GuardStatus{Gate: &policy.GateStatus{State: "probando"}},
 			console.GuardState{State: "off, the send gate tests the learned policy's choices against never-send",
-				Detail: "the learned policy has no estimate yet (no reward learned); 0 switch(es); send gate probando: no decision tested against never-send yet"}},
+				Detail: "the learned policy has no estimate yet (no reward of a live decision folded; shadow decisions teach the model, not the guard); 0 switch(es); send gate probando: no decision tested against never-send yet"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
