@@ -406,9 +406,13 @@ func (e *Engine) decideInto(ts *tenantState, t *store.Tenant, now time.Time, req
 	var rec *DecisionRecord
 	if cs.OpenNonce != "" && now.Before(cs.OpenAt.Add(t.Settings.RewardWindow)) {
 		// Reward window open: answer with the open decision, create nothing.
+		version, err := e.openVersion(tenant, cs.OpenNonce, ts.model.Load().version)
+		if err != nil {
+			return nil, nil, err
+		}
 		d = &Decision{
 			DecisionID: e.ids.issue(tenant, cs.OpenNonce), Accion: 0, AccionNombre: "nada", Propension: 1,
-			PoliticaVersion: ts.model.Load().version, CaducaEn: cs.OpenAt.Add(DecisionTTL),
+			PoliticaVersion: version, CaducaEn: cs.OpenAt.Add(DecisionTTL),
 			Motivo: api.MotivoVentanaAbierta + cs.OpenAt.Add(t.Settings.RewardWindow).Format(time.RFC3339) + ": no se crea una nueva decisión",
 		}
 		if req.Explain { // 0 is the only action an open window allows (contract: 0 always listed)
@@ -428,6 +432,21 @@ func (e *Engine) decideInto(ts *tenantState, t *store.Tenant, now time.Time, req
 	d.EnSombra = t.Settings.Shadow
 	b.Set(customerStateKey(tenant, req.ClienteRef), marshalCustomerState(&cs))
 	return d, rec, nil
+}
+
+// openVersion is the politica_version of the open decision (nonce) that an
+// open window's answer names, so that one decision_id never reads two
+// versions; current (the model's now) when its record is gone (deleted,
+// or damaged and quarantined by loadDecision).
+func (e *core) openVersion(tenant, nonce, current string) (string, error) {
+	open, err := e.loadDecision(tenant, nonce)
+	if errors.Is(err, ErrNotFound) {
+		return current, nil
+	}
+	if err != nil {
+		return "", err
+	}
+	return open.Version, nil
 }
 
 // decideNew makes a new decision: control group, eligibility, policy,
