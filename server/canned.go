@@ -105,15 +105,14 @@ const cannedRoute = "unreadable"
 // /metrics as the pipeline does its requests (wrap). The line has the
 // fields of the pipeline's that are known before a request is read (no
 // tenant, no client_id: nothing of the request was read as a request)
-// plus net/http's reason; never any of the client's bytes.
+// plus net/http's reason; never any of the client's bytes. It is at
+// info whatever the status: every one of these answers is to a request
+// the client got wrong (501 is an unknown Transfer-Encoding it sent),
+// which no operator can act on, so it must not read as a server's warning.
 func (s *Server) logCanned(a cannedAnswer, began time.Time) {
 	d := max(s.Now().Sub(began), 0)
 	s.metrics.observe(cannedRoute, a.status, d)
-	ev := s.log.Info()
-	if a.status >= 500 {
-		ev = s.log.Warn()
-	}
-	ev = ev.Str("route", cannedRoute).Int("status", a.status).Dur("latency", d).Str("trace_id", a.trace)
+	ev := s.log.Info().Str("route", cannedRoute).Int("status", a.status).Dur("latency", d).Str("trace_id", a.trace)
 	if a.reason != "" {
 		ev = ev.Str("reason", a.reason)
 	}
