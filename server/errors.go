@@ -161,6 +161,7 @@ func (s *Server) writeError(w http.ResponseWriter, c *call, err error) {
 		ae = errKind(kindInternal)
 	}
 	row := errorTable[ae.kind]
+	c.codigo = row.codigo
 	s.countError(c, row.codigo)
 	body := client.ErrorV1{Codigo: row.codigo, Mensaje: row.msg, Detalle: ae.detalle, TraceID: c.trace}
 	if ae.msg != "" {

@@ -187,6 +187,10 @@ type call struct {
 
 	// readTimedOut: the body did not arrive within the read timeout.
 	readTimedOut bool
+	// codigo is the error body's codigo the request was answered with
+	// (writeError; empty for a success or a 422 of violations): the
+	// access log line names it, and its level follows it (accessLevel).
+	codigo string
 	// answer is the handler's JSON answer, which the pipeline writes when
 	// the handler returns nil (a handler that streams writes w itself).
 	answer answer
@@ -263,6 +267,18 @@ func NewTraceID() string {
 	return hex.EncodeToString(b[:])
 }
 
+// accessLevel is the level of a request's access log line answered
+// status with the error codigo (empty: none): warn for a 5xx, which an
+// operator looks into, but info for 503 inquilino_pausado, the answer the
+// operator chose by pausing the tenant (its callers keep calling: a warn
+// a request would bury the warnings that need action).
+func accessLevel(status int, codigo string) zerolog.Level {
+	if status >= 500 && codigo != errorTable[kindPaused].codigo {
+		return zerolog.WarnLevel
+	}
+	return zerolog.InfoLevel
+}
+
 func (s *Server) wrap(rt route) httprouter.Handle {
 	return func(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
 		sw := &StatusWriter{ResponseWriter: w}
@@ -293,11 +309,11 @@ func (s *Server) wrap(rt route) httprouter.Handle {
 				status = statusClientGone
 			}
 			s.metrics.observe(rt.name, status, d)
-			ev := s.log.Info()
-			if status >= 500 {
-				ev = s.log.Warn()
-			}
+			ev := s.log.WithLevel(accessLevel(status, c.codigo))
 			ev = ev.Str("route", rt.name).Int("status", status).Dur("latency", d).Str("trace_id", c.trace)
+			if c.codigo != "" {
+				ev = ev.Str("codigo", c.codigo)
+			}
 			if cut {
 				// What the client got before the cut: the status line
 				// (0: none) and the body's bytes.
