@@ -134,24 +134,33 @@ func newBusiness(reg *prometheus.Registry, tenantLabel bool) *business {
 	b.escalations = counter("coupond_abuse_escalations_total",
 		"Abuse escalation steps taken, by step reached (aviso: warning, freno: brake, cuarentena: quarantine, suspension).", "step")
 	if !tenantLabel {
-		// Known label values start at 0, so that rate() and the alerts
-		// see a series before the first event.
-		b.folded.WithLabelValues()
-		b.batchLines.WithLabelValues()
-		for _, r := range []string{"unconfirmed", "modified", "replaced", "voided", "control"} {
-			b.notLearned.WithLabelValues(r)
-		}
-		for _, e := range []string{api.EstadoCompletado, api.EstadoFallido} {
-			b.batchJobs.WithLabelValues(e)
-		}
-		for _, o := range []string{batch.WebhookDelivered, batch.WebhookRetry, batch.WebhookGivenUp, batch.WebhookDropped} {
-			b.webhooks.WithLabelValues(o)
-		}
-		for _, step := range levelNames[1:] {
-			b.escalations.WithLabelValues(step)
-		}
+		b.known("")
 	}
 	return b
+}
+
+// known makes the counters' known label values of tenant (ignored
+// without the tenant label) start at 0, so that rate(), increase() and the
+// alerts see a series before its first event: a series born at 1 would
+// never show an increase (the first webhook given up, say). Without the
+// label it runs once, at start; with it, for every tenant at every scrape
+// (collect), so a tenant's series are there from the scrape after its
+// creation. Idempotent.
+func (b *business) known(tenant string) {
+	b.with(b.folded, tenant)
+	b.with(b.batchLines, tenant)
+	for _, r := range []string{"unconfirmed", "modified", "replaced", "voided", "control"} {
+		b.with(b.notLearned, tenant, r)
+	}
+	for _, e := range []string{api.EstadoCompletado, api.EstadoFallido} {
+		b.with(b.batchJobs, tenant, e)
+	}
+	for _, o := range []string{batch.WebhookDelivered, batch.WebhookRetry, batch.WebhookGivenUp, batch.WebhookDropped} {
+		b.with(b.webhooks, tenant, o)
+	}
+	for _, step := range levelNames[1:] {
+		b.with(b.escalations, tenant, step)
+	}
 }
 
 // with returns the label values, the tenant first when the label is on.
@@ -239,11 +248,15 @@ func (b *business) jobEnded(tenant, estado string, lines int) {
 }
 
 // collect reads each of tenants once (b.read) and sends every tenant
-// gauge of them.
+// gauge of them; with the tenant label it also starts each tenant's
+// counters at 0 (known).
 func (b *business) collect(ch chan<- prometheus.Metric, tenants []string) {
 	readings := make([]tenantReading, len(tenants))
 	for i, t := range tenants {
 		readings[i] = b.read(t)
+		if b.tenantLabel {
+			b.known(t)
+		}
 	}
 	for _, g := range b.gauges {
 		if b.tenantLabel {

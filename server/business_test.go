@@ -225,3 +225,38 @@ func TestAlertRules(t *testing.T) {
 		}
 	}
 }
+
+// TestTenantCountersStartAtZero: with --metrics-tenant-label, a tenant's
+// counters of known label values are served at 0 before their first event,
+// as they are without the label: increase() over a series born at 1 is
+// empty, so CoupondWebhookGivenUp would miss a tenant's first webhook
+// given up.
+func TestTenantCountersStartAtZero(t *testing.T) {
+	for _, label := range []bool{false, true} {
+		h := newHarnessWith(t, func(d *Deps) { d.MetricsTenantLabel = label })
+		h.tenant("acme", false, nil)
+		scrape(t, h)
+		text := scrape(t, h)
+		tenant := ""
+		if label {
+			tenant = `,tenant="acme"`
+		}
+		for _, series := range []string{
+			`coupond_webhook_deliveries_total{outcome="given_up"` + tenant + `}`,
+			`coupond_batch_jobs_total{estado="fallido"` + tenant + `}`,
+			`coupond_abuse_escalations_total{step="suspension"` + tenant + `}`,
+			`coupond_rewards_not_learned_total{reason="unconfirmed"` + tenant + `}`,
+		} {
+			if got := sample(text, series); got != "0" {
+				t.Errorf("label %v: %s = %q, want 0", label, series, got)
+			}
+		}
+		if label {
+			for _, name := range []string{"coupond_rewards_folded_total", "coupond_batch_lines_total"} {
+				if got := sample(text, name+`{tenant="acme"}`); got != "0" {
+					t.Errorf("%s{tenant=acme} = %q, want 0", name, got)
+				}
+			}
+		}
+	}
+}
