@@ -108,6 +108,10 @@ const (
 	outcomeExploited = "exploited" // the policy's best action
 	outcomeControl   = "control"   // control group
 	outcomeFallback  = "fallback"  // the engine's or the caller's fallback rule
+	// outcomeWindowOpen: no new decision, the customer's reward window is
+	// open (the answer names the open decision; the console's decision
+	// counts leave it out too).
+	outcomeWindowOpen = "window_open"
 )
 
 func newBusiness(reg *prometheus.Registry, tenantLabel bool) *business {
@@ -121,7 +125,7 @@ func newBusiness(reg *prometheus.Registry, tenantLabel bool) *business {
 		return v
 	}
 	b.decisions = counter("coupond_decisions_total",
-		"Decisions answered, by source (online, batch, respaldo: fallback records of the caller), action id and outcome (explored, exploited, control, fallback); an idempotent replay counts again.",
+		"Decisions answered, by source (online, batch, respaldo: fallback records of the caller), action id and outcome (explored, exploited, control, fallback, window_open: no new decision, the customer's reward window is open); an idempotent replay counts again.",
 		"source", "action", "outcome")
 	b.folded = counter("coupond_rewards_folded_total", "Final rewards the learner folded into a model.")
 	b.notLearned = counter("coupond_rewards_not_learned_total",
@@ -177,6 +181,8 @@ func (b *business) decision(tenant, source string, d *engine.Decision) {
 	switch {
 	case d.EnRespaldo:
 		outcome = outcomeFallback
+	case (*api.Decision)(d).VentanaAbierta():
+		outcome = outcomeWindowOpen
 	case d.EnControl:
 		outcome = outcomeControl
 	case d.Explorado:

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coupond/coupond/api"
 	"github.com/coupond/coupond/store"
 )
 
@@ -58,6 +59,10 @@ func businessRun(t *testing.T, h *harness) (before, after string) {
 		if st, body := h.do("POST", "/v1/decisiones", tok, map[string]any{"cliente_ref": ref, "contexto": map[string]any{"canal": "push"}}); st != 200 {
 			t.Fatalf("decision: %d %v", st, body)
 		}
+	}
+	// Asked again, a customer's open reward window answers: no new decision.
+	if st, body := h.do("POST", "/v1/decisiones", tok, map[string]any{"cliente_ref": refs("online", 1)[0], "contexto": map[string]any{"canal": "push"}}); st != 200 || !strings.HasPrefix(fmt.Sprint(body["motivo"]), api.MotivoVentanaAbierta) {
+		t.Fatalf("decision again: %d %v, want the open window's answer", st, body)
 	}
 	if st, body := h.do("POST", "/v1/decisiones/respaldo", tok, map[string]any{"accion": 2, "canal": "push", "cliente_ref": "respaldo-0001"}); st != 200 {
 		t.Fatalf("respaldo: %d %v", st, body)
@@ -108,10 +113,11 @@ func TestBusinessMetrics(t *testing.T) {
 		got  int
 		want int
 	}{
-		{"online decisions", sumSource(after, "online"), 5},
+		{"online decisions", sumSource(after, "online"), 6}, // 5 and one answer naming an open window
 		{"respaldo decisions", sumSource(after, "respaldo"), 1},
 		{"batch decisions", sumSource(after, "batch"), 4},
 		{"fallback records", sum(after, `coupond_decisions_total{action="2",outcome="fallback",source="respaldo"}`), 1},
+		{"open window answers", sum(after, `coupond_decisions_total{action="0",outcome="window_open",source="online"}`), 1},
 		{"batch jobs completed", sum(after, `coupond_batch_jobs_total{estado="completado"}`), 1},
 		{"batch lines", sum(after, `coupond_batch_lines_total`), 4},
 		{"webhooks delivered", sum(after, `coupond_webhook_deliveries_total{outcome="delivered"}`), 1},
@@ -158,7 +164,7 @@ func TestBusinessMetrics(t *testing.T) {
 	promtoolCheckMetrics(t, after2)
 }
 
-var sourceRE = regexp.MustCompile(`^coupond_decisions_total\{action="\d+",outcome="(explored|exploited|control|fallback)",source="([a-z]+)"\} (\d+)$`)
+var sourceRE = regexp.MustCompile(`^coupond_decisions_total\{action="\d+",outcome="(explored|exploited|control|fallback|window_open)",source="([a-z]+)"\} (\d+)$`)
 
 // sumSource sums coupond_decisions_total of one source, checking every
 // series' labels on the way.
