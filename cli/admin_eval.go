@@ -156,6 +156,11 @@ func printableName(s string) string {
 	return strconv.QuoteToGraphic(s)
 }
 
+// noGuardEstimate is what admin tenant show and the console say of a
+// guard that has folded no live decision's reward (shadow decisions teach
+// the model, not the guard).
+const noGuardEstimate = "no estimate yet (no reward of a live decision folded; shadow decisions teach the model, not the guard)"
+
 // printGuard prints the policy guard's state and its running doubly robust
 // estimates (faded over about a reward window); before any reward is
 // learned it says there is no estimate yet instead of a value of 0.
@@ -164,7 +169,7 @@ func printGuard(w io.Writer, g policy.GuardStatus) {
 	if g.Active {
 		state = fmt.Sprintf("ACTIVE: exploiting baseline %d (0 = never send)", g.Baseline)
 	}
-	value := "no estimate yet (no reward of a live decision folded; shadow decisions teach the model, not the guard)"
+	value := noGuardEstimate
 	if g.Rewards > 0 {
 		value = fmt.Sprintf("%.2f MXN over %.0f effective rewards", cents(g.Policy), g.Rewards)
 	}

@@ -242,7 +242,7 @@ func guardState(g policy.GuardStatus) console.GuardState {
 	detail := fmt.Sprintf("the learned policy is estimated at %.2f MXN per decision over %.0f effective rewards; %d switch(es)",
 		cents(g.Policy), g.Rewards, g.Switches)
 	if g.Rewards == 0 {
-		detail = fmt.Sprintf("the learned policy has no estimate yet (no reward of a live decision folded; shadow decisions teach the model, not the guard); %d switch(es)", g.Switches)
+		detail = fmt.Sprintf("the learned policy has %s; %d switch(es)", noGuardEstimate, g.Switches)
 	}
 	for _, b := range g.Baselines {
 		name := "never-send"
