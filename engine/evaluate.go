@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"time"
 
 	"github.com/coupond/coupond/engine/ope"
 	"github.com/coupond/coupond/policy"
@@ -483,7 +484,10 @@ type ShadowReport struct {
 // MinShadowRewards is how many final rewards the shadow verdict needs.
 const MinShadowRewards = 200
 
-// Shadow reports on the tenant's shadow-mode decisions: the share
+// Shadow reports on the tenant's shadow-mode decisions of its last shadow
+// period, made from the moment shadow mode was last switched on
+// (Settings.ShadowSince; all of them for a tenant switched on before that
+// time was recorded), the period whose coupons it counts: the share
 // confirmed (spec: at least 95 %), the share of coupons labelled with a
 // decision_id (at least 95 %), the agreement between the engine's action
 // and accion_real, and the value of the engine's policy against the caller's
@@ -513,9 +517,11 @@ func (e *Evaluator) Shadow(ctx context.Context, tenant string) (*ShadowReport, e
 		return nil, err
 	}
 	rep := &ShadowReport{Tenant: tenant, Reasons: []string{}}
-	off := false // switched off since: the tenant is live
+	off := false       // switched off since: the tenant is live
+	var from time.Time // the shadow period reported: its decisions are made from then on
 	if t, ok := e.db.Tenant(tenant); ok {
 		off = !t.Settings.Shadow
+		from = t.Settings.ShadowSince
 		switch since := t.Settings.ShadowSince; {
 		case since.IsZero():
 			// Never switched on since the switch's time is recorded: no
@@ -526,7 +532,7 @@ func (e *Evaluator) Shadow(ctx context.Context, tenant string) (*ShadowReport, e
 			rep.CouponsReceived, rep.CouponsLabelled = q.CuponesSombra, q.CuponesSombra-q.CuponesSombraSinDecision
 		}
 	}
-	t := &shadowTally{rep: rep, pm: ts.model.Load()}
+	t := &shadowTally{rep: rep, pm: ts.model.Load(), from: from}
 	lo, hi := store.DecisionSpan(tenant)
 	n := 0
 	if err := e.db.Scan(lo, hi, func(_, v []byte) error {
@@ -553,6 +559,7 @@ func (e *Evaluator) Shadow(ctx context.Context, tenant string) (*ShadowReport, e
 type shadowTally struct {
 	rep     *ShadowReport
 	pm      *publishedModel
+	from    time.Time // the period's start: shadow decisions made before are another period's
 	caller  welford
 	lift    welford          // engine − caller, per decision: the model's difference
 	effects policy.EffectSum // the effects the lift reads, for its standard error (modelLift)
@@ -568,6 +575,9 @@ func (t *shadowTally) add(v []byte) {
 		return
 	}
 	if !r.EnSombra || r.EnRespaldo || r.Anulada { // a voided batch decision never reached the caller
+		return
+	}
+	if r.At.Before(t.from) {
 		return
 	}
 	rep.Decisions++

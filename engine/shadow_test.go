@@ -290,3 +290,51 @@ func TestShadowVerdictOfATenantSwitchedOff(t *testing.T) {
 		t.Errorf("verdicts, shadow on then off (-want +got):\n%s", diff)
 	}
 }
+
+// TestShadowReportCountsTheLastPeriod: the shadow report reads the
+// decisions of the last shadow period, from the moment shadow mode was
+// last switched on, as it reads the coupons received (Quality's shadow
+// counters start afresh then): switched off and on again, the earlier
+// period's decisions are not counted beside the new period's coupons, and
+// its unconfirmed decisions do not hold the confirmed share down. Without
+// it the report counts 3 decisions, 1 confirmed.
+func TestShadowReportCountsTheLastPeriod(t *testing.T) {
+	e, db := newTestEngine(t, 3, nil)
+	shadowOn := func(on bool) {
+		t.Helper()
+		if _, err := db.UpdateTenant("acme", func(tn *store.Tenant) error {
+			if on && !tn.Settings.Shadow {
+				tn.Settings.ShadowSince = tn.ClockNow
+			}
+			tn.Settings.Shadow = on
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	decide := func(ref string) *Decision {
+		t.Helper()
+		d, err := e.Decide("acme", Request{ClienteRef: ref, Canal: "push"})
+		if err != nil || !d.EnSombra {
+			t.Fatalf("decide %s: %+v %v", ref, d, err)
+		}
+		return d
+	}
+	shadowOn(true)
+	decide("c0000001") // the first period's, never confirmed
+	decide("c0000002")
+	shadowOn(false)
+	advance(t, db, time.Hour)
+	shadowOn(true)
+	d := decide("c0000003")
+	if _, err := e.Confirm("acme", d.DecisionID, Confirmation{Ejecutada: true, AccionReal: &d.Accion}); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := e.Evaluator.Shadow(context.Background(), "acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]int{1, 1}, []int{rep.Decisions, rep.Confirmed}); diff != "" {
+		t.Errorf("decisions, confirmed of the last period (-want +got):\n%s", diff)
+	}
+}
