@@ -68,12 +68,17 @@ type DetalleAccion = api.DetalleAccion
 var (
 	// ErrDailyCap: the customer already had DailyCap decision requests today.
 	ErrDailyCap = errors.New("engine: daily decisions per customer exceeded")
-	// ErrIdempotencyConflict: same key with another body, or still running.
+	// ErrIdempotencyConflict: same key with another body, still running, or
+	// spent by a fallback record (ErrIdempotencySpent).
 	ErrIdempotencyConflict = errors.New("engine: idempotency conflict")
 	// ErrIdempotencyInFlight is the ErrIdempotencyConflict of a key whose
 	// first request still runs: the request may be its replay, which a
 	// retry once the first ends gets (errors.Is it ErrIdempotencyConflict).
 	ErrIdempotencyInFlight = fmt.Errorf("%w: its first request still runs", ErrIdempotencyConflict)
+	// ErrIdempotencySpent is the ErrIdempotencyConflict of a key a fallback
+	// record's Replaces-Idempotency-Key spent (spentKeyRecord): the request
+	// it named was replaced and decides nothing more, whatever its body.
+	ErrIdempotencySpent = fmt.Errorf("%w: a fallback record replaced its request", ErrIdempotencyConflict)
 )
 
 // customerState is what the decision path keeps per customer: the decision
@@ -349,6 +354,9 @@ func (e *core) idemLookup(tenant string, now time.Time, id Idempotency, claimed 
 	}
 	if now.Sub(rec.At) >= IdempotencyTTL {
 		return nil, nil, nil
+	}
+	if rec.BodyHash == spentKeyHash(id.Key) {
+		return nil, nil, ErrIdempotencySpent
 	}
 	if !id.sameBody(rec.BodyHash) {
 		return nil, nil, ErrIdempotencyConflict

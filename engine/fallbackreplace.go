@@ -165,17 +165,24 @@ func (f fallbackCall) replace(b *store.Batch) (*DecisionRecord, Releases, error)
 
 // spentKeyRecord is the idempotency record a fallback record leaves under
 // key, the key of the decision request it replaces, at now for customer
-// clienteRef: its body hash is no route's (Idempotency), so every request
-// with the key within IdempotencyTTL is ErrIdempotencyConflict (409
-// idempotencia_conflicto) and decides nothing, and a repeat of the lost
-// request no longer replays the decision voided.
+// clienteRef: its body hash (spentKeyHash) is no route's (Idempotency), so
+// every request with the key within IdempotencyTTL is ErrIdempotencySpent
+// (409 idempotencia_conflicto) and decides nothing, and a repeat of the
+// lost request no longer replays the decision voided.
 func spentKeyRecord(key string, now time.Time, clienteRef string) ([]byte, error) {
+	id := Idempotency{Key: key, BodyHash: spentKeyHash(key)}
+	return id.record(now, json.RawMessage("{}"), clienteRef)
+}
+
+// spentKeyHash is the body hash of key's spentKeyRecord: no route hashes a
+// body to it, so a lookup that finds it knows the key was spent.
+func spentKeyHash(key string) [32]byte {
 	h := sha256.New()
 	h.Write([]byte("sustituida\x00"))
 	h.Write([]byte(key))
-	id := Idempotency{Key: key}
-	h.Sum(id.BodyHash[:0])
-	return id.record(now, json.RawMessage("{}"), clienteRef)
+	var sum [32]byte
+	h.Sum(sum[:0])
+	return sum
 }
 
 // replaced returns the decision the record replaces: the new decision the

@@ -149,7 +149,7 @@ func (s *Server) handleConfirm(c *call) error {
 	estado, err := s.Engine.Confirm(c.tenant.ID, id, conf)
 	switch {
 	case errors.Is(err, engine.ErrIdempotencyConflict):
-		return errKind(kindIdempotencyConflict)
+		return &apiError{kind: kindIdempotencyConflict, msg: idemConflictMsg(err)}
 	case errors.Is(err, engine.ErrNotFound):
 		return errKind(kindNotFound)
 	case errors.Is(err, engine.ErrAlreadyConfirmed):
@@ -263,7 +263,7 @@ func (s *Server) handleFallback(c *call) error {
 	}
 	err = s.Engine.Fallback(c.tenant.ID, in)
 	if errors.Is(err, engine.ErrIdempotencyConflict) {
-		return errKind(kindIdempotencyConflict)
+		return &apiError{kind: kindIdempotencyConflict, msg: idemConflictMsg(err)}
 	}
 	if errors.Is(err, engine.ErrUnknownAction) {
 		return &validationError{detail: []schema.Violation{

@@ -403,8 +403,9 @@ func TestFallbackIdempotencyKey(t *testing.T) {
 		t.Errorf("keyed fallback sent twice: %d records exported, want 1", n)
 	}
 	other := map[string]any{"accion": 0, "canal": "sms", "cliente_ref": "fallback-03"}
-	if st, b := h.do("POST", "/v1/decisiones/respaldo", tok, other, "Idempotency-Key", "r-1"); st != 409 || b["codigo"] != "idempotencia_conflicto" {
-		t.Errorf("same key, another body: %d %v, want 409 idempotencia_conflicto", st, b)
+	if st, b := h.do("POST", "/v1/decisiones/respaldo", tok, other, "Idempotency-Key", "r-1"); st != 409 || b["codigo"] != "idempotencia_conflicto" ||
+		strings.Contains(fmt.Sprint(b["mensaje"]), "respaldo") {
+		t.Errorf("same key, another body: %d %v, want 409 idempotencia_conflicto with the table's mensaje", st, b)
 	}
 	st, b := h.do("POST", "/v1/decisiones/respaldo", tok, body, "Idempotency-Key", strings.Repeat("k", 256))
 	if st != 422 || !strings.Contains(fmt.Sprint(b["detail"]), "[header Idempotency-Key]") {
@@ -717,8 +718,11 @@ func TestDecisionContextNulls(t *testing.T) {
 // Replaces-Idempotency-Key names the decision request whose answer was
 // lost voids that decision: the customer's next request is a new
 // decision, and a late confirmation of the lost one is 409
-// ejecucion_ya_confirmada. Without the header the lost decision holds the
-// reward window (the next request gets it back).
+// ejecucion_ya_confirmada. A late attempt of the lost request is 409
+// idempotencia_conflicto whose mensaje says a fallback record replaced it
+// (not "another body or still running", which sent integrators looking
+// for a body they never changed). Without the header the lost decision
+// holds the reward window (the next request gets it back).
 func TestFallbackReplacesLostDecision(t *testing.T) {
 	h, _ := newCatalogHarness(t, 2, noControl)
 	tok := h.token("acme", "decisiones:pedir", "decisiones:confirmar")
@@ -746,6 +750,13 @@ func TestFallbackReplacesLostDecision(t *testing.T) {
 		st, b := h.do("POST", "/v1/decisiones/"+lost["decision_id"].(string)+"/ejecucion", tok, map[string]any{"ejecutada": true})
 		if want := map[bool]int{false: 200, true: 409}[tc.replace]; st != want {
 			t.Errorf("%s: confirming the lost decision: %d %v, want %d", tc.name, st, b, want)
+		}
+		if !tc.replace {
+			continue
+		}
+		st, b = h.do("POST", "/v1/decisiones", tok, decideBody(ref, nil), "Idempotency-Key", "lost-"+ref)
+		if st != 409 || b["codigo"] != "idempotencia_conflicto" || !strings.Contains(fmt.Sprint(b["mensaje"]), "respaldo") {
+			t.Errorf("%s: a late attempt of the lost request: %d %v, want 409 idempotencia_conflicto naming the fallback record (respaldo)", tc.name, st, b)
 		}
 	}
 }

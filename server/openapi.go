@@ -106,7 +106,7 @@ var kindDocs = map[kind]string{
 	kindNotFound:            "Unknown, altered, invented or foreign id; any resource of another tenant. Also every unknown path or method.",
 	kindAlreadyConfirmed:    "The decision's execution was already confirmed.",
 	kindExpired:             "Confirmation after `caduca_en`.",
-	kindIdempotencyConflict: "Same `Idempotency-Key` with a different body (different content: bodies are compared as canonical JSON), or while the first request with that key is still running.",
+	kindIdempotencyConflict: "Same `Idempotency-Key` with a different body (different content: bodies are compared as canonical JSON), while the first request with that key is still running, or a key a fallback record's `Replaces-Idempotency-Key` spent (`mensaje` says so: the request it named decides nothing more).",
 	kindTooLarge:            "Body over the route's size limit (see `x-max-body-bytes`); `mensaje` names the limit in bytes.",
 	kindNotJSON:             "Body declared with a Content-Type other than `application/json` or `*+json` (an absent Content-Type is taken as JSON), or sent with a `Content-Encoding` other than `identity` (`campo` `Content-Encoding`: send bodies uncompressed).",
 	kindRateLimited:         "Rate limit (per credential, see `x-rate-limit`) or quota exceeded; `mensaje` says which limit (a rate limit names its rate and burst). Header `Retry-After` (integer seconds, at least 1).",
@@ -1545,7 +1545,7 @@ func idempotencyDoc() obj {
 		"routes":    []any{"POST /v1/decisiones", "POST /v1/decisiones/respaldo", "POST /v1/decisiones/{decision_id}/ejecucion", "POST /v1/lotes-decision"},
 		"format":    "1 to 255 printable ASCII characters",
 		"retention": isoDuration(engine.IdempotencyTTL),
-		"conflict":  "409 idempotencia_conflicto: same key with a different body, or while the first request is still running",
+		"conflict":  "409 idempotencia_conflicto: same key with a different body, while the first request is still running, or a key a fallback record's Replaces-Idempotency-Key spent",
 		"events":    "POST /v1/eventos is idempotent by event_id instead: same canonical content (keys sorted, numbers by value, null as absent, timestamps by instant) counts in duplicados",
 	}
 }

@@ -67,7 +67,19 @@ func mayReplay(c *call, kind string, err error) bool {
 // retry soon and then get the first answer, rather than a 429 whose
 // Retry-After (up to an hour, or to midnight) would lose that answer.
 func idemConflict(err error) *apiError {
-	return &apiError{kind: kindIdempotencyConflict, inFlight: errors.Is(err, engine.ErrIdempotencyInFlight)}
+	return &apiError{kind: kindIdempotencyConflict, inFlight: errors.Is(err, engine.ErrIdempotencyInFlight), msg: idemConflictMsg(err)}
+}
+
+// idemConflictMsg is the mensaje of the 409 idempotencia_conflicto of err:
+// for a key a fallback record's Replaces-Idempotency-Key spent
+// (engine.ErrIdempotencySpent) it says so, since the body was not changed
+// and nothing still runs; "" (the error table's) otherwise.
+func idemConflictMsg(err error) string {
+	if errors.Is(err, engine.ErrIdempotencySpent) {
+		return "Idempotency-Key sustituida por un registro de respaldo (Replaces-Idempotency-Key): " +
+			"la petición que nombra ya no decide nada; use una clave nueva"
+	}
+	return ""
 }
 
 // pastQuota is the answer to a request past the daily quota held back for
