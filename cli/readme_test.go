@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -558,5 +560,39 @@ func TestBatchDoneRE(t *testing.T) {
 	}
 	if batchDoneRE.MatchString("completed in 14ms: 3 lines, 4 sends\n") {
 		t.Error("batchDoneRE accepts 4 sends from a 3-line job")
+	}
+}
+
+// TestREADMEWalkthroughPortTaken: when another server already answers on
+// the API's address (the first screen's "go run . serve" left running,
+// say), the walkthrough's first block shows serve's error naming --addr
+// instead of going on against that other server, where every later block
+// failed with 401s and a null token and serve's error stayed in its log.
+func TestREADMEWalkthroughPortTaken(t *testing.T) {
+	if _, err := exec.LookPath("curl"); err != nil {
+		t.Skip("curl not found: the README walkthrough needs it")
+	}
+	data, err := os.ReadFile(readmePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := walkthrough(t, string(data))[0].script
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	defer other.Close()
+	tmp := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "bash", "-c", "set -u\n"+first+"echo '@@end@@'\n"+walkthroughEpilogue)
+	cmd.Dir = ".."
+	cmd.Env = append(os.Environ(),
+		"PATH="+filepath.Dir(coupondBinary(t))+string(os.PathListSeparator)+os.Getenv("PATH"),
+		"TMPDIR="+tmp, "COUPOND_ADDR="+other.Listener.Addr().String(), "COUPOND_CONSOLE_ADDR=", "NO_COLOR=1")
+	cmd.WaitDelay = 5 * time.Second
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "@@end@@") {
+		t.Fatalf("the first block failed: %v\n%s", err, out)
+	}
+	if want := "--addr " + other.Listener.Addr().String(); !strings.Contains(string(out), want) {
+		t.Errorf("with the API's address taken, the first block printed no error naming %q:\n%s", want, out)
 	}
 }
