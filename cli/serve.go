@@ -189,6 +189,7 @@ func serve(ctx context.Context, dataDir string, f serveFlags, logOut interface{ 
 	}
 	logStoreLogDamage(log, e.db)
 	svc := e.svc
+	indexHeldEvents(svc, log)
 	if ln == nil {
 		if ln, err = net.Listen("tcp", f.addr); err != nil {
 			e.close()
@@ -223,6 +224,22 @@ func serve(ctx context.Context, dataDir string, f serveFlags, logOut interface{ 
 		return err
 	}
 	return serveErr
+}
+
+// indexHeldEvents writes, before serve answers, the held-event index
+// entries that batches held in the abuse quarantine lack (a release before
+// the index held them, or an older binary run on the data dir since), so
+// that a resend of a held event is a duplicate, not held twice. A failure
+// is logged, not fatal: such a resend is held again, as before the index,
+// and the next start tries again.
+func indexHeldEvents(svc *services, log zerolog.Logger) {
+	indexed, err := svc.api.IndexHeldEvents()
+	for tenant, n := range indexed {
+		log.Info().Str("tenant", tenant).Int("entries", n).Msg("held-event index: indexed events held in the abuse quarantine by an earlier release")
+	}
+	if err != nil {
+		log.Error().Err(err).Msg("held-event index: events held in the abuse quarantine by an earlier release not all indexed; a resend of one is held again until the next start indexes it")
+	}
 }
 
 // stopServing stops what serve runs (running.stop, each step within

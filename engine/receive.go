@@ -37,8 +37,8 @@ type Delivery struct {
 // rejection as Ingest answers) and that no batch still held holds (else a
 // duplicate or a duplicado, admitHeld) are held and count as aceptados,
 // and held events never count against the quota. Batches held by a
-// release without the held-event index have no entries in it: a resend of
-// their events is held again, and their release counts it a duplicate.
+// release without the held-event index get their entries at serve's start
+// (IndexHeld).
 func (e *Ingester) Receive(tenant string, events []IngestEvent, d Delivery) (IngestResult, error) {
 	if !d.Hold || len(events) == 0 {
 		t, ok := e.db.Tenant(tenant)
@@ -269,6 +269,86 @@ func (e *Ingester) applyHeld(tenant string, now time.Time, key []byte, all []Ing
 		b.DeleteHeldEvent(tenant, ev.Event.ID) // stored now: the event table answers for it
 	}
 	return accepted, duplicates, b.Commit()
+}
+
+// IndexHeld writes the held-event index entries (admitHeld reads them)
+// that the batches held in tenant's abuse quarantine lack: a release
+// before the index (table 'h') held batches without them, and so does an
+// older binary started on the data dir since. Without them a resend of a
+// held event was held again instead of answered as a duplicate (or
+// duplicado). It returns how many entries it wrote. Each batch's entries
+// are committed with Sync, and an event_id with a live entry is skipped:
+// run again (at every start, serve), after a crash too, it writes only
+// what is still missing, nothing when nothing is. check converts a held
+// event as the release does (ReleaseHeld); one it drops, and a batch that
+// does not decode, get no entry (the release drops or moves them too).
+// Under the tenant's heldMu, so Receive waits for it.
+func (e *Ingester) IndexHeld(tenant string, check func(raw []byte, index int) (IngestEvent, bool, error)) (indexed int, err error) {
+	ts, err := e.state(tenant)
+	if err != nil {
+		return 0, err
+	}
+	ts.heldMu.Lock()
+	defer ts.heldMu.Unlock()
+	var keys [][]byte
+	lo, hi := store.QuarantineSpan(tenant)
+	err = e.db.Scan(lo, hi, func(k, _ []byte) error {
+		keys = append(keys, bytes.Clone(k))
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	for _, key := range keys { // oldest first: an event_id held twice is the first batch's, as the release applies it
+		raw, err := e.db.Get(key)
+		if err != nil {
+			return indexed, err
+		}
+		evs, err := e.unindexedHeld(tenant, raw, check)
+		if err == nil && len(evs) > 0 {
+			err = e.db.IndexHeld(tenant, key, evs)
+		}
+		if err != nil {
+			return indexed, err
+		}
+		indexed += len(evs)
+	}
+	return indexed, nil
+}
+
+// unindexedHeld returns the events of the held batch raw that have no
+// live held-event index entry, each with the hash of its canonical JSON
+// (check's), as Receive indexes them.
+func (e *Ingester) unindexedHeld(tenant string, raw []byte, check func(raw []byte, index int) (IngestEvent, bool, error)) ([]store.HeldEvent, error) {
+	var h store.HeldBatch
+	if json.Unmarshal(raw, &h) != nil {
+		return nil, nil // the release moves it to the damaged-record quarantine
+	}
+	ids := make([]string, len(h.Events))
+	for i, ev := range h.Events {
+		var one struct {
+			ID string `json:"event_id"`
+		}
+		if json.Unmarshal(ev, &one) == nil {
+			ids[i] = one.ID
+		}
+	}
+	live := make([]bool, len(ids))
+	if err := e.db.HeldSums(tenant, ids, func(i int, _ [32]byte) { live[i] = true }); err != nil {
+		return nil, err
+	}
+	var evs []store.HeldEvent
+	for i, ev := range h.Events {
+		if live[i] || ids[i] == "" {
+			continue
+		}
+		it, ok, err := check(ev, i)
+		if err != nil || !ok || it.Event.ID != ids[i] {
+			continue // the release drops it
+		}
+		evs = append(evs, store.HeldEvent{ID: it.Event.ID, Sum: sha256.Sum256(it.Canonical)})
+	}
+	return evs, nil
 }
 
 // HeldCount is how many requests of tenant wait in quarantine.

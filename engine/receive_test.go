@@ -178,3 +178,79 @@ func TestHeldResendIsDuplicate(t *testing.T) {
 		t.Errorf("resend after the release: %+v %v, want one duplicate", res, err)
 	}
 }
+
+// TestIndexHeldOfEarlierRelease: batches an earlier release held in the
+// abuse quarantine have no held-event index entries (it wrote the batch
+// alone, as HoldBatch without entries does); IndexHeld writes them, once
+// (a second run, or one after a crash, writes only what is missing), so
+// that a resend of their events is answered as any resend is: the same
+// content a duplicate, other content duplicado, neither held again.
+// Without it every resend below was accepted and held again.
+func TestIndexHeldOfEarlierRelease(t *testing.T) {
+	e, db := newTestEngine(t, 1, nil)
+	byRaw := map[string]IngestEvent{}
+	event := func(i int, id, content string) IngestEvent {
+		ev := cachePurchase("held-ana-01", 1)
+		ev.Event.ID, ev.Index, ev.Canonical = id, i, fmt.Appendf(nil, `{"event_id":%q,"c":%q}`, id, content)
+		byRaw[string(ev.Canonical)] = ev
+		return ev
+	}
+	check := func(raw []byte, i int) (IngestEvent, bool, error) {
+		ev, ok := byRaw[string(raw)]
+		ev.Index = i
+		return ev, ok, nil
+	}
+	for i, ids := range [][]string{{"old-1", "old-2"}, {"old-3"}} {
+		h := store.HeldBatch{ClientID: "c1"}
+		for _, id := range ids {
+			h.Events = append(h.Events, event(0, id, "a").Canonical)
+		}
+		if err := db.HoldBatch("acme", t0.Add(time.Duration(i)*time.Second), fmt.Sprintf("tr-old-%d", i), &h, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	index := func(want int) {
+		t.Helper()
+		if n, err := e.Ingester.IndexHeld("acme", check); err != nil || n != want {
+			t.Errorf("IndexHeld: %d entries written, %v; want %d", n, err, want)
+		}
+	}
+	index(3)
+	index(0) // idempotent
+	dup := rejectDuplicado(&IngestEvent{Event: Event{ID: "old-3"}})
+	for i, tt := range []struct {
+		name     string
+		events   []IngestEvent
+		want     IngestResult
+		wantHeld int
+	}{
+		{"same content", []IngestEvent{event(0, "old-2", "a")}, IngestResult{Duplicados: 1}, 2},
+		{"other content", []IngestEvent{event(0, "old-3", "b")}, IngestResult{Rechazados: []Rejection{dup}}, 2},
+		{"with a new event", []IngestEvent{event(0, "new-1", "a"), event(1, "old-1", "a")}, IngestResult{Aceptados: 1, Duplicados: 1}, 3},
+	} {
+		d := Delivery{ClientID: "c1", Trace: fmt.Sprintf("tr-%d", i), At: t0.Add(time.Minute + time.Duration(i)*time.Second), Now: t0, Hold: true}
+		res, err := e.Ingester.Receive("acme", tt.events, d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(tt.want, res); diff != "" {
+			t.Errorf("%s (-want +got):\n%s", tt.name, diff)
+		}
+		if n := e.Ingester.HeldCount("acme"); n != tt.wantHeld {
+			t.Errorf("%s: %d batches held, want %d", tt.name, n, tt.wantHeld)
+		}
+	}
+	// A crash between two batches' commits: the entries of the second are
+	// missing; the next run writes them alone.
+	b := db.NewBatch()
+	b.DeleteHeldEvent("acme", "old-3")
+	if err := b.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+	index(1)
+	if acc, dups, err := e.Ingester.ReleaseHeld("acme", t0, check); err != nil || acc != 4 || dups != 0 {
+		t.Errorf("release: accepted %d, duplicates %d, %v; want 4, 0", acc, dups, err)
+	}
+	index(0)
+}

@@ -226,6 +226,51 @@ func TestQuarantinedBatchCountsDuplicates(t *testing.T) {
 	}
 }
 
+// TestIndexHeldEventsOfEarlierRelease: a batch held by a release without
+// the held-event index has no entries in it (here: its entries deleted);
+// IndexHeldEvents, which serve runs at start, writes them with the hash
+// the event's own request would have written, for an event held as
+// written (its ts with an offset) too, so that a resend is a duplicate and
+// other content duplicado, neither held again, and the release applies the
+// event once. Without it both resends were accepted and held (3 batches).
+func TestIndexHeldEventsOfEarlierRelease(t *testing.T) {
+	h, tok, id, g := newAbuseHarness(t)
+	stepToCuarentena(t, g, id)
+	plain := purchase("q1", "cliente-01", testStart, 10, 3)
+	written := purchase("q2", "cliente-01", testStart, 5, 1)
+	written["ts"] = testStart.In(time.FixedZone("", -6*3600)).Format(time.RFC3339) // held as written
+	if st, body := postEvents(h, tok, plain, written); st != 200 || body["aceptados"] != 2.0 {
+		t.Fatalf("quarantined post: %d %v", st, body)
+	}
+	b := h.db.NewBatch()
+	b.DeleteHeldEvent("acme", "q1")
+	b.DeleteHeldEvent("acme", "q2")
+	if err := b.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+	for _, want := range []map[string]int{{"acme": 2}, {}} {
+		got, err := h.srv.IndexHeldEvents()
+		if diff := cmp.Diff(want, got); err != nil || diff != "" {
+			t.Errorf("IndexHeldEvents: %v (-want +got):\n%s", err, diff)
+		}
+	}
+	changed := purchase("q1", "cliente-01", testStart, 11, 3)
+	st, body := postEvents(h, tok, written, changed)
+	if got := []any{st, body["aceptados"], body["duplicados"]}; !cmp.Equal(got, []any{200, 0.0, 1.0}) {
+		t.Errorf("resend: status, aceptados, duplicados = %v, want [200 0 1]", got)
+	}
+	if diff := cmp.Diff([]rejection{{1, "duplicado", "event_id"}}, rejections(body)); diff != "" {
+		t.Errorf("rechazados (-want +got):\n%s", diff)
+	}
+	if n := h.srv.QuarantineCount("acme"); n != 1 {
+		t.Errorf("quarantine holds %d requests, want 1", n)
+	}
+	if acc, dups, err := h.srv.QuarantineRelease("acme", testStart); err != nil || acc != 2 || dups != 0 {
+		t.Errorf("release: %d accepted, %d duplicates, %v; want 2, 0", acc, dups, err)
+	}
+}
+
 // TestAbuseDamagedStateQuarantined: a stored abuse state that does not
 // decode, holds a level outside the steps or names another credential than
 // its key is quarantined and reported when a server starts, never loaded:

@@ -55,10 +55,27 @@ func (db *DB) HoldBatch(tenant string, at time.Time, trace string, h *HeldBatch,
 	if err := b.SetJSON(key, h); err != nil {
 		return err
 	}
+	b.setHeldEvents(tenant, key, evs)
+	return b.Commit()
+}
+
+// IndexHeld writes, committed with Sync, the held-event index entries of
+// evs, events of the held batch at key (a key ScanHeld gave): the entries
+// a batch held by a release without the index lacks (engine's
+// Ingester.IndexHeld).
+func (db *DB) IndexHeld(tenant string, key []byte, evs []HeldEvent) error {
+	b := db.NewBatch()
+	defer b.Close()
+	b.setHeldEvents(tenant, key, evs)
+	return b.Commit()
+}
+
+// setHeldEvents sets in b the held-event index entries of evs, held in
+// the batch at key.
+func (b *Batch) setHeldEvents(tenant string, key []byte, evs []HeldEvent) {
 	for _, ev := range evs {
 		b.Set(HeldEventKey(tenant, ev.ID), append(ev.Sum[:], key...))
 	}
-	return b.Commit()
 }
 
 // HeldSums calls fn for each of ids held in a batch still held, with its
