@@ -229,13 +229,15 @@ func serve(ctx context.Context, dataDir string, f serveFlags, logOut interface{ 
 // indexHeldEvents writes, before serve answers, the held-event index
 // entries that batches held in the abuse quarantine lack (a release before
 // the index held them, or an older binary run on the data dir since), so
-// that a resend of a held event is a duplicate, not held twice. A failure
-// is logged, not fatal: such a resend is held again, as before the index,
-// and the next start tries again.
+// that a resend of a held event is a duplicate, not held twice, and
+// deletes those of events no longer held (server.IndexHeldEvents). A
+// failure is logged, not fatal: such a resend is held again, as before the
+// index, and the next start tries again.
 func indexHeldEvents(svc *services, log zerolog.Logger) {
-	indexed, err := svc.api.IndexHeldEvents()
-	for tenant, n := range indexed {
-		log.Info().Str("tenant", tenant).Int("entries", n).Msg("held-event index: indexed events held in the abuse quarantine by an earlier release")
+	done, err := svc.api.IndexHeldEvents()
+	for tenant, n := range done {
+		log.Info().Str("tenant", tenant).Int("written", n.Written).Int("deleted", n.Deleted).
+			Msg("held-event index: indexed events held in the abuse quarantine by an earlier release, deleted entries of events no longer held")
 	}
 	if err != nil {
 		log.Error().Err(err).Msg("held-event index: events held in the abuse quarantine by an earlier release not all indexed; a resend of one is held again until the next start indexes it")

@@ -272,21 +272,25 @@ func (e *Ingester) applyHeld(tenant string, now time.Time, key []byte, all []Ing
 }
 
 // IndexHeld writes the held-event index entries (admitHeld reads them)
-// that the batches held in tenant's abuse quarantine lack: a release
-// before the index (table 'h') held batches without them, and so does an
-// older binary started on the data dir since. Without them a resend of a
-// held event was held again instead of answered as a duplicate (or
-// duplicado). It returns how many entries it wrote. Each batch's entries
-// are committed with Sync, and an event_id with a live entry is skipped:
-// run again (at every start, serve), after a crash too, it writes only
-// what is still missing, nothing when nothing is. check converts a held
-// event as the release does (ReleaseHeld); one it drops, and a batch that
-// does not decode, get no entry (the release drops or moves them too).
-// Under the tenant's heldMu, so Receive waits for it.
-func (e *Ingester) IndexHeld(tenant string, check func(raw []byte, index int) (IngestEvent, bool, error)) (indexed int, err error) {
+// that the batches held in tenant's abuse quarantine lack, and deletes
+// those that no held batch holds: a release before the index (table 'h')
+// held batches without entries, and one run on the data dir since (going
+// back) left entries behind when it released a batch or took an erased
+// customer's events out of one; an entry left naming a batch still held
+// answered a resend of an erased event as a duplicate, and the event was
+// lost. Without the entries a resend of a held event was held again
+// instead of answered as a duplicate (or duplicado). It returns how many
+// entries it wrote and deleted. Each batch's entries are committed with
+// Sync, the deletions in one commit, and an event_id with a live entry is
+// skipped: run again (at every start, serve), after a crash too, it
+// writes only what is still missing, nothing when nothing is. check
+// converts a held event as the release does (ReleaseHeld); one it drops,
+// and a batch that does not decode, get no entry (the release drops or
+// moves them too). Under the tenant's heldMu, so Receive waits for it.
+func (e *Ingester) IndexHeld(tenant string, check func(raw []byte, index int) (IngestEvent, bool, error)) (indexed, deleted int, err error) {
 	ts, err := e.state(tenant)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	ts.heldMu.Lock()
 	defer ts.heldMu.Unlock()
@@ -297,45 +301,53 @@ func (e *Ingester) IndexHeld(tenant string, check func(raw []byte, index int) (I
 		return nil
 	})
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	for _, key := range keys { // oldest first: an event_id held twice is the first batch's, as the release applies it
+	holds := map[string]map[string]bool{} // held batch key → the index keys of its events
+	// Oldest first: an event_id held twice is the first batch's, as the
+	// release applies it.
+	for _, key := range keys {
 		raw, err := e.db.Get(key)
 		if err != nil {
-			return indexed, err
+			return indexed, 0, err
 		}
-		evs, err := e.unindexedHeld(tenant, raw, check)
+		evs, held, err := e.unindexedHeld(tenant, raw, check)
 		if err == nil && len(evs) > 0 {
 			err = e.db.IndexHeld(tenant, key, evs)
 		}
 		if err != nil {
-			return indexed, err
+			return indexed, 0, err
 		}
+		holds[string(key)] = held
 		indexed += len(evs)
 	}
-	return indexed, nil
+	deleted, err = e.deleteStaleHeld(tenant, holds)
+	return indexed, deleted, err
 }
 
 // unindexedHeld returns the events of the held batch raw that have no
 // live held-event index entry, each with the hash of its canonical JSON
-// (check's), as Receive indexes them.
-func (e *Ingester) unindexedHeld(tenant string, raw []byte, check func(raw []byte, index int) (IngestEvent, bool, error)) ([]store.HeldEvent, error) {
+// (check's), as Receive indexes them, and the index keys of all its
+// events (a batch that does not decode has none).
+func (e *Ingester) unindexedHeld(tenant string, raw []byte, check func(raw []byte, index int) (IngestEvent, bool, error)) ([]store.HeldEvent, map[string]bool, error) {
 	var h store.HeldBatch
 	if json.Unmarshal(raw, &h) != nil {
-		return nil, nil // the release moves it to the damaged-record quarantine
+		return nil, nil, nil // the release moves it to the damaged-record quarantine
 	}
 	ids := make([]string, len(h.Events))
+	held := map[string]bool{}
 	for i, ev := range h.Events {
 		var one struct {
 			ID string `json:"event_id"`
 		}
-		if json.Unmarshal(ev, &one) == nil {
+		if json.Unmarshal(ev, &one) == nil && one.ID != "" {
 			ids[i] = one.ID
+			held[string(store.HeldEventKey(tenant, one.ID))] = true
 		}
 	}
 	live := make([]bool, len(ids))
 	if err := e.db.HeldSums(tenant, ids, func(i int, _ [32]byte) { live[i] = true }); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var evs []store.HeldEvent
 	for i, ev := range h.Events {
@@ -348,7 +360,30 @@ func (e *Ingester) unindexedHeld(tenant string, raw []byte, check func(raw []byt
 		}
 		evs = append(evs, store.HeldEvent{ID: it.Event.ID, Sum: sha256.Sum256(it.Canonical)})
 	}
-	return evs, nil
+	return evs, held, nil
+}
+
+// deleteStaleHeld deletes, in one commit, the held-event index entries of
+// tenant that name a batch not held or one that does not hold their
+// event_id (holds: each held batch's index keys), and returns how many.
+func (e *Ingester) deleteStaleHeld(tenant string, holds map[string]map[string]bool) (int, error) {
+	var stale [][]byte
+	lo, hi := store.HeldEventSpan(tenant)
+	err := e.db.Scan(lo, hi, func(k, v []byte) error {
+		if len(v) > 32 && !holds[string(v[32:])][string(k)] {
+			stale = append(stale, bytes.Clone(k))
+		}
+		return nil
+	})
+	if err != nil || len(stale) == 0 {
+		return 0, err
+	}
+	b := e.db.NewBatch()
+	defer b.Close()
+	for _, k := range stale {
+		b.Delete(k)
+	}
+	return len(stale), b.Commit()
 }
 
 // HeldCount is how many requests of tenant wait in quarantine.

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"encoding/json"
 	"fmt"
 	"testing"
 	"time"
@@ -211,8 +212,8 @@ func TestIndexHeldOfEarlierRelease(t *testing.T) {
 	}
 	index := func(want int) {
 		t.Helper()
-		if n, err := e.Ingester.IndexHeld("acme", check); err != nil || n != want {
-			t.Errorf("IndexHeld: %d entries written, %v; want %d", n, err, want)
+		if n, d, err := e.Ingester.IndexHeld("acme", check); err != nil || n != want || d != 0 {
+			t.Errorf("IndexHeld: %d entries written, %d deleted, %v; want %d, 0", n, d, err, want)
 		}
 	}
 	index(3)
@@ -253,4 +254,70 @@ func TestIndexHeldOfEarlierRelease(t *testing.T) {
 		t.Errorf("release: accepted %d, duplicates %d, %v; want 4, 0", acc, dups, err)
 	}
 	index(0)
+}
+
+// TestIndexHeldDeletesStaleEntries: a release without the held-event index
+// run on the data dir after one with it (going back) left entries behind:
+// taking an erased customer's event out of a held batch it rewrote the
+// batch alone, and releasing a batch it deleted the batch alone. IndexHeld
+// deletes those entries, so that the erased event_id is new again (it was
+// answered as a duplicate, and the event lost) while the events still held
+// stay duplicates.
+func TestIndexHeldDeletesStaleEntries(t *testing.T) {
+	e, db := newTestEngine(t, 1, nil)
+	byRaw := map[string]IngestEvent{}
+	event := func(id, ref string) IngestEvent {
+		ev := cachePurchase(ref, 1)
+		ev.Event.ID, ev.Canonical = id, fmt.Appendf(nil, `{"event_id":%q,"cliente_ref":%q}`, id, ref)
+		byRaw[string(ev.Canonical)] = ev
+		return ev
+	}
+	check := func(raw []byte, i int) (IngestEvent, bool, error) {
+		ev, ok := byRaw[string(raw)]
+		ev.Index = i
+		return ev, ok, nil
+	}
+	hold := func(trace string, at time.Time, evs ...IngestEvent) {
+		t.Helper()
+		res, err := e.Ingester.Receive("acme", evs, Delivery{ClientID: "c1", Trace: trace, At: at, Now: t0, Hold: true})
+		if err != nil || res.Aceptados != len(evs) {
+			t.Fatalf("hold %s: %+v %v", trace, res, err)
+		}
+	}
+	ana, beto, gone := event("ev-ana", "held-ana-01"), event("ev-beto", "held-beto-01"), event("ev-gone", "held-ana-01")
+	hold("tr-1", t0, ana, beto)
+	hold("tr-2", t0.Add(time.Second), gone)
+	// The older release erases held-ana-01: it rewrites tr-1 without her
+	// event and deletes tr-2, which held hers alone, both without a word
+	// to the index.
+	if err := db.HoldBatch("acme", t0, "tr-1", &store.HeldBatch{ClientID: "c1", Events: []json.RawMessage{beto.Canonical}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	b := db.NewBatch()
+	b.DeleteHeld(store.QuarantineKey("acme", t0.Add(time.Second), "tr-2"))
+	if err := b.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+	if n, d, err := e.Ingester.IndexHeld("acme", check); err != nil || n != 0 || d != 2 {
+		t.Errorf("IndexHeld: %d entries written, %d deleted, %v; want 0, 2", n, d, err)
+	}
+	for i, tt := range []struct {
+		name string
+		ev   IngestEvent
+		want IngestResult
+	}{
+		{"erased event, rewritten batch", ana, IngestResult{Aceptados: 1}},
+		{"erased event, deleted batch", gone, IngestResult{Aceptados: 1}},
+		{"event still held", beto, IngestResult{Duplicados: 1}},
+	} {
+		d := Delivery{ClientID: "c1", Trace: fmt.Sprintf("tr-again-%d", i), At: t0.Add(time.Minute + time.Duration(i)*time.Second), Now: t0, Hold: true}
+		res, err := e.Ingester.Receive("acme", []IngestEvent{tt.ev}, d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(tt.want, res); diff != "" {
+			t.Errorf("%s (-want +got):\n%s", tt.name, diff)
+		}
+	}
 }

@@ -249,7 +249,7 @@ func TestIndexHeldEventsOfEarlierRelease(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.Close()
-	for _, want := range []map[string]int{{"acme": 2}, {}} {
+	for _, want := range []map[string]HeldIndexed{{"acme": {Written: 2}}, {}} {
 		got, err := h.srv.IndexHeldEvents()
 		if diff := cmp.Diff(want, got); err != nil || diff != "" {
 			t.Errorf("IndexHeldEvents: %v (-want +got):\n%s", err, diff)

@@ -6,6 +6,7 @@ import (
 
 	"github.com/coupond/coupond/engine"
 	"github.com/coupond/coupond/server/schema"
+	"github.com/coupond/coupond/store"
 )
 
 // QuarantineRelease applies every event of tenant held in the abuse
@@ -17,26 +18,32 @@ func (s *Server) QuarantineRelease(tenant string, now time.Time) (accepted, dupl
 	return s.Engine.Ingester.ReleaseHeld(tenant, now, heldChecker(now))
 }
 
+// HeldIndexed is what IndexHeldEvents did for one tenant: the held-event
+// index entries it wrote and those it deleted.
+type HeldIndexed struct{ Written, Deleted int }
+
 // IndexHeldEvents writes the held-event index entries the batches held in
-// every tenant's abuse quarantine lack (engine.Ingester.IndexHeld: those a
-// release before the index held), so that a resend of their events is a
-// duplicate; serve calls it at start. It returns how many it wrote per
-// tenant, for the tenants it wrote some for.
-func (s *Server) IndexHeldEvents() (map[string]int, error) {
-	indexed := map[string]int{}
+// every tenant's abuse quarantine lack and deletes those no held batch
+// holds (engine.Ingester.IndexHeld: a release before the index held
+// batches without entries; one run on the data dir since left entries
+// behind), so that a resend of a held event is a duplicate and one of an
+// event no longer held is not; serve calls it at start. It returns what it
+// did per tenant, for the tenants it did something for.
+func (s *Server) IndexHeldEvents() (map[string]HeldIndexed, error) {
+	done := map[string]HeldIndexed{}
 	for _, t := range s.DB.Tenants() {
-		if s.DB.CountHeld(t.ID) == 0 {
+		if n, _ := s.DB.Count(store.HeldEventSpan(t.ID)); n == 0 && s.DB.CountHeld(t.ID) == 0 {
 			continue
 		}
-		n, err := s.Engine.Ingester.IndexHeld(t.ID, heldChecker(time.Time{}))
-		if n > 0 {
-			indexed[t.ID] = n
+		w, d, err := s.Engine.Ingester.IndexHeld(t.ID, heldChecker(time.Time{}))
+		if w > 0 || d > 0 {
+			done[t.ID] = HeldIndexed{w, d}
 		}
 		if err != nil {
-			return indexed, fmt.Errorf("tenant %s: %w", t.ID, err)
+			return done, fmt.Errorf("tenant %s: %w", t.ID, err)
 		}
 	}
-	return indexed, nil
+	return done, nil
 }
 
 // heldChecker converts an event held in the abuse quarantine (its JSON as
