@@ -13,7 +13,8 @@
 //
 // # Key layout
 //
-// The format is persistent: changing any byte here needs a migration.
+// The format is persistent: changing any byte here needs a migration, and
+// a change an older release would misread raises Format (format.go).
 //
 // Every component that is a string is an identifier that matches the API's
 // ID pattern (or the tenant pattern), so it never contains 0x00; components
@@ -30,6 +31,7 @@
 //	                                          sequence
 //	0x01 'P'                                  purge owed mark (wal.go)
 //	0x01 'L' found-at time                    damaged-log note (logcheck.go)
+//	0x01 'F'                                  store format mark (format.go)
 //	0x02 tenant 0x00 <table> ...              tenant data, tables below
 //
 // Tables inside a tenant's key space (table byte, components → value; file):

@@ -18,6 +18,7 @@ const (
 	globalConsole    byte = 'O'
 	globalPurgeOwed  byte = 'P'
 	globalLogDamage  byte = 'L' // damaged-log notes (logcheck.go)
+	globalFormat     byte = 'F' // the store's format mark (format.go)
 )
 
 // Table bytes inside a tenant's key space (doc.go; registered in tables.go).

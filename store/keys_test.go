@@ -96,6 +96,7 @@ func keyCases() []keyCase {
 		{"console audit", ConsoleAuditKey("acme", gt0, 7), nil, ""},
 		{"console audit span", spanLo(ConsoleAuditSpan("acme")), nil, ""},
 		{"console audit span all", spanLo(ConsoleAuditSpan("")), nil, ""},
+		{"format mark", formatKey(), nil, ""},
 	}
 }
 
@@ -171,6 +172,7 @@ var goldenKeys = map[string]string{
 	"console audit":            "\x01Oaudit\x00acme\x00\x98\x99\x8b\x01\x85\x9e\xb6\b\x00\x00\x00\x00\x00\x00\x00\a",
 	"console audit span":       "\x01Oaudit\x00acme\x00",
 	"console audit span all":   "\x01Oaudit\x00",
+	"format mark":              "\x01F",
 }
 
 // TestKeyLayoutGolden pins every table's key bytes: each typed function
@@ -300,6 +302,7 @@ func TestKeyPrefixesDoNotOverlap(t *testing.T) {
 		"console audit":      string(spanLo(ConsoleAuditSpan(""))),
 		"purge owed":         string(purgeOwedKey(nil)),
 		"log damage":         string(spanLo(logDamageSpan())),
+		"format mark":        string(formatKey()),
 	}
 	bytesSeen := map[byte]string{}
 	for _, tb := range tables {

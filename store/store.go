@@ -139,6 +139,10 @@ func Open(dir string, fs vfs.FS) (*DB, error) {
 	}
 	db := &DB{pdb: pdb, pebbleErrs: errs, fs: fs, dir: dir, walPurging: purging, pacer: pacer, paced: onDisk, tenants: map[string]*Tenant{}, creds: map[string]*Credential{},
 		space: sp, lock: lock, stalls: stalls}
+	if err := db.settleFormat(); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("store: open %s: %w", dir, err)
+	}
 	if err := db.loadCaches(); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("store: open %s: %w", dir, err)
