@@ -291,6 +291,45 @@ func TestRestoreRefusesDamagedBackup(t *testing.T) {
 	runIn(t, filepath.Join(dir, "restored"), "admin", "restore", "--from", backup)
 }
 
+// TestChangedKeysRefused: keys.json with one base64 character of its hash
+// key changed in place (a bad sector, an edit) still reads as four 32-byte
+// keys; the data dir is refused, saying to put back the backup's copy,
+// instead of serving with keys that void every decision id and token and
+// no longer match the customer hashes of deletion records. The backup's
+// keys.json opens it again.
+func TestChangedKeysRefused(t *testing.T) {
+	_, data, backup := backedUpTenant(t)
+	path := filepath.Join(data, store.SecretsFile)
+	keys, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := bytes.Index(keys, []byte(`"hash":"`)) + len(`"hash":"`) + 5
+	changed := bytes.Clone(keys)
+	changed[i] = 'A' // another base64 letter
+	if keys[i] == 'A' {
+		changed[i] = 'B'
+	}
+	if err := os.WriteFile(path, changed, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = runCLI(t, "admin", "tenant", "list", "--data-dir", data)
+	if err == nil || !strings.Contains(err.Error(), "does not hold the keys this store was written with") ||
+		!strings.Contains(err.Error(), "put back the keys.json of the latest backup") {
+		t.Errorf("admin tenant list with a changed key: %v, want a refusal that says to put back the backup's keys.json", err)
+	}
+	saved, err := os.ReadFile(filepath.Join(backup, store.SecretsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, saved, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out := runIn(t, data, "admin", "tenant", "list"); !bytes.Contains(out, []byte("acme")) {
+		t.Errorf("admin tenant list with the backup's keys.json: %s, want acme", out)
+	}
+}
+
 // backedUpTenant makes a data dir with tenant acme and a backup of it
 // under a temporary dir, and returns the three paths.
 func backedUpTenant(t *testing.T) (dir, data, backup string) {

@@ -234,6 +234,10 @@ func openEnvLocked(ctx context.Context, dataDir string, lock io.Closer, log zero
 	if err != nil {
 		return nil, orAccessError(dataDir, storeOpenError(err, dataDir))
 	}
+	if err := db.CheckSecrets(secrets, filepath.Join(dataDir, store.SecretsFile)); err != nil {
+		db.Close()
+		return nil, err
+	}
 	db.SetLog(log)
 	now := opt.now
 	if now == nil {

@@ -19,6 +19,7 @@ const (
 	globalPurgeOwed  byte = 'P'
 	globalLogDamage  byte = 'L' // damaged-log notes (logcheck.go)
 	globalFormat     byte = 'F' // the store's format mark (format.go)
+	globalKeysMark   byte = 'K' // fingerprint of keys.json (secrets.go)
 )
 
 // Table bytes inside a tenant's key space (doc.go; registered in tables.go).

@@ -100,3 +100,51 @@ func (s *Secrets) CustomerHash(tenant, clienteRef string) string {
 	m.Write([]byte(clienteRef))
 	return fmt.Sprintf("%x", m.Sum(nil)[:20])
 }
+
+// keysMarkKey is the key of the keys' fingerprint: 0x01 'K' → fingerprint.
+func keysMarkKey() []byte { return []byte{spaceGlobal, globalKeysMark} }
+
+// fingerprint is the SHA-256 of the four keys, each after its length: it
+// tells one set of keys from another and reveals none of them.
+func (s *Secrets) fingerprint() []byte {
+	h := sha256.New()
+	for _, k := range [][]byte{s.Token, s.Decision, s.URL, s.Hash} {
+		h.Write([]byte{byte(len(k) >> 8), byte(len(k))})
+		h.Write(k)
+	}
+	return h.Sum(nil)
+}
+
+// CheckSecrets refuses keys s, read from keysPath, that are not the keys
+// the store was written with. A byte of keys.json changed in place (a bad
+// sector, an edit) mostly leaves valid base64 and so a key of the right
+// length, which LoadSecrets cannot tell from the real one: served, it
+// would void every decision id, token and signed link issued, move
+// customers in and out of the control group, and change the customer
+// hashes that deletion records and backup ledgers match, so that a
+// restored backup no longer erases customers deleted since. The keys of
+// another installation put back by mistake are refused the same way.
+//
+// A store without a fingerprint (a new one, or one written by a release
+// before this check) is given s's, with Sync; one not stored (a full
+// disk) is left to the next open, since the keys are then taken on trust
+// as before.
+func (db *DB) CheckSecrets(s *Secrets, keysPath string) error {
+	want := s.fingerprint()
+	got, err := db.Get(keysMarkKey())
+	if errors.Is(err, ErrNotFound) {
+		b := db.NewBatch()
+		defer b.Close()
+		b.Set(keysMarkKey(), want)
+		_ = b.Commit()
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("store: read the keys' fingerprint: %w", err)
+	}
+	if !hmac.Equal(got, want) {
+		return fmt.Errorf("store: %s does not hold the keys this store was written with (damaged, or another installation's): "+
+			"put back the keys.json of the latest backup (the keys never change) or restore that backup (coupond admin restore)", keysPath)
+	}
+	return nil
+}

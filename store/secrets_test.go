@@ -50,3 +50,53 @@ func TestLoadSecretsMissingBesideAStore(t *testing.T) {
 		t.Errorf("keys.json damaged: %v, want the advice", err)
 	}
 }
+
+// TestCheckSecretsRefusesChangedKeys: a store takes the fingerprint of the
+// keys it is first opened with and then refuses any other set, such as
+// keys.json with one base64 character changed (still 32-byte keys, so
+// LoadSecrets reads them): served, those voided every decision id and
+// token and changed the customer hashes deletions are matched by.
+func TestCheckSecretsRefusesChangedKeys(t *testing.T) {
+	changed := func(f func(s *Secrets)) *Secrets {
+		s := TestSecrets()
+		f(s)
+		return s
+	}
+	tests := []struct {
+		name    string
+		keys    *Secrets
+		refused bool
+	}{
+		{"the same keys", TestSecrets(), false},
+		{"token key changed", changed(func(s *Secrets) { s.Token[7] ^= 0x10 }), true},
+		{"decision key changed", changed(func(s *Secrets) { s.Decision[0] ^= 0x01 }), true},
+		{"url key changed", changed(func(s *Secrets) { s.URL[31] ^= 0x80 }), true},
+		{"hash key changed", changed(func(s *Secrets) { s.Hash[12] ^= 0x04 }), true},
+		{"keys moved between purposes", changed(func(s *Secrets) { s.Token, s.URL = s.URL, s.Token }), true},
+	}
+	fs := NewMemFS()
+	db, err := Open("db", fs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.CheckSecrets(TestSecrets(), "keys.json"); err != nil {
+		t.Fatalf("first open: %v", err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db, err = Open("db", fs) // the fingerprint outlives the process
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for _, tc := range tests {
+		err := db.CheckSecrets(tc.keys, "d/keys.json")
+		if got := err != nil; got != tc.refused {
+			t.Errorf("%s: CheckSecrets = %v, want refused %v", tc.name, err, tc.refused)
+		}
+		if err != nil && !strings.Contains(err.Error(), "d/keys.json does not hold the keys this store was written with") {
+			t.Errorf("%s: %v, want it to name the file and say why", tc.name, err)
+		}
+	}
+}
