@@ -1012,9 +1012,13 @@ func (bk *Backups) copyInto(ctx context.Context, db *store.DB, dir string, taken
 	}
 	size, files := dirSizeFiles(filepath.Join(dir, "db"))
 	fmt.Fprintf(progress, "backup: %s\n", progressBar(size, max(size, 1)))
-	keys, err := os.ReadFile(filepath.Join(bk.dataDir, store.SecretsFile))
+	keysPath := filepath.Join(bk.dataDir, store.SecretsFile)
+	keys, err := os.ReadFile(keysPath)
 	if err != nil {
 		return nil, err
+	}
+	if err := db.CheckSecretsFile(keys, keysPath); err != nil {
+		return nil, fmt.Errorf("backup: %w", err)
 	}
 	if err := atomicfile.WriteBytes(filepath.Join(dir, store.SecretsFile), 0o600, keys); err != nil {
 		return nil, err

@@ -3,6 +3,7 @@ package privacy
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -423,6 +424,59 @@ func TestFailedTakeRemovesOnlyWhatItMade(t *testing.T) {
 				t.Errorf("registry after a failed backup: %+v %v; want none registered", reg, err)
 			}
 		})
+	}
+}
+
+// TestTakeRefusesChangedKeys: a keys.json changed on disk after the
+// server read it (a byte flipped in a key, still valid base64) is not
+// copied into a backup, which its manifest would then vouch for although
+// its keys no longer match its store; the backup fails, leaving nothing
+// registered, and takes the file once it holds the store's keys again.
+func TestTakeRefusesChangedKeys(t *testing.T) {
+	_, _, _, clk := newTest(t, 1)
+	dataDir := t.TempDir()
+	db, err := store.Open(filepath.Join(dataDir, "db"), nil) // on disk: a checkpoint is written by the store's file system
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	keysPath := filepath.Join(dataDir, store.SecretsFile)
+	if err := db.CheckSecrets(store.TestSecrets(), keysPath); err != nil {
+		t.Fatal(err)
+	}
+	changed := store.TestSecrets()
+	changed.Hash[3] ^= 0x08
+	for _, tc := range []struct {
+		name       string
+		keys       *store.Secrets
+		ok         bool
+		registered int // backups registered after it
+	}{
+		{"a key changed on disk", changed, false, 0},
+		{"the store's keys", store.TestSecrets(), true, 1},
+	} {
+		data, err := json.Marshal(tc.keys)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(keysPath, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		bk := NewBackups(dataDir, clk.Now, zerolog.Nop())
+		out := filepath.Join(t.TempDir(), "b1")
+		_, err = bk.Take(t.Context(), db, out, "test", io.Discard)
+		if tc.ok != (err == nil) {
+			t.Fatalf("%s: backup = %v, want success %v", tc.name, err, tc.ok)
+		}
+		if err != nil && !strings.Contains(err.Error(), "does not hold the keys this store was written with") {
+			t.Errorf("%s: %v, want it to say the keys are not the store's", tc.name, err)
+		}
+		if l := listed(t, bk, false); len(l.Backups) != tc.registered {
+			t.Errorf("%s: backups listed %+v", tc.name, l.Backups)
+		}
+		if copied, err := os.ReadFile(filepath.Join(out, store.SecretsFile)); tc.ok && !bytes.Equal(copied, data) {
+			t.Errorf("%s: backup's keys.json %q %v, want the data dir's", tc.name, copied, err)
+		}
 	}
 }
 

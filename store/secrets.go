@@ -47,6 +47,11 @@ func LoadSecrets(dir string) (*Secrets, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: read keys: %w", err)
 	}
+	return parseSecrets(data, path)
+}
+
+// parseSecrets decodes data, the bytes of the key file at path.
+func parseSecrets(data []byte, path string) (*Secrets, error) {
 	var s Secrets
 	if err := json.Unmarshal(data, &s); err != nil || len(s.Token) < 32 || len(s.Decision) < 32 || len(s.URL) < 32 || len(s.Hash) < 32 {
 		return nil, fmt.Errorf("store: %s is damaged: put back the keys.json of the latest backup (the keys never change) "+
@@ -143,8 +148,37 @@ func (db *DB) CheckSecrets(s *Secrets, keysPath string) error {
 		return fmt.Errorf("store: read the keys' fingerprint: %w", err)
 	}
 	if !hmac.Equal(got, want) {
-		return fmt.Errorf("store: %s does not hold the keys this store was written with (damaged, or another installation's): "+
-			"put back the keys.json of the latest backup (the keys never change) or restore that backup (coupond admin restore)", keysPath)
+		return otherKeysError(keysPath)
+	}
+	return nil
+}
+
+func otherKeysError(keysPath string) error {
+	return fmt.Errorf("store: %s does not hold the keys this store was written with (damaged, or another installation's): "+
+		"put back the keys.json of the latest backup (the keys never change) or restore that backup (coupond admin restore)", keysPath)
+}
+
+// CheckSecretsFile refuses data, the bytes of the key file at keysPath,
+// unless they decode to the keys the store was written with (CheckSecrets),
+// for a copy of them: a backup's. The file can change on disk after the
+// server read it at start, and a backup copying it then would hold keys
+// that void its own decision ids and customer hashes, a damage its
+// manifest's checksums take for the truth. A store without a fingerprint
+// yet accepts any bytes: there is nothing to check them against.
+func (db *DB) CheckSecretsFile(data []byte, keysPath string) error {
+	got, err := db.Get(keysMarkKey())
+	if errors.Is(err, ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("store: read the keys' fingerprint: %w", err)
+	}
+	s, err := parseSecrets(data, keysPath)
+	if err != nil {
+		return err
+	}
+	if !hmac.Equal(got, s.fingerprint()) {
+		return otherKeysError(keysPath)
 	}
 	return nil
 }
