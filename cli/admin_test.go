@@ -330,6 +330,32 @@ func TestChangedKeysRefused(t *testing.T) {
 	}
 }
 
+// TestRestoreOverDamagedKeys: a keys.json that no longer decodes (cut
+// short) makes the data dir refuse to open, advising to restore the latest
+// backup; that restore goes through, putting the backup's keys.json in its
+// place, instead of refusing the backup as another installation's.
+func TestRestoreOverDamagedKeys(t *testing.T) {
+	_, data, backup := backedUpTenant(t)
+	path := filepath.Join(data, store.SecretsFile)
+	keys, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, keys[:len(keys)/2], 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := runCLI(t, "admin", "tenant", "list", "--data-dir", data); err == nil || !strings.Contains(err.Error(), "or restore that backup") {
+		t.Fatalf("admin tenant list with keys.json cut short: %v, want the advice to restore the backup", err)
+	}
+	runIn(t, data, "admin", "restore", "--from", backup)
+	if got, err := os.ReadFile(path); err != nil || !bytes.Equal(got, keys) {
+		t.Errorf("keys.json after the restore: %q %v, want the backup's", got, err)
+	}
+	if out := runIn(t, data, "admin", "tenant", "list"); !bytes.Contains(out, []byte("acme")) {
+		t.Errorf("admin tenant list after the restore: %s, want acme", out)
+	}
+}
+
 // backedUpTenant makes a data dir with tenant acme and a backup of it
 // under a temporary dir, and returns the three paths.
 func backedUpTenant(t *testing.T) (dir, data, backup string) {

@@ -353,7 +353,10 @@ func within(path, dir string) bool {
 }
 
 // backupKeys loads the keys of the backup src, refusing them when dataDir
-// holds another installation's. It writes nothing.
+// holds another installation's. A keys.json of dataDir that does not
+// decode (damaged) names no installation: it is no reason to refuse, and
+// installKeys puts the backup's in its place, as serve's refusal of it
+// advises ("restore that backup"). It writes nothing.
 func backupKeys(dataDir, src string) (*store.Secrets, error) {
 	keys, err := os.ReadFile(filepath.Join(src, store.SecretsFile))
 	if err != nil {
@@ -371,17 +374,25 @@ func backupKeys(dataDir, src string) (*store.Secrets, error) {
 	case errors.Is(err, fs.ErrNotExist):
 	case err != nil:
 		return nil, err
-	case !bytes.Equal(bytes.TrimSpace(cur), bytes.TrimSpace(keys)):
+	case bytes.Equal(bytes.TrimSpace(cur), bytes.TrimSpace(keys)):
+	case !keysDamaged(cur):
 		return nil, fmt.Errorf("the backup's keys.json differs from %s: it comes from another installation", filepath.Join(dataDir, store.SecretsFile))
 	}
 	return secrets, nil
 }
 
-// installKeys puts the backup's keys.json into dataDir when it has none
-// (backupKeys checked that one there is the same).
+// keysDamaged reports whether keys, the bytes of a keys.json, do not
+// decode.
+func keysDamaged(keys []byte) bool {
+	_, err := store.ParseSecrets(keys, store.SecretsFile)
+	return err != nil
+}
+
+// installKeys puts the backup's keys.json into dataDir when it has none or
+// a damaged one (backupKeys checked that one that decodes is the same).
 func installKeys(dataDir, src string) error {
 	path := filepath.Join(dataDir, store.SecretsFile)
-	if _, err := os.Stat(path); err == nil {
+	if cur, err := os.ReadFile(path); err == nil && !keysDamaged(cur) {
 		return nil
 	}
 	keys, err := os.ReadFile(filepath.Join(src, store.SecretsFile))

@@ -47,11 +47,12 @@ func LoadSecrets(dir string) (*Secrets, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: read keys: %w", err)
 	}
-	return parseSecrets(data, path)
+	return ParseSecrets(data, path)
 }
 
-// parseSecrets decodes data, the bytes of the key file at path.
-func parseSecrets(data []byte, path string) (*Secrets, error) {
+// ParseSecrets decodes data, the bytes of the key file at path (its name
+// in the error of data that does not decode).
+func ParseSecrets(data []byte, path string) (*Secrets, error) {
 	var s Secrets
 	if err := json.Unmarshal(data, &s); err != nil || len(s.Token) < 32 || len(s.Decision) < 32 || len(s.URL) < 32 || len(s.Hash) < 32 {
 		return nil, fmt.Errorf("store: %s is damaged: put back the keys.json of the latest backup (the keys never change) "+
@@ -155,7 +156,7 @@ func (db *DB) CheckSecrets(s *Secrets, keysPath string) error {
 
 func otherKeysError(keysPath string) error {
 	return fmt.Errorf("store: %s does not hold the keys this store was written with (damaged, or another installation's): "+
-		"put back the keys.json of the latest backup (the keys never change) or restore that backup (coupond admin restore)", keysPath)
+		"put back the keys.json of the latest backup (the keys never change)", keysPath)
 }
 
 // CheckSecretsFile refuses data, the bytes of the key file at keysPath,
@@ -173,7 +174,7 @@ func (db *DB) CheckSecretsFile(data []byte, keysPath string) error {
 	if err != nil {
 		return fmt.Errorf("store: read the keys' fingerprint: %w", err)
 	}
-	s, err := parseSecrets(data, keysPath)
+	s, err := ParseSecrets(data, keysPath)
 	if err != nil {
 		return err
 	}
