@@ -57,9 +57,9 @@ func newFuzzServer(tb testing.TB) *fuzzServer {
 		Scopes: append([]string{"explicar:leer"}, allScopes...), SecretHash: store.HashSecret("x")}); err != nil {
 		tb.Fatal(err)
 	}
-	f := &fuzzServer{srv: srv, tok: srv.tokens.issue(client, scopeEventos|scopeDecisiones|scopeCatalogo|scopeExplicar, 0, testStart.Add(24*time.Hour)), doc: loadOpenAPI(tb),
+	f := &fuzzServer{srv: srv, tok: srv.tokens.issue(client, scopeEventos|scopeDecisiones|scopeCatalogo|scopeExplicar, 0, testStart.Add(tokenTTL)), doc: loadOpenAPI(tb),
 		db: db, eng: eng, runner: runner,
-		all: srv.tokens.issue(client, scopeEventos|scopeDecisiones|scopeConfirmar|scopeCampanas|scopeCatalogo|scopeBorrar|scopeExportar|scopeWebhooks|scopeExplicar, 0, testStart.Add(24*time.Hour))}
+		all: srv.tokens.issue(client, scopeEventos|scopeDecisiones|scopeConfirmar|scopeCampanas|scopeCatalogo|scopeBorrar|scopeExportar|scopeWebhooks|scopeExplicar, 0, testStart.Add(tokenTTL))}
 	rec := f.post("/v1/catalogo-acciones", []byte(`{"acciones":[{"id":1,"nombre":"a","tipo_cupon":"TA","costo_envio_mxn":0.5,"descuento_max_mxn":10},`+
 		`{"id":2,"nombre":"b","tipo_cupon":"TB","costo_envio_mxn":0.5,"descuento_max_mxn":20,"canales":["push"]}]}`), "PUT")
 	if rec.Code != 200 {

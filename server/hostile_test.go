@@ -614,6 +614,42 @@ func TestBatchCreationOneBodyAtATime(t *testing.T) {
 	}
 }
 
+// TestTokenLivesItsTTLWhenTheClockGoesBack: a token is refused once its
+// 15 minutes are up, and also when the clock has gone back since it was
+// issued by more than a minute's slack: a day back, it lived a day and 15
+// minutes. A token issued after the jump lives its 15 minutes.
+func TestTokenLivesItsTTLWhenTheClockGoesBack(t *testing.T) {
+	tests := []struct {
+		name string
+		move time.Duration // the clock's move after the token was issued
+		want int
+	}{
+		{"at once", 0, 200},
+		{"14 minutes on", 14 * time.Minute, 200},
+		{"15 minutes on", 15 * time.Minute, 401},
+		{"the clock 30 s back", -30 * time.Second, 200},
+		{"the clock 2 minutes back", -2 * time.Minute, 401},
+		{"the clock a day back", -24 * time.Hour, 401},
+		{"the clock a day back, then 15 minutes on", -24*time.Hour + 15*time.Minute, 401},
+	}
+	h := newHarness(t)
+	h.tenant("acme", false, noControl)
+	for _, tc := range tests {
+		h.clock.Set(testStart)
+		tok := h.token("acme", "catalogo:escribir")
+		h.clock.Set(testStart.Add(tc.move))
+		if st, got := h.do("GET", "/v1/catalogo-acciones", tok, nil); st != tc.want {
+			t.Errorf("%s: %d %v, want %d", tc.name, st, got, tc.want)
+		}
+	}
+	h.clock.Set(testStart.Add(-24 * time.Hour))
+	tok := h.token("acme", "catalogo:escribir")
+	h.clock.Advance(14 * time.Minute)
+	if st, got := h.do("GET", "/v1/catalogo-acciones", tok, nil); st != 200 {
+		t.Errorf("a token issued after the jump, 14 minutes on: %d %v, want 200", st, got)
+	}
+}
+
 // TestTokenOneCharacterAltered: an access token with any one character of
 // either base64url part's end replaced is refused (401), including the
 // spellings that differ only in padding bits, which decode to the same
