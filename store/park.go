@@ -32,7 +32,10 @@ import (
 // What a parked goroutine holds (Pebble v2.1.7): a MANIFEST failure parks
 // in versionSet.UpdateVersionLocked with DB.mu and the MANIFEST lock held,
 // a failed flush in flush1's FlushEnd with DB.mu held and the flush marked
-// running, a failed compaction with its inputs marked compacting. Nothing
+// running, a failed compaction with its inputs marked compacting, a new
+// write-ahead log that cannot be made (walFS.logFailed) in rotateWAL with
+// the commit pipeline's lock held and DB.mu released (its caller a commit,
+// whose request never answers, or a forced flush). Nothing
 // else is released: no later flush, compaction or MANIFEST write can run
 // on a version state the failure left half-applied, and no file is
 // deleted. Reads keep working: Get and iterators pin the current read

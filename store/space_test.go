@@ -215,6 +215,96 @@ func TestBackgroundFailureParks(t *testing.T) {
 	}
 }
 
+// TestLogCreationFailureParks: a flush (a deletion's, or a full memtable
+// in a commit) whose new write-ahead log cannot be made, for want of an
+// inode or a descriptor or for the directory's permissions, fails the
+// store and parks (with NoSpace for the lack of space alone) instead of
+// ending the process: Pebble panicked on that error with its mutex
+// released under a deferred unlock, a runtime fatal error ("sync: unlock
+// of unlocked mutex") that no recover stops. Reads go on.
+func TestLogCreationFailureParks(t *testing.T) {
+	for _, tc := range []struct {
+		errno   syscall.Errno
+		noSpace bool
+	}{
+		{syscall.ENOSPC, true},
+		{syscall.EMFILE, false},
+		{syscall.EACCES, false},
+		{syscall.EROFS, false},
+	} {
+		t.Run(tc.errno.Error(), func(t *testing.T) {
+			faults := &errorfs.Toggle{Injector: errorfs.InjectorFunc(func(op errorfs.Op) error {
+				if (op.Kind == errorfs.OpCreate || op.Kind == errorfs.OpReuseForWrite) && strings.HasSuffix(op.Path, ".log") {
+					return fmt.Errorf("%s: %w", op.Path, tc.errno)
+				}
+				return nil
+			})}
+			db, err := Open("db", errorfs.Wrap(vfs.NewMem(), faults))
+			if err != nil {
+				t.Fatal(err)
+			}
+			b := db.NewBatch()
+			b.Set([]byte("k"), []byte("1"))
+			if err := b.Commit(); err != nil {
+				t.Fatal(err)
+			}
+			b.Close()
+			faults.On()
+			if err := db.Flush(); !errors.Is(err, ErrFailed) {
+				t.Errorf("flush that cannot make its new log: %v, want ErrFailed", err)
+			}
+			got := parkedView(t, db)
+			want := parkedObservation{Failed: true, NoSpace: tc.noSpace, Value: "1", Scanned: 1, SnapScanned: 1, Commit: true, Flush: true, Close: true}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("store whose new log could not be made (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestCommitLogCreationFailureParks: a commit that rotates the memtable
+// (here a batch too large for it) and cannot make the new write-ahead log
+// parks and fails the store, as a flush does
+// (TestLogCreationFailureParks), instead of ending the process; it is not
+// acknowledged, and reads go on.
+func TestCommitLogCreationFailureParks(t *testing.T) {
+	faults := &errorfs.Toggle{Injector: errorfs.InjectorFunc(func(op errorfs.Op) error {
+		if op.Kind == errorfs.OpCreate && strings.HasSuffix(op.Path, ".log") {
+			return fmt.Errorf("%s: %w", op.Path, syscall.ENOSPC)
+		}
+		return nil
+	})}
+	db, err := Open("db", errorfs.Wrap(vfs.NewMem(), faults))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := db.NewBatch()
+	b.Set([]byte("k"), []byte("1"))
+	if err := b.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+	faults.On()
+	committed := make(chan error, 1)
+	go func() { // parks for good: the goroutine outlives the test
+		b := db.NewBatch()
+		b.Set([]byte("large"), make([]byte, memTableSize/2+1))
+		committed <- b.Commit()
+	}()
+	select {
+	case <-db.space.parked:
+	case err := <-committed:
+		t.Fatalf("commit that cannot make its new log answered %v, want it parked", err)
+	case <-time.After(10 * time.Second):
+		t.Fatalf("no goroutine parked 10 s after the commit: %+v", db.Space())
+	}
+	got := parkedView(t, db)
+	want := parkedObservation{Failed: true, NoSpace: true, Value: "1", Scanned: 1, SnapScanned: 1, Commit: true, Flush: true, Close: true}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("store whose new log could not be made in a commit (-want +got):\n%s", diff)
+	}
+}
+
 // parkedObservation is what parkedView saw of a store with a parked
 // Pebble goroutine.
 type parkedObservation struct {

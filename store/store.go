@@ -76,8 +76,7 @@ func Open(dir string, fs vfs.FS) (*DB, error) {
 	if fs == nil {
 		fs = ownerOnlyFS{vfs.Default}
 	}
-	purging := new(atomic.Int32)
-	fs = walFS{FS: fs, purging: purging}
+	purging, opened := new(atomic.Int32), new(atomic.Bool)
 	// A block cache large enough for the working set of features and recent
 	// events (the default 8 MB made every point read decompress blocks), and
 	// bloom filters so that event_id existence checks, mostly misses, skip
@@ -101,6 +100,7 @@ func Open(dir string, fs vfs.FS) (*DB, error) {
 	sp := newSpace(dir)
 	stalls := new(writeStalls)
 	logger := quietLogger{errs: errs, space: sp, stalls: stalls}
+	fs = walFS{FS: fs, purging: purging, dir: dir, opened: opened, log: logger}
 	opts := &pebble.Options{FS: fs, Logger: logger, CacheSize: 192 << 20, MemTableSize: memTableSize, MaxManifestFileSize: 1,
 		EventListener: logger.listener()}
 	// No read-triggered compactions: an iterator that sampled reads takes
@@ -137,6 +137,7 @@ func Open(dir string, fs vfs.FS) (*DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: open %s: %w", dir, err)
 	}
+	opened.Store(true)
 	db := &DB{pdb: pdb, pebbleErrs: errs, fs: fs, dir: dir, walPurging: purging, pacer: pacer, paced: onDisk, tenants: map[string]*Tenant{}, creds: map[string]*Credential{},
 		space: sp, lock: lock, stalls: stalls}
 	if err := db.settleFormat(); err != nil {

@@ -24,25 +24,54 @@ import (
 type walFS struct {
 	vfs.FS
 	purging *atomic.Int32 // PurgeWAL calls running
+	// dir is the store's directory, opened set once Pebble's Open has
+	// returned and log the store's logger: see logFailed.
+	dir    string
+	opened *atomic.Bool
+	log    quietLogger
 }
 
 // ReuseForWrite recycles oldname as newname, or, during a purge, removes
 // it and creates newname empty. Either way the log is not preallocated
-// (unpreallocated).
+// (unpreallocated). A failure parks the caller (logFailed).
 func (fs walFS) ReuseForWrite(oldname, newname string, category vfs.DiskWriteCategory) (vfs.File, error) {
 	if fs.purging.Load() == 0 {
-		return unpreallocated(newname)(fs.FS.ReuseForWrite(oldname, newname, category))
+		f, err := fs.FS.ReuseForWrite(oldname, newname, category)
+		fs.logFailed(newname, err)
+		return unpreallocated(newname)(f, err)
 	}
 	if err := fs.FS.Remove(oldname); err != nil {
+		fs.logFailed(newname, err)
 		return nil, err
 	}
 	return fs.Create(newname, category)
 }
 
 // Create creates name; a write-ahead log is not preallocated
-// (unpreallocated).
+// (unpreallocated), and one that cannot be created parks the caller
+// (logFailed).
 func (fs walFS) Create(name string, category vfs.DiskWriteCategory) (vfs.File, error) {
-	return unpreallocated(name)(fs.FS.Create(name, category))
+	f, err := fs.FS.Create(name, category)
+	fs.logFailed(name, err)
+	return unpreallocated(name)(f, err)
+}
+
+// logFailed fails the store and parks the calling goroutine for good
+// (quietLogger.park) when err is the failure to make name, a write-ahead
+// log of the open store. Pebble makes a new log when it rotates the
+// memtable (one full, in a commit; a flush, the deletion's included) and
+// panics on that error with its mutex released, under a deferred unlock:
+// a runtime fatal error that no recover stops, so the process ended. Such
+// errors come with no bytes to write: no descriptor left (EMFILE), no
+// inode left (ENOSPC, EDQUOT), the directory's permissions or a file
+// system remounted read-only (EACCES, EPERM, EROFS). Errors at Open (not
+// yet opened: Open returns them) and of the logs a checkpoint copies into
+// a backup (not in dir) are returned as they are.
+func (fs walFS) logFailed(name string, err error) {
+	if err == nil || !fs.opened.Load() || !strings.HasSuffix(name, ".log") || fs.PathDir(name) != fs.dir {
+		return
+	}
+	fs.log.park(&pebbleFatal{msg: fmt.Sprintf("pebble: make write-ahead log %s: %v", name, err), args: []any{err}})
 }
 
 // unpreallocated hands out a write-ahead log (*.log) as noPrealloc, so
