@@ -285,6 +285,31 @@ func TestVerify(t *testing.T) {
 	}
 }
 
+// TestVerifyAfterTheClockWentBack: a signed URL lives ResultURLTTL from
+// now at most: one verified after the clock went back by more than a
+// minute since it was signed is expired (a day back, it lived 25 hours);
+// within its hour, or a step back of seconds, it verifies.
+func TestVerifyAfterTheClockWentBack(t *testing.T) {
+	s := testSigner(t)
+	path, q := splitSigned(t, s.Sign(acme, testNow.Add(ResultURLTTL)))
+	for _, tc := range []struct {
+		name string
+		now  time.Time
+		want string
+	}{
+		{"when signed", testNow, "ok"},
+		{"59 minutes on", testNow.Add(59 * time.Minute), "ok"},
+		{"an hour on", testNow.Add(time.Hour), "expired"},
+		{"the clock 30 s back", testNow.Add(-30 * time.Second), "ok"},
+		{"the clock 2 minutes back", testNow.Add(-2 * time.Minute), "expired"},
+		{"the clock a day back", testNow.Add(-24 * time.Hour), "expired"},
+	} {
+		if _, err := s.Verify("GET", path, q, tc.now); errKind(err) != tc.want {
+			t.Errorf("%s: %s, want %s", tc.name, errKind(err), tc.want)
+		}
+	}
+}
+
 func TestVerifyEscapedIDs(t *testing.T) {
 	// IDs with characters that need escaping in a query still round-trip,
 	// and the signed query is what the server receives.
