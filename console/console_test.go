@@ -194,6 +194,40 @@ func TestLinkOnceAndExpiry(t *testing.T) {
 	}
 }
 
+// TestSignInAfterTheClockWentBack: a sign-in link and a session live
+// their 10 minutes and 12 hours from now at most: made before the clock
+// went back by more than a minute they are expired (a day back, a session
+// lived 36 hours and a link a day); a step back of seconds keeps them.
+func TestSignInAfterTheClockWentBack(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		back time.Duration
+		want int // a session's page, and a link's sign-in
+	}{
+		{"30 s back", 30 * time.Second, http.StatusOK},
+		{"2 minutes back", 2 * time.Minute, http.StatusUnauthorized},
+		{"a day back", 24 * time.Hour, http.StatusUnauthorized},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t)
+			c := h.client()
+			h.signIn(c, h.link())
+			link := h.link()
+			h.clock.Advance(-tc.back)
+			if st, _ := get(t, c, h.con.URL+"/"); st != tc.want {
+				t.Errorf("session: status %d, want %d", st, tc.want)
+			}
+			want := http.StatusSeeOther
+			if tc.want != http.StatusOK {
+				want = http.StatusUnauthorized
+			}
+			if st := h.signIn(h.client(), link); st != want {
+				t.Errorf("link: status %d, want %d", st, want)
+			}
+		})
+	}
+}
+
 func TestSessionCookieAndLifetime(t *testing.T) {
 	h := newHarness(t)
 	c := h.client()
