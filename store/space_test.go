@@ -305,6 +305,61 @@ func TestCommitLogCreationFailureParks(t *testing.T) {
 	}
 }
 
+// TestOpenDoesNotWaitForAParkedFlush: an Open that replays writes from
+// the log and cannot flush them (no space, or no inode, for the table or
+// the MANIFEST edit) answers ErrFull at once instead of waiting for the
+// parked flush: serve hung at its start, deaf to SIGTERM, on a disk out of
+// inodes.
+func TestOpenDoesNotWaitForAParkedFlush(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		match func(path string) bool
+	}{
+		{"sstable", func(p string) bool { return strings.HasSuffix(p, ".sst") }},
+		{"manifest", func(p string) bool { return strings.Contains(p, "MANIFEST-") }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			faults := &errorfs.Toggle{Injector: errorfs.InjectorFunc(func(op errorfs.Op) error {
+				if (op.Kind == errorfs.OpCreate || op.Kind.ReadOrWrite() == errorfs.OpIsWrite) && tc.match(op.Path) {
+					return fmt.Errorf("%s: %w", op.Path, syscall.ENOSPC)
+				}
+				return nil
+			})}
+			fs := errorfs.Wrap(vfs.NewMem(), faults)
+			db, err := Open("db", fs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b := db.NewBatch()
+			b.Set([]byte("k"), []byte("1"))
+			if err := b.Commit(); err != nil {
+				t.Fatal(err)
+			}
+			b.Close()
+			if err := db.Close(); err != nil { // the write stays in the log, for the next Open to flush
+				t.Fatal(err)
+			}
+			faults.On()
+			opened := make(chan error, 1)
+			go func() {
+				db, err := Open("db", fs)
+				if err == nil {
+					db.Close()
+				}
+				opened <- err
+			}()
+			select {
+			case err := <-opened:
+				if !errors.Is(err, ErrFull) {
+					t.Errorf("Open that cannot flush the log it replayed: %v, want ErrFull", err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("Open that cannot flush the log it replayed still waits after 10 s")
+			}
+		})
+	}
+}
+
 // parkedObservation is what parkedView saw of a store with a parked
 // Pebble goroutine.
 type parkedObservation struct {

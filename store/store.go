@@ -123,9 +123,8 @@ func Open(dir string, fs vfs.FS) (*DB, error) {
 		return nil, fmt.Errorf("store: open %s: %w", dir, err)
 	}
 	opts.Lock = lock
-	var pdb *pebble.DB
-	err = recovering(sp, func() (err error) { pdb, err = pebble.Open(dir, opts); return err })
-	if err != nil {
+	pdb, err := openPebble(sp, dir, opts)
+	if err != nil && !sp.isParked() { // a parked Open keeps the lock: its Pebble lives on
 		lock.Close()
 	}
 	if pebble.IsCorruptionError(err) {
@@ -133,6 +132,10 @@ func Open(dir string, fs vfs.FS) (*DB, error) {
 			err = fmt.Errorf("%w; damaged: %s", err, strings.Join(logs, ", "))
 		}
 		return nil, fmt.Errorf("store: open %s: a file of the store is damaged (%w); restore the latest backup (coupond admin restore)", dir, err)
+	}
+	var says *WriteError // names the store and the operation already
+	if errors.As(err, &says) {
+		return nil, err
 	}
 	if err != nil {
 		return nil, fmt.Errorf("store: open %s: %w", dir, err)
@@ -150,6 +153,38 @@ func Open(dir string, fs vfs.FS) (*DB, error) {
 	}
 	db.keepFound(damage)
 	return db, nil
+}
+
+// openPebble is pebble.Open under recovering, which returns the store's
+// stopped error (stoppedErr) as soon as one of Pebble's goroutines parks
+// (park.go) instead of waiting for it: Open replays the write-ahead logs
+// and flushes what they held, and a flush that cannot write its table or
+// its MANIFEST edit (no space or no inode left, or the reserve turned off)
+// parks, while Open waited for it forever: serve hung at its start, deaf
+// to SIGTERM. The Open left waiting holds the directory's lock until the
+// process ends.
+func openPebble(sp *space, dir string, opts *pebble.Options) (*pebble.DB, error) {
+	type result struct {
+		db  *pebble.DB
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		var r result
+		r.err = recovering(sp, func() (err error) { r.db, err = pebble.Open(dir, opts); return err })
+		done <- r
+	}()
+	select {
+	case r := <-done:
+		return r.db, r.err
+	case <-sp.parked:
+		select {
+		case r := <-done: // opened as the park came: Open's own answer
+			return r.db, r.err
+		default:
+			return nil, sp.stoppedErr("open")
+		}
+	}
 }
 
 // keepFound commits the note of the damaged log found at open (nil: none)
