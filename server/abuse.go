@@ -454,7 +454,7 @@ func (g *abuseGuard) coolDown(u *credUse, now time.Time) {
 	if lvl == levelNormal || lvl >= levelSuspension || u.pending != "" || g.cfg.CoolDown <= 0 || u.lastStep.IsZero() {
 		return
 	}
-	k := int(now.Sub(u.lastStep) / g.cfg.CoolDown)
+	k := int(sinceStep(u, now) / g.cfg.CoolDown)
 	if k < 1 {
 		return
 	}
@@ -467,6 +467,17 @@ func (g *abuseGuard) coolDown(u *credUse, now time.Time) {
 	u.state.Steps = appendStep(u.state.Steps, AbuseStep{At: now.UTC(), Level: levelNames[u.state.Level], Reason: reason})
 	g.log.Info().Str("tenant", u.tenant).Str("client_id", u.state.ClientID).Str("step", levelNames[u.state.Level]).Str("reason", reason).Msg("abuse step down")
 	g.queue(u, flagKept)
+}
+
+// sinceStep is the time since u's last step, which it first sets back to
+// now when it lies ahead (the clock went back since): measured from a
+// step stamped ahead, the wait for the next step down (CoolDown) or up
+// (StepInterval) lasted until the clock caught up, a day back a day more.
+func sinceStep(u *credUse, now time.Time) time.Duration {
+	if now.Before(u.lastStep) {
+		u.lastStep = now
+	}
+	return now.Sub(u.lastStep)
 }
 
 // maxSteps is how many steps a state keeps, the latest: a caller held at
@@ -582,7 +593,7 @@ func (g *abuseGuard) maybeStep(u *credUse, now time.Time) {
 		u.pending = ""
 		return
 	}
-	if !u.lastStep.IsZero() && now.Sub(u.lastStep) < g.cfg.StepInterval {
+	if !u.lastStep.IsZero() && sinceStep(u, now) < g.cfg.StepInterval {
 		return
 	}
 	reason := u.pending

@@ -628,6 +628,28 @@ func TestAbuseCoolDown(t *testing.T) {
 	}
 }
 
+// TestAbuseAfterTheClockWentBack: once the clock went back a day, a level
+// goes down after a CoolDown from then, and the next step up comes a
+// StepInterval after that, not a day later: they were measured from a last
+// step stamped a day ahead.
+func TestAbuseAfterTheClockWentBack(t *testing.T) {
+	_, _, id, g := newAbuseHarness(t)
+	stepToCuarentena(t, g, id)
+	cfg := DefaultAbuseConfig()
+	back := testStart.Add(2*cfg.StepInterval - 24*time.Hour) // the third step's time, a day back
+	g.observe("acme", id, 200, back)
+	g.observe("acme", id, 200, back.Add(cfg.CoolDown+time.Minute))
+	if got := levelNames[g.level(id)]; got != "freno" {
+		t.Errorf("a CoolDown after the clock went back a day: %s, want freno", got)
+	}
+	at := back.Add(cfg.CoolDown + 2*time.Minute)
+	g.signal("acme", id, "recarga: prueba", at)
+	g.signal("acme", id, "recarga: prueba", at.Add(cfg.StepInterval))
+	if got := levelNames[g.level(id)]; got != "cuarentena" {
+		t.Errorf("an anomaly a StepInterval after the step down: %s, want cuarentena", got)
+	}
+}
+
 // TestAbuseReloadIsMoreThanAResend: one resend of events whose requests
 // were answered (a retry whose answer was lost, or the client library's
 // recovery after a failed request) is no history reload: the credential
