@@ -915,7 +915,9 @@ func (bk *Backups) discard(dir string, created []string, registered bool) {
 			reg.Backups = kept
 			return true
 		}); err != nil {
-			bk.log.Warn().Err(err).Str("backup", dir).Msg("failed backup left registered: deletions owed to it are kept until retention")
+			// A registration that failed may or may not have reached the disk
+			// (an error after the rename): the log cannot say which.
+			bk.log.Warn().Err(err).Str("backup", dir).Msg("failed backup may be left registered (admin backups lists it if so): deletions owed to it are kept until retention")
 		}
 	}
 	if len(created) == 0 {
