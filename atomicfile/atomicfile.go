@@ -38,14 +38,30 @@ type File struct {
 	done bool
 }
 
-// Create starts writing path: the bytes go to path+TmpSuffix (truncated if
-// a stale one exists) with perm's owner bits only (0600 for 0644) until
-// Commit. A file already at path is replaced only when Commit succeeds.
+// Create starts writing path: the bytes go to path+TmpSuffix, a new file
+// with perm's owner bits only (0600 for 0644), until Commit. A file already
+// at path is replaced only when Commit succeeds. Whatever is at
+// path+TmpSuffix (a stale one, or a file or symbolic link another user
+// planted in a shared directory such as /tmp) is removed, never opened:
+// the temporary file is created anew (O_EXCL, which follows no link), so
+// the bytes never go into another user's file, nor through a link into a
+// file elsewhere, and the file that appears at path is this user's, with
+// perm's owner bits.
 func Create(path string, perm fs.FileMode) (*File, error) { return CreateFS(OS{}, path, perm) }
 
 // CreateFS is Create on fsys.
 func CreateFS(fsys FS, path string, perm fs.FileMode) (*File, error) {
-	f, err := fsys.OpenFile(path+TmpSuffix, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, ownerOnly(perm))
+	tmp := path + TmpSuffix
+	flag := os.O_CREATE | os.O_EXCL | os.O_WRONLY
+	f, err := fsys.OpenFile(tmp, flag, ownerOnly(perm))
+	if errors.Is(err, fs.ErrExist) {
+		// Removing a link removes the link, not its target; one planted
+		// again before the second open makes Create fail, not follow it.
+		if err := fsys.Remove(tmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return nil, err
+		}
+		f, err = fsys.OpenFile(tmp, flag, ownerOnly(perm))
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -106,3 +106,56 @@ func TestAppendCutsTornLine(t *testing.T) {
 		t.Error(diff)
 	}
 }
+
+// TestWriteNeverOpensAPlantedTemporary plants at path+TmpSuffix what
+// another user of a shared directory (/tmp) could: a symbolic link to a
+// file of this user's, or a hard link to one (as another user's
+// world-writable file would be). Write must neither write through it into
+// the victim nor leave the victim's inode, with its mode, at path.
+func TestWriteNeverOpensAPlantedTemporary(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		plant func(victim, tmp string) error
+	}{
+		{"symlink", os.Symlink},
+		{"hard link to a world-writable file", os.Link},
+		{"dangling symlink", func(victim, tmp string) error { return os.Symlink(victim+".missing", tmp) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			victim, path := filepath.Join(dir, "victim"), filepath.Join(dir, "out")
+			if err := os.WriteFile(victim, []byte("precious"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chmod(victim, 0o666); err != nil {
+				t.Fatal(err)
+			}
+			if err := tc.plant(victim, path+TmpSuffix); err != nil {
+				t.Fatal(err)
+			}
+			if err := WriteBytes(path, 0o600, []byte("profile")); err != nil {
+				t.Fatal(err)
+			}
+			type state struct {
+				Victim, Out     string
+				OutMode         os.FileMode
+				OutIsVictim     bool
+				MissingAppeared bool
+			}
+			var got state
+			v, _ := os.ReadFile(victim)
+			o, _ := os.ReadFile(path)
+			got.Victim, got.Out = string(v), string(o)
+			vi, _ := os.Stat(victim)
+			if oi, err := os.Lstat(path); err == nil {
+				got.OutMode, got.OutIsVictim = oi.Mode(), os.SameFile(oi, vi)
+			}
+			_, err := os.Lstat(victim + ".missing")
+			got.MissingAppeared = err == nil
+			want := state{Victim: "precious", Out: "profile", OutMode: 0o600}
+			if d := cmp.Diff(want, got); d != "" {
+				t.Errorf("after Write over a planted %s (-want +got):\n%s", tc.name, d)
+			}
+		})
+	}
+}
