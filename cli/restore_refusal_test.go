@@ -455,3 +455,52 @@ func TestRestoreGarbledKeysOfOlderBackup(t *testing.T) {
 		})
 	}
 }
+
+// TestRestoreRefusesBackupOthersCouldChange: a backup that another user
+// could have changed (its directory, or a file in it, another user's, or
+// writable by group or others) is refused before the data dir is made:
+// whoever writes there plants keys.json (and then signs tokens for every
+// credential) or a store with a credential of theirs, and rewrites the
+// manifest's checksums to match. Readable by others is not refused (a copy
+// made by rsync or cp without -p), only writable.
+func TestRestoreRefusesBackupOthersCouldChange(t *testing.T) {
+	pristine := backupWithEvents(t, 3)
+	const nobody = 65534
+	for _, tc := range []struct {
+		name     string
+		change   func(bk string) error
+		rootOnly bool
+		want     string // "" for restored
+	}{
+		{"--from writable by others", func(bk string) error { return os.Chmod(bk, 0o777) }, false, "is writable by group or others (mode 0777)"},
+		{"keys.json writable by group", func(bk string) error { return os.Chmod(filepath.Join(bk, "keys.json"), 0o620) }, false, "keys.json is writable by group or others (mode 0620)"},
+		{"db writable by others", func(bk string) error { return os.Chmod(filepath.Join(bk, "db"), 0o703) }, false, "db is writable by group or others"},
+		{"keys.json another user's", func(bk string) error { return os.Chown(filepath.Join(bk, "keys.json"), nobody, nobody) }, true, "keys.json belongs to another user (uid 65534)"},
+		{"--from another user's", func(bk string) error { return os.Chown(bk, nobody, nobody) }, true, "belongs to another user (uid 65534)"},
+		{"readable by others", func(bk string) error { return os.Chmod(filepath.Join(bk, "keys.json"), 0o644) }, false, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.rootOnly && os.Getuid() != 0 {
+				t.Skip("needs root to give a file to another user")
+			}
+			src := copyDataDir(t, pristine)
+			if err := tc.change(src); err != nil {
+				t.Fatal(err)
+			}
+			dataDir := filepath.Join(t.TempDir(), "restored")
+			_, err := runRestore(context.Background(), dataDir, src, time.Now, io.Discard)
+			if tc.want == "" {
+				if err != nil {
+					t.Fatalf("restore: %v; want it restored", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("restore: %v; want an error holding %q", err, tc.want)
+			}
+			if _, err := os.Stat(dataDir); !errors.Is(err, fs.ErrNotExist) {
+				t.Errorf("the refused restore left the data dir it was given (%v); want it not created", err)
+			}
+		})
+	}
+}

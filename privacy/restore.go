@@ -70,6 +70,9 @@ func (bk *Backups) Restore(ctx context.Context, src string, open OpenStaging, pr
 	if err := checkTarget(dataDir, src); err != nil {
 		return nil, err
 	}
+	if err := checkBackupOwner(src); err != nil {
+		return nil, err
+	}
 	_, statErr := os.Lstat(dataDir)
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("--data-dir %s: cannot create it: %w", dataDir, err)
@@ -331,6 +334,40 @@ func checkTarget(dataDir, src string) error {
 		return nil
 	}
 	return fmt.Errorf("--data-dir %s is not empty and is not a coupond data dir (no db, no keys.json): restore into an empty or missing directory, or into the data dir to replace", dataDir)
+}
+
+// checkBackupOwner refuses the backup src when another user could have
+// changed it: src, or anything in it, belongs to another user or is
+// writable by group or others. Whoever can write there can plant keys
+// (whoever knows keys.json signs tokens for every credential) or a store
+// holding a credential of theirs, and rewrite the manifest's checksums to
+// match; admin backup refuses to write into another user's directory
+// (Backups.prepareDir), and this is the restore's half. Symbolic links in
+// src are taken as they are, not followed.
+func checkBackupOwner(src string) error {
+	root, err := filepath.EvalSymlinks(src)
+	if err != nil {
+		return fmt.Errorf("backup %s cannot be read: %w", src, err)
+	}
+	uid := os.Getuid()
+	return filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return fmt.Errorf("backup %s cannot be read: %w", src, err)
+		}
+		info, err := d.Info()
+		if err != nil {
+			return fmt.Errorf("backup %s cannot be read: %w", src, err)
+		}
+		if owner, ok := store.FileOwner(info); ok && owner != uid {
+			return fmt.Errorf("backup %s: %s belongs to another user (uid %d), who could have changed the backup (its keys, its store): "+
+				"refusing to restore it; restore a backup this user owns", src, path, owner)
+		}
+		if info.Mode().Type() != fs.ModeSymlink && info.Mode().Perm()&0o022 != 0 {
+			return fmt.Errorf("backup %s: %s is writable by group or others (mode %04o), who could have changed the backup (its keys, its store): "+
+				"refusing to restore it; check that nobody did, then run: chmod -R go-w %s", src, path, info.Mode().Perm(), src)
+		}
+		return nil
+	})
 }
 
 // HoldsCoupondData reports whether dir holds one of the names that mark a
