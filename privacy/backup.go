@@ -372,9 +372,53 @@ func jsonStrings(data []byte) []string {
 // appendToLedger appends lines to the ledger of the backup dir, synced
 // (atomicfile.Append, which first cuts off a torn last line: run into
 // this one, it would make the ledger unreadable and the backup
-// unrestorable).
+// unrestorable). It refuses, so that the deletion is owed to the backup
+// (Ledger), a dir another user could have swapped since the backup was
+// taken (checkBackupPlace): there the ledger could be their symbolic link,
+// through which the cut and the append would reach any file this user can
+// write.
 func appendToLedger(dir string, lines []byte) error {
+	if err := checkBackupPlace(dir); err != nil {
+		return err
+	}
 	return atomicfile.Append(filepath.Join(dir, ledgerFile), 0o600, lines)
+}
+
+// checkBackupPlace refuses the backup dir dir when another user could
+// replace it or what it holds: dir, or a directory on the way to it (as
+// given and with its symbolic links resolved), belongs to a user other
+// than this one and root, or is writable by group or others without the
+// sticky bit (/tmp's, by which nobody renames another user's entry). Such
+// a user could rename the backup away and put their own directory in its
+// place, holding a ledger that links to any file, or keys and a store of
+// their making for a restore. Components that do not exist yet (a backup
+// about to be made) are skipped.
+func checkBackupPlace(dir string) error {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return err
+	}
+	uid := os.Getuid()
+	for _, p := range []string{abs, resolvedPath(dir)} {
+		for d := p; ; d = filepath.Dir(d) {
+			info, err := os.Lstat(d)
+			if err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return err
+			}
+			if err == nil {
+				if owner, ok := store.FileOwner(info); ok && owner != uid && owner != 0 {
+					return fmt.Errorf("backup %s: %s belongs to another user (uid %d), who could swap the backup: keep backups in directories only this user (or root) controls", dir, d, owner)
+				}
+				if mode := info.Mode(); mode.Type() != fs.ModeSymlink && mode.Perm()&0o022 != 0 && mode&fs.ModeSticky == 0 {
+					return fmt.Errorf("backup %s: %s is writable by group or others (mode %04o), who could swap the backup: keep backups in directories only this user (or root) can write", dir, d, mode.Perm())
+				}
+			}
+			if d == filepath.Dir(d) {
+				break
+			}
+		}
+	}
+	return nil
 }
 
 // Ledger records a deletion in every registered backup within retention
@@ -950,6 +994,9 @@ func (bk *Backups) prepareDir(dir string) (created []string, err error) {
 		if uid, ok := store.FileOwner(info); ok && uid != os.Getuid() {
 			return nil, fmt.Errorf("--out %s belongs to another user (uid %d), who could change the backup: give a directory this user owns, or a new one", dir, uid)
 		}
+	}
+	if err := checkBackupPlace(dir); err != nil {
+		return nil, err
 	}
 	for d := dirAbs; ; d = filepath.Dir(d) {
 		if _, err := os.Lstat(d); !errors.Is(err, fs.ErrNotExist) || d == filepath.Dir(d) {

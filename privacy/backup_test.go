@@ -783,3 +783,104 @@ func TestTakeStopsWithItsContext(t *testing.T) {
 		})
 	}
 }
+
+// TestLedgerRefusesSwappableBackup: a registered backup in a directory
+// another user can write (here one writable by others, without the sticky
+// bit) may have been swapped since it was taken, for a directory whose
+// ledger links to any file: the deletion is owed to the backup, and the
+// linked file neither cut nor appended to. Before, root appended the ledger
+// line through the link (and cut the file after its last newline first).
+// In a sticky directory (/tmp's mode) or one only this user writes, the
+// ledger (a plain file there) is written.
+func TestLedgerRefusesSwappableBackup(t *testing.T) {
+	now := time.Now().UTC()
+	entry := LedgerEntry{Tenant: "acme", Hash: "abc123", RequestedAt: now, ClientID: "ci_1"}
+	for _, tc := range []struct {
+		name       string
+		parentMode fs.FileMode
+		wantOwed   bool
+	}{
+		{"parent writable by others", 0o777, true},
+		{"parent writable by group", 0o770, true},
+		{"sticky parent writable by others", 0o777 | fs.ModeSticky, false},
+		{"parent only this user writes", 0o700, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root := t.TempDir()
+			parent, victim := filepath.Join(root, "shared"), filepath.Join(root, "victim")
+			dir := filepath.Join(parent, "bk")
+			for _, d := range []string{dir, filepath.Join(root, "data")} {
+				if err := os.MkdirAll(d, 0o700); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := os.WriteFile(victim, []byte("line 1\nno newline"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			// What the other user can do where the parent lets them: the
+			// ledger now links to the victim.
+			if tc.wantOwed {
+				if err := os.Symlink(victim, filepath.Join(dir, ledgerFile)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := os.Chmod(parent, tc.parentMode); err != nil {
+				t.Fatal(err)
+			}
+			bk := NewBackups(filepath.Join(root, "data"), func() time.Time { return now }, zerolog.Nop())
+			if err := bk.saveRegistry(&backupRegistry{Backups: []backupEntry{{Dir: dir, TakenAt: now.Add(-time.Hour), Complete: true}}}); err != nil {
+				t.Fatal(err)
+			}
+			if err := bk.Ledger(entry); err != nil {
+				t.Fatal(err)
+			}
+			owed, err := bk.owedTo(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			v, _ := os.ReadFile(victim)
+			ledger, _ := readLedger(filepath.Join(dir, ledgerFile))
+			type state struct {
+				Owed, Ledgered, VictimIntact bool
+			}
+			got := state{Owed: len(owed) == 1, Ledgered: cmp.Equal(ledger, []LedgerEntry{entry}), VictimIntact: string(v) == "line 1\nno newline"}
+			want := state{Owed: tc.wantOwed, Ledgered: !tc.wantOwed, VictimIntact: true}
+			if d := cmp.Diff(want, got); d != "" {
+				t.Errorf("after a deletion (-want +got):\n%s", d)
+			}
+		})
+	}
+}
+
+// TestBackupRefusesSwappablePlace: admin backup refuses an --out inside a
+// directory another user can write without the sticky bit (they could
+// swap the backup later), and takes one in a sticky directory (/tmp's
+// mode) or one only this user writes.
+func TestBackupRefusesSwappablePlace(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		parentMode fs.FileMode
+		refused    bool
+	}{
+		{"parent writable by others", 0o777, true},
+		{"parent writable by group", 0o775, true},
+		{"sticky parent writable by others", 0o777 | fs.ModeSticky, false},
+		{"parent only this user writes", 0o755, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root := t.TempDir()
+			parent := filepath.Join(root, "shared")
+			if err := os.Mkdir(parent, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chmod(parent, tc.parentMode); err != nil {
+				t.Fatal(err)
+			}
+			bk := NewBackups(filepath.Join(root, "data"), time.Now, zerolog.Nop())
+			_, err := bk.prepareDir(filepath.Join(parent, "new", "bk"))
+			if refused := err != nil && strings.Contains(err.Error(), "who could swap the backup"); refused != tc.refused {
+				t.Errorf("--out under a %s: %v; want refused = %v", tc.name, err, tc.refused)
+			}
+		})
+	}
+}
