@@ -596,3 +596,35 @@ func TestREADMEWalkthroughPortTaken(t *testing.T) {
 		t.Errorf("with the API's address taken, the first block printed no error naming %q:\n%s", want, out)
 	}
 }
+
+// TestREADMEWalkthroughKeepsSecretsOffCommandLines: no coupond command of
+// the walkthrough takes a secret in a flag (a name secretFlag knows, such
+// as --secret): a process's arguments are readable by every user of the
+// machine (ps, /proc/PID/cmdline), its environment only by its own user,
+// so a secret goes in the flag's COUPOND_ variable. Integrators copy these
+// lines; the webhook receiver's took the webhook secret on its command
+// line.
+func TestREADMEWalkthroughKeepsSecretsOffCommandLines(t *testing.T) {
+	data, err := os.ReadFile(readmePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	flag := regexp.MustCompile(`(?:^|\s)--([a-z][a-z0-9-]*)`)
+	var got []string
+	for _, b := range walkthrough(t, string(data)) {
+		for _, line := range strings.Split(b.script, "\n") {
+			_, cmd, ok := strings.Cut(line, "coupond ")
+			if !ok {
+				continue
+			}
+			for _, m := range flag.FindAllStringSubmatch(cmd, -1) {
+				if secretFlag(m[1]) {
+					got = append(got, strings.TrimSpace(line))
+				}
+			}
+		}
+	}
+	if len(got) > 0 {
+		t.Errorf("walkthrough commands that pass a secret in a flag (use its COUPOND_ variable):\n%s", strings.Join(got, "\n"))
+	}
+}

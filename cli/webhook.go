@@ -84,7 +84,7 @@ func webhookListenCmd() *cobra.Command {
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&addr, "addr", "127.0.0.1:9999", "listen address")
-	fl.StringVar(&secret, "secret", "", "the registration's secreto (whsec_…)")
+	fl.StringVar(&secret, "secret", "", "the registration's secreto (whsec_…); prefer its variable, which other users cannot read in ps")
 	fl.IntVar(&count, "count", 0, "exit after this many verified deliveries (0: never)")
 	fl.DurationVar(&tolerance, "tolerance", 5*time.Minute, "largest accepted distance between webhook-timestamp and now")
 	fl.Bool("json", false, "one JSON object per delivery on stdout")
