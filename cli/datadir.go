@@ -103,7 +103,9 @@ func refuseForeignDir(dir string) error {
 // group or others can write it, or when root is asked to use a dir another
 // user owns (its owner can chmod it back at any time and plant symbolic
 // links that root's writes follow): anyone who can write there can plant
-// or swap the store, the keys or the admin socket. (Another user than root
+// or swap the store, the keys or the admin socket. So does one a directory
+// above which another user can change (store.SwappableBy): they can swap
+// the data dir itself. (Another user than root
 // cannot write in a 0700 dir of someone else's: accessError says whom to
 // run as.)
 func refuseSharedDataDir(dir string, info fs.FileInfo) error {
@@ -116,6 +118,14 @@ func refuseSharedDataDir(dir string, info fs.FileInfo) error {
 		return fmt.Errorf("data dir %s belongs to %s, not to this user: refusing to use it (its owner can plant or swap "+
 			"the store, the keys or the admin socket); run the command as %s (sudo -u %s coupond … --data-dir %s)",
 			dir, owner, owner, owner, dir)
+	}
+	d, why, err := store.SwappableBy(dir)
+	if err != nil {
+		return dataDirError(dir, err)
+	}
+	if d != "" {
+		return fmt.Errorf("data dir %s lies in %s, which %s: that user can rename the data dir away and put one of theirs in its place, "+
+			"whose files link to any file coupond then writes to; refusing to use it: move the data dir into a directory only this user (or root) can change", dir, d, why)
 	}
 	return nil
 }

@@ -47,13 +47,49 @@ func TestServeRefusesOpenDataDir(t *testing.T) {
 	}
 }
 
+// TestServeRefusesSwappableDataDir: serve does not start on a data dir
+// whose parent another user can change (here writable by others or by
+// group, without the sticky bit): that user can rename the data dir away
+// and put one of theirs, whose files link anywhere, in its place. Under a
+// sticky parent (/tmp's mode) or one only this user writes, it starts.
+func TestServeRefusesSwappableDataDir(t *testing.T) {
+	for _, tc := range []struct {
+		parentMode os.FileMode
+		refused    bool
+	}{
+		{0o777, true},
+		{0o770, true},
+		{0o777 | os.ModeSticky, false},
+		{0o755, false},
+	} {
+		parent := filepath.Join(t.TempDir(), "shared")
+		dir := filepath.Join(parent, "data")
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(parent, tc.parentMode); err != nil {
+			t.Fatal(err)
+		}
+		err := Run(context.Background(), []string{"admin", "tenant", "create", "acme", "--data-dir", dir}, nil, io.Discard, io.Discard)
+		refused := err != nil && strings.Contains(err.Error(), "lies in "+parent+", which is writable by group or others")
+		if refused != tc.refused {
+			t.Errorf("parent mode %v: %v; want refused = %v", tc.parentMode, err, tc.refused)
+		}
+		if _, err := os.Stat(filepath.Join(dir, store.SecretsFile)); (err == nil) == tc.refused {
+			t.Errorf("parent mode %v: keys written = %v, want %v", tc.parentMode, err == nil, !tc.refused)
+		}
+	}
+}
+
 // TestDataDirOwnerOnly: a pre-existing 0755 data dir, under a permissive
 // umask and holding a file an older release left 0644, ends up with every
 // directory 0700 and every file 0600 once coupond has used it.
 func TestDataDirOwnerOnly(t *testing.T) {
+	// The test's own directories first: under umask 0 they would be 0777,
+	// where coupond refuses a data dir or a backup (store.SwappableBy).
+	dir, backup := filepath.Join(t.TempDir(), "data"), filepath.Join(t.TempDir(), "backup")
 	old := syscall.Umask(0)
 	defer syscall.Umask(old)
-	dir := filepath.Join(t.TempDir(), "data")
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +100,6 @@ func TestDataDirOwnerOnly(t *testing.T) {
 	if err := Run(context.Background(), []string{"admin", "tenant", "create", "acme", "--data-dir", dir, "--json"}, nil, &out, io.Discard); err != nil {
 		t.Fatalf("tenant create: %v", err)
 	}
-	backup := filepath.Join(t.TempDir(), "backup")
 	os.Mkdir(backup, 0o755)
 	if err := Run(context.Background(), []string{"admin", "backup", "--out", backup, "--data-dir", dir, "--json"}, nil, &out, io.Discard); err != nil {
 		t.Fatalf("backup: %v", err)

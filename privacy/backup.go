@@ -385,40 +385,16 @@ func appendToLedger(dir string, lines []byte) error {
 }
 
 // checkBackupPlace refuses the backup dir dir when another user could
-// replace it or what it holds: dir, or a directory on the way to it (as
-// given and with its symbolic links resolved), belongs to a user other
-// than this one and root, or is writable by group or others without the
-// sticky bit (/tmp's, by which nobody renames another user's entry). Such
-// a user could rename the backup away and put their own directory in its
-// place, holding a ledger that links to any file, or keys and a store of
-// their making for a restore. Components that do not exist yet (a backup
-// about to be made) are skipped.
+// replace it or what it holds (store.SwappableBy): they could rename the
+// backup away and put their own directory in its place, holding a ledger
+// that links to any file, or keys and a store of their making for a
+// restore.
 func checkBackupPlace(dir string) error {
-	abs, err := filepath.Abs(dir)
-	if err != nil {
+	d, why, err := store.SwappableBy(dir)
+	if err != nil || d == "" {
 		return err
 	}
-	uid := os.Getuid()
-	for _, p := range []string{abs, resolvedPath(dir)} {
-		for d := p; ; d = filepath.Dir(d) {
-			info, err := os.Lstat(d)
-			if err != nil && !errors.Is(err, fs.ErrNotExist) {
-				return err
-			}
-			if err == nil {
-				if owner, ok := store.FileOwner(info); ok && owner != uid && owner != 0 {
-					return fmt.Errorf("backup %s: %s belongs to another user (uid %d), who could swap the backup: keep backups in directories only this user (or root) controls", dir, d, owner)
-				}
-				if mode := info.Mode(); mode.Type() != fs.ModeSymlink && mode.Perm()&0o022 != 0 && mode&fs.ModeSticky == 0 {
-					return fmt.Errorf("backup %s: %s is writable by group or others (mode %04o), who could swap the backup: keep backups in directories only this user (or root) can write", dir, d, mode.Perm())
-				}
-			}
-			if d == filepath.Dir(d) {
-				break
-			}
-		}
-	}
-	return nil
+	return fmt.Errorf("backup %s: %s %s, who could swap the backup: keep backups in directories only this user (or root) can change", dir, d, why)
 }
 
 // Ledger records a deletion in every registered backup within retention
