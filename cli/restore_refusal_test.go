@@ -458,7 +458,8 @@ func TestRestoreGarbledKeysOfOlderBackup(t *testing.T) {
 
 // TestRestoreRefusesBackupOthersCouldChange: a backup that another user
 // could have changed (its directory, or a file in it, another user's, or
-// writable by group or others) is refused before the data dir is made:
+// writable by group or others, or a directory above it that they can
+// change) is refused before the data dir is made:
 // whoever writes there plants keys.json (and then signs tokens for every
 // credential) or a store with a credential of theirs, and rewrites the
 // manifest's checksums to match. Readable by others is not refused (a copy
@@ -477,6 +478,8 @@ func TestRestoreRefusesBackupOthersCouldChange(t *testing.T) {
 		{"db writable by others", func(bk string) error { return os.Chmod(filepath.Join(bk, "db"), 0o703) }, false, "db is writable by group or others"},
 		{"keys.json another user's", func(bk string) error { return os.Chown(filepath.Join(bk, "keys.json"), nobody, nobody) }, true, "keys.json belongs to another user (uid 65534)"},
 		{"--from another user's", func(bk string) error { return os.Chown(bk, nobody, nobody) }, true, "belongs to another user (uid 65534)"},
+		// Its owner could swap it between the checks and the copy.
+		{"in a directory writable by others", func(bk string) error { return os.Chmod(filepath.Dir(bk), 0o777) }, false, "is writable by group or others (mode 0777), who could swap the backup"},
 		{"readable by others", func(bk string) error { return os.Chmod(filepath.Join(bk, "keys.json"), 0o644) }, false, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

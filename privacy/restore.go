@@ -70,6 +70,9 @@ func (bk *Backups) Restore(ctx context.Context, src string, open OpenStaging, pr
 	if err := checkTarget(dataDir, src); err != nil {
 		return nil, err
 	}
+	if err := checkBackupPlace(src); err != nil {
+		return nil, err
+	}
 	if err := checkBackupOwner(src); err != nil {
 		return nil, err
 	}
