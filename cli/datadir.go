@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/rs/zerolog"
+
 	"github.com/coupond/coupond/privacy"
 	"github.com/coupond/coupond/store"
 )
@@ -103,11 +105,10 @@ func refuseForeignDir(dir string) error {
 // group or others can write it, or when root is asked to use a dir another
 // user owns (its owner can chmod it back at any time and plant symbolic
 // links that root's writes follow): anyone who can write there can plant
-// or swap the store, the keys or the admin socket. So does one a directory
-// above which another user can change (store.SwappableBy): they can swap
-// the data dir itself. (Another user than root
+// or swap the store, the keys or the admin socket. (Another user than root
 // cannot write in a 0700 dir of someone else's: accessError says whom to
-// run as.)
+// run as.) A data dir in a directory another user could change is only
+// warned of, by serve (logSwappableDataDir).
 func refuseSharedDataDir(dir string, info fs.FileInfo) error {
 	if info.Mode().Perm()&0o022 != 0 {
 		return fmt.Errorf("data dir %s is writable by group or others (mode %04o): refusing to use it; "+
@@ -119,15 +120,24 @@ func refuseSharedDataDir(dir string, info fs.FileInfo) error {
 			"the store, the keys or the admin socket); run the command as %s (sudo -u %s coupond … --data-dir %s)",
 			dir, owner, owner, owner, dir)
 	}
-	d, why, err := store.SwappableBy(dir)
-	if err != nil {
-		return dataDirError(dir, err)
-	}
-	if d != "" {
-		return fmt.Errorf("data dir %s lies in %s, which %s: that user can rename the data dir away and put one of theirs in its place, "+
-			"whose files link to any file coupond then writes to; refusing to use it: move the data dir into a directory only this user (or root) can change", dir, d, why)
-	}
 	return nil
+}
+
+// logSwappableDataDir warns, in serve's log, of a data dir dir inside a
+// directory another user could change (store.SwappableBy): that user could
+// rename the data dir away and put one of theirs in its place, whose files
+// (backups-owed.jsonl, admin-audit.log, results/) link to any file coupond
+// then writes to. A warning, not a refusal: the same test cannot tell a
+// group-writable parent of a user-private group (umask 002) or a checkout
+// another uid owns, where refusing would stop a sound installation, from a
+// shared one.
+func logSwappableDataDir(log zerolog.Logger, dir string) {
+	d, why, err := store.SwappableBy(dir)
+	if err != nil || d == "" {
+		return
+	}
+	log.Warn().Str("data_dir", dir).Str("directory", d).Str("why", why).
+		Msg("the data dir lies in a directory another user could change: that user could swap the data dir for one of theirs; move it into a directory only this user (or root) can change")
 }
 
 // chmodError is the error of a file in the data dir dir that cannot be

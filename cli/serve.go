@@ -188,6 +188,7 @@ func serve(ctx context.Context, dataDir string, f serveFlags, logOut interface{ 
 		log.Error().Str("record", u).Msg("unreadable tenant or credential record left out: its requests are refused; restore it from a backup ('coupond admin check' lists it)")
 	}
 	logStoreLogDamage(log, e.db)
+	logSwappableDataDir(log, dataDir)
 	svc := e.svc
 	indexHeldEvents(svc, log)
 	if ln == nil {
