@@ -20,6 +20,7 @@ const (
 	globalLogDamage  byte = 'L' // damaged-log notes (logcheck.go)
 	globalFormat     byte = 'F' // the store's format mark (format.go)
 	globalKeysMark   byte = 'K' // fingerprint of keys.json (secrets.go)
+	globalPurgeRound byte = 'W' // PurgeWAL's and PurgeManifest's round key (wal.go)
 )
 
 // Table bytes inside a tenant's key space (doc.go; registered in tables.go).

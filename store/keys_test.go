@@ -97,6 +97,8 @@ func keyCases() []keyCase {
 		{"console audit span", spanLo(ConsoleAuditSpan("acme")), nil, ""},
 		{"console audit span all", spanLo(ConsoleAuditSpan("")), nil, ""},
 		{"format mark", formatKey(), nil, ""},
+		{"keys mark", keysMarkKey(), nil, ""},
+		{"purge round", purgeRoundKey(), nil, ""},
 	}
 }
 
@@ -173,6 +175,8 @@ var goldenKeys = map[string]string{
 	"console audit span":       "\x01Oaudit\x00acme\x00",
 	"console audit span all":   "\x01Oaudit\x00",
 	"format mark":              "\x01F",
+	"keys mark":                "\x01K",
+	"purge round":              "\x01W",
 }
 
 // TestKeyLayoutGolden pins every table's key bytes: each typed function
@@ -303,6 +307,8 @@ func TestKeyPrefixesDoNotOverlap(t *testing.T) {
 		"purge owed":         string(purgeOwedKey(nil)),
 		"log damage":         string(spanLo(logDamageSpan())),
 		"format mark":        string(formatKey()),
+		"keys mark":          string(keysMarkKey()),
+		"purge round":        string(purgeRoundKey()),
 	}
 	bytesSeen := map[byte]string{}
 	for _, tb := range tables {

@@ -222,11 +222,14 @@ func (db *DB) PurgeWAL(ctx context.Context) error {
 	return nil
 }
 
-// writeAndFlush commits one small global key (spaceGlobal 'W', value v)
-// and flushes the memtable: one round of PurgeWAL and PurgeManifest.
+// purgeRoundKey is the key writeAndFlush writes: 0x01 'W' → a byte.
+func purgeRoundKey() []byte { return []byte{spaceGlobal, globalPurgeRound} }
+
+// writeAndFlush commits one small global key (purgeRoundKey, value v) and
+// flushes the memtable: one round of PurgeWAL and PurgeManifest.
 func (db *DB) writeAndFlush(ctx context.Context, v byte) error {
 	b := db.NewBatch()
-	b.Set([]byte{spaceGlobal, 'W'}, []byte{v})
+	b.Set(purgeRoundKey(), []byte{v})
 	err := b.Commit()
 	b.Close()
 	if err != nil {
