@@ -280,13 +280,16 @@ func (e *Ingester) applyHeld(tenant string, now time.Time, key []byte, all []Ing
 // answered a resend of an erased event as a duplicate, and the event was
 // lost. Without the entries a resend of a held event was held again
 // instead of answered as a duplicate (or duplicado). It returns how many
-// entries it wrote and deleted. Each batch's entries are committed with
-// Sync, the deletions in one commit, and an event_id with a live entry is
-// skipped: run again (at every start, serve), after a crash too, it
-// writes only what is still missing, nothing when nothing is. check
-// converts a held event as the release does (ReleaseHeld); one it drops,
-// and a batch that does not decode, get no entry (the release drops or
-// moves them too). Under the tenant's heldMu, so Receive waits for it.
+// entries it wrote and deleted. The stale entries go first, in one
+// commit: until then such an entry reads as live (its batch is held), and
+// an event held again since (the resend of an erased one) would be left
+// without its own. Each batch's entries are then committed with Sync, and
+// an event_id with a live entry is skipped: run again (at every start,
+// serve), after a crash too, it writes only what is still missing,
+// nothing when nothing is. check converts a held event as the release
+// does (ReleaseHeld); one it drops, and a batch that does not decode, get
+// no entry (the release drops or moves them too). Under the tenant's
+// heldMu, so Receive waits for it.
 func (e *Ingester) IndexHeld(tenant string, check func(raw []byte, index int) (IngestEvent, bool, error)) (indexed, deleted int, err error) {
 	ts, err := e.state(tenant)
 	if err != nil {
@@ -303,51 +306,80 @@ func (e *Ingester) IndexHeld(tenant string, check func(raw []byte, index int) (I
 	if err != nil {
 		return 0, 0, err
 	}
-	holds := map[string]map[string]bool{} // held batch key → the index keys of its events
+	holds := make(map[string]map[string]bool, len(keys)) // held batch key → the index keys of its events
+	for _, key := range keys {
+		raw, err := e.db.Get(key)
+		if err != nil {
+			return 0, 0, err
+		}
+		holds[string(key)] = heldIndexKeys(tenant, raw)
+	}
+	if deleted, err = e.deleteStaleHeld(tenant, holds); err != nil {
+		return 0, 0, err
+	}
 	// Oldest first: an event_id held twice is the first batch's, as the
 	// release applies it.
 	for _, key := range keys {
 		raw, err := e.db.Get(key)
 		if err != nil {
-			return indexed, 0, err
+			return indexed, deleted, err
 		}
-		evs, held, err := e.unindexedHeld(tenant, raw, check)
+		evs, err := e.unindexedHeld(tenant, raw, check)
 		if err == nil && len(evs) > 0 {
 			err = e.db.IndexHeld(tenant, key, evs)
 		}
 		if err != nil {
-			return indexed, 0, err
+			return indexed, deleted, err
 		}
-		holds[string(key)] = held
 		indexed += len(evs)
 	}
-	deleted, err = e.deleteStaleHeld(tenant, holds)
-	return indexed, deleted, err
+	return indexed, deleted, nil
 }
 
-// unindexedHeld returns the events of the held batch raw that have no
-// live held-event index entry, each with the hash of its canonical JSON
-// (check's), as Receive indexes them, and the index keys of all its
-// events (a batch that does not decode has none).
-func (e *Ingester) unindexedHeld(tenant string, raw []byte, check func(raw []byte, index int) (IngestEvent, bool, error)) ([]store.HeldEvent, map[string]bool, error) {
+// heldIndexKeys returns the held-event index keys of the events of the
+// held batch raw (none for a batch that does not decode, which the release
+// moves to the damaged-record quarantine).
+func heldIndexKeys(tenant string, raw []byte) map[string]bool {
+	held := map[string]bool{}
 	var h store.HeldBatch
 	if json.Unmarshal(raw, &h) != nil {
-		return nil, nil, nil // the release moves it to the damaged-record quarantine
+		return held
 	}
+	for _, id := range heldIDs(&h) {
+		if id != "" {
+			held[string(store.HeldEventKey(tenant, id))] = true
+		}
+	}
+	return held
+}
+
+// heldIDs returns the event_id of each event of the held batch h ("" for
+// an event without one).
+func heldIDs(h *store.HeldBatch) []string {
 	ids := make([]string, len(h.Events))
-	held := map[string]bool{}
 	for i, ev := range h.Events {
 		var one struct {
 			ID string `json:"event_id"`
 		}
-		if json.Unmarshal(ev, &one) == nil && one.ID != "" {
+		if json.Unmarshal(ev, &one) == nil {
 			ids[i] = one.ID
-			held[string(store.HeldEventKey(tenant, one.ID))] = true
 		}
 	}
+	return ids
+}
+
+// unindexedHeld returns the events of the held batch raw that have no
+// live held-event index entry, each with the hash of its canonical JSON
+// (check's), as Receive indexes them.
+func (e *Ingester) unindexedHeld(tenant string, raw []byte, check func(raw []byte, index int) (IngestEvent, bool, error)) ([]store.HeldEvent, error) {
+	var h store.HeldBatch
+	if json.Unmarshal(raw, &h) != nil {
+		return nil, nil // the release moves it to the damaged-record quarantine
+	}
+	ids := heldIDs(&h)
 	live := make([]bool, len(ids))
 	if err := e.db.HeldSums(tenant, ids, func(i int, _ [32]byte) { live[i] = true }); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	var evs []store.HeldEvent
 	for i, ev := range h.Events {
@@ -360,7 +392,7 @@ func (e *Ingester) unindexedHeld(tenant string, raw []byte, check func(raw []byt
 		}
 		evs = append(evs, store.HeldEvent{ID: it.Event.ID, Sum: sha256.Sum256(it.Canonical)})
 	}
-	return evs, held, nil
+	return evs, nil
 }
 
 // deleteStaleHeld deletes, in one commit, the held-event index entries of

@@ -321,3 +321,52 @@ func TestIndexHeldDeletesStaleEntries(t *testing.T) {
 		}
 	}
 }
+
+// TestIndexHeldErasedThenHeldAgain: a release without the held-event index
+// erased a customer (it rewrote the held batch without her event, leaving
+// its entry) and then held the client's resend of that event in a batch of
+// its own. IndexHeld deletes the stale entry and indexes the new batch's
+// event, so a further resend is a duplicate. It tested the entry as live
+// (its batch is still held) before deleting it as stale: the new batch's
+// event was left without an entry, and the resend was held a third time.
+func TestIndexHeldErasedThenHeldAgain(t *testing.T) {
+	e, db := newTestEngine(t, 1, nil)
+	byRaw := map[string]IngestEvent{}
+	event := func(id, ref string) IngestEvent {
+		ev := cachePurchase(ref, 1)
+		ev.Event.ID, ev.Canonical = id, fmt.Appendf(nil, `{"event_id":%q,"cliente_ref":%q}`, id, ref)
+		byRaw[string(ev.Canonical)] = ev
+		return ev
+	}
+	check := func(raw []byte, i int) (IngestEvent, bool, error) {
+		ev, ok := byRaw[string(raw)]
+		ev.Index = i
+		return ev, ok, nil
+	}
+	ana, beto := event("ev-ana", "held-ana-01"), event("ev-beto", "held-beto-01")
+	res, err := e.Ingester.Receive("acme", []IngestEvent{ana, beto}, Delivery{ClientID: "c1", Trace: "tr-1", At: t0, Now: t0, Hold: true})
+	if err != nil || res.Aceptados != 2 {
+		t.Fatalf("hold: %+v %v", res, err)
+	}
+	// The older release erases held-ana-01, then holds the resend of her
+	// event, both without a word to the index.
+	if err := db.HoldBatch("acme", t0, "tr-1", &store.HeldBatch{ClientID: "c1", Events: []json.RawMessage{beto.Canonical}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.HoldBatch("acme", t0.Add(time.Second), "tr-2", &store.HeldBatch{ClientID: "c1", Events: []json.RawMessage{ana.Canonical}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if n, d, err := e.Ingester.IndexHeld("acme", check); err != nil || n != 1 || d != 1 {
+		t.Errorf("IndexHeld: %d entries written, %d deleted, %v; want 1, 1", n, d, err)
+	}
+	res, err = e.Ingester.Receive("acme", []IngestEvent{ana}, Delivery{ClientID: "c1", Trace: "tr-3", At: t0.Add(time.Minute), Now: t0, Hold: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(IngestResult{Duplicados: 1}, res); diff != "" {
+		t.Errorf("resend of the event held again (-want +got):\n%s", diff)
+	}
+	if n := e.Ingester.HeldCount("acme"); n != 2 {
+		t.Errorf("%d batches held, want 2", n)
+	}
+}
