@@ -89,7 +89,8 @@ func TestServeWarnsOfSwappableDataDir(t *testing.T) {
 // directory 0700 and every file 0600 once coupond has used it.
 func TestDataDirOwnerOnly(t *testing.T) {
 	// The test's own directories first: under umask 0 they would be 0777,
-	// where coupond refuses a data dir or a backup (store.SwappableBy).
+	// where coupond refuses a backup (store.SwappableBy; a data dir there
+	// is only warned of).
 	dir, backup := filepath.Join(t.TempDir(), "data"), filepath.Join(t.TempDir(), "backup")
 	old := syscall.Umask(0)
 	defer syscall.Umask(old)
