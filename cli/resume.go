@@ -73,6 +73,9 @@ type resumeWatch struct {
 	below bool
 	// failed: a reading noted the store failed (logged once).
 	failed bool
+	// inodes reads the free inodes of a directory's file system (nil:
+	// freeInodes); counted is false where it counts none.
+	inodes func(dir string) (free uint64, counted bool)
 }
 
 // due reports whether serve should restart in place now: the store failed
@@ -88,8 +91,8 @@ func (w *resumeWatch) due() bool {
 	if !sp.Failed || !sp.NoSpace || !sp.Resumes {
 		return false
 	}
-	u, err := store.DiskUsage(nil, w.dataDir)
-	if err != nil || u.AvailBytes < max(w.reserve, resumeNeed(filepath.Join(w.dataDir, "db"))) {
+	avail, ok := w.room()
+	if !ok {
 		return false
 	}
 	if _, err := selfExecutable(); err != nil {
@@ -97,9 +100,35 @@ func (w *resumeWatch) due() bool {
 		w.log.Error().Err(err).Msg("disk space is back, but serve cannot restart itself in place: writes stay refused until coupond is restarted")
 		return false
 	}
-	w.log.Warn().Uint64("available_bytes", u.AvailBytes).
+	w.log.Warn().Uint64("available_bytes", avail).
 		Msg("disk space is back after a write failed for want of it: restarting in place (same process, the port stays open) to resume writes")
 	return true
+}
+
+// resumeInodes is the number of free inodes an in-place restart waits
+// for: reopening the store makes a new write-ahead log, MANIFEST, OPTIONS
+// and the tables its logs' replay writes out.
+const resumeInodes = 64
+
+// room reports whether the data dir's disk has room to reopen the store:
+// the reserve free and at least what reopening needs (resumeNeed), and
+// free inodes (resumeInodes) where the file system counts them: ENOSPC is
+// also a disk out of inodes with bytes free, where a restart's open fails
+// (exit 1) and systemd's restarts then closed the port every 2 s. avail is
+// the free bytes.
+func (w *resumeWatch) room() (avail uint64, ok bool) {
+	u, err := store.DiskUsage(nil, w.dataDir)
+	if err != nil || u.AvailBytes < max(w.reserve, resumeNeed(filepath.Join(w.dataDir, "db"))) {
+		return 0, false
+	}
+	inodes := w.inodes
+	if inodes == nil {
+		inodes = freeInodes
+	}
+	if free, counted := inodes(w.dataDir); counted && free < resumeInodes {
+		return 0, false
+	}
+	return u.AvailBytes, true
 }
 
 // noteReserve logs when the free space crosses the reserve, once each

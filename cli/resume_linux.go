@@ -67,3 +67,14 @@ func isSocket(fd int) bool {
 	var st syscall.Stat_t
 	return syscall.Fstat(fd, &st) == nil && st.Mode&syscall.S_IFMT == syscall.S_IFSOCK
 }
+
+// freeInodes reads the free inodes of the file system holding dir;
+// counted is false when it cannot be read or the file system keeps no
+// count (Files 0, as some network and FUSE file systems report).
+func freeInodes(dir string) (free uint64, counted bool) {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil || st.Files == 0 {
+		return 0, false
+	}
+	return st.Ffree, true
+}

@@ -20,3 +20,5 @@ func selfExecutable() (string, error) { return "", errors.New("restart in place:
 func execSelf(*os.File, string) error { return errors.New("restart in place: only on Linux") }
 
 func isSocket(int) bool { return false }
+
+func freeInodes(string) (uint64, bool) { return 0, false }

@@ -286,3 +286,32 @@ func TestNoteReserve(t *testing.T) {
 		})
 	}
 }
+
+// TestResumeWaitsForInodes: an in-place restart waits for free inodes as
+// well as free bytes. A write that fails with ENOSPC may have met a disk
+// out of inodes with its bytes free: restarting then, the new image's open
+// fails too (exit 1), and systemd's restarts closed the port every 2 s
+// until inodes were freed. A file system that counts no inodes is judged
+// by its bytes alone.
+func TestResumeWaitsForInodes(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		free    uint64
+		counted bool
+		want    bool
+	}{
+		{"no inode free", 0, true, false},
+		{"a few", resumeInodes - 1, true, false},
+		{"enough", resumeInodes, true, true},
+		{"not counted", 0, false, true},
+	} {
+		w := &resumeWatch{dataDir: t.TempDir(), log: zerolog.Nop(),
+			inodes: func(string) (uint64, bool) { return tc.free, tc.counted }}
+		if _, got := w.room(); got != tc.want {
+			t.Errorf("%s: room %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	if free, counted := freeInodes(t.TempDir()); counted && free == 0 {
+		t.Errorf("freeInodes of the test's directory: 0 of a counted file system")
+	}
+}
