@@ -340,8 +340,8 @@ func checkTarget(dataDir, src string) error {
 }
 
 // checkBackupOwner refuses the backup src when another user could have
-// changed it: src, or anything in it, belongs to another user or is
-// writable by group or others. Whoever can write there can plant keys
+// changed it: src, or anything in it, belongs to another user than this
+// one or root, or is writable by group or others. Whoever can write there can plant keys
 // (whoever knows keys.json signs tokens for every credential) or a store
 // holding a credential of theirs, and rewrite the manifest's checksums to
 // match; admin backup refuses to write into another user's directory
@@ -361,7 +361,7 @@ func checkBackupOwner(src string) error {
 		if err != nil {
 			return fmt.Errorf("backup %s cannot be read: %w", src, err)
 		}
-		if owner, ok := store.FileOwner(info); ok && owner != uid {
+		if owner, ok := store.FileOwner(info); ok && owner != uid && owner != 0 { // root could change anything anyway (store.SwappableBy)
 			return fmt.Errorf("backup %s: %s belongs to another user (uid %d), who could have changed the backup (its keys, its store): "+
 				"refusing to restore it; restore a backup this user owns", src, path, owner)
 		}

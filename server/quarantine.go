@@ -32,7 +32,7 @@ type HeldIndexed struct{ Written, Deleted int }
 func (s *Server) IndexHeldEvents() (map[string]HeldIndexed, error) {
 	done := map[string]HeldIndexed{}
 	for _, t := range s.DB.Tenants() {
-		if n, _ := s.DB.Count(store.HeldEventSpan(t.ID)); n == 0 && s.DB.CountHeld(t.ID) == 0 {
+		if n, err := s.DB.Count(store.HeldEventSpan(t.ID)); err == nil && n == 0 && s.DB.CountHeld(t.ID) == 0 { // on an error IndexHeld says it
 			continue
 		}
 		w, d, err := s.Engine.Ingester.IndexHeld(t.ID, heldChecker(time.Time{}))
