@@ -780,7 +780,7 @@ func (e *Engine) voidChunk(ts *tenantState, tenant string, nonces []string) erro
 			return err
 		}
 		if cs.OpenNonce == r.Nonce {
-			cs.OpenNonce, cs.OpenAt = "", time.Time{}
+			cs.OpenNonce, cs.OpenAt, cs.OpenVersion = "", time.Time{}, ""
 			b.Set(customerStateKey(tenant, r.ClienteRef), marshalCustomerState(&cs))
 		}
 	}

@@ -82,12 +82,16 @@ var (
 )
 
 // customerState is what the decision path keeps per customer: the decision
-// whose reward window is open and today's request count.
+// whose reward window is open (its nonce, time and politica_version) and
+// today's request count. OpenVersion is "" in a state of format 1 or one
+// rebuilt from the decisions: the open window's answer then reads it from
+// the decision record (Engine.openVersion).
 type customerState struct {
-	OpenNonce string    `json:"open_nonce,omitempty"`
-	OpenAt    time.Time `json:"open_at,omitempty"`
-	Day       string    `json:"day,omitempty"`
-	Count     int       `json:"count,omitempty"`
+	OpenNonce   string    `json:"open_nonce,omitempty"`
+	OpenAt      time.Time `json:"open_at,omitempty"`
+	Day         string    `json:"day,omitempty"`
+	Count       int       `json:"count,omitempty"`
+	OpenVersion string    `json:"open_version,omitempty"`
 }
 
 func customerStateKey(tenant, clienteRef string) []byte {
@@ -96,26 +100,35 @@ func customerStateKey(tenant, clienteRef string) []byte {
 
 // Stored form of a customerState: every decision request reads and writes
 // one, so it is binary (the format byte custStateFormat, then OpenNonce,
-// OpenAt, Day and Count with the primitives of the event encoding) rather
-// than JSON. States written by earlier versions as JSON (first byte '{')
-// are still read. Times are UTC, as the tenant clocks are.
-const custStateFormat byte = 1
+// OpenAt, Day, Count and OpenVersion with the primitives of the event
+// encoding) rather than JSON. States of format 1 (custStateFormat1, no
+// OpenVersion) and those written by earlier versions as JSON (first byte
+// '{') are still read. Times are UTC, as the tenant clocks are.
+const (
+	custStateFormat  byte = 2
+	custStateFormat1 byte = 1
+)
 
 // marshalCustomerState returns the stored form of cs.
 func marshalCustomerState(cs *customerState) []byte {
-	b := make([]byte, 0, 8+len(cs.OpenNonce)+12+len(cs.Day)+4)
+	b := make([]byte, 0, 8+len(cs.OpenNonce)+12+len(cs.Day)+4+len(cs.OpenVersion))
 	b = append(b, custStateFormat)
 	b = binAppendString(b, cs.OpenNonce)
 	b = binAppendTime(b, cs.OpenAt)
 	b = binAppendString(b, cs.Day)
-	return binary.AppendUvarint(b, uint64(cs.Count))
+	b = binary.AppendUvarint(b, uint64(cs.Count))
+	return binAppendString(b, cs.OpenVersion)
 }
 
 // unmarshalCustomerState decodes a stored state (binary or the older JSON)
 // into cs. Damaged input gives an error, never a panic.
 func unmarshalCustomerState(b []byte, cs *customerState) error {
 	*cs = customerState{}
-	d, ok, err := openStored(b, custStateFormat, cs, errCustomerState)
+	format := custStateFormat
+	if len(b) > 0 && b[0] == custStateFormat1 {
+		format = custStateFormat1
+	}
+	d, ok, err := openStored(b, format, cs, errCustomerState)
 	if !ok {
 		return err
 	}
@@ -123,6 +136,9 @@ func unmarshalCustomerState(b []byte, cs *customerState) error {
 	cs.OpenAt = d.time()
 	cs.Day = d.str()
 	n := d.uvarint()
+	if format == custStateFormat {
+		cs.OpenVersion = d.str()
+	}
 	if n > math.MaxInt32 || !d.done() {
 		*cs = customerState{}
 		return errCustomerState
@@ -414,9 +430,12 @@ func (e *Engine) decideInto(ts *tenantState, t *store.Tenant, now time.Time, req
 	var rec *DecisionRecord
 	if cs.OpenNonce != "" && now.Before(cs.OpenAt.Add(t.Settings.RewardWindow)) {
 		// Reward window open: answer with the open decision, create nothing.
-		version, err := e.openVersion(tenant, cs.OpenNonce, ts.model.Load().version)
-		if err != nil {
-			return nil, nil, err
+		version := cs.OpenVersion
+		if version == "" { // a state of format 1, or rebuilt
+			version, err = e.openVersion(tenant, cs.OpenNonce, ts.model.Load().version)
+			if err != nil {
+				return nil, nil, err
+			}
 		}
 		d = &Decision{
 			DecisionID: e.ids.issue(tenant, cs.OpenNonce), Accion: 0, AccionNombre: "nada", Propension: 1,
@@ -435,7 +454,7 @@ func (e *Engine) decideInto(ts *tenantState, t *store.Tenant, now time.Time, req
 		}
 		s.enc = putDecision(b, tenant, rec, s.enc)
 		queueReward(b, tenant, rec, t.Settings)
-		cs.OpenNonce, cs.OpenAt = rec.Nonce, rec.At
+		cs.OpenNonce, cs.OpenAt, cs.OpenVersion = rec.Nonce, rec.At, rec.Version
 	}
 	d.EnSombra = t.Settings.Shadow
 	b.Set(customerStateKey(tenant, req.ClienteRef), marshalCustomerState(&cs))
@@ -444,8 +463,9 @@ func (e *Engine) decideInto(ts *tenantState, t *store.Tenant, now time.Time, req
 
 // openVersion is the politica_version of the open decision (nonce) that an
 // open window's answer names, so that one decision_id never reads two
-// versions; current (the model's now) when its record is gone (deleted,
-// or damaged and quarantined by loadDecision).
+// versions, for a customer state that does not keep it (OpenVersion "");
+// current (the model's now) when its record is gone (deleted, or damaged
+// and quarantined by loadDecision).
 func (e *core) openVersion(tenant, nonce, current string) (string, error) {
 	open, err := e.loadDecision(tenant, nonce)
 	if errors.Is(err, ErrNotFound) {

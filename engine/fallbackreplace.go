@@ -255,7 +255,7 @@ func (f fallbackCall) void(r *DecisionRecord, b *store.Batch, now time.Time) (Re
 		return nil, err
 	}
 	if cs.OpenNonce == r.Nonce {
-		cs.OpenNonce, cs.OpenAt = "", time.Time{}
+		cs.OpenNonce, cs.OpenAt, cs.OpenVersion = "", time.Time{}, ""
 		b.Set(customerStateKey(tenant, r.ClienteRef), marshalCustomerState(&cs))
 	}
 	return released, nil

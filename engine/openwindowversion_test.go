@@ -47,3 +47,67 @@ func TestOpenWindowAnswerKeepsTheOpenDecisionsVersion(t *testing.T) {
 		t.Errorf("new decision's politica_version %q, want the published model's", fresh.PoliticaVersion)
 	}
 }
+
+// TestOpenWindowAnswerReadsNoDecisionRecord checks that the open window's
+// answer takes the open decision's politica_version from the customer's
+// state, without reading the decision record (a point read and a whole
+// record's decoding on every repeat request): with the record gone it
+// still names the open decision's version. A state of format 1, which
+// keeps no version, still reads it from the record.
+func TestOpenWindowAnswerReadsNoDecisionRecord(t *testing.T) {
+	tests := []struct {
+		name string
+		// prepare changes the store between the two requests.
+		prepare func(t *testing.T, e *Engine, nonce, ref string)
+	}{
+		{"state of format 2, record gone", func(t *testing.T, e *Engine, nonce, _ string) {
+			b := e.db.NewBatch()
+			defer b.Close()
+			b.Delete(decisionKey("acme", nonce))
+			if err := b.Commit(); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"state of format 1", func(t *testing.T, e *Engine, _, ref string) {
+			cs, err := e.loadCustomerState("acme", ref, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b := e.db.NewBatch()
+			defer b.Close()
+			b.Set(customerStateKey("acme", ref), marshalCustomerStateFormat1(&cs))
+			if err := b.Commit(); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e, _ := newTestEngine(t, 2, nil)
+			const ref = "cust-window-1"
+			first, err := e.Decide("acme", Request{ClienteRef: ref, Canal: "push"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			nonce, ok := e.ids.parse("acme", first.DecisionID)
+			if !ok {
+				t.Fatalf("decision id %q does not parse", first.DecisionID)
+			}
+			ts, err := e.state("acme")
+			if err != nil {
+				t.Fatal(err)
+			}
+			ts.model.Store(&publishedModel{version: "v9-20261103T120000", m: ts.model.Load().m})
+			tt.prepare(t, e, nonce, ref)
+			again, err := e.Decide("acme", Request{ClienteRef: ref, Canal: "push"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := [2]string{again.DecisionID, again.PoliticaVersion}
+			want := [2]string{first.DecisionID, first.PoliticaVersion}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("open window answer's decision_id, politica_version (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

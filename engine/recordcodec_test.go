@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"math"
@@ -230,7 +231,7 @@ func TestCustomerStateCodec(t *testing.T) {
 		cs   customerState
 	}{
 		{"zero", customerState{}},
-		{"window open", customerState{OpenNonce: "X0nipVAAk-hdo9HgfDaG", OpenAt: at, Day: "2026-11-23", Count: 2}},
+		{"window open", customerState{OpenNonce: "X0nipVAAk-hdo9HgfDaG", OpenAt: at, Day: "2026-11-23", Count: 2, OpenVersion: "v3-20261123T100000"}},
 		{"window closed by a void", customerState{Day: "2026-11-23", Count: 1}},
 		{"many requests", customerState{Day: "2026-11-23", Count: 1 << 20}},
 	}
@@ -256,6 +257,15 @@ func TestCustomerStateCodec(t *testing.T) {
 				t.Errorf("from JSON %s (-want +got):\n%s", js, diff)
 			}
 		})
+	}
+	// A state of format 1 keeps no OpenVersion.
+	v1 := customerState{OpenNonce: "X0nipVAAk-hdo9HgfDaG", OpenAt: at, Day: "2026-11-23", Count: 2}
+	var got customerState
+	if err := unmarshalCustomerState(marshalCustomerStateFormat1(&v1), &got); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(v1, got); diff != "" {
+		t.Errorf("format 1 (-want +got):\n%s", diff)
 	}
 	b := marshalCustomerState(&tests[1].cs)
 	for _, bad := range [][]byte{nil, {}, {9}, b[:len(b)-1], append(append([]byte(nil), b...), 0), []byte("{bad")} {
@@ -291,4 +301,14 @@ func TestRecordStoredForm(t *testing.T) {
 	if got := hex.EncodeToString(encodeRecord(marshalRecord(&long), &r)); got != want {
 		t.Errorf("stored form in lent memory:\n got %s\nwant %s", got, want)
 	}
+}
+
+// marshalCustomerStateFormat1 is the stored form of cs that releases of
+// customer state format 1 wrote (no OpenVersion).
+func marshalCustomerStateFormat1(cs *customerState) []byte {
+	b := []byte{custStateFormat1}
+	b = binAppendString(b, cs.OpenNonce)
+	b = binAppendTime(b, cs.OpenAt)
+	b = binAppendString(b, cs.Day)
+	return binary.AppendUvarint(b, uint64(cs.Count))
 }
