@@ -12,11 +12,10 @@ import (
 // new codec version (an older release reads it as damaged and moves it to
 // quarantine), a new table whose entries an older release leaves stale.
 // Format 1 is every record of the releases up to 2026-12-06 (the decision
-// record of the sending cost, the held-event index); format 2 adds the
-// customer state of format 2 (it keeps its open decision's politica_version,
-// which format 1 reads as damaged); releases before the mark existed do not
-// read it.
-const Format = 2
+// record of the sending cost, the held-event index, the customer state
+// that keeps its open decision's politica_version); releases before the
+// mark existed do not read it.
+const Format = 1
 
 // ErrNewerFormat is the error of opening a store a newer release wrote.
 var ErrNewerFormat = errors.New("store written by a newer coupond")
