@@ -77,45 +77,13 @@ func Open(dir string, fs vfs.FS) (*DB, error) {
 		fs = ownerOnlyFS{vfs.Default}
 	}
 	purging, opened := new(atomic.Int32), new(atomic.Bool)
-	// A block cache large enough for the working set of features and recent
-	// events (the default 8 MB made every point read decompress blocks), and
-	// bloom filters so that event_id existence checks, mostly misses, skip
-	// sstables without reading them. 192 MB rather than 256: with the Go
-	// heap's 192 MiB soft limit and two 64 MB memtables, a 1,000,000-customer
-	// batch job (whose scan fills the cache) peaked at 469-543 MiB RSS with
-	// 256 MB and 472 MiB with 192 (limit 512); 160 MB cost decision p99 at
-	// 100,000 customers.
-	//
-	// MemTableSize 64 MB: a 32 MB memtable made the in-process decision
-	// faster (38-52 µs against 57: fewer cache misses per skiplist insert),
-	// but over HTTP at 2,000 decisions/s it doubled the flushes, and a
-	// flush's writes stall the WAL fdatasync of the decisions behind it
-	// (paired runs: p99 20-29 ms against 16 ms).
-	//
-	// MaxManifestFileSize 1 makes Pebble start new MANIFESTs as often as its
-	// rotation rule allows; PurgeManifest (called by deletion) forces the
-	// rest, because the manifest records sstable boundary keys that can name
-	// a deleted customer.
 	errs := &pebbleErrors{log: zerolog.Nop()}
 	sp := newSpace(dir)
 	stalls := new(writeStalls)
 	logger := quietLogger{errs: errs, space: sp, stalls: stalls}
 	fs = walFS{FS: fs, purging: purging, dir: dir, opened: opened, log: logger}
-	opts := &pebble.Options{FS: fs, Logger: logger, CacheSize: 192 << 20, MemTableSize: memTableSize, MaxManifestFileSize: 1,
-		EventListener: logger.listener()}
-	// No read-triggered compactions: an iterator that sampled reads takes
-	// Pebble's mutex as it closes, and a goroutine parked on a full disk
-	// (park.go) may hold that mutex: reads must go on meanwhile.
-	opts.Experimental.ReadSamplingMultiplier = -1
 	pacer := new(commitPacer)
-	if onDisk {
-		opts.WALMinSyncInterval = pacer.interval // group commit (groupcommit.go); in-memory stores have no fsync to share
-	}
-	for i := range opts.Levels {
-		opts.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
-		opts.Levels[i].FilterType = pebble.TableFilter
-	}
-	opts.EnsureDefaults()
+	opts := storeOptions(fs, logger, pacer, onDisk)
 	// The log is checked under the directory lock, so that no other
 	// process writes it meanwhile.
 	lock, damage, err := lockAndCheckLog(fs, dir)
@@ -153,6 +121,45 @@ func Open(dir string, fs vfs.FS) (*DB, error) {
 	}
 	db.keepFound(damage)
 	return db, nil
+}
+
+// storeOptions are the store's Pebble options over fs, with logger's log
+// and events, and pacer's group commit on a store on disk (onDisk).
+func storeOptions(fs vfs.FS, logger quietLogger, pacer *commitPacer, onDisk bool) *pebble.Options {
+	// A block cache large enough for the working set of features and recent
+	// events (the default 8 MB made every point read decompress blocks), and
+	// bloom filters so that event_id existence checks, mostly misses, skip
+	// sstables without reading them. 192 MB rather than 256: with the Go
+	// heap's 192 MiB soft limit and two 64 MB memtables, a 1,000,000-customer
+	// batch job (whose scan fills the cache) peaked at 469-543 MiB RSS with
+	// 256 MB and 472 MiB with 192 (limit 512); 160 MB cost decision p99 at
+	// 100,000 customers.
+	//
+	// MemTableSize 64 MB: a 32 MB memtable made the in-process decision
+	// faster (38-52 µs against 57: fewer cache misses per skiplist insert),
+	// but over HTTP at 2,000 decisions/s it doubled the flushes, and a
+	// flush's writes stall the WAL fdatasync of the decisions behind it
+	// (paired runs: p99 20-29 ms against 16 ms).
+	//
+	// MaxManifestFileSize 1 makes Pebble start new MANIFESTs as often as its
+	// rotation rule allows; PurgeManifest (called by deletion) forces the
+	// rest, because the manifest records sstable boundary keys that can name
+	// a deleted customer.
+	opts := &pebble.Options{FS: fs, Logger: logger, CacheSize: 192 << 20, MemTableSize: memTableSize, MaxManifestFileSize: 1,
+		EventListener: logger.listener()}
+	// No read-triggered compactions: an iterator that sampled reads takes
+	// Pebble's mutex as it closes, and a goroutine parked on a full disk
+	// (park.go) may hold that mutex: reads must go on meanwhile.
+	opts.Experimental.ReadSamplingMultiplier = -1
+	if onDisk {
+		opts.WALMinSyncInterval = pacer.interval // group commit (groupcommit.go); in-memory stores have no fsync to share
+	}
+	for i := range opts.Levels {
+		opts.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
+		opts.Levels[i].FilterType = pebble.TableFilter
+	}
+	opts.EnsureDefaults()
+	return opts
 }
 
 // openPebble is pebble.Open under recovering, which returns the store's
