@@ -170,12 +170,7 @@ func (u *eventUnits) giveBack(n int) {
 // the release goes on. It returns how many were accepted and how many
 // were duplicates; after an error, those of the batches released before.
 func (e *Ingester) ReleaseHeld(tenant string, now time.Time, check func(raw []byte, index int) (ev IngestEvent, ok bool, err error)) (accepted, duplicates int, err error) {
-	var keys [][]byte
-	lo, hi := store.QuarantineSpan(tenant)
-	err = e.db.Scan(lo, hi, func(k, _ []byte) error {
-		keys = append(keys, bytes.Clone(k))
-		return nil
-	})
+	keys, err := e.heldKeys(tenant)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -297,12 +292,7 @@ func (e *Ingester) IndexHeld(tenant string, check func(raw []byte, index int) (I
 	}
 	ts.heldMu.Lock()
 	defer ts.heldMu.Unlock()
-	var keys [][]byte
-	lo, hi := store.QuarantineSpan(tenant)
-	err = e.db.Scan(lo, hi, func(k, _ []byte) error {
-		keys = append(keys, bytes.Clone(k))
-		return nil
-	})
+	keys, err := e.heldKeys(tenant)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -416,6 +406,17 @@ func (e *Ingester) deleteStaleHeld(tenant string, holds map[string]map[string]bo
 		b.Delete(k)
 	}
 	return len(stale), b.Commit()
+}
+
+// heldKeys returns the keys of tenant's held batches, oldest first.
+func (e *Ingester) heldKeys(tenant string) ([][]byte, error) {
+	var keys [][]byte
+	lo, hi := store.QuarantineSpan(tenant)
+	err := e.db.Scan(lo, hi, func(k, _ []byte) error {
+		keys = append(keys, bytes.Clone(k))
+		return nil
+	})
+	return keys, err
 }
 
 // HeldCount is how many requests of tenant wait in quarantine.

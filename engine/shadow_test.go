@@ -143,18 +143,6 @@ func TestShadowLabellingCountsCouponsSinceShadowOn(t *testing.T) {
 			t.Fatalf("ingest: %+v %v", res, err)
 		}
 	}
-	shadowOn := func(on bool) {
-		t.Helper()
-		if _, err := db.UpdateTenant("acme", func(tn *store.Tenant) error {
-			if on && !tn.Settings.Shadow {
-				tn.Settings.ShadowSince = tn.ClockNow
-			}
-			tn.Settings.Shadow = on
-			return nil
-		}); err != nil {
-			t.Fatal(err)
-		}
-	}
 	labelled := func() [2]int64 {
 		t.Helper()
 		rep, err := e.Evaluator.Shadow(context.Background(), "acme")
@@ -169,7 +157,7 @@ func TestShadowLabellingCountsCouponsSinceShadowOn(t *testing.T) {
 	}
 	ingest(coupon(t0.Add(-30*24*time.Hour), ""), coupon(t0.Add(-20*24*time.Hour), "")) // the history, before
 	advance(t, db, time.Hour)
-	shadowOn(true)
+	switchShadow(t, db, true)
 	if diff := cmp.Diff([2]int64{0, 0}, labelled()); diff != "" {
 		t.Errorf("before any coupon in shadow mode (-want +got):\n%s", diff)
 	}
@@ -182,10 +170,10 @@ func TestShadowLabellingCountsCouponsSinceShadowOn(t *testing.T) {
 	if diff := cmp.Diff([2]int64{1, 2}, labelled()); diff != "" {
 		t.Errorf("an unlabelled coupon sent in shadow mode counts (-want +got):\n%s", diff)
 	}
-	shadowOn(false)
+	switchShadow(t, db, false)
 	ingest(coupon(since.Add(2*time.Minute), ""))
 	advance(t, db, time.Hour)
-	shadowOn(true)
+	switchShadow(t, db, true)
 	if diff := cmp.Diff([2]int64{0, 0}, labelled()); diff != "" {
 		t.Errorf("switched on anew (-want +got):\n%s", diff)
 	}
@@ -300,18 +288,6 @@ func TestShadowVerdictOfATenantSwitchedOff(t *testing.T) {
 // it the report counts 3 decisions, 1 confirmed.
 func TestShadowReportCountsTheLastPeriod(t *testing.T) {
 	e, db := newTestEngine(t, 3, nil)
-	shadowOn := func(on bool) {
-		t.Helper()
-		if _, err := db.UpdateTenant("acme", func(tn *store.Tenant) error {
-			if on && !tn.Settings.Shadow {
-				tn.Settings.ShadowSince = tn.ClockNow
-			}
-			tn.Settings.Shadow = on
-			return nil
-		}); err != nil {
-			t.Fatal(err)
-		}
-	}
 	decide := func(ref string) *Decision {
 		t.Helper()
 		d, err := e.Decide("acme", Request{ClienteRef: ref, Canal: "push"})
@@ -320,12 +296,12 @@ func TestShadowReportCountsTheLastPeriod(t *testing.T) {
 		}
 		return d
 	}
-	shadowOn(true)
+	switchShadow(t, db, true)
 	decide("c0000001") // the first period's, never confirmed
 	decide("c0000002")
-	shadowOn(false)
+	switchShadow(t, db, false)
 	advance(t, db, time.Hour)
-	shadowOn(true)
+	switchShadow(t, db, true)
 	d := decide("c0000003")
 	if _, err := e.Confirm("acme", d.DecisionID, Confirmation{Ejecutada: true, AccionReal: &d.Accion}); err != nil {
 		t.Fatal(err)
@@ -336,5 +312,20 @@ func TestShadowReportCountsTheLastPeriod(t *testing.T) {
 	}
 	if diff := cmp.Diff([]int{1, 1}, []int{rep.Decisions, rep.Confirmed}); diff != "" {
 		t.Errorf("decisions, confirmed of the last period (-want +got):\n%s", diff)
+	}
+}
+
+// switchShadow switches acme's shadow mode on or off as admin tenant set
+// does: switched on from off, ShadowSince is the tenant's clock.
+func switchShadow(t *testing.T, db *store.DB, on bool) {
+	t.Helper()
+	if _, err := db.UpdateTenant("acme", func(tn *store.Tenant) error {
+		if on && !tn.Settings.Shadow {
+			tn.Settings.ShadowSince = tn.ClockNow
+		}
+		tn.Settings.Shadow = on
+		return nil
+	}); err != nil {
+		t.Fatal(err)
 	}
 }
