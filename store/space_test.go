@@ -32,6 +32,25 @@ func walFaults(t *testing.T) (*DB, *errorfs.Toggle) {
 	return db, faults
 }
 
+// faultyWithKey returns a store on an in-memory file system whose
+// operations fail as inject says while the returned switch is on, holding
+// k = "1", committed before.
+func faultyWithKey(t *testing.T, inject func(op errorfs.Op) error) (*DB, *errorfs.Toggle) {
+	t.Helper()
+	faults := &errorfs.Toggle{Injector: errorfs.InjectorFunc(inject)}
+	db, err := Open("db", errorfs.Wrap(vfs.NewMem(), faults))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := db.NewBatch()
+	b.Set([]byte("k"), []byte("1"))
+	if err := b.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+	return db, faults
+}
+
 // TestCommitAfterWALFailure: a write-ahead-log write that fails (ENOSPC)
 // fails the commit with ErrFull and stops writes, with Commit and with
 // CommitOrdered alike: Pebble's log writer keeps the error, so a later
@@ -180,22 +199,12 @@ func TestBackgroundFailureParks(t *testing.T) {
 		{"manifest", func(p string) bool { return strings.Contains(p, "MANIFEST-") }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			faults := &errorfs.Toggle{Injector: errorfs.InjectorFunc(func(op errorfs.Op) error {
+			db, faults := faultyWithKey(t, func(op errorfs.Op) error {
 				if op.Kind.ReadOrWrite() == errorfs.OpIsWrite && tc.match(op.Path) {
 					return fmt.Errorf("%s: %w", op.Path, syscall.ENOSPC)
 				}
 				return nil
-			})}
-			db, err := Open("db", errorfs.Wrap(vfs.NewMem(), faults))
-			if err != nil {
-				t.Fatal(err)
-			}
-			b := db.NewBatch()
-			b.Set([]byte("k"), []byte("1"))
-			if err := b.Commit(); err != nil {
-				t.Fatal(err)
-			}
-			b.Close()
+			})
 			db.Metrics()
 			faults.On()
 			if _, err := db.pdb.AsyncFlush(); err != nil {
@@ -233,22 +242,12 @@ func TestLogCreationFailureParks(t *testing.T) {
 		{syscall.EROFS, false},
 	} {
 		t.Run(tc.errno.Error(), func(t *testing.T) {
-			faults := &errorfs.Toggle{Injector: errorfs.InjectorFunc(func(op errorfs.Op) error {
+			db, faults := faultyWithKey(t, func(op errorfs.Op) error {
 				if (op.Kind == errorfs.OpCreate || op.Kind == errorfs.OpReuseForWrite) && strings.HasSuffix(op.Path, ".log") {
 					return fmt.Errorf("%s: %w", op.Path, tc.errno)
 				}
 				return nil
-			})}
-			db, err := Open("db", errorfs.Wrap(vfs.NewMem(), faults))
-			if err != nil {
-				t.Fatal(err)
-			}
-			b := db.NewBatch()
-			b.Set([]byte("k"), []byte("1"))
-			if err := b.Commit(); err != nil {
-				t.Fatal(err)
-			}
-			b.Close()
+			})
 			faults.On()
 			if err := db.Flush(); !errors.Is(err, ErrFailed) {
 				t.Errorf("flush that cannot make its new log: %v, want ErrFailed", err)
@@ -268,22 +267,12 @@ func TestLogCreationFailureParks(t *testing.T) {
 // (TestLogCreationFailureParks), instead of ending the process; it is not
 // acknowledged, and reads go on.
 func TestCommitLogCreationFailureParks(t *testing.T) {
-	faults := &errorfs.Toggle{Injector: errorfs.InjectorFunc(func(op errorfs.Op) error {
+	db, faults := faultyWithKey(t, func(op errorfs.Op) error {
 		if op.Kind == errorfs.OpCreate && strings.HasSuffix(op.Path, ".log") {
 			return fmt.Errorf("%s: %w", op.Path, syscall.ENOSPC)
 		}
 		return nil
-	})}
-	db, err := Open("db", errorfs.Wrap(vfs.NewMem(), faults))
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := db.NewBatch()
-	b.Set([]byte("k"), []byte("1"))
-	if err := b.Commit(); err != nil {
-		t.Fatal(err)
-	}
-	b.Close()
+	})
 	faults.On()
 	committed := make(chan error, 1)
 	go func() { // parks for good: the goroutine outlives the test
