@@ -601,3 +601,43 @@ func mustWrite(t *testing.T, path string, mode os.FileMode) {
 		t.Fatal(err)
 	}
 }
+
+// TestServeLogsSwappableDataDir: serve itself logs the warning of
+// logSwappableDataDir at its start, for a data dir whose parent others
+// can write, and serves.
+func TestServeLogsSwappableDataDir(t *testing.T) {
+	parent := filepath.Join(t.TempDir(), "shared")
+	dir := filepath.Join(parent, "data")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(parent, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	var logs bytes.Buffer
+	served := make(chan error, 1)
+	go func() {
+		served <- Run(ctx, []string{"serve", "--data-dir", dir, "--addr", "127.0.0.1:0", "--console-addr", "", "--disk-reserve", "0"}, nil, io.Discard, &logs)
+	}()
+	waitFor(t, 20*time.Second, "the admin socket", func() bool {
+		c, err := net.Dial("unix", filepath.Join(dir, adminSocket))
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	})
+	stop()
+	select {
+	case err := <-served:
+		if err != nil {
+			t.Fatalf("serve: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("serve did not stop")
+	}
+	if !strings.Contains(logs.String(), `"directory":"`+parent+`"`) {
+		t.Errorf("serve's log holds no warning of the data dir's parent %s:\n%s", parent, logs.String())
+	}
+}
