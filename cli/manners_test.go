@@ -14,6 +14,7 @@ import (
 	"github.com/coupond/coupond/api"
 	"github.com/coupond/coupond/batch"
 	"github.com/coupond/coupond/policy"
+	"github.com/coupond/coupond/store"
 )
 
 func runCLI(t *testing.T, args ...string) (stdout, stderr string, err error) {
@@ -85,6 +86,9 @@ func TestVersionAndCompletion(t *testing.T) {
 	out, _, err := runCLI(t, "version", "--json")
 	if err != nil || !strings.Contains(out, `"version"`) || !strings.Contains(out, fmt.Sprintf("send gate that tests them against never-send per frequency band, a guard back to never-send or one coupon, logged propensities with a floor (model format %d)", policy.Format)) {
 		t.Errorf("version --json does not name the policy and its model format: %v %s", err, out)
+	}
+	if !strings.Contains(out, fmt.Sprintf(`"store_format": %d`, store.Format)) {
+		t.Errorf("version --json does not name the store format (%d), which an upgrade's going back turns on: %s", store.Format, out)
 	}
 	for _, sh := range []string{"bash", "zsh", "fish", "powershell"} {
 		out, _, err := runCLI(t, "completion", sh)

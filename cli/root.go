@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/coupond/coupond/policy"
+	"github.com/coupond/coupond/store"
 )
 
 // Version information, set at build time with -ldflags.
@@ -186,12 +187,13 @@ func ExitCode(err error) int {
 
 func newVersionCmd() *cobra.Command {
 	var asJSON bool
-	cmd := leafCmd("version", "Print version, commit and policy algorithm", func(cmd *cobra.Command) error {
-		v := map[string]string{"version": version, "commit": commit, "policy": policy.Algorithm()}
+	cmd := leafCmd("version", "Print version, commit, policy algorithm and store format", func(cmd *cobra.Command) error {
+		v := map[string]any{"version": version, "commit": commit, "policy": policy.Algorithm(), "store_format": store.Format}
 		if asJSON {
 			return printJSON(cmd.OutOrStdout(), v)
 		}
-		fmt.Fprintf(cmd.OutOrStdout(), "coupond %s (commit %s)\npolicy: %s\n", version, commit, policy.Algorithm())
+		fmt.Fprintf(cmd.OutOrStdout(), "coupond %s (commit %s)\npolicy: %s\nstore format: %d (reads stores of formats up to it)\n",
+			version, commit, policy.Algorithm(), store.Format)
 		return nil
 	})
 	cmd.Flags().BoolVar(&asJSON, "json", false, "machine-readable output")
