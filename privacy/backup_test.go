@@ -840,11 +840,16 @@ func TestLedgerRefusesSwappableBackup(t *testing.T) {
 			}
 			v, _ := os.ReadFile(victim)
 			ledger, _ := readLedger(filepath.Join(dir, ledgerFile))
-			type state struct {
-				Owed, Ledgered, VictimIntact bool
+			list, err := bk.List(context.Background(), false)
+			if err != nil || len(list.Backups) != 1 {
+				t.Fatalf("List: %+v %v", list, err)
 			}
-			got := state{Owed: len(owed) == 1, Ledgered: cmp.Equal(ledger, []LedgerEntry{entry}), VictimIntact: string(v) == "line 1\nno newline"}
-			want := state{Owed: tc.wantOwed, Ledgered: !tc.wantOwed, VictimIntact: true}
+			type state struct {
+				Owed, Ledgered, VictimIntact, Listed bool
+			}
+			got := state{Owed: len(owed) == 1, Ledgered: cmp.Equal(ledger, []LedgerEntry{entry}), VictimIntact: string(v) == "line 1\nno newline",
+				Listed: strings.Contains(list.Backups[0].Note, "who could swap the backup")}
+			want := state{Owed: tc.wantOwed, Ledgered: !tc.wantOwed, VictimIntact: true, Listed: tc.wantOwed}
 			if d := cmp.Diff(want, got); d != "" {
 				t.Errorf("after a deletion (-want +got):\n%s", d)
 			}

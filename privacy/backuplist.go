@@ -171,6 +171,11 @@ func (bk *Backups) info(ctx context.Context, b backupEntry, expired, taking, ver
 	if ledgerErr != nil {
 		inf.Note = joinNotes(inf.Note, ledgerErr.Error())
 	}
+	if err := checkBackupPlace(b.Dir); err != nil {
+		// Its ledger gets no lines (appendToLedger) and restore refuses
+		// it: say so where the operator looks, or it reads as sound.
+		inf.Note = joinNotes(inf.Note, err.Error()+": its deletions are owed to it and restore refuses it")
+	}
 	return inf
 }
 
