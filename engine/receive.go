@@ -296,25 +296,29 @@ func (e *Ingester) IndexHeld(tenant string, check func(raw []byte, index int) (I
 	if err != nil {
 		return 0, 0, err
 	}
+	batches := make([]*store.HeldBatch, len(keys))       // nil: one that does not decode, which the release moves to the damaged-record quarantine
 	holds := make(map[string]map[string]bool, len(keys)) // held batch key → the index keys of its events
-	for _, key := range keys {
+	for i, key := range keys {
 		raw, err := e.db.Get(key)
 		if err != nil {
 			return 0, 0, err
 		}
-		holds[string(key)] = heldIndexKeys(tenant, raw)
+		var h store.HeldBatch
+		if json.Unmarshal(raw, &h) == nil {
+			batches[i] = &h
+		}
+		holds[string(key)] = heldIndexKeys(tenant, batches[i])
 	}
 	if deleted, err = e.deleteStaleHeld(tenant, holds); err != nil {
 		return 0, 0, err
 	}
 	// Oldest first: an event_id held twice is the first batch's, as the
 	// release applies it.
-	for _, key := range keys {
-		raw, err := e.db.Get(key)
-		if err != nil {
-			return indexed, deleted, err
+	for i, key := range keys {
+		if batches[i] == nil {
+			continue
 		}
-		evs, err := e.unindexedHeld(tenant, raw, check)
+		evs, err := e.unindexedHeld(tenant, batches[i], check)
 		if err == nil && len(evs) > 0 {
 			err = e.db.IndexHeld(tenant, key, evs)
 		}
@@ -327,15 +331,13 @@ func (e *Ingester) IndexHeld(tenant string, check func(raw []byte, index int) (I
 }
 
 // heldIndexKeys returns the held-event index keys of the events of the
-// held batch raw (none for a batch that does not decode, which the release
-// moves to the damaged-record quarantine).
-func heldIndexKeys(tenant string, raw []byte) map[string]bool {
+// held batch h (none for nil, a batch that does not decode).
+func heldIndexKeys(tenant string, h *store.HeldBatch) map[string]bool {
 	held := map[string]bool{}
-	var h store.HeldBatch
-	if json.Unmarshal(raw, &h) != nil {
+	if h == nil {
 		return held
 	}
-	for _, id := range heldIDs(&h) {
+	for _, id := range heldIDs(h) {
 		if id != "" {
 			held[string(store.HeldEventKey(tenant, id))] = true
 		}
@@ -358,15 +360,11 @@ func heldIDs(h *store.HeldBatch) []string {
 	return ids
 }
 
-// unindexedHeld returns the events of the held batch raw that have no
-// live held-event index entry, each with the hash of its canonical JSON
+// unindexedHeld returns the events of the held batch h that have no live
+// held-event index entry, each with the hash of its canonical JSON
 // (check's), as Receive indexes them.
-func (e *Ingester) unindexedHeld(tenant string, raw []byte, check func(raw []byte, index int) (IngestEvent, bool, error)) ([]store.HeldEvent, error) {
-	var h store.HeldBatch
-	if json.Unmarshal(raw, &h) != nil {
-		return nil, nil // the release moves it to the damaged-record quarantine
-	}
-	ids := heldIDs(&h)
+func (e *Ingester) unindexedHeld(tenant string, h *store.HeldBatch, check func(raw []byte, index int) (IngestEvent, bool, error)) ([]store.HeldEvent, error) {
+	ids := heldIDs(h)
 	live := make([]bool, len(ids))
 	if err := e.db.HeldSums(tenant, ids, func(i int, _ [32]byte) { live[i] = true }); err != nil {
 		return nil, err
