@@ -189,17 +189,11 @@ func TestHeldResendIsDuplicate(t *testing.T) {
 // Without it every resend below was accepted and held again.
 func TestIndexHeldOfEarlierRelease(t *testing.T) {
 	e, db := newTestEngine(t, 1, nil)
-	byRaw := map[string]IngestEvent{}
+	held := heldChecks{}
 	event := func(i int, id, content string) IngestEvent {
 		ev := cachePurchase("held-ana-01", 1)
 		ev.Event.ID, ev.Index, ev.Canonical = id, i, fmt.Appendf(nil, `{"event_id":%q,"c":%q}`, id, content)
-		byRaw[string(ev.Canonical)] = ev
-		return ev
-	}
-	check := func(raw []byte, i int) (IngestEvent, bool, error) {
-		ev, ok := byRaw[string(raw)]
-		ev.Index = i
-		return ev, ok, nil
+		return held.add(ev)
 	}
 	for i, ids := range [][]string{{"old-1", "old-2"}, {"old-3"}} {
 		h := store.HeldBatch{ClientID: "c1"}
@@ -212,7 +206,7 @@ func TestIndexHeldOfEarlierRelease(t *testing.T) {
 	}
 	index := func(want int) {
 		t.Helper()
-		if n, d, err := e.Ingester.IndexHeld("acme", check); err != nil || n != want || d != 0 {
+		if n, d, err := e.Ingester.IndexHeld("acme", held.check); err != nil || n != want || d != 0 {
 			t.Errorf("IndexHeld: %d entries written, %d deleted, %v; want %d, 0", n, d, err, want)
 		}
 	}
@@ -250,7 +244,7 @@ func TestIndexHeldOfEarlierRelease(t *testing.T) {
 	}
 	b.Close()
 	index(1)
-	if acc, dups, err := e.Ingester.ReleaseHeld("acme", t0, check); err != nil || acc != 4 || dups != 0 {
+	if acc, dups, err := e.Ingester.ReleaseHeld("acme", t0, held.check); err != nil || acc != 4 || dups != 0 {
 		t.Errorf("release: accepted %d, duplicates %d, %v; want 4, 0", acc, dups, err)
 	}
 	index(0)
@@ -265,18 +259,7 @@ func TestIndexHeldOfEarlierRelease(t *testing.T) {
 // stay duplicates.
 func TestIndexHeldDeletesStaleEntries(t *testing.T) {
 	e, db := newTestEngine(t, 1, nil)
-	byRaw := map[string]IngestEvent{}
-	event := func(id, ref string) IngestEvent {
-		ev := cachePurchase(ref, 1)
-		ev.Event.ID, ev.Canonical = id, fmt.Appendf(nil, `{"event_id":%q,"cliente_ref":%q}`, id, ref)
-		byRaw[string(ev.Canonical)] = ev
-		return ev
-	}
-	check := func(raw []byte, i int) (IngestEvent, bool, error) {
-		ev, ok := byRaw[string(raw)]
-		ev.Index = i
-		return ev, ok, nil
-	}
+	held := heldChecks{}
 	hold := func(trace string, at time.Time, evs ...IngestEvent) {
 		t.Helper()
 		res, err := e.Ingester.Receive("acme", evs, Delivery{ClientID: "c1", Trace: trace, At: at, Now: t0, Hold: true})
@@ -284,7 +267,7 @@ func TestIndexHeldDeletesStaleEntries(t *testing.T) {
 			t.Fatalf("hold %s: %+v %v", trace, res, err)
 		}
 	}
-	ana, beto, gone := event("ev-ana", "held-ana-01"), event("ev-beto", "held-beto-01"), event("ev-gone", "held-ana-01")
+	ana, beto, gone := held.purchase("ev-ana", "held-ana-01"), held.purchase("ev-beto", "held-beto-01"), held.purchase("ev-gone", "held-ana-01")
 	hold("tr-1", t0, ana, beto)
 	hold("tr-2", t0.Add(time.Second), gone)
 	// The older release erases held-ana-01: it rewrites tr-1 without her
@@ -299,7 +282,7 @@ func TestIndexHeldDeletesStaleEntries(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.Close()
-	if n, d, err := e.Ingester.IndexHeld("acme", check); err != nil || n != 0 || d != 2 {
+	if n, d, err := e.Ingester.IndexHeld("acme", held.check); err != nil || n != 0 || d != 2 {
 		t.Errorf("IndexHeld: %d entries written, %d deleted, %v; want 0, 2", n, d, err)
 	}
 	for i, tt := range []struct {
@@ -331,19 +314,8 @@ func TestIndexHeldDeletesStaleEntries(t *testing.T) {
 // event was left without an entry, and the resend was held a third time.
 func TestIndexHeldErasedThenHeldAgain(t *testing.T) {
 	e, db := newTestEngine(t, 1, nil)
-	byRaw := map[string]IngestEvent{}
-	event := func(id, ref string) IngestEvent {
-		ev := cachePurchase(ref, 1)
-		ev.Event.ID, ev.Canonical = id, fmt.Appendf(nil, `{"event_id":%q,"cliente_ref":%q}`, id, ref)
-		byRaw[string(ev.Canonical)] = ev
-		return ev
-	}
-	check := func(raw []byte, i int) (IngestEvent, bool, error) {
-		ev, ok := byRaw[string(raw)]
-		ev.Index = i
-		return ev, ok, nil
-	}
-	ana, beto := event("ev-ana", "held-ana-01"), event("ev-beto", "held-beto-01")
+	held := heldChecks{}
+	ana, beto := held.purchase("ev-ana", "held-ana-01"), held.purchase("ev-beto", "held-beto-01")
 	res, err := e.Ingester.Receive("acme", []IngestEvent{ana, beto}, Delivery{ClientID: "c1", Trace: "tr-1", At: t0, Now: t0, Hold: true})
 	if err != nil || res.Aceptados != 2 {
 		t.Fatalf("hold: %+v %v", res, err)
@@ -356,7 +328,7 @@ func TestIndexHeldErasedThenHeldAgain(t *testing.T) {
 	if err := db.HoldBatch("acme", t0.Add(time.Second), "tr-2", &store.HeldBatch{ClientID: "c1", Events: []json.RawMessage{ana.Canonical}}, nil); err != nil {
 		t.Fatal(err)
 	}
-	if n, d, err := e.Ingester.IndexHeld("acme", check); err != nil || n != 1 || d != 1 {
+	if n, d, err := e.Ingester.IndexHeld("acme", held.check); err != nil || n != 1 || d != 1 {
 		t.Errorf("IndexHeld: %d entries written, %d deleted, %v; want 1, 1", n, d, err)
 	}
 	res, err = e.Ingester.Receive("acme", []IngestEvent{ana}, Delivery{ClientID: "c1", Trace: "tr-3", At: t0.Add(time.Minute), Now: t0, Hold: true})
@@ -369,4 +341,27 @@ func TestIndexHeldErasedThenHeldAgain(t *testing.T) {
 	if n := e.Ingester.HeldCount("acme"); n != 2 {
 		t.Errorf("%d batches held, want 2", n)
 	}
+}
+
+// heldChecks are the events a test held, by their held JSON: check
+// converts one back as the release's check does (others are dropped).
+type heldChecks map[string]IngestEvent
+
+// add records ev and returns it.
+func (h heldChecks) add(ev IngestEvent) IngestEvent {
+	h[string(ev.Canonical)] = ev
+	return ev
+}
+
+// purchase is a purchase of ref with event_id id, recorded.
+func (h heldChecks) purchase(id, ref string) IngestEvent {
+	ev := cachePurchase(ref, 1)
+	ev.Event.ID, ev.Canonical = id, fmt.Appendf(nil, `{"event_id":%q,"cliente_ref":%q}`, id, ref)
+	return h.add(ev)
+}
+
+func (h heldChecks) check(raw []byte, i int) (IngestEvent, bool, error) {
+	ev, ok := h[string(raw)]
+	ev.Index = i
+	return ev, ok, nil
 }
