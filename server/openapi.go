@@ -183,40 +183,49 @@ func buildOpenAPI(routes []route) (obj, error) {
 		return nil, err
 	}
 	doc := g.document(paths)
-	numbersAsDouble(doc)
+	numberFormats(doc)
 	return doc, nil
 }
 
-// numbersAsDouble gives every number schema of v without a format the
-// format double: amounts are decimals of up to 10^9 with two places, and
-// stock generators read a bare number as float32 (oapi-codegen does), which
-// rounds 1234567.89 to 1234567.875 in an integrator's client.
-func numbersAsDouble(v any) {
+// numberFormats gives every number schema of v without a format the
+// format double, and every integer schema without one the format int64.
+// Amounts are decimals of up to 10^9 with two places, and stock generators
+// read a bare number as float32 (oapi-codegen does), which rounds
+// 1234567.89 to 1234567.875 in an integrator's client. The server's
+// integers are Go ints (64 bits), and Java and C# generators read a bare
+// integer as a 32-bit int: a campaign's max_envios of 3000000000, which
+// PUT accepts (the request schemas say int64), would not decode from GET.
+func numberFormats(v any) {
 	switch v := v.(type) {
 	case obj:
-		if _, has := v["format"]; !has && isNumberType(v["type"]) {
-			v["format"] = "double"
+		if _, has := v["format"]; !has {
+			switch {
+			case hasType(v["type"], "number"):
+				v["format"] = "double"
+			case hasType(v["type"], "integer"):
+				v["format"] = "int64"
+			}
 		}
 		for _, c := range v {
-			numbersAsDouble(c)
+			numberFormats(c)
 		}
 	case []any:
 		for _, c := range v {
-			numbersAsDouble(c)
+			numberFormats(c)
 		}
 	}
 }
 
-// isNumberType says whether a schema's type member t is "number" or a list
-// of types that has it.
-func isNumberType(t any) bool {
+// hasType says whether a schema's type member t is name or a list of types
+// that has it.
+func hasType(t any, name string) bool {
 	switch t := t.(type) {
 	case string:
-		return t == "number"
+		return t == name
 	case []any:
-		return slices.Contains(t, any("number"))
+		return slices.Contains(t, any(name))
 	case []string:
-		return slices.Contains(t, "number")
+		return slices.Contains(t, name)
 	}
 	return false
 }
@@ -1168,7 +1177,7 @@ func (g *docGen) segmentSchemas() {
 	g.schemas["Segmento"] = obj{
 		"description": "Batch segment: `{\"todos\": true}` (every customer with history), or a condition. See `x-segment-grammar` and `x-customer-features`.",
 		"oneOf": []any{
-			obj{"type": "object", "properties": obj{"todos": obj{"const": true}}, "required": []any{"todos"}, "additionalProperties": false},
+			obj{"type": "object", "properties": obj{"todos": obj{"type": "boolean", "const": true}}, "required": []any{"todos"}, "additionalProperties": false},
 			schemaRef("SegmentoCondicion"),
 		},
 		"examples": []any{
@@ -1195,8 +1204,8 @@ func (g *docGen) segmentSchemas() {
 		"minProperties": 1,
 		"maxProperties": 1,
 		"propertyNames": obj{"anyOf": []any{
-			obj{"enum": names},
-			obj{"pattern": "^" + engine.FeatureCategoryShare + ".", "maxLength": len(engine.FeatureCategoryShare) + 1024,
+			obj{"type": "string", "enum": names},
+			obj{"type": "string", "pattern": "^" + engine.FeatureCategoryShare + ".", "maxLength": len(engine.FeatureCategoryShare) + 1024,
 				"description": "Share of one category: the prefix and the category (`clave` of COMPRA_CAT), at most 1024 bytes."},
 		}},
 		"additionalProperties": obj{"type": "number"},

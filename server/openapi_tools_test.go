@@ -7,11 +7,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/google/go-cmp/cmp"
 )
 
 // The served document as integrators' tools see it: kin-openapi (the Go
@@ -195,4 +198,76 @@ func TestOpenAPICodegen(t *testing.T) {
 	os.Remove(spec)
 	run(dir, []string{"GOFLAGS=-mod=mod", "GOWORK=off"}, "build", "./...")
 	t.Logf("oapi-codegen and go build: %s", time.Since(start).Round(time.Millisecond))
+}
+
+// schemaTypeFaults lists, by JSON pointer, the schemas of v (the document
+// or a part of it, at) that stock generators cannot type: an integer
+// without format int32 or int64 (Java and C# generators read it as a 32-bit
+// int, which a count or cap over 2^31-1 the server sends overflows), a
+// number without format double (float32 in oapi-codegen), and a const or
+// enum without a type (an untyped Object field, or an error, in
+// openapi-generator and openapi-generator-plus). Examples and x- extensions
+// are data, not schemas, and are skipped.
+func schemaTypeFaults(v any, at string) []string {
+	var out []string
+	switch v := v.(type) {
+	case obj:
+		var types []string // none for a properties map with a member "type"
+		switch ty := v["type"].(type) {
+		case string:
+			types = []string{ty}
+		case []any:
+			types = strs(ty)
+		}
+		f, _ := v["format"].(string)
+		if slices.Contains(types, "integer") && f != "int32" && f != "int64" {
+			out = append(out, at+": integer without format int32 or int64")
+		}
+		if slices.Contains(types, "number") && f != "double" {
+			out = append(out, at+": number without format double")
+		}
+		_, hasConst := v["const"]
+		_, hasEnum := v["enum"]
+		if (hasConst || hasEnum) && v["type"] == nil {
+			out = append(out, at+": const or enum without type")
+		}
+		for _, k := range keysOf(v) {
+			if k == "example" || k == "examples" || strings.HasPrefix(k, "x-") {
+				continue
+			}
+			out = append(out, schemaTypeFaults(v[k], at+"/"+strings.ReplaceAll(k, "/", "~1"))...)
+		}
+	case []any:
+		for i, c := range v {
+			out = append(out, schemaTypeFaults(c, at+"/"+strconv.Itoa(i))...)
+		}
+	}
+	return out
+}
+
+// TestOpenAPITypedForGenerators: every schema of the served document
+// carries what generators for Java, C#, Python and TypeScript need to pick
+// a type that holds every value the server sends (schemaTypeFaults), and
+// the check finds each fault it looks for.
+func TestOpenAPITypedForGenerators(t *testing.T) {
+	if faults := schemaTypeFaults(loadOpenAPI(t), "#"); len(faults) > 0 {
+		t.Errorf("%d schemas stock generators mistype:\n%s", len(faults), strings.Join(faults, "\n"))
+	}
+	for _, c := range []struct {
+		name string
+		s    obj
+		want []string
+	}{
+		{"integer", obj{"type": "integer"}, []string{"#: integer without format int32 or int64"}},
+		{"nullable integer", obj{"type": []any{"integer", "null"}, "format": "int8"}, []string{"#: integer without format int32 or int64"}},
+		{"number", obj{"properties": obj{"a": obj{"type": "number"}}}, []string{"#/properties/a: number without format double"}},
+		{"const", obj{"properties": obj{"todos": obj{"const": true}}}, []string{"#/properties/todos: const or enum without type"}},
+		{"property named type", obj{"properties": obj{"type": obj{"type": "string", "enum": []any{"a"}}}}, nil},
+		{"example and extension", obj{"examples": []any{obj{"enum": 1}}, "x-n": obj{"type": "integer"}}, nil},
+		{"typed", obj{"type": "integer", "format": "int64", "const": 900}, nil},
+	} {
+		if diff := cmp.Diff(c.want, schemaTypeFaults(c.s, "#")); diff != "" {
+			t.Errorf("%s: faults (-want +got):\n%s", c.name, diff)
+		}
+	}
 }
