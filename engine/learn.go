@@ -669,10 +669,10 @@ func (e *core) catalogOf(tenant string) *Catalog {
 	return ts.catalog.Load()
 }
 
-// RunLearner runs learner passes for every tenant every interval until ctx
+// RunLearner runs learner rounds (learnRound) every interval until ctx
 // ends, and every idemPruneEvery deletes expired Idempotency-Key records
-// (PruneIdempotency). Errors are retried on the next pass; a tenant's
-// failing learner pass is logged once until it works again (learnTenant).
+// (PruneIdempotency). Errors are retried on the next round; a tenant's
+// failing learner pass is logged once until it works again (learnOnce).
 func (e *Learner) RunLearner(ctx context.Context, interval time.Duration) {
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
@@ -694,37 +694,53 @@ func (e *Learner) RunLearner(ctx context.Context, interval time.Duration) {
 				}
 			}
 		}
-		for _, t := range e.db.Tenants() {
-			e.learnTenant(ctx, t.ID, failing)
-		}
+		e.learnRound(ctx, failing)
 	}
 }
 
-// learnTenant runs learner passes for tenant while they do work (a pass
-// may be cut short, learnBatchOnline). A failing pass is logged at error
-// the first time, at debug while it keeps failing (a store that refuses
-// writes would log every tenant every interval), and its end at info;
-// failing holds the tenants whose last pass failed.
-func (e *Learner) learnTenant(ctx context.Context, tenant string, failing map[string]bool) {
-	for {
-		st, err := e.Learn(tenant)
-		if err != nil {
-			ev := e.log.Error()
-			if failing[tenant] {
-				ev = e.log.Debug()
-			}
-			ev.Err(err).Str("tenant", tenant).Msg("learner pass")
-			failing[tenant] = true
-			return
-		}
-		if failing[tenant] {
-			delete(failing, tenant)
-			e.log.Info().Str("tenant", tenant).Msg("learner passes work again")
-		}
-		if !st.Worked() || ctx.Err() != nil {
-			return
-		}
+// learnRound runs learner passes over every tenant until none has work
+// left or ctx ends: one pass per tenant in turn, so a tenant with a backlog
+// (after an outage or a restore) takes one pass's worth (learnBatch, or
+// learnBatchOnline while decisions are being answered) between the other
+// tenants' passes. It used to drain each tenant before the next, so the
+// tenants after a busy one in the list waited for its whole backlog.
+func (e *Learner) learnRound(ctx context.Context, failing map[string]bool) {
+	var turn []string
+	for _, t := range e.db.Tenants() {
+		turn = append(turn, t.ID)
 	}
+	for len(turn) > 0 && ctx.Err() == nil {
+		var again []string
+		for _, tenant := range turn {
+			if e.learnOnce(tenant, failing) {
+				again = append(again, tenant)
+			}
+		}
+		turn = again
+	}
+}
+
+// learnOnce runs one learner pass for tenant and reports whether it did
+// work (so another may). A failing pass is logged at error the first
+// time, at debug while it keeps failing (a store that refuses writes would
+// log every tenant every interval), and its end at info; failing holds the
+// tenants whose last pass failed.
+func (e *Learner) learnOnce(tenant string, failing map[string]bool) bool {
+	st, err := e.Learn(tenant)
+	if err != nil {
+		ev := e.log.Error()
+		if failing[tenant] {
+			ev = e.log.Debug()
+		}
+		ev.Err(err).Str("tenant", tenant).Msg("learner pass")
+		failing[tenant] = true
+		return false
+	}
+	if failing[tenant] {
+		delete(failing, tenant)
+		e.log.Info().Str("tenant", tenant).Msg("learner passes work again")
+	}
+	return st.Worked()
 }
 
 // Status is a summary of a tenant's engine state for the operator.

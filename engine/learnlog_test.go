@@ -23,11 +23,11 @@ func TestLearnerFailureLoggedOnce(t *testing.T) {
 	e.Learner.core.log = zerolog.New(&buf).Level(zerolog.DebugLevel)
 	failing := map[string]bool{}
 	for range 3 { // no such tenant yet: every pass fails
-		e.Learner.learnTenant(t.Context(), "beta", failing)
+		e.Learner.learnOnce("beta", failing)
 	}
 	storetest.Sandbox(t, db, "beta", t0, store.DefaultSettings())
 	for range 2 {
-		e.Learner.learnTenant(t.Context(), "beta", failing)
+		e.Learner.learnOnce("beta", failing)
 	}
 	var got []string
 	for _, line := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
