@@ -172,8 +172,22 @@ type Runner struct {
 	// file is written, before it takes resultMu to rename it (tests).
 	rewriteWritten func()
 
-	mu        sync.Mutex
-	progress  map[string]progress // job key → live counters of a running job
+	// resultsDue (under runMu, as finish and cleanup are): no result is
+	// past its retention before it, so cleanup reads no job until then
+	// (resultsKnown false: not known, cleanup reads every tenant's jobs).
+	resultsDue   time.Time
+	resultsKnown bool
+	// listed, when set, is called by list with each tenant whose jobs it
+	// reads (tests count the reads of an idle runner).
+	listed func(tenant string)
+
+	mu       sync.Mutex
+	progress map[string]progress // job key → live counters of a running job
+	// queued (under mu): the tenants that may hold a job to run, each
+	// with the generation of its last mark (markQueued); nil until the
+	// first nextQueued has read every tenant's jobs.
+	queued    map[string]uint64
+	gen       uint64
 	hookEvery int
 	hook      func(j Job)
 	wake      waker
@@ -288,6 +302,7 @@ func (r *Runner) Submit(tenant string, s Submission) (*Job, error) {
 	if err := r.commitJob(j, s.Clientes, claim); err != nil {
 		return nil, err
 	}
+	r.markQueuedLocked(tenant)
 	r.wake.poke()
 	return j, nil
 }
@@ -384,6 +399,9 @@ func (r *Runner) list(tenant string) ([]*Job, error) {
 		err      error
 	}
 	var bad []damaged
+	if r.listed != nil {
+		r.listed(tenant)
+	}
 	lo, hi := store.JobSpan(tenant)
 	err := r.db.Scan(lo, hi, func(k, v []byte) error {
 		j, err := decodeJob(tenant, k, v)
@@ -670,22 +688,31 @@ func (r *Runner) RunPending(ctx context.Context) int {
 
 // nextQueued returns the oldest job to run, nil if none: one queued, or
 // one waiting en_curso for space after its run met a full disk
-// (waitForSpace). A paused tenant's jobs are left waiting.
+// (waitForSpace). A paused tenant's jobs are left waiting. It reads the
+// jobs of the tenants that may hold one (queuedTenants), not of every
+// tenant: job records are kept for good, and the runner looks every
+// minute and at every creation.
 func (r *Runner) nextQueued() (*Job, error) {
 	var next *Job
-	for _, t := range r.db.Tenants() {
+	for _, t := range r.queuedTenants() {
 		if t.Settings.Paused { // a pause stops a batch's decisions too: its jobs wait (Wake)
 			continue
 		}
+		gen := r.queuedGen(t.ID)
 		jobs, err := r.list(t.ID)
 		if err != nil {
 			return nil, err
 		}
+		none := true
 		for _, j := range jobs {
 			runnable := j.Estado == api.EstadoEnCola || j.Estado == api.EstadoEnCurso && j.WaitsForSpace
+			none = none && !runnable
 			if runnable && (next == nil || j.RealCreadoEn.Before(next.RealCreadoEn)) {
 				next = j
 			}
+		}
+		if none {
+			r.unmarkQueued(t.ID, gen)
 		}
 	}
 	return next, nil
@@ -825,6 +852,7 @@ func (r *Runner) voidAndEnd(j *Job, reason string, log zerolog.Logger) bool {
 // complete result, each customer decided once: the voided decisions were
 // never delivered. It reports whether j was saved.
 func (r *Runner) waitForSpace(j *Job, voided int, log zerolog.Logger) bool {
+	defer r.markQueued(j.Tenant) // saved or not, its record may say en_curso waiting
 	j.Estado, j.WaitsForSpace, j.Error, j.Result = api.EstadoEnCurso, true, "", ""
 	j.CompletadoEn, j.RealCompletadoEn = nil, time.Time{}
 	j.Procesados, j.Envios = 0, 0
@@ -896,6 +924,9 @@ func (r *Runner) finish(j *Job) error {
 	}
 	if err := b.Commit(); err != nil {
 		return err
+	}
+	if j.Estado == api.EstadoCompletado && j.Result != "" {
+		r.resultKept(j.RealCompletadoEn)
 	}
 	if r.obs.JobEnded != nil {
 		r.obs.JobEnded(j.Tenant, j.Estado, j.Procesados)
@@ -1201,20 +1232,32 @@ func KeepTop(gains, psend, cost []float64, k, cents int64) []bool {
 // cleanup removes result files past ResultRetention, counted from the
 // job's real completion (its creation for a record that lacks it): a job
 // that waited queued, a paused tenant's, keeps its result as long as any
-// other. Their jobs stay completado, without resultado_url.
+// other. Their jobs stay completado, without resultado_url. It reads the
+// jobs only once a result may be past its retention (resultsDue): job
+// records are kept for good, and RunPending runs every minute.
 func (r *Runner) cleanup() {
-	cutoff := r.now().Add(-ResultRetention)
+	now := r.now()
+	if r.resultsKnown && !now.After(r.resultsDue) {
+		return
+	}
+	cutoff := now.Add(-ResultRetention)
+	r.resultsKnown, r.resultsDue = true, time.Time{}
 	for _, t := range r.db.Tenants() {
 		jobs, err := r.list(t.ID)
 		if err != nil {
+			r.resultsKnown = false // read again next time
 			continue
 		}
 		for _, j := range jobs {
+			if j.Estado != api.EstadoCompletado || j.Result == "" {
+				continue
+			}
 			kept := j.RealCompletadoEn
 			if kept.IsZero() {
 				kept = j.RealCreadoEn
 			}
-			if j.Estado != api.EstadoCompletado || j.Result == "" || !kept.Before(cutoff) {
+			if !kept.Before(cutoff) {
+				r.resultKept(kept)
 				continue
 			}
 			if r.cleanupRead != nil {
@@ -1222,8 +1265,12 @@ func (r *Runner) cleanup() {
 			}
 			if err := r.expire(j); err != nil {
 				r.log.Error().Err(err).Str("job_id", j.ID).Msg("batch retention")
+				r.resultsKnown = false
 			}
 		}
+	}
+	if r.resultsDue.IsZero() {
+		r.resultsDue = noResultDue()
 	}
 }
 
