@@ -638,3 +638,40 @@ func TestErasedHeldEventIsNewAgain(t *testing.T) {
 		t.Errorf("resend after ana's erasure (-want +got):\n%s", diff)
 	}
 }
+
+// TestStrandedSweepHourly: the worker looks for stranded deletions at its
+// first pass and then hourly, not at every pass: a sweep reads every
+// deletion record ever made. A deletion left programado with no queue
+// entry while serving (its entry lost) waits for the next sweep, within
+// the hour, and then completes.
+func TestStrandedSweepHourly(t *testing.T) {
+	const ana = "ana-00000001"
+	e, p, db, clk := newTest(t, 1)
+	ingestFor(t, e, ana, "a", 2)
+	pass := func() DeletionStats {
+		t.Helper()
+		st, err := p.ProcessDeletions(context.Background(), DeletionHooks{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	pass() // the first pass sweeps
+	if _, err := p.RequestDeletion("acme", ana, "ci"); err != nil {
+		t.Fatal(err)
+	}
+	b := db.NewBatch()
+	b.Delete(queueKeyOf(t, p, db, ana))
+	if err := b.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+	var got []int
+	for _, after := range []time.Duration{2 * time.Minute, 30 * time.Minute, 31 * time.Minute} {
+		clk.Advance(after)
+		got = append(got, pass().Completed)
+	}
+	if diff := cmp.Diff([]int{0, 0, 1}, got); diff != "" {
+		t.Errorf("deletions completed by the passes at +2, +32 and +63 minutes (-want +got):\n%s", diff)
+	}
+}
