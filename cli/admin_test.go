@@ -760,3 +760,42 @@ func TestTenantSetShadowOnRecordsWhen(t *testing.T) {
 		t.Errorf("shadow on again: since %v, want %v", got, clock)
 	}
 }
+
+// TestAuditLast: admin audit shows the latest --last entries of a log that
+// is kept for good, and says on stderr how many it left out; it printed the
+// whole file (136 KB after 770 commands).
+func TestAuditLast(t *testing.T) {
+	dir := t.TempDir()
+	runIn(t, dir, "admin", "tenant", "create", "acme")
+	var log []byte
+	for i := range 5 {
+		line, err := json.Marshal(auditEntry{Time: time.Date(2026, 12, 6, 8, i, 0, 0, time.UTC), UID: 1, PID: 10 + i, Args: []string{"tenant", "show", "acme"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		log = append(append(log, line...), '\n')
+	}
+	if err := os.WriteFile(filepath.Join(dir, auditFile), log, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, err := runCLI(t, "admin", "audit", "--last", "2", "--json", "--data-dir", dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var shown []auditEntry
+	if err := json.Unmarshal([]byte(out), &shown); err != nil {
+		t.Fatal(err)
+	}
+	var pids []int
+	for _, e := range shown {
+		pids = append(pids, e.PID)
+	}
+	if diff := cmp.Diff([]int{13, 14}, pids); diff != "" || !strings.Contains(errOut, "latest 2 of 5") {
+		t.Errorf("admin audit --last 2: pids (-want +got):\n%s\nstderr %q", diff, errOut)
+	}
+	for _, v := range []string{"0", "-1"} {
+		if _, _, err := runCLI(t, "admin", "audit", "--last", v, "--data-dir", dir); err == nil || !strings.Contains(err.Error(), "--last") {
+			t.Errorf("--last %s: %v, want an error naming --last", v, err)
+		}
+	}
+}

@@ -189,9 +189,14 @@ func peerFrom(ctx context.Context) peer {
 	return p
 }
 
-// auditCmd is "admin audit": the admin commands run through the socket.
+// auditCmd is "admin audit": the admin commands run through the socket,
+// the latest --last of them (the log is kept for good).
 func auditCmd(a *app) *cobra.Command {
-	return leafCmd("audit", "Show the admin audit log: every admin command run through the server's socket (time, uid, pid, arguments, outcome)", func(cmd *cobra.Command) error {
+	var last int
+	cmd := leafCmd("audit", "Show the admin audit log: every admin command run through the server's socket (time, uid, pid, arguments, outcome)", func(cmd *cobra.Command) error {
+		if last < 1 {
+			return fmt.Errorf("--last: want at least 1, got %d", last)
+		}
 		if err := dataDirExists(a.dataDir); err != nil {
 			return err
 		}
@@ -201,6 +206,10 @@ func auditCmd(a *app) *cobra.Command {
 		}
 		if skipped > 0 {
 			fmt.Fprintf(cmd.ErrOrStderr(), "admin audit log: %s that cannot be read (torn by a crash, or damaged) not shown\n", plural(skipped, "line"))
+		}
+		if n := len(entries); n > last {
+			entries = entries[n-last:]
+			fmt.Fprintf(cmd.ErrOrStderr(), "admin audit log: the latest %d of %d entries shown (--last)\n", last, n)
 		}
 		if jsonFlag(cmd) {
 			return printJSON(cmd.OutOrStdout(), entries)
@@ -221,6 +230,8 @@ func auditCmd(a *app) *cobra.Command {
 		}
 		return nil
 	})
+	cmd.Flags().IntVar(&last, "last", 1000, "at most this many entries (the latest)")
+	return cmd
 }
 
 // readAudit reads the audit log; a missing one is empty. Lines that do not
