@@ -176,6 +176,17 @@ type CheckStats struct {
 // from a consistent snapshot. It stops with ctx's error once ctx ends (the
 // admin client went away, serve stops), within checkEvery records.
 func (e *Quarantine) Check(ctx context.Context, tenant string, repair bool) (*CheckStats, error) {
+	return e.CheckWithProgress(ctx, tenant, repair, nil)
+}
+
+// CheckProgress is told, every checkEvery records a check reads, the
+// tenant it is reading and the records it has read so far (every tenant's).
+type CheckProgress func(tenant string, records int)
+
+// CheckWithProgress is Check telling progress (nil: nothing) how far it
+// has read, so that a check of a large store, which reads every record,
+// shows it is moving.
+func (e *Quarantine) CheckWithProgress(ctx context.Context, tenant string, repair bool, progress CheckProgress) (*CheckStats, error) {
 	st := &CheckStats{Damaged: []DamagedRecord{}, Quarantined: []DamagedRecord{}}
 	var tenants []string
 	if tenant != "" {
@@ -205,8 +216,13 @@ func (e *Quarantine) Check(ctx context.Context, tenant string, repair bool) (*Ch
 				return nil
 			}
 			st.Records++
-			if st.Records%checkEvery == 0 && ctx.Err() != nil {
-				return ctx.Err()
+			if st.Records%checkEvery == 0 {
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				if progress != nil {
+					progress(id, st.Records)
+				}
 			}
 			if err := checkStored(id, k, v); err != nil {
 				st.Damaged = append(st.Damaged, DamagedRecord{Tenant: id, Table: tableName(k, id), Key: keyText(k, id), Error: err.Error(), Bytes: len(v)})
