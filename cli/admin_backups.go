@@ -26,7 +26,7 @@ func backupsCmd(a *app) *cobra.Command {
 	var verify bool
 	cmd := a.envCmd("backups", "List the registered backups: taken, expiry (30-day retention), state, size, ledger and owed deletions", cobra.NoArgs,
 		func(cmd *cobra.Command, _ []string, e *env) error {
-			l, err := e.svc.backups.List(cmd.Context(), verify)
+			l, err := e.svc.backups.List(cmd.Context(), verify, progressWriter(cmd))
 			if err != nil {
 				return err
 			}

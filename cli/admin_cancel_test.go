@@ -70,7 +70,7 @@ func TestLongAdminCommandsStopWithTheirContext(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("long admin commands with their context ended (-want +got):\n%s", diff)
 	}
-	l, err := e.svc.backups.List(context.Background(), false)
+	l, err := e.svc.backups.List(context.Background(), false, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -64,7 +64,7 @@ func startConsole(addr string, behindTLS bool, readTimeout time.Duration, e *env
 	con := console.New(console.Deps{
 		Log: e.log, DB: e.db, Engine: svc.engine, API: svc.api, Batch: svc.batch, Webhooks: svc.webhooks, Now: e.now,
 		Admin: runAdminLine(e), Secure: behindTLS,
-		Backups: func(ctx context.Context) (*privacy.BackupList, error) { return svc.backups.List(ctx, false) },
+		Backups: func(ctx context.Context) (*privacy.BackupList, error) { return svc.backups.List(ctx, false, nil) },
 		Warnings: func(t *store.Tenant) ([]string, error) {
 			_, _, _, w, err := svc.tenantStatus(t)
 			return w, err

@@ -774,7 +774,7 @@ func TestTakeStopsWithItsContext(t *testing.T) {
 			if _, err := bk.Take(t.Context(), db, out, "test", io.Discard); err != nil {
 				t.Fatalf("backup: %v", err)
 			}
-			if _, err := bk.List(ctx, true); !errors.Is(err, context.Canceled) {
+			if _, err := bk.List(ctx, true, nil); !errors.Is(err, context.Canceled) {
 				t.Errorf("list --verify with its ctx ended: %v, want context.Canceled", err)
 			}
 			if l := listed(t, bk, true); len(l.Backups) != 1 || l.Backups[0].State != BackupComplete {
@@ -840,7 +840,7 @@ func TestLedgerRefusesSwappableBackup(t *testing.T) {
 			}
 			v, _ := os.ReadFile(victim)
 			ledger, _ := readLedger(filepath.Join(dir, ledgerFile))
-			list, err := bk.List(context.Background(), false)
+			list, err := bk.List(context.Background(), false, nil)
 			if err != nil || len(list.Backups) != 1 {
 				t.Fatalf("List: %+v %v", list, err)
 			}
