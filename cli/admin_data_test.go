@@ -650,6 +650,11 @@ func TestRestoreReachesUnprocessedDeletions(t *testing.T) {
 			if !strings.Contains(progress.String(), tc.progress) {
 				t.Errorf("restore progress does not say %q about the live store:\n%s", tc.progress, progress.String())
 			}
+			// The re-applying of deletions, minutes on a large store, says
+			// how far it is.
+			if !strings.Contains(progress.String(), "\nrestore: 1/1 customer deletions re-applied\n") {
+				t.Errorf("restore progress does not count the deletions re-applied:\n%s", progress.String())
+			}
 			e, err := openEnv(ctx, dataDir, zerolog.Nop(), serviceOptions{})
 			if err != nil {
 				t.Fatal(err)

@@ -826,7 +826,11 @@ func reapplyDeletions(ctx context.Context, db *store.DB, results string, secrets
 			return 0, err
 		}
 	}
-	fmt.Fprintf(progress, "restore: re-applying %d customer deletions\n", len(todo))
+	// A pass erases up to a thousand customers, then rewrites the store's
+	// files that held them: 15 s for 330 customers of a year's store of
+	// 730 MB, minutes for a larger one. It said nothing more until the
+	// restore was done: a line a pass shows it moving.
+	fmt.Fprintf(progress, "restore: re-applying %d customer deletions (each pass of up to %d rewrites the store's files that hold them)\n", len(todo), deletionBatch)
 	for {
 		st, err := svc.ProcessDeletions(ctx, hooks)
 		if err != nil {
@@ -836,6 +840,9 @@ func reapplyDeletions(ctx context.Context, db *store.DB, results string, secrets
 		if err != nil {
 			return 0, err
 		}
+		// Counted from the queue: a pass's Completed also counts a job the
+		// backup had queued for a customer scheduled again here.
+		fmt.Fprintf(progress, "restore: %d/%d customer deletions re-applied\n", max(0, len(todo)-left), len(todo))
 		if left == 0 {
 			break
 		}
