@@ -8,8 +8,10 @@ import (
 	"go/parser"
 	"go/token"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -200,4 +202,75 @@ func TestEngineStaysSmall(t *testing.T) {
 		}
 		t.Errorf("*engine.Engine's method set has %d exported methods (under %d): %s", n, maxEngineMethods, strings.Join(names, ", "))
 	}
+}
+
+// TestImportsFollowTheMap holds every package of the module to the "may
+// import" column of its row in ARCHITECTURE.md's package table: a package
+// without a row, or an import of the module the row does not name, fails,
+// so the map and the code change together. "everything below" (cli) allows
+// any package of the module.
+func TestImportsFollowTheMap(t *testing.T) {
+	allowed := mapImports(t)
+	for _, f := range moduleFiles(t) {
+		pkg := f.dir
+		if pkg == "." {
+			pkg = "main"
+		}
+		may, ok := allowed[pkg]
+		if !ok {
+			t.Errorf("%s: package %s has no row in ARCHITECTURE.md's package table", f.path, pkg)
+			continue
+		}
+		for _, p := range imports(f) {
+			d := pkgDir(p)
+			if d == "" || d == f.dir || may["everything below"] {
+				continue
+			}
+			if d == "." {
+				d = "main"
+			}
+			if !may[d] {
+				t.Errorf("%s imports %s, which ARCHITECTURE.md's row of %s does not allow", f.path, d, pkg)
+			}
+		}
+	}
+}
+
+// mapImports reads ARCHITECTURE.md's package table: for each package (the
+// row's first cell, in backquotes), the module packages named in its last
+// cell ("may import"), plus "everything below" when the cell says so.
+func mapImports(t *testing.T) map[string]map[string]bool {
+	t.Helper()
+	b, err := os.ReadFile("ARCHITECTURE.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dirs := map[string]bool{"main": true}
+	for _, f := range walkGo(t, true) {
+		dirs[f.dir] = true
+	}
+	word := regexp.MustCompile(`[a-z][a-z0-9_]*(/[a-z][a-z0-9_]*)*`)
+	rows := map[string]map[string]bool{}
+	for _, line := range strings.Split(string(b), "\n") {
+		cells := strings.Split(line, " | ")
+		if len(cells) < 3 || !strings.HasPrefix(cells[0], "| `") {
+			continue
+		}
+		pkg := strings.Trim(strings.TrimPrefix(cells[0], "| "), "`")
+		may := map[string]bool{}
+		last := strings.TrimSuffix(cells[len(cells)-1], " |")
+		if strings.Contains(last, "everything below") {
+			may["everything below"] = true
+		}
+		for _, w := range word.FindAllString(last, -1) {
+			if dirs[w] {
+				may[w] = true
+			}
+		}
+		rows[pkg] = may
+	}
+	if len(rows) < 10 {
+		t.Fatalf("found %d rows in ARCHITECTURE.md's package table: has its form changed?", len(rows))
+	}
+	return rows
 }
