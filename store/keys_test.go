@@ -3,6 +3,10 @@ package store
 import (
 	"bytes"
 	"crypto/sha256"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -328,12 +332,9 @@ func TestKeyPrefixesDoNotOverlap(t *testing.T) {
 		prefixes[name] = string(key("acme", tb.b))
 	}
 	// Every table constant of keys.go is registered.
-	for _, b := range []byte{tableEvent, tableCustomerEvent, tableFeatures, tableDecision, tableCustomerDecide,
-		tableAttribution, tableIdempotency, tableCatalog, tableCampaign, tableBudget, tableModel, tableRewardQueue,
-		tableJob, tableJobClients, tableWebhook, tableWebhookQueue, tableDaily, tableDeletion, tableDeletionQueue,
-		tableAccessLog, tableQuality, tableAbuse, tableQuarantine, tableHeldEvent, tableMeta, tableDamaged} {
+	for name, b := range tableConsts(t) {
 		if _, ok := bytesSeen[b]; !ok {
-			t.Errorf("table byte %q not registered in tables", b)
+			t.Errorf("table byte %q (%s) not registered in tables", b, name)
 		}
 	}
 	for a, pa := range prefixes {
@@ -426,4 +427,39 @@ func TestDescribeKey(t *testing.T) {
 func heldEventHash(id string) []byte {
 	h := sha256.Sum256([]byte(id))
 	return h[:16]
+}
+
+// tableConsts returns the table constants keys.go declares (table* byte =
+// 'c'), read from its source so that a new one need not be listed by hand.
+func tableConsts(t *testing.T) map[string]byte {
+	t.Helper()
+	f, err := parser.ParseFile(token.NewFileSet(), "keys.go", nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	consts := map[string]byte{}
+	for _, d := range f.Decls {
+		g, ok := d.(*ast.GenDecl)
+		if !ok || g.Tok != token.CONST {
+			continue
+		}
+		for _, spec := range g.Specs {
+			v := spec.(*ast.ValueSpec)
+			for i, n := range v.Names {
+				lit, ok := v.Values[i].(*ast.BasicLit)
+				if !strings.HasPrefix(n.Name, "table") || !ok || lit.Kind != token.CHAR {
+					continue
+				}
+				c, _, _, err := strconv.UnquoteChar(strings.Trim(lit.Value, "'"), '\'')
+				if err != nil || c > 0xff {
+					t.Fatalf("keys.go: %s = %s is not a byte", n.Name, lit.Value)
+				}
+				consts[n.Name] = byte(c)
+			}
+		}
+	}
+	if len(consts) < 20 {
+		t.Fatalf("found %d table constants in keys.go: has its form changed?", len(consts))
+	}
+	return consts
 }
