@@ -1,4 +1,8 @@
-// Package client calls the coupond v1 API from Go.
+// Package client calls the coupond v1 API from Go. Its answer types are
+// the one definition of the bodies the server writes (those the engine or
+// batch also speak are aliases of package api's), and VerifyWebhookSignature
+// is the one Standard Webhooks verifier, which the server's and batch's
+// tests check their signatures against.
 //
 // New builds a Client from the API's base URL and a credential (client_id
 // and client_secret from "coupond admin credential create"). The Client

@@ -1,7 +1,10 @@
 // Package engine is coupond's decider and learner: customer features from
 // events, the policy and its exploration with exact propensities, campaign
-// budgets, reward attribution, model updates and off-policy evaluation. It
-// knows no HTTP: the server and the batch runner call it.
+// budgets, reward attribution, model updates and off-policy evaluation,
+// and around them the tenants' daily quotas, the quarantine of damaged
+// records and Records, the narrow door the privacy service erases and
+// exports through. It knows no HTTP: the server and the batch runner call
+// it.
 package engine
 
 import (
@@ -52,8 +55,10 @@ const DefaultFeaturesCache = 32 << 20
 // says which duty it uses (e.Learner.Status, e.Campaigns.PutCampaign) and
 // Engine's method set stays the decider's: Campaigns (catalog, campaigns,
 // budgets), Ingester (events), Learner (reward windows and model updates),
-// Evaluator (off-policy evaluation), Quarantine (damaged records) and Quotas
-// (the tenants' daily quotas, counted by Decide and Ingest).
+// Evaluator (off-policy evaluation), Quarantine (damaged records), Quotas
+// (the tenants' daily quotas, counted by Decide and by Ingester.Receive;
+// Ingest alone counts nothing) and KeyClaims (the Idempotency-Keys of batch
+// creation).
 type Engine struct {
 	*core
 	Campaigns  *Campaigns

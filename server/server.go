@@ -1,7 +1,10 @@
 // Package server is coupond's HTTP API: routes.go lists every route; this
 // file holds the request pipeline (trace id, panic recovery, metrics and
-// access log, bearer auth, scopes, tenant pause, rate limits and quotas, body
-// limits) that wraps each handler.
+// access log, bearer auth, scopes, tenant pause, the disk reserve's refusal
+// of writes, rate limits and quotas, body limits) that wraps each handler
+// and writes the answer a handler sets; errors.go is the one error writer;
+// openapi.go generates the OpenAPI document (openapi.json). doc.go walks a
+// decision and an event batch through all of it, stop by stop.
 package server
 
 import (
