@@ -7,8 +7,10 @@ package server
 //  1. routes.go: the route {"/v1/decisiones", scope decisiones:pedir, class
 //     decisiones, quota decisions, maxBody smallBody, h: handleDecide}.
 //  2. server.go, wrap: a call with a trace id (X-Trace-Id), panic recovery;
-//     on the way out the route's latency metric, the access log line and
-//     the abuse guard's observation of the status (and of call.reloaded).
+//     a request with both Content-Length and Transfer-Encoding is answered
+//     400 there, before serve (conn.go, smuggled); on the way out the
+//     route's latency metric, the access log line and the abuse guard's
+//     observation of the status (and of call.reloaded).
 //  3. server.go, serve, in the order of contract section 7:
 //     authenticate (bearer token HMAC, credential active, tenant; 401) →
 //     scope (403) → tenant paused (503) → disk reserve refuses writes (503
