@@ -165,6 +165,7 @@ func (l *latencies) summary() string {
 
 func benchEventsCmd(f *benchFlags) *cobra.Command {
 	var conc, batch int
+	var rate float64
 	var baseline bool
 	cmd := &cobra.Command{
 		Use:   "events",
@@ -173,7 +174,8 @@ func benchEventsCmd(f *benchFlags) *cobra.Command {
 --duration and prints the events acknowledged per second (each acknowledged request is committed with
 Sync) and the request latency. --baseline writes the same records (key and JSON body of each event)
 with raw Pebble Sync batches of the same size and concurrency in a child process, and prints both and
-their ratio.`,
+their ratio. --rate caps the requests sent per second (all workers together), e.g. to play a tenant
+that keeps within its rate limit beside another bench.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkAtLeast(flagMin{"concurrency", conc, 1}, flagMin{"batch", batch, 1}); err != nil {
@@ -181,6 +183,9 @@ their ratio.`,
 			}
 			if err := checkAtMost(flagMax{"concurrency", conc, benchMaxInFlight}); err != nil {
 				return err
+			}
+			if rate < 0 {
+				return fmt.Errorf("--rate: must be 0 (no cap) or more, got %g", rate)
 			}
 			if batch > 1000 {
 				return fmt.Errorf("--batch: a request holds at most 1000 events, got %d", batch)
@@ -200,7 +205,7 @@ their ratio.`,
 				return err
 			}
 			fmt.Fprintf(out, "load average before: %s; %d cores\n", loadavg(), numCPU())
-			summary, rate := postEventLoad(cmd.Context(), t, f, conc, batch, out)
+			summary, accepted := postEventLoad(cmd.Context(), t, f, eventLoad{conc, batch, rate}, out)
 			if err := interrupted(cmd.Context()); err != nil {
 				return err
 			}
@@ -214,21 +219,31 @@ their ratio.`,
 			summary["raw_pebble_per_second"] = raw.rate()
 			fmt.Fprintf(out, "raw Pebble Sync batches of the same records (child process): %d events in %.1fs: %.0f events/s\n", raw.Events, raw.Seconds, raw.rate())
 			fmt.Fprintf(out, "\n| | events/s (Sync) |\n|---|---|\n| coupond POST /v1/eventos | %.0f |\n| raw Pebble | %.0f |\n| coupond / raw | %.0f %% |\n",
-				rate, raw.rate(), 100*rate/raw.rate())
+				accepted, raw.rate(), 100*accepted/raw.rate())
 			fmt.Fprintf(out, "load average after: %s\n", loadavg())
 			return benchJSON(cmd, summary)
 		},
 	}
 	cmd.Flags().IntVar(&conc, "concurrency", 4, "requests in flight")
 	cmd.Flags().IntVar(&batch, "batch", 1000, "events per request (at most 1000)")
+	cmd.Flags().Float64Var(&rate, "rate", 0, "requests per second at most, all workers together (0: as fast as the server answers)")
 	cmd.Flags().BoolVar(&baseline, "baseline", false, "also write the same records with raw Pebble Sync batches in a child process")
 	return cmd
 }
 
-// postEventLoad posts batches of batch events to t with conc requests in
-// flight for f.duration, prints the figures and returns them as the
-// summary of --json, and the accepted events per second.
-func postEventLoad(ctx context.Context, t *benchTarget, f *benchFlags, conc, batch int, out io.Writer) (summary map[string]any, rate float64) {
+// eventLoad is the shape of bench events' load: requests in flight, events
+// per request and, when above 0, requests per second at most.
+type eventLoad struct {
+	conc, batch int
+	rate        float64
+}
+
+// postEventLoad posts batches of l.batch events to t with l.conc requests
+// in flight (at most l.rate a second, when set) for f.duration, prints the
+// figures and returns them as the summary of --json, and the accepted
+// events per second.
+func postEventLoad(ctx context.Context, t *benchTarget, f *benchFlags, l eventLoad, out io.Writer) (summary map[string]any, rate float64) {
+	conc, batch := l.conc, l.batch
 	var accepted, requests, failures atomic.Int64
 	var lat latencies
 	ctx, cancel := context.WithTimeout(ctx, f.duration)
@@ -236,9 +251,22 @@ func postEventLoad(ctx context.Context, t *benchTarget, f *benchFlags, conc, bat
 	cpu0, gen0 := readCPU(t.pid), readCPU(os.Getpid())
 	start := time.Now()
 	run := strconv.FormatInt(start.UnixNano(), 36)
+	var tick <-chan time.Time
+	if l.rate > 0 {
+		tk := time.NewTicker(time.Duration(float64(time.Second) / l.rate))
+		defer tk.Stop()
+		tick = tk.C
+	}
 	inParallel(conc, func(w int) {
 		tmpls := eventTemplates(f.seed, run, w, batch, f.customers)
 		for seq := 0; ctx.Err() == nil; seq++ {
+			if tick != nil {
+				select {
+				case <-tick:
+				case <-ctx.Done():
+					return
+				}
+			}
 			body := fillSeq(tmpls[seq%len(tmpls)], seq)
 			t0 := time.Now()
 			var res struct{ Aceptados int }

@@ -414,7 +414,7 @@ func TestBenchEventsRunsSendNewIDs(t *testing.T) {
 	f := &benchFlags{url: srv.URL, clientID: "c", secret: "s", duration: 100 * time.Millisecond, customers: 10, seed: 1}
 	for run := range 2 {
 		target := &benchTarget{client: newBenchClient(f, 1)}
-		sum, _ := postEventLoad(context.Background(), target, f, 1, 10, io.Discard)
+		sum, _ := postEventLoad(context.Background(), target, f, eventLoad{conc: 1, batch: 10}, io.Discard)
 		if sum["requests"].(int64) == 0 || sum["accepted"] != 10*sum["requests"].(int64) {
 			t.Errorf("run %d: %d requests of 10 events, %d accepted; want all accepted", run+1, sum["requests"], sum["accepted"])
 		}
