@@ -35,16 +35,17 @@ type Config struct {
 	// Policy configures every tenant's policy model; nil is
 	// policy.DefaultConfig().
 	Policy *policy.Config
-	// FeaturesCache bounds, per tenant, the feature records ingestion
-	// keeps in memory after committing them (see ingestTurn), in bytes;
-	// 0 is DefaultFeaturesCache, negative keeps none.
+	// FeaturesCache bounds the feature records ingestion keeps in memory
+	// after committing them (see ingestTurn), every tenant's together
+	// (featBudget), in bytes; 0 is DefaultFeaturesCache, negative keeps
+	// none.
 	FeaturesCache int
 }
 
-// DefaultFeaturesCache is Config.FeaturesCache's default: 32 MiB, the
-// records of about 20,000 customers of a year's weekly tickets (1.5 KB
-// each) or of the 100,000 of "coupond bench events" (15-20 MiB), beside
-// serve's 192 MiB heap limit.
+// DefaultFeaturesCache is Config.FeaturesCache's default: 32 MiB for all
+// tenants together, the records of about 20,000 customers of a year's
+// weekly tickets (1.5 KB each) or of the 100,000 of "coupond bench events"
+// (15-20 MiB), beside serve's 192 MiB heap limit.
 const DefaultFeaturesCache = 32 << 20
 
 // Engine decides and learns for every tenant. It is safe for concurrent use.
@@ -110,7 +111,7 @@ type core struct {
 
 	policy policy.Config // every tenant's policy model's configuration
 
-	featuresCache int // Config.FeaturesCache resolved: bytes per tenant, 0 none
+	featBudget *featBudget // Config.FeaturesCache resolved: every tenant's ingestTurn shares it
 }
 
 // tenantState is the in-memory state of one tenant: the published catalog
@@ -191,9 +192,9 @@ func New(cfg Config) *Engine {
 	}
 	switch {
 	case cfg.FeaturesCache == 0:
-		c.featuresCache = DefaultFeaturesCache
-	case cfg.FeaturesCache > 0:
-		c.featuresCache = cfg.FeaturesCache
+		c.featBudget = newFeatBudget(DefaultFeaturesCache)
+	default:
+		c.featBudget = newFeatBudget(cfg.FeaturesCache) // negative: none kept
 	}
 	c.quotas = newQuotas(c)
 	camps := &Campaigns{core: c}
@@ -226,7 +227,7 @@ func (e *core) state(tenant string) (*tenantState, error) {
 		return nil, fmt.Errorf("%w: %q", ErrNoTenant, tenant)
 	}
 	ts := &tenantState{id: tenant, campaigns: map[string]*Campaign{}, budgets: map[string]*budget{}}
-	ts.ingestMu.featLimit = e.featuresCache
+	ts.ingestMu.budget = e.featBudget
 	c, err := e.loadCatalog(tenant)
 	if err != nil {
 		return nil, err

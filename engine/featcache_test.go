@@ -181,7 +181,7 @@ func TestFeaturesCacheFollowsOtherWriters(t *testing.T) {
 			e, _ := newTestEngine(t, 1, nil)
 			ts, _ := e.state("acme")
 			if c.cache != 0 {
-				ts.ingestMu.featLimit = max(c.cache, 0)
+				ts.ingestMu.budget = newFeatBudget(c.cache)
 			}
 			ingestAll(t, e, cachePurchase(cacheRef, 1))
 			if c.between != nil {
@@ -212,9 +212,9 @@ func TestFeaturesCacheBound(t *testing.T) {
 			ref, _ := newTestEngine(t, 1, nil)
 			ts, _ := e.state("acme")
 			turn := &ts.ingestMu
-			turn.featLimit = max(limit, 0)
+			turn.budget = newFeatBudget(limit)
 			rts, _ := ref.state("acme")
-			rts.ingestMu.featLimit = 0
+			rts.ingestMu.budget = newFeatBudget(0)
 			const customers = 40
 			for round := range 6 {
 				var evs []IngestEvent
@@ -233,8 +233,8 @@ func TestFeaturesCacheBound(t *testing.T) {
 				for r, p := range turn.feats {
 					held += featEntrySize(r, p.enc)
 				}
-				if held != turn.featBytes || turn.featBytes > turn.featLimit {
-					t.Errorf("round %d: %d bytes kept, counted %d, limit %d", round, held, turn.featBytes, turn.featLimit)
+				if held != turn.featBytes || int64(held) != turn.budget.used.Load() || int64(held) > turn.budget.limit {
+					t.Errorf("round %d: %d bytes kept, counted %d (budget %d), limit %d", round, held, turn.featBytes, turn.budget.used.Load(), turn.budget.limit)
 				}
 				turn.mu.Unlock()
 			}

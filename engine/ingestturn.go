@@ -21,7 +21,7 @@ import (
 // dropped) to other writers of what ingestion reads (customer erasure).
 //
 // Features written by requests that were committed stay in the overlay, up
-// to featLimit bytes, as a cache of the store's feature records: the next
+// to the limit of budget, shared by every tenant (featBudget), as a cache of the store's feature records: the next
 // request of the same customer reads them there instead of with a Get
 // (the largest share of an event's CPU after the memtable inserts). An
 // entry is kept only while it provably equals the stored record: ingestion
@@ -42,9 +42,9 @@ type ingestTurn struct {
 	quality *Quality                // the counters after the last folded request; nil: read the store
 	queue   []pendingGen            // pending generations, oldest first
 
-	featBytes  int    // what feats holds, in bytes (keys, encodings, entry overhead)
-	featLimit  int    // committed entries are evicted beyond this; 0: none kept
-	cacheEpoch uint64 // featEpoch at the last beginFold
+	featBytes  int         // what feats holds, in bytes (keys, encodings, entry overhead)
+	budget     *featBudget // bounds featBytes of every tenant together; nil: none kept
+	cacheEpoch uint64      // featEpoch at the last beginFold
 	// Generations up to dropUpTo do not keep their features once applied:
 	// they were folded before a feature record was deleted outside
 	// ingestion, and may be committed before the deletion.
@@ -68,6 +68,11 @@ type ingestTurn struct {
 	// featEpoch is odd while a feature record is being deleted outside
 	// ingestion (featuresRemoved) and moves on when that is committed.
 	featEpoch atomic.Uint64
+
+	// lastFold is budget.folds when a fold last began (written under mu):
+	// the turns that folded least recently give their entries first.
+	lastFold atomic.Uint64
+	joined   bool // listed in budget.turns; guarded by budget.mu
 }
 
 type pendingEvent struct {
@@ -133,7 +138,7 @@ func (t *ingestTurn) Unlock() { t.mu.Unlock() }
 // reset drops the overlay; with mu held and nothing pending.
 func (t *ingestTurn) reset() {
 	t.events, t.feats, t.attrs, t.quality, t.queue = nil, nil, nil, nil, nil
-	t.featBytes = 0
+	t.addFeatBytes(-t.featBytes)
 	t.broken.Store(false)
 }
 
@@ -161,7 +166,10 @@ func (t *ingestTurn) beginFold() (dependent bool) {
 		// Applied entries are in the store too.
 		t.events, t.attrs = nil, nil
 	}
-	keepable := !t.broken.Load() && t.featLimit > 0
+	if t.budget != nil {
+		t.lastFold.Store(t.budget.folds.Add(1))
+	}
+	keepable := !t.broken.Load() && t.budget.keeps()
 	n := 0
 	for n < len(t.queue) && t.queue[n].gen <= done {
 		g := &t.queue[n]
@@ -181,8 +189,8 @@ func (t *ingestTurn) beginFold() (dependent bool) {
 	} else {
 		t.queue = t.queue[n:]
 	}
-	if t.featBytes > t.featLimit {
-		t.evictFeats(done)
+	if t.budget.over() {
+		t.budget.evict(t, done)
 	}
 	return t.lastGen != done
 }
@@ -204,8 +212,16 @@ func (t *ingestTurn) retire(g *pendingGen) {
 
 // dropFeats deletes the feats entry of ref, p.
 func (t *ingestTurn) dropFeats(ref string, p pendingFeats) {
-	t.featBytes -= featEntrySize(ref, p.enc)
+	t.addFeatBytes(-featEntrySize(ref, p.enc))
 	delete(t.feats, ref)
+}
+
+// addFeatBytes counts n more bytes in feats (mu held), in the budget too.
+func (t *ingestTurn) addFeatBytes(n int) {
+	t.featBytes += n
+	if t.budget != nil {
+		t.budget.used.Add(int64(n))
+	}
 }
 
 func featEntrySize(ref string, enc []byte) int { return len(ref) + cap(enc) + featEntryOverhead }
@@ -220,12 +236,12 @@ func (t *ingestTurn) dropCommittedFeats(done uint64) {
 	}
 }
 
-// evictFeats deletes committed entries of feats, in the map's (random)
-// order, until they take at most seven eighths of featLimit.
-func (t *ingestTurn) evictFeats(done uint64) {
-	target := t.featLimit - t.featLimit/8
+// evictFeats deletes committed entries of feats (mu held, done the last
+// generation applied), in the map's (random) order, until every tenant's
+// together take at most target bytes of the budget.
+func (t *ingestTurn) evictFeats(done uint64, target int64) {
 	for ref, p := range t.feats {
-		if t.featBytes <= target {
+		if t.budget.used.Load() <= target {
 			return
 		}
 		if p.gen <= done {
@@ -255,6 +271,9 @@ func (t *ingestTurn) publish(events []IngestEvent, accepted []int, feats map[str
 	}
 	if t.feats == nil {
 		t.feats = map[string]pendingFeats{}
+		if t.budget != nil {
+			t.budget.join(t)
+		}
 	}
 	for _, k := range accepted {
 		id := events[k].Event.ID
@@ -266,13 +285,13 @@ func (t *ingestTurn) publish(events []IngestEvent, accepted []int, feats map[str
 		// a kept entry must not hold on to.
 		key := ref
 		if p, ok := t.feats[ref]; ok {
-			t.featBytes -= featEntrySize(p.ref, p.enc)
+			t.addFeatBytes(-featEntrySize(p.ref, p.enc))
 			key = p.ref
 		} else {
 			key = strings.Clone(ref)
 		}
 		t.feats[key] = pendingFeats{g.gen, key, enc}
-		t.featBytes += featEntrySize(key, enc)
+		t.addFeatBytes(featEntrySize(key, enc))
 		g.refs = append(g.refs, key)
 	}
 	for c, a := range attrs {
