@@ -112,6 +112,7 @@ type core struct {
 	policy policy.Config // every tenant's policy model's configuration
 
 	featBudget *featBudget // Config.FeaturesCache resolved: every tenant's ingestTurn shares it
+	featSpares featSpares  // every tenant's ingestTurn shares them
 }
 
 // tenantState is the in-memory state of one tenant: the published catalog
@@ -227,7 +228,7 @@ func (e *core) state(tenant string) (*tenantState, error) {
 		return nil, fmt.Errorf("%w: %q", ErrNoTenant, tenant)
 	}
 	ts := &tenantState{id: tenant, campaigns: map[string]*Campaign{}, budgets: map[string]*budget{}}
-	ts.ingestMu.budget = e.featBudget
+	ts.ingestMu.budget, ts.ingestMu.spares = e.featBudget, &e.featSpares
 	c, err := e.loadCatalog(tenant)
 	if err != nil {
 		return nil, err

@@ -140,3 +140,38 @@ func TestFeaturesCacheBudgetConcurrent(t *testing.T) {
 		tu.mu.Unlock()
 	}
 }
+
+// TestFeatureSparesBoundAcrossTenants: the Features folds are done with
+// are kept for reuse up to maxSpareFeatures in the process, not per tenant
+// (which kept that many for every tenant that had ever ingested).
+func TestFeatureSparesBoundAcrossTenants(t *testing.T) {
+	const customers = 600
+	e, db := newTestEngine(t, 1, nil)
+	tenants := []string{"t1", "t2", "t3", "t4", "t5"}
+	s := store.DefaultSettings()
+	s.RateLimits = false
+	for _, id := range tenants {
+		storetest.Sandbox(t, db, id, t0, s)
+	}
+	for _, id := range tenants {
+		var evs []IngestEvent
+		for c := range customers {
+			evs = append(evs, cachePurchase(fmt.Sprintf("%s-%08d", id, c), c))
+		}
+		if res, err := e.Ingester.Ingest(id, evs); err != nil || res.Aceptados != len(evs) {
+			t.Fatalf("ingest %s: %+v %v", id, res, err)
+		}
+	}
+	lists := map[*featSpares]bool{}
+	for _, id := range tenants {
+		ts, _ := e.state(id)
+		lists[ts.ingestMu.spares] = true
+	}
+	kept := 0
+	for l := range lists {
+		kept += l.len()
+	}
+	if kept > maxSpareFeatures || kept < customers {
+		t.Errorf("%d spare Features kept by %d tenants together, want %d to %d", kept, len(tenants), customers, maxSpareFeatures)
+	}
+}

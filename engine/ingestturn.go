@@ -50,9 +50,10 @@ type ingestTurn struct {
 	// ingestion, and may be committed before the deletion.
 	dropUpTo uint64
 
-	// spare are Features of earlier folds, reused for their memory (their
-	// buckets) by the next folds' decoding; at most maxSpareFeatures.
-	spare []*Features
+	// spares are Features of earlier folds, every tenant's, reused for
+	// their memory (their buckets) by the next folds' decoding; nil: none
+	// kept.
+	spares *featSpares
 
 	// beforeApply, when set (tests), runs in the apply stage before the
 	// batch is applied: it widens the window in which the next request
@@ -96,10 +97,6 @@ type pendingGen struct {
 	gen                uint64
 	events, refs, cups []string
 }
-
-// maxSpareFeatures bounds ingestTurn.spare: about the customers of two
-// requests of 1,000 events.
-const maxSpareFeatures = 1024
 
 // featEntryOverhead approximates the bytes of a feats entry beyond its key
 // and encoding (map slot, string and slice headers, allocation rounding).
@@ -306,9 +303,7 @@ func (t *ingestTurn) publish(events []IngestEvent, accepted []int, feats map[str
 // spareFeatures returns a Features to decode into (mu held): a spare one,
 // whose memory Decode reuses, or a new one.
 func (t *ingestTurn) spareFeatures() *Features {
-	if n := len(t.spare); n > 0 {
-		f := t.spare[n-1]
-		t.spare = t.spare[:n-1]
+	if f := t.spares.get(); f != nil {
 		return f
 	}
 	return new(Features)
@@ -318,7 +313,7 @@ func (t *ingestTurn) spareFeatures() *Features {
 // (mu held): its buckets, without a string (Apply's may point into a
 // request's body, which a spare must not hold on to).
 func (t *ingestTurn) recycleFeatures(f *Features) {
-	if len(t.spare) >= maxSpareFeatures {
+	if t.spares == nil {
 		return
 	}
 	cats := f.cats[:cap(f.cats)]
@@ -326,5 +321,5 @@ func (t *ingestTurn) recycleFeatures(f *Features) {
 		cats[i].name = ""
 	}
 	*f = Features{days: f.days[:0], tickets: f.tickets[:0], cats: cats[:0], oldTickets: f.oldTickets[:0]}
-	t.spare = append(t.spare, f)
+	t.spares.put(f)
 }
