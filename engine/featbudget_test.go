@@ -72,6 +72,16 @@ func TestFeaturesCacheBoundAcrossTenants(t *testing.T) {
 			if held[i] == 0 {
 				t.Errorf("round %d: %s, which just ingested, keeps nothing (%v)", round, id, held)
 			}
+			for _, other := range tenants {
+				ots, _ := e.state(other)
+				ot := &ots.ingestMu
+				ot.mu.Lock()
+				if n := len(ot.feats); n < ot.featsPeak/4 || ot.feats == nil && ot.featsPeak != 0 {
+					// A Go map keeps the memory of the most it held.
+					t.Errorf("round %d, after %s: %s's map holds %d entries, made for %d", round, id, other, n, ot.featsPeak)
+				}
+				ot.mu.Unlock()
+			}
 		}
 	}
 	// Every tenant's records are the stored ones.

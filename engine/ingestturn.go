@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -43,6 +44,7 @@ type ingestTurn struct {
 	queue   []pendingGen            // pending generations, oldest first
 
 	featBytes  int         // what feats holds, in bytes (keys, encodings, entry overhead)
+	featsPeak  int         // the most entries feats held since it was made (see shrinkFeats)
 	budget     *featBudget // bounds featBytes of every tenant together; nil: none kept
 	cacheEpoch uint64      // featEpoch at the last beginFold
 	// Generations up to dropUpTo do not keep their features once applied:
@@ -136,6 +138,7 @@ func (t *ingestTurn) Unlock() { t.mu.Unlock() }
 func (t *ingestTurn) reset() {
 	t.events, t.feats, t.attrs, t.quality, t.queue = nil, nil, nil, nil, nil
 	t.addFeatBytes(-t.featBytes)
+	t.featsPeak = 0
 	t.broken.Store(false)
 }
 
@@ -231,6 +234,23 @@ func (t *ingestTurn) dropCommittedFeats(done uint64) {
 			t.dropFeats(ref, p)
 		}
 	}
+	t.shrinkFeats()
+}
+
+// shrinkFeats moves feats to a map of its size once deletions left it
+// with at most a quarter of the most entries it held (mu held): a Go map
+// keeps the memory of the most it ever held, and a tenant whose entries
+// the budget evicted (featBudget) kept that of its peak, its bulk load's.
+func (t *ingestTurn) shrinkFeats() {
+	switch {
+	case len(t.feats) > t.featsPeak/4:
+	case len(t.feats) == 0:
+		t.feats, t.featsPeak = nil, 0
+	default:
+		m := make(map[string]pendingFeats, len(t.feats))
+		maps.Copy(m, t.feats)
+		t.feats, t.featsPeak = m, len(m)
+	}
 }
 
 // evictFeats deletes committed entries of feats (mu held, done the last
@@ -239,12 +259,13 @@ func (t *ingestTurn) dropCommittedFeats(done uint64) {
 func (t *ingestTurn) evictFeats(done uint64, target int64) {
 	for ref, p := range t.feats {
 		if t.budget.used.Load() <= target {
-			return
+			break
 		}
 		if p.gen <= done {
 			t.dropFeats(ref, p)
 		}
 	}
+	t.shrinkFeats()
 }
 
 // featuresRemoved runs commit, which deletes feature records of the
@@ -295,6 +316,7 @@ func (t *ingestTurn) publish(events []IngestEvent, accepted []int, feats map[str
 		t.attrs[c] = pendingAttr{g.gen, *a}
 		g.cups = append(g.cups, c)
 	}
+	t.featsPeak = max(t.featsPeak, len(t.feats))
 	t.quality = q
 	t.queue = append(t.queue, g)
 	return g.gen
