@@ -37,6 +37,12 @@ func checkCmd(a *app) *cobra.Command {
 		if err != nil {
 			return err
 		}
+		if st.Repaired > 0 {
+			// A deletion whose queue entry went to quarantine is stranded:
+			// serve's worker queues it again at its next pass, not within
+			// the hour of its sweep.
+			e.svc.privacy.SweepStranded()
+		}
 		// Tenant and credential records the store could not decode at
 		// open: not movable to a tenant's quarantine; a backup restores them.
 		unreadable := append([]string{}, e.db.Unreadable()...)

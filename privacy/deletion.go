@@ -345,7 +345,7 @@ func (s *Service) ProcessDeletions(ctx context.Context, hooks DeletionHooks) (De
 			firstErr = err
 		}
 	}
-	sweep := s.lastSweep.IsZero() || s.now().Sub(s.lastSweep) >= deletionSweep
+	sweep := s.sweepOwed.Swap(false) || s.lastSweep.IsZero() || s.now().Sub(s.lastSweep) >= deletionSweep
 	if sweep {
 		s.lastSweep = s.now()
 	}
@@ -368,11 +368,19 @@ func (s *Service) ProcessDeletions(ctx context.Context, hooks DeletionHooks) (De
 
 // deletionSweep is how often the worker looks for stranded deletions:
 // at its first pass (serve's start, after an offline "admin check
-// --repair", the one way a queue entry is moved to quarantine), then
+// --repair", the one way a queue entry is moved to quarantine), at the
+// pass after a repair run through a running server (SweepStranded), then
 // hourly for a record damaged on disk while serving. A sweep reads every
 // deletion record ever made (about 4 µs each, kept for good): every
 // minute, 100,000 of them took 420 ms of each minute.
 const deletionSweep = time.Hour
+
+// SweepStranded makes the worker's next pass look for stranded deletions
+// (requeueStranded) whatever the time since it last did: "admin check
+// --repair" run through a running server calls it once it moved records
+// to quarantine, which may strand a deletion (its queue entry), so that
+// the deletion runs at the next pass, not up to deletionSweep later.
+func (s *Service) SweepStranded() { s.sweepOwed.Store(true) }
 
 // requeueStranded queues again, by keyed hash, every deletion of tenant
 // that stands as programado with no queue entry, which nothing would ever

@@ -2,6 +2,7 @@ package privacy
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -55,6 +56,9 @@ type Service struct {
 	// lastSweep is when the worker last looked for stranded deletions
 	// (requeueStranded); under deletionMu.
 	lastSweep time.Time
+	// sweepOwed makes the next pass look for them whatever lastSweep
+	// says (SweepStranded).
+	sweepOwed atomic.Bool
 	// eraseChunk is how many index entries of a customer's events one
 	// chunk of an erasure reads (erasechunk.go); 0 is defaultEraseChunk.
 	eraseChunk int
