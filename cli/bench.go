@@ -187,6 +187,9 @@ that keeps within its rate limit beside another bench.`,
 			if rate < 0 {
 				return fmt.Errorf("--rate: must be 0 (no cap) or more, got %g", rate)
 			}
+			if rate > benchMaxRate { // above 10⁹ the ticker's interval is 0: NewTicker panics
+				return fmt.Errorf("--rate: want at most %d a second, got %g", benchMaxRate, rate)
+			}
 			if batch > 1000 {
 				return fmt.Errorf("--batch: a request holds at most 1000 events, got %d", batch)
 			}

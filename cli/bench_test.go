@@ -322,8 +322,8 @@ func TestBenchRefusesBadFlags(t *testing.T) {
 
 // TestBenchRefusesHugeFlags: a rate or a number of requests in flight
 // beyond what a generator can send is an error naming the flag, before
-// anything starts: --rate 2000000000 divided by a zero interval (a panic)
-// and a rate of millions queued two seconds of arrivals in one channel;
+// anything starts: --rate 2000000000 divided by a zero interval (a panic;
+// bench events' ticker too) and a rate of millions queued two seconds of arrivals in one channel;
 // --workers and --concurrency started that many goroutines and
 // connections. (--client-id with nothing listening: the bench would fail
 // at its first token, not start a server.)
@@ -331,7 +331,7 @@ func TestBenchRefusesHugeFlags(t *testing.T) {
 	remote := []string{"--client-id", "ci_x", "--client-secret", "x", "--url", "http://127.0.0.1:1"}
 	for _, args := range [][]string{
 		{"decisions", "--rate", "2000000000"}, {"decisions", "--rate", "1000001"}, {"decisions", "--rates", "1000,2000000000"},
-		{"decisions", "--workers", "10001"}, {"events", "--concurrency", "10001"},
+		{"decisions", "--workers", "10001"}, {"events", "--concurrency", "10001"}, {"events", "--rate", "2000000000"},
 	} {
 		t.Run(strings.Join(args, " "), func(t *testing.T) {
 			_, _, err := runCLI(t, append(append([]string{"bench"}, args...), remote...)...)
