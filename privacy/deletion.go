@@ -44,10 +44,11 @@ package privacy
 // A job interrupted anywhere is redone from the start on the next pass: every
 // step is idempotent. A deletion left programado with no queue entry (its
 // entry or record damaged and moved to quarantine by "admin check
-// --repair") is queued again by keyed hash within deletionSweep
-// (requeueStranded). Decisions already folded into the model stay folded in
-// (the model holds per-action sums, not people; they cannot be re-derived to
-// the customer).
+// --repair") is queued again by keyed hash at the worker's next pass after
+// that repair (SweepStranded; serve's first pass after an offline one), else
+// within deletionSweep (requeueStranded). Decisions already folded into the
+// model stay folded in (the model holds per-action sums, not people; they
+// cannot be re-derived to the customer).
 
 import (
 	"context"
