@@ -35,8 +35,11 @@ func newFeatBudget(limit int) *featBudget {
 // keeps reports whether committed entries may be kept at all.
 func (b *featBudget) keeps() bool { return b != nil && b.limit > 0 }
 
-// over reports whether the turns together hold more than the limit.
-func (b *featBudget) over() bool { return b != nil && b.used.Load() > b.limit }
+// over reports whether the turns together hold more than the limit, when
+// any are kept: with none kept (limit 0) used counts only pending entries,
+// which no eviction can take, and every fold would walk every turn for
+// nothing.
+func (b *featBudget) over() bool { return b.keeps() && b.used.Load() > b.limit }
 
 // join lists t among the turns evict may take bytes from (once).
 func (b *featBudget) join(t *ingestTurn) {
@@ -56,13 +59,19 @@ func (b *featBudget) join(t *ingestTurn) {
 // no fold ever waits for another tenant's.
 func (b *featBudget) evict(self *ingestTurn, done uint64) {
 	target := b.limit - b.limit/8
+	type byFold struct {
+		t    *ingestTurn
+		fold uint64
+	}
 	b.mu.Lock()
-	turns := slices.Clone(b.turns)
+	turns := make([]byFold, len(b.turns))
+	for i, t := range b.turns {
+		turns[i] = byFold{t, t.lastFold.Load()} // read once: other folds move it
+	}
 	b.mu.Unlock()
-	slices.SortFunc(turns, func(x, y *ingestTurn) int {
-		return cmp.Compare(x.lastFold.Load(), y.lastFold.Load())
-	})
-	for _, t := range turns {
+	slices.SortFunc(turns, func(x, y byFold) int { return cmp.Compare(x.fold, y.fold) })
+	for _, bf := range turns {
+		t := bf.t
 		if b.used.Load() <= target {
 			return
 		}

@@ -185,3 +185,19 @@ func TestFeatureSparesBoundAcrossTenants(t *testing.T) {
 		t.Errorf("%d spare Features kept by %d tenants together, want %d to %d", kept, len(tenants), customers, maxSpareFeatures)
 	}
 }
+
+// TestFeatBudgetOverOnlyWhenKept: with none kept (--features-cache-mib 0)
+// the pending entries a budget counts are never "over": no eviction can
+// take them, and every fold of every tenant walked every tenant for them.
+func TestFeatBudgetOverOnlyWhenKept(t *testing.T) {
+	for _, tc := range []struct {
+		limit, used int
+		want        bool
+	}{{0, 100, false}, {-1, 100, false}, {10, 100, true}, {100, 100, false}} {
+		b := newFeatBudget(tc.limit)
+		b.used.Store(int64(tc.used))
+		if got := b.over(); got != tc.want {
+			t.Errorf("limit %d, used %d: over %v, want %v", tc.limit, tc.used, got, tc.want)
+		}
+	}
+}

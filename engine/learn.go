@@ -712,6 +712,9 @@ func (e *Learner) learnRound(ctx context.Context, failing map[string]bool) {
 	for len(turn) > 0 && ctx.Err() == nil {
 		var again []string
 		for _, tenant := range turn {
+			if ctx.Err() != nil {
+				return // serve stops: no more passes
+			}
 			if e.learnOnce(tenant, failing) {
 				again = append(again, tenant)
 			}
