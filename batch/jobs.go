@@ -136,7 +136,7 @@ type Runner struct {
 	hooks   *Webhooks
 
 	// saveFault, when set, is called before a job's record is saved
-	// (save) and its error fails the save (tests; nil otherwise).
+	// (save, finish) and its error fails the save (tests; nil otherwise).
 	saveFault func(j *Job) error
 	// resumed: the process restarted in place after a write failed for
 	// want of space (RunnerConfig.ResumedAfterFullDisk; Recover).
@@ -736,8 +736,9 @@ func (r *Runner) setProgress(j *Job, procesados int, force bool) {
 // process runs one job to completado or fallido (or, when a failed job's
 // decisions could not be voided, leaves it en_curso: endFailed; or, when
 // its run met a full disk, leaves it en_curso waiting for space:
-// waitForSpace). It reports false when the round must stop: the job could
-// not be marked en_curso and stays as it was, or its run met a full disk.
+// waitForSpace; a completed job whose end could not be saved ends so too).
+// It reports false when the round must stop: the job could not be marked
+// en_curso and stays as it was, or its run met a full disk.
 func (r *Runner) process(ctx context.Context, j *Job) bool {
 	log := r.log.With().Str("tenant", j.Tenant).Str("job_id", j.ID).Logger()
 	t, ok := r.db.Tenant(j.Tenant)
@@ -794,8 +795,17 @@ func (r *Runner) process(ctx context.Context, j *Job) bool {
 	j.Estado = api.EstadoCompletado
 	log.Info().Int("lineas", j.Procesados).Int("envios", j.Envios).Dur("took", realDone.Sub(realStart)).Msg("batch job completed")
 	if err := r.finish(j); err != nil {
-		log.Error().Err(err).Msg("batch save")
+		// Not completado: the job ends as a failed run does, its result
+		// never delivered (it stayed en_curso until a restart, the tenant
+		// unable to create a job and its customers' deletions waiting).
+		log.Error().Err(err).Msg("batch save: the completed job ends as a failed run")
 		r.fs.Remove(r.resultPath(j.Result))
+		reason := publicError(err)
+		j.Estado, j.CompletadoEn, j.Result = api.EstadoEnCurso, nil, ""
+		if !r.endFailed(j, reason, log) {
+			r.stuck = true
+		}
+		return reason != errDiskFull
 	}
 	return true
 }
@@ -902,6 +912,11 @@ func (r *Runner) endStuck() bool {
 // the deletion worker does first on its next pass, since a customer of
 // the job deleted later finds no chunk left to scrub.
 func (r *Runner) finish(j *Job) error {
+	if r.saveFault != nil {
+		if err := r.saveFault(j); err != nil {
+			return err
+		}
+	}
 	b := r.db.NewBatch()
 	defer b.Close()
 	if err := b.SetJSON(jobKey(j.Tenant, j.ID), j); err != nil {

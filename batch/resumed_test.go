@@ -181,3 +181,48 @@ func failOnce(void func(tenant, jobID string) (int, error)) func(tenant, jobID s
 		return void(tenant, jobID)
 	}
 }
+
+// TestCompletedEndNotSaved: a job whose run completed but whose end could
+// not be saved (the store failed at that commit) ends as a failed run:
+// its decisions voided and fallido, or, when the disk was full, waiting for
+// space and completed once there is some. It stayed en_curso until a
+// restart, the tenant unable to create a job meanwhile.
+func TestCompletedEndNotSaved(t *testing.T) {
+	const customers = 200
+	for _, tc := range []struct {
+		name  string
+		fault error
+		want  jobView
+	}{
+		{"store failed", store.ErrFailed, jobView{Estado: api.EstadoFallido, Error: errInternal, Iniciado: true, Completado: true, Procesados: customers}},
+		{"disk full", store.ErrFull, waiting},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newJobEnv(t, storefs.Mem(), "db", 3, 5000)
+			r := e.runnerOn(atomicfile.OS{})
+			fails := true
+			r.saveFault = func(j *Job) error {
+				if fails && j.Estado == api.EstadoCompletado {
+					fails = false
+					return fmt.Errorf("store: commit: %w", tc.fault)
+				}
+				return nil
+			}
+			j, err := r.Submit("acme", Submission{CampanaID: "camp", Clientes: refsN("fin", customers)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r.RunPending(context.Background())
+			if diff := cmp.Diff(tc.want, jobState(t, r, j.ID)); diff != "" {
+				t.Fatalf("job whose completed end was not saved (-want +got):\n%s", diff)
+			}
+			if tc.fault == store.ErrFull {
+				checkCompletesOnce(t, e, r, j.ID, customers)
+				return
+			}
+			if n, err := e.eng.VoidJob("acme", j.ID); err != nil || n != 0 {
+				t.Errorf("decisions still standing for the fallido job: %d %v, want 0 (voided)", n, err)
+			}
+		})
+	}
+}
