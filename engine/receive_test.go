@@ -142,29 +142,12 @@ func TestHeldResendIsDuplicate(t *testing.T) {
 	dup := rejectDuplicado(&IngestEvent{Event: Event{ID: "held-ana-01-ev1"}})
 	dupAt1 := dup
 	dupAt1.Indice = 1
-	for i, tt := range []struct {
-		name     string
-		events   []IngestEvent
-		want     IngestResult
-		wantHeld int
-	}{
+	receiveHeld(t, e, t0, []heldReceive{
 		{"first", []IngestEvent{event(0, "a")}, IngestResult{Aceptados: 1}, 1},
 		{"same again", []IngestEvent{event(0, "a")}, IngestResult{Duplicados: 1}, 1},
 		{"other content", []IngestEvent{event(0, "b")}, IngestResult{Rechazados: []Rejection{dup}}, 1},
 		{"with a new event", []IngestEvent{other, event(1, "b")}, IngestResult{Aceptados: 1, Rechazados: []Rejection{dupAt1}}, 2},
-	} {
-		d := Delivery{ClientID: "c1", Trace: fmt.Sprintf("tr-%d", i), At: t0.Add(time.Duration(i) * time.Second), Now: t0, Hold: true}
-		res, err := e.Ingester.Receive("acme", tt.events, d)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if diff := cmp.Diff(tt.want, res); diff != "" {
-			t.Errorf("%s (-want +got):\n%s", tt.name, diff)
-		}
-		if n := e.Ingester.HeldCount("acme"); n != tt.wantHeld {
-			t.Errorf("%s: %d batches held, want %d", tt.name, n, tt.wantHeld)
-		}
-	}
+	})
 	byContent := map[string]IngestEvent{`{"c":"a"}`: event(0, "a"), `{"c":"other event"}`: other}
 	check := func(raw []byte, i int) (IngestEvent, bool, error) {
 		ev, ok := byContent[string(raw)]
@@ -213,28 +196,11 @@ func TestIndexHeldOfEarlierRelease(t *testing.T) {
 	index(3)
 	index(0) // idempotent
 	dup := rejectDuplicado(&IngestEvent{Event: Event{ID: "old-3"}})
-	for i, tt := range []struct {
-		name     string
-		events   []IngestEvent
-		want     IngestResult
-		wantHeld int
-	}{
+	receiveHeld(t, e, t0.Add(time.Minute), []heldReceive{
 		{"same content", []IngestEvent{event(0, "old-2", "a")}, IngestResult{Duplicados: 1}, 2},
 		{"other content", []IngestEvent{event(0, "old-3", "b")}, IngestResult{Rechazados: []Rejection{dup}}, 2},
 		{"with a new event", []IngestEvent{event(0, "new-1", "a"), event(1, "old-1", "a")}, IngestResult{Aceptados: 1, Duplicados: 1}, 3},
-	} {
-		d := Delivery{ClientID: "c1", Trace: fmt.Sprintf("tr-%d", i), At: t0.Add(time.Minute + time.Duration(i)*time.Second), Now: t0, Hold: true}
-		res, err := e.Ingester.Receive("acme", tt.events, d)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if diff := cmp.Diff(tt.want, res); diff != "" {
-			t.Errorf("%s (-want +got):\n%s", tt.name, diff)
-		}
-		if n := e.Ingester.HeldCount("acme"); n != tt.wantHeld {
-			t.Errorf("%s: %d batches held, want %d", tt.name, n, tt.wantHeld)
-		}
-	}
+	})
 	// A crash between two batches' commits: the entries of the second are
 	// missing; the next run writes them alone.
 	b := db.NewBatch()
@@ -364,4 +330,32 @@ func (h heldChecks) check(raw []byte, i int) (IngestEvent, bool, error) {
 	ev, ok := h[string(raw)]
 	ev.Index = i
 	return ev, ok, nil
+}
+
+// heldReceive is one request of receiveHeld: its events, the answer it
+// wants and the batches held after it.
+type heldReceive struct {
+	name     string
+	events   []IngestEvent
+	want     IngestResult
+	wantHeld int
+}
+
+// receiveHeld sends each request of reqs to acme's abuse quarantine (a
+// second apart from start) and checks its answer and the batches held.
+func receiveHeld(t *testing.T, e *Engine, start time.Time, reqs []heldReceive) {
+	t.Helper()
+	for i, tt := range reqs {
+		d := Delivery{ClientID: "c1", Trace: fmt.Sprintf("tr-%d", i), At: start.Add(time.Duration(i) * time.Second), Now: t0, Hold: true}
+		res, err := e.Ingester.Receive("acme", tt.events, d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(tt.want, res); diff != "" {
+			t.Errorf("%s (-want +got):\n%s", tt.name, diff)
+		}
+		if n := e.Ingester.HeldCount("acme"); n != tt.wantHeld {
+			t.Errorf("%s: %d batches held, want %d", tt.name, n, tt.wantHeld)
+		}
+	}
 }

@@ -38,7 +38,13 @@ func walFaults(t *testing.T) (*DB, *errorfs.Toggle) {
 func faultyWithKey(t *testing.T, inject func(op errorfs.Op) error) (*DB, *errorfs.Toggle) {
 	t.Helper()
 	faults := &errorfs.Toggle{Injector: errorfs.InjectorFunc(inject)}
-	db, err := Open("db", errorfs.Wrap(vfs.NewMem(), faults))
+	return openWithKey(t, errorfs.Wrap(vfs.NewMem(), faults)), faults
+}
+
+// openWithKey opens a store on fs and commits one key, "k" = "1".
+func openWithKey(t *testing.T, fs vfs.FS) *DB {
+	t.Helper()
+	db, err := Open("db", fs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +54,7 @@ func faultyWithKey(t *testing.T, inject func(op errorfs.Op) error) (*DB, *errorf
 		t.Fatal(err)
 	}
 	b.Close()
-	return db, faults
+	return db
 }
 
 // TestCommitAfterWALFailure: a write-ahead-log write that fails (ENOSPC)
@@ -315,16 +321,7 @@ func TestOpenDoesNotWaitForAParkedFlush(t *testing.T) {
 				return nil
 			})}
 			fs := errorfs.Wrap(vfs.NewMem(), faults)
-			db, err := Open("db", fs)
-			if err != nil {
-				t.Fatal(err)
-			}
-			b := db.NewBatch()
-			b.Set([]byte("k"), []byte("1"))
-			if err := b.Commit(); err != nil {
-				t.Fatal(err)
-			}
-			b.Close()
+			db := openWithKey(t, fs)
 			if err := db.Close(); err != nil { // the write stays in the log, for the next Open to flush
 				t.Fatal(err)
 			}
