@@ -189,6 +189,16 @@ func TestMaintenanceOnFullLog(t *testing.T) {
 	}
 }
 
+// flushFiles are the files a flush writes, by kind: its sstable and its
+// MANIFEST edit.
+var flushFiles = []struct {
+	name  string
+	match func(path string) bool
+}{
+	{"sstable", func(p string) bool { return strings.HasSuffix(p, ".sst") }},
+	{"manifest", func(p string) bool { return strings.Contains(p, "MANIFEST-") }},
+}
+
 // TestBackgroundFailureParks: a flush whose sstable, or whose MANIFEST
 // edit, cannot be written for want of space (in Pebble's own goroutine,
 // where a panic would end the process) fails the store with NoSpace and
@@ -197,13 +207,7 @@ func TestMaintenanceOnFullLog(t *testing.T) {
 // MANIFEST failure used to panic there, killing the test binary; a failed
 // sstable was retried in a loop, and writes went on until they stalled.)
 func TestBackgroundFailureParks(t *testing.T) {
-	for _, tc := range []struct {
-		name  string
-		match func(path string) bool
-	}{
-		{"sstable", func(p string) bool { return strings.HasSuffix(p, ".sst") }},
-		{"manifest", func(p string) bool { return strings.Contains(p, "MANIFEST-") }},
-	} {
+	for _, tc := range flushFiles {
 		t.Run(tc.name, func(t *testing.T) {
 			db, faults := faultyWithKey(t, func(op errorfs.Op) error {
 				if op.Kind.ReadOrWrite() == errorfs.OpIsWrite && tc.match(op.Path) {
@@ -306,13 +310,7 @@ func TestCommitLogCreationFailureParks(t *testing.T) {
 // parked flush: serve hung at its start, deaf to SIGTERM, on a disk out of
 // inodes.
 func TestOpenDoesNotWaitForAParkedFlush(t *testing.T) {
-	for _, tc := range []struct {
-		name  string
-		match func(path string) bool
-	}{
-		{"sstable", func(p string) bool { return strings.HasSuffix(p, ".sst") }},
-		{"manifest", func(p string) bool { return strings.Contains(p, "MANIFEST-") }},
-	} {
+	for _, tc := range flushFiles {
 		t.Run(tc.name, func(t *testing.T) {
 			faults := &errorfs.Toggle{Injector: errorfs.InjectorFunc(func(op errorfs.Op) error {
 				if (op.Kind == errorfs.OpCreate || op.Kind.ReadOrWrite() == errorfs.OpIsWrite) && tc.match(op.Path) {
