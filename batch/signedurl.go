@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/coupond/coupond/clock"
 )
 
 // Signed result URLs let a client download a completed job's result file
@@ -142,7 +144,8 @@ func (s *URLSigner) Sign(g Grant, exp time.Time) string {
 // missing, an empty pair, an alternative percent-encoding, a padded
 // signature, a non-canonical number) is ErrURLInvalid, as is a wrong
 // signature (compared in constant time). An authentic URL at or after exp,
-// or whose exp lies more than ResultURLTTL (and urlClockSlack) ahead, is
+// or whose exp lies more than ResultURLTTL ahead (clock.Expired: signed
+// before the clock went back; the job's status signs a new one), is
 // ErrURLExpired. Errors wrap one of the two sentinels. Verify does not
 // know credentials: the caller checks that the Grant's ClientID is still
 // active and accepts Gen.
@@ -170,18 +173,11 @@ func (s *URLSigner) Verify(method, path, rawQuery string, now time.Time) (Grant,
 	if !g.Detalle && !hmac.Equal(q.sig[:], s.mac(sigContext(false, q.bound), fields...)) {
 		return Grant{}, fmt.Errorf("batch: signed URL: bad signature: %w", ErrURLInvalid)
 	}
-	if exp := time.Unix(q.exp, 0); !now.Before(exp) || exp.Sub(now) > ResultURLTTL+urlClockSlack {
+	if clock.Expired(time.Unix(q.exp, 0), ResultURLTTL, now) {
 		return Grant{}, ErrURLExpired
 	}
 	return g, nil
 }
-
-// urlClockSlack is how far the clock may step back (an NTP correction)
-// before Verify takes the URLs signed just before as expired: an expiry
-// further ahead than ResultURLTTL was set by a clock that has since gone
-// back, and the URL would otherwise live ResultURLTTL plus however far it
-// went (a day back: 25 hours). The job's status signs a new one.
-const urlClockSlack = time.Minute
 
 // signedQuery is a signed URL's query, parsed and checked for canonical
 // form; bound is false for a URL of the earlier form (no c and g).

@@ -38,3 +38,19 @@ func (c *Fake) Set(t time.Time) {
 	c.now = t
 	c.mu.Unlock()
 }
+
+// Slack is how far the clock may step back (an NTP correction) before a
+// token, signed link or session made just before is taken as expired
+// (Expired).
+const Slack = time.Minute
+
+// Expired reports whether what expires at exp, made to live ttl, is
+// expired at now: at or after exp, and also when exp lies further ahead
+// than ttl (and Slack). Such a thing was made before the clock went back,
+// and would otherwise live as much longer (a day back: a 15-minute token
+// or a 10-minute link a day, a 12-hour session 36 hours). The API's tokens,
+// batch's signed result URLs and the console's links and sessions all
+// expire by it.
+func Expired(exp time.Time, ttl time.Duration, now time.Time) bool {
+	return !now.Before(exp) || exp.Sub(now) > ttl+Slack
+}

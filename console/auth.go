@@ -13,6 +13,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/coupond/coupond/clock"
 	"github.com/coupond/coupond/store"
 )
 
@@ -26,19 +27,6 @@ const (
 	LinkTTL    = 10 * time.Minute
 	SessionTTL = 12 * time.Hour
 )
-
-// clockSlack is how far the clock may step back (an NTP correction)
-// before a link or session made just before is taken as expired.
-const clockSlack = time.Minute
-
-// expired reports whether a link or session that expires at exp, made to
-// live ttl, is expired at now: at or after exp, and also when exp lies
-// further ahead than ttl (and clockSlack). Such a record was made before
-// the clock went back, and would otherwise live as much longer (a day
-// back: a 12-hour session lived 36 hours, a 10-minute link a day).
-func expired(exp time.Time, ttl time.Duration, now time.Time) bool {
-	return !now.Before(exp) || exp.Sub(now) > ttl+clockSlack
-}
 
 // ErrBadLink is returned for a sign-in link that is unknown, used or expired.
 var ErrBadLink = errors.New("console: sign-in link unknown, used or expired")
@@ -117,7 +105,7 @@ func redeem(db *store.DB, linkToken string, now time.Time) (*Session, error) {
 	b := db.NewBatch()
 	defer b.Close()
 	b.Delete(key)
-	if expired(l.ExpiresAt, LinkTTL, now) {
+	if clock.Expired(l.ExpiresAt, LinkTTL, now) {
 		if err := b.Commit(); err != nil {
 			return nil, err
 		}
@@ -151,7 +139,7 @@ func lookupSession(db *store.DB, tok string, now time.Time) (*Session, bool, err
 	if json.Unmarshal(v, &s) != nil { // a damaged session signs out: sign in again
 		return nil, false, endSession(db, tok)
 	}
-	if expired(s.ExpiresAt, SessionTTL, now) {
+	if clock.Expired(s.ExpiresAt, SessionTTL, now) {
 		return nil, false, nil
 	}
 	s.token = tok

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/coupond/coupond/clock"
 )
 
 // scope is one permission bit.
@@ -140,16 +142,12 @@ func (t *tokens) sign(payload, dst []byte) []byte {
 	return dst
 }
 
-// tokenClockSlack is how far the clock may step back (an NTP correction)
-// before verify refuses the tokens issued just before.
-const tokenClockSlack = time.Minute
-
 // verify checks the token's signature and expiry against now (real time) and
 // returns its client id, scopes and secret generation. ok is false for
 // anything malformed, altered or expired, and for a token whose expiry lies
-// further ahead than tokenTTL (with tokenClockSlack): it was issued before
-// the clock went back, and would otherwise live tokenTTL plus however far
-// the clock went (a day back: a day longer than the spec's 15 minutes).
+// further ahead than tokenTTL (clock.Expired): it was issued before the
+// clock went back, and would otherwise live tokenTTL plus however far the
+// clock went (a day back: a day longer than the spec's 15 minutes).
 // Its client asks for a new one, as for an expired token. clientID is only valid until the
 // next call with buf; it points into buf so that the hot path allocates
 // nothing.
@@ -179,7 +177,7 @@ func (t *tokens) verify(tok string, now time.Time, buf *[160]byte) (clientID []b
 		return nil, 0, 0, false
 	}
 	exp := int64(binary.BigEndian.Uint64(buf[:8]))
-	if now.Unix() >= exp || exp-now.Unix() > int64((tokenTTL+tokenClockSlack)/time.Second) {
+	if clock.Expired(time.Unix(exp, 0), tokenTTL, now) {
 		return nil, 0, 0, false
 	}
 	return buf[tokenHead:n], scope(binary.BigEndian.Uint32(buf[8:12])), binary.BigEndian.Uint32(buf[12:tokenHead]), true
