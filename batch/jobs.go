@@ -466,18 +466,32 @@ func (r *Runner) Job(tenant, id string) (*Job, error) {
 	return j, nil
 }
 
+// save stores j's record in one synced commit.
 func (r *Runner) save(j *Job) error {
+	b, err := r.jobBatch(j)
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	return b.Commit()
+}
+
+// jobBatch is the batch that stores j's record, for save and finish, which
+// commit it (finish with more in it) and close it: the tests' saveFault
+// runs first and its error is returned, as is SetJSON's, with no batch
+// left open.
+func (r *Runner) jobBatch(j *Job) (*store.Batch, error) {
 	if r.saveFault != nil {
 		if err := r.saveFault(j); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	b := r.db.NewBatch()
-	defer b.Close()
 	if err := b.SetJSON(jobKey(j.Tenant, j.ID), j); err != nil {
-		return err
+		b.Close()
+		return nil, err
 	}
-	return b.Commit()
+	return b, nil
 }
 
 // Recover runs before Run after a start: a job that was running when the
@@ -912,16 +926,11 @@ func (r *Runner) endStuck() bool {
 // the deletion worker does first on its next pass, since a customer of
 // the job deleted later finds no chunk left to scrub.
 func (r *Runner) finish(j *Job) error {
-	if r.saveFault != nil {
-		if err := r.saveFault(j); err != nil {
-			return err
-		}
-	}
-	b := r.db.NewBatch()
-	defer b.Close()
-	if err := b.SetJSON(jobKey(j.Tenant, j.ID), j); err != nil {
+	b, err := r.jobBatch(j)
+	if err != nil {
 		return err
 	}
+	defer b.Close()
 	if j.Chunks > 0 {
 		b.DeleteRange(store.JobChunksSpan(j.Tenant, j.ID))
 		chunks := make([][]byte, j.Chunks)
@@ -932,7 +941,6 @@ func (r *Runner) finish(j *Job) error {
 	}
 	queued := false
 	if j.Estado == api.EstadoCompletado && r.hooks != nil {
-		var err error
 		if queued, err = r.hooks.enqueue(b, j); err != nil {
 			r.log.Error().Err(err).Str("job_id", j.ID).Msg("webhook enqueue")
 		}
