@@ -373,9 +373,9 @@ func (e *Campaigns) commitCounts(ts *tenantState, tenant string, b *store.Batch,
 		return b.Commit()
 	}
 	ts.budgetMu.Lock()
-	err := e.applyReleases(ts, tenant, rel)
+	err := e.applyCounts(ts, tenant, rel, takeOff)
 	if err == nil {
-		err = e.applySends(ts, tenant, sent)
+		err = e.applyCounts(ts, tenant, sent, featAdd)
 	}
 	if err == nil {
 		err = e.setBudgets(ts, tenant, b, campaigns)
@@ -391,33 +391,23 @@ func (e *Campaigns) commitCounts(ts *tenantState, tenant string, b *store.Batch,
 	return err
 }
 
-// applyReleases takes rel off the cached counters. The caller holds
-// ts.budgetMu.
-func (e *Campaigns) applyReleases(ts *tenantState, tenant string, rel Releases) error {
-	for c, x := range rel {
+// applyCounts changes the cached counters of each campaign of m by its
+// counts, op(counter, count) for Envios and for DescuentoCents: takeOff
+// for releases, featAdd for sends. The caller holds ts.budgetMu.
+func (e *Campaigns) applyCounts(ts *tenantState, tenant string, m Releases, op func(counter, n int64) int64) error {
+	for c, x := range m {
 		bu, err := e.budgetLocked(ts, tenant, c)
 		if err != nil {
 			return err
 		}
-		bu.Envios = max(0, bu.Envios-x.Envios)
-		bu.DescuentoCents = max(0, bu.DescuentoCents-x.DescuentoCents)
+		bu.Envios = op(bu.Envios, x.Envios)
+		bu.DescuentoCents = op(bu.DescuentoCents, x.DescuentoCents)
 	}
 	return nil
 }
 
-// applySends adds sent to the cached counters. The caller holds
-// ts.budgetMu.
-func (e *Campaigns) applySends(ts *tenantState, tenant string, sent Releases) error {
-	for c, x := range sent {
-		bu, err := e.budgetLocked(ts, tenant, c)
-		if err != nil {
-			return err
-		}
-		bu.Envios = featAdd(bu.Envios, x.Envios)
-		bu.DescuentoCents = featAdd(bu.DescuentoCents, x.DescuentoCents)
-	}
-	return nil
-}
+// takeOff is counter less a released count n, never below 0.
+func takeOff(counter, n int64) int64 { return max(0, counter-n) }
 
 // setBudgets writes the cached counters of campaigns to b; a campaign
 // without cached counters keeps what b holds. The caller holds ts.budgetMu.
