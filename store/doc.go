@@ -34,6 +34,7 @@
 //	0x01 'F'                                  store format mark (format.go)
 //	0x01 'K'                                  fingerprint of keys.json's keys (secrets.go)
 //	0x01 'W'                                  PurgeWAL's and PurgeManifest's round (wal.go)
+//	0x01 'R' tenant 0x00                      a deleted tenant's tombstone (tenantdel.go)
 //	0x02 tenant 0x00 <table> ...              tenant data, tables below
 //
 // Tables inside a tenant's key space (table byte, components → value; file):
@@ -67,5 +68,7 @@
 //	'U' original key from its table byte on → damaged record     damaged.go
 //
 // Deleting a tenant or reading all of its data is a bounded range over
-// TenantSpan(tenant).
+// TenantSpan(tenant); a tenant's deletion (tenantdel.go) deletes that range
+// and the global records that name it (its tenant and credential records,
+// its console audit entries) and keeps its tombstone.
 package store

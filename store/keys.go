@@ -21,6 +21,7 @@ const (
 	globalFormat     byte = 'F' // the store's format mark (format.go)
 	globalKeysMark   byte = 'K' // fingerprint of keys.json (secrets.go)
 	globalPurgeRound byte = 'W' // PurgeWAL's and PurgeManifest's round key (wal.go)
+	globalTenantDel  byte = 'R' // a deleted tenant's tombstone (tenantdel.go)
 )
 
 // Table bytes inside a tenant's key space (doc.go; registered in tables.go).

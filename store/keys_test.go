@@ -103,6 +103,7 @@ func keyCases() []keyCase {
 		{"format mark", formatKey(), nil, ""},
 		{"keys mark", keysMarkKey(), nil, ""},
 		{"purge round", purgeRoundKey(), nil, ""},
+		{"tenant deletion", tenantDeletionKey("acme"), nil, ""},
 	}
 }
 
@@ -181,6 +182,7 @@ var goldenKeys = map[string]string{
 	"format mark":              "\x01F",
 	"keys mark":                "\x01K",
 	"purge round":              "\x01W",
+	"tenant deletion":          "\x01Racme\x00",
 }
 
 // TestKeyLayoutGolden pins every table's key bytes: each typed function
@@ -313,6 +315,7 @@ func TestKeyPrefixesDoNotOverlap(t *testing.T) {
 		"format mark":        string(formatKey()),
 		"keys mark":          string(keysMarkKey()),
 		"purge round":        string(purgeRoundKey()),
+		"tenant deletions":   string(tenantDeletionsPrefix()),
 	}
 	bytesSeen := map[byte]string{}
 	for _, tb := range tables {

@@ -701,7 +701,10 @@ func (db *DB) loadCaches() error {
 	if err := loadCache(db, tenantRecordsPrefix(), "tenant", db.tenants, func(t *Tenant) string { return t.ID }); err != nil {
 		return err
 	}
-	return loadCache(db, credentialRecordsPrefix(), "credential", db.creds, func(c *Credential) string { return c.ClientID })
+	if err := loadCache(db, credentialRecordsPrefix(), "credential", db.creds, func(c *Credential) string { return c.ClientID }); err != nil {
+		return err
+	}
+	return db.hideDeleting()
 }
 
 // loadCache reads every JSON record under the prefix lo into cache, keyed

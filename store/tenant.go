@@ -77,6 +77,13 @@ func (db *DB) CreateTenant(t *Tenant) error {
 	if _, ok := db.tenants[t.ID]; ok {
 		return fmt.Errorf("store: tenant %q: %w", t.ID, ErrExists)
 	}
+	// A deleted tenant's id may be taken again once its deletion is done
+	// (tenantdel.go); before, its records may still be stored.
+	if d, err := db.TenantDeletionOf(t.ID); err != nil {
+		return err
+	} else if d != nil && d.State != TenantDeleted {
+		return fmt.Errorf("store: tenant %q is being deleted (%s): %w", t.ID, d.State, ErrExists)
+	}
 	return putCachedLocked(db, db.tenants, t.ID, tenantKey(t.ID), t)
 }
 

@@ -1,0 +1,254 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// A tenant's deletion, in the store's terms: a tombstone record under
+// 0x01 'R' tenant, written when the deletion is asked for and kept for
+// good, and three steps, each a synced write, so that a crash anywhere
+// leaves the tenant either whole (and hidden) or erased:
+//
+//  1. MarkTenantDeleting writes the tombstone (TenantDeleting) and hides
+//     the tenant and its credentials from the caches at once: Tenant,
+//     Tenants and Credential no longer know them, so its tokens answer
+//     401 and no loop of serve picks it up; its records are all still
+//     there. Open hides a tenant so marked again.
+//  2. EraseTenant deletes, in one synced batch, the tenant's key space
+//     (TenantSpan: every table, every Kind), its tenant and credential
+//     records, its console audit entries, and moves the tombstone to
+//     TenantErased.
+//  3. CompleteTenantDeletion deletes that space again (a writer that held
+//     the tenant's state from before step 1 may have committed since),
+//     compacts the ranges so the bytes leave the sstables, purges the
+//     write-ahead logs and MANIFESTs written before, and moves the
+//     tombstone to TenantDeleted.
+//
+// A tenant id whose tombstone is TenantDeleted may be created again: the
+// new tenant's CreatedAt is later than the tombstone's, which is how a
+// restore tells the deleted tenant (removed again) from the new one
+// (kept).
+
+// States of a tenant's deletion (TenantDeletion.State).
+const (
+	TenantDeleting = "deleting" // marked: hidden, its records all still stored
+	TenantErased   = "erased"   // its records deleted; sweep, compaction and purge owed
+	TenantDeleted  = "deleted"  // done: nothing of it left in the store's files
+)
+
+// TenantDeletion is the tombstone of a deleted tenant: who asked and when,
+// and how far the deletion went. It holds nothing of the tenant's
+// customers. Times are real time, UTC.
+type TenantDeletion struct {
+	Tenant string `json:"tenant"`
+	// CreatedAt is the deleted tenant's CreatedAt: a restored store whose
+	// tenant of this id was created then or before holds the deleted one.
+	CreatedAt   time.Time  `json:"created_at"`
+	RequestedAt time.Time  `json:"requested_at"`
+	By          string     `json:"by"`
+	State       string     `json:"state"`
+	ErasedAt    *time.Time `json:"erased_at,omitempty"`
+	DeletedAt   *time.Time `json:"deleted_at,omitempty"`
+}
+
+// Holds reports whether a tenant record created at createdAt is the
+// tenant this deletion removes (or an older one of the same id), not one
+// created again after it.
+func (d *TenantDeletion) Holds(createdAt time.Time) bool { return !createdAt.After(d.CreatedAt) }
+
+// tenantDeletionKey is the key of tenant's tombstone.
+func tenantDeletionKey(tenant string) []byte {
+	return appendStr([]byte{spaceGlobal, globalTenantDel}, tenant)
+}
+
+// tenantDeletionsPrefix bounds the scan over every tombstone.
+func tenantDeletionsPrefix() []byte { return []byte{spaceGlobal, globalTenantDel} }
+
+// TenantDeletionOf returns the tombstone of tenant, nil when it has none.
+func (db *DB) TenantDeletionOf(tenant string) (*TenantDeletion, error) {
+	v, err := db.Get(tenantDeletionKey(tenant))
+	if errors.Is(err, ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	d := decodeTenantDeletion(tenant, v)
+	return &d, nil
+}
+
+// decodeTenantDeletion decodes the tombstone of tenant. One that does not
+// decode stands for a deletion under way (the worker redoes it, and
+// rewrites it), never for a done one: its tenant stays hidden.
+func decodeTenantDeletion(tenant string, v []byte) TenantDeletion {
+	var d TenantDeletion
+	if json.Unmarshal(v, &d) != nil || d.Tenant != tenant {
+		return TenantDeletion{Tenant: tenant, State: TenantDeleting}
+	}
+	return d
+}
+
+// TenantDeletions returns every tombstone, ordered by tenant id.
+func (db *DB) TenantDeletions() ([]TenantDeletion, error) {
+	lo := tenantDeletionsPrefix()
+	var out []TenantDeletion
+	err := db.Scan(lo, prefixEnd(lo), func(k, v []byte) error {
+		out = append(out, decodeTenantDeletion(string(k[len(lo):len(k)-1]), v))
+		return nil
+	})
+	return out, err
+}
+
+// MarkTenantDeleting starts the deletion of tenant (step 1 above): the
+// tombstone, synced, then the tenant and its credentials hidden. A tenant
+// already being deleted returns its tombstone as it is; an unknown one
+// is ErrNotFound.
+func (db *DB) MarkTenantDeleting(tenant, by string, now time.Time) (*TenantDeletion, error) {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	t, ok := db.tenants[tenant]
+	if !ok {
+		d, err := db.TenantDeletionOf(tenant)
+		if err == nil && d != nil && d.State != TenantDeleted {
+			return d, nil
+		}
+		return nil, fmt.Errorf("store: tenant %q: %w", tenant, ErrNotFound)
+	}
+	d := &TenantDeletion{Tenant: tenant, CreatedAt: t.CreatedAt, RequestedAt: now.UTC(), By: by, State: TenantDeleting}
+	if err := db.putLocked(tenantDeletionKey(tenant), d); err != nil {
+		return nil, err
+	}
+	db.hideTenantLocked(tenant)
+	return d, nil
+}
+
+// hideTenantLocked drops tenant and its credentials from the caches (and
+// their last-use times not yet stored, which FlushLastUsed would write
+// back). db.mu must be held.
+func (db *DB) hideTenantLocked(tenant string) {
+	delete(db.tenants, tenant)
+	for id, c := range db.creds {
+		if c.Tenant == tenant {
+			delete(db.creds, id)
+			delete(db.touched, id)
+		}
+	}
+}
+
+// hideDeleting hides, at Open, the tenants whose deletion is under way.
+func (db *DB) hideDeleting() error {
+	ds, err := db.TenantDeletions()
+	if err != nil {
+		return fmt.Errorf("store: tenant deletions: %w", err)
+	}
+	for _, d := range ds {
+		if d.State != TenantDeleted {
+			db.hideTenantLocked(d.Tenant)
+		}
+	}
+	return nil
+}
+
+// TenantCredentialIDs lists the client ids of tenant's credential records
+// as stored (the cache no longer holds those of a tenant being deleted).
+func (db *DB) TenantCredentialIDs(tenant string) ([]string, error) {
+	lo := credentialRecordsPrefix()
+	var ids []string
+	err := db.Scan(lo, prefixEnd(lo), func(k, v []byte) error {
+		var c struct {
+			ClientID string `json:"client_id"`
+			Tenant   string `json:"tenant"`
+		}
+		if json.Unmarshal(v, &c) == nil && c.Tenant == tenant {
+			ids = append(ids, string(k[len(lo):len(k)-1]))
+		}
+		return nil
+	})
+	return ids, err
+}
+
+// eraseTenantRecords adds to b the deletion of everything stored of
+// tenant: its key space, its tenant record, its credential records and
+// its console audit entries.
+func (db *DB) eraseTenantRecords(b *Batch, tenant string) error {
+	ids, err := db.TenantCredentialIDs(tenant)
+	if err != nil {
+		return err
+	}
+	b.DeleteRange(TenantSpan(tenant))
+	b.Delete(tenantKey(tenant))
+	for _, id := range ids {
+		b.Delete(credentialKey(id))
+	}
+	b.DeleteRange(ConsoleAuditSpan(tenant))
+	return nil
+}
+
+// EraseTenant is step 2 above: one synced batch deletes every record of
+// tenant, whose deletion MarkTenantDeleting started, and records it
+// erased. Repeating it is harmless.
+func (db *DB) EraseTenant(tenant string, now time.Time) (*TenantDeletion, error) {
+	return db.advanceTenantDeletion(tenant, TenantErased, now)
+}
+
+// CompleteTenantDeletion is step 3 above. Until it returns, a crash leaves
+// the tombstone erased and the next call redoes it. It stops with ctx's
+// error at the compaction's or the purge's next paced flush.
+func (db *DB) CompleteTenantDeletion(ctx context.Context, tenant string, now time.Time) (*TenantDeletion, error) {
+	if _, err := db.advanceTenantDeletion(tenant, "", now); err != nil { // the sweep
+		return nil, err
+	}
+	for _, span := range [][2][]byte{spanOf(TenantSpan(tenant)), spanOf(ConsoleAuditSpan(tenant)),
+		{tenantKey(tenant), prefixEnd(tenantKey(tenant))}, {credentialRecordsPrefix(), prefixEnd(credentialRecordsPrefix())}} {
+		if err := db.Compact(ctx, span[0], span[1]); err != nil {
+			return nil, err
+		}
+	}
+	if err := db.PurgeWAL(ctx); err != nil {
+		return nil, err
+	}
+	if err := db.PurgeManifest(ctx); err != nil {
+		return nil, err
+	}
+	return db.advanceTenantDeletion(tenant, TenantDeleted, now)
+}
+
+func spanOf(lo, hi []byte) [2][]byte { return [2][]byte{lo, hi} }
+
+// advanceTenantDeletion deletes every record of tenant and, in the same
+// synced batch, sets its tombstone's state to state ("" keeps it).
+func (db *DB) advanceTenantDeletion(tenant, state string, now time.Time) (*TenantDeletion, error) {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	d, err := db.TenantDeletionOf(tenant)
+	if err != nil {
+		return nil, err
+	}
+	if d == nil || d.State == TenantDeleted {
+		return nil, fmt.Errorf("store: tenant %q is not being deleted", tenant)
+	}
+	b := db.NewBatch()
+	defer b.Close()
+	if err := db.eraseTenantRecords(b, tenant); err != nil {
+		return nil, err
+	}
+	at := now.UTC()
+	switch state {
+	case TenantErased:
+		d.State, d.ErasedAt = state, &at
+	case TenantDeleted:
+		d.State, d.DeletedAt = state, &at
+	}
+	if err := b.SetJSON(tenantDeletionKey(tenant), d); err != nil {
+		return nil, err
+	}
+	if err := b.Commit(); err != nil {
+		return nil, err
+	}
+	db.hideTenantLocked(tenant)
+	return d, nil
+}
