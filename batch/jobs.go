@@ -183,6 +183,7 @@ type Runner struct {
 
 	mu       sync.Mutex
 	progress map[string]progress // job key → live counters of a running job
+	running  *runningJob         // the job process runs now (CancelTenant)
 	// queued (under mu): the tenants that may hold a job to run, each
 	// with the generation of its last mark (markQueued); nil until the
 	// first nextQueued has read every tenant's jobs.
@@ -782,10 +783,17 @@ func (r *Runner) process(ctx context.Context, j *Job) bool {
 	}()
 	r.setProgress(j, 0, true)
 	log.Info().Int("total", j.Total).Msg("batch job started")
-	runErr := r.runSafe(ctx, j, log)
-	if t2, ok := r.db.Tenant(j.Tenant); ok {
-		t = t2
+	jctx, ended := r.startRun(ctx, j)
+	defer ended()
+	runErr := r.runSafe(jctx, j, log)
+	t2, ok := r.db.Tenant(j.Tenant)
+	if !ok {
+		// Its tenant is being deleted (CancelTenant): the deletion erases
+		// the job, its decisions and its files; nothing is written back.
+		log.Warn().Err(runErr).Msg("batch job stopped: its tenant is being deleted")
+		return true
 	}
+	t = t2
 	if runErr != nil {
 		reason := publicError(runErr)
 		switch reason {
