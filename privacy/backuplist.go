@@ -41,9 +41,13 @@ type BackupInfo struct {
 	// LedgerEntries are the deletions its ledger holds (lines that
 	// decode); OwedDeletions those owed to it in backups-owed.jsonl,
 	// those owed to every backup included.
-	LedgerEntries int    `json:"ledger_entries"`
-	OwedDeletions int    `json:"owed_deletions"`
-	Note          string `json:"note,omitempty"` // what is wrong, for the states that are not complete
+	LedgerEntries int `json:"ledger_entries"`
+	OwedDeletions int `json:"owed_deletions"`
+	// TenantDeletions and OwedTenantDeletions are the tenants' deletions
+	// among them ("admin tenant delete").
+	TenantDeletions     int    `json:"tenant_deletions"`
+	OwedTenantDeletions int    `json:"owed_tenant_deletions"`
+	Note                string `json:"note,omitempty"` // what is wrong, for the states that are not complete
 }
 
 // NeedsOperator reports whether restore refuses b and it stays so until
@@ -163,12 +167,17 @@ func pathless(err error) error {
 func (bk *Backups) info(ctx context.Context, b backupEntry, expired, taking, verify bool, owed []owedEntry) BackupInfo {
 	inf := BackupInfo{Dir: b.Dir, TakenAt: b.TakenAt.UTC(), ExpiresAt: b.TakenAt.Add(BackupRetention).UTC()}
 	owedHere := map[ledgerDeletion]bool{}
+	owedTenants := 0
 	for _, o := range owed {
 		if o.Dir == b.Dir || (o.EveryBackup && !expired) {
-			owedHere[ledgerDeletionOf(o.LedgerEntry)] = true
+			k := ledgerDeletionOf(o.LedgerEntry)
+			if !owedHere[k] && o.Kind == LedgerTenant {
+				owedTenants++
+			}
+			owedHere[k] = true
 		}
 	}
-	inf.OwedDeletions = len(owedHere)
+	inf.OwedDeletions, inf.OwedTenantDeletions = len(owedHere), owedTenants
 	if _, err := os.Stat(b.Dir); errors.Is(err, fs.ErrNotExist) {
 		inf.State, inf.Note = BackupMissing, "directory not there (disk unmounted?)"
 		if !expired {
@@ -177,9 +186,15 @@ func (bk *Backups) info(ctx context.Context, b backupEntry, expired, taking, ver
 		return inf
 	}
 	inf.Bytes, _ = dirSizeFiles(b.Dir)
-	entries, ledgerErr := countLedger(b.Dir)
-	inf.LedgerEntries = entries
-	inf.State, inf.Note = bk.state(ctx, b, expired, taking, verify)
+	entries, tenants, ledgerErr := countLedger(b.Dir)
+	inf.LedgerEntries, inf.TenantDeletions = entries, tenants
+	if tenants > 0 || owedTenants > 0 {
+		// A tenant's deletion is one entry of the counts: say which.
+		inf.Note = fmt.Sprintf("tenant deletions: %d in its ledger, %d owed", tenants, owedTenants)
+	}
+	var stateNote string
+	inf.State, stateNote = bk.state(ctx, b, expired, taking, verify)
+	inf.Note = joinNotes(stateNote, inf.Note)
 	if ledgerErr != nil {
 		inf.Note = joinNotes(inf.Note, ledgerErr.Error())
 	}
@@ -236,20 +251,24 @@ func readManifestOf(dir string) (*Manifest, error) {
 // Its error says the ledger cannot be read, or holds lines that do not
 // decode (a torn last line is not one: its deletion was not
 // acknowledged).
-func countLedger(dir string) (int, error) {
+func countLedger(dir string) (deletions, tenants int, err error) {
 	data, err := os.ReadFile(filepath.Join(dir, ledgerFile))
 	if err != nil {
-		return 0, fmt.Errorf("deletion ledger cannot be read: %w", pathless(err))
+		return 0, 0, fmt.Errorf("deletion ledger cannot be read: %w", pathless(err))
 	}
 	entries, damaged, _ := parseLedger(data)
 	seen := make(map[ledgerDeletion]bool, len(entries))
 	for _, l := range entries {
-		seen[ledgerDeletionOf(l)] = true
+		k := ledgerDeletionOf(l)
+		if !seen[k] && l.Kind == LedgerTenant {
+			tenants++
+		}
+		seen[k] = true
 	}
 	if len(damaged) > 0 {
-		return len(seen), fmt.Errorf("deletion ledger: %d damaged lines (restore refuses it)", len(damaged))
+		return len(seen), tenants, fmt.Errorf("deletion ledger: %d damaged lines (restore refuses it)", len(damaged))
 	}
-	return len(seen), nil
+	return len(seen), tenants, nil
 }
 
 // ledgerDeletion names one deletion among ledger and owed lines: a deletion
@@ -270,6 +289,9 @@ func ledgerDeletionOf(l LedgerEntry) ledgerDeletion {
 func joinNotes(a, b string) string {
 	if a == "" {
 		return b
+	}
+	if b == "" {
+		return a
 	}
 	return a + "; " + b
 }

@@ -118,11 +118,16 @@ type deletionJob struct {
 }
 
 // LedgerEntry is one line of a backup's deletion ledger: keyed hashes only.
+// A tenant's deletion (Kind LedgerTenant) has no Hash and names the
+// deleted tenant's creation time: a restored tenant created then or
+// before is the deleted one (tenantdel.go).
 type LedgerEntry struct {
-	Tenant      string    `json:"tenant"`
-	Hash        string    `json:"cliente_hash"`
-	RequestedAt time.Time `json:"requested_at"`
-	ClientID    string    `json:"client_id,omitempty"`
+	Tenant          string     `json:"tenant"`
+	Hash            string     `json:"cliente_hash"`
+	RequestedAt     time.Time  `json:"requested_at"`
+	ClientID        string     `json:"client_id,omitempty"`
+	Kind            string     `json:"kind,omitempty"`
+	TenantCreatedAt *time.Time `json:"tenant_created_at,omitempty"`
 }
 
 // DeletionHooks reach what lives outside the engine's tables. Both are
@@ -142,6 +147,9 @@ type DeletionHooks struct {
 	// (deletionJob.Erased), so a pass resumed after a crash before the
 	// compaction still compacts them.
 	External func(tenant, clienteRef string, b *store.Batch) (changed [][]byte, pending bool, err error)
+	// Tenant reaches what a tenant's deletion removes beyond the store
+	// and the engine (tenantdel.go).
+	Tenant TenantHooks
 }
 
 // DeletionStats counts what one worker pass did.
@@ -345,6 +353,11 @@ func (s *Service) ProcessDeletions(ctx context.Context, hooks DeletionHooks) (De
 			s.log.Error().Err(err).Msg("purge of write-ahead logs owed by completed deletions or finished batch jobs; retried on the next pass")
 			firstErr = err
 		}
+	}
+	if err := s.resumeTenants(ctx, hooks); err != nil && ctx.Err() != nil {
+		return st, ctx.Err()
+	} else if err != nil && firstErr == nil {
+		firstErr = err
 	}
 	sweep := s.sweepOwed.Swap(false) || s.lastSweep.IsZero() || s.now().Sub(s.lastSweep) >= deletionSweep
 	if sweep {

@@ -686,10 +686,12 @@ func parseLedger(data []byte) (entries []LedgerEntry, damaged []int, firstErr er
 	return entries, damaged, firstErr
 }
 
-// liveDeletion is a deletion record of the store a restore replaces.
+// liveDeletion is a deletion record of the store a restore replaces: a
+// customer's (rec), or a tenant's tombstone (gone).
 type liveDeletion struct {
 	tenant string
 	rec    DeletionRecord
+	gone   *store.TenantDeletion
 }
 
 // readReplaced reads the deletion records and the credentials of the store
@@ -739,6 +741,14 @@ func readReplaced(dataDir string, progress io.Writer) (out []liveDeletion, creds
 			state = "partly read"
 			fmt.Fprintf(progress, "restore: WARNING: tenant %s: the deletion records of the store being replaced could not all be read (%v)\n", t.ID, err)
 		}
+	}
+	gone, err := db.TenantDeletions()
+	if err != nil {
+		state = "partly read"
+		fmt.Fprintf(progress, "restore: WARNING: the tenant deletions of the store being replaced could not all be read (%v)\n", err)
+	}
+	for i := range gone {
+		out = append(out, liveDeletion{tenant: gone[i].Tenant, gone: &gone[i]})
 	}
 	fmt.Fprintf(progress, "restore: %d deletion records read from the store being replaced (%s)\n", len(out), dir)
 	return out, db.Credentials(""), state, nil
@@ -817,6 +827,9 @@ func reapplyDeletions(ctx context.Context, db *store.DB, results string, secrets
 	if err != nil {
 		return 0, err
 	}
+	if err := reapplyTenantDeletions(ctx, svc, db, ledger, live, hooks, progress); err != nil {
+		return 0, err
+	}
 	todo, err := toReapply(svc, db, ledger, live)
 	if err != nil {
 		return 0, err
@@ -867,6 +880,9 @@ func reapplyDeletions(ctx context.Context, db *store.DB, results string, secrets
 func toReapply(svc *Service, db *store.DB, ledger []LedgerEntry, live []liveDeletion) (map[[2]string]LedgerEntry, error) {
 	todo := map[[2]string]LedgerEntry{}
 	add := func(l LedgerEntry) {
+		if l.Kind == LedgerTenant {
+			return // reapplyTenantDeletions
+		}
 		if _, ok := db.Tenant(l.Tenant); !ok {
 			return // a tenant created after the backup: none of its data is in it
 		}
@@ -888,6 +904,9 @@ func toReapply(svc *Service, db *store.DB, ledger []LedgerEntry, live []liveDele
 		}
 	}
 	for _, l := range live {
+		if l.gone != nil {
+			continue // reapplyTenantDeletions
+		}
 		add(LedgerEntry{Tenant: l.tenant, Hash: l.rec.Hash, RequestedAt: l.rec.SolicitadoEn, ClientID: l.rec.ClientID})
 	}
 	for k, l := range todo {
