@@ -28,7 +28,8 @@ func newAdminCmd(a *app) *cobra.Command {
 		Short: "Operator commands (work with the server running or stopped)",
 	}
 	cmd.PersistentFlags().Bool("json", false, "machine-readable output: one JSON value on stdout")
-	tenant := groupCmd("tenant", "Create, list, show and configure tenants", tenantCreateCmd(a), tenantListCmd(a), tenantShowCmd(a), tenantSetCmd(a))
+	tenant := groupCmd("tenant", "Create, list, show, configure and delete tenants", tenantCreateCmd(a), tenantListCmd(a), tenantShowCmd(a), tenantSetCmd(a),
+		withDeadline(tenantDeleteCmd(a), longAdmin), tenantDeletionsCmd(a))
 	cred := groupCmd("credential", "Create, list, revoke and rotate client credentials", credCreateCmd(a), credListCmd(a), credRevokeCmd(a), credRotateCmd(a))
 	clock := groupCmd("clock", "Show and advance a sandbox tenant's clock", clockShowCmd(a), withDeadline(clockAdvanceCmd(a), longAdmin))
 	cmd.AddCommand(tenant, cred, clock, auditCmd(a))

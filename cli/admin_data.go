@@ -166,12 +166,15 @@ func removeStaleResults(dir string, names []string, busy map[string]bool) error 
 	return nil
 }
 
-// deletionHooks reach the batch data and, for the live store, the backups'
-// ledgers.
+// deletionHooks reach the batch data, the API server's memory (a tenant's
+// deletion) and, for the live store, the backups' ledgers; offline (a
+// restore's staging store) a tenant's deletion sweeps at once.
 func deletionHooks(svc *services, offline bool) privacy.DeletionHooks {
-	h := privacy.DeletionHooks{External: batchScrubber(svc, offline)}
+	h := privacy.DeletionHooks{External: batchScrubber(svc, offline), Tenant: tenantHooks(svc, tenantSweepGrace)}
 	if !offline {
 		h.Ledger = svc.backups.Ledger
+	} else {
+		h.Tenant.Grace = 0
 	}
 	return h
 }
