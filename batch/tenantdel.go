@@ -16,6 +16,7 @@ import (
 // once process has returned.
 type runningJob struct {
 	tenant string
+	ctx    context.Context // the job's, done once cancelled
 	cancel context.CancelFunc
 	done   chan struct{}
 }
@@ -24,7 +25,7 @@ type runningJob struct {
 // under and the func that unregisters it once process is done with it.
 func (r *Runner) startRun(ctx context.Context, j *Job) (context.Context, func()) {
 	jctx, cancel := context.WithCancel(ctx)
-	rj := &runningJob{tenant: j.Tenant, cancel: cancel, done: make(chan struct{})}
+	rj := &runningJob{tenant: j.Tenant, ctx: jctx, cancel: cancel, done: make(chan struct{})}
 	r.mu.Lock()
 	r.running = rj
 	r.mu.Unlock()
