@@ -542,3 +542,63 @@ func dirSizeOf(dir string) (int64, error) {
 	})
 	return n, err
 }
+
+// TestTenantDeleteThroughServe: "admin tenant delete" through a running
+// serve's socket refuses the tenant's token at once (401, the other
+// tenant's still served) and erases it, the sweep left to the worker; a
+// kill -9 then leaves it hidden after the restart, and "admin check" is
+// clean.
+func TestTenantDeleteThroughServe(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs serve")
+	}
+	dataDir := t.TempDir()
+	in := startServer(t, dataDir)
+	defer in.killIfRunning()
+	_, acme := setupDataTenant(t, in, "acme")
+	_, beta := setupDataTenant(t, in, "beta")
+	var shown map[string]any
+	in.admin(&shown, "clock", "show", "--tenant", "acme")
+	now, _ := time.Parse(time.RFC3339, shown["now"].(string))
+	for _, tok := range []string{acme, beta} {
+		evs := []map[string]any{purchaseEvent("ev-1", "c-00000001", now.Add(-time.Hour)), purchaseEvent("ev-2", "c-00000002", now.Add(-time.Hour))}
+		if st, _, b := in.do("POST", "/v1/eventos", tok, map[string]any{"eventos": evs}); st != 200 {
+			t.Fatalf("events: %d %v", st, b)
+		}
+	}
+	if out, err := runAdmin("", dataDir, "tenant", "delete", "acme"); ExitCode(err) != 2 {
+		t.Fatalf("delete without --confirm: %v %s", err, out)
+	}
+	var d tenantDeletionView
+	in.admin(&d, "tenant", "delete", "acme", "--confirm", "acme")
+	if d.State != store.TenantErased {
+		t.Errorf("through serve: %+v; want erased, its sweep a minute later", d)
+	}
+	if st, _, _ := in.do("GET", "/v1/catalogo-acciones", acme, nil); st != 401 {
+		t.Errorf("acme's token after its deletion: %d, want 401", st)
+	}
+	if st, _, _ := in.do("GET", "/v1/catalogo-acciones", beta, nil); st != 200 {
+		t.Errorf("beta's token after acme's deletion: %d, want 200", st)
+	}
+	in.kill()
+	in.start()
+	var list []tenantView
+	in.admin(&list, "tenant", "list")
+	if len(list) != 1 || list[0].Tenant != "beta" {
+		t.Errorf("tenant list after the restart: %+v", list)
+	}
+	if st, _, _ := in.do("GET", "/v1/catalogo-acciones", acme, nil); st != 401 {
+		t.Errorf("acme's token after the restart: %d, want 401", st)
+	}
+	if out, err := runAdmin("", dataDir, "check"); err != nil {
+		t.Errorf("check: %v\n%s", err, out)
+	}
+	audit, _, err := readAudit(filepath.Join(dataDir, auditFile))
+	found := false
+	for _, a := range audit {
+		found = found || strings.HasPrefix(strings.Join(a.Args, " "), "admin tenant delete acme --confirm acme")
+	}
+	if err != nil || !found {
+		t.Errorf("admin audit log: %v; want the deletion's line among %+v", err, audit)
+	}
+}
