@@ -39,12 +39,15 @@ func (r *Runner) startRun(ctx context.Context, j *Job) (context.Context, func())
 }
 
 // CancelTenant stops tenant's running job, if any, and returns once the
-// runner is done with it; the tenant is being deleted (store's
+// runner is done with it, and forgets that the tenant may hold queued jobs; the tenant is being deleted (store's
 // MarkTenantDeleting hid it first), so the job ends with no record
 // written (process). It gives up with ctx's error.
 func (r *Runner) CancelTenant(ctx context.Context, tenant string) error {
 	r.mu.Lock()
 	rj := r.running
+	if r.queued != nil {
+		delete(r.queued, tenant) // no job of it to look for again
+	}
 	r.mu.Unlock()
 	if rj == nil || rj.tenant != tenant {
 		return nil
