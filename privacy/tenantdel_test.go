@@ -10,6 +10,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/coupond/coupond/store"
+	"github.com/coupond/coupond/store/storefs"
 )
 
 // TestTenantDeletionReachesLedgers: a tenant's deletion is written to the
@@ -54,5 +55,54 @@ func TestTenantDeletionReachesLedgers(t *testing.T) {
 	}
 	if holds(t, db, []byte("ana-0000001")) {
 		t.Error("the store still names the deleted tenant's customer")
+	}
+}
+
+// TestTenantDeletionCrashes: a kill -9 during a tenant's deletion (crash
+// clones of its store taken after the mark and after the erasure) leaves
+// the tenant hidden and either whole or erased, never part of it; the
+// first deletion pass after the restart completes it, and no file of the
+// store holds its customer then.
+func TestTenantDeletionCrashes(t *testing.T) {
+	const canary = "cnry-000000042"
+	mem, db, e, p := openCrashable(t)
+	ingestFor(t, e, canary, "ev", 3)
+	lo, hi := store.TenantSpan("acme")
+	whole, err := db.Count(lo, hi)
+	if err != nil {
+		t.Fatal(err)
+	}
+	crashes := map[string]*storefs.MemFS{}
+	hooks := DeletionHooks{
+		Ledger: func(LedgerEntry) error {
+			crashes["after the mark"] = mem.CrashClone(storefs.CrashCloneCfg{})
+			return nil
+		},
+		Tenant: TenantHooks{Forget: func(string, []string) { crashes["after the erasure"] = mem.CrashClone(storefs.CrashCloneCfg{}) }},
+	}
+	if d, err := p.DeleteTenant(context.Background(), "acme", "uid 1", hooks); err != nil || d.State != store.TenantDeleted {
+		t.Fatalf("delete: %+v %v", d, err)
+	}
+	db.Close()
+	for name, crashed := range crashes {
+		t.Run(name, func(t *testing.T) {
+			db, p := reopenService(t, crashed)
+			if _, ok := db.Tenant("acme"); ok {
+				t.Error("after the crash the tenant is listed")
+			}
+			if n, err := db.Count(lo, hi); err != nil || (n != whole && n != 0) {
+				t.Errorf("after the crash the tenant holds %d records of %d (%v): want all or none", n, whole, err)
+			}
+			if _, err := p.ProcessDeletions(context.Background(), DeletionHooks{}); err != nil {
+				t.Fatal(err)
+			}
+			if d, err := db.TenantDeletionOf("acme"); err != nil || d.State != store.TenantDeleted {
+				t.Errorf("after the pass: %+v %v; want deleted", d, err)
+			}
+			checkNoFileHolds(t, crashed, "db", []byte(canary))
+		})
+	}
+	if len(crashes) != 2 {
+		t.Fatalf("crash clones taken: %d, want 2", len(crashes))
 	}
 }
