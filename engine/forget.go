@@ -1,5 +1,7 @@
 package engine
 
+import "sync"
+
 // ForgetTenant drops everything the engine keeps in memory of tenant,
 // whose records the privacy package has just erased (a tenant's
 // deletion): its state (catalog, model, campaigns and budgets, the
@@ -8,9 +10,10 @@ package engine
 // daily quota counts, none of which may write a record of it again. A
 // writer that took the tenant's state before its deletion began may still
 // commit one: the deletion's sweep (store.CompleteTenantDeletion) erases
-// it. It first waits, taking each of the tenant's locks in the order
-// every path takes them (LockCustomer), for the learner pass, the
-// ingestion and the decisions under way to end.
+// it. It first waits for the tenant's learner pass, held-event release,
+// ingestion, batch chunk and decisions under way to end, taking each of
+// their locks in turn and holding none while it takes the next, so that
+// no order of theirs can deadlock with it.
 func (r Records) ForgetTenant(tenant string) {
 	e := r.e
 	e.mu.Lock()
@@ -18,23 +21,26 @@ func (r Records) ForgetTenant(tenant string) {
 	delete(e.tenants, tenant)
 	e.mu.Unlock()
 	if ts != nil {
-		ts.learnMu.Lock()
-		ts.heldMu.Lock()
+		waitFor(&ts.learnMu)
+		waitFor(&ts.heldMu)
 		ts.ingestMu.Lock()
-		ts.budgetGate.Lock()
-		for i := range ts.custLocks {
-			ts.custLocks[i].Lock()
-			ts.custLocks[i].Unlock() //lint:ignore SA2001 taking and releasing it is the wait
-		}
 		ts.ingestMu.reset()
-		ts.budgetGate.Unlock()
 		ts.ingestMu.Unlock()
-		ts.heldMu.Unlock()
-		ts.learnMu.Unlock()
+		waitFor(&ts.budgetGate)
+		for i := range ts.custLocks {
+			waitFor(&ts.custLocks[i])
+		}
 		e.featBudget.leave(&ts.ingestMu)
 	}
 	e.counters.forget(tenant)
 	e.quotas.forget(tenant)
+}
+
+// waitFor returns once whoever holds l has released it.
+func waitFor(l sync.Locker) {
+	l.Lock()
+	//lint:ignore SA2001 taking and releasing l is the wait
+	l.Unlock()
 }
 
 // leave takes t off the turns evict may take bytes from.
