@@ -99,7 +99,7 @@ func tenantCreateCmd(a *app) *cobra.Command {
 		}
 		if err := e.db.CreateTenant(t); err != nil {
 			if errors.Is(err, store.ErrExists) {
-				return fmt.Errorf("tenant %q already exists", args[0])
+				return tenantTakenError(e.db, args[0])
 			}
 			return err
 		}
@@ -732,4 +732,14 @@ func clockAdvanceCmd(a *app) *cobra.Command {
 	cmd.Flags().StringVar(&by, "by", "", "how far, e.g. 36h or 7d")
 	cmd.MarkFlagRequired("by")
 	return cmd
+}
+
+// tenantTakenError says why the id of a tenant to create is taken: a
+// tenant of that id exists, or one is still being deleted (its id is free
+// again once its deletion is done).
+func tenantTakenError(db *store.DB, id string) error {
+	if d, err := db.TenantDeletionOf(id); err == nil && d != nil && d.State != store.TenantDeleted {
+		return fmt.Errorf("tenant %q is being deleted (%s): its id can be taken again once 'admin tenant deletions' shows it deleted", id, d.State)
+	}
+	return fmt.Errorf("tenant %q already exists", id)
 }

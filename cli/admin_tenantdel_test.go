@@ -602,3 +602,27 @@ func TestTenantDeleteThroughServe(t *testing.T) {
 		t.Errorf("admin audit log: %v; want the deletion's line among %+v", err, audit)
 	}
 }
+
+// TestTenantCreateWhileDeleting: "admin tenant create" of an id still being
+// deleted says so (exit 1), not that the tenant exists, and a live
+// tenant's id is still "already exists".
+func TestTenantCreateWhileDeleting(t *testing.T) {
+	w := newTenantWorld(t)
+	if _, err := w.e.db.MarkTenantDeleting("acme", "uid 1", w.clk.Now()); err != nil {
+		t.Fatal(err)
+	}
+	w.close()
+	for _, tc := range []struct{ id, want string }{
+		{"acme", `tenant "acme" is being deleted (deleting): its id can be taken again once 'admin tenant deletions' shows it deleted`},
+		{"beta", `tenant "beta" already exists`},
+	} {
+		err := run(context.Background(), w.clk.Now, []string{"admin", "tenant", "create", tc.id, "--data-dir", w.dir},
+			strings.NewReader(""), io.Discard, io.Discard)
+		if code := ExitCode(err); code != 1 {
+			t.Errorf("create %s: exit %d, want 1", tc.id, code)
+		}
+		if diff := cmp.Diff(tc.want, fmt.Sprint(err)); diff != "" {
+			t.Errorf("create %s (-want +got):\n%s", tc.id, diff)
+		}
+	}
+}
