@@ -49,7 +49,8 @@ func tenantDeleteCmd(a *app) *cobra.Command {
 		cobra.ExactArgs(1), func(cmd *cobra.Command, args []string, e *env) error {
 			return deleteTenant(cmd, a, e, args[0])
 		})
-	cmd.Flags().StringVar(&confirm, "confirm", "", "the tenant's id again: the deletion cannot be undone")
+	cmd.Flags().StringVar(&confirm, "confirm", "", "the tenant's id again, typed: the deletion cannot be undone (never read from the environment)")
+	_ = cmd.Flags().SetAnnotation("confirm", typedOnly, []string{"true"})
 	// Checked before the data dir is opened or the command forwarded.
 	cmd.PreRunE = func(cmd *cobra.Command, args []string) error {
 		if confirm == args[0] {

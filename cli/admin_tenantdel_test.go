@@ -257,6 +257,7 @@ func TestTenantDeleteCommand(t *testing.T) {
 		t.Fatal("acme has no result file naming its customers before its deletion")
 	}
 
+	t.Setenv("COUPOND_CONFIRM", "acme") // a confirmation is typed, never read from the environment
 	for _, args := range [][]string{{}, {"--confirm", "acm"}, {"--confirm", "beta"}} {
 		code, _, stderr := runCode(t, w.clk.Now, w.dir, append([]string{"admin", "tenant", "delete", "acme"}, args...)...)
 		if code != 2 || !strings.Contains(stderr, "--confirm must repeat its id (--confirm acme)") {

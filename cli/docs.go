@@ -37,7 +37,7 @@ var envNote = regexp.MustCompile(` ?\(env COUPOND_[A-Z_]+\)|; ?env COUPOND_[A-Z_
 // description. A persistent flag appears under the command that defines it
 // and applies to its subcommands too.
 func writeFlagDocs(w io.Writer, root *cobra.Command) error {
-	fmt.Fprintln(w, "Every flag can also be set by its environment variable (a flag given on the command line wins).")
+	fmt.Fprintln(w, "Every flag but `admin tenant delete`'s `--confirm` (typed, never read from the environment) can also be set by its environment variable (a flag given on the command line wins).")
 	fmt.Fprintln(w, "A flag of a command applies to its subcommands too.")
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "| command | flag | default | environment | description |")
@@ -64,9 +64,12 @@ func writeFlagDocs(w io.Writer, root *cobra.Command) error {
 			default:
 				def = "`" + def + "`"
 			}
-			env := envVar(f.Name)
+			env := "`" + envVar(f.Name) + "`"
+			if f.Annotations[typedOnly] != nil {
+				env = ""
+			}
 			usage := strings.ReplaceAll(envNote.ReplaceAllString(f.Usage, ""), "|", `\|`)
-			fmt.Fprintf(w, "| %s | `--%s` | %s | `%s` | %s |\n", path, f.Name, def, env, usage)
+			fmt.Fprintf(w, "| %s | `--%s` | %s | %s | %s |\n", path, f.Name, def, env, usage)
 		}
 		c.LocalNonPersistentFlags().VisitAll(add)
 		c.PersistentFlags().VisitAll(add)

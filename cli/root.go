@@ -144,13 +144,14 @@ func checkDataDirFlag(cmd *cobra.Command, dataDir string) error {
 }
 
 // applyEnv sets every flag not given on the command line from its
-// environment variable COUPOND_<FLAG> (dashes to underscores): flags win.
+// environment variable COUPOND_<FLAG> (dashes to underscores): flags win;
+// a typedOnly flag has none.
 // It returns the flags it set as arguments ("--flag=value").
 func applyEnv(fs *pflag.FlagSet) ([]string, error) {
 	var err error
 	var set []string
 	fs.VisitAll(func(f *pflag.Flag) {
-		if f.Changed || err != nil {
+		if f.Changed || err != nil || f.Annotations[typedOnly] != nil {
 			return
 		}
 		name := envVar(f.Name)
@@ -166,6 +167,11 @@ func applyEnv(fs *pflag.FlagSet) ([]string, error) {
 	})
 	return set, err
 }
+
+// typedOnly annotates a flag that is never read from the environment: a
+// confirmation the operator types on the command line (admin tenant
+// delete's --confirm), which a variable left set would otherwise give.
+const typedOnly = "typed-only"
 
 // envVar is the environment variable of the flag name: COUPOND_<FLAG>,
 // dashes to underscores.
