@@ -34,11 +34,11 @@ import (
 // a failed flush in flush1's FlushEnd with DB.mu held and the flush marked
 // running, a failed compaction with its inputs marked compacting, a new
 // write-ahead log that cannot be made (walFS.logFailed) in rotateWAL with
-// the commit pipeline's lock held and DB.mu released (its caller a commit,
-// whose request never answers, or a forced flush). Nothing
-// else is released: no later flush, compaction or MANIFEST write can run
-// on a version state the failure left half-applied, and no file is
-// deleted. Reads keep working: Get and iterators pin the current read
+// the commit pipeline's lock held and DB.mu released (a commit's apply or
+// a forced flush, on a goroutine their caller stops waiting for: see
+// below). Nothing else is released: no later flush, compaction or
+// MANIFEST write can run on a version state the failure left
+// half-applied, and no file is deleted. Reads keep working: Get and iterators pin the current read
 // state under its own lock (DB.readState), not DB.mu, and the store turns
 // off read-sampled compactions, whose bookkeeping at an iterator's Close
 // takes DB.mu. What takes DB.mu blocks, so the store avoids it once a
@@ -46,11 +46,20 @@ import (
 // (writes are stopped), Snapshot.Close and Close release nothing, Metrics
 // answers its last reading, Flush and Compact stop waiting and answer
 // ErrFailed. Commits are refused before they reach Pebble (space.failed).
-// An iterator opened before a flush swapped the read state, and closed
-// after the park, would still block at its Close (it drops the last
-// reference to an old version, under DB.mu); so would a call already
-// inside Pebble when the goroutine parked. The process's restart (serve's
-// in place restart once space is back, or the operator's) ends all of it:
+// The calls that reach Pebble's commit pipeline (a commit's apply, a
+// checkpoint) or wait for a flush or a compaction (Flush, Compact, Open)
+// run on a goroutine of their own, which their caller stops waiting for
+// as soon as a goroutine parks (space.inPebble, unlessParked): the parked
+// commit's caller, and every commit queued behind it on the pipeline's
+// lock, answers ErrFailed (ErrFull for want of space) and so releases the
+// locks it holds (a campaign's budget lock, a tenant's held events), and
+// no request waiting on those locks hangs. Only the goroutine left in
+// Pebble waits until the process ends; what it was committing was not
+// acknowledged. An iterator opened before a flush swapped the read state,
+// and closed after the park, would still block at its Close (it drops the
+// last reference to an old version, under DB.mu). The process's restart
+// (serve's in place restart once space is back, or the operator's) ends
+// all of it:
 // every acknowledged write was synced before it was acknowledged.
 
 // recovering runs f, turning a panic out of Pebble on this goroutine
@@ -176,11 +185,39 @@ func (db *DB) unlessParked(op string, f func() error) error {
 	}
 	done := make(chan error, 1)
 	go func() { done <- f() }()
+	_, err := db.space.await(op, done)
+	return err
+}
+
+// inPebble runs f, a call that reaches Pebble's commit pipeline (a
+// commit, a checkpoint's log sync), under recovering on a goroutine of its
+// own, and waits for it (await): f's error, or, once a Pebble goroutine
+// parks first, stoppedErr(op) with abandoned true. An abandoned f stays
+// where it waits (parked itself, rotating the log, or queued behind the
+// parked commit on the pipeline's lock) until the process ends, and keeps
+// what it was given (the batch) till then. The goroutine costs a commit
+// about a microsecond (see Batch.Commit).
+func (s *space) inPebble(op string, f func() error) (abandoned bool, err error) {
+	done := make(chan error, 1)
+	go func() { done <- recovering(s, f) }()
+	return s.await(op, done)
+}
+
+// await waits for done's error, and returns it; or, when a Pebble
+// goroutine parks (space.parked) first, stoppedErr(op) and abandoned true.
+// An answer that came with the park is preferred to it: a call that
+// returned nil was synced, and is acknowledged.
+func (s *space) await(op string, done <-chan error) (abandoned bool, err error) {
 	select {
 	case err := <-done:
-		return err
-	case <-db.space.parked:
-		return db.space.stoppedErr(op)
+		return false, err
+	case <-s.parked:
+		select {
+		case err := <-done:
+			return false, err
+		default:
+			return true, s.stoppedErr(op)
+		}
 	}
 }
 

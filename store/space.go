@@ -25,8 +25,11 @@ import (
 // ErrFull or ErrFailed, and refuses every later write, which would
 // otherwise block on Pebble's stuck commit pipeline. A fatal error or a
 // flush or compaction short of space in one of Pebble's own goroutines
-// parks that goroutine and fails the store the same way (park.go). The
-// failed store cannot be mended in process: serve restarts itself in place
+// parks that goroutine and fails the store the same way (park.go); a
+// commit or checkpoint already under way then answers ErrFailed at once
+// rather than wait for it (space.inPebble), so no request hangs on it or
+// on the locks its caller holds. The failed store cannot be mended in
+// process: serve restarts itself in place
 // once space is back when the cause was the lack of space (SpaceStatus
 // NoSpace), and an operator must restart it after any other I/O error.
 // Nothing is acknowledged that was not synced.

@@ -273,9 +273,10 @@ func TestLogCreationFailureParks(t *testing.T) {
 
 // TestCommitLogCreationFailureParks: a commit that rotates the memtable
 // (here a batch too large for it) and cannot make the new write-ahead log
-// parks and fails the store, as a flush does
-// (TestLogCreationFailureParks), instead of ending the process; it is not
-// acknowledged, and reads go on.
+// parks inside Pebble and fails the store, as a flush does
+// (TestLogCreationFailureParks), instead of ending the process; the commit
+// answers ErrFull, unacknowledged (TestParkedCommitAnswers), and reads go
+// on.
 func TestCommitLogCreationFailureParks(t *testing.T) {
 	db, faults := faultyWithKey(t, func(op errorfs.Op) error {
 		if op.Kind == errorfs.OpCreate && strings.HasSuffix(op.Path, ".log") {
@@ -285,17 +286,19 @@ func TestCommitLogCreationFailureParks(t *testing.T) {
 	})
 	faults.On()
 	committed := make(chan error, 1)
-	go func() { // parks for good: the goroutine outlives the test
+	go func() {
 		b := db.NewBatch()
+		defer b.Close()
 		b.Set([]byte("large"), make([]byte, memTableSize/2+1))
 		committed <- b.Commit()
 	}()
 	select {
-	case <-db.space.parked:
 	case err := <-committed:
-		t.Fatalf("commit that cannot make its new log answered %v, want it parked", err)
+		if !errors.Is(err, ErrFull) || !db.space.isParked() {
+			t.Fatalf("commit that cannot make its new log answered %v, parked %v; want ErrFull, parked", err, db.space.isParked())
+		}
 	case <-time.After(10 * time.Second):
-		t.Fatalf("no goroutine parked 10 s after the commit: %+v", db.Space())
+		t.Fatalf("the commit that cannot make its new log still waits after 10 s: %+v", db.Space())
 	}
 	got := parkedView(t, db)
 	want := parkedObservation{Failed: true, NoSpace: true, Value: "1", Scanned: 1, SnapScanned: 1, Commit: true, Flush: true, Close: true}

@@ -427,6 +427,9 @@ type Batch struct {
 	b     *pebble.Batch
 	db    *DB
 	pacer *commitPacer
+	// abandoned: a commit of b answered while b stayed inside Pebble
+	// (space.inPebble), which may still read it: Close leaves it alone.
+	abandoned bool
 }
 
 // NewBatch starts a write batch. Reads of it are not supported; read from DB.
@@ -461,27 +464,25 @@ func (b *Batch) Empty() bool { return b.b.Empty() }
 // so anything acknowledged after Commit survives a crash. A file system
 // out of space gives an error wrapping ErrFull; a failure Pebble cannot
 // recover from in process (see space.go) one wrapping ErrFailed, after
-// which every Commit fails at once with ErrFailed. Commit never panics.
-func (b *Batch) Commit() error {
-	if b.db.space.failed.Load() {
-		return b.db.space.stoppedErr("commit")
-	}
-	return recovering(b.db.space, func() error {
-		b.pacer.committed(time.Now())
-		if err := b.b.Commit(pebble.Sync); err != nil {
-			return b.db.space.commitFailure(err, nil)
-		}
-		return nil
-	})
-}
+// which every Commit fails at once with ErrFailed. Commit never panics,
+// and never waits for a Pebble goroutine parked for good (park.go): it
+// answers ErrFailed (with ErrFull when the disk's lack of space caused
+// it) as soon as one parks, its own commit or one ahead of it in Pebble's
+// commit pipeline included (space.inPebble). Like any failed commit, the
+// error does not tell that nothing was written: the batch may be in the
+// log, found again at the restart.
+func (b *Batch) Commit() error { return b.commit(nil) }
 
 // CommitOrdered is Commit for writers that must reach the store in the
 // order of a lock they hold: it applies the batch (it is then ordered
 // after every batch applied before it, and visible), calls unlock, and
 // only then waits for the WAL sync, so writers serialised by the lock
 // still share syncs instead of each holding it through its own. It
-// returns, like Commit, only once the batch is durable or has failed.
-// unlock is called exactly once, also when CommitOrdered fails or panics.
+// returns, like Commit, only once the batch is durable or has failed, and
+// answers ErrFailed as Commit does once a Pebble goroutine parks. unlock
+// is called exactly once, also when CommitOrdered fails or panics: a
+// writer behind the lock then finds writes stopped, so none is applied out
+// of the lock's order.
 func (b *Batch) CommitOrdered(unlock func()) error {
 	unlocked := false
 	release := func() {
@@ -491,27 +492,57 @@ func (b *Batch) CommitOrdered(unlock func()) error {
 		}
 	}
 	defer release()
-	if b.db.space.failed.Load() {
-		return b.db.space.stoppedErr("commit")
+	return b.commit(release)
+}
+
+// commit applies the batch (apply) on a goroutine of its own, which it
+// stops waiting for once a Pebble goroutine parks (space.inPebble), calls
+// applied (nil: nothing) once the batch is applied, and then waits for the
+// WAL sync on the caller's goroutine: Pebble's log writer syncs every
+// record queued before it closes a log, or fails them, so no park keeps
+// that wait from ending. Only the hand-off of the apply is paid for the
+// park's sake: a few µs (BenchmarkCommit).
+func (b *Batch) commit(applied func()) error {
+	sp := b.db.space
+	if sp.failed.Load() {
+		return sp.stoppedErr("commit")
 	}
-	return recovering(b.db.space, func() error {
-		b.pacer.committed(time.Now())
-		if err := b.db.pdb.ApplyNoSyncWait(b.b, pebble.Sync); err != nil {
-			return b.db.space.commitFailure(err, nil)
-		}
-		release()
-		if err := b.b.SyncWait(); err != nil {
-			// Fatal, as Pebble's own Apply makes it (Fatalf): the log writer
-			// keeps the error, so no later commit could be durable, yet each
-			// would still be applied and visible.
-			return b.db.space.commitFailure(nil, &pebbleFatal{msg: err.Error(), args: []any{err}})
-		}
-		return nil
-	})
+	b.pacer.committed(time.Now())
+	abandoned, err := sp.inPebble("commit", b.apply)
+	if err != nil {
+		b.abandoned = abandoned
+		return err
+	}
+	if applied != nil {
+		applied()
+	}
+	if err := b.b.SyncWait(); err != nil {
+		// Fatal, as Pebble's own Apply makes it (Fatalf): the log writer
+		// keeps the error, so no later commit could be durable, yet each
+		// would still be applied and visible.
+		return sp.commitFailure(nil, &pebbleFatal{msg: err.Error(), args: []any{err}})
+	}
+	return nil
+}
+
+// apply is Pebble's half of a commit: the batch written to the WAL (not
+// yet synced) and applied to the memtable, rotating both when it is full.
+func (b *Batch) apply() error {
+	if err := b.db.pdb.ApplyNoSyncWait(b.b, pebble.Sync); err != nil {
+		return b.db.space.commitFailure(err, nil)
+	}
+	return nil
 }
 
 // Close releases the batch; call it after Commit or to abandon the batch.
-func (b *Batch) Close() { _ = b.b.Close() }
+// A batch a commit left inside Pebble (parked) is left to the garbage
+// collector instead: Pebble may still read it.
+func (b *Batch) Close() {
+	if b.abandoned {
+		return
+	}
+	_ = b.b.Close()
+}
 
 // Snapshot is a consistent read-only view of the store.
 type Snapshot struct {
@@ -648,17 +679,19 @@ func (db *DB) Compact(ctx context.Context, lower, upper []byte) error {
 // Checkpoint writes a consistent copy of the store into dir (which must not
 // exist). Every write committed before the call is in it. It syncs the WAL
 // as a commit does, and fails as Commit does when that sync fails (ErrFull,
-// ErrFailed), without panicking.
+// ErrFailed), without panicking, or when a Pebble goroutine parks before
+// it is done (space.inPebble): a backup never waits for a parked commit.
 func (db *DB) Checkpoint(dir string) error {
 	if err := db.stopped("checkpoint"); err != nil {
 		return err
 	}
-	return recovering(db.space, func() error {
+	_, err := db.space.inPebble("checkpoint", func() error {
 		if err := db.pdb.Checkpoint(dir, pebble.WithFlushedWAL()); err != nil {
 			return fmt.Errorf("store: checkpoint: %w", err)
 		}
 		return nil
 	})
+	return err
 }
 
 // stopped returns ErrFailed once a commit failed fatally: Pebble's log

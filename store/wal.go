@@ -58,7 +58,8 @@ func (fs walFS) Create(name string, category vfs.DiskWriteCategory) (vfs.File, e
 
 // logFailed fails the store and parks the calling goroutine for good
 // (quietLogger.park) when err is the failure to make name, a write-ahead
-// log of the open store. Pebble makes a new log when it rotates the
+// log of the open store; the caller of the commit or flush that rotated
+// the log stops waiting for it then (space.inPebble, unlessParked). Pebble makes a new log when it rotates the
 // memtable (one full, in a commit; a flush, the deletion's included) and
 // panics on that error with its mutex released, under a deferred unlock:
 // a runtime fatal error that no recover stops, so the process ended. Such
