@@ -32,9 +32,13 @@ import (
 // What a parked goroutine holds (Pebble v2.1.7): a MANIFEST failure parks
 // in versionSet.UpdateVersionLocked with DB.mu and the MANIFEST lock held,
 // a failed flush in flush1's FlushEnd with DB.mu held and the flush marked
-// running, a failed compaction with its inputs marked compacting, a new
-// write-ahead log that cannot be made (walFS.logFailed) in rotateWAL with
-// the commit pipeline's lock held and DB.mu released (a commit's apply or
+// running, a failed compaction with its inputs marked compacting, a
+// rotation of the write-ahead log that fails (a new log that cannot be
+// made, walFS.logFailed; the old log that cannot be written, synced or
+// closed, or the directory that cannot be synced, walFS.rotationFailed:
+// rotateWAL panicked on each, with DB.mu released under a deferred unlock,
+// a runtime fatal error no recover stops) in rotateWAL with the commit
+// pipeline's lock held and DB.mu released (a commit's apply or
 // a forced flush, on a goroutine their caller stops waiting for: see
 // below). Nothing else is released: no later flush, compaction or
 // MANIFEST write can run on a version state the failure left
@@ -86,7 +90,13 @@ func recovering(sp *space, f func() error) (err error) {
 // onRecoveringStack reports whether the calling goroutine runs under
 // recovering. A cold path: it walks the stack.
 func onRecoveringStack() bool {
-	want := runtime.FuncForPC(reflect.ValueOf(recovering).Pointer()).Name()
+	return onStack(runtime.FuncForPC(reflect.ValueOf(recovering).Pointer()).Name())
+}
+
+// onStack reports whether the function named want (its full name, as
+// runtime.Frame.Function gives it) is on the calling goroutine's stack. A
+// cold path: it walks the stack.
+func onStack(want string) bool {
 	pcs := make([]uintptr, 128)
 	n := runtime.Callers(2, pcs)
 	for n == len(pcs) && len(pcs) < 1<<16 {

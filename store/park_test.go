@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 	"github.com/google/go-cmp/cmp"
 )
@@ -118,4 +120,99 @@ func answerOf(err error) string {
 		return "ErrFailed"
 	}
 	return err.Error()
+}
+
+// TestRotationFailureParks: a rotation of the write-ahead log (a commit
+// too large for the memtable, a forced flush) whose old log cannot be
+// closed (its last records, its sync or its close fail for want of space)
+// or whose directory cannot be synced once the new log is made fails the
+// store for want of space and parks, and the caller answers ErrFull;
+// reads go on. Pebble panicked on those errors with its mutex released
+// under a deferred unlock, a runtime fatal error ("sync: unlock of
+// unlocked mutex") that ended the process.
+func TestRotationFailureParks(t *testing.T) {
+	isLog := func(op errorfs.Op) bool { return strings.HasSuffix(op.Path, ".log") }
+	logSync := func(op errorfs.Op) bool {
+		return (op.Kind == errorfs.OpFileSync || op.Kind == errorfs.OpFileSyncData) && isLog(op)
+	}
+	dirSync := func(op errorfs.Op) bool { return op.Kind == errorfs.OpFileSync && op.Path == "db" }
+	for _, tc := range []struct {
+		name       string
+		fails      func(op errorfs.Op) bool // nil: none
+		closeFails bool                     // a log's Close fails (errorfs injects none there)
+		flush      bool                     // rotated by a forced flush, else by a commit
+	}{
+		{"old log's write", func(op errorfs.Op) bool { return op.Kind == errorfs.OpFileWrite && isLog(op) }, false, false},
+		{"old log's sync", logSync, false, false},
+		{"old log's close", nil, true, false},
+		{"old log's close in a flush", nil, true, true},
+		{"directory's sync", dirSync, false, false},
+		{"directory's sync in a flush", dirSync, false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			faults := &errorfs.Toggle{Injector: errorfs.InjectorFunc(func(op errorfs.Op) error {
+				if tc.fails != nil && tc.fails(op) {
+					return fmt.Errorf("%s: %w", op.Path, syscall.ENOSPC)
+				}
+				return nil
+			})}
+			closing := closeFaultFS{FS: vfs.NewMem(), on: new(atomic.Bool)}
+			db := openWithKey(t, errorfs.Wrap(closing, faults))
+			faults.On()
+			closing.on.Store(tc.closeFails)
+			answered := make(chan error, 1)
+			go func() {
+				if tc.flush {
+					answered <- db.Flush()
+					return
+				}
+				b := db.NewBatch()
+				defer b.Close()
+				b.Set([]byte("large"), make([]byte, memTableSize/2+1))
+				answered <- b.Commit()
+			}()
+			select {
+			case err := <-answered:
+				if answerOf(err) != "ErrFull" || !db.space.isParked() {
+					t.Fatalf("rotation that failed answered %v, parked %v; want ErrFull, parked", err, db.space.isParked())
+				}
+			case <-time.After(parkedAnswerWait):
+				t.Fatalf("the rotation's caller still waits after %v: %+v", parkedAnswerWait, db.Space())
+			}
+			got := parkedView(t, db)
+			want := parkedObservation{Failed: true, NoSpace: true, Value: "1", Scanned: 1, SnapScanned: 1, Commit: true, Flush: true, Close: true}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("store whose log rotation failed (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// closeFaultFS is a file system whose write-ahead logs' Close fails with
+// ENOSPC (after closing them) while on is set.
+type closeFaultFS struct {
+	vfs.FS
+	on *atomic.Bool
+}
+
+func (fs closeFaultFS) Create(name string, category vfs.DiskWriteCategory) (vfs.File, error) {
+	f, err := fs.FS.Create(name, category)
+	if err != nil || !strings.HasSuffix(name, ".log") {
+		return f, err
+	}
+	return closeFaultFile{File: f, on: fs.on}, nil
+}
+
+// closeFaultFile is a closeFaultFS's write-ahead log.
+type closeFaultFile struct {
+	vfs.File
+	on *atomic.Bool
+}
+
+func (f closeFaultFile) Close() error {
+	err := f.File.Close()
+	if err == nil && f.on.Load() {
+		err = fmt.Errorf("close: %w", syscall.ENOSPC)
+	}
+	return err
 }

@@ -32,13 +32,13 @@ type walFS struct {
 }
 
 // ReuseForWrite recycles oldname as newname, or, during a purge, removes
-// it and creates newname empty. Either way the log is not preallocated
-// (unpreallocated). A failure parks the caller (logFailed).
+// it and creates newname empty. Either way the log is handed out as a
+// logFile. A failure parks the caller (logFailed).
 func (fs walFS) ReuseForWrite(oldname, newname string, category vfs.DiskWriteCategory) (vfs.File, error) {
 	if fs.purging.Load() == 0 {
 		f, err := fs.FS.ReuseForWrite(oldname, newname, category)
 		fs.logFailed(newname, err)
-		return unpreallocated(newname)(f, err)
+		return fs.logFile(newname, f, err)
 	}
 	if err := fs.FS.Remove(oldname); err != nil {
 		fs.logFailed(newname, err)
@@ -47,27 +47,37 @@ func (fs walFS) ReuseForWrite(oldname, newname string, category vfs.DiskWriteCat
 	return fs.Create(newname, category)
 }
 
-// Create creates name; a write-ahead log is not preallocated
-// (unpreallocated), and one that cannot be created parks the caller
-// (logFailed).
+// Create creates name; a write-ahead log is handed out as a logFile, and
+// one that cannot be created parks the caller (logFailed).
 func (fs walFS) Create(name string, category vfs.DiskWriteCategory) (vfs.File, error) {
 	f, err := fs.FS.Create(name, category)
 	fs.logFailed(name, err)
-	return unpreallocated(name)(f, err)
+	return fs.logFile(name, f, err)
+}
+
+// OpenDir opens the directory name; the store's directory is handed out
+// as a logDir.
+func (fs walFS) OpenDir(name string) (vfs.File, error) {
+	f, err := fs.FS.OpenDir(name)
+	if err != nil || name != fs.dir {
+		return f, err
+	}
+	return logDir{File: f, fs: fs}, nil
 }
 
 // logFailed fails the store and parks the calling goroutine for good
 // (quietLogger.park) when err is the failure to make name, a write-ahead
 // log of the open store; the caller of the commit or flush that rotated
-// the log stops waiting for it then (space.inPebble, unlessParked). Pebble makes a new log when it rotates the
-// memtable (one full, in a commit; a flush, the deletion's included) and
-// panics on that error with its mutex released, under a deferred unlock:
-// a runtime fatal error that no recover stops, so the process ended. Such
-// errors come with no bytes to write: no descriptor left (EMFILE), no
-// inode left (ENOSPC, EDQUOT), the directory's permissions or a file
-// system remounted read-only (EACCES, EPERM, EROFS). Errors at Open (not
-// yet opened: Open returns them) and of the logs a checkpoint copies into
-// a backup (not in dir) are returned as they are.
+// the log stops waiting for it then (space.inPebble, unlessParked).
+// Pebble makes a new log when it rotates the memtable (one full, in a
+// commit; a flush, the deletion's included) and panics on that error with
+// its mutex released, under a deferred unlock: a runtime fatal error that
+// no recover stops, so the process ended. Such errors come with no bytes
+// to write: no descriptor left (EMFILE), no inode left (ENOSPC, EDQUOT),
+// the directory's permissions or a file system remounted read-only
+// (EACCES, EPERM, EROFS). Errors at Open (not yet opened: Open returns
+// them) and of the logs a checkpoint copies into a backup (not in dir) are
+// returned as they are.
 func (fs walFS) logFailed(name string, err error) {
 	if err == nil || !fs.opened.Load() || !strings.HasSuffix(name, ".log") || fs.PathDir(name) != fs.dir {
 		return
@@ -75,32 +85,112 @@ func (fs walFS) logFailed(name string, err error) {
 	fs.log.park(&pebbleFatal{msg: fmt.Sprintf("pebble: make write-ahead log %s: %v", name, err), args: []any{err}})
 }
 
-// unpreallocated hands out a write-ahead log (*.log) as noPrealloc, so
-// that it takes the disk its records take; other files as they are.
-func unpreallocated(name string) func(vfs.File, error) (vfs.File, error) {
-	return func(f vfs.File, err error) (vfs.File, error) {
-		if err != nil || !strings.HasSuffix(name, ".log") {
-			return f, err
-		}
-		return noPrealloc{f}, nil
+// rotateWAL is the function of Pebble that closes the write-ahead log in
+// use and makes the next one (Pebble v2.1.7's DB.rotateWAL).
+const rotateWAL = "github.com/cockroachdb/pebble/v2.(*DB).rotateWAL"
+
+// rotationFailed parks the calling goroutine for good, failing the store
+// (quietLogger.park), when it is rotating the write-ahead log (rotateWAL
+// is on its stack) and what failed there, err, would make Pebble panic:
+// the old log that cannot be closed (its last records or its sync failed,
+// here or in the log's flush goroutine before), or the directory that
+// cannot be synced after the new log was made. rotateWAL panics on those
+// errors with DB.mu released, under a deferred unlock: a runtime fatal
+// error ("sync: unlock of unlocked mutex") that no recover stops. The
+// goroutine parks as logFailed's does, with the commit pipeline's lock
+// held, and the commit's caller stops waiting (space.inPebble). Anywhere
+// else (Pebble's Close of the store) it returns, and err is Pebble's.
+func (fs walFS) rotationFailed(what string, err error) {
+	if err == nil || !onStack(rotateWAL) {
+		return
 	}
+	fs.log.park(&pebbleFatal{msg: fmt.Sprintf("pebble: rotate write-ahead log: %s: %v", what, err), args: []any{err}})
 }
 
-// noPrealloc is a write-ahead log whose Preallocate does nothing. Pebble
-// preallocates every log 1.1 times MemTableSize (about 70 MB) ahead of its
-// writes, and after an open it fills memtables that start at 256 KB and
-// double, each with its own log, until 32 MB wait to be flushed: a burst
-// of writes after a start left seven logs holding about 490 MB of the disk
-// for 22 MB of records. That alone took a 600 MB data disk below a 200 MiB
-// reserve, and with the store failed by a full disk the free space stayed
-// below the reserve once everything else was freed: serve neither
-// restarted in place nor, restarted, opened the store. The records of a
-// log are synced as they are written whether or not its blocks were
-// reserved first, so nothing acknowledged depends on preallocation.
-type noPrealloc struct{ vfs.File }
+// logFile hands out the write-ahead log name of the store (*.log) as a
+// logFile; other files as they are.
+func (fs walFS) logFile(name string, f vfs.File, err error) (vfs.File, error) {
+	if err != nil || !strings.HasSuffix(name, ".log") {
+		return f, err
+	}
+	return &logFile{File: f, name: name, fs: fs}, nil
+}
+
+// logFile is a write-ahead log of the store. Its Preallocate does
+// nothing: Pebble preallocates every log 1.1 times MemTableSize (about
+// 70 MB) ahead of its writes, and after an open it fills memtables that
+// start at 256 KB and double, each with its own log, until 32 MB wait to
+// be flushed: a burst of writes after a start left seven logs holding
+// about 490 MB of the disk for 22 MB of records. That alone took a 600 MB
+// data disk below a 200 MiB reserve, and with the store failed by a full
+// disk the free space stayed below the reserve once everything else was
+// freed: serve neither restarted in place nor, restarted, opened the
+// store. The records of a log are synced as they are written whether or
+// not its blocks were reserved first, so nothing acknowledged depends on
+// preallocation.
+//
+// It keeps the first error of its writes and syncs: Pebble's log writer
+// keeps it too, and fails the log's Close with it, which rotateWAL would
+// turn into a panic; Close parks instead (walFS.rotationFailed).
+type logFile struct {
+	vfs.File
+	name   string
+	fs     walFS
+	failed atomic.Pointer[error] // the first write or sync that failed
+}
 
 // Preallocate reserves nothing.
-func (noPrealloc) Preallocate(offset, length int64) error { return nil }
+func (*logFile) Preallocate(offset, length int64) error { return nil }
+
+func (f *logFile) Write(p []byte) (int, error) {
+	n, err := f.File.Write(p)
+	return n, f.keep(err)
+}
+
+func (f *logFile) WriteAt(p []byte, off int64) (int, error) {
+	n, err := f.File.WriteAt(p, off)
+	return n, f.keep(err)
+}
+
+func (f *logFile) Sync() error     { return f.keep(f.File.Sync()) }
+func (f *logFile) SyncData() error { return f.keep(f.File.SyncData()) }
+
+func (f *logFile) SyncTo(length int64) (bool, error) {
+	full, err := f.File.SyncTo(length)
+	return full, f.keep(err)
+}
+
+// keep records err when it is the log's first failure, and returns it.
+func (f *logFile) keep(err error) error {
+	if err != nil {
+		f.failed.CompareAndSwap(nil, &err)
+	}
+	return err
+}
+
+// Close closes the log; when it, or a write or sync of the log before it,
+// failed during a rotation, it parks (walFS.rotationFailed).
+func (f *logFile) Close() error {
+	err := f.File.Close()
+	if first := f.failed.Load(); first != nil {
+		f.fs.rotationFailed("close "+f.name, *first)
+	}
+	f.fs.rotationFailed("close "+f.name, err)
+	return err
+}
+
+// logDir is the store's directory, opened: a Sync that fails while the
+// write-ahead log rotates parks (walFS.rotationFailed).
+type logDir struct {
+	vfs.File
+	fs walFS
+}
+
+func (d logDir) Sync() error {
+	err := d.File.Sync()
+	d.fs.rotationFailed("sync "+d.fs.dir, err)
+	return err
+}
 
 // purgeOwedKey is a mark that a batch deleted records naming customers
 // (a deletion completed, a batch job's request dropped) and the purge it
