@@ -139,15 +139,17 @@ func TestRotationFailureParks(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
 		fails      func(op errorfs.Op) bool // nil: none
-		closeFails bool                     // a log's Close fails (errorfs injects none there)
+		closeFails bool                     // a log's Close fails (logFaultFS)
 		flush      bool                     // rotated by a forced flush, else by a commit
+		recycled   bool                     // the new log is a recycled one, whose Stat fails (logFaultFS)
 	}{
-		{"old log's write", func(op errorfs.Op) bool { return op.Kind == errorfs.OpFileWrite && isLog(op) }, false, false},
-		{"old log's sync", logSync, false, false},
-		{"old log's close", nil, true, false},
-		{"old log's close in a flush", nil, true, true},
-		{"directory's sync", dirSync, false, false},
-		{"directory's sync in a flush", dirSync, false, true},
+		{"old log's write", func(op errorfs.Op) bool { return op.Kind == errorfs.OpFileWrite && isLog(op) }, false, false, false},
+		{"old log's sync", logSync, false, false, false},
+		{"old log's close", nil, true, false, false},
+		{"old log's close in a flush", nil, true, true, false},
+		{"directory's sync", dirSync, false, false, false},
+		{"directory's sync in a flush", dirSync, false, true, false},
+		{"recycled log's stat", nil, false, false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			faults := &errorfs.Toggle{Injector: errorfs.InjectorFunc(func(op errorfs.Op) error {
@@ -156,10 +158,17 @@ func TestRotationFailureParks(t *testing.T) {
 				}
 				return nil
 			})}
-			closing := closeFaultFS{FS: vfs.NewMem(), on: new(atomic.Bool)}
-			db := openWithKey(t, errorfs.Wrap(closing, faults))
+			logFaults := logFaultFS{FS: vfs.NewMem(), closing: new(atomic.Bool), stat: new(atomic.Bool)}
+			db := openWithKey(t, errorfs.Wrap(logFaults, faults))
+			for i := 0; tc.recycled && i < 3; i++ { // a log is recyclable once its flush is cleaned up, shortly after
+				if err := db.Flush(); err != nil {
+					t.Fatal(err)
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
 			faults.On()
-			closing.on.Store(tc.closeFails)
+			logFaults.closing.Store(tc.closeFails)
+			logFaults.stat.Store(tc.recycled)
 			answered := make(chan error, 1)
 			go func() {
 				if tc.flush {
@@ -188,31 +197,49 @@ func TestRotationFailureParks(t *testing.T) {
 	}
 }
 
-// closeFaultFS is a file system whose write-ahead logs' Close fails with
-// ENOSPC (after closing them) while on is set.
-type closeFaultFS struct {
+// logFaultFS is a file system whose write-ahead logs' Close, or Stat,
+// fails with ENOSPC (after closing them) while closing, or stat, is set.
+// errorfs injects no error there (nor into a recycled file).
+type logFaultFS struct {
 	vfs.FS
-	on *atomic.Bool
+	closing, stat *atomic.Bool
 }
 
-func (fs closeFaultFS) Create(name string, category vfs.DiskWriteCategory) (vfs.File, error) {
-	f, err := fs.FS.Create(name, category)
-	if err != nil || !strings.HasSuffix(name, ".log") {
-		return f, err
+func (fs logFaultFS) Create(name string, category vfs.DiskWriteCategory) (vfs.File, error) {
+	return fs.log(name)(fs.FS.Create(name, category))
+}
+
+func (fs logFaultFS) ReuseForWrite(oldname, newname string, category vfs.DiskWriteCategory) (vfs.File, error) {
+	return fs.log(newname)(fs.FS.ReuseForWrite(oldname, newname, category))
+}
+
+// log hands out name, when it is a write-ahead log, as a logFaultFile.
+func (fs logFaultFS) log(name string) func(vfs.File, error) (vfs.File, error) {
+	return func(f vfs.File, err error) (vfs.File, error) {
+		if err != nil || !strings.HasSuffix(name, ".log") {
+			return f, err
+		}
+		return logFaultFile{File: f, fs: fs}, nil
 	}
-	return closeFaultFile{File: f, on: fs.on}, nil
 }
 
-// closeFaultFile is a closeFaultFS's write-ahead log.
-type closeFaultFile struct {
+// logFaultFile is a logFaultFS's write-ahead log.
+type logFaultFile struct {
 	vfs.File
-	on *atomic.Bool
+	fs logFaultFS
 }
 
-func (f closeFaultFile) Close() error {
+func (f logFaultFile) Close() error {
 	err := f.File.Close()
-	if err == nil && f.on.Load() {
+	if err == nil && f.fs.closing.Load() {
 		err = fmt.Errorf("close: %w", syscall.ENOSPC)
 	}
 	return err
+}
+
+func (f logFaultFile) Stat() (vfs.FileInfo, error) {
+	if f.fs.stat.Load() {
+		return nil, fmt.Errorf("stat: %w", syscall.ENOSPC)
+	}
+	return f.File.Stat()
 }

@@ -96,7 +96,8 @@ const rotateWAL = "github.com/cockroachdb/pebble/v2.(*DB).rotateWAL"
 // here or in the log's flush goroutine before), or the directory that
 // cannot be synced after the new log was made. rotateWAL panics on those
 // errors with DB.mu released, under a deferred unlock: a runtime fatal
-// error ("sync: unlock of unlocked mutex") that no recover stops. The
+// error ("sync: unlock of unlocked mutex") that no recover stops (so it
+// does on a recycled log's Stat, which a disk's I/O error alone fails). The
 // goroutine parks as logFailed's does, with the commit pipeline's lock
 // held, and the commit's caller stops waiting (space.inPebble). Anywhere
 // else (Pebble's Close of the store) it returns, and err is Pebble's.
@@ -158,6 +159,14 @@ func (f *logFile) SyncData() error { return f.keep(f.File.SyncData()) }
 func (f *logFile) SyncTo(length int64) (bool, error) {
 	full, err := f.File.SyncTo(length)
 	return full, f.keep(err)
+}
+
+// Stat is the log's; when it fails while the log rotates (Pebble reads
+// the size of a recycled log so), it parks (walFS.rotationFailed).
+func (f *logFile) Stat() (vfs.FileInfo, error) {
+	info, err := f.File.Stat()
+	f.fs.rotationFailed("stat "+f.name, err)
+	return info, err
 }
 
 // keep records err when it is the log's first failure, and returns it.
