@@ -1,9 +1,13 @@
 package server
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -208,5 +212,70 @@ func TestStoreStoppedSaysWhy(t *testing.T) {
 				t.Errorf("answers after a failed write (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestParkedFlushAnswersDecisions: a flush (a deletion pass's, say) whose
+// new write-ahead log cannot be made parks inside the store holding its
+// commit pipeline, with decisions of one campaign already committing
+// behind it: the first holding the campaign's budget lock, the others
+// waiting for that lock. Each answers 503 almacenamiento_lleno within
+// seconds (they waited until a restart, their lock held), and the flush
+// ErrFull.
+func TestParkedFlushAnswersDecisions(t *testing.T) {
+	rotating := make(chan struct{})
+	var once sync.Once
+	fs, faults := storefs.WithCreateFaults(storefs.Mem(), func(path string) error {
+		if !strings.HasSuffix(path, ".log") {
+			return nil
+		}
+		once.Do(func() { close(rotating) })
+		time.Sleep(300 * time.Millisecond) // the decisions reach the store meanwhile
+		return fmt.Errorf("%s: %w", path, syscall.ENOSPC)
+	})
+	h := newHarnessOn(t, fs)
+	h.tenant("acme", true, func(s *store.Settings) { s.RateLimits = false; s.ControlShare = 0 })
+	tok := h.token("acme", allScopes...)
+	h.catalog(tok, 2)
+	if st, b := h.do("PUT", "/v1/campanas/navidad", tok, map[string]any{"canal": "push", "descripcion": "Navidad", "max_envios": 1000}); st != 200 {
+		t.Fatalf("campaign: %d %v", st, b)
+	}
+	faults.On()
+	flushed := make(chan error, 1)
+	go func() { flushed <- h.db.Flush() }()
+	<-rotating
+	const decisions = 4
+	answers := make(chan string, decisions)
+	for i := range decisions {
+		// Served in process, so that handlers left waiting (without the
+		// fix) do not hold up the harness's HTTP server at its Close.
+		body, _ := json.Marshal(decideBody(fmt.Sprintf("parked-%04d", i), map[string]any{"canal": "push", "campana_id": "navidad"}))
+		req := httptest.NewRequest("POST", "/v1/decisiones", bytes.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+tok)
+		req.Header.Set("Content-Type", "application/json")
+		go func() {
+			w := httptest.NewRecorder()
+			h.srv.ServeHTTP(w, req)
+			var answer struct{ Codigo string }
+			_ = json.Unmarshal(w.Body.Bytes(), &answer)
+			answers <- fmt.Sprint(w.Code, " ", answer.Codigo)
+		}()
+	}
+	var got []string
+	deadline := time.After(10 * time.Second)
+	for len(got) < decisions+1 {
+		select {
+		case a := <-answers:
+			got = append(got, a)
+		case err := <-flushed:
+			got = append(got, fmt.Sprint("flush ErrFull ", errors.Is(err, store.ErrFull)))
+		case <-deadline:
+			t.Fatalf("after 10 s, of %d decisions and a flush behind a parked flush, answered: %q", decisions, got)
+		}
+	}
+	slices.Sort(got)
+	want := []string{"503 almacenamiento_lleno", "503 almacenamiento_lleno", "503 almacenamiento_lleno", "503 almacenamiento_lleno", "flush ErrFull true"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("answers behind a parked flush (-want +got):\n%s", diff)
 	}
 }

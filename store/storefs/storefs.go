@@ -46,3 +46,16 @@ func WithWriteFaults(fs FS, fail func(path string) error) (FS, *Faults) {
 	})}
 	return errorfs.Wrap(fs, t), t
 }
+
+// WithCreateFaults wraps fs so that, once the returned switch is On, every
+// file creation (a new file; a recycled one, by its old name) fails with
+// fail(path) (nil: the creation goes through). Other writes go through.
+func WithCreateFaults(fs FS, fail func(path string) error) (FS, *Faults) {
+	t := &Faults{Injector: errorfs.InjectorFunc(func(op errorfs.Op) error {
+		if op.Kind == errorfs.OpCreate || op.Kind == errorfs.OpReuseForWrite {
+			return fail(op.Path)
+		}
+		return nil
+	})}
+	return errorfs.Wrap(fs, t), t
+}
