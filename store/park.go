@@ -193,40 +193,51 @@ func (db *DB) unlessParked(op string, f func() error) error {
 	if db.space.isParked() {
 		return db.space.stoppedErr(op)
 	}
-	done := make(chan error, 1)
-	go func() { done <- f() }()
-	_, err := db.space.await(op, done)
+	_, err := db.space.untilParked(op, f)
 	return err
 }
 
 // inPebble runs f, a call that reaches Pebble's commit pipeline (a
-// commit, a checkpoint's log sync), under recovering on a goroutine of its
-// own, and waits for it (await): f's error, or, once a Pebble goroutine
-// parks first, stoppedErr(op) with abandoned true. An abandoned f stays
-// where it waits (parked itself, rotating the log, or queued behind the
-// parked commit on the pipeline's lock) until the process ends, and keeps
-// what it was given (the batch) till then. The goroutine costs a commit
-// about a microsecond (see Batch.Commit).
+// checkpoint's log sync; a commit's apply, Batch.applying), under
+// recovering on a goroutine of its own, and returns f's error; or, once a
+// Pebble goroutine parks first (parkedBefore), stoppedErr(op) with
+// abandoned true. An abandoned f stays where it waits (parked itself,
+// rotating the log, or queued behind the parked commit on the pipeline's
+// lock) until the process ends, and keeps what it was given (the batch)
+// till then.
 func (s *space) inPebble(op string, f func() error) (abandoned bool, err error) {
-	done := make(chan error, 1)
-	go func() { done <- recovering(s, f) }()
-	return s.await(op, done)
+	return s.untilParked(op, func() error { return recovering(s, f) })
 }
 
-// await waits for done's error, and returns it; or, when a Pebble
-// goroutine parks (space.parked) first, stoppedErr(op) and abandoned true.
-// An answer that came with the park is preferred to it: a call that
-// returned nil was synced, and is acknowledged.
-func (s *space) await(op string, done <-chan error) (abandoned bool, err error) {
+// untilParked runs f on a goroutine of its own and returns its error, or
+// stoppedErr(op) and abandoned true once a Pebble goroutine parks first.
+func (s *space) untilParked(op string, f func() error) (abandoned bool, err error) {
+	var ferr error
+	done := make(chan struct{})
+	go func() {
+		ferr = f()
+		close(done)
+	}()
+	if s.parkedBefore(done) {
+		return true, s.stoppedErr(op)
+	}
+	return false, ferr
+}
+
+// parkedBefore waits until done is closed and reports false, or reports
+// true as soon as a Pebble goroutine parks (space.parked) first. A done
+// closed with the park is preferred to it: a call that returned nil was
+// synced, and is acknowledged.
+func (s *space) parkedBefore(done <-chan struct{}) bool {
 	select {
-	case err := <-done:
-		return false, err
+	case <-done:
+		return false
 	case <-s.parked:
 		select {
-		case err := <-done:
-			return false, err
+		case <-done:
+			return false
 		default:
-			return true, s.stoppedErr(op)
+			return true
 		}
 	}
 }

@@ -172,7 +172,8 @@ func (f *logFile) Stat() (vfs.FileInfo, error) {
 // keep records err when it is the log's first failure, and returns it.
 func (f *logFile) keep(err error) error {
 	if err != nil {
-		f.failed.CompareAndSwap(nil, &err)
+		first := err // only a failure escapes to the heap
+		f.failed.CompareAndSwap(nil, &first)
 	}
 	return err
 }
