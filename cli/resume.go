@@ -36,19 +36,23 @@ import (
 // The new image also learns why it was started (resumedEnv), so that a
 // batch job the full disk stopped waits for space rather than ending as
 // one a restart interrupted (batch.RunnerConfig.ResumedAfterFullDisk).
-// A store failed by another I/O error (EIO, a read-only disk) still needs
+// A store failed for want of file descriptors (EMFILE, ENFILE) restarts
+// the same way once serve can open files again (canOpenFiles): closing
+// descriptors heals it, and the exec closes the old image's own. A store
+// failed by another I/O error (EIO, EACCES, a read-only disk) still needs
 // the operator's restart, as /readyz and the log say.
 
 // listenFDEnv names, for the image serve execs, the API listener's file
 // descriptor and the --addr it was opened for: "FD@ADDR".
 const listenFDEnv = "COUPOND_LISTEN_FD"
 
-// resumedEnv tells the image serve execs why it was started: resumedNoSpace,
-// a restart in place after a write failed for want of space (the only
-// one there is).
+// resumedEnv tells the image serve execs why it was started: a restart in
+// place after a write failed for want of space (resumedNoSpace) or of file
+// descriptors (resumedNoFiles).
 const (
 	resumedEnv     = "COUPOND_RESUMED"
 	resumedNoSpace = "sin_espacio"
+	resumedNoFiles = "sin_descriptores"
 )
 
 // resumeMargin is the free space an in-place restart waits for beyond what
@@ -76,32 +80,81 @@ type resumeWatch struct {
 	// inodes reads the free inodes of a directory's file system (nil:
 	// freeInodes); counted is false where it counts none.
 	inodes func(dir string) (free uint64, counted bool)
+	// files reports whether serve can open files in a directory again
+	// (nil: canOpenFiles).
+	files func(dir string) bool
+	// reason is why due last answered true: resumedNoSpace or
+	// resumedNoFiles (resumedEnv).
+	reason string
 }
 
-// due reports whether serve should restart in place now: the store failed
-// for want of space, it can restart itself (store.SpaceStatus.Resumes),
-// and the data dir's disk has the reserve free again, and at least what
-// reopening the store needs (resumeNeed). When its binary cannot be
-// executed (replaced by an upgrade, removed) it logs why once, turns
-// Resumes off, so /readyz says a restart is needed, and answers false from
-// then on.
+// due reports whether serve should restart in place now: the store
+// failed, it can restart itself (store.SpaceStatus.Resumes), and what
+// failed it is back: for want of space, the data dir's disk has the
+// reserve free again, and at least what reopening the store needs
+// (resumeNeed); for want of file descriptors, serve can open files again
+// (canOpenFiles). When its binary cannot be executed (replaced by an
+// upgrade, removed) it logs why once, turns Resumes off, so /readyz says a
+// restart is needed, and answers false from then on.
 func (w *resumeWatch) due() bool {
 	sp := w.db.Space()
 	w.noteReserve(sp)
-	if !sp.Failed || !sp.NoSpace || !sp.Resumes {
+	if !sp.Failed || !sp.Resumes {
 		return false
 	}
-	avail, ok := w.room()
-	if !ok {
+	var back *zerolog.Event
+	switch {
+	case sp.NoSpace:
+		avail, ok := w.room()
+		if !ok {
+			return false
+		}
+		w.reason, back = resumedNoSpace, w.log.Warn().Uint64("available_bytes", avail).Str("after", "a write failed for want of space")
+	case sp.NoFiles:
+		files := w.files
+		if files == nil {
+			files = canOpenFiles
+		}
+		if !files(w.dataDir) {
+			return false
+		}
+		w.reason, back = resumedNoFiles, w.log.Warn().Int("files_opened", resumeFiles).Str("after", "a write failed for want of file descriptors")
+	default:
 		return false
 	}
 	if _, err := selfExecutable(); err != nil {
 		w.db.SetResumes(false)
-		w.log.Error().Err(err).Msg("disk space is back, but serve cannot restart itself in place: writes stay refused until coupond is restarted")
+		w.log.Error().Err(err).Msg("what failed the store is back, but serve cannot restart itself in place: writes stay refused until coupond is restarted")
 		return false
 	}
-	w.log.Warn().Uint64("available_bytes", avail).
-		Msg("disk space is back after a write failed for want of it: restarting in place (same process, the port stays open) to resume writes")
+	back.Msg("what failed the store is back: restarting in place (same process, the port stays open) to resume writes")
+	return true
+}
+
+// resumeFiles is how many files canOpenFiles opens at once: reopening the
+// store opens its directory, lock, logs, MANIFEST and the tables its first
+// reads need.
+const resumeFiles = 64
+
+// canOpenFiles reports whether resumeFiles descriptors can be opened (on
+// dir) at once, and closes them: a store failed for want of descriptors
+// (EMFILE, ENFILE) can be reopened. The failed image's own descriptors
+// count against its limit here, and the exec closes them: the new image
+// has at least that room.
+func canOpenFiles(dir string) bool {
+	var open []*os.File
+	defer func() {
+		for _, f := range open {
+			f.Close()
+		}
+	}()
+	for range resumeFiles {
+		f, err := os.Open(dir)
+		if err != nil {
+			return false
+		}
+		open = append(open, f)
+	}
 	return true
 }
 
@@ -145,6 +198,9 @@ func (w *resumeWatch) noteReserve(sp store.SpaceStatus) {
 		switch {
 		case sp.RestartNeeded():
 			ev.Msg("a write failed inside the store: every write is refused (503 almacenamiento_lleno) until coupond is restarted")
+		case sp.NoFiles:
+			ev.Msg("a write failed inside the store for want of file descriptors: every write is refused (503 almacenamiento_lleno); " +
+				"serve restarts itself in place once it can open files again: raise its limit (LimitNOFILE) or end what holds them")
 		default:
 			ev.Msg("a write failed inside the store for want of space: every write is refused (503 almacenamiento_lleno); " +
 				"serve restarts itself in place once the disk has the reserve free again: free space")
@@ -212,6 +268,7 @@ func runnableAs(exe, running string) (string, error) {
 type resumeInPlace struct {
 	listener *os.File // not closed on exec
 	addr     string   // --addr
+	reason   string   // resumedEnv's value: why
 }
 
 func (r *resumeInPlace) Error() string { return "serve stopped to restart in place" }
@@ -249,43 +306,44 @@ func serveResuming(ctx context.Context, dataDir string, f serveFlags, logOut io.
 // would have without the restart (the new image would never learn of
 // it, and its supervisor would wait, then kill it). It closes the
 // listener and returns nil then; else what execSelf returns, on failure.
-func (r *resumeInPlace) exec(ctx context.Context, execSelf func(*os.File, string) error) error {
+func (r *resumeInPlace) exec(ctx context.Context, execSelf func(listener *os.File, addr, reason string) error) error {
 	if ctx.Err() != nil {
 		r.listener.Close()
 		return nil
 	}
-	return execSelf(r.listener, r.addr)
+	return execSelf(r.listener, r.addr, r.reason)
 }
 
 // execEnv is the environment of the image serve execs: its own, with
 // listenFDEnv naming fd, the API listener opened for addr, and resumedEnv
-// saying it restarts after a write failed for want of space.
-func execEnv(fd uintptr, addr string) []string {
+// saying why it restarts (reason: resumedNoSpace, resumedNoFiles).
+func execEnv(fd uintptr, addr, reason string) []string {
 	env := []string{}
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, listenFDEnv+"=") && !strings.HasPrefix(kv, resumedEnv+"=") {
 			env = append(env, kv)
 		}
 	}
-	return append(env, fmt.Sprintf("%s=%d@%s", listenFDEnv, fd, addr), resumedEnv+"="+resumedNoSpace)
+	return append(env, fmt.Sprintf("%s=%d@%s", listenFDEnv, fd, addr), resumedEnv+"="+reason)
 }
 
 // resumedAfterFullDisk reports whether this image was started by a
-// restart in place after a write failed for want of space (resumedEnv).
-// It reads the variable once and removes it from the environment, so a
-// later exec or child does not inherit it; another value is logged and
-// ignored.
+// restart in place after a write failed for want of space or of file
+// descriptors (resumedEnv): batch jobs the failed store stopped run again
+// rather than end as jobs a restart interrupted. It reads the variable
+// once and removes it from the environment, so a later exec or child does
+// not inherit it; another value is logged and ignored.
 func resumedAfterFullDisk(log zerolog.Logger) bool {
 	v, ok := os.LookupEnv(resumedEnv)
 	if !ok {
 		return false
 	}
 	os.Unsetenv(resumedEnv)
-	if v != resumedNoSpace {
+	if v != resumedNoSpace && v != resumedNoFiles {
 		log.Warn().Str(resumedEnv, v).Msg("ignored: not a reason serve restarts in place for")
 		return false
 	}
-	log.Info().Msg("restarted in place after a write failed for want of space: batch jobs it stopped wait for space and run again")
+	log.Info().Str(resumedEnv, v).Msg("restarted in place after a write failed inside the store: batch jobs it stopped wait for space and run again")
 	return true
 }
 

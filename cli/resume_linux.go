@@ -52,14 +52,14 @@ func selfExecutable() (string, error) {
 }
 
 // execSelf replaces the process's image with its own binary, arguments
-// and environment, passing listener on (listenFDEnv). It returns only on
-// failure.
-func execSelf(listener *os.File, addr string) error {
+// and environment, passing listener on (listenFDEnv) and why (reason,
+// resumedEnv). It returns only on failure.
+func execSelf(listener *os.File, addr, reason string) error {
 	exe, err := selfExecutable()
 	if err != nil {
 		return err
 	}
-	return syscall.Exec(exe, os.Args, execEnv(listener.Fd(), addr))
+	return syscall.Exec(exe, os.Args, execEnv(listener.Fd(), addr, reason))
 }
 
 // isSocket reports whether fd is an open socket.

@@ -17,7 +17,7 @@ func listenerForExec(net.Listener) (*os.File, error) {
 
 func selfExecutable() (string, error) { return "", errors.New("restart in place: only on Linux") }
 
-func execSelf(*os.File, string) error { return errors.New("restart in place: only on Linux") }
+func execSelf(*os.File, string, string) error { return errors.New("restart in place: only on Linux") }
 
 func isSocket(int) bool { return false }
 

@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -18,6 +20,7 @@ import (
 	"github.com/coupond/coupond/batch"
 	"github.com/coupond/coupond/engine"
 	"github.com/coupond/coupond/store"
+	"github.com/coupond/coupond/store/storefs"
 )
 
 // TestRestartInPlaceKeepsBatchJob runs the real binary on a data dir
@@ -34,6 +37,7 @@ func TestRestartInPlaceKeepsBatchJob(t *testing.T) {
 		want    batchJobView
 	}{
 		{"restart in place", resumedNoSpace, batchJobView{Estado: api.EstadoCompletado, Total: 2, Procesados: 2}},
+		{"restart in place after descriptors", resumedNoFiles, batchJobView{Estado: api.EstadoCompletado, Total: 2, Procesados: 2}},
 		{"other start", "", batchJobView{Estado: api.EstadoFallido, Total: 2, Error: "interrumpido por un reinicio del servicio; envíe el lote de nuevo"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -97,18 +101,18 @@ func interruptedJob(t *testing.T, dir string) string {
 func TestResumedEnv(t *testing.T) {
 	t.Setenv(resumedEnv, "viejo")
 	var set []string
-	for _, kv := range execEnv(7, "127.0.0.1:1") {
+	for _, kv := range execEnv(7, "127.0.0.1:1", resumedNoFiles) {
 		if strings.HasPrefix(kv, resumedEnv+"=") || strings.HasPrefix(kv, listenFDEnv+"=") {
 			set = append(set, kv)
 		}
 	}
-	if diff := cmp.Diff([]string{listenFDEnv + "=7@127.0.0.1:1", resumedEnv + "=" + resumedNoSpace}, set); diff != "" {
+	if diff := cmp.Diff([]string{listenFDEnv + "=7@127.0.0.1:1", resumedEnv + "=" + resumedNoFiles}, set); diff != "" {
 		t.Errorf("exec environment (-want +got):\n%s", diff)
 	}
 	for _, tc := range []struct {
 		value string // "" unset
 		want  bool
-	}{{resumedNoSpace, true}, {"viejo", false}, {"", false}} {
+	}{{resumedNoSpace, true}, {resumedNoFiles, true}, {"viejo", false}, {"", false}} {
 		t.Setenv(resumedEnv, tc.value)
 		if tc.value == "" {
 			os.Unsetenv(resumedEnv)
@@ -187,8 +191,8 @@ func TestResumeExecUnlessStopped(t *testing.T) {
 				cancel()
 			}
 			execed := false
-			got := (&resumeInPlace{listener: file, addr: "127.0.0.1:1"}).exec(ctx, func(f *os.File, addr string) error {
-				execed = f == file && addr == "127.0.0.1:1"
+			got := (&resumeInPlace{listener: file, addr: "127.0.0.1:1", reason: resumedNoFiles}).exec(ctx, func(f *os.File, addr, reason string) error {
+				execed = f == file && addr == "127.0.0.1:1" && reason == resumedNoFiles
 				return errExec
 			})
 			closed := errors.Is(file.Close(), os.ErrClosed)
@@ -314,4 +318,70 @@ func TestResumeWaitsForInodes(t *testing.T) {
 	if free, counted := freeInodes(t.TempDir()); counted && free == 0 {
 		t.Errorf("freeInodes of the test's directory: 0 of a counted file system")
 	}
+}
+
+// TestResumeAfterDescriptorsBack: a store failed for want of file
+// descriptors (EMFILE, the process's; ENFILE, the system's) has serve
+// restart in place once it can open files again (its reason told to the
+// new image), as a full disk's does once space is back; it waited for the
+// operator's restart. Other I/O errors still need it, and so does a serve
+// that cannot restart itself.
+func TestResumeAfterDescriptorsBack(t *testing.T) {
+	if !resumeSupported {
+		t.Skip("serve restarts in place only on Linux")
+	}
+	type outcome struct {
+		Due           bool
+		Reason        string
+		RestartNeeded bool
+	}
+	for _, tc := range []struct {
+		errno     syscall.Errno
+		resumes   bool
+		filesBack bool
+		want      outcome
+	}{
+		{syscall.EMFILE, true, true, outcome{true, resumedNoFiles, false}},
+		{syscall.EMFILE, true, false, outcome{false, "", false}},
+		{syscall.ENFILE, true, true, outcome{true, resumedNoFiles, false}},
+		{syscall.EMFILE, false, true, outcome{false, "", true}},
+		{syscall.EACCES, true, true, outcome{false, "", true}},
+		{syscall.EROFS, true, true, outcome{false, "", true}},
+	} {
+		name := fmt.Sprintf("%s resumes=%v files=%v", tc.errno, tc.resumes, tc.filesBack)
+		t.Run(name, func(t *testing.T) {
+			db := failedStore(t, tc.errno)
+			db.SetResumes(tc.resumes)
+			w := &resumeWatch{db: db, dataDir: t.TempDir(), log: zerolog.Nop(),
+				files: func(string) bool { return tc.filesBack }}
+			got := outcome{Due: w.due(), Reason: w.reason, RestartNeeded: db.Space().RestartNeeded()}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("restart in place (-want +got):\n%s", diff)
+			}
+		})
+	}
+	if dir := t.TempDir(); !canOpenFiles(dir) || canOpenFiles(filepath.Join(dir, "absent")) {
+		t.Errorf("canOpenFiles: %v on a directory, %v on none; want true, false", canOpenFiles(dir), canOpenFiles(filepath.Join(dir, "absent")))
+	}
+}
+
+// failedStore returns a store failed, its flush parked, by a new
+// write-ahead log that could not be made for errno.
+func failedStore(t *testing.T, errno syscall.Errno) *store.DB {
+	t.Helper()
+	fs, faults := storefs.WithCreateFaults(storefs.Mem(), func(path string) error {
+		if strings.HasSuffix(path, ".log") {
+			return fmt.Errorf("%s: %w", path, errno)
+		}
+		return nil
+	})
+	db, err := store.Open("db", fs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	faults.On()
+	if err := db.Flush(); !errors.Is(err, store.ErrFailed) {
+		t.Fatalf("flush that cannot make its log: %v, want ErrFailed", err)
+	}
+	return db
 }

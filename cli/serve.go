@@ -219,7 +219,7 @@ func serve(ctx context.Context, dataDir string, f serveFlags, logOut interface{ 
 	log.Info().Msg("shutting down")
 	svc.ready.Store(false)
 	if resume {
-		return stopToResume(run, apiLn, dataDir, f.addr, log)
+		return stopToResume(run, apiLn, dataDir, f.addr, watch.reason, log)
 	}
 	if err := stopServing(run, e, dataDir, cmp.Or(f.stopBound, serveStopBound), log); err != nil {
 		return err
@@ -427,8 +427,8 @@ func startServiceLoops(svc *services, holdWebhooks bool, log zerolog.Logger) (st
 // stopToResume stops what serve runs, within resumeStopBound and without
 // closing the failed store (its Close can wait forever), and returns the
 // resumeInPlace that makes serveResuming exec the binary again with the
-// API's socket apiLn.
-func stopToResume(run *running, apiLn net.Listener, dataDir, addr string, log zerolog.Logger) error {
+// API's socket apiLn, and why (reason, resumedEnv).
+func stopToResume(run *running, apiLn net.Listener, dataDir, addr, reason string, log zerolog.Logger) error {
 	file, err := listenerForExec(apiLn) // before the shutdown closes apiLn
 	run.stop(resumeStopBound, true, log)
 	_ = os.Remove(filepath.Join(dataDir, adminSocket))
@@ -436,7 +436,7 @@ func stopToResume(run *running, apiLn net.Listener, dataDir, addr string, log ze
 		log.Error().Err(err).Msg("restart in place: the API's socket cannot be passed on")
 		return fmt.Errorf("restart in place: %w", err)
 	}
-	return &resumeInPlace{listener: file, addr: addr}
+	return &resumeInPlace{listener: file, addr: addr, reason: reason}
 }
 
 // openServeEnv opens the data dir for serve: with lock, the data dir's

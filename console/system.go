@@ -124,6 +124,8 @@ func diskLine(s store.SpaceStatus) systemLine {
 	switch {
 	case s.RestartNeeded():
 		l.Text, l.Alert = "writes stopped: a write failed inside the store; restart coupond (the server log says why)", true
+	case s.Failed && s.NoFiles:
+		l.Text, l.Alert = "writes stopped: coupond ran out of file descriptors; serve restarts itself once it can open files again (raise LimitNOFILE)", true
 	case s.Failed:
 		l.Text, l.Alert = fmt.Sprintf("writes stopped: the disk ran out of space; serve restarts itself once it is back (%s free)", gib(s.Avail)), true
 	case !s.Known:

@@ -79,6 +79,15 @@ func TestTenantsPageShowsDiskAndBackups(t *testing.T) {
 			{"damaged records", "none held in quarantine", false},
 		},
 	}, {
+		name:    "store failed for want of file descriptors, restarts itself",
+		space:   store.SpaceStatus{Known: true, Failed: true, NoFiles: true, Resumes: true, Avail: 50 << 30},
+		backups: &privacy.BackupList{Backups: []privacy.BackupInfo{complete(time.Minute)}},
+		want: []shownLine{
+			{"disk", "writes stopped: coupond ran out of file descriptors; serve restarts itself once it can open files again (raise LimitNOFILE)", true},
+			{"backups", "latest complete backup taken 2026-11-02 11:59:00Z (1 min ago), 1 registered", false},
+			{"damaged records", "none held in quarantine", false},
+		},
+	}, {
 		name: "backups unreadable", space: ok, listErr: errors.New("boom"),
 		want: []shownLine{
 			{"disk", "50.0 GiB free of 100.0 GiB; the API refuses writes below 5.0 GiB", false},

@@ -175,10 +175,11 @@ func TestENOSPCInjected(t *testing.T) {
 // TestStoreStoppedSaysWhy: once a write failed inside the store, a write
 // answers 503 almacenamiento_lleno whose mensaje says a restart is needed
 // (it promised writes would resume by themselves), unless the store
-// failed for want of space and serve restarts itself once space is back
-// (store.DB.SetResumes), and /readyz names the cause: the lack of space,
-// or another I/O error (EIO was reported as a full disk), and whether
-// coupond restarts by itself.
+// failed for want of space, or of file descriptors, and serve restarts
+// itself once space is back, or files can be opened again
+// (store.DB.SetResumes), and /readyz names the cause: the lack of space or
+// of descriptors, or another I/O error (EIO was reported as a full disk),
+// and whether coupond restarts by itself.
 func TestStoreStoppedSaysWhy(t *testing.T) {
 	resumesMotivo := "una escritura falló dentro del almacén por falta de espacio: coupond se reinicia solo, en el mismo proceso y sin cerrar el puerto, en cuanto el disco tenga espacio libre; libere espacio"
 	for _, tt := range []struct {
@@ -191,6 +192,9 @@ func TestStoreStoppedSaysWhy(t *testing.T) {
 		{syscall.ENOSPC, true, errorTable[kindStorageFull].msg, resumesMotivo},
 		{syscall.EIO, false, storageStopped, "una escritura falló dentro del almacén por un error de entrada/salida del disco: revise el disco y reinicie coupond"},
 		{syscall.EIO, true, storageStopped, "una escritura falló dentro del almacén por un error de entrada/salida del disco: revise el disco y reinicie coupond"},
+		{syscall.EMFILE, false, storageStopped, "una escritura falló dentro del almacén por falta de descriptores de archivo: eleve el límite de archivos abiertos (LimitNOFILE) y reinicie coupond"},
+		{syscall.EMFILE, true, storageNoFiles, "una escritura falló dentro del almacén por falta de descriptores de archivo: coupond se reinicia solo, en el mismo proceso y sin cerrar el puerto, en cuanto pueda abrir archivos de nuevo; revise su límite de archivos abiertos (LimitNOFILE)"},
+		{syscall.ENFILE, true, storageNoFiles, "una escritura falló dentro del almacén por falta de descriptores de archivo: coupond se reinicia solo, en el mismo proceso y sin cerrar el puerto, en cuanto pueda abrir archivos de nuevo; revise su límite de archivos abiertos (LimitNOFILE)"},
 	} {
 		t.Run(fmt.Sprintf("%s resumes=%v", tt.errno, tt.resumes), func(t *testing.T) {
 			fs, faults := storefs.WithWriteFaults(storefs.Mem(), func(path string) error { return fmt.Errorf("%s: %w", path, tt.errno) })

@@ -61,13 +61,22 @@ var errorTable = map[kind]struct {
 // holds.
 const storageStopped = "el almacén dejó de aceptar escrituras tras un fallo del disco; se reanudan cuando se reinicie coupond; reintente tras Retry-After segundos"
 
+// storageNoFiles is the mensaje of 503 almacenamiento_lleno once a write
+// failed inside the store for want of file descriptors and serve restarts
+// itself once it can open files again (store.SpaceStatus.NoFiles).
+const storageNoFiles = "el almacén dejó de aceptar escrituras por falta de descriptores de archivo; se reanudan solas en cuanto coupond pueda abrir archivos; reintente tras Retry-After segundos"
+
 // storageFull is the 503 almacenamiento_lleno of a write the store
-// refuses; restart: a write failed inside the store (store.ErrFailed) and
-// only a restart ends it, which the mensaje then says.
-func storageFull(restart bool) *apiError {
+// refuses, sp the store's state; failed: the write failed inside the
+// store (store.ErrFailed). When only an operator's restart ends it, or it
+// ends once files can be opened again, the mensaje says so.
+func storageFull(sp store.SpaceStatus, failed bool) *apiError {
 	ae := &apiError{kind: kindStorageFull, retryAfter: storageRetry}
-	if restart {
+	switch {
+	case failed && sp.RestartNeeded():
 		ae.msg = storageStopped
+	case failed && sp.NoFiles:
+		ae.msg = storageNoFiles
 	}
 	return ae
 }
@@ -151,7 +160,7 @@ func (s *Server) writeError(w http.ResponseWriter, c *call, err error) {
 	var ae *apiError
 	if errors.Is(err, store.ErrFull) || errors.Is(err, store.ErrFailed) {
 		s.log.Warn().Err(err).Str("trace_id", c.trace).Str("route", c.route).Msg("write refused: storage full")
-		ae = storageFull(errors.Is(err, store.ErrFailed) && s.DB.Space().RestartNeeded())
+		ae = storageFull(s.DB.Space(), errors.Is(err, store.ErrFailed))
 	} else if !errors.As(err, &ae) {
 		ev := s.log.Error()
 		if c.r.Context().Err() != nil {

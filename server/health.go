@@ -25,6 +25,10 @@ func (s *Server) handleReady(c *call) error {
 			motivo = "una escritura falló dentro del almacén por falta de espacio: coupond se reinicia solo, en el mismo proceso y sin cerrar el puerto, en cuanto el disco tenga espacio libre; libere espacio"
 		case sp.Failed && sp.NoSpace:
 			motivo = "una escritura falló dentro del almacén por falta de espacio: libere espacio y reinicie coupond"
+		case sp.Failed && sp.NoFiles && sp.Resumes:
+			motivo = "una escritura falló dentro del almacén por falta de descriptores de archivo: coupond se reinicia solo, en el mismo proceso y sin cerrar el puerto, en cuanto pueda abrir archivos de nuevo; revise su límite de archivos abiertos (LimitNOFILE)"
+		case sp.Failed && sp.NoFiles:
+			motivo = "una escritura falló dentro del almacén por falta de descriptores de archivo: eleve el límite de archivos abiertos (LimitNOFILE) y reinicie coupond"
 		case sp.Failed:
 			motivo = "una escritura falló dentro del almacén por un error de entrada/salida del disco: revise el disco y reinicie coupond"
 		}

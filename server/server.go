@@ -404,7 +404,8 @@ func (s *Server) serve(rt route, c *call) error {
 			return &apiError{kind: kindPaused, retryAfter: 60}
 		}
 		if refusesWrites(rt) && s.DB.WritesRefused() {
-			return storageFull(s.DB.Space().RestartNeeded())
+			sp := s.DB.Space()
+			return storageFull(sp, sp.Failed)
 		}
 		factor := s.abuse.factor(c.abuseLevel)
 		if !c.tenant.Settings.RateLimits && c.tenant.Sandbox {

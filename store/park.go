@@ -256,7 +256,7 @@ func (p *pebbleErrors) parked(fatal *pebbleFatal, noSpace bool) {
 		ev = ev.Str("errno", errnoOf(fatal.args))
 	}
 	ev.Msg("store: a write inside the store failed and its task is stopped; writes are refused until coupond restarts " +
-		"(serve restarts itself once the disk has space again if it was full; otherwise restart it)")
+		"(serve restarts itself once the disk has space again if it was full, or once it can open files again if it ran out of descriptors; otherwise restart it)")
 }
 
 // errnoOf is the text of the first system error one of args carries, or "".

@@ -29,9 +29,10 @@ import (
 // commit or checkpoint already under way then answers ErrFailed at once
 // rather than wait for it (space.inPebble), so no request hangs on it or
 // on the locks its caller holds. The failed store cannot be mended in
-// process: serve restarts itself in place
-// once space is back when the cause was the lack of space (SpaceStatus
-// NoSpace), and an operator must restart it after any other I/O error.
+// process: serve restarts itself in place once space is back when the
+// cause was the lack of space (SpaceStatus NoSpace), or once it can open
+// files again when it was the lack of file descriptors (NoFiles), and an
+// operator must restart it after any other I/O error.
 // Nothing is acknowledged that was not synced.
 
 // ErrFull reports that the store's file system is below its reserve of free
@@ -41,7 +42,8 @@ var ErrFull = errors.New("store: storage full")
 // ErrFailed reports that an earlier write failed inside Pebble in a way it
 // cannot recover from in process: writes are refused until the process
 // restarts (serve restarts itself once space is back when the disk was
-// full; any other I/O error needs the operator).
+// full, once it can open files again when it ran out of descriptors; any
+// other I/O error needs the operator).
 var ErrFailed = errors.New("store: writes stopped after a failed write")
 
 // spaceRecheck is how long a free-space reading is trusted.
@@ -58,6 +60,7 @@ type space struct {
 	known   atomic.Bool // the file system reports its usage
 	failed  atomic.Bool // a commit failed fatally (see ErrFailed)
 	noSpace atomic.Bool // ... for want of space (else an I/O error)
+	noFiles atomic.Bool // ... for want of file descriptors (EMFILE, ENFILE)
 	// resumes: the process restarts itself once space is back (SetResumes).
 	resumes atomic.Bool
 	// parked is closed, once (parkOnce), when one of Pebble's goroutines is
@@ -85,18 +88,26 @@ type SpaceStatus struct {
 	// NoSpace tells, when Failed, that the failure was the disk's lack of
 	// space; false: another I/O error (EIO, a read-only file system).
 	NoSpace bool `json:"no_space,omitempty"`
-	// Resumes tells that the process restarts itself (in place) once the
-	// disk has space again when Failed and NoSpace (serve; SetResumes).
+	// NoFiles tells, when Failed, that the failure was the lack of file
+	// descriptors (EMFILE: the process's limit; ENFILE: the system's),
+	// which heals as descriptors are closed.
+	NoFiles bool `json:"no_files,omitempty"`
+	// Resumes tells that the process restarts itself (in place) when
+	// Failed and NoSpace once the disk has space again, when Failed and
+	// NoFiles once it can open files again (serve; SetResumes).
 	Resumes bool `json:"resumes,omitempty"`
 }
 
 // RestartNeeded reports whether writes are stopped until an operator
 // restarts coupond: the store failed and will not restart itself.
-func (s SpaceStatus) RestartNeeded() bool { return s.Failed && !(s.NoSpace && s.Resumes) }
+func (s SpaceStatus) RestartNeeded() bool {
+	return s.Failed && !((s.NoSpace || s.NoFiles) && s.Resumes)
+}
 
 // SetResumes records whether the process restarts itself in place once the
-// disk has space again after a write failed for want of it (serve does;
-// false when it found that it cannot). It changes what SpaceStatus, and
+// disk has space again after a write failed for want of it, or once it
+// can open files again after a write failed for want of descriptors
+// (serve does; false when it found that it cannot). It changes what SpaceStatus, and
 // so /readyz and the 503's mensaje, say of a failed store.
 func (db *DB) SetResumes(on bool) { db.space.resumes.Store(on) }
 
@@ -145,7 +156,7 @@ func (db *DB) Space() SpaceStatus {
 	db.WritesRefused()
 	s := db.space
 	return SpaceStatus{Reserve: s.reserve.Load(), Avail: s.avail.Load(), Total: s.total.Load(), Known: s.known.Load(),
-		Low: s.low.Load(), Failed: s.failed.Load(), NoSpace: s.noSpace.Load(), Resumes: s.resumes.Load()}
+		Low: s.low.Load(), Failed: s.failed.Load(), NoSpace: s.noSpace.Load(), NoFiles: s.noFiles.Load(), Resumes: s.resumes.Load()}
 }
 
 func (db *DB) refreshSpace(now time.Time) {
@@ -172,13 +183,20 @@ func isNoSpace(v any) bool {
 	return ok && (errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT))
 }
 
+// isNoFiles reports whether v, as isNoSpace's, is the lack of file
+// descriptors: the process's (EMFILE) or the system's (ENFILE).
+func isNoFiles(v any) bool {
+	err, ok := v.(error)
+	return ok && (errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE))
+}
+
 // commitFailure converts what a failed Pebble commit gave (an error, or the
 // value of a recovered Fatalf panic) to the error Commit returns: a
 // *WriteError for the disk's lack of space or a failure that stops writes.
 func (s *space) commitFailure(err error, fatal *pebbleFatal) error {
 	if fatal != nil {
 		full := s.fail(fatal.args)
-		return &WriteError{Op: "commit", Dir: s.dir, full: full, stopped: true, cause: s.failureText(), err: firstError(fatal.args)}
+		return &WriteError{Op: "commit", Dir: s.dir, full: full, noFiles: s.noFiles.Load(), stopped: true, cause: s.failureText(), err: firstError(fatal.args)}
 	}
 	if isNoSpace(err) {
 		s.low.Store(true) // until the next reading says otherwise
@@ -188,11 +206,14 @@ func (s *space) commitFailure(err error, fatal *pebbleFatal) error {
 }
 
 // fail marks the store failed (writes stop), for want of space when one of
-// args (what Pebble's fatal error carried) is ENOSPC or EDQUOT; it reports
-// whether it was. The first failure's cause is kept (failureText).
+// args (what Pebble's fatal error carried) is ENOSPC or EDQUOT, which it
+// reports, and for want of file descriptors when one is EMFILE or ENFILE.
+// The first failure's cause is kept (failureText).
 func (s *space) fail(args []any) (noSpace bool) {
+	noFiles := false
 	for _, a := range args {
 		noSpace = noSpace || isNoSpace(a)
+		noFiles = noFiles || isNoFiles(a)
 	}
 	if err := firstError(args); err != nil {
 		cause := failureCause(err)
@@ -200,6 +221,8 @@ func (s *space) fail(args []any) (noSpace bool) {
 	}
 	if noSpace {
 		s.noSpace.Store(true) // before failed: a reader of failed sees why
+	} else if noFiles && !s.failed.Load() {
+		s.noFiles.Store(true)
 	}
 	s.failed.Store(true)
 	s.low.Store(true)
@@ -241,7 +264,7 @@ func failureCause(err error) string {
 // failed store: ErrFailed, with ErrFull when the disk's lack of space
 // caused it.
 func (s *space) stoppedErr(op string) error {
-	return &WriteError{Op: op, Dir: s.dir, full: s.noSpace.Load(), stopped: true, cause: s.failureText()}
+	return &WriteError{Op: op, Dir: s.dir, full: s.noSpace.Load(), noFiles: s.noFiles.Load(), stopped: true, cause: s.failureText()}
 }
 
 // WriteError is the error of a store operation refused or abandoned for
@@ -253,11 +276,11 @@ func (s *space) stoppedErr(op string) error {
 type WriteError struct {
 	Op  string // "commit", "flush", "checkpoint", ...
 	Dir string // the store's directory (<data-dir>/db)
-	// full: the disk's lack of space; stopped: writes are stopped until
-	// the process restarts.
-	full, stopped bool
-	cause         string // failureCause of the failed write; "" when unknown
-	err           error
+	// full: the disk's lack of space; noFiles: the lack of file
+	// descriptors; stopped: writes are stopped until the process restarts.
+	full, noFiles, stopped bool
+	cause                  string // failureCause of the failed write; "" when unknown
+	err                    error
 }
 
 func (e *WriteError) Error() string {
@@ -267,6 +290,8 @@ func (e *WriteError) Error() string {
 		what, todo = "disk full", "writes are stopped until coupond restarts: free space on that file system (serve restarts itself once there is; run an admin command again then)"
 	case e.full:
 		what, todo = "disk full", "nothing was written: free space on that file system, then try again"
+	case e.noFiles:
+		what, todo = "out of file descriptors", "writes are stopped until coupond restarts: raise its limit of open files (LimitNOFILE) or end what holds them (serve restarts itself once it can open files again; run an admin command again then)"
 	}
 	msg := fmt.Sprintf("store: %s: %s at %s", e.Op, what, e.Dir)
 	if e.cause != "" {

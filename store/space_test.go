@@ -237,19 +237,21 @@ func TestBackgroundFailureParks(t *testing.T) {
 // TestLogCreationFailureParks: a flush (a deletion's, or a full memtable
 // in a commit) whose new write-ahead log cannot be made, for want of an
 // inode or a descriptor or for the directory's permissions, fails the
-// store and parks (with NoSpace for the lack of space alone) instead of
+// store and parks (with NoSpace for the lack of space alone, NoFiles for
+// that of descriptors, which serve's restart in place waits out) instead of
 // ending the process: Pebble panicked on that error with its mutex
 // released under a deferred unlock, a runtime fatal error ("sync: unlock
 // of unlocked mutex") that no recover stops. Reads go on.
 func TestLogCreationFailureParks(t *testing.T) {
 	for _, tc := range []struct {
-		errno   syscall.Errno
-		noSpace bool
+		errno            syscall.Errno
+		noSpace, noFiles bool
 	}{
-		{syscall.ENOSPC, true},
-		{syscall.EMFILE, false},
-		{syscall.EACCES, false},
-		{syscall.EROFS, false},
+		{syscall.ENOSPC, true, false},
+		{syscall.EMFILE, false, true},
+		{syscall.ENFILE, false, true},
+		{syscall.EACCES, false, false},
+		{syscall.EROFS, false, false},
 	} {
 		t.Run(tc.errno.Error(), func(t *testing.T) {
 			db, faults := faultyWithKey(t, func(op errorfs.Op) error {
@@ -263,7 +265,7 @@ func TestLogCreationFailureParks(t *testing.T) {
 				t.Errorf("flush that cannot make its new log: %v, want ErrFailed", err)
 			}
 			got := parkedView(t, db)
-			want := parkedObservation{Failed: true, NoSpace: tc.noSpace, Value: "1", Scanned: 1, SnapScanned: 1, Commit: true, Flush: true, Close: true}
+			want := parkedObservation{Failed: true, NoSpace: tc.noSpace, NoFiles: tc.noFiles, Value: "1", Scanned: 1, SnapScanned: 1, Commit: true, Flush: true, Close: true}
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("store whose new log could not be made (-want +got):\n%s", diff)
 			}
@@ -351,6 +353,7 @@ func TestOpenDoesNotWaitForAParkedFlush(t *testing.T) {
 // Pebble goroutine.
 type parkedObservation struct {
 	Failed, NoSpace      bool
+	NoFiles              bool
 	Value                string // Get("k")
 	Scanned, SnapScanned int    // keys a Scan and a Snapshot's Scan saw
 	Commit, Flush, Close bool   // each answered ErrFailed
@@ -364,7 +367,7 @@ func parkedView(t *testing.T, db *DB) parkedObservation {
 	go func() {
 		var o parkedObservation
 		sp := db.Space()
-		o.Failed, o.NoSpace = sp.Failed, sp.NoSpace
+		o.Failed, o.NoSpace, o.NoFiles = sp.Failed, sp.NoSpace, sp.NoFiles
 		v, _ := db.Get([]byte("k"))
 		o.Value = string(v)
 		count := func(n *int) func(k, v []byte) error { return func(k, v []byte) error { *n++; return nil } }
