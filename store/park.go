@@ -38,33 +38,33 @@ import (
 // closed, or the directory that cannot be synced, walFS.rotationFailed:
 // rotateWAL panicked on each, with DB.mu released under a deferred unlock,
 // a runtime fatal error no recover stops) in rotateWAL with the commit
-// pipeline's lock held and DB.mu released (a commit's apply or
-// a forced flush, on a goroutine their caller stops waiting for: see
-// below). Nothing else is released: no later flush, compaction or
-// MANIFEST write can run on a version state the failure left
-// half-applied, and no file is deleted. Reads keep working: Get and iterators pin the current read
-// state under its own lock (DB.readState), not DB.mu, and the store turns
-// off read-sampled compactions, whose bookkeeping at an iterator's Close
-// takes DB.mu. What takes DB.mu blocks, so the store avoids it once a
-// goroutine is parked (space.parked): NewSnapshot reads the live store
-// (writes are stopped), Snapshot.Close and Close release nothing, Metrics
-// answers its last reading, Flush and Compact stop waiting and answer
-// ErrFailed. Commits are refused before they reach Pebble (space.failed).
-// The calls that reach Pebble's commit pipeline (a commit's apply, a
-// checkpoint) or wait for a flush or a compaction (Flush, Compact, Open)
-// run on a goroutine of their own, which their caller stops waiting for
-// as soon as a goroutine parks (space.inPebble, unlessParked): the parked
-// commit's caller, and every commit queued behind it on the pipeline's
-// lock, answers ErrFailed (ErrFull for want of space) and so releases the
-// locks it holds (a campaign's budget lock, a tenant's held events), and
-// no request waiting on those locks hangs. Only the goroutine left in
-// Pebble waits until the process ends; what it was committing was not
-// acknowledged. An iterator opened before a flush swapped the read state,
-// and closed after the park, would still block at its Close (it drops the
-// last reference to an old version, under DB.mu). The process's restart
-// (serve's in place restart once space is back, or the operator's) ends
-// all of it:
-// every acknowledged write was synced before it was acknowledged.
+// pipeline's lock held and DB.mu released (a commit's apply or a forced
+// flush, on a goroutine their caller stops waiting for: see below). Nothing
+// else is released: no later flush, compaction or MANIFEST write can run on
+// a version state the failure left half-applied, and no file is deleted.
+// Reads keep working: Get and iterators pin the current read state under
+// its own lock (DB.readState), not DB.mu, and the store turns off
+// read-sampled compactions, whose bookkeeping at an iterator's Close takes
+// DB.mu. What takes DB.mu blocks, so the store avoids it once a goroutine
+// is parked (space.parked): NewSnapshot reads the live store (writes are
+// stopped), Snapshot.Close and Close release nothing, Metrics answers its
+// last reading, Flush and Compact stop waiting and answer ErrFailed.
+// Commits are refused before they reach Pebble (space.failed). The calls
+// that reach Pebble's commit pipeline (a commit's apply, a checkpoint) or
+// wait for a flush or a compaction (Flush, Compact, Open) run on a
+// goroutine of their own, which their caller stops waiting for as soon as a
+// goroutine parks (space.inPebble, unlessParked): the parked commit's
+// caller, and every commit queued behind it on the pipeline's lock, answers
+// ErrFailed (ErrFull for want of space) and so releases the locks it holds
+// (a campaign's budget lock, a tenant's held events), and no request
+// waiting on those locks hangs. Only the goroutine left in Pebble waits
+// until the process ends; what it was committing was not acknowledged. An
+// iterator opened before a flush swapped the read state, and closed after
+// the park, would still block at its Close (it drops the last reference to
+// an old version, under DB.mu). The process's restart (serve's in place
+// restart once space, or file descriptors, are back, or the operator's)
+// ends all of it: every acknowledged write was synced before it was
+// acknowledged.
 
 // recovering runs f, turning a panic out of Pebble on this goroutine
 // (quietLogger.Fatalf, or any other) into f's error, as a failed commit:

@@ -501,12 +501,13 @@ func (b *Batch) CommitOrdered(unlock func()) error {
 // which it stops waiting for once a Pebble goroutine parks
 // (space.parkedBefore), calls applied (nil: nothing) once the batch is
 // applied, and then waits for the WAL sync on the caller's goroutine:
-// Pebble's log writer syncs every record queued before it closes a log,
-// or fails them, so no park keeps that wait from ending. Only the hand-off
-// of the apply is paid for the park's sake: 2-5 µs and three allocations
-// (the channel, the goroutine's call, the Batch) a commit on an in-memory
-// store (BenchmarkCommit), against 11-15 µs for the commit; nothing measurable beside a decision (BenchmarkDecide,
-// BenchmarkDecisionRequest) or a disk's sync.
+// Pebble's log writer syncs every record queued before it closes a log, or
+// fails them, so no park keeps that wait from ending. Only the hand-off of
+// the apply is paid for the park's sake: 2-5 µs and three allocations (the
+// channel, the goroutine's call, the Batch) a commit on an in-memory store
+// (BenchmarkCommit), against 11-15 µs for the commit; nothing measurable
+// beside a decision (BenchmarkDecide, BenchmarkDecisionRequest) or a disk's
+// sync.
 func (b *Batch) commit(applied func()) error {
 	sp := b.db.space
 	if sp.failed.Load() {
