@@ -260,7 +260,9 @@ func newJobID() string {
 func (r *Runner) Submit(tenant string, s Submission) (*Job, error) {
 	t, ok := r.db.Tenant(tenant)
 	if !ok {
-		return nil, fmt.Errorf("batch: tenant %q: %w", tenant, ErrNotFound)
+		// Deleted since its request was authenticated (privacy's
+		// DeleteTenant): the API answers it as every later one, 401.
+		return nil, fmt.Errorf("batch: %w: %q", engine.ErrNoTenant, tenant)
 	}
 	now := t.Now(r.now())
 	// A stored answer needs no claim: a retry beside another retry is a

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/coupond/coupond/client"
+	"github.com/coupond/coupond/engine"
 	"github.com/coupond/coupond/jsonappend"
 	"github.com/coupond/coupond/server/schema"
 	"github.com/coupond/coupond/store"
@@ -161,6 +162,11 @@ func (s *Server) writeError(w http.ResponseWriter, c *call, err error) {
 	if errors.Is(err, store.ErrFull) || errors.Is(err, store.ErrFailed) {
 		s.log.Warn().Err(err).Str("trace_id", c.trace).Str("route", c.route).Msg("write refused: storage full")
 		ae = storageFull(s.DB.Space(), errors.Is(err, store.ErrFailed))
+	} else if errors.Is(err, engine.ErrNoTenant) {
+		// Its tenant was deleted after the request passed authentication
+		// (privacy.Service.DeleteTenant hid it, the engine forgot it): it
+		// is answered as every later request of the tenant is.
+		ae = errKind(kindUnauthenticated)
 	} else if !errors.As(err, &ae) {
 		ev := s.log.Error()
 		if c.r.Context().Err() != nil {
