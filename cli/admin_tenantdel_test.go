@@ -423,12 +423,14 @@ func TestRestoreKeepsTenantDeleted(t *testing.T) {
 		ledger     bool // the deletion written to the backup's ledger
 		dropLive   bool // the store being replaced is gone
 		recreate   bool // acme created again and backed up after its deletion
+		restoreOld bool // the backup taken before the deletion restored, not the one after
 		wantAcme   bool
 		acmeTokens bool
 	}{
 		{name: "through the ledger", ledger: true, dropLive: true},
 		{name: "through the replaced store's tombstone", ledger: false},
 		{name: "created again since", ledger: true, recreate: true, wantAcme: true},
+		{name: "created again, the backup before the deletion restored", ledger: true, recreate: true, restoreOld: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := newTenantWorld(t)
@@ -448,9 +450,12 @@ func TestRestoreKeepsTenantDeleted(t *testing.T) {
 			if tc.recreate {
 				w.clk.Advance(time.Hour)
 				w.fillTenantAPI(t, "acme")
-				bk = filepath.Join(t.TempDir(), "bk2")
-				if _, err := runBackup(ctx, w.e, bk, io.Discard); err != nil {
+				bk2 := filepath.Join(t.TempDir(), "bk2")
+				if _, err := runBackup(ctx, w.e, bk2, io.Discard); err != nil {
 					t.Fatal(err)
+				}
+				if !tc.restoreOld {
+					bk = bk2
 				}
 			}
 			w.close()
