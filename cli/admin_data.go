@@ -170,7 +170,7 @@ func removeStaleResults(dir string, names []string, busy map[string]bool) error 
 // deletion) and, for the live store, the backups' ledgers; offline (a
 // restore's staging store) a tenant's deletion sweeps at once.
 func deletionHooks(svc *services, offline bool) privacy.DeletionHooks {
-	h := privacy.DeletionHooks{External: batchScrubber(svc, offline), Tenant: tenantHooks(svc, tenantSweepGrace)}
+	h := privacy.DeletionHooks{External: batchScrubber(svc, offline), Tenant: tenantHooks(svc, svc.tenantGrace)}
 	if !offline {
 		h.Ledger = svc.backups.Ledger
 	} else {

@@ -14,11 +14,21 @@ import (
 )
 
 // tenantSweepGrace is how long, inside serve, a tenant's deletion waits
-// after its mark before it sweeps the tenant's key space again and
-// compacts it (privacy.TenantHooks.Grace): a request that had passed
+// at least after its mark before it sweeps the tenant's key space again
+// and compacts it (privacy.TenantHooks.Grace): a request that had passed
 // authentication before the tenant was hidden ends within serve's read
-// timeout (30 s) and its handler's time.
+// timeout (30 s by default) and its handler's time.
 const tenantSweepGrace = time.Minute
+
+// tenantGrace is the sweep's grace of a serve whose --read-timeout is
+// readTimeout: tenantSweepGrace, or the read timeout and half a minute for
+// the handler when that is longer, since a request authenticated before
+// the mark may send the last of its body until its read timeout (and
+// what its answer leaves, such as its 401's console counter, is written
+// then).
+func tenantGrace(readTimeout time.Duration) time.Duration {
+	return max(tenantSweepGrace, readTimeout+tenantSweepGrace/2)
+}
 
 // tenantHooks are a tenant deletion's hooks of svc (privacy.TenantHooks):
 // its batch runner's job and result files, the API server's memory.
@@ -64,7 +74,7 @@ func tenantDeleteCmd(a *app) *cobra.Command {
 }
 
 // deleteTenant deletes tenant id and prints its tombstone; inside serve the
-// deletion worker finishes it (the sweep waits tenantSweepGrace), with
+// deletion worker finishes it (the sweep waits services.tenantGrace), with
 // serve stopped it is done when the command returns. Run without serve,
 // the command writes its own line to the admin audit log (serve writes
 // those of the commands run through its socket).
@@ -72,7 +82,7 @@ func deleteTenant(cmd *cobra.Command, a *app, e *env, id string) (err error) {
 	inServe := a.live != nil
 	grace := time.Duration(0)
 	if inServe {
-		grace = tenantSweepGrace
+		grace = e.svc.tenantGrace
 	}
 	if !inServe {
 		defer func() { auditOffline(e, a.args, err) }()

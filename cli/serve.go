@@ -173,7 +173,8 @@ func serve(ctx context.Context, dataDir string, f serveFlags, logOut interface{ 
 	}
 	warnOpenFileLimit(log, f.maxConns)
 	e, err := openServeEnv(ctx, dataDir, lock, log, serviceOptions{baseURL: f.baseURL, webhookAllowPrivate: f.webhookAllowPrivate, metricsTenantLabel: f.metricsTenantLabel,
-		featuresCache: f.featuresCache, trustedProxies: f.proxies, resumedAfterFullDisk: resumedAfterFullDisk(log), now: f.now})
+		featuresCache: f.featuresCache, trustedProxies: f.proxies, resumedAfterFullDisk: resumedAfterFullDisk(log), now: f.now,
+		readTimeout: f.readTimeout})
 	if err != nil {
 		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
 			log.Info().Msg("stopped while waiting for the data dir")

@@ -30,6 +30,9 @@ type services struct {
 	ready    atomic.Bool
 	// consoleURL is the console's address when serve runs one.
 	consoleURL string
+	// tenantGrace is how long after its mark a tenant's deletion waits
+	// before its sweep, inside serve (privacy.TenantHooks.Grace).
+	tenantGrace time.Duration
 	// consoleErr is why serve runs no console though --console-addr asked
 	// for one (its port was taken, say); nil otherwise.
 	consoleErr error
@@ -50,6 +53,10 @@ type serviceOptions struct {
 	// serve restarted itself in place after a write failed for want of
 	// space (resumedEnv).
 	resumedAfterFullDisk bool
+	// readTimeout is serve's --read-timeout (0: none given, an admin
+	// command's services): a tenant's deletion sweeps no sooner than it
+	// and half a minute after its mark (tenantGrace).
+	readTimeout time.Duration
 	// now is the env's clock (nil: time.Now).
 	now func() time.Time
 	// seed and policy are engine.Config's Seed and Policy (0 and nil: a
@@ -81,7 +88,8 @@ func newServices(_ context.Context, e *env, opt serviceOptions) (*services, erro
 	backups := privacy.NewBackups(e.dataDir, e.now, e.log)
 	priv := privacy.New(privacy.Config{DB: e.db, Engine: eng, Secrets: e.secrets, Now: e.now, Log: e.log, Ledger: backups.Ledger,
 		HeldEvent: server.HeldEvent})
-	svc := &services{env: e, engine: eng, batch: runner, webhooks: hooks, privacy: priv, backups: backups}
+	svc := &services{env: e, engine: eng, batch: runner, webhooks: hooks, privacy: priv, backups: backups,
+		tenantGrace: tenantGrace(opt.readTimeout)}
 	svc.api = server.New(server.Deps{
 		Log: e.log, DB: e.db, Secrets: e.secrets, Now: e.now, Ready: svc.ready.Load,
 		Engine: eng, Privacy: priv, Batch: runner, Webhooks: hooks, WebhookAllowPrivate: opt.webhookAllowPrivate,

@@ -8,9 +8,14 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
+
+	"github.com/coupond/coupond/clock"
 	"github.com/coupond/coupond/store"
 )
 
@@ -81,6 +86,76 @@ func TestTenantDeleteMidRequest(t *testing.T) {
 	}
 	if left := recordsOf(t, w.e.db, "acme"); len(left) != 1 {
 		for k := range left {
+			if strings.HasPrefix(k, "\x01R") {
+				continue // its tombstone
+			}
+			table, text := store.DescribeKey("acme", []byte(k))
+			t.Errorf("left of acme after its deletion: %s %s", table, text)
+		}
+	}
+}
+
+// TestTenantDeleteSweepWaitsForReadTimeout: serve run with a --read-timeout
+// longer than a minute lets a request authenticated before a tenant's
+// deletion send its body later than a minute after it; the sweep waits
+// for that (the read timeout and half a minute), so what the request
+// leaves (its 401's console counter, a webhook registration) is swept,
+// not kept for good after the deletion is done.
+func TestTenantDeleteSweepWaitsForReadTimeout(t *testing.T) {
+	w := &tenantWorld{dir: t.TempDir(), clk: clock.NewFake(time.Date(2026, 11, 2, 12, 0, 0, 0, time.UTC)),
+		tokens: map[string]string{}, creds: map[string][2]string{}}
+	const readTimeout = 3 * time.Minute
+	e, err := openEnv(context.Background(), w.dir, zerolog.Nop(), serviceOptions{now: w.clk.Now, readTimeout: readTimeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.e, w.api = e, httptest.NewServer(e.svc.api)
+	t.Cleanup(w.close)
+	for _, tenant := range []string{"acme", "beta"} {
+		w.fillTenantAPI(t, tenant)
+	}
+	body := []byte(`{"url":"https://hooks.example.com/coupond","eventos":["lote.completado"]}`)
+	c, err := net.Dial("tcp", w.api.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	head := fmt.Sprintf("PUT /v1/webhooks HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n",
+		w.tokens["acme"], len(body))
+	if _, err := c.Write(append([]byte(head), body[:1]...)); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond) // authenticated, reading its body
+	hooks := deletionHooks(e.svc, false)
+	if _, err := e.svc.privacy.DeleteTenant(context.Background(), "acme", "uid 1", hooks); err != nil {
+		t.Fatal(err)
+	}
+	w.clk.Advance(readTimeout - time.Second) // the body's last moment
+	if _, err := e.svc.privacy.ProcessDeletions(context.Background(), hooks); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Write(body[1:]); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	t.Logf("the late request: %d", resp.StatusCode)
+	flushCounters(e.svc, e.log)
+	w.clk.Advance(time.Minute)
+	if _, err := e.svc.privacy.ProcessDeletions(context.Background(), hooks); err != nil {
+		t.Fatal(err)
+	}
+	if d, _ := e.db.TenantDeletionOf("acme"); d == nil || d.State != store.TenantDeleted {
+		t.Errorf("the read timeout and half a minute after the mark: %+v, want deleted", d)
+	}
+	if left := recordsOf(t, e.db, "acme"); len(left) != 1 {
+		for k := range left {
+			if strings.HasPrefix(k, "\x01R") {
+				continue // its tombstone
+			}
 			table, text := store.DescribeKey("acme", []byte(k))
 			t.Errorf("left of acme after its deletion: %s %s", table, text)
 		}
