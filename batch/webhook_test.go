@@ -26,6 +26,7 @@ import (
 	"github.com/coupond/coupond/api"
 	"github.com/coupond/coupond/client"
 	"github.com/coupond/coupond/clock"
+	"github.com/coupond/coupond/engine"
 	"github.com/coupond/coupond/store"
 	"github.com/coupond/coupond/store/storefs"
 )
@@ -809,5 +810,20 @@ func TestWebhookGivenUpAfterLastAttempt(t *testing.T) {
 	}
 	if left != 0 {
 		t.Errorf("%d messages left in the queue after giving up, want 0", left)
+	}
+}
+
+// TestRegisterDeletedTenant: a webhook of a tenant no longer in the store
+// (deleted after its request was authenticated) is not registered: the
+// call is engine.ErrNoTenant (the API's 401) and no record is written for
+// the tenant's sweep to miss.
+func TestRegisterDeletedTenant(t *testing.T) {
+	e := newJobEnv(t, storefs.Mem(), "db", 2, -1)
+	w := NewWebhooks(e.db, NewDeliverer(DelivererConfig{AllowPrivate: true}), zerolog.Nop(), e.clock.Now, 1)
+	if _, err := w.Register("gone", "http://127.0.0.1:9/hook", []string{EventLoteCompletado}, jobsStart); !errors.Is(err, engine.ErrNoTenant) {
+		t.Errorf("Register for a tenant not in the store: %v, want engine.ErrNoTenant", err)
+	}
+	if _, err := e.db.Get(webhookKey("gone")); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("the gone tenant's webhook record: %v, want none", err)
 	}
 }

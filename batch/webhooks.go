@@ -76,8 +76,14 @@ const webhookParallel = 32
 func webhookKey(tenant string) []byte { return store.WebhookKey(tenant) }
 
 // Register stores (replacing) the tenant's webhook and returns it with a
-// new signing secret, shown once.
+// new signing secret, shown once; a tenant not in the store (deleted) is
+// engine.ErrNoTenant.
 func (w *Webhooks) Register(tenant, url string, eventos []string, now time.Time) (*Registration, error) {
+	if _, ok := w.db.Tenant(tenant); !ok {
+		// Deleted since its request was authenticated (privacy's
+		// DeleteTenant): no registration, nor secret, for a tenant gone.
+		return nil, fmt.Errorf("batch: %w: %q", engine.ErrNoTenant, tenant)
+	}
 	r := &Registration{URL: url, Eventos: eventos, Secreto: NewWebhookSecret(), CreadoEn: now.UTC()}
 	b := w.db.NewBatch()
 	defer b.Close()
