@@ -123,7 +123,8 @@ func (q quietLogger) Fatalf(format string, args ...any) {
 }
 
 // listener is the store's Pebble event listener: a flush or compaction
-// that failed for want of space stops as a fatal error does (Fatalf).
+// that failed for want of space or of file descriptors stops as a fatal
+// error does (Fatalf).
 // Damaged bytes in a file (a checksum that fails) are logged, naming the
 // file, and the read that found them returns its error: Pebble's default
 // there is Fatalf, which parked the reading goroutine forever (a request or
@@ -131,8 +132,8 @@ func (q quietLogger) Fatalf(format string, args ...any) {
 // in the rest (its background errors go to Errorf).
 func (q quietLogger) listener() *pebble.EventListener {
 	return &pebble.EventListener{
-		FlushEnd:        func(info pebble.FlushInfo) { q.shortOfSpace("flush", info.Err) },
-		CompactionEnd:   func(info pebble.CompactionInfo) { q.shortOfSpace("compaction", info.Err) },
+		FlushEnd:        func(info pebble.FlushInfo) { q.shortOf("flush", info.Err) },
+		CompactionEnd:   func(info pebble.CompactionInfo) { q.shortOf("compaction", info.Err) },
 		DataCorruption:  q.damaged,
 		WriteStallBegin: q.stalls.begin,
 		WriteStallEnd:   q.stalls.end,
@@ -147,10 +148,16 @@ func (q quietLogger) damaged(info pebble.DataCorruptionInfo) {
 		"stop coupond and restore the latest backup (coupond admin restore)", info.Path))
 }
 
-// shortOfSpace stops the background task op, as Fatalf does, when err is
-// the disk's lack of space; otherwise it returns.
-func (q quietLogger) shortOfSpace(op string, err error) {
-	if !isNoSpace(err) {
+// shortOf stops the background task op, as Fatalf does, when err is the
+// disk's lack of space or the lack of file descriptors (EMFILE, ENFILE);
+// otherwise it returns. Pebble retries a failed flush or compaction at
+// once, in a loop: without descriptors that loop took more than a core
+// until they came back (110,000 failed tries in 20 s), the store never
+// failed, so serve never restarted in place, and the memtables it could
+// not flush would stall writes. Stopped, the store fails with NoFiles, and
+// serve restarts once it can open files again.
+func (q quietLogger) shortOf(op string, err error) {
+	if !isNoSpace(err) && !isNoFiles(err) {
 		return
 	}
 	q.stop(&pebbleFatal{msg: fmt.Sprintf("pebble: %s failed: %v", op, err), args: []any{err}})
