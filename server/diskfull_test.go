@@ -172,6 +172,57 @@ func TestENOSPCInjected(t *testing.T) {
 	t.Logf("statuses %v, %d acknowledged", statuses, len(acked))
 }
 
+// TestNoDescriptorsAnswers503: a write whose store read cannot open or
+// read a table for want of file descriptors (EMFILE, ENFILE), the store not
+// failed, answers 503 almacenamiento_lleno saying so, with Retry-After, not
+// 500 error_interno: on the real binary under ulimit -n 200, events
+// batches answered 500 while connections held the descriptors.
+func TestNoDescriptorsAnswers503(t *testing.T) {
+	for _, errno := range []syscall.Errno{syscall.EMFILE, syscall.ENFILE} {
+		t.Run(errno.Error(), func(t *testing.T) {
+			fs, faults := storefs.WithReadFaults(storefs.Mem(), func(path string) error {
+				if strings.HasSuffix(path, ".sst") {
+					return fmt.Errorf("open %s: %w", path, errno)
+				}
+				return nil
+			})
+			h := newHarnessOn(t, fs)
+			h.tenant("acme", true, func(s *store.Settings) { s.RateLimits = false; s.ControlShare = 0 })
+			tok := h.token("acme", allScopes...)
+			h.catalog(tok, 2)
+			const ana = "ana-00000001"
+			h.acceptEvents(tok, purchaseAt("e1", ana, testStart.Add(-time.Hour)))
+			if err := h.db.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			faults.On()
+			var got []string
+			for _, w := range []struct {
+				path string
+				body any
+			}{
+				{"/v1/eventos", map[string]any{"eventos": []any{purchaseAt("e2", ana, testStart)}}},
+				{"/v1/decisiones", decideBody(ana, nil)},
+			} {
+				resp := h.raw("POST", w.path, tok, w.body)
+				body := apitest.Object(t, resp)
+				got = append(got, fmt.Sprint(w.path, " ", resp.StatusCode, " ", body["codigo"], " ", body["mensaje"], " ", resp.Header.Get("Retry-After")))
+			}
+			faults.Off()
+			want := []string{
+				"/v1/eventos 503 almacenamiento_lleno " + storageNoDescriptors + " 5",
+				"/v1/decisiones 503 almacenamiento_lleno " + storageNoDescriptors + " 5",
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("writes whose reads found no descriptor (-want +got):\n%s", diff)
+			}
+			if sp := h.db.Space(); sp.Failed {
+				t.Errorf("store after reads without descriptors: %+v, want not failed", sp)
+			}
+		})
+	}
+}
+
 // TestStoreStoppedSaysWhy: once a write failed inside the store, a write
 // answers 503 almacenamiento_lleno whose mensaje says a restart is needed
 // (it promised writes would resume by themselves), unless the store

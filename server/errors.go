@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/coupond/coupond/client"
 	"github.com/coupond/coupond/engine"
@@ -80,6 +81,34 @@ func storageFull(sp store.SpaceStatus, failed bool) *apiError {
 		ae.msg = storageNoFiles
 	}
 	return ae
+}
+
+// storageNoDescriptors is the mensaje of 503 almacenamiento_lleno of a
+// write whose store read or write could not open a file for want of
+// descriptors, the store itself not failed (withoutDescriptors).
+const storageNoDescriptors = "el servidor se quedó sin descriptores de archivo; reintente tras Retry-After segundos"
+
+// descriptorsRetry is the Retry-After of storageNoDescriptors, in seconds:
+// descriptors come back as soon as connections or files close.
+const descriptorsRetry = 5
+
+// withoutDescriptors is err as a write route answers it: 503
+// almacenamiento_lleno (storageNoDescriptors) when err is the lack of file
+// descriptors (EMFILE, the process's limit; ENFILE, the system's) that did
+// not fail the store (a store read that could not open a table), logged
+// as a warning; err itself otherwise. It answered 500 error_interno (on the
+// real binary under ulimit -n 200: 90 events batches in 20 s), which
+// tells the client a fault in coupond rather than a wait. Another route
+// (GET, DELETE) keeps its 500: its contract has no 503
+// almacenamiento_lleno, reads go on below the reserve.
+func (s *Server) withoutDescriptors(rt route, c *call, err error) error {
+	var ae *apiError
+	if !refusesWrites(rt) || errors.As(err, &ae) || errors.Is(err, store.ErrFull) || errors.Is(err, store.ErrFailed) ||
+		!(errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE)) {
+		return err
+	}
+	s.log.Warn().Err(err).Str("trace_id", c.trace).Str("route", c.route).Msg("write refused: no file descriptor left")
+	return &apiError{kind: kindStorageFull, msg: storageNoDescriptors, retryAfter: descriptorsRetry}
 }
 
 // storageRetry is the Retry-After of 503 almacenamiento_lleno, in seconds.

@@ -351,7 +351,7 @@ func (s *Server) wrap(rt route) httprouter.Handle {
 			return
 		}
 		if err := s.serve(rt, c); err != nil {
-			s.writeError(sw, c, err)
+			s.writeError(sw, c, s.withoutDescriptors(rt, c, err))
 		} else if c.answer.body != nil {
 			s.metrics.answered(c.tenant, c.answer.body)
 			writeJSON(sw, c.answer.status, c.answer.body)

@@ -47,6 +47,19 @@ func WithWriteFaults(fs FS, fail func(path string) error) (FS, *Faults) {
 	return errorfs.Wrap(fs, t), t
 }
 
+// WithReadFaults wraps fs so that, once the returned switch is On, every
+// open of an existing file and every read fails with fail(path) (nil: it
+// goes through). Writes go through.
+func WithReadFaults(fs FS, fail func(path string) error) (FS, *Faults) {
+	t := &Faults{Injector: errorfs.InjectorFunc(func(op errorfs.Op) error {
+		if op.Kind == errorfs.OpOpen || op.Kind == errorfs.OpFileRead || op.Kind == errorfs.OpFileReadAt {
+			return fail(op.Path)
+		}
+		return nil
+	})}
+	return errorfs.Wrap(fs, t), t
+}
+
 // WithCreateFaults wraps fs so that, once the returned switch is On, every
 // file creation (a new file; a recycled one, by its old name) fails with
 // fail(path) (nil: the creation goes through). Other writes go through.
