@@ -293,6 +293,15 @@ func (e *WriteError) Error() string {
 	case e.noFiles:
 		what, todo = "out of file descriptors", "writes are stopped until coupond restarts: raise its limit of open files (LimitNOFILE) or end what holds them (serve restarts itself once it can open files again; run an admin command again then)"
 	}
+	if e.Op == "open" && e.stopped && (e.full || e.noFiles) {
+		// Not a running serve's: the store did not open, and nothing
+		// restarts this process but the operator or systemd's unit.
+		fix := "free space on that file system"
+		if !e.full {
+			fix = "raise its limit of open files (LimitNOFILE) or end what holds them"
+		}
+		todo = "the store did not open: " + fix + ", then start coupond again (systemd's unit starts serve again by itself)"
+	}
 	msg := fmt.Sprintf("store: %s: %s at %s", e.Op, what, e.Dir)
 	if e.cause != "" {
 		msg += " (" + e.cause + ")"

@@ -491,3 +491,24 @@ func TestFullDiskErrorSaysItOnce(t *testing.T) {
 		t.Errorf("errors of a full disk (-want +got):\n%s", diff)
 	}
 }
+
+// TestOpenFailureSaysStart: a store that could not open for want of space
+// or descriptors says to start coupond again, not that serve restarts
+// itself (which only a running serve does).
+func TestOpenFailureSaysStart(t *testing.T) {
+	for _, tc := range []struct {
+		err  WriteError
+		want string
+	}{
+		{WriteError{Op: "open", Dir: "db", full: true, stopped: true},
+			"store: open: disk full at db: the store did not open: free space on that file system, then start coupond again (systemd's unit starts serve again by itself)"},
+		{WriteError{Op: "open", Dir: "db", noFiles: true, stopped: true},
+			"store: open: out of file descriptors at db: the store did not open: raise its limit of open files (LimitNOFILE) or end what holds them, then start coupond again (systemd's unit starts serve again by itself)"},
+		{WriteError{Op: "commit", Dir: "db", full: true, stopped: true},
+			"store: commit: disk full at db: writes are stopped until coupond restarts: free space on that file system (serve restarts itself once there is; run an admin command again then)"},
+	} {
+		if diff := cmp.Diff(tc.want, tc.err.Error()); diff != "" {
+			t.Errorf("%s (-want +got):\n%s", tc.err.Op, diff)
+		}
+	}
+}
