@@ -69,7 +69,7 @@ func newServeCmd(a *app) *cobra.Command {
 	fl.IntVar(&f.featuresCacheMiB, "features-cache-mib", engine.DefaultFeaturesCache>>20, "MiB of customers' features records that ingestion keeps in memory after committing them, all tenants together (faster events; 0 keeps none); the tenants that ingested least recently give theirs first")
 	fl.StringVar(&f.diskReserve, "disk-reserve", "auto", "free space kept on the data dir's disk: below it writes answer 503 almacenamiento_lleno (auto: the larger of 1GiB and 5% of the disk; sizes like 512MiB, 2GiB; 0 disables; env COUPOND_DISK_RESERVE)")
 	fl.DurationVar(&f.readTimeout, "read-timeout", server.DefaultReadTimeout, "a request, body included, must arrive within this, else the connection is closed (env COUPOND_READ_TIMEOUT)")
-	fl.IntVar(&f.maxConns, "max-conns", server.DefaultMaxConns, "open connections at most; past it new clients wait in the kernel backlog (env COUPOND_MAX_CONNS)")
+	fl.IntVar(&f.maxConns, "max-conns", server.DefaultMaxConns, "open connections at most (capped to leave 256 of the open-file limit to the store); past it new clients wait in the kernel backlog (env COUPOND_MAX_CONNS)")
 	fl.StringVar(&f.trustedProxies, "trusted-proxies", "127.0.0.1/32,::1/128", "comma-separated addresses or CIDR ranges of reverse proxies whose X-Forwarded-For names the client, for the limit on failed token requests per client address; empty trusts none (env COUPOND_TRUSTED_PROXIES)")
 	return cmd
 }
@@ -162,7 +162,7 @@ func serve(ctx context.Context, dataDir string, f serveFlags, logOut interface{ 
 	warnBaseURL(log, f.addr, baseURLGiven)
 	tuneGC(log)
 	ln := inheritedListener(f.addr, log) // nil unless serve restarted itself in place
-	httpCfg := server.HTTPConfig{ReadTimeout: f.readTimeout, MaxConns: f.maxConns}
+	httpCfg := server.HTTPConfig{ReadTimeout: f.readTimeout, MaxConns: capConnsToFileLimit(log, f.maxConns)}
 	reserve, lock, err := waitForSpace(ctx, dataDir, f.diskReserve, f.addr, ln, httpCfg, log)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -171,7 +171,6 @@ func serve(ctx context.Context, dataDir string, f serveFlags, logOut interface{ 
 		}
 		return err
 	}
-	warnOpenFileLimit(log, f.maxConns)
 	e, err := openServeEnv(ctx, dataDir, lock, log, serviceOptions{baseURL: f.baseURL, webhookAllowPrivate: f.webhookAllowPrivate, metricsTenantLabel: f.metricsTenantLabel,
 		featuresCache: f.featuresCache, trustedProxies: f.proxies, resumedAfterFullDisk: resumedAfterFullDisk(log), now: f.now,
 		readTimeout: f.readTimeout})
@@ -387,13 +386,35 @@ func checkListenAddr(flag, addr string) error {
 	return nil
 }
 
-// warnOpenFileLimit warns when the open-file limit leaves little room above
-// maxConns connections for the store's files.
-func warnOpenFileLimit(log zerolog.Logger, maxConns int) {
-	if limit, ok := openFileLimit(); ok && limit < uint64(maxConns)+256 {
-		log.Warn().Uint64("open_file_limit", limit).Int("max_conns", maxConns).
-			Msg("the open-file limit leaves little room above --max-conns for the store's files: raise ulimit -n or lower --max-conns")
+// storeFiles is how many open files serve keeps for the store, its logs,
+// backups and result files, beside its connections.
+const storeFiles = 256
+
+// capConnsToFileLimit is --max-conns within the process's open-file limit:
+// when the limit leaves fewer than storeFiles files above maxConns, the
+// connections get what is left above them (at least 16), with a warning,
+// so that clients cannot take the descriptors the store needs (a store
+// without them fails, and serve restarts in place once they are back).
+func capConnsToFileLimit(log zerolog.Logger, maxConns int) int {
+	limit, ok := openFileLimit()
+	capped := connsWithin(maxConns, limit, ok)
+	if capped < maxConns {
+		log.Warn().Uint64("open_file_limit", limit).Int("max_conns", maxConns).Int("max_conns_used", capped).
+			Msg("the open-file limit leaves too little room above --max-conns for the store's files: connections capped; raise ulimit -n (LimitNOFILE) or lower --max-conns")
 	}
+	return capped
+}
+
+// connsWithin is maxConns capped to leave storeFiles of an open-file limit
+// (known) for the store, and at least 16.
+func connsWithin(maxConns int, limit uint64, known bool) int {
+	if !known || limit >= uint64(maxConns)+storeFiles {
+		return maxConns
+	}
+	if limit < storeFiles+16 {
+		return min(maxConns, 16)
+	}
+	return min(maxConns, int(limit-storeFiles))
 }
 
 // startServiceLoops recovers the batch jobs (interrupted ones end fallido,
