@@ -492,8 +492,8 @@ func restoreCmd(a *app) *cobra.Command {
 		if jsonFlag(cmd) {
 			return printJSON(cmd.OutOrStdout(), res)
 		}
-		fmt.Fprintf(cmd.OutOrStdout(), "restored %s (taken at %s) into %s; %d customer deletions re-applied\n",
-			res.From, res.TakenAt.Format(time.RFC3339), res.DataDir, res.DeletionsReapplied)
+		fmt.Fprintf(cmd.OutOrStdout(), "restored %s (taken at %s) into %s; %d customer deletions re-applied, %d tenant deletions\n",
+			res.From, res.TakenAt.Format(time.RFC3339), res.DataDir, res.DeletionsReapplied, res.TenantDeletionsReapplied)
 		return nil
 	})
 	cmd.Flags().StringVar(&from, "from", "", "backup directory made by 'admin backup'")

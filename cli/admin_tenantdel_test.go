@@ -464,8 +464,12 @@ func TestRestoreKeepsTenantDeleted(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			if _, err := runRestore(ctx, w.dir, bk, w.clk.Now, io.Discard); err != nil {
+			res, err := runRestore(ctx, w.dir, bk, w.clk.Now, io.Discard)
+			if err != nil {
 				t.Fatalf("restore: %v", err)
+			}
+			if want := map[bool]int{true: 0, false: 1}[tc.wantAcme]; res.TenantDeletionsReapplied != want {
+				t.Errorf("restore's tenant_deletions_reapplied: %d, want %d", res.TenantDeletionsReapplied, want)
 			}
 			w.open(t)
 			_, hasAcme := w.e.db.Tenant("acme")

@@ -36,7 +36,10 @@ type RestoreResult struct {
 	DataDir            string    `json:"data_dir"`
 	TakenAt            time.Time `json:"taken_at"`
 	DeletionsReapplied int       `json:"deletions_reapplied"`
-	Replaced           bool      `json:"replaced_existing_store"`
+	// TenantDeletionsReapplied counts the tenants deleted since the backup
+	// that the restore deleted again (reapplyTenantDeletions).
+	TenantDeletionsReapplied int  `json:"tenant_deletions_reapplied"`
+	Replaced                 bool `json:"replaced_existing_store"`
 	// LiveStore says what restore read of the deletions of the store it
 	// replaced: "read", "partly read", "none" (there was none) or "does not
 	// open".
@@ -134,7 +137,7 @@ func (bk *Backups) Restore(ctx context.Context, src string, open OpenStaging, pr
 		return nil, err
 	}
 	fmt.Fprintf(progress, "restore: done\n")
-	return &RestoreResult{From: src, DataDir: dataDir, TakenAt: m.TakenAt, DeletionsReapplied: n, Replaced: replaced, LiveStore: liveState}, nil
+	return &RestoreResult{From: src, DataDir: dataDir, TakenAt: m.TakenAt, DeletionsReapplied: n.customers, TenantDeletionsReapplied: n.tenants, Replaced: replaced, LiveStore: liveState}, nil
 }
 
 // registerRestored adds to reg, when not there yet, the restored backup
@@ -172,47 +175,51 @@ func removeStaging(dataDir string) {
 	os.RemoveAll(filepath.Join(dataDir, restoringResults))
 }
 
+// reapplied counts the deletions a restore applied again: customers' and
+// tenants'.
+type reapplied struct{ customers, tenants int }
+
 // stage builds the staging store (a copy of src's) and the staging results
 // (a copy of the live ones) in dataDir and re-applies there the deletions and
 // the credentials' revocations and rotations (creds: carryCredentials). It
-// returns how many customers' deletions it applied.
+// returns how many deletions it applied.
 func stage(ctx context.Context, dataDir, src string, secrets *store.Secrets, ledger []LedgerEntry, live []liveDeletion,
-	creds []*store.Credential, open OpenStaging, progress io.Writer) (int, error) {
+	creds []*store.Credential, open OpenStaging, progress io.Writer) (reapplied, error) {
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
-		return 0, err
+		return reapplied{}, err
 	}
 	staging := filepath.Join(dataDir, restoringDir)
 	if err := os.RemoveAll(staging); err != nil {
-		return 0, err
+		return reapplied{}, err
 	}
 	fmt.Fprintf(progress, "restore: copying %s\n", filepath.Join(src, "db"))
 	if err := copyTree(filepath.Join(src, "db"), staging, progress); err != nil {
-		return 0, err
+		return reapplied{}, err
 	}
 	results, err := stageResults(dataDir)
 	if err != nil {
-		return 0, err
+		return reapplied{}, err
 	}
 	n, err := amendStaging(ctx, staging, results, secrets, ledger, live, creds, open, progress)
 	if err != nil {
-		return 0, err
+		return reapplied{}, err
 	}
 	return n, rotateManifest(staging)
 }
 
 // amendStaging opens the staging store once and re-applies there the
 // deletions (reapplyDeletions) and the revocations and rotations
-// (keepRevocations); it returns how many customers' deletions it applied.
+// (keepRevocations); it returns how many deletions it applied.
 func amendStaging(ctx context.Context, staging, results string, secrets *store.Secrets, ledger []LedgerEntry, live []liveDeletion,
-	creds []*store.Credential, open OpenStaging, progress io.Writer) (int, error) {
+	creds []*store.Credential, open OpenStaging, progress io.Writer) (reapplied, error) {
 	db, err := store.Open(staging, nil)
 	if err != nil {
-		return 0, err
+		return reapplied{}, err
 	}
 	defer db.Close()
 	n, err := reapplyDeletions(ctx, db, results, secrets, ledger, live, open, progress)
 	if err != nil {
-		return 0, err
+		return reapplied{}, err
 	}
 	return n, keepRevocations(db, creds, progress)
 }
@@ -820,23 +827,24 @@ func laterCredential(c, live *store.Credential) bool {
 
 // reapplyDeletions serves db, the staging store, (with the staging results),
 // schedules the deletions toReapply finds, and runs them to completado. It
-// returns how many customers' deletions it applied.
+// returns how many deletions it applied.
 func reapplyDeletions(ctx context.Context, db *store.DB, results string, secrets *store.Secrets, ledger []LedgerEntry, live []liveDeletion,
-	open OpenStaging, progress io.Writer) (int, error) {
+	open OpenStaging, progress io.Writer) (reapplied, error) {
 	svc, hooks, err := open(ctx, db, secrets, results)
 	if err != nil {
-		return 0, err
+		return reapplied{}, err
 	}
-	if err := reapplyTenantDeletions(ctx, svc, db, ledger, live, hooks, progress); err != nil {
-		return 0, err
+	tenants, err := reapplyTenantDeletions(ctx, svc, db, ledger, live, hooks, progress)
+	if err != nil {
+		return reapplied{}, err
 	}
 	todo, err := toReapply(svc, db, ledger, live)
 	if err != nil {
-		return 0, err
+		return reapplied{}, err
 	}
 	for _, l := range todo {
 		if _, err := svc.ScheduleDeletionByHash(l.Tenant, l.Hash, l.RequestedAt, l.ClientID); err != nil {
-			return 0, err
+			return reapplied{}, err
 		}
 	}
 	// A pass erases up to a thousand customers, then rewrites the store's
@@ -847,11 +855,11 @@ func reapplyDeletions(ctx context.Context, db *store.DB, results string, secrets
 	for {
 		st, err := svc.ProcessDeletions(ctx, hooks)
 		if err != nil {
-			return 0, fmt.Errorf("re-applying deletions: %w", err)
+			return reapplied{}, fmt.Errorf("re-applying deletions: %w", err)
 		}
 		left, err := svc.PendingDeletions()
 		if err != nil {
-			return 0, err
+			return reapplied{}, err
 		}
 		// Counted from the queue: a pass's Completed also counts a job the
 		// backup had queued for a customer scheduled again here.
@@ -860,13 +868,13 @@ func reapplyDeletions(ctx context.Context, db *store.DB, results string, secrets
 			break
 		}
 		if st.Completed == 0 {
-			return 0, fmt.Errorf("re-applying deletions: %d cannot complete", left)
+			return reapplied{}, fmt.Errorf("re-applying deletions: %d cannot complete", left)
 		}
 	}
 	if err := reconcileResults(db, results); err != nil {
-		return 0, err
+		return reapplied{}, err
 	}
-	return len(todo), nil
+	return reapplied{customers: len(todo), tenants: tenants}, nil
 }
 
 // toReapply returns the deletions a restore applies to the restored store

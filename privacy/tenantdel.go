@@ -186,9 +186,9 @@ func (s *Service) TenantDeletions() ([]store.TenantDeletion, error) { return s.d
 // (store.TenantDeletion.Holds), before its customers' deletions are
 // re-applied; the tenants db was deleting already are finished by the
 // deletion passes that follow. No one else writes to db: the sweep does
-// not wait.
+// not wait. It returns how many tenants it deleted.
 func reapplyTenantDeletions(ctx context.Context, svc *Service, db *store.DB, ledger []LedgerEntry, live []liveDeletion,
-	hooks DeletionHooks, progress io.Writer) error {
+	hooks DeletionHooks, progress io.Writer) (int, error) {
 	gone := map[string]store.TenantDeletion{}
 	add := func(d store.TenantDeletion) {
 		if old, ok := gone[d.Tenant]; !ok || d.CreatedAt.After(old.CreatedAt) {
@@ -206,6 +206,7 @@ func reapplyTenantDeletions(ctx context.Context, svc *Service, db *store.DB, led
 		}
 	}
 	hooks.Tenant.Grace = 0
+	n := 0
 	for _, id := range slices.Sorted(maps.Keys(gone)) {
 		d := gone[id]
 		t, ok := db.Tenant(id)
@@ -215,11 +216,12 @@ func reapplyTenantDeletions(ctx context.Context, svc *Service, db *store.DB, led
 		fmt.Fprintf(progress, "restore: tenant %s was deleted on %s: deleting it from the restored store\n", id, d.RequestedAt.Format(time.RFC3339))
 		done, err := svc.DeleteTenant(ctx, id, "restore (deleted on "+d.RequestedAt.Format(time.RFC3339)+")", hooks)
 		if err != nil {
-			return fmt.Errorf("re-applying the deletion of tenant %s: %w", id, err)
+			return n, fmt.Errorf("re-applying the deletion of tenant %s: %w", id, err)
 		}
 		if done.State != store.TenantDeleted {
-			return fmt.Errorf("re-applying the deletion of tenant %s: left %s", id, done.State)
+			return n, fmt.Errorf("re-applying the deletion of tenant %s: left %s", id, done.State)
 		}
+		n++
 	}
-	return nil
+	return n, nil
 }
