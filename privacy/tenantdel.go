@@ -135,8 +135,11 @@ func (s *Service) advanceTenant(ctx context.Context, d store.TenantDeletion, hoo
 	if s.now().Before(d.RequestedAt.Add(th.Grace)) {
 		return &d, nil // swept by a later pass
 	}
-	if !s.db.AwaitSnapshots(ctx, 0) {
-		return &d, nil // a read open now would keep the erased bytes through the compaction
+	// A read open now would keep the erased bytes through the compaction:
+	// wait for it as a customer deletion's pass does (only the reads open
+	// now: a steady stream of them cannot hold the sweep off for good).
+	if !s.db.AwaitSnapshots(ctx, s.snapshotWaitOrDefault()) {
+		return &d, nil // swept by a later pass
 	}
 	done, err := s.db.CompleteTenantDeletion(ctx, d.Tenant, s.now())
 	if err != nil {

@@ -106,3 +106,30 @@ func TestTenantDeletionCrashes(t *testing.T) {
 		t.Fatalf("crash clones taken: %d, want 2", len(crashes))
 	}
 }
+
+// TestTenantSweepWaitsForOpenReads: a read open when the tenant's final
+// sweep is due (an export streaming to a slow client) is waited for, as a
+// customer deletion's pass waits (snapshotWait), and the sweep runs once
+// it closes: with reads always open at the pass's look (a steady stream of
+// exports), a sweep that only looked left the tenant erased for good.
+func TestTenantSweepWaitsForOpenReads(t *testing.T) {
+	e, p, db, _ := newTest(t, 2)
+	ingestFor(t, e, "ana-0000001", "ev", 3)
+	p.snapshotWait = 5 * time.Second
+	hooks := DeletionHooks{Tenant: TenantHooks{Grace: time.Minute}}
+	if d, err := p.DeleteTenant(context.Background(), "acme", "uid 1", hooks); err != nil || d.State != store.TenantErased {
+		t.Fatalf("delete: %+v %v; want erased, its sweep after the grace", d, err)
+	}
+	p.now = func() time.Time { return t0.Add(2 * time.Minute) }
+	snap := db.NewSnapshot()
+	go func() {
+		time.Sleep(50 * time.Millisecond)
+		snap.Close()
+	}()
+	if _, err := p.ProcessDeletions(context.Background(), hooks); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := db.TenantDeletionOf("acme"); err != nil || d.State != store.TenantDeleted {
+		t.Errorf("after the pass with a read open 50 ms: %+v %v; want deleted", d, err)
+	}
+}
