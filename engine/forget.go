@@ -23,8 +23,8 @@ func (r Records) ForgetTenant(tenant string) {
 	if ts != nil {
 		waitFor(&ts.learnMu)
 		waitFor(&ts.heldMu)
-		ts.ingestMu.Lock()
-		ts.ingestMu.reset()
+		ts.ingestMu.Lock() // resets it
+		ts.ingestMu.gone = true
 		ts.ingestMu.Unlock()
 		waitFor(&ts.budgetGate)
 		for i := range ts.custLocks {

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"errors"
 	"testing"
 
 	"github.com/coupond/coupond/store"
@@ -40,5 +41,36 @@ func TestForgetTenantWritesNothingBack(t *testing.T) {
 	e.mu.Unlock()
 	if kept {
 		t.Error("the engine still holds acme's state")
+	}
+}
+
+// TestIngestAfterForgetKeepsNothing: an ingestion that took the tenant's
+// state before its deletion and folds after ForgetTenant (its request
+// authenticated before the tombstone) keeps none of its customers'
+// features in the cache's budget: it answers ErrNoTenant. It folded and
+// joined the budget again, the deleted customers' features kept in memory
+// until evicted.
+func TestIngestAfterForgetKeepsNothing(t *testing.T) {
+	e, db := newTestEngine(t, 2, nil)
+	ingestAll(t, e, cachePurchase(cacheRef, 0))
+	e.mu.Lock()
+	ts := e.tenants["acme"] // the state a request in flight holds
+	e.mu.Unlock()
+	if _, err := db.MarkTenantDeleting("acme", "test", t0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.EraseTenant("acme", t0); err != nil {
+		t.Fatal(err)
+	}
+	e.Records().ForgetTenant("acme")
+	e.mu.Lock()
+	e.tenants["acme"] = ts // the request goes on with the state it took
+	e.mu.Unlock()
+	_, err := e.Ingester.Ingest("acme", []IngestEvent{cachePurchase(cacheRef, 1)})
+	if !errors.Is(err, ErrNoTenant) {
+		t.Errorf("ingest after ForgetTenant: %v, want ErrNoTenant", err)
+	}
+	if used := e.featBudget.used.Load(); used != 0 {
+		t.Errorf("features cache counts %d bytes of the deleted tenant", used)
 	}
 }

@@ -205,6 +205,10 @@ func (e *Ingester) ingest(tenant string, events []IngestEvent, units *eventUnits
 	defer b.Close()
 	t := &ts.ingestMu
 	t.mu.Lock()
+	if t.gone { // its tenant deleted since e.state: nothing may be kept of it again
+		t.mu.Unlock()
+		return IngestResult{}, fmt.Errorf("%w: %q", ErrNoTenant, tenant)
+	}
 	dependent := t.beginFold()
 	res, gen, err := e.foldIngest(b, tenant, events, t, dependent, units)
 	if err != nil || gen == 0 {

@@ -36,6 +36,7 @@ type ingestTurn struct {
 	applyMu sync.Mutex // apply stage
 
 	// Guarded by mu.
+	gone    bool                    // its tenant was deleted (ForgetTenant): no fold may keep features again
 	lastGen uint64                  // generation of the last folded request that applies
 	events  map[string]pendingEvent // event_id → content hash, pending
 	feats   map[string]pendingFeats // cliente_ref → encoded features, pending or committed (gen <= doneGen)
