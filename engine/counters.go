@@ -168,7 +168,10 @@ func hourlyKey(tenant string, hour int64) []byte {
 }
 
 // Flush adds the pending deltas to the stored hour records in one synced
-// batch. On failure the deltas are kept for the next Flush.
+// batch. On failure the deltas are kept for the next Flush. The deltas of
+// a tenant the store no longer lists (deleted, or being deleted, since they
+// were counted: a request of it that passed authentication before) are
+// dropped: a tenant's deletion leaves no record of it behind.
 func (c *Counters) Flush() error {
 	if c == nil {
 		return nil
@@ -186,6 +189,9 @@ func (c *Counters) Flush() error {
 	defer b.Close()
 	var err error
 	for k, d := range taken {
+		if _, ok := c.db.Tenant(k.tenant); !ok {
+			continue // deleted (or being deleted) since it counted: nothing of it is written again
+		}
 		m := map[string]int64{}
 		if err = c.load(k, m); err != nil {
 			break

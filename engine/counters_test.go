@@ -8,6 +8,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/coupond/coupond/internal/storetest"
+	"github.com/coupond/coupond/store"
 )
 
 func TestCountersFlushAndHours(t *testing.T) {
@@ -15,6 +16,11 @@ func TestCountersFlushAndHours(t *testing.T) {
 	c := NewCounters(db)
 	t0 := time.Date(2026, 11, 2, 10, 30, 0, 0, time.UTC)
 	h0 := HourOf(t0)
+	for _, id := range []string{"acme", "other"} { // a tenant not in the store has its counts dropped
+		if err := db.CreateTenant(&store.Tenant{ID: id, CreatedAt: t0, Settings: store.DefaultSettings()}); err != nil {
+			t.Fatal(err)
+		}
+	}
 
 	c.decided("acme", &DecisionRecord{At: t0, Explorado: true, Accion: 2})
 	c.decided("acme", &DecisionRecord{At: t0, EnControl: true})

@@ -74,3 +74,25 @@ func TestIngestAfterForgetKeepsNothing(t *testing.T) {
 		t.Errorf("features cache counts %d bytes of the deleted tenant", used)
 	}
 }
+
+// TestCountsAfterForgetDropped: counts added for a tenant after its
+// deletion began (an error answer of a request that passed authentication
+// before, counted by the server) are not written back by the counters'
+// flush: they left an hourly record of the deleted tenant after its sweep.
+func TestCountsAfterForgetDropped(t *testing.T) {
+	e, db := newTestEngine(t, 2, nil)
+	if _, err := db.MarkTenantDeleting("acme", "test", t0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.EraseTenant("acme", t0); err != nil {
+		t.Fatal(err)
+	}
+	e.Records().ForgetTenant("acme")
+	e.counters.Add("acme", t0, CountErrorPfx+"no_autenticado", 1) // the late request's 401
+	if err := e.counters.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := db.Count(store.TenantSpan("acme")); err != nil || n != 0 {
+		t.Errorf("records of acme after a late count and a flush: %d %v, want 0", n, err)
+	}
+}
