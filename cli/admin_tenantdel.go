@@ -117,11 +117,7 @@ func deleteTenant(cmd *cobra.Command, a *app, e *env, id string) (err error) {
 // command run with serve stopped (err its outcome).
 func auditOffline(e *env, args []string, err error) {
 	l := &auditLog{path: filepath.Join(e.dataDir, auditFile)}
-	entry := auditEntry{Time: time.Now().UTC(), UID: os.Getuid(), PID: os.Getpid(), Args: redactArgs(args), Exit: ExitCode(err)}
-	if err != nil {
-		entry.Error = err.Error()
-	}
-	if werr := l.write(entry); werr != nil {
+	if werr := l.write(commandEntry(os.Getuid(), os.Getpid(), args, err)); werr != nil {
 		e.log.Warn().Err(werr).Msg("admin audit log")
 	}
 }

@@ -51,6 +51,16 @@ type auditEntry struct {
 	Error string    `json:"error,omitempty"`
 }
 
+// commandEntry is the audit line of the admin command args (secret-looking
+// flag values redacted) run by uid's process pid, with err its outcome.
+func commandEntry(uid, pid int, args []string, err error) auditEntry {
+	entry := auditEntry{Time: time.Now().UTC(), UID: uid, PID: pid, Args: redactArgs(args), Exit: ExitCode(err)}
+	if err != nil {
+		entry.Error = err.Error()
+	}
+	return entry
+}
+
 // auditLog appends entries to the data dir's audit log, each synced.
 //
 // An entry is written after its command ran (its exit is part of it), so

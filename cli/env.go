@@ -504,10 +504,7 @@ func serveAdminAudit(ctx context.Context, sock string, live *env, audit *auditLo
 				w.Header().Set("X-Error", clipError(err.Error()))
 			}
 		}
-		entry := auditEntry{Time: time.Now().UTC(), UID: p.UID, PID: p.PID, Args: redactArgs(req.Args), Exit: ExitCode(err)}
-		if err != nil {
-			entry.Error = err.Error()
-		}
+		entry := commandEntry(p.UID, p.PID, req.Args, err)
 		if aerr := audit.write(entry); aerr != nil {
 			live.log.Error().Err(aerr).Strs("args", commandPath(root, req.Args)).Msg("admin audit log")
 			fmt.Fprintf(errOut, "warning: the command ran, but its line could not be written to the admin audit log: %v\n", aerr)
