@@ -32,6 +32,15 @@ func newTestEngine(tb testing.TB, n int, fn func(*store.Settings)) (*Engine, *st
 	return newTestEngineOn(tb, db, n, fn), db
 }
 
+// newBenchEngine is newTestEngine for a benchmark: its store's new
+// write-ahead logs come with their blocks in place (storetest.OpenBench),
+// so that synced commits cost what they would on a disk.
+func newBenchEngine(b *testing.B, n int, fn func(*store.Settings)) (*Engine, *store.DB) {
+	b.Helper()
+	db := storetest.OpenBench(b)
+	return newTestEngineOn(b, db, n, fn), db
+}
+
 // newTestEngineOn is newTestEngine over the store db, which the caller
 // opened (on a file system of its own, say).
 func newTestEngineOn(tb testing.TB, db *store.DB, n int, fn func(*store.Settings)) *Engine {
@@ -281,7 +290,7 @@ func decideBenchRef(i int) string {
 // decideBenchEngine is an engine with 20 actions and 100,000 customers
 // with three purchases each.
 func decideBenchEngine(b *testing.B) *Engine {
-	e, _ := newTestEngine(b, 20, nil)
+	e, _ := newBenchEngine(b, 20, nil)
 	const customers = decideBenchCustomers
 	var evs []IngestEvent
 	for i := 0; i < customers; i++ {
@@ -304,22 +313,15 @@ func decideBenchEngine(b *testing.B) *Engine {
 // settle brings the store to the steady state of a running server before
 // a benchmark's timed work: it flushes and compacts the tenant's data, so
 // the timed work does not share the cores with the background work its
-// setup left behind; it rotates the write-ahead log until the log in use
-// is a recycled one, as a server's is once it has run a while (a fresh log
-// in the in-memory file system grows by copying itself, a cost no disk
-// has: 13 µs a decision and stalls of up to 300 ms in BenchmarkDecide);
-// and it collects garbage.
+// setup left behind, and it collects garbage.
 func settle(tb testing.TB, e *Engine) {
 	tb.Helper()
 	lo, hi := store.TenantSpan("acme")
 	if err := e.db.Compact(context.Background(), lo, hi); err != nil {
 		tb.Fatal(err)
 	}
-	for range 3 { // a log becomes recyclable once its flush is cleaned up, shortly after
-		if err := e.db.Flush(); err != nil {
-			tb.Fatal(err)
-		}
-		time.Sleep(50 * time.Millisecond)
+	if err := e.db.Flush(); err != nil {
+		tb.Fatal(err)
 	}
 	runtime.GC()
 }
@@ -351,7 +353,7 @@ func BenchmarkIngest1000(b *testing.B) {
 // purchases in their window are made, the clock passes the window, and
 // one learner pass (repeated until the queue is empty) folds them.
 func BenchmarkLearn(b *testing.B) {
-	e, db := newTestEngine(b, 5, func(s *store.Settings) { s.RewardWindow = 24 * time.Hour; s.RewardGrace = 0 })
+	e, db := newBenchEngine(b, 5, func(s *store.Settings) { s.RewardWindow = 24 * time.Hour; s.RewardGrace = 0 })
 	rewardBacklog(b, e, db, b.N)
 	// The backlog's decisions were made on the test's frozen clock, where
 	// they would count as online traffic for ever (onlineSince 0): the
@@ -582,7 +584,7 @@ func rewardBacklog(tb testing.TB, e *Engine, db *store.DB, n int) {
 // slow them beyond sharing the CPU. It reports decision latency
 // percentiles over the decisions made while the learner was busy.
 func BenchmarkDecideWhileLearning(b *testing.B) {
-	e, db := newTestEngine(b, 20, func(s *store.Settings) { s.RewardWindow = 24 * time.Hour; s.RewardGrace = 0 })
+	e, db := newBenchEngine(b, 20, func(s *store.Settings) { s.RewardWindow = 24 * time.Hour; s.RewardGrace = 0 })
 	const backlog = 50_000
 	rewardBacklog(b, e, db, backlog)
 	var busy atomic.Bool
