@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -75,17 +74,12 @@ func tenantDeleteCmd(a *app) *cobra.Command {
 
 // deleteTenant deletes tenant id and prints its tombstone; inside serve the
 // deletion worker finishes it (the sweep waits services.tenantGrace), with
-// serve stopped it is done when the command returns. Run without serve,
-// the command writes its own line to the admin audit log (serve writes
-// those of the commands run through its socket).
-func deleteTenant(cmd *cobra.Command, a *app, e *env, id string) (err error) {
-	inServe := a.live != nil
+// serve stopped it is done when the command returns. Its line in the admin
+// audit log is withEnv's, as every admin command's.
+func deleteTenant(cmd *cobra.Command, a *app, e *env, id string) error {
 	grace := time.Duration(0)
-	if inServe {
+	if a.live != nil {
 		grace = e.svc.tenantGrace
-	}
-	if !inServe {
-		defer func() { auditOffline(e, a.args, err) }()
 	}
 	hooks := deletionHooks(e.svc, false)
 	hooks.Tenant = tenantHooks(e.svc, grace)
@@ -111,15 +105,6 @@ func deleteTenant(cmd *cobra.Command, a *app, e *env, id string) (err error) {
 			"serve's deletion worker compacts them out of the store's files in about %s ('admin tenant deletions' shows when)\n", id, d.State, grace)
 	}
 	return nil
-}
-
-// auditOffline appends to the data dir's admin audit log the line of a
-// command run with serve stopped (err its outcome).
-func auditOffline(e *env, args []string, err error) {
-	l := &auditLog{path: filepath.Join(e.dataDir, auditFile)}
-	if werr := l.write(commandEntry(os.Getuid(), os.Getpid(), args, err)); werr != nil {
-		e.log.Warn().Err(werr).Msg("admin audit log")
-	}
 }
 
 func tenantDeletionsCmd(a *app) *cobra.Command {

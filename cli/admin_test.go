@@ -485,6 +485,9 @@ func TestAuditRefusesMissingDataDir(t *testing.T) {
 	}
 	dir = t.TempDir()
 	runIn(t, dir, "admin", "tenant", "create", "acme")
+	if err := os.Remove(filepath.Join(dir, auditFile)); err != nil { // rotated away
+		t.Fatal(err)
+	}
 	if out := runIn(t, dir, "admin", "audit", "--json"); strings.TrimSpace(string(out)) != "[]" {
 		t.Errorf("audit of a data dir without an audit log: %s", out)
 	}

@@ -23,8 +23,22 @@ import (
 )
 
 // auditFile is the admin audit log inside the data dir: one JSON line per
-// admin command run through the admin socket, and per connection refused.
+// admin command run against the data dir, through serve's admin socket
+// (and per connection refused there) or with serve stopped (app.withEnv,
+// admin restore: the command opened the data dir itself). Not audited:
+// what never opens the data dir (admin audit reading this log, version,
+// help, docs, lab, bench, webhook; admin debug pprof, which serve audits
+// when it takes the profile), and a command refused before the data dir
+// opened (a bad flag, tenant delete's --confirm, a data dir that is
+// missing, holds no coupond data, or does not open: locked by another
+// process, damaged), which changed nothing there.
 const auditFile = "admin-audit.log"
+
+// The ways an admin command reached the data dir (auditEntry.Via).
+const (
+	viaSocket = "socket" // through serve's admin socket
+	viaDirect = "direct" // serve stopped: the command opened the data dir itself
+)
 
 // peer is who is at the other end of an admin socket connection.
 type peer struct {
@@ -49,12 +63,17 @@ type auditEntry struct {
 	Args  []string  `json:"args"`
 	Exit  int       `json:"exit"`
 	Error string    `json:"error,omitempty"`
+	// Via is how the command reached the data dir: viaSocket or viaDirect;
+	// "" in the lines of earlier releases, which wrote those of the
+	// socket, and of tenant delete run with serve stopped.
+	Via string `json:"via,omitempty"`
 }
 
 // commandEntry is the audit line of the admin command args (secret-looking
-// flag values redacted) run by uid's process pid, with err its outcome.
-func commandEntry(uid, pid int, args []string, err error) auditEntry {
-	entry := auditEntry{Time: time.Now().UTC(), UID: uid, PID: pid, Args: redactArgs(args), Exit: ExitCode(err)}
+// flag values redacted) run by uid's process pid, via viaSocket or
+// viaDirect, with err its outcome.
+func commandEntry(uid, pid int, via string, args []string, err error) auditEntry {
+	entry := auditEntry{Time: time.Now().UTC(), UID: uid, PID: pid, Args: redactArgs(args), Exit: ExitCode(err), Via: via}
 	if err != nil {
 		entry.Error = err.Error()
 	}
@@ -73,10 +92,14 @@ func commandEntry(uid, pid int, args []string, err error) auditEntry {
 // mid-way may leave whole lines of it on disk, then written again: a line
 // twice rather than none.)
 type auditLog struct {
-	mu      sync.Mutex
-	path    string
-	fs      atomicfile.FS // nil: the operating system's
-	pending []byte        // lines not written yet, oldest first
+	mu   sync.Mutex
+	path string
+	fs   atomicfile.FS // nil: the operating system's
+	// once is set for the log of a process that writes one entry and ends
+	// (a command run with serve stopped): an entry not written is lost,
+	// not kept for a next one.
+	once    bool
+	pending []byte // lines not written yet, oldest first
 }
 
 // maxAuditPending bounds the lines an audit log keeps while it cannot be
@@ -96,6 +119,9 @@ func (l *auditLog) write(e auditEntry) error {
 	}
 	data := append(append(l.pending[:len(l.pending):len(l.pending)], line...), '\n')
 	if err := atomicfile.AppendFS(fsys, l.path, store.FileMode, data); err != nil {
+		if l.once {
+			return fmt.Errorf("admin audit log: %w; this entry is lost", err)
+		}
 		if len(data) > maxAuditPending {
 			return fmt.Errorf("admin audit log: %w; this entry is lost (%d bytes of earlier entries wait to be written)", err, len(l.pending))
 		}
@@ -173,7 +199,7 @@ func (l *peerListener) Accept() (net.Conn, error) {
 		// Audit before closing: the refusal is on record by the time the
 		// peer learns of it.
 		l.log.Warn().Err(err).Int("uid", p.UID).Int("pid", p.PID).Msg("admin socket: connection refused")
-		if aerr := l.audit.write(auditEntry{Time: time.Now().UTC(), UID: p.UID, PID: p.PID, Args: []string{}, Exit: -1, Error: err.Error()}); aerr != nil {
+		if aerr := l.audit.write(auditEntry{Time: time.Now().UTC(), UID: p.UID, PID: p.PID, Args: []string{}, Exit: -1, Error: err.Error(), Via: viaSocket}); aerr != nil {
 			l.log.Error().Err(aerr).Msg("admin audit log")
 		}
 		c.Close()
@@ -199,11 +225,12 @@ func peerFrom(ctx context.Context) peer {
 	return p
 }
 
-// auditCmd is "admin audit": the admin commands run through the socket,
-// the latest --last of them (the log is kept for good).
+// auditCmd is "admin audit": the admin commands run against the data dir
+// (auditFile), the latest --last of them (the log is kept for good). It
+// reads the log alone and is not audited itself.
 func auditCmd(a *app) *cobra.Command {
 	var last int
-	cmd := leafCmd("audit", "Show the admin audit log: every admin command run through the server's socket (time, uid, pid, arguments, outcome)", func(cmd *cobra.Command) error {
+	cmd := leafCmd("audit", "Show the admin audit log: every admin command run on the data dir, through the server's socket or with it stopped (time, uid, pid, how, arguments, outcome)", func(cmd *cobra.Command) error {
 		if last < 1 {
 			return fmt.Errorf("--last: want at least 1, got %d", last)
 		}
@@ -226,22 +253,33 @@ func auditCmd(a *app) *cobra.Command {
 		}
 		w := cmd.OutOrStdout()
 		if len(entries) == 0 {
-			fmt.Fprintln(w, "no admin commands run through the socket yet")
+			fmt.Fprintln(w, "no admin commands run on this data dir yet")
 		}
 		for _, e := range entries {
-			outcome := fmt.Sprintf("exit %d", e.Exit)
-			if e.Exit < 0 {
-				outcome = "refused"
-			}
-			if e.Error != "" {
-				outcome += ": " + e.Error
-			}
-			fmt.Fprintf(w, "%s  uid %d  pid %d  %s  (%s)\n", e.Time.Format(time.RFC3339), e.UID, e.PID, strings.Join(e.Args, " "), outcome)
+			fmt.Fprintln(w, auditLine(e))
 		}
 		return nil
 	})
 	cmd.Flags().IntVar(&last, "last", 1000, "at most this many entries (the latest)")
 	return cmd
+}
+
+// auditLine is the text of e that admin audit prints: time, uid, pid,
+// how it ran ("via socket", "via direct"; nothing for a line of an
+// earlier release, which has no Via), arguments and outcome.
+func auditLine(e auditEntry) string {
+	outcome := fmt.Sprintf("exit %d", e.Exit)
+	if e.Exit < 0 {
+		outcome = "refused"
+	}
+	if e.Error != "" {
+		outcome += ": " + e.Error
+	}
+	via := ""
+	if e.Via != "" {
+		via = "via " + e.Via + "  "
+	}
+	return fmt.Sprintf("%s  uid %d  pid %d  %s%s  (%s)", e.Time.Format(time.RFC3339), e.UID, e.PID, via, strings.Join(e.Args, " "), outcome)
 }
 
 // readAudit reads the audit log; a missing one is empty. Lines that do not

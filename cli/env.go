@@ -66,7 +66,10 @@ const maxSocketPath = 107
 
 // withEnv runs fn against the live server (forwarding the whole command line
 // through the admin socket) or, when no server answers there, against the
-// store opened here.
+// store opened here. Either way the command gets its line in the admin
+// audit log once it has run: serve writes it through the socket, and here
+// auditDirect does, while the data dir is still open and locked. A data
+// dir that does not open gets none: the command ran nothing in it.
 func (a *app) withEnv(cmd *cobra.Command, fn func(e *env) error) error {
 	if a.live != nil {
 		return fn(a.live)
@@ -89,7 +92,21 @@ func (a *app) withEnv(cmd *cobra.Command, fn func(e *env) error) error {
 		return err
 	}
 	defer e.close()
-	return fn(e)
+	err = fn(e)
+	a.auditDirect(cmd, e.dataDir, err)
+	return err
+}
+
+// auditDirect appends to dataDir's admin audit log the line of the admin
+// command a runs with serve stopped, having opened the data dir itself
+// (viaDirect), err its outcome. A line that cannot be written (a data dir
+// that is read-only, a full disk) changes nothing of the command's
+// outcome, as through the socket: it is a warning on the command's stderr.
+func (a *app) auditDirect(cmd *cobra.Command, dataDir string, err error) {
+	l := &auditLog{path: filepath.Join(dataDir, auditFile), once: true}
+	if werr := l.write(commandEntry(os.Getuid(), os.Getpid(), viaDirect, a.args, err)); werr != nil {
+		fmt.Fprintf(cmd.ErrOrStderr(), "warning: the command ran, but its line could not be written to the admin audit log: %v\n", werr)
+	}
 }
 
 // dataDirExists returns the error of an admin command pointed at a data
@@ -478,7 +495,7 @@ func serveAdminAudit(ctx context.Context, sock string, live *env, audit *auditLo
 		err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&req)
 		root := newRoot(&app{args: req.Args, live: live, clientTerminal: req.Terminal})
 		if err != nil || !adminLine(root, req.Args) {
-			if aerr := audit.write(auditEntry{Time: time.Now().UTC(), UID: p.UID, PID: p.PID, Args: redactArgs(req.Args), Exit: -1, Error: "bad admin request"}); aerr != nil {
+			if aerr := audit.write(auditEntry{Time: time.Now().UTC(), UID: p.UID, PID: p.PID, Args: redactArgs(req.Args), Exit: -1, Error: "bad admin request", Via: viaSocket}); aerr != nil {
 				live.log.Error().Err(aerr).Msg("admin audit log")
 			}
 			http.Error(w, "bad admin request", http.StatusBadRequest)
@@ -504,7 +521,7 @@ func serveAdminAudit(ctx context.Context, sock string, live *env, audit *auditLo
 				w.Header().Set("X-Error", clipError(err.Error()))
 			}
 		}
-		entry := commandEntry(p.UID, p.PID, req.Args, err)
+		entry := commandEntry(p.UID, p.PID, viaSocket, req.Args, err)
 		if aerr := audit.write(entry); aerr != nil {
 			live.log.Error().Err(aerr).Strs("args", commandPath(root, req.Args)).Msg("admin audit log")
 			fmt.Fprintf(errOut, "warning: the command ran, but its line could not be written to the admin audit log: %v\n", aerr)

@@ -1,0 +1,208 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/coupond/coupond/server"
+)
+
+// auditRow is an entry of "admin audit --json" as a test compares it: all
+// but its time.
+type auditRow struct {
+	UID   int      `json:"uid"`
+	PID   int      `json:"pid"`
+	Args  []string `json:"args"`
+	Exit  int      `json:"exit"`
+	Error string   `json:"error,omitempty"`
+	Via   string   `json:"via,omitempty"`
+}
+
+// auditRows is what "admin audit --json" shows of dataDir's audit log.
+func auditRows(t *testing.T, dataDir string) []auditRow {
+	t.Helper()
+	out, errOut, err := runCLI(t, "admin", "audit", "--json", "--data-dir", dataDir)
+	if err != nil {
+		t.Fatalf("admin audit: %v\n%s", err, errOut)
+	}
+	var rows []auditRow
+	if err := json.Unmarshal([]byte(out), &rows); err != nil {
+		t.Fatalf("admin audit --json: %v\n%s", err, out)
+	}
+	return rows
+}
+
+// TestDirectAdminCommandsAudited: every admin command run with serve
+// stopped that opened the data dir leaves one line in its audit log, via
+// "direct", with its exit and error, a failed one too; a command refused
+// before the data dir opened (tenant delete's --confirm) and admin audit
+// itself leave none. The log stays owner-only and holds no credential's
+// secret. Only tenant delete wrote its line before.
+func TestDirectAdminCommandsAudited(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	scope := server.ScopeNames()[0]
+	steps := []struct {
+		args    []string
+		exit    int
+		err     string // the command's error; "" for none
+		audited bool
+	}{
+		{[]string{"admin", "tenant", "create", "acme", "--sandbox"}, 0, "", true},
+		{[]string{"admin", "credential", "create", "--tenant", "acme", "--name", "pos", "--scopes", scope, "--json"}, 0, "", true},
+		{[]string{"admin", "tenant", "set", "acme", "--paused", "true"}, 0, "", true},
+		{[]string{"admin", "tenant", "show", "nadie"}, 1, `no tenant "nadie"`, true},
+		{[]string{"admin", "clock", "advance", "--tenant", "acme", "--by", "1d"}, 0, "", true},
+		{[]string{"admin", "check"}, 0, "", true},
+		{[]string{"admin", "tenant", "delete", "acme", "--confirm", "acm"}, 2, "exit status 2", false},
+		{[]string{"admin", "audit"}, 0, "", false},
+		{[]string{"admin", "tenant", "delete", "acme", "--confirm", "acme"}, 0, "", true},
+	}
+	var want []auditRow
+	var secrets []string
+	for _, s := range steps {
+		args := append(s.args, "--data-dir", dir)
+		out, _, err := runCLI(t, args...)
+		got := ""
+		if err != nil {
+			got = err.Error()
+		}
+		if ExitCode(err) != s.exit || got != s.err {
+			t.Fatalf("%v: exit %d %q, want exit %d %q", s.args, ExitCode(err), got, s.exit, s.err)
+		}
+		if s.args[1] == "credential" {
+			var cred credJSON
+			if err := json.Unmarshal([]byte(out), &cred); err != nil || cred.ClientSecret == "" {
+				t.Fatalf("credential create: %v\n%s", err, out)
+			}
+			secrets = append(secrets, cred.ClientSecret)
+		}
+		if s.audited {
+			want = append(want, auditRow{UID: os.Getuid(), PID: os.Getpid(), Args: args, Exit: s.exit, Error: s.err, Via: "direct"})
+		}
+	}
+	if diff := cmp.Diff(want, auditRows(t, dir)); diff != "" {
+		t.Errorf("audit log of the commands run with serve stopped (-want +got):\n%s", diff)
+	}
+	path := filepath.Join(dir, auditFile)
+	info, err := os.Stat(path)
+	if err != nil || info.Mode().Perm() != 0o600 {
+		t.Errorf("audit log: %v %v; want mode 0600", info, err)
+	}
+	log, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range secrets {
+		if bytes.Contains(log, []byte(s)) {
+			t.Errorf("the audit log holds the secret of the credential created")
+		}
+	}
+	out, _, err := runCLI(t, "admin", "audit", "--last", "1", "--data-dir", dir)
+	if err != nil || !strings.Contains(out, "  via direct  admin tenant delete acme --confirm acme --data-dir "+dir+"  (exit 0)") {
+		t.Errorf("admin audit --last 1: %v\n%s; want the deletion's line via direct", err, out)
+	}
+}
+
+// TestDirectAuditUnwritable: a command run with serve stopped whose audit
+// line cannot be written (here the log's path is a directory: as a data
+// dir copied read-only, it refuses the append even to root) runs and exits
+// as it would, its output whole, and warns on stderr that its line is not
+// in the log.
+func TestDirectAuditUnwritable(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	runIn(t, dir, "admin", "tenant", "create", "acme")
+	if err := os.RemoveAll(filepath.Join(dir, auditFile)); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(dir, auditFile), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		args []string
+		out  string // in stdout
+		exit int
+		err  string
+	}{
+		{[]string{"admin", "tenant", "list"}, "acme", 0, ""},
+		{[]string{"admin", "check"}, "records checked", 0, ""},
+		{[]string{"admin", "tenant", "show", "nadie"}, "", 1, `no tenant "nadie"`},
+	}
+	for _, tt := range tests {
+		out, errOut, err := runCLI(t, append(tt.args, "--data-dir", dir)...)
+		got := ""
+		if err != nil {
+			got = err.Error()
+		}
+		if ExitCode(err) != tt.exit || got != tt.err || !strings.Contains(out, tt.out) {
+			t.Errorf("%v: exit %d %q, stdout %q; want exit %d %q, stdout with %q", tt.args, ExitCode(err), got, out, tt.exit, tt.err, tt.out)
+		}
+		if !strings.Contains(errOut, "warning: the command ran, but its line could not be written to the admin audit log") {
+			t.Errorf("%v: stderr %q; want the audit log's warning", tt.args, errOut)
+		}
+	}
+}
+
+// TestSocketAuditVia: the commands run through serve's admin socket are
+// audited via "socket", a failed one with its exit and error.
+func TestSocketAuditVia(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	serveInProcess(t, dir)
+	lines := []struct {
+		args []string
+		exit int
+		err  string
+	}{
+		{[]string{"admin", "tenant", "create", "acme"}, 0, ""},
+		{[]string{"admin", "tenant", "show", "nadie"}, 1, `no tenant "nadie"`},
+	}
+	var want []auditRow
+	for _, l := range lines {
+		args := append(l.args, "--data-dir", dir)
+		if r := runLine(t, args...); r.Exit != l.exit || r.Err != l.err {
+			t.Fatalf("%v: %+v; want exit %d %q", l.args, r, l.exit, l.err)
+		}
+		want = append(want, auditRow{UID: os.Getuid(), PID: os.Getpid(), Args: args, Exit: l.exit, Error: l.err, Via: "socket"})
+	}
+	if diff := cmp.Diff(want, auditRows(t, dir)); diff != "" {
+		t.Errorf("audit log of the commands run through the socket (-want +got):\n%s", diff)
+	}
+}
+
+// TestAuditShowsVia: admin audit shows how each command ran, and the lines
+// of an earlier release, which have no "via", as they were.
+func TestAuditShowsVia(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	runIn(t, dir, "admin", "tenant", "create", "acme")
+	log := `{"time":"2026-12-01T08:00:00Z","uid":1,"pid":10,"args":["admin","tenant","list"],"exit":0}
+{"time":"2026-12-01T08:01:00Z","uid":1,"pid":11,"args":["admin","tenant","show","x"],"exit":1,"error":"no tenant \"x\"","via":"socket"}
+{"time":"2026-12-01T08:02:00Z","uid":1,"pid":12,"args":["admin","check"],"exit":0,"via":"direct"}
+`
+	if err := os.WriteFile(filepath.Join(dir, auditFile), []byte(log), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := runCLI(t, "admin", "audit", "--data-dir", dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"2026-12-01T08:00:00Z  uid 1  pid 10  admin tenant list  (exit 0)",
+		`2026-12-01T08:01:00Z  uid 1  pid 11  via socket  admin tenant show x  (exit 1: no tenant "x")`,
+		"2026-12-01T08:02:00Z  uid 1  pid 12  via direct  admin check  (exit 0)",
+	}
+	if diff := cmp.Diff(want, strings.Split(strings.TrimSpace(out), "\n")); diff != "" {
+		t.Errorf("admin audit (-want +got):\n%s", diff)
+	}
+	var vias []string
+	for _, r := range auditRows(t, dir) {
+		vias = append(vias, r.Via)
+	}
+	if diff := cmp.Diff([]string{"", "socket", "direct"}, vias); diff != "" {
+		t.Errorf("admin audit --json: via (-want +got):\n%s", diff)
+	}
+}
