@@ -481,24 +481,38 @@ func restoreCmd(a *app) *cobra.Command {
 				return err
 			}
 		}
-		res, err := runRestore(cmd.Context(), a.dataDir, src, a.now, progressWriter(cmd))
-		if err != nil {
-			return err
+		err = restoreAndReport(cmd, a, src)
+		// The restore opened the data dir itself, serve stopped: its line
+		// goes to the audit log of what it leaves there, restored or as it
+		// was. A failed restore into a data dir it made removed it again,
+		// and gets none.
+		if privacy.HoldsCoupondData(a.dataDir) {
+			a.auditDirect(cmd, a.dataDir, err)
 		}
-		if err := prepareDataDir(a.dataDir); err != nil {
-			return fmt.Errorf("restored, but: %w", err)
-		}
-		res.TakenAt = res.TakenAt.UTC() // as the manifest has it: any zone
-		if jsonFlag(cmd) {
-			return printJSON(cmd.OutOrStdout(), res)
-		}
-		fmt.Fprintf(cmd.OutOrStdout(), "restored %s (taken at %s) into %s; %d customer deletions re-applied, %d tenant deletions\n",
-			res.From, res.TakenAt.Format(time.RFC3339), res.DataDir, res.DeletionsReapplied, res.TenantDeletionsReapplied)
-		return nil
+		return err
 	})
 	cmd.Flags().StringVar(&from, "from", "", "backup directory made by 'admin backup'")
 	cmd.MarkFlagRequired("from")
 	return cmd
+}
+
+// restoreAndReport restores the backup src into a's data dir, makes it
+// owner-only and prints what was done.
+func restoreAndReport(cmd *cobra.Command, a *app, src string) error {
+	res, err := runRestore(cmd.Context(), a.dataDir, src, a.now, progressWriter(cmd))
+	if err != nil {
+		return err
+	}
+	if err := prepareDataDir(a.dataDir); err != nil {
+		return fmt.Errorf("restored, but: %w", err)
+	}
+	res.TakenAt = res.TakenAt.UTC() // as the manifest has it: any zone
+	if jsonFlag(cmd) {
+		return printJSON(cmd.OutOrStdout(), res)
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "restored %s (taken at %s) into %s; %d customer deletions re-applied, %d tenant deletions\n",
+		res.From, res.TakenAt.Format(time.RFC3339), res.DataDir, res.DeletionsReapplied, res.TenantDeletionsReapplied)
+	return nil
 }
 
 // runRestore restores the backup src into dataDir (server stopped), the

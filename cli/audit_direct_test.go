@@ -174,6 +174,42 @@ func TestSocketAuditVia(t *testing.T) {
 	}
 }
 
+// TestRestoreAudited: admin restore, which opens the data dir itself,
+// leaves its line via "direct" in the audit log of the data dir it
+// restored, or left as it was when it failed; a failed restore into a
+// data dir it made removes that again, audit log and all.
+func TestRestoreAudited(t *testing.T) {
+	dir, data, backup := backedUpTenant(t)
+	if err := os.RemoveAll(filepath.Join(data, auditFile)); err != nil { // the setup's lines
+		t.Fatal(err)
+	}
+	missing := filepath.Join(dir, "no-backup")
+	restored := []string{"admin", "restore", "--from", backup, "--data-dir", data}
+	failed := []string{"admin", "restore", "--from", missing, "--data-dir", data}
+	if _, errOut, err := runCLI(t, restored...); err != nil {
+		t.Fatalf("restore: %v\n%s", err, errOut)
+	}
+	_, _, ferr := runCLI(t, failed...)
+	if ferr == nil {
+		t.Fatal("restore of a missing backup: no error")
+	}
+	want := []auditRow{
+		{UID: os.Getuid(), PID: os.Getpid(), Args: restored, Via: "direct"},
+		{UID: os.Getuid(), PID: os.Getpid(), Args: failed, Exit: 1, Error: ferr.Error(), Via: "direct"},
+	}
+	rows := auditRows(t, data)
+	if diff := cmp.Diff(want, rows); diff != "" {
+		t.Errorf("audit log of admin restore (-want +got):\n%s", diff)
+	}
+	fresh := filepath.Join(dir, "fresh")
+	if _, errOut, err := runCLI(t, "admin", "restore", "--from", missing, "--data-dir", fresh); err == nil || strings.Contains(errOut, "audit") {
+		t.Errorf("restore of a missing backup into a new data dir: %v, stderr %q; want an error, no audit line tried", err, errOut)
+	}
+	if _, err := os.Stat(fresh); !os.IsNotExist(err) {
+		t.Errorf("a failed restore into a new data dir left it: %v", err)
+	}
+}
+
 // TestAuditShowsVia: admin audit shows how each command ran, and the lines
 // of an earlier release, which have no "via", as they were.
 func TestAuditShowsVia(t *testing.T) {
