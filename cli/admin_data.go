@@ -482,18 +482,34 @@ func restoreCmd(a *app) *cobra.Command {
 			}
 		}
 		err = restoreAndReport(cmd, a, src)
-		// The restore opened the data dir itself, serve stopped: its line
-		// goes to the audit log of what it leaves there, restored or as it
-		// was. A failed restore into a data dir it made removed it again,
-		// and gets none.
-		if privacy.HoldsCoupondData(a.dataDir) {
-			a.auditDirect(cmd, a.dataDir, err)
-		}
+		auditRestore(cmd, a, err)
 		return err
 	})
 	cmd.Flags().StringVar(&from, "from", "", "backup directory made by 'admin backup'")
 	cmd.MarkFlagRequired("from")
 	return cmd
+}
+
+// auditRestore writes the line of admin restore, which opened the data dir
+// itself with serve stopped, with err its outcome, to the audit log of
+// what it left there: restored, or as it was. A failed restore into a data
+// dir it made removed it again, and gets none. The line is written holding
+// the data dir's lock again, as withEnv writes its lines: a serve that
+// waited for the restore's lock (waitForLock) and took it first writes
+// lines of its own, and two processes appending at once may cut each
+// other's (AppendFS mends a torn last line). The line is then lost, and a
+// warning says so.
+func auditRestore(cmd *cobra.Command, a *app, err error) {
+	if !privacy.HoldsCoupondData(a.dataDir) {
+		return
+	}
+	lock, lerr := privacy.LockDataDir(a.dataDir)
+	if lerr != nil {
+		fmt.Fprintf(cmd.ErrOrStderr(), "warning: the command ran, but its line could not be written to the admin audit log: %v\n", lerr)
+		return
+	}
+	defer lock.Close()
+	a.auditDirect(cmd, a.dataDir, err)
 }
 
 // restoreAndReport restores the backup src into a's data dir, makes it

@@ -3,13 +3,16 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/spf13/cobra"
 
+	"github.com/coupond/coupond/privacy"
 	"github.com/coupond/coupond/server"
 )
 
@@ -240,5 +243,46 @@ func TestAuditShowsVia(t *testing.T) {
 	}
 	if diff := cmp.Diff([]string{"", "socket", "direct"}, vias); diff != "" {
 		t.Errorf("admin audit --json: via (-want +got):\n%s", diff)
+	}
+}
+
+// TestRestoreAuditUnderLock: admin restore writes its line holding the
+// data dir's lock again; a process that took the lock once the restore
+// released it (a serve that waited for it) keeps its log to itself, and
+// the restore warns that its line is lost.
+func TestRestoreAuditUnderLock(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	runIn(t, dir, "admin", "tenant", "create", "acme")
+	if err := os.RemoveAll(filepath.Join(dir, auditFile)); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"admin", "restore", "--from", "b", "--data-dir", dir}
+	tests := []struct {
+		locked bool // another process holds the data dir's lock
+		lines  int
+		warn   string
+	}{
+		{true, 0, "in use by another coupond"},
+		{false, 1, ""},
+	}
+	for _, tt := range tests {
+		var lock io.Closer
+		if tt.locked {
+			var err error
+			if lock, err = privacy.LockDataDir(dir); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var errOut bytes.Buffer
+		cmd := &cobra.Command{}
+		cmd.SetErr(&errOut)
+		auditRestore(cmd, &app{args: args, dataDir: dir}, nil)
+		if lock != nil {
+			lock.Close()
+		}
+		entries, _, err := readAudit(filepath.Join(dir, auditFile))
+		if err != nil || len(entries) != tt.lines || (tt.warn == "") != (errOut.Len() == 0) || !strings.Contains(errOut.String(), tt.warn) {
+			t.Errorf("locked %v: %d lines %v, stderr %q; want %d lines, a warning with %q", tt.locked, len(entries), err, errOut.String(), tt.lines, tt.warn)
+		}
 	}
 }
