@@ -63,6 +63,15 @@ type DB struct {
 	// flushMu serialises the store's forced flushes and their pacing
 	// (flushpace.go).
 	flushMu sync.Mutex
+	// tenantDelMu serialises the steps of tenant deletions
+	// (tenantdel.go), which hold mu only to update the caches, never
+	// through a scan or a synced commit: every request reads the caches.
+	tenantDelMu sync.Mutex
+	// tenantDelHook, when set (tests), is called by each step of a
+	// tenant deletion just before its synced commit (after its scan),
+	// with tenantDelMu held and mu not, and the state the step writes
+	// ("" for the sweep).
+	tenantDelHook func(tenant, state string)
 }
 
 // memTableSize is the store's memtable size (Open explains it).

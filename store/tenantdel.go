@@ -106,11 +106,16 @@ func (db *DB) TenantDeletions() ([]TenantDeletion, error) {
 // MarkTenantDeleting starts the deletion of tenant (step 1 above): the
 // tombstone, synced, then the tenant and its credentials hidden. A tenant
 // already being deleted returns its tombstone as it is; an unknown one
-// is ErrNotFound.
+// is ErrNotFound. It holds db.mu, which every request's authentication
+// reads, only to hide the tenant, not through the synced write: a tenant
+// or credential record written meanwhile (CreateCredential,
+// UpdateTenant) is the tenant's and is erased with it; a CreateTenant of
+// the id finds the tenant cached until the tombstone is stored, and the
+// tombstone after.
 func (db *DB) MarkTenantDeleting(tenant, by string, now time.Time) (*TenantDeletion, error) {
-	db.mu.Lock()
-	defer db.mu.Unlock()
-	t, ok := db.tenants[tenant]
+	db.tenantDelMu.Lock()
+	defer db.tenantDelMu.Unlock()
+	t, ok := db.Tenant(tenant)
 	if !ok {
 		d, err := db.TenantDeletionOf(tenant)
 		if err == nil && d != nil && d.State != TenantDeleted {
@@ -119,11 +124,21 @@ func (db *DB) MarkTenantDeleting(tenant, by string, now time.Time) (*TenantDelet
 		return nil, fmt.Errorf("store: tenant %q: %w", tenant, ErrNotFound)
 	}
 	d := &TenantDeletion{Tenant: tenant, CreatedAt: t.CreatedAt, RequestedAt: now.UTC(), By: by, State: TenantDeleting}
+	if db.tenantDelHook != nil {
+		db.tenantDelHook(tenant, TenantDeleting)
+	}
 	if err := db.putLocked(tenantDeletionKey(tenant), d); err != nil {
 		return nil, err
 	}
-	db.hideTenantLocked(tenant)
+	db.hideTenant(tenant)
 	return d, nil
+}
+
+// hideTenant is hideTenantLocked under db.mu.
+func (db *DB) hideTenant(tenant string) {
+	db.mu.Lock()
+	db.hideTenantLocked(tenant)
+	db.mu.Unlock()
 }
 
 // hideTenantLocked drops tenant and its credentials from the caches (and
@@ -220,10 +235,16 @@ func (db *DB) CompleteTenantDeletion(ctx context.Context, tenant string, now tim
 func spanOf(lo, hi []byte) [2][]byte { return [2][]byte{lo, hi} }
 
 // advanceTenantDeletion deletes every record of tenant and, in the same
-// synced batch, sets its tombstone's state to state ("" keeps it).
+// synced batch, sets its tombstone's state to state ("" keeps it). The
+// steps are serialised by db.tenantDelMu; db.mu, which every request
+// reads, is held only to hide the tenant again after the commit, not
+// through the credential scan or the synced commit (the tenant has been
+// hidden since its mark: no cached write reaches its records meanwhile).
+// The final step (TenantDeleted) does not hide: once it is committed the
+// id may be created again, and hiding would drop the new tenant.
 func (db *DB) advanceTenantDeletion(tenant, state string, now time.Time) (*TenantDeletion, error) {
-	db.mu.Lock()
-	defer db.mu.Unlock()
+	db.tenantDelMu.Lock()
+	defer db.tenantDelMu.Unlock()
 	d, err := db.TenantDeletionOf(tenant)
 	if err != nil {
 		return nil, err
@@ -246,9 +267,14 @@ func (db *DB) advanceTenantDeletion(tenant, state string, now time.Time) (*Tenan
 	if err := b.SetJSON(tenantDeletionKey(tenant), d); err != nil {
 		return nil, err
 	}
+	if db.tenantDelHook != nil {
+		db.tenantDelHook(tenant, state)
+	}
 	if err := b.Commit(); err != nil {
 		return nil, err
 	}
-	db.hideTenantLocked(tenant)
+	if state != TenantDeleted {
+		db.hideTenant(tenant)
+	}
 	return d, nil
 }

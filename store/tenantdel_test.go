@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -248,5 +249,54 @@ func TestTenantDeletionSurvivesReopenAndIDReuse(t *testing.T) {
 	}
 	if d.Holds(again.CreatedAt) || !d.Holds(at) {
 		t.Errorf("tombstone created at %v: Holds(new) %v, Holds(deleted) %v", d.CreatedAt, d.Holds(again.CreatedAt), d.Holds(at))
+	}
+}
+
+// TestTenantDeletionStepsLeaveCachesFree: every step of a tenant's
+// deletion (the mark, the erasure, the sweep, the final step) holds no
+// lock that requests take (db.mu: every request's authentication reads
+// the tenant and credential caches) through its scan and its synced
+// commit. At each step's hook, just before its commit, db.mu is free and
+// another tenant's credential answers and its record update (a synced
+// commit under db.mu) completes. With db.mu held through the step, as
+// before, every request of every tenant waited for the deletion's fsyncs.
+func TestTenantDeletionStepsLeaveCachesFree(t *testing.T) {
+	db, _ := openMem(t)
+	at := time.Date(2026, 1, 2, 0, 0, 0, 0, time.UTC)
+	fillTenant(t, db, "acme", at)
+	fillTenant(t, db, "beta", at)
+	var got []string
+	db.tenantDelHook = func(tenant, state string) {
+		if !db.mu.TryLock() {
+			got = append(got, state+": db.mu held")
+			return
+		}
+		db.mu.Unlock()
+		_, credOK := db.Credential("ci-beta")
+		step := at.Add(time.Duration(len(got)+1) * time.Hour)
+		_, err := db.UpdateTenant("beta", func(tn *Tenant) error { tn.ClockNow = step; return nil })
+		got = append(got, fmt.Sprintf("%s: credential %v, update %v", state, credOK, err))
+	}
+	if _, err := db.MarkTenantDeleting("acme", "uid 1000", at); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.EraseTenant("acme", at); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.CompleteTenantDeletion(context.Background(), "acme", at); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"deleting: credential true, update <nil>", "erased: credential true, update <nil>",
+		": credential true, update <nil>", "deleted: credential true, update <nil>"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("at each step's hook (-want +got):\n%s", diff)
+	}
+	if b, ok := db.Tenant("beta"); !ok || !b.ClockNow.Equal(at.Add(4*time.Hour)) {
+		t.Errorf("beta after the deletion: %+v %v; want its last update", b, ok)
+	}
+	for k, v := range dump(t, db) {
+		if namesTenant(k, v) && !strings.HasPrefix(k, string(tenantDeletionKey("acme"))) {
+			t.Errorf("left of acme: %q", k)
+		}
 	}
 }
