@@ -696,15 +696,26 @@ func (o *openSnapshots) list() []<-chan struct{} {
 // the sstables, not only shadowed by tombstones. It fails as Flush does
 // when the write-ahead log cannot be written.
 func (db *DB) Compact(ctx context.Context, lower, upper []byte) error {
+	return db.CompactSpans(ctx, [][2][]byte{{lower, upper}})
+}
+
+// CompactSpans is Compact of each span [lower, upper) in turn, after one
+// flush of the memtable for them all: each forced flush rotates the
+// write-ahead log with the commit pipeline's lock held, a stall of every
+// commit (a tenant's deletion compacted four spans, four flushes, where
+// one holds every deletion the spans' compactions drop).
+func (db *DB) CompactSpans(ctx context.Context, spans [][2][]byte) error {
 	if err := db.walWritable("compact"); err != nil {
 		return err
 	}
 	if err := db.flushMemtable(ctx); err != nil {
 		return err
 	}
-	err := db.unlessParked("compact", func() error { return db.pacedCompact(ctx, lower, upper) })
-	if err != nil {
-		return fmt.Errorf("store: compact: %w", err)
+	for _, sp := range spans {
+		err := db.unlessParked("compact", func() error { return db.pacedCompact(ctx, sp[0], sp[1]) })
+		if err != nil {
+			return fmt.Errorf("store: compact: %w", err)
+		}
 	}
 	return nil
 }

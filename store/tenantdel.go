@@ -217,11 +217,10 @@ func (db *DB) CompleteTenantDeletion(ctx context.Context, tenant string, now tim
 	if _, err := db.advanceTenantDeletion(tenant, "", now); err != nil { // the sweep
 		return nil, err
 	}
-	for _, span := range [][2][]byte{spanOf(TenantSpan(tenant)), spanOf(ConsoleAuditSpan(tenant)),
-		{tenantKey(tenant), prefixEnd(tenantKey(tenant))}, {credentialRecordsPrefix(), prefixEnd(credentialRecordsPrefix())}} {
-		if err := db.Compact(ctx, span[0], span[1]); err != nil {
-			return nil, err
-		}
+	spans := [][2][]byte{spanOf(TenantSpan(tenant)), spanOf(ConsoleAuditSpan(tenant)),
+		{tenantKey(tenant), prefixEnd(tenantKey(tenant))}, {credentialRecordsPrefix(), prefixEnd(credentialRecordsPrefix())}}
+	if err := db.CompactSpans(ctx, spans); err != nil {
+		return nil, err
 	}
 	if err := db.PurgeWAL(ctx); err != nil {
 		return nil, err
