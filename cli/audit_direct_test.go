@@ -16,27 +16,20 @@ import (
 	"github.com/coupond/coupond/server"
 )
 
-// auditRow is an entry of "admin audit --json" as a test compares it: all
-// but its time.
-type auditRow struct {
-	UID   int      `json:"uid"`
-	PID   int      `json:"pid"`
-	Args  []string `json:"args"`
-	Exit  int      `json:"exit"`
-	Error string   `json:"error,omitempty"`
-	Via   string   `json:"via,omitempty"`
-}
-
-// auditRows is what "admin audit --json" shows of dataDir's audit log.
-func auditRows(t *testing.T, dataDir string) []auditRow {
+// auditRows is what "admin audit --json" shows of dataDir's audit log,
+// each entry's time zeroed for comparison.
+func auditRows(t *testing.T, dataDir string) []auditEntry {
 	t.Helper()
 	out, errOut, err := runCLI(t, "admin", "audit", "--json", "--data-dir", dataDir)
 	if err != nil {
 		t.Fatalf("admin audit: %v\n%s", err, errOut)
 	}
-	var rows []auditRow
+	var rows []auditEntry
 	if err := json.Unmarshal([]byte(out), &rows); err != nil {
 		t.Fatalf("admin audit --json: %v\n%s", err, out)
+	}
+	for i := range rows {
+		rows[i].Time = auditEntry{}.Time
 	}
 	return rows
 }
@@ -66,7 +59,7 @@ func TestDirectAdminCommandsAudited(t *testing.T) {
 		{[]string{"admin", "audit"}, 0, "", false},
 		{[]string{"admin", "tenant", "delete", "acme", "--confirm", "acme"}, 0, "", true},
 	}
-	var want []auditRow
+	var want []auditEntry
 	var secrets []string
 	for _, s := range steps {
 		args := append(s.args, "--data-dir", dir)
@@ -86,7 +79,7 @@ func TestDirectAdminCommandsAudited(t *testing.T) {
 			secrets = append(secrets, cred.ClientSecret)
 		}
 		if s.audited {
-			want = append(want, auditRow{UID: os.Getuid(), PID: os.Getpid(), Args: args, Exit: s.exit, Error: s.err, Via: "direct"})
+			want = append(want, auditEntry{UID: os.Getuid(), PID: os.Getpid(), Args: args, Exit: s.exit, Error: s.err, Via: "direct"})
 		}
 	}
 	if diff := cmp.Diff(want, auditRows(t, dir)); diff != "" {
@@ -164,13 +157,13 @@ func TestSocketAuditVia(t *testing.T) {
 		{[]string{"admin", "tenant", "create", "acme"}, 0, ""},
 		{[]string{"admin", "tenant", "show", "nadie"}, 1, `no tenant "nadie"`},
 	}
-	var want []auditRow
+	var want []auditEntry
 	for _, l := range lines {
 		args := append(l.args, "--data-dir", dir)
 		if r := runLine(t, args...); r.Exit != l.exit || r.Err != l.err {
 			t.Fatalf("%v: %+v; want exit %d %q", l.args, r, l.exit, l.err)
 		}
-		want = append(want, auditRow{UID: os.Getuid(), PID: os.Getpid(), Args: args, Exit: l.exit, Error: l.err, Via: "socket"})
+		want = append(want, auditEntry{UID: os.Getuid(), PID: os.Getpid(), Args: args, Exit: l.exit, Error: l.err, Via: "socket"})
 	}
 	if diff := cmp.Diff(want, auditRows(t, dir)); diff != "" {
 		t.Errorf("audit log of the commands run through the socket (-want +got):\n%s", diff)
@@ -196,7 +189,7 @@ func TestRestoreAudited(t *testing.T) {
 	if ferr == nil {
 		t.Fatal("restore of a missing backup: no error")
 	}
-	want := []auditRow{
+	want := []auditEntry{
 		{UID: os.Getuid(), PID: os.Getpid(), Args: restored, Via: "direct"},
 		{UID: os.Getuid(), PID: os.Getpid(), Args: failed, Exit: 1, Error: ferr.Error(), Via: "direct"},
 	}
