@@ -191,10 +191,11 @@ func (s *Server) writeError(w http.ResponseWriter, c *call, err error) {
 	if errors.Is(err, store.ErrFull) || errors.Is(err, store.ErrFailed) {
 		s.log.Warn().Err(err).Str("trace_id", c.trace).Str("route", c.route).Msg("write refused: storage full")
 		ae = storageFull(s.DB.Space(), errors.Is(err, store.ErrFailed))
-	} else if errors.Is(err, engine.ErrNoTenant) {
+	} else if errors.Is(err, engine.ErrNoTenant) || errors.Is(err, store.ErrTenantErased) {
 		// Its tenant was deleted after the request passed authentication
-		// (privacy.Service.DeleteTenant hid it, the engine forgot it): it
-		// is answered as every later request of the tenant is.
+		// (privacy.Service.DeleteTenant hid it, the engine forgot it, the
+		// store refused its write once the tenant was erased): it is
+		// answered as every later request of the tenant is.
 		ae = errKind(kindUnauthenticated)
 	} else if !errors.As(err, &ae) {
 		ev := s.log.Error()

@@ -72,6 +72,9 @@ type DB struct {
 	// with tenantDelMu held and mu not, and the state the step writes
 	// ("" for the sweep).
 	tenantDelHook func(tenant, state string)
+	// erased are the tenants whose records a deletion step erased
+	// (sealTenant): a batch that sets a key in one's key space is refused.
+	erased erasedTenants
 }
 
 // memTableSize is the store's memtable size (Open explains it).
@@ -441,13 +444,25 @@ type Batch struct {
 	abandoned bool
 	// applyErr is apply's answer, read once applying's channel is closed.
 	applyErr error
+	// tenants are the tenants in whose key space the batch sets a key
+	// (noteTenant), checked against db.erased at the commit; one fits in
+	// tenant1 without an allocation.
+	tenants []string
+	tenant1 [1]string
 }
 
 // NewBatch starts a write batch. Reads of it are not supported; read from DB.
-func (db *DB) NewBatch() *Batch { return &Batch{b: db.pdb.NewBatch(), db: db, pacer: db.pacer} }
+func (db *DB) NewBatch() *Batch {
+	b := &Batch{b: db.pdb.NewBatch(), db: db, pacer: db.pacer}
+	b.tenants = b.tenant1[:0]
+	return b
+}
 
 // Set writes key = value.
-func (b *Batch) Set(key, value []byte) { _ = b.b.Set(key, value, nil) }
+func (b *Batch) Set(key, value []byte) {
+	b.noteTenant(key)
+	_ = b.b.Set(key, value, nil)
+}
 
 // SetJSON writes key = JSON(v).
 func (b *Batch) SetJSON(key []byte, v any) error {
@@ -517,13 +532,26 @@ func (b *Batch) CommitOrdered(unlock func()) error {
 // (BenchmarkCommit), against 11-15 µs for the commit; nothing measurable
 // beside a decision (BenchmarkDecide, BenchmarkDecisionRequest) or a disk's
 // sync.
+//
+// A batch that sets a key in the key space of a tenant whose records a
+// deletion erased is refused, applying nothing (ErrTenantErased): its
+// writer took the tenant before the deletion's mark hid it, and the
+// erasure and the sweep do not see a write applied after them.
 func (b *Batch) commit(applied func()) error {
 	sp := b.db.space
 	if sp.failed.Load() {
 		return sp.stoppedErr("commit")
 	}
+	held, err := b.db.erased.admit(b.tenants)
+	if err != nil {
+		return err
+	}
 	b.pacer.committed(time.Now())
-	if sp.parkedBefore(b.applying()) {
+	parked := sp.parkedBefore(b.applying())
+	if held {
+		b.db.erased.mu.RUnlock()
+	}
+	if parked {
 		b.abandoned = true
 		return sp.stoppedErr("commit")
 	}

@@ -84,6 +84,7 @@ func (db *DB) CreateTenant(t *Tenant) error {
 	} else if d != nil && d.State != TenantDeleted {
 		return fmt.Errorf("store: tenant %q is being deleted (%s): %w", t.ID, d.State, ErrExists)
 	}
+	db.erased.set(t.ID, false) // the new tenant's writes are taken
 	return putCachedLocked(db, db.tenants, t.ID, tenantKey(t.ID), t)
 }
 

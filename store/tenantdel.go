@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 )
 
@@ -21,7 +22,10 @@ import (
 //  2. EraseTenant deletes, in one synced batch, the tenant's key space
 //     (TenantSpan: every table, every Kind), its tenant and credential
 //     records, its console audit entries, and moves the tombstone to
-//     TenantErased.
+//     TenantErased. From then on a batch that sets a key in that space is
+//     refused (ErrTenantErased): a writer that took the tenant before
+//     step 1 (a request authenticated before) may reach its commit at any
+//     time, after the sweep below too, whose grace only bounds the usual.
 //  3. CompleteTenantDeletion deletes that space again (a writer that held
 //     the tenant's state from before step 1 may have committed since),
 //     compacts the ranges so the bytes leave the sstables, purges the
@@ -269,6 +273,7 @@ func (db *DB) advanceTenantDeletion(tenant, state string, now time.Time) (*Tenan
 	if db.tenantDelHook != nil {
 		db.tenantDelHook(tenant, state)
 	}
+	db.erased.set(tenant, true) // from here on no write of it is applied
 	if err := b.Commit(); err != nil {
 		return nil, err
 	}
@@ -276,4 +281,74 @@ func (db *DB) advanceTenantDeletion(tenant, state string, now time.Time) (*Tenan
 		db.hideTenant(tenant)
 	}
 	return d, nil
+}
+
+// ErrTenantErased is the commit's error for a batch that sets a key in
+// the key space of a tenant whose records a deletion erased.
+var ErrTenantErased = errors.New("store: tenant deleted")
+
+// erasedTenants are the tenants whose records a deletion step erased, in
+// this process: a batch that sets a key in one's key space is refused. A
+// writer that took its tenant before the deletion's mark hid it (a
+// request authenticated before, a loop's pass) may commit at any time
+// after: the sweep, a grace after the mark, erases only what was applied
+// before it, and what is applied after it stays for good, in the id
+// created again too. After a restart no writer holds a tenant from before.
+type erasedTenants struct {
+	// mu is held shared from a batch's check to its apply, and exclusive
+	// to add a tenant: a batch admitted before a tenant is added is
+	// applied before the step that added it, which erases it.
+	mu      sync.RWMutex
+	tenants map[string]bool
+}
+
+// admit checks, for a batch that sets keys in the key spaces of tenants,
+// that none of them is erased (else ErrTenantErased). held says it holds
+// e.mu shared: release it once the batch is applied (or its apply given
+// up).
+func (e *erasedTenants) admit(tenants []string) (held bool, err error) {
+	if len(tenants) == 0 {
+		return false, nil
+	}
+	e.mu.RLock()
+	for _, t := range tenants {
+		if e.tenants[t] {
+			e.mu.RUnlock()
+			return false, fmt.Errorf("store: commit: a write of tenant %q, whose records were erased: %w", t, ErrTenantErased)
+		}
+	}
+	return true, nil
+}
+
+// set marks tenant erased (true), or no longer (false: its id created
+// again).
+func (e *erasedTenants) set(tenant string, erased bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if !erased {
+		delete(e.tenants, tenant)
+		return
+	}
+	if e.tenants == nil {
+		e.tenants = map[string]bool{}
+	}
+	e.tenants[tenant] = true
+}
+
+// noteTenant adds to b.tenants the tenant in whose key space key is.
+func (b *Batch) noteTenant(key []byte) {
+	if len(key) == 0 || key[0] != spaceTenant {
+		return
+	}
+	end := indexZero(key[1:])
+	if end < 0 {
+		return
+	}
+	id := key[1 : 1+end]
+	for _, t := range b.tenants {
+		if t == string(id) {
+			return
+		}
+	}
+	b.tenants = append(b.tenants, string(id))
 }

@@ -327,3 +327,62 @@ func TestTenantSweepFlushesOnce(t *testing.T) {
 		t.Errorf("flushes for the four spans: %d, want 1", n)
 	}
 }
+
+// TestTenantErasedRefusesWrites: once a tenant's deletion has erased its
+// records, a batch that sets a key in its key space is refused, applying
+// nothing (its writer took the tenant before the mark, and its write would
+// outlive the sweep); a deletion in that space, another tenant's write and,
+// once the id is created again, the new tenant's writes are taken.
+func TestTenantErasedRefusesWrites(t *testing.T) {
+	db, _ := openMem(t)
+	at := time.Date(2026, 1, 2, 0, 0, 0, 0, time.UTC)
+	fillTenant(t, db, "acme", at)
+	fillTenant(t, db, "beta", at)
+	write := func(del []byte, sets ...[]byte) error {
+		b := db.NewBatch()
+		defer b.Close()
+		for _, k := range sets {
+			b.Set(k, []byte("late"))
+		}
+		if del != nil {
+			b.Delete(del)
+		}
+		return b.Commit()
+	}
+	var got []string
+	step := func(name string, del []byte, sets ...[]byte) {
+		got = append(got, fmt.Sprintf("%s: %v", name, errors.Is(write(del, sets...), ErrTenantErased)))
+	}
+	if _, err := db.MarkTenantDeleting("acme", "uid 1000", at); err != nil {
+		t.Fatal(err)
+	}
+	step("marked, acme", nil, EventKey("acme", "late-1"))
+	if _, err := db.EraseTenant("acme", at); err != nil {
+		t.Fatal(err)
+	}
+	step("erased, acme", nil, EventKey("acme", "late-2"))
+	step("erased, beta, acme deleted", EventKey("acme", "late-3"), EventKey("beta", "late"))
+	step("erased, acme deleted", EventKey("acme", "late-4"))
+	step("erased, beta then acme", nil, EventKey("beta", "late-5"), EventKey("acme", "late-5"))
+	if _, err := db.CompleteTenantDeletion(context.Background(), "acme", at); err != nil {
+		t.Fatal(err)
+	}
+	step("deleted, acme", nil, EventKey("acme", "late-6"))
+	if err := db.CreateTenant(&Tenant{ID: "acme", CreatedAt: at.Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	step("created again, acme", nil, EventKey("acme", "new"))
+	want := []string{"marked, acme: false", "erased, acme: true", "erased, beta, acme deleted: false", "erased, acme deleted: false",
+		"erased, beta then acme: true", "deleted, acme: true", "created again, acme: false"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("refused with ErrTenantErased (-want +got):\n%s", diff)
+	}
+	lo, hi := TenantSpan("acme")
+	var keys []string
+	if err := db.Scan(lo, hi, func(k, _ []byte) error { keys = append(keys, string(k[len(lo):])); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"enew\x00"}, keys); diff != "" {
+		t.Errorf("acme's key space (-want +got):\n%s", diff)
+	}
+}
