@@ -221,9 +221,7 @@ func (db *DB) CompleteTenantDeletion(ctx context.Context, tenant string, now tim
 	if _, err := db.advanceTenantDeletion(tenant, "", now); err != nil { // the sweep
 		return nil, err
 	}
-	spans := [][2][]byte{spanOf(TenantSpan(tenant)), spanOf(ConsoleAuditSpan(tenant)),
-		{tenantKey(tenant), prefixEnd(tenantKey(tenant))}, {credentialRecordsPrefix(), prefixEnd(credentialRecordsPrefix())}}
-	if err := db.CompactSpans(ctx, spans); err != nil {
+	if err := db.CompactSpans(ctx, tenantSpans(tenant)); err != nil {
 		return nil, err
 	}
 	if err := db.PurgeWAL(ctx); err != nil {
@@ -233,6 +231,15 @@ func (db *DB) CompleteTenantDeletion(ctx context.Context, tenant string, now tim
 		return nil, err
 	}
 	return db.advanceTenantDeletion(tenant, TenantDeleted, now)
+}
+
+// tenantSpans are the key spans that hold records of tenant, which its
+// sweep compacts: its key space, its console audit entries, its tenant
+// record and the credential records (every tenant's: a credential's key
+// does not name its tenant).
+func tenantSpans(tenant string) [][2][]byte {
+	return [][2][]byte{spanOf(TenantSpan(tenant)), spanOf(ConsoleAuditSpan(tenant)),
+		{tenantKey(tenant), prefixEnd(tenantKey(tenant))}, {credentialRecordsPrefix(), prefixEnd(credentialRecordsPrefix())}}
 }
 
 func spanOf(lo, hi []byte) [2][]byte { return [2][]byte{lo, hi} }
