@@ -519,20 +519,7 @@ func TestMeasureTenantDelete(t *testing.T) {
 	start := time.Now()
 	for _, tenant := range []string{"acme", "beta", "gamma"} {
 		now := clk.Now()
-		if err := e.db.CreateTenant(&store.Tenant{ID: tenant, CreatedAt: now, Sandbox: true, ClockNow: now, Settings: store.DefaultSettings()}); err != nil {
-			t.Fatal(err)
-		}
-		for i := 0; i < eventsPer; i += 1000 {
-			evs := make([]engine.IngestEvent, 0, 1000)
-			for j := i; j < i+1000 && j < eventsPer; j++ {
-				ev := engine.Event{ID: fmt.Sprintf("ev-%d", j), ClienteRef: fmt.Sprintf("c-%s-%06d", tenant, j/10), TS: now.Add(-time.Duration(j%1000) * time.Minute),
-					Tipo: engine.CompraCat, Clave: "abarrotes", ValorCents: 10000, TicketID: fmt.Sprintf("t%d", j), MargenCents: 2500}
-				evs = append(evs, engine.IngestEvent{Index: len(evs), Event: ev, Canonical: []byte(ev.ID)})
-			}
-			if res, err := e.svc.engine.Ingester.Ingest(tenant, evs); err != nil || res.Aceptados != len(evs) {
-				t.Fatalf("ingest: %+v %v", res, err)
-			}
-		}
+		createTenantWithEvents(t, e, tenant, now, eventsPer)
 	}
 	e.close()
 	size := func() int64 { n, _ := dirSizeOf(filepath.Join(dir, "db")); return n }
@@ -642,6 +629,26 @@ func TestTenantCreateWhileDeleting(t *testing.T) {
 		}
 		if diff := cmp.Diff(tc.want, fmt.Sprint(err)); diff != "" {
 			t.Errorf("create %s (-want +got):\n%s", tc.id, diff)
+		}
+	}
+}
+
+// createTenantWithEvents creates the sandbox tenant in e's store, made at
+// now, and ingests n purchases for it (ten a customer, 1,000 a request).
+func createTenantWithEvents(t *testing.T, e *env, tenant string, now time.Time, n int) {
+	t.Helper()
+	if err := e.db.CreateTenant(&store.Tenant{ID: tenant, CreatedAt: now, Sandbox: true, ClockNow: now, Settings: store.DefaultSettings()}); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < n; i += 1000 {
+		evs := make([]engine.IngestEvent, 0, 1000)
+		for j := i; j < i+1000 && j < n; j++ {
+			ev := engine.Event{ID: fmt.Sprintf("ev-%d", j), ClienteRef: fmt.Sprintf("c-%s-%06d", tenant, j/10), TS: now.Add(-time.Duration(j%1000) * time.Minute),
+				Tipo: engine.CompraCat, Clave: "abarrotes", ValorCents: 10000, TicketID: fmt.Sprintf("t%d", j), MargenCents: 2500}
+			evs = append(evs, engine.IngestEvent{Index: len(evs), Event: ev, Canonical: []byte(ev.ID)})
+		}
+		if res, err := e.svc.engine.Ingester.Ingest(tenant, evs); err != nil || res.Aceptados != len(evs) {
+			t.Fatalf("ingest: %+v %v", res, err)
 		}
 	}
 }

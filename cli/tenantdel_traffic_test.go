@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/coupond/coupond/engine"
 	"github.com/coupond/coupond/store"
 )
 
@@ -105,20 +104,7 @@ func TestMeasureTenantDeleteLatency(t *testing.T) {
 	now := w.clk.Now()
 	for r := 0; r < rounds; r++ {
 		tenant := fmt.Sprintf("big%d", r)
-		if err := w.e.db.CreateTenant(&store.Tenant{ID: tenant, CreatedAt: now, Sandbox: true, ClockNow: now, Settings: store.DefaultSettings()}); err != nil {
-			t.Fatal(err)
-		}
-		for i := 0; i < eventsPer; i += 1000 {
-			evs := make([]engine.IngestEvent, 0, 1000)
-			for j := i; j < i+1000 && j < eventsPer; j++ {
-				ev := engine.Event{ID: fmt.Sprintf("ev-%d", j), ClienteRef: fmt.Sprintf("c-%s-%06d", tenant, j/10), TS: now.Add(-time.Duration(j%1000) * time.Minute),
-					Tipo: engine.CompraCat, Clave: "abarrotes", ValorCents: 10000, TicketID: fmt.Sprintf("t%d", j), MargenCents: 2500}
-				evs = append(evs, engine.IngestEvent{Index: len(evs), Event: ev, Canonical: []byte(ev.ID)})
-			}
-			if res, err := w.e.svc.engine.Ingester.Ingest(tenant, evs); err != nil || res.Aceptados != len(evs) {
-				t.Fatalf("ingest: %+v %v", res, err)
-			}
-		}
+		createTenantWithEvents(t, w.e, tenant, now, eventsPer)
 	}
 	// measure runs beta's decisions back to back, 2 ms apart, until done
 	// is closed, and returns their latencies; any answer but 200 fails.
