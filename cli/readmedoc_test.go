@@ -3,10 +3,13 @@ package cli
 import (
 	"fmt"
 	"os"
+	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"unicode"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -201,5 +204,58 @@ func TestLearningTotalsArithmetic(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, got[2:7]); diff != "" {
 		t.Errorf("totals (-want +got):\n%s", diff)
+	}
+}
+
+// githubAnchor is the anchor GitHub gives a heading: lower case, spaces as
+// hyphens, every character but letters, digits, '-' and '_' dropped.
+func githubAnchor(heading string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(heading) {
+		switch {
+		case r == ' ':
+			b.WriteRune('-')
+		case r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r):
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+// TestREADMELinksResolve: every link to a heading of the README
+// ("](#…)") names one of its headings, and every link to a file of the
+// repository names a file that exists.
+func TestREADMELinksResolve(t *testing.T) {
+	data, err := os.ReadFile(readmePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	anchors := map[string]bool{}
+	fenced := false
+	for _, line := range strings.Split(string(data), "\n") {
+		if strings.HasPrefix(line, "```") {
+			fenced = !fenced
+		}
+		if h := strings.TrimLeft(line, "#"); !fenced && h != line && strings.HasPrefix(h, " ") {
+			anchors[githubAnchor(strings.TrimSpace(h))] = true
+		}
+	}
+	var bad []string
+	for _, m := range regexp.MustCompile(`\]\(([^)\s]+)\)`).FindAllStringSubmatch(string(data), -1) {
+		target := m[1]
+		switch {
+		case strings.HasPrefix(target, "#"):
+			if !anchors[target[1:]] {
+				bad = append(bad, target)
+			}
+		case !strings.Contains(target, "://"):
+			path, _, _ := strings.Cut(target, "#")
+			if _, err := os.Stat(filepath.Join("..", filepath.FromSlash(path))); err != nil {
+				bad = append(bad, target)
+			}
+		}
+	}
+	if len(bad) > 0 {
+		t.Errorf("README.md links to headings or files that do not exist: %q", bad)
 	}
 }
