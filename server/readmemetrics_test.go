@@ -21,11 +21,11 @@ func readmeMetrics(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, s, ok := strings.Cut(string(data), "**Metrics and alerts.**")
+	_, s, ok := strings.Cut(string(data), "\n### Metrics and alerts\n")
 	if !ok {
-		t.Fatal(`README.md has no "**Metrics and alerts.**" section`)
+		t.Fatal(`README.md has no "### Metrics and alerts" section`)
 	}
-	s, _, _ = strings.Cut(s, "**Operator console.**")
+	s, _, _ = strings.Cut(s, "\n### Operator console\n")
 	return s
 }
 
