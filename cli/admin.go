@@ -682,11 +682,6 @@ func printClock(cmd *cobra.Command, t *store.Tenant) error {
 	return nil
 }
 
-// lastSandboxClock is as far as admin clock advance moves a clock: the
-// times coupond derives from it (caduca_en, a reward window and its grace
-// of up to a year each, retention) must stay within RFC 3339's year 9999.
-func lastSandboxClock() time.Time { return time.Date(9990, 1, 1, 0, 0, 0, 0, time.UTC) }
-
 // advanceClock moves sandbox tenant id's clock d forward and returns once
 // the learner has folded the rewards the move closed (services.clockMoved):
 // "admin clock advance", which runs it inside serve when a server runs.
@@ -696,9 +691,9 @@ func (e *env) advanceClock(id string, d time.Duration) (*store.Tenant, error) {
 			return fmt.Errorf("tenant %q is not a sandbox tenant: its clock is real time", id)
 		}
 		next := t.ClockNow.Add(d)
-		if next.After(lastSandboxClock()) {
-			return fmt.Errorf("--by: the clock would pass %s, the latest a sandbox clock may show (coupond's times run up to two years ahead of it and stay within year 9999)",
-				lastSandboxClock().Format(time.DateOnly))
+		if next.After(store.LastSandboxClock()) {
+			return fmt.Errorf("--by: the clock would pass %s, the latest a sandbox clock may show (coupond's times run up to two years ahead of it and its store keys hold times up to %s)",
+				store.LastSandboxClock().Format(time.DateOnly), store.LastKeyTime().Format(time.DateOnly))
 		}
 		t.ClockNow = next
 		return nil

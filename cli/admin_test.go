@@ -70,18 +70,17 @@ func TestTenantSetRejectsBadValues(t *testing.T) {
 	}
 }
 
-// TestClockAdvanceStopsBeforeYear9999: a sandbox clock does not move past
-// the date whose derived times (a week's caduca_en, a year's reward window)
-// would leave RFC 3339's range; the refusal says so and leaves the clock.
-func TestClockAdvanceStopsBeforeYear9999(t *testing.T) {
+// TestClockAdvanceStopsBefore2262: a sandbox clock does not move past the
+// date whose derived times (a year's reward window and a year's grace)
+// would leave the range store keys hold in order (store.LastKeyTime); the
+// refusal says so and leaves the clock.
+func TestClockAdvanceStopsBefore2262(t *testing.T) {
 	dir := t.TempDir()
 	runIn(t, dir, "admin", "tenant", "create", "sb", "--sandbox")
-	var err error
-	for i := 0; i < 40 && err == nil; i++ { // 106,000 days is about as far as one --by goes
-		_, _, err = runCLI(t, "admin", "clock", "advance", "--tenant", "sb", "--by", "106000d", "--data-dir", dir)
-	}
-	if err == nil || !strings.Contains(err.Error(), "the clock would pass 9990-01-01") {
-		t.Fatalf("advancing past year 9990: %v", err)
+	runIn(t, dir, "admin", "clock", "advance", "--tenant", "sb", "--by", "84000d") // to 2256
+	_, _, err := runCLI(t, "admin", "clock", "advance", "--tenant", "sb", "--by", "5000d", "--data-dir", dir)
+	if err == nil || !strings.Contains(err.Error(), "the clock would pass 2260-01-01") {
+		t.Fatalf("advancing past 2260: %v", err)
 	}
 	var clock struct {
 		Now time.Time `json:"now"`
@@ -89,7 +88,7 @@ func TestClockAdvanceStopsBeforeYear9999(t *testing.T) {
 	if err := json.Unmarshal(runIn(t, dir, "admin", "clock", "show", "--tenant", "sb", "--json"), &clock); err != nil {
 		t.Fatal(err)
 	}
-	if clock.Now.After(lastSandboxClock()) || clock.Now.Year() < 9700 {
+	if clock.Now.After(store.LastSandboxClock()) || clock.Now.Year() != 2256 {
 		t.Errorf("clock after the refusal: %v", clock.Now)
 	}
 }

@@ -6,6 +6,7 @@ package store
 
 import (
 	"encoding/binary"
+	"math"
 	"time"
 )
 
@@ -137,6 +138,12 @@ func appendInt(b []byte, v int64) []byte {
 func appendUint(b []byte, v uint64) []byte { return binary.BigEndian.AppendUint64(b, v) }
 
 func appendTime(b []byte, t time.Time) []byte { return appendInt(b, t.UnixNano()) }
+
+// LastKeyTime is the latest instant a key holds in order: a key writes a
+// time as its UnixNano, which leaves int64 after it (2262-04-11) and wraps
+// to 1677, so an event, a reward queue entry or any other keyed time past
+// it sorts before earlier ones.
+func LastKeyTime() time.Time { return time.Unix(0, math.MaxInt64).UTC() }
 
 // splitKey returns the components after the table byte of a tenant data key,
 // as raw bytes: strings are cut at their 0x00 terminator, fixed-size integers

@@ -60,6 +60,14 @@ func (t *Tenant) Now(real time.Time) time.Time {
 	return real.UTC()
 }
 
+// LastSandboxClock is as far as "admin clock advance" moves a sandbox
+// clock. The times coupond derives from a tenant clock and keys run up to
+// two years ahead of it (a reward window and its grace, a year each at
+// most), and must stay before LastKeyTime: past it a window's events and
+// its reward's queue entry sort out of order, so a reward window crossing
+// it read no purchases and its learner pass requeued the reward forever.
+func LastSandboxClock() time.Time { return time.Date(2260, 1, 1, 0, 0, 0, 0, time.UTC) }
+
 var tenantPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,31}$`)
 
 // ValidTenantID reports whether id is a valid tenant id: 1 to 32 characters,
