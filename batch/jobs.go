@@ -27,6 +27,7 @@ import (
 
 	"github.com/coupond/coupond/api"
 	"github.com/coupond/coupond/atomicfile"
+	"github.com/coupond/coupond/clock"
 	"github.com/coupond/coupond/engine"
 	"github.com/coupond/coupond/store"
 )
@@ -377,7 +378,10 @@ func (r *Runner) commitJob(j *Job, clientes []string, claim *engine.KeyClaim) er
 // a minute while one is queued or running: a job in progress that
 // completes still holds the tenant's hour (only a failed one gives it
 // back), so a Retry-After of a minute sent the client back to a 429 for
-// the rest of that hour.
+// the rest of that hour. A job created more than clock.Slack ahead of now
+// was created before the clock went back (a live tenant's machine clock):
+// its hour is over (clock.Expired), or it would hold the tenant's hour for
+// as long again as the clock went back.
 func busy(jobs []*Job, now time.Time) (time.Duration, bool) {
 	var wait time.Duration
 	for _, j := range jobs {
@@ -385,7 +389,7 @@ func busy(jobs []*Job, now time.Time) (time.Duration, bool) {
 		if inProgress {
 			wait = max(wait, time.Minute)
 		}
-		if (inProgress || j.Estado != api.EstadoFallido) && now.Sub(j.CreadoEn) < time.Hour {
+		if (inProgress || j.Estado != api.EstadoFallido) && !clock.Expired(j.CreadoEn.Add(time.Hour), time.Hour, now) {
 			wait = max(wait, j.CreadoEn.Add(time.Hour).Sub(now))
 		}
 	}

@@ -1351,7 +1351,8 @@ func TestDiscountCapCutKeepsByExpectedCost(t *testing.T) {
 // TestBusyWait: the wait busy gives (the Retry-After of a refused batch
 // creation) lasts until the tenant's hour is over, also while the job that
 // holds it is queued or running; at least a minute while a job is in
-// progress (it may run past its hour); a failed job holds nothing.
+// progress (it may run past its hour); a failed job holds nothing, nor does
+// one created before the clock went back (25 hours when it went back a day).
 func TestBusyWait(t *testing.T) {
 	now := time.Date(2026, 11, 2, 12, 0, 0, 0, time.UTC)
 	job := func(estado string, age time.Duration) *Job {
@@ -1372,6 +1373,11 @@ func TestBusyWait(t *testing.T) {
 		{"completed 1 h ago", []*Job{job(api.EstadoCompletado, time.Hour)}, time.Second, false},
 		{"failed just now", []*Job{job(api.EstadoFallido, 0)}, time.Second, false},
 		{"failed, then queued", []*Job{job(api.EstadoFallido, 10*time.Minute), job(api.EstadoEnCola, 5*time.Minute)}, 55 * time.Minute, true},
+		// The clock went back: a job created "ahead" by more than the slack
+		// was created before the step, and its hour is over.
+		{"completed, created a day ahead", []*Job{job(api.EstadoCompletado, -24*time.Hour)}, time.Second, false},
+		{"running, created a day ahead", []*Job{job(api.EstadoEnCurso, -24*time.Hour)}, time.Minute, true},
+		{"completed, created 30 s ahead", []*Job{job(api.EstadoCompletado, -30*time.Second)}, time.Hour + 30*time.Second, true},
 	} {
 		wait, busy := busy(tt.jobs, now)
 		if diff := cmp.Diff([]any{tt.wait, tt.busy}, []any{wait, busy}); diff != "" {

@@ -50,7 +50,7 @@ const Slack = time.Minute
 // and would otherwise live as much longer (a day back: a 15-minute token
 // or a 10-minute link a day, a 12-hour session 36 hours). The API's tokens,
 // batch's signed result URLs and the console's links and sessions all
-// expire by it.
+// expire by it, and a batch job's hold on its tenant's hour ends by it.
 func Expired(exp time.Time, ttl time.Duration, now time.Time) bool {
 	return !now.Before(exp) || exp.Sub(now) > ttl+Slack
 }
