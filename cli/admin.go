@@ -724,7 +724,7 @@ func clockAdvanceCmd(a *app) *cobra.Command {
 		})
 	})
 	tenantFlag(cmd, &tenant)
-	cmd.Flags().StringVar(&by, "by", "", "how far, e.g. 36h or 7d")
+	cmd.Flags().StringVar(&by, "by", "", "how far, e.g. 36h or 7d; a sandbox clock goes no further than "+store.LastSandboxClock().Format(time.DateOnly))
 	cmd.MarkFlagRequired("by")
 	return cmd
 }
