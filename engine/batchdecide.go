@@ -18,12 +18,13 @@ import (
 // decisions, writing records in synced chunks instead of one commit each.
 // It is used by one goroutine.
 //
-// Decision times: the tenant clock is read once, at T; line i of the job is
-// decided at T + i µs. A decision id's nonce carries its decision time in
-// microseconds and 24 random bits, so giving every line its own microsecond
-// keeps the nonces of one job distinct (500,000 lines at one instant would
-// collide thousands of times). caduca_en and the reward windows follow each
-// line's own time; the spread is at most half a second for the largest job.
+// Decision times: the tenant clock is read once, at T, and every line of
+// the job is decided at T: its creada_en, caduca_en and reward window are
+// the job's. Nonces stay distinct at one instant (72 random bits,
+// decisionIDs). Lines used to be decided at T + i µs, so on a sandbox clock,
+// which stands still, a purchase stamped with the clock's time fell before
+// the decision time of every line but the first, and no line's reward but
+// the first counted it.
 //
 // Locking: decideInto expects the customer's lock to be held until its
 // writes are committed. A chunk's writes are committed together, so the
@@ -45,7 +46,6 @@ type BatchDecider struct {
 	ts       *tenantState
 	t        *store.Tenant
 	now      time.Time
-	seq      int64
 	campaign *Campaign
 	// start is the campaign's budget when the job began (a copy): gain
 	// counts the coupons it affords, as fitBudget does at decision time.
@@ -96,7 +96,7 @@ func (e *Engine) NewBatchDecider(tenant, jobID, campana string) (*BatchDecider, 
 	return bd, nil
 }
 
-// Now is the decision time of the job's first line.
+// Now is the decision time of every line of the job.
 func (bd *BatchDecider) Now() time.Time { return bd.now }
 
 // SendBudget is how many sends the campaign can still afford; limited is
@@ -550,9 +550,7 @@ func (bd *BatchDecider) Decide(clienteRef string, noSend bool) (*Decision, error
 	if err := bd.lockCustomer(clienteRef); err != nil {
 		return nil, err
 	}
-	at := bd.now.Add(time.Duration(bd.seq) * time.Microsecond)
-	bd.seq++
-	d, rec, err := bd.e.decideInto(bd.ts, bd.t, at, req, bd.b)
+	d, rec, err := bd.e.decideInto(bd.ts, bd.t, bd.now, req, bd.b)
 	if err != nil {
 		return nil, err
 	}

@@ -196,11 +196,14 @@ func (e *Engine) freshNonce(ts *tenantState, t *store.Tenant, at time.Time) (str
 // on it. Decisions this engine stored at that microsecond earlier (the
 // clock went back to it) make the answer false, which only costs reads.
 //
-// A batch job decides each line at its own microsecond, so one scan per
-// microsecond was one scan per line. The scan first looks at the block of
-// nonceBlockSpan microseconds around at (nonces of one block share their
-// first nonceTimeLen-1 characters); when the block holds no decision, every
-// microsecond of it from at on is free while the clock moves forward.
+// The scan first looks at the block of nonceBlockSpan microseconds around
+// at (nonces of one block share their first nonceTimeLen-1 characters);
+// when the block holds no decision, every microsecond of it from at on is
+// free while the clock moves forward (batch jobs once decided each line at
+// its own microsecond, one scan per line). A job's lines now share the
+// job's microsecond: one scan, and when that microsecond already held a
+// decision (online ones at a sandbox clock standing still), one point read
+// per line (freshNonce): a 50,000-line job took about 15 % longer.
 func (e *Engine) nonceFreeAt(ts *tenantState, at time.Time) (bool, error) {
 	us := at.UnixMicro()
 	ts.nonceMu.Lock()

@@ -1559,3 +1559,45 @@ func TestBatchWebhookBackoff(t *testing.T) {
 	}
 	t.Logf("%d attempts over %v", len(attempts), attempts[len(attempts)-1].Sub(attempts[0]))
 }
+
+// TestBatchLinesShareTheJobTime: every line of a job is decided at the
+// tenant clock's time when the job ran, so a purchase stamped with that
+// time (a sandbox clock stands still: the README's walkthrough stamps
+// events with it) is in every line's reward window, as it is in an online
+// decision's. Lines were decided at T + i µs, and only the first line's
+// reward counted the purchase.
+func TestBatchLinesShareTheJobTime(t *testing.T) {
+	h, tok := batchHarness(t)
+	clientes := refs("linea", 3)
+	id := submit(h, tok, map[string]any{"campana_id": "camp", "clientes": clientes})
+	if runJobs(h) != 1 || status(h, tok, id)["estado"] != "completado" {
+		t.Fatalf("job %s: %v", id, status(h, tok, id))
+	}
+	for i, ref := range clientes {
+		h.acceptEvents(tok, purchaseAt(fmt.Sprint("compra-", i), ref, testStart))
+	}
+	if _, err := h.db.UpdateTenant("acme", func(tn *store.Tenant) error { tn.ClockNow = testStart.Add(31 * 24 * time.Hour); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.engine.Learner.Learn("acme"); err != nil {
+		t.Fatal(err)
+	}
+	type line struct {
+		CreadaEn   string
+		Recompensa any
+	}
+	var got, want []line
+	for _, ref := range clientes {
+		_, x := h.do("GET", "/v1/clientes/"+ref+"/exportacion", tok, nil)
+		d := x["decisiones"].([]any)[0].(map[string]any)
+		got = append(got, line{d["creada_en"].(string), d["recompensa_mxn"]})
+		reward := 30.25 // the purchase's margin, less a coupon's sending cost when one was sent
+		if d["accion"] != 0.0 {
+			reward -= 0.5
+		}
+		want = append(want, line{testStart.Format(time.RFC3339Nano), reward})
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("the job's lines (-want +got):\n%s", diff)
+	}
+}

@@ -62,10 +62,10 @@ func (r *modelRun) batchLines(mt *modelTenant, id string, refs []string) {
 	left := max(budgetSends-mt.sends(budgetCampaign), 0)
 	sends := 0
 	var got []string
-	for i, l := range strings.Split(strings.TrimSuffix(string(data), "\n"), "\n") {
-		// Line i, in cliente_ref order, is decided at the job's time
-		// plus i µs: its reward window and caduca_en follow that time.
-		at := mt.now.Add(time.Duration(i) * time.Microsecond)
+	for _, l := range strings.Split(strings.TrimSuffix(string(data), "\n"), "\n") {
+		// Every line is decided at the job's time: its reward window and
+		// caduca_en follow that time.
+		at := mt.now
 		var d map[string]any
 		if err := json.Unmarshal([]byte(l), &d); err != nil {
 			r.fail("batch result line %q: %v", l, err)
