@@ -68,13 +68,10 @@ func TestConsoleListenerLimits(t *testing.T) {
 	}
 
 	held := make([]net.Conn, console.MaxConns)
-	for i := range held {
+	for i := range held { // requests whose heads never end (an idle keep-alive one would make room)
 		held[i] = dial()
 		defer held[i].Close()
-		io.WriteString(held[i], "GET /login HTTP/1.1\r\nHost: x\r\n\r\n")
-		if st, err := status(held[i]); st != http.StatusOK {
-			t.Fatalf("connection %d: status %d (%v)", i, st, err)
-		}
+		io.WriteString(held[i], "GET /login HTTP/1.1\r\nHost: x\r\n")
 	}
 	extra := dial()
 	defer extra.Close()

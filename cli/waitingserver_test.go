@@ -57,9 +57,11 @@ func TestWaitingServerMetrics(t *testing.T) {
 
 // TestWaitingServerLimits: the server that answers while serve waits for
 // space holds the API's connection limits (contract §8): past
-// --max-conns, a new client waits in the kernel's backlog until one
-// closes, and an idle keep-alive connection is closed. It had neither, so
-// clients' idle connections piled up with no bound while the disk was full.
+// --max-conns, a new client waits in the kernel's backlog until a place is
+// free (a connection closes, or an idle keep-alive one is closed to make
+// room), and an idle keep-alive connection is closed after IdleTimeout. It
+// had neither, so clients' idle connections piled up with no bound while
+// the disk was full.
 func TestWaitingServerLimits(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -95,15 +97,21 @@ func TestWaitingServerLimits(t *testing.T) {
 		t.Cleanup(func() { c.Close() })
 		return c
 	}
-	var got []bool
-	for range 2 { // two idle keep-alive connections: the cap
-		got = append(got, healthz(dial(), 2*time.Second))
+	var held []net.Conn
+	for range 2 { // two requests whose heads never end: the cap
+		c := dial()
+		io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: x\r\n")
+		held = append(held, c)
 	}
-	third := dial()
-	got = append(got, healthz(third, 200*time.Millisecond)) // past the cap: waits
-	// Once the idle ones are closed (IdleTimeout), the third is served.
-	got = append(got, healthz(dial(), 3*time.Second))
-	if diff := cmp.Diff([]bool{true, true, false, true}, got); diff != "" {
-		t.Errorf("answered within the wait: two under the cap, a third past it, a fourth once the idle ones closed (-want +got):\n%s", diff)
+	var got []bool
+	got = append(got, healthz(dial(), 200*time.Millisecond)) // past the cap: waits
+	held[0].Close()                                          // the waiting one takes its place, is served, goes idle
+	last := dial()
+	got = append(got, healthz(last, 3*time.Second)) // the idle one makes room
+	last.SetDeadline(time.Now().Add(3 * time.Second))
+	_, err = last.Read(make([]byte, 1))
+	got = append(got, err == io.EOF) // closed after IdleTimeout
+	if diff := cmp.Diff([]bool{false, true, true}, got); diff != "" {
+		t.Errorf("a client past the cap waits, one finds room once an idle connection can make it, an idle one is closed (-want +got):\n%s", diff)
 	}
 }

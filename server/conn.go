@@ -30,7 +30,10 @@ type HTTPConfig struct {
 	WriteStallTimeout time.Duration
 	// MaxConns caps the connections open at once (2048); past it the
 	// listener stops accepting until one closes, and new clients wait in the
-	// kernel's backlog.
+	// kernel's backlog. At the cap the keep-alive connection idle longest
+	// is closed (or, none idle, the next to go idle), as net/http's
+	// Shutdown closes idle connections: a new client waits for a request to
+	// end, not for idle clients' IdleTimeout.
 	MaxConns int
 }
 
@@ -85,8 +88,10 @@ func (s *Server) HTTPServer(ln net.Listener, cfg HTTPConfig) (*http.Server, net.
 		}
 		return ctx
 	}
-	return srv, &limitListener{Listener: ln, sem: make(chan struct{}, cfg.MaxConns), done: make(chan struct{}),
+	l := &limitListener{Listener: ln, sem: make(chan struct{}, cfg.MaxConns), done: make(chan struct{}),
 		writeStall: cfg.WriteStallTimeout, now: s.Now, canned: s.logCanned}
+	srv.ConnState = l.idle.track
+	return srv, l
 }
 
 // HTTPServerFor returns an http.Server that serves h, the handler of a
@@ -100,8 +105,11 @@ func (s *Server) HTTPServer(ln net.Listener, cfg HTTPConfig) (*http.Server, net.
 // returned listener.
 func HTTPServerFor(h http.Handler, ln net.Listener, cfg HTTPConfig, log zerolog.Logger) (*http.Server, net.Listener) {
 	cfg = cfg.withDefaults()
-	return limitedServer(h, cfg, log), &limitListener{Listener: ln, sem: make(chan struct{}, cfg.MaxConns), done: make(chan struct{}),
+	srv := limitedServer(h, cfg, log)
+	l := &limitListener{Listener: ln, sem: make(chan struct{}, cfg.MaxConns), done: make(chan struct{}),
 		writeStall: cfg.WriteStallTimeout, plain: true}
+	srv.ConnState = l.idle.track
+	return srv, l
 }
 
 // limitedServer is the http.Server of h with cfg's timeouts (cfg has its
@@ -139,9 +147,12 @@ func (w httpErrorWriter) Write(p []byte) (int, error) {
 
 // limitListener accepts at most cap(sem) connections open at once (as
 // golang.org/x/net/netutil.LimitListener) and wraps each in a framingConn.
+// At the cap it closes an idle keep-alive connection to make the next place
+// (idle, which the server's ConnState feeds).
 type limitListener struct {
 	net.Listener
 	sem        chan struct{}
+	idle       idleConns
 	closeOnce  sync.Once
 	done       chan struct{}
 	writeStall time.Duration
@@ -157,8 +168,15 @@ type limitListener struct {
 func (l *limitListener) Accept() (net.Conn, error) {
 	select {
 	case l.sem <- struct{}{}:
-	case <-l.done:
-		return nil, net.ErrClosed
+	default: // at the cap: an idle connection makes room
+		l.idle.wait(true)
+		select {
+		case l.sem <- struct{}{}:
+			l.idle.wait(false)
+		case <-l.done:
+			l.idle.wait(false)
+			return nil, net.ErrClosed
+		}
 	}
 	c, err := l.Listener.Accept()
 	if err != nil {
@@ -180,6 +198,61 @@ func (l *limitListener) Close() error {
 	err := l.Listener.Close()
 	l.closeOnce.Do(func() { close(l.done) })
 	return err
+}
+
+// idleConns are a listener's connections net/http holds idle between
+// requests (keep-alive), by when each went idle, and whether Accept waits
+// for a place at the cap (it asks for the next place as soon as it has
+// handed out the last, before a client comes). While it waits, the
+// connection idle longest is closed, and so is any that goes idle, until
+// Accept has its place: a client in the kernel's backlog then waits for a
+// request to end, not for an idle client's IdleTimeout. Closing an idle
+// connection is what net/http's own IdleTimeout and Shutdown do; a request
+// sent on it just as it closes finds it closed, as at IdleTimeout.
+type idleConns struct {
+	mu      sync.Mutex
+	since   map[net.Conn]time.Time
+	waiting bool
+}
+
+// track is the server's ConnState: it records c's idle spells.
+func (ic *idleConns) track(c net.Conn, st http.ConnState) {
+	ic.mu.Lock()
+	defer ic.mu.Unlock()
+	if st != http.StateIdle {
+		delete(ic.since, c)
+		return
+	}
+	if ic.waiting {
+		c.Close()
+		return
+	}
+	if ic.since == nil {
+		ic.since = make(map[net.Conn]time.Time)
+	}
+	ic.since[c] = time.Now()
+}
+
+// wait records whether Accept waits at the cap; as it starts waiting, the
+// connection idle longest, if any, is closed.
+func (ic *idleConns) wait(waiting bool) {
+	ic.mu.Lock()
+	defer ic.mu.Unlock()
+	ic.waiting = waiting
+	if !waiting {
+		return
+	}
+	var oldest net.Conn
+	var at time.Time
+	for c, t := range ic.since {
+		if oldest == nil || t.Before(at) {
+			oldest, at = c, t
+		}
+	}
+	if oldest != nil {
+		delete(ic.since, oldest)
+		oldest.Close()
+	}
 }
 
 // connInfo is what the request pipeline learns about its connection: the

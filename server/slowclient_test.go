@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -174,7 +173,8 @@ func TestHeaderTimeout(t *testing.T) {
 }
 
 // TestMaxConns: past the cap a new connection is not served until one of
-// the open ones closes.
+// the open ones, each in the middle of a request (its head half sent),
+// closes.
 func TestMaxConns(t *testing.T) {
 	h := newHarnessHTTP(t, zerolog.Nop(), HTTPConfig{MaxConns: 4}, nil)
 	addr := h.http.Listener.Addr().String()
@@ -185,38 +185,81 @@ func TestMaxConns(t *testing.T) {
 			t.Fatal(err)
 		}
 		held = append(held, c)
-		io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n") // served, then idle keep-alive
-		if _, err := http.ReadResponse(bufio.NewReader(c), nil); err != nil {
-			t.Fatal(err)
-		}
+		io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: x\r\n") // the head never ends
 	}
-	var served atomic.Bool
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		c, err := net.Dial("tcp", addr)
-		if err != nil {
-			return
-		}
-		defer c.Close()
-		io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
-		c.SetReadDeadline(time.Now().Add(5 * time.Second))
-		if resp, err := http.ReadResponse(bufio.NewReader(c), nil); err == nil && resp.StatusCode == 200 {
-			served.Store(true)
-		}
-	}()
+	served := fifthServed(addr, 5*time.Second)
 	time.Sleep(300 * time.Millisecond)
-	if served.Load() {
+	select {
+	case <-served:
 		t.Fatal("a fifth connection was served with a cap of 4")
+	default:
 	}
 	held[0].Close()
-	wg.Wait()
-	if !served.Load() {
+	if !<-served {
 		t.Fatal("the fifth connection was not served after one closed")
 	}
 	for _, c := range held[1:] {
 		c.Close()
+	}
+}
+
+// fifthServed asks for /healthz on a new connection to addr and sends on
+// the channel returned whether it got its 200 within wait.
+func fifthServed(addr string, wait time.Duration) <-chan bool {
+	served := make(chan bool, 1)
+	go func() {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			served <- false
+			return
+		}
+		defer c.Close()
+		io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+		c.SetReadDeadline(time.Now().Add(wait))
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		served <- err == nil && resp.StatusCode == 200
+	}()
+	return served
+}
+
+// TestMaxConnsIdleMakesRoom: at the cap, idle keep-alive connections do not
+// hold a new client off for IdleTimeout: the one idle longest is closed for
+// it, and the others keep being served.
+func TestMaxConnsIdleMakesRoom(t *testing.T) {
+	h := newHarnessHTTP(t, zerolog.Nop(), HTTPConfig{MaxConns: 4}, nil)
+	addr := h.http.Listener.Addr().String()
+	var held []net.Conn
+	var readers []*bufio.Reader
+	for range 4 {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		held, readers = append(held, c), append(readers, bufio.NewReader(c))
+		io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n") // served, then idle keep-alive
+		resp, err := http.ReadResponse(readers[len(readers)-1], nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		time.Sleep(20 * time.Millisecond) // a distinct idle time each
+	}
+	start := time.Now()
+	if !<-fifthServed(addr, 5*time.Second) {
+		t.Fatalf("a fifth client was not served within 5s: idle connections held the cap of 4")
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("the fifth client waited %v, want well under a second", d)
+	}
+	held[0].SetReadDeadline(time.Now().Add(time.Second))
+	if _, err := readers[0].ReadByte(); err != io.EOF {
+		t.Errorf("the connection idle longest: read %v, want EOF (closed to make room)", err)
+	}
+	io.WriteString(held[3], "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+	held[3].SetReadDeadline(time.Now().Add(5 * time.Second))
+	if resp, err := http.ReadResponse(readers[3], nil); err != nil || resp.StatusCode != 200 {
+		t.Errorf("the connection idle least, asked again: %v %v, want 200", resp, err)
 	}
 }
 
