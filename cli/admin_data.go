@@ -505,7 +505,7 @@ func auditRestore(cmd *cobra.Command, a *app, err error) {
 	}
 	lock, lerr := privacy.LockDataDir(a.dataDir)
 	if lerr != nil {
-		fmt.Fprintf(cmd.ErrOrStderr(), "warning: the command ran, but its line was not written: %v\n", lerr)
+		fmt.Fprintf(cmd.ErrOrStderr(), auditUnwritten, lerr)
 		return
 	}
 	defer lock.Close()

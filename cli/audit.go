@@ -106,6 +106,12 @@ type auditLog struct {
 // written.
 const maxAuditPending = 1 << 20
 
+// auditUnwritten is the warning (a format of the write's error) an admin
+// command prints when its audit line could not be written. It says nothing
+// of the command's own outcome, which its exit code and output give: "the
+// command ran" read as a success after a command that failed.
+const auditUnwritten = "warning: this command's line in the admin audit log was not written: %v\n"
+
 func (l *auditLog) write(e auditEntry) error {
 	line, err := json.Marshal(e)
 	if err != nil {

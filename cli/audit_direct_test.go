@@ -138,7 +138,7 @@ func TestDirectAuditUnwritable(t *testing.T) {
 		if ExitCode(err) != tt.exit || got != tt.err || !strings.Contains(out, tt.out) {
 			t.Errorf("%v: exit %d %q, stdout %q; want exit %d %q, stdout with %q", tt.args, ExitCode(err), got, out, tt.exit, tt.err, tt.out)
 		}
-		if !strings.Contains(errOut, "warning: the command ran, but its line was not written: admin audit log") {
+		if !strings.Contains(errOut, "warning: this command's line in the admin audit log was not written: admin audit log") {
 			t.Errorf("%v: stderr %q; want the audit log's warning", tt.args, errOut)
 		}
 	}

@@ -105,7 +105,7 @@ func (a *app) withEnv(cmd *cobra.Command, fn func(e *env) error) error {
 func (a *app) auditDirect(cmd *cobra.Command, dataDir string, err error) {
 	l := &auditLog{path: filepath.Join(dataDir, auditFile), once: true}
 	if werr := l.write(commandEntry(os.Getuid(), os.Getpid(), viaDirect, a.args, err)); werr != nil {
-		fmt.Fprintf(cmd.ErrOrStderr(), "warning: the command ran, but its line was not written: %v\n", werr)
+		fmt.Fprintf(cmd.ErrOrStderr(), auditUnwritten, werr)
 	}
 }
 
@@ -524,7 +524,7 @@ func serveAdminAudit(ctx context.Context, sock string, live *env, audit *auditLo
 		entry := commandEntry(p.UID, p.PID, viaSocket, req.Args, err)
 		if aerr := audit.write(entry); aerr != nil {
 			live.log.Error().Err(aerr).Strs("args", commandPath(root, req.Args)).Msg("admin audit log")
-			fmt.Fprintf(errOut, "warning: the command ran, but its line was not written: %v\n", aerr)
+			fmt.Fprintf(errOut, auditUnwritten, aerr)
 		}
 		live.log.Info().Strs("args", commandPath(root, req.Args)).Int("exit", entry.Exit).Int("uid", p.UID).Msg("admin command")
 	})}
