@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"time"
 
 	"github.com/coupond/coupond/store"
@@ -22,6 +23,41 @@ type Action struct {
 	// Categorias are the COMPRA_CAT claves the coupon applies to (optional):
 	// the model reads the customer's affinity to them.
 	Categorias []string `json:"categorias,omitempty"`
+	// Arm is the key the model knows the coupon by (policy.Arm.ID; 0: the
+	// id itself), set by ReplaceCatalog (armFor), so that an id given to
+	// another coupon (another tipo_cupon) does not inherit what the model
+	// learned of the one it named before. Never in the API.
+	Arm int `json:"arm,omitempty"`
+}
+
+// armShift places a coupon's tipo_cupon tag above its catalog id in its
+// model key: ids are at most 1,000,000 (the catalog schema), below 2^20.
+const armShift = 30
+
+// armKey is the key the model knows a as (Action.Arm).
+func (a *Action) armKey() int {
+	if a.Arm != 0 {
+		return a.Arm
+	}
+	return a.ID
+}
+
+// newArmKey is the model key of the coupon with catalog id and tipo when
+// the id named another coupon before: the id in the high bits, so that
+// keys sort as their ids, and a tag of tipo (1 to 2^30-1) in the low ones.
+// The same id and tipo always give the same key.
+func newArmKey(id int, tipo string) int {
+	h := fnv.New32a()
+	h.Write([]byte(tipo))
+	return id<<armShift | int(1+h.Sum32()%(1<<armShift-1))
+}
+
+// catalogID is the catalog id of a model key (Action.Arm): 0 for 0.
+func catalogID(key int) int {
+	if key >= 1<<armShift {
+		return key >> armShift
+	}
+	return key
 }
 
 // HasDiscounts reports whether some action of the catalog gives a
@@ -57,7 +93,16 @@ type Catalog struct {
 	Acciones  []Action  `json:"acciones"`
 	Version   int64     `json:"version"`
 	UpdatedAt time.Time `json:"updated_at"`
+	// Retired are the last maxRetired actions that left the catalog, oldest
+	// first, with their tipo_cupon and model key only: an id that comes
+	// back is the same coupon when its tipo_cupon is (armFor). Never in
+	// the API.
+	Retired []Action `json:"retiradas,omitempty"`
 }
+
+// maxRetired bounds Catalog.Retired. An id that left the catalog more
+// than maxRetired retirements ago comes back under its id as model key.
+const maxRetired = 1000
 
 // Action returns the action with id, or nil.
 func (c *Catalog) Action(id int) *Action {
@@ -80,6 +125,47 @@ func (c *Catalog) ActionName(id int) string {
 	return fmt.Sprintf("accion_%d", id)
 }
 
+// armFor is the model key (Action.Arm) of a, an action of the catalog that
+// replaces c: the key c gave the same coupon (same id and tipo_cupon), in
+// its actions or those retired; newArmKey when c, or its retired actions,
+// knew the id as another coupon; 0 (the id itself) for an id c never knew.
+func (c *Catalog) armFor(a *Action) int {
+	was := c.Action(a.ID)
+	for i := len(c.Retired) - 1; was == nil && i >= 0; i-- {
+		if c.Retired[i].ID == a.ID {
+			was = &c.Retired[i]
+		}
+	}
+	switch {
+	case was == nil:
+		return 0
+	case was.TipoCupon == a.TipoCupon:
+		return was.Arm
+	}
+	return newArmKey(a.ID, a.TipoCupon)
+}
+
+// retiredAfter is the Retired list of the catalog that replaces c with
+// actions: c's, less the ids that are back, plus c's actions that left.
+func (c *Catalog) retiredAfter(actions []Action) []Action {
+	in := make(map[int]bool, len(actions))
+	for _, a := range actions {
+		in[a.ID] = true
+	}
+	var out []Action
+	for _, r := range c.Retired {
+		if !in[r.ID] {
+			out = append(out, r)
+		}
+	}
+	for _, a := range c.Acciones {
+		if !in[a.ID] {
+			out = append(out, Action{ID: a.ID, TipoCupon: a.TipoCupon, Arm: a.Arm})
+		}
+	}
+	return out[max(0, len(out)-maxRetired):]
+}
+
 // ErrDuplicateAction is returned when a catalog repeats an id; the index of
 // the repeated entry is in the error.
 var ErrDuplicateAction = errors.New("engine: duplicate action id")
@@ -95,7 +181,11 @@ func (e *Campaigns) Catalog(tenant string) (*Catalog, error) {
 }
 
 // ReplaceCatalog stores a new catalog as a whole. What the model learned
-// about actions that stay is kept; new actions start without support.
+// about actions that stay is kept; new actions start without support. A
+// coupon is its id and tipo_cupon (what CUPON_RECIBIDO.clave carries): an
+// id that keeps its tipo_cupon is the same coupon, re-priced, renamed or
+// with other categorias, while an id given another tipo_cupon is a new
+// coupon, which the model knows under another key (Action.Arm).
 func (e *Campaigns) ReplaceCatalog(tenant string, actions []Action, now time.Time) (*Catalog, error) {
 	seen := map[int]bool{}
 	for i, a := range actions {
@@ -112,6 +202,10 @@ func (e *Campaigns) ReplaceCatalog(tenant string, actions []Action, now time.Tim
 	defer ts.catalogMu.Unlock()
 	old := ts.catalog.Load()
 	c := &Catalog{Acciones: append([]Action{}, actions...), Version: old.Version + 1, UpdatedAt: now.UTC()}
+	for i := range c.Acciones {
+		c.Acciones[i].Arm = old.armFor(&c.Acciones[i])
+	}
+	c.Retired = old.retiredAfter(c.Acciones)
 	b := e.db.NewBatch()
 	defer b.Close()
 	if err := b.SetJSON(store.CatalogKey(tenant), c); err != nil {

@@ -614,6 +614,14 @@ func recordChoice(rec *DecisionRecord, cust *customer, sc *scored, probs []float
 		rec.Mu[i] = math.Round(c.mu)
 		rec.Priors[i] = math.Round(c.prior)
 		rec.Downs[i] = c.arm.Downside
+		if c.arm.ID != c.id && rec.Arms == nil {
+			rec.Arms = make([]int, n)
+		}
+	}
+	if rec.Arms != nil {
+		for i := range sc.cands {
+			rec.Arms[i] = sc.cands[i].arm.ID
+		}
 	}
 	rec.Probs = probs
 }

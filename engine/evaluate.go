@@ -94,22 +94,24 @@ type evalRun struct {
 	opt       EvalOptions
 	pm        *publishedModel
 	names     []string // target policies, in evals order
-	actionIDs []int    // the "always id" targets, from names[2] on
+	actionIDs []int    // the "always id" targets' model keys (Action.Arm), from names[2] on
 	evals     []*ope.Evaluator
 	ev        *Evaluation
 	logged    welford
 	control   clusterMean
-	// sent counts, per action id, the evaluated records that logged it
-	// done: an "always id" target no record did has no estimate (result).
+	// sent counts, per model key, the evaluated records that logged its
+	// coupon done: an "always id" target no record did has no estimate
+	// (result). Keyed by model key, so that the coupon an id named before
+	// (another tipo_cupon) lends the coupon it names now no record.
 	sent map[int]int
 }
 
 func newEvalRun(tenant string, opt EvalOptions, pm *publishedModel, cat *Catalog) (*evalRun, error) {
 	run := &evalRun{opt: opt, pm: pm, names: []string{"current_policy", "never_send"}, actionIDs: []int{},
-		ev:   &Evaluation{Tenant: tenant, Campana: opt.Campana, PoliticaVersion: pm.version, Excluded: map[string]int{}, Guard: pm.m.GuardStatus()},
+		ev:   &Evaluation{Tenant: tenant, Campana: opt.Campana, PoliticaVersion: pm.version, Excluded: map[string]int{}, Guard: guardStatus(pm.m, cat)},
 		sent: map[int]int{}}
 	for _, a := range cat.Acciones {
-		run.actionIDs = append(run.actionIDs, a.ID)
+		run.actionIDs = append(run.actionIDs, a.armKey())
 		run.names = append(run.names, fmt.Sprintf("always_%d_%s", a.ID, a.Nombre))
 	}
 	run.evals = make([]*ope.Evaluator, len(run.names))
@@ -286,6 +288,7 @@ func (run *evalRun) scoreOne(c *evalChunk, r *DecisionRecord, mu []float64) []fl
 		c.st.excluded("logged_action_not_candidate")
 		return mu
 	}
+	logged := sc.cands[li].arm.ID
 	probs, _ := run.pm.distribution(sc)
 	qpi := 0.0
 	for i := range probs {
@@ -297,11 +300,12 @@ func (run *evalRun) scoreOne(c *evalChunk, r *DecisionRecord, mu []float64) []fl
 	}
 	add(0, probs[li], qpi)
 	add(1, b2f(r.Accion == 0), mu[0])
-	for j, id := range run.actionIDs {
-		// "Always id": where id is not eligible the policy sends nothing.
+	for j, key := range run.actionIDs {
+		// "Always id": where its coupon is not eligible (nor was the id's
+		// coupon then the same, Action.Arm) the policy sends nothing.
 		pick := 0
-		for i, cid := range r.Candidates {
-			if cid == id {
+		for i, cd := range sc.cands {
+			if cd.arm.ID == key {
 				pick = i
 			}
 		}
@@ -321,7 +325,7 @@ func (run *evalRun) scoreOne(c *evalChunk, r *DecisionRecord, mu []float64) []fl
 	if c.st.sent == nil {
 		c.st.sent = map[int]int{}
 	}
-	c.st.sent[r.Accion]++
+	c.st.sent[logged]++
 	return mu
 }
 

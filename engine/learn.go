@@ -97,8 +97,8 @@ func (e *Learner) Learn(tenant string) (LearnStats, error) {
 	p := &learnPass{e: e, ts: ts, t: t, now: now, tenant: tenant, st: &st, next: ts.model.Load().clone(), options: []int{0}, released: Releases{},
 		discountsKnown: q.Redenciones > 0 || !cat.HasDiscounts(), more: more}
 	p.next.m.Fade(now, t.Settings.RewardWindow)
-	for _, a := range cat.Acciones {
-		p.options = append(p.options, a.ID)
+	for i := range cat.Acciones {
+		p.options = append(p.options, cat.Acciones[i].armKey())
 	}
 	b := e.db.NewBatch()
 	defer b.Close()
@@ -140,7 +140,7 @@ func (e *Learner) Learn(tenant string) (LearnStats, error) {
 		ts.models.saved(p.gen)
 		ts.model.Store(p.next)
 		e.log.Info().Str("tenant", tenant).Int("folded", st.Folded).Str("politica_version", p.next.version).Msg("model updated")
-		e.logGuard(tenant, guard, p.next.m.GuardStatus())
+		e.logGuard(tenant, guard, guardStatus(p.next.m, ts.catalog.Load()))
 		e.logGate(tenant, p.gateWas, p.next.m.GateStatus())
 	}
 	return st, nil
@@ -229,7 +229,7 @@ type learnPass struct {
 	tenant   string
 	st       *LearnStats
 	next     *publishedModel   // the model being updated
-	options  []int             // 0 (send nothing) and the catalog's actions
+	options  []int             // 0 (send nothing) and the catalog's actions' model keys
 	gateWas  string            // the send gate's state before refit ("" without one)
 	gen      uint64            // the generation refit stored the model as
 	released Releases          // the sends the pass gave back
@@ -609,6 +609,27 @@ func seField(l *zerolog.Event, se *float64) *zerolog.Event {
 	return l.Float64("error_estandar_mxn", *se)
 }
 
+// guardStatus is m's guard status (policy.Model.GuardStatus) with
+// catalog ids for the model keys it names (Action.Arm), as cat has them:
+// a baseline of a coupon that an id of cat named before (another
+// tipo_cupon) is left out, one of an id cat no longer holds is shown
+// under that id, as the baselines of actions gone from the catalog are.
+func guardStatus(m *policy.Model, cat *Catalog) policy.GuardStatus {
+	g := m.GuardStatus()
+	g.Baseline = catalogID(g.Baseline)
+	kept := g.Baselines[:0]
+	for _, b := range g.Baselines {
+		id := catalogID(b.Accion)
+		if a := cat.Action(id); a != nil && a.armKey() != b.Accion {
+			continue
+		}
+		b.Accion = id
+		kept = append(kept, b)
+	}
+	g.Baselines = kept
+	return g
+}
+
 // logGuard logs a switch of the policy guard (policy.Guard) as an event.
 func (e *Learner) logGuard(tenant string, ev policy.GuardEvent, g policy.GuardStatus) {
 	if ev == policy.GuardUnchanged {
@@ -772,7 +793,7 @@ func (e *Learner) Guard(tenant string) (policy.GuardStatus, error) {
 	if err != nil {
 		return policy.GuardStatus{}, err
 	}
-	return ts.model.Load().m.GuardStatus(), nil
+	return guardStatus(ts.model.Load().m, ts.catalog.Load()), nil
 }
 
 // Status returns the tenant's engine state.
@@ -788,7 +809,7 @@ func (e *Learner) Status(tenant string) (Status, error) {
 	pm := ts.model.Load()
 	cat := ts.catalog.Load()
 	return Status{PoliticaVersion: pm.version, RewardsLearned: pm.n(), CatalogVersion: cat.Version, CatalogActions: len(cat.Acciones), Quality: *q,
-		Guard: pm.m.GuardStatus(), ModelRestarted: pm.restarted, ModelFallback: pm.fallback}, nil
+		Guard: guardStatus(pm.m, cat), ModelRestarted: pm.restarted, ModelFallback: pm.fallback}, nil
 }
 
 // Learner closes reward windows and updates each tenant's policy model

@@ -187,8 +187,9 @@ func versionLabel(n int64, now time.Time) string {
 
 // policyInputs rebuilds what a logged decision showed the model: the
 // customer (vector, category shares, never-send's prior) and the
-// candidates with their priors, affinities and downsides. Records from
-// before affinities or downsides were kept read as without them.
+// candidates with their model keys, priors, affinities and downsides.
+// Records from before affinities or downsides were kept read as without
+// them, and those without keys with their ids as keys.
 func (r *DecisionRecord) policyInputs() (policy.Customer, []candidate) {
 	pc := policy.Customer{X: r.X, Shares: r.Shares}
 	cands := make([]candidate, len(r.Candidates))
@@ -199,6 +200,9 @@ func (r *DecisionRecord) policyInputs() (policy.Customer, []candidate) {
 			c.prior = r.Priors[i]
 		}
 		c.arm = policy.Arm{ID: id, Prior: c.prior}
+		if len(r.Arms) == len(r.Candidates) {
+			c.arm.ID = r.Arms[i]
+		}
 		if len(r.Downs) == len(r.Candidates) {
 			c.arm.Downside = r.Downs[i]
 		}

@@ -88,7 +88,7 @@ func (c *customer) arm(a *Action) policy.Arm {
 	if a == nil {
 		return policy.Arm{ID: 0, Prior: c.baselineCents}
 	}
-	arm := policy.Arm{ID: a.ID, Prior: c.prior(a), Downside: c.downside(a)}
+	arm := policy.Arm{ID: a.armKey(), Prior: c.prior(a), Downside: c.downside(a)}
 	arm.AffShare, arm.AffFreq, arm.AffRec = c.sum.catAffinity(a.Categorias)
 	return arm
 }

@@ -49,6 +49,10 @@ type DecisionRecord struct {
 	// Downs are the candidates' downsides (policy.Arm.Downside, cents;
 	// never-send's 0). Absent in older records.
 	Downs []float64 `json:"downs,omitempty"`
+	// Arms are the candidates' model keys (Action.Arm), aligned with
+	// Candidates; nil when every key is its candidate's id (no candidate
+	// is of an id the catalog gave another coupon before; older records).
+	Arms []int `json:"arms,omitempty"`
 	// Shares are the customer's spend shares in the model's main
 	// categories at decision time; Aff holds, per candidate, the
 	// customer's affinity to the action's categorias (share, frequency,

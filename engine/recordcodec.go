@@ -47,7 +47,8 @@ const (
 	// without it (an older record) Anulada is read from motivo_rechazo
 	// (legacyVoided).
 	flagVoidKnown byte = 32
-	flagCosto     byte = 64 // CostoEnvioCents follows Downs
+	flagCosto     byte = 64  // CostoEnvioCents follows Downs
+	flagArms      byte = 128 // Arms follow CostoEnvioCents
 )
 
 // errRecord reports a damaged stored decision record.
@@ -58,7 +59,7 @@ func marshalRecord(r *DecisionRecord) []byte { return encodeRecord(nil, r) }
 
 // encodeRecord is marshalRecord in dst's memory (grown as needed).
 func encodeRecord(dst []byte, r *DecisionRecord) []byte {
-	b := slices.Grow(dst[:0], 160+len(r.Motivo)+8*len(r.X)+28*len(r.Candidates))
+	b := slices.Grow(dst[:0], 160+len(r.Motivo)+8*len(r.X)+36*len(r.Candidates))
 	return appendRecord(b, r)
 }
 
@@ -113,6 +114,12 @@ func appendRecord(b []byte, r *DecisionRecord) []byte {
 	if r.CostoEnvioCents != nil {
 		b = binary.AppendVarint(b, *r.CostoEnvioCents)
 	}
+	if len(r.Arms) > 0 {
+		b = binary.AppendUvarint(b, uint64(len(r.Arms)))
+		for _, a := range r.Arms {
+			b = binary.AppendVarint(b, int64(a))
+		}
+	}
 	return b
 }
 
@@ -134,7 +141,7 @@ func recordFlags(r *DecisionRecord) (f, f2 byte) {
 		on   bool
 		flag byte
 	}{{r.Aprendida, flagAprendida}, {r.Anulada, flagAnulada}, {len(r.Shares) > 0 || len(r.Aff) > 0, flagPolicyInputs},
-		{r.Eleccion != nil, flagEleccion}, {len(r.Downs) > 0, flagDowns}, {r.CostoEnvioCents != nil, flagCosto}} {
+		{r.Eleccion != nil, flagEleccion}, {len(r.Downs) > 0, flagDowns}, {r.CostoEnvioCents != nil, flagCosto}, {len(r.Arms) > 0, flagArms}} {
 		if s.on {
 			f2 |= s.flag
 		}
@@ -305,6 +312,12 @@ func unmarshalRecord(b []byte, r *DecisionRecord) error {
 	if f2&flagCosto != 0 {
 		v := d.varint()
 		r.CostoEnvioCents = &v
+	}
+	if f2&flagArms != 0 {
+		r.Arms = make([]int, recordCount(&d))
+		for i := range r.Arms {
+			r.Arms[i] = recordInt(&d)
+		}
 	}
 	if !d.done() {
 		return errRecord

@@ -46,6 +46,8 @@ func TestRecordCodecRoundTrip(t *testing.T) {
 		{"sending cost when sent", DecisionRecord{Nonce: "n11", ClienteRef: "c", At: at, Accion: 4, Propension: 0.5, Candidates: []int{0, 4},
 			Downs: []float64{0, 1}, CostoEnvioCents: &reward}},
 		{"nothing sent, cost known", DecisionRecord{Nonce: "n12", ClienteRef: "c", At: at, CostoEnvioCents: new(int64)}},
+		{"model keys of a reused id", DecisionRecord{Nonce: "n13", ClienteRef: "c", At: at, Accion: 4, Propension: 0.5, Candidates: []int{0, 4, 1_000_000},
+			Arms: []int{0, newArmKey(4, "OTRO"), newArmKey(1_000_000, "X")}, CostoEnvioCents: &reward}},
 		{"voided by its job", DecisionRecord{Nonce: "n9", ClienteRef: "c", At: at, CampanaID: "camp", JobID: "lote_1", Accion: 1,
 			Propension: 0.5, Estado: EstadoRechazada, MotivoRechazo: motivoLoteFallido, ConfirmadaEn: &conf, Anulada: true}},
 		{"the caller's rejection in the void's words", DecisionRecord{Nonce: "n10", ClienteRef: "c", At: at, JobID: "lote_1",
