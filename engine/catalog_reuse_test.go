@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"math"
 	"testing"
 	"time"
 
@@ -107,8 +108,48 @@ func TestCatalogIDReusedForAnotherCoupon(t *testing.T) {
 			// The decisions that send the coupon now teach the model of it
 			// (their records keep its key), not of action 2, never sent.
 			learnOnAction1(t, e, 30)
-			if after := armScores(t, e); !(after[0][1] < after[1][1]) {
+			after := armScores(t, e)
+			if !(after[0][1] < after[1][1]) {
 				t.Errorf("after 30 sends of action 1: its σ %v, action 2's %v: want action 1's narrower", after[0][1], after[1][1])
+			}
+			// The stored catalog and model keep the keys.
+			if diff := cmp.Diff(after, armScores(t, restart(e.db))); diff != "" {
+				t.Errorf("scores after a restart (-before +after):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestEvaluateReusedIDHasNoEstimate: admin evaluate's "always id" reads
+// the decisions of the coupon the id names now. An id a new catalog gave
+// another coupon (another tipo_cupon) has, until that coupon is sent, no
+// estimate, as a new coupon has none: the old coupon's decisions were read
+// under the new coupon's name. An id that keeps its tipo_cupon keeps them.
+func TestEvaluateReusedIDHasNoEstimate(t *testing.T) {
+	for _, tc := range []struct {
+		tipo string
+		want string
+	}{{"OTRO", "ESS 0, DR false"}, {"T1", "ESS 20, DR true"}} {
+		t.Run(tc.tipo, func(t *testing.T) {
+			e, _ := newTestEngine(t, 1, nil)
+			a := Action{ID: 1, Nombre: "uno", TipoCupon: tc.tipo, CostoEnvioCents: 50, DescuentoMaxCents: 1000, Activa: true}
+			if _, err := e.Campaigns.ReplaceCatalog("acme", []Action{a}, t0); err != nil {
+				t.Fatal(err)
+			}
+			x := make([]float64, VectorDim)
+			ev := evaluateRecords(t, e, 40, func(i int) *DecisionRecord { // decided under the first catalog (T1)
+				reward := int64(1000 + 100*(i%7))
+				return &DecisionRecord{Nonce: fmt.Sprintf("n%011d", i), ClienteRef: fmt.Sprintf("c%07d", i), At: t0, Accion: i % 2, Propension: 0.5,
+					X: x, Candidates: []int{0, 1}, Probs: []float64{0.5, 0.5}, Priors: []float64{0, 0}, Estado: EstadoEjecutada, Recompensa: &reward}
+			})
+			got := ""
+			for _, p := range ev.Policies {
+				if p.Policy == "always_1_uno" {
+					got = fmt.Sprintf("ESS %.0f, DR %v", p.ESS, !math.IsNaN(p.DR.Value))
+				}
+			}
+			if got != tc.want {
+				t.Errorf("always_1_uno: %q, want %q", got, tc.want)
 			}
 		})
 	}
