@@ -222,7 +222,9 @@ func (e *Campaigns) ReplaceCatalog(tenant string, actions []Action, now time.Tim
 // record that does not decode is moved to quarantine (contract §8) and read
 // as the empty catalog until the next PUT: nothing but action 0 is sent
 // meanwhile, rather than the tenant stopping (what the model learned of each
-// action is kept by action id, so a catalog put again carries on).
+// action is kept under its key, so a catalog put again carries on, except
+// for an id that had been given another coupon: with the damaged record
+// went its key (Action.Arm), and the id is read as its first coupon).
 func (e *core) loadCatalog(tenant string) (*Catalog, error) {
 	key := store.CatalogKey(tenant)
 	v, err := e.db.Get(key)
