@@ -270,12 +270,7 @@ func unmarshalRecord(b []byte, r *DecisionRecord) error {
 	r.CaducaEn = d.time()
 	r.Motivo = d.str()
 	r.X = recordFloats(&d)
-	if n := recordCount(&d); n > 0 {
-		r.Candidates = make([]int, n)
-		for i := range r.Candidates {
-			r.Candidates[i] = recordInt(&d)
-		}
-	}
+	r.Candidates = recordInts(&d)
 	r.Probs = recordFloats(&d)
 	r.Mu = recordFloats(&d)
 	r.Priors = recordFloats(&d)
@@ -314,16 +309,27 @@ func unmarshalRecord(b []byte, r *DecisionRecord) error {
 		r.CostoEnvioCents = &v
 	}
 	if f2&flagArms != 0 {
-		r.Arms = make([]int, recordCount(&d))
-		for i := range r.Arms {
-			r.Arms[i] = recordInt(&d)
-		}
+		r.Arms = recordInts(&d)
 	}
 	if !d.done() {
 		return errRecord
 	}
 	r.Anulada = f2&flagAnulada != 0 || f2&flagVoidKnown == 0 && legacyVoided(r)
 	return nil
+}
+
+// recordInts reads a list of ints: its length, the varints; nil when
+// empty.
+func recordInts(d *binReader) []int {
+	n := recordCount(d)
+	if n == 0 {
+		return nil
+	}
+	v := make([]int, n)
+	for i := range v {
+		v[i] = recordInt(d)
+	}
+	return v
 }
 
 func recordInt(d *binReader) int {
