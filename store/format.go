@@ -14,8 +14,11 @@ import (
 // Format 1 is every record of the releases up to 2026-12-06 (the decision
 // record of the sending cost, the held-event index, the customer state
 // that keeps its open decision's politica_version); releases before the
-// mark existed do not read it.
-const Format = 1
+// mark existed do not read it. Format 2 (2026-12-06, later): a decision
+// record may carry its candidates' model keys (engine's flagArms, written
+// once a catalog gave an id to another coupon), which format 1 reads as
+// damaged.
+const Format = 2
 
 // ErrNewerFormat is the error of opening a store a newer release wrote.
 var ErrNewerFormat = errors.New("store written by a newer coupond")
