@@ -23,6 +23,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/rs/zerolog"
 
+	"github.com/coupond/coupond/privacy"
 	"github.com/coupond/coupond/store"
 )
 
@@ -639,5 +640,43 @@ func TestServeLogsSwappableDataDir(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), `"directory":"`+parent+`"`) {
 		t.Errorf("serve's log holds no warning of the data dir's parent %s:\n%s", parent, logs.String())
+	}
+}
+
+// TestOpenEnvInUseChangesNothing: an admin command that finds the data dir
+// locked (a restore running in it, or another command) is refused as in use
+// and leaves the tree as it was. It made the tree owner-only before it
+// tried the lock, so it walked a running restore's staging store, whose
+// files come and go: now and then it failed on a vanished file ("lstat …")
+// instead of being refused (TestRestoreLeftoversRemovedAtOpen under load).
+func TestOpenEnvInUseChangesNothing(t *testing.T) {
+	dir := t.TempDir()
+	data := filepath.Join(dir, "data")
+	runIn(t, data, "admin", "tenant", "create", "acme")
+	staged := filepath.Join(data, "db.restoring", "acme", "000001.sst")
+	if err := os.MkdirAll(filepath.Dir(staged), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(staged, []byte("staging"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(staged, 0o644); err != nil { // whatever the umask
+		t.Fatal(err)
+	}
+	lock, err := privacy.LockDataDir(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Close()
+	e, err := openEnv(context.Background(), data, zerolog.Nop(), serviceOptions{})
+	if err == nil {
+		e.close()
+		t.Fatal("openEnv succeeded while another holder had the data dir's lock")
+	}
+	if !strings.Contains(err.Error(), "in use") {
+		t.Errorf("openEnv: %v; want the data dir refused as in use", err)
+	}
+	if info, err := os.Stat(staged); err != nil || info.Mode().Perm() != 0o644 {
+		t.Errorf("the locked data dir's tree was changed by a refused command: %v %v, want mode 0644 as it was", info.Mode().Perm(), err)
 	}
 }

@@ -215,14 +215,22 @@ func tenantFlag(cmd *cobra.Command, tenant *string) {
 // server, and holds its lock (privacy.LockDataDir) until close: no restore
 // runs in it meanwhile. What a restore that stopped left there is dealt
 // with first (privacy.RecoverInterrupted): the data dir is refused, or the
-// copies of customers' data left are removed and logged.
+// copies of customers' data left are removed and logged. The tree is made
+// owner-only (prepareDataDir) only once the lock is held, as serve does:
+// walked before, it raced a running restore's staging store, whose files
+// come and go, and the command failed on a vanished file ("lstat …") instead
+// of being refused as in use.
 func openEnv(ctx context.Context, dataDir string, log zerolog.Logger, opt serviceOptions) (*env, error) {
-	if err := prepareDataDir(dataDir); err != nil {
+	if err := checkDataDir(dataDir); err != nil {
 		return nil, err
 	}
 	lock, err := privacy.LockDataDir(dataDir)
 	if err != nil {
 		return nil, orAccessError(dataDir, err)
+	}
+	if err := prepareDataDir(dataDir); err != nil {
+		lock.Close()
+		return nil, err
 	}
 	return openEnvLocked(ctx, dataDir, lock, log, opt)
 }
