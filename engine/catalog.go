@@ -93,15 +93,16 @@ type Catalog struct {
 	Acciones  []Action  `json:"acciones"`
 	Version   int64     `json:"version"`
 	UpdatedAt time.Time `json:"updated_at"`
-	// Retired are the last maxRetired actions that left the catalog, oldest
-	// first, with their tipo_cupon and model key only: an id that comes
-	// back is the same coupon when its tipo_cupon is (armFor). Never in
-	// the API.
+	// Retired are the last maxRetired coupons that left the catalog (their
+	// id gone, or given another coupon), oldest first, with their
+	// tipo_cupon and model key only: an id that names one of them again is
+	// that coupon (armFor). Never in the API.
 	Retired []Action `json:"retiradas,omitempty"`
 }
 
-// maxRetired bounds Catalog.Retired. An id that left the catalog more
-// than maxRetired retirements ago comes back under its id as model key.
+// maxRetired bounds Catalog.Retired. A coupon that left the catalog more
+// than maxRetired retirements ago, its id named by nothing since, comes back
+// under its id as model key.
 const maxRetired = 1000
 
 // Action returns the action with id, or nil.
@@ -128,38 +129,51 @@ func (c *Catalog) ActionName(id int) string {
 // armFor is the model key (Action.Arm) of a, an action of the catalog that
 // replaces c: the key c gave the same coupon (same id and tipo_cupon), in
 // its actions or those retired; newArmKey when c, or its retired actions,
-// knew the id as another coupon; 0 (the id itself) for an id c never knew.
+// knew the id only as other coupons; 0 (the id itself) for an id c never
+// knew.
 func (c *Catalog) armFor(a *Action) int {
-	was := c.Action(a.ID)
-	for i := len(c.Retired) - 1; was == nil && i >= 0; i-- {
-		if c.Retired[i].ID == a.ID {
-			was = &c.Retired[i]
+	known := false
+	if was := c.Action(a.ID); was != nil {
+		if was.TipoCupon == a.TipoCupon {
+			return was.Arm
+		}
+		known = true
+	}
+	for i := len(c.Retired) - 1; i >= 0; i-- {
+		if r := &c.Retired[i]; r.ID == a.ID {
+			if r.TipoCupon == a.TipoCupon {
+				return r.Arm
+			}
+			known = true
 		}
 	}
-	switch {
-	case was == nil:
+	if !known {
 		return 0
-	case was.TipoCupon == a.TipoCupon:
-		return was.Arm
 	}
 	return newArmKey(a.ID, a.TipoCupon)
 }
 
 // retiredAfter is the Retired list of the catalog that replaces c with
-// actions: c's, less the ids that are back, plus c's actions that left.
+// actions: c's, less the coupons that are back, plus c's coupons that
+// left, by their id or by another coupon taking their id (so that a coupon
+// an id names again, A then B then A, is A's key again).
 func (c *Catalog) retiredAfter(actions []Action) []Action {
-	in := make(map[int]bool, len(actions))
+	type coupon struct {
+		id   int
+		tipo string
+	}
+	in := make(map[coupon]bool, len(actions))
 	for _, a := range actions {
-		in[a.ID] = true
+		in[coupon{a.ID, a.TipoCupon}] = true
 	}
 	var out []Action
 	for _, r := range c.Retired {
-		if !in[r.ID] {
+		if !in[coupon{r.ID, r.TipoCupon}] {
 			out = append(out, r)
 		}
 	}
 	for _, a := range c.Acciones {
-		if !in[a.ID] {
+		if !in[coupon{a.ID, a.TipoCupon}] {
 			out = append(out, Action{ID: a.ID, TipoCupon: a.TipoCupon, Arm: a.Arm})
 		}
 	}

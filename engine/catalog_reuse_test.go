@@ -154,3 +154,34 @@ func TestEvaluateReusedIDHasNoEstimate(t *testing.T) {
 		})
 	}
 }
+
+// TestCatalogIDSwappedBack: an id that names coupon A, then B, then A again
+// gives A back its model key (what was learned of A), and B its own. A
+// coupon of the first catalog is known by its id; back after B, it was
+// given a key of its own (newArmKey), and what was learned of it under the
+// id was lost to it (a coupon keyed so from the start kept its key, the
+// key being a function of id and tipo_cupon).
+func TestCatalogIDSwappedBack(t *testing.T) {
+	e, _ := newTestEngine(t, 1, nil)
+	cat, err := e.Campaigns.Catalog("acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := *cat.Action(1)
+	key := func(tipo string) int {
+		t.Helper()
+		a := first
+		a.TipoCupon, a.Arm = tipo, 0
+		c, err := e.Campaigns.ReplaceCatalog("acme", []Action{a}, t0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c.Action(1).armKey()
+	}
+	a := first.armKey()
+	got := []int{key("OTRO"), key(first.TipoCupon), key("OTRO"), key(first.TipoCupon)}
+	b := got[0]
+	if diff := cmp.Diff([]int{b, a, b, a}, got); diff != "" || a == b {
+		t.Errorf("model keys of id 1 as B, A, B, A after A (key %d) (-want +got):\n%s", a, diff)
+	}
+}
