@@ -166,3 +166,88 @@ func TestFallbackCountsAgainstCampaignBudget(t *testing.T) {
 		})
 	}
 }
+
+// TestConfirmRetiredCouponBudget: a confirmation naming coupons that left
+// the catalog after the decision counts them as it counts coupons of the
+// catalog. A modificada to a retired coupon counts one send and the
+// descuento_max it had when it left, and the record keeps the sending cost
+// it had then for the reward; a rechazada of a decided coupon retired since
+// gives its send back once, expiry included. Before, a retired coupon's
+// send counted no descuento and its cost was unknown (nil: the reward took
+// nothing off).
+func TestConfirmRetiredCouponBudget(t *testing.T) {
+	cents := func(a int) int64 { return int64(1000 * a) } // newTestEngine's catalog
+	ptr := func(a int) *int { return &a }
+	p64 := func(c int64) *int64 { return &c }
+	const retiredCents, retiredCost = 7000, 70 // the coupon other than the decided one, repriced before it left
+	for _, tc := range []struct {
+		name      string
+		ejecutada bool
+		real      func(decided, other int) *int
+		want      func(decided, second int) budget
+		cost      func(decided int) *int64
+	}{
+		{"rechazada", false, func(int, int) *int { return nil },
+			func(_, s int) budget { return budget{1, cents(s)} }, func(int) *int64 { return p64(50) }},
+		{"ejecutada, the decided coupon retired", true, func(d, _ int) *int { return ptr(d) },
+			func(d, s int) budget { return budget{2, cents(d) + cents(s)} }, func(int) *int64 { return p64(50) }},
+		{"modificada to a retired coupon", true, func(_, o int) *int { return ptr(o) },
+			func(_, s int) budget { return budget{2, retiredCents + cents(s)} }, func(int) *int64 { return p64(retiredCost) }},
+		{"modificada to nothing", true, func(int, int) *int { return ptr(0) },
+			func(_, s int) budget { return budget{1, cents(s)} }, func(int) *int64 { return p64(0) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e, db := newTestEngine(t, 3, nil)
+			ids := campaignSends(t, e, 2, 2)
+			decided, second := decidedAction(t, e, ids[0]), decidedAction(t, e, ids[1])
+			other := 1
+			if other == decided {
+				other = 2
+			}
+			var repriced, kept []Action
+			for i := 1; i <= 3; i++ {
+				a := Action{ID: i, Nombre: fmt.Sprintf("cupon%d", i), TipoCupon: fmt.Sprintf("T%d", i), CostoEnvioCents: 50, DescuentoMaxCents: cents(i), DescuentoPct: 10, Activa: true}
+				if i == other {
+					a.CostoEnvioCents, a.DescuentoMaxCents = retiredCost, retiredCents
+				}
+				repriced = append(repriced, a)
+				if i != other && i != decided {
+					kept = append(kept, a)
+				}
+			}
+			for _, cat := range [][]Action{repriced, kept} {
+				if _, err := e.Campaigns.ReplaceCatalog("acme", cat, t0); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, err := e.Confirm("acme", ids[1], Confirmation{Ejecutada: true}); err != nil {
+				t.Fatal(err)
+			}
+			c := Confirmation{Ejecutada: tc.ejecutada, AccionReal: tc.real(decided, other)}
+			if !tc.ejecutada {
+				c.MotivoRechazo = "no"
+			}
+			if _, err := e.Confirm("acme", ids[0], c); err != nil {
+				t.Fatal(err)
+			}
+			want := tc.want(decided, second)
+			if diff := cmp.Diff(want, storedBudget(t, db)); diff != "" {
+				t.Errorf("stored budget (-want +got):\n%s", diff)
+			}
+			r, err := e.DecisionByID("acme", ids[0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.cost(decided), r.CostoEnvioCents); diff != "" {
+				t.Errorf("record's sending cost (-want +got):\n%s", diff)
+			}
+			advance(t, db, DecisionTTL+time.Second)
+			if _, err := e.Learner.Learn("acme"); err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(want, storedBudget(t, db)); diff != "" {
+				t.Errorf("stored budget after caduca_en (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

@@ -95,8 +95,10 @@ type Catalog struct {
 	UpdatedAt time.Time `json:"updated_at"`
 	// Retired are the last maxRetired coupons that left the catalog (their
 	// id gone, or given another coupon), oldest first, with their
-	// tipo_cupon and model key only: an id that names one of them again is
-	// that coupon (armFor). Never in the API.
+	// tipo_cupon, model key and, since retirements keep them, sending cost
+	// and descuento_max only (retired before: 0): an id that names one of
+	// them again is that coupon (armFor), and a confirmation may name one
+	// sent before it left (Known). Never in the API.
 	Retired []Action `json:"retiradas,omitempty"`
 }
 
@@ -110,6 +112,23 @@ func (c *Catalog) Action(id int) *Action {
 	for i := range c.Acciones {
 		if c.Acciones[i].ID == id {
 			return &c.Acciones[i]
+		}
+	}
+	return nil
+}
+
+// Known returns the coupon id names for a confirmation or a record made
+// before the catalog changed: the action of the catalog with id, or else
+// the coupon that left it last under id (Retired: id, tipo_cupon, model
+// key and money only); nil for an id no catalog of the last maxRetired
+// retirements held.
+func (c *Catalog) Known(id int) *Action {
+	if a := c.Action(id); a != nil {
+		return a
+	}
+	for i := len(c.Retired) - 1; i >= 0; i-- {
+		if c.Retired[i].ID == id {
+			return &c.Retired[i]
 		}
 	}
 	return nil
@@ -174,7 +193,8 @@ func (c *Catalog) retiredAfter(actions []Action) []Action {
 	}
 	for _, a := range c.Acciones {
 		if !in[coupon{a.ID, a.TipoCupon}] {
-			out = append(out, Action{ID: a.ID, TipoCupon: a.TipoCupon, Arm: a.Arm})
+			out = append(out, Action{ID: a.ID, TipoCupon: a.TipoCupon, Arm: a.Arm,
+				CostoEnvioCents: a.CostoEnvioCents, DescuentoMaxCents: a.DescuentoMaxCents})
 		}
 	}
 	return out[max(0, len(out)-maxRetired):]

@@ -199,13 +199,13 @@ func (k confirmCall) once(waitLearner bool) (string, error) {
 }
 
 // sendCost is the sending cost in cents of action id of cat, as a
-// DecisionRecord keeps it: 0 for action 0, nil for an action cat does not
-// hold.
+// DecisionRecord keeps it: 0 for action 0, the cost it had when it left
+// for a retired coupon (Catalog.Known), nil for an id cat does not know.
 func sendCost(cat *Catalog, id int) *int64 {
 	if id == 0 {
 		return new(int64)
 	}
-	if a := cat.Action(id); a != nil {
+	if a := cat.Known(id); a != nil {
 		c := a.CostoEnvioCents // a copy: the catalog is shared
 		return &c
 	}
@@ -233,8 +233,10 @@ func (c Confirmation) applyTo(r *DecisionRecord, now time.Time) {
 // rechazada or modificada confirmation gives back (rel) the send its
 // decision counted, the decided action's; a modificada one with an
 // accion_real other than 0 counts (sent) that action's send, one send and
-// its descuento_max, when the campaign is defined (or its record damaged),
-// past the caps too: it went out. r.BudgetCents of a modificada decision
+// its descuento_max (a retired coupon's as it had it when it left, see
+// Catalog.Known; 0 for an id the catalog no longer knows), when the
+// campaign is defined (or its record damaged), past the caps too: it went
+// out. r.BudgetCents of a modificada decision
 // becomes what it counts. The caller holds the customer lock of r.
 func (c *Campaigns) confirmedSends(ts *tenantState, tenant string, r *DecisionRecord) (rel, sent Releases, err error) {
 	rel, sent = Releases{}, Releases{}
@@ -254,7 +256,7 @@ func (c *Campaigns) confirmedSends(ts *tenantState, tenant string, r *DecisionRe
 	if counted, err := c.countsSends(tenant, r.CampanaID); err != nil || !counted {
 		return rel, sent, err
 	}
-	if a := ts.catalog.Load().Action(*r.AccionReal); a != nil {
+	if a := ts.catalog.Load().Known(*r.AccionReal); a != nil {
 		r.BudgetCents = a.DescuentoMaxCents
 	}
 	sent.addSend(r.CampanaID, r.BudgetCents)

@@ -666,9 +666,9 @@ func (e *Learner) reward(t *store.Tenant, r *DecisionRecord, w windowSums) (int6
 	case sent == 0:
 	case r.CostoEnvioCents != nil: // the cost when it was sent
 		reward = featAdd(reward, -*r.CostoEnvioCents)
-	default: // an older record: the catalog in force
+	default: // an older record: the catalog in force (a coupon retired since: its cost when it left)
 		if cat := e.catalogOf(t.ID); cat != nil {
-			if a := cat.Action(sent); a != nil {
+			if a := cat.Known(sent); a != nil {
 				reward = featAdd(reward, -a.CostoEnvioCents)
 			}
 		}

@@ -3,6 +3,7 @@ package server
 import (
 	"errors"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/coupond/coupond/engine"
@@ -203,11 +204,12 @@ func (s *Server) checkConfirmation(c *call, v schema.Value, conf engine.Confirma
 
 // knownAccionReal reports whether accion_real n of a confirmation of the
 // decision in the path names an action the caller may have applied: 0, an
-// action of the tenant's catalog, or the decision's own action, which a
-// catalog replaced since the decision may no longer list (the decided
-// action confirmed is ejecutada, contract §4). An id that names no decision
-// of the tenant gives false, as before any lookup: the 422 comes before the
-// 404 (contract §7).
+// action of the tenant's catalog, active or not, a coupon an earlier
+// catalog held (engine.Catalog.Known), or one of the decision's own
+// candidates, its decided action included, which a catalog replaced since
+// may no longer list: the caller sent it before the catalog changed. An id
+// that names no decision of the tenant gives false for the last, as before
+// any lookup: the 422 comes before the 404 (contract §7).
 func (s *Server) knownAccionReal(c *call, n int) (bool, error) {
 	if n == 0 {
 		return true, nil
@@ -216,7 +218,7 @@ func (s *Server) knownAccionReal(c *call, n int) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	if cat.Action(n) != nil {
+	if cat.Known(n) != nil {
 		return true, nil
 	}
 	r, err := s.Engine.DecisionByID(c.tenant.ID, c.params.ByName("decision_id"))
@@ -226,7 +228,7 @@ func (s *Server) knownAccionReal(c *call, n int) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	return r.Accion == n, nil
+	return r.Accion == n || slices.Contains(r.Candidates, n), nil
 }
 
 var fallbackSchema = schema.Object(

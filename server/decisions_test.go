@@ -478,8 +478,10 @@ func TestConfirmIdempotencyKey(t *testing.T) {
 }
 
 // TestConfirmReplayAfterCatalogChange: a keyed confirmation repeated after
-// its accion_real left the catalog gets its stored answer, not the 422 a
-// new confirmation naming that action gets.
+// its accion_real left the catalog gets its stored answer; a keyless
+// repeat is 409 ejecucion_ya_confirmada, since a coupon of an earlier
+// catalog is still one a confirmation may name (TestConfirmRetiredAction),
+// and one naming an id no catalog held is 422.
 func TestConfirmReplayAfterCatalogChange(t *testing.T) {
 	h, tok := newCatalogHarness(t, 3, func(s *store.Settings) { s.ControlShare = 0; s.RateLimits = false })
 	st, d := h.do("POST", "/v1/decisiones", tok, decideBody("replay-k1", nil))
@@ -500,8 +502,11 @@ func TestConfirmReplayAfterCatalogChange(t *testing.T) {
 	if diff := cmp.Diff(want, b); st != 200 || diff != "" {
 		t.Errorf("replay after the catalog change: %d (-want +got):\n%s", st, diff)
 	}
-	if st, b := h.do("POST", path, tok, body); st != 422 {
-		t.Errorf("keyless repeat after the catalog change: %d %v, want 422 naming accion_real", st, b)
+	if st, b := h.do("POST", path, tok, body); st != 409 || b["codigo"] != "ejecucion_ya_confirmada" {
+		t.Errorf("keyless repeat after the catalog change: %d %v, want 409 ejecucion_ya_confirmada", st, b)
+	}
+	if st, b := h.do("POST", path, tok, map[string]any{"ejecutada": true, "accion_real": 9}); st != 422 {
+		t.Errorf("keyless repeat naming an id never in a catalog: %d %v, want 422 naming accion_real", st, b)
 	}
 }
 
@@ -757,6 +762,60 @@ func TestFallbackReplacesLostDecision(t *testing.T) {
 		st, b = h.do("POST", "/v1/decisiones", tok, decideBody(ref, nil), "Idempotency-Key", "lost-"+ref)
 		if st != 409 || b["codigo"] != "idempotencia_conflicto" || !strings.Contains(fmt.Sprint(b["mensaje"]), "respaldo") {
 			t.Errorf("%s: a late attempt of the lost request: %d %v, want 409 idempotencia_conflicto naming the fallback record (respaldo)", tc.name, st, b)
+		}
+	}
+}
+
+// TestConfirmRetiredAction: a coupon the caller sent before a catalog
+// change can be confirmed after it. accion_real naming one of the
+// decision's candidates, or any coupon of an earlier catalog (its id
+// gone from the catalog since), or one put "activa": false, is modificada;
+// an id no catalog of the tenant ever held is still 422 at
+// body.accion_real. Before, only the decided action and the actions of
+// the current catalog were accepted: a candidate retired since was 422.
+func TestConfirmRetiredAction(t *testing.T) {
+	h, tok := newCatalogHarness(t, 3, func(s *store.Settings) { s.ControlShare = 0; s.RateLimits = false })
+	decide := func(ref string, allowed []int) map[string]any {
+		st, d := h.do("POST", "/v1/decisiones", tok, decideBody(ref, map[string]any{"canal": "push", "acciones_permitidas": allowed}))
+		if st != 200 {
+			t.Fatalf("decision %s: %d %v", ref, st, d)
+		}
+		return d
+	}
+	var withCandidate map[string]any // decided 1 with 2 among its candidates
+	for i := 0; i < 200 && withCandidate == nil; i++ {
+		if d := decide(fmt.Sprintf("cand-%04d", i), []int{1, 2}); d["accion"] == float64(1) {
+			withCandidate = d
+		}
+	}
+	if withCandidate == nil {
+		t.Fatal("the seeded engine never decided action 1 over 2 in 200 draws: change the refs")
+	}
+	others := []map[string]any{decide("other-0001", []int{1}), decide("other-0002", []int{1}), decide("other-0003", []int{1})}
+	// Action 2 leaves the catalog, action 3 stays inactive.
+	acciones := []map[string]any{
+		{"id": 1, "nombre": "a", "tipo_cupon": "TA", "costo_envio_mxn": 0.5},
+		{"id": 3, "nombre": "c", "tipo_cupon": "TC", "costo_envio_mxn": 0.5, "activa": false},
+	}
+	if st, b := h.do("PUT", "/v1/catalogo-acciones", tok, map[string]any{"acciones": acciones}); st != 200 {
+		t.Fatalf("catalog: %d %v", st, b)
+	}
+	tests := []struct {
+		name   string
+		d      map[string]any
+		real   int
+		status int
+		want   string
+	}{
+		{"a candidate of the decision, retired", withCandidate, 2, 200, "modificada"},
+		{"no candidate, retired", others[0], 2, 200, "modificada"},
+		{"inactive", others[1], 3, 200, "modificada"},
+		{"never in a catalog", others[2], 9, 422, "accion_real"},
+	}
+	for _, tt := range tests {
+		st, b := h.do("POST", "/v1/decisiones/"+tt.d["decision_id"].(string)+"/ejecucion", tok, map[string]any{"ejecutada": true, "accion_real": tt.real})
+		if got := fmt.Sprint(b["estado_ejecucion"], b["detail"]); st != tt.status || !strings.Contains(got, tt.want) {
+			t.Errorf("%s: %d %s, want %d %s", tt.name, st, got, tt.status, tt.want)
 		}
 	}
 }

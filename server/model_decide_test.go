@@ -290,7 +290,7 @@ func (r *modelRun) confirm(mt *modelTenant) {
 		return
 	}
 	switch {
-	case invalid != "" || !mt.knownAccionReal(body, d):
+	case invalid != "" || !mt.knownAccionReal(body):
 		r.expectError("invalid confirmation", a, 422, "")
 	case d == nil:
 		r.expectError("confirmation of an unknown id", a, 404, "no_encontrado")
@@ -363,6 +363,7 @@ func (r *modelRun) putCatalog(tn string, n int) {
 	mt.version++
 	mt.eligible = eligible
 	mt.catalog = mt.catalog[:0]
+	mt.held = max(mt.held, n)
 	for i := 1; i <= n; i++ {
 		mt.catalog = append(mt.catalog, i)
 	}
@@ -394,11 +395,12 @@ func (r *modelRun) catalogStep(mt *modelTenant) {
 }
 
 // knownAccionReal reports whether the confirmation body's accion_real, if
-// any, is 0, in the catalog or d's own action (contract §4; d nil: an id
-// that names no decision of the tenant).
-func (mt *modelTenant) knownAccionReal(body map[string]any, d *modelDecision) bool {
+// any, is 0 or a coupon some catalog of the tenant held, its decision's
+// candidates and own action among them (contract §4: the caller may have
+// sent it before the catalog changed).
+func (mt *modelTenant) knownAccionReal(body map[string]any) bool {
 	n, ok := body["accion_real"].(int)
-	return !ok || n == 0 || slices.Contains(mt.catalog, n) || (d != nil && d.accion == n)
+	return !ok || n <= mt.held
 }
 
 // budgetCampaign is the campaign, defined in both tenants at the start,

@@ -112,6 +112,7 @@ type modelTenant struct {
 	keys                      map[string]*modelKey
 	deletion                  map[string]string // cliente_ref → programado | completado
 	catalog                   []int             // action ids of the catalog
+	held                      int               // ids 1 to held: every coupon a catalog held (tipo_cupon T<id>)
 	eligible                  map[int]bool      // the actions a push decision may choose
 	version                   int64
 	campaigns                 map[string]modelCampaign
