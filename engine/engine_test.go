@@ -197,15 +197,33 @@ func TestPolicyConvergesToBestAction(t *testing.T) {
 // BenchmarkDecide measures one online decision in process (features read,
 // scoring 20 actions, exploration, durable record) over 100,000 customers
 // with history.
-func BenchmarkDecide(b *testing.B) {
-	e := decideBenchEngine(b)
+func BenchmarkDecide(b *testing.B) { benchDecide(b, decideBenchEngine(b)) }
+
+// BenchmarkDecideCatalog1000 is BenchmarkDecide with a catalog of 1,000
+// actions, every one eligible (the most a request's acciones_permitidas
+// names); record-B is the stored size of its last decision's record.
+func BenchmarkDecideCatalog1000(b *testing.B) { benchDecide(b, decideBenchEngineWith(b, 1000)) }
+
+// benchDecide times b.N online decisions of e for the benchmark customers
+// and reports the stored size of the last one's record (record-B).
+func benchDecide(b *testing.B, e *Engine) {
+	var last string
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		if _, err := e.Decide("acme", Request{ClienteRef: decideBenchRef(i), Canal: "push", CapExempt: true}); err != nil {
+		d, err := e.Decide("acme", Request{ClienteRef: decideBenchRef(i), Canal: "push", CapExempt: true})
+		if err != nil {
 			b.Fatal(err)
 		}
+		last = d.DecisionID
 	}
+	b.StopTimer()
+	nonce, _ := e.ids.parse("acme", last)
+	rec, err := e.db.Get(decisionKey("acme", nonce))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(len(rec)), "record-B")
 }
 
 // BenchmarkDecideFloor is the least a durable decision costs in the
@@ -289,8 +307,11 @@ func decideBenchRef(i int) string {
 
 // decideBenchEngine is an engine with 20 actions and 100,000 customers
 // with three purchases each.
-func decideBenchEngine(b *testing.B) *Engine {
-	e, _ := newBenchEngine(b, 20, nil)
+func decideBenchEngine(b *testing.B) *Engine { return decideBenchEngineWith(b, 20) }
+
+// decideBenchEngineWith is decideBenchEngine with a catalog of n actions.
+func decideBenchEngineWith(b *testing.B, n int) *Engine {
+	e, _ := newBenchEngine(b, n, nil)
 	const customers = decideBenchCustomers
 	var evs []IngestEvent
 	for i := 0; i < customers; i++ {
