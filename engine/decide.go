@@ -623,7 +623,23 @@ func recordChoice(rec *DecisionRecord, cust *customer, sc *scored, probs []float
 			rec.Arms[i] = sc.cands[i].arm.ID
 		}
 	}
+	if allZero(rec.Aff) {
+		rec.Aff = nil // read back as zeros (policyInputs)
+	}
 	rec.Probs = probs
+}
+
+// allZero reports whether every value of v is +0: a record need not keep
+// such affinities (no candidate has categorias the customer bought in, as
+// in a catalog without categorias), whose bytes were a fifth of a
+// 1,000-action record.
+func allZero(v []float64) bool {
+	for _, x := range v {
+		if math.Float64bits(x) != 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // choiceMotive is the decision's motivo: why action chosen was drawn.

@@ -56,7 +56,8 @@ type DecisionRecord struct {
 	// Shares are the customer's spend shares in the model's main
 	// categories at decision time; Aff holds, per candidate, the
 	// customer's affinity to the action's categorias (share, frequency,
-	// recency: affPerAction values each). Absent in older records.
+	// recency: affPerAction values each). Absent in older records, and
+	// when every affinity is 0, as policyInputs reads them then.
 	Shares []float64 `json:"shares,omitempty"`
 	Aff    []float64 `json:"afinidad,omitempty"`
 	// Eleccion is the policy's choice, the action it favoured before the
