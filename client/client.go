@@ -490,7 +490,7 @@ type Stats struct {
 
 	FallbackQueued   int64 // fallback records put in the queue
 	FallbackSent     int64 // fallback records the server accepted
-	FallbackRejected int64 // fallback records the server refused with a 4xx a retry cannot fix (such as an action not in the catalog, or 403 for a credential without decisiones:confirmar)
+	FallbackRejected int64 // fallback records the server refused with a 4xx a retry cannot fix (such as an action no catalog of the tenant held, or 403 for a credential without decisiones:confirmar)
 	FallbackDropped  int64 // fallback records never sent: the queue was full, or still queued at Close
 	FallbackPending  int64 // fallback records waiting now
 }

@@ -251,3 +251,31 @@ func TestConfirmRetiredCouponBudget(t *testing.T) {
 		})
 	}
 }
+
+// TestFallbackRetiredCouponBudget: a fallback record naming a coupon that
+// left the catalog (sent under the caller's rule before the change, the
+// record queued until the engine answered again) is stored and counts one
+// send and the descuento_max the coupon had when it left; an id no catalog
+// held is ErrUnknownAction. Before, the retired coupon was ErrUnknownAction.
+func TestFallbackRetiredCouponBudget(t *testing.T) {
+	e, db := newTestEngine(t, 3, nil)
+	maxEnvios := int64(5)
+	if _, err := e.Campaigns.PutCampaign("acme", Campaign{ID: "c1", Canal: "push", Descripcion: "d", MaxEnvios: &maxEnvios}, t0); err != nil {
+		t.Fatal(err)
+	}
+	repriced := Action{ID: 2, Nombre: "cupon2", TipoCupon: "T2", CostoEnvioCents: 70, DescuentoMaxCents: 7000, Activa: true}
+	for _, cat := range [][]Action{{repriced}, {{ID: 1, Nombre: "cupon1", TipoCupon: "T1", CostoEnvioCents: 50, DescuentoMaxCents: 1000, Activa: true}}} {
+		if _, err := e.Campaigns.ReplaceCatalog("acme", cat, t0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := e.Fallback("acme", FallbackInput{Accion: 2, Canal: "push", ClienteRef: "fallback01", CampanaID: "c1"}); err != nil {
+		t.Fatalf("fallback naming a retired coupon: %v", err)
+	}
+	if err := e.Fallback("acme", FallbackInput{Accion: 9, Canal: "push", ClienteRef: "fallback02", CampanaID: "c1"}); !errors.Is(err, ErrUnknownAction) {
+		t.Errorf("fallback naming an id no catalog held: %v, want ErrUnknownAction", err)
+	}
+	if diff := cmp.Diff(budget{1, 7000}, storedBudget(t, db)); diff != "" {
+		t.Errorf("stored budget (-want +got):\n%s", diff)
+	}
+}

@@ -469,7 +469,8 @@ var ErrUnknownAction = errors.New("engine: action not in the catalog")
 // the record and the key's record are committed together, and a repeat of
 // the same body stores and counts nothing (see FallbackInput), even
 // when its action has left the catalog since. ErrUnknownAction: an action
-// other than 0 that the catalog does not hold (checked after the replay).
+// other than 0 that neither the catalog nor its retired coupons hold
+// (Catalog.Known; checked after the replay).
 func (e *Engine) Fallback(tenant string, in FallbackInput) error {
 	ts, err := e.state(tenant)
 	if err != nil {
@@ -500,18 +501,21 @@ func (e *Engine) Fallback(tenant string, in FallbackInput) error {
 	}
 	// After the replay's lookup, as a confirmation's accion_real: a retry
 	// of a stored record whose action left the catalog since is answered
-	// as the first call was, not refused.
+	// as the first call was, not refused. A coupon an earlier catalog held
+	// (Catalog.Known) is one the caller's rule may have sent before the
+	// catalog changed, its record queued until the engine answered again.
 	var act *Action
 	if in.Accion != 0 {
-		if act = ts.catalog.Load().Action(in.Accion); act == nil {
+		if act = ts.catalog.Load().Known(in.Accion); act == nil {
 			return ErrUnknownAction
 		}
 	}
 	return fallbackCall{e: e, ts: ts, t: t, now: now, in: in}.store(act, idem)
 }
 
-// fallbackSend is the send r, a fallback record of action act (nil: 0),
-// counts against its campaign's budget: one send and act's descuento_max
+// fallbackSend is the send r, a fallback record of action act (nil: 0; a
+// retired coupon: as it left the catalog), counts against its campaign's
+// budget: one send and act's descuento_max
 // (also set as r.BudgetCents) when the campaign is defined (or its record
 // damaged), past the caps too, since it went out; none otherwise.
 func (c *Campaigns) fallbackSend(tenant string, r *DecisionRecord, act *Action) (Releases, error) {

@@ -135,9 +135,11 @@ func TestIdempotencyRawBodyHash(t *testing.T) {
 // TestFallbackReplayAfterCatalogChange: a keyed fallback record repeated
 // after its action left the catalog (a client's retry whose first answer
 // was lost) is answered as the first call was and stores nothing more; the
-// same action without a key, or under a new key, is ErrUnknownAction.
-// Before, the catalog was checked ahead of the replay and the retry got a
-// 422 for a record already stored, as a confirmation's accion_real does not.
+// same action without a key, or under a new key, is another record of a
+// coupon an earlier catalog held, stored (TestFallbackRetiredCouponBudget);
+// an action no catalog held is ErrUnknownAction. Before, the catalog was
+// checked ahead of the replay and the retry got a 422 for a record already
+// stored, as a confirmation's accion_real does not.
 func TestFallbackReplayAfterCatalogChange(t *testing.T) {
 	e, _ := newTestEngine(t, 3, nil)
 	in := FallbackInput{Accion: 3, Canal: "push", ClienteRef: "fallback01",
@@ -156,21 +158,24 @@ func TestFallbackReplayAfterCatalogChange(t *testing.T) {
 	newKey.Idempotency.Key = "k-4"
 	plain := in
 	plain.Idempotency = Idempotency{}
+	never := plain
+	never.Accion = 9
 	tests := []struct {
 		name string
 		in   FallbackInput
 		want error
 	}{
 		{"same key and body", in, nil},
-		{"new key", newKey, ErrUnknownAction},
-		{"no key", plain, ErrUnknownAction},
+		{"new key", newKey, nil},
+		{"no key", plain, nil},
+		{"an action no catalog held", never, ErrUnknownAction},
 	}
 	for _, tt := range tests {
 		if err := e.Fallback("acme", tt.in); !errors.Is(err, tt.want) {
 			t.Errorf("%s: %v, want %v", tt.name, err, tt.want)
 		}
 	}
-	if diff := cmp.Diff(1, fallbackRecords(t, e, "acme")); diff != "" {
+	if diff := cmp.Diff(3, fallbackRecords(t, e, "acme")); diff != "" {
 		t.Errorf("fallback records (-want +got):\n%s", diff)
 	}
 }

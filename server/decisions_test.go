@@ -819,3 +819,46 @@ func TestConfirmRetiredAction(t *testing.T) {
 		}
 	}
 }
+
+// TestFallbackRetiredAction: a fallback record names the coupon the
+// caller's rule sent, and the client library sends the records it queued
+// once the engine answers again, maybe after a catalog change: a record
+// naming a coupon an earlier catalog held is stored (200 {}) as one naming
+// a coupon of the catalog, one stored before its coupon left is still
+// exported, and an id no catalog held is 422 at body.accion. Before, the
+// queued record of a retired coupon was 422 and lost.
+func TestFallbackRetiredAction(t *testing.T) {
+	h, tok := newCatalogHarness(t, 3, noControl)
+	fallback := func(ref string, accion int) (int, map[string]any) {
+		return h.do("POST", "/v1/decisiones/respaldo", tok, map[string]any{"accion": accion, "canal": "sms", "cliente_ref": ref})
+	}
+	if st, b := fallback("fallback-before", 2); st != 200 {
+		t.Fatalf("fallback before the catalog change: %d %v", st, b)
+	}
+	h.catalog(tok, 1) // actions 2 and 3 leave the catalog
+	tests := []struct {
+		ref    string
+		accion int
+		status int
+	}{
+		{"fallback-after", 2, 200},
+		{"fallback-never", 9, 422},
+	}
+	for _, tt := range tests {
+		st, b := fallback(tt.ref, tt.accion)
+		if st != tt.status || st == 422 && !strings.Contains(fmt.Sprint(b["detail"]), "[body accion]") {
+			t.Errorf("%s: %d %v, want %d", tt.ref, st, b, tt.status)
+		}
+	}
+	for _, ref := range []string{"fallback-before", "fallback-after"} {
+		st, x := h.do("GET", "/v1/clientes/"+ref+"/exportacion", tok, nil)
+		ds, _ := x["decisiones"].([]any)
+		if st != 200 || len(ds) != 1 {
+			t.Errorf("export of %s: %d %v, want its fallback record", ref, st, x)
+			continue
+		}
+		if d := ds[0].(map[string]any); d["accion"] != float64(2) || d["en_respaldo"] != true {
+			t.Errorf("export of %s: %v, want accion 2 en_respaldo", ref, d)
+		}
+	}
+}
