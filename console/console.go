@@ -423,7 +423,7 @@ func (c *Console) handleTenant(w http.ResponseWriter, r *http.Request, s *Sessio
 	if p.Audit, err = Audit(c.d.DB, t.ID, 10); err != nil {
 		p.AuditErr = c.unreadable(w, t.ID, "audit", err)
 	}
-	p.Proof = c.proofView(t.ID, t.Settings.Shadow)
+	p.Proof = c.proofView(t)
 	c.page(w, http.StatusOK, "tenant", p)
 }
 
@@ -447,7 +447,7 @@ func (c *Console) handleRecompute(w http.ResponseWriter, r *http.Request, _ *Ses
 		c.page(w, http.StatusNotFound, "message", msgPage{Title: "Not found", Text: "No such tenant.", Back: "/"})
 		return
 	}
-	c.proof(t.ID, true)
+	c.proof(t, true)
 	http.Redirect(w, r, "/t/"+t.ID+"#proof", http.StatusSeeOther)
 }
 

@@ -856,3 +856,59 @@ func TestBestSingleByLowerBound(t *testing.T) {
 		}
 	}
 }
+
+// TestProofOfATenantCreatedAgain: a tenant deleted and created again under
+// the same id is a new tenant: its page never shows the proof computed
+// from the deleted tenant's decisions, which the console kept in memory
+// (by id alone, it showed the deleted one's shadow report and estimates
+// until they were 10 minutes old), but computes its own.
+func TestProofOfATenantCreatedAgain(t *testing.T) {
+	h := newHarness(t)
+	s := store.DefaultSettings()
+	s.Shadow = true
+	if err := h.db.CreateTenant(&store.Tenant{ID: "sombra", CreatedAt: h.clock.Now(), Settings: s}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.eng.Decide("sombra", engine.Request{ClienteRef: "cliente0001", Canal: "push"}); err != nil {
+		t.Fatal(err)
+	}
+	c := h.client()
+	h.signIn(c, h.link())
+	const computing = "Computing the evaluation in the background"
+	// proofShown is the tenant's page once its proof is computed.
+	proofShown := func() string {
+		var page string
+		for range 200 {
+			if _, page = get(t, c, h.con.URL+"/t/sombra"); !strings.Contains(page, computing) {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		return page
+	}
+	if page := proofShown(); !strings.Contains(page, "Shadow report") {
+		t.Fatalf("the first tenant's proof has no shadow report")
+	}
+
+	if _, err := h.db.MarkTenantDeleting("sombra", "test", h.clock.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.db.EraseTenant("sombra", h.clock.Now()); err != nil {
+		t.Fatal(err)
+	}
+	h.eng.Records().ForgetTenant("sombra")
+	if _, err := h.db.CompleteTenantDeletion(context.Background(), "sombra", h.clock.Now()); err != nil {
+		t.Fatal(err)
+	}
+	h.clock.Advance(time.Minute)
+	if err := h.db.CreateTenant(&store.Tenant{ID: "sombra", CreatedAt: h.clock.Now(), Settings: store.DefaultSettings()}); err != nil {
+		t.Fatal(err)
+	}
+	_, page := get(t, c, h.con.URL+"/t/sombra")
+	if !strings.Contains(page, computing) || strings.Contains(page, "Shadow report") {
+		t.Errorf("the tenant created again shows a proof at once (the deleted tenant's), want it computed anew")
+	}
+	if page := proofShown(); strings.Contains(page, "Shadow report") {
+		t.Errorf("the tenant created again, without a decision, shows a shadow report")
+	}
+}

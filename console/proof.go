@@ -11,6 +11,7 @@ import (
 
 	"github.com/coupond/coupond/engine"
 	"github.com/coupond/coupond/engine/ope"
+	"github.com/coupond/coupond/store"
 )
 
 // The proof section shows what "admin evaluate" and "admin shadow report"
@@ -39,26 +40,44 @@ type proofResult struct {
 
 type proofCache struct {
 	mu   sync.Mutex
-	m    map[string]*proofResult
+	m    map[proofKey]*proofResult
 	sem  chan struct{}
 	wg   sync.WaitGroup
 	stop chan struct{}
 }
 
-func newProofCache() *proofCache {
-	return &proofCache{m: map[string]*proofResult{}, sem: make(chan struct{}, 1), stop: make(chan struct{})}
+// proofKey names the tenant a cached proof is of: its id and its creation
+// time. A tenant deleted and then created again under the same id
+// ("admin tenant delete", "admin tenant create") is another tenant: it
+// never shows the evaluation of the deleted one's decisions.
+type proofKey struct {
+	id      string
+	created int64 // store.Tenant.CreatedAt, unix nanoseconds
 }
 
-// get returns a copy of the tenant's cached proof and starts a refresh
-// when it is stale (or force is set) and none runs.
-func (c *Console) proof(tenant string, force bool) proofResult {
+func keyOf(t *store.Tenant) proofKey { return proofKey{t.ID, t.CreatedAt.UnixNano()} }
+
+func newProofCache() *proofCache {
+	return &proofCache{m: map[proofKey]*proofResult{}, sem: make(chan struct{}, 1), stop: make(chan struct{})}
+}
+
+// proof returns a copy of the tenant's cached proof and starts a refresh
+// when it is stale (or force is set) and none runs. The first call for a
+// tenant drops what is cached for an earlier tenant of its id.
+func (c *Console) proof(t *store.Tenant, force bool) proofResult {
 	pc := c.proofs
 	pc.mu.Lock()
 	defer pc.mu.Unlock()
-	r := pc.m[tenant]
+	key := keyOf(t)
+	r := pc.m[key]
 	if r == nil {
+		for k := range pc.m {
+			if k.id == key.id {
+				delete(pc.m, k)
+			}
+		}
 		r = &proofResult{}
-		pc.m[tenant] = r
+		pc.m[key] = r
 	}
 	stale := r.At.IsZero() || c.d.Now().Sub(r.At) > ProofTTL || force
 	select {
@@ -69,19 +88,22 @@ func (c *Console) proof(tenant string, force bool) proofResult {
 	if stale && !r.Running {
 		r.Running = true
 		pc.wg.Add(1)
-		go c.computeProof(tenant)
+		go c.computeProof(t.ID, r)
 	}
 	return *r
 }
 
-func (c *Console) computeProof(tenant string) {
+// computeProof evaluates tenant and stores the result in r, its cache
+// entry (which proof may have dropped meanwhile: the tenant was created
+// again, and the result then reaches no page).
+func (c *Console) computeProof(tenant string, r *proofResult) {
 	pc := c.proofs
 	defer pc.wg.Done()
 	select {
 	case pc.sem <- struct{}{}:
 	case <-pc.stop:
 		pc.mu.Lock()
-		pc.m[tenant].Running = false
+		r.Running = false
 		pc.mu.Unlock()
 		return
 	}
@@ -99,7 +121,7 @@ func (c *Console) computeProof(tenant string) {
 	}
 	res.At, res.Took = c.d.Now(), c.d.Now().Sub(start).Round(time.Millisecond)
 	pc.mu.Lock()
-	*pc.m[tenant] = res
+	*r = res
 	pc.mu.Unlock()
 }
 
@@ -131,8 +153,9 @@ type proofView struct {
 	Guard    *GuardState
 }
 
-func (c *Console) proofView(tenant string, shadowOn bool) proofView {
-	r := c.proof(tenant, false)
+func (c *Console) proofView(t *store.Tenant) proofView {
+	tenant, shadowOn := t.ID, t.Settings.Shadow
+	r := c.proof(t, false)
 	v := proofView{proofResult: r}
 	if c.d.Guard != nil {
 		if g, ok := c.d.Guard(tenant); ok {
