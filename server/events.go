@@ -387,7 +387,10 @@ func (k *eventChecker) validate(i int, v schema.Value) *engine.Rejection {
 		// its window, the API's range included (contract §8).
 		codigo = "ts_fuera_de_rango"
 	}
-	return reject(i, v, codigo, first.Dotted(0), first.Msg)
+	// campo names the member as a 422's loc does (redactViolations): a
+	// member name that looks like a secret is "***", a long one is cut.
+	campo := redactViolations([]schema.Violation{first})[0].Dotted(0)
+	return reject(i, v, codigo, campo, first.Msg)
 }
 
 // convertExtra sets the fields of ev that come from its validated extra.

@@ -160,6 +160,43 @@ func TestValidationNeverEchoesSecretValues(t *testing.T) {
 	}
 }
 
+// TestRejectionNeverEchoesSecretNames: a per-event rejection names the
+// member at fault in campo as a 422's loc does: a member name that looks
+// like a secret (a client secret, a token or a webhook secret sent as a
+// key) is "***" and a long one is cut to 256 characters. campo echoed the
+// name as sent, the secret and 3,000 characters alike.
+func TestRejectionNeverEchoesSecretNames(t *testing.T) {
+	h := newHarness(t)
+	h.tenant("acme", true, noControl)
+	tok := h.token("acme", allScopes...)
+	const clientSecret = "cs_W2CJbSjcsC1vXNWc2a5gtsteI0QRuGSxUZ7lzZVj0sU"
+	long := strings.Repeat("k", 3000)
+	ts := testStart.Add(-time.Hour)
+	with := func(id string, mod func(m map[string]any)) map[string]any {
+		m := purchaseAt(id, "cliente-0001", ts)
+		mod(m)
+		return m
+	}
+	st, body := postEvents(h, tok,
+		with("e1", func(m map[string]any) { m[clientSecret] = 1 }),
+		with("e2", func(m map[string]any) { m["extra"].(map[string]any)[tok] = "x" }),
+		with("e3", func(m map[string]any) { m[long] = 1 }),
+		with("e4", func(m map[string]any) { m["tienda_nueva"] = 1 }),
+	)
+	if st != 200 {
+		t.Fatalf("events: %d %v", st, body)
+	}
+	want := []rejection{
+		{0, "campo_desconocido", "***"},
+		{1, "campo_desconocido", "extra.***"},
+		{2, "campo_desconocido", strings.Repeat("k", 256)},
+		{3, "campo_desconocido", "tienda_nueva"},
+	}
+	if diff := cmp.Diff(want, rejections(body)); diff != "" {
+		t.Errorf("rechazados (-want +got):\n%s", diff)
+	}
+}
+
 // TestLooksSecret: a secret's marker counts at the start of a string or
 // after a non-alphanumeric character, not inside a word, so a value such
 // as a cliente_ref "docs_…" is echoed as sent.
