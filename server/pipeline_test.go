@@ -109,6 +109,37 @@ func TestTokenLifetimeAndRevocation(t *testing.T) {
 	}
 }
 
+// TestTokenLivesItsExpiresIn: a token is accepted until expires_in (900)
+// seconds after its answer, wherever in a second it was issued, and
+// refused once that second is over. Its expiry, carried in whole seconds,
+// was cut down to the second: a token issued half a second into one was
+// refused 899.5 s later, before the expires_in its client was given.
+func TestTokenLivesItsExpiresIn(t *testing.T) {
+	for _, into := range []time.Duration{0, 500 * time.Millisecond, 999 * time.Millisecond} {
+		t.Run(into.String(), func(t *testing.T) {
+			h := newHarness(t)
+			h.tenant("acme", false, nil)
+			h.clock.Advance(into)
+			id, secret := h.credential("acme", "catalogo:escribir")
+			st, b := h.do("POST", "/v1/token", "", map[string]string{"client_id": id, "client_secret": secret, "grant_type": "client_credentials"})
+			if st != 200 {
+				t.Fatalf("token: %d %v", st, b)
+			}
+			tok, life := b["access_token"].(string), time.Duration(b["expires_in"].(float64))*time.Second
+			var got []string
+			for _, at := range []time.Duration{life - time.Millisecond, life + time.Second} {
+				h.clock.Set(testStart.Add(into + at))
+				st, _ := h.do("GET", "/v1/catalogo-acciones", tok, nil)
+				got = append(got, fmt.Sprintf("+%v: %d", at, st))
+			}
+			want := []string{"+14m59.999s: 200", "+15m1s: 401"}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("answers after the token's answer (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
 func TestTokenScopeRequest(t *testing.T) {
 	h := newHarness(t)
 	h.tenant("acme", false, nil)

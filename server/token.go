@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/coupond/coupond/server/schema"
 	"github.com/coupond/coupond/store"
@@ -193,7 +194,7 @@ func (s *Server) issueToken(c *call) error {
 		granted = want
 	}
 	s.DB.TouchCredential(cred.ClientID, c.start)
-	tok := s.tokens.issue(cred.ClientID, granted, gen, c.start.Add(tokenTTL))
+	tok := s.tokens.issue(cred.ClientID, granted, gen, tokenExpiry(c.start))
 	c.tokenFor = cred
 	c.answer = answer{http.StatusOK, map[string]any{
 		"access_token": tok,
@@ -202,6 +203,19 @@ func (s *Server) issueToken(c *call) error {
 		"token_type":   "Bearer",
 	}}
 	return nil
+}
+
+// tokenExpiry is the expiry of a token issued at now: tokenTTL later,
+// rounded up to the whole second the token carries, so that it lives at
+// least the expires_in its answer gives (900 s). Cut down to the second,
+// a token issued at 12:00:00.9 was refused from 12:15:00, 899.1 s later,
+// and a client that renews at expires_in got a 401 first.
+func tokenExpiry(now time.Time) time.Time {
+	exp := now.Add(tokenTTL)
+	if whole := exp.Truncate(time.Second); whole.Before(exp) {
+		return whole.Add(time.Second)
+	}
+	return exp
 }
 
 // errTwoClientAuth answers a token request that authenticates the client
