@@ -155,6 +155,10 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	sw := &server.StatusWriter{ResponseWriter: w}
 	defer c.finish(sw, r)
 	if c.crossOrigin.Check(r) != nil {
+		// Its log line names the page the form was sent to, as the mux
+		// names it for every other answer (it sets r.Pattern so too);
+		// unset, a refused cross-site form read as not_found there.
+		_, r.Pattern = c.mux.Handler(r)
 		c.page(sw, http.StatusForbidden, "message", msgPage{Title: "Refused", Text: "This form was sent from another site; the console takes forms from its own pages only. Nothing was done."})
 		return
 	}

@@ -14,7 +14,9 @@ import (
 // TestErrorAnswerLogsPageNotPath: the log line of a console error answer
 // names the page (its route pattern, or not_found) and never the path it
 // was asked for, which may carry a secret (a sign-in token pasted into the
-// path) or anything else a client typed. The path was logged as sent.
+// path) or anything else a client typed. The path was logged as sent. A
+// form refused as sent from another site is logged under the page it was
+// sent to too (it was not_found).
 func TestErrorAnswerLogsPageNotPath(t *testing.T) {
 	h := newHarness(t)
 	var log syncbuf.Buffer
@@ -32,10 +34,22 @@ func TestErrorAnswerLogsPageNotPath(t *testing.T) {
 		{"unknown page", c, "/nope/" + secret, map[string]any{"route": "not_found", "status": 404.0}},
 		{"unknown tenant", c, "/t/" + secret, map[string]any{"route": "/t/{tenant}", "status": 404.0}},
 		{"tenants page, signed out", h.client(), "/", map[string]any{"route": "/", "status": 401.0}},
+		{"action from another site", c, "POST /t/acme/action", map[string]any{"route": "/t/{tenant}/action", "status": 403.0}},
+		{"sign-in from another site", h.client(), "POST /login", map[string]any{"route": "/login", "status": 403.0}},
+		{"unknown page from another site", c, "POST /nope/" + secret, map[string]any{"route": "not_found", "status": 403.0}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			resp, err := tt.client.Get(h.con.URL + tt.path)
+			method, path, post := strings.Cut(tt.path, " ")
+			if !post {
+				method, path = "GET", tt.path
+			}
+			rq, _ := http.NewRequest(method, h.con.URL+path, strings.NewReader("action=pause"))
+			if post { // a form another site's page sends (refused: TestCrossSitePostsRefused)
+				rq.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+				rq.Header.Set("Sec-Fetch-Site", "cross-site")
+			}
+			resp, err := tt.client.Do(rq)
 			if err != nil {
 				t.Fatal(err)
 			}
