@@ -54,7 +54,7 @@ it read that server's CPU.`,
 	p := cmd.PersistentFlags()
 	p.StringVar(&f.url, "url", "http://127.0.0.1:8080", "server base URL")
 	p.StringVar(&f.clientID, "client-id", "", "client_id (env COUPOND_CLIENT_ID)")
-	p.StringVar(&f.secret, "client-secret", "", "client_secret (env COUPOND_CLIENT_SECRET)")
+	p.StringVar(&f.secret, "client-secret", "", "client_secret (env COUPOND_CLIENT_SECRET); prefer its variable, which other users cannot read in ps")
 	p.DurationVar(&f.duration, "duration", 20*time.Second, "how long to send")
 	p.IntVar(&f.customers, "customers", 100_000, "distinct cliente_ref to use")
 	p.Uint64Var(&f.seed, "seed", 1, "random seed")
