@@ -298,11 +298,17 @@ func (w *Webhooks) due(tenant string) []dueItem {
 }
 
 // deliverDue makes one attempt for every message of due, tenant's due
-// messages, that is still queued, and returns how many it made. The
-// caller holds the tenant's claim.
+// messages, that is still queued, and returns how many it made. It stops
+// once ctx ends (serve stopping): the messages it has not attempted stay
+// due as they are, rather than each having an attempt recorded (one of
+// the twelve, and the backoff) that could not be sent.
+// The caller holds the tenant's claim.
 func (w *Webhooks) deliverDue(ctx context.Context, tenant string, due []dueItem) int {
 	n := 0
 	for _, it := range due {
+		if ctx.Err() != nil {
+			break
+		}
 		q := it.q
 		q.Attempt++
 		log := w.log.With().Str("tenant", tenant).Str("webhook_id", q.ID).Int("attempt", q.Attempt).Logger()

@@ -1,0 +1,90 @@
+package batch
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/rs/zerolog"
+
+	"github.com/coupond/coupond/api"
+	"github.com/coupond/coupond/store/storefs"
+)
+
+// hangingHooks is a webhook service for tenant acme whose receiver holds
+// every request until the request's context ends while hold is set (it is
+// at first; else it answers 204), with n messages queued and due now.
+// arrived gets a value as each request arrives; reported counts the
+// attempts reported to the observer.
+func hangingHooks(t *testing.T, n int) (w *Webhooks, hold *atomic.Bool, arrived chan string, reported *atomic.Int32) {
+	t.Helper()
+	e := newJobEnv(t, storefs.Mem(), "db", 2, -1)
+	arrived = make(chan string, n)
+	hold = new(atomic.Bool)
+	hold.Store(true)
+	rc := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body) // the server sees the client go once the body is read
+		arrived <- r.Header.Get("webhook-id")
+		if hold.Load() {
+			<-r.Context().Done()
+		}
+		rw.WriteHeader(http.StatusNoContent)
+	}))
+	t.Cleanup(rc.Close)
+	w = NewWebhooks(e.db, NewDeliverer(DelivererConfig{AllowPrivate: true, Timeout: time.Minute}), zerolog.Nop(), e.clock.Now, 1)
+	reported = new(atomic.Int32)
+	w.Observe(Observer{WebhookAttempt: func(string, string) { reported.Add(1) }})
+	if _, err := w.Register("acme", rc.URL, []string{EventLoteCompletado}, jobsStart); err != nil {
+		t.Fatal(err)
+	}
+	done := jobsStart
+	for i := range n {
+		j := &Job{ID: "lote_" + string(rune('a'+i)), Tenant: "acme", CampanaID: "camp", Estado: api.EstadoCompletado, CompletadoEn: &done}
+		if err := w.Enqueue(j); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return w, hold, arrived, reported
+}
+
+// TestWebhookPassStopsWithItsContext: a delivery pass whose context ends
+// (serve stopping) while an attempt is in flight makes no attempt of the
+// messages it had still to go: they stay due as they were, and go at the
+// next pass. The pass went on through its list with the context done,
+// recording an attempt of each (moved back by the backoff, an attempt of
+// the twelve used; the last one given up) that could not be sent.
+func TestWebhookPassStopsWithItsContext(t *testing.T) {
+	w, hold, arrived, _ := hangingHooks(t, 3)
+	ctx, cancel := context.WithCancel(t.Context())
+	made := make(chan int, 2)
+	go func() { made <- w.DeliverDue(ctx) }()
+	first := <-arrived
+	cancel()
+	hold.Store(false)
+	if diff := cmp.Diff(1, <-made); diff != "" {
+		t.Errorf("attempts of the pass stopped during its first (-want +got):\n%s", diff)
+	}
+	// The two not attempted are due now still; the interrupted one after
+	// its backoff.
+	go func() { made <- w.DeliverDue(t.Context()) }()
+	var next []string
+	for range 2 {
+		select {
+		case id := <-arrived:
+			next = append(next, id)
+		case <-time.After(5 * time.Second):
+			t.Fatalf("the next pass sent %q; want the two messages the stopped pass left", next)
+		}
+	}
+	if n := <-made; n != 2 {
+		t.Errorf("the next pass made %d attempts, want 2", n)
+	}
+	if diff := cmp.Diff([]string{"msg_lote_b", "msg_lote_c"}, next); diff != "" || first != "msg_lote_a" {
+		t.Errorf("first pass sent %q; the next one (-want +got):\n%s", first, diff)
+	}
+}
