@@ -50,7 +50,7 @@ type Webhooks struct {
 	// pass per tenant at a time, so a message is never attempted twice at
 	// once, while a slow receiver holds up only its own tenant.
 	mu       sync.Mutex
-	inflight map[string]bool
+	inflight map[string]*tenantPass
 	slots    chan struct{} // bounds the tenant passes running at once
 	obs      Observer
 	counters *engine.Counters
@@ -65,7 +65,7 @@ type Webhooks struct {
 // NewWebhooks builds the webhook service.
 func NewWebhooks(db *store.DB, d *Deliverer, log zerolog.Logger, now func() time.Time, seed uint64) *Webhooks {
 	return &Webhooks{db: db, deliver: d, schedule: NewRetrySchedule(mathrand.NewPCG(seed, seed+1)), log: log, now: now, wake: newWaker(),
-		inflight: map[string]bool{}, slots: make(chan struct{}, webhookParallel)}
+		inflight: map[string]*tenantPass{}, slots: make(chan struct{}, webhookParallel)}
 }
 
 // webhookParallel is how many tenants' deliveries run at once: a receiver
@@ -220,7 +220,11 @@ func (w *Webhooks) DeliverDue(ctx context.Context) int {
 // attempts to n when n is not nil.
 func (w *Webhooks) startDue(ctx context.Context, wg *sync.WaitGroup, n *atomic.Int64) {
 	for _, t := range w.db.Tenants() {
-		if ctx.Err() != nil || !w.claim(t.ID) {
+		if ctx.Err() != nil {
+			return
+		}
+		pctx, ok := w.claim(ctx, t.ID)
+		if !ok {
 			continue
 		}
 		due := w.due(t.ID)
@@ -240,28 +244,69 @@ func (w *Webhooks) startDue(ctx context.Context, wg *sync.WaitGroup, n *atomic.I
 			defer wg.Done()
 			defer func() { <-w.slots }()
 			defer w.release(tenant)
-			if c := w.deliverDue(ctx, tenant, due); n != nil {
+			if c := w.deliverDue(pctx, tenant, due); n != nil {
 				n.Add(int64(c))
 			}
 		}(t.ID)
 	}
 }
 
-// claim marks tenant's delivery pass running; false if one already is.
-func (w *Webhooks) claim(tenant string) bool {
+// tenantPass is a tenant's running delivery pass: cancel stops it, done
+// closes once it has ended.
+type tenantPass struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// claim marks tenant's delivery pass running and returns the context it
+// runs under, which CancelTenant ends; false if a pass already runs, or
+// the tenant is no longer listed (its deletion began: CancelTenant may
+// have looked for its pass already).
+func (w *Webhooks) claim(ctx context.Context, tenant string) (context.Context, bool) {
 	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.inflight[tenant] {
-		return false
+	if w.inflight[tenant] != nil {
+		w.mu.Unlock()
+		return nil, false
 	}
-	w.inflight[tenant] = true
-	return true
+	pctx, cancel := context.WithCancel(ctx)
+	w.inflight[tenant] = &tenantPass{cancel: cancel, done: make(chan struct{})}
+	w.mu.Unlock()
+	if _, ok := w.db.Tenant(tenant); !ok {
+		w.release(tenant)
+		return nil, false
+	}
+	return pctx, true
 }
 
 func (w *Webhooks) release(tenant string) {
 	w.mu.Lock()
+	p := w.inflight[tenant]
 	delete(w.inflight, tenant)
 	w.mu.Unlock()
+	p.cancel()
+	close(p.done)
+}
+
+// CancelTenant stops tenant's delivery pass, if one runs, and returns
+// once it has ended: the attempt in flight is cut short (its retry stays
+// queued) and no other is made. The tenant is being deleted (the store
+// hid it first, so no pass starts for it again): no attempt of it is made
+// or reported once this returns (the deletion drops its /metrics series
+// next). It gives up with ctx's error.
+func (w *Webhooks) CancelTenant(ctx context.Context, tenant string) error {
+	w.mu.Lock()
+	p := w.inflight[tenant]
+	w.mu.Unlock()
+	if p == nil {
+		return nil
+	}
+	p.cancel()
+	select {
+	case <-p.done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // dueItem is a queued message due now, with its queue key.
@@ -299,9 +344,9 @@ func (w *Webhooks) due(tenant string) []dueItem {
 
 // deliverDue makes one attempt for every message of due, tenant's due
 // messages, that is still queued, and returns how many it made. It stops
-// once ctx ends (serve stopping): the messages it has not attempted stay
-// due as they are, rather than each having an attempt recorded (one of
-// the twelve, and the backoff) that could not be sent.
+// once ctx ends (serve stopping, CancelTenant): the messages it has not
+// attempted stay due as they are, rather than each having an attempt
+// recorded (one of the twelve, and the backoff) that could not be sent.
 // The caller holds the tenant's claim.
 func (w *Webhooks) deliverDue(ctx context.Context, tenant string, due []dueItem) int {
 	n := 0

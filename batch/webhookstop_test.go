@@ -88,3 +88,35 @@ func TestWebhookPassStopsWithItsContext(t *testing.T) {
 		t.Errorf("first pass sent %q; the next one (-want +got):\n%s", first, diff)
 	}
 }
+
+// TestWebhookCancelTenant: CancelTenant (a tenant's deletion) stops the
+// tenant's delivery pass and returns once it has ended, so no attempt of
+// it is made or reported after: the deletion drops the tenant's /metrics
+// series next (server.ForgetTenant), and an attempt ending after that put
+// coupond_webhook_deliveries_total{tenant=…} back for a deleted tenant.
+func TestWebhookCancelTenant(t *testing.T) {
+	w, _, arrived, reported := hangingHooks(t, 2)
+	made := make(chan int, 1)
+	go func() { made <- w.DeliverDue(t.Context()) }()
+	<-arrived
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if err := w.CancelTenant(ctx, "acme"); err != nil {
+		t.Fatalf("CancelTenant: %v", err)
+	}
+	after := reported.Load()
+	select {
+	case n := <-made:
+		if n != 1 {
+			t.Errorf("the cancelled pass made %d attempts, want 1 (the one in flight)", n)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the tenant's pass still runs 5 s after CancelTenant returned")
+	}
+	if got := reported.Load(); got != after || got != 1 {
+		t.Errorf("attempts reported: %d when CancelTenant returned, %d after; want 1 and no more", after, got)
+	}
+	if err := w.CancelTenant(ctx, "acme"); err != nil {
+		t.Errorf("CancelTenant with no pass running: %v", err)
+	}
+}

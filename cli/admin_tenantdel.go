@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -30,9 +31,18 @@ func tenantGrace(readTimeout time.Duration) time.Duration {
 }
 
 // tenantHooks are a tenant deletion's hooks of svc (privacy.TenantHooks):
-// its batch runner's job and result files, the API server's memory.
+// its batch runner's job and result files, its webhook delivery pass, the
+// API server's memory.
 func tenantHooks(svc *services, grace time.Duration) privacy.TenantHooks {
-	return privacy.TenantHooks{Stop: svc.batch.CancelTenant, Forget: svc.api.ForgetTenant,
+	stop := func(ctx context.Context, tenant string) error {
+		if err := svc.batch.CancelTenant(ctx, tenant); err != nil {
+			return err
+		}
+		// An attempt ending after Forget would report the tenant's
+		// /metrics series again.
+		return svc.webhooks.CancelTenant(ctx, tenant)
+	}
+	return privacy.TenantHooks{Stop: stop, Forget: svc.api.ForgetTenant,
 		RemoveFiles: svc.batch.RemoveTenantResults, Grace: grace}
 }
 

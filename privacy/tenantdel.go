@@ -13,11 +13,12 @@ package privacy
 //
 //  1. marked (store.TenantDeleting): the deletion is written to the ledger
 //     of every backup (LedgerEntry of kind LedgerTenant, or owed to it),
-//     before anything is removed; its running batch job is cancelled
-//     (TenantHooks.Stop); then one synced batch erases its key space (every
-//     table, every store.Kind), its tenant and credential records and its
-//     console audit entries (store.DB.EraseTenant); the engine's memory of
-//     it (Records.ForgetTenant) and the server's (TenantHooks.Forget: rate
+//     before anything is removed; its running batch job and its webhook
+//     delivery pass are cancelled (TenantHooks.Stop); then one synced batch
+//     erases its key space (every table, every store.Kind), its tenant and
+//     credential records and its console audit entries
+//     (store.DB.EraseTenant); the engine's memory of it
+//     (Records.ForgetTenant) and the server's (TenantHooks.Forget: rate
 //     limits, abuse state, metrics series) are dropped;
 //  2. erased (store.TenantErased): its batch result files are removed
 //     (TenantHooks.RemoveFiles); once TenantHooks.Grace has passed since
@@ -53,8 +54,9 @@ const LedgerTenant = "tenant"
 // TenantHooks reach what a tenant's deletion removes beyond the store and
 // the engine. Every field is optional.
 type TenantHooks struct {
-	// Stop cancels the tenant's running batch job and returns once it
-	// has stopped (batch.Runner.CancelTenant).
+	// Stop cancels the tenant's running batch job and its webhook
+	// delivery pass and returns once they have stopped
+	// (batch.Runner.CancelTenant, batch.Webhooks.CancelTenant).
 	Stop func(ctx context.Context, tenant string) error
 	// Forget drops what the API server keeps in memory of the tenant and
 	// of its credentials (server.Server.ForgetTenant).
