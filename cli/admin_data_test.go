@@ -489,6 +489,26 @@ func TestRestoreKeepsDataAfterCompletedDeletion(t *testing.T) {
 				t.Fatal(err)
 			}
 		}, 2},
+		{"completed before the backup, customer came back, deleted again after it", func(t *testing.T, e *env, ingest func(string)) {
+			ingest("old")
+			if _, err := e.svc.privacy.RequestDeletion("acme", ref, "ci"); err != nil {
+				t.Fatal(err)
+			}
+			if st, err := e.svc.privacy.ProcessDeletions(ctx, deletionHooks(e.svc, false)); err != nil || st.Completed != 1 {
+				t.Fatalf("deletion: %+v %v", st, err)
+			}
+			ingest("new")
+		}, func(t *testing.T, e *env, _ func(string)) {
+			// The sandbox tenant's clock stood still: this deletion's
+			// request time was the first one's, which the restored store
+			// holds completado, and restore took it for that one.
+			if _, err := e.svc.privacy.RequestDeletion("acme", ref, "ci"); err != nil {
+				t.Fatal(err)
+			}
+			if st, err := e.svc.privacy.ProcessDeletions(ctx, deletionHooks(e.svc, false)); err != nil || st.Completed != 1 {
+				t.Fatalf("deletion: %+v %v", st, err)
+			}
+		}, 0},
 		{"scheduled when the backup was taken", func(t *testing.T, e *env, ingest func(string)) {
 			ingest("old")
 			if _, err := e.svc.privacy.RequestDeletion("acme", ref, "ci"); err != nil {

@@ -210,7 +210,8 @@ func (s *Service) ScheduleDeletionByHash(tenant, hash string, requestedAt time.T
 
 // scheduleDeletion writes the deletion record and the queue entry, unless
 // (always false) the customer's deletion is already scheduled; created
-// says whether it wrote them.
+// says whether it wrote them. A new request's SolicitadoEn is after the
+// completed deletion it follows, by a nanosecond when at is not.
 func (s *Service) scheduleDeletion(tenant, hash, clienteRef, clientID string, at time.Time, always bool) (rec *DeletionRecord, created bool, err error) {
 	s.requestMu.Lock()
 	defer s.requestMu.Unlock()
@@ -223,7 +224,8 @@ func (s *Service) scheduleDeletion(tenant, hash, clienteRef, clientID string, at
 		// A record that does not decode is written anew (contract §8): the
 		// request schedules the deletion rather than failing on it.
 		var old DeletionRecord
-		if json.Unmarshal(v, &old) == nil && old.Estado == DeletionScheduled && !always {
+		decoded := json.Unmarshal(v, &old) == nil
+		if decoded && old.Estado == DeletionScheduled && !always {
 			// Scheduled, maybe already erased by a pass that has not
 			// marked it completado yet: that pass must not (see
 			// markCompleted), what arrived since must go too.
@@ -234,6 +236,14 @@ func (s *Service) scheduleDeletion(tenant, hash, clienteRef, clientID string, at
 				return nil, false, err
 			}
 			return &old, false, b.Commit()
+		}
+		if decoded && !always && !old.SolicitadoEn.Before(at) {
+			// A request after a completed deletion is a later one even
+			// when the tenant's clock says otherwise (a sandbox clock
+			// standing still, a clock set back): restore tells which
+			// deletions its store holds done by their request times
+			// (toReapply), and took this one for that one.
+			at = old.SolicitadoEn.Add(time.Nanosecond)
 		}
 	}
 	rec = &DeletionRecord{Hash: hash, Estado: DeletionScheduled, SolicitadoEn: at.UTC(), ClientID: clientID}
