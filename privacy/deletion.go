@@ -710,7 +710,13 @@ func (p *tenantPass) markCompleted(ready []readyDeletion) ([]readyDeletion, erro
 			p.st.Pending++ // asked again meanwhile: the next pass redoes it
 			continue
 		}
-		r.rec.Estado, r.rec.CompletadoEn, r.rec.Espera, r.rec.UltimoError, r.rec.UltimoErrorID = DeletionCompleted, &now, "", "", ""
+		// Not before its request, which may be a nanosecond ahead of a
+		// clock standing still (scheduleDeletion).
+		completed := now
+		if completed.Before(r.rec.SolicitadoEn) {
+			completed = r.rec.SolicitadoEn
+		}
+		r.rec.Estado, r.rec.CompletadoEn, r.rec.Espera, r.rec.UltimoError, r.rec.UltimoErrorID = DeletionCompleted, &completed, "", "", ""
 		if err := b.SetJSON(deletionKey(p.tenant, r.hash), r.rec); err != nil {
 			return ready, inStep(noteComplete, err)
 		}

@@ -457,6 +457,39 @@ func TestDeletionThenNewEvents(t *testing.T) {
 	}
 }
 
+// TestDeletionAgainOnAStillClock: a customer deleted again on a sandbox
+// clock that has not moved since the first deletion gets a request time
+// after the first one's (restore tells a deletion made after a backup
+// from one its store holds done by that time), and a completion time not
+// before its request. Both deletions had the same solicitado_en, and
+// restore left the second one out.
+func TestDeletionAgainOnAStillClock(t *testing.T) {
+	const ref = "dora-00000001"
+	e, p, _, _ := newTest(t, 1)
+	var recs []DeletionRecord
+	for _, prefix := range []string{"a", "b"} {
+		ingestFor(t, e, ref, prefix, 2)
+		if _, err := p.RequestDeletion("acme", ref, "ci"); err != nil {
+			t.Fatal(err)
+		}
+		if st, err := p.ProcessDeletions(context.Background(), DeletionHooks{}); err != nil || st.Completed != 1 {
+			t.Fatalf("pass: %+v %v", st, err)
+		}
+		rec, err := p.Deletion("acme", ref)
+		if err != nil || rec == nil {
+			t.Fatalf("deletion record: %+v %v", rec, err)
+		}
+		recs = append(recs, *rec)
+	}
+	first, second := recs[0], recs[1]
+	if !second.SolicitadoEn.After(first.SolicitadoEn) {
+		t.Errorf("second deletion requested at %s, the first at %s: want it after", second.SolicitadoEn, first.SolicitadoEn)
+	}
+	if second.CompletadoEn == nil || second.CompletadoEn.Before(second.SolicitadoEn) {
+		t.Errorf("second deletion completed at %v, requested at %s: want it not before", second.CompletadoEn, second.SolicitadoEn)
+	}
+}
+
 // TestErasureBudgetStoredInCommitOrder: an erasure that gives a pending
 // send back to its campaign must store the campaign's counters as they
 // stand at its commit, in the budget lock's order, as every other writer
