@@ -216,8 +216,9 @@ func (w *Webhooks) DeliverDue(ctx context.Context) int {
 
 // startDue starts, on wg, a delivery pass for every tenant that has due
 // messages and no pass running, at most webhookParallel at once (it waits
-// for a free slot), each on its own low-priority thread; each adds its
-// attempts to n when n is not nil.
+// for a free slot, holding the tenant's claim: CancelTenant ends the wait),
+// each on its own low-priority thread; each adds its attempts to n when n
+// is not nil.
 func (w *Webhooks) startDue(ctx context.Context, wg *sync.WaitGroup, n *atomic.Int64) {
 	for _, t := range w.db.Tenants() {
 		if ctx.Err() != nil {
@@ -234,9 +235,9 @@ func (w *Webhooks) startDue(ctx context.Context, wg *sync.WaitGroup, n *atomic.I
 		}
 		select {
 		case w.slots <- struct{}{}:
-		case <-ctx.Done():
+		case <-pctx.Done(): // serve stopping, or CancelTenant
 			w.release(t.ID)
-			return
+			continue
 		}
 		wg.Add(1)
 		go func(tenant string) {

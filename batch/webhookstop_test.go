@@ -2,6 +2,7 @@ package batch
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -13,6 +14,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/coupond/coupond/api"
+	"github.com/coupond/coupond/store"
 	"github.com/coupond/coupond/store/storefs"
 )
 
@@ -118,5 +120,59 @@ func TestWebhookCancelTenant(t *testing.T) {
 	}
 	if err := w.CancelTenant(ctx, "acme"); err != nil {
 		t.Errorf("CancelTenant with no pass running: %v", err)
+	}
+}
+
+// TestWebhookCancelTenantWaitingForASlot: CancelTenant of a tenant whose
+// pass waits for one of the webhookParallel slots (every one held by a
+// tenant whose receiver hangs) returns at once. The waiting pass held its
+// tenant's claim and heeded only serve's stop: the tenant's deletion waited
+// for another tenant's attempts to end, up to the attempt timeout each.
+func TestWebhookCancelTenantWaitingForASlot(t *testing.T) {
+	e := newJobEnv(t, storefs.Mem(), "db", 2, -1)
+	arrived := make(chan struct{}, webhookParallel+1)
+	rc := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		arrived <- struct{}{}
+		<-r.Context().Done()
+	}))
+	t.Cleanup(rc.Close)
+	w := NewWebhooks(e.db, NewDeliverer(DelivererConfig{AllowPrivate: true, Timeout: time.Minute}), zerolog.Nop(), e.clock.Now, 1)
+	done := jobsStart
+	tenants := []string{"acme"} // and webhookParallel-1 more, whose passes take every slot
+	for i := range webhookParallel - 1 {
+		tenants = append(tenants, fmt.Sprintf("t%02d", i))
+	}
+	tenants = append(tenants, "zz") // listed last: its pass waits for a slot
+	for _, id := range tenants {
+		if id != "acme" {
+			if err := e.db.CreateTenant(&store.Tenant{ID: id, CreatedAt: jobsStart, Sandbox: true, ClockNow: jobsStart, Settings: store.DefaultSettings()}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := w.Register(id, rc.URL, []string{EventLoteCompletado}, jobsStart); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Enqueue(&Job{ID: "lote_" + id, Tenant: id, CampanaID: "camp", Estado: api.EstadoCompletado, CompletadoEn: &done}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, stop := context.WithCancel(t.Context())
+	passed := make(chan int, 1)
+	go func() { passed <- w.DeliverDue(ctx) }()
+	defer func() { stop(); <-passed }()
+	for range webhookParallel {
+		<-arrived
+	}
+	for claimed := false; !claimed; time.Sleep(time.Millisecond) {
+		w.mu.Lock()
+		claimed = w.inflight["zz"] != nil
+		w.mu.Unlock()
+	}
+	cctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	start := time.Now()
+	if err := w.CancelTenant(cctx, "zz"); err != nil {
+		t.Errorf("CancelTenant of a pass waiting for a slot: %v after %s", err, time.Since(start).Round(time.Millisecond))
 	}
 }
