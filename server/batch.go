@@ -191,11 +191,18 @@ func (s *Server) handleBatchResult(c *call) error {
 // whose credential can no longer use the tokens it was minted with
 // (revoked, suspended, its secret rotated past the grace: grantHolds). It
 // serves what that credential may see: the lines as stored, without
-// detalle when it lacks explicar:leer (the signature says which).
+// detalle when it lacks explicar:leer (the signature says which). A
+// link that passes those checks for a paused tenant answers 503
+// inquilino_pausado with Retry-After, as the tenant's every route does
+// (its /resultado twin included), so that nothing of a tenant paused for
+// an incident leaves; it downloads again once the tenant is resumed.
 func (s *Server) handleSignedDownload(c *call) error {
 	g, err := s.Batch.Signer.Verify(c.r.Method, c.r.URL.Path, c.r.URL.RawQuery, c.start)
 	if err != nil || !s.grantHolds(g, c.start) {
 		return errKind(kindNotFound)
+	}
+	if t, ok := s.DB.Tenant(g.Tenant); ok && t.Settings.Paused {
+		return errPaused()
 	}
 	j, err := s.Batch.Job(g.Tenant, g.JobID)
 	if err != nil {

@@ -708,6 +708,67 @@ func TestSignedURLEndsWithItsCredential(t *testing.T) {
 	}
 }
 
+// TestSignedURLPausedTenant: a paused tenant's resultado_url answers 503
+// inquilino_pausado with Retry-After and no data, as its /resultado twin
+// does, once the link's own checks pass: an altered, expired or
+// credential-less link stays 404. Resumed, the same link downloads again.
+// It downloaded the paused tenant's result (200).
+func TestSignedURLPausedTenant(t *testing.T) {
+	h, tok := batchHarness(t)
+	id := submit(h, tok, map[string]any{"campana_id": "camp", "clientes": refs("pausa", 3)})
+	runJobs(h)
+	path, query := pathOf(t, status(h, tok, id)["resultado_url"].(string))
+	clientID, _ := h.credential("acme", allScopes...)
+	sign := func(g batch.Grant, exp time.Time) string {
+		p, q := pathOf(t, h.batch.Signer.Sign(g, exp))
+		return p + "?" + q
+	}
+	targets := []struct{ name, target, tok string }{
+		{"link", path + "?" + query, ""},
+		{"resultado", "/v1/lotes-decision/" + id + "/resultado", tok},
+		{"altered link", path + "?" + strings.Replace(query, "&exp=", "&exp=1", 1), ""},
+		{"expired link", sign(batch.Grant{Tenant: "acme", JobID: id, ClientID: clientID}, h.clock.Now().Add(-time.Second)), ""},
+		{"unknown credential's link", sign(batch.Grant{Tenant: "acme", JobID: id, ClientID: "ci_nadie"}, h.clock.Now().Add(time.Hour)), ""},
+	}
+	type answer struct {
+		Status     int
+		Codigo     string
+		RetryAfter string
+		Data       bool
+	}
+	read := func() map[string]answer {
+		out := map[string]answer{}
+		for _, tg := range targets {
+			st, hdr, body := get(h, tg.target, tg.tok)
+			a := answer{Status: st, RetryAfter: hdr.Get("Retry-After"), Data: bytes.Contains(body, []byte("pausa-"))}
+			if st != 200 {
+				a.Codigo, _ = errorShape(t, body)["codigo"].(string)
+			}
+			out[tg.name] = a
+		}
+		return out
+	}
+	setPaused := func(paused bool) {
+		if _, err := h.db.UpdateTenant("acme", func(t *store.Tenant) error { t.Settings.Paused = paused; return nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	refused := answer{Status: 404, Codigo: "no_encontrado"}
+	paused := answer{Status: 503, Codigo: "inquilino_pausado", RetryAfter: "60"}
+	served := answer{Status: 200, Data: true}
+	setPaused(true)
+	want := map[string]answer{"link": paused, "resultado": paused,
+		"altered link": refused, "expired link": refused, "unknown credential's link": refused}
+	if diff := cmp.Diff(want, read()); diff != "" {
+		t.Errorf("paused (-want +got):\n%s", diff)
+	}
+	setPaused(false)
+	want["link"], want["resultado"] = served, served
+	if diff := cmp.Diff(want, read()); diff != "" {
+		t.Errorf("resumed (-want +got):\n%s", diff)
+	}
+}
+
 // TestSignedURLQueryIsDocumented: the query parameters of the
 // lotes_descarga operation in the served document are exactly those of the
 // resultado_url a status query gives, each required: a client (or a

@@ -17,6 +17,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/coupond/coupond/api"
+	"github.com/coupond/coupond/batch"
 	"github.com/coupond/coupond/internal/apitest"
 	"github.com/coupond/coupond/store"
 )
@@ -159,6 +160,13 @@ func TestOpenAPIWalk(t *testing.T) {
 		"paused": h.token("pausado", allScopes...),
 	}}
 	id, secret := h.credential("acme", "eventos:publicar", "decisiones:pedir")
+	// A signed URL of the paused tenant: 503 once its own checks pass.
+	pausedID, _ := h.credential("pausado", allScopes...)
+	signed, err := url.Parse(h.batch.Signer.Sign(batch.Grant{Tenant: "pausado", JobID: "lote_pausadopausado12", ClientID: pausedID}, h.clock.Now().Add(time.Hour)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.vars["pausedSigned"] = signed.RequestURI()
 	f.take()
 
 	ctx, cancel := context.WithCancel(context.Background())
@@ -422,6 +430,7 @@ func batchCases(ex func(string) any, text []string) []walkCase {
 		{name: "lotes_resultado 404", op: "lotes_resultado", method: "GET", path: "/v1/lotes-decision/lote_nada/resultado", token: "all", want: 404},
 		{name: "lotes_descarga 200", op: "lotes_descarga", method: "GET", path: "{signed}", token: "none", want: 200},
 		{name: "lotes_descarga 404", op: "lotes_descarga", method: "GET", path: "{signed}x", token: "none", want: 404, refused: true},
+		{name: "lotes_descarga 503", op: "lotes_descarga", method: "GET", path: "{pausedSigned}", token: "none", want: 503},
 		{name: "lotes_crear 429", op: "lotes_crear", method: "POST", path: "/v1/lotes-decision", token: "all", body: lote, want: 429},
 		{name: "lotes_crear 202 replay", op: "lotes_crear", method: "POST", path: "/v1/lotes-decision", token: "all", body: lote,
 			hdr: []string{"Idempotency-Key", "l-1"}, want: 202},

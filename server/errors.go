@@ -111,6 +111,12 @@ func (s *Server) withoutDescriptors(rt route, c *call, err error) error {
 	return &apiError{kind: kindStorageFull, msg: storageNoDescriptors, retryAfter: descriptorsRetry}
 }
 
+// pausedRetry is the Retry-After of 503 inquilino_pausado, in seconds.
+const pausedRetry = 60
+
+// errPaused is the 503 inquilino_pausado of a paused tenant's request.
+func errPaused() *apiError { return &apiError{kind: kindPaused, retryAfter: pausedRetry} }
+
 // storageRetry is the Retry-After of 503 almacenamiento_lleno, in seconds.
 const storageRetry = 30
 

@@ -1386,7 +1386,7 @@ func batchDocs() map[string]opDoc {
 			okDesc:      "The result file.", okContent: resultContent, okHeaders: resultHeaders, errors: []kind{kindNotFound},
 			validates: true}, // spec: the batch result documents 422
 		"lotes_descarga": {tag: "lotes", summary: "Download a batch result by its signed URL",
-			description: "The `resultado_url` of a completed job: no token (it is a secret, do not share it). Any parameter changed, repeated, added or missing, an expired URL, a URL whose credential was revoked or suspended or whose secret's rotation grace ended, or a result no longer kept: 404 `no_encontrado`, never data. See `x-signed-result-url`. It follows the scope of the credential whose status query gave the URL: the lines as stored, `detalle` included when the job was created with `explicar:leer` and that credential has it; without `explicar:leer`, the same lines without `detalle` (decompressed, whatever Accept-Encoding asks).",
+			description: "The `resultado_url` of a completed job: no token (it is a secret, do not share it). Any parameter changed, repeated, added or missing, an expired URL, a URL whose credential was revoked or suspended or whose secret's rotation grace ended, or a result no longer kept: 404 `no_encontrado`, never data. A URL that passes those checks for a tenant the operator paused: 503 `inquilino_pausado` with `Retry-After`, as every route of a paused tenant (it downloads again once the tenant is resumed and while the URL lives). See `x-signed-result-url`. It follows the scope of the credential whose status query gave the URL: the lines as stored, `detalle` included when the job was created with `explicar:leer` and that credential has it; without `explicar:leer`, the same lines without `detalle` (decompressed, whatever Accept-Encoding asks).",
 			pathParams:  map[string]obj{"job_id": jobID},
 			params: []any{
 				obj{"name": "t", "in": "query", "required": true, "description": "Tenant.", "schema": obj{"type": "string"}},
@@ -1396,7 +1396,7 @@ func batchDocs() map[string]opDoc {
 				obj{"name": "sig", "in": "query", "required": true, "description": "Signature: unpadded base64url HMAC-SHA256.", "schema": obj{"type": "string", "pattern": "^[A-Za-z0-9_-]{43}$"}},
 				acceptEncoding,
 			},
-			okDesc: "The result file.", okContent: resultContent, okHeaders: resultHeaders, errors: []kind{kindNotFound}},
+			okDesc: "The result file.", okContent: resultContent, okHeaders: resultHeaders, errors: []kind{kindNotFound, kindPaused}},
 	}
 }
 

@@ -401,7 +401,7 @@ func (s *Server) serve(rt route, c *call) error {
 			return errMissingScope(rt.scope)
 		}
 		if c.tenant.Settings.Paused {
-			return &apiError{kind: kindPaused, retryAfter: 60}
+			return errPaused()
 		}
 		if refusesWrites(rt) && s.DB.WritesRefused() {
 			sp := s.DB.Space()
