@@ -32,7 +32,21 @@ type queued struct {
 	ID      string          `json:"id"`
 	Body    json.RawMessage `json:"body"`
 	Attempt int             `json:"attempt"` // attempts made so far
+	// InFlight: the last attempt (Attempt, WebhookAttempts) is recorded
+	// as being made. The pass that made it deletes the message once it
+	// ends; one that finds it was cut short (a crash, a stop of serve) and
+	// makes it again (Cut), with the same webhook-id.
+	InFlight bool `json:"in_flight,omitempty"`
+	// Cut counts the times the last attempt was found cut short and made
+	// again, at most lastAttemptCuts.
+	Cut int `json:"cut,omitempty"`
 }
+
+// lastAttemptCuts bounds how many times a message's last attempt is made
+// again after a crash or a stop cut it short: a receiver whose answer
+// brings serve down cannot have it attempted at every restart for ever.
+// Past it the message is given up.
+const lastAttemptCuts = 3
 
 // Webhooks keeps registrations and the durable retry queue, and delivers.
 type Webhooks struct {
@@ -347,67 +361,116 @@ func (w *Webhooks) due(tenant string) []dueItem {
 // messages, that is still queued, and returns how many it made. It stops
 // once ctx ends (serve stopping, CancelTenant): the messages it has not
 // attempted stay due as they are, rather than each having an attempt
-// recorded (one of the twelve, and the backoff) that could not be sent.
-// The caller holds the tenant's claim.
+// recorded (one of the twelve, and the backoff) that could not be sent;
+// a last attempt ctx cut short stays queued in flight, made again by the
+// next pass (nextAttempt). The caller holds the tenant's claim.
 func (w *Webhooks) deliverDue(ctx context.Context, tenant string, due []dueItem) int {
 	n := 0
 	for _, it := range due {
 		if ctx.Err() != nil {
 			break
 		}
-		q := it.q
-		q.Attempt++
+		q, ok := w.nextAttempt(tenant, it)
+		if !ok {
+			continue
+		}
 		log := w.log.With().Str("tenant", tenant).Str("webhook_id", q.ID).Int("attempt", q.Attempt).Logger()
 		reg, err := w.Registration(tenant)
 		if err != nil {
 			log.Error().Err(err).Msg("webhook registration")
 			break
 		}
-		next, present, err := w.take(tenant, it.key, q)
-		if err != nil {
+		rec, present, err := w.take(tenant, it.key, q)
+		switch {
+		case err != nil:
 			// Nothing is attempted that the queue does not record: the
 			// message stays due for a later pass.
 			w.notePostponed(err, log)
-			break
-		}
-		if !present {
+			return n
+		case !present:
 			continue // dropped by Delete since the pass listed it
 		}
 		if w.postponed.CompareAndSwap(true, false) {
 			w.log.Info().Msg("webhook deliveries resumed: the queue records attempts again")
 		}
 		n++
-		outcome := w.attempt(ctx, tenant, reg, q, next != nil, log)
+		outcome := w.attempt(ctx, tenant, reg, q, rec.again, log)
+		if outcome == "" {
+			continue // a last attempt cut short: in flight still
+		}
 		if w.obs.WebhookAttempt != nil {
 			w.obs.WebhookAttempt(tenant, outcome)
 		}
-		if next != nil && outcome != WebhookRetry {
-			b := w.db.NewBatch()
-			b.Delete(next)
-			if err := b.Commit(); err != nil {
-				log.Error().Err(err).Msg("webhook queue commit")
-			}
-			b.Close()
+		if outcome != WebhookRetry {
+			w.unqueue(rec.next, log)
 		}
 	}
 	return n
 }
 
+// unqueue deletes the message at key (its retry, or its last attempt in
+// flight): it is delivered, dropped or given up.
+func (w *Webhooks) unqueue(key []byte, log zerolog.Logger) {
+	b := w.db.NewBatch()
+	defer b.Close()
+	b.Delete(key)
+	if err := b.Commit(); err != nil {
+		log.Error().Err(err).Msg("webhook queue commit")
+	}
+}
+
+// nextAttempt is the attempt to make now of it, a due message: the one
+// after those made, or, when its last attempt is in flight (the pass that
+// made it ended before the attempt did: a crash, a stop of serve), that
+// attempt again, up to lastAttemptCuts times. Past those it gives the
+// message up (counted given_up, as a failed last attempt) and is false.
+func (w *Webhooks) nextAttempt(tenant string, it dueItem) (queued, bool) {
+	q := it.q
+	switch {
+	case !q.InFlight:
+		q.Attempt++
+		return q, true
+	case q.Cut < lastAttemptCuts:
+		q.Cut++
+		return q, true
+	}
+	log := w.log.With().Str("tenant", tenant).Str("webhook_id", q.ID).Int("attempt", q.Attempt).Logger()
+	w.qmu.Lock()
+	defer w.qmu.Unlock()
+	if _, err := w.db.Get(it.key); err != nil {
+		return q, false // dropped by Delete, or unreadable: left as it is
+	}
+	w.unqueue(it.key, log)
+	log.Error().Int("cut", q.Cut).Msg("webhook given up: its last attempt was cut short by a crash or a stop every time it was made")
+	w.count(tenant, "given_up")
+	if w.obs.WebhookAttempt != nil {
+		w.obs.WebhookAttempt(tenant, WebhookGivenUp)
+	}
+	return q, false
+}
+
+// recorded is an attempt take recorded: next is the message's key from
+// then on, again whether another attempt follows this one.
+type recorded struct {
+	next  []byte
+	again bool
+}
+
 // take records attempt q.Attempt of the message at key (record). present
 // is false, and nothing is recorded, when the message is no longer at key:
 // Delete dropped it after the pass listed it. Under qmu, so that a Delete
-// either drops the message before this check or drops the retry recorded
+// either drops the message before this check or drops the record written
 // here.
-func (w *Webhooks) take(tenant string, key []byte, q queued) (next []byte, present bool, err error) {
+func (w *Webhooks) take(tenant string, key []byte, q queued) (rec recorded, present bool, err error) {
 	w.qmu.Lock()
 	defer w.qmu.Unlock()
 	if _, err := w.db.Get(key); errors.Is(err, store.ErrNotFound) {
-		return nil, false, nil
+		return recorded{}, false, nil
 	} else if err != nil {
-		return nil, false, err
+		return recorded{}, false, err
 	}
-	next, err = w.record(tenant, key, q)
-	return next, err == nil, err
+	rec, err = w.record(tenant, key, q)
+	return rec, err == nil, err
 }
 
 // notePostponed logs that the queue could not record an attempt (err),
@@ -423,25 +486,32 @@ func (w *Webhooks) notePostponed(err error, log zerolog.Logger) {
 }
 
 // record moves the message at key, before its attempt q.Attempt is made,
-// to the time its next attempt is due (next, its new key), or out of the
-// queue when this attempt is the last (next nil). A stop during the
-// attempt then retries it after the backoff, and a store that cannot
-// record the attempt (a full disk) makes none.
-func (w *Webhooks) record(tenant string, key []byte, q queued) (next []byte, err error) {
+// to the time its next attempt is due (again) or, when this attempt is the
+// last, marks it in flight, due at once: a stop during a retried attempt
+// retries it after the backoff, a crash or stop during the last one leaves
+// it for the next pass to make again (nextAttempt) instead of giving it up
+// unmade, and the pass that makes it deletes it once it has ended
+// (unqueue). A store that cannot record the attempt (a full disk) makes
+// none.
+func (w *Webhooks) record(tenant string, key []byte, q queued) (recorded, error) {
 	b := w.db.NewBatch()
 	defer b.Close()
 	b.Delete(key)
-	if wait, again := w.schedule.NextAttempt(q.Attempt); again {
-		next = store.WebhookDeliveryKey(tenant, w.now().Add(wait), q.ID)
-		if err := b.SetJSON(next, q); err != nil {
-			return nil, err
-		}
+	wait, again := w.schedule.NextAttempt(q.Attempt)
+	if !again {
+		wait, q.InFlight = 0, true
 	}
-	return next, b.Commit()
+	rec := recorded{next: store.WebhookDeliveryKey(tenant, w.now().Add(wait), q.ID), again: again}
+	if err := b.SetJSON(rec.next, q); err != nil {
+		return recorded{}, err
+	}
+	return rec, b.Commit()
 }
 
 // attempt makes attempt q.Attempt of a message whose attempt is recorded
-// (again: another one is queued) and returns its outcome.
+// (again: another one is queued) and returns its outcome, or "" for a last
+// attempt that ctx cut short (serve stopping, CancelTenant): it stays in
+// flight, neither reported nor given up.
 func (w *Webhooks) attempt(ctx context.Context, tenant string, reg *Registration, q queued, again bool, log zerolog.Logger) string {
 	if reg == nil {
 		log.Info().Msg("webhook dropped: no registration")
@@ -458,6 +528,9 @@ func (w *Webhooks) attempt(ctx context.Context, tenant string, reg *Registration
 		log.Error().Err(err).Msg("webhook dropped: registration unusable")
 		w.count(tenant, "dropped")
 		return WebhookDropped
+	case !again && ctx.Err() != nil:
+		log.Info().Err(err).Msg("webhook last attempt cut short (serve stopping, or the tenant being deleted): it stays queued, made again by the next pass")
+		return ""
 	case again:
 		log.Warn().Err(err).Int("status", status).Msg("webhook attempt failed; retry queued")
 		w.count(tenant, "failed")
