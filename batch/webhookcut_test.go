@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -188,5 +189,41 @@ func TestWebhookLastAttemptCutByAStop(t *testing.T) {
 	got := seen{Stopped: stopped, Next: outcomes[len(stopped):], IDs: [2]string{first, again}, Left: queueLen(t, w.db)}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
+	}
+}
+
+// TestWebhookErasedTenantNotPostponed: a pass whose attempt record (its
+// retry) the store refuses because the tenant's deletion erased it meanwhile
+// (store.ErrTenantErased) stops quietly: no "deliveries postponed" error,
+// which says the store refuses writes (a full disk) and, logged once
+// until an attempt is recorded again, would have kept a real
+// postponement unsaid.
+func TestWebhookErasedTenantNotPostponed(t *testing.T) {
+	e := newJobEnv(t, storefs.Mem(), "db", 2, -1)
+	postponed := &lineCounter{msg: "postponed", at: func() {}}
+	w := NewWebhooks(e.db, NewDeliverer(DelivererConfig{AllowPrivate: true}), zerolog.New(postponed).Level(zerolog.InfoLevel), e.clock.Now, 1)
+	if _, err := w.Register("acme", "http://127.0.0.1:9/hook", []string{EventLoteCompletado}, jobsStart); err != nil {
+		t.Fatal(err)
+	}
+	queueMessage(t, e.db, e.clock.Now(), "msg_lote_a", 0) // its first attempt records a retry
+	var once sync.Once
+	var erased atomic.Bool
+	w.beforeRecord = func() {
+		once.Do(func() { // the deletion hides and erases the tenant now
+			if _, err := e.db.MarkTenantDeleting("acme", "test", jobsStart); err != nil {
+				t.Error(err)
+			}
+			if _, err := e.db.EraseTenant("acme", jobsStart); err != nil {
+				t.Error(err)
+			}
+			erased.Store(true)
+		})
+	}
+	due := w.due("acme") // listed by a pass before the deletion
+	if n := w.deliverDue(t.Context(), "acme", due); n != 0 || !erased.Load() {
+		t.Fatalf("pass over an erased tenant: %d attempts (erased %v), want 0", n, erased.Load())
+	}
+	if diff := cmp.Diff(0, postponed.n); diff != "" || w.postponed.Load() {
+		t.Errorf("postponement log lines (-want +got):\n%s(postponed flag %v)", diff, w.postponed.Load())
 	}
 }

@@ -74,6 +74,10 @@ type Webhooks struct {
 	// postponed is set while the queue cannot record attempts (a full
 	// disk): the postponement is logged once, not on every pass.
 	postponed atomic.Bool
+	// beforeRecord, when set (tests), is called by take between its check
+	// that the message is still queued and the commit recording its
+	// attempt.
+	beforeRecord func()
 }
 
 // NewWebhooks builds the webhook service.
@@ -382,6 +386,11 @@ func (w *Webhooks) deliverDue(ctx context.Context, tenant string, due []dueItem)
 		}
 		rec, present, err := w.take(tenant, it.key, q)
 		switch {
+		case errors.Is(err, store.ErrTenantErased):
+			// The tenant's deletion erased its queue since the pass
+			// listed it: nothing is left to deliver, nothing postponed.
+			log.Info().Msg("webhook deliveries stopped: the tenant was deleted, its queue with it")
+			return n
 		case err != nil:
 			// Nothing is attempted that the queue does not record: the
 			// message stays due for a later pass.
@@ -468,6 +477,9 @@ func (w *Webhooks) take(tenant string, key []byte, q queued) (rec recorded, pres
 		return recorded{}, false, nil
 	} else if err != nil {
 		return recorded{}, false, err
+	}
+	if w.beforeRecord != nil {
+		w.beforeRecord()
 	}
 	rec, err = w.record(tenant, key, q)
 	return rec, err == nil, err
