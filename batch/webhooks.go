@@ -242,6 +242,13 @@ func (w *Webhooks) startDue(ctx context.Context, wg *sync.WaitGroup, n *atomic.I
 		if ctx.Err() != nil {
 			return
 		}
+		if t.Settings.Paused {
+			// Nothing of a paused tenant leaves (its routes, signed links
+			// included, answer 503): its messages wait, due as they are,
+			// with no attempt spent, and go at the first pass after the
+			// resume, as its queued batch jobs do.
+			continue
+		}
 		pctx, ok := w.claim(ctx, t.ID)
 		if !ok {
 			continue

@@ -176,3 +176,27 @@ func TestWebhookCancelTenantWaitingForASlot(t *testing.T) {
 		t.Errorf("CancelTenant of a pass waiting for a slot: %v after %s", err, time.Since(start).Round(time.Millisecond))
 	}
 }
+
+// TestPausedTenantWebhooksWait: a paused tenant's queued deliveries wait,
+// with no attempt made or spent, and go at the first pass after the
+// resume, as its batch jobs do. They went on being delivered while the
+// rest of the tenant answered 503.
+func TestPausedTenantWebhooksWait(t *testing.T) {
+	w, hold, arrived, _ := hangingHooks(t, 2)
+	hold.Store(false)
+	pause := func(p bool) {
+		t.Helper()
+		if _, err := w.db.UpdateTenant("acme", func(t *store.Tenant) error { t.Settings.Paused = p; return nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pause(true)
+	var got []string
+	got = append(got, fmt.Sprintf("paused: %d attempts, %d arrived", w.DeliverDue(t.Context()), len(arrived)))
+	pause(false)
+	got = append(got, fmt.Sprintf("resumed: %d attempts, %d arrived", w.DeliverDue(t.Context()), len(arrived)))
+	want := []string{"paused: 0 attempts, 0 arrived", "resumed: 2 attempts, 2 arrived"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("deliveries of a paused, then resumed, tenant (-want +got):\n%s", diff)
+	}
+}

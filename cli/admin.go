@@ -269,7 +269,7 @@ func (sf *tenantSetFlags) register(f *pflag.FlagSet) {
 	d := store.DefaultSettings()
 	onOff := map[bool]string{true: "on", false: "off"}
 	f.StringVar(&sf.shadow, "shadow", "", "shadow mode: on or off")
-	f.StringVar(&sf.paused, "paused", "", "pause the tenant: true or false (its requests, signed result links included, answer 503 inquilino_pausado; its queued batch jobs wait for the resume)")
+	f.StringVar(&sf.paused, "paused", "", "pause the tenant: true or false (its requests, signed result links included, answer 503 inquilino_pausado; its queued batch jobs and webhook deliveries wait for the resume)")
 	f.StringVar(&sf.window, "reward-window", "", "reward window, 1h to 365d, e.g. 28d")
 	f.StringVar(&sf.grace, "reward-grace", "", "grace period for late events after the window, up to 365d, e.g. 2d")
 	f.Float64Var(&sf.controlShare, "control-share", 0, "share of customers in the control group, 0 to 0.5")
