@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+
+	"github.com/cockroachdb/pebble/v2"
 )
 
 // Format is the store format this release writes, kept in the store's
@@ -33,20 +35,12 @@ func formatKey() []byte { return []byte{spaceGlobal, globalFormat} }
 // release is written, so that an older release that reads the mark
 // refuses it in turn.
 func (db *DB) settleFormat() error {
-	v, err := db.Get(formatKey())
-	var found uint64
-	switch {
-	case errors.Is(err, ErrNotFound):
-	case err != nil:
-		return fmt.Errorf("format mark: %w", err)
-	case len(v) != 8:
-		return fmt.Errorf("format mark: %d bytes, want 8", len(v))
-	default:
-		found = binary.BigEndian.Uint64(v)
+	found, err := formatMark(db.pdb)
+	if err != nil {
+		return err
 	}
 	if found > Format {
-		return fmt.Errorf("%w (store format %d; this release reads formats up to %d) and left unchanged: start that newer release again, or go back with this one by restoring the backup taken before the upgrade (coupond admin restore --from DIR)",
-			ErrNewerFormat, found, Format)
+		return newerFormatError(found)
 	}
 	if found == Format {
 		return nil
@@ -58,4 +52,47 @@ func (db *DB) settleFormat() error {
 		return fmt.Errorf("format mark: %w", err)
 	}
 	return nil
+}
+
+// refuseNewerFormat refuses the store in dir when a newer release marked
+// it, as settleFormat does, having read the mark with Pebble opened
+// read-only (opts otherwise), which replays the store's logs in memory and
+// writes nothing: Pebble opened for writing first flushes them into a new
+// table and writes a new MANIFEST, OPTIONS file and log, so a store
+// refused after that was no longer as the newer release left it. A store
+// that does not exist yet, or that the read-only open cannot read, is left
+// to the open that follows, which creates it or reports why not.
+func refuseNewerFormat(dir string, opts *pebble.Options) error {
+	ro := opts.Clone()
+	ro.ReadOnly = true
+	pdb, err := pebble.Open(dir, ro)
+	if err != nil {
+		return nil
+	}
+	defer pdb.Close()
+	if found, err := formatMark(pdb); err == nil && found > Format {
+		return newerFormatError(found)
+	}
+	return nil
+}
+
+// formatMark is the format the store's mark names, 0 without a mark.
+func formatMark(r pebble.Reader) (uint64, error) {
+	v, err := get(r, formatKey())
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return 0, nil
+	case err != nil:
+		return 0, fmt.Errorf("format mark: %w", err)
+	case len(v) != 8:
+		return 0, fmt.Errorf("format mark: %d bytes, want 8", len(v))
+	}
+	return binary.BigEndian.Uint64(v), nil
+}
+
+// newerFormatError is the refusal of a store of format found, newer than
+// Format.
+func newerFormatError(found uint64) error {
+	return fmt.Errorf("%w (store format %d; this release reads formats up to %d) and left unchanged: start that newer release again, or go back with this one by restoring the backup taken before the upgrade (coupond admin restore --from DIR)",
+		ErrNewerFormat, found, Format)
 }

@@ -103,6 +103,10 @@ func Open(dir string, fs vfs.FS) (*DB, error) {
 		return nil, fmt.Errorf("store: open %s: %w", dir, err)
 	}
 	opts.Lock = lock
+	if err := refuseNewerFormat(dir, opts); err != nil {
+		lock.Close()
+		return nil, fmt.Errorf("store: open %s: %w", dir, err)
+	}
 	pdb, err := openPebble(sp, dir, opts)
 	if err != nil && !sp.isParked() { // a parked Open keeps the lock: its Pebble lives on
 		lock.Close()
