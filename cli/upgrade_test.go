@@ -246,12 +246,22 @@ func TestOpensDataDirOfRelease8407ba5(t *testing.T) {
 	checkOldBackup(t, now, dir, backup)
 }
 
-// pointRegistryAt points every backup of the data dir's registry at
-// backup: the fixture's registry names the directory make-8407ba5.sh took
-// it in, as an operator who moves a data dir and its backups edits it.
+// pointRegistryAt points every backup of the data dir's registry (and of
+// its copy, when the release kept one) at backup: the fixture's registry
+// names the directory make-8407ba5.sh took it in, as an operator who moves
+// a data dir and its backups edits it.
 func pointRegistryAt(t *testing.T, dir, backup string) {
 	t.Helper()
-	path := filepath.Join(dir, "backups.json")
+	pointRegistryFileAt(t, filepath.Join(dir, "backups.json"), backup)
+	if _, err := os.Stat(filepath.Join(dir, "backups.copy.json")); err == nil {
+		pointRegistryFileAt(t, filepath.Join(dir, "backups.copy.json"), backup)
+	}
+}
+
+// pointRegistryFileAt points every backup of the registry file path at
+// backup.
+func pointRegistryFileAt(t *testing.T, path, backup string) {
+	t.Helper()
 	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
