@@ -654,9 +654,14 @@ func (r *Runner) sweep(keep map[string]bool) error {
 func (r *Runner) Wake() { r.wake.poke() }
 
 // Run processes queued jobs until ctx ends, oldest first, and applies the
-// result retention. A paused tenant's queued jobs wait for its resume.
+// result retention: a round at once, then at every Wake, every minute, and
+// within spacePoll of the store taking writes again after it refused them
+// (below its disk reserve, or stopped after a failed write), so that a job
+// that waited for space, and the customer deletions waiting for that job,
+// go on within seconds of space coming back, not at the next minute. A
+// paused tenant's queued jobs wait for its resume.
 func (r *Runner) Run(ctx context.Context) {
-	r.wake.loop(ctx, time.Minute, func() { r.RunPending(ctx) })
+	r.wake.loopResuming(ctx, time.Minute, r.db.WritesRefused, func() { r.RunPending(ctx) })
 }
 
 // RunPending runs every queued job to its end, oldest first, and those

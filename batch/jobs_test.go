@@ -1039,6 +1039,45 @@ func TestRunPendingWaitsBelowReserve(t *testing.T) {
 	}
 }
 
+// TestRunResumesWithSpace: a job that waited en_cola below the disk
+// reserve runs within seconds of space coming back, not at Run's next
+// minute: a customer deletion of its tenant waits for it (a soak saw
+// deletions stay programado for minutes after a full disk).
+func TestRunResumesWithSpace(t *testing.T) {
+	mem := storefs.Mem()
+	const gib = 1 << 30
+	mem.TestingSetDiskUsage(storefs.DiskUsage{AvailBytes: gib - 1, TotalBytes: 20 * gib})
+	e := newJobEnv(t, mem, "db", 2, -1)
+	e.db.SetReserve(gib)
+	j, err := e.r.Submit("acme", Submission{CampanaID: "camp", Clientes: refsN("espacio", 3)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); e.r.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	state := func() string {
+		got, err := e.r.Job("acme", j.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got.Estado
+	}
+	time.Sleep(2 * spacePoll) // rounds below the reserve
+	before := state()
+	mem.TestingSetDiskUsage(storefs.DiskUsage{AvailBytes: 10 * gib, TotalBytes: 20 * gib})
+	back := time.Now()
+	for state() != api.EstadoCompletado && time.Since(back) < 10*time.Second {
+		time.Sleep(50 * time.Millisecond)
+	}
+	took := time.Since(back).Round(100 * time.Millisecond)
+	got := []any{before, state(), took <= 5*time.Second}
+	if diff := cmp.Diff([]any{api.EstadoEnCola, api.EstadoCompletado, true}, got); diff != "" {
+		t.Errorf("job below the reserve, then %v after space came back (completed within 5 s) (-want +got):\n%s", took, diff)
+	}
+}
+
 // TestJobRecordNamingAnotherFileIsDamaged: a job record that decodes but
 // names a result file that is not its own (outside the results dir,
 // another tenant's), or whose id or tenant is not its key's, is damaged:

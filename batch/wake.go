@@ -35,3 +35,35 @@ func (w waker) loop(ctx context.Context, every time.Duration, work func()) {
 		}
 	}
 }
+
+// spacePoll is how often loopResuming asks whether the store takes writes
+// again: a cached reading (store.DB.WritesRefused), a statfs at most.
+const spacePoll = time.Second
+
+// loopResuming is loop, plus a round within spacePoll of refused turning
+// false after it was seen true: work that waits for the store to take
+// writes again does not wait for the next every.
+func (w waker) loopResuming(ctx context.Context, every time.Duration, refused func() bool, work func()) {
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	poll := time.NewTicker(spacePoll)
+	defer poll.Stop()
+	for {
+		work()
+		wasRefused := refused()
+		for wait := true; wait; {
+			select {
+			case <-ctx.Done():
+				return
+			case <-w:
+				wait = false
+			case <-tick.C:
+				wait = false
+			case <-poll.C:
+				now := refused()
+				wait = now || !wasRefused
+				wasRefused = now
+			}
+		}
+	}
+}
