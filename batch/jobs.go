@@ -192,8 +192,10 @@ type Runner struct {
 	gen       uint64
 	hookEvery int
 	hook      func(j Job)
-	wake      waker
-	obs       Observer
+	// jobEnded (under mu) is OnJobEnd's fn.
+	jobEnded func(tenant string)
+	wake     waker
+	obs      Observer
 }
 
 // progress is what a running job has done so far.
@@ -229,6 +231,16 @@ func NewRunner(c RunnerConfig) *Runner {
 	}
 	return &Runner{db: c.DB, eng: c.Engine, voidJob: c.Engine.VoidJob, log: c.Log, dir: c.Dir, fs: fsys, now: c.Now, Signer: c.Signer, hooks: c.Webhooks,
 		resumed: c.ResumedAfterFullDisk, unsaved: map[string]string{}, progress: map[string]progress{}, wake: newWaker()}
+}
+
+// OnJobEnd makes the runner call fn(tenant), from its own goroutine, once
+// a job of tenant has ended (completado or fallido, its end saved; not one
+// left en_curso waiting for space): serve wakes the customer deletions
+// that waited for it (privacy.Service.RetryWaiting). Set it before Run.
+func (r *Runner) OnJobEnd(fn func(tenant string)) {
+	r.mu.Lock()
+	r.jobEnded = fn
+	r.mu.Unlock()
 }
 
 // OnProgress makes the runner call fn, from its own goroutine, every `every`
@@ -700,7 +712,9 @@ func (r *Runner) RunPending(ctx context.Context) int {
 			r.waiting = false
 			r.log.Info().Msg("batch jobs run again: the store takes writes")
 		}
-		if !r.process(ctx, j) {
+		ok := r.process(ctx, j)
+		r.ended(j)
+		if !ok {
 			// The store refused the job's start, or its run met a full
 			// disk: the job waits for the next round instead of being
 			// picked again at once.
@@ -710,6 +724,17 @@ func (r *Runner) RunPending(ctx context.Context) int {
 	}
 	r.cleanup()
 	return n
+}
+
+// ended calls OnJobEnd's fn for j, a job process returned, when j has
+// ended.
+func (r *Runner) ended(j *Job) {
+	r.mu.Lock()
+	fn := r.jobEnded
+	r.mu.Unlock()
+	if fn != nil && (j.Estado == api.EstadoCompletado || j.Estado == api.EstadoFallido) {
+		fn(j.Tenant)
+	}
 }
 
 // nextQueued returns the oldest job to run, nil if none: one queued, or

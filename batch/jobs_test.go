@@ -1053,6 +1053,12 @@ func TestRunResumesWithSpace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var ended atomic.Int32 // OnJobEnd calls: the deletions waiting for the job go on
+	e.r.OnJobEnd(func(tenant string) {
+		if tenant == "acme" {
+			ended.Add(1)
+		}
+	})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); e.r.Run(ctx) }()
@@ -1065,16 +1071,16 @@ func TestRunResumesWithSpace(t *testing.T) {
 		return got.Estado
 	}
 	time.Sleep(2 * spacePoll) // rounds below the reserve
-	before := state()
+	before, endedBefore := state(), ended.Load()
 	mem.TestingSetDiskUsage(storefs.DiskUsage{AvailBytes: 10 * gib, TotalBytes: 20 * gib})
 	back := time.Now()
-	for state() != api.EstadoCompletado && time.Since(back) < 10*time.Second {
+	for (state() != api.EstadoCompletado || ended.Load() == 0) && time.Since(back) < 10*time.Second {
 		time.Sleep(50 * time.Millisecond)
 	}
 	took := time.Since(back).Round(100 * time.Millisecond)
-	got := []any{before, state(), took <= 5*time.Second}
-	if diff := cmp.Diff([]any{api.EstadoEnCola, api.EstadoCompletado, true}, got); diff != "" {
-		t.Errorf("job below the reserve, then %v after space came back (completed within 5 s) (-want +got):\n%s", took, diff)
+	got := []any{before, endedBefore, state(), took <= 5*time.Second, ended.Load()}
+	if diff := cmp.Diff([]any{api.EstadoEnCola, int32(0), api.EstadoCompletado, true, int32(1)}, got); diff != "" {
+		t.Errorf("job below the reserve and OnJobEnd calls, then %v after space came back (completed within 5 s, OnJobEnd calls) (-want +got):\n%s", took, diff)
 	}
 }
 

@@ -99,6 +99,7 @@ func newServices(_ context.Context, e *env, opt serviceOptions) (*services, erro
 	// Batch jobs, webhooks and the learner report to /metrics.
 	obs, learned := svc.api.Observers()
 	runner.Observe(obs)
+	runner.OnJobEnd(priv.RetryWaiting) // deletions waiting for a tenant's job go on when it ends
 	hooks.Observe(obs)
 	eng.Learner.ObserveLearn(learned)
 	return svc, nil

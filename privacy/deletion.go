@@ -159,8 +159,34 @@ type DeletionStats struct {
 	Failed    int
 }
 
-// deletionRetry is how long a job that waits for a batch job sleeps.
+// deletionRetry is how long a job that waits for a batch job sleeps,
+// unless the batch job ends first (RetryWaiting).
 const deletionRetry = 15 * time.Second
+
+// RetryWaiting makes the worker pass at once and run the deletions of
+// tenant that wait for a batch job, whatever their retry time: the batch
+// runner calls it when a job of tenant has ended, so that they complete
+// within seconds of it, not up to deletionRetry later. One still finding a
+// job of the tenant queued or running waits again.
+func (s *Service) RetryWaiting(tenant string) {
+	s.retryMu.Lock()
+	s.retryNow[tenant] = true
+	s.retryMu.Unlock()
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// takeRetry reports, once, whether RetryWaiting was called for tenant
+// since the last takeRetry.
+func (s *Service) takeRetry(tenant string) bool {
+	s.retryMu.Lock()
+	defer s.retryMu.Unlock()
+	ok := s.retryNow[tenant]
+	delete(s.retryNow, tenant)
+	return ok
+}
 
 // deletionBatch bounds the jobs of one tenant in one pass (they share one
 // compaction); the next pass takes the rest.
@@ -314,7 +340,7 @@ func (s *Service) PendingDeletions() (int, error) {
 }
 
 // RunDeletions runs the deletion worker until ctx ends: a pass every
-// interval. It first compacts the queue ranges, so a queue entry removed
+// interval, and at once after RetryWaiting. It first compacts the queue ranges, so a queue entry removed
 // just before a crash does not linger in an sstable.
 func (s *Service) RunDeletions(ctx context.Context, interval time.Duration, hooks DeletionHooks) {
 	for _, t := range s.db.Tenants() {
@@ -333,6 +359,7 @@ func (s *Service) RunDeletions(ctx context.Context, interval time.Duration, hook
 		case <-ctx.Done():
 			return
 		case <-tick.C:
+		case <-s.wake:
 		}
 	}
 }
@@ -489,13 +516,14 @@ func (p *tenantPass) run(ctx context.Context, hooks DeletionHooks) error {
 		return err
 	}
 	// Phase 1: each job's data goes (one synced batch per customer).
+	retry := p.s.takeRetry(p.tenant) // a batch job of the tenant ended
 	var touched toCompact
 	var ready, waiting []readyDeletion // erased: to complete; to retry after a batch job
 	for _, q := range jobs {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		if !q.job.RetryAt.IsZero() && p.s.now().Before(q.job.RetryAt) {
+		if !retry && !q.job.RetryAt.IsZero() && p.s.now().Before(q.job.RetryAt) {
 			p.st.Pending++
 			continue
 		}

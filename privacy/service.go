@@ -59,6 +59,12 @@ type Service struct {
 	// sweepOwed makes the next pass look for them whatever lastSweep
 	// says (SweepStranded).
 	sweepOwed atomic.Bool
+	// retryMu guards retryNow: the tenants whose deletions waiting for a
+	// batch job the next pass runs whatever their retry time
+	// (RetryWaiting). wake makes RunDeletions pass at once.
+	retryMu  sync.Mutex
+	retryNow map[string]bool
+	wake     chan struct{}
 	// eraseChunk is how many index entries of a customer's events one
 	// chunk of an erasure reads (erasechunk.go); 0 is defaultEraseChunk.
 	eraseChunk int
@@ -93,7 +99,7 @@ type Service struct {
 // New returns the Service of c.
 func New(c Config) *Service {
 	return &Service{db: c.DB, secrets: c.Secrets, rec: c.Engine.Records(), now: c.Now, log: c.Log, ledger: c.Ledger,
-		heldEvent: c.HeldEvent}
+		heldEvent: c.HeldEvent, retryNow: map[string]bool{}, wake: make(chan struct{}, 1)}
 }
 
 // CustomerHash is the keyed hash that stands for cliente_ref in deletion
