@@ -673,7 +673,7 @@ func (r *Runner) Wake() { r.wake.poke() }
 // go on within seconds of space coming back, not at the next minute. A
 // paused tenant's queued jobs wait for its resume.
 func (r *Runner) Run(ctx context.Context) {
-	r.wake.loopResuming(ctx, time.Minute, r.db.WritesRefused, func() { r.RunPending(ctx) })
+	r.wake.loop(ctx, time.Minute, r.db.WritesRefused, func() { r.RunPending(ctx) })
 }
 
 // RunPending runs every queued job to its end, oldest first, and those

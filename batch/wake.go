@@ -21,36 +21,22 @@ func (w waker) poke() {
 	}
 }
 
-// loop calls work, then waits for a poke or every, until ctx ends.
-func (w waker) loop(ctx context.Context, every time.Duration, work func()) {
-	tick := time.NewTicker(every)
-	defer tick.Stop()
-	for {
-		work()
-		select {
-		case <-ctx.Done():
-			return
-		case <-w:
-		case <-tick.C:
-		}
-	}
-}
-
-// spacePoll is how often loopResuming asks whether the store takes writes
-// again: a cached reading (store.DB.WritesRefused), a statfs at most.
-const spacePoll = time.Second
-
-// loopResuming is loop, plus a round within spacePoll of refused turning
+// loop calls work, then waits for a poke or every, until ctx ends. With
+// refused set it also runs a round within spacePoll of refused turning
 // false after it was seen true: work that waits for the store to take
 // writes again does not wait for the next every.
-func (w waker) loopResuming(ctx context.Context, every time.Duration, refused func() bool, work func()) {
+func (w waker) loop(ctx context.Context, every time.Duration, refused func() bool, work func()) {
 	tick := time.NewTicker(every)
 	defer tick.Stop()
-	poll := time.NewTicker(spacePoll)
-	defer poll.Stop()
+	var poll <-chan time.Time // nil without refused: never ready
+	if refused != nil {
+		t := time.NewTicker(spacePoll)
+		defer t.Stop()
+		poll = t.C
+	}
 	for {
 		work()
-		wasRefused := refused()
+		wasRefused := refused != nil && refused()
 		for wait := true; wait; {
 			select {
 			case <-ctx.Done():
@@ -59,7 +45,7 @@ func (w waker) loopResuming(ctx context.Context, every time.Duration, refused fu
 				wait = false
 			case <-tick.C:
 				wait = false
-			case <-poll.C:
+			case <-poll:
 				now := refused()
 				wait = now || !wasRefused
 				wasRefused = now
@@ -67,3 +53,7 @@ func (w waker) loopResuming(ctx context.Context, every time.Duration, refused fu
 		}
 	}
 }
+
+// spacePoll is how often loop asks refused whether the store takes writes
+// again: a cached reading (store.DB.WritesRefused), a statfs at most.
+const spacePoll = time.Second

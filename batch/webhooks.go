@@ -217,7 +217,7 @@ func (w *Webhooks) enqueue(b *store.Batch, j *Job) (bool, error) {
 // deliveries. It returns once ctx ends and the running passes are done.
 func (w *Webhooks) Run(ctx context.Context) {
 	var wg sync.WaitGroup
-	w.wake.loop(ctx, time.Second, func() { w.startDue(ctx, &wg, nil) })
+	w.wake.loop(ctx, time.Second, nil, func() { w.startDue(ctx, &wg, nil) })
 	wg.Wait()
 }
 
