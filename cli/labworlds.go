@@ -33,6 +33,8 @@ type manyWorldsFlags struct {
 	set []string
 	// overHTTP drives each world's engine over HTTP (httpOpener).
 	overHTTP bool
+	// outcomes is every world's outcome stream (lab.Family.Outcomes).
+	outcomes uint64
 }
 
 // policyConfig is the engine's policy configuration that --model and
@@ -51,8 +53,11 @@ func (mw *manyWorldsFlags) policyConfig() (policy.Config, error) {
 
 // worldsOutput is --worlds --json's document.
 type worldsOutput struct {
-	SeedBase uint64             `json:"seed_base"`
-	OverHTTP bool               `json:"over_http"`
+	SeedBase uint64 `json:"seed_base"`
+	OverHTTP bool   `json:"over_http"`
+	// Outcomes is the worlds' outcome stream (lab.Family.Outcomes; 0,
+	// the worlds' own draws, is left out).
+	Outcomes uint64             `json:"outcomes,omitempty"`
 	Worlds   []*lab.WorldReport `json:"worlds"`
 	Summary  lab.WorldsSummary  `json:"summary"`
 }
@@ -72,7 +77,7 @@ func runManyWorlds(cmd *cobra.Command, mw manyWorldsFlags, asJSON bool) error {
 	}
 	var mu sync.Mutex
 	done := 0
-	cfg := lab.WorldsConfig{Base: base, N: mw.worlds, Parallel: mw.parallel, Customers: mw.customers, Weeks: mw.weeks}
+	cfg := lab.WorldsConfig{Base: base, N: mw.worlds, Parallel: mw.parallel, Customers: mw.customers, Weeks: mw.weeks, Outcomes: mw.outcomes}
 	pc, err := mw.policyConfig()
 	if err != nil {
 		return err
@@ -90,7 +95,7 @@ func runManyWorlds(cmd *cobra.Command, mw manyWorldsFlags, asJSON bool) error {
 	if err != nil {
 		return err
 	}
-	out := worldsOutput{SeedBase: base, OverHTTP: mw.overHTTP, Worlds: reps, Summary: lab.Summarize(reps)}
+	out := worldsOutput{SeedBase: base, OverHTTP: mw.overHTTP, Outcomes: mw.outcomes, Worlds: reps, Summary: lab.Summarize(reps)}
 	if asJSON {
 		return printJSON(cmd.OutOrStdout(), jsonSafe(out))
 	}
@@ -106,6 +111,9 @@ func printWorlds(w io.Writer, out worldsOutput) error {
 	way := ""
 	if out.OverHTTP {
 		way = " over HTTP"
+	}
+	if out.Outcomes != 0 {
+		way += fmt.Sprintf(" --outcomes %d", out.Outcomes)
 	}
 	fmt.Fprintf(w, "coupond lab --worlds %d%s, seeds %d..%d: uplift capture over the last third of %d weeks\n",
 		len(out.Worlds), way, out.SeedBase, out.SeedBase+uint64(len(out.Worlds))-1, weeks)

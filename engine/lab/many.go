@@ -30,6 +30,9 @@ type WorldsConfig struct {
 	Policy *policypkg.Config
 	// Open opens each world's engine under test (nil: InProcess).
 	Open Opener
+	// Outcomes is every world's Family.Outcomes (0: the worlds' own
+	// outcome draws).
+	Outcomes uint64
 }
 
 // RunWorlds runs cfg's worlds, each on its own in-memory store and
@@ -48,6 +51,7 @@ func RunWorlds(ctx context.Context, cfg WorldsConfig, done func(*WorldReport)) (
 				fam := DrawFamily(cfg.Base + uint64(i))
 				fam.Resize(cfg.Customers, cfg.Weeks)
 				fam.policy = cfg.Policy
+				fam.Outcomes = cfg.Outcomes
 				reps[i], errs[i] = RunWorldOn(ctx, fam, cfg.Open)
 				if errs[i] == nil && done != nil {
 					done(reps[i])

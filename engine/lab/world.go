@@ -82,6 +82,13 @@ type Family struct {
 	ControlShare float64
 	RejectShare  float64
 
+	// Outcomes picks the stream of the world's outcome draws (purchases,
+	// their amounts, redemptions, opt-outs) for the engine and for the
+	// compared policies: 0 is the world's own; any other value draws the
+	// same customers, history, catalog and engine seed with other luck,
+	// to tell a loss the draws made from one the mechanism makes.
+	Outcomes uint64 `json:"Outcomes,omitempty"`
+
 	// engineOnly skips every policy but the engine (scenario tests that
 	// only look at what the engine sends).
 	engineOnly bool

@@ -155,6 +155,10 @@ func newPolicy(seed uint64, stream uint64, n int) *policy {
 	return &policy{rng: rand.New(rand.NewPCG(seed, stream)), out: make([]bool, n), sent: make([]int, n)}
 }
 
+// outcomeStream is the PCG stream of a world's outcome draws whose
+// stream is base with Family.Outcomes 0 (the world's own draws).
+func outcomeStream(fam *Family, base uint64) uint64 { return base + fam.Outcomes<<32 }
+
 // step counts the policy's choice k (-1: nothing) for customer i: the
 // true value of what reaches the customer (nothing once they opted out in
 // this path), then whether this send makes them opt out. It returns the
@@ -272,7 +276,7 @@ func newRun(ctx context.Context, fam *Family, b *Bench) (*run, error) {
 	if fam.policy != nil {
 		pc = *fam.policy
 	}
-	r := &run{ctx: ctx, fam: fam, w: w, target: b.Target, db: db, eng: eng, wrng: rand.New(rand.NewPCG(seed, 2)), out: make([]bool, fam.Customers),
+	r := &run{ctx: ctx, fam: fam, w: w, target: b.Target, db: db, eng: eng, wrng: rand.New(rand.NewPCG(seed, outcomeStream(fam, 2))), out: make([]bool, fam.Customers),
 		gate: newGateTruth(pc)}
 	r.ew = &eventWriter{w: w}
 	if err := r.ew.history(ctx, r.target, start, rand.New(rand.NewPCG(seed, 3))); err != nil {
@@ -284,7 +288,7 @@ func newRun(ctx context.Context, fam *Family, b *Bench) (*run, error) {
 	n := fam.Customers
 	r.pols = map[string]*policy{}
 	for i, name := range []string{"random", "greedy", "reference", "oracle", "observable"} {
-		r.pols[name] = newPolicy(seed, 100+uint64(i), n)
+		r.pols[name] = newPolicy(seed, outcomeStream(fam, 100+uint64(i)), n)
 	}
 	for _, name := range []string{"greedy", "reference"} {
 		p := r.pols[name]

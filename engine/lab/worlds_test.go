@@ -121,6 +121,41 @@ func TestRunWorldOrdersAndRepeats(t *testing.T) {
 	}
 }
 
+// TestOutcomesRedrawLuck: WorldsConfig.Outcomes draws the same world
+// with other luck. Never-send's and the oracle's weekly values are
+// expectations over the same customers, so they do not move; the
+// engine's from the second week do, since it learns from other outcomes;
+// and each report names the stream it drew.
+func TestOutcomesRedrawLuck(t *testing.T) {
+	cfg := WorldsConfig{Base: 1002, N: 1, Parallel: 1, Customers: 150, Weeks: 3}
+	own, err := RunWorlds(context.Background(), cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Outcomes = 1
+	other, err := RunWorlds(context.Background(), cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := own[0], other[0]
+	if a.Family.Outcomes != 0 || b.Family.Outcomes != 1 {
+		t.Errorf("reports name outcome streams %d and %d, want 0 and 1", a.Family.Outcomes, b.Family.Outcomes)
+	}
+	moved := false
+	for i := range a.Weeks {
+		wa, wb := a.Weeks[i], b.Weeks[i]
+		if wa.Never != wb.Never || wa.Oracle != wb.Oracle {
+			t.Errorf("week %d: never-send %.4f / %.4f, oracle %.4f / %.4f: the world itself moved", wa.Week, wa.Never, wb.Never, wa.Oracle, wb.Oracle)
+		}
+		if i > 0 && (wa.Engine != wb.Engine || wa.Reference != wb.Reference) {
+			moved = true
+		}
+	}
+	if !moved {
+		t.Error("another outcome stream left the engine's and the reference's weekly values as they were")
+	}
+}
+
 // checkModelView checks a week's view of the engine's model in a whole
 // run: one entry per coupon; choice shares that sum to at most 1; the
 // choice's true value never-send's when the model chose no coupon, and at
