@@ -33,6 +33,7 @@
 //	0x01 'L' found-at time                    damaged-log note (logcheck.go)
 //	0x01 'F'                                  store format mark (format.go)
 //	0x01 'K'                                  fingerprint of keys.json's keys (secrets.go)
+//	0x01 'N'                                  fingerprint of the keys a rotation is writing (secrets.go)
 //	0x01 'W'                                  PurgeWAL's and PurgeManifest's round (wal.go)
 //	0x01 'R' tenant 0x00                      a deleted tenant's tombstone (tenantdel.go)
 //	0x02 tenant 0x00 <table> ...              tenant data, tables below

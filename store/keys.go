@@ -21,6 +21,7 @@ const (
 	globalLogDamage  byte = 'L' // damaged-log notes (logcheck.go)
 	globalFormat     byte = 'F' // the store's format mark (format.go)
 	globalKeysMark   byte = 'K' // fingerprint of keys.json (secrets.go)
+	globalKeysNext   byte = 'N' // fingerprint of the keys a rotation is writing (secrets.go)
 	globalPurgeRound byte = 'W' // PurgeWAL's and PurgeManifest's round key (wal.go)
 	globalTenantDel  byte = 'R' // a deleted tenant's tombstone (tenantdel.go)
 )

@@ -314,6 +314,7 @@ func TestKeyPrefixesDoNotOverlap(t *testing.T) {
 		"log damage":         string(spanLo(logDamageSpan())),
 		"format mark":        string(formatKey()),
 		"keys mark":          string(keysMarkKey()),
+		"keys next":          string(keysNextKey()),
 		"purge round":        string(purgeRoundKey()),
 		"tenant deletions":   string(tenantDeletionsPrefix()),
 	}

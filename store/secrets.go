@@ -10,8 +10,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-
-	"github.com/coupond/coupond/atomicfile"
 )
 
 // Secrets are the installation's signing keys. They are generated on first
@@ -39,7 +37,7 @@ func LoadSecrets(dir string) (*Secrets, error) {
 	if errors.Is(err, fs.ErrNotExist) {
 		if entries, err := os.ReadDir(filepath.Join(dir, "db")); err == nil && len(entries) > 0 {
 			return nil, fmt.Errorf("store: %s is missing while %s holds a store: put back the keys.json of the latest backup "+
-				"(the keys never change) or restore that backup (coupond admin restore); new keys would void every token and "+
+				"(one taken since the keys' last rotation, if any) or restore that backup (coupond admin restore); new keys would void every token and "+
 				"decision id issued and the customer hashes of deletion records", path, dir)
 		}
 		return createSecrets(dir, path)
@@ -55,7 +53,7 @@ func LoadSecrets(dir string) (*Secrets, error) {
 func ParseSecrets(data []byte, path string) (*Secrets, error) {
 	var s Secrets
 	if err := json.Unmarshal(data, &s); err != nil || len(s.Token) < 32 || len(s.Decision) < 32 || len(s.URL) < 32 || len(s.Hash) < 32 {
-		return nil, fmt.Errorf("store: %s is damaged: put back the keys.json of the latest backup (the keys never change) "+
+		return nil, fmt.Errorf("store: %s is damaged: put back the keys.json of the latest backup (one taken since the keys' last rotation, if any) "+
 			"or restore that backup (coupond admin restore)", path)
 	}
 	return &s, nil
@@ -63,14 +61,10 @@ func ParseSecrets(data []byte, path string) (*Secrets, error) {
 
 func createSecrets(dir, path string) (*Secrets, error) {
 	s := &Secrets{Token: randomKey(), Decision: randomKey(), URL: randomKey(), Hash: randomKey()}
-	data, err := json.Marshal(s)
-	if err != nil {
-		return nil, err
-	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("store: data dir: %w", err)
 	}
-	if err := atomicfile.WriteBytes(path, 0o600, data); err != nil {
+	if err := writeSecrets(path, s); err != nil {
 		return nil, fmt.Errorf("store: write keys: %w", err)
 	}
 	return s, nil
@@ -110,6 +104,10 @@ func (s *Secrets) CustomerHash(tenant, clienteRef string) string {
 // keysMarkKey is the key of the keys' fingerprint: 0x01 'K' → fingerprint.
 func keysMarkKey() []byte { return []byte{spaceGlobal, globalKeysMark} }
 
+// keysNextKey is the key of the fingerprint of the keys a rotation is
+// writing (RotateSecrets): 0x01 'N' → fingerprint.
+func keysNextKey() []byte { return []byte{spaceGlobal, globalKeysNext} }
+
 // fingerprint is the SHA-256 of the four keys, each after its length: it
 // tells one set of keys from another and reveals none of them.
 func (s *Secrets) fingerprint() []byte {
@@ -135,28 +133,41 @@ func (s *Secrets) fingerprint() []byte {
 // before this check) is given s's, with Sync; one not stored (a full
 // disk) is left to the next open, since the keys are then taken on trust
 // as before.
+//
+// A rotation that stopped (RotateSecrets: a crash, a failed write) left
+// the fingerprint of the keys it was writing beside the store's: s is
+// accepted when it matches either, and the store keeps s's alone, with
+// Sync (the rotation undone when keys.json kept the old keys, finished
+// when it holds the new ones). A commit that fails there is left to the
+// next open, which resolves it the same way.
 func (db *DB) CheckSecrets(s *Secrets, keysPath string) error {
 	want := s.fingerprint()
 	got, err := db.Get(keysMarkKey())
-	if errors.Is(err, ErrNotFound) {
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		return fmt.Errorf("store: read the keys' fingerprint: %w", err)
+	}
+	next, nerr := db.Get(keysNextKey())
+	if nerr != nil && !errors.Is(nerr, ErrNotFound) {
+		return fmt.Errorf("store: read the fingerprint of a rotation's keys: %w", nerr)
+	}
+	marked, stopped := err == nil && hmac.Equal(got, want), nerr == nil
+	switch {
+	case marked && !stopped:
+		return nil
+	case marked, errors.Is(err, ErrNotFound), stopped && hmac.Equal(next, want):
 		b := db.NewBatch()
 		defer b.Close()
 		b.Set(keysMarkKey(), want)
+		b.Delete(keysNextKey())
 		_ = b.Commit()
 		return nil
 	}
-	if err != nil {
-		return fmt.Errorf("store: read the keys' fingerprint: %w", err)
-	}
-	if !hmac.Equal(got, want) {
-		return otherKeysError(keysPath)
-	}
-	return nil
+	return otherKeysError(keysPath)
 }
 
 func otherKeysError(keysPath string) error {
 	return fmt.Errorf("store: %s does not hold the keys this store was written with (damaged, or another installation's): "+
-		"put back the keys.json of the latest backup (the keys never change)", keysPath)
+		"put back the keys.json of the latest backup (one taken since the keys' last rotation, if any)", keysPath)
 }
 
 // CheckSecretsFile refuses data, the bytes of the key file at keysPath,
@@ -165,7 +176,12 @@ func otherKeysError(keysPath string) error {
 // server read it at start, and a backup copying it then would hold keys
 // that void its own decision ids and customer hashes, a damage its
 // manifest's checksums take for the truth. A store without a fingerprint
-// yet accepts any bytes: there is nothing to check them against.
+// yet accepts any bytes: there is nothing to check them against. The keys
+// of a rotation that stopped after writing keys.json (RotateSecrets) are
+// accepted too: a copy of the store holds their fingerprint as well, and
+// its next open settles on them (CheckSecrets). The caller holds
+// HoldSecrets from its copy of the store to its read of data, so that no
+// rotation falls in between.
 func (db *DB) CheckSecretsFile(data []byte, keysPath string) error {
 	got, err := db.Get(keysMarkKey())
 	if errors.Is(err, ErrNotFound) {
@@ -178,8 +194,12 @@ func (db *DB) CheckSecretsFile(data []byte, keysPath string) error {
 	if err != nil {
 		return err
 	}
-	if !hmac.Equal(got, s.fingerprint()) {
-		return otherKeysError(keysPath)
+	fp := s.fingerprint()
+	if hmac.Equal(got, fp) {
+		return nil
 	}
-	return nil
+	if next, err := db.Get(keysNextKey()); err == nil && hmac.Equal(next, fp) {
+		return nil
+	}
+	return otherKeysError(keysPath)
 }

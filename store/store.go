@@ -72,6 +72,12 @@ type DB struct {
 	// with tenantDelMu held and mu not, and the state the step writes
 	// ("" for the sweep).
 	tenantDelHook func(tenant, state string)
+	// secretsMu serialises RotateSecrets with the readers of keys.json
+	// that must see the file and the store's fingerprint agree (HoldSecrets).
+	secretsMu sync.RWMutex
+	// rotateHook, when set (tests), is called by RotateSecrets before each
+	// of its steps (rotateStep); an error is the step's failure.
+	rotateHook func(step string) error
 	// erased are the tenants whose records a deletion step erased
 	// (sealTenant): a batch that sets a key in one's key space is refused.
 	erased erasedTenants
