@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/coupond/coupond/clock"
@@ -69,9 +70,10 @@ const (
 // "GET /v1/lotes-decision/{job_id}/descarga", served without a token.
 func DownloadPath(jobID string) string { return downloadPrefix + jobID + downloadSuffix }
 
-// URLSigner signs and verifies result URLs. It is safe for concurrent use.
+// URLSigner signs and verifies result URLs. It is safe for concurrent use;
+// its key can be replaced while it serves (SetKey).
 type URLSigner struct {
-	key     []byte
+	key     atomic.Pointer[[]byte]
 	baseURL string
 }
 
@@ -79,13 +81,24 @@ type URLSigner struct {
 // store's Secrets.URL) that builds URLs under baseURL, an absolute http or
 // https URL without query or fragment (a trailing '/' is dropped).
 func NewURLSigner(key []byte, baseURL string) (*URLSigner, error) {
-	if len(key) < 32 {
-		return nil, errors.New("batch: URL signing key shorter than 32 bytes")
-	}
 	if err := CheckBaseURL(baseURL); err != nil {
 		return nil, fmt.Errorf("batch: base URL: %w", err)
 	}
-	return &URLSigner{key: append([]byte(nil), key...), baseURL: strings.TrimRight(baseURL, "/")}, nil
+	s := &URLSigner{baseURL: strings.TrimRight(baseURL, "/")}
+	return s, s.SetKey(key)
+}
+
+// SetKey makes key (at least 32 bytes, copied) the one URLs are signed and
+// verified with from now on, for a key rotation (coupond admin keys
+// rotate): every URL signed with the previous key fails Verify
+// (ErrURLInvalid), and the job's status signs a new one.
+func (s *URLSigner) SetKey(key []byte) error {
+	if len(key) < 32 {
+		return errors.New("batch: URL signing key shorter than 32 bytes")
+	}
+	k := append([]byte(nil), key...)
+	s.key.Store(&k)
+	return nil
 }
 
 // CheckBaseURL returns an error, fit to follow the name of the setting that
@@ -125,7 +138,7 @@ type Grant struct {
 func (s *URLSigner) Sign(g Grant, exp time.Time) string {
 	e := exp.Unix()
 	gen := strconv.FormatUint(uint64(g.Gen), 10)
-	sig := s.mac(sigContext(g.Detalle, true), "GET", DownloadPath(g.JobID), g.Tenant, g.ClientID, gen, g.JobID, strconv.FormatInt(e, 10))
+	sig := mac(*s.key.Load(), sigContext(g.Detalle, true), "GET", DownloadPath(g.JobID), g.Tenant, g.ClientID, gen, g.JobID, strconv.FormatInt(e, 10))
 	return s.baseURL + DownloadPath(url.PathEscape(g.JobID)) +
 		"?t=" + url.QueryEscape(g.Tenant) +
 		"&c=" + url.QueryEscape(g.ClientID) +
@@ -169,8 +182,9 @@ func (s *URLSigner) Verify(method, path, rawQuery string, now time.Time) (Grant,
 	if !q.bound {
 		fields = []string{"GET", path, q.tenant, jobID, q.rawExp}
 	}
-	g.Detalle = hmac.Equal(q.sig[:], s.mac(sigContext(true, q.bound), fields...))
-	if !g.Detalle && !hmac.Equal(q.sig[:], s.mac(sigContext(false, q.bound), fields...)) {
+	key := *s.key.Load() // one key for both contexts, whatever SetKey does meanwhile
+	g.Detalle = hmac.Equal(q.sig[:], mac(key, sigContext(true, q.bound), fields...))
+	if !g.Detalle && !hmac.Equal(q.sig[:], mac(key, sigContext(false, q.bound), fields...)) {
 		return Grant{}, fmt.Errorf("batch: signed URL: bad signature: %w", ErrURLInvalid)
 	}
 	if clock.Expired(time.Unix(q.exp, 0), ResultURLTTL, now) {
@@ -279,10 +293,10 @@ func sigContext(detalle, bound bool) string {
 	}
 }
 
-// mac is the URL signature: HMAC-SHA256 over the context string ctx (the
-// grant) and the length-prefixed fields.
-func (s *URLSigner) mac(ctx string, fields ...string) []byte {
-	m := hmac.New(sha256.New, s.key)
+// mac is the URL signature: HMAC-SHA256 under key over the context string
+// ctx (the grant) and the length-prefixed fields.
+func mac(key []byte, ctx string, fields ...string) []byte {
+	m := hmac.New(sha256.New, key)
 	writeField(m, ctx)
 	for _, f := range fields {
 		writeField(m, f)

@@ -39,7 +39,7 @@ func with(g Grant, tenant, job string) Grant { g.Tenant, g.JobID = tenant, job; 
 // credential, as a release before credential-bound URLs minted it.
 func signLegacy(s *URLSigner, g Grant, exp time.Time) string {
 	e := strconv.FormatInt(exp.Unix(), 10)
-	sig := s.mac(sigContext(g.Detalle, false), "GET", DownloadPath(g.JobID), g.Tenant, g.JobID, e)
+	sig := mac(*s.key.Load(), sigContext(g.Detalle, false), "GET", DownloadPath(g.JobID), g.Tenant, g.JobID, e)
 	return s.baseURL + DownloadPath(url.PathEscape(g.JobID)) + "?t=" + url.QueryEscape(g.Tenant) +
 		"&exp=" + e + "&sig=" + base64.RawURLEncoding.EncodeToString(sig)
 }
@@ -467,6 +467,36 @@ func TestCheckBaseURLNeverShowsAPassword(t *testing.T) {
 		}
 		if err != nil && strings.Contains(err.Error(), "hunter2") {
 			t.Errorf("CheckBaseURL(%q) = %q: shows the password", tc.in, err)
+		}
+	}
+}
+
+// TestSetKey: after SetKey (a key rotation) a URL signed before fails
+// Verify as any forged one (ErrURLInvalid), one signed now verifies, and a
+// short key is refused, leaving the key in force.
+func TestSetKey(t *testing.T) {
+	s := testSigner(t)
+	exp := testNow.Add(ResultURLTTL)
+	before := s.Sign(acme, exp)
+	if err := s.SetKey(bytes.Repeat([]byte{9}, 32)); err != nil {
+		t.Fatal(err)
+	}
+	after := s.Sign(acme, exp)
+	if err := s.SetKey(make([]byte, 31)); err == nil {
+		t.Error("SetKey of a 31-byte key: nil error")
+	}
+	tests := []struct {
+		name string
+		url  string
+		want error
+	}{
+		{"signed before the rotation", before, ErrURLInvalid},
+		{"signed after", after, nil},
+	}
+	for _, tc := range tests {
+		path, q := splitSigned(t, tc.url)
+		if _, err := s.Verify("GET", path, q, testNow); !errors.Is(err, tc.want) {
+			t.Errorf("%s: Verify = %v, want %v", tc.name, err, tc.want)
 		}
 	}
 }

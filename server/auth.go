@@ -8,6 +8,7 @@ import (
 	"hash"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/coupond/coupond/clock"
@@ -102,8 +103,9 @@ const tokenTTL = 15 * time.Minute
 // credential cache by the caller. Tokens of the format before generations
 // ("ct1.") are refused like any malformed token.
 type tokens struct {
-	key  []byte
-	pool sync.Pool // of hash.Hash
+	// keyed is the signing key and its pool of HMACs: swapped whole by
+	// setKey (a key rotation), read once per issue or verify.
+	keyed atomic.Pointer[tokenKey]
 	// strict decodes base64url refusing nonzero padding bits: the lenient
 	// decoder took three other spellings of a token's last character
 	// (and of its payload's) as the same token, so an altered token
@@ -111,10 +113,24 @@ type tokens struct {
 	strict *base64.Encoding
 }
 
+// tokenKey is a token signing key with its pool of HMACs keyed with it.
+type tokenKey struct {
+	key  []byte
+	pool sync.Pool // of hash.Hash
+}
+
 func newTokens(key []byte) *tokens {
-	t := &tokens{key: key, strict: base64.RawURLEncoding.Strict()}
-	t.pool.New = func() any { return hmac.New(sha256.New, t.key) }
+	t := &tokens{strict: base64.RawURLEncoding.Strict()}
+	t.setKey(key)
 	return t
+}
+
+// setKey makes key (copied) the one tokens are issued and verified with
+// from now on: every token signed with the previous key fails verify.
+func (t *tokens) setKey(key []byte) {
+	k := &tokenKey{key: append([]byte(nil), key...)}
+	k.pool.New = func() any { return hmac.New(sha256.New, k.key) }
+	t.keyed.Store(k)
 }
 
 const tokenPrefix = "ct2."
@@ -134,11 +150,12 @@ func (t *tokens) issue(clientID string, scopes scope, gen uint32, exp time.Time)
 }
 
 func (t *tokens) sign(payload, dst []byte) []byte {
-	h := t.pool.Get().(hash.Hash)
+	k := t.keyed.Load()
+	h := k.pool.Get().(hash.Hash)
 	h.Reset()
 	h.Write(payload)
 	dst = h.Sum(dst)
-	t.pool.Put(h)
+	k.pool.Put(h)
 	return dst
 }
 
@@ -182,3 +199,9 @@ func (t *tokens) verify(tok string, now time.Time, buf *[160]byte) (clientID []b
 	}
 	return buf[tokenHead:n], scope(binary.BigEndian.Uint32(buf[8:12])), binary.BigEndian.Uint32(buf[12:tokenHead]), true
 }
+
+// SetTokenKey makes key (copied) the access tokens' signing key from now
+// on, for a key rotation (coupond admin keys rotate): every token signed
+// with the previous key is answered 401 no_autenticado, and its client asks
+// for a new one.
+func (s *Server) SetTokenKey(key []byte) { s.tokens.setKey(key) }

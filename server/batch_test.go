@@ -1662,3 +1662,42 @@ func TestBatchLinesShareTheJobTime(t *testing.T) {
 		t.Errorf("the job's lines (-want +got):\n%s", diff)
 	}
 }
+
+// TestKeyRotationVoidsTokensAndLinks: once the token and URL keys are
+// replaced in a running server (coupond admin keys rotate), a token and a
+// resultado_url signed before are refused (401 no_autenticado; 404 as a
+// link that expired) and each integrator recovers alone: its credential
+// gets a new token, and the job's status a link signed with the new key.
+func TestKeyRotationVoidsTokensAndLinks(t *testing.T) {
+	h, tok := batchHarness(t)
+	id := submit(h, tok, map[string]any{"campana_id": "camp", "clientes": refs("rot", 3)})
+	runJobs(h)
+	oldPath, oldQuery := pathOf(t, status(h, tok, id)["resultado_url"].(string))
+	oldLink := oldPath + "?" + oldQuery
+	h.srv.SetTokenKey(bytes.Repeat([]byte{0xa1}, 32))
+	if err := h.batch.Signer.SetKey(bytes.Repeat([]byte{0xa2}, 32)); err != nil {
+		t.Fatal(err)
+	}
+	type answers struct {
+		OldToken  int
+		Codigo    any
+		OldLink   int
+		NewToken  int
+		FreshLink int
+	}
+	var got answers
+	var body map[string]any
+	got.OldToken, body = h.do("GET", "/v1/lotes-decision/"+id, tok, nil)
+	got.Codigo = body["codigo"]
+	got.OldLink, _, _ = get(h, oldLink, "")
+	fresh := h.token("acme", allScopes...)
+	var s map[string]any
+	got.NewToken, s = h.do("GET", "/v1/lotes-decision/"+id, fresh, nil)
+	if u, ok := s["resultado_url"].(string); ok {
+		p, q := pathOf(t, u)
+		got.FreshLink, _, _ = get(h, p+"?"+q, "")
+	}
+	if diff := cmp.Diff(answers{401, "no_autenticado", 404, 200, 200}, got); diff != "" {
+		t.Errorf("after the rotation (-want +got):\n%s", diff)
+	}
+}
