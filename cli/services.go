@@ -238,7 +238,7 @@ func extraAdminCmds(a *app) []*cobra.Command {
 	batch := groupCmd("batch", "Batch decision jobs: watch a job's progress", withDeadline(batchWatchCmd(a), 24*time.Hour))
 	debug := groupCmd("debug", "Diagnostics of the running server (profiles)", withDeadline(pprofCmd(a), 15*time.Minute))
 	return append([]*cobra.Command{withDeadline(evaluateCmd(a), longAdmin), shadow, abuseCmd(a), batch, consoleCmd(a),
-		withDeadline(checkCmd(a), longAdmin), debug}, dataCmds(a)...)
+		withDeadline(checkCmd(a), longAdmin), debug, keysCmd(a)}, dataCmds(a)...)
 }
 
 func scopeList() []string { return server.ScopeNames() }
