@@ -214,3 +214,64 @@ func TestKeysRotateRefuses(t *testing.T) {
 		t.Error("a refused rotation changed keys.json")
 	}
 }
+
+// TestKeysRotateBackups: a backup taken after a rotation holds the new
+// keys (its store's fingerprint theirs: it opens once restored); restoring
+// one taken before brings back the keys it was taken with, and its store
+// opens with them, instead of being refused as another installation's;
+// restoring the later one brings the new keys back again, and a crash
+// between the restore's swap and its keys.json leaves a data dir that
+// opens. Each backup of
+// the installation stays listed, whatever keys it holds.
+func TestKeysRotateBackups(t *testing.T) {
+	dir, data, before := backedUpTenant(t)
+	keysOf := func(d string) string {
+		b, err := os.ReadFile(filepath.Join(d, "keys.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	runIn(t, data, "admin", "keys", "rotate", "token", "url")
+	rotated := keysOf(data)
+	after := filepath.Join(dir, "after")
+	runIn(t, data, "admin", "backup", "--out", after)
+	type state struct {
+		Keys    string
+		Tenants bool
+	}
+	tests := []struct {
+		from string
+		want string
+	}{
+		{before, keysOf(before)},
+		{after, rotated},
+	}
+	if keysOf(after) != rotated || keysOf(before) == rotated {
+		t.Fatal("the backup after the rotation does not hold the new keys")
+	}
+	for _, tc := range tests {
+		runIn(t, data, "admin", "restore", "--from", tc.from)
+		got := state{keysOf(data), strings.Contains(string(runIn(t, data, "admin", "tenant", "list")), "acme")}
+		if diff := cmp.Diff(state{tc.want, true}, got); diff != "" {
+			t.Errorf("restored %s (-want +got):\n%s", filepath.Base(tc.from), diff)
+		}
+	}
+	// A crash after the restore swapped the backup's store in and before
+	// it put the backup's keys.json in place leaves the rotated keys there:
+	// the restored store takes them (and then only them).
+	runIn(t, data, "admin", "restore", "--from", before)
+	if err := os.WriteFile(filepath.Join(data, "keys.json"), []byte(rotated), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out := runIn(t, data, "admin", "tenant", "list"); !strings.Contains(string(out), "acme") {
+		t.Errorf("restored store beside the rotated keys: %s", out)
+	}
+	var listed struct{ Backups []struct{ Dir string } }
+	if err := json.Unmarshal(runIn(t, data, "admin", "backups", "--json"), &listed); err != nil {
+		t.Fatal(err)
+	}
+	if len(listed.Backups) != 2 {
+		t.Errorf("admin backups: %+v, want both backups", listed)
+	}
+}

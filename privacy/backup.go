@@ -317,7 +317,9 @@ func (bk *Backups) SetAside() []string {
 }
 
 // addSiblings adds to found every backup directory of this installation
-// (its keys.json is keys, the data dir's) beside one already there.
+// (its keys.json of the same installation as keys, the data dir's:
+// store.SameInstallation, whatever rotation each was taken under) beside
+// one already there.
 func (bk *Backups) addSiblings(found map[string]backupEntry, keys []byte) {
 	parents := map[string]bool{}
 	for dir := range found {
@@ -330,7 +332,7 @@ func (bk *Backups) addSiblings(found map[string]backupEntry, keys []byte) {
 			if _, ok := found[dir]; ok || !e.IsDir() || !isBackupDir(dir) {
 				continue
 			}
-			if theirs, err := os.ReadFile(filepath.Join(dir, store.SecretsFile)); err == nil && bytes.Equal(bytes.TrimSpace(theirs), bytes.TrimSpace(keys)) {
+			if theirs, err := os.ReadFile(filepath.Join(dir, store.SecretsFile)); err == nil && store.SameInstallation(theirs, keys) {
 				found[dir] = backupEntryOf(dir, bk.now())
 			}
 		}
@@ -1029,7 +1031,8 @@ func (bk *Backups) copyInto(ctx context.Context, db *store.DB, dir string, taken
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if err := checkpoint(db, filepath.Join(dir, "db"), progress); err != nil {
+	keys, err := bk.copyStoreAndKeys(db, dir, progress)
+	if err != nil {
 		return nil, err
 	}
 	if err := ctx.Err(); err != nil {
@@ -1037,17 +1040,6 @@ func (bk *Backups) copyInto(ctx context.Context, db *store.DB, dir string, taken
 	}
 	size, files := dirSizeFiles(filepath.Join(dir, "db"))
 	fmt.Fprintf(progress, "backup: %s\n", progressBar(size, max(size, 1)))
-	keysPath := filepath.Join(bk.dataDir, store.SecretsFile)
-	keys, err := os.ReadFile(keysPath)
-	if err != nil {
-		return nil, err
-	}
-	if err := db.CheckSecretsFile(keys, keysPath); err != nil {
-		return nil, fmt.Errorf("backup: %w", err)
-	}
-	if err := atomicfile.WriteBytes(filepath.Join(dir, store.SecretsFile), 0o600, keys); err != nil {
-		return nil, err
-	}
 	if err := syncTree(filepath.Join(dir, "db")); err != nil {
 		return nil, err
 	}
@@ -1190,4 +1182,31 @@ func syncTree(dir string) error {
 		defer f.Close()
 		return f.Sync()
 	})
+}
+
+// copyStoreAndKeys takes the checkpoint of db into dir/db and copies the
+// keys (copyKeys), with no key rotation in between (store.HoldSecrets):
+// the copy's fingerprint is of the keys it gets.
+func (bk *Backups) copyStoreAndKeys(db *store.DB, dir string, progress io.Writer) ([]byte, error) {
+	release := db.HoldSecrets()
+	defer release()
+	if err := checkpoint(db, filepath.Join(dir, "db"), progress); err != nil {
+		return nil, err
+	}
+	return copyKeys(db, bk.dataDir, dir)
+}
+
+// copyKeys copies dataDir's keys.json into the backup dir, refusing keys
+// that are not those db, whose copy the backup holds, was written with
+// (CheckSecretsFile), and returns its bytes.
+func copyKeys(db *store.DB, dataDir, dir string) ([]byte, error) {
+	keysPath := filepath.Join(dataDir, store.SecretsFile)
+	keys, err := os.ReadFile(keysPath)
+	if err != nil {
+		return nil, err
+	}
+	if err := db.CheckSecretsFile(keys, keysPath); err != nil {
+		return nil, fmt.Errorf("backup: %w", err)
+	}
+	return keys, atomicfile.WriteBytes(filepath.Join(dir, store.SecretsFile), 0o600, keys)
 }

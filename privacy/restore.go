@@ -129,19 +129,31 @@ func (bk *Backups) Restore(ctx context.Context, src string, open OpenStaging, pr
 		removeStaging(dataDir)
 		return nil, fmt.Errorf("backup registry: %w", err)
 	}
-	if err := installKeys(dataDir, src); err != nil {
-		return nil, err
+	// A data dir without keys (or with damaged ones) gets the backup's
+	// first: its store is refused without them. One whose keys were
+	// rotated since the backup gets the backup's once the backup's store
+	// is in, which accepts either set until then (amendStaging).
+	early := keysDamaged(readKeys(dataDir))
+	if early {
+		if err := installKeys(dataDir, src); err != nil {
+			return nil, err
+		}
 	}
 	replaced, err := swapIn(dataDir)
 	if err != nil {
 		return nil, err
+	}
+	if !early {
+		if err := installKeys(dataDir, src); err != nil {
+			return nil, err
+		}
 	}
 	fmt.Fprintf(progress, "restore: done\n")
 	return &RestoreResult{From: src, DataDir: dataDir, TakenAt: m.TakenAt, DeletionsReapplied: n.customers, TenantDeletionsReapplied: n.tenants, Replaced: replaced, LiveStore: liveState}, nil
 }
 
 // registerRestored adds to reg, when not there yet, the restored backup
-// src and every backup of the same installation (same keys.json) beside
+// src and every backup of the same installation (store.SameInstallation) beside
 // it still within retention: taken before or after src, they hold the
 // customers of the restored store too, and a backups.json restored onto a
 // new machine, or one that lost them, would leave their ledgers unfed. A
@@ -217,6 +229,11 @@ func amendStaging(ctx context.Context, staging, results string, secrets *store.S
 		return reapplied{}, err
 	}
 	defer db.Close()
+	if cur := rotatedKeys(filepath.Dir(staging), secrets); cur != nil {
+		if err := db.AcceptSecrets(cur); err != nil {
+			return reapplied{}, err
+		}
+	}
 	n, err := reapplyDeletions(ctx, db, results, secrets, ledger, live, open, progress)
 	if err != nil {
 		return reapplied{}, err
@@ -400,10 +417,11 @@ func within(path, dir string) bool {
 }
 
 // backupKeys loads the keys of the backup src, refusing them when dataDir
-// holds another installation's. A keys.json of dataDir that does not
-// decode (damaged) names no installation: it is no reason to refuse, and
-// installKeys puts the backup's in its place, as serve's refusal of it
-// advises ("restore that backup"). It writes nothing.
+// holds another installation's (store.SameInstallation: keys of this one
+// rotated since the backup are not another's). A keys.json of dataDir
+// that does not decode (damaged) names no installation: it is no reason to
+// refuse, and installKeys puts the backup's in its place, as serve's
+// refusal of it advises ("restore that backup"). It writes nothing.
 func backupKeys(dataDir, src string) (*store.Secrets, error) {
 	keys, err := os.ReadFile(filepath.Join(src, store.SecretsFile))
 	if err != nil {
@@ -421,7 +439,7 @@ func backupKeys(dataDir, src string) (*store.Secrets, error) {
 	case errors.Is(err, fs.ErrNotExist):
 	case err != nil:
 		return nil, err
-	case bytes.Equal(bytes.TrimSpace(cur), bytes.TrimSpace(keys)):
+	case store.SameInstallation(cur, keys):
 	case !keysDamaged(cur):
 		return nil, fmt.Errorf("the backup's keys.json differs from %s: it comes from another installation", filepath.Join(dataDir, store.SecretsFile))
 	}
@@ -429,22 +447,41 @@ func backupKeys(dataDir, src string) (*store.Secrets, error) {
 }
 
 // keysDamaged reports whether keys, the bytes of a keys.json, do not
-// decode.
+// decode (none included).
 func keysDamaged(keys []byte) bool {
 	_, err := store.ParseSecrets(keys, store.SecretsFile)
 	return err != nil
 }
 
-// installKeys puts the backup's keys.json into dataDir when it has none or
-// a damaged one (backupKeys checked that one that decodes is the same).
-func installKeys(dataDir, src string) error {
-	path := filepath.Join(dataDir, store.SecretsFile)
-	if cur, err := os.ReadFile(path); err == nil && !keysDamaged(cur) {
+// readKeys is the bytes of dataDir's keys.json; nil when it cannot be read.
+func readKeys(dataDir string) []byte {
+	keys, _ := os.ReadFile(filepath.Join(dataDir, store.SecretsFile))
+	return keys
+}
+
+// rotatedKeys is the keys of dataDir when they decode and are not backup
+// (the backup's): a rotation since the backup replaced some; nil otherwise.
+func rotatedKeys(dataDir string, backup *store.Secrets) *store.Secrets {
+	cur, err := store.ParseSecrets(readKeys(dataDir), store.SecretsFile)
+	if err != nil || bytes.Equal(cur.Token, backup.Token) && bytes.Equal(cur.URL, backup.URL) {
 		return nil
 	}
+	return cur
+}
+
+// installKeys puts the backup's keys.json into dataDir unless it holds the
+// same bytes already: when it has none or a damaged one, and when its keys
+// were rotated since the backup (backupKeys checked that they are of the
+// same installation), since the restored store was written with the
+// backup's.
+func installKeys(dataDir, src string) error {
+	path := filepath.Join(dataDir, store.SecretsFile)
 	keys, err := os.ReadFile(filepath.Join(src, store.SecretsFile))
 	if err != nil {
 		return fmt.Errorf("backup keys: %w", err)
+	}
+	if cur, err := os.ReadFile(path); err == nil && bytes.Equal(bytes.TrimSpace(cur), bytes.TrimSpace(keys)) {
+		return nil
 	}
 	return atomicfile.WriteBytes(path, 0o600, keys)
 }

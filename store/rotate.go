@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"crypto/hmac"
 	"encoding/json"
 	"errors"
@@ -139,11 +140,15 @@ func (db *DB) HoldSecrets() (release func()) {
 }
 
 // SameInstallation reports whether a and b, the bytes of two key files,
-// decode to keys of the same installation: the same decision and hash
-// keys, which no rotation replaces. Two copies of one installation's
-// keys.json taken either side of a rotation differ in their token or URL
-// key and are still the same installation's.
+// are the same (blanks around them aside) or decode to keys of the same
+// installation: the same decision and hash keys, which no rotation
+// replaces. Two copies of one installation's keys.json taken either side
+// of a rotation differ in their token or URL key and are still the same
+// installation's.
 func SameInstallation(a, b []byte) bool {
+	if bytes.Equal(bytes.TrimSpace(a), bytes.TrimSpace(b)) {
+		return true
+	}
 	sa, err := ParseSecrets(a, SecretsFile)
 	if err != nil {
 		return false
@@ -153,4 +158,15 @@ func SameInstallation(a, b []byte) bool {
 		return false
 	}
 	return hmac.Equal(sa.Decision, sb.Decision) && hmac.Equal(sa.Hash, sb.Hash)
+}
+
+// AcceptSecrets records s's fingerprint beside the store's, with Sync, as
+// a rotation does (RotateSecrets): the store then opens beside a keys.json
+// holding either set and settles on the one it finds (CheckSecrets). A
+// restore gives it to the backup's store it brings back, before that store
+// replaces the data dir's, when the data dir's keys were rotated since the
+// backup: it swaps the store in, then puts the backup's keys.json in place,
+// and a crash in between leaves a store that accepts the keys.json there.
+func (db *DB) AcceptSecrets(s *Secrets) error {
+	return db.setKeysMarks(nil, s.fingerprint())
 }

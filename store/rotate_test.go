@@ -1,6 +1,7 @@
 package store
 
 import (
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -79,6 +80,9 @@ func TestRotateSecrets(t *testing.T) {
 			}
 			if !SameInstallation(oldData, newData) {
 				t.Error("keys.json before and after a rotation are not the same installation's")
+			}
+			if other, _ := json.Marshal(TestSecrets()); SameInstallation(newData, other) {
+				t.Error("another installation's keys.json taken for this one's")
 			}
 			if info, err := os.Stat(filepath.Join(dir, SecretsFile)); err != nil || info.Mode().Perm() != 0o600 {
 				t.Errorf("keys.json after rotation: %v %v, want mode 0600", info.Mode(), err)
