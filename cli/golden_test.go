@@ -31,7 +31,7 @@ func runInAt(t *testing.T, now func() time.Time, dataDir string, args ...string)
 // cliVolatile are the members of admin outputs that change from run to run.
 var cliVolatile = []string{"created_at", "client_id", "client_secret", "clock_now", "now", "real_now", "generated_at",
 	"generado_en", "taken_at", "completed_at", "expires_at", "last_used_at", "data_dir", "elapsed", "elapsed_ms", "duration_ms",
-	"requested_at", "erased_at", "deleted_at", "by"}
+	"requested_at", "erased_at", "deleted_at", "by", "rotated_at"}
 
 // TestGoldenAdminOutputs runs the admin commands an operator starts with,
 // in process, on a fresh data dir, and compares their --json output with
@@ -48,6 +48,7 @@ func TestGoldenAdminOutputs(t *testing.T) {
 		{"credential_list", []string{"admin", "credential", "list", "--tenant", "acme", "--json"}},
 		{"evaluate_empty", []string{"admin", "evaluate", "--tenant", "acme", "--json"}},
 		{"check", []string{"admin", "check", "--json"}},
+		{"keys_rotate", []string{"admin", "keys", "rotate", "token", "url", "--json"}},
 		// Last: the tenant is gone after it.
 		{"tenant_delete", []string{"admin", "tenant", "delete", "acme", "--confirm", "acme", "--json"}},
 		{"tenant_deletions", []string{"admin", "tenant", "deletions", "--json"}},
