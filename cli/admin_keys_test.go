@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -19,6 +20,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/coupond/coupond/batch"
+	"github.com/coupond/coupond/client"
 	"github.com/coupond/coupond/internal/syncbuf"
 )
 
@@ -152,6 +154,24 @@ func TestKeysRotate(t *testing.T) {
 			if diff := cmp.Diff(keysState{OldToken: "404 no_encontrado", OldLink: "ok"}, before); diff != "" {
 				t.Fatalf("before the rotation (-want +got):\n%s", diff)
 			}
+			// A Go client holding a token signed with the old key asks for a
+			// new one on the 401 by itself.
+			gc, err := client.New(api.http.URL, cred.ClientID, cred.ClientSecret)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer gc.Close(context.Background())
+			goCall := func() string {
+				_, err := gc.Batch(context.Background(), "lote_none")
+				var apiErr *client.Error
+				if !errors.As(err, &apiErr) {
+					return fmt.Sprint(err)
+				}
+				return fmt.Sprint(apiErr.Status, " ", apiErr.Codigo)
+			}
+			if got := goCall(); got != "404 no_encontrado" {
+				t.Fatalf("Go client before the rotation: %s", got)
+			}
 			if !running {
 				api.close()
 			}
@@ -171,6 +191,9 @@ func TestKeysRotate(t *testing.T) {
 				}
 			}
 			check("after the rotation", api)
+			if got := goCall(); running && got != "404 no_encontrado" {
+				t.Errorf("Go client after the rotation: %s, want it to take a new token by itself (404 no_encontrado)", got)
+			}
 			logged := api.log.String()
 			api.close()
 			check("after a restart", openKeysAPI(t, dir, false))
