@@ -259,9 +259,14 @@ func openEnvLocked(ctx context.Context, dataDir string, lock io.Closer, log zero
 	if err != nil {
 		return nil, orAccessError(dataDir, storeOpenError(err, dataDir))
 	}
+	stopped := db.RotationStopped()
 	if err := db.CheckSecrets(secrets, filepath.Join(dataDir, store.SecretsFile)); err != nil {
 		db.Close()
 		return nil, err
+	}
+	if stopped {
+		log.Warn().Msg("a signing-key rotation that stopped (admin keys rotate cut short) is settled on the keys keys.json holds: " +
+			"run admin keys rotate again if its command did not report success")
 	}
 	db.SetLog(log)
 	now := opt.now

@@ -170,3 +170,12 @@ func SameInstallation(a, b []byte) bool {
 func (db *DB) AcceptSecrets(s *Secrets) error {
 	return db.setKeysMarks(nil, s.fingerprint())
 }
+
+// RotationStopped reports whether a key rotation stopped before it
+// finished (a crash, a failed write) and is not settled yet: the store
+// holds the fingerprint of the keys it was writing, which the next
+// CheckSecrets settles.
+func (db *DB) RotationStopped() bool {
+	_, err := db.Get(keysNextKey())
+	return err == nil
+}

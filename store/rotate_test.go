@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/google/go-cmp/cmp"
@@ -162,13 +163,18 @@ func TestRotateSecretsCrash(t *testing.T) {
 // from then on, and all of it still so after another open.
 func checkCrashed(t *testing.T, p crashPoint, keys, other *Secrets) {
 	t.Helper()
-	for range 2 {
+	for i := range 2 {
+		first := i == 0
 		db, err := Open("db", p.fs)
 		if err != nil {
 			t.Fatalf("%s: open: %v", p.step, err)
 		}
+		stopped := db.RotationStopped()
 		if err := db.CheckSecrets(keys, "keys.json"); err != nil {
 			t.Errorf("crash before %s: the keys.json left is refused: %v", p.step, err)
+		}
+		if want := first && (p.step == rotateStepFile || p.step == rotateStepMark); stopped != want {
+			t.Errorf("crash before %s: RotationStopped = %v, want %v", p.step, stopped, want)
 		}
 		if _, err := db.Get(keysNextKey()); !errors.Is(err, ErrNotFound) {
 			t.Errorf("crash before %s: a rotation's fingerprint is left after the open (%v)", p.step, err)
@@ -235,5 +241,33 @@ func TestRotateSecretsFails(t *testing.T) {
 				t.Errorf("a rotation after the failed one: %v", err)
 			}
 		})
+	}
+}
+
+// TestHoldSecretsDefersRotation: a rotation waits for the holder of
+// HoldSecrets (a backup between its copy of the store and of keys.json),
+// and goes on once released.
+func TestHoldSecretsDefersRotation(t *testing.T) {
+	dir, db, _ := rotationSetup(t, NewMemFS())
+	defer db.Close()
+	release := db.HoldSecrets()
+	done := make(chan error, 1)
+	go func() {
+		_, err := db.RotateSecrets(dir, Rotation{URL: true})
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		t.Fatalf("rotation ran while held (%v)", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	release()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("rotation still waiting after the release")
 	}
 }
