@@ -56,7 +56,7 @@ type RestoreResult struct {
 // replaced are revoked or rotated there too (carryCredentials), and only
 // then is src registered (so the restored store feeds its ledger from its
 // first request) and are the staging store and results
-// swapped in (and the keys written, when the data dir had none). Until that
+// swapped in (and the backup's keys written when the data dir had none, damaged ones or keys rotated since: swapInWithKeys). Until that
 // swap nothing of the data dir is changed: a restore that fails or stops
 // before it leaves the store, results and keys as they were, and the
 // registry too, but for src when it stops between the two (src then only
@@ -129,24 +129,9 @@ func (bk *Backups) Restore(ctx context.Context, src string, open OpenStaging, pr
 		removeStaging(dataDir)
 		return nil, fmt.Errorf("backup registry: %w", err)
 	}
-	// A data dir without keys (or with damaged ones) gets the backup's
-	// first: its store is refused without them. One whose keys were
-	// rotated since the backup gets the backup's once the backup's store
-	// is in, which accepts either set until then (amendStaging).
-	early := keysDamaged(readKeys(dataDir))
-	if early {
-		if err := installKeys(dataDir, src); err != nil {
-			return nil, err
-		}
-	}
-	replaced, err := swapIn(dataDir)
+	replaced, err := swapInWithKeys(dataDir, src)
 	if err != nil {
 		return nil, err
-	}
-	if !early {
-		if err := installKeys(dataDir, src); err != nil {
-			return nil, err
-		}
 	}
 	fmt.Fprintf(progress, "restore: done\n")
 	return &RestoreResult{From: src, DataDir: dataDir, TakenAt: m.TakenAt, DeletionsReapplied: n.customers, TenantDeletionsReapplied: n.tenants, Replaced: replaced, LiveStore: liveState}, nil
@@ -648,6 +633,26 @@ func stageResults(dataDir string) (string, error) {
 		return "", err
 	}
 	return staging, syncTree(staging)
+}
+
+// swapInWithKeys swaps the staging store and results in (swapIn) and puts
+// the backup src's keys.json in place (installKeys). A data dir without
+// keys (or with damaged ones) gets the backup's first: its store is
+// refused without them. One whose keys were rotated since the backup gets
+// the backup's once the backup's store is in, which accepts either set
+// until then (amendStaging): a crash in between leaves a data dir that
+// opens.
+func swapInWithKeys(dataDir, src string) (replaced bool, err error) {
+	early := keysDamaged(readKeys(dataDir))
+	if early {
+		if err := installKeys(dataDir, src); err != nil {
+			return false, err
+		}
+	}
+	if replaced, err = swapIn(dataDir); err != nil || early {
+		return replaced, err
+	}
+	return replaced, installKeys(dataDir, src)
 }
 
 // swapIn makes the staging store and results the live ones of dataDir,
