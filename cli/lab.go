@@ -42,6 +42,8 @@ summary. Seeds: --seeds report (1001..1000+N, the default: nobody tunes on them)
 --outcomes N redraws every world's luck (purchases, amounts, redemptions, opt-outs) from
 stream N on the same customers, history, catalog and engine seed: a world that fails under
 most streams fails by its mechanism, one that fails under its own alone by its draws.
+--redraw-failures N does that after the run for every failing world, with the N streams
+after the run's own, and prints the verdict under the summary.
 --over-http drives each world's engine as a retailer would, through the HTTP API with the Go
 client: a coupond server of its own per world in this process (serve's wiring on a data dir
 in the system's temporary directory, its learner loop on the real clock), the week's events
@@ -65,6 +67,7 @@ coupond lab compare A.json B.json compares two such runs (--json) world by world
 	f.IntVar(&lf.mw.parallel, "parallel", 2, "with --worlds: worlds run at a time")
 	f.StringArrayVar(&lf.mw.set, "set", nil, "with --worlds: change constants of the engine's policy configuration, as Field=value[,Field=value…] (policy.Config's field names, e.g. NeverShare=0.2,GateZ=1.5; the flag may be repeated, and every change applies, in order): to probe a constant on many worlds without editing code")
 	f.BoolVar(&lf.mw.overHTTP, "over-http", false, "with --worlds: drive each world's engine through the HTTP API (a coupond server of its own in this process, its learner loop on the real clock, the clock moved as admin clock advance moves it) instead of in process")
+	f.IntVar(&lf.mw.redraws, "redraw-failures", 0, "with --worlds: after the run, draw each failing world again under N other outcome streams (as --outcomes) and say whether it fails under most (its mechanism) or passes under most (its luck)")
 	f.Uint64Var(&lf.mw.outcomes, "outcomes", 0, "with --worlds: draw every world's outcomes (purchases, amounts, redemptions, opt-outs; the engine's and the compared policies') from stream N instead of the world's own (0): the same customers, history, catalog and engine seed with other luck, to tell a world's loss its draws made from one its mechanism makes")
 	f.StringVar(&lf.mw.model, "model", "regression", "with --worlds: the engine's model, regression (the default: the regression's choices behind the send gate) or zrule (the per-customer send rule before the gate; policy/POLICY.md 7.7)")
 	cmd.AddCommand(newLabCompareCmd())
@@ -89,8 +92,8 @@ func (lf *labFlags) run(cmd *cobra.Command) error {
 	switch {
 	case lf.mw.worlds > 0:
 		return lf.runWorlds(cmd)
-	case cmd.Flags().Changed("model"), cmd.Flags().Changed("set"), cmd.Flags().Changed("over-http"), cmd.Flags().Changed("outcomes"):
-		return fmt.Errorf("--model, --set, --over-http and --outcomes apply to the many worlds: use them with --worlds")
+	case cmd.Flags().Changed("model"), cmd.Flags().Changed("set"), cmd.Flags().Changed("over-http"), cmd.Flags().Changed("outcomes"), cmd.Flags().Changed("redraw-failures"):
+		return fmt.Errorf("--model, --set, --over-http, --outcomes and --redraw-failures apply to the many worlds: use them with --worlds")
 	case lf.runs > 1:
 		return lf.runSeeds(cmd)
 	}

@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -385,5 +386,53 @@ func TestLabRefusesHugeSizes(t *testing.T) {
 				t.Errorf("lab %v: %v; want an error naming %s", args, err, flag)
 			}
 		})
+	}
+}
+
+// TestLabRedrawFailures: --redraw-failures N draws every failing world, and
+// only those, again under the N outcome streams after the run's own, and
+// each capture is the one --outcomes gives that world alone.
+func TestLabRedrawFailures(t *testing.T) {
+	tiny := []string{"--seeds", "tune", "--customers", "150", "--weeks", "3", "--json"}
+	type doc struct {
+		Worlds []struct {
+			Family  struct{ Seed uint64 }
+			Pass    bool
+			Capture struct {
+				Engine float64 `json:"engine"`
+			} `json:"capture"`
+		} `json:"worlds"`
+		Redraws []redraw `json:"redraws"`
+	}
+	var got doc
+	if err := json.Unmarshal(runLab(t, append([]string{"--worlds", "3", "--redraw-failures", "2"}, tiny...)), &got); err != nil {
+		t.Fatal(err)
+	}
+	var failing, redrawn []uint64
+	for _, w := range got.Worlds {
+		if !w.Pass {
+			failing = append(failing, w.Family.Seed)
+		}
+	}
+	for _, rd := range got.Redraws {
+		redrawn = append(redrawn, rd.Seed)
+		if diff := cmp.Diff([]uint64{1, 2}, rd.Streams); diff != "" {
+			t.Errorf("world %d: streams (-want +got):\n%s", rd.Seed, diff)
+		}
+	}
+	if len(failing) == 0 {
+		t.Fatal("no tiny world fails: the test has nothing to redraw")
+	}
+	if diff := cmp.Diff(failing, redrawn); diff != "" {
+		t.Errorf("worlds redrawn (-failing +redrawn):\n%s", diff)
+	}
+	rd := got.Redraws[0]
+	var alone doc
+	seed := strconv.FormatUint(rd.Seed, 10)
+	if err := json.Unmarshal(runLab(t, append([]string{"--worlds", "1", "--seed", seed, "--outcomes", "2"}, tiny...)), &alone); err != nil {
+		t.Fatal(err)
+	}
+	if c := alone.Worlds[0].Capture.Engine; c != rd.Captures[1] {
+		t.Errorf("world %d under stream 2: capture %v alone, %v redrawn", rd.Seed, c, rd.Captures[1])
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"io"
 	"math"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -35,6 +36,9 @@ type manyWorldsFlags struct {
 	overHTTP bool
 	// outcomes is every world's outcome stream (lab.Family.Outcomes).
 	outcomes uint64
+	// redraws, when above 0, runs each failing world again under that
+	// many other outcome streams (redrawFailures).
+	redraws int
 }
 
 // policyConfig is the engine's policy configuration that --model and
@@ -60,6 +64,9 @@ type worldsOutput struct {
 	Outcomes uint64             `json:"outcomes,omitempty"`
 	Worlds   []*lab.WorldReport `json:"worlds"`
 	Summary  lab.WorldsSummary  `json:"summary"`
+	// Redraws are the failing worlds drawn again with other luck
+	// (--redraw-failures; left out without it).
+	Redraws []redraw `json:"redraws,omitempty"`
 }
 
 // runManyWorlds runs and prints the many-worlds lab.
@@ -96,6 +103,9 @@ func runManyWorlds(cmd *cobra.Command, mw manyWorldsFlags, asJSON bool) error {
 		return err
 	}
 	out := worldsOutput{SeedBase: base, OverHTTP: mw.overHTTP, Outcomes: mw.outcomes, Worlds: reps, Summary: lab.Summarize(reps)}
+	if out.Redraws, err = redrawFailures(cmd, cfg, reps, mw.redraws); err != nil {
+		return err
+	}
 	if asJSON {
 		return printJSON(cmd.OutOrStdout(), jsonSafe(out))
 	}
@@ -159,7 +169,65 @@ func printWorlds(w io.Writer, out worldsOutput) error {
 	if out.OverHTTP {
 		printLearnerLag(w, out.Worlds)
 	}
+	printRedraws(w, out.Redraws)
 	return nil
+}
+
+// redraw is one failing world drawn again under other outcome streams:
+// the engine's capture and pass under each.
+type redraw struct {
+	Seed     uint64    `json:"seed"`
+	Streams  []uint64  `json:"outcome_streams"`
+	Captures []float64 `json:"captures"`
+	Passes   int       `json:"passes"`
+}
+
+// redrawFailures runs every world of reps that fails again under the n
+// outcome streams after the run's own (lab.Redraw), in seed order, saying
+// on stderr which world it draws: nil when n is 0.
+func redrawFailures(cmd *cobra.Command, cfg lab.WorldsConfig, reps []*lab.WorldReport, n int) ([]redraw, error) {
+	if n <= 0 {
+		return nil, nil
+	}
+	streams := make([]uint64, n)
+	for i := range streams {
+		streams[i] = cfg.Outcomes + 1 + uint64(i)
+	}
+	var out []redraw
+	for _, r := range reps {
+		if r.Pass {
+			continue
+		}
+		fmt.Fprintf(cmd.ErrOrStderr(), "world %d failed: drawing it again under outcome streams %d..%d\n", r.Family.Seed, streams[0], streams[n-1])
+		again, err := lab.Redraw(cmd.Context(), cfg, r.Family.Seed, streams)
+		if err != nil {
+			return nil, err
+		}
+		rd := redraw{Seed: r.Family.Seed, Streams: streams}
+		for _, a := range again {
+			rd.Captures = append(rd.Captures, a.Capture.Engine)
+			if a.Pass {
+				rd.Passes++
+			}
+		}
+		out = append(out, rd)
+	}
+	return out, nil
+}
+
+// printRedraws prints each redrawn failing world: how many other draws it
+// passes under, and whether that makes its failure luck (more than half)
+// or mechanism.
+func printRedraws(w io.Writer, rds []redraw) {
+	for _, rd := range rds {
+		verdict := "its mechanism: it fails under most draws"
+		if 2*rd.Passes > len(rd.Streams) {
+			verdict = "its luck: it passes under most draws"
+		}
+		lo, hi := slices.Min(rd.Captures), slices.Max(rd.Captures)
+		fmt.Fprintf(w, "world %d drawn again under %d other outcome streams: passes %d, captures %s to %s; failed by %s\n",
+			rd.Seed, len(rd.Streams), rd.Passes, signed(lo, 3), signed(hi, 3), verdict)
+	}
 }
 
 // printLearnerLag prints, over HTTP, how many decisions were answered

@@ -39,8 +39,41 @@ type WorldsConfig struct {
 // engine, and returns their reports in seed order. done, if not nil, is
 // called after each world (from the goroutine that ran it).
 func RunWorlds(ctx context.Context, cfg WorldsConfig, done func(*WorldReport)) ([]*WorldReport, error) {
-	reps := make([]*WorldReport, cfg.N)
-	errs := make([]error, cfg.N)
+	fams := make([]Family, cfg.N)
+	for i := range fams {
+		fams[i] = cfg.family(cfg.Base+uint64(i), cfg.Outcomes)
+	}
+	return runFamilies(ctx, fams, cfg, done)
+}
+
+// Redraw runs world seed, sized and configured as cfg's worlds, once under
+// each outcome stream of streams (Family.Outcomes), Parallel at a time,
+// and returns the reports in the order of streams: the same world with
+// other luck, to tell a failure its draws made from one its mechanism
+// makes.
+func Redraw(ctx context.Context, cfg WorldsConfig, seed uint64, streams []uint64) ([]*WorldReport, error) {
+	fams := make([]Family, len(streams))
+	for i, s := range streams {
+		fams[i] = cfg.family(seed, s)
+	}
+	return runFamilies(ctx, fams, cfg, nil)
+}
+
+// family is world seed's family as cfg runs it, drawing its outcomes from
+// stream outcomes.
+func (cfg *WorldsConfig) family(seed, outcomes uint64) Family {
+	fam := DrawFamily(seed)
+	fam.Resize(cfg.Customers, cfg.Weeks)
+	fam.policy = cfg.Policy
+	fam.Outcomes = outcomes
+	return fam
+}
+
+// runFamilies runs fams, cfg.Parallel at a time on cfg.Open's benches, and
+// returns their reports in order; done as RunWorlds's.
+func runFamilies(ctx context.Context, fams []Family, cfg WorldsConfig, done func(*WorldReport)) ([]*WorldReport, error) {
+	reps := make([]*WorldReport, len(fams))
+	errs := make([]error, len(fams))
 	next := make(chan int)
 	var wg sync.WaitGroup
 	for range max(cfg.Parallel, 1) {
@@ -48,18 +81,14 @@ func RunWorlds(ctx context.Context, cfg WorldsConfig, done func(*WorldReport)) (
 		go func() {
 			defer wg.Done()
 			for i := range next {
-				fam := DrawFamily(cfg.Base + uint64(i))
-				fam.Resize(cfg.Customers, cfg.Weeks)
-				fam.policy = cfg.Policy
-				fam.Outcomes = cfg.Outcomes
-				reps[i], errs[i] = RunWorldOn(ctx, fam, cfg.Open)
+				reps[i], errs[i] = RunWorldOn(ctx, fams[i], cfg.Open)
 				if errs[i] == nil && done != nil {
 					done(reps[i])
 				}
 			}
 		}()
 	}
-	for i := range cfg.N {
+	for i := range fams {
 		if ctx.Err() != nil {
 			break
 		}

@@ -125,19 +125,22 @@ func TestRunWorldOrdersAndRepeats(t *testing.T) {
 // with other luck. Never-send's and the oracle's weekly values are
 // expectations over the same customers, so they do not move; the
 // engine's from the second week do, since it learns from other outcomes;
-// and each report names the stream it drew.
+// each report names the stream it drew; and Redraw's stream 0 is the world
+// as RunWorlds runs it.
 func TestOutcomesRedrawLuck(t *testing.T) {
-	cfg := WorldsConfig{Base: 1002, N: 1, Parallel: 1, Customers: 150, Weeks: 3}
+	cfg := WorldsConfig{Base: 1002, N: 1, Parallel: 2, Customers: 150, Weeks: 3}
 	own, err := RunWorlds(context.Background(), cfg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.Outcomes = 1
-	other, err := RunWorlds(context.Background(), cfg, nil)
+	redrawn, err := Redraw(context.Background(), cfg, 1002, []uint64{0, 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, b := own[0], other[0]
+	if d := cmp.Diff(own[0], redrawn[0], cmpopts.EquateNaNs(), cmpopts.IgnoreUnexported(Family{})); d != "" {
+		t.Errorf("Redraw's stream 0 differs from the run's world (-run +redraw):\n%s", d)
+	}
+	a, b := own[0], redrawn[1]
 	if a.Family.Outcomes != 0 || b.Family.Outcomes != 1 {
 		t.Errorf("reports name outcome streams %d and %d, want 0 and 1", a.Family.Outcomes, b.Family.Outcomes)
 	}
