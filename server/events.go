@@ -215,9 +215,7 @@ func (k *eventChecker) check(i int, v schema.Value) (engine.IngestEvent, *engine
 	}
 	now := k.now
 	if k.checkTS && (ev.TS.After(now.Add(tsAhead)) || ev.TS.Before(now.Add(-tsBehind))) {
-		lo, hi := tsBounds(now)
-		return engine.IngestEvent{}, reject(i, v, "ts_fuera_de_rango", "ts",
-			fmt.Sprintf("ts debe estar entre %s y %s (reloj del inquilino)", lo.Format(time.RFC3339), hi.Format(time.RFC3339)))
+		return engine.IngestEvent{}, reject(i, v, "ts_fuera_de_rango", "ts", tsWindowMsg(now))
 	}
 	if d := v.Field("decision_id"); d.Present() && !d.IsNull() {
 		ev.DecisionID = d.String()
@@ -378,19 +376,31 @@ func (k *eventChecker) validate(i int, v schema.Value) *engine.Rejection {
 			break
 		}
 	}
-	codigo := "esquema_invalido"
+	codigo, msg := "esquema_invalido", first.Msg
 	switch {
 	case first.Type == "extra_forbidden":
 		codigo = "campo_desconocido"
 	case first.Type == "value_error" && first.Dotted(0) == "ts":
 		// The event's own ts keeps §2's code for any instant outside
-		// its window, the API's range included (contract §8).
+		// its window, the API's range included (contract §8), and its
+		// message names that window, not the API's range (an unset Go
+		// time.Time is year 1, refused by the range).
 		codigo = "ts_fuera_de_rango"
+		if k.checkTS {
+			msg = tsWindowMsg(k.now)
+		}
 	}
 	// campo names the member as a 422's loc does (redactViolations): a
 	// member name that looks like a secret is "***", a long one is cut.
 	campo := redactViolations([]schema.Violation{first})[0].Dotted(0)
-	return reject(i, v, codigo, campo, first.Msg)
+	return reject(i, v, codigo, campo, msg)
+}
+
+// tsWindowMsg is the mensaje of an event's ts_fuera_de_rango: the window
+// of instants the tenant clock now accepts.
+func tsWindowMsg(now time.Time) string {
+	lo, hi := tsBounds(now)
+	return fmt.Sprintf("ts debe estar entre %s y %s (reloj del inquilino)", lo.Format(time.RFC3339), hi.Format(time.RFC3339))
 }
 
 // convertExtra sets the fields of ev that come from its validated extra.

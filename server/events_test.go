@@ -284,3 +284,47 @@ func TestEventSameContentWrittenAnotherWay(t *testing.T) {
 		})
 	}
 }
+
+// TestEventRejectionMessages checks the mensaje of rejections an integrator
+// cannot read the cause of from campo alone: a ts outside the API's range
+// (an unset Go time.Time is year 1) names the tenant's window, as any other
+// ts_fuera_de_rango does, not the API's range.
+func TestEventRejectionMessages(t *testing.T) {
+	h := newHarness(t)
+	h.tenant("acme", true, nil)
+	tok := h.token("acme", allScopes...)
+	ts := testStart.Add(-time.Hour)
+	tests := []struct {
+		name string
+		mod  func(m map[string]any)
+		want rejectionMsg
+	}{
+		{"ts of year 1", func(m map[string]any) { m["ts"] = "0001-01-01T00:00:00Z" },
+			rejectionMsg{"ts_fuera_de_rango", "ts", tsWindowMsg(testStart)}},
+		{"ts before 1970", func(m map[string]any) { m["ts"] = "1969-12-31T23:59:59-06:00" },
+			rejectionMsg{"ts_fuera_de_rango", "ts", tsWindowMsg(testStart)}},
+		{"ts four years old", func(m map[string]any) { m["ts"] = testStart.AddDate(-4, 0, 0).Format(time.RFC3339) },
+			rejectionMsg{"ts_fuera_de_rango", "ts", tsWindowMsg(testStart)}},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ev := purchase(fmt.Sprintf("msg-%d", i), "cliente-01", ts, 10, 2)
+			tt.mod(ev)
+			st, body := postEvents(h, tok, ev)
+			if st != 200 {
+				t.Fatalf("status %d body %v", st, body)
+			}
+			var got []rejectionMsg
+			for _, r := range body["rechazados"].([]any) {
+				m := r.(map[string]any)
+				got = append(got, rejectionMsg{fmt.Sprint(m["codigo"]), fmt.Sprint(m["campo"]), fmt.Sprint(m["mensaje"])})
+			}
+			if diff := cmp.Diff([]rejectionMsg{tt.want}, got); diff != "" {
+				t.Errorf("rechazados (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// rejectionMsg is one rechazados item with its mensaje.
+type rejectionMsg struct{ Codigo, Campo, Mensaje string }
