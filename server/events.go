@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/coupond/coupond/api"
 	"github.com/coupond/coupond/engine"
@@ -389,11 +390,57 @@ func (k *eventChecker) validate(i int, v schema.Value) *engine.Rejection {
 		if k.checkTS {
 			msg = tsWindowMsg(k.now)
 		}
+	case first.Type == "missing":
+		msg += lookalikeHint(first, bad)
 	}
 	// campo names the member as a 422's loc does (redactViolations): a
 	// member name that looks like a secret is "***", a long one is cut.
 	campo := redactViolations([]schema.Violation{first})[0].Dotted(0)
 	return reject(i, v, codigo, campo, msg)
+}
+
+// lookalikeHint is what the mensaje of a missing member adds when the
+// event holds, beside it, an unknown member whose name is the missing one's
+// but for case and accents ("valór" or "Valor" for valor, "márgen" for
+// extra.margen): the two look alike on screen, and the rejection names only
+// the missing one. "" when there is none.
+func lookalikeHint(missing schema.Violation, bad []schema.Violation) string {
+	n := len(missing.Loc)
+	if n == 0 {
+		return ""
+	}
+	name, _ := missing.Loc[n-1].(string)
+	for _, b := range bad {
+		if b.Type != "extra_forbidden" || len(b.Loc) != n || !slices.Equal(b.Loc[:n-1], missing.Loc[:n-1]) {
+			continue
+		}
+		if got, _ := b.Loc[n-1].(string); got != name && foldName(got) == foldName(name) {
+			return "; se recibió «" + got + "»: los nombres de los campos van en minúsculas y sin acentos"
+		}
+	}
+	return ""
+}
+
+// foldName is a member name in lower case without the accents of Spanish.
+func foldName(s string) string {
+	return strings.Map(func(r rune) rune {
+		r = unicode.ToLower(r)
+		switch r {
+		case 'á':
+			return 'a'
+		case 'é':
+			return 'e'
+		case 'í':
+			return 'i'
+		case 'ó':
+			return 'o'
+		case 'ú', 'ü':
+			return 'u'
+		case 'ñ':
+			return 'n'
+		}
+		return r
+	}, s)
 }
 
 // tsWindowMsg is the mensaje of an event's ts_fuera_de_rango: the window

@@ -288,7 +288,9 @@ func TestEventSameContentWrittenAnotherWay(t *testing.T) {
 // TestEventRejectionMessages checks the mensaje of rejections an integrator
 // cannot read the cause of from campo alone: a ts outside the API's range
 // (an unset Go time.Time is year 1) names the tenant's window, as any other
-// ts_fuera_de_rango does, not the API's range.
+// ts_fuera_de_rango does, not the API's range; a missing member sent under a
+// name that differs only in case or accents ("valór") is named in the
+// mensaje, since the two look alike.
 func TestEventRejectionMessages(t *testing.T) {
 	h := newHarness(t)
 	h.tenant("acme", true, nil)
@@ -305,6 +307,19 @@ func TestEventRejectionMessages(t *testing.T) {
 			rejectionMsg{"ts_fuera_de_rango", "ts", tsWindowMsg(testStart)}},
 		{"ts four years old", func(m map[string]any) { m["ts"] = testStart.AddDate(-4, 0, 0).Format(time.RFC3339) },
 			rejectionMsg{"ts_fuera_de_rango", "ts", tsWindowMsg(testStart)}},
+		{"valor with an accent", func(m map[string]any) { m["valór"] = m["valor"]; delete(m, "valor") },
+			rejectionMsg{"esquema_invalido", "valor", "Field required; se recibió «valór»: los nombres de los campos van en minúsculas y sin acentos"}},
+		{"Margen capitalized in extra", func(m map[string]any) {
+			x := m["extra"].(map[string]any)
+			x["Márgen"] = x["margen"]
+			delete(x, "margen")
+		}, rejectionMsg{"esquema_invalido", "extra.margen", "Field required; se recibió «Márgen»: los nombres de los campos van en minúsculas y sin acentos"}},
+		{"an unrelated unknown member", func(m map[string]any) { m["valores"] = m["valor"]; delete(m, "valor") },
+			rejectionMsg{"esquema_invalido", "valor", "Field required"}},
+		{"a look-alike at another level", func(m map[string]any) {
+			m["extra"].(map[string]any)["valór"] = 1
+			delete(m, "valor")
+		}, rejectionMsg{"esquema_invalido", "valor", "Field required"}},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
