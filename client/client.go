@@ -1,8 +1,6 @@
-// Package client calls the coupond v1 API from Go. Its answer types are
-// the one definition of the bodies the server writes (those the engine or
-// batch also speak are aliases of package api's), and VerifyWebhookSignature
-// is the one Standard Webhooks verifier, which the server's and batch's
-// tests check their signatures against.
+// Package client calls the coupond v1 API from Go: it gets and renews
+// tokens, asks for decisions within a time budget and falls back to the
+// caller's rule, confirms them, publishes events and runs batch jobs.
 //
 // New builds a Client from the API's base URL and a credential (client_id
 // and client_secret from "coupond admin credential create"). The Client
@@ -89,6 +87,13 @@
 // Other errors are failures of the network (such as *url.Error), an answer
 // that is not the documented JSON, or bad arguments (an empty id, an option
 // out of range), which name what is wrong.
+//
+// # One definition
+//
+// The answer types are the one definition of the bodies the server writes
+// (those the engine or batch also speak are aliases of package api's), and
+// VerifyWebhookSignature is the one Standard Webhooks verifier, which the
+// server's and batch's tests check their signatures against.
 package client
 
 import (

@@ -20,11 +20,15 @@ const (
 
 // PublishEvents sends events with POST /v1/eventos, split into as few
 // requests as the limits allow (at most 1,000 events and 1 MB each), one
-// after the other, and adds up their answers: Rechazados carry each event's
-// index in events. An event that alone exceeds 1 MB is rejected here
-// (esquema_invalido) without being sent. Money within float64 rounding
-// noise of whole cents is sent as those cents (see inCents); a real
-// fraction of a cent is sent as it is, and refused.
+// after the other, and adds up their answers. A refused event is not an
+// error: it is in Rechazados, with its index in events, its Codigo and the
+// Campo at fault. An event that alone exceeds 1 MB is rejected here
+// (esquema_invalido) without being sent. Money (Valor, and a COMPRA_CAT's
+// Margen and TicketTotal) within float64 rounding noise of whole cents (a
+// sum of prices: 0.1+0.2 is 0.30000000000000004) is sent as those cents; a
+// real fraction of a cent is sent as it is, and refused. Ts goes in its own
+// zone and is stored as that instant; an unset Ts (the zero time.Time) is
+// refused as ts_fuera_de_rango.
 //
 // Sending is safe to repeat: the server processes each event_id once, so
 // events sent twice count in Duplicados and are stored once. Each request
