@@ -94,9 +94,11 @@ const (
 
 // Evento is one event of POST /v1/eventos. Its Extra is the type of its
 // Tipo: *ExtraCompraCat for COMPRA_CAT, *ExtraCuponRecibido for
-// CUPON_RECIBIDO and so on. Valor is required for COMPRA_CAT and
-// CUPON_REDIMIDO and optional (only 0) for the others; Extra is required
-// but for BAJA and ALTA.
+// CUPON_RECIBIDO and so on. Valor is required for COMPRA_CAT (the lines'
+// amount) and CUPON_REDIMIDO (the discount applied), optional for
+// CUPON_RECIBIDO (the coupon's maximum discount in MXN, 0 for a
+// percentage) and, if set, 0 for the others; Extra is required but for
+// BAJA and ALTA.
 type Evento struct {
 	EventID    string      `json:"event_id"`
 	ClienteRef string      `json:"cliente_ref"`
