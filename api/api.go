@@ -11,6 +11,7 @@
 package api
 
 import (
+	"strconv"
 	"strings"
 	"time"
 )
@@ -88,6 +89,22 @@ type Rechazo struct {
 	Codigo  string  `json:"codigo"`
 	Campo   *string `json:"campo"`
 	Mensaje string  `json:"mensaje"`
+}
+
+// String writes r for a log or an error, with what its pointers hold (the
+// %+v of the struct shows their addresses): `event 3 "tk-1-bad":
+// esquema_invalido: Field required (campo extra.margen)`, without the
+// event_id or campo it lacks.
+func (r Rechazo) String() string {
+	s := "event " + strconv.Itoa(r.Indice)
+	if r.EventID != nil {
+		s += " " + strconv.Quote(*r.EventID)
+	}
+	s += ": " + r.Codigo + ": " + r.Mensaje
+	if r.Campo != nil {
+		s += " (campo " + *r.Campo + ")"
+	}
+	return s
 }
 
 // Batch job states (EstadoLote.Estado; spec: States and transitions, batch
