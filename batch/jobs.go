@@ -89,10 +89,13 @@ var (
 	ErrNotFound = errors.New("batch: no such job")
 )
 
-// RetryError carries how long to wait before a new submission can succeed.
+// RetryError carries how long to wait before a new submission can succeed,
+// and the job that holds the tenant's slot ("" when unknown): what a caller
+// whose 202 was lost needs to follow the job it did create.
 type RetryError struct {
 	Err   error
 	After time.Duration
+	JobID string
 }
 
 func (e *RetryError) Error() string { return e.Err.Error() }
@@ -312,7 +315,7 @@ func (r *Runner) Submit(tenant string, s Submission) (*Job, error) {
 		return nil, err
 	}
 	if wait, busy := busy(jobs, now); busy {
-		return nil, &RetryError{Err: ErrBusy, After: wait}
+		return nil, &RetryError{Err: ErrBusy, After: wait, JobID: blockingJob(jobs, now)}
 	}
 	j := &Job{ID: newJobID(), Tenant: tenant, CampanaID: s.CampanaID, Estado: api.EstadoEnCola, CreadoEn: now, RealCreadoEn: r.now().UTC(), Segmento: s.SegmentoRaw, Explain: s.Explain}
 	if err := r.commitJob(j, s.Clientes, claim); err != nil {
@@ -406,6 +409,21 @@ func busy(jobs []*Job, now time.Time) (time.Duration, bool) {
 		}
 	}
 	return max(wait, time.Second), wait > 0
+}
+
+// blockingJob is the id of the newest of jobs that makes busy true at now:
+// "" when none does.
+func blockingJob(jobs []*Job, now time.Time) string {
+	var last *Job
+	for _, j := range jobs {
+		if _, ok := busy([]*Job{j}, now); ok && (last == nil || j.CreadoEn.After(last.CreadoEn)) {
+			last = j
+		}
+	}
+	if last == nil {
+		return ""
+	}
+	return last.ID
 }
 
 // list returns the tenant's jobs. A record that does not decode is moved to
@@ -1426,19 +1444,23 @@ func (r *Runner) ResultFile(j *Job) (string, bool) {
 }
 
 // Busy reports whether a new job of tenant would be refused now (one in
-// progress, or one created in the last hour of the tenant clock) and how
-// long to wait.
-func (r *Runner) Busy(tenant string) (time.Duration, bool) {
+// progress, or one created in the last hour of the tenant clock): nil when
+// not, else how long to wait and the job that holds the slot (none when
+// the jobs could not be read).
+func (r *Runner) Busy(tenant string) *RetryError {
 	t, ok := r.db.Tenant(tenant)
 	if !ok {
-		return 0, false
+		return nil
 	}
 	now := t.Now(r.now())
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	jobs, err := r.list(tenant)
 	if err != nil {
-		return time.Minute, true
+		return &RetryError{Err: err, After: time.Minute}
 	}
-	return busy(jobs, now)
+	if wait, busy := busy(jobs, now); busy {
+		return &RetryError{Err: ErrBusy, After: wait, JobID: blockingJob(jobs, now)}
+	}
+	return nil
 }

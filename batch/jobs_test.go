@@ -1431,6 +1431,32 @@ func TestBusyWait(t *testing.T) {
 	}
 }
 
+// TestBlockingJob: the job a refused creation names is the newest of those
+// that hold the tenant's slot; a failed one or one past its hour is never
+// named.
+func TestBlockingJob(t *testing.T) {
+	now := time.Date(2026, 11, 2, 12, 0, 0, 0, time.UTC)
+	job := func(id, estado string, age time.Duration) *Job {
+		return &Job{ID: id, Estado: estado, CreadoEn: now.Add(-age)}
+	}
+	for _, tt := range []struct {
+		name string
+		jobs []*Job
+		want string
+	}{
+		{"none", nil, ""},
+		{"queued", []*Job{job("a", api.EstadoEnCola, 0)}, "a"},
+		{"completed 2 h ago, running for 3 h", []*Job{job("a", api.EstadoCompletado, 2*time.Hour), job("b", api.EstadoEnCurso, 3*time.Hour)}, "b"},
+		{"failed just now, completed 10 min ago", []*Job{job("a", api.EstadoCompletado, 10*time.Minute), job("b", api.EstadoFallido, 0)}, "a"},
+		{"completed 50 and 5 min ago", []*Job{job("a", api.EstadoCompletado, 5*time.Minute), job("b", api.EstadoCompletado, 50*time.Minute)}, "a"},
+		{"completed 1 h ago", []*Job{job("a", api.EstadoCompletado, time.Hour)}, ""},
+	} {
+		if diff := cmp.Diff(tt.want, blockingJob(tt.jobs, now)); diff != "" {
+			t.Errorf("%s: (-want +got):\n%s", tt.name, diff)
+		}
+	}
+}
+
 // TestJobStoppedByShutdownLogsNoError: a job cut short by serve's shutdown
 // (its context ended) ends fallido with the stop's reason and logs a
 // warning, not an error: a routine restart during a campaign raised an

@@ -18,7 +18,8 @@ import (
 
 // CreateBatch starts a batch job (POST /v1/lotes-decision). The server runs
 // one job per tenant at a time and at most one an hour: meanwhile the answer
-// is 429 with Retry-After. Every attempt of one call carries the same
+// is 429 with Retry-After, its Detalle["job_id"] the job that holds the hour
+// (the one an earlier call made, if its answer was lost). Every attempt of one call carries the same
 // Idempotency-Key (coupond accepts it on this route beyond the API's
 // spec), so it is retried as Decide is (429 that fits in ctx's deadline,
 // 5xx, 409 idempotencia_conflicto, lost connections) and creates one job:

@@ -30,10 +30,22 @@ var batchSchema = schema.Object(
 // checkBatchSlot answers 429 before the body is read when the tenant has a
 // job in progress or had one in the last hour.
 func (s *Server) checkBatchSlot(c *call) error {
-	if wait, busy := s.Batch.Busy(c.tenant.ID); busy {
-		return &apiError{kind: kindRateLimited, retryAfter: int(math.Ceil(wait.Seconds())), msg: "hay un lote en curso o ya se creó uno en la última hora"}
+	if re := s.Batch.Busy(c.tenant.ID); re != nil {
+		return batchBusy(re)
 	}
 	return nil
+}
+
+// batchBusy is the 429 of a batch creation the tenant's slot refuses: its
+// detalle names the job that holds the slot (job_id), so that a caller
+// whose 202 was lost, retrying without an Idempotency-Key, can follow the
+// job it created rather than wait an hour without its id.
+func batchBusy(re *batch.RetryError) error {
+	ae := &apiError{kind: kindRateLimited, retryAfter: int(math.Ceil(re.After.Seconds())), msg: "hay un lote en curso o ya se creó uno en la última hora"}
+	if re.JobID != "" {
+		ae.detalle = map[string]any{"job_id": re.JobID}
+	}
+	return ae
 }
 
 // bodyReads lets each key (a tenant) read one request body at a time.
@@ -147,7 +159,7 @@ func (s *Server) handleBatchCreate(c *call) error {
 	case errors.Is(err, engine.ErrIdempotencyConflict):
 		return idemConflict(err)
 	case errors.As(err, &re):
-		return &apiError{kind: kindRateLimited, retryAfter: int(math.Ceil(re.After.Seconds())), msg: "hay un lote en curso o ya se creó uno en la última hora"}
+		return batchBusy(re)
 	case errors.Is(err, engine.ErrNoCampaign):
 		return &validationError{detail: []schema.Violation{schema.ValueError([]any{"body", "campana_id"}, "la campaña no está definida; defínala con PUT /v1/campanas/{campana_id}", sub.CampanaID)}}
 	case err != nil:

@@ -178,11 +178,11 @@ func TestBatchStateMachine(t *testing.T) {
 	}
 
 	// A second job while one is queued: 429 with Retry-After up to the
-	// hour of the queued one, which holds it once completed (it said 60).
+	// hour of the queued one, which holds it once completed (it said 60),
+	// and that job's id in detalle.
 	resp := h.raw("POST", "/v1/lotes-decision", tok, map[string]any{"campana_id": "camp", "clientes": clientes})
-	resp.Body.Close()
-	if resp.StatusCode != 429 || resp.Header.Get("Retry-After") != "3600" {
-		t.Errorf("second job while queued: %d Retry-After %q, want 429 with 3600", resp.StatusCode, resp.Header.Get("Retry-After"))
+	if got := busyDetalle(t, resp); resp.StatusCode != 429 || resp.Header.Get("Retry-After") != "3600" || got != id {
+		t.Errorf("second job while queued: %d Retry-After %q detalle.job_id %q, want 429 with 3600 and %s", resp.StatusCode, resp.Header.Get("Retry-After"), got, id)
 	}
 
 	// While running: en_curso with progress, and a second job is refused.
@@ -193,9 +193,8 @@ func TestBatchStateMachine(t *testing.T) {
 		}
 		running = append(running, status(h, tok, id))
 		resp := h.raw("POST", "/v1/lotes-decision", tok, map[string]any{"campana_id": "camp", "clientes": clientes})
-		resp.Body.Close()
-		if resp.StatusCode != 429 || resp.Header.Get("Retry-After") != "3600" {
-			t.Errorf("second job while running: %d Retry-After %q, want 429 with 3600", resp.StatusCode, resp.Header.Get("Retry-After"))
+		if got := busyDetalle(t, resp); resp.StatusCode != 429 || resp.Header.Get("Retry-After") != "3600" || got != id {
+			t.Errorf("second job while running: %d Retry-After %q detalle.job_id %q, want 429 with 3600 and %s", resp.StatusCode, resp.Header.Get("Retry-After"), got, id)
 		}
 	})
 	if n := runJobs(h); n != 1 {
@@ -234,15 +233,13 @@ func TestBatchStateMachine(t *testing.T) {
 
 	// Within the hour of the tenant clock: 429 with Retry-After up to the hour.
 	resp = h.raw("POST", "/v1/lotes-decision", tok, map[string]any{"campana_id": "camp", "clientes": clientes})
-	resp.Body.Close()
-	if resp.StatusCode != 429 || resp.Header.Get("Retry-After") != "3600" {
-		t.Errorf("second job within the hour: %d Retry-After %q, want 429 with 3600", resp.StatusCode, resp.Header.Get("Retry-After"))
+	if got := busyDetalle(t, resp); resp.StatusCode != 429 || resp.Header.Get("Retry-After") != "3600" || got != id {
+		t.Errorf("second job within the hour: %d Retry-After %q detalle.job_id %q, want 429 with 3600 and %s", resp.StatusCode, resp.Header.Get("Retry-After"), got, id)
 	}
 	advanceTenant(h, "acme", 59*time.Minute)
 	resp = h.raw("POST", "/v1/lotes-decision", tok, map[string]any{"campana_id": "camp", "clientes": clientes})
-	resp.Body.Close()
-	if resp.StatusCode != 429 || resp.Header.Get("Retry-After") != "60" {
-		t.Errorf("second job 59 min later: %d Retry-After %q, want 429 with 60", resp.StatusCode, resp.Header.Get("Retry-After"))
+	if got := busyDetalle(t, resp); resp.StatusCode != 429 || resp.Header.Get("Retry-After") != "60" || got != id {
+		t.Errorf("second job 59 min later: %d Retry-After %q detalle.job_id %q, want 429 with 60 and %s", resp.StatusCode, resp.Header.Get("Retry-After"), got, id)
 	}
 	advanceTenant(h, "acme", time.Minute)
 	id2 := submit(h, tok, map[string]any{"campana_id": "camp", "clientes": clientes})
@@ -321,7 +318,7 @@ func TestBatchValidation(t *testing.T) {
 		t.Errorf("422 body escapes HTML: %d %s", resp.StatusCode, raw)
 	}
 	// Nothing was queued by the refusals.
-	if _, busy := h.batch.Busy("acme"); busy {
+	if h.batch.Busy("acme") != nil {
 		t.Errorf("a refused request left a job behind")
 	}
 	noScope := h.token("acme", "eventos:publicar")
@@ -1700,4 +1697,19 @@ func TestKeyRotationVoidsTokensAndLinks(t *testing.T) {
 	if diff := cmp.Diff(answers{401, "no_autenticado", 404, 200, 200}, got); diff != "" {
 		t.Errorf("after the rotation (-want +got):\n%s", diff)
 	}
+}
+
+// busyDetalle reads and closes the body of a refused batch creation and
+// returns its detalle.job_id, "" when it has none.
+func busyDetalle(t *testing.T, resp *http.Response) string {
+	t.Helper()
+	defer resp.Body.Close()
+	var body struct {
+		Detalle map[string]any `json:"detalle"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+		t.Errorf("429 body: %v", err)
+	}
+	id, _ := body.Detalle["job_id"].(string)
+	return id
 }
