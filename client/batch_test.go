@@ -319,3 +319,38 @@ func TestBatchResultsDownloadCutShort(t *testing.T) {
 		})
 	}
 }
+
+// TestCreateBatchFieldAtFault: a batch request the API refuses names the
+// field at fault in Campo. An empty, non-nil Clientes (an audience that
+// came out empty) is sent as [], refused on clientes; before, it was left
+// out like nil and the 422 read "send exactly one of clientes or segmento"
+// on body.
+func TestCreateBatchFieldAtFault(t *testing.T) {
+	ts := newTestServer(t)
+	c := ts.newClient(t, ts.url)
+	ctx := context.Background()
+	if _, err := c.PutCampaign(ctx, "vacia", client.Campana{Canal: "email", Descripcion: "vacía"}); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		p    client.PeticionLoteDecision
+		want string
+	}{
+		{"empty list", client.PeticionLoteDecision{CampanaID: "vacia", Clientes: []string{}}, "clientes"},
+		{"neither list nor segment", client.PeticionLoteDecision{CampanaID: "vacia"}, "body"},
+		{"bad cliente_ref", client.PeticionLoteDecision{CampanaID: "vacia", Clientes: []string{"x"}}, "clientes.0"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := c.CreateBatch(ctx, tt.p)
+			var apiErr *client.Error
+			if !errors.As(err, &apiErr) {
+				t.Fatalf("CreateBatch: %v, want a *client.Error", err)
+			}
+			if diff := cmp.Diff([]any{422, tt.want}, []any{apiErr.Status, apiErr.Campo}); diff != "" {
+				t.Errorf("status, campo (-want +got):\n%s\n%v", diff, err)
+			}
+		})
+	}
+}

@@ -318,10 +318,12 @@ const (
 )
 
 // PeticionLoteDecision is the body of POST /v1/lotes-decision
-// (PeticionLoteDecisionV1): exactly one of Clientes or Segmento.
+// (PeticionLoteDecisionV1): exactly one of Clientes or Segmento. A nil
+// Clientes is left out; an empty one is sent, and refused on clientes (a
+// job lists 1 to 500,000 customers).
 type PeticionLoteDecision struct {
 	CampanaID string   `json:"campana_id"`
-	Clientes  []string `json:"clientes,omitempty"`
+	Clientes  []string `json:"clientes,omitzero"`
 	Segmento  Segmento `json:"segmento,omitempty"`
 }
 
