@@ -22,8 +22,9 @@ const (
 // requests as the limits allow (at most 1,000 events and 1 MB each), one
 // after the other, and adds up their answers. A refused event is not an
 // error: it is in Rechazados, with its index in events, its Codigo and the
-// Campo at fault. An event that alone exceeds 1 MB is rejected here
-// (esquema_invalido) without being sent. Money (Valor, and a COMPRA_CAT's
+// Campo at fault. An event that alone exceeds 1 MB, or whose Extra is the
+// type of another Tipo (an *ExtraCuponRedimido on a COMPRA_CAT), is
+// rejected here (esquema_invalido) without being sent. Money (Valor, and a COMPRA_CAT's
 // Margen and TicketTotal) within float64 rounding noise of whole cents (a
 // sum of prices: 0.1+0.2 is 0.30000000000000004) is sent as those cents; a
 // real fraction of a cent is sent as it is, and refused. Ts goes in its own
@@ -44,11 +45,11 @@ const (
 // request, retries included, not the whole slice.
 func (c *Client) PublishEvents(ctx context.Context, events []Evento) (*RespuestaEventos, error) {
 	total := &RespuestaEventos{Rechazados: []Rechazo{}}
-	chunks, tooBig, err := splitEvents(events)
+	chunks, refused, err := splitEvents(events)
 	if err != nil {
 		return total, err
 	}
-	total.Rechazados = append(total.Rechazados, tooBig...)
+	total.Rechazados = append(total.Rechazados, refused...)
 	for _, ch := range chunks {
 		ans, err := c.publishChunk(ctx, ch.body)
 		if err != nil {
@@ -93,8 +94,9 @@ type eventChunk struct {
 
 // splitEvents encodes events into request bodies of at most
 // MaxEventsPerRequest events and MaxEventsBody bytes; events too big for
-// any request come back as rejections.
-func splitEvents(events []Evento) (chunks []eventChunk, tooBig []Rechazo, err error) {
+// any request, or whose Extra is another tipo's (extraMismatch), come back
+// as rejections.
+func splitEvents(events []Evento) (chunks []eventChunk, refused []Rechazo, err error) {
 	const head, tail = `{"eventos":[`, `]}`
 	var cur eventChunk
 	var buf bytes.Buffer
@@ -108,13 +110,17 @@ func splitEvents(events []Evento) (chunks []eventChunk, tooBig []Rechazo, err er
 		buf.Reset()
 	}
 	for i := range events {
+		if r, bad := extraMismatch(i, &events[i]); bad {
+			refused = append(refused, r)
+			continue
+		}
 		data, err := jsonappend.Marshal(inCents(&events[i]))
 		if err != nil {
 			return nil, nil, fmt.Errorf("coupond: encoding event %d: %w", i, err)
 		}
 		if len(head)+len(data)+len(tail) > MaxEventsBody {
 			id := events[i].EventID
-			tooBig = append(tooBig, Rechazo{Indice: i, EventID: &id, Codigo: "esquema_invalido",
+			refused = append(refused, Rechazo{Indice: i, EventID: &id, Codigo: "esquema_invalido",
 				Mensaje: "el evento excede 1 MB por sí solo; no se envió"})
 			continue
 		}
@@ -130,11 +136,31 @@ func splitEvents(events []Evento) (chunks []eventChunk, tooBig []Rechazo, err er
 		cur.index = append(cur.index, i)
 	}
 	flush()
-	return chunks, tooBig, nil
+	return chunks, refused, nil
 }
 
 func sortRechazos(r []Rechazo) {
 	slices.SortStableFunc(r, func(a, b Rechazo) int { return cmp.Compare(a.Indice, b.Indice) })
+}
+
+// extraMismatch is the rejection of event i, e, when its Extra is the type
+// of another tipo (an *ExtraCuponRedimido on a COMPRA_CAT): the server would
+// name only the first member that type lacks ("Field required" on
+// extra.margen), which does not say the type is wrong. bad is false when
+// Extra is nil or fits Tipo, or Tipo is none of the six (the server then
+// names tipo).
+func extraMismatch(i int, e *Evento) (r Rechazo, bad bool) {
+	switch e.Tipo {
+	case CompraCat, CuponRecibido, CuponRedimido, CuponCaducado, Baja, Alta:
+	default:
+		return Rechazo{}, false
+	}
+	if e.Extra == nil || e.Extra.tipoEvento() == e.Tipo {
+		return Rechazo{}, false
+	}
+	id, campo := e.EventID, "extra"
+	return Rechazo{Indice: i, EventID: &id, Codigo: "esquema_invalido", Campo: &campo,
+		Mensaje: fmt.Sprintf("extra es %T, el de %s; un %s lleva el suyo: no se envió", e.Extra, e.Extra.tipoEvento(), e.Tipo)}, true
 }
 
 // inCents returns a copy of e whose money (valor, and the

@@ -257,3 +257,33 @@ func TestPublishEventsMoneyInCents(t *testing.T) {
 		})
 	}
 }
+
+// TestPublishEventsExtraOfAnotherTipo: an event whose Extra is another
+// tipo's type is refused here, on extra, with a mensaje naming both; the
+// server named only the first member that type lacks ("Field required" on
+// extra.margen). An Extra that fits, a nil one, and an unknown tipo (the
+// server names tipo) are sent.
+func TestPublishEventsExtraOfAnotherTipo(t *testing.T) {
+	ts := newTestServer(t)
+	c := ts.newClient(t, ts.url)
+	evs := purchases("extra", 4, 1, false)
+	evs[1].Extra = &client.ExtraCuponRedimido{CuponEmitidoID: "cup-1", TicketID: "t1"}
+	evs[2].Extra = nil
+	evs[3].Tipo = "COMPRA"
+	got, err := c.PublishEvents(context.Background(), evs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lines []string
+	for _, r := range got.Rechazados {
+		lines = append(lines, r.String())
+	}
+	want := []string{
+		`event 1 "extra-00001": esquema_invalido: extra es *client.ExtraCuponRedimido, el de CUPON_REDIMIDO; un COMPRA_CAT lleva el suyo: no se envió (campo extra)`,
+		`event 2 "extra-00002": esquema_invalido: Field required (campo extra)`,
+		`event 3 "extra-00003": esquema_invalido: Input should be 'COMPRA_CAT', 'CUPON_RECIBIDO', 'CUPON_REDIMIDO', 'CUPON_CADUCADO', 'BAJA' or 'ALTA' (campo tipo)`,
+	}
+	if diff := cmp.Diff(want, lines); diff != "" || got.Aceptados != 1 {
+		t.Errorf("aceptados %d, want 1; rechazados (-want +got):\n%s", got.Aceptados, diff)
+	}
+}
