@@ -17,6 +17,7 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -116,7 +117,7 @@ func New(d Deps) *Server {
 	s.router.RedirectFixedPath = false
 	s.router.HandleMethodNotAllowed = false
 	s.router.HandleOPTIONS = false // OPTIONS, like any unrouted method, is 404 no_encontrado
-	notFound := s.wrap(route{name: "not_found", public: true, h: func(*call) error { return errKind(kindNotFound) }})
+	notFound := s.wrap(route{name: "not_found", public: true, h: s.unknownRoute})
 	s.router.NotFound = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { notFound(w, r, nil) })
 	for _, rt := range s.routes() {
 		path, h := rt.path, s.wrap(rt)
@@ -139,6 +140,44 @@ func New(d Deps) *Server {
 		}
 	}
 	return s
+}
+
+// unknownRoute answers a request no route takes: 404 no_encontrado whose
+// mensaje names the method and the path and, when the path is a route, the
+// methods it takes, so that a typo ("/v1/campañas", GET on a POST route)
+// does not read as a missing resource. The routes are public (GET
+// /v1/openapi.json); an absent resource is answered by its route, as
+// "recurso no encontrado".
+func (s *Server) unknownRoute(c *call) error {
+	var allowed []string
+	for _, rt := range s.routes() {
+		if routeMatches(rt.path, c.r.URL.Path) && !slices.Contains(allowed, rt.method) {
+			allowed = append(allowed, rt.method)
+		}
+	}
+	msg := "ruta desconocida: " + echoString(c.r.Method) + " " + echoString(c.r.URL.Path)
+	if len(allowed) > 0 {
+		msg += " (esta ruta admite " + strings.Join(allowed, ", ") + ")"
+	} else {
+		msg += " (las rutas están en GET /v1/openapi.json)"
+	}
+	return &apiError{kind: kindNotFound, msg: msg}
+}
+
+// routeMatches reports whether path is one of pattern's, a route's path
+// whose ":name" segments take any one non-empty segment.
+func routeMatches(pattern, path string) bool {
+	want, got := strings.Split(pattern, "/"), strings.Split(path, "/")
+	if len(want) != len(got) {
+		return false
+	}
+	for i, w := range want {
+		if strings.HasPrefix(w, ":") && got[i] != "" || w == got[i] {
+			continue
+		}
+		return false
+	}
+	return true
 }
 
 // ServeHTTP implements http.Handler.
