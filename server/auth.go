@@ -54,12 +54,6 @@ func ScopeNames() []string {
 	return out
 }
 
-// parseScopes converts names to bits; ok is false when a name is unknown.
-func parseScopes(names []string) (scope, bool) {
-	set, unknown := knownScopes(names)
-	return set, len(unknown) == 0
-}
-
 // knownScopes converts names to bits, leaving out (in unknown) the names
 // this release does not know.
 func knownScopes(names []string) (set scope, unknown []string) {

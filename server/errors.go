@@ -151,6 +151,26 @@ func errMissingScope(need scope) *apiError {
 	return &apiError{kind: kindForbidden, msg: errorTable[kindForbidden].msg + ": " + need.String()}
 }
 
+// errScopesNotGranted is the token request's 403 sin_permiso for the
+// scopes it asks that the credential lacks (lacking) or that no release
+// knows (unknown, echoed redacted, at most three): its mensaje names them,
+// as a route's names the scope it needs, so that the integrator knows what
+// to ask the operator to add or what to correct.
+func errScopesNotGranted(lacking scope, unknown []string) *apiError {
+	var parts []string
+	if lacking != 0 {
+		parts = append(parts, lacking.String())
+	}
+	for i, n := range unknown {
+		if i == 3 {
+			parts = append(parts, "…")
+			break
+		}
+		parts = append(parts, strconv.Quote(echoString(n))+" (desconocido)")
+	}
+	return &apiError{kind: kindForbidden, msg: "la credencial no tiene los permisos pedidos en scope: " + strings.Join(parts, " "), campo: "scope"}
+}
+
 // validationError is answered with 422 HTTPValidationError.
 type validationError struct {
 	detail []schema.Violation

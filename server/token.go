@@ -187,9 +187,9 @@ func (s *Server) issueToken(c *call) error {
 	// A scope of only blanks asks for nothing in particular, as an absent
 	// one: the credential's scopes (it gave a token good for nothing).
 	if names := strings.Fields(req.scope); len(names) > 0 {
-		want, ok := parseScopes(names)
-		if !ok || want&^granted != 0 {
-			return &apiError{kind: kindForbidden, msg: "la credencial no tiene alguno de los permisos pedidos en scope", campo: "scope"}
+		want, unknown := knownScopes(names)
+		if len(unknown) > 0 || want&^granted != 0 {
+			return errScopesNotGranted(want&^granted, unknown)
 		}
 		granted = want
 	}
