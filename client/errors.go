@@ -101,6 +101,18 @@ func locString(loc []any) string {
 	return strings.Join(parts, ".")
 }
 
+// Retryable reports whether sending the same request again later can
+// succeed (after RetryAfter, when the answer set it): a 429 other than one
+// customer's daily cap (3 decision requests a day, Campo "cliente_ref":
+// send that customer nothing more today), a 5xx (a paused tenant, a full
+// disk, a fault), and a 409 idempotencia_conflicto, which is also what a
+// key reused with another body gets: retry with the same key only a
+// request you know you sent once. The library's calls already retry these
+// within their budget; Retryable is for work a caller queues for later.
+// Everything else (a 4xx, a 422) needs the request or the credential
+// changed first.
+func (e *Error) Retryable() bool { return e.retryable() && !e.customerCapped() }
+
 // retryable reports whether a new attempt of the same request can succeed:
 // 429, 5xx and 409 idempotencia_conflicto (the first attempt with the same
 // Idempotency-Key is still running).
