@@ -59,13 +59,13 @@ func (mw *manyWorldsFlags) policyConfig() (policy.Config, error) {
 type worldsOutput struct {
 	SeedBase uint64 `json:"seed_base"`
 	OverHTTP bool   `json:"over_http"`
-	// Outcomes is the worlds' outcome stream (lab.Family.Outcomes; 0,
-	// the worlds' own draws, is left out).
+	// Outcomes is the worlds' outcome stream (lab.Family.Outcomes; 0:
+	// the worlds' own draws).
 	Outcomes uint64             `json:"outcomes,omitempty"`
 	Worlds   []*lab.WorldReport `json:"worlds"`
 	Summary  lab.WorldsSummary  `json:"summary"`
 	// Redraws are the failing worlds drawn again with other luck
-	// (--redraw-failures; left out without it).
+	// (--redraw-failures; empty without it).
 	Redraws []redraw `json:"redraws,omitempty"`
 }
 
