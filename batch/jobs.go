@@ -314,8 +314,8 @@ func (r *Runner) Submit(tenant string, s Submission) (*Job, error) {
 	if err != nil {
 		return nil, err
 	}
-	if wait, busy := busy(jobs, now); busy {
-		return nil, &RetryError{Err: ErrBusy, After: wait, JobID: blockingJob(jobs, now)}
+	if re := slotTaken(jobs, now); re != nil {
+		return nil, re
 	}
 	j := &Job{ID: newJobID(), Tenant: tenant, CampanaID: s.CampanaID, Estado: api.EstadoEnCola, CreadoEn: now, RealCreadoEn: r.now().UTC(), Segmento: s.SegmentoRaw, Explain: s.Explain}
 	if err := r.commitJob(j, s.Clientes, claim); err != nil {
@@ -400,23 +400,31 @@ func (r *Runner) commitJob(j *Job, clientes []string, claim *engine.KeyClaim) er
 func busy(jobs []*Job, now time.Time) (time.Duration, bool) {
 	var wait time.Duration
 	for _, j := range jobs {
-		inProgress := j.Estado == api.EstadoEnCola || j.Estado == api.EstadoEnCurso
-		if inProgress {
-			wait = max(wait, time.Minute)
-		}
-		if (inProgress || j.Estado != api.EstadoFallido) && !clock.Expired(j.CreadoEn.Add(time.Hour), time.Hour, now) {
-			wait = max(wait, j.CreadoEn.Add(time.Hour).Sub(now))
-		}
+		wait = max(wait, jobWait(j, now))
 	}
 	return max(wait, time.Second), wait > 0
 }
 
-// blockingJob is the id of the newest of jobs that makes busy true at now:
-// "" when none does.
+// jobWait is how long job j alone holds the tenant's slot from now (busy):
+// 0 or less when it does not.
+func jobWait(j *Job, now time.Time) time.Duration {
+	var wait time.Duration
+	inProgress := j.Estado == api.EstadoEnCola || j.Estado == api.EstadoEnCurso
+	if inProgress {
+		wait = time.Minute
+	}
+	if (inProgress || j.Estado != api.EstadoFallido) && !clock.Expired(j.CreadoEn.Add(time.Hour), time.Hour, now) {
+		wait = max(wait, j.CreadoEn.Add(time.Hour).Sub(now))
+	}
+	return wait
+}
+
+// blockingJob is the id of the newest of jobs that holds the tenant's slot
+// at now (jobWait above 0): "" when none does.
 func blockingJob(jobs []*Job, now time.Time) string {
 	var last *Job
 	for _, j := range jobs {
-		if _, ok := busy([]*Job{j}, now); ok && (last == nil || j.CreadoEn.After(last.CreadoEn)) {
+		if jobWait(j, now) > 0 && (last == nil || j.CreadoEn.After(last.CreadoEn)) {
 			last = j
 		}
 	}
@@ -424,6 +432,16 @@ func blockingJob(jobs []*Job, now time.Time) string {
 		return ""
 	}
 	return last.ID
+}
+
+// slotTaken is the refusal of a new job that jobs hold the tenant's slot
+// against at now (busy), naming the job that holds it (blockingJob); nil
+// when they leave room. Submit and Busy answer with it.
+func slotTaken(jobs []*Job, now time.Time) *RetryError {
+	if wait, busy := busy(jobs, now); busy {
+		return &RetryError{Err: ErrBusy, After: wait, JobID: blockingJob(jobs, now)}
+	}
+	return nil
 }
 
 // list returns the tenant's jobs. A record that does not decode is moved to
@@ -1459,8 +1477,5 @@ func (r *Runner) Busy(tenant string) *RetryError {
 	if err != nil {
 		return &RetryError{Err: err, After: time.Minute}
 	}
-	if wait, busy := busy(jobs, now); busy {
-		return &RetryError{Err: ErrBusy, After: wait, JobID: blockingJob(jobs, now)}
-	}
-	return nil
+	return slotTaken(jobs, now)
 }
