@@ -81,6 +81,8 @@ type Server struct {
 	metrics       *metrics
 	abuse         *abuseGuard
 	router        *httprouter.Router
+	// table is s.routes() as New routed it, read by unknownRoute.
+	table []route
 	// batchReads: one batch creation per tenant read at a time.
 	batchReads bodyReads
 }
@@ -119,7 +121,8 @@ func New(d Deps) *Server {
 	s.router.HandleOPTIONS = false // OPTIONS, like any unrouted method, is 404 no_encontrado
 	notFound := s.wrap(route{name: "not_found", public: true, h: s.unknownRoute})
 	s.router.NotFound = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { notFound(w, r, nil) })
-	for _, rt := range s.routes() {
+	s.table = s.routes()
+	for _, rt := range s.table {
 		path, h := rt.path, s.wrap(rt)
 		if static, ok := shadowedStatic[rt.path]; ok {
 			// httprouter cannot hold a static segment beside a parameter at the
@@ -150,7 +153,7 @@ func New(d Deps) *Server {
 // "recurso no encontrado".
 func (s *Server) unknownRoute(c *call) error {
 	var allowed []string
-	for _, rt := range s.routes() {
+	for _, rt := range s.table {
 		if routeMatches(rt.path, c.r.URL.Path) && !slices.Contains(allowed, rt.method) {
 			allowed = append(allowed, rt.method)
 		}
