@@ -42,7 +42,8 @@ import (
 //     bar rises with the windows it has been looked at (openBar);
 //   - closed, when its choices lose to never-send by GuardZ standard
 //     errors, or for every band while the guard (the test over all
-//     customers) finds them losing: the testing share over GateClosedDiv.
+//     customers) finds them losing: the testing share over GateClosedDiv,
+//     over GateClosedLateDiv from GateLeanAge windows (closedShare).
 //
 // Beyond the choice, coupons that might beat never-send are explored with
 // a share that falls faster than the testing share (exploreGate), and
@@ -136,16 +137,27 @@ const minRateDays = 90
 func (m *Model) gateQ(b int) float64 {
 	qt := m.testShare()
 	if m.guard.Active {
-		return qt / m.cfg.GateClosedDiv
+		return m.closedShare(qt)
 	}
 	gb := m.guard.band(b)
 	switch gb.State {
 	case GateClosed:
-		return qt / m.cfg.GateClosedDiv
+		return m.closedShare(qt)
 	case GateOpen:
 		return 1 - m.cfg.NeverShare
 	}
 	return max(m.leanShare(qt, &gb), m.cfg.GatePromise*gb.Promise)
+}
+
+// closedShare is testing share qt for a closed band or any band while the
+// guard is active: qt/GateClosedLateDiv once the tenant is GateLeanAge
+// windows old (both positive), else qt/GateClosedDiv.
+func (m *Model) closedShare(qt float64) float64 {
+	a, d := m.cfg.GateLeanAge, m.cfg.GateClosedLateDiv
+	if a > 0 && d > 0 && m.guard.Windows >= a {
+		return qt / d
+	}
+	return qt / m.cfg.GateClosedDiv
 }
 
 // leanShare is testing share qt for testing band gb: qt·2Φ(z) once the

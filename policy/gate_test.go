@@ -68,8 +68,8 @@ func TestGateStaysShutWhereChoicesLose(t *testing.T) {
 // and falls with the rewards folded, counted so that they reach GateN0
 // between GateAgeMin and GateAgeMax windows of the tenant's age (a large
 // tenant keeps testing, a small one stops); in an open band it is 1 −
-// NeverShare (the other bands keep testing); in a closed band, the testing
-// share over GateClosedDiv.
+// NeverShare (the other bands keep testing); in a closed band of a tenant
+// past GateLeanAge windows, the testing share over GateClosedLateDiv.
 func TestGateTestingShareFalls(t *testing.T) {
 	cfg := DefaultConfig()
 	late := cfg.GateQ0 / 82 // 1 + 3^4
@@ -98,9 +98,50 @@ func TestGateTestingShareFalls(t *testing.T) {
 	got := []float64{m.gateQ(0), m.gateQ(1)}
 	m.guard.Bands[0].State = GateClosed
 	got = append(got, m.gateQ(0))
-	want := []float64{1 - cfg.NeverShare, late, late / cfg.GateClosedDiv}
+	want := []float64{1 - cfg.NeverShare, late, late / cfg.GateClosedLateDiv}
 	if d := cmp.Diff(want, got, cmp.Comparer(func(a, b float64) bool { return a-b < 1e-12 && b-a < 1e-12 })); d != "" {
 		t.Errorf("open and closed bands' shares (-want +got):\n%s", d)
+	}
+}
+
+// TestClosedShareEndsLate: a closed band, and every band while the guard
+// holds never-send, tests at the testing share over GateClosedDiv while the
+// tenant is younger than GateLeanAge windows (so an early false alarm can
+// still be released) and over GateClosedLateDiv from then on; with
+// GateClosedLateDiv 0 or GateLeanAge 0 it stays over GateClosedDiv. Fails if
+// the late share is not applied, or applied a window early.
+func TestClosedShareEndsLate(t *testing.T) {
+	cfg := DefaultConfig()
+	noLate, noAge := cfg, cfg
+	noLate.GateClosedLateDiv, noAge.GateLeanAge = 0, 0
+	for _, c := range []struct {
+		name    string
+		cfg     Config
+		windows float64
+		guard   bool
+		div     float64
+	}{
+		{"guard, young tenant", cfg, cfg.GateLeanAge - 1, true, cfg.GateClosedDiv},
+		{"guard, at GateLeanAge", cfg, cfg.GateLeanAge, true, cfg.GateClosedLateDiv},
+		{"closed band, young tenant", cfg, cfg.GateLeanAge - 1, false, cfg.GateClosedDiv},
+		{"closed band, at GateLeanAge", cfg, cfg.GateLeanAge, false, cfg.GateClosedLateDiv},
+		{"closed band, old tenant", cfg, 4 * cfg.GateLeanAge, false, cfg.GateClosedLateDiv},
+		{"GateClosedLateDiv 0", noLate, 4 * cfg.GateLeanAge, true, cfg.GateClosedDiv},
+		{"GateLeanAge 0", noAge, 4 * cfg.GateLeanAge, false, cfg.GateClosedDiv},
+	} {
+		m := New(c.cfg)
+		m.n, m.guard.Windows = 2*cfg.GateN0, c.windows
+		m.guard.Bands = make([]gateBand, GateBands)
+		m.guard.Bands[2].State = GateClosed
+		m.guard.Active = c.guard
+		b := 2
+		if c.guard {
+			b = 1 // a testing band: the guard's share applies to every band
+		}
+		qt := m.testShare()
+		if got, want := m.gateQ(b), qt/c.div; math.Abs(got-want) > 1e-15 {
+			t.Errorf("%s: share %v, want %v (testing share %v over %v)", c.name, got, want, qt, c.div)
+		}
 	}
 }
 
@@ -601,8 +642,8 @@ func TestModelPromiseKeepsTesting(t *testing.T) {
 		{"a choice the model doubts", -1, GateTesting, false, 0, false, late},
 		{"no better than its error", 0, GateTesting, false, 0, false, promise(0)},
 		{"band test leaning down", 4, GateTesting, false, -50, false, late},
-		{"closed band", 4, GateClosed, false, 0, false, late / cfg.GateClosedDiv},
-		{"guard active", 4, GateTesting, true, 0, false, late / cfg.GateClosedDiv},
+		{"closed band", 4, GateClosed, false, 0, false, late / cfg.GateClosedLateDiv},
+		{"guard active", 4, GateTesting, true, 0, false, late / cfg.GateClosedLateDiv},
 		{"open band", 4, GateOpen, false, 0, false, 1 - cfg.NeverShare},
 		{"switched off", 4, GateTesting, false, 0, true, late},
 	} {

@@ -131,6 +131,15 @@ type Config struct {
 	// (GuardZ, GuardReleaseZ) when the choices lose to never-send; closed,
 	// the testing share is divided by GateClosedDiv.
 	GateZ, GateReleaseZ, GateClosedDiv float64
+	// GateClosedLateDiv (0: off) takes GateClosedDiv's place from
+	// GateLeanAge windows of the tenant's age: a closed band, and every
+	// band while the guard holds never-send, then tests at the testing
+	// share over GateClosedLateDiv. Earlier a closed share keeps its
+	// GateClosedDiv, so the guard's first weeks' false alarms can still be
+	// released; later every test send is bought in the weeks the retailer
+	// is judged on, and a closed test has already read a loss
+	// (POLICY.md §7.78).
+	GateClosedLateDiv float64
 	// GateHalfLife: the tests' evidence fades with this half-life in
 	// reward windows.
 	GateHalfLife float64
@@ -240,7 +249,7 @@ func DefaultConfig() Config {
 		NoiseStart: 5000, NoisePseudo: 50,
 		ImportanceAlpha: 0,
 		GuardZ:          2, GuardReleaseZ: 1, GuardMinN: 100, GuardHalfLife: 1,
-		Gate: true, GateExplore: 0.05, GatePromise: 0.5, GateQ0: 0.5, GateN0: 12000, GateAgeMin: 4, GateAgeMax: 6, GatePow: 4, GateZ: 2, GateReleaseZ: -1, GateClosedDiv: 4, GateHalfLife: 3, GateLookAlpha: 0.0374224670668522, GateLeanAge: 6, GateDownAge: 2, GateDownOpen: true, GatePooled: true, GatePooledOwn: true, GateControlWeight: true, GateModelPromise: true, GateSendZ: 0.25, GateOpenSendZ: 0.1, TieTopTwo: true,
+		Gate: true, GateExplore: 0.05, GatePromise: 0.5, GateQ0: 0.5, GateN0: 12000, GateAgeMin: 4, GateAgeMax: 6, GatePow: 4, GateZ: 2, GateReleaseZ: -1, GateClosedDiv: 4, GateClosedLateDiv: 1000, GateHalfLife: 3, GateLookAlpha: 0.0374224670668522, GateLeanAge: 6, GateDownAge: 2, GateDownOpen: true, GatePooled: true, GatePooledOwn: true, GateControlWeight: true, GateModelPromise: true, GateSendZ: 0.25, GateOpenSendZ: 0.1, TieTopTwo: true,
 		TicketTarget: true, TicketPseudo: 64, DuelZ: 3,
 		ResidualClip: 50,
 	}
