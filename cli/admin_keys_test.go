@@ -22,6 +22,7 @@ import (
 	"github.com/coupond/coupond/batch"
 	"github.com/coupond/coupond/client"
 	"github.com/coupond/coupond/internal/syncbuf"
+	"github.com/coupond/coupond/store"
 )
 
 // keysAPI is a data dir opened as serve opens it (openEnv), its API on an
@@ -274,19 +275,31 @@ func TestKeysRotateBackups(t *testing.T) {
 		t.Fatal("the backup after the rotation does not hold the new keys")
 	}
 	for _, tc := range tests {
-		runIn(t, data, "admin", "restore", "--from", tc.from)
+		out := string(runIn(t, data, "admin", "restore", "--from", tc.from))
+		// Keys other than the data dir's are in force (the ones the
+		// rotation replaced, then the new ones again): the restore says so
+		// and what to run if they leaked, and the store settles on them, so
+		// that serve's next start does not report a rotation cut short that
+		// never was.
+		if again := "coupond admin keys rotate token url"; !strings.Contains(out, again) {
+			t.Errorf("restored %s: output does not say %q:\n%s", filepath.Base(tc.from), again, out)
+		}
+		k := openKeysAPI(t, data, false)
+		k.close()
+		if log := k.log.String(); strings.Contains(log, "rotation that stopped") {
+			t.Errorf("restored %s: serve's start logs a rotation cut short:\n%s", filepath.Base(tc.from), log)
+		}
 		got := state{keysOf(data), strings.Contains(string(runIn(t, data, "admin", "tenant", "list")), "acme")}
 		if diff := cmp.Diff(state{tc.want, true}, got); diff != "" {
 			t.Errorf("restored %s (-want +got):\n%s", filepath.Base(tc.from), diff)
 		}
 	}
 	// A crash after the restore swapped the backup's store in and before
-	// it put the backup's keys.json in place leaves the rotated keys there:
-	// the restored store takes them (and then only them).
+	// it put the backup's keys.json in place leaves the rotated keys there,
+	// beside a store that accepts them as well as the backup's: the
+	// restored store takes them (and then only them).
 	runIn(t, data, "admin", "restore", "--from", before)
-	if err := os.WriteFile(filepath.Join(data, "keys.json"), []byte(rotated), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	crashBetweenSwapAndKeys(t, data, rotated)
 	if out := runIn(t, data, "admin", "tenant", "list"); !strings.Contains(string(out), "acme") {
 		t.Errorf("restored store beside the rotated keys: %s", out)
 	}
@@ -296,5 +309,32 @@ func TestKeysRotateBackups(t *testing.T) {
 	}
 	if len(listed.Backups) != 2 {
 		t.Errorf("admin backups: %+v, want both backups", listed)
+	}
+}
+
+// crashBetweenSwapAndKeys leaves data, a data dir a restore has just
+// brought a backup taken before a rotation back into, as a crash after
+// the restore swapped the store in and before it wrote keys.json would:
+// the store accepting the rotated keys too (store.DB.AcceptSecrets, as
+// the restore's staging store does), keys.json still rotated.
+func crashBetweenSwapAndKeys(t *testing.T, data, rotated string) {
+	t.Helper()
+	keys, err := store.ParseSecrets([]byte(rotated), "keys.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := store.Open(filepath.Join(data, "db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.AcceptSecrets(keys)
+	if cerr := db.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(data, "keys.json"), []byte(rotated), 0o600); err != nil {
+		t.Fatal(err)
 	}
 }

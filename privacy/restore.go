@@ -44,6 +44,12 @@ type RestoreResult struct {
 	// replaced: "read", "partly read", "none" (there was none) or "does not
 	// open".
 	LiveStore string `json:"live_store"`
+	// KeysRotatedSince names the signing keys ("token", "url") of the
+	// backup's keys.json that differ from the data dir's (a rotation came
+	// between them) and are in force now: a backup taken before a rotation
+	// brings back the keys it replaced, leaked ones too, until admin keys
+	// rotate replaces them once more.
+	KeysRotatedSince []string `json:"keys_rotated_since,omitempty"`
 }
 
 // Restore brings the backup src back into the data dir (server stopped):
@@ -113,6 +119,7 @@ func (bk *Backups) Restore(ctx context.Context, src string, open OpenStaging, pr
 	if err != nil {
 		return nil, err
 	}
+	rotated := rotatedKeys(dataDir, secrets)
 	n, err := stage(ctx, dataDir, src, secrets, ledger, live, creds, open, progress)
 	if err != nil {
 		removeStaging(dataDir)
@@ -133,8 +140,43 @@ func (bk *Backups) Restore(ctx context.Context, src string, open OpenStaging, pr
 	if err != nil {
 		return nil, err
 	}
+	res := &RestoreResult{From: src, DataDir: dataDir, TakenAt: m.TakenAt, DeletionsReapplied: n.customers, TenantDeletionsReapplied: n.tenants, Replaced: replaced, LiveStore: liveState}
+	if rotated != nil {
+		res.KeysRotatedSince = settleRestoredKeys(dataDir, secrets, rotated, progress)
+	}
 	fmt.Fprintf(progress, "restore: done\n")
-	return &RestoreResult{From: src, DataDir: dataDir, TakenAt: m.TakenAt, DeletionsReapplied: n.customers, TenantDeletionsReapplied: n.tenants, Replaced: replaced, LiveStore: liveState}, nil
+	return res, nil
+}
+
+// settleRestoredKeys ends a restore that put in force keys other than the
+// data dir's, a rotation having come between the backup and the store it
+// replaced (rotated: the data dir's keys before the restore; secrets: the
+// backup's, now in keys.json). The restored store still accepts the
+// rotated keys too (AcceptSecrets: a crash before keys.json was written
+// leaves them there), which its next open settled as if a rotation had
+// been cut short, logging a warning that sent the operator after a
+// rotation that never stopped; settled here, the store takes the backup's
+// keys alone. A store that does not open is left to its next open, which
+// settles it the same way. It says which keys changed and returns their
+// names: a backup taken before a rotation brings back the keys it
+// replaced, and whoever holds those (the leak a rotation answers) can sign
+// with them again until they are rotated once more.
+func settleRestoredKeys(dataDir string, secrets, rotated *store.Secrets, progress io.Writer) []string {
+	if db, err := store.Open(filepath.Join(dataDir, "db"), nil); err == nil {
+		_ = db.CheckSecrets(secrets, filepath.Join(dataDir, store.SecretsFile)) // failed: the next open settles it
+		_ = db.Close()
+	}
+	var names []string
+	if !bytes.Equal(rotated.Token, secrets.Token) {
+		names = append(names, "token")
+	}
+	if !bytes.Equal(rotated.URL, secrets.URL) {
+		names = append(names, "url")
+	}
+	fmt.Fprintf(progress, "restore: the backup's %s key(s) are not those the data dir held (a rotation came between them) and are in force now: "+
+		"if the backup's are keys rotated out after a leak, rotate them again (coupond admin keys rotate %s)\n",
+		strings.Join(names, " and "), strings.Join(names, " "))
+	return names
 }
 
 // registerRestored adds to reg, when not there yet, the restored backup
