@@ -654,14 +654,25 @@ func credRotateCmd(a *app) *cobra.Command {
 				if jsonFlag(cmd) {
 					return printJSON(cmd.OutOrStdout(), map[string]any{"client_id": c.ClientID, "client_secret": secret, "scopes": c.Scopes, "tenant": c.Tenant, "previous_secret_valid_until": c.PrevUntil})
 				}
-				fmt.Fprintf(cmd.OutOrStdout(), "client_id:     %s\nclient_secret: %s\nThe old secret works until %s. The new one is shown only this once.\n",
-					c.ClientID, secret, c.PrevUntil.Format(time.RFC3339))
+				fmt.Fprintf(cmd.OutOrStdout(), "client_id:     %s\nclient_secret: %s\n%s The new one is shown only this once.\n",
+					c.ClientID, secret, oldSecretFate(c.PrevUntil, now))
 				return nil
 			})
 		},
 	}
 	cmd.Flags().StringVar(&grace, "grace", "24h", "how long the old secret keeps working, up to 90d")
 	return cmd
+}
+
+// oldSecretFate says, for admin credential rotate, until when the old
+// secret and the tokens obtained with it work: until, the grace's end, at
+// now (--grace 0, after a leak) is "no longer", which "works until" the
+// very time of the command left the operator to work out.
+func oldSecretFate(until, now time.Time) string {
+	if !until.After(now) {
+		return "The old secret, and every token obtained with it, no longer work."
+	}
+	return fmt.Sprintf("The old secret, and the tokens obtained with it, work until %s.", until.Format(time.RFC3339))
 }
 
 func clockShowCmd(a *app) *cobra.Command {

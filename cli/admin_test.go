@@ -117,6 +117,27 @@ func TestCredentialRotateGraceBounded(t *testing.T) {
 	}
 }
 
+// TestCredentialRotateSaysOldSecretFate: rotate's output says until when
+// the old secret and its tokens work, and with --grace 0 (a leaked secret)
+// that they no longer do, rather than "works until" the command's own time.
+func TestCredentialRotateSaysOldSecretFate(t *testing.T) {
+	dir := t.TempDir()
+	runIn(t, dir, "admin", "tenant", "create", "acme")
+	var cred credJSON
+	if err := json.Unmarshal(runIn(t, dir, "admin", "credential", "create", "--tenant", "acme", "--name", "crm", "--scopes", "eventos:publicar", "--json"), &cred); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct{ grace, want string }{
+		{"0", "The old secret, and every token obtained with it, no longer work."},
+		{"1h", "The old secret, and the tokens obtained with it, work until "},
+	}
+	for _, tc := range tests {
+		if out := string(runIn(t, dir, "admin", "credential", "rotate", cred.ClientID, "--grace", tc.grace)); !strings.Contains(out, tc.want) {
+			t.Errorf("rotate --grace %s:\n%s\nwant it to say %q", tc.grace, out, tc.want)
+		}
+	}
+}
+
 // TestConsoleAuditLast: --last below 1 is an error naming it (-5 panicked:
 // a negative slice bound).
 func TestConsoleAuditLast(t *testing.T) {
