@@ -291,3 +291,37 @@ func writeBytes(t *testing.T, path string, b []byte) {
 		t.Fatal(err)
 	}
 }
+
+// TestSameOutDir: serve, running "admin backup" for a client through the
+// admin socket, refuses an --out it sees elsewhere than the client does
+// (the shipped unit's private /tmp: the backup went out of the operator's
+// sight and was removed when the service stopped), and takes one both see
+// alike, or one it cannot compare. The client's view is a directory
+// standing for its /proc/PID/root.
+func TestSameOutDir(t *testing.T) {
+	base := t.TempDir()
+	if err := os.Mkdir(filepath.Join(base, "srv"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(base, "srv", "bk")
+	other := t.TempDir() // a view with its own directory at base/srv
+	if err := os.MkdirAll(filepath.Join(other, base, "srv"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name, root string
+		refused    bool
+	}{
+		{"no client known", "", false},
+		{"the same view", "/", false},
+		{"a view with another directory there", other, true},
+		{"a view without the directory", t.TempDir(), true},
+		{"a view that cannot be read", filepath.Join(base, "gone"), false},
+	}
+	for _, tc := range tests {
+		err := sameOutDir(out, tc.root)
+		if refused := err != nil && strings.Contains(err.Error(), "--out "+out); refused != tc.refused {
+			t.Errorf("%s: %v, want refused %v", tc.name, err, tc.refused)
+		}
+	}
+}

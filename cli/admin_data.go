@@ -400,6 +400,9 @@ func backupCmd(a *app) *cobra.Command {
 		// The server resolves paths from its own working directory.
 		a.args = setArg(a.args, "out", dir)
 		return a.withEnv(cmd, func(e *env) error {
+			if err := sameOutDir(dir, a.clientRoot()); err != nil {
+				return err
+			}
 			m, err := runBackup(cmd.Context(), e, dir, progressWriter(cmd))
 			if err != nil {
 				return outPathError(err, dir)
@@ -417,6 +420,50 @@ func backupCmd(a *app) *cobra.Command {
 	cmd.Flags().StringVar(&out, "out", "", "backup directory (must not exist or be empty)")
 	cmd.MarkFlagRequired("out")
 	return cmd
+}
+
+// clientRoot is the root of the admin client's view of the file system
+// (its /proc root) when serve runs the command on its behalf and knows
+// its process; "" otherwise.
+func (a *app) clientRoot() string {
+	if a.live == nil || a.clientPID <= 0 {
+		return ""
+	}
+	return fmt.Sprintf("/proc/%d/root", a.clientPID)
+}
+
+// sameOutDir refuses a backup directory dir that serve, which writes the
+// backup for an admin client, sees elsewhere than the client does
+// (clientRoot: the client's root, "" when unknown): the shipped unit gives
+// serve a private /tmp (PrivateTmp) and hides /home (ProtectHome), so
+// "admin backup --out /tmp/x" answered "backup in /tmp/x" while the
+// backup went to serve's own /tmp, out of the operator's sight and
+// removed with it when the service stops (before an upgrade, say). The
+// nearest directory of dir that serve finds is compared with the same
+// path in the client's view; one the client's view does not show is
+// another directory too, and a view that cannot be read tells nothing.
+func sameOutDir(dir, clientRoot string) error {
+	if clientRoot == "" {
+		return nil
+	}
+	if _, err := os.Stat(clientRoot); err != nil {
+		return nil // no /proc, or the client gone: nothing to compare with
+	}
+	for at := dir; ; at = filepath.Dir(at) {
+		mine, err := os.Stat(at)
+		if err == nil {
+			theirs, err := os.Stat(filepath.Join(clientRoot, at))
+			if err == nil && os.SameFile(mine, theirs) || err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
+			return fmt.Errorf("--out %s: coupond serve, which writes the backup, sees another %s than this command does "+
+				"(its service unit gives it a private /tmp and hides home directories): the backup would go where you cannot see it, "+
+				"and under /tmp be removed when the service stops; give --out a directory the service can write, such as /var/backups/coupond/NAME", dir, at)
+		}
+		if !errors.Is(err, fs.ErrNotExist) || at == filepath.Dir(at) {
+			return nil
+		}
+	}
 }
 
 // outPathError names --out in a backup's error about dir or a directory

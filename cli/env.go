@@ -506,7 +506,7 @@ func serveAdminAudit(ctx context.Context, sock string, live *env, audit *auditLo
 		var req adminRequest
 		p := peerFrom(r.Context())
 		err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&req)
-		root := newRoot(&app{args: req.Args, live: live, clientTerminal: req.Terminal})
+		root := newRoot(&app{args: req.Args, live: live, clientTerminal: req.Terminal, clientPID: p.PID})
 		if err != nil || !adminLine(root, req.Args) {
 			if aerr := audit.write(auditEntry{Time: time.Now().UTC(), UID: p.UID, PID: p.PID, Args: redactArgs(req.Args), Exit: -1, Error: "bad admin request", Via: viaSocket}); aerr != nil {
 				live.log.Error().Err(aerr).Msg("admin audit log")

@@ -88,6 +88,9 @@ type app struct {
 	// clientTerminal is, with live, whether the admin client's stdout is a
 	// terminal (the command's own output is the socket).
 	clientTerminal bool
+	// clientPID is, with live, the admin client's process id as the
+	// socket's peer credentials give it (0 or less: unknown).
+	clientPID int
 }
 
 // terminal reports whether cmd's output reaches a terminal, directly or
