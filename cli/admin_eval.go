@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -36,7 +37,13 @@ func evaluateCmd(a *app) *cobra.Command {
 		if jsonFlag(cmd) {
 			return printJSON(cmd.OutOrStdout(), jsonSafe(ev))
 		}
-		return printEvaluation(cmd.OutOrStdout(), ev)
+		if err := printEvaluation(cmd.OutOrStdout(), ev); err != nil {
+			return err
+		}
+		if unknownCampana(e.svc.engine.Campaigns, ev) {
+			fmt.Fprintf(cmd.OutOrStdout(), "no campaign %s is defined for tenant %s and no decision names it: check --campana (a campana_id of PUT /v1/campanas)\n", ev.Campana, ev.Tenant)
+		}
+		return nil
 	})
 	cmd.Flags().StringVar(&campana, "campana", "", "only decisions of this campaign")
 	cmd.Flags().IntVar(&replicates, "replicates", 100, "bootstrap replicates, 2 to 100000")
@@ -55,6 +62,19 @@ func evaluateCmd(a *app) *cobra.Command {
 	}
 	cmd.Flags().Uint64Var(&seed, "seed", 1, "bootstrap seed")
 	return cmd
+}
+
+// unknownCampana reports whether ev, an evaluation of one campaign, found
+// no decision of it at all, not even one left out, and the tenant has no
+// such campaign defined (nor a damaged one): a mistyped --campana, which
+// read only "no decision to evaluate yet", as a campaign still waiting for
+// its rewards does.
+func unknownCampana(c *engine.Campaigns, ev *engine.Evaluation) bool {
+	if ev.Campana == "" || ev.Records > 0 || len(ev.Excluded) > 0 {
+		return false
+	}
+	_, err := c.Campaign(ev.Tenant, ev.Campana)
+	return errors.Is(err, engine.ErrNotFound) && !errors.Is(err, engine.ErrDamaged)
 }
 
 // intervalOf prints an estimate's 95 % interval: n/a when the estimate

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -10,9 +11,11 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/rs/zerolog"
 
 	"github.com/coupond/coupond/engine"
 	"github.com/coupond/coupond/engine/ope"
@@ -526,5 +529,35 @@ always_1_10% en abarrotes é     27   1.0         IPS        1.50   [1.00, 2.00]
 `
 	if diff := cmp.Diff(want, b.String()); diff != "" {
 		t.Errorf("printEstimates (-want +got):\n%s", diff)
+	}
+}
+
+// TestEvaluateSaysUnknownCampana: --campana naming no campaign of the
+// tenant, and no decision, says so and to check the id: a typo read only
+// "no decision to evaluate yet", as a defined campaign still waiting for
+// its rewards does. A defined campaign, with decisions (camp1, the batch
+// job of completedJob) or none yet (quiet), and every campaign get no such
+// line.
+func TestEvaluateSaysUnknownCampana(t *testing.T) {
+	dir := t.TempDir()
+	completedJob(t, dir)
+	e, err := openEnv(context.Background(), dir, zerolog.Nop(), serviceOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.svc.engine.Campaigns.PutCampaign("acme", engine.Campaign{ID: "quiet", Canal: "push", Descripcion: "d"}, time.Now())
+	e.close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const note = "is defined for tenant acme and no decision names it"
+	for campana, want := range map[string]bool{"camp1": false, "quiet": false, "": false, "camp2": true} {
+		args := []string{"admin", "evaluate", "--tenant", "acme"}
+		if campana != "" {
+			args = append(args, "--campana", campana)
+		}
+		if out := string(runIn(t, dir, args...)); strings.Contains(out, note) != want {
+			t.Errorf("--campana %q: says %q: %v, want %v:\n%s", campana, note, !want, want, out)
+		}
 	}
 }
