@@ -615,7 +615,7 @@ func TestRestoreReachesUnprocessedDeletions(t *testing.T) {
 			if err := os.RemoveAll(filepath.Join(dataDir, "db")); err != nil {
 				t.Fatal(err)
 			}
-		}, "no store in"},
+		}, "re-applied; credentials revoked or rotated since the backup are not known here either (a new machine): revoke or rotate them again"},
 		{"ledger unwritable, owed deletion lost", unwritableLedger, func(t *testing.T, dataDir, bk string) {
 			ledgerBack(t, dataDir, bk)
 		}, "1 deletion records read from the store being replaced"},

@@ -798,7 +798,8 @@ func readReplaced(dataDir string, progress io.Writer) (out []liveDeletion, creds
 		dir = filepath.Join(dataDir, replacedDir)
 	}
 	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
-		fmt.Fprintf(progress, "restore: no store in %s to read deletions from: the backup's own and its ledger's are re-applied\n", dataDir)
+		fmt.Fprintf(progress, "restore: no store in %s to read deletions from: the backup's own and its ledger's are re-applied; "+
+			"credentials revoked or rotated since the backup are not known here either (a new machine): revoke or rotate them again\n", dataDir)
 		return nil, nil, "none", nil
 	}
 	db, err := store.Open(dir, nil)
