@@ -93,16 +93,24 @@ func TestClockAdvanceStopsBefore2262(t *testing.T) {
 	}
 }
 
-// TestCredentialRotateGraceBounded: the old secret's grace is 0 to 90 days;
-// a longer one, which would leave the old secret working for years, is an
-// error naming --grace and rotates nothing.
-func TestCredentialRotateGraceBounded(t *testing.T) {
+// acmeCredential creates, in a new data dir (returned), tenant acme and a
+// credential "crm" for it with scope eventos:publicar.
+func acmeCredential(t *testing.T) (string, credJSON) {
+	t.Helper()
 	dir := t.TempDir()
 	runIn(t, dir, "admin", "tenant", "create", "acme")
 	var cred credJSON
 	if err := json.Unmarshal(runIn(t, dir, "admin", "credential", "create", "--tenant", "acme", "--name", "crm", "--scopes", "eventos:publicar", "--json"), &cred); err != nil {
 		t.Fatal(err)
 	}
+	return dir, cred
+}
+
+// TestCredentialRotateGraceBounded: the old secret's grace is 0 to 90 days;
+// a longer one, which would leave the old secret working for years, is an
+// error naming --grace and rotates nothing.
+func TestCredentialRotateGraceBounded(t *testing.T) {
+	dir, cred := acmeCredential(t)
 	for _, g := range []string{"91d", "100000d", "-1h", "NaN"} {
 		if _, _, err := runCLI(t, "admin", "credential", "rotate", cred.ClientID, "--grace", g, "--data-dir", dir); err == nil || !strings.Contains(err.Error(), "--grace") {
 			t.Errorf("rotate --grace %s: %v; want an error naming --grace", g, err)
@@ -121,12 +129,7 @@ func TestCredentialRotateGraceBounded(t *testing.T) {
 // the old secret and its tokens work, and with --grace 0 (a leaked secret)
 // that they no longer do, rather than "works until" the command's own time.
 func TestCredentialRotateSaysOldSecretFate(t *testing.T) {
-	dir := t.TempDir()
-	runIn(t, dir, "admin", "tenant", "create", "acme")
-	var cred credJSON
-	if err := json.Unmarshal(runIn(t, dir, "admin", "credential", "create", "--tenant", "acme", "--name", "crm", "--scopes", "eventos:publicar", "--json"), &cred); err != nil {
-		t.Fatal(err)
-	}
+	dir, cred := acmeCredential(t)
 	tests := []struct{ grace, want string }{
 		{"0", "The old secret, and every token obtained with it, no longer work."},
 		{"1h", "The old secret, and the tokens obtained with it, work until "},
