@@ -220,7 +220,7 @@ func tenantSetCmd(a *app) *cobra.Command {
 		if err != nil {
 			return err
 		}
-		e.log.Info().Str("tenant", t.ID).Msg("tenant settings changed")
+		e.log.Info().Str("tenant", t.ID).Strs("settings", givenSettings(cmd.LocalNonPersistentFlags())).Msg("tenant settings changed")
 		if !t.Settings.Paused && e.svc != nil {
 			e.svc.batch.Wake() // the jobs held while it was paused
 		}
@@ -250,6 +250,18 @@ func anySetting(f *pflag.FlagSet) error {
 		return nil
 	}
 	return fmt.Errorf("nothing to change: give at least one of %s", strings.Join(names, ", "))
+}
+
+// givenSettings lists the settings flags of "admin tenant set" given in f
+// as name=value (the log's record of what changed; none is a secret).
+func givenSettings(f *pflag.FlagSet) []string {
+	var given []string
+	f.VisitAll(func(fl *pflag.Flag) {
+		if fl.Changed && fl.Name != "help" {
+			given = append(given, fl.Name+"="+fl.Value.String())
+		}
+	})
+	return given
 }
 
 // tenantSetFlags are the settings "admin tenant set" may change; only the

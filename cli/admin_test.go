@@ -19,6 +19,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/coupond/coupond/privacy"
 	"github.com/coupond/coupond/server"
@@ -823,5 +824,21 @@ func TestAuditLast(t *testing.T) {
 		if _, _, err := runCLI(t, "admin", "audit", "--last", v, "--data-dir", dir); err == nil || !strings.Contains(err.Error(), "--last") {
 			t.Errorf("--last %s: %v, want an error naming --last", v, err)
 		}
+	}
+}
+
+// TestTenantSetLogsSettings: the "tenant settings changed" log line names
+// the settings the command gave, with their values (givenSettings), so the
+// server's log says what changed; before it named only the tenant.
+func TestTenantSetLogsSettings(t *testing.T) {
+	f := pflag.NewFlagSet("set", pflag.ContinueOnError)
+	var sf tenantSetFlags
+	sf.register(f)
+	if err := f.Parse([]string{"--paused", "true", "--control-share", "0.2", "--reward-window", "28d"}); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"control-share=0.2", "paused=true", "reward-window=28d"}
+	if diff := cmp.Diff(want, givenSettings(f)); diff != "" {
+		t.Errorf("given settings (-want +got):\n%s", diff)
 	}
 }
