@@ -6,7 +6,7 @@ import (
 )
 
 // LowPriority makes the calling goroutine's OS thread its own and lowers
-// that thread's scheduling priority to nice 19, so that the kernel runs
+// that thread's scheduling priority to backgroundNice (10), so that the kernel runs
 // online decisions' threads first whenever both want a core. Call it first
 // thing in a goroutine that does background work (batch jobs, learner
 // passes) and never unlock the thread: when the goroutine ends, Go ends
