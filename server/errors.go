@@ -311,28 +311,50 @@ const secretMarkerTail = 16
 // a misnamed client_secret ("clientSecret", "secret") or a token sent in
 // a body is not echoed either (contract section 8).
 func looksSecret(s string) bool {
+	_, _, ok := secretSpan(s)
+	return ok
+}
+
+// secretSpan returns where the first secret-shaped part of s (as
+// looksSecret has it) begins and ends: its marker and every base64
+// character after it.
+func secretSpan(s string) (start, end int, ok bool) {
 	for _, m := range secretMarkers {
-		for rest := s; ; {
-			i := strings.Index(rest, m)
+		for from := 0; ; {
+			i := strings.Index(s[from:], m)
 			if i < 0 {
 				break
 			}
+			start, end = from+i, from+i+len(m)
+			from = end
 			// A marker inside a word ("docs_…", "metrics_…") begins none.
-			word := i > 0 && isAlnum(rest[i-1])
-			rest = rest[i+len(m):]
-			if word {
+			if start > 0 && isAlnum(s[start-1]) {
 				continue
 			}
-			n := 0
-			for n < len(rest) && n < secretMarkerTail && isBase64Char(rest[n]) {
-				n++
+			for end < len(s) && isBase64Char(s[end]) {
+				end++
 			}
-			if n == secretMarkerTail {
-				return true
+			if end-from >= secretMarkerTail {
+				return start, end, true
 			}
 		}
 	}
-	return false
+	return 0, 0, false
+}
+
+// echoMsg is how a 422 echoes its msg, which may quote what was sent (an
+// unknown segment operator or feature, a URL's port or host): every
+// secret-shaped part is "***" and the whole is cut to maxEcho characters,
+// as every echoed string is (contract section 8). The msgs coupond words
+// itself are shorter.
+func echoMsg(msg string) string {
+	for {
+		start, end, ok := secretSpan(msg)
+		if !ok {
+			return truncateRunes(msg, maxEcho)
+		}
+		msg = msg[:start] + "***" + msg[end:]
+	}
 }
 
 // isAlnum reports whether c is an ASCII letter or digit.
@@ -348,8 +370,8 @@ func isBase64Char(c byte) bool {
 // redactViolations returns vs (never nil) with the inputs of secret members
 // replaced by "***" and every echoed string, in loc, input or ctx (a
 // json_invalid's error names a duplicate key), echoed as echoString does:
-// "***" when it looks like a secret, else cut to maxEcho characters. vs is
-// not modified.
+// "***" when it looks like a secret, else cut to maxEcho characters; msg as
+// echoMsg has it. vs is not modified.
 func redactViolations(vs []schema.Violation) []schema.Violation {
 	out := make([]schema.Violation, len(vs))
 	for i, v := range vs {
@@ -365,6 +387,7 @@ func redactViolations(vs []schema.Violation) []schema.Violation {
 			loc[j] = e
 		}
 		v.Loc = loc
+		v.Msg = echoMsg(v.Msg)
 		if v.Ctx != nil {
 			v.Ctx = redactInput(v.Ctx).(map[string]any)
 		}

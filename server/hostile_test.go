@@ -160,6 +160,52 @@ func TestValidationNeverEchoesSecretValues(t *testing.T) {
 	}
 }
 
+// TestValidationMsgEchoIsRedacted: a 422's msg that quotes what was sent
+// (an unknown segment operator or feature, a webhook URL's port or host)
+// echoes it as loc and input do: a secret-shaped part is "***" and no run
+// of more than 256 characters of the input comes back. msg quoted the
+// unknown operator or feature whole, a client secret and 10,000
+// characters alike.
+func TestValidationMsgEchoIsRedacted(t *testing.T) {
+	h := newHarness(t)
+	h.tenant("acme", true, noControl)
+	tok := h.token("acme", allScopes...)
+	if st, body := h.do("PUT", "/v1/campanas/c1", tok, map[string]any{"canal": "push", "descripcion": "d"}); st != 200 {
+		t.Fatalf("campaign: %d %v", st, body)
+	}
+	const secret = "cs_W2CJbSjcsC1vXNWc2a5gtsteI0QRuGSxUZ7lzZVj0sU"
+	long := strings.Repeat("Z", 10_000)
+	segment := func(seg any) map[string]any { return map[string]any{"campana_id": "c1", "segmento": seg} }
+	webhook := func(u string) map[string]any { return map[string]any{"url": u, "eventos": []string{"lote.completado"}} }
+	for _, tc := range []struct {
+		name, method, path string
+		body               any
+		sent               string // what must not come back whole
+	}{
+		{"segment: secret as the operator", "POST", "/v1/lotes-decision", segment(map[string]any{secret: map[string]any{"recencia_dias": 1}}), secret},
+		{"segment: secret as the feature", "POST", "/v1/lotes-decision", segment(map[string]any{"<": map[string]any{secret: 1}}), secret},
+		{"segment: long operator", "POST", "/v1/lotes-decision", segment(map[string]any{long: map[string]any{"recencia_dias": 1}}), long[:257]},
+		{"segment: long feature", "POST", "/v1/lotes-decision", segment(map[string]any{"no": map[string]any{"<": map[string]any{long: 1}}}), long[:257]},
+		{"webhook: secret as the port", "PUT", "/v1/webhooks", webhook("https://example.com:" + secret + "/h"), secret},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp := h.raw(tc.method, tc.path, tok, tc.body)
+			defer resp.Body.Close()
+			data, _ := io.ReadAll(resp.Body)
+			if resp.StatusCode != 422 {
+				t.Fatalf("got %d %s, want 422", resp.StatusCode, data)
+			}
+			if strings.HasPrefix(tc.sent, "cs_") {
+				if bytes.Contains(data, []byte(tc.sent[len(tc.sent)-20:])) {
+					t.Errorf("422 echoes the secret: %s", data)
+				}
+			} else if bytes.Contains(data, []byte(tc.sent)) {
+				t.Errorf("422 echoes more than 256 characters of the input (%d bytes)", len(data))
+			}
+		})
+	}
+}
+
 // TestRejectionNeverEchoesSecretNames: a per-event rejection names the
 // member at fault in campo as a 422's loc does: a member name that looks
 // like a secret (a client secret, a token or a webhook secret sent as a
@@ -215,6 +261,23 @@ func TestLooksSecret(t *testing.T) {
 	} {
 		if got := looksSecret(tc.s); got != tc.want {
 			t.Errorf("looksSecret(%q) = %v, want %v", tc.s, got, tc.want)
+		}
+	}
+}
+
+// TestEchoMsg: a msg keeps its own words, loses every secret-shaped part
+// and is cut to 256 characters.
+func TestEchoMsg(t *testing.T) {
+	long := strings.Repeat("Z", 300)
+	for _, tc := range []struct{ msg, want string }{
+		{"Input should be a valid number", "Input should be a valid number"},
+		{`operador desconocido "cs_W2CJbSjcsC1vXNWc2a5gtsteI0"; se espera uno de: <`, `operador desconocido "***"; se espera uno de: <`},
+		{"a ct2.W2CJbSjcsC1vXNWc2a5gts.x y whsec_Jwo9cxyZX3ApBrs3m38VAE=", "a ***.x y ***"},
+		{"docs_W2CJbSjcsC1vXNWc2a5gtsteI0 cs_short", "docs_W2CJbSjcsC1vXNWc2a5gtsteI0 cs_short"},
+		{"característica desconocida: " + long, ("característica desconocida: " + long)[:257]},
+	} {
+		if got := echoMsg(tc.msg); got != tc.want {
+			t.Errorf("echoMsg(%.60q) = %.80q, want %.80q", tc.msg, got, tc.want)
 		}
 	}
 }
