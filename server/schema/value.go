@@ -170,12 +170,17 @@ func (v Value) scaled(places int64) int64 {
 }
 
 // Float returns a number as the nearest float64 (±Inf beyond its range), 0
-// for anything else.
+// for anything else. A zero is +0 however it was written (-0, -0.0, -1e-400):
+// a stored -0 came back as -0 in a catalog's descuento_pct and an event's
+// extra.cantidad, where every other zero reads 0.
 func (v Value) Float() float64 {
 	if v.Kind() != KindNumber {
 		return 0
 	}
 	f, _ := strconv.ParseFloat(v.d.text(v.node()), 64)
+	if f == 0 {
+		return 0
+	}
 	return f
 }
 

@@ -180,6 +180,20 @@ func TestIntAndCents(t *testing.T) {
 	}
 }
 
+// TestFloatZeroHasNoSign: every spelling of zero reads +0, which encodes
+// as 0 (a -0 was stored and echoed as -0).
+func TestFloatZeroHasNoSign(t *testing.T) {
+	for _, lit := range []string{"0", "-0", "-0.0", "-0e5", "0.000", "-1e-400"} {
+		f := mustParse(t, lit).Float()
+		if f != 0 || math.Signbit(f) {
+			t.Errorf("Float of %s = %v (sign bit %v), want +0", lit, f, math.Signbit(f))
+		}
+	}
+	if f := mustParse(t, "-0.5").Float(); f != -0.5 {
+		t.Errorf("Float of -0.5 = %v", f)
+	}
+}
+
 func TestCentsText(t *testing.T) {
 	got := []string{centsText(0), centsText(5), centsText(50), centsText(1234), centsText(-1), centsText(100_000_000_000), centsText(math.MaxInt64), centsText(math.MinInt64)}
 	want := []string{"0", "0.05", "0.5", "12.34", "-0.01", "1000000000", "92233720368547758.07", "-92233720368547758.08"}
