@@ -18,6 +18,7 @@ import (
 
 	"github.com/coupond/coupond/batch"
 	"github.com/coupond/coupond/internal/apitest"
+	"github.com/coupond/coupond/server/schema"
 	"github.com/coupond/coupond/store"
 )
 
@@ -777,5 +778,24 @@ func TestTokenOneCharacterAltered(t *testing.T) {
 	}
 	if st, body := h.do("GET", "/v1/catalogo-acciones", tok, nil); st != 200 {
 		t.Errorf("the token itself: %d %v", st, body)
+	}
+}
+
+// TestTokenDescriptionEchoIsRedacted: the token endpoint's
+// error_description (the 422 of a form request) echoes a violation's
+// parameter name and msg as every 422 echoes them: a secret-shaped part is
+// "***". Today's token messages are fixed text; this guards the day one
+// quotes input. Fails if violationsDescription copies msg or name as sent.
+func TestTokenDescriptionEchoIsRedacted(t *testing.T) {
+	secret := "cs_" + strings.Repeat("A1b2", 12)
+	got := violationsDescription([]schema.Violation{
+		{Loc: []any{"body", secret}, Msg: "Extra inputs are not permitted"},
+		{Loc: []any{"body", "scope"}, Msg: "alcance desconocido " + secret},
+	})
+	if strings.Contains(got, "A1b2A1b2") {
+		t.Errorf("error_description echoes a secret: %s", got)
+	}
+	if want := "***: Extra inputs"; !strings.Contains(got, want) {
+		t.Errorf("error_description %q lacks %q", got, want)
 	}
 }

@@ -110,7 +110,9 @@ func withOAuthError(err error) error {
 // each parameter at fault and what is wrong with it, since stock OAuth
 // clients report that member and not detail. It keeps to the characters
 // RFC 6749 allows there (printable ASCII but '"' and '\\': a Spanish letter
-// loses its accent, any other character is one '?') and to 512 bytes.
+// loses its accent, any other character is one '?') and to 512 bytes. A
+// name or msg that quotes what was sent is echoed as every 422 echoes it
+// (echoString, echoMsg): a secret-shaped part is "***".
 func violationsDescription(detail []schema.Violation) string {
 	var b strings.Builder
 	b.WriteString("the request is malformed")
@@ -121,9 +123,9 @@ func violationsDescription(detail []schema.Violation) string {
 		}
 		name := "body"
 		if len(v.Loc) > 0 {
-			name = fmt.Sprint(v.Loc[len(v.Loc)-1])
+			name = echoString(fmt.Sprint(v.Loc[len(v.Loc)-1]))
 		}
-		b.WriteString(sep + name + ": " + v.Msg)
+		b.WriteString(sep + name + ": " + echoMsg(v.Msg))
 	}
 	out := strings.Map(func(r rune) rune {
 		if a, ok := unaccented[r]; ok {
