@@ -1,6 +1,7 @@
 package server
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -343,3 +344,33 @@ func TestEventRejectionMessages(t *testing.T) {
 
 // rejectionMsg is one rechazados item with its mensaje.
 type rejectionMsg struct{ Codigo, Campo, Mensaje string }
+
+// TestEventsBodyNotStrictJSON: a member name repeated inside one event, or
+// an event nested deeper than 64, makes the whole body not strict JSON:
+// one 422 json_invalid for the request and none of its events stored, as
+// the README and the OpenAPI document say (the per-event rule holds for
+// bodies that parse). The good event sent again alone is then new
+// (aceptados 1, not duplicados).
+func TestEventsBodyNotStrictJSON(t *testing.T) {
+	h := newHarness(t)
+	h.tenant("acme", true, nil)
+	tok := h.token("acme", allScopes...)
+	good, err := json.Marshal(purchase("bueno", "cliente-01", testStart, 10, 3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	deep := strings.Repeat(`{"a":`, 70) + "1" + strings.Repeat("}", 70)
+	for name, bad := range map[string]string{
+		"repeated member": `{"event_id":"malo","event_id":"malo2","cliente_ref":"cliente-01","ts":"` + testStart.Format(time.RFC3339) + `","tipo":"ALTA"}`,
+		"nested over 64":  `{"event_id":"malo","cliente_ref":"cliente-01","ts":"` + testStart.Format(time.RFC3339) + `","tipo":"ALTA","extra":` + deep + `}`,
+	} {
+		st, body := h.do("POST", "/v1/eventos", tok, `{"eventos":[`+string(good)+`,`+bad+`]}`)
+		detail, _ := body["detail"].([]any)
+		if st != 422 || len(detail) != 1 || detail[0].(map[string]any)["type"] != "json_invalid" {
+			t.Errorf("%s: %d %v, want one 422 json_invalid", name, st, body)
+		}
+	}
+	if st, body := postEvents(h, tok, purchase("bueno", "cliente-01", testStart, 10, 3)); st != 200 || body["aceptados"] != 1.0 {
+		t.Errorf("the good event alone: %d %v, want it accepted as new", st, body)
+	}
+}

@@ -1311,7 +1311,7 @@ func catalogDocs() map[string]opDoc {
 			errors: []kind{kindNotFound}, validates: true},
 
 		"eventos": {tag: "eventos", summary: "Publish events",
-			description: "Each event is checked on its own; a bad event is a rejection in `rechazados`, never a 422 for the request (422 only when the envelope itself is wrong). " +
+			description: "Each event is checked on its own; a bad event is a rejection in `rechazados`, never a 422 for the request (422 only when the envelope itself is wrong, or when the body is not strict JSON anywhere: a syntax error, a member name repeated within one object, nesting deeper than 64, any of which makes the whole body unreadable, so none of its events is stored). " +
 				"Each `event_id` is processed once per tenant: same content again counts in `duplicados`, different content is rejected with `duplicado`, within one request as across requests. " +
 				"`ts` must lie between 1096 days before and 5 minutes after the tenant's clock.",
 			body: jsonBody("PeticionEventos", obj{"eventos": []any{
