@@ -421,23 +421,13 @@ func lookalikeHint(missing schema.Violation, bad []schema.Violation) string {
 	return ""
 }
 
-// foldName is a member name in lower case without the accents of Spanish.
+// foldName is a member name in lower case without the accents of Spanish
+// (unaccented, the table the token endpoint's error_description uses).
 func foldName(s string) string {
 	return strings.Map(func(r rune) rune {
 		r = unicode.ToLower(r)
-		switch r {
-		case 'á':
-			return 'a'
-		case 'é':
-			return 'e'
-		case 'í':
-			return 'i'
-		case 'ó':
-			return 'o'
-		case 'ú', 'ü':
-			return 'u'
-		case 'ñ':
-			return 'n'
+		if a, ok := unaccented[r]; ok {
+			return a
 		}
 		return r
 	}, s)
