@@ -175,7 +175,7 @@ func mergeRejections(a, b []engine.Rejection) []engine.Rejection {
 func reject(i int, v schema.Value, codigo, campo, msg string) *engine.Rejection {
 	r := &engine.Rejection{Indice: i, Codigo: codigo, Mensaje: msg}
 	if id := v.Field("event_id"); id.Kind() == schema.KindString {
-		s := id.String()
+		s := truncateRunes(id.String(), maxEcho) // a refused id may be of any length
 		r.EventID = &s
 	}
 	if campo != "" {

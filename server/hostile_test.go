@@ -244,6 +244,31 @@ func TestRejectionNeverEchoesSecretNames(t *testing.T) {
 	}
 }
 
+// TestRejectionEventIDIsBounded: a refused event's event_id, echoed in
+// rechazados, is cut to 256 characters as every echoed string is: an id of
+// 100,000 characters came back whole.
+func TestRejectionEventIDIsBounded(t *testing.T) {
+	h := newHarness(t)
+	h.tenant("acme", true, noControl)
+	tok := h.token("acme", allScopes...)
+	long := strings.Repeat("e", 100_000)
+	st, body := postEvents(h, tok, purchaseAt(long, "cliente-0001", testStart.Add(-time.Hour)))
+	if st != 200 {
+		t.Fatalf("events: %d %v", st, body)
+	}
+	rs, _ := body["rechazados"].([]any)
+	if len(rs) != 1 {
+		t.Fatalf("rechazados: %v", rs)
+	}
+	r := rs[0].(map[string]any)
+	if got, _ := r["event_id"].(string); got != strings.Repeat("e", 256) {
+		t.Errorf("event_id echoed with %d characters, want 256", len(got))
+	}
+	if r["campo"] != "event_id" {
+		t.Errorf("campo %v, want event_id", r["campo"])
+	}
+}
+
 // TestLooksSecret: a secret's marker counts at the start of a string or
 // after a non-alphanumeric character, not inside a word, so a value such
 // as a cliente_ref "docs_…" is echoed as sent.

@@ -1021,7 +1021,7 @@ var responseFieldDocs = map[string]string{
 	"RespuestaEventos.duplicados":              "Events whose `event_id` was already processed with the same content (canonical JSON: key order, number spelling, a null member instead of an absent one, `valor` 0 instead of absent where absent is 0 (`CUPON_RECIBIDO`, `CUPON_CADUCADO`, `BAJA`, `ALTA`) and the offset of `ts` and `extra.caducidad` do not matter).",
 	"RespuestaEventos.rechazados":              "Rejected events, ordered by `indice`.",
 	"Rechazo.indice":                           "Position of the event in `eventos` (0-based).",
-	"Rechazo.event_id":                         "The event's `event_id` as sent; null when absent or not a string.",
+	"Rechazo.event_id":                         "The event's `event_id` as sent (cut to 256 characters); null when absent or not a string.",
 	"Rechazo.codigo":                           "Why (see `x-error-codes`).",
 	"Rechazo.campo":                            "Dotted path of the failing member within the event (`extra.margen`); null when the event as a whole fails.",
 	"Rechazo.mensaje":                          "Explanation, at most 512 characters.",
