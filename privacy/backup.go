@@ -1097,10 +1097,11 @@ func checkpoint(db *store.DB, dst string, progress io.Writer) error {
 // (the other, discarding what it made, removed the first one's).
 func claimLedger(path string) error { return atomicfile.CreateEmpty(path, 0o600) }
 
+// progressBar draws n bytes copied of about total: total is the store's
+// size when the checkpoint began, an estimate the copy may pass (the WAL,
+// a flush), so past it the bar reads full at n of n, never 0.1/0.0 MB.
 func progressBar(n, total int64) string {
-	if total <= 0 {
-		total = 1
-	}
+	total = max(total, n, 1)
 	frac := min(float64(n)/float64(total), 1)
 	const width = 30
 	full := int(frac * width)

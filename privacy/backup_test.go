@@ -889,3 +889,20 @@ func TestBackupRefusesSwappablePlace(t *testing.T) {
 		})
 	}
 }
+
+// TestProgressBar: the bar never reads more copied than its total (the
+// store's size at the start is an estimate the copy may pass).
+func TestProgressBar(t *testing.T) {
+	for _, tc := range []struct {
+		n, total int64
+		want     string
+	}{
+		{0, 0, "[..............................]   0% 0.0/0.0 MB"},
+		{500_000, 1_000_000, "[###############...............]  50% 0.5/1.0 MB"},
+		{140_000, 20_000, "[##############################] 100% 0.1/0.1 MB"},
+	} {
+		if got := progressBar(tc.n, tc.total); got != tc.want {
+			t.Errorf("progressBar(%d, %d) = %q, want %q", tc.n, tc.total, got, tc.want)
+		}
+	}
+}
