@@ -361,8 +361,8 @@ func TestCommitLogCreationFailureParks(t *testing.T) {
 		if !errors.Is(err, ErrFull) || !db.space.isParked() {
 			t.Fatalf("commit that cannot make its new log answered %v, parked %v; want ErrFull, parked", err, db.space.isParked())
 		}
-	case <-time.After(10 * time.Second):
-		t.Fatalf("the commit that cannot make its new log still waits after 10 s: %+v", db.Space())
+	case <-time.After(parkedAnswerWait):
+		t.Fatalf("the commit that cannot make its new log still waits after %v: %+v", parkedAnswerWait, db.Space())
 	}
 	got := parkedView(t, db)
 	want := parkedObservation{Failed: true, NoSpace: true, Value: "1", Scanned: 1, SnapScanned: 1, Commit: true, Flush: true, Close: true}
