@@ -328,8 +328,14 @@ func TestFullDiskStartWaitsForAdminCommand(t *testing.T) {
 	if err := os.Remove(filepath.Join(mnt, "filler")); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(3 * time.Second) // serve reads the free space every second
-	st, _, b := in.do("GET", "/readyz", "", nil)
+	// serve reads the free space every second; it must then wait on the
+	// lock, saying so, not exit (an exited serve answers nothing).
+	var st int
+	var b map[string]any
+	waitFor(t, 15*time.Second, "/readyz naming the data dir in use once space is back", func() bool {
+		st, _, b = in.do("GET", "/readyz", "", nil)
+		return strings.Contains(fmt.Sprint(b["motivo"]), "en uso")
+	})
 	got := []any{in.answers200("/healthz"), st, strings.Contains(fmt.Sprint(b["motivo"]), "en uso")}
 	if diff := cmp.Diff([]any{true, 503, true}, got); diff != "" {
 		t.Errorf("space back while an admin command holds the data dir: /healthz 200, /readyz 503 naming the use (-want +got):\n%s\n%v", diff, b)
