@@ -81,8 +81,8 @@ type RespuestaEventos struct {
 
 // Rechazo is one rejected event of POST /v1/eventos: Indice is the event's
 // index in the request's eventos, EventID its event_id when it had a string
-// one (cut to 256 characters), Campo the dotted path of the failing member
-// (nil when the event as a whole fails).
+// one (the server's answer cuts it to 256 characters), Campo the dotted path
+// of the failing member (nil when the event as a whole fails).
 type Rechazo struct {
 	Indice  int     `json:"indice"`
 	EventID *string `json:"event_id"`
