@@ -7,10 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -32,6 +34,46 @@ type tenantWorld struct {
 	api    *httptest.Server
 	tokens map[string]string
 	creds  map[string][2]string // client id and secret
+	// reading counts the API requests that are reading their bodies, so
+	// past authentication, and not yet answered (readingBodies).
+	reading atomic.Int32
+}
+
+// readingBodies wraps h to count in reading the requests whose handler has
+// begun to read the body (the server authenticates first) until it
+// returns: a test that holds a body back waits on it, not on a sleep.
+func readingBodies(h http.Handler, reading *atomic.Int32) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var began atomic.Bool
+		r.Body = &firstRead{ReadCloser: r.Body, hook: func() {
+			if began.CompareAndSwap(false, true) {
+				reading.Add(1)
+			}
+		}}
+		defer func() {
+			if began.Load() {
+				reading.Add(-1)
+			}
+		}()
+		h.ServeHTTP(w, r)
+	})
+}
+
+// firstRead calls hook before each Read.
+type firstRead struct {
+	io.ReadCloser
+	hook func()
+}
+
+func (f *firstRead) Read(p []byte) (int, error) {
+	f.hook()
+	return f.ReadCloser.Read(p)
+}
+
+// waitReading waits until n requests are reading their bodies.
+func (w *tenantWorld) waitReading(t *testing.T, n int32) {
+	t.Helper()
+	waitFor(t, 30*time.Second, fmt.Sprintf("%d requests authenticated and reading their bodies", n), func() bool { return w.reading.Load() >= n })
 }
 
 // newTenantWorld opens a data dir with sandbox tenants acme and beta, each
@@ -54,7 +96,7 @@ func (w *tenantWorld) open(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w.e, w.api = e, httptest.NewServer(e.svc.api)
+	w.e, w.api = e, httptest.NewServer(readingBodies(e.svc.api, &w.reading))
 	t.Cleanup(w.close)
 }
 

@@ -58,7 +58,7 @@ func TestTenantDeleteMidRequest(t *testing.T) {
 		}
 		conns[i], rests[i] = c, body[1:]
 	}
-	time.Sleep(200 * time.Millisecond) // every request authenticated, reading its body
+	w.waitReading(t, int32(len(reqs)))
 	if _, err := w.e.svc.privacy.DeleteTenant(context.Background(), "acme", "uid 1", deletionHooks(w.e.svc, false)); err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +109,7 @@ func TestTenantDeleteSweepWaitsForReadTimeout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w.e, w.api = e, httptest.NewServer(e.svc.api)
+	w.e, w.api = e, httptest.NewServer(readingBodies(e.svc.api, &w.reading))
 	t.Cleanup(w.close)
 	for _, tenant := range []string{"acme", "beta"} {
 		w.fillTenantAPI(t, tenant)
@@ -125,7 +125,7 @@ func TestTenantDeleteSweepWaitsForReadTimeout(t *testing.T) {
 	if _, err := c.Write(append([]byte(head), body[:1]...)); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(200 * time.Millisecond) // authenticated, reading its body
+	w.waitReading(t, 1)
 	hooks := deletionHooks(e.svc, false)
 	if _, err := e.svc.privacy.DeleteTenant(context.Background(), "acme", "uid 1", hooks); err != nil {
 		t.Fatal(err)
