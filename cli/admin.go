@@ -239,16 +239,15 @@ func tenantSetCmd(a *app) *cobra.Command {
 // "admin tenant set" (f, each a setting, and help) give none: the command
 // would change nothing.
 func anySetting(f *pflag.FlagSet) error {
-	var names []string
-	given := false
-	f.VisitAll(func(fl *pflag.Flag) {
-		if fl.Name != "help" {
-			names, given = append(names, "--"+fl.Name), given || fl.Changed
-		}
-	})
-	if given {
+	if len(givenSettings(f)) > 0 {
 		return nil
 	}
+	var names []string
+	f.VisitAll(func(fl *pflag.Flag) {
+		if fl.Name != "help" {
+			names = append(names, "--"+fl.Name)
+		}
+	})
 	return fmt.Errorf("nothing to change: give at least one of %s", strings.Join(names, ", "))
 }
 

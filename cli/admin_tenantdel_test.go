@@ -45,7 +45,7 @@ type tenantWorld struct {
 func readingBodies(h http.Handler, reading *atomic.Int32) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var began atomic.Bool
-		r.Body = &firstRead{ReadCloser: r.Body, hook: func() {
+		r.Body = &hookedBody{ReadCloser: r.Body, hook: func() {
 			if began.CompareAndSwap(false, true) {
 				reading.Add(1)
 			}
@@ -59,13 +59,13 @@ func readingBodies(h http.Handler, reading *atomic.Int32) http.Handler {
 	})
 }
 
-// firstRead calls hook before each Read.
-type firstRead struct {
+// hookedBody calls hook before each Read.
+type hookedBody struct {
 	io.ReadCloser
 	hook func()
 }
 
-func (f *firstRead) Read(p []byte) (int, error) {
+func (f *hookedBody) Read(p []byte) (int, error) {
 	f.hook()
 	return f.ReadCloser.Read(p)
 }

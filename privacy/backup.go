@@ -1102,7 +1102,7 @@ func claimLedger(path string) error { return atomicfile.CreateEmpty(path, 0o600)
 // a flush), so past it the bar reads full at n of n, never 0.1/0.0 MB.
 func progressBar(n, total int64) string {
 	total = max(total, n, 1)
-	frac := min(float64(n)/float64(total), 1)
+	frac := float64(n) / float64(total)
 	const width = 30
 	full := int(frac * width)
 	return fmt.Sprintf("[%s%s] %3.0f%% %.1f/%.1f MB", strings.Repeat("#", full), strings.Repeat(".", width-full), frac*100, float64(n)/1e6, float64(total)/1e6)
