@@ -842,3 +842,23 @@ func TestTenantSetLogsSettings(t *testing.T) {
 		t.Errorf("given settings (-want +got):\n%s", diff)
 	}
 }
+
+// TestAnySettingRefusesNone: "admin tenant set" with no setting given is
+// refused naming the settings; one given is enough.
+func TestAnySettingRefusesNone(t *testing.T) {
+	for _, tc := range []struct {
+		args   []string
+		refuse bool
+	}{{nil, true}, {[]string{"--paused", "true"}, false}} {
+		f := pflag.NewFlagSet("set", pflag.ContinueOnError)
+		var sf tenantSetFlags
+		sf.register(f)
+		if err := f.Parse(tc.args); err != nil {
+			t.Fatal(err)
+		}
+		err := anySetting(f)
+		if got := err != nil && strings.Contains(err.Error(), "--paused"); got != tc.refuse {
+			t.Errorf("%v: %v, want refused %v", tc.args, err, tc.refuse)
+		}
+	}
+}
