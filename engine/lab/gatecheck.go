@@ -12,7 +12,8 @@ import (
 // engine measured (policy.GateStatus, MXN per decision whose choice was a
 // coupon: sending the choice against never-send); Truth is the true
 // effect of those same choices, weighted as the test weighs them (by the
-// choice's probability, fading with GateHalfLife windows). Band is
+// choice's probability, or under GateControlWeight by the smaller of it
+// and never-send's, fading with GateHalfLife windows). Band is
 // "todas" for the test over all customers, else the band's tickets.
 // Judged: N reaches the run's GuardMinN, the least the gate acts on.
 // TruthOpens: judged, and the truth is the run's GateZ standard errors of
@@ -35,29 +36,36 @@ type gateTruth struct {
 	halfLife       float64 // windows
 	minN           float64 // GuardMinN: the least evidence the gate acts on
 	z              float64 // GateZ: the bar a band's test opens at
+	controlWeight  bool    // GateControlWeight: the tests weigh min(choice, never-send)
 	sum, w         []float64
 	weekSum, weekW []float64
 }
 
 func newGateTruth(cfg pol.Config) *gateTruth {
 	n := 1 + pol.GateBands
-	return &gateTruth{halfLife: cfg.GateHalfLife, minN: cfg.GuardMinN, z: cfg.GateZ, sum: make([]float64, n), w: make([]float64, n),
-		weekSum: make([]float64, n), weekW: make([]float64, n)}
+	return &gateTruth{halfLife: cfg.GateHalfLife, minN: cfg.GuardMinN, z: cfg.GateZ, controlWeight: cfg.GateControlWeight,
+		sum: make([]float64, n), w: make([]float64, n), weekSum: make([]float64, n), weekW: make([]float64, n)}
 }
 
 // observe adds a decision executed as drawn: where its logged choice
 // (Eleccion) was a coupon, the probability-weighted true effect of the
 // choice group (the coupons drawn with the choice's probability: top-two
-// ties) against never-send, weighted by the group's probability.
-// effect(id) is action id's true effect for the decision's customer.
+// ties) against never-send, weighted as the gate's benefit tests weigh the
+// decision (policy.Model.observeGate): by the group's probability, or
+// under GateControlWeight by the smaller of it and never-send's (an open
+// band's decisions, sent at 0.9, weigh never-send's 0.1). effect(id) is
+// action id's true effect for the decision's customer.
 func (g *gateTruth) observe(rec *engine.DecisionRecord, effect func(id int) float64) {
 	if rec.Eleccion == nil || *rec.Eleccion == 0 || rec.EnControl || len(rec.Probs) != len(rec.Candidates) {
 		return
 	}
-	p := -1.0
+	p, p0 := -1.0, 0.0
 	for j, id := range rec.Candidates {
-		if id == *rec.Eleccion {
+		switch id {
+		case *rec.Eleccion:
 			p = rec.Probs[j]
+		case 0:
+			p0 = rec.Probs[j]
 		}
 	}
 	if !(p > 0) {
@@ -70,9 +78,16 @@ func (g *gateTruth) observe(rec *engine.DecisionRecord, effect func(id int) floa
 			te += rec.Probs[j] * effect(id)
 		}
 	}
+	w := mass
+	if g.controlWeight {
+		w = min(mass, p0)
+	}
+	if w <= 0 {
+		return // the test adds no evidence either
+	}
 	for _, i := range []int{0, 1 + pol.GateBand(rec.X)} {
-		g.weekSum[i] += te
-		g.weekW[i] += mass
+		g.weekSum[i] += w * te / mass
+		g.weekW[i] += w
 	}
 }
 

@@ -71,6 +71,40 @@ func TestGateTruth(t *testing.T) {
 	}
 }
 
+// TestGateTruthControlWeight checks that the truth weighs a decision as
+// the gate's benefit tests do: under GateControlWeight by the smaller of
+// the choice's probability and never-send's, so a decision sent at 0.9
+// (an open band) weighs never-send's 0.1; without it, by the choice's.
+func TestGateTruthControlWeight(t *testing.T) {
+	choice := func(id int) *int { return &id }
+	rare := []float64{0, 0, 0, 0, 0, 0.05} // band 0-1
+	recs := []engine.DecisionRecord{
+		{Eleccion: choice(1), Candidates: []int{0, 1}, Probs: []float64{0.1, 0.9}, X: rare}, // open: effect 10
+		{Eleccion: choice(2), Candidates: []int{0, 2}, Probs: []float64{0.7, 0.3}, X: rare}, // testing: effect −2
+		{Eleccion: choice(1), Candidates: []int{0, 1}, Probs: []float64{0, 1}, X: rare},     // no never-send: no evidence
+	}
+	effect := map[int]float64{1: 10, 2: -2}
+	for _, tc := range []struct {
+		name          string
+		controlWeight bool
+		want          float64
+	}{
+		{"control weight", true, (0.1*10 + 0.3*-2) / 0.4},
+		{"choice weight", false, (0.9*10 + 0.3*-2 + 1*10) / 2.2},
+	} {
+		cfg := pol.DefaultConfig()
+		cfg.GateControlWeight = tc.controlWeight
+		g := newGateTruth(cfg)
+		for i := range recs {
+			g.observe(&recs[i], func(id int) float64 { return effect[id] })
+		}
+		got := g.closeWeek(&pol.GateStatus{Bands: []pol.GateBandStatus{{Tickets: "0-1"}}})
+		if len(got) != 2 || math.Abs(got[0].Truth-tc.want) > 1e-12 || math.Abs(got[1].Truth-tc.want) > 1e-12 {
+			t.Errorf("%s: checks %+v, want truth %v over all and in band 0-1", tc.name, got, tc.want)
+		}
+	}
+}
+
 // TestSeparableStuck checks the summary's count of separable worlds the
 // engine does not lift above never-send, and of those where the truth of
 // the gate's checks never cleared the opening bar.
