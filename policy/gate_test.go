@@ -17,6 +17,7 @@ import (
 // but the never-send share. Fails if the gate never opens (the testing
 // share stays at or below one half).
 func TestGateOpensWhereChoicesPay(t *testing.T) {
+	t.Parallel() // a whole simulated run; the package's tests fit in seconds only side by side
 	act := simAction{id: 1, cat: -1, costCents: 1000,
 		prior: func(*simCust) float64 { return 2000 },
 		lift:  func(*simCust) float64 { return 0.2 }}
@@ -45,6 +46,7 @@ func TestGateOpensWhereChoicesPay(t *testing.T) {
 // by window 8 coupons go to under 5 % of customers. Fails if the gate
 // trusts the prior (it would send to half or more).
 func TestGateStaysShutWhereChoicesLose(t *testing.T) {
+	t.Parallel() // a whole simulated run; the package's tests fit in seconds only side by side
 	act := simAction{id: 1, cat: -1, costCents: 3000,
 		prior: func(*simCust) float64 { return 5000 },
 		lift:  func(*simCust) float64 { return 0 }}
@@ -259,6 +261,7 @@ func TestTenantAgeSurvivesMarshal(t *testing.T) {
 // slow tests it never switches (the band only goes back to testing in
 // window 10): the test fails if harm is judged on them.
 func TestGuardCatchesChoicesThatStopPaying(t *testing.T) {
+	t.Parallel() // a whole simulated run; the package's tests fit in seconds only side by side
 	lift := 0.4
 	act := simAction{id: 1, cat: -1, costCents: 8000,
 		prior: func(*simCust) float64 { return 2000 },

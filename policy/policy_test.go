@@ -21,6 +21,7 @@ func week(i int) time.Time { return t0.Add(time.Duration(i) * 7 * 24 * time.Hour
 // (issue 18's line; with the send gate window 4 is at 20 %, window 5 at
 // 9 %: POLICY.md §7.7).
 func TestPriorWrongForRareBuyers(t *testing.T) {
+	t.Parallel() // a whole simulated run; the package's tests fit in seconds only side by side
 	act := rareBuyersAction()
 	w := newWorld(1, 4000, []simAction{act})
 	m := New(DefaultConfig())
@@ -53,6 +54,7 @@ func emailWorld(seed uint64, n int, liftA, liftB float64) *world {
 // lognormal spend are not told apart: each window the engine splits its
 // sends between them within 40–60 %.
 func TestEqualTreatmentsStayEven(t *testing.T) {
+	t.Parallel() // a whole simulated run; the package's tests fit in seconds only side by side
 	w := emailWorld(2, 8000, 0.01, 0.01)
 	m := New(DefaultConfig())
 	for i := 1; i <= 12; i++ {
@@ -70,6 +72,7 @@ func TestEqualTreatmentsStayEven(t *testing.T) {
 // 30 % on 20,000 customers the split swings between even and 95 % from
 // window 9 on: POLICY.md.)
 func TestBetterTreatmentWins(t *testing.T) {
+	t.Parallel() // a whole simulated run; the package's tests fit in seconds only side by side
 	if testing.Short() {
 		t.Skip("20,000 customers over 12 windows: runs without -short")
 	}
@@ -108,6 +111,7 @@ func stubborn() Config {
 // switches to never-send within 3 windows, after which coupons go out at
 // the exploration rate only.
 func TestGuardSwitchesToNeverSend(t *testing.T) {
+	t.Parallel() // a whole simulated run; the package's tests fit in seconds only side by side
 	act := simAction{id: 1, cat: -1, costCents: 8000,
 		prior: func(*simCust) float64 { return 5000 },
 		lift:  func(*simCust) float64 { return 0 }}
@@ -133,6 +137,7 @@ func TestGuardSwitchesToNeverSend(t *testing.T) {
 // TestGuardStaysOffWhenLearningWins: where the prior is right and the
 // model learns, the guard never switches.
 func TestGuardStaysOffWhenLearningWins(t *testing.T) {
+	t.Parallel() // a whole simulated run; the package's tests fit in seconds only side by side
 	lift := func(sc *simCust) float64 {
 		if sc.rare {
 			return 0.25
@@ -159,6 +164,7 @@ func TestGuardStaysOffWhenLearningWins(t *testing.T) {
 // says nothing. Within 10 windows the per-action weights over the category
 // shares learn it.
 func TestAffinityWithoutCategorias(t *testing.T) {
+	t.Parallel() // a whole simulated run; the package's tests fit in seconds only side by side
 	lift := func(sc *simCust) float64 {
 		if sc.cat == 2 {
 			return 0.2
