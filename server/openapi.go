@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"reflect"
 	"slices"
@@ -132,14 +133,7 @@ func kindName(k kind) string {
 }
 
 // allKinds is every kind of errorTable in a stable order.
-func allKinds() []kind {
-	ks := make([]kind, 0, len(errorTable))
-	for k := range errorTable {
-		ks = append(ks, k)
-	}
-	slices.Sort(ks)
-	return ks
-}
+func allKinds() []kind { return slices.Sorted(maps.Keys(errorTable)) }
 
 // docGen builds the document; it collects components as it goes.
 type docGen struct {

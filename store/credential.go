@@ -4,6 +4,8 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 )
 
@@ -121,7 +123,7 @@ func (db *DB) Credentials(tenant string) []*Credential {
 	db.mu.RLock()
 	defer db.mu.RUnlock()
 	var out []*Credential
-	for _, id := range sortedKeys(db.creds) {
+	for _, id := range slices.Sorted(maps.Keys(db.creds)) {
 		if c := db.creds[id]; tenant == "" || c.Tenant == tenant {
 			out = append(out, c)
 		}

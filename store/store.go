@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -849,15 +848,6 @@ func orNoID(err error) error {
 // Unreadable lists the tenant and credential records Open could not decode
 // and left out (for serve's log and admin check).
 func (db *DB) Unreadable() []string { return db.unreadable }
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
 
 // quietLogger is Pebble's logger: its information is dropped, its errors
 // (a background flush or compaction that failed, on a full disk say) go

@@ -3,7 +3,9 @@ package store
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"regexp"
+	"slices"
 	"time"
 )
 
@@ -115,7 +117,7 @@ func (db *DB) Tenants() []*Tenant {
 	db.mu.RLock()
 	defer db.mu.RUnlock()
 	out := make([]*Tenant, 0, len(db.tenants))
-	for _, id := range sortedKeys(db.tenants) {
+	for _, id := range slices.Sorted(maps.Keys(db.tenants)) {
 		out = append(out, db.tenants[id])
 	}
 	return out
