@@ -12,20 +12,53 @@ import (
 // (CancelTenant), its records go with its key space, and its result files
 // with its directory of the results dir (RemoveTenantResults).
 
-// runningJob is the job a Runner runs now: cancel stops it, done closes
-// once process has returned.
+// stoppable is work that a tenant's deletion stops and waits for (the
+// Runner's running job, a tenant's webhook delivery pass): cancel ends the
+// context it runs under, done closes once it has returned (ended).
+type stoppable struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// newStoppable returns the handle of work about to start and the context,
+// under ctx, it runs under.
+func newStoppable(ctx context.Context) (*stoppable, context.Context) {
+	sctx, cancel := context.WithCancel(ctx)
+	return &stoppable{cancel: cancel, done: make(chan struct{})}, sctx
+}
+
+// ended says the work has returned: its context is cancelled and every
+// stop waiting for it returns. Called once.
+func (s *stoppable) ended() {
+	s.cancel()
+	close(s.done)
+}
+
+// stop cancels the work and returns once it has ended, or with ctx's error
+// if ctx is done first.
+func (s *stoppable) stop(ctx context.Context) error {
+	s.cancel()
+	select {
+	case <-s.done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// runningJob is the job a Runner runs now, of tenant; it has ended once
+// process has returned.
 type runningJob struct {
 	tenant string
 	ctx    context.Context // the job's, done once cancelled
-	cancel context.CancelFunc
-	done   chan struct{}
+	*stoppable
 }
 
 // startRun registers j as the running job and returns the context it runs
 // under and the func that unregisters it once process is done with it.
 func (r *Runner) startRun(ctx context.Context, j *Job) (context.Context, func()) {
-	jctx, cancel := context.WithCancel(ctx)
-	rj := &runningJob{tenant: j.Tenant, ctx: jctx, cancel: cancel, done: make(chan struct{})}
+	run, jctx := newStoppable(ctx)
+	rj := &runningJob{tenant: j.Tenant, ctx: jctx, stoppable: run}
 	r.mu.Lock()
 	r.running = rj
 	r.mu.Unlock()
@@ -33,8 +66,7 @@ func (r *Runner) startRun(ctx context.Context, j *Job) (context.Context, func())
 		r.mu.Lock()
 		r.running = nil
 		r.mu.Unlock()
-		cancel()
-		close(rj.done)
+		rj.ended()
 	}
 }
 
@@ -52,13 +84,7 @@ func (r *Runner) CancelTenant(ctx context.Context, tenant string) error {
 	if rj == nil || rj.tenant != tenant {
 		return nil
 	}
-	rj.cancel()
-	select {
-	case <-rj.done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return rj.stop(ctx)
 }
 
 // RemoveTenantResults removes tenant's directory of the results dir: every

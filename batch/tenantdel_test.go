@@ -57,3 +57,56 @@ func TestCancelTenantStopsItsJob(t *testing.T) {
 		t.Errorf("results dir of acme: %v; want it gone", err)
 	}
 }
+
+// TestStoppable: stop cancels the work's context and returns nil only once
+// the work has ended; with ctx done first it returns ctx's error, the
+// work's context cancelled all the same.
+func TestStoppable(t *testing.T) {
+	expired, cancel := context.WithCancel(context.Background())
+	cancel()
+	tests := []struct {
+		name    string
+		ctx     context.Context
+		ends    bool // the work returns once its context is cancelled
+		wantErr error
+	}{
+		{"the work ends", context.Background(), true, nil},
+		{"ctx done first", expired, false, context.Canceled},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s, wctx := newStoppable(context.Background())
+			returned := make(chan struct{})
+			go func() {
+				<-wctx.Done()
+				if tc.ends {
+					close(returned)
+					s.ended()
+				}
+			}()
+			stopped := make(chan error, 1)
+			go func() { stopped <- s.stop(tc.ctx) }()
+			var err error
+			select {
+			case err = <-stopped:
+			case <-time.After(5 * time.Second):
+				t.Fatal("stop did not return")
+			}
+			if err != tc.wantErr {
+				t.Fatalf("stop: %v; want %v", err, tc.wantErr)
+			}
+			select {
+			case <-wctx.Done():
+			default:
+				t.Error("stop returned with the work's context not cancelled")
+			}
+			if tc.ends {
+				select {
+				case <-returned:
+				default:
+					t.Error("stop returned before the work ended")
+				}
+			}
+		})
+	}
+}

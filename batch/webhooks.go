@@ -64,7 +64,7 @@ type Webhooks struct {
 	// pass per tenant at a time, so a message is never attempted twice at
 	// once, while a slow receiver holds up only its own tenant.
 	mu       sync.Mutex
-	inflight map[string]*tenantPass
+	inflight map[string]*stoppable
 	slots    chan struct{} // bounds the tenant passes running at once
 	obs      Observer
 	counters *engine.Counters
@@ -83,7 +83,7 @@ type Webhooks struct {
 // NewWebhooks builds the webhook service.
 func NewWebhooks(db *store.DB, d *Deliverer, log zerolog.Logger, now func() time.Time, seed uint64) *Webhooks {
 	return &Webhooks{db: db, deliver: d, schedule: NewRetrySchedule(mathrand.NewPCG(seed, seed+1)), log: log, now: now, wake: newWaker(),
-		inflight: map[string]*tenantPass{}, slots: make(chan struct{}, webhookParallel)}
+		inflight: map[string]*stoppable{}, slots: make(chan struct{}, webhookParallel)}
 }
 
 // webhookParallel is how many tenants' deliveries run at once: a receiver
@@ -277,13 +277,6 @@ func (w *Webhooks) startDue(ctx context.Context, wg *sync.WaitGroup, n *atomic.I
 	}
 }
 
-// tenantPass is a tenant's running delivery pass: cancel stops it, done
-// closes once it has ended.
-type tenantPass struct {
-	cancel context.CancelFunc
-	done   chan struct{}
-}
-
 // claim marks tenant's delivery pass running and returns the context it
 // runs under, which CancelTenant ends; false if a pass already runs, or
 // the tenant is no longer listed (its deletion began: CancelTenant may
@@ -294,8 +287,8 @@ func (w *Webhooks) claim(ctx context.Context, tenant string) (context.Context, b
 		w.mu.Unlock()
 		return nil, false
 	}
-	pctx, cancel := context.WithCancel(ctx)
-	w.inflight[tenant] = &tenantPass{cancel: cancel, done: make(chan struct{})}
+	pass, pctx := newStoppable(ctx)
+	w.inflight[tenant] = pass
 	w.mu.Unlock()
 	if _, ok := w.db.Tenant(tenant); !ok {
 		w.release(tenant)
@@ -309,8 +302,7 @@ func (w *Webhooks) release(tenant string) {
 	p := w.inflight[tenant]
 	delete(w.inflight, tenant)
 	w.mu.Unlock()
-	p.cancel()
-	close(p.done)
+	p.ended()
 }
 
 // CancelTenant stops tenant's delivery pass, if one runs, and returns
@@ -326,13 +318,7 @@ func (w *Webhooks) CancelTenant(ctx context.Context, tenant string) error {
 	if p == nil {
 		return nil
 	}
-	p.cancel()
-	select {
-	case <-p.done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return p.stop(ctx)
 }
 
 // dueItem is a queued message due now, with its queue key.
