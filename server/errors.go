@@ -364,7 +364,7 @@ func isAlnum(c byte) bool {
 
 // isBase64Char reports whether c belongs to base64 or base64url.
 func isBase64Char(c byte) bool {
-	return c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || strings.IndexByte("-_+/=", c) >= 0
+	return isAlnum(c) || strings.IndexByte("-_+/=", c) >= 0
 }
 
 // redactViolations returns vs (never nil) with the inputs of secret members
