@@ -153,6 +153,7 @@ func (p *proofRun) week(week int) error {
 	if err != nil {
 		return err
 	}
+	p.weekNo = week
 	if err := p.startWeek(week, now); err != nil {
 		return err
 	}
@@ -176,6 +177,7 @@ func (p *proofRun) decide(i int, now time.Time) error {
 		t.vals[p.acts[k].ID] = w.trueValue(c, k)
 	}
 	k, conf := p.actIndex(d.Accion), engine.Confirmation{Ejecutada: true}
+	rng, reject := p.outcomes(i)
 	switch {
 	case p.rule != nil:
 		k = -1
@@ -187,7 +189,7 @@ func (p *proofRun) decide(i int, now time.Time) error {
 			id = p.acts[k].ID
 		}
 		conf.AccionReal = &id
-	case k >= 0 && p.wrng.Float64() < p.fam.RejectShare:
+	case k >= 0 && reject < p.fam.RejectShare:
 		conf, k = engine.Confirmation{Ejecutada: false, MotivoRechazo: "envío fallido"}, -1
 	}
 	if err := p.target.Confirm(p.ctx, d.DecisionID, conf); err != nil {
@@ -198,13 +200,13 @@ func (p *proofRun) decide(i int, now time.Time) error {
 	}
 	p.truths[d.DecisionID] = t
 	p.ids = append(p.ids, d.DecisionID)
-	o := w.sample(p.wrng, c, k, true, true)
+	o := w.sample(rng, c, k, true, true)
 	if o.optout {
 		p.out[i] = true
 	}
 	t.sampled = w.reward(o, k)
 	p.truths[d.DecisionID] = t
-	p.ew.window(c, k, o, d.DecisionID, now, p.wrng)
+	p.ew.window(c, k, o, d.DecisionID, now, rng)
 	return nil
 }
 

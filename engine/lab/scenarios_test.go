@@ -90,25 +90,37 @@ func TestRareBuyersNeverRespond(t *testing.T) {
 // the others buy about every other week and respond. Their history tells
 // them apart: the observable oracle, which knows a rate only by its count
 // of purchases, sends to 3–10 % of the rare buyers. Done when: coupons to
-// rare buyers < 10 % of them by week 6. (In TestRareBuyersNeverRespond the
+// rare buyers < 10 % of them by week 6, in the mean over four seeds (as
+// TestEmailsThatPay: one draw of one world passes or fails on its luck;
+// at seed 77 the week-6 share is under 0.10 under seven of eight outcome
+// streams, POLICY.md §7.91). (In TestRareBuyersNeverRespond the
 // rare buyers are the bottom 40 % of one continuous rate and cannot be
 // told apart: POLICY.md §7.4, §7.15.)
 func TestRareBuyersObservable(t *testing.T) {
 	dw := &doneWhen{t: t}
 	defer dw.finish()
-	fam := scenarioFamily(4000, 6)
+	n, seeds := 4000, []uint64{77, 78, 79, 80}
 	if testing.Short() {
-		fam.Customers = 1500
+		n, seeds = 1500, seeds[:1]
 	}
-	fam.RareNeverRespond, fam.RareRate, fam.Conversion = true, 0.05, 0.6
-	rep, err := RunWorld(context.Background(), fam)
-	if err != nil {
-		t.Fatal(err)
+	var mean, obsMean, all float64
+	for _, seed := range seeds {
+		fam := scenarioFamily(n, 6)
+		fam.Seed = seed
+		fam.RareNeverRespond, fam.RareRate, fam.Conversion = true, 0.05, 0.6
+		rep, err := RunWorld(context.Background(), fam)
+		if err != nil {
+			t.Fatal(err)
+		}
+		shares, obs := rareShares(rep)
+		last := rep.Weeks[len(rep.Weeks)-1]
+		mean += last.RareSendShare / float64(len(seeds))
+		obsMean += last.ObsRareSendShare / float64(len(seeds))
+		all += last.EngineSendShare / float64(len(seeds))
+		t.Logf("seed %d, %d customers: share of rare buyers sent a coupon, weeks 1–6: %v (the observable oracle: %v)", seed, n, shares, obs)
 	}
-	shares, obs := rareShares(rep)
-	last := rep.Weeks[len(rep.Weeks)-1]
-	dw.check(last.RareSendShare < 0.10, false, "bimodal rates: share of rare buyers sent a coupon, weeks 1–6: %v (want < 0.10 by week 6; all customers: %.2f; the observable oracle: %v)",
-		shares, last.EngineSendShare, obs)
+	dw.check(mean < 0.10, false, "bimodal rates: share of rare buyers sent a coupon at week 6, mean over %d seeds: %.2f (want < 0.10; all customers: %.2f; the observable oracle: %.2f)",
+		len(seeds), mean, all, obsMean)
 }
 
 // rareShares returns the weekly shares of the rare buyers sent a coupon by

@@ -300,15 +300,20 @@ type purchase struct {
 
 // sample draws c's window under coupon k (-1: nothing) from rng. lifted
 // false draws as if the coupon moved nobody (the history's old
-// campaigns); optouts false draws no opt-out.
+// campaigns); optouts false draws no opt-out. Whether c buys is the same
+// draw of rng under every k (with optouts, the opt-out's draw is taken
+// even for nothing), so two policies' windows drawn from equal sources
+// differ only by what the actions change.
 func (w *mworld) sample(rng *rand.Rand, c *wCustomer, k int, lifted, optouts bool) purchase {
 	var o purchase
 	p := c.p0
 	if k >= 0 && lifted && c.responder {
 		p = math.Min(maxBuyProb, p+w.lift(c, k))
 	}
-	if k >= 0 && optouts && c.dog && rng.Float64() < w.fam.OptoutProb {
-		o.optout = true
+	if optouts { // drawn whatever k, so the purchase draw below stands at the same place
+		if u := rng.Float64(); k >= 0 && c.dog && u < w.fam.OptoutProb {
+			o.optout = true
+		}
 	}
 	if rng.Float64() < p {
 		o.bought, o.amount = true, w.purchase(rng, c).amount

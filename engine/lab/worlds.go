@@ -139,7 +139,8 @@ type Captures struct {
 }
 
 // policy is one compared policy's path through a world: its own random
-// stream and which customers opted out in its path.
+// stream (the random policy's choices; outcomes come from run.outcomes)
+// and which customers opted out in its path.
 type policy struct {
 	rng *rand.Rand
 	out []bool
@@ -172,11 +173,11 @@ func (p *policy) step(w *mworld, i, k int) (float64, int) {
 	return v, k
 }
 
-// sample draws the policy's reward (MXN) for delivered action k at now,
-// records an opt-out and, for a learner, folds the window's events into
-// its features of the customer.
-func (p *policy) sample(w *mworld, ew *eventWriter, i, k int, now time.Time) sampled {
-	o := w.sample(p.rng, w.custs[i], k, true, true)
+// sample draws, from rng (run.outcomes), the policy's reward (MXN) for
+// delivered action k at now, records an opt-out and, for a learner, folds
+// the window's events into its features of the customer.
+func (p *policy) sample(w *mworld, ew *eventWriter, rng *rand.Rand, i, k int, now time.Time) sampled {
+	o := w.sample(rng, w.custs[i], k, true, true)
 	if k >= 0 {
 		p.sent[i]++
 	}
@@ -184,7 +185,7 @@ func (p *policy) sample(w *mworld, ew *eventWriter, i, k int, now time.Time) sam
 		p.out[i] = true
 	}
 	if p.feats != nil {
-		for _, e := range ew.windowEvents(w.custs[i], k, o, now, p.rng) {
+		for _, e := range ew.windowEvents(w.custs[i], k, o, now, rng) {
 			p.feats[i].Apply(&e.Event)
 		}
 	}
@@ -210,7 +211,10 @@ type run struct {
 	db     *store.DB
 	eng    *engine.Engine
 	ew     *eventWriter
-	wrng   *rand.Rand // the engine's world: its outcomes become events
+	// week is the week being run (1 on): with the world's seed, the
+	// outcome stream and a customer, it keys that customer's draws for the
+	// week (outcomes).
+	weekNo int
 	acts   []engine.Action
 	out    []bool // opted out in the engine's world
 	pols   map[string]*policy
@@ -276,7 +280,7 @@ func newRun(ctx context.Context, fam *Family, b *Bench) (*run, error) {
 	if fam.policy != nil {
 		pc = *fam.policy
 	}
-	r := &run{ctx: ctx, fam: fam, w: w, target: b.Target, db: db, eng: eng, wrng: rand.New(rand.NewPCG(seed, outcomeStream(fam, 2))), out: make([]bool, fam.Customers),
+	r := &run{ctx: ctx, fam: fam, w: w, target: b.Target, db: db, eng: eng, out: make([]bool, fam.Customers),
 		gate: newGateTruth(pc)}
 	r.ew = &eventWriter{w: w}
 	if err := r.ew.history(ctx, r.target, start, rand.New(rand.NewPCG(seed, 3))); err != nil {
@@ -323,6 +327,7 @@ func (r *run) week(week int) error {
 		return err
 	}
 	w := r.w
+	r.weekNo = week
 	if err := r.startWeek(week, now); err != nil {
 		return err
 	}
@@ -450,7 +455,8 @@ func (r *run) engineStep(i int, now time.Time, row *WorldWeek) (int, error) {
 	r.modelView(c, d.Detalle, row)
 	k := r.actIndex(d.Accion)
 	conf := engine.Confirmation{Ejecutada: true}
-	if k >= 0 && r.wrng.Float64() < r.fam.RejectShare {
+	rng, reject := r.outcomes(i)
+	if k >= 0 && reject < r.fam.RejectShare {
 		conf = engine.Confirmation{Ejecutada: false, MotivoRechazo: "envío fallido"}
 		k = -1
 	}
@@ -466,15 +472,40 @@ func (r *run) engineStep(i int, now time.Time, row *WorldWeek) (int, error) {
 		k = -1 // the engine's eligibility already says so; kept for safety
 	}
 	row.Engine += r.w.trueValue(c, k)
-	o := r.w.sample(r.wrng, c, k, true, true)
+	o := r.w.sample(rng, c, k, true, true)
 	if o.optout {
 		r.out[i] = true
 	}
 	if k >= 0 {
 		row.EngineSends[k]++
 	}
-	r.ew.window(c, k, o, d.DecisionID, now, r.wrng)
+	r.ew.window(c, k, o, d.DecisionID, now, rng)
 	return k, nil
+}
+
+// outcomes returns the random source of customer i's window this week,
+// the same for every policy (the engine and those it is compared with),
+// and its first draw, which decides whether an engine's send is refused
+// (RejectShare; the other policies skip it). A window's draws are keyed
+// by the world's seed, its outcome stream, the customer and the week, not
+// drawn in turn from one stream: a policy that decides one customer
+// otherwise changes that customer's window only, not every draw after it,
+// so two runs of the same world under two policies (lab compare) differ
+// by what the policies did, not by a redrawn world, and the policies of
+// one run meet the same luck (common random numbers).
+func (r *run) outcomes(i int) (*rand.Rand, float64) {
+	key := mix64(r.fam.Seed ^ mix64(uint64(r.weekNo)<<32|uint64(i)))
+	rng := rand.New(rand.NewPCG(key, mix64(outcomeStream(r.fam, 2)+key)))
+	return rng, rng.Float64()
+}
+
+// mix64 is SplitMix64's finalizer: nearby inputs give unrelated outputs,
+// so keys built from small numbers seed unrelated PCG states.
+func mix64(x uint64) uint64 {
+	x += 0x9e3779b97f4a7c15
+	x = (x ^ x>>30) * 0xbf58476d1ce4e5b9
+	x = (x ^ x>>27) * 0x94d049bb133111eb
+	return x ^ x>>31
 }
 
 // checkGate adds decision id, executed as drawn for customer c, to the
@@ -563,7 +594,8 @@ func (r *run) baselines(i int, now time.Time, row *WorldWeek) {
 		val, k := p.step(w, i, pc.k)
 		*pc.sum += val
 		if k >= 0 {
-			p.sample(w, r.ew, i, k, now)
+			rng, _ := r.outcomes(i)
+			p.sample(w, r.ew, rng, i, k, now)
 		}
 	}
 	for name, sum := range map[string]*float64{"greedy": &row.Greedy, "reference": &row.Reference} {
@@ -581,7 +613,8 @@ func (r *run) baselines(i int, now time.Time, row *WorldWeek) {
 		}
 		val, k := p.step(w, i, k)
 		*sum += val
-		l.observe(lv, r.acts, k, p.sample(w, r.ew, i, k, now))
+		rng, _ := r.outcomes(i)
+		l.observe(lv, r.acts, k, p.sample(w, r.ew, rng, i, k, now))
 	}
 }
 

@@ -384,3 +384,54 @@ func TestPastBuyersHistory(t *testing.T) {
 		}
 	}
 }
+
+// TestOutcomesCommonRandomNumbers: a customer's window is drawn from a
+// source keyed by the world, its outcome stream, the customer and the
+// week (run.outcomes), so every policy meets the same luck there and a
+// policy that decides one customer otherwise leaves the other windows'
+// draws alone; and under equal sources a coupon changes a window only
+// where the coupon acts: a customer it does not move buys or not, and
+// spends, as under nothing, and one it lifts buys wherever nothing would.
+func TestOutcomesCommonRandomNumbers(t *testing.T) {
+	fam := DrawFamily(3)
+	fam.Customers = 60
+	r := &run{fam: &fam, weekNo: 2}
+	draws := func(rng *rand.Rand, first float64) []float64 {
+		return []float64{first, rng.Float64(), rng.Float64(), rng.NormFloat64()}
+	}
+	a := draws(r.outcomes(3))
+	if b := draws(r.outcomes(3)); !cmp.Equal(a, b) {
+		t.Errorf("customer 3 in week 2 drawn twice: %v, then %v", a, b)
+	}
+	for name, other := range map[string]func() *run{
+		"another customer": nil,
+		"another week":     func() *run { return &run{fam: &fam, weekNo: 3} },
+		"another stream":   func() *run { f := fam; f.Outcomes = 1; return &run{fam: &f, weekNo: 2} },
+	} {
+		i, o := 3, r
+		if other == nil {
+			i = 4
+		} else {
+			o = other()
+		}
+		if b := draws(o.outcomes(i)); cmp.Equal(a, b) {
+			t.Errorf("%s draws what customer 3 in week 2 does: %v", name, b)
+		}
+	}
+	fam.SleepingDogs, fam.OptoutProb = 0.3, 0.5 // the opt-out's draw must not shift the purchase's
+	w := newWorld(&fam, rand.New(rand.NewPCG(3, 1)))
+	for i, c := range w.custs {
+		for k := range w.coupons {
+			for j := range 20 {
+				none := w.sample(rand.New(rand.NewPCG(uint64(i), uint64(j))), c, -1, true, true)
+				sent := w.sample(rand.New(rand.NewPCG(uint64(i), uint64(j))), c, k, true, true)
+				switch {
+				case !c.responder && (none.bought != sent.bought || none.amount != sent.amount):
+					t.Fatalf("customer %d, not moved by coupons: %+v under nothing, %+v under coupon %d", i, none, sent, k)
+				case none.bought && !sent.bought:
+					t.Fatalf("customer %d buys under nothing and not under coupon %d", i, k)
+				}
+			}
+		}
+	}
+}
