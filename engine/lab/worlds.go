@@ -211,7 +211,7 @@ type run struct {
 	db     *store.DB
 	eng    *engine.Engine
 	ew     *eventWriter
-	// week is the week being run (1 on): with the world's seed, the
+	// weekNo is the week being run (1 on): with the world's seed, the
 	// outcome stream and a customer, it keys that customer's draws for the
 	// week (outcomes).
 	weekNo int
