@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -243,13 +244,8 @@ func printLosses(w io.Writer, losses []lab.Loss) {
 		for _, m := range l.Mistakes {
 			ms = append(ms, fmt.Sprintf("%d → %d: %.2f", m.Engine, m.Oracle, m.RegretMXN))
 		}
-		names := make([]string, 0, len(l.EffectBiasMXN))
-		for name := range l.EffectBiasMXN {
-			names = append(names, name)
-		}
-		slices.Sort(names)
 		var bs []string
-		for _, name := range names {
+		for _, name := range slices.Sorted(maps.Keys(l.EffectBiasMXN)) {
 			bs = append(bs, fmt.Sprintf("%s %+.1f", name, l.EffectBiasMXN[name]))
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%.2f\t%.2f\t%s\t%s\t\n", l.Kind, l.Decisions, l.RegretMXN, l.TopRegretMXN, strings.Join(ms, ", "), strings.Join(bs, ", "))

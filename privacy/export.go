@@ -7,7 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"sort"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/coupond/coupond/client"
@@ -294,12 +295,7 @@ func exportDecision(id string, r *engine.DecisionRecord) client.DecisionExportad
 // in coupon order; a link that does not decode is moved to quarantine and
 // left out.
 func (s *Service) exportLinks(r store.Reader, tenant, clienteRef string, cupons map[string]bool, x *client.ExportacionCliente) error {
-	ordered := make([]string, 0, len(cupons))
-	for c := range cupons {
-		ordered = append(ordered, c)
-	}
-	sort.Strings(ordered)
-	for _, cupon := range ordered {
+	for _, cupon := range slices.Sorted(maps.Keys(cupons)) {
 		key := s.rec.AttributionKey(tenant, cupon)
 		v, err := r.Get(key)
 		if errors.Is(err, store.ErrNotFound) {
