@@ -403,19 +403,19 @@ func TestOutcomesCommonRandomNumbers(t *testing.T) {
 	if b := draws(r.outcomes(3)); !cmp.Equal(a, b) {
 		t.Errorf("customer 3 in week 2 drawn twice: %v, then %v", a, b)
 	}
-	for name, other := range map[string]func() *run{
-		"another customer": nil,
-		"another week":     func() *run { return &run{fam: &fam, weekNo: 3} },
-		"another stream":   func() *run { f := fam; f.Outcomes = 1; return &run{fam: &f, weekNo: 2} },
+	other := fam
+	other.Outcomes = 1
+	for _, tc := range []struct {
+		name string
+		r    *run
+		i    int
+	}{
+		{"another customer", r, 4},
+		{"another week", &run{fam: &fam, weekNo: 3}, 3},
+		{"another stream", &run{fam: &other, weekNo: 2}, 3},
 	} {
-		i, o := 3, r
-		if other == nil {
-			i = 4
-		} else {
-			o = other()
-		}
-		if b := draws(o.outcomes(i)); cmp.Equal(a, b) {
-			t.Errorf("%s draws what customer 3 in week 2 does: %v", name, b)
+		if b := draws(tc.r.outcomes(tc.i)); cmp.Equal(a, b) {
+			t.Errorf("%s draws what customer 3 in week 2 does: %v", tc.name, b)
 		}
 	}
 	fam.SleepingDogs, fam.OptoutProb = 0.3, 0.5 // the opt-out's draw must not shift the purchase's
