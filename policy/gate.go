@@ -209,7 +209,7 @@ func (m *Model) testShare() float64 {
 // Z·Width > 0) and to the coupons the data cannot tell apart from one of
 // them (tied: two equal coupons are explored alike), so coupons the prior
 // undervalues are tried while the tenant is young.
-func (m *Model) exploreGate(sc []Score, probs []float64) {
+func (m *Model) exploreGate(sc []Score, probs []float64, floor float64) {
 	plausible := func(i int) bool {
 		s := &sc[i]
 		return probs[i] == 0 && s.ID != 0 && s.Effect+m.cfg.Z*s.Width > 0
@@ -244,7 +244,7 @@ func (m *Model) exploreGate(sc []Score, probs []float64) {
 	}
 	r := m.testShare() / m.cfg.GateQ0
 	e := m.cfg.GateExplore * r * r
-	mass := 1 - m.cfg.Floor
+	mass := 1 - floor
 	for i := range sc {
 		if explore[i] {
 			probs[i] = e * mass / float64(cand)
@@ -321,12 +321,37 @@ func (m *Model) promise(z float64) float64 {
 	return 0.5 * math.Erfc(-(z-m.cfg.GateZ)/math.Sqrt2)
 }
 
+// floor is the probability spread over every action of a decision:
+// Config.Floor, and with Config.FloorCost at most FloorCost times the
+// customer's never-send μ over the coupons' mean downside (Arm.Downside),
+// so the floor's sends cost at most about FloorCost of what the customer
+// brings without a coupon; never below Floor/10, so every action keeps
+// some support.
+func (m *Model) floor(sc []Score, zero int) float64 {
+	f := m.cfg.Floor
+	if m.cfg.FloorCost <= 0 || zero < 0 {
+		return f
+	}
+	var d float64
+	n := 0
+	for i := range sc {
+		if sc[i].ID != 0 && sc[i].down > 0 {
+			d += sc[i].down
+			n++
+		}
+	}
+	if n == 0 {
+		return f
+	}
+	return min(f, max(f/10, m.cfg.FloorCost*max(sc[zero].Mu, 0)*float64(n)/d))
+}
+
 // distributionGate is Distribution under the gate.
 func (m *Model) distributionGate(sc []Score, probs []float64) int {
 	k := len(sc)
 	top := m.gateChoice(sc)
 	zero := indexOf(sc, 0)
-	floor := m.cfg.Floor
+	floor := m.floor(sc, zero)
 	if zero < 0 || sc[top].ID == 0 {
 		probs[top] = 1 - floor
 	} else {
@@ -337,7 +362,7 @@ func (m *Model) distributionGate(sc []Score, probs []float64) int {
 			top = w // the duel's winner: the choice the record logs
 		}
 	}
-	m.exploreGate(sc, probs)
+	m.exploreGate(sc, probs, floor)
 	for i := range probs {
 		probs[i] += floor / float64(k)
 	}

@@ -1037,3 +1037,57 @@ func TestGatePooledLookNeedsOwnEvidence(t *testing.T) {
 		t.Errorf("the first update with the band's own test: %+v, want open on the pooled test, looked at 1.5", g.Bands[0])
 	}
 }
+
+// TestFloorBoundedByMargin: with FloorCost the floor a decision spreads
+// over its actions is at most FloorCost times the customer's never-send μ
+// over the coupons' mean downside, never below Floor/10 nor above Floor;
+// without a known downside, without never-send among the candidates or
+// with FloorCost 0 it is Floor. Every coupon the choice leaves out then
+// carries exactly floor/k. Fails if the floor ignores the customer's
+// margin (a customer who brings 0.60 MXN a window, offered coupons that
+// lose 3.50 MXN a send, would keep the full floor).
+func TestFloorBoundedByMargin(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Floor, cfg.FloorCost = 0.0005, 0.0005
+	off := cfg
+	off.FloorCost = 0
+	never := func(mu float64) Score { return Score{ID: 0, Mu: mu} }
+	coupon := func(id int, down float64) Score { return Score{ID: id, Effect: -5000, Width: 10, own: 100, down: down} }
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+		sc   []Score
+		want float64
+	}{
+		{"off", off, []Score{never(60), coupon(1, 350), coupon(2, 350)}, 0.0005},
+		{"small margin", cfg, []Score{never(60), coupon(1, 350), coupon(2, 350)}, 0.0005 * 60 / 350},
+		{"mean downside", cfg, []Score{never(60), coupon(1, 200), coupon(2, 500)}, 0.0005 * 60 / 350},
+		{"large margin", cfg, []Score{never(5000), coupon(1, 350)}, 0.0005},
+		{"no margin", cfg, []Score{never(-30), coupon(1, 350)}, 0.00005},
+		{"downside unknown", cfg, []Score{never(60), coupon(1, 0)}, 0.0005},
+		{"no never-send", cfg, []Score{coupon(1, 350), coupon(2, 350)}, 0.0005},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := New(tc.cfg)
+			zero := indexOf(tc.sc, 0)
+			if got := m.floor(tc.sc, zero); math.Abs(got-tc.want) > 1e-15 {
+				t.Errorf("floor %.8f, want %.8f", got, tc.want)
+			}
+			if zero < 0 {
+				return
+			}
+			probs := make([]float64, len(tc.sc))
+			m.Distribution(tc.sc, probs)
+			var sum float64
+			for _, p := range probs {
+				sum += p
+			}
+			if math.Abs(sum-1) > 1e-12 {
+				t.Errorf("probabilities %v sum to %v", probs, sum)
+			}
+			if k := float64(len(tc.sc)); math.Abs(probs[len(probs)-1]-tc.want/k) > 1e-15 {
+				t.Errorf("a coupon left out drawn with %.10f, want the floor's share %.10f", probs[len(probs)-1], tc.want/k)
+			}
+		})
+	}
+}

@@ -54,6 +54,13 @@ type Config struct {
 	// Eps0 and EpsN0 set the exploration share ε = Eps0·√(EpsN0/(EpsN0+n))
 	// after n rewards; Floor is spread over every eligible action.
 	Eps0, EpsN0, Floor float64
+	// FloorCost (0: off) bounds the gate's Floor for a customer whose
+	// margin is small beside what a send can lose: at most FloorCost times
+	// the customer's never-send μ over the coupons' mean downside
+	// (Arm.Downside), so the floor's sends cost about FloorCost of what the
+	// customer brings without a coupon, and never below Floor/10, so every
+	// action keeps some support (floor; POLICY.md §7.101).
+	FloorCost float64
 	// NeverShare is the least probability of never-send where it is
 	// eligible: the guard's window on what not sending earns.
 	NeverShare float64
@@ -243,7 +250,7 @@ func ZRuleConfig() Config {
 func DefaultConfig() Config {
 	return Config{
 		Z: 1.5, TieZ: 2.5, PopZ: 3.5,
-		Eps0: 0.25, EpsN0: 1000, Floor: 0.0005, NeverShare: 0.1,
+		Eps0: 0.25, EpsN0: 1000, Floor: 0.0005, FloorCost: 0.0005, NeverShare: 0.1,
 		TauEffect: 1000, TauPrior: 0.5, HyperPseudo: 5, TauLevel: 1000, TauShared: 3000,
 		BaseRidge: 1, TauBase: 0.5,
 		NoiseStart: 5000, NoisePseudo: 50,
