@@ -326,7 +326,9 @@ func (m *Model) promise(z float64) float64 {
 // customer's never-send μ over the coupons' mean downside (Arm.Downside),
 // so the floor's sends cost at most about FloorCost of what the customer
 // brings without a coupon; never below Floor/10, so every action keeps
-// some support.
+// some support. Floor where no coupon's downside is known (records
+// before it), never-send is not offered, or μ or a downside is not a
+// number.
 func (m *Model) floor(sc []Score, zero int) float64 {
 	f := m.cfg.Floor
 	if m.cfg.FloorCost <= 0 || zero < 0 {
@@ -343,7 +345,11 @@ func (m *Model) floor(sc []Score, zero int) float64 {
 	if n == 0 {
 		return f
 	}
-	return min(f, max(f/10, m.cfg.FloorCost*max(sc[zero].Mu, 0)*float64(n)/d))
+	r := m.cfg.FloorCost * sc[zero].Mu * float64(n) / d
+	if !(r < f) { // NaN (an unknown μ or downside) too
+		return f
+	}
+	return max(f/10, r)
 }
 
 // distributionGate is Distribution under the gate.

@@ -1041,8 +1041,8 @@ func TestGatePooledLookNeedsOwnEvidence(t *testing.T) {
 // TestFloorBoundedByMargin: with FloorCost the floor a decision spreads
 // over its actions is at most FloorCost times the customer's never-send μ
 // over the coupons' mean downside, never below Floor/10 nor above Floor;
-// without a known downside, without never-send among the candidates or
-// with FloorCost 0 it is Floor. Every coupon the choice leaves out then
+// without a known downside or μ, without never-send among the candidates
+// or with FloorCost 0 it is Floor. Every coupon the choice leaves out then
 // carries exactly floor/k. Fails if the floor ignores the customer's
 // margin (a customer who brings 0.60 MXN a window, offered coupons that
 // lose 3.50 MXN a send, would keep the full floor).
@@ -1065,6 +1065,8 @@ func TestFloorBoundedByMargin(t *testing.T) {
 		{"large margin", cfg, []Score{never(5000), coupon(1, 350)}, 0.0005},
 		{"no margin", cfg, []Score{never(-30), coupon(1, 350)}, 0.00005},
 		{"downside unknown", cfg, []Score{never(60), coupon(1, 0)}, 0.0005},
+		{"μ not a number", cfg, []Score{never(math.NaN()), coupon(1, 350)}, 0.0005},
+		{"downside infinite", cfg, []Score{never(60), coupon(1, math.Inf(1))}, 0.00005},
 		{"no never-send", cfg, []Score{coupon(1, 350), coupon(2, 350)}, 0.0005},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
