@@ -160,6 +160,17 @@ func (m *Model) closedShare(qt float64) float64 {
 	return qt / m.cfg.GateClosedDiv
 }
 
+// lateClosed reports whether band b is closed, or the guard holds
+// never-send, and the tenant is GateLeanAge windows old (the closed share
+// is then over GateClosedLateDiv).
+func (m *Model) lateClosed(b int) bool {
+	a := m.cfg.GateLeanAge
+	if a <= 0 || m.cfg.GateClosedLateDiv <= 0 || m.guard.Windows < a {
+		return false
+	}
+	return m.guard.Active || m.guard.band(b).State == GateClosed
+}
+
 // leanShare is testing share qt for testing band gb: qt·2Φ(z) once the
 // tenant is GateLeanAge windows old and the band's test leans against its
 // choices (z, its mean over its standard error, below 0 on at least
@@ -204,11 +215,12 @@ func (m *Model) testShare() float64 {
 }
 
 // exploreGate moves a share of the mass, GateExplore·(testShare/GateQ0)²
-// (falling faster than the test), evenly to the coupons outside the
-// choice (and its challenger) that could still beat never-send (Effect +
-// Z·Width > 0) and to the coupons the data cannot tell apart from one of
-// them (tied: two equal coupons are explored alike), so coupons the prior
-// undervalues are tried while the tenant is young.
+// (falling faster than the test; late in a closed band or under the guard,
+// the closed share's: Config.GateExploreClosedLate), evenly to the coupons
+// outside the choice (and its challenger) that could still beat never-send
+// (Effect + Z·Width > 0) and to the coupons the data cannot tell apart
+// from one of them (tied: two equal coupons are explored alike), so
+// coupons the prior undervalues are tried while the tenant is young.
 func (m *Model) exploreGate(sc []Score, probs []float64, floor float64) {
 	plausible := func(i int) bool {
 		s := &sc[i]
@@ -242,7 +254,11 @@ func (m *Model) exploreGate(sc []Score, probs []float64, floor float64) {
 	if cand == 0 {
 		return
 	}
-	r := m.testShare() / m.cfg.GateQ0
+	qt := m.testShare()
+	if m.cfg.GateExploreClosedLate && len(sc) > 0 && m.lateClosed(int(sc[0].band)) {
+		qt = m.closedShare(qt)
+	}
+	r := qt / m.cfg.GateQ0
 	e := m.cfg.GateExplore * r * r
 	mass := 1 - floor
 	for i := range sc {

@@ -1093,3 +1093,49 @@ func TestFloorBoundedByMargin(t *testing.T) {
 		})
 	}
 }
+
+// TestExplorationFallsLateWhenClosed: exploration tries a coupon that might
+// beat never-send at GateExplore·(q/GateQ0)², q the testing share. From
+// GateLeanAge windows of the tenant's age, with the guard holding
+// never-send or the customer's band closed, q is the closed share (the
+// testing share over GateClosedLateDiv), as for that band's tests: only
+// the floor is left. Younger, or in a band still testing, exploration is
+// as before; GateExploreClosedLate false keeps it everywhere. Fails if late
+// exploration ignores the closed state.
+func TestExplorationFallsLateWhenClosed(t *testing.T) {
+	explored := func(cfg Config, windows float64, active bool, band int) float64 {
+		m := New(cfg)
+		m.guard.Windows, m.guard.Active = windows, active
+		m.guard.Bands = make([]gateBand, GateBands)
+		m.guard.Bands[0].State = band
+		sc := []Score{{ID: 0}, {ID: 1, Effect: -100, Width: 100, own: 1e4}} // might still pay: −1 + 1.5·1 MXN > 0
+		probs := make([]float64, len(sc))
+		if top := m.Distribution(sc, probs); sc[top].ID != 0 {
+			t.Fatalf("choice %d, want never-send", sc[top].ID)
+		}
+		return probs[1]
+	}
+	cfg := DefaultConfig()
+	off := cfg
+	off.GateExploreClosedLate = false
+	floorShare := cfg.Floor / 2
+	for _, tc := range []struct {
+		name      string
+		cfg       Config
+		windows   float64
+		active    bool
+		band      int
+		onlyFloor bool
+	}{
+		{"late, guard holding never-send", cfg, 6, true, GateTesting, true},
+		{"late, band closed", cfg, 8, false, GateClosed, true},
+		{"late, band testing", cfg, 6, false, GateTesting, false},
+		{"young, guard holding never-send", cfg, 5, true, GateTesting, false},
+		{"late, guard holding never-send, off", off, 6, true, GateTesting, false},
+	} {
+		p := explored(tc.cfg, tc.windows, tc.active, tc.band)
+		if got := p-floorShare < 1e-6; got != tc.onlyFloor {
+			t.Errorf("%s: the coupon drawn with %.6f (the floor's share %.6f); want only the floor: %v", tc.name, p, floorShare, tc.onlyFloor)
+		}
+	}
+}

@@ -147,6 +147,13 @@ type Config struct {
 	// is judged on, and a closed test has already read a loss
 	// (POLICY.md §7.78).
 	GateClosedLateDiv float64
+	// GateExploreClosedLate: from GateLeanAge windows of the tenant's age
+	// (with GateClosedLateDiv), exploration (exploreGate) in a closed band,
+	// and in every band while the guard holds never-send, reads the closed
+	// share instead of the testing share, as that band's tests do: those
+	// weeks are the ones the retailer is judged on, and the closed test has
+	// already read a loss (POLICY.md §7.106).
+	GateExploreClosedLate bool
 	// GateHalfLife: the tests' evidence fades with this half-life in
 	// reward windows.
 	GateHalfLife float64
@@ -256,7 +263,7 @@ func DefaultConfig() Config {
 		NoiseStart: 5000, NoisePseudo: 50,
 		ImportanceAlpha: 0,
 		GuardZ:          2, GuardReleaseZ: 1, GuardMinN: 100, GuardHalfLife: 1,
-		Gate: true, GateExplore: 0.05, GatePromise: 0.5, GateQ0: 0.5, GateN0: 12000, GateAgeMin: 4, GateAgeMax: 6, GatePow: 4, GateZ: 2, GateReleaseZ: -1, GateClosedDiv: 4, GateClosedLateDiv: 1000, GateHalfLife: 3, GateLookAlpha: 0.0374224670668522, GateLeanAge: 6, GateDownAge: 2, GateDownOpen: true, GatePooled: true, GatePooledOwn: true, GateControlWeight: true, GateModelPromise: true, GateSendZ: 0.25, GateOpenSendZ: 0.1, TieTopTwo: true,
+		Gate: true, GateExplore: 0.05, GatePromise: 0.5, GateQ0: 0.5, GateN0: 12000, GateAgeMin: 4, GateAgeMax: 6, GatePow: 4, GateZ: 2, GateReleaseZ: -1, GateClosedDiv: 4, GateClosedLateDiv: 1000, GateExploreClosedLate: true, GateHalfLife: 3, GateLookAlpha: 0.0374224670668522, GateLeanAge: 6, GateDownAge: 2, GateDownOpen: true, GatePooled: true, GatePooledOwn: true, GateControlWeight: true, GateModelPromise: true, GateSendZ: 0.25, GateOpenSendZ: 0.1, TieTopTwo: true,
 		TicketTarget: true, TicketPseudo: 64, DuelZ: 3,
 		ResidualClip: 50,
 	}
