@@ -150,25 +150,27 @@ func (m *Model) gateQ(b int) float64 {
 }
 
 // closedShare is testing share qt for a closed band or any band while the
-// guard is active: qt/GateClosedLateDiv once the tenant is GateLeanAge
-// windows old (both positive), else qt/GateClosedDiv.
+// guard is active: qt/GateClosedLateDiv once the closed share is late
+// (closedLate), else qt/GateClosedDiv.
 func (m *Model) closedShare(qt float64) float64 {
-	a, d := m.cfg.GateLeanAge, m.cfg.GateClosedLateDiv
-	if a > 0 && d > 0 && m.guard.Windows >= a {
-		return qt / d
+	if m.closedLate() {
+		return qt / m.cfg.GateClosedLateDiv
 	}
 	return qt / m.cfg.GateClosedDiv
 }
 
-// lateClosed reports whether band b is closed, or the guard holds
-// never-send, and the tenant is GateLeanAge windows old (the closed share
-// is then over GateClosedLateDiv).
-func (m *Model) lateClosed(b int) bool {
+// closedLate reports whether the tenant is GateLeanAge windows old, both
+// that age and GateClosedLateDiv being set: from then on a closed share is
+// over GateClosedLateDiv.
+func (m *Model) closedLate() bool {
 	a := m.cfg.GateLeanAge
-	if a <= 0 || m.cfg.GateClosedLateDiv <= 0 || m.guard.Windows < a {
-		return false
-	}
-	return m.guard.Active || m.guard.band(b).State == GateClosed
+	return a > 0 && m.cfg.GateClosedLateDiv > 0 && m.guard.Windows >= a
+}
+
+// lateClosed reports whether band b is closed, or the guard holds
+// never-send, once the closed share is late (closedLate).
+func (m *Model) lateClosed(b int) bool {
+	return m.closedLate() && (m.guard.Active || m.guard.band(b).State == GateClosed)
 }
 
 // leanShare is testing share qt for testing band gb: qt·2Φ(z) once the
@@ -255,7 +257,7 @@ func (m *Model) exploreGate(sc []Score, probs []float64, floor float64) {
 		return
 	}
 	qt := m.testShare()
-	if m.cfg.GateExploreClosedLate && len(sc) > 0 && m.lateClosed(int(sc[0].band)) {
+	if m.cfg.GateExploreClosedLate && m.lateClosed(int(sc[0].band)) { // cand > 0: sc is not empty
 		qt = m.closedShare(qt)
 	}
 	r := qt / m.cfg.GateQ0
