@@ -59,7 +59,7 @@ type Config struct {
 	// the customer's never-send μ over the coupons' mean downside
 	// (Arm.Downside), so the floor's sends cost about FloorCost of what the
 	// customer brings without a coupon, and never below Floor/10, so every
-	// action keeps some support (floor; POLICY.md §7.101).
+	// action keeps some support (floor; POLICY.md §7.102).
 	FloorCost float64
 	// NeverShare is the least probability of never-send where it is
 	// eligible: the guard's window on what not sending earns.
