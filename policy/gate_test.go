@@ -365,7 +365,7 @@ func TestPooledBandClosesOnItsOwnMean(t *testing.T) {
 		t.Fatalf("after opening: bands %+v, want 0 open (pooled) and 1 open (own)", g.Bands[:2])
 	}
 	// Both bands' means fall a little below 0; their fast tests do not say
-	// they lose (GateReleaseZ −1: mean + 1 SE stays above 0).
+	// they lose (GateReleaseZ −0.5: mean + 0.5 SE stays above 0).
 	for b := range 2 {
 		fillTest(&g.Bands[b].Test, 900, -20, 5000)
 		fillTest(&g.Bands[b].Fast, 900, -20, 5000)
@@ -377,6 +377,37 @@ func TestPooledBandClosesOnItsOwnMean(t *testing.T) {
 	}
 	if g.Bands[0].Pooled {
 		t.Errorf("band 0 back to testing still marked pooled")
+	}
+}
+
+// TestOpenBandGoesBackAtHalfAStandardError: a band open on its own test
+// goes back to testing once its fast test reads half a standard error
+// below 0 (GateReleaseZ −0.5, POLICY.md §7.142), and stays open on a
+// reading above that, however its slow test reads. Fails if the release
+// bar goes back to −1 (the −0.7 SE reading would keep the band open) or
+// tightens past −0.25.
+func TestOpenBandGoesBackAtHalfAStandardError(t *testing.T) {
+	// fillTest(900, mean, 5000): a standard error of about 167.
+	tests := []struct {
+		name string
+		fast float64 // the fast test's mean
+		want int
+	}{
+		{"0.7 SE below 0", -120, GateTesting},
+		{"0.3 SE below 0", -50, GateOpen},
+		{"above 0", 50, GateOpen},
+	}
+	for _, tc := range tests {
+		m := New(DefaultConfig())
+		g := &m.guard
+		g.Bands = make([]gateBand, GateBands)
+		g.Bands[1].State = GateOpen
+		fillTest(&g.Bands[1].Test, 900, 600, 5000) // z ≈ 3.6: the slow test still reads high
+		fillTest(&g.Bands[1].Fast, 900, tc.fast, 5000)
+		m.updateGate(false)
+		if d := cmp.Diff(tc.want, g.Bands[1].State); d != "" {
+			t.Errorf("%s: band state (-want +got):\n%s", tc.name, d)
+		}
 	}
 }
 

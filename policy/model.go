@@ -133,8 +133,9 @@ type Config struct {
 	DuelZ float64
 	// GateZ: a band opens (the choice sent to all but NeverShare) when its
 	// choices beat never-send by GateZ standard errors, and goes back to
-	// testing when they no longer beat it by GateReleaseZ (negative: only
-	// on evidence that they lose). A band or the whole tenant closes
+	// testing when they no longer beat it by GateReleaseZ on its fast
+	// test (negative: only on evidence that they lose; −0.5, half a
+	// standard error, since POLICY.md §7.142). A band or the whole tenant closes
 	// (GuardZ, GuardReleaseZ) when the choices lose to never-send; closed,
 	// the testing share is divided by GateClosedDiv.
 	GateZ, GateReleaseZ, GateClosedDiv float64
@@ -263,7 +264,7 @@ func DefaultConfig() Config {
 		NoiseStart: 5000, NoisePseudo: 50,
 		ImportanceAlpha: 0,
 		GuardZ:          2, GuardReleaseZ: 1, GuardMinN: 100, GuardHalfLife: 1,
-		Gate: true, GateExplore: 0.05, GatePromise: 0.5, GateQ0: 0.5, GateN0: 12000, GateAgeMin: 4, GateAgeMax: 6, GatePow: 4, GateZ: 2, GateReleaseZ: -1, GateClosedDiv: 4, GateClosedLateDiv: 1000, GateExploreClosedLate: true, GateHalfLife: 3, GateLookAlpha: 0.0374224670668522, GateLeanAge: 6, GateDownAge: 2, GateDownOpen: true, GatePooled: true, GatePooledOwn: true, GateControlWeight: true, GateModelPromise: true, GateSendZ: 0.25, GateOpenSendZ: 0.1, TieTopTwo: true,
+		Gate: true, GateExplore: 0.05, GatePromise: 0.5, GateQ0: 0.5, GateN0: 12000, GateAgeMin: 4, GateAgeMax: 6, GatePow: 4, GateZ: 2, GateReleaseZ: -0.5, GateClosedDiv: 4, GateClosedLateDiv: 1000, GateExploreClosedLate: true, GateHalfLife: 3, GateLookAlpha: 0.0374224670668522, GateLeanAge: 6, GateDownAge: 2, GateDownOpen: true, GatePooled: true, GatePooledOwn: true, GateControlWeight: true, GateModelPromise: true, GateSendZ: 0.25, GateOpenSendZ: 0.1, TieTopTwo: true,
 		TicketTarget: true, TicketPseudo: 64, DuelZ: 3,
 		ResidualClip: 50,
 	}
