@@ -651,15 +651,17 @@ func TestDuelSettlesATie(t *testing.T) {
 // TestModelPromiseKeepsTesting: late in a tenant's life a testing band
 // sends its choice to few customers, but a customer whose chosen coupon's
 // effect is z standard errors above 0 still gets it with at least
-// GatePromise·Φ(z − GateZ): while the band tests and its own test is not
-// below 0. Not in a closed band, under the guard, where the band's test
-// leans negative, or with Config.GateModelPromise off. Fails if the
-// model's promise is dropped or reaches those bands.
+// GatePromise·Φ(z − bar), bar the band's own opening bar at its twelfth
+// look (3.6): while the band tests and its own test is not below 0. Not in
+// a closed band, under the guard, where the band's test leans negative, or
+// with Config.GateModelPromise off. Fails if the model's promise is
+// dropped, reaches those bands or reads GateZ.
 func TestModelPromiseKeepsTesting(t *testing.T) {
 	cfg := DefaultConfig()
-	late := cfg.GateQ0 / 82 // testShare at 3·GateN0 rewards and 3·GateAgeMin windows
+	late := cfg.GateQ0 / 82             // testShare at 3·GateN0 rewards and 3·GateAgeMin windows
+	bar := lookZ(cfg.GateLookAlpha, 12) // the band tests since its first window
 	promise := func(z float64) float64 {
-		return cfg.GatePromise * 0.5 * math.Erfc(-(z-cfg.GateZ)/math.Sqrt2)
+		return cfg.GatePromise * 0.5 * math.Erfc(-(z-bar)/math.Sqrt2)
 	}
 	for _, c := range []struct {
 		name  string
@@ -672,9 +674,9 @@ func TestModelPromiseKeepsTesting(t *testing.T) {
 	}{
 		{"sure choice, testing band", 4, GateTesting, false, 0, false, promise(4)},
 		{"sure choice, band test leaning up", 4, GateTesting, false, 50, false, promise(4)},
-		{"at the bar", 2, GateTesting, false, 0, false, cfg.GatePromise / 2},
+		{"at the bar", bar, GateTesting, false, 0, false, cfg.GatePromise / 2},
 		{"a choice the model doubts", -1, GateTesting, false, 0, false, late},
-		{"no better than its error", 0, GateTesting, false, 0, false, promise(0)},
+		{"no better than its error", 0, GateTesting, false, 0, false, max(late, promise(0))},
 		{"band test leaning down", 4, GateTesting, false, -50, false, late},
 		{"closed band", 4, GateClosed, false, 0, false, late / cfg.GateClosedLateDiv},
 		{"guard active", 4, GateTesting, true, 0, false, late / cfg.GateClosedLateDiv},
@@ -692,6 +694,46 @@ func TestModelPromiseKeepsTesting(t *testing.T) {
 		sc := []Score{{ID: 0, band: 1}, {ID: 7, Effect: 100 * c.z, Width: 100, band: 1}}
 		if got := m.choiceShare(sc, 1); math.Abs(got-c.want) > 1e-12 {
 			t.Errorf("%s: share %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+// TestPromisesReadTheBandsBar: a testing band's promise (Promise, set by
+// updateGate) and the model's promise for one of its customers
+// (choiceShare) are the chance of clearing the bar the band is looked at
+// against now: GateZ at its first look, 3.6 standard errors at its
+// twelfth, and GateZ at any look with Config.GatePromiseAtBar off. Fails
+// if either promise reads GateZ under the rising bar (POLICY.md §7.153).
+func TestPromisesReadTheBandsBar(t *testing.T) {
+	phi := func(z float64) float64 { return 0.5 * math.Erfc(-z/math.Sqrt2) }
+	late := lookZ(DefaultConfig().GateLookAlpha, 12)
+	// fillTest(900, 500, 5000): a standard error of about 167, z ≈ 3.
+	for _, tc := range []struct {
+		name    string
+		windows float64 // the tenant's age; the band tests since its first window
+		atBar   bool
+		bar     float64
+	}{
+		{"first look", 1, true, 2},
+		{"twelfth look", 12, true, late},
+		{"twelfth look, GatePromiseAtBar off", 12, false, 2},
+	} {
+		cfg := DefaultConfig()
+		cfg.GatePromiseAtBar = tc.atBar
+		m := New(cfg)
+		g := &m.guard
+		g.Windows = tc.windows
+		g.Bands = make([]gateBand, GateBands)
+		fillTest(&g.Bands[1].Test, 900, 500, 5000)
+		mean, se, _ := m.testStat(&g.Bands[1].Test)
+		m.updateGate(true) // hold: no look, so the band stays testing
+		if got, want := g.Bands[1].Promise, phi(mean/se-tc.bar); math.Abs(got-want) > 1e-9 {
+			t.Errorf("%s: band promise %.4f, want Φ(%.2f − %.2f) = %.4f", tc.name, got, mean/se, tc.bar, want)
+		}
+		sc := []Score{{ID: 0, band: 1}, {ID: 7, Effect: 300, Width: 100, band: 1}}
+		want := max(m.gateQ(1), cfg.GatePromise*phi(3-tc.bar))
+		if got := m.choiceShare(sc, 1); math.Abs(got-want) > 1e-9 {
+			t.Errorf("%s: model's promise %.4f, want %.4f", tc.name, got, want)
 		}
 	}
 }
