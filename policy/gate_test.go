@@ -698,6 +698,15 @@ func TestModelPromiseKeepsTesting(t *testing.T) {
 	}
 }
 
+// gateModelAt is a model of cfg at the tenant's age windows with every
+// band's gate testing and no evidence yet.
+func gateModelAt(cfg Config, windows float64) *Model {
+	m := New(cfg)
+	m.guard.Windows = windows
+	m.guard.Bands = make([]gateBand, GateBands)
+	return m
+}
+
 // TestPromisesReadTheBandsBar: a testing band's promise (Promise, set by
 // updateGate) and the model's promise for one of its customers
 // (choiceShare) are the chance of clearing the bar the band is looked at
@@ -720,10 +729,8 @@ func TestPromisesReadTheBandsBar(t *testing.T) {
 	} {
 		cfg := DefaultConfig()
 		cfg.GatePromiseAtBar = tc.atBar
-		m := New(cfg)
+		m := gateModelAt(cfg, tc.windows)
 		g := &m.guard
-		g.Windows = tc.windows
-		g.Bands = make([]gateBand, GateBands)
 		fillTest(&g.Bands[1].Test, 900, 500, 5000)
 		mean, se, _ := m.testStat(&g.Bands[1].Test)
 		m.updateGate(true) // hold: no look, so the band stays testing
@@ -917,10 +924,8 @@ func TestAlwaysValidBarHoldsALuckyBand(t *testing.T) {
 	} {
 		cfg := DefaultConfig()
 		cfg.GateLookAlpha = tc.alpha
-		m := New(cfg)
+		m := gateModelAt(cfg, tc.windows)
 		g := &m.guard
-		g.Windows = tc.windows
-		g.Bands = make([]gateBand, GateBands)
 		fillTest(&g.Test, 900, tc.pooledMean, 5000) // z ≈ 1.2 or 2.4 over all customers
 		fillTest(&g.Fast, 900, tc.pooledMean, 5000)
 		fillTest(&g.Bands[0].Test, 900, 400, 5000) // z ≈ 2.4
