@@ -26,11 +26,12 @@ import (
 //     reaching GateN0 between GateAgeMin and GateAgeMax windows of the
 //     tenant's age whatever its size (testShare; half the choices early,
 //     so the test has power; few late, so a choice that loses costs
-//     little), but at least GatePromise·Φ(z − bar) while the band's test
-//     is close to opening (bar its own opening bar now, promiseBar), and for a customer whose chosen coupon the
-//     model is itself sure of, at least the same with z its effect over
-//     its standard error while the band's own mean is not below 0
-//     (choiceShare, Config.GateModelPromise); from Config.GateLeanAge
+//     little), but at least GatePromise·Φ(z − GateZ) while the band's test
+//     is close to opening, and for a customer whose chosen coupon the
+//     model is itself sure of, at least GatePromise·Φ(z − bar) with z its
+//     effect over its standard error and bar the band's own opening bar
+//     now, while the band's own mean is not below 0 (choiceShare,
+//     Config.GateModelPromise, Config.GateModelPromiseAtBar); from Config.GateLeanAge
 //     windows of the tenant's age, a band whose test leans against its
 //     choices tests at the share times 2Φ(z) (leanShare);
 //   - open, once its choices beat never-send by GateZ standard errors, or
@@ -313,8 +314,9 @@ func (m *Model) bandOpen(b int8) bool {
 // (gateQ), but at least GatePromise·Φ(z − bar) with
 // Config.GateModelPromise while the band tests (the guard holding no one
 // back) and its own test's mean is not below 0 (none yet counts as 0), z
-// the choice's effect over its standard error and bar the band's
-// (promiseBar: its own opening bar now, POLICY.md §7.153). A test at its late share
+// the choice's effect over its standard error and bar the band's own
+// opening bar now (openBar) with Config.GateModelPromiseAtBar, else GateZ
+// (POLICY.md §7.158). A test at its late share
 // has no power left; where the model is itself sure the choice pays, the
 // decisions it is sure about keep testing it, and the band's test
 // (observeGate, which weighs each decision by this share) still decides
@@ -330,25 +332,18 @@ func (m *Model) choiceShare(sc []Score, top int) float64 {
 	if !(se > 0) {
 		return q
 	}
-	return max(q, m.cfg.GatePromise*m.promise(sc[top].Effect/se, m.promiseBar(&gb)))
+	bar := m.cfg.GateZ
+	if m.cfg.GateModelPromiseAtBar {
+		bar = m.openBar(gb.Since)
+	}
+	return max(q, m.cfg.GatePromise*m.promise(sc[top].Effect/se, bar))
 }
 
 // promise is the chance that evidence z standard errors above 0 would
-// clear bar: Φ(z − bar). A band's test (Promise) and the model's own
-// estimate for a customer (choiceShare) are read alike, against the same
-// bar (promiseBar).
+// clear bar: Φ(z − bar). A band's test (Promise, against GateZ) and the
+// model's own estimate for a customer (choiceShare) are read alike.
 func (m *Model) promise(z, bar float64) float64 {
 	return 0.5 * math.Erfc(-(z-bar)/math.Sqrt2)
-}
-
-// promiseBar is the bar a testing band's promises read: the band's own
-// opening bar now (openBar, which rises with its looks) under
-// Config.GatePromiseAtBar, else GateZ.
-func (m *Model) promiseBar(gb *gateBand) float64 {
-	if m.cfg.GatePromiseAtBar {
-		return m.openBar(gb.Since)
-	}
-	return m.cfg.GateZ
 }
 
 // floor is the probability spread over every action of a decision:
@@ -548,7 +543,7 @@ func (m *Model) updateGate(hold bool) {
 		// pooled test unless its own mean says its choices lose.
 		mean, se, ok := m.testStat(&gb.Test)
 		if ok {
-			gb.Promise = m.promise(mean/se, m.promiseBar(gb))
+			gb.Promise = m.promise(mean/se, m.cfg.GateZ)
 		}
 		if gb.State == GateOpen && gb.Pooled && (mean < 0 || m.cfg.GatePooledOwn && !ok) {
 			// The condition it opened on no longer holds; under GatePooledOwn

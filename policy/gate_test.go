@@ -707,38 +707,45 @@ func gateModelAt(cfg Config, windows float64) *Model {
 	return m
 }
 
-// TestPromisesReadTheBandsBar: a testing band's promise (Promise, set by
-// updateGate) and the model's promise for one of its customers
-// (choiceShare) are the chance of clearing the bar the band is looked at
-// against now: GateZ at its first look, 3.6 standard errors at its
-// twelfth, and GateZ at any look with Config.GatePromiseAtBar off. Fails
-// if either promise reads GateZ under the rising bar (POLICY.md §7.153).
-func TestPromisesReadTheBandsBar(t *testing.T) {
+// TestModelPromiseReadsTheBandsBar: the model's promise for a customer of
+// a testing band (choiceShare) is the chance of clearing the bar the band
+// is looked at against now: GateZ at its first look, 3.6 standard errors
+// at its twelfth, and GateZ at any look with
+// Config.GateModelPromiseAtBar off. The band test's own promise (Promise,
+// set by updateGate) reads GateZ at every look. Fails if the model's
+// promise reads GateZ under the rising bar or the band's reads the bar
+// (POLICY.md §7.158).
+func TestModelPromiseReadsTheBandsBar(t *testing.T) {
 	phi := func(z float64) float64 { return 0.5 * math.Erfc(-z/math.Sqrt2) }
 	late := lookZ(DefaultConfig().GateLookAlpha, 12)
-	// fillTest(900, 500, 5000): a standard error of about 167, z ≈ 3.
+	// fillTest(900, 100, 5000): a standard error of about 167, z ≈ 0.6, so
+	// the band's own promise stays below the model's.
 	for _, tc := range []struct {
-		name    string
-		windows float64 // the tenant's age; the band tests since its first window
-		atBar   bool
-		bar     float64
+		name  string
+		since float64 // the tenant's age (12 windows) when the band began testing
+		atBar bool
+		bar   float64 // the model's promise's
 	}{
-		{"first look", 1, true, 2},
-		{"twelfth look", 12, true, late},
-		{"twelfth look, GatePromiseAtBar off", 12, false, 2},
+		{"first look", 12, true, 2},
+		{"twelfth look", 0, true, late},
+		{"twelfth look, GateModelPromiseAtBar off", 0, false, 2},
 	} {
 		cfg := DefaultConfig()
-		cfg.GatePromiseAtBar = tc.atBar
-		m := gateModelAt(cfg, tc.windows)
+		cfg.GateModelPromiseAtBar = tc.atBar
+		m := gateModelAt(cfg, 12)
 		g := &m.guard
-		fillTest(&g.Bands[1].Test, 900, 500, 5000)
+		g.Bands[1].Since = tc.since
+		fillTest(&g.Bands[1].Test, 900, 100, 5000)
 		mean, se, _ := m.testStat(&g.Bands[1].Test)
 		m.updateGate(true) // hold: no look, so the band stays testing
-		if got, want := g.Bands[1].Promise, phi(mean/se-tc.bar); math.Abs(got-want) > 1e-9 {
-			t.Errorf("%s: band promise %.4f, want Φ(%.2f − %.2f) = %.4f", tc.name, got, mean/se, tc.bar, want)
+		if got, want := g.Bands[1].Promise, phi(mean/se-cfg.GateZ); math.Abs(got-want) > 1e-9 {
+			t.Errorf("%s: band promise %.4f, want Φ(%.2f − %.2f) = %.4f", tc.name, got, mean/se, cfg.GateZ, want)
 		}
 		sc := []Score{{ID: 0, band: 1}, {ID: 7, Effect: 300, Width: 100, band: 1}}
-		want := max(m.gateQ(1), cfg.GatePromise*phi(3-tc.bar))
+		want := cfg.GatePromise * phi(3-tc.bar)
+		if q := m.gateQ(1); q >= want {
+			t.Fatalf("%s: the band's share %.4f hides the model's promise %.4f", tc.name, q, want)
+		}
 		if got := m.choiceShare(sc, 1); math.Abs(got-want) > 1e-9 {
 			t.Errorf("%s: model's promise %.4f, want %.4f", tc.name, got, want)
 		}

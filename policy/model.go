@@ -114,9 +114,8 @@ type Config struct {
 	Gate bool
 	// GateQ0, GateN0, GatePow: while a band tests, the choice is sent with
 	// probability GateQ0/(1 + (n/GateN0)^GatePow) after n rewards (else
-	// never-send), but at least GatePromise·Φ(z − bar), z the band's test
-	// statistic and bar GateZ (the band's own bar now with
-	// GatePromiseAtBar).
+	// never-send), but at least GatePromise·Φ(z − GateZ), z the band's test
+	// statistic.
 	GateQ0, GateN0, GatePow, GatePromise float64
 	// GateAgeMin, GateAgeMax (windows; 0: no bound): the rewards counted in
 	// the testing share reach GateN0 no sooner than GateAgeMin and no later
@@ -125,18 +124,18 @@ type Config struct {
 	// GateModelPromise: while a customer's band tests and its own test
 	// is not below 0, their choice is sent with at least
 	// GatePromise·Φ(z − bar), z the choice's effect over its standard
-	// error (Model.Sigma) and bar the band's as above: the model's own promise for this customer, as
+	// error (Model.Sigma) and bar GateZ (the band's own bar now with
+	// GateModelPromiseAtBar): the model's own promise for this customer, as
 	// GatePromise is the band test's (POLICY.md §7.21).
 	GateModelPromise bool
-	// GatePromiseAtBar: both promises (the band test's, GatePromise·Φ(z −
-	// bar), and the model's, GateModelPromise) read the band's own opening
-	// bar now (openBar: GateZ at its first look, rising with every further
-	// window it tests) instead of GateZ: a promise is the chance of clearing
-	// the bar the band will be looked at against, and a band that has
-	// tested for weeks at 1–2 standard errors without opening no longer
-	// keeps a fifth of its customers on a test it cannot pass
-	// (POLICY.md §7.153).
-	GatePromiseAtBar bool
+	// GateModelPromiseAtBar: the model's promise (GateModelPromise) reads
+	// the band's own opening bar now (openBar: GateZ at its first look,
+	// rising with every further window it tests) instead of GateZ: the
+	// chance of clearing the bar the band is looked at against. The band
+	// test's promise keeps GateZ: read at the band's bar too it cut the
+	// late openings of bands whose tests near the bar are what pays
+	// (POLICY.md §7.153, §7.158).
+	GateModelPromiseAtBar bool
 	// DuelZ, when positive, settles a top-two tie for its winner when the
 	// randomized duel of the pair's ties (observeDuel) puts their
 	// difference DuelZ standard errors from 0.
@@ -274,7 +273,7 @@ func DefaultConfig() Config {
 		NoiseStart: 5000, NoisePseudo: 50,
 		ImportanceAlpha: 0,
 		GuardZ:          2, GuardReleaseZ: 1, GuardMinN: 100, GuardHalfLife: 1,
-		Gate: true, GateExplore: 0.05, GatePromise: 0.5, GateQ0: 0.5, GateN0: 12000, GateAgeMin: 4, GateAgeMax: 6, GatePow: 4, GateZ: 2, GateReleaseZ: -0.5, GateClosedDiv: 4, GateClosedLateDiv: 1000, GateExploreClosedLate: true, GateHalfLife: 3, GateLookAlpha: 0.0374224670668522, GateLeanAge: 6, GateDownAge: 2, GateDownOpen: true, GatePooled: true, GatePooledOwn: true, GateControlWeight: true, GateModelPromise: true, GatePromiseAtBar: true, GateSendZ: 0.25, GateOpenSendZ: 0.1, TieTopTwo: true,
+		Gate: true, GateExplore: 0.05, GatePromise: 0.5, GateQ0: 0.5, GateN0: 12000, GateAgeMin: 4, GateAgeMax: 6, GatePow: 4, GateZ: 2, GateReleaseZ: -0.5, GateClosedDiv: 4, GateClosedLateDiv: 1000, GateExploreClosedLate: true, GateHalfLife: 3, GateLookAlpha: 0.0374224670668522, GateLeanAge: 6, GateDownAge: 2, GateDownOpen: true, GatePooled: true, GatePooledOwn: true, GateControlWeight: true, GateModelPromise: true, GateModelPromiseAtBar: true, GateSendZ: 0.25, GateOpenSendZ: 0.1, TieTopTwo: true,
 		TicketTarget: true, TicketPseudo: 64, DuelZ: 3,
 		ResidualClip: 50,
 	}
