@@ -31,9 +31,10 @@ import (
 //     model is itself sure of, at least GatePromise·Φ(z − bar) with z its
 //     effect over its standard error and bar the band's own opening bar
 //     now, while the band's own mean is not below 0 (choiceShare,
-//     Config.GateModelPromise, Config.GateModelPromiseAtBar); from Config.GateLeanAge
-//     windows of the tenant's age, a band whose test leans against its
-//     choices tests at the share times 2Φ(z) (leanShare);
+//     Config.GateModelPromise, Config.GateModelPromiseAtBar); from
+//     Config.GateLeanAge windows of the tenant's age, a band whose test
+//     leans against its choices tests at the share times 2Φ(z)
+//     (leanShare);
 //   - open, once its choices beat never-send by GateZ standard errors, or
 //     the choices over all customers do and the band's own mean is not
 //     below 0 (Config.GatePooled; with Config.GatePooledOwn only once the
@@ -316,11 +317,10 @@ func (m *Model) bandOpen(b int8) bool {
 // back) and its own test's mean is not below 0 (none yet counts as 0), z
 // the choice's effect over its standard error and bar the band's own
 // opening bar now (openBar) with Config.GateModelPromiseAtBar, else GateZ
-// (POLICY.md §7.158). A test at its late share
-// has no power left; where the model is itself sure the choice pays, the
-// decisions it is sure about keep testing it, and the band's test
-// (observeGate, which weighs each decision by this share) still decides
-// whether the band opens.
+// (POLICY.md §7.158). A test at its late share has no power left; where
+// the model is itself sure the choice pays, the decisions it is sure about
+// keep testing it, and the band's test (observeGate, which weighs each
+// decision by this share) still decides whether the band opens.
 func (m *Model) choiceShare(sc []Score, top int) float64 {
 	b := int(sc[top].band)
 	q := m.gateQ(b)
